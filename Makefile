@@ -1,0 +1,40 @@
+# hnplan: `make report` and `make test` create the environment on first use.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SCENARIO ?= default
+JOBS   ?= 2
+
+.PHONY: report test lab bench validate clean-reports help
+
+help:
+	@echo "make report    run the default scenario's reports into reports/ (SCENARIO=all for every scenario)"
+	@echo "make test      run the test suite"
+	@echo "make lab       open JupyterLab on notebooks/"
+	@echo "make bench     run the benchmarks"
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (hnplan)" >/dev/null
+	touch $(STAMP)
+
+report: $(STAMP)
+	$(BIN)/hnplan report --scenario $(SCENARIO) --jobs $(JOBS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n $(JOBS)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_planner.py
+
+validate: $(STAMP)
+	$(BIN)/hnplan catalog validate
+
+clean-reports:
+	find reports -mindepth 1 ! -name README.md -exec rm -rf {} +

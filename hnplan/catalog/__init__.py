@@ -1,0 +1,23 @@
+"""Catalogs: validated, typed entries loaded from ``data/`` (see :mod:`hnplan.catalog.schemas`)."""
+
+from hnplan.catalog.loader import Catalog, data_dir, load_catalog, parse_entry, validate_file
+from hnplan.catalog.schemas import (
+    KINDS,
+    MLA,
+    Accelerator,
+    Facility,
+    Interconnect,
+    Model,
+    MoE,
+    Price,
+    Scenario,
+    SourcedValue,
+    Switch,
+    System,
+)
+
+__all__ = [
+    "KINDS", "MLA", "Accelerator", "Catalog", "Facility", "Interconnect", "Model", "MoE", "Price",
+    "Scenario", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
+    "validate_file",
+]

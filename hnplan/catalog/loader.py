@@ -1,0 +1,341 @@
+"""Loading and looking up catalog entries: the only code in hnplan that reads ``data/``.
+
+Layout of a data folder::
+
+    data/accelerators/<id>.yaml    one Accelerator per file
+    data/interconnects/<id>.yaml   one Interconnect per file
+    data/switches/<id>.yaml        one Switch per file
+    data/systems/<id>.yaml         one System per file
+    data/models/<id>.yaml          one Model per file
+    data/prices.yaml               a list of Price entries
+    data/facility.yaml             one Facility entry
+    data/scenarios/<id>.yaml       one Scenario per file
+
+Every lookup takes an id (``h100-sxm``) or the path of a YAML file holding one entry of the same
+schema, so users can bring their own hardware or model without editing ``data/``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hnplan.catalog.schemas import (
+    KINDS,
+    Accelerator,
+    Facility,
+    Interconnect,
+    Model,
+    Price,
+    Scenario,
+    Switch,
+    System,
+)
+from hnplan.errors import CatalogError
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def data_dir() -> Path:
+    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root."""
+    return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
+
+
+def _read_yaml(path: Path):
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: file not found", path=path) from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {exc}", path=path) from None
+
+
+def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:
+    lines = []
+    first_field = None
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"] if p != "[key]") or "(entry)"
+        first_field = first_field or field
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(schema.model_fields)
+            msg = f"unknown key; allowed keys: {allowed}"
+        elif err["type"] == "missing":
+            desc = schema.model_fields.get(field)
+            msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
+        lines.append(f"  field {field!r}: {msg}")
+    head = f"{path}: entry {entry!r} ({schema.__name__}) is invalid:"
+    return CatalogError("\n".join([head, *lines]), path=path, entry=entry, field=first_field)
+
+
+def parse_entry(raw, schema: type[T], path) -> T:
+    """Validate one mapping against a schema, raising :class:`CatalogError` that names the file,
+    the entry and each bad field (with the allowed keys or values)."""
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{path}: expected one mapping of {schema.__name__} fields, got {type(raw).__name__}",
+                           path=path)
+    entry = raw.get("id", "?")
+    try:
+        return schema.model_validate(raw)
+    except ValidationError as exc:
+        raise _format_validation(exc, schema, path, entry) from None
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref
+
+
+class Catalog:
+    """Typed, validated access to the catalogs of one data folder.
+
+    Parameters
+    ----------
+    root : path, optional
+        The data folder; defaults to :func:`data_dir`.
+
+    Examples
+    --------
+    >>> cat = Catalog()
+    >>> cat.accelerator("h100-sxm").dense_tflops["bf16"]
+    989.4
+    >>> cat.accelerator("h100-sxn")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.CatalogError: unknown accelerator id 'h100-sxn'; nearest: h100-sxm, h800-sxm, h200-sxm
+    """
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else data_dir()
+        self._cache: dict[str, dict] = {}
+
+    # -- loading ---------------------------------------------------------------------------
+    def _kind_dir(self, kind: str) -> Path:
+        return self.root / kind
+
+    def _load_kind(self, kind: str) -> dict:
+        if kind not in self._cache:
+            schema = KINDS[kind]
+            entries: dict[str, tuple[BaseModel, Path]] = {}
+            folder = self._kind_dir(kind)
+            for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
+                obj = parse_entry(_read_yaml(path), schema, path)
+                if obj.id != path.stem:
+                    raise CatalogError(f"{path}: entry id {obj.id!r} differs from the file name {path.stem!r}",
+                                       path=path, entry=obj.id, field="id")
+                entries[obj.id] = (obj, path)
+            self._cache[kind] = entries
+        return self._cache[kind]
+
+    def ids(self, kind: str) -> list[str]:
+        """Sorted ids of one catalog kind (accelerators, interconnects, switches, systems, models)."""
+        self._check_kind(kind)
+        return sorted(self._load_kind(kind))
+
+    def entries(self, kind: str) -> list:
+        """All entries of one kind, sorted by id."""
+        self._check_kind(kind)
+        return [obj for _, (obj, _) in sorted(self._load_kind(kind).items())]
+
+    def path_of(self, kind: str, entry_id: str) -> Path:
+        """The file an entry was loaded from."""
+        return self._load_kind(kind)[entry_id][1]
+
+    @staticmethod
+    def _check_kind(kind: str):
+        if kind not in KINDS:
+            raise CatalogError(f"unknown catalog kind {kind!r}; allowed: {', '.join(KINDS)}")
+
+    def get(self, kind: str, ref):
+        """Look up an entry by id, by the path of a YAML file with one entry, or pass an entry through.
+
+        Raises
+        ------
+        CatalogError
+            For an unknown id (the message lists the nearest valid ids) or an invalid file.
+        """
+        self._check_kind(kind)
+        schema = KINDS[kind]
+        if isinstance(ref, schema):
+            return ref
+        ref = str(ref)
+        entries = self._load_kind(kind)
+        if ref in entries:
+            return entries[ref][0]
+        if _looks_like_path(ref):
+            path = Path(ref)
+            return parse_entry(_read_yaml(path), schema, path)
+        near = difflib.get_close_matches(ref, list(entries), n=3, cutoff=0.5)
+        hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(entries))}"
+        raise CatalogError(f"unknown {kind[:-1]} id {ref!r}{hint}", entry=ref)
+
+    def accelerator(self, ref) -> Accelerator:
+        """An :class:`Accelerator` by id or file path."""
+        return self.get("accelerators", ref)
+
+    def interconnect(self, ref) -> Interconnect:
+        """An :class:`Interconnect` by id or file path."""
+        return self.get("interconnects", ref)
+
+    def switch(self, ref) -> Switch:
+        """A :class:`Switch` by id or file path."""
+        return self.get("switches", ref)
+
+    def system(self, ref) -> System:
+        """A :class:`System` by id or file path; its references are checked to exist."""
+        sys_ = self.get("systems", ref)
+        self._check_system_refs(sys_)
+        return sys_
+
+    def model(self, ref) -> Model:
+        """A :class:`Model` by id or file path."""
+        return self.get("models", ref)
+
+    def _check_system_refs(self, s: System):
+        for field, kind in (("accelerator", "accelerators"), ("scaleup_fabric", "interconnects"),
+                            ("scaleout_fabric", "interconnects"), ("scaleout_switch", "switches"),
+                            ("scaleup_switch", "switches")):
+            ref = getattr(s, field)
+            if ref is None:
+                continue
+            try:
+                self.get(kind, ref)
+            except CatalogError as exc:
+                raise CatalogError(f"system {s.id!r}, field {field!r}: {exc}", entry=s.id, field=field) from None
+
+    # -- prices, facility, scenarios -------------------------------------------------------
+    @functools.cached_property
+    def prices(self) -> list[Price]:
+        """Every :class:`Price` in ``prices.yaml``."""
+        path = self.root / "prices.yaml"
+        raw = _read_yaml(path) if path.exists() else []
+        if not isinstance(raw, list):
+            raise CatalogError(f"{path}: expected a list of price entries", path=path)
+        out = [parse_entry(item, Price, path) for item in raw]
+        seen = set()
+        for p in out:
+            if p.id in seen:
+                raise CatalogError(f"{path}: duplicate price id {p.id!r}", path=path, entry=p.id, field="id")
+            seen.add(p.id)
+        return out
+
+    def price(self, item: str) -> Price:
+        """The price entry of a catalog item (system, switch, BOM part)."""
+        for p in self.prices:
+            if p.item == item:
+                return p
+        items = sorted({p.item for p in self.prices})
+        near = difflib.get_close_matches(item, items, n=3, cutoff=0.5)
+        raise CatalogError(f"no price for {item!r} in {self.root / 'prices.yaml'}"
+                           + (f"; nearest: {', '.join(near)}" if near else ""), entry=item)
+
+    @functools.cached_property
+    def facility(self) -> Facility:
+        """The facility and finance defaults in ``facility.yaml``."""
+        path = self.root / "facility.yaml"
+        return parse_entry(_read_yaml(path), Facility, path)
+
+    def scenario_ids(self) -> list[str]:
+        """Sorted ids of the scenarios in ``scenarios/``."""
+        return sorted(p.stem for p in (self.root / "scenarios").glob("*.y*ml"))
+
+    def scenario(self, ref) -> Scenario:
+        """A :class:`Scenario` by id or path (not yet checked against notebooks; see hnplan.reports)."""
+        ref = str(ref)
+        path = Path(ref) if _looks_like_path(ref) else self.root / "scenarios" / f"{ref}.yaml"
+        if not path.exists():
+            ids = self.scenario_ids()
+            near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
+            raise CatalogError(f"unknown scenario {ref!r}; "
+                               + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"), entry=ref)
+        return parse_entry(_read_yaml(path), Scenario, path)
+
+    # -- whole-catalog checks ----------------------------------------------------------------
+    def validate(self) -> list[str]:
+        """Load every file and check cross-references; return a list of problems (empty if clean).
+
+        Never raises for bad data: each problem is one message naming file, entry and field.
+        """
+        problems: list[str] = []
+        for kind in KINDS:
+            try:
+                self._load_kind(kind)
+            except CatalogError as exc:
+                problems.append(str(exc))
+                # load the remaining files one by one so every bad file is reported
+                for path in sorted(self._kind_dir(kind).glob("*.y*ml")):
+                    try:
+                        parse_entry(_read_yaml(path), KINDS[kind], path)
+                    except CatalogError as e2:
+                        if str(e2) != str(exc):
+                            problems.append(str(e2))
+                self._cache.pop(kind, None)
+        if not problems:
+            for s in self.entries("systems"):
+                try:
+                    self._check_system_refs(s)
+                except CatalogError as exc:
+                    problems.append(f"{self.path_of('systems', s.id)}: {exc}")
+            for sw in self.entries("switches"):
+                try:
+                    self.get("interconnects", sw.fabric)
+                except CatalogError as exc:
+                    problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
+        for getter in (lambda: self.prices, lambda: self.facility):
+            try:
+                getter()
+            except CatalogError as exc:
+                problems.append(str(exc))
+        for sid in self.scenario_ids():
+            try:
+                self.scenario(sid)
+            except CatalogError as exc:
+                problems.append(str(exc))
+        return problems
+
+    def content_hash(self) -> str:
+        """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""
+        h = hashlib.sha256()
+        for path in sorted(self.root.rglob("*.y*ml")):
+            h.update(str(path.relative_to(self.root)).encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(root: str) -> Catalog:
+    return Catalog(root)
+
+
+def load_catalog(root: str | Path | None = None) -> Catalog:
+    """The (cached) :class:`Catalog` of a data folder, default :func:`data_dir`."""
+    return _cached(str(Path(root) if root is not None else data_dir()))
+
+
+def validate_file(path: str | Path, kind: str | None = None):
+    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted.
+
+    Returns the parsed entry (or list of prices). Raises :class:`CatalogError`.
+    """
+    path = Path(path)
+    raw = _read_yaml(path)
+    kind = kind or path.parent.name
+    if path.name == "prices.yaml":
+        return [parse_entry(item, Price, path) for item in raw]
+    if path.name == "facility.yaml":
+        return parse_entry(raw, Facility, path)
+    if kind == "scenarios":
+        return parse_entry(raw, Scenario, path)
+    if kind not in KINDS:
+        raise CatalogError(f"{path}: cannot tell which catalog this file belongs to (parent folder {kind!r}); "
+                           f"pass the kind, one of: {', '.join(KINDS)}", path=path)
+    return parse_entry(raw, KINDS[kind], path)

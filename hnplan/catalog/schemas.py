@@ -1,0 +1,302 @@
+"""Schemas of the catalogs in ``data/``: one pydantic model per catalog kind.
+
+The same models validate the YAML files and document them (``hnplan catalog schema KIND`` and the
+README print their fields). Conventions:
+
+* Unknown keys are rejected (``extra="forbid"``); entries are frozen once loaded.
+* Units are spelled in the key, in the field's customary units: ``hbm_gb`` is decimal gigabytes
+  (1e9 bytes, as datasheets print), ``hbm_bw_TBps`` terabytes per second, ``nic_gbps`` gigabits per
+  second, ``scaleup_bw_GBps_per_dir`` gigabytes per second *per direction*.  Conversion to SI happens
+  in :mod:`hnplan.units`, never here.
+* Every entry carries a non-empty ``source``.  A field whose value comes from elsewhere names it in
+  ``field_sources``; a value nobody published is listed in ``assumptions`` with the reason.
+  Calibration factors (efficiencies) must have their own ``field_sources`` or ``assumptions`` item.
+* Ids are lower-kebab-case with dots allowed inside version numbers (``llama3.1-405b``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ID_PATTERN = r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$"
+_PLACEHOLDER = re.compile(r"^\s*(todo|tbd|fixme|xxx|\?+|n/?a|none|unknown)\s*[.!:]?\s*$", re.I)
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4")
+Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+Positive = Annotated[float, Field(gt=0.0)]
+NonNegative = Annotated[float, Field(ge=0.0)]
+PosInt = Annotated[int, Field(gt=0)]
+
+
+def _check_source(value: str) -> str:
+    if not value or not value.strip() or _PLACEHOLDER.match(value) or "TODO" in value:
+        raise ValueError("must name a datasheet, paper and table, or a labelled assumption; got an empty or placeholder source")
+    return value
+
+
+Source = Annotated[str, Field(min_length=3)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+
+
+class Entry(_Strict):
+    """Fields shared by every catalog entry."""
+
+    id: str = Field(pattern=ID_PATTERN, description="lower-kebab-case id, e.g. h100-sxm")
+    name: str = Field(min_length=1, description="human-readable name")
+    source: Source = Field(description="datasheet, paper and table, or repository file")
+    notes: str | None = None
+    field_sources: dict[str, str] = Field(
+        default_factory=dict, description="field -> source, where it differs from `source`")
+    assumptions: dict[str, str] = Field(
+        default_factory=dict, description="field -> why this unpublished value was assumed")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ()
+
+    @field_validator("source")
+    @classmethod
+    def _source_not_placeholder(cls, v: str) -> str:
+        return _check_source(v)
+
+    @model_validator(mode="after")
+    def _provenance_keys(self):
+        known = set(type(self).model_fields)
+        for label, mapping in (("field_sources", self.field_sources), ("assumptions", self.assumptions)):
+            for key, text in mapping.items():
+                if key.split(".")[0] not in known:
+                    raise ValueError(f"{label} names unknown field {key!r}; fields: {', '.join(sorted(known))}")
+                _check_source(text)
+        for cal in self._calibrations:
+            if getattr(self, cal, None) is None:
+                continue
+            if not any(k.split(".")[0] == cal for k in (*self.field_sources, *self.assumptions)):
+                raise ValueError(
+                    f"calibration field {cal!r} needs its own provenance: add it to field_sources "
+                    "(measurement and source) or to assumptions (with the reason)")
+        return self
+
+
+class Accelerator(Entry):
+    """One accelerator (GPU or NPU package) as the planner sees it."""
+
+    vendor: str
+    dense_tflops: dict[Dtype, Positive] = Field(
+        description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16")
+    hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
+    hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
+    scaleup_bw_GBps_per_dir: Positive = Field(
+        description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
+    tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
+    idle_w: Positive | None = Field(default=None, description="idle power [W]")
+    compute_units: PosInt | None = Field(
+        default=None, description="streaming multiprocessors / AI cores, for wave quantisation")
+    matmul_efficiency: dict[Dtype, Fraction] = Field(
+        description="achievable fraction of the dense peak on large GEMMs, per dtype (calibration)")
+    hbm_efficiency: Fraction = Field(
+        description="achievable fraction of HBM bandwidth for streaming kernels (calibration)")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency")
+
+    @model_validator(mode="after")
+    def _bf16_present(self):
+        if "bf16" not in self.dense_tflops:
+            raise ValueError("dense_tflops must include bf16")
+        missing = set(self.dense_tflops) - set(self.matmul_efficiency)
+        if missing:
+            raise ValueError(f"matmul_efficiency lacks dtypes {sorted(missing)} that dense_tflops lists")
+        return self
+
+
+class Interconnect(Entry):
+    """A link technology (NVLink 4, InfiniBand NDR, RoCE 400G, Huawei UB, ...)."""
+
+    kind: Literal["scale-up", "scale-out"]
+    technology: str
+    bw_efficiency: Fraction = Field(
+        description="achievable fraction of the per-direction line rate for large messages (calibration)")
+    link_latency_ns: NonNegative = Field(description="one link's propagation + serdes latency [ns]")
+    switch_latency_ns: NonNegative = Field(description="one switch hop's latency [ns]")
+    software_overhead_us: NonNegative = Field(
+        description="per-step software/launch overhead of a collective algorithm step [us]")
+    in_network_reduction: bool = Field(
+        default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)")
+    transceiver_w: Positive | None = Field(
+        default=None, description="power of one optical transceiver module at one link end [W]; none for copper")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us")
+
+
+class Switch(Entry):
+    """A switch model (scale-out or scale-up)."""
+
+    fabric: str = Field(description="interconnect id the switch speaks")
+    ports: PosInt = Field(description="logical ports at port_gbps (radix)")
+    port_gbps: Positive = Field(description="rate of one logical port [Gb/s] per direction")
+    power_w: Positive = Field(description="typical power without transceivers [W]")
+
+
+class System(Entry):
+    """A building block (8-GPU server, NVL72 rack, supernode) and the networks that join them."""
+
+    kind: Literal["server-cluster", "supernode"] = Field(
+        description="server-cluster: small scale-up domain joined by a switched network; supernode: large scale-up domain")
+    accelerator: str = Field(description="accelerator id")
+    node_gpus: PosInt = Field(description="accelerators per node (server or compute tray)")
+    scaleup_domain_gpus: PosInt = Field(description="accelerators in one scale-up (NVLink/UB) domain")
+    scaleup_fabric: str = Field(description="interconnect id of the scale-up domain")
+    scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"]
+    scaleup_bw_GBps_per_dir: Positive | None = Field(
+        default=None, description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's")
+    scaleup_switch: str | None = Field(default=None, description="switch id inside the domain")
+    scaleup_switches_per_domain: NonNegative | None = Field(default=None, description="switch chips per domain")
+    scaleout_fabric: str = Field(description="interconnect id of the scale-out network")
+    nics_per_node: PosInt = Field(description="scale-out NICs per node (compute network only)")
+    nic_gbps: Positive = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
+    scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"]
+    scaleout_switch: str = Field(description="switch id of the scale-out network")
+    scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
+        default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)")
+    unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
+    unit_power_kw: Positive = Field(
+        description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches")
+    gpus_per_rack: PosInt = Field(description="accelerators per rack, averaged over compute and in-domain network racks")
+    cooling: Literal["air", "liquid"]
+    host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
+    host_link_GBps_per_gpu: Positive | None = Field(
+        default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]")
+    pooled_memory_tb: Positive | None = Field(
+        default=None, description="memory pool shared by a domain (CXL) [TB]")
+    nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
+    storage_write_GBps_per_node: Positive | None = Field(
+        default=None, description="checkpoint write bandwidth per node [GB/s]")
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        if self.scaleup_domain_gpus % self.node_gpus:
+            raise ValueError(
+                f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})")
+        return self
+
+
+class MoE(_Strict):
+    """Mixture-of-experts fields of a model."""
+
+    experts: PosInt = Field(description="routed experts per MoE layer")
+    active_experts: PosInt = Field(description="routed experts per token (top-k)")
+    shared_experts: Annotated[int, Field(ge=0)] = 0
+    expert_ffn_hidden: PosInt = Field(description="FFN hidden size of one expert")
+    first_dense_layers: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="leading layers with a dense MLP of ffn_hidden instead of experts")
+
+    @model_validator(mode="after")
+    def _k_le_e(self):
+        if self.active_experts > self.experts:
+            raise ValueError(f"active_experts ({self.active_experts}) exceeds experts ({self.experts})")
+        return self
+
+
+class MLA(_Strict):
+    """DeepSeek multi-head latent attention fields (DeepSeek-V2/V3 config names)."""
+
+    q_lora_rank: PosInt | None = None
+    kv_lora_rank: PosInt
+    qk_nope_head_dim: PosInt
+    qk_rope_head_dim: PosInt
+    v_head_dim: PosInt
+
+
+class Model(Entry):
+    """A transformer model's architecture, as in its published config."""
+
+    layers: PosInt
+    hidden: PosInt
+    ffn_hidden: PosInt = Field(description="dense MLP hidden size")
+    heads: PosInt
+    kv_heads: PosInt = Field(description="key/value heads (= heads for MHA, 1 for MQA)")
+    head_dim: PosInt | None = Field(default=None, description="defaults to hidden / heads")
+    vocab: PosInt
+    max_seq: PosInt
+    activation: Literal["gelu", "swiglu"]
+    position_embedding: Literal["learned", "rope", "alibi"]
+    tied_embeddings: bool = False
+    moe: MoE | None = None
+    mla: MLA | None = None
+    params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
+
+    @model_validator(mode="after")
+    def _heads(self):
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); set head_dim")
+        return self
+
+
+class SourcedValue(_Strict):
+    """One number with its provenance (PyPSA technology-data style)."""
+
+    value: float
+    unit: str = Field(min_length=1)
+    source: Source
+    as_of: _dt.date | None = None
+    assumption: bool = Field(default=False, description="true when the value is a labelled assumption")
+
+    @field_validator("source")
+    @classmethod
+    def _src(cls, v):
+        return _check_source(v)
+
+
+class Price(Entry):
+    """A dated price of something the bill of materials counts."""
+
+    item: str = Field(description="the catalog id priced (system, switch) or a BOM part name")
+    kind: Literal["system-unit", "switch", "transceiver", "cable", "nic", "rack", "other"]
+    usd: Positive = Field(description="price [US dollars] for one `per`")
+    per: str = Field(description="what one price buys: unit, switch, transceiver, cable, ...")
+    as_of: _dt.date = Field(description="date of the price (YYYY-MM-DD; use the first of the month if only the month is known)")
+    assumption: bool = False
+
+
+class Facility(Entry):
+    """Facility and finance defaults, each value with its own provenance."""
+
+    electricity_usd_per_kwh: SourcedValue
+    pue_air: SourcedValue
+    pue_liquid: SourcedValue
+    amortisation_years: SourcedValue
+    dc_build_usd_per_mw: SourcedValue
+    maintenance_fraction_per_year: SourcedValue
+    grid_gco2_per_kwh: SourcedValue
+    training_power_fraction: SourcedValue = Field(
+        description="average draw of a training node as a fraction of its rated power")
+
+
+class ScenarioNotebook(_Strict):
+    notebook: str = Field(description="notebook name in notebooks/ without .ipynb")
+    parameters: dict = Field(default_factory=dict)
+
+
+class Scenario(_Strict):
+    """A named study: which notebooks to run with which parameters."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    description: str = ""
+    notebooks: list[ScenarioNotebook] = Field(min_length=1)
+
+
+KINDS = {
+    "accelerators": Accelerator,
+    "interconnects": Interconnect,
+    "switches": Switch,
+    "systems": System,
+    "models": Model,
+}

@@ -1,0 +1,17 @@
+"""The ``hnplan`` command line: one entry point, one sub-command per planner (thin: parse, call, print).
+
+Each sub-command lives in its own module and registers itself on :data:`app`.
+"""
+
+from __future__ import annotations
+
+from hnplan.cli._app import app
+from hnplan.cli import catalog_cmd, report_cmd, train_cmd  # noqa: F401  (registration)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+__all__ = ["app", "main"]

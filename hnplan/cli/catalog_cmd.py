@@ -1,0 +1,88 @@
+"""``hnplan catalog``: list, show and validate catalog entries."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+import yaml
+from rich.table import Table
+
+from hnplan.catalog import KINDS, load_catalog, validate_file
+from hnplan.catalog.loader import Catalog
+from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
+from hnplan.errors import CatalogError
+
+catalog_app = typer.Typer(help="List, show and validate the hardware, network and model catalogs.",
+                          no_args_is_help=True)
+app.add_typer(catalog_app, name="catalog")
+
+
+@catalog_app.command("list")
+def list_(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted"),
+          json_: bool = typer.Option(False, "--json", help="print JSON")):
+    """List catalog ids (with names) of one kind or of all kinds."""
+    with handle_errors():
+        cat = load_catalog()
+        kinds = [kind] if kind else list(KINDS)
+        out = {k: [{"id": e.id, "name": e.name} for e in cat.entries(k)] for k in kinds}
+        if json_:
+            print_json(out)
+            return
+        for k, items in out.items():
+            t = Table(title=k)
+            t.add_column("id")
+            t.add_column("name")
+            for it in items:
+                t.add_row(it["id"], it["name"])
+            console.print(t)
+
+
+@catalog_app.command("show")
+def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file path"),
+         kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous")):
+    """Show one entry, every field with its units in the key."""
+    with handle_errors():
+        cat = load_catalog()
+        kinds = [kind] if kind else list(KINDS)
+        found = []
+        for k in kinds:
+            try:
+                found.append((k, cat.get(k, ref)))
+            except CatalogError:
+                continue
+        if not found:
+            # re-raise the most helpful error: an unknown id with suggestions across kinds
+            sugg = []
+            for k in kinds:
+                try:
+                    cat.get(k, ref)
+                except CatalogError as exc:
+                    if "nearest" in str(exc):
+                        sugg.append(str(exc))
+            raise CatalogError("; ".join(sugg) or f"no catalog entry {ref!r} in {', '.join(kinds)}")
+        for k, entry in found:
+            console.print(f"[bold]{k}[/]: {entry.id}")
+            console.print(yaml.safe_dump(entry.model_dump(mode="json", exclude_none=True), sort_keys=False,
+                                         allow_unicode=True))
+
+
+@catalog_app.command("validate")
+def validate(path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/")):
+    """Validate every catalog file (or one file); list every problem with file, entry and field."""
+    if path is not None and path.is_file():
+        try:
+            validate_file(path)
+        except CatalogError as exc:
+            err_console.print(f"[bold red]invalid:[/] {exc}", highlight=False)
+            raise typer.Exit(EXIT_INPUT) from None
+        console.print(f"{path}: valid")
+        return
+    cat = Catalog(path) if path is not None else load_catalog()
+    problems = cat.validate()
+    if problems:
+        for p in problems:
+            err_console.print(f"[bold red]invalid:[/] {p}", highlight=False)
+        raise typer.Exit(EXIT_INPUT)
+    n = sum(len(cat.ids(k)) for k in KINDS)
+    console.print(f"{cat.root}: {n} entries valid, {len(cat.prices)} prices, {len(cat.scenario_ids())} scenarios")

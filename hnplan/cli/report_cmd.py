@@ -1,0 +1,45 @@
+"""``hnplan report``: run scenario notebooks into HTML reports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+import yaml
+
+from hnplan.cli._app import app, console, handle_errors
+from hnplan.errors import InputError
+from hnplan.reports import DEFAULT_OUT, load_scenarios, run_reports
+
+
+@app.command()
+def report(
+    scenario: str = typer.Option("default", "--scenario", help="scenario id, YAML path, or 'all'"),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", help="output folder"),
+    jobs: int = typer.Option(1, "--jobs", min=1, help="notebooks run in parallel worker processes"),
+    only: str = typer.Option(None, "--only", help="run only this notebook"),
+    params: Path = typer.Option(None, "--params", help="YAML file of parameter overrides"),
+    force: bool = typer.Option(False, "--force", help="re-run reports whose inputs have not changed"),
+):
+    """Execute a scenario's notebooks with papermill and write HTML reports plus index.html.
+
+    Exit code 1 if any notebook failed (the others still run and keep their reports).
+    """
+    with handle_errors():
+        overrides = None
+        if params is not None:
+            try:
+                overrides = yaml.safe_load(params.read_text())
+            except (OSError, yaml.YAMLError) as exc:
+                raise InputError(f"--params {params}: {exc}") from None
+            if not isinstance(overrides, dict):
+                raise InputError(f"--params {params}: expected a mapping of parameter names to values")
+        scenarios = load_scenarios(scenario)
+        results = run_reports(scenarios, out, jobs=jobs, only=only, params_override=overrides, force=force)
+    for r in results:
+        colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
+        console.print(f"[{colour}]{r.status:8}[/] {r.scenario}/{r.notebook} ({r.seconds:.1f} s)"
+                      + (f"\n         {r.error.splitlines()[0]}" if r.error else ""), highlight=False)
+    console.print(f"index: {Path(out) / 'index.html'}")
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(1)

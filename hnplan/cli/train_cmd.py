@@ -1,0 +1,84 @@
+"""``hnplan train``: estimate one training plan, or search the knobs left out."""
+
+from __future__ import annotations
+
+import typer
+
+from hnplan.catalog import load_catalog
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.errors import InputError
+from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step
+
+
+@app.command()
+def train(
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the job"),
+    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence length [tokens]"),
+    tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree"),
+    pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree"),
+    dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),
+    cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
+    ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree, divides dp x cp (default 1)"),
+    global_batch_tokens: int = typer.Option(None, "--global-batch-tokens", min=1, help="tokens per step"),
+    global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
+    microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
+    virtual_stages: int = typer.Option(None, "--virtual-stages", min=1, help="interleaved pipeline stages (default 1)"),
+    recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
+    zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8 (GEMMs at the fp8 peak)"),
+    top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Step time, tokens/s, MFU/HFU and memory of a training plan.
+
+    With every degree and knob given it evaluates that plan; otherwise it searches the ones left out.
+    """
+    with handle_errors():
+        if (global_batch_tokens is None) == (global_batch_size is None):
+            raise InputError("give exactly one of --global-batch-tokens and --global-batch-size")
+        if global_batch_tokens is not None:
+            if global_batch_tokens % seq_len:
+                raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
+            global_batch_size = global_batch_tokens // seq_len
+        knobs = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
+                     virtual_stages=virtual_stages, recompute=recompute, zero_stage=zero)
+        given = {k: v for k, v in knobs.items() if v is not None}
+        cat = load_catalog()
+        all_given = all(knobs[k] is not None for k in ("tp", "pp", "dp"))
+        if all_given:
+            plan = ParallelPlan(**{**dict(cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
+                                          recompute="none"), **given})
+            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat)]
+            searched = feasible = None
+        else:
+            ests, searched, feasible = best_plan(model, system, gpus, seq_len, global_batch_size, dtype,
+                                                 fixed=given, catalog=cat, top=top)
+        if json_:
+            out = ests[0].to_dict()
+            if searched is not None:
+                out.update(searched=searched, feasible=feasible)
+                if top > 1:
+                    out["top"] = [e.to_dict() for e in ests]
+            print_json(out)
+            return
+        for i, est in enumerate(ests):
+            d = est.to_dict()
+            p = d["parallel"]
+            rows = [
+                ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
+                         f"{p['microbatch_size']} x {p['num_microbatches']}, ZeRO {p['zero_stage']}, "
+                         f"recompute {p['recompute']}"),
+                ("step time", f"{d['step_time_s']:.3f} s"),
+                ("throughput", f"{d['tokens_per_s']:,.0f} tokens/s"),
+                ("MFU / HFU", f"{d['mfu']:.1%} / {d['hfu']:.1%}"),
+                ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:.1f}"),
+                ("memory per GPU", f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
+                                   f"({'fits' if d['fits'] else 'does NOT fit'})"),
+            ]
+            rows += [(f"  {k}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
+            title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
+            console.print(kv_table(title, rows))
+        if searched is not None:
+            console.print(f"searched {searched} candidates, {feasible} feasible")

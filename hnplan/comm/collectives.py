@@ -1,0 +1,119 @@
+"""Alpha-beta (Hockney) cost of collectives, with the nccl-tests algbw/busbw definitions.
+
+A message of ``n`` bytes over a link costs ``alpha + n / B`` with ``alpha`` the per-step latency [s]
+and ``B`` the achievable per-direction bandwidth [bytes/s]. Every function works on scalars and on
+numpy arrays (vectorised over sizes, group sizes or bandwidths).
+
+References
+----------
+.. [1] R. Hockney, "The communication challenge for MPP", Parallel Computing 20(3), 1994.
+.. [2] Thakur, Rabenseifner, Gropp, "Optimization of Collective Communication Operations in MPICH",
+   IJHPCA 19(1), 2005, Sec. 4 (ring, recursive doubling/halving costs).
+.. [3] NVIDIA nccl-tests, doc/PERFORMANCE.md: algbw = S / t; busbw = algbw x 2(n-1)/n (all-reduce),
+   x (n-1)/n (reduce-scatter, all-gather, all-to-all), x 1 (broadcast, reduce, send/recv).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hnplan.errors import InputError
+
+OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
+
+
+def _out(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
+def _check(p):
+    if np.any(np.asarray(p) < 1):
+        raise InputError(f"group size must be >= 1, got {p}")
+
+
+def ring_allreduce_time(n_bytes, p, bw_Bps, alpha_s):
+    """Ring all-reduce: ``2(p-1) alpha + 2 (p-1)/p n / B`` [s] ([2]_). Zero when p = 1.
+
+    Parameters
+    ----------
+    n_bytes : float or array
+        Buffer size per rank [bytes].
+    p : int or array
+        Ranks in the group.
+    bw_Bps : float or array
+        Achievable per-direction bandwidth of each rank's bottleneck link [bytes/s].
+    alpha_s : float or array
+        Latency of one algorithm step [s].
+
+    >>> ring_allreduce_time(8e9, 8, 1e11, 0.0)
+    0.14
+    """
+    _check(p)
+    p = np.asarray(p, dtype=float)
+    return _out(2 * (p - 1) * alpha_s + 2 * (p - 1) / p * np.asarray(n_bytes) / bw_Bps)
+
+
+def ring_reducescatter_time(n_bytes, p, bw_Bps, alpha_s):
+    """Ring reduce-scatter of a buffer of ``n`` bytes in total: ``(p-1) alpha + (p-1)/p n / B`` [s]."""
+    _check(p)
+    p = np.asarray(p, dtype=float)
+    return _out((p - 1) * alpha_s + (p - 1) / p * np.asarray(n_bytes) / bw_Bps)
+
+
+def ring_allgather_time(n_bytes, p, bw_Bps, alpha_s):
+    """Ring all-gather producing ``n`` bytes per rank: ``(p-1) alpha + (p-1)/p n / B`` [s]."""
+    return ring_reducescatter_time(n_bytes, p, bw_Bps, alpha_s)
+
+
+def pairwise_alltoall_time(n_bytes, p, bw_Bps, alpha_s):
+    """Pairwise-exchange all-to-all of ``n`` bytes per rank (``n/p`` to each peer):
+    ``(p-1) alpha + (p-1)/p n / B`` [s] ([2]_)."""
+    return ring_reducescatter_time(n_bytes, p, bw_Bps, alpha_s)
+
+
+def sendrecv_time(n_bytes, bw_Bps, alpha_s):
+    """Point-to-point message: ``alpha + n / B`` [s]."""
+    return _out(alpha_s + np.asarray(n_bytes) / bw_Bps)
+
+
+def hierarchical_allreduce_time(n_bytes, p_inner, p_outer, bw_inner_Bps, alpha_inner_s,
+                                bw_outer_Bps, alpha_outer_s):
+    """All-reduce across scale-up domains: reduce-scatter inside each domain, ring all-reduce of the
+    ``n / p_inner`` shard across domains (all shards in parallel, one per rail), all-gather inside [s].
+
+    ``bw_outer_Bps`` is the scale-out bandwidth available to *one* rank (its share of the node's NICs).
+    With ``p_outer = 1`` this is a plain ring inside the domain; with ``p_inner = 1`` a plain ring
+    across domains.
+    """
+    n = np.asarray(n_bytes, dtype=float)
+    t_in = 2 * ring_reducescatter_time(n, p_inner, bw_inner_Bps, alpha_inner_s)
+    t_out = ring_allreduce_time(n / np.asarray(p_inner, dtype=float), p_outer, bw_outer_Bps, alpha_outer_s)
+    return _out(t_in + t_out)
+
+
+def busbw_factor(op: str, p):
+    """nccl-tests factor from algbw to busbw for ``op`` on ``p`` ranks ([3]_).
+
+    >>> busbw_factor("allreduce", 8)
+    1.75
+    """
+    p = np.asarray(p, dtype=float)
+    if op == "allreduce":
+        f = 2 * (p - 1) / p
+    elif op in ("reducescatter", "allgather", "alltoall"):
+        f = (p - 1) / p
+    elif op in ("broadcast", "sendrecv", "reduce"):
+        f = np.ones_like(p)
+    else:
+        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    return _out(f)
+
+
+def algbw_Bps(n_bytes, time_s):
+    """nccl-tests algorithm bandwidth ``S / t`` [bytes/s]."""
+    return _out(np.asarray(n_bytes) / time_s)
+
+
+def busbw_Bps(op: str, n_bytes, time_s, p):
+    """nccl-tests bus bandwidth ``algbw x factor(op, p)`` [bytes/s]."""
+    return _out(algbw_Bps(n_bytes, time_s) * busbw_factor(op, p))

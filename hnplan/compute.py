@@ -1,0 +1,263 @@
+"""Compute cost model: parameter counts, model and hardware FLOPs, roofline time.
+
+This is the first-order model: whole-model FLOP counts and a roofline over the accelerator's
+achievable peak. The operator-level roofline (per-operator FLOPs, bytes and shape-dependent GEMM
+efficiency) builds on these counts.
+
+References
+----------
+.. [1] Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+   Megatron-LM", SC21, arXiv:2104.04473, Sec. 5.1 (FLOPs per iteration).
+.. [2] Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways", arXiv:2204.02311,
+   Appendix B (model FLOPs utilisation, 6N + 12 L H Q T per token).
+.. [3] Kaplan et al., "Scaling Laws for Neural Language Models", arXiv:2001.08361, Sec. 2.1.
+.. [4] Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009.
+.. [5] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+   arXiv:2205.05198, Sec. 5 (selective recomputation of the attention core).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from hnplan import units
+from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.errors import InputError
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+
+
+def head_dim(model: Model) -> int:
+    """Per-head dimension of queries/keys/values [elements]: ``head_dim`` or hidden / heads."""
+    return model.head_dim or model.hidden // model.heads
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts of a model [parameters].
+
+    ``per_layer_attention`` etc. are for one layer; ``moe_total_per_layer`` counts every expert and
+    ``moe_active_per_layer`` only the routed top-k plus shared experts and the router.
+    """
+
+    embedding: float
+    lm_head: float
+    position: float
+    attention_per_layer: float
+    dense_mlp_per_layer: float
+    moe_total_per_layer: float
+    moe_active_per_layer: float
+    norms_per_layer: float
+    dense_layers: int
+    moe_layers: int
+    final_norm: float
+
+    @property
+    def layers_total(self) -> float:
+        """Parameters of the layer stack (all experts counted)."""
+        per_dense = self.attention_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
+        per_moe = self.attention_per_layer + self.moe_total_per_layer + self.norms_per_layer
+        return self.dense_layers * per_dense + self.moe_layers * per_moe
+
+    @property
+    def layers_active(self) -> float:
+        """Parameters of the layer stack that one token touches."""
+        per_dense = self.attention_per_layer + self.dense_mlp_per_layer + self.norms_per_layer
+        per_moe = self.attention_per_layer + self.moe_active_per_layer + self.norms_per_layer
+        return self.dense_layers * per_dense + self.moe_layers * per_moe
+
+    @property
+    def expert_params(self) -> float:
+        """Parameters of routed experts (sharded by expert parallelism)."""
+        return self.moe_layers * self.moe_total_per_layer
+
+    @property
+    def total(self) -> float:
+        """All parameters, embeddings included (tied embeddings counted once)."""
+        return self.embedding + self.lm_head + self.position + self.layers_total + self.final_norm
+
+    @property
+    def active(self) -> float:
+        """Parameters used per token (MoE: active experts only), embeddings included."""
+        return self.embedding + self.lm_head + self.position + self.layers_active + self.final_norm
+
+
+def _mlp_params(hidden: int, ffn: int, activation: str) -> float:
+    # gated (SwiGLU) MLPs have gate, up and down projections; GELU MLPs up and down
+    return (3 if activation == "swiglu" else 2) * hidden * ffn
+
+
+def _attention_params(model: Model) -> float:
+    h = model.hidden
+    if model.mla is not None:
+        m = model.mla
+        qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * model.heads * qk_dim
+        else:
+            q = h * model.heads * qk_dim
+        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+        kv += m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        o = model.heads * m.v_head_dim * h
+        return q + kv + o
+    d = head_dim(model)
+    return h * model.heads * d * 2 + h * model.kv_heads * d * 2  # Q, O and K, V
+
+
+def param_counts(model: Model) -> ParamCounts:
+    """Parameter counts of a transformer from its catalog entry.
+
+    Biases are left out (Llama-family and DeepSeek models have none; for GPT-style models they are
+    below 0.1% of the total).
+
+    Returns
+    -------
+    ParamCounts
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> round(param_counts(load_catalog().model("llama3.1-8b")).total / 1e9, 2)
+    8.03
+    """
+    h = model.hidden
+    moe = model.moe
+    moe_layers = 0 if moe is None else model.layers - moe.first_dense_layers
+    dense_layers = model.layers - moe_layers
+    if moe is not None:
+        expert = _mlp_params(h, moe.expert_ffn_hidden, model.activation)
+        router = h * moe.experts
+        moe_total = (moe.experts + moe.shared_experts) * expert + router
+        moe_active = (moe.active_experts + moe.shared_experts) * expert + router
+    else:
+        moe_total = moe_active = 0.0
+    return ParamCounts(
+        embedding=model.vocab * h,
+        lm_head=0.0 if model.tied_embeddings else model.vocab * h,
+        position=model.max_seq * h if model.position_embedding == "learned" else 0.0,
+        attention_per_layer=_attention_params(model),
+        dense_mlp_per_layer=_mlp_params(h, model.ffn_hidden, model.activation),
+        moe_total_per_layer=moe_total,
+        moe_active_per_layer=moe_active,
+        norms_per_layer=2 * h,
+        dense_layers=dense_layers,
+        moe_layers=moe_layers,
+        final_norm=h,
+    )
+
+
+def attention_core_flops_per_token(model: Model, seq_len: int) -> float:
+    """Forward FLOPs of the attention score and value products for one token, all layers [FLOP].
+
+    ``2 * s * heads * d_qk + 2 * s * heads * d_v`` per layer: the causal mask is *not* applied, as in
+    the Megatron-LM and PaLM conventions ([1]_, [2]_), so that MFU stays comparable across tools.
+    """
+    if model.mla is not None:
+        d_qk = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
+        d_v = model.mla.v_head_dim
+    else:
+        d_qk = d_v = head_dim(model)
+    return model.layers * 2.0 * seq_len * model.heads * (d_qk + d_v)
+
+
+@dataclass(frozen=True)
+class FlopsPerToken:
+    """Training FLOPs per token [FLOP].
+
+    ``model`` counts forward + backward once (the MFU numerator); ``hardware`` adds what
+    recomputation re-executes (the HFU numerator).
+    """
+
+    model: float
+    hardware: float
+    dense_part: float
+    attention_part: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none") -> FlopsPerToken:
+    """Model and hardware FLOPs per trained token.
+
+    ``model = 6 * (active layer params + LM-head params) + 3 * attention core`` which is PaLM's
+    ``6N + 12 L H Q T`` ([2]_) with N the parameters that do matrix multiplies (input-embedding lookups
+    do no FLOPs; tied embeddings still multiply in the LM head). Recomputation adds one more forward
+    pass of the layer stack (``full``) or of the attention core only (``selective``, [5]_).
+
+    Parameters
+    ----------
+    model : Model
+    seq_len : int
+        Sequence length [tokens].
+    recompute : {"none", "selective", "full"}
+
+    Returns
+    -------
+    FlopsPerToken
+
+    Raises
+    ------
+    InputError
+        For an unknown recompute mode.
+    """
+    if recompute not in RECOMPUTE_MODES:
+        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+    pc = param_counts(model)
+    matmul_params = pc.layers_active - model.layers * pc.norms_per_layer + model.vocab * model.hidden
+    dense = 2.0 * matmul_params  # forward FLOPs of the weight matmuls per token
+    attn = attention_core_flops_per_token(model, seq_len)
+    model_flops = 3.0 * (dense + attn)
+    layer_fwd = dense - 2.0 * model.vocab * model.hidden  # the LM head is not recomputed
+    extra = {"none": 0.0, "selective": attn, "full": layer_fwd + attn}[recompute]
+    return FlopsPerToken(model=model_flops, hardware=model_flops + extra, dense_part=3.0 * dense,
+                         attention_part=3.0 * attn)
+
+
+def megatron_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int,
+                                 full_recompute: bool = True) -> float:
+    """The closed form of Narayanan et al. 2021 ([1]_, Sec. 5.1) for a GPT model [FLOP/iteration].
+
+    ``F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recomputation, ``72 ...`` without, as the
+    paper states; kept for validating against the paper's tables, which use the 96 form.
+    """
+    k = 96.0 if full_recompute else 72.0
+    return k * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def peak_flops_per_s(acc: Accelerator, dtype: str) -> float:
+    """Dense peak of an accelerator for a dtype [FLOP/s].
+
+    Raises
+    ------
+    InputError
+        If the accelerator has no peak for that dtype (e.g. fp8 on A100); lists the ones it has.
+    """
+    try:
+        return units.tflops_to_flops_per_s(acc.dense_tflops[dtype])
+    except KeyError:
+        raise InputError(f"accelerator {acc.id!r} has no {dtype} peak; it has: {', '.join(acc.dense_tflops)}") from None
+
+
+def achievable_flops_per_s(acc: Accelerator, dtype: str) -> float:
+    """Dense peak x the measured large-GEMM efficiency of that dtype (catalog data) [FLOP/s]."""
+    return peak_flops_per_s(acc, dtype) * acc.matmul_efficiency[dtype]
+
+
+def achievable_hbm_Bps(acc: Accelerator) -> float:
+    """HBM bandwidth x its achievable fraction (catalog data) [bytes/s]."""
+    return units.TBps_to_Bps(acc.hbm_bw_TBps) * acc.hbm_efficiency
+
+
+def roofline_time_s(flops, nbytes, flops_per_s, bytes_per_s, launch_s=0.0):
+    """Roofline time of an operator: ``max(flops / flops_per_s, nbytes / bytes_per_s) + launch_s`` [s].
+
+    Works on scalars and numpy arrays alike ([4]_).
+
+    >>> roofline_time_s(2e12, 1e9, 1e12, 1e12)
+    2.0
+    """
+    t = np.maximum(np.divide(flops, flops_per_s), np.divide(nbytes, bytes_per_s)) + launch_s
+    return float(t) if np.ndim(t) == 0 else t

@@ -1,0 +1,45 @@
+"""Exceptions raised by hnplan.
+
+``HnplanError`` is the root. Bad input (a catalog file, a scenario, a CLI flag) raises a subclass of
+``InputError`` whose message names the file, the entry, the field and the allowed values.
+``InfeasiblePlan`` is distinct: the input is valid but the plan does not divide or does not fit;
+searches catch it to prune a candidate, and the CLI reports it as an answer, not a crash.
+"""
+
+from __future__ import annotations
+
+
+class HnplanError(Exception):
+    """Root of every error hnplan raises on purpose."""
+
+
+class InputError(HnplanError, ValueError):
+    """Invalid user input: a flag, a parameter or a file."""
+
+
+class CatalogError(InputError):
+    """A catalog file or entry is invalid, or an id is unknown.
+
+    Attributes
+    ----------
+    path : str or None
+        The file at fault, where there is one.
+    entry : str or None
+        The entry id.
+    field : str or None
+        The dotted field name.
+    """
+
+    def __init__(self, message: str, *, path=None, entry=None, field=None):
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+        self.entry = entry
+        self.field = field
+
+
+class ScenarioError(InputError):
+    """A scenario file is invalid (unknown notebook, unknown catalog id, bad type)."""
+
+
+class InfeasiblePlan(HnplanError):
+    """A valid input whose plan cannot run: degrees that do not divide, memory that does not fit."""

@@ -1,0 +1,1 @@
+"""Planners: the only orchestrators over the cost models (training, design comparison)."""

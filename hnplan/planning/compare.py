@@ -1,0 +1,84 @@
+"""Compare designs for one training job: best plan per system, time, power, energy and cost."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cost import design_cost
+from hnplan.errors import HnplanError
+from hnplan.planning.training import best_plan
+from hnplan.power import design_power
+
+
+def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: int,
+                             global_batch_seqs: int, dtype: str = "bf16",
+                             catalog: Catalog | None = None) -> pd.DataFrame:
+    """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
+
+    Parameters
+    ----------
+    model : id or entry
+    systems : list of ids or entries
+    gpus : int
+        Accelerators per design.
+    tokens : float
+        Training tokens.
+    seq_len, global_batch_seqs : int
+        Sequence length [tokens] and sequences per step.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``system, kind, gpus, tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu,
+        days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status`` plus the
+        step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
+        reason in ``status``. ``df.attrs['units']`` maps columns to units.
+    """
+    cat = catalog or load_catalog()
+    rows = []
+    for ref in systems:
+        system = cat.system(ref)
+        row = {"system": system.id, "kind": system.kind, "gpus": gpus}
+        try:
+            (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
+        except HnplanError as exc:
+            row["status"] = f"no plan: {exc}"
+            rows.append(row)
+            continue
+        pw = design_power(system, gpus, cat)
+        cost = design_cost(system, gpus, cat)
+        seconds = tokens / est.tokens_per_s
+        avg_w = pw.facility_w * cat.facility.training_power_fraction.value
+        p = est.plan
+        row.update(
+            tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, microbatch_size=p.microbatch_size,
+            recompute=p.recompute, step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s,
+            mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
+            days=units.s_to_days(seconds), racks=pw.racks,
+            it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
+            energy_mwh=units.j_to_mwh(avg_w * seconds), capex_musd=cost.capex_usd / 1e6, status="ok",
+        )
+        row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "days": "days",
+                         "it_power_mw": "MW", "facility_power_mw": "MW", "energy_mwh": "MWh",
+                         "capex_musd": "million USD", "memory_per_gpu_gib": "GiB"}
+    return df
+
+
+def verdict(df: pd.DataFrame) -> str:
+    """A sentence naming the fastest and the cheapest design of a comparison table."""
+    ok = df[df.get("status", "ok") == "ok"] if "status" in df else df
+    if ok.empty:
+        return "No design has a feasible plan for this job."
+    fast = ok.loc[ok["days"].idxmin()]
+    cheap = ok.loc[ok["capex_musd"].idxmin()]
+    text = (f"{fast['system']} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
+            f"{cheap['system']} costs least to buy (${cheap['capex_musd']:.0f}M capex).")
+    if len(ok) > 1:
+        slow = ok.loc[ok["days"].idxmax()]
+        text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
+    return text

@@ -1,0 +1,291 @@
+"""Scenario reports: scenario files -> papermill runs -> HTML pages and an index.
+
+``run_reports`` executes each notebook a scenario names with its parameters (papermill), converts the
+executed notebook to HTML (nbconvert, code cells hidden, plotly embedded so pages open offline),
+and writes ``OUT/<scenario>/<notebook>.ipynb`` / ``.html`` atomically: a failed run never replaces
+an earlier good report. ``OUT/index.html`` lists every report with its status, run time and link.
+Runs are independent; with ``jobs > 1`` they run in worker processes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import datetime as dt
+import hashlib
+import json
+import os
+import tempfile
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import jinja2
+
+from hnplan import __version__
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import Scenario
+from hnplan.errors import CatalogError, ScenarioError
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
+
+# scenario parameter names that hold catalog ids, and the catalog kind they refer to
+_ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
+              "accelerator": "accelerators", "accelerators": "accelerators"}
+
+
+@dataclass
+class ReportResult:
+    """Outcome of one notebook run."""
+
+    scenario: str
+    notebook: str
+    status: str  # "ok", "failed", "skipped"
+    seconds: float
+    html: str | None
+    error: str | None = None
+
+
+def notebook_path(name: str) -> Path:
+    """Path of ``notebooks/<name>.ipynb``; raises ScenarioError listing the notebooks if absent."""
+    path = NOTEBOOK_DIR / f"{name}.ipynb"
+    if not path.exists():
+        have = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
+        raise ScenarioError(f"unknown notebook {name!r}; available: {', '.join(have)}")
+    return path
+
+
+def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source: str = "") -> None:
+    """Check a scenario before anything runs: notebooks exist, parameter names are declared in the
+    notebook's ``parameters`` cell, and catalog ids resolve.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the scenario file, the notebook and the parameter.
+    """
+    import papermill
+
+    cat = catalog or load_catalog()
+    where = source or scenario.id
+    for item in scenario.notebooks:
+        try:
+            path = notebook_path(item.notebook)
+        except ScenarioError as exc:
+            raise ScenarioError(f"{where}: {exc}") from None
+        declared = papermill.inspect_notebook(str(path))
+        unknown = set(item.parameters) - set(declared)
+        if unknown:
+            raise ScenarioError(f"{where}: notebook {item.notebook!r} has no parameter(s) {sorted(unknown)}; "
+                                f"its parameters: {', '.join(declared)}")
+        for key, value in item.parameters.items():
+            kind = _ID_PARAMS.get(key)
+            if kind is None:
+                continue
+            for ref in value if isinstance(value, list) else [value]:
+                try:
+                    cat.get(kind, ref) if kind != "systems" else cat.system(ref)
+                except CatalogError as exc:
+                    raise ScenarioError(f"{where}: notebook {item.notebook!r}, parameter {key!r}: {exc}") from None
+
+
+def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
+    """Scenarios named by ``ref``: an id, a YAML path, or ``all``; each validated."""
+    cat = catalog or load_catalog()
+    refs = cat.scenario_ids() if ref == "all" else [ref]
+    out = []
+    for r in refs:
+        sc = cat.scenario(r)
+        validate_scenario(sc, cat, source=r)
+        out.append(sc)
+    return out
+
+
+def _atomic_write(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for sharing
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
+    h = hashlib.sha256()
+    h.update(nb_path.read_bytes())
+    h.update(json.dumps(params, sort_keys=True, default=str).encode())
+    h.update(catalog_hash.encode())
+    h.update(__version__.encode())
+    for src in sorted((Path(__file__).parent).rglob("*.py")):
+        h.update(src.read_bytes())
+    return h.hexdigest()
+
+
+def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str,
+             force: bool) -> ReportResult:
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    t0 = time.perf_counter()
+    nb_path = notebook_path(notebook)
+    target = Path(out_dir) / scenario_id
+    html_path = target / f"{notebook}.html"
+    stamp = target / f".{notebook}.inputs"
+    digest = _inputs_digest(nb_path, params, catalog_hash)
+    if not force and html_path.exists() and stamp.exists() and stamp.read_text() == digest:
+        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)))
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
+        tmp_nb = Path(tmp) / f"{notebook}.ipynb"
+        try:
+            papermill.execute_notebook(str(nb_path), str(tmp_nb), parameters=params, progress_bar=False,
+                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False)
+            nb = nbformat.read(tmp_nb, as_version=4)
+            exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                                    exclude_output_prompt=True)
+            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"{scenario_id}: {notebook}"}})
+        except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
+            msg = _short_error(exc)
+            if tmp_nb.exists():  # keep the failed notebook for debugging, next to the good report
+                _atomic_write(target / f"{notebook}.failed.ipynb", tmp_nb.read_bytes())
+            return ReportResult(scenario_id, notebook, "failed", time.perf_counter() - t0, None, msg)
+        _atomic_write(target / f"{notebook}.ipynb", tmp_nb.read_bytes())
+        _atomic_write(html_path, body)
+        _atomic_write(stamp, digest)
+        (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
+    return ReportResult(scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)))
+
+
+def _short_error(exc: Exception) -> str:
+    name = getattr(exc, "ename", type(exc).__name__)
+    value = getattr(exc, "evalue", str(exc))
+    text = f"{name}: {value}"
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jobs: int = 1,
+                only: str | None = None, params_override: dict | None = None, force: bool = False,
+                progress: bool = True, catalog: Catalog | None = None) -> list[ReportResult]:
+    """Run every (scenario, notebook) pair and write the reports and ``index.html``.
+
+    Parameters
+    ----------
+    scenarios : list of Scenario
+        Already validated (see :func:`load_scenarios`).
+    out_dir : path
+        Output folder.
+    jobs : int
+        Worker processes (1 runs in this process).
+    only : str, optional
+        Run only this notebook.
+    params_override : dict, optional
+        Parameters applied on top of each scenario's.
+    force : bool
+        Re-run reports whose inputs have not changed.
+
+    Returns
+    -------
+    list of ReportResult
+        In scenario order; failures are recorded, never raised.
+    """
+    cat = catalog or load_catalog()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    chash = cat.content_hash()
+    tasks = []
+    for sc in scenarios:
+        for item in sc.notebooks:
+            if only and item.notebook != only:
+                continue
+            params = {**item.parameters, **(params_override or {})}
+            tasks.append((sc.id, item.notebook, params, str(out), chash, force))
+    if only and not tasks:
+        raise ScenarioError(f"no scenario runs notebook {only!r}")
+    results: list[ReportResult | None] = [None] * len(tasks)
+    from rich.progress import Progress
+
+    with Progress(disable=not progress, transient=False) as bar:
+        job = bar.add_task("reports", total=len(tasks))
+        if jobs <= 1:
+            for i, t in enumerate(tasks):
+                results[i] = _safe_run(*t)
+                bar.advance(job)
+        else:
+            with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+                futs = {pool.submit(_safe_run, *t): i for i, t in enumerate(tasks)}
+                for fut in cf.as_completed(futs):
+                    results[futs[fut]] = fut.result()
+                    bar.advance(job)
+    final = [r for r in results if r is not None]
+    write_index(out, final, chash)
+    return final
+
+
+def _safe_run(*args) -> ReportResult:
+    try:
+        return _run_one(*args)
+    except Exception:  # noqa: BLE001
+        return ReportResult(args[0], args[1], "failed", 0.0, None, traceback.format_exc(limit=3))
+
+
+_INDEX = jinja2.Template("""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>hnplan reports</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse}td,th{padding:.35em .8em;border-bottom:1px solid #ddd;text-align:left}
+.ok{color:#1a7f37}.failed{color:#cf222e}.skipped{color:#6e7781}pre{white-space:pre-wrap;max-width:60em;font-size:.85em}
+</style></head><body>
+<h1>hnplan reports</h1>
+<p>Generated {{ when }} by hnplan {{ version }}; catalog {{ chash }}.</p>
+<table id="reports"><thead><tr><th>scenario</th><th>notebook</th><th>status</th><th>run time [s]</th><th>report</th></tr></thead><tbody>
+{% for r in rows %}<tr><td>{{ r.scenario }}</td><td>{{ r.notebook }}</td><td class="{{ r.status }}">{{ r.status }}</td>
+<td>{{ '%.1f'|format(r.seconds) }}</td><td>{% if r.html %}<a href="{{ r.html }}">{{ r.html }}</a>{% endif %}
+{% if r.error %}<pre>{{ r.error }}</pre>{% endif %}</td></tr>
+{% endfor %}</tbody></table></body></html>
+""", autoescape=True)
+
+
+def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -> Path:
+    """Write ``index.html`` (and ``index.json``) merging these results with earlier ones in the folder."""
+    out_dir = Path(out_dir)
+    state_path = out_dir / "index.json"
+    state = {}
+    if state_path.exists():
+        try:
+            state = {(r["scenario"], r["notebook"]): r for r in json.loads(state_path.read_text())}
+        except (ValueError, KeyError, TypeError):
+            state = {}
+    for r in results:
+        prev = state.get((r.scenario, r.notebook))
+        row = asdict(r)
+        if r.status == "failed" and prev and prev.get("html"):
+            row["html"] = prev["html"]  # the earlier good report is still there; link it
+        state[(r.scenario, r.notebook)] = row
+    rows = [state[k] for k in sorted(state)]
+    _atomic_write(state_path, json.dumps(rows, indent=1))
+    html = _INDEX.render(rows=rows, when=dt.datetime.now().strftime("%Y-%m-%d %H:%M"), version=__version__,
+                         chash=catalog_hash)
+    path = out_dir / "index.html"
+    _atomic_write(path, html)
+    return path
+
+
+def provenance(parameters: dict | None = None) -> str:
+    """A Markdown footer: hnplan version, git commit, catalog content hash and the parameters."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+                                capture_output=True, text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    params = ", ".join(f"`{k}={v!r}`" for k, v in (parameters or {}).items())
+    return (f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`."
+            + (f" Parameters: {params}.*" if params else "*"))

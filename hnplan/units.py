@@ -1,0 +1,272 @@
+"""The only module in hnplan that converts units.
+
+Inside the library every quantity is a plain float (or numpy array) in SI base units:
+
+===================  ==========  =====================================================
+quantity             unit        canonical suffix in names
+===================  ==========  =====================================================
+time                 s           ``_s``
+data size            byte        ``_bytes``
+bandwidth            byte/s      ``_Bps`` (per direction unless the name says ``bidir``)
+compute              FLOP        ``_flops``
+compute rate         FLOP/s      ``_flops_per_s``
+power                W           ``_w``
+energy               J           ``_j``
+money                US dollar   ``_usd``
+===================  ==========  =====================================================
+
+Catalogs and user-facing output use the field's customary units, spelled in the key
+(``hbm_gb``, ``hbm_bw_TBps``, ``nic_gbps``, ``tdp_w``).  Decimal prefixes (GB = 1e9 bytes) and
+binary prefixes (GiB = 2**30 bytes) are distinct constants here and are never mixed silently;
+``Gb/s`` (gigabits, network line rates) and ``GB/s`` (gigabytes, memory and NVLink) likewise.
+
+Examples
+--------
+>>> gbps_to_Bps(400)            # a 400 Gb/s NDR port carries 50 GB/s per direction
+50000000000.0
+>>> round(to_GiB(80 * GB), 2)   # an "80 GB" HBM stack is 74.51 GiB
+74.51
+>>> parse_size("1GiB")
+1073741824
+"""
+
+from __future__ import annotations
+
+import re
+
+# --- data size ---------------------------------------------------------------------------
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+PB = 1e15
+KiB = 2.0**10
+MiB = 2.0**20
+GiB = 2.0**30
+TiB = 2.0**40
+BITS_PER_BYTE = 8
+
+# --- rates and prefixes ------------------------------------------------------------------
+TERA = 1e12
+PETA = 1e15
+GIGA = 1e9
+MEGA = 1e6
+KILO = 1e3
+MILLI = 1e-3
+MICRO = 1e-6
+NANO = 1e-9
+
+# --- time --------------------------------------------------------------------------------
+MINUTE = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+YEAR = 365.25 * DAY  # Julian year, the convention of amortisation schedules
+
+# --- energy ------------------------------------------------------------------------------
+KWH = 3.6e6  # joules per kilowatt-hour
+MWH = 3.6e9
+
+
+def tflops_to_flops_per_s(tflops):
+    """TFLOP/s (1e12 FLOP/s, datasheet unit) -> FLOP/s."""
+    return tflops * TERA
+
+
+def flops_per_s_to_tflops(flops_per_s):
+    """FLOP/s -> TFLOP/s (1e12)."""
+    return flops_per_s / TERA
+
+
+def gbps_to_Bps(gbps):
+    """Network line rate in gigabits per second (Gb/s, 1e9 bit/s) -> bytes per second.
+
+    A "400G" NIC is 400 Gb/s = 50e9 bytes/s per direction.
+    """
+    return gbps * GIGA / BITS_PER_BYTE
+
+
+def Bps_to_gbps(bps):
+    """Bytes per second -> gigabits per second (Gb/s)."""
+    return bps * BITS_PER_BYTE / GIGA
+
+
+def GBps_to_Bps(gbps_bytes):
+    """Gigabytes per second (GB/s, 1e9 byte/s) -> bytes per second."""
+    return gbps_bytes * GB
+
+
+def Bps_to_GBps(bps):
+    """Bytes per second -> GB/s (1e9 byte/s), the unit nccl-tests reports algbw/busbw in."""
+    return bps / GB
+
+
+def TBps_to_Bps(tbps_bytes):
+    """Terabytes per second (TB/s, 1e12 byte/s, HBM datasheet unit) -> bytes per second."""
+    return tbps_bytes * TB
+
+
+def GB_to_bytes(gb):
+    """Decimal gigabytes (1e9) -> bytes."""
+    return gb * GB
+
+
+def GiB_to_bytes(gib):
+    """Binary gibibytes (2**30) -> bytes."""
+    return gib * GiB
+
+
+def to_GiB(nbytes):
+    """Bytes -> GiB (2**30)."""
+    return nbytes / GiB
+
+
+def to_GB(nbytes):
+    """Bytes -> GB (1e9)."""
+    return nbytes / GB
+
+
+def kw_to_w(kw):
+    """Kilowatts -> watts."""
+    return kw * KILO
+
+
+def w_to_kw(w):
+    """Watts -> kilowatts."""
+    return w / KILO
+
+
+def w_to_mw(w):
+    """Watts -> megawatts."""
+    return w / MEGA
+
+
+def j_to_mwh(j):
+    """Joules -> megawatt-hours."""
+    return j / MWH
+
+
+def j_to_kwh(j):
+    """Joules -> kilowatt-hours."""
+    return j / KWH
+
+
+def us_to_s(us):
+    """Microseconds -> seconds."""
+    return us * MICRO
+
+
+def ns_to_s(ns):
+    """Nanoseconds -> seconds."""
+    return ns * NANO
+
+
+def s_to_days(s):
+    """Seconds -> days (86,400 s)."""
+    return s / DAY
+
+
+def s_to_hours(s):
+    """Seconds -> hours."""
+    return s / HOUR
+
+
+def days_to_s(days):
+    """Days -> seconds."""
+    return days * DAY
+
+
+def years_to_s(years):
+    """Julian years -> seconds."""
+    return years * YEAR
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": KB,
+    "MB": MB,
+    "GB": GB,
+    "TB": TB,
+    "K": KiB,  # nccl-tests' -b/-e flags read 'K', 'M', 'G' as binary
+    "M": MiB,
+    "G": GiB,
+    "KIB": KiB,
+    "MIB": MiB,
+    "GIB": GiB,
+    "TIB": TiB,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text: str | int | float) -> int:
+    """Parse a data size such as ``"8B"``, ``"1GiB"``, ``"256MB"`` or ``"4G"`` into bytes.
+
+    Parameters
+    ----------
+    text : str, int or float
+        A number with an optional unit. Decimal units (KB, MB, GB, TB) are powers of 1000;
+        binary units (KiB, MiB, GiB, TiB) and nccl-tests' bare K, M, G are powers of 1024.
+
+    Returns
+    -------
+    int
+        Size [bytes].
+
+    Raises
+    ------
+    ValueError
+        If the text is not a non-negative number with one of the units above.
+
+    Examples
+    --------
+    >>> parse_size("8B"), parse_size("1KiB"), parse_size("1KB")
+    (8, 1024, 1000)
+    """
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ValueError(f"size must be non-negative, got {text}")
+        return int(text)
+    m = _SIZE_RE.match(str(text))
+    if not m or m.group(2).upper() not in _SIZE_UNITS:
+        allowed = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G"
+        raise ValueError(f"cannot read size {text!r}: expected a number with a unit ({allowed})")
+    return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]))
+
+
+def format_size(nbytes: float) -> str:
+    """Format a size in bytes with a binary prefix, e.g. ``format_size(2**30) == '1 GiB'``.
+
+    >>> format_size(1536)
+    '1.5 KiB'
+    """
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+# Bytes per element of the numeric formats the catalogs and planners name.
+DTYPE_BYTES = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "fp4": 0.5,
+    "int4": 0.5,
+}
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of a numeric format (``bf16`` -> 2.0).
+
+    Raises
+    ------
+    ValueError
+        For an unknown format; the message lists the known ones.
+    """
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None

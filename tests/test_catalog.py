@@ -1,0 +1,163 @@
+"""Catalog loading, the required ids, and every validation error path."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hnplan.catalog import Catalog, validate_file
+from hnplan.errors import CatalogError
+
+REQUIRED = {
+    "accelerators": ["a100-sxm-80gb", "h100-sxm", "h800-sxm", "h200-sxm", "b200", "gb200", "mi300x", "ascend-910c"],
+    "systems": ["dgx-a100-hdr", "hgx-h100-ib-ndr", "hgx-h100-roce-400g", "hgx-h800-ib", "hgx-h200-ib-ndr",
+                "hgx-b200-ib-xdr", "gb200-nvl72", "cloudmatrix-384", "seed-40card"],
+    "models": ["gpt3-175b", "llama2-7b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mixtral-8x7b",
+               "deepseek-v3", "megatron-1.7b", "megatron-3.6b", "megatron-7.5b", "megatron-18.4b",
+               "megatron-39.1b", "megatron-76.1b", "megatron-145.6b", "megatron-310.1b", "megatron-529.6b",
+               "megatron-1t"],
+}
+
+
+def test_project_catalog_is_valid(cat):
+    assert cat.validate() == []
+
+
+@pytest.mark.parametrize("kind", sorted(REQUIRED))
+def test_required_ids_present(cat, kind):
+    assert set(REQUIRED[kind]) <= set(cat.ids(kind))
+
+
+def test_every_system_resolves_and_is_priced(cat):
+    for sid in cat.ids("systems"):
+        s = cat.system(sid)
+        assert cat.price(s.id).usd > 0
+        assert cat.accelerator(s.accelerator).hbm_gb > 0
+
+
+def test_datasheet_traps(cat):
+    h100 = cat.accelerator("h100-sxm")
+    assert h100.dense_tflops["bf16"] == pytest.approx(989.4)  # dense, not the 1979 sparse figure
+    assert h100.scaleup_bw_GBps_per_dir == 450  # NVLink 900 GB/s is bidirectional
+    assert cat.accelerator("h800-sxm").scaleup_bw_GBps_per_dir == 200
+    assert cat.system("hgx-h100-ib-ndr").nic_gbps == 400  # gigabits
+    assert cat.system("gb200-nvl72").scaleup_domain_gpus == 72
+    assert cat.system("cloudmatrix-384").scaleup_domain_gpus == 384
+
+
+def test_seed_40card_matches_the_seed(cat):
+    s = cat.system("seed-40card")
+    acc = cat.accelerator(s.accelerator)
+    assert s.unit_gpus == 40 and s.unit_power_kw == 150
+    assert 40 * acc.dense_tflops["fp8"] == pytest.approx(28000, rel=0.01)  # 28 PFLOPS FP8
+    assert 40 * acc.hbm_gb == pytest.approx(5760, rel=0.01)  # 5.76 TB HBM3
+    assert cat.facility.pue_liquid.value <= 1.2
+
+
+def test_unknown_id_suggests_nearest(cat):
+    with pytest.raises(CatalogError, match="nearest: h100-sxm"):
+        cat.accelerator("h100-sxn")
+    with pytest.raises(CatalogError, match="llama3.1-405b"):
+        cat.model("llama3-405b")
+
+
+def test_entry_by_path(cat, tmp_path):
+    raw = _load((cat.path_of("models", "llama3.1-8b")))
+    raw.update(id="my-model", layers=16)
+    p = tmp_path / "my-model.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    m = cat.model(str(p))
+    assert m.id == "my-model" and m.layers == 16
+
+
+def _load(path):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _write(folder, name, raw):
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("mutate,field,needle", [
+    (lambda r: r.update(hbm_gib=80), "hbm_gib", "unknown key; allowed keys"),
+    (lambda r: r.update(source="TODO"), "source", "placeholder"),
+    (lambda r: r.update(source=""), "source", "at least 3"),
+    (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
+    (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than 0"),
+    (lambda r: r["dense_tflops"].update(fp12=1.0), "dense_tflops.fp12", "'fp32'"),
+    (lambda r: r.update(field_sources={}, assumptions={}), "(entry)", "calibration field"),
+])
+def test_bad_accelerator_file_names_path_entry_field(cat, data_copy, mutate, field, needle):
+    raw = _load((cat.path_of("accelerators", "h100-sxm")))
+    mutate(raw)
+    path = _write(data_copy / "accelerators", "h100-sxm", raw)
+    with pytest.raises(CatalogError) as info:
+        Catalog(data_copy).accelerator("h100-sxm")
+    msg = str(info.value)
+    assert str(path) in msg and "'h100-sxm'" in msg and needle in msg
+    assert info.value.field == field
+
+
+def test_bad_literal_lists_allowed_values(cat, data_copy):
+    raw = _load((cat.path_of("systems", "gb200-nvl72")))
+    raw["cooling"] = "immersion"
+    _write(data_copy / "systems", "gb200-nvl72", raw)
+    with pytest.raises(CatalogError, match=r"cooling.*'air' or 'liquid'"):
+        Catalog(data_copy).system("gb200-nvl72")
+
+
+def test_dangling_reference_is_reported(cat, data_copy):
+    raw = _load((cat.path_of("systems", "gb200-nvl72")))
+    raw["accelerator"] = "gb300"
+    _write(data_copy / "systems", "gb200-nvl72", raw)
+    problems = Catalog(data_copy).validate()
+    assert any("gb200-nvl72" in p and "accelerator" in p and "gb300" in p for p in problems)
+
+
+def test_validate_reports_every_bad_file(cat, data_copy):
+    for acc in ("h100-sxm", "b200"):
+        raw = _load((cat.path_of("accelerators", acc)))
+        raw["speed"] = "fast"
+        _write(data_copy / "accelerators", acc, raw)
+    problems = Catalog(data_copy).validate()
+    assert sum("h100-sxm" in p for p in problems) == 1 and sum("b200" in p for p in problems) == 1
+
+
+def test_id_must_match_file_name(cat, data_copy):
+    raw = _load((cat.path_of("models", "llama2-7b")))
+    _write(data_copy / "models", "llama2-7b-copy", raw)
+    with pytest.raises(CatalogError, match="differs from the file name"):
+        Catalog(data_copy).model("llama2-7b")
+
+
+def test_not_yaml(data_copy):
+    (data_copy / "models" / "broken.yaml").write_text("id: [unclosed\n")
+    with pytest.raises(CatalogError, match="not valid YAML"):
+        Catalog(data_copy).model("broken")
+
+
+def test_prices_are_dated_and_sourced(cat):
+    for p in cat.prices:
+        assert p.as_of.year >= 2020 and len(p.source) > 10
+
+
+def test_validate_file_infers_kind(cat):
+    assert validate_file(cat.path_of("switches", "qm9700")).ports == 64
+
+
+def test_cli_validate_exit_codes(data_copy):
+    ok = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    raw = _load((data_copy / "models" / "llama2-7b.yaml"))
+    raw["activation"] = "relu"
+    (data_copy / "models" / "llama2-7b.yaml").write_text(yaml.safe_dump(raw))
+    bad = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    err = " ".join(bad.stderr.split())  # rich wraps long lines
+    assert "llama2-7b" in err and "activation" in err and "'gelu' or 'swiglu'" in err
