@@ -29,6 +29,7 @@ from hnplan.errors import CatalogError, ScenarioError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
@@ -131,7 +132,6 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
              force: bool) -> ReportResult:
     import nbformat
     import papermill
-    from nbconvert import HTMLExporter
 
     t0 = time.perf_counter()
     nb_path = notebook_path(notebook)
@@ -148,9 +148,7 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
             papermill.execute_notebook(str(nb_path), str(tmp_nb), parameters=params, progress_bar=False,
                                        kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False)
             nb = nbformat.read(tmp_nb, as_version=4)
-            exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
-                                    exclude_output_prompt=True)
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"{scenario_id}: {notebook}"}})
+            body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
             msg = _short_error(exc)
             if tmp_nb.exists():  # keep the failed notebook for debugging, next to the good report
@@ -161,6 +159,16 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
         _atomic_write(stamp, digest)
         (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
     return ReportResult(scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)))
+
+
+def export_html(nb, title: str) -> str:
+    """HTML of an executed notebook: code hidden, no CDN scripts (see templates/report.html.j2)."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", template_file=str(TEMPLATES / "report.html.j2"),
+                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    return body
 
 
 def _short_error(exc: Exception) -> str:

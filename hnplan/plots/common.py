@@ -1,4 +1,4 @@
-"""Plotly figures from result DataFrames. Plotting code never computes a result.
+"""Shared plotting helpers: design colours, breakdown bars, offline display.
 
 Every design keeps one colour across all charts (:func:`design_colour`); axis labels carry units
 ("Name [unit]"). :func:`show` embeds plotly.js once per page so exported reports open offline.

@@ -1,0 +1,11 @@
+"""Plotly figures from result DataFrames (one module per topic; plotting never computes a result)."""
+
+from hnplan.plots.common import (  # noqa: F401
+    BREAKDOWN_COLOURS,
+    PALETTE,
+    design_bars,
+    design_colour,
+    design_colours,
+    show,
+    step_breakdown_bar,
+)
