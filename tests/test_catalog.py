@@ -161,3 +161,12 @@ def test_cli_validate_exit_codes(data_copy):
     assert bad.returncode == 2
     err = " ".join(bad.stderr.split())  # rich wraps long lines
     assert "llama2-7b" in err and "activation" in err and "'gelu' or 'swiglu'" in err
+
+
+def test_readme_schema_tables_are_current():
+    # README's tables are generated from the schemas; regenerate with tools/update_readme_schema.py
+    from hnplan.catalog.docs import BEGIN, END, all_schemas_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split(BEGIN)[1].split(END)[0].strip()
+    assert block == all_schemas_markdown().strip()

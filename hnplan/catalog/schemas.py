@@ -86,7 +86,7 @@ class Entry(_Strict):
 class Accelerator(Entry):
     """One accelerator (GPU or NPU package) as the planner sees it."""
 
-    vendor: str
+    vendor: str = Field(description="manufacturer")
     dense_tflops: dict[Dtype, Positive] = Field(
         description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16")
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
@@ -117,8 +117,8 @@ class Accelerator(Entry):
 class Interconnect(Entry):
     """A link technology (NVLink 4, InfiniBand NDR, RoCE 400G, Huawei UB, ...)."""
 
-    kind: Literal["scale-up", "scale-out"]
-    technology: str
+    kind: Literal["scale-up", "scale-out"] = Field(description="inside a scale-up domain or between domains")
+    technology: str = Field(description="marketing name and generation, e.g. NVLink 4, InfiniBand NDR")
     bw_efficiency: Fraction = Field(
         description="achievable fraction of the per-direction line rate for large messages (calibration)")
     link_latency_ns: NonNegative = Field(description="one link's propagation + serdes latency [ns]")
@@ -151,7 +151,8 @@ class System(Entry):
     node_gpus: PosInt = Field(description="accelerators per node (server or compute tray)")
     scaleup_domain_gpus: PosInt = Field(description="accelerators in one scale-up (NVLink/UB) domain")
     scaleup_fabric: str = Field(description="interconnect id of the scale-up domain")
-    scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"]
+    scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"] = Field(
+        description="shape of the scale-up domain")
     scaleup_bw_GBps_per_dir: Positive | None = Field(
         default=None, description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's")
     scaleup_switch: str | None = Field(default=None, description="switch id inside the domain")
@@ -159,7 +160,8 @@ class System(Entry):
     scaleout_fabric: str = Field(description="interconnect id of the scale-out network")
     nics_per_node: PosInt = Field(description="scale-out NICs per node (compute network only)")
     nic_gbps: Positive = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
-    scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"]
+    scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"] = Field(
+        description="scale-out network shape (rail-optimised: NIC k of every node on leaf group k)")
     scaleout_switch: str = Field(description="switch id of the scale-out network")
     scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
         default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)")
@@ -167,7 +169,7 @@ class System(Entry):
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches")
     gpus_per_rack: PosInt = Field(description="accelerators per rack, averaged over compute and in-domain network racks")
-    cooling: Literal["air", "liquid"]
+    cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
     host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]")
@@ -215,19 +217,19 @@ class MLA(_Strict):
 class Model(Entry):
     """A transformer model's architecture, as in its published config."""
 
-    layers: PosInt
-    hidden: PosInt
+    layers: PosInt = Field(description="transformer layers")
+    hidden: PosInt = Field(description="model (embedding) width [elements]")
     ffn_hidden: PosInt = Field(description="dense MLP hidden size")
-    heads: PosInt
+    heads: PosInt = Field(description="attention (query) heads")
     kv_heads: PosInt = Field(description="key/value heads (= heads for MHA, 1 for MQA)")
     head_dim: PosInt | None = Field(default=None, description="defaults to hidden / heads")
-    vocab: PosInt
-    max_seq: PosInt
-    activation: Literal["gelu", "swiglu"]
+    vocab: PosInt = Field(description="vocabulary size [tokens]")
+    max_seq: PosInt = Field(description="maximum sequence length [tokens]")
+    activation: Literal["gelu", "swiglu"] = Field(description="MLP type: plain GELU (2 matrices) or gated SwiGLU (3)")
     position_embedding: Literal["learned", "rope", "alibi"]
-    tied_embeddings: bool = False
-    moe: MoE | None = None
-    mla: MLA | None = None
+    tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix")
+    moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
+    mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
 
     @model_validator(mode="after")

@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # never break a path or an id across lines
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3

@@ -9,6 +9,7 @@ import yaml
 from rich.table import Table
 
 from hnplan.catalog import KINDS, load_catalog, validate_file
+from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
 from hnplan.errors import CatalogError
@@ -68,11 +69,12 @@ def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file pa
 
 
 @catalog_app.command("validate")
-def validate(path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/")):
+def validate(path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/"),
+             kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}")):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
     if path is not None and path.is_file():
         try:
-            validate_file(path)
+            validate_file(path, kind)
         except CatalogError as exc:
             err_console.print(f"[bold red]invalid:[/] {exc}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
@@ -86,3 +88,11 @@ def validate(path: Path = typer.Argument(None, help="a data folder or one YAML f
         raise typer.Exit(EXIT_INPUT)
     n = sum(len(cat.ids(k)) for k in KINDS)
     console.print(f"{cat.root}: {n} entries valid, {len(cat.prices)} prices, {len(cat.scenario_ids())} scenarios")
+
+
+@catalog_app.command("schema")
+def schema(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted")):
+    """Print the fields of a catalog kind (units in the names) as a Markdown table."""
+    with handle_errors():
+        for k in [kind] if kind else list(KINDS):
+            console.print(schema_markdown(k) + "\n", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,89 @@
+"""The hnplan command line: every sub-command's --help, JSON keys, exit codes and error messages."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+
+
+def _commands(group, prefix=()):
+    import typer.main
+
+    click_group = typer.main.get_command(group)
+    out = []
+
+    def walk(cmd, path):
+        out.append(path)
+        for name, sub in getattr(cmd, "commands", {}).items():
+            walk(sub, path + (name,))
+
+    walk(click_group, tuple(prefix))
+    return out
+
+
+@pytest.mark.parametrize("path", _commands(app))
+def test_every_subcommand_has_help(path):
+    res = runner.invoke(app, [*path, "--help"])
+    assert res.exit_code == 0, res.output
+    assert "Usage" in res.output
+
+
+TRAIN = ["train", "--model", "llama3.1-405b", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--tp", "8",
+         "--pp", "16", "--dp", "128", "--seq-len", "8192", "--global-batch-tokens", "16777216",
+         "--recompute", "full", "--json"]
+
+
+def test_train_json_keys():
+    res = runner.invoke(app, TRAIN)
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for key in ("step_time_s", "tokens_per_s", "model_flops_per_token", "mfu", "hfu", "model_tflops_per_gpu",
+                "hardware_tflops_per_gpu", "memory_per_gpu_gib", "fits", "parallel", "breakdown_s"):
+        assert key in d
+    assert set(d["parallel"]) >= {"tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches",
+                                  "virtual_stages", "zero_stage", "recompute"}
+    assert {"compute", "tp_comm_exposed", "dp_comm_exposed", "pp_bubble"} <= set(d["breakdown_s"])
+    assert d["parallel"]["num_microbatches"] == 16  # 2,048 sequences / DP 128
+    assert d["tokens_per_s"] == pytest.approx(16777216 / d["step_time_s"])
+    assert d["hfu"] > d["mfu"]  # full recomputation adds a forward pass
+
+
+def test_train_search_reports_counts():
+    res = runner.invoke(app, ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "16",
+                              "--seq-len", "4096", "--global-batch-size", "64", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["searched"] >= d["feasible"] >= 1 and d["fits"]
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--gpus", "1000"], 3, "not --gpus 1000"),
+    (["--model", "llama3-405b"], 2, "nearest: llama3.1-405b"),
+    (["--system", "gb200"], 2, "gb200-nvl72"),
+    (["--recompute", "some"], 2, "none, selective, full"),
+    (["--global-batch-size", "2048"], 2, "exactly one of"),
+])
+def test_train_errors(args, code, needle):
+    argv = list(TRAIN)
+    for flag, value in zip(args[::2], args[1::2]):
+        if flag in argv:
+            argv[argv.index(flag) + 1] = value  # replace the flag's value
+        else:
+            argv += [flag, value]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == code
+    assert needle in " ".join(res.stderr.split())
+
+
+def test_catalog_list_and_show():
+    res = runner.invoke(app, ["catalog", "list", "systems", "--json"])
+    ids = [e["id"] for e in json.loads(res.stdout)["systems"]]
+    assert "gb200-nvl72" in ids and "cloudmatrix-384" in ids
+    res = runner.invoke(app, ["catalog", "show", "h100-sxm"])
+    assert res.exit_code == 0 and "989.4" in res.stdout
+    res = runner.invoke(app, ["catalog", "show", "h100-sxn"])
+    assert res.exit_code == 2 and "h100-sxm" in res.stderr

@@ -1,0 +1,95 @@
+"""hnplan report end to end in a temporary folder: good, failing and skipped runs, the index, and
+scenario validation before anything runs."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hnplan.catalog import load_catalog
+from hnplan.cli import app
+from hnplan.errors import ScenarioError
+from hnplan.reports import load_scenarios, run_reports
+
+pytestmark = pytest.mark.notebook
+runner = CliRunner()
+
+SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, tokens=1.0e11,
+             seq_len=4096, global_batch_tokens=4096 * 288)
+
+
+def _scenario(tmp_path, sid, **override):
+    path = tmp_path / f"{sid}.yaml"
+    params = {**SMALL, **override}
+    path.write_text(yaml.safe_dump({"id": sid, "name": sid, "notebooks": [
+        {"notebook": "design_comparison", "parameters": params}]}))
+    return str(path)
+
+
+def test_failure_is_isolated_and_never_clobbers_a_good_report(tmp_path):
+    out = tmp_path / "reports"
+    good = _scenario(tmp_path, "small")
+    res = runner.invoke(app, ["report", "--scenario", good, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out / "small" / "design_comparison.html"
+    first = html.read_text()
+    assert 'id="key-table"' in first
+
+    # the same scenario, now broken at run time (a string where a number belongs), next to a good one
+    bad_dir = tmp_path / "bad"
+    bad_dir.mkdir()
+    bad = _scenario(bad_dir, "small", tokens="many")
+    other = _scenario(tmp_path, "other", gpus=72)
+    results = run_reports(load_scenarios(bad) + load_scenarios(other), out, jobs=2, progress=False)
+    status = {r.scenario: r for r in results}
+    assert status["small"].status == "failed" and "TypeError" in status["small"].error
+    assert status["other"].status == "ok"
+    assert html.read_text() == first  # the earlier good report is untouched
+    assert (out / "small" / "design_comparison.failed.ipynb").exists()
+    index = (out / "index.html").read_text()
+    assert "failed" in index and "other/design_comparison.html" in index
+    rows = {r["scenario"]: r for r in json.loads((out / "index.json").read_text())}
+    assert rows["small"]["html"] == "small/design_comparison.html"  # still links the good report
+    assert not list(out.rglob("*.tmp"))  # nothing half-written left behind
+
+    # the CLI exits non-zero when a notebook failed
+    res = runner.invoke(app, ["report", "--scenario", bad, "--out", str(out)])
+    assert res.exit_code == 1
+
+
+def test_rerun_skips_unchanged_inputs(tmp_path):
+    out = tmp_path / "reports"
+    sc = load_scenarios(_scenario(tmp_path, "small"))
+    assert [r.status for r in run_reports(sc, out, progress=False)] == ["ok"]
+    assert [r.status for r in run_reports(sc, out, progress=False)] == ["skipped"]
+    assert [r.status for r in run_reports(sc, out, progress=False, force=True)] == ["ok"]
+
+
+@pytest.mark.parametrize("notebooks,needle", [
+    ([{"notebook": "design_comparision", "parameters": {}}], "unknown notebook 'design_comparision'"),
+    ([{"notebook": "design_comparison", "parameters": {"gpu": 8}}], "no parameter(s) ['gpu']"),
+    ([{"notebook": "design_comparison", "parameters": {"systems": ["gb200-nvl36"]}}], "nearest: gb200-nvl72"),
+    ([{"notebook": "design_comparison", "parameters": {"model": "llama-405b"}}], "parameter 'model'"),
+])
+def test_scenario_is_validated_before_running(tmp_path, notebooks, needle):
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump({"id": "broken", "name": "broken", "notebooks": notebooks}))
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(str(path))
+    assert needle in str(info.value) and "broken.yaml" in str(info.value)
+
+
+def test_scenario_schema_errors_name_the_field(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump({"id": "typo", "name": "t", "notebook": []}))
+    res = runner.invoke(app, ["report", "--scenario", str(path), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    err = " ".join(res.stderr.split())
+    assert "typo.yaml" in err and "'notebook'" in err and "'notebooks'" in err
+
+
+def test_every_shipped_scenario_is_valid():
+    cat = load_catalog()
+    assert "default" in cat.scenario_ids()
+    assert len(load_scenarios("all")) == len(cat.scenario_ids())

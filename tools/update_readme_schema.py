@@ -1,0 +1,9 @@
+"""Regenerate the catalog-schema tables in README.md from hnplan/catalog/schemas.py."""
+
+from pathlib import Path
+
+from hnplan.catalog.docs import update_readme
+
+if __name__ == "__main__":
+    changed = update_readme(Path(__file__).resolve().parents[1] / "README.md")
+    print("README.md updated" if changed else "README.md already current")
