@@ -6,11 +6,12 @@ STAMP  := $(VENV)/.installed
 SCENARIO ?= default
 JOBS   ?= 2
 
-.PHONY: report test lab bench validate clean-reports help
+.PHONY: report test browser-test lab bench validate clean-reports help
 
 help:
 	@echo "make report    run the default scenario's reports into reports/ (SCENARIO=all for every scenario)"
 	@echo "make test      run the test suite"
+	@echo "make browser-test  open every report in headless Chromium (apt-get install chromium); screenshots in reports/screenshots"
 	@echo "make lab       open JupyterLab on notebooks/"
 	@echo "make bench     run the benchmarks"
 
@@ -26,6 +27,9 @@ report: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(JOBS)
+
+browser-test: $(STAMP)
+	HNPLAN_REQUIRE_BROWSER=1 HNPLAN_SCREENSHOTS=reports/screenshots $(BIN)/python -m pytest -q tests/test_browser.py
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

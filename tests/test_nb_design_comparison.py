@@ -3,12 +3,12 @@
 import pytest
 
 from hnplan.planning.compare import compare_training_designs
+from nbparams import SMALL_PARAMS
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, tokens=1e11,
-             seq_len=4096, global_batch_tokens=4096 * 288, dtype="bf16")
+SMALL = SMALL_PARAMS["design_comparison"]
 
 
 def test_design_comparison_notebook(tmp_path):
