@@ -46,6 +46,7 @@ class ReportResult:
     seconds: float
     html: str | None
     error: str | None = None
+    title: str = ""
 
 
 def notebook_path(name: str) -> Path:
@@ -129,7 +130,7 @@ def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
 
 
 def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str,
-             force: bool) -> ReportResult:
+             force: bool, title: str = "") -> ReportResult:
     import nbformat
     import papermill
 
@@ -140,7 +141,8 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
     stamp = target / f".{notebook}.inputs"
     digest = _inputs_digest(nb_path, params, catalog_hash)
     if not force and html_path.exists() and stamp.exists() and stamp.read_text() == digest:
-        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)))
+        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)),
+                            title=title)
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
@@ -153,12 +155,13 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
             msg = _short_error(exc)
             if tmp_nb.exists():  # keep the failed notebook for debugging, next to the good report
                 _atomic_write(target / f"{notebook}.failed.ipynb", tmp_nb.read_bytes())
-            return ReportResult(scenario_id, notebook, "failed", time.perf_counter() - t0, None, msg)
+            return ReportResult(scenario_id, notebook, "failed", time.perf_counter() - t0, None, msg, title)
         _atomic_write(target / f"{notebook}.ipynb", tmp_nb.read_bytes())
         _atomic_write(html_path, body)
         _atomic_write(stamp, digest)
         (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
-    return ReportResult(scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)))
+    return ReportResult(scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)),
+                        title=title)
 
 
 def export_html(nb, title: str) -> str:
@@ -213,7 +216,7 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
             if only and item.notebook != only:
                 continue
             params = {**item.parameters, **(params_override or {})}
-            tasks.append((sc.id, item.notebook, params, str(out), chash, force))
+            tasks.append((sc.id, item.notebook, params, str(out), chash, force, sc.name))
     if only and not tasks:
         raise ScenarioError(f"no scenario runs notebook {only!r}")
     results: list[ReportResult | None] = [None] * len(tasks)
@@ -240,7 +243,8 @@ def _safe_run(*args) -> ReportResult:
     try:
         return _run_one(*args)
     except Exception:  # noqa: BLE001
-        return ReportResult(args[0], args[1], "failed", 0.0, None, traceback.format_exc(limit=3))
+        return ReportResult(args[0], args[1], "failed", 0.0, None, traceback.format_exc(limit=3),
+                            args[6] if len(args) > 6 else "")
 
 
 _INDEX = jinja2.Template("""<!doctype html>
@@ -252,8 +256,9 @@ table{border-collapse:collapse}td,th{padding:.35em .8em;border-bottom:1px solid 
 </style></head><body>
 <h1>hnplan reports</h1>
 <p>Generated {{ when }} by hnplan {{ version }}; catalog {{ chash }}.</p>
+<p>{{ n_ok }} of {{ rows|length }} reports ok{% if n_failed %}, <span class="failed">{{ n_failed }} failed</span>{% endif %}.</p>
 <table id="reports"><thead><tr><th>scenario</th><th>notebook</th><th>status</th><th>run time [s]</th><th>report</th></tr></thead><tbody>
-{% for r in rows %}<tr><td>{{ r.scenario }}</td><td>{{ r.notebook }}</td><td class="{{ r.status }}">{{ r.status }}</td>
+{% for r in rows %}<tr><td><b>{{ r.scenario }}</b>{% if r.title %}<br><small>{{ r.title }}</small>{% endif %}</td><td>{{ r.notebook }}</td><td class="{{ r.status }}">{{ r.status }}</td>
 <td>{{ '%.1f'|format(r.seconds) }}</td><td>{% if r.html %}<a href="{{ r.html }}">{{ r.html }}</a>{% endif %}
 {% if r.error %}<pre>{{ r.error }}</pre>{% endif %}</td></tr>
 {% endfor %}</tbody></table></body></html>
@@ -267,7 +272,7 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
     state = {}
     if state_path.exists():
         try:
-            state = {(r["scenario"], r["notebook"]): r for r in json.loads(state_path.read_text())}
+            state = {(r["scenario"], r["notebook"]): {"title": "", **r} for r in json.loads(state_path.read_text())}
         except (ValueError, KeyError, TypeError):
             state = {}
     for r in results:
@@ -278,7 +283,8 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
         state[(r.scenario, r.notebook)] = row
     rows = [state[k] for k in sorted(state)]
     _atomic_write(state_path, json.dumps(rows, indent=1))
-    html = _INDEX.render(rows=rows, when=dt.datetime.now().strftime("%Y-%m-%d %H:%M"), version=__version__,
+    n_failed = sum(r["status"] == "failed" for r in rows)
+    html = _INDEX.render(rows=rows, n_ok=len(rows) - n_failed, n_failed=n_failed, when=dt.datetime.now().strftime("%Y-%m-%d %H:%M"), version=__version__,
                          chash=catalog_hash)
     path = out_dir / "index.html"
     _atomic_write(path, html)
