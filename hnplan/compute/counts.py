@@ -206,6 +206,8 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
         raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
     pc = param_counts(model)
     matmul_params = pc.layers_active - model.layers * pc.norms_per_layer + model.vocab * model.hidden
+    if model.mla is not None:  # the MLA latent norms' weights sit in the attention count but do no matmul
+        matmul_params -= model.layers * ((model.mla.q_lora_rank or 0) + model.mla.kv_lora_rank)
     dense = 2.0 * matmul_params  # forward FLOPs of the weight matmuls per token
     attn = attention_core_flops_per_token(model, seq_len)
     model_flops = 3.0 * (dense + attn)
