@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
-from hnplan.compute import operator_table, totals
+from hnplan.compute import operator_table, totals, training_flops_per_token
 
 runner = CliRunner()
 
@@ -32,6 +32,11 @@ def test_roofline_json_keys_and_totals(cat, phase):
     assert out["flops"] == pytest.approx(totals(df)["flops"], rel=1e-12)
     if phase == "train":
         assert {"fwd", "bwd-data", "bwd-weight", "bwd"} <= {o["phase"] for o in out["ops"]}
+        # MFU: PaLM model FLOPs of the GPU's share of 2 x 1024 tokens over the pass time and the dense peak
+        model_flops = training_flops_per_token(cat.model("llama3.1-8b"), 1024).model * 2 * 1024 / 2
+        assert out["model_flops"] == pytest.approx(model_flops, rel=1e-12)
+        assert out["mfu"] == pytest.approx(model_flops / out["time_s"] / 989.4e12, rel=1e-12)
+        assert out["hfu"] == out["mfu"]  # no recomputation
 
 
 def test_roofline_bad_input_exits_2():

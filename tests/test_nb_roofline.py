@@ -20,6 +20,8 @@ def test_roofline_notebook(tmp_path):
     _, _, dec = roofline_comparison(cat.model(SMALL["model"]), accs, "decode", 8, 1024, kv_len=512, tp=2)
     for tps in list(train["tokens_per_s"]) + list(dec["tokens_per_s"]):
         assert f"{tps:,.0f}" in html
+    for u in train["mfu"]:
+        assert f"{u:.1%}" in html
     assert 'id="key-table"' in html
     assert plotly_divs(html) == 2
     assert "memory-bound and scales with HBM bandwidth" in html  # decode at batch 8

@@ -99,10 +99,10 @@ ROOFLINE = [
              "display(Markdown(roofline_verdict(summary)))"),
     ("code", "cols = {\"accelerator\": \"accelerator\", \"phase\": \"phase\", \"time_s\": \"time per pass [s]\",\n"
              "        \"tokens_per_s\": \"tokens/s per GPU\", \"attained_flops_per_s\": \"attained [FLOP/s]\",\n"
-             "        \"compute_bound_share\": \"compute-bound share\"}\n"
+             "        \"compute_bound_share\": \"compute-bound share\", \"mfu\": \"MFU\"}\n"
              "display(summary[list(cols)].rename(columns=cols).style.format(\n"
              "    {\"time per pass [s]\": \"{:.4f}\", \"tokens/s per GPU\": \"{:,.0f}\", \"attained [FLOP/s]\": \"{:.3e}\",\n"
-             "     \"compute-bound share\": \"{:.0%}\"}).hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
+             "     \"compute-bound share\": \"{:.0%}\", \"MFU\": \"{:.1%}\"}).hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
     ("code", "plots.show(plots.roofline(train_ops, train_curves, f\"{model} training step (forward + backward)\"))\n"
              "plots.show(plots.roofline(dec_ops, dec_curves, f\"{model} decode step, batch {decode_batch}\"))"),
     ("code", "display(Markdown(provenance(dict(model=model, accelerators=accelerators, seq_len=seq_len,\n"

@@ -8,16 +8,18 @@ from rich.table import Table
 from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.compute import operator_table, totals
+from hnplan.compute import operator_table, totals, utilisation
 
 OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
 
 
-def roofline_answer(df) -> dict:
-    """The JSON object of ``hnplan roofline --json``: inputs, totals and one dict per operator row."""
-    out = {k: df.attrs[k] for k in ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep",
-                                    "dtype", "recompute")}
+def roofline_answer(df, model, acc) -> dict:
+    """The JSON object of ``hnplan roofline --json``: inputs, totals, MFU/HFU and one dict per operator row."""
+    keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
+    out = {k: df.attrs[k] for k in keys}
     out.update(totals(df))
+    kw = {k: df.attrs[k] for k in keys[5:]}
+    out.update(utilisation(model, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
     out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
     return out
 
@@ -44,9 +46,10 @@ def roofline(
     """
     with handle_errors():
         cat = load_catalog()
-        df = operator_table(cat.model(model), cat.accelerator(accelerator), phase, batch, seq_len, kv_len=kv_len,
-                            tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute)
-        ans = roofline_answer(df)
+        m, acc = cat.model(model), cat.accelerator(accelerator)
+        df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep, dtype=dtype,
+                            recompute=recompute)
+        ans = roofline_answer(df, m, acc)
         if json_:
             print_json(ans)
             return
@@ -60,4 +63,5 @@ def roofline(
                       r["bound"])
         console.print(t)
         console.print(f"total: {ans['flops'] / units.TERA:,.2f} TFLOP, {units.to_GB(ans['bytes']):,.2f} GB, "
-                      f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained")
+                      f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained, "
+                      f"MFU {ans['mfu']:.1%}, HFU {ans['hfu']:.1%}")

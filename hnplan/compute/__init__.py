@@ -42,4 +42,4 @@ from hnplan.compute.operators import (  # noqa: F401
     totals,
     training_stage_time_s,
 )
-from hnplan.compute.compare import roofline_comparison, roofline_verdict  # noqa: F401
+from hnplan.compute.compare import roofline_comparison, roofline_verdict, utilisation  # noqa: F401

@@ -10,9 +10,35 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute.counts import peak_flops_per_s
 from hnplan.compute.operators import operator_table, roofline_curve, totals
 
 INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte span of the plotted ceilings: covers element-wise to large GEMMs
+
+
+def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float,
+                **kwargs) -> dict:
+    """MFU and HFU of a pass that takes ``time_s`` on one GPU (PaLM Appendix B conventions).
+
+    Model FLOPs use ``convention="model"`` without recomputation; hardware FLOPs add the
+    recomputation of ``kwargs["recompute"]``; both over the dense peak of the GEMM dtype.
+
+    Returns
+    -------
+    dict
+        ``model_flops``, ``hardware_flops`` [FLOP per GPU per pass], ``mfu``, ``hfu`` [-].
+
+    Raises
+    ------
+    InputError
+        As :func:`hnplan.compute.operator_table`.
+    """
+    kw = {k: v for k, v in kwargs.items() if k != "recompute"}
+    model_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
+    hw_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
+    peak = peak_flops_per_s(acc, kwargs.get("dtype", "bf16"))
+    return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak,
+            "hfu": hw_f / time_s / peak}
 
 
 def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: str, batch: int, seq_len: int,
@@ -36,7 +62,7 @@ def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: st
         One row per accelerator: ``accelerator``, ``phase``, ``flops`` [FLOP], ``bytes`` [bytes],
         ``time_s`` [s], ``attained_flops_per_s`` [FLOP/s], ``compute_bound_share`` (fraction of the
         time in compute-bound operators) [-], ``tokens_per_s`` (tokens processed or generated per
-        second, per GPU of the ``tp x cp`` group that shares them) [tokens/s].
+        second, per GPU of the ``tp x cp`` group that shares them) [tokens/s], ``mfu`` (:func:`utilisation`) [-].
 
     Raises
     ------
@@ -55,7 +81,8 @@ def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: st
         rows.append({"accelerator": acc.id, "phase": phase, "flops": t["flops"], "bytes": t["bytes"],
                      "time_s": t["time_s"], "attained_flops_per_s": t["attained_flops_per_s"],
                      "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
-                     "tokens_per_s": tokens / t["time_s"]})
+                     "tokens_per_s": tokens / t["time_s"],
+                     "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"]})
     return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
 
 
