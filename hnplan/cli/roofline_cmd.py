@@ -29,7 +29,7 @@ def roofline(
     accelerator: str = typer.Option(..., "--accelerator", help="accelerator id or YAML path"),
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     phase: str = typer.Option(..., "--phase", help="train, prefill or decode"),
-    batch: int = typer.Option(1, "--batch", min=1, help="sequences (micro-batch, or concurrent requests)"),
+    batch: int = typer.Option(..., "--batch", min=1, help="sequences (micro-batch, or concurrent requests)"),
     seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence / prompt length [tokens]"),
     tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
     cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
