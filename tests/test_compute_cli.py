@@ -41,6 +41,6 @@ def test_roofline_json_keys_and_totals(cat, phase):
 
 def test_roofline_bad_input_exits_2():
     r = runner.invoke(app, ["roofline", "--accelerator", "a100-sxm-80gb", "--model", "llama3.1-8b", "--phase",
-                            "train", "--seq-len", "1024", "--dtype", "fp8", "--json"])
+                            "train", "--batch", "1", "--seq-len", "1024", "--dtype", "fp8", "--json"])
     assert r.exit_code == 2
     assert "no fp8 peak" in r.output
