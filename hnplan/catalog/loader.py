@@ -9,6 +9,7 @@ Layout of a data folder::
     data/models/<id>.yaml          one Model per file
     data/prices.yaml               a list of Price entries
     data/facility.yaml             one Facility entry
+    data/reliability.yaml          one Reliability entry (failure rates, checkpoint/restart defaults)
     data/scenarios/<id>.yaml       one Scenario per file
 
 Every lookup takes an id (``h100-sxm``) or the path of a YAML file holding one entry of the same
@@ -34,6 +35,7 @@ from hnplan.catalog.schemas import (
     Interconnect,
     Model,
     Price,
+    Reliability,
     Scenario,
     Switch,
     System,
@@ -244,6 +246,13 @@ class Catalog:
         path = self.root / "facility.yaml"
         return parse_entry(_read_yaml(path), Facility, path)
 
+    # -- reliability (issue 8) -------------------------------------------------------------
+    @functools.cached_property
+    def reliability(self) -> Reliability:
+        """Failure rates and checkpoint/restart defaults in ``reliability.yaml``."""
+        path = self.root / "reliability.yaml"
+        return parse_entry(_read_yaml(path), Reliability, path)
+
     def scenario_ids(self) -> list[str]:
         """Sorted ids of the scenarios in ``scenarios/``."""
         return sorted(p.stem for p in (self.root / "scenarios").glob("*.y*ml"))
@@ -290,7 +299,7 @@ class Catalog:
                     self.get("interconnects", sw.fabric)
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
-        for getter in (lambda: self.prices, lambda: self.facility):
+        for getter in (lambda: self.prices, lambda: self.facility, lambda: self.reliability):
             try:
                 getter()
             except CatalogError as exc:
@@ -333,6 +342,8 @@ def validate_file(path: str | Path, kind: str | None = None):
         return [parse_entry(item, Price, path) for item in raw]
     if path.name == "facility.yaml":
         return parse_entry(raw, Facility, path)
+    if path.name == "reliability.yaml":
+        return parse_entry(raw, Reliability, path)
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
