@@ -320,6 +320,31 @@ class Reliability(Entry):
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
 
 
+WHATIF_INPUTS = ("electricity_usd_per_kwh", "pue", "hardware_price_factor", "utilisation", "rate_factor",
+                 "write_GBps_per_node", "years", "dc_build_usd_per_mw", "maintenance_fraction")
+
+
+class UncertainInput(Entry):
+    """The plausible range of one procurement what-if input (``data/uncertainty.yaml``)."""
+
+    input: Literal[WHATIF_INPUTS] = Field(description="the what-if input this range applies to")
+    unit: str = Field(min_length=1)
+    distribution: Literal["uniform", "triangular"] = "uniform"
+    low: float
+    high: float
+    mode: float | None = Field(default=None, description="most likely value (triangular only)")
+    as_of: _dt.date | None = None
+    assumption: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.distribution == "triangular" and (self.mode is None or not self.low <= self.mode <= self.high):
+            raise ValueError("a triangular range needs low <= mode <= high")
+        return self
+
+
 class ScenarioNotebook(_Strict):
     notebook: str = Field(description="notebook name in notebooks/ without .ipynb")
     parameters: dict = Field(default_factory=dict)
