@@ -239,6 +239,19 @@ def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_c
     return x, served, " and ".join(tight) if tight else "integrality"
 
 
+def _case_near(wl: dict, system: System, mode: str, cat: Catalog, tries: int = 6) -> WhatIfCase | None:
+    """The workload planned on the power-of-two unit count nearest its ``ref_gpus`` that has a
+    feasible plan (a count such as 15 NVL72 racks rarely divides a power-of-two batch)."""
+    counts = sorted((1 << k for k in range(18)), key=lambda n: abs(np.log(n * system.unit_gpus / wl["ref_gpus"])))
+    for n in counts[:tries]:
+        try:
+            return whatif_case(wl["model"], system, n * system.unit_gpus, wl["tokens"], wl["seq_len"],
+                               wl["global_batch_seqs"], mode=mode, catalog=cat)
+        except HnplanError:
+            continue
+    return None
+
+
 def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: float,
              catalog: Catalog | None = None, mode: str = "async") -> MixResult:
     """The mix of designs that serves the most of a set of training workloads by their deadlines
@@ -248,7 +261,8 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
     ----------
     workloads : list of dict
         Each: ``model, tokens, deadline_days, seq_len, global_batch_seqs, ref_gpus`` (the scale at
-        which a design's throughput per GPU is evaluated; first-order: linear in units).
+        which a design's throughput per GPU is evaluated, at the nearest feasible power-of-two
+        number of units; first-order: throughput linear in units).
     systems : list of ids or entries
 
     Returns
@@ -265,13 +279,9 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
         capex[d] = design_cost(s, n_units * s.unit_gpus, cat).capex_usd / n_units
         power[d] = design_power(s, n_units * s.unit_gpus, cat).facility_w / n_units
         for w, wl in enumerate(workloads):
-            gpus = -(-wl["ref_gpus"] // s.unit_gpus) * s.unit_gpus
-            try:
-                case = whatif_case(wl["model"], s, gpus, wl["tokens"], wl["seq_len"], wl["global_batch_seqs"],
-                                   mode=mode, catalog=cat)
-            except HnplanError:
-                continue
-            rate[w, d] = case.tokens_per_s / gpus * s.unit_gpus * evaluate(case, cat)["goodput"]
+            case = _case_near(wl, s, mode, cat)
+            if case is not None:
+                rate[w, d] = case.tokens_per_s / case.gpus * s.unit_gpus * evaluate(case, cat)["goodput"]
     demand = np.array([wl["tokens"] / units.days_to_s(wl["deadline_days"]) for wl in workloads])
     x, served, binding = solve_mix(rate, demand, capex, power, budget_usd, power_cap_w)
     names = [f"{wl['model']} #{i}" for i, wl in enumerate(workloads)]
@@ -279,3 +289,24 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
     used = x.sum(axis=0)
     return MixResult(df, pd.Series(served, index=names), float(used @ capex), float(used @ power),
                      budget_usd, power_cap_w, binding)
+
+
+def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult | None = None) -> str:
+    """A short Markdown reading of a tornado table, Monte Carlo bands and a mix result."""
+    lines = []
+    if len(tornado_df):
+        top = tornado_df.iloc[0]
+        lines.append(f"- The largest driver of {tornado_df.attrs.get('metric', 'the metric')} is **{top['name']}**: "
+                     f"across {top['low']:.3g}-{top['high']:.3g} {top['unit']} it moves from "
+                     f"{top['metric_low']:,.4g} to {top['metric_high']:,.4g} {tornado_df.attrs.get('unit', '')}.")
+    b = bands.set_index("metric")
+    for metric, unit in (("tco_usd", "USD"), ("days_to_train", "days")):
+        if metric in b.index:
+            r = b.loc[metric]
+            lines.append(f"- {metric}: 90% band {r['p5']:,.4g} to {r['p95']:,.4g} {unit} (median {r['p50']:,.4g}).")
+    if mix is not None:
+        bought = {k: int(v) for k, v in mix.units.sum(axis=0).items() if v}
+        lines.append(f"- Best mix: {bought or 'nothing'} units for ${mix.capex_usd / 1e6:,.1f}M capex and "
+                     f"{mix.facility_power_w / 1e6:.2f} MW; binding constraint: **{mix.binding}**; "
+                     f"workloads served: {', '.join(f'{k} {v:.0%}' for k, v in mix.served.items())}.")
+    return "\n".join(lines)

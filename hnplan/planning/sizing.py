@@ -137,3 +137,21 @@ def size_designs(model, systems, tokens: float, deadline_days: float, seq_len: i
     df.attrs["units"] = {"it_power_mw": "MW", "facility_power_mw": "MW", "capex_usd": "USD",
                          "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD", "days": "days"}
     return df
+
+
+def sizing_verdict(df: pd.DataFrame) -> str:
+    """A Markdown sentence per design of a :func:`size_designs` table: what it takes, and the cheapest."""
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return "No design meets the deadline with this global batch; relax the deadline or raise the batch."
+    lines = [f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
+             f"{r['facility_power_mw']:.1f} MW facility power, ${r['capex_usd'] / 1e6:,.0f}M capex, "
+             f"{r['days']:.1f} days" + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"])
+                                         else " (over budget)") for _, r in ok.iterrows()]
+    cheap = ok.loc[ok["capex_usd"].idxmin()]
+    lines.append(f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
+                 f"(${cheap['capex_usd'] / 1e6:,.0f}M).")
+    missing = df[df["status"] != "ok"]["system"].tolist()
+    if missing:
+        lines.append(f" Cannot meet it: {', '.join(missing)}.")
+    return "\n".join(lines)

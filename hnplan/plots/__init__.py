@@ -9,3 +9,4 @@ from hnplan.plots.common import (  # noqa: F401
     show,
     step_breakdown_bar,
 )
+from hnplan.plots.procurement import mc_histogram, mix_bars, tornado_chart  # noqa: F401  (issue 8)
