@@ -108,3 +108,19 @@ def test_failure_unit_and_spares(cat):
 def test_bad_mode(cat):
     with pytest.raises(InputError, match="sync, async"):
         estimate_reliability("hgx-h100-ib-ndr", 8, "llama3.1-8b", "lazy", cat)
+
+
+def test_reliability_and_uncertainty_catalog_errors(data_copy):
+    import yaml
+
+    from hnplan.catalog import Catalog
+
+    rel = yaml.safe_load((data_copy / "reliability.yaml").read_text())
+    rel["rates"]["accelerator"]["per"] = "gpu"
+    (data_copy / "reliability.yaml").write_text(yaml.safe_dump(rel))
+    unc = yaml.safe_load((data_copy / "uncertainty.yaml").read_text())
+    unc[0]["low"], unc[0]["high"] = unc[0]["high"], unc[0]["low"]
+    (data_copy / "uncertainty.yaml").write_text(yaml.safe_dump(unc))
+    problems = Catalog(data_copy).validate()
+    assert any("reliability.yaml" in p and "per" in p for p in problems)
+    assert any("uncertainty.yaml" in p and "must be below high" in p for p in problems)
