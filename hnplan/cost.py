@@ -73,6 +73,15 @@ class DesignCost:
         """Cost of using ``gpus`` for ``seconds`` at :attr:`usd_per_gpu_hour` [USD]."""
         return self.usd_per_gpu_hour * gpus * units.s_to_hours(seconds)
 
+    def usd_per_million_tokens(self, gpus: int, tokens_per_s: float) -> float:
+        """Cost of a million tokens trained or served by ``gpus`` at ``tokens_per_s`` [USD per 1e6 tokens].
+
+        ``usd_per_gpu_hour x gpus x (1e6 / tokens_per_s) s``.
+        """
+        if tokens_per_s <= 0:
+            raise InputError(f"tokens_per_s must be > 0; got {tokens_per_s}")
+        return self.usd_for(gpus, units.MEGA / tokens_per_s)
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d.update(capex_usd=self.capex_usd, opex_usd_per_year=self.opex_usd_per_year, tco_usd=self.tco_usd,

@@ -247,7 +247,7 @@ def run_energy(power: DesignPower, seconds: float, tokens: float | None = None,
         raise InputError(f"seconds must be >= 0; got {seconds}")
     e = energy_j(training_draw_w(power, cat), seconds)
     g = cat.facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
-    out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / 1e6}
+    out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / units.MEGA}
     if tokens:
         out["kwh_per_million_tokens"] = units.j_to_kwh(e) / (tokens / 1e6)
     return out

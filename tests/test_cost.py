@@ -79,3 +79,11 @@ def test_higher_pue_or_price_never_lowers_cost(cat, sid, gpus, pue, price, facto
         c = design_cost(s, gpus, cat, **args)
         assert c.tco_usd >= base.tco_usd
         assert c.usd_per_gpu_hour >= base.usd_per_gpu_hour
+
+
+def test_usd_per_million_tokens_hand_worked(cat):
+    c = design_cost(cat.system("hgx-h100-ib-ndr"), 8, cat, deploy_days=0.0)
+    # 8 GPUs at 10,000 tokens/s: one million tokens take 100 s = 8 x 100/3600 GPU-hours
+    assert c.usd_per_million_tokens(8, 10_000) == pytest.approx(c.usd_per_gpu_hour * 8 * 100 / 3600)
+    with pytest.raises(InputError, match="tokens_per_s"):
+        c.usd_per_million_tokens(8, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.reliability import estimate_reliability
@@ -30,7 +31,7 @@ def reliability(
         rows = [
             ("mean time between interruptions", f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)"),
             ("failure unit", f"{d['failure_unit_gpus']} GPUs; {d['spare_gpus']} spare GPUs for 99% availability"),
-            ("checkpoint", f"{d['checkpoint_bytes'] / 1e9:,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
+            ("checkpoint", f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
                            f"stall {d['checkpoint_stall_s']:.2f} s ({mode})"),
             ("checkpoint interval", f"{d['checkpoint_interval_s']:.0f} s (Daly 2006)"),
             ("restart", f"{d['restart_s']:.0f} s"),

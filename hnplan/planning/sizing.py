@@ -18,7 +18,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.power import design_power
+from hnplan.power import design_power, run_energy
 from hnplan.reliability import estimate_reliability
 from hnplan.planning.training import best_plan
 
@@ -68,7 +68,8 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     -------
     dict
         ``system, gpus, units, racks, it_power_mw, facility_power_mw, capex_usd, opex_usd_per_year,
-        tco_usd, run_usd, days, mfu, goodput, within_budget, status``.
+        tco_usd, run_usd, energy_mwh, co2_t, days, mfu, goodput, within_budget, status`` (energy and
+        CO2 [tonnes] of the run at the facility's training draw and grid intensity).
 
     Raises
     ------
@@ -110,11 +111,12 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     pw = design_power(system, gpus, cat)
     cost = design_cost(system, gpus, cat)
     run_usd = cost.usd_for(gpus, units.days_to_s(days))
+    energy = run_energy(pw, units.days_to_s(days), tokens, cat)
     return {
         "system": system.id, "gpus": gpus, "units": n, "racks": pw.racks,
         "it_power_mw": units.w_to_mw(pw.it_w), "facility_power_mw": units.w_to_mw(pw.facility_w),
         "capex_usd": cost.capex_usd, "opex_usd_per_year": cost.opex_usd_per_year, "tco_usd": cost.tco_usd,
-        "run_usd": run_usd, "days": days, "mfu": est.mfu, "goodput": rel.goodput,
+        "run_usd": run_usd, "energy_mwh": energy["energy_mwh"], "co2_t": energy["co2_t"], "days": days, "mfu": est.mfu, "goodput": rel.goodput,
         "within_budget": None if budget_usd is None else bool(cost.capex_usd <= budget_usd), "status": "ok",
     }
 
@@ -135,7 +137,8 @@ def size_designs(model, systems, tokens: float, deadline_days: float, seq_len: i
             rows.append({"system": sid, "status": f"infeasible: {exc}"})
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"it_power_mw": "MW", "facility_power_mw": "MW", "capex_usd": "USD",
-                         "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD", "days": "days"}
+                         "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD", "days": "days",
+                         "energy_mwh": "MWh", "co2_t": "t CO2"}
     return df
 
 
