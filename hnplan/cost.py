@@ -185,7 +185,8 @@ def tco_summary(system: System, gpus: int, catalog: Catalog | None = None, **kwa
     Returns
     -------
     dict
-        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack, capex_usd,
+        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
+        rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
         idle_capital_usd`` and the capex/opex parts.
     """
@@ -196,6 +197,7 @@ def tco_summary(system: System, gpus: int, catalog: Catalog | None = None, **kwa
         "system": system.id, "gpus": gpus, "gpus_bought": c.gpus,
         "it_power_kw": units.w_to_kw(pw.it_w), "facility_power_kw": units.w_to_kw(pw.facility_w),
         "pue": pw.pue, "racks": pw.racks, "kw_per_rack": pw.kw_per_rack,
+        "rack_limit_kw": units.w_to_kw(pw.rack_limit_w), "over_rack_limit": pw.over_rack_limit,
         "capex_usd": c.capex_usd, "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
         "usd_per_gpu_hour": c.usd_per_gpu_hour, "years": c.years, "utilisation": c.utilisation,
         "deploy_days": units.s_to_days(c.deploy_s), "idle_capital_usd": c.idle_capital_usd,

@@ -110,6 +110,11 @@ class DesignPower:
         """Compute IT power per rack [kW]."""
         return units.w_to_kw(self.compute_w) / self.racks
 
+    @property
+    def over_rack_limit(self) -> bool:
+        """True when one node alone exceeds the per-rack limit (the facility cannot host the design)."""
+        return self.kw_per_rack > units.w_to_kw(self.rack_limit_w) * (1 + 1e-9)
+
     def it_w_at(self, utilisation):
         """IT power with the accelerators at a utilisation on the idle-TDP line [W] (float or array)."""
         _check_fraction("utilisation", utilisation)
@@ -119,7 +124,8 @@ class DesignPower:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(it_w=self.it_w, facility_w=self.facility_w, kw_per_rack=self.kw_per_rack)
+        d.update(it_w=self.it_w, facility_w=self.facility_w, kw_per_rack=self.kw_per_rack,
+                 over_rack_limit=self.over_rack_limit)
         return d
 
 

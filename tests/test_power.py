@@ -76,3 +76,10 @@ def test_facility_power_grows_with_pue_and_gpus(cat, gpus, pue):
     a = design_power(s, gpus, cat, pue=pue)
     assert design_power(s, gpus, cat, pue=pue + 0.1).facility_w > a.facility_w
     assert design_power(s, gpus + 8, cat, pue=pue).it_w >= a.it_w
+
+
+def test_a_node_above_the_rack_limit_is_flagged(cat):
+    # the seed's 40-card node draws 150 kW, above the 140 kW liquid-cooled rack limit
+    p = design_power(cat.system("seed-40card"), 40, cat)
+    assert p.racks == 1 and p.kw_per_rack == pytest.approx(150) and p.over_rack_limit
+    assert not design_power(cat.system("gb200-nvl72"), 72, cat).over_rack_limit

@@ -32,7 +32,8 @@ def tco(
         rows = [
             ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,})"),
             ("IT / facility power", f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})"),
-            ("racks", f"{d['racks']:,} at {d['kw_per_rack']:.1f} kW per rack"),
+            ("racks", f"{d['racks']:,} at {d['kw_per_rack']:.1f} kW per rack (limit {d['rack_limit_kw']:g} kW"
+                      + (", EXCEEDED by one node)" if d["over_rack_limit"] else ")")),
             ("capex", f"${d['capex_usd'] / 1e6:,.1f}M (systems {d['systems_usd'] / 1e6:,.1f}, network "
                       f"{d['network_usd'] / 1e6:,.1f}, facility {d['facility_usd'] / 1e6:,.1f})"),
             ("opex per year", f"${d['opex_usd_per_year'] / 1e6:,.2f}M (energy {d['energy_usd_per_year'] / 1e6:,.2f})"),
