@@ -1,9 +1,19 @@
-"""Power model: IT power from the bill of materials, facility power through PUE, energy.
+"""Power model: IT power from the bill of materials, an accelerator power curve, facility power
+through PUE, racks against a per-rack limit, energy and carbon.
+
+IT power = purchasable units x ``unit_power_kw`` (accelerators at TDP, hosts, NICs and in-domain
+scale-up switches, as the system datasheet rates them) + scale-out switches + transceivers counted
+by :func:`hnplan.comm.scaleout_bom`. Scale-up switches are inside ``unit_power_kw`` and are not
+added again. At an accelerator utilisation ``u`` the accelerators draw
+``idle + (TDP - idle) u`` (a linear curve between idle and TDP; the rest of the unit is held at its
+rating). Facility power = IT power x PUE ([1]_).
 
 References
 ----------
 .. [1] The Green Grid, "PUE: A Comprehensive Examination of the Metric", White Paper 49, 2012
    (PUE = total facility power / IT equipment power).
+.. [2] Newkirk et al., "Empirically-Calibrated H100 Node Power Models for Reducing Uncertainty in AI
+   Training Energy Estimation", arXiv:2506.14551 (training draws ~76% of the DGX H100 rating).
 """
 
 from __future__ import annotations
@@ -11,15 +21,67 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import System
+from hnplan.catalog.schemas import Accelerator, System
 from hnplan.comm.topology import scaleout_bom
+from hnplan.errors import InputError
+
+
+def _check_fraction(name: str, value) -> None:
+    arr = np.asarray(value, dtype=float)
+    if np.any((arr < 0) | (arr > 1)) or np.any(np.isnan(arr)):
+        raise InputError(f"{name} must lie in [0, 1]; got {value!r}")
+
+
+def accelerator_idle_w(acc: Accelerator, catalog: Catalog | None = None) -> float:
+    """Idle power of one accelerator [W]: its ``idle_w`` or ``facility.accelerator_idle_fraction``
+    x TDP (a labelled assumption in ``data/facility.yaml``)."""
+    if acc.idle_w is not None:
+        return acc.idle_w
+    fac = (catalog or load_catalog()).facility
+    frac = fac.accelerator_idle_fraction.value if fac.accelerator_idle_fraction is not None else 0.0
+    return frac * acc.tdp_w
+
+
+def accelerator_power_w(acc: Accelerator, utilisation, catalog: Catalog | None = None):
+    """Power of one accelerator at a utilisation, linear between idle and TDP [W].
+
+    Parameters
+    ----------
+    acc : Accelerator
+    utilisation : float or array [fraction 0-1]
+        Power utilisation (0 idle, 1 at TDP).
+
+    Returns
+    -------
+    float or numpy.ndarray [W], same shape as ``utilisation``.
+
+    Raises
+    ------
+    InputError
+        If ``utilisation`` is outside [0, 1].
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> round(float(accelerator_power_w(load_catalog().accelerator("h100-sxm"), 0.5)), 1)
+    385.0
+    """
+    _check_fraction("utilisation", utilisation)
+    idle = accelerator_idle_w(acc, catalog)
+    return idle + (acc.tdp_w - idle) * np.asarray(utilisation, dtype=float)
 
 
 @dataclass(frozen=True)
 class DesignPower:
-    """Rated IT power of a design and its parts [W], racks, and facility power at the PUE."""
+    """Rated IT power of a design and its parts [W], racks, and facility power at the PUE.
+
+    ``racks`` is the larger of the space count (``gpus_per_rack``) and the power count (compute IT
+    power / the facility's per-rack limit for the system's cooling).
+    """
 
     gpus: int
     units: int
@@ -27,9 +89,15 @@ class DesignPower:
     compute_w: float
     network_w: float
     pue: float
+    accel_tdp_w: float = 0.0
+    accel_idle_w: float = 0.0
+    racks_by_space: int = 0
+    racks_by_power: int = 0
+    rack_limit_w: float = math.inf
 
     @property
     def it_w(self) -> float:
+        """Rated IT power (compute + scale-out network) [W]."""
         return self.compute_w + self.network_w
 
     @property
@@ -37,9 +105,27 @@ class DesignPower:
         """Facility power = IT power x PUE ([1]_) [W]."""
         return self.it_w * self.pue
 
+    @property
+    def kw_per_rack(self) -> float:
+        """Compute IT power per rack [kW]."""
+        return units.w_to_kw(self.compute_w) / self.racks
+
+    @property
+    def over_rack_limit(self) -> bool:
+        """True when one node alone exceeds the per-rack limit (the facility cannot host the design)."""
+        return self.kw_per_rack > units.w_to_kw(self.rack_limit_w) * (1 + 1e-9)
+
+    def it_w_at(self, utilisation):
+        """IT power with the accelerators at a utilisation on the idle-TDP line [W] (float or array)."""
+        _check_fraction("utilisation", utilisation)
+        u = np.asarray(utilisation, dtype=float)
+        out = self.it_w - (self.accel_tdp_w - self.accel_idle_w) * (1.0 - u)
+        return float(out) if out.ndim == 0 else out
+
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(it_w=self.it_w, facility_w=self.facility_w)
+        d.update(it_w=self.it_w, facility_w=self.facility_w, kw_per_rack=self.kw_per_rack,
+                 over_rack_limit=self.over_rack_limit)
         return d
 
 
@@ -49,29 +135,125 @@ def pue_for(system: System, catalog: Catalog | None = None) -> float:
     return (fac.pue_liquid if system.cooling == "liquid" else fac.pue_air).value
 
 
-def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue: float | None = None) -> DesignPower:
+def rack_limit_w(system: System, catalog: Catalog | None = None) -> float:
+    """Per-rack IT power limit of the facility for the system's cooling [W] (inf if not set)."""
+    fac = (catalog or load_catalog()).facility
+    sv = fac.rack_limit_kw_liquid if system.cooling == "liquid" else fac.rack_limit_kw_air
+    return math.inf if sv is None else units.kw_to_w(sv.value)
+
+
+def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue: float | None = None,
+                 rack_limit_kw: float | None = None) -> DesignPower:
     """Rated IT power of ``gpus`` accelerators of a system with their scale-out network.
 
-    Compute: purchasable units (``ceil(gpus / unit_gpus)``) x ``unit_power_kw`` (hosts, NICs and
-    scale-up switches included). Network: scale-out switches x their power plus transceivers x the
-    fabric's ``transceiver_w``.
+    Parameters
+    ----------
+    system : System
+    gpus : int
+        Accelerators wanted; bought in whole units (``ceil(gpus / unit_gpus)``).
+    pue : float, optional
+        Facility PUE [ratio >= 1]; default by cooling from ``facility.yaml``.
+    rack_limit_kw : float, optional
+        Per-rack IT limit [kW]; default by cooling from ``facility.yaml``.
+
+    Returns
+    -------
+    DesignPower
+
+    Raises
+    ------
+    InputError
+        For ``gpus < 1``, ``pue < 1`` or a non-positive rack limit.
+
+    Notes
+    -----
+    Compute: units x ``unit_power_kw`` (hosts, NICs and scale-up switches included). Network:
+    scale-out switches x their power + transceivers x the fabric's ``transceiver_w``.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> p = design_power(cat.system("gb200-nvl72"), 72, cat)
+    >>> p.units, p.racks, round(p.compute_w / 1e3)
+    (1, 1, 132)
     """
+    if gpus < 1:
+        raise InputError(f"gpus must be >= 1; got {gpus}")
+    if pue is not None and pue < 1:
+        raise InputError(f"pue must be >= 1 (facility power / IT power); got {pue}")
+    if rack_limit_kw is not None and rack_limit_kw <= 0:
+        raise InputError(f"rack_limit_kw must be > 0; got {rack_limit_kw}")
     cat = catalog or load_catalog()
     n_units = math.ceil(gpus / system.unit_gpus)
-    bom = scaleout_bom(system, n_units * system.unit_gpus, cat)
+    bought = n_units * system.unit_gpus
+    bom = scaleout_bom(system, bought, cat)
     sw = cat.switch(bom.switch_model)
     fabric = cat.interconnect(system.scaleout_fabric)
+    acc = cat.accelerator(system.accelerator)
     network = bom.switches * sw.power_w + bom.transceivers * (fabric.transceiver_w or 0.0)
+    compute = units.kw_to_w(n_units * system.unit_power_kw)
+    limit = units.kw_to_w(rack_limit_kw) if rack_limit_kw is not None else rack_limit_w(system, cat)
+    by_space = math.ceil(bought / system.gpus_per_rack)
+    # power-limited racks hold whole nodes: a rack takes floor(limit / node power) nodes
+    node_w = compute / (bought / system.node_gpus)
+    nodes_per_rack = max(1, math.floor(limit / node_w)) if math.isfinite(limit) else math.inf
+    by_power = math.ceil((bought / system.node_gpus) / nodes_per_rack) if math.isfinite(limit) else 0
     return DesignPower(
-        gpus=gpus,
-        units=n_units,
-        racks=math.ceil(n_units * system.unit_gpus / system.gpus_per_rack),
-        compute_w=units.kw_to_w(n_units * system.unit_power_kw),
-        network_w=network,
+        gpus=gpus, units=n_units, racks=max(by_space, by_power), compute_w=compute, network_w=network,
         pue=pue if pue is not None else pue_for(system, cat),
+        accel_tdp_w=bought * acc.tdp_w, accel_idle_w=bought * accelerator_idle_w(acc, cat),
+        racks_by_space=by_space, racks_by_power=by_power, rack_limit_w=limit,
     )
 
 
-def energy_j(power_w: float, seconds: float) -> float:
-    """Energy of a constant power over a duration [J]."""
-    return power_w * seconds
+def energy_j(power_w, seconds):
+    """Energy of a constant power over a duration [J] (floats or arrays)."""
+    return np.multiply(power_w, seconds) if isinstance(power_w, np.ndarray) else power_w * seconds
+
+
+def training_draw_w(power: DesignPower, catalog: Catalog | None = None) -> float:
+    """Average facility power while training [W]: rated facility power x the measured
+    ``facility.training_power_fraction`` ([2]_)."""
+    fac = (catalog or load_catalog()).facility
+    return power.facility_w * fac.training_power_fraction.value
+
+
+def run_energy(power: DesignPower, seconds: float, tokens: float | None = None,
+               catalog: Catalog | None = None, gco2_per_kwh: float | None = None) -> dict:
+    """Facility energy and carbon of a training run (or serving period) at the training draw.
+
+    Parameters
+    ----------
+    power : DesignPower
+    seconds : float [s]
+        Wall time of the run.
+    tokens : float, optional
+        Tokens processed, for the energy per million tokens.
+    gco2_per_kwh : float, optional
+        Grid carbon intensity [gCO2/kWh]; default ``facility.grid_gco2_per_kwh``.
+
+    Returns
+    -------
+    dict
+        ``energy_j``, ``energy_mwh``, ``co2_t`` (tonnes) and, with ``tokens``,
+        ``kwh_per_million_tokens``.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> p = design_power(cat.system("hgx-h100-ib-ndr"), 8, cat, pue=1.0)
+    >>> e = run_energy(p, 3600.0, catalog=cat, gco2_per_kwh=400.0)
+    >>> round(e["energy_mwh"] * 1e3, 3) == round(p.it_w * 0.76 / 1e3, 3)
+    True
+    """
+    cat = catalog or load_catalog()
+    if seconds < 0:
+        raise InputError(f"seconds must be >= 0; got {seconds}")
+    e = energy_j(training_draw_w(power, cat), seconds)
+    g = cat.facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
+    out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / units.MEGA}
+    if tokens:
+        out["kwh_per_million_tokens"] = units.j_to_kwh(e) / (tokens / 1e6)
+    return out

@@ -108,6 +108,97 @@ ROOFLINE = [
     ("code", "display(Markdown(provenance(dict(model=model, accelerators=accelerators, seq_len=seq_len,\n"
              "                                      train_batch=train_batch, recompute=recompute, decode_batch=decode_batch,\n"
              "                                      kv_len=kv_len, tp=tp, dtype=dtype))))"),
+# ---------------------------------------------------------------- issue 8: procurement and sizing
+PROCUREMENT_WHATIF = [
+    ("md", "# Procurement what-ifs: what moves TCO and time-to-train\n\n"
+           "For one design and training job: the sensitivity of TCO and time-to-train to each uncertain input "
+           "(ranges from `data/uncertainty.yaml`), Monte Carlo bands, and the best mix of designs under a budget "
+           "and a power cap."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "model = \"llama3.1-70b\"                 # model id (data/models)\n"
+             "system = \"hgx-h100-ib-ndr\"             # design of the what-if (data/systems)\n"
+             "gpus = 1024                             # accelerators\n"
+             "tokens = 1.5e12                         # training tokens\n"
+             "seq_len = 8192                          # sequence length [tokens]\n"
+             "global_batch_tokens = 8_388_608         # tokens per optimizer step\n"
+             "mode = \"async\"                         # checkpoint mode: sync or async\n"
+             "n_samples = 200                         # Monte Carlo samples\n"
+             "seed = 0                                # Monte Carlo seed\n"
+             "mix_systems = [\"hgx-h100-ib-ndr\", \"gb200-nvl72\"]  # designs the mix may buy\n"
+             "deadline_days = 30                      # deadline of the mix workload [days]\n"
+             "budget_usd = 300e6                      # capex budget [USD]\n"
+             "power_cap_mw = 10.0                     # facility power cap [MW]", "parameters"),
+    ("code", "import pandas as pd\n"
+             "from IPython.display import Markdown, display\n"
+             "from hnplan import plots\n"
+             "from hnplan.planning import procurement as pr\n"
+             "from hnplan.reports import provenance\n\n"
+             "case = pr.whatif_case(model, system, gpus, tokens, seq_len, global_batch_tokens // seq_len, mode=mode)\n"
+             "base = pr.evaluate(case)\n"
+             "display(Markdown(f\"## {model} on {gpus:,} x {system}: {tokens:.3g} tokens\"))\n"
+             "display(pd.DataFrame([base]).style.format({\"tco_usd\": \"{:,.0f}\", \"usd_per_gpu_hour\": \"{:.2f}\",\n"
+             "    \"run_usd\": \"{:,.0f}\", \"days_to_train\": \"{:.1f}\", \"goodput\": \"{:.1%}\"}).hide(axis=\"index\")\n"
+             "    .set_table_attributes('id=\"key-table\"'))"),
+    ("code", "tco_t = pr.tornado(case, \"tco_usd\")\n"
+             "days_t = pr.tornado(case, \"days_to_train\")\n"
+             "display(tco_t[[\"name\", \"low\", \"base\", \"high\", \"unit\", \"metric_low\", \"metric_high\", \"swing\"]]"
+             ".style.format(precision=3).hide(axis=\"index\"))\n"
+             "plots.show(plots.tornado_chart(tco_t, \"TCO [USD]\"))\n"
+             "plots.show(plots.tornado_chart(days_t, \"time to train [days]\"))"),
+    ("code", "mc = pr.monte_carlo(case, n_samples, seed)\n"
+             "bands = pr.mc_bands(mc, (\"tco_usd\", \"days_to_train\", \"usd_per_gpu_hour\"))\n"
+             "display(bands.style.format(precision=4).hide(axis=\"index\"))\n"
+             "plots.show(plots.mc_histogram(mc, \"tco_usd\", \"TCO [USD]\", bands))\n"
+             "plots.show(plots.mc_histogram(mc, \"days_to_train\", \"time to train [days]\", bands))"),
+    ("code", "workloads = [dict(model=model, tokens=tokens, deadline_days=deadline_days, seq_len=seq_len,\n"
+             "                  global_batch_seqs=global_batch_tokens // seq_len, ref_gpus=gpus)]\n"
+             "mix = pr.best_mix(workloads, mix_systems, budget_usd, power_cap_mw * 1e6, mode=mode)\n"
+             "display(mix.units)\n"
+             "from hnplan.catalog import load_catalog\n"
+             "plots.show(plots.mix_bars(mix.units, {s: load_catalog().system(s).unit_gpus for s in mix.units.columns}))"),
+    ("code", "display(Markdown(\"## What this means\\n\" + pr.whatif_summary(tco_t, bands, mix)))"),
+    ("code", "display(Markdown(provenance(dict(model=model, system=system, gpus=gpus, tokens=tokens, seq_len=seq_len,\n"
+             "    global_batch_tokens=global_batch_tokens, mode=mode, n_samples=n_samples, seed=seed, mix_systems=mix_systems,\n"
+             "    deadline_days=deadline_days, budget_usd=budget_usd, power_cap_mw=power_cap_mw))))"),
+]
+
+HARDWARE_SIZING = [
+    ("md", "# Hardware sizing: what to buy to train a model by a deadline\n\n"
+           "For each design, the smallest purchase (whole units) whose fastest plan trains the model within the "
+           "deadline after failures and checkpoints (goodput), and its racks, power, capex and opex."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "model = \"llama3.1-70b\"                 # model id (data/models)\n"
+             "systems = [\"hgx-h100-ib-ndr\", \"gb200-nvl72\", \"hgx-b200-ib-xdr\"]  # designs (data/systems)\n"
+             "tokens = 1.5e12                         # training tokens\n"
+             "deadline_days = 14                      # deadline [days]\n"
+             "budget_usd = 100e6                      # capex budget [USD]\n"
+             "seq_len = 8192                          # sequence length [tokens]\n"
+             "global_batch_tokens = 8_388_608         # tokens per optimizer step\n"
+             "mode = \"async\"                         # checkpoint mode: sync or async", "parameters"),
+    ("code", "from IPython.display import Markdown, display\n"
+             "from hnplan import plots\n"
+             "from hnplan.planning.sizing import size_designs, sizing_verdict\n"
+             "from hnplan.reports import provenance\n\n"
+             "df = size_designs(model, systems, tokens, deadline_days, seq_len, global_batch_tokens // seq_len,\n"
+             "                  budget_usd=budget_usd, mode=mode)\n"
+             "display(Markdown(f\"## {model}: {tokens:.3g} tokens in {deadline_days} days, budget ${budget_usd / 1e6:,.0f}M\"))\n"
+             "cols = {\"system\": \"design\", \"gpus\": \"GPUs\", \"racks\": \"racks\", \"facility_power_mw\": \"facility power [MW]\",\n"
+             "        \"capex_usd\": \"capex [USD]\", \"opex_usd_per_year\": \"opex [USD/year]\", \"run_usd\": \"run cost [USD]\",\n"
+             "        \"energy_mwh\": \"energy [MWh]\", \"co2_t\": \"CO2 [t]\", \"days\": \"days to train\", \"mfu\": \"MFU\", \"goodput\": \"goodput\", \"within_budget\": \"within budget\",\n"
+             "        \"status\": \"status\"}\n"
+             "display(df[[c for c in cols if c in df]].rename(columns=cols).style.format({\"GPUs\": \"{:,.0f}\",\n"
+             "    \"racks\": \"{:,.0f}\", \"facility power [MW]\": \"{:.2f}\", \"capex [USD]\": \"{:,.0f}\",\n"
+             "    \"opex [USD/year]\": \"{:,.0f}\", \"run cost [USD]\": \"{:,.0f}\", \"energy [MWh]\": \"{:,.1f}\",\n"
+             "    \"CO2 [t]\": \"{:,.1f}\", \"days to train\": \"{:.1f}\",\n"
+             "    \"MFU\": \"{:.1%}\", \"goodput\": \"{:.1%}\"}, na_rep=\"-\").hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
+    ("code", "ok = df[df[\"status\"] == \"ok\"]\n"
+             "plots.show(plots.design_bars(ok, \"gpus\", \"accelerators [GPUs]\"))\n"
+             "plots.show(plots.design_bars(ok, \"capex_usd\", \"capex [USD]\"))\n"
+             "plots.show(plots.design_bars(ok, \"facility_power_mw\", \"facility power [MW]\"))\n"
+             "plots.show(plots.design_bars(ok, \"days\", \"time to train [days]\"))"),
+    ("code", "display(Markdown(\"## What this means\\n\" + sizing_verdict(df)))"),
+    ("code", "display(Markdown(provenance(dict(model=model, systems=systems, tokens=tokens, deadline_days=deadline_days,\n"
+             "    budget_usd=budget_usd, seq_len=seq_len, global_batch_tokens=global_batch_tokens, mode=mode))))"),
 ]
 
 if __name__ == "__main__":
@@ -115,3 +206,6 @@ if __name__ == "__main__":
     print("wrote", NB / "design_comparison.ipynb")
     nbformat.write(notebook(ROOFLINE), NB / "roofline.ipynb")
     print("wrote", NB / "roofline.ipynb")
+    for name, cells in (("procurement_whatif", PROCUREMENT_WHATIF), ("hardware_sizing", HARDWARE_SIZING)):
+        nbformat.write(notebook(cells), NB / f"{name}.ipynb")
+        print("wrote", NB / f"{name}.ipynb")

@@ -9,6 +9,8 @@ Layout of a data folder::
     data/models/<id>.yaml          one Model per file
     data/prices.yaml               a list of Price entries
     data/facility.yaml             one Facility entry
+    data/reliability.yaml          one Reliability entry (failure rates, checkpoint/restart defaults)
+    data/uncertainty.yaml          a list of UncertainInput (ranges of procurement what-if inputs)
     data/scenarios/<id>.yaml       one Scenario per file
 
 Every lookup takes an id (``h100-sxm``) or the path of a YAML file holding one entry of the same
@@ -34,7 +36,9 @@ from hnplan.catalog.schemas import (
     Interconnect,
     Model,
     Price,
+    Reliability,
     Scenario,
+    UncertainInput,
     Switch,
     System,
 )
@@ -244,6 +248,29 @@ class Catalog:
         path = self.root / "facility.yaml"
         return parse_entry(_read_yaml(path), Facility, path)
 
+    # -- reliability (issue 8) -------------------------------------------------------------
+    @functools.cached_property
+    def reliability(self) -> Reliability:
+        """Failure rates and checkpoint/restart defaults in ``reliability.yaml``."""
+        path = self.root / "reliability.yaml"
+        return parse_entry(_read_yaml(path), Reliability, path)
+
+    @functools.cached_property
+    def uncertainties(self) -> dict[str, UncertainInput]:
+        """Ranges of the procurement what-if inputs in ``uncertainty.yaml``, keyed by input."""
+        path = self.root / "uncertainty.yaml"
+        raw = _read_yaml(path) if path.exists() else []
+        if not isinstance(raw, list):
+            raise CatalogError(f"{path}: expected a list of uncertain inputs", path=path)
+        out: dict[str, UncertainInput] = {}
+        for item in raw:
+            u = parse_entry(item, UncertainInput, path)
+            if u.input in out:
+                raise CatalogError(f"{path}: input {u.input!r} has two ranges ({out[u.input].id}, {u.id})",
+                                   path=path, entry=u.id, field="input")
+            out[u.input] = u
+        return out
+
     def scenario_ids(self) -> list[str]:
         """Sorted ids of the scenarios in ``scenarios/``."""
         return sorted(p.stem for p in (self.root / "scenarios").glob("*.y*ml"))
@@ -290,7 +317,8 @@ class Catalog:
                     self.get("interconnects", sw.fabric)
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
-        for getter in (lambda: self.prices, lambda: self.facility):
+        for getter in (lambda: self.prices, lambda: self.facility, lambda: self.reliability,
+                       lambda: self.uncertainties):
             try:
                 getter()
             except CatalogError as exc:
@@ -333,6 +361,10 @@ def validate_file(path: str | Path, kind: str | None = None):
         return [parse_entry(item, Price, path) for item in raw]
     if path.name == "facility.yaml":
         return parse_entry(raw, Facility, path)
+    if path.name == "reliability.yaml":
+        return parse_entry(raw, Reliability, path)
+    if path.name == "uncertainty.yaml":
+        return [parse_entry(item, UncertainInput, path) for item in raw]
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:

@@ -183,6 +183,17 @@ class System(Entry):
     nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
     storage_write_GBps_per_node: Positive | None = Field(
         default=None, description="checkpoint write bandwidth per node [GB/s]")
+    # -- reliability and deployment (issue 8) ------------------------------------------------
+    failure_unit_gpus: PosInt | None = Field(
+        default=None, description="accelerators one hardware failure takes out of a job (blast radius); "
+                                  "defaults to node_gpus")
+    hot_swap: bool = Field(default=False, description="a failed node/tray can be replaced while its domain runs")
+    spare_gpus_per_unit: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="accelerators per purchasable unit held as in-domain hot spares")
+    repair_hours: Positive | None = Field(
+        default=None, description="time to return a failed failure unit to service [h]")
+    deploy_days: Positive | None = Field(
+        default=None, description="delivery to production of one cluster of this design [days]")
 
     @model_validator(mode="after")
     def _shapes(self):
@@ -284,6 +295,61 @@ class Facility(Entry):
     grid_gco2_per_kwh: SourcedValue
     training_power_fraction: SourcedValue = Field(
         description="average draw of a training node as a fraction of its rated power")
+    # -- power curve, racks (issue 8) -------------------------------------------------------
+    accelerator_idle_fraction: SourcedValue | None = Field(
+        default=None, description="idle power of an accelerator without idle_w, as a fraction of its TDP")
+    rack_limit_kw_air: SourcedValue | None = Field(default=None, description="IT power limit of one air-cooled rack [kW]")
+    rack_limit_kw_liquid: SourcedValue | None = Field(
+        default=None, description="IT power limit of one liquid-cooled rack [kW]")
+
+
+class ComponentRate(SourcedValue):
+    """A failure (interruption) rate of one component kind, per component and hour."""
+
+    per: Literal["accelerator", "host", "nic", "scaleout-link", "job-gpu"] = Field(
+        description="what one count is: an accelerator, a host (node), a NIC, a scale-out link, or a GPU "
+                    "of the job (software and job-level faults)")
+
+
+class Reliability(Entry):
+    """Failure rates per component and the checkpoint/restart defaults (``data/reliability.yaml``)."""
+
+    rates: dict[str, ComponentRate] = Field(
+        description="component -> unexpected interruptions per component-hour [1/h]")
+    planned_per_gpu_hour: SourcedValue = Field(description="planned interruptions per job GPU-hour [1/h]")
+    restart_overhead_s: SourcedValue = Field(
+        description="job restart excluding the checkpoint read: detection, rescheduling, init [s]")
+    storage_write_GBps_per_node: SourcedValue = Field(
+        description="checkpoint write bandwidth per node when the system gives none [GB/s]")
+    storage_read_GBps_per_node: SourcedValue = Field(
+        description="checkpoint read bandwidth per node when the system gives none [GB/s]")
+    repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
+    deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
+
+
+WHATIF_INPUTS = ("electricity_usd_per_kwh", "pue", "hardware_price_factor", "utilisation", "rate_factor",
+                 "write_GBps_per_node", "years", "dc_build_usd_per_mw", "maintenance_fraction")
+
+
+class UncertainInput(Entry):
+    """The plausible range of one procurement what-if input (``data/uncertainty.yaml``)."""
+
+    input: Literal[WHATIF_INPUTS] = Field(description="the what-if input this range applies to")
+    unit: str = Field(min_length=1)
+    distribution: Literal["uniform", "triangular"] = "uniform"
+    low: float
+    high: float
+    mode: float | None = Field(default=None, description="most likely value (triangular only)")
+    as_of: _dt.date | None = None
+    assumption: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.distribution == "triangular" and (self.mode is None or not self.low <= self.mode <= self.high):
+            raise ValueError("a triangular range needs low <= mode <= high")
+        return self
 
 
 class ScenarioNotebook(_Strict):

@@ -10,3 +10,4 @@ from hnplan.plots.common import (  # noqa: F401
     step_breakdown_bar,
 )
 from hnplan.plots.roofline import roofline  # noqa: F401
+from hnplan.plots.procurement import mc_histogram, mix_bars, tornado_chart  # noqa: F401  (issue 8)

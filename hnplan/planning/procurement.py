@@ -1,0 +1,312 @@
+"""Procurement what-ifs: sensitivity (tornado), Monte Carlo bands, and the best mix of designs under a
+budget and a power cap.
+
+A :class:`WhatIfCase` fixes a design, a GPU count and a training job and evaluates its throughput
+once with :func:`hnplan.planning.training.best_plan`; :func:`evaluate` then maps the uncertain
+inputs (``hnplan.catalog.schemas.WHATIF_INPUTS``: electricity price, PUE, hardware price, utilisation,
+failure rates, checkpoint bandwidth, lifetime, build cost, maintenance) to TCO, $ per GPU-hour,
+run cost and time-to-train (``tokens / (tokens_per_s x goodput)``). Their ranges are catalog data
+(``data/uncertainty.yaml``, each with a source or a labelled assumption).
+
+The mix of designs is a mixed-integer linear program solved with :func:`scipy.optimize.milp`
+(HiGHS): integer units ``x[w, d]`` of design ``d`` given to workload ``w``, served fractions
+``f_w in [0, 1]``; maximise ``sum f_w`` (then minimise capex) subject to
+``sum_d r[w, d] x[w, d] >= demand_w f_w``, ``sum c_d x <= budget`` and ``sum p_d x <= power cap``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
+from hnplan.cost import design_cost
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.power import design_power, pue_for
+from hnplan.reliability import estimate_reliability
+from hnplan.planning.training import best_plan
+
+METRICS = {"tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
+           "days_to_train": "days", "goodput": "fraction"}
+
+
+@dataclass(frozen=True)
+class WhatIfCase:
+    """One design, GPU count and training job, with its throughput from the training planner."""
+
+    system: System
+    model: Model
+    gpus: int
+    tokens: float
+    tokens_per_s: float
+    mode: str = "async"
+
+
+def whatif_case(model, system, gpus: int, tokens: float, seq_len: int, global_batch_seqs: int,
+                dtype: str = "bf16", mode: str = "async", catalog: Catalog | None = None) -> WhatIfCase:
+    """Plan the job once (fastest plan that fits) and keep its throughput [tokens/s].
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no plan divides and fits.
+    """
+    cat = catalog or load_catalog()
+    system, model = cat.system(system), cat.model(model)
+    (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
+    return WhatIfCase(system, model, gpus, tokens, est.tokens_per_s, mode)
+
+
+def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
+    """The catalog default of every what-if input for a case."""
+    cat = catalog or load_catalog()
+    fac, rel, s = cat.facility, cat.reliability, case.system
+    return {
+        "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value, "pue": pue_for(s, cat),
+        "hardware_price_factor": 1.0, "utilisation": 1.0, "rate_factor": 1.0,
+        "write_GBps_per_node": s.storage_write_GBps_per_node or rel.storage_write_GBps_per_node.value,
+        "years": fac.amortisation_years.value, "dc_build_usd_per_mw": fac.dc_build_usd_per_mw.value,
+        "maintenance_fraction": fac.maintenance_fraction_per_year.value,
+    }
+
+
+def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict:
+    """TCO, $ per GPU-hour, run cost [USD], time-to-train [days] and goodput at the given inputs
+    (missing inputs take :func:`base_inputs`).
+
+    Raises
+    ------
+    InputError
+        For an input name outside ``WHATIF_INPUTS``.
+    """
+    cat = catalog or load_catalog()
+    unknown = set(inputs) - set(WHATIF_INPUTS)
+    if unknown:
+        raise InputError(f"unknown what-if inputs {sorted(unknown)}; allowed: {', '.join(WHATIF_INPUTS)}")
+    x = {**base_inputs(case, cat), **inputs}
+    cost = design_cost(case.system, case.gpus, cat, years=x["years"], pue=x["pue"], utilisation=x["utilisation"],
+                       electricity_usd_per_kwh=x["electricity_usd_per_kwh"],
+                       hardware_price_factor=x["hardware_price_factor"],
+                       maintenance_fraction=x["maintenance_fraction"], dc_build_usd_per_mw=x["dc_build_usd_per_mw"])
+    rel = estimate_reliability(case.system, case.gpus, case.model, case.mode, cat, rate_factor=x["rate_factor"],
+                               write_GBps_per_node=x["write_GBps_per_node"])
+    seconds = case.tokens / (case.tokens_per_s * rel.goodput)
+    return {"tco_usd": cost.tco_usd, "usd_per_gpu_hour": cost.usd_per_gpu_hour,
+            "run_usd": cost.usd_for(case.gpus, seconds), "days_to_train": units.s_to_days(seconds),
+            "goodput": rel.goodput}
+
+
+def tornado(case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None = None,
+            inputs: list[str] | None = None) -> pd.DataFrame:
+    """One-at-a-time sensitivity of ``metric`` to each uncertain input over its catalog range.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per input, largest swing first: ``input, name, unit, low, base, high, metric_low,
+        metric_base, metric_high, swing`` (``swing = |metric_high - metric_low|``);
+        ``attrs['metric']`` and ``attrs['unit']`` name the metric.
+    """
+    if metric not in METRICS:
+        raise InputError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
+    cat = catalog or load_catalog()
+    base = base_inputs(case, cat)
+    ranges = cat.uncertainties
+    names = inputs or [i for i in WHATIF_INPUTS if i in ranges]
+    m0 = evaluate(case, cat)[metric]
+    rows = []
+    for name in names:
+        u = ranges[name]
+        lo, hi = evaluate(case, cat, **{name: u.low})[metric], evaluate(case, cat, **{name: u.high})[metric]
+        rows.append({"input": name, "name": u.name, "unit": u.unit, "low": u.low, "base": base[name], "high": u.high,
+                     "metric_low": lo, "metric_base": m0, "metric_high": hi, "swing": abs(hi - lo)})
+    df = pd.DataFrame(rows).sort_values("swing", ascending=False, ignore_index=True)
+    df.attrs.update(metric=metric, unit=METRICS[metric], system=case.system.id)
+    return df
+
+
+def _distribution(u):
+    if u.distribution == "triangular":
+        return stats.triang(c=(u.mode - u.low) / (u.high - u.low), loc=u.low, scale=u.high - u.low)
+    return stats.uniform(loc=u.low, scale=u.high - u.low)
+
+
+def monte_carlo(case: WhatIfCase, n: int = 200, seed: int = 0, catalog: Catalog | None = None) -> pd.DataFrame:
+    """Sample every uncertain input from its catalog distribution (scipy.stats, independent) and
+    evaluate the case; reproducible for a seed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``n`` rows: the sampled inputs and the metrics of :func:`evaluate`.
+    """
+    if n < 1:
+        raise InputError(f"n must be >= 1; got {n}")
+    cat = catalog or load_catalog()
+    rng = np.random.default_rng(seed)
+    samples = {name: _distribution(u).rvs(size=n, random_state=rng) for name, u in cat.uncertainties.items()}
+    rows = [{**{k: float(v[i]) for k, v in samples.items()},
+             **evaluate(case, cat, **{k: float(v[i]) for k, v in samples.items()})} for i in range(n)]
+    df = pd.DataFrame(rows)
+    df.attrs.update(system=case.system.id, seed=seed)
+    return df
+
+
+def mc_bands(df: pd.DataFrame, metrics=("tco_usd", "days_to_train"), q=(0.05, 0.5, 0.95)) -> pd.DataFrame:
+    """Quantile bands of Monte Carlo metrics: one row per metric, columns ``p5, p50, p95`` (per ``q``)."""
+    out = df[list(metrics)].quantile(list(q)).T
+    out.columns = [f"p{round(x * 100)}" for x in q]
+    out.index.name = "metric"
+    return out.reset_index()
+
+
+# -- the best mix of designs ------------------------------------------------------------------
+@dataclass(frozen=True)
+class MixResult:
+    """Units of each design per workload, what they serve, and the binding constraint."""
+
+    units: pd.DataFrame
+    served: pd.Series
+    capex_usd: float
+    facility_power_w: float
+    budget_usd: float
+    power_cap_w: float
+    binding: str
+
+
+def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_cap_w: float,
+              eps: float = 1e-3) -> tuple[np.ndarray, np.ndarray, str]:
+    """The MILP core on arrays.
+
+    Parameters
+    ----------
+    rate : array [W x D] [tokens/s per unit]
+        Throughput one unit of design d gives workload w (0 where it cannot run it).
+    demand : array [W] [tokens/s]
+        Throughput each workload needs to meet its deadline.
+    unit_capex : array [D] [USD]; unit_power_w : array [D] [W]
+    budget_usd, power_cap_w : float
+
+    Returns
+    -------
+    (units [W x D] int, served fraction [W], binding constraint name)
+        ``binding`` is ``"budget"``, ``"power cap"``, ``"budget and power cap"``, or ``"none"``
+        (every workload met) -- a cap binds when no further unit of a useful design fits under it.
+
+    Raises
+    ------
+    InputError
+        For non-positive caps or shape mismatches.
+    InfeasiblePlan
+        If the solver fails.
+    """
+    rate = np.asarray(rate, float)
+    demand, c, p = (np.asarray(a, float) for a in (demand, unit_capex, unit_power_w))
+    W, D = rate.shape
+    if demand.shape != (W,) or c.shape != (D,) or p.shape != (D,):
+        raise InputError(f"shapes: rate {rate.shape}, demand {demand.shape}, capex {c.shape}, power {p.shape}")
+    if budget_usd <= 0 or power_cap_w <= 0:
+        raise InputError(f"budget and power cap must be > 0; got {budget_usd}, {power_cap_w}")
+    nx = W * D
+    obj = np.concatenate([np.tile(eps * c / budget_usd, W), -np.ones(W)])
+    a_dem = np.zeros((W, nx + W))
+    for w in range(W):
+        a_dem[w, w * D:(w + 1) * D] = rate[w]
+        a_dem[w, nx + w] = -demand[w]
+    a_caps = np.zeros((2, nx + W))
+    a_caps[0, :nx], a_caps[1, :nx] = np.tile(c, W), np.tile(p, W)
+    ub_x = np.floor(np.minimum(budget_usd / c, power_cap_w / p))
+    bounds = optimize.Bounds(np.zeros(nx + W), np.concatenate([np.tile(ub_x, W), np.ones(W)]))
+    res = optimize.milp(obj, integrality=np.concatenate([np.ones(nx), np.zeros(W)]), bounds=bounds,
+                        constraints=[optimize.LinearConstraint(a_dem, 0, np.inf),
+                                     optimize.LinearConstraint(a_caps, -np.inf, [budget_usd, power_cap_w])])
+    if not res.success:
+        raise InfeasiblePlan(f"the mix optimiser failed: {res.message}")
+    x = np.round(res.x[:nx]).reshape(W, D).astype(int)
+    served = np.minimum(1.0, (rate * x).sum(axis=1) / demand)
+    useful = rate.max(axis=0) > 0
+    if np.all(served >= 1 - 1e-9) or not useful.any():
+        return x, served, "none"
+    spare_budget = budget_usd - (x.sum(axis=0) * c).sum()
+    spare_power = power_cap_w - (x.sum(axis=0) * p).sum()
+    tight = [name for name, spare, need in (("budget", spare_budget, c[useful].min()),
+                                             ("power cap", spare_power, p[useful].min())) if spare < need]
+    return x, served, " and ".join(tight) if tight else "integrality"
+
+
+def _case_near(wl: dict, system: System, mode: str, cat: Catalog, tries: int = 6) -> WhatIfCase | None:
+    """The workload planned on the power-of-two unit count nearest its ``ref_gpus`` that has a
+    feasible plan (a count such as 15 NVL72 racks rarely divides a power-of-two batch)."""
+    counts = sorted((1 << k for k in range(18)), key=lambda n: abs(np.log(n * system.unit_gpus / wl["ref_gpus"])))
+    for n in counts[:tries]:
+        try:
+            return whatif_case(wl["model"], system, n * system.unit_gpus, wl["tokens"], wl["seq_len"],
+                               wl["global_batch_seqs"], mode=mode, catalog=cat)
+        except HnplanError:
+            continue
+    return None
+
+
+def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: float,
+             catalog: Catalog | None = None, mode: str = "async") -> MixResult:
+    """The mix of designs that serves the most of a set of training workloads by their deadlines
+    under a budget [USD] and a facility power cap [W].
+
+    Parameters
+    ----------
+    workloads : list of dict
+        Each: ``model, tokens, deadline_days, seq_len, global_batch_seqs, ref_gpus`` (the scale at
+        which a design's throughput per GPU is evaluated, at the nearest feasible power-of-two
+        number of units; first-order: throughput linear in units).
+    systems : list of ids or entries
+
+    Returns
+    -------
+    MixResult
+    """
+    cat = catalog or load_catalog()
+    systems = [cat.system(s) for s in systems]
+    rate = np.zeros((len(workloads), len(systems)))
+    capex, power = np.zeros(len(systems)), np.zeros(len(systems))
+    for d, s in enumerate(systems):
+        ref = max(w["ref_gpus"] for w in workloads)
+        n_units = -(-ref // s.unit_gpus)
+        capex[d] = design_cost(s, n_units * s.unit_gpus, cat).capex_usd / n_units
+        power[d] = design_power(s, n_units * s.unit_gpus, cat).facility_w / n_units
+        for w, wl in enumerate(workloads):
+            case = _case_near(wl, s, mode, cat)
+            if case is not None:
+                rate[w, d] = case.tokens_per_s / case.gpus * s.unit_gpus * evaluate(case, cat)["goodput"]
+    demand = np.array([wl["tokens"] / units.days_to_s(wl["deadline_days"]) for wl in workloads])
+    x, served, binding = solve_mix(rate, demand, capex, power, budget_usd, power_cap_w)
+    names = [f"{wl['model']} #{i}" for i, wl in enumerate(workloads)]
+    df = pd.DataFrame(x, index=names, columns=[s.id for s in systems])
+    used = x.sum(axis=0)
+    return MixResult(df, pd.Series(served, index=names), float(used @ capex), float(used @ power),
+                     budget_usd, power_cap_w, binding)
+
+
+def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult | None = None) -> str:
+    """A short Markdown reading of a tornado table, Monte Carlo bands and a mix result."""
+    lines = []
+    if len(tornado_df):
+        top = tornado_df.iloc[0]
+        lines.append(f"- The largest driver of {tornado_df.attrs.get('metric', 'the metric')} is **{top['name']}**: "
+                     f"across {top['low']:.3g}-{top['high']:.3g} {top['unit']} it moves from "
+                     f"{top['metric_low']:,.4g} to {top['metric_high']:,.4g} {tornado_df.attrs.get('unit', '')}.")
+    b = bands.set_index("metric")
+    for metric, unit in (("tco_usd", "USD"), ("days_to_train", "days")):
+        if metric in b.index:
+            r = b.loc[metric]
+            lines.append(f"- {metric}: 90% band {r['p5']:,.4g} to {r['p95']:,.4g} {unit} (median {r['p50']:,.4g}).")
+    if mix is not None:
+        bought = {k: int(v) for k, v in mix.units.sum(axis=0).items() if v}
+        lines.append(f"- Best mix: {bought or 'nothing'} units for ${mix.capex_usd / 1e6:,.1f}M capex and "
+                     f"{mix.facility_power_w / 1e6:.2f} MW; binding constraint: **{mix.binding}**; "
+                     f"workloads served: {', '.join(f'{k} {v:.0%}' for k, v in mix.served.items())}.")
+    return "\n".join(lines)

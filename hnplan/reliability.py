@@ -1,0 +1,293 @@
+"""Reliability model: interruption rates from component counts, the failure unit (blast radius) and
+spares, checkpoint size and write time (synchronous and asynchronous), the optimal checkpoint
+interval, restart time and goodput.
+
+* Job interruption rate ``lambda = sum_c rate_c x count_c`` over accelerators, hosts (nodes), NICs,
+  scale-out links (from :func:`hnplan.comm.scaleout_bom`) and job GPUs (software), with the rates
+  of ``data/reliability.yaml`` (derived from the Llama 3 paper's Table 5, [1]_). Mean time between
+  interruptions ``M = 1 / lambda``. Counts never fall as GPUs grow, so ``M`` never rises.
+* Checkpoint = bf16 weights + fp32 master weights and Adam moments (2 + 12 bytes per parameter,
+  :func:`hnplan.memory.zero_model_state_bytes` at ZeRO 0; gradients are not saved). A synchronous
+  save stalls training for ``bytes / (nodes x write bandwidth)``; an asynchronous save ([4]_) stalls
+  only while each accelerator copies its shard to host memory (``bytes / gpus / host link``) and
+  writes in the background.
+* Optimal interval: Young ([2]_) ``tau = sqrt(2 delta M)``; Daly ([3]_ eq. 37)
+  ``tau = sqrt(2 delta M) [1 + (1/3) sqrt(delta / 2M) + (1/9) (delta / 2M)] - delta`` for
+  ``delta < 2M``, else ``M``.
+* Goodput (Daly [3]_ eq. 13, exponential failures): wall time per unit of work
+  ``T_w / T_s = M e^{R/M} (e^{(tau + delta)/M} - 1) / tau``; goodput = ``T_s / T_w``, further
+  reduced by planned interruptions each costing one restart.
+
+References
+----------
+.. [1] Dubey et al., "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.4, Table 5.
+.. [2] J. W. Young, "A first order approximation to the optimum checkpoint interval",
+   Commun. ACM 17(9), 1974, doi:10.1145/361147.361115.
+.. [3] J. T. Daly, "A higher order estimate of the optimum checkpoint interval for restart dumps",
+   Future Generation Computer Systems 22(3), 2006, doi:10.1016/j.future.2004.11.016.
+.. [4] Liang et al., "TorchTitan: One-stop PyTorch native solution for production ready LLM
+   pre-training", arXiv:2410.06511 (asynchronous distributed checkpointing, Llama 3.1 8B on
+   8 x H100); PyTorch blog "Reducing Model Checkpointing Times by Over 10x with PyTorch Distributed
+   Asynchronous Checkpointing" (2024).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import Model, System
+from hnplan.comm.topology import scaleout_bom
+from hnplan.compute import param_counts
+from hnplan.errors import InputError
+from hnplan.memory import zero_model_state_bytes
+
+CHECKPOINT_MODES = ("sync", "async")
+HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
+
+
+# -- interruption rates -------------------------------------------------------------------------
+def component_counts(system: System, gpus: int, catalog: Catalog | None = None) -> dict:
+    """Components a job of ``gpus`` accelerators depends on, keyed as ``ComponentRate.per``.
+
+    Returns
+    -------
+    dict
+        ``accelerator, host, nic, scaleout-link, job-gpu`` -> counts. A host is a node
+        (8-GPU server, NVL72 compute tray); links come from the scale-out BOM.
+    """
+    if gpus < 1:
+        raise InputError(f"gpus must be >= 1; got {gpus}")
+    nodes = math.ceil(gpus / system.node_gpus)
+    return {"accelerator": gpus, "host": nodes, "nic": nodes * system.nics_per_node,
+            "scaleout-link": scaleout_bom(system, gpus, catalog).links, "job-gpu": gpus}
+
+
+def interruption_rates_per_h(system: System, gpus: int, catalog: Catalog | None = None,
+                             rate_factor: float = 1.0) -> dict:
+    """Unexpected interruptions per hour of a job, by component [1/h] (``rate_factor`` scales all)."""
+    cat = catalog or load_catalog()
+    if rate_factor < 0:
+        raise InputError(f"rate_factor must be >= 0; got {rate_factor}")
+    counts = component_counts(system, gpus, cat)
+    return {name: rate_factor * r.value * counts[r.per] for name, r in cat.reliability.rates.items()}
+
+
+def mtbi_s(system: System, gpus: int, catalog: Catalog | None = None, rate_factor: float = 1.0) -> float:
+    """Mean time between unexpected interruptions of a job of ``gpus`` accelerators [s].
+
+    Examples
+    --------
+    Llama 3 405B: 16,384 H100 had 419 unexpected interruptions in 54 days ([1]_).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> round(54 * 86400 / mtbi_s(cat.system("hgx-h100-roce-400g"), 16384, cat))
+    419
+    """
+    total = sum(interruption_rates_per_h(system, gpus, catalog, rate_factor).values())
+    return math.inf if total == 0 else units.HOUR / total
+
+
+def failure_unit_gpus(system: System) -> int:
+    """Accelerators one hardware failure takes out of a job (blast radius).
+
+    The system's ``failure_unit_gpus`` (default one node); in-domain spares of at least a node
+    absorb a failure inside the domain, shrinking the unit to one node.
+    """
+    unit = system.failure_unit_gpus or system.node_gpus
+    if system.spare_gpus_per_unit >= system.node_gpus:
+        return min(unit, system.node_gpus)
+    return unit
+
+
+def spare_gpus(system: System, gpus: int, catalog: Catalog | None = None, quantile: float = 0.99,
+               repair_hours: float | None = None, rate_factor: float = 1.0) -> int:
+    """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
+
+    Each hardware interruption removes one failure unit for ``repair_hours``; units in repair are
+    Poisson with mean ``lambda_hw x repair_hours`` (Little's law); spares = the Poisson
+    ``quantile`` x failure-unit size.
+
+    Raises
+    ------
+    InputError
+        For a quantile outside (0, 1).
+    """
+    if not 0 < quantile < 1:
+        raise InputError(f"quantile must be in (0, 1); got {quantile}")
+    cat = catalog or load_catalog()
+    rates = interruption_rates_per_h(system, gpus, cat, rate_factor)
+    hw = sum(v for k, v in rates.items() if cat.reliability.rates[k].per in HARDWARE)
+    rh = repair_hours if repair_hours is not None else (system.repair_hours or cat.reliability.repair_hours.value)
+    return int(stats.poisson.ppf(quantile, hw * rh)) * failure_unit_gpus(system)
+
+
+# -- checkpoints --------------------------------------------------------------------------------
+def checkpoint_bytes(model: Model) -> float:
+    """Bytes of a full training checkpoint: bf16 weights + fp32 master weights and Adam moments
+    (2 + 12 bytes per parameter; gradients are not saved) [bytes].
+
+    >>> from hnplan.catalog import load_catalog
+    >>> round(checkpoint_bytes(load_catalog().model("llama3.1-8b")) / 1e9)
+    112
+    """
+    weights, _, optimizer = zero_model_state_bytes(param_counts(model).total, 1, 0)
+    return weights + optimizer
+
+
+def checkpoint_times(n_bytes: float, system: System, gpus: int, catalog: Catalog | None = None,
+                     write_GBps_per_node: float | None = None) -> dict:
+    """Checkpoint write and stall times of both modes [s].
+
+    Parameters
+    ----------
+    n_bytes : float [bytes]
+    system : System
+    gpus : int
+    write_GBps_per_node : float, optional
+        [GB/s]; default the system's ``storage_write_GBps_per_node``, else reliability.yaml's.
+
+    Returns
+    -------
+    dict
+        ``write_s`` (the full write to storage), ``sync_stall_s`` (= write_s) and
+        ``async_stall_s`` (copy of each GPU's shard to host memory over ``host_link_GBps_per_gpu``;
+        equal to ``write_s`` for a system without a host-link figure).
+    """
+    cat = catalog or load_catalog()
+    nodes = math.ceil(gpus / system.node_gpus)
+    bw = write_GBps_per_node or system.storage_write_GBps_per_node or cat.reliability.storage_write_GBps_per_node.value
+    write = n_bytes / (nodes * units.GBps_to_Bps(bw))
+    if system.host_link_GBps_per_gpu is None:
+        stall = write
+    else:
+        stall = n_bytes / gpus / units.GBps_to_Bps(system.host_link_GBps_per_gpu)
+    return {"write_s": write, "sync_stall_s": write, "async_stall_s": min(stall, write)}
+
+
+def young_interval_s(delta_s, mtbi_s_):
+    """Young's (1974) optimum checkpoint interval ``sqrt(2 delta M)`` [s] ([2]_).
+
+    >>> young_interval_s(50.0, 10_000.0)
+    1000.0
+    """
+    return np.sqrt(2.0 * np.asarray(delta_s) * mtbi_s_) if isinstance(delta_s, np.ndarray) else math.sqrt(2.0 * delta_s * mtbi_s_)
+
+
+def daly_interval_s(delta_s: float, mtbi_s_: float) -> float:
+    """Daly's (2006) higher-order optimum checkpoint interval [s] ([3]_ eq. 37).
+
+    ``sqrt(2 d M) [1 + sqrt(d / 2M) / 3 + (d / 2M) / 9] - d`` for ``d < 2M``, else ``M``.
+
+    >>> round(daly_interval_s(50.0, 10_000.0), 2)
+    966.94
+    """
+    if delta_s < 0 or mtbi_s_ <= 0:
+        raise InputError(f"checkpoint time must be >= 0 and MTBI > 0; got {delta_s}, {mtbi_s_}")
+    if delta_s >= 2 * mtbi_s_:
+        return mtbi_s_
+    x = delta_s / (2 * mtbi_s_)
+    return math.sqrt(2 * delta_s * mtbi_s_) * (1 + math.sqrt(x) / 3 + x / 9) - delta_s
+
+
+def daly_goodput(tau_s, delta_s: float, restart_s: float, mtbi_s_: float):
+    """Useful fraction of wall time with checkpoints every ``tau`` of work (Daly [3]_ eq. 13).
+
+    ``T_s / T_w = tau / (M e^{R/M} (e^{(tau + delta)/M} - 1))`` (float or array in ``tau``).
+    """
+    m = mtbi_s_
+    tau = np.asarray(tau_s, dtype=float)
+    g = tau / (m * math.exp(restart_s / m) * np.expm1((tau + delta_s) / m))
+    return float(g) if g.ndim == 0 else g
+
+
+# -- the whole picture --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReliabilityEstimate:
+    """Interruptions, checkpoints and goodput of one training job."""
+
+    system: str
+    model: str
+    gpus: int
+    mode: str
+    mtbi_s: float
+    planned_per_h: float
+    failure_unit_gpus: int
+    spare_gpus: int
+    checkpoint_bytes: float
+    checkpoint_write_s: float
+    checkpoint_stall_s: float
+    checkpoint_interval_s: float
+    restart_s: float
+    goodput: float
+    rates_per_h: dict
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(mtbi_h=units.s_to_hours(self.mtbi_s),
+                 interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * 24)
+        return d
+
+
+def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog: Catalog | None = None,
+                         rate_factor: float = 1.0, write_GBps_per_node: float | None = None,
+                         restart_overhead_s: float | None = None) -> ReliabilityEstimate:
+    """Interruptions, checkpoint interval, restart time and goodput of a job.
+
+    Parameters
+    ----------
+    system, model : id or entry
+    gpus : int
+    mode : {"sync", "async"}
+        Checkpoint mode. Async stalls only for the device-to-host copy; its background write must
+        finish before the next checkpoint, so the interval is at least the write time.
+    rate_factor : float
+        Multiplies every failure rate (what-ifs).
+    write_GBps_per_node : float, optional
+        Storage write bandwidth [GB/s per node].
+    restart_overhead_s : float, optional
+        Restart time before the checkpoint read [s]; default reliability.yaml.
+
+    Returns
+    -------
+    ReliabilityEstimate
+
+    Raises
+    ------
+    InputError
+        For an unknown mode.
+    """
+    if mode not in CHECKPOINT_MODES:
+        raise InputError(f"mode must be one of {', '.join(CHECKPOINT_MODES)}; got {mode!r}")
+    cat = catalog or load_catalog()
+    system, model = cat.system(system), cat.model(model)
+    rel = cat.reliability
+    rates = interruption_rates_per_h(system, gpus, cat, rate_factor)
+    m = units.HOUR / sum(rates.values()) if sum(rates.values()) else math.inf
+    n_bytes = checkpoint_bytes(model)
+    ck = checkpoint_times(n_bytes, system, gpus, cat, write_GBps_per_node)
+    stall = ck[f"{mode}_stall_s"]
+    nodes = math.ceil(gpus / system.node_gpus)
+    read_s = n_bytes / (nodes * units.GBps_to_Bps(rel.storage_read_GBps_per_node.value))
+    restart = (rel.restart_overhead_s.value if restart_overhead_s is None else restart_overhead_s) + read_s
+    planned = rate_factor * rel.planned_per_gpu_hour.value * gpus
+    if math.isinf(m):
+        interval, goodput = math.inf, 1.0
+    else:
+        interval = daly_interval_s(stall, m)
+        if mode == "async":
+            interval = max(interval, ck["write_s"])
+        goodput = daly_goodput(interval, stall, restart, m)
+    goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
+    return ReliabilityEstimate(
+        system=system.id, model=model.id, gpus=gpus, mode=mode, mtbi_s=m, planned_per_h=planned,
+        failure_unit_gpus=failure_unit_gpus(system),
+        spare_gpus=spare_gpus(system, gpus, cat, rate_factor=rate_factor), checkpoint_bytes=n_bytes,
+        checkpoint_write_s=ck["write_s"], checkpoint_stall_s=stall, checkpoint_interval_s=interval,
+        restart_s=restart, goodput=goodput, rates_per_h=rates)

@@ -1,0 +1,35 @@
+"""`hnplan tco`: --help smoke test, JSON keys and values equal to the library's."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+from hnplan.cost import tco_summary
+
+runner = CliRunner()
+KEYS = {"it_power_kw", "facility_power_kw", "pue", "racks", "capex_usd", "opex_usd_per_year", "tco_usd",
+        "usd_per_gpu_hour"}
+
+
+def test_tco_help():
+    r = runner.invoke(app, ["tco", "--help"])
+    assert r.exit_code == 0 and "--system" in r.output and "--pue" in r.output
+
+
+def test_tco_json_keys_and_values(cat):
+    r = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--years", "4",
+                            "--pue", "1.3", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert KEYS <= set(d)
+    ref = tco_summary(cat.system("hgx-h100-ib-ndr"), 1024, cat, years=4, pue=1.3)
+    assert d["tco_usd"] == pytest.approx(ref["tco_usd"])
+    assert d["facility_power_kw"] == pytest.approx(1.3 * d["it_power_kw"])
+    assert d["racks"] == 43  # 128 servers of 10.2 kW, 3 per 40 kW air-cooled rack
+
+
+def test_tco_unknown_system_exits_2():
+    r = runner.invoke(app, ["tco", "--system", "hgx-h100-ib", "--gpus", "8"])
+    assert r.exit_code == 2

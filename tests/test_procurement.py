@@ -1,0 +1,118 @@
+"""Procurement what-ifs: tornado, seeded Monte Carlo, the MILP mix (caps and binding constraint), sizing."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.planning.procurement import (
+    best_mix,
+    evaluate,
+    mc_bands,
+    monte_carlo,
+    solve_mix,
+    tornado,
+    whatif_case,
+)
+from hnplan.planning.sizing import _next_smooth, _train_days, size_designs, size_for_deadline
+
+
+@pytest.fixture(scope="module")
+def case(cat):
+    return whatif_case("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 4096, 256, catalog=cat)
+
+
+def test_evaluate_time_to_train_is_tokens_over_goodput_throughput(cat, case):
+    r = evaluate(case, cat)
+    assert r["days_to_train"] == pytest.approx(1e11 / (case.tokens_per_s * r["goodput"]) / 86400)
+    assert r["run_usd"] == pytest.approx(r["usd_per_gpu_hour"] * 64 * r["days_to_train"] * 24)
+    with pytest.raises(InputError, match="unknown what-if"):
+        evaluate(case, cat, price=1)
+
+
+def test_tornado_ranges_and_order(cat, case):
+    df = tornado(case, "tco_usd", cat)
+    assert list(df["swing"]) == sorted(df["swing"], reverse=True)
+    row = df.set_index("input").loc["electricity_usd_per_kwh"]
+    assert row["metric_high"] > row["metric_low"]  # dearer power never lowers TCO
+    assert set(df["input"]) == set(cat.uncertainties)
+    days = tornado(case, "days_to_train", cat).set_index("input")
+    assert days.loc["rate_factor", "metric_high"] > days.loc["rate_factor", "metric_low"]
+    assert days.loc["electricity_usd_per_kwh", "swing"] == 0  # prices do not change time
+
+
+def test_monte_carlo_is_reproducible_with_a_seed(cat, case):
+    a, b, c = monte_carlo(case, 40, seed=7, catalog=cat), monte_carlo(case, 40, seed=7, catalog=cat), \
+        monte_carlo(case, 40, seed=8, catalog=cat)
+    assert a.equals(b) and not a.equals(c)
+    u = cat.uncertainties["pue"]
+    assert a["pue"].between(u.low, u.high).all()
+    bands = mc_bands(a).set_index("metric")
+    assert (bands["p5"] <= bands["p50"]).all() and (bands["p50"] <= bands["p95"]).all()
+
+
+def test_mix_hand_case_names_the_binding_constraint():
+    rate = np.array([[10.0, 30.0]])  # tokens/s per unit of two designs
+    capex, power = np.array([1.0, 2.0]), np.array([1.0, 5.0])
+    # demand 300: 10 units of design 1 (capex 20, power 50) or 30 of design 0 (capex 30, power 30)
+    x, served, binding = solve_mix(rate, [300.0], capex, power, budget_usd=100, power_cap_w=100)
+    assert served[0] == pytest.approx(1.0) and binding == "none"
+    x, served, binding = solve_mix(rate, [300.0], capex, power, budget_usd=10, power_cap_w=100)
+    assert binding == "budget" and served[0] < 1 and (x.sum(0) * capex).sum() <= 10
+    x, served, binding = solve_mix(rate, [300.0], capex, power, budget_usd=100, power_cap_w=12)
+    assert binding == "power cap" and (x.sum(0) * power).sum() <= 12
+    assert served[0] == pytest.approx(120 / 300)  # 12 units of design 0 beat 2 of design 1 per watt
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.floats(1.0, 500.0), cap=st.floats(1.0, 500.0))
+def test_mix_never_breaks_a_cap(seed, budget, cap):
+    rng = np.random.default_rng(seed)
+    rate = rng.uniform(0, 50, size=(2, 3))
+    capex, power = rng.uniform(1, 20, 3), rng.uniform(1, 20, 3)
+    x, served, binding = solve_mix(rate, rng.uniform(50, 400, 2), capex, power, budget, cap)
+    assert (x >= 0).all()
+    assert (x.sum(0) * capex).sum() <= budget * (1 + 1e-9)
+    assert (x.sum(0) * power).sum() <= cap * (1 + 1e-9)
+    assert binding in ("none", "budget", "power cap", "budget and power cap", "integrality")
+    assert ((served >= 0) & (served <= 1)).all()
+
+
+def test_best_mix_on_catalog_designs(cat):
+    wl = [dict(model="llama3.1-8b", tokens=1e11, deadline_days=2, seq_len=4096, global_batch_seqs=256,
+               ref_gpus=72)]
+    r = best_mix(wl, ["hgx-h100-ib-ndr", "gb200-nvl72"], budget_usd=1e9, power_cap_w=1e6, catalog=cat)
+    assert r.facility_power_w <= 1e6 and r.capex_usd <= 1e9
+    tight = best_mix(wl, ["hgx-h100-ib-ndr", "gb200-nvl72"], budget_usd=1e9, power_cap_w=30e3, catalog=cat)
+    assert tight.binding == "power cap" and tight.facility_power_w <= 30e3
+
+
+def test_sizing_meets_deadline_with_the_smallest_smooth_count(cat):
+    row = size_for_deadline("llama3.1-8b", "hgx-h100-ib-ndr", 1e11, 2.0, 4096, 256, catalog=cat, budget_usd=1e7)
+    assert row["days"] <= 2.0 and row["gpus"] == 8 * row["units"]
+    smaller = [n for n in range(1, row["units"]) if _next_smooth(n) == n]
+    if smaller:
+        m, s = cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr")
+        try:
+            days = _train_days(m, s, 8 * smaller[-1], 1e11, 4096, 256, "bf16", "async", cat)[0]
+        except InfeasiblePlan:
+            days = np.inf
+        assert days > 2.0
+    assert row["within_budget"] == (row["capex_usd"] <= 1e7)
+
+
+def test_size_designs_keeps_infeasible_rows(cat):
+    df = size_designs("llama3.1-8b", ["hgx-h100-ib-ndr", "gb200-nvl72"], 1e11, 1e-6, 4096, 256, catalog=cat)
+    assert list(df["system"]) == ["hgx-h100-ib-ndr", "gb200-nvl72"]
+    assert df["status"].str.startswith("infeasible").all()
+
+
+def test_sizing_reports_run_energy(cat):
+    row = size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
+    from hnplan.power import design_power
+
+    pw = design_power(cat.system("gb200-nvl72"), row["gpus"], cat)
+    mwh = pw.facility_w * cat.facility.training_power_fraction.value * row["days"] * 24 / 1e6
+    assert row["energy_mwh"] == pytest.approx(mwh)
+    assert row["co2_t"] == pytest.approx(mwh * 1e3 * cat.facility.grid_gco2_per_kwh.value / 1e6)

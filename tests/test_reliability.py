@@ -1,0 +1,126 @@
+"""Reliability: Llama 3 interruptions, MTBI monotonicity, Young/Daly, checkpoints, the failure unit."""
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+
+from hnplan.errors import InputError
+from hnplan.reliability import (
+    checkpoint_bytes,
+    checkpoint_times,
+    daly_goodput,
+    daly_interval_s,
+    estimate_reliability,
+    failure_unit_gpus,
+    mtbi_s,
+    spare_gpus,
+    young_interval_s,
+)
+
+DAYS_54 = 54 * 86400.0
+
+
+@pytest.mark.parametrize("sid", ["hgx-h100-roce-400g", "hgx-h100-ib-ndr"])
+def test_llama3_interruptions_16k_gpus_54_days(cat, sid):
+    # Llama 3 paper Sec 3.3.4: 419 unexpected (+47 planned = 466) interruptions in 54 days on 16,384 H100
+    s = cat.system(sid)
+    unexpected = DAYS_54 / mtbi_s(s, 16384, cat)
+    assert 400 <= unexpected <= 440
+    est = estimate_reliability(s, 16384, "llama3.1-405b", catalog=cat)
+    total = est.to_dict()["interruptions_per_day"] * 54
+    assert 445 <= total <= 490
+    # "one unexpected interruption every ~3.1 h"
+    assert est.to_dict()["mtbi_h"] == pytest.approx(54 * 24 / 419, rel=0.05)
+    assert est.goodput > 0.9  # the paper reports > 90% effective training time
+
+
+@settings(max_examples=30, deadline=None)
+@given(sid=st.sampled_from(["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-h100-roce-400g"]),
+       gpus=st.integers(1, 40_000), extra=st.integers(1, 5_000))
+def test_more_gpus_never_raise_mtbi(cat, sid, gpus, extra):
+    s = cat.system(sid)
+    assert mtbi_s(s, gpus + extra, cat) <= mtbi_s(s, gpus, cat)
+
+
+def test_young_closed_form_and_daly():
+    assert young_interval_s(50.0, 10_000.0) == pytest.approx(math.sqrt(2 * 50 * 10_000))
+    # Daly eq. 37 by hand: sqrt(2 d M) (1 + sqrt(x)/3 + x/9) - d with x = d / 2M
+    d, m = 120.0, 3 * 3600.0
+    x = d / (2 * m)
+    assert daly_interval_s(d, m) == pytest.approx(math.sqrt(2 * d * m) * (1 + math.sqrt(x) / 3 + x / 9) - d)
+    assert daly_interval_s(3 * m, m) == m  # delta >= 2M: checkpoint every M
+
+
+@pytest.mark.parametrize("d,m,r", [(5.0, 11_000.0, 600.0), (120.0, 3 * 3600.0, 600.0), (300.0, 86_400.0, 900.0)])
+def test_daly_interval_near_numerical_optimum_of_goodput(d, m, r):
+    best = minimize_scalar(lambda t: -daly_goodput(t, d, r, m), bounds=(1.0, 10 * m), method="bounded")
+    tau = daly_interval_s(d, m)
+    assert tau == pytest.approx(best.x, rel=0.05)
+    assert daly_goodput(tau, d, r, m) == pytest.approx(-best.fun, rel=1e-3)
+    assert daly_goodput(young_interval_s(d, m), d, r, m) <= -best.fun + 1e-12
+
+
+def test_checkpoint_field_case_llama3_8b_on_8_h100(cat):
+    # 8.03e9 parameters x (2 bf16 + 12 fp32 master/Adam) bytes = 112 GB
+    model = cat.model("llama3.1-8b")
+    n = checkpoint_bytes(model)
+    assert n == pytest.approx(112.4e9, rel=0.01)
+    s = cat.system("hgx-h100-ib-ndr")
+    # published: synchronous save stalls 27 s, asynchronous 0.5 s. Async stall = 14 GB per GPU over
+    # 64 GB/s PCIe Gen5 = 0.22 s (model, -56%); the sync stall needs the storage rate: 27 s implies
+    # 112.4 GB / 27 s = 4.2 GB/s for the node; the Llama 3 per-node share (0.65 GB/s) gives 173 s.
+    t = checkpoint_times(n, s, 8, cat)
+    assert t["async_stall_s"] == pytest.approx(n / 8 / 64e9)
+    assert 0.1 < t["async_stall_s"] < 1.0
+    assert t["sync_stall_s"] == pytest.approx(n / 0.65e9)
+    t_fast = checkpoint_times(n, s, 8, cat, write_GBps_per_node=n / 27 / 1e9)
+    assert t_fast["sync_stall_s"] == pytest.approx(27.0)
+    assert t_fast["sync_stall_s"] / t_fast["async_stall_s"] > 50  # published ratio 54
+    # a 70B checkpoint: 70.6e9 x 14 = 988 GB; ~10 minutes on one node means ~1.6 GB/s
+    n70 = checkpoint_bytes(cat.model("llama3.1-70b"))
+    assert n70 == pytest.approx(988e9, rel=0.01)
+    assert checkpoint_times(n70, s, 8, cat, write_GBps_per_node=1.65)["write_s"] == pytest.approx(600, rel=0.01)
+
+
+def test_async_mode_raises_goodput_when_writes_are_slow(cat):
+    sync = estimate_reliability("hgx-h100-ib-ndr", 1024, "llama3.1-70b", "sync", cat, write_GBps_per_node=0.2)
+    asyn = estimate_reliability("hgx-h100-ib-ndr", 1024, "llama3.1-70b", "async", cat, write_GBps_per_node=0.2)
+    assert asyn.checkpoint_stall_s < sync.checkpoint_stall_s
+    assert asyn.goodput > sync.goodput
+    assert asyn.checkpoint_interval_s >= asyn.checkpoint_write_s  # background write finishes first
+
+
+def test_failure_unit_and_spares(cat):
+    hgx, nvl, cm = (cat.system(s) for s in ("hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384"))
+    assert (failure_unit_gpus(hgx), failure_unit_gpus(nvl), failure_unit_gpus(cm)) == (8, 72, 384)
+    # an NVL72 with 8 in-rack spares absorbs a tray failure: the unit shrinks to one 4-GPU tray
+    assert failure_unit_gpus(nvl.model_copy(update={"spare_gpus_per_unit": 8})) == 4
+    # spares scale with the blast radius: units in repair are Poisson(lambda x repair time)
+    assert spare_gpus(nvl, 16416, cat) > spare_gpus(hgx, 16384, cat)
+    assert spare_gpus(hgx, 16384, cat) % 8 == 0 and spare_gpus(nvl, 16416, cat) % 72 == 0
+    with pytest.raises(InputError, match="quantile"):
+        spare_gpus(hgx, 8, cat, quantile=1.0)
+
+
+def test_bad_mode(cat):
+    with pytest.raises(InputError, match="sync, async"):
+        estimate_reliability("hgx-h100-ib-ndr", 8, "llama3.1-8b", "lazy", cat)
+
+
+def test_reliability_and_uncertainty_catalog_errors(data_copy):
+    import yaml
+
+    from hnplan.catalog import Catalog
+
+    rel = yaml.safe_load((data_copy / "reliability.yaml").read_text())
+    rel["rates"]["accelerator"]["per"] = "gpu"
+    (data_copy / "reliability.yaml").write_text(yaml.safe_dump(rel))
+    unc = yaml.safe_load((data_copy / "uncertainty.yaml").read_text())
+    unc[0]["low"], unc[0]["high"] = unc[0]["high"], unc[0]["low"]
+    (data_copy / "uncertainty.yaml").write_text(yaml.safe_dump(unc))
+    problems = Catalog(data_copy).validate()
+    assert any("reliability.yaml" in p and "per" in p for p in problems)
+    assert any("uncertainty.yaml" in p and "must be below high" in p for p in problems)
