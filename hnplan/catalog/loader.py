@@ -286,6 +286,30 @@ class Catalog:
                                + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"), entry=ref)
         return parse_entry(_read_yaml(path), Scenario, path)
 
+    # -- published measurements -------------------------------------------------------------
+    def reference_names(self) -> list[str]:
+        """Names of the published-measurement tables in ``reference/`` (CSV files, without suffix)."""
+        return sorted(p.stem for p in (self.root / "reference").glob("*.csv"))
+
+    def reference(self, name: str):
+        """A table of published measurements (``reference/<name>.csv``) as a pandas DataFrame.
+
+        Every row carries its ``source`` and ``status`` (primary, secondary, derived, UNVERIFIED);
+        see ``reference/README.md`` for the traps in reading them.
+
+        Raises
+        ------
+        CatalogError
+            For an unknown table name (lists the available ones).
+        """
+        import pandas as pd
+
+        path = self.root / "reference" / f"{name}.csv"
+        if not path.exists():
+            raise CatalogError(f"no reference table {name!r}; available: {', '.join(self.reference_names())}",
+                               path=path)
+        return pd.read_csv(path)
+
     # -- whole-catalog checks ----------------------------------------------------------------
     def validate(self) -> list[str]:
         """Load every file and check cross-references; return a list of problems (empty if clean).
