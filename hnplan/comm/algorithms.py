@@ -289,10 +289,10 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
         idx = np.argmin(stack, axis=0)
         t = stack[idx, np.arange(s.size)]
         names = np.array([keys[i] if group.size > 1 else "none" for i in idx], dtype=object)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        algbw = np.where(t > 0, s / np.where(t > 0, t, 1.0), np.inf)
-    factor = busbw_factor(op, group.size)
-    busbw = np.where(np.isfinite(algbw), algbw * factor, 0.0)
+    positive = t > 0
+    finite_algbw = s / np.where(positive, t, 1.0)
+    algbw = np.where(positive, finite_algbw, np.inf)
+    busbw = np.where(positive, finite_algbw * busbw_factor(op, group.size), 0.0)
     return CollectiveResult(op, group.size, s, t, algbw, busbw, names, group.per_domain, group.domains, group.level)
 
 
