@@ -101,6 +101,7 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = _mlp_intermediate(e.expert_ffn_hidden, model.activation)
+        # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
         split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
     else:
         split += _mlp_intermediate(model.ffn_hidden, model.activation)
