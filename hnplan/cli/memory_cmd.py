@@ -110,7 +110,8 @@ def memory(
             rows.append(("HBM per GPU [GiB]", f"{d['hbm_gib']:.2f}"))
             rows.append(("status", d["status"]))
             for s in d["spill"]["spills"]:
-                rows.append((f"  {s['part']} -> {s['tier']}", f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step"))
+                rows.append((f"  {s['part']} -> {s['tier']}",
+                             f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step"))
             if d["spill"]["spills"]:
                 rows.append(("  compute to hide behind", f"{d['spill']['compute_time_s']:.3f} s/step"))
                 rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))

@@ -195,7 +195,6 @@ def tiers_table(tiers: list[Tier]) -> list[dict]:
     return [t.as_dict() for t in tiers]
 
 
-__all__ = ["SPILL_ORDER", "Spill", "SpillPlan", "Tier", "memory_tiers", "spill_plan", "tiers_table", "training_compute_time_s", "decode_step_time_s"]
 
 
 def training_compute_time_s(model, acc, seq_len: int, microbatch: int, num_microbatches: int, tp: int = 1,
@@ -216,3 +215,7 @@ def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
     from hnplan.compute import achievable_hbm_Bps
 
     return (mem.params_bytes + mem.kv_cache_bytes) / achievable_hbm_Bps(acc)
+
+
+__all__ = ["SPILL_ORDER", "Spill", "SpillPlan", "Tier", "decode_step_time_s", "memory_tiers", "spill_plan",
+           "tiers_table", "training_compute_time_s"]
