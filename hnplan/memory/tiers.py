@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import System
+from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
 from hnplan.errors import InputError
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 from hnplan.memory.states import accounting
@@ -195,16 +196,12 @@ def tiers_table(tiers: list[Tier]) -> list[dict]:
     return [t.as_dict() for t in tiers]
 
 
-
-
 def training_compute_time_s(model, acc, seq_len: int, microbatch: int, num_microbatches: int, tp: int = 1,
                             pp: int = 1, cp: int = 1, recompute: str = "none", dtype: str = "bf16") -> float:
     """Compute time of one training step on one accelerator at the achievable GEMM rate [s]: hardware
     FLOPs per token (recomputation included) x ``microbatch x num_microbatches x seq_len`` tokens per
     data-parallel replica, shared by its ``tp x pp x cp`` accelerators. The time spilled transfers can
     hide behind."""
-    from hnplan.compute import achievable_flops_per_s, training_flops_per_token
-
     f = training_flops_per_token(model, seq_len, recompute).hardware
     return f * microbatch * num_microbatches * seq_len / (tp * pp * cp) / achievable_flops_per_s(acc, dtype)
 
@@ -212,8 +209,6 @@ def training_compute_time_s(model, acc, seq_len: int, microbatch: int, num_micro
 def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
     """Time of one memory-bound decode step: weights and KV cache read once from HBM at the achievable
     bandwidth [s] (the compute a spilled KV cache must hide behind)."""
-    from hnplan.compute import achievable_hbm_Bps
-
     return (mem.params_bytes + mem.kv_cache_bytes) / achievable_hbm_Bps(acc)
 
 
