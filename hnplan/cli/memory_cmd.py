@@ -6,65 +6,8 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.errors import InputError
-from hnplan.memory import (
-    ACCOUNTINGS,
-    PARTS,
-    decode_step_time_s,
-    inference_memory,
-    kv_capacity,
-    max_batch,
-    memory_tiers,
-    spill_plan,
-    training_compute_time_s,
-    training_memory,
-)
-
-MODES = ("train", "inference")
-
-
-def memory_answer(model: str, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
-                  cp: int = 1, microbatch_size: int = 1, num_microbatches: int | None = None,
-                  virtual_stages: int = 1, zero: int = 1, recompute: str = "none",
-                  accounting: str = "megatron-bf16", dropout: bool = True, batch: int = 1,
-                  dtype: str = "bf16", kv_dtype: str = "bf16", system: str | None = None) -> dict:
-    """The JSON answer of ``hnplan memory`` (sizes in GiB, times in s)."""
-    if mode not in MODES:
-        raise InputError(f"--mode must be one of {', '.join(MODES)}; got {mode!r}")
-    cat = load_catalog()
-    m = cat.model(model)
-    out = {"model": m.id, "mode": mode, "seq_len": seq_len}
-    if mode == "train":
-        mem = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,
-                              virtual_stages=virtual_stages, recipe=accounting, dropout=dropout, catalog=cat)
-        out.update(parallel=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
-                                 num_microbatches=num_microbatches or pp, virtual_stages=virtual_stages,
-                                 zero=zero, recompute=recompute), accounting=accounting, dropout=dropout,
-                   stage=mem.stage)
-    else:
-        mem = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, catalog=cat)
-        out.update(batch=batch, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
-                   kv_bytes_per_token=mem.kv_bytes_per_token, kv_tokens=mem.tokens)
-    out.update(mem.as_gib())
-    if system is not None:
-        sys_ = cat.system(system)
-        acc = cat.accelerator(sys_.accelerator)
-        tiers = memory_tiers(sys_, cat)
-        if mode == "train":
-            t = training_compute_time_s(m, acc, seq_len, microbatch_size, num_microbatches or pp, tp, pp, cp,
-                                        recompute, "fp8" if accounting == "fp8" else "bf16")
-        else:
-            t = decode_step_time_s(mem, acc)
-        plan = spill_plan(mem, tiers, mode, accounting, compute_time_s=t)
-        out.update(system=sys_.id, accelerator=acc.id, hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
-                   fits=plan.fits, status=plan.status, tiers=[x.as_dict() for x in tiers], spill=plan.as_dict())
-        if mode == "inference":
-            cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, catalog=cat)
-            out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
-    return out
-
+from hnplan.memory import ACCOUNTINGS, PARTS, memory_summary
 
 @app.command()
 def memory(
@@ -95,7 +38,7 @@ def memory(
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where."""
     with handle_errors():
-        d = memory_answer(model, mode, seq_len, tp, pp, dp, ep, cp, microbatch_size, num_microbatches,
+        d = memory_summary(model, mode, seq_len, tp, pp, dp, ep, cp, microbatch_size, num_microbatches,
                           virtual_stages, zero, recompute, accounting, dropout, batch, dtype, kv_dtype, system)
         if json_:
             print_json(d)

@@ -4,13 +4,15 @@ Tiers, fastest first: HBM; host memory (DDR over PCIe, or LPDDR over NVLink-C2C)
 (CXL, or a supernode's pool); local NVMe. Each has a capacity and a bandwidth per accelerator share:
 a node's host memory and NVMe are shared by its ``node_gpus``, a pool by its scale-up domain.
 
-Spill placement: parts leave HBM in a fixed order (training: optimizer states, then weights, then
+Spill placement: parts leave HBM in a fixed order (training: optimizer states, gradients, weights,
 activations; inference: KV cache, then weights) into the fastest tier with room. Each spilled byte
 costs traffic per step, in the busier direction of the link:
 
 * optimizer states on host memory: ZeRO-Offload ([1]_ Sec. 4) runs Adam on the CPU; per step the
   gradients go down and the updated 16-bit weights come back: ``weight_bytes / optimizer_bytes`` per
   spilled byte each way; on any other tier the states stream through once each way (ZeRO-Infinity [2]_);
+* gradients: written once per step (1x; when the optimizer states also spill to host memory this
+  counts the gradient traffic twice, an upper bound);
 * weights: read for the forward and again for the backward pass (training, 2x) or once (inference);
 * activations: written after the forward pass and read back in the backward pass (1x each way);
 * KV cache: read once per decode step (1x).
@@ -33,7 +35,7 @@ from hnplan.errors import InputError
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 from hnplan.memory.states import accounting
 
-SPILL_ORDER = {"train": ("optimizer", "params", "activations"), "inference": ("kv_cache", "params")}
+SPILL_ORDER = {"train": ("optimizer", "grads", "params", "activations"), "inference": ("kv_cache", "params")}
 
 
 @dataclass(frozen=True)
