@@ -21,7 +21,8 @@ Without sequence parallelism the tensors before the column-parallel GEMMs (norm 
 inputs, masks: ``10 s b h`` for GPT) are replicated over the ``t`` tensor-parallel ranks and the
 rest is split; with it everything is split ([1]_ Table 2). Selective recomputation and
 FlashAttention keep no ``s x s`` term; full recomputation keeps only the layer input ``2 s b h``
-(``/ t`` with sequence parallelism). Context parallelism splits the sequence over ``cp`` ranks.
+(``/ t`` with sequence parallelism). Context parallelism splits the sequence over ``cp`` ranks. In fp8
+training the inputs of weight GEMMs are kept as 1-byte casts ([4]_).
 
 References
 ----------
@@ -30,6 +31,8 @@ References
 .. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B: the first stage holds up to ``p``
    micro-batches in flight; the interleaved schedule with ``v`` model chunks per stage).
 .. [3] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.1.1 (MLA).
+.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``: with fp8 enabled the
+   forward pass saves the fp8-cast GEMM input for the weight-gradient GEMM.
 """
 
 from __future__ import annotations
@@ -53,12 +56,16 @@ class LayerActivations:
 
     ``replicated`` is what tensor parallelism without sequence parallelism keeps on every rank,
     ``split`` what it divides over ``t``, ``score_per_key`` the ``s x s`` attention term per key
-    position (multiply by the sequence length).
+    position (multiply by the sequence length). ``gemm_inputs_*`` are the parts of ``replicated`` and
+    ``split`` that are inputs of weight GEMMs: with fp8 training, Transformer Engine saves those as
+    their 1-byte fp8 casts for the weight-gradient GEMM, halving them.
     """
 
     replicated: float
     split: float
     score_per_key: float
+    gemm_inputs_replicated: float = 0.0
+    gemm_inputs_split: float = 0.0
 
 
 def _mlp_intermediate(ffn: int, activation: str) -> float:
@@ -86,27 +93,35 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
     h, a = model.hidden, model.heads
     mask = MASK_BYTES * h if dropout else 0.0
     rep = ACT_BYTES * h * 2 + mask          # layer-norm input, QKV (or down-projection) input, mask
+    g_rep = ACT_BYTES * h                   # QKV / down-projection input
     if model.mla is not None:
         m = model.mla
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
         q_lat = 2 * m.q_lora_rank if m.q_lora_rank else 0   # latent-norm input and up-projection input
         rep += ACT_BYTES * (q_lat + 2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        g_rep += ACT_BYTES * (q_lat / 2 + m.kv_lora_rank)   # up-projection inputs
         split = ACT_BYTES * (a * d_qk * 2 + a * d_v * 2)      # per-head Q, K, V, attention output
+        g_split = ACT_BYTES * a * d_v                        # output-projection input
     else:
         d = head_dim(model)
         kv = max(model.kv_heads, tp)  # fewer KV heads than ranks: each rank keeps one
         split = ACT_BYTES * (a * d + kv * d * 2 + a * d)      # Q, K, V, attention output
+        g_split = ACT_BYTES * a * d
     rep += ACT_BYTES * h * 2 + mask          # MLP: layer-norm input, first GEMM / router input, mask
+    g_rep += ACT_BYTES * h
     if moe_layer and model.moe is not None:
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = _mlp_intermediate(e.expert_ffn_hidden, model.activation)
         # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
         split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
+        g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
         split += _mlp_intermediate(model.ffn_hidden, model.activation)
+        g_split += ACT_BYTES * model.ffn_hidden   # second-GEMM input (GELU output / SwiGLU product)
     score = (ACT_BYTES + MASK_BYTES + ACT_BYTES if dropout else ACT_BYTES) * a
-    return LayerActivations(replicated=rep, split=split, score_per_key=score)
+    return LayerActivations(replicated=rep, split=split, score_per_key=score, gemm_inputs_replicated=g_rep,
+                            gemm_inputs_split=g_split)
 
 
 def _check_recompute(recompute: str):
@@ -117,7 +132,7 @@ def _check_recompute(recompute: str):
 def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
                                sequence_parallel: bool = True, recompute: str = "none",
                                flash_attention: bool = True, dropout: bool = True,
-                               moe_layer: bool | None = None) -> float:
+                               moe_layer: bool | None = None, fp8_gemm_inputs: bool = False) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
     For a GPT layer (MHA, GELU, ``f = 4h``, dropout) this is Korthikanti's ``s b h (34 + 5 a s / h)``
@@ -141,6 +156,8 @@ def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: 
         Dropout masks are stored ([1]_ assumes dropout; Llama-style recipes have none).
     moe_layer : bool, optional
         Count an MoE layer; default: the model's MoE layers if it has any.
+    fp8_gemm_inputs : bool
+        fp8 training: GEMM inputs are saved as 1-byte fp8 casts (Transformer Engine).
 
     Returns
     -------
@@ -169,8 +186,9 @@ def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: 
     moe = (model.moe is not None) if moe_layer is None else moe_layer
     la = layer_activations(model, moe, dropout, tp)
     score = 0.0 if (flash_attention or recompute == "selective") else la.score_per_key * s
-    split = (la.split + score) / tp
-    rep = la.replicated / (tp if sequence_parallel else 1)
+    half = 0.5 if fp8_gemm_inputs else 0.0
+    split = (la.split - half * la.gemm_inputs_split + score) / tp
+    rep = (la.replicated - half * la.gemm_inputs_replicated) / (tp if sequence_parallel else 1)
     return tokens * (rep + split)
 
 
@@ -214,7 +232,8 @@ def microbatches_in_flight(pp: int, num_microbatches: int | None = None, virtual
 def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, pp: int = 1, cp: int = 1,
                            recompute: str = "none", num_microbatches: int | None = None,
                            virtual_stages: int = 1, sequence_parallel: bool = True,
-                           flash_attention: bool = True, dropout: bool = True, stage: str = "first") -> float:
+                           flash_attention: bool = True, dropout: bool = True, stage: str = "first",
+                           fp8_gemm_inputs: bool = False) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes].
 
     Its ``ceil(L / pp)`` layers (the first or the last ones, so a DeepSeek-style model's leading dense
@@ -233,7 +252,7 @@ def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int 
     rng = range(0, n) if stage == "first" else range(model.layers - n, model.layers)
     moe = sum(1 for i in rng if model.moe is not None and i >= moe_start)
     kw = dict(tp=tp, cp=cp, sequence_parallel=sequence_parallel, recompute=recompute,
-              flash_attention=flash_attention, dropout=dropout)
+              flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs)
     per_mb = (moe * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=True, **kw)
               + (n - moe) * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=False, **kw))
     in_flight = microbatches_in_flight(pp, num_microbatches, virtual_stages, stage)

@@ -59,9 +59,10 @@ ACCOUNTINGS = {
                         "Megatron Core distributed optimizer [3]: bf16 weights, fp32 main gradients (6 + 12/d)"),
         StateAccounting("fp32", 4.0, 4.0, 8.0,
                         "fp32 weights and gradients, Adam momentum and variance, no master copy [3] (8 + 8/d)"),
-        StateAccounting("fp8", 3.0, 4.0, 12.0,
-                        "labelled assumption: megatron-bf16 plus one cached fp8 copy of the weights "
-                        "(Transformer Engine keeps bf16 weights and casts them to fp8 for the GEMMs)"),
+        StateAccounting("fp8", 2.0, 4.0, 12.0,
+                        "fp8 GEMMs with Transformer Engine: the model states of megatron-bf16 (bf16 weights, "
+                        "fp32 main gradients); the fp8 casts of the weights are transient, one layer at a time "
+                        "(labelled assumption); activations keep fp8 GEMM inputs"),
     )
 }
 

@@ -52,7 +52,8 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
                     cp: int = 1, ep: int = 1, zero: int = 1, recompute: str = "none",
                     num_microbatches: int | None = None, flash_attention: bool = True, *,
                     virtual_stages: int = 1, recipe: str = "zero-paper", sequence_parallel: bool = True,
-                    dropout: bool = True, overheads: bool = True, catalog: Catalog | None = None) -> TrainingMemory:
+                    dropout: bool = True, overheads: bool = True, fp8_gemm_inputs: bool | None = None,
+                    catalog: Catalog | None = None) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
     Model states of the stage (:func:`hnplan.memory.model_state_bytes_per_gpu`: embeddings on the first
@@ -81,6 +82,8 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
         Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`).
     overheads : bool
         Include the runtime overheads (catalog data); ``False`` gives the tensors alone.
+    fp8_gemm_inputs : bool, optional
+        Save GEMM inputs as fp8 casts; default: when ``recipe == "fp8"``.
 
     Returns
     -------
@@ -92,10 +95,11 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
         For an unknown ZeRO stage, recompute mode or accounting.
     """
     best = None
+    fp8 = (recipe == "fp8") if fp8_gemm_inputs is None else fp8_gemm_inputs
     for stage in (("first",) if pp == 1 else ("first", "last")):
         params, grads, opt = model_state_bytes_per_gpu(model, tp, pp, dp, ep, zero, recipe, cp, stage)
         acts = stage_activation_bytes(model, seq_len, microbatch, tp, pp, cp, recompute, num_microbatches,
-                                      virtual_stages, sequence_parallel, flash_attention, dropout, stage)
+                                      virtual_stages, sequence_parallel, flash_attention, dropout, stage, fp8)
         tensors = params + grads + opt + acts
         over = sum(training_overheads(tensors, tp, pp, dp, cp, ep, catalog).values()) if overheads else 0.0
         mem = TrainingMemory(params, grads, opt, acts, 0.0, over, stage=stage)
