@@ -11,6 +11,7 @@ Layout of a data folder::
     data/facility.yaml             one Facility entry
     data/reliability.yaml          one Reliability entry (failure rates, checkpoint/restart defaults)
     data/uncertainty.yaml          a list of UncertainInput (ranges of procurement what-if inputs)
+    data/memory.yaml               one MemoryOverheads entry (runtime overheads, serving defaults)
     data/scenarios/<id>.yaml       one Scenario per file
 
 Every lookup takes an id (``h100-sxm``) or the path of a YAML file holding one entry of the same
@@ -34,6 +35,7 @@ from hnplan.catalog.schemas import (
     Accelerator,
     Facility,
     Interconnect,
+    MemoryOverheads,
     Model,
     Price,
     Reliability,
@@ -270,6 +272,11 @@ class Catalog:
                                    path=path, entry=u.id, field="input")
             out[u.input] = u
         return out
+    @functools.cached_property
+    def memory_overheads(self) -> MemoryOverheads:
+        """The runtime memory overheads and serving defaults in ``memory.yaml``."""
+        path = self.root / "memory.yaml"
+        return parse_entry(_read_yaml(path), MemoryOverheads, path)
 
     def scenario_ids(self) -> list[str]:
         """Sorted ids of the scenarios in ``scenarios/``."""
@@ -342,7 +349,7 @@ class Catalog:
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
         for getter in (lambda: self.prices, lambda: self.facility, lambda: self.reliability,
-                       lambda: self.uncertainties):
+                       lambda: self.uncertainties, lambda: self.memory_overheads):
             try:
                 getter()
             except CatalogError as exc:
@@ -389,6 +396,8 @@ def validate_file(path: str | Path, kind: str | None = None):
         return parse_entry(raw, Reliability, path)
     if path.name == "uncertainty.yaml":
         return [parse_entry(item, UncertainInput, path) for item in raw]
+    if path.name == "memory.yaml":
+        return parse_entry(raw, MemoryOverheads, path)
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
