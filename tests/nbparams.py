@@ -5,3 +5,4 @@ SMALL_PARAMS = {
     "design_comparison": dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144,
                               tokens=1e11, seq_len=4096, global_batch_tokens=4096 * 288, dtype="bf16"),
 }
+SMALL_PARAMS["validation"] = dict(areas=["communication", "memory"])

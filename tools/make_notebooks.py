@@ -15,8 +15,9 @@ def notebook(cells):
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     out = []
-    for kind, src, *tags in cells:
+    for i, (kind, src, *tags) in enumerate(cells):
         c = new_markdown_cell(src) if kind == "md" else new_code_cell(src)
+        c.id = f"cell-{i:02d}"  # stable ids: regenerating a notebook changes nothing but what was edited
         if tags:
             c.metadata["tags"] = list(tags)
         out.append(c)
@@ -108,6 +109,9 @@ ROOFLINE = [
     ("code", "display(Markdown(provenance(dict(model=model, accelerators=accelerators, seq_len=seq_len,\n"
              "                                      train_batch=train_batch, recompute=recompute, decode_batch=decode_batch,\n"
              "                                      kv_len=kv_len, tp=tp, dtype=dtype))))"),
+]
+
+
 # ---------------------------------------------------------------- issue 8: procurement and sizing
 PROCUREMENT_WHATIF = [
     ("md", "# Procurement what-ifs: what moves TCO and time-to-train\n\n"
@@ -199,6 +203,9 @@ HARDWARE_SIZING = [
     ("code", "display(Markdown(\"## What this means\\n\" + sizing_verdict(df)))"),
     ("code", "display(Markdown(provenance(dict(model=model, systems=systems, tokens=tokens, deadline_days=deadline_days,\n"
              "    budget_usd=budget_usd, seq_len=seq_len, global_batch_tokens=global_batch_tokens, mode=mode))))"),
+]
+
+
 NETWORK = [
     ("md", "# Networks: the scale-up domain against the scale-out fabric\n\n"
            "The network each design builds for the same number of GPUs (bill of materials, bisection, hops), "
@@ -258,6 +265,33 @@ NETWORK = [
              "                                      boundary_size=boundary_size, boundary_max_gpus=boundary_max_gpus))))"),
 ]
 
+# ---------------------------------------------------------------- report suite: validation
+VALIDATION = [
+    ("md", "# Validation: hnplan against published measurements\n\n"
+           "Every published figure in `data/reference/` that hnplan can predict, with the prediction, the "
+           "error, the tolerance the test suite asserts and the role of the row (a *calibration* row is where "
+           "a catalog efficiency was read from, so it checks units and algebra only; a *bound* row checks the "
+           "measurement sits under a roofline; a *reported* row is a known gap, explained)."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "areas = []          # areas to show, e.g. [\"communication\", \"memory\"]; empty = all", "parameters"),
+    ("code", "from IPython.display import Markdown, display\n"
+             "from hnplan import plots\n"
+             "from hnplan.reports import provenance\n"
+             "from hnplan.validation import summary, validation_table, verdict\n\n"
+             "df = validation_table(only=areas or None)\n"
+             "display(Markdown(\"## What this means\\n\\n\" + verdict(df)))"),
+    ("code", "display(summary(df).rename(columns={\"median_abs_error\": \"median |error|\", \"max_abs_error\": \"max |error|\"})\n"
+             "        .style.format({\"median |error|\": \"{:.1%}\", \"max |error|\": \"{:.1%}\"}).hide(axis=\"index\"))"),
+    ("code", "plots.show(plots.parity_plot(df))"),
+    ("code", "cols = [\"area\", \"case\", \"quantity\", \"unit\", \"published\", \"predicted\", \"error\", \"role\", \"tolerance\",\n"
+             "        \"within\", \"source\", \"note\"]\n"
+             "display(df[cols].style.format({\"published\": \"{:,.4g}\", \"predicted\": \"{:,.4g}\", \"error\": \"{:+.1%}\",\n"
+             "                               \"tolerance\": \"{:.2f}\"}, na_rep=\"-\")\n"
+             "        .map(lambda v: \"color: #cf222e\" if v is False else \"\", subset=[\"within\"])\n"
+             "        .hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
+    ("code", "display(Markdown(provenance(dict(areas=areas))))"),
+]
+
 if __name__ == "__main__":
     nbformat.write(notebook(DESIGN_COMPARISON), NB / "design_comparison.ipynb")
     print("wrote", NB / "design_comparison.ipynb")
@@ -267,3 +301,4 @@ if __name__ == "__main__":
         nbformat.write(notebook(cells), NB / f"{name}.ipynb")
         print("wrote", NB / f"{name}.ipynb")
     nbformat.write(notebook(NETWORK), NB / "network.ipynb")
+    nbformat.write(notebook(VALIDATION), NB / "validation.ipynb")

@@ -1,0 +1,20 @@
+"""The validation notebook shows the same table the tests assert."""
+
+import pytest
+
+from hnplan.validation import validation_table
+from nbparams import SMALL_PARAMS
+from nbutil import plotly_divs, run_notebook
+
+pytestmark = pytest.mark.notebook
+
+
+def test_validation_notebook(tmp_path):
+    params = SMALL_PARAMS["validation"]
+    _, html = run_notebook("validation", params, tmp_path)
+    df = validation_table(only=params["areas"])
+    assert 'id="key-table"' in html and plotly_divs(html) == 1
+    for row in df.itertuples():
+        assert row.case in html
+        assert f"{row.error:+.1%}" in html
+    assert f"{len(df)} published figures" in html
