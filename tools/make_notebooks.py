@@ -273,7 +273,7 @@ VALIDATION = [
            "a catalog efficiency was read from, so it checks units and algebra only; a *bound* row checks the "
            "measurement sits under a roofline; a *reported* row is a known gap, explained)."),
     ("code", "# Parameters (papermill overrides these)\n"
-             "areas = []          # areas to show, e.g. [\"communication\", \"memory\"]; empty = all", "parameters"),
+             "areas = []  # areas to show (communication, compute, memory, reliability, ...); empty: all", "parameters"),
     ("code", "from IPython.display import Markdown, display\n"
              "from hnplan import plots\n"
              "from hnplan.reports import provenance\n"
