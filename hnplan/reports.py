@@ -33,6 +33,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
+              "mix_systems": "systems",
               "accelerator": "accelerators", "accelerators": "accelerators"}
 
 

@@ -34,15 +34,21 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
         Columns ``system, kind, gpus, tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu,
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status`` plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
-        reason in ``status``. ``df.attrs['units']`` maps columns to units.
+        reason in ``status``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
+        in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
     """
     cat = catalog or load_catalog()
     rows = []
     for ref in systems:
         system = cat.system(ref)
-        row = {"system": system.id, "kind": system.kind, "gpus": gpus}
+        row = {"system": system.id, "kind": system.kind, "gpus": gpus, "dtype": dtype}
+        acc = cat.accelerator(system.accelerator)
+        run_dtype, note = dtype, ""
+        if dtype not in acc.dense_tflops:  # e.g. fp8 on Ascend 910C: compare at the best dtype it has
+            run_dtype, note = "bf16", f" ({dtype} unavailable on {acc.id}: bf16)"
+            row["dtype"] = run_dtype
         try:
-            (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
+            (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, run_dtype, catalog=cat)
         except HnplanError as exc:
             row["status"] = f"no plan: {exc}"
             rows.append(row)
@@ -58,7 +64,7 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
             days=units.s_to_days(seconds), racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=units.j_to_mwh(avg_w * seconds), capex_musd=cost.capex_usd / 1e6, status="ok",
+            energy_mwh=units.j_to_mwh(avg_w * seconds), capex_musd=cost.capex_usd / 1e6, status="ok" + note,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)
@@ -71,7 +77,7 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
 
 def verdict(df: pd.DataFrame) -> str:
     """A sentence naming the fastest and the cheapest design of a comparison table."""
-    ok = df[df.get("status", "ok") == "ok"] if "status" in df else df
+    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
     if ok.empty:
         return "No design has a feasible plan for this job."
     fast = ok.loc[ok["days"].idxmin()]
