@@ -6,3 +6,4 @@ SMALL_PARAMS = {
                               tokens=1e11, seq_len=4096, global_batch_tokens=4096 * 288, dtype="bf16"),
 }
 SMALL_PARAMS["validation"] = dict(areas=["communication", "memory"])
+SMALL_PARAMS["claims_audit"] = dict(model="megatron-145.6b", gpus=576, seq_len=2048, global_batch_seqs=576)
