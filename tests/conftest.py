@@ -8,7 +8,6 @@ import pytest
 from hnplan.catalog import Catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT.parent / "shared" / "reference"
 
 
 @pytest.fixture(scope="session")

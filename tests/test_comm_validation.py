@@ -1,4 +1,4 @@
-"""The collective model against published nccl-tests measurements (../shared/reference/comm_measurements.csv),
+"""The collective model against published nccl-tests measurements (data/reference/comm_measurements.csv),
 one row per case, large-message busbw within 15% (the issue's tolerance).
 
 Which points are calibrations and which are predictions is written next to each case and in
@@ -7,24 +7,19 @@ figures (so those rows check the algebra and units, not the physics); the NVLS, 
 per-node, EDR, tree and all-to-all rows are predictions from those calibrations.
 """
 
-import csv
-
 import pytest
 
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
-from conftest import ROOT
+from hnplan.catalog import load_catalog
 
 LARGE = 8 * 2**30  # 8 GiB, the top of nccl-tests' usual -e 8G sweep
 TOL = 0.15
 
 
 def _reference():
-    # ../shared/reference next to the checkout (main) or next to the worktrees folder (a worktree)
-    path = next(p / "shared" / "reference" / "comm_measurements.csv" for p in ROOT.parents
-                if (p / "shared" / "reference" / "comm_measurements.csv").exists())
-    with open(path, newline="", encoding="utf-8") as fh:
-        return {row["id"]: row for row in csv.DictReader(fh)}
+    table = load_catalog().reference("comm_measurements").astype(object).fillna("")
+    return {row["id"]: {k: str(v) for k, v in row.items()} for row in table.to_dict("records")}
 
 
 REF = _reference()

@@ -1,7 +1,7 @@
 """The compute roofline against measured training throughput: it must be an upper bound, and not a loose one.
 
 Rows: NVIDIA/NeMo docs/source/performance/performance_summary.md @ e2de75c15e (NeMo 24.07, DGX-H100,
-FP8; /work/shared/reference/training_measurements.csv rows nemo2407_h100_*) and the issue's Llama-2-7B
+FP8; data/reference/training_measurements.csv rows nemo2407_h100_*) and the issue's Llama-2-7B
 bf16 case (9,600 tokens/s per H100). The roofline leaves out communication, the pipeline bubble, FP8
 scaling/cast kernels and framework overheads, so the measurement must fall below it; measured runs
 reach 60-70% of it (ratios 1.42-1.68 when this test was written). No constant was tuned to these rows.

@@ -42,7 +42,7 @@ def test_deepseek_v3_mla_cache(cat):
 @pytest.mark.parametrize("mid,published", [("llama3.1-8b", 131072), ("llama3.1-70b", 327680),
                                               ("gpt3-175b", 4718592), ("deepseek-v3", 70272)])
 def test_matches_reference_table(cat, mid, published):
-    # kv_cache_bytes_per_token_bf16 of /work/shared/reference/models.csv
+    # kv_cache_bytes_per_token_bf16 of data/reference/models.csv
     assert kv_cache_bytes_per_token(cat.model(mid)) == published
 
 

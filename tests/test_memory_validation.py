@@ -4,7 +4,7 @@ A one-sided check (a configuration that ran needs at most the card's memory): Me
 (Narayanan et al., SC21, Tables 1 and 2: A100 80GB, fp16 mixed precision, full recomputation,
 sequence length 2048) and the NeMo 24.07 performance summary (NVIDIA/NeMo
 docs/source/performance/performance_summary.md @ e2de75c15e: H100 80GB, fp8), as transcribed in
-/work/shared/reference/training_measurements.csv. Unknown micro-batch sizes are taken as 1; the 2021
+data/reference/training_measurements.csv. Unknown micro-batch sizes are taken as 1; the 2021
 PTD-P runs predate Megatron's distributed optimizer (ZeRO stage 0), the ZeRO-3 rows are DeepSpeed's.
 """
 
