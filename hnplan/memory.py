@@ -123,3 +123,51 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
     layers_per_stage = -(-model.layers // pp)
     in_flight = pp if num_microbatches is None else min(pp, num_microbatches)
     return TrainingMemory(params, grads, opt, per_layer * layers_per_stage * in_flight)
+
+
+# --- inference footprint: minimal stand-ins for issue 5 --------------------------------------------
+# The inference planner (issue 7) needs these before the memory model of issue 5 lands; names and
+# signatures follow issue 5's ``hnplan.memory.inference`` so the merge replaces them one for one.
+# Runtime overheads and the activation workspace are issue 5's; here the whole HBM is usable.
+
+def kv_cache_bytes_per_token(model: Model, kv_dtype: str = "bf16", tp: int = 1) -> float:
+    """KV-cache bytes of one token on one accelerator of a ``tp``-way replica [bytes/token].
+
+    MHA / GQA / MQA: ``2 x layers x kv_heads x head_dim x bytes`` (Pope et al., MLSys 2023,
+    arXiv:2211.05102, Sec. 2), KV heads split over ``tp`` (at least one per rank). MLA:
+    ``layers x (kv_lora_rank + qk_rope_head_dim) x bytes``, replicated on every TP rank (DeepSeek-V3
+    report, arXiv:2412.19437, Sec. 2.1.1).
+
+    Raises
+    ------
+    InputError
+        For an unknown KV dtype.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> kv_cache_bytes_per_token(load_catalog().model("deepseek-v3"))   # 61 x (512 + 64) x 2
+    70272.0
+    """
+    try:
+        b = units.dtype_bytes(kv_dtype)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if model.mla is not None:
+        return model.layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * b
+    hd = model.head_dim or model.hidden // model.heads
+    return 2.0 * model.layers * max(model.kv_heads / tp, 1.0) * hd * b
+
+
+def weight_bytes_per_gpu(model: Model, dtype: str = "bf16", tp: int = 1, ep: int = 1) -> float:
+    """Weights of a serving replica on one accelerator [bytes]: every parameter at ``dtype``, split
+    over ``tp``; routed experts over ``tp x ep``.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> round(weight_bytes_per_gpu(load_catalog().model("llama3.1-8b")) / 2**30, 2)   # GiB
+    14.96
+    """
+    try:
+        b = units.dtype_bytes(dtype)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    pc = param_counts(model)
+    return b * ((pc.total - pc.expert_params) / tp + pc.expert_params / (tp * ep))
