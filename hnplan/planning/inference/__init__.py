@@ -1,0 +1,42 @@
+"""Inference capacity planner: TTFT, TPOT, throughput and max batch of a serving replica
+(:mod:`.core`); replicas, GPUs, power and $ per million tokens for a request rate under SLOs,
+prefill/decode disaggregation and short scoring requests (:mod:`.capacity`); validation against
+published serving measurements (:mod:`.validation`). See docs/inference.md.
+"""
+
+from hnplan.planning.inference.core import (  # noqa: F401
+    DEFAULT_MAX_BATCHED_TOKENS,
+    SERVE_DTYPES,
+    OperatingPoint,
+    Replica,
+    Setup,
+    batch_grid,
+    decode_step,
+    default_kv_dtype,
+    frontier,
+    kv_budget_bytes,
+    kv_bytes_per_token_per_gpu,
+    max_batch,
+    max_throughput_point,
+    memory_per_gpu_bytes,
+    prefill_pass,
+    prefill_per_request_s,
+    resolve,
+    steady_state,
+    weights_bytes_per_gpu,
+)
+from hnplan.planning.inference.capacity import (  # noqa: F401
+    CapacityPlan,
+    Traffic,
+    candidate_replicas,
+    erlang_c,
+    gpus_vs_rate,
+    kv_transfer_s,
+    mgc_wait_s,
+    operating_point,
+    attributed_power_w,
+    plan_for_rate,
+    scoring_capacity,
+    usd_per_gpu_hour,
+    usd_per_million_tokens,
+)
