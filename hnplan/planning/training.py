@@ -42,7 +42,7 @@ from hnplan.compute import (
     training_stage_time_s,
 )
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.memory import ZERO_STAGES, training_memory
+from hnplan.memory import ZERO_STAGES, hbm_capacity_bytes, training_memory
 
 TRAIN_DTYPES = ("bf16", "fp8")
 ADAM_STEP_BYTES_PER_PARAM = 30.0  # 4+4+4+4 read (master, m, v, fp32 grad) + 4+4+4+2 written
@@ -287,8 +287,9 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     step = (m + bubble_mb) * t_mb + t_dp + t_opt
     tokens_per_s = global_batch_seqs * seq_len / step
     peak = peak_flops_per_s(acc, dtype)
-    mem = training_memory(model, seq_len, p.microbatch_size, p.tp, p.pp, p.dp, p.cp, p.ep,
-                          p.zero_stage, p.recompute, m)
+    mem = training_memory(model, seq_len, p.microbatch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.zero_stage, p.recompute,
+                          m, virtual_stages=p.virtual_stages, recipe="fp8" if dtype == "fp8" else "megatron-bf16",
+                          catalog=cat)
     hbm = units.GB_to_bytes(acc.hbm_gb)
     model_rate = flops.model * tokens_per_s / gpus
     hw_rate = flops.hardware * tokens_per_s / gpus
@@ -309,7 +310,7 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
         mfu=model_rate / peak, hfu=hw_rate / peak,
         model_tflops_per_gpu=model_rate / units.TERA, hardware_tflops_per_gpu=hw_rate / units.TERA,
         memory_per_gpu_bytes=mem.total_bytes, memory_breakdown_gib=mem.as_gib(), hbm_bytes=hbm,
-        fits=mem.total_bytes <= hbm, breakdown_s=breakdown,
+        fits=mem.total_bytes <= hbm_capacity_bytes(acc), breakdown_s=breakdown,
     )
 
 

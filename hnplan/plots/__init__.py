@@ -9,3 +9,4 @@ from hnplan.plots.common import (  # noqa: F401
     show,
     step_breakdown_bar,
 )
+from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
