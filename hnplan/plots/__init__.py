@@ -10,3 +10,4 @@ from hnplan.plots.common import (  # noqa: F401
     step_breakdown_bar,
 )
 from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
+from hnplan.plots.roofline import roofline  # noqa: F401
