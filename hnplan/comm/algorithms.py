@@ -51,6 +51,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -297,6 +298,22 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
 
 
 def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, str]:
-    """The tuner's time [s] and algorithm for one scalar size (planner helper)."""
-    r = collective(op, n_bytes, group)
-    return float(r.time_s[0]), str(r.algorithm[0])
+    """The tuner's time [s] and algorithm for one scalar size (the planners' fast path of
+    :func:`collective`; same formulas, no arrays).
+
+    Raises
+    ------
+    InputError
+        For an unknown op.
+    """
+    if op not in ALGORITHMS:
+        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if group.size == 1:
+        return 0.0, "none"
+    s = float(n_bytes)
+    best, name = math.inf, ""
+    for alg in ALGORITHMS[op]:
+        t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
+        if t is not None and t < best:
+            best, name = float(t), alg
+    return best, name

@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass, field
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model, System
-from hnplan.comm.collectives import hierarchical_allreduce_time, pairwise_alltoall_time, sendrecv_time
-from hnplan.comm.topology import LinkParams, SystemLinks, split_group, system_links
+from hnplan.comm.algorithms import algorithm_time, best_time
+from hnplan.comm.placement import place_group
+from hnplan.comm.topology import system_links
 from hnplan.compute import (
     RECOMPUTE_MODES,
     achievable_hbm_Bps,
@@ -133,17 +134,29 @@ class TrainingEstimate:
         }
 
 
-def _group_allreduce(n_bytes: float, size: int, stride: int, links: SystemLinks) -> float:
-    if size <= 1:
-        return 0.0
-    inner, outer = split_group(size, stride, links.domain_gpus)
-    return hierarchical_allreduce_time(n_bytes, inner, outer, links.scaleup.bw_Bps, links.scaleup.alpha_s,
-                                       links.scaleout.bw_Bps, links.scaleout.alpha_s)
+class _Comm:
+    """Collective times of the plan's groups, placed on the system (hnplan.comm.placement) with the
+    tuner's fastest algorithm (hnplan.comm.algorithms); placements cached per (size, stride)."""
 
+    def __init__(self, system: System, gpus: int, catalog: Catalog):
+        self.system, self.gpus, self.cat = system, gpus, catalog
+        self.links = system_links(system, catalog, gpus=gpus)
+        self._groups: dict = {}
 
-def _tier(size: int, stride: int, links: SystemLinks) -> LinkParams:
-    _, outer = split_group(size, stride, links.domain_gpus)
-    return links.scaleup if outer == 1 else links.scaleout
+    def group(self, size: int, stride: int):
+        key = (size, stride)
+        if key not in self._groups:
+            self._groups[key] = place_group(self.system, size, stride, self.gpus, self.cat, self.links)
+        return self._groups[key]
+
+    def time(self, op: str, n_bytes: float, size: int, stride: int) -> float:
+        if size <= 1:
+            return 0.0
+        return best_time(op, n_bytes, self.group(size, stride))[0]
+
+    def sendrecv(self, n_bytes: float, size: int, stride: int) -> float:
+        """One point-to-point message between neighbours of a group of ``size`` (at least 2) ranks."""
+        return float(algorithm_time("sendrecv", "p2p", n_bytes, self.group(max(size, 2), stride)))
 
 
 def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs: int) -> int:
@@ -225,7 +238,7 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
         raise InputError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}; got {dtype!r}")
     m = validate_plan(model, gpus, plan, global_batch_seqs)
     p = plan
-    links = system_links(system, cat)
+    comm = _Comm(system, gpus, cat)
     act_bytes = units.dtype_bytes("bf16")
 
     flops = training_flops_per_token(model, seq_len, p.recompute)
@@ -239,30 +252,27 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     # --- tensor parallel: 2 all-reduces (or AG + RS with SP) forward, 2 backward per layer ----
     tp_msg = tokens_mb / p.cp * model.hidden * act_bytes
     n_tp = 4 + (2 if p.recompute == "full" else 0)
-    t_tp_mb = layers_slowest * n_tp * _group_allreduce(tp_msg, p.tp, 1, links)
+    t_tp_mb = layers_slowest * n_tp * comm.time("allreduce", tp_msg, p.tp, 1)
 
     # --- context parallel: ring exchange of K/V, cp-1 steps forward, twice that backward -------
     t_cp_mb = 0.0
     if p.cp > 1:
         kv_dim = (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) if model.mla else 2 * model.kv_heads * (model.head_dim or model.hidden // model.heads)
         kv_msg = tokens_mb / p.cp * kv_dim * act_bytes / p.tp
-        lk = _tier(p.cp, p.tp, links)
-        t_cp_mb = layers_slowest * 3 * (p.cp - 1) * sendrecv_time(kv_msg, lk.bw_Bps, lk.alpha_s)
+        t_cp_mb = layers_slowest * 3 * (p.cp - 1) * comm.sendrecv(kv_msg, p.cp, p.tp)
 
     # --- expert parallel: dispatch + combine all-to-all, forward and backward ----------------
     t_ep_mb = 0.0
     if p.ep > 1 and model.moe is not None:
         moe_layers_slowest = math.ceil((model.layers - model.moe.first_dense_layers) / p.pp)
         a2a_msg = tokens_mb / (p.tp * p.cp) * model.moe.active_experts * model.hidden * act_bytes
-        lk = _tier(p.ep, p.tp, links)
-        t_ep_mb = moe_layers_slowest * 4 * pairwise_alltoall_time(a2a_msg, p.ep, lk.bw_Bps, lk.alpha_s)
+        t_ep_mb = moe_layers_slowest * 4 * comm.time("alltoall", a2a_msg, p.ep, p.tp)
 
     # --- pipeline point-to-point: activations forward, gradients backward ----------------------
     t_pp_mb = 0.0
     if p.pp > 1:
-        lk = _tier(p.pp, p.tp * p.cp * p.dp, links)
         pp_msg = tokens_mb / (p.cp * p.tp) * model.hidden * act_bytes
-        t_pp_mb = 2 * p.virtual_stages * sendrecv_time(pp_msg, lk.bw_Bps, lk.alpha_s)
+        t_pp_mb = 2 * p.virtual_stages * comm.sendrecv(pp_msg, p.pp, p.tp * p.cp * p.dp)
 
     t_mb = t_compute_mb + t_tp_mb + t_cp_mb + t_ep_mb + t_pp_mb
     bubble_mb = (p.pp - 1) / p.virtual_stages
@@ -272,10 +282,10 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     dense_local = (pc.total - pc.expert_params) / (p.tp * p.pp)
     expert_local = pc.expert_params / (p.tp * p.pp * p.ep)
     grad_bytes = 4.0 if dtype == "bf16" else 2.0  # Megatron-LM reduces bf16 gradients in fp32
-    t_dp = _group_allreduce(dense_local * grad_bytes, p.dp * p.cp, p.tp, links)
+    t_dp = comm.time("allreduce", dense_local * grad_bytes, p.dp * p.cp, p.tp)
     if expert_local:
         edp = max(1, p.dp * p.cp // p.ep)
-        t_dp += _group_allreduce(expert_local * grad_bytes, edp, p.tp * p.ep, links)
+        t_dp += comm.time("allreduce", expert_local * grad_bytes, edp, p.tp * p.ep)
     if p.zero_stage == 3:
         t_dp *= 1.5  # forward and backward parameter all-gathers, each half an all-reduce (ZeRO Sec. 7)
 
