@@ -14,6 +14,7 @@ from hnplan.planning.inference.core import (  # noqa: F401
     decode_step,
     default_kv_dtype,
     frontier,
+    fixed_bytes_per_gpu,
     kv_budget_bytes,
     kv_bytes_per_token_per_gpu,
     max_batch,
@@ -23,6 +24,7 @@ from hnplan.planning.inference.core import (  # noqa: F401
     prefill_per_request_s,
     resolve,
     steady_state,
+    usable_bytes_per_gpu,
     weights_bytes_per_gpu,
 )
 from hnplan.planning.inference.capacity import (  # noqa: F401

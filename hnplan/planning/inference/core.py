@@ -39,7 +39,7 @@ from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.comm import best_time, place_group, system_links
 from hnplan.compute import operator_table, totals
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.memory import kv_cache_bytes_per_token, weight_bytes_per_gpu
+from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "fp4")
 ACT_BYTES = 2.0  # bf16 activations on the wire (TP all-reduce, EP combine, PP sends)
@@ -154,9 +154,29 @@ def kv_bytes_per_token_per_gpu(s: Setup) -> float:
     return kv_cache_bytes_per_token(s.model, s.replica.kv, s.replica.tp) / s.replica.pp
 
 
-def kv_budget_bytes(s: Setup) -> float:
-    """HBM left for the KV cache on one accelerator [bytes]: HBM capacity minus weights."""
-    return units.GB_to_bytes(s.acc.hbm_gb) - weights_bytes_per_gpu(s)
+def _capacity(s: Setup, max_batched_tokens: int | None = None):
+    r = s.replica
+    return kv_capacity(s.model, s.acc, r.dtype, r.kv, r.tp, r.ep, max_batched_tokens=max_batched_tokens,
+                       catalog=s.catalog)
+
+
+def fixed_bytes_per_gpu(s: Setup, max_batched_tokens: int | None = None) -> float:
+    """Weights (``/ pp``), activation workspace and runtime overheads on one accelerator [bytes]
+    (issue 5's :func:`hnplan.memory.kv_capacity` parts)."""
+    c = _capacity(s, max_batched_tokens)
+    return weights_bytes_per_gpu(s) + c.workspace_bytes + c.overhead_bytes
+
+
+def usable_bytes_per_gpu(s: Setup) -> float:
+    """Device memory the serving engine may use [bytes]: visible HBM x the serving memory
+    utilization (catalog ``memory.yaml``, vLLM's ``gpu_memory_utilization``)."""
+    return _capacity(s).usable_bytes
+
+
+def kv_budget_bytes(s: Setup, max_batched_tokens: int | None = None) -> float:
+    """Memory left for the KV cache on one accelerator [bytes]: usable memory minus weights,
+    workspace and runtime overheads."""
+    return usable_bytes_per_gpu(s) - fixed_bytes_per_gpu(s, max_batched_tokens)
 
 
 def max_batch(s: Setup, context_tokens: float) -> int:
@@ -173,9 +193,9 @@ def max_batch(s: Setup, context_tokens: float) -> int:
     budget = kv_budget_bytes(s)
     r = s.replica
     if budget <= 0:
-        raise InfeasiblePlan(f"{s.model.id} at {r.dtype} needs {units.to_GiB(weights_bytes_per_gpu(s)):.1f} GiB "
-                             f"of weights per GPU with tp={r.tp} ep={r.ep} pp={r.pp}; {s.acc.id} has "
-                             f"{units.to_GiB(units.GB_to_bytes(s.acc.hbm_gb)):.1f} GiB")
+        raise InfeasiblePlan(f"{s.model.id} at {r.dtype} needs {units.to_GiB(fixed_bytes_per_gpu(s)):.1f} GiB "
+                             f"of weights, workspace and overheads per GPU with tp={r.tp} ep={r.ep} pp={r.pp}; "
+                             f"{s.acc.id} offers {units.to_GiB(usable_bytes_per_gpu(s)):.1f} GiB to the engine")
     per_group = math.floor(budget / (context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp))
     if per_group < 1:
         raise InfeasiblePlan(f"one sequence of {context_tokens:.0f} tokens does not fit the KV cache of "
@@ -184,9 +204,10 @@ def max_batch(s: Setup, context_tokens: float) -> int:
 
 
 def memory_per_gpu_bytes(s: Setup, batch: int, context_tokens: float) -> float:
-    """Weights plus the KV cache of ``batch`` sequences of ``context_tokens`` on one accelerator [bytes]."""
+    """Weights, workspace, overheads and the KV cache of ``batch`` sequences of ``context_tokens`` on
+    one accelerator [bytes]."""
     per_group = math.ceil(batch / s.replica.groups)
-    return weights_bytes_per_gpu(s) + per_group * s.replica.pp * context_tokens * kv_bytes_per_token_per_gpu(s)
+    return fixed_bytes_per_gpu(s) + per_group * s.replica.pp * context_tokens * kv_bytes_per_token_per_gpu(s)
 
 
 # --- time of one pass ----------------------------------------------------------------------------------
@@ -297,7 +318,7 @@ class OperatingPoint:
     tokens_per_s_per_gpu: float
     requests_per_s: float
     memory_per_gpu_bytes: float
-    hbm_bytes: float
+    hbm_bytes: float  # usable by the engine: visible HBM x serving memory utilization
     max_batch: int
     breakdown_s: dict = field(default_factory=dict)
 
@@ -365,7 +386,7 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
         prefill_per_request_s=pf_req, prefill_single_s=pf_single, iteration_s=t_it, tpot_s=t_it, ttft_s=ttft,
         e2e_s=ttft + (output_tokens - 1) * t_it, tokens_per_s=tps, tokens_per_s_per_gpu=tps / r.gpus,
         requests_per_s=tps / output_tokens, memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
-        hbm_bytes=units.GB_to_bytes(s.acc.hbm_gb), max_batch=mb, breakdown_s=breakdown)
+        hbm_bytes=usable_bytes_per_gpu(s), max_batch=mb, breakdown_s=breakdown)
 
 
 def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
