@@ -29,6 +29,7 @@ from hnplan.planning.inference.core import (  # noqa: F401
 )
 from hnplan.planning.inference.capacity import (  # noqa: F401
     CapacityPlan,
+    best_under_tpot,
     Traffic,
     candidate_replicas,
     erlang_c,
@@ -42,3 +43,4 @@ from hnplan.planning.inference.capacity import (  # noqa: F401
     usd_per_gpu_hour,
     usd_per_million_tokens,
 )
+from hnplan.planning.inference.validation import Measurement, measurements, predict, validation_table  # noqa: F401

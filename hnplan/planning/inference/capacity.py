@@ -266,6 +266,43 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool):
             for b in batch_grid(mb, s.replica.groups, 12)]
 
 
+def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bound_s: float, **kwargs):
+    """The operating point with the most output tokens/s whose TPOT stays within ``tpot_bound_s``
+    (TPOT grows with batch: a grid, then bisection between the last batch within the bound and the
+    first beyond it). None if even the smallest batch exceeds the bound.
+
+    ``kwargs`` go to :func:`hnplan.planning.inference.core.steady_state`.
+    """
+    ctx_max = kwargs.get("max_context_tokens") or input_tokens + output_tokens
+    mb = max_batch(s, ctx_max)
+    g = s.replica.groups
+    cache: dict = {}
+
+    def at(b):
+        return steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+
+    lo, hi = None, None
+    for b in batch_grid(mb, g, 16):
+        p = at(b)
+        if p.tpot_s <= tpot_bound_s:
+            lo = (int(b), p)
+        else:
+            hi = int(b)
+            break
+    if lo is None:
+        return None
+    if hi is not None:
+        a, z = lo[0] // g, hi // g
+        while z - a > 1:
+            mid = (a + z) // 2
+            p = at(mid * g)
+            if p.tpot_s <= tpot_bound_s:
+                a, lo = mid, (mid * g, p)
+            else:
+                z = mid
+    return lo[1]
+
+
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
     """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
     sends its share over a point-to-point link (scale-up inside one domain, else its NIC share)."""
