@@ -6,11 +6,13 @@ published serving measurements (:mod:`.validation`). See docs/inference.md.
 
 from hnplan.planning.inference.core import (  # noqa: F401
     DEFAULT_MAX_BATCHED_TOKENS,
+    MAX_REPLICA_GPUS,
     SERVE_DTYPES,
     OperatingPoint,
     Replica,
     Setup,
     batch_grid,
+    candidate_replicas,
     decode_step,
     default_kv_dtype,
     frontier,
@@ -27,20 +29,22 @@ from hnplan.planning.inference.core import (  # noqa: F401
     usable_bytes_per_gpu,
     weights_bytes_per_gpu,
 )
+from hnplan.planning.inference.points import (  # noqa: F401
+    attributed_power_w,
+    best_under_tpot,
+    design_frontiers,
+    operating_point,
+    scoring_capacity,
+    usd_per_gpu_hour,
+    usd_per_million_tokens,
+)
 from hnplan.planning.inference.capacity import (  # noqa: F401
     CapacityPlan,
-    best_under_tpot,
     Traffic,
-    candidate_replicas,
     erlang_c,
     gpus_vs_rate,
     kv_transfer_s,
     mgc_wait_s,
-    operating_point,
-    attributed_power_w,
     plan_for_rate,
-    scoring_capacity,
-    usd_per_gpu_hour,
-    usd_per_million_tokens,
 )
 from hnplan.planning.inference.validation import Measurement, measurements, predict, validation_table  # noqa: F401

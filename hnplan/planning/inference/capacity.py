@@ -38,7 +38,6 @@ from scipy import stats
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
-from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -46,15 +45,14 @@ from hnplan.planning.inference.core import (
     Replica,
     Setup,
     batch_grid,
+    candidate_replicas,
     max_batch,
-    max_throughput_point,
     prefill_pass,
     resolve,
     steady_state,
 )
-from hnplan.power import design_power
+from hnplan.planning.inference.points import attributed_power_w, usd_per_gpu_hour, usd_per_million_tokens
 
-MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
 
 
 # --- traffic ---------------------------------------------------------------------------------------------
@@ -122,71 +120,6 @@ def mgc_wait_s(rate_per_s, servers, service_s, cs2: float = 0.0):
     w = (1.0 + cs2) / 2.0 * erlang_c(c, a) * service_s / np.where(a < c, c - a, 1.0)
     w = np.where(a < c, w, np.inf)
     return float(w) if np.ndim(w) == 0 else w
-
-
-# --- cost ----------------------------------------------------------------------------------------------------
-def _whole_units(system, gpus: int | None) -> int:
-    return math.ceil((gpus or system.unit_gpus) / system.unit_gpus) * system.unit_gpus
-
-
-def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
-    """TCO per GPU-hour over the amortisation period of the purchasable units that hold ``gpus``
-    accelerators (default one unit) [USD/GPU-hour] (:func:`hnplan.cost.design_cost`)."""
-    cat = catalog or load_catalog()
-    system = cat.system(system)
-    n = _whole_units(system, gpus)
-    dc = design_cost(system, n, cat)
-    return dc.tco_usd / (n * units.s_to_hours(dc.years * units.YEAR))
-
-
-def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
-    """IT and facility power attributed to ``gpus`` accelerators: their share of the rated power of
-    the purchasable units that hold them (:func:`hnplan.power.design_power`) [W]."""
-    cat = catalog or load_catalog()
-    system = cat.system(system)
-    n = _whole_units(system, gpus)
-    pw = design_power(system, n, cat)
-    return pw.it_w * gpus / n, pw.facility_w * gpus / n
-
-
-def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
-    """``gpus x $/GPU-hour / (tokens/s x 3600) x 1e6`` [USD per million output tokens]."""
-    return gpus * usd_gpu_h / (tokens_per_s * units.HOUR) * units.MEGA
-
-
-# --- candidates ------------------------------------------------------------------------------------------------
-def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
-                       catalog: Catalog | None = None) -> list[Replica]:
-    """Replica layouts to search: TP a power of two dividing the heads within one scale-up domain;
-    for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
-    :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
-    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``."""
-    cat = catalog or load_catalog()
-    m, sys_ = cat.model(model), cat.system(system)
-    fixed = fixed or {}
-    pow2 = [2**i for i in range(9)]
-    tps = [fixed["tp"]] if fixed.get("tp") else [t for t in pow2 if m.heads % t == 0 and t <= sys_.scaleup_domain_gpus]
-    if fixed.get("ep"):
-        eps = [fixed["ep"]]
-    elif m.moe is None:
-        eps = [1]
-    else:
-        eps = [e for e in pow2 if m.moe.experts % e == 0]
-    out = []
-    for tp in tps:
-        for ep in eps:
-            if tp * ep > MAX_REPLICA_GPUS and not (fixed.get("tp") and fixed.get("ep")):
-                continue
-            pps = [fixed["pp"]] if fixed.get("pp") else [1, 2, 4, 8]
-            for pp in pps:
-                r = Replica(tp, ep, pp, dtype, kv_dtype)
-                try:
-                    max_batch(resolve(m, sys_, r, cat), 1)
-                except InfeasiblePlan:
-                    continue
-                out.append(r)
-                break  # the smallest PP that fits
-    return out
 
 
 @dataclass(frozen=True)
@@ -264,43 +197,6 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool):
                          max_context_tokens=tr["context_p99"], max_batched_tokens=mbt, disaggregated=disaggregated,
                          _cache=cache)
             for b in batch_grid(mb, s.replica.groups, 12)]
-
-
-def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bound_s: float, **kwargs):
-    """The operating point with the most output tokens/s whose TPOT stays within ``tpot_bound_s``
-    (TPOT grows with batch: a grid, then bisection between the last batch within the bound and the
-    first beyond it). None if even the smallest batch exceeds the bound.
-
-    ``kwargs`` go to :func:`hnplan.planning.inference.core.steady_state`.
-    """
-    ctx_max = kwargs.get("max_context_tokens") or input_tokens + output_tokens
-    mb = max_batch(s, ctx_max)
-    g = s.replica.groups
-    cache: dict = {}
-
-    def at(b):
-        return steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
-
-    lo, hi = None, None
-    for b in batch_grid(mb, g, 16):
-        p = at(b)
-        if p.tpot_s <= tpot_bound_s:
-            lo = (int(b), p)
-        else:
-            hi = int(b)
-            break
-    if lo is None:
-        return None
-    if hi is not None:
-        a, z = lo[0] // g, hi // g
-        while z - a > 1:
-            mid = (a + z) // 2
-            p = at(mid * g)
-            if p.tpot_s <= tpot_bound_s:
-                a, lo = mid, (mid * g, p)
-            else:
-                z = mid
-    return lo[1]
 
 
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
@@ -456,105 +352,3 @@ def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpo
     df.attrs["units"] = {"qps": "requests/s", "gpus": "GPUs", "usd_per_million_tokens": "USD per 1e6 output tokens",
                          "ttft_s": "s", "tpot_s": "s", "facility_power_kw": "kW"}
     return df
-
-
-# --- short scoring requests ---------------------------------------------------------------------------------------
-def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, replica: Replica | None = None,
-                     catalog: Catalog | None = None) -> dict:
-    """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
-    the requests per second one node sustains with every request answered within ``latency_bound_s``.
-
-    A replica runs back-to-back passes of ``k`` requests; at saturation a request waits for the pass in
-    flight and then runs in the next, so its latency is at most ``2 t(k)``. The largest ``k`` with
-    ``2 t(k) <= bound`` gives ``k / t(k)`` requests/s per replica; a node holds ``node_gpus /
-    replica GPUs`` replicas. Without ``replica`` every TP of :func:`candidate_replicas` (bf16) is tried.
-
-    Returns
-    -------
-    dict
-        ``requests_per_s_per_node``, ``requests_per_s_per_gpu``, ``batch``, ``latency_s`` (the bound
-        reached, ``2 t(k)``), ``pass_s``, ``tp``, ``ep``, ``pp``, ``node_gpus``.
-
-    Raises
-    ------
-    InfeasiblePlan
-        If even one request alone exceeds the bound.
-    """
-    cat = catalog or load_catalog()
-    m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, "bf16", catalog=cat)
-    best = None
-    for r in reps:
-        s = resolve(m, sys_, r, cat)
-        cap = max_batch(s, input_tokens) // r.groups
-        k_lo, t_lo = 0, None
-        for k in batch_grid(cap, 1, 20):
-            t = prefill_pass(s, int(k), input_tokens)["time_s"]
-            if 2 * t > latency_bound_s:
-                break
-            k_lo, t_lo = int(k), t
-        if t_lo is None:
-            continue
-        per_gpu = k_lo * r.groups / t_lo / r.gpus
-        if best is None or per_gpu > best["requests_per_s_per_gpu"]:
-            best = {"tp": r.tp, "ep": r.ep, "pp": r.pp, "batch": k_lo * r.groups, "pass_s": t_lo, "latency_s": 2 * t_lo,
-                    "requests_per_s_per_gpu": per_gpu, "node_gpus": sys_.node_gpus,
-                    "requests_per_s_per_node": per_gpu * sys_.node_gpus}
-    if best is None:
-        raise InfeasiblePlan(f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
-                             f"half the {latency_bound_s * 1e3:.1f} ms bound")
-    return best
-
-
-def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
-                    batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
-                    fixed: dict | None = None, catalog: Catalog | None = None, **kwargs) -> dict:
-    """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
-
-    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees):
-    the first that fits for a given batch, the one with the most output tokens/s per GPU otherwise.
-
-    Returns
-    -------
-    dict
-        The JSON shape of ``hnplan infer`` without ``--qps``: ``ttft_s, tpot_s, e2e_latency_s,
-        tokens_per_s, tokens_per_s_per_gpu, tokens_per_s_per_user, max_batch, batch, replicas`` (1),
-        ``gpus``, ``memory_per_gpu_gib``, ``hbm_gib``, ``usd_per_gpu_hour``,
-        ``usd_per_million_tokens``, ``it_power_kw``, the layout and ``breakdown_s``.
-
-    Raises
-    ------
-    InfeasiblePlan
-        If no layout fits (or the batch exceeds every layout's memory).
-    """
-    cat = catalog or load_catalog()
-    m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat)
-    if replica is None:
-        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)
-    best, err = None, None
-    for r in reps:
-        s = resolve(m, sys_, r, cat)
-        try:
-            p = (max_throughput_point(s, input_tokens, output_tokens, **kwargs) if batch is None
-                 else steady_state(s, batch, input_tokens, output_tokens, **kwargs))
-        except InfeasiblePlan as exc:
-            err = exc
-            continue
-        if best is None or p.tokens_per_s_per_gpu > best[1].tokens_per_s_per_gpu:
-            best = (r, p)
-        if batch is not None:
-            break
-    if best is None:
-        raise err or InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id}")
-    r, p = best
-    rate = usd_per_gpu_hour(sys_, None, cat)
-    it_w, _ = attributed_power_w(sys_, r.gpus, cat)
-    return {"model": m.id, "system": sys_.id, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
-            "kv_dtype": r.kv, "input_tokens": input_tokens, "output_tokens": output_tokens, "batch": p.batch,
-            "max_batch": p.max_batch, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s, "e2e_latency_s": p.e2e_s,
-            "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
-            "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
-            "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
-            "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
-            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s)}

@@ -42,6 +42,7 @@ from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "fp4")
+MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
 ACT_BYTES = 2.0  # bf16 activations on the wire (TP all-reduce, EP combine, PP sends)
 # TensorRT-LLM's default scheduler token budget per iteration (``max_num_tokens`` 8192, TensorRT-LLM
 # docs "Tuning max batch size and max num tokens"); a scheduler parameter, not a calibration.
@@ -140,6 +141,40 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     if r.pp > model.layers:
         raise InfeasiblePlan(f"pp = {r.pp} exceeds the {model.layers} layers of {model.id}")
     return Setup(model, system, acc, r, cat)
+
+
+def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
+                       catalog: Catalog | None = None) -> list[Replica]:
+    """Replica layouts to search: TP a power of two dividing the heads within one scale-up domain;
+    for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
+    :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
+    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``."""
+    cat = catalog or load_catalog()
+    m, sys_ = cat.model(model), cat.system(system)
+    fixed = fixed or {}
+    pow2 = [2**i for i in range(9)]
+    tps = [fixed["tp"]] if fixed.get("tp") else [t for t in pow2 if m.heads % t == 0 and t <= sys_.scaleup_domain_gpus]
+    if fixed.get("ep"):
+        eps = [fixed["ep"]]
+    elif m.moe is None:
+        eps = [1]
+    else:
+        eps = [e for e in pow2 if m.moe.experts % e == 0]
+    out = []
+    for tp in tps:
+        for ep in eps:
+            if tp * ep > MAX_REPLICA_GPUS and not (fixed.get("tp") and fixed.get("ep")):
+                continue
+            pps = [fixed["pp"]] if fixed.get("pp") else [1, 2, 4, 8]
+            for pp in pps:
+                r = Replica(tp, ep, pp, dtype, kv_dtype)
+                try:
+                    max_batch(resolve(m, sys_, r, cat), 1)
+                except InfeasiblePlan:
+                    continue
+                out.append(r)
+                break  # the smallest PP that fits
+    return out
 
 
 # --- memory -----------------------------------------------------------------------------------------
