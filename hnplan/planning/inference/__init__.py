@@ -41,10 +41,17 @@ from hnplan.planning.inference.points import (  # noqa: F401
 from hnplan.planning.inference.capacity import (  # noqa: F401
     CapacityPlan,
     Traffic,
+    capacity_verdict,
     erlang_c,
     gpus_vs_rate,
     kv_transfer_s,
     mgc_wait_s,
     plan_for_rate,
 )
-from hnplan.planning.inference.validation import Measurement, measurements, predict, validation_table  # noqa: F401
+from hnplan.planning.inference.validation import (  # noqa: F401
+    Measurement,
+    measurements,
+    predict,
+    validation_summary,
+    validation_table,
+)

@@ -138,3 +138,14 @@ def validation_table(rows: list[Measurement] | None = None, catalog: Catalog | N
     df = pd.DataFrame(out)
     df.attrs["units"] = {"error_pct": "%"}
     return df
+
+
+def validation_summary(df: pd.DataFrame) -> str:
+    """Markdown: mean absolute error and range per source family of a :func:`validation_table`."""
+    fam = df["id"].str.split("-").str[:2].str.join("-")
+    out = []
+    for f, g in df.groupby(fam, sort=False):
+        out.append(f"- **{f}** ({len(g)} rows): mean |error| {g['error_pct'].abs().mean():.1f}%, "
+                   f"from {g['error_pct'].min():+.1f}% to {g['error_pct'].max():+.1f}%; "
+                   f"{int(g['within_tolerance'].sum())} of {len(g)} within the stated band.")
+    return "\n".join(out)
