@@ -24,4 +24,4 @@ def test_inference_capacity_notebook(tmp_path):
     assert 'id="key-table"' in html
     assert plotly_divs(html) == 4
     assert "What this means" in html and "cheapest per token" in html
-    assert "trtllm-llama3.1" in html and "mean |error|" in html
+    assert "TensorRT-LLM llama3.1-8b" in html and "mean |error|" in html

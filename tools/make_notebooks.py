@@ -212,8 +212,8 @@ INFERENCE_CAPACITY = [
              "        \"tpot_s\": \"TPOT [s]\", \"facility_power_kw\": \"facility power [kW]\",\n"
              "        \"usd_per_million_tokens\": \"$ per M tokens\", \"status\": \"status\"}\n"
              "display(rt[[c for c in cols if c in rt]].rename(columns=cols).style.format(\n"
-             "    {\"TTFT [s]\": \"{:.3f}\", \"TPOT [s]\": \"{:.4f}\", \"facility power [kW]\": \"{:,.1f}\",\n"
-             "     \"$ per M tokens\": \"{:.3f}\"}, na_rep=\"-\").hide(axis=\"index\"))\n"
+             "    {\"requests/s\": \"{:g}\", \"TTFT [s]\": \"{:.3f}\", \"TPOT [s]\": \"{:.4f}\",\n"
+             "     \"facility power [kW]\": \"{:,.1f}\", \"$ per M tokens\": \"{:.3f}\"}, na_rep=\"-\").hide(axis=\"index\"))\n"
              "plots.show(plots.gpus_vs_rate_figure(rt))\n"
              "plots.show(plots.cost_per_token_figure(rt))\n"
              "display(Markdown(\"### What this means\\n\\n\" + capacity_verdict(rt, fr)))"),

@@ -62,8 +62,7 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
 def validation_figure(df: pd.DataFrame, title: str = "Modelled against published") -> go.Figure:
     """Modelled / published ratio per validation row, grouped by source family, with the +-25% band."""
     fig = go.Figure()
-    fam = df["id"].str.split("-").str[:2].str.join("-")
-    for i, (f, g) in enumerate(df.groupby(fam, sort=False)):
+    for i, (f, g) in enumerate(df.groupby("family", sort=False)):
         fig.add_scatter(x=g["id"], y=g["modelled"] / g["published"], mode="markers", name=f,
                         marker=dict(size=9, color=PALETTE[i % len(PALETTE)]),
                         customdata=g[["published", "modelled", "unit"]],

@@ -67,13 +67,15 @@ class Measurement:
     tpot_bound_s: float | None = None
     batch: int | None = None
     note: str = ""
+    family: str = ""
 
 
 def measurements() -> list[Measurement]:
     """Every validation row: the 30 TensorRT-LLM rows and the DeepSeek-V3 serving reports."""
     out = [Measurement(f"trtllm-{m}-tp{tp}-{i}-{o}", "tokens_per_s", m, "hgx-h100-ib-ndr", tp, 1, "fp8", i, o,
                        float(v), "output tokens/s per TP group", TRTLLM_SOURCE, *TRTLLM_TOLERANCE_PCT[m],
-                       note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "")
+                       note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
+                       family=f"TensorRT-LLM {m}")
            for m, tp, i, o, v in TRTLLM_ROWS]
     rtp = ("alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': H800 RoCE, PD-disaggregated, TP1 DP=EP; "
            "4K input / 2K output")
@@ -83,11 +85,12 @@ def measurements() -> list[Measurement]:
                     "13,200 concurrent requests reach the 20 tokens/s-per-user SLA: 1,850 tokens/s per GPU",
                     -80.0, 0.0, context_tokens=4096 + 1024, tpot_bound_s=1 / 20, batch=round(13200 / 144 * 128),
                     note="modelled with EP128 (the 128 non-redundant ranks); MTP speculative decoding, two-micro-batch "
-                         "overlap and one-shot all-to-all kernels (DeepEP) are not modelled"),
+                         "overlap and one-shot all-to-all kernels (DeepEP) are not modelled", family="RTP-LLM DeepSeek-V3"),
         Measurement("rtp-llm-deepseek-v3-prefill", "prefill_s", "deepseek-v3", "hgx-h800-ib", 1, 32, "fp8", 4096, 1,
                     1.5, "s per prefill pass of 2 x 4K prompts on one GPU", rtp + "; prefill EP32: one GPU runs 2 "
                     "requests of 4K tokens in 1.5 s (5,333 tokens/s per GPU)", 0.0, 60.0, batch=2,
-                    note="EP dispatch/combine not overlapped with compute in the model (the source overlaps two micro-batches)"),
+                    note="EP dispatch/combine not overlapped with compute in the model (the source overlaps two micro-batches)",
+                    family="RTP-LLM DeepSeek-V3"),
         Measurement("deepseek-v3-production-decode", "tokens_per_s_per_gpu_at_batch", "deepseek-v3", "hgx-h800-ib", 1,
                     128, "fp8", 4989, 1000, 14800.0 / 8, "output tokens/s per GPU",
                     "deepseek-ai/open-infra-index 202502OpenSourceWeek/day_6_one_more_thing_deepseekV3R1_inference_system_"
@@ -97,7 +100,8 @@ def measurements() -> list[Measurement]:
                     batch=round(14800 / 8 / 21 * 128),
                     note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
                          "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
-                         "published (1000 assumed for memory sizing only); MTP and overlap as above"),
+                         "published (1000 assumed for memory sizing only); MTP and overlap as above",
+                    family="DeepSeek production"),
     ]
     return out
 
@@ -142,9 +146,8 @@ def validation_table(rows: list[Measurement] | None = None, catalog: Catalog | N
 
 def validation_summary(df: pd.DataFrame) -> str:
     """Markdown: mean absolute error and range per source family of a :func:`validation_table`."""
-    fam = df["id"].str.split("-").str[:2].str.join("-")
     out = []
-    for f, g in df.groupby(fam, sort=False):
+    for f, g in df.groupby("family", sort=False):
         out.append(f"- **{f}** ({len(g)} rows): mean |error| {g['error_pct'].abs().mean():.1f}%, "
                    f"from {g['error_pct'].min():+.1f}% to {g['error_pct'].max():+.1f}%; "
                    f"{int(g['within_tolerance'].sum())} of {len(g)} within the stated band.")
