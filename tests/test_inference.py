@@ -223,3 +223,12 @@ def test_operating_point_keys_and_cost(cat):
     for k in ("ttft_s", "tpot_s", "tokens_per_s_per_gpu", "max_batch", "replicas", "gpus", "usd_per_million_tokens"):
         assert k in d
     assert d["usd_per_million_tokens"] == pytest.approx(d["usd_per_gpu_hour"] / (d["tokens_per_s"] * 3600) * 1e6)
+
+
+def test_chunked_prefill_spreads_the_first_token_over_chunks(h100_8b):
+    whole = steady_state(h100_8b, 64, 2000, 500)
+    chunked = steady_state(h100_8b, 64, 2000, 500, chunked_prefill=512)
+    assert chunked.tpot_s == whole.tpot_s  # same work per iteration on average
+    assert chunked.ttft_s == pytest.approx(4 * chunked.iteration_s)  # ceil(2000 / 512) = 4 iterations
+    with pytest.raises(InfeasiblePlan, match="chunk"):
+        steady_state(h100_8b, 160, 2000, 500, chunked_prefill=512)  # 160 x 2000 / 500 = 640 tokens > 512

@@ -27,6 +27,8 @@ def infer(
     dtype: str = typer.Option("bf16", "--dtype", help="weights/GEMMs: bf16, fp8 or fp4 (fp4 needs an fp4 peak)"),
     kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
+    chunked_prefill: int = typer.Option(None, "--chunked-prefill", min=1,
+                                        help="prefill chunk per iteration [tokens] (default: whole prompts)"),
     score_latency_ms: float = typer.Option(None, "--score-latency-ms", min=0.0,
                                            help="short scoring requests: requests/s per node within this latency [ms]"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -57,12 +59,12 @@ def infer(
         elif qps is not None:
             plan = plan_for_rate(model, system, qps, Traffic(input_tokens, output_tokens), units.MILLI * ttft_slo_ms,
                                  units.MILLI * tpot_slo_ms, dtype=dtype, kv_dtype=kv_dtype, fixed=fixed,
-                                 disaggregated=disaggregate, catalog=cat)
+                                 disaggregated=disaggregate, chunked_prefill=chunked_prefill, catalog=cat)
             out = plan.to_dict()
             title = f"{qps:g} requests/s"
         else:
             out = operating_point(model, system, input_tokens, output_tokens, replica=given, batch=batch, dtype=dtype,
-                                  kv_dtype=kv_dtype, fixed=fixed, catalog=cat)
+                                  kv_dtype=kv_dtype, fixed=fixed, catalog=cat, chunked_prefill=chunked_prefill)
             title = "batch " + str(batch) if batch else "maximum throughput"
         if json_:
             print_json(out)

@@ -186,17 +186,22 @@ def _min_replicas(qps: float, ttft_fn, n_min: int, ttft_slo_s: float, cap: int =
     return hi
 
 
-def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool):
-    """Steady states over the batch grid of one replica (skipping what does not fit)."""
+def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_prefill: int | None = None):
+    """Steady states over the batch grid of one replica (skipping what does not fit or run)."""
     try:
         mb = max_batch(s, tr["context_p99"])
     except InfeasiblePlan:
         return []
     cache: dict = {}
-    return [steady_state(s, int(b), tr["input_mean"], tr["output_mean"], context_tokens=tr["context_mean"],
-                         max_context_tokens=tr["context_p99"], max_batched_tokens=mbt, disaggregated=disaggregated,
-                         _cache=cache)
-            for b in batch_grid(mb, s.replica.groups, 12)]
+    out = []
+    for b in batch_grid(mb, s.replica.groups, 12):
+        try:
+            out.append(steady_state(s, int(b), tr["input_mean"], tr["output_mean"], context_tokens=tr["context_mean"],
+                                    max_context_tokens=tr["context_p99"], max_batched_tokens=mbt,
+                                    disaggregated=disaggregated, chunked_prefill=chunked_prefill, _cache=cache))
+        except InfeasiblePlan:
+            break  # a larger batch overflows the prefill chunk too
+    return out
 
 
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
@@ -211,7 +216,7 @@ def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_d
 def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float, *,
                   dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
                   disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                  catalog: Catalog | None = None) -> CapacityPlan:
+                  chunked_prefill: int | None = None, catalog: Catalog | None = None) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
     Parameters
@@ -228,6 +233,8 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         Pin ``tp``, ``ep``, ``pp`` (else searched, :func:`candidate_replicas`).
     disaggregated : bool
         Separate prefill and decode pools.
+    chunked_prefill : int, optional
+        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
 
     Returns
     -------
@@ -261,7 +268,7 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
             prefill_opts.append((sp, t1, per_req))
     for r in cands:
         s = resolve(m, sys_, r, cat)
-        for p in _grid_points(s, tr, max_batched_tokens, disaggregated):
+        for p in _grid_points(s, tr, max_batched_tokens, disaggregated, chunked_prefill):
             searched += 1
             best_tpot = min(best_tpot, p.tpot_s)
             if p.tpot_s > tpot_slo_s:

@@ -364,7 +364,7 @@ class OperatingPoint:
 def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float, *,
                  context_tokens: float | None = None, max_context_tokens: float | None = None,
                  max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS, disaggregated: bool = False,
-                 _cache: dict | None = None) -> OperatingPoint:
+                 chunked_prefill: int | None = None, _cache: dict | None = None) -> OperatingPoint:
     """Continuous batching with ``batch`` concurrent sequences in steady state (module docstring).
 
     Parameters
@@ -382,11 +382,15 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
         Scheduler token budget of one prefill pass [tokens].
     disaggregated : bool
         Decode-only replica (prefill runs in another pool): no prefill in the iteration.
+    chunked_prefill : int, optional
+        Chunk size [tokens] (Sarathi-Serve): each iteration carries at most this many prompt tokens
+        per attention group next to the decodes. The mean iteration is unchanged; a prompt's first
+        token comes after ``ceil(I / chunk)`` iterations instead of one lone prefill.
 
     Returns
     -------
     OperatingPoint
-        ``ttft_s`` without queueing (half an iteration plus a lone prefill); see
+        ``ttft_s`` without queueing (half an iteration plus a lone prefill, or the chunks); see
         :mod:`hnplan.planning.inference.capacity` for queueing at a request rate.
 
     Raises
@@ -414,6 +418,14 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
     t_it = dec["time_s"] + pf_iter
     tps = batch / t_it
     ttft = pf_single + (0.0 if disaggregated else t_it / 2)
+    if chunked_prefill is not None and not disaggregated:
+        if chunked_prefill < 1:
+            raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
+        per_iter = batch / r.groups * input_tokens / output_tokens
+        if per_iter > chunked_prefill:
+            raise InfeasiblePlan(f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
+                                 f"group, more than the {chunked_prefill}-token chunk")
+        ttft = math.ceil(input_tokens / chunked_prefill) * t_it
     breakdown = {"decode_compute": dec["compute_s"], "tp_allreduce": dec["tp_allreduce_s"],
                  "ep_alltoall": dec["ep_alltoall_s"], "pp_send": dec["pp_send_s"], "prefill_in_iteration": pf_iter}
     return OperatingPoint(
