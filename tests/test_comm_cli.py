@@ -54,3 +54,4 @@ def test_topology_json():
     assert d["tiers"]["scaleout"] == 3 and d["switches"]["scaleout"] == 1280
     assert d["bisection_GBps"] == pytest.approx(16384 / 2 * 50)  # 8,192 NICs of 50 GB/s across the cut
     assert d["diameter_hops"] == 6
+    assert d["hosts_supported"] == 64**3 // 4 // 8  # servers of 8 NICs a 64-port 3-tier tree holds

@@ -18,12 +18,13 @@ def test_three_tier_fat_tree_closed_form(k):
     assert c["switches"] == 5 * k * k // 4
     assert c["per_tier"] == (k * k // 2, k * k // 2, k * k // 4)
     assert c["links"] == 3 * k**3 // 4
+    assert c["max_endpoints"] == k**3 // 4
 
 
 @given(st.integers(2, 64).map(lambda h: 2 * h))
 def test_two_tier_leaf_spine_closed_form(k):
     c = fat_tree_counts(k * k // 2, k)  # k leaves of k/2 hosts, k/2 spines
-    assert (c["tiers"], c["per_tier"], c["links"]) == (2, (k, k // 2), k * k)
+    assert (c["tiers"], c["per_tier"], c["links"], c["max_endpoints"]) == (2, (k, k // 2), k * k, k * k // 2)
 
 
 def _fat_tree_graph(e, k, o=1.0, rails=1):

@@ -9,6 +9,7 @@ from rich.table import Table
 from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.comm.algorithms import ALGORITHMS
 from hnplan.comm.algorithms import collective as run_collective
 from hnplan.comm.collectives import OPS
 from hnplan.comm.placement import place_group
@@ -44,7 +45,8 @@ def collective(
     gpus: int = typer.Option(..., "--gpus", min=1, help="ranks in the group (consecutive accelerators)"),
     size: str = typer.Option(None, "--size", help="message size, e.g. 1GiB (nccl-tests' S)"),
     sweep: str = typer.Option(None, "--sweep", help="MIN:MAX sizes, doubling, e.g. 8B:8GiB"),
-    algorithm: str = typer.Option(None, "--algorithm", help="force an algorithm (default: the fastest per size)"),
+    algorithm: str = typer.Option(None, "--algorithm", help="force an algorithm (default: the fastest per size): "
+                                  + "; ".join(f"{o}: {', '.join(a)}" for o, a in ALGORITHMS.items())),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""

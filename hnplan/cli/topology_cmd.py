@@ -35,5 +35,6 @@ def topology(
             ("cables", f"{d['cables']['total']:,}"),
             ("bisection", f"{d['bisection_GBps']:,.0f} GB/s per direction"),
             ("diameter", f"{d['diameter_hops']} links"),
+            ("nodes the scale-out tiers hold", f"{d['hosts_supported']:,}"),
         ]
         console.print(kv_table(f"network of {gpus} x {sys_.id}", rows))
