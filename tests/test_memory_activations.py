@@ -162,3 +162,28 @@ def test_recompute_and_sharding_never_raise_activations(cat, model, s, b, tp, cp
                                       sequence_parallel=True) <= activation_bytes_per_layer(
         m, s, b, tp, cp, flash_attention=flash, dropout=dropout, sequence_parallel=False)
     assert math.isfinite(none)
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(["llama3.1-8b", "mixtral-8x7b", "deepseek-v3"]), tp=st.sampled_from([1, 2, 4]),
+       pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([8, 16]), zero=st.sampled_from([0, 1, 2, 3]),
+       recompute=st.sampled_from(["none", "selective", "full"]))
+def test_more_sharding_never_raises_training_tensors(cat, model, tp, pp, dp, zero, recompute):
+    m = cat.model(model)
+    ep = 8 if m.moe else 1
+    kw = dict(tp=tp, pp=pp, dp=dp, ep=ep, zero=zero, recompute=recompute)
+
+    def total(**more):
+        args = kw | more
+        return training_memory(m, 4096, 1, args.pop("tp"), args.pop("pp"), args.pop("dp"), overheads=False,
+                               **args).total_bytes
+
+    base = total()
+    for more in (dict(tp=2 * tp), dict(dp=2 * dp), dict(zero=min(zero + 1, 3)), dict(cp=2)):
+        assert total(**more) <= base * (1 + 1e-12)
+
+
+def test_expert_parallel_must_divide(cat):
+    from hnplan.errors import InfeasiblePlan
+    with pytest.raises(InfeasiblePlan, match="does not divide"):
+        training_memory(cat.model("mixtral-8x7b"), 4096, 1, 1, 1, 6, ep=4)

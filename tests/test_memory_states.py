@@ -109,3 +109,22 @@ def test_more_sharding_never_raises_model_states(cat, model, tp, pp, dp, zero, r
     for more in (dict(tp=2 * tp), dict(pp=2 * pp), dict(dp=2 * dp * ep), dict(zero=min(zero + 1, 3))):
         kw = dict(tp=tp, pp=pp, dp=dp * ep, ep=ep, zero=zero) | more
         assert sum(model_state_bytes_per_gpu(m, recipe=recipe, stage=stage, **kw)) <= base * (1 + 1e-12)
+
+
+def test_overheads_catalog_rejects_a_placeholder_source(data_copy):
+    from hnplan.catalog import Catalog
+    p = data_copy / "memory.yaml"
+    p.write_text(p.read_text().replace('source: "labelled assumption: the PyTorch', 'source: "TODO the PyTorch'))
+    problems = Catalog(data_copy).validate()
+    assert any("memory.yaml" in msg and "allocator_fragmentation_fraction" in msg for msg in problems)
+
+
+def test_overheads_by_parallel_group(cat):
+    o = cat.memory_overheads
+    gib = units.GiB
+    # TP, DP x CP and PP groups of more than one rank, plus EP with its all-to-all buffers
+    got = training_overheads(100 * gib, tp=8, pp=4, dp=8, ep=8, catalog=cat)
+    assert got["nccl"] == pytest.approx((4 * o.nccl_gib_per_communicator.value + o.nccl_alltoall_extra_gib.value) * gib)
+    assert got["cuda_context"] == o.cuda_context_gib.value * gib
+    assert got["fragmentation"] == pytest.approx(o.allocator_fragmentation_fraction.value * 100 * gib)
+    assert training_overheads(1.0, catalog=cat)["nccl"] == 0

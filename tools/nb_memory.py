@@ -49,9 +49,9 @@ MEMORY = [
              "display(Markdown(\"### What this means\\n\\n\" + memory_verdict(df)))"),
     ("code", "cols = {\"system\": \"design\", \"params_gib\": \"weights [GiB]\", \"grads_gib\": \"gradients [GiB]\",\n"
              "        \"optimizer_gib\": \"optimizer [GiB]\", \"activations_gib\": \"activations [GiB]\",\n"
-             "        \"kv_cache_gib\": \"KV cache [GiB]\", \"overhead_gib\": \"overheads [GiB]\", \"total_gib\": \"total [GiB]\",\n"
-             "        \"hbm_gib\": \"HBM [GiB]\", \"status\": \"status\", \"spill_time_s\": \"spill [s/step]\",\n"
-             "        \"compute_time_s\": \"compute [s/step]\"}\n"
+             "        \"kv_cache_gib\": \"KV cache [GiB]\", \"overhead_gib\": \"overheads [GiB]\",\n"
+             "        \"total_gib\": \"total [GiB]\", \"hbm_gib\": \"HBM [GiB]\", \"status\": \"status\",\n"
+             "        \"spill_time_s\": \"spill [s/step]\", \"compute_time_s\": \"compute [s/step]\"}\n"
              "table = df[list(cols)].rename(columns=cols)\n"
              "display(table.style.format({c: \"{:,.2f}\" for c in cols.values() if \"GiB\" in c or \"s/step\" in c})\n"
              "        .hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))\n"

@@ -191,6 +191,8 @@ class System(Entry):
     host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]")
+    host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
+        default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)")
     pooled_memory_tb: Positive | None = Field(
         default=None, description="memory pool shared by a domain (CXL) [TB]")
     pooled_memory_GBps_per_gpu: Positive | None = Field(

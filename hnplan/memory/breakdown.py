@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator
@@ -34,10 +34,6 @@ class MemoryBreakdown:
         d = {f"{p}_gib": units.to_GiB(v) for p, v in self.parts_bytes().items()}
         d["total_gib"] = units.to_GiB(self.total_bytes)
         return d
-
-    def extra(self) -> dict:
-        """Fields of a subclass that are not byte counts (stage, tokens ...)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.endswith("_bytes")}
 
 
 def hbm_capacity_bytes(acc: Accelerator) -> float:

@@ -62,7 +62,7 @@ def memory_tiers(system: System, catalog: Catalog | None = None) -> list[Tier]:
     out = [Tier("hbm", hbm_capacity_bytes(acc), units.TBps_to_Bps(acc.hbm_bw_TBps), "on package")]
     rest = []
     if system.host_memory_gb_per_node and system.host_link_GBps_per_gpu:
-        link = "NVLink-C2C" if system.host_link_GBps_per_gpu > 128 else "PCIe"
+        link = {"pcie": "PCIe", "nvlink-c2c": "NVLink-C2C"}[system.host_link_kind]
         rest.append(Tier("host", units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus,
                          units.GBps_to_Bps(system.host_link_GBps_per_gpu), link))
     if system.pooled_memory_tb:
@@ -193,11 +193,6 @@ def spill_plan(mem: MemoryBreakdown, tiers: list[Tier], mode: str = "train", rec
     return SpillPlan(status, hbm, mem.total_bytes, spills, max(0.0, excess), compute_time_s)
 
 
-def tiers_table(tiers: list[Tier]) -> list[dict]:
-    """The tiers as rows of plain dicts (GiB, GB/s)."""
-    return [t.as_dict() for t in tiers]
-
-
 def training_compute_time_s(model, acc, seq_len: int, microbatch: int, num_microbatches: int, tp: int = 1,
                             pp: int = 1, cp: int = 1, recompute: str = "none", dtype: str = "bf16") -> float:
     """Compute time of one training step on one accelerator at the achievable GEMM rate [s]: hardware
@@ -215,4 +210,4 @@ def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
 
 
 __all__ = ["SPILL_ORDER", "Spill", "SpillPlan", "Tier", "decode_step_time_s", "memory_tiers", "spill_plan",
-           "tiers_table", "training_compute_time_s"]
+           "training_compute_time_s"]

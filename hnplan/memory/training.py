@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model
+from hnplan.errors import InfeasiblePlan
 from hnplan.memory.activations import stage_activation_bytes
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import model_state_bytes_per_gpu
@@ -93,7 +94,11 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
     ------
     InputError
         For an unknown ZeRO stage, recompute mode or accounting.
+    InfeasiblePlan
+        When ``ep`` does not divide ``dp x cp``.
     """
+    if ep > 1 and (dp * cp) % ep:
+        raise InfeasiblePlan(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
     best = None
     fp8 = (recipe == "fp8") if fp8_gemm_inputs is None else fp8_gemm_inputs
     for stage in (("first",) if pp == 1 else ("first", "last")):
