@@ -8,7 +8,7 @@ from nbutil import plotly_divs, run_notebook
 pytestmark = pytest.mark.notebook
 
 SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], input_tokens=1000, output_tokens=200,
-             dtype="fp8", rates=[5, 50], ttft_slo_ms=1000, tpot_slo_ms=50, validation_models=["llama3.1-8b"])
+             dtype="fp8", rates=[5, 50], ttft_slo_ms=1000, tpot_slo_ms=50, validation_models=["deepseek-v3"])
 
 
 def test_inference_capacity_notebook(tmp_path):
@@ -24,4 +24,4 @@ def test_inference_capacity_notebook(tmp_path):
     assert 'id="key-table"' in html
     assert plotly_divs(html) == 4
     assert "What this means" in html and "cheapest per token" in html
-    assert "TensorRT-LLM llama3.1-8b" in html and "mean |error|" in html
+    assert "DeepSeek production" in html and "mean |error|" in html

@@ -307,8 +307,10 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
     b = max(1, int(math.ceil(batch_per_group)))
     ctx = max(1, int(round(context_tokens)))
     df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    tot = totals(_kv_dtype_reads(df, s, b, ctx))
-    comm = _comm_time_s(s, b)
+    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b))
+
+
+def _pass_times(tot: dict, comm: dict) -> dict:
     out = {"compute_s": tot["time_s"], "bytes": tot["bytes"], **{f"{k}_s": v for k, v in comm.items()}}
     out["time_s"] = tot["time_s"] + sum(comm.values())
     return out
@@ -321,10 +323,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
     tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
-    comm = _comm_time_s(s, n * p)
-    out = {"compute_s": tot["time_s"], "bytes": tot["bytes"], **{f"{k}_s": v for k, v in comm.items()}}
-    out["time_s"] = tot["time_s"] + sum(comm.values())
-    return out
+    return _pass_times(tot, _comm_time_s(s, n * p))
 
 
 def prefill_per_request_s(s: Setup, prompt_tokens: float, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS) -> float:
