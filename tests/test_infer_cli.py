@@ -68,3 +68,9 @@ def test_infer_errors(args, code, needle):
 def test_table_output():
     res = runner.invoke(app, BASE + ["--batch", "8"])
     assert res.exit_code == 0 and "tpot_s" in res.output
+
+
+def test_disaggregated_keys():
+    d = _json(BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40", "--dtype", "fp8", "--disaggregate"])
+    assert d["disaggregated"] and {"prefill", "decode_replicas", "kv_transfer_s"} <= set(d)
+    assert d["gpus"] == d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"]

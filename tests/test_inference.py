@@ -232,3 +232,33 @@ def test_chunked_prefill_spreads_the_first_token_over_chunks(h100_8b):
     assert chunked.ttft_s == pytest.approx(4 * chunked.iteration_s)  # ceil(2000 / 512) = 4 iterations
     with pytest.raises(InfeasiblePlan, match="chunk"):
         steady_state(h100_8b, 160, 2000, 500, chunked_prefill=512)  # 160 x 2000 / 500 = 640 tokens > 512
+
+
+@FAST
+@given(ctx=st.integers(128, 60000), tp=st.sampled_from([1, 2, 4, 8]), dtype=st.sampled_from(["bf16", "fp8"]))
+def test_max_batch_memory_property(cat, ctx, tp, dtype):
+    s = resolve("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=tp, dtype=dtype), cat)
+    try:
+        mb = max_batch(s, ctx)
+    except InfeasiblePlan:
+        return
+    assert memory_per_gpu_bytes(s, mb, ctx) <= usable_bytes_per_gpu(s) < memory_per_gpu_bytes(s, mb + 1, ctx)
+
+
+def test_candidate_replicas_pick_the_smallest_pipeline_that_fits(cat):
+    from hnplan.planning.inference import candidate_replicas
+    reps = candidate_replicas("llama3.1-405b", "hgx-h100-ib-ndr", "bf16", catalog=cat)
+    by_tp = {r.tp: r.pp for r in reps}
+    # 405B in bf16 is 812 GB of weights, an H100 offers 79.11 GiB x 0.9 = 76.4 GB: 16 GPUs as TP8 x PP2,
+    # TP4 x PP4 or TP2 x PP8; TP1 would need PP16, beyond the PP 1-8 searched
+    assert by_tp == {2: 8, 4: 4, 8: 2}
+    assert all(r.tp <= 8 for r in reps)  # TP stays inside the 8-GPU NVLink domain
+    moe = candidate_replicas("mixtral-8x7b", "gb200-nvl72", "bf16", fixed={"tp": 1}, catalog=cat)
+    assert [r.ep for r in moe] == [1, 2, 4, 8] and all(r.tp == 1 for r in moe)
+
+
+def test_gpus_vs_rate_keeps_infeasible_designs(cat):
+    from hnplan.planning.inference import gpus_vs_rate
+    df = gpus_vs_rate("llama3.1-8b", ["hgx-h100-ib-ndr"], [10.0], Traffic(1000, 200), 1.0, 1e-4, dtype="fp8",
+                      fixed={"tp": 1}, catalog=cat)
+    assert list(df["status"].str.contains("no configuration")) == [True]
