@@ -32,11 +32,16 @@ def test_trtllm_rows_match_the_reference_csv():
 
 @pytest.mark.parametrize("model", ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"])
 def test_trtllm_max_throughput_within_tolerance(cat, model):
-    rows = [m for m in measurements() if m.model == model and m.quantity == "tokens_per_s"]
+    rows = [m for m in measurements() if m.model == model and m.family == f"TensorRT-LLM {model}"]
     df = validation_table(rows, cat)
     assert len(df) == 10
     bad = df[~df["within_tolerance"]]
     assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
+
+
+def test_h200_long_context_rows_within_tolerance(cat):
+    df = validation_table([m for m in measurements() if m.family == "TensorRT-LLM H200 blog"], cat)
+    assert len(df) == 3 and df["within_tolerance"].all(), df[["id", "published", "modelled", "error_pct"]].to_string()
 
 
 def test_deepseek_serving_reports_within_tolerance(cat):

@@ -5,7 +5,8 @@ Every row names its source; the quantity compared is the one the source measured
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
   maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100, FP8 (NVIDIA/TensorRT-LLM
   docs/source/performance/perf-overview.md at commit 00f37686, as in ``shared/reference/
-  inference_measurements.csv``).
+  inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
+  technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
   at the concurrency the source ran (published, or by Little's law: concurrency = throughput x TPOT).
 * ``prefill_s``: time of one prefill pass.
@@ -71,12 +72,20 @@ class Measurement:
 
 
 def measurements() -> list[Measurement]:
-    """Every validation row: the 30 TensorRT-LLM rows and the DeepSeek-V3 serving reports."""
+    """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200 and the
+    DeepSeek-V3 serving reports."""
     out = [Measurement(f"trtllm-{m}-tp{tp}-{i}-{o}", "tokens_per_s", m, "hgx-h100-ib-ndr", tp, 1, "fp8", i, o,
                        float(v), "output tokens/s per TP group", TRTLLM_SOURCE, *TRTLLM_TOLERANCE_PCT[m],
                        note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
                        family=f"TensorRT-LLM {m}")
            for m, tp, i, o, v in TRTLLM_ROWS]
+    h200 = ("NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
+            "Optimizer on NVIDIA H200 GPUs' (Aug 2024), Table 1, maximum throughput, TensorRT Model Optimizer FP8 "
+            "(FP8 KV cache), 8 x H200 (secondary: transcribed alike by several news mirrors of the blog)")
+    out += [Measurement(f"trtllm-h200-llama3.1-405b-tp8-{i}-{o}", "tokens_per_s", "llama3.1-405b", "hgx-h200-ib-ndr",
+                        8, 1, "fp8", i, o, v, "output tokens/s per TP group", h200, -10.0, 40.0,
+                        family="TensorRT-LLM H200 blog")
+            for i, o, v in ((2048, 128, 463.1), (32768, 2048, 320.1), (120000, 2048, 71.5))]
     rtp = ("alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': H800 RoCE, PD-disaggregated, TP1 DP=EP; "
            "4K input / 2K output")
     out += [
