@@ -94,7 +94,7 @@ class Replica:
 
 @dataclass(frozen=True)
 class Setup:
-    """A replica resolved against the catalog (model, system, accelerator, links)."""
+    """A replica resolved against the catalog: its model, system, accelerator and the catalog used."""
 
     model: Model
     system: System
