@@ -262,3 +262,13 @@ def test_gpus_vs_rate_keeps_infeasible_designs(cat):
     df = gpus_vs_rate("llama3.1-8b", ["hgx-h100-ib-ndr"], [10.0], Traffic(1000, 200), 1.0, 1e-4, dtype="fp8",
                       fixed={"tp": 1}, catalog=cat)
     assert list(df["status"].str.contains("no configuration")) == [True]
+
+
+def test_overlap_takes_the_larger_of_compute_and_communication(cat):
+    plain = resolve("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=8, dtype="fp8"), cat)
+    both = resolve("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=8, dtype="fp8", overlap=True), cat)
+    a, b = decode_step(plain, 256, 2000), decode_step(both, 256, 2000)
+    assert a["time_s"] == pytest.approx(a["compute_s"] + a["tp_allreduce_s"])
+    assert b["time_s"] == pytest.approx(max(b["compute_s"], b["tp_allreduce_s"]))
+    p = steady_state(both, 256, 2000, 500, disaggregated=True)
+    assert sum(p.breakdown_s.values()) == pytest.approx(p.iteration_s)  # the hidden part is booked negative

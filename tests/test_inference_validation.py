@@ -49,5 +49,5 @@ def test_deepseek_serving_reports_within_tolerance(cat):
     df = validation_table(rows, cat).set_index("id")
     assert len(df) == 3
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
-    # the known gaps all point one way: MTP, overlap and one-shot all-to-all are missing, so decode is slower
+    # the known gaps all point one way: MTP and one-shot all-to-all kernels are missing, so decode is slower
     assert (df.loc[["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode"], "error_pct"] < 0).all()

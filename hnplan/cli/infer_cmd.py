@@ -27,6 +27,7 @@ def infer(
     dtype: str = typer.Option("bf16", "--dtype", help="weights/GEMMs: bf16, fp8 or fp4 (fp4 needs an fp4 peak)"),
     kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
+    overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
     chunked_prefill: int = typer.Option(None, "--chunked-prefill", min=1,
                                         help="prefill chunk per iteration [tokens] (default: whole prompts)"),
     score_latency_ms: float = typer.Option(None, "--score-latency-ms", min=0.0,
@@ -48,7 +49,7 @@ def infer(
             raise InputError("--disaggregate applies to --qps planning")
         cat = load_catalog()
         fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
-        given = Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype) if {"tp"} <= set(fixed) else None
+        given = Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap) if {"tp"} <= set(fixed) else None
         if given is not None and cat.model(model).moe is not None and ep is None:
             given = None  # EP of an MoE model left to the search
         if score_latency_ms is not None:
@@ -59,12 +60,14 @@ def infer(
         elif qps is not None:
             plan = plan_for_rate(model, system, qps, Traffic(input_tokens, output_tokens), units.MILLI * ttft_slo_ms,
                                  units.MILLI * tpot_slo_ms, dtype=dtype, kv_dtype=kv_dtype, fixed=fixed,
-                                 disaggregated=disaggregate, chunked_prefill=chunked_prefill, catalog=cat)
+                                 disaggregated=disaggregate, chunked_prefill=chunked_prefill, overlap=overlap,
+                                 catalog=cat)
             out = plan.to_dict()
             title = f"{qps:g} requests/s"
         else:
             out = operating_point(model, system, input_tokens, output_tokens, replica=given, batch=batch, dtype=dtype,
-                                  kv_dtype=kv_dtype, fixed=fixed, catalog=cat, chunked_prefill=chunked_prefill)
+                                  kv_dtype=kv_dtype, fixed=fixed, overlap=overlap, catalog=cat,
+                                  chunked_prefill=chunked_prefill)
             title = "batch " + str(batch) if batch else "maximum throughput"
         if json_:
             print_json(out)

@@ -216,7 +216,8 @@ def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_d
 def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float, *,
                   dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
                   disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                  chunked_prefill: int | None = None, catalog: Catalog | None = None) -> CapacityPlan:
+                  chunked_prefill: int | None = None, overlap: bool = False,
+                  catalog: Catalog | None = None) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
     Parameters
@@ -235,6 +236,8 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         Separate prefill and decode pools.
     chunked_prefill : int, optional
         Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
+    overlap : bool
+        Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
 
     Returns
     -------
@@ -253,7 +256,7 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
     m, sys_ = cat.model(model), cat.system(system)
     resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)  # dtype checks with a clear message
     tr = traffic.summary()
-    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat)
+    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
     if not cands:
         raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     o_mean = tr["output_mean"]

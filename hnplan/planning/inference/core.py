@@ -9,8 +9,8 @@ serving of DeepSeek-V3 does; ``pp`` pipeline stages hold consecutive layers.
 Times per pass come from the operator-level roofline (:func:`hnplan.compute.operator_table`, issue 3);
 the per-layer collectives from the communication model (:mod:`hnplan.comm`, issue 4): two TP
 all-reduces of the activations per layer, an EP dispatch and combine all-to-all per MoE layer, a
-point-to-point send per pipeline boundary. Communication is not overlapped with compute (an upper
-bound on time; DeepSeek's two-micro-batch overlap hides much of it).
+point-to-point send per pipeline boundary. Communication adds to compute unless the replica overlaps
+two micro-batches (``Replica.overlap``: the larger of the two).
 
 Continuous batching in steady state (Orca, Yu et al. OSDI 2022; Sarathi-Serve, Agrawal et al. OSDI
 2024) with ``B`` concurrent sequences of ``I`` prompt and ``O`` output tokens: every iteration decodes
@@ -70,6 +70,11 @@ class Replica:
         Weight / GEMM dtype.
     kv_dtype : str or None
         KV-cache dtype; None: :func:`default_kv_dtype`.
+    overlap : bool
+        Two-micro-batch overlap: the collectives of one half-batch run while the other computes, so a
+        pass takes ``max(compute, communication)`` (perfect overlap, an upper bound on its benefit)
+        instead of their sum, as DeepSeek's inference system (dual micro-batch overlap, open-infra-index
+        day 6), SGLang's two-batch overlap and RTP-LLM do.
     """
 
     tp: int = 1
@@ -77,6 +82,7 @@ class Replica:
     pp: int = 1
     dtype: str = "bf16"
     kv_dtype: str | None = None
+    overlap: bool = False
 
     @property
     def gpus(self) -> int:
@@ -144,11 +150,11 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
 
 
 def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
-                       catalog: Catalog | None = None) -> list[Replica]:
+                       catalog: Catalog | None = None, overlap: bool = False) -> list[Replica]:
     """Replica layouts to search: TP a power of two dividing the heads within one scale-up domain;
     for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
     :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
-    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``."""
+    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``; ``overlap`` sets :attr:`Replica.overlap`."""
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
     fixed = fixed or {}
@@ -167,7 +173,7 @@ def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None 
                 continue
             pps = [fixed["pp"]] if fixed.get("pp") else [1, 2, 4, 8]
             for pp in pps:
-                r = Replica(tp, ep, pp, dtype, kv_dtype)
+                r = Replica(tp, ep, pp, dtype, kv_dtype, overlap)
                 try:
                     max_batch(resolve(m, sys_, r, cat), 1)
                 except InfeasiblePlan:
@@ -301,18 +307,20 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
     dict
         ``compute_s`` (operator roofline over all layers of one accelerator's shard), ``bytes``
         [bytes] read and written per accelerator, the collectives ``tp_allreduce_s``,
-        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum).
+        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum, or the larger of compute and
+        communication with ``Replica.overlap``).
     """
     r = s.replica
     b = max(1, int(math.ceil(batch_per_group)))
     ctx = max(1, int(round(context_tokens)))
     df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b))
+    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b), r.overlap)
 
 
-def _pass_times(tot: dict, comm: dict) -> dict:
+def _pass_times(tot: dict, comm: dict, overlap: bool) -> dict:
     out = {"compute_s": tot["time_s"], "bytes": tot["bytes"], **{f"{k}_s": v for k, v in comm.items()}}
-    out["time_s"] = tot["time_s"] + sum(comm.values())
+    c = sum(comm.values())
+    out["time_s"] = max(tot["time_s"], c) if overlap else tot["time_s"] + c
     return out
 
 
@@ -323,7 +331,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
     tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
-    return _pass_times(tot, _comm_time_s(s, n * p))
+    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap)
 
 
 def prefill_per_request_s(s: Setup, prompt_tokens: float, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS) -> float:
@@ -425,8 +433,10 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
             raise InfeasiblePlan(f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
                                  f"group, more than the {chunked_prefill}-token chunk")
         ttft = math.ceil(input_tokens / chunked_prefill) * t_it
+    comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
     breakdown = {"decode_compute": dec["compute_s"], "tp_allreduce": dec["tp_allreduce_s"],
-                 "ep_alltoall": dec["ep_alltoall_s"], "pp_send": dec["pp_send_s"], "prefill_in_iteration": pf_iter}
+                 "ep_alltoall": dec["ep_alltoall_s"], "pp_send": dec["pp_send_s"],
+                 "hidden_by_overlap": dec["time_s"] - dec["compute_s"] - comm, "prefill_in_iteration": pf_iter}
     return OperatingPoint(
         batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, decode_s=dec["time_s"],
         prefill_per_request_s=pf_req, prefill_single_s=pf_single, iteration_s=t_it, tpot_s=t_it, ttft_s=ttft,

@@ -148,7 +148,8 @@ def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, r
 
 def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
                     batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
-                    fixed: dict | None = None, catalog: Catalog | None = None, **kwargs) -> dict:
+                    fixed: dict | None = None, overlap: bool = False, catalog: Catalog | None = None,
+                    **kwargs) -> dict:
     """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
 
     Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees):
@@ -169,7 +170,7 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat)
+    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
     if replica is None:
         resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)
     best, err = None, None
@@ -201,7 +202,7 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
 
 
 def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
-                     catalog: Catalog | None = None) -> pd.DataFrame:
+                     overlap: bool = False, catalog: Catalog | None = None) -> pd.DataFrame:
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
     ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``."""
@@ -209,8 +210,8 @@ def design_frontiers(model, systems, input_tokens: float, output_tokens: float, 
     parts = []
     for sys_id in systems:
         try:
-            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, catalog=cat)
-            r = Replica(best["tp"], best["ep"], best["pp"], dtype)
+            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat)
+            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
             df["status"] = "ok"

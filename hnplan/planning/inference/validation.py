@@ -69,6 +69,7 @@ class Measurement:
     batch: int | None = None
     note: str = ""
     family: str = ""
+    overlap: bool = False
 
 
 def measurements() -> list[Measurement]:
@@ -92,25 +93,26 @@ def measurements() -> list[Measurement]:
         Measurement("rtp-llm-deepseek-v3-decode", "tokens_per_s_per_gpu_at_batch", "deepseek-v3", "hgx-h800-ib", 1, 128,
                     "fp8", 4096, 2048, 1850.0, "output tokens/s per GPU", rtp + "; decode EP144 (128 + 16 redundant), "
                     "13,200 concurrent requests reach the 20 tokens/s-per-user SLA: 1,850 tokens/s per GPU",
-                    -80.0, 0.0, context_tokens=4096 + 1024, tpot_bound_s=1 / 20, batch=round(13200 / 144 * 128),
-                    note="modelled with EP128 (the 128 non-redundant ranks); MTP speculative decoding, two-micro-batch "
-                         "overlap and one-shot all-to-all kernels (DeepEP) are not modelled", family="RTP-LLM DeepSeek-V3"),
+                    -70.0, 0.0, context_tokens=4096 + 1024, tpot_bound_s=1 / 20, batch=round(13200 / 144 * 128),
+                    note="modelled with EP128 (the 128 non-redundant ranks) and two-micro-batch overlap; MTP "
+                         "speculative decoding and one-shot all-to-all kernels (DeepEP) are not modelled",
+                    family="RTP-LLM DeepSeek-V3", overlap=True),
         Measurement("rtp-llm-deepseek-v3-prefill", "prefill_s", "deepseek-v3", "hgx-h800-ib", 1, 32, "fp8", 4096, 1,
                     1.5, "s per prefill pass of 2 x 4K prompts on one GPU", rtp + "; prefill EP32: one GPU runs 2 "
-                    "requests of 4K tokens in 1.5 s (5,333 tokens/s per GPU)", 0.0, 60.0, batch=2,
-                    note="EP dispatch/combine not overlapped with compute in the model (the source overlaps two micro-batches)",
-                    family="RTP-LLM DeepSeek-V3"),
+                    "requests of 4K tokens in 1.5 s (5,333 tokens/s per GPU)", -30.0, 30.0, batch=2,
+                    note="two-micro-batch overlap modelled; the pass is bound by the pairwise EP all-to-all",
+                    family="RTP-LLM DeepSeek-V3", overlap=True),
         Measurement("deepseek-v3-production-decode", "tokens_per_s_per_gpu_at_batch", "deepseek-v3", "hgx-h800-ib", 1,
                     128, "fp8", 4989, 1000, 14800.0 / 8, "output tokens/s per GPU",
                     "deepseek-ai/open-infra-index 202502OpenSourceWeek/day_6_one_more_thing_deepseekV3R1_inference_system_"
                     "overview.md: ~14.8k output tokens/s per H800 node in decode, average KV length 4,989 tokens per "
                     "output token, 20-22 tokens/s per user; decode EP144 DP144 over 18 nodes",
-                    -80.0, 0.0, context_tokens=4989, tpot_bound_s=1 / 21,
+                    -70.0, 0.0, context_tokens=4989, tpot_bound_s=1 / 21,
                     batch=round(14800 / 8 / 21 * 128),
                     note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
                          "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
-                         "published (1000 assumed for memory sizing only); MTP and overlap as above",
-                    family="DeepSeek production"),
+                         "published (1000 assumed for memory sizing only); overlap modelled, MTP not",
+                    family="DeepSeek production", overlap=True),
     ]
     return out
 
@@ -118,7 +120,7 @@ def measurements() -> list[Measurement]:
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     """The planner's value of a measurement's quantity, in its unit."""
     cat = catalog or load_catalog()
-    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype), cat)
+    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap), cat)
     if m.quantity == "tokens_per_s":
         return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
     if m.quantity == "prefill_s":
