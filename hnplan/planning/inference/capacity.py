@@ -267,7 +267,8 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
             sp = resolve(m, sys_, r, cat)
             t1 = prefill_pass(sp, 1, tr["input_mean"])["time_s"]
             n_pf = max(1, int(max_batched_tokens // tr["input_mean"]))
-            per_req = prefill_pass(sp, n_pf, tr["input_mean"])["time_s"] / n_pf
+            # the replica's attention groups prefill in parallel: one request every per_req / groups seconds
+            per_req = prefill_pass(sp, n_pf, tr["input_mean"])["time_s"] / n_pf / r.groups
             prefill_opts.append((sp, t1, per_req))
     for r in cands:
         s = resolve(m, sys_, r, cat)
