@@ -53,8 +53,7 @@ def infer(
         if given is not None and cat.model(model).moe is not None and ep is None:
             given = None  # EP of an MoE model left to the search
         if score_latency_ms is not None:
-            out = scoring_capacity(model, system, input_tokens, units.MILLI * score_latency_ms,
-                                   given and Replica(given.tp, given.ep, given.pp, "bf16"), cat)
+            out = scoring_capacity(model, system, input_tokens, units.MILLI * score_latency_ms, given, cat, dtype)
             out.update(model=cat.model(model).id, system=cat.system(system).id, input_tokens=input_tokens)
             title = "short requests"
         elif qps is not None:

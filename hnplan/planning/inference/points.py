@@ -100,14 +100,14 @@ def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bo
 
 
 def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, replica: Replica | None = None,
-                     catalog: Catalog | None = None) -> dict:
+                     catalog: Catalog | None = None, dtype: str = "bf16") -> dict:
     """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
     the requests per second one node sustains with every request answered within ``latency_bound_s``.
 
     A replica runs back-to-back passes of ``k`` requests; at saturation a request waits for the pass in
     flight and then runs in the next, so its latency is at most ``2 t(k)``. The largest ``k`` with
     ``2 t(k) <= bound`` gives ``k / t(k)`` requests/s per replica; a node holds ``node_gpus /
-    replica GPUs`` replicas. Without ``replica`` every TP of :func:`candidate_replicas` (bf16) is tried.
+    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried.
 
     Returns
     -------
@@ -122,7 +122,7 @@ def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, r
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, "bf16", catalog=cat)
+    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, catalog=cat)
     best = None
     for r in reps:
         s = resolve(m, sys_, r, cat)
