@@ -326,6 +326,65 @@ CLAIMS_AUDIT = [
              "                                      global_batch_seqs=global_batch_seqs))))"),
 ]
 
+INFERENCE_CAPACITY = [
+    ("md", "# Inference capacity: latency, throughput, GPUs and $ per million tokens per design\n\n"
+           "For a model and a request shape: the throughput-latency frontier of each design's best serving "
+           "layout, the GPUs each design needs to serve a request rate within TTFT and TPOT SLOs, their power "
+           "and cost per million output tokens, and how the planner compares with published serving "
+           "measurements."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "model = \"llama3.1-70b\"                         # model id (data/models) or YAML path\n"
+             "systems = [\"gb200-nvl72\", \"hgx-h100-ib-ndr\"]  # system ids (data/systems)\n"
+             "input_tokens = 2000                            # prompt length [tokens]\n"
+             "output_tokens = 500                            # generated tokens per request\n"
+             "dtype = \"fp8\"                                  # weights/GEMMs: bf16, fp8 or fp4\n"
+             "rates = [1, 10, 100, 1000]                     # request rates [requests/s]\n"
+             "ttft_slo_ms = 1000                             # mean time-to-first-token bound [ms]\n"
+             "tpot_slo_ms = 50                               # mean time-per-output-token bound [ms]\n"
+             "validation_models = [\"llama3.1-8b\", \"llama3.1-70b\", \"llama3.1-405b\", \"deepseek-v3\"]  # rows to validate",
+     "parameters"),
+    ("code", "from IPython.display import Markdown, display\n"
+             "from hnplan import plots\n"
+             "from hnplan.planning.inference import (Traffic, capacity_verdict, design_frontiers, gpus_vs_rate,\n"
+             "                                       measurements, validation_summary, validation_table)\n"
+             "from hnplan.reports import provenance\n\n"
+             "fr = design_frontiers(model, systems, input_tokens, output_tokens, dtype)\n"
+             "display(Markdown(f\"## {model}, {input_tokens} input / {output_tokens} output tokens, {dtype}\"))\n"
+             "plots.show(plots.frontier_figure(fr, f\"{model}: throughput against per-user speed\"))\n"
+             "ok = fr[fr[\"status\"] == \"ok\"]\n"
+             "peak = ok.loc[ok.groupby(\"system\", sort=False)[\"tokens_per_s_per_gpu\"].idxmax()]\n"
+             "cols = {\"system\": \"design\", \"layout\": \"layout\", \"batch\": \"batch\", \"max_batch\": \"max batch\",\n"
+             "        \"tokens_per_s_per_gpu\": \"tokens/s per GPU\", \"tpot_s\": \"TPOT [s]\", \"ttft_s\": \"TTFT [s]\",\n"
+             "        \"memory_per_gpu_gib\": \"memory per GPU [GiB]\"}\n"
+             "display(peak[list(cols)].rename(columns=cols).style.format(\n"
+             "    {\"tokens/s per GPU\": \"{:,.0f}\", \"TPOT [s]\": \"{:.4f}\", \"TTFT [s]\": \"{:.3f}\",\n"
+             "     \"memory per GPU [GiB]\": \"{:.1f}\"}).hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
+    ("code", "rt = gpus_vs_rate(model, systems, rates, Traffic(input_tokens, output_tokens), ttft_slo_ms / 1e3,\n"
+             "                  tpot_slo_ms / 1e3, dtype=dtype)\n"
+             "display(Markdown(f\"## Serving a request rate within TTFT <= {ttft_slo_ms} ms and TPOT <= {tpot_slo_ms} ms\"))\n"
+             "cols = {\"system\": \"design\", \"qps\": \"requests/s\", \"tp\": \"TP\", \"ep\": \"EP\", \"pp\": \"PP\",\n"
+             "        \"batch\": \"batch\", \"replicas\": \"replicas\", \"gpus\": \"GPUs\", \"ttft_s\": \"TTFT [s]\",\n"
+             "        \"tpot_s\": \"TPOT [s]\", \"facility_power_kw\": \"facility power [kW]\",\n"
+             "        \"usd_per_million_tokens\": \"$ per M tokens\", \"status\": \"status\"}\n"
+             "display(rt[[c for c in cols if c in rt]].rename(columns=cols).style.format(\n"
+             "    {\"requests/s\": \"{:g}\", \"TTFT [s]\": \"{:.3f}\", \"TPOT [s]\": \"{:.4f}\",\n"
+             "     \"facility power [kW]\": \"{:,.1f}\", \"$ per M tokens\": \"{:.3f}\"}, na_rep=\"-\").hide(axis=\"index\"))\n"
+             "plots.show(plots.gpus_vs_rate_figure(rt))\n"
+             "plots.show(plots.cost_per_token_figure(rt))\n"
+             "display(Markdown(\"### What this means\\n\\n\" + capacity_verdict(rt, fr)))"),
+    ("code", "val = validation_table([m for m in measurements() if m.model in validation_models])\n"
+             "display(Markdown(\"## Validation against published serving measurements\\n\\n\" + validation_summary(val)))\n"
+             "cols = {\"id\": \"measurement\", \"published\": \"published\", \"modelled\": \"modelled\", \"unit\": \"unit\",\n"
+             "        \"error_pct\": \"error [%]\", \"within_tolerance\": \"within band\", \"note\": \"note\"}\n"
+             "display(val[list(cols)].rename(columns=cols).style.format(\n"
+             "    {\"published\": \"{:,.4g}\", \"modelled\": \"{:,.4g}\", \"error [%]\": \"{:+.1f}\"}).hide(axis=\"index\"))\n"
+             "plots.show(plots.validation_figure(val))"),
+    ("code", "display(Markdown(provenance(dict(model=model, systems=systems, input_tokens=input_tokens,\n"
+             "                                      output_tokens=output_tokens, dtype=dtype, rates=rates,\n"
+             "                                      ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,\n"
+             "                                      validation_models=validation_models))))"),
+]
+
 if __name__ == "__main__":
     nbformat.write(notebook(DESIGN_COMPARISON), NB / "design_comparison.ipynb")
     print("wrote", NB / "design_comparison.ipynb")
@@ -337,3 +396,4 @@ if __name__ == "__main__":
     nbformat.write(notebook(NETWORK), NB / "network.ipynb")
     nbformat.write(notebook(VALIDATION), NB / "validation.ipynb")
     nbformat.write(notebook(CLAIMS_AUDIT), NB / "claims_audit.ipynb")
+    nbformat.write(notebook(INFERENCE_CAPACITY), NB / "inference_capacity.ipynb")

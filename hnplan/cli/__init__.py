@@ -11,6 +11,7 @@ from hnplan.cli import roofline_cmd  # noqa: F401  (registration)
 from hnplan.cli import reliability_cmd, tco_cmd  # noqa: F401  (registration, issue 8)
 from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
 from hnplan.cli import memory_cmd  # noqa: F401  (registration)
+from hnplan.cli import infer_cmd  # noqa: F401  (registration)
 
 
 def main() -> None:

@@ -1,0 +1,76 @@
+"""``hnplan infer``: latency, throughput, max batch, replicas, GPUs and $ per million tokens of serving."""
+
+from __future__ import annotations
+
+import typer
+
+from hnplan import units
+from hnplan.catalog import load_catalog
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.errors import InputError
+from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
+
+
+@app.command()
+def infer(
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    input_tokens: int = typer.Option(..., "--input-tokens", min=1, help="prompt length [tokens]"),
+    output_tokens: int = typer.Option(1, "--output-tokens", min=1, help="generated tokens per request"),
+    tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree (searched if omitted)"),
+    ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree (MoE; searched if omitted)"),
+    pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree (default: smallest that fits)"),
+    batch: int = typer.Option(None, "--batch", min=1, help="concurrent sequences per replica"),
+    qps: float = typer.Option(None, "--qps", min=0.0, help="request rate to serve [requests/s]"),
+    ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", min=0.0, help="mean time-to-first-token bound [ms]"),
+    tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", min=0.0, help="mean time-per-output-token bound [ms]"),
+    dtype: str = typer.Option("bf16", "--dtype", help="weights/GEMMs: bf16, fp8 or fp4 (fp4 needs an fp4 peak)"),
+    kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
+    disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
+    overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
+    chunked_prefill: int = typer.Option(None, "--chunked-prefill", min=1,
+                                        help="prefill chunk per iteration [tokens] (default: whole prompts)"),
+    score_latency_ms: float = typer.Option(None, "--score-latency-ms", min=0.0,
+                                           help="short scoring requests: requests/s per node within this latency [ms]"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """TTFT, TPOT, throughput and max batch of a replica; with --qps and SLOs the replicas, GPUs, power
+    and $ per million output tokens of the cheapest configuration that meets them.
+
+    With neither --batch nor --qps it reports the maximum-throughput operating point (the batch that
+    maximises output tokens/s within memory), as throughput benchmarks at an unbounded rate do.
+    """
+    with handle_errors():
+        if batch is not None and qps is not None:
+            raise InputError("give at most one of --batch and --qps")
+        if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
+            raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
+        if disaggregate and qps is None:
+            raise InputError("--disaggregate applies to --qps planning")
+        cat = load_catalog()
+        fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
+        given = Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap) if {"tp"} <= set(fixed) else None
+        if given is not None and cat.model(model).moe is not None and ep is None:
+            given = None  # EP of an MoE model left to the search
+        if score_latency_ms is not None:
+            out = scoring_capacity(model, system, input_tokens, units.MILLI * score_latency_ms, given, cat, dtype)
+            out.update(model=cat.model(model).id, system=cat.system(system).id, input_tokens=input_tokens)
+            title = "short requests"
+        elif qps is not None:
+            plan = plan_for_rate(model, system, qps, Traffic(input_tokens, output_tokens), units.MILLI * ttft_slo_ms,
+                                 units.MILLI * tpot_slo_ms, dtype=dtype, kv_dtype=kv_dtype, fixed=fixed,
+                                 disaggregated=disaggregate, chunked_prefill=chunked_prefill, overlap=overlap,
+                                 catalog=cat)
+            out = plan.to_dict()
+            title = f"{qps:g} requests/s"
+        else:
+            out = operating_point(model, system, input_tokens, output_tokens, replica=given, batch=batch, dtype=dtype,
+                                  kv_dtype=kv_dtype, fixed=fixed, overlap=overlap, catalog=cat,
+                                  chunked_prefill=chunked_prefill)
+            title = "batch " + str(batch) if batch else "maximum throughput"
+        if json_:
+            print_json(out)
+            return
+        rows = [(k, f"{v:,.4g}" if isinstance(v, float) else str(v)) for k, v in out.items()
+                if not isinstance(v, dict)]
+        console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

@@ -1,0 +1,57 @@
+"""Inference capacity planner: TTFT, TPOT, throughput and max batch of a serving replica
+(:mod:`.core`); replicas, GPUs, power and $ per million tokens for a request rate under SLOs,
+prefill/decode disaggregation and short scoring requests (:mod:`.capacity`); validation against
+published serving measurements (:mod:`.validation`). See docs/inference.md.
+"""
+
+from hnplan.planning.inference.core import (  # noqa: F401
+    DEFAULT_MAX_BATCHED_TOKENS,
+    MAX_REPLICA_GPUS,
+    SERVE_DTYPES,
+    OperatingPoint,
+    Replica,
+    Setup,
+    batch_grid,
+    candidate_replicas,
+    decode_step,
+    default_kv_dtype,
+    frontier,
+    fixed_bytes_per_gpu,
+    kv_budget_bytes,
+    kv_bytes_per_token_per_gpu,
+    max_batch,
+    max_throughput_point,
+    memory_per_gpu_bytes,
+    prefill_pass,
+    prefill_per_request_s,
+    resolve,
+    steady_state,
+    usable_bytes_per_gpu,
+    weights_bytes_per_gpu,
+)
+from hnplan.planning.inference.points import (  # noqa: F401
+    attributed_power_w,
+    best_under_tpot,
+    design_frontiers,
+    operating_point,
+    scoring_capacity,
+    usd_per_gpu_hour,
+    usd_per_million_tokens,
+)
+from hnplan.planning.inference.capacity import (  # noqa: F401
+    CapacityPlan,
+    Traffic,
+    capacity_verdict,
+    erlang_c,
+    gpus_vs_rate,
+    kv_transfer_s,
+    mgc_wait_s,
+    plan_for_rate,
+)
+from hnplan.planning.inference.validation import (  # noqa: F401
+    Measurement,
+    measurements,
+    predict,
+    validation_summary,
+    validation_table,
+)

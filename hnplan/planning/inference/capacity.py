@@ -1,0 +1,391 @@
+"""Replicas, GPUs, power and $ per million tokens for a request rate under TTFT / TPOT SLOs.
+
+For each candidate replica (TP / EP / PP degrees that divide the model and fit the scale-up domain)
+and each batch ``B`` on a grid up to the memory limit, the steady state of
+:func:`hnplan.planning.inference.core.steady_state` gives TPOT and the time a request holds one of the
+``B`` slots, ``S = O x t_iter``. A replica then serves requests like an M/G/B queue: arrivals at
+``lambda / n`` per replica wait for a free slot. The wait uses Erlang's C formula for M/M/c scaled by
+``(1 + cs^2) / 2`` (the Lee-Longton / Allen-Cunneen approximation for M/G/c, with ``cs^2`` the squared
+coefficient of variation of ``S``, 0 for fixed lengths):
+
+    TTFT = W_q + t_iter / 2 + t_prefill(1 request)
+
+The smallest ``n`` with ``lambda / n < B / S`` and TTFT within its SLO is the replica count; among
+every (replica, batch) whose TPOT meets its SLO the one with the fewest GPUs wins (then the lowest
+TPOT). A tighter SLO only removes candidates, so it never needs fewer GPUs.
+
+Disaggregation (DistServe, Zhong et al. OSDI 2024; Splitwise, Patel et al. ISCA 2024): a prefill pool
+(M/D/1 per replica, service = prefill time per request) and a decode pool (no prefill in its
+iterations) sized separately; TTFT adds the KV transfer from the prefill to the decode GPUs.
+
+References
+----------
+.. [1] A. K. Erlang (1917); Kleinrock, "Queueing Systems Vol. 1", 1975, Sec. 3.5 (M/M/c, Erlang C).
+.. [2] Lee & Longton, "Queueing processes associated with airline passenger check-in", Operational
+   Research Quarterly 10, 1959 (W(M/G/c) ~ (1 + cs^2)/2 W(M/M/c)).
+.. [3] Pollaczek-Khinchine mean waiting time of M/G/1 (Kleinrock 1975, Sec. 5.6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm import sendrecv_time, system_links
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.memory import kv_cache_bytes_per_token
+from hnplan.planning.inference.core import (
+    DEFAULT_MAX_BATCHED_TOKENS,
+    Replica,
+    Setup,
+    batch_grid,
+    candidate_replicas,
+    max_batch,
+    prefill_pass,
+    resolve,
+    steady_state,
+)
+from hnplan.planning.inference.points import attributed_power_w, usd_per_gpu_hour, usd_per_million_tokens
+
+
+
+# --- traffic ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Traffic:
+    """Request lengths: a fixed number of tokens or a frozen ``scipy.stats`` distribution each.
+
+    Attributes
+    ----------
+    input_tokens, output_tokens : float or scipy.stats frozen distribution
+    samples : int
+        Draws used to summarise a distribution (seeded, reproducible).
+    seed : int
+    """
+
+    input_tokens: object
+    output_tokens: object
+    samples: int = 4096
+    seed: int = 0
+
+    def draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled (input, output) lengths [tokens], each at least 1."""
+        rng = np.random.default_rng(self.seed)
+        out = []
+        for d in (self.input_tokens, self.output_tokens):
+            if hasattr(d, "rvs"):
+                x = np.asarray(d.rvs(size=self.samples, random_state=rng), dtype=float)
+            else:
+                x = np.full(self.samples, float(d))
+            out.append(np.maximum(np.round(x), 1.0))
+        return out[0], out[1]
+
+    def summary(self) -> dict:
+        """``input_mean, output_mean`` [tokens]; ``context_mean``: KV length seen by an output token,
+        ``E[O (I + O/2)] / E[O]`` [tokens]; ``context_p99``: 99th percentile of ``I + O`` [tokens],
+        held in memory; ``output_cs2``: squared coefficient of variation of O [-]."""
+        i, o = self.draws()
+        return {"input_mean": float(i.mean()), "output_mean": float(o.mean()),
+                "context_mean": float(np.sum(o * (i + o / 2)) / np.sum(o)),
+                "context_p99": float(np.percentile(i + o, 99)),
+                "output_cs2": float(o.var() / o.mean() ** 2)}
+
+
+# --- queueing ----------------------------------------------------------------------------------------------
+def erlang_c(servers, offered_load):
+    """Probability that an arrival waits in M/M/c with ``servers`` and ``offered_load = lambda S``
+    [-] ([1]_), through Poisson terms so that large c stays finite: ``C = p_c c/(c-a) /
+    (P(N <= c-1) + p_c c/(c-a))`` with ``N ~ Poisson(a)``. 1 when ``a >= c``.
+
+    >>> round(float(erlang_c(1, 0.5)), 3)      # M/M/1: P(wait) = rho
+    0.5
+    """
+    c = np.asarray(servers, dtype=float)
+    a = np.asarray(offered_load, dtype=float)
+    ok = a < c
+    tail = stats.poisson.pmf(c, a) * c / np.where(ok, c - a, 1.0)
+    cval = np.where(ok, tail / (stats.poisson.cdf(c - 1, a) + tail), 1.0)
+    return float(cval) if np.ndim(cval) == 0 else cval
+
+
+def mgc_wait_s(rate_per_s, servers, service_s, cs2: float = 0.0):
+    """Mean wait in queue of M/G/c [s]: ``(1 + cs2)/2 x C(c, a) S / (c - a)`` ([2]_); inf at ``a >= c``."""
+    a = np.asarray(rate_per_s, dtype=float) * service_s
+    c = np.asarray(servers, dtype=float)
+    w = (1.0 + cs2) / 2.0 * erlang_c(c, a) * service_s / np.where(a < c, c - a, 1.0)
+    w = np.where(a < c, w, np.inf)
+    return float(w) if np.ndim(w) == 0 else w
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """The best configuration of one design for a request rate. Times [s]; power [W]; cost [USD]."""
+
+    system: str
+    model: str
+    replica: Replica
+    batch: int
+    replicas: int
+    gpus: int
+    qps: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    tokens_per_s_per_gpu: float
+    utilisation: float
+    max_batch: int
+    it_power_w: float
+    facility_power_w: float
+    usd_per_gpu_hour: float
+    usd_per_million_tokens: float
+    disaggregated: bool = False
+    prefill_replica: Replica | None = None
+    prefill_replicas: int = 0
+    kv_transfer_s: float = 0.0
+    searched: int = 0
+    feasible: int = 0
+    detail: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """The JSON shape of ``hnplan infer --qps``."""
+        r = self.replica
+        d = {"model": self.model, "system": self.system, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
+             "kv_dtype": r.kv, "gpus_per_replica": r.gpus, "batch": self.batch, "max_batch": self.max_batch,
+             "qps": self.qps, "replicas": self.replicas, "gpus": self.gpus, "ttft_s": self.ttft_s,
+             "tpot_s": self.tpot_s, "e2e_latency_s": self.e2e_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+             "utilisation": self.utilisation, "it_power_kw": units.w_to_kw(self.it_power_w),
+             "facility_power_kw": units.w_to_kw(self.facility_power_w), "usd_per_gpu_hour": self.usd_per_gpu_hour,
+             "usd_per_million_tokens": self.usd_per_million_tokens, "disaggregated": self.disaggregated,
+             "searched": self.searched, "feasible": self.feasible}
+        if self.disaggregated and self.prefill_replica is not None:
+            p = self.prefill_replica
+            d.update(prefill={"tp": p.tp, "ep": p.ep, "pp": p.pp, "gpus_per_replica": p.gpus,
+                              "replicas": self.prefill_replicas}, kv_transfer_s=self.kv_transfer_s,
+                     decode_replicas=self.replicas - self.prefill_replicas)
+        return d
+
+
+def _min_replicas(qps: float, ttft_fn, n_min: int, ttft_slo_s: float, cap: int = 1 << 20) -> int | None:
+    """Smallest n >= n_min with ttft_fn(n) <= slo (ttft_fn decreasing in n), or None."""
+    if ttft_fn(n_min) <= ttft_slo_s:
+        return n_min
+    hi = n_min
+    while ttft_fn(hi) > ttft_slo_s:
+        hi *= 2
+        if hi > cap:
+            return None
+    lo = hi // 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ttft_fn(mid) <= ttft_slo_s else (mid, hi)
+    return hi
+
+
+def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_prefill: int | None = None):
+    """Steady states over the batch grid of one replica (skipping what does not fit or run)."""
+    try:
+        mb = max_batch(s, tr["context_p99"])
+    except InfeasiblePlan:
+        return []
+    cache: dict = {}
+    out = []
+    for b in batch_grid(mb, s.replica.groups, 12):
+        try:
+            out.append(steady_state(s, int(b), tr["input_mean"], tr["output_mean"], context_tokens=tr["context_mean"],
+                                    max_context_tokens=tr["context_p99"], max_batched_tokens=mbt,
+                                    disaggregated=disaggregated, chunked_prefill=chunked_prefill, _cache=cache))
+        except InfeasiblePlan:
+            break  # a larger batch overflows the prefill chunk too
+    return out
+
+
+def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
+    """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
+    sends its share over a point-to-point link (scale-up inside one domain, else its NIC share)."""
+    total = input_tokens * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
+    links = system_links(s_decode.system, s_decode.catalog)
+    tier = links.scaleup if same_domain else links.scaleout
+    return sendrecv_time(total / s_prefill.replica.gpus, tier.bw_Bps, tier.alpha_s)
+
+
+def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float, *,
+                  dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
+                  disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+                  chunked_prefill: int | None = None, overlap: bool = False,
+                  catalog: Catalog | None = None) -> CapacityPlan:
+    """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
+
+    Parameters
+    ----------
+    model, system : id, path or catalog entry
+    qps : float
+        Request arrival rate (Poisson) [requests/s].
+    traffic : Traffic
+        Input / output lengths (fixed or sampled).
+    ttft_slo_s, tpot_slo_s : float
+        Mean time-to-first-token and time-per-output-token bounds [s].
+    dtype, kv_dtype : str
+    fixed : dict, optional
+        Pin ``tp``, ``ep``, ``pp`` (else searched, :func:`candidate_replicas`).
+    disaggregated : bool
+        Separate prefill and decode pools.
+    chunked_prefill : int, optional
+        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
+    overlap : bool
+        Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
+
+    Returns
+    -------
+    CapacityPlan
+
+    Raises
+    ------
+    InputError
+        For a non-positive rate or SLO, or a dtype the accelerator lacks.
+    InfeasiblePlan
+        If no configuration meets the SLOs (the message names the best TPOT reached).
+    """
+    if qps <= 0 or ttft_slo_s <= 0 or tpot_slo_s <= 0:
+        raise InputError(f"qps and SLOs must be positive; got qps={qps}, ttft={ttft_slo_s}, tpot={tpot_slo_s}")
+    cat = catalog or load_catalog()
+    m, sys_ = cat.model(model), cat.system(system)
+    resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)  # dtype checks with a clear message
+    tr = traffic.summary()
+    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    if not cands:
+        raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
+    o_mean = tr["output_mean"]
+    best, searched, feasible, best_tpot = None, 0, 0, math.inf
+    prefill_opts = []
+    if disaggregated:
+        for r in cands:
+            sp = resolve(m, sys_, r, cat)
+            t1 = prefill_pass(sp, 1, tr["input_mean"])["time_s"]
+            n_pf = max(1, int(max_batched_tokens // tr["input_mean"]))
+            # the replica's attention groups prefill in parallel: one request every per_req / groups seconds
+            per_req = prefill_pass(sp, n_pf, tr["input_mean"])["time_s"] / n_pf / r.groups
+            prefill_opts.append((sp, t1, per_req))
+    for r in cands:
+        s = resolve(m, sys_, r, cat)
+        for p in _grid_points(s, tr, max_batched_tokens, disaggregated, chunked_prefill):
+            searched += 1
+            best_tpot = min(best_tpot, p.tpot_s)
+            if p.tpot_s > tpot_slo_s:
+                continue
+            hold = o_mean * p.iteration_s  # seconds a request holds a slot
+            n_min = math.floor(qps * hold / p.batch) + 1
+            if not disaggregated:
+                def ttft(n, p=p, hold=hold):
+                    return mgc_wait_s(qps / n, p.batch, hold, tr["output_cs2"]) + p.ttft_s
+                n = _min_replicas(qps, ttft, n_min, ttft_slo_s)
+                if n is None:
+                    continue
+                cand = (n * r.gpus, p.tpot_s, dict(r=r, p=p, n=n, ttft=ttft(n)))
+            else:
+                cand = _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_min, hold)
+                if cand is None:
+                    continue
+            feasible += 1
+            if best is None or cand[:2] < best[:2]:
+                best = cand
+    if best is None:
+        raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} meets TTFT <= {ttft_slo_s * 1e3:.0f} ms and "
+                             f"TPOT <= {tpot_slo_s * 1e3:.1f} ms at {qps:g} requests/s (best TPOT reached "
+                             f"{best_tpot * 1e3:.1f} ms over {searched} candidates)")
+    return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
+
+
+def _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_d_min, hold):
+    """Best prefill pool for one decode (replica, batch); returns (gpus, tpot, detail) or None."""
+    best = None
+    for sp, t1, per_req in prefill_opts:
+        xfer = kv_transfer_s(sp, s, tr["input_mean"], same_domain=sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
+        for n_d in (n_d_min, 2 * n_d_min):
+            wd = mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"])
+            budget = ttft_slo_s - wd - xfer - t1
+            if budget <= 0:
+                continue
+
+            def ttft_p(n, per_req=per_req, t1=t1):
+                lam = qps / n
+                rho = lam * per_req
+                # M/D/1 (Pollaczek-Khinchine, [3]_): W = rho S / (2 (1 - rho)), the pass itself t1
+                return (rho * per_req / (2 * (1 - rho)) if rho < 1 else math.inf) + t1
+
+            n_p = _min_replicas(qps, ttft_p, math.floor(qps * per_req) + 1, ttft_slo_s - wd - xfer)
+            if n_p is None:
+                continue
+            gpus = n_p * sp.replica.gpus + n_d * r.gpus
+            if best is None or gpus < best[0]:
+                best = (gpus, p.tpot_s, dict(r=r, p=p, n=n_d, ttft=ttft_p(n_p) + wd + xfer, prefill=sp.replica,
+                                             n_p=n_p, xfer=xfer))
+    return best
+
+
+def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> CapacityPlan:
+    r, p, n = d["r"], d["p"], d["n"]
+    n_p = d.get("n_p", 0)
+    gpus = n * r.gpus + n_p * (d["prefill"].gpus if disaggregated else 0)
+    tokens_per_s = qps * tr["output_mean"]
+    it_w, fac_w = attributed_power_w(sys_, gpus, cat)
+    rate = usd_per_gpu_hour(sys_, gpus, cat)
+    util = qps * tr["output_mean"] * p.iteration_s / (n * p.batch)
+    return CapacityPlan(
+        system=sys_.id, model=m.id, replica=r, batch=p.batch, replicas=n + n_p, gpus=gpus, qps=qps,
+        ttft_s=d["ttft"], tpot_s=p.tpot_s, e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
+        tokens_per_s_per_gpu=tokens_per_s / gpus, utilisation=util, max_batch=p.max_batch,
+        it_power_w=it_w, facility_power_w=fac_w, usd_per_gpu_hour=rate,
+        usd_per_million_tokens=usd_per_million_tokens(gpus, tokens_per_s, rate), disaggregated=disaggregated,
+        prefill_replica=d.get("prefill"), prefill_replicas=n_p, kv_transfer_s=d.get("xfer", 0.0),
+        searched=searched, feasible=feasible)
+
+
+def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float,
+                 catalog: Catalog | None = None, **kwargs) -> pd.DataFrame:
+    """GPUs, power and $ per million tokens per design over request rates (one row per pair; a design
+    that cannot meet the SLOs keeps its row with the reason in ``status``)."""
+    cat = catalog or load_catalog()
+    rows = []
+    for sys_id in systems:
+        for q in rates:
+            try:
+                d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kwargs).to_dict()
+                d["status"] = "ok"
+            except HnplanError as exc:
+                d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}
+            rows.append(d)
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {"qps": "requests/s", "gpus": "GPUs", "usd_per_million_tokens": "USD per 1e6 output tokens",
+                         "ttft_s": "s", "tpot_s": "s", "facility_power_kw": "kW"}
+    return df
+
+
+def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None) -> str:
+    """A short Markdown reading of :func:`gpus_vs_rate` (and :func:`design_frontiers`): which design
+    needs fewer GPUs and costs less per million tokens at the lowest and highest rate, and each
+    design's peak output tokens/s per GPU."""
+    lines = []
+    ok = rates[rates["status"] == "ok"] if "status" in rates else rates
+    for q in sorted({ok["qps"].min(), ok["qps"].max()}) if len(ok) else []:
+        at = ok[ok["qps"] == q].sort_values(["gpus", "usd_per_million_tokens"])
+        if at.empty:
+            continue
+        parts = ", ".join(f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
+                          f"${r.usd_per_million_tokens:.3f}/M tokens)" for r in at.itertuples())
+        cheapest = at.sort_values("usd_per_million_tokens").iloc[0]["system"]
+        lines.append(f"- At {q:g} requests/s: {parts}; cheapest per token: **{cheapest}**.")
+    failed = rates[rates["status"] != "ok"] if "status" in rates else rates.iloc[0:0]
+    for r in failed.itertuples():
+        lines.append(f"- {r.system} at {r.qps:g} requests/s: {r.status}")
+    if frontiers is not None and "tokens_per_s_per_gpu" in frontiers:
+        fo = frontiers[frontiers["status"] == "ok"]
+        for system, g in fo.groupby("system", sort=False):
+            best = g.loc[g["tokens_per_s_per_gpu"].idxmax()]
+            lines.append(f"- {system} ({best['layout']}): at most {best['tokens_per_s_per_gpu']:,.0f} output tokens/s "
+                         f"per GPU, at batch {int(best['batch'])} and {best['tokens_per_s_per_user']:.1f} tokens/s per user.")
+    return "\n".join(lines) if lines else "No design met the SLOs at any rate."

@@ -1,0 +1,223 @@
+"""Operating points of one design: a replica at a batch or at its maximum throughput, the frontier
+of the best layout per design, the best point under a TPOT bound, short scoring requests, and the
+power and $ attributed to the GPUs used.
+
+Cost: the TCO of the purchasable units (:func:`hnplan.cost.design_cost`: capex, energy, maintenance
+over the amortisation period) per GPU-hour; $ per million output tokens = GPUs x $/GPU-hour /
+(output tokens/s x 3600) x 1e6. Power: each GPU's share of its units' rated IT power
+(:func:`hnplan.power.design_power`) and the facility power through the PUE.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cost import design_cost
+from hnplan.errors import HnplanError, InfeasiblePlan
+from hnplan.planning.inference.core import (
+    Replica,
+    Setup,
+    batch_grid,
+    candidate_replicas,
+    frontier,
+    max_batch,
+    max_throughput_point,
+    prefill_pass,
+    resolve,
+    steady_state,
+)
+from hnplan.power import design_power
+
+
+def _whole_units(system, gpus: int | None) -> int:
+    return math.ceil((gpus or system.unit_gpus) / system.unit_gpus) * system.unit_gpus
+
+
+def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
+    """TCO per GPU-hour over the amortisation period of the purchasable units that hold ``gpus``
+    accelerators (default one unit) [USD/GPU-hour] (:func:`hnplan.cost.design_cost`)."""
+    cat = catalog or load_catalog()
+    system = cat.system(system)
+    n = _whole_units(system, gpus)
+    dc = design_cost(system, n, cat)
+    return dc.tco_usd / (n * units.s_to_hours(dc.years * units.YEAR))
+
+
+def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
+    """IT and facility power attributed to ``gpus`` accelerators: their share of the rated power of
+    the purchasable units that hold them (:func:`hnplan.power.design_power`) [W]."""
+    cat = catalog or load_catalog()
+    system = cat.system(system)
+    n = _whole_units(system, gpus)
+    pw = design_power(system, n, cat)
+    return pw.it_w * gpus / n, pw.facility_w * gpus / n
+
+
+def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
+    """``gpus x $/GPU-hour / (tokens/s x 3600) x 1e6`` [USD per million output tokens]."""
+    return gpus * usd_gpu_h / (tokens_per_s * units.HOUR) * units.MEGA
+
+
+def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bound_s: float, **kwargs):
+    """The operating point with the most output tokens/s whose TPOT stays within ``tpot_bound_s``
+    (TPOT grows with batch: a grid, then bisection between the last batch within the bound and the
+    first beyond it). None if even the smallest batch exceeds the bound.
+
+    ``kwargs`` go to :func:`hnplan.planning.inference.core.steady_state`.
+    """
+    ctx_max = kwargs.get("max_context_tokens") or input_tokens + output_tokens
+    mb = max_batch(s, ctx_max)
+    g = s.replica.groups
+    cache: dict = {}
+
+    def at(b):
+        return steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+
+    lo, hi = None, None
+    for b in batch_grid(mb, g, 16):
+        p = at(b)
+        if p.tpot_s <= tpot_bound_s:
+            lo = (int(b), p)
+        else:
+            hi = int(b)
+            break
+    if lo is None:
+        return None
+    if hi is not None:
+        a, z = lo[0] // g, hi // g
+        while z - a > 1:
+            mid = (a + z) // 2
+            p = at(mid * g)
+            if p.tpot_s <= tpot_bound_s:
+                a, lo = mid, (mid * g, p)
+            else:
+                z = mid
+    return lo[1]
+
+
+def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, replica: Replica | None = None,
+                     catalog: Catalog | None = None, dtype: str = "bf16") -> dict:
+    """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
+    the requests per second one node sustains with every request answered within ``latency_bound_s``.
+
+    A replica runs back-to-back passes of ``k`` requests; at saturation a request waits for the pass in
+    flight and then runs in the next, so its latency is at most ``2 t(k)``. The largest ``k`` with
+    ``2 t(k) <= bound`` gives ``k / t(k)`` requests/s per replica; a node holds ``node_gpus /
+    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried.
+
+    Returns
+    -------
+    dict
+        ``requests_per_s_per_node``, ``requests_per_s_per_gpu``, ``batch``, ``latency_s`` (the bound
+        reached, ``2 t(k)``), ``pass_s``, ``tp``, ``ep``, ``pp``, ``node_gpus``.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If even one request alone exceeds the bound.
+    """
+    cat = catalog or load_catalog()
+    m, sys_ = cat.model(model), cat.system(system)
+    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, catalog=cat)
+    best = None
+    for r in reps:
+        s = resolve(m, sys_, r, cat)
+        cap = max_batch(s, input_tokens) // r.groups
+        k_lo, t_lo = 0, None
+        for k in batch_grid(cap, 1, 20):
+            t = prefill_pass(s, int(k), input_tokens)["time_s"]
+            if 2 * t > latency_bound_s:
+                break
+            k_lo, t_lo = int(k), t
+        if t_lo is None:
+            continue
+        per_gpu = k_lo * r.groups / t_lo / r.gpus
+        if best is None or per_gpu > best["requests_per_s_per_gpu"]:
+            best = {"tp": r.tp, "ep": r.ep, "pp": r.pp, "batch": k_lo * r.groups, "pass_s": t_lo, "latency_s": 2 * t_lo,
+                    "requests_per_s_per_gpu": per_gpu, "node_gpus": sys_.node_gpus,
+                    "requests_per_s_per_node": per_gpu * sys_.node_gpus}
+    if best is None:
+        raise InfeasiblePlan(f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
+                             f"half the {latency_bound_s * 1e3:.1f} ms bound")
+    return best
+
+
+def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
+                    batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
+                    fixed: dict | None = None, overlap: bool = False, catalog: Catalog | None = None,
+                    **kwargs) -> dict:
+    """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
+
+    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees):
+    the first that fits for a given batch, the one with the most output tokens/s per GPU otherwise.
+
+    Returns
+    -------
+    dict
+        The JSON shape of ``hnplan infer`` without ``--qps``: ``ttft_s, tpot_s, e2e_latency_s,
+        tokens_per_s, tokens_per_s_per_gpu, tokens_per_s_per_user, max_batch, batch, replicas`` (1),
+        ``gpus``, ``memory_per_gpu_gib``, ``hbm_gib``, ``usd_per_gpu_hour``,
+        ``usd_per_million_tokens``, ``it_power_kw``, the layout and ``breakdown_s``.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no layout fits (or the batch exceeds every layout's memory).
+    """
+    cat = catalog or load_catalog()
+    m, sys_ = cat.model(model), cat.system(system)
+    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    if replica is None:
+        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)
+    best, err = None, None
+    for r in reps:
+        s = resolve(m, sys_, r, cat)
+        try:
+            p = (max_throughput_point(s, input_tokens, output_tokens, **kwargs) if batch is None
+                 else steady_state(s, batch, input_tokens, output_tokens, **kwargs))
+        except InfeasiblePlan as exc:
+            err = exc
+            continue
+        if best is None or p.tokens_per_s_per_gpu > best[1].tokens_per_s_per_gpu:
+            best = (r, p)
+        if batch is not None:
+            break
+    if best is None:
+        raise err or InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id}")
+    r, p = best
+    rate = usd_per_gpu_hour(sys_, None, cat)
+    it_w, _ = attributed_power_w(sys_, r.gpus, cat)
+    return {"model": m.id, "system": sys_.id, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
+            "kv_dtype": r.kv, "input_tokens": input_tokens, "output_tokens": output_tokens, "batch": p.batch,
+            "max_batch": p.max_batch, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s, "e2e_latency_s": p.e2e_s,
+            "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+            "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
+            "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
+            "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
+            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s)}
+
+
+def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
+                     overlap: bool = False, catalog: Catalog | None = None) -> pd.DataFrame:
+    """The throughput-latency frontier of each design's best layout (the one with the most output
+    tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
+    ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``."""
+    cat = catalog or load_catalog()
+    parts = []
+    for sys_id in systems:
+        try:
+            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat)
+            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap)
+            df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
+            df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
+            df["status"] = "ok"
+        except HnplanError as exc:
+            df = pd.DataFrame([{"system": cat.system(sys_id).id, "status": str(exc)}])
+        parts.append(df)
+    out = pd.concat(parts, ignore_index=True)
+    out.attrs["units"] = parts[0].attrs.get("units", {}) if parts else {}
+    return out

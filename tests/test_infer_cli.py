@@ -1,0 +1,76 @@
+"""``hnplan infer``: --help, JSON keys of each mode, exit codes and error messages."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+BASE = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000",
+        "--output-tokens", "500", "--tp", "1"]
+KEYS = {"ttft_s", "tpot_s", "tokens_per_s_per_gpu", "max_batch", "replicas", "gpus", "usd_per_million_tokens"}
+
+
+def _json(args):
+    res = runner.invoke(app, args + ["--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def test_infer_help():
+    res = runner.invoke(app, ["infer", "--help"])
+    assert res.exit_code == 0
+    for flag in ("--qps", "--ttft-slo-ms", "--tpot-slo-ms", "--batch", "--dtype", "--disaggregate"):
+        assert flag in res.output
+
+
+def test_max_throughput_mode_keys():
+    d = _json(BASE + ["--dtype", "fp8"])
+    assert KEYS <= set(d)
+    assert d["batch"] <= d["max_batch"] and d["replicas"] == 1 and d["gpus"] == 1 and d["kv_dtype"] == "fp8"
+
+
+def test_batch_mode_keys():
+    d = _json(BASE + ["--batch", "16"])
+    assert KEYS <= set(d) and d["batch"] == 16
+    assert d["tpot_s"] == pytest.approx(1.0 / d["tokens_per_s_per_user"])
+
+
+def test_qps_mode_keys():
+    d = _json(BASE + ["--qps", "50", "--ttft-slo-ms", "500", "--tpot-slo-ms", "40", "--dtype", "fp8"])
+    assert KEYS <= set(d)
+    assert d["ttft_s"] <= 0.5 and d["tpot_s"] <= 0.04 and d["gpus"] == d["replicas"]
+    assert {"it_power_kw", "facility_power_kw", "usd_per_gpu_hour"} <= set(d)
+
+
+def test_scoring_mode_keys():
+    d = _json(["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "256",
+               "--tp", "1", "--score-latency-ms", "50"])
+    assert {"requests_per_s_per_node", "requests_per_s_per_gpu", "batch", "latency_s"} <= set(d)
+    assert d["latency_s"] <= 0.05
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["--dtype", "fp4"], 2, "no fp4 peak"),
+    (["--batch", "4", "--qps", "3", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 2, "at most one of --batch and --qps"),
+    (["--qps", "3"], 2, "--qps needs --ttft-slo-ms and --tpot-slo-ms"),
+    (["--batch", "100000"], 3, "exceeds"),
+    (["--qps", "100", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 3, "no configuration"),
+])
+def test_infer_errors(args, code, needle):
+    res = runner.invoke(app, BASE + args)
+    assert res.exit_code == code, res.output
+    assert needle in " ".join(res.output.split())
+
+
+def test_table_output():
+    res = runner.invoke(app, BASE + ["--batch", "8"])
+    assert res.exit_code == 0 and "tpot_s" in res.output
+
+
+def test_disaggregated_keys():
+    d = _json(BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40", "--dtype", "fp8", "--disaggregate"])
+    assert d["disaggregated"] and {"prefill", "decode_replicas", "kv_transfer_s"} <= set(d)
+    assert d["gpus"] == d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"]

@@ -1,0 +1,27 @@
+"""The inference-capacity notebook runs on small parameters and shows the library's numbers and charts."""
+
+import pytest
+
+from hnplan.planning.inference import Traffic, design_frontiers, gpus_vs_rate
+from nbutil import plotly_divs, run_notebook
+
+pytestmark = pytest.mark.notebook
+
+SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], input_tokens=1000, output_tokens=200,
+             dtype="fp8", rates=[5, 50], ttft_slo_ms=1000, tpot_slo_ms=50, validation_models=["deepseek-v3"])
+
+
+def test_inference_capacity_notebook(tmp_path):
+    nb, html = run_notebook("inference_capacity", SMALL, tmp_path)
+    fr = design_frontiers(SMALL["model"], SMALL["systems"], 1000, 200, "fp8")
+    peak = fr.groupby("system")["tokens_per_s_per_gpu"].max()
+    for v in peak:
+        assert f"{v:,.0f}" in html  # each design's peak tokens/s per GPU, as the library computes it
+    rt = gpus_vs_rate(SMALL["model"], SMALL["systems"], SMALL["rates"], Traffic(1000, 200), 1.0, 0.05, dtype="fp8")
+    assert (rt["status"] == "ok").all()
+    for r in rt.itertuples():
+        assert f"${r.usd_per_million_tokens:.3f}/M tokens" in html
+    assert 'id="key-table"' in html
+    assert plotly_divs(html) == 4
+    assert "What this means" in html and "cheapest per token" in html
+    assert "DeepSeek production" in html and "mean |error|" in html
