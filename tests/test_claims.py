@@ -12,7 +12,7 @@ CLAIMS = {c.id: c for c in audit(SMALL)}
 
 
 def test_every_claim_has_a_verdict_and_a_finding():
-    assert len(CLAIMS) == 8
+    assert len(CLAIMS) == 9
     for c in CLAIMS.values():
         assert c.verdict in VERDICTS and c.finding and c.seed
         if c.verdict != "not testable":
@@ -56,4 +56,10 @@ def test_claims_notebook(tmp_path):
     assert 'id="key-table"' in html and plotly_divs(html) == 1
     for c in CLAIMS.values():
         assert c.verdict in html
-    assert "Of 8 claims" in html
+    assert "Of 9 claims" in html
+
+
+def test_scoring_claim_counts_requests_per_node():
+    ev = CLAIMS["scoring"].evidence
+    assert ev["rps_per_node_seed-40card"] > 0 and ev["rps_per_node_hgx-h100-ib-ndr"] > 0
+    assert (ev["rps_per_node_seed-40card"] >= 32000) == (CLAIMS["scoring"].verdict == "holds")

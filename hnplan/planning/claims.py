@@ -60,7 +60,8 @@ class AuditSetup:
     gpus: int = 4032                    # 56 NVL72 racks = 504 HGX servers
     seq_len: int = 2048
     global_batch_seqs: int = 4032       # one sequence per GPU per step, so plain data parallelism divides too
-    serving_model: str = "llama3.1-8b"
+    scoring_model: str = "megatron-1.7b"  # the smallest catalog model: the seed names no scoring model
+    scoring_tokens: int = 128
 
 
 def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None) -> list[Claim]:
@@ -69,7 +70,7 @@ def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None) -> li
     s = setup or AuditSetup()
     out = []
     for fn in (_communication_share, _communication_reduction, _utilisation, _trillion_llm, _vision_10t,
-               _seed_node_arithmetic, _rdma_vs_tcp, _nic_guidance):
+               _seed_node_arithmetic, _rdma_vs_tcp, _nic_guidance, _scoring):
         try:
             out.append(fn(cat, s))
         except HnplanError as exc:
@@ -254,3 +255,25 @@ def audit_verdict(claims: list[Claim]) -> str:
     return (f"Of {len(claims)} claims: " + ", ".join(parts) + ". The seeds' figures mostly compare a new "
             "supernode with an older or badly planned cluster; for equal GPU counts and each design's best "
             "plan, the gap hnplan finds comes from the chip and the scale-up domain together, and is smaller.")
+
+
+def _scoring(cat, s) -> Claim:
+    """Inference: 32,000 scoring requests per second per node, each under 8 ms."""
+    from hnplan.compute import param_counts
+    from hnplan.planning.inference.points import scoring_capacity
+
+    rows = {sid: scoring_capacity(s.scoring_model, sid, s.scoring_tokens, 0.008, catalog=cat)
+            for sid in (s.seed_supernode, s.traditional)}
+    best = rows[s.seed_supernode]["requests_per_s_per_node"]
+    params = param_counts(cat.model(s.scoring_model)).total
+    verdict = "holds" if best >= 32000 else "holds only under conditions"
+    return Claim("scoring", "000", "32,000 scoring requests per second per node under 8 ms", verdict,
+                 f"A {params / 1e9:.1f}B-parameter scorer on {s.scoring_tokens}-token requests, every request within "
+                 f"8 ms (a request waits for the pass in flight, then runs): {best:,.0f} requests/s per "
+                 f"{s.seed_supernode} node ({rows[s.seed_supernode]['node_gpus']} cards) and "
+                 f"{rows[s.traditional]['requests_per_s_per_node']:,.0f} per {s.traditional} server. "
+                 + ("The claim holds for this model." if best >= 32000 else
+                    "32,000 needs a model several times smaller (small passes are bound by reading the weights "
+                    "and by kernel launches, so the rate grows about inversely with model size)."),
+                 f"the seed names no model: {s.scoring_model} with {s.scoring_tokens}-token inputs",
+                 {f"rps_per_node_{k}": v["requests_per_s_per_node"] for k, v in rows.items()})
