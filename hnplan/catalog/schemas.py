@@ -101,8 +101,13 @@ class Accelerator(Entry):
         description="achievable fraction of the dense peak on large GEMMs, per dtype (calibration)")
     hbm_efficiency: Fraction = Field(
         description="achievable fraction of HBM bandwidth for streaming kernels (calibration)")
+    gemm_tile_mnk: tuple[PosInt, PosInt, PosInt] | None = Field(
+        default=None, description="GEMM output tile (M, N) of one SM / core and its K step [elements], "
+                                  "for tile and wave quantisation; none: no quantisation term")
+    kernel_overhead_us: NonNegative | None = Field(
+        default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)")
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency")
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us")
 
     @model_validator(mode="after")
     def _bf16_present(self):

@@ -35,11 +35,11 @@ from hnplan.comm.collectives import hierarchical_allreduce_time, pairwise_alltoa
 from hnplan.comm.topology import LinkParams, SystemLinks, split_group, system_links
 from hnplan.compute import (
     RECOMPUTE_MODES,
-    achievable_flops_per_s,
     achievable_hbm_Bps,
     param_counts,
     peak_flops_per_s,
     training_flops_per_token,
+    training_stage_time_s,
 )
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import ZERO_STAGES, training_memory
@@ -229,17 +229,12 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     act_bytes = units.dtype_bytes("bf16")
 
     flops = training_flops_per_token(model, seq_len, p.recompute)
-    gemm_rate = achievable_flops_per_s(acc, dtype)
 
-    # --- per micro-batch compute on the slowest stage -------------------------------------
+    # --- per micro-batch compute on the slowest stage: operator-level roofline (hnplan.compute) ---
     tokens_mb = p.microbatch_size * seq_len
-    lm_head_fwd = 2.0 * model.vocab * model.hidden  # per token, on the last stage
-    layer_hw_per_token = (flops.hardware - 3.0 * lm_head_fwd) / model.layers
     layers_slowest = math.ceil(model.layers / p.pp)
-    last_stage_layers = model.layers - (p.pp - 1) * layers_slowest if p.pp > 1 else model.layers
-    stage_flops = max(layers_slowest * layer_hw_per_token,
-                      max(last_stage_layers, 0) * layer_hw_per_token + 3.0 * lm_head_fwd)
-    t_compute_mb = stage_flops * tokens_mb / (p.tp * p.cp) / gemm_rate
+    t_compute_mb = training_stage_time_s(model, acc, p.microbatch_size, seq_len, tp=p.tp, cp=p.cp, ep=p.ep,
+                                         pp=p.pp, dtype=dtype, recompute=p.recompute)
 
     # --- tensor parallel: 2 all-reduces (or AG + RS with SP) forward, 2 backward per layer ----
     tp_msg = tokens_mb / p.cp * model.hidden * act_bytes

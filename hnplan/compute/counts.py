@@ -1,8 +1,7 @@
-"""Compute cost model: parameter counts, model and hardware FLOPs, roofline time.
+"""Whole-model counts: parameters, model and hardware FLOPs per token, MFU, the roofline primitive.
 
-This is the first-order model: whole-model FLOP counts and a roofline over the accelerator's
-achievable peak. The operator-level roofline (per-operator FLOPs, bytes and shape-dependent GEMM
-efficiency) builds on these counts.
+The operator-level roofline (:mod:`hnplan.compute.operators`) reproduces these counts operator by
+operator (tests assert the equality) and adds bytes, shapes and times.
 
 References
 ----------
@@ -207,6 +206,8 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
         raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
     pc = param_counts(model)
     matmul_params = pc.layers_active - model.layers * pc.norms_per_layer + model.vocab * model.hidden
+    if model.mla is not None:  # the MLA latent norms' weights sit in the attention count but do no matmul
+        matmul_params -= model.layers * ((model.mla.q_lora_rank or 0) + model.mla.kv_lora_rank)
     dense = 2.0 * matmul_params  # forward FLOPs of the weight matmuls per token
     attn = attention_core_flops_per_token(model, seq_len)
     model_flops = 3.0 * (dense + attn)
@@ -218,13 +219,69 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
 
 def megatron_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int,
                                  full_recompute: bool = True) -> float:
-    """The closed form of Narayanan et al. 2021 ([1]_, Sec. 5.1) for a GPT model [FLOP/iteration].
+    """The closed form of Narayanan et al. 2021 ([1]_, Sec. 5.1, Eq. 3) for a GPT model [FLOP/iteration].
 
-    ``F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recomputation, ``72 ...`` without, as the
-    paper states; kept for validating against the paper's tables, which use the 96 form.
+    ``F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recomputation: four passes of the layer
+    stack (forward, recomputed forward, backward = 2 x forward) and three of the LM head, which is
+    not recomputed. This is exactly our hardware count with ``recompute="full"`` (tests assert it).
+
+    With ``full_recompute=False`` this returns the paper's ``72 B s l h^2 (1 + s/(6h) + V/(16 l h))``
+    as printed. That form understates the LM head: scaling the whole bracket by 72/96 gives the head
+    ``4.5 B s h V`` instead of the ``6 B s h V`` of its three passes. Our model FLOPs without
+    recomputation are ``72 B s l h^2 (1 + s/(6h)) + 6 B s h V`` (see :func:`megatron_model_flops_per_iteration`).
+
+    Parameters
+    ----------
+    batch : int
+        Sequences per iteration ``B``.
+    seq_len, layers, hidden, vocab : int
+        ``s`` [tokens], ``l``, ``h``, ``V``.
+    full_recompute : bool
+
+    Returns
+    -------
+    float
+        FLOPs per iteration [FLOP].
+
+    Examples
+    --------
+    >>> f = megatron_flops_per_iteration(1, 2048, 24, 2304, 51200)
+    >>> round(f / 1e12, 1)   # GPT 1.7B of Megatron-LM Table 1, one sequence
+    30.2
     """
     k = 96.0 if full_recompute else 72.0
     return k * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+def megatron_model_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int) -> float:
+    """Model FLOPs (no recomputation) of a GPT model, LM head counted with its three passes [FLOP].
+
+    ``72 B s l h^2 (1 + s/(6h)) + 6 B s h V``: the corrected no-recompute form of [1]_ Eq. 3 (see
+    :func:`megatron_flops_per_iteration` for why the printed 72 form differs in its vocabulary term).
+    """
+    return 72.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden)) + 6.0 * batch * seq_len * hidden * vocab
+
+
+def megatron_vocab_term(layers: int, hidden: int, vocab: int) -> float:
+    """The vocabulary (logit) term ``V / (16 l h)`` of [1]_ Eq. 3, relative to the layers' ``h^2`` term [-].
+
+    Dropping it halves the FLOPs of a small model: 6 layers, hidden 512, vocabulary 50,257 give 1.02
+    (102%); 44 layers, hidden 6,144 give 0.012 (1.2%).
+
+    >>> round(megatron_vocab_term(6, 512, 50257), 3)
+    1.022
+    """
+    return vocab / (16.0 * layers * hidden)
+
+
+def mfu(flops_per_token: float, tokens_per_s: float, peak_flops_per_s_: float) -> float:
+    """Model FLOPs utilisation ``flops_per_token x tokens_per_s / peak`` [-] (PaLM [2]_ Appendix B).
+
+    ``flops_per_token`` is :attr:`FlopsPerToken.model` for MFU and ``.hardware`` for HFU; ``tokens_per_s``
+    and the peak are per accelerator [tokens/s], [FLOP/s]. Use the *dense* peak: a 2:4-sparse peak
+    halves the result.
+    """
+    return flops_per_token * tokens_per_s / peak_flops_per_s_
 
 
 def peak_flops_per_s(acc: Accelerator, dtype: str) -> float:

@@ -1,0 +1,38 @@
+"""Compute cost model: parameter and FLOP counts, shape-dependent GEMM throughput, and the
+operator-level roofline of a transformer's training step, prefill and decode.
+
+* :mod:`hnplan.compute.counts`: parameter counts, model / hardware FLOPs per token (PaLM, Megatron-LM),
+  MFU, peaks and the roofline primitive.
+* :mod:`hnplan.compute.gemm`: tile and wave quantisation of a GEMM shape on an accelerator.
+* :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
+  phase, and the compute time of one pipeline stage per micro-batch.
+
+See docs/compute.md.
+"""
+
+from hnplan.compute.counts import (  # noqa: F401
+    RECOMPUTE_MODES,
+    FlopsPerToken,
+    ParamCounts,
+    achievable_flops_per_s,
+    achievable_hbm_Bps,
+    attention_core_flops_per_token,
+    head_dim,
+    megatron_flops_per_iteration,
+    megatron_model_flops_per_iteration,
+    megatron_vocab_term,
+    mfu,
+    param_counts,
+    peak_flops_per_s,
+    roofline_time_s,
+    training_flops_per_token,
+)
+from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, quantisation_efficiency, wave_efficiency  # noqa: F401
+from hnplan.compute.operators import (  # noqa: F401
+    CONVENTIONS,
+    PHASES,
+    operator_table,
+    roofline_curve,
+    totals,
+    training_stage_time_s,
+)

@@ -1,0 +1,478 @@
+"""Operator-level roofline of a transformer: the operators of one layer, per phase, per GPU.
+
+For a model catalog entry, the operators of one layer (norms, QKV or MLA projections, RoPE,
+FlashAttention-style attention, output projection, residual adds, dense MLP or MoE router + routed
+and shared experts) and the embedding / LM head, with FLOPs, bytes read and written, arithmetic
+intensity and time per GPU for one phase:
+
+* ``train``: forward (``fwd``), backward as data-gradient (``bwd-data``) and weight-gradient
+  (``bwd-weight``) GEMMs, ``bwd`` for attention and element-wise operators, and ``recompute`` rows
+  for the recompute mode (``full``: the layer stack's forward again; ``selective``: the attention
+  core, Korthikanti et al. 2022);
+* ``prefill``: the forward pass over the prompt, writing the KV cache; logits of the last token only;
+* ``decode``: one new token per sequence against a KV cache of ``kv_len`` tokens.
+
+Time per operator ([4]_): ``max(flops / achievable FLOP/s, bytes / achievable HBM bandwidth) +
+kernel overhead``; GEMM throughput depends on the shape (:mod:`hnplan.compute.gemm`).
+
+Sharding follows Megatron-LM ([1]_, [2]_): QKV and MLP-up are column-parallel and output and
+MLP-down row-parallel over ``tp`` (heads and FFN columns split); with ``tp > 1`` in training,
+norms and residual adds run sequence-parallel on ``tokens / tp``; MLA down-projections are
+replicated; KV heads fewer than ``tp`` are replicated; context parallelism splits the tokens by
+``cp`` (each rank's queries attend to the whole sequence); expert parallelism places
+``experts / ep`` experts per rank and each rank processes ``tokens x top-k`` expert rows; experts
+are tensor-parallel like the dense MLP.
+
+Conventions (``convention``):
+
+* ``executed`` (default, for time): causal attention does half the score and value FLOPs; the
+  FlashAttention backward does 2.5x the forward ([3]_: five matmuls, the forward's two plus
+  the recomputed scores); element-wise FLOPs are counted.
+* ``model`` (for MFU/HFU, PaLM [5]_): attention without the causal halving, every backward 2x its
+  forward, element-wise operators do no FLOPs. Summed over a training step this reproduces
+  Megatron-LM Eq. 3 ([1]_) exactly for GPT configs (96 form with full recomputation) and
+  ``6 N + 12 l h s`` per token (PaLM) for any dense model.
+
+Modelling assumptions (labelled, not measured): element-wise operators read and write bf16;
+their backward moves twice the forward bytes and FLOPs; weight gradients accumulate into fp32
+(Megatron-LM ``main_grad``: read + write 4 bytes per weight); routing is balanced, and at small
+batch only the experts some token picks are read (expected count ``E (1 - (1 - k/E)^T)`` for
+``T`` tokens choosing ``k`` of ``E`` uniformly); the attention core runs at the GEMM efficiency of
+bf16 with its work split in query tiles of the GEMM tile height; FP8 applies to GEMM inputs
+(weights and activations, 1 byte) with bf16 outputs, attention and element-wise stay bf16.
+
+References
+----------
+.. [1] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.3 and 5.1 (Eq. 3).
+.. [2] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+   arXiv:2205.05198, Sec. 4 (sequence parallelism) and 5 (selective recomputation).
+.. [3] Dao, "FlashAttention-2", arXiv:2307.08691, Sec. 3.1-3.2 and 4.1 (backward FLOPs = 2.5 x forward).
+.. [4] Williams, Waterman, Patterson, "Roofline", CACM 52(4), 2009.
+.. [5] Chowdhery et al., PaLM, arXiv:2204.02311, Appendix B.
+.. [6] DeepSeek-AI, DeepSeek-V2 (arXiv:2405.04434) Sec. 2.1 and V3 (arXiv:2412.19437): MLA, and
+   the absorbed form used in decode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achievable_hbm_Bps, head_dim,
+                                   peak_flops_per_s)
+from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
+from hnplan.errors import InputError
+
+PHASES = ("train", "prefill", "decode")
+CONVENTIONS = ("executed", "model")
+ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
+ACT_BYTES = 2.0  # bf16 activations
+GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
+FLASH_BWD_FACTOR = 2.5  # FlashAttention-2 [3]: backward = 2.5 x forward FLOPs (5 matmuls vs 2)
+# Arithmetic operations per output element of element-wise operators: counts of the operations
+# in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
+NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a factor of 2
+ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
+ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
+LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
+
+TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "intensity", "compute_time_s",
+                 "memory_time_s", "time_s", "bound", "gemm_efficiency", "attained_flops_per_s", "m", "n", "k"]
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One operator of the forward pass, per GPU (shapes in elements)."""
+
+    name: str
+    kind: str  # "gemm", "attention", "elementwise"
+    scope: str  # "dense-layer", "moe-layer", "embedding", "head"
+    # gemm: C[m, n] = A[m, k] W[k, n], ``groups`` of them; w_bytes: weight bytes read
+    m: float = 0.0
+    n: float = 0.0
+    k: float = 0.0
+    groups: float = 1.0
+    w_bytes: float = 0.0
+    in_bytes: float = ACT_BYTES  # bytes per input element (GEMM dtype)
+    # attention: sequences, local query / kv heads, query and key lengths, head dims, cached width
+    b: float = 0.0
+    hq: float = 0.0
+    s_q: float = 0.0
+    s_kv: float = 0.0
+    d_qk: float = 0.0
+    d_v: float = 0.0
+    kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
+    causal: bool = False
+    # element-wise: elements read, written, FLOPs per written element
+    e_in: float = 0.0
+    e_out: float = 0.0
+    flops_per_out: float = 0.0
+
+
+def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention):
+    if phase not in PHASES:
+        raise InputError(f"phase must be one of {', '.join(PHASES)}; got {phase!r}")
+    if recompute not in RECOMPUTE_MODES:
+        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+    if convention not in CONVENTIONS:
+        raise InputError(f"convention must be one of {', '.join(CONVENTIONS)}; got {convention!r}")
+    for name, v in (("batch", batch), ("seq_len", seq_len), ("tp", tp), ("cp", cp), ("ep", ep)):
+        if v is None or v < 1:
+            raise InputError(f"{name} must be >= 1, got {v!r}")
+    if kv_len is not None and kv_len < 0:
+        raise InputError(f"kv_len must be >= 0, got {kv_len!r}")
+    if model.heads % tp:
+        raise InputError(f"tp = {tp} does not divide the {model.heads} attention heads of {model.id}")
+    if ep > 1 and (model.moe is None or model.moe.experts % ep):
+        raise InputError(f"ep = {ep} must divide the number of experts of {model.id}")
+    try:
+        units.dtype_bytes(dtype)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
+    w = (k * n * groups if w_elems is None else w_elems) * wb
+    return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
+
+
+def _ew(name, scope, e_in, e_out, flops_per_out) -> _Op:
+    return _Op(name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out)
+
+
+def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None) -> list[_Op]:
+    """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
+    h, gated = model.hidden, model.activation == "swiglu"
+    up_n = (2 if gated else 1) * ffn_local
+    m = tokens / groups
+    wg = groups if w_groups is None else w_groups
+    rows = tokens * ffn_local
+    return [
+        _gemm(f"{prefix}_up", scope, m, up_n, h, wb, groups, w_elems=wg * h * up_n),
+        _ew(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, ACT_FLOPS[model.activation]),
+        _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
+    ]
+
+
+def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
+               tp: int, cp: int, ep: int, wb: float) -> list[_Op]:
+    h, H = model.hidden, model.heads
+    hq = H // tp
+    hkv = max(1, math.ceil(model.kv_heads / tp))
+    decode = phase == "decode"
+    tokens = batch if decode else batch * seq_len / cp
+    t_norm = tokens / tp if (phase == "train" and tp > 1) else tokens  # sequence parallel in training
+    s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
+    ops = [_ew("attn_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS)]
+    if model.mla is not None:
+        ml = model.mla
+        qk = ml.qk_nope_head_dim + ml.qk_rope_head_dim
+        if ml.q_lora_rank:
+            ops += [_gemm("q_down", scope, tokens, ml.q_lora_rank, h, wb),
+                    _ew("q_norm", scope, tokens * ml.q_lora_rank, tokens * ml.q_lora_rank, NORM_FLOPS),
+                    _gemm("q_up", scope, tokens, hq * qk, ml.q_lora_rank, wb)]
+        else:
+            ops.append(_gemm("q_proj", scope, tokens, hq * qk, h, wb))
+        ops += [_gemm("kv_down", scope, tokens, ml.kv_lora_rank + ml.qk_rope_head_dim, h, wb),
+                _ew("kv_norm", scope, tokens * ml.kv_lora_rank, tokens * ml.kv_lora_rank, NORM_FLOPS),
+                _ew("rope", scope, tokens * (hq + 1) * ml.qk_rope_head_dim, tokens * (hq + 1) * ml.qk_rope_head_dim,
+                    ROPE_FLOPS)]
+        latent = ml.kv_lora_rank + ml.qk_rope_head_dim
+        if decode:  # absorbed form: attention runs in the latent space, one shared "KV head"
+            ops.append(_gemm("q_absorb", scope, tokens, ml.kv_lora_rank, ml.qk_nope_head_dim, wb, groups=hq))
+            attn = _Op("attention", "attention", scope, b=batch, hq=hq, s_q=1, s_kv=s_kv, d_qk=latent,
+                       d_v=ml.kv_lora_rank, kv_width=latent)
+            ops += [_ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0), attn,
+                    _gemm("o_absorb", scope, tokens, ml.v_head_dim, ml.kv_lora_rank, wb, groups=hq)]
+        else:
+            ops.append(_gemm("kv_up", scope, tokens, hq * (ml.qk_nope_head_dim + ml.v_head_dim), ml.kv_lora_rank, wb))
+            if phase == "prefill":
+                ops.append(_ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0))
+            ops.append(_Op("attention", "attention", scope, b=batch, hq=hq, s_q=s_q, s_kv=s_kv, d_qk=qk,
+                           d_v=ml.v_head_dim, kv_width=hq * (qk + ml.v_head_dim), causal=True))
+        d_v_total = hq * ml.v_head_dim
+    else:
+        d = head_dim(model)
+        ops.append(_gemm("qkv_proj", scope, tokens, (hq + 2 * hkv) * d, h, wb))
+        if model.position_embedding == "rope":
+            ops.append(_ew("rope", scope, tokens * (hq + hkv) * d, tokens * (hq + hkv) * d, ROPE_FLOPS))
+        if phase != "train":
+            ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
+        ops.append(_Op("attention", "attention", scope, b=batch, hq=hq, s_q=s_q, s_kv=s_kv, d_qk=d, d_v=d,
+                       kv_width=2 * hkv * d, causal=not decode))
+        d_v_total = hq * d
+    if not (model.mla is not None and decode):
+        ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
+    ops += [_ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0),
+            _ew("mlp_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS)]
+    if scope == "moe-layer":
+        moe = model.moe
+        e_local = moe.experts / ep
+        assigned = tokens * moe.active_experts  # expert rows this GPU computes (balanced routing)
+        p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
+        touched = max(e_local * p_touched, min(1.0, e_local))
+        ffn_l = moe.expert_ffn_hidden / tp
+        ops += [_gemm("router", scope, tokens, moe.experts, h, wb),
+                _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0)]
+        ops += _mlp("expert", scope, model, assigned, ffn_l, wb, groups=touched)
+        if moe.shared_experts:
+            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
+    else:
+        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
+    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0))
+    return ops
+
+
+def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float):
+    h = model.hidden
+    tokens = batch if phase == "decode" else batch * seq_len / cp
+    pos = model.position_embedding == "learned"
+    emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
+    logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
+    t_norm = tokens / tp if (phase == "train" and tp > 1) else logits_tokens
+    head = [_ew("final_norm", "head", t_norm * h, t_norm * h, NORM_FLOPS),
+            _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)]
+    if phase == "train":
+        v = logits_tokens * model.vocab / tp
+        head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
+    return emb, head
+
+
+def _attention_fwd_flops(op: _Op, executed: bool) -> float:
+    full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
+    return full * (0.5 if (executed and op.causal) else 1.0)
+
+
+def _attention_fwd_bytes(op: _Op) -> float:
+    q_o = op.b * op.s_q * op.hq * (op.d_qk + op.d_v)
+    kv = op.b * op.s_kv * op.kv_width
+    return (q_o + kv) * ACT_BYTES + op.b * op.hq * op.s_q * 4.0  # + fp32 log-sum-exp
+
+
+def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
+    """Expand one forward operator into its rows for the phase: (name, scope, kind, phase, count,
+    flops, bytes, m, n, k, groups)."""
+    executed = convention == "executed"
+    out = []
+    if op.kind == "gemm":
+        f = 2.0 * op.groups * op.m * op.n * op.k
+        act_in = op.groups * op.m * op.k
+        act_out = op.groups * op.m * op.n
+        wb = op.in_bytes
+        fwd = (f, act_in * wb + op.w_bytes + act_out * ACT_BYTES, op.m, op.n, op.k)
+        if phase != "train":
+            return [(op.name, op.scope, op.kind, phase, count, *fwd, op.groups)]
+        w_elems = op.w_bytes / wb
+        out.append((op.name, op.scope, op.kind, "fwd", count, *fwd, op.groups))
+        out.append((op.name, op.scope, op.kind, "bwd-data", count, f, act_out * wb + op.w_bytes + act_in * ACT_BYTES,
+                    op.m, op.k, op.n, op.groups))
+        out.append((op.name, op.scope, op.kind, "bwd-weight", count, f,
+                    (act_in + act_out) * wb + 2.0 * w_elems * GRAD_ACCUM_BYTES, op.k, op.n, op.m, op.groups))
+        if recompute == "full" and op.scope.endswith("layer"):
+            out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
+        return out
+    if op.kind == "attention":
+        f = _attention_fwd_flops(op, executed)
+        by = _attention_fwd_bytes(op)
+        shape = (op.s_q, op.s_kv, op.d_qk)
+        if phase != "train":
+            return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
+        out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
+        out.append((op.name, op.scope, op.kind, "bwd", count, f * (FLASH_BWD_FACTOR if executed else 2.0), 2.0 * by,
+                    *shape, op.b * op.hq))
+        if recompute in ("full", "selective"):
+            out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
+        return out
+    f = 0.0 if not executed else op.flops_per_out * op.e_out
+    by = (op.e_in + op.e_out) * ACT_BYTES
+    if phase != "train":
+        return [(op.name, op.scope, op.kind, phase, count, f, by, 0.0, 0.0, 0.0, 1.0)]
+    out.append((op.name, op.scope, op.kind, "fwd", count, f, by, 0.0, 0.0, 0.0, 1.0))
+    out.append((op.name, op.scope, op.kind, "bwd", count, 2.0 * f, 2.0 * by, 0.0, 0.0, 0.0, 1.0))
+    if recompute == "full" and op.scope.endswith("layer"):
+        out.append((op.name, op.scope, op.kind, "recompute", count, f, by, 0.0, 0.0, 0.0, 1.0))
+    return out
+
+
+def _layer_counts(model: Model, layers: range | None = None) -> dict:
+    layers = range(model.layers) if layers is None else layers
+    first_dense = model.layers if model.moe is None else model.moe.first_dense_layers
+    dense = sum(1 for i in layers if i < first_dense)
+    return {"dense-layer": dense, "moe-layer": len(layers) - dense}
+
+
+def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
+              layers=None, embedding=True, head=True):
+    wb = units.dtype_bytes(dtype)
+    rows = []
+    for scope, count in _layer_counts(model, layers).items():
+        if count:
+            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb):
+                rows += _rows(op, phase, recompute, convention, count)
+    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb)
+    for op in (emb if embedding else []) + (hd if head else []):
+        rows += _rows(op, phase, recompute, convention, 1)
+    return rows
+
+
+def _times(rows, acc: Accelerator, dtype: str):
+    """Vectorised roofline times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays."""
+    kind = np.array([r[2] for r in rows])
+    flops = np.array([r[5] for r in rows], dtype=float)
+    nbytes = np.array([r[6] for r in rows], dtype=float)
+    m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
+    is_gemm, is_attn = kind == "gemm", kind == "attention"
+    eff = np.ones_like(flops)
+    rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
+    if is_gemm.any():
+        rate[is_gemm] = gemm_flops_per_s(acc, dtype, m[is_gemm], n[is_gemm], k[is_gemm], g[is_gemm])
+        eff[is_gemm] = rate[is_gemm] / peak_flops_per_s(acc, dtype)
+    if is_attn.any():  # work units: query tiles of every (sequence, head), split along the keys when few
+        wave = np.ones(int(is_attn.sum()))
+        if acc.gemm_tile_mnk is not None and acc.compute_units is not None:
+            tm, tn, _ = acc.gemm_tile_mnk
+            tiles = np.ceil(g[is_attn]) * np.ceil(np.maximum(m[is_attn], 1.0) / tm)
+            wave = wave_efficiency(tiles, n[is_attn], tn, acc.compute_units)
+        rate[is_attn] = achievable_flops_per_s(acc, ATTENTION_DTYPE) * wave
+        eff[is_attn] = rate[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
+    compute_s = flops / rate
+    memory_s = nbytes / achievable_hbm_Bps(acc)
+    total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
+    return compute_s, memory_s, total, eff
+
+
+def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, *,
+                   kv_len: int | None = None, tp: int = 1, cp: int = 1, ep: int = 1, dtype: str = "bf16",
+                   recompute: str = "none", convention: str = "executed") -> pd.DataFrame:
+    """The operator table of a model's pass on one GPU of an accelerator.
+
+    Parameters
+    ----------
+    model : Model
+    acc : Accelerator
+    phase : {"train", "prefill", "decode"}
+    batch : int
+        Sequences (micro-batch in training; concurrent requests in decode) [-].
+    seq_len : int
+        Sequence / prompt length [tokens] (train, prefill).
+    kv_len : int, optional
+        Cached tokens per sequence in decode [tokens]; defaults to ``seq_len``.
+    tp, cp, ep : int
+        Tensor, context and expert parallel degrees (shapes are per GPU).
+    dtype : str
+        GEMM dtype (``bf16``, ``fp8``, ...): GEMMs at that peak, the rest in bf16.
+    recompute : {"none", "selective", "full"}
+        Training only.
+    convention : {"executed", "model"}
+        FLOP convention (see module docstring): ``executed`` for time, ``model`` for MFU counts.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per operator and phase, columns ``name, scope, kind, phase, count`` (occurrences
+        per pass: layers of that kind, or 1), and per occurrence ``flops`` [FLOP], ``bytes`` [bytes],
+        ``intensity`` [FLOP/byte], ``compute_time_s``, ``memory_time_s``, ``time_s`` [s],
+        ``bound`` (``compute``/``memory``), ``gemm_efficiency`` (fraction of the dense peak the
+        operator's shape can reach) [-], ``attained_flops_per_s`` [FLOP/s], and the GEMM shape
+        ``m, n, k`` [elements]. ``df.attrs`` holds the inputs and units. Totals: :func:`totals`.
+
+    Raises
+    ------
+    InputError
+        For an unknown phase, recompute mode, convention or dtype; degrees below 1; a ``tp`` that
+        does not divide the heads or an ``ep`` that does not divide the experts; a dtype the
+        accelerator has no peak for.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> df = operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), "decode", 1, 1024)
+    >>> set(df["bound"])
+    {'memory'}
+    """
+    kv_len = seq_len if kv_len is None else kv_len
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
+    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
+    compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
+    df = pd.DataFrame([r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes",
+                                                       "m", "n", "k"])
+    df["intensity"] = df["flops"] / df["bytes"]
+    df["compute_time_s"], df["memory_time_s"], df["time_s"], df["gemm_efficiency"] = compute_s, memory_s, time_s, eff
+    df["bound"] = np.where(compute_s >= memory_s, "compute", "memory")
+    df["attained_flops_per_s"] = df["flops"] / df["time_s"]
+    df = df[TABLE_COLUMNS]
+    df.attrs = dict(model=model.id, accelerator=acc.id, phase=phase, batch=batch, seq_len=seq_len, kv_len=kv_len,
+                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention,
+                    units={"flops": "FLOP", "bytes": "bytes", "intensity": "FLOP/byte", "time_s": "s",
+                           "attained_flops_per_s": "FLOP/s"})
+    return df
+
+
+def totals(df: pd.DataFrame) -> dict:
+    """Totals of an operator table over one pass: each row x its ``count``.
+
+    Returns
+    -------
+    dict
+        ``flops`` [FLOP], ``bytes`` [bytes], ``time_s`` [s], ``compute_bound_time_s`` [s] (time of
+        compute-bound rows) and ``attained_flops_per_s`` [FLOP/s].
+    """
+    c = df["count"]
+    t = float((df["time_s"] * c).sum())
+    return {"flops": float((df["flops"] * c).sum()), "bytes": float((df["bytes"] * c).sum()), "time_s": t,
+            "compute_bound_time_s": float((df["time_s"] * c)[df["bound"] == "compute"].sum()),
+            "attained_flops_per_s": float((df["flops"] * c).sum()) / t if t else 0.0}
+
+
+def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_len: int, *, tp: int = 1,
+                          cp: int = 1, ep: int = 1, pp: int = 1, dtype: str = "bf16",
+                          recompute: str = "none") -> float:
+    """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
+
+    Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
+    embedding, the last the final norm, LM head and loss. Communication is not included.
+
+    Raises
+    ------
+    InputError
+        As :func:`operator_table`.
+    """
+    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed")
+    per = math.ceil(model.layers / pp)
+    slowest = 0.0
+    seen = set()
+    for i in range(pp):
+        start = i * per
+        layers = range(start, min(start + per, model.layers))
+        key = (tuple(_layer_counts(model, layers).values()), i == 0, i == pp - 1)
+        if key in seen:
+            continue
+        seen.add(key)
+        rows = _raw_rows(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed",
+                         layers=layers, embedding=i == 0, head=i == pp - 1)
+        if rows:
+            _, _, t, _ = _times(rows, acc, dtype)
+            slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))
+    return slowest
+
+
+def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:
+    """The roofline of an accelerator over arithmetic intensities (for plotting).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``intensity`` [FLOP/byte], ``achievable_flops_per_s`` = min(peak x matmul_efficiency,
+        HBM bandwidth x hbm_efficiency x intensity) [FLOP/s], ``peak_flops_per_s`` (dense peak)
+        [FLOP/s], ``accelerator``, ``dtype``.
+    """
+    x = np.asarray(intensity, dtype=float)
+    ach = np.minimum(achievable_flops_per_s(acc, dtype), achievable_hbm_Bps(acc) * x)
+    return pd.DataFrame({"intensity": x, "achievable_flops_per_s": ach,
+                         "peak_flops_per_s": peak_flops_per_s(acc, dtype), "accelerator": acc.id, "dtype": dtype})
