@@ -134,8 +134,18 @@ class Interconnect(Entry):
         default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)")
     transceiver_w: Positive | None = Field(
         default=None, description="power of one optical transceiver module at one link end [W]; none for copper")
+    inr_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the (bw_efficiency x line rate) bandwidth when the switches reduce "
+                    "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)")
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us")
+    _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us", "inr_efficiency")
+
+    @model_validator(mode="after")
+    def _inr(self):
+        if self.in_network_reduction and self.inr_efficiency is None:
+            raise ValueError("in_network_reduction is true: give inr_efficiency (with its provenance)")
+        return self
 
 
 class Switch(Entry):

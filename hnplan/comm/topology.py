@@ -1,10 +1,16 @@
-"""Links, group placement and fat-tree sizing of a system (first-order, closed forms).
+"""Links, group placement and network sizing of a system: closed forms, fast enough for planners.
+
+The networkx graphs of the same networks (for drawing, hop counts and cross-checks) are in
+:mod:`hnplan.comm.graphs`; tests check that both agree on small instances.
 
 References
 ----------
 .. [1] Al-Fares, Loukissas, Vahdat, "A Scalable, Commodity Data Center Network Architecture",
-   SIGCOMM 2008 (k-port fat-tree: k^3/4 hosts, 5k^2/4 switches for three tiers).
+   SIGCOMM 2008, Sec. 3 (k-port fat-tree: k^3/4 hosts, 5k^2/4 switches for three tiers, full
+   bisection bandwidth).
 .. [2] Narayanan et al., SC21, Sec. 3 (Megatron-LM rank order: tensor-parallel ranks innermost).
+.. [3] NVIDIA DGX SuperPOD reference architecture (rail-optimised fabric: NIC k of every node on the
+   leaf switches of rail k).
 """
 
 from __future__ import annotations
@@ -30,11 +36,14 @@ class LinkParams:
         Latency of one algorithm step [s]: software overhead + links + switch hops.
     line_rate_Bps : float
         Per-direction line rate per rank before efficiency [bytes/s].
+    inr_efficiency : float or None
+        Fraction of ``bw_Bps`` reached when the tier's switches reduce (None: no in-network reduction).
     """
 
     bw_Bps: float
     alpha_s: float
     line_rate_Bps: float
+    inr_efficiency: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,9 @@ def fat_tree_tiers(endpoints: int, radix: int) -> int:
     ------
     InputError
         Beyond k^3/4 endpoints (a three-tier fat-tree is the largest modelled).
+
+    >>> fat_tree_tiers(64, 64), fat_tree_tiers(2048, 64), fat_tree_tiers(65536, 64)
+    (1, 2, 3)
     """
     k = radix
     if endpoints <= k:
@@ -66,28 +78,56 @@ def fat_tree_tiers(endpoints: int, radix: int) -> int:
     raise InputError(f"{endpoints} endpoints exceed a 3-tier fat-tree of {k}-port switches ({k**3 // 4})")
 
 
-def system_links(system: System, catalog: Catalog | None = None) -> SystemLinks:
+def scaleup_hops(system: System, gpus: int | None = None) -> int:
+    """Links on the longest path between two accelerators of one scale-up domain.
+
+    switched: GPU-switch-GPU = 2; full-mesh: 1; clos (two switch levels, CloudMatrix UB): 2 inside a
+    node, 4 across nodes; torus: the sum of floor(side/2) over the sides of a square (2-D) or cubic
+    (3-D) torus of ``gpus`` (default the domain).
+    """
+    n = min(gpus or system.scaleup_domain_gpus, system.scaleup_domain_gpus)
+    topo = system.scaleup_topology
+    if n <= 1:
+        return 0
+    if topo == "full-mesh":
+        return 1
+    if topo == "switched":
+        return 2
+    if topo == "clos":
+        return 2 if n <= system.node_gpus else 4
+    dims = 2 if topo == "torus-2d" else 3
+    side = math.ceil(n ** (1 / dims) - 1e-9)
+    return dims * (side // 2)
+
+
+def system_links(system: System, catalog: Catalog | None = None, gpus: int | None = None) -> SystemLinks:
     """Per-rank alpha-beta parameters of a system's scale-up and scale-out tiers.
 
     Scale-up bandwidth is the accelerator's (or the system's override) per-direction figure times the
-    fabric's ``bw_efficiency``; the step latency is the fabric's software overhead plus two links and
-    one switch hop (switched domains). Scale-out bandwidth per rank is the node's NIC line rate shared
-    by its accelerators, ``nics_per_node x nic_gbps / node_gpus``, times ``bw_efficiency``; its latency
-    is the overhead plus the links and switch hops of the fat-tree's longest path.
+    fabric's ``bw_efficiency``; the step latency is the fabric's software overhead plus the links and
+    switch hops of the domain's longest path (:func:`scaleup_hops`). Scale-out bandwidth per rank is
+    the node's NIC line rate shared by its accelerators, ``nics_per_node x nic_gbps / node_gpus``,
+    times ``bw_efficiency``; its latency is the overhead plus the links and switch hops of the
+    fat-tree's longest path: ``2 t`` links and ``2 t - 1`` switches for ``t`` tiers, with ``t`` from
+    :func:`scaleout_bom` for ``gpus`` accelerators (3 tiers when ``gpus`` is None).
     """
     cat = catalog or load_catalog()
     acc = cat.accelerator(system.accelerator)
     up = cat.interconnect(system.scaleup_fabric)
     out = cat.interconnect(system.scaleout_fabric)
     up_line = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
-    up_hops = 0 if system.scaleup_topology == "full-mesh" else (2 if system.scaleup_topology == "clos" else 1)
-    up_alpha = units.us_to_s(up.software_overhead_us) + units.ns_to_s(2 * up.link_latency_ns + up_hops * up.switch_latency_ns)
+    links_up = scaleup_hops(system)
+    up_alpha = units.us_to_s(up.software_overhead_us) + units.ns_to_s(
+        links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns)
     out_line = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
-    # longest path of a 3-tier fat-tree: leaf-agg-core-agg-leaf = 5 switches, 6 links
-    out_alpha = units.us_to_s(out.software_overhead_us) + units.ns_to_s(6 * out.link_latency_ns + 5 * out.switch_latency_ns)
+    tiers = 3 if gpus is None else scaleout_bom(system, gpus, cat).tiers
+    out_alpha = units.us_to_s(out.software_overhead_us) + units.ns_to_s(
+        2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns)
     return SystemLinks(
-        scaleup=LinkParams(up_line * up.bw_efficiency, up_alpha, up_line),
-        scaleout=LinkParams(out_line * out.bw_efficiency, out_alpha, out_line),
+        scaleup=LinkParams(up_line * up.bw_efficiency, up_alpha, up_line,
+                           up.inr_efficiency if up.in_network_reduction else None),
+        scaleout=LinkParams(out_line * out.bw_efficiency, out_alpha, out_line,
+                            out.inr_efficiency if out.in_network_reduction else None),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,
     )
@@ -112,9 +152,30 @@ def split_group(size: int, stride: int, domain: int) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class NetworkBOM:
-    """Scale-out network bill of materials (first-order: every switch-to-switch and NIC link is optical).
+    """Scale-out network bill of materials and its figures of merit (first-order: every NIC and
+    switch-to-switch link is one optical cable with a transceiver at each end).
 
-    All counts are numbers of items.
+    Attributes
+    ----------
+    endpoints : int
+        Switch-facing NIC ports (a NIC of twice the port rate takes two ports).
+    tiers : int
+        Switch tiers (1 = a single switch).
+    switches : int
+        All switches; ``switches_per_tier`` splits them (leaf, spine) or (leaf, aggregation, core).
+    links, cables, transceivers : int
+        NIC-to-leaf plus switch-to-switch links; one cable per link; two transceivers per link.
+    switch_model : str
+        Switch id.
+    switches_per_tier : tuple of int
+    bisection_Bps : float
+        Bandwidth across the worst even cut of the endpoints, per direction [bytes/s]
+        (``E/2 x port rate``, divided by the leaf oversubscription when more than one leaf is used).
+    diameter_links : int
+        Links on the longest NIC-to-NIC path (``2 x tiers``).
+    oversubscription : float
+        Leaf downlink:uplink ratio.
+    rail_optimized : bool
     """
 
     endpoints: int
@@ -123,38 +184,193 @@ class NetworkBOM:
     links: int
     transceivers: int
     switch_model: str
+    switches_per_tier: tuple = ()
+    cables: int = 0
+    bisection_Bps: float = 0.0
+    diameter_links: int = 0
+    oversubscription: float = 1.0
+    rail_optimized: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> NetworkBOM:
-    """Switches, links and transceivers of the scale-out fat-tree for ``gpus`` accelerators.
+def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, rails: int = 1) -> dict:
+    """Closed-form switch and link counts of a two- or three-tier fat-tree ([1]_).
 
-    Non-blocking closed forms ([1]_) for E NIC ports and k-port switches: 1 tier: 1 switch; 2 tiers:
-    ``2E/k`` leaves + ``E/k`` spines; 3 tiers: ``2E/k`` leaves + ``2E/k`` aggregation + ``E/k`` cores.
-    A leaf oversubscription o keeps ``k o/(1+o)`` ports down and ``k/(1+o)`` up, shrinking the upper
-    tiers by o. Links: E host links plus the uplinks of each tier; two transceivers per link.
+    For E endpoints and k-port switches, a leaf with oversubscription o keeps ``k o / (1 + o)`` ports
+    down and ``k / (1 + o)`` up (``k/2`` each when non-blocking). Two tiers: ``ceil(E / down)``
+    leaves and ``ceil(U / k)`` spines, with ``U = ceil(E / o)`` uplinks. Three tiers: the same
+    leaves, ``ceil(U / (k/2))`` aggregation and ``ceil(U / k)`` core switches. A rail-optimised
+    fabric ([3]_) puts NIC r of every node on the leaves of rail r: ``rails x ceil(E / rails / down)``
+    leaves. At E = k^3/4, o = 1 this gives k^2/2 + k^2/2 + k^2/4 = 5k^2/4 switches.
+
+    Returns
+    -------
+    dict
+        ``tiers, per_tier (tuple), switches, links, uplinks``.
+
+    >>> c = fat_tree_counts(4**3 // 4, 4)
+    >>> c["tiers"], c["per_tier"], c["switches"]
+    (3, (8, 8, 4), 20)
     """
+    if endpoints < 1 or radix < 2:
+        raise InputError(f"fat-tree needs >= 1 endpoint and radix >= 2 (got {endpoints}, {radix})")
+    if oversubscription < 1:
+        raise InputError(f"oversubscription must be >= 1, got {oversubscription}")
+    e, k, o = endpoints, radix, oversubscription
+    tiers = fat_tree_tiers(e, k)
+    if tiers == 1:
+        return dict(tiers=1, per_tier=(1,), switches=1, links=e, uplinks=0)
+    down = max(1, math.floor(k * o / (1 + o)))
+    if rails > 1 and e % rails == 0:
+        leaves = rails * math.ceil(e / rails / down)
+    else:
+        leaves = math.ceil(e / down)
+    uplinks = math.ceil(e / o)
+    if tiers == 2:
+        spines = math.ceil(uplinks / k)
+        per_tier = (leaves, spines)
+        links = e + uplinks
+    else:
+        per_tier = (leaves, math.ceil(uplinks / (k / 2)), math.ceil(uplinks / k))
+        links = e + 2 * uplinks
+    return dict(tiers=tiers, per_tier=per_tier, switches=sum(per_tier), links=links, uplinks=uplinks)
+
+
+def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> NetworkBOM:
+    """Switches, links, cables, transceivers, bisection and diameter of the scale-out fat-tree that
+    joins ``gpus`` accelerators (closed forms of :func:`fat_tree_counts`).
+
+    Raises
+    ------
+    InputError
+        For ``gpus < 1`` or a network beyond three tiers.
+    """
+    if gpus < 1:
+        raise InputError(f"gpus must be >= 1, got {gpus}")
     cat = catalog or load_catalog()
     sw = cat.switch(system.scaleout_switch)
     nodes = math.ceil(gpus / system.node_gpus)
     # a NIC of twice the switch port rate uses two logical ports (e.g. 800G NIC on 400G ports)
     ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
     e = nodes * system.nics_per_node * ports_per_nic
-    k = sw.ports
     o = system.scaleout_oversubscription
-    tiers = fat_tree_tiers(e, k)
-    if tiers == 1:
-        return NetworkBOM(e, 1, 1, e, 2 * e, sw.id)
-    down = k * o / (1 + o)
-    leaves = math.ceil(e / down)
-    up_links = math.ceil(e / o)
-    if tiers == 2:
-        spines = math.ceil(up_links / k)
-        switches, links = leaves + spines, e + up_links
+    rail = system.scaleout_topology == "rail-optimized-fat-tree"
+    c = fat_tree_counts(e, sw.ports, o, rails=system.nics_per_node * ports_per_nic if rail else 1)
+    port_Bps = units.gbps_to_Bps(sw.port_gbps)
+    bisection = e / 2 * port_Bps / (o if c["tiers"] > 1 else 1.0)
+    return NetworkBOM(
+        endpoints=e, tiers=c["tiers"], switches=c["switches"], links=c["links"], transceivers=2 * c["links"],
+        switch_model=sw.id, switches_per_tier=c["per_tier"], cables=c["links"], bisection_Bps=bisection,
+        diameter_links=2 * c["tiers"], oversubscription=o, rail_optimized=rail,
+    )
+
+
+@dataclass(frozen=True)
+class ScaleupBOM:
+    """The scale-up domains that hold ``gpus`` accelerators.
+
+    Attributes
+    ----------
+    domains : int
+    switches : int
+        Scale-up switch chips (``scaleup_switches_per_domain`` per domain).
+    links : int
+        Accelerator-to-switch links (switched, clos first level) or accelerator-to-accelerator links
+        (full mesh, torus).
+    bisection_Bps : float
+        Per-direction bandwidth across the worst even cut of one domain's accelerators [bytes/s].
+    diameter_links : int
+    switch_model : str or None
+    """
+
+    domains: int
+    switches: int
+    links: int
+    bisection_Bps: float
+    diameter_links: int
+    switch_model: str | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def scaleup_bom(system: System, gpus: int, catalog: Catalog | None = None) -> ScaleupBOM:
+    """Scale-up switches, links, bisection and diameter of the domains holding ``gpus`` accelerators.
+
+    Links per accelerator: a switched or clos domain (twice: L1 down and up) wires each accelerator's line rate in ports of
+    ``scaleup_switch.port_gbps`` (18 NVLink ports on H100 and B200); a full mesh of n has n(n-1)/2
+    links; a torus 2 (2-D) or 3 (3-D) links per accelerator. Bisection of one domain of n:
+    switched/clos ``n/2 x B``; full mesh ``(n/2)^2 x B/(n-1)``; torus ``2 x (n / side) x B / (2 dims)``
+    (two wrap-around cuts of a ring per row), with B the per-direction line rate per accelerator.
+    """
+    cat = catalog or load_catalog()
+    acc = cat.accelerator(system.accelerator)
+    n = min(gpus, system.scaleup_domain_gpus)
+    domains = math.ceil(gpus / system.scaleup_domain_gpus)
+    b = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
+    topo = system.scaleup_topology
+    switches = int(math.ceil(system.scaleup_switches_per_domain or 0)) * domains
+    if topo in ("switched", "clos"):
+        if system.scaleup_switch:
+            port = units.gbps_to_Bps(cat.switch(system.scaleup_switch).port_gbps)
+            per_gpu = max(1, round(b / port))
+        else:
+            per_gpu = int(system.scaleup_switches_per_domain or 1)
+        links = per_gpu * gpus * (2 if topo == "clos" else 1)  # clos: as many L1 uplinks as downlinks
+        bis = n / 2 * b
+    elif topo == "full-mesh":
+        links = domains * n * (n - 1) // 2
+        bis = (n // 2) * (n - n // 2) * b / max(n - 1, 1)
     else:
-        aggs = math.ceil(up_links / (k / 2))
-        cores = math.ceil(up_links / k)
-        switches, links = leaves + aggs + cores, e + 2 * up_links
-    return NetworkBOM(e, tiers, switches, links, 2 * links, sw.id)
+        dims = 2 if topo == "torus-2d" else 3
+        side = max(1, math.ceil(n ** (1 / dims) - 1e-9))
+        links = dims * gpus
+        bis = 2 * (n / side) * b / (2 * dims)
+    return ScaleupBOM(domains, switches, links, bis if n > 1 else 0.0, scaleup_hops(system, n),
+                      system.scaleup_switch)
+
+
+def network_summary(system: System, gpus: int, catalog: Catalog | None = None) -> dict:
+    """The figures of ``hnplan topology``: tiers, switches, links, transceivers, cables, bisection and
+    diameter of the whole network (scale-up domains + scale-out fat-tree) joining ``gpus``.
+
+    The job's bisection (first half of the ranks against the second) is the scale-out bisection of
+    its NICs (``gpus/2 x NIC rate per GPU``, divided by the leaf oversubscription when more than one
+    leaf is used, capped by the fabric's own bisection), plus the scale-up bisection when the job fits
+    in one domain (a cut between whole domains crosses no scale-up link).
+    The diameter is the longest GPU-to-GPU path in links.
+
+    Returns
+    -------
+    dict
+        ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
+        ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``bom`` (both BOMs).
+    """
+    cat = catalog or load_catalog()
+    up = scaleup_bom(system, gpus, cat)
+    out = scaleout_bom(system, gpus, cat)
+    one_domain = gpus <= system.scaleup_domain_gpus
+    nic_Bps = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
+    bis = min(gpus / 2 * nic_Bps / (out.oversubscription if out.tiers > 1 else 1.0), out.bisection_Bps)
+    if one_domain:
+        bis += up.bisection_Bps
+    diameter = up.diameter_links if one_domain else max(up.diameter_links, out.diameter_links)
+    # NVLink/xGMI inside a domain is copper; a two-level clos (CloudMatrix UB) runs its L1-L2 half
+    # of the links over optics (CloudMatrix384 paper Sec 3)
+    optical_up = up.links // 2 if system.scaleup_topology == "clos" else 0
+    return {
+        "tiers": {"scaleup": 2 if system.scaleup_topology == "clos" else (1 if up.switches else 0),
+                  "scaleout": out.tiers},
+        "switches": {"scaleup": up.switches, "scaleout": out.switches, "total": up.switches + out.switches,
+                     "scaleout_per_tier": list(out.switches_per_tier)},
+        "links": {"scaleup": up.links, "scaleout": out.links, "total": up.links + out.links},
+        "transceivers": {"scaleup": 2 * optical_up, "scaleout": out.transceivers,
+                         "total": 2 * optical_up + out.transceivers},
+        "cables": {"scaleup": up.links, "scaleout": out.cables, "total": up.links + out.cables},
+        "bisection_GBps": units.Bps_to_GBps(bis),
+        "diameter_hops": diameter,
+        "domains": up.domains,
+        "bom": {"scaleup": up.as_dict(), "scaleout": out.as_dict()},
+    }
