@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from hnplan.catalog import load_catalog
-from hnplan.compute import megatron_flops_per_iteration, training_flops_per_token
+from hnplan.compute import megatron_flops_per_iteration, training_flops_per_token, training_stage_time_s
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step
 
@@ -36,8 +36,9 @@ def test_single_gpu_step_by_hand(tiny):
     cat = load_catalog()
     h100 = cat.accelerator("h100-sxm")
     est = estimate_training_step(tiny, "hgx-h100-ib-ndr", 1, ParallelPlan(), 2048, 8)
-    rate = 989.4e12 * h100.matmul_efficiency["bf16"]
-    compute = 8 * 397_934_592 * 2048 / rate  # 8 micro-batches of 2,048 tokens
+    # compute: 8 micro-batches of the operator-level roofline of the whole (single) stage, which the
+    # planner composes from per-layer times; hnplan.compute sums the same operators stage by stage
+    compute = 8 * training_stage_time_s(tiny, h100, 1, 2048)
     params = 2 * 32000 * 1024 + 2 * (12_582_912 + 2 * 1024) + 1024
     optimizer = params * 30 / (3.35e12 * h100.hbm_efficiency)  # Adam: 30 bytes moved per parameter
     assert est.breakdown_s["compute"] == pytest.approx(compute, rel=1e-12)
