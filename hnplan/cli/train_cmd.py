@@ -33,7 +33,9 @@ def train(
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
 
-    With every degree and knob given it evaluates that plan; otherwise it searches the ones left out.
+    With every degree and knob given it evaluates that plan (CP and EP default to 1); otherwise it
+    fixes what is given and searches the rest, reporting the best plan that fits plus `searched` and
+    `feasible` (candidate counts); --top K lists the K best.
     """
     with handle_errors():
         if (global_batch_tokens is None) == (global_batch_size is None):
@@ -46,10 +48,10 @@ def train(
                      virtual_stages=virtual_stages, recompute=recompute, zero_stage=zero)
         given = {k: v for k, v in knobs.items() if v is not None}
         cat = load_catalog()
-        all_given = all(knobs[k] is not None for k in ("tp", "pp", "dp"))
+        # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
+        all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
-            plan = ParallelPlan(**{**dict(cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
-                                          recompute="none"), **given})
+            plan = ParallelPlan(**{**dict(cp=1, ep=1), **given})
             ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat)]
             searched = feasible = None
         else:
