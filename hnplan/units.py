@@ -155,6 +155,11 @@ def us_to_s(us):
     return us * MICRO
 
 
+def s_to_us(s):
+    """Seconds -> microseconds (the unit nccl-tests prints times in)."""
+    return s / MICRO
+
+
 def ns_to_s(ns):
     """Nanoseconds -> seconds."""
     return ns * NANO

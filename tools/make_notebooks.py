@@ -64,6 +64,66 @@ DESIGN_COMPARISON = [
              "                                      seq_len=seq_len, global_batch_tokens=global_batch_tokens, dtype=dtype))))"),
 ]
 
+NETWORK = [
+    ("md", "# Networks: the scale-up domain against the scale-out fabric\n\n"
+           "The network each design builds for the same number of GPUs (bill of materials, bisection, hops), "
+           "the collective bandwidth it delivers per message size, and where a group leaving its scale-up "
+           "domain loses bandwidth. Bandwidths follow the nccl-tests definitions (algbw = S/t; busbw = algbw "
+           "x 2(p-1)/p for all-reduce, x (p-1)/p for all-to-all)."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "systems = [\"gb200-nvl72\", \"hgx-h100-ib-ndr\"]  # system ids (data/systems)\n"
+             "gpus = 1152                      # accelerators in the job (BOM and the sweeps)\n"
+             "draw_gpus = 144                  # accelerators in the drawn graphs (small: every link is drawn)\n"
+             "sweep = \"8B:8GiB\"                # message sizes, doubling (nccl-tests -b/-e)\n"
+             "boundary_size = \"1GiB\"           # message size of the domain-boundary study\n"
+             "boundary_max_gpus = 1152         # largest group of the domain-boundary study", "parameters"),
+    ("code", "from IPython.display import Markdown, display\n"
+             "from hnplan import plots, units\n"
+             "from hnplan.catalog import load_catalog\n"
+             "from hnplan.cli.collective_cmd import parse_sweep\n"
+             "from hnplan.comm.graphs import system_graph\n"
+             "from hnplan.comm.tables import bom_table, boundary_summary, busbw_sweep, domain_boundary, graph_layout\n"
+             "from hnplan.reports import provenance\n\n"
+             "cat = load_catalog()\n"
+             "bom = bom_table(systems, gpus)\n"
+             "display(Markdown(f\"## The network for {gpus:,} GPUs\"))\n"
+             "cols = {\"system\": \"design\", \"domains\": \"scale-up domains\", \"scaleout_tiers\": \"scale-out tiers\",\n"
+             "        \"scaleup_switches\": \"scale-up switch chips\", \"scaleout_switches\": \"scale-out switches\",\n"
+             "        \"links\": \"links\", \"transceivers\": \"transceivers\", \"cables\": \"cables\",\n"
+             "        \"bisection_GBps\": \"bisection [GB/s]\", \"bisection_per_gpu_GBps\": \"bisection per GPU [GB/s]\",\n"
+             "        \"diameter_hops\": \"diameter [links]\"}\n"
+             "display(bom[list(cols)].rename(columns=cols).style.format({\"bisection [GB/s]\": \"{:,.0f}\",\n"
+             "        \"bisection per GPU [GB/s]\": \"{:,.1f}\"}, thousands=\",\").hide(axis=\"index\")\n"
+             "        .set_table_attributes('id=\"bom-table\"'))\n"
+             "plots.show(plots.bom_figure(bom, {\"scaleup_switches\": \"scale-up switch chips\",\n"
+             "    \"scaleout_switches\": \"scale-out switches\", \"transceivers\": \"transceivers\", \"cables\": \"cables\"},\n"
+             "    f\"Network bill of materials for {gpus:,} GPUs\"))"),
+    ("code", "for sid in systems:\n"
+             "    nodes, edges = graph_layout(system_graph(cat.system(sid), draw_gpus, cat))\n"
+             "    plots.show(plots.topology_figure(nodes, edges, f\"{sid}: {draw_gpus} GPUs\"))"),
+    ("code", "sizes = parse_sweep(sweep)\n"
+             "ar = busbw_sweep(systems, \"allreduce\", gpus, sizes)\n"
+             "a2a = busbw_sweep(systems, \"alltoall\", gpus, sizes)\n"
+             "plots.show(plots.busbw_figure(ar, f\"All-reduce on {gpus:,} GPUs\"))\n"
+             "plots.show(plots.busbw_figure(a2a, f\"All-to-all on {gpus:,} GPUs\"))\n"
+             "top = ar.groupby(\"system\", sort=False).tail(1)\n"
+             "display(Markdown(\"Largest message: \" + \"; \".join(\n"
+             "    f\"**{r.system}** all-reduce busbw {r.busbw_GBps:,.0f} GB/s ({r.algorithm})\" for r in top.itertuples())))"),
+    ("code", "groups = [n for n in (8, 16, 32, 64, 72, 144, 288, 576, 1152, 2304, 4608) if n <= boundary_max_gpus]\n"
+             "size = units.parse_size(boundary_size)\n"
+             "notes = []\n"
+             "for op in (\"allreduce\", \"alltoall\"):\n"
+             "    bd = domain_boundary(systems, op, size, groups)\n"
+             "    plots.show(plots.boundary_figure(bd, f\"{op} busbw of {boundary_size} against the group size\"))\n"
+             "    notes.append(f\"**{op}**\\n\\n\" + boundary_summary(bd))\n"
+             "display(Markdown(\"### What this means\\n\\n\" + \"\\n\\n\".join(notes) + \"\\n\\n\"\n"
+             "    \"All-reduce hardly notices the boundary: after the reduction inside a domain only 1/q of the data \"\n"
+             "    \"crosses it per rank. All-to-all sends (p-q)/p of every buffer across it, through each GPU's own NIC.\"))"),
+    ("code", "display(Markdown(provenance(dict(systems=systems, gpus=gpus, draw_gpus=draw_gpus, sweep=sweep,\n"
+             "                                      boundary_size=boundary_size, boundary_max_gpus=boundary_max_gpus))))"),
+]
+
 if __name__ == "__main__":
     nbformat.write(notebook(DESIGN_COMPARISON), NB / "design_comparison.ipynb")
     print("wrote", NB / "design_comparison.ipynb")
+    nbformat.write(notebook(NETWORK), NB / "network.ipynb")

@@ -117,7 +117,6 @@ def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubs
             _add_link(g, h, sw, port_Bps, "scaleout")
         return
     down = max(1, math.floor(k * o / (1 + o)))
-    up = k - down
     n_leaves = c["per_tier"][0]
     leaf_of = []
     if rails > 1 and e % rails == 0:
@@ -144,6 +143,9 @@ def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubs
         return
     half = k // 2
     n_aggs, n_cores = c["per_tier"][1], c["per_tier"][2]
+    pods = math.ceil(n_leaves / half)
+    per_pod = max(1, math.ceil(n_aggs / pods))
+    group = max(1, math.ceil(n_cores / per_pod))
     aggs = [f"{prefix}/agg{i}" for i in range(n_aggs)]
     cores = [f"{prefix}/core{i}" for i in range(n_cores)]
     for name in aggs:
@@ -152,17 +154,15 @@ def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubs
         g.add_node(name, kind="core", layer=5)
     for li, name in enumerate(leaves):
         pod = li // half
-        pod_aggs = aggs[pod * half:(pod + 1) * half] or aggs[-half:]
+        pod_aggs = aggs[pod * per_pod:(pod + 1) * per_pod] or aggs[-per_pod:]
         ups = math.ceil(used[li] / o) if used[li] else 0
         for j in range(ups):
             _add_link(g, name, pod_aggs[j % len(pod_aggs)], port_Bps, "scaleout")
-    group = max(1, n_cores // half)
     for ai, name in enumerate(aggs):
-        j = ai % half
-        members = cores[j * group:(j + 1) * group] or cores
+        j = ai % per_pod
+        members = cores[j * group:(j + 1) * group] or cores[-group:]
         for t in range(half):
             _add_link(g, name, members[t % len(members)], port_Bps, "scaleout")
-    del up
 
 
 def system_graph(system: System, gpus: int, catalog: Catalog | None = None) -> nx.Graph:

@@ -176,6 +176,8 @@ class NetworkBOM:
     oversubscription : float
         Leaf downlink:uplink ratio.
     rail_optimized : bool
+    max_endpoints : int
+        Endpoints the built tiers can hold at this oversubscription (:func:`fat_tree_counts`).
     """
 
     endpoints: int
@@ -190,6 +192,7 @@ class NetworkBOM:
     diameter_links: int = 0
     oversubscription: float = 1.0
     rail_optimized: bool = False
+    max_endpoints: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -205,10 +208,14 @@ def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, r
     fabric ([3]_) puts NIC r of every node on the leaves of rail r: ``rails x ceil(E / rails / down)``
     leaves. At E = k^3/4, o = 1 this gives k^2/2 + k^2/2 + k^2/4 = 5k^2/4 switches.
 
+    The built tiers hold at most ``k`` (one tier), ``k x down`` (two: a k-port spine reaches k
+    leaves) or ``k^2/2 x down`` endpoints (three: k pods of k/2 leaves): k^2/2 and k^3/4 when
+    non-blocking.
+
     Returns
     -------
     dict
-        ``tiers, per_tier (tuple), switches, links, uplinks``.
+        ``tiers, per_tier (tuple), switches, links, uplinks, max_endpoints``.
 
     >>> c = fat_tree_counts(4**3 // 4, 4)
     >>> c["tiers"], c["per_tier"], c["switches"]
@@ -221,7 +228,7 @@ def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, r
     e, k, o = endpoints, radix, oversubscription
     tiers = fat_tree_tiers(e, k)
     if tiers == 1:
-        return dict(tiers=1, per_tier=(1,), switches=1, links=e, uplinks=0)
+        return dict(tiers=1, per_tier=(1,), switches=1, links=e, uplinks=0, max_endpoints=k)
     down = max(1, math.floor(k * o / (1 + o)))
     if rails > 1 and e % rails == 0:
         leaves = rails * math.ceil(e / rails / down)
@@ -235,7 +242,9 @@ def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, r
     else:
         per_tier = (leaves, math.ceil(uplinks / (k / 2)), math.ceil(uplinks / k))
         links = e + 2 * uplinks
-    return dict(tiers=tiers, per_tier=per_tier, switches=sum(per_tier), links=links, uplinks=uplinks)
+    cap = k * down if tiers == 2 else k * k // 2 * down
+    return dict(tiers=tiers, per_tier=per_tier, switches=sum(per_tier), links=links, uplinks=uplinks,
+                max_endpoints=cap)
 
 
 def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> NetworkBOM:
@@ -263,7 +272,7 @@ def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> N
     return NetworkBOM(
         endpoints=e, tiers=c["tiers"], switches=c["switches"], links=c["links"], transceivers=2 * c["links"],
         switch_model=sw.id, switches_per_tier=c["per_tier"], cables=c["links"], bisection_Bps=bisection,
-        diameter_links=2 * c["tiers"], oversubscription=o, rail_optimized=rail,
+        diameter_links=2 * c["tiers"], oversubscription=o, rail_optimized=rail, max_endpoints=c["max_endpoints"],
     )
 
 
@@ -346,7 +355,8 @@ def network_summary(system: System, gpus: int, catalog: Catalog | None = None) -
     -------
     dict
         ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
-        ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``bom`` (both BOMs).
+        ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``domains``, ``hosts_supported`` (nodes the built
+        scale-out tiers hold), ``bom`` (both BOMs).
     """
     cat = catalog or load_catalog()
     up = scaleup_bom(system, gpus, cat)
@@ -372,5 +382,6 @@ def network_summary(system: System, gpus: int, catalog: Catalog | None = None) -
         "bisection_GBps": units.Bps_to_GBps(bis),
         "diameter_hops": diameter,
         "domains": up.domains,
+        "hosts_supported": out.max_endpoints // max(1, out.endpoints // math.ceil(gpus / system.node_gpus)),
         "bom": {"scaleup": up.as_dict(), "scaleout": out.as_dict()},
     }

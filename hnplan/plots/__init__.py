@@ -9,3 +9,4 @@ from hnplan.plots.common import (  # noqa: F401
     show,
     step_breakdown_bar,
 )
+from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401

@@ -107,14 +107,13 @@ def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, globa
     keep = gpus % (tp_ * cp_ * pp_) == 0
     if "zero_stage" not in fixed:
         keep &= (z_ <= 1) | (pp_ == 1)
-    tp_, cp_, pp_, ep_, mb_, v_, z_, rc_ = (a[keep] for a in (tp_, cp_, pp_, ep_, mb_, v_, z_, rc_))
-    dp_ = gpus // (tp_ * cp_ * pp_)
-    df = pd.DataFrame({"tp": tp_, "pp": pp_, "dp": dp_, "cp": cp_, "ep": ep_, "microbatch_size": mb_,
-                       "virtual_stages": v_, "zero_stage": z_,
-                       "recompute": pd.Categorical.from_codes(rc_, categories=rc_names)})
+    cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_,
+                virtual_stages=v_, zero_stage=z_)
     if "dp" in fixed:
-        df = df[df["dp"].isin(np.atleast_1d(fixed["dp"]))]
-    df = df[valid_mask(df, model, gpus, seq_len, global_batch_seqs)].reset_index(drop=True)
-    df["recompute"] = df["recompute"].astype(str)
-    df["num_microbatches"] = global_batch_seqs // (df["dp"] * df["microbatch_size"])
-    return df[[*PLAN_FIELDS, "num_microbatches"]]
+        keep &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
+    cols = {k: a[keep] for k, a in cols.items()}
+    ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs)
+    cols = {k: a[ok] for k, a in cols.items()}
+    cols["recompute"] = np.asarray(rc_names, dtype=object)[rc_[keep][ok]]
+    cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
+    return pd.DataFrame(cols)[[*PLAN_FIELDS, "num_microbatches"]]

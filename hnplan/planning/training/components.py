@@ -39,7 +39,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -47,8 +47,10 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, System
-from hnplan.comm.collectives import hierarchical_allreduce_time, pairwise_alltoall_time, sendrecv_time
-from hnplan.comm.topology import SystemLinks, split_group
+from hnplan.catalog.loader import Catalog
+from hnplan.comm.algorithms import algorithm_table
+from hnplan.comm.placement import GroupPlacement, place_group
+from hnplan.comm.topology import SystemLinks
 from hnplan.compute import achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import activation_bytes_per_layer, model_state_bytes_per_gpu
@@ -108,10 +110,19 @@ class Job:
     global_batch_seqs: int
     dtype: str
     overlap: Overlap
+    catalog: Catalog
+    _groups: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def params(self):
         return param_counts(self.model)
+
+    def group(self, size: int, stride: int) -> GroupPlacement:
+        """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""
+        key = (size, stride)
+        if key not in self._groups:
+            self._groups[key] = place_group(self.system, size, stride, self.gpus, self.catalog, self.links)
+        return self._groups[key]
 
 
 def factorize(df: pd.DataFrame, keys: list[str]):
@@ -148,30 +159,37 @@ def _col(df, name):
 # placement and collectives over arrays
 # ----------------------------------------------------------------------------------------------
 
-def placement(size, stride, links: SystemLinks):
-    """``(ranks per scale-up domain, domains spanned)`` of groups of ``size`` ranks spaced ``stride``
-    apart (:func:`hnplan.comm.topology.split_group` per distinct pair) [arrays]."""
-    pairs = pd.DataFrame({"size": np.asarray(size, dtype=np.int64), "stride": np.asarray(stride, dtype=np.int64)})
-    out = memo(pairs, ["size", "stride"],
-               lambda s, st: dict(zip(("inner", "outer"), split_group(int(s), int(st), links.domain_gpus))))
-    return out["inner"].to_numpy(), out["outer"].to_numpy()
+def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
+    """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
+    the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
+    pod level) and timed with the fastest applicable algorithm for every candidate's message size
+    (:func:`hnplan.comm.algorithms.algorithm_table`, the NCCL-tuner choice); 0 for groups of one rank.
 
-
-def allreduce_s(n_bytes, size, stride, links: SystemLinks):
-    """All-reduce of ``n_bytes`` per rank over groups placed by :func:`placement`: reduce-scatter inside
-    each domain, all-reduce across domains, all-gather inside [s] (hierarchical, alpha-beta)."""
-    inner, outer = placement(size, stride, links)
-    up, out = links.scaleup, links.scaleout
-    return np.asarray(hierarchical_allreduce_time(n_bytes, inner, outer, up.bw_Bps, up.alpha_s, out.bw_Bps,
-                                                  out.alpha_s))
-
-
-def tier_link(size, stride, links: SystemLinks):
-    """Per-rank bandwidth [bytes/s] and step latency [s] of the slowest tier a group touches."""
-    _, outer = placement(size, stride, links)
-    inside = outer == 1
-    return (np.where(inside, links.scaleup.bw_Bps, links.scaleout.bw_Bps),
-            np.where(inside, links.scaleup.alpha_s, links.scaleout.alpha_s))
+    Parameters
+    ----------
+    op : str
+        ``allreduce``, ``reducescatter``, ``allgather``, ``alltoall`` or ``sendrecv``.
+    n_bytes : array
+        nccl-tests size S per candidate [bytes].
+    size, stride : array of int
+        Group size and rank stride per candidate.
+    """
+    size = np.asarray(size, dtype=np.int64)
+    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
+    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
+    out = np.zeros(size.shape)
+    live = size > 1
+    if not live.any():
+        return out
+    idx = np.flatnonzero(live)
+    pairs, inverse = np.unique(np.stack([size[idx], stride[idx]], axis=1), axis=0, return_inverse=True)
+    order = np.argsort(inverse.ravel(), kind="stable")
+    bounds = np.searchsorted(inverse.ravel()[order], np.arange(len(pairs) + 1))
+    for i, (sz, st) in enumerate(pairs):
+        sel = idx[order[bounds[i]:bounds[i + 1]]]
+        table = algorithm_table(op, n[sel], job.group(int(sz), int(st)))
+        out[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -257,7 +275,7 @@ def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
     n_coll = 4 + 2 * (_col(df, "recompute") == "full")
     msg = mb * job.seq_len / cp * job.model.hidden * ACT_BYTES
-    return layers * n_coll * allreduce_s(msg, tp, np.ones_like(tp), job.links)
+    return layers * n_coll * collective_s(job, "allreduce", msg, tp, 1)
 
 
 def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -274,9 +292,8 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     else:
         width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
     block = mb * job.seq_len / cp * width * ACT_BYTES
-    bw, alpha = tier_link(cp, tp, job.links)
     steps = (cp - 1) * (3 + (_col(df, "recompute") == "full"))
-    return steps * np.asarray(sendrecv_time(block, bw, alpha))
+    return np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0)
 
 
 def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:
@@ -288,9 +305,8 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         return np.zeros(len(df))
     tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
     msg = mb * job.seq_len / (cp * tp) * job.model.moe.active_experts * job.model.hidden * ACT_BYTES
-    bw, alpha = tier_link(ep, tp, job.links)
     n = 4 + 2 * (_col(df, "recompute") == "full")
-    return np.where(ep > 1, moe_layers * n * np.asarray(pairwise_alltoall_time(msg, ep, bw, alpha)), 0.0)
+    return np.where(ep > 1, moe_layers * n * collective_s(job, "alltoall", msg, ep, tp), 0.0)
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -299,8 +315,7 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
     tp, cp, dp, pp = _col(df, "tp"), _col(df, "cp"), _col(df, "dp"), _col(df, "pp")
     msg = _col(df, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-    bw, alpha = tier_link(pp, tp * cp * dp, job.links)
-    return np.where(pp > 1, 2 * _col(df, "virtual_stages") * np.asarray(sendrecv_time(msg, bw, alpha)), 0.0)
+    return np.where(pp > 1, 2 * _col(df, "virtual_stages") * collective_s(job, "sendrecv", msg, pp, tp * cp * dp), 0.0)
 
 
 def local_params(job: Job, df: pd.DataFrame):
@@ -325,16 +340,23 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     tp, dp, cp, ep, z = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage"))
     m = _col(df, "num_microbatches")
     dense, expert = local_params(job, df)
-    groups = [(dense, dp * cp, tp), (expert, np.maximum(dp * cp // ep, 1), tp * ep)]
-    ar_grad = sum(allreduce_s(n * ov.grad_reduce_bytes, g, s, job.links) for n, g, s in groups)
-    ar_param = sum(allreduce_s(n * PARAM_GATHER_BYTES, g, s, job.links) for n, g, s in groups)
-    t_grad = np.where(z == 0, ar_grad, ar_grad / 2)  # a reduce-scatter is half a ring all-reduce
-    t_param = np.where(z == 0, 0.0, ar_param / 2)
+    groups = [(dense, dp * cp, tp)]
+    if job.model.moe is not None:
+        groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
+
+    def coll(op, nbytes_per_param):
+        return sum(collective_s(job, op, n * nbytes_per_param, g, s) for n, g, s in groups)
+
+    ar_grad = coll("allreduce", ov.grad_reduce_bytes)
+    rs_grad = coll("reducescatter", ov.grad_reduce_bytes)
+    ag_param = coll("allgather", PARAM_GATHER_BYTES)
+    t_grad = np.where(z == 0, ar_grad, rs_grad)
+    t_param = np.where(z == 0, 0.0, ag_param)
     bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
     frac = np.minimum(1.0, bucket / np.maximum(dense + expert, 1.0))
     grad_exp = np.maximum(t_grad - t_bwd_mb, t_grad * frac) if ov.dp_grad_reduce else t_grad
     param_exp = np.maximum(t_param - t_fwd_mb, t_param * frac) if ov.dp_param_gather else t_param
-    per_mb_z3 = 2 * (ar_param / 2) + t_grad  # gather for forward and backward, reduce-scatter grads
+    per_mb_z3 = 2 * ag_param + rs_grad  # gather for forward and backward, reduce-scatter gradients
     z3 = m * np.maximum(per_mb_z3 - t_compute_mb, per_mb_z3 * frac)
     return np.where(z == 3, z3, grad_exp + param_exp)
 

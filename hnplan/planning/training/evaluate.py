@@ -43,8 +43,8 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
-    return c.Job(model, system, acc, system_links(system, cat, gpus), gpus, seq_len, global_batch_seqs, dtype,
-                 overlap or c.Overlap())
+    return c.Job(model, system, acc, system_links(system, cat, gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
+                 overlap or c.Overlap(), cat)
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:

@@ -70,8 +70,8 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
 
     Parameters
     ----------
-    df : DataFrame
-        Columns :data:`PLAN_FIELDS`, one row per candidate.
+    df : DataFrame or dict of arrays
+        Columns :data:`PLAN_FIELDS` (``recompute`` and ``zero_stage`` unused), one row per candidate.
     model : Model
     gpus : int
     seq_len : int
@@ -90,8 +90,8 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
         divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
         ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
     """
-    tp, pp, dp, cp, ep = (df[c].to_numpy() for c in ("tp", "pp", "dp", "cp", "ep"))
-    mb, v = df["microbatch_size"].to_numpy(), df["virtual_stages"].to_numpy()
+    tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
+    mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
     experts = 0 if model.moe is None else model.moe.experts
     m = global_batch_seqs // np.maximum(dp * mb, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -118,7 +118,8 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
 def valid_mask(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int) -> np.ndarray:
     """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
     rules = plan_rules(df, model, gpus, seq_len, global_batch_seqs)
-    return np.logical_and.reduce(list(rules.values())) if len(df) else np.zeros(0, bool)
+    n = len(np.asarray(df["tp"]))
+    return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
 
 
 def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs: int, seq_len: int = 2) -> int:

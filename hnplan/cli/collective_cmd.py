@@ -1,0 +1,82 @@
+"""``hnplan collective``: time, algbw and busbw of one collective on a system, like nccl-tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from hnplan import units
+from hnplan.catalog import load_catalog
+from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.comm.algorithms import ALGORITHMS
+from hnplan.comm.algorithms import collective as run_collective
+from hnplan.comm.collectives import OPS
+from hnplan.comm.placement import place_group
+from hnplan.errors import InputError
+
+
+def parse_sweep(text: str) -> np.ndarray:
+    """Sizes of a sweep ``MIN:MAX`` doubling from MIN to MAX, as nccl-tests' ``-b MIN -e MAX -f 2``
+    [bytes].
+
+    Raises
+    ------
+    InputError
+        For a malformed sweep or MIN > MAX.
+
+    >>> parse_sweep("8B:64B").tolist()
+    [8.0, 16.0, 32.0, 64.0]
+    """
+    try:
+        lo, hi = (units.parse_size(t) for t in text.split(":"))
+    except ValueError as exc:
+        raise InputError(f"--sweep expects MIN:MAX such as 8B:8GiB ({exc})") from None
+    if lo < 1 or hi < lo:
+        raise InputError(f"--sweep {text!r}: need 1 <= MIN <= MAX")
+    n = int(np.floor(np.log2(hi / lo))) + 1
+    return lo * 2.0 ** np.arange(n)
+
+
+@app.command()
+def collective(
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    op: str = typer.Option(..., "--op", help=f"collective: {', '.join(OPS)}"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="ranks in the group (consecutive accelerators)"),
+    size: str = typer.Option(None, "--size", help="message size, e.g. 1GiB (nccl-tests' S)"),
+    sweep: str = typer.Option(None, "--sweep", help="MIN:MAX sizes, doubling, e.g. 8B:8GiB"),
+    algorithm: str = typer.Option(None, "--algorithm", help="force an algorithm (default: the fastest per size): "
+                                  + "; ".join(f"{o}: {', '.join(a)}" for o, a in ALGORITHMS.items())),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
+    with handle_errors():
+        if op not in OPS:
+            raise InputError(f"--op {op!r} is not a collective; allowed: {', '.join(OPS)}")
+        if (size is None) == (sweep is None):
+            raise InputError("give exactly one of --size and --sweep")
+        if size is not None:
+            try:
+                sizes = np.array([float(units.parse_size(size))])
+            except ValueError as exc:
+                raise InputError(f"--size: {exc}") from None
+        else:
+            sizes = parse_sweep(sweep)
+        cat = load_catalog()
+        sys_ = cat.system(system)
+        group = place_group(sys_, gpus, 1, gpus, cat)
+        res = run_collective(op, sizes, group, algorithm)
+        rows = res.rows()
+        if json_:
+            print_json({"system": sys_.id, "op": op, "gpus": gpus, "per_domain": res.per_domain,
+                        "domains": res.domains, "level": res.level, "results": rows})
+            return
+        t = Table(title=f"{op} on {gpus} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, "
+                        f"{res.level})")
+        for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
+            t.add_column(col, justify="right")
+        for r in rows:
+            fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+            t.add_row(f"{r['size_bytes']}", f"{units.s_to_us(r['time_s']):.2f}", fmt(r["algbw_GBps"]),
+                      fmt(r["busbw_GBps"]), r["algorithm"])
+        console.print(t)

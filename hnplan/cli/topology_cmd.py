@@ -1,0 +1,40 @@
+"""``hnplan topology``: the network that joins N accelerators of a system, and its bill of materials."""
+
+from __future__ import annotations
+
+import typer
+
+from hnplan.catalog import load_catalog
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.comm.topology import network_summary
+
+
+@app.command()
+def topology(
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators to join"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Tiers, switch and link counts, transceivers, cables, bisection and diameter of the network."""
+    with handle_errors():
+        cat = load_catalog()
+        sys_ = cat.system(system)
+        d = network_summary(sys_, gpus, cat)
+        if json_:
+            print_json({"system": sys_.id, "gpus": gpus, **d})
+            return
+        out = d["bom"]["scaleout"]
+        rows = [
+            ("scale-up domains", f"{d['domains']} x {sys_.scaleup_domain_gpus} ({sys_.scaleup_topology})"),
+            ("scale-out tiers", f"{d['tiers']['scaleout']} ({sys_.scaleout_topology}, {out['switch_model']}, "
+                                f"oversubscription {out['oversubscription']:g}:1)"),
+            ("switches scale-up / scale-out", f"{d['switches']['scaleup']:,} / {d['switches']['scaleout']:,} "
+                                              f"(per tier {d['switches']['scaleout_per_tier']})"),
+            ("links scale-up / scale-out", f"{d['links']['scaleup']:,} / {d['links']['scaleout']:,}"),
+            ("transceivers", f"{d['transceivers']['total']:,}"),
+            ("cables", f"{d['cables']['total']:,}"),
+            ("bisection", f"{d['bisection_GBps']:,.0f} GB/s per direction"),
+            ("diameter", f"{d['diameter_hops']} links"),
+            ("nodes the scale-out tiers hold", f"{d['hosts_supported']:,}"),
+        ]
+        console.print(kv_table(f"network of {gpus} x {sys_.id}", rows))

@@ -1,0 +1,319 @@
+"""Collective algorithms over a placed group, and the tuner that picks the fastest per message size.
+
+A group of p ranks has q ranks in each of D scale-up domains (:class:`~hnplan.comm.placement.
+GroupPlacement`). Every rank sees a scale-up link (``B_u``, ``alpha_u``) and its share of the NICs
+(``B_o``, ``alpha_o``); all bandwidths are achievable per-direction figures. ``S`` is the size
+nccl-tests passes (the buffer per rank for all-reduce and broadcast, the whole array for
+reduce-scatter and all-gather, the send buffer for all-to-all). Pipelined algorithms (ring, tree,
+in-network) are limited by their slowest stage; the hierarchical composition adds its stages.
+
+==================  =========================================================================
+algorithm           time [s]
+==================  =========================================================================
+ring                ``k (p-1) a + k (p-1)/p S / B_ring``, k = 2 for all-reduce, 1 for
+                    reduce-scatter/all-gather; ``B_ring = B_u`` in one domain, else
+                    ``min(B_u, q B_o)``: each ring leaves a domain once, so a domain's q NICs
+                    share the crossings (Thakur et al. 2005, Sec. 4; NCCL rings)
+tree                NCCL double binary tree (Sanders, Speck, Traeff 2009): a chain inside each
+                    domain, a binary tree across domains. Per direction an interior rank moves
+                    2S (chain, q > 2) and a domain 2S through its q NICs (D > 2); on exactly two
+                    domains only S crosses: ``max(c S/B_u, t S/(q B_o))`` + ``2(ceil(log2 q) a_u
+                    + ceil(log2 D) a_o)`` (tree depth, Sanders et al.)
+rhd                 recursive halving then doubling (Rabenseifner; Thakur et al. Sec. 4.4), p and
+                    q powers of two: ``2 (log2 q a_u + log2 D a_o) + 2 [(1-1/q) S/B_u +
+                    (1-1/D) S/(q B_o)]``
+hierarchical        reduce-scatter inside the domain, ring all-reduce of the S/q shard across
+                    domains (one ring per local rank), all-gather inside; stages added
+inr                 in-network reduction. In a domain whose switches reduce (NVLink SHARP, NCCL
+                    NVLS) each rank sends S and its 1/q shard once and receives the same:
+                    ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
+                    moves the S/q shard once per NIC, ``S / (q B_o e_o)``; without it a tree.
+                    ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency)
+pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + max((q-1)/p S/B_u,
+                    (p-q)/p S/B_o)``; a GPU's inter-domain traffic goes through its own NIC share
+                    (NICs do not aggregate for one GPU)
+ring (broadcast)    pipelined chain: ``(p-1) a + S / B_ring``; tree: binomial, ``ceil(log2 p)(a + S/B)``
+p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
+==================  =========================================================================
+
+p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
+for in-network reduction, so its busbw exceeds the link rate exactly as nccl-tests reports it.
+
+References
+----------
+.. [1] Thakur, Rabenseifner, Gropp, IJHPCA 19(1), 2005.
+.. [2] Sanders, Speck, Traeff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan",
+   Parallel Computing 35(12), 2009 (NCCL's double binary tree).
+.. [3] NVIDIA/nccl src/graph/tuning.cc: per-algorithm bandwidth/latency model and the choice of the
+   fastest (algorithm, protocol) per size; nvlsEfficiency.
+.. [4] NVIDIA/nccl-tests doc/PERFORMANCE.md (algbw, busbw).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from hnplan.comm.collectives import OPS, busbw_factor
+from hnplan.comm.placement import GroupPlacement
+from hnplan.errors import InputError
+
+ALGORITHMS = {
+    "allreduce": ("ring", "tree", "rhd", "hierarchical", "inr"),
+    "reducescatter": ("ring", "rhd"),
+    "allgather": ("ring", "rhd"),
+    "alltoall": ("pairwise",),
+    "broadcast": ("ring", "tree"),
+    "sendrecv": ("p2p",),
+}
+
+
+def _pow2(x: int) -> bool:
+    return x >= 1 and (x & (x - 1)) == 0
+
+
+def _log2(x: int) -> float:
+    return float(np.log2(x)) if x > 1 else 0.0
+
+
+def _ring_bw(g: GroupPlacement) -> float:
+    return g.up.bw_Bps if g.domains == 1 else min(g.up.bw_Bps, g.per_domain * g.out.bw_Bps)
+
+
+def _ring_alpha(g: GroupPlacement) -> float:
+    return g.up.alpha_s if g.domains == 1 else g.out.alpha_s
+
+
+def _cross_tree(g: GroupPlacement, s):
+    """Bandwidth term and latency of a binary tree across domains for S bytes per rank."""
+    if g.domains == 1:
+        return 0.0 * s, 0.0
+    t = (1.0 if g.domains == 2 else 2.0) * s / (g.per_domain * g.out.bw_Bps)
+    return t, 2 * np.ceil(np.log2(g.domains)) * g.out.alpha_s
+
+
+def _allreduce(alg: str, g: GroupPlacement, s):
+    p, q, d = g.size, g.per_domain, g.domains
+    bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
+    if alg == "ring":
+        return 2 * (p - 1) * _ring_alpha(g) + 2 * (p - 1) / p * s / _ring_bw(g)
+    if alg == "tree":
+        chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
+        cross, a_cross = _cross_tree(g, s)
+        return 2 * np.ceil(np.log2(q)) * au + a_cross + np.maximum(chain, cross)
+    if alg == "rhd":
+        if not (_pow2(p) and _pow2(q)):
+            return None
+        return 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
+    if alg == "hierarchical":
+        inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
+        outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * (s / q) / bo
+        return inner + outer
+    if alg == "inr":
+        e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency
+        if not (e_u and q > 1) and not (e_o and d > 1):
+            return None
+        if q == 1:
+            intra, a_in = 0.0 * s, 0.0
+        elif e_u:
+            intra, a_in = s * (q + 1) / q / (bu * e_u), 2 * au
+        else:
+            intra, a_in = 2 * (q - 1) / q * s / bu, 2 * (q - 1) * au
+        if d > 1 and e_o:
+            cross, a_cross = s / (q * bo * e_o), 2 * ao
+        else:
+            cross, a_cross = _cross_tree(g, s)
+        return a_in + a_cross + np.maximum(intra, cross)
+    raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
+
+
+def _one_pass(op: str, alg: str, g: GroupPlacement, s):
+    p, q, d = g.size, g.per_domain, g.domains
+    bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
+    if op in ("reducescatter", "allgather"):
+        if alg == "ring":
+            return (p - 1) * _ring_alpha(g) + (p - 1) / p * s / _ring_bw(g)
+        if alg == "rhd":
+            if not (_pow2(p) and _pow2(q)):
+                return None
+            return _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+    elif op == "alltoall" and alg == "pairwise":
+        intra = (q - 1) / p * s / bu
+        cross = (p - q) / p * s / bo
+        return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
+    elif op == "broadcast":
+        if alg == "ring":
+            return (p - 1) * _ring_alpha(g) + s / _ring_bw(g)
+        if alg == "tree":
+            steps = np.ceil(np.log2(p))
+            return steps * (_ring_alpha(g) + s / (bu if d == 1 else min(bu, bo)))
+    elif op == "sendrecv" and alg == "p2p":
+        b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
+        return a + s / b
+    raise InputError(f"unknown {op} algorithm {alg!r}; allowed: {', '.join(ALGORITHMS.get(op, ()))}")
+
+
+def algorithm_time(op: str, algorithm: str, n_bytes, group: GroupPlacement):
+    """Time of one collective with one algorithm [s], or None where the algorithm does not apply
+    (rhd on non-powers of two, inr without a switch that reduces).
+
+    Parameters
+    ----------
+    op : str
+        One of :data:`hnplan.comm.collectives.OPS`.
+    algorithm : str
+        One of ``ALGORITHMS[op]``.
+    n_bytes : float or array
+        nccl-tests size S [bytes].
+    group : GroupPlacement
+
+    Raises
+    ------
+    InputError
+        For an unknown op or algorithm.
+    """
+    if op not in ALGORITHMS:
+        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if algorithm not in ALGORITHMS[op]:
+        raise InputError(f"{op} has no algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS[op])}")
+    s = np.asarray(n_bytes, dtype=float)
+    if group.size == 1:
+        return np.zeros_like(s)
+    t = _allreduce(algorithm, group, s) if op == "allreduce" else _one_pass(op, algorithm, group, s)
+    return None if t is None else np.broadcast_to(np.asarray(t, dtype=float), s.shape).copy()
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Times and nccl-tests bandwidths of one collective over a range of sizes (arrays of one shape).
+
+    Attributes
+    ----------
+    op : str
+    ranks : int
+    size_bytes, time_s, algbw_Bps, busbw_Bps : numpy.ndarray
+        algbw = S / t; busbw = algbw x busbw_factor(op, p) ([4]_). For p = 1, time 0, algbw inf, busbw 0.
+    algorithm : numpy.ndarray of str
+        The algorithm used at each size (the tuner's choice unless forced).
+    per_domain, domains : int
+        The group's placement.
+    level : str
+    """
+
+    op: str
+    ranks: int
+    size_bytes: np.ndarray
+    time_s: np.ndarray
+    algbw_Bps: np.ndarray
+    busbw_Bps: np.ndarray
+    algorithm: np.ndarray
+    per_domain: int
+    domains: int
+    level: str
+
+    def rows(self) -> list[dict]:
+        """One dict per size with ``size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm``
+        (non-finite bandwidths as None)."""
+        out = []
+        for s, t, a, b, name in zip(self.size_bytes, self.time_s, self.algbw_Bps, self.busbw_Bps, self.algorithm):
+            out.append({"size_bytes": int(s), "time_s": float(t),
+                        "algbw_GBps": float(a) / 1e9 if np.isfinite(a) else None,
+                        "busbw_GBps": float(b) / 1e9 if np.isfinite(b) else None,
+                        "algorithm": str(name)})
+        return out
+
+
+def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
+    """``{algorithm: time array [s]}`` for every algorithm of ``op`` that applies to the group."""
+    out = {}
+    for alg in ALGORITHMS.get(op, ()):
+        t = algorithm_time(op, alg, n_bytes, group)
+        if t is not None:
+            out[alg] = t
+    if not out and op not in ALGORITHMS:
+        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    return out
+
+
+def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = None) -> CollectiveResult:
+    """Time, algbw and busbw of a collective, with the fastest applicable algorithm per size (as NCCL's
+    tuner picks, [3]_) or the one forced by ``algorithm``.
+
+    Parameters
+    ----------
+    op : str
+        allreduce, reducescatter, allgather, alltoall, broadcast or sendrecv.
+    n_bytes : float or array
+        nccl-tests size S [bytes], shape (n,) or scalar.
+    group : GroupPlacement
+        From :func:`hnplan.comm.placement.place_group`.
+    algorithm : str, optional
+        Force one algorithm (``ALGORITHMS[op]``).
+
+    Returns
+    -------
+    CollectiveResult
+
+    Raises
+    ------
+    InputError
+        For an unknown op or algorithm, or an algorithm that does not apply to this group.
+
+    Examples
+    --------
+    Ring all-reduce of 1 GB on 8 ranks of 100 GB/s with no latency: 2 x 7/8 x 1e9 / 1e11 = 17.5 ms,
+    algbw 57.1 GB/s, busbw 100 GB/s.
+
+    >>> from hnplan.comm.topology import LinkParams
+    >>> from hnplan.comm.placement import flat_placement
+    >>> lk = LinkParams(1e11, 0.0, 1e11)
+    >>> r = collective("allreduce", 1e9, flat_placement(8, 8, lk, lk), "ring")
+    >>> round(float(r.time_s[0]) * 1e3, 3), round(float(r.busbw_Bps[0]) / 1e9, 1)
+    (17.5, 100.0)
+    """
+    s = np.atleast_1d(np.asarray(n_bytes, dtype=float))
+    if np.any(s < 0):
+        raise InputError("message sizes must be >= 0 bytes")
+    if algorithm is not None:
+        t = algorithm_time(op, algorithm, s, group)
+        if t is None:
+            raise InputError(f"algorithm {algorithm!r} does not apply to {op} on this group "
+                             f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, "
+                             "inr a switch that reduces)")
+        names = np.full(s.shape, algorithm if group.size > 1 else "none", dtype=object)
+    else:
+        table = algorithm_table(op, s, group)
+        keys = list(table)
+        stack = np.vstack([table[k] for k in keys])
+        idx = np.argmin(stack, axis=0)
+        t = stack[idx, np.arange(s.size)]
+        names = np.array([keys[i] if group.size > 1 else "none" for i in idx], dtype=object)
+    positive = t > 0
+    finite_algbw = s / np.where(positive, t, 1.0)
+    algbw = np.where(positive, finite_algbw, np.inf)
+    busbw = np.where(positive, finite_algbw * busbw_factor(op, group.size), 0.0)
+    return CollectiveResult(op, group.size, s, t, algbw, busbw, names, group.per_domain, group.domains, group.level)
+
+
+def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, str]:
+    """The tuner's time [s] and algorithm for one scalar size (the planners' fast path of
+    :func:`collective`; same formulas, no arrays).
+
+    Raises
+    ------
+    InputError
+        For an unknown op.
+    """
+    if op not in ALGORITHMS:
+        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if group.size == 1:
+        return 0.0, "none"
+    s = float(n_bytes)
+    best, name = math.inf, ""
+    for alg in ALGORITHMS[op]:
+        t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
+        if t is not None and t < best:
+            best, name = float(t), alg
+    return best, name

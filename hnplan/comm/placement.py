@@ -1,0 +1,121 @@
+"""Group placement: where the ranks of a TP/CP/EP/DP/PP group sit (domain, leaf, pod) and which
+per-rank alpha-beta parameters its collectives see.
+
+Ranks follow Megatron-LM's order (tensor-parallel innermost, then context, data/expert, pipeline
+outermost; Narayanan et al. SC21 Sec. 3): a group of ``size`` ranks spaced ``stride`` apart fills
+``q`` ranks of each of ``D`` scale-up domains (:func:`hnplan.comm.topology.split_group`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import System
+from hnplan.comm.topology import LinkParams, SystemLinks, scaleout_bom, split_group, system_links
+from hnplan.errors import InputError
+
+LEVELS = ("none", "domain", "leaf", "pod", "fabric")
+
+
+@dataclass(frozen=True)
+class GroupPlacement:
+    """A group's shape on the network and the per-rank links its collectives use.
+
+    Attributes
+    ----------
+    size : int
+        Ranks in the group (p).
+    per_domain : int
+        Ranks of the group in each scale-up domain (q).
+    domains : int
+        Scale-up domains spanned (D = p / q).
+    level : str
+        The smallest network level holding the group: ``none`` (p = 1), ``domain`` (one scale-up
+        domain), ``leaf`` (one leaf switch or rail leaf group), ``pod`` (one 3-tier pod), ``fabric``.
+    up : LinkParams
+        Scale-up link of one rank.
+    out : LinkParams
+        Scale-out share of one rank (its NIC bandwidth; divided by the leaf oversubscription when the
+        group spans more than one leaf).
+    """
+
+    size: int
+    per_domain: int
+    domains: int
+    level: str
+    up: LinkParams
+    out: LinkParams
+
+
+def nodes_per_leaf(system: System, catalog: Catalog | None = None) -> int:
+    """Nodes whose NICs hang off one leaf: ``down / nics_per_node`` on a fat-tree, ``down`` on a
+    rail-optimised fat-tree (a rail leaf takes one NIC of each node), with ``down = k o / (1 + o)``."""
+    cat = catalog or load_catalog()
+    sw = cat.switch(system.scaleout_switch)
+    o = system.scaleout_oversubscription
+    ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
+    down = max(1, math.floor(sw.ports * o / (1 + o)))
+    if system.scaleout_topology == "rail-optimized-fat-tree":
+        return max(1, down // ports_per_nic)
+    return max(1, down // (system.nics_per_node * ports_per_nic))
+
+
+def place_group(system: System, size: int, stride: int = 1, job_gpus: int | None = None,
+                catalog: Catalog | None = None, links: SystemLinks | None = None) -> GroupPlacement:
+    """Place a group of ``size`` ranks spaced ``stride`` apart on a job of ``job_gpus`` accelerators.
+
+    The group covers ``size x stride`` consecutive accelerators (at least its domains); it fits a
+    leaf when those span no more than :func:`nodes_per_leaf` nodes, a pod when they fit ``k/2``
+    leaves of a three-tier tree. Oversubscription divides the scale-out share only when the group
+    leaves its leaf.
+
+    Raises
+    ------
+    InputError
+        For ``size`` or ``stride`` < 1, or a group larger than the job.
+    """
+    if size < 1 or stride < 1:
+        raise InputError(f"group size and stride must be >= 1 (got {size}, {stride})")
+    cat = catalog or load_catalog()
+    job = job_gpus or size * stride
+    if size * stride > job and size > 1:
+        raise InputError(f"a group of {size} ranks with stride {stride} needs {size * stride} accelerators; "
+                         f"the job has {job}")
+    lk = links or system_links(system, cat, gpus=job)
+    q, d = split_group(size, stride, system.scaleup_domain_gpus)
+    out = lk.scaleout
+    if size == 1:
+        level = "none"
+    elif d == 1:
+        level = "domain"
+    else:
+        span_gpus = max(size * stride, d * system.scaleup_domain_gpus if stride < system.scaleup_domain_gpus else 0)
+        nodes = math.ceil(min(span_gpus, job) / system.node_gpus)
+        per_leaf = nodes_per_leaf(system, cat)
+        bom = scaleout_bom(system, job, cat)
+        if nodes <= per_leaf or bom.tiers == 1:
+            level = "leaf"
+        else:
+            k = cat.switch(system.scaleout_switch).ports
+            level = "pod" if bom.tiers == 3 and nodes <= per_leaf * (k // 2) else "fabric"
+            o = system.scaleout_oversubscription
+            out = replace(out, bw_Bps=out.bw_Bps / o, line_rate_Bps=out.line_rate_Bps / o)
+    return GroupPlacement(size, q, d, level, lk.scaleup, out)
+
+
+def flat_placement(size: int, per_domain: int, up: LinkParams, out: LinkParams) -> GroupPlacement:
+    """A placement from explicit numbers (for studies and tests): ``size`` ranks, ``per_domain`` of
+    them in each scale-up domain.
+
+    Raises
+    ------
+    InputError
+        If ``per_domain`` does not divide ``size``.
+    """
+    if size < 1 or per_domain < 1 or size % per_domain:
+        raise InputError(f"per_domain ({per_domain}) must divide the group size ({size}), both >= 1")
+    d = size // per_domain
+    level = "none" if size == 1 else ("domain" if d == 1 else "fabric")
+    return GroupPlacement(size, per_domain, d, level, up, out)

@@ -1,0 +1,57 @@
+"""`hnplan collective` and `hnplan topology`: --help smoke tests, JSON keys and values."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("cmd", ["collective", "topology"])
+def test_help(cmd):
+    r = runner.invoke(app, [cmd, "--help"])
+    assert r.exit_code == 0 and "--system" in r.output and "--json" in r.output
+
+
+def test_collective_json_sweep():
+    r = runner.invoke(app, ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8",
+                            "--sweep", "8B:8GiB", "--algorithm", "ring", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    rows = d["results"]
+    assert len(rows) == 31  # 8 B .. 8 GiB doubling, as nccl-tests -b 8 -e 8G -f 2
+    assert set(rows[0]) == {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm"}
+    assert rows[-1]["size_bytes"] == 8 * 2**30 and rows[-1]["algorithm"] == "ring"
+    assert rows[-1]["busbw_GBps"] == pytest.approx(369, abs=1.5)
+    assert rows[-1]["busbw_GBps"] == pytest.approx(rows[-1]["algbw_GBps"] * 2 * 7 / 8)
+
+
+def test_collective_one_size_table():
+    r = runner.invoke(app, ["collective", "--system", "gb200-nvl72", "--op", "alltoall", "--gpus", "72",
+                            "--size", "1GiB"])
+    assert r.exit_code == 0 and "pairwise" in r.output and "1073741824" in r.output
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--op", "allreduce", "--gpus", "8"], "exactly one of --size and --sweep"),
+    (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "allowed"),
+    (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
+    (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
+])
+def test_collective_errors(args, msg):
+    r = runner.invoke(app, ["collective", "--system", "hgx-h100-ib-ndr", *args])
+    assert r.exit_code == 2 and msg in r.output
+
+
+def test_topology_json():
+    r = runner.invoke(app, ["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert {"tiers", "switches", "links", "transceivers", "cables", "bisection_GBps", "diameter_hops"} <= set(d)
+    assert d["tiers"]["scaleout"] == 3 and d["switches"]["scaleout"] == 1280
+    assert d["bisection_GBps"] == pytest.approx(16384 / 2 * 50)  # 8,192 NICs of 50 GB/s across the cut
+    assert d["diameter_hops"] == 6
+    assert d["hosts_supported"] == 64**3 // 4 // 8  # servers of 8 NICs a 64-port 3-tier tree holds

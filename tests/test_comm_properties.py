@@ -1,0 +1,126 @@
+"""Hypothesis properties of the collective model: monotonicity, bounds, p = 1, oversubscription."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.comm.algorithms import ALGORITHMS, algorithm_time, collective
+from hnplan.comm.placement import flat_placement, place_group
+from hnplan.comm.topology import LinkParams
+
+bw = st.floats(1e9, 1e12)
+alpha = st.floats(0.0, 2e-5)
+eff = st.one_of(st.none(), st.floats(0.5, 1.0))
+q_st = st.sampled_from([1, 2, 3, 4, 8, 16, 72])
+d_st = st.sampled_from([1, 2, 3, 4, 8, 32])
+ops_algs = st.sampled_from([(op, a) for op, algs in ALGORITHMS.items() for a in algs])
+
+
+def _group(q, d, bu, au, bo, ao, eu=None, eo=None):
+    return flat_placement(q * d, q, LinkParams(bu, au, bu, eu), LinkParams(bo, ao, bo, eo))
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops_algs, q_st, d_st, bw, alpha, bw, alpha, eff, eff, st.floats(1, 1e10), st.floats(1.0, 100.0))
+def test_time_grows_with_size(oa, q, d, bu, au, bo, ao, eu, eo, s, k):
+    op, alg = oa
+    g = _group(q, d, bu, au, bo, ao, eu, eo)
+    t = algorithm_time(op, alg, np.array([s, s * k]), g)
+    if t is None:
+        return
+    assert t[1] >= t[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops_algs, q_st, d_st, bw, alpha, bw, alpha, eff, eff, st.floats(1, 1e10),
+       st.floats(1.0, 10.0), st.floats(1.0, 10.0), st.floats(0.0, 1.0))
+def test_more_bandwidth_or_less_latency_never_slower(oa, q, d, bu, au, bo, ao, eu, eo, s, fu, fo, fa):
+    op, alg = oa
+    slow = algorithm_time(op, alg, s, _group(q, d, bu, au, bo, ao, eu, eo))
+    fast = algorithm_time(op, alg, s, _group(q, d, bu * fu, au * fa, bo * fo, ao * fa, eu, eo))
+    if slow is None:
+        return
+    assert fast <= slow * (1 + 1e-12)
+    # the tuner's choice inherits it
+    assert collective(op, s, _group(q, d, bu * fu, au * fa, bo * fo, ao * fa, eu, eo)).time_s[0] <= \
+        collective(op, s, _group(q, d, bu, au, bo, ao, eu, eo)).time_s[0] * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops_algs, q_st, d_st, bw, alpha, bw, alpha, st.floats(1e3, 1e11))
+def test_busbw_bounded_by_the_bottleneck_without_inr(oa, q, d, bu, au, bo, ao, s):
+    """Without in-network reduction busbw never exceeds the bottleneck line rate: B_u inside one
+    domain; across domains the domain's NICs q B_o, times (1 - 1/p) / (1 - 1/D) for all-reduce (only
+    (D-1)/D of the data must cross once a domain has reduced locally: the two-node tree effect) and
+    (p-1)/(p-q) per NIC for all-to-all."""
+    op, alg = oa
+    if alg == "inr" or (q * d == 1):
+        return
+    g = _group(q, d, bu, au, bo, ao)
+    if algorithm_time(op, alg, s, g) is None:
+        return
+    r = collective(op, s, g, alg)
+    busbw = float(r.busbw_Bps[0])
+    p = q * d
+    if d == 1:
+        bound = bu
+    elif op == "alltoall":
+        bound = (p - 1) / (p - q) * bo
+    elif op == "sendrecv":
+        bound = min(bu, bo)
+    elif op == "allreduce":
+        bound = max(bu, q * bo) if alg != "ring" else min(bu, q * bo)
+        bound *= (1 - 1 / p) / (1 - 1 / d) if alg != "ring" else 1.0
+    elif op == "broadcast":
+        bound = min(bu, q * bo)
+    else:
+        bound = q * bo * (1 - 1 / p) / (1 - 1 / d) if alg == "rhd" else min(bu, q * bo)
+    assert busbw <= bound * (1 + 1e-9)
+
+
+@given(ops_algs, bw, alpha, st.floats(0, 1e10))
+def test_one_rank_costs_nothing(oa, b, a, s):
+    op, alg = oa
+    g = _group(1, 1, b, a, b, a, 0.8, 0.8)
+    assert algorithm_time(op, alg, s, g) == 0.0
+    r = collective(op, s, g)
+    assert r.time_s[0] == 0.0 and r.busbw_Bps[0] == 0.0 and r.algorithm[0] == "none"
+
+
+def test_inr_busbw_can_exceed_the_link_rate():
+    g = _group(8, 1, 369e9, 0.0, 47e9, 0.0, 0.85, None)
+    r = collective("allreduce", 8e9, g, "inr")
+    assert r.busbw_Bps[0] > 450e9
+
+
+@pytest.mark.parametrize("system", ["hgx-h100-roce-400g", "hgx-h100-ib-ndr"])
+def test_two_to_one_oversubscription_halves_cross_pod_alltoall(cat, system):
+    """A group spanning several leaves: leaf uplinks at 1/2 the downlinks halve its NIC share."""
+    base = cat.system(system)
+    over = base.model_copy(update={"scaleout_oversubscription": 2.0})
+    gpus = 8 * 512  # 512 nodes: more than one leaf in every variant
+    big = 2**30
+
+    def bw_term(system_, n):  # time of the extra gigabyte: the bandwidth term without the latency
+        g = place_group(system_, n, 1, n, cat)
+        t = collective("alltoall", [big, 2 * big], g).time_s
+        return t[1] - t[0]
+
+    assert bw_term(over, gpus) / bw_term(base, gpus) == pytest.approx(2.0, rel=1e-9)
+    # inside one leaf nothing changes
+    assert bw_term(over, 16) == pytest.approx(bw_term(base, 16), rel=1e-12)
+
+
+def test_tuner_picks_the_fastest_and_reports_it(cat):
+    s = cat.system("hgx-h100-ib-ndr")
+    g = place_group(s, 64, 1, 64, cat)
+    sizes = 2.0 ** np.arange(3, 34)
+    r = collective("allreduce", sizes, g)
+    for alg in ALGORITHMS["allreduce"]:
+        t = algorithm_time("allreduce", alg, sizes, g)
+        if t is not None:
+            assert np.all(r.time_s <= t * (1 + 1e-12))
+    assert set(r.algorithm) <= set(ALGORITHMS["allreduce"])
+    # small messages favour a log-depth algorithm, large ones the in-switch reduction
+    assert r.algorithm[0] != "ring" and r.algorithm[-1] == "inr"

@@ -1,0 +1,43 @@
+"""The training step's communication lines use the placed groups and the collective tuner."""
+
+import math
+
+import pytest
+
+from hnplan.comm.algorithms import best_time
+from hnplan.comm.placement import place_group
+from hnplan.comm.topology import system_links
+from hnplan.planning.training import ParallelPlan, estimate_training_step
+
+
+def test_tp_and_dp_times_come_from_the_tuner(cat):
+    model, system = cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr")
+    gpus, seq, batch = 64, 4096, 64
+    plan = ParallelPlan(tp=8, pp=1, dp=8)
+    est = estimate_training_step(model, system, gpus, plan, seq, batch, catalog=cat)
+    links = system_links(system, cat, gpus=gpus)
+    tp_group = place_group(system, 8, 1, gpus, cat, links)
+    msg = seq * model.hidden * 2.0  # one micro-batch of bf16 activations
+    t_tp, alg = best_time("allreduce", msg, tp_group)
+    assert alg == "inr"  # NVLink SHARP inside the HGX baseboard
+    m = est.num_microbatches
+    assert est.breakdown_s["tp_comm_exposed"] == pytest.approx(m * model.layers * 4 * t_tp, rel=1e-12)
+    # the DP group (stride 8) has one rank per server: 8 domains, each rank on its own NIC
+    dp_group = place_group(system, 8, 8, gpus, cat, links)
+    assert (dp_group.per_domain, dp_group.domains) == (1, 8)
+    assert est.breakdown_s["dp_comm_exposed"] > 0
+
+
+def test_supernode_keeps_the_tp_group_inside_its_domain(cat):
+    model = cat.model("llama3.1-70b")
+    est = {s: estimate_training_step(model, s, 144, ParallelPlan(tp=16, pp=1, dp=9), 4096, 144, catalog=cat)
+           for s in ("gb200-nvl72", "hgx-h100-ib-ndr")}
+    # TP 16 fits one NVL72 domain but spans two HGX servers; per micro-batch the all-reduce of 64 MiB
+    # takes 135 us at NVLink-5 SHARP speed (busbw 930 GB/s) against 256 us for two HGX servers, where
+    # NVLS inside each server and SHARP between them reach 492 GB/s
+    for sid, (q, d) in (("gb200-nvl72", (16, 1)), ("hgx-h100-ib-ndr", (8, 2))):
+        g = place_group(cat.system(sid), 16, 1, 144, cat)
+        assert (g.per_domain, g.domains) == (q, d)
+    ratio = est["gb200-nvl72"].breakdown_s["tp_comm_exposed"] / est["hgx-h100-ib-ndr"].breakdown_s["tp_comm_exposed"]
+    assert ratio == pytest.approx(135.4 / 255.9, rel=0.01)
+    assert math.isfinite(est["gb200-nvl72"].step_time_s)
