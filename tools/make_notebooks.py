@@ -123,7 +123,54 @@ NETWORK = [
              "                                      boundary_size=boundary_size, boundary_max_gpus=boundary_max_gpus))))"),
 ]
 
+ROOFLINE = [
+    ("md", "# Roofline: one model's training step and decode step on several accelerators\n\n"
+           "Every operator of the model (projections, attention, MLP or experts, norms, LM head) as a point "
+           "under each accelerator's roofline: achievable FLOP/s against arithmetic intensity. Training "
+           "GEMMs sit near the compute ceiling; decode at small batch sits on the memory slope."),
+    ("code", "# Parameters (papermill overrides these)\n"
+             "model = \"llama3.1-70b\"                              # model id (data/models) or YAML path\n"
+             "accelerators = [\"h100-sxm\", \"b200\", \"gb200\", \"mi300x\"]  # accelerator ids (data/accelerators)\n"
+             "seq_len = 8192                                       # training sequence length [tokens]\n"
+             "train_batch = 1                                      # micro-batch [sequences]\n"
+             "recompute = \"none\"                                   # none, selective or full\n"
+             "decode_batch = 32                                    # concurrent decode requests\n"
+             "kv_len = 4096                                        # cached tokens per request\n"
+             "tp = 8                                               # tensor-parallel degree\n"
+             "dtype = \"bf16\"                                       # GEMM dtype: bf16 or fp8", "parameters"),
+    ("code", "import pandas as pd\n"
+             "from IPython.display import Markdown, display\n"
+             "from hnplan import plots\n"
+             "from hnplan.catalog import load_catalog\n"
+             "from hnplan.compute import roofline_comparison, roofline_verdict\n"
+             "from hnplan.reports import provenance\n\n"
+             "cat = load_catalog()\n"
+             "m = cat.model(model)\n"
+             "accs = [cat.accelerator(a) for a in accelerators]\n"
+             "train_ops, train_curves, train_sum = roofline_comparison(m, accs, \"train\", train_batch, seq_len,\n"
+             "                                                         tp=tp, dtype=dtype, recompute=recompute)\n"
+             "dec_ops, dec_curves, dec_sum = roofline_comparison(m, accs, \"decode\", decode_batch, seq_len,\n"
+             "                                                   kv_len=kv_len, tp=tp, dtype=dtype)\n"
+             "summary = pd.concat([train_sum, dec_sum], ignore_index=True)\n"
+             "display(Markdown(f\"## {model}, TP {tp}, {dtype}: training step (micro-batch {train_batch} x {seq_len}) \"\n"
+             "                 f\"and decode (batch {decode_batch}, {kv_len} cached tokens)\"))\n"
+             "display(Markdown(roofline_verdict(summary)))"),
+    ("code", "cols = {\"accelerator\": \"accelerator\", \"phase\": \"phase\", \"time_s\": \"time per pass [s]\",\n"
+             "        \"tokens_per_s\": \"tokens/s per GPU\", \"attained_flops_per_s\": \"attained [FLOP/s]\",\n"
+             "        \"compute_bound_share\": \"compute-bound share\", \"mfu\": \"MFU\"}\n"
+             "display(summary[list(cols)].rename(columns=cols).style.format(\n"
+             "    {\"time per pass [s]\": \"{:.4f}\", \"tokens/s per GPU\": \"{:,.0f}\", \"attained [FLOP/s]\": \"{:.3e}\",\n"
+             "     \"compute-bound share\": \"{:.0%}\", \"MFU\": \"{:.1%}\"}).hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
+    ("code", "plots.show(plots.roofline(train_ops, train_curves, f\"{model} training step (forward + backward)\"))\n"
+             "plots.show(plots.roofline(dec_ops, dec_curves, f\"{model} decode step, batch {decode_batch}\"))"),
+    ("code", "display(Markdown(provenance(dict(model=model, accelerators=accelerators, seq_len=seq_len,\n"
+             "                                      train_batch=train_batch, recompute=recompute, decode_batch=decode_batch,\n"
+             "                                      kv_len=kv_len, tp=tp, dtype=dtype))))"),
+]
+
 if __name__ == "__main__":
     nbformat.write(notebook(DESIGN_COMPARISON), NB / "design_comparison.ipynb")
     print("wrote", NB / "design_comparison.ipynb")
     nbformat.write(notebook(NETWORK), NB / "network.ipynb")
+    nbformat.write(notebook(ROOFLINE), NB / "roofline.ipynb")
+    print("wrote", NB / "roofline.ipynb")

@@ -9,6 +9,7 @@ from hnplan.cli._app import app
 from hnplan.cli import catalog_cmd, report_cmd, train_cmd  # noqa: F401  (registration)
 from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
 from hnplan.cli import size_cmd  # noqa: F401
+from hnplan.cli import roofline_cmd  # noqa: F401  (registration)
 
 
 def main() -> None:

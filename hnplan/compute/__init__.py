@@ -27,7 +27,13 @@ from hnplan.compute.counts import (  # noqa: F401
     roofline_time_s,
     training_flops_per_token,
 )
-from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, quantisation_efficiency, wave_efficiency  # noqa: F401
+from hnplan.compute.gemm import (  # noqa: F401
+    gemm_flops_per_s,
+    gemm_roofline,
+    kernel_overhead_s,
+    quantisation_efficiency,
+    wave_efficiency,
+)
 from hnplan.compute.operators import (  # noqa: F401
     CONVENTIONS,
     PHASES,
@@ -36,3 +42,4 @@ from hnplan.compute.operators import (  # noqa: F401
     totals,
     training_stage_time_s,
 )
+from hnplan.compute.compare import roofline_comparison, roofline_verdict, utilisation  # noqa: F401

@@ -30,7 +30,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator
-from hnplan.compute.counts import achievable_flops_per_s
+from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps
 
 
 def quantisation_efficiency(m, n, k, groups, tile_mnk, compute_units):
@@ -109,3 +109,33 @@ def gemm_flops_per_s(acc: Accelerator, dtype: str, m, n, k, groups=1):
 def kernel_overhead_s(acc: Accelerator) -> float:
     """Fixed time per kernel (catalog ``kernel_overhead_us``; 0 when absent) [s]."""
     return units.us_to_s(acc.kernel_overhead_us or 0.0)
+
+
+def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int) -> dict:
+    """Roofline of one GEMM ``C[m, n] = A[m, k] B[k, n]`` with inputs in ``dtype`` and a bf16 output.
+
+    Returns
+    -------
+    dict
+        ``flops`` = 2 m n k [FLOP], ``bytes`` = (m k + k n) x dtype bytes + 2 m n [bytes],
+        ``intensity`` [FLOP/byte], ``time_s`` [s] (roofline + kernel overhead) and ``bound``
+        (``"compute"`` or ``"memory"``).
+
+    Raises
+    ------
+    InputError
+        If the accelerator has no ``dtype`` peak.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> g = gemm_roofline(load_catalog().accelerator("h100-sxm"), "bf16", 8192, 8192, 8192)
+    >>> g["bound"], round(g["time_s"] * 1e3, 3)
+    ('compute', 1.429)
+    """
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + k * n) * units.dtype_bytes(dtype) + 2.0 * m * n
+    t_c = flops / gemm_flops_per_s(acc, dtype, m, n, k)
+    t_m = nbytes / achievable_hbm_Bps(acc)
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
+            "time_s": max(t_c, t_m) + kernel_overhead_s(acc), "bound": "compute" if t_c >= t_m else "memory"}

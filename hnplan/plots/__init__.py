@@ -10,3 +10,4 @@ from hnplan.plots.common import (  # noqa: F401
     step_breakdown_bar,
 )
 from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401
+from hnplan.plots.roofline import roofline  # noqa: F401

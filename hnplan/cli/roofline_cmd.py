@@ -1,0 +1,67 @@
+"""``hnplan roofline``: the operator table of one model pass on one accelerator, and its totals."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from hnplan import units
+from hnplan.catalog import load_catalog
+from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.compute import operator_table, totals, utilisation
+
+OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
+
+
+def roofline_answer(df, model, acc) -> dict:
+    """The JSON object of ``hnplan roofline --json``: inputs, totals, MFU/HFU and one dict per operator row."""
+    keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
+    out = {k: df.attrs[k] for k in keys}
+    out.update(totals(df))
+    kw = {k: df.attrs[k] for k in keys[5:]}
+    out.update(utilisation(model, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
+    out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
+    return out
+
+
+@app.command()
+def roofline(
+    accelerator: str = typer.Option(..., "--accelerator", help="accelerator id or YAML path"),
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    phase: str = typer.Option(..., "--phase", help="train, prefill or decode"),
+    batch: int = typer.Option(..., "--batch", min=1, help="sequences (micro-batch, or concurrent requests)"),
+    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence / prompt length [tokens]"),
+    tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
+    cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
+    ep: int = typer.Option(1, "--ep", min=1, help="expert-parallel degree"),
+    kv_len: int = typer.Option(None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"),
+    dtype: str = typer.Option("bf16", "--dtype", help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"),
+    recompute: str = typer.Option("none", "--recompute", help="training: none, selective or full"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Per-operator FLOPs, bytes, intensity, time and bound of one pass on one GPU.
+
+    Totals cover one pass of the phase over the whole layer stack plus embedding and LM head
+    (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
+    """
+    with handle_errors():
+        cat = load_catalog()
+        m, acc = cat.model(model), cat.accelerator(accelerator)
+        df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep, dtype=dtype,
+                            recompute=recompute)
+        ans = roofline_answer(df, m, acc)
+        if json_:
+            print_json(ans)
+            return
+        t = Table(title=f"{ans['model']} {phase} on one {ans['accelerator']} (batch {batch}, tp {tp}, {dtype})")
+        for col, just in (("operator", "left"), ("phase", "left"), ("count", "right"), ("GFLOP", "right"),
+                          ("MB", "right"), ("FLOP/byte", "right"), ("time [us]", "right"), ("bound", "left")):
+            t.add_column(col, justify=just)
+        for r in ans["ops"]:
+            t.add_row(r["name"], r["phase"], f"{r['count']:g}", f"{r['flops'] / units.GIGA:,.3f}",
+                      f"{r['bytes'] / units.MB:,.3f}", f"{r['intensity']:,.1f}", f"{r['time_s'] / units.MICRO:,.1f}",
+                      r["bound"])
+        console.print(t)
+        console.print(f"total: {ans['flops'] / units.TERA:,.2f} TFLOP, {units.to_GB(ans['bytes']):,.2f} GB, "
+                      f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained, "
+                      f"MFU {ans['mfu']:.1%}, HFU {ans['hfu']:.1%}")

@@ -1,0 +1,102 @@
+"""The same model pass on several accelerators: operator tables, roofline curves and a summary.
+
+Used by ``notebooks/roofline.ipynb`` and :func:`hnplan.plots.roofline`; no planner involved.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute.counts import peak_flops_per_s
+from hnplan.compute.operators import operator_table, roofline_curve, totals
+
+INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte span of the plotted ceilings: covers element-wise to large GEMMs
+
+
+def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float,
+                **kwargs) -> dict:
+    """MFU and HFU of a pass that takes ``time_s`` on one GPU (PaLM Appendix B conventions).
+
+    Model FLOPs use ``convention="model"`` without recomputation; hardware FLOPs add the
+    recomputation of ``kwargs["recompute"]``; both over the dense peak of the GEMM dtype.
+
+    Returns
+    -------
+    dict
+        ``model_flops``, ``hardware_flops`` [FLOP per GPU per pass], ``mfu``, ``hfu`` [-].
+
+    Raises
+    ------
+    InputError
+        As :func:`hnplan.compute.operator_table`.
+    """
+    kw = {k: v for k, v in kwargs.items() if k != "recompute"}
+    model_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
+    hw_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
+    peak = peak_flops_per_s(acc, kwargs.get("dtype", "bf16"))
+    return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak,
+            "hfu": hw_f / time_s / peak}
+
+
+def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: str, batch: int, seq_len: int,
+                        **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Operator tables, ceilings and totals of one pass on each accelerator.
+
+    Parameters
+    ----------
+    model : Model
+    accelerators : list of Accelerator
+    phase, batch, seq_len, **kwargs
+        As :func:`hnplan.compute.operator_table` (``kv_len``, ``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``).
+
+    Returns
+    -------
+    ops : pandas.DataFrame
+        The operator tables stacked, with an ``accelerator`` column.
+    curves : pandas.DataFrame
+        :func:`hnplan.compute.roofline_curve` of each accelerator over :data:`INTENSITY_RANGE`.
+    summary : pandas.DataFrame
+        One row per accelerator: ``accelerator``, ``phase``, ``flops`` [FLOP], ``bytes`` [bytes],
+        ``time_s`` [s], ``attained_flops_per_s`` [FLOP/s], ``compute_bound_share`` (fraction of the
+        time in compute-bound operators) [-], ``tokens_per_s`` (tokens processed or generated per
+        second, per GPU of the ``tp x cp`` group that shares them) [tokens/s], ``mfu`` (:func:`utilisation`) [-].
+
+    Raises
+    ------
+    InputError
+        As :func:`hnplan.compute.operator_table`.
+    """
+    dtype = kwargs.get("dtype", "bf16")
+    x = np.logspace(np.log10(INTENSITY_RANGE[0]), np.log10(INTENSITY_RANGE[1]), 200)
+    tables, curves, rows = [], [], []
+    for acc in accelerators:
+        df = operator_table(model, acc, phase, batch, seq_len, **kwargs)
+        tables.append(df.assign(accelerator=acc.id))
+        curves.append(roofline_curve(acc, dtype, x))
+        t = totals(df)
+        tokens = (batch if phase == "decode" else batch * seq_len) / (df.attrs["tp"] * df.attrs["cp"])
+        rows.append({"accelerator": acc.id, "phase": phase, "flops": t["flops"], "bytes": t["bytes"],
+                     "time_s": t["time_s"], "attained_flops_per_s": t["attained_flops_per_s"],
+                     "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
+                     "tokens_per_s": tokens / t["time_s"],
+                     "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"]})
+    return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
+
+
+def roofline_verdict(summary: pd.DataFrame) -> str:
+    """A short Markdown reading of :func:`roofline_comparison` summaries (one or more phases)."""
+    lines = []
+    for phase, g in summary.groupby("phase", sort=False):
+        best = g.loc[g["time_s"].idxmin()]
+        worst = g.loc[g["time_s"].idxmax()]
+        share = g["compute_bound_share"].mean()
+        kind = "compute-bound" if share >= 0.5 else "memory-bound"
+        lines.append(f"- **{phase}**: fastest on **{best['accelerator']}** ({best['time_s'] / units.MILLI:,.2f} ms per pass, "
+                     f"{best['tokens_per_s']:,.0f} tokens/s per GPU), {worst['time_s'] / best['time_s']:.2f}x "
+                     f"faster than {worst['accelerator']}; {share:.0%} of the time is in compute-bound operators, "
+                     f"so this phase is {kind} and scales with "
+                     f"{'peak FLOP/s' if kind == 'compute-bound' else 'HBM bandwidth'}.")
+    return "\n".join(lines)

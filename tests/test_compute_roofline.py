@@ -1,0 +1,184 @@
+"""Operator-level roofline: field cases (decode, large GEMM), sharding, MoE/MLA bytes, and properties."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.compute import (
+    achievable_hbm_Bps,
+    gemm_flops_per_s,
+    gemm_roofline,
+    operator_table,
+    param_counts,
+    quantisation_efficiency,
+    roofline_time_s,
+    totals,
+    training_stage_time_s,
+)
+from hnplan.errors import InputError
+
+
+def test_llama31_70b_decode_batch1_is_weight_streaming(cat):
+    """Decode at batch 1 reads every weight once: memory-bound, time within 10% of weight bytes / HBM bandwidth."""
+    m, acc = cat.model("llama3.1-70b"), cat.accelerator("h100-sxm")
+    df = operator_table(m, acc, "decode", 1, 1024, kv_len=1024)
+    t = totals(df)
+    assert set(df.loc[df["kind"] == "gemm", "bound"]) == {"memory"}
+    weight_bytes = 2 * (param_counts(m).total - param_counts(m).embedding)  # bf16; only one embedding row is read
+    ideal = weight_bytes / achievable_hbm_Bps(acc)
+    assert t["time_s"] == pytest.approx(ideal, rel=0.10)
+    assert t["time_s"] > ideal  # KV cache, activations and kernel overheads only add
+
+
+def test_large_square_bf16_gemm_on_h100_is_compute_bound(cat):
+    acc = cat.accelerator("h100-sxm")
+    g = gemm_roofline(acc, "bf16", 8192, 8192, 8192)
+    assert g["bound"] == "compute"
+    assert g["intensity"] == pytest.approx(2 * 8192**3 / (3 * 8192**2 * 2))  # 2731 FLOP/byte >> ridge ~263
+    # 4096 tiles of 128 x 128 on 132 SMs: 32 waves, the last 4096 - 31 x 132 = 4 tiles short of full
+    wave = 4096 / (32 * 132)
+    assert g["time_s"] == pytest.approx(2 * 8192**3 / (989.4e12 * 0.803 * wave) + 2e-6, rel=1e-9)
+
+
+def test_small_gemm_is_memory_bound_and_wave_quantised(cat):
+    acc = cat.accelerator("h100-sxm")
+    assert gemm_roofline(acc, "bf16", 1, 8192, 8192)["bound"] == "memory"
+    # 133 output tiles on 132 SMs: a second wave with one tile -> about half the large-GEMM rate
+    q = quantisation_efficiency(128 * 133, 128, 8192, 1, acc.gemm_tile_mnk, acc.compute_units)
+    assert q == pytest.approx(133 / 264)
+
+
+def test_accelerators_without_sm_count_or_tile_have_no_wave_term(cat):
+    gb200, ascend = cat.accelerator("gb200"), cat.accelerator("ascend-910c")
+    assert gb200.compute_units is None and ascend.gemm_tile_mnk is None
+    # gb200: tile padding only (200 of 256 rows used), no wave term
+    assert gemm_flops_per_s(gb200, "bf16", 200, 128, 4096) == pytest.approx(2500e12 * 0.729 * 200 / 256)
+    # ascend-910c: neither term, the measured-or-assumed large-GEMM fraction for every shape
+    assert gemm_flops_per_s(ascend, "bf16", 1, 7, 3) == pytest.approx(752e12 * 0.7)
+
+
+def test_decode_intensity_grows_with_batch(cat):
+    m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
+    ints = []
+    for b in (1, 2, 4, 8, 16, 32, 64, 128, 256):
+        t = totals(operator_table(m, acc, "decode", b, 2048))
+        ints.append(t["flops"] / t["bytes"])
+    assert all(b > a for a, b in zip(ints, ints[1:]))
+    gemm = [operator_table(m, acc, "decode", b, 2048).query("name == 'mlp_up'")["intensity"].iloc[0] for b in (1, 64)]
+    assert gemm[1] > 50 * gemm[0]
+
+
+def test_kv_cache_bytes_gqa_and_mla(cat):
+    acc = cat.accelerator("h100-sxm")
+    # GQA (Llama 3.1 8B): 2 x 8 KV heads x 128 x 2 bytes per cached token per layer
+    att = [operator_table(cat.model("llama3.1-8b"), acc, "decode", 4, 1, kv_len=k).query("name == 'attention'")
+           for k in (1000, 2000)]
+    assert float(att[1]["bytes"].iloc[0] - att[0]["bytes"].iloc[0]) == pytest.approx(4 * 1000 * 2 * 8 * 128 * 2)
+    # MLA (DeepSeek-V3): the 512 + 64 latent, shared by all heads (absorbed decode)
+    att = [operator_table(cat.model("deepseek-v3"), acc, "decode", 4, 1, kv_len=k, tp=8).query("name == 'attention'")
+           for k in (1000, 2000)]
+    assert float(att[1]["bytes"].iloc[0] - att[0]["bytes"].iloc[0]) == pytest.approx(4 * 1000 * 576 * 2)
+
+
+def test_moe_reads_only_touched_experts_at_small_batch(cat):
+    m, acc = cat.model("deepseek-v3"), cat.accelerator("h200-sxm")
+    gate_up_w = 7168 * 2 * 2048 * 2  # gate and up projections of one expert in bf16
+
+    def expert_up(batch):
+        df = operator_table(m, acc, "decode", batch, 1024, ep=8)
+        return df[df["name"] == "expert_up"].iloc[0]
+
+    # one token picks 8 of 256 experts; with ep = 8 the 32 local experts see 8 tokens' choices
+    touched = 32 * (1 - (1 - 8 / 256) ** 8)
+    acts = 8 * 7168 * 2 + 8 * 2 * 2048 * 2  # 8 expert rows in, gate+up out (bf16)
+    assert expert_up(1)["bytes"] - acts == pytest.approx(touched * gate_up_w, rel=1e-9)
+    up = expert_up(4096)
+    assert up["bytes"] > 32 * gate_up_w  # every one of the 32 local experts' gate+up weights is read
+
+
+def test_tensor_parallel_conserves_model_flops(cat):
+    """Megatron sharding: per-GPU model FLOPs x tp = unsharded FLOPs (no replicated matmuls in Llama)."""
+    m, acc = cat.model("llama3.1-70b"), cat.accelerator("h100-sxm")
+    one = totals(operator_table(m, acc, "train", 1, 4096, convention="model"))["flops"]
+    eight = totals(operator_table(m, acc, "train", 1, 4096, tp=8, convention="model"))["flops"]
+    assert 8 * eight == pytest.approx(one, rel=1e-12)
+    cp2 = totals(operator_table(m, acc, "train", 1, 4096, cp=2, convention="model"))["flops"]
+    assert 2 * cp2 == pytest.approx(one, rel=1e-12)
+
+
+def test_executed_attention_is_causal_and_flash_backward(cat):
+    m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
+    ex = operator_table(m, acc, "train", 1, 8192).query("name == 'attention'").set_index("phase")["flops"]
+    mo = operator_table(m, acc, "train", 1, 8192, convention="model").query("name == 'attention'").set_index("phase")["flops"]
+    assert ex["fwd"] == pytest.approx(mo["fwd"] / 2) == pytest.approx(4 * 8192**2 * 4096 / 2)
+    assert ex["bwd"] == pytest.approx(2.5 * ex["fwd"])
+    assert mo["bwd"] == pytest.approx(2 * mo["fwd"])
+
+
+def test_fp8_gemms_are_faster_and_need_an_fp8_peak(cat):
+    m = cat.model("llama3.1-8b")
+    h100 = cat.accelerator("h100-sxm")
+    bf16 = totals(operator_table(m, h100, "train", 1, 4096))["time_s"]
+    fp8 = totals(operator_table(m, h100, "train", 1, 4096, dtype="fp8"))["time_s"]
+    assert 0.5 < fp8 / bf16 < 0.9  # GEMMs at 2x peak x (0.709 / 0.803); attention and element-wise stay bf16
+    with pytest.raises(InputError, match="no fp8 peak"):
+        operator_table(m, cat.accelerator("a100-sxm-80gb"), "train", 1, 4096, dtype="fp8")
+
+
+def test_stage_time_shrinks_with_pipeline_stages(cat):
+    m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
+    one = training_stage_time_s(m, acc, 1, 4096)
+    assert one == pytest.approx(totals(operator_table(m, acc, "train", 1, 4096))["time_s"], rel=1e-12)
+    four = training_stage_time_s(m, acc, 1, 4096, pp=4)
+    assert one / 4 < four < one / 2  # 8 layers + the LM head on the last stage
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(phase="backward"), "train, prefill, decode"),
+    (dict(tp=3), "does not divide the 32 attention heads"),
+    (dict(recompute="some"), "none, selective, full"),
+    (dict(ep=2), "must divide the number of experts"),
+    (dict(dtype="fp6"), "allowed"),
+])
+def test_bad_input_names_the_allowed_values(cat, kwargs, needle):
+    args = dict(phase="train", batch=1, seq_len=128) | kwargs
+    with pytest.raises(InputError, match=needle):
+        operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), **args)
+
+
+pos = st.floats(1e3, 1e15, allow_nan=False)
+
+
+@given(f=pos, b=pos, rate=pos, bw=pos, df=st.floats(1.0, 100.0), db=st.floats(1.0, 100.0))
+def test_roofline_time_monotone(f, b, rate, bw, df, db):
+    t = roofline_time_s(f, b, rate, bw)
+    assert roofline_time_s(f * df, b, rate, bw) >= t
+    assert roofline_time_s(f, b * db, rate, bw) >= t
+    assert roofline_time_s(f, b, rate * df, bw) <= t
+    assert roofline_time_s(f, b, rate, bw * db) <= t
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 20000), dm=st.integers(0, 5000),
+       dn=st.integers(0, 5000), acc_id=st.sampled_from(["h100-sxm", "gb200", "ascend-910c", "mi300x"]))
+def test_gemm_time_never_decreases_when_the_gemm_grows(cat, m, n, k, dm, dn, acc_id):
+    acc = cat.accelerator(acc_id)
+    t = gemm_roofline(acc, "bf16", m, n, k)["time_s"]
+    assert gemm_roofline(acc, "bf16", m + dm, n, k)["time_s"] >= t * (1 - 1e-12)
+    assert gemm_roofline(acc, "bf16", m, n + dn, k)["time_s"] >= t * (1 - 1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(scale=st.floats(1.0, 8.0), phase=st.sampled_from(["train", "prefill", "decode"]),
+       batch=st.integers(1, 64))
+def test_pass_time_never_increases_when_a_peak_grows(cat, scale, phase, batch):
+    m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
+    faster_flops = acc.model_copy(update={"dense_tflops": {k: v * scale for k, v in acc.dense_tflops.items()}})
+    faster_hbm = acc.model_copy(update={"hbm_bw_TBps": acc.hbm_bw_TBps * scale})
+    t = totals(operator_table(m, acc, phase, batch, 512))["time_s"]
+    assert totals(operator_table(m, faster_flops, phase, batch, 512))["time_s"] <= t * (1 + 1e-12)
+    assert totals(operator_table(m, faster_hbm, phase, batch, 512))["time_s"] <= t * (1 + 1e-12)
+    assert not math.isnan(t) and np.isfinite(t)
