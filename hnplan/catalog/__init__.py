@@ -7,6 +7,7 @@ from hnplan.catalog.schemas import (
     Accelerator,
     Facility,
     Interconnect,
+    MemoryOverheads,
     Model,
     MoE,
     Price,
@@ -17,7 +18,7 @@ from hnplan.catalog.schemas import (
 )
 
 __all__ = [
-    "KINDS", "MLA", "Accelerator", "Catalog", "Facility", "Interconnect", "Model", "MoE", "Price",
+    "KINDS", "MLA", "Accelerator", "Catalog", "Facility", "Interconnect", "MemoryOverheads", "Model", "MoE", "Price",
     "Scenario", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
     "validate_file",
 ]

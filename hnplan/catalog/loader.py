@@ -9,6 +9,7 @@ Layout of a data folder::
     data/models/<id>.yaml          one Model per file
     data/prices.yaml               a list of Price entries
     data/facility.yaml             one Facility entry
+    data/memory.yaml               one MemoryOverheads entry (runtime overheads, serving defaults)
     data/scenarios/<id>.yaml       one Scenario per file
 
 Every lookup takes an id (``h100-sxm``) or the path of a YAML file holding one entry of the same
@@ -32,6 +33,7 @@ from hnplan.catalog.schemas import (
     Accelerator,
     Facility,
     Interconnect,
+    MemoryOverheads,
     Model,
     Price,
     Scenario,
@@ -244,6 +246,12 @@ class Catalog:
         path = self.root / "facility.yaml"
         return parse_entry(_read_yaml(path), Facility, path)
 
+    @functools.cached_property
+    def memory_overheads(self) -> MemoryOverheads:
+        """The runtime memory overheads and serving defaults in ``memory.yaml``."""
+        path = self.root / "memory.yaml"
+        return parse_entry(_read_yaml(path), MemoryOverheads, path)
+
     def scenario_ids(self) -> list[str]:
         """Sorted ids of the scenarios in ``scenarios/``."""
         return sorted(p.stem for p in (self.root / "scenarios").glob("*.y*ml"))
@@ -290,7 +298,7 @@ class Catalog:
                     self.get("interconnects", sw.fabric)
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
-        for getter in (lambda: self.prices, lambda: self.facility):
+        for getter in (lambda: self.prices, lambda: self.facility, lambda: self.memory_overheads):
             try:
                 getter()
             except CatalogError as exc:
@@ -333,6 +341,8 @@ def validate_file(path: str | Path, kind: str | None = None):
         return [parse_entry(item, Price, path) for item in raw]
     if path.name == "facility.yaml":
         return parse_entry(raw, Facility, path)
+    if path.name == "memory.yaml":
+        return parse_entry(raw, MemoryOverheads, path)
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:

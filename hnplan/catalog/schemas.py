@@ -91,6 +91,9 @@ class Accelerator(Entry):
         description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16")
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
     hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
+    hbm_visible_gib: Positive | None = Field(
+        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total) "
+        "[GiB, 2**30 bytes]; when absent the memory model uses hbm_gb as decimal bytes")
     scaleup_bw_GBps_per_dir: Positive = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
     tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
@@ -188,9 +191,15 @@ class System(Entry):
     host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]")
+    host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
+        default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)")
     pooled_memory_tb: Positive | None = Field(
         default=None, description="memory pool shared by a domain (CXL) [TB]")
+    pooled_memory_GBps_per_gpu: Positive | None = Field(
+        default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]")
     nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
+    nvme_read_GBps_per_node: Positive | None = Field(
+        default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]")
     storage_write_GBps_per_node: Positive | None = Field(
         default=None, description="checkpoint write bandwidth per node [GB/s]")
 
@@ -294,6 +303,24 @@ class Facility(Entry):
     grid_gco2_per_kwh: SourcedValue
     training_power_fraction: SourcedValue = Field(
         description="average draw of a training node as a fraction of its rated power")
+
+
+class MemoryOverheads(Entry):
+    """Runtime memory overheads per accelerator process that no tensor of the model accounts for, and
+    the serving engine's memory defaults; each value with its own provenance."""
+
+    cuda_context_gib: SourcedValue = Field(
+        description="CUDA context, kernel images and library workspaces of one process [GiB]")
+    nccl_gib_per_communicator: SourcedValue = Field(
+        description="device buffers of one NCCL communicator running ring/tree collectives [GiB]")
+    nccl_alltoall_extra_gib: SourcedValue = Field(
+        description="extra device buffers once a communicator runs all-to-all (all peers connected) [GiB]")
+    allocator_fragmentation_fraction: SourcedValue = Field(
+        description="memory the caching allocator reserves but cannot use, as a fraction of tensor memory")
+    serving_memory_utilization: SourcedValue = Field(
+        description="fraction of device memory a serving engine may use (vLLM gpu_memory_utilization)")
+    serving_max_batched_tokens: SourcedValue = Field(
+        description="tokens in the largest forward pass the serving engine plans its activation workspace for")
 
 
 class ScenarioNotebook(_Strict):

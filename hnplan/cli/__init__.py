@@ -10,6 +10,7 @@ from hnplan.cli import catalog_cmd, report_cmd, train_cmd  # noqa: F401  (regist
 from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
 from hnplan.cli import size_cmd  # noqa: F401
 from hnplan.cli import roofline_cmd  # noqa: F401  (registration)
+from hnplan.cli import memory_cmd  # noqa: F401  (registration)
 
 
 def main() -> None:

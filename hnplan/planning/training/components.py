@@ -45,7 +45,6 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.catalog.loader import Catalog
 from hnplan.comm.algorithms import algorithm_table
@@ -53,7 +52,8 @@ from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
 from hnplan.compute.parts import training_part_times
-from hnplan.memory import activation_bytes_per_layer, model_state_bytes_per_gpu
+from hnplan.memory import (hbm_capacity_bytes, microbatches_in_flight, model_state_bytes_per_gpu,
+                           stage_activation_bytes, training_overheads)
 
 ACT_BYTES = 2.0  # bf16 activations on the wire (TP, CP, EP, PP messages)
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
@@ -374,21 +374,55 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 # memory and FLOPs
 # ----------------------------------------------------------------------------------------------
 
+def memory_recipe(dtype: str) -> str:
+    """Model-state accounting of :mod:`hnplan.memory` for a training dtype: ``fp8`` (Transformer Engine
+    keeps fp8 casts of GEMM inputs) or ``megatron-bf16``."""
+    return "fp8" if dtype == "fp8" else "megatron-bf16"
+
+
 def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
-    """Training memory per GPU of the fullest stage [bytes], by part, from :mod:`hnplan.memory`:
-    model states per distinct ``(tp, pp, dp, ep, zero)``, activations per layer per distinct
-    ``(microbatch, tp, cp, recompute)`` times ``ceil(L / pp)`` layers times ``min(pp, m)`` micro-batches
-    in flight (1F1B, first stage)."""
-    st = memo(df, ["tp", "pp", "dp", "ep", "zero_stage"],
-              lambda tp, pp, dp, ep, z: dict(zip(("params_bytes", "grads_bytes", "optimizer_bytes"),
-                                                 model_state_bytes_per_gpu(job.model, tp, pp, dp, ep, z))))
-    act = memo(df, ["microbatch_size", "tp", "cp", "recompute"],
-               lambda mb, tp, cp, rc: {"per_layer": activation_bytes_per_layer(job.model, job.seq_len, mb, tp, cp,
-                                                                               True, rc)})
-    pp, m = _col(df, "pp"), _col(df, "num_microbatches")
-    st["activations_bytes"] = act["per_layer"].to_numpy() * (-(-job.model.layers // pp)) * np.minimum(pp, m)
-    st["total_bytes"] = st.sum(axis=1)
-    return st
+    """Training memory per GPU of the fullest pipeline stage [bytes], by part: the vectorised form of
+    :func:`hnplan.memory.training_memory` (equal to it row by row, tested).
+
+    For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
+    once per distinct ``(tp, pp, dp, cp, ep, zero)``); activations of one micro-batch in flight
+    (:func:`hnplan.memory.stage_activation_bytes` with one micro-batch, once per distinct
+    ``(microbatch, tp, pp, cp, recompute)``) times :func:`hnplan.memory.microbatches_in_flight` (the
+    first stage; the last holds one); runtime overheads (:func:`hnplan.memory.training_overheads`,
+    a fixed part per distinct group layout plus a fraction of the tensors). The larger stage wins.
+
+    Returns
+    -------
+    DataFrame
+        ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
+    """
+    recipe = memory_recipe(job.dtype)
+    m, cat = job.model, job.catalog
+    pp, nmb, v = _col(df, "pp"), _col(df, "num_microbatches"), _col(df, "virtual_stages")
+    over = memo(df, ["tp", "pp", "dp", "cp", "ep"], lambda tp, pp_, dp, cp, ep: {
+        "fixed": sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values()),
+        "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, cat).values())
+        - sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values())})
+    flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
+                  lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
+    best = None
+    for stage in ("first", "last"):
+        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z: dict(zip(
+            ("params_bytes", "grads_bytes", "optimizer_bytes"),
+            model_state_bytes_per_gpu(m, tp, pp_, dp, ep, z, recipe, cp, stage))))
+        act = memo(df, ["microbatch_size", "tp", "pp", "cp", "recompute"], lambda mb, tp, pp_, cp, rc: {
+            "a": stage_activation_bytes(m, job.seq_len, mb, tp, pp_, cp, rc, 1, 1, stage=stage,
+                                        fp8_gemm_inputs=recipe == "fp8")})["a"].to_numpy()
+        st["activations_bytes"] = act * (flight if stage == "first" else 1.0)
+        tensors = st.sum(axis=1).to_numpy()
+        st["overhead_bytes"] = over["fixed"].to_numpy() + over["slope"].to_numpy() * tensors
+        st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
+        if best is None:
+            best = st
+        else:
+            last_wins = (pp > 1) & (st["total_bytes"].to_numpy() > best["total_bytes"].to_numpy())
+            best = st.where(np.repeat(last_wins[:, None], st.shape[1], axis=1), best)
+    return best
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
@@ -400,5 +434,5 @@ def flops_per_token(job: Job, df: pd.DataFrame):
 
 
 def hbm_bytes(acc: Accelerator) -> float:
-    """HBM capacity of an accelerator [bytes]."""
-    return units.GB_to_bytes(acc.hbm_gb)
+    """Device memory a program can allocate [bytes] (:func:`hnplan.memory.hbm_capacity_bytes`)."""
+    return hbm_capacity_bytes(acc)

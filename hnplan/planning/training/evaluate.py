@@ -17,7 +17,7 @@ from hnplan.planning.training.plan import (PLAN_FIELDS, TRAIN_DTYPES, ParallelPl
 
 BREAKDOWN = ("compute", "tp_comm_exposed", "cp_comm_exposed", "ep_comm_exposed", "pp_comm_exposed", "pp_bubble",
              "dp_comm_exposed", "optimizer")
-MEMORY_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
+MEMORY_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
 UNITS = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "hfu": "fraction",
          "model_tflops_per_gpu": "TFLOP/s", "hardware_tflops_per_gpu": "TFLOP/s", "memory_per_gpu_gib": "GiB",
          **{f"t_{k}_s": "s" for k in BREAKDOWN}}

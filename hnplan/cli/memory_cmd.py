@@ -1,0 +1,67 @@
+"""``hnplan memory``: per-GPU memory breakdown of a training plan or a serving replica, and with
+``--system`` whether it fits, and what spills to which tier at what cost per step."""
+
+from __future__ import annotations
+
+import typer
+
+from hnplan import units
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.memory import ACCOUNTINGS, PARTS, memory_summary
+
+@app.command()
+def memory(
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    mode: str = typer.Option("train", "--mode", help="train or inference"),
+    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence length [tokens] (inference: prompt + output)"),
+    tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
+    pp: int = typer.Option(1, "--pp", min=1, help="pipeline-parallel degree"),
+    dp: int = typer.Option(1, "--dp", min=1, help="data-parallel degree"),
+    ep: int = typer.Option(1, "--ep", min=1, help="expert-parallel degree"),
+    cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
+    microbatch_size: int = typer.Option(1, "--microbatch-size", min=1, help="sequences per micro-batch"),
+    num_microbatches: int = typer.Option(None, "--num-microbatches", min=1, help="micro-batches per step (default pp)"),
+    virtual_stages: int = typer.Option(1, "--virtual-stages", min=1, help="interleaved model chunks per stage"),
+    zero: int = typer.Option(1, "--zero", min=0, max=3, help="ZeRO stage 0-3 (1 = Megatron distributed optimizer)"),
+    recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
+    accounting: str = typer.Option("megatron-bf16", "--accounting",
+                                   help="bytes per parameter: " + ", ".join(ACCOUNTINGS)),
+    dropout: bool = typer.Option(True, "--dropout/--no-dropout",
+                                 help="store dropout masks (Korthikanti's GPT accounting); "
+                                      "--no-dropout for Llama-style recipes"),
+    batch: int = typer.Option(1, "--batch", min=1, help="inference: concurrent sequences"),
+    dtype: str = typer.Option("bf16", "--dtype", help="inference: weight dtype (bf16, fp8, int8, int4)"),
+    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="inference: KV-cache dtype"),
+    system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
+    and runtime overheads; with --system, whether it fits in HBM and what spills where."""
+    with handle_errors():
+        d = memory_summary(model, mode, seq_len, tp, pp, dp, ep, cp, microbatch_size, num_microbatches,
+                          virtual_stages, zero, recompute, accounting, dropout, batch, dtype, kv_dtype, system)
+        if json_:
+            print_json(d)
+            return
+        rows = [(f"{p.replace('_', ' ')} [GiB]", f"{d[f'{p}_gib']:.2f}") for p in PARTS]
+        rows.append(("total [GiB]", f"{d['total_gib']:.2f}"))
+        if mode == "train":
+            rows.insert(0, ("fullest stage", d["stage"]))
+        else:
+            rows.insert(0, ("KV cache per token", units.format_size(d["kv_bytes_per_token"])))
+        if system is not None:
+            rows.append(("HBM per GPU [GiB]", f"{d['hbm_gib']:.2f}"))
+            rows.append(("status", d["status"]))
+            for s in d["spill"]["spills"]:
+                rows.append((f"  {s['part']} -> {s['tier']}",
+                             f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step"))
+            if d["spill"]["spills"]:
+                rows.append(("  compute to hide behind", f"{d['spill']['compute_time_s']:.3f} s/step"))
+                rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))
+            if mode == "inference":
+                c = d["kv_capacity"]
+                rows.append(("KV cache that fits [GiB]", f"{c['kv_cache_gib']:.2f}"))
+                rows.append(("tokens that fit", f"{c['max_tokens']:,}"))
+                rows.append((f"sequences of {seq_len:,} tokens", f"{c['max_batch_at_seq_len']:,}"))
+        title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
+        console.print(kv_table(title, rows))

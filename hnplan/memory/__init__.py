@@ -1,0 +1,71 @@
+"""Memory cost model: training and inference footprints per accelerator, and the memory tiers.
+
+* :mod:`~hnplan.memory.states` - weights, gradients, optimizer states under ZeRO / TP / PP / EP, with
+  named accountings (``zero-paper`` 2 + 2 + 12, ``fp32-grad-accum``, ``megatron-bf16``, ``fp32``, ``fp8``);
+* :mod:`~hnplan.memory.activations` - per-layer activations from the model's shapes (Korthikanti et al.
+  2022, generalised to GQA, SwiGLU, MoE and MLA), pipeline micro-batches in flight;
+* :mod:`~hnplan.memory.training` - :func:`training_memory`, runtime overheads from ``data/memory.yaml``;
+* :mod:`~hnplan.memory.inference` - KV cache (MHA/GQA/MQA/MLA), weights at the serving dtype, the
+  largest KV cache that fits;
+* :mod:`~hnplan.memory.tiers` - HBM, host, pooled and NVMe tiers per accelerator and spill placement;
+* :mod:`~hnplan.memory.summary` - the answer of ``hnplan memory`` and tidy tables for notebooks.
+"""
+
+from hnplan.memory.activations import (
+    activation_bytes_per_layer,
+    embedding_activation_bytes,
+    layer_activations,
+    microbatches_in_flight,
+    output_activation_bytes,
+    stage_activation_bytes,
+)
+from hnplan.memory.breakdown import PARTS, MemoryBreakdown, hbm_capacity_bytes
+from hnplan.memory.inference import (
+    InferenceMemory,
+    KVCapacity,
+    inference_memory,
+    kv_cache_bytes_per_token,
+    kv_capacity,
+    max_batch,
+    weight_bytes_per_gpu,
+    workspace_bytes,
+)
+from hnplan.memory.states import (
+    ACCOUNTINGS,
+    ZERO_STAGES,
+    StateAccounting,
+    accounting,
+    model_state_bytes_per_gpu,
+    stage_params,
+    zero_model_state_bytes,
+)
+from hnplan.memory.summary import (
+    MODES,
+    STATUSES,
+    breakdown_table,
+    fit_grid,
+    memory_summary,
+    memory_verdict,
+    tiers_frame,
+)
+from hnplan.memory.tiers import (
+    SPILL_ORDER,
+    SpillPlan,
+    Tier,
+    decode_step_time_s,
+    memory_tiers,
+    spill_plan,
+    training_compute_time_s,
+)
+from hnplan.memory.training import TrainingMemory, training_memory, training_overheads
+
+__all__ = [
+    "MODES", "STATUSES", "breakdown_table", "fit_grid", "memory_summary", "memory_verdict", "tiers_frame",
+    "ACCOUNTINGS", "PARTS", "SPILL_ORDER", "ZERO_STAGES", "InferenceMemory", "KVCapacity", "MemoryBreakdown",
+    "SpillPlan", "StateAccounting", "Tier", "TrainingMemory", "accounting", "activation_bytes_per_layer",
+    "decode_step_time_s", "embedding_activation_bytes", "hbm_capacity_bytes", "inference_memory",
+    "kv_cache_bytes_per_token", "kv_capacity", "layer_activations", "max_batch", "memory_tiers",
+    "microbatches_in_flight", "model_state_bytes_per_gpu", "output_activation_bytes", "spill_plan",
+    "stage_activation_bytes", "stage_params", "training_compute_time_s", "training_memory",
+    "training_overheads", "weight_bytes_per_gpu", "workspace_bytes", "zero_model_state_bytes",
+]

@@ -1,0 +1,264 @@
+"""Activation memory of training: per layer from the model's shapes, per pipeline stage in flight.
+
+Korthikanti et al. ([1]_ Sec. 4.1) count the 16-bit tensors a GPT layer keeps for its backward pass,
+per token of a micro-batch (``s b`` tokens), in bytes:
+
+* attention: layer-norm input ``2h``, QKV-projection input ``2h``, Q and K ``4h``, V ``2h``,
+  output-projection input ``2h``, dropout mask ``h``; plus the ``s x s`` scores ``5 a s``
+  (softmax output ``2as``, dropout mask ``as``, dropout output ``2as``);
+* MLP: layer-norm input ``2h``, first linear input ``2h``, GELU input ``2f`` and output ``2f``
+  (``f = 4h``), dropout mask ``h``;
+
+which sum to ``s b h (34 + 5 a s / h)``. This module keeps that accounting but reads each tensor's
+width from the model: Q is ``heads x d_qk`` wide and K, V ``kv_heads x d`` (GQA, MQA); a SwiGLU
+MLP keeps its gate and up outputs and their product (``6f``); an MoE layer keeps, per token, the
+router input and probabilities, ``top-k`` dispatched copies of the input, their expert intermediates
+and outputs (for the gated combine), and the shared experts' intermediates; MLA keeps its latent
+down-projections and the per-head Q, K, V it expands to ([3]_). With ``dropout=False`` (Llama-style
+training) masks and the dropout output are not stored.
+
+Without sequence parallelism the tensors before the column-parallel GEMMs (norm inputs, GEMM
+inputs, masks: ``10 s b h`` for GPT) are replicated over the ``t`` tensor-parallel ranks and the
+rest is split; with it everything is split ([1]_ Table 2). Selective recomputation and
+FlashAttention keep no ``s x s`` term; full recomputation keeps only the layer input ``2 s b h``
+(``/ t`` with sequence parallelism). Context parallelism splits the sequence over ``cp`` ranks. In fp8
+training the inputs of weight GEMMs are kept as 1-byte casts ([4]_).
+
+References
+----------
+.. [1] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+   MLSys 2023, arXiv:2205.05198, Sec. 4.1, 4.2, 4.2.3, 4.3 and Table 2.
+.. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B: the first stage holds up to ``p``
+   micro-batches in flight; the interleaved schedule with ``v`` model chunks per stage).
+.. [3] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.1.1 (MLA).
+.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``: with fp8 enabled the
+   forward pass saves the fp8-cast GEMM input for the weight-gradient GEMM.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hnplan.catalog.schemas import Model
+from hnplan.compute import RECOMPUTE_MODES, head_dim
+from hnplan.errors import InputError
+
+ACT_BYTES = 2.0      # 16-bit activations ([1]_ Sec. 4.1)
+MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
+LOGIT_BYTES = 4.0    # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
+ROUTER_BYTES = 4.0   # fp32 router probabilities (Megatron-Core MoE router computes in fp32)
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one token of a micro-batch leaves in one layer for the backward pass [bytes/token].
+
+    ``replicated`` is what tensor parallelism without sequence parallelism keeps on every rank,
+    ``split`` what it divides over ``t``, ``score_per_key`` the ``s x s`` attention term per key
+    position (multiply by the sequence length). ``gemm_inputs_*`` are the parts of ``replicated`` and
+    ``split`` that are inputs of weight GEMMs: with fp8 training, Transformer Engine saves those as
+    their 1-byte fp8 casts for the weight-gradient GEMM, halving them.
+    """
+
+    replicated: float
+    split: float
+    score_per_key: float
+    gemm_inputs_replicated: float = 0.0
+    gemm_inputs_split: float = 0.0
+
+
+def _mlp_intermediate(ffn: int, activation: str) -> float:
+    # GELU keeps its input and output (2f + 2f); SwiGLU its gate and up outputs and their product
+    return ACT_BYTES * (3 if activation == "swiglu" else 2) * ffn
+
+
+def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = True, tp: int = 1) -> LayerActivations:
+    """Per-token activation bytes of one layer, split by how tensor parallelism shards them.
+
+    Parameters
+    ----------
+    model : Model
+    moe_layer : bool
+        The layer's MLP is the model's mixture of experts (else its dense MLP).
+    dropout : bool
+        Dropout is on (masks and dropout outputs are stored), as in [1]_; Llama-style recipes turn it off.
+    tp : int
+        Tensor-parallel degree, only to keep at least one K/V head per rank when ``kv_heads < tp``.
+
+    Returns
+    -------
+    LayerActivations
+    """
+    h, a = model.hidden, model.heads
+    mask = MASK_BYTES * h if dropout else 0.0
+    rep = ACT_BYTES * h * 2 + mask          # layer-norm input, QKV (or down-projection) input, mask
+    g_rep = ACT_BYTES * h                   # QKV / down-projection input
+    if model.mla is not None:
+        m = model.mla
+        d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
+        q_lat = 2 * m.q_lora_rank if m.q_lora_rank else 0   # latent-norm input and up-projection input
+        rep += ACT_BYTES * (q_lat + 2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        g_rep += ACT_BYTES * (q_lat / 2 + m.kv_lora_rank)   # up-projection inputs
+        split = ACT_BYTES * (a * d_qk * 2 + a * d_v * 2)      # per-head Q, K, V, attention output
+        g_split = ACT_BYTES * a * d_v                        # output-projection input
+    else:
+        d = head_dim(model)
+        kv = max(model.kv_heads, tp)  # fewer KV heads than ranks: each rank keeps one
+        split = ACT_BYTES * (a * d + kv * d * 2 + a * d)      # Q, K, V, attention output
+        g_split = ACT_BYTES * a * d
+    rep += ACT_BYTES * h * 2 + mask          # MLP: layer-norm input, first GEMM / router input, mask
+    g_rep += ACT_BYTES * h
+    if moe_layer and model.moe is not None:
+        e = model.moe
+        rep += ROUTER_BYTES * e.experts
+        inter = _mlp_intermediate(e.expert_ffn_hidden, model.activation)
+        # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
+        split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
+        g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
+    else:
+        split += _mlp_intermediate(model.ffn_hidden, model.activation)
+        g_split += ACT_BYTES * model.ffn_hidden   # second-GEMM input (GELU output / SwiGLU product)
+    score = (ACT_BYTES + MASK_BYTES + ACT_BYTES if dropout else ACT_BYTES) * a
+    return LayerActivations(replicated=rep, split=split, score_per_key=score, gemm_inputs_replicated=g_rep,
+                            gemm_inputs_split=g_split)
+
+
+def _check_recompute(recompute: str):
+    if recompute not in RECOMPUTE_MODES:
+        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+
+
+def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
+                               sequence_parallel: bool = True, recompute: str = "none",
+                               flash_attention: bool = True, dropout: bool = True,
+                               moe_layer: bool | None = None, fp8_gemm_inputs: bool = False) -> float:
+    """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
+
+    For a GPT layer (MHA, GELU, ``f = 4h``, dropout) this is Korthikanti's ``s b h (34 + 5 a s / h)``
+    and its Table 2 variants ([1]_); other shapes follow :func:`layer_activations`.
+
+    Parameters
+    ----------
+    model : Model
+    seq_len : int
+        Sequence length ``s`` [tokens].
+    microbatch : int
+        Sequences per micro-batch ``b``.
+    tp, cp : int
+        Tensor- and context-parallel degrees.
+    sequence_parallel : bool
+        Megatron sequence parallelism (splits the replicated part over ``tp`` too).
+    recompute : {"none", "selective", "full"}
+    flash_attention : bool
+        FlashAttention stores no ``s x s`` scores.
+    dropout : bool
+        Dropout masks are stored ([1]_ assumes dropout; Llama-style recipes have none).
+    moe_layer : bool, optional
+        Count an MoE layer; default: the model's MoE layers if it has any.
+    fp8_gemm_inputs : bool
+        fp8 training: GEMM inputs are saved as 1-byte fp8 casts (Transformer Engine).
+
+    Returns
+    -------
+    float
+        [bytes]
+
+    Raises
+    ------
+    InputError
+        For an unknown recompute mode.
+
+    Examples
+    --------
+    GPT-3 175B (s = 2048, b = 1, t = 8, sequence parallel, selective): ``34 s b h / t`` bytes.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> gpt3 = load_catalog().model("gpt3-175b")
+    >>> activation_bytes_per_layer(gpt3, 2048, 1, tp=8, recompute="selective") == 34 * 2048 * 12288 / 8
+    True
+    """
+    _check_recompute(recompute)
+    s = seq_len / cp
+    tokens = s * microbatch
+    if recompute == "full":
+        return ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
+    moe = (model.moe is not None) if moe_layer is None else moe_layer
+    la = layer_activations(model, moe, dropout, tp)
+    score = 0.0 if (flash_attention or recompute == "selective") else la.score_per_key * s
+    half = 0.5 if fp8_gemm_inputs else 0.0
+    split = (la.split - half * la.gemm_inputs_split + score) / tp
+    rep = (la.replicated - half * la.gemm_inputs_replicated) / (tp if sequence_parallel else 1)
+    return tokens * (rep + split)
+
+
+def embedding_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
+                               sequence_parallel: bool = True, dropout: bool = True) -> float:
+    """Input-embedding activations of one micro-batch on the first stage: the dropout mask ``s b h``
+    (``/ t`` with sequence parallelism) ([1]_ Sec. 4.3); nothing without dropout [bytes]."""
+    if not dropout:
+        return 0.0
+    return MASK_BYTES * seq_len / cp * microbatch * model.hidden / (tp if sequence_parallel else 1)
+
+
+def output_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
+                            sequence_parallel: bool = True) -> float:
+    """Final norm, LM head and loss of one micro-batch on the last stage: ``4 s b h / t (1 + v / h)``
+    ([1]_ Sec. 4.3: norm input and LM-head input ``2 s b h`` each, fp32 logits ``4 s b v``) [bytes]."""
+    tokens = seq_len / cp * microbatch
+    norm_and_head = 2 * ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
+    return norm_and_head + LOGIT_BYTES * tokens * model.vocab / tp
+
+
+def microbatches_in_flight(pp: int, num_microbatches: int | None = None, virtual_stages: int = 1,
+                           stage: str = "first") -> float:
+    """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
+
+    1F1B: the first stage ``min(p, m)``, the last stage 1 ([2]_ Sec. 2.2). The interleaved schedule
+    with ``v`` chunks per stage raises the first stage's to ``p (1 + (p - 1) / (p v))`` micro-batches
+    of its layers ([1]_ Sec. 4.2.3).
+
+    >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
+    (8, 4, 11.5)
+    """
+    if pp <= 1 or stage == "last":
+        return 1
+    m = pp if num_microbatches is None else min(pp, num_microbatches)
+    if virtual_stages > 1:
+        return m * (1 + (pp - 1) / (pp * virtual_stages))
+    return m
+
+
+def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, pp: int = 1, cp: int = 1,
+                           recompute: str = "none", num_microbatches: int | None = None,
+                           virtual_stages: int = 1, sequence_parallel: bool = True,
+                           flash_attention: bool = True, dropout: bool = True, stage: str = "first",
+                           fp8_gemm_inputs: bool = False) -> float:
+    """Peak activation memory of one accelerator of the first or last pipeline stage [bytes].
+
+    Its ``ceil(L / pp)`` layers (the first or the last ones, so a DeepSeek-style model's leading dense
+    layers sit on the first stage) times :func:`microbatches_in_flight`, plus the embedding dropout
+    mask of every micro-batch in flight on the first stage and the output layer of one micro-batch on
+    the last ([1]_ Sec. 4.3). With ``pp = 1`` the one stage holds both.
+
+    Raises
+    ------
+    InputError
+        For an unknown recompute mode.
+    """
+    _check_recompute(recompute)
+    n = math.ceil(model.layers / pp)
+    moe_start = model.layers - (0 if model.moe is None else model.layers - model.moe.first_dense_layers)
+    rng = range(0, n) if stage == "first" else range(model.layers - n, model.layers)
+    moe = sum(1 for i in rng if model.moe is not None and i >= moe_start)
+    kw = dict(tp=tp, cp=cp, sequence_parallel=sequence_parallel, recompute=recompute,
+              flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs)
+    per_mb = (moe * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=True, **kw)
+              + (n - moe) * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=False, **kw))
+    in_flight = microbatches_in_flight(pp, num_microbatches, virtual_stages, stage)
+    total = per_mb * in_flight
+    if stage == "first" or pp == 1:
+        total += in_flight * embedding_activation_bytes(model, seq_len, microbatch, tp, cp, sequence_parallel, dropout)
+    if stage == "last" or pp == 1:
+        total += output_activation_bytes(model, seq_len, microbatch, tp, cp, sequence_parallel)
+    return total

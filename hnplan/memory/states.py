@@ -1,0 +1,206 @@
+"""Model states per accelerator: weights, gradients and optimizer states, sharded by ZeRO, TP, PP and EP.
+
+Each *accounting* (a precision recipe) fixes the bytes per parameter of weights, gradients and
+optimizer states (everything the optimizer step keeps: fp32 master weights, fp32 gradient copies,
+Adam moments). ZeRO stage 1 shards the optimizer part over the data-parallel group, stage 2 also the
+gradients, stage 3 also the weights ([1]_ Sec. 5); Megatron's distributed optimizer is stage 1 ([3]_).
+
+References
+----------
+.. [1] Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+   SC20, arXiv:1910.02054, Sec. 3.1 (2 + 2 + 12 bytes per parameter), Sec. 5 and Fig. 1.
+.. [2] DeepSpeed pull request #5099 (deepspeed/runtime/zero/stage_1_and_2.py,
+   ``estimate_zero2_model_states_mem_needs``: ``2 + 18 / N`` with an fp32 gradient copy);
+   Rajbhandari et al., "ZeRO-Infinity", SC21, arXiv:2104.07857, Sec. 3 (20 bytes per parameter).
+.. [3] Megatron Core developer guide, "Distributed Optimizer" (bytes per parameter: fp16 params and
+   grads 20 = 4 + 16/d; bf16 params, fp32 grads 18 = 6 + 12/d; fp32 params and grads 16 = 8 + 8/d).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hnplan.catalog.schemas import Model
+from hnplan.compute import param_counts
+from hnplan.errors import InputError
+
+ZERO_STAGES = (0, 1, 2, 3)
+STAGES = ("worst", "first", "last")
+
+
+@dataclass(frozen=True)
+class StateAccounting:
+    """Bytes per parameter of a training precision recipe [bytes/parameter].
+
+    ``optimizer_bytes`` is everything the optimizer step keeps besides the working weights and
+    gradients: fp32 master weights, fp32 gradient copies, Adam's momentum and variance.
+    """
+
+    name: str
+    weight_bytes: float
+    grad_bytes: float
+    optimizer_bytes: float
+    source: str
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weight_bytes + self.grad_bytes + self.optimizer_bytes
+
+
+ACCOUNTINGS = {
+    a.name: a for a in (
+        StateAccounting("zero-paper", 2.0, 2.0, 12.0,
+                        "ZeRO [1] Sec. 3.1: fp16 weights and gradients; fp32 master weights, momentum, variance"),
+        StateAccounting("fp32-grad-accum", 2.0, 2.0, 16.0,
+                        "DeepSpeed fp16 optimizer [2]: fp16 weights and gradients; fp32 gradients, master "
+                        "weights, momentum, variance (ZeRO-2: 2 + 18/N)"),
+        StateAccounting("megatron-bf16", 2.0, 4.0, 12.0,
+                        "Megatron Core distributed optimizer [3]: bf16 weights, fp32 main gradients (6 + 12/d)"),
+        StateAccounting("fp32", 4.0, 4.0, 8.0,
+                        "fp32 weights and gradients, Adam momentum and variance, no master copy [3] (8 + 8/d)"),
+        StateAccounting("fp8", 2.0, 4.0, 12.0,
+                        "fp8 GEMMs with Transformer Engine: the model states of megatron-bf16 (bf16 weights, "
+                        "fp32 main gradients); the fp8 casts of the weights are transient, one layer at a time "
+                        "(labelled assumption); activations keep fp8 GEMM inputs"),
+    )
+}
+
+
+def accounting(name: str) -> StateAccounting:
+    """The :class:`StateAccounting` of a name in :data:`ACCOUNTINGS`.
+
+    Raises
+    ------
+    InputError
+        For an unknown name; the message lists the known ones.
+    """
+    try:
+        return ACCOUNTINGS[name]
+    except KeyError:
+        raise InputError(f"accounting must be one of {', '.join(ACCOUNTINGS)}; got {name!r}") from None
+
+
+def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str = "zero-paper") -> tuple[float, float, float]:
+    """Model states per data-parallel rank, ``(weights, grads, optimizer)`` [bytes].
+
+    ``n_params`` parameters [parameters] replicated over ``dp`` ranks at ZeRO stage ``zero``: stage 0
+    keeps every byte of the accounting, stage 1 shards the optimizer part, stage 2 also the gradients,
+    stage 3 also the weights ([1]_ Sec. 5).
+
+    Parameters
+    ----------
+    n_params : float or array
+        Parameters held by the rank before ZeRO sharding [parameters].
+    dp : int
+        Ranks that share the states (data-parallel group size).
+    zero : {0, 1, 2, 3}
+    recipe : str
+        A name in :data:`ACCOUNTINGS` (default the ZeRO paper's 2 + 2 + 12).
+
+    Returns
+    -------
+    tuple of float
+        ``(weights, grads, optimizer)`` [bytes].
+
+    Raises
+    ------
+    InputError
+        For a ZeRO stage outside 0-3 or an unknown accounting.
+
+    Examples
+    --------
+    The ZeRO paper's Fig. 1 (7.5B parameters, 64-way data parallel, in GB):
+
+    >>> [round(sum(zero_model_state_bytes(7.5e9, 64, z)) / 1e9, 1) for z in (0, 1, 2, 3)]
+    [120.0, 31.4, 16.6, 1.9]
+    """
+    if zero not in ZERO_STAGES:
+        raise InputError(f"zero stage must be one of 0, 1, 2, 3; got {zero!r}")
+    a = accounting(recipe)
+    return (a.weight_bytes * n_params / (dp if zero >= 3 else 1),
+            a.grad_bytes * n_params / (dp if zero >= 2 else 1),
+            a.optimizer_bytes * n_params / (dp if zero >= 1 else 1))
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters one accelerator of a pipeline stage holds [parameters], split by how they shard."""
+
+    dense: float
+    expert: float
+    layers: int
+    moe_layers: int
+
+
+def _stage_layer_range(model: Model, pp: int, stage: str) -> range:
+    n = math.ceil(model.layers / pp)
+    return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
+
+
+def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first") -> StageParams:
+    """Parameters on one accelerator of the first or last pipeline stage [parameters].
+
+    A stage holds ``ceil(L / pp)`` layers (the fullest stage when ``pp`` does not divide ``L``); the
+    first stage also holds the input embedding (and learned positions), the last stage the final
+    norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
+    Megatron-LM does. Everything is split over ``tp`` (vocabulary-parallel embeddings); routed
+    experts over ``tp x ep``.
+
+    Raises
+    ------
+    InputError
+        For a stage other than ``first`` or ``last``.
+    """
+    if stage not in ("first", "last"):
+        raise InputError(f"stage must be 'first' or 'last'; got {stage!r}")
+    pc = param_counts(model)
+    first_moe = model.layers - pc.moe_layers
+    rng = _stage_layer_range(model, pp, stage)
+    moe = sum(1 for i in rng if i >= first_moe)
+    dense_layers = len(rng) - moe
+    per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer
+    per_moe_shared = pc.attention_per_layer + pc.norms_per_layer
+    dense = dense_layers * per_dense + moe * per_moe_shared
+    last = stage == "last" or pp == 1
+    first = stage == "first" or pp == 1
+    if first:
+        dense += pc.embedding + pc.position
+    if last:
+        dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+    return StageParams(dense=dense / tp, expert=moe * pc.moe_total_per_layer / (tp * ep), layers=len(rng),
+                       moe_layers=moe)
+
+
+def model_state_bytes_per_gpu(model: Model, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1,
+                              recipe: str = "zero-paper", cp: int = 1, stage: str = "first"):
+    """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes].
+
+    Non-expert parameters of the stage (:func:`stage_params`) are sharded by ZeRO over the
+    data-parallel group ``dp x cp`` (Megatron-LM reduces gradients over data and context parallel
+    ranks together); routed-expert parameters over their own data-parallel group ``dp x cp / ep``.
+
+    Parameters
+    ----------
+    model : Model
+    tp, pp, dp, ep, cp : int
+        Tensor, pipeline, data, expert and context parallel degrees.
+    zero : {0, 1, 2, 3}
+    recipe : str
+        Accounting name in :data:`ACCOUNTINGS`.
+    stage : {"first", "last"}
+
+    Returns
+    -------
+    tuple of float
+        ``(params_bytes, grads_bytes, optimizer_bytes)`` [bytes].
+
+    Raises
+    ------
+    InputError
+        For a ZeRO stage outside 0-3, an unknown accounting or stage.
+    """
+    sp = stage_params(model, tp, pp, ep, stage)
+    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
+    expert = zero_model_state_bytes(sp.expert, max(1, dp * cp // ep), zero, recipe)
+    return tuple(d + e for d, e in zip(dense, expert))

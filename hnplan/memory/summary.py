@@ -1,0 +1,151 @@
+"""Memory answers for one plan or replica, and tidy tables over systems and grids (for the CLI,
+notebooks and plots)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.errors import InputError
+from hnplan.memory.breakdown import PARTS
+from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
+from hnplan.memory.tiers import (
+    decode_step_time_s,
+    memory_tiers,
+    spill_plan,
+    training_compute_time_s,
+)
+from hnplan.memory.training import training_memory
+
+MODES = ("train", "inference")
+STATUSES = ("fits", "spills", "does-not-fit")
+
+
+def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
+                   cp: int = 1, microbatch_size: int = 1, num_microbatches: int | None = None,
+                   virtual_stages: int = 1, zero: int = 1, recompute: str = "none",
+                   accounting: str = "megatron-bf16", dropout: bool = True, batch: int = 1,
+                   dtype: str = "bf16", kv_dtype: str = "bf16", system=None,
+                   catalog: Catalog | None = None) -> dict:
+    """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).
+
+    Sizes are GiB (2**30 bytes) in keys ending ``_gib``: ``params_gib``, ``grads_gib``,
+    ``optimizer_gib``, ``activations_gib``, ``kv_cache_gib``, ``overhead_gib``, ``total_gib``. With
+    ``system``: ``hbm_gib``, ``fits``, ``status`` (fits / spills / does-not-fit), ``tiers``, ``spill``
+    (:meth:`hnplan.memory.SpillPlan.as_dict`, with the compute time per step the transfers hide
+    behind: :func:`training_compute_time_s` or one decode step) and, for inference, ``kv_capacity``.
+
+    Raises
+    ------
+    InputError
+        For an unknown mode, dtype, accounting, ZeRO stage or recompute mode; CatalogError for ids.
+    """
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    cat = catalog or load_catalog()
+    m = cat.model(model)
+    out = {"model": m.id, "mode": mode, "seq_len": seq_len}
+    if mode == "train":
+        mem = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,
+                              virtual_stages=virtual_stages, recipe=accounting, dropout=dropout, catalog=cat)
+        out.update(parallel=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
+                                 num_microbatches=num_microbatches or pp, virtual_stages=virtual_stages,
+                                 zero=zero, recompute=recompute), accounting=accounting, dropout=dropout,
+                   stage=mem.stage)
+    else:
+        mem = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, catalog=cat)
+        out.update(batch=batch, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
+                   kv_bytes_per_token=mem.kv_bytes_per_token, kv_tokens=mem.tokens)
+    out.update(mem.as_gib())
+    if system is None:
+        return out
+    sys_ = cat.system(system)
+    acc = cat.accelerator(sys_.accelerator)
+    tiers = memory_tiers(sys_, cat)
+    if mode == "train":
+        t = training_compute_time_s(m, acc, seq_len, microbatch_size, num_microbatches or pp, tp, pp, cp,
+                                    recompute, "fp8" if accounting == "fp8" else "bf16")
+    else:
+        t = decode_step_time_s(mem, acc)
+    plan = spill_plan(mem, tiers, mode, accounting, compute_time_s=t)
+    out.update(system=sys_.id, accelerator=acc.id, hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
+               fits=plan.fits, status=plan.status, tiers=[x.as_dict() for x in tiers], spill=plan.as_dict())
+    if mode == "inference":
+        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, catalog=cat)
+        out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
+    return out
+
+
+def breakdown_table(model, systems, mode: str = "train", **kw) -> pd.DataFrame:
+    """One row per system: the breakdown in GiB, ``hbm_gib``, ``status``, ``spill_time_s`` and
+    ``compute_time_s`` [s]. ``kw`` as :func:`memory_summary`. ``attrs["unit"]`` is ``GiB``."""
+    rows = []
+    for s in systems:
+        d = memory_summary(model, mode, system=s, **kw)
+        rows.append({"system": d["system"], "accelerator": d["accelerator"],
+                     **{f"{p}_gib": d[f"{p}_gib"] for p in PARTS}, "total_gib": d["total_gib"],
+                     "hbm_gib": d["hbm_gib"], "status": d["status"], "spill_time_s": d["spill"]["spill_time_s"],
+                     "compute_time_s": d["spill"]["compute_time_s"]})
+    df = pd.DataFrame(rows)
+    df.attrs["unit"] = "GiB"
+    return df
+
+
+def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8), pps=(1, 2, 4, 8),
+             batches=(1, 8, 32, 128), contexts=(2048, 8192, 32768, 131072), **kw) -> pd.DataFrame:
+    """Status (fits / spills / does-not-fit) over a grid, one row per cell.
+
+    Training: over ``tps x pps`` with ``dp = gpus / (tp x pp)`` (cells that do not divide are left
+    out); columns ``tp``, ``pp``, ``dp``. Inference: over ``batches x contexts`` (``seq_len`` is the
+    context); columns ``batch``, ``context``. Always ``total_gib``, ``hbm_gib``, ``status``.
+    ``kw`` as :func:`memory_summary` (e.g. ``seq_len`` for training); the grid's own arguments in it
+    (``tp``, ``pp``, ``dp`` or ``batch``, ``seq_len``) are ignored.
+    """
+    rows = []
+    drop = ("tp", "pp", "dp") if mode == "train" else ("batch", "seq_len")
+    kw = {k: v for k, v in kw.items() if k not in drop}
+    if mode == "train":
+        for tp in tps:
+            for pp in pps:
+                if gpus % (tp * pp):
+                    continue
+                dp = gpus // (tp * pp) // kw.get("cp", 1)
+                if dp < 1:
+                    continue
+                d = memory_summary(model, mode, tp=tp, pp=pp, dp=dp, system=system, **kw)
+                rows.append({"tp": tp, "pp": pp, "dp": dp, "total_gib": d["total_gib"], "hbm_gib": d["hbm_gib"],
+                             "status": d["status"]})
+    else:
+        for b in batches:
+            for c in contexts:
+                d = memory_summary(model, mode, seq_len=c, batch=b, system=system, **kw)
+                rows.append({"batch": b, "context": c, "total_gib": d["total_gib"], "hbm_gib": d["hbm_gib"],
+                             "status": d["status"]})
+    df = pd.DataFrame(rows)
+    df.attrs.update(unit="GiB", system=str(system), mode=mode)
+    return df
+
+
+def tiers_frame(systems, catalog: Catalog | None = None) -> pd.DataFrame:
+    """The memory tiers of each system per GPU: ``system``, ``tier``, ``capacity_gib``, ``bw_GBps``, ``link``."""
+    cat = catalog or load_catalog()
+    rows = [{"system": s, **t.as_dict()} for s in systems for t in memory_tiers(cat.system(s), cat)]
+    return pd.DataFrame(rows)
+
+
+def memory_verdict(df: pd.DataFrame) -> str:
+    """A few sentences (Markdown) that read a :func:`breakdown_table`: per system, total against HBM
+    in GiB and the spill cost per step against the compute time it hides behind."""
+    lines = []
+    for r in df.itertuples():
+        head = f"- **{r.system}**: {r.total_gib:,.1f} GiB per GPU against {r.hbm_gib:,.1f} GiB of HBM"
+        if r.status == "fits":
+            lines.append(f"{head}: fits, {r.hbm_gib - r.total_gib:,.1f} GiB to spare.")
+        elif r.status == "spills":
+            hidden = "hidden behind" if r.spill_time_s <= r.compute_time_s else "longer than"
+            lines.append(f"{head}: spills {r.total_gib - r.hbm_gib:,.1f} GiB; moving it takes "
+                         f"{r.spill_time_s:.3f} s per step, {hidden} {r.compute_time_s:.3f} s of compute.")
+        else:
+            lines.append(f"{head}: does not fit even after spilling to host memory and NVMe.")
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""``hnplan memory``: help, JSON keys and the numbers it prints."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+BREAKDOWN = {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "kv_cache_gib", "overhead_gib", "total_gib"}
+
+
+def _json(args):
+    r = runner.invoke(app, ["memory", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_help():
+    r = runner.invoke(app, ["memory", "--help"])
+    assert r.exit_code == 0 and "--recompute" in r.stdout and "GiB" in r.stdout
+
+
+def test_train_json_keys_and_values():
+    d = _json(["--model", "llama3.1-8b", "--tp", "2", "--pp", "2", "--dp", "4", "--seq-len", "8192",
+               "--microbatch-size", "1", "--zero", "1", "--recompute", "selective", "--no-dropout"])
+    assert BREAKDOWN <= set(d) and {"stage", "parallel", "accounting"} <= set(d)
+    assert d["total_gib"] == pytest.approx(sum(d[k] for k in BREAKDOWN - {"total_gib"}))
+    assert "fits" not in d  # only with --system
+
+
+def test_train_with_system_spills():
+    # 7B-class full fine-tune in fp32 on one H100: does not fit, optimizer states go to host memory
+    d = _json(["--model", "llama2-7b", "--accounting", "fp32", "--zero", "0", "--seq-len", "2048",
+               "--recompute", "full", "--system", "hgx-h100-ib-ndr"])
+    assert {"fits", "status", "hbm_gib", "tiers", "spill", "system"} <= set(d)
+    assert d["fits"] is False and d["status"] == "spills"
+    assert d["spill"]["spills"][0]["part"] == "optimizer" and d["spill"]["spills"][0]["tier"] == "host"
+    assert d["hbm_gib"] == pytest.approx(79.11)
+
+
+def test_inference_json():
+    d = _json(["--model", "llama3.1-8b", "--mode", "inference", "--batch", "4", "--seq-len", "4096",
+               "--system", "hgx-h100-ib-ndr"])
+    assert BREAKDOWN <= set(d)
+    assert d["kv_cache_gib"] == pytest.approx(2.0)  # 4 x 4096 tokens x 128 KiB
+    assert d["params_gib"] == pytest.approx(14.96, abs=0.005)
+    assert d["fits"] is True
+    assert d["kv_capacity"]["max_tokens"] == pytest.approx(447_088, rel=0.01)
+
+
+def test_text_output_names_units():
+    r = runner.invoke(app, ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "4096",
+                            "--system", "gb200-nvl72"])
+    assert r.exit_code == 0, r.output
+    assert "[GiB]" in r.stdout and "total" in r.stdout
+
+
+def test_bad_mode_exits_2():
+    r = runner.invoke(app, ["memory", "--model", "llama3.1-8b", "--mode", "serve", "--seq-len", "4096"])
+    assert r.exit_code == 2
