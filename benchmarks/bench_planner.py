@@ -10,7 +10,11 @@ candidates per second and the full search well under one second on a 2-core mach
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from hnplan.catalog import load_catalog
 from hnplan.planning.training import candidate_frame, evaluate_plans, make_job, search_plans

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.loader import _read_yaml, data_dir
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
@@ -30,7 +30,18 @@ class TrainingRun(_Strict):
     metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu"]
     published: Positive = Field(description="the published value of `metric`")
     tolerance_pct: Positive = Field(description="accepted relative error [%]")
+    expect: Literal["within", "gap"] = Field(
+        default="within", description="within: the model must meet tolerance_pct; gap: a documented miss")
+    gap_bound_pct: Positive | None = Field(
+        default=None, description="for a documented miss: the |error| the tests hold it under (regression band)")
+    gap_reason: str | None = Field(default=None, description="why the model misses this run (physics left out)")
     note: str = ""
+
+    @model_validator(mode="after")
+    def _gap_explained(self):
+        if self.expect == "gap" and (self.gap_bound_pct is None or not self.gap_reason):
+            raise ValueError("a run with expect: gap needs gap_bound_pct and gap_reason")
+        return self
 
 
 def training_runs(path=None) -> list[TrainingRun]:

@@ -29,7 +29,7 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
     pandas.DataFrame
         ``id, model, system, gpus, metric, published, predicted, error_pct`` (``100 (predicted /
         published - 1)``), ``tolerance_pct``, ``within`` (bool), ``plan`` (the knobs used),
-        ``fits``, ``source``.
+        ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``, ``gap_reason``, ``source``.
     """
     cat = catalog or load_catalog()
     rows = []
@@ -39,7 +39,8 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
         err = 100.0 * (pred / run.published - 1.0)
         rows.append(dict(id=run.id, model=run.model, system=run.system, gpus=run.gpus, metric=run.metric,
                          published=run.published, predicted=pred, error_pct=err, tolerance_pct=run.tolerance_pct,
-                         within=abs(err) <= run.tolerance_pct,
+                         within=abs(err) <= run.tolerance_pct, expect=run.expect,
+                         gap_bound_pct=run.gap_bound_pct, gap_reason=run.gap_reason,
                          plan=(f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep} mb{b.microbatch_size} "
                                f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}"),
                          fits=bool(b.fits), source=run.source))
