@@ -21,8 +21,9 @@ def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     return best
 
 
-def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | None = None) -> pd.DataFrame:
-    """Model vs published for every validation run.
+def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | None = None,
+                     ids: list[str] | None = None) -> pd.DataFrame:
+    """Model vs published for every validation run (or the runs named in ``ids``).
 
     Returns
     -------
@@ -33,7 +34,8 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
     """
     cat = catalog or load_catalog()
     rows = []
-    for run in runs if runs is not None else training_runs():
+    runs = runs if runs is not None else training_runs()
+    for run in (r for r in runs if ids is None or r.id in ids):
         b = predict_run(run, cat)
         pred = float(b[run.metric])
         err = 100.0 * (pred / run.published - 1.0)

@@ -12,3 +12,4 @@ from hnplan.plots.common import (  # noqa: F401
 from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401
 from hnplan.plots.roofline import roofline  # noqa: F401
 from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
+from hnplan.plots.training import scaling_figure, validation_figure  # noqa: F401
