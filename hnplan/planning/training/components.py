@@ -52,8 +52,9 @@ from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
 from hnplan.compute.parts import training_part_times
-from hnplan.memory import (hbm_capacity_bytes, microbatches_in_flight, model_state_bytes_per_gpu,
-                           stage_activation_bytes, training_overheads)
+from hnplan.memory import (activation_bytes_per_layer, embedding_activation_bytes, hbm_capacity_bytes,
+                           microbatches_in_flight, model_state_bytes_per_gpu, output_activation_bytes,
+                           training_overheads)
 
 ACT_BYTES = 2.0  # bf16 activations on the wire (TP, CP, EP, PP messages)
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
@@ -182,9 +183,11 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     if not live.any():
         return out
     idx = np.flatnonzero(live)
-    pairs, inverse = np.unique(np.stack([size[idx], stride[idx]], axis=1), axis=0, return_inverse=True)
-    order = np.argsort(inverse.ravel(), kind="stable")
-    bounds = np.searchsorted(inverse.ravel()[order], np.arange(len(pairs) + 1))
+    key = size[idx] * (int(stride.max()) + 1) + stride[idx]  # one integer per (size, stride)
+    codes, uniq = pd.factorize(key)
+    pairs = np.stack([uniq // (int(stride.max()) + 1), uniq % (int(stride.max()) + 1)], axis=1)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(pairs) + 1))
     for i, (sz, st) in enumerate(pairs):
         sel = idx[order[bounds[i]:bounds[i + 1]]]
         table = algorithm_table(op, n[sel], job.group(int(sz), int(st)))
@@ -398,21 +401,33 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """
     recipe = memory_recipe(job.dtype)
     m, cat = job.model, job.catalog
-    pp, nmb, v = _col(df, "pp"), _col(df, "num_microbatches"), _col(df, "virtual_stages")
+    pp = _col(df, "pp")
     over = memo(df, ["tp", "pp", "dp", "cp", "ep"], lambda tp, pp_, dp, cp, ep: {
         "fixed": sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values()),
         "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, cat).values())
         - sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values())})
     flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
                   lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
+    fp8 = recipe == "fp8"
+    per_mb_act = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
+        "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc, moe_layer=False,
+                                            fp8_gemm_inputs=fp8),
+        "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc,
+                                                                    moe_layer=True, fp8_gemm_inputs=fp8),
+        "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp),
+        "out": output_activation_bytes(m, job.seq_len, mb, tp, cp)})
+    a_dense, a_moe, emb, out = (per_mb_act[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
+    L = m.layers
+    n = -(-L // pp)  # hnplan.memory's stages hold ceil(L / pp) layers (the fullest stage)
+    dense_layers = L if m.moe is None else m.moe.first_dense_layers
     best = None
     for stage in ("first", "last"):
         st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z: dict(zip(
             ("params_bytes", "grads_bytes", "optimizer_bytes"),
             model_state_bytes_per_gpu(m, tp, pp_, dp, ep, z, recipe, cp, stage))))
-        act = memo(df, ["microbatch_size", "tp", "pp", "cp", "recompute"], lambda mb, tp, pp_, cp, rc: {
-            "a": stage_activation_bytes(m, job.seq_len, mb, tp, pp_, cp, rc, 1, 1, stage=stage,
-                                        fp8_gemm_inputs=recipe == "fp8")})["a"].to_numpy()
+        nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
+        act = nd * a_dense + (n - nd) * a_moe
+        act = act + (emb if stage == "first" else out) + np.where((pp == 1) & (stage == "first"), out, 0.0)
         st["activations_bytes"] = act * (flight if stage == "first" else 1.0)
         tensors = st.sum(axis=1).to_numpy()
         st["overhead_bytes"] = over["fixed"].to_numpy() + over["slope"].to_numpy() * tensors
