@@ -7,10 +7,12 @@ power (:func:`hnplan.power.design_power`: IT power x PUE) at the catalog's avera
 (``facility.training_power_fraction``) over that time.
 
 Sizing walks GPU counts in whole purchasable units (``unit_gpus``: a server, a rack, a supernode):
-from a lower bound (the count at which even 100 % MFU would miss the deadline) it doubles until a plan
-meets the deadline, then bisects between the last miss and the first hit. This assumes the best
-throughput grows with the GPU count, which holds between counts whose degrees divide alike; the
-answer is the smallest count *found*, and its ``slack_days`` says by how much it beats the deadline.
+from a lower bound (the count at which even 100 % MFU would miss the deadline, rounded up to a power
+of two of units so that the parallel degrees can divide it) it doubles until a plan meets the deadline
+or the fabric cannot connect more, then scans the bracket between the last miss and the first hit in
+:data:`REFINE_STEPS` steps. Counts with awkward factors (a prime number of racks) have no plan that
+divides a power-of-two batch, so the answer is the smallest count *found* on that grid, and its
+``slack_days`` says by how much it beats the deadline.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 from hnplan.planning.training import best_plan
+from hnplan.comm.topology import scaleout_bom
 from hnplan.power import design_power, energy_j
 
 MAX_UNITS_DOUBLINGS = 24  # stop doubling after 2^24 units (far beyond any built cluster)
+REFINE_STEPS = 8  # the bracket between the last miss and the first hit is scanned in 8 steps
 
 
 def training_energy_j(system, gpus: int, seconds: float, catalog: Catalog | None = None) -> float:
@@ -76,6 +80,15 @@ def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_
                 parallel=est.parallel_dict())
 
 
+def _buildable(system, gpus: int, cat) -> bool:
+    """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
+    try:
+        scaleout_bom(system, gpus, cat)
+    except InputError:
+        return False
+    return True
+
+
 def _try(model, system, n, tokens, seq_len, batch, dtype, cat):
     try:
         return time_to_train(model, system, n, tokens, seq_len, batch, dtype, cat)
@@ -112,23 +125,25 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
     unit = sys_.unit_gpus
     lo = max(1, math.ceil(ideal / unit))  # in units; below lo nothing can meet the deadline
-    miss, hit, n = lo - 1, None, lo
+    n = 1 << (lo - 1).bit_length()  # a power-of-two number of units: degrees divide it
+    miss, hit = n // 2, None
     for _ in range(MAX_UNITS_DOUBLINGS):
+        if not _buildable(sys_, n * unit, cat):
+            break
         r = _try(mdl, sys_, n * unit, tokens, seq_len, global_batch_seqs, dtype, cat)
         if r is not None and r["days"] <= deadline_days:
             hit = (n, r)
             break
         miss, n = n, n * 2
     if hit is None:
-        raise InfeasiblePlan(f"no count of {sys_.id} up to {n * unit} GPUs trains {mdl.id} on {tokens:.3g} tokens "
-                             f"within {deadline_days} days")
-    while hit[0] - miss > 1:
-        mid = (hit[0] + miss) // 2
-        r = _try(mdl, sys_, mid * unit, tokens, seq_len, global_batch_seqs, dtype, cat)
+        raise InfeasiblePlan(f"no count of {sys_.id} up to {miss * unit} GPUs (the largest it can network) trains "
+                             f"{mdl.id} on {tokens:.3g} tokens within {deadline_days} days")
+    step = max(1, (hit[0] - miss) // REFINE_STEPS)
+    for k in range(max(miss + step, lo), hit[0], step):  # refine upwards between the bracket's ends
+        r = _try(mdl, sys_, k * unit, tokens, seq_len, global_batch_seqs, dtype, cat)
         if r is not None and r["days"] <= deadline_days:
-            hit = (mid, r)
-        else:
-            miss = mid
+            hit = (k, r)
+            break
     out = dict(hit[1])
     out.update(deadline_days=deadline_days, slack_days=deadline_days - out["days"])
     return out
