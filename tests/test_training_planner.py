@@ -174,3 +174,25 @@ def test_stage_layers_uneven_split(cat):
     job = make_job("llama3.1-405b", "hgx-h100-ib-ndr", 16, 8192, 16, catalog=cat)
     s = stage_layers(job, np.array([16, 1]))
     assert s["first"][0].tolist() == [8, 126] and s["last"][0].tolist() == [6, 126]
+
+
+def test_group_limited_routing_sends_a_token_once_per_domain(cat):
+    # DeepSeek-V3 (n_group 8, topk_group 4), EP 64 over 8 H800 servers: a token crosses InfiniBand to at
+    # most 4 servers, once each, and reaches its 8 experts over NVLink; the phases overlap (max)
+    from hnplan.comm.algorithms import algorithm_time
+    from hnplan.comm.placement import place_group
+    plan = ParallelPlan(pp=2, dp=64, ep=64)
+    est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
+    sys_ = cat.system("hgx-h800-ib")
+    tokens, row = 4096, 7168 * 2  # one sequence per micro-batch, bf16 rows of hidden 7168
+    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(sys_, 8, 8, 128, cat)))
+    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(sys_, 8, 1, 128, cat)))
+    per_layer = 4 * max(cross, inside)  # dispatch + combine, forward + backward
+    t_ep_mb = est.breakdown_s["ep_comm_exposed"] / est.num_microbatches
+    # ceil(61 / 2) = 31 layers per stage: the first holds 3 dense + 28 MoE, the last 30 MoE + the head
+    assert any(t_ep_mb == pytest.approx(n * per_layer, rel=1e-9) for n in (28, 30))
+    # without the routing limit the same plan sends 7/8 of all 8 copies over InfiniBand: slower
+    m = cat.model("deepseek-v3")
+    flat = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_groups": None, "groups_per_token": None})})
+    est_flat = estimate_training_step(flat, "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
+    assert est_flat.breakdown_s["ep_comm_exposed"] > 1.5 * est.breakdown_s["ep_comm_exposed"]

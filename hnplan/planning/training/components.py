@@ -301,15 +301,42 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:
     """Expert-parallel all-to-all of one micro-batch [s]: dispatch and combine forward and backward
-    per MoE layer (two more forward with full recomputation), ``b s / (cp tp) x top-k x h`` bf16 per rank,
-    pairwise exchange over the EP group (carved from ``dp x cp``, stride ``tp``)."""
+    per MoE layer (two more forward with full recomputation).
+
+    A rank holds ``T = b s / (cp tp)`` tokens, each sent to ``k`` experts: a pairwise all-to-all of
+    ``T k h`` bf16 over the EP group (carved from ``dp x cp``, stride ``tp``). With group-limited
+    routing (catalog ``expert_groups`` / ``groups_per_token``) and an EP group spanning ``D`` scale-up
+    domains, a token crosses the scale-out network once per destination domain, to at most
+    ``min(k, D, groups_per_token x ceil(D / expert_groups))`` domains, and is forwarded to its experts
+    inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited
+    routing, IB and NVLink traffic fully overlapped), so the time is the larger of a cross-domain
+    all-to-all of ``T x domains x h`` over one rank per domain and an in-domain all-to-all of
+    ``T k h``.
+    """
     ep = _col(df, "ep")
-    if job.model.moe is None:
+    moe = job.model.moe
+    if moe is None:
         return np.zeros(len(df))
     tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
-    msg = mb * job.seq_len / (cp * tp) * job.model.moe.active_experts * job.model.hidden * ACT_BYTES
+    tokens = mb * job.seq_len / (cp * tp)
+    row_bytes = job.model.hidden * ACT_BYTES
+    t = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+    if moe.groups_per_token is not None:
+        shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
+        q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+        spans = (ep > 1) & (d > 1)
+        reach = np.minimum.reduce([np.full(len(df), moe.active_experts), d,
+                                   moe.groups_per_token * np.ceil(d / moe.expert_groups)])
+        cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
+        inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
+        t = np.where(spans, np.maximum(cross, inside), t)
     n = 4 + 2 * (_col(df, "recompute") == "full")
-    return np.where(ep > 1, moe_layers * n * collective_s(job, "alltoall", msg, ep, tp), 0.0)
+    return np.where(ep > 1, moe_layers * n * t, 0.0)
+
+
+def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
+    g = job.group(int(size), int(stride))
+    return g.per_domain, g.domains
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
