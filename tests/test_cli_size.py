@@ -58,3 +58,13 @@ def test_train_everything_given_evaluates_that_plan():
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert "searched" not in d and d["parallel"]["virtual_stages"] == 2 and d["parallel"]["num_microbatches"] == 32
+
+
+def test_train_overlap_flags_remove_exposed_time():
+    base = ["train", "--model", "deepseek-v3", "--system", "hgx-h800-ib", "--gpus", "256", "--pp", "8", "--dp", "32",
+            "--ep", "32", "--microbatch-size", "1", "--virtual-stages", "1", "--recompute", "full", "--zero", "1",
+            "--seq-len", "4096", "--global-batch-size", "1024", "--dtype", "fp8", "--json"]
+    a = json.loads(runner.invoke(app, base).stdout)["breakdown_s"]
+    b = json.loads(runner.invoke(app, [*base, "--ep-overlap", "--no-dp-overlap"]).stdout)["breakdown_s"]
+    assert b["ep_comm_exposed"] < a["ep_comm_exposed"] and b["dp_comm_exposed"] >= a["dp_comm_exposed"]
+    assert b["compute"] == a["compute"]

@@ -226,7 +226,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     (``selective``).
 
     Returns a frame with ``t_compute_mb`` (forward + backward + recomputation), ``t_fwd_mb``,
-    ``t_bwd_mb``, ``attn_per_layer`` (attention core forward + backward of one layer) and
+    ``t_bwd_mb``, ``attn_per_layer`` (attention core forward + backward + recomputed, one layer) and
     ``layers`` / ``moe_layers`` (of that stage).
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
@@ -238,7 +238,9 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     def part(name):
         fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
             [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0)
-        return fwd, lt[f"{name}_bwd"].to_numpy(), lt[f"{name}_attn"].to_numpy()
+        # the attention core runs again when recomputed: the ring exchange can hide behind that too
+        attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
+        return fwd, lt[f"{name}_bwd"].to_numpy(), attn
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
     stages = stage_layers(job, pp)
