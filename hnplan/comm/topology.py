@@ -309,7 +309,8 @@ def scaleup_bom(system: System, gpus: int, catalog: Catalog | None = None) -> Sc
     """Scale-up switches, links, bisection and diameter of the domains holding ``gpus`` accelerators.
 
     Links per accelerator: a switched or clos domain (twice: L1 down and up) wires each accelerator's line rate in ports of
-    ``scaleup_switch.port_gbps`` (18 NVLink ports on H100 and B200); a full mesh of n has n(n-1)/2
+    ``scaleup_switch.port_gbps`` (18 NVLink ports on H100 and B200; a system without a switch entry
+    counts one GPU-to-chip connection per chip, e.g. 6 on DGX A100); a full mesh of n has n(n-1)/2
     links; a torus 2 (2-D) or 3 (3-D) links per accelerator. Bisection of one domain of n:
     switched/clos ``n/2 x B``; full mesh ``(n/2)^2 x B/(n-1)``; torus ``2 x (n / side) x B / (2 dims)``
     (two wrap-around cuts of a ring per row), with B the per-direction line rate per accelerator.
