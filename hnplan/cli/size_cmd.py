@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import typer
+from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InputError
 from hnplan.planning.time_to_train import size_table
-from rich.table import Table
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
@@ -51,7 +51,8 @@ def size(
                 t.add_row(r["system"], "-", "-", "-", "-", "-", "-", r.get("status", ""))
                 continue
             p = r["parallel"]
-            t.add_row(r["system"], f"{r['gpus']:,}", f"{r['days']:.1f}", f"{r.get('slack_days', float('nan')):.1f}",
+            slack = f"{r['slack_days']:.1f}" if "slack_days" in r else "-"
+            t.add_row(r["system"], f"{r['gpus']:,}", f"{r['days']:.1f}", slack,
                       f"{r['gpu_hours']:,.0f}", f"{r['energy_mwh']:,.0f}", f"{r['mfu']:.1%}",
                       f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}")
         console.print(t)
