@@ -23,9 +23,10 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import best_plan
 from hnplan.comm.topology import scaleout_bom
+from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.power import design_power, energy_j
 
 MAX_UNITS_DOUBLINGS = 24  # stop doubling after 2^24 units (far beyond any built cluster)
@@ -120,7 +121,6 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         raise InputError(f"deadline must be > 0 days, got {deadline_days}")
     cat = catalog or load_catalog()
     sys_, mdl = cat.system(system), cat.model(model)
-    from hnplan.compute import peak_flops_per_s, training_flops_per_token
     ideal = tokens * training_flops_per_token(mdl, seq_len).model / (
         units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
     unit = sys_.unit_gpus
@@ -181,8 +181,6 @@ def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: i
             row["status"] = "ok"
         except InfeasiblePlan as exc:
             row = dict(system=sid, status=f"no plan: {exc}")
-        except HnplanError:
-            raise
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "slack_days": "days",

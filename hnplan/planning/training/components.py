@@ -45,8 +45,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.catalog.loader import Catalog
+from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
