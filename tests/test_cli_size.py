@@ -58,6 +58,11 @@ def test_train_everything_given_evaluates_that_plan():
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert "searched" not in d and d["parallel"]["virtual_stages"] == 2 and d["parallel"]["num_microbatches"] == 32
+    # TP 8 inside the 8-GPU NVLink domain; DP (2 ranks, stride 32) and PP (stride 16) cross to other servers
+    pl = d["placement"]
+    assert pl["tp"]["level"] == "domain" and pl["tp"]["domains"] == 1
+    assert pl["dp"]["domains"] == 2 and pl["pp"]["domains"] == 4
+    assert pl["dp"]["bw_GBps"] < pl["tp"]["bw_GBps"]
 
 
 def test_train_overlap_flags_remove_exposed_time():

@@ -85,6 +85,8 @@ def train(
                 ("memory per GPU", f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
                                    f"({'fits' if d['fits'] else 'does NOT fit'})"),
             ]
+            rows.append(("placement", ", ".join(f"{g.upper()} {v['level']} {v['bw_GBps']:.0f} GB/s"
+                                                for g, v in d["placement"].items() if v["ranks"] > 1) or "one GPU"))
             rows += [(f"  {k}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
             title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))

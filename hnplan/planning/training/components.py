@@ -45,6 +45,7 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.comm.algorithms import algorithm_table
@@ -124,6 +125,21 @@ class Job:
         if key not in self._groups:
             self._groups[key] = place_group(self.system, size, stride, self.gpus, self.catalog, self.links)
         return self._groups[key]
+
+
+def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> dict:
+    """Where each parallel group of one plan sits: ``{group: {ranks, per_domain, domains, level, bw_GBps}}``
+    for ``tp, cp, ep, dp, pp`` (Megatron order; DP reduces over ``dp x cp``); ``level`` is the smallest
+    network level holding the group (``domain``, ``leaf``, ``pod``, ``fabric``) and ``bw_GBps`` the
+    per-rank bandwidth of the slowest tier it uses [GB/s, per direction]."""
+    out = {}
+    for name, size, stride in (("tp", tp, 1), ("cp", cp, tp), ("ep", ep, tp), ("dp", dp * cp, tp),
+                               ("pp", pp, tp * cp * dp)):
+        g = job.group(int(size), int(stride))
+        link = g.up if g.domains == 1 else g.out
+        out[name] = dict(ranks=int(size), per_domain=g.per_domain, domains=g.domains, level=g.level,
+                         bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0)
+    return out
 
 
 def factorize(df: pd.DataFrame, keys: list[str]):

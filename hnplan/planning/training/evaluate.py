@@ -137,6 +137,7 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
         memory_per_gpu_bytes=float(row["memory_per_gpu_bytes"]), memory_breakdown_gib=mem,
         hbm_bytes=c.hbm_bytes(job.acc), fits=bool(row["fits"]),
         breakdown_s={k: float(row[f"t_{k}_s"]) for k in BREAKDOWN},
+        placement=c.placement_summary(job, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep),
     )
 
 

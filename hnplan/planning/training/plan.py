@@ -173,6 +173,7 @@ class TrainingEstimate:
     hbm_bytes: float
     fits: bool
     breakdown_s: dict = field(default_factory=dict)
+    placement: dict = field(default_factory=dict)
 
     @property
     def tokens_per_step(self) -> int:
@@ -210,4 +211,5 @@ class TrainingEstimate:
             "fits": self.fits,
             "parallel": self.parallel_dict(),
             "breakdown_s": dict(self.breakdown_s),
+            "placement": {k: dict(v) for k, v in self.placement.items()},
         }
