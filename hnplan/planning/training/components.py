@@ -378,34 +378,42 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
 
     ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
     all-gather the updated bf16 parameters; both over ``dp x cp`` ranks (stride ``tp``), expert
-    parameters over their ``dp cp / ep`` replicas (stride ``tp ep``). With bucketed overlap
-    ([4]_) the reduce-scatter hides behind the last micro-batch's backward and the all-gather behind
-    the first forward, exposing ``max(t - window, t x bucket / params)``. ZeRO 3 gathers parameters
-    for every micro-batch's forward and backward and reduce-scatters its gradients ([6]_), prefetched
-    under that micro-batch's compute.
+    parameters over their ``dp cp / ep`` replicas (stride ``tp ep``). Each runs as buckets of
+    ``max(40M, 1M x dp cp)`` parameters ([4]_), every bucket a collective with its own latency. With
+    bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
+    all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
+    each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
+    gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
+    compute; the first gather is exposed.
     """
     ov = job.overlap
-    tp, dp, cp, ep, z = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage"))
+    tp, dp, cp, ep, z, pp = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage", "pp"))
     m = _col(df, "num_microbatches")
     dense, expert = local_params(job, df)
+    layers = -(-job.model.layers // pp)
+    bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
     groups = [(dense, dp * cp, tp)]
     if job.model.moe is not None:
         groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
 
     def coll(op, nbytes_per_param):
-        return sum(collective_s(job, op, n * nbytes_per_param, g, s) for n, g, s in groups)
+        """(all buckets, one bucket) of a collective over every group [s]."""
+        total, one = 0.0, 0.0
+        for n, g, s in groups:
+            nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
+            t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
+            total, one = total + nb * t1, np.maximum(one, t1)
+        return total, one
 
-    ar_grad = coll("allreduce", ov.grad_reduce_bytes)
-    rs_grad = coll("reducescatter", ov.grad_reduce_bytes)
-    ag_param = coll("allgather", PARAM_GATHER_BYTES)
-    t_grad = np.where(z == 0, ar_grad, rs_grad)
-    t_param = np.where(z == 0, 0.0, ag_param)
-    bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
-    frac = np.minimum(1.0, bucket / np.maximum(dense + expert, 1.0))
-    grad_exp = np.maximum(t_grad - t_bwd_mb, t_grad * frac) if ov.dp_grad_reduce else t_grad
-    param_exp = np.maximum(t_param - t_fwd_mb, t_param * frac) if ov.dp_param_gather else t_param
-    per_mb_z3 = 2 * ag_param + rs_grad  # gather for forward and backward, reduce-scatter gradients
-    z3 = m * np.maximum(per_mb_z3 - t_compute_mb, per_mb_z3 * frac)
+    ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
+    rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
+    ag, ag1 = coll("allgather", PARAM_GATHER_BYTES)
+    t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
+    t_param = np.where(z == 0, 0.0, ag)
+    grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
+    param_exp = np.maximum(t_param - t_fwd_mb, np.where(z == 0, 0.0, ag1)) if ov.dp_param_gather else t_param
+    per_mb_z3 = 2 * ag + rs  # each layer gathered for forward and backward, its gradients reduce-scattered
+    z3 = m * np.maximum(per_mb_z3 - t_compute_mb, ag1)
     return np.where(z == 3, z3, grad_exp + param_exp)
 
 
