@@ -196,3 +196,9 @@ def test_group_limited_routing_sends_a_token_once_per_domain(cat):
     flat = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_groups": None, "groups_per_token": None})})
     est_flat = estimate_training_step(flat, "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
     assert est_flat.breakdown_s["ep_comm_exposed"] > 1.5 * est.breakdown_s["ep_comm_exposed"]
+
+
+def test_a_gpu_count_nothing_divides_is_explained(cat):
+    # 504 = 7 x 72: with a power-of-two batch, PP must absorb 63 > 61 layers of DeepSeek-V3
+    with pytest.raises(InfeasiblePlan, match="no plan of deepseek-v3 on 504 x gb200-nvl72 divides: .* 61 layers"):
+        search_plans("deepseek-v3", "gb200-nvl72", 504, 4096, 4096, catalog=cat)

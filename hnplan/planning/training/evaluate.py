@@ -217,14 +217,21 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
 
 
 def _explain_empty(job: c.Job, fixed: dict):
-    """Raise InfeasiblePlan naming the rule the pinned knobs break (default values for the rest)."""
-    base = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none")
-    base.update(fixed)
-    if "dp" not in fixed:
-        base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
-    validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
-    raise InfeasiblePlan(f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides with "
-                         f"{fixed or 'no knobs pinned'} (batch {job.global_batch_seqs} sequences)")
+    """Raise InfeasiblePlan naming the rule the pinned degrees break, or, when they break none (or
+    none are pinned), saying that no combination divides."""
+    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
+    if degrees:
+        base = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none")
+        base.update(fixed)
+        if "dp" not in fixed:
+            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
+        validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
+    raise InfeasiblePlan(
+        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
+        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
+        f"the {job.model.heads} heads (up to the {job.system.scaleup_domain_gpus}-GPU domain), pp at most "
+        f"{job.model.layers} layers and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
+        f"try a GPU count with more factors of two")
 
 
 def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
