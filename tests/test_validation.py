@@ -47,3 +47,40 @@ def test_llama3_405b_mfu_in_published_range(table):
     rows = table[table["id"].str.startswith("llama3-405b")]
     mfu = rows["predicted"] * 1e12 / 989.4e12
     assert ((mfu > 0.38 * 0.85) & (mfu < 0.43 * 1.15)).all()
+
+
+CSV_IDS = {  # data/validation run id -> ../shared/reference/training_measurements.csv run_id
+    **{f"megatron21-t1-{n}": f"megatron21_t1_{c}" for n, c in (
+        ("1.7b", "1.7B"), ("3.6b", "3.6B"), ("7.5b", "7.5B"), ("18.4b", "18.4B"), ("39.1b", "39.1B"),
+        ("76.1b", "76.1B"), ("145.6b", "145.6B"), ("310.1b", "310.1B"), ("529.6b", "529.6B"), ("1t", "1008.0B"))},
+    "nemo2407-h100-gpt3-175b-128": "nemo2407_h100_GPT3-175B_128", "nemo2407-h100-gpt3-175b-512": "nemo2407_h100_GPT3-175B_512",
+    "nemo2407-h100-llama2-7b-8": "nemo2407_h100_LLAMA2-7B_8", "nemo2407-h100-llama3-8b-8": "nemo2407_h100_LLAMA3-8B_8",
+    "nemo2407-h100-llama3-70b-64": "nemo2407_h100_LLAMA3-70B_64",
+}
+
+
+def test_runs_match_the_shared_reference_table():
+    # the configurations and values were transcribed from ../shared/reference; check them against it
+    import pandas as pd
+    from conftest import ROOT
+
+    found = [p / "shared" / "reference" / "training_measurements.csv" for p in (ROOT.parent, ROOT.parent.parent)]
+    found = [p for p in found if p.exists()]
+    if not found:
+        pytest.skip("../shared/reference is not present next to this checkout")
+    path = found[0]
+    ref = pd.read_csv(path).set_index("run_id")
+    for run in training_runs():
+        if run.id not in CSV_IDS:
+            continue
+        row = ref.loc[CSV_IDS[run.id]]
+        assert float(row["achieved_tflops_per_gpu"]) == run.published
+        assert int(row["gpus"]) == run.gpus and int(row["TP"]) == run.fixed["tp"] and int(row["PP"]) == run.fixed["pp"]
+        assert int(row["DP"]) == run.fixed["dp"]
+        if pd.notna(row["global_batch_seqs"]):
+            assert int(row["global_batch_seqs"]) == run.global_batch_seqs
+        if pd.notna(row["seq_len"]):
+            assert int(row["seq_len"]) == run.seq_len
+        for col, key in (("VP", "virtual_stages"), ("MBS", "microbatch_size"), ("CP", "cp")):
+            if pd.notna(row[col]) and key in run.fixed:
+                assert int(row[col]) == run.fixed[key]
