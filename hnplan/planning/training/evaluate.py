@@ -174,6 +174,12 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
         For an unknown dtype, recompute mode or ZeRO stage, or fp8 on an accelerator without an fp8 peak.
     CatalogError
         For unknown ids.
+
+    Examples
+    --------
+    >>> est = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 8, ParallelPlan(dp=8), 4096, 64)
+    >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
+    (8, True, 0.0, 'domain')
     """
     job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
     validate_plan(job.model, gpus, plan, global_batch_seqs, seq_len)
@@ -200,6 +206,12 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
     ------
     InfeasiblePlan
         If no candidate divides: the message names the rule the pinned knobs break.
+
+    Examples
+    --------
+    >>> df = search_plans("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, fixed=dict(tp=1, pp=1))
+    >>> df.attrs["searched"] >= df.attrs["feasible"] > 0, bool(df["step_time_s"].iloc[0] <= df["step_time_s"].max())
+    (True, True)
     """
     job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
