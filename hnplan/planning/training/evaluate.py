@@ -177,7 +177,8 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
 
     Examples
     --------
-    >>> est = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 8, ParallelPlan(dp=8), 4096, 64)
+    >>> plan = ParallelPlan(dp=8, zero_stage=2, recompute="selective")
+    >>> est = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 8, plan, 4096, 64)
     >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
     (8, True, 0.0, 'domain')
     """
