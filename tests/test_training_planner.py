@@ -202,3 +202,16 @@ def test_a_gpu_count_nothing_divides_is_explained(cat):
     # 504 = 7 x 72: with a power-of-two batch, PP must absorb 63 > 61 layers of DeepSeek-V3
     with pytest.raises(InfeasiblePlan, match="no plan of deepseek-v3 on 504 x gb200-nvl72 divides: .* 61 layers"):
         search_plans("deepseek-v3", "gb200-nvl72", 504, 4096, 4096, catalog=cat)
+
+
+@pytest.mark.parametrize("model,system,gpus,seq,batch", [
+    ("llama3.1-405b", "gb200-nvl72", 4608, 8192, 2048), ("deepseek-v3", "hgx-h800-ib", 1024, 4096, 2048)])
+def test_every_candidate_is_consistent(cat, model, system, gpus, seq, batch):
+    # conservation over whole search spaces: parts >= 0 and summing to the step; MFU <= HFU; memory > 0
+    df = search_plans(model, system, gpus, seq, batch, catalog=cat)
+    parts = df[[f"t_{k}_s" for k in BREAKDOWN]]
+    assert (parts.to_numpy() >= 0).all()
+    assert np.allclose(parts.sum(axis=1), df["step_time_s"], rtol=1e-12)
+    assert (df["mfu"] <= df["hfu"] + 1e-15).all() and (df["memory_per_gpu_bytes"] > 0).all()
+    assert (df["tokens_per_s"] * df["step_time_s"]).round().eq(batch * seq).all()
+    assert df.loc[df["pp"] == 1, "t_pp_bubble_s"].eq(0).all() and df.loc[df["pp"] > 1, "t_pp_bubble_s"].gt(0).all()
