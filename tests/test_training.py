@@ -40,12 +40,12 @@ def test_single_gpu_step_by_hand(tiny):
     # backward GEMMs: 3 x 2 x matmul params per token) can run no faster than peak x large-GEMM efficiency
     stage = training_stage_time_s(tiny, h100, 1, 2048)
     gemm_only = 3 * 2 * (2 * 12_582_912 + 32_768_000) * 2048 / (989.4e12 * h100.matmul_efficiency["bf16"])
-    assert est.breakdown_s["compute"] == pytest.approx(8 * stage, rel=1e-12)
+    assert est.breakdown_s["compute"] == pytest.approx(8 * stage, rel=1e-9)
     assert stage > gemm_only
     params = 2 * 32000 * 1024 + 2 * (12_582_912 + 2 * 1024) + 1024
     optimizer = params * 30 / (3.35e12 * h100.hbm_efficiency)  # Adam: 30 bytes moved per parameter
     assert est.breakdown_s["optimizer"] == pytest.approx(optimizer, rel=1e-12)
-    assert est.step_time_s == pytest.approx(8 * stage + optimizer, rel=1e-12)
+    assert est.step_time_s == pytest.approx(8 * stage + optimizer, rel=1e-9)
     assert est.breakdown_s["pp_bubble"] == est.breakdown_s["dp_comm_exposed"] == 0
     assert est.mfu == pytest.approx(397_934_592 * 8 * 2048 / est.step_time_s / 989.4e12)
     assert est.fits

@@ -378,7 +378,7 @@ INFERENCE_CAPACITY = [
              "        \"error_pct\": \"error [%]\", \"within_tolerance\": \"within band\", \"note\": \"note\"}\n"
              "display(val[list(cols)].rename(columns=cols).style.format(\n"
              "    {\"published\": \"{:,.4g}\", \"modelled\": \"{:,.4g}\", \"error [%]\": \"{:+.1f}\"}).hide(axis=\"index\"))\n"
-             "plots.show(plots.validation_figure(val))"),
+             "plots.show(plots.serving_validation_figure(val))"),
     ("code", "display(Markdown(provenance(dict(model=model, systems=systems, input_tokens=input_tokens,\n"
              "                                      output_tokens=output_tokens, dtype=dtype, rates=rates,\n"
              "                                      ttft_slo_ms=ttft_slo_ms, tpot_slo_ms=tpot_slo_ms,\n"

@@ -231,11 +231,22 @@ class MoE(_Strict):
     expert_ffn_hidden: PosInt = Field(description="FFN hidden size of one expert")
     first_dense_layers: Annotated[int, Field(ge=0)] = Field(
         default=0, description="leading layers with a dense MLP of ffn_hidden instead of experts")
+    expert_groups: PosInt | None = Field(
+        default=None, description="group-limited routing: experts fall in this many groups (HF n_group)")
+    groups_per_token: PosInt | None = Field(
+        default=None, description="group-limited routing: a token's experts come from at most this many groups "
+                                  "(HF topk_group)")
 
     @model_validator(mode="after")
     def _k_le_e(self):
         if self.active_experts > self.experts:
             raise ValueError(f"active_experts ({self.active_experts}) exceeds experts ({self.experts})")
+        if (self.expert_groups is None) != (self.groups_per_token is None):
+            raise ValueError("expert_groups and groups_per_token go together (group-limited routing)")
+        if self.expert_groups is not None and (self.experts % self.expert_groups
+                                               or self.groups_per_token > self.expert_groups):
+            raise ValueError(f"expert_groups ({self.expert_groups}) must divide experts ({self.experts}) and be "
+                             f">= groups_per_token ({self.groups_per_token})")
         return self
 
 

@@ -12,6 +12,7 @@ from hnplan.cli import reliability_cmd, tco_cmd  # noqa: F401  (registration, is
 from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
 from hnplan.cli import memory_cmd  # noqa: F401  (registration)
 from hnplan.cli import infer_cmd  # noqa: F401  (registration)
+from hnplan.cli import size_cmd  # noqa: F401
 
 
 def main() -> None:

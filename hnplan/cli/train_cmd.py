@@ -7,7 +7,7 @@ import typer
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError
-from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step
+from hnplan.planning.training import Overlap, ParallelPlan, best_plan, estimate_training_step
 
 
 @app.command()
@@ -29,11 +29,17 @@ def train(
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8 (GEMMs at the fp8 peak)"),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
+    tp_overlap: bool = typer.Option(False, "--tp-overlap", help="TP collectives overlap the GEMMs (TE userbuffers)"),
+    ep_overlap: bool = typer.Option(False, "--ep-overlap", help="expert all-to-all hidden behind compute (DualPipe)"),
+    no_dp_overlap: bool = typer.Option(False, "--no-dp-overlap",
+                                       help="gradient reduce / parameter gather not overlapped (Megatron-LM 2021)"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
 
-    With every degree and knob given it evaluates that plan; otherwise it searches the ones left out.
+    With every degree and knob given it evaluates that plan (CP and EP default to 1); otherwise it
+    fixes what is given and searches the rest, reporting the best plan that fits plus `searched` and
+    `feasible` (candidate counts); --top K lists the K best.
     """
     with handle_errors():
         if (global_batch_tokens is None) == (global_batch_size is None):
@@ -46,15 +52,17 @@ def train(
                      virtual_stages=virtual_stages, recompute=recompute, zero_stage=zero)
         given = {k: v for k, v in knobs.items() if v is not None}
         cat = load_catalog()
-        all_given = all(knobs[k] is not None for k in ("tp", "pp", "dp"))
+        overlap = Overlap(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=not no_dp_overlap,
+                          dp_param_gather=not no_dp_overlap)
+        # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
+        all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
-            plan = ParallelPlan(**{**dict(cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
-                                          recompute="none"), **given})
-            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat)]
+            plan = ParallelPlan(**{**dict(cp=1, ep=1), **given})
+            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat, overlap)]
             searched = feasible = None
         else:
             ests, searched, feasible = best_plan(model, system, gpus, seq_len, global_batch_size, dtype,
-                                                 fixed=given, catalog=cat, top=top)
+                                                 fixed=given, catalog=cat, top=top, overlap=overlap)
         if json_:
             out = ests[0].to_dict()
             if searched is not None:
@@ -77,6 +85,8 @@ def train(
                 ("memory per GPU", f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
                                    f"({'fits' if d['fits'] else 'does NOT fit'})"),
             ]
+            rows.append(("placement", ", ".join(f"{g.upper()} {v['level']} {v['bw_GBps']:.0f} GB/s"
+                                                for g, v in d["placement"].items() if v["ranks"] > 1) or "one GPU"))
             rows += [(f"  {k}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
             title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))

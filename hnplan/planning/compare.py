@@ -8,6 +8,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError
+from hnplan.planning.time_to_train import training_energy_j
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power
 
@@ -56,7 +57,6 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
         pw = design_power(system, gpus, cat)
         cost = design_cost(system, gpus, cat)
         seconds = tokens / est.tokens_per_s
-        avg_w = pw.facility_w * cat.facility.training_power_fraction.value
         p = est.plan
         row.update(
             tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, microbatch_size=p.microbatch_size,
@@ -64,7 +64,7 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
             days=units.s_to_days(seconds), racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=units.j_to_mwh(avg_w * seconds), capex_musd=cost.capex_usd / 1e6, status="ok" + note,
+            energy_mwh=units.j_to_mwh(training_energy_j(system, gpus, seconds, cat)), capex_musd=cost.capex_usd / 1e6, status="ok" + note,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)

@@ -15,4 +15,5 @@ from hnplan.plots.claims import claims_evidence_bars  # noqa: F401
 from hnplan.plots.procurement import mc_histogram, mix_bars, tornado_chart  # noqa: F401  (issue 8)
 from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401
 from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
-from hnplan.plots.inference import cost_per_token_figure, frontier_figure, gpus_vs_rate_figure, validation_figure  # noqa: F401
+from hnplan.plots.inference import cost_per_token_figure, frontier_figure, gpus_vs_rate_figure, serving_validation_figure  # noqa: F401
+from hnplan.plots.training import scaling_figure, training_validation_figure  # noqa: F401

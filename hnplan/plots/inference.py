@@ -59,7 +59,7 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
     return fig
 
 
-def validation_figure(df: pd.DataFrame, title: str = "Modelled against published") -> go.Figure:
+def serving_validation_figure(df: pd.DataFrame, title: str = "Modelled against published") -> go.Figure:
     """Modelled / published ratio per validation row, grouped by source family, with the +-25% band."""
     fig = go.Figure()
     for i, (f, g) in enumerate(df.groupby("family", sort=False)):

@@ -1,0 +1,67 @@
+"""Published training runs the training planner is validated against (``data/validation/training_runs.yaml``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from hnplan.catalog.loader import _read_yaml, data_dir
+from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
+from hnplan.errors import CatalogError
+
+RUNS_FILE = "validation/training_runs.yaml"
+
+
+class TrainingRun(_Strict):
+    """One published training measurement with the configuration its source states."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    name: str
+    source: Source = Field(description="paper and table, or repository file")
+    model: str = Field(description="model id")
+    system: str = Field(description="system id")
+    gpus: PosInt
+    seq_len: PosInt = Field(description="[tokens]")
+    global_batch_seqs: PosInt = Field(description="sequences per step")
+    dtype: Literal["bf16", "fp8"]
+    fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
+    overlap: Literal["default", "megatron-2021", "dualpipe"] = "default"
+    metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu"]
+    published: Positive = Field(description="the published value of `metric`")
+    tolerance_pct: Positive = Field(description="accepted relative error [%]")
+    expect: Literal["within", "gap"] = Field(
+        default="within", description="within: the model must meet tolerance_pct; gap: a documented miss")
+    gap_bound_pct: Positive | None = Field(
+        default=None, description="for a documented miss: the |error| the tests hold it under (regression band)")
+    gap_reason: str | None = Field(default=None, description="why the model misses this run (physics left out)")
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _gap_explained(self):
+        if self.expect == "gap" and (self.gap_bound_pct is None or not self.gap_reason):
+            raise ValueError("a run with expect: gap needs gap_bound_pct and gap_reason")
+        return self
+
+
+def training_runs(path=None) -> list[TrainingRun]:
+    """The validation runs, in file order.
+
+    Raises
+    ------
+    CatalogError
+        Naming the file, the entry and the field of an invalid run.
+    """
+    path = path or data_dir() / RUNS_FILE
+    raw = _read_yaml(path) or []
+    out = []
+    for i, entry in enumerate(raw):
+        try:
+            out.append(TrainingRun.model_validate(entry))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"])
+            rid = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+            raise CatalogError(f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid,
+                               field=field) from None
+    return out

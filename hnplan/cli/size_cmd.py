@@ -1,0 +1,58 @@
+"""``hnplan size``: the smallest GPU count per design for a deadline, or the days a GPU count takes."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich.table import Table
+
+from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.errors import InputError
+from hnplan.planning.time_to_train import size_table
+
+DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
+DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
+
+
+@app.command()
+def size(
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    tokens: float = typer.Option(..., "--tokens", min=1, help="training tokens (e.g. 15e12)"),
+    systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
+    deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
+    gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
+    seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
+    global_batch_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1,
+                                            help="tokens per step"),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
+    time --gpus take (best parallel plan each)."""
+    with handle_errors():
+        if (deadline_days is None) == (gpus is None):
+            raise InputError("give exactly one of --deadline-days and --gpus")
+        if global_batch_tokens % seq_len:
+            raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
+        df = size_table(model, systems, tokens, seq_len, global_batch_tokens // seq_len,
+                        deadline_days=deadline_days, gpus=gpus, dtype=dtype)
+        rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
+                for r in df.to_dict("records")]
+        if json_:
+            print_json({"model": model, "tokens": tokens, "seq_len": seq_len, "global_batch_tokens": global_batch_tokens,
+                        "dtype": dtype, "deadline_days": deadline_days, "results": rows})
+            return
+        t = Table(title=f"{model}: {tokens:.3g} tokens" + (f" within {deadline_days} days" if deadline_days else ""))
+        for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "plan"):
+            t.add_column(col)
+        for r in rows:
+            if r.get("status") != "ok":
+                t.add_row(r["system"], "-", "-", "-", "-", "-", "-", r.get("status", ""))
+                continue
+            p = r["parallel"]
+            slack = f"{r['slack_days']:.1f}" if "slack_days" in r else "-"
+            t.add_row(r["system"], f"{r['gpus']:,}", f"{r['days']:.1f}", slack,
+                      f"{r['gpu_hours']:,.0f}", f"{r['energy_mwh']:,.0f}", f"{r['mfu']:.1%}",
+                      f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}")
+        console.print(t)

@@ -1,0 +1,34 @@
+"""Training planner: the step-time model of a parallel plan, vectorised over candidate plans, and
+the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage and recomputation.
+
+* :mod:`.plan`: :class:`ParallelPlan`, the divisibility rules (vectorised), :class:`TrainingEstimate`.
+* :mod:`.candidates`: the candidate generator (numpy).
+* :mod:`.components`: the step-time components over arrays (compute, TP/CP/EP/PP/DP communication
+  with placement and overlap, bubble, optimizer, memory).
+* :mod:`.evaluate`: :func:`evaluate_plans` (a DataFrame per candidate table), its one-row case
+  :func:`estimate_training_step`, and :func:`search_plans` / :func:`best_plan`.
+
+See docs/training.md.
+"""
+
+from hnplan.planning.training.candidates import candidate_frame, divisors  # noqa: F401
+from hnplan.planning.training.components import MEGATRON_2021, Job, Overlap  # noqa: F401
+from hnplan.planning.training.evaluate import (  # noqa: F401
+    BREAKDOWN,
+    best_plan,
+    estimate_from_row,
+    estimate_training_step,
+    evaluate_plans,
+    make_job,
+    search_plans,
+)
+from hnplan.planning.training.plan import (  # noqa: F401
+    PLAN_FIELDS,
+    TRAIN_DTYPES,
+    ParallelPlan,
+    TrainingEstimate,
+    plan_rules,
+    plans_frame,
+    valid_mask,
+    validate_plan,
+)

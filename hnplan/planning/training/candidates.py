@@ -1,0 +1,119 @@
+"""The candidate generator of the training-plan search: every combination of TP, PP, DP, CP, EP,
+virtual stages, micro-batch size, ZeRO stage and recomputation that divides, built at once with numpy.
+
+Pruning choices (documented, not calibrations):
+
+* TP up to the scale-up domain and dividing the attention heads: a TP group across the scale-out
+  network puts four collectives per layer on the slow tier, which no published large run does
+  (Narayanan et al. SC21 [1]_ Sec. 3.3, "tensor model parallelism within a server").
+* CP in powers of two up to :data:`MAX_CP`; micro-batch sizes :data:`MICROBATCH_SIZES`; virtual
+  stages :data:`VIRTUAL_STAGES` (NeMo's published H100 configurations use 1-20 [2]_).
+* ZeRO stages 2 and 3 only without pipeline parallelism: DeepSpeed's pipeline engine rejects them
+  and Megatron-LM's distributed optimizer is ZeRO-1 ([3]_).
+* Expert-parallel degrees: the divisors of the experts that divide ``dp x cp``.
+
+References
+----------
+.. [1] Narayanan et al., SC21, arXiv:2104.04473.
+.. [2] NVIDIA NeMo, docs/source/performance/performance_summary.md (24.07 H100 table).
+.. [3] DeepSpeed, ``deepspeed/runtime/pipe/engine.py`` ("ZeRO-2 and ZeRO-3 are incompatible with
+   pipeline parallelism").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan.catalog.schemas import Model, System
+from hnplan.compute import RECOMPUTE_MODES
+from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES, check_knobs, valid_mask
+
+MAX_CP = 32
+MICROBATCH_SIZES = (1, 2, 4, 8)
+VIRTUAL_STAGES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20)
+
+
+def divisors(n: int) -> np.ndarray:
+    """Positive divisors of ``n`` in increasing order.
+
+    >>> divisors(12).tolist()
+    [1, 2, 3, 4, 6, 12]
+    """
+    r = np.arange(1, int(n) + 1)
+    return r[int(n) % r == 0]
+
+
+def _axis(fixed: dict, name: str, default) -> np.ndarray:
+    return np.atleast_1d(np.asarray(fixed[name])) if fixed.get(name) is not None else np.asarray(default)
+
+
+def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, global_batch_seqs: int,
+                    fixed: dict | None = None) -> pd.DataFrame:
+    """All valid plans for a job, as a table.
+
+    Parameters
+    ----------
+    model : Model
+    system : System
+    gpus : int
+        Accelerators in the job.
+    seq_len : int
+        [tokens]
+    global_batch_seqs : int
+        Sequences per optimizer step.
+    fixed : dict, optional
+        Pins any of :data:`hnplan.planning.training.plan.PLAN_FIELDS` (``None`` values are ignored);
+        pinned values bypass the pruning choices (but not the rules).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`PLAN_FIELDS` (``recompute`` as strings) plus ``num_microbatches``; one row per
+        candidate that obeys :func:`hnplan.planning.training.plan.plan_rules`. May be empty.
+
+    Raises
+    ------
+    InputError
+        For an unknown pinned recompute mode or ZeRO stage.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> df = candidate_frame(cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), 8, 4096, 64,
+    ...                      fixed=dict(microbatch_size=1, recompute="none", zero_stage=1, virtual_stages=1))
+    >>> sorted(set(zip(df.tp, df.pp, df.dp, df.cp)))[:4]
+    [(1, 1, 1, 8), (1, 1, 2, 4), (1, 1, 4, 2), (1, 1, 8, 1)]
+    """
+    fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
+    if "recompute" in fixed or "zero_stage" in fixed:
+        check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
+    d = divisors(gpus)
+    tp = _axis(fixed, "tp", [t for t in d if t <= system.scaleup_domain_gpus and model.heads % t == 0])
+    cp = _axis(fixed, "cp", [c for c in d if c <= MAX_CP and c & (c - 1) == 0])
+    pp = _axis(fixed, "pp", d[d <= model.layers])
+    if model.moe is None:
+        ep = _axis(fixed, "ep", [1])
+    else:
+        ep = _axis(fixed, "ep", [e for e in divisors(model.moe.experts) if gpus % e == 0])
+    mb = _axis(fixed, "microbatch_size", MICROBATCH_SIZES)
+    v = _axis(fixed, "virtual_stages", VIRTUAL_STAGES)
+    z = _axis(fixed, "zero_stage", ZERO_STAGES)
+    rc_names = list(_axis(fixed, "recompute", RECOMPUTE_MODES))
+    rc = np.arange(len(rc_names))
+    grids = np.meshgrid(tp, cp, pp, ep, mb, v, z, rc, indexing="ij")
+    tp_, cp_, pp_, ep_, mb_, v_, z_, rc_ = (g.ravel().astype(np.int64) for g in grids)
+    keep = gpus % (tp_ * cp_ * pp_) == 0
+    if "zero_stage" not in fixed:
+        keep &= (z_ <= 1) | (pp_ == 1)
+    cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_,
+                virtual_stages=v_, zero_stage=z_)
+    if "dp" in fixed:
+        keep &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
+    cols = {k: a[keep] for k, a in cols.items()}
+    ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs)
+    cols = {k: a[ok] for k, a in cols.items()}
+    cols["recompute"] = np.asarray(rc_names, dtype=object)[rc_[keep][ok]]
+    cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
+    return pd.DataFrame(cols)[[*PLAN_FIELDS, "num_microbatches"]]

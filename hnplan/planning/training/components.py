@@ -1,0 +1,506 @@
+"""Components of the training step time, each over numpy arrays of candidate plans.
+
+Every function takes a :class:`Job` (the model, system and batch shared by all candidates) and a
+candidate table (columns of :data:`hnplan.planning.training.plan.PLAN_FIELDS` plus
+``num_microbatches``) and returns arrays aligned with its rows. Quantities that depend on only a few
+distinct shapes (the operator-level compute time of a layer, the activation bytes of a layer, the
+model states of a stage) are evaluated once per distinct shape with the cost-model functions of
+:mod:`hnplan.compute`, :mod:`hnplan.comm` and :mod:`hnplan.memory` and broadcast back (:func:`memo`).
+
+Step model (Narayanan et al. SC21 [1]_ Sec. 2.2, 3.3):
+
+``step = (m + (p - 1) / v) * t_mb + t_dp_exposed + t_opt``
+
+* ``t_mb``: one micro-batch on the slowest pipeline stage: operator-level compute (forward, backward,
+  recomputation) + exposed TP, CP and EP communication + PP point-to-point.
+* bubble ``(p - 1) / v`` micro-batch times: 1F1B ``(p - 1) / m`` of the ideal time, interleaved
+  with ``v`` model chunks per stage ``(p - 1) / (v m)`` ([1]_ Sec. 2.2.1-2.2.2).
+* ``t_dp_exposed``: gradient reduce-scatter (all-reduce without a distributed optimizer) bucketed
+  against the backward of the last micro-batch, and the parameter all-gather against the forward of
+  the first; only what the compute cannot hide, and at least the last bucket (Megatron-Core
+  ``--overlap-grad-reduce`` / ``--overlap-param-gather`` [4]_).
+* ``t_opt``: Adam step, memory-bound (:data:`ADAM_STEP_BYTES_PER_PARAM`).
+
+References
+----------
+.. [1] Narayanan et al., SC21, arXiv:2104.04473.
+.. [2] Korthikanti et al., arXiv:2205.05198: sequence parallelism replaces each TP all-reduce with a
+   reduce-scatter and an all-gather of the same total volume; full recomputation repeats the forward
+   collectives.
+.. [3] Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", arXiv:2310.01889: the K/V
+   block exchange of each ring step overlaps the attention of the current block.
+.. [4] NVIDIA Megatron-Core, ``distributed/distributed_data_parallel_config.py``: ``overlap_grad_reduce``,
+   ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
+.. [5] DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv:2412.19437, Sec. 3.2.1 (DualPipe overlaps the
+   expert all-to-all with compute; without it the all-to-all is on the critical path).
+.. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
+   the forward and the backward of every micro-batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog
+from hnplan.catalog.schemas import Accelerator, Model, System
+from hnplan.comm.algorithms import algorithm_table
+from hnplan.comm.placement import GroupPlacement, place_group
+from hnplan.comm.topology import SystemLinks
+from hnplan.compute import achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
+from hnplan.compute.parts import training_part_times
+from hnplan.memory import (activation_bytes_per_layer, embedding_activation_bytes, hbm_capacity_bytes,
+                           microbatches_in_flight, model_state_bytes_per_gpu, output_activation_bytes,
+                           training_overheads)
+
+ACT_BYTES = 2.0  # bf16 activations on the wire (TP, CP, EP, PP messages)
+PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
+# Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
+# and the bf16 weight (2 B) (Rajbhandari et al. 2020 Sec. 3.1 state sizes).
+ADAM_STEP_BYTES_PER_PARAM = 30.0
+# Megatron-Core DDP default bucket size [parameters] ([4]_): max(BUCKET_MIN, BUCKET_PER_DP x dp).
+BUCKET_MIN_PARAMS = 40_000_000
+BUCKET_PER_DP_PARAMS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Which communication overlaps compute: documented model choices, each with its source.
+
+    Attributes
+    ----------
+    tp_comm : bool
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        default False: exposed, as in Megatron-LM 2021 [1]_.
+    ep_comm : bool
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe [5]_); default False.
+    cp_comm : bool
+        Ring-attention K/V exchange overlaps attention [3]_ (Megatron-Core's implementation); default True.
+    dp_grad_reduce, dp_param_gather : bool
+        Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
+        all-gather with the forward [4]_; default True. Megatron-LM 2021 did neither.
+    grad_reduce_bytes : float
+        Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
+        ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
+    """
+
+    tp_comm: bool = False
+    ep_comm: bool = False
+    cp_comm: bool = True
+    dp_grad_reduce: bool = True
+    dp_param_gather: bool = True
+    grad_reduce_bytes: float = 4.0
+
+
+MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False)
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every candidate of one search shares: model, system, links, sequence and batch."""
+
+    model: Model
+    system: System
+    acc: Accelerator
+    links: SystemLinks
+    gpus: int
+    seq_len: int
+    global_batch_seqs: int
+    dtype: str
+    overlap: Overlap
+    catalog: Catalog
+    _groups: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def params(self):
+        return param_counts(self.model)
+
+    def group(self, size: int, stride: int) -> GroupPlacement:
+        """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""
+        key = (size, stride)
+        if key not in self._groups:
+            self._groups[key] = place_group(self.system, size, stride, self.gpus, self.catalog, self.links)
+        return self._groups[key]
+
+
+def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> dict:
+    """Where each parallel group of one plan sits: ``{group: {ranks, per_domain, domains, level, bw_GBps}}``
+    for ``tp, cp, ep, dp, pp`` (Megatron order; DP reduces over ``dp x cp``); ``level`` is the smallest
+    network level holding the group (``domain``, ``leaf``, ``pod``, ``fabric``) and ``bw_GBps`` the
+    per-rank bandwidth of the slowest tier it uses [GB/s, per direction]."""
+    out = {}
+    for name, size, stride in (("tp", tp, 1), ("cp", cp, tp), ("ep", ep, tp), ("dp", dp * cp, tp),
+                               ("pp", pp, tp * cp * dp)):
+        g = job.group(int(size), int(stride))
+        link = g.up if g.domains == 1 else g.out
+        out[name] = dict(ranks=int(size), per_domain=g.per_domain, domains=g.domains, level=g.level,
+                         bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0)
+    return out
+
+
+def factorize(df: pd.DataFrame, keys: list[str]):
+    """Codes of the distinct ``keys`` tuples of ``df`` and a frame of those tuples (fast: one integer
+    per row from the per-column codes, then one factorisation).
+
+    Returns
+    -------
+    (ndarray, DataFrame)
+        ``codes[i]`` is the row of the distinct-tuple frame that row ``i`` of ``df`` has.
+    """
+    per = [pd.factorize(df[k], sort=False) for k in keys]
+    sizes = [max(len(u), 1) for _, u in per]
+    flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
+    codes, uflat = pd.factorize(flat, sort=False)
+    idx = np.unravel_index(uflat, sizes)
+    uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
+    return codes, uniq
+
+
+def memo(df: pd.DataFrame, keys: list[str], fn) -> pd.DataFrame:
+    """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
+    results back to its rows (a frame aligned with ``df``)."""
+    codes, uniq = factorize(df, keys)
+    res = pd.DataFrame([fn(*u) for u in uniq.itertuples(index=False)])
+    return res.iloc[codes].reset_index(drop=True)
+
+
+def _col(df, name):
+    return df[name].to_numpy()
+
+
+# ----------------------------------------------------------------------------------------------
+# placement and collectives over arrays
+# ----------------------------------------------------------------------------------------------
+
+def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
+    """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
+    the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
+    pod level) and timed with the fastest applicable algorithm for every candidate's message size
+    (:func:`hnplan.comm.algorithms.algorithm_table`, the NCCL-tuner choice); 0 for groups of one rank.
+
+    Parameters
+    ----------
+    op : str
+        ``allreduce``, ``reducescatter``, ``allgather``, ``alltoall`` or ``sendrecv``.
+    n_bytes : array
+        nccl-tests size S per candidate [bytes].
+    size, stride : array of int
+        Group size and rank stride per candidate.
+    """
+    size = np.asarray(size, dtype=np.int64)
+    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
+    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
+    out = np.zeros(size.shape)
+    live = size > 1
+    if not live.any():
+        return out
+    idx = np.flatnonzero(live)
+    key = size[idx] * (int(stride.max()) + 1) + stride[idx]  # one integer per (size, stride)
+    codes, uniq = pd.factorize(key)
+    pairs = np.stack([uniq // (int(stride.max()) + 1), uniq % (int(stride.max()) + 1)], axis=1)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(pairs) + 1))
+    for i, (sz, st) in enumerate(pairs):
+        sel = idx[order[bounds[i]:bounds[i + 1]]]
+        table = algorithm_table(op, n[sel], job.group(int(sz), int(st)))
+        out[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# compute
+# ----------------------------------------------------------------------------------------------
+
+def stage_layers(job: Job, pp):
+    """Layers of the first, a middle and the last pipeline stage, split by kind [arrays of counts].
+
+    Stages hold ``ceil(L / pp)`` consecutive layers and the last one the rest (the convention of
+    :func:`hnplan.compute.training_stage_time_s` and :mod:`hnplan.memory`); an MoE model's leading
+    dense layers sit on the first stage. Returns ``{stage: (dense layers, moe layers)}``.
+    """
+    L = job.model.layers
+    first_dense = L if job.model.moe is None else job.model.moe.first_dense_layers
+    pp = np.asarray(pp)
+    n = -(-L // pp)
+    last = np.where(pp == 1, L, np.maximum(L - (pp - 1) * n, 0))
+    d_first = np.minimum(n, first_dense)
+    mid_dense = np.clip(first_dense - n, 0, n)  # the second stage's dense layers (worst middle stage)
+    d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
+    return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
+
+
+def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
+    """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
+
+    Operator-level times per layer, embedding and head (:func:`hnplan.compute.parts.training_part_times`,
+    once per distinct ``(micro-batch, tp, cp, ep)``) times the layers of each stage
+    (:func:`stage_layers`); recomputation adds the re-run forward (``full``) or attention core
+    (``selective``).
+
+    Returns a frame with ``t_compute_mb`` (forward + backward + recomputation), ``t_fwd_mb``,
+    ``t_bwd_mb``, ``attn_per_layer`` (attention core forward + backward + recomputed, one layer) and
+    ``layers`` / ``moe_layers`` (of that stage).
+    """
+    keys = ["microbatch_size", "tp", "cp", "ep"]
+    codes, uniq = factorize(df, keys)
+    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype).iloc[codes]
+    rc = _col(df, "recompute")
+    pp = _col(df, "pp")
+
+    def part(name):
+        fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
+            [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0)
+        # the attention core runs again when recomputed: the ring exchange can hide behind that too
+        attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
+        return fwd, lt[f"{name}_bwd"].to_numpy(), attn
+
+    dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
+    stages = stage_layers(job, pp)
+    cols = []
+    for name, (nd, nm) in stages.items():
+        fwd = nd * dense[0] + nm * moe[0]
+        bwd = nd * dense[1] + nm * moe[1]
+        attn = np.where(nm > 0, moe[2], dense[2])
+        if name == "first":
+            fwd, bwd = fwd + emb[0], bwd + emb[1]
+        if name == "last":
+            fwd, bwd = fwd + head[0], bwd + head[1]
+        if name == "first":  # pp = 1: the one stage holds the embedding and the head
+            fwd = fwd + np.where(pp == 1, head[0], 0.0)
+            bwd = bwd + np.where(pp == 1, head[1], 0.0)
+        if name == "middle":
+            fwd, bwd = np.where(pp > 2, fwd, 0.0), np.where(pp > 2, bwd, 0.0)
+        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm))
+    stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
+    slowest = np.argmax(stack[:, 0, :], axis=0)
+    pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
+    return pd.DataFrame(pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers",
+                                       "moe_layers"])
+
+
+# ----------------------------------------------------------------------------------------------
+# communication
+# ----------------------------------------------------------------------------------------------
+
+def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
+    """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
+
+    Per layer two all-reduces forward and two backward of ``b s / cp x h`` bf16 activations (with
+    sequence parallelism each is a reduce-scatter plus an all-gather of the same volume [2]_); full
+    recomputation repeats the two forward ones. TP ranks are innermost (stride 1).
+    """
+    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
+    n_coll = 4 + 2 * (_col(df, "recompute") == "full")
+    msg = mb * job.seq_len / cp * job.model.hidden * ACT_BYTES
+    return layers * n_coll * collective_s(job, "allreduce", msg, tp, 1)
+
+
+def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Context-parallel ring exchange of one layer and micro-batch [s]: ``cp - 1`` K/V block transfers
+    forward, twice that backward (K/V and their gradients), ``cp - 1`` more with full recomputation [3]_.
+
+    A block is the local K and V of ``b s / cp`` tokens for the rank's ``ceil(kv_heads / tp)`` heads
+    (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them).
+    """
+    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
+    m = job.model
+    if m.mla is not None:
+        width = m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+    else:
+        width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
+    block = mb * job.seq_len / cp * width * ACT_BYTES
+    steps = (cp - 1) * (3 + (_col(df, "recompute") == "full"))
+    return np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0)
+
+
+def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:
+    """Expert-parallel all-to-all of one micro-batch [s]: dispatch and combine forward and backward
+    per MoE layer (two more forward with full recomputation).
+
+    A rank holds ``T = b s / (cp tp)`` tokens, each sent to ``k`` experts: a pairwise all-to-all of
+    ``T k h`` bf16 over the EP group (carved from ``dp x cp``, stride ``tp``). With group-limited
+    routing (catalog ``expert_groups`` / ``groups_per_token``) and an EP group spanning ``D`` scale-up
+    domains, a token crosses the scale-out network once per destination domain, to at most
+    ``min(k, D, groups_per_token x ceil(D / expert_groups))`` domains, and is forwarded to its experts
+    inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited
+    routing, IB and NVLink traffic fully overlapped), so the time is the larger of a cross-domain
+    all-to-all of ``T x domains x h`` over one rank per domain and an in-domain all-to-all of
+    ``T k h``.
+    """
+    ep = _col(df, "ep")
+    moe = job.model.moe
+    if moe is None:
+        return np.zeros(len(df))
+    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
+    tokens = mb * job.seq_len / (cp * tp)
+    row_bytes = job.model.hidden * ACT_BYTES
+    t = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+    if moe.groups_per_token is not None:
+        shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
+        q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+        spans = (ep > 1) & (d > 1)
+        reach = np.minimum.reduce([np.full(len(df), moe.active_experts), d,
+                                   moe.groups_per_token * np.ceil(d / moe.expert_groups)])
+        cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
+        inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
+        t = np.where(spans, np.maximum(cross, inside), t)
+    n = 4 + 2 * (_col(df, "recompute") == "full")
+    return np.where(ep > 1, moe_layers * n * t, 0.0)
+
+
+def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
+    g = job.group(int(size), int(stride))
+    return g.per_domain, g.domains
+
+
+def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Pipeline point-to-point of one micro-batch [s]: activation forward and gradient backward at each
+    of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
+    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
+    tp, cp, dp, pp = _col(df, "tp"), _col(df, "cp"), _col(df, "dp"), _col(df, "pp")
+    msg = _col(df, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
+    return np.where(pp > 1, 2 * _col(df, "virtual_stages") * collective_s(job, "sendrecv", msg, pp, tp * cp * dp), 0.0)
+
+
+def local_params(job: Job, df: pd.DataFrame):
+    """Parameters on one GPU of the fullest stage: ``(dense, expert)`` [arrays of parameters]."""
+    pc = job.params
+    tp, pp, ep = _col(df, "tp"), _col(df, "pp"), _col(df, "ep")
+    return (pc.total - pc.expert_params) / (tp * pp), pc.expert_params / (tp * pp * ep)
+
+
+def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
+    """Exposed data-parallel communication of one step [s].
+
+    ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
+    all-gather the updated bf16 parameters; both over ``dp x cp`` ranks (stride ``tp``), expert
+    parameters over their ``dp cp / ep`` replicas (stride ``tp ep``). Each runs as buckets of
+    ``max(40M, 1M x dp cp)`` parameters ([4]_), every bucket a collective with its own latency. With
+    bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
+    all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
+    each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
+    gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
+    compute; the first gather is exposed.
+    """
+    ov = job.overlap
+    tp, dp, cp, ep, z, pp = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage", "pp"))
+    m = _col(df, "num_microbatches")
+    dense, expert = local_params(job, df)
+    layers = -(-job.model.layers // pp)
+    bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
+    groups = [(dense, dp * cp, tp)]
+    if job.model.moe is not None:
+        groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
+
+    def coll(op, nbytes_per_param):
+        """(all buckets, one bucket) of a collective over every group [s]."""
+        total, one = 0.0, 0.0
+        for n, g, s in groups:
+            nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
+            t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
+            total, one = total + nb * t1, np.maximum(one, t1)
+        return total, one
+
+    ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
+    rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
+    ag, ag1 = coll("allgather", PARAM_GATHER_BYTES)
+    t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
+    t_param = np.where(z == 0, 0.0, ag)
+    grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
+    param_exp = np.maximum(t_param - t_fwd_mb, np.where(z == 0, 0.0, ag1)) if ov.dp_param_gather else t_param
+    per_mb_z3 = 2 * ag + rs  # each layer gathered for forward and backward, its gradients reduce-scattered
+    z3 = m * np.maximum(per_mb_z3 - t_compute_mb, ag1)
+    return np.where(z == 3, z3, grad_exp + param_exp)
+
+
+def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Adam step on the local (ZeRO >= 1: sharded over ``dp x cp``) parameters, memory-bound [s]."""
+    dense, expert = local_params(job, df)
+    dp, cp, ep, z = (_col(df, c) for c in ("dp", "cp", "ep", "zero_stage"))
+    shard_d = np.where(z >= 1, dp * cp, 1)
+    shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
+    return (dense / shard_d + expert / shard_e) * ADAM_STEP_BYTES_PER_PARAM / achievable_hbm_Bps(job.acc)
+
+
+# ----------------------------------------------------------------------------------------------
+# memory and FLOPs
+# ----------------------------------------------------------------------------------------------
+
+def memory_recipe(dtype: str) -> str:
+    """Model-state accounting of :mod:`hnplan.memory` for a training dtype: ``fp8`` (Transformer Engine
+    keeps fp8 casts of GEMM inputs) or ``megatron-bf16``."""
+    return "fp8" if dtype == "fp8" else "megatron-bf16"
+
+
+def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
+    """Training memory per GPU of the fullest pipeline stage [bytes], by part: the vectorised form of
+    :func:`hnplan.memory.training_memory` (equal to it row by row, tested).
+
+    For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
+    once per distinct ``(tp, pp, dp, cp, ep, zero)``); activations of one micro-batch in flight
+    (:func:`hnplan.memory.stage_activation_bytes` with one micro-batch, once per distinct
+    ``(microbatch, tp, pp, cp, recompute)``) times :func:`hnplan.memory.microbatches_in_flight` (the
+    first stage; the last holds one); runtime overheads (:func:`hnplan.memory.training_overheads`,
+    a fixed part per distinct group layout plus a fraction of the tensors). The larger stage wins.
+
+    Returns
+    -------
+    DataFrame
+        ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
+    """
+    recipe = memory_recipe(job.dtype)
+    m, cat = job.model, job.catalog
+    pp = _col(df, "pp")
+    over = memo(df, ["tp", "pp", "dp", "cp", "ep"], lambda tp, pp_, dp, cp, ep: {
+        "fixed": sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values()),
+        "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, cat).values())
+        - sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values())})
+    flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
+                  lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
+    fp8 = recipe == "fp8"
+    per_mb_act = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
+        "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc, moe_layer=False,
+                                            fp8_gemm_inputs=fp8),
+        "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc,
+                                                                    moe_layer=True, fp8_gemm_inputs=fp8),
+        "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp),
+        "out": output_activation_bytes(m, job.seq_len, mb, tp, cp)})
+    a_dense, a_moe, emb, out = (per_mb_act[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
+    L = m.layers
+    n = -(-L // pp)  # hnplan.memory's stages hold ceil(L / pp) layers (the fullest stage)
+    dense_layers = L if m.moe is None else m.moe.first_dense_layers
+    best = None
+    for stage in ("first", "last"):
+        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z: dict(zip(
+            ("params_bytes", "grads_bytes", "optimizer_bytes"),
+            model_state_bytes_per_gpu(m, tp, pp_, dp, ep, z, recipe, cp, stage))))
+        nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
+        act = nd * a_dense + (n - nd) * a_moe
+        act = act + (emb if stage == "first" else out) + np.where((pp == 1) & (stage == "first"), out, 0.0)
+        st["activations_bytes"] = act * (flight if stage == "first" else 1.0)
+        tensors = st.sum(axis=1).to_numpy()
+        st["overhead_bytes"] = over["fixed"].to_numpy() + over["slope"].to_numpy() * tensors
+        st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
+        if best is None:
+            best = st
+        else:
+            last_wins = (pp > 1) & (st["total_bytes"].to_numpy() > best["total_bytes"].to_numpy())
+            best = st.where(np.repeat(last_wins[:, None], st.shape[1], axis=1), best)
+    return best
+
+
+def flops_per_token(job: Job, df: pd.DataFrame):
+    """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
+    rc = df["recompute"]
+    f = {r: training_flops_per_token(job.model, job.seq_len, r) for r in rc.unique()}
+    return (rc.map({r: v.model for r, v in f.items()}).to_numpy(dtype=float),
+            rc.map({r: v.hardware for r, v in f.items()}).to_numpy(dtype=float))
+
+
+def hbm_bytes(acc: Accelerator) -> float:
+    """Device memory a program can allocate [bytes] (:func:`hnplan.memory.hbm_capacity_bytes`)."""
+    return hbm_capacity_bytes(acc)

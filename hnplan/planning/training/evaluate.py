@@ -1,0 +1,273 @@
+"""The vectorised evaluator of training plans, the one-plan estimate and the search built on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import system_links
+from hnplan.compute import peak_flops_per_s
+from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.planning.training import components as c
+from hnplan.planning.training.candidates import candidate_frame
+from hnplan.planning.training.plan import (PLAN_FIELDS, TRAIN_DTYPES, ParallelPlan, TrainingEstimate, check_knobs,
+                                           plans_frame, validate_plan)
+
+BREAKDOWN = ("compute", "tp_comm_exposed", "cp_comm_exposed", "ep_comm_exposed", "pp_comm_exposed", "pp_bubble",
+             "dp_comm_exposed", "optimizer")
+MEMORY_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
+UNITS = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "hfu": "fraction",
+         "model_tflops_per_gpu": "TFLOP/s", "hardware_tflops_per_gpu": "TFLOP/s", "memory_per_gpu_gib": "GiB",
+         **{f"t_{k}_s": "s" for k in BREAKDOWN}}
+
+
+def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+             catalog: Catalog | None = None, overlap: c.Overlap | None = None) -> c.Job:
+    """Resolve ids and check the job-level inputs.
+
+    Raises
+    ------
+    InputError
+        For an unknown dtype, a dtype the accelerator has no peak for, or non-positive sizes.
+    CatalogError
+        For unknown ids.
+    """
+    cat = catalog or load_catalog()
+    model, system = cat.model(model), cat.system(system)
+    acc = cat.accelerator(system.accelerator)
+    if dtype not in TRAIN_DTYPES:
+        raise InputError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}; got {dtype!r}")
+    peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
+    for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
+        if v < 1:
+            raise InputError(f"{name} must be >= 1, got {v}")
+    return c.Job(model, system, acc, system_links(system, cat, gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
+                 overlap or c.Overlap(), cat)
+
+
+def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
+    """Step time, throughput, MFU/HFU and memory of every candidate plan, vectorised.
+
+    Parameters
+    ----------
+    job : Job
+        From :func:`make_job`.
+    candidates : DataFrame
+        Columns :data:`PLAN_FIELDS` (e.g. from :func:`candidate_frame`); the rows must obey the
+        plan rules (:func:`hnplan.planning.training.plan.valid_mask`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        The candidates plus ``num_microbatches``; the step-time parts ``t_<part>_s`` for
+        :data:`BREAKDOWN` [s] (summing to ``step_time_s``); ``step_time_s`` [s], ``tokens_per_s``,
+        ``model_flops_per_token`` / ``hardware_flops_per_token`` [FLOP], ``mfu``, ``hfu`` (of the
+        dtype's dense peak), ``model_tflops_per_gpu``, ``hardware_tflops_per_gpu`` [TFLOP/s],
+        memory parts :data:`MEMORY_PARTS` and ``memory_per_gpu_bytes`` [bytes], ``fits``.
+        ``df.attrs["units"]`` names the units.
+
+    Notes
+    -----
+    ``step = (m + (p - 1) / v) t_mb + t_dp + t_opt`` with the components of
+    :mod:`hnplan.planning.training.components`.
+    """
+    df = candidates[list(PLAN_FIELDS)].reset_index(drop=True).copy()
+    df["recompute"] = df["recompute"].astype(str)
+    m = job.global_batch_seqs // (df["dp"].to_numpy() * df["microbatch_size"].to_numpy())
+    df["num_microbatches"] = m
+    if df.empty:
+        return df
+    comp = c.compute_per_microbatch(job, df)
+    layers, moe_layers = comp["layers"].to_numpy(), comp["moe_layers"].to_numpy()
+    t_comp = comp["t_compute_mb"].to_numpy()
+    t_tp = c.tp_comm_per_microbatch(job, df, layers)
+    if job.overlap.tp_comm:
+        t_tp = np.maximum(t_tp - t_comp, 0.0)
+    t_cp_layer = c.cp_comm_per_layer(job, df)
+    if job.overlap.cp_comm:
+        t_cp_layer = np.maximum(t_cp_layer - comp["attn_per_layer"].to_numpy(), 0.0)
+    t_cp = layers * t_cp_layer
+    t_ep = c.ep_comm_per_microbatch(job, df, moe_layers)
+    if job.overlap.ep_comm:
+        t_ep = np.maximum(t_ep - t_comp, 0.0)
+    t_pp = c.pp_comm_per_microbatch(job, df)
+    t_mb = t_comp + t_tp + t_cp + t_ep + t_pp
+    bubble = (df["pp"].to_numpy() - 1) / df["virtual_stages"].to_numpy() * t_mb
+    t_dp = c.dp_comm_exposed(job, df, comp["t_fwd_mb"].to_numpy(), comp["t_bwd_mb"].to_numpy(), t_comp)
+    t_opt = c.optimizer_s(job, df)
+    parts = dict(compute=m * t_comp, tp_comm_exposed=m * t_tp, cp_comm_exposed=m * t_cp, ep_comm_exposed=m * t_ep,
+                 pp_comm_exposed=m * t_pp, pp_bubble=bubble, dp_comm_exposed=t_dp, optimizer=t_opt)
+    for k in BREAKDOWN:
+        df[f"t_{k}_s"] = parts[k]
+    step = sum(parts[k] for k in BREAKDOWN)
+    df["step_time_s"] = step
+    tokens_per_s = job.global_batch_seqs * job.seq_len / step
+    df["tokens_per_s"] = tokens_per_s
+    model_f, hw_f = c.flops_per_token(job, df)
+    peak = peak_flops_per_s(job.acc, job.dtype)
+    df["model_flops_per_token"], df["hardware_flops_per_token"] = model_f, hw_f
+    df["mfu"] = model_f * tokens_per_s / job.gpus / peak
+    df["hfu"] = hw_f * tokens_per_s / job.gpus / peak
+    df["model_tflops_per_gpu"] = model_f * tokens_per_s / job.gpus / units.TERA
+    df["hardware_tflops_per_gpu"] = hw_f * tokens_per_s / job.gpus / units.TERA
+    mem = c.memory_per_gpu(job, df)
+    for k in MEMORY_PARTS:
+        df[k] = mem[k].to_numpy()
+    df["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
+    df["fits"] = df["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
+    df.attrs["units"] = UNITS
+    return df
+
+
+def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
+    """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans`."""
+    plan = ParallelPlan(**{k: (str(row[k]) if k == "recompute" else int(row[k])) for k in PLAN_FIELDS})
+    mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
+    mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
+    return TrainingEstimate(
+        model=job.model.id, system=job.system.id, gpus=job.gpus, seq_len=job.seq_len,
+        global_batch_seqs=job.global_batch_seqs, dtype=job.dtype, plan=plan,
+        num_microbatches=int(row["num_microbatches"]), step_time_s=float(row["step_time_s"]),
+        tokens_per_s=float(row["tokens_per_s"]), model_flops_per_token=float(row["model_flops_per_token"]),
+        hardware_flops_per_token=float(row["hardware_flops_per_token"]), mfu=float(row["mfu"]),
+        hfu=float(row["hfu"]), model_tflops_per_gpu=float(row["model_tflops_per_gpu"]),
+        hardware_tflops_per_gpu=float(row["hardware_tflops_per_gpu"]),
+        memory_per_gpu_bytes=float(row["memory_per_gpu_bytes"]), memory_breakdown_gib=mem,
+        hbm_bytes=c.hbm_bytes(job.acc), fits=bool(row["fits"]),
+        breakdown_s={k: float(row[f"t_{k}_s"]) for k in BREAKDOWN},
+        placement=c.placement_summary(job, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep),
+    )
+
+
+def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len: int, global_batch_seqs: int,
+                           dtype: str = "bf16", catalog: Catalog | None = None,
+                           overlap: c.Overlap | None = None) -> TrainingEstimate:
+    """Estimate step time, throughput, MFU/HFU and memory of one training plan: the one-row case of
+    :func:`evaluate_plans`.
+
+    Parameters
+    ----------
+    model, system : id, path or catalog entry
+    gpus : int
+        Accelerators in the job.
+    plan : ParallelPlan
+    seq_len : int
+        Sequence length [tokens].
+    global_batch_seqs : int
+        Sequences per optimizer step.
+    dtype : {"bf16", "fp8"}
+        GEMM dtype; fp8 runs GEMMs at the accelerator's fp8 peak, the rest stays bf16.
+    overlap : Overlap, optional
+        Communication overlap choices (default :class:`Overlap()`).
+
+    Returns
+    -------
+    TrainingEstimate
+
+    Raises
+    ------
+    InfeasiblePlan
+        If the plan does not divide (:func:`validate_plan` names the rule).
+    InputError
+        For an unknown dtype, recompute mode or ZeRO stage, or fp8 on an accelerator without an fp8 peak.
+    CatalogError
+        For unknown ids.
+
+    Examples
+    --------
+    >>> plan = ParallelPlan(dp=8, zero_stage=2, recompute="selective")
+    >>> est = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 8, plan, 4096, 64)
+    >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
+    (8, True, 0.0, 'domain')
+    """
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    validate_plan(job.model, gpus, plan, global_batch_seqs, seq_len)
+    return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
+
+
+def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+                 fixed: dict | None = None, catalog: Catalog | None = None,
+                 overlap: c.Overlap | None = None) -> pd.DataFrame:
+    """Evaluate every candidate plan (:func:`candidate_frame`) and rank them.
+
+    Parameters
+    ----------
+    fixed : dict, optional
+        Knobs to pin (any of :data:`PLAN_FIELDS`); the rest are searched.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`evaluate_plans` rows, the ones that fit first, each group by step time;
+        ``attrs["searched"]`` (candidates evaluated) and ``attrs["feasible"]`` (those that fit).
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no candidate divides: the message names the rule the pinned knobs break.
+
+    Examples
+    --------
+    >>> df = search_plans("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, fixed=dict(tp=1, pp=1))
+    >>> df.attrs["searched"] >= df.attrs["feasible"] > 0, bool(df["step_time_s"].iloc[0] <= df["step_time_s"].max())
+    (True, True)
+    """
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
+    unknown = set(fixed) - set(PLAN_FIELDS)
+    if unknown:
+        raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
+    check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
+    cands = candidate_frame(job.model, job.system, gpus, seq_len, global_batch_seqs, fixed)
+    if cands.empty:
+        _explain_empty(job, fixed)
+    df = evaluate_plans(job, cands)
+    df = df.sort_values(["fits", "step_time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    df.attrs.update(searched=len(df), feasible=int(df["fits"].sum()), units=UNITS)
+    return df
+
+
+def _explain_empty(job: c.Job, fixed: dict):
+    """Raise InfeasiblePlan naming the rule the pinned degrees break, or, when they break none (or
+    none are pinned), saying that no combination divides."""
+    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
+    if degrees:
+        base = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none")
+        base.update(fixed)
+        if "dp" not in fixed:
+            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
+        validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
+    raise InfeasiblePlan(
+        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
+        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
+        f"the {job.model.heads} heads (up to the {job.system.scaleup_domain_gpus}-GPU domain), pp at most "
+        f"{job.model.layers} layers and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
+        f"try a GPU count with more factors of two")
+
+
+def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+              fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1,
+              overlap: c.Overlap | None = None):
+    """The ``top`` fastest plans that fit, best first.
+
+    Returns
+    -------
+    tuple
+        ``(list of TrainingEstimate, searched, feasible)``: the estimates and the candidate counts.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no candidate divides and fits in memory.
+    """
+    df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, fixed, catalog, overlap)
+    if not df.attrs["feasible"]:
+        least = df["memory_per_gpu_bytes"].min()
+        raise InfeasiblePlan(f"no plan of {df.attrs.get('model', model)} on {gpus} GPUs fits in memory "
+                             f"({df.attrs['searched']} candidates searched; the smallest needs "
+                             f"{units.to_GiB(least):.1f} GiB per GPU)")
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    ests = [estimate_from_row(job, row) for _, row in df[df["fits"]].head(top).iterrows()]
+    return ests, df.attrs["searched"], df.attrs["feasible"]

@@ -1,0 +1,215 @@
+"""A parallel plan, the validity rules every plan obeys (vectorised), and the estimate of one plan.
+
+Degrees follow Megatron-LM ([1]_ Sec. 3): ``tp x pp x dp x cp = gpus``, ranks ordered TP innermost,
+then CP, then DP, then PP; expert-parallel groups are carved out of the ``dp x cp`` ranks (``ep``
+divides ``dp x cp``).
+
+References
+----------
+.. [1] Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+   Megatron-LM", SC21, arXiv:2104.04473.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.schemas import Model
+from hnplan.compute import RECOMPUTE_MODES
+from hnplan.errors import InfeasiblePlan, InputError
+
+TRAIN_DTYPES = ("bf16", "fp8")
+ZERO_STAGES = (0, 1, 2, 3)
+PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """A parallel layout and its knobs (degrees are rank counts; ``recompute`` one of
+    :data:`hnplan.compute.RECOMPUTE_MODES`)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    microbatch_size: int = 1
+    virtual_stages: int = 1
+    zero_stage: int = 1
+    recompute: str = "none"
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def plans_frame(plans) -> pd.DataFrame:
+    """A candidate table (one row per plan, columns :data:`PLAN_FIELDS`) from ParallelPlans."""
+    return pd.DataFrame([asdict(p) for p in plans], columns=list(PLAN_FIELDS))
+
+
+def check_knobs(recompute, zero_stage) -> None:
+    """Raise InputError for recompute modes or ZeRO stages hnplan does not know (scalars or arrays)."""
+    bad = set(np.atleast_1d(recompute)) - set(RECOMPUTE_MODES)
+    if bad:
+        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {sorted(bad)[0]!r}")
+    badz = set(np.atleast_1d(zero_stage).tolist()) - set(ZERO_STAGES)
+    if badz:
+        raise InputError(f"zero stage must be one of 0, 1, 2, 3; got {sorted(badz)[0]!r}")
+
+
+def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int) -> dict:
+    """The divisibility rules of a training plan, evaluated on every row of a candidate table.
+
+    Parameters
+    ----------
+    df : DataFrame or dict of arrays
+        Columns :data:`PLAN_FIELDS` (``recompute`` and ``zero_stage`` unused), one row per candidate.
+    model : Model
+    gpus : int
+    seq_len : int
+        [tokens]
+    global_batch_seqs : int
+        Sequences per optimizer step.
+
+    Returns
+    -------
+    dict
+        ``{rule message template: boolean array (True = the row obeys it)}``; the templates are
+        formatted with a row's fields (and ``gpus, layers, heads, experts, batch, seq_len, m``) to
+        explain a violation. Rules: degrees >= 1; ``tp pp dp cp = gpus``; ``pp v <= layers``;
+        ``tp`` divides the heads; ``ep`` divides ``dp cp`` and the experts; ``dp x microbatch``
+        divides the batch; the interleaved schedule (``v > 1``) needs ``pp > 1`` and micro-batches
+        divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
+        ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
+    """
+    tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
+    mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
+    experts = 0 if model.moe is None else model.moe.experts
+    m = global_batch_seqs // np.maximum(dp * mb, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, microbatch {microbatch_size}, "
+            "virtual stages {virtual_stages})":
+                (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
+            "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
+            "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers": pp * v <= model.layers,
+            "tp = {tp} does not divide the {heads} attention heads of {model}": model.heads % np.maximum(tp, 1) == 0,
+            "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)":
+                (dp * cp) % np.maximum(ep, 1) == 0,
+            "ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}":
+                (ep == 1) | ((experts > 0) & (experts % np.maximum(ep, 1) == 0)),
+            "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}":
+                global_batch_seqs % np.maximum(dp * mb, 1) == 0,
+            "interleaved schedule (virtual_stages {virtual_stages}) needs pp > 1 and micro-batches ({m}) "
+            "divisible by pp ({pp})": (v == 1) | ((pp > 1) & (m % np.maximum(pp, 1) == 0)),
+            "context parallelism cp = {cp} needs seq_len ({seq_len}) divisible by 2 x cp":
+                (cp == 1) | (seq_len % np.maximum(2 * cp, 1) == 0),
+        }
+
+
+def valid_mask(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int) -> np.ndarray:
+    """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
+    rules = plan_rules(df, model, gpus, seq_len, global_batch_seqs)
+    n = len(np.asarray(df["tp"]))
+    return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
+
+
+def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs: int, seq_len: int = 2) -> int:
+    """Check that one plan divides; return its number of micro-batches.
+
+    Raises
+    ------
+    InfeasiblePlan
+        Naming the first rule of :func:`plan_rules` the plan breaks, with its values.
+    InputError
+        For an unknown recompute mode or ZeRO stage.
+    """
+    check_knobs(plan.recompute, plan.zero_stage)
+    df = plans_frame([plan])
+    for template, ok in plan_rules(df, model, gpus, seq_len, global_batch_seqs).items():
+        if not ok[0]:
+            p = plan
+            m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
+            raise InfeasiblePlan(template.format(
+                **asdict(p), product=p.gpus, gpus=gpus, layers=model.layers, heads=model.heads, model=model.id,
+                dpcp=p.dp * p.cp, batch=global_batch_seqs, m=m, seq_len=seq_len,
+                experts_text="no experts" if model.moe is None else f"{model.moe.experts} experts"))
+    return global_batch_seqs // (plan.dp * plan.microbatch_size)
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """The estimate of one plan (one row of :func:`hnplan.planning.training.evaluate_plans`).
+
+    Times in seconds, memory in bytes unless the name says GiB.
+    """
+
+    model: str
+    system: str
+    gpus: int
+    seq_len: int
+    global_batch_seqs: int
+    dtype: str
+    plan: ParallelPlan
+    num_microbatches: int
+    step_time_s: float
+    tokens_per_s: float
+    model_flops_per_token: float
+    hardware_flops_per_token: float
+    mfu: float
+    hfu: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    memory_per_gpu_bytes: float
+    memory_breakdown_gib: dict
+    hbm_bytes: float
+    fits: bool
+    breakdown_s: dict = field(default_factory=dict)
+    placement: dict = field(default_factory=dict)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_seqs * self.seq_len
+
+    def days_to_train(self, tokens: float) -> float:
+        """Days to train on ``tokens`` tokens at this step time (no failures) [days]."""
+        return units.s_to_days(tokens / self.tokens_per_s)
+
+    def parallel_dict(self) -> dict:
+        """The plan's knobs and its micro-batch count (the ``parallel`` object of the JSON answers)."""
+        return {**self.plan.as_dict(), "num_microbatches": self.num_microbatches}
+
+    def to_dict(self) -> dict:
+        """The JSON shape of ``hnplan train --json``."""
+        return {
+            "model": self.model,
+            "system": self.system,
+            "gpus": self.gpus,
+            "seq_len": self.seq_len,
+            "global_batch_seqs": self.global_batch_seqs,
+            "global_batch_tokens": self.tokens_per_step,
+            "dtype": self.dtype,
+            "step_time_s": self.step_time_s,
+            "tokens_per_s": self.tokens_per_s,
+            "model_flops_per_token": self.model_flops_per_token,
+            "hardware_flops_per_token": self.hardware_flops_per_token,
+            "mfu": self.mfu,
+            "hfu": self.hfu,
+            "model_tflops_per_gpu": self.model_tflops_per_gpu,
+            "hardware_tflops_per_gpu": self.hardware_tflops_per_gpu,
+            "memory_per_gpu_gib": units.to_GiB(self.memory_per_gpu_bytes),
+            "memory_breakdown_gib": self.memory_breakdown_gib,
+            "hbm_gib": units.to_GiB(self.hbm_bytes),
+            "fits": self.fits,
+            "parallel": self.parallel_dict(),
+            "breakdown_s": dict(self.breakdown_s),
+            "placement": {k: dict(v) for k, v in self.placement.items()},
+        }

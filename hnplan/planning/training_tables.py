@@ -1,0 +1,97 @@
+"""Tidy tables of the training planner for notebooks and reports: best plan per design, the scaling
+curve over GPU counts, the top candidates, and a sentence that reads them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.errors import InfeasiblePlan
+from hnplan.planning.training import search_plans
+
+PLAN_COLUMNS = ["tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches", "virtual_stages", "zero_stage",
+                "recompute"]
+
+
+def _best_row(model, system, gpus, seq_len, global_batch_seqs, dtype, cat) -> dict:
+    sid = cat.system(system).id
+    try:
+        df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
+    except InfeasiblePlan as exc:
+        return dict(system=sid, gpus=gpus, status=f"no plan: {exc}")
+    if not df.attrs["feasible"]:
+        return dict(system=sid, gpus=gpus, status="no plan fits in memory", searched=df.attrs["searched"])
+    row = df.iloc[0].to_dict()
+    row.update(system=sid, gpus=gpus, status="ok", searched=df.attrs["searched"], feasible=df.attrs["feasible"],
+               memory_per_gpu_gib=units.to_GiB(row["memory_per_gpu_bytes"]))
+    return row
+
+
+def best_plans(model, systems, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+               catalog: Catalog | None = None) -> pd.DataFrame:
+    """The fastest plan that fits on each design, one row per system.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``system, gpus, status`` and, where a plan exists, the :func:`search_plans` columns (plan knobs,
+        ``t_<part>_s`` breakdown [s], ``step_time_s``, ``tokens_per_s``, ``mfu`` ...) plus
+        ``searched``, ``feasible`` and ``memory_per_gpu_gib``.
+    """
+    cat = catalog or load_catalog()
+    df = pd.DataFrame([_best_row(model, s, gpus, seq_len, global_batch_seqs, dtype, cat) for s in systems])
+    df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction",
+                         "memory_per_gpu_gib": "GiB", "model_tflops_per_gpu": "TFLOP/s"}
+    return df
+
+
+def scaling_curve(model, systems, gpu_counts, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+                  catalog: Catalog | None = None) -> pd.DataFrame:
+    """Best-plan throughput of each design over GPU counts (weak in GPUs, fixed global batch).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (system, gpus): ``tokens_per_s``, ``mfu``, ``step_time_s`` and the plan, or a
+        ``status`` saying why no plan exists at that count.
+    """
+    cat = catalog or load_catalog()
+    rows = [_best_row(model, s, int(n), seq_len, global_batch_seqs, dtype, cat) for s in systems for n in gpu_counts]
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {"tokens_per_s": "tokens/s", "mfu": "fraction", "gpus": "GPUs"}
+    return df
+
+
+def top_candidates(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16", k: int = 20,
+                   catalog: Catalog | None = None) -> pd.DataFrame:
+    """The ``k`` fastest plans that fit, with their knobs, step time, MFU and memory."""
+    df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)
+    top = df[df["fits"]].head(k).copy()
+    top["memory_per_gpu_gib"] = units.to_GiB(top["memory_per_gpu_bytes"])
+    return top[PLAN_COLUMNS + ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib"]].reset_index(drop=True)
+
+
+def plan_label(row) -> str:
+    """``TP8 PP16 DP128 CP1 EP1, mb 1 x 16, v 6, ZeRO 1, recompute full``."""
+    return (f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])} CP{int(row['cp'])} EP{int(row['ep'])}, "
+            f"mb {int(row['microbatch_size'])} x {int(row['num_microbatches'])}, v {int(row['virtual_stages'])}, "
+            f"ZeRO {int(row['zero_stage'])}, recompute {row['recompute']}")
+
+
+def training_verdict(best: pd.DataFrame) -> str:
+    """A paragraph naming the faster design, by how much, and the step-time part that decides it."""
+    ok = best[best["status"] == "ok"]
+    if ok.empty:
+        return "No design has a plan that divides and fits for this job."
+    fast = ok.loc[ok["tokens_per_s"].idxmax()]
+    text = (f"**{fast['system']}** is fastest: {fast['tokens_per_s']:,.0f} tokens/s at {fast['mfu']:.0%} MFU "
+            f"with {plan_label(fast)}.")
+    for _, r in ok.iterrows():
+        if r["system"] == fast["system"]:
+            continue
+        parts = {c: r[c] - fast[c] for c in ok.columns if c.startswith("t_") and c.endswith("_s")}
+        worst = max(parts, key=parts.get)
+        text += (f" {r['system']} reaches {r['tokens_per_s'] / fast['tokens_per_s']:.0%} of that; its largest "
+                 f"extra step time is {worst[2:-2].replace('_', ' ')} (+{parts[worst]:.2f} s per step).")
+    return text

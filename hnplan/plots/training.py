@@ -1,0 +1,34 @@
+"""Training-planner figures: throughput against GPU count per design, and model vs published runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from hnplan.plots.common import design_colour
+
+
+def scaling_figure(df: pd.DataFrame, title: str = "Throughput against GPU count") -> go.Figure:
+    """Lines of best-plan ``tokens_per_s`` over ``gpus``, one per ``system`` (rows with status ok)."""
+    fig = go.Figure()
+    ok = df[df["status"] == "ok"]
+    for sid, g in ok.groupby("system", sort=False):
+        fig.add_scatter(x=g["gpus"], y=g["tokens_per_s"], mode="lines+markers", name=sid,
+                        line=dict(color=design_colour(sid)),
+                        customdata=g[["mfu"]].to_numpy(), hovertemplate="%{x} GPUs: %{y:,.0f} tokens/s, MFU %{customdata[0]:.1%}")
+    fig.update_layout(title=title, xaxis_title="GPUs [count]", yaxis_title="throughput [tokens/s]",
+                      xaxis_type="log", legend_title="design")
+    return fig
+
+
+def training_validation_figure(df: pd.DataFrame, title: str = "Planner vs published runs") -> go.Figure:
+    """Bars of ``error_pct`` per run id with the ``tolerance_pct`` band (a validation_table)."""
+    colours = ["#3b7d3b" if w else ("#c0392b" if e == "within" else "#999999")
+               for w, e in zip(df["within"], df["expect"])]
+    fig = go.Figure(go.Bar(x=df["id"], y=df["error_pct"], marker_color=colours,
+                           text=[f"{v:+.0f}%" for v in df["error_pct"]], textposition="outside"))
+    tol = float(df["tolerance_pct"].max())
+    for y in (tol, -tol):
+        fig.add_hline(y=y, line_dash="dot", line_color="#666")
+    fig.update_layout(title=title, xaxis_title="run", yaxis_title="model / published - 1 [%]", showlegend=False)
+    return fig

@@ -1,0 +1,75 @@
+"""``hnplan size`` and the search side of ``hnplan train``: JSON keys, semantics, errors."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "hgx-h100-ib-ndr", "--system", "gb200-nvl72",
+        "--seq-len", "8192", "--global-batch-tokens", "1048576", "--json"]
+
+
+def test_size_deadline_json():
+    res = runner.invoke(app, [*SIZE, "--deadline-days", "10"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert [r["system"] for r in d["results"]] == ["hgx-h100-ib-ndr", "gb200-nvl72"]
+    for r in d["results"]:
+        assert {"system", "gpus", "days", "gpu_hours", "energy_mwh", "parallel", "slack_days"} <= set(r)
+        assert r["days"] <= 10 and r["slack_days"] >= 0
+        assert r["gpu_hours"] == pytest.approx(r["gpus"] * r["days"] * 24)
+    assert d["results"][1]["gpus"] % 72 == 0  # whole NVL72 racks
+
+
+def test_size_fixed_gpus_json():
+    res = runner.invoke(app, [*SIZE, "--gpus", "64"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["results"]
+    assert all(r["gpus"] == 64 and "slack_days" not in r for r in rows)
+    p = rows[0]["parallel"]
+    assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == 64
+
+
+@pytest.mark.parametrize("extra,needle", [([], "exactly one of"), (["--gpus", "8", "--deadline-days", "3"], "exactly one of")])
+def test_size_errors(extra, needle):
+    res = runner.invoke(app, [*SIZE, *extra])
+    assert res.exit_code == 2 and needle in res.stderr
+
+
+def test_train_top_k_lists_ranked_plans():
+    res = runner.invoke(app, ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64",
+                              "--tp", "8", "--seq-len", "4096", "--global-batch-size", "64", "--top", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["searched"] >= d["feasible"] >= 3 and len(d["top"]) == 3
+    times = [t["step_time_s"] for t in d["top"]]
+    assert times == sorted(times) and d["step_time_s"] == times[0]
+    assert all(t["parallel"]["tp"] == 8 for t in d["top"])
+
+
+def test_train_everything_given_evaluates_that_plan():
+    res = runner.invoke(app, ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64",
+                              "--tp", "8", "--pp", "4", "--dp", "2", "--microbatch-size", "1", "--virtual-stages", "2",
+                              "--recompute", "selective", "--zero", "1", "--seq-len", "4096",
+                              "--global-batch-size", "64", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert "searched" not in d and d["parallel"]["virtual_stages"] == 2 and d["parallel"]["num_microbatches"] == 32
+    # TP 8 inside the 8-GPU NVLink domain; DP (2 ranks, stride 32) and PP (stride 16) cross to other servers
+    pl = d["placement"]
+    assert pl["tp"]["level"] == "domain" and pl["tp"]["domains"] == 1
+    assert pl["dp"]["domains"] == 2 and pl["pp"]["domains"] == 4
+    assert pl["dp"]["bw_GBps"] < pl["tp"]["bw_GBps"]
+
+
+def test_train_overlap_flags_remove_exposed_time():
+    base = ["train", "--model", "deepseek-v3", "--system", "hgx-h800-ib", "--gpus", "256", "--pp", "8", "--dp", "32",
+            "--ep", "32", "--microbatch-size", "1", "--virtual-stages", "1", "--recompute", "full", "--zero", "1",
+            "--seq-len", "4096", "--global-batch-size", "1024", "--dtype", "fp8", "--json"]
+    a = json.loads(runner.invoke(app, base).stdout)["breakdown_s"]
+    b = json.loads(runner.invoke(app, [*base, "--ep-overlap", "--no-dp-overlap"]).stdout)["breakdown_s"]
+    assert b["ep_comm_exposed"] < a["ep_comm_exposed"] and b["dp_comm_exposed"] >= a["dp_comm_exposed"]
+    assert b["compute"] == a["compute"]

@@ -1,0 +1,217 @@
+"""The vectorised training planner: one implementation (the estimate is a row of the evaluator), the
+components against the cost models they compose, the schedule and overlap formulas by hand, the
+candidate generator, and time-to-train / sizing."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.compute import training_stage_time_s
+from hnplan.errors import InfeasiblePlan
+from hnplan.memory import training_memory
+from hnplan.planning.time_to_train import size_for_deadline, time_to_train, training_energy_j
+from hnplan.planning.training import (BREAKDOWN, Overlap, ParallelPlan, candidate_frame, estimate_training_step,
+                                      evaluate_plans, make_job, plans_frame, search_plans, valid_mask,
+                                      validate_plan)
+from hnplan.planning.training.components import memory_recipe
+
+KNOBS = dict(microbatch_size=1, recompute="none", zero_stage=1, virtual_stages=1)
+
+
+def test_estimate_is_one_row_of_the_evaluator(cat):
+    df = search_plans("llama3.1-70b", "hgx-h100-ib-ndr", 256, 8192, 256, catalog=cat)
+    for _, row in df.sample(5, random_state=1).iterrows():
+        plan = ParallelPlan(**{k: (row[k] if k == "recompute" else int(row[k])) for k in ParallelPlan.__annotations__})
+        est = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 256, plan, 8192, 256, catalog=cat)
+        assert est.step_time_s == pytest.approx(row["step_time_s"], rel=1e-12)
+        assert est.memory_per_gpu_bytes == pytest.approx(row["memory_per_gpu_bytes"], rel=1e-12)
+        assert sum(est.breakdown_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("model,system,gpus,pp,ep", [
+    ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 1, 1), ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 8, 1),
+    ("llama3.1-405b", "hgx-h100-ib-ndr", 1024, 16, 1), ("deepseek-v3", "hgx-h800-ib", 1024, 16, 8)])
+def test_compute_term_equals_the_compute_models_stage_time(cat, model, system, gpus, pp, ep):
+    # hnplan.compute sums the operators stage by stage; the planner composes per-layer times
+    plan = ParallelPlan(tp=8 if ep == 1 else 1, pp=pp, dp=gpus // (pp * (8 if ep == 1 else 1)), ep=ep,
+                        recompute="selective")
+    est = estimate_training_step(model, system, gpus, plan, 4096, gpus, catalog=cat)
+    m = cat.model(model)
+    ref = training_stage_time_s(m, cat.accelerator(cat.system(system).accelerator), 1, 4096, tp=plan.tp, ep=ep,
+                                pp=pp, recompute="selective")
+    assert est.breakdown_s["compute"] == pytest.approx(est.num_microbatches * ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("model,system,gpus,seq,batch,dtype", [
+    ("llama3.1-405b", "hgx-h100-ib-ndr", 2048, 8192, 512, "bf16"), ("deepseek-v3", "hgx-h800-ib", 512, 4096, 1024, "fp8")])
+def test_memory_term_equals_the_memory_models_training_memory(cat, model, system, gpus, seq, batch, dtype):
+    job = make_job(model, system, gpus, seq, batch, dtype, cat)
+    cands = candidate_frame(job.model, job.system, gpus, seq, batch).sample(40, random_state=0)
+    df = evaluate_plans(job, cands)
+    for _, r in df.iterrows():
+        ref = training_memory(job.model, seq, r.microbatch_size, r.tp, r.pp, r.dp, r.cp, r.ep, r.zero_stage,
+                              r.recompute, r.num_microbatches, virtual_stages=r.virtual_stages,
+                              recipe=memory_recipe(dtype), catalog=cat)
+        assert r.memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-6)
+
+
+def test_interleaved_bubble_is_p_minus_1_over_v_m(cat):
+    # step = (m + (p-1)/v) t_mb + t_dp + t_opt: the bubble is (p-1)/v micro-batch times
+    for v in (1, 2, 4):
+        est = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 64, ParallelPlan(tp=8, pp=8, virtual_stages=v),
+                                     4096, 64, catalog=cat)
+        b = est.breakdown_s
+        t_mb = (est.step_time_s - b["dp_comm_exposed"] - b["optimizer"]) / (64 + 7 / v)
+        assert b["pp_bubble"] == pytest.approx(7 / v * t_mb, rel=1e-12)
+
+
+def test_dp_overlap_hides_all_but_the_last_bucket(cat):
+    # 8B on 64 GPUs, DP 64: the reduce-scatter hides behind the backward of the last micro-batch, but a
+    # bucket of max(40M, 1M x 64) = 64M parameters stays exposed (Megatron-Core bucket default)
+    plan = ParallelPlan(dp=64, zero_stage=1)
+    exposed = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat)
+    blocking = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat,
+                                      overlap=Overlap(dp_grad_reduce=False, dp_param_gather=False))
+    params = 8.03e9
+    frac = 64e6 / params
+    assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(frac * blocking.breakdown_s["dp_comm_exposed"],
+                                                                   rel=0.01)
+    assert exposed.step_time_s < blocking.step_time_s
+
+
+def test_tp_and_ep_overlap_options_only_remove_time(cat):
+    plan = ParallelPlan(tp=1, pp=4, dp=64, ep=32, recompute="full")
+    base = estimate_training_step("deepseek-v3", "hgx-h800-ib", 256, plan, 4096, 1024, catalog=cat)
+    hid = estimate_training_step("deepseek-v3", "hgx-h800-ib", 256, plan, 4096, 1024, catalog=cat,
+                                 overlap=Overlap(ep_comm=True))
+    assert 0 <= hid.breakdown_s["ep_comm_exposed"] < base.breakdown_s["ep_comm_exposed"]
+    assert hid.breakdown_s["compute"] == base.breakdown_s["compute"]
+
+
+def test_candidate_generator_by_hand(cat):
+    # 8 GPUs = 2^3 split into ordered (tp, cp, pp, dp): C(3 + 3, 3) = 20 layouts, all valid for Llama 3.1 8B
+    df = candidate_frame(cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), 8, 4096, 64, fixed=KNOBS)
+    assert len(df) == 20
+    assert (df.tp * df.pp * df.dp * df.cp == 8).all()
+    # full knob space: mb 1, 2, 4, 8 (dp x mb divides 64), v only with pp > 1 and m % pp == 0, ZeRO 2-3 only without PP
+    full = candidate_frame(cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), 8, 4096, 64)
+    assert set(full.microbatch_size) == {1, 2, 4, 8}
+    assert (full.loc[full.virtual_stages > 1, "pp"] > 1).all()
+    assert (full.loc[full.zero_stage >= 2, "pp"] == 1).all()
+    assert (full.num_microbatches % full.pp)[full.virtual_stages > 1].eq(0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(tp=st.sampled_from([1, 2, 3, 4, 8]), pp=st.sampled_from([1, 2, 4, 5, 7]), dp=st.sampled_from([1, 2, 3, 4]),
+       cp=st.sampled_from([1, 2, 3]), ep=st.sampled_from([1, 2, 4]), mb=st.sampled_from([1, 2, 3]),
+       v=st.sampled_from([1, 2, 3]))
+def test_vectorised_rules_agree_with_validate_plan(cat, tp, pp, dp, cp, ep, mb, v):
+    model = cat.model("mixtral-8x7b")
+    plan = ParallelPlan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mb, virtual_stages=v)
+    gpus, batch, seq = 64, 96, 4096
+    ok = bool(valid_mask(plans_frame([plan]), model, gpus, seq, batch)[0])
+    try:
+        validate_plan(model, gpus, plan, batch, seq)
+        raised = False
+    except InfeasiblePlan:
+        raised = True
+    assert ok != raised
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 64))
+def test_throughput_grows_with_the_number_of_microbatches(cat, m):
+    # tokens/s = m k / ((m + (p-1)/v) t_mb + t_dp + t_opt) rises with m: bubble and DP amortised
+    plan = ParallelPlan(tp=8, pp=4, dp=2, recompute="full")
+    a = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 64, plan, 4096, 2 * m, catalog=cat)
+    b = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 64, plan, 4096, 2 * (m + 1), catalog=cat)
+    assert b.tokens_per_s > a.tokens_per_s
+    assert a.mfu <= a.hfu < 1
+
+
+def test_pinned_knobs_that_do_not_divide_name_the_rule(cat):
+    with pytest.raises(InfeasiblePlan, match="not --gpus 1000"):
+        search_plans("llama3.1-405b", "hgx-h100-ib-ndr", 1000, 8192, 2048, fixed=dict(tp=8, pp=16, dp=128), catalog=cat)
+    with pytest.raises(InfeasiblePlan, match="needs seq_len"):
+        search_plans("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4095, 64, fixed=dict(cp=2, **KNOBS), catalog=cat)
+
+
+def test_search_fixes_what_is_given(cat):
+    df = search_plans("llama3.1-70b", "hgx-h100-ib-ndr", 128, 8192, 128, fixed=dict(tp=8, pp=4, dp=4), catalog=cat)
+    assert set(df.tp) == {8} and set(df.pp) == {4} and set(df.dp) == {4} and set(df.cp) == {1}
+    assert df.attrs["searched"] == len(df) >= df.attrs["feasible"] > 0
+    assert df.loc[df.fits, "step_time_s"].is_monotonic_increasing
+    assert set(BREAKDOWN) == {c[2:-2] for c in df.columns if c.startswith("t_")}
+
+
+def test_time_to_train_by_hand(cat):
+    r = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat)
+    seconds = 1e11 / r["tokens_per_s"]
+    assert r["days"] == pytest.approx(seconds / 86400)
+    assert r["gpu_hours"] == pytest.approx(64 * seconds / 3600)
+    assert r["energy_mwh"] == pytest.approx(training_energy_j("hgx-h100-ib-ndr", 64, seconds, cat) / 3.6e9)
+
+
+def test_size_for_deadline_is_the_smallest_count_found(cat):
+    r = size_for_deadline("llama3.1-8b", "hgx-h100-ib-ndr", 2e11, 10.0, 8192, 128, catalog=cat)
+    assert r["days"] <= 10.0 and r["slack_days"] == pytest.approx(10.0 - r["days"])
+    assert r["gpus"] % 8 == 0
+    try:
+        smaller = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", r["gpus"] - 8, 2e11, 8192, 128, catalog=cat)
+        assert smaller["days"] > 10.0
+    except InfeasiblePlan:
+        pass
+    ideal = 2e11 * 6 * 8.03e9 / (10 * 86400 * 989.4e12)  # 100 % MFU lower bound, in GPUs
+    assert r["gpus"] >= math.ceil(ideal)
+
+
+def test_stage_layers_uneven_split(cat):
+    # Llama 3.1 405B: 126 layers on 16 stages = 8 per stage, the last holds 6 (+ the LM head)
+    from hnplan.planning.training.components import stage_layers
+    job = make_job("llama3.1-405b", "hgx-h100-ib-ndr", 16, 8192, 16, catalog=cat)
+    s = stage_layers(job, np.array([16, 1]))
+    assert s["first"][0].tolist() == [8, 126] and s["last"][0].tolist() == [6, 126]
+
+
+def test_group_limited_routing_sends_a_token_once_per_domain(cat):
+    # DeepSeek-V3 (n_group 8, topk_group 4), EP 64 over 8 H800 servers: a token crosses InfiniBand to at
+    # most 4 servers, once each, and reaches its 8 experts over NVLink; the phases overlap (max)
+    from hnplan.comm.algorithms import algorithm_time
+    from hnplan.comm.placement import place_group
+    plan = ParallelPlan(pp=2, dp=64, ep=64)
+    est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
+    sys_ = cat.system("hgx-h800-ib")
+    tokens, row = 4096, 7168 * 2  # one sequence per micro-batch, bf16 rows of hidden 7168
+    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(sys_, 8, 8, 128, cat)))
+    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(sys_, 8, 1, 128, cat)))
+    per_layer = 4 * max(cross, inside)  # dispatch + combine, forward + backward
+    t_ep_mb = est.breakdown_s["ep_comm_exposed"] / est.num_microbatches
+    # ceil(61 / 2) = 31 layers per stage: the first holds 3 dense + 28 MoE, the last 30 MoE + the head
+    assert any(t_ep_mb == pytest.approx(n * per_layer, rel=1e-9) for n in (28, 30))
+    # without the routing limit the same plan sends 7/8 of all 8 copies over InfiniBand: slower
+    m = cat.model("deepseek-v3")
+    flat = m.model_copy(update={"moe": m.moe.model_copy(update={"expert_groups": None, "groups_per_token": None})})
+    est_flat = estimate_training_step(flat, "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
+    assert est_flat.breakdown_s["ep_comm_exposed"] > 1.5 * est.breakdown_s["ep_comm_exposed"]
+
+
+def test_a_gpu_count_nothing_divides_is_explained(cat):
+    # 504 = 7 x 72: with a power-of-two batch, PP must absorb 63 > 61 layers of DeepSeek-V3
+    with pytest.raises(InfeasiblePlan, match="no plan of deepseek-v3 on 504 x gb200-nvl72 divides: .* 61 layers"):
+        search_plans("deepseek-v3", "gb200-nvl72", 504, 4096, 4096, catalog=cat)
+
+
+@pytest.mark.parametrize("model,system,gpus,seq,batch", [
+    ("llama3.1-405b", "gb200-nvl72", 4608, 8192, 2048), ("deepseek-v3", "hgx-h800-ib", 1024, 4096, 2048)])
+def test_every_candidate_is_consistent(cat, model, system, gpus, seq, batch):
+    # conservation over whole search spaces: parts >= 0 and summing to the step; MFU <= HFU; memory > 0
+    df = search_plans(model, system, gpus, seq, batch, catalog=cat)
+    parts = df[[f"t_{k}_s" for k in BREAKDOWN]]
+    assert (parts.to_numpy() >= 0).all()
+    assert np.allclose(parts.sum(axis=1), df["step_time_s"], rtol=1e-12)
+    assert (df["mfu"] <= df["hfu"] + 1e-15).all() and (df["memory_per_gpu_bytes"] > 0).all()
+    assert (df["tokens_per_s"] * df["step_time_s"]).round().eq(batch * seq).all()
+    assert df.loc[df["pp"] == 1, "t_pp_bubble_s"].eq(0).all() and df.loc[df["pp"] > 1, "t_pp_bubble_s"].gt(0).all()
