@@ -59,6 +59,48 @@ def notebook_path(name: str) -> Path:
     return path
 
 
+def _type_of_default(default: str):
+    import ast
+
+    try:
+        return type(ast.literal_eval(default))
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _declared(notebook: str) -> set:
+    import papermill
+
+    return set(papermill.inspect_notebook(str(notebook_path(notebook))))
+
+
+def check_parameters(notebook: str, params: dict, where: str) -> None:
+    """Check parameter names against the notebook's ``parameters`` cell and their types against its
+    literal defaults (an int may stand for a float; a list must stay a list).
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where`` (the scenario file or --params file), the notebook and the parameter.
+    """
+    import papermill
+
+    declared = papermill.inspect_notebook(str(notebook_path(notebook)))
+    unknown = set(params) - set(declared)
+    if unknown:
+        raise ScenarioError(f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
+                            f"its parameters: {', '.join(declared)}")
+    for key, value in params.items():
+        want = _type_of_default(declared[key]["default"])
+        if want is None or value is None:
+            continue
+        ok = isinstance(value, want) or (want is float and isinstance(value, int) and not isinstance(value, bool)) \
+            or (want is int and isinstance(value, float) and value.is_integer())
+        if not ok:
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} like "
+                                f"its default {declared[key]['default']}, got {type(value).__name__} {value!r}")
+
+
 def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source: str = "") -> None:
     """Check a scenario before anything runs: notebooks exist, parameter names are declared in the
     notebook's ``parameters`` cell, and catalog ids resolve.
@@ -68,8 +110,6 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
     ScenarioError
         Naming the scenario file, the notebook and the parameter.
     """
-    import papermill
-
     cat = catalog or load_catalog()
     where = source or scenario.id
     for item in scenario.notebooks:
@@ -77,11 +117,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
             path = notebook_path(item.notebook)
         except ScenarioError as exc:
             raise ScenarioError(f"{where}: {exc}") from None
-        declared = papermill.inspect_notebook(str(path))
-        unknown = set(item.parameters) - set(declared)
-        if unknown:
-            raise ScenarioError(f"{where}: notebook {item.notebook!r} has no parameter(s) {sorted(unknown)}; "
-                                f"its parameters: {', '.join(declared)}")
+        check_parameters(item.notebook, item.parameters, where)
         for key, value in item.parameters.items():
             kind = _ID_PARAMS.get(key)
             if kind is None:
@@ -198,7 +234,8 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
     only : str, optional
         Run only this notebook.
     params_override : dict, optional
-        Parameters applied on top of each scenario's.
+        Parameters applied on top of each scenario's, to every notebook that declares them; a name no
+        notebook declares, or a value of the wrong type, raises ScenarioError.
     force : bool
         Re-run reports whose inputs have not changed.
 
@@ -216,10 +253,19 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
         for item in sc.notebooks:
             if only and item.notebook != only:
                 continue
-            params = {**item.parameters, **(params_override or {})}
+            override = {k: v for k, v in (params_override or {}).items() if k in _declared(item.notebook)}
+            check_parameters(item.notebook, override, "--params")
+            params = {**item.parameters, **override}
             tasks.append((sc.id, item.notebook, params, str(out), chash, force, sc.name))
+    if params_override:
+        names = set().union(*(_declared(i.notebook) for sc in scenarios for i in sc.notebooks))
+        unknown = set(params_override) - names
+        if unknown:
+            raise ScenarioError(f"--params: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
+                                f"they have: {', '.join(sorted(names))}")
     if only and not tasks:
-        raise ScenarioError(f"no scenario runs notebook {only!r}")
+        ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})
+        raise ScenarioError(f"no scenario here runs notebook {only!r}; these run: {', '.join(ran)}")
     results: list[ReportResult | None] = [None] * len(tasks)
     from rich.progress import Progress
 

@@ -36,14 +36,14 @@ def test_failure_is_isolated_and_never_clobbers_a_good_report(tmp_path):
     first = html.read_text()
     assert 'id="key-table"' in first
 
-    # the same scenario, now broken at run time (a string where a number belongs), next to a good one
+    # the same scenario, now broken at run time (no design to compare), next to a good one
     bad_dir = tmp_path / "bad"
     bad_dir.mkdir()
-    bad = _scenario(bad_dir, "small", tokens="many")
+    bad = _scenario(bad_dir, "small", systems=[])
     other = _scenario(tmp_path, "other", gpus=72)
     results = run_reports(load_scenarios(bad) + load_scenarios(other), out, jobs=2, progress=False)
     status = {r.scenario: r for r in results}
-    assert status["small"].status == "failed" and "TypeError" in status["small"].error
+    assert status["small"].status == "failed" and "InputError: systems is empty" in status["small"].error
     assert status["other"].status == "ok"
     assert html.read_text() == first  # the earlier good report is untouched
     assert (out / "small" / "design_comparison.failed.ipynb").exists()
@@ -93,3 +93,25 @@ def test_every_shipped_scenario_is_valid():
     cat = load_catalog()
     assert "default" in cat.scenario_ids()
     assert len(load_scenarios("all")) == len(cat.scenario_ids())
+
+
+def test_params_overrides_are_checked(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("gpu: 1024\n")
+    res = runner.invoke(app, ["report", "--scenario", _scenario(tmp_path, "small"), "--params", str(bad),
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "no notebook of these scenarios has parameter(s) ['gpu']" in res.stderr
+
+
+@pytest.mark.parametrize("override,needle", [
+    ({"gpus": "lots"}, "parameter 'gpus': expected int like its default 16384, got str 'lots'"),
+    ({"systems": "gb200-nvl72"}, "parameter 'systems': expected list"),
+])
+def test_scenario_parameter_types_are_checked(tmp_path, override, needle):
+    with pytest.raises(ScenarioError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        load_scenarios(_scenario(tmp_path, "typed", **override))
+
+
+def test_only_names_the_notebooks_that_run(tmp_path):
+    with pytest.raises(ScenarioError, match="these run: design_comparison"):
+        run_reports(load_scenarios(_scenario(tmp_path, "small")), tmp_path / "o", only="memroy", progress=False)

@@ -41,8 +41,9 @@ def list_(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; al
 
 @catalog_app.command("show")
 def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file path"),
-         kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous")):
-    """Show one entry, every field with its units in the key."""
+         kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous"),
+         json_: bool = typer.Option(False, "--json", help="print JSON")):
+    """Show one entry: every field with its unit in the key, and its sources and assumptions."""
     with handle_errors():
         cat = load_catalog()
         kinds = [kind] if kind else list(KINDS)
@@ -62,10 +63,14 @@ def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file pa
                     if "nearest" in str(exc):
                         sugg.append(str(exc))
             raise CatalogError("; ".join(sugg) or f"no catalog entry {ref!r} in {', '.join(kinds)}")
+        if json_:
+            print_json({k: entry.model_dump(mode="json", exclude_none=True) for k, entry in found})
+            return
         for k, entry in found:
             console.print(f"[bold]{k}[/]: {entry.id}")
-            console.print(yaml.safe_dump(entry.model_dump(mode="json", exclude_none=True), sort_keys=False,
-                                         allow_unicode=True))
+            text = yaml.safe_dump(entry.model_dump(mode="json", exclude_none=True), sort_keys=False,
+                                  allow_unicode=True, width=10_000)
+            console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @catalog_app.command("validate")

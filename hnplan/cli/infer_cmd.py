@@ -48,6 +48,10 @@ def infer(
         if disaggregate and qps is None:
             raise InputError("--disaggregate applies to --qps planning")
         cat = load_catalog()
+        m = cat.model(model)
+        if input_tokens + output_tokens > m.max_seq:
+            raise InputError(f"--input-tokens + --output-tokens = {input_tokens + output_tokens} exceeds "
+                             f"{m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
         fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
         given = Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap) if {"tp"} <= set(fixed) else None
         if given is not None and cat.model(model).moe is not None and ep is None:

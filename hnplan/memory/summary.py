@@ -22,6 +22,19 @@ MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")
 
 
+def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
+    """Degrees that do not divide the model are an infeasible plan, as in the planners."""
+    from hnplan.errors import InfeasiblePlan
+
+    if m.heads % tp:
+        raise InfeasiblePlan(f"tp = {tp} does not divide the {m.heads} attention heads of {m.id}")
+    if mode == "train" and pp > m.layers:
+        raise InfeasiblePlan(f"pp = {pp} exceeds the {m.layers} layers of {m.id}")
+    if ep > 1 and (m.moe is None or m.moe.experts % ep):
+        n = "no experts" if m.moe is None else f"{m.moe.experts} experts"
+        raise InfeasiblePlan(f"ep = {ep} needs a number of experts divisible by it; {m.id} has {n}")
+
+
 def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
                    cp: int = 1, microbatch_size: int = 1, num_microbatches: int | None = None,
                    virtual_stages: int = 1, zero: int = 1, recompute: str = "none",
@@ -45,6 +58,7 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
         raise InputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     cat = catalog or load_catalog()
     m = cat.model(model)
+    _check_degrees(m, mode, tp, pp, ep)
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
     if mode == "train":
         mem = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,

@@ -7,7 +7,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
-from hnplan.errors import HnplanError
+from hnplan.errors import HnplanError, InputError
 from hnplan.planning.time_to_train import training_energy_j
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power
@@ -39,6 +39,8 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
     """
     cat = catalog or load_catalog()
+    if not systems:
+        raise InputError("systems is empty: name at least one system id (data/systems)")
     rows = []
     for ref in systems:
         system = cat.system(ref)

@@ -30,7 +30,8 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     Raises
     ------
     InputError
-        For an unknown dtype, a dtype the accelerator has no peak for, or non-positive sizes.
+        For an unknown dtype, a dtype the accelerator has no peak for, non-positive sizes, or a sequence
+        longer than the model's ``max_seq``.
     CatalogError
         For unknown ids.
     """
@@ -43,6 +44,9 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
+    if seq_len > model.max_seq:
+        raise InputError(f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
+                         f"(field max_seq of its catalog entry)")
     return c.Job(model, system, acc, system_links(system, cat, gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
                  overlap or c.Overlap(), cat)
 
