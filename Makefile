@@ -26,7 +26,7 @@ report: $(STAMP)
 	$(BIN)/hnplan report --scenario $(SCENARIO) --jobs $(JOBS)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(JOBS)
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
 
 browser-test: $(STAMP)
 	HNPLAN_REQUIRE_BROWSER=1 HNPLAN_SCREENSHOTS=reports/screenshots $(BIN)/python -m pytest -q tests/test_browser.py

@@ -63,9 +63,10 @@ def _type_of_default(default: str):
     import ast
 
     try:
-        return type(ast.literal_eval(default))
+        value = ast.literal_eval(default)
     except (ValueError, SyntaxError):
         return None
+    return None if value is None else type(value)  # a None default takes any type
 
 
 def _declared(notebook: str) -> set:

@@ -1,9 +1,22 @@
 """Small parameters for every notebook: the notebook tests, the report tests and the browser check
-use them, so every notebook runs in a few seconds."""
+use them, so every notebook runs in a few seconds. A notebook's own test module (tests/test_nb_<name>.py)
+may define ``SMALL`` instead; :func:`small_params` finds either."""
+
+import importlib
+from pathlib import Path
+
+NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 SMALL_PARAMS = {
     "design_comparison": dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144,
                               tokens=1e11, seq_len=4096, global_batch_tokens=4096 * 288, dtype="bf16"),
+    "validation": dict(areas=["communication", "memory"]),
+    "claims_audit": dict(model="megatron-145.6b", gpus=576, seq_len=2048, global_batch_seqs=576),
 }
-SMALL_PARAMS["validation"] = dict(areas=["communication", "memory"])
-SMALL_PARAMS["claims_audit"] = dict(model="megatron-145.6b", gpus=576, seq_len=2048, global_batch_seqs=576)
+
+
+def small_params(name: str) -> dict:
+    """Small parameters of a notebook (KeyError if it has none: every notebook must)."""
+    if name in SMALL_PARAMS:
+        return SMALL_PARAMS[name]
+    return importlib.import_module(f"test_nb_{name}").SMALL

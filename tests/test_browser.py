@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from hnplan.reports import load_scenarios, run_reports
-from nbparams import SMALL_PARAMS
+from nbparams import NOTEBOOKS, small_params
 
 pytestmark = pytest.mark.notebook
 
@@ -42,7 +42,7 @@ def reports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     sc = tmp / "browser.yaml"
     sc.write_text(yaml.safe_dump({"id": "browser", "name": "every notebook on small parameters", "notebooks": [
-        {"notebook": name, "parameters": params} for name, params in SMALL_PARAMS.items()]}))
+        {"notebook": name, "parameters": small_params(name)} for name in NOTEBOOKS]}))
     out = tmp / "reports"
     results = run_reports(load_scenarios(str(sc)), out, jobs=2, progress=False)
     assert [r.status for r in results] == ["ok"] * len(results), [r.error for r in results]
@@ -68,12 +68,12 @@ def _shots(tmp_path):
 def test_index_opens_and_links_every_report(browser, reports, tmp_path):
     page, errors = _open(browser, reports / "index.html", _shots(tmp_path))
     assert errors == []
-    assert page.locator("#reports tbody tr").count() == len(SMALL_PARAMS)
-    assert page.locator("td.ok").count() == len(SMALL_PARAMS)
+    assert page.locator("#reports tbody tr").count() == len(NOTEBOOKS)
+    assert page.locator("td.ok").count() == len(NOTEBOOKS)
     page.close()
 
 
-@pytest.mark.parametrize("notebook", sorted(SMALL_PARAMS))
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_report_renders_charts_and_table(browser, reports, notebook, tmp_path):
     page, errors = _open(browser, reports / "browser" / f"{notebook}.html", _shots(tmp_path))
     assert errors == [], errors
@@ -82,4 +82,5 @@ def test_report_renders_charts_and_table(browser, reports, notebook, tmp_path):
     page.wait_for_function("() => [...document.querySelectorAll('div.plotly-graph-div')]"
                            ".every(d => d.querySelector('svg.main-svg'))", timeout=15000)
     assert page.locator("#key-table").count() == 1
+    assert page.get_by_text("What this means").count() >= 1  # every report explains its numbers
     page.close()

@@ -14,7 +14,7 @@ SMALL = dict(systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, draw_gpus=16,
 def test_network_notebook(tmp_path):
     nb, html = run_notebook("network", SMALL, tmp_path)
     bom = bom_table(SMALL["systems"], SMALL["gpus"])
-    assert 'id="bom-table"' in html
+    assert 'id="key-table"' in html
     for v in bom["scaleout_switches"]:
         assert f">{v:,}<" in html
     for op in ("allreduce", "alltoall"):

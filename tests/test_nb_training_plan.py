@@ -19,6 +19,6 @@ def test_training_plan_notebook(tmp_path):
     assert list(best["status"]) == ["ok", "ok"]
     for tps in best["tokens_per_s"]:
         assert f"{tps:,.0f}" in html  # the best-plan table shows the library's throughput
-    assert 'id="best-plans"' in html and 'id="validation"' in html
+    assert 'id="key-table"' in html and 'id="validation"' in html
     assert "llama3-405b-8192" in html and "is fastest" in html
     assert plotly_divs(html) == 3  # breakdown bars, scaling curve, validation errors

@@ -44,7 +44,7 @@ DESIGN_COMPARISON = [
              "df = compare_training_designs(model, systems, gpus, tokens, seq_len,\n"
              "                              global_batch_tokens // seq_len, dtype)\n"
              "display(Markdown(f\"## {model}: {tokens:.3g} tokens on {gpus:,} GPUs per design\"))\n"
-             "display(Markdown(verdict(df)))"),
+             "display(Markdown(\"### What this means\\n\\n\" + verdict(df)))"),
     ("code", "cols = {\"system\": \"design\", \"tp\": \"TP\", \"pp\": \"PP\", \"dp\": \"DP\", \"ep\": \"EP\",\n"
              "        \"dtype\": \"dtype\", \"recompute\": \"recompute\", \"step_time_s\": \"step time [s]\", \"mfu\": \"MFU\",\n"
              "        \"tokens_per_s\": \"tokens/s\", \"days\": \"days to train\", \"gpus\": \"GPUs\", \"racks\": \"racks\",\n"
@@ -98,7 +98,7 @@ ROOFLINE = [
              "summary = pd.concat([train_sum, dec_sum], ignore_index=True)\n"
              "display(Markdown(f\"## {model}, TP {tp}, {dtype}: training step (micro-batch {train_batch} x {seq_len}) \"\n"
              "                 f\"and decode (batch {decode_batch}, {kv_len} cached tokens)\"))\n"
-             "display(Markdown(roofline_verdict(summary)))"),
+             "display(Markdown(\"### What this means\\n\\n\" + roofline_verdict(summary)))"),
     ("code", "cols = {\"accelerator\": \"accelerator\", \"phase\": \"phase\", \"time_s\": \"time per pass [s]\",\n"
              "        \"tokens_per_s\": \"tokens/s per GPU\", \"attained_flops_per_s\": \"attained [FLOP/s]\",\n"
              "        \"compute_bound_share\": \"compute-bound share\", \"mfu\": \"MFU\"}\n"
@@ -237,7 +237,7 @@ NETWORK = [
              "        \"diameter_hops\": \"diameter [links]\"}\n"
              "display(bom[list(cols)].rename(columns=cols).style.format({\"bisection [GB/s]\": \"{:,.0f}\",\n"
              "        \"bisection per GPU [GB/s]\": \"{:,.1f}\"}, thousands=\",\").hide(axis=\"index\")\n"
-             "        .set_table_attributes('id=\"bom-table\"'))\n"
+             "        .set_table_attributes('id=\"key-table\"'))\n"
              "plots.show(plots.bom_figure(bom, {\"scaleup_switches\": \"scale-up switch chips\",\n"
              "    \"scaleout_switches\": \"scale-out switches\", \"transceivers\": \"transceivers\", \"cables\": \"cables\"},\n"
              "    f\"Network bill of materials for {gpus:,} GPUs\"))"),

@@ -37,7 +37,7 @@ TRAINING_PLAN = [
              "        \"searched\": \"candidates\", \"feasible\": \"fit\"}\n"
              "display(ok[list(cols)].rename(columns=cols).style.format({\"step time [s]\": \"{:.2f}\", \"tokens/s\": \"{:,.0f}\",\n"
              "        \"MFU\": \"{:.1%}\", \"model TFLOP/s per GPU\": \"{:.0f}\", \"memory [GiB]\": \"{:.1f}\"})\n"
-             "        .hide(axis=\"index\").set_table_attributes('id=\"best-plans\"'))\n"
+             "        .hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))\n"
              "plots.show(plots.step_breakdown_bar(ok, \"Step-time breakdown of the best plan\"))"),
     ("code", "curve = scaling_curve(model, systems, scaling_gpus, seq_len, batch, dtype)\n"
              "plots.show(plots.scaling_figure(curve, f\"{model}: best-plan throughput against GPU count\"))"),
