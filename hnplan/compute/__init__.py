@@ -35,6 +35,7 @@ from hnplan.compute.gemm import (  # noqa: F401
     wave_efficiency,
 )
 from hnplan.compute.operators import (  # noqa: F401
+    ATTENTION_IMPLS,
     CONVENTIONS,
     PHASES,
     operator_table,

@@ -33,6 +33,20 @@ Conventions (``convention``):
   Megatron-LM Eq. 3 ([1]_) exactly for GPT configs (96 form with full recomputation) and
   ``6 N + 12 l h s`` per token (PaLM) for any dense model.
 
+Attention implementations (``attention``):
+
+* ``flash`` (default): one fused kernel per pass ([3]_, [8]_) reading Q, K, V and writing O (and the
+  log-sum-exp); the scores never reach HBM.
+* ``unfused``: the scores are materialised, as in Megatron-LM before FlashAttention ([7]_):
+  ``attn_scores`` (QK^T) and ``attn_context`` (AV) are batched GEMMs over ``b x heads / tp`` of shape
+  ``s_q x s_kv x d_qk`` and ``s_q x d_v x s_kv``, timed by the GEMM model (:mod:`hnplan.compute.gemm`,
+  bf16) and computing the full score matrix (no causal skipping: cuBLAS multiplies every tile); their
+  backward is two GEMMs each (gradients of both operands); ``attn_softmax`` and, in training,
+  ``attn_dropout`` are memory-bound passes over the ``b x heads / tp x s_q x s_kv`` scores with the
+  bytes per element of :data:`UNFUSED_BYTES`; ``attn_context_copy`` is the permute of the context
+  to ``[s, b, h]`` (read + write). Selective recomputation re-runs the core (the two GEMMs, softmax,
+  dropout), full recomputation the whole forward.
+
 Modelling assumptions (labelled, not measured): element-wise operators read and write bf16;
 their backward moves twice the forward bytes and FLOPs; weight gradients accumulate into fp32
 (Megatron-LM ``main_grad``: read + write 4 bytes per weight); routing is balanced, and at small
@@ -51,6 +65,11 @@ References
 .. [5] Chowdhery et al., PaLM, arXiv:2204.02311, Appendix B.
 .. [6] DeepSeek-AI, DeepSeek-V2 (arXiv:2405.04434) Sec. 2.1 and V3 (arXiv:2412.19437): MLA, and
    the absorbed form used in decode.
+.. [7] NVIDIA Megatron-LM (2020-2021), ``megatron/model/transformer.py`` (``ParallelAttention``:
+   ``baddbmm`` for QK^T, ``FusedScaleMaskSoftmax``, attention dropout, ``bmm`` for AV, permute of the
+   context) and ``megatron/fused_kernels/scaled_upper_triang_masked_softmax.h``.
+.. [8] Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness",
+   arXiv:2205.14135 (2022): the fused kernel that never writes the scores to HBM.
 """
 
 from __future__ import annotations
@@ -70,6 +89,10 @@ from hnplan.errors import InputError
 
 PHASES = ("train", "prefill", "decode")
 CONVENTIONS = ("executed", "model")
+ATTENTION_IMPLS = ("flash", "unfused")
+# operator kinds of the attention core: the fused FlashAttention kernel, or the unfused form's batched
+# GEMMs (QK^T, AV) and its passes over the materialised scores (softmax, dropout)
+ATTENTION_KINDS = ("attention", "attention-gemm", "attention-elementwise")
 ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
 ACT_BYTES = 2.0  # bf16 activations
 GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
@@ -80,6 +103,22 @@ NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a 
 ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
 ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
 LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
+SOFTMAX_FLOPS = 5.0  # scale, max, subtract, exp, sum/divide per score (assumption, as the counts above)
+DROPOUT_FLOPS = 2.0  # compare with the random draw, scale
+MASK_BYTES = 1.0  # torch dropout keeps a 1-byte (bool) mask per element (Korthikanti et al. 2022 Sec. 4.1)
+CAUSAL_READ_FRACTION = 0.5  # the fused causal softmax reads only the lower triangle (see UNFUSED_BYTES)
+# Unfused attention ([7]_, Megatron-LM 2021 ``CoreAttention``): bytes per score element (one (sequence,
+# head, query, key) entry) of each pass over the materialised ``s_q x s_kv`` scores, (forward, backward).
+# * softmax: Megatron's fused scale + causal-mask + softmax kernel (``scaled_upper_triang_masked_softmax``)
+#   reads the lower triangle and writes the full row (zeros above the diagonal); its backward reads the
+#   incoming gradient and the saved softmax output on the lower triangle and writes the full row;
+# * dropout (training only): torch dropout reads the probabilities and writes the output and the 1-byte
+#   mask; its backward reads the gradient and the mask and writes the input gradient.
+# ``r`` = read fraction (CAUSAL_READ_FRACTION for causal masks, 1 otherwise).
+UNFUSED_BYTES = {
+    "attn_softmax": (lambda r: r * ACT_BYTES + ACT_BYTES, lambda r: r * 2 * ACT_BYTES + ACT_BYTES),
+    "attn_dropout": (lambda r: 2 * ACT_BYTES + MASK_BYTES, lambda r: 2 * ACT_BYTES + MASK_BYTES),
+}
 
 TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "intensity", "compute_time_s",
                  "memory_time_s", "time_s", "bound", "gemm_efficiency", "attained_flops_per_s", "m", "n", "k"]
@@ -112,9 +151,17 @@ class _Op:
     e_in: float = 0.0
     e_out: float = 0.0
     flops_per_out: float = 0.0
+    # attention-elementwise: bytes per element of the forward and of the backward pass
+    fwd_bytes_per_elem: float = 0.0
+    bwd_bytes_per_elem: float = 0.0
+    # attention-gemm: names of the two backward GEMMs (gradients of the first and second operand)
+    grad_names: tuple = ()
 
 
-def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention):
+def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
+           attention="flash"):
+    if attention not in ATTENTION_IMPLS:
+        raise InputError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}; got {attention!r}")
     if phase not in PHASES:
         raise InputError(f"phase must be one of {', '.join(PHASES)}; got {phase!r}")
     if recompute not in RECOMPUTE_MODES:
@@ -159,8 +206,28 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
     ]
 
 
+def _unfused_attention(op: _Op, phase: str) -> list[_Op]:
+    """The unfused form ([7]_) of a fused attention operator: QK^T, softmax, dropout (training), AV and
+    the permute of the context (see the module docstring)."""
+    g = op.b * op.hq
+    elems = g * op.s_q * op.s_kv
+    r = CAUSAL_READ_FRACTION if op.causal else 1.0
+    ops = [_Op("attn_scores", "attention-gemm", op.scope, m=op.s_q, n=op.s_kv, k=op.d_qk, groups=g,
+               w_bytes=g * op.d_qk * op.s_kv * ACT_BYTES, grad_names=("attn_scores_grad_q", "attn_scores_grad_k"))]
+    for name in ("attn_softmax", "attn_dropout") if phase == "train" else ("attn_softmax",):
+        fwd, bwd = UNFUSED_BYTES[name]
+        ops.append(_Op(name, "attention-elementwise", op.scope, e_out=elems, fwd_bytes_per_elem=fwd(r),
+                       bwd_bytes_per_elem=bwd(r), flops_per_out=SOFTMAX_FLOPS if name == "attn_softmax" else
+                       DROPOUT_FLOPS))
+    ops.append(_Op("attn_context", "attention-gemm", op.scope, m=op.s_q, n=op.d_v, k=op.s_kv, groups=g,
+                   w_bytes=g * op.s_kv * op.d_v * ACT_BYTES, grad_names=("attn_context_grad_p", "attn_context_grad_v")))
+    ctx = g * op.s_q * op.d_v
+    ops.append(_ew("attn_context_copy", op.scope, ctx, ctx, 0.0))
+    return ops
+
+
 def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
-               tp: int, cp: int, ep: int, wb: float) -> list[_Op]:
+               tp: int, cp: int, ep: int, wb: float, attention: str = "flash") -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
     hkv = max(1, math.ceil(model.kv_heads / tp))
@@ -225,6 +292,8 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
     else:
         ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
     ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0))
+    if attention == "unfused":
+        ops = [u for o in ops for u in (_unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
 
 
@@ -276,6 +345,31 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
         if recompute == "full" and op.scope.endswith("layer"):
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
+    if op.kind == "attention-gemm":  # C = A B of two activations: no weights, no fp32 accumulation
+        f = 2.0 * op.groups * op.m * op.n * op.k
+        a, b_, c = op.groups * op.m * op.k, op.w_bytes / ACT_BYTES, op.groups * op.m * op.n
+        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f, (a + b_ + c) * ACT_BYTES,
+               op.m, op.n, op.k, op.groups)
+        if phase != "train":
+            return [fwd]
+        ga, gb = op.grad_names
+        out += [fwd,
+                (ga, op.scope, op.kind, "bwd", count, f, (c + b_ + a) * ACT_BYTES, op.m, op.k, op.n, op.groups),
+                (gb, op.scope, op.kind, "bwd", count, f, (a + c + b_) * ACT_BYTES, op.k, op.n, op.m, op.groups)]
+        if recompute in ("full", "selective"):
+            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
+        return out
+    if op.kind == "attention-elementwise":
+        f = op.flops_per_out * op.e_out if executed else 0.0
+        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f,
+               op.e_out * op.fwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0)
+        if phase != "train":
+            return [fwd]
+        out += [fwd, (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem,
+                      0.0, 0.0, 0.0, 1.0)]
+        if recompute in ("full", "selective"):
+            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
+        return out
     if op.kind == "attention":
         f = _attention_fwd_flops(op, executed)
         by = _attention_fwd_bytes(op)
@@ -307,12 +401,12 @@ def _layer_counts(model: Model, layers: range | None = None) -> dict:
 
 
 def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-              layers=None, embedding=True, head=True):
+              layers=None, embedding=True, head=True, attention="flash"):
     wb = units.dtype_bytes(dtype)
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
-            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb):
+            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention):
                 rows += _rows(op, phase, recompute, convention, count)
     emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb)
     for op in (emb if embedding else []) + (hd if head else []):
@@ -326,12 +420,15 @@ def _times(rows, acc: Accelerator, dtype: str):
     flops = np.array([r[5] for r in rows], dtype=float)
     nbytes = np.array([r[6] for r in rows], dtype=float)
     m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
-    is_gemm, is_attn = kind == "gemm", kind == "attention"
+    is_gemm, is_attn, is_bmm = kind == "gemm", kind == "attention", kind == "attention-gemm"
     eff = np.ones_like(flops)
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     if is_gemm.any():
         rate[is_gemm] = gemm_flops_per_s(acc, dtype, m[is_gemm], n[is_gemm], k[is_gemm], g[is_gemm])
         eff[is_gemm] = rate[is_gemm] / peak_flops_per_s(acc, dtype)
+    if is_bmm.any():  # unfused attention GEMMs: batched over sequences x heads, in bf16 also under fp8
+        rate[is_bmm] = gemm_flops_per_s(acc, ATTENTION_DTYPE, m[is_bmm], n[is_bmm], k[is_bmm], g[is_bmm])
+        eff[is_bmm] = rate[is_bmm] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     if is_attn.any():  # work units: query tiles of every (sequence, head), split along the keys when few
         wave = np.ones(int(is_attn.sum()))
         if acc.gemm_tile_mnk is not None and acc.compute_units is not None:
@@ -348,7 +445,7 @@ def _times(rows, acc: Accelerator, dtype: str):
 
 def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, *,
                    kv_len: int | None = None, tp: int = 1, cp: int = 1, ep: int = 1, dtype: str = "bf16",
-                   recompute: str = "none", convention: str = "executed") -> pd.DataFrame:
+                   recompute: str = "none", convention: str = "executed", attention: str = "flash") -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
     Parameters
@@ -370,6 +467,8 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
         Training only.
     convention : {"executed", "model"}
         FLOP convention (see module docstring): ``executed`` for time, ``model`` for MFU counts.
+    attention : {"flash", "unfused"}
+        Attention implementation (see module docstring): fused FlashAttention, or materialised scores.
 
     Returns
     -------
@@ -384,7 +483,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     Raises
     ------
     InputError
-        For an unknown phase, recompute mode, convention or dtype; degrees below 1; a ``tp`` that
+        For an unknown phase, recompute mode, convention, attention implementation or dtype; degrees below 1; a ``tp`` that
         does not divide the heads or an ``ep`` that does not divide the experts; a dtype the
         accelerator has no peak for.
 
@@ -397,8 +496,9 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     {'memory'}
     """
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
-    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention)
+    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
+                     attention=attention)
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame([r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes",
                                                        "m", "n", "k"])
@@ -408,7 +508,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     df["attained_flops_per_s"] = df["flops"] / df["time_s"]
     df = df[TABLE_COLUMNS]
     df.attrs = dict(model=model.id, accelerator=acc.id, phase=phase, batch=batch, seq_len=seq_len, kv_len=kv_len,
-                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention,
+                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention, attention=attention,
                     units={"flops": "FLOP", "bytes": "bytes", "intensity": "FLOP/byte", "time_s": "s",
                            "attained_flops_per_s": "FLOP/s"})
     return df
@@ -432,18 +532,19 @@ def totals(df: pd.DataFrame) -> dict:
 
 def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_len: int, *, tp: int = 1,
                           cp: int = 1, ep: int = 1, pp: int = 1, dtype: str = "bf16",
-                          recompute: str = "none") -> float:
+                          recompute: str = "none", attention: str = "flash") -> float:
     """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
 
     Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
-    embedding, the last the final norm, LM head and loss. Communication is not included.
+    embedding, the last the final norm, LM head and loss. Communication is not included. ``attention``:
+    ``flash`` or ``unfused`` (:func:`operator_table`).
 
     Raises
     ------
     InputError
         As :func:`operator_table`.
     """
-    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed")
+    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed", attention)
     per = math.ceil(model.layers / pp)
     slowest = 0.0
     seen = set()
@@ -455,7 +556,7 @@ def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_l
             continue
         seen.add(key)
         rows = _raw_rows(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed",
-                         layers=layers, embedding=i == 0, head=i == pp - 1)
+                         layers=layers, embedding=i == 0, head=i == pp - 1, attention=attention)
         if rows:
             _, _, t, _ = _times(rows, acc, dtype)
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))
