@@ -43,7 +43,7 @@ Attention implementations (``attention``):
   bf16) and computing the full score matrix (no causal skipping: cuBLAS multiplies every tile); their
   backward is two GEMMs each (gradients of both operands); ``attn_softmax`` and, in training,
   ``attn_dropout`` are memory-bound passes over the ``b x heads / tp x s_q x s_kv`` scores with the
-  bytes per element of :data:`UNFUSED_BYTES`; ``attn_context_copy`` is the permute of the context
+  bytes per element of :data:`hnplan.compute.attention.UNFUSED_BYTES`; ``attn_context_copy`` is the permute of the context
   to ``[s, b, h]`` (read + write). Selective recomputation re-runs the core (the two GEMMs, softmax,
   dropout), full recomputation the whole forward.
 
@@ -75,7 +75,6 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -84,78 +83,23 @@ from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achievable_hbm_Bps, head_dim,
                                    peak_flops_per_s)
+from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
 from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
 from hnplan.errors import InputError
 
 PHASES = ("train", "prefill", "decode")
 CONVENTIONS = ("executed", "model")
-ATTENTION_IMPLS = ("flash", "unfused")
-# operator kinds of the attention core: the fused FlashAttention kernel, or the unfused form's batched
-# GEMMs (QK^T, AV) and its passes over the materialised scores (softmax, dropout)
-ATTENTION_KINDS = ("attention", "attention-gemm", "attention-elementwise")
 ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
-ACT_BYTES = 2.0  # bf16 activations
-GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
-FLASH_BWD_FACTOR = 2.5  # FlashAttention-2 [3]: backward = 2.5 x forward FLOPs (5 matmuls vs 2)
 # Arithmetic operations per output element of element-wise operators: counts of the operations
 # in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
 NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a factor of 2
 ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
 ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
 LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
-SOFTMAX_FLOPS = 5.0  # scale, max, subtract, exp, sum/divide per score (assumption, as the counts above)
-DROPOUT_FLOPS = 2.0  # compare with the random draw, scale
-MASK_BYTES = 1.0  # torch dropout keeps a 1-byte (bool) mask per element (Korthikanti et al. 2022 Sec. 4.1)
-CAUSAL_READ_FRACTION = 0.5  # the fused causal softmax reads only the lower triangle (see UNFUSED_BYTES)
-# Unfused attention ([7]_, Megatron-LM 2021 ``CoreAttention``): bytes per score element (one (sequence,
-# head, query, key) entry) of each pass over the materialised ``s_q x s_kv`` scores, (forward, backward).
-# * softmax: Megatron's fused scale + causal-mask + softmax kernel (``scaled_upper_triang_masked_softmax``)
-#   reads the lower triangle and writes the full row (zeros above the diagonal); its backward reads the
-#   incoming gradient and the saved softmax output on the lower triangle and writes the full row;
-# * dropout (training only): torch dropout reads the probabilities and writes the output and the 1-byte
-#   mask; its backward reads the gradient and the mask and writes the input gradient.
-# ``r`` = read fraction (CAUSAL_READ_FRACTION for causal masks, 1 otherwise).
-UNFUSED_BYTES = {
-    "attn_softmax": (lambda r: r * ACT_BYTES + ACT_BYTES, lambda r: r * 2 * ACT_BYTES + ACT_BYTES),
-    "attn_dropout": (lambda r: 2 * ACT_BYTES + MASK_BYTES, lambda r: 2 * ACT_BYTES + MASK_BYTES),
-}
 
 TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "intensity", "compute_time_s",
                  "memory_time_s", "time_s", "bound", "gemm_efficiency", "attained_flops_per_s", "m", "n", "k"]
-
-
-@dataclass(frozen=True)
-class _Op:
-    """One operator of the forward pass, per GPU (shapes in elements)."""
-
-    name: str
-    kind: str  # "gemm", "attention", "elementwise"
-    scope: str  # "dense-layer", "moe-layer", "embedding", "head"
-    # gemm: C[m, n] = A[m, k] W[k, n], ``groups`` of them; w_bytes: weight bytes read
-    m: float = 0.0
-    n: float = 0.0
-    k: float = 0.0
-    groups: float = 1.0
-    w_bytes: float = 0.0
-    in_bytes: float = ACT_BYTES  # bytes per input element (GEMM dtype)
-    # attention: sequences, local query / kv heads, query and key lengths, head dims, cached width
-    b: float = 0.0
-    hq: float = 0.0
-    s_q: float = 0.0
-    s_kv: float = 0.0
-    d_qk: float = 0.0
-    d_v: float = 0.0
-    kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
-    causal: bool = False
-    # element-wise: elements read, written, FLOPs per written element
-    e_in: float = 0.0
-    e_out: float = 0.0
-    flops_per_out: float = 0.0
-    # attention-elementwise: bytes per element of the forward and of the backward pass
-    fwd_bytes_per_elem: float = 0.0
-    bwd_bytes_per_elem: float = 0.0
-    # attention-gemm: names of the two backward GEMMs (gradients of the first and second operand)
-    grad_names: tuple = ()
 
 
 def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
@@ -183,15 +127,6 @@ def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, 
         raise InputError(str(exc)) from None
 
 
-def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
-    w = (k * n * groups if w_elems is None else w_elems) * wb
-    return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
-
-
-def _ew(name, scope, e_in, e_out, flops_per_out) -> _Op:
-    return _Op(name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out)
-
-
 def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None) -> list[_Op]:
     """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
     h, gated = model.hidden, model.activation == "swiglu"
@@ -204,26 +139,6 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
         _ew(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, ACT_FLOPS[model.activation]),
         _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
     ]
-
-
-def _unfused_attention(op: _Op, phase: str) -> list[_Op]:
-    """The unfused form ([7]_) of a fused attention operator: QK^T, softmax, dropout (training), AV and
-    the permute of the context (see the module docstring)."""
-    g = op.b * op.hq
-    elems = g * op.s_q * op.s_kv
-    r = CAUSAL_READ_FRACTION if op.causal else 1.0
-    ops = [_Op("attn_scores", "attention-gemm", op.scope, m=op.s_q, n=op.s_kv, k=op.d_qk, groups=g,
-               w_bytes=g * op.d_qk * op.s_kv * ACT_BYTES, grad_names=("attn_scores_grad_q", "attn_scores_grad_k"))]
-    for name in ("attn_softmax", "attn_dropout") if phase == "train" else ("attn_softmax",):
-        fwd, bwd = UNFUSED_BYTES[name]
-        ops.append(_Op(name, "attention-elementwise", op.scope, e_out=elems, fwd_bytes_per_elem=fwd(r),
-                       bwd_bytes_per_elem=bwd(r), flops_per_out=SOFTMAX_FLOPS if name == "attn_softmax" else
-                       DROPOUT_FLOPS))
-    ops.append(_Op("attn_context", "attention-gemm", op.scope, m=op.s_q, n=op.d_v, k=op.s_kv, groups=g,
-                   w_bytes=g * op.s_kv * op.d_v * ACT_BYTES, grad_names=("attn_context_grad_p", "attn_context_grad_v")))
-    ctx = g * op.s_q * op.d_v
-    ops.append(_ew("attn_context_copy", op.scope, ctx, ctx, 0.0))
-    return ops
 
 
 def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
@@ -293,7 +208,7 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
         ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
     ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0))
     if attention == "unfused":
-        ops = [u for o in ops for u in (_unfused_attention(o, phase) if o.kind == "attention" else [o])]
+        ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
 
 
@@ -310,17 +225,6 @@ def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: i
         v = logits_tokens * model.vocab / tp
         head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
     return emb, head
-
-
-def _attention_fwd_flops(op: _Op, executed: bool) -> float:
-    full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
-    return full * (0.5 if (executed and op.causal) else 1.0)
-
-
-def _attention_fwd_bytes(op: _Op) -> float:
-    q_o = op.b * op.s_q * op.hq * (op.d_qk + op.d_v)
-    kv = op.b * op.s_kv * op.kv_width
-    return (q_o + kv) * ACT_BYTES + op.b * op.hq * op.s_q * 4.0  # + fp32 log-sum-exp
 
 
 def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
@@ -345,43 +249,8 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
         if recompute == "full" and op.scope.endswith("layer"):
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
-    if op.kind == "attention-gemm":  # C = A B of two activations: no weights, no fp32 accumulation
-        f = 2.0 * op.groups * op.m * op.n * op.k
-        a, b_, c = op.groups * op.m * op.k, op.w_bytes / ACT_BYTES, op.groups * op.m * op.n
-        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f, (a + b_ + c) * ACT_BYTES,
-               op.m, op.n, op.k, op.groups)
-        if phase != "train":
-            return [fwd]
-        ga, gb = op.grad_names
-        out += [fwd,
-                (ga, op.scope, op.kind, "bwd", count, f, (c + b_ + a) * ACT_BYTES, op.m, op.k, op.n, op.groups),
-                (gb, op.scope, op.kind, "bwd", count, f, (a + c + b_) * ACT_BYTES, op.k, op.n, op.m, op.groups)]
-        if recompute in ("full", "selective"):
-            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
-        return out
-    if op.kind == "attention-elementwise":
-        f = op.flops_per_out * op.e_out if executed else 0.0
-        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f,
-               op.e_out * op.fwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0)
-        if phase != "train":
-            return [fwd]
-        out += [fwd, (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem,
-                      0.0, 0.0, 0.0, 1.0)]
-        if recompute in ("full", "selective"):
-            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
-        return out
-    if op.kind == "attention":
-        f = _attention_fwd_flops(op, executed)
-        by = _attention_fwd_bytes(op)
-        shape = (op.s_q, op.s_kv, op.d_qk)
-        if phase != "train":
-            return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
-        out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
-        out.append((op.name, op.scope, op.kind, "bwd", count, f * (FLASH_BWD_FACTOR if executed else 2.0), 2.0 * by,
-                    *shape, op.b * op.hq))
-        if recompute in ("full", "selective"):
-            out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
-        return out
+    if op.kind in ATTENTION_KINDS:
+        return attention_rows(op, phase, recompute, executed, count)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
     by = (op.e_in + op.e_out) * ACT_BYTES
     if phase != "train":

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from hnplan.catalog.schemas import Accelerator, Model
-from hnplan.compute.operators import ATTENTION_KINDS, _check, _raw_rows, _times
+from hnplan.compute.attention import ATTENTION_KINDS
+from hnplan.compute.operators import _check, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn")
