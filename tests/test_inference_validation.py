@@ -3,27 +3,14 @@
 import pandas as pd
 import pytest
 
-from conftest import ROOT
 from hnplan.planning.inference import measurements, validation_table
 from hnplan.planning.inference.validation import TRTLLM_ROWS
 
 MODEL_NAMES = {"Llama 3.1 8B": "llama3.1-8b", "Llama 3.3 70B": "llama3.1-70b", "Llama 3.1 405B": "llama3.1-405b"}
 
 
-def _reference_csv():
-    # the shared reference folder sits next to the checkout (main) or next to the worktrees' parent
-    for base in (ROOT, *ROOT.parents):
-        path = base / "shared" / "reference" / "inference_measurements.csv"
-        if path.exists():
-            return path
-    return None
-
-
-def test_trtllm_rows_match_the_reference_csv():
-    path = _reference_csv()
-    if path is None:
-        pytest.skip("shared reference folder not present")
-    ref = pd.read_csv(path)
+def test_trtllm_rows_match_the_reference_csv(cat):
+    ref = cat.reference("inference_measurements")
     ref = ref[ref["id"].str.startswith("trtllm")]
     got = {(MODEL_NAMES[r.model], int(r.parallelism[2:]), int(r.isl), int(r.osl)): float(r.throughput_value)
            for r in ref.itertuples()}

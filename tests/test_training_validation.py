@@ -60,16 +60,12 @@ CSV_IDS = {  # data/validation run id -> ../shared/reference/training_measuremen
 
 
 def test_runs_match_the_shared_reference_table():
-    # the configurations and values were transcribed from ../shared/reference; check them against it
+    # the configurations and values were transcribed from the reference table; check them against it
     import pandas as pd
-    from conftest import ROOT
 
-    found = [p / "shared" / "reference" / "training_measurements.csv" for p in (ROOT.parent, ROOT.parent.parent)]
-    found = [p for p in found if p.exists()]
-    if not found:
-        pytest.skip("../shared/reference is not present next to this checkout")
-    path = found[0]
-    ref = pd.read_csv(path).set_index("run_id")
+    from hnplan.catalog import load_catalog
+
+    ref = load_catalog().reference("training_measurements").set_index("run_id")
     for run in training_runs():
         if run.id not in CSV_IDS:
             continue

@@ -27,6 +27,8 @@ class TrainingRun(_Strict):
     dtype: Literal["bf16", "fp8"]
     fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
     overlap: Literal["default", "megatron-2021", "dualpipe"] = "default"
+    attention: Literal["flash", "unfused"] | None = Field(
+        default=None, description="attention implementation of the run's software; default: the overlap preset's")
     metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu"]
     published: Positive = Field(description="the published value of `metric`")
     tolerance_pct: Positive = Field(description="accepted relative error [%]")

@@ -33,6 +33,8 @@ def train(
     ep_overlap: bool = typer.Option(False, "--ep-overlap", help="expert all-to-all hidden behind compute (DualPipe)"),
     no_dp_overlap: bool = typer.Option(False, "--no-dp-overlap",
                                        help="gradient reduce / parameter gather not overlapped (Megatron-LM 2021)"),
+    attention: str = typer.Option("flash", "--attention",
+                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
@@ -53,7 +55,7 @@ def train(
         given = {k: v for k, v in knobs.items() if v is not None}
         cat = load_catalog()
         overlap = Overlap(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=not no_dp_overlap,
-                          dp_param_gather=not no_dp_overlap)
+                          dp_param_gather=not no_dp_overlap, attention=attention)
         # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:

@@ -4,6 +4,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
 * :mod:`hnplan.compute.counts`: parameter counts, model / hardware FLOPs per token (PaLM, Megatron-LM),
   MFU, peaks and the roofline primitive.
 * :mod:`hnplan.compute.gemm`: tile and wave quantisation of a GEMM shape on an accelerator.
+* :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
   phase, and the compute time of one pipeline stage per micro-batch.
 
@@ -34,6 +35,7 @@ from hnplan.compute.gemm import (  # noqa: F401
     quantisation_efficiency,
     wave_efficiency,
 )
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.operators import (  # noqa: F401
     CONVENTIONS,
     PHASES,

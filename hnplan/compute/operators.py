@@ -33,6 +33,20 @@ Conventions (``convention``):
   Megatron-LM Eq. 3 ([1]_) exactly for GPT configs (96 form with full recomputation) and
   ``6 N + 12 l h s`` per token (PaLM) for any dense model.
 
+Attention implementations (``attention``):
+
+* ``flash`` (default): one fused kernel per pass ([3]_, [8]_) reading Q, K, V and writing O (and the
+  log-sum-exp); the scores never reach HBM.
+* ``unfused``: the scores are materialised, as in Megatron-LM before FlashAttention ([7]_):
+  ``attn_scores`` (QK^T) and ``attn_context`` (AV) are batched GEMMs over ``b x heads / tp`` of shape
+  ``s_q x s_kv x d_qk`` and ``s_q x d_v x s_kv``, timed by the GEMM model (:mod:`hnplan.compute.gemm`,
+  bf16) and computing the full score matrix (no causal skipping: cuBLAS multiplies every tile); their
+  backward is two GEMMs each (gradients of both operands); ``attn_softmax`` and, in training,
+  ``attn_dropout`` are memory-bound passes over the ``b x heads / tp x s_q x s_kv`` scores with the
+  bytes per element of :data:`hnplan.compute.attention.UNFUSED_BYTES`; ``attn_context_copy`` is the permute of the context
+  to ``[s, b, h]`` (read + write). Selective recomputation re-runs the core (the two GEMMs, softmax,
+  dropout), full recomputation the whole forward.
+
 Modelling assumptions (labelled, not measured): element-wise operators read and write bf16;
 their backward moves twice the forward bytes and FLOPs; weight gradients accumulate into fp32
 (Megatron-LM ``main_grad``: read + write 4 bytes per weight); routing is balanced, and at small
@@ -51,12 +65,16 @@ References
 .. [5] Chowdhery et al., PaLM, arXiv:2204.02311, Appendix B.
 .. [6] DeepSeek-AI, DeepSeek-V2 (arXiv:2405.04434) Sec. 2.1 and V3 (arXiv:2412.19437): MLA, and
    the absorbed form used in decode.
+.. [7] NVIDIA Megatron-LM (2020-2021), ``megatron/model/transformer.py`` (``ParallelAttention``:
+   ``baddbmm`` for QK^T, ``FusedScaleMaskSoftmax``, attention dropout, ``bmm`` for AV, permute of the
+   context) and ``megatron/fused_kernels/scaled_upper_triang_masked_softmax.h``.
+.. [8] Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness",
+   arXiv:2205.14135 (2022): the fused kernel that never writes the scores to HBM.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -65,15 +83,14 @@ from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achievable_hbm_Bps, head_dim,
                                    peak_flops_per_s)
+from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
 from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
 from hnplan.errors import InputError
 
 PHASES = ("train", "prefill", "decode")
 CONVENTIONS = ("executed", "model")
 ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
-ACT_BYTES = 2.0  # bf16 activations
-GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
-FLASH_BWD_FACTOR = 2.5  # FlashAttention-2 [3]: backward = 2.5 x forward FLOPs (5 matmuls vs 2)
 # Arithmetic operations per output element of element-wise operators: counts of the operations
 # in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
 NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a factor of 2
@@ -85,36 +102,10 @@ TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "i
                  "memory_time_s", "time_s", "bound", "gemm_efficiency", "attained_flops_per_s", "m", "n", "k"]
 
 
-@dataclass(frozen=True)
-class _Op:
-    """One operator of the forward pass, per GPU (shapes in elements)."""
-
-    name: str
-    kind: str  # "gemm", "attention", "elementwise"
-    scope: str  # "dense-layer", "moe-layer", "embedding", "head"
-    # gemm: C[m, n] = A[m, k] W[k, n], ``groups`` of them; w_bytes: weight bytes read
-    m: float = 0.0
-    n: float = 0.0
-    k: float = 0.0
-    groups: float = 1.0
-    w_bytes: float = 0.0
-    in_bytes: float = ACT_BYTES  # bytes per input element (GEMM dtype)
-    # attention: sequences, local query / kv heads, query and key lengths, head dims, cached width
-    b: float = 0.0
-    hq: float = 0.0
-    s_q: float = 0.0
-    s_kv: float = 0.0
-    d_qk: float = 0.0
-    d_v: float = 0.0
-    kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
-    causal: bool = False
-    # element-wise: elements read, written, FLOPs per written element
-    e_in: float = 0.0
-    e_out: float = 0.0
-    flops_per_out: float = 0.0
-
-
-def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention):
+def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
+           attention="flash"):
+    if attention not in ATTENTION_IMPLS:
+        raise InputError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}; got {attention!r}")
     if phase not in PHASES:
         raise InputError(f"phase must be one of {', '.join(PHASES)}; got {phase!r}")
     if recompute not in RECOMPUTE_MODES:
@@ -136,15 +127,6 @@ def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, 
         raise InputError(str(exc)) from None
 
 
-def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
-    w = (k * n * groups if w_elems is None else w_elems) * wb
-    return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
-
-
-def _ew(name, scope, e_in, e_out, flops_per_out) -> _Op:
-    return _Op(name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out)
-
-
 def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None) -> list[_Op]:
     """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
     h, gated = model.hidden, model.activation == "swiglu"
@@ -160,7 +142,7 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
 
 
 def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
-               tp: int, cp: int, ep: int, wb: float) -> list[_Op]:
+               tp: int, cp: int, ep: int, wb: float, attention: str = "flash") -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
     hkv = max(1, math.ceil(model.kv_heads / tp))
@@ -225,6 +207,8 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
     else:
         ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
     ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0))
+    if attention == "unfused":
+        ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
 
 
@@ -241,17 +225,6 @@ def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: i
         v = logits_tokens * model.vocab / tp
         head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
     return emb, head
-
-
-def _attention_fwd_flops(op: _Op, executed: bool) -> float:
-    full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
-    return full * (0.5 if (executed and op.causal) else 1.0)
-
-
-def _attention_fwd_bytes(op: _Op) -> float:
-    q_o = op.b * op.s_q * op.hq * (op.d_qk + op.d_v)
-    kv = op.b * op.s_kv * op.kv_width
-    return (q_o + kv) * ACT_BYTES + op.b * op.hq * op.s_q * 4.0  # + fp32 log-sum-exp
 
 
 def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
@@ -276,18 +249,8 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
         if recompute == "full" and op.scope.endswith("layer"):
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
-    if op.kind == "attention":
-        f = _attention_fwd_flops(op, executed)
-        by = _attention_fwd_bytes(op)
-        shape = (op.s_q, op.s_kv, op.d_qk)
-        if phase != "train":
-            return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
-        out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
-        out.append((op.name, op.scope, op.kind, "bwd", count, f * (FLASH_BWD_FACTOR if executed else 2.0), 2.0 * by,
-                    *shape, op.b * op.hq))
-        if recompute in ("full", "selective"):
-            out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
-        return out
+    if op.kind in ATTENTION_KINDS:
+        return attention_rows(op, phase, recompute, executed, count)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
     by = (op.e_in + op.e_out) * ACT_BYTES
     if phase != "train":
@@ -307,12 +270,12 @@ def _layer_counts(model: Model, layers: range | None = None) -> dict:
 
 
 def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-              layers=None, embedding=True, head=True):
+              layers=None, embedding=True, head=True, attention="flash"):
     wb = units.dtype_bytes(dtype)
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
-            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb):
+            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention):
                 rows += _rows(op, phase, recompute, convention, count)
     emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb)
     for op in (emb if embedding else []) + (hd if head else []):
@@ -326,12 +289,15 @@ def _times(rows, acc: Accelerator, dtype: str):
     flops = np.array([r[5] for r in rows], dtype=float)
     nbytes = np.array([r[6] for r in rows], dtype=float)
     m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
-    is_gemm, is_attn = kind == "gemm", kind == "attention"
+    is_gemm, is_attn, is_bmm = kind == "gemm", kind == "attention", kind == "attention-gemm"
     eff = np.ones_like(flops)
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     if is_gemm.any():
         rate[is_gemm] = gemm_flops_per_s(acc, dtype, m[is_gemm], n[is_gemm], k[is_gemm], g[is_gemm])
         eff[is_gemm] = rate[is_gemm] / peak_flops_per_s(acc, dtype)
+    if is_bmm.any():  # unfused attention GEMMs: batched over sequences x heads, in bf16 also under fp8
+        rate[is_bmm] = gemm_flops_per_s(acc, ATTENTION_DTYPE, m[is_bmm], n[is_bmm], k[is_bmm], g[is_bmm])
+        eff[is_bmm] = rate[is_bmm] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     if is_attn.any():  # work units: query tiles of every (sequence, head), split along the keys when few
         wave = np.ones(int(is_attn.sum()))
         if acc.gemm_tile_mnk is not None and acc.compute_units is not None:
@@ -348,7 +314,7 @@ def _times(rows, acc: Accelerator, dtype: str):
 
 def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, *,
                    kv_len: int | None = None, tp: int = 1, cp: int = 1, ep: int = 1, dtype: str = "bf16",
-                   recompute: str = "none", convention: str = "executed") -> pd.DataFrame:
+                   recompute: str = "none", convention: str = "executed", attention: str = "flash") -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
     Parameters
@@ -370,6 +336,8 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
         Training only.
     convention : {"executed", "model"}
         FLOP convention (see module docstring): ``executed`` for time, ``model`` for MFU counts.
+    attention : {"flash", "unfused"}
+        Attention implementation (see module docstring): fused FlashAttention, or materialised scores.
 
     Returns
     -------
@@ -384,7 +352,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     Raises
     ------
     InputError
-        For an unknown phase, recompute mode, convention or dtype; degrees below 1; a ``tp`` that
+        For an unknown phase, recompute mode, convention, attention implementation or dtype; degrees below 1; a ``tp`` that
         does not divide the heads or an ``ep`` that does not divide the experts; a dtype the
         accelerator has no peak for.
 
@@ -397,8 +365,9 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     {'memory'}
     """
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
-    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention)
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention)
+    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
+                     attention=attention)
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame([r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes",
                                                        "m", "n", "k"])
@@ -408,7 +377,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     df["attained_flops_per_s"] = df["flops"] / df["time_s"]
     df = df[TABLE_COLUMNS]
     df.attrs = dict(model=model.id, accelerator=acc.id, phase=phase, batch=batch, seq_len=seq_len, kv_len=kv_len,
-                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention,
+                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention, attention=attention,
                     units={"flops": "FLOP", "bytes": "bytes", "intensity": "FLOP/byte", "time_s": "s",
                            "attained_flops_per_s": "FLOP/s"})
     return df
@@ -432,18 +401,19 @@ def totals(df: pd.DataFrame) -> dict:
 
 def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_len: int, *, tp: int = 1,
                           cp: int = 1, ep: int = 1, pp: int = 1, dtype: str = "bf16",
-                          recompute: str = "none") -> float:
+                          recompute: str = "none", attention: str = "flash") -> float:
     """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
 
     Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
-    embedding, the last the final norm, LM head and loss. Communication is not included.
+    embedding, the last the final norm, LM head and loss. Communication is not included. ``attention``:
+    ``flash`` or ``unfused`` (:func:`operator_table`).
 
     Raises
     ------
     InputError
         As :func:`operator_table`.
     """
-    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed")
+    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed", attention)
     per = math.ceil(model.layers / pp)
     slowest = 0.0
     seen = set()
@@ -455,7 +425,7 @@ def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_l
             continue
         seen.add(key)
         rows = _raw_rows(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed",
-                         layers=layers, embedding=i == 0, head=i == pp - 1)
+                         layers=layers, embedding=i == 0, head=i == pp - 1, attention=attention)
         if rows:
             _, _, t, _ = _times(rows, acc, dtype)
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))

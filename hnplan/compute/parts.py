@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.operators import _check, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
@@ -20,7 +21,7 @@ GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn")
 
 
 def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, seq_len: int,
-                        dtype: str = "bf16") -> pd.DataFrame:
+                        dtype: str = "bf16", attention: str = "flash") -> pd.DataFrame:
     """Per-occurrence times of a model's parts in training, for each micro-batch shape [s].
 
     Parameters
@@ -33,6 +34,9 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
         [tokens]
     dtype : str
         GEMM dtype.
+    attention : {"flash", "unfused"}
+        Attention implementation (:func:`hnplan.compute.operator_table`); with ``unfused`` the attention
+        core is the QK^T and AV GEMMs and the softmax and dropout passes over the scores.
 
     Returns
     -------
@@ -50,8 +54,9 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
     """
     rows, owner = [], []
     for i, (mb, tp, cp, ep) in enumerate(shapes[["microbatch_size", "tp", "cp", "ep"]].itertuples(index=False)):
-        _check(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed")
-        r = _raw_rows(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed")
+        _check(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed", attention)
+        r = _raw_rows(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed",
+                      attention=attention)
         rows += r
         owner += [i] * len(r)
     _, _, t, _ = _times(rows, acc, dtype)
@@ -59,7 +64,7 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
     scope = np.array([r[1] for r in rows])
     kind = np.array([r[2] for r in rows])
     phase = np.array([r[3] for r in rows])
-    rc, attn = phase == "recompute", kind == "attention"
+    rc, attn = phase == "recompute", np.isin(kind, ATTENTION_KINDS)
     masks = {"fwd": phase == "fwd", "bwd": np.isin(phase, ("bwd", "bwd-data", "bwd-weight")), "rc_full": rc,
              "rc_sel": rc & attn, "attn": attn & ~rc}
     n = len(shapes)

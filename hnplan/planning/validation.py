@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -13,9 +15,13 @@ OVERLAPS = {"default": Overlap(), "megatron-2021": MEGATRON_2021, "dualpipe": Ov
 
 def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     """The planner's best plan for a run's stated configuration (the rest searched), as a Series of
-    :func:`hnplan.planning.training.evaluate_plans` columns plus ``tokens_per_s_per_gpu``."""
+    :func:`hnplan.planning.training.evaluate_plans` columns plus ``tokens_per_s_per_gpu``. The run's
+    ``attention`` (when given) overrides the overlap preset's attention implementation."""
+    overlap = OVERLAPS[run.overlap]
+    if run.attention is not None:
+        overlap = replace(overlap, attention=run.attention)
     df = search_plans(run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype,
-                      fixed=run.fixed, catalog=catalog, overlap=OVERLAPS[run.overlap])
+                      fixed=run.fixed, catalog=catalog, overlap=overlap)
     best = df.iloc[0].copy()
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
     return best

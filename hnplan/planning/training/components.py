@@ -69,7 +69,8 @@ BUCKET_PER_DP_PARAMS = 1_000_000
 
 @dataclass(frozen=True)
 class Overlap:
-    """Which communication overlaps compute: documented model choices, each with its source.
+    """The software stack's choices: which communication overlaps compute, and the attention kernel;
+    documented model choices, each with its source.
 
     Attributes
     ----------
@@ -86,6 +87,11 @@ class Overlap:
     grad_reduce_bytes : float
         Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
         ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
+    attention : {"flash", "unfused"}
+        Attention implementation (:func:`hnplan.compute.operator_table`): ``flash`` (default, fused
+        kernel, no ``s x s`` scores in HBM or in the activations, Dao et al. arXiv:2205.14135, 2022) or
+        ``unfused`` (scores materialised: QK^T and AV batched GEMMs, softmax and dropout passes, and the
+        ``5 a s / h`` score activations of Korthikanti et al.), as Megatron-LM ran before FlashAttention.
     """
 
     tp_comm: bool = False
@@ -94,9 +100,12 @@ class Overlap:
     dp_grad_reduce: bool = True
     dp_param_gather: bool = True
     grad_reduce_bytes: float = 4.0
+    attention: str = "flash"
 
 
-MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False)
+# Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, and unfused attention (FlashAttention
+# was published in 2022, arXiv:2205.14135)
+MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False, attention="unfused")
 
 
 @dataclass(frozen=True)
@@ -247,7 +256,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
-    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype).iloc[codes]
+    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.overlap.attention).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
@@ -462,11 +471,13 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
                   lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
     fp8 = recipe == "fp8"
+    flash = job.overlap.attention == "flash"  # unfused attention keeps the s x s scores (Korthikanti 5as/h)
     per_mb_act = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
         "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc, moe_layer=False,
-                                            fp8_gemm_inputs=fp8),
+                                            flash_attention=flash, fp8_gemm_inputs=fp8),
         "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc,
-                                                                    moe_layer=True, fp8_gemm_inputs=fp8),
+                                                                    moe_layer=True, flash_attention=flash,
+                                                                    fp8_gemm_inputs=fp8),
         "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp),
         "out": output_activation_bytes(m, job.seq_len, mb, tp, cp)})
     a_dense, a_moe, emb, out = (per_mb_act[k].to_numpy() for k in ("dense", "moe", "emb", "out"))

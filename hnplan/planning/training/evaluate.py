@@ -8,7 +8,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import system_links
-from hnplan.compute import peak_flops_per_s
+from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import components as c
 from hnplan.planning.training.candidates import candidate_frame
@@ -30,12 +30,15 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     Raises
     ------
     InputError
-        For an unknown dtype, a dtype the accelerator has no peak for, non-positive sizes, or a sequence
-        longer than the model's ``max_seq``.
+        For an unknown dtype, a dtype the accelerator has no peak for, an unknown attention
+        implementation (``overlap.attention``), non-positive sizes, or a sequence longer than the
+        model's ``max_seq``.
     CatalogError
         For unknown ids.
     """
     cat = catalog or load_catalog()
+    if overlap is not None and overlap.attention not in ATTENTION_IMPLS:
+        raise InputError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}; got {overlap.attention!r}")
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
     if dtype not in TRAIN_DTYPES:

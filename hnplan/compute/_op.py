@@ -1,0 +1,51 @@
+"""The operator record of :mod:`hnplan.compute.operators`: one operator of a forward pass, per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ACT_BYTES = 2.0  # bf16 activations
+GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
+
+
+@dataclass(frozen=True)
+class _Op:
+    """One operator of the forward pass, per GPU (shapes in elements)."""
+
+    name: str
+    kind: str  # "gemm", "attention", "attention-gemm", "attention-elementwise", "elementwise"
+    scope: str  # "dense-layer", "moe-layer", "embedding", "head"
+    # gemm: C[m, n] = A[m, k] W[k, n], ``groups`` of them; w_bytes: weight bytes read
+    m: float = 0.0
+    n: float = 0.0
+    k: float = 0.0
+    groups: float = 1.0
+    w_bytes: float = 0.0
+    in_bytes: float = ACT_BYTES  # bytes per input element (GEMM dtype)
+    # attention: sequences, local query / kv heads, query and key lengths, head dims, cached width
+    b: float = 0.0
+    hq: float = 0.0
+    s_q: float = 0.0
+    s_kv: float = 0.0
+    d_qk: float = 0.0
+    d_v: float = 0.0
+    kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
+    causal: bool = False
+    # element-wise: elements read, written, FLOPs per written element
+    e_in: float = 0.0
+    e_out: float = 0.0
+    flops_per_out: float = 0.0
+    # attention-elementwise: bytes per element of the forward and of the backward pass
+    fwd_bytes_per_elem: float = 0.0
+    bwd_bytes_per_elem: float = 0.0
+    # attention-gemm: names of the two backward GEMMs (gradients of the first and second operand)
+    grad_names: tuple = ()
+
+
+def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
+    w = (k * n * groups if w_elems is None else w_elems) * wb
+    return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
+
+
+def _ew(name, scope, e_in, e_out, flops_per_out) -> _Op:
+    return _Op(name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out)

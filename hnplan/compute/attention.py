@@ -1,0 +1,126 @@
+"""The attention core of the operator table: FlashAttention, or the unfused form with materialised scores.
+
+* ``flash`` ([1]_, [2]_): one fused kernel per pass reading Q, K, V and writing O (and the fp32
+  log-sum-exp); the ``s x s`` scores never reach HBM. Causal attention executes half the score and
+  value FLOPs; the backward executes 2.5x the forward ([2]_: five matmuls, the forward's two plus the
+  recomputed scores).
+* ``unfused`` ([3]_, Megatron-LM before FlashAttention): ``attn_scores`` (QK^T, ``torch.baddbmm``) and
+  ``attn_context`` (AV, ``torch.bmm``) are batched GEMMs over ``b x heads / tp`` (sequence, head)
+  pairs that compute the full score matrix (cuBLAS multiplies every tile: no causal skipping); each
+  backward is two GEMMs (the gradients of both operands, same FLOPs and bytes as the forward);
+  ``attn_softmax`` (the fused scale + causal-mask + softmax kernel) and, in training, ``attn_dropout``
+  are passes over the scores with the bytes of :data:`UNFUSED_BYTES`; ``attn_context_copy`` is the
+  permute of the context to ``[s, b, h]``. Selective recomputation ([4]_) re-runs the core (both GEMMs,
+  softmax, dropout), full recomputation the whole forward.
+
+References
+----------
+.. [1] Dao et al., "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness",
+   arXiv:2205.14135 (2022).
+.. [2] Dao, "FlashAttention-2", arXiv:2307.08691, Sec. 3.1-3.2 and 4.1 (backward FLOPs = 2.5 x forward).
+.. [3] NVIDIA Megatron-LM (2020-2021), ``megatron/model/transformer.py`` (``ParallelAttention``:
+   ``baddbmm`` for QK^T, ``FusedScaleMaskSoftmax``, attention dropout, ``bmm`` for AV, permute of the
+   context) and ``megatron/fused_kernels/scaled_upper_triang_masked_softmax.h``.
+.. [4] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+   arXiv:2205.05198, Sec. 4.1 (1-byte dropout masks) and 5 (selective recomputation).
+"""
+
+from __future__ import annotations
+
+from hnplan.compute._op import ACT_BYTES, _ew, _Op
+
+ATTENTION_IMPLS = ("flash", "unfused")
+# operator kinds of the attention core: the fused FlashAttention kernel, or the unfused form's batched
+# GEMMs (QK^T, AV) and its passes over the materialised scores (softmax, dropout)
+ATTENTION_KINDS = ("attention", "attention-gemm", "attention-elementwise")
+FLASH_BWD_FACTOR = 2.5  # FlashAttention-2 [2]_: backward = 2.5 x forward FLOPs (5 matmuls vs 2)
+SOFTMAX_FLOPS = 5.0  # scale, max, subtract, exp, sum/divide per score (assumption, as the counts above)
+DROPOUT_FLOPS = 2.0  # compare with the random draw, scale
+MASK_BYTES = 1.0  # torch dropout keeps a 1-byte (bool) mask per element ([4]_ Sec. 4.1)
+CAUSAL_READ_FRACTION = 0.5  # the fused causal softmax reads only the lower triangle (see UNFUSED_BYTES)
+# Unfused attention ([3]_, Megatron-LM 2021 ``ParallelAttention``): bytes per score element (one (sequence,
+# head, query, key) entry) of each pass over the materialised ``s_q x s_kv`` scores, (forward, backward).
+# * softmax: Megatron's fused scale + causal-mask + softmax kernel (``scaled_upper_triang_masked_softmax``)
+#   reads the lower triangle and writes the full row (zeros above the diagonal); its backward reads the
+#   incoming gradient and the saved softmax output on the lower triangle and writes the full row;
+# * dropout (training only): torch dropout reads the probabilities and writes the output and the 1-byte
+#   mask; its backward reads the gradient and the mask and writes the input gradient.
+# ``r`` = read fraction (CAUSAL_READ_FRACTION for causal masks, 1 otherwise).
+UNFUSED_BYTES = {
+    "attn_softmax": (lambda r: r * ACT_BYTES + ACT_BYTES, lambda r: r * 2 * ACT_BYTES + ACT_BYTES),
+    "attn_dropout": (lambda r: 2 * ACT_BYTES + MASK_BYTES, lambda r: 2 * ACT_BYTES + MASK_BYTES),
+}
+
+
+def unfused_attention(op: _Op, phase: str) -> list[_Op]:
+    """The unfused form ([3]_) of a fused attention operator: QK^T, softmax, dropout (training), AV and
+    the permute of the context (see the module docstring); ``op`` is a fused ``attention`` operator."""
+    g = op.b * op.hq
+    elems = g * op.s_q * op.s_kv
+    r = CAUSAL_READ_FRACTION if op.causal else 1.0
+    ops = [_Op("attn_scores", "attention-gemm", op.scope, m=op.s_q, n=op.s_kv, k=op.d_qk, groups=g,
+               w_bytes=g * op.d_qk * op.s_kv * ACT_BYTES, grad_names=("attn_scores_grad_q", "attn_scores_grad_k"))]
+    for name in ("attn_softmax", "attn_dropout") if phase == "train" else ("attn_softmax",):
+        fwd, bwd = UNFUSED_BYTES[name]
+        ops.append(_Op(name, "attention-elementwise", op.scope, e_out=elems, fwd_bytes_per_elem=fwd(r),
+                       bwd_bytes_per_elem=bwd(r), flops_per_out=SOFTMAX_FLOPS if name == "attn_softmax" else
+                       DROPOUT_FLOPS))
+    ops.append(_Op("attn_context", "attention-gemm", op.scope, m=op.s_q, n=op.d_v, k=op.s_kv, groups=g,
+                   w_bytes=g * op.s_kv * op.d_v * ACT_BYTES, grad_names=("attn_context_grad_p", "attn_context_grad_v")))
+    ctx = g * op.s_q * op.d_v
+    ops.append(_ew("attn_context_copy", op.scope, ctx, ctx, 0.0))
+    return ops
+
+
+def _attention_fwd_flops(op: _Op, executed: bool) -> float:
+    full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
+    return full * (0.5 if (executed and op.causal) else 1.0)
+
+
+def _attention_fwd_bytes(op: _Op) -> float:
+    q_o = op.b * op.s_q * op.hq * (op.d_qk + op.d_v)
+    kv = op.b * op.s_kv * op.kv_width
+    return (q_o + kv) * ACT_BYTES + op.b * op.hq * op.s_q * 4.0  # + fp32 log-sum-exp
+
+
+def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: float) -> list[tuple]:
+    """Rows of an attention-core operator (kind in :data:`ATTENTION_KINDS`) for a phase: ``(name, scope,
+    kind, phase, count, flops, bytes, m, n, k, groups)``, as :func:`hnplan.compute.operators._rows`."""
+    out = []
+    if op.kind == "attention-gemm":  # C = A B of two activations: no weights, no fp32 accumulation
+        f = 2.0 * op.groups * op.m * op.n * op.k
+        a, b_, c = op.groups * op.m * op.k, op.w_bytes / ACT_BYTES, op.groups * op.m * op.n
+        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f, (a + b_ + c) * ACT_BYTES,
+               op.m, op.n, op.k, op.groups)
+        if phase != "train":
+            return [fwd]
+        ga, gb = op.grad_names
+        out += [fwd,
+                (ga, op.scope, op.kind, "bwd", count, f, (c + b_ + a) * ACT_BYTES, op.m, op.k, op.n, op.groups),
+                (gb, op.scope, op.kind, "bwd", count, f, (a + c + b_) * ACT_BYTES, op.k, op.n, op.m, op.groups)]
+        if recompute in ("full", "selective"):
+            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
+        return out
+    if op.kind == "attention-elementwise":
+        f = op.flops_per_out * op.e_out if executed else 0.0
+        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f,
+               op.e_out * op.fwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0)
+        if phase != "train":
+            return [fwd]
+        out += [fwd, (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem,
+                      0.0, 0.0, 0.0, 1.0)]
+        if recompute in ("full", "selective"):
+            out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
+        return out
+    # the fused FlashAttention kernel (kind "attention")
+    f = _attention_fwd_flops(op, executed)
+    by = _attention_fwd_bytes(op)
+    shape = (op.s_q, op.s_kv, op.d_qk)
+    if phase != "train":
+        return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
+    out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
+    out.append((op.name, op.scope, op.kind, "bwd", count, f * (FLASH_BWD_FACTOR if executed else 2.0), 2.0 * by,
+                *shape, op.b * op.hq))
+    if recompute in ("full", "selective"):
+        out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
+    return out
