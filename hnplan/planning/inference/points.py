@@ -38,13 +38,12 @@ def _whole_units(system, gpus: int | None) -> int:
 
 
 def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
-    """TCO per GPU-hour over the amortisation period of the purchasable units that hold ``gpus``
-    accelerators (default one unit) [USD/GPU-hour] (:func:`hnplan.cost.design_cost`)."""
+    """TCO per productive GPU-hour of the purchasable units that hold ``gpus`` accelerators (default one
+    unit): lifetime less deployment, at the facility's utilisation [USD/GPU-hour]
+    (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`)."""
     cat = catalog or load_catalog()
     system = cat.system(system)
-    n = _whole_units(system, gpus)
-    dc = design_cost(system, n, cat)
-    return dc.tco_usd / (n * units.s_to_hours(dc.years * units.YEAR))
+    return design_cost(system, _whole_units(system, gpus), cat).usd_per_gpu_hour
 
 
 def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
