@@ -102,6 +102,26 @@ def check_parameters(notebook: str, params: dict, where: str) -> None:
                                 f"its default {declared[key]['default']}, got {type(value).__name__} {value!r}")
 
 
+def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
+    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook, the parameter and the nearest ids.
+    """
+    cat = catalog or load_catalog()
+    for key, value in params.items():
+        kind = _ID_PARAMS.get(key)
+        if kind is None:
+            continue
+        for ref in value if isinstance(value, list) else [value]:
+            try:
+                cat.get(kind, ref) if kind != "systems" else cat.system(ref)
+            except CatalogError as exc:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
+
+
 def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source: str = "") -> None:
     """Check a scenario before anything runs: notebooks exist, parameter names are declared in the
     notebook's ``parameters`` cell, and catalog ids resolve.
@@ -119,15 +139,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
         except ScenarioError as exc:
             raise ScenarioError(f"{where}: {exc}") from None
         check_parameters(item.notebook, item.parameters, where)
-        for key, value in item.parameters.items():
-            kind = _ID_PARAMS.get(key)
-            if kind is None:
-                continue
-            for ref in value if isinstance(value, list) else [value]:
-                try:
-                    cat.get(kind, ref) if kind != "systems" else cat.system(ref)
-                except CatalogError as exc:
-                    raise ScenarioError(f"{where}: notebook {item.notebook!r}, parameter {key!r}: {exc}") from None
+        check_ids(item.notebook, item.parameters, where, cat)
 
 
 def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
@@ -256,6 +268,7 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
                 continue
             override = {k: v for k, v in (params_override or {}).items() if k in _declared(item.notebook)}
             check_parameters(item.notebook, override, "--params")
+            check_ids(item.notebook, override, "--params", cat)
             params = {**item.parameters, **override}
             tasks.append((sc.id, item.notebook, params, str(out), chash, force, sc.name))
     if params_override:

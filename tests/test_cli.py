@@ -61,7 +61,7 @@ def test_train_search_reports_counts():
 
 
 @pytest.mark.parametrize("args,code,needle", [
-    (["--gpus", "1000"], 3, "not --gpus 1000"),
+    (["--gpus", "1000"], 3, "= 16384 does not divide --gpus 1000"),
     (["--model", "llama3-405b"], 2, "nearest: llama3.1-405b"),
     (["--system", "gb200"], 2, "gb200-nvl72"),
     (["--recompute", "some"], 2, "none, selective, full"),
@@ -87,3 +87,25 @@ def test_catalog_list_and_show():
     assert res.exit_code == 0 and "989.4" in res.stdout
     res = runner.invoke(app, ["catalog", "show", "h100-sxn"])
     assert res.exit_code == 2 and "h100-sxm" in res.stderr
+
+
+@pytest.mark.parametrize("argv,code,needle", [
+    (["train", "--model", "llama3.1-405b", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--tp", "7",
+      "--seq-len", "8192", "--global-batch-size", "2048"], 3, "tp 7 does not divide --gpus 16384"),
+    (["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "200000",
+      "--global-batch-size", "8"], 2, "exceeds llama3.1-8b's maximum sequence length 131072"),
+    (["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "100",
+      "--output-tokens", "100", "--ttft-slo-ms", "10"], 2, "apply to --qps planning"),
+    (["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "prefill", "--batch", "1",
+      "--seq-len", "200000"], 2, "maximum sequence length 131072"),
+    (["memory", "--model", "llama3.1-8b", "--mode", "inference", "--batch", "1", "--seq-len", "200000"], 2,
+     "maximum sequence length 131072"),
+    (["memory", "--model", "llama3.1-70b", "--mode", "train", "--tp", "3", "--pp", "4", "--dp", "8", "--seq-len",
+      "8192", "--microbatch-size", "1", "--zero", "1", "--recompute", "selective"], 3, "tp = 3 does not divide"),
+    (["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8", "--sweep", "8B"], 2,
+     "expected MIN:MAX"),
+])
+def test_bad_input_is_named(argv, code, needle):
+    res = runner.invoke(app, argv)
+    assert res.exit_code == code, res.output
+    assert needle in " ".join(res.stderr.split())

@@ -59,10 +59,13 @@ DESIGN_COMPARISON = [
              "                            \"capex [M USD]\": \"{:,.0f}\"}, na_rep=\"-\").hide(axis=\"index\")\n"
              "        .set_table_attributes('id=\"key-table\"'))"),
     ("code", "ok = df[df[\"status\"].str.startswith(\"ok\")]\n"
-             "plots.show(plots.step_breakdown_bar(ok))\n"
-             "plots.show(plots.design_bars(ok, \"days\", \"time to train [days]\"))\n"
-             "plots.show(plots.design_bars(ok, \"capex_musd\", \"capex [million USD]\"))\n"
-             "plots.show(plots.design_bars(ok, \"facility_power_mw\", \"facility power [MW]\"))"),
+             "if ok.empty:\n"
+             "    display(Markdown(\"No design has a plan that divides and fits for this job: see the status column.\"))\n"
+             "else:\n"
+             "    plots.show(plots.step_breakdown_bar(ok))\n"
+             "    plots.show(plots.design_bars(ok, \"days\", \"time to train [days]\"))\n"
+             "    plots.show(plots.design_bars(ok, \"capex_musd\", \"capex [million USD]\"))\n"
+             "    plots.show(plots.design_bars(ok, \"facility_power_mw\", \"facility power [MW]\"))"),
     ("code", "display(Markdown(provenance(dict(model=model, systems=systems, gpus=gpus, tokens=tokens,\n"
              "                                      seq_len=seq_len, global_batch_tokens=global_batch_tokens, dtype=dtype))))"),
 ]

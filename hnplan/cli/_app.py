@@ -19,7 +19,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# piped or captured output is not cut to 80 columns (numbers and ids must survive)
+console = Console(width=None if sys.stdout.isatty() else 200)
 err_console = Console(stderr=True, soft_wrap=True)  # never break a path or an id across lines
 
 EXIT_INPUT = 2

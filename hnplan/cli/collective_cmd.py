@@ -28,6 +28,8 @@ def parse_sweep(text: str) -> np.ndarray:
     >>> parse_sweep("8B:64B").tolist()
     [8.0, 16.0, 32.0, 64.0]
     """
+    if text.count(":") != 1:
+        raise InputError(f"--sweep {text!r}: expected MIN:MAX such as 8B:8GiB")
     try:
         lo, hi = (units.parse_size(t) for t in text.split(":"))
     except ValueError as exc:

@@ -45,6 +45,8 @@ def infer(
             raise InputError("give at most one of --batch and --qps")
         if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
             raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
+        if qps is None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
+            raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
         if disaggregate and qps is None:
             raise InputError("--disaggregate applies to --qps planning")
         cat = load_catalog()

@@ -8,6 +8,7 @@ from rich.table import Table
 from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.errors import InputError
 from hnplan.compute import operator_table, totals, utilisation
 
 OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
@@ -47,6 +48,9 @@ def roofline(
     with handle_errors():
         cat = load_catalog()
         m, acc = cat.model(model), cat.accelerator(accelerator)
+        if seq_len + (kv_len or 0) > m.max_seq:
+            raise InputError(f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
+                             f"length {m.max_seq} (field max_seq)")
         df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep, dtype=dtype,
                             recompute=recompute)
         ans = roofline_answer(df, m, acc)

@@ -6,7 +6,7 @@ import typer
 
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.errors import InputError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import Overlap, ParallelPlan, best_plan, estimate_training_step
 
 
@@ -53,6 +53,13 @@ def train(
         knobs = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
                      virtual_stages=virtual_stages, recompute=recompute, zero_stage=zero)
         given = {k: v for k, v in knobs.items() if v is not None}
+        fixed_product = 1
+        for k in ("tp", "pp", "dp", "cp"):
+            fixed_product *= given.get(k, 1)
+        if gpus % fixed_product:
+            names = " x ".join(f"{k} {given[k]}" for k in ("tp", "pp", "dp", "cp") if k in given)
+            prod = f" = {fixed_product}" if "x" in names else ""
+            raise InfeasiblePlan(f"{names}{prod} does not divide --gpus {gpus}")
         cat = load_catalog()
         overlap = Overlap(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=not no_dp_overlap,
                           dp_param_gather=not no_dp_overlap, attention=attention)
@@ -78,7 +85,8 @@ def train(
             p = d["parallel"]
             rows = [
                 ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
-                         f"{p['microbatch_size']} x {p['num_microbatches']}, ZeRO {p['zero_stage']}, "
+                         f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
+                         f"ZeRO {p['zero_stage']}, "
                          f"recompute {p['recompute']}"),
                 ("step time", f"{d['step_time_s']:.3f} s"),
                 ("throughput", f"{d['tokens_per_s']:,.0f} tokens/s"),

@@ -59,6 +59,8 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     cat = catalog or load_catalog()
     m = cat.model(model)
     _check_degrees(m, mode, tp, pp, ep)
+    if seq_len > m.max_seq:
+        raise InputError(f"seq_len {seq_len} exceeds {m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
     if mode == "train":
         mem = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,

@@ -46,7 +46,8 @@ def step_breakdown_bar(df: pd.DataFrame, title: str = "Step-time breakdown") -> 
 def design_bars(df: pd.DataFrame, column: str, label: str, title: str | None = None) -> go.Figure:
     """One bar per system for ``column``, coloured by design; ``label`` is the axis title with unit."""
     fig = go.Figure(go.Bar(x=df["system"], y=df[column], marker_color=[design_colour(s) for s in df["system"]],
-                           text=[f"{v:,.3g}" for v in df[column]], textposition="outside"))
+                           text=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in df[column]],
+                           textposition="outside"))
     fig.update_layout(title=title or label, xaxis_title="design", yaxis_title=label, showlegend=False)
     return fig
 

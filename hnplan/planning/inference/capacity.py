@@ -376,7 +376,7 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         if at.empty:
             continue
         parts = ", ".join(f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
-                          f"${r.usd_per_million_tokens:.3f}/M tokens)" for r in at.itertuples())
+                          f"\\${r.usd_per_million_tokens:.3f}/M tokens)" for r in at.itertuples())
         cheapest = at.sort_values("usd_per_million_tokens").iloc[0]["system"]
         lines.append(f"- At {q:g} requests/s: {parts}; cheapest per token: **{cheapest}**.")
     failed = rates[rates["status"] != "ok"] if "status" in rates else rates.iloc[0:0]

@@ -57,7 +57,7 @@ def plans_frame(plans) -> pd.DataFrame:
 
 def check_knobs(recompute, zero_stage) -> None:
     """Raise InputError for recompute modes or ZeRO stages hnplan does not know (scalars or arrays)."""
-    bad = set(np.atleast_1d(recompute)) - set(RECOMPUTE_MODES)
+    bad = {str(x) for x in np.atleast_1d(recompute)} - set(RECOMPUTE_MODES)
     if bad:
         raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {sorted(bad)[0]!r}")
     badz = set(np.atleast_1d(zero_stage).tolist()) - set(ZERO_STAGES)
