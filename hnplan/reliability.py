@@ -287,7 +287,7 @@ def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog:
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
     return ReliabilityEstimate(
         system=system.id, model=model.id, gpus=gpus, mode=mode, mtbi_s=m, planned_per_h=planned,
-        failure_unit_gpus=failure_unit_gpus(system),
+        failure_unit_gpus=min(failure_unit_gpus(system), gpus),  # a job smaller than the unit loses only itself
         spare_gpus=spare_gpus(system, gpus, cat, rate_factor=rate_factor), checkpoint_bytes=n_bytes,
         checkpoint_write_s=ck["write_s"], checkpoint_stall_s=stall, checkpoint_interval_s=interval,
         restart_s=restart, goodput=goodput, rates_per_h=rates)
