@@ -43,3 +43,15 @@ class ScenarioError(InputError):
 
 class InfeasiblePlan(HnplanError):
     """A valid input whose plan cannot run: degrees that do not divide, memory that does not fit."""
+
+
+def check_choice(name: str, value, allowed) -> None:
+    """Raise :class:`InputError` unless ``value`` is one of ``allowed``; the message lists them.
+
+    >>> check_choice("recompute", "some", ("none", "selective", "full"))
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: recompute must be one of none, selective, full; got 'some'
+    """
+    if value not in allowed:
+        raise InputError(f"{name} must be one of {', '.join(map(str, allowed))}; got {value!r}")

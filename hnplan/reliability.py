@@ -44,7 +44,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model, System
 from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import param_counts
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 from hnplan.memory import zero_model_state_bytes
 
 CHECKPOINT_MODES = ("sync", "async")
@@ -263,8 +263,7 @@ def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog:
     InputError
         For an unknown mode.
     """
-    if mode not in CHECKPOINT_MODES:
-        raise InputError(f"mode must be one of {', '.join(CHECKPOINT_MODES)}; got {mode!r}")
+    check_choice("mode", mode, CHECKPOINT_MODES)
     cat = catalog or load_catalog()
     system, model = cat.system(system), cat.model(model)
     rel = cat.reliability

@@ -135,7 +135,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
     where = source or scenario.id
     for item in scenario.notebooks:
         try:
-            path = notebook_path(item.notebook)
+            notebook_path(item.notebook)  # raises, listing the notebooks, if absent
         except ScenarioError as exc:
             raise ScenarioError(f"{where}: {exc}") from None
         check_parameters(item.notebook, item.parameters, where)

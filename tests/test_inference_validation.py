@@ -1,6 +1,5 @@
 """Inference planner against published serving measurements, row by row within stated tolerances."""
 
-import pandas as pd
 import pytest
 
 from hnplan.planning.inference import measurements, validation_table

@@ -23,7 +23,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 
@@ -202,8 +202,7 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
     InputError
         For an unknown recompute mode.
     """
-    if recompute not in RECOMPUTE_MODES:
-        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     pc = param_counts(model)
     matmul_params = pc.layers_active - model.layers * pc.norms_per_layer + model.vocab * model.hidden
     if model.mla is not None:  # the MLA latent norms' weights sit in the attention count but do no matmul

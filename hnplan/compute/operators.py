@@ -86,7 +86,7 @@ from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achi
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
 from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 PHASES = ("train", "prefill", "decode")
 CONVENTIONS = ("executed", "model")
@@ -104,14 +104,10 @@ TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "i
 
 def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
            attention="flash"):
-    if attention not in ATTENTION_IMPLS:
-        raise InputError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}; got {attention!r}")
-    if phase not in PHASES:
-        raise InputError(f"phase must be one of {', '.join(PHASES)}; got {phase!r}")
-    if recompute not in RECOMPUTE_MODES:
-        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
-    if convention not in CONVENTIONS:
-        raise InputError(f"convention must be one of {', '.join(CONVENTIONS)}; got {convention!r}")
+    check_choice("attention", attention, ATTENTION_IMPLS)
+    check_choice("phase", phase, PHASES)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
+    check_choice("convention", convention, CONVENTIONS)
     for name, v in (("batch", batch), ("seq_len", seq_len), ("tp", tp), ("cp", cp), ("ep", ep)):
         if v is None or v < 1:
             raise InputError(f"{name} must be >= 1, got {v!r}")

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import RECOMPUTE_MODES, head_dim
-from hnplan.errors import InputError
+from hnplan.errors import check_choice
 
 ACT_BYTES = 2.0      # 16-bit activations ([1]_ Sec. 4.1)
 MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
@@ -125,8 +125,7 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
 
 
 def _check_recompute(recompute: str):
-    if recompute not in RECOMPUTE_MODES:
-        raise InputError(f"recompute must be one of {', '.join(RECOMPUTE_MODES)}; got {recompute!r}")
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
 
 
 def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,

@@ -21,7 +21,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute import head_dim, param_counts
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 
 SERVING_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
@@ -29,8 +29,7 @@ KV_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 
 def _dtype_bytes(dtype: str, allowed) -> float:
-    if dtype not in allowed:
-        raise InputError(f"dtype must be one of {', '.join(allowed)}; got {dtype!r}")
+    check_choice("dtype", dtype, allowed)
     return units.dtype_bytes(dtype)
 
 

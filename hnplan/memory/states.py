@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 ZERO_STAGES = (0, 1, 2, 3)
 STAGES = ("worst", "first", "last")
@@ -115,8 +115,7 @@ def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str = "zero-pap
     >>> [round(sum(zero_model_state_bytes(7.5e9, 64, z)) / 1e9, 1) for z in (0, 1, 2, 3)]
     [120.0, 31.4, 16.6, 1.9]
     """
-    if zero not in ZERO_STAGES:
-        raise InputError(f"zero stage must be one of 0, 1, 2, 3; got {zero!r}")
+    check_choice("zero stage", zero, ZERO_STAGES)
     a = accounting(recipe)
     return (a.weight_bytes * n_params / (dp if zero >= 3 else 1),
             a.grad_bytes * n_params / (dp if zero >= 2 else 1),

@@ -7,7 +7,7 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
 from hnplan.memory.tiers import (
@@ -54,8 +54,7 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     InputError
         For an unknown mode, dtype, accounting, ZeRO stage or recompute mode; CatalogError for ids.
     """
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    check_choice("mode", mode, MODES)
     cat = catalog or load_catalog()
     m = cat.model(model)
     _check_degrees(m, mode, tp, pp, ep)

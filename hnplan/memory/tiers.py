@@ -31,7 +31,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import System
 from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
-from hnplan.errors import InputError
+from hnplan.errors import check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 from hnplan.memory.states import accounting
 
@@ -165,8 +165,7 @@ def spill_plan(mem: MemoryBreakdown, tiers: list[Tier], mode: str = "train", rec
     InputError
         For an unknown mode.
     """
-    if mode not in SPILL_ORDER:
-        raise InputError(f"mode must be one of {', '.join(SPILL_ORDER)}; got {mode!r}")
+    check_choice("mode", mode, SPILL_ORDER)
     hbm = tiers[0].capacity_bytes
     excess = mem.total_bytes - hbm
     if excess <= 0:

@@ -26,7 +26,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
 from hnplan.cost import design_cost
-from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
 from hnplan.power import design_power, pue_for
 from hnplan.reliability import estimate_reliability
 from hnplan.planning.training import best_plan
@@ -112,8 +112,7 @@ def tornado(case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None =
         metric_base, metric_high, swing`` (``swing = |metric_high - metric_low|``);
         ``attrs['metric']`` and ``attrs['unit']`` name the metric.
     """
-    if metric not in METRICS:
-        raise InputError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
+    check_choice("metric", metric, METRICS)
     cat = catalog or load_catalog()
     base = base_inputs(case, cat)
     ranges = cat.uncertainties

@@ -38,7 +38,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.comm import best_time, place_group, system_links
 from hnplan.compute import operator_table, totals
-from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "fp4")
@@ -127,8 +127,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
     r = replica
-    if r.dtype not in SERVE_DTYPES:
-        raise InputError(f"--dtype must be one of {', '.join(SERVE_DTYPES)}; got {r.dtype!r}")
+    check_choice("--dtype", r.dtype, SERVE_DTYPES)
     if r.dtype not in acc.dense_tflops:
         raise InputError(f"accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
                          f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those")

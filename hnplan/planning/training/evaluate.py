@@ -9,7 +9,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
-from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.candidates import candidate_frame
 from hnplan.planning.training.plan import (PLAN_FIELDS, TRAIN_DTYPES, ParallelPlan, TrainingEstimate, check_knobs,
@@ -37,12 +37,11 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         For unknown ids.
     """
     cat = catalog or load_catalog()
-    if overlap is not None and overlap.attention not in ATTENTION_IMPLS:
-        raise InputError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}; got {overlap.attention!r}")
+    if overlap is not None:
+        check_choice("attention", overlap.attention, ATTENTION_IMPLS)
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
-    if dtype not in TRAIN_DTYPES:
-        raise InputError(f"dtype must be one of {', '.join(TRAIN_DTYPES)}; got {dtype!r}")
+    check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
