@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-ACT_BYTES = 2.0  # bf16 activations
+# 16-bit (bf16) activations and activation messages, the one definition every model uses
+# (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1: activations are stored in 16 bits)
+ACT_BYTES = 2.0
 GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
 
 

@@ -41,10 +41,9 @@ import math
 from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model
-from hnplan.compute import RECOMPUTE_MODES, head_dim
+from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.errors import check_choice
 
-ACT_BYTES = 2.0      # 16-bit activations ([1]_ Sec. 4.1)
 MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0    # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
 ROUTER_BYTES = 4.0   # fp32 router probabilities (Megatron-Core MoE router computes in fp32)

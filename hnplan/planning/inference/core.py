@@ -37,13 +37,12 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, System
 from hnplan.comm import best_time, place_group, system_links
-from hnplan.compute import operator_table, totals
+from hnplan.compute import ACT_BYTES, operator_table, totals
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "fp4")
 MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
-ACT_BYTES = 2.0  # bf16 activations on the wire (TP all-reduce, EP combine, PP sends)
 # TensorRT-LLM's default scheduler token budget per iteration (``max_num_tokens`` 8192, TensorRT-LLM
 # docs "Tuning max batch size and max num tokens"); a scheduler parameter, not a calibration.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
