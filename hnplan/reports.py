@@ -33,7 +33,8 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
-              "mix_systems": "systems",
+              "mix_systems": "systems", "traditional": "systems", "supernode": "systems",
+              "seed_supernode": "systems", "validation_models": "models",
               "accelerator": "accelerators", "accelerators": "accelerators"}
 
 

@@ -115,3 +115,11 @@ def test_scenario_parameter_types_are_checked(tmp_path, override, needle):
 def test_only_names_the_notebooks_that_run(tmp_path):
     with pytest.raises(ScenarioError, match="these run: design_comparison"):
         run_reports(load_scenarios(_scenario(tmp_path, "small")), tmp_path / "o", only="memroy", progress=False)
+
+
+def test_claims_audit_system_ids_are_checked(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump({"id": "claims", "name": "c", "notebooks": [
+        {"notebook": "claims_audit", "parameters": {"supernode": "gb200-nvl27"}}]}))
+    with pytest.raises(ScenarioError, match="parameter 'supernode'.*nearest: gb200-nvl72"):
+        load_scenarios(str(path))
