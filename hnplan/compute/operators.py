@@ -17,7 +17,8 @@ kernel overhead``; GEMM throughput depends on the shape (:mod:`hnplan.compute.ge
 
 Sharding follows Megatron-LM ([1]_, [2]_): QKV and MLP-up are column-parallel and output and
 MLP-down row-parallel over ``tp`` (heads and FFN columns split); with ``tp > 1`` in training,
-norms and residual adds run sequence-parallel on ``tokens / tp``; MLA down-projections are
+norms and residual adds run sequence-parallel on ``tokens / tp`` (``sequence_parallel=False``: on
+every token on every TP rank, as before sequence parallelism, [2]_ Sec. 4.2.2); MLA down-projections are
 replicated; KV heads fewer than ``tp`` are replicated; context parallelism splits the tokens by
 ``cp`` (each rank's queries attend to the whole sequence); expert parallelism places
 ``experts / ep`` experts per rank and each rank processes ``tokens x top-k`` expert rows; experts
@@ -138,13 +139,15 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
 
 
 def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
-               tp: int, cp: int, ep: int, wb: float, attention: str = "flash") -> list[_Op]:
+               tp: int, cp: int, ep: int, wb: float, attention: str = "flash",
+               sequence_parallel: bool = True) -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
     hkv = max(1, math.ceil(model.kv_heads / tp))
     decode = phase == "decode"
     tokens = batch if decode else batch * seq_len / cp
-    t_norm = tokens / tp if (phase == "train" and tp > 1) else tokens  # sequence parallel in training
+    sp = phase == "train" and tp > 1 and sequence_parallel
+    t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
     s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
     ops = [_ew("attn_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS)]
     if model.mla is not None:
@@ -208,13 +211,14 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
     return ops
 
 
-def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float):
+def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float,
+              sequence_parallel: bool = True):
     h = model.hidden
     tokens = batch if phase == "decode" else batch * seq_len / cp
     pos = model.position_embedding == "learned"
     emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
-    t_norm = tokens / tp if (phase == "train" and tp > 1) else logits_tokens
+    t_norm = tokens / tp if (phase == "train" and tp > 1 and sequence_parallel) else logits_tokens
     head = [_ew("final_norm", "head", t_norm * h, t_norm * h, NORM_FLOPS),
             _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)]
     if phase == "train":
@@ -266,14 +270,15 @@ def _layer_counts(model: Model, layers: range | None = None) -> dict:
 
 
 def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-              layers=None, embedding=True, head=True, attention="flash"):
+              layers=None, embedding=True, head=True, attention="flash", sequence_parallel=True):
     wb = units.dtype_bytes(dtype)
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
-            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention):
+            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention,
+                                 sequence_parallel):
                 rows += _rows(op, phase, recompute, convention, count)
-    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb)
+    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel)
     for op in (emb if embedding else []) + (hd if head else []):
         rows += _rows(op, phase, recompute, convention, 1)
     return rows
@@ -310,7 +315,8 @@ def _times(rows, acc: Accelerator, dtype: str):
 
 def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, *,
                    kv_len: int | None = None, tp: int = 1, cp: int = 1, ep: int = 1, dtype: str = "bf16",
-                   recompute: str = "none", convention: str = "executed", attention: str = "flash") -> pd.DataFrame:
+                   recompute: str = "none", convention: str = "executed", attention: str = "flash",
+                   sequence_parallel: bool = True) -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
     Parameters
@@ -334,6 +340,10 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
         FLOP convention (see module docstring): ``executed`` for time, ``model`` for MFU counts.
     attention : {"flash", "unfused"}
         Attention implementation (see module docstring): fused FlashAttention, or materialised scores.
+    sequence_parallel : bool
+        Training with ``tp > 1``: norms, residual adds and the final norm run on ``tokens / tp``
+        (Megatron sequence parallelism, Korthikanti et al. 2022 Sec. 4.2.2; default) or on every token
+        on every TP rank (``False``: Megatron-LM before 2022).
 
     Returns
     -------
@@ -363,7 +373,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     kv_len = seq_len if kv_len is None else kv_len
     _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention)
     rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-                     attention=attention)
+                     attention=attention, sequence_parallel=sequence_parallel)
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame([r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes",
                                                        "m", "n", "k"])
@@ -374,6 +384,7 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     df = df[TABLE_COLUMNS]
     df.attrs = dict(model=model.id, accelerator=acc.id, phase=phase, batch=batch, seq_len=seq_len, kv_len=kv_len,
                     tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention, attention=attention,
+                    sequence_parallel=sequence_parallel,
                     units={"flops": "FLOP", "bytes": "bytes", "intensity": "FLOP/byte", "time_s": "s",
                            "attained_flops_per_s": "FLOP/s"})
     return df
@@ -397,12 +408,13 @@ def totals(df: pd.DataFrame) -> dict:
 
 def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_len: int, *, tp: int = 1,
                           cp: int = 1, ep: int = 1, pp: int = 1, dtype: str = "bf16",
-                          recompute: str = "none", attention: str = "flash") -> float:
+                          recompute: str = "none", attention: str = "flash",
+                          sequence_parallel: bool = True) -> float:
     """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
 
     Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
     embedding, the last the final norm, LM head and loss. Communication is not included. ``attention``:
-    ``flash`` or ``unfused`` (:func:`operator_table`).
+    ``flash`` or ``unfused``, ``sequence_parallel``: as :func:`operator_table`.
 
     Raises
     ------
@@ -421,7 +433,8 @@ def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_l
             continue
         seen.add(key)
         rows = _raw_rows(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed",
-                         layers=layers, embedding=i == 0, head=i == pp - 1, attention=attention)
+                         layers=layers, embedding=i == 0, head=i == pp - 1, attention=attention,
+                         sequence_parallel=sequence_parallel)
         if rows:
             _, _, t, _ = _times(rows, acc, dtype)
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))

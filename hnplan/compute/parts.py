@@ -21,7 +21,8 @@ GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn")
 
 
 def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, seq_len: int,
-                        dtype: str = "bf16", attention: str = "flash") -> pd.DataFrame:
+                        dtype: str = "bf16", attention: str = "flash",
+                        sequence_parallel: bool = True) -> pd.DataFrame:
     """Per-occurrence times of a model's parts in training, for each micro-batch shape [s].
 
     Parameters
@@ -56,7 +57,7 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
     for i, (mb, tp, cp, ep) in enumerate(shapes[["microbatch_size", "tp", "cp", "ep"]].itertuples(index=False)):
         _check(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed", attention)
         r = _raw_rows(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed",
-                      attention=attention)
+                      attention=attention, sequence_parallel=sequence_parallel)
         rows += r
         owner += [i] * len(r)
     _, _, t, _ = _times(rows, acc, dtype)
