@@ -117,7 +117,7 @@ def test_planner_memory_keeps_the_scores_with_unfused_attention(cat):
                  - activation_bytes_per_layer(m, s, b, tp, flash_attention=True))
     assert per_layer == 5 * m.heads * s * s * b / tp
     ref = training_memory(m, s, b, tp, 2, 2, 1, 1, 0, "none", est["unfused"].num_microbatches,
-                          flash_attention=False, recipe=memory_recipe("bf16"), catalog=cat)
+                          flash_attention=False, recipe=memory_recipe("bf16"), sequence_parallel=False, catalog=cat)
     assert est["unfused"].memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-6)
     assert est["unfused"].memory_per_gpu_bytes > est["flash"].memory_per_gpu_bytes
     assert est["unfused"].step_time_s > est["flash"].step_time_s

@@ -12,6 +12,7 @@ from hnplan.catalog.schemas import (
     MoE,
     Price,
     Scenario,
+    SoftwareStack,
     SourcedValue,
     Switch,
     System,
@@ -19,6 +20,6 @@ from hnplan.catalog.schemas import (
 
 __all__ = [
     "KINDS", "MLA", "Accelerator", "Catalog", "Facility", "Interconnect", "MemoryOverheads", "Model", "MoE", "Price",
-    "Scenario", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
+    "Scenario", "SoftwareStack", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
     "validate_file",
 ]

@@ -7,6 +7,7 @@ Layout of a data folder::
     data/switches/<id>.yaml        one Switch per file
     data/systems/<id>.yaml         one System per file
     data/models/<id>.yaml          one Model per file
+    data/stacks/<id>.yaml          one SoftwareStack per file (training software: overlaps, kernels, calibration)
     data/prices.yaml               a list of Price entries
     data/facility.yaml             one Facility entry
     data/reliability.yaml          one Reliability entry (failure rates, checkpoint/restart defaults)
@@ -40,6 +41,7 @@ from hnplan.catalog.schemas import (
     Price,
     Reliability,
     Scenario,
+    SoftwareStack,
     UncertainInput,
     Switch,
     System,
@@ -206,6 +208,17 @@ class Catalog:
         """A :class:`Model` by id or file path."""
         return self.get("models", ref)
 
+    def stack(self, ref) -> SoftwareStack:
+        """A :class:`SoftwareStack` by id or file path; the accelerators it calibrates are checked to exist."""
+        st = self.get("stacks", ref)
+        for acc_id in st.matmul_efficiency or {}:
+            try:
+                self.accelerator(acc_id)
+            except CatalogError as exc:
+                raise CatalogError(f"stack {st.id}: field 'matmul_efficiency': {exc}", entry=st.id,
+                                   field="matmul_efficiency") from None
+        return st
+
     def _check_system_refs(self, s: System):
         for field, kind in (("accelerator", "accelerators"), ("scaleup_fabric", "interconnects"),
                             ("scaleout_fabric", "interconnects"), ("scaleout_switch", "switches"),
@@ -343,6 +356,11 @@ class Catalog:
                     self._check_system_refs(s)
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('systems', s.id)}: {exc}")
+            for st in self.entries("stacks"):
+                try:
+                    self.stack(st.id)
+                except CatalogError as exc:
+                    problems.append(f"{self.path_of('stacks', st.id)}: {exc}")
             for sw in self.entries("switches"):
                 try:
                     self.get("interconnects", sw.fabric)

@@ -26,10 +26,11 @@ class TrainingRun(_Strict):
     global_batch_seqs: PosInt = Field(description="sequences per step")
     dtype: Literal["bf16", "fp8"]
     fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
-    overlap: Literal["default", "megatron-2021", "dualpipe"] = "default"
-    attention: Literal["flash", "unfused"] | None = Field(
-        default=None, description="attention implementation of the run's software; default: the overlap preset's")
-    metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu"]
+    stack: str = Field(default="megatron-core", pattern=ID_PATTERN,
+                       description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
+                                   "in-training GEMM efficiency")
+    metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu",
+                    "step_time_s"]
     published: Positive = Field(description="the published value of `metric`")
     tolerance_pct: Positive = Field(description="accepted relative error [%]")
     expect: Literal["within", "gap"] = Field(

@@ -414,10 +414,37 @@ class Scenario(_Strict):
     notebooks: list[ScenarioNotebook] = Field(min_length=1)
 
 
+class SoftwareStack(Entry):
+    """A training software stack: what it overlaps, its attention kernel, whether it runs sequence
+    parallelism, and the GEMM efficiency measured inside training with it (per accelerator).
+
+    The choices map one to one onto :class:`hnplan.planning.training.Overlap`. ``matmul_efficiency``
+    replaces an accelerator's catalog value (a GEMM micro-benchmark) when a published in-training
+    measurement with this stack exists; accelerators it does not list keep their own.
+    """
+
+    tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
+    ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
+    cp_comm: bool = Field(default=True, description="context-parallel K/V exchange overlaps attention")
+    dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
+    dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
+    grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
+    attention: Literal["flash", "unfused"] = Field(
+        default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised")
+    sequence_parallel: bool = Field(
+        default=True, description="norms, dropouts and residual adds split over TP ranks (Megatron SP)")
+    matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
+        default=None, description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
+                                  "with this stack; replaces the accelerator's (calibration)")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
+
+
 KINDS = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
     "switches": Switch,
     "systems": System,
     "models": Model,
+    "stacks": SoftwareStack,
 }

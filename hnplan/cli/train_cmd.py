@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import typer
 
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.training import Overlap, ParallelPlan, best_plan, estimate_training_step
+from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step, stack_overlap
 
 
 @app.command()
@@ -33,8 +35,12 @@ def train(
     ep_overlap: bool = typer.Option(False, "--ep-overlap", help="expert all-to-all hidden behind compute (DualPipe)"),
     no_dp_overlap: bool = typer.Option(False, "--no-dp-overlap",
                                        help="gradient reduce / parameter gather not overlapped (Megatron-LM 2021)"),
-    attention: str = typer.Option("flash", "--attention",
-                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"),
+    attention: str = typer.Option(None, "--attention",
+                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022); "
+                                       "default: the stack's"),
+    stack: str = typer.Option("megatron-core", "--stack",
+                              help="software stack id (data/stacks/): overlaps, attention, sequence "
+                                   "parallelism, in-training GEMM efficiency; the flags above override it"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
@@ -61,19 +67,24 @@ def train(
             prod = f" = {fixed_product}" if "x" in names else ""
             raise InfeasiblePlan(f"{names}{prod} does not divide --gpus {gpus}")
         cat = load_catalog()
-        overlap = Overlap(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=not no_dp_overlap,
-                          dp_param_gather=not no_dp_overlap, attention=attention)
+        st = cat.stack(stack)
+        base = stack_overlap(st)
+        overlap = replace(base, tp_comm=base.tp_comm or tp_overlap, ep_comm=base.ep_comm or ep_overlap,
+                          dp_grad_reduce=base.dp_grad_reduce and not no_dp_overlap,
+                          dp_param_gather=base.dp_param_gather and not no_dp_overlap,
+                          attention=attention or base.attention)
         # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
             plan = ParallelPlan(**{**dict(cp=1, ep=1), **given})
-            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat, overlap)]
+            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat, overlap,
+                                           st)]
             searched = feasible = None
         else:
             ests, searched, feasible = best_plan(model, system, gpus, seq_len, global_batch_size, dtype,
-                                                 fixed=given, catalog=cat, top=top, overlap=overlap)
+                                                 fixed=given, catalog=cat, top=top, overlap=overlap, stack=st)
         if json_:
-            out = ests[0].to_dict()
+            out = {**ests[0].to_dict(), "stack": st.id}
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -84,6 +95,7 @@ def train(
             d = est.to_dict()
             p = d["parallel"]
             rows = [
+                ("stack", st.id),
                 ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
                          f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
                          f"ZeRO {p['zero_stage']}, "

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
-from hnplan.planning.training import MEGATRON_2021, Overlap, search_plans
-
-OVERLAPS = {"default": Overlap(), "megatron-2021": MEGATRON_2021, "dualpipe": Overlap(ep_comm=True)}
+from hnplan.planning.training import search_plans
 
 
 def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
-    """The planner's best plan for a run's stated configuration (the rest searched), as a Series of
-    :func:`hnplan.planning.training.evaluate_plans` columns plus ``tokens_per_s_per_gpu``. The run's
-    ``attention`` (when given) overrides the overlap preset's attention implementation."""
-    overlap = OVERLAPS[run.overlap]
-    if run.attention is not None:
-        overlap = replace(overlap, attention=run.attention)
+    """The planner's best plan for a run's stated configuration (the rest searched) with the run's
+    software stack, as a Series of :func:`hnplan.planning.training.evaluate_plans` columns plus
+    ``tokens_per_s_per_gpu``."""
     df = search_plans(run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype,
-                      fixed=run.fixed, catalog=catalog, overlap=overlap)
+                      fixed=run.fixed, catalog=catalog, stack=run.stack)
     best = df.iloc[0].copy()
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
     return best

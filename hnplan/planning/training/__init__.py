@@ -12,7 +12,13 @@ See docs/training.md.
 """
 
 from hnplan.planning.training.candidates import candidate_frame, divisors  # noqa: F401
-from hnplan.planning.training.components import MEGATRON_2021, Job, Overlap  # noqa: F401
+from hnplan.planning.training.components import (  # noqa: F401
+    MEGATRON_2021,
+    Job,
+    Overlap,
+    stack_accelerator,
+    stack_overlap,
+)
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,
     best_plan,

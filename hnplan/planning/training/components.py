@@ -39,7 +39,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 import numpy as np
@@ -47,7 +47,7 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
-from hnplan.catalog.schemas import Accelerator, Model, System
+from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, System
 from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
@@ -91,6 +91,12 @@ class Overlap:
         kernel, no ``s x s`` scores in HBM or in the activations, Dao et al. arXiv:2205.14135, 2022) or
         ``unfused`` (scores materialised: QK^T and AV batched GEMMs, softmax and dropout passes, and the
         ``5 a s / h`` score activations of Korthikanti et al.), as Megatron-LM ran before FlashAttention.
+    sequence_parallel : bool
+        Megatron sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.2.2): with
+        ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations
+        are split over ``tp``; default True. ``False``: every TP rank runs them on all tokens and keeps
+        them whole, as Megatron-LM did before 2022. The TP collectives move the same volume either way
+        (all-reduce, or reduce-scatter + all-gather), so their time is the same.
     """
 
     tp_comm: bool = False
@@ -100,11 +106,27 @@ class Overlap:
     dp_param_gather: bool = True
     grad_reduce_bytes: float = 4.0
     attention: str = "flash"
+    sequence_parallel: bool = True
 
 
-# Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, and unfused attention (FlashAttention
-# was published in 2022, arXiv:2205.14135)
-MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False, attention="unfused")
+# Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, unfused attention (FlashAttention was
+# published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
+# choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
+MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False)
+
+
+def stack_overlap(stack: SoftwareStack) -> Overlap:
+    """The :class:`Overlap` choices of a software stack (catalog ``data/stacks/``; same field names)."""
+    return Overlap(**{f.name: getattr(stack, f.name) for f in fields(Overlap)})
+
+
+def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
+    """The accelerator with the stack's in-training ``matmul_efficiency`` where the stack has one for
+    it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value)."""
+    eff = (stack.matmul_efficiency or {}).get(acc.id)
+    if not eff:
+        return acc
+    return acc.model_copy(update={"matmul_efficiency": {**acc.matmul_efficiency, **eff}})
 
 
 @dataclass(frozen=True)
@@ -255,7 +277,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
-    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.overlap.attention).iloc[codes]
+    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.overlap.attention,
+                             job.overlap.sequence_parallel).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
@@ -471,14 +494,15 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
                   lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
     fp8 = recipe == "fp8"
     flash = job.overlap.attention == "flash"  # unfused attention keeps the s x s scores (Korthikanti 5as/h)
+    sp = job.overlap.sequence_parallel
     per_mb_act = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
-        "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc, moe_layer=False,
-                                            flash_attention=flash, fp8_gemm_inputs=fp8),
-        "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, recompute=rc,
-                                                                    moe_layer=True, flash_attention=flash,
-                                                                    fp8_gemm_inputs=fp8),
-        "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp),
-        "out": output_activation_bytes(m, job.seq_len, mb, tp, cp)})
+        "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, sequence_parallel=sp, recompute=rc,
+                                            moe_layer=False, flash_attention=flash, fp8_gemm_inputs=fp8),
+        "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, sequence_parallel=sp,
+                                                                    recompute=rc, moe_layer=True,
+                                                                    flash_attention=flash, fp8_gemm_inputs=fp8),
+        "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp, sequence_parallel=sp),
+        "out": output_activation_bytes(m, job.seq_len, mb, tp, cp, sequence_parallel=sp)})
     a_dense, a_moe, emb, out = (per_mb_act[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
     L = m.layers
     n = -(-L // pp)  # hnplan.memory's stages hold ceil(L / pp) layers (the fullest stage)

@@ -24,8 +24,13 @@ UNITS = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "hfu
 
 
 def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-             catalog: Catalog | None = None, overlap: c.Overlap | None = None) -> c.Job:
+             catalog: Catalog | None = None, overlap: c.Overlap | None = None, stack=None) -> c.Job:
     """Resolve ids and check the job-level inputs.
+
+    ``stack`` (a software-stack id or entry, ``data/stacks/``) sets the overlap choices when
+    ``overlap`` is not given (:func:`hnplan.planning.training.stack_overlap`) and replaces the
+    accelerator's ``matmul_efficiency`` where the stack has an in-training measurement for it
+    (:func:`hnplan.planning.training.stack_accelerator`).
 
     Raises
     ------
@@ -41,6 +46,10 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         check_choice("attention", overlap.attention, ATTENTION_IMPLS)
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
+    if stack is not None:
+        st = cat.stack(stack)
+        acc = c.stack_accelerator(st, acc)
+        overlap = overlap or c.stack_overlap(st)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
@@ -149,7 +158,7 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
 
 def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len: int, global_batch_seqs: int,
                            dtype: str = "bf16", catalog: Catalog | None = None,
-                           overlap: c.Overlap | None = None) -> TrainingEstimate:
+                           overlap: c.Overlap | None = None, stack=None) -> TrainingEstimate:
     """Estimate step time, throughput, MFU/HFU and memory of one training plan: the one-row case of
     :func:`evaluate_plans`.
 
@@ -166,7 +175,10 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     dtype : {"bf16", "fp8"}
         GEMM dtype; fp8 runs GEMMs at the accelerator's fp8 peak, the rest stays bf16.
     overlap : Overlap, optional
-        Communication overlap choices (default :class:`Overlap()`).
+        Communication overlap choices (default: the stack's, else :class:`Overlap()`).
+    stack : str or SoftwareStack, optional
+        Software stack (``data/stacks/``): its overlap choices and in-training GEMM efficiency
+        (:func:`make_job`).
 
     Returns
     -------
@@ -188,20 +200,22 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
     (8, True, 0.0, 'domain')
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
     validate_plan(job.model, gpus, plan, global_batch_seqs, seq_len)
     return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
 
 
 def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
                  fixed: dict | None = None, catalog: Catalog | None = None,
-                 overlap: c.Overlap | None = None) -> pd.DataFrame:
+                 overlap: c.Overlap | None = None, stack=None) -> pd.DataFrame:
     """Evaluate every candidate plan (:func:`candidate_frame`) and rank them.
 
     Parameters
     ----------
     fixed : dict, optional
         Knobs to pin (any of :data:`PLAN_FIELDS`); the rest are searched.
+    overlap, stack : optional
+        As :func:`estimate_training_step`.
 
     Returns
     -------
@@ -220,7 +234,7 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
     >>> df.attrs["searched"] >= df.attrs["feasible"] > 0, bool(df["step_time_s"].iloc[0] <= df["step_time_s"].max())
     (True, True)
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
     unknown = set(fixed) - set(PLAN_FIELDS)
     if unknown:
@@ -255,8 +269,9 @@ def _explain_empty(job: c.Job, fixed: dict):
 
 def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
               fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1,
-              overlap: c.Overlap | None = None):
-    """The ``top`` fastest plans that fit, best first.
+              overlap: c.Overlap | None = None, stack=None):
+    """The ``top`` fastest plans that fit, best first (``overlap``, ``stack``: as
+    :func:`estimate_training_step`).
 
     Returns
     -------
@@ -268,12 +283,12 @@ def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dt
     InfeasiblePlan
         If no candidate divides and fits in memory.
     """
-    df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, fixed, catalog, overlap)
+    df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, fixed, catalog, overlap, stack)
     if not df.attrs["feasible"]:
         least = df["memory_per_gpu_bytes"].min()
         raise InfeasiblePlan(f"no plan of {df.attrs.get('model', model)} on {gpus} GPUs fits in memory "
                              f"({df.attrs['searched']} candidates searched; the smallest needs "
                              f"{units.to_GiB(least):.1f} GiB per GPU)")
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap)
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
     ests = [estimate_from_row(job, row) for _, row in df[df["fits"]].head(top).iterrows()]
     return ests, df.attrs["searched"], df.attrs["feasible"]
