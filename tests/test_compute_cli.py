@@ -44,3 +44,18 @@ def test_roofline_bad_input_exits_2():
                             "train", "--batch", "1", "--seq-len", "1024", "--dtype", "fp8", "--json"])
     assert r.exit_code == 2
     assert "no fp8 peak" in r.output
+
+
+def test_roofline_takes_the_2021_attention_and_sequence_parallel_choices(cat):
+    base = ["roofline", "--accelerator", "a100-sxm-80gb", "--model", "megatron-22b", "--phase", "train", "--batch", "4",
+            "--seq-len", "2048", "--tp", "8", "--json"]
+    new = json.loads(runner.invoke(app, base).stdout)
+    old = json.loads(runner.invoke(app, base + ["--attention", "unfused", "--no-sequence-parallel"]).stdout)
+    assert (new["attention"], new["sequence_parallel"]) == ("flash", True)
+    assert (old["attention"], old["sequence_parallel"]) == ("unfused", False)
+    df = operator_table(cat.model("megatron-22b"), cat.accelerator("a100-sxm-80gb"), "train", 4, 2048, tp=8,
+                        attention="unfused", sequence_parallel=False)
+    assert old["bytes"] == pytest.approx(totals(df)["bytes"], rel=1e-12)
+    assert old["time_s"] > new["time_s"]
+    # the model FLOPs (MFU numerator) do not depend on the kernel choice
+    assert old["model_flops"] == pytest.approx(new["model_flops"], rel=1e-12)

@@ -21,6 +21,7 @@ def roofline_answer(df, model, acc) -> dict:
     out.update(totals(df))
     kw = {k: df.attrs[k] for k in keys[5:]}
     out.update(utilisation(model, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
+    out.update(attention=df.attrs["attention"], sequence_parallel=df.attrs["sequence_parallel"])
     out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
     return out
 
@@ -38,6 +39,11 @@ def roofline(
     kv_len: int = typer.Option(None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"),
     dtype: str = typer.Option("bf16", "--dtype", help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"),
     recompute: str = typer.Option("none", "--recompute", help="training: none, selective or full"),
+    attention: str = typer.Option("flash", "--attention",
+                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"),
+    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
+                                           help="training with --tp > 1: norms and residuals on tokens / tp "
+                                                "(Megatron sequence parallelism) or on every token"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Per-operator FLOPs, bytes, intensity, time and bound of one pass on one GPU.
@@ -52,7 +58,7 @@ def roofline(
             raise InputError(f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
                              f"length {m.max_seq} (field max_seq)")
         df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep, dtype=dtype,
-                            recompute=recompute)
+                            recompute=recompute, attention=attention, sequence_parallel=sequence_parallel)
         ans = roofline_answer(df, m, acc)
         if json_:
             print_json(ans)
