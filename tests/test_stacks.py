@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from hnplan.catalog import Catalog
 from hnplan.cli import app
 from hnplan.compute import operator_table
-from hnplan.errors import CatalogError
-from hnplan.planning.training import (MEGATRON_2021, Overlap, ParallelPlan, estimate_training_step, stack_accelerator,
-                                      stack_overlap)
+from hnplan.errors import CatalogError, InputError
+from hnplan.planning.training import (MEGATRON_2021, Overlap, ParallelPlan, estimate_training_step, search_plans,
+                                      stack_accelerator, stack_overlap)
 from hnplan.validation.calibration import (LAYER_22B, TABLE4_S, a100_megatron_calibration, derive_matmul_efficiency,
                                            layer_22b, layer_pass_time_s)
 
@@ -124,12 +124,79 @@ def test_train_cli_takes_a_stack(cat):
             "--json"]
     old = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021"]).stdout)
     new = json.loads(runner.invoke(app, args).stdout)
-    assert old["stack"] == "megatron-lm-2021" and new["stack"] == "megatron-core"
+    assert old["stack"]["id"] == "megatron-lm-2021" and new["stack"]["id"] == "megatron-core"
+    assert old["stack"]["overlap"]["sequence_parallel"] is False and old["stack"]["overlap"]["attention"] == "unfused"
+    assert old["stack"]["matmul_efficiency_from"].startswith("stack megatron-lm-2021")
+    assert new["stack"]["matmul_efficiency_from"] == "accelerator a100-sxm-80gb (micro-benchmark)"
     # SC21 Table 1: 163 TFLOP/s per GPU, 52 % of peak (hardware FLOPs)
     assert old["hardware_tflops_per_gpu"] == pytest.approx(163, rel=0.15)
     assert new["hardware_tflops_per_gpu"] > old["hardware_tflops_per_gpu"]
     # a flag overrides the stack's choice
     flash = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021", "--attention", "flash"]).stdout)
-    assert flash["step_time_s"] < old["step_time_s"]
+    assert flash["step_time_s"] < old["step_time_s"] and flash["stack"]["overlap"]["attention"] == "flash"
+    sp = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021", "--sequence-parallel",
+                                               "--dp-overlap"]).stdout)
+    assert sp["stack"]["overlap"]["sequence_parallel"] is True and sp["stack"]["overlap"]["dp_grad_reduce"] is True
+    assert sp["step_time_s"] < old["step_time_s"]
     bad = runner.invoke(app, args + ["--stack", "megatron-2021"])
     assert bad.exit_code != 0 and "unknown stack id 'megatron-2021'" in bad.output
+
+
+def test_a_search_with_a_stack_tries_only_what_the_stack_implements(cat):
+    # SC21 code: no distributed optimizer (ZeRO 0 only) and no selective recomputation
+    df = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072, fixed=dict(tp=8, pp=64, dp=6),
+                      catalog=cat, stack="megatron-lm-2021")
+    assert set(df["zero_stage"]) == {0} and set(df["recompute"]) <= {"none", "full"}
+    free = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072, fixed=dict(tp=8, pp=64, dp=6), catalog=cat)
+    assert {1, 0} <= set(free["zero_stage"]) and "selective" in set(free["recompute"])
+    # a pinned knob is kept even where the stack would not search it
+    pinned = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072,
+                          fixed=dict(tp=8, pp=64, dp=6, zero_stage=1), catalog=cat, stack="megatron-lm-2021")
+    assert set(pinned["zero_stage"]) == {1}
+
+
+def test_stack_files_are_checked_against_the_catalog(cat, tmp_path):
+    from hnplan.catalog import validate_file
+
+    raw = yaml.safe_load((cat.root / "stacks" / "megatron-lm-2021.yaml").read_text())
+    raw["matmul_efficiency"] = {"a100-sxm-80gb": {"bf16": 0.7, "fp8": 0.7}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(CatalogError, match="a100-sxm-80gb has no fp8 peak"):
+        validate_file(tmp_path / "s.yaml", kind="stacks")
+    raw["matmul_efficiency"] = {"a100-sxm-81gb": {"bf16": 0.7}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(CatalogError, match="unknown accelerator id 'a100-sxm-81gb'"):
+        validate_file(tmp_path / "s.yaml", kind="stacks")
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(measured_s=float("nan")), "positive, finite"),
+    (dict(measured_s=-1.0), "positive, finite"),
+    (dict(model="mixtral-8x7b"), "has MoE layers"),
+])
+def test_derivation_inputs_are_checked(cat, kwargs, needle):
+    args = dict(measured_s=7.7e-3, model="megatron-22b", system="dgx-a100-hdr", microbatch=4, seq_len=2048, tp=8)
+    args.update(kwargs)
+    with pytest.raises(InputError, match=needle):
+        derive_matmul_efficiency(args.pop("measured_s"), args.pop("model"), args.pop("system"), args.pop("microbatch"),
+                                 args.pop("seq_len"), args.pop("tp"), catalog=cat)
+
+
+@pytest.mark.parametrize("eff", [0.0, -0.5, 1.5])
+def test_layer_time_rejects_impossible_efficiencies(cat, eff):
+    with pytest.raises(InputError, match=r"matmul_efficiency must be in \(0, 1\]"):
+        layer_pass_time_s("megatron-22b", "dgx-a100-hdr", 4, 2048, 8, matmul_efficiency=eff, catalog=cat)
+
+
+def test_sequence_parallel_must_be_a_bool(cat):
+    with pytest.raises(InputError, match="sequence_parallel must be True or False"):
+        operator_table(cat.model("megatron-22b"), cat.accelerator("a100-sxm-80gb"), "train", 1, 2048, tp=8,
+                       sequence_parallel="False")
+
+
+def test_python_dash_m_hnplan_runs_the_cli():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "hnplan", "catalog", "list", "stacks"], capture_output=True, text=True)
+    assert r.returncode == 0 and "megatron-lm-2021" in r.stdout

@@ -31,7 +31,8 @@ def _type_name(t) -> str:
 
 
 def schema_markdown(kind: str) -> str:
-    """A Markdown table of one catalog kind's fields: name, type, required, meaning with unit."""
+    """A Markdown table of one catalog kind's fields: name, type, required (with the default of an optional
+    field that has one), meaning with unit."""
     if kind not in KINDS:
         raise CatalogError(f"unknown catalog kind {kind!r}; allowed: {', '.join(KINDS)}")
     schema = KINDS[kind]
@@ -41,7 +42,13 @@ def schema_markdown(kind: str) -> str:
         if name in ("id", "name", "source", "notes", "field_sources", "assumptions"):
             continue
         typ = _type_name(f.annotation)
-        lines.append(f"| `{name}` | {typ} | {'yes' if f.is_required() else 'no'} | {f.description or ''} |")
+        if f.is_required():
+            req = "yes"
+        elif f.default is None or f.default_factory is not None:
+            req = "no"
+        else:
+            req = f"no (default `{str(f.default).lower() if isinstance(f.default, bool) else f.default}`)"
+        lines.append(f"| `{name}` | {typ} | {req} | {f.description or ''} |")
     return "\n".join(lines)
 
 

@@ -182,7 +182,7 @@ class Catalog:
         if _looks_like_path(ref):
             path = Path(ref)
             return parse_entry(_read_yaml(path), schema, path)
-        near = difflib.get_close_matches(ref, list(entries), n=3, cutoff=0.5)
+        near = difflib.get_close_matches(ref.lower(), list(entries), n=3, cutoff=0.5)
         hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(entries))}"
         raise CatalogError(f"unknown {kind[:-1]} id {ref!r}{hint}", entry=ref)
 
@@ -211,12 +211,17 @@ class Catalog:
     def stack(self, ref) -> SoftwareStack:
         """A :class:`SoftwareStack` by id or file path; the accelerators it calibrates are checked to exist."""
         st = self.get("stacks", ref)
-        for acc_id in st.matmul_efficiency or {}:
+        for acc_id, effs in (st.matmul_efficiency or {}).items():
             try:
-                self.accelerator(acc_id)
+                acc = self.accelerator(acc_id)
             except CatalogError as exc:
                 raise CatalogError(f"stack {st.id}: field 'matmul_efficiency': {exc}", entry=st.id,
                                    field="matmul_efficiency") from None
+            extra = sorted(set(effs) - set(acc.dense_tflops))
+            if extra:
+                raise CatalogError(f"stack {st.id}: field 'matmul_efficiency.{acc_id}': {acc_id} has no "
+                                   f"{', '.join(extra)} peak; its dtypes: {', '.join(acc.dense_tflops)}",
+                                   entry=st.id, field=f"matmul_efficiency.{acc_id}")
         return st
 
     def _check_system_refs(self, s: System):
@@ -399,7 +404,9 @@ def load_catalog(root: str | Path | None = None) -> Catalog:
 
 
 def validate_file(path: str | Path, kind: str | None = None):
-    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted.
+    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted. A system's or a
+    stack's references (accelerators, interconnects, switches) are checked against the data folder the
+    file sits in, or the default one.
 
     Returns the parsed entry (or list of prices). Raises :class:`CatalogError`.
     """
@@ -421,4 +428,15 @@ def validate_file(path: str | Path, kind: str | None = None):
     if kind not in KINDS:
         raise CatalogError(f"{path}: cannot tell which catalog this file belongs to (parent folder {kind!r}); "
                            f"pass the kind, one of: {', '.join(KINDS)}", path=path)
-    return parse_entry(raw, KINDS[kind], path)
+    entry = parse_entry(raw, KINDS[kind], path)
+    # references to other entries: checked against the data folder the file sits in, else the default one
+    root = path.parent.parent if path.parent.name == kind else None
+    cat = Catalog(root) if root is not None and (root / "accelerators").is_dir() else load_catalog()
+    try:
+        if kind == "stacks":
+            cat.stack(entry)
+        elif kind == "systems":
+            cat._check_system_refs(entry)
+    except CatalogError as exc:
+        raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
+    return entry

@@ -432,7 +432,12 @@ class SoftwareStack(Entry):
     attention: Literal["flash", "unfused"] = Field(
         default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised")
     sequence_parallel: bool = Field(
-        default=True, description="norms, dropouts and residual adds split over TP ranks (Megatron SP)")
+        default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
+                                  "(Megatron sequence parallelism)")
+    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
+        default=None, description="ZeRO stages the stack implements (a search tries only these); none: all")
+    recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
+        default=None, description="activation recomputation modes the stack implements; none: all")
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
         default=None, description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
                                   "with this stack; replaces the accelerator's (calibration)")

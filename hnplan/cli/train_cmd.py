@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import typer
 
@@ -31,16 +31,22 @@ def train(
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8 (GEMMs at the fp8 peak)"),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
-    tp_overlap: bool = typer.Option(False, "--tp-overlap", help="TP collectives overlap the GEMMs (TE userbuffers)"),
-    ep_overlap: bool = typer.Option(False, "--ep-overlap", help="expert all-to-all hidden behind compute (DualPipe)"),
-    no_dp_overlap: bool = typer.Option(False, "--no-dp-overlap",
-                                       help="gradient reduce / parameter gather not overlapped (Megatron-LM 2021)"),
+    tp_overlap: bool = typer.Option(None, "--tp-overlap/--no-tp-overlap",
+                                    help="TP collectives overlap the GEMMs (TE userbuffers); default: the stack's"),
+    ep_overlap: bool = typer.Option(None, "--ep-overlap/--no-ep-overlap",
+                                    help="expert all-to-all hidden behind compute (DualPipe); default: the stack's"),
+    dp_overlap: bool = typer.Option(None, "--dp-overlap/--no-dp-overlap",
+                                    help="gradient reduce / parameter gather overlapped with the backward / forward "
+                                         "(not in Megatron-LM 2021); default: the stack's"),
+    sequence_parallel: bool = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                           help="Megatron sequence parallelism (from 2022); default: the stack's"),
     attention: str = typer.Option(None, "--attention",
                                   help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022); "
                                        "default: the stack's"),
     stack: str = typer.Option("megatron-core", "--stack",
-                              help="software stack id (data/stacks/): overlaps, attention, sequence "
-                                   "parallelism, in-training GEMM efficiency; the flags above override it"),
+                              help="software stack id or YAML path (data/stacks/): overlaps, attention, sequence "
+                                   "parallelism, in-training GEMM efficiency, ZeRO stages and recompute modes "
+                                   "searched; the flags above override it"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
@@ -69,10 +75,13 @@ def train(
         cat = load_catalog()
         st = cat.stack(stack)
         base = stack_overlap(st)
-        overlap = replace(base, tp_comm=base.tp_comm or tp_overlap, ep_comm=base.ep_comm or ep_overlap,
-                          dp_grad_reduce=base.dp_grad_reduce and not no_dp_overlap,
-                          dp_param_gather=base.dp_param_gather and not no_dp_overlap,
-                          attention=attention or base.attention)
+        given_choices = dict(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=dp_overlap,
+                             dp_param_gather=dp_overlap, sequence_parallel=sequence_parallel, attention=attention)
+        overlap = replace(base, **{k: v for k, v in given_choices.items() if v is not None})
+        acc_id = cat.system(system).accelerator
+        calibrated = acc_id in (st.matmul_efficiency or {})
+        stack_info = {"id": st.id, "overlap": asdict(overlap), "matmul_efficiency_from":
+                      f"stack {st.id} (measured in training)" if calibrated else f"accelerator {acc_id} (micro-benchmark)"}
         # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
@@ -84,18 +93,19 @@ def train(
             ests, searched, feasible = best_plan(model, system, gpus, seq_len, global_batch_size, dtype,
                                                  fixed=given, catalog=cat, top=top, overlap=overlap, stack=st)
         if json_:
-            out = {**ests[0].to_dict(), "stack": st.id}
+            out = {**ests[0].to_dict(), "stack": stack_info}
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
-                    out["top"] = [e.to_dict() for e in ests]
+                    out["top"] = [{**e.to_dict(), "stack": stack_info} for e in ests]
             print_json(out)
             return
         for i, est in enumerate(ests):
             d = est.to_dict()
             p = d["parallel"]
             rows = [
-                ("stack", st.id),
+                ("stack", f"{st.id}" + ("" if overlap == base else " with overrides") +
+                          f"; GEMM efficiency from {stack_info['matmul_efficiency_from']}"),
                 ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
                          f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
                          f"ZeRO {p['zero_stage']}, "

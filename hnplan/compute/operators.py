@@ -104,8 +104,10 @@ TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "i
 
 
 def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-           attention="flash"):
+           attention="flash", sequence_parallel=True):
     check_choice("attention", attention, ATTENTION_IMPLS)
+    if not isinstance(sequence_parallel, (bool, np.bool_)):
+        raise InputError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
     check_choice("phase", phase, PHASES)
     check_choice("recompute", recompute, RECOMPUTE_MODES)
     check_choice("convention", convention, CONVENTIONS)
@@ -371,7 +373,8 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     {'memory'}
     """
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention)
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention,
+           sequence_parallel)
     rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
                      attention=attention, sequence_parallel=sequence_parallel)
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)

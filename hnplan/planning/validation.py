@@ -27,7 +27,7 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
     Returns
     -------
     pandas.DataFrame
-        ``id, model, system, gpus, metric, published, predicted, error_pct`` (``100 (predicted /
+        ``id, model, system, gpus, stack, metric, published, predicted, error_pct`` (``100 (predicted /
         published - 1)``), ``tolerance_pct``, ``within`` (bool), ``plan`` (the knobs used),
         ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``, ``gap_reason``, ``source``.
     """
@@ -38,7 +38,7 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
         b = predict_run(run, cat)
         pred = float(b[run.metric])
         err = 100.0 * (pred / run.published - 1.0)
-        rows.append(dict(id=run.id, model=run.model, system=run.system, gpus=run.gpus, metric=run.metric,
+        rows.append(dict(id=run.id, model=run.model, system=run.system, gpus=run.gpus, stack=run.stack, metric=run.metric,
                          published=run.published, predicted=pred, error_pct=err, tolerance_pct=run.tolerance_pct,
                          within=abs(err) <= run.tolerance_pct, expect=run.expect,
                          gap_bound_pct=run.gap_bound_pct, gap_reason=run.gap_reason,

@@ -34,6 +34,8 @@ an upper bound there.
 
 from __future__ import annotations
 
+import math
+
 from scipy.optimize import brentq
 
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -67,8 +69,8 @@ def layer_pass_time_s(model: Model, system, microbatch: int, seq_len: int, tp: i
 
     Parameters
     ----------
-    model : Model
-        A dense model (the layer's shape).
+    model : str or Model
+        A dense model (the layer's shape): id, YAML path or entry.
     system : str or System
         Where the TP group sits (its scale-up domain times the all-reduces).
     microbatch, seq_len, tp : int
@@ -90,10 +92,16 @@ def layer_pass_time_s(model: Model, system, microbatch: int, seq_len: int, tp: i
     Raises
     ------
     InputError
-        For an unknown pass, or as :func:`hnplan.compute.operator_table`.
+        For an unknown pass, a model with MoE layers, an efficiency outside (0, 1], or as
+        :func:`hnplan.compute.operator_table`.
     """
     check_choice("pass", pass_, PASSES)
     cat = catalog or load_catalog()
+    model = cat.model(model)
+    if model.moe is not None:
+        raise InputError(f"layer_pass_time_s times one dense layer; {model.id} has MoE layers")
+    if matmul_efficiency is not None and not 0.0 < matmul_efficiency <= 1.0:
+        raise InputError(f"matmul_efficiency must be in (0, 1], got {matmul_efficiency!r}")
     sysm = cat.system(system)
     acc = _with_efficiency(cat.accelerator(sysm.accelerator), dtype, matmul_efficiency)
     recompute = "full" if pass_ == "bwd+recompute" else "none"
@@ -119,9 +127,13 @@ def derive_matmul_efficiency(measured_s: float, model: Model, system, microbatch
     Raises
     ------
     InputError
-        If no efficiency in (0.05, 1] reproduces ``measured_s`` (the rest of the layer alone is
-        slower than the measurement, or the GEMMs at full peak are too slow).
+        If ``measured_s`` is not a positive finite time, or no efficiency in (0.05, 1] reproduces it
+        (the rest of the layer alone is slower than the measurement, or the GEMMs at full peak are too
+        slow); as :func:`layer_pass_time_s` for the layer's inputs.
     """
+    if not (isinstance(measured_s, (int, float)) and math.isfinite(measured_s) and measured_s > 0):
+        raise InputError(f"measured_s must be a positive, finite time in seconds, got {measured_s!r}")
+
     def gap(eff):
         return layer_pass_time_s(model, system, microbatch, seq_len, tp, pass_=pass_, dtype=dtype,
                                  attention=attention, sequence_parallel=sequence_parallel,

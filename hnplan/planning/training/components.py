@@ -143,6 +143,7 @@ class Job:
     dtype: str
     overlap: Overlap
     catalog: Catalog
+    stack: SoftwareStack | None = None  # the software stack the job was made with (make_job), if any
     _groups: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property

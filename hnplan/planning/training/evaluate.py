@@ -28,9 +28,10 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     """Resolve ids and check the job-level inputs.
 
     ``stack`` (a software-stack id or entry, ``data/stacks/``) sets the overlap choices when
-    ``overlap`` is not given (:func:`hnplan.planning.training.stack_overlap`) and replaces the
-    accelerator's ``matmul_efficiency`` where the stack has an in-training measurement for it
-    (:func:`hnplan.planning.training.stack_accelerator`).
+    ``overlap`` is not given (:func:`hnplan.planning.training.stack_overlap`; an ``overlap`` that is
+    given replaces all of them: start from ``dataclasses.replace(stack_overlap(st), ...)`` to change
+    one) and replaces the accelerator's ``matmul_efficiency`` where the stack has an in-training
+    measurement for it (:func:`hnplan.planning.training.stack_accelerator`).
 
     Raises
     ------
@@ -46,6 +47,7 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         check_choice("attention", overlap.attention, ATTENTION_IMPLS)
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
+    st = None
     if stack is not None:
         st = cat.stack(stack)
         acc = c.stack_accelerator(st, acc)
@@ -59,7 +61,7 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         raise InputError(f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
                          f"(field max_seq of its catalog entry)")
     return c.Job(model, system, acc, system_links(system, cat, gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
-                 overlap or c.Overlap(), cat)
+                 overlap or c.Overlap(), cat, st)
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -175,10 +177,11 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     dtype : {"bf16", "fp8"}
         GEMM dtype; fp8 runs GEMMs at the accelerator's fp8 peak, the rest stays bf16.
     overlap : Overlap, optional
-        Communication overlap choices (default: the stack's, else :class:`Overlap()`).
+        Communication overlap choices (default: the stack's, else :class:`Overlap()`). Given together
+        with ``stack`` it replaces all the stack's choices (:func:`make_job`).
     stack : str or SoftwareStack, optional
-        Software stack (``data/stacks/``): its overlap choices and in-training GEMM efficiency
-        (:func:`make_job`).
+        Software stack (``data/stacks/``): its overlap choices, in-training GEMM efficiency and, in a
+        search, the ZeRO stages and recomputation modes it implements (:func:`make_job`).
 
     Returns
     -------
@@ -241,6 +244,10 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
         raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
     check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
     cands = candidate_frame(job.model, job.system, gpus, seq_len, global_batch_seqs, fixed)
+    if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
+        for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
+            if allowed is not None and knob not in fixed:
+                cands = cands[cands[knob].isin(allowed)].reset_index(drop=True)
     if cands.empty:
         _explain_empty(job, fixed)
     df = evaluate_plans(job, cands)
