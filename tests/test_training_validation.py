@@ -84,3 +84,14 @@ def test_runs_match_the_shared_reference_table():
         for col, key in (("VP", "virtual_stages"), ("MBS", "microbatch_size"), ("CP", "cp")):
             if pd.notna(row[col]) and key in run.fixed:
                 assert int(row[col]) == run.fixed[key]
+
+
+def test_readme_training_runs_table_is_current(table):
+    # README's per-run table is generated from the validation table: tools/update_readme_validation.py
+    from pathlib import Path
+
+    from hnplan.planning.validation import RUNS_BEGIN, RUNS_END, runs_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split(RUNS_BEGIN)[1].split(RUNS_END)[0].strip()
+    assert block == runs_markdown(table).strip(), "run tools/update_readme_validation.py"
