@@ -37,7 +37,7 @@ def test_collective_one_size_table():
 
 @pytest.mark.parametrize("args,msg", [
     (["--op", "allreduce", "--gpus", "8"], "exactly one of --size and --sweep"),
-    (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "allowed"),
+    (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "--op must be one of allreduce, reducescatter"),
     (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
     (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
 ])

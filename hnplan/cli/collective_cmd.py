@@ -13,7 +13,7 @@ from hnplan.comm.algorithms import ALGORITHMS
 from hnplan.comm.algorithms import collective as run_collective
 from hnplan.comm.collectives import OPS
 from hnplan.comm.placement import place_group
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 
 def parse_sweep(text: str) -> np.ndarray:
@@ -53,8 +53,7 @@ def collective(
 ):
     """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
     with handle_errors():
-        if op not in OPS:
-            raise InputError(f"--op {op!r} is not a collective; allowed: {', '.join(OPS)}")
+        check_choice("--op", op, OPS)
         if (size is None) == (sweep is None):
             raise InputError("give exactly one of --size and --sweep")
         if size is not None:

@@ -58,7 +58,7 @@ import numpy as np
 
 from hnplan.comm.collectives import OPS, busbw_factor
 from hnplan.comm.placement import GroupPlacement
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 ALGORITHMS = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "inr"),
@@ -174,10 +174,8 @@ def algorithm_time(op: str, algorithm: str, n_bytes, group: GroupPlacement):
     InputError
         For an unknown op or algorithm.
     """
-    if op not in ALGORITHMS:
-        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
-    if algorithm not in ALGORITHMS[op]:
-        raise InputError(f"{op} has no algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS[op])}")
+    check_choice("collective", op, OPS)
+    check_choice(f"{op} algorithm", algorithm, ALGORITHMS[op])
     s = np.asarray(n_bytes, dtype=float)
     if group.size == 1:
         return np.zeros_like(s)
@@ -232,8 +230,8 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
         t = algorithm_time(op, alg, n_bytes, group)
         if t is not None:
             out[alg] = t
-    if not out and op not in ALGORITHMS:
-        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    if not out:
+        check_choice("collective", op, OPS)
     return out
 
 
@@ -306,8 +304,7 @@ def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, st
     InputError
         For an unknown op.
     """
-    if op not in ALGORITHMS:
-        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+    check_choice("collective", op, OPS)
     if group.size == 1:
         return 0.0, "none"
     s = float(n_bytes)

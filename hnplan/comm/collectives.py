@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hnplan.errors import InputError
+from hnplan.errors import InputError, check_choice
 
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
 
@@ -105,7 +105,7 @@ def busbw_factor(op: str, p):
     elif op in ("broadcast", "sendrecv", "reduce"):
         f = np.ones_like(p)
     else:
-        raise InputError(f"unknown collective {op!r}; allowed: {', '.join(OPS)}")
+        check_choice("collective", op, OPS)
     return _out(f)
 
 

@@ -75,10 +75,8 @@ def accounting(name: str) -> StateAccounting:
     InputError
         For an unknown name; the message lists the known ones.
     """
-    try:
-        return ACCOUNTINGS[name]
-    except KeyError:
-        raise InputError(f"accounting must be one of {', '.join(ACCOUNTINGS)}; got {name!r}") from None
+    check_choice("accounting", name, ACCOUNTINGS)
+    return ACCOUNTINGS[name]
 
 
 def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str = "zero-paper") -> tuple[float, float, float]:
