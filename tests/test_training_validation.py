@@ -95,3 +95,27 @@ def test_readme_training_runs_table_is_current(table):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = readme.split(RUNS_BEGIN)[1].split(RUNS_END)[0].strip()
     assert block == runs_markdown(table).strip(), "run tools/update_readme_validation.py"
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("stack", "megatron-lm-2012", "field stack: unknown stack id 'megatron-lm-2012'; nearest: "),
+    ("model", "megatron-1tt", "field model: unknown model id 'megatron-1tt'; nearest: megatron-1t"),
+    ("metric", "tflops", "field metric: Input should be"),
+])
+def test_a_typo_in_a_run_names_the_file_the_run_and_the_field(tmp_path, field, value, needle):
+    import shutil
+
+    import yaml
+
+    from hnplan.catalog import data_dir
+    from hnplan.errors import CatalogError
+
+    shutil.copytree(data_dir(), tmp_path / "data")
+    f = tmp_path / "data" / "validation" / "training_runs.yaml"
+    runs = yaml.safe_load(f.read_text())
+    runs[0][field] = value
+    f.write_text(yaml.safe_dump(runs, sort_keys=False))
+    with pytest.raises(CatalogError) as info:
+        training_runs(f)
+    assert str(f) in str(info.value) and f"run {runs[0]['id']}: " in str(info.value)
+    assert needle in str(info.value)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
-from hnplan.catalog.loader import _read_yaml, data_dir
+from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
 from hnplan.errors import CatalogError
 
@@ -48,12 +49,13 @@ class TrainingRun(_Strict):
 
 
 def training_runs(path=None) -> list[TrainingRun]:
-    """The validation runs, in file order.
+    """The validation runs, in file order; their ``model``, ``system`` and ``stack`` ids are checked to
+    exist in the data folder the file belongs to.
 
     Raises
     ------
     CatalogError
-        Naming the file, the entry and the field of an invalid run.
+        Naming the file, the entry and the field of an invalid run (an unknown id with the nearest ones).
     """
     path = path or data_dir() / RUNS_FILE
     raw = _read_yaml(path) or []
@@ -67,4 +69,13 @@ def training_runs(path=None) -> list[TrainingRun]:
             rid = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
             raise CatalogError(f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid,
                                field=field) from None
+    root = Path(path).resolve().parent.parent
+    cat = load_catalog(root) if (root / "accelerators").is_dir() else load_catalog()
+    for run in out:
+        for field, lookup in (("model", cat.model), ("system", cat.system), ("stack", cat.stack)):
+            try:
+                lookup(getattr(run, field))
+            except CatalogError as exc:
+                raise CatalogError(f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id,
+                                   field=field) from None
     return out

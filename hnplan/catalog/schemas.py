@@ -440,7 +440,8 @@ class SoftwareStack(Entry):
         default=None, description="activation recomputation modes the stack implements; none: all")
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
         default=None, description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
-                                  "with this stack; replaces the accelerator's (calibration)")
+                                  "with this stack [fraction of the dense peak]; replaces the accelerator's "
+                                  "(calibration)")
 
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 

@@ -106,6 +106,19 @@ def gemm_flops_per_s(acc: Accelerator, dtype: str, m, n, k, groups=1):
                                                                         acc.compute_units)
 
 
+def with_matmul_efficiency(acc: Accelerator, efficiency: dict) -> Accelerator:
+    """A copy of ``acc`` whose ``matmul_efficiency`` has the dtypes of ``efficiency`` (dtype -> fraction
+    of the dense peak) replaced; the other dtypes and fields are unchanged. Used for calibrations measured
+    elsewhere than the catalog's micro-benchmark (a software stack's in-training value).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> a100 = load_catalog().accelerator("a100-sxm-80gb")
+    >>> with_matmul_efficiency(a100, {"bf16": 0.7}).matmul_efficiency["bf16"], a100.matmul_efficiency["bf16"]
+    (0.7, 0.869)
+    """
+    return acc.model_copy(update={"matmul_efficiency": {**acc.matmul_efficiency, **efficiency}})
+
+
 def kernel_overhead_s(acc: Accelerator) -> float:
     """Fixed time per kernel (catalog ``kernel_overhead_us``; 0 when absent) [s]."""
     return units.us_to_s(acc.kernel_overhead_us or 0.0)

@@ -52,6 +52,7 @@ from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
+from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import (activation_bytes_per_layer, embedding_activation_bytes, hbm_capacity_bytes,
                            microbatches_in_flight, model_state_bytes_per_gpu, output_activation_bytes,
@@ -124,9 +125,7 @@ def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
     """The accelerator with the stack's in-training ``matmul_efficiency`` where the stack has one for
     it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value)."""
     eff = (stack.matmul_efficiency or {}).get(acc.id)
-    if not eff:
-        return acc
-    return acc.model_copy(update={"matmul_efficiency": {**acc.matmul_efficiency, **eff}})
+    return with_matmul_efficiency(acc, eff) if eff else acc
 
 
 @dataclass(frozen=True)
@@ -318,6 +317,14 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 # communication
 # ----------------------------------------------------------------------------------------------
 
+TP_COLLECTIVES_PER_PASS = 2  # per layer: after the attention output and after the MLP (SC21 Sec. 2.3, Fig. 5)
+
+
+def tp_message_bytes(model: Model, microbatch, seq_len: int, cp=1):
+    """Bytes of one TP collective of a layer: the ``b s / cp x h`` 16-bit activations [bytes]."""
+    return microbatch * seq_len / cp * model.hidden * ACT_BYTES
+
+
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
 
@@ -326,8 +333,9 @@ def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     recomputation repeats the two forward ones. TP ranks are innermost (stride 1).
     """
     tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
-    n_coll = 4 + 2 * (_col(df, "recompute") == "full")
-    msg = mb * job.seq_len / cp * job.model.hidden * ACT_BYTES
+    # forward and backward, and the forward again under full recomputation
+    n_coll = TP_COLLECTIVES_PER_PASS * (2 + (_col(df, "recompute") == "full"))
+    msg = tp_message_bytes(job.model, mb, job.seq_len, cp)
     return layers * n_coll * collective_s(job, "allreduce", msg, tp, 1)
 
 
