@@ -45,4 +45,3 @@ from hnplan.compute.operators import (  # noqa: F401
     totals,
     training_stage_time_s,
 )
-from hnplan.compute.compare import roofline_comparison, roofline_verdict, utilisation  # noqa: F401

@@ -5,8 +5,10 @@ from hnplan.plots.common import (  # noqa: F401
     PALETTE,
     design_bars,
     design_colour,
+    axis_label,
     design_colours,
     show,
+    unit_of,
     step_breakdown_bar,
 )
 from hnplan.plots.roofline import roofline  # noqa: F401
