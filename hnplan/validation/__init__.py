@@ -21,7 +21,7 @@ A failing prediction is a failing test: accuracy cannot drift while the suite st
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import pandas as pd
 
