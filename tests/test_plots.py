@@ -4,10 +4,10 @@ import pandas as pd
 import pytest
 
 from hnplan.catalog import load_catalog
-from hnplan.plots import axis_label, design_colour, fit_map, roofline, unit_of
-from hnplan.plots.common import PALETTE
 from hnplan.planning.memory import fit_grid
 from hnplan.planning.roofline import roofline_comparison
+from hnplan.plots import axis_label, design_colour, fit_map, roofline, unit_of
+from hnplan.plots.common import PALETTE
 
 
 def test_design_colour_is_stable_and_distinct_across_the_catalog():

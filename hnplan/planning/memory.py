@@ -14,8 +14,8 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS
-from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
+from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.tiers import (
     decode_step_time_s,
     memory_tiers,
