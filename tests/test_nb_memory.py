@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.memory import breakdown_table
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

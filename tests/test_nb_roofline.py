@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.roofline import roofline_comparison
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

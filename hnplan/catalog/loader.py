@@ -42,9 +42,9 @@ from hnplan.catalog.schemas import (
     Reliability,
     Scenario,
     SoftwareStack,
-    UncertainInput,
     Switch,
     System,
+    UncertainInput,
 )
 from hnplan.errors import CatalogError
 

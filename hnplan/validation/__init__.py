@@ -20,8 +20,8 @@ A failing prediction is a failing test: accuracy cannot drift while the suite st
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import pandas as pd
 
