@@ -70,8 +70,8 @@ def step_breakdown_bar(df: pd.DataFrame, title: str = "Step-time breakdown") -> 
     for i, c in enumerate(parts):
         fig.add_bar(name=c[2:-2].replace("_", " "), x=df["system"], y=df[c],
                     marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)])
-    fig.update_layout(barmode="stack", title=title, xaxis_title="design", yaxis_title="time per step [s]",
-                      legend_title="part")
+    label = axis_label(df, parts[0], "time per step", "s") if parts else "time per step [s]"
+    fig.update_layout(barmode="stack", title=title, xaxis_title="design", yaxis_title=label, legend_title="part")
     return fig
 
 

@@ -30,7 +30,7 @@ def frontier_figure(df: pd.DataFrame, title: str = "Throughput-latency frontier"
                                       "%{y:,.0f} tokens/s/GPU<extra></extra>")
     fig.update_layout(title=title, xaxis_title=axis_label(df, "tokens_per_s_per_user", "tokens/s per user (1 / TPOT)",
                                                           "tokens/s"),
-                      yaxis_title=axis_label(df, "tokens_per_s_per_gpu", "output tokens/s per GPU", "tokens/s"),
+                      yaxis_title=axis_label(df, "tokens_per_s_per_gpu", "throughput", "output tokens/s/GPU"),
                       legend_title="design")
     return fig
 
