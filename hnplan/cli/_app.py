@@ -8,9 +8,10 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from hnplan.errors import HnplanError, InfeasiblePlan
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 
 app = typer.Typer(
     name="hnplan",
@@ -27,18 +28,110 @@ EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
 
 
+def _version(value: bool) -> None:
+    if value:
+        from hnplan import __version__
+
+        typer.echo(f"hnplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Capacity planning for AI clusters: supernodes vs 8-GPU server clusters."""
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def current_context():
+    """The running sub-command's click context (its parsed ``params``), or None outside one. Typer 0.2x runs
+    its own copy of click (``typer._click``); older releases use click itself."""
+    import importlib
+
+    for name in ("typer._click.globals", "click.globals"):
+        try:
+            ctx = importlib.import_module(name).get_current_context(silent=True)
+        except (ImportError, AttributeError):
+            continue
+        if ctx is not None:
+            return ctx
+    return None
+
+
+def _option_name(ctx, name: str) -> str:
+    for p in ctx.command.params:
+        if p.name == name:
+            return max(getattr(p, "opts", None) or [name], key=len)
+    return name
+
+
+def check_finite(ctx) -> None:
+    """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
+    ranges let them through): one :class:`InputError` naming the option."""
+    import math
+
+    for name, value in ctx.params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+
+
+def _error_object(kind: str, exc: BaseException, code: int) -> dict:
+    err = {"kind": kind, "exit_code": code, "message": str(exc)}
+    for attr in ("path", "entry", "field"):
+        if getattr(exc, attr, None) is not None:
+            err[attr] = getattr(exc, attr)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        err["path"] = str(exc.filename)
+    return {"error": err}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error: the path, then what went wrong (no errno, no traceback)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return what if exc.filename is None else f"{exc.filename}: {what}"
+
+
+def _fail(kind: str, exc: BaseException, code: int, as_json: bool, text: str | None = None):
+    label = {"infeasible": "infeasible", "interrupted": "interrupted"}.get(kind, "error")
+    text = text if text is not None else str(exc)
+    err_console.print(f"[bold red]{label}:[/] {escape(text)}", highlight=False, markup=True)
+    if as_json:
+        obj = _error_object(kind, exc, code)
+        obj["error"]["message"] = text
+        print_json(obj)
+    raise typer.Exit(code)
+
+
 @contextmanager
 def handle_errors():
-    """Turn hnplan's errors into a one-paragraph message on stderr and a non-zero exit code:
-    2 for bad input, 3 for an infeasible plan."""
+    """Turn every error a user can cause into one message on stderr and an exit code: 2 for bad input
+    (hnplan's :class:`InputError`, an operating-system error on a path), 3 for an infeasible plan,
+    130 when interrupted. With ``--json`` the same error is also printed on stdout as
+    ``{"error": {"kind", "exit_code", "message", "path", "entry", "field"}}``. Float options are checked
+    to be finite before the command runs."""
+    ctx = current_context()
+    as_json = bool(ctx is not None and ctx.params.get("json_"))
     try:
+        if ctx is not None:
+            check_finite(ctx)
         yield
     except InfeasiblePlan as exc:
-        err_console.print(f"[bold red]infeasible:[/] {exc}", highlight=False, markup=True)
-        raise typer.Exit(EXIT_INFEASIBLE) from None
+        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
     except HnplanError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-        raise typer.Exit(EXIT_INPUT) from None
+        _fail("input", exc, EXIT_INPUT, as_json)
+    except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
+        _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
+    except KeyboardInterrupt as exc:
+        _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped by Ctrl-C")
+    except Exception as exc:
+        # a notebook kernel's socket closed under Ctrl-C surfaces as zmq's error: an interruption, not a bug
+        if type(exc).__module__.startswith("zmq"):
+            _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped: the notebook kernel was interrupted")
+        raise
 
 
 def print_json(obj) -> None:
