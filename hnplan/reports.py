@@ -31,6 +31,10 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
+# the kernel's own log quiet (its start-up warning about TCP transport on localhost is not the reader's
+# concern); errors still show, and the notebooks' output is in the reports
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
               "mix_systems": "systems", "traditional": "systems", "supernode": "systems",
@@ -288,7 +292,8 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
         try:
             papermill.execute_notebook(str(nb_path), str(tmp_nb), parameters=params, progress_bar=False,
-                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False)
+                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False,
+                                       extra_arguments=KERNEL_ARGS)
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
