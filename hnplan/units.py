@@ -362,3 +362,30 @@ def format_power(watts, digits: int = 3) -> str:
 def format_energy(joules, digits: int = 3) -> str:
     """Energy for people in watt-hours: ``format_energy(3.6e12) == '1 GWh'``."""
     return format_si(joules / 3600.0 if _finite(joules) else joules, "Wh", digits)
+
+
+def format_quantity(value, unit: str = "", digits: int = 3) -> str:
+    """A value in the unit a table names, written for people: USD as money, W and J with SI prefixes
+    (J as Wh), ``tokens``/``GPUs``/``FLOP`` and unitless counts in the short scale, anything else with
+    ``digits`` significant digits and the unit.
+
+    >>> format_quantity(63947789.96, "USD"), format_quantity(9.3e6, "W"), format_quantity(1.5e13, "tokens")
+    ('$63.9M', '9.3 MW', '15T tokens')
+    >>> format_quantity(0.35, "USD/kWh"), format_quantity(1.25, "ratio")
+    ('0.35 USD/kWh', '1.25 ratio')
+    """
+    if not _finite(value):
+        return "n/a"
+    u = (unit or "").strip()
+    if u in ("USD", "$"):
+        return format_usd(value, digits)
+    if u == "W":
+        return format_power(value, digits)
+    if u == "J":
+        return format_energy(value, digits)
+    if u in ("", "tokens", "GPUs", "FLOP", "parameters", "requests"):
+        text = format_count(value, digits)
+        return f"{text} {u}" if u else text
+    v = float(value)
+    text = f"{v:,.0f}" if abs(v) >= 10 ** digits else _sig(v, digits)
+    return f"{text} {u}"
