@@ -25,4 +25,5 @@ def test_inference_capacity_notebook(tmp_path):
     assert 'id="key-table"' in html
     assert plotly_divs(html) == 4
     assert "What this means" in html and "cheapest per token" in html
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert "DeepSeek production" in html and "mean |error|" in html
