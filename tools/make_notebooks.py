@@ -163,8 +163,7 @@ PROCUREMENT_WHATIF = [
              "                  global_batch_seqs=global_batch_tokens // seq_len, ref_gpus=gpus)]\n"
              "mix = pr.best_mix(workloads, mix_systems, budget_usd, power_cap_mw * 1e6, mode=mode)\n"
              "display(mix.units)\n"
-             "from hnplan.catalog import load_catalog\n"
-             "plots.show(plots.mix_bars(mix.units, {s: load_catalog().system(s).unit_gpus for s in mix.units.columns}))"),
+             "plots.show(plots.mix_bars(mix.units, pr.unit_gpus(mix.units.columns)))"),
     ("code", "display(Markdown(\"## What this means\\n\" + pr.whatif_summary(tco_t, bands, mix)))"),
     ("code", "display(Markdown(provenance(dict(model=model, system=system, gpus=gpus, tokens=tokens, seq_len=seq_len,\n"
              "    global_batch_tokens=global_batch_tokens, mode=mode, n_samples=n_samples, seed=seed, mix_systems=mix_systems,\n"
@@ -226,12 +225,9 @@ NETWORK = [
              "boundary_max_gpus = 1152         # largest group of the domain-boundary study", "parameters"),
     ("code", "from IPython.display import Markdown, display\n"
              "from hnplan import plots, units\n"
-             "from hnplan.catalog import load_catalog\n"
-             "from hnplan.cli.collective_cmd import parse_sweep\n"
-             "from hnplan.comm.graphs import system_graph\n"
-             "from hnplan.comm.tables import bom_table, boundary_summary, busbw_sweep, domain_boundary, graph_layout\n"
+             "from hnplan.planning.network import (bom_table, boundary_summary, busbw_sweep, domain_boundary, graph_layout,\n"
+             "                                     network_graph, parse_sweep)\n"
              "from hnplan.reports import provenance\n\n"
-             "cat = load_catalog()\n"
              "bom = bom_table(systems, gpus)\n"
              "display(Markdown(f\"## The network for {gpus:,} GPUs\"))\n"
              "cols = {\"system\": \"design\", \"domains\": \"scale-up domains\", \"scaleout_tiers\": \"scale-out tiers\",\n"
@@ -246,7 +242,7 @@ NETWORK = [
              "    \"scaleout_switches\": \"scale-out switches\", \"transceivers\": \"transceivers\", \"cables\": \"cables\"},\n"
              "    f\"Network bill of materials for {gpus:,} GPUs\"))"),
     ("code", "for sid in systems:\n"
-             "    nodes, edges = graph_layout(system_graph(cat.system(sid), draw_gpus, cat))\n"
+             "    nodes, edges = graph_layout(network_graph(sid, draw_gpus))\n"
              "    plots.show(plots.topology_figure(nodes, edges, f\"{sid}: {draw_gpus} GPUs\"))"),
     ("code", "sizes = parse_sweep(sweep)\n"
              "ar = busbw_sweep(systems, \"allreduce\", gpus, sizes)\n"
