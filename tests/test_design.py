@@ -83,4 +83,4 @@ def test_missing_facility_file_is_reported_when_needed(tmp_path):
     d = Catalog(root).design("hgx-h100-ib-ndr")  # the topology needs no facility
     assert scaleout_bom(d, 128).tiers == 2  # 16 nodes x 8 NICs = 128 ports > one 64-port switch
     with pytest.raises(CatalogError, match="facility.yaml: file not found"):
-        d.pue
+        _ = d.pue

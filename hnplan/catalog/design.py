@@ -194,7 +194,7 @@ def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callab
     :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked)."""
     prices: dict[str, Price | None] = {}
     missing: dict[str, str] = {}
-    for part, item in zip(PRICE_PARTS, (system.id, system.scaleout_switch, transceiver_item(system))):
+    for part, item in zip(PRICE_PARTS, (system.id, system.scaleout_switch, transceiver_item(system)), strict=True):
         try:
             prices[part] = price(item)
         except CatalogError as exc:

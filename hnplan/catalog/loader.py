@@ -43,9 +43,9 @@ from hnplan.catalog.schemas import (
     Reliability,
     Scenario,
     SoftwareStack,
-    UncertainInput,
     Switch,
     System,
+    UncertainInput,
 )
 from hnplan.errors import CatalogError
 
