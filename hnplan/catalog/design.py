@@ -98,14 +98,14 @@ class Design:
         The scale-out network's switch (radix ``ports`` at ``port_gbps`` [Gb/s]).
     scaleup_switch : Switch or None
         The scale-up domain's switch chip, if the system names one.
-    prices : DesignPrices
-        Prices of the system unit, the scale-out switch and the optical module.
     source : str
         Where the system came from: its catalog id, or the path of the YAML file it was read from.
 
-    The facility (PUE, electricity, rack limits, idle fraction, training draw), reliability (failure
-    rates, storage and restart defaults) and memory-overhead entries are properties: they raise the
-    catalog's own :class:`~hnplan.errors.CatalogError` when the data folder lacks the file.
+    The prices (:attr:`prices`), the facility (PUE, electricity, rack limits, idle fraction, training
+    draw), reliability (failure rates, storage and restart defaults) and memory-overhead entries are
+    properties resolved on first use, once (a topology or collective question never parses
+    ``prices.yaml``); they raise the catalog's own :class:`~hnplan.errors.CatalogError` when the data
+    folder lacks the file.
     """
 
     system: System
@@ -114,9 +114,9 @@ class Design:
     scaleout_fabric: Interconnect
     scaleout_switch: Switch
     scaleup_switch: Switch | None
-    prices: DesignPrices
     source: str = ""
-    _defaults: dict = field(default_factory=dict, repr=False)
+    _lookups: dict = field(default_factory=dict, repr=False)
+    _resolved: dict = field(default_factory=dict, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
 
     def __hash__(self) -> int:
@@ -128,10 +128,14 @@ class Design:
         return self.system.id
 
     def _default(self, name: str):
-        value = self._defaults[name]
-        if isinstance(value, CatalogError):
-            raise value
-        return value
+        if name not in self._resolved:
+            self._resolved[name] = self._lookups[name]()
+        return self._resolved[name]
+
+    @property
+    def prices(self) -> DesignPrices:
+        """Prices of one system unit, one scale-out switch and one optical module (``prices.yaml``)."""
+        return self._default("prices")
 
     @property
     def facility(self) -> Facility:
@@ -188,23 +192,26 @@ class Design:
             return value
 
 
-def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callable[[str], Price],
-                   defaults: Callable[[str], Any], source: str) -> Design:
-    """Build a :class:`Design` from a system entry with the catalog's lookups (used by
-    :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked)."""
-    prices: dict[str, Price | None] = {}
+def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
+    found: dict[str, Price | None] = {}
     missing: dict[str, str] = {}
     for part, item in zip(PRICE_PARTS, (system.id, system.scaleout_switch, transceiver_item(system)), strict=True):
         try:
-            prices[part] = price(item)
+            found[part] = price(item)
         except CatalogError as exc:
-            prices[part], missing[part] = None, str(exc)
-    dflt: dict[str, Any] = {}
-    for name in ("facility", "reliability", "memory_overheads"):
-        try:
-            dflt[name] = defaults(name)
-        except CatalogError as exc:
-            dflt[name] = exc
+            found[part], missing[part] = None, str(exc)
+    return DesignPrices(found["system"], found["scaleout_switch"], found["transceiver"], missing)
+
+
+def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callable[[str], Price],
+                   defaults: Callable[[str], Any], source: str) -> Design:
+    """Build a :class:`Design` from a system entry with the catalog's lookups (used by
+    :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked). The entries
+    are looked up now; the prices and the facility, reliability and memory defaults on first use."""
+    lookups: dict[str, Callable[[], Any]] = {
+        "prices": lambda: _prices(system, price),
+        **{name: (lambda n=name: defaults(n)) for name in ("facility", "reliability", "memory_overheads")},
+    }
     return Design(
         system=system,
         accelerator=get("accelerators", system.accelerator),
@@ -212,6 +219,5 @@ def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callab
         scaleout_fabric=get("interconnects", system.scaleout_fabric),
         scaleout_switch=get("switches", system.scaleout_switch),
         scaleup_switch=get("switches", system.scaleup_switch) if system.scaleup_switch else None,
-        prices=DesignPrices(prices["system"], prices["scaleout_switch"], prices["transceiver"], missing),
-        source=source, _defaults=dflt,
+        source=source, _lookups=lookups,
     )
