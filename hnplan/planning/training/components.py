@@ -49,7 +49,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, System
 from hnplan.comm.algorithms import algorithm_table
-from hnplan.comm.messages import tp_message_bytes  # noqa: F401  (re-exported: the one definition)
+from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
