@@ -485,7 +485,7 @@ def validate_file(path: str | Path, kind: str | None = None):
     try:
         if kind == "stacks":
             cat.stack(entry)
-        elif kind == "systems":
+        elif isinstance(entry, System):  # kind == "systems"
             cat._check_system_refs(entry)
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
