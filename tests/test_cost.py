@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hnplan.cost import design_cost
-from hnplan.planning.design import tco_summary
 from hnplan.errors import InputError
+from hnplan.planning.design import tco_summary
 
 HOURS_PER_YEAR = 365.25 * 24
 

@@ -14,8 +14,8 @@ from hnplan.comm.graphs import (
     system_graph,
 )
 from hnplan.comm.topology import fat_tree_counts, scaleout_bom, scaleup_bom
-from hnplan.planning.network import network_summary
 from hnplan.errors import InputError
+from hnplan.planning.network import network_summary
 
 
 @given(st.integers(2, 64).map(lambda h: 2 * h))

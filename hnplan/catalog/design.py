@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from hnplan.catalog.schemas import (
@@ -209,8 +210,8 @@ def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callab
     :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked). The entries
     are looked up now; the prices and the facility, reliability and memory defaults on first use."""
     lookups: dict[str, Callable[[], Any]] = {
-        "prices": lambda: _prices(system, price),
-        **{name: (lambda n=name: defaults(n)) for name in ("facility", "reliability", "memory_overheads")},
+        "prices": partial(_prices, system, price),
+        **{name: partial(defaults, name) for name in ("facility", "reliability", "memory_overheads")},
     }
     return Design(
         system=system,
