@@ -213,6 +213,13 @@ class System(Entry):
         default=None, description="time to return a failed failure unit to service [h]")
     deploy_days: Positive | None = Field(
         default=None, description="delivery to production of one cluster of this design [days]")
+    # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
+    unit_price_usd: Positive | None = Field(
+        default=None, description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "
+                                  "(give its provenance in field_sources or assumptions)")
+    price_item: str | None = Field(
+        default=None, description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
+                                  "re-cabled copy); default the system's own id")
 
     @model_validator(mode="after")
     def _shapes(self):

@@ -77,6 +77,6 @@ def infer(
         if json_:
             print_json(out)
             return
-        rows = [(k, f"{v:,.4g}" if isinstance(v, float) else str(v)) for k, v in out.items()
-                if not isinstance(v, dict)]
+        rows = [(k, ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
+                for k, v in out.items() if not isinstance(v, dict)]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

@@ -43,7 +43,17 @@ def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = 
     (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`)."""
     cat = catalog or load_catalog()
     system = cat.system(system)
+    if price_gap(system, cat) is not None:
+        return float("nan")  # no price: cost outputs say n/a, with price_gap's reason
     return design_cost(cat.design(system), _whole_units(system, gpus)).usd_per_gpu_hour
+
+
+def price_gap(system, catalog: Catalog | None = None) -> str | None:
+    """Why ``system`` has no cost, or None when every part it is costed by has a price: the missing
+    ``prices.yaml`` items and how a system file gives its own price (``unit_price_usd``, ``price_item``)."""
+    cat = catalog or load_catalog()
+    missing = cat.design(cat.system(system)).prices.missing
+    return "; ".join(missing.values()) if missing else None
 
 
 def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
@@ -197,7 +207,8 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
             "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
             "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
             "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
-            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s)}
+            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s),
+            **({"cost_note": f"n/a: {price_gap(sys_, cat)}"} if rate != rate else {})}
 
 
 def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
