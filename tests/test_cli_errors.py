@@ -211,3 +211,17 @@ def test_report_out_read_only(tmp_path):
         _check(res, str(ro))
     finally:
         ro.chmod(0o700)
+
+
+def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
+    """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
+    from hnplan.cli import main
+
+    monkeypatch.setattr("sys.argv", ["hnplan", *TCO[:3], "--gpus", "-5", "--json"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    obj = json.loads(out)["error"]
+    assert obj["kind"] == "usage" and "'--gpus'" in obj["message"]
+    assert "--gpus" in err and "Traceback" not in err

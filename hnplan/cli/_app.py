@@ -134,6 +134,28 @@ def handle_errors():
         raise
 
 
+def run_json(argv: list[str]) -> int:
+    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr and
+    ``{"error": {"kind": "usage", ...}}`` on stdout, exit 2. Returns the exit code."""
+    import importlib
+
+    errors: tuple = ()
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            errors += (importlib.import_module(name).ClickException,)
+        except (ImportError, AttributeError):
+            continue
+    try:
+        rv = app(args=argv, prog_name="hnplan", standalone_mode=False)
+    except errors as exc:
+        message = exc.format_message()
+        code = getattr(exc, "exit_code", EXIT_INPUT)
+        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+        print_json({"error": {"kind": "usage", "exit_code": code, "message": message}})
+        return code
+    return rv if isinstance(rv, int) else 0
+
+
 def print_json(obj) -> None:
     """Print one JSON object on stdout (numpy scalars converted; NaN and infinity, which JSON lacks, as null)."""
     sys.stdout.write(json.dumps(_finite_json(obj), indent=2, default=_default, allow_nan=False) + "\n")
