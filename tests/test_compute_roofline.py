@@ -18,7 +18,7 @@ from hnplan.compute import (
     totals,
     training_stage_time_s,
 )
-from hnplan.errors import InputError
+from hnplan.errors import InputError, PlanRuleError
 
 
 def test_llama31_70b_decode_batch1_is_weight_streaming(cat):
@@ -138,14 +138,22 @@ def test_stage_time_shrinks_with_pipeline_stages(cat):
 
 @pytest.mark.parametrize("kwargs,needle", [
     (dict(phase="backward"), "train, prefill, decode"),
-    (dict(tp=3), "does not divide the 32 attention heads"),
     (dict(recompute="some"), "none, selective, full"),
-    (dict(ep=2), "must divide the number of experts"),
     (dict(dtype="fp6"), "allowed"),
 ])
 def test_bad_input_names_the_allowed_values(cat, kwargs, needle):
     args = dict(phase="train", batch=1, seq_len=128) | kwargs
     with pytest.raises(InputError, match=needle):
+        operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), **args)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(tp=3), "tp = 3 does not divide the 32 attention heads"),
+    (dict(ep=2), "ep = 2 needs a number of experts divisible by it; llama3.1-8b has no experts"),
+])
+def test_a_split_the_model_forbids_is_a_plan_rule_error(cat, kwargs, needle):
+    args = dict(phase="train", batch=1, seq_len=128) | kwargs
+    with pytest.raises(PlanRuleError, match=needle):
         operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), **args)
 
 

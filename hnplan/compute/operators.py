@@ -87,6 +87,7 @@ from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achi
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
 from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
+from hnplan.compute.layout import check_split, stage_layers
 from hnplan.errors import InputError, check_choice
 
 PHASES = ("train", "prefill", "decode")
@@ -116,10 +117,7 @@ def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, 
             raise InputError(f"{name} must be >= 1, got {v!r}")
     if kv_len is not None and kv_len < 0:
         raise InputError(f"kv_len must be >= 0, got {kv_len!r}")
-    if model.heads % tp:
-        raise InputError(f"tp = {tp} does not divide the {model.heads} attention heads of {model.id}")
-    if ep > 1 and (model.moe is None or model.moe.experts % ep):
-        raise InputError(f"ep = {ep} must divide the number of experts of {model.id}")
+    check_split(model, tp=tp, ep=ep, training=False)  # PlanRuleError naming the rule
     try:
         units.dtype_bytes(dtype)
     except ValueError as exc:
@@ -360,9 +358,11 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     Raises
     ------
     InputError
-        For an unknown phase, recompute mode, convention, attention implementation or dtype; degrees below 1; a ``tp`` that
-        does not divide the heads or an ``ep`` that does not divide the experts; a dtype the
-        accelerator has no peak for.
+        For an unknown phase, recompute mode, convention, attention implementation or dtype; degrees
+        below 1; a dtype the accelerator has no peak for.
+    PlanRuleError
+        For a ``tp`` that does not divide the heads or an ``ep`` that does not divide the experts
+        (:func:`hnplan.compute.layout.check_split`).
 
     Examples
     --------
@@ -425,7 +425,7 @@ def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_l
         As :func:`operator_table`.
     """
     _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed", attention)
-    per = math.ceil(model.layers / pp)
+    per = stage_layers(model, pp).per_stage
     slowest = 0.0
     seen = set()
     for i in range(pp):

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
+from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import check_choice
 
 MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
@@ -245,9 +246,9 @@ def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int 
         For an unknown recompute mode.
     """
     _check_recompute(recompute)
-    n = math.ceil(model.layers / pp)
+    rng = stage_layer_range(model, pp, stage)
+    n = len(rng)
     moe_start = model.layers - (0 if model.moe is None else model.layers - model.moe.first_dense_layers)
-    rng = range(0, n) if stage == "first" else range(model.layers - n, model.layers)
     moe = sum(1 for i in rng if model.moe is not None and i >= moe_start)
     kw = dict(tp=tp, cp=cp, sequence_parallel=sequence_parallel, recompute=recompute,
               flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs)

@@ -3,7 +3,8 @@ virtual stages, micro-batch size, ZeRO stage and recomputation that divides, bui
 
 Pruning choices (documented, not calibrations):
 
-* TP up to the scale-up domain and dividing the attention heads: a TP group across the scale-out
+* TP up to the scale-up domain (the model's rules, :func:`hnplan.compute.layout.split_rules`, then
+  keep the degrees that divide its heads and KV heads and leave no pipeline stage empty): a TP group across the scale-out
   network puts four collectives per layer on the slow tier, which no published large run does
   (Narayanan et al. SC21 [1]_ Sec. 3.3, "tensor model parallelism within a server").
 * CP in powers of two up to :data:`MAX_CP`; micro-batch sizes :data:`MICROBATCH_SIZES`; virtual
@@ -90,7 +91,7 @@ def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, globa
     if "recompute" in fixed or "zero_stage" in fixed:
         check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
     d = divisors(gpus)
-    tp = _axis(fixed, "tp", [t for t in d if t <= system.scaleup_domain_gpus and model.heads % t == 0])
+    tp = _axis(fixed, "tp", d[d <= system.scaleup_domain_gpus])  # valid_mask drops what the heads forbid
     cp = _axis(fixed, "cp", [c for c in d if c <= MAX_CP and c & (c - 1) == 0])
     pp = _axis(fixed, "pp", d[d <= model.layers])
     if model.moe is None:
