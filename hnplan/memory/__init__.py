@@ -57,7 +57,7 @@ from hnplan.memory.tiers import (
     spill_plan,
     training_compute_time_s,
 )
-from hnplan.memory.training import TrainingMemory, training_memory, training_overheads
+from hnplan.memory.training import TrainingMemory, training_memory, training_memory_table, training_overheads
 
 __all__ = [
     "MODES", "STATUSES", "breakdown_table", "fit_grid", "memory_summary", "memory_verdict", "tiers_frame",
@@ -67,5 +67,5 @@ __all__ = [
     "kv_cache_bytes_per_token", "kv_capacity", "layer_activations", "max_batch", "memory_tiers",
     "microbatches_in_flight", "model_state_bytes_per_gpu", "output_activation_bytes", "spill_plan",
     "stage_activation_bytes", "stage_params", "training_compute_time_s", "training_memory",
-    "training_overheads", "weight_bytes_per_gpu", "workspace_bytes", "zero_model_state_bytes",
+    "training_memory_table", "training_overheads", "weight_bytes_per_gpu", "workspace_bytes", "zero_model_state_bytes",
 ]
