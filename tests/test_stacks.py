@@ -3,7 +3,6 @@ where it comes from, sequence parallelism, and `hnplan train --stack`."""
 
 import json
 import shutil
-from dataclasses import replace
 
 import pytest
 import yaml
@@ -15,8 +14,8 @@ from hnplan.catalog import Catalog
 from hnplan.cli import app
 from hnplan.compute import operator_table
 from hnplan.errors import CatalogError, InputError
-from hnplan.planning.training import (MEGATRON_2021, Overlap, ParallelPlan, estimate_training_step, search_plans,
-                                      stack_accelerator, stack_overlap)
+from hnplan.planning.training import (MEGATRON_2021, ParallelPlan, StackChoices, estimate_training_step, search_plans,
+                                      stack_accelerator, stack_choices)
 from hnplan.validation.calibration import (LAYER_22B, TABLE4_S, a100_megatron_calibration, derive_matmul_efficiency,
                                            layer_22b, layer_pass_time_s)
 
@@ -25,10 +24,10 @@ runner = CliRunner()
 
 def test_stacks_load_and_map_onto_overlap(cat):
     assert {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "deepseek-v3-dualpipe"} <= set(cat.ids("stacks"))
-    assert stack_overlap(cat.stack("megatron-core")) == Overlap()
-    assert stack_overlap(cat.stack("megatron-lm-2021")) == MEGATRON_2021
-    assert stack_overlap(cat.stack("megatron-lm-2022")) == replace(MEGATRON_2021, sequence_parallel=True)
-    assert stack_overlap(cat.stack("deepseek-v3-dualpipe")) == Overlap(ep_comm=True)
+    assert stack_choices(cat.stack("megatron-core")) == StackChoices()
+    assert stack_choices(cat.stack("megatron-lm-2021")) == MEGATRON_2021
+    assert stack_choices(cat.stack("megatron-lm-2022")) == MEGATRON_2021.model_copy(update=dict(sequence_parallel=True))
+    assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(ep_comm=True)
 
 
 def test_the_a100_calibration_is_what_its_derivation_gives(cat):

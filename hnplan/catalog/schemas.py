@@ -414,13 +414,38 @@ class Scenario(_Strict):
     notebooks: list[ScenarioNotebook] = Field(min_length=1)
 
 
-class SoftwareStack(Entry):
-    """A training software stack: what it overlaps, its attention kernel, whether it runs sequence
-    parallelism, and the GEMM efficiency measured inside training with it (per accelerator).
+class StackChoices(_Strict):
+    """A training software stack's choices: which communication overlaps compute, the attention
+    kernel, sequence parallelism and the gradient width on the wire. Declared once here:
+    :class:`SoftwareStack` inherits these fields and the training planner's job carries one of these
+    (``hnplan.planning.training.StackChoices``), so a new choice appears in both. Defaults: hnplan's
+    default stack (``data/stacks/megatron-core.yaml``).
 
-    The choices map one to one onto :class:`hnplan.planning.training.Overlap`. ``matmul_efficiency``
-    replaces an accelerator's catalog value (a GEMM micro-benchmark) when a published in-training
-    measurement with this stack exists; accelerators it does not list keep their own.
+    Attributes
+    ----------
+    tp_comm : bool
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
+    ep_comm : bool
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
+        default False.
+    cp_comm : bool
+        Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
+        implementation); default True.
+    dp_grad_reduce, dp_param_gather : bool
+        Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
+        all-gather with the forward (Megatron-Core ``distributed_data_parallel_config.py``); default
+        True. Megatron-LM 2021 did neither.
+    grad_reduce_bytes : float
+        Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
+        ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
+    attention : {"flash", "unfused"}
+        ``flash`` (default, fused kernel, no ``s x s`` scores in HBM or in the activations, Dao et al.
+        arXiv:2205.14135) or ``unfused`` (scores materialised, as Megatron-LM ran before FlashAttention).
+    sequence_parallel : bool
+        Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
+        ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
+        split over ``tp``; default True. The TP collectives move the same volume either way.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -434,6 +459,18 @@ class SoftwareStack(Entry):
     sequence_parallel: bool = Field(
         default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
                                   "(Megatron sequence parallelism)")
+
+
+class SoftwareStack(Entry, StackChoices):
+    """A training software stack: its choices (:class:`StackChoices`: what it overlaps, its attention
+    kernel, whether it runs sequence parallelism), the knobs it implements, and the GEMM efficiency
+    measured inside training with it (per accelerator).
+
+    ``matmul_efficiency`` replaces an accelerator's catalog value (a GEMM micro-benchmark) when a
+    published in-training measurement with this stack exists; accelerators it does not list keep
+    their own.
+    """
+
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
         default=None, description="ZeRO stages the stack implements (a search tries only these); none: all")
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
