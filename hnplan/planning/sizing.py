@@ -204,6 +204,7 @@ def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: i
                 row = time_to_train(model, s, gpus, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput,
                                     mode=mode)
             else:
+                assert deadline_days is not None
                 row = size_for_deadline(model, s, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
                                         goodput=goodput, mode=mode)
             row["status"] = "ok"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -205,7 +205,9 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
     """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans`."""
-    plan = ParallelPlan(**{k: (str(row[k]) if k == "recompute" else int(row[k])) for k in PLAN_FIELDS})
+    plan = ParallelPlan(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]), ep=int(row["ep"]),
+                        microbatch_size=int(row["microbatch_size"]), virtual_stages=int(row["virtual_stages"]),
+                        zero_stage=int(row["zero_stage"]), recompute=str(row["recompute"]))
     mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
     mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
     return TrainingEstimate(
@@ -387,7 +389,8 @@ def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
     none are pinned), saying that no combination divides."""
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
     if degrees:
-        base = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none")
+        base: dict[str, Any] = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
+                                    recompute="none")
         base.update(fixed)
         if "dp" not in fixed:
             base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
