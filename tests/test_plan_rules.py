@@ -10,8 +10,14 @@ from typer.testing import CliRunner
 from hnplan.cli import app
 from hnplan.compute.layout import check_split, split_rules, stage_layer_range, stage_layers
 from hnplan.errors import InfeasiblePlan, PlanRuleError
-from hnplan.planning.training import (ParallelPlan, candidate_frame, estimate_training_step, make_job, rank_plans,
-                                      valid_mask)
+from hnplan.planning.training import (
+    ParallelPlan,
+    candidate_frame,
+    estimate_training_step,
+    make_job,
+    rank_plans,
+    valid_mask,
+)
 
 runner = CliRunner()
 

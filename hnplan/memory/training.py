@@ -19,8 +19,12 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model
 from hnplan.compute.layout import stage_layers
 from hnplan.errors import PlanRuleError
-from hnplan.memory.activations import (activation_bytes_per_layer, embedding_activation_bytes,
-                                       microbatches_in_flight, output_activation_bytes)
+from hnplan.memory.activations import (
+    activation_bytes_per_layer,
+    embedding_activation_bytes,
+    microbatches_in_flight,
+    output_activation_bytes,
+)
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import model_state_bytes_per_gpu
 from hnplan.vectorise import memo
@@ -128,8 +132,8 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
     best = None
     for stage in ("first", "last"):
-        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z: dict(zip(
-            TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage))))
+        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
+            zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage))))
         nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
         act = nd * a_dense + (n - nd) * a_moe
         act = act + (emb if stage == "first" else out) + np.where((pp == 1) & (stage == "first"), out, 0.0)

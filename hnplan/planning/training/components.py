@@ -55,8 +55,8 @@ from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
-from hnplan.vectorise import factorize, memo
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
+from hnplan.vectorise import factorize, memo
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
