@@ -6,7 +6,7 @@ import typer
 
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError, PlanRuleError
-from hnplan.planning.training import ParallelPlan, best_plans, estimate_plan, make_job
+from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
 
 @app.command()
@@ -81,7 +81,7 @@ def train(
             ests = [estimate_plan(job, ParallelPlan(**{**dict(cp=1, ep=1), **given}))]
             searched = feasible = None
         else:
-            ests, searched, feasible = best_plans(job, fixed=given, top=top)
+            ests, searched, feasible = search_best(job, fixed=given, top=top)
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info}
             if searched is not None:

@@ -1,7 +1,7 @@
 """Time to train, GPU-hours and energy of a training job on a given number of GPUs.
 
 Time to train is ``tokens / (tokens_per_s x goodput)``: ``tokens_per_s`` of the best plan
-(:func:`hnplan.planning.training.best_plans`) and, unless turned off, the goodput of the reliability
+(:func:`hnplan.planning.training.search_best`) and, unless turned off, the goodput of the reliability
 model (:func:`hnplan.reliability.estimate_reliability`: failures, restarts and checkpoint stalls).
 Energy is the design's facility power at the training draw over that wall time
 (:func:`hnplan.power.run_energy`). Sizing (the smallest count for a deadline) is
@@ -13,7 +13,7 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError
-from hnplan.planning.training import best_plans, make_job
+from hnplan.planning.training import search_best, make_job
 from hnplan.power import design_power, run_energy
 from hnplan.reliability import estimate_reliability
 
@@ -59,7 +59,7 @@ def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_
         raise InputError(f"tokens must be a finite number > 0, got {tokens}")
     cat = catalog or load_catalog()
     job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, cat)
-    (est,), _, _ = best_plans(job, fixed)
+    (est,), _, _ = search_best(job, fixed)
     g = estimate_reliability(job.system, gpus, job.model, mode, cat).goodput if goodput else 1.0
     seconds = tokens / (est.tokens_per_s * g)
     energy = run_energy(design_power(job.system, gpus, cat), seconds, tokens, cat)

@@ -8,7 +8,7 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 * :mod:`.evaluate`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
   explicit overrides, with the provenance of each choice), :func:`evaluate_plans` (a DataFrame per
   candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
-  :func:`best_plans`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
+  :func:`search_best`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
   ids and build the job once.
 
 See docs/training.md.
@@ -25,7 +25,6 @@ from hnplan.planning.training.components import (  # noqa: F401
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,
     best_plan,
-    best_plans,
     estimate_from_row,
     estimate_plan,
     estimate_training_step,
@@ -33,6 +32,7 @@ from hnplan.planning.training.evaluate import (  # noqa: F401
     make_job,
     rank_plans,
     resolve_choices,
+    search_best,
     search_plans,
 )
 from hnplan.planning.training.plan import (  # noqa: F401

@@ -289,7 +289,7 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
     return df
 
 
-def best_plans(job: c.Job, fixed: dict | None = None, top: int = 1):
+def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     """The ``top`` fastest plans of a job that fit, best first (one search, one job).
 
     Returns
@@ -379,7 +379,7 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
 def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
               fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1, *, stack=None,
               choices: StackChoices | None = None, overrides: dict | None = None):
-    """:func:`best_plans` of :func:`make_job`: ``(list of TrainingEstimate, searched, feasible)``.
+    """:func:`search_best` of :func:`make_job`: ``(list of TrainingEstimate, searched, feasible)``.
 
     Raises
     ------
@@ -388,7 +388,7 @@ def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dt
     """
     job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
                    overrides=overrides)
-    return best_plans(job, fixed, top)
+    return search_best(job, fixed, top)
 
 
 def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
