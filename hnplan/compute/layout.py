@@ -97,8 +97,9 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
     dict
         ``{message template: boolean array (True = obeyed)}``; the templates format with
         :func:`rule_fields`. Rules: ``tp`` divides the heads; in training ``tp`` divides the KV heads;
-        ``pp`` leaves no stage empty (at most ``L`` stages, and ``ceil(L / pp)`` layers a stage fill
-        all ``pp``); ``ep`` divides the experts (``ep = 1`` on a dense model).
+        ``pp`` leaves no stage empty (training: ``ceil(L / pp)`` layers a stage fill all ``pp``;
+        inference, where serving engines spread the remainder: ``pp <= L``); ``ep`` divides the
+        experts (``ep = 1`` on a dense model).
     """
     tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
     experts = 0 if model.moe is None else model.moe.experts
@@ -107,8 +108,11 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
     if training:
         rules["tp = {tp} does not divide the {kv_heads} KV heads of {model} (Megatron splits the query groups "
               "over TP ranks)"] = model.kv_heads % np.maximum(tp, 1) == 0
-    rules["pp = {pp} leaves {empty} of its stages empty: {model} has {layers} layers, ceil({layers} / {pp}) = "
-          "{per_stage} a stage"] = (pp <= model.layers) & (split.empty == 0)
+    if training:  # Megatron's contiguous ceil(L / pp) split
+        rules["pp = {pp} leaves {empty} of its stages empty: {model} has {layers} layers, ceil({layers} / {pp}) = "
+              "{per_stage} a stage"] = (pp <= model.layers) & (split.empty == 0)
+    else:  # serving engines spread the remainder over the stages (vLLM get_pp_indices): one layer each at least
+        rules["pp = {pp} exceeds the {layers} layers of {model}"] = pp <= model.layers
     rules["ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}"] = \
         (ep == 1) | ((experts > 0) & (experts % np.maximum(ep, 1) == 0))
     return rules
@@ -118,8 +122,7 @@ def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
     """The values :func:`split_rules`' templates are formatted with, for one split."""
     split = stage_layers(model, max(int(pp), 1))
     return dict(tp=tp, pp=pp, ep=ep, heads=model.heads, kv_heads=model.kv_heads, layers=model.layers,
-                model=model.id, experts_text=_experts_text(model), per_stage=split.per_stage,
-                empty=max(split.empty, int(pp) - model.layers, 0))
+                model=model.id, experts_text=_experts_text(model), per_stage=split.per_stage, empty=split.empty)
 
 
 def check_split(model: Model, tp: int = 1, pp: int = 1, ep: int = 1, *, training: bool = True) -> None:

@@ -24,15 +24,9 @@ STATUSES = ("fits", "spills", "does-not-fit")
 
 def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
     """Degrees that do not divide the model are an infeasible plan, as in the planners."""
-    from hnplan.errors import InfeasiblePlan
+    from hnplan.compute.layout import check_split
 
-    if m.heads % tp:
-        raise InfeasiblePlan(f"tp = {tp} does not divide the {m.heads} attention heads of {m.id}")
-    if mode == "train" and pp > m.layers:
-        raise InfeasiblePlan(f"pp = {pp} exceeds the {m.layers} layers of {m.id}")
-    if ep > 1 and (m.moe is None or m.moe.experts % ep):
-        n = "no experts" if m.moe is None else f"{m.moe.experts} experts"
-        raise InfeasiblePlan(f"ep = {ep} needs a number of experts divisible by it; {m.id} has {n}")
+    check_split(m, tp, pp if mode == "train" else 1, ep, training=mode == "train")  # PlanRuleError naming the rule
 
 
 def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
