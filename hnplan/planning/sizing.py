@@ -13,10 +13,10 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
    the deadline, rounded up to such a count;
 2. at a count with no valid plan (no layout obeys the plan rules, :class:`hnplan.errors.PlanRuleError`,
    e.g. no data-parallel degree divides the batch and no pipeline split takes the rest without an
-   empty stage) take the next count, and give up after :data:`MAX_INVALID` of them (a unit whose
-   prime factors no layout of this model and batch can take, such as the 9 of a 72-GPU rack for a
-   32-layer model and a power-of-two batch); at a count where no plan fits in memory, double; both
-   are listed in ``skipped`` with the reason;
+   empty stage) take the next count, and give up when a whole doubling of counts (``n`` to ``2n``
+   units) has none (a unit whose prime factors no layout of this model and batch can take, such as
+   the 9 of a 72-GPU rack for a 32-layer model and a power-of-two batch); at a count where no plan
+   fits in memory, double; both are listed in ``skipped`` with the reason;
 3. at a count that misses the deadline, extrapolate the count that would meet it (time ~ 1 / GPUs)
    and take the next such count above it;
 4. after the first count that meets the deadline, scan the counts between the last miss and it
@@ -44,7 +44,6 @@ from hnplan.power import design_power
 
 MAX_EVALS = 40  # planner searches per design before giving up
 REFINE_STEPS = 8  # counts scanned between the last miss and the first hit
-MAX_INVALID = 6  # counts without a valid plan before the search gives up (a unit whose factors no layout takes)
 
 
 def _next_smooth(n: int) -> int:
@@ -99,7 +98,7 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     dict
         :func:`hnplan.planning.time_to_train.time_to_train`'s keys (``goodput`` and ``goodput_mode``
         among them) plus ``units``, ``deadline_days``, ``slack_days`` (deadline - days) [days],
-        ``evaluated`` (counts searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
+        ``evaluated`` (counts whose plans were searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
         had no valid plan (a plan rule) or no plan that fits.
 
     Raises
@@ -134,10 +133,13 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         r = tried[n]
         return r["days"] if isinstance(r, dict) else math.inf
 
-    n, miss, hit = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0
+    def searched() -> int:  # counts whose plans were searched (a count without a valid plan costs no search)
+        return sum(1 for r in tried.values() if not isinstance(r, PlanRuleError))
+
+    n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
     while not hit:
-        if len(tried) >= max_evals or not _buildable(sys_, n * u, cat):
-            raise InfeasiblePlan(f"no count of {sys_.id} up to {n * u} GPUs ({len(tried)} searched; the most the "
+        if searched() >= max_evals or not _buildable(sys_, n * u, cat):
+            raise InfeasiblePlan(f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
                                  f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
                                  f"within {deadline_days} days")
         days = days_at(n)
@@ -145,21 +147,23 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         if days <= deadline_days:
             hit = n
         elif isinstance(r, PlanRuleError):  # no layout divides this count: the next one
-            invalid = [k for k in tried if isinstance(tried[k], PlanRuleError)]
-            if len(invalid) >= MAX_INVALID:
-                raise InfeasiblePlan(f"none of the {len(invalid)} counts of {sys_.id} from {min(invalid) * u} to "
-                                     f"{max(invalid) * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}")
+            invalid.append(n)
+            if n >= 2 * invalid[0]:  # a whole doubling of counts without a valid plan: the unit's factors
+                raise InfeasiblePlan(f"none of {len(invalid)} successive counts of {sys_.id} from {invalid[0] * u} "
+                                     f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}")
             n = _next_smooth(n + 1)
         elif isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
+            invalid = []
             n = _next_smooth(2 * n)
         else:
+            invalid = []
             miss = n
             n = _next_smooth(max(n + 1, math.ceil(n * days / deadline_days)))
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
     for k in between:
-        if len(tried) >= max_evals:
+        if searched() >= max_evals:
             break
         if days_at(k) <= deadline_days:
             hit = k
@@ -167,7 +171,7 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     best = tried[hit]
     assert isinstance(best, dict)
     out = dict(best)
-    out.update(units=hit, deadline_days=deadline_days, slack_days=deadline_days - out["days"], evaluated=len(tried),
+    out.update(units=hit, deadline_days=deadline_days, slack_days=deadline_days - out["days"], evaluated=searched(),
                skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items())
                         if isinstance(r, InfeasiblePlan)])
     return out
