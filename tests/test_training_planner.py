@@ -14,9 +14,19 @@ from hnplan.errors import InfeasiblePlan
 from hnplan.memory import training_memory
 from hnplan.planning.sizing import _next_smooth, size_for_deadline
 from hnplan.planning.time_to_train import time_to_train
-from hnplan.planning.training import (BREAKDOWN, ParallelPlan, StackChoices, candidate_frame, estimate_training_step,
-                                      evaluate_plans, make_job, plans_frame, search_plans, valid_mask,
-                                      validate_plan)
+from hnplan.planning.training import (
+    BREAKDOWN,
+    ParallelPlan,
+    StackChoices,
+    candidate_frame,
+    estimate_training_step,
+    evaluate_plans,
+    make_job,
+    plans_frame,
+    search_plans,
+    valid_mask,
+    validate_plan,
+)
 from hnplan.planning.training.components import memory_recipe
 
 KNOBS = dict(microbatch_size=1, recompute="none", zero_stage=1, virtual_stages=1)

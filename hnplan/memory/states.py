@@ -18,7 +18,6 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError
-from hnplan.planning.training import search_best, make_job
+from hnplan.planning.training import make_job, search_best
 from hnplan.power import design_power, run_energy
 from hnplan.reliability import estimate_reliability
 
