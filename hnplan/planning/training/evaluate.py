@@ -97,7 +97,8 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     -------
     Job
         ``job.provenance`` maps ``matmul_efficiency`` and every choice to its origin, e.g.
-        ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training)", "tp_comm": "override", ...}``.
+        ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training: ... Korthikanti et al.
+        2022 (arXiv:2205.05198) Table 4)", "tp_comm": "override", ...}``.
 
     Raises
     ------
@@ -111,8 +112,12 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     --------
     >>> job = make_job("megatron-18.4b", "dgx-a100-hdr", 8, 2048, 8, stack="megatron-lm-2021",
     ...                overrides=dict(tp_comm=True))
-    >>> job.provenance["matmul_efficiency"], job.provenance["tp_comm"], job.provenance["attention"]
-    ('stack megatron-lm-2021 (measured in training)', 'override', 'stack megatron-lm-2021')
+    >>> job.provenance["tp_comm"], job.provenance["attention"]
+    ('override', 'stack megatron-lm-2021')
+    >>> job.provenance["matmul_efficiency"].startswith("stack megatron-lm-2021 (measured in training: in-training")
+    True
+    >>> job.provenance["matmul_efficiency"].endswith("Korthikanti et al. 2022 (arXiv:2205.05198) Table 4)")
+    True
     """
     cat = catalog or load_catalog()
     st = cat.stack(stack) if stack is not None else None
@@ -121,7 +126,8 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     acc = cat.accelerator(system.accelerator)
     if st is not None and acc.id in (st.matmul_efficiency or {}):
         acc = c.stack_accelerator(st, acc)
-        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training)"
+        source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
+        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
     else:
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
     check_choice("dtype", dtype, TRAIN_DTYPES)
