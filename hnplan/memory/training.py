@@ -17,14 +17,8 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model
-from hnplan.compute.layout import stage_layers
 from hnplan.errors import PlanRuleError
-from hnplan.memory.activations import (
-    activation_bytes_per_layer,
-    embedding_activation_bytes,
-    microbatches_in_flight,
-    output_activation_bytes,
-)
+from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import model_state_bytes_per_gpu
 from hnplan.vectorise import memo
@@ -74,11 +68,9 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
 
     For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
     embeddings on the first stage, LM head on the last; once per distinct ``(tp, pp, dp, cp, ep,
-    zero)``); the activations of the stage's ``ceil(L / pp)`` layers
-    (:func:`hnplan.compute.layout.stage_layer_range`; per layer
-    :func:`hnplan.memory.activation_bytes_per_layer`, once per distinct ``(microbatch, tp, cp,
-    recompute)``) plus the embedding dropout mask on the first stage and the output layer on the last,
-    times :func:`hnplan.memory.microbatches_in_flight` (the first stage; the last holds one); runtime
+    zero)``); the activations of the stage (:func:`hnplan.memory.stage_activation_table`: its
+    ``ceil(L / pp)`` layers, the embedding dropout mask on the first stage and the output layer on the
+    last, times the micro-batches in flight); runtime
     overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
     tensors). The larger stage total wins (the first on a tie; only the first when ``pp = 1``).
 
@@ -116,28 +108,14 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
         o_fixed, o_slope = over["fixed"].to_numpy(), over["slope"].to_numpy()
     else:
         o_fixed = o_slope = np.zeros(len(df))
-    flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
-                  lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
-    kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
-              fp8_gemm_inputs=fp8)
-    per_mb = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
-        "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
-        "moe": 0.0 if model.moe is None else activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc,
-                                                                        moe_layer=True, **kw),
-        "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
-        "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel)})
-    a_dense, a_moe, emb, out = (per_mb[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
-    L = model.layers
-    n = stage_layers(model, pp).per_stage  # both stages taken as the fullest (stage_layer_range)
-    dense_layers = L if model.moe is None else model.moe.first_dense_layers
+    act_kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
+                  fp8_gemm_inputs=fp8)
+    per_layer = layer_activation_table(model, df, seq_len, **act_kw)
     best = None
     for stage in ("first", "last"):
         st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
             zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage))))
-        nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
-        act = nd * a_dense + (n - nd) * a_moe
-        act = act + (emb if stage == "first" else out) + np.where((pp == 1) & (stage == "first"), out, 0.0)
-        st["activations_bytes"] = act * (flight if stage == "first" else 1.0)
+        st["activations_bytes"] = stage_activation_table(model, df, seq_len, stage, per_layer=per_layer, **act_kw)
         tensors = st.sum(axis=1).to_numpy()
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
