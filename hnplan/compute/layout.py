@@ -66,15 +66,13 @@ def stage_layers(model: Model, pp) -> StageSplit:
     (3, 3)
     """
     L = int(model.layers)
-    scalar = np.ndim(pp) == 0
-    p = np.asarray(pp, dtype=np.int64)
-    safe = np.maximum(p, 1)
-    per = -(-L // safe)
-    last = L - (safe - 1) * per
-    empty = safe - (-(-L // per))
-    if scalar:
-        return StageSplit(int(per), int(last), int(empty))
-    return StageSplit(per, last, empty)
+    if np.ndim(pp) == 0:  # plain integers (called once per stage shape by the memory model)
+        p = max(int(pp), 1)
+        per = -(-L // p)
+        return StageSplit(per, L - (p - 1) * per, p - (-(-L // per)))
+    safe = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+    per_a = -(-L // safe)
+    return StageSplit(per_a, L - (safe - 1) * per_a, safe - (-(-L // per_a)))
 
 
 def stage_layer_range(model: Model, pp: int, stage: str) -> range:

@@ -285,7 +285,7 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
     """
     check_choice("stage", stage, ("first", "last"))
     df = plans.reset_index(drop=True)
-    for rc in set(df["recompute"]):
+    for rc in pd.unique(df["recompute"]):
         _check_recompute(rc)
     if per_layer is None:
         per_layer = layer_activation_table(model, df, seq_len, sequence_parallel=sequence_parallel,
@@ -298,8 +298,11 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
     nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
     per_mb = (n - nd) * a_moe + nd * a_dense
-    in_flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
-                     lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)})["f"].to_numpy()
+    if stage == "last":  # microbatches_in_flight: the last stage holds one
+        in_flight = np.ones(len(df))
+    else:
+        in_flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
+                         lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)})["f"].to_numpy()
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
     return total + np.where((stage == "last") | (pp == 1), out, 0.0)
