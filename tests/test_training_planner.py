@@ -161,8 +161,8 @@ def test_search_fixes_what_is_given(cat):
 
 
 def test_time_to_train_by_hand(cat):
+    from hnplan.planning.design import estimate_reliability
     from hnplan.power import design_power
-    from hnplan.reliability import estimate_reliability
 
     r = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat)
     goodput = estimate_reliability("hgx-h100-ib-ndr", 64, "llama3.1-8b", "async", cat).goodput
@@ -171,7 +171,7 @@ def test_time_to_train_by_hand(cat):
     assert r["days"] == pytest.approx(seconds / 86400)
     assert r["gpu_hours"] == pytest.approx(64 * seconds / 3600)
     # facility power at the training draw over the wall time
-    pw = design_power(cat.system("hgx-h100-ib-ndr"), 64, cat)
+    pw = design_power(cat.design("hgx-h100-ib-ndr"), 64)
     assert r["energy_mwh"] == pytest.approx(pw.facility_w * cat.facility.training_power_fraction.value * seconds / 3.6e9)
     off = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat, goodput=False)
     assert off["goodput"] == 1.0 and off["goodput_mode"] == "off"
@@ -211,8 +211,8 @@ def test_group_limited_routing_sends_a_token_once_per_domain(cat):
     est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
     sys_ = cat.system("hgx-h800-ib")
     tokens, row = 4096, 7168 * 2  # one sequence per micro-batch, bf16 rows of hidden 7168
-    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(sys_, 8, 8, 128, cat)))
-    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(sys_, 8, 1, 128, cat)))
+    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(cat.design(sys_), 8, 8, 128)))
+    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(cat.design(sys_), 8, 1, 128)))
     per_layer = 4 * max(cross, inside)  # dispatch + combine, forward + backward
     t_ep_mb = est.breakdown_s["ep_comm_exposed"] / est.num_microbatches
     # ceil(61 / 2) = 31 layers per stage: the first holds 3 dense + 28 MoE, the last 30 MoE + the head

@@ -55,8 +55,8 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             row["status"] = f"no plan: {exc}"
             rows.append(row)
             continue
-        pw = design_power(system, gpus, cat)
-        cost = design_cost(system, gpus, cat)
+        pw = design_power(cat.design(system), gpus)
+        cost = design_cost(cat.design(system), gpus)
         seconds = tokens / est.tokens_per_s
         p = est.plan
         row.update(
@@ -65,7 +65,7 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
             days=units.s_to_days(seconds), racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=run_energy(pw, seconds, tokens, cat)["energy_mwh"], capex_musd=cost.capex_usd / 1e6,
+            energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"], capex_musd=cost.capex_usd / 1e6,
             status="ok" + note,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})

@@ -65,7 +65,7 @@ def _next_smooth(n: int) -> int:
 def _buildable(system, gpus: int, cat) -> bool:
     """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
     try:
-        scaleout_bom(system, gpus, cat)
+        scaleout_bom(cat.design(system), gpus)
     except InputError:
         return False
     return True
@@ -249,8 +249,9 @@ def size_design(model, system, tokens: float, deadline_days: float, seq_len: int
     row = size_for_deadline(model, sys_, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
                             goodput=goodput, mode=mode)
     gpus = row["gpus"]
-    pw = design_power(sys_, gpus, cat)
-    cost = design_cost(sys_, gpus, cat)
+    design = cat.design(sys_)
+    pw = design_power(design, gpus)
+    cost = design_cost(design, gpus)
     row.update(racks=pw.racks, it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
                capex_usd=cost.capex_usd, opex_usd_per_year=cost.opex_usd_per_year, tco_usd=cost.tco_usd,
                run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),

@@ -2,7 +2,7 @@
 
 Time to train is ``tokens / (tokens_per_s x goodput)``: ``tokens_per_s`` of the best plan
 (:func:`hnplan.planning.training.search_best`) and, unless turned off, the goodput of the reliability
-model (:func:`hnplan.reliability.estimate_reliability`: failures, restarts and checkpoint stalls).
+model (:func:`hnplan.planning.design.estimate_reliability`: failures, restarts and checkpoint stalls).
 Energy is the design's facility power at the training draw over that wall time
 (:func:`hnplan.power.run_energy`). Sizing (the smallest count for a deadline) is
 :func:`hnplan.planning.sizing.size_for_deadline`.
@@ -13,9 +13,9 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError
+from hnplan.planning.design import estimate_reliability
 from hnplan.planning.training import make_job, search_best
 from hnplan.power import design_power, run_energy
-from hnplan.reliability import estimate_reliability
 
 
 def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_batch_seqs: int,
@@ -62,7 +62,7 @@ def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_
     (est,), _, _ = search_best(job, fixed)
     g = estimate_reliability(job.system, gpus, job.model, mode, cat).goodput if goodput else 1.0
     seconds = tokens / (est.tokens_per_s * g)
-    energy = run_energy(design_power(job.system, gpus, cat), seconds, tokens, cat)
+    energy = run_energy(design_power(cat.design(job.system), gpus), seconds, cat.facility, tokens)
     return dict(system=job.system.id, gpus=gpus, days=units.s_to_days(seconds),
                 gpu_hours=gpus * units.s_to_hours(seconds), energy_mwh=energy["energy_mwh"], co2_t=energy["co2_t"],
                 tokens_per_s=est.tokens_per_s, mfu=est.mfu, step_time_s=est.step_time_s,
