@@ -116,6 +116,25 @@ def test_validation_rows_cover_every_measured_kernel(cat):
 
     g, k = gemm_rows(cat), kernel_rows(cat)
     assert sum(r.role == "calibration" for r in g) == 193
-    assert len(k) == len(cat.reference("h200_kernels")) - 1  # all but the loss fwd+bwd row, which has no bytes
+    assert len(k) == len(cat.reference("h200_kernels"))  # every measured kernel is a row
     err = np.array([abs(r.error) for r in g if r.role == "calibration"])
     assert err.mean() <= 0.06
+
+
+def test_the_catalog_holds_the_attention_fit_and_the_kernel_bandwidths(cat):
+    from hnplan.validation.gemm_fit import fit_attention_law, memory_kernel_calibration
+
+    h200 = cat.accelerator("h200-sxm")
+    fit = fit_attention_law(cat)
+    p = fit["params"]
+    assert h200.attention_efficiency["fwd"] == pytest.approx(p["attention_efficiency.fwd"], abs=0.002)
+    assert h200.attention_efficiency["bwd"] == pytest.approx(p["attention_efficiency.bwd"], abs=0.002)
+    assert h200.attention_kv_overhead == pytest.approx(p["attention_kv_overhead"], abs=1.0)
+    assert h200.attention_tail_weight == pytest.approx(p["attention_tail_weight"], abs=0.002)
+    assert fit["mape_fitted"] < 0.05 and fit["mape_predicted"] < 0.05  # the 405B rows were not fitted
+    for cls, v in memory_kernel_calibration(cat).items():
+        assert h200.memory_kernel_efficiency[cls] == pytest.approx(v, abs=0.001), cls
+    for aid in ("h100-sxm", "h800-sxm"):  # carried to the Hopper family
+        a = cat.accelerator(aid)
+        assert a.memory_kernel_efficiency == h200.memory_kernel_efficiency
+        assert a.attention_efficiency == h200.attention_efficiency

@@ -133,6 +133,10 @@ class Accelerator(Entry):
         default=None, description="host time per operator call from an eager framework; back-to-back calls run no "
         "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)")
 
+    memory_kernel_efficiency: dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax",
+                                           "optimizer"], Fraction] | None = Field(
+        default=None, description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
+        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)")
     # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
     attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
         default=None, description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense "
@@ -148,7 +152,7 @@ class Accelerator(Entry):
 
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us",
                                                 "attention_efficiency", "attention_kv_overhead",
-                                                "attention_tail_weight", "gemm_efficiency", "gemm_k_overhead", "gemm_overlap_exponent",
+                                                "attention_tail_weight", "memory_kernel_efficiency", "gemm_efficiency", "gemm_k_overhead", "gemm_overlap_exponent",
                                                 "gemm_splitk_us", "gemm_wave_weight", "host_dispatch_us")
 
     @model_validator(mode="after")

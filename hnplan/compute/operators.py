@@ -287,6 +287,28 @@ def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute
     return rows
 
 
+def kernel_class(name: str, kind: str) -> str | None:
+    """The memory-bound kernel class of an element-wise operator (keys of the accelerator's
+    ``memory_kernel_efficiency``), or None for plain copies (embedding lookup, KV-cache write, MoE permute)."""
+    if kind != "elementwise":
+        return None
+    if name.endswith("_norm"):
+        return "norm"
+    if name.endswith("_act") or name == "rope":
+        return "activation"
+    if name.endswith("_residual"):
+        return "residual"
+    if name == "loss":
+        return "cross_entropy"
+    return None
+
+
+def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
+    """Bandwidth fraction of each row's kernel class on ``acc`` (1 for copies and classes not in the catalog)."""
+    eff = acc.memory_kernel_efficiency or {}
+    return np.array([eff.get(kernel_class(nm, kd), 1.0) for nm, kd in zip(names, kinds)])
+
+
 def _times(rows, acc: Accelerator, dtype: str):
     """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
     attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
@@ -305,6 +327,8 @@ def _times(rows, acc: Accelerator, dtype: str):
                                                  phase[is_attn] == "bwd")
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
+    if acc.memory_kernel_efficiency:
+        memory_s = memory_s / memory_kernel_fractions(acc, [r[0] for r in rows], kind)
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():

@@ -140,3 +140,28 @@ def fit_attention_law(catalog: Catalog | None = None) -> dict:
     return {"params": dict(zip(ATTENTION_PARAMS, (float(v) for v in res.x))), "table": tab,
             "mape_fitted": float(tab.loc[tab["fitted"], "error"].abs().mean()),
             "mape_predicted": float(tab.loc[~tab["fitted"], "error"].abs().mean())}
+
+
+# --- memory-bound kernel classes: bandwidth on their minimum bytes, as a fraction of the copy -------------------
+# class -> (row of h200_kernels.csv, op); cross_entropy from the fp32 loss forward + backward (no GBps column)
+MEMORY_KERNEL_ROWS = {"norm": "rmsnorm_F_fwd", "activation": "swiglu_fwd", "residual": "residual_add",
+                      "fp8_cast": "fp8_cast", "amax": "amax", "optimizer": "adamw_fused_fp32"}
+LOSS_BYTES_PER_LOGIT = 12.0  # the operator model's loss: bf16 logits read + written forward, twice that backward
+
+
+def memory_kernel_calibration(catalog: Catalog | None = None) -> dict:
+    """The accelerator's ``memory_kernel_efficiency`` read from ``h200_kernels.csv``: each class's measured
+    GB/s, less the kernel overhead the model adds (``kernel_overhead_us``), over the copy's (``d2d_copy``); ``cross_entropy`` is the fp32 loss forward + backward over 8,192 tokens x
+    128,256 classes at :data:`LOSS_BYTES_PER_LOGIT` (the operator model's bytes) over the copy bandwidth."""
+    cat = catalog or load_catalog()
+    ref = cat.reference("h200_kernels").set_index("op")
+    launch = cat.accelerator(FIT_ACCELERATOR).kernel_overhead_us * 1e-6  # the model adds it to every kernel
+    copy = float(ref.loc["d2d_copy", "GBps"]) * 1e9
+    out = {}
+    for cls, op in MEMORY_KERNEL_ROWS.items():
+        t = float(ref.loc[op, "time_s"])
+        # at most the copy: a kernel streaming as fast as it (the residual add) is a copy
+        out[cls] = min(1.0, float(ref.loc[op, "GBps"]) * 1e9 * t / (t - launch) / copy)
+    ce_s = float(ref.loc["cross_entropy_fwd_bwd_fp32", "time_s"]) - 2 * launch  # forward and backward kernels
+    out["cross_entropy"] = 8192 * 128256 * LOSS_BYTES_PER_LOGIT / ce_s / copy
+    return out
