@@ -11,6 +11,8 @@ operator-level roofline of a transformer's training step, prefill and decode.
 See docs/compute.md.
 """
 
+from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.counts import (  # noqa: F401
     RECOMPUTE_MODES,
     FlopsPerToken,
@@ -32,14 +34,12 @@ from hnplan.compute.gemm import (  # noqa: F401
     gemm_compute_s,
     gemm_device_time_s,
     gemm_flops_per_s,
-    gemm_time_s,
     gemm_roofline,
+    gemm_time_s,
     kernel_overhead_s,
     quantisation_efficiency,
     wave_efficiency,
 )
-from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
-from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.operators import (  # noqa: F401
     CONVENTIONS,
     PHASES,
@@ -48,4 +48,3 @@ from hnplan.compute.operators import (  # noqa: F401
     totals,
     training_stage_time_s,
 )
-from hnplan.compute.compare import roofline_comparison, roofline_verdict, utilisation  # noqa: F401

@@ -105,6 +105,11 @@ def wave_efficiency(tiles, k, tk, compute_units):
     return float(eff) if np.ndim(eff) == 0 else eff
 
 
+def _scalar(a):
+    """A 0-d result as a float, arrays unchanged."""
+    return float(a) if np.ndim(a) == 0 else a
+
+
 def _law(acc: Accelerator, dtype: str) -> tuple:
     """The law's parameters for ``dtype`` on ``acc``, with the documented defaults for absent fields."""
     peak = peak_flops_per_s(acc, dtype)
@@ -188,8 +193,7 @@ def gemm_device_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, nbytes
     p, splitk_s = _law(acc, dtype)[3], _law(acc, dtype)[6]
     both = np.maximum(tc, tm_) if p is None else (tc ** p + tm_ ** p) ** (1.0 / p)
     t = both + kernel_overhead_s(acc) + np.where(split > 1, splitk_s, 0.0)
-    f = (lambda a: float(a) if np.ndim(a) == 0 else a)
-    return f(tc), f(tm_), f(t)
+    return _scalar(tc), _scalar(tm_), _scalar(t)
 
 
 def gemm_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, *, eager: bool = False):

@@ -82,11 +82,21 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
-from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achievable_hbm_Bps, head_dim,
-                                   peak_flops_per_s)
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
-from hnplan.compute.attention import (ATTENTION_IMPLS, ATTENTION_KINDS, attention_compute_s, attention_rows,
-                                      unfused_attention)
+from hnplan.compute.attention import (
+    ATTENTION_IMPLS,
+    ATTENTION_KINDS,
+    attention_compute_s,
+    attention_rows,
+    unfused_attention,
+)
+from hnplan.compute.counts import (
+    RECOMPUTE_MODES,
+    achievable_flops_per_s,
+    achievable_hbm_Bps,
+    head_dim,
+    peak_flops_per_s,
+)
 from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
 from hnplan.errors import InputError, check_choice
 

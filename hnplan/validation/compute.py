@@ -96,9 +96,12 @@ def gemm_rows(cat) -> list[Row]:
 
 def kernel_rows(cat) -> list[Row]:
     """Every row of h200_kernels.csv against the operator model that the planners use."""
-    from hnplan.compute.kernels import attention_time_s, decode_attention_time_s, grouped_gemm_time_s, \
-        memory_pass_time_s
-
+    from hnplan.compute.kernels import (
+        attention_time_s,
+        decode_attention_time_s,
+        grouped_gemm_time_s,
+        memory_pass_time_s,
+    )
     from hnplan.validation.gemm_fit import ATTENTION_FIT_MODELS
 
     acc = cat.accelerator("h200-sxm")
