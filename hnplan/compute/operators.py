@@ -316,7 +316,10 @@ def kernel_class(name: str, kind: str) -> str | None:
 def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
     """Bandwidth fraction of each row's kernel class on ``acc`` (1 for copies and classes not in the catalog)."""
     eff = acc.memory_kernel_efficiency or {}
-    return np.array([eff.get(kernel_class(nm, kd), 1.0) for nm, kd in zip(names, kinds)])
+    keys = np.char.add(np.char.add(np.asarray(names, dtype=str), "|"), np.asarray(kinds, dtype=str))
+    uniq, inv = np.unique(keys, return_inverse=True)
+    per = np.array([eff.get(kernel_class(*u.split("|")), 1.0) for u in uniq])  # a few dozen distinct operators
+    return per[inv]
 
 
 def _times(rows, acc: Accelerator, dtype: str):
