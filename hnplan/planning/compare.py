@@ -71,7 +71,7 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             status="ok" + note,
         )
         run_usd = cost.usd_for(gpus, seconds)  # the run at the design's TCO per GPU-hour
-        row.update(accelerator=acc.id, peak_tflops=acc.dense_tflops[run_dtype], run_musd=run_usd / 1e6,
+        row.update(accelerator=acc.id, peak_tflops=_peak(acc.dense_tflops, run_dtype), run_musd=run_usd / 1e6,
                    usd_per_million_tokens=run_usd / tokens * 1e6)
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)
@@ -81,6 +81,11 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
                          "capex_musd": "million USD", "memory_per_gpu_gib": "GiB", "peak_tflops": "TFLOP/s",
                          "run_musd": "million USD", "usd_per_million_tokens": "USD per 1e6 tokens"}
     return df
+
+
+def _peak(dense_tflops: dict, dtype: str) -> float:
+    """Dense peak of ``dtype`` [TFLOP/s] (the catalog's dict is keyed by the Dtype literal)."""
+    return float(dense_tflops[dtype])
 
 
 # two accelerators are one generation when their dense bf16 peaks differ by less than this factor (GB200's
