@@ -205,9 +205,9 @@ def _result(sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: floa
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
     summary = {
-        "system": topo.system_id, "gpus": topo.gpus, "policy": policy, "window_s": window, "warmup_s": warm, "end_s": end,
+        "system": topo.system_id, "gpus": topo.gpus, "policy": policy, "window_s": float(window), "warmup_s": float(warm), "end_s": float(end),
         "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum()) / (topo.gpus * window),
-        "utilisation": sim.int_prod / cap, "allocation_rate": sim.int_alloc / cap,
+        "utilisation": float(sim.int_prod / cap), "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
         "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
         "queue_delay_s": {c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
