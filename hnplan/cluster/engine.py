@@ -28,7 +28,7 @@ class ClusterSim:
 
     def __init__(self, topo: ClusterTopology, jobs, policy: str, *, speed_fn, rates, seed: int,
                  backfill: bool, preemption: bool, failures: bool, lookahead: int, sample_s: float,
-                 window_s: float, warmup_s: float = 0.0, progress=None):
+                 window_s: float, warmup_s: float = 0.0, snapshot_s: float | None = None, progress=None):
         self.env = simpy.Environment()
         self.topo, self.policy = topo, policy
         self.rng = np.random.default_rng(seed)
@@ -50,6 +50,7 @@ class ClusterSim:
         self.backfill, self.preemption, self.failures = backfill, preemption, failures
         self.lookahead, self.sample_s, self.window_s = lookahead, sample_s, window_s
         self.warmup_s = warmup_s
+        self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
         self.workload = Workload.from_jobs(self.gpus, self.milli, topo.node_gpus)
         # per-job state
@@ -146,6 +147,8 @@ class ClusterSim:
             self.samples.append((self.env.now, self.level_alloc / total, self.level_prod / total, len(q),
                                  *qc.tolist(), strand / total, free_gpus / total, len(self.running),
                                  float((~self.up).sum() * self.topo.node_gpus) / total))
+            if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
+                self.snapshot = (self.env.now, self.free.copy(), self.up.copy())
             if self.progress is not None:
                 self.progress(self.env.now)
             if self.env.now >= self.window_s:

@@ -44,6 +44,9 @@ class ClusterResult:
     jobs : DataFrame
         One row per job: the input columns plus ``status, start_s, end_s, queue_delay_s, lost_work_s,
         allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
+    snapshot : DataFrame or None
+        With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
+        domain, leaf, rack, used`` [fraction of the GPU], ``up``; ``attrs["time_s"]``.
     """
 
     system: str
@@ -52,6 +55,7 @@ class ClusterResult:
     summary: dict
     timeseries: pd.DataFrame = field(repr=False)
     jobs: pd.DataFrame = field(repr=False)
+    snapshot: pd.DataFrame | None = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         """The summary as plain JSON types."""
@@ -99,7 +103,7 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
                      policy: str = "topology-aware", days: float | None = None, n_jobs: int | None = None,
                      seed: int = 0, offered_load: float | None = None, backfill: bool = True,
                      preemption: bool = True, failures: bool = True, lookahead: int = 64,
-                     samples: int = 400, warmup: float = 0.2, catalog: Catalog | None = None, progress=None) -> ClusterResult:
+                     samples: int = 400, warmup: float = 0.2, snapshot_at: float | None = None, catalog: Catalog | None = None, progress=None) -> ClusterResult:
     """Simulate a shared cluster of ``gpus`` accelerators of a catalog system under a job stream.
 
     Parameters
@@ -129,6 +133,8 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
         Queued jobs a scheduler pass considers.
     samples : int
         Time-series rows.
+    snapshot_at : float, optional
+        Keep the per-GPU allocation at this time [fraction of the window] (a fragmentation map).
     warmup : float
         Leading share of the window left out of the time averages (the cluster starts empty) [fraction].
     progress : callable, optional
@@ -176,6 +182,7 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
     sim = ClusterSim(topo, jobs, policy, speed_fn=speed_fn, rates=rates, seed=seed + 7919, backfill=backfill,
                      preemption=preemption, failures=failures, lookahead=lookahead,
                      sample_s=max(window / samples, 1.0), window_s=window, warmup_s=warmup * window,
+                     snapshot_s=None if snapshot_at is None else snapshot_at * window,
                      progress=None if progress is None else (lambda now: progress(now, window)))
     end = sim.run(horizon)
     return _result(sim, jobs, topo, policy, window, warmup * window, end)
@@ -223,4 +230,11 @@ def _result(sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: floa
                             "max": int(in_window["running"].max()) if len(in_window) else 0},
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected")},
     }
-    return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out)
+    snap = None
+    if sim.snapshot is not None:
+        t, free, up = sim.snapshot
+        n, g = np.divmod(np.arange(free.size), free.shape[1])
+        snap = pd.DataFrame({"node": n, "gpu": g, "domain": topo.domain[n], "leaf": topo.leaf[n],
+                             "rack": topo.rack[n], "used": 1 - free.ravel() / 1000, "up": up[n]})
+        snap.attrs["time_s"] = t
+    return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)

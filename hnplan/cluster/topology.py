@@ -50,6 +50,8 @@ class ClusterTopology:
     unit : ndarray of int
         The failure unit of every node.
     hot_swap : bool
+    rack : ndarray of int, optional
+        The physical rack of every node (``gpus_per_rack`` of the system).
     """
 
     system_id: str
@@ -64,6 +66,7 @@ class ClusterTopology:
     failure_unit_gpus: int
     unit: np.ndarray
     hot_swap: bool
+    rack: np.ndarray | None = None
 
     @property
     def nodes(self) -> int:
@@ -153,5 +156,5 @@ def build_topology(system, gpus: int, catalog: Catalog | None = None) -> Cluster
         system_id=s.id, gpus=nodes * s.node_gpus, node_gpus=s.node_gpus, domain_gpus=dom,
         domain=idx // nodes_per_domain, leaf=leaf, pod=leaf // leaves_per_pod, nodes_per_leaf=per_leaf,
         leaves_per_pod=leaves_per_pod, failure_unit_gpus=unit_gpus, unit=idx // nodes_per_unit,
-        hot_swap=bool(s.hot_swap),
+        hot_swap=bool(s.hot_swap), rack=idx * s.node_gpus // max(s.gpus_per_rack, s.node_gpus),
     )
