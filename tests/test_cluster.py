@@ -207,3 +207,16 @@ def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra):
     small = simulate_cluster("hgx-h100-ib-ndr", 64, jobs, **kw)
     big = simulate_cluster("hgx-h100-ib-ndr", 64 + extra, jobs, **kw)
     assert big.jobs["queue_delay_s"].mean() <= small.jobs["queue_delay_s"].mean() + 1e-6
+
+
+def test_fgd_ranks_ahead_of_best_fit_on_the_alibaba_trace():
+    """Weng et al. (ATC 2023): FGD leaves fewer GPUs unallocated than best-fit on this trace. On a
+    quarter-size copy of the trace's cluster, CPU and memory checked, seed 0: 79.75 vs 89.72 GPUs
+    (11 % fewer; they report up to 49 % fewer against packing schedulers)."""
+    from hnplan.cluster.validation import fill_experiment
+
+    tasks = pd.read_csv(SAMPLE)
+    f = fill_experiment(tasks, ("best-fit", "fragmentation-aware"), seed=0, scale=0.25).set_index("policy")
+    assert f.loc["fragmentation-aware", "unallocated_gpus"] == pytest.approx(79.75, abs=0.01)
+    assert f.loc["best-fit", "unallocated_gpus"] == pytest.approx(89.72, abs=0.01)
+    assert (f["allocated_gpus"] <= f["cluster_gpus"]).all()

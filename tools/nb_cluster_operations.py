@@ -30,7 +30,8 @@ CLUSTER_OPERATIONS = [
     ("code", "from IPython.display import Markdown, display\n"
              "from hnplan import plots\n"
              "from hnplan.plots import cluster as cplots\n"
-             "from hnplan.cluster import read_openb, resolve_jobs\n"
+             "import pandas as pd\n"
+             "from hnplan.cluster import resolve_jobs\n"
              "from hnplan.cluster.compare import cluster_verdict, compare_cluster, delays_frame, weng_table\n"
              "from hnplan.cluster.validation import fill_experiment\n"
              "from hnplan.reports import provenance\n\n"
@@ -60,9 +61,9 @@ CLUSTER_OPERATIONS = [
     ("md", "## Validation: fragmentation-aware placement on the Alibaba GPU-sharing trace\n\n"
            "Tasks drawn from the committed sample of `openb_pod_list_default.csv` fill the trace's own 6,212-GPU "
            "heterogeneous cluster (no departures) until the requested GPUs equal its capacity; the table gives the "
-           "GPUs left unallocated under each policy beside the headline of Weng et al. Their simulator also checks "
-           "CPU, memory and GPU-type requests, which this one does not."),
-    ("code", "fill = fill_experiment(read_openb(\"../data/traces/alibaba-openb-gpu-sample.csv\"),\n"
+           "GPUs left unallocated under each policy beside the headline of Weng et al. CPU and memory requests are "
+           "checked against each node's, as in their simulator; GPU-type constraints are not."),
+    ("code", "fill = fill_experiment(pd.read_csv(\"../data/traces/alibaba-openb-gpu-sample.csv\"),\n"
              "                       (\"first-fit\", \"best-fit\", \"fragmentation-aware\"), seed=seed, scale=weng_scale)\n"
              "wt = weng_table(fill)\n"
              "display(wt.style.hide(axis=\"index\"))\n"

@@ -40,22 +40,33 @@ POLICIES = ("first-fit", "best-fit", "topology-aware", "fragmentation-aware")
 
 @dataclass(frozen=True)
 class Workload:
-    """Task types a fragmentation measure is taken against: ``gpus`` (M,), ``milli`` (M,) [milli-GPU]
-    and popularity ``p`` (M,) summing to 1."""
+    """Task types a fragmentation measure is taken against: ``gpus`` (M,), ``milli`` (M,) [milli-GPU],
+    popularity ``p`` (M,) summing to 1, and optionally ``cpu`` (M,) [milli-CPU] and ``mem`` (M,) [MiB]
+    (a node short of either cannot take the type at all)."""
 
     gpus: np.ndarray
     milli: np.ndarray
     p: np.ndarray
+    cpu: np.ndarray | None = None
+    mem: np.ndarray | None = None
 
     @classmethod
-    def from_jobs(cls, gpus, milli, node_gpus: int) -> "Workload":
-        """The distribution of single-node task types in a job table (multi-node jobs left out)."""
+    def from_jobs(cls, gpus, milli, node_gpus: int, cpu=None, mem=None, max_types: int = 48) -> "Workload":
+        """The distribution of single-node task types in a job table (multi-node jobs left out); with
+        ``cpu``/``mem``, those are part of the type (CPU rounded to whole cores, memory to GiB); the
+        ``max_types`` most popular types are kept."""
         g, m = np.asarray(gpus), np.asarray(milli)
         keep = g <= node_gpus
         if not keep.any():
             return cls(np.array([node_gpus]), np.array([MILLI]), np.array([1.0]))
-        pairs, counts = np.unique(np.stack([g[keep], m[keep]]), axis=1, return_counts=True)
-        return cls(pairs[0], pairs[1], counts / counts.sum())
+        cols = [g[keep], m[keep]]
+        if cpu is not None:
+            cols += [np.round(np.asarray(cpu)[keep], -3), np.round(np.asarray(mem)[keep] / 1024) * 1024]
+        pairs, counts = np.unique(np.stack(cols), axis=1, return_counts=True)
+        top = np.argsort(-counts, kind="stable")[:max_types]
+        pairs, counts = pairs[:, top], counts[top]
+        extra = (pairs[2], pairs[3]) if cpu is not None else (None, None)
+        return cls(pairs[0].astype(np.int64), pairs[1].astype(np.int64), counts / counts.sum(), *extra)
 
 
 def whole_free(free: np.ndarray, up: np.ndarray) -> np.ndarray:
@@ -63,15 +74,33 @@ def whole_free(free: np.ndarray, up: np.ndarray) -> np.ndarray:
     return (free == MILLI).sum(axis=1) * up
 
 
-def _share_frag(x: np.ndarray, wl: Workload) -> np.ndarray:
-    """``sum_m p_m x [x < d_m]`` over the sharing types, elementwise over GPU free shares ``x``."""
-    s = wl.milli < MILLI
-    if not s.any():
-        return np.zeros(x.shape)
-    return (x[..., None] * (x[..., None] < wl.milli[s]) * wl.p[s]).sum(-1)
+def _type_frag(rows: np.ndarray, wl: Workload, res_ok: np.ndarray | None = None) -> np.ndarray:
+    """Expected fragmentation ``sum_m p_m F(m)`` of node states ``rows`` (K, G) [milli-GPU];
+    ``res_ok`` (K, M) says whether the node's CPU and memory could take type ``m`` (else all its
+    free GPU capacity is a fragment for ``m``)."""
+    w = (rows == MILLI).sum(1)
+    total = rows.sum(1)
+    partial = total - MILLI * w
+    share = wl.milli < MILLI
+    f = np.empty((len(rows), len(wl.p)))
+    if share.any():
+        x = rows[:, :, None]
+        f[:, share] = (x * (x < wl.milli[share])).sum(1)
+    if (~share).any():
+        f[:, ~share] = np.where(w[:, None] >= wl.gpus[~share], partial[:, None], total[:, None])
+    if res_ok is not None:
+        f = np.where(res_ok, f, total[:, None])
+    return f @ wl.p
 
 
-def node_fragmentation(free: np.ndarray, up: np.ndarray, wl: Workload) -> np.ndarray:
+def _res_ok(wl: Workload, cpu_free, mem_free, nodes, cpu: float = 0.0, mem: float = 0.0):
+    """(K, M) whether nodes could still take each type's CPU and memory after ``cpu``/``mem`` are taken."""
+    if wl.cpu is None or cpu_free is None:
+        return None
+    return ((cpu_free[nodes] - cpu)[:, None] >= wl.cpu) & ((mem_free[nodes] - mem)[:, None] >= wl.mem)
+
+
+def node_fragmentation(free: np.ndarray, up: np.ndarray, wl: Workload, cpu_free=None, mem_free=None) -> np.ndarray:
     """Expected fragmentation ``F_n`` of every node [milli-GPU] (Weng et al. Sec. 3), shape ``(nodes,)``.
 
     >>> free = np.array([[1000, 500], [1000, 1000]])
@@ -79,14 +108,8 @@ def node_fragmentation(free: np.ndarray, up: np.ndarray, wl: Workload) -> np.nda
     >>> node_fragmentation(free, np.array([True, True]), wl).tolist()   # 0.5 x 500 + 0.5 x 1500; 0
     [1000.0, 0.0]
     """
-    f = free * up[:, None]
-    share = _share_frag(f, wl).sum(1)
-    w = (f == MILLI).sum(1)
-    total = f.sum(1)
-    partial = total - MILLI * w
-    whole = wl.milli >= MILLI
-    frag_whole = np.where(w[:, None] >= wl.gpus[whole], partial[:, None], total[:, None]) @ wl.p[whole]
-    return share + frag_whole
+    nodes = np.arange(len(free))
+    return _type_frag(free * up[:, None], wl, _res_ok(wl, cpu_free, mem_free, nodes))
 
 
 def stranded(free: np.ndarray, up: np.ndarray, q_gpus: np.ndarray, q_milli: np.ndarray, node_gpus: int) -> float:
@@ -125,7 +148,8 @@ def stranded(free: np.ndarray, up: np.ndarray, q_gpus: np.ndarray, q_milli: np.n
 
 
 # -- fractional requests -----------------------------------------------------------------------------
-def _place_share(policy: str, free, up, topo: ClusterTopology, milli: int, wl: Workload | None):
+def _place_share(policy: str, free, up, topo: ClusterTopology, milli: int, wl: Workload | None,
+                 res=(None, None), req=(0.0, 0.0)):
     fits = (free >= milli) & up[:, None]
     flat = np.flatnonzero(fits)
     if not len(flat):
@@ -135,19 +159,14 @@ def _place_share(policy: str, free, up, topo: ClusterTopology, milli: int, wl: W
     elif policy == "fragmentation-aware" and wl is not None:
         n, g = np.divmod(flat, free.shape[1])
         x = free[n, g]
-        d_share = _share_frag(x - milli, wl) - _share_frag(x, wl)
-        full = free[n] == MILLI
-        w = full.sum(1)
-        total = free[n].sum(1)
-        was_full = x == MILLI
-        w2 = w - was_full
-        partial = total - MILLI * w
-        partial2 = np.where(was_full, partial + MILLI - milli, partial - milli)
-        whole = wl.milli >= MILLI
-        before = np.where(w[:, None] >= wl.gpus[whole], partial[:, None], total[:, None]) @ wl.p[whole]
-        after = np.where(w2[:, None] >= wl.gpus[whole], partial2[:, None], (total - milli)[:, None]) @ wl.p[whole]
-        delta = d_share + after - before
-        k = flat[np.lexsort((x, delta))[0]]
+        # GPUs of one node with the same free share are interchangeable: keep the first of each
+        _, first = np.unique(np.stack([n, x]), axis=1, return_index=True)
+        n, g, x, flat = n[first], g[first], x[first], flat[first]
+        after = free[n].copy()
+        after[np.arange(len(n)), g] -= milli
+        delta = (_type_frag(after, wl, _res_ok(wl, *res, n, *req))
+                 - _type_frag(free[n], wl, _res_ok(wl, *res, n)))
+        k = flat[np.lexsort((flat, x, delta))[0]]
     else:  # best-fit and topology-aware: least share left on the GPU
         k = flat[np.argmin(free.ravel()[flat])]
     n, g = divmod(int(k), free.shape[1])
@@ -176,7 +195,8 @@ def _take(order: np.ndarray, w: np.ndarray, k: int):
     return nodes, take
 
 
-def _place_single_node(policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None):
+def _place_single_node(policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None,
+                       res=(None, None), req=(0.0, 0.0)):
     cand = np.flatnonzero(w >= k)
     if not len(cand):
         return None
@@ -187,13 +207,11 @@ def _place_single_node(policy, free, w, topo: ClusterTopology, k: int, wl: Workl
         n = cand[np.lexsort((w[cand], dfree[topo.domain[cand]]))[0]]
     elif policy == "fragmentation-aware" and wl is not None:
         sub = free[cand]
-        total = sub.sum(1)
-        partial = total - MILLI * w[cand]
-        whole = wl.milli >= MILLI
-        before = np.where(w[cand, None] >= wl.gpus[whole], partial[:, None], total[:, None]) @ wl.p[whole]
-        after = np.where((w[cand] - k)[:, None] >= wl.gpus[whole], partial[:, None],
-                         (total - MILLI * k)[:, None]) @ wl.p[whole]
-        n = cand[np.lexsort((w[cand], after - before))[0]]
+        full = sub == MILLI
+        after = np.where(full & (np.cumsum(full, axis=1) <= k), 0, sub)
+        delta = (_type_frag(after, wl, _res_ok(wl, *res, cand, *req))
+                 - _type_frag(sub, wl, _res_ok(wl, *res, cand)))
+        n = cand[np.lexsort((w[cand], delta))[0]]
     else:
         n = cand[np.argmin(w[cand])]
     return _slots(free, np.array([n]), np.array([k]))
@@ -236,7 +254,8 @@ def _place_multi_node(policy, free, w, topo: ClusterTopology, k: int, tp: int):
 
 
 def place(policy: str, free: np.ndarray, up: np.ndarray, topo: ClusterTopology, gpus: int, milli: int = MILLI,
-          tp: int = 1, workload: Workload | None = None):
+          tp: int = 1, workload: Workload | None = None, cpu_free=None, mem_free=None, cpu: float = 0.0,
+          mem: float = 0.0):
     """Where a job goes under a policy, or None if it does not fit now.
 
     Parameters
@@ -255,6 +274,9 @@ def place(policy: str, free: np.ndarray, up: np.ndarray, topo: ClusterTopology, 
         GPUs that must share a scale-up domain (topology-aware multi-node placement).
     workload : Workload, optional
         Task types for the fragmentation-aware policy.
+    cpu_free, mem_free : ndarray, shape (nodes,), optional
+        Free CPU [milli-CPU] and memory [MiB] per node; with ``cpu``/``mem`` (the task's), nodes short
+        of either are skipped and FGD counts them in its fragmentation measure.
 
     Returns
     -------
@@ -271,13 +293,16 @@ def place(policy: str, free: np.ndarray, up: np.ndarray, topo: ClusterTopology, 
     >>> place("best-fit", free, up, topo, 4)[0].tolist()
     [1, 1, 1, 1]
     """
+    res, req = (cpu_free, mem_free), (cpu, mem)
+    if cpu_free is not None:
+        up = up & (cpu_free >= cpu) & (mem_free >= mem)
     if milli < MILLI:
-        return _place_share(policy, free, up, topo, milli, workload)
+        return _place_share(policy, free, up, topo, milli, workload, res, req)
     w = whole_free(free, up)
     if w.sum() < gpus:
         return None
     if gpus <= topo.node_gpus:
-        return _place_single_node(policy, free, w, topo, gpus, workload)
+        return _place_single_node(policy, free, w, topo, gpus, workload, res, req)
     return _place_multi_node(policy, free, w, topo, gpus, tp)
 
 
