@@ -220,3 +220,15 @@ def test_fgd_ranks_ahead_of_best_fit_on_the_alibaba_trace():
     assert f.loc["fragmentation-aware", "unallocated_gpus"] == pytest.approx(79.75, abs=0.01)
     assert f.loc["best-fit", "unallocated_gpus"] == pytest.approx(89.72, abs=0.01)
     assert (f["allocated_gpus"] <= f["cluster_gpus"]).all()
+
+
+def test_utilisation_claims_state_their_conditions(cat):
+    from hnplan.cluster.claims import utilisation_claims
+
+    claims = utilisation_claims(gpus=144, n_jobs=300, seed=1, catalog=cat)
+    assert [c["id"] for c in claims] == ["utilisation", "fragmented-utilisation", "concurrent-jobs"]
+    for c in claims:
+        assert c["verdict"] in ("holds", "does not hold")
+        assert "offered load" in c["conditions"] and "placement" in c["conditions"]
+    # 512 jobs at once cannot happen on 144 GPUs of 300 mostly whole-GPU jobs
+    assert claims[2]["verdict"] == "does not hold"
