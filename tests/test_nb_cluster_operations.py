@@ -4,6 +4,7 @@ import pytest
 
 from hnplan.cluster import resolve_jobs
 from hnplan.cluster.compare import cluster_verdict, compare_cluster
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

@@ -51,7 +51,7 @@ class Workload:
     mem: np.ndarray | None = None
 
     @classmethod
-    def from_jobs(cls, gpus, milli, node_gpus: int, cpu=None, mem=None, max_types: int = 48) -> "Workload":
+    def from_jobs(cls, gpus, milli, node_gpus: int, cpu=None, mem=None, max_types: int = 48) -> Workload:
         """The distribution of single-node task types in a job table (multi-node jobs left out); with
         ``cpu``/``mem``, those are part of the type (CPU rounded to whole cores, memory to GiB); the
         ``max_types`` most popular types are kept."""
