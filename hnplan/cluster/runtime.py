@@ -8,9 +8,10 @@ Other packages are refactored in parallel; a signature change there touches only
   ranks in each scale-up domain; an allocation that got only ``r`` GPUs in some domain is evaluated as
   a system whose scale-up domain is ``r`` GPUs (so TP, EP or CP groups larger than ``r`` cross the
   scale-out network: :func:`hnplan.comm.topology.split_group`); one that spans more than one leaf
-  group pays the fabric's oversubscription (a single leaf is non-blocking). The fastest of the ideal
-  shape's best plans is kept on each shape (the framework re-plans for what it got). Results are
-  cached per ``(system, model, gpus, r, spans leaves)``.
+  group pays the fabric's oversubscription (a single leaf is non-blocking). Each shape gets its own
+  plan search (the framework re-plans for what it got, e.g. a smaller TP). Taking the fewest GPUs in
+  any one domain for all of them is pessimistic for uneven splits. Results are cached per
+  ``(system, model, gpus, r, spans leaves)``.
 * :func:`failure_rates`: hardware and software interruption rates per GPU [1/s] and the restart
   time, from :mod:`hnplan.reliability` and ``data/reliability.yaml``.
 """
@@ -29,7 +30,6 @@ TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-4
 """Representative model of a training job by its GPU count: up to 8 GPUs an 8B model, up to 256 a
 70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models)."""
 SEQ_LEN = 4096
-TOP_PLANS = 16
 
 
 def representative_model(gpus: int) -> str:
@@ -46,38 +46,32 @@ def _batch(gpus: int) -> int:
     return max(1024, 2 * gpus)
 
 
-@functools.lru_cache(maxsize=64)
-def _ideal_plans(system_id: str, model: str, gpus: int, root: str):
+@functools.lru_cache(maxsize=4096)
+def _best_tokens_per_s(system_id: str, model: str, gpus: int, domain_gpus: int | None, one_leaf: bool,
+                       root: str) -> float:
+    """Tokens/s of the fastest plan that fits on ``gpus`` of a system whose scale-up domain is
+    ``domain_gpus`` (None: the catalog's) and whose fabric is non-blocking inside one leaf group."""
     from hnplan.planning.training import search_plans
 
     cat = load_catalog(root)
-    df = search_plans(model, system_id, gpus, SEQ_LEN, _batch(gpus), catalog=cat)
-    df = df[df["fits"]].head(TOP_PLANS)
-    return df
-
-
-@functools.lru_cache(maxsize=4096)
-def _speed(system_id: str, model: str, gpus: int, ranks_per_domain: int, multi_leaf: bool, root: str) -> float:
-    from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job
-
-    cat = load_catalog(root)
     system = cat.system(system_id)
-    ideal = _ideal_plans(system_id, model, gpus, root)
-    if ideal.empty:
-        return 1.0
-    best = float(ideal["tokens_per_s"].iloc[0])
-    update = {}
-    if ranks_per_domain < min(gpus, system.scaleup_domain_gpus):
-        update["scaleup_domain_gpus"] = ranks_per_domain
-    if not multi_leaf:
+    update: dict = {}
+    if domain_gpus is not None and domain_gpus != system.scaleup_domain_gpus:
+        update["scaleup_domain_gpus"] = domain_gpus
+    if one_leaf:
         update["scaleout_oversubscription"] = 1.0
-    if not update:
+    shaped = system.model_copy(update=update) if update else system
+    df = search_plans(model, shaped, gpus, SEQ_LEN, _batch(gpus), catalog=cat)
+    df = df[df["fits"]]
+    return float(df["tokens_per_s"].iloc[0]) if len(df) else float("nan")
+
+
+def _speed(system_id: str, model: str, gpus: int, ranks_per_domain: int, multi_leaf: bool, root: str) -> float:
+    ideal = _best_tokens_per_s(system_id, model, gpus, None, True, root)
+    got = _best_tokens_per_s(system_id, model, gpus, ranks_per_domain, not multi_leaf, root)
+    if not (ideal > 0 and got > 0):
         return 1.0
-    shaped = system.model_copy(update=update)
-    job = make_job(model, shaped, gpus, SEQ_LEN, _batch(gpus), catalog=cat)
-    got = evaluate_plans(job, ideal[list(PLAN_FIELDS)])
-    got = got[got["fits"]]
-    return 1.0 if got.empty else min(1.0, float(got["tokens_per_s"].max()) / best)
+    return min(1.0, got / ideal)
 
 
 def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalog: Catalog | None = None) -> float:
