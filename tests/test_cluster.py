@@ -232,3 +232,15 @@ def test_utilisation_claims_state_their_conditions(cat):
         assert "offered load" in c["conditions"] and "placement" in c["conditions"]
     # 512 jobs at once cannot happen on 144 GPUs of 300 mostly whole-GPU jobs
     assert claims[2]["verdict"] == "does not hold"
+
+
+def test_slicing_grants_more_gpu_than_asked():
+    """MIG rounds a share up to a profile (3/7 for 0.3 GPU) and whole-GPU sharing to 1: the GPU-time
+    allocated to the same fractional jobs grows fractional <= mig <= whole."""
+    jobs = pd.DataFrame({"arrival_s": np.arange(6.0), "gpus": 1, "gpu_milli": [300, 300, 500, 500, 100, 800],
+                         "duration_s": 100.0, "cls": "development", "checkpoint_s": math.inf, "tp": 1})
+    alloc = {s: simulate_cluster("hgx-h100-ib-ndr", 8, jobs, failures=False, slicing=s).jobs["allocated_gpu_s"].sum()
+             for s in ("fractional", "mig", "whole")}
+    assert alloc["fractional"] == pytest.approx(100 * 2.5)
+    assert alloc["mig"] == pytest.approx(100 * (2 * 0.429 + 2 * 0.572 + 0.143 + 1.0))
+    assert alloc["whole"] == pytest.approx(600.0)

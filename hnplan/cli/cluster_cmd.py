@@ -30,6 +30,7 @@ def simulate(
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
     preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
     failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
+    slicing: str = typer.Option("fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -44,7 +45,7 @@ def simulate(
             raise InputError(f"--days must be > 0; got {days}")
         cat = load_catalog()
         kw = dict(trace=trace, mix=mix, policy=policy, days=days, n_jobs=jobs, seed=seed, offered_load=load,
-                  backfill=backfill, preemption=preemption, failures=failures, catalog=cat)
+                  backfill=backfill, preemption=preemption, failures=failures, slicing=slicing, catalog=cat)
         if json_ or not console.is_terminal:
             r = simulate_cluster(system, gpus, **kw)
         else:

@@ -258,3 +258,36 @@ def synthetic_jobs(mix, cluster_gpus: int, *, jobs: int | None = None, days: flo
         arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
     return check_jobs(pd.DataFrame({"arrival_s": arrivals, "gpus": gpus, "gpu_milli": milli, "duration_s": dur,
                                     "cls": cls, "checkpoint_s": ckpt, "tp": tp}), f"mix {mix.id}")
+
+
+SLICING = ("fractional", "mig", "whole")
+MIG_SEVENTHS = (1, 2, 3, 4, 7)
+"""Compute slices of the MIG profiles of A100/H100 (1g, 2g, 3g, 4g, 7g of 7; NVIDIA Multi-Instance
+GPU User Guide, "Supported MIG Profiles")."""
+
+
+def apply_slicing(jobs: pd.DataFrame, slicing: str = "fractional") -> pd.DataFrame:
+    """GPU shares as the cluster can grant them: ``fractional`` as asked (time-sliced sharing),
+    ``mig`` rounded up to the next MIG profile (1/7, 2/7, 3/7, 4/7 or a whole GPU; the placement
+    geometry of MIG slices is not modelled), ``whole`` a whole GPU per job.
+
+    >>> j = pd.DataFrame({"gpu_milli": [100, 300, 500, 600, 1000]})
+    >>> apply_slicing(j, "mig")["gpu_milli"].tolist()
+    [143, 429, 572, 1000, 1000]
+
+    Raises
+    ------
+    InputError
+        For an unknown slicing mode.
+    """
+    from hnplan.errors import check_choice
+
+    check_choice("slicing", slicing, SLICING)
+    out = jobs.copy()
+    if slicing == "whole":
+        out["gpu_milli"] = MILLI
+    elif slicing == "mig":
+        sevenths = np.ceil(out["gpu_milli"].to_numpy() * 7 / MILLI - 1e-9)
+        fit = np.array([min(s for s in MIG_SEVENTHS if s >= k) for k in sevenths.astype(int)])
+        out["gpu_milli"] = np.where(fit >= 7, MILLI, np.ceil(fit * MILLI / 7)).astype(np.int64)
+    return out

@@ -12,7 +12,7 @@ import pandas as pd
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_trace, synthetic_jobs
+from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, read_trace, synthetic_jobs
 from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import build_topology
 from hnplan.errors import InputError, check_choice
@@ -103,7 +103,7 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
                      policy: str = "topology-aware", days: float | None = None, n_jobs: int | None = None,
                      seed: int = 0, offered_load: float | None = None, backfill: bool = True,
                      preemption: bool = True, failures: bool = True, lookahead: int = 64,
-                     samples: int = 400, warmup: float = 0.2, snapshot_at: float | None = None, catalog: Catalog | None = None, progress=None) -> ClusterResult:
+                     samples: int = 400, warmup: float = 0.2, slicing: str = "fractional", snapshot_at: float | None = None, catalog: Catalog | None = None, progress=None) -> ClusterResult:
     """Simulate a shared cluster of ``gpus`` accelerators of a catalog system under a job stream.
 
     Parameters
@@ -133,6 +133,9 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
         Queued jobs a scheduler pass considers.
     samples : int
         Time-series rows.
+    slicing : str
+        How GPU shares are granted: ``fractional``, ``mig`` or ``whole``
+        (:func:`hnplan.cluster.jobs.apply_slicing`).
     snapshot_at : float, optional
         Keep the per-GPU allocation at this time [fraction of the window] (a fragmentation map).
     warmup : float
@@ -167,6 +170,7 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
                             offered_load=offered_load, catalog=cat)
     else:
         jobs = check_jobs(jobs)
+    jobs = apply_slicing(jobs, slicing)
     horizon = days * 86400.0 if days is not None else None
     last_arrival = float(jobs["arrival_s"].max())
     window = horizon if horizon is not None else max(last_arrival, 1.0)
