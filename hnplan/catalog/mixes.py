@@ -43,3 +43,23 @@ def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
     if abs(sum(c.share.value for c in mix.classes) - 1.0) > 1e-6:
         raise CatalogError(f"{path}: class shares must sum to 1", path=path, entry=mix.id, field="classes")
     return mix
+
+
+TRACE_DIR = "traces"
+
+
+def trace_file(name: str, catalog: Catalog | None = None) -> Path:
+    """The path of a committed trace sample, ``data/traces/<name>.csv`` (provenance in that folder's
+    README).
+
+    Raises
+    ------
+    CatalogError
+        For an unknown name (listing the samples there are).
+    """
+    cat = catalog or load_catalog()
+    path = cat.root / TRACE_DIR / f"{name}.csv"
+    if not path.is_file():
+        have = sorted(p.stem for p in (cat.root / TRACE_DIR).glob("*.csv"))
+        raise CatalogError(f"unknown trace sample {name!r}; samples: {', '.join(have) or 'none'}", entry=name)
+    return path

@@ -42,6 +42,16 @@ WENG_2023 = {
 }
 
 
+ALIBABA_SAMPLE = "alibaba-openb-gpu-sample"
+
+
+def alibaba_sample_tasks() -> pd.DataFrame:
+    """The committed 3,000-pod sample of the Alibaba trace as read (openb columns; data/traces/)."""
+    from hnplan.catalog.mixes import trace_file
+
+    return pd.read_csv(trace_file(ALIBABA_SAMPLE))
+
+
 def openb_topology(scale: float = 1.0):
     """The trace's heterogeneous cluster as 8-slot nodes: the slots a node lacks are never free.
 
