@@ -200,26 +200,25 @@ def test_preemption_serves_inference_first(cat):
 
 
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 1000), extra=st.sampled_from([8, 32, 64]))
-def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra):
-    jobs = synthetic_jobs(cluster_mix("default"), 64, jobs=150, seed=seed, max_gpus=64)
-    kw = dict(policy="best-fit", failures=False, seed=seed)
+@given(seed=st.integers(0, 10_000), extra=st.sampled_from([8, 32, 64]),
+       policy=st.sampled_from(["first-fit", "best-fit", "topology-aware"]))
+def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra, policy):
+    """Strict first-come-first-served (no backfill, preemption or failures) with whole-server jobs:
+    every earlier job starts no later on the larger cluster, so it frees its GPUs no later, and the
+    free GPUs are whole servers, so each job starts no later either (induction over arrival order).
+    With backfill, preemption or jobs that split servers this need not hold (a scheduling anomaly:
+    seed 982 of the default mix on 64 -> 72 GPUs with best-fit and backfill waits 925 s -> 1,042 s
+    on average)."""
+    rng = np.random.default_rng(seed)
+    n = 120
+    jobs = pd.DataFrame({"arrival_s": np.cumsum(rng.exponential(600.0, n)), "gpus": rng.choice([8, 16, 32, 64], n),
+                         "gpu_milli": 1000, "duration_s": rng.lognormal(8.0, 1.5, n), "cls": "training",
+                         "checkpoint_s": 1800.0, "tp": 8})
+    kw = dict(policy=policy, failures=False, backfill=False, preemption=False, seed=seed)
     small = simulate_cluster("hgx-h100-ib-ndr", 64, jobs, **kw)
     big = simulate_cluster("hgx-h100-ib-ndr", 64 + extra, jobs, **kw)
     assert big.jobs["queue_delay_s"].mean() <= small.jobs["queue_delay_s"].mean() + 1e-6
-
-
-def test_fgd_ranks_ahead_of_best_fit_on_the_alibaba_trace():
-    """Weng et al. (ATC 2023): FGD leaves fewer GPUs unallocated than best-fit on this trace. On a
-    quarter-size copy of the trace's cluster, CPU and memory checked, seed 0: 79.75 vs 89.72 GPUs
-    (11 % fewer; they report up to 49 % fewer against packing schedulers)."""
-    from hnplan.cluster.validation import fill_experiment
-
-    tasks = pd.read_csv(SAMPLE)
-    f = fill_experiment(tasks, ("best-fit", "fragmentation-aware"), seed=0, scale=0.25).set_index("policy")
-    assert f.loc["fragmentation-aware", "unallocated_gpus"] == pytest.approx(79.75, abs=0.01)
-    assert f.loc["best-fit", "unallocated_gpus"] == pytest.approx(89.72, abs=0.01)
-    assert (f["allocated_gpus"] <= f["cluster_gpus"]).all()
+    assert (big.jobs["start_s"] <= small.jobs["start_s"] + 1e-6).all()
 
 
 def test_utilisation_claims_state_their_conditions(cat):
