@@ -1,18 +1,14 @@
 """The ``hnplan`` command line: one entry point, one sub-command per planner (thin: parse, call, print).
 
-Each sub-command lives in its own module and registers itself on :data:`app`.
+Each sub-command lives in its own module ``hnplan/cli/<name>_cmd.py`` and registers itself on
+:data:`app` when imported. The modules are imported lazily (:class:`hnplan.cli._app.LazyGroup`): a
+new ``<name>_cmd.py`` needs no registration line here, and ``hnplan train`` imports only what
+``train`` needs.
 """
 
 from __future__ import annotations
 
-from hnplan.cli._app import app
-from hnplan.cli import catalog_cmd, report_cmd, train_cmd  # noqa: F401  (registration)
-from hnplan.cli import roofline_cmd  # noqa: F401  (registration)
-from hnplan.cli import reliability_cmd, tco_cmd  # noqa: F401  (registration, issue 8)
-from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
-from hnplan.cli import memory_cmd  # noqa: F401  (registration)
-from hnplan.cli import infer_cmd  # noqa: F401  (registration)
-from hnplan.cli import size_cmd  # noqa: F401
+from hnplan.cli._app import app, command_modules
 
 
 def main() -> None:
@@ -20,4 +16,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["app", "command_modules", "main"]
