@@ -9,7 +9,8 @@ import yaml
 from hnplan.catalog import load_catalog
 from hnplan.catalog.sweeps import load_sweep_spec
 from hnplan.errors import CatalogError, InputError
-from hnplan.planning.sweep import COLUMNS, pareto_front, point_id, read_sweep, run_sweep, sweep_points
+from hnplan.planning.design_space import pareto_front
+from hnplan.planning.sweep import COLUMNS, point_id, read_sweep, run_sweep, sweep_points
 
 TINY = {
     "id": "tiny", "name": "tiny", "sampling": "monte-carlo", "samples": 3, "seed": 1, "chunk_size": 2,
