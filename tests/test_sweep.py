@@ -110,8 +110,8 @@ def test_two_worker_local_cluster_run_resume_and_failures(tmp_path):
     again = run_sweep(path, out, workers=2, processes=False, progress=False)
     assert (again.skipped, again.evaluated) == (6, 0)
     # a grown spec evaluates only the new points
-    bigger = _write(tmp_path, {**TINY, "axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-405b", "llama2-7b"]}},
-                    "bigger.yaml")
+    models = ["llama3.1-8b", "llama3.1-405b", "llama2-7b"]
+    bigger = _write(tmp_path, {**TINY, "axes": {**TINY["axes"], "model": models}}, "bigger.yaml")
     more = run_sweep(bigger, out, workers=2, processes=False, progress=False)
     assert (more.skipped, more.evaluated) == (6, 3) and len(read_sweep(out)) == 9
 

@@ -217,12 +217,13 @@ def summary_text(summary: pd.DataFrame, front: pd.DataFrame, sobol: pd.DataFrame
         if len(s):
             top = s.groupby("input")["S1"].mean().sort_values(ascending=False)
             floor = 2 * s["noise_sd"].max()
+            draws = int(s.groupby("design").size().iloc[0] / max(1, s["input"].nunique()))
             rest = top.iloc[1:][top.iloc[1:] > floor]
             lines.append(f"- Over the sampled inputs, {what} is driven most by **{top.index[0]}** (first-order "
                          f"Sobol index {top.iloc[0]:.2f}, averaged over designs)"
                          + (", then " + ", ".join(f"{k} ({v:.2f})" for k, v in rest.items()) if len(rest) else "")
                          + f"; indices below {floor:.2f} are within the estimator's noise at "
-                           f"{int(s.groupby('design').size().iloc[0] / max(1, s['input'].nunique()))} draws per design.")
+                           f"{draws} draws per design.")
     best = cheapest_meeting(table, probability)
     if best is None:
         hi = table.sort_values("p_meet", ascending=False).iloc[0] if len(table) else None

@@ -38,7 +38,7 @@ import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS
-from hnplan.catalog.sweeps import PLAN_AXES, SweepSpec, load_sweep_spec
+from hnplan.catalog.sweeps import SweepSpec, load_sweep_spec
 from hnplan.errors import HnplanError, InputError
 
 DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
@@ -167,7 +167,7 @@ def plan_groups(points: pd.DataFrame, chunk_size: int) -> list[tuple[dict, list[
     out = []
     for key, grp in points.groupby(list(PLAN_KEY), sort=True):
         chunks = [grp.iloc[i:i + chunk_size] for i in range(0, len(grp), chunk_size)]
-        out.append((dict(zip(PLAN_KEY, key)), chunks))
+        out.append((dict(zip(PLAN_KEY, key, strict=True)), chunks))
     return out
 
 
@@ -219,7 +219,7 @@ def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = Non
 
     cat, chash = _worker_catalog(data_root)
     prov = {**(provenance or {}), "catalog_hash": chash,
-            "evaluated_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+            "evaluated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
     rows = []
     for pt in points.to_dict("records"):
         row = {c: pt.get(c) for c in COLUMNS}
