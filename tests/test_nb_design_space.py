@@ -8,6 +8,7 @@ import pytest
 
 from hnplan.planning import design_space as ds
 from hnplan.planning.sweep import read_sweep
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

@@ -8,6 +8,7 @@ import papermill
 import pytest
 
 from hnplan.reports import notebook_parameters
+
 from nbparams import NOTEBOOKS
 
 
