@@ -8,15 +8,17 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import typer
 import typer.main
-from rich.console import Console
-from rich.table import Table
 from typer.core import TyperGroup
 
 from hnplan.errors import HnplanError, InfeasiblePlan
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 CLI_DIR = Path(__file__).resolve().parent
 
@@ -112,9 +114,28 @@ def _root() -> None:
     # a callback keeps the root a group while no sub-command module is imported yet
     pass
 
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use: a command that prints JSON never imports rich's console."""
+
+    def __init__(self, **kwargs):
+        self._kwargs = kwargs
+        self._console = None
+
+    def __getattr__(self, attr):
+        if self._console is None:
+            from rich.console import Console
+
+            kw = dict(self._kwargs)
+            if kw.pop("auto_width", False):
+                kw["width"] = None if sys.stdout.isatty() else 200
+            self._console = Console(**kw)
+        return getattr(self._console, attr)
+
+
 # piped or captured output is not cut to 80 columns (numbers and ids must survive)
-console = Console(width=None if sys.stdout.isatty() else 200)
-err_console = Console(stderr=True, soft_wrap=True)  # never break a path or an id across lines
+console = _LazyConsole(auto_width=True)
+err_console = _LazyConsole(stderr=True, soft_wrap=True)  # never break a path or an id across lines
 
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
@@ -148,6 +169,8 @@ def _default(o):
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column rich table."""
+    from rich.table import Table
+
     t = Table(title=title, show_header=False)
     t.add_column("quantity", style="bold")
     t.add_column("value", justify="right")
