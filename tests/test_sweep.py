@@ -124,3 +124,13 @@ def test_cli_bad_spec_is_one_line_exit_2(tmp_path):
     path = _write(tmp_path, {**TINY, "samples": 0})
     res = CliRunner().invoke(app, ["sweep", str(path), "--out", str(tmp_path / "ds")])
     assert res.exit_code == 2 and "samples" in res.stderr and "Traceback" not in res.output
+
+
+def test_existing_scheduler(tmp_path):
+    from dask.distributed import LocalCluster
+
+    spec = {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
+    assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
+    assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()

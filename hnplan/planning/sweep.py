@@ -339,7 +339,8 @@ def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: s
     Raises
     ------
     InputError
-        For a bad spec or worker count; a point's own failure is recorded in the dataset instead.
+        For a bad spec or worker count, or a scheduler that cannot be reached; a point's own failure is
+        recorded in the dataset instead.
     """
     import contextlib
     import logging
@@ -372,7 +373,10 @@ def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: s
     root = None if scheduler else str(cat.root)
     with contextlib.ExitStack() as stack:
         if scheduler:
-            client = stack.enter_context(Client(scheduler))
+            try:
+                client = stack.enter_context(Client(scheduler, timeout="20s"))
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
             cluster = stack.enter_context(LocalCluster(
                 n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=processes,
