@@ -231,7 +231,7 @@ def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = Non
             case = WhatIfCase(system, model, int(pt["gpus"]), float(pt["tokens"]), plan["tokens_per_s"])
             x = {**base_inputs(case, cat), **{k: float(pt[k]) for k in WHATIF_INPUTS if _given(pt.get(k))}}
             res = evaluate(case, cat, **x)
-            pw = design_power(system, case.gpus, cat, pue=x["pue"])
+            pw = design_power(cat.design(system), case.gpus, pue=x["pue"])
             seconds = units.days_to_s(res["days_to_train"])
             # energy as hnplan.planning.time_to_train: rated facility power x the average training draw
             row.update(x, **res, it_power_w=pw.it_w, facility_power_w=pw.facility_w,
