@@ -89,7 +89,9 @@ def _frozen(u: np.ndarray, axis, catalog: Catalog, name: str) -> np.ndarray:
         kind, low, high, mode = r.distribution, r.low, r.high, r.mode
     else:
         kind, low, high, mode = axis.distribution, axis.low, axis.high, axis.mode
+    assert low is not None and high is not None  # the spec's validator checks the bounds
     if kind == "triangular":
+        assert mode is not None
         dist = stats.triang(c=(mode - low) / (high - low), loc=low, scale=high - low)
     elif kind == "loguniform":
         dist = stats.loguniform(low, high)
