@@ -13,6 +13,7 @@ from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration
 from hnplan.cli import memory_cmd  # noqa: F401  (registration)
 from hnplan.cli import infer_cmd  # noqa: F401  (registration)
 from hnplan.cli import size_cmd  # noqa: F401
+from hnplan.cli import claims_cmd  # noqa: F401  (registration, issue 15)
 
 
 def main() -> None:
