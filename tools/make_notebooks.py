@@ -297,39 +297,6 @@ VALIDATION = [
     ("code", "display(Markdown(provenance(dict(areas=areas))))"),
 ]
 
-# ---------------------------------------------------------------- report suite: claims audit
-CLAIMS_AUDIT = [
-    ("md", "# Claims audit: the supernode seed documents, tested\n\n"
-           "Each quantitative claim of the seed documents (`shared/seeds/README.md`), evaluated with hnplan for "
-           "a stated model and stated designs: holds, does not hold, holds only under named conditions, or "
-           "not testable (and what is missing)."),
-    ("code", "# Parameters (papermill overrides these)\n"
-             "model = \"megatron-1t\"             # a trillion-parameter GPT (data/models)\n"
-             "traditional = \"hgx-h100-ib-ndr\"   # the traditional cluster (data/systems)\n"
-             "supernode = \"gb200-nvl72\"         # the supernode (data/systems)\n"
-             "seed_supernode = \"seed-40card\"    # the seeds' own 40-card node\n"
-             "gpus = 4032                         # GPUs per design\n"
-             "seq_len = 2048                      # sequence length [tokens]\n"
-             "global_batch_seqs = 4032            # sequences per step", "parameters"),
-    ("code", "from IPython.display import Markdown, display\n"
-             "from hnplan import plots\n"
-             "from hnplan.planning.claims import AuditSetup, audit, audit_verdict, claims_table, evidence_frame\n"
-             "from hnplan.reports import provenance\n\n"
-             "claims = audit(AuditSetup(model=model, traditional=traditional, supernode=supernode,\n"
-             "                          seed_supernode=seed_supernode, gpus=gpus, seq_len=seq_len,\n"
-             "                          global_batch_seqs=global_batch_seqs))\n"
-             "display(Markdown(\"## What this means\\n\\n\" + audit_verdict(claims)))"),
-    ("code", "colour = {\"holds\": \"#1a7f37\", \"does not hold\": \"#cf222e\", \"holds only under conditions\": \"#9a6700\",\n"
-             "          \"not testable\": \"#6e7781\"}\n"
-             "display(claims_table(claims).style.map(lambda v: f\"color: {colour.get(v, '')}; font-weight: bold\"\n"
-             "                                       if v in colour else \"\", subset=[\"verdict\"])\n"
-             "        .hide(axis=\"index\").set_table_attributes('id=\"key-table\"'))"),
-    ("code", "plots.show(plots.claims_evidence_bars(evidence_frame(claims)))"),
-    ("code", "display(Markdown(provenance(dict(model=model, traditional=traditional, supernode=supernode,\n"
-             "                                      seed_supernode=seed_supernode, gpus=gpus, seq_len=seq_len,\n"
-             "                                      global_batch_seqs=global_batch_seqs))))"),
-]
-
 INFERENCE_CAPACITY = [
     ("md", "# Inference capacity: latency, throughput, GPUs and $ per million tokens per design\n\n"
            "For a model and a request shape: the throughput-latency frontier of each design's best serving "
@@ -399,5 +366,4 @@ if __name__ == "__main__":
         print("wrote", NB / f"{name}.ipynb")
     nbformat.write(notebook(NETWORK), NB / "network.ipynb")
     nbformat.write(notebook(VALIDATION), NB / "validation.ipynb")
-    nbformat.write(notebook(CLAIMS_AUDIT), NB / "claims_audit.ipynb")
     nbformat.write(notebook(INFERENCE_CAPACITY), NB / "inference_capacity.ipynb")

@@ -39,7 +39,8 @@ class Claim:
     """One audited claim: what the seed says, the experiment, the verdict and the numbers behind it.
 
     ``points`` is the experiment's grid (one row per point, the claim's metric and a boolean ``holds``
-    column); ``numbers`` the headline numbers (threshold, best and worst metric, ...).
+    column; rows shown for context have ``holds`` None); ``numbers`` the headline numbers (threshold,
+    best and worst metric, ...); ``metric``, ``op`` and ``axes`` say which column the verdict reads.
     """
 
     id: str
@@ -50,6 +51,9 @@ class Claim:
     condition: str
     numbers: dict = field(default_factory=dict)
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    metric: str = ""        # the points' column the verdict reads ("" when not testable)
+    op: str = ""            # ">=" or "<="
+    axes: tuple = ()        # the grid's axes, in the order the condition names them
 
     def as_dict(self) -> dict:
         """The JSON shape of ``hnplan claims --json`` (keys :data:`JSON_KEYS`)."""

@@ -113,7 +113,8 @@ def _claim(cid, seeds, text, experiment, pts, axes, metric, op, thr, numbers=Non
     nums = {"threshold": thr, f"{metric}_min": float(m.min()), f"{metric}_max": float(m.max()),
             "points": int(pts["holds"].notna().sum()), "points_holding": int((pts["holds"] == True).sum())}  # noqa: E712
     nums.update(numbers or {})
-    return Claim(cid, seed_files(*seeds), text, " ".join(experiment.split()), verdict, cond, nums, pts)
+    return Claim(cid, seed_files(*seeds), text, " ".join(experiment.split()), verdict, cond, nums, pts, metric, op,
+                 tuple(axes))
 
 
 def _grid_text(s: AuditSetup, models, gpus) -> str:

@@ -11,7 +11,7 @@ from hnplan.plots.common import (  # noqa: F401
 )
 from hnplan.plots.roofline import roofline  # noqa: F401
 from hnplan.plots.validation import parity_plot  # noqa: F401
-from hnplan.plots.claims import claims_evidence_bars  # noqa: F401
+from hnplan.plots.claims import claim_figure  # noqa: F401
 from hnplan.plots.procurement import mc_histogram, mix_bars, tornado_chart  # noqa: F401  (issue 8)
 from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401
 from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
