@@ -267,19 +267,22 @@ def claims_table(claims: list[Claim]) -> pd.DataFrame:
 
 
 def audit_summary(claims: list[Claim]) -> str:
-    """The "What this means" text, generated from the verdicts: counts, then the claims in each class."""
+    """The "What this means" text, generated from the verdicts: the counts, then each claim's verdict
+    with its condition (where it flips, or what is missing), grouped by verdict; and, where the audit
+    ran both baselines, the speed-up the same chip gives against the one an older chip gives."""
     counts = pd.Series([c.verdict for c in claims]).value_counts()
-    head = f"Of {len(claims)} claims: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)) + "."
-    lines = [head]
+    lines = [f"Of {len(claims)} claims: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)) + "."]
     for v in VERDICTS:
-        ids = [c.id for c in claims if c.verdict == v]
-        if ids:
-            lines.append(f"- **{v}**: " + ", ".join(f"`{i}`" for i in ids))
-    same = [c for c in claims if "same_chip_speedup" in c.numbers and "chip_and_fabric_speedup" in c.numbers]
-    for c in same:
-        lines.append(f"- `{c.id}`: against the same chip the supernode is {c.numbers['same_chip_speedup']:.2f}x "
-                     f"faster; against the older chip {c.numbers['chip_and_fabric_speedup']:.2f}x: "
-                     f"the difference is the chip, not the fabric.")
+        group = [c for c in claims if c.verdict == v]
+        if group:
+            lines.append(f"\n**{v.capitalize()}** ({len(group)}):")
+            lines += [f"- `{c.id}` ({c.claim}): {c.condition}" for c in group]
+    for c in claims:
+        if "same_chip_speedup" in c.numbers and "chip_and_fabric_speedup" in c.numbers:
+            lines.append(f"\nAt equal GPU counts the supernode's median speed-up is {c.numbers['same_chip_speedup']:.2f}x "
+                         f"over servers with the same chip and {c.numbers['chip_and_fabric_speedup']:.2f}x over "
+                         f"servers with the older chip (`{c.id}`): the difference between the two is the chip's, "
+                         "not the fabric's.")
     return "\n".join(lines)
 
 

@@ -274,14 +274,20 @@ def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
     tokens = ref["tokens_per_s"] * units.days_to_s(30)
     pts = grid(cat, s, [s.supernode], [s.trillion_model], s.trillion_gpus)
     pts["days"] = units.s_to_days(tokens / pts["tokens_per_s"])
+    seed = plan_point(cat, s.trillion_model, s.seed_supernode, 1280, s)  # the seed's own design: context only
+    seed_days = units.s_to_days(tokens / seed["tokens_per_s"])
     nums = {"baseline_tokens_per_s_4096": ref["tokens_per_s"], "token_budget": tokens,
             "needed_per_gpu_ratio": 4096 * 30 / (1280 * 7)}
     at = pts[pts["gpus"] == min(s.trillion_gpus)]
     if len(at):
         nums["modelled_per_gpu_ratio"] = float(at["tokens_per_s"].iloc[0] / at["gpus"].iloc[0] / (ref["tokens_per_s"] / 4096))
-    return _claim(*TRILLION, f"{trillion_llm.__doc__.strip()} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
-                  f"{s.supernode} at {', '.join(f'{g:,}' for g in s.trillion_gpus)} GPUs", pts, ["gpus"], "days", "<=", 7.0,
-                  nums, unit=" days")
+    nums["seed_design_days_1280"] = seed_days
+    c = _claim(*TRILLION, f"{trillion_llm.__doc__.strip()} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
+               f"{s.supernode} at {', '.join(f'{g:,}' for g in s.trillion_gpus)} GPUs; the seed's own {s.seed_supernode} "
+               "at 1,280 GPUs shown beside (its card's figures are the seed's, not a datasheet's: not judged)",
+               pts, ["gpus"], "days", "<=", 7.0, nums, unit=" days")
+    c.points = pd.concat([c.points, pd.DataFrame([{**seed, "days": seed_days, "holds": None}])], ignore_index=True)
+    return c
 
 
 def _nic(cat, s):
