@@ -13,9 +13,20 @@ from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.compute import param_counts
 from hnplan.planning import claims_training as ct
-from hnplan.planning.claims import (JSON_KEYS, SEED_FILES, VERDICTS, AuditSetup, audit, audit_summary, claim_ids,
-                                    claims_table, decide, verdict_points)
+from hnplan.planning.claims import (
+    JSON_KEYS,
+    SEED_FILES,
+    VERDICTS,
+    AuditSetup,
+    audit,
+    audit_summary,
+    claim_ids,
+    claims_table,
+    decide,
+    verdict_points,
+)
 from hnplan.planning.training import ParallelPlan, estimate_training_step
+
 from nbparams import SMALL_PARAMS
 from nbutil import plotly_divs, run_notebook
 
@@ -154,8 +165,12 @@ def test_seed_node_is_not_checked_against_itself(claims):
 
 
 def test_density_rdma_and_cxl_numbers(claims):
-    # NVL72: 72 GPUs x 5,000 TFLOPS fp8 per rack; HGX B200: 16 GPUs x 4,500 per rack -> 360 / 72 = 5.0
-    assert claims["compute-density-3x"].points["density_ratio_per_rack"].dropna().iloc[-1] == pytest.approx(5.0)
+    # NVL72: 72 GPUs x 5,000 TFLOPS fp8 = 360 PFLOPS per rack; an HGX B200 server: 8 x 4,500 = 36 PFLOPS
+    # at 14.3 kW, so 2 per 40 kW air-cooled rack (ratio 5.0) and 9 per 140 kW liquid-cooled rack (1.11)
+    c = claims["compute-density-3x"]
+    assert c.points["density_ratio"].tolist() == pytest.approx([360 / (36 * n) for n in range(1, 10)])
+    assert (c.numbers["servers_per_rack_air"], c.numbers["servers_per_rack_liquid"]) == (2, 9)
+    assert c.verdict == "holds under conditions" and "at most 3 servers per rack" in c.condition
     # RoCE at 100 Gb/s: 12.5 GB/s x 0.92 = 11.5 GB/s; 5x over TCP needs TCP at 2.3 GB/s
     n = claims["allreduce-rdma-5-8x-over-tcp"].numbers
     assert (n["rdma_busbw_GBps_at_100g"], n["tcp_busbw_GBps_for_5x"]) == pytest.approx((11.5, 2.3))

@@ -24,8 +24,8 @@ def claims(
     """Audit every numeric claim of the seed documents: the experiment, the verdict computed from the
     planners' numbers (holds / does not hold / holds under conditions / not testable) and its condition."""
     with handle_errors():
-        from hnplan.planning.claims import audit, claim_ids
         from hnplan.errors import InputError
+        from hnplan.planning.claims import audit, claim_ids
 
         if only:
             unknown = sorted(set(only) - set(claim_ids()))

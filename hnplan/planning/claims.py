@@ -91,7 +91,8 @@ def fmt_axis(name: str, value) -> str:
     return str(value)
 
 
-_AXIS_WORDS = {"params": ("models of", "parameters"), "gpus": ("", "GPUs"), "nic_gbps": ("NICs of", "per GPU")}
+_AXIS_WORDS = {"params": ("models of", "parameters"), "gpus": ("", "GPUs"), "nic_gbps": ("NICs of", "per GPU"),
+               "servers_per_rack": ("", "servers per rack")}
 
 
 def _bound_text(axis: str, op: str, value) -> str:

@@ -81,25 +81,24 @@ DENSITY = ("compute-density-3x", ("001", "002"), "FP8 compute density rises 3x (
 
 
 def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
-    """Dense FP8 PFLOPS per rack of the supernode over the same-generation server design (catalog peaks and
-    GPUs per rack), and per kW of unit power."""
-    rows = []
-    for sid in (s.supernode, s.traditional):
-        sy = cat.system(sid)
-        acc = cat.accelerator(sy.accelerator)
-        pf = acc.dense_tflops.get("fp8", np.nan) / 1e3
-        rows.append({"system": sid, "fp8_pflops_per_rack": pf * sy.gpus_per_rack,
-                     "fp8_pflops_per_kw": pf * sy.unit_gpus / sy.unit_power_kw})
+    """Dense FP8 PFLOPS per rack of the supernode over the same-generation server design, over the servers
+    one rack holds: from one up to what the facility's rack power limit allows air-cooled and liquid-cooled
+    (facility.yaml rack_limit_kw_air / rack_limit_kw_liquid over the server's unit power)."""
+    from hnplan.power import rack_limit_w
+
+    sup, srv = cat.system(s.supernode), cat.system(s.traditional)
+    pf = {sy.id: cat.accelerator(sy.accelerator).dense_tflops.get("fp8", np.nan) / 1e3 for sy in (sup, srv)}
+    sup_rack = pf[sup.id] * sup.gpus_per_rack
+    most = int(rack_limit_w(srv.model_copy(update={"cooling": "liquid"}), cat) // units.kw_to_w(srv.unit_power_kw))
+    air = int(rack_limit_w(srv.model_copy(update={"cooling": "air"}), cat) // units.kw_to_w(srv.unit_power_kw))
+    rows = [{"servers_per_rack": n, "cooling_needed": "air" if n <= air else "liquid",
+             "supernode_pflops_per_rack": sup_rack, "server_pflops_per_rack": pf[srv.id] * srv.unit_gpus * n,
+             "density_ratio": sup_rack / (pf[srv.id] * srv.unit_gpus * n)} for n in range(1, max(most, 1) + 1)]
     pts = pd.DataFrame(rows)
-    ratio = pts["fp8_pflops_per_rack"].iloc[0] / pts["fp8_pflops_per_rack"].iloc[1]
-    kw_ratio = pts["fp8_pflops_per_kw"].iloc[0] / pts["fp8_pflops_per_kw"].iloc[1]
-    one = pd.DataFrame([{"comparison": f"{s.supernode} / {s.traditional}", "density_ratio_per_rack": ratio,
-                         "density_ratio_per_kw": kw_ratio}])
-    c = _claim(*DENSITY, f"{compute_density.__doc__.strip()} {s.supernode} against {s.traditional}", one, ["comparison"],
-               "density_ratio_per_rack", ">=", 3.0, {"density_ratio_per_kw": float(kw_ratio)})
-    c.points = pd.concat([pts, one], ignore_index=True)
-    c.points["holds"] = c.points["density_ratio_per_rack"].ge(3.0).where(c.points["density_ratio_per_rack"].notna())
-    return c
+    return _claim(*DENSITY, f"{compute_density.__doc__.strip()} {s.supernode} ({sup.gpus_per_rack} GPUs per rack) "
+                  f"against {s.traditional} ({srv.unit_gpus} GPUs and {srv.unit_power_kw:g} kW per server)", pts,
+                  ["servers_per_rack"], "density_ratio", ">=", 3.0,
+                  {"servers_per_rack_air": air, "servers_per_rack_liquid": most})
 
 
 SCORING = ("scoring-32k-per-node-8ms", ("000",), "One node serves 32,000 credit-scoring requests per second within 8 ms")

@@ -9,7 +9,8 @@ from hnplan.plots.common import PALETTE
 
 _VERDICT_COLOURS = {"holds": "#1a7f37", "does not hold": "#cf222e", "holds under conditions": "#9a6700",
                     "not testable": "#6e7781"}
-_LABELS = {"gpus": "GPUs", "params": "model parameters", "nic_gbps": "NIC rate [Gb/s]"}
+_LABELS = {"gpus": "GPUs", "params": "model parameters", "nic_gbps": "NIC rate [Gb/s]",
+           "servers_per_rack": "servers per rack"}
 
 
 def _title(claim) -> str:
@@ -32,7 +33,7 @@ def claim_figure(claim) -> go.Figure | None:
     thr = claim.numbers.get("threshold")
     if claim.metric and claim.metric in pts:
         axes = list(claim.axes)
-        numeric = [a for a in axes if a in ("gpus", "params", "nic_gbps")]
+        numeric = [a for a in axes if a in ("gpus", "params", "nic_gbps", "servers_per_rack")]
         x = "gpus" if "gpus" in numeric else (numeric[0] if numeric else axes[0])
         series = "model" if ("params" in axes and x != "params" and "model" in pts) else None
         groups = pts.groupby(series, sort=False) if series else [(claim.metric, pts)]
