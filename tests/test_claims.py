@@ -45,7 +45,8 @@ REQUIRED = {
     "grad-sync-rdma-minus-65": "002", "allreduce-rdma-5-8x-over-tcp": "000", "utilisation-40-to-70": "000",
     "fragmentation-below-30": "000", "vision-10t-45-to-9-days": "000", "trillion-llm-1280-gpus-7-days": "001",
     "seed-node-40-cards": "001", "scoring-32k-per-node-8ms": "000", "nic-200g-enough": "000",
-    "nic-100g-pfc-enough": "002", "storage-1m-iops": "000",
+    "nic-100g-pfc-enough": "002", "storage-1m-iops": "000", "vision-10t-comm-62-to-15": "000",
+    "vision-10t-mfu-38-to-72": "000", "compute-density-3x": "001",
     # named by issue 15
     "cross-node-share-30": "002", "comm-loss-100b-40": "002", "comm-compute-1-9-at-10k": "001",
     "training-cost-60": "001", "hot-swap-no-downtime": "001", "deploy-hours-not-weeks": "001",

@@ -84,13 +84,12 @@ def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
     """Dense FP8 PFLOPS per rack of the supernode over the same-generation server design, over the servers
     one rack holds: from one up to what the facility's rack power limit allows air-cooled and liquid-cooled
     (facility.yaml rack_limit_kw_air / rack_limit_kw_liquid over the server's unit power)."""
-    from hnplan.power import rack_limit_w
-
     sup, srv = cat.system(s.supernode), cat.system(s.traditional)
     pf = {sy.id: cat.accelerator(sy.accelerator).dense_tflops.get("fp8", np.nan) / 1e3 for sy in (sup, srv)}
     sup_rack = pf[sup.id] * sup.gpus_per_rack
-    most = int(rack_limit_w(srv.model_copy(update={"cooling": "liquid"}), cat) // units.kw_to_w(srv.unit_power_kw))
-    air = int(rack_limit_w(srv.model_copy(update={"cooling": "air"}), cat) // units.kw_to_w(srv.unit_power_kw))
+    fac = cat.facility
+    air = int(fac.rack_limit_kw_air.value // srv.unit_power_kw) if fac.rack_limit_kw_air else 1
+    most = int(fac.rack_limit_kw_liquid.value // srv.unit_power_kw) if fac.rack_limit_kw_liquid else air
     rows = [{"servers_per_rack": n, "cooling_needed": "air" if n <= air else "liquid",
              "supernode_pflops_per_rack": sup_rack, "server_pflops_per_rack": pf[srv.id] * srv.unit_gpus * n,
              "density_ratio": sup_rack / (pf[srv.id] * srv.unit_gpus * n)} for n in range(1, max(most, 1) + 1)]
