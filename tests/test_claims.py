@@ -132,6 +132,16 @@ def test_same_chip_baseline_differs_from_the_supernode_only_in_the_scaleup_domai
     assert (b.scaleup_domain_gpus, s.scaleup_domain_gpus) == (8, 72)
 
 
+def test_traditional_claims_run_over_the_nic_rate(claims):
+    pts = claims["comm-share-traditional"].points
+    assert sorted(pts["nic_gbps"].unique()) == [100.0, 400.0]
+    # at the baseline's own rate the grid point is the baseline itself
+    base = ct.same_chip_baseline(CAT, "hgx-b200-ib-xdr", "gb200-nvl72")
+    assert ct.with_nic(base, 400) is base
+    row = pts[(pts["nic_gbps"] == 400) & (pts["gpus"] == 576) & (pts["model"] == "megatron-18.4b")].iloc[0]
+    assert row["comm_share"] == pytest.approx(ct.plan_point(CAT, "megatron-18.4b", base, 576, SMALL)["comm_share"])
+
+
 def test_comm_reduction_reports_the_chip_separately(claims):
     n = claims["comm-reduction-80"].numbers
     # against an older chip the supernode looks much faster than against the same chip

@@ -220,6 +220,7 @@ class AuditSetup:
     trillion_model: str = "megatron-1t"
     trillion_gpus: tuple = (1296, 2592, 4104)  # 18, 36, 57 racks: 1,296 is the nearest rack count to 1,280
     nic_gbps: tuple = (100, 200, 400)
+    traditional_nic_gbps: tuple = (100, 400)  # the fabric axis of the claims about "traditional" clusters
     nic_models: tuple = ("megatron-18.4b", "megatron-145.6b", "megatron-1t")
     nic_gpus: tuple = (576, 2304)
     nic_tolerance: float = 0.10               # a NIC rate is "enough" within 10 % of the fastest one's step

@@ -35,9 +35,12 @@ def claim_figure(claim) -> go.Figure | None:
         axes = list(claim.axes)
         numeric = [a for a in axes if a in ("gpus", "params", "nic_gbps", "servers_per_rack")]
         x = "gpus" if "gpus" in numeric else (numeric[0] if numeric else axes[0])
-        series = "model" if ("params" in axes and x != "params" and "model" in pts) else None
+        series = [("model" if a == "params" and "model" in pts else a) for a in axes if a != x]
         groups = pts.groupby(series, sort=False) if series else [(claim.metric, pts)]
-        for i, (name, g) in enumerate(groups):
+        for i, (key, g) in enumerate(groups):
+            key = key if isinstance(key, tuple) else (key,)
+            name = ", ".join(f"{k:g} Gb/s" if a == "nic_gbps" else str(k) for a, k in zip(series, key)) if series \
+                else str(key[0])
             g = g.sort_values(x)
             colour = PALETTE[i % len(PALETTE)]
             ctx = g["holds"].isna()
@@ -53,7 +56,7 @@ def claim_figure(claim) -> go.Figure | None:
                           annotation_text=f"claim: {claim.metric} {claim.op} {thr:g}")
         if x in ("gpus", "params"):
             fig.update_xaxes(type="log")
-        fig.update_layout(xaxis_title=_LABELS.get(x, x), yaxis_title=claim.metric, legend_title=series or "")
+        fig.update_layout(xaxis_title=_LABELS.get(x, x), yaxis_title=claim.metric, legend_title=", ".join(series))
     else:
         label = pts.columns[0]
         for i, col in enumerate(c for c in pts.columns[1:] if pd.api.types.is_numeric_dtype(pts[c])
