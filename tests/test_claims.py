@@ -190,6 +190,24 @@ def test_density_rdma_and_cxl_numbers(claims):
     assert (n["largest_model_params_whose_state_fits"], n["pool_tb_per_node"]) == pytest.approx((8e12, 4.0))
 
 
+def test_rdma_claims_become_testable_with_a_tcp_transport(tmp_path):
+    # a TCP transport at a sixth of RoCE's efficiency and the same latencies: large buffers run 6x slower
+    path = tmp_path / "tcp-100g.yaml"
+    path.write_text("id: tcp-100g\nname: NCCL over kernel TCP (test)\nkind: scale-out\ntechnology: kernel TCP\n"
+                    f"bw_efficiency: {0.92 / 6}\nlink_latency_ns: 200\nswitch_latency_ns: 600\n"
+                    "software_overhead_us: 4.0\nsource: test entry of the claims audit\n"
+                    "assumptions: {bw_efficiency: test value, software_overhead_us: test value}\n")
+    setup = AuditSetup(tcp_interconnect=str(path))
+    c5, c65 = audit(setup, only=["allreduce-rdma-5-8x-over-tcp", "grad-sync-rdma-minus-65"])
+    # ring: 2(p-1) alpha + 2(p-1)/p n / (12.5 GB/s x eff); alpha = 4 us + 4 x 200 ns + 3 x 600 ns = 6.6 us
+    for _, r in c5.points.iterrows():
+        n, p = r["size_bytes"], r["ranks"]
+        t = [2 * (p - 1) * 6.6e-6 + 2 * (p - 1) / p * n / (12.5e9 * e) for e in (0.92, 0.92 / 6)]
+        assert (r["rdma_s"], r["tcp_s"], r["speedup"]) == pytest.approx((t[0], t[1], t[1] / t[0]))
+    assert np.allclose(c65.points["time_cut"], 1 - 1 / c5.points["speedup"])
+    assert c5.verdict in ("holds", "holds under conditions") and c65.verdict in ("holds", "holds under conditions")
+
+
 def test_standin_10t_has_ten_trillion_parameters():
     m = ct.standin_10t(CAT)
     # 12 L h^2 = 12 x 320 x 51,200^2 = 1.0066e13, plus embeddings (51,200 + 2,048) x 51,200

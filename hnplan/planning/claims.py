@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 
@@ -88,11 +89,16 @@ def fmt_axis(name: str, value) -> str:
         return f"{int(value):,}"
     if name == "nic_gbps":
         return f"{value:g} Gb/s"
+    if name == "size_bytes":
+        return units.format_size(value)
+    if name == "ranks":
+        return f"{int(value):,}"
     return str(value)
 
 
 _AXIS_WORDS = {"params": ("models of", "parameters"), "gpus": ("", "GPUs"), "nic_gbps": ("NICs of", "per GPU"),
-               "servers_per_rack": ("", "servers per rack")}
+               "servers_per_rack": ("", "servers per rack"), "size_bytes": ("buffers of", ""),
+               "ranks": ("", "ranks")}
 
 
 def _bound_text(axis: str, op: str, value) -> str:
@@ -231,6 +237,7 @@ class AuditSetup:
     seqs_per_gpu: int = 1
     dtype: str = "bf16"
     storage: str = "ddn-ai400x2"
+    tcp_interconnect: str | None = None       # kernel-TCP transport for the RDMA claims; None: look in the catalog
     reliability_gpus: int = 1280
 
 

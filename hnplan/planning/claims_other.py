@@ -10,6 +10,7 @@ import pandas as pd
 from hnplan import storage as sto
 from hnplan import units
 from hnplan.catalog.loader import Catalog
+from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, cluster_utilisation, seed_files
 from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
@@ -33,31 +34,66 @@ def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None
 
 
 TCP = ("allreduce-rdma-5-8x-over-tcp", ("000",), "At 100 Gb/s, RDMA makes AllReduce 5-8x more efficient (than TCP/IP)")
+GRAD = ("grad-sync-rdma-minus-65", ("002",), "With RDMA, gradient synchronisation time in distributed training falls by 65%")
+TCP_MISSING = ("missing: the bus-bandwidth efficiency and per-message overhead of NCCL over kernel TCP sockets (an "
+               "interconnect entry whose technology names TCP, from a published measurement, or "
+               "AuditSetup.tcp_interconnect)")
+
+
+def tcp_transport(cat: Catalog, s: AuditSetup):
+    """The kernel-TCP transport the RDMA claims compare with: ``s.tcp_interconnect`` (id or YAML path), else
+    the first catalog interconnect whose ``technology`` names TCP, else None."""
+    if s.tcp_interconnect:
+        return cat.interconnect(s.tcp_interconnect)
+    return next((ic for ic in cat.entries("interconnects") if "tcp" in ic.technology.lower()), None)
+
+
+def _alpha_s(ic) -> float:
+    """Latency of one ring step over a two-tier network: software overhead, 4 link and 3 switch hops [s]."""
+    return units.us_to_s(ic.software_overhead_us) + units.ns_to_s(4 * ic.link_latency_ns + 3 * ic.switch_latency_ns)
+
+
+def rdma_tcp_grid(cat: Catalog, s: AuditSetup, tcp) -> pd.DataFrame:
+    """Ring all-reduce time at 100 Gb/s per rank over RDMA (``roce-400g``'s efficiency and latencies) and
+    over ``tcp``, over buffer size (1 MiB to 1 GiB) and ranks (8 to 512): ``speedup`` = TCP / RDMA time."""
+    rdma = cat.interconnect("roce-400g")
+    line = units.gbps_to_Bps(100.0)
+    rows = []
+    for n in (2.0**20, 2.0**26, 2.0**30):
+        for p in (8, 64, 512):
+            t = {k: ring_allreduce_time(n, p, line * ic.bw_efficiency, _alpha_s(ic)) for k, ic in (("rdma", rdma), ("tcp", tcp))}
+            rows.append({"size_bytes": n, "ranks": p, "rdma_s": t["rdma"], "tcp_s": t["tcp"], "speedup": t["tcp"] / t["rdma"],
+                         "time_cut": 1 - t["rdma"] / t["tcp"]})
+    return pd.DataFrame(rows)
 
 
 def rdma_vs_tcp(cat: Catalog, s: AuditSetup) -> Claim:
-    """Large-message all-reduce bus bandwidth at 100 Gb/s over RDMA against the same over kernel TCP."""
+    """Ring all-reduce time over kernel TCP / over RDMA at 100 Gb/s per rank, over buffer size and ranks."""
     rdma = cat.interconnect("roce-400g")
     eff = rdma.bw_efficiency
     busbw = units.Bps_to_GBps(units.gbps_to_Bps(100.0)) * eff
     nums = {"rdma_busbw_GBps_at_100g": busbw, "tcp_busbw_GBps_for_5x": busbw / 5, "tcp_busbw_GBps_for_8x": busbw / 8,
             "tcp_efficiency_for_5x": eff / 5, "tcp_efficiency_for_8x": eff / 8}
-    return _untestable(*TCP, f"{rdma_vs_tcp.__doc__} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
-                       "missing: the bus-bandwidth efficiency and per-message overhead of NCCL over kernel TCP "
-                       "sockets (an interconnect entry for a TCP transport, from a published measurement); the "
-                       f"claim holds if that efficiency is between {eff / 8:.3f} and {eff / 5:.3f} of line rate", nums)
-
-
-GRAD = ("grad-sync-rdma-minus-65", ("002",), "With RDMA, gradient synchronisation time in distributed training falls by 65%")
+    tcp = tcp_transport(cat, s)
+    if tcp is None:
+        return _untestable(*TCP, f"{rdma_vs_tcp.__doc__} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
+                           f"{TCP_MISSING}; for large buffers the claim holds if that efficiency is between "
+                           f"{eff / 8:.3f} and {eff / 5:.3f} of line rate", nums)
+    return _claim(*TCP, f"{rdma_vs_tcp.__doc__} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
+                  ["size_bytes", "ranks"], "speedup", ">=", 5.0, nums)
 
 
 def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
-    """Data-parallel gradient all-reduce time over RDMA against the same over kernel TCP."""
+    """1 - ring all-reduce time over RDMA / over kernel TCP at 100 Gb/s per rank (the gradient
+    synchronisation of data parallelism), over buffer size and ranks."""
     eff = cat.interconnect("roce-400g").bw_efficiency
-    return _untestable(*GRAD, grad_sync.__doc__, "missing: the bus-bandwidth efficiency and per-message overhead of "
-                       "NCCL over kernel TCP sockets; for bandwidth-bound gradients a 65% cut means TCP reaches "
-                       f"{0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}",
-                       {"rdma_efficiency": eff, "tcp_efficiency_for_65pct": 0.35 * eff})
+    nums = {"rdma_efficiency": eff, "tcp_efficiency_for_65pct": 0.35 * eff}
+    tcp = tcp_transport(cat, s)
+    if tcp is None:
+        return _untestable(*GRAD, grad_sync.__doc__, f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
+                           f"means TCP reaches {0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}", nums)
+    return _claim(*GRAD, f"{grad_sync.__doc__} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
+                  ["size_bytes", "ranks"], "time_cut", ">=", 0.65, nums)
 
 
 SEED_NODE = ("seed-node-40-cards", ("001",), "One node of 40 cards: 28 PFLOPS FP8, 5.76 TB HBM3, 150 kW, PUE below 1.1")

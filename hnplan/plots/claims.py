@@ -10,7 +10,7 @@ from hnplan.plots.common import PALETTE
 _VERDICT_COLOURS = {"holds": "#1a7f37", "does not hold": "#cf222e", "holds under conditions": "#9a6700",
                     "not testable": "#6e7781"}
 _LABELS = {"gpus": "GPUs", "params": "model parameters", "nic_gbps": "NIC rate [Gb/s]",
-           "servers_per_rack": "servers per rack"}
+           "servers_per_rack": "servers per rack", "size_bytes": "buffer [bytes]", "ranks": "ranks"}
 
 
 def _title(claim) -> str:
@@ -33,8 +33,8 @@ def claim_figure(claim) -> go.Figure | None:
     thr = claim.numbers.get("threshold")
     if claim.metric and claim.metric in pts:
         axes = list(claim.axes)
-        numeric = [a for a in axes if a in ("gpus", "params", "nic_gbps", "servers_per_rack")]
-        x = "gpus" if "gpus" in numeric else (numeric[0] if numeric else axes[0])
+        numeric = [a for a in axes if a in ("gpus", "params", "nic_gbps", "servers_per_rack", "size_bytes", "ranks")]
+        x = next((a for a in ("gpus", "size_bytes") if a in numeric), numeric[0] if numeric else axes[0])
         series = [("model" if a == "params" and "model" in pts else a) for a in axes if a != x]
         groups = pts.groupby(series, sort=False) if series else [(claim.metric, pts)]
         for i, (key, g) in enumerate(groups):
@@ -54,7 +54,7 @@ def claim_figure(claim) -> go.Figure | None:
         if thr is not None:
             fig.add_hline(y=thr, line_dash="dash", line_color=_VERDICT_COLOURS[claim.verdict],
                           annotation_text=f"claim: {claim.metric} {claim.op} {thr:g}")
-        if x in ("gpus", "params"):
+        if x in ("gpus", "params", "size_bytes"):
             fig.update_xaxes(type="log")
         fig.update_layout(xaxis_title=_LABELS.get(x, x), yaxis_title=claim.metric, legend_title=", ".join(series))
     else:
