@@ -175,6 +175,14 @@ def test_seed_node_is_not_checked_against_itself(claims):
             c.numbers["implied_kw_per_card"]) == pytest.approx((700, 144, 3.75))
 
 
+def test_seed_node_becomes_testable_only_with_sourced_card_figures():
+    from hnplan.planning.claims_other import _seed_derived
+
+    seed, b200 = CAT.accelerator("seed-40card-accelerator"), CAT.accelerator("b200")
+    assert [_seed_derived(seed, f) for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w")] == [True, True, True]
+    assert [_seed_derived(b200, f) for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w")] == [False, False, False]
+
+
 def test_density_rdma_and_cxl_numbers(claims):
     # NVL72: 72 GPUs x 5,000 TFLOPS fp8 = 360 PFLOPS per rack; an HGX B200 server: 8 x 4,500 = 36 PFLOPS
     # at 14.3 kW, so 2 per 40 kW air-cooled rack (ratio 5.0) and 9 per 140 kW liquid-cooled rack (1.11)

@@ -99,18 +99,35 @@ def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
 SEED_NODE = ("seed-node-40-cards", ("001",), "One node of 40 cards: 28 PFLOPS FP8, 5.76 TB HBM3, 150 kW, PUE below 1.1")
 
 
+def _seed_derived(acc, field: str) -> bool:
+    """True when an accelerator field's value is an assumption or derived from a seed document."""
+    head = field.split(".")[0]
+    keys = [k for k in (*acc.assumptions, *acc.field_sources) if k in (field, head)]
+    if any(k in acc.assumptions for k in keys):
+        return True
+    cites = " ".join(acc.field_sources.get(k, "") for k in keys) or acc.source
+    return "seed" in cites.lower()
+
+
 def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
-    """Per-card figures implied by the node totals, beside the catalog's sourced accelerators."""
+    """The node's peak and memory as sums over its cards (40 x dense FP8 peak >= 28 PFLOPS, 40 x HBM >= 5.76
+    TB), when the card's figures come from a source other than the seed; the PUE needs a metered value."""
     sysm = cat.system(s.seed_supernode)
+    acc = cat.accelerator(sysm.accelerator)
     accs = [a for a in cat.entries("accelerators") if a.id != sysm.accelerator]
-    top_tdp = max(a.tdp_w for a in accs)
     nums = {"implied_fp8_tflops_per_card": 28e3 / 40, "implied_hbm_gb_per_card": 5760 / 40,
-            "implied_kw_per_card": 150 / 40, "highest_sourced_tdp_kw": top_tdp / 1e3}
-    return _untestable(*SEED_NODE, f"{seed_node.__doc__} The catalog's {sysm.accelerator} was built by dividing the "
-                       "seed's totals by 40, so multiplying it back would test nothing.",
-                       "missing: a datasheet of the node's accelerator (part, dense FP8 peak, HBM capacity, TDP) "
-                       "independent of the seed's totals, and a metered annual PUE of an installed node; with them "
-                       "the node's peak, memory and power are sums of sourced parts", nums)
+            "implied_kw_per_card": 150 / 40, "highest_sourced_tdp_kw": max(a.tdp_w for a in accs) / 1e3}
+    derived = [f for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w") if _seed_derived(acc, f)]
+    if derived:
+        return _untestable(*SEED_NODE, f"{seed_node.__doc__} {acc.id}", "missing: a datasheet of the node's "
+                           f"accelerator independent of the seed's totals: {', '.join(derived)} of {acc.id} are "
+                           "derived from the seed or assumed, so multiplying them back by 40 would test nothing; and "
+                           "a metered annual PUE of an installed node", nums)
+    pts = pd.DataFrame([{"card": acc.id, "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / 1e3,
+                         "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / 1e3}])
+    pts["margin"] = np.minimum(pts["node_fp8_pflops"] / 28.0, pts["node_hbm_tb"] / 5.76) - 1
+    return _claim(*SEED_NODE, f"{seed_node.__doc__} {acc.id} (PUE not judged: no metered value)", pts, ["card"],
+                  "margin", ">=", 0.0, nums)
 
 
 DENSITY = ("compute-density-3x", ("001", "002"), "FP8 compute density rises 3x (001); node compute density rises 3-5x (002)")
