@@ -24,7 +24,7 @@ def _busbw(cat, system, gpus, op="allreduce", algorithm=None, **update):
     s = cat.system(system)
     if update:
         s = s.model_copy(update=update)
-    r = collective(op, LARGE, place_group(s, gpus, 1, gpus, cat), algorithm)
+    r = collective(op, LARGE, place_group(cat.design(s), gpus, 1, gpus), algorithm)
     return float(r.busbw_Bps[0]) / 1e9, float(r.algbw_Bps[0]) / 1e9
 
 
