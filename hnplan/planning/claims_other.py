@@ -227,7 +227,7 @@ def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
     """Downtime a synchronous training job suffers per hardware interruption (restart + half a checkpoint
     interval of lost work, reliability model) on the seed's node with hot swap and one-card failure unit,
     and the same node without them; and the spare GPUs each keeps for 99% availability."""
-    from hnplan.reliability import estimate_reliability
+    from hnplan.planning.design import estimate_reliability
 
     sy = cat.system(s.seed_supernode)
     cold = sy.model_copy(update=dict(id=f"{sy.id}-no-hot-swap", hot_swap=False, failure_unit_gpus=sy.node_gpus,
@@ -258,7 +258,7 @@ def deploy(cat: Catalog, s: AuditSetup) -> Claim:
     for sid in (s.supernode, s.traditional, s.seed_supernode):
         sy = cat.system(sid)
         g = sy.unit_gpus * max(1, 1280 // sy.unit_gpus)
-        b = scaleout_bom(sy, g, cat)
+        b = scaleout_bom(cat.design(sy), g)
         rows.append({"system": sid, "gpus": g, "cables_per_gpu": b.cables / g, "transceivers_per_gpu": b.transceivers / g,
                      "deploy_days_in_catalog": sy.deploy_days})
     return _untestable(*DEPLOY, deploy.__doc__.strip(), "missing: sourced install rates per bill-of-materials item "

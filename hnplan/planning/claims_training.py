@@ -350,7 +350,7 @@ COST = ("training-cost-60", ("001",), "An internet company cut model training co
 def training_cost(cat: Catalog, s: AuditSetup) -> Claim:
     """1 - cost per token on the supernode / cost per token on the same-generation server design (both
     catalog systems with their prices: $/GPU-hour from the TCO model x GPUs / tokens per hour)."""
-    from hnplan.cost import tco_summary
+    from hnplan.planning.design import tco_summary
 
     rows = []
     for sid in (s.supernode, s.traditional):
