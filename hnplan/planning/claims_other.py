@@ -12,7 +12,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
-from hnplan.planning.claims import AuditSetup, Claim, cluster_utilisation, seed_files
+from hnplan.planning.claims import AuditSetup, Claim, cluster_available, cluster_utilisation, seed_files
 from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
 NOT_TESTABLE = "not testable"
@@ -301,9 +301,11 @@ def _cluster_claim(spec, doc):
     def run(cat: Catalog, s: AuditSetup) -> Claim:
         pts = cluster_utilisation(cat, s, spec[0])
         if pts is None:
-            return _untestable(*spec, doc, "needs the shared-cluster simulation (jobs arriving over "
-                               "time, allocated to pooled or partitioned GPUs, measured as allocated GPU-hours over "
-                               "installed GPU-hours), which hnplan does not have yet")
+            what = ("the audit does not run hnplan.cluster's simulation" if cluster_available()
+                    else "hnplan has none")
+            return _untestable(*spec, doc, "needs the shared-cluster simulation (jobs arriving over time, allocated "
+                               "to pooled or partitioned GPUs, measured as allocated GPU-hours over installed "
+                               f"GPU-hours): {what}")
         return _claim(*spec, doc, pts, ["design"], "utilisation", ">=", 0.0)
     run.__doc__ = doc
     return run
