@@ -103,7 +103,7 @@ def units_needed(storage: Storage, read_Bps=0.0, write_Bps=0.0, iops=0.0, capaci
     per = aggregate(storage, 1)
     need = {"read": read_Bps / per["read_Bps"], "write": write_Bps / per["write_Bps"],
             "iops": iops / per["read_iops"], "capacity": capacity_bytes / per["capacity_bytes"]}
-    binding = max(need, key=need.get)
+    binding = max(need, key=lambda k: need[k])
     return {"units": max(1, int(np.ceil(need[binding] - 1e-12))), "binding": binding, "by_target": need}
 
 

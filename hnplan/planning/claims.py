@@ -75,6 +75,11 @@ def _plain(v):
     return v
 
 
+def doc(fn) -> str:
+    """An experiment function's docstring on one line (the first sentence of its ``experiment`` text)."""
+    return " ".join((fn.__doc__ or fn.__name__).split())
+
+
 def seed_files(*keys: str) -> str:
     """``"000, 002"`` -> the seed file names, comma-separated."""
     return ", ".join(SEED_FILES[k] for k in keys)
@@ -120,7 +125,7 @@ def describe_region(points: pd.DataFrame, axes: list[str]) -> str:
     choices = []
     for a in axes:
         vals = np.sort(pts[a].unique())
-        opts = [(None, None)]
+        opts: list[tuple[str | None, object]] = [(None, None)]
         for v in vals:
             opts += [(">=", v), ("<=", v)]
         choices.append(opts)
@@ -265,7 +270,7 @@ def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None, only:
         try:
             out.append(fn(cat, s))
         except HnplanError as exc:
-            out.append(Claim(cid, seed_files(*seeds), text, fn.__doc__.strip().splitlines()[0], "not testable",
+            out.append(Claim(cid, seed_files(*seeds), text, doc(fn), "not testable",
                              f"the experiment could not run: {exc}"))
     return out
 

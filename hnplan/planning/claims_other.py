@@ -12,7 +12,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
-from hnplan.planning.claims import AuditSetup, Claim, cluster_available, cluster_utilisation, seed_files
+from hnplan.planning.claims import AuditSetup, Claim, cluster_available, cluster_utilisation, doc, seed_files
 from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
 NOT_TESTABLE = "not testable"
@@ -76,10 +76,10 @@ def rdma_vs_tcp(cat: Catalog, s: AuditSetup) -> Claim:
             "tcp_efficiency_for_5x": eff / 5, "tcp_efficiency_for_8x": eff / 8}
     tcp = tcp_transport(cat, s)
     if tcp is None:
-        return _untestable(*TCP, f"{rdma_vs_tcp.__doc__} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
+        return _untestable(*TCP, f"{doc(rdma_vs_tcp)} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
                            f"{TCP_MISSING}; for large buffers the claim holds if that efficiency is between "
                            f"{eff / 8:.3f} and {eff / 5:.3f} of line rate", nums)
-    return _claim(*TCP, f"{rdma_vs_tcp.__doc__} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
+    return _claim(*TCP, f"{doc(rdma_vs_tcp)} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
                   ["size_bytes", "ranks"], "speedup", ">=", 5.0, nums)
 
 
@@ -90,9 +90,9 @@ def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
     nums = {"rdma_efficiency": eff, "tcp_efficiency_for_65pct": 0.35 * eff}
     tcp = tcp_transport(cat, s)
     if tcp is None:
-        return _untestable(*GRAD, grad_sync.__doc__, f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
+        return _untestable(*GRAD, doc(grad_sync), f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
                            f"means TCP reaches {0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}", nums)
-    return _claim(*GRAD, f"{grad_sync.__doc__} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
+    return _claim(*GRAD, f"{doc(grad_sync)} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
                   ["size_bytes", "ranks"], "time_cut", ">=", 0.65, nums)
 
 
@@ -119,14 +119,14 @@ def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
             "implied_kw_per_card": 150 / 40, "highest_sourced_tdp_kw": max(a.tdp_w for a in accs) / 1e3}
     derived = [f for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w") if _seed_derived(acc, f)]
     if derived:
-        return _untestable(*SEED_NODE, f"{seed_node.__doc__} {acc.id}", "missing: a datasheet of the node's "
+        return _untestable(*SEED_NODE, f"{doc(seed_node)} {acc.id}", "missing: a datasheet of the node's "
                            f"accelerator independent of the seed's totals: {', '.join(derived)} of {acc.id} are "
                            "derived from the seed or assumed, so multiplying them back by 40 would test nothing; and "
                            "a metered annual PUE of an installed node", nums)
     pts = pd.DataFrame([{"card": acc.id, "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / 1e3,
                          "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / 1e3}])
     pts["margin"] = np.minimum(pts["node_fp8_pflops"] / 28.0, pts["node_hbm_tb"] / 5.76) - 1
-    return _claim(*SEED_NODE, f"{seed_node.__doc__} {acc.id} (PUE not judged: no metered value)", pts, ["card"],
+    return _claim(*SEED_NODE, f"{doc(seed_node)} {acc.id} (PUE not judged: no metered value)", pts, ["card"],
                   "margin", ">=", 0.0, nums)
 
 
@@ -147,7 +147,7 @@ def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
              "supernode_pflops_per_rack": sup_rack, "server_pflops_per_rack": pf[srv.id] * srv.unit_gpus * n,
              "density_ratio": sup_rack / (pf[srv.id] * srv.unit_gpus * n)} for n in range(1, max(most, 1) + 1)]
     pts = pd.DataFrame(rows)
-    return _claim(*DENSITY, f"{compute_density.__doc__.strip()} {s.supernode} ({sup.gpus_per_rack} GPUs per rack) "
+    return _claim(*DENSITY, f"{doc(compute_density)} {s.supernode} ({sup.gpus_per_rack} GPUs per rack) "
                   f"against {s.traditional} ({srv.unit_gpus} GPUs and {srv.unit_power_kw:g} kW per server)", pts,
                   ["servers_per_rack"], "density_ratio", ">=", 3.0,
                   {"servers_per_rack_air": air, "servers_per_rack_liquid": most})
@@ -177,7 +177,7 @@ def scoring(cat: Catalog, s: AuditSetup) -> Claim:
     pts = pd.DataFrame(rows)
     pts["system_is_supernode"] = pts["system"] == s.supernode
     sup = pts[pts["system_is_supernode"]].drop(columns="system_is_supernode").reset_index(drop=True)
-    c = _claim(*SCORING, f"{scoring.__doc__.strip()} The seed names no model: {', '.join(s.scoring_models)} with "
+    c = _claim(*SCORING, f"{doc(scoring)} The seed names no model: {', '.join(s.scoring_models)} with "
                f"{s.scoring_tokens}-token requests on {s.supernode} ({cat.system(s.supernode).scaleup_domain_gpus} GPUs "
                f"per node); the {_same(cat, s)} per 8-GPU server beside it", sup, ["params"],
                "requests_per_s_per_node", ">=", 32000.0)
@@ -212,7 +212,7 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
             rows.append(r)
     df = pd.DataFrame(rows)
     img = df[df["data"] == "images"].drop(columns="data").reset_index(drop=True)
-    c = _claim(*IOPS, f"{storage_iops.__doc__.strip()} {s.supernode}; {s.storage} units; the claim holds where the need "
+    c = _claim(*IOPS, f"{doc(storage_iops)} {s.supernode}; {s.storage} units; the claim holds where the need "
                "reaches 1M IOPS (image data; text shards are listed beside it)", img, ["params", "gpus"], "iops", ">=", 1e6,
                {"text_iops_max": float(df.loc[df["data"] == "text shards", "iops"].max()),
                 "units_for_1m_iops": sto.units_needed(store, iops=1e6)["units"]})
@@ -239,7 +239,7 @@ def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
                      "downtime_per_failure_s": r.restart_s + r.checkpoint_interval_s / 2, "goodput": r.goodput,
                      "spare_gpus": r.spare_gpus})
     pts = pd.DataFrame(rows)
-    c = _claim(*HOTSWAP, f"{hot_swap.__doc__.strip()} {s.trillion_model} on {s.reliability_gpus:,} GPUs of {sy.id}",
+    c = _claim(*HOTSWAP, f"{doc(hot_swap)} {s.trillion_model} on {s.reliability_gpus:,} GPUs of {sy.id}",
                pts, ["system"], "downtime_per_failure_s", "<=", 0.0,
                {"goodput_hot_swap": rows[0]["goodput"], "goodput_without": rows[1]["goodput"],
                 "spare_gpus_hot_swap": rows[0]["spare_gpus"], "spare_gpus_without": rows[1]["spare_gpus"]}, unit=" s")
@@ -261,7 +261,7 @@ def deploy(cat: Catalog, s: AuditSetup) -> Claim:
         b = scaleout_bom(cat.design(sy), g)
         rows.append({"system": sid, "gpus": g, "cables_per_gpu": b.cables / g, "transceivers_per_gpu": b.transceivers / g,
                      "deploy_days_in_catalog": sy.deploy_days})
-    return _untestable(*DEPLOY, deploy.__doc__.strip(), "missing: sourced install rates per bill-of-materials item "
+    return _untestable(*DEPLOY, doc(deploy), "missing: sourced install rates per bill-of-materials item "
                        "(racks, cables, transceivers, coolant loops, in items per crew-hour); the catalog's deploy_days "
                        f"are labelled assumptions, and {s.seed_supernode}'s is the seed's own claim", {},
                        pd.DataFrame(rows))
@@ -275,7 +275,7 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
     same plan without the pool."""
     per_param = 16.0  # bf16 weights and gradients + fp32 master weights and two Adam moments (ZeRO paper Sec 3.1)
     nums = {"pool_tb_per_node": 128 / 32, "largest_model_params_whose_state_fits": 128e12 / per_param}
-    return _untestable(*CXL, cxl_pool.__doc__.strip(), "missing: a memory pool shared by several nodes is not a system "
+    return _untestable(*CXL, doc(cxl_pool), "missing: a memory pool shared by several nodes is not a system "
                        "field (pooled_memory_tb is per scale-up domain) and the training planner does not offload "
                        "states; it also needs the pool's bandwidth and latency per accelerator from a CXL switch "
                        "datasheet", nums)
@@ -287,7 +287,7 @@ TIERS = ("tiering-hbm-ddr-ssd-prefetch", ("001",), "An HBM -> DDR -> SSD hierarc
 def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     """Step time of a plan with states offloaded to host DDR and SSD, the transfers overlapped with compute,
     against the plan in HBM."""
-    return _untestable(*TIERS, tiering.__doc__.strip(), "missing: the training planner never offloads, so a step "
+    return _untestable(*TIERS, doc(tiering), "missing: the training planner never offloads, so a step "
                        "with optimizer states or parameters on DDR or SSD and the exposed part of their transfer is "
                        "not computed (hnplan memory reports spills, not their time in the step)")
 
@@ -297,17 +297,17 @@ FRAG = ("fragmentation-below-30", ("000",), "Business lines building separate cl
 UTIL50 = ("utilisation-below-50", ("002",), "Fragmented scheduling keeps utilisation below 50% for long periods")
 
 
-def _cluster_claim(spec, doc):
+def _cluster_claim(spec: tuple, text: str):
     def run(cat: Catalog, s: AuditSetup) -> Claim:
         pts = cluster_utilisation(cat, s, spec[0])
         if pts is None:
             what = ("the audit does not run hnplan.cluster's simulation" if cluster_available()
                     else "hnplan has none")
-            return _untestable(*spec, doc, "needs the shared-cluster simulation (jobs arriving over time, allocated "
+            return _untestable(spec[0], spec[1], spec[2], text, "needs the shared-cluster simulation (jobs arriving over time, allocated "
                                "to pooled or partitioned GPUs, measured as allocated GPU-hours over installed "
                                f"GPU-hours): {what}")
-        return _claim(*spec, doc, pts, ["design"], "utilisation", ">=", 0.0)
-    run.__doc__ = doc
+        return _claim(spec[0], spec[1], spec[2], text, pts, ["design"], "utilisation", ">=", 0.0)
+    run.__doc__ = text
     return run
 
 

@@ -17,7 +17,7 @@ from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Model, System
 from hnplan.compute import param_counts
 from hnplan.errors import InfeasiblePlan
-from hnplan.planning.claims import AuditSetup, Claim, decide, seed_files, verdict_points
+from hnplan.planning.claims import AuditSetup, Claim, decide, doc, seed_files, verdict_points
 from hnplan.planning.training import best_plan
 
 COMM_PARTS = {"tp_comm_exposed": "tp", "cp_comm_exposed": "cp", "ep_comm_exposed": "ep", "pp_comm_exposed": "pp",
@@ -152,7 +152,7 @@ COMM_TRAD = ("comm-share-traditional", ("000",),
 def comm_share_traditional(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication / step time of the server design's best plan, over model size and GPU count."""
     pts = traditional_grid(cat, s, s.models, s.gpus)
-    return _claim(*COMM_TRAD, f"{comm_share_traditional.__doc__} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
+    return _claim(*COMM_TRAD, f"{doc(comm_share_traditional)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
                   pts, ["params", "gpus", "nic_gbps"], "comm_share", ">=", 0.60)
 
 
@@ -162,7 +162,7 @@ COMM_SUPER = ("comm-share-supernode", ("000",), "On a supernode communication fa
 def comm_share_supernode(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication / step time of the supernode's best plan, over model size and GPU count."""
     pts = grid(cat, s, [s.supernode], s.models, s.gpus)
-    return _claim(*COMM_SUPER, f"{comm_share_supernode.__doc__} {s.supernode}; {_grid_text(s, s.models, s.gpus)}",
+    return _claim(*COMM_SUPER, f"{doc(comm_share_supernode)} {s.supernode}; {_grid_text(s, s.models, s.gpus)}",
                   pts, ["params", "gpus"], "comm_share", "<=", 0.10)
 
 
@@ -183,7 +183,7 @@ def comm_reduction(cat: Catalog, s: AuditSetup) -> Claim:
     keep = both.dropna(subset=["speedup", "speedup_vs_older"])
     nums = {"same_chip_speedup": float(keep["speedup"].median()) if len(keep) else np.nan,
             "chip_and_fabric_speedup": float(keep["speedup_vs_older"].median()) if len(keep) else np.nan}
-    return _claim(*COMM_RED, f"{comm_reduction.__doc__.strip()} {s.supernode} against the {_base_text(cat, s)}; "
+    return _claim(*COMM_RED, f"{doc(comm_reduction)} {s.supernode} against the {_base_text(cat, s)}; "
                   f"{s.older} shown beside (chip and fabric together, not the verdict); {_grid_text(s, s.models, s.gpus)}",
                   both, ["params", "gpus"], "comm_reduction", ">=", 0.80, nums)
 
@@ -195,7 +195,7 @@ def cross_node_share(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication of the groups that leave the scale-up domain (the scale-out network) / step
     time, server design's best plan."""
     pts = traditional_grid(cat, s, s.models, s.gpus)
-    return _claim(*CROSS, f"{cross_node_share.__doc__.strip()} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
+    return _claim(*CROSS, f"{doc(cross_node_share)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
                   pts, ["params", "gpus", "nic_gbps"], "scaleout_share", ">=", 0.30)
 
 
@@ -206,7 +206,7 @@ def comm_loss_100b(cat: Catalog, s: AuditSetup) -> Claim:
     """Performance lost to communication = exposed communication / step time (the step without it is that
     much shorter), 100B-class models on the server design."""
     pts = traditional_grid(cat, s, s.hundred_b_models, s.hundred_b_gpus)
-    return _claim(*LOSS, f"{comm_loss_100b.__doc__.strip()} {_base_text(cat, s, nics=True)}; "
+    return _claim(*LOSS, f"{doc(comm_loss_100b)} {_base_text(cat, s, nics=True)}; "
                   f"{_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}", pts, ["params", "gpus", "nic_gbps"], "comm_share", ">=", 0.40)
 
 
@@ -217,7 +217,7 @@ def mfu_100b(cat: Catalog, s: AuditSetup) -> Claim:
     """Model FLOPs utilisation (MFU) of the server design's best plan, 100B-class models on hundreds to
     thousands of GPUs."""
     pts = traditional_grid(cat, s, s.hundred_b_models, s.hundred_b_gpus)
-    return _claim(*MFU100, f"{mfu_100b.__doc__.strip()} {_base_text(cat, s, nics=True)}; "
+    return _claim(*MFU100, f"{doc(mfu_100b)} {_base_text(cat, s, nics=True)}; "
                   f"{_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}", pts, ["params", "gpus", "nic_gbps"], "mfu", "<=", 0.40)
 
 
@@ -229,7 +229,7 @@ def comm_flip_10k(cat: Catalog, s: AuditSetup) -> Claim:
     10,000 GPUs, over model size (1:9 is a share of 0.9)."""
     pts = traditional_grid(cat, s, s.models, [s.ten_k_gpus])
     pts["comm_fraction"] = pts["comm_s"] / (pts["comm_s"] + pts["compute_s"])
-    return _claim(*FLIP, f"{comm_flip_10k.__doc__.strip()} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, [s.ten_k_gpus])}",
+    return _claim(*FLIP, f"{doc(comm_flip_10k)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, [s.ten_k_gpus])}",
                   pts, ["params", "nic_gbps"], "comm_fraction", ">=", 0.90)
 
 
@@ -241,7 +241,7 @@ def _vision(cat, s):
 
 
 def _vision_text(cat, s, what):
-    return (f"{what} The seed names no architecture: a 10T dense transformer stand-in ({standin_10t.__doc__.split(':')[1].strip()}); "
+    return (f"{what} The seed names no architecture: a 10T dense transformer stand-in ({doc(standin_10t).split(':')[1].strip()}); "
             f"{s.supernode} against the {_base_text(cat, s)} on {', '.join(f'{g:,}' for g in s.vision_gpus)} GPUs each; "
             f"sequence {s.seq_len}, {s.seqs_per_gpu} per GPU per step")
 
@@ -251,7 +251,7 @@ V_DAYS = ("vision-10t-45-to-9-days", ("000",), "A 10-trillion-parameter vision m
 
 def vision_days(cat: Catalog, s: AuditSetup) -> Claim:
     """Speed-up (baseline step time / supernode step time) at equal GPU counts."""
-    return _claim(*V_DAYS, _vision_text(cat, s, vision_days.__doc__), _vision(cat, s), ["gpus"], "speedup", ">=", 5.0)
+    return _claim(*V_DAYS, _vision_text(cat, s, doc(vision_days)), _vision(cat, s), ["gpus"], "speedup", ">=", 5.0)
 
 
 V_MFU = ("vision-10t-mfu-38-to-72", ("000",), "The same case: utilisation rises from 38% to 72%")
@@ -261,7 +261,7 @@ def vision_mfu(cat: Catalog, s: AuditSetup) -> Claim:
     """Supernode MFU at least 72% where the baseline's is at most 38% (the lower of the two margins is the metric)."""
     pts = _vision(cat, s)
     pts["mfu_margin"] = np.minimum(pts["mfu_super"] - 0.72, 0.38 - pts["mfu_base"])
-    return _claim(*V_MFU, _vision_text(cat, s, vision_mfu.__doc__), pts, ["gpus"], "mfu_margin", ">=", 0.0)
+    return _claim(*V_MFU, _vision_text(cat, s, doc(vision_mfu)), pts, ["gpus"], "mfu_margin", ">=", 0.0)
 
 
 V_COMM = ("vision-10t-comm-62-to-15", ("000",), "The same case: communication share falls from 62% to 15%")
@@ -271,7 +271,7 @@ def vision_comm(cat: Catalog, s: AuditSetup) -> Claim:
     """Baseline communication share at least 62% and supernode share at most 15% (the lower margin is the metric)."""
     pts = _vision(cat, s)
     pts["share_margin"] = np.minimum(pts["comm_share_base"] - 0.62, 0.15 - pts["comm_share_super"])
-    return _claim(*V_COMM, _vision_text(cat, s, vision_comm.__doc__), pts, ["gpus"], "share_margin", ">=", 0.0)
+    return _claim(*V_COMM, _vision_text(cat, s, doc(vision_comm)), pts, ["gpus"], "share_margin", ">=", 0.0)
 
 
 TRILLION = ("trillion-llm-1280-gpus-7-days", ("001",),
@@ -294,7 +294,7 @@ def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
     if len(at):
         nums["modelled_per_gpu_ratio"] = float(at["tokens_per_s"].iloc[0] / at["gpus"].iloc[0] / (ref["tokens_per_s"] / 4096))
     nums["seed_design_days_1280"] = seed_days
-    c = _claim(*TRILLION, f"{trillion_llm.__doc__.strip()} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
+    c = _claim(*TRILLION, f"{doc(trillion_llm)} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
                f"{s.supernode} at {', '.join(f'{g:,}' for g in s.trillion_gpus)} GPUs; the seed's own {s.seed_supernode} "
                "at 1,280 GPUs shown beside (its card's figures are the seed's, not a datasheet's: not judged)",
                pts, ["gpus"], "days", "<=", 7.0, nums, unit=" days")
@@ -330,7 +330,7 @@ def nic_200(cat: Catalog, s: AuditSetup) -> Claim:
     """Step-time slowdown at 200 Gb/s per GPU relative to the fastest rate tested."""
     pts = _nic(cat, s)
     pts = pts[pts["nic_gbps"] == 200].reset_index(drop=True)
-    return _claim(*NIC200, _nic_text(cat, s, nic_200.__doc__), pts, ["params", "gpus"], "slowdown", "<=", s.nic_tolerance)
+    return _claim(*NIC200, _nic_text(cat, s, doc(nic_200)), pts, ["params", "gpus"], "slowdown", "<=", s.nic_tolerance)
 
 
 NIC100 = ("nic-100g-pfc-enough", ("002",), "Nodes need at least 100 Gb/s bidirectional bandwidth with a lossless (PFC) network")
@@ -341,7 +341,7 @@ def nic_100(cat: Catalog, s: AuditSetup) -> Claim:
     lossless, as with PFC)."""
     pts = _nic(cat, s)
     pts = pts[pts["nic_gbps"] == 100].reset_index(drop=True)
-    return _claim(*NIC100, _nic_text(cat, s, nic_100.__doc__), pts, ["params", "gpus"], "slowdown", "<=", s.nic_tolerance)
+    return _claim(*NIC100, _nic_text(cat, s, doc(nic_100)), pts, ["params", "gpus"], "slowdown", "<=", s.nic_tolerance)
 
 
 COST = ("training-cost-60", ("001",), "An internet company cut model training cost by 60% with supernodes")
@@ -360,7 +360,7 @@ def training_cost(cat: Catalog, s: AuditSetup) -> Claim:
         rows.append(pts[["model", "params", "gpus", "usd_per_gpu_hour", "usd_per_mtok", "tokens_per_s"]])
     pts = rows[0].merge(rows[1], on=["model", "params", "gpus"], suffixes=("_super", "_base"))
     pts["cost_reduction"] = 1 - pts["usd_per_mtok_super"] / pts["usd_per_mtok_base"]
-    return _claim(*COST, f"{training_cost.__doc__.strip()} {s.supernode} against {s.traditional} (both Blackwell); "
+    return _claim(*COST, f"{doc(training_cost)} {s.supernode} against {s.traditional} (both Blackwell); "
                   f"{_grid_text(s, s.models, s.gpus)}", pts, ["params", "gpus"], "cost_reduction", ">=", 0.60)
 
 
