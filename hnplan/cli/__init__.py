@@ -9,6 +9,7 @@ from hnplan.cli import (  # noqa: F401  (registration)  # noqa: F401  (registrat
     catalog_cmd,
     claims_cmd,  # noqa: F401  (registration, issue 15)
     collective_cmd,
+    gemm_cmd,  # noqa: F401  (registration, issue 13; drop once sub-commands load lazily)
     infer_cmd,  # noqa: F401  (registration)
     memory_cmd,  # noqa: F401  (registration)
     reliability_cmd,
