@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from hnplan.cli import (  # noqa: F401  (registration)  # noqa: F401  (registration, issue 8)  # noqa: F401  (registration)
     catalog_cmd,
-    claims_cmd,  # noqa: F401  (registration, issue 15)
+    claims_cmd,  # noqa: F401  (registration, issue 15; drop once sub-commands load lazily)
+    cluster_cmd,  # noqa: F401  (registration, issue 14)
     collective_cmd,
     gemm_cmd,  # noqa: F401  (registration, issue 13; drop once sub-commands load lazily)
     infer_cmd,  # noqa: F401  (registration)
