@@ -534,6 +534,25 @@ class SoftwareStack(Entry, StackChoices):
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 
 
+class Storage(Entry):
+    """A parallel file system or object store, sized in purchasable (or provisionable) units: what one
+    unit holds and delivers, and what it costs and draws. ``data/storage/<id>.yaml``."""
+
+    kind: Literal["parallel-file-system", "object-store"] = Field(description="POSIX parallel file system or object store")
+    unit: str = Field(min_length=3, description="what one unit is (a 2U appliance, 1 TiB provisioned, ...)")
+    capacity_tb_per_unit: Positive = Field(description="usable capacity of one unit [TB, 1e12 bytes]")
+    read_GBps_per_unit: Positive = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
+    write_GBps_per_unit: Positive = Field(description="sustained sequential write bandwidth of one unit [GB/s]")
+    read_iops_per_unit: Positive = Field(description="random read operations per second of one unit [1/s]")
+    iops_io_kib: Positive = Field(default=4.0, description="I/O size the IOPS figure is stated at [KiB]")
+    power_w_per_unit: NonNegative = Field(
+        description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)")
+    usd_per_unit: NonNegative = Field(default=0.0, description="purchase price of one unit [US dollars] (0 for a service)")
+    usd_per_unit_month: NonNegative = Field(
+        default=0.0, description="service or support price of one unit per month [US dollars]")
+    price_as_of: _dt.date | None = Field(default=None, description="date of the prices (YYYY-MM-DD)")
+
+
 KINDS: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
@@ -541,6 +560,7 @@ KINDS: dict[str, type[Entry]] = {
     "systems": System,
     "models": Model,
     "stacks": SoftwareStack,
+    "storage": Storage,
 }
 
 
