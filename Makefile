@@ -6,11 +6,12 @@ STAMP  := $(VENV)/.installed
 SCENARIO ?= default
 JOBS   ?= 2
 
-.PHONY: report test browser-test lab bench validate clean-reports help
+.PHONY: report test lint browser-test lab bench validate clean-reports help
 
 help:
 	@echo "make report    run the default scenario's reports into reports/ (SCENARIO=all for every scenario)"
-	@echo "make test      run the test suite"
+	@echo "make test      run the linters (make lint), then the test suite"
+	@echo "make lint      ruff check, the import contracts (lint-imports) and mypy; see docs/architecture.md"
 	@echo "make browser-test  open every report in headless Chromium (apt-get install chromium); screenshots in reports/screenshots"
 	@echo "make lab       open JupyterLab on notebooks/"
 	@echo "make bench     run the benchmarks"
@@ -25,8 +26,13 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(BIN)/hnplan report --scenario $(SCENARIO) --jobs $(JOBS)
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadfile
+
+lint: $(STAMP)
+	$(BIN)/ruff check hnplan tests tools benchmarks
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 browser-test: $(STAMP)
 	HNPLAN_REQUIRE_BROWSER=1 HNPLAN_SCREENSHOTS=reports/screenshots $(BIN)/python -m pytest -q tests/test_browser.py

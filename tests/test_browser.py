@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from hnplan.reports import load_scenarios, run_reports
+
 from nbparams import NOTEBOOKS, small_params
 
 pytestmark = pytest.mark.notebook

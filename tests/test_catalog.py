@@ -64,7 +64,7 @@ def test_unknown_id_suggests_nearest(cat):
 
 
 def test_entry_by_path(cat, tmp_path):
-    raw = _load((cat.path_of("models", "llama3.1-8b")))
+    raw = _load(cat.path_of("models", "llama3.1-8b"))
     raw.update(id="my-model", layers=16)
     p = tmp_path / "my-model.yaml"
     p.write_text(yaml.safe_dump(raw))
@@ -92,7 +92,7 @@ def _write(folder, name, raw):
     (lambda r: r.update(field_sources={}, assumptions={}), "(entry)", "calibration field"),
 ])
 def test_bad_accelerator_file_names_path_entry_field(cat, data_copy, mutate, field, needle):
-    raw = _load((cat.path_of("accelerators", "h100-sxm")))
+    raw = _load(cat.path_of("accelerators", "h100-sxm"))
     mutate(raw)
     path = _write(data_copy / "accelerators", "h100-sxm", raw)
     with pytest.raises(CatalogError) as info:
@@ -103,7 +103,7 @@ def test_bad_accelerator_file_names_path_entry_field(cat, data_copy, mutate, fie
 
 
 def test_bad_literal_lists_allowed_values(cat, data_copy):
-    raw = _load((cat.path_of("systems", "gb200-nvl72")))
+    raw = _load(cat.path_of("systems", "gb200-nvl72"))
     raw["cooling"] = "immersion"
     _write(data_copy / "systems", "gb200-nvl72", raw)
     with pytest.raises(CatalogError, match=r"cooling.*'air' or 'liquid'"):
@@ -111,7 +111,7 @@ def test_bad_literal_lists_allowed_values(cat, data_copy):
 
 
 def test_dangling_reference_is_reported(cat, data_copy):
-    raw = _load((cat.path_of("systems", "gb200-nvl72")))
+    raw = _load(cat.path_of("systems", "gb200-nvl72"))
     raw["accelerator"] = "gb300"
     _write(data_copy / "systems", "gb200-nvl72", raw)
     problems = Catalog(data_copy).validate()
@@ -120,7 +120,7 @@ def test_dangling_reference_is_reported(cat, data_copy):
 
 def test_validate_reports_every_bad_file(cat, data_copy):
     for acc in ("h100-sxm", "b200"):
-        raw = _load((cat.path_of("accelerators", acc)))
+        raw = _load(cat.path_of("accelerators", acc))
         raw["speed"] = "fast"
         _write(data_copy / "accelerators", acc, raw)
     problems = Catalog(data_copy).validate()
@@ -128,7 +128,7 @@ def test_validate_reports_every_bad_file(cat, data_copy):
 
 
 def test_id_must_match_file_name(cat, data_copy):
-    raw = _load((cat.path_of("models", "llama2-7b")))
+    raw = _load(cat.path_of("models", "llama2-7b"))
     _write(data_copy / "models", "llama2-7b-copy", raw)
     with pytest.raises(CatalogError, match="differs from the file name"):
         Catalog(data_copy).model("llama2-7b")
@@ -153,7 +153,7 @@ def test_cli_validate_exit_codes(data_copy):
     ok = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    raw = _load((data_copy / "models" / "llama2-7b.yaml"))
+    raw = _load(data_copy / "models" / "llama2-7b.yaml")
     raw["activation"] = "relu"
     (data_copy / "models" / "llama2-7b.yaml").write_text(yaml.safe_dump(raw))
     bad = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],

@@ -4,6 +4,7 @@ import pytest
 
 from hnplan.planning.claims import VERDICTS, AuditSetup, audit, claims_table, comm_share, evidence_frame
 from hnplan.planning.training import ParallelPlan, estimate_training_step
+
 from nbparams import SMALL_PARAMS
 from nbutil import plotly_divs, run_notebook
 

@@ -9,9 +9,9 @@ per-node, EDR, tree and all-to-all rows are predictions from those calibrations.
 
 import pytest
 
+from hnplan.catalog import load_catalog
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
-from hnplan.catalog import load_catalog
 
 LARGE = 8 * 2**30  # 8 GiB, the top of nccl-tests' usual -e 8G sweep
 TOL = 0.15

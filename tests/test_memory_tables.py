@@ -2,7 +2,7 @@
 
 import pytest
 
-from hnplan.memory import (
+from hnplan.planning.memory import (
     STATUSES,
     breakdown_table,
     fit_grid,

@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.compare import compare_training_designs
+
 from nbparams import SMALL_PARAMS
 from nbutil import plotly_divs, run_notebook
 

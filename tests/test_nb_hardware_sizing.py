@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.sizing import size_designs
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

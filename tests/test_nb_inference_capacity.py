@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.inference import Traffic, design_frontiers, gpus_vs_rate
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

@@ -2,7 +2,8 @@
 
 import pytest
 
-from hnplan.memory import breakdown_table
+from hnplan.planning.memory import breakdown_table
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning import procurement as pr
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

@@ -2,8 +2,8 @@
 
 import pytest
 
-from hnplan.catalog import load_catalog
-from hnplan.compute import roofline_comparison
+from hnplan.planning.roofline import roofline_comparison
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
@@ -14,10 +14,9 @@ SMALL = dict(model="llama3.1-8b", accelerators=["h100-sxm", "gb200"], seq_len=10
 
 def test_roofline_notebook(tmp_path):
     nb, html = run_notebook("roofline", SMALL, tmp_path)
-    cat = load_catalog()
-    accs = [cat.accelerator(a) for a in SMALL["accelerators"]]
-    _, _, train = roofline_comparison(cat.model(SMALL["model"]), accs, "train", 1, 1024, tp=2)
-    _, _, dec = roofline_comparison(cat.model(SMALL["model"]), accs, "decode", 8, 1024, kv_len=512, tp=2)
+    accs = SMALL["accelerators"]
+    _, _, train = roofline_comparison(SMALL["model"], accs, "train", 1, 1024, tp=2)
+    _, _, dec = roofline_comparison(SMALL["model"], accs, "decode", 8, 1024, kv_len=512, tp=2)
     for tps in list(train["tokens_per_s"]) + list(dec["tokens_per_s"]):
         assert f"{tps:,.0f}" in html
     for u in train["mfu"]:

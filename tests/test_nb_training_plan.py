@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.planning.training_tables import best_plans
+
 from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook

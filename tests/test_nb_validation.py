@@ -3,6 +3,7 @@
 import pytest
 
 from hnplan.validation import validation_table
+
 from nbparams import SMALL_PARAMS
 from nbutil import plotly_divs, run_notebook
 

@@ -15,10 +15,23 @@ from hnplan.catalog import Catalog
 from hnplan.cli import app
 from hnplan.compute import operator_table
 from hnplan.errors import CatalogError, InputError
-from hnplan.planning.training import (MEGATRON_2021, Overlap, ParallelPlan, estimate_training_step, search_plans,
-                                      stack_accelerator, stack_overlap)
-from hnplan.validation.calibration import (LAYER_22B, TABLE4_S, a100_megatron_calibration, derive_matmul_efficiency,
-                                           layer_22b, layer_pass_time_s)
+from hnplan.planning.training import (
+    MEGATRON_2021,
+    Overlap,
+    ParallelPlan,
+    estimate_training_step,
+    search_plans,
+    stack_accelerator,
+    stack_overlap,
+)
+from hnplan.validation.calibration import (
+    LAYER_22B,
+    TABLE4_S,
+    a100_megatron_calibration,
+    derive_matmul_efficiency,
+    layer_22b,
+    layer_pass_time_s,
+)
 
 runner = CliRunner()
 

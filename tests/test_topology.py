@@ -5,7 +5,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hnplan.comm.graphs import add_fat_tree, add_scaleup_domain, cut_bandwidth_Bps, gpu_diameter, hop_count, system_graph
+from hnplan.comm.graphs import (
+    add_fat_tree,
+    add_scaleup_domain,
+    cut_bandwidth_Bps,
+    gpu_diameter,
+    hop_count,
+    system_graph,
+)
 from hnplan.comm.topology import fat_tree_counts, network_summary, scaleout_bom, scaleup_bom
 from hnplan.errors import InputError
 

@@ -13,9 +13,19 @@ from hnplan.compute import training_stage_time_s
 from hnplan.errors import InfeasiblePlan
 from hnplan.memory import training_memory
 from hnplan.planning.time_to_train import size_for_deadline, time_to_train, training_energy_j
-from hnplan.planning.training import (BREAKDOWN, Overlap, ParallelPlan, candidate_frame, estimate_training_step,
-                                      evaluate_plans, make_job, plans_frame, search_plans, valid_mask,
-                                      validate_plan)
+from hnplan.planning.training import (
+    BREAKDOWN,
+    Overlap,
+    ParallelPlan,
+    candidate_frame,
+    estimate_training_step,
+    evaluate_plans,
+    make_job,
+    plans_frame,
+    search_plans,
+    valid_mask,
+    validate_plan,
+)
 from hnplan.planning.training.components import memory_recipe
 
 KNOBS = dict(microbatch_size=1, recompute="none", zero_stage=1, virtual_stages=1)

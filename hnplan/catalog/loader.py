@@ -42,9 +42,9 @@ from hnplan.catalog.schemas import (
     Reliability,
     Scenario,
     SoftwareStack,
-    UncertainInput,
     Switch,
     System,
+    UncertainInput,
 )
 from hnplan.errors import CatalogError
 
@@ -435,7 +435,7 @@ def validate_file(path: str | Path, kind: str | None = None):
     try:
         if kind == "stacks":
             cat.stack(entry)
-        elif kind == "systems":
+        elif isinstance(entry, System):  # kind == "systems"
             cat._check_system_refs(entry)
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -250,8 +250,8 @@ class MoE(_Strict):
             raise ValueError(f"active_experts ({self.active_experts}) exceeds experts ({self.experts})")
         if (self.expert_groups is None) != (self.groups_per_token is None):
             raise ValueError("expert_groups and groups_per_token go together (group-limited routing)")
-        if self.expert_groups is not None and (self.experts % self.expert_groups
-                                               or self.groups_per_token > self.expert_groups):
+        if (self.expert_groups is not None and self.groups_per_token is not None
+                and (self.experts % self.expert_groups or self.groups_per_token > self.expert_groups)):
             raise ValueError(f"expert_groups ({self.expert_groups}) must divide experts ({self.experts}) and be "
                              f">= groups_per_token ({self.groups_per_token})")
         return self
@@ -364,14 +364,15 @@ class Reliability(Entry):
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
 
 
-WHATIF_INPUTS = ("electricity_usd_per_kwh", "pue", "hardware_price_factor", "utilisation", "rate_factor",
-                 "write_GBps_per_node", "years", "dc_build_usd_per_mw", "maintenance_fraction")
+WhatIfInput = Literal["electricity_usd_per_kwh", "pue", "hardware_price_factor", "utilisation", "rate_factor",
+                      "write_GBps_per_node", "years", "dc_build_usd_per_mw", "maintenance_fraction"]
+WHATIF_INPUTS = get_args(WhatIfInput)
 
 
 class UncertainInput(Entry):
     """The plausible range of one procurement what-if input (``data/uncertainty.yaml``)."""
 
-    input: Literal[WHATIF_INPUTS] = Field(description="the what-if input this range applies to")
+    input: WhatIfInput = Field(description="the what-if input this range applies to")
     unit: str = Field(min_length=1)
     distribution: Literal["uniform", "triangular"] = "uniform"
     low: float
@@ -453,7 +454,7 @@ class SoftwareStack(Entry):
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 
 
-KINDS = {
+KINDS: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
     "switches": Switch,

@@ -5,14 +5,20 @@ Each sub-command lives in its own module and registers itself on :data:`app`.
 
 from __future__ import annotations
 
+from hnplan.cli import (  # noqa: F401  (registration)  # noqa: F401  (registration, issue 8)  # noqa: F401  (registration)
+    catalog_cmd,
+    collective_cmd,
+    infer_cmd,  # noqa: F401  (registration)
+    memory_cmd,  # noqa: F401  (registration)
+    reliability_cmd,
+    report_cmd,
+    roofline_cmd,  # noqa: F401  (registration)
+    size_cmd,  # noqa: F401
+    tco_cmd,
+    topology_cmd,
+    train_cmd,
+)
 from hnplan.cli._app import app
-from hnplan.cli import catalog_cmd, report_cmd, train_cmd  # noqa: F401  (registration)
-from hnplan.cli import roofline_cmd  # noqa: F401  (registration)
-from hnplan.cli import reliability_cmd, tco_cmd  # noqa: F401  (registration, issue 8)
-from hnplan.cli import collective_cmd, topology_cmd  # noqa: F401  (registration)
-from hnplan.cli import memory_cmd  # noqa: F401  (registration)
-from hnplan.cli import infer_cmd  # noqa: F401  (registration)
-from hnplan.cli import size_cmd  # noqa: F401
 
 
 def main() -> None:

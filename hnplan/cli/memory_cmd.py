@@ -7,7 +7,8 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.memory import ACCOUNTINGS, PARTS, memory_summary
+from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
+
 
 @app.command()
 def memory(

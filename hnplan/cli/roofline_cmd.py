@@ -6,24 +6,8 @@ import typer
 from rich.table import Table
 
 from hnplan import units
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.errors import InputError
-from hnplan.compute import operator_table, totals, utilisation
-
-OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
-
-
-def roofline_answer(df, model, acc) -> dict:
-    """The JSON object of ``hnplan roofline --json``: inputs, totals, MFU/HFU and one dict per operator row."""
-    keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
-    out = {k: df.attrs[k] for k in keys}
-    out.update(totals(df))
-    kw = {k: df.attrs[k] for k in keys[5:]}
-    out.update(utilisation(model, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
-    out.update(attention=df.attrs["attention"], sequence_parallel=df.attrs["sequence_parallel"])
-    out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
-    return out
+from hnplan.planning.roofline import roofline_answer
 
 
 @app.command()
@@ -52,14 +36,9 @@ def roofline(
     (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
     """
     with handle_errors():
-        cat = load_catalog()
-        m, acc = cat.model(model), cat.accelerator(accelerator)
-        if seq_len + (kv_len or 0) > m.max_seq:
-            raise InputError(f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
-                             f"length {m.max_seq} (field max_seq)")
-        df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep, dtype=dtype,
-                            recompute=recompute, attention=attention, sequence_parallel=sequence_parallel)
-        ans = roofline_answer(df, m, acc)
+        ans = roofline_answer(model, accelerator, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep,
+                              dtype=dtype, recompute=recompute, attention=attention,
+                              sequence_parallel=sequence_parallel)
         if json_:
             print_json(ans)
             return

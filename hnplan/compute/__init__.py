@@ -11,6 +11,8 @@ operator-level roofline of a transformer's training step, prefill and decode.
 See docs/compute.md.
 """
 
+from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.counts import (  # noqa: F401
     RECOMPUTE_MODES,
     FlopsPerToken,
@@ -35,8 +37,6 @@ from hnplan.compute.gemm import (  # noqa: F401
     quantisation_efficiency,
     wave_efficiency,
 )
-from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
-from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.operators import (  # noqa: F401
     CONVENTIONS,
     PHASES,
@@ -45,4 +45,3 @@ from hnplan.compute.operators import (  # noqa: F401
     totals,
     training_stage_time_s,
 )
-from hnplan.compute.compare import roofline_comparison, roofline_verdict, utilisation  # noqa: F401

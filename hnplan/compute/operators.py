@@ -82,10 +82,15 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
-from hnplan.compute.counts import (RECOMPUTE_MODES, achievable_flops_per_s, achievable_hbm_Bps, head_dim,
-                                   peak_flops_per_s)
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
+from hnplan.compute.counts import (
+    RECOMPUTE_MODES,
+    achievable_flops_per_s,
+    achievable_hbm_Bps,
+    head_dim,
+    peak_flops_per_s,
+)
 from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
 from hnplan.errors import InputError, check_choice
 

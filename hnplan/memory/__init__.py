@@ -7,8 +7,10 @@
 * :mod:`~hnplan.memory.training` - :func:`training_memory`, runtime overheads from ``data/memory.yaml``;
 * :mod:`~hnplan.memory.inference` - KV cache (MHA/GQA/MQA/MLA), weights at the serving dtype, the
   largest KV cache that fits;
-* :mod:`~hnplan.memory.tiers` - HBM, host, pooled and NVMe tiers per accelerator and spill placement;
-* :mod:`~hnplan.memory.summary` - the answer of ``hnplan memory`` and tidy tables for notebooks.
+* :mod:`~hnplan.memory.tiers` - HBM, host, pooled and NVMe tiers per accelerator and spill placement.
+
+The answer of ``hnplan memory`` and the tables of the memory notebook are a planner's:
+:mod:`hnplan.planning.memory`.
 """
 
 from hnplan.memory.activations import (
@@ -39,15 +41,6 @@ from hnplan.memory.states import (
     stage_params,
     zero_model_state_bytes,
 )
-from hnplan.memory.summary import (
-    MODES,
-    STATUSES,
-    breakdown_table,
-    fit_grid,
-    memory_summary,
-    memory_verdict,
-    tiers_frame,
-)
 from hnplan.memory.tiers import (
     SPILL_ORDER,
     SpillPlan,
@@ -60,7 +53,6 @@ from hnplan.memory.tiers import (
 from hnplan.memory.training import TrainingMemory, training_memory, training_overheads
 
 __all__ = [
-    "MODES", "STATUSES", "breakdown_table", "fit_grid", "memory_summary", "memory_verdict", "tiers_frame",
     "ACCOUNTINGS", "PARTS", "SPILL_ORDER", "ZERO_STAGES", "InferenceMemory", "KVCapacity", "MemoryBreakdown",
     "SpillPlan", "StateAccounting", "Tier", "TrainingMemory", "accounting", "activation_bytes_per_layer",
     "decode_step_time_s", "embedding_activation_bytes", "hbm_capacity_bytes", "inference_memory",

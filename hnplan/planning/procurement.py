@@ -27,9 +27,9 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
+from hnplan.planning.training import best_plan
 from hnplan.power import design_power, pue_for
 from hnplan.reliability import estimate_reliability
-from hnplan.planning.training import best_plan
 
 METRICS = {"tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
            "days_to_train": "days", "goodput": "fraction"}

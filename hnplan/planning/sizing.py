@@ -18,9 +18,9 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
 from hnplan.reliability import estimate_reliability
-from hnplan.planning.training import best_plan
 
 MAX_GPUS = 1 << 20
 

@@ -23,10 +23,10 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.training import best_plan
 from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
+from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.planning.training import best_plan
 from hnplan.power import design_power, energy_j
 
 MAX_UNITS_DOUBLINGS = 24  # stop doubling after 2^24 units (far beyond any built cluster)

@@ -1,7 +1,10 @@
-"""Shared plotting helpers: design colours, breakdown bars, offline display.
+"""Shared plotting helpers: design colours, axis labels from a table's units, breakdown bars,
+offline display.
 
-Every design keeps one colour across all charts (:func:`design_colour`); axis labels carry units
-("Name [unit]"). :func:`show` embeds plotly.js once per page so exported reports open offline.
+Plots draw the tables planners return and import neither the catalog nor a cost model: a column's
+unit is the one its table names in ``df.attrs["units"]`` (:func:`unit_of`, :func:`axis_label`), and
+a design's colour depends on its id alone (:func:`design_colour`). Axis labels read "name [unit]".
+:func:`show` embeds plotly.js once per page so exported reports open offline.
 """
 
 from __future__ import annotations
@@ -10,20 +13,49 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from hnplan.catalog.loader import load_catalog
-
 PALETTE = px.colors.qualitative.Safe + px.colors.qualitative.Vivid
 BREAKDOWN_COLOURS = px.colors.qualitative.Pastel
 
+_COLOUR_OF: dict[str, int] = {}  # design id -> palette index, in the order designs were first drawn
+
 
 def design_colour(system_id: str) -> str:
-    """A stable colour per system id (its position in the sorted systems catalog)."""
-    try:
-        ids = load_catalog().ids("systems")
-        i = ids.index(system_id)
-    except ValueError:
-        i = sum(map(ord, system_id))
-    return PALETTE[i % len(PALETTE)]
+    """A stable colour per design id.
+
+    The palette slot is the sum of the id's character codes modulo the palette size, so a design
+    keeps its colour from one report to the next; if another design drawn earlier in this process
+    holds that slot, the next free slot is taken, so designs on one page never share a colour (up to
+    :data:`PALETTE`'s 22 designs).
+    """
+    if system_id not in _COLOUR_OF:
+        n = len(PALETTE)
+        taken = set(_COLOUR_OF.values())
+        i = sum(map(ord, system_id)) % n
+        for step in range(n):
+            if (i + step) % n not in taken:
+                i = (i + step) % n
+                break
+        _COLOUR_OF[system_id] = i
+    return PALETTE[_COLOUR_OF[system_id]]
+
+
+def unit_of(df: pd.DataFrame, column: str, default: str | None = None) -> str:
+    """The unit of ``column`` as the table names it in ``df.attrs["units"]``, else ``default``.
+
+    Raises
+    ------
+    KeyError
+        If the table names no unit for the column and no default is given.
+    """
+    unit = df.attrs.get("units", {}).get(column, default)
+    if unit is None:
+        raise KeyError(f"the table names no unit for column {column!r} (attrs['units'])")
+    return unit
+
+
+def axis_label(df: pd.DataFrame, column: str, name: str, default: str | None = None) -> str:
+    """``"name [unit]"`` with the unit of :func:`unit_of`."""
+    return f"{name} [{unit_of(df, column, default)}]"
 
 
 def design_colours(ids) -> dict:
@@ -38,8 +70,8 @@ def step_breakdown_bar(df: pd.DataFrame, title: str = "Step-time breakdown") -> 
     for i, c in enumerate(parts):
         fig.add_bar(name=c[2:-2].replace("_", " "), x=df["system"], y=df[c],
                     marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)])
-    fig.update_layout(barmode="stack", title=title, xaxis_title="design", yaxis_title="time per step [s]",
-                      legend_title="part")
+    label = axis_label(df, parts[0], "time per step", "s") if parts else "time per step [s]"
+    fig.update_layout(barmode="stack", title=title, xaxis_title="design", yaxis_title=label, legend_title="part")
     return fig
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import PALETTE, design_colour
+from hnplan.plots.common import PALETTE, axis_label, design_colour
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -28,8 +28,10 @@ def frontier_figure(df: pd.DataFrame, title: str = "Throughput-latency frontier"
                         customdata=g[["batch", "tpot_s"]],
                         hovertemplate="batch %{customdata[0]}<br>TPOT %{customdata[1]:.4f} s<br>"
                                       "%{y:,.0f} tokens/s/GPU<extra></extra>")
-    fig.update_layout(title=title, xaxis_title="tokens/s per user (1 / TPOT) [tokens/s]",
-                      yaxis_title="output tokens/s per GPU [tokens/s]", legend_title="design")
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "tokens_per_s_per_user", "tokens/s per user (1 / TPOT)",
+                                                          "tokens/s"),
+                      yaxis_title=axis_label(df, "tokens_per_s_per_gpu", "throughput", "output tokens/s/GPU"),
+                      legend_title="design")
     return fig
 
 
@@ -43,7 +45,8 @@ def gpus_vs_rate_figure(df: pd.DataFrame, title: str = "GPUs needed against requ
                         customdata=g[["tp", "ep", "batch", "usd_per_million_tokens"]],
                         hovertemplate="%{x:g} req/s: %{y} GPUs<br>TP %{customdata[0]} EP %{customdata[1]}, batch "
                                       "%{customdata[2]}<br>$%{customdata[3]:.3f} per M tokens<extra></extra>")
-    fig.update_layout(title=title, xaxis_title="request rate [requests/s]", yaxis_title="GPUs [-]",
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
+                      yaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
                       xaxis_type="log", yaxis_type="log", legend_title="design")
     return fig
 
@@ -54,8 +57,9 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
     for system, g in _ok(df).groupby("system", sort=False):
         fig.add_scatter(x=g["qps"], y=g["usd_per_million_tokens"], mode="lines+markers", name=system,
                         line=dict(color=design_colour(system)))
-    fig.update_layout(title=title, xaxis_title="request rate [requests/s]",
-                      yaxis_title="cost [USD per million output tokens]", xaxis_type="log", legend_title="design")
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
+                      yaxis_title=axis_label(df, "usd_per_million_tokens", "cost", "USD per million output tokens"),
+                      xaxis_type="log", legend_title="design")
     return fig
 
 

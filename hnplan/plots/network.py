@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import BREAKDOWN_COLOURS, design_colour
+from hnplan.plots.common import BREAKDOWN_COLOURS, axis_label, design_colour
 
 _KIND_COLOURS = {"gpu": "#4c78a8", "nic": "#9ecae9", "scaleup-switch": "#f58518", "leaf": "#54a24b",
                  "spine": "#e45756", "aggregation": "#e45756", "core": "#b279a2"}
@@ -40,7 +40,8 @@ def busbw_figure(df: pd.DataFrame, title: str) -> go.Figure:
         fig.add_trace(go.Scatter(x=f["size_bytes"], y=f["busbw_GBps"], mode="lines+markers", name=sid,
                                  text=f["algorithm"], line=dict(color=design_colour(sid)),
                                  hovertemplate="%{x:.3s}B: %{y:.1f} GB/s (%{text})"))
-    fig.update_layout(title=title, xaxis_title="message size [bytes]", yaxis_title="busbw [GB/s]",
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "size_bytes", "message size", "bytes"),
+                      yaxis_title=axis_label(df, "busbw_GBps", "busbw", "GB/s"),
                       xaxis_type="log", yaxis_type="log", legend_title="design")
     return fig
 
@@ -51,7 +52,8 @@ def boundary_figure(df: pd.DataFrame, title: str) -> go.Figure:
     for sid, f in df.groupby("system", sort=False):
         fig.add_trace(go.Scatter(x=f["gpus"], y=f["busbw_GBps"], mode="lines+markers", name=sid,
                                  text=f["algorithm"], line=dict(color=design_colour(sid), shape="hv")))
-    fig.update_layout(title=title, xaxis_title="GPUs in the group [count]", yaxis_title="busbw [GB/s]",
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "gpus", "GPUs in the group", "count"),
+                      yaxis_title=axis_label(df, "busbw_GBps", "busbw", "GB/s"),
                       xaxis_type="log", legend_title="design")
     return fig
 

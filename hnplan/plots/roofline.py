@@ -6,13 +6,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from hnplan import units
-from hnplan.plots.common import design_colour
+from hnplan.plots.common import axis_label, design_colour, unit_of
 
 _SYMBOLS = {"gemm": "circle", "attention": "diamond", "elementwise": "square"}
 
 
 def roofline(ops: pd.DataFrame, curves: pd.DataFrame, title: str = "Roofline") -> go.Figure:
-    """Log-log roofline of operator tables (from :func:`hnplan.compute.roofline_comparison`).
+    """Log-log roofline of operator tables (from :func:`hnplan.planning.roofline.roofline_comparison`).
 
     Parameters
     ----------
@@ -21,6 +21,14 @@ def roofline(ops: pd.DataFrame, curves: pd.DataFrame, title: str = "Roofline") -
         ``attained_flops_per_s`` [FLOP/s] and ``bound``; rows without FLOPs (gathers, copies) are not drawn.
     curves : pandas.DataFrame
         ``accelerator``, ``intensity``, ``achievable_flops_per_s`` and ``peak_flops_per_s`` [FLOP/s].
+        Both name their units in ``attrs["units"]``; throughputs in FLOP/s are drawn in TFLOP/s.
+
+    Raises
+    ------
+    KeyError
+        If a frame names no unit for a drawn column.
+    ValueError
+        If a throughput column is not in FLOP/s.
 
     Returns
     -------
@@ -28,6 +36,9 @@ def roofline(ops: pd.DataFrame, curves: pd.DataFrame, title: str = "Roofline") -
         Per accelerator (one colour): the achievable roofline (solid), the dense peak (dotted) and
         the operators as markers (circle GEMM, diamond attention, square element-wise).
     """
+    for df, col in ((ops, "attained_flops_per_s"), (curves, "achievable_flops_per_s"), (curves, "peak_flops_per_s")):
+        if unit_of(df, col) != "FLOP/s":
+            raise ValueError(f"roofline draws {col} in FLOP/s; the table gives {unit_of(df, col)}")
     fig = go.Figure()
     for acc, c in curves.groupby("accelerator", sort=False):
         col = design_colour(acc)
@@ -43,8 +54,8 @@ def roofline(ops: pd.DataFrame, curves: pd.DataFrame, title: str = "Roofline") -
                         line=dict(width=0.5, color="black")),
             name=f"{acc} operators", legendgroup=acc,
             text=[f"{n} ({p}, {b}-bound)" for n, p, b in zip(g["name"], g["phase"], g["bound"])],
-            hovertemplate="%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.4g} TFLOP/s<extra></extra>")
-    fig.update_xaxes(type="log", title="arithmetic intensity [FLOP/byte]")
+            hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit_of(ops, 'intensity')}<br>%{{y:.4g}} TFLOP/s<extra></extra>")
+    fig.update_xaxes(type="log", title=axis_label(curves, "intensity", "arithmetic intensity"))
     fig.update_yaxes(type="log", title="attained throughput [TFLOP/s]")
     fig.update_layout(title=title, legend_title="accelerator")
     return fig

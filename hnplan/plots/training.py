@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import design_colour
+from hnplan.plots.common import axis_label, design_colour
 
 
 def scaling_figure(df: pd.DataFrame, title: str = "Throughput against GPU count") -> go.Figure:
@@ -16,7 +16,8 @@ def scaling_figure(df: pd.DataFrame, title: str = "Throughput against GPU count"
         fig.add_scatter(x=g["gpus"], y=g["tokens_per_s"], mode="lines+markers", name=sid,
                         line=dict(color=design_colour(sid)),
                         customdata=g[["mfu"]].to_numpy(), hovertemplate="%{x} GPUs: %{y:,.0f} tokens/s, MFU %{customdata[0]:.1%}")
-    fig.update_layout(title=title, xaxis_title="GPUs [count]", yaxis_title="throughput [tokens/s]",
+    fig.update_layout(title=title, xaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
+                      yaxis_title=axis_label(df, "tokens_per_s", "throughput", "tokens/s"),
                       xaxis_type="log", legend_title="design")
     return fig
 
@@ -30,5 +31,6 @@ def training_validation_figure(df: pd.DataFrame, title: str = "Planner vs publis
     tol = float(df["tolerance_pct"].max())
     for y in (tol, -tol):
         fig.add_hline(y=y, line_dash="dot", line_color="#666")
-    fig.update_layout(title=title, xaxis_title="run", yaxis_title="model / published - 1 [%]", showlegend=False)
+    fig.update_layout(title=title, xaxis_title="run", yaxis_title=axis_label(df, "error_pct", "model / published - 1", "%"),
+                      showlegend=False)
     return fig

@@ -20,8 +20,8 @@ A failing prediction is a failing test: accuracy cannot drift while the suite st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 import pandas as pd
 

@@ -44,8 +44,8 @@ from hnplan.comm.algorithms import best_time
 from hnplan.comm.placement import place_group
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.operators import operator_table
-from hnplan.planning.training.components import TP_COLLECTIVES_PER_PASS, tp_message_bytes
 from hnplan.errors import InputError, check_choice
+from hnplan.planning.training import TP_COLLECTIVES_PER_PASS, tp_message_bytes
 from hnplan.validation import Row, area
 
 PASSES = ("fwd", "bwd", "bwd+recompute")

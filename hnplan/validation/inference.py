@@ -4,7 +4,7 @@ DeepSeek-V3 serving reports); the rows and their sources live in
 
 from __future__ import annotations
 
-from hnplan.planning.inference.validation import validation_table as _serving_table
+from hnplan.planning.inference import validation_table as _serving_table
 from hnplan.validation import Row, area
 
 PREDICTION_BAND = 0.30  # rows whose stated band is within +-30% are asserted as predictions

@@ -4,6 +4,16 @@ prefill/decode disaggregation and short scoring requests (:mod:`.capacity`); val
 published serving measurements (:mod:`.validation`). See docs/inference.md.
 """
 
+from hnplan.planning.inference.capacity import (  # noqa: F401
+    CapacityPlan,
+    Traffic,
+    capacity_verdict,
+    erlang_c,
+    gpus_vs_rate,
+    kv_transfer_s,
+    mgc_wait_s,
+    plan_for_rate,
+)
 from hnplan.planning.inference.core import (  # noqa: F401
     DEFAULT_MAX_BATCHED_TOKENS,
     MAX_REPLICA_GPUS,
@@ -15,8 +25,8 @@ from hnplan.planning.inference.core import (  # noqa: F401
     candidate_replicas,
     decode_step,
     default_kv_dtype,
-    frontier,
     fixed_bytes_per_gpu,
+    frontier,
     kv_budget_bytes,
     kv_bytes_per_token_per_gpu,
     max_batch,
@@ -37,16 +47,6 @@ from hnplan.planning.inference.points import (  # noqa: F401
     scoring_capacity,
     usd_per_gpu_hour,
     usd_per_million_tokens,
-)
-from hnplan.planning.inference.capacity import (  # noqa: F401
-    CapacityPlan,
-    Traffic,
-    capacity_verdict,
-    erlang_c,
-    gpus_vs_rate,
-    kv_transfer_s,
-    mgc_wait_s,
-    plan_for_rate,
 )
 from hnplan.planning.inference.validation import (  # noqa: F401
     Measurement,

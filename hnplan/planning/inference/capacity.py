@@ -54,7 +54,6 @@ from hnplan.planning.inference.core import (
 from hnplan.planning.inference.points import attributed_power_w, usd_per_gpu_hour, usd_per_million_tokens
 
 
-
 # --- traffic ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Traffic:

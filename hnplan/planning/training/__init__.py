@@ -14,10 +14,12 @@ See docs/training.md.
 from hnplan.planning.training.candidates import candidate_frame, divisors  # noqa: F401
 from hnplan.planning.training.components import (  # noqa: F401
     MEGATRON_2021,
+    TP_COLLECTIVES_PER_PASS,
     Job,
     Overlap,
     stack_accelerator,
     stack_overlap,
+    tp_message_bytes,
 )
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,

@@ -54,9 +54,15 @@ from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.parts import training_part_times
-from hnplan.memory import (activation_bytes_per_layer, embedding_activation_bytes, hbm_capacity_bytes,
-                           microbatches_in_flight, model_state_bytes_per_gpu, output_activation_bytes,
-                           training_overheads)
+from hnplan.memory import (
+    activation_bytes_per_layer,
+    embedding_activation_bytes,
+    hbm_capacity_bytes,
+    microbatches_in_flight,
+    model_state_bytes_per_gpu,
+    output_activation_bytes,
+    training_overheads,
+)
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)

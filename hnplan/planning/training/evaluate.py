@@ -12,8 +12,15 @@ from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.candidates import candidate_frame
-from hnplan.planning.training.plan import (PLAN_FIELDS, TRAIN_DTYPES, ParallelPlan, TrainingEstimate, check_knobs,
-                                           plans_frame, validate_plan)
+from hnplan.planning.training.plan import (
+    PLAN_FIELDS,
+    TRAIN_DTYPES,
+    ParallelPlan,
+    TrainingEstimate,
+    check_knobs,
+    plans_frame,
+    validate_plan,
+)
 
 BREAKDOWN = ("compute", "tp_comm_exposed", "cp_comm_exposed", "ep_comm_exposed", "pp_comm_exposed", "pp_bubble",
              "dp_comm_exposed", "optimizer")

@@ -1,5 +1,10 @@
-"""Memory answers for one plan or replica, and tidy tables over systems and grids (for the CLI,
-notebooks and plots)."""
+"""Memory planner: the answer of ``hnplan memory`` for one plan or replica, and tidy tables over
+systems and grids for the memory notebook and :mod:`hnplan.plots.memory`.
+
+It resolves ids through the catalog and calls the memory cost model (:mod:`hnplan.memory`); every
+table names its columns' units in ``attrs["units"]`` and the constants its plots need (``parts``,
+``statuses``) in ``attrs``, so plots never import the model.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
+from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.tiers import (
     decode_step_time_s,
     memory_tiers,
@@ -20,6 +26,9 @@ from hnplan.memory.training import training_memory
 
 MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")
+
+__all__ = ["ACCOUNTINGS", "MODES", "PARTS", "STATUSES", "breakdown_table", "fit_grid", "memory_summary",
+           "memory_verdict", "tiers_frame"]
 
 
 def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
@@ -94,7 +103,8 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
 
 def breakdown_table(model, systems, mode: str = "train", **kw) -> pd.DataFrame:
     """One row per system: the breakdown in GiB, ``hbm_gib``, ``status``, ``spill_time_s`` and
-    ``compute_time_s`` [s]. ``kw`` as :func:`memory_summary`. ``attrs["unit"]`` is ``GiB``."""
+    ``compute_time_s`` [s]. ``kw`` as :func:`memory_summary`. ``attrs``: ``unit`` (``GiB``), ``units``
+    (column -> unit), ``parts`` (the breakdown's parts in stacking order)."""
     rows = []
     for s in systems:
         d = memory_summary(model, mode, system=s, **kw)
@@ -103,7 +113,8 @@ def breakdown_table(model, systems, mode: str = "train", **kw) -> pd.DataFrame:
                      "hbm_gib": d["hbm_gib"], "status": d["status"], "spill_time_s": d["spill"]["spill_time_s"],
                      "compute_time_s": d["spill"]["compute_time_s"]})
     df = pd.DataFrame(rows)
-    df.attrs["unit"] = "GiB"
+    df.attrs.update(unit="GiB", units={**{f"{p}_gib": "GiB" for p in (*PARTS, "total", "hbm")},
+                                       "spill_time_s": "s", "compute_time_s": "s"}, parts=PARTS)
     return df
 
 
@@ -114,6 +125,7 @@ def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8
     Training: over ``tps x pps`` with ``dp = gpus / (tp x pp)`` (cells that do not divide are left
     out); columns ``tp``, ``pp``, ``dp``. Inference: over ``batches x contexts`` (``seq_len`` is the
     context); columns ``batch``, ``context``. Always ``total_gib``, ``hbm_gib``, ``status``.
+    ``attrs``: ``unit``, ``units`` (column -> unit), ``system``, ``mode``, ``statuses`` (in order).
     ``kw`` as :func:`memory_summary` (e.g. ``seq_len`` for training); the grid's own arguments in it
     (``tp``, ``pp``, ``dp`` or ``batch``, ``seq_len``) are ignored.
     """
@@ -138,7 +150,9 @@ def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8
                 rows.append({"batch": b, "context": c, "total_gib": d["total_gib"], "hbm_gib": d["hbm_gib"],
                              "status": d["status"]})
     df = pd.DataFrame(rows)
-    df.attrs.update(unit="GiB", system=str(system), mode=mode)
+    df.attrs.update(unit="GiB", system=str(system), mode=mode, statuses=STATUSES,
+                    units={"total_gib": "GiB", "hbm_gib": "GiB", "tp": "GPUs", "pp": "stages", "dp": "GPUs",
+                           "batch": "sequences", "context": "tokens"})
     return df
 
 
@@ -146,7 +160,9 @@ def tiers_frame(systems, catalog: Catalog | None = None) -> pd.DataFrame:
     """The memory tiers of each system per GPU: ``system``, ``tier``, ``capacity_gib``, ``bw_GBps``, ``link``."""
     cat = catalog or load_catalog()
     rows = [{"system": s, **t.as_dict()} for s in systems for t in memory_tiers(cat.system(s), cat)]
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {"capacity_gib": "GiB", "bw_GBps": "GB/s"}
+    return df
 
 
 def memory_verdict(df: pd.DataFrame) -> str:

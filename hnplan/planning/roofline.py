@@ -1,6 +1,8 @@
-"""The same model pass on several accelerators: operator tables, roofline curves and a summary.
+"""Roofline planner: one model pass on one accelerator (``hnplan roofline``) or on several
+(``notebooks/roofline.ipynb``): operator tables, roofline curves, MFU/HFU and a summary.
 
-Used by ``notebooks/roofline.ipynb`` and :func:`hnplan.plots.roofline`; no planner involved.
+It resolves ids through the catalog and calls the compute cost model (:mod:`hnplan.compute`);
+the frames carry their units in ``attrs["units"]`` for :func:`hnplan.plots.roofline`.
 """
 
 from __future__ import annotations
@@ -9,11 +11,17 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute.counts import peak_flops_per_s
 from hnplan.compute.operators import operator_table, roofline_curve, totals
+from hnplan.errors import InputError
 
 INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte span of the plotted ceilings: covers element-wise to large GEMMs
+OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
+CURVE_UNITS = {"intensity": "FLOP/byte", "achievable_flops_per_s": "FLOP/s", "peak_flops_per_s": "FLOP/s"}
+SUMMARY_UNITS = {"flops": "FLOP", "bytes": "bytes", "time_s": "s", "attained_flops_per_s": "FLOP/s",
+                 "compute_bound_share": "fraction", "tokens_per_s": "tokens/s", "mfu": "fraction"}
 
 
 def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float,
@@ -41,14 +49,17 @@ def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len:
             "hfu": hw_f / time_s / peak}
 
 
-def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: str, batch: int, seq_len: int,
+def roofline_comparison(model: Model | str, accelerators: list[Accelerator | str], phase: str, batch: int,
+                        seq_len: int, catalog: Catalog | None = None,
                         **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Operator tables, ceilings and totals of one pass on each accelerator.
 
     Parameters
     ----------
-    model : Model
-    accelerators : list of Accelerator
+    model : Model or str
+        A model, or its catalog id or YAML path.
+    accelerators : list of Accelerator or str
+        Accelerators, or their ids or YAML paths.
     phase, batch, seq_len, **kwargs
         As :func:`hnplan.compute.operator_table` (``kv_len``, ``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``).
 
@@ -58,6 +69,7 @@ def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: st
         The operator tables stacked, with an ``accelerator`` column.
     curves : pandas.DataFrame
         :func:`hnplan.compute.roofline_curve` of each accelerator over :data:`INTENSITY_RANGE`.
+        Each of the three frames names its columns' units in ``attrs["units"]``.
     summary : pandas.DataFrame
         One row per accelerator: ``accelerator``, ``phase``, ``flops`` [FLOP], ``bytes`` [bytes],
         ``time_s`` [s], ``attained_flops_per_s`` [FLOP/s], ``compute_bound_share`` (fraction of the
@@ -67,8 +79,11 @@ def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: st
     Raises
     ------
     InputError
-        As :func:`hnplan.compute.operator_table`.
+        As :func:`hnplan.compute.operator_table`; CatalogError for unknown ids.
     """
+    cat = catalog or load_catalog()
+    model = cat.model(model)
+    accelerators = [cat.accelerator(a) for a in accelerators]
     dtype = kwargs.get("dtype", "bf16")
     x = np.logspace(np.log10(INTENSITY_RANGE[0]), np.log10(INTENSITY_RANGE[1]), 200)
     tables, curves, rows = [], [], []
@@ -83,7 +98,53 @@ def roofline_comparison(model: Model, accelerators: list[Accelerator], phase: st
                      "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
                      "tokens_per_s": tokens / t["time_s"],
                      "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"]})
-    return pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
+    ops, curves_df, summary = pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
+    ops.attrs["units"] = dict(tables[0].attrs["units"])
+    curves_df.attrs["units"] = dict(CURVE_UNITS)
+    summary.attrs["units"] = dict(SUMMARY_UNITS)
+    return ops, curves_df, summary
+
+
+def roofline_answer(model, accelerator, phase: str, batch: int, seq_len: int, kv_len: int | None = None,
+                    catalog: Catalog | None = None, **kwargs) -> dict:
+    """The answer of ``hnplan roofline``: the inputs, totals, MFU/HFU and one dict per operator row.
+
+    Parameters
+    ----------
+    model, accelerator : str or path
+        Catalog ids or YAML paths.
+    phase, batch, seq_len, kv_len, **kwargs
+        As :func:`hnplan.compute.operator_table` (``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``,
+        ``attention``, ``sequence_parallel``).
+
+    Returns
+    -------
+    dict
+        ``model``, ``accelerator``, ``phase``, ``batch``, ``seq_len``, ``kv_len``, ``tp``, ``cp``, ``ep``,
+        ``dtype``, ``recompute``; :func:`hnplan.compute.totals` (``flops`` [FLOP], ``bytes`` [bytes],
+        ``time_s`` [s], ...); :func:`utilisation` (``mfu``, ``hfu`` [-]); ``attention``,
+        ``sequence_parallel``; ``ops``: one dict of :data:`OP_KEYS` per operator row.
+
+    Raises
+    ------
+    InputError
+        If ``seq_len + kv_len`` exceeds the model's ``max_seq``, and as :func:`hnplan.compute.operator_table`;
+        CatalogError for unknown ids.
+    """
+    cat = catalog or load_catalog()
+    m, acc = cat.model(model), cat.accelerator(accelerator)
+    if seq_len + (kv_len or 0) > m.max_seq:
+        raise InputError(f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
+                         f"length {m.max_seq} (field max_seq)")
+    df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
+    keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
+    out = {k: df.attrs[k] for k in keys}
+    out.update(totals(df))
+    kw = {k: df.attrs[k] for k in keys[5:]}
+    out.update(utilisation(m, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
+    out.update(attention=df.attrs["attention"], sequence_parallel=df.attrs["sequence_parallel"])
+    out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
+    return out
 
 
 def roofline_verdict(summary: pd.DataFrame) -> str:
