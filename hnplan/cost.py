@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import System
+from hnplan.catalog.design import Design
 from hnplan.comm.topology import scaleout_bom
 from hnplan.errors import InputError
 from hnplan.power import _check_fraction, design_power, training_draw_w
@@ -89,15 +88,15 @@ class DesignCost:
         return d
 
 
-def deploy_days_for(system: System, catalog: Catalog | None = None) -> float:
+def deploy_days_for(design: Design) -> float:
     """Delivery-to-production time of one cluster of a design [days]: the system's ``deploy_days``
     or the default in ``reliability.yaml``."""
-    if system.deploy_days is not None:
-        return system.deploy_days
-    return (catalog or load_catalog()).reliability.deploy_days.value
+    if design.system.deploy_days is not None:
+        return design.system.deploy_days
+    return design.reliability.deploy_days.value
 
 
-def design_cost(system: System, gpus: int, catalog: Catalog | None = None, years: float | None = None,
+def design_cost(design: Design, gpus: int, years: float | None = None,
                 pue: float | None = None, utilisation: float = 1.0,
                 electricity_usd_per_kwh: float | None = None, hardware_price_factor: float = 1.0,
                 maintenance_fraction: float | None = None, dc_build_usd_per_mw: float | None = None,
@@ -106,7 +105,9 @@ def design_cost(system: System, gpus: int, catalog: Catalog | None = None, years
 
     Parameters
     ----------
-    system : System
+    design : Design
+        The system with its switches, prices and facility defaults
+        (:meth:`hnplan.catalog.loader.Catalog.design`).
     gpus : int
         Accelerators wanted (bought in whole units).
     years : float, optional
@@ -142,7 +143,7 @@ def design_cost(system: System, gpus: int, catalog: Catalog | None = None, years
 
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
-    >>> c = design_cost(cat.system("hgx-h100-ib-ndr"), 8, cat, years=1, pue=1.0, maintenance_fraction=0.0,
+    >>> c = design_cost(cat.design("hgx-h100-ib-ndr"), 8, years=1, pue=1.0, maintenance_fraction=0.0,
     ...                 dc_build_usd_per_mw=0.0, electricity_usd_per_kwh=0.10, deploy_days=0.0)
     >>> round(c.energy_usd_per_year)  # (10,200 + 750 switch + 16 x 8 optics) W x 0.76 x 8,766 h x $0.10/kWh
     7380
@@ -152,56 +153,27 @@ def design_cost(system: System, gpus: int, catalog: Catalog | None = None, years
         raise InputError("utilisation must be > 0 (a cluster that never runs has no cost per GPU-hour)")
     if hardware_price_factor < 0:
         raise InputError(f"hardware_price_factor must be >= 0; got {hardware_price_factor}")
-    cat = catalog or load_catalog()
-    fac = cat.facility
+    system, fac = design.system, design.facility
     years = years if years is not None else fac.amortisation_years.value
     if years <= 0:
         raise InputError(f"years must be > 0; got {years}")
-    deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(system, cat))
+    deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design))
     if deploy_s >= units.years_to_s(years):
         raise InputError(f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)")
-    pw = design_power(system, gpus, cat, pue)
-    bom = scaleout_bom(system, pw.units * system.unit_gpus, cat)
-    systems = hardware_price_factor * pw.units * cat.price(system.id).usd
+    pw = design_power(design, gpus, pue)
+    bom = scaleout_bom(design, pw.units * system.unit_gpus)
+    price = design.prices
+    systems = hardware_price_factor * pw.units * price.usd("system")
     # first-order optics: every link end is an OSFP module of the NIC's speed class
-    optic = "transceiver-800g-osfp" if system.nic_gbps > 400 else "transceiver-400g-osfp"
-    network = hardware_price_factor * (bom.switches * cat.price(bom.switch_model).usd
-                                       + bom.transceivers * cat.price(optic).usd)
+    # (hnplan.catalog.design.transceiver_item)
+    network = hardware_price_factor * (bom.switches * price.usd("scaleout_switch")
+                                       + bom.transceivers * price.usd("transceiver"))
     build = fac.dc_build_usd_per_mw.value if dc_build_usd_per_mw is None else dc_build_usd_per_mw
     facility = units.w_to_mw(pw.it_w) * build
-    avg_w = utilisation * training_draw_w(pw, cat) + (1 - utilisation) * pw.it_w_at(0.0) * pw.pue
-    price = fac.electricity_usd_per_kwh.value if electricity_usd_per_kwh is None else electricity_usd_per_kwh
-    energy = units.j_to_kwh(avg_w * units.YEAR) * price
+    avg_w = utilisation * training_draw_w(pw, fac) + (1 - utilisation) * pw.it_w_at(0.0) * pw.pue
+    kwh_usd = fac.electricity_usd_per_kwh.value if electricity_usd_per_kwh is None else electricity_usd_per_kwh
+    energy = units.j_to_kwh(avg_w * units.YEAR) * kwh_usd
     maint = fac.maintenance_fraction_per_year.value if maintenance_fraction is None else maintenance_fraction
     return DesignCost(systems, network, facility, energy, maint * (systems + network), years,
                       staff_usd_per_year, pw.units * system.unit_gpus, utilisation, deploy_s)
 
-
-def tco_summary(system: System, gpus: int, catalog: Catalog | None = None, **kwargs) -> dict:
-    """The ``hnplan tco`` answer: power, racks, capex, opex, TCO and $ per GPU-hour of a design.
-
-    Keyword arguments go to :func:`design_cost` (``years``, ``pue``, ``utilisation``, ...).
-
-    Returns
-    -------
-    dict
-        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
-        rack_limit_kw, over_rack_limit, capex_usd,
-        opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
-        idle_capital_usd`` and the capex/opex parts.
-    """
-    cat = catalog or load_catalog()
-    c = design_cost(system, gpus, cat, **kwargs)
-    pw = design_power(system, gpus, cat, kwargs.get("pue"))
-    return {
-        "system": system.id, "gpus": gpus, "gpus_bought": c.gpus,
-        "it_power_kw": units.w_to_kw(pw.it_w), "facility_power_kw": units.w_to_kw(pw.facility_w),
-        "pue": pw.pue, "racks": pw.racks, "kw_per_rack": pw.kw_per_rack,
-        "rack_limit_kw": units.w_to_kw(pw.rack_limit_w), "over_rack_limit": pw.over_rack_limit,
-        "capex_usd": c.capex_usd, "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
-        "usd_per_gpu_hour": c.usd_per_gpu_hour, "years": c.years, "utilisation": c.utilisation,
-        "deploy_days": units.s_to_days(c.deploy_s), "idle_capital_usd": c.idle_capital_usd,
-        "systems_usd": c.systems_usd, "network_usd": c.network_usd, "facility_usd": c.facility_usd,
-        "energy_usd_per_year": c.energy_usd_per_year, "maintenance_usd_per_year": c.maintenance_usd_per_year,
-        "staff_usd_per_year": c.staff_usd_per_year,
-    }

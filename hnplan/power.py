@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import Accelerator, System
+from hnplan.catalog.design import Design
+from hnplan.catalog.schemas import Accelerator, Facility
 from hnplan.comm.topology import scaleout_bom
 from hnplan.errors import InputError
 
@@ -36,17 +36,17 @@ def _check_fraction(name: str, value) -> None:
         raise InputError(f"{name} must lie in [0, 1]; got {value!r}")
 
 
-def accelerator_idle_w(acc: Accelerator, catalog: Catalog | None = None) -> float:
+def accelerator_idle_w(acc: Accelerator, facility: Facility) -> float:
     """Idle power of one accelerator [W]: its ``idle_w`` or ``facility.accelerator_idle_fraction``
     x TDP (a labelled assumption in ``data/facility.yaml``)."""
     if acc.idle_w is not None:
         return acc.idle_w
-    fac = (catalog or load_catalog()).facility
+    fac = facility
     frac = fac.accelerator_idle_fraction.value if fac.accelerator_idle_fraction is not None else 0.0
     return frac * acc.tdp_w
 
 
-def accelerator_power_w(acc: Accelerator, utilisation, catalog: Catalog | None = None):
+def accelerator_power_w(acc: Accelerator, utilisation, facility: Facility):
     """Power of one accelerator at a utilisation, linear between idle and TDP [W].
 
     Parameters
@@ -54,6 +54,8 @@ def accelerator_power_w(acc: Accelerator, utilisation, catalog: Catalog | None =
     acc : Accelerator
     utilisation : float or array [fraction 0-1]
         Power utilisation (0 idle, 1 at TDP).
+    facility : Facility
+        For the idle fraction of an accelerator without ``idle_w``.
 
     Returns
     -------
@@ -67,11 +69,12 @@ def accelerator_power_w(acc: Accelerator, utilisation, catalog: Catalog | None =
     Examples
     --------
     >>> from hnplan.catalog import load_catalog
-    >>> round(float(accelerator_power_w(load_catalog().accelerator("h100-sxm"), 0.5)), 1)
+    >>> cat = load_catalog()
+    >>> round(float(accelerator_power_w(cat.accelerator("h100-sxm"), 0.5, cat.facility)), 1)
     385.0
     """
     _check_fraction("utilisation", utilisation)
-    idle = accelerator_idle_w(acc, catalog)
+    idle = accelerator_idle_w(acc, facility)
     return idle + (acc.tdp_w - idle) * np.asarray(utilisation, dtype=float)
 
 
@@ -129,26 +132,26 @@ class DesignPower:
         return d
 
 
-def pue_for(system: System, catalog: Catalog | None = None) -> float:
-    """The facility default PUE for the system's cooling (``pue_liquid`` or ``pue_air``)."""
-    fac = (catalog or load_catalog()).facility
-    return (fac.pue_liquid if system.cooling == "liquid" else fac.pue_air).value
+def pue_for(design: Design) -> float:
+    """The facility default PUE for the system's cooling (``pue_liquid`` or ``pue_air``) [ratio]."""
+    return design.pue
 
 
-def rack_limit_w(system: System, catalog: Catalog | None = None) -> float:
+def rack_limit_w(design: Design) -> float:
     """Per-rack IT power limit of the facility for the system's cooling [W] (inf if not set)."""
-    fac = (catalog or load_catalog()).facility
-    sv = fac.rack_limit_kw_liquid if system.cooling == "liquid" else fac.rack_limit_kw_air
-    return math.inf if sv is None else units.kw_to_w(sv.value)
+    kw = design.rack_limit_kw
+    return math.inf if kw is None else units.kw_to_w(kw)
 
 
-def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue: float | None = None,
+def design_power(design: Design, gpus: int, pue: float | None = None,
                  rack_limit_kw: float | None = None) -> DesignPower:
     """Rated IT power of ``gpus`` accelerators of a system with their scale-out network.
 
     Parameters
     ----------
-    system : System
+    design : Design
+        The system with its switches, fabrics and facility defaults
+        (:meth:`hnplan.catalog.loader.Catalog.design`).
     gpus : int
         Accelerators wanted; bought in whole units (``ceil(gpus / unit_gpus)``).
     pue : float, optional
@@ -174,7 +177,7 @@ def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue:
     --------
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
-    >>> p = design_power(cat.system("gb200-nvl72"), 72, cat)
+    >>> p = design_power(cat.design("gb200-nvl72"), 72)
     >>> p.units, p.racks, round(p.compute_w / 1e3)
     (1, 1, 132)
     """
@@ -184,16 +187,14 @@ def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue:
         raise InputError(f"pue must be >= 1 (facility power / IT power); got {pue}")
     if rack_limit_kw is not None and rack_limit_kw <= 0:
         raise InputError(f"rack_limit_kw must be > 0; got {rack_limit_kw}")
-    cat = catalog or load_catalog()
+    system = design.system
     n_units = math.ceil(gpus / system.unit_gpus)
     bought = n_units * system.unit_gpus
-    bom = scaleout_bom(system, bought, cat)
-    sw = cat.switch(bom.switch_model)
-    fabric = cat.interconnect(system.scaleout_fabric)
-    acc = cat.accelerator(system.accelerator)
+    bom = scaleout_bom(design, bought)
+    sw, fabric, acc = design.scaleout_switch, design.scaleout_fabric, design.accelerator
     network = bom.switches * sw.power_w + bom.transceivers * (fabric.transceiver_w or 0.0)
     compute = units.kw_to_w(n_units * system.unit_power_kw)
-    limit = units.kw_to_w(rack_limit_kw) if rack_limit_kw is not None else rack_limit_w(system, cat)
+    limit = units.kw_to_w(rack_limit_kw) if rack_limit_kw is not None else rack_limit_w(design)
     by_space = math.ceil(bought / system.gpus_per_rack)
     # power-limited racks hold whole nodes: a rack takes floor(limit / node power) nodes
     node_w = compute / (bought / system.node_gpus)
@@ -201,8 +202,8 @@ def design_power(system: System, gpus: int, catalog: Catalog | None = None, pue:
     by_power = math.ceil((bought / system.node_gpus) / nodes_per_rack) if math.isfinite(limit) else 0
     return DesignPower(
         gpus=gpus, units=n_units, racks=max(by_space, by_power), compute_w=compute, network_w=network,
-        pue=pue if pue is not None else pue_for(system, cat),
-        accel_tdp_w=bought * acc.tdp_w, accel_idle_w=bought * accelerator_idle_w(acc, cat),
+        pue=pue if pue is not None else design.pue,
+        accel_tdp_w=bought * acc.tdp_w, accel_idle_w=bought * accelerator_idle_w(acc, design.facility),
         racks_by_space=by_space, racks_by_power=by_power, rack_limit_w=limit,
     )
 
@@ -212,15 +213,14 @@ def energy_j(power_w, seconds):
     return np.multiply(power_w, seconds) if isinstance(power_w, np.ndarray) else power_w * seconds
 
 
-def training_draw_w(power: DesignPower, catalog: Catalog | None = None) -> float:
+def training_draw_w(power: DesignPower, facility: Facility) -> float:
     """Average facility power while training [W]: rated facility power x the measured
     ``facility.training_power_fraction`` ([2]_)."""
-    fac = (catalog or load_catalog()).facility
-    return power.facility_w * fac.training_power_fraction.value
+    return power.facility_w * facility.training_power_fraction.value
 
 
-def run_energy(power: DesignPower, seconds: float, tokens: float | None = None,
-               catalog: Catalog | None = None, gco2_per_kwh: float | None = None) -> dict:
+def run_energy(power: DesignPower, seconds: float, facility: Facility, tokens: float | None = None,
+               gco2_per_kwh: float | None = None) -> dict:
     """Facility energy and carbon of a training run (or serving period) at the training draw.
 
     Parameters
@@ -228,6 +228,8 @@ def run_energy(power: DesignPower, seconds: float, tokens: float | None = None,
     power : DesignPower
     seconds : float [s]
         Wall time of the run.
+    facility : Facility
+        For the training draw and the default grid intensity (``Design.facility``).
     tokens : float, optional
         Tokens processed, for the energy per million tokens.
     gco2_per_kwh : float, optional
@@ -243,16 +245,15 @@ def run_energy(power: DesignPower, seconds: float, tokens: float | None = None,
     --------
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
-    >>> p = design_power(cat.system("hgx-h100-ib-ndr"), 8, cat, pue=1.0)
-    >>> e = run_energy(p, 3600.0, catalog=cat, gco2_per_kwh=400.0)
+    >>> p = design_power(cat.design("hgx-h100-ib-ndr"), 8, pue=1.0)
+    >>> e = run_energy(p, 3600.0, cat.facility, gco2_per_kwh=400.0)
     >>> round(e["energy_mwh"] * 1e3, 3) == round(p.it_w * 0.76 / 1e3, 3)
     True
     """
-    cat = catalog or load_catalog()
     if seconds < 0:
         raise InputError(f"seconds must be >= 0; got {seconds}")
-    e = energy_j(training_draw_w(power, cat), seconds)
-    g = cat.facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
+    e = energy_j(training_draw_w(power, facility), seconds)
+    g = facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
     out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / units.MEGA}
     if tokens:
         out["kwh_per_million_tokens"] = units.j_to_kwh(e) / (tokens / 1e6)

@@ -40,7 +40,7 @@ import numpy as np
 from scipy import stats
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import Model, System
 from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import param_counts
@@ -52,7 +52,7 @@ HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
 
 
 # -- interruption rates -------------------------------------------------------------------------
-def component_counts(system: System, gpus: int, catalog: Catalog | None = None) -> dict:
+def component_counts(design: Design, gpus: int) -> dict:
     """Components a job of ``gpus`` accelerators depends on, keyed as ``ComponentRate.per``.
 
     Returns
@@ -63,22 +63,22 @@ def component_counts(system: System, gpus: int, catalog: Catalog | None = None) 
     """
     if gpus < 1:
         raise InputError(f"gpus must be >= 1; got {gpus}")
+    system = design.system
     nodes = math.ceil(gpus / system.node_gpus)
     return {"accelerator": gpus, "host": nodes, "nic": nodes * system.nics_per_node,
-            "scaleout-link": scaleout_bom(system, gpus, catalog).links, "job-gpu": gpus}
+            "scaleout-link": scaleout_bom(design, gpus).links, "job-gpu": gpus}
 
 
-def interruption_rates_per_h(system: System, gpus: int, catalog: Catalog | None = None,
-                             rate_factor: float = 1.0) -> dict:
-    """Unexpected interruptions per hour of a job, by component [1/h] (``rate_factor`` scales all)."""
-    cat = catalog or load_catalog()
+def interruption_rates_per_h(design: Design, gpus: int, rate_factor: float = 1.0) -> dict:
+    """Unexpected interruptions per hour of a job, by component [1/h] (``rate_factor`` scales all),
+    with the rates of the design's ``reliability.yaml``."""
     if rate_factor < 0:
         raise InputError(f"rate_factor must be >= 0; got {rate_factor}")
-    counts = component_counts(system, gpus, cat)
-    return {name: rate_factor * r.value * counts[r.per] for name, r in cat.reliability.rates.items()}
+    counts = component_counts(design, gpus)
+    return {name: rate_factor * r.value * counts[r.per] for name, r in design.reliability.rates.items()}
 
 
-def mtbi_s(system: System, gpus: int, catalog: Catalog | None = None, rate_factor: float = 1.0) -> float:
+def mtbi_s(design: Design, gpus: int, rate_factor: float = 1.0) -> float:
     """Mean time between unexpected interruptions of a job of ``gpus`` accelerators [s].
 
     Examples
@@ -87,10 +87,10 @@ def mtbi_s(system: System, gpus: int, catalog: Catalog | None = None, rate_facto
 
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
-    >>> round(54 * 86400 / mtbi_s(cat.system("hgx-h100-roce-400g"), 16384, cat))
+    >>> round(54 * 86400 / mtbi_s(cat.design("hgx-h100-roce-400g"), 16384))
     419
     """
-    total = sum(interruption_rates_per_h(system, gpus, catalog, rate_factor).values())
+    total = sum(interruption_rates_per_h(design, gpus, rate_factor).values())
     return math.inf if total == 0 else units.HOUR / total
 
 
@@ -106,8 +106,8 @@ def failure_unit_gpus(system: System) -> int:
     return unit
 
 
-def spare_gpus(system: System, gpus: int, catalog: Catalog | None = None, quantile: float = 0.99,
-               repair_hours: float | None = None, rate_factor: float = 1.0) -> int:
+def spare_gpus(design: Design, gpus: int, quantile: float = 0.99, repair_hours: float | None = None,
+               rate_factor: float = 1.0) -> int:
     """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
 
     Each hardware interruption removes one failure unit for ``repair_hours``; units in repair are
@@ -121,10 +121,10 @@ def spare_gpus(system: System, gpus: int, catalog: Catalog | None = None, quanti
     """
     if not 0 < quantile < 1:
         raise InputError(f"quantile must be in (0, 1); got {quantile}")
-    cat = catalog or load_catalog()
-    rates = interruption_rates_per_h(system, gpus, cat, rate_factor)
-    hw = sum(v for k, v in rates.items() if cat.reliability.rates[k].per in HARDWARE)
-    rh = repair_hours if repair_hours is not None else (system.repair_hours or cat.reliability.repair_hours.value)
+    system, rel = design.system, design.reliability
+    rates = interruption_rates_per_h(design, gpus, rate_factor)
+    hw = sum(v for k, v in rates.items() if rel.rates[k].per in HARDWARE)
+    rh = repair_hours if repair_hours is not None else (system.repair_hours or rel.repair_hours.value)
     return int(stats.poisson.ppf(quantile, hw * rh)) * failure_unit_gpus(system)
 
 
@@ -141,14 +141,13 @@ def checkpoint_bytes(model: Model) -> float:
     return weights + optimizer
 
 
-def checkpoint_times(n_bytes: float, system: System, gpus: int, catalog: Catalog | None = None,
-                     write_GBps_per_node: float | None = None) -> dict:
+def checkpoint_times(n_bytes: float, design: Design, gpus: int, write_GBps_per_node: float | None = None) -> dict:
     """Checkpoint write and stall times of both modes [s].
 
     Parameters
     ----------
     n_bytes : float [bytes]
-    system : System
+    design : Design
     gpus : int
     write_GBps_per_node : float, optional
         [GB/s]; default the system's ``storage_write_GBps_per_node``, else reliability.yaml's.
@@ -160,9 +159,9 @@ def checkpoint_times(n_bytes: float, system: System, gpus: int, catalog: Catalog
         ``async_stall_s`` (copy of each GPU's shard to host memory over ``host_link_GBps_per_gpu``;
         equal to ``write_s`` for a system without a host-link figure).
     """
-    cat = catalog or load_catalog()
+    system = design.system
     nodes = math.ceil(gpus / system.node_gpus)
-    bw = write_GBps_per_node or system.storage_write_GBps_per_node or cat.reliability.storage_write_GBps_per_node.value
+    bw = write_GBps_per_node or design.storage_write_GBps_per_node
     write = n_bytes / (nodes * units.GBps_to_Bps(bw))
     if system.host_link_GBps_per_gpu is None:
         stall = write
@@ -235,15 +234,19 @@ class ReliabilityEstimate:
         return d
 
 
-def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog: Catalog | None = None,
+def reliability_estimate(design: Design, gpus: int, model: Model, mode: str = "async",
                          rate_factor: float = 1.0, write_GBps_per_node: float | None = None,
                          restart_overhead_s: float | None = None) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
 
+    The planner :func:`hnplan.planning.design.estimate_reliability` resolves ids and calls this.
+
     Parameters
     ----------
-    system, model : id or entry
+    design : Design
+        The system with its reliability defaults (:meth:`hnplan.catalog.loader.Catalog.design`).
     gpus : int
+    model : Model
     mode : {"sync", "async"}
         Checkpoint mode. Async stalls only for the device-to-host copy; its background write must
         finish before the next checkpoint, so the interval is at least the write time.
@@ -264,16 +267,14 @@ def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog:
         For an unknown mode.
     """
     check_choice("mode", mode, CHECKPOINT_MODES)
-    cat = catalog or load_catalog()
-    system, model = cat.system(system), cat.model(model)
-    rel = cat.reliability
-    rates = interruption_rates_per_h(system, gpus, cat, rate_factor)
+    system, rel = design.system, design.reliability
+    rates = interruption_rates_per_h(design, gpus, rate_factor)
     m = units.HOUR / sum(rates.values()) if sum(rates.values()) else math.inf
     n_bytes = checkpoint_bytes(model)
-    ck = checkpoint_times(n_bytes, system, gpus, cat, write_GBps_per_node)
+    ck = checkpoint_times(n_bytes, design, gpus, write_GBps_per_node)
     stall = ck[f"{mode}_stall_s"]
     nodes = math.ceil(gpus / system.node_gpus)
-    read_s = n_bytes / (nodes * units.GBps_to_Bps(rel.storage_read_GBps_per_node.value))
+    read_s = n_bytes / (nodes * units.GBps_to_Bps(design.storage_read_GBps_per_node))
     restart = (rel.restart_overhead_s.value if restart_overhead_s is None else restart_overhead_s) + read_s
     planned = rate_factor * rel.planned_per_gpu_hour.value * gpus
     if math.isinf(m):
@@ -287,6 +288,6 @@ def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog:
     return ReliabilityEstimate(
         system=system.id, model=model.id, gpus=gpus, mode=mode, mtbi_s=m, planned_per_h=planned,
         failure_unit_gpus=min(failure_unit_gpus(system), gpus),  # a job smaller than the unit loses only itself
-        spare_gpus=spare_gpus(system, gpus, cat, rate_factor=rate_factor), checkpoint_bytes=n_bytes,
+        spare_gpus=spare_gpus(design, gpus, rate_factor=rate_factor), checkpoint_bytes=n_bytes,
         checkpoint_write_s=ck["write_s"], checkpoint_stall_s=stall, checkpoint_interval_s=interval,
         restart_s=restart, goodput=goodput, rates_per_h=rates)

@@ -32,21 +32,21 @@ def test_tree_latency_is_a_chain_inside_the_domain_and_a_log_tree_across():
 def test_in_network_reduction_only_where_the_system_enables_it(cat):
     s = cat.system("hgx-h100-ib-ndr")
     assert s.scaleup_in_network_reduction and not s.scaleout_in_network_reduction
-    links = system_links(s, cat, gpus=64)
+    links = system_links(cat.design(s), gpus=64)
     assert links.scaleup.inr_efficiency == 0.85 and links.scaleout.inr_efficiency is None
     off = s.model_copy(update={"scaleup_in_network_reduction": False})
-    g = place_group(off, 8, 1, 8, cat)
+    g = place_group(cat.design(off), 8, 1, 8)
     assert "inr" not in algorithm_table("allreduce", 2.0**30, g)
     # a fabric that cannot reduce stays without it whatever the system says
     a100 = cat.system("dgx-a100-hdr").model_copy(update={"scaleup_in_network_reduction": True})
-    assert system_links(a100, cat).scaleup.inr_efficiency is None
+    assert system_links(cat.design(a100)).scaleup.inr_efficiency is None
 
 
 def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     # nccl-tests on 20 GB200 NVL72 racks (data/reference/comm_at_scale.csv): busbw 219 -> 346 -> 406 GB/s
     # from 1 to 4 to 16 GiB; the ring's 2(p-1) steps of latency make the model rise the same way
     s = cat.system("gb200-nvl72").model_copy(update={"scaleup_in_network_reduction": False})
-    g = place_group(s, 1440, 1, 1440, cat)
+    g = place_group(cat.design(s), 1440, 1, 1440)
     sizes = 2.0 ** np.arange(30, 35)
     bus = collective("allreduce", sizes, g, "ring").busbw_Bps
     assert np.all(np.diff(bus) > 0) and bus[2] / bus[0] > 1.5
@@ -56,5 +56,6 @@ def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
 
 def test_ring_latency_grows_with_the_number_of_domains(cat):
     s = cat.system("hgx-h100-ib-ndr")
-    t = [float(collective("allreduce", 1e6, place_group(s, n, 1, n, cat), "ring").time_s[0]) for n in (16, 256, 2048)]
+    d = cat.design(s)
+    t = [float(collective("allreduce", 1e6, place_group(d, n, 1, n), "ring").time_s[0]) for n in (16, 256, 2048)]
     assert t[0] < t[1] < t[2]

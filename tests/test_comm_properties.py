@@ -103,7 +103,7 @@ def test_two_to_one_oversubscription_halves_cross_pod_alltoall(cat, system):
     big = 2**30
 
     def bw_term(system_, n):  # time of the extra gigabyte: the bandwidth term without the latency
-        g = place_group(system_, n, 1, n, cat)
+        g = place_group(cat.design(system_), n, 1, n)
         t = collective("alltoall", [big, 2 * big], g).time_s
         return t[1] - t[0]
 
@@ -114,7 +114,7 @@ def test_two_to_one_oversubscription_halves_cross_pod_alltoall(cat, system):
 
 def test_tuner_picks_the_fastest_and_reports_it(cat):
     s = cat.system("hgx-h100-ib-ndr")
-    g = place_group(s, 64, 1, 64, cat)
+    g = place_group(cat.design(s), 64, 1, 64)
     sizes = 2.0 ** np.arange(3, 34)
     r = collective("allreduce", sizes, g)
     for alg in ALGORITHMS["allreduce"]:

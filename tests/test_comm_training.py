@@ -15,15 +15,15 @@ def test_tp_and_dp_times_come_from_the_tuner(cat):
     gpus, seq, batch = 64, 4096, 64
     plan = ParallelPlan(tp=8, pp=1, dp=8)
     est = estimate_training_step(model, system, gpus, plan, seq, batch, catalog=cat)
-    links = system_links(system, cat, gpus=gpus)
-    tp_group = place_group(system, 8, 1, gpus, cat, links)
+    links = system_links(cat.design(system), gpus=gpus)
+    tp_group = place_group(cat.design(system), 8, 1, gpus, links)
     msg = seq * model.hidden * 2.0  # one micro-batch of bf16 activations
     t_tp, alg = best_time("allreduce", msg, tp_group)
     assert alg == "inr"  # NVLink SHARP inside the HGX baseboard
     m = est.num_microbatches
     assert est.breakdown_s["tp_comm_exposed"] == pytest.approx(m * model.layers * 4 * t_tp, rel=1e-12)
     # the DP group (stride 8) has one rank per server: 8 domains, each rank on its own NIC
-    dp_group = place_group(system, 8, 8, gpus, cat, links)
+    dp_group = place_group(cat.design(system), 8, 8, gpus, links)
     assert (dp_group.per_domain, dp_group.domains) == (1, 8)
     assert est.breakdown_s["dp_comm_exposed"] > 0
 
@@ -38,7 +38,7 @@ def test_supernode_keeps_the_tp_group_inside_its_domain(cat):
     # servers: NVLS inside each server, and a tree between them (the catalog's H100 systems do not enable
     # IB SHARP), whose 64 MiB / (8 x 47 GB/s) = 178 us hides under the NVLS stage
     for sid, (q, d) in (("gb200-nvl72", (16, 1)), ("hgx-h100-ib-ndr", (8, 2))):
-        g = place_group(cat.system(sid), 16, 1, 144, cat)
+        g = place_group(cat.design(sid), 16, 1, 144)
         assert (g.per_domain, g.domains) == (q, d)
     ratio = est["gb200-nvl72"].breakdown_s["tp_comm_exposed"] / est["hgx-h100-ib-ndr"].breakdown_s["tp_comm_exposed"]
     assert ratio == pytest.approx(143.5 / 255.9, rel=0.01)

@@ -35,7 +35,7 @@ def _busbw_GBps(cat, system, gpus, op="allreduce", algorithm=None, size=LARGE, *
     s = cat.system(system)
     if update:
         s = s.model_copy(update=update)
-    r = collective(op, size, place_group(s, gpus, 1, gpus, cat), algorithm)
+    r = collective(op, size, place_group(cat.design(s), gpus, 1, gpus), algorithm)
     return float(r.busbw_Bps[0]) / 1e9, float(r.algbw_Bps[0]) / 1e9, str(r.algorithm[0])
 
 

@@ -4,15 +4,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hnplan.cost import design_cost, tco_summary
+from hnplan.cost import design_cost
 from hnplan.errors import InputError
+from hnplan.planning.design import tco_summary
 
 HOURS_PER_YEAR = 365.25 * 24
 
 
 def test_hand_worked_tco_one_dgx_h100(cat):
     s = cat.system("hgx-h100-ib-ndr")
-    c = design_cost(s, 8, cat, years=4, pue=1.25, utilisation=1.0, electricity_usd_per_kwh=0.10,
+    c = design_cost(cat.design(s), 8, years=4, pue=1.25, utilisation=1.0, electricity_usd_per_kwh=0.10,
                     maintenance_fraction=0.05, dc_build_usd_per_mw=10e6, deploy_days=0.0)
     hw = 270_000 + 36_000 + 16 * 700  # server + one QM9700 + 16 x 400G optics
     it_w = 10_200 + 750 + 16 * 8
@@ -28,12 +29,12 @@ def test_hand_worked_tco_one_dgx_h100(cat):
 
 def test_utilisation_and_deployment_raise_the_gpu_hour_price(cat):
     s = cat.system("hgx-h100-ib-ndr")
-    full = design_cost(s, 64, cat, deploy_days=0.0)
-    half = design_cost(s, 64, cat, utilisation=0.5, deploy_days=0.0)
+    full = design_cost(cat.design(s), 64, deploy_days=0.0)
+    half = design_cost(cat.design(s), 64, utilisation=0.5, deploy_days=0.0)
     # idle hours draw less energy, but each GPU-hour carries twice the capital
     assert half.energy_usd_per_year < full.energy_usd_per_year
     assert half.usd_per_gpu_hour == pytest.approx(2 * half.tco_usd / full.tco_usd * full.usd_per_gpu_hour)
-    slow = design_cost(s, 64, cat, deploy_days=73.05)  # a fifth of a year of a 5-year life ...
+    slow = design_cost(cat.design(s), 64, deploy_days=73.05)  # a fifth of a year of a 5-year life ...
     assert slow.idle_capital_usd == pytest.approx(slow.capex_usd * 73.05 / (5 * 365.25))
     assert slow.usd_per_gpu_hour == pytest.approx(full.usd_per_gpu_hour / (1 - 73.05 / (5 * 365.25)))
 
@@ -56,11 +57,11 @@ def test_tco_summary_keys(cat):
 def test_bad_cost_inputs(cat):
     s = cat.system("hgx-h100-ib-ndr")
     with pytest.raises(InputError, match="utilisation"):
-        design_cost(s, 8, cat, utilisation=0.0)
+        design_cost(cat.design(s), 8, utilisation=0.0)
     with pytest.raises(InputError, match="years"):
-        design_cost(s, 8, cat, years=0)
+        design_cost(cat.design(s), 8, years=0)
     with pytest.raises(InputError, match="deployment"):
-        design_cost(s, 8, cat, years=0.01, deploy_days=30)
+        design_cost(cat.design(s), 8, years=0.01, deploy_days=30)
 
 
 SYSTEMS = ["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-b200-ib-xdr"]
@@ -71,18 +72,18 @@ SYSTEMS = ["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-b200-ib-xdr
        price=st.floats(0.02, 0.3), factor=st.floats(0.5, 2.0), util=st.floats(0.05, 1.0))
 def test_higher_pue_or_price_never_lowers_cost(cat, sid, gpus, pue, price, factor, util):
     s = cat.system(sid)
-    base = design_cost(s, gpus, cat, pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor,
+    base = design_cost(cat.design(s), gpus, pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor,
                        utilisation=util)
     for more in (dict(pue=pue * 1.1), dict(electricity_usd_per_kwh=price * 1.1),
                  dict(hardware_price_factor=factor * 1.1)):
         args = {**dict(pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor, utilisation=util), **more}
-        c = design_cost(s, gpus, cat, **args)
+        c = design_cost(cat.design(s), gpus, **args)
         assert c.tco_usd >= base.tco_usd
         assert c.usd_per_gpu_hour >= base.usd_per_gpu_hour
 
 
 def test_usd_per_million_tokens_hand_worked(cat):
-    c = design_cost(cat.system("hgx-h100-ib-ndr"), 8, cat, deploy_days=0.0)
+    c = design_cost(cat.design("hgx-h100-ib-ndr"), 8, deploy_days=0.0)
     # 8 GPUs at 10,000 tokens/s: one million tokens take 100 s = 8 x 100/3600 GPU-hours
     assert c.usd_per_million_tokens(8, 10_000) == pytest.approx(c.usd_per_gpu_hour * 8 * 100 / 3600)
     with pytest.raises(InputError, match="tokens_per_s"):

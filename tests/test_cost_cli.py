@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
-from hnplan.cost import tco_summary
+from hnplan.planning.design import tco_summary
 
 runner = CliRunner()
 KEYS = {"it_power_kw", "facility_power_kw", "pue", "racks", "capex_usd", "opex_usd_per_year", "tco_usd",

@@ -18,7 +18,7 @@ def test_llama2_7b_kv_cache(cat):
     # MHA: 2 x 32 layers x 32 heads x 128 x 2 B = 0.5 MiB per token; 2 GiB at 4,096 tokens
     m = cat.model("llama2-7b")
     assert kv_cache_bytes_per_token(m) == 2 * 32 * 32 * 128 * 2 == 0.5 * units.MiB
-    assert inference_memory(m, 1, 4096).kv_cache_bytes == 2 * units.GiB
+    assert inference_memory(m, 1, 4096, overheads=cat.memory_overheads).kv_cache_bytes == 2 * units.GiB
 
 
 def test_llama3_8b_gqa_kv_cache(cat):
@@ -61,7 +61,7 @@ def test_llama3_8b_serving_on_one_h100(cat):
     # weights 14.96 GiB; the rest, less the workspace and CUDA context, is KV cache at 128 KiB/token.
     # Published vLLM profiler log (Llama-3.1-8B-Instruct, H100): KV 54.62 GiB, 447,088 tokens;
     # the figure: about 53 GiB, about 436,000 tokens.
-    c = kv_capacity(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"))
+    c = kv_capacity(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), overheads=cat.memory_overheads)
     assert units.to_GiB(c.usable_bytes) == pytest.approx(71.20, abs=0.01)
     assert units.to_GiB(c.weights_bytes) == pytest.approx(14.96, abs=0.005)
     assert c.kv_bytes_per_token == 131072
@@ -73,9 +73,9 @@ def test_llama3_8b_serving_on_one_h100(cat):
 
 
 def test_inference_breakdown_sums(cat):
-    mem = inference_memory(cat.model("llama3.1-70b"), 16, 8192, tp=4)
+    mem = inference_memory(cat.model("llama3.1-70b"), 16, 8192, tp=4, overheads=cat.memory_overheads)
     assert mem.total_bytes == pytest.approx(sum(mem.parts_bytes().values()))
     assert mem.grads_bytes == mem.optimizer_bytes == 0
     assert mem.kv_cache_bytes == 16 * 8192 * 2 * 80 * 2 * 128 * 2
     with pytest.raises(InputError):
-        inference_memory(cat.model("llama3.1-70b"), 0, 8192)
+        inference_memory(cat.model("llama3.1-70b"), 0, 8192, overheads=cat.memory_overheads)

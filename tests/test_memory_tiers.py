@@ -17,7 +17,7 @@ from hnplan.memory import (
 
 
 def test_h100_server_tiers(cat):
-    t = {x.name: x for x in memory_tiers(cat.system("hgx-h100-ib-ndr"))}
+    t = {x.name: x for x in memory_tiers(cat.design("hgx-h100-ib-ndr"))}
     assert list(t) == ["hbm", "host", "nvme"]
     assert units.to_GiB(t["hbm"].capacity_bytes) == pytest.approx(79.11)
     assert t["hbm"].bw_Bps == 3.35e12
@@ -29,14 +29,14 @@ def test_h100_server_tiers(cat):
 
 
 def test_gb200_host_tier_over_c2c(cat):
-    t = {x.name: x for x in memory_tiers(cat.system("gb200-nvl72"))}
+    t = {x.name: x for x in memory_tiers(cat.design("gb200-nvl72"))}
     # 2 Grace x 480 GB LPDDR5X per 4-GPU tray; NVLink-C2C 225 GB/s per GPU per direction
     assert (t["host"].capacity_bytes, t["host"].bw_Bps, t["host"].link) == (240e9, 225e9, "NVLink-C2C")
     assert t["hbm"].capacity_bytes == 186e9  # no visible-capacity figure: the datasheet's decimal GB
 
 
 def test_fits_when_under_hbm(cat):
-    tiers = memory_tiers(cat.system("hgx-h100-ib-ndr"))
+    tiers = memory_tiers(cat.design("hgx-h100-ib-ndr"))
     plan = spill_plan(MemoryBreakdown(10e9, 10e9, 10e9, 10e9), tiers)
     assert plan.fits and plan.status == "fits" and plan.spills == [] and plan.spill_time_s == 0
 
@@ -46,7 +46,7 @@ def test_7b_fp32_finetune_spills_optimizer_to_host(cat):
     # keeps the moments in host memory and runs Adam there: per step 4 B of gradient down and 4 B of
     # weight up per offloaded parameter, i.e. half the offloaded optimizer bytes each way.
     w, g, o = zero_model_state_bytes(7e9, 1, 0, "fp32")
-    tiers = memory_tiers(cat.system("hgx-h100-ib-ndr"))
+    tiers = memory_tiers(cat.design("hgx-h100-ib-ndr"))
     hbm = tiers[0].capacity_bytes
     plan = spill_plan(MemoryBreakdown(w, g, o, 0.0), tiers, "train", "fp32", compute_time_s=1.0)
     assert plan.status == "spills"
@@ -58,7 +58,7 @@ def test_7b_fp32_finetune_spills_optimizer_to_host(cat):
 
 
 def test_spill_fills_tiers_in_order_and_can_fail(cat):
-    tiers = memory_tiers(cat.system("hgx-h100-ib-ndr"))
+    tiers = memory_tiers(cat.design("hgx-h100-ib-ndr"))
     hbm = tiers[0].capacity_bytes
     # inference: 400 GB of KV cache on one GPU: host (256 GB) first, the rest on NVMe
     kv = 400e9
@@ -87,7 +87,7 @@ def test_compute_times(cat):
 @settings(max_examples=50, deadline=None)
 @given(parts=st.lists(st.floats(0, 400e9), min_size=6, max_size=6), mode=st.sampled_from(["train", "inference"]))
 def test_spill_conserves_bytes(cat, parts, mode):
-    tiers = memory_tiers(cat.system("hgx-h100-ib-ndr"))
+    tiers = memory_tiers(cat.design("hgx-h100-ib-ndr"))
     mem = MemoryBreakdown(*parts)
     plan = spill_plan(mem, tiers, mode)
     placed = sum(s.bytes for s in plan.spills)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hnplan.comm.tables import bom_table, boundary_summary, domain_boundary
+from hnplan.planning.network import bom_table, boundary_summary, domain_boundary
 
 from nbutil import plotly_divs, run_notebook
 

@@ -38,10 +38,7 @@ def test_committed_clean_with_cell_ids(path):
 # What a notebook may import from hnplan: planners (and the validation table), plots, units and the
 # report runner's provenance footer; never a cost model, the catalog's physics or the CLI.
 NOTEBOOK_IMPORTS = ("hnplan.planning", "hnplan.validation", "hnplan.plots", "hnplan.units", "hnplan.reports")
-NOTEBOOK_EXCEPTIONS = {  # until arch-design lands (network tables and the design object move to planning/)
-    "network": {"hnplan.catalog", "hnplan.cli.collective_cmd", "hnplan.comm.graphs", "hnplan.comm.tables"},
-    "procurement_whatif": {"hnplan.catalog"},
-}
+NOTEBOOK_EXCEPTIONS: dict[str, set[str]] = {}  # notebook -> modules it may import besides these (none now)
 
 
 def _hnplan_imports(path) -> set:

@@ -112,7 +112,7 @@ def test_sizing_reports_run_energy(cat):
     row = size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
     from hnplan.power import design_power
 
-    pw = design_power(cat.system("gb200-nvl72"), row["gpus"], cat)
+    pw = design_power(cat.design("gb200-nvl72"), row["gpus"])
     mwh = pw.facility_w * cat.facility.training_power_fraction.value * row["days"] * 24 / 1e6
     assert row["energy_mwh"] == pytest.approx(mwh)
     assert row["co2_t"] == pytest.approx(mwh * 1e3 * cat.facility.grid_gco2_per_kwh.value / 1e6)

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
 from hnplan.errors import InputError
+from hnplan.planning.design import estimate_reliability
 from hnplan.reliability import (
     checkpoint_bytes,
     checkpoint_times,
     daly_goodput,
     daly_interval_s,
-    estimate_reliability,
     failure_unit_gpus,
     mtbi_s,
     spare_gpus,
@@ -27,7 +27,7 @@ DAYS_54 = 54 * 86400.0
 def test_llama3_interruptions_16k_gpus_54_days(cat, sid):
     # Llama 3 paper Sec 3.3.4: 419 unexpected (+47 planned = 466) interruptions in 54 days on 16,384 H100
     s = cat.system(sid)
-    unexpected = DAYS_54 / mtbi_s(s, 16384, cat)
+    unexpected = DAYS_54 / mtbi_s(cat.design(s), 16384)
     assert 400 <= unexpected <= 440
     est = estimate_reliability(s, 16384, "llama3.1-405b", catalog=cat)
     total = est.to_dict()["interruptions_per_day"] * 54
@@ -42,7 +42,7 @@ def test_llama3_interruptions_16k_gpus_54_days(cat, sid):
        gpus=st.integers(1, 40_000), extra=st.integers(1, 5_000))
 def test_more_gpus_never_raise_mtbi(cat, sid, gpus, extra):
     s = cat.system(sid)
-    assert mtbi_s(s, gpus + extra, cat) <= mtbi_s(s, gpus, cat)
+    assert mtbi_s(cat.design(s), gpus + extra) <= mtbi_s(cat.design(s), gpus)
 
 
 def test_young_closed_form_and_daly():
@@ -72,17 +72,17 @@ def test_checkpoint_field_case_llama3_8b_on_8_h100(cat):
     # published: synchronous save stalls 27 s, asynchronous 0.5 s. Async stall = 14 GB per GPU over
     # 64 GB/s PCIe Gen5 = 0.22 s (model, -56%); the sync stall needs the storage rate: 27 s implies
     # 112.4 GB / 27 s = 4.2 GB/s for the node; the Llama 3 per-node share (0.65 GB/s) gives 173 s.
-    t = checkpoint_times(n, s, 8, cat)
+    t = checkpoint_times(n, cat.design(s), 8)
     assert t["async_stall_s"] == pytest.approx(n / 8 / 64e9)
     assert 0.1 < t["async_stall_s"] < 1.0
     assert t["sync_stall_s"] == pytest.approx(n / 0.65e9)
-    t_fast = checkpoint_times(n, s, 8, cat, write_GBps_per_node=n / 27 / 1e9)
+    t_fast = checkpoint_times(n, cat.design(s), 8, write_GBps_per_node=n / 27 / 1e9)
     assert t_fast["sync_stall_s"] == pytest.approx(27.0)
     assert t_fast["sync_stall_s"] / t_fast["async_stall_s"] > 50  # published ratio 54
     # a 70B checkpoint: 70.6e9 x 14 = 988 GB; ~10 minutes on one node means ~1.6 GB/s
     n70 = checkpoint_bytes(cat.model("llama3.1-70b"))
     assert n70 == pytest.approx(988e9, rel=0.01)
-    assert checkpoint_times(n70, s, 8, cat, write_GBps_per_node=1.65)["write_s"] == pytest.approx(600, rel=0.01)
+    assert checkpoint_times(n70, cat.design(s), 8, write_GBps_per_node=1.65)["write_s"] == pytest.approx(600, rel=0.01)
 
 
 def test_async_mode_raises_goodput_when_writes_are_slow(cat):
@@ -99,10 +99,10 @@ def test_failure_unit_and_spares(cat):
     # an NVL72 with 8 in-rack spares absorbs a tray failure: the unit shrinks to one 4-GPU tray
     assert failure_unit_gpus(nvl.model_copy(update={"spare_gpus_per_unit": 8})) == 4
     # spares scale with the blast radius: units in repair are Poisson(lambda x repair time)
-    assert spare_gpus(nvl, 16416, cat) > spare_gpus(hgx, 16384, cat)
-    assert spare_gpus(hgx, 16384, cat) % 8 == 0 and spare_gpus(nvl, 16416, cat) % 72 == 0
+    assert spare_gpus(cat.design(nvl), 16416) > spare_gpus(cat.design(hgx), 16384)
+    assert spare_gpus(cat.design(hgx), 16384) % 8 == 0 and spare_gpus(cat.design(nvl), 16416) % 72 == 0
     with pytest.raises(InputError, match="quantile"):
-        spare_gpus(hgx, 8, cat, quantile=1.0)
+        spare_gpus(cat.design(hgx), 8, quantile=1.0)
 
 
 def test_bad_mode(cat):

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
-from hnplan.reliability import estimate_reliability
+from hnplan.planning.design import estimate_reliability
 
 runner = CliRunner()
 KEYS = {"mtbi_h", "failure_unit_gpus", "checkpoint_bytes", "checkpoint_write_s", "checkpoint_interval_s",

@@ -13,8 +13,9 @@ from hnplan.comm.graphs import (
     hop_count,
     system_graph,
 )
-from hnplan.comm.topology import fat_tree_counts, network_summary, scaleout_bom, scaleup_bom
+from hnplan.comm.topology import fat_tree_counts, scaleout_bom, scaleup_bom
 from hnplan.errors import InputError
+from hnplan.planning.network import network_summary
 
 
 @given(st.integers(2, 64).map(lambda h: 2 * h))
@@ -88,8 +89,8 @@ def test_scaleup_domains():
                                          ("cloudmatrix-384", 384), ("hgx-h100-roce-400g", 512)])
 def test_system_graph_agrees_with_summary(cat, system, gpus):
     s = cat.system(system)
-    g = system_graph(s, gpus, cat)
-    d = network_summary(s, gpus, cat)
+    g = system_graph(cat.design(s), gpus)
+    d = network_summary(cat.design(s), gpus)
     assert gpu_diameter(g) == d["diameter_hops"]
     assert cut_bandwidth_Bps(g) / 1e9 == pytest.approx(d["bisection_GBps"], rel=1e-9)
     kinds = [k for _, k in g.nodes(data="kind")]
@@ -98,12 +99,12 @@ def test_system_graph_agrees_with_summary(cat, system, gpus):
 
 def test_nvl72_and_hgx_h100_bom(cat):
     # NVL72: 18 NVLink 5 switch chips, 72 x 18 = 1,296 GPU-switch links (nvlink5-switch: 72 ports)
-    up = scaleup_bom(cat.system("gb200-nvl72"), 72, cat)
+    up = scaleup_bom(cat.design("gb200-nvl72"), 72)
     assert (up.switches, up.links, up.switch_model) == (18, 1296, "nvlink5-switch")
     assert up.links == up.switches * cat.switch("nvlink5-switch").ports
     # 16,384 H100 on 64-port NDR: 16,384 NICs > 64^2/2 -> 3 tiers; 8 rails x 64 leaves, 512 aggregation,
     # 256 core = 1,280 switches; 3 x 16,384 links, two transceivers each
-    b = scaleout_bom(cat.system("hgx-h100-ib-ndr"), 16384, cat)
+    b = scaleout_bom(cat.design("hgx-h100-ib-ndr"), 16384)
     assert (b.tiers, b.switches_per_tier, b.switches) == (3, (512, 512, 256), 1280)
     assert (b.links, b.transceivers, b.cables) == (49152, 98304, 49152)
     assert b.bisection_Bps == pytest.approx(16384 / 2 * 50e9)
@@ -111,4 +112,4 @@ def test_nvl72_and_hgx_h100_bom(cat):
 
 def test_graph_refuses_huge_instances(cat):
     with pytest.raises(InputError, match="closed forms"):
-        system_graph(cat.system("hgx-h100-ib-ndr"), 100000, cat)
+        system_graph(cat.design("hgx-h100-ib-ndr"), 100000)

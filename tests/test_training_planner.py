@@ -195,8 +195,8 @@ def test_group_limited_routing_sends_a_token_once_per_domain(cat):
     est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
     sys_ = cat.system("hgx-h800-ib")
     tokens, row = 4096, 7168 * 2  # one sequence per micro-batch, bf16 rows of hidden 7168
-    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(sys_, 8, 8, 128, cat)))
-    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(sys_, 8, 1, 128, cat)))
+    cross = float(algorithm_time("alltoall", "pairwise", tokens * 4 * row, place_group(cat.design(sys_), 8, 8, 128)))
+    inside = float(algorithm_time("alltoall", "pairwise", tokens * 8 * row, place_group(cat.design(sys_), 8, 1, 128)))
     per_layer = 4 * max(cross, inside)  # dispatch + combine, forward + backward
     t_ep_mb = est.breakdown_s["ep_comm_exposed"] / est.num_microbatches
     # ceil(61 / 2) = 31 layers per stage: the first holds 3 dense + 28 MoE, the last 30 MoE + the head

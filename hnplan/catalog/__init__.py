@@ -1,5 +1,6 @@
 """Catalogs: validated, typed entries loaded from ``data/`` (see :mod:`hnplan.catalog.schemas`)."""
 
+from hnplan.catalog.design import Design, DesignPrices
 from hnplan.catalog.loader import Catalog, data_dir, load_catalog, parse_entry, validate_file
 from hnplan.catalog.schemas import (
     KINDS,
@@ -19,7 +20,7 @@ from hnplan.catalog.schemas import (
 )
 
 __all__ = [
-    "KINDS", "MLA", "Accelerator", "Catalog", "Facility", "Interconnect", "MemoryOverheads", "Model", "MoE", "Price",
-    "Scenario", "SoftwareStack", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
+    "KINDS", "MLA", "Accelerator", "Catalog", "Design", "DesignPrices", "Facility", "Interconnect", "MemoryOverheads",
+    "Model", "MoE", "Price", "Scenario", "SoftwareStack", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
     "validate_file",
 ]

@@ -31,6 +31,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hnplan.catalog.design import Design, resolve_design
 from hnplan.catalog.schemas import (
     KINDS,
     Accelerator,
@@ -125,6 +126,7 @@ class Catalog:
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else data_dir()
         self._cache: dict[str, dict] = {}
+        self._designs: dict[tuple, Design] = {}
 
     # -- loading ---------------------------------------------------------------------------
     def _kind_dir(self, kind: str) -> Path:
@@ -203,6 +205,54 @@ class Catalog:
         sys_ = self.get("systems", ref)
         self._check_system_refs(sys_)
         return sys_
+
+    def design(self, ref) -> Design:
+        """The :class:`~hnplan.catalog.design.Design` of a system: the system with its accelerator,
+        fabrics, switches, prices and facility defaults resolved once, and its bills of materials
+        memoised per GPU count.
+
+        Parameters
+        ----------
+        ref : str, path, System or Design
+            A system id, the path of a YAML file holding one system, a system entry, or a Design
+            (passed through).
+
+        Returns
+        -------
+        Design
+            The same object for repeated calls with the same system (cached per catalog).
+
+        Raises
+        ------
+        CatalogError
+            For an unknown id (the message lists the nearest ids), an invalid file, or a system whose
+            accelerator, fabric or switch is not in the catalog.
+
+        Examples
+        --------
+        >>> cat = Catalog()
+        >>> cat.design("gb200-nvl72") is cat.design("gb200-nvl72")
+        True
+        """
+        if isinstance(ref, Design):
+            return ref
+        if isinstance(ref, System):
+            entries = self._load_kind("systems")
+            own = ref.id in entries and entries[ref.id][0] is ref
+            key = ("id", ref.id) if own else ("entry", ref.model_dump_json())
+            source = ref.id if own else "(entry)"
+        else:
+            text = str(ref)
+            is_id = text in self._load_kind("systems")
+            key = ("id", text) if is_id else ("path", str(Path(text).resolve()))
+            source = text
+        if key not in self._designs:
+            sys_ = self.system(ref)
+            if key[0] == "path":
+                source = str(Path(str(ref)))
+            self._designs[key] = resolve_design(
+                sys_, self.get, self.price, lambda name: getattr(self, name), source)
+        return self._designs[key]
 
     def model(self, ref) -> Model:
         """A :class:`Model` by id or file path."""

@@ -9,35 +9,8 @@ from rich.table import Table
 from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.comm.algorithms import ALGORITHMS
-from hnplan.comm.algorithms import collective as run_collective
-from hnplan.comm.collectives import OPS
-from hnplan.comm.placement import place_group
 from hnplan.errors import InputError, check_choice
-
-
-def parse_sweep(text: str) -> np.ndarray:
-    """Sizes of a sweep ``MIN:MAX`` doubling from MIN to MAX, as nccl-tests' ``-b MIN -e MAX -f 2``
-    [bytes].
-
-    Raises
-    ------
-    InputError
-        For a malformed sweep or MIN > MAX.
-
-    >>> parse_sweep("8B:64B").tolist()
-    [8.0, 16.0, 32.0, 64.0]
-    """
-    if text.count(":") != 1:
-        raise InputError(f"--sweep {text!r}: expected MIN:MAX such as 8B:8GiB")
-    try:
-        lo, hi = (units.parse_size(t) for t in text.split(":"))
-    except ValueError as exc:
-        raise InputError(f"--sweep expects MIN:MAX such as 8B:8GiB ({exc})") from None
-    if lo < 1 or hi < lo:
-        raise InputError(f"--sweep {text!r}: need 1 <= MIN <= MAX")
-    n = int(np.floor(np.log2(hi / lo))) + 1
-    return lo * 2.0 ** np.arange(n)
+from hnplan.planning.network import ALGORITHMS, OPS, collective_on, parse_sweep
 
 
 @app.command()
@@ -63,10 +36,8 @@ def collective(
                 raise InputError(f"--size: {exc}") from None
         else:
             sizes = parse_sweep(sweep)
-        cat = load_catalog()
-        sys_ = cat.system(system)
-        group = place_group(sys_, gpus, 1, gpus, cat)
-        res = run_collective(op, sizes, group, algorithm)
+        design, res = collective_on(system, op, gpus, sizes, algorithm, load_catalog())
+        sys_ = design.system
         rows = res.rows()
         if json_:
             print_json({"system": sys_.id, "op": op, "gpus": gpus, "per_domain": res.per_domain,

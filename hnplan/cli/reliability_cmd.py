@@ -7,7 +7,7 @@ import typer
 from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.reliability import estimate_reliability
+from hnplan.planning.design import estimate_reliability
 
 
 @app.command()

@@ -6,7 +6,7 @@ import typer
 
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.cost import tco_summary
+from hnplan.planning.design import tco_summary
 
 
 @app.command()
@@ -24,7 +24,7 @@ def tco(
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
     with handle_errors():
         cat = load_catalog()
-        d = tco_summary(cat.system(system), gpus, cat, years=years, pue=pue, utilisation=utilisation,
+        d = tco_summary(cat.design(system), gpus, cat, years=years, pue=pue, utilisation=utilisation,
                         electricity_usd_per_kwh=electricity, staff_usd_per_year=staff)
         if json_:
             print_json(d)

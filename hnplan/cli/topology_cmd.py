@@ -6,7 +6,7 @@ import typer
 
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.comm.topology import network_summary
+from hnplan.planning.network import network_summary
 
 
 @app.command()
@@ -17,9 +17,9 @@ def topology(
 ):
     """Tiers, switch and link counts, transceivers, cables, bisection and diameter of the network."""
     with handle_errors():
-        cat = load_catalog()
-        sys_ = cat.system(system)
-        d = network_summary(sys_, gpus, cat)
+        design = load_catalog().design(system)
+        sys_ = design.system
+        d = network_summary(design, gpus)
         if json_:
             print_json({"system": sys_.id, "gpus": gpus, **d})
             return

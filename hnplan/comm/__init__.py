@@ -22,7 +22,6 @@ from hnplan.comm.topology import (
     ScaleupBOM,
     SystemLinks,
     fat_tree_counts,
-    network_summary,
     scaleout_bom,
     scaleup_bom,
     split_group,
@@ -32,7 +31,6 @@ from hnplan.comm.topology import (
 __all__ = [
     "ALGORITHMS", "OPS", "CollectiveResult", "GroupPlacement", "LinkParams", "NetworkBOM", "ScaleupBOM",
     "SystemLinks", "algbw_Bps", "algorithm_table", "algorithm_time", "best_time", "busbw_Bps", "busbw_factor",
-    "collective", "fat_tree_counts", "flat_placement", "hierarchical_allreduce_time", "network_summary",
-    "pairwise_alltoall_time", "place_group", "ring_allgather_time", "ring_allreduce_time",
+    "collective", "fat_tree_counts", "flat_placement", "hierarchical_allreduce_time", "pairwise_alltoall_time", "place_group", "ring_allgather_time", "ring_allreduce_time",
     "ring_reducescatter_time", "scaleout_bom", "scaleup_bom", "sendrecv_time", "split_group", "system_links",
 ]

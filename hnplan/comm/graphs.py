@@ -22,8 +22,7 @@ import math
 import networkx as nx
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import System
+from hnplan.catalog.design import Design
 from hnplan.comm.topology import fat_tree_counts
 from hnplan.errors import InputError
 
@@ -165,7 +164,7 @@ def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubs
             _add_link(g, name, members[t % len(members)], port_Bps, "scaleout")
 
 
-def system_graph(system: System, gpus: int, catalog: Catalog | None = None) -> nx.Graph:
+def system_graph(design: Design, gpus: int) -> nx.Graph:
     """The graph of ``gpus`` accelerators of a system: scale-up domains plus the scale-out fat-tree.
 
     Accelerator g is in node ``g // node_gpus`` and domain ``g // scaleup_domain_gpus``; NIC r of a
@@ -179,9 +178,7 @@ def system_graph(system: System, gpus: int, catalog: Catalog | None = None) -> n
     if not 1 <= gpus <= MAX_GRAPH_GPUS:
         raise InputError(f"graphs are built for 1..{MAX_GRAPH_GPUS} accelerators (got {gpus}); "
                          "use hnplan.comm.topology's closed forms for larger networks")
-    cat = catalog or load_catalog()
-    acc = cat.accelerator(system.accelerator)
-    sw = cat.switch(system.scaleout_switch)
+    system, acc, sw = design.system, design.accelerator, design.scaleout_switch
     b_up = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     g = nx.Graph(system=system.id)
     ids = [f"gpu{i}" for i in range(gpus)]

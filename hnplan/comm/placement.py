@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import System
+from hnplan.catalog.design import Design
 from hnplan.comm.topology import LinkParams, SystemLinks, scaleout_bom, split_group, system_links
 from hnplan.errors import InputError
 
@@ -49,11 +48,10 @@ class GroupPlacement:
     out: LinkParams
 
 
-def nodes_per_leaf(system: System, catalog: Catalog | None = None) -> int:
+def nodes_per_leaf(design: Design) -> int:
     """Nodes whose NICs hang off one leaf: ``down / nics_per_node`` on a fat-tree, ``down`` on a
     rail-optimised fat-tree (a rail leaf takes one NIC of each node), with ``down = k o / (1 + o)``."""
-    cat = catalog or load_catalog()
-    sw = cat.switch(system.scaleout_switch)
+    system, sw = design.system, design.scaleout_switch
     o = system.scaleout_oversubscription
     ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
     down = max(1, math.floor(sw.ports * o / (1 + o)))
@@ -62,9 +60,13 @@ def nodes_per_leaf(system: System, catalog: Catalog | None = None) -> int:
     return max(1, down // (system.nics_per_node * ports_per_nic))
 
 
-def place_group(system: System, size: int, stride: int = 1, job_gpus: int | None = None,
-                catalog: Catalog | None = None, links: SystemLinks | None = None) -> GroupPlacement:
+def place_group(design: Design, size: int, stride: int = 1, job_gpus: int | None = None,
+                links: SystemLinks | None = None) -> GroupPlacement:
     """Place a group of ``size`` ranks spaced ``stride`` apart on a job of ``job_gpus`` accelerators.
+
+    The links (default :func:`hnplan.comm.topology.system_links` of the job) and the scale-out bill of
+    materials come from the design's per-GPU-count memo, so placing many groups of one job builds the
+    fat-tree once.
 
     The group covers ``size x stride`` consecutive accelerators (at least its domains); it fits a
     leaf when those span no more than :func:`nodes_per_leaf` nodes, a pod when they fit ``k/2``
@@ -78,12 +80,12 @@ def place_group(system: System, size: int, stride: int = 1, job_gpus: int | None
     """
     if size < 1 or stride < 1:
         raise InputError(f"group size and stride must be >= 1 (got {size}, {stride})")
-    cat = catalog or load_catalog()
+    system = design.system
     job = job_gpus or size * stride
     if size * stride > job and size > 1:
         raise InputError(f"a group of {size} ranks with stride {stride} needs {size * stride} accelerators; "
                          f"the job has {job}")
-    lk = links or system_links(system, cat, gpus=job)
+    lk = links or system_links(design, gpus=job)
     q, d = split_group(size, stride, system.scaleup_domain_gpus)
     out = lk.scaleout
     if size == 1:
@@ -93,12 +95,12 @@ def place_group(system: System, size: int, stride: int = 1, job_gpus: int | None
     else:
         span_gpus = max(size * stride, d * system.scaleup_domain_gpus if stride < system.scaleup_domain_gpus else 0)
         nodes = math.ceil(min(span_gpus, job) / system.node_gpus)
-        per_leaf = nodes_per_leaf(system, cat)
-        bom = scaleout_bom(system, job, cat)
+        per_leaf = nodes_per_leaf(design)
+        bom = scaleout_bom(design, job)
         if nodes <= per_leaf or bom.tiers == 1:
             level = "leaf"
         else:
-            k = cat.switch(system.scaleout_switch).ports
+            k = design.scaleout_switch.ports
             level = "pod" if bom.tiers == 3 and nodes <= per_leaf * (k // 2) else "fabric"
             o = system.scaleout_oversubscription
             out = replace(out, bw_Bps=out.bw_Bps / o, line_rate_Bps=out.line_rate_Bps / o)

@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import System
 from hnplan.errors import InputError
 
@@ -100,7 +100,7 @@ def scaleup_hops(system: System, gpus: int | None = None) -> int:
     return dims * (side // 2)
 
 
-def system_links(system: System, catalog: Catalog | None = None, gpus: int | None = None) -> SystemLinks:
+def system_links(design: Design, gpus: int | None = None) -> SystemLinks:
     """Per-rank alpha-beta parameters of a system's scale-up and scale-out tiers.
 
     Scale-up bandwidth is the accelerator's (or the system's override) per-direction figure times the
@@ -112,17 +112,21 @@ def system_links(system: System, catalog: Catalog | None = None, gpus: int | Non
     :func:`scaleout_bom` for ``gpus`` accelerators (3 tiers when ``gpus`` is None). In-network reduction
     (``inr_efficiency``) is set for a tier only when its fabric can reduce *and* the system enables it
     (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``).
+
+    Memoised on the design per ``gpus`` (:meth:`hnplan.catalog.design.Design.memo`).
     """
-    cat = catalog or load_catalog()
-    acc = cat.accelerator(system.accelerator)
-    up = cat.interconnect(system.scaleup_fabric)
-    out = cat.interconnect(system.scaleout_fabric)
+    return design.memo(("system_links", gpus), lambda: _system_links(design, gpus))
+
+
+def _system_links(design: Design, gpus: int | None) -> SystemLinks:
+    system, acc = design.system, design.accelerator
+    up, out = design.scaleup_fabric, design.scaleout_fabric
     up_line = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     links_up = scaleup_hops(system)
     up_alpha = units.us_to_s(up.software_overhead_us) + units.ns_to_s(
         links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns)
     out_line = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
-    tiers = 3 if gpus is None else scaleout_bom(system, gpus, cat).tiers
+    tiers = 3 if gpus is None else scaleout_bom(design, gpus).tiers
     out_alpha = units.us_to_s(out.software_overhead_us) + units.ns_to_s(
         2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns)
     return SystemLinks(
@@ -251,7 +255,7 @@ def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, r
                 max_endpoints=cap)
 
 
-def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> NetworkBOM:
+def scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     """Switches, links, cables, transceivers, bisection and diameter of the scale-out fat-tree that
     joins ``gpus`` accelerators (closed forms of :func:`fat_tree_counts`).
 
@@ -259,11 +263,16 @@ def scaleout_bom(system: System, gpus: int, catalog: Catalog | None = None) -> N
     ------
     InputError
         For ``gpus < 1`` or a network beyond three tiers.
+
+    Memoised on the design per ``gpus`` (:meth:`hnplan.catalog.design.Design.memo`).
     """
     if gpus < 1:
         raise InputError(f"gpus must be >= 1, got {gpus}")
-    cat = catalog or load_catalog()
-    sw = cat.switch(system.scaleout_switch)
+    return design.memo(("scaleout_bom", gpus), lambda: _scaleout_bom(design, gpus))
+
+
+def _scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
+    system, sw = design.system, design.scaleout_switch
     nodes = math.ceil(gpus / system.node_gpus)
     # a NIC of twice the switch port rate uses two logical ports (e.g. 800G NIC on 400G ports)
     ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
@@ -309,7 +318,7 @@ class ScaleupBOM:
         return asdict(self)
 
 
-def scaleup_bom(system: System, gpus: int, catalog: Catalog | None = None) -> ScaleupBOM:
+def scaleup_bom(design: Design, gpus: int) -> ScaleupBOM:
     """Scale-up switches, links, bisection and diameter of the domains holding ``gpus`` accelerators.
 
     Links per accelerator: a switched or clos domain (twice: L1 down and up) wires each accelerator's line rate in ports of
@@ -318,17 +327,22 @@ def scaleup_bom(system: System, gpus: int, catalog: Catalog | None = None) -> Sc
     links; a torus 2 (2-D) or 3 (3-D) links per accelerator. Bisection of one domain of n:
     switched/clos ``n/2 x B``; full mesh ``(n/2)^2 x B/(n-1)``; torus ``2 x (n / side) x B / (2 dims)``
     (two wrap-around cuts of a ring per row), with B the per-direction line rate per accelerator.
+
+    Memoised on the design per ``gpus`` (:meth:`hnplan.catalog.design.Design.memo`).
     """
-    cat = catalog or load_catalog()
-    acc = cat.accelerator(system.accelerator)
+    return design.memo(("scaleup_bom", gpus), lambda: _scaleup_bom(design, gpus))
+
+
+def _scaleup_bom(design: Design, gpus: int) -> ScaleupBOM:
+    system, acc = design.system, design.accelerator
     n = min(gpus, system.scaleup_domain_gpus)
     domains = math.ceil(gpus / system.scaleup_domain_gpus)
     b = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     topo = system.scaleup_topology
     switches = int(math.ceil(system.scaleup_switches_per_domain or 0)) * domains
     if topo in ("switched", "clos"):
-        if system.scaleup_switch:
-            port = units.gbps_to_Bps(cat.switch(system.scaleup_switch).port_gbps)
+        if design.scaleup_switch is not None:
+            port = units.gbps_to_Bps(design.scaleup_switch.port_gbps)
             per_gpu = max(1, round(b / port))
         else:
             per_gpu = int(system.scaleup_switches_per_domain or 1)
@@ -345,48 +359,3 @@ def scaleup_bom(system: System, gpus: int, catalog: Catalog | None = None) -> Sc
     return ScaleupBOM(domains, switches, links, bis if n > 1 else 0.0, scaleup_hops(system, n),
                       system.scaleup_switch)
 
-
-def network_summary(system: System, gpus: int, catalog: Catalog | None = None) -> dict:
-    """The figures of ``hnplan topology``: tiers, switches, links, transceivers, cables, bisection and
-    diameter of the whole network (scale-up domains + scale-out fat-tree) joining ``gpus``.
-
-    The job's bisection (first half of the ranks against the second) is the scale-out bisection of
-    its NICs (``gpus/2 x NIC rate per GPU``, divided by the leaf oversubscription when more than one
-    leaf is used, capped by the fabric's own bisection), plus the scale-up bisection when the job fits
-    in one domain (a cut between whole domains crosses no scale-up link).
-    The diameter is the longest GPU-to-GPU path in links.
-
-    Returns
-    -------
-    dict
-        ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
-        ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``domains``, ``hosts_supported`` (nodes the built
-        scale-out tiers hold), ``bom`` (both BOMs).
-    """
-    cat = catalog or load_catalog()
-    up = scaleup_bom(system, gpus, cat)
-    out = scaleout_bom(system, gpus, cat)
-    one_domain = gpus <= system.scaleup_domain_gpus
-    nic_Bps = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
-    bis = min(gpus / 2 * nic_Bps / (out.oversubscription if out.tiers > 1 else 1.0), out.bisection_Bps)
-    if one_domain:
-        bis += up.bisection_Bps
-    diameter = up.diameter_links if one_domain else max(up.diameter_links, out.diameter_links)
-    # NVLink/xGMI inside a domain is copper; a two-level clos (CloudMatrix UB) runs its L1-L2 half
-    # of the links over optics (CloudMatrix384 paper Sec 3)
-    optical_up = up.links // 2 if system.scaleup_topology == "clos" else 0
-    return {
-        "tiers": {"scaleup": 2 if system.scaleup_topology == "clos" else (1 if up.switches else 0),
-                  "scaleout": out.tiers},
-        "switches": {"scaleup": up.switches, "scaleout": out.switches, "total": up.switches + out.switches,
-                     "scaleout_per_tier": list(out.switches_per_tier)},
-        "links": {"scaleup": up.links, "scaleout": out.links, "total": up.links + out.links},
-        "transceivers": {"scaleup": 2 * optical_up, "scaleout": out.transceivers,
-                         "total": 2 * optical_up + out.transceivers},
-        "cables": {"scaleup": up.links, "scaleout": out.cables, "total": up.links + out.cables},
-        "bisection_GBps": units.Bps_to_GBps(bis),
-        "diameter_hops": diameter,
-        "domains": up.domains,
-        "hosts_supported": out.max_endpoints // max(1, out.endpoints // math.ceil(gpus / system.node_gpus)),
-        "bom": {"scaleup": up.as_dict(), "scaleout": out.as_dict()},
-    }

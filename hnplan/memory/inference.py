@@ -18,8 +18,7 @@ import math
 from dataclasses import dataclass
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.catalog.schemas import Accelerator, MemoryOverheads, Model
 from hnplan.compute import head_dim, param_counts
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
@@ -92,9 +91,10 @@ def workspace_bytes(model: Model, tokens: int, sequences: int, tp: int = 1) -> f
     return tokens * per_token + 4.0 * sequences * model.vocab / tp
 
 
-def serving_overhead_bytes(tp: int = 1, catalog: Catalog | None = None) -> float:
-    """CUDA context, plus one NCCL communicator when ``tp > 1`` (catalog data) [bytes]."""
-    o = (catalog or load_catalog()).memory_overheads
+def serving_overhead_bytes(tp: int, overheads: MemoryOverheads) -> float:
+    """CUDA context, plus one NCCL communicator when ``tp > 1`` (``overheads``: the catalog's
+    ``memory.yaml``) [bytes]."""
+    o = overheads
     gib = o.cuda_context_gib.value + (o.nccl_gib_per_communicator.value if tp > 1 else 0.0)
     return units.GiB_to_bytes(gib)
 
@@ -108,14 +108,15 @@ class InferenceMemory(MemoryBreakdown):
 
 
 def inference_memory(model: Model, batch: int, seq_len: int, dtype: str = "bf16", kv_dtype: str = "bf16",
-                     tp: int = 1, ep: int = 1, max_batched_tokens: int | None = None,
-                     catalog: Catalog | None = None) -> InferenceMemory:
+                     tp: int = 1, ep: int = 1, max_batched_tokens: int | None = None, *,
+                     overheads: MemoryOverheads) -> InferenceMemory:
     """Memory of a replica serving ``batch`` sequences of ``seq_len`` tokens (prompt + output) [bytes].
 
     Weights (:func:`weight_bytes_per_gpu`), KV cache of ``batch x seq_len`` tokens
     (:func:`kv_cache_bytes_per_token`), workspace of a forward pass of ``min(batch x seq_len,
     max_batched_tokens)`` tokens (:func:`workspace_bytes`; default the catalog's serving value) and
-    runtime overheads (:func:`serving_overhead_bytes`).
+    runtime overheads (:func:`serving_overhead_bytes`); ``overheads`` is the catalog's
+    :class:`~hnplan.catalog.schemas.MemoryOverheads` (``memory.yaml``).
 
     Raises
     ------
@@ -124,14 +125,13 @@ def inference_memory(model: Model, batch: int, seq_len: int, dtype: str = "bf16"
     """
     if batch < 1 or seq_len < 1:
         raise InputError(f"batch and seq_len must be positive; got batch={batch}, seq_len={seq_len}")
-    cat = catalog or load_catalog()
-    mbt = int(max_batched_tokens or cat.memory_overheads.serving_max_batched_tokens.value)
+    mbt = int(max_batched_tokens or overheads.serving_max_batched_tokens.value)
     per_tok = kv_cache_bytes_per_token(model, kv_dtype, tp)
     tokens = batch * seq_len
     return InferenceMemory(
         params_bytes=weight_bytes_per_gpu(model, dtype, tp, ep), grads_bytes=0.0, optimizer_bytes=0.0,
         activations_bytes=workspace_bytes(model, min(tokens, mbt), min(batch, mbt), tp),
-        kv_cache_bytes=per_tok * tokens, overhead_bytes=serving_overhead_bytes(tp, cat),
+        kv_cache_bytes=per_tok * tokens, overhead_bytes=serving_overhead_bytes(tp, overheads),
         kv_bytes_per_token=per_tok, tokens=tokens)
 
 
@@ -157,12 +157,14 @@ class KVCapacity:
 
 def kv_capacity(model: Model, acc: Accelerator, dtype: str = "bf16", kv_dtype: str = "bf16", tp: int = 1,
                 ep: int = 1, utilization: float | None = None, max_batched_tokens: int | None = None,
-                max_sequences: int = 256, catalog: Catalog | None = None) -> KVCapacity:
+                max_sequences: int = 256, *, overheads: MemoryOverheads) -> KVCapacity:
     """Tokens of KV cache that fit on one accelerator of a replica, the vLLM way ([4]_).
 
     ``usable = device memory x utilization``; weights, the workspace of a ``max_batched_tokens``
     forward pass (logits for ``max_sequences``, vLLM's default ``max_num_seqs`` 256) and the runtime
-    overheads come off; the rest holds ``floor(rest / KV bytes per token)`` tokens.
+    overheads come off; the rest holds ``floor(rest / KV bytes per token)`` tokens. ``overheads`` is
+    the catalog's :class:`~hnplan.catalog.schemas.MemoryOverheads` (``memory.yaml``): utilization,
+    batched tokens and runtime overheads by default.
 
     A replica whose weights do not fit gets 0 tokens (``kv_bytes`` negative).
 
@@ -171,8 +173,7 @@ def kv_capacity(model: Model, acc: Accelerator, dtype: str = "bf16", kv_dtype: s
     InputError
         For a utilization outside (0, 1] or unknown dtypes.
     """
-    cat = catalog or load_catalog()
-    o = cat.memory_overheads
+    o = overheads
     util = o.serving_memory_utilization.value if utilization is None else utilization
     if not 0 < util <= 1:
         raise InputError(f"utilization must be in (0, 1]; got {util}")
@@ -180,7 +181,7 @@ def kv_capacity(model: Model, acc: Accelerator, dtype: str = "bf16", kv_dtype: s
     usable = hbm_capacity_bytes(acc) * util
     w = weight_bytes_per_gpu(model, dtype, tp, ep)
     ws = workspace_bytes(model, mbt, min(max_sequences, mbt), tp)
-    over = serving_overhead_bytes(tp, cat)
+    over = serving_overhead_bytes(tp, o)
     kv = usable - w - ws - over
     per_tok = kv_cache_bytes_per_token(model, kv_dtype, tp)
     return KVCapacity(usable, w, ws, over, kv, per_tok, max(0, math.floor(kv / per_tok)))

@@ -28,8 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import System
+from hnplan.catalog.design import Design
 from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
 from hnplan.errors import check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
@@ -52,13 +51,12 @@ class Tier:
                 "bw_GBps": units.Bps_to_GBps(self.bw_Bps), "link": self.link}
 
 
-def memory_tiers(system: System, catalog: Catalog | None = None) -> list[Tier]:
-    """The tiers of a system per accelerator, HBM first, then by bandwidth (fastest first).
+def memory_tiers(design: Design) -> list[Tier]:
+    """The tiers of a design per accelerator, HBM first, then by bandwidth (fastest first).
 
     Tiers whose capacity or bandwidth the catalog does not give are left out.
     """
-    cat = catalog or load_catalog()
-    acc = cat.accelerator(system.accelerator)
+    system, acc = design.system, design.accelerator
     out = [Tier("hbm", hbm_capacity_bytes(acc), units.TBps_to_Bps(acc.hbm_bw_TBps), "on package")]
     rest = []
     if system.host_memory_gb_per_node and system.host_link_GBps_per_gpu:

@@ -56,8 +56,8 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             row["status"] = f"no plan: {exc}"
             rows.append(row)
             continue
-        pw = design_power(system, gpus, cat)
-        cost = design_cost(system, gpus, cat)
+        pw = design_power(cat.design(system), gpus)
+        cost = design_cost(cat.design(system), gpus)
         seconds = tokens / est.tokens_per_s
         p = est.plan
         row.update(

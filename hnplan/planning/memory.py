@@ -78,7 +78,7 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
                                  zero=zero, recompute=recompute), accounting=accounting, dropout=dropout,
                    stage=mem.stage)
     else:
-        mem = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, catalog=cat)
+        mem = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
         out.update(batch=batch, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
                    kv_bytes_per_token=mem.kv_bytes_per_token, kv_tokens=mem.tokens)
     out.update(mem.as_gib())
@@ -86,7 +86,7 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
         return out
     sys_ = cat.system(system)
     acc = cat.accelerator(sys_.accelerator)
-    tiers = memory_tiers(sys_, cat)
+    tiers = memory_tiers(cat.design(sys_))
     if mode == "train":
         t = training_compute_time_s(m, acc, seq_len, microbatch_size, num_microbatches or pp, tp, pp, cp,
                                     recompute, "fp8" if accounting == "fp8" else "bf16")
@@ -96,7 +96,7 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     out.update(system=sys_.id, accelerator=acc.id, hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
                fits=plan.fits, status=plan.status, tiers=[x.as_dict() for x in tiers], spill=plan.as_dict())
     if mode == "inference":
-        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, catalog=cat)
+        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
         out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
     return out
 
@@ -159,7 +159,7 @@ def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8
 def tiers_frame(systems, catalog: Catalog | None = None) -> pd.DataFrame:
     """The memory tiers of each system per GPU: ``system``, ``tier``, ``capacity_gib``, ``bw_GBps``, ``link``."""
     cat = catalog or load_catalog()
-    rows = [{"system": s, **t.as_dict()} for s in systems for t in memory_tiers(cat.system(s), cat)]
+    rows = [{"system": s, **t.as_dict()} for s in systems for t in memory_tiers(cat.design(s))]
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"capacity_gib": "GiB", "bw_GBps": "GB/s"}
     return df

@@ -27,9 +27,9 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
+from hnplan.planning.design import estimate_reliability
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, pue_for
-from hnplan.reliability import estimate_reliability
 
 METRICS = {"tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
            "days_to_train": "days", "goodput": "fraction"}
@@ -67,7 +67,7 @@ def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
     cat = catalog or load_catalog()
     fac, rel, s = cat.facility, cat.reliability, case.system
     return {
-        "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value, "pue": pue_for(s, cat),
+        "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value, "pue": pue_for(cat.design(s)),
         "hardware_price_factor": 1.0, "utilisation": 1.0, "rate_factor": 1.0,
         "write_GBps_per_node": s.storage_write_GBps_per_node or rel.storage_write_GBps_per_node.value,
         "years": fac.amortisation_years.value, "dc_build_usd_per_mw": fac.dc_build_usd_per_mw.value,
@@ -89,7 +89,7 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
     if unknown:
         raise InputError(f"unknown what-if inputs {sorted(unknown)}; allowed: {', '.join(WHATIF_INPUTS)}")
     x = {**base_inputs(case, cat), **inputs}
-    cost = design_cost(case.system, case.gpus, cat, years=x["years"], pue=x["pue"], utilisation=x["utilisation"],
+    cost = design_cost(cat.design(case.system), case.gpus, years=x["years"], pue=x["pue"], utilisation=x["utilisation"],
                        electricity_usd_per_kwh=x["electricity_usd_per_kwh"],
                        hardware_price_factor=x["hardware_price_factor"],
                        maintenance_fraction=x["maintenance_fraction"], dc_build_usd_per_mw=x["dc_build_usd_per_mw"])
@@ -176,6 +176,12 @@ class MixResult:
     budget_usd: float
     power_cap_w: float
     binding: str
+
+
+def unit_gpus(systems, catalog: Catalog | None = None) -> dict[str, int]:
+    """Accelerators in one purchasable unit of each system (id -> ``unit_gpus``), for the mix figures."""
+    cat = catalog or load_catalog()
+    return {str(s): cat.design(s).system.unit_gpus for s in systems}
 
 
 def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_cap_w: float,
@@ -275,8 +281,8 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
     for d, s in enumerate(systems):
         ref = max(w["ref_gpus"] for w in workloads)
         n_units = -(-ref // s.unit_gpus)
-        capex[d] = design_cost(s, n_units * s.unit_gpus, cat).capex_usd / n_units
-        power[d] = design_power(s, n_units * s.unit_gpus, cat).facility_w / n_units
+        capex[d] = design_cost(cat.design(s), n_units * s.unit_gpus).capex_usd / n_units
+        power[d] = design_power(cat.design(s), n_units * s.unit_gpus).facility_w / n_units
         for w, wl in enumerate(workloads):
             case = _case_near(wl, s, mode, cat)
             if case is not None:

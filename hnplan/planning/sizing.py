@@ -18,9 +18,9 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.planning.design import estimate_reliability
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
-from hnplan.reliability import estimate_reliability
 
 MAX_GPUS = 1 << 20
 
@@ -108,10 +108,10 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         if days > deadline_days:
             n = _next_smooth(n + 1)
     gpus = n * u
-    pw = design_power(system, gpus, cat)
-    cost = design_cost(system, gpus, cat)
+    pw = design_power(cat.design(system), gpus)
+    cost = design_cost(cat.design(system), gpus)
     run_usd = cost.usd_for(gpus, units.days_to_s(days))
-    energy = run_energy(pw, units.days_to_s(days), tokens, cat)
+    energy = run_energy(pw, units.days_to_s(days), cat.facility, tokens)
     return {
         "system": system.id, "gpus": gpus, "units": n, "racks": pw.racks,
         "it_power_mw": units.w_to_mw(pw.it_w), "facility_power_mw": units.w_to_mw(pw.facility_w),

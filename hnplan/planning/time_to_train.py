@@ -37,7 +37,7 @@ def training_energy_j(system, gpus: int, seconds: float, catalog: Catalog | None
     """Facility energy of ``gpus`` accelerators of a system training for ``seconds`` [J]: rated
     facility power x ``facility.training_power_fraction`` x time."""
     cat = catalog or load_catalog()
-    pw = design_power(cat.system(system), gpus, cat)
+    pw = design_power(cat.design(system), gpus)
     return energy_j(pw.facility_w * cat.facility.training_power_fraction.value, seconds)
 
 
@@ -84,7 +84,7 @@ def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_
 def _buildable(system, gpus: int, cat) -> bool:
     """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
     try:
-        scaleout_bom(system, gpus, cat)
+        scaleout_bom(cat.design(system), gpus)
     except InputError:
         return False
     return True

@@ -109,7 +109,7 @@ def layer_pass_time_s(model: Model, system, microbatch: int, seq_len: int, tp: i
               "bwd+recompute": ("bwd", "bwd-data", "bwd-weight", "recompute")}[pass_]
     compute_s = float(df.loc[df["phase"].isin(phases), "time_s"].sum())
     msg = tp_message_bytes(model, microbatch, seq_len)
-    ar_s = best_time("allreduce", msg, place_group(sysm, tp, 1, job_gpus=tp, catalog=cat))[0] if tp > 1 else 0.0
+    ar_s = best_time("allreduce", msg, place_group(cat.design(sysm), tp, 1, job_gpus=tp))[0] if tp > 1 else 0.0
     return compute_s + TP_COLLECTIVES_PER_PASS * (2 if pass_ == "bwd+recompute" else 1) * ar_s
 
 

@@ -28,13 +28,13 @@ def _busbw(cat, system, gpus, op="allreduce", algorithm=None, size=LARGE, **upda
     s = cat.system(system)
     if update:
         s = s.model_copy(update=update)
-    r = collective(op, size, place_group(s, gpus, 1, gpus, cat), algorithm)
+    r = collective(op, size, place_group(cat.design(s), gpus, 1, gpus), algorithm)
     return float(r.busbw_Bps[0]) / 1e9, float(r.algbw_Bps[0]) / 1e9
 
 
 def _algorithm(cat, system, gpus, size, **update):
     s = cat.system(system).model_copy(update=update) if update else cat.system(system)
-    return str(collective("allreduce", size, place_group(s, gpus, 1, gpus, cat)).algorithm[0])
+    return str(collective("allreduce", size, place_group(cat.design(s), gpus, 1, gpus)).algorithm[0])
 
 
 NO_INR = dict(scaleup_in_network_reduction=False, scaleout_in_network_reduction=False)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from hnplan import units
-from hnplan.reliability import estimate_reliability, mtbi_s
+from hnplan.planning.design import estimate_reliability
+from hnplan.reliability import mtbi_s
 from hnplan.validation import Row, area
 
 LLAMA3 = "The Llama 3 Herd of Models, arXiv:2407.21783, Sec. 3.3.4 and Table 5 (16,384 H100, 54 days)"
@@ -13,7 +14,7 @@ RSC = "Kokolis et al., Revisiting Reliability in Large-Scale ML Research Cluster
 @area("reliability")
 def rows(cat) -> list[Row]:
     s = cat.system("hgx-h100-roce-400g")
-    m = mtbi_s(s, 16384, cat)
+    m = mtbi_s(cat.design(s), 16384)
     unexpected = 54 * units.DAY / m
     est = estimate_reliability(s, 16384, "llama3.1-405b", catalog=cat)
     return [
@@ -22,6 +23,6 @@ def rows(cat) -> list[Row]:
         Row("reliability", "Llama 3 405B, 16,384 H100, 54 days", "effective training time (> 90%)", "fraction",
             0.90, est.goodput, "bound", 1.11, LLAMA3, "published as a lower bound; hnplan's goodput must exceed it"),
         Row("reliability", "16,384-GPU job (Meta RSC projection)", "mean time to failure", "h", 1.8,
-            units.s_to_hours(mtbi_s(s, 16384, cat)), "reported", None, RSC,
+            units.s_to_hours(mtbi_s(cat.design(s), 16384)), "reported", None, RSC,
             "different fleet (A100 research clusters) and failure counting than the Llama 3 rates"),
     ]

@@ -207,7 +207,7 @@ def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_d
     """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
     sends its share over a point-to-point link (scale-up inside one domain, else its NIC share)."""
     total = input_tokens * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
-    links = system_links(s_decode.system, s_decode.catalog)
+    links = system_links(s_decode.design)
     tier = links.scaleup if same_domain else links.scaleout
     return sendrecv_time(total / s_prefill.replica.gpus, tier.bw_Bps, tier.alpha_s)
 

@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
 from hnplan import units
+from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, System
-from hnplan.comm import best_time, place_group, system_links
+from hnplan.comm import GroupPlacement, SystemLinks, best_time, place_group, system_links
+from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import ACT_BYTES, operator_table, totals
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
@@ -99,13 +102,37 @@ class Replica:
 
 @dataclass(frozen=True)
 class Setup:
-    """A replica resolved against the catalog: its model, system, accelerator and the catalog used."""
+    """A replica assembled once: its model, the resolved design (system, accelerator, fabrics), the
+    replica's layout, its links and the placements of its TP, EP and PP groups.
+
+    The links and placements are computed on first use and kept (:func:`functools.cached_property`),
+    so the many passes of a batch sweep reuse them.
+    """
 
     model: Model
     system: System
     acc: Accelerator
     replica: Replica
     catalog: Catalog = field(repr=False)
+    design: Design = field(repr=False)
+
+    @cached_property
+    def links(self) -> SystemLinks:
+        """Per-rank links of a job of the replica's accelerators (:func:`hnplan.comm.system_links`)."""
+        return system_links(self.design, gpus=self.replica.gpus)
+
+    @cached_property
+    def placements(self) -> dict[str, GroupPlacement | None]:
+        """The replica's groups on the network (:func:`hnplan.comm.place_group`, Megatron rank order):
+        ``tp`` (stride 1), ``ep`` (stride ``tp``), ``pp`` (a pair of neighbouring stages, stride
+        ``tp x ep``); None for a degree of 1 (for ``ep``: also a dense model)."""
+        r, lk, d = self.replica, self.links, self.design
+        return {
+            "tp": place_group(d, r.tp, 1, job_gpus=r.gpus, links=lk) if r.tp > 1 else None,
+            "ep": (place_group(d, r.ep, r.tp, job_gpus=r.gpus, links=lk)
+                   if r.ep > 1 and self.model.moe is not None else None),
+            "pp": place_group(d, 2, r.tp * r.ep, job_gpus=r.gpus, links=lk) if r.pp > 1 else None,
+        }
 
 
 def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> Setup:
@@ -123,8 +150,8 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
         For unknown ids.
     """
     cat = catalog or load_catalog()
-    model, system = cat.model(model), cat.system(system)
-    acc = cat.accelerator(system.accelerator)
+    model, design = cat.model(model), cat.design(system)
+    system, acc = design.system, design.accelerator
     r = replica
     check_choice("--dtype", r.dtype, SERVE_DTYPES)
     if r.dtype not in acc.dense_tflops:
@@ -144,7 +171,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
         raise InfeasiblePlan(f"ep = {r.ep} needs a number of experts divisible by it; {model.id} has {n}")
     if r.pp > model.layers:
         raise InfeasiblePlan(f"pp = {r.pp} exceeds the {model.layers} layers of {model.id}")
-    return Setup(model, system, acc, r, cat)
+    return Setup(model, system, acc, r, cat, design)
 
 
 def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
@@ -196,7 +223,7 @@ def kv_bytes_per_token_per_gpu(s: Setup) -> float:
 def _capacity(s: Setup, max_batched_tokens: int | None = None):
     r = s.replica
     return kv_capacity(s.model, s.acc, r.dtype, r.kv, r.tp, r.ep, max_batched_tokens=max_batched_tokens,
-                       catalog=s.catalog)
+                       overheads=s.design.memory_overheads)
 
 
 def fixed_bytes_per_gpu(s: Setup, max_batched_tokens: int | None = None) -> float:
@@ -252,24 +279,21 @@ def memory_per_gpu_bytes(s: Setup, batch: int, context_tokens: float) -> float:
 # --- time of one pass ----------------------------------------------------------------------------------
 def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
     """Exposed communication of one pass over all layers for ``tokens_per_group`` tokens [s]."""
-    m, r, sys_ = s.model, s.replica, s.system
-    links = system_links(sys_, s.catalog, gpus=r.gpus)
-    msg = tokens_per_group * m.hidden * ACT_BYTES
+    m, r, groups = s.model, s.replica, s.placements
+    msg = tp_message_bytes(m, tokens_per_group, 1)
     out = {"tp_allreduce": 0.0, "ep_alltoall": 0.0, "pp_send": 0.0}
-    if r.tp > 1:
-        g = place_group(sys_, r.tp, 1, job_gpus=r.gpus, catalog=s.catalog, links=links)
-        out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, g)[0]
-    if r.ep > 1 and m.moe is not None:
-        g = place_group(sys_, r.ep, r.tp, job_gpus=r.gpus, catalog=s.catalog, links=links)
+    if groups["tp"] is not None:
+        out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, groups["tp"])[0]
+    if groups["ep"] is not None:
+        g = groups["ep"]
         k = m.moe.active_experts
         moe_layers = m.layers - m.moe.first_dense_layers
         # dispatch sends each token to its top-k experts at the GEMM dtype (>= 1 byte), combine returns bf16
         dispatch = tokens_per_group / r.tp * k * m.hidden * max(units.dtype_bytes(r.dtype), 1.0)
         combine = tokens_per_group / r.tp * k * m.hidden * ACT_BYTES
         out["ep_alltoall"] = moe_layers * (best_time("alltoall", dispatch, g)[0] + best_time("alltoall", combine, g)[0])
-    if r.pp > 1:
-        g = place_group(sys_, 2, r.tp * r.ep, job_gpus=r.gpus, catalog=s.catalog, links=links)
-        out["pp_send"] = (r.pp - 1) * best_time("sendrecv", msg / r.tp, g)[0]
+    if groups["pp"] is not None:
+        out["pp_send"] = (r.pp - 1) * best_time("sendrecv", msg / r.tp, groups["pp"])[0]
     return out
 
 

@@ -43,7 +43,7 @@ def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = 
     (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`)."""
     cat = catalog or load_catalog()
     system = cat.system(system)
-    return design_cost(system, _whole_units(system, gpus), cat).usd_per_gpu_hour
+    return design_cost(cat.design(system), _whole_units(system, gpus)).usd_per_gpu_hour
 
 
 def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
@@ -52,7 +52,7 @@ def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tup
     cat = catalog or load_catalog()
     system = cat.system(system)
     n = _whole_units(system, gpus)
-    pw = design_power(system, n, cat)
+    pw = design_power(cat.design(system), n)
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
 
 

@@ -49,6 +49,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, System
 from hnplan.comm.algorithms import algorithm_table
+from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
@@ -159,7 +160,7 @@ class Job:
         """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""
         key = (size, stride)
         if key not in self._groups:
-            self._groups[key] = place_group(self.system, size, stride, self.gpus, self.catalog, self.links)
+            self._groups[key] = place_group(self.catalog.design(self.system), size, stride, self.gpus, self.links)
         return self._groups[key]
 
 
@@ -324,11 +325,6 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------
 
 TP_COLLECTIVES_PER_PASS = 2  # per layer: after the attention output and after the MLP (SC21 Sec. 2.3, Fig. 5)
-
-
-def tp_message_bytes(model: Model, microbatch, seq_len: int, cp=1):
-    """Bytes of one TP collective of a layer: the ``b s / cp x h`` 16-bit activations [bytes]."""
-    return microbatch * seq_len / cp * model.hidden * ACT_BYTES
 
 
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:

@@ -67,7 +67,7 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
     if seq_len > model.max_seq:
         raise InputError(f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
                          f"(field max_seq of its catalog entry)")
-    return c.Job(model, system, acc, system_links(system, cat, gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
+    return c.Job(model, system, acc, system_links(cat.design(system), gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
                  overlap or c.Overlap(), cat, st)
 
 

@@ -1,0 +1,98 @@
+"""Design planner: the whole-design answers of ``hnplan tco`` and ``hnplan reliability`` (and the
+procurement notebooks), composed from the power, cost and reliability cost models.
+
+The planners resolve ids through the catalog once (:meth:`hnplan.catalog.loader.Catalog.design`) and
+hand the resolved :class:`~hnplan.catalog.design.Design` to :mod:`hnplan.power`, :mod:`hnplan.cost` and
+:mod:`hnplan.reliability`, which never see a catalog.
+"""
+
+from __future__ import annotations
+
+from hnplan import units
+from hnplan.catalog.design import Design
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cost import design_cost
+from hnplan.errors import check_choice
+from hnplan.power import design_power
+from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate
+
+__all__ = ["CHECKPOINT_MODES", "ReliabilityEstimate", "design_of", "estimate_reliability", "tco_summary"]
+
+
+def design_of(system, catalog: Catalog | None = None) -> Design:
+    """The :class:`~hnplan.catalog.design.Design` of a system id, path, entry or Design (passed through),
+    from ``catalog`` (default :func:`hnplan.catalog.load_catalog`)."""
+    return system if isinstance(system, Design) else (catalog or load_catalog()).design(system)
+
+
+_design = design_of
+
+
+def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> dict:
+    """The ``hnplan tco`` answer: power, racks, capex, opex, TCO and $ per GPU-hour of a design.
+
+    ``system`` is an id, a path, a System or a Design; keyword arguments go to
+    :func:`hnplan.cost.design_cost` (``years``, ``pue``, ``utilisation``, ...).
+
+    Returns
+    -------
+    dict
+        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
+        rack_limit_kw, over_rack_limit, capex_usd,
+        opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
+        idle_capital_usd`` and the capex/opex parts.
+    """
+    design = _design(system, catalog)
+    system = design.system
+    c = design_cost(design, gpus, **kwargs)
+    pw = design_power(design, gpus, kwargs.get("pue"))
+    return {
+        "system": system.id, "gpus": gpus, "gpus_bought": c.gpus,
+        "it_power_kw": units.w_to_kw(pw.it_w), "facility_power_kw": units.w_to_kw(pw.facility_w),
+        "pue": pw.pue, "racks": pw.racks, "kw_per_rack": pw.kw_per_rack,
+        "rack_limit_kw": units.w_to_kw(pw.rack_limit_w), "over_rack_limit": pw.over_rack_limit,
+        "capex_usd": c.capex_usd, "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
+        "usd_per_gpu_hour": c.usd_per_gpu_hour, "years": c.years, "utilisation": c.utilisation,
+        "deploy_days": units.s_to_days(c.deploy_s), "idle_capital_usd": c.idle_capital_usd,
+        "systems_usd": c.systems_usd, "network_usd": c.network_usd, "facility_usd": c.facility_usd,
+        "energy_usd_per_year": c.energy_usd_per_year, "maintenance_usd_per_year": c.maintenance_usd_per_year,
+        "staff_usd_per_year": c.staff_usd_per_year,
+    }
+
+
+def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog: Catalog | None = None,
+                         rate_factor: float = 1.0, write_GBps_per_node: float | None = None,
+                         restart_overhead_s: float | None = None) -> ReliabilityEstimate:
+    """Interruptions, checkpoint interval, restart time and goodput of a job
+    (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
+
+    Parameters
+    ----------
+    system : id, path, System or Design
+    gpus : int
+    model : id, path or Model
+    mode : {"sync", "async"}
+        Checkpoint mode. Async stalls only for the device-to-host copy; its background write must
+        finish before the next checkpoint, so the interval is at least the write time.
+    rate_factor : float
+        Multiplies every failure rate (what-ifs).
+    write_GBps_per_node : float, optional
+        Storage write bandwidth [GB/s per node].
+    restart_overhead_s : float, optional
+        Restart time before the checkpoint read [s]; default reliability.yaml.
+
+    Returns
+    -------
+    ReliabilityEstimate
+
+    Raises
+    ------
+    InputError
+        For an unknown mode.
+    CatalogError
+        For an unknown system or model.
+    """
+    check_choice("mode", mode, CHECKPOINT_MODES)
+    cat = catalog or load_catalog()
+    return reliability_estimate(_design(system, cat), gpus, cat.model(model), mode, rate_factor,
+                                write_GBps_per_node, restart_overhead_s)
