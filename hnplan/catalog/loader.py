@@ -157,6 +157,13 @@ def parse_entry(raw, schema: type[T], path) -> T:
         raise _format_validation(exc, schema, path, entry) from None
 
 
+def _singular(kind: str) -> str:
+    """The catalog kind's name for one entry: ``switches`` -> ``switch``, ``storage`` -> ``storage``."""
+    if kind.endswith("ches"):
+        return kind[:-2]
+    return kind[:-1] if kind.endswith("s") else kind
+
+
 def _looks_like_path(ref: str) -> bool:
     return ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref
 
@@ -273,7 +280,7 @@ class Catalog:
         known = self._kind_files(kind)
         near = difflib.get_close_matches(ref.lower(), list(known), n=3, cutoff=0.5)
         hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(known))}"
-        raise CatalogError(f"unknown {kind[:-1]} id {ref!r}{hint}", entry=ref)
+        raise CatalogError(f"unknown {_singular(kind)} id {ref!r}{hint}", entry=ref)
 
     def accelerator(self, ref) -> Accelerator:
         """An :class:`Accelerator` by id or file path."""

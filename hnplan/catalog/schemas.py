@@ -226,6 +226,13 @@ class System(Entry):
     scaleout_switch: str = Field(description="switch id of the scale-out network")
     scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
         default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)")
+    scaleup_in_network_reduction: bool = Field(
+        default=False, description="collectives reduce in the scale-up switches (NVLink SHARP, NCCL NVLS) on this "
+                                   "system as deployed; needs a scale-up fabric with in_network_reduction")
+    scaleout_in_network_reduction: bool = Field(
+        default=False, description="collectives reduce in the scale-out switches (IB SHARP through NCCL CollNet, "
+                                   "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
+                                   "in_network_reduction")
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches")
