@@ -92,8 +92,9 @@ class Accelerator(Entry):
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
     hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
     hbm_visible_gib: Positive | None = Field(
-        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total) "
-        "[GiB, 2**30 bytes]; when absent the memory model uses hbm_gb as decimal bytes")
+        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
+        "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
+        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)")
     scaleup_bw_GBps_per_dir: Positive = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
     tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")

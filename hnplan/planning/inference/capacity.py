@@ -216,7 +216,7 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
                   dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
                   disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
                   chunked_prefill: int | None = None, overlap: bool = False,
-                  catalog: Catalog | None = None) -> CapacityPlan:
+                  catalog: Catalog | None = None, settings: dict | None = None) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
     Parameters
@@ -237,6 +237,9 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
     overlap : bool
         Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
+    settings : dict, optional
+        Further :class:`~hnplan.planning.inference.core.Replica` fields (``memory_utilization``,
+        ``kv_budget_gib``, ``engine``).
 
     Returns
     -------
@@ -253,9 +256,10 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         raise InputError(f"qps and SLOs must be positive; got qps={qps}, ttft={ttft_slo_s}, tpot={tpot_slo_s}")
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)  # dtype checks with a clear message
+    settings = settings or {}
+    resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)  # checks with a clear message
     tr = traffic.summary()
-    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings)
     if not cands:
         raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     o_mean = tr["output_mean"]

@@ -42,7 +42,7 @@ from hnplan.comm import GroupPlacement, SystemLinks, best_time, place_group, sys
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import ACT_BYTES, operator_table, totals
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
-from hnplan.memory import kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
+from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "fp4")
 MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
@@ -77,6 +77,12 @@ class Replica:
         pass takes ``max(compute, communication)`` (perfect overlap, an upper bound on its benefit)
         instead of their sum, as DeepSeek's inference system (dual micro-batch overlap, open-infra-index
         day 6), SGLang's two-batch overlap and RTP-LLM do.
+    memory_utilization : float or None
+        Fraction of the visible HBM the engine may use (vLLM's ``gpu_memory_utilization``); None: the
+        catalog's serving default (``memory.yaml``).
+    kv_budget_gib : float or None
+        KV cache per accelerator set directly [GiB] (vLLM's ``kv_cache_memory_bytes``) instead of the
+        utilization rule; capped at what the visible HBM holds after weights, workspace and overheads.
     """
 
     tp: int = 1
@@ -85,6 +91,8 @@ class Replica:
     dtype: str = "bf16"
     kv_dtype: str | None = None
     overlap: bool = False
+    memory_utilization: float | None = None
+    kv_budget_gib: float | None = None
 
     @property
     def gpus(self) -> int:
@@ -161,6 +169,10 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
         units.dtype_bytes(r.kv)
     except ValueError as exc:
         raise InputError(f"kv dtype: {exc}") from None
+    if r.memory_utilization is not None and not 0 < r.memory_utilization <= 1:
+        raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {r.memory_utilization}")
+    if r.kv_budget_gib is not None and r.kv_budget_gib <= 0:
+        raise InputError(f"--kv-budget-gib must be > 0; got {r.kv_budget_gib}")
     for name in ("tp", "ep", "pp"):
         if getattr(r, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(r, name)}")
@@ -175,11 +187,12 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
 
 
 def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
-                       catalog: Catalog | None = None, overlap: bool = False) -> list[Replica]:
+                       catalog: Catalog | None = None, overlap: bool = False, **settings) -> list[Replica]:
     """Replica layouts to search: TP a power of two dividing the heads within one scale-up domain;
     for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
     :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
-    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``; ``overlap`` sets :attr:`Replica.overlap`."""
+    alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``; ``overlap`` sets :attr:`Replica.overlap`;
+    ``settings`` are further :class:`Replica` fields (``memory_utilization``, ``kv_budget_gib``, ``engine``)."""
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
     fixed = fixed or {}
@@ -198,7 +211,7 @@ def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None 
                 continue
             pps = [fixed["pp"]] if fixed.get("pp") else [1, 2, 4, 8]
             for pp in pps:
-                r = Replica(tp, ep, pp, dtype, kv_dtype, overlap)
+                r = Replica(tp, ep, pp, dtype, kv_dtype, overlap, **settings)
                 try:
                     max_batch(resolve(m, sys_, r, cat), 1)
                 except InfeasiblePlan:
@@ -222,8 +235,8 @@ def kv_bytes_per_token_per_gpu(s: Setup) -> float:
 
 def _capacity(s: Setup, max_batched_tokens: int | None = None):
     r = s.replica
-    return kv_capacity(s.model, s.acc, r.dtype, r.kv, r.tp, r.ep, max_batched_tokens=max_batched_tokens,
-                       overheads=s.design.memory_overheads)
+    return kv_capacity(s.model, s.acc, r.dtype, r.kv, r.tp, r.ep, utilization=r.memory_utilization,
+                       max_batched_tokens=max_batched_tokens, overheads=s.design.memory_overheads)
 
 
 def fixed_bytes_per_gpu(s: Setup, max_batched_tokens: int | None = None) -> float:
@@ -234,15 +247,20 @@ def fixed_bytes_per_gpu(s: Setup, max_batched_tokens: int | None = None) -> floa
 
 
 def usable_bytes_per_gpu(s: Setup) -> float:
-    """Device memory the serving engine may use [bytes]: visible HBM x the serving memory
-    utilization (catalog ``memory.yaml``, vLLM's ``gpu_memory_utilization``)."""
-    return _capacity(s).usable_bytes
+    """Device memory the serving engine may use [bytes]: visible HBM (:func:`hnplan.memory.hbm_capacity_bytes`)
+    x the serving memory utilization (:attr:`Replica.memory_utilization`, default the catalog's
+    ``memory.yaml``, vLLM's ``gpu_memory_utilization``); the whole visible HBM with a KV budget."""
+    c = _capacity(s)
+    return hbm_capacity_bytes(s.acc) if s.replica.kv_budget_gib is not None else c.usable_bytes
 
 
 def kv_budget_bytes(s: Setup, max_batched_tokens: int | None = None) -> float:
-    """Memory left for the KV cache on one accelerator [bytes]: usable memory minus weights,
-    workspace and runtime overheads."""
-    return usable_bytes_per_gpu(s) - fixed_bytes_per_gpu(s, max_batched_tokens)
+    """Memory for the KV cache on one accelerator [bytes]: usable memory minus weights, workspace and
+    runtime overheads, or :attr:`Replica.kv_budget_gib` capped at what the visible HBM holds after them."""
+    rest = usable_bytes_per_gpu(s) - fixed_bytes_per_gpu(s, max_batched_tokens)
+    if s.replica.kv_budget_gib is None:
+        return rest
+    return min(units.GiB_to_bytes(s.replica.kv_budget_gib), rest)
 
 
 def max_batch(s: Setup, context_tokens: float) -> int:

@@ -148,10 +148,11 @@ def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, r
 def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
                     batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
                     fixed: dict | None = None, overlap: bool = False, catalog: Catalog | None = None,
-                    **kwargs) -> dict:
+                    settings: dict | None = None, **kwargs) -> dict:
     """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
 
-    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees):
+    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees;
+    ``settings`` sets further :class:`Replica` fields such as ``memory_utilization``, ``kv_budget_gib``):
     the first that fits for a given batch, the one with the most output tokens/s per GPU otherwise.
 
     Returns
@@ -169,9 +170,11 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    settings = settings or {}
     if replica is None:
-        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)
+        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)
+    reps = ([replica] if replica is not None
+            else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings))
     best, err = None, None
     for r in reps:
         s = resolve(m, sys_, r, cat)

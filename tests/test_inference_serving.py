@@ -1,0 +1,80 @@
+"""Serving memory as engines size it: the visible HBM of every accelerator, the engine's memory fraction
+and a KV budget; more memory never lowers the batch."""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from hnplan import units
+from hnplan.cli import app
+from hnplan.errors import InfeasiblePlan
+from hnplan.memory import hbm_capacity_bytes, kv_capacity
+from hnplan.memory.breakdown import HBM_DRIVER_RESERVE_FRACTION
+from hnplan.planning.inference import Replica, max_batch, resolve
+
+FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_visible_hbm_of_every_accelerator(cat):
+    # sourced readings (torch.cuda.mem_get_info or nvidia-smi), and the rule for the rest:
+    # nominal GiB less the 1.1 % measured on H100 (79.11 of 80 GiB)
+    gib = {a: units.to_GiB(hbm_capacity_bytes(cat.accelerator(a))) for a in
+           ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "h800-sxm", "ascend-910c")}
+    assert gib["a100-sxm-80gb"] == pytest.approx(79.15)
+    assert gib["h200-sxm"] == pytest.approx(139.81)
+    assert gib["b200"] == pytest.approx(183359 / 1024, abs=0.01)
+    assert gib["h800-sxm"] == pytest.approx(79.11)  # same HBM3 as H100, rule
+    assert gib["ascend-910c"] == pytest.approx(128 * 79.11 / 80)
+    assert HBM_DRIVER_RESERVE_FRACTION == pytest.approx(0.89 / 80)
+    for a, v in gib.items():  # never above the nominal capacity in GiB, never below it by more than 1.5 %
+        nominal = cat.accelerator(a).hbm_gb
+        assert 0.985 * nominal <= v <= nominal, a
+
+
+def test_kv_budget_sets_the_cache_directly(cat):
+    # Llama 3.1 8B on one H200, bf16 KV: 2 x 32 layers x 8 KV heads x 128 x 2 B = 128 KiB per token;
+    # 20 GiB of KV cache = 163,840 tokens = 80 sequences of 2,048 tokens
+    s = resolve("llama3.1-8b", "hgx-h200-ib-ndr", Replica(kv_budget_gib=20.0), cat)
+    assert max_batch(s, 2048) == 80
+    # a budget beyond the device is capped at what it holds: the whole 139.81 GiB less weights etc.
+    big = resolve("llama3.1-8b", "hgx-h200-ib-ndr", Replica(kv_budget_gib=1000.0), cat)
+    full = resolve("llama3.1-8b", "hgx-h200-ib-ndr", Replica(memory_utilization=1.0), cat)
+    assert max_batch(big, 2048) == max_batch(full, 2048)
+
+
+@FAST
+@given(u=st.floats(0.5, 0.99), du=st.floats(0.0, 0.3), ctx=st.integers(256, 32000),
+       model=st.sampled_from(["llama3.1-8b", "llama3.1-70b"]), tp=st.sampled_from([1, 2, 4, 8]))
+def test_more_memory_never_lowers_the_batch(cat, u, du, ctx, model, tp):
+    def mb(**kw):
+        try:
+            return max_batch(resolve(model, "hgx-h100-ib-ndr", Replica(tp=tp, **kw), cat), ctx)
+        except InfeasiblePlan:
+            return 0
+    assert mb(memory_utilization=u) <= mb(memory_utilization=min(1.0, u + du))
+    assert mb(kv_budget_gib=10 * u) <= mb(kv_budget_gib=10 * u + 40 * du)
+    m, acc, o = cat.model(model), cat.accelerator("h100-sxm"), cat.design("hgx-h100-ib-ndr").memory_overheads
+    bigger = acc.model_copy(update={"hbm_visible_gib": acc.hbm_visible_gib * (1 + du)})
+    assert (kv_capacity(m, acc, tp=tp, utilization=u, overheads=o).tokens
+            <= kv_capacity(m, bigger, tp=tp, utilization=u, overheads=o).tokens)
+
+
+def test_infer_and_memory_cli_take_the_engine_memory_settings():
+    r = CliRunner()
+    base = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000",
+            "--output-tokens", "1000", "--tp", "1", "--json"]
+    d09 = json.loads(r.invoke(app, base).stdout)
+    d05 = json.loads(r.invoke(app, [*base, "--gpu-memory-utilization", "0.5"]).stdout)
+    assert d05["max_batch"] < d09["max_batch"]
+    assert d05["hbm_gib"] == pytest.approx(79.11 * 0.5)
+    # 10 GiB / 128 KiB = 81,920 tokens = 40 sequences of 2,000 tokens
+    assert json.loads(r.invoke(app, [*base, "--kv-budget-gib", "10"]).stdout)["max_batch"] == 40
+    mem = ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "2048", "--system",
+           "hgx-h200-ib-ndr", "--json"]
+    d = json.loads(r.invoke(app, [*mem, "--kv-budget-gib", "20"]).stdout)
+    assert d["kv_capacity"]["max_batch_at_seq_len"] == 80
+    bad = r.invoke(app, [*base, "--gpu-memory-utilization", "1.5"])
+    assert bad.exit_code == 2
