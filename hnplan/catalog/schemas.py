@@ -448,6 +448,36 @@ class SoftwareStack(Entry):
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 
 
+class ServingEngine(Entry):
+    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
+
+    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
+    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
+    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
+    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
+    sampling, input preparation) that the engine does not overlap with the forward pass.
+    """
+
+    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
+    max_num_batched_tokens: PosInt = Field(
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]")
+    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
+    memory_utilization: Fraction = Field(
+        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
+                    "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)")
+    memory_rule: Literal["total", "free"] = Field(
+        default="total", description="total: the fraction of the visible HBM holds weights, workspace and KV "
+                                     "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+                                     "weights, workspace and overheads (TensorRT-LLM)")
+    iteration_overhead_s: NonNegative = Field(
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]")
+    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
+    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
+    dequant_overhead: dict[Dtype, NonNegative] = Field(
+        default_factory=dict, description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+                                          "(de)quantisation not fused into the kernels [-]; absent: 0")
+
+
 KINDS: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
@@ -455,4 +485,5 @@ KINDS: dict[str, type[Entry]] = {
     "systems": System,
     "models": Model,
     "stacks": SoftwareStack,
+    "engines": ServingEngine,
 }

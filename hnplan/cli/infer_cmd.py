@@ -32,6 +32,8 @@ def infer(
                                         help="prefill chunk per iteration [tokens] (default: whole prompts)"),
     score_latency_ms: float = typer.Option(None, "--score-latency-ms", min=0.0,
                                            help="short scoring requests: requests/s per node within this latency [ms]"),
+    engine: str = typer.Option(None, "--engine", help="serving engine id or YAML path (data/engines: vllm, sglang, "
+                               "tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step"),
     gpu_memory_utilization: float = typer.Option(
         None, "--gpu-memory-utilization", min=0.0, max=1.0,
         help="fraction of the visible HBM the engine may use (vLLM's; default the engine's or memory.yaml's)"),
@@ -60,8 +62,8 @@ def infer(
             raise InputError(f"--input-tokens + --output-tokens = {input_tokens + output_tokens} exceeds "
                              f"{m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
         fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
-        settings = {k: v for k, v in dict(memory_utilization=gpu_memory_utilization,
-                                          kv_budget_gib=kv_budget_gib).items() if v is not None}
+        settings = {k: v for k, v in dict(memory_utilization=gpu_memory_utilization, kv_budget_gib=kv_budget_gib,
+                                          engine=engine).items() if v is not None}
         given = (Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap, **settings)
                  if {"tp"} <= set(fixed) else None)
         if given is not None and cat.model(model).moe is not None and ep is None:

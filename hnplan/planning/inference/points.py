@@ -30,7 +30,7 @@ from hnplan.planning.inference.core import (
     resolve,
     steady_state,
 )
-from hnplan.power import design_power
+from hnplan.power import accelerator_power_w, design_power
 
 
 def _whole_units(system, gpus: int | None) -> int:
@@ -54,6 +54,41 @@ def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tup
     n = _whole_units(system, gpus)
     pw = design_power(cat.design(system), n)
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
+
+
+def serving_power(s: Setup, p) -> dict:
+    """Power and energy of a replica at an operating point, from the accelerators' utilisation.
+
+    Each accelerator runs at the power utilisation of the modelled pass
+    (:attr:`~hnplan.planning.inference.core.OperatingPoint.power_utilisation`: the larger of its compute
+    and memory busy fractions over an iteration) on the idle-TDP line
+    (:func:`hnplan.power.accelerator_power_w`). The rest of the node (CPUs, NICs, scale-up switches,
+    fans) and the scale-out network draw their rated share (:func:`hnplan.power.design_power`), so the
+    node's power falls with load only by the accelerators' part.
+
+    Memory-bound kernels draw less than a compute-bound GEMM at the same busy fraction, so at small
+    batches the GPU power is an upper bound (energy errs high, not low).
+
+    Returns
+    -------
+    dict
+        ``gpu_utilisation`` [fraction], ``compute_busy``, ``memory_busy`` [fraction], ``gpu_power_w`` (one
+        accelerator) [W], ``node_power_w`` (one node of ``node_gpus`` accelerators, its share of the network
+        included) [W], ``replica_power_w`` (IT power of the replica's accelerators' share) [W],
+        ``facility_power_w`` (x PUE) [W], ``joules_per_token`` (IT energy per output token) [J] and
+        ``joules_per_request`` [J].
+    """
+    design, r = s.design, s.replica
+    u = p.power_utilisation
+    gpu_w = float(accelerator_power_w(s.acc, u, design.facility))
+    n = _whole_units(s.system, r.gpus)
+    pw = design_power(design, n)
+    per_gpu_it = pw.it_w_at(u) / n  # rated non-accelerator share + the accelerator at u
+    replica_w = per_gpu_it * r.gpus
+    return {"gpu_utilisation": u, "compute_busy": p.compute_busy, "memory_busy": p.memory_busy,
+            "gpu_power_w": gpu_w, "node_power_w": per_gpu_it * s.system.node_gpus, "replica_power_w": replica_w,
+            "facility_power_w": replica_w * pw.pue, "joules_per_token": replica_w / p.tokens_per_s,
+            "joules_per_request": replica_w / p.requests_per_s}
 
 
 def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
@@ -161,7 +196,9 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
         The JSON shape of ``hnplan infer`` without ``--qps``: ``ttft_s, tpot_s, e2e_latency_s,
         tokens_per_s, tokens_per_s_per_gpu, tokens_per_s_per_user, max_batch, batch, replicas`` (1),
         ``gpus``, ``memory_per_gpu_gib``, ``hbm_gib``, ``usd_per_gpu_hour``,
-        ``usd_per_million_tokens``, ``it_power_kw``, the layout and ``breakdown_s``.
+        ``usd_per_million_tokens``, ``it_power_kw`` (rated), the load-dependent power and energy of
+        :func:`serving_power` (``gpu_power_w`` per GPU, ``node_power_w``, ``joules_per_token``,
+        ``joules_per_request``, ...), the layout, ``engine`` and ``breakdown_s``.
 
     Raises
     ------
@@ -191,6 +228,7 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     if best is None:
         raise err or InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id}")
     r, p = best
+    energy = serving_power(resolve(m, sys_, r, cat), p)
     rate = usd_per_gpu_hour(sys_, None, cat)
     it_w, _ = attributed_power_w(sys_, r.gpus, cat)
     return {"model": m.id, "system": sys_.id, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
@@ -200,7 +238,8 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
             "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
             "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
             "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
-            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s)}
+            "it_power_kw": units.w_to_kw(it_w), **energy, "engine": r.engine,
+            "breakdown_s": dict(p.breakdown_s)}
 
 
 def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
