@@ -148,3 +148,13 @@ def test_joules_per_token_fall_with_batch_until_compute_bound(cat, b1, b2):
     p_lo, p_hi = steady_state(s, lo, 1000, 1000), steady_state(s, hi, 1000, 1000)
     if p_hi.compute_busy < 0.5:  # below the compute bound more sequences share the same weight reads
         assert serving_power(s, p_hi)["joules_per_token"] <= serving_power(s, p_lo)["joules_per_token"] * (1 + 1e-9)
+
+
+def test_rate_plan_reports_power_at_its_load(cat):
+    from hnplan.planning.inference import Traffic, plan_for_rate
+    d = plan_for_rate("llama3.1-8b", "hgx-h100-ib-ndr", 20.0, Traffic(1000, 200), 1.0, 0.05, dtype="fp8",
+                      fixed={"tp": 1}, catalog=cat).to_dict()
+    # the GPUs serve 20 requests/s x 200 tokens: energy per token = their IT power / 4,000 tokens/s
+    assert d["joules_per_token"] == pytest.approx(d["node_power_w"] / 8 * d["gpus"] / 4000.0)
+    assert d["joules_per_request"] == pytest.approx(d["joules_per_token"] * 200)
+    assert d["gpu_power_w"] < 700 and d["gpu_utilisation"] <= d["utilisation"] + 1e-12

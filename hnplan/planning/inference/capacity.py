@@ -51,7 +51,12 @@ from hnplan.planning.inference.core import (
     resolve,
     steady_state,
 )
-from hnplan.planning.inference.points import attributed_power_w, usd_per_gpu_hour, usd_per_million_tokens
+from hnplan.planning.inference.points import (
+    attributed_power_w,
+    serving_power,
+    usd_per_gpu_hour,
+    usd_per_million_tokens,
+)
 
 
 # --- traffic ---------------------------------------------------------------------------------------------
@@ -149,6 +154,7 @@ class CapacityPlan:
     searched: int = 0
     feasible: int = 0
     detail: dict = field(default_factory=dict)
+    energy: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The JSON shape of ``hnplan infer --qps``."""
@@ -160,7 +166,9 @@ class CapacityPlan:
              "utilisation": self.utilisation, "it_power_kw": units.w_to_kw(self.it_power_w),
              "facility_power_kw": units.w_to_kw(self.facility_power_w), "usd_per_gpu_hour": self.usd_per_gpu_hour,
              "usd_per_million_tokens": self.usd_per_million_tokens, "disaggregated": self.disaggregated,
-             "searched": self.searched, "feasible": self.feasible}
+             "searched": self.searched, "feasible": self.feasible,
+             **{k: self.energy[k] for k in ("gpu_utilisation", "gpu_power_w", "node_power_w", "joules_per_token",
+                                            "joules_per_request") if k in self.energy}}
         if self.disaggregated and self.prefill_replica is not None:
             p = self.prefill_replica
             d.update(prefill={"tp": p.tp, "ep": p.ep, "pp": p.pp, "gpus_per_replica": p.gpus,
@@ -338,6 +346,10 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     it_w, fac_w = attributed_power_w(sys_, gpus, cat)
     rate = usd_per_gpu_hour(sys_, gpus, cat)
     util = qps * tr["output_mean"] * p.iteration_s / (n * p.batch)
+    # every GPU of the plan at the decode replicas' utilisation x their slot occupancy (prefill pools alike)
+    energy = serving_power(resolve(m, sys_, r, cat), p, load=util, gpus=gpus)
+    energy["joules_per_token"] = energy["replica_power_w"] / tokens_per_s
+    energy["joules_per_request"] = energy["joules_per_token"] * tr["output_mean"]
     return CapacityPlan(
         system=sys_.id, model=m.id, replica=r, batch=p.batch, replicas=n + n_p, gpus=gpus, qps=qps,
         ttft_s=d["ttft"], tpot_s=p.tpot_s, e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
@@ -345,7 +357,7 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
         it_power_w=it_w, facility_power_w=fac_w, usd_per_gpu_hour=rate,
         usd_per_million_tokens=usd_per_million_tokens(gpus, tokens_per_s, rate), disaggregated=disaggregated,
         prefill_replica=d.get("prefill"), prefill_replicas=n_p, kv_transfer_s=d.get("xfer", 0.0),
-        searched=searched, feasible=feasible)
+        searched=searched, feasible=feasible, energy=energy)
 
 
 def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float,

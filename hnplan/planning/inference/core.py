@@ -583,14 +583,18 @@ def frontier(model, system, replica: Replica, input_tokens: float, output_tokens
     -------
     pandas.DataFrame
         One row per batch: ``batch, tpot_s, ttft_s, e2e_s, tokens_per_s, tokens_per_s_per_gpu,
-        tokens_per_s_per_user`` (= 1 / TPOT), ``memory_per_gpu_gib, hbm_gib, max_batch`` plus
-        ``system, model, tp, ep, pp, dtype``. ``df.attrs['units']`` names the units.
+        tokens_per_s_per_user`` (= 1 / TPOT), ``memory_per_gpu_gib, hbm_gib, max_batch``, the power at
+        that load ``gpu_power_w, node_power_w, joules_per_token``
+        (:func:`~hnplan.planning.inference.points.serving_power`) plus ``system, model, tp, ep, pp, dtype``.
+        ``df.attrs['units']`` names the units.
 
     Raises
     ------
     InfeasiblePlan
         If the weights do not fit.
     """
+    from hnplan.planning.inference.points import serving_power  # points builds on this module
+
     s = resolve(model, system, replica, catalog)
     mb = max_batch(s, input_tokens + output_tokens)
     bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
@@ -598,16 +602,20 @@ def frontier(model, system, replica: Replica, input_tokens: float, output_tokens
     rows = []
     for b in bs:
         p = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        pw = serving_power(s, p)
         rows.append({"system": s.system.id, "model": s.model.id, "tp": replica.tp, "ep": replica.ep,
                      "pp": replica.pp, "dtype": replica.dtype, "batch": p.batch, "tpot_s": p.tpot_s,
                      "ttft_s": p.ttft_s, "e2e_s": p.e2e_s, "tokens_per_s": p.tokens_per_s,
                      "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "tokens_per_s_per_user": 1.0 / p.tpot_s,
                      "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
-                     "hbm_gib": units.to_GiB(p.hbm_bytes), "max_batch": p.max_batch})
+                     "hbm_gib": units.to_GiB(p.hbm_bytes), "max_batch": p.max_batch,
+                     "gpu_power_w": pw["gpu_power_w"], "node_power_w": pw["node_power_w"],
+                     "joules_per_token": pw["joules_per_token"]})
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"tpot_s": "s", "ttft_s": "s", "e2e_s": "s", "tokens_per_s": "output tokens/s",
                          "tokens_per_s_per_gpu": "output tokens/s/GPU", "tokens_per_s_per_user": "tokens/s",
-                         "memory_per_gpu_gib": "GiB", "hbm_gib": "GiB"}
+                         "memory_per_gpu_gib": "GiB", "hbm_gib": "GiB", "gpu_power_w": "W", "node_power_w": "W",
+                         "joules_per_token": "J/output token"}
     return df
 
 

@@ -56,7 +56,7 @@ def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tup
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
 
 
-def serving_power(s: Setup, p) -> dict:
+def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> dict:
     """Power and energy of a replica at an operating point, from the accelerators' utilisation.
 
     Each accelerator runs at the power utilisation of the modelled pass
@@ -69,6 +69,11 @@ def serving_power(s: Setup, p) -> dict:
     Memory-bound kernels draw less than a compute-bound GEMM at the same busy fraction, so at small
     batches the GPU power is an upper bound (energy errs high, not low).
 
+    ``load`` [fraction] scales the utilisation for replicas busy only part of the time (a request rate
+    below saturation: :func:`~hnplan.planning.inference.capacity.plan_for_rate`'s slot utilisation);
+    ``gpus`` replaces the replica's accelerators for the replica totals (all replicas of a plan), in which
+    case ``joules_per_token`` uses ``p.tokens_per_s x load x gpus / replica GPUs``.
+
     Returns
     -------
     dict
@@ -79,16 +84,18 @@ def serving_power(s: Setup, p) -> dict:
         ``joules_per_request`` [J].
     """
     design, r = s.design, s.replica
-    u = p.power_utilisation
+    u = min(1.0, max(0.0, load)) * p.power_utilisation
     gpu_w = float(accelerator_power_w(s.acc, u, design.facility))
     n = _whole_units(s.system, r.gpus)
     pw = design_power(design, n)
     per_gpu_it = pw.it_w_at(u) / n  # rated non-accelerator share + the accelerator at u
-    replica_w = per_gpu_it * r.gpus
+    g = r.gpus if gpus is None else gpus
+    replica_w = per_gpu_it * g
+    tps = p.tokens_per_s * min(1.0, max(load, 1e-12)) * g / r.gpus
     return {"gpu_utilisation": u, "compute_busy": p.compute_busy, "memory_busy": p.memory_busy,
             "gpu_power_w": gpu_w, "node_power_w": per_gpu_it * s.system.node_gpus, "replica_power_w": replica_w,
-            "facility_power_w": replica_w * pw.pue, "joules_per_token": replica_w / p.tokens_per_s,
-            "joules_per_request": replica_w / p.requests_per_s}
+            "facility_power_w": replica_w * pw.pue, "joules_per_token": replica_w / tps,
+            "joules_per_request": replica_w / tps * p.output_tokens}
 
 
 def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
@@ -243,16 +250,20 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
 
 
 def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
-                     overlap: bool = False, catalog: Catalog | None = None) -> pd.DataFrame:
+                     overlap: bool = False, catalog: Catalog | None = None,
+                     engine: str | None = None) -> pd.DataFrame:
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
-    ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``."""
+    ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``.
+    ``engine``: a serving engine id (:attr:`Replica.engine`)."""
     cat = catalog or load_catalog()
     parts = []
     for sys_id in systems:
         try:
-            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat)
-            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap)
+            settings = {"engine": engine} if engine else {}
+            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap,
+                                   catalog=cat, settings=settings)
+            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
             df["status"] = "ok"
