@@ -45,6 +45,12 @@ class InfeasiblePlan(HnplanError):
     """A valid input whose plan cannot run: degrees that do not divide, memory that does not fit."""
 
 
+class PlanRuleError(InfeasiblePlan):
+    """A plan that breaks one of the divisibility rules (:mod:`hnplan.compute.layout` for the model's
+    split, :func:`hnplan.planning.training.plan_rules` for a training plan); the message names the
+    rule and the values. Searches drop such candidates; a plan given in full exits 3 with it."""
+
+
 def check_choice(name: str, value, allowed) -> None:
     """Raise :class:`InputError` unless ``value`` is one of ``allowed``; the message lists them.
 

@@ -8,8 +8,10 @@ from typer.testing import CliRunner
 from hnplan.cli import app
 
 runner = CliRunner()
+# 144 sequences of 8192 tokens: a data-parallel degree of 9 takes the factor 9 of a 72-GPU rack (with a
+# power-of-two batch only PP 9 could, which leaves a stage of the 32 layers empty)
 SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "hgx-h100-ib-ndr", "--system", "gb200-nvl72",
-        "--seq-len", "8192", "--global-batch-tokens", "1048576", "--json"]
+        "--seq-len", "8192", "--global-batch-tokens", "1179648", "--json"]
 
 
 def test_size_deadline_json():
@@ -21,6 +23,8 @@ def test_size_deadline_json():
         assert {"system", "gpus", "days", "gpu_hours", "energy_mwh", "parallel", "slack_days"} <= set(r)
         assert r["days"] <= 10 and r["slack_days"] >= 0
         assert r["gpu_hours"] == pytest.approx(r["gpus"] * r["days"] * 24)
+        assert 0 < r["goodput"] < 1 and r["goodput_mode"] == "async"
+    assert d["goodput"] is True
     assert d["results"][1]["gpus"] % 72 == 0  # whole NVL72 racks
 
 

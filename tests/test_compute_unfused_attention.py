@@ -13,7 +13,7 @@ from hnplan.cli import app
 from hnplan.compute import operator_table, totals, training_stage_time_s
 from hnplan.errors import InputError
 from hnplan.memory import activation_bytes_per_layer, training_memory
-from hnplan.planning.training import MEGATRON_2021, Overlap, ParallelPlan, estimate_training_step
+from hnplan.planning.training import MEGATRON_2021, ParallelPlan, StackChoices, estimate_training_step
 from hnplan.planning.training.components import memory_recipe
 
 
@@ -111,8 +111,8 @@ def test_planner_memory_keeps_the_scores_with_unfused_attention(cat):
     # Korthikanti et al. 2022: 5 a s / h bytes per element of s b h (softmax 2, mask 1, dropout output 2)
     m, s, b, tp = cat.model("megatron-18.4b"), 2048, 2, 8
     plan = ParallelPlan(tp=tp, pp=2, dp=2, microbatch_size=b, recompute="none", zero_stage=0)
-    est = {o.attention: estimate_training_step(m, "dgx-a100-hdr", 32, plan, s, 16, overlap=o, catalog=cat)
-           for o in (Overlap(), MEGATRON_2021)}
+    est = {o.attention: estimate_training_step(m, "dgx-a100-hdr", 32, plan, s, 16, choices=o, catalog=cat)
+           for o in (StackChoices(), MEGATRON_2021)}
     per_layer = (activation_bytes_per_layer(m, s, b, tp, flash_attention=False)
                  - activation_bytes_per_layer(m, s, b, tp, flash_attention=True))
     assert per_layer == 5 * m.heads * s * s * b / tp
@@ -127,7 +127,9 @@ def test_unknown_attention_is_an_input_error(gpt, a100):
     with pytest.raises(InputError, match="flash, unfused"):
         operator_table(gpt, a100, "train", 1, 2048, attention="xformers")
     with pytest.raises(InputError, match="flash, unfused"):
-        estimate_training_step(gpt, "dgx-a100-hdr", 8, ParallelPlan(dp=8), 2048, 8, overlap=Overlap(attention="x"))
+        estimate_training_step(gpt, "dgx-a100-hdr", 8, ParallelPlan(dp=8), 2048, 8, overrides=dict(attention="x"))
+    with pytest.raises(ValueError, match="flash"):  # the schema refuses it too (pydantic)
+        StackChoices(attention="x")
 
 
 def test_cli_attention_flag():

@@ -15,7 +15,8 @@ from hnplan.planning.procurement import (
     tornado,
     whatif_case,
 )
-from hnplan.planning.sizing import _next_smooth, _train_days, size_designs, size_for_deadline
+from hnplan.planning.sizing import _next_smooth, size_design, size_designs
+from hnplan.planning.time_to_train import time_to_train
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +90,13 @@ def test_best_mix_on_catalog_designs(cat):
 
 
 def test_sizing_meets_deadline_with_the_smallest_smooth_count(cat):
-    row = size_for_deadline("llama3.1-8b", "hgx-h100-ib-ndr", 1e11, 2.0, 4096, 256, catalog=cat, budget_usd=1e7)
+    row = size_design("llama3.1-8b", "hgx-h100-ib-ndr", 1e11, 2.0, 4096, 256, catalog=cat, budget_usd=1e7)
     assert row["days"] <= 2.0 and row["gpus"] == 8 * row["units"]
     smaller = [n for n in range(1, row["units"]) if _next_smooth(n) == n]
     if smaller:
         m, s = cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr")
         try:
-            days = _train_days(m, s, 8 * smaller[-1], 1e11, 4096, 256, "bf16", "async", cat)[0]
+            days = time_to_train(m, s, 8 * smaller[-1], 1e11, 4096, 256, "bf16", cat)["days"]
         except InfeasiblePlan:
             days = np.inf
         assert days > 2.0
@@ -109,7 +110,8 @@ def test_size_designs_keeps_infeasible_rows(cat):
 
 
 def test_sizing_reports_run_energy(cat):
-    row = size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
+    # 288 sequences: a data-parallel degree of 9 takes the factor 9 of a 72-GPU rack
+    row = size_design("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 288, catalog=cat)
     from hnplan.power import design_power
 
     pw = design_power(cat.design("gb200-nvl72"), row["gpus"])

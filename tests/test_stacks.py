@@ -3,7 +3,6 @@ where it comes from, sequence parallelism, and `hnplan train --stack`."""
 
 import json
 import shutil
-from dataclasses import replace
 
 import pytest
 import yaml
@@ -17,12 +16,12 @@ from hnplan.compute import operator_table
 from hnplan.errors import CatalogError, InputError
 from hnplan.planning.training import (
     MEGATRON_2021,
-    Overlap,
     ParallelPlan,
+    StackChoices,
     estimate_training_step,
     search_plans,
     stack_accelerator,
-    stack_overlap,
+    stack_choices,
 )
 from hnplan.validation.calibration import (
     LAYER_22B,
@@ -38,10 +37,10 @@ runner = CliRunner()
 
 def test_stacks_load_and_map_onto_overlap(cat):
     assert {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "deepseek-v3-dualpipe"} <= set(cat.ids("stacks"))
-    assert stack_overlap(cat.stack("megatron-core")) == Overlap()
-    assert stack_overlap(cat.stack("megatron-lm-2021")) == MEGATRON_2021
-    assert stack_overlap(cat.stack("megatron-lm-2022")) == replace(MEGATRON_2021, sequence_parallel=True)
-    assert stack_overlap(cat.stack("deepseek-v3-dualpipe")) == Overlap(ep_comm=True)
+    assert stack_choices(cat.stack("megatron-core")) == StackChoices()
+    assert stack_choices(cat.stack("megatron-lm-2021")) == MEGATRON_2021
+    assert stack_choices(cat.stack("megatron-lm-2022")) == MEGATRON_2021.model_copy(update=dict(sequence_parallel=True))
+    assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(ep_comm=True)
 
 
 def test_the_a100_calibration_is_what_its_derivation_gives(cat):
@@ -49,10 +48,11 @@ def test_the_a100_calibration_is_what_its_derivation_gives(cat):
     derived = a100_megatron_calibration(cat)
     for sid in ("megatron-lm-2021", "megatron-lm-2022"):
         assert cat.stack(sid).matmul_efficiency["a100-sxm-80gb"]["bf16"] == pytest.approx(derived, abs=0.005)
-    # the micro-benchmark value (0.869) makes the same layer 12 % too fast: the in-training value is lower
+    # the catalog's large-shape GEMM ceiling (0.798: the 0.869 micro-benchmark maximum x the typical / maximum
+    # ratio of the H200 GEMM law fit) makes the same layer 7.5 % too fast: the in-training value is lower
     L = LAYER_22B
     t_bench = layer_pass_time_s(layer_22b(cat), "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat)
-    assert t_bench < 0.9 * TABLE4_S[("fwd", False)]
+    assert t_bench < 0.95 * TABLE4_S[("fwd", False)]
     assert derived < cat.accelerator("a100-sxm-80gb").matmul_efficiency["bf16"]
 
 

@@ -110,8 +110,51 @@ class Accelerator(Entry):
                                   "for tile and wave quantisation; none: no quantisation term")
     kernel_overhead_us: NonNegative | None = Field(
         default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)")
+    # GEMM efficiency law (hnplan.compute.gemm, docs/compute.md); every field optional: absent = term off
+    gemm_efficiency: dict[Dtype, Fraction] | None = Field(
+        default=None, description="large-shape ceiling of the GEMM law as a fraction of the dense peak, per dtype "
+        "(fitted or carried; absent: matmul_efficiency) (calibration)")
+    gemm_k_overhead: NonNegative | None = Field(
+        default=None, description="prologue + epilogue of one output tile, in K elements of main-loop time [elements] "
+        "(calibration)")
+    gemm_overlap_exponent: Annotated[float, Field(ge=1.0)] | None = Field(
+        default=None, description="p of the smooth roofline (t_c^p + t_m^p)^(1/p) of a GEMM [-]; absent: max(t_c, t_m) "
+        "(calibration)")
+    gemm_row_granularity: PosInt | None = Field(
+        default=None, description="rows a GEMM computes below one tile height (swap-AB / small-M kernels pad M to a "
+        "multiple of it) [elements]; absent: a full tile")
+    gemm_splitk_min_k: PosInt | None = Field(
+        default=None, description="smallest K slice a split-K GEMM uses [elements]; absent: the tile's K step")
+    gemm_splitk_us: NonNegative | None = Field(
+        default=None, description="extra time of a split-K GEMM (the reduction of the partial tiles) [us] (calibration)")
+    gemm_wave_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None, description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
+        "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)")
+    host_dispatch_us: NonNegative | None = Field(
+        default=None, description="host time per operator call from an eager framework; back-to-back calls run no "
+        "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)")
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us")
+    memory_kernel_efficiency: dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax",
+                                           "optimizer"], Fraction] | None = Field(
+        default=None, description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
+        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)")
+    # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
+    attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
+        default=None, description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense "
+        "peak (calibration)")
+    attention_tile_q: PosInt | None = Field(
+        default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height")
+    attention_kv_overhead: NonNegative | None = Field(
+        default=None, description="prologue + epilogue of one attention work unit, in keys of main-loop time "
+        "[tokens] (calibration)")
+    attention_tail_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None, description="fraction of the longest work unit (the last query tile of a causal sequence) "
+        "that runs after the others have finished [-] (calibration)")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us",
+                                                "attention_efficiency", "attention_kv_overhead",
+                                                "attention_tail_weight", "memory_kernel_efficiency", "gemm_efficiency", "gemm_k_overhead", "gemm_overlap_exponent",
+                                                "gemm_splitk_us", "gemm_wave_weight", "host_dispatch_us")
 
     @model_validator(mode="after")
     def _bf16_present(self):
@@ -416,13 +459,38 @@ class Scenario(_Strict):
     notebooks: list[ScenarioNotebook] = Field(min_length=1)
 
 
-class SoftwareStack(Entry):
-    """A training software stack: what it overlaps, its attention kernel, whether it runs sequence
-    parallelism, and the GEMM efficiency measured inside training with it (per accelerator).
+class StackChoices(_Strict):
+    """A training software stack's choices: which communication overlaps compute, the attention
+    kernel, sequence parallelism and the gradient width on the wire. Declared once here:
+    :class:`SoftwareStack` inherits these fields and the training planner's job carries one of these
+    (``hnplan.planning.training.StackChoices``), so a new choice appears in both. Defaults: hnplan's
+    default stack (``data/stacks/megatron-core.yaml``).
 
-    The choices map one to one onto :class:`hnplan.planning.training.Overlap`. ``matmul_efficiency``
-    replaces an accelerator's catalog value (a GEMM micro-benchmark) when a published in-training
-    measurement with this stack exists; accelerators it does not list keep their own.
+    Attributes
+    ----------
+    tp_comm : bool
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
+    ep_comm : bool
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
+        default False.
+    cp_comm : bool
+        Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
+        implementation); default True.
+    dp_grad_reduce, dp_param_gather : bool
+        Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
+        all-gather with the forward (Megatron-Core ``distributed_data_parallel_config.py``); default
+        True. Megatron-LM 2021 did neither.
+    grad_reduce_bytes : float
+        Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
+        ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
+    attention : {"flash", "unfused"}
+        ``flash`` (default, fused kernel, no ``s x s`` scores in HBM or in the activations, Dao et al.
+        arXiv:2205.14135) or ``unfused`` (scores materialised, as Megatron-LM ran before FlashAttention).
+    sequence_parallel : bool
+        Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
+        ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
+        split over ``tp``; default True. The TP collectives move the same volume either way.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -436,6 +504,18 @@ class SoftwareStack(Entry):
     sequence_parallel: bool = Field(
         default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
                                   "(Megatron sequence parallelism)")
+
+
+class SoftwareStack(Entry, StackChoices):
+    """A training software stack: its choices (:class:`StackChoices`: what it overlaps, its attention
+    kernel, whether it runs sequence parallelism), the knobs it implements, and the GEMM efficiency
+    measured inside training with it (per accelerator).
+
+    ``matmul_efficiency`` replaces an accelerator's catalog value (a GEMM micro-benchmark) when a
+    published in-training measurement with this stack exists; accelerators it does not list keep
+    their own.
+    """
+
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
         default=None, description="ZeRO stages the stack implements (a search tries only these); none: all")
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(

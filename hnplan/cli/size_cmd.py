@@ -9,7 +9,7 @@ from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InputError
-from hnplan.planning.time_to_train import size_table
+from hnplan.planning.sizing import size_table
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
@@ -26,33 +26,45 @@ def size(
     global_batch_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1,
                                             help="tokens per step"),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
+    goodput: bool = typer.Option(True, "--goodput/--no-goodput",
+                                 help="divide the throughput by the goodput of the reliability model (failures, "
+                                      "restarts, checkpoint stalls); --no-goodput: no failures"),
+    checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
-    time --gpus take (best parallel plan each)."""
+    time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
+    no valid plan are skipped and listed."""
     with handle_errors():
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
         if global_batch_tokens % seq_len:
             raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
         df = size_table(model, systems, tokens, seq_len, global_batch_tokens // seq_len,
-                        deadline_days=deadline_days, gpus=gpus, dtype=dtype)
+                        deadline_days=deadline_days, gpus=gpus, dtype=dtype, goodput=goodput, mode=checkpoint)
         rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
                 for r in df.to_dict("records")]
         if json_:
             print_json({"model": model, "tokens": tokens, "seq_len": seq_len, "global_batch_tokens": global_batch_tokens,
-                        "dtype": dtype, "deadline_days": deadline_days, "results": rows})
+                        "dtype": dtype, "deadline_days": deadline_days, "goodput": goodput,
+                        "checkpoint": checkpoint, "results": rows})
             return
         t = Table(title=f"{model}: {tokens:.3g} tokens" + (f" within {deadline_days} days" if deadline_days else ""))
-        for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "plan"):
+        for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "goodput", "plan"):
             t.add_column(col)
+        notes = []
         for r in rows:
             if r.get("status") != "ok":
-                t.add_row(r["system"], "-", "-", "-", "-", "-", "-", r.get("status", ""))
+                t.add_row(r["system"], "-", "-", "-", "-", "-", "-", "-", r.get("status", ""))
                 continue
             p = r["parallel"]
             slack = f"{r['slack_days']:.1f}" if "slack_days" in r else "-"
-            t.add_row(r["system"], f"{r['gpus']:,}", f"{r['days']:.1f}", slack,
+            t.add_row(r["system"], f"{int(r['gpus']):,}", f"{r['days']:.1f}", slack,
                       f"{r['gpu_hours']:,.0f}", f"{r['energy_mwh']:,.0f}", f"{r['mfu']:.1%}",
+                      f"{r['goodput']:.2%}" if goodput else "off",
                       f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}")
+            for s in r.get("skipped", []):
+                notes.append(f"{r['system']}: skipped {s['gpus']:,} GPUs: {s['reason']}")
         console.print(t)
+        for line in notes:
+            console.print(line, highlight=False, markup=False)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
-
 import typer
 
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step, stack_overlap
+from hnplan.errors import InputError, PlanRuleError
+from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
 
 @app.command()
@@ -71,27 +68,20 @@ def train(
         if gpus % fixed_product:
             names = " x ".join(f"{k} {given[k]}" for k in ("tp", "pp", "dp", "cp") if k in given)
             prod = f" = {fixed_product}" if "x" in names else ""
-            raise InfeasiblePlan(f"{names}{prod} does not divide --gpus {gpus}")
-        cat = load_catalog()
-        st = cat.stack(stack)
-        base = stack_overlap(st)
-        given_choices = dict(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=dp_overlap,
-                             dp_param_gather=dp_overlap, sequence_parallel=sequence_parallel, attention=attention)
-        overlap = replace(base, **{k: v for k, v in given_choices.items() if v is not None})
-        acc_id = cat.system(system).accelerator
-        calibrated = acc_id in (st.matmul_efficiency or {})
-        stack_info = {"id": st.id, "overlap": asdict(overlap), "matmul_efficiency_from":
-                      f"stack {st.id} (measured in training)" if calibrated else f"accelerator {acc_id} (micro-benchmark)"}
+            raise PlanRuleError(f"{names}{prod} does not divide --gpus {gpus}")
+        overrides = dict(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=dp_overlap,
+                         dp_param_gather=dp_overlap, sequence_parallel=sequence_parallel, attention=attention)
+        job = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack, overrides=overrides)
+        assert job.stack is not None  # --stack always names one
+        stack_info = {"id": job.stack.id, "overlap": job.choices.model_dump(), "provenance": job.provenance,
+                      "matmul_efficiency_from": job.provenance["matmul_efficiency"]}
         # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
-            plan = ParallelPlan(**{**dict(cp=1, ep=1), **given})
-            ests = [estimate_training_step(model, system, gpus, plan, seq_len, global_batch_size, dtype, cat, overlap,
-                                           st)]
+            ests = [estimate_plan(job, ParallelPlan(**{**dict(cp=1, ep=1), **given}))]
             searched = feasible = None
         else:
-            ests, searched, feasible = best_plan(model, system, gpus, seq_len, global_batch_size, dtype,
-                                                 fixed=given, catalog=cat, top=top, overlap=overlap, stack=st)
+            ests, searched, feasible = search_best(job, fixed=given, top=top)
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info}
             if searched is not None:
@@ -104,8 +94,8 @@ def train(
             d = est.to_dict()
             p = d["parallel"]
             rows = [
-                ("stack", f"{st.id}" + ("" if overlap == base else " with overrides") +
-                          f"; GEMM efficiency from {stack_info['matmul_efficiency_from']}"),
+                ("stack", f"{job.stack.id}" + (" with overrides" if "override" in job.provenance.values() else "")
+                 + f"; GEMM efficiency from {job.provenance['matmul_efficiency']}"),
                 ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
                          f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
                          f"ZeRO {p['zero_stage']}, "

@@ -16,10 +16,12 @@ The answer of ``hnplan memory`` and the tables of the memory notebook are a plan
 from hnplan.memory.activations import (
     activation_bytes_per_layer,
     embedding_activation_bytes,
+    layer_activation_table,
     layer_activations,
     microbatches_in_flight,
     output_activation_bytes,
     stage_activation_bytes,
+    stage_activation_table,
 )
 from hnplan.memory.breakdown import PARTS, MemoryBreakdown, hbm_capacity_bytes
 from hnplan.memory.inference import (
@@ -50,7 +52,7 @@ from hnplan.memory.tiers import (
     spill_plan,
     training_compute_time_s,
 )
-from hnplan.memory.training import TrainingMemory, training_memory, training_overheads
+from hnplan.memory.training import TrainingMemory, training_memory, training_memory_table, training_overheads
 
 __all__ = [
     "ACCOUNTINGS", "PARTS", "SPILL_ORDER", "ZERO_STAGES", "InferenceMemory", "KVCapacity", "MemoryBreakdown",
@@ -58,6 +60,6 @@ __all__ = [
     "decode_step_time_s", "embedding_activation_bytes", "hbm_capacity_bytes", "inference_memory",
     "kv_cache_bytes_per_token", "kv_capacity", "layer_activations", "max_batch", "memory_tiers",
     "microbatches_in_flight", "model_state_bytes_per_gpu", "output_activation_bytes", "spill_plan",
-    "stage_activation_bytes", "stage_params", "training_compute_time_s", "training_memory",
-    "training_overheads", "weight_bytes_per_gpu", "workspace_bytes", "zero_model_state_bytes",
+    "stage_activation_bytes", "stage_activation_table", "layer_activation_table", "stage_params", "training_compute_time_s", "training_memory",
+    "training_memory_table", "training_overheads", "weight_bytes_per_gpu", "workspace_bytes", "zero_model_state_bytes",
 ]

@@ -37,12 +37,16 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
+from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
+from hnplan.vectorise import memo
 
 MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0    # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -227,36 +231,99 @@ def microbatches_in_flight(pp: int, num_microbatches: int | None = None, virtual
     return m
 
 
+# the columns of a plan table the activation functions read
+ACTIVATION_COLUMNS = ("tp", "pp", "cp", "microbatch_size", "num_microbatches", "virtual_stages", "recompute")
+
+
+def layer_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, *, sequence_parallel: bool = True,
+                           flash_attention: bool = True, dropout: bool = True,
+                           fp8_gemm_inputs: bool = False) -> pd.DataFrame:
+    """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
+    (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
+    output layer (:func:`output_activation_bytes`), each evaluated once per distinct
+    ``(microbatch_size, tp, cp, recompute)`` [bytes].
+
+    Returns
+    -------
+    DataFrame
+        ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model).
+    """
+    kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
+              fp8_gemm_inputs=fp8_gemm_inputs)
+    return memo(plans.reset_index(drop=True), ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
+        "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
+        "moe": 0.0 if model.moe is None else activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc,
+                                                                        moe_layer=True, **kw),
+        "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
+        "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel)})
+
+
+def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stage: str = "first", *,
+                           sequence_parallel: bool = True, flash_attention: bool = True, dropout: bool = True,
+                           fp8_gemm_inputs: bool = False, per_layer: pd.DataFrame | None = None) -> np.ndarray:
+    """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
+    of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
+    case, :func:`hnplan.memory.training_memory_table` its user).
+
+    The stage's ``ceil(L / pp)`` layers (:func:`hnplan.compute.layout.stage_layer_range`: the first or
+    the last ones, so a DeepSeek-style model's leading dense layers sit on the first stage) times
+    :func:`microbatches_in_flight`, plus the embedding dropout mask of every micro-batch in flight on
+    the first stage and the output layer of one micro-batch on the last ([1]_ Sec. 4.3). With
+    ``pp = 1`` the one stage holds both.
+
+    Parameters
+    ----------
+    plans : DataFrame
+        Columns :data:`ACTIVATION_COLUMNS` (``num_microbatches``: micro-batches per step).
+    per_layer : DataFrame, optional
+        :func:`layer_activation_table` of the same plans, when the caller has it.
+
+    Raises
+    ------
+    InputError
+        For an unknown recompute mode or stage.
+    """
+    check_choice("stage", stage, ("first", "last"))
+    df = plans.reset_index(drop=True)
+    for rc in pd.unique(df["recompute"]):
+        _check_recompute(rc)
+    if per_layer is None:
+        per_layer = layer_activation_table(model, df, seq_len, sequence_parallel=sequence_parallel,
+                                           flash_attention=flash_attention, dropout=dropout,
+                                           fp8_gemm_inputs=fp8_gemm_inputs)
+    a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
+    pp = df["pp"].to_numpy()
+    L = model.layers
+    n = stage_layers(model, pp).per_stage
+    dense_layers = L if model.moe is None else model.moe.first_dense_layers
+    nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
+    per_mb = (n - nd) * a_moe + nd * a_dense
+    if stage == "last":  # microbatches_in_flight: the last stage holds one
+        in_flight = np.ones(len(df))
+    else:
+        in_flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
+                         lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)})["f"].to_numpy()
+    total = per_mb * in_flight
+    total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
+    return total + np.where((stage == "last") | (pp == 1), out, 0.0)
+
+
 def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, pp: int = 1, cp: int = 1,
                            recompute: str = "none", num_microbatches: int | None = None,
                            virtual_stages: int = 1, sequence_parallel: bool = True,
                            flash_attention: bool = True, dropout: bool = True, stage: str = "first",
                            fp8_gemm_inputs: bool = False) -> float:
-    """Peak activation memory of one accelerator of the first or last pipeline stage [bytes].
-
-    Its ``ceil(L / pp)`` layers (the first or the last ones, so a DeepSeek-style model's leading dense
-    layers sit on the first stage) times :func:`microbatches_in_flight`, plus the embedding dropout
-    mask of every micro-batch in flight on the first stage and the output layer of one micro-batch on
-    the last ([1]_ Sec. 4.3). With ``pp = 1`` the one stage holds both.
+    """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
+    one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
 
     Raises
     ------
     InputError
-        For an unknown recompute mode.
+        For an unknown recompute mode or stage.
     """
-    _check_recompute(recompute)
-    n = math.ceil(model.layers / pp)
-    moe_start = model.layers - (0 if model.moe is None else model.layers - model.moe.first_dense_layers)
-    rng = range(0, n) if stage == "first" else range(model.layers - n, model.layers)
-    moe = sum(1 for i in rng if model.moe is not None and i >= moe_start)
-    kw = dict(tp=tp, cp=cp, sequence_parallel=sequence_parallel, recompute=recompute,
-              flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs)
-    per_mb = (moe * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=True, **kw)
-              + (n - moe) * activation_bytes_per_layer(model, seq_len, microbatch, moe_layer=False, **kw))
-    in_flight = microbatches_in_flight(pp, num_microbatches, virtual_stages, stage)
-    total = per_mb * in_flight
-    if stage == "first" or pp == 1:
-        total += in_flight * embedding_activation_bytes(model, seq_len, microbatch, tp, cp, sequence_parallel, dropout)
-    if stage == "last" or pp == 1:
-        total += output_activation_bytes(model, seq_len, microbatch, tp, cp, sequence_parallel)
-    return total
+    plan = pd.DataFrame([dict(tp=tp, pp=pp, cp=cp, microbatch_size=microbatch,
+                              num_microbatches=pp if num_microbatches is None else num_microbatches,
+                              virtual_stages=virtual_stages, recompute=recompute)])
+    return float(stage_activation_table(model, plan, seq_len, stage, sequence_parallel=sequence_parallel,
+                                        flash_attention=flash_attention, dropout=dropout,
+                                        fp8_gemm_inputs=fp8_gemm_inputs)[0])

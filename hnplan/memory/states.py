@@ -18,11 +18,11 @@ References
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
+from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import InputError, check_choice
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -130,11 +130,6 @@ class StageParams:
     moe_layers: int
 
 
-def _stage_layer_range(model: Model, pp: int, stage: str) -> range:
-    n = math.ceil(model.layers / pp)
-    return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
-
-
 def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first") -> StageParams:
     """Parameters on one accelerator of the first or last pipeline stage [parameters].
 
@@ -153,7 +148,7 @@ def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "firs
         raise InputError(f"stage must be 'first' or 'last'; got {stage!r}")
     pc = param_counts(model)
     first_moe = model.layers - pc.moe_layers
-    rng = _stage_layer_range(model, pp, stage)
+    rng = stage_layer_range(model, pp, stage)
     moe = sum(1 for i in rng if i >= first_moe)
     dense_layers = len(rng) - moe
     per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model
-from hnplan.errors import InfeasiblePlan
-from hnplan.memory.activations import stage_activation_bytes
+from hnplan.errors import PlanRuleError
+from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import model_state_bytes_per_gpu
+from hnplan.vectorise import memo
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,82 @@ def training_overheads(tensor_bytes: float, tp: int = 1, pp: int = 1, dp: int = 
             "fragmentation": o.allocator_fragmentation_fraction.value * tensor_bytes}
 
 
+# the columns :func:`training_memory_table` reads, one row per plan
+PLAN_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches", "virtual_stages", "zero_stage",
+                "recompute")
+TABLE_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
+
+
+def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, recipe: str = "zero-paper",
+                          flash_attention: bool = True, sequence_parallel: bool = True, dropout: bool = True,
+                          fp8_gemm_inputs: bool | None = None, overheads: bool = True,
+                          catalog: Catalog | None = None) -> pd.DataFrame:
+    """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
+    the one training-memory model (:func:`training_memory` is its one-row case).
+
+    For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
+    embeddings on the first stage, LM head on the last; once per distinct ``(tp, pp, dp, cp, ep,
+    zero)``); the activations of the stage (:func:`hnplan.memory.stage_activation_table`: its
+    ``ceil(L / pp)`` layers, the embedding dropout mask on the first stage and the output layer on the
+    last, times the micro-batches in flight); runtime
+    overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
+    tensors). The larger stage total wins (the first on a tie; only the first when ``pp = 1``).
+
+    Parameters
+    ----------
+    model : Model
+    plans : DataFrame
+        Columns :data:`PLAN_COLUMNS`, one row per plan (``num_microbatches``: micro-batches per step).
+    seq_len : int
+        [tokens]
+    recipe : str
+        Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`).
+    flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads :
+        As :func:`training_memory`.
+
+    Returns
+    -------
+    DataFrame
+        Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first`` or
+        ``last``).
+
+    Raises
+    ------
+    InputError
+        For an unknown ZeRO stage, recompute mode or accounting.
+    """
+    fp8 = (recipe == "fp8") if fp8_gemm_inputs is None else fp8_gemm_inputs
+    df = plans.reset_index(drop=True)
+    pp = df["pp"].to_numpy()
+    if overheads:
+        def over_fn(tp, pp_, dp, cp, ep):
+            fixed = sum(training_overheads(0.0, tp, pp_, dp, cp, ep, catalog).values())
+            return {"fixed": fixed, "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed}
+        over = memo(df, ["tp", "pp", "dp", "cp", "ep"], over_fn)
+        o_fixed, o_slope = over["fixed"].to_numpy(), over["slope"].to_numpy()
+    else:
+        o_fixed = o_slope = np.zeros(len(df))
+    act_kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
+                  fp8_gemm_inputs=fp8)
+    per_layer = layer_activation_table(model, df, seq_len, **act_kw)
+    best = None
+    for stage in ("first", "last"):
+        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
+            zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage))))
+        st["activations_bytes"] = stage_activation_table(model, df, seq_len, stage, per_layer=per_layer, **act_kw)
+        tensors = st.sum(axis=1).to_numpy()
+        st["overhead_bytes"] = o_fixed + o_slope * tensors
+        st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
+        st["stage"] = stage
+        if best is None:
+            best = st
+        else:
+            last_wins = (pp > 1) & (st["total_bytes"].to_numpy() > best["total_bytes"].to_numpy())
+            best = st.where(np.repeat(last_wins[:, None], st.shape[1], axis=1), best)
+    assert best is not None
+    return best
+
+
 def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: int, dp: int,
                     cp: int = 1, ep: int = 1, zero: int = 1, recompute: str = "none",
                     num_microbatches: int | None = None, flash_attention: bool = True, *,
@@ -57,11 +137,12 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
                     catalog: Catalog | None = None) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
-    Model states of the stage (:func:`hnplan.memory.model_state_bytes_per_gpu`: embeddings on the first
-    stage, LM head on the last) plus its activations (:func:`hnplan.memory.stage_activation_bytes`:
-    micro-batches in flight under 1F1B or the interleaved schedule) plus runtime overheads
-    (:func:`training_overheads`); the first and the last stage are both evaluated and the larger total
-    is returned.
+    The one-row case of :func:`training_memory_table` (the model the training planner evaluates over
+    its candidates): model states of the stage (:func:`hnplan.memory.model_state_bytes_per_gpu`:
+    embeddings on the first stage, LM head on the last) plus its activations (the layers of
+    :func:`hnplan.memory.stage_activation_bytes`, micro-batches in flight under 1F1B or the
+    interleaved schedule) plus runtime overheads (:func:`training_overheads`); the first and the last
+    stage are both evaluated and the larger total is returned.
 
     Parameters
     ----------
@@ -94,20 +175,16 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
     ------
     InputError
         For an unknown ZeRO stage, recompute mode or accounting.
-    InfeasiblePlan
-        When ``ep`` does not divide ``dp x cp``.
+    PlanRuleError
+        When ``ep`` does not divide ``dp x cp`` (an :class:`hnplan.errors.InfeasiblePlan`).
     """
     if ep > 1 and (dp * cp) % ep:
-        raise InfeasiblePlan(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
-    best = None
-    fp8 = (recipe == "fp8") if fp8_gemm_inputs is None else fp8_gemm_inputs
-    for stage in (("first",) if pp == 1 else ("first", "last")):
-        params, grads, opt = model_state_bytes_per_gpu(model, tp, pp, dp, ep, zero, recipe, cp, stage)
-        acts = stage_activation_bytes(model, seq_len, microbatch, tp, pp, cp, recompute, num_microbatches,
-                                      virtual_stages, sequence_parallel, flash_attention, dropout, stage, fp8)
-        tensors = params + grads + opt + acts
-        over = sum(training_overheads(tensors, tp, pp, dp, cp, ep, catalog).values()) if overheads else 0.0
-        mem = TrainingMemory(params, grads, opt, acts, 0.0, over, stage=stage)
-        if best is None or mem.total_bytes > best.total_bytes:
-            best = mem
-    return best
+        raise PlanRuleError(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
+    plan = pd.DataFrame([dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch,
+                              num_microbatches=pp if num_microbatches is None else num_microbatches,
+                              virtual_stages=virtual_stages, zero_stage=zero, recompute=recompute)])
+    row = training_memory_table(model, plan, seq_len, recipe=recipe, flash_attention=flash_attention,
+                                sequence_parallel=sequence_parallel, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs,
+                                overheads=overheads, catalog=catalog).iloc[0]
+    params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
+    return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))

@@ -74,7 +74,7 @@ def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None) -> li
         try:
             out.append(fn(cat, s))
         except HnplanError as exc:
-            out.append(Claim(fn.__name__.strip("_"), "?", fn.__doc__.strip().splitlines()[0], "not testable",
+            out.append(Claim(fn.__name__.strip("_"), "?", (fn.__doc__ or fn.__name__).strip().splitlines()[0], "not testable",
                              f"hnplan could not evaluate it: {exc}", ""))
     return out
 

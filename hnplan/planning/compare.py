@@ -8,9 +8,8 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning.time_to_train import training_energy_j
 from hnplan.planning.training import best_plan
-from hnplan.power import design_power
+from hnplan.power import design_power, run_energy
 
 
 def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: int,
@@ -66,7 +65,8 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
             days=units.s_to_days(seconds), racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=units.j_to_mwh(training_energy_j(system, gpus, seconds, cat)), capex_musd=cost.capex_usd / 1e6, status="ok" + note,
+            energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"], capex_musd=cost.capex_usd / 1e6,
+            status="ok" + note,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)

@@ -13,7 +13,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError, check_choice
-from hnplan.memory.breakdown import PARTS
+from hnplan.memory.breakdown import PARTS, MemoryBreakdown
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
 from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.tiers import (
@@ -33,15 +33,9 @@ __all__ = ["ACCOUNTINGS", "MODES", "PARTS", "STATUSES", "breakdown_table", "fit_
 
 def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
     """Degrees that do not divide the model are an infeasible plan, as in the planners."""
-    from hnplan.errors import InfeasiblePlan
+    from hnplan.compute.layout import check_split
 
-    if m.heads % tp:
-        raise InfeasiblePlan(f"tp = {tp} does not divide the {m.heads} attention heads of {m.id}")
-    if mode == "train" and pp > m.layers:
-        raise InfeasiblePlan(f"pp = {pp} exceeds the {m.layers} layers of {m.id}")
-    if ep > 1 and (m.moe is None or m.moe.experts % ep):
-        n = "no experts" if m.moe is None else f"{m.moe.experts} experts"
-        raise InfeasiblePlan(f"ep = {ep} needs a number of experts divisible by it; {m.id} has {n}")
+    check_split(m, tp, pp if mode == "train" else 1, ep, training=mode == "train")  # PlanRuleError naming the rule
 
 
 def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
@@ -74,17 +68,20 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     if seq_len > m.max_seq:
         raise InputError(f"seq_len {seq_len} exceeds {m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
+    mem: MemoryBreakdown
     if mode == "train":
-        mem = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,
-                              virtual_stages=virtual_stages, recipe=accounting, dropout=dropout, catalog=cat)
+        tm = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,
+                             virtual_stages=virtual_stages, recipe=accounting, dropout=dropout, catalog=cat)
         out.update(parallel=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
                                  num_microbatches=num_microbatches or pp, virtual_stages=virtual_stages,
                                  zero=zero, recompute=recompute), accounting=accounting, dropout=dropout,
-                   stage=mem.stage)
+                   stage=tm.stage)
+        mem = tm
     else:
-        mem = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
+        inf = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
         out.update(batch=batch, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
-                   kv_bytes_per_token=mem.kv_bytes_per_token, kv_tokens=mem.tokens)
+                   kv_bytes_per_token=inf.kv_bytes_per_token, kv_tokens=inf.tokens)
+        mem = inf
     out.update(mem.as_gib())
     if system is None:
         return out

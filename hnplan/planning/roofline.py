@@ -83,11 +83,11 @@ def roofline_comparison(model: Model | str, accelerators: list[Accelerator | str
     """
     cat = catalog or load_catalog()
     model = cat.model(model)
-    accelerators = [cat.accelerator(a) for a in accelerators]
+    accs = [cat.accelerator(a) for a in accelerators]
     dtype = kwargs.get("dtype", "bf16")
     x = np.logspace(np.log10(INTENSITY_RANGE[0]), np.log10(INTENSITY_RANGE[1]), 200)
     tables, curves, rows = [], [], []
-    for acc in accelerators:
+    for acc in accs:
         df = operator_table(model, acc, phase, batch, seq_len, **kwargs)
         tables.append(df.assign(accelerator=acc.id))
         curves.append(roofline_curve(acc, dtype, x))

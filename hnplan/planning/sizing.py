@@ -1,28 +1,49 @@
-"""Hardware sizing: the smallest purchase of each design that trains a model by a deadline, and
-what it costs (GPUs, racks, MW, capex, opex, TCO, run cost), checked against a budget.
+"""Sizing: the smallest purchase of a design that trains a model by a deadline (the one answer of
+``hnplan size`` and of the ``hardware_sizing`` notebook), and what it costs.
 
-Time-to-train = ``tokens / (tokens_per_s x goodput)`` with ``tokens_per_s`` from
-:func:`hnplan.planning.training.best_plan` and goodput from :func:`hnplan.reliability.estimate_reliability`.
-The search starts at the smallest feasible power-of-two number of units, extrapolates the GPU count
-that meets the deadline (time ~ 1 / GPUs), then walks up the unit counts whose only prime factors
-are 2, 3 and 5 (counts a parallel layout can divide) until the planner confirms it.
+Time-to-train at a count is :func:`hnplan.planning.time_to_train.time_to_train`: ``tokens /
+(tokens_per_s x goodput)`` with the best plan's throughput and, on by default, the reliability model's
+goodput (``goodput=False`` leaves failures out; the result says which in ``goodput`` and
+``goodput_mode``).
+
+The search walks whole purchasable units (``unit_gpus``: a server, a rack, a supernode) whose count
+has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
+
+1. start at the lower bound: the count at which even 100 % MFU (and no failures) would just meet
+   the deadline, rounded up to such a count;
+2. at a count with no valid plan (no layout obeys the plan rules, :class:`hnplan.errors.PlanRuleError`,
+   e.g. no data-parallel degree divides the batch and no pipeline split takes the rest without an
+   empty stage) take the next count, and give up when a whole doubling of counts (``n`` to ``2n``
+   units) has none (a unit whose prime factors no layout of this model and batch can take, such as
+   the 9 of a 72-GPU rack for a 32-layer model and a power-of-two batch); at a count where no plan
+   fits in memory, double; both are listed in ``skipped`` with the reason;
+3. at a count that misses the deadline, extrapolate the count that would meet it (time ~ 1 / GPUs)
+   and take the next such count above it;
+4. after the first count that meets the deadline, scan the counts between the last miss and it
+   (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
+
+The answer is the smallest count found on that grid; ``slack_days`` says by how much it beats the
+deadline.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import scaleout_bom
+from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.cost import design_cost
-from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.design import estimate_reliability
-from hnplan.planning.training import best_plan
-from hnplan.power import design_power, run_energy
+from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
+from hnplan.planning.time_to_train import time_to_train
+from hnplan.power import design_power
 
-MAX_GPUS = 1 << 20
+MAX_EVALS = 40  # planner searches per design before giving up
+REFINE_STEPS = 8  # counts scanned between the last miss and the first hit
 
 
 def _next_smooth(n: int) -> int:
@@ -41,104 +62,220 @@ def _next_smooth(n: int) -> int:
         n += 1
 
 
-def _train_days(model, system, gpus, tokens, seq_len, gbs, dtype, mode, cat):
-    (est,), _, _ = best_plan(model, system, gpus, seq_len, gbs, dtype, catalog=cat)
-    rel = estimate_reliability(system, gpus, model, mode, cat)
-    return units.s_to_days(tokens / (est.tokens_per_s * rel.goodput)), est, rel
+def _buildable(system, gpus: int, cat) -> bool:
+    """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
+    try:
+        scaleout_bom(cat.design(system), gpus)
+    except InputError:
+        return False
+    return True
 
 
 def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
-                      dtype: str = "bf16", mode: str = "async", catalog: Catalog | None = None,
-                      budget_usd: float | None = None, max_evals: int = 40) -> dict:
-    """The smallest whole-unit GPU count of one design that trains ``tokens`` within the deadline.
+                      dtype: str = "bf16", catalog: Catalog | None = None, *, goodput: bool = True,
+                      mode: str = "async", max_evals: int = MAX_EVALS) -> dict:
+    """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
+    ``tokens`` within the deadline.
 
     Parameters
     ----------
     model, system : id or entry
     tokens : float
         Training tokens.
-    deadline_days : float [days]
+    deadline_days : float
+        [days]
     seq_len, global_batch_seqs : int
         [tokens], [sequences per step].
-    budget_usd : float, optional
-        Flags ``within_budget`` (capex + opex over the run, i.e. the run cost at TCO rates, is not
-        used: the purchase is compared on capex).
+    goodput : bool
+        Divide the throughput by the reliability model's goodput (default True).
+    mode : {"sync", "async"}
+        Checkpoint mode of the goodput.
+    max_evals : int
+        Planner searches before giving up.
 
     Returns
     -------
     dict
-        ``system, gpus, units, racks, it_power_mw, facility_power_mw, capex_usd, opex_usd_per_year,
-        tco_usd, run_usd, energy_mwh, co2_t, days, mfu, goodput, within_budget, status`` (energy and
-        CO2 [tonnes] of the run at the facility's training draw and grid intensity).
+        :func:`hnplan.planning.time_to_train.time_to_train`'s keys (``goodput`` and ``goodput_mode``
+        among them) plus ``units``, ``deadline_days``, ``slack_days`` (deadline - days) [days],
+        ``evaluated`` (counts whose plans were searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
+        had no valid plan (a plan rule) or no plan that fits.
 
     Raises
     ------
     InputError
-        For a non-positive deadline or token count.
+        For a non-finite or non-positive deadline or token count.
     InfeasiblePlan
-        If no count up to ``MAX_GPUS`` (or within ``max_evals`` planner calls) meets the deadline.
+        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline.
+
+    Notes
+    -----
+    Lower bound: ``tokens x model FLOPs per token / (deadline x dense peak)`` GPUs (100 % MFU).
     """
-    if deadline_days <= 0 or tokens <= 0:
-        raise InputError(f"deadline_days and tokens must be > 0; got {deadline_days}, {tokens}")
+    for name, v in (("deadline_days", deadline_days), ("tokens", tokens)):
+        if not (v > 0 and math.isfinite(v)):
+            raise InputError(f"{name} must be a finite number > 0, got {v}")
     cat = catalog or load_catalog()
-    system, model = cat.system(system), cat.model(model)
-    u = system.unit_gpus
-    n, evals, found = 1, 0, None
-    while n * u <= MAX_GPUS and found is None:  # smallest feasible power-of-two units
-        evals += 1
-        try:
-            found = (n, *_train_days(model, system, n * u, tokens, seq_len, global_batch_seqs, dtype, mode, cat))
-        except InfeasiblePlan:
-            n *= 2
-    if found is None:
-        raise InfeasiblePlan(f"{model.id} has no feasible plan on up to {MAX_GPUS} x {system.id}")
-    n, days, est, rel = found
-    if days > deadline_days:
-        n = _next_smooth(max(n + 1, math.ceil(n * days / deadline_days)))
-        days = math.inf
-    while days > deadline_days:
-        if evals >= max_evals or n * u > MAX_GPUS:
-            raise InfeasiblePlan(f"{system.id} does not train {model.id} on {tokens:.3g} tokens within "
-                                 f"{deadline_days} days at up to {n * u} GPUs ({evals} plans evaluated)")
-        evals += 1
-        try:
-            days, est, rel = _train_days(model, system, n * u, tokens, seq_len, global_batch_seqs, dtype, mode, cat)
-        except InfeasiblePlan:
-            days = math.inf
-        if days > deadline_days:
+    sys_, mdl = cat.system(system), cat.model(model)
+    ideal = tokens * training_flops_per_token(mdl, seq_len).model / (
+        units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
+    u = sys_.unit_gpus
+    tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
+
+    def days_at(n: int) -> float:
+        """Days at ``n`` units (inf where no plan divides or fits)."""
+        if n not in tried:
+            try:
+                tried[n] = time_to_train(mdl, sys_, n * u, tokens, seq_len, global_batch_seqs, dtype, cat,
+                                         goodput=goodput, mode=mode)
+            except InfeasiblePlan as exc:
+                tried[n] = exc
+        r = tried[n]
+        return r["days"] if isinstance(r, dict) else math.inf
+
+    def searched() -> int:  # counts whose plans were searched (a count without a valid plan costs no search)
+        return sum(1 for r in tried.values() if not isinstance(r, PlanRuleError))
+
+    n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
+    while not hit:
+        if searched() >= max_evals or not _buildable(sys_, n * u, cat):
+            raise InfeasiblePlan(f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
+                                 f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
+                                 f"within {deadline_days} days")
+        days = days_at(n)
+        r = tried[n]
+        if days <= deadline_days:
+            hit = n
+        elif isinstance(r, PlanRuleError):  # no layout divides this count: the next one
+            invalid.append(n)
+            if n >= 2 * invalid[0]:  # a whole doubling of counts without a valid plan: the unit's factors
+                raise InfeasiblePlan(f"none of {len(invalid)} successive counts of {sys_.id} from {invalid[0] * u} "
+                                     f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}")
             n = _next_smooth(n + 1)
-    gpus = n * u
-    pw = design_power(cat.design(system), gpus)
-    cost = design_cost(cat.design(system), gpus)
-    run_usd = cost.usd_for(gpus, units.days_to_s(days))
-    energy = run_energy(pw, units.days_to_s(days), cat.facility, tokens)
-    return {
-        "system": system.id, "gpus": gpus, "units": n, "racks": pw.racks,
-        "it_power_mw": units.w_to_mw(pw.it_w), "facility_power_mw": units.w_to_mw(pw.facility_w),
-        "capex_usd": cost.capex_usd, "opex_usd_per_year": cost.opex_usd_per_year, "tco_usd": cost.tco_usd,
-        "run_usd": run_usd, "energy_mwh": energy["energy_mwh"], "co2_t": energy["co2_t"], "days": days, "mfu": est.mfu, "goodput": rel.goodput,
-        "within_budget": None if budget_usd is None else bool(cost.capex_usd <= budget_usd), "status": "ok",
-    }
+        elif isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
+            invalid = []
+            n = _next_smooth(2 * n)
+        else:
+            invalid = []
+            miss = n
+            n = _next_smooth(max(n + 1, math.ceil(n * days / deadline_days)))
+    between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
+    if len(between) > REFINE_STEPS:
+        between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
+    for k in between:
+        if searched() >= max_evals:
+            break
+        if days_at(k) <= deadline_days:
+            hit = k
+            break
+    best = tried[hit]
+    assert isinstance(best, dict)
+    out = dict(best)
+    out.update(units=hit, deadline_days=deadline_days, slack_days=deadline_days - out["days"], evaluated=searched(),
+               skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items())
+                        if isinstance(r, InfeasiblePlan)])
+    return out
+
+
+def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: int, *,
+               deadline_days: float | None = None, gpus: int | None = None, dtype: str = "bf16",
+               goodput: bool = True, mode: str = "async", catalog: Catalog | None = None) -> pd.DataFrame:
+    """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
+    :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``).
+
+    Exactly one of ``deadline_days`` and ``gpus`` is given. A system without an answer keeps its row
+    with the reason in ``status`` (``ok`` otherwise).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns of :func:`time_to_train` (plus ``units, deadline_days, slack_days, evaluated, skipped``
+        when sizing) and ``status``; ``attrs["units"]`` maps columns to units.
+
+    Raises
+    ------
+    InputError
+        Unless exactly one of ``deadline_days`` and ``gpus`` is given.
+    """
+    if (deadline_days is None) == (gpus is None):
+        raise InputError("give exactly one of a deadline (days) and a GPU count")
+    cat = catalog or load_catalog()
+    rows = []
+    for s in systems:
+        sid = cat.system(s).id
+        try:
+            if gpus is not None:
+                row = time_to_train(model, s, gpus, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput,
+                                    mode=mode)
+            else:
+                assert deadline_days is not None
+                row = size_for_deadline(model, s, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
+                                        goodput=goodput, mode=mode)
+            row["status"] = "ok"
+        except InfeasiblePlan as exc:
+            row = dict(system=sid, status=f"no plan: {exc}")
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = dict(TIME_UNITS)
+    return df
+
+
+TIME_UNITS = {"days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "co2_t": "t CO2", "slack_days": "days",
+              "tokens_per_s": "tokens/s", "mfu": "fraction", "goodput": "fraction"}
+
+
+def size_design(model, system, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
+                dtype: str = "bf16", catalog: Catalog | None = None, *, goodput: bool = True, mode: str = "async",
+                budget_usd: float | None = None) -> dict:
+    """:func:`size_for_deadline` and what that purchase costs.
+
+    Parameters
+    ----------
+    budget_usd : float, optional
+        Flags ``within_budget`` (capex at most the budget).
+
+    Returns
+    -------
+    dict
+        :func:`size_for_deadline`'s keys plus ``racks, it_power_mw, facility_power_mw, capex_usd,
+        opex_usd_per_year, tco_usd, run_usd`` (the run at TCO rates), ``within_budget`` and ``status``.
+
+    Raises
+    ------
+    As :func:`size_for_deadline`.
+    """
+    cat = catalog or load_catalog()
+    sys_ = cat.system(system)
+    row = size_for_deadline(model, sys_, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
+                            goodput=goodput, mode=mode)
+    gpus = row["gpus"]
+    design = cat.design(sys_)
+    pw = design_power(design, gpus)
+    cost = design_cost(design, gpus)
+    row.update(racks=pw.racks, it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
+               capex_usd=cost.capex_usd, opex_usd_per_year=cost.opex_usd_per_year, tco_usd=cost.tco_usd,
+               run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),
+               within_budget=None if budget_usd is None else bool(cost.capex_usd <= budget_usd), status="ok")
+    return row
 
 
 def size_designs(model, systems, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
                  budget_usd: float | None = None, dtype: str = "bf16", mode: str = "async",
-                 catalog: Catalog | None = None) -> pd.DataFrame:
-    """:func:`size_for_deadline` for each design: one row per system (a design that cannot meet the
+                 catalog: Catalog | None = None, *, goodput: bool = True) -> pd.DataFrame:
+    """:func:`size_design` for each design: one row per system (a design that cannot meet the
     deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns to units."""
     cat = catalog or load_catalog()
     rows = []
     for s in systems:
         sid = cat.system(s).id
         try:
-            rows.append(size_for_deadline(model, sid, tokens, deadline_days, seq_len, global_batch_seqs, dtype, mode,
-                                          cat, budget_usd))
+            rows.append(size_design(model, sid, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
+                                    goodput=goodput, mode=mode, budget_usd=budget_usd))
         except InfeasiblePlan as exc:
             rows.append({"system": sid, "status": f"infeasible: {exc}"})
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {"it_power_mw": "MW", "facility_power_mw": "MW", "capex_usd": "USD",
-                         "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD", "days": "days",
-                         "energy_mwh": "MWh", "co2_t": "t CO2"}
+    df.attrs["units"] = {**TIME_UNITS, "it_power_mw": "MW", "facility_power_mw": "MW", "capex_usd": "USD",
+                         "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD"}
     return df
 
 
@@ -154,7 +291,18 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     cheap = ok.loc[ok["capex_usd"].idxmin()]
     lines.append(f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
                  f"(${cheap['capex_usd'] / 1e6:,.0f}M).")
-    missing = df[df["status"] != "ok"]["system"].tolist()
-    if missing:
-        lines.append(f" Cannot meet it: {', '.join(missing)}.")
+    if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
+        lines.append(f"Days include failures, restarts and checkpoint stalls (goodput "
+                     f"{ok['goodput'].min():.1%}-{ok['goodput'].max():.1%}).")
+    elif "goodput_mode" in ok:
+        lines.append("Days leave failures out (goodput off).")
+    for _, r in ok.iterrows():
+        skipped = r.get("skipped")
+        if isinstance(skipped, list) and skipped:
+            lines.append(f"{r['system']}: {len(skipped)} smaller count(s) skipped, e.g. "
+                         f"{skipped[0]['gpus']:,} GPUs: {skipped[0]['reason']}")
+    missing = df[df["status"] != "ok"]
+    if not missing.empty:
+        lines.append(" Cannot meet it: " + "; ".join(f"{r['system']} ({r['status']})" for _, r in missing.iterrows())
+                     + ".")
     return "\n".join(lines)

@@ -91,7 +91,7 @@ def training_verdict(best: pd.DataFrame) -> str:
         if r["system"] == fast["system"]:
             continue
         parts = {c: r[c] - fast[c] for c in ok.columns if c.startswith("t_") and c.endswith("_s")}
-        worst = max(parts, key=parts.get)
+        worst = max(parts, key=lambda c: parts[c])
         text += (f" {r['system']} reaches {r['tokens_per_s'] / fast['tokens_per_s']:.0%} of that; its largest "
                  f"extra step time is {worst[2:-2].replace('_', ' ')} (+{parts[worst]:.2f} s per step).")
     return text

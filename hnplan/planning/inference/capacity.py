@@ -85,7 +85,7 @@ class Traffic:
             if hasattr(d, "rvs"):
                 x = np.asarray(d.rvs(size=self.samples, random_state=rng), dtype=float)
             else:
-                x = np.full(self.samples, float(d))
+                x = np.full(self.samples, float(d))  # type: ignore[arg-type]  # a number when not a distribution
             out.append(np.maximum(np.round(x), 1.0))
         return out[0], out[1]
 

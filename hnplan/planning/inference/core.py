@@ -48,6 +48,7 @@ from hnplan.catalog.schemas import Accelerator, Model, ServingEngine, System
 from hnplan.comm import GroupPlacement, SystemLinks, best_time, place_group, system_links
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import ACT_BYTES, operator_table, totals
+from hnplan.compute.layout import check_split
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
@@ -189,13 +190,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     for name in ("tp", "ep", "pp"):
         if getattr(r, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(r, name)}")
-    if model.heads % r.tp:
-        raise InfeasiblePlan(f"tp = {r.tp} does not divide the {model.heads} attention heads of {model.id}")
-    if r.ep > 1 and (model.moe is None or model.moe.experts % r.ep):
-        n = "no experts" if model.moe is None else f"{model.moe.experts} experts"
-        raise InfeasiblePlan(f"ep = {r.ep} needs a number of experts divisible by it; {model.id} has {n}")
-    if r.pp > model.layers:
-        raise InfeasiblePlan(f"pp = {r.pp} exceeds the {model.layers} layers of {model.id}")
+    check_split(model, r.tp, r.pp, r.ep, training=False)  # PlanRuleError naming the rule
     eng = None
     if r.engine is not None:
         eng = cat.get("engines", r.engine)
@@ -339,6 +334,7 @@ def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
         out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, groups["tp"])[0]
     if groups["ep"] is not None:
         g = groups["ep"]
+        assert m.moe is not None  # an EP group exists only for an MoE model (resolve)
         k = m.moe.active_experts
         moe_layers = m.layers - m.moe.first_dense_layers
         # dispatch sends each token to its top-k experts at the GEMM dtype (>= 1 byte), combine returns bf16

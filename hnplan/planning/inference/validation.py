@@ -128,7 +128,7 @@ def predict(m: Measurement, catalog: Catalog | None = None) -> float:
         return prefill_pass(s, m.batch or 1, m.input_tokens)["time_s"]
     if m.quantity == "tokens_per_s_per_gpu_at_batch":
         ctx = m.context_tokens or m.input_tokens + m.output_tokens / 2
-        p = steady_state(s, m.batch, m.input_tokens, m.output_tokens, context_tokens=ctx,
+        p = steady_state(s, m.batch or 1, m.input_tokens, m.output_tokens, context_tokens=ctx,
                          max_context_tokens=ctx, disaggregated=True)
         return p.tokens_per_s_per_gpu
     raise ValueError(f"unknown quantity {m.quantity!r}")

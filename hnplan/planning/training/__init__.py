@@ -5,8 +5,11 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 * :mod:`.candidates`: the candidate generator (numpy).
 * :mod:`.components`: the step-time components over arrays (compute, TP/CP/EP/PP/DP communication
   with placement and overlap, bubble, optimizer, memory).
-* :mod:`.evaluate`: :func:`evaluate_plans` (a DataFrame per candidate table), its one-row case
-  :func:`estimate_training_step`, and :func:`search_plans` / :func:`best_plan`.
+* :mod:`.evaluate`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
+  explicit overrides, with the provenance of each choice), :func:`evaluate_plans` (a DataFrame per
+  candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
+  :func:`search_best`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
+  ids and build the job once.
 
 See docs/training.md.
 """
@@ -16,18 +19,22 @@ from hnplan.planning.training.components import (  # noqa: F401
     MEGATRON_2021,
     TP_COLLECTIVES_PER_PASS,
     Job,
-    Overlap,
+    StackChoices,
     stack_accelerator,
-    stack_overlap,
+    stack_choices,
     tp_message_bytes,
 )
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,
     best_plan,
     estimate_from_row,
+    estimate_plan,
     estimate_training_step,
     evaluate_plans,
     make_job,
+    rank_plans,
+    resolve_choices,
+    search_best,
     search_plans,
 )
 from hnplan.planning.training.plan import (  # noqa: F401

@@ -3,7 +3,8 @@ virtual stages, micro-batch size, ZeRO stage and recomputation that divides, bui
 
 Pruning choices (documented, not calibrations):
 
-* TP up to the scale-up domain and dividing the attention heads: a TP group across the scale-out
+* TP up to the scale-up domain (the model's rules, :func:`hnplan.compute.layout.split_rules`, then
+  keep the degrees that divide its heads and KV heads and leave no pipeline stage empty): a TP group across the scale-out
   network puts four collectives per layer on the slow tier, which no published large run does
   (Narayanan et al. SC21 [1]_ Sec. 3.3, "tensor model parallelism within a server").
 * CP in powers of two up to :data:`MAX_CP`; micro-batch sizes :data:`MICROBATCH_SIZES`; virtual
@@ -27,6 +28,7 @@ import pandas as pd
 
 from hnplan.catalog.schemas import Model, System
 from hnplan.compute import RECOMPUTE_MODES
+from hnplan.compute.layout import split_rules
 from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES, check_knobs, valid_mask
 
 MAX_CP = 32
@@ -42,6 +44,10 @@ def divisors(n: int) -> np.ndarray:
     """
     r = np.arange(1, int(n) + 1)
     return r[int(n) % r == 0]
+
+
+def _obeys(rules: dict) -> np.ndarray:
+    return np.logical_and.reduce(np.broadcast_arrays(*rules.values()))
 
 
 def _axis(fixed: dict, name: str, default) -> np.ndarray:
@@ -90,9 +96,11 @@ def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, globa
     if "recompute" in fixed or "zero_stage" in fixed:
         check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
     d = divisors(gpus)
-    tp = _axis(fixed, "tp", [t for t in d if t <= system.scaleup_domain_gpus and model.heads % t == 0])
+    # the model's split rules prune each axis before the product (valid_mask checks the rows again)
+    tp_d, pp_d = d[d <= system.scaleup_domain_gpus], d[d <= model.layers]
+    tp = _axis(fixed, "tp", tp_d[_obeys(split_rules(model, tp_d, 1, 1))])
     cp = _axis(fixed, "cp", [c for c in d if c <= MAX_CP and c & (c - 1) == 0])
-    pp = _axis(fixed, "pp", d[d <= model.layers])
+    pp = _axis(fixed, "pp", pp_d[_obeys(split_rules(model, 1, pp_d, 1))])
     if model.moe is None:
         ep = _axis(fixed, "ep", [1])
     else:

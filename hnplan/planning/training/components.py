@@ -39,7 +39,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -47,23 +47,17 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
-from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, System
+from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoices, System
 from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
 from hnplan.compute.gemm import with_matmul_efficiency
+from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
-from hnplan.memory import (
-    activation_bytes_per_layer,
-    embedding_activation_bytes,
-    hbm_capacity_bytes,
-    microbatches_in_flight,
-    model_state_bytes_per_gpu,
-    output_activation_bytes,
-    training_overheads,
-)
+from hnplan.memory import hbm_capacity_bytes, training_memory_table
+from hnplan.vectorise import factorize, memo
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -74,58 +68,17 @@ BUCKET_MIN_PARAMS = 40_000_000
 BUCKET_PER_DP_PARAMS = 1_000_000
 
 
-@dataclass(frozen=True)
-class Overlap:
-    """The software stack's choices: which communication overlaps compute, and the attention kernel;
-    documented model choices, each with its source.
-
-    Attributes
-    ----------
-    tp_comm : bool
-        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
-        default False: exposed, as in Megatron-LM 2021 [1]_.
-    ep_comm : bool
-        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe [5]_); default False.
-    cp_comm : bool
-        Ring-attention K/V exchange overlaps attention [3]_ (Megatron-Core's implementation); default True.
-    dp_grad_reduce, dp_param_gather : bool
-        Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
-        all-gather with the forward [4]_; default True. Megatron-LM 2021 did neither.
-    grad_reduce_bytes : float
-        Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
-        ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
-    attention : {"flash", "unfused"}
-        Attention implementation (:func:`hnplan.compute.operator_table`): ``flash`` (default, fused
-        kernel, no ``s x s`` scores in HBM or in the activations, Dao et al. arXiv:2205.14135, 2022) or
-        ``unfused`` (scores materialised: QK^T and AV batched GEMMs, softmax and dropout passes, and the
-        ``5 a s / h`` score activations of Korthikanti et al.), as Megatron-LM ran before FlashAttention.
-    sequence_parallel : bool
-        Megatron sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.2.2): with
-        ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations
-        are split over ``tp``; default True. ``False``: every TP rank runs them on all tokens and keeps
-        them whole, as Megatron-LM did before 2022. The TP collectives move the same volume either way
-        (all-reduce, or reduce-scatter + all-gather), so their time is the same.
-    """
-
-    tp_comm: bool = False
-    ep_comm: bool = False
-    cp_comm: bool = True
-    dp_grad_reduce: bool = True
-    dp_param_gather: bool = True
-    grad_reduce_bytes: float = 4.0
-    attention: str = "flash"
-    sequence_parallel: bool = True
-
-
 # Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, unfused attention (FlashAttention was
 # published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
 # choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
-MEGATRON_2021 = Overlap(dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False)
+MEGATRON_2021 = StackChoices(dp_grad_reduce=False, dp_param_gather=False, attention="unfused",
+                             sequence_parallel=False)
 
 
-def stack_overlap(stack: SoftwareStack) -> Overlap:
-    """The :class:`Overlap` choices of a software stack (catalog ``data/stacks/``; same field names)."""
-    return Overlap(**{f.name: getattr(stack, f.name) for f in fields(Overlap)})
+def stack_choices(stack: SoftwareStack) -> StackChoices:
+    """The :class:`StackChoices` of a software stack (catalog ``data/stacks/``; the stack inherits its
+    choice fields from :class:`StackChoices`)."""
+    return StackChoices(**{k: getattr(stack, k) for k in StackChoices.model_fields})
 
 
 def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
@@ -137,7 +90,10 @@ def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
 
 @dataclass(frozen=True)
 class Job:
-    """What every candidate of one search shares: model, system, links, sequence and batch."""
+    """What every candidate of one search shares: model, system (its accelerator with the stack's
+    GEMM efficiency), links, sequence, batch, dtype and the stack's choices; built by
+    :func:`hnplan.planning.training.make_job`, which records in ``provenance`` where each choice and
+    the GEMM efficiency came from."""
 
     model: Model
     system: System
@@ -147,9 +103,11 @@ class Job:
     seq_len: int
     global_batch_seqs: int
     dtype: str
-    overlap: Overlap
+    choices: StackChoices
     catalog: Catalog
     stack: SoftwareStack | None = None  # the software stack the job was made with (make_job), if any
+    # where each choice and the GEMM efficiency came from: {"matmul_efficiency": ..., "tp_comm": ...}
+    provenance: dict[str, str] = field(default_factory=dict, compare=False)
     _groups: dict = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
@@ -177,32 +135,6 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> 
         out[name] = dict(ranks=int(size), per_domain=g.per_domain, domains=g.domains, level=g.level,
                          bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0)
     return out
-
-
-def factorize(df: pd.DataFrame, keys: list[str]):
-    """Codes of the distinct ``keys`` tuples of ``df`` and a frame of those tuples (fast: one integer
-    per row from the per-column codes, then one factorisation).
-
-    Returns
-    -------
-    (ndarray, DataFrame)
-        ``codes[i]`` is the row of the distinct-tuple frame that row ``i`` of ``df`` has.
-    """
-    per = [pd.factorize(df[k], sort=False) for k in keys]
-    sizes = [max(len(u), 1) for _, u in per]
-    flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
-    codes, uflat = pd.factorize(flat, sort=False)
-    idx = np.unravel_index(uflat, sizes)
-    uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
-    return codes, uniq
-
-
-def memo(df: pd.DataFrame, keys: list[str], fn) -> pd.DataFrame:
-    """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
-    results back to its rows (a frame aligned with ``df``)."""
-    codes, uniq = factorize(df, keys)
-    res = pd.DataFrame([fn(*u) for u in uniq.itertuples(index=False)])
-    return res.iloc[codes].reset_index(drop=True)
 
 
 def _col(df, name):
@@ -252,18 +184,18 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
 # compute
 # ----------------------------------------------------------------------------------------------
 
-def stage_layers(job: Job, pp):
+def stage_kinds(job: Job, pp):
     """Layers of the first, a middle and the last pipeline stage, split by kind [arrays of counts].
 
-    Stages hold ``ceil(L / pp)`` consecutive layers and the last one the rest (the convention of
-    :func:`hnplan.compute.training_stage_time_s` and :mod:`hnplan.memory`); an MoE model's leading
-    dense layers sit on the first stage. Returns ``{stage: (dense layers, moe layers)}``.
+    Stages hold ``ceil(L / pp)`` consecutive layers and the last one the rest
+    (:func:`hnplan.compute.layout.stage_layers`); an MoE model's leading dense layers sit on the
+    first stage. Returns ``{stage: (dense layers, moe layers)}``.
     """
     L = job.model.layers
     first_dense = L if job.model.moe is None else job.model.moe.first_dense_layers
     pp = np.asarray(pp)
-    n = -(-L // pp)
-    last = np.where(pp == 1, L, np.maximum(L - (pp - 1) * n, 0))
+    split = stage_layers(job.model, pp)
+    n, last = split.per_stage, np.maximum(split.last, 0)
     d_first = np.minimum(n, first_dense)
     mid_dense = np.clip(first_dense - n, 0, n)  # the second stage's dense layers (worst middle stage)
     d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
@@ -275,7 +207,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
     Operator-level times per layer, embedding and head (:func:`hnplan.compute.parts.training_part_times`,
     once per distinct ``(micro-batch, tp, cp, ep)``) times the layers of each stage
-    (:func:`stage_layers`); recomputation adds the re-run forward (``full``) or attention core
+    (:func:`stage_kinds`); recomputation adds the re-run forward (``full``) or attention core
     (``selective``).
 
     Returns a frame with ``t_compute_mb`` (forward + backward + recomputation), ``t_fwd_mb``,
@@ -284,8 +216,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
-    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.overlap.attention,
-                             job.overlap.sequence_parallel).iloc[codes]
+    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.choices.attention,
+                             job.choices.sequence_parallel).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
@@ -297,7 +229,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         return fwd, lt[f"{name}_bwd"].to_numpy(), attn
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
-    stages = stage_layers(job, pp)
+    stages = stage_kinds(job, pp)
     cols = []
     for name, (nd, nm) in stages.items():
         fwd = nd * dense[0] + nm * moe[0]
@@ -428,11 +360,11 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed.
     """
-    ov = job.overlap
+    ov = job.choices
     tp, dp, cp, ep, z, pp = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage", "pp"))
     m = _col(df, "num_microbatches")
     dense, expert = local_params(job, df)
-    layers = -(-job.model.layers // pp)
+    layers = stage_layers(job.model, pp).per_stage
     bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
     groups = [(dense, dp * cp, tp)]
     if job.model.moe is not None:
@@ -479,63 +411,19 @@ def memory_recipe(dtype: str) -> str:
 
 
 def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
-    """Training memory per GPU of the fullest pipeline stage [bytes], by part: the vectorised form of
-    :func:`hnplan.memory.training_memory` (equal to it row by row, tested).
-
-    For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
-    once per distinct ``(tp, pp, dp, cp, ep, zero)``); activations of one micro-batch in flight
-    (:func:`hnplan.memory.stage_activation_bytes` with one micro-batch, once per distinct
-    ``(microbatch, tp, pp, cp, recompute)``) times :func:`hnplan.memory.microbatches_in_flight` (the
-    first stage; the last holds one); runtime overheads (:func:`hnplan.memory.training_overheads`,
-    a fixed part per distinct group layout plus a fraction of the tensors). The larger stage wins.
+    """Training memory per GPU of the fullest pipeline stage of every candidate [bytes], by part:
+    :func:`hnplan.memory.training_memory_table` with the job's dtype (:func:`memory_recipe`), attention
+    kernel and sequence parallelism (the model :func:`hnplan.memory.training_memory` evaluates for one
+    plan).
 
     Returns
     -------
     DataFrame
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
-    recipe = memory_recipe(job.dtype)
-    m, cat = job.model, job.catalog
-    pp = _col(df, "pp")
-    over = memo(df, ["tp", "pp", "dp", "cp", "ep"], lambda tp, pp_, dp, cp, ep: {
-        "fixed": sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values()),
-        "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, cat).values())
-        - sum(training_overheads(0.0, tp, pp_, dp, cp, ep, cat).values())})
-    flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
-                  lambda pp_, n, vs: {"f": microbatches_in_flight(pp_, n, vs, "first")})["f"].to_numpy()
-    fp8 = recipe == "fp8"
-    flash = job.overlap.attention == "flash"  # unfused attention keeps the s x s scores (Korthikanti 5as/h)
-    sp = job.overlap.sequence_parallel
-    per_mb_act = memo(df, ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
-        "dense": activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, sequence_parallel=sp, recompute=rc,
-                                            moe_layer=False, flash_attention=flash, fp8_gemm_inputs=fp8),
-        "moe": 0.0 if m.moe is None else activation_bytes_per_layer(m, job.seq_len, mb, tp, cp, sequence_parallel=sp,
-                                                                    recompute=rc, moe_layer=True,
-                                                                    flash_attention=flash, fp8_gemm_inputs=fp8),
-        "emb": embedding_activation_bytes(m, job.seq_len, mb, tp, cp, sequence_parallel=sp),
-        "out": output_activation_bytes(m, job.seq_len, mb, tp, cp, sequence_parallel=sp)})
-    a_dense, a_moe, emb, out = (per_mb_act[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
-    L = m.layers
-    n = -(-L // pp)  # hnplan.memory's stages hold ceil(L / pp) layers (the fullest stage)
-    dense_layers = L if m.moe is None else m.moe.first_dense_layers
-    best = None
-    for stage in ("first", "last"):
-        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z: dict(zip(
-            ("params_bytes", "grads_bytes", "optimizer_bytes"),
-            model_state_bytes_per_gpu(m, tp, pp_, dp, ep, z, recipe, cp, stage))))
-        nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
-        act = nd * a_dense + (n - nd) * a_moe
-        act = act + (emb if stage == "first" else out) + np.where((pp == 1) & (stage == "first"), out, 0.0)
-        st["activations_bytes"] = act * (flight if stage == "first" else 1.0)
-        tensors = st.sum(axis=1).to_numpy()
-        st["overhead_bytes"] = over["fixed"].to_numpy() + over["slope"].to_numpy() * tensors
-        st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
-        if best is None:
-            best = st
-        else:
-            last_wins = (pp > 1) & (st["total_bytes"].to_numpy() > best["total_bytes"].to_numpy())
-            best = st.where(np.repeat(last_wins[:, None], st.shape[1], axis=1), best)
-    return best
+    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype),
+                                 flash_attention=job.choices.attention == "flash",
+                                 sequence_parallel=job.choices.sequence_parallel, catalog=job.catalog)
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):

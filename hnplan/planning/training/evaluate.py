@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any, NoReturn
+
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import SoftwareStack, StackChoices
 from hnplan.comm.topology import system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
-from hnplan.errors import InfeasiblePlan, InputError, check_choice
+from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.candidates import candidate_frame
 from hnplan.planning.training.plan import (
@@ -30,35 +34,102 @@ UNITS = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "hfu
          **{f"t_{k}_s": "s" for k in BREAKDOWN}}
 
 
-def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-             catalog: Catalog | None = None, overlap: c.Overlap | None = None, stack=None) -> c.Job:
-    """Resolve ids and check the job-level inputs.
-
-    ``stack`` (a software-stack id or entry, ``data/stacks/``) sets the overlap choices when
-    ``overlap`` is not given (:func:`hnplan.planning.training.stack_overlap`; an ``overlap`` that is
-    given replaces all of them: start from ``dataclasses.replace(stack_overlap(st), ...)`` to change
-    one) and replaces the accelerator's ``matmul_efficiency`` where the stack has an in-training
-    measurement for it (:func:`hnplan.planning.training.stack_accelerator`).
+def resolve_choices(stack: SoftwareStack | None = None, choices: StackChoices | None = None,
+                    overrides: dict | None = None) -> tuple[StackChoices, dict[str, str]]:
+    """The choices of a job and where each came from: ``choices`` if given (all of them), else the
+    stack's, else the defaults (:class:`StackChoices`, the ``megatron-core`` stack's); then the
+    ``overrides`` that are not ``None``, each recorded as ``override``.
 
     Raises
     ------
     InputError
-        For an unknown dtype, a dtype the accelerator has no peak for, an unknown attention
-        implementation (``overlap.attention``), non-positive sizes, or a sequence longer than the
-        model's ``max_seq``.
+        For an unknown choice name or a value its field does not allow.
+    """
+    if choices is not None:
+        base, origin = choices, "given (choices)"
+    elif stack is not None:
+        base, origin = c.stack_choices(stack), f"stack {stack.id}"
+    else:
+        base, origin = StackChoices(), "default (StackChoices, the megatron-core stack's)"
+    provenance = {k: origin for k in StackChoices.model_fields}
+    if stack is not None and choices is None:
+        provenance.update({k: f"stack {stack.id} (assumed: see its assumptions)" for k in stack.assumptions
+                           if k in provenance})
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(StackChoices.model_fields))
+    if unknown:
+        raise InputError(f"unknown stack choice {unknown[0]!r}; choices: {', '.join(StackChoices.model_fields)}")
+    check_choice("attention", given.get("attention", base.attention), ATTENTION_IMPLS)
+    if given:
+        try:
+            base = StackChoices(**{**base.model_dump(), **given})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; "
+                             f"got {err.get('input')!r}") from None
+        provenance.update({k: "override" for k in given})
+    return base, provenance
+
+
+def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
+             catalog: Catalog | None = None, *, stack=None, choices: StackChoices | None = None,
+             overrides: dict | None = None) -> c.Job:
+    """Assemble a training job once: ids resolved, the stack's choices and GEMM efficiency applied,
+    the job-level inputs checked, and where each efficiency and choice came from recorded.
+
+    Parameters
+    ----------
+    model, system : id, path or catalog entry
+    gpus, seq_len, global_batch_seqs : int
+        Accelerators, sequence length [tokens], sequences per step.
+    dtype : {"bf16", "fp8"}
+    stack : str or SoftwareStack, optional
+        Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
+        efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
+        the ZeRO stages and recomputation modes it implements. Default: none (the
+        :class:`StackChoices` defaults and the accelerator's catalog efficiency).
+    choices : StackChoices, optional
+        Replaces all the stack's choices.
+    overrides : dict, optional
+        ``{choice: value}`` applied on top (``None`` values ignored), e.g. from CLI flags.
+
+    Returns
+    -------
+    Job
+        ``job.provenance`` maps ``matmul_efficiency`` and every choice to its origin, e.g.
+        ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training: ... Korthikanti et al.
+        2022 (arXiv:2205.05198) Table 4)", "tp_comm": "override", ...}``.
+
+    Raises
+    ------
+    InputError
+        For an unknown dtype, a dtype the accelerator has no peak for, an unknown choice or attention
+        implementation, non-positive sizes, or a sequence longer than the model's ``max_seq``.
     CatalogError
         For unknown ids.
+
+    Examples
+    --------
+    >>> job = make_job("megatron-18.4b", "dgx-a100-hdr", 8, 2048, 8, stack="megatron-lm-2021",
+    ...                overrides=dict(tp_comm=True))
+    >>> job.provenance["tp_comm"], job.provenance["attention"]
+    ('override', 'stack megatron-lm-2021')
+    >>> job.provenance["matmul_efficiency"].startswith("stack megatron-lm-2021 (measured in training: in-training")
+    True
+    >>> job.provenance["matmul_efficiency"].endswith("Korthikanti et al. 2022 (arXiv:2205.05198) Table 4)")
+    True
     """
     cat = catalog or load_catalog()
-    if overlap is not None:
-        check_choice("attention", overlap.attention, ATTENTION_IMPLS)
+    st = cat.stack(stack) if stack is not None else None
+    ch, provenance = resolve_choices(st, choices, overrides)
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
-    st = None
-    if stack is not None:
-        st = cat.stack(stack)
+    if st is not None and acc.id in (st.matmul_efficiency or {}):
         acc = c.stack_accelerator(st, acc)
-        overlap = overlap or c.stack_overlap(st)
+        source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
+        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
+    else:
+        provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
@@ -68,7 +139,7 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         raise InputError(f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
                          f"(field max_seq of its catalog entry)")
     return c.Job(model, system, acc, system_links(cat.design(system), gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
-                 overlap or c.Overlap(), cat, st)
+                 ch, cat, st, dict(sorted(provenance.items())))
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -107,14 +178,14 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     layers, moe_layers = comp["layers"].to_numpy(), comp["moe_layers"].to_numpy()
     t_comp = comp["t_compute_mb"].to_numpy()
     t_tp = c.tp_comm_per_microbatch(job, df, layers)
-    if job.overlap.tp_comm:
+    if job.choices.tp_comm:
         t_tp = np.maximum(t_tp - t_comp, 0.0)
     t_cp_layer = c.cp_comm_per_layer(job, df)
-    if job.overlap.cp_comm:
+    if job.choices.cp_comm:
         t_cp_layer = np.maximum(t_cp_layer - comp["attn_per_layer"].to_numpy(), 0.0)
     t_cp = layers * t_cp_layer
     t_ep = c.ep_comm_per_microbatch(job, df, moe_layers)
-    if job.overlap.ep_comm:
+    if job.choices.ep_comm:
         t_ep = np.maximum(t_ep - t_comp, 0.0)
     t_pp = c.pp_comm_per_microbatch(job, df)
     t_mb = t_comp + t_tp + t_cp + t_ep + t_pp
@@ -147,7 +218,9 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
     """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans`."""
-    plan = ParallelPlan(**{k: (str(row[k]) if k == "recompute" else int(row[k])) for k in PLAN_FIELDS})
+    plan = ParallelPlan(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]), ep=int(row["ep"]),
+                        microbatch_size=int(row["microbatch_size"]), virtual_stages=int(row["virtual_stages"]),
+                        zero_stage=int(row["zero_stage"]), recompute=str(row["recompute"]))
     mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
     mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
     return TrainingEstimate(
@@ -165,11 +238,93 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
     )
 
 
+def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
+    """The estimate of one plan of a job (:func:`make_job`): the one-row case of :func:`evaluate_plans`.
+
+    Raises
+    ------
+    PlanRuleError
+        If the plan breaks a rule (:func:`validate_plan` names it; an :class:`InfeasiblePlan`).
+    InputError
+        For an unknown recompute mode or ZeRO stage.
+    """
+    validate_plan(job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len)
+    return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
+
+
+def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
+    """Evaluate every candidate plan of a job (:func:`candidate_frame`: only plans that obey the
+    rules) and rank them: the ones that fit first, each group by step time.
+
+    Parameters
+    ----------
+    job : Job
+        From :func:`make_job`; its stack (if any) limits the ZeRO stages and recomputation modes
+        searched (a pinned one is kept).
+    fixed : dict, optional
+        Knobs to pin (any of :data:`PLAN_FIELDS`; ``None`` values ignored); the rest are searched.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`evaluate_plans` rows; ``attrs["searched"]`` (candidates evaluated) and
+        ``attrs["feasible"]`` (those that fit).
+
+    Raises
+    ------
+    PlanRuleError
+        If no candidate obeys the rules: the message names the rule the pinned knobs break.
+    InputError
+        For unknown plan fields, recompute modes or ZeRO stages.
+    """
+    fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
+    unknown = set(fixed) - set(PLAN_FIELDS)
+    if unknown:
+        raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
+    check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
+    cands = candidate_frame(job.model, job.system, job.gpus, job.seq_len, job.global_batch_seqs, fixed)
+    if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
+        for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
+            if allowed is not None and knob not in fixed:
+                cands = cands[cands[knob].isin(allowed)].reset_index(drop=True)
+    if cands.empty:
+        _explain_empty(job, fixed)
+    df = evaluate_plans(job, cands)
+    df = df.sort_values(["fits", "step_time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    df.attrs.update(searched=len(df), feasible=int(df["fits"].sum()), units=UNITS)
+    return df
+
+
+def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
+    """The ``top`` fastest plans of a job that fit, best first (one search, one job).
+
+    Returns
+    -------
+    tuple
+        ``(list of TrainingEstimate, searched, feasible)``: the estimates and the candidate counts.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no candidate obeys the rules (a :class:`PlanRuleError`) or none fits in memory.
+    """
+    df = rank_plans(job, fixed)
+    if not df.attrs["feasible"]:
+        least = df["memory_per_gpu_bytes"].min()
+        raise InfeasiblePlan(f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
+                             f"({df.attrs['searched']} candidates searched; the smallest needs "
+                             f"{units.to_GiB(least):.1f} GiB per GPU)")
+    ests = [estimate_from_row(job, row) for _, row in df[df["fits"]].head(top).iterrows()]
+    return ests, df.attrs["searched"], df.attrs["feasible"]
+
+
+# The id-level entry points: each assembles the job once (make_job) and hands it to the function above.
+
 def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len: int, global_batch_seqs: int,
-                           dtype: str = "bf16", catalog: Catalog | None = None,
-                           overlap: c.Overlap | None = None, stack=None) -> TrainingEstimate:
-    """Estimate step time, throughput, MFU/HFU and memory of one training plan: the one-row case of
-    :func:`evaluate_plans`.
+                           dtype: str = "bf16", catalog: Catalog | None = None, *, stack=None,
+                           choices: StackChoices | None = None, overrides: dict | None = None) -> TrainingEstimate:
+    """Estimate step time, throughput, MFU/HFU and memory of one training plan:
+    :func:`estimate_plan` of :func:`make_job`.
 
     Parameters
     ----------
@@ -183,12 +338,8 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
         Sequences per optimizer step.
     dtype : {"bf16", "fp8"}
         GEMM dtype; fp8 runs GEMMs at the accelerator's fp8 peak, the rest stays bf16.
-    overlap : Overlap, optional
-        Communication overlap choices (default: the stack's, else :class:`Overlap()`). Given together
-        with ``stack`` it replaces all the stack's choices (:func:`make_job`).
-    stack : str or SoftwareStack, optional
-        Software stack (``data/stacks/``): its overlap choices, in-training GEMM efficiency and, in a
-        search, the ZeRO stages and recomputation modes it implements (:func:`make_job`).
+    stack, choices, overrides : optional
+        The software stack and explicit choices (:func:`make_job`).
 
     Returns
     -------
@@ -196,8 +347,8 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
 
     Raises
     ------
-    InfeasiblePlan
-        If the plan does not divide (:func:`validate_plan` names the rule).
+    PlanRuleError
+        If the plan breaks a rule (:func:`validate_plan` names it; an :class:`InfeasiblePlan`).
     InputError
         For an unknown dtype, recompute mode or ZeRO stage, or fp8 on an accelerator without an fp8 peak.
     CatalogError
@@ -210,33 +361,15 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
     (8, True, 0.0, 'domain')
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
-    validate_plan(job.model, gpus, plan, global_batch_seqs, seq_len)
-    return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
+                   overrides=overrides)
+    return estimate_plan(job, plan)
 
 
 def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-                 fixed: dict | None = None, catalog: Catalog | None = None,
-                 overlap: c.Overlap | None = None, stack=None) -> pd.DataFrame:
-    """Evaluate every candidate plan (:func:`candidate_frame`) and rank them.
-
-    Parameters
-    ----------
-    fixed : dict, optional
-        Knobs to pin (any of :data:`PLAN_FIELDS`); the rest are searched.
-    overlap, stack : optional
-        As :func:`estimate_training_step`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        :func:`evaluate_plans` rows, the ones that fit first, each group by step time;
-        ``attrs["searched"]`` (candidates evaluated) and ``attrs["feasible"]`` (those that fit).
-
-    Raises
-    ------
-    InfeasiblePlan
-        If no candidate divides: the message names the rule the pinned knobs break.
+                 fixed: dict | None = None, catalog: Catalog | None = None, *, stack=None,
+                 choices: StackChoices | None = None, overrides: dict | None = None) -> pd.DataFrame:
+    """:func:`rank_plans` of :func:`make_job` (``stack, choices, overrides``: as there).
 
     Examples
     --------
@@ -244,65 +377,43 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
     >>> df.attrs["searched"] >= df.attrs["feasible"] > 0, bool(df["step_time_s"].iloc[0] <= df["step_time_s"].max())
     (True, True)
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
-    fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
-    unknown = set(fixed) - set(PLAN_FIELDS)
-    if unknown:
-        raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
-    check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
-    cands = candidate_frame(job.model, job.system, gpus, seq_len, global_batch_seqs, fixed)
-    if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
-        for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
-            if allowed is not None and knob not in fixed:
-                cands = cands[cands[knob].isin(allowed)].reset_index(drop=True)
-    if cands.empty:
-        _explain_empty(job, fixed)
-    df = evaluate_plans(job, cands)
-    df = df.sort_values(["fits", "step_time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    df.attrs.update(searched=len(df), feasible=int(df["fits"].sum()), units=UNITS)
-    return df
-
-
-def _explain_empty(job: c.Job, fixed: dict):
-    """Raise InfeasiblePlan naming the rule the pinned degrees break, or, when they break none (or
-    none are pinned), saying that no combination divides."""
-    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
-    if degrees:
-        base = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none")
-        base.update(fixed)
-        if "dp" not in fixed:
-            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
-        validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
-    raise InfeasiblePlan(
-        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
-        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
-        f"the {job.model.heads} heads (up to the {job.system.scaleup_domain_gpus}-GPU domain), pp at most "
-        f"{job.model.layers} layers and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
-        f"try a GPU count with more factors of two")
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
+                   overrides=overrides)
+    return rank_plans(job, fixed)
 
 
 def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-              fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1,
-              overlap: c.Overlap | None = None, stack=None):
-    """The ``top`` fastest plans that fit, best first (``overlap``, ``stack``: as
-    :func:`estimate_training_step`).
-
-    Returns
-    -------
-    tuple
-        ``(list of TrainingEstimate, searched, feasible)``: the estimates and the candidate counts.
+              fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1, *, stack=None,
+              choices: StackChoices | None = None, overrides: dict | None = None):
+    """:func:`search_best` of :func:`make_job`: ``(list of TrainingEstimate, searched, feasible)``.
 
     Raises
     ------
     InfeasiblePlan
-        If no candidate divides and fits in memory.
+        If no candidate obeys the rules or fits in memory.
     """
-    df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, fixed, catalog, overlap, stack)
-    if not df.attrs["feasible"]:
-        least = df["memory_per_gpu_bytes"].min()
-        raise InfeasiblePlan(f"no plan of {df.attrs.get('model', model)} on {gpus} GPUs fits in memory "
-                             f"({df.attrs['searched']} candidates searched; the smallest needs "
-                             f"{units.to_GiB(least):.1f} GiB per GPU)")
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, overlap, stack)
-    ests = [estimate_from_row(job, row) for _, row in df[df["fits"]].head(top).iterrows()]
-    return ests, df.attrs["searched"], df.attrs["feasible"]
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
+                   overrides=overrides)
+    return search_best(job, fixed, top)
+
+
+def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
+    """Raise PlanRuleError naming the rule the pinned degrees break, or, when they break none (or
+    none are pinned), saying that no combination divides."""
+    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
+    if degrees:
+        base: dict[str, Any] = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
+                                    recompute="none")
+        base.update(fixed)
+        if "dp" not in fixed:
+            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
+        validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
+    raise PlanRuleError(
+        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
+        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
+        f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
+        f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
+        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
+        f"try a GPU count with more factors of two")
+
+

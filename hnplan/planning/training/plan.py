@@ -20,7 +20,8 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.schemas import Model
 from hnplan.compute import RECOMPUTE_MODES
-from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.compute.layout import rule_fields, split_rules
+from hnplan.errors import InputError, PlanRuleError
 
 TRAIN_DTYPES = ("bf16", "fp8")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -85,14 +86,15 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
         ``{rule message template: boolean array (True = the row obeys it)}``; the templates are
         formatted with a row's fields (and ``gpus, layers, heads, experts, batch, seq_len, m``) to
         explain a violation. Rules: degrees >= 1; ``tp pp dp cp = gpus``; ``pp v <= layers``;
-        ``tp`` divides the heads; ``ep`` divides ``dp cp`` and the experts; ``dp x microbatch``
+        the model's split (:func:`hnplan.compute.layout.split_rules`: ``tp`` divides the heads and
+        the KV heads, no empty pipeline stage, ``ep`` divides the experts); ``ep`` divides ``dp cp``;
+        ``dp x microbatch``
         divides the batch; the interleaved schedule (``v > 1``) needs ``pp > 1`` and micro-batches
         divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
         ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
     """
     tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
     mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
-    experts = 0 if model.moe is None else model.moe.experts
     m = global_batch_seqs // np.maximum(dp * mb, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
@@ -101,11 +103,9 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
                 (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers": pp * v <= model.layers,
-            "tp = {tp} does not divide the {heads} attention heads of {model}": model.heads % np.maximum(tp, 1) == 0,
+            **split_rules(model, tp, pp, ep, training=True),
             "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)":
                 (dp * cp) % np.maximum(ep, 1) == 0,
-            "ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}":
-                (ep == 1) | ((experts > 0) & (experts % np.maximum(ep, 1) == 0)),
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}":
                 global_batch_seqs % np.maximum(dp * mb, 1) == 0,
             "interleaved schedule (virtual_stages {virtual_stages}) needs pp > 1 and micro-batches ({m}) "
@@ -127,8 +127,9 @@ def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs
 
     Raises
     ------
-    InfeasiblePlan
-        Naming the first rule of :func:`plan_rules` the plan breaks, with its values.
+    PlanRuleError
+        Naming the first rule of :func:`plan_rules` the plan breaks, with its values (an
+        :class:`hnplan.errors.InfeasiblePlan`).
     InputError
         For an unknown recompute mode or ZeRO stage.
     """
@@ -138,10 +139,9 @@ def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs
         if not ok[0]:
             p = plan
             m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
-            raise InfeasiblePlan(template.format(
-                **asdict(p), product=p.gpus, gpus=gpus, layers=model.layers, heads=model.heads, model=model.id,
-                dpcp=p.dp * p.cp, batch=global_batch_seqs, m=m, seq_len=seq_len,
-                experts_text="no experts" if model.moe is None else f"{model.moe.experts} experts"))
+            raise PlanRuleError(template.format(
+                **{**rule_fields(model, p.tp, p.pp, p.ep), **asdict(p)}, product=p.gpus, gpus=gpus,
+                dpcp=p.dp * p.cp, batch=global_batch_seqs, m=m, seq_len=seq_len))
     return global_batch_seqs // (plan.dp * plan.microbatch_size)
 
 

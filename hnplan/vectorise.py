@@ -1,0 +1,43 @@
+"""Helpers that evaluate a scalar function once per distinct key and broadcast it over a table.
+
+The cost models are written per shape (one layer, one stage, one group); the planners evaluate
+thousands of candidate plans that share a few shapes. :func:`memo` bridges the two without a Python
+loop over the candidates. No physics here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+
+def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Codes of the distinct ``keys`` tuples of ``df`` and a frame of those tuples (fast: one integer
+    per row from the per-column codes, then one factorisation).
+
+    Returns
+    -------
+    (ndarray, DataFrame)
+        ``codes[i]`` is the row of the distinct-tuple frame that row ``i`` of ``df`` has.
+
+    >>> codes, uniq = factorize(pd.DataFrame({"a": [1, 2, 1], "b": [0, 0, 0]}), ["a", "b"])
+    >>> codes.tolist(), uniq.to_dict("list")
+    ([0, 1, 0], {'a': [1, 2], 'b': [0, 0]})
+    """
+    per = [pd.factorize(df[k], sort=False) for k in keys]
+    sizes = [max(len(u), 1) for _, u in per]
+    flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
+    codes, uflat = pd.factorize(flat, sort=False)
+    idx = np.unravel_index(uflat, sizes)
+    uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
+    return codes, uniq
+
+
+def memo(df: pd.DataFrame, keys: list[str], fn: Callable[..., dict]) -> pd.DataFrame:
+    """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
+    results back to its rows (a frame aligned with ``df``)."""
+    codes, uniq = factorize(df, keys)
+    res = pd.DataFrame([fn(*u) for u in uniq.itertuples(index=False)])
+    return res.iloc[codes].reset_index(drop=True)

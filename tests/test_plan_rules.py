@@ -1,0 +1,142 @@
+"""One set of plan rules (hnplan.compute.layout + hnplan.planning.training.plan_rules), one exception
+class (PlanRuleError), one stage split, and one sizing answer for the CLI and the notebook."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+from hnplan.compute.layout import check_split, split_rules, stage_layer_range, stage_layers
+from hnplan.errors import InfeasiblePlan, PlanRuleError
+from hnplan.planning.training import (
+    ParallelPlan,
+    candidate_frame,
+    estimate_training_step,
+    make_job,
+    rank_plans,
+    valid_mask,
+)
+
+runner = CliRunner()
+
+
+# ---------------------------------------------------------------------------------------------
+# the stage split, by hand
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layers,pp,per,last,empty", [
+    (126, 16, 8, 6, 0),    # Llama 3.1 405B: 15 x 8 + 6 = 126
+    (126, 45, 3, -6, 3),   # 3 a stage fill 42 stages: 3 left empty (44 x 3 = 132 > 126)
+    (80, 25, 4, -16, 5),   # 4 a stage fill 20 stages: 5 empty
+    (128, 33, 4, 0, 1),    # 32 x 4 = 128: the 33rd stage is empty
+    (128, 72, 2, -14, 8),  # 64 stages of 2: 8 empty
+    (80, 9, 9, 8, 0),      # Llama 3.1 70B on PP 9: 8 x 9 + 8 = 80
+    (32, 9, 4, 0, 1),      # Llama 3.1 8B on PP 9: 8 x 4 = 32, the ninth stage empty
+    (61, 1, 61, 61, 0),
+    (5, 8, 1, -2, 3),      # more stages than layers
+])
+def test_stage_split_by_hand(cat, layers, pp, per, last, empty):
+    m = cat.model("llama3.1-8b").model_copy(update={"layers": layers})
+    s = stage_layers(m, pp)
+    assert (s.per_stage, s.last, s.empty) == (per, last, empty)
+    # the vectorised form gives the same numbers
+    v = stage_layers(m, np.array([pp, 1]))
+    assert (v.per_stage.tolist(), v.last.tolist(), v.empty.tolist()) == ([per, layers], [last, layers], [empty, 0])
+
+
+def test_stage_layer_range_is_the_fullest_stage(cat):
+    m = cat.model("llama3.1-405b")
+    assert stage_layer_range(m, 16, "first") == range(0, 8)
+    assert stage_layer_range(m, 16, "last") == range(118, 126)  # the memory model's conservative last stage
+
+
+# ---------------------------------------------------------------------------------------------
+# each rule rejected with its message
+# ---------------------------------------------------------------------------------------------
+
+def test_tp_must_divide_the_kv_heads_in_training(cat):
+    # a 48-head model with 16 KV heads: TP 6 divides the heads but not the 16 KV heads (Megatron's
+    # divide(num_query_groups, tp) refuses it); inference replicates KV heads, so it is allowed there
+    m = cat.model("llama3.1-8b").model_copy(update={"id": "gqa-48-16", "heads": 48, "kv_heads": 16, "hidden": 6144})
+    with pytest.raises(PlanRuleError, match=r"^tp = 6 does not divide the 16 KV heads of gqa-48-16 \(Megatron"):
+        check_split(m, tp=6)
+    check_split(m, tp=6, training=False)
+    check_split(m, tp=8)
+    # the search never proposes it
+    df = candidate_frame(m, cat.system("gb200-nvl72"), 72, 4096, 144)
+    assert set(df["tp"]) <= {1, 2, 4, 8} and len(df)
+
+
+@pytest.mark.parametrize("model,plan,gpus,batch,message", [
+    ("llama3.1-405b", ParallelPlan(tp=8, pp=45, dp=1), 360, 45,
+     "pp = 45 leaves 3 of its stages empty: llama3.1-405b has 126 layers, ceil(126 / 45) = 3 a stage"),
+    ("llama3.1-70b", ParallelPlan(tp=8, pp=25, dp=1), 200, 25,
+     "pp = 25 leaves 5 of its stages empty: llama3.1-70b has 80 layers, ceil(80 / 25) = 4 a stage"),
+    ("llama3.1-405b", ParallelPlan(tp=16, pp=16, dp=8), 2048, 2048, "tp = 16 does not divide the 8 KV heads"),
+    ("llama3.1-405b", ParallelPlan(tp=3, dp=2), 6, 2048, "tp = 3 does not divide the 128 attention heads"),
+    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=128, ep=8), 16384, 2048, "llama3.1-405b has no experts"),
+    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=128, microbatch_size=3), 16384, 2048,
+     "global batch of 2048 sequences is not divisible by dp x microbatch = 128 x 3"),
+    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=64), 16384, 2048, "= 8192, not --gpus 16384"),
+    ("llama3.1-405b", ParallelPlan(pp=256, dp=64), 16384, 2048, "exceeds the model's 126 layers"),
+])
+def test_each_rule_is_a_plan_rule_error_naming_it(model, plan, gpus, batch, message):
+    with pytest.raises(PlanRuleError, match=message.replace("(", r"\(").replace(")", r"\)")) as exc:
+        estimate_training_step(model, "gb200-nvl72", gpus, plan, 8192, batch)
+    assert isinstance(exc.value, InfeasiblePlan) and "\n" not in str(exc.value)
+
+
+def test_the_search_drops_what_the_rules_forbid(cat):
+    m, s = cat.model("llama3.1-405b"), cat.system("gb200-nvl72")
+    df = candidate_frame(m, s, 72 * 64, 8192, 2304)
+    assert len(df) and valid_mask(df, m, 72 * 64, 8192, 2304).all()
+    split = stage_layers(m, df["pp"].to_numpy())
+    assert (split.empty == 0).all() and (m.kv_heads % df["tp"] == 0).all()
+    rules = split_rules(m, df["tp"], df["pp"], df["ep"])
+    assert all(ok.all() for ok in rules.values())
+    # a pinned pp that leaves stages empty: the search says which rule
+    job = make_job(m, s, 360, 8192, 45)
+    with pytest.raises(PlanRuleError, match="pp = 45 leaves 3 of its stages empty"):
+        rank_plans(job, dict(tp=8, pp=45))
+
+
+def test_train_cli_with_a_plan_megatron_rejects_exits_3_with_one_line():
+    res = runner.invoke(app, ["train", "--model", "llama3.1-405b", "--system", "gb200-nvl72", "--gpus", "360",
+                              "--tp", "8", "--pp", "45", "--dp", "1", "--microbatch-size", "1", "--recompute", "full",
+                              "--zero", "1", "--virtual-stages", "1", "--seq-len", "8192", "--global-batch-size", "45"])
+    assert res.exit_code == 3
+    lines = [x for x in res.stderr.splitlines() if x.strip()]
+    assert "pp = 45 leaves 3 of its stages empty" in res.stderr and "Traceback" not in res.output
+    assert len(lines) <= 2  # one message (rich may wrap it once)
+
+
+# ---------------------------------------------------------------------------------------------
+# one sizing answer
+# ---------------------------------------------------------------------------------------------
+
+def test_cli_and_notebook_size_the_same(cat):
+    from hnplan.planning.sizing import size_designs
+
+    args = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--system", "hgx-h100-ib-ndr", "--seq-len", "4096",
+            "--global-batch-tokens", str(4096 * 288), "--deadline-days", "2", "--json"]
+    cli = json.loads(runner.invoke(app, args).stdout)["results"][0]
+    nb = size_designs("llama3.1-8b", ["hgx-h100-ib-ndr"], 1e11, 2, 4096, 288, catalog=cat).iloc[0]
+    assert cli["gpus"] == nb["gpus"] and cli["days"] == pytest.approx(nb["days"], rel=1e-12)
+    assert cli["goodput"] == pytest.approx(nb["goodput"], rel=1e-12) and cli["goodput"] < 1
+    off = json.loads(runner.invoke(app, [*args, "--no-goodput"]).stdout)
+    assert off["goodput"] is False and off["results"][0]["goodput"] == 1.0
+    assert off["results"][0]["goodput_mode"] == "off" and off["results"][0]["gpus"] <= cli["gpus"]
+
+
+def test_sizing_skips_counts_without_a_valid_plan_and_says_so(cat):
+    from hnplan.planning.sizing import size_for_deadline
+
+    # 72-GPU racks and a power-of-two batch: the factor 9 of a rack can only go to PP 9, which leaves a
+    # stage of the 32 layers empty, so no count of whole racks has a valid plan
+    with pytest.raises(InfeasiblePlan, match="valid plan for llama3.1-8b"):
+        size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
+    # a 405B model on 8-GPU servers: the first counts have no plan that fits or divides; they are listed
+    r = size_for_deadline("llama3.1-405b", "hgx-h100-ib-ndr", 1e12, 30.0, 8192, 1024, catalog=cat)
+    assert r["skipped"] and all(s["gpus"] < r["gpus"] and s["reason"] for s in r["skipped"])
