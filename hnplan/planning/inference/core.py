@@ -390,7 +390,9 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
 
 def _dequant(s: Setup) -> float:
     """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
-    return 0.0 if s.engine is None else s.engine.dequant_overhead.get(s.replica.dtype, 0.0)
+    if s.engine is None:
+        return 0.0
+    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
 
 
 def iteration_overhead_s(s: Setup) -> float:
@@ -545,7 +547,8 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
     admitted = 0.0 if disaggregated else batch / output_tokens / r.groups
     flops = dec["flops"] + admitted * pf_flops
     moved = dec["bytes"] + admitted * pf_bytes
-    compute_busy = flops / units.tflops_to_flops_per_s(s.acc.dense_tflops[r.dtype]) / t_it
+    peak = {str(k): v for k, v in s.acc.dense_tflops.items()}[r.dtype]
+    compute_busy = flops / units.tflops_to_flops_per_s(peak) / t_it
     memory_busy = moved / units.TBps_to_Bps(s.acc.hbm_bw_TBps) / t_it
     breakdown = {"decode_compute": dec["compute_s"], "tp_allreduce": dec["tp_allreduce_s"],
                  "ep_alltoall": dec["ep_alltoall_s"], "pp_send": dec["pp_send_s"],

@@ -260,7 +260,7 @@ def design_frontiers(model, systems, input_tokens: float, output_tokens: float, 
     parts = []
     for sys_id in systems:
         try:
-            settings = {"engine": engine} if engine else {}
+            settings: dict = {"engine": engine} if engine else {}
             best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap,
                                    catalog=cat, settings=settings)
             r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
