@@ -32,7 +32,8 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     mt = _SHAPE.match(text)
     if not mt or min(int(v) for v in mt.groups()) < 1:
         raise InputError(f"--shape {text!r}: expected MxNxK with three positive integers, e.g. 4096x7168x2048")
-    return tuple(int(v) for v in mt.groups())
+    m, n, k = (int(v) for v in mt.groups())
+    return m, n, k
 
 
 def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
