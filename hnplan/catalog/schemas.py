@@ -92,8 +92,9 @@ class Accelerator(Entry):
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
     hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
     hbm_visible_gib: Positive | None = Field(
-        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total) "
-        "[GiB, 2**30 bytes]; when absent the memory model uses hbm_gb as decimal bytes")
+        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
+        "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
+        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)")
     scaleup_bw_GBps_per_dir: Positive = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
     tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
@@ -560,6 +561,36 @@ class Storage(Entry):
     price_as_of: _dt.date | None = Field(default=None, description="date of the prices (YYYY-MM-DD)")
 
 
+class ServingEngine(Entry):
+    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
+
+    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
+    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
+    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
+    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
+    sampling, input preparation) that the engine does not overlap with the forward pass.
+    """
+
+    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
+    max_num_batched_tokens: PosInt = Field(
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]")
+    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
+    memory_utilization: Fraction = Field(
+        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
+                    "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)")
+    memory_rule: Literal["total", "free"] = Field(
+        default="total", description="total: the fraction of the visible HBM holds weights, workspace and KV "
+                                     "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+                                     "weights, workspace and overheads (TensorRT-LLM)")
+    iteration_overhead_s: NonNegative = Field(
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]")
+    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
+    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
+    dequant_overhead: dict[Dtype, NonNegative] = Field(
+        default_factory=dict, description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+                                          "(de)quantisation not fused into the kernels [-]; absent: 0")
+
+
 KINDS: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
@@ -568,6 +599,7 @@ KINDS: dict[str, type[Entry]] = {
     "models": Model,
     "stacks": SoftwareStack,
     "storage": Storage,
+    "engines": ServingEngine,
 }
 
 

@@ -70,6 +70,7 @@ class Measurement:
     note: str = ""
     family: str = ""
     overlap: bool = False
+    engine: str | None = None
 
 
 def measurements() -> list[Measurement]:
@@ -120,7 +121,7 @@ def measurements() -> list[Measurement]:
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     """The planner's value of a measurement's quantity, in its unit."""
     cat = catalog or load_catalog()
-    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap), cat)
+    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s":
         return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
     if m.quantity == "prefill_s":
