@@ -280,17 +280,12 @@ def claims_table(claims: list[Claim]) -> pd.DataFrame:
     return pd.DataFrame([{k: getattr(c, k) for k in JSON_KEYS[:6]} for c in claims])
 
 
-def audit_summary(claims: list[Claim]) -> str:
-    """The "What this means" text, generated from the verdicts: the counts, then each claim's verdict
-    with its condition (where it flips, or what is missing), grouped by verdict; and, where the audit
-    ran both baselines, the speed-up the same chip gives against the one an older chip gives."""
+def audit_headline(claims: list[Claim]) -> str:
+    """The short "What this means" that opens the report, generated from the verdicts: how many claims
+    got each verdict and, where the audit ran both baselines, the speed-up the same chip gives against
+    the one an older chip gives (what the fabric buys apart from what the chip buys)."""
     counts = pd.Series([c.verdict for c in claims]).value_counts()
     lines = [f"Of {len(claims)} claims: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)) + "."]
-    for v in VERDICTS:
-        group = [c for c in claims if c.verdict == v]
-        if group:
-            lines.append(f"\n**{v.capitalize()}** ({len(group)}):")
-            lines += [f"- `{c.id}` ({c.claim}): {c.condition}" for c in group]
     for c in claims:
         if "same_chip_speedup" in c.numbers and "chip_and_fabric_speedup" in c.numbers:
             lines.append(f"\nAt equal GPU counts the supernode's median speed-up is {c.numbers['same_chip_speedup']:.2f}x "
@@ -298,6 +293,23 @@ def audit_summary(claims: list[Claim]) -> str:
                          f"servers with the older chip (`{c.id}`): the difference between the two is the chip's, "
                          "not the fabric's.")
     return "\n".join(lines)
+
+
+def audit_conditions(claims: list[Claim]) -> str:
+    """Each claim's verdict with its condition (where it flips, or what is missing), grouped by verdict."""
+    lines: list[str] = []
+    for v in VERDICTS:
+        group = [c for c in claims if c.verdict == v]
+        if group:
+            lines.append(f"\n**{v.capitalize()}** ({len(group)}):")
+            lines += [f"- `{c.id}` ({c.claim}): {c.condition}" for c in group]
+    return "\n".join(lines).lstrip("\n")
+
+
+def audit_summary(claims: list[Claim]) -> str:
+    """The whole "What this means" text, generated from the verdicts: :func:`audit_headline`, then
+    :func:`audit_conditions`."""
+    return audit_headline(claims) + "\n\n" + audit_conditions(claims)
 
 
 def cluster_available() -> bool:
