@@ -57,6 +57,7 @@ from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
+from hnplan.memory.states import StateAccounting, stack_accounting
 from hnplan.vectorise import factorize, memo
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
@@ -404,26 +405,30 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 # memory and FLOPs
 # ----------------------------------------------------------------------------------------------
 
-def memory_recipe(dtype: str) -> str:
-    """Model-state accounting of :mod:`hnplan.memory` for a training dtype: ``fp8`` (Transformer Engine
-    keeps fp8 casts of GEMM inputs) or ``megatron-bf16``."""
-    return "fp8" if dtype == "fp8" else "megatron-bf16"
+def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccounting:
+    """Bytes per parameter a stack keeps for a training dtype (:func:`hnplan.memory.states.stack_accounting`
+    of its gradient buffer width and fp8 weight fields; default: hnplan's default stack)."""
+    ch = StackChoices() if choices is None else choices
+    return stack_accounting(dtype, ch.grad_reduce_bytes, ch.fp8_params, ch.fp8_weight_cache)
 
 
 def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """Training memory per GPU of the fullest pipeline stage of every candidate [bytes], by part:
-    :func:`hnplan.memory.training_memory_table` with the job's dtype (:func:`memory_recipe`), attention
-    kernel and sequence parallelism (the model :func:`hnplan.memory.training_memory` evaluates for one
-    plan).
+    :func:`hnplan.memory.training_memory_table` with the bytes per parameter the job's stack keeps
+    (:func:`hnplan.memory.states.stack_accounting`: its gradient buffer width, fp8 weights or cached fp8
+    copies), the model's dropout, the stack's attention kernel, sequence parallelism and pipeline
+    split of the end stages (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
 
     Returns
     -------
     DataFrame
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
-    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype),
-                                 flash_attention=job.choices.attention == "flash",
-                                 sequence_parallel=job.choices.sequence_parallel, catalog=job.catalog)
+    ch = job.choices
+    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype, ch),
+                                 flash_attention=ch.attention == "flash", dropout=job.model.dropout,
+                                 sequence_parallel=ch.sequence_parallel, catalog=job.catalog,
+                                 balanced=ch.pipeline_balanced_ends)
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
