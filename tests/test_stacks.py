@@ -48,10 +48,11 @@ def test_the_a100_calibration_is_what_its_derivation_gives(cat):
     derived = a100_megatron_calibration(cat)
     for sid in ("megatron-lm-2021", "megatron-lm-2022"):
         assert cat.stack(sid).matmul_efficiency["a100-sxm-80gb"]["bf16"] == pytest.approx(derived, abs=0.005)
-    # the micro-benchmark value (0.869) makes the same layer 12 % too fast: the in-training value is lower
+    # the catalog's large-shape GEMM ceiling (0.798: the 0.869 micro-benchmark maximum x the typical / maximum
+    # ratio of the H200 GEMM law fit) makes the same layer 7.5 % too fast: the in-training value is lower
     L = LAYER_22B
     t_bench = layer_pass_time_s(layer_22b(cat), "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat)
-    assert t_bench < 0.9 * TABLE4_S[("fwd", False)]
+    assert t_bench < 0.95 * TABLE4_S[("fwd", False)]
     assert derived < cat.accelerator("a100-sxm-80gb").matmul_efficiency["bf16"]
 
 

@@ -109,8 +109,51 @@ class Accelerator(Entry):
                                   "for tile and wave quantisation; none: no quantisation term")
     kernel_overhead_us: NonNegative | None = Field(
         default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)")
+    # GEMM efficiency law (hnplan.compute.gemm, docs/compute.md); every field optional: absent = term off
+    gemm_efficiency: dict[Dtype, Fraction] | None = Field(
+        default=None, description="large-shape ceiling of the GEMM law as a fraction of the dense peak, per dtype "
+        "(fitted or carried; absent: matmul_efficiency) (calibration)")
+    gemm_k_overhead: NonNegative | None = Field(
+        default=None, description="prologue + epilogue of one output tile, in K elements of main-loop time [elements] "
+        "(calibration)")
+    gemm_overlap_exponent: Annotated[float, Field(ge=1.0)] | None = Field(
+        default=None, description="p of the smooth roofline (t_c^p + t_m^p)^(1/p) of a GEMM [-]; absent: max(t_c, t_m) "
+        "(calibration)")
+    gemm_row_granularity: PosInt | None = Field(
+        default=None, description="rows a GEMM computes below one tile height (swap-AB / small-M kernels pad M to a "
+        "multiple of it) [elements]; absent: a full tile")
+    gemm_splitk_min_k: PosInt | None = Field(
+        default=None, description="smallest K slice a split-K GEMM uses [elements]; absent: the tile's K step")
+    gemm_splitk_us: NonNegative | None = Field(
+        default=None, description="extra time of a split-K GEMM (the reduction of the partial tiles) [us] (calibration)")
+    gemm_wave_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None, description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
+        "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)")
+    host_dispatch_us: NonNegative | None = Field(
+        default=None, description="host time per operator call from an eager framework; back-to-back calls run no "
+        "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)")
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us")
+    memory_kernel_efficiency: dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax",
+                                           "optimizer"], Fraction] | None = Field(
+        default=None, description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
+        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)")
+    # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
+    attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
+        default=None, description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense "
+        "peak (calibration)")
+    attention_tile_q: PosInt | None = Field(
+        default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height")
+    attention_kv_overhead: NonNegative | None = Field(
+        default=None, description="prologue + epilogue of one attention work unit, in keys of main-loop time "
+        "[tokens] (calibration)")
+    attention_tail_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None, description="fraction of the longest work unit (the last query tile of a causal sequence) "
+        "that runs after the others have finished [-] (calibration)")
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us",
+                                                "attention_efficiency", "attention_kv_overhead",
+                                                "attention_tail_weight", "memory_kernel_efficiency", "gemm_efficiency", "gemm_k_overhead", "gemm_overlap_exponent",
+                                                "gemm_splitk_us", "gemm_wave_weight", "host_dispatch_us")
 
     @model_validator(mode="after")
     def _bf16_present(self):

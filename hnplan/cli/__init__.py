@@ -8,6 +8,7 @@ from __future__ import annotations
 from hnplan.cli import (  # noqa: F401  (registration)  # noqa: F401  (registration, issue 8)  # noqa: F401  (registration)
     catalog_cmd,
     collective_cmd,
+    gemm_cmd,  # noqa: F401  (registration, issue 13; drop once sub-commands load lazily)
     infer_cmd,  # noqa: F401  (registration)
     memory_cmd,  # noqa: F401  (registration)
     reliability_cmd,

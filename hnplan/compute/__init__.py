@@ -3,7 +3,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
 
 * :mod:`hnplan.compute.counts`: parameter counts, model / hardware FLOPs per token (PaLM, Megatron-LM),
   MFU, peaks and the roofline primitive.
-* :mod:`hnplan.compute.gemm`: tile and wave quantisation of a GEMM shape on an accelerator.
+* :mod:`hnplan.compute.gemm`: the GEMM efficiency law (small-M streaming, tiles and waves, K depth, ceiling).
 * :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
   phase, and the compute time of one pipeline stage per micro-batch.
@@ -31,8 +31,11 @@ from hnplan.compute.counts import (  # noqa: F401
     training_flops_per_token,
 )
 from hnplan.compute.gemm import (  # noqa: F401
+    gemm_compute_s,
+    gemm_device_time_s,
     gemm_flops_per_s,
     gemm_roofline,
+    gemm_time_s,
     kernel_overhead_s,
     quantisation_efficiency,
     wave_efficiency,

@@ -27,7 +27,12 @@ References
 
 from __future__ import annotations
 
+import numpy as np
+
+from hnplan.catalog.schemas import Accelerator
 from hnplan.compute._op import ACT_BYTES, _ew, _Op
+from hnplan.compute.counts import achievable_flops_per_s, peak_flops_per_s
+from hnplan.compute.gemm import wave_efficiency
 
 ATTENTION_IMPLS = ("flash", "unfused")
 # operator kinds of the attention core: the fused FlashAttention kernel, or the unfused form's batched
@@ -124,3 +129,48 @@ def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: f
     if recompute in ("full", "selective"):
         out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
     return out
+
+
+def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward):
+    """Compute time of fused attention kernels under the attention law (docs/compute.md) [s].
+
+    Work units are query tiles of ``tq`` rows (``attention_tile_q``) of every (sequence, head) pair
+    (``groups``); each walks its keys (all of them, or up to the diagonal when causal) and pays a prologue /
+    epilogue of ``c0`` keys (``attention_kv_overhead``). The units share the SMs; the longest one (the last
+    query tile, ``s_kv`` keys) leaves a tail of weight ``tau`` (``attention_tail_weight``)::
+
+        t = flops (1 + c0 / keys) / (peak x eta_pass x wave) + tau x 2 tq 2 d (s_kv + c0) x f_pass / (peak x eta_pass / units)
+
+    with ``keys`` the mean keys per query row (from the executed FLOPs, ``flops / (4 d s_q groups f_pass)``),
+    ``f_pass`` = 1 forward, 2.5 backward ([2]_), ``eta_pass`` the pass's ceiling (``attention_efficiency``) and
+    ``wave`` the split along the keys when there are fewer units than SMs (decode; :func:`wave_efficiency`).
+    Without the law's fields: the bf16 GEMM ceiling, ``c0 = tau = 0``.
+
+    Parameters
+    ----------
+    flops : array
+        Executed FLOPs of each kernel [FLOP].
+    s_q, s_kv, d, groups : array
+        Query and key lengths [tokens], head dimension [-], (sequence, head) pairs [-].
+    backward : array of bool
+        Whether the row is a backward kernel.
+    """
+    s_q, s_kv, d, g = (np.asarray(a, dtype=float) for a in (s_q, s_kv, d, groups))
+    backward = np.asarray(backward, dtype=bool)
+    peak = peak_flops_per_s(acc, "bf16")
+    ae = acc.attention_efficiency or {}
+    base = achievable_flops_per_s(acc, "bf16") / peak
+    eta = np.where(backward, ae.get("bwd", base), ae.get("fwd", base))
+    f_pass = np.where(backward, FLASH_BWD_FACTOR, 1.0)
+    c0, tau = acc.attention_kv_overhead or 0.0, acc.attention_tail_weight or 0.0
+    wave = np.ones_like(s_q)
+    tq = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+    if tq is not None and acc.compute_units is not None and acc.gemm_tile_mnk is not None:
+        tiles = np.ceil(g) * np.ceil(np.maximum(s_q, 1.0) / tq)
+        wave = wave_efficiency(tiles, s_kv, acc.gemm_tile_mnk[1], acc.compute_units)
+    keys = np.maximum(np.asarray(flops, dtype=float) / (4.0 * d * np.maximum(s_q, 1.0) * g * f_pass), 1.0)
+    t = np.asarray(flops, dtype=float) * (1.0 + c0 / keys) / (peak * eta * wave)
+    if tau and tq is not None and acc.compute_units is not None:
+        rows = np.minimum(np.maximum(s_q, 1.0), tq)
+        t = t + tau * 4.0 * rows * d * (s_kv + c0) * f_pass / (peak * eta / acc.compute_units)
+    return t

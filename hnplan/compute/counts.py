@@ -298,8 +298,12 @@ def peak_flops_per_s(acc: Accelerator, dtype: str) -> float:
 
 
 def achievable_flops_per_s(acc: Accelerator, dtype: str) -> float:
-    """Dense peak x the measured large-GEMM efficiency of that dtype (catalog data) [FLOP/s]."""
-    return peak_flops_per_s(acc, dtype) * acc.matmul_efficiency[dtype]
+    """Dense peak x the large-GEMM efficiency of that dtype [FLOP/s]: the GEMM law's fitted ceiling
+    ``gemm_efficiency`` where the catalog has one, else the measured ``matmul_efficiency`` (catalog data)."""
+    eff = (acc.gemm_efficiency or {}).get(dtype, acc.matmul_efficiency.get(dtype))
+    if eff is None:
+        return peak_flops_per_s(acc, dtype) * acc.matmul_efficiency[dtype]
+    return peak_flops_per_s(acc, dtype) * eff
 
 
 def achievable_hbm_Bps(acc: Accelerator) -> float:

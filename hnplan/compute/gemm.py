@@ -1,20 +1,38 @@
-"""Shape-dependent GEMM throughput: tile and wave quantisation over the chip's SMs / cores.
+"""Shape-dependent GEMM time: an efficiency law with a handful of physical parameters per chip family.
 
-A GEMM ``C[m, n] = A[m, k] B[k, n]`` runs as output tiles of ``tm x tn`` (the accelerator's
-``gemm_tile_mnk``), one tile per SM at a time. Two losses follow ([1]_ Sec. 3):
+A GEMM ``C[m, n] = A[m, k] B[k, n]`` (``groups`` of them in one kernel) runs as work units of one output
+tile ``tm x tn`` (the accelerator's ``gemm_tile_mnk``) over the chip's ``compute_units`` SMs. Its device
+time is ([1]_ Sec. 3, [2]_, docs/compute.md)::
 
-* tile quantisation: partial tiles at the edges compute padding, useful fraction
-  ``m n / (ceil(m / tm) tm ceil(n / tn) tn)``;
-* wave quantisation: ``tiles`` work units over ``units`` SMs run in ``ceil(tiles / units)`` waves,
-  useful fraction ``tiles / (ceil(tiles / units) units)``.
+    t = (t_c^p + t_m^p)^(1/p) + t_launch + [split > 1] t_splitk
 
-When there are fewer tiles than SMs, libraries split the K dimension across SMs (split-K [1]_,
-Stream-K [2]_); we model it as ``split = min(units // tiles, ceil(k / tk))`` slices per tile.
-The result multiplies the catalog's measured large-GEMM efficiency (``matmul_efficiency``, measured
-on shapes where both losses vanish).
+    t_c = waves x 2 rows tn (k / split + k0) / (peak x eta / units)       compute, tile by tile
+    t_m = bytes / (HBM bandwidth x hbm_efficiency)                          weights + activations streamed
 
-An accelerator without ``compute_units`` (GB200, Ascend 910C in this catalog) gets no wave term; one
-without ``gemm_tile_mnk`` gets neither term. Both are stated in :func:`quantisation_efficiency`.
+* ``rows``: the tile height ``tm``; below one tile, the rows padded to ``gemm_row_granularity`` (small-M
+  kernels put the tokens in the instruction's N dimension, multiples of 8 on Hopper);
+* ``split``: split-K slices when there are fewer tiles than SMs, ``max(1, min(units // tiles, k //
+  gemm_splitk_min_k))``; each slice pays the reduction ``t_splitk`` (``gemm_splitk_us``);
+* ``waves = max(work / units, 1) + w (ceil(work / units) - max(work / units, 1))``, ``work = tiles x split``:
+  wave quantisation with the weight ``w`` (``gemm_wave_weight``) of the partial last wave (1: a full wave;
+  0: balanced tails as stream-K schedules them [2]_);
+* ``k0`` (``gemm_k_overhead``): prologue and epilogue of a tile in K elements of main-loop time, so
+  short K pays;
+* ``eta`` (``gemm_efficiency``): the large-shape ceiling as a fraction of the dense peak;
+* ``p`` (``gemm_overlap_exponent``): how sharply the compute and memory times overlap (infinity: the
+  plain roofline ``max``); below the ridge the weights stream from HBM and the launch cost shows;
+* ``t_launch`` (``kernel_overhead_us``).
+
+An eager framework adds a host floor: back-to-back calls take ``max(t_device, host_dispatch_us)`` plus the
+split-K reduction (:func:`gemm_time_s` with ``eager=True``; the planners never use it).
+
+The parameters of the Hopper family are fitted once, by :func:`hnplan.validation.gemm_fit.fit_gemm_law`, to
+193 bf16 GEMMs timed on one H200 (``data/reference/h200_gemm_bf16.csv``), and carried to H100 / H800 and to
+other dtypes through their peaks, bandwidths and SM counts (the accelerator YAMLs say which values are
+carried). An accelerator without a law field gets that term off (the older model): no ``gemm_efficiency``
+-> ``matmul_efficiency``; no ``gemm_k_overhead`` -> 0; no ``gemm_overlap_exponent`` -> ``max``; no
+``gemm_row_granularity`` -> full tiles; no ``gemm_splitk_min_k`` -> the tile's K step; no ``gemm_wave_weight``
+-> 1; no ``compute_units`` -> no wave term; no ``gemm_tile_mnk`` -> no quantisation at all.
 
 References
 ----------
@@ -30,7 +48,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator
-from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps
+from hnplan.compute.counts import achievable_hbm_Bps, peak_flops_per_s
 
 
 def quantisation_efficiency(m, n, k, groups, tile_mnk, compute_units):
@@ -87,8 +105,121 @@ def wave_efficiency(tiles, k, tk, compute_units):
     return float(eff) if np.ndim(eff) == 0 else eff
 
 
+def _scalar(a):
+    """A 0-d result as a float, arrays unchanged."""
+    return float(a) if np.ndim(a) == 0 else a
+
+
+def _law(acc: Accelerator, dtype: str) -> tuple:
+    """The law's parameters for ``dtype`` on ``acc``, with the documented defaults for absent fields."""
+    peak = peak_flops_per_s(acc, dtype)
+    eta = (acc.gemm_efficiency or {}).get(dtype, acc.matmul_efficiency[dtype])
+    return (peak, eta, acc.gemm_k_overhead or 0.0, acc.gemm_overlap_exponent, acc.gemm_row_granularity,
+            acc.gemm_splitk_min_k, units.us_to_s(acc.gemm_splitk_us or 0.0),
+            1.0 if acc.gemm_wave_weight is None else acc.gemm_wave_weight)
+
+
+def gemm_compute_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0):
+    """Compute time of a GEMM shape under the law, tile by tile (module docstring) [s], and the split-K factor.
+
+    Parameters
+    ----------
+    m, n, k : float or array
+        Shape per group [elements]; ``m`` may be fractional (mean tokens per expert).
+    groups : float or array
+        GEMMs of that shape in one kernel [-].
+
+    Returns
+    -------
+    tuple of (float or array, float or array)
+        ``(t_c [s], split [-])``.
+
+    Raises
+    ------
+    InputError
+        If the accelerator has no ``dtype`` peak.
+    """
+    peak, eta, k0, _, gran, kmin, _, w = _law(acc, dtype)
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    n, k = np.asarray(n, dtype=float), np.asarray(k, dtype=float)
+    g = np.asarray(groups, dtype=float)
+    if acc.gemm_tile_mnk is None:
+        t = 2.0 * g * m * n * (k + k0) / (peak * eta)
+        return t, np.ones_like(t)
+    tm, tn, tk = acc.gemm_tile_mnk
+    rows = np.where(m < tm, gran * np.ceil(m / gran), tm) if gran else np.full_like(m, float(tm))
+    tiles = np.ceil(g) * np.ceil(m / tm) * np.ceil(n / tn)
+    if acc.compute_units is None:  # no SM count: tile quantisation only, one long wave
+        t = tiles * 2.0 * rows * tn * (k + k0) / (peak * eta)
+        return t, np.ones_like(t)
+    u = acc.compute_units
+    depth = np.floor(k / kmin) if kmin else np.ceil(k / tk)
+    split = np.maximum(1.0, np.minimum(u // tiles, depth))
+    work = tiles * split
+    full = np.maximum(work / u, 1.0)
+    waves = full + w * (np.ceil(work / u) - full)
+    t = waves * 2.0 * rows * tn * (k / split + k0) / (peak * eta / u)
+    return t, split
+
+
+def gemm_device_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, nbytes=None):
+    """Device time of GEMMs under the law (module docstring): ``(t_c, t_m, t)`` [s].
+
+    Parameters
+    ----------
+    m, n, k, groups
+        As :func:`gemm_compute_s`.
+    nbytes : float or array, optional
+        HBM bytes the kernel moves [bytes]; default: inputs in ``dtype`` (``groups (m k + k n)``) and a
+        16-bit output (``groups m n``).
+
+    Returns
+    -------
+    tuple of three floats or arrays
+        Compute time ``t_c``, memory time ``t_m`` and device time ``t`` (combined, plus the launch and the
+        split-K reduction) [s].
+
+    Raises
+    ------
+    InputError
+        If the accelerator has no ``dtype`` peak.
+    """
+    tc, split = gemm_compute_s(acc, dtype, m, n, k, groups)
+    if nbytes is None:
+        g = np.asarray(groups, dtype=float)
+        nbytes = g * (np.asarray(m, dtype=float) * k + np.asarray(k, dtype=float) * n) * units.dtype_bytes(dtype) \
+            + 2.0 * g * np.asarray(m, dtype=float) * n
+    tm_ = np.asarray(nbytes, dtype=float) / achievable_hbm_Bps(acc)
+    p, splitk_s = _law(acc, dtype)[3], _law(acc, dtype)[6]
+    both = np.maximum(tc, tm_) if p is None else (tc ** p + tm_ ** p) ** (1.0 / p)
+    t = both + kernel_overhead_s(acc) + np.where(split > 1, splitk_s, 0.0)
+    return _scalar(tc), _scalar(tm_), _scalar(t)
+
+
+def gemm_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, *, eager: bool = False):
+    """Time of a GEMM call [s]: the device time, or with ``eager`` what back-to-back calls from an eager
+    framework take, ``max(t_device - t_splitk, host_dispatch_us) + t_splitk`` (the host floor, catalog
+    ``host_dispatch_us``; 0 when absent).
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> h200 = load_catalog().accelerator("h200-sxm")
+    >>> t = gemm_time_s(h200, "bf16", 16384, 16384, 16384)
+    >>> 600 < 2 * 16384 ** 3 / t / 1e12 < 800   # large shapes: the fitted ceiling
+    True
+    """
+    _, _, t = gemm_device_time_s(acc, dtype, m, n, k, groups)
+    if not eager or not acc.host_dispatch_us:
+        return t
+    _, split = gemm_compute_s(acc, dtype, m, n, k, groups)
+    extra = np.where(split > 1, units.us_to_s(acc.gemm_splitk_us or 0.0), 0.0)
+    out = np.maximum(np.asarray(t) - extra, units.us_to_s(acc.host_dispatch_us)) + extra
+    return float(out) if np.ndim(out) == 0 else out
+
+
 def gemm_flops_per_s(acc: Accelerator, dtype: str, m, n, k, groups=1):
-    """Achievable FLOP/s of a GEMM shape: dense peak x ``matmul_efficiency`` x quantisation [FLOP/s].
+    """Compute-side FLOP rate of a GEMM shape under the law, ``2 groups m n k / t_c`` [FLOP/s].
 
     Raises
     ------
@@ -98,12 +229,13 @@ def gemm_flops_per_s(acc: Accelerator, dtype: str, m, n, k, groups=1):
     Examples
     --------
     >>> from hnplan.catalog import load_catalog
-    >>> h100 = load_catalog().accelerator("h100-sxm")
-    >>> round(gemm_flops_per_s(h100, "bf16", 8192, 8192, 8192) / 1e12)  # 989.4 x 0.803 x 0.97
-    770
+    >>> a100 = load_catalog().accelerator("a100-sxm-80gb")
+    >>> round(gemm_flops_per_s(a100, "bf16", 8192, 8192, 8192) / 1e12) > 200
+    True
     """
-    return achievable_flops_per_s(acc, dtype) * quantisation_efficiency(m, n, k, groups, acc.gemm_tile_mnk,
-                                                                        acc.compute_units)
+    tc, _ = gemm_compute_s(acc, dtype, m, n, k, groups)
+    f = 2.0 * np.asarray(groups, dtype=float) * np.maximum(np.asarray(m, dtype=float), 1.0) * n * k / tc
+    return float(f) if np.ndim(f) == 0 else f
 
 
 def with_matmul_efficiency(acc: Accelerator, efficiency: dict) -> Accelerator:
@@ -116,7 +248,10 @@ def with_matmul_efficiency(acc: Accelerator, efficiency: dict) -> Accelerator:
     >>> with_matmul_efficiency(a100, {"bf16": 0.7}).matmul_efficiency["bf16"], a100.matmul_efficiency["bf16"]
     (0.7, 0.869)
     """
-    return acc.model_copy(update={"matmul_efficiency": {**acc.matmul_efficiency, **efficiency}})
+    update = {"matmul_efficiency": {**acc.matmul_efficiency, **efficiency}}
+    if acc.gemm_efficiency is not None:  # the stack's in-training value is the law's large-shape ceiling
+        update["gemm_efficiency"] = {**acc.gemm_efficiency, **efficiency}
+    return acc.model_copy(update=update)
 
 
 def kernel_overhead_s(acc: Accelerator) -> float:
@@ -124,15 +259,16 @@ def kernel_overhead_s(acc: Accelerator) -> float:
     return units.us_to_s(acc.kernel_overhead_us or 0.0)
 
 
-def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int) -> dict:
-    """Roofline of one GEMM ``C[m, n] = A[m, k] B[k, n]`` with inputs in ``dtype`` and a bf16 output.
+def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int, *, eager: bool = False) -> dict:
+    """One GEMM ``C[m, n] = A[m, k] B[k, n]`` with inputs in ``dtype`` and a bf16 output, under the law.
 
     Returns
     -------
     dict
         ``flops`` = 2 m n k [FLOP], ``bytes`` = (m k + k n) x dtype bytes + 2 m n [bytes],
-        ``intensity`` [FLOP/byte], ``time_s`` [s] (roofline + kernel overhead) and ``bound``
-        (``"compute"`` or ``"memory"``).
+        ``intensity`` [FLOP/byte], ``compute_time_s`` and ``memory_time_s`` (the law's two terms) [s],
+        ``time_s`` [s] (:func:`gemm_time_s`), ``tflops`` (attained) [TFLOP/s] and ``bound``
+        (``"compute"`` or ``"memory"``: the larger term).
 
     Raises
     ------
@@ -142,13 +278,14 @@ def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int) -> dict:
     Examples
     --------
     >>> from hnplan.catalog import load_catalog
-    >>> g = gemm_roofline(load_catalog().accelerator("h100-sxm"), "bf16", 8192, 8192, 8192)
-    >>> g["bound"], round(g["time_s"] * 1e3, 3)
-    ('compute', 1.429)
+    >>> g = gemm_roofline(load_catalog().accelerator("h100-sxm"), "bf16", 1, 8192, 8192)
+    >>> g["bound"]
+    'memory'
     """
     flops = 2.0 * m * n * k
     nbytes = (m * k + k * n) * units.dtype_bytes(dtype) + 2.0 * m * n
-    t_c = flops / gemm_flops_per_s(acc, dtype, m, n, k)
-    t_m = nbytes / achievable_hbm_Bps(acc)
-    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes,
-            "time_s": max(t_c, t_m) + kernel_overhead_s(acc), "bound": "compute" if t_c >= t_m else "memory"}
+    t_c, t_m, _ = gemm_device_time_s(acc, dtype, m, n, k)
+    t = gemm_time_s(acc, dtype, m, n, k, eager=eager)
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes, "compute_time_s": t_c,
+            "memory_time_s": t_m, "time_s": t, "tflops": units.flops_per_s_to_tflops(flops / t),
+            "bound": "compute" if t_c >= t_m else "memory"}

@@ -83,7 +83,13 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
-from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, attention_rows, unfused_attention
+from hnplan.compute.attention import (
+    ATTENTION_IMPLS,
+    ATTENTION_KINDS,
+    attention_compute_s,
+    attention_rows,
+    unfused_attention,
+)
 from hnplan.compute.counts import (
     RECOMPUTE_MODES,
     achievable_flops_per_s,
@@ -91,7 +97,7 @@ from hnplan.compute.counts import (
     head_dim,
     peak_flops_per_s,
 )
-from hnplan.compute.gemm import gemm_flops_per_s, kernel_overhead_s, wave_efficiency
+from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
 from hnplan.compute.layout import check_split, stage_layers
 from hnplan.errors import InputError, check_choice
 
@@ -289,32 +295,57 @@ def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute
     return rows
 
 
+def kernel_class(name: str, kind: str) -> str | None:
+    """The memory-bound kernel class of an element-wise operator (keys of the accelerator's
+    ``memory_kernel_efficiency``), or None for plain copies (embedding lookup, KV-cache write, MoE permute)."""
+    if kind != "elementwise":
+        return None
+    if name.endswith("_norm"):
+        return "norm"
+    if name.endswith("_act") or name == "rope":
+        return "activation"
+    if name.endswith("_residual"):
+        return "residual"
+    if name == "loss":
+        return "cross_entropy"
+    return None
+
+
+def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
+    """Bandwidth fraction of each row's kernel class on ``acc`` (1 for copies and classes not in the catalog)."""
+    eff = acc.memory_kernel_efficiency or {}
+    keys = np.char.add(np.char.add(np.asarray(names, dtype=str), "|"), np.asarray(kinds, dtype=str))
+    uniq, inv = np.unique(keys, return_inverse=True)
+    per = np.array([eff.get(kernel_class(*u.split("|")), 1.0) for u in uniq])  # a few dozen distinct operators
+    return per[inv]
+
+
 def _times(rows, acc: Accelerator, dtype: str):
-    """Vectorised roofline times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays."""
+    """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
+    attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
+    the other operators ``max(compute, memory) + kernel overhead``."""
     kind = np.array([r[2] for r in rows])
+    phase = np.array([r[3] for r in rows])
     flops = np.array([r[5] for r in rows], dtype=float)
     nbytes = np.array([r[6] for r in rows], dtype=float)
     m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
     is_gemm, is_attn, is_bmm = kind == "gemm", kind == "attention", kind == "attention-gemm"
     eff = np.ones_like(flops)
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
-    if is_gemm.any():
-        rate[is_gemm] = gemm_flops_per_s(acc, dtype, m[is_gemm], n[is_gemm], k[is_gemm], g[is_gemm])
-        eff[is_gemm] = rate[is_gemm] / peak_flops_per_s(acc, dtype)
-    if is_bmm.any():  # unfused attention GEMMs: batched over sequences x heads, in bf16 also under fp8
-        rate[is_bmm] = gemm_flops_per_s(acc, ATTENTION_DTYPE, m[is_bmm], n[is_bmm], k[is_bmm], g[is_bmm])
-        eff[is_bmm] = rate[is_bmm] / peak_flops_per_s(acc, ATTENTION_DTYPE)
-    if is_attn.any():  # work units: query tiles of every (sequence, head), split along the keys when few
-        wave = np.ones(int(is_attn.sum()))
-        if acc.gemm_tile_mnk is not None and acc.compute_units is not None:
-            tm, tn, _ = acc.gemm_tile_mnk
-            tiles = np.ceil(g[is_attn]) * np.ceil(np.maximum(m[is_attn], 1.0) / tm)
-            wave = wave_efficiency(tiles, n[is_attn], tn, acc.compute_units)
-        rate[is_attn] = achievable_flops_per_s(acc, ATTENTION_DTYPE) * wave
-        eff[is_attn] = rate[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     compute_s = flops / rate
+    if is_attn.any():
+        compute_s[is_attn] = attention_compute_s(acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn],
+                                                 phase[is_attn] == "bwd")
+        eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
+    if acc.memory_kernel_efficiency:
+        memory_s = memory_s / memory_kernel_fractions(acc, [r[0] for r in rows], kind)
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
+    for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
+        if sel.any():
+            tc, tm_, t = gemm_device_time_s(acc, dt, m[sel], n[sel], k[sel], g[sel], nbytes[sel])
+            compute_s[sel], memory_s[sel], total[sel] = tc, tm_, t
+            eff[sel] = flops[sel] / tc / peak_flops_per_s(acc, dt)
     return compute_s, memory_s, total, eff
 
 

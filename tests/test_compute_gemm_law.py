@@ -1,0 +1,140 @@
+"""The GEMM efficiency law: the catalog holds what the fit gives, the fit meets its target on the H200 sweep,
+carried values follow their stated rules, the law is monotone in the shape, and ``hnplan gemm`` answers."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+from hnplan.compute.gemm import gemm_time_s
+from hnplan.validation.gemm_fit import fit_gemm_law
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def fit():
+    return fit_gemm_law()
+
+
+def test_the_catalog_holds_the_fit(cat, fit):
+    h200, p = cat.accelerator("h200-sxm"), fit["params"]
+    assert h200.gemm_efficiency["bf16"] == pytest.approx(p["gemm_efficiency"], abs=0.002)
+    assert h200.gemm_k_overhead == pytest.approx(p["gemm_k_overhead"], abs=0.5)
+    assert h200.kernel_overhead_us == pytest.approx(p["kernel_overhead_us"], abs=0.02)
+    assert h200.gemm_overlap_exponent == pytest.approx(p["gemm_overlap_exponent"], abs=0.02)
+    assert h200.host_dispatch_us == pytest.approx(p["host_dispatch_us"], abs=0.05)
+    assert h200.gemm_splitk_us == pytest.approx(p["gemm_splitk_us"], abs=0.02)
+    assert h200.gemm_wave_weight == pytest.approx(p["gemm_wave_weight"], abs=0.01)
+    # the HBM fraction is not fitted: it is the measured copy, 4,278 of 4,800 GB/s
+    assert h200.hbm_efficiency == pytest.approx(4278 / 4800, abs=0.001)
+
+
+def test_the_fit_meets_its_target_on_the_bf16_sweep(fit):
+    # issue 13: time MAPE <= 8 % over the 193 GEMMs; today's model (before the law) missed by 18 % on average
+    assert len(fit["table"]) == 193
+    assert fit["mape"] <= 0.06
+    assert all(v <= 0.08 for v in fit["bands"].values()), fit["bands"]
+    assert abs(fit["worst"]["error"]) < 0.35
+
+
+def test_carried_values_follow_their_rules(cat):
+    h200 = cat.accelerator("h200-sxm")
+    ratio = h200.gemm_efficiency["bf16"] / h200.matmul_efficiency["bf16"]  # typical / best large shape, 0.918
+    fields = ("gemm_tile_mnk", "gemm_k_overhead", "gemm_overlap_exponent", "gemm_row_granularity", "gemm_splitk_min_k",
+              "gemm_splitk_us", "gemm_wave_weight", "kernel_overhead_us", "host_dispatch_us")
+    for aid in ("h100-sxm", "h800-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb"):
+        a = cat.accelerator(aid)
+        for f in fields:  # the family's shape parameters, carried unchanged
+            assert getattr(a, f) == getattr(h200, f), (aid, f)
+        for dt, eff in a.gemm_efficiency.items():
+            if aid in ("h100-sxm", "h800-sxm", "h200-sxm"):  # same die: bf16 as fitted, fp8 by the chip's MAMF ratio
+                want = h200.gemm_efficiency["bf16"] * a.matmul_efficiency[dt] / a.matmul_efficiency["bf16"]
+            else:  # other families: the chip's MAMF x the typical / best ratio of the H200
+                want = a.matmul_efficiency[dt] * ratio
+            assert eff == pytest.approx(want, abs=0.0015), (aid, dt)
+
+
+def test_fp8_on_hopper_is_not_twice_bf16(cat):
+    # published large-shape FP8 / bf16 GEMM rates on H100 are 1.6-1.8x at 700 W (MAMF 1402.6 / 794.5 = 1.77)
+    h100 = cat.accelerator("h100-sxm")
+    for m, n, k in ((8192, 8192, 8192), (16384, 8192, 28672), (65536, 8192, 7168)):
+        r = gemm_time_s(h100, "bf16", m, n, k) / gemm_time_s(h100, "fp8", m, n, k)
+        assert 1.6 < r < 1.85
+    # at one token the weights stream from HBM: fp8 halves the bytes, the launch does not shrink
+    small = gemm_time_s(h100, "bf16", 1, 8192, 8192) / gemm_time_s(h100, "fp8", 1, 8192, 8192)
+    assert 1.5 < small < 2.0
+
+
+def test_small_m_streams_the_weights(cat):
+    # Llama 3.1 70B gate_up at one token on the H200: 57344 x 8192 bf16 weights = 939.5 MB over 4.278 TB/s
+    # = 219.6 us plus the launch (2.85 us) and the split-K reduction; measured 222.3 us
+    h200 = cat.accelerator("h200-sxm")
+    t = gemm_time_s(h200, "bf16", 1, 57344, 8192)
+    assert t == pytest.approx(57344 * 8192 * 2 / 4.278e12 + 2.85e-6, rel=0.02)
+    assert t == pytest.approx(222.26e-6, rel=0.03)
+    # eager: tiny GEMMs sit at the host floor (13.1 us), as measured (12.4-13.3 us for shallow K)
+    assert gemm_time_s(h200, "bf16", 1, 4096, 512, eager=True) == pytest.approx(13.1e-6, rel=0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 20000), n=st.integers(1, 60000), k=st.integers(1, 60000), dm=st.integers(1, 4000))
+def test_time_never_falls_when_the_shape_grows(cat, m, n, k, dm):
+    # except by the split-K reduction: a shape with enough tiles to fill the SMs stops splitting K and stops
+    # paying it (as measured: Llama 3.1 8B TP8 qkv takes 15.8 us at 128 tokens and 12.3 us at 512)
+    acc = cat.accelerator("h100-sxm")
+    t = gemm_time_s(acc, "bf16", m, n, k)
+    for shape in ((m + dm, n, k), (m, n + dm, k), (m, n, k + dm)):
+        assert gemm_time_s(acc, "bf16", *shape) >= t * (1 - 1e-9) - acc.gemm_splitk_us * 1e-6
+
+
+def test_gemm_cli_json_and_bad_input(cat):
+    r = runner.invoke(app, ["gemm", "--accelerator", "h200-sxm", "--shape", "1x6144x4096", "--shapes-json",
+                            '[["fp8", 8192, 8192, 8192]]', "--json"])
+    assert r.exit_code == 0, r.output
+    ans = json.loads(r.output)
+    assert ans["accelerator"] == "h200-sxm" and ans["launch"] == "eager"
+    a, b = ans["results"]
+    assert a["bound"] == "memory" and b["bound"] == "compute" and b["dtype"] == "fp8"
+    assert a["time_s"] == pytest.approx(gemm_time_s(cat.accelerator("h200-sxm"), "bf16", 1, 6144, 4096, eager=True))
+    assert b["tflops"] == pytest.approx(2 * 8192**3 / b["time_s"] / 1e12)
+    for bad in (["--shape", "8x1"], ["--shapes-json", "{"], ["--shapes-json", '[["bf16", 0, 1, 1]]'],
+                ["--dtype", "fp8", "--shape", "1x1x1", "--accelerator", "a100-sxm-80gb"], [],
+                ["--shape", "1x1x1", "--launch", "never"]):
+        args = ["gemm", "--accelerator", "h100-sxm", *bad] if "--accelerator" not in bad else ["gemm", *bad]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 2, (bad, r.output)
+        assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_validation_rows_cover_every_measured_kernel(cat):
+    from hnplan.validation.compute import gemm_rows, kernel_rows
+
+    g, k = gemm_rows(cat), kernel_rows(cat)
+    assert sum(r.role == "calibration" for r in g) == 193
+    assert len(k) == len(cat.reference("h200_kernels"))  # every measured kernel is a row
+    err = np.array([abs(r.error) for r in g if r.role == "calibration"])
+    assert err.mean() <= 0.06
+
+
+def test_the_catalog_holds_the_attention_fit_and_the_kernel_bandwidths(cat):
+    from hnplan.validation.gemm_fit import fit_attention_law, memory_kernel_calibration
+
+    h200 = cat.accelerator("h200-sxm")
+    fit = fit_attention_law(cat)
+    p = fit["params"]
+    assert h200.attention_efficiency["fwd"] == pytest.approx(p["attention_efficiency.fwd"], abs=0.002)
+    assert h200.attention_efficiency["bwd"] == pytest.approx(p["attention_efficiency.bwd"], abs=0.002)
+    assert h200.attention_kv_overhead == pytest.approx(p["attention_kv_overhead"], abs=1.0)
+    assert h200.attention_tail_weight == pytest.approx(p["attention_tail_weight"], abs=0.002)
+    assert fit["mape_fitted"] < 0.05 and fit["mape_predicted"] < 0.05  # the 405B rows were not fitted
+    for cls, v in memory_kernel_calibration(cat).items():
+        assert h200.memory_kernel_efficiency[cls] == pytest.approx(v, abs=0.001), cls
+    for aid in ("h100-sxm", "h800-sxm"):  # carried to the Hopper family
+        a = cat.accelerator(aid)
+        assert a.memory_kernel_efficiency == h200.memory_kernel_efficiency
+        assert a.attention_efficiency == h200.attention_efficiency
