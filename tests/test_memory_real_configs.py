@@ -87,3 +87,30 @@ def test_llama31_405b_fp8_on_512_h200_fits(cat):
     assert (r.params_bytes, r.grads_bytes, r.optimizer_bytes) == pytest.approx((2 * n, 2 * n, 16 * n / 16))
     assert est.memory_per_gpu_bytes == pytest.approx(r.total_bytes)
     assert est.memory_per_gpu_bytes < hbm_capacity_bytes(cat.accelerator("h200-sxm"))
+
+
+# ---- overlap as it is (issue 13 item 3) ----
+
+def test_overlapped_comm_by_hand():
+    from hnplan.planning.training.components import overlapped_comm
+    # 1 s of TP traffic, 10 s of GEMMs: 0.75 hidden, 0.25 exposed, the hidden part slows the GEMMs by 0.14
+    assert float(overlapped_comm(1.0, 10.0, 0.75, 0.14)) == pytest.approx(0.25 + 0.14 * 0.75)
+    # only as much as the compute can hide: 0.5 s behind 0.5 s
+    assert float(overlapped_comm(1.0, 0.5, 1.0, 0.18)) == pytest.approx(0.5 + 0.18 * 0.5)
+    # the cost vanishes only with full overlap and no slowdown
+    assert float(overlapped_comm(1.0, 10.0, 1.0, 0.0)) == 0.0
+
+
+def test_tp_overlap_no_longer_hides_all_tp_traffic(cat):
+    from hnplan.planning.training import StackChoices
+    from hnplan.planning.training.evaluate import estimate_training_step
+    plan = ParallelPlan(tp=8, pp=4, dp=2, recompute="selective")
+    kw = dict(catalog=cat)
+    base = estimate_training_step("gpt3-175b", "hgx-h100-ib-ndr", 64, plan, 2048, 64, **kw)
+    ov = StackChoices(tp_comm=True)
+    hid = estimate_training_step("gpt3-175b", "hgx-h100-ib-ndr", 64, plan, 2048, 64, choices=ov, **kw)
+    t = base.breakdown_s["tp_comm_exposed"]
+    assert t > 0
+    # TP time (per micro-batch) is far below the GEMM time here, so hidden = 0.75 t
+    assert hid.breakdown_s["tp_comm_exposed"] == pytest.approx(t * (1 - (1 - 0.14) * 0.75), rel=1e-9)
+    assert 0 < hid.step_time_s < base.step_time_s

@@ -493,6 +493,15 @@ class StackChoices(_Strict):
         Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
         ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
         split over ``tp``; default True. The TP collectives move the same volume either way.
+    tp_comm_overlap_fraction : float
+        With ``tp_comm``, the share of the TP collective time that runs concurrently with the layer's
+        GEMMs [0-1]; the rest (the first or last chunk of a pipelined split) stays exposed. Default 0.75.
+    ep_comm_overlap_fraction : float
+        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
+    overlap_gemm_slowdown : float
+        Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
+        communication kernels take and the HBM bandwidth they share): a hidden second of communication
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
     fp8_params : bool
         fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
@@ -520,6 +529,12 @@ class StackChoices(_Strict):
     sequence_parallel: bool = Field(
         default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
                                   "(Megatron sequence parallelism)")
+    tp_comm_overlap_fraction: float = Field(
+        default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm")
+    ep_comm_overlap_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm")
+    overlap_gemm_slowdown: float = Field(
+        default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides")
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
     fp8_weight_cache: bool = Field(
         default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches")

@@ -260,6 +260,25 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 TP_COLLECTIVES_PER_PASS = 2  # per layer: after the attention output and after the MLP (SC21 Sec. 2.3, Fig. 5)
 
 
+def overlapped_comm(t_comm, t_compute, fraction: float, slowdown: float):
+    """Time a collective adds to a micro-batch when a stack overlaps it with compute [s].
+
+    ``hidden = min(fraction x t_comm, t_compute)`` runs concurrently with the compute, which is
+    slowed by ``slowdown`` for that time (the communication kernels take SMs and HBM bandwidth: Transformer
+    Engine's userbuffers reserve ``num_sm`` SMs with ``set_sm_margin``; DeepSeek-V3 dedicates 20 of 132
+    SMs to its all-to-all, arXiv:2412.19437 Sec. 3.2.2); the rest is exposed:
+    ``t_comm - hidden + slowdown x hidden``. No overlap setting makes the cost vanish unless the
+    fraction is 1 and the slowdown 0.
+
+    >>> float(overlapped_comm(1.0, 10.0, 0.75, 0.14))   # 0.25 exposed + 0.14 x 0.75 slower GEMMs
+    0.355
+    >>> float(overlapped_comm(1.0, 0.5, 1.0, 0.0))      # hidden only behind 0.5 s of compute
+    0.5
+    """
+    hidden = np.minimum(fraction * np.asarray(t_comm, dtype=float), t_compute)
+    return t_comm - (1.0 - slowdown) * hidden
+
+
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
 
