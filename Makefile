@@ -42,6 +42,7 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_planner.py
+	$(BIN)/python benchmarks/bench_startup.py
 
 validate: $(STAMP)
 	$(BIN)/hnplan catalog validate

@@ -4,9 +4,18 @@ Compare a supernode (a large scale-up domain such as GB200 NVL72 or CloudMatrix 
 traditional cluster of 8-GPU servers on an InfiniBand/RoCE fat-tree, in time, cost, power and risk.
 """
 
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("hnplan")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+
+def __getattr__(name: str) -> str:
+    # ``__version__`` read from the installed metadata on first use: importlib.metadata pulls in the
+    # email parser, start-up a command that never prints the version need not pay (issue 16)
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("hnplan")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+            value = "0.0.0"
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module 'hnplan' has no attribute {name!r}")

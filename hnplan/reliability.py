@@ -37,7 +37,6 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 from hnplan import units
 from hnplan.catalog.design import Design
@@ -121,6 +120,8 @@ def spare_gpus(design: Design, gpus: int, quantile: float = 0.99, repair_hours: 
     """
     if not 0 < quantile < 1:
         raise InputError(f"quantile must be in (0, 1); got {quantile}")
+    from scipy import stats  # imported here: scipy.stats costs 0.5 s of start-up to every importer (issue 16)
+
     system, rel = design.system, design.reliability
     rates = interruption_rates_per_h(design, gpus, rate_factor)
     hw = sum(v for k, v in rates.items() if rel.rates[k].per in HARDWARE)

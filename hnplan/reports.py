@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
@@ -70,10 +71,38 @@ def _type_of_default(default: str):
     return None if value is None else type(value)  # a None default takes any type
 
 
-def _declared(notebook: str) -> set:
-    import papermill
+def notebook_parameters(notebook: str) -> dict[str, dict]:
+    """The parameters a notebook declares: name -> ``{"default": source text of the default}``, in order.
 
-    return set(papermill.inspect_notebook(str(notebook_path(notebook))))
+    Read with the notebook's JSON and Python's own parser (:mod:`ast`) from the one cell tagged
+    ``parameters``, the same names ``papermill.inspect_notebook`` finds (a test checks it), without
+    importing papermill and nbformat (seconds of start-up: a report re-run with nothing to do needs
+    neither). Cached per file content.
+    """
+    path = notebook_path(notebook)
+    return _parameters_of(path, path.read_bytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters_of(path: Path, content: bytes) -> dict[str, dict]:
+    import ast
+
+    cells = json.loads(content)["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(tagged) != 1:
+        raise ScenarioError(f"{path}: expected one cell tagged 'parameters', found {len(tagged)}")
+    src = "".join(tagged[0]["source"])
+    out = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name):
+                    out[t.id] = {"default": ast.get_source_segment(src, node.value)}
+    return out
+
+
+def _declared(notebook: str) -> set:
+    return set(notebook_parameters(notebook))
 
 
 def check_parameters(notebook: str, params: dict, where: str) -> None:
@@ -85,9 +114,7 @@ def check_parameters(notebook: str, params: dict, where: str) -> None:
     ScenarioError
         Naming ``where`` (the scenario file or --params file), the notebook and the parameter.
     """
-    import papermill
-
-    declared = papermill.inspect_notebook(str(notebook_path(notebook)))
+    declared = notebook_parameters(notebook)
     unknown = set(params) - set(declared)
     if unknown:
         raise ScenarioError(f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
@@ -182,9 +209,6 @@ def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
 
 def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str,
              force: bool, title: str = "") -> ReportResult:
-    import nbformat
-    import papermill
-
     t0 = time.perf_counter()
     nb_path = notebook_path(notebook)
     target = Path(out_dir) / scenario_id
@@ -194,6 +218,9 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
     if not force and html_path.exists() and stamp.exists() and stamp.read_text() == digest:
         return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)),
                             title=title)
+    import nbformat  # only when a notebook runs: with papermill, seconds of imports a skip does not need
+    import papermill
+
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"

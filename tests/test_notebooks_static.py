@@ -37,7 +37,8 @@ def test_committed_clean_with_cell_ids(path):
 
 # What a notebook may import from hnplan: planners (and the validation table), plots, units and the
 # report runner's provenance footer; never a cost model, the catalog's physics or the CLI.
-NOTEBOOK_IMPORTS = ("hnplan.planning", "hnplan.validation", "hnplan.plots", "hnplan.units", "hnplan.reports")
+NOTEBOOK_IMPORTS = ("hnplan.planning", "hnplan.validation", "hnplan.plots", "hnplan.units", "hnplan.reports",
+                    "hnplan.cluster")  # the cluster simulation orchestrates the planners (issue 14)
 NOTEBOOK_EXCEPTIONS: dict[str, set[str]] = {}  # notebook -> modules it may import besides these (none now)
 
 

@@ -59,10 +59,14 @@ def data_dir() -> Path:
     return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
 
 
+# libyaml's C parser when PyYAML was built with it (about 10x faster than the pure-Python one), same safe subset
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path):
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=_SafeLoader)  # noqa: S506 (a safe loader)
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
     except yaml.YAMLError as exc:
@@ -125,31 +129,57 @@ class Catalog:
 
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else data_dir()
-        self._cache: dict[str, dict] = {}
+        self._cache: dict[str, dict] = {}  # kind -> {id: (entry, path)}, every file of the kind parsed
+        self._one: dict[tuple[str, str], tuple[BaseModel, Path]] = {}  # (kind, id) -> (entry, path), parsed on demand
+        self._files: dict[str, dict[str, Path]] = {}  # kind -> {file stem: path}, listed, not parsed
         self._designs: dict[tuple, Design] = {}
 
     # -- loading ---------------------------------------------------------------------------
+    # A lookup by id parses only that entry's file (``<kind>/<id>.yaml``); listing every entry of a kind
+    # (``entries``, ``validate``) parses them all. Both check that the entry's id is its file name.
     def _kind_dir(self, kind: str) -> Path:
         return self.root / kind
 
+    def _kind_files(self, kind: str) -> dict[str, Path]:
+        if kind not in self._files:
+            folder = self._kind_dir(kind)
+            paths = sorted(folder.glob("*.y*ml")) if folder.is_dir() else []
+            self._files[kind] = {p.stem: p for p in paths}
+        return self._files[kind]
+
+    def _parse_file(self, kind: str, path: Path):
+        obj = parse_entry(_read_yaml(path), KINDS[kind], path)
+        if obj.id != path.stem:
+            raise CatalogError(f"{path}: entry id {obj.id!r} differs from the file name {path.stem!r}",
+                               path=path, entry=obj.id, field="id")
+        return obj
+
+    def _load_entry(self, kind: str, entry_id: str):
+        """``(entry, path)`` of one id, parsing only its file; None when no file has that name."""
+        if kind in self._cache:
+            return self._cache[kind].get(entry_id)
+        key = (kind, entry_id)
+        if key not in self._one:
+            path = self._kind_files(kind).get(entry_id)
+            if path is None:
+                return None
+            self._one[key] = (self._parse_file(kind, path), path)
+        return self._one[key]
+
     def _load_kind(self, kind: str) -> dict:
         if kind not in self._cache:
-            schema = KINDS[kind]
             entries: dict[str, tuple[BaseModel, Path]] = {}
-            folder = self._kind_dir(kind)
-            for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else []:
-                obj = parse_entry(_read_yaml(path), schema, path)
-                if obj.id != path.stem:
-                    raise CatalogError(f"{path}: entry id {obj.id!r} differs from the file name {path.stem!r}",
-                                       path=path, entry=obj.id, field="id")
-                entries[obj.id] = (obj, path)
+            for stem, path in self._kind_files(kind).items():
+                hit = self._one.get((kind, stem))
+                entries[stem] = hit if hit is not None else (self._parse_file(kind, path), path)
             self._cache[kind] = entries
         return self._cache[kind]
 
     def ids(self, kind: str) -> list[str]:
-        """Sorted ids of one catalog kind (accelerators, interconnects, switches, systems, models)."""
+        """Sorted ids of one catalog kind (accelerators, interconnects, switches, systems, models): the file
+        names, not parsed (:meth:`validate` checks each file's id against its name)."""
         self._check_kind(kind)
-        return sorted(self._load_kind(kind))
+        return sorted(self._kind_files(kind))
 
     def entries(self, kind: str) -> list:
         """All entries of one kind, sorted by id."""
@@ -158,7 +188,10 @@ class Catalog:
 
     def path_of(self, kind: str, entry_id: str) -> Path:
         """The file an entry was loaded from."""
-        return self._load_kind(kind)[entry_id][1]
+        hit = self._load_entry(kind, entry_id)
+        if hit is None:
+            raise KeyError(entry_id)
+        return hit[1]
 
     @staticmethod
     def _check_kind(kind: str):
@@ -178,14 +211,15 @@ class Catalog:
         if isinstance(ref, schema):
             return ref
         ref = str(ref)
-        entries = self._load_kind(kind)
-        if ref in entries:
-            return entries[ref][0]
+        hit = self._load_entry(kind, ref)
+        if hit is not None:
+            return hit[0]
         if _looks_like_path(ref):
             path = Path(ref)
             return parse_entry(_read_yaml(path), schema, path)
-        near = difflib.get_close_matches(ref.lower(), list(entries), n=3, cutoff=0.5)
-        hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(entries))}"
+        known = self._kind_files(kind)
+        near = difflib.get_close_matches(ref.lower(), list(known), n=3, cutoff=0.5)
+        hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(known))}"
         raise CatalogError(f"unknown {kind[:-1]} id {ref!r}{hint}", entry=ref)
 
     def accelerator(self, ref) -> Accelerator:
@@ -237,13 +271,16 @@ class Catalog:
         if isinstance(ref, Design):
             return ref
         if isinstance(ref, System):
-            entries = self._load_kind("systems")
-            own = ref.id in entries and entries[ref.id][0] is ref
+            try:  # only this id's file is parsed (entries are parsed on demand)
+                hit = self._load_entry("systems", ref.id)
+            except CatalogError:
+                hit = None
+            own = hit is not None and hit[0] is ref
             key = ("id", ref.id) if own else ("entry", ref.model_dump_json())
             source = ref.id if own else "(entry)"
         else:
             text = str(ref)
-            is_id = text in self._load_kind("systems")
+            is_id = text in self._kind_files("systems")
             key = ("id", text) if is_id else ("path", str(Path(text).resolve()))
             source = text
         if key not in self._designs:
@@ -405,6 +442,8 @@ class Catalog:
                         if str(e2) != str(exc):
                             problems.append(str(e2))
                 self._cache.pop(kind, None)
+                for key in [k for k in self._one if k[0] == kind]:
+                    del self._one[key]
         if not problems:
             for s in self.entries("systems"):
                 try:

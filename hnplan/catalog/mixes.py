@@ -1,0 +1,65 @@
+"""Cluster job mixes (``data/cluster_mixes/<id>.yaml``, issue 14): read through the catalog loader's
+YAML reader and validated by :class:`hnplan.catalog.schemas.ClusterMix`."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
+from hnplan.catalog.schemas import ClusterMix
+from hnplan.errors import CatalogError
+
+MIX_DIR = "cluster_mixes"
+
+
+def cluster_mix_ids(catalog: Catalog | None = None) -> list[str]:
+    """Sorted ids of the job mixes in ``data/cluster_mixes/``."""
+    cat = catalog or load_catalog()
+    return sorted(p.stem for p in (cat.root / MIX_DIR).glob("*.y*ml"))
+
+
+def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
+    """A :class:`ClusterMix` by id, by the path of a YAML file, or passed through.
+
+    Raises
+    ------
+    CatalogError
+        For an unknown id (naming the nearest) or an invalid file (naming the field).
+    """
+    if isinstance(ref, ClusterMix):
+        return ref
+    cat = catalog or load_catalog()
+    ref = str(ref)
+    path = cat.root / MIX_DIR / f"{ref}.yaml"
+    if not path.is_file():
+        if not _looks_like_path(ref):
+            ids = cluster_mix_ids(cat)
+            near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
+            raise CatalogError(f"unknown cluster mix id {ref!r}; {'nearest' if near else 'valid ids'}: "
+                               f"{', '.join(near or ids)}", entry=ref)
+        path = Path(ref)
+    mix = parse_entry(_read_yaml(path), ClusterMix, path)
+    if abs(sum(c.share.value for c in mix.classes) - 1.0) > 1e-6:
+        raise CatalogError(f"{path}: class shares must sum to 1", path=path, entry=mix.id, field="classes")
+    return mix
+
+
+TRACE_DIR = "traces"
+
+
+def trace_file(name: str, catalog: Catalog | None = None) -> Path:
+    """The path of a committed trace sample, ``data/traces/<name>.csv`` (provenance in that folder's
+    README).
+
+    Raises
+    ------
+    CatalogError
+        For an unknown name (listing the samples there are).
+    """
+    cat = catalog or load_catalog()
+    path = cat.root / TRACE_DIR / f"{name}.csv"
+    if not path.is_file():
+        have = sorted(p.stem for p in (cat.root / TRACE_DIR).glob("*.csv"))
+        raise CatalogError(f"unknown trace sample {name!r}; samples: {', '.join(have) or 'none'}", entry=name)
+    return path

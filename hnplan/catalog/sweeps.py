@@ -1,0 +1,139 @@
+"""Design-space sweep specifications (``data/sweeps/<id>.yaml`` or any YAML path): the schema and the loader.
+
+A spec names *axes*: the planner's inputs (design, model, GPU count, batch, sequence, stack, dtype,
+tokens) as lists (a grid), and the procurement what-if inputs
+(:data:`hnplan.catalog.schemas.WHATIF_INPUTS`: electricity price, PUE, hardware price, utilisation,
+failure rates, checkpoint bandwidth, lifetime, build cost, maintenance) as lists or as distributions
+sampled by Monte Carlo or a Latin hypercube. See docs/sweep.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
+from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict
+from hnplan.errors import CatalogError
+
+#: planner inputs: discrete, given as lists (grid axes) or fixed values
+PLAN_AXES = ("system", "model", "gpus", "seq_len", "global_batch_tokens", "global_batch_seqs", "tokens", "stack",
+             "dtype")
+#: the axes a point must have (from ``axes`` or ``fixed``); the batch is given in tokens or in sequences
+REQUIRED_AXES = ("system", "model", "gpus", "seq_len", "tokens")
+SAMPLINGS = ("grid", "monte-carlo", "latin-hypercube")
+DISTRIBUTIONS = ("uniform", "triangular", "loguniform", "catalog")
+
+
+class Distribution(_Strict):
+    """A continuous axis: ``uniform`` (low, high), ``triangular`` (low, mode, high), ``loguniform``
+    (low, high > 0), or ``catalog`` (the input's range and distribution in ``data/uncertainty.yaml``,
+    with its source)."""
+
+    distribution: Literal["uniform", "triangular", "loguniform", "catalog"]
+    low: float | None = None
+    high: float | None = None
+    mode: float | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.distribution == "catalog":
+            if (self.low, self.high, self.mode) != (None, None, None):
+                raise ValueError("a 'catalog' distribution takes its range from data/uncertainty.yaml: "
+                                 "give no low, high or mode")
+            return self
+        if self.low is None or self.high is None or not self.low < self.high:
+            raise ValueError(f"{self.distribution} needs low < high; got low {self.low}, high {self.high}")
+        if self.distribution == "triangular" and (self.mode is None or not self.low <= self.mode <= self.high):
+            raise ValueError("a triangular distribution needs low <= mode <= high")
+        if self.distribution == "loguniform" and self.low <= 0:
+            raise ValueError(f"a loguniform distribution needs low > 0; got {self.low}")
+        return self
+
+
+class SweepSpec(_Strict):
+    """A design-space sweep: grid axes crossed with ``samples`` draws of the distribution axes."""
+
+    id: str = Field(pattern=ID_PATTERN, description="lower-kebab-case id (the file name under data/sweeps/)")
+    name: str = Field(min_length=1)
+    description: str = ""
+    sampling: Literal["grid", "monte-carlo", "latin-hypercube"] = Field(
+        default="grid", description="how distribution axes are sampled (grid: no distribution axes)")
+    samples: int = Field(default=1, ge=1, description="draws of the distribution axes per grid combination")
+    seed: int = Field(default=0, ge=0, description="seed of the Monte Carlo / Latin hypercube draws")
+    chunk_size: int = Field(default=25, ge=1, description="points per Dask task")
+    fixed: dict[str, str | int | float] = Field(default_factory=dict, description="inputs shared by every point")
+    axes: dict[str, list[str | int | float] | Distribution] = Field(
+        default_factory=dict, description="input -> list of values (grid) or a distribution")
+
+    @model_validator(mode="after")
+    def _check(self):
+        allowed = PLAN_AXES + WHATIF_INPUTS
+        for where, names in (("axes", self.axes), ("fixed", self.fixed)):
+            bad = sorted(set(names) - set(allowed))
+            if bad:
+                raise ValueError(f"{where}: unknown input {', '.join(bad)}; allowed: {', '.join(allowed)}")
+        both = sorted(set(self.axes) & set(self.fixed))
+        if both:
+            raise ValueError(f"{', '.join(both)} given both in axes and in fixed")
+        given = set(self.axes) | set(self.fixed)
+        missing = [a for a in REQUIRED_AXES if a not in given]
+        if missing:
+            raise ValueError(f"missing input {', '.join(missing)} (in axes or fixed)")
+        batch = {"global_batch_tokens", "global_batch_seqs"} & given
+        if len(batch) != 1:
+            raise ValueError("give exactly one of global_batch_tokens and global_batch_seqs (in axes or fixed)")
+        for name, axis in self.axes.items():
+            if isinstance(axis, Distribution):
+                if name in PLAN_AXES:
+                    raise ValueError(f"axes.{name}: a planner input is discrete; give a list of values")
+                if self.sampling == "grid":
+                    raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or "
+                                     "latin-hypercube")
+            elif not axis:
+                raise ValueError(f"axes.{name}: an empty list")
+        if self.sampling == "grid" and self.samples != 1:
+            raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
+        return self
+
+    def distribution_axes(self) -> dict[str, Distribution]:
+        """The axes sampled by Monte Carlo or Latin hypercube, in spec order."""
+        return {k: v for k, v in self.axes.items() if isinstance(v, Distribution)}
+
+    def grid_axes(self) -> dict[str, list]:
+        """The axes given as lists, in spec order."""
+        return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
+
+
+def sweep_ids(catalog: Catalog | None = None) -> list[str]:
+    """Ids of the specs in ``data/sweeps/``."""
+    cat = catalog or load_catalog()
+    return sorted(p.stem for p in (cat.root / "sweeps").glob("*.y*ml"))
+
+
+def load_sweep_spec(ref, catalog: Catalog | None = None) -> SweepSpec:
+    """A :class:`SweepSpec` by id (``data/sweeps/<id>.yaml``) or YAML path.
+
+    Raises
+    ------
+    CatalogError
+        For an unknown id, a missing file, invalid YAML or a spec that fails validation (the message
+        names the file and each bad field), or a ``catalog`` distribution on an input that
+        ``data/uncertainty.yaml`` gives no range for.
+    """
+    if isinstance(ref, SweepSpec):
+        return ref
+    cat = catalog or load_catalog()
+    ref = str(ref)
+    path = Path(ref) if _looks_like_path(ref) else cat.root / "sweeps" / f"{ref}.yaml"
+    if not _looks_like_path(ref) and not path.exists():
+        raise CatalogError(f"unknown sweep spec {ref!r}; available: {', '.join(sweep_ids(cat)) or 'none'}", entry=ref)
+    spec = parse_entry(_read_yaml(path), SweepSpec, path)
+    for name, axis in spec.distribution_axes().items():
+        if axis.distribution == "catalog" and name not in cat.uncertainties:
+            raise CatalogError(f"{path}: axes.{name}: 'catalog' distribution, but {cat.root / 'uncertainty.yaml'} "
+                               f"has no range for {name}; it has: {', '.join(cat.uncertainties)}",
+                               path=path, entry=spec.id, field=f"axes.{name}")
+    return spec

@@ -1,0 +1,81 @@
+"""``hnplan cluster simulate``: a job mix or trace on a shared cluster; utilisation, fragmentation,
+queueing delay per class, JCT slowdown, goodput and preemptions (issue 14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from hnplan.cli._app import app, console, err_console, handle_errors, kv_table, print_json
+
+cluster_app = typer.Typer(help="Shared-cluster operations: a discrete-event simulation of a job mix.",
+                          no_args_is_help=True)
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command("simulate")
+def simulate(
+    system: str = typer.Option(..., "--system", help="system id or YAML path"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the cluster (whole scale-up domains)"),
+    trace: Path = typer.Option(None, "--trace", help="job CSV: hnplan's columns or Alibaba openb_pod_list_*.csv"),
+    mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
+    policy: str = typer.Option("topology-aware", "--policy",
+                               help="first-fit, best-fit, topology-aware or fragmentation-aware"),
+    days: float = typer.Option(None, "--days", min=0.0, help="simulate this many days of arrivals"),
+    jobs: int = typer.Option(None, "--jobs", min=1, help="... or this many jobs (default: 1 day)"),
+    seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
+    load: float = typer.Option(None, "--load", min=0.0, help="offered load [fraction of GPUs], replaces the mix's"),
+    backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
+    preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
+    failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
+    slicing: str = typer.Option("fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
+    from hnplan.catalog import load_catalog
+    from hnplan.cluster import simulate_cluster
+    from hnplan.errors import InputError
+
+    with handle_errors():
+        if days is not None and jobs is not None:
+            raise InputError("give --days or --jobs, not both")
+        if days is not None and days <= 0:
+            raise InputError(f"--days must be > 0; got {days}")
+        cat = load_catalog()
+        kw = dict(trace=trace, mix=mix, policy=policy, days=days, n_jobs=jobs, seed=seed, offered_load=load,
+                  backfill=backfill, preemption=preemption, failures=failures, slicing=slicing, catalog=cat)
+        if json_ or not console.is_terminal:
+            r = simulate_cluster(system, gpus, **kw)
+        else:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                          TimeElapsedColumn(), console=err_console, transient=True) as bar:
+                task = bar.add_task("sim", total=1.0)
+                r = simulate_cluster(system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)),
+                                     **kw)
+        d = r.to_json()
+        if json_:
+            print_json(d)
+            return
+        s = d
+        rows = [
+            ("utilisation (productive)", f"{s['utilisation']:.1%}"),
+            ("allocation rate", f"{s['allocation_rate']:.1%} (offered load {s['offered_load']:.1%})"),
+            ("fragmentation", f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})"),
+            ("goodput", f"{s['goodput']:.1%} of allocated GPU-time" if s["goodput"] is not None else "-"),
+            ("JCT slowdown", f"mean {s['jct_slowdown']['mean']:.2f}, p95 {s['jct_slowdown']['p95']:.2f}"
+             if s["jct_slowdown"]["mean"] is not None else "-"),
+            ("preemptions / interruptions", f"{s['preemptions']} / {s['interruptions']} ({s['hardware_failures']} hardware failures)"),
+            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {s['concurrent_jobs']['max']}"),
+            ("jobs", ", ".join(f"{k} {v}" for k, v in s["jobs"].items())),
+        ]
+        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, window {s['window_s'] / 86400:.1f} days", rows))
+        t = Table(title="queueing delay [s]")
+        for col in ("class", "p50", "p95", "p99"):
+            t.add_column(col, justify="left" if col == "class" else "right")
+        for cls, q in s["queue_delay_s"].items():
+            t.add_row(cls, *(f"{q[k]:,.0f}" for k in ("p50", "p95", "p99")))
+        console.print(t)

@@ -1,0 +1,38 @@
+"""``hnplan sweep``: a design-space sweep on Dask into a Parquet dataset (thin: the work is in
+:mod:`hnplan.planning.sweep`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from hnplan.cli._app import app, console, handle_errors, print_json
+
+
+@app.command()
+def sweep(
+    spec: str = typer.Argument(..., help="sweep spec: a YAML path or an id in data/sweeps/"),
+    out: Path = typer.Option(..., "--out", help="dataset folder (hive-partitioned Parquet); a re-run resumes it"),
+    workers: int = typer.Option(None, "--workers", min=1, help="local Dask workers (default: the cores)"),
+    scheduler: str = typer.Option(None, "--scheduler",
+                                  help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a "
+                                       "LocalCluster)"),
+    threads: bool = typer.Option(False, "--threads", help="local workers as threads of this process"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr"),
+    json_: bool = typer.Option(False, "--json", help="print the run's summary as one JSON object"),
+):
+    """Run every point of a sweep spec through the training planner and the procurement model on Dask
+    and append inputs, outputs and provenance to a Parquet dataset (points already there are skipped;
+    a point that fails keeps its row with the message in `error`)."""
+    with handle_errors():
+        from hnplan.planning.sweep import run_sweep
+
+        s = run_sweep(spec, out, workers=workers, scheduler=scheduler, processes=not threads, progress=progress)
+    if json_:
+        print_json(s.as_dict())
+        return
+    console.print(f"sweep {s.spec_id}: {s.points} points, {s.skipped} already in {s.out}, {s.evaluated} evaluated "
+                  f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s", highlight=False)
+    for msg, n in sorted(s.errors.items(), key=lambda kv: -kv[1])[:5]:
+        console.print(f"  {n} x {msg}", highlight=False, markup=False)

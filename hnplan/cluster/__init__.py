@@ -1,0 +1,16 @@
+"""Shared-cluster operations: a discrete-event simulation (SimPy) of a job mix on a catalog system.
+
+* :mod:`.topology`: nodes, scale-up domains, leaves and pods of a system at a GPU count.
+* :mod:`.jobs`: the job table, the Alibaba GPU-sharing trace loader, the synthetic generator.
+* :mod:`.policies`: placement policies as pure numpy functions (first-fit, best-fit,
+  topology-aware, fragmentation-aware).
+* :mod:`.runtime`: the adapter to the training planner and the reliability model.
+* :mod:`.engine`: the event simulation; :mod:`.simulate`: :func:`simulate_cluster` and its result.
+
+See docs/cluster.md.
+"""
+
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, read_trace, synthetic_jobs  # noqa: F401
+from hnplan.cluster.policies import POLICIES, place  # noqa: F401
+from hnplan.cluster.simulate import ClusterResult, resolve_jobs, simulate_cluster  # noqa: F401
+from hnplan.cluster.topology import ClusterTopology, build_topology  # noqa: F401

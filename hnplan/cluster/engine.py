@@ -1,0 +1,376 @@
+"""The discrete-event simulation of a shared cluster on SimPy: arrivals, a scheduler pass after every
+change, job processes (run, software restarts, completion), preemption, hardware failures with
+repair, and the integrals and samples the outcomes are computed from.
+
+SimPy (https://simpy.readthedocs.io) is the event engine; placement is :mod:`hnplan.cluster.policies`,
+runtime and failures come from :mod:`hnplan.cluster.runtime`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+import simpy
+
+from hnplan.cluster.jobs import CLASSES, PRIORITY
+from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
+from hnplan.cluster.topology import MILLI, ClusterTopology
+
+QUEUED, RUNNING, DONE, REJECTED, WAITING = 1, 2, 3, 4, 0
+TRAINING_CLASSES = ("training", "fine-tuning")
+
+
+class ClusterSim:
+    """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
+    :func:`hnplan.cluster.simulate_cluster`."""
+
+    def __init__(self, topo: ClusterTopology, jobs, policy: str, *, speed_fn, rates, seed: int,
+                 backfill: bool, preemption: bool, failures: bool, lookahead: int, sample_s: float,
+                 window_s: float, warmup_s: float = 0.0, snapshot_s: float | None = None, progress=None):
+        self.env = simpy.Environment()
+        self.topo, self.policy = topo, policy
+        self.rng = np.random.default_rng(seed)
+        self.free = np.full((topo.nodes, topo.node_gpus), MILLI, dtype=np.int64)
+        self.up = np.ones(topo.nodes, bool)
+        n = len(jobs)
+        self.n = n
+        self.arrival = jobs["arrival_s"].to_numpy(float)
+        self.gpus = jobs["gpus"].to_numpy(np.int64)
+        self.milli = jobs["gpu_milli"].to_numpy(np.int64)
+        self.share = self.gpus * self.milli / MILLI  # GPUs held [GPU]
+        self.dur = jobs["duration_s"].to_numpy(float)
+        self.ckpt = jobs["checkpoint_s"].to_numpy(float)
+        self.tp = jobs["tp"].to_numpy(np.int64)
+        self.cls = np.array([CLASSES.index(c) for c in jobs["cls"]], dtype=np.int64)
+        self.prio = np.array([PRIORITY[CLASSES[c]] for c in self.cls])
+        self.trains = np.isin(self.cls, [CLASSES.index(c) for c in TRAINING_CLASSES])
+        self.speed_fn, self.rates = speed_fn, rates
+        self.backfill, self.preemption, self.failures = backfill, preemption, failures
+        self.lookahead, self.sample_s, self.window_s = lookahead, sample_s, window_s
+        self.warmup_s = warmup_s
+        self.snapshot_s, self.snapshot = snapshot_s, None
+        self.progress = progress
+        self.workload = Workload.from_jobs(self.gpus, self.milli, topo.node_gpus)
+        # per-job state
+        self.status = np.full(n, WAITING, np.int64)
+        self.first_start = np.full(n, np.nan)
+        self.end = np.full(n, np.nan)
+        self.done = np.zeros(n)  # checkpointed progress [ideal s]
+        self.queued_s = np.zeros(n)
+        self.enqueued_at = np.full(n, np.nan)
+        self.seg_start = np.zeros(n)
+        self.in_restart = np.zeros(n, bool)
+        self.speed = np.ones(n)
+        self.exp_end = np.full(n, np.inf)
+        self.pending_restart = np.zeros(n)
+        self.lost_s = np.zeros(n)  # work lost [ideal s]
+        self.preempted = np.zeros(n, np.int64)
+        self.interrupted = np.zeros(n, np.int64)
+        self.alloc_gpu_s = np.zeros(n)
+        self.alloc_at = np.zeros(n)
+        self.failed_epoch = np.full(n, -1, np.int64)
+        self.preempt_failed = np.full(n, -1, np.int64)
+        self.version = 0
+        self.alloc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.procs: dict[int, simpy.Process] = {}
+        self.queue: list[tuple] = []
+        self.running: set[int] = set()
+        self.epoch = 0
+        self.finished = 0
+        self.all_done = self.env.event()
+        self.wake = self.env.event()
+        # integrals over [warmup_s, window_s] and samples
+        self.t_last = warmup_s
+        self.level_alloc = 0.0
+        self.level_prod = 0.0
+        self.int_alloc = 0.0
+        self.int_prod = 0.0
+        self.samples: list[tuple] = []
+        self.hw_failures = 0
+        self.down_gpu_s = 0.0
+        self._shadow = (-1, -1, math.inf)
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _advance(self):
+        now = min(self.env.now, self.window_s)
+        if now <= self.warmup_s:
+            return
+        if now > self.t_last:
+            dt = now - self.t_last
+            self.int_alloc += self.level_alloc * dt
+            self.int_prod += self.level_prod * dt
+            self.t_last = now
+
+    def _kick(self):
+        if not self.wake.triggered:
+            self.wake.succeed()
+
+    def _enqueue(self, j: int):
+        self.status[j] = QUEUED
+        self.enqueued_at[j] = self.env.now
+        bisect.insort(self.queue, (-self.prio[j], self.arrival[j], j))
+
+    def _dequeue(self, j: int):
+        key = (-self.prio[j], self.arrival[j], j)
+        i = bisect.bisect_left(self.queue, key)
+        del self.queue[i]
+        self.queued_s[j] += self.env.now - self.enqueued_at[j]
+
+    # -- processes ----------------------------------------------------------------------------
+    def _arrivals(self):
+        for j in range(self.n):
+            dt = self.arrival[j] - self.env.now
+            if dt > 0:
+                yield self.env.timeout(dt)
+            if self.share[j] > self.topo.gpus or self.gpus[j] > self.topo.gpus:
+                self.status[j] = REJECTED
+                self._finish_count()
+                continue
+            self._enqueue(j)
+            self._kick()
+
+    def _scheduler(self):
+        while True:
+            yield self.wake
+            self.wake = self.env.event()
+            self._pass()
+
+    def _sampler(self):
+        total = self.topo.gpus
+        while True:
+            q = np.array([k[2] for k in self.queue], dtype=np.int64)
+            qc = np.bincount(self.cls[q], minlength=len(CLASSES)) if len(q) else np.zeros(len(CLASSES), np.int64)
+            strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus) if len(q) else 0.0
+            free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
+            self.samples.append((self.env.now, self.level_alloc / total, self.level_prod / total, len(q),
+                                 *qc.tolist(), strand / total, free_gpus / total, len(self.running),
+                                 float((~self.up).sum() * self.topo.node_gpus) / total))
+            if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
+                self.snapshot = (self.env.now, self.free.copy(), self.up.copy())
+            if self.progress is not None:
+                self.progress(self.env.now)
+            if self.env.now >= self.window_s:
+                return
+            yield self.env.timeout(min(self.sample_s, self.window_s - self.env.now))
+
+    def _failures(self):
+        rate = self.rates.hardware_per_gpu_s * self.topo.gpus
+        if rate <= 0:
+            return
+        while True:
+            yield self.env.timeout(self.rng.exponential(1.0 / rate))
+            node = int(self.rng.integers(self.topo.nodes))
+            if not self.up[node]:
+                continue
+            self.hw_failures += 1
+            scope = np.array([node]) if self.topo.hot_swap else np.flatnonzero(self.topo.unit == self.topo.unit[node])
+            hit = [j for j in list(self.running) if np.isin(self.alloc[j][0], scope).any()]
+            for j in hit:
+                self._stop(j, "failure")
+            self.up[scope] = False
+            self.env.process(self._repair(scope))
+            self._kick()
+
+    def _repair(self, scope):
+        t0 = self.env.now
+        yield self.env.timeout(self.rates.repair_s)
+        self.down_gpu_s += (self.env.now - t0) * len(scope) * self.topo.node_gpus
+        self.up[scope] = True
+        self.epoch += 1
+        self._kick()
+
+    def _job(self, j: int):
+        try:
+            if self.pending_restart[j] > 0:
+                self._set_restart(j, True)
+                yield self.env.timeout(self.pending_restart[j])
+                self.pending_restart[j] = 0.0
+                self._set_restart(j, False)
+            sw = self.rates.software_per_gpu_s * self.share[j] if self.failures else 0.0
+            while True:
+                self.seg_start[j] = self.env.now
+                t_done = (self.dur[j] - self.done[j]) / self.speed[j]
+                self.exp_end[j] = self.env.now + t_done
+                t_fail = self.rng.exponential(1.0 / sw) if sw > 0 else math.inf
+                if t_fail < t_done:
+                    yield self.env.timeout(t_fail)
+                    self._checkpoint_loss(j)
+                    self.interrupted[j] += 1
+                    self._set_restart(j, True)
+                    yield self.env.timeout(self.rates.restart_s)
+                    self._set_restart(j, False)
+                    continue
+                yield self.env.timeout(t_done)
+                self.done[j] = self.dur[j]
+                self._release(j)
+                self.status[j] = DONE
+                self.end[j] = self.env.now
+                self._finish_count()
+                self._kick()
+                return
+        except simpy.Interrupt:
+            return
+
+    # -- state changes ------------------------------------------------------------------------
+    def _finish_count(self):
+        self.finished += 1
+        if self.finished == self.n and not self.all_done.triggered:
+            self.all_done.succeed()
+
+    def _set_restart(self, j: int, on: bool):
+        self._advance()
+        if on and not self.in_restart[j]:
+            self.level_prod -= self.share[j] * self.speed[j]
+        elif not on and self.in_restart[j]:
+            self.level_prod += self.share[j] * self.speed[j]
+        self.in_restart[j] = on
+
+    def _checkpoint_loss(self, j: int):
+        """Progress since the segment began, rolled back to the last checkpoint."""
+        if self.in_restart[j]:
+            return
+        total = self.done[j] + (self.env.now - self.seg_start[j]) * self.speed[j]
+        c = self.ckpt[j]
+        kept = total if c == 0 else (0.0 if not np.isfinite(c) else math.floor(total / c) * c)
+        kept = min(kept, self.dur[j])
+        self.lost_s[j] += total - kept
+        self.done[j] = kept
+
+    def _start(self, j: int, nodes: np.ndarray, slots: np.ndarray):
+        self._dequeue(j)
+        self._advance()
+        np.subtract.at(self.free, (nodes, slots), self.milli[j])
+        self.alloc[j] = (nodes, slots)
+        self.version += 1
+        spd = 1.0
+        if self.trains[j] and self.gpus[j] > 1:
+            spd = self.speed_fn(*allocation_shape(nodes, self.topo))
+        self.speed[j] = spd
+        self.status[j] = RUNNING
+        self.running.add(j)
+        if np.isnan(self.first_start[j]):
+            self.first_start[j] = self.env.now
+        self.alloc_at[j] = self.env.now
+        self.level_alloc += self.share[j]
+        self.level_prod += self.share[j] * spd
+        self.in_restart[j] = False
+        self.procs[j] = self.env.process(self._job(j))
+
+    def _release(self, j: int):
+        self._advance()
+        nodes, slots = self.alloc.pop(j)
+        np.add.at(self.free, (nodes, slots), self.milli[j])
+        self.running.discard(j)
+        self.procs.pop(j, None)
+        self.level_alloc -= self.share[j]
+        if not self.in_restart[j]:
+            self.level_prod -= self.share[j] * self.speed[j]
+        self.in_restart[j] = False
+        self.alloc_gpu_s[j] += (self.env.now - self.alloc_at[j]) * self.share[j]
+        self.exp_end[j] = math.inf
+        self.epoch += 1
+        self.version += 1
+
+    def _stop(self, j: int, why: str):
+        """Preempt or fail a running job: lose work since its checkpoint, free its GPUs, requeue it."""
+        self._checkpoint_loss(j)
+        proc = self.procs.get(j)
+        self._release(j)
+        if why == "preempt":
+            self.preempted[j] += 1
+        else:
+            self.interrupted[j] += 1
+        self.pending_restart[j] = self.rates.restart_s
+        if proc is not None and proc.is_alive:
+            proc.interrupt(why)
+        self._enqueue(j)
+
+    # -- the scheduler pass ---------------------------------------------------------------------
+    def _try(self, j: int, free=None):
+        return place(self.policy, self.free if free is None else free, self.up, self.topo, int(self.gpus[j]),
+                     int(self.milli[j]), int(self.tp[j]), self.workload)
+
+    def _shadow_time(self, j: int) -> float:
+        """When enough GPUs free up for blocked job ``j`` if running jobs end as expected (EASY
+        backfilling's reservation, Lifka 1995; topology ignored)."""
+        if self._shadow[:2] == (j, self.epoch):
+            return self._shadow[2]
+        have = float(((self.free == MILLI) & self.up[:, None]).sum())
+        need = self.share[j] - have
+        t = self.env.now
+        if need > 0 and self.running:
+            run = np.fromiter(self.running, np.int64)
+            order = np.argsort(self.exp_end[run])
+            got = np.cumsum(self.share[run][order])
+            k = int(np.searchsorted(got, need))
+            t = float(self.exp_end[run][order][k]) if k < len(run) else math.inf
+        self._shadow = (j, self.epoch, t)
+        return t
+
+    def _preempt_for(self, j: int) -> bool:
+        victims = [v for v in self.running if self.prio[v] < self.prio[j]]
+        if not victims:
+            return False
+        victims.sort(key=lambda v: (self.prio[v], -self.alloc_at[v]))
+        free = self.free.copy()
+        chosen = []
+        for v in victims[:256]:
+            nodes, slots = self.alloc[v]
+            np.add.at(free, (nodes, slots), self.milli[v])
+            chosen.append(v)
+            if self._try(j, free) is not None:
+                for x in chosen:
+                    self._stop(x, "preempt")
+                got = self._try(j)
+                if got is None:  # cannot happen: the same state as the trial
+                    return False
+                self._start(j, *got)
+                return True
+        return False
+
+    def _pass(self):
+        head = None
+        shadow = math.inf
+        for key in list(self.queue[: self.lookahead]):
+            j = key[2]
+            if self.status[j] != QUEUED:
+                continue
+            if head is not None and self.env.now + (self.dur[j] - self.done[j]) > shadow:
+                continue
+            got = None
+            if self.failed_epoch[j] != self.epoch:
+                got = self._try(j)
+                if got is None:
+                    self.failed_epoch[j] = self.epoch
+            if got is not None:
+                self._start(j, *got)
+                continue
+            if (self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version):
+                if self._preempt_for(j):
+                    continue
+                self.preempt_failed[j] = self.version
+            if head is None:
+                if not self.backfill:
+                    return
+                head = j
+                shadow = self._shadow_time(j)
+
+    # -- run ------------------------------------------------------------------------------------
+    def run(self, horizon_s: float | None):
+        env = self.env
+        env.process(self._arrivals())
+        env.process(self._scheduler())
+        env.process(self._sampler())
+        if self.failures:
+            env.process(self._failures())
+        env.run(until=horizon_s if horizon_s is not None else self.all_done)
+        self._advance()
+        for j in list(self.running):  # close the open allocations at the end (progress kept, not lost)
+            total = self.done[j] + (0 if self.in_restart[j] else (env.now - self.seg_start[j]) * self.speed[j])
+            self.alloc_gpu_s[j] += (env.now - self.alloc_at[j]) * self.share[j]
+            self.done[j] = min(total, self.dur[j])
+        for j in [k[2] for k in self.queue]:
+            self.queued_s[j] += env.now - self.enqueued_at[j]
+        return env.now

@@ -1,0 +1,293 @@
+"""Jobs of a shared cluster: the job table, the priority classes, the Alibaba GPU-sharing trace loader
+and the synthetic generator fitted to public traces.
+
+A job table is a pandas DataFrame, one row per job (:data:`JOB_COLUMNS`):
+
+=================  ===========  ===============================================================
+column             unit         meaning
+=================  ===========  ===============================================================
+``job_id``         -            0..n-1, in arrival order
+``arrival_s``      s            submission time
+``gpus``           GPU          whole GPUs requested (1 for a fractional job)
+``gpu_milli``      milli-GPU    share of each GPU (1000 = a whole GPU; < 1000 only when gpus = 1)
+``duration_s``     s            run time on an ideal allocation (no failure, no slowdown)
+``cls``            -            one of :data:`CLASSES`
+``checkpoint_s``   s            checkpoint period; 0 = stateless (nothing lost), inf = never
+``tp``             GPU          group that must share a scale-up domain (1 = none)
+=================  ===========  ===============================================================
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hnplan.cluster.topology import MILLI
+from hnplan.errors import InputError
+
+CLASSES = ("inference", "training", "fine-tuning", "development")
+"""Priority classes, highest priority first (production inference preempts the others)."""
+PRIORITY = {c: len(CLASSES) - i for i, c in enumerate(CLASSES)}
+JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "gpu_milli", "duration_s", "cls", "checkpoint_s", "tp")
+OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
+
+
+def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
+    """Validate a job table and return it sorted by arrival with ``job_id`` 0..n-1.
+
+    Raises
+    ------
+    InputError
+        For a missing column, an unknown class, a non-positive size or duration, or a fraction of a
+        GPU on a multi-GPU job (one line naming ``where`` and the column).
+    """
+    missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
+    if missing:
+        raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
+    if jobs.empty:
+        raise InputError(f"{where}: no jobs")
+    bad = set(jobs["cls"].unique()) - set(CLASSES)
+    if bad:
+        raise InputError(f"{where}: class must be one of {', '.join(CLASSES)}; got {sorted(bad)[0]!r}")
+    for col in ("gpus", "gpu_milli", "duration_s"):
+        if (jobs[col] <= 0).any() or jobs[col].isna().any():
+            raise InputError(f"{where}: column {col} must be > 0 in every row")
+    if (jobs["gpu_milli"] > MILLI).any():
+        raise InputError(f"{where}: gpu_milli must be <= {MILLI}")
+    if ((jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)).any():
+        raise InputError(f"{where}: a fractional GPU (gpu_milli < {MILLI}) needs gpus = 1")
+    out = jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True).copy()
+    out["job_id"] = np.arange(len(out))
+    out["gpus"] = out["gpus"].astype(np.int64)
+    out["gpu_milli"] = out["gpu_milli"].astype(np.int64)
+    out["tp"] = np.minimum(out["tp"].astype(np.int64), out["gpus"])
+    out["arrival_s"] = out["arrival_s"].astype(float) - float(out["arrival_s"].min())
+    return out[list(JOB_COLUMNS)]
+
+
+# -- the Alibaba cluster-trace-gpu-v2023 (openb) format ---------------------------------------
+def openb_class(qos) -> np.ndarray:
+    """Priority class of openb pods from their Kubernetes QoS (array): LS (latency-sensitive) ->
+    inference; BE (best effort) -> development; Burstable/Guaranteed -> fine-tuning. A labelled
+    mapping: the trace gives QoS, not the job's purpose; it holds no large training jobs."""
+    qos = np.asarray(qos).astype(str)
+    cls = np.full(len(qos), "fine-tuning", dtype=object)
+    cls[qos == "BE"] = "development"
+    cls[qos == "LS"] = "inference"
+    return cls
+
+
+def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
+    """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
+
+    Parameters
+    ----------
+    path : path
+        CSV with columns ``name, num_gpu, gpu_milli, qos, creation_time, deletion_time, scheduled_time``
+        (times in [s]; ``gpu_milli`` the share of each GPU [milli-GPU]), as in
+        github.com/alibaba/clusterdata, ``cluster-trace-gpu-v2023/csv``.
+    checkpoint_s : float
+        Checkpoint period given to training and fine-tuning jobs [s] (the trace has none).
+
+    Returns
+    -------
+    DataFrame
+        A job table (:func:`check_jobs`): arrival = ``creation_time``, duration =
+        ``deletion_time - scheduled_time`` (pods still running at the end of the trace are cut there),
+        classes from :func:`openb_class`, ``tp`` = the GPU count of multi-GPU pods (one node).
+
+    Raises
+    ------
+    InputError
+        For a missing file or column, or no GPU pods.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    missing = [c for c in OPENB_COLUMNS if c not in raw]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the openb_pod_list format")
+    g = raw[raw["num_gpu"] > 0]
+    if g.empty:
+        raise InputError(f"{path}: no pod requests a GPU")
+    dur = (g["deletion_time"] - g["scheduled_time"]).clip(lower=1).to_numpy(float)
+    cls = openb_class(g["qos"])
+    ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s,
+                    np.where(cls == "inference", 0.0, np.inf))
+    milli = np.where(g["num_gpu"] > 1, MILLI, g["gpu_milli"].clip(1, MILLI))
+    jobs = pd.DataFrame({"arrival_s": g["creation_time"].to_numpy(float), "gpus": g["num_gpu"].to_numpy(),
+                         "gpu_milli": milli, "duration_s": dur, "cls": cls, "checkpoint_s": ckpt,
+                         "tp": g["num_gpu"].to_numpy()})
+    return check_jobs(jobs, str(path))
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """A job table from a CSV: the openb format (detected by its columns) or hnplan's own
+    (:data:`JOB_COLUMNS`, ``job_id`` optional).
+
+    Raises
+    ------
+    InputError
+        For a missing file or a CSV in neither format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        head = pd.read_csv(path, nrows=0).columns
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    if "num_gpu" in head:
+        return read_openb(path)
+    return check_jobs(pd.read_csv(path), str(path))
+
+
+# -- synthetic jobs ---------------------------------------------------------------------------
+def _draw(dist, n: int, rng: np.random.Generator) -> np.ndarray:
+    if dist.kind == "discrete":
+        w = np.asarray(dist.weights, float)
+        x = rng.choice(np.asarray(dist.values, float), size=n, p=w / w.sum())
+    else:
+        x = rng.lognormal(dist.mu, dist.sigma, size=n)
+    return x if dist.max is None else np.minimum(x, dist.max)
+
+
+def _mean(dist) -> float:
+    """Mean of a distribution (a log-normal cut at ``max``: ``E[min(X, c)]`` in closed form)."""
+    if dist.kind == "discrete":
+        v, w = np.asarray(dist.values, float), np.asarray(dist.weights, float)
+        v = v if dist.max is None else np.minimum(v, dist.max)
+        return float(np.dot(v, w) / w.sum())
+    from scipy import stats
+
+    mu, s = dist.mu, dist.sigma
+    full = np.exp(mu + s * s / 2)
+    if dist.max is None or s == 0:
+        return float(full if dist.max is None else min(full, dist.max))
+    z = (np.log(dist.max) - mu) / s
+    return float(full * stats.norm.cdf(z - s) + dist.max * stats.norm.sf(z))
+
+
+def mean_gpu_seconds(mix) -> float:
+    """Expected GPU-seconds of one job of a mix [GPU s] (``E[gpus x share] E[duration]`` per class,
+    weighted by the class shares; log-normal mean ``exp(mu + sigma^2 / 2)``)."""
+    total = 0.0
+    for c in mix.classes:
+        eg = _mean(c.gpus)
+        if c.fractional is not None and c.gpu_milli is not None and c.gpus.kind == "discrete":
+            w = np.asarray(c.gpus.weights, float)
+            w1 = w[np.asarray(c.gpus.values) == 1].sum() / w.sum()
+            eg -= w1 * c.fractional.value * (1 - min(_mean(c.gpu_milli), MILLI) / MILLI)
+        total += c.share.value * eg * _mean(c.duration_s)
+    return float(total)
+
+
+def synthetic_jobs(mix, cluster_gpus: int, *, jobs: int | None = None, days: float | None = None,
+                   seed: int = 0, offered_load: float | None = None, max_gpus: int | None = None) -> pd.DataFrame:
+    """Jobs drawn from a synthetic mix (:class:`hnplan.catalog.schemas.ClusterMix`).
+
+    Each job's class, GPU count, GPU share and duration are drawn independently from the class's
+    distributions. Arrivals are Poisson with rate ``lambda = load x G / E[GPU s per job]`` [1/s] for
+    a cluster of ``G`` GPUs, so the offered demand is ``load`` of the cluster (Little's law): with
+    ``jobs``, ``E`` is the mean of the drawn jobs (a heavy-tailed duration converges slowly to its
+    expectation); with ``days``, the mix's expectation (:func:`mean_gpu_seconds`) sets the count.
+
+    Parameters
+    ----------
+    mix : ClusterMix
+    cluster_gpus : int
+    jobs, days : int or float
+        Draw this many jobs, or the arrivals of this many days (exactly one of the two).
+    seed : int
+    offered_load : float, optional
+        Replaces the mix's ``offered_load`` [fraction].
+    max_gpus : int, optional
+        Larger draws are capped at this (default ``cluster_gpus``).
+
+    Raises
+    ------
+    InputError
+        Unless exactly one of ``jobs``/``days`` is given and positive, or for a load <= 0.
+    """
+    if (jobs is None) == (days is None):
+        raise InputError("give exactly one of jobs and days")
+    if (jobs is not None and jobs < 1) or (days is not None and days <= 0):
+        raise InputError(f"jobs must be >= 1 and days > 0; got jobs={jobs}, days={days}")
+    load = mix.offered_load.value if offered_load is None else offered_load
+    if load <= 0:
+        raise InputError(f"offered load must be > 0; got {load}")
+    rng = np.random.default_rng(seed)
+    if jobs is None:
+        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix) * days * 86400.0)), 1)
+    else:
+        n = jobs
+    shares = np.array([c.share.value for c in mix.classes])
+    which = rng.choice(len(mix.classes), size=n, p=shares / shares.sum())
+    cap = max_gpus or cluster_gpus
+    gpus = np.ones(n, np.int64)
+    milli = np.full(n, MILLI, np.int64)
+    dur = np.ones(n)
+    ckpt = np.zeros(n)
+    tp = np.ones(n, np.int64)
+    cls = np.empty(n, dtype=object)
+    for i, c in enumerate(mix.classes):
+        sel = np.flatnonzero(which == i)
+        k = len(sel)
+        if not k:
+            continue
+        g = np.clip(np.round(_draw(c.gpus, k, rng)), 1, cap).astype(np.int64)
+        gpus[sel] = g
+        if c.fractional is not None and c.gpu_milli is not None:
+            frac = (g == 1) & (rng.random(k) < c.fractional.value)
+            m = np.clip(np.round(_draw(c.gpu_milli, k, rng)), 1, MILLI).astype(np.int64)
+            milli[sel[frac]] = m[frac]
+        dur[sel] = np.maximum(_draw(c.duration_s, k, rng), 1.0)
+        ckpt[sel] = np.inf if c.checkpoint_s.value < 0 else c.checkpoint_s.value
+        tp[sel] = np.minimum(c.tp_gpus, g)
+        cls[sel] = c.cls
+    if jobs is None:
+        arrivals = np.sort(rng.uniform(0.0, days * 86400.0, size=n))
+    else:  # the rate that offers `load` of the cluster with the GPU-seconds actually drawn
+        rate = load * cluster_gpus / float(np.mean(gpus * milli / MILLI * dur))
+        arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
+    return check_jobs(pd.DataFrame({"arrival_s": arrivals, "gpus": gpus, "gpu_milli": milli, "duration_s": dur,
+                                    "cls": cls, "checkpoint_s": ckpt, "tp": tp}), f"mix {mix.id}")
+
+
+SLICING = ("fractional", "mig", "whole")
+MIG_SEVENTHS = (1, 2, 3, 4, 7)
+"""Compute slices of the MIG profiles of A100/H100 (1g, 2g, 3g, 4g, 7g of 7; NVIDIA Multi-Instance
+GPU User Guide, "Supported MIG Profiles")."""
+
+
+def apply_slicing(jobs: pd.DataFrame, slicing: str = "fractional") -> pd.DataFrame:
+    """GPU shares as the cluster can grant them: ``fractional`` as asked (time-sliced sharing),
+    ``mig`` rounded up to the next MIG profile (1/7, 2/7, 3/7, 4/7 or a whole GPU; the placement
+    geometry of MIG slices is not modelled), ``whole`` a whole GPU per job.
+
+    >>> j = pd.DataFrame({"gpu_milli": [100, 300, 500, 600, 1000]})
+    >>> apply_slicing(j, "mig")["gpu_milli"].tolist()
+    [143, 429, 572, 1000, 1000]
+
+    Raises
+    ------
+    InputError
+        For an unknown slicing mode.
+    """
+    from hnplan.errors import check_choice
+
+    check_choice("slicing", slicing, SLICING)
+    out = jobs.copy()
+    if slicing == "whole":
+        out["gpu_milli"] = MILLI
+    elif slicing == "mig":
+        sevenths = np.ceil(out["gpu_milli"].to_numpy() * 7 / MILLI - 1e-9)
+        fit = np.array([min(s for s in MIG_SEVENTHS if s >= k) for k in sevenths.astype(int)])
+        out["gpu_milli"] = np.where(fit >= 7, MILLI, np.ceil(fit * MILLI / 7)).astype(np.int64)
+    return out

@@ -1,0 +1,157 @@
+"""The one place the cluster simulation calls the planners and the reliability model.
+
+Other packages are refactored in parallel; a signature change there touches only this file.
+
+* :func:`training_speed`: the throughput of a training job on the allocation it got, relative to
+  the ideal allocation of the same GPU count, from the training planner
+  (:func:`hnplan.planning.training.search_plans`). The ideal allocation keeps ``min(gpus, domain)``
+  ranks in each scale-up domain; an allocation that got only ``r`` GPUs in some domain is evaluated as
+  a system whose scale-up domain is ``r`` GPUs (so TP, EP or CP groups larger than ``r`` cross the
+  scale-out network: :func:`hnplan.comm.topology.split_group`); one that spans more than one leaf
+  group pays the fabric's oversubscription (a single leaf is non-blocking). Each shape gets its own
+  plan search (the framework re-plans for what it got, e.g. a smaller TP). Taking the fewest GPUs in
+  any one domain for all of them is pessimistic for uneven splits. Results are cached per
+  ``(system, model, gpus, r, spans leaves)``.
+* :func:`failure_rates`: hardware and software interruption rates per GPU [1/s] and the restart
+  time, from :mod:`hnplan.reliability` and ``data/reliability.yaml``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.errors import HnplanError
+
+TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-405b"))
+"""Representative model of a training job by its GPU count: up to 8 GPUs an 8B model, up to 256 a
+70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models)."""
+SEQ_LEN = 4096
+
+
+def representative_model(gpus: int) -> str:
+    """The model :data:`TRAINING_MODELS` assigns to a training job of ``gpus`` GPUs."""
+    for limit, model in TRAINING_MODELS:
+        if limit is None or gpus <= limit:
+            return model
+    return TRAINING_MODELS[-1][1]
+
+
+def _batch(gpus: int) -> int:
+    """Global batch [sequences]: 4M tokens of 4,096 (Llama 3 pre-training, Dubey et al. Sec. 3.4.1),
+    at least 2 sequences per GPU."""
+    return max(1024, 2 * gpus)
+
+
+@functools.lru_cache(maxsize=4096)
+def _best_tokens_per_s(system_id: str, model: str, gpus: int, domain_gpus: int | None, one_leaf: bool,
+                       root: str) -> float:
+    """Tokens/s of the fastest plan that fits on ``gpus`` of a system whose scale-up domain is
+    ``domain_gpus`` (None: the catalog's) and whose fabric is non-blocking inside one leaf group."""
+    from hnplan.planning.training import search_plans
+
+    cat = load_catalog(root)
+    system = cat.system(system_id)
+    update: dict = {}
+    if domain_gpus is not None and domain_gpus != system.scaleup_domain_gpus:
+        update["scaleup_domain_gpus"] = domain_gpus
+    if one_leaf:
+        update["scaleout_oversubscription"] = 1.0
+    shaped = system.model_copy(update=update) if update else system
+    df = search_plans(model, shaped, gpus, SEQ_LEN, _batch(gpus), catalog=cat)
+    df = df[df["fits"]]
+    return float(df["tokens_per_s"].iloc[0]) if len(df) else float("nan")
+
+
+def _speed(system_id: str, model: str, gpus: int, ranks_per_domain: int, multi_leaf: bool, root: str) -> float:
+    ideal = _best_tokens_per_s(system_id, model, gpus, None, True, root)
+    got = _best_tokens_per_s(system_id, model, gpus, ranks_per_domain, not multi_leaf, root)
+    if not (ideal > 0 and got > 0):
+        return 1.0
+    return min(1.0, got / ideal)
+
+
+def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalog: Catalog | None = None) -> float:
+    """Throughput of a training job on its allocation relative to the ideal one [fraction, <= 1].
+
+    Parameters
+    ----------
+    system : str or System
+    gpus : int
+        The job's GPUs.
+    ranks_per_domain : int
+        The fewest of its GPUs in any one scale-up domain it touches.
+    leaves : int
+        Leaf groups of the scale-out fabric it spans.
+
+    Returns
+    -------
+    float
+        1.0 for an ideal allocation, for one GPU, or when no plan of the representative model fits.
+    """
+    cat = catalog or load_catalog()
+    s = cat.system(system)
+    if gpus <= 1:
+        return 1.0
+    ideal_r = min(gpus, s.scaleup_domain_gpus)
+    if ranks_per_domain >= ideal_r and (leaves <= 1 or s.scaleout_oversubscription <= 1.0):
+        return 1.0
+    try:
+        return _speed(s.id, representative_model(gpus), int(gpus), int(min(ranks_per_domain, ideal_r)),
+                      bool(leaves > 1), str(cat.root))
+    except HnplanError:  # no plan divides this GPU count: no planner figure, the job runs at full speed
+        return 1.0
+
+
+@dataclass(frozen=True)
+class FailureRates:
+    """Interruption rates of a cluster's GPUs and the cost of one interruption.
+
+    Attributes
+    ----------
+    hardware_per_gpu_s : float
+        Hardware interruptions (accelerator, host, NIC, scale-out link) per installed GPU [1/s].
+    software_per_gpu_s : float
+        Software and planned interruptions per busy job GPU [1/s].
+    restart_s : float
+        Detection, rescheduling and initialisation of a restarted job [s].
+    repair_s : float
+        Time a failed node stays out of service [s] (the restart time with hot swap).
+    """
+
+    hardware_per_gpu_s: float
+    software_per_gpu_s: float
+    restart_s: float
+    repair_s: float
+
+
+def failure_rates(system, gpus: int, catalog: Catalog | None = None, rate_factor: float = 1.0) -> FailureRates:
+    """Interruption rates of ``gpus`` accelerators of a system from :mod:`hnplan.reliability`
+    (rates of ``data/reliability.yaml``, from the Llama 3 paper's Table 5).
+
+    Raises
+    ------
+    InputError
+        For ``gpus < 1`` or a negative ``rate_factor``.
+    """
+    from hnplan import units
+    from hnplan.reliability import HARDWARE, interruption_rates_per_h
+
+    cat = catalog or load_catalog()
+    s = cat.system(system)
+    rel = cat.reliability
+    rates = interruption_rates_per_h(cat.design(s), gpus, rate_factor)
+    hw = sum(v for k, v in rates.items() if rel.rates[k].per in HARDWARE)
+    sw = sum(v for k, v in rates.items() if rel.rates[k].per not in HARDWARE) + rate_factor * rel.planned_per_gpu_hour.value * gpus
+    restart = rel.restart_overhead_s.value
+    repair_h = s.repair_hours or rel.repair_hours.value
+    return FailureRates(hardware_per_gpu_s=hw / gpus / units.HOUR, software_per_gpu_s=sw / gpus / units.HOUR,
+                        restart_s=restart, repair_s=restart if s.hot_swap else repair_h * units.HOUR)
+
+
+def speed_table(system, shapes: np.ndarray, catalog: Catalog | None = None) -> np.ndarray:
+    """:func:`training_speed` of many ``(gpus, ranks_per_domain, leaves)`` rows, shape ``(n, 3)`` -> ``(n,)``."""
+    return np.array([training_speed(system, int(g), int(r), int(lv), catalog) for g, r, lv in shapes])

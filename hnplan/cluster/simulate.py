@@ -1,0 +1,244 @@
+"""``simulate_cluster``: a job mix or trace on a catalog system at a GPU count, under a policy; the
+outcomes as a frozen :class:`ClusterResult` (summary, time series, per-job table)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cluster import runtime
+from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
+from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, read_trace, synthetic_jobs
+from hnplan.cluster.policies import POLICIES
+from hnplan.cluster.topology import build_topology
+from hnplan.errors import InputError, check_choice
+
+SERIES_UNITS = {"time_s": "s", "allocation": "fraction of GPUs", "utilisation": "fraction of GPUs",
+                "queued": "jobs", **{f"queued_{c}": "jobs" for c in CLASSES}, "fragmentation": "fraction of GPUs",
+                "free": "fraction of GPUs", "running": "jobs", "down": "fraction of GPUs"}
+JOB_UNITS = {"arrival_s": "s", "duration_s": "s", "start_s": "s", "end_s": "s", "queue_delay_s": "s",
+             "lost_work_s": "s", "allocated_gpu_s": "GPU s", "useful_gpu_s": "GPU s", "slowdown": "x", "speed": "fraction"}
+STATUS = {DONE: "done", RUNNING: "running", QUEUED: "queued", REJECTED: "rejected", 0: "not arrived"}
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """Outcomes of one simulated cluster.
+
+    Attributes
+    ----------
+    summary : dict
+        ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
+        (allocated / installed), ``fragmentation`` (time-mean share of installed GPUs free but usable by
+        no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
+        with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
+        finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
+        ``hardware_failures``, ``jobs`` (status counts), ``concurrent_jobs`` (mean, max), window and
+        run metadata.
+    timeseries : DataFrame
+        One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``).
+    jobs : DataFrame
+        One row per job: the input columns plus ``status, start_s, end_s, queue_delay_s, lost_work_s,
+        allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
+    snapshot : DataFrame or None
+        With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
+        domain, leaf, rack, used`` [fraction of the GPU], ``up``; ``attrs["time_s"]``.
+    """
+
+    system: str
+    gpus: int
+    policy: str
+    summary: dict
+    timeseries: pd.DataFrame = field(repr=False)
+    jobs: pd.DataFrame = field(repr=False)
+    snapshot: pd.DataFrame | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict:
+        """The summary as plain JSON types."""
+        return _plain(self.summary)
+
+
+def _plain(o):
+    if isinstance(o, dict):
+        return {k: _plain(v) for k, v in o.items()}
+    if isinstance(o, (np.floating, float)):
+        return None if not math.isfinite(float(o)) else float(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
+
+
+def _pct(x: np.ndarray) -> dict:
+    if not len(x):
+        return {"p50": None, "p95": None, "p99": None}
+    p = np.percentile(x, [50, 95, 99])
+    return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
+
+
+def resolve_jobs(cluster_gpus: int, *, trace=None, mix="default", jobs=None, days=None, seed=0,
+                 offered_load=None, catalog: Catalog | None = None) -> pd.DataFrame:
+    """The job table of a run: a trace file (cut to ``jobs`` or ``days`` if given), or ``mix`` drawn for
+    ``jobs`` jobs or ``days`` days (default 1 day)."""
+    if trace is not None:
+        t = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
+        t = check_jobs(t, "trace")
+        if days is not None:
+            t = t[t["arrival_s"] < days * 86400.0]
+        if jobs is not None:
+            t = t.head(jobs)
+        return check_jobs(t, "trace")
+    from hnplan.catalog.mixes import cluster_mix
+
+    m = cluster_mix(mix, catalog)
+    if jobs is None and days is None:
+        days = 1.0
+    return synthetic_jobs(m, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load)
+
+
+def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, trace=None, mix="default",
+                     policy: str = "topology-aware", days: float | None = None, n_jobs: int | None = None,
+                     seed: int = 0, offered_load: float | None = None, backfill: bool = True,
+                     preemption: bool = True, failures: bool = True, lookahead: int = 64,
+                     samples: int = 400, warmup: float = 0.2, slicing: str = "fractional", snapshot_at: float | None = None, catalog: Catalog | None = None, progress=None) -> ClusterResult:
+    """Simulate a shared cluster of ``gpus`` accelerators of a catalog system under a job stream.
+
+    Parameters
+    ----------
+    system : str or System
+    gpus : int
+        Accelerators (rounded up to whole scale-up domains).
+    jobs : DataFrame, optional
+        A job table (:mod:`hnplan.cluster.jobs`); else ``trace`` or ``mix``.
+    trace : path, optional
+        A CSV job table or an Alibaba ``openb_pod_list_*.csv``.
+    mix : str
+        Synthetic mix id (``data/cluster_mixes/``) when neither ``jobs`` nor ``trace`` is given.
+    policy : str
+        One of :data:`hnplan.cluster.policies.POLICIES`.
+    days, n_jobs : float, int
+        With a mix: draw this many days of arrivals or this many jobs; with ``days`` the run stops
+        at the horizon, else when every job has finished.
+    seed : int
+        Seeds the mix, failures and software restarts (a run is reproducible from it).
+    offered_load : float, optional
+        Replaces the mix's offered load [fraction of the GPUs].
+    backfill, preemption, failures : bool
+        EASY backfilling behind a blocked job; production inference preempting lower classes;
+        hardware failures (drain of the failure unit, repair) and software restarts.
+    lookahead : int
+        Queued jobs a scheduler pass considers.
+    samples : int
+        Time-series rows.
+    slicing : str
+        How GPU shares are granted: ``fractional``, ``mig`` or ``whole``
+        (:func:`hnplan.cluster.jobs.apply_slicing`).
+    snapshot_at : float, optional
+        Keep the per-GPU allocation at this time [fraction of the window] (a fragmentation map).
+    warmup : float
+        Leading share of the window left out of the time averages (the cluster starts empty) [fraction].
+    progress : callable, optional
+        Called with ``(now_s, end_s)`` as the run advances.
+
+    Returns
+    -------
+    ClusterResult
+
+    Raises
+    ------
+    InputError
+        For an unknown policy, ``gpus < 1``, or bad jobs.
+    CatalogError
+        For an unknown system or mix.
+
+    Examples
+    --------
+    >>> r = simulate_cluster("hgx-h100-ib-ndr", 64, n_jobs=200, seed=1)
+    >>> 0 < r.summary["utilisation"] <= r.summary["allocation_rate"] <= 1
+    True
+    >>> r.summary["jobs"]["done"] + r.summary["jobs"]["rejected"]
+    200
+    """
+    check_choice("policy", policy, POLICIES)
+    cat = catalog or load_catalog()
+    topo = build_topology(system, gpus, cat)
+    if jobs is None:
+        jobs = resolve_jobs(topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed,
+                            offered_load=offered_load, catalog=cat)
+    else:
+        jobs = check_jobs(jobs)
+    jobs = apply_slicing(jobs, slicing)
+    horizon = days * 86400.0 if days is not None else None
+    last_arrival = float(jobs["arrival_s"].max())
+    window = horizon if horizon is not None else max(last_arrival, 1.0)
+    rates = runtime.failure_rates(topo.system_id, topo.gpus, cat)
+    if not 0 <= warmup < 1:
+        raise InputError(f"warmup must be in [0, 1); got {warmup}")
+    if not failures:
+        rates = runtime.FailureRates(0.0, 0.0, rates.restart_s, rates.repair_s)
+
+    def speed_fn(g, r, leaves):
+        return runtime.training_speed(topo.system_id, g, r, leaves, cat)
+
+    sim = ClusterSim(topo, jobs, policy, speed_fn=speed_fn, rates=rates, seed=seed + 7919, backfill=backfill,
+                     preemption=preemption, failures=failures, lookahead=lookahead,
+                     sample_s=max(window / samples, 1.0), window_s=window, warmup_s=warmup * window,
+                     snapshot_s=None if snapshot_at is None else snapshot_at * window,
+                     progress=None if progress is None else (lambda now: progress(now, window)))
+    end = sim.run(horizon)
+    return _result(sim, jobs, topo, policy, window, warmup * window, end)
+
+
+def _result(sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float,
+            end: float) -> ClusterResult:
+    cols = ["time_s", "allocation", "utilisation", "queued", *[f"queued_{c}" for c in CLASSES], "fragmentation",
+            "free", "running", "down"]
+    ts = pd.DataFrame(sim.samples, columns=cols)
+    ts.attrs["units"] = SERIES_UNITS
+    out = jobs.copy()
+    out["status"] = [STATUS[s] for s in sim.status]
+    out["start_s"], out["end_s"] = sim.first_start, sim.end
+    out["queue_delay_s"] = sim.queued_s
+    out["lost_work_s"] = sim.lost_s
+    out["allocated_gpu_s"] = sim.alloc_gpu_s
+    out["useful_gpu_s"] = sim.done * sim.share
+    out["slowdown"] = (sim.end - sim.arrival) / sim.dur
+    out["speed"] = sim.speed
+    out["preemptions"], out["interruptions"] = sim.preempted, sim.interrupted
+    out.attrs["units"] = JOB_UNITS
+    cap = topo.gpus * (window - warm)
+    waited = out[out["status"].isin(["done", "running", "queued"])]
+    done = out[out["status"] == "done"]
+    sd = done["slowdown"].to_numpy()
+    in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
+    alloc_total = float(out["allocated_gpu_s"].sum())
+    summary = {
+        "system": topo.system_id, "gpus": topo.gpus, "policy": policy, "window_s": float(window), "warmup_s": float(warm), "end_s": float(end),
+        "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum()) / (topo.gpus * window),
+        "utilisation": float(sim.int_prod / cap), "allocation_rate": float(sim.int_alloc / cap),
+        "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
+        "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
+        "queue_delay_s": {c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
+                          for c in CLASSES if (waited["cls"] == c).any()},
+        "jct_slowdown": {"mean": float(sd.mean()) if len(sd) else None,
+                         "p50": float(np.median(sd)) if len(sd) else None,
+                         "p95": float(np.percentile(sd, 95)) if len(sd) else None},
+        "goodput": float(out["useful_gpu_s"].sum()) / alloc_total if alloc_total > 0 else None,
+        "preemptions": int(sim.preempted.sum()), "interruptions": int(sim.interrupted.sum()),
+        "hardware_failures": sim.hw_failures, "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
+        "down_gpu_s": sim.down_gpu_s,
+        "concurrent_jobs": {"mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
+                            "max": int(in_window["running"].max()) if len(in_window) else 0},
+        "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected")},
+    }
+    snap = None
+    if sim.snapshot is not None:
+        t, free, up = sim.snapshot
+        n, g = np.divmod(np.arange(free.size), free.shape[1])
+        snap = pd.DataFrame({"node": n, "gpu": g, "domain": topo.domain[n], "leaf": topo.leaf[n],
+                             "rack": topo.rack[n], "used": 1 - free.ravel() / 1000, "up": up[n]})
+        snap.attrs["time_s"] = t
+    return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)

@@ -1,0 +1,409 @@
+"""Design-space sweeps on Dask: every point of a spec through the full planner, into a Parquet dataset.
+
+A point is one design, model, GPU count, batch, sequence, stack, dtype and token count (the *plan
+inputs*) with one value of each procurement what-if input (electricity price, PUE, hardware price,
+utilisation, failure-rate factor, checkpoint bandwidth, lifetime, build cost, maintenance). Its
+answer is the training planner's best plan (:func:`hnplan.planning.training.best_plan`: the fastest
+plan that fits, searched over every parallel degree and knob) and the procurement evaluation at the
+point's inputs (:func:`hnplan.planning.procurement.evaluate`: TCO, $ per GPU-hour, run cost, goodput
+and time-to-train ``tokens / (tokens_per_s x goodput)``) plus the design's rated IT and facility
+power (:func:`hnplan.power.design_power` at the point's PUE).
+
+Points come from a :class:`hnplan.catalog.sweeps.SweepSpec`: the Cartesian product of its list axes,
+crossed with ``samples`` draws of its distribution axes (independent uniform numbers from
+``numpy.random.default_rng(seed)`` for Monte Carlo, or ``scipy.stats.qmc.LatinHypercube(seed=seed)``,
+mapped through each distribution's inverse CDF). Every grid combination sees the same draws (common
+random numbers), so two designs are compared under the same prices and failure rates.
+
+Execution (:func:`run_sweep`) is a Dask graph: one task per distinct set of plan inputs runs the
+vectorised training search once; the points that share it are evaluated in chunks of ``chunk_size``
+points, one task each, depending on their plan's task. The client writes each finished chunk to a
+hive-partitioned Parquet dataset (one folder per ``system``) as it arrives, so an interrupted sweep
+keeps what it finished; a re-run skips every ``point_id`` already in the dataset (the id hashes the
+point's spec-given inputs). A point that fails keeps its row with the message in ``error``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import WHATIF_INPUTS
+from hnplan.catalog.sweeps import SweepSpec, load_sweep_spec
+from hnplan.errors import HnplanError, InputError
+
+DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
+#: the plan inputs that key one training search (``tokens`` only scales time-to-train)
+PLAN_KEY = ("system", "model", "gpus", "seq_len", "global_batch_seqs", "stack", "dtype")
+PLAN_OUTPUTS = ("tokens_per_s", "mfu", "step_time_s", "tp", "pp", "dp", "cp", "ep", "microbatch_size",
+                "virtual_stages", "zero_stage", "recompute", "searched", "feasible")
+OUTPUTS = ("goodput", "days_to_train", "tco_usd", "usd_per_gpu_hour", "run_usd", "it_power_w", "facility_power_w",
+           "energy_mwh")
+PROVENANCE = ("spec_id", "sampling", "seed", "sample", "hnplan_version", "catalog_hash", "evaluated_at")
+UNITS = {"gpus": "GPUs", "seq_len": "tokens", "global_batch_seqs": "sequences", "tokens": "tokens",
+         "electricity_usd_per_kwh": "USD/kWh", "pue": "ratio", "hardware_price_factor": "ratio",
+         "utilisation": "fraction", "rate_factor": "ratio", "write_GBps_per_node": "GB/s", "years": "years",
+         "dc_build_usd_per_mw": "USD/MW", "maintenance_fraction": "fraction per year",
+         "tokens_per_s": "tokens/s", "mfu": "fraction", "step_time_s": "s", "goodput": "fraction",
+         "days_to_train": "days", "tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
+         "it_power_w": "W", "facility_power_w": "W", "energy_mwh": "MWh"}
+
+
+def _schema():
+    """The dataset's Arrow schema (explicit, so that a chunk of failures has the same column types)."""
+    import pyarrow as pa
+
+    f64, i64, s = pa.float64(), pa.int64(), pa.string()
+    cols = [("point_id", s), ("system", s), ("model", s), ("gpus", i64), ("seq_len", i64),
+            ("global_batch_seqs", i64), ("tokens", f64), ("stack", s), ("dtype", s)]
+    cols += [(k, f64) for k in WHATIF_INPUTS]
+    cols += [(k, s if k == "recompute" else f64 if k in ("tokens_per_s", "mfu", "step_time_s") else i64)
+             for k in PLAN_OUTPUTS]
+    cols += [(k, f64) for k in OUTPUTS]
+    cols += [("error", s)]
+    cols += [("spec_id", s), ("sampling", s), ("seed", i64), ("sample", i64), ("hnplan_version", s),
+             ("catalog_hash", s), ("evaluated_at", s)]
+    return pa.schema(cols)
+
+
+COLUMNS = tuple(f for f in ("point_id", "system", "model", "gpus", "seq_len", "global_batch_seqs", "tokens",
+                            "stack", "dtype", *WHATIF_INPUTS, *PLAN_OUTPUTS, *OUTPUTS, "error", *PROVENANCE))
+
+
+# -- points ------------------------------------------------------------------------------------
+def _frozen(u: np.ndarray, axis, catalog: Catalog, name: str) -> np.ndarray:
+    """Values of a distribution axis at uniform numbers ``u`` in [0, 1) (inverse CDF)."""
+    from scipy import stats
+
+    if axis.distribution == "catalog":
+        r = catalog.uncertainties[name]
+        kind, low, high, mode = r.distribution, r.low, r.high, r.mode
+    else:
+        kind, low, high, mode = axis.distribution, axis.low, axis.high, axis.mode
+    assert low is not None and high is not None  # the spec's validator checks the bounds
+    if kind == "triangular":
+        assert mode is not None
+        dist = stats.triang(c=(mode - low) / (high - low), loc=low, scale=high - low)
+    elif kind == "loguniform":
+        dist = stats.loguniform(low, high)
+    else:
+        dist = stats.uniform(loc=low, scale=high - low)
+    return dist.ppf(u)
+
+
+def _uniforms(spec: SweepSpec, dims: int) -> np.ndarray:
+    """``samples x dims`` numbers in [0, 1): independent (Monte Carlo) or a Latin hypercube."""
+    if dims == 0:
+        return np.zeros((spec.samples, 0))
+    if spec.sampling == "latin-hypercube":
+        from scipy.stats import qmc
+
+        # random-cd: permutations within columns that lower the centred discrepancy (fewer chance
+        # correlations between inputs); each column keeps one draw per 1/samples stratum
+        opt = "random-cd" if dims > 1 else None
+        return qmc.LatinHypercube(d=dims, seed=spec.seed, optimization=opt).random(spec.samples)
+    return np.random.default_rng(spec.seed).random((spec.samples, dims))
+
+
+def point_id(point: dict) -> str:
+    """The key of a point in a dataset: SHA-256 (16 hex digits) of its spec-given inputs as sorted JSON."""
+    payload = json.dumps({k: point[k] for k in sorted(point)}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def sweep_points(spec, catalog: Catalog | None = None) -> pd.DataFrame:
+    """Every point of a spec: the grid of its list axes crossed with its samples.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per point: ``point_id``, ``sample`` (draw index, 0 for a grid), the spec's inputs
+        (``global_batch_tokens`` converted to ``global_batch_seqs``; ``stack`` and ``dtype`` defaulted).
+
+    Raises
+    ------
+    InputError
+        When a batch in tokens is not a multiple of the sequence length.
+    """
+    cat = catalog or load_catalog()
+    spec = load_sweep_spec(spec, cat)
+    grid = spec.grid_axes()
+    names = list(grid)
+    combos = pd.MultiIndex.from_product([grid[n] for n in names], names=names).to_frame(index=False) if names \
+        else pd.DataFrame(index=[0])
+    dists = spec.distribution_axes()
+    u = _uniforms(spec, len(dists))
+    draws = pd.DataFrame({name: _frozen(u[:, j], axis, cat, name) for j, (name, axis) in enumerate(dists.items())})
+    draws["sample"] = np.arange(spec.samples)
+    pts = combos.merge(draws, how="cross")
+    for k, v in spec.fixed.items():
+        pts[k] = v
+    pts["stack"] = pts["stack"] if "stack" in pts else DEFAULT_STACK
+    pts["dtype"] = pts["dtype"] if "dtype" in pts else "bf16"
+    if "global_batch_tokens" in pts:
+        bad = pts["global_batch_tokens"] % pts["seq_len"] != 0
+        if bad.any():
+            r = pts[bad].iloc[0]
+            raise InputError(f"sweep {spec.id}: global_batch_tokens {r['global_batch_tokens']} is not a multiple of "
+                             f"seq_len {r['seq_len']}")
+        pts["global_batch_seqs"] = (pts.pop("global_batch_tokens") // pts["seq_len"]).astype(int)
+    for k in ("gpus", "seq_len", "global_batch_seqs"):
+        pts[k] = pts[k].astype(int)
+    pts["tokens"] = pts["tokens"].astype(float)
+    given = [c for c in pts.columns if c != "sample"]
+    pts.insert(0, "point_id", [point_id(r) for r in pts[given].to_dict("records")])
+    return pts
+
+
+def plan_groups(points: pd.DataFrame, chunk_size: int) -> list[tuple[dict, list[pd.DataFrame]]]:
+    """Points grouped by their plan inputs (:data:`PLAN_KEY`), each group cut into chunks."""
+    out = []
+    for key, grp in points.groupby(list(PLAN_KEY), sort=True):
+        chunks = [grp.iloc[i:i + chunk_size] for i in range(0, len(grp), chunk_size)]
+        out.append((dict(zip(PLAN_KEY, key, strict=True)), chunks))
+    return out
+
+
+# -- the tasks (run on Dask workers) -------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
+def _worker_catalog(root: str | None) -> tuple[Catalog, str]:
+    cat = load_catalog(root if root and Path(root).is_dir() else None)
+    return cat, cat.content_hash()
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text if isinstance(exc, HnplanError) else f"{type(exc).__name__}: {text}"
+
+
+def plan_task(key: dict, data_root: str | None = None) -> dict:
+    """The best training plan for one set of plan inputs (one vectorised search); ``{"error": ...}``
+    when it has none (no plan divides or fits, an unknown id) -- never raises."""
+    from hnplan.planning.training import best_plan
+
+    cat, _ = _worker_catalog(data_root)
+    try:
+        stack = None if key["stack"] == "none" else key["stack"]
+        (est,), searched, feasible = best_plan(key["model"], key["system"], int(key["gpus"]), int(key["seq_len"]),
+                                               int(key["global_batch_seqs"]), key["dtype"], catalog=cat, stack=stack)
+    except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
+        return {"error": _message(exc)}
+    p = est.parallel_dict()
+    return dict(tokens_per_s=est.tokens_per_s, mfu=est.mfu, step_time_s=est.step_time_s, searched=searched,
+                feasible=feasible, **{k: p[k] for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size",
+                                                       "virtual_stages", "zero_stage", "recompute")})
+
+
+def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = None,
+                   provenance: dict | None = None) -> pd.DataFrame:
+    """Procurement outputs of a chunk of points that share one plan; one row per point in
+    :data:`COLUMNS` order, failures in ``error`` (never raises).
+
+    Parameters
+    ----------
+    points : DataFrame
+        Rows of :func:`sweep_points` with the same plan inputs.
+    plan : dict
+        :func:`plan_task`'s answer for them.
+    """
+    from hnplan import units
+    from hnplan.planning.procurement import WhatIfCase, base_inputs, evaluate
+    from hnplan.power import design_power, energy_j
+
+    cat, chash = _worker_catalog(data_root)
+    prov = {**(provenance or {}), "catalog_hash": chash,
+            "evaluated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    rows = []
+    for pt in points.to_dict("records"):
+        row = {c: pt.get(c) for c in COLUMNS}
+        row.update({k: plan.get(k) for k in PLAN_OUTPUTS}, **prov, sample=pt.get("sample", 0))
+        try:
+            if "error" in plan:
+                raise InputError(plan["error"])
+            system, model = cat.system(pt["system"]), cat.model(pt["model"])
+            case = WhatIfCase(system, model, int(pt["gpus"]), float(pt["tokens"]), plan["tokens_per_s"])
+            x = {**base_inputs(case, cat), **{k: float(pt[k]) for k in WHATIF_INPUTS if _given(pt.get(k))}}
+            res = evaluate(case, cat, **x)
+            pw = design_power(cat.design(system), case.gpus, pue=x["pue"])
+            seconds = units.days_to_s(res["days_to_train"])
+            # energy as hnplan.planning.time_to_train: rated facility power x the average training draw
+            row.update(x, **res, it_power_w=pw.it_w, facility_power_w=pw.facility_w,
+                       energy_mwh=units.j_to_mwh(energy_j(pw.facility_w * cat.facility.training_power_fraction.value,
+                                                          seconds)))
+        except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
+            row["error"] = _message(exc)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def _given(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+# -- the dataset --------------------------------------------------------------------------------
+def default_dataset(spec_id: str) -> Path:
+    """Where a report keeps a spec's dataset when none is given: ``sweeps/<id>`` at the project root."""
+    return Path(__file__).resolve().parents[2] / "sweeps" / spec_id
+
+
+def done_point_ids(out: str | Path) -> set[str]:
+    """``point_id`` of every row already in a dataset folder (empty if there is none)."""
+    import pyarrow.dataset as ds
+
+    out = Path(out)
+    if not out.is_dir() or not any(out.rglob("*.parquet")):
+        return set()
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table(columns=["point_id"])
+    return set(table.column("point_id").to_pylist())
+
+
+def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
+    """Append one chunk's rows to the dataset, partitioned by ``system`` (``system=<id>/<name>-0.parquet``)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    table = pa.Table.from_pandas(df, schema=_schema(), preserve_index=False)
+    ds.write_dataset(table, out, format="parquet", partitioning=["system"], partitioning_flavor="hive",
+                     basename_template=f"{name}-{{i}}.parquet", existing_data_behavior="overwrite_or_ignore")
+
+
+def read_sweep(out: str | Path) -> pd.DataFrame:
+    """The dataset of a sweep as a DataFrame (``system`` back as a string column); ``attrs['units']``.
+
+    Raises
+    ------
+    InputError
+        If the folder holds no Parquet files.
+    """
+    import pyarrow.dataset as ds
+
+    out = Path(out)
+    if not out.is_dir() or not any(out.rglob("*.parquet")):
+        raise InputError(f"{out}: no sweep dataset here (run `hnplan sweep SPEC --out {out}`)")
+    df = ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pandas()
+    df["system"] = df["system"].astype(str)
+    df = df[[c for c in COLUMNS if c in df.columns]].sort_values("point_id", ignore_index=True)
+    df.attrs["units"] = dict(UNITS)
+    return df
+
+
+# -- running ------------------------------------------------------------------------------------
+@dataclass
+class SweepSummary:
+    """What a run did: points in the spec, skipped (already in the dataset), evaluated, failed."""
+
+    spec_id: str
+    out: str
+    points: int
+    skipped: int
+    evaluated: int = 0
+    failed: int = 0
+    plans: int = 0
+    seconds: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: str | None = None,
+              processes: bool = True, progress: bool = True, catalog: Catalog | None = None) -> SweepSummary:
+    """Evaluate every point of a spec not yet in ``out`` on Dask and append the rows to the dataset.
+
+    Parameters
+    ----------
+    spec : SweepSpec, id or YAML path
+    out : path
+        The dataset folder (created; a re-run resumes it).
+    workers : int, optional
+        Workers of the local cluster (one thread each); default: the machine's cores.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (``tcp://host:8786``); its workers need hnplan and the
+        same catalog (each row records the catalog hash its worker saw).
+    processes : bool
+        Local workers as processes (default) or threads of this process.
+    progress : bool
+        Show a progress bar (on stderr).
+
+    Returns
+    -------
+    SweepSummary
+
+    Raises
+    ------
+    InputError
+        For a bad spec or worker count, or a scheduler that cannot be reached; a point's own failure is
+        recorded in the dataset instead.
+    """
+    import contextlib
+    import logging
+    import os
+    import time
+
+    import hnplan
+
+    cat = catalog or load_catalog()
+    spec = load_sweep_spec(spec, cat)
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be >= 1; got {workers}")
+    t0 = time.perf_counter()
+    out = Path(out)
+    pts = sweep_points(spec, cat)
+    done = done_point_ids(out)
+    todo = pts[~pts["point_id"].isin(done)]
+    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo))
+    if todo.empty:
+        summary.seconds = time.perf_counter() - t0
+        return summary
+    from dask.distributed import Client, LocalCluster, as_completed
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    out.mkdir(parents=True, exist_ok=True)
+    groups = plan_groups(todo, spec.chunk_size)
+    summary.plans = len(groups)
+    prov = dict(spec_id=spec.id, sampling=spec.sampling, seed=spec.seed, hnplan_version=hnplan.__version__)
+    root = None if scheduler else str(cat.root)
+    with contextlib.ExitStack() as stack:
+        if scheduler:
+            try:
+                client = stack.enter_context(Client(scheduler, timeout="20s"))
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
+        else:
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=processes,
+                dashboard_address=None, silence_logs=logging.ERROR))
+            client = stack.enter_context(Client(cluster))
+        futures = {}
+        for key, chunks in groups:
+            plan_f = client.submit(plan_task, key, root, pure=False)
+            for chunk in chunks:
+                f = client.submit(evaluate_chunk, chunk, plan_f, root, prov, pure=False)
+                futures[f] = (chunk["point_id"].iloc[0], len(chunk))
+        bar = Progress(TextColumn(f"sweep {spec.id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=Console(stderr=True), disable=not progress, transient=False)
+        with bar:
+            task = bar.add_task("points", total=len(todo))
+            for f in as_completed(futures):
+                first_id, n_pts = futures[f]
+                df = f.result()
+                write_chunk(df, out, f"part-{first_id}")
+                errs = df["error"].dropna()
+                summary.evaluated += len(df)
+                summary.failed += len(errs)
+                for e in errs:
+                    summary.errors[e] = summary.errors.get(e, 0) + 1
+                bar.advance(task, n_pts)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+

@@ -1,0 +1,50 @@
+"""`hnplan cluster simulate`: --help, JSON keys and values equal to the library's, bad input exits 2."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+from hnplan.cluster import simulate_cluster
+
+runner = CliRunner()
+KEYS = {"utilisation", "allocation_rate", "fragmentation", "queue_delay_s", "jct_slowdown", "goodput", "preemptions"}
+
+
+def test_cluster_help():
+    r = runner.invoke(app, ["cluster", "simulate", "--help"])
+    assert r.exit_code == 0 and "--policy" in r.output and "--trace" in r.output
+
+
+def test_cluster_json_matches_library(cat):
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "4",
+            "--policy", "best-fit", "--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert KEYS <= set(d)
+    assert set(d["queue_delay_s"]["inference"]) == {"p50", "p95", "p99"}
+    ref = simulate_cluster("hgx-h100-ib-ndr", 64, n_jobs=200, seed=4, policy="best-fit", catalog=cat)
+    assert d["utilisation"] == pytest.approx(ref.summary["utilisation"])
+    assert d["preemptions"] == ref.summary["preemptions"]
+
+
+def test_cluster_trace_table():
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace",
+                            "data/traces/alibaba-openb-gpu-sample.csv", "--jobs", "300", "--policy",
+                            "fragmentation-aware"])
+    assert r.exit_code == 0, r.output
+    assert "utilisation" in r.output and "queueing delay" in r.output
+
+
+@pytest.mark.parametrize("extra", [["--policy", "worst-fit"], ["--trace", "missing.csv"], ["--mix", "nope"],
+                                   ["--days", "1", "--jobs", "5"], ["--system", "h100"]])
+def test_cluster_bad_input_exits_2(extra):
+    base = {"--system": "hgx-h100-ib-ndr"}
+    args = ["cluster", "simulate", "--gpus", "64"]
+    if "--system" not in extra:
+        args += ["--system", base["--system"]]
+    r = runner.invoke(app, args + extra)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output

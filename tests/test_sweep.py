@@ -1,0 +1,136 @@
+"""Design-space sweeps (issue 16): the spec, the points, a two-worker LocalCluster run into Parquet,
+resuming, per-point failures, and the Pareto front."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from hnplan.catalog import load_catalog
+from hnplan.catalog.sweeps import load_sweep_spec
+from hnplan.errors import CatalogError, InputError
+from hnplan.planning.design_space import pareto_front
+from hnplan.planning.sweep import COLUMNS, point_id, read_sweep, run_sweep, sweep_points
+
+TINY = {
+    "id": "tiny", "name": "tiny", "sampling": "monte-carlo", "samples": 3, "seed": 1, "chunk_size": 2,
+    "fixed": {"system": "hgx-h100-ib-ndr", "gpus": 16, "tokens": 1.0e11, "seq_len": 4096, "global_batch_seqs": 64},
+    "axes": {"model": ["llama3.1-8b", "llama3.1-405b"],  # 405B does not fit on 16 H100 (449 GiB per GPU at best)
+             "pue": {"distribution": "uniform", "low": 1.1, "high": 1.5},
+             "rate_factor": {"distribution": "catalog"}},
+}
+
+
+def _write(tmp_path, spec, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"axes": {**TINY["axes"], "model": {"distribution": "uniform", "low": 8, "high": 64}}},
+     "axes.model: a planner input is discrete"),
+    ({"sampling": "grid", "samples": 1}, "set sampling to monte-carlo or latin-hypercube"),
+    ({"axes": {**TINY["axes"], "pue_factor": [1.0]}}, "unknown input pue_factor"),
+    ({"fixed": {**TINY["fixed"], "global_batch_tokens": 262144}}, "exactly one of global_batch_tokens"),
+    ({"axes": {**TINY["axes"], "pue": {"distribution": "triangular", "low": 1.1, "high": 1.5}}},
+     "low <= mode <= high"),
+])
+def test_bad_spec_names_file_and_field(tmp_path, change, needle):
+    path = _write(tmp_path, {**TINY, **change})
+    with pytest.raises(CatalogError) as exc:
+        load_sweep_spec(path)
+    assert str(path) in str(exc.value) and needle in " ".join(str(exc.value).split())
+
+
+def test_unknown_spec_id_lists_the_available():
+    with pytest.raises(CatalogError, match="available: example"):
+        load_sweep_spec("exampel")
+
+
+def test_points_grid_times_samples_and_common_draws(tmp_path):
+    pts = sweep_points(_write(tmp_path, TINY))
+    assert len(pts) == 2 * 3 and pts["point_id"].is_unique
+    # every grid combination sees the same draws (common random numbers)
+    by_model = pts.pivot(index="sample", columns="model", values="pue")
+    assert np.allclose(by_model["llama3.1-8b"], by_model["llama3.1-405b"])
+    assert pts["pue"].between(1.1, 1.5).all()
+    r = load_catalog().uncertainties["rate_factor"]
+    assert pts["rate_factor"].between(r.low, r.high).all()
+    # reproducible for a seed
+    assert sweep_points(_write(tmp_path, TINY))["point_id"].tolist() == pts["point_id"].tolist()
+
+
+def test_latin_hypercube_is_stratified(tmp_path):
+    spec = {**TINY, "sampling": "latin-hypercube", "samples": 10}
+    pts = sweep_points(_write(tmp_path, spec)).query("model == 'llama3.1-8b'")
+    # one draw in each tenth of [1.1, 1.5): the defining property of a Latin hypercube
+    bins = np.floor((pts["pue"].to_numpy() - 1.1) / 0.04).astype(int)
+    assert sorted(bins) == list(range(10))
+
+
+def test_batch_in_tokens_must_divide(tmp_path):
+    fixed = {k: v for k, v in TINY["fixed"].items() if k != "global_batch_seqs"}
+    path = _write(tmp_path, {**TINY, "fixed": {**fixed, "global_batch_tokens": 1000}})
+    with pytest.raises(InputError, match="not a multiple of seq_len 4096"):
+        sweep_points(path)
+
+
+def test_point_id_is_order_free():
+    assert point_id({"a": 1, "b": "x"}) == point_id({"b": "x", "a": 1}) != point_id({"a": 2, "b": "x"})
+
+
+def test_pareto_front_by_hand():
+    df = pd.DataFrame({"days_to_train": [1, 2, 3, 2, np.nan], "tco_usd": [3, 2, 1, 3, 0],
+                       "facility_power_w": [1, 1, 1, 1, 0]})
+    front = pareto_front(df)
+    # row 3 (2, 3, 1) is beaten by row 0 (1, 3, 1) and row 1 (2, 2, 1); the NaN row is left out
+    assert front["days_to_train"].tolist() == [1, 2, 3]
+
+
+def test_two_worker_local_cluster_run_resume_and_failures(tmp_path):
+    path = _write(tmp_path, TINY)
+    out = tmp_path / "ds"
+    s = run_sweep(path, out, workers=2, processes=False, progress=False)
+    assert (s.points, s.skipped, s.evaluated, s.failed, s.plans) == (6, 0, 6, 3, 2)
+    df = read_sweep(out)
+    assert list(df.columns) == list(COLUMNS) and len(df) == 6
+    bad, good = df[df["error"].notna()], df[df["error"].isna()]
+    assert (bad["model"] == "llama3.1-405b").all() and bad["tco_usd"].isna().all()
+    assert "fits in memory" in bad["error"].iloc[0] and (good["model"] == "llama3.1-8b").all()
+    # outputs hang together: time-to-train from throughput and goodput, facility power = IT x PUE
+    days = good["tokens"] / (good["tokens_per_s"] * good["goodput"]) / 86400
+    assert np.allclose(good["days_to_train"], days)
+    assert np.allclose(good["facility_power_w"], good["it_power_w"] * good["pue"])
+    assert (good["tp"] * good["pp"] * good["dp"] * good["cp"] == 16).all()
+    # the same plan for every draw; the failure factor changes goodput and time only
+    assert good["tokens_per_s"].nunique() == 1
+    assert good["catalog_hash"].eq(load_catalog().content_hash()).all() and (good["spec_id"] == "tiny").all()
+    # resume: nothing left to do
+    again = run_sweep(path, out, workers=2, processes=False, progress=False)
+    assert (again.skipped, again.evaluated) == (6, 0)
+    # a grown spec evaluates only the new points
+    models = ["llama3.1-8b", "llama3.1-405b", "llama2-7b"]
+    bigger = _write(tmp_path, {**TINY, "axes": {**TINY["axes"], "model": models}}, "bigger.yaml")
+    more = run_sweep(bigger, out, workers=2, processes=False, progress=False)
+    assert (more.skipped, more.evaluated) == (6, 3) and len(read_sweep(out)) == 9
+
+
+def test_cli_bad_spec_is_one_line_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    path = _write(tmp_path, {**TINY, "samples": 0})
+    res = CliRunner().invoke(app, ["sweep", str(path), "--out", str(tmp_path / "ds")])
+    assert res.exit_code == 2 and "samples" in res.stderr and "Traceback" not in res.output
+
+
+def test_existing_scheduler(tmp_path):
+    from dask.distributed import LocalCluster
+
+    spec = {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
+    assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
+    assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()
