@@ -32,6 +32,10 @@ NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
+# the kernel's own log quiet (its start-up warning about TCP transport on localhost is not the reader's
+# concern); errors still show, and the notebooks' output is in the reports
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
               "mix_systems": "systems", "traditional": "systems", "supernode": "systems",
@@ -105,9 +109,61 @@ def _declared(notebook: str) -> set:
     return set(notebook_parameters(notebook))
 
 
-def check_parameters(notebook: str, params: dict, where: str) -> None:
-    """Check parameter names against the notebook's ``parameters`` cell and their types against its
-    literal defaults (an int may stand for a float; a list must stay a list).
+def _literal(default: str):
+    import ast
+
+    try:
+        return ast.literal_eval(default)
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _as_number(value, want):
+    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects; other values unchanged."""
+    if want in (int, float) and isinstance(value, str):
+        try:
+            num = float(value.replace("_", ""))
+        except ValueError:
+            return value
+        return int(num) if want is int and num.is_integer() else num
+    return value
+
+
+def _check_range(key: str, value, default, where: str, notebook: str) -> None:
+    """Numbers finite; a count or size whose default is positive stays positive (non-negative stays
+    non-negative), element by element for lists."""
+    import math
+
+    values = value if isinstance(value, list) else [value]
+    defaults = default if isinstance(default, list) else [default]
+    nums = [d for d in defaults if _is_number(d)]
+    for v in values:
+        if not _is_number(v):
+            continue
+        bad = None
+        if not math.isfinite(v):
+            bad = "a finite number"
+        elif nums and min(nums) > 0 and v <= 0:
+            bad = "a positive number"
+        elif nums and min(nums) >= 0 and v < 0:
+            bad = "a number >= 0"
+        if bad:
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: must be {bad}; got {v!r}")
+
+
+def check_parameters(notebook: str, params: dict, where: str) -> dict:
+    """Check parameter names against the notebook's ``parameters`` cell, their types against its literal
+    defaults (an int may stand for a float; a list must stay a list; ``1e12`` read as a string is a number)
+    and their ranges (finite; positive where the default is positive).
+
+    Returns
+    -------
+    dict
+        The parameters with numbers given as strings converted.
 
     Raises
     ------
@@ -119,15 +175,52 @@ def check_parameters(notebook: str, params: dict, where: str) -> None:
     if unknown:
         raise ScenarioError(f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
                             f"its parameters: {', '.join(declared)}")
+    out = dict(params)
     for key, value in params.items():
+        default = _literal(declared[key]["default"])
         want = _type_of_default(declared[key]["default"])
-        if want is None or value is None:
+        if value is None:
             continue
-        ok = isinstance(value, want) or (want is float and isinstance(value, int) and not isinstance(value, bool)) \
-            or (want is int and isinstance(value, float) and value.is_integer())
-        if not ok:
-            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} like "
-                                f"its default {declared[key]['default']}, got {type(value).__name__} {value!r}")
+        if want is list and isinstance(value, list) and default:
+            elem = type(default[0]) if _is_number(default[0]) else None
+            value = [_as_number(v, elem) for v in value]
+        value = _as_number(value, want)
+        if want is not None:
+            numeric = want in (int, float)
+            ok = (isinstance(value, want) and not (numeric and isinstance(value, bool))) \
+                or (want is float and _is_number(value)) \
+                or (want is int and isinstance(value, float) and value.is_integer())
+            if not ok:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
+                                    f"like its default {declared[key]['default']}, got {type(value).__name__} "
+                                    f"{value!r}")
+            if want is int and isinstance(value, float):
+                value = int(value)
+        _check_range(key, value, default, where, notebook)
+        out[key] = value
+    return out
+
+
+def _looks_like_path(ref) -> bool:
+    return isinstance(ref, str) and (ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref)
+
+
+def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
+    """The parameters with every catalog reference given as a relative file path (``model: ./dense1t.yaml``)
+    made absolute against ``base`` (default: the caller's working directory), so a notebook that runs in
+    ``notebooks/`` finds the same file."""
+    root = Path(base) if base is not None else Path.cwd()
+
+    def fix(ref):
+        if _looks_like_path(ref) and not Path(ref).is_absolute():
+            return str((root / ref).resolve())
+        return ref
+
+    out = dict(params)
+    for key, value in params.items():
+        if key in _ID_PARAMS:
+            out[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+    return out
 
 
 def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
@@ -166,7 +259,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
             notebook_path(item.notebook)  # raises, listing the notebooks, if absent
         except ScenarioError as exc:
             raise ScenarioError(f"{where}: {exc}") from None
-        check_parameters(item.notebook, item.parameters, where)
+        item.parameters.update(resolve_paths(check_parameters(item.notebook, item.parameters, where)))
         check_ids(item.notebook, item.parameters, where, cat)
 
 
@@ -226,7 +319,8 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
         try:
             papermill.execute_notebook(str(nb_path), str(tmp_nb), parameters=params, progress_bar=False,
-                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False)
+                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False,
+                                       extra_arguments=KERNEL_ARGS)
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
@@ -261,7 +355,8 @@ def _short_error(exc: Exception) -> str:
 
 def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jobs: int = 1,
                 only: str | None = None, params_override: dict | None = None, force: bool = False,
-                progress: bool = True, catalog: Catalog | None = None) -> list[ReportResult]:
+                progress: bool = True, catalog: Catalog | None = None,
+                params_label: str | None = None, params_source: str | None = None) -> list[ReportResult]:
     """Run every (scenario, notebook) pair and write the reports and ``index.html``.
 
     Parameters
@@ -279,6 +374,11 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
         notebook declares, or a value of the wrong type, raises ScenarioError.
     force : bool
         Re-run reports whose inputs have not changed.
+    params_label : str, optional
+        Name of the override set (the --params file's stem): a run with overrides writes to
+        ``OUT/<scenario>+<label>/`` under its own title, never over the scenario's own reports.
+    params_source : str, optional
+        The --params file, named in messages.
 
     Returns
     -------
@@ -288,22 +388,28 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
     cat = catalog or load_catalog()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out):  # an unwritable folder fails here, before any notebook runs
+        pass
     chash = cat.content_hash()
+    where = f"--params {params_source}" if params_source else "--params"
     tasks = []
     for sc in scenarios:
         for item in sc.notebooks:
             if only and item.notebook != only:
                 continue
             override = {k: v for k, v in (params_override or {}).items() if k in _declared(item.notebook)}
-            check_parameters(item.notebook, override, "--params")
-            check_ids(item.notebook, override, "--params", cat)
+            override = resolve_paths(check_parameters(item.notebook, override, where))
+            check_ids(item.notebook, override, where, cat)
             params = {**item.parameters, **override}
-            tasks.append((sc.id, item.notebook, params, str(out), chash, force, sc.name))
+            run_id, title = sc.id, sc.name
+            if params_override:
+                run_id, title = params_run_name(sc, params_override, params_label)
+            tasks.append((run_id, item.notebook, params, str(out), chash, force, title))
     if params_override:
         names = set().union(*(_declared(i.notebook) for sc in scenarios for i in sc.notebooks))
         unknown = set(params_override) - names
         if unknown:
-            raise ScenarioError(f"--params: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
+            raise ScenarioError(f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
                                 f"they have: {', '.join(sorted(names))}")
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})
@@ -326,6 +432,22 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
     final = [r for r in results if r is not None]
     write_index(out, final, chash)
     return final
+
+
+def params_run_name(scenario: Scenario, overrides: dict, label: str | None = None) -> tuple[str, str]:
+    """Folder name and title of a scenario run with parameter overrides: ``<scenario>+<label>`` and a title
+    that lists the overrides (file paths by their file name), so index.html says what ran."""
+    label = label or "params"
+
+    def show(v):
+        if isinstance(v, list):
+            return "[" + ", ".join(show(x) for x in v) + "]"
+        if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return Path(v).name if _looks_like_path(v) else str(v)
+
+    listed = ", ".join(f"{k}={show(v)}" for k, v in overrides.items())
+    return f"{scenario.id}+{label}", f"{scenario.id} with {label}: {listed}"
 
 
 def _safe_run(*args) -> ReportResult:

@@ -1,7 +1,9 @@
 """Reports open in a real browser: headless Chromium (Debian's package) driven by playwright opens
 index.html and one report of each notebook, and checks there is no JavaScript error, every plotly
-chart rendered (an svg in each chart div) and the key table is present. Screenshots are saved
-(to $HNPLAN_SCREENSHOTS, default the test's temporary folder).
+chart rendered (an svg in each chart div) and the key table is present, and that the first screen
+(1280 x 900 CSS pixels, a laptop's browser window) shows the verdict ("What this means") and the start of the
+key table, in that order, before any chart. Screenshots are saved (to $HNPLAN_SCREENSHOTS, default the
+test's temporary folder).
 
 Skipped when Chromium is not installed, unless HNPLAN_REQUIRE_BROWSER=1 (as in CI), then it fails.
 """
@@ -84,4 +86,27 @@ def test_report_renders_charts_and_table(browser, reports, notebook, tmp_path):
                            ".every(d => d.querySelector('svg.main-svg'))", timeout=15000)
     assert page.locator("#key-table").count() == 1
     assert page.get_by_text("What this means").count() >= 1  # every report explains its numbers
+    first = first_screen(page)
+    assert first["verdict"] is not None, "no 'What this means' heading"
+    # positions from the top of the page, so the check does not depend on scrolling or on the window's chrome
+    assert first["verdict"] < first["height"], f"the verdict starts below the first screen: {first}"
+    assert first["table"] < first["height"], f"the key table starts below the first screen: {first}"
+    assert first["verdict"] < first["table"], f"the key table comes before the verdict: {first}"
+    assert first["chart"] is None or first["table"] < first["chart"], f"a chart comes before the key table: {first}"
     page.close()
+
+
+_FIRST_SCREEN_JS = """() => {
+  const top = e => e ? e.getBoundingClientRect().top + window.scrollY : null;
+  const heads = [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')];
+  const verdict = heads.find(e => e.textContent.trim().toLowerCase().startsWith('what this means'));
+  return {verdict: top(verdict), table: top(document.getElementById('key-table')),
+          chart: top(document.querySelector('div.plotly-graph-div')), height: window.innerHeight};
+}"""
+
+
+def first_screen(page) -> dict:
+    """Top edges [CSS px from the top of the page] of the verdict heading, the key table and the first chart,
+    and the window's height."""
+    page.evaluate("() => window.scrollTo(0, 0)")
+    return page.evaluate(_FIRST_SCREEN_JS)

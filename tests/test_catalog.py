@@ -182,5 +182,5 @@ def test_reference_tables_load_with_sources(cat):
 
     assert len(mega) == 10 and pd.to_numeric(mega["achieved_tflops_per_gpu"]).between(130, 170).all()
     assert t["source"].notna().all()
-    with pytest.raises(CatalogError, match="available: comm_measurements"):
+    with pytest.raises(CatalogError, match="available: comm_at_scale, comm_measurements"):
         cat.reference("nccl")

@@ -235,7 +235,10 @@ def test_chunked_prefill_spreads_the_first_token_over_chunks(h100_8b):
     whole = steady_state(h100_8b, 64, 2000, 500)
     chunked = steady_state(h100_8b, 64, 2000, 500, chunked_prefill=512)
     assert chunked.tpot_s == whole.tpot_s  # same work per iteration on average
-    assert chunked.ttft_s == pytest.approx(4 * chunked.iteration_s)  # ceil(2000 / 512) = 4 iterations
+    # the prompt's prefill plus the decode step of each of the ceil(2000 / 512) = 4 iterations carrying a chunk
+    assert chunked.ttft_s == pytest.approx(chunked.prefill_single_s + 4 * chunked.decode_s)
+    # whole prompt: its prefill plus the decode step of the one iteration that carries it
+    assert whole.ttft_s == pytest.approx(whole.prefill_single_s + whole.decode_s)
     with pytest.raises(InfeasiblePlan, match="chunk"):
         steady_state(h100_8b, 160, 2000, 500, chunked_prefill=512)  # 160 x 2000 / 500 = 640 tokens > 512
 

@@ -32,7 +32,7 @@ def test_gb200_host_tier_over_c2c(cat):
     t = {x.name: x for x in memory_tiers(cat.design("gb200-nvl72"))}
     # 2 Grace x 480 GB LPDDR5X per 4-GPU tray; NVLink-C2C 225 GB/s per GPU per direction
     assert (t["host"].capacity_bytes, t["host"].bw_Bps, t["host"].link) == (240e9, 225e9, "NVLink-C2C")
-    assert t["hbm"].capacity_bytes == 186e9  # no visible-capacity figure: the datasheet's decimal GB
+    assert t["hbm"].capacity_bytes == 185.03 * 2**30  # visible capacity: nvidia-smi 189,471 MiB on GB200
 
 
 def test_fits_when_under_hbm(cat):

@@ -9,19 +9,25 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = SMALL_PARAMS["design_comparison"]
+# the default scenario's three designs: GB200 NVL72, the same GPU generation on 8-GPU servers, and HGX H100
+SMALL = {**SMALL_PARAMS["design_comparison"], "systems": ["gb200-nvl72", "hgx-b200-ib-xdr", "hgx-h100-ib-ndr"]}
 
 
 def test_design_comparison_notebook(tmp_path):
     nb, html = run_notebook("design_comparison", SMALL, tmp_path)
     df = compare_training_designs(SMALL["model"], SMALL["systems"], SMALL["gpus"], SMALL["tokens"],
                                   SMALL["seq_len"], SMALL["global_batch_tokens"] // SMALL["seq_len"])
-    assert list(df["status"]) == ["ok", "ok"]
+    assert list(df["status"]) == ["ok", "ok", "ok"]
     # the table shows each design's days to train as the library computes them
     for days in df["days"]:
         assert f"{days:.1f}" in html
     assert 'id="key-table"' in html
-    assert plotly_divs(html) == 4
+    assert plotly_divs(html) == 5
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
+    for r in df.itertuples():  # cost of the run and per million tokens beside capex
+        assert f"{r.run_musd:,.1f}" in html and f"{r.usd_per_million_tokens:.2f}" in html
+    assert "What the supernode fabric buys" in html and "What the newer chip buys" in html
+    assert "1e+11" not in html and "100B tokens" in html
     assert html.count("* plotly.js v") == 1  # plotly.js embedded once: the report opens offline
     assert "require.js" not in html and "cdnjs.cloudflare.com" not in html
     assert "trains fastest" in html

@@ -23,5 +23,7 @@ def test_hardware_sizing_notebook(tmp_path):
     for capex in df["capex_usd"]:
         assert f"{capex:,.0f}" in html
     assert 'id="key-table"' in html
+    # the verdict first, then the key table, then the charts (the browser test checks the first screen)
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert plotly_divs(html) == 4
     assert "cheapest design to buy" in html

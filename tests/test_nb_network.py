@@ -16,6 +16,8 @@ def test_network_notebook(tmp_path):
     nb, html = run_notebook("network", SMALL, tmp_path)
     bom = bom_table(SMALL["systems"], SMALL["gpus"])
     assert 'id="key-table"' in html
+    # the verdict first, then the key table, then the charts (the browser test checks the first screen)
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     for v in bom["scaleout_switches"]:
         assert f">{v:,}<" in html
     for op in ("allreduce", "alltoall"):

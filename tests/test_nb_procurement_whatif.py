@@ -1,7 +1,10 @@
 """The procurement what-if notebook runs on small parameters and shows the library's numbers and charts."""
 
+import re
+
 import pytest
 
+from hnplan import units
 from hnplan.planning import procurement as pr
 
 from nbutil import plotly_divs, run_notebook
@@ -18,7 +21,11 @@ def test_procurement_whatif_notebook(tmp_path):
     case = pr.whatif_case(SMALL["model"], SMALL["system"], SMALL["gpus"], SMALL["tokens"], SMALL["seq_len"],
                           SMALL["global_batch_tokens"] // SMALL["seq_len"])
     base = pr.evaluate(case)
-    assert f"{base['tco_usd']:,.0f}" in html  # the key table shows the library's TCO
+    assert units.format_usd(base["tco_usd"]) in html  # the key table shows the library's TCO, for people
     assert 'id="key-table"' in html
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
+    text = re.sub(r"<script.*?</script>", "", html, flags=re.S)  # what the reader sees, not the charts' data
+    assert f"{base['tco_usd']:,.3f}" not in text and "e+0" not in text  # no raw floats or exponents
+    assert "{'" not in text  # no Python dict in prose
     assert plotly_divs(html) == 5  # two tornados, two histograms, the mix
     assert "binding constraint" in html

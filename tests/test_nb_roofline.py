@@ -22,5 +22,7 @@ def test_roofline_notebook(tmp_path):
     for u in train["mfu"]:
         assert f"{u:.1%}" in html
     assert 'id="key-table"' in html
+    assert "time per pass [ms]" in html and "attained [TFLOP/s]" in html  # units in every header
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert plotly_divs(html) == 2
     assert "memory-bound and scales with HBM bandwidth" in html  # decode at batch 8

@@ -23,3 +23,11 @@ def test_training_plan_notebook(tmp_path):
     assert 'id="key-table"' in html and 'id="validation"' in html
     assert "llama3-405b-8192" in html and "is fastest" in html
     assert plotly_divs(html) == 3  # breakdown bars, scaling curve, validation errors
+    # the verdict first, then the key table with its ZeRO stage and HBM headroom, then the charts
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
+    assert "ZeRO stage" in html and "HBM headroom [GiB]" in html
+    for head in best["hbm_headroom_gib"]:
+        assert f"{head:.1f}" in html
+    # one GPU of GB200 (Blackwell, 186 GB HBM3e) allocates more than one of H100 (80 GB)
+    assert best["hbm_gib"].iloc[0] > best["hbm_gib"].iloc[1]
+    assert (best["hbm_headroom_gib"] == best["hbm_gib"] - best["memory_per_gpu_gib"]).all()

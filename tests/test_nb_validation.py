@@ -15,6 +15,8 @@ def test_validation_notebook(tmp_path):
     _, html = run_notebook("validation", params, tmp_path)
     df = validation_table(only=params["areas"])
     assert 'id="key-table"' in html and plotly_divs(html) == 1
+    # the verdict first, then the key table, then the charts (the browser test checks the first screen)
+    assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     for row in df.itertuples():
         assert row.case in html
         assert f"{row.error:+.1%}" in html

@@ -193,14 +193,34 @@ class Design:
             return value
 
 
+def _own_price(system: System) -> Price | None:
+    """The system file's own unit price (``unit_price_usd``) as a Price entry, or None."""
+    if system.unit_price_usd is None:
+        return None
+    import datetime as _dt
+
+    why = system.field_sources.get("unit_price_usd") or system.assumptions.get("unit_price_usd")
+    return Price(id=f"{system.id}-unit", name=f"one unit of {system.name}", item=system.id, kind="system-unit",
+                 usd=system.unit_price_usd, per="unit", as_of=_dt.date.today(), source=why or system.source,
+                 assumption="unit_price_usd" in system.assumptions)
+
+
 def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
     found: dict[str, Price | None] = {}
     missing: dict[str, str] = {}
-    for part, item in zip(PRICE_PARTS, (system.id, system.scaleout_switch, transceiver_item(system)), strict=True):
+    own = _own_price(system)
+    items = (system.price_item or system.id, system.scaleout_switch, transceiver_item(system))
+    for part, item in zip(PRICE_PARTS, items, strict=True):
+        if part == "system" and own is not None:
+            found[part] = own
+            continue
         try:
             found[part] = price(item)
         except CatalogError as exc:
             found[part], missing[part] = None, str(exc)
+            if part == "system":
+                missing[part] += ("; give the system file its own unit_price_usd [USD per unit], or price_item: "
+                                  "the id of a priced system it costs the same as")
     return DesignPrices(found["system"], found["scaleout_switch"], found["transceiver"], missing)
 
 

@@ -25,6 +25,7 @@ import difflib
 import functools
 import hashlib
 import os
+import re
 from pathlib import Path
 from typing import TypeVar
 
@@ -59,18 +60,70 @@ def data_dir() -> Path:
     return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
 
 
-# libyaml's C parser when PyYAML was built with it (about 10x faster than the pure-Python one), same safe subset
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml's C parser where built) that refuses a key given twice in one mapping and
+    reads ``1e12`` as a number (YAML 1.2 floats; YAML 1.1 wants ``1.0e+12`` and PyYAML returns a string)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            try:
+                key = self.construct_object(key_node, deep=True)
+                hash(key)
+            except (TypeError, yaml.YAMLError):
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"duplicate key {key!r} (first given on line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(path: Path):
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def read_yaml(path: str | Path, what: str = ""):
+    """Parse one YAML file safely: a duplicate key is refused, ``1e12`` is a float.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    what : str
+        How to name the file in messages (``--params``); default its path.
+
+    Raises
+    ------
+    CatalogError
+        One line naming the file: not found, a directory, not readable, not UTF-8 text, or not valid YAML.
+    """
+    path = Path(path)
+    name = f"{what} {path}" if what else str(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=_SafeLoader)  # noqa: S506 (a safe loader)
+            return yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a safe loader)
     except FileNotFoundError:
-        raise CatalogError(f"{path}: file not found", path=path) from None
+        raise CatalogError(f"{name}: file not found", path=path) from None
+    except IsADirectoryError:
+        raise CatalogError(f"{name}: is a folder, expected a YAML file", path=path) from None
+    except PermissionError:
+        raise CatalogError(f"{name}: permission denied (cannot read the file)", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"{name}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected YAML",
+                           path=path) from None
+    except OSError as exc:
+        raise CatalogError(f"{name}: cannot read: {exc.strerror or exc}", path=path) from None
     except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}", path=path) from None
+        raise CatalogError(f"{name}: not valid YAML: {' '.join(str(exc).split())}", path=path) from None
+
+
+_read_yaml = read_yaml
 
 
 def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:
@@ -102,6 +155,13 @@ def parse_entry(raw, schema: type[T], path) -> T:
         return schema.model_validate(raw)
     except ValidationError as exc:
         raise _format_validation(exc, schema, path, entry) from None
+
+
+def _singular(kind: str) -> str:
+    """The catalog kind's name for one entry: ``switches`` -> ``switch``, ``storage`` -> ``storage``."""
+    if kind.endswith("ches"):
+        return kind[:-2]
+    return kind[:-1] if kind.endswith("s") else kind
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -220,7 +280,7 @@ class Catalog:
         known = self._kind_files(kind)
         near = difflib.get_close_matches(ref.lower(), list(known), n=3, cutoff=0.5)
         hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(known))}"
-        raise CatalogError(f"unknown {kind[:-1]} id {ref!r}{hint}", entry=ref)
+        raise CatalogError(f"unknown {_singular(kind)} id {ref!r}{hint}", entry=ref)
 
     def accelerator(self, ref) -> Accelerator:
         """An :class:`Accelerator` by id or file path."""
@@ -391,6 +451,8 @@ class Catalog:
         """A :class:`Scenario` by id or path (not yet checked against notebooks; see hnplan.reports)."""
         ref = str(ref)
         path = Path(ref) if _looks_like_path(ref) else self.root / "scenarios" / f"{ref}.yaml"
+        if _looks_like_path(ref) and not path.exists():
+            raise CatalogError(f"scenario file {ref}: file not found", path=path)
         if not path.exists():
             ids = self.scenario_ids()
             near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)

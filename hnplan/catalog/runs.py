@@ -39,6 +39,9 @@ class TrainingRun(_Strict):
     gap_bound_pct: Positive | None = Field(
         default=None, description="for a documented miss: the |error| the tests hold it under (regression band)")
     gap_reason: str | None = Field(default=None, description="why the model misses this run (physics left out)")
+    hnplan_fits: bool = Field(
+        default=True, description="False: the published configuration ran, but hnplan's memory model reports that it "
+                                  "does not fit; the row is kept (with its error) for the memory-fidelity work")
     note: str = ""
 
     @model_validator(mode="after")

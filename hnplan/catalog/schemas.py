@@ -92,8 +92,9 @@ class Accelerator(Entry):
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
     hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
     hbm_visible_gib: Positive | None = Field(
-        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total) "
-        "[GiB, 2**30 bytes]; when absent the memory model uses hbm_gb as decimal bytes")
+        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
+        "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
+        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)")
     scaleup_bw_GBps_per_dir: Positive = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
     tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
@@ -226,6 +227,13 @@ class System(Entry):
     scaleout_switch: str = Field(description="switch id of the scale-out network")
     scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
         default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)")
+    scaleup_in_network_reduction: bool = Field(
+        default=False, description="collectives reduce in the scale-up switches (NVLink SHARP, NCCL NVLS) on this "
+                                   "system as deployed; needs a scale-up fabric with in_network_reduction")
+    scaleout_in_network_reduction: bool = Field(
+        default=False, description="collectives reduce in the scale-out switches (IB SHARP through NCCL CollNet, "
+                                   "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
+                                   "in_network_reduction")
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches")
@@ -256,6 +264,13 @@ class System(Entry):
         default=None, description="time to return a failed failure unit to service [h]")
     deploy_days: Positive | None = Field(
         default=None, description="delivery to production of one cluster of this design [days]")
+    # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
+    unit_price_usd: Positive | None = Field(
+        default=None, description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "
+                                  "(give its provenance in field_sources or assumptions)")
+    price_item: str | None = Field(
+        default=None, description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
+                                  "re-cabled copy); default the system's own id")
 
     @model_validator(mode="after")
     def _shapes(self):
@@ -564,6 +579,55 @@ class SoftwareStack(Entry, StackChoices):
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 
 
+class Storage(Entry):
+    """A parallel file system or object store, sized in purchasable (or provisionable) units: what one
+    unit holds and delivers, and what it costs and draws. ``data/storage/<id>.yaml``."""
+
+    kind: Literal["parallel-file-system", "object-store"] = Field(description="POSIX parallel file system or object store")
+    unit: str = Field(min_length=3, description="what one unit is (a 2U appliance, 1 TiB provisioned, ...)")
+    capacity_tb_per_unit: Positive = Field(description="usable capacity of one unit [TB, 1e12 bytes]")
+    read_GBps_per_unit: Positive = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
+    write_GBps_per_unit: Positive = Field(description="sustained sequential write bandwidth of one unit [GB/s]")
+    read_iops_per_unit: Positive = Field(description="random read operations per second of one unit [1/s]")
+    iops_io_kib: Positive = Field(default=4.0, description="I/O size the IOPS figure is stated at [KiB]")
+    power_w_per_unit: NonNegative = Field(
+        description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)")
+    usd_per_unit: NonNegative = Field(default=0.0, description="purchase price of one unit [US dollars] (0 for a service)")
+    usd_per_unit_month: NonNegative = Field(
+        default=0.0, description="service or support price of one unit per month [US dollars]")
+    price_as_of: _dt.date | None = Field(default=None, description="date of the prices (YYYY-MM-DD)")
+
+
+class ServingEngine(Entry):
+    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
+
+    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
+    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
+    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
+    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
+    sampling, input preparation) that the engine does not overlap with the forward pass.
+    """
+
+    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
+    max_num_batched_tokens: PosInt = Field(
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]")
+    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
+    memory_utilization: Fraction = Field(
+        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
+                    "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)")
+    memory_rule: Literal["total", "free"] = Field(
+        default="total", description="total: the fraction of the visible HBM holds weights, workspace and KV "
+                                     "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+                                     "weights, workspace and overheads (TensorRT-LLM)")
+    iteration_overhead_s: NonNegative = Field(
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]")
+    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
+    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
+    dequant_overhead: dict[Dtype, NonNegative] = Field(
+        default_factory=dict, description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+                                          "(de)quantisation not fused into the kernels [-]; absent: 0")
+
+
 KINDS: dict[str, type[Entry]] = {
     "accelerators": Accelerator,
     "interconnects": Interconnect,
@@ -571,6 +635,8 @@ KINDS: dict[str, type[Entry]] = {
     "systems": System,
     "models": Model,
     "stacks": SoftwareStack,
+    "storage": Storage,
+    "engines": ServingEngine,
 }
 
 

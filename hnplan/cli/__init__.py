@@ -12,8 +12,16 @@ from hnplan.cli._app import app, command_modules
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. With ``--json`` a usage error (a missing option, a value out of range)
+    is printed as ``{"error": {...}}`` on stdout too, like every other error (see ``handle_errors``)."""
+    import sys
+
+    if "--json" not in sys.argv[1:]:
+        app()
+        return
+    from hnplan.cli._app import run_json
+
+    sys.exit(run_json(sys.argv[1:]))
 
 
 __all__ = ["app", "command_modules", "main"]

@@ -15,7 +15,7 @@ import typer
 import typer.main
 from typer.core import TyperGroup
 
-from hnplan.errors import HnplanError, InfeasiblePlan
+from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -109,12 +109,6 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _root() -> None:
-    # a callback keeps the root a group while no sub-command module is imported yet
-    pass
-
-
 class _LazyConsole:
     """A rich ``Console`` made on first use: a command that prints JSON never imports rich's console."""
 
@@ -141,23 +135,162 @@ EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
 
 
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped (a schema pattern's ``[a-z]`` is printed, not eaten)."""
+    from rich.markup import escape as _escape
+
+    return _escape(text)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from hnplan import __version__
+
+        typer.echo(f"hnplan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Capacity planning for AI clusters: supernodes vs 8-GPU server clusters."""
+    # a callback keeps the root a group while no sub-command module is imported yet
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def current_context():
+    """The running sub-command's click context (its parsed ``params``), or None outside one. Typer 0.2x runs
+    its own copy of click (``typer._click``); older releases use click itself."""
+    import importlib
+
+    for name in ("typer._click.globals", "click.globals"):
+        try:
+            ctx = importlib.import_module(name).get_current_context(silent=True)
+        except (ImportError, AttributeError):
+            continue
+        if ctx is not None:
+            return ctx
+    return None
+
+
+def _option_name(ctx, name: str) -> str:
+    for p in ctx.command.params:
+        if p.name == name:
+            return max(getattr(p, "opts", None) or [name], key=len)
+    return name
+
+
+def check_finite(ctx) -> None:
+    """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
+    ranges let them through): one :class:`InputError` naming the option."""
+    import math
+
+    for name, value in ctx.params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+
+
+def _error_object(kind: str, exc: BaseException, code: int) -> dict:
+    err = {"kind": kind, "exit_code": code, "message": str(exc)}
+    for attr in ("path", "entry", "field"):
+        if getattr(exc, attr, None) is not None:
+            err[attr] = getattr(exc, attr)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        err["path"] = str(exc.filename)
+    return {"error": err}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error: the path, then what went wrong (no errno, no traceback)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return what if exc.filename is None else f"{exc.filename}: {what}"
+
+
+def _fail(kind: str, exc: BaseException, code: int, as_json: bool, text: str | None = None):
+    label = {"infeasible": "infeasible", "interrupted": "interrupted"}.get(kind, "error")
+    text = text if text is not None else str(exc)
+    err_console.print(f"[bold red]{label}:[/] {escape(text)}", highlight=False, markup=True)
+    if as_json:
+        obj = _error_object(kind, exc, code)
+        obj["error"]["message"] = text
+        print_json(obj)
+    raise typer.Exit(code)
+
+
 @contextmanager
 def handle_errors():
-    """Turn hnplan's errors into a one-paragraph message on stderr and a non-zero exit code:
-    2 for bad input, 3 for an infeasible plan."""
+    """Turn every error a user can cause into one message on stderr and an exit code: 2 for bad input
+    (hnplan's :class:`InputError`, an operating-system error on a path), 3 for an infeasible plan,
+    130 when interrupted. With ``--json`` the same error is also printed on stdout as
+    ``{"error": {"kind", "exit_code", "message", "path", "entry", "field"}}``. Float options are checked
+    to be finite before the command runs."""
+    ctx = current_context()
+    as_json = bool(ctx is not None and ctx.params.get("json_"))
     try:
+        if ctx is not None:
+            check_finite(ctx)
         yield
     except InfeasiblePlan as exc:
-        err_console.print(f"[bold red]infeasible:[/] {exc}", highlight=False, markup=True)
-        raise typer.Exit(EXIT_INFEASIBLE) from None
+        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
     except HnplanError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
-        raise typer.Exit(EXIT_INPUT) from None
+        _fail("input", exc, EXIT_INPUT, as_json)
+    except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
+        _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
+    except KeyboardInterrupt as exc:
+        _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped by Ctrl-C")
+    except Exception as exc:
+        # a notebook kernel's socket closed under Ctrl-C surfaces as zmq's error: an interruption, not a bug
+        if type(exc).__module__.startswith("zmq"):
+            _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped: the notebook kernel was interrupted")
+        raise
+
+
+def run_json(argv: list[str]) -> int:
+    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr and
+    ``{"error": {"kind": "usage", ...}}`` on stdout, exit 2. Returns the exit code."""
+    import importlib
+
+    errors: tuple = ()
+    for name in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            errors += (importlib.import_module(name).ClickException,)
+        except (ImportError, AttributeError):
+            continue
+    try:
+        rv = app(args=argv, prog_name="hnplan", standalone_mode=False)
+    except errors as exc:
+        message = exc.format_message()
+        code = getattr(exc, "exit_code", EXIT_INPUT)
+        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+        print_json({"error": {"kind": "usage", "exit_code": code, "message": message}})
+        return code
+    return rv if isinstance(rv, int) else 0
 
 
 def print_json(obj) -> None:
-    """Print one JSON object on stdout (numpy scalars converted)."""
-    sys.stdout.write(json.dumps(obj, indent=2, default=_default) + "\n")
+    """Print one JSON object on stdout (numpy scalars converted; NaN and infinity, which JSON lacks, as null)."""
+    sys.stdout.write(json.dumps(_finite_json(obj), indent=2, default=_default, allow_nan=False) + "\n")
+
+
+def _finite_json(obj):
+    import math
+
+    if isinstance(obj, dict):
+        return {k: _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_json(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (TypeError, ValueError):
+            return obj
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
 
 
 def _default(o):

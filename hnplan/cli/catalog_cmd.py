@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 import yaml
+from rich.markup import escape
 from rich.table import Table
 
 from hnplan.catalog import KINDS, load_catalog, validate_file
@@ -77,11 +78,14 @@ def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file pa
 def validate(path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/"),
              kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}")):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
-    if path is not None and path.is_file():
+    if path is not None and not path.exists():
+        err_console.print(f"[bold red]error:[/] {escape(str(path))}: no such file or folder", highlight=False)
+        raise typer.Exit(EXIT_INPUT)
+    if path is not None and not path.is_dir():
         try:
             validate_file(path, kind)
         except CatalogError as exc:
-            err_console.print(f"[bold red]invalid:[/] {exc}", highlight=False)
+            err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
         console.print(f"{path}: valid")
         return
@@ -89,7 +93,7 @@ def validate(path: Path = typer.Argument(None, help="a data folder or one YAML f
     problems = cat.validate()
     if problems:
         for p in problems:
-            err_console.print(f"[bold red]invalid:[/] {p}", highlight=False)
+            err_console.print(f"[bold red]invalid:[/] {escape(p)}", highlight=False)
         raise typer.Exit(EXIT_INPUT)
     n = sum(len(cat.ids(k)) for k in KINDS)
     console.print(f"{cat.root}: {n} entries valid, {len(cat.prices)} prices, {len(cat.scenario_ids())} scenarios")

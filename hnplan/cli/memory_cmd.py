@@ -34,13 +34,19 @@ def memory(
     dtype: str = typer.Option("bf16", "--dtype", help="inference: weight dtype (bf16, fp8, int8, int4)"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="inference: KV-cache dtype"),
     system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
+    gpu_memory_utilization: float = typer.Option(
+        None, "--gpu-memory-utilization", min=0.0, max=1.0,
+        help="inference with --system: fraction of the visible HBM the engine may use (vLLM's; default memory.yaml)"),
+    kv_budget_gib: float = typer.Option(None, "--kv-budget-gib", min=0.0,
+                                        help="inference with --system: KV cache per GPU set directly [GiB]"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where."""
     with handle_errors():
         d = memory_summary(model, mode, seq_len, tp, pp, dp, ep, cp, microbatch_size, num_microbatches,
-                          virtual_stages, zero, recompute, accounting, dropout, batch, dtype, kv_dtype, system)
+                          virtual_stages, zero, recompute, accounting, dropout, batch, dtype, kv_dtype, system,
+                          gpu_memory_utilization=gpu_memory_utilization, kv_budget_gib=kv_budget_gib)
         if json_:
             print_json(d)
             return

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
+from rich.markup import escape
 
+from hnplan.catalog.loader import read_yaml
 from hnplan.cli._app import app, console, handle_errors
 from hnplan.errors import InputError
 from hnplan.reports import DEFAULT_OUT, load_scenarios, run_reports
@@ -23,23 +24,24 @@ def report(
 ):
     """Execute a scenario's notebooks with papermill and write HTML reports plus index.html.
 
-    Exit code 1 if any notebook failed (the others still run and keep their reports).
+    Exit code 1 if any notebook failed (the others still run and keep their reports); 2 for bad input,
+    checked before any notebook runs. With --params the run writes to OUT/<scenario>+<params file name>/
+    under its own title; the scenario's own reports are left as they are.
     """
     with handle_errors():
         overrides = None
         if params is not None:
-            try:
-                overrides = yaml.safe_load(params.read_text())
-            except (OSError, yaml.YAMLError) as exc:
-                raise InputError(f"--params {params}: {exc}") from None
+            overrides = read_yaml(params, "--params")
             if not isinstance(overrides, dict):
                 raise InputError(f"--params {params}: expected a mapping of parameter names to values")
         scenarios = load_scenarios(scenario)
-        results = run_reports(scenarios, out, jobs=jobs, only=only, params_override=overrides, force=force)
+        results = run_reports(scenarios, out, jobs=jobs, only=only, params_override=overrides, force=force,
+                              params_label=params.stem if params is not None else None,
+                              params_source=str(params) if params is not None else None)
     for r in results:
         colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
         console.print(f"[{colour}]{r.status:8}[/] {r.scenario}/{r.notebook} ({r.seconds:.1f} s)"
-                      + (f"\n         {r.error.splitlines()[0]}" if r.error else ""), highlight=False)
+                      + (f"\n         {escape(r.error.splitlines()[0])}" if r.error else ""), highlight=False)
     console.print(f"index: {Path(out) / 'index.html'}")
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)

@@ -10,15 +10,21 @@ in-network) are limited by their slowest stage; the hierarchical composition add
 ==================  =========================================================================
 algorithm           time [s]
 ==================  =========================================================================
-ring                ``k (p-1) a + k (p-1)/p S / B_ring``, k = 2 for all-reduce, 1 for
-                    reduce-scatter/all-gather; ``B_ring = B_u`` in one domain, else
+ring                ``k [(p-D) a_u + (D-1) a_o] + k (p-1)/p S / B_ring``, k = 2 for all-reduce,
+                    1 for reduce-scatter/all-gather: of the k(p-1) steps, k(D-1) cross a domain
+                    boundary at the scale-out latency and the rest stay on the scale-up links
+                    (NCCL's ring latency, [3]_); ``B_ring = B_u`` in one domain, else
                     ``min(B_u, q B_o)``: each ring leaves a domain once, so a domain's q NICs
-                    share the crossings (Thakur et al. 2005, Sec. 4; NCCL rings)
+                    share the crossings (Thakur et al. 2005, Sec. 4; NCCL rings). The latency
+                    grows linearly with p, so at thousands of ranks busbw keeps rising with S
+                    into the GiB range (nccl-tests at 1,440 GB200, data/reference/
+                    comm_at_scale.csv)
 tree                NCCL double binary tree (Sanders, Speck, Traeff 2009): a chain inside each
                     domain, a binary tree across domains. Per direction an interior rank moves
                     2S (chain, q > 2) and a domain 2S through its q NICs (D > 2); on exactly two
-                    domains only S crosses: ``max(c S/B_u, t S/(q B_o))`` + ``2(ceil(log2 q) a_u
-                    + ceil(log2 D) a_o)`` (tree depth, Sanders et al.)
+                    domains only S crosses: ``max(c S/B_u, t S/(q B_o))`` + ``2((q-1) a_u
+                    + ceil(log2 D) a_o)``: the chain's q-1 hops and the tree's depth (NCCL's
+                    tree latency, [3]_; Sanders et al.)
 rhd                 recursive halving then doubling (Rabenseifner; Thakur et al. Sec. 4.4), p and
                     q powers of two: ``2 (log2 q a_u + log2 D a_o) + 2 [(1-1/q) S/B_u +
                     (1-1/D) S/(q B_o)]``
@@ -28,11 +34,14 @@ inr                 in-network reduction. In a domain whose switches reduce (NVL
                     NVLS) each rank sends S and its 1/q shard once and receives the same:
                     ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
                     moves the S/q shard once per NIC, ``S / (q B_o e_o)``; without it a tree.
-                    ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency)
+                    ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency; 0.85 for
+                    CollNet on Hopper and later); only where the system enables it
+                    (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``)
 pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + max((q-1)/p S/B_u,
                     (p-q)/p S/B_o)``; a GPU's inter-domain traffic goes through its own NIC share
                     (NICs do not aggregate for one GPU)
-ring (broadcast)    pipelined chain: ``(p-1) a + S / B_ring``; tree: binomial, ``ceil(log2 p)(a + S/B)``
+ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
+                    ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
 ==================  =========================================================================
 
@@ -82,8 +91,12 @@ def _ring_bw(g: GroupPlacement) -> float:
     return g.up.bw_Bps if g.domains == 1 else min(g.up.bw_Bps, g.per_domain * g.out.bw_Bps)
 
 
-def _ring_alpha(g: GroupPlacement) -> float:
-    return g.up.alpha_s if g.domains == 1 else g.out.alpha_s
+def _ring_latency(g: GroupPlacement) -> float:
+    """Latency of one pass of a ring over the group [s]: p - 1 steps, of which D - 1 cross a domain
+    boundary (scale-out latency) and p - D stay inside a domain (scale-up latency), as NCCL's tuner
+    counts them (NVIDIA/nccl src/graph/tuning.cc: ``(nsteps - nInterSteps) intraLat + nInterSteps
+    interLat``)."""
+    return (g.size - g.domains) * g.up.alpha_s + (g.domains - 1) * g.out.alpha_s
 
 
 def _cross_tree(g: GroupPlacement, s):
@@ -98,11 +111,11 @@ def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
     if alg == "ring":
-        return 2 * (p - 1) * _ring_alpha(g) + 2 * (p - 1) / p * s / _ring_bw(g)
+        return 2 * _ring_latency(g) + 2 * (p - 1) / p * s / _ring_bw(g)
     if alg == "tree":
         chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
         cross, a_cross = _cross_tree(g, s)
-        return 2 * np.ceil(np.log2(q)) * au + a_cross + np.maximum(chain, cross)
+        return 2 * (q - 1) * au + a_cross + np.maximum(chain, cross)
     if alg == "rhd":
         if not (_pow2(p) and _pow2(q)):
             return None
@@ -134,7 +147,7 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
     if op in ("reducescatter", "allgather"):
         if alg == "ring":
-            return (p - 1) * _ring_alpha(g) + (p - 1) / p * s / _ring_bw(g)
+            return _ring_latency(g) + (p - 1) / p * s / _ring_bw(g)
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None
@@ -145,10 +158,10 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
     elif op == "broadcast":
         if alg == "ring":
-            return (p - 1) * _ring_alpha(g) + s / _ring_bw(g)
+            return _ring_latency(g) + s / _ring_bw(g)
         if alg == "tree":
             steps = np.ceil(np.log2(p))
-            return steps * (_ring_alpha(g) + s / (bu if d == 1 else min(bu, bo)))
+            return steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
         b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
         return a + s / b

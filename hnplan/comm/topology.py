@@ -109,7 +109,9 @@ def system_links(design: Design, gpus: int | None = None) -> SystemLinks:
     the node's NIC line rate shared by its accelerators, ``nics_per_node x nic_gbps / node_gpus``,
     times ``bw_efficiency``; its latency is the overhead plus the links and switch hops of the
     fat-tree's longest path: ``2 t`` links and ``2 t - 1`` switches for ``t`` tiers, with ``t`` from
-    :func:`scaleout_bom` for ``gpus`` accelerators (3 tiers when ``gpus`` is None).
+    :func:`scaleout_bom` for ``gpus`` accelerators (3 tiers when ``gpus`` is None). In-network reduction
+    (``inr_efficiency``) is set for a tier only when its fabric can reduce *and* the system enables it
+    (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``).
 
     Memoised on the design per ``gpus`` (:meth:`hnplan.catalog.design.Design.memo`).
     """
@@ -129,9 +131,11 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
         2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns)
     return SystemLinks(
         scaleup=LinkParams(up_line * up.bw_efficiency, up_alpha, up_line,
-                           up.inr_efficiency if up.in_network_reduction else None),
+                           up.inr_efficiency if up.in_network_reduction and system.scaleup_in_network_reduction
+                           else None),
         scaleout=LinkParams(out_line * out.bw_efficiency, out_alpha, out_line,
-                            out.inr_efficiency if out.in_network_reduction else None),
+                            out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction
+                            else None),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,
     )

@@ -157,32 +157,44 @@ class KVCapacity:
 
 def kv_capacity(model: Model, acc: Accelerator, dtype: str = "bf16", kv_dtype: str = "bf16", tp: int = 1,
                 ep: int = 1, utilization: float | None = None, max_batched_tokens: int | None = None,
-                max_sequences: int = 256, *, overheads: MemoryOverheads) -> KVCapacity:
+                max_sequences: int = 256, *, overheads: MemoryOverheads,
+                kv_budget_bytes: float | None = None) -> KVCapacity:
     """Tokens of KV cache that fit on one accelerator of a replica, the vLLM way ([4]_).
 
-    ``usable = device memory x utilization``; weights, the workspace of a ``max_batched_tokens``
-    forward pass (logits for ``max_sequences``, vLLM's default ``max_num_seqs`` 256) and the runtime
-    overheads come off; the rest holds ``floor(rest / KV bytes per token)`` tokens. ``overheads`` is
-    the catalog's :class:`~hnplan.catalog.schemas.MemoryOverheads` (``memory.yaml``): utilization,
-    batched tokens and runtime overheads by default.
+    ``usable = device memory x utilization`` (vLLM's ``gpu_memory_utilization``, SGLang's
+    ``mem_fraction_static``); weights, the workspace of a ``max_batched_tokens`` forward pass (logits
+    for ``max_sequences``, vLLM's default ``max_num_seqs`` 256) and the runtime overheads come off; the
+    rest holds ``floor(rest / KV bytes per token)`` tokens. ``overheads`` is the catalog's
+    :class:`~hnplan.catalog.schemas.MemoryOverheads` (``memory.yaml``): utilization, batched tokens and
+    runtime overheads by default.
+
+    ``kv_budget_bytes`` sets the KV cache directly, as vLLM's ``kv_cache_memory_bytes`` and
+    TensorRT-LLM's ``max_tokens`` do, in place of the utilization rule; it is capped at what the device
+    holds after weights, workspace and overheads (the whole visible HBM), so it never creates memory.
 
     A replica whose weights do not fit gets 0 tokens (``kv_bytes`` negative).
 
     Raises
     ------
     InputError
-        For a utilization outside (0, 1] or unknown dtypes.
+        For a utilization outside (0, 1], a negative KV budget or unknown dtypes.
     """
     o = overheads
     util = o.serving_memory_utilization.value if utilization is None else utilization
     if not 0 < util <= 1:
         raise InputError(f"utilization must be in (0, 1]; got {util}")
+    if kv_budget_bytes is not None and kv_budget_bytes < 0:
+        raise InputError(f"KV budget must be >= 0; got {kv_budget_bytes:g} bytes")
     mbt = int(max_batched_tokens or o.serving_max_batched_tokens.value)
-    usable = hbm_capacity_bytes(acc) * util
+    hbm = hbm_capacity_bytes(acc)
+    usable = hbm * util
     w = weight_bytes_per_gpu(model, dtype, tp, ep)
     ws = workspace_bytes(model, mbt, min(max_sequences, mbt), tp)
     over = serving_overhead_bytes(tp, o)
     kv = usable - w - ws - over
+    if kv_budget_bytes is not None:
+        usable = hbm
+        kv = min(kv_budget_bytes, hbm - w - ws - over)
     per_tok = kv_cache_bytes_per_token(model, kv_dtype, tp)
     return KVCapacity(usable, w, ws, over, kv, per_tok, max(0, math.floor(kv / per_tok)))
 

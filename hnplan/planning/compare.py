@@ -32,7 +32,9 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
     -------
     pandas.DataFrame
         Columns ``system, kind, gpus, tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu,
-        days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status`` plus the
+        days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
+        dense ``peak_tflops`` in the run's dtype, the cost of the run ``run_musd`` [million USD] and per million
+        tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`), plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
         reason in ``status``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
@@ -68,25 +70,94 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
             energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"], capex_musd=cost.capex_usd / 1e6,
             status="ok" + note,
         )
+        run_usd = cost.usd_for(gpus, seconds)  # the run at the design's TCO per GPU-hour
+        row.update(accelerator=acc.id, peak_tflops=_peak(acc.dense_tflops, run_dtype), run_musd=run_usd / 1e6,
+                   usd_per_million_tokens=run_usd / tokens * 1e6)
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "days": "days",
                          "it_power_mw": "MW", "facility_power_mw": "MW", "energy_mwh": "MWh",
-                         "capex_musd": "million USD", "memory_per_gpu_gib": "GiB"}
+                         "capex_musd": "million USD", "memory_per_gpu_gib": "GiB", "peak_tflops": "TFLOP/s",
+                         "run_musd": "million USD", "usd_per_million_tokens": "USD per 1e6 tokens"}
     return df
 
 
+def _peak(dense_tflops: dict, dtype: str) -> float:
+    """Dense peak of ``dtype`` [TFLOP/s] (the catalog's dict is keyed by the Dtype literal)."""
+    return float(dense_tflops[dtype])
+
+
+# two accelerators are one generation when their dense bf16 peaks differ by less than this factor (GB200's
+# GPU and B200: 2,500 vs 2,250 TFLOP/s, datasheets in data/accelerators; H100: 989)
+SAME_GENERATION_PEAK_RATIO = 1.25
+
+
+def _name(row) -> str:
+    return f"**{row['system']}**"
+
+
+def fabric_and_chip(df: pd.DataFrame) -> str:
+    """What the supernode fabric buys and what the newer chip buys, told apart from the numbers.
+
+    The fabric: a supernode against a server cluster whose GPU is of the same generation (dense bf16 peaks
+    within :data:`SAME_GENERATION_PEAK_RATIO`), e.g. GB200 NVL72 against HGX B200; the part of the speed-up
+    the supernode's own GPU peak explains is said. The chip: two server clusters with different GPUs, e.g.
+    HGX B200 against HGX H100, same kind of fabric. Empty when the table has no such pair.
+    """
+    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
+    if ok.empty or "peak_tflops" not in ok or "kind" not in ok:
+        return ""
+    parts = []
+    servers = ok[ok["kind"] != "supernode"]
+    for _, sn in ok[ok["kind"] == "supernode"].iterrows():
+        peers = servers[(servers["peak_tflops"] / sn["peak_tflops"]).between(1 / SAME_GENERATION_PEAK_RATIO,
+                                                                             SAME_GENERATION_PEAK_RATIO)]
+        if peers.empty:
+            continue
+        sv = peers.loc[(peers["peak_tflops"] - sn["peak_tflops"]).abs().idxmin()]
+        speed = sv["days"] / sn["days"]
+        chip = sn["peak_tflops"] / sv["peak_tflops"]
+        text = (f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
+                f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days)")
+        if abs(chip - 1) > 0.02:
+            text += (f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
+                     f"{sv['peak_tflops']:,.0f} TFLOP/s), so the fabric and the rest of the rack account for "
+                     f"about {speed / chip:.2f}x")
+        if "run_musd" in ok:
+            text += (f". The run costs {units.format_usd(sn['run_musd'] * 1e6)} on {sn['system']} against "
+                     f"{units.format_usd(sv['run_musd'] * 1e6)} on {sv['system']}")
+        parts.append(text + ".")
+    if len(servers) > 1:
+        new, old = servers.loc[servers["peak_tflops"].idxmax()], servers.loc[servers["peak_tflops"].idxmin()]
+        if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
+            text = (f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
+                    f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
+                    f"{old['days']:.1f} days) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x dense peak")
+            if "run_musd" in ok:
+                text += (f"; the run costs {units.format_usd(new['run_musd'] * 1e6)} against "
+                         f"{units.format_usd(old['run_musd'] * 1e6)}")
+            parts.append(text + ".")
+    return "\n\n".join(parts)
+
+
 def verdict(df: pd.DataFrame) -> str:
-    """A sentence naming the fastest and the cheapest design of a comparison table."""
+    """A paragraph naming the fastest design, the cheapest to buy and per training run, and (where the table
+    allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`)."""
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
     if ok.empty:
         return "No design has a feasible plan for this job."
     fast = ok.loc[ok["days"].idxmin()]
     cheap = ok.loc[ok["capex_musd"].idxmin()]
-    text = (f"{fast['system']} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
-            f"{cheap['system']} costs least to buy (${cheap['capex_musd']:.0f}M capex).")
+    text = (f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
+            f"{_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex).")
+    if "run_musd" in ok:
+        run = ok.loc[ok["run_musd"].idxmin()]
+        text += (f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
+                 f"({units.format_usd(run['run_musd'] * 1e6)}, "
+                 f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens).")
     if len(ok) > 1:
         slow = ok.loc[ok["days"].idxmax()]
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
-    return text
+    split = fabric_and_chip(df)
+    return text + ("\n\n" + split if split else "")

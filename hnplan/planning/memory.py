@@ -43,14 +43,18 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
                    virtual_stages: int = 1, zero: int = 1, recompute: str = "none",
                    accounting: str = "megatron-bf16", dropout: bool = True, batch: int = 1,
                    dtype: str = "bf16", kv_dtype: str = "bf16", system=None,
-                   catalog: Catalog | None = None) -> dict:
+                   catalog: Catalog | None = None, gpu_memory_utilization: float | None = None,
+                   kv_budget_gib: float | None = None) -> dict:
     """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).
 
     Sizes are GiB (2**30 bytes) in keys ending ``_gib``: ``params_gib``, ``grads_gib``,
     ``optimizer_gib``, ``activations_gib``, ``kv_cache_gib``, ``overhead_gib``, ``total_gib``. With
     ``system``: ``hbm_gib``, ``fits``, ``status`` (fits / spills / does-not-fit), ``tiers``, ``spill``
     (:meth:`hnplan.memory.SpillPlan.as_dict`, with the compute time per step the transfers hide
-    behind: :func:`training_compute_time_s` or one decode step) and, for inference, ``kv_capacity``.
+    behind: :func:`training_compute_time_s` or one decode step) and, for inference, ``kv_capacity``
+    sized as serving engines size their KV cache: ``gpu_memory_utilization`` of the visible HBM
+    (vLLM's; default ``memory.yaml``) or a KV cache of ``kv_budget_gib`` set directly
+    (:func:`hnplan.memory.kv_capacity`).
 
     Raises
     ------
@@ -93,7 +97,9 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     out.update(system=sys_.id, accelerator=acc.id, hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
                fits=plan.fits, status=plan.status, tiers=[x.as_dict() for x in tiers], spill=plan.as_dict())
     if mode == "inference":
-        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
+        budget = None if kv_budget_gib is None else units.GiB_to_bytes(kv_budget_gib)
+        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, utilization=gpu_memory_utilization,
+                          overheads=cat.memory_overheads, kv_budget_bytes=budget)
         out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
     return out
 

@@ -297,21 +297,28 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
 
 
 def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult | None = None) -> str:
-    """A short Markdown reading of a tornado table, Monte Carlo bands and a mix result."""
+    """A short Markdown reading of a tornado table, Monte Carlo bands and a mix result, numbers written for
+    people (:func:`hnplan.units.format_quantity`: $63.9M, 9.3 MW)."""
+    fq = units.format_quantity
+    names = {"tco_usd": ("TCO", "USD"), "days_to_train": ("Time to train", "days")}
     lines = []
     if len(tornado_df):
         top = tornado_df.iloc[0]
-        lines.append(f"- The largest driver of {tornado_df.attrs.get('metric', 'the metric')} is **{top['name']}**: "
-                     f"across {top['low']:.3g}-{top['high']:.3g} {top['unit']} it moves from "
-                     f"{top['metric_low']:,.4g} to {top['metric_high']:,.4g} {tornado_df.attrs.get('unit', '')}.")
+        metric, unit = tornado_df.attrs.get("metric", "the metric"), tornado_df.attrs.get("unit", "")
+        metric = names.get(metric, (metric,))[0]
+        lines.append(f"- The largest driver of {metric} is **{top['name']}**: across {fq(top['low'], top['unit'])} "
+                     f"to {fq(top['high'], top['unit'])} it moves from {fq(top['metric_low'], unit)} to "
+                     f"{fq(top['metric_high'], unit)}.")
     b = bands.set_index("metric")
-    for metric, unit in (("tco_usd", "USD"), ("days_to_train", "days")):
+    for metric, (name, unit) in names.items():
         if metric in b.index:
             r = b.loc[metric]
-            lines.append(f"- {metric}: 90% band {r['p5']:,.4g} to {r['p95']:,.4g} {unit} (median {r['p50']:,.4g}).")
+            lines.append(f"- {name}: 90% band {fq(r['p5'], unit)} to {fq(r['p95'], unit)} "
+                         f"(median {fq(r['p50'], unit)}).")
     if mix is not None:
-        bought = {k: int(v) for k, v in mix.units.sum(axis=0).items() if v}
-        lines.append(f"- Best mix: {bought or 'nothing'} units for ${mix.capex_usd / 1e6:,.1f}M capex and "
-                     f"{mix.facility_power_w / 1e6:.2f} MW; binding constraint: **{mix.binding}**; "
-                     f"workloads served: {', '.join(f'{k} {v:.0%}' for k, v in mix.served.items())}.")
+        bought = [f"{int(v):,} x {k}" for k, v in mix.units.sum(axis=0).items() if v]
+        served = ", ".join(f"{k} {v:.0%}" for k, v in mix.served.items())
+        lines.append(f"- Best mix: {', '.join(bought) or 'nothing'} (units) for {units.format_usd(mix.capex_usd)} "
+                     f"capex and {units.format_power(mix.facility_power_w)}; binding constraint: **{mix.binding}**; "
+                     f"workloads served: {served}.")
     return "\n".join(lines)

@@ -8,10 +8,17 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan
+from hnplan.memory.breakdown import hbm_capacity_bytes
 from hnplan.planning.training import search_plans
 
 PLAN_COLUMNS = ["tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches", "virtual_stages", "zero_stage",
                 "recompute"]
+
+
+def hbm_gib(system, catalog: Catalog | None = None) -> float:
+    """Device memory a program can allocate on one GPU of ``system`` [GiB] (:func:`hbm_capacity_bytes`)."""
+    cat = catalog or load_catalog()
+    return units.to_GiB(hbm_capacity_bytes(cat.accelerator(cat.system(system).accelerator)))
 
 
 def _best_row(model, system, gpus, seq_len, global_batch_seqs, dtype, cat) -> dict:
@@ -23,8 +30,10 @@ def _best_row(model, system, gpus, seq_len, global_batch_seqs, dtype, cat) -> di
     if not df.attrs["feasible"]:
         return dict(system=sid, gpus=gpus, status="no plan fits in memory", searched=df.attrs["searched"])
     row = df.iloc[0].to_dict()
+    mem = units.to_GiB(row["memory_per_gpu_bytes"])
+    cap = hbm_gib(system, cat)
     row.update(system=sid, gpus=gpus, status="ok", searched=df.attrs["searched"], feasible=df.attrs["feasible"],
-               memory_per_gpu_gib=units.to_GiB(row["memory_per_gpu_bytes"]))
+               memory_per_gpu_gib=mem, hbm_gib=cap, hbm_headroom_gib=cap - mem)
     return row
 
 
@@ -37,12 +46,14 @@ def best_plans(model, systems, gpus: int, seq_len: int, global_batch_seqs: int, 
     pandas.DataFrame
         ``system, gpus, status`` and, where a plan exists, the :func:`search_plans` columns (plan knobs,
         ``t_<part>_s`` breakdown [s], ``step_time_s``, ``tokens_per_s``, ``mfu`` ...) plus
-        ``searched``, ``feasible`` and ``memory_per_gpu_gib``.
+        ``searched``, ``feasible``, ``memory_per_gpu_gib``, ``hbm_gib`` (what a program can allocate) and
+        ``hbm_headroom_gib`` (the difference) [GiB].
     """
     cat = catalog or load_catalog()
     df = pd.DataFrame([_best_row(model, s, gpus, seq_len, global_batch_seqs, dtype, cat) for s in systems])
     df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction",
-                         "memory_per_gpu_gib": "GiB", "model_tflops_per_gpu": "TFLOP/s"}
+                         "memory_per_gpu_gib": "GiB", "model_tflops_per_gpu": "TFLOP/s", "hbm_gib": "GiB",
+                         "hbm_headroom_gib": "GiB"}
     return df
 
 
@@ -65,11 +76,16 @@ def scaling_curve(model, systems, gpu_counts, seq_len: int, global_batch_seqs: i
 
 def top_candidates(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16", k: int = 20,
                    catalog: Catalog | None = None) -> pd.DataFrame:
-    """The ``k`` fastest plans that fit, with their knobs, step time, MFU and memory."""
+    """The ``k`` fastest plans that fit, with their knobs, step time, MFU, memory and HBM headroom [GiB]."""
     df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)
     top = df[df["fits"]].head(k).copy()
     top["memory_per_gpu_gib"] = units.to_GiB(top["memory_per_gpu_bytes"])
-    return top[PLAN_COLUMNS + ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib"]].reset_index(drop=True)
+    top["hbm_headroom_gib"] = hbm_gib(system, catalog) - top["memory_per_gpu_gib"]
+    out = top[PLAN_COLUMNS + ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib", "hbm_headroom_gib"]]
+    out = out.reset_index(drop=True)
+    out.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction",
+                          "memory_per_gpu_gib": "GiB", "hbm_headroom_gib": "GiB"}
+    return out
 
 
 def plan_label(row) -> str:

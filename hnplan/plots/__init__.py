@@ -1,6 +1,6 @@
 """Plotly figures from result DataFrames (one module per topic; plotting never computes a result)."""
 
-from hnplan.plots.claims import claims_evidence_bars  # noqa: F401
+from hnplan.plots.claims import claim_figure  # noqa: F401
 from hnplan.plots.common import (  # noqa: F401
     BREAKDOWN_COLOURS,
     PALETTE,

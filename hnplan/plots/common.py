@@ -94,3 +94,35 @@ def show(fig: go.Figure) -> None:
     include = not _EMBEDDED["done"]
     _EMBEDDED["done"] = True
     display(HTML(fig.to_html(include_plotlyjs=include, full_html=False)))
+
+
+def log_ticks(fig: go.Figure, axis: str, values, fmt=None, max_ticks: int = 8) -> go.Figure:
+    """A readable log axis: ticks at the values the chart is about (the GPU counts, the request rates)
+    when there are at most ``max_ticks`` of them, else at the powers of ten they span, labelled for
+    people (16,384; 1.2M; 15T: :func:`hnplan.units.format_count`, or ``fmt``), instead of plotly's
+    default "2 3 ... 9 10k" minor labels.
+
+    Parameters
+    ----------
+    fig : plotly Figure
+    axis : "x" or "y"
+    values : iterable of float
+        The data plotted on that axis (non-positive and non-finite values are ignored).
+    fmt : callable, optional
+        Tick label of one value.
+    """
+    import math
+
+    from hnplan.units import format_count
+
+    fmt = fmt or format_count
+    vals = sorted({float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0})
+    if not vals:
+        return fig
+    if len(vals) > max_ticks:
+        lo, hi = math.floor(math.log10(vals[0])), math.ceil(math.log10(vals[-1]))
+        step = max(1, math.ceil((hi - lo + 1) / max_ticks))
+        vals = [10.0 ** k for k in range(lo, hi + 1, step)]
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(type="log", tickmode="array", tickvals=vals, ticktext=[fmt(v) for v in vals])
+    return fig

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import PALETTE, axis_label, design_colour
+from hnplan.plots.common import PALETTE, axis_label, design_colour, log_ticks
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
@@ -48,7 +48,8 @@ def gpus_vs_rate_figure(df: pd.DataFrame, title: str = "GPUs needed against requ
     fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
                       yaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
                       xaxis_type="log", yaxis_type="log", legend_title="design")
-    return fig
+    log_ticks(fig, "x", ok["qps"])
+    return log_ticks(fig, "y", ok["gpus"])
 
 
 def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output tokens") -> go.Figure:
@@ -60,7 +61,7 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
     fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
                       yaxis_title=axis_label(df, "usd_per_million_tokens", "cost", "USD per million output tokens"),
                       xaxis_type="log", legend_title="design")
-    return fig
+    return log_ticks(fig, "x", _ok(df)["qps"])
 
 
 def serving_validation_figure(df: pd.DataFrame, title: str = "Modelled against published") -> go.Figure:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import BREAKDOWN_COLOURS, axis_label, design_colour
+from hnplan.plots.common import BREAKDOWN_COLOURS, axis_label, design_colour, log_ticks
+from hnplan.units import format_si
 
 _KIND_COLOURS = {"gpu": "#4c78a8", "nic": "#9ecae9", "scaleup-switch": "#f58518", "leaf": "#54a24b",
                  "spine": "#e45756", "aggregation": "#e45756", "core": "#b279a2"}
@@ -43,7 +44,8 @@ def busbw_figure(df: pd.DataFrame, title: str) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=axis_label(df, "size_bytes", "message size", "bytes"),
                       yaxis_title=axis_label(df, "busbw_GBps", "busbw", "GB/s"),
                       xaxis_type="log", yaxis_type="log", legend_title="design")
-    return fig
+    log_ticks(fig, "x", df["size_bytes"], lambda v: format_si(v, "B"))
+    return log_ticks(fig, "y", df["busbw_GBps"])
 
 
 def boundary_figure(df: pd.DataFrame, title: str) -> go.Figure:
@@ -55,7 +57,7 @@ def boundary_figure(df: pd.DataFrame, title: str) -> go.Figure:
     fig.update_layout(title=title, xaxis_title=axis_label(df, "gpus", "GPUs in the group", "count"),
                       yaxis_title=axis_label(df, "busbw_GBps", "busbw", "GB/s"),
                       xaxis_type="log", legend_title="design")
-    return fig
+    return log_ticks(fig, "x", df["gpus"])
 
 
 def bom_figure(df: pd.DataFrame, columns: dict, title: str) -> go.Figure:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from hnplan.plots.common import axis_label, design_colour
+from hnplan.plots.common import axis_label, design_colour, log_ticks
 
 
 def scaling_figure(df: pd.DataFrame, title: str = "Throughput against GPU count") -> go.Figure:
@@ -19,7 +19,7 @@ def scaling_figure(df: pd.DataFrame, title: str = "Throughput against GPU count"
     fig.update_layout(title=title, xaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
                       yaxis_title=axis_label(df, "tokens_per_s", "throughput", "tokens/s"),
                       xaxis_type="log", legend_title="design")
-    return fig
+    return log_ticks(fig, "x", ok["gpus"])
 
 
 def training_validation_figure(df: pd.DataFrame, title: str = "Planner vs published runs") -> go.Figure:

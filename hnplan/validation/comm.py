@@ -1,7 +1,11 @@
-"""Collectives against nccl-tests measurements (``data/reference/comm_measurements.csv``).
+"""Collectives against nccl-tests measurements (``data/reference/comm_measurements.csv`` and, at scale,
+``data/reference/comm_at_scale.csv``).
 
 Large messages (8 GiB, the top of nccl-tests' usual sweep) on the catalog systems; the ring rows on one
-8-GPU node are where the NVLink ``bw_efficiency`` values come from, so they are calibrations.
+8-GPU node are where the NVLink ``bw_efficiency`` values come from, so they are calibrations. At scale
+(64 H100 with IB SHARP, GB200 NVL72 on 1, 2 and 20 racks) each row is predicted with the NCCL settings
+the run used (NVLS and CollNet on or off, a forced algorithm), from the catalog system with its
+in-network-reduction switches set accordingly.
 """
 
 from __future__ import annotations
@@ -20,12 +24,65 @@ def _num(text) -> float:
     return float(re.search(r"[0-9]+(?:\.[0-9]+)?", str(text)).group(0))
 
 
-def _busbw(cat, system, gpus, op="allreduce", algorithm=None, **update):
+def _busbw(cat, system, gpus, op="allreduce", algorithm=None, size=LARGE, **update):
     s = cat.system(system)
     if update:
         s = s.model_copy(update=update)
-    r = collective(op, LARGE, place_group(cat.design(s), gpus, 1, gpus), algorithm)
+    r = collective(op, size, place_group(cat.design(s), gpus, 1, gpus), algorithm)
     return float(r.busbw_Bps[0]) / 1e9, float(r.algbw_Bps[0]) / 1e9
+
+
+def _algorithm(cat, system, gpus, size, **update):
+    s = cat.system(system).model_copy(update=update) if update else cat.system(system)
+    return str(collective("allreduce", size, place_group(cat.design(s), gpus, 1, gpus)).algorithm[0])
+
+
+NO_INR = dict(scaleup_in_network_reduction=False, scaleout_in_network_reduction=False)
+
+
+def _at_scale(cat) -> list[Row]:
+    """Rows of ``comm_at_scale.csv``: IB SHARP on 64 H100, NVLink 5 on B300, GB200 NVL72 at 72-1,440 GPUs."""
+    ref = cat.reference("comm_at_scale").set_index("id")
+    out = []
+
+    def row(rid, case, predicted, role, tol, note):
+        r = ref.loc[rid]
+        out.append(Row("communication", case, "busbw", "GB/s", _num(r["busbw_GBps"]), predicted, role, tol,
+                       f"{r['source']} ({r['nccl_setting']}, NCCL {r['nccl_version']})", note))
+
+    b, _ = _busbw(cat, "hgx-h100-ib-ndr", 64, algorithm="inr", scaleup_in_network_reduction=False,
+                  scaleout_in_network_reduction=True)
+    row("cw_h100_64_sharp_8192MiB", "8 x 8 H100, IB SHARP (CollNet chain), all-reduce 8 GiB", b, "prediction", TOL,
+        "in-network reduction across nodes at the IB fabric's inr_efficiency (NCCL's CollNet 0.85); NVLink "
+        "reduce-scatter/all-gather inside the node limits it")
+    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8, algorithm="ring")
+    row("nccl2140_b300_8_ring", "8 x B300, NVLink 5 ring all-reduce", b, "calibration", TOL,
+        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on hgx-b200-ib-xdr)")
+    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8)
+    row("nccl2140_b300_8_nvls", "8 x B300, NVLink SHARP all-reduce (default)", b, "prediction", TOL,
+        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on hgx-b200-ib-xdr)")
+    nvls_q = ("NVLS modelled as each rank moving S(q+1)/q through the switch, which fits 8-GPU H100 and B300; "
+              "at q = 72 the measured busbw is no higher than at q = 8, so the q-dependence over-predicts")
+    b, _ = _busbw(cat, "gb200-nvl72", 72)
+    row("cw_gb200_72_8192MiB", "GB200 NVL72, one rack (72), NVLS all-reduce 8 GiB (default)", b, "reported", None, nvls_q)
+    b, _ = _busbw(cat, "gb200-nvl72", 144, size=16 * 2**30)
+    alg = _algorithm(cat, "gb200-nvl72", 144, 16 * 2**30)
+    row("cw_gb200_144_16384MiB", "GB200 NVL72, two racks (144), all-reduce 16 GiB (default)", b, "reported", None,
+        f"hnplan's tuner picks {alg}; {nvls_q}")
+    ring_note = ("NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps, 2(D-1) of them across racks; "
+                 "latency makes busbw rise with size, but at 16 GiB the measured ring still runs at about 60 % of "
+                 "the NVLink 5 ring bandwidth the model gives it (unexplained: rack-crossing rings on the "
+                 "InfiniBand fabric)")
+    for mib in (1024, 4096, 16384):
+        b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * 2**20, **NO_INR)
+        row(f"cw_gb200_1440_{mib}MiB", f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib // 1024} GiB, NVLS off",
+            b, "reported", None, ring_note)
+    b, _ = _busbw(cat, "gb200-nvl72", 1440, size=16 * 2**30, **NO_INR)
+    alg = _algorithm(cat, "gb200-nvl72", 1440, 16 * 2**30, **NO_INR)
+    row("cw_gb200_1440_16384MiB", "GB200 NVL72, 20 racks (1,440), all-reduce 16 GiB, NVLS off (hnplan's tuner)", b,
+        "reported", None, f"hnplan's tuner picks {alg}; NCCL's tuner picks the ring, which caps its tree "
+        "bandwidth per channel (tuning.cc perChMaxTreeBw) where hnplan's tree has no such limit")
+    return out
 
 
 @area("communication")
@@ -61,4 +118,5 @@ def rows(cat) -> list[Row]:
     out.append(Row("communication", "one 100 Gb/s NIC per node, ring all-reduce", "busbw", "GB/s",
                    _num(ref.loc["ib_edr_100g", "busbw_GBps"]), b, "prediction", TOL, src["ib_edr_100g"],
                    "NDR's measured efficiency carried to EDR"))
+    out += _at_scale(cat)
     return out

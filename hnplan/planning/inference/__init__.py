@@ -45,6 +45,7 @@ from hnplan.planning.inference.points import (  # noqa: F401
     design_frontiers,
     operating_point,
     scoring_capacity,
+    serving_power,
     usd_per_gpu_hour,
     usd_per_million_tokens,
 )

@@ -51,7 +51,12 @@ from hnplan.planning.inference.core import (
     resolve,
     steady_state,
 )
-from hnplan.planning.inference.points import attributed_power_w, usd_per_gpu_hour, usd_per_million_tokens
+from hnplan.planning.inference.points import (
+    attributed_power_w,
+    serving_power,
+    usd_per_gpu_hour,
+    usd_per_million_tokens,
+)
 
 
 # --- traffic ---------------------------------------------------------------------------------------------
@@ -149,6 +154,7 @@ class CapacityPlan:
     searched: int = 0
     feasible: int = 0
     detail: dict = field(default_factory=dict)
+    energy: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The JSON shape of ``hnplan infer --qps``."""
@@ -160,7 +166,9 @@ class CapacityPlan:
              "utilisation": self.utilisation, "it_power_kw": units.w_to_kw(self.it_power_w),
              "facility_power_kw": units.w_to_kw(self.facility_power_w), "usd_per_gpu_hour": self.usd_per_gpu_hour,
              "usd_per_million_tokens": self.usd_per_million_tokens, "disaggregated": self.disaggregated,
-             "searched": self.searched, "feasible": self.feasible}
+             "searched": self.searched, "feasible": self.feasible,
+             **{k: self.energy[k] for k in ("gpu_utilisation", "gpu_power_w", "node_power_w", "joules_per_token",
+                                            "joules_per_request") if k in self.energy}}
         if self.disaggregated and self.prefill_replica is not None:
             p = self.prefill_replica
             d.update(prefill={"tp": p.tp, "ep": p.ep, "pp": p.pp, "gpus_per_replica": p.gpus,
@@ -216,7 +224,7 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
                   dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
                   disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
                   chunked_prefill: int | None = None, overlap: bool = False,
-                  catalog: Catalog | None = None) -> CapacityPlan:
+                  catalog: Catalog | None = None, settings: dict | None = None) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
     Parameters
@@ -237,6 +245,9 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
     overlap : bool
         Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
+    settings : dict, optional
+        Further :class:`~hnplan.planning.inference.core.Replica` fields (``memory_utilization``,
+        ``kv_budget_gib``, ``engine``).
 
     Returns
     -------
@@ -253,9 +264,10 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
         raise InputError(f"qps and SLOs must be positive; got qps={qps}, ttft={ttft_slo_s}, tpot={tpot_slo_s}")
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)  # dtype checks with a clear message
+    settings = settings or {}
+    resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)  # checks with a clear message
     tr = traffic.summary()
-    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    cands = candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings)
     if not cands:
         raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     o_mean = tr["output_mean"]
@@ -334,6 +346,10 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     it_w, fac_w = attributed_power_w(sys_, gpus, cat)
     rate = usd_per_gpu_hour(sys_, gpus, cat)
     util = qps * tr["output_mean"] * p.iteration_s / (n * p.batch)
+    # every GPU of the plan at the decode replicas' utilisation x their slot occupancy (prefill pools alike)
+    energy = serving_power(resolve(m, sys_, r, cat), p, load=util, gpus=gpus)
+    energy["joules_per_token"] = energy["replica_power_w"] / tokens_per_s
+    energy["joules_per_request"] = energy["joules_per_token"] * tr["output_mean"]
     return CapacityPlan(
         system=sys_.id, model=m.id, replica=r, batch=p.batch, replicas=n + n_p, gpus=gpus, qps=qps,
         ttft_s=d["ttft"], tpot_s=p.tpot_s, e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
@@ -341,7 +357,7 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
         it_power_w=it_w, facility_power_w=fac_w, usd_per_gpu_hour=rate,
         usd_per_million_tokens=usd_per_million_tokens(gpus, tokens_per_s, rate), disaggregated=disaggregated,
         prefill_replica=d.get("prefill"), prefill_replicas=n_p, kv_transfer_s=d.get("xfer", 0.0),
-        searched=searched, feasible=feasible)
+        searched=searched, feasible=feasible, energy=energy)
 
 
 def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float,

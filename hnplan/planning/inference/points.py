@@ -30,7 +30,7 @@ from hnplan.planning.inference.core import (
     resolve,
     steady_state,
 )
-from hnplan.power import design_power
+from hnplan.power import accelerator_power_w, design_power
 
 
 def _whole_units(system, gpus: int | None) -> int:
@@ -43,7 +43,17 @@ def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = 
     (:attr:`hnplan.cost.DesignCost.usd_per_gpu_hour`)."""
     cat = catalog or load_catalog()
     system = cat.system(system)
+    if price_gap(system, cat) is not None:
+        return float("nan")  # no price: cost outputs say n/a, with price_gap's reason
     return design_cost(cat.design(system), _whole_units(system, gpus)).usd_per_gpu_hour
+
+
+def price_gap(system, catalog: Catalog | None = None) -> str | None:
+    """Why ``system`` has no cost, or None when every part it is costed by has a price: the missing
+    ``prices.yaml`` items and how a system file gives its own price (``unit_price_usd``, ``price_item``)."""
+    cat = catalog or load_catalog()
+    missing = cat.design(cat.system(system)).prices.missing
+    return "; ".join(missing.values()) if missing else None
 
 
 def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
@@ -54,6 +64,48 @@ def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tup
     n = _whole_units(system, gpus)
     pw = design_power(cat.design(system), n)
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
+
+
+def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> dict:
+    """Power and energy of a replica at an operating point, from the accelerators' utilisation.
+
+    Each accelerator runs at the power utilisation of the modelled pass
+    (:attr:`~hnplan.planning.inference.core.OperatingPoint.power_utilisation`: the larger of its compute
+    and memory busy fractions over an iteration) on the idle-TDP line
+    (:func:`hnplan.power.accelerator_power_w`). The rest of the node (CPUs, NICs, scale-up switches,
+    fans) and the scale-out network draw their rated share (:func:`hnplan.power.design_power`), so the
+    node's power falls with load only by the accelerators' part.
+
+    Memory-bound kernels draw less than a compute-bound GEMM at the same busy fraction, so at small
+    batches the GPU power is an upper bound (energy errs high, not low).
+
+    ``load`` [fraction] scales the utilisation for replicas busy only part of the time (a request rate
+    below saturation: :func:`~hnplan.planning.inference.capacity.plan_for_rate`'s slot utilisation);
+    ``gpus`` replaces the replica's accelerators for the replica totals (all replicas of a plan), in which
+    case ``joules_per_token`` uses ``p.tokens_per_s x load x gpus / replica GPUs``.
+
+    Returns
+    -------
+    dict
+        ``gpu_utilisation`` [fraction], ``compute_busy``, ``memory_busy`` [fraction], ``gpu_power_w`` (one
+        accelerator) [W], ``node_power_w`` (one node of ``node_gpus`` accelerators, its share of the network
+        included) [W], ``replica_power_w`` (IT power of the replica's accelerators' share) [W],
+        ``facility_power_w`` (x PUE) [W], ``joules_per_token`` (IT energy per output token) [J] and
+        ``joules_per_request`` [J].
+    """
+    design, r = s.design, s.replica
+    u = min(1.0, max(0.0, load)) * p.power_utilisation
+    gpu_w = float(accelerator_power_w(s.acc, u, design.facility))
+    n = _whole_units(s.system, r.gpus)
+    pw = design_power(design, n)
+    per_gpu_it = pw.it_w_at(u) / n  # rated non-accelerator share + the accelerator at u
+    g = r.gpus if gpus is None else gpus
+    replica_w = per_gpu_it * g
+    tps = p.tokens_per_s * min(1.0, max(load, 1e-12)) * g / r.gpus
+    return {"gpu_utilisation": u, "compute_busy": p.compute_busy, "memory_busy": p.memory_busy,
+            "gpu_power_w": gpu_w, "node_power_w": per_gpu_it * s.system.node_gpus, "replica_power_w": replica_w,
+            "facility_power_w": replica_w * pw.pue, "joules_per_token": replica_w / tps,
+            "joules_per_request": replica_w / tps * p.output_tokens}
 
 
 def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
@@ -148,10 +200,11 @@ def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, r
 def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
                     batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
                     fixed: dict | None = None, overlap: bool = False, catalog: Catalog | None = None,
-                    **kwargs) -> dict:
+                    settings: dict | None = None, **kwargs) -> dict:
     """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
 
-    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees):
+    Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees;
+    ``settings`` sets further :class:`Replica` fields such as ``memory_utilization``, ``kv_budget_gib``):
     the first that fits for a given batch, the one with the most output tokens/s per GPU otherwise.
 
     Returns
@@ -160,7 +213,9 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
         The JSON shape of ``hnplan infer`` without ``--qps``: ``ttft_s, tpot_s, e2e_latency_s,
         tokens_per_s, tokens_per_s_per_gpu, tokens_per_s_per_user, max_batch, batch, replicas`` (1),
         ``gpus``, ``memory_per_gpu_gib``, ``hbm_gib``, ``usd_per_gpu_hour``,
-        ``usd_per_million_tokens``, ``it_power_kw``, the layout and ``breakdown_s``.
+        ``usd_per_million_tokens``, ``it_power_kw`` (rated), the load-dependent power and energy of
+        :func:`serving_power` (``gpu_power_w`` per GPU, ``node_power_w``, ``joules_per_token``,
+        ``joules_per_request``, ...), the layout, ``engine`` and ``breakdown_s``.
 
     Raises
     ------
@@ -169,9 +224,11 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap)
+    settings = settings or {}
     if replica is None:
-        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype), cat)
+        resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)
+    reps = ([replica] if replica is not None
+            else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings))
     best, err = None, None
     for r in reps:
         s = resolve(m, sys_, r, cat)
@@ -188,6 +245,7 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     if best is None:
         raise err or InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id}")
     r, p = best
+    energy = serving_power(resolve(m, sys_, r, cat), p)
     rate = usd_per_gpu_hour(sys_, None, cat)
     it_w, _ = attributed_power_w(sys_, r.gpus, cat)
     return {"model": m.id, "system": sys_.id, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
@@ -197,20 +255,26 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
             "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
             "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
             "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
-            "it_power_kw": units.w_to_kw(it_w), "breakdown_s": dict(p.breakdown_s)}
+            "it_power_kw": units.w_to_kw(it_w), **energy, "engine": r.engine,
+            "breakdown_s": dict(p.breakdown_s),
+            **({"cost_note": f"n/a: {price_gap(sys_, cat)}"} if rate != rate else {})}
 
 
 def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
-                     overlap: bool = False, catalog: Catalog | None = None) -> pd.DataFrame:
+                     overlap: bool = False, catalog: Catalog | None = None,
+                     engine: str | None = None) -> pd.DataFrame:
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
-    ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``."""
+    ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``.
+    ``engine``: a serving engine id (:attr:`Replica.engine`)."""
     cat = catalog or load_catalog()
     parts = []
     for sys_id in systems:
         try:
-            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat)
-            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap)
+            settings: dict = {"engine": engine} if engine else {}
+            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap,
+                                   catalog=cat, settings=settings)
+            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
             df["status"] = "ok"

@@ -4,7 +4,7 @@ Every row names its source; the quantity compared is the one the source measured
 
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
   maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100, FP8 (NVIDIA/TensorRT-LLM
-  docs/source/performance/perf-overview.md at commit 00f37686, as in ``shared/reference/
+  docs/source/performance/perf-overview.md at commit 00f37686, as in ``data/reference/
   inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
   technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
@@ -70,6 +70,7 @@ class Measurement:
     note: str = ""
     family: str = ""
     overlap: bool = False
+    engine: str | None = None
 
 
 def measurements() -> list[Measurement]:
@@ -120,7 +121,7 @@ def measurements() -> list[Measurement]:
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     """The planner's value of a measurement's quantity, in its unit."""
     cat = catalog or load_catalog()
-    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap), cat)
+    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s":
         return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
     if m.quantity == "prefill_s":

@@ -1,0 +1,44 @@
+"""``hnplan claims``: the claims audit of the seed documents, one row per claim."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from hnplan.cli._app import app, console, handle_errors, print_json
+
+_COLOUR = {"holds": "green", "does not hold": "red", "holds under conditions": "yellow", "not testable": "dim"}
+
+
+def _num(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+@app.command()
+def claims(
+    only: list[str] = typer.Option(None, "--only", help="claim id to run (repeat for several); all when omitted"),
+    json_: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim"),
+):
+    """Audit every numeric claim of the seed documents: the experiment, the verdict computed from the
+    planners' numbers (holds / does not hold / holds under conditions / not testable) and its condition."""
+    with handle_errors():
+        from hnplan.errors import InputError
+        from hnplan.planning.claims import audit, claim_ids
+
+        if only:
+            unknown = sorted(set(only) - set(claim_ids()))
+            if unknown:
+                raise InputError(f"unknown claim id(s) {', '.join(unknown)}; ids: {', '.join(claim_ids())}")
+        result = audit(only=only or None)
+        if json_:
+            print_json([c.as_dict() for c in result])
+            return
+        t = Table(title="Claims of the seed documents, tested", show_lines=True)
+        for col in ("id", "seed file", "claim", "experiment", "verdict", "condition", "numbers"):
+            t.add_column(col, overflow="fold")
+        for c in result:
+            nums = "\n".join(f"{k} = {_num(v)}" for k, v in c.numbers.items())
+            t.add_row(c.id, c.seed_file, c.claim, c.experiment, f"[{_COLOUR[c.verdict]}]{c.verdict}[/]", c.condition, nums)
+        console.print(t)

@@ -1,0 +1,227 @@
+"""Bad input at the command line: one line naming the file, flag or parameter, exit 2, never a traceback.
+
+The fuzz test draws a bad input (hypothesis) from the ways issue 17 found to break the CLI: infinite or
+not-a-number flags, a folder or a binary file or a missing file where a YAML file is expected, a YAML file
+with a key given twice, parameter overrides out of range, an output folder that cannot be written. Each run
+must exit 2, print no traceback, name the offending item, with ``--json`` print ``{"error": {...}}`` on stdout,
+and leave an earlier report exactly as it was.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from hnplan import __version__
+from hnplan.catalog.loader import read_yaml
+from hnplan.cli import app
+from hnplan.errors import CatalogError
+
+runner = CliRunner()
+
+SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "1e12", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+TCO = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check(res, needle: str, json_: bool = False):
+    out = res.stdout + res.stderr
+    assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
+    assert "Traceback" not in out
+    assert res.exit_code == 2, out
+    assert needle in _one_line(res.stderr), res.stderr
+    if json_:
+        err = json.loads(res.stdout)["error"]
+        assert err["exit_code"] == 2 and needle in _one_line(err["message"])
+
+
+# -- the cases, one by one ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("argv,needle", [
+    (SIZE[:4] + ["inf"] + SIZE[5:], "--tokens must be a finite number; got inf"),
+    (TCO + ["--pue", "inf"], "--pue must be a finite number; got inf"),
+    (SIZE[:-2] + ["--deadline-days", "inf"], "--deadline-days must be a finite number"),
+    (TCO + ["--years", "inf"], "--years must be a finite number"),
+    (TCO + ["--electricity-usd-per-kwh", "inf"], "--electricity-usd-per-kwh must be a finite number"),
+])
+@pytest.mark.parametrize("json_", [False, True])
+def test_non_finite_flags_refused(argv, needle, json_):
+    _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
+
+
+def test_json_error_object_names_the_entry():
+    res = runner.invoke(app, TCO[:2] + ["gb200"] + TCO[3:] + ["--json"])
+    assert res.exit_code == 2
+    err = json.loads(res.stdout)["error"]
+    assert err["kind"] == "input" and err["entry"] == "gb200" and "gb200-nvl72" in err["message"]
+
+
+def test_version():
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"hnplan {__version__}"
+
+
+def test_yaml_duplicate_key_refused(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text("id: a\nname: b\nid: c\n")
+    with pytest.raises(CatalogError, match=r"duplicate key 'id' \(first given on line 1\)"):
+        read_yaml(p)
+
+
+def test_yaml_exponent_without_dot_is_a_number(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("tokens: 1e12\ngpus: 2_048\nname: 1e12x\nlr: 3.0e-4\n")
+    assert read_yaml(p) == {"tokens": 1e12, "gpus": 2048, "name": "1e12x", "lr": 3e-4}
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda d: d, "is a folder, expected a YAML file"),
+    (lambda d: _write(d / "b.yaml", b"\x89PNG\r\n\x1a\n\xff\xfe\x00"), "not a UTF-8 text file"),
+    (lambda d: d / "nope.yaml", "file not found"),
+])
+def test_yaml_file_errors_name_the_path(tmp_path, make, needle):
+    path = make(tmp_path)
+    res = runner.invoke(app, ["tco", "--system", str(path) if str(path).endswith(".yaml") else f"{path}/",
+                              "--gpus", "8"])
+    _check(res, needle)
+    assert str(path) in res.stderr.replace("\n", "")
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_catalog_validate_missing_path(tmp_path):
+    res = runner.invoke(app, ["catalog", "validate", str(tmp_path / "nope.yaml")])
+    _check(res, "nope.yaml: no such file or folder")
+    assert "facility.yaml" not in res.stderr
+
+
+def test_report_scenario_file_not_found(tmp_path):
+    res = runner.invoke(app, ["report", "--scenario", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")])
+    _check(res, "file not found")
+    assert "unknown scenario" not in res.stderr
+
+
+def test_schema_pattern_printed_whole(tmp_path):
+    p = tmp_path / "models" / "Bad_Id.yaml"
+    p.parent.mkdir()
+    p.write_text("id: Bad_Id\nname: x\n")
+    res = runner.invoke(app, ["catalog", "validate", str(p)])
+    assert res.exit_code == 2
+    assert "[a-z0-9]" in res.stderr  # the pattern's character classes are not eaten as markup
+
+
+# -- the fuzz test ------------------------------------------------------------------------------------------
+_GOOD_REPORT = "<html>an earlier good report</html>"
+
+
+def _report_case(tmp: Path, kind: str, value, json_: bool):
+    """argv and the needle for a `report` run with one bad input; the out folder holds an earlier report."""
+    out = tmp / "out"
+    (out / "default").mkdir(parents=True, exist_ok=True)
+    (out / "default" / "design_comparison.html").write_text(_GOOD_REPORT)
+    argv = ["report", "--only", "design_comparison", "--out", str(out)]
+    if kind == "param":
+        key, v = value
+        params = tmp / "p.yaml"
+        params.write_text(f"{key}: {v}\n")
+        return argv + ["--params", str(params)], repr(key)
+    if kind == "params-file":
+        return argv + ["--params", str(_bad_file(tmp, value))], str(_bad_file(tmp, value))
+    if kind == "scenario-file":
+        return argv + ["--scenario", str(_bad_file(tmp, value))], str(_bad_file(tmp, value))
+    if kind == "out":  # an output folder below a file: cannot be created
+        blocker = tmp / "a-file"
+        blocker.write_text("x")
+        return ["report", "--only", "design_comparison", "--out", str(blocker / "reports")], str(blocker)
+    raise AssertionError(kind)
+
+
+def _bad_file(tmp: Path, what: str) -> Path:
+    if what == "folder":
+        d = tmp / "a-folder.yaml"
+        d.mkdir(exist_ok=True)
+        return d
+    p = tmp / f"bad-{what}.yaml"
+    p.write_bytes({"binary": b"\x00\xff\xfe\x80binary",
+                   "duplicate": b"gpus: 64\ngpus: 128\n",
+                   "invalid": b"gpus: [1, 2\n",
+                   "list": b"- 1\n- 2\n"}.get(what, b""))
+    if what == "missing":
+        p.unlink(missing_ok=True)
+    return p
+
+
+_bad_numbers = st.sampled_from([".inf", "-.inf", ".nan", "-5", "0", "-1e3", "1e400"])
+_cases = st.one_of(
+    st.tuples(st.just("param"), st.tuples(st.sampled_from(["gpus", "tokens", "seq_len"]), _bad_numbers)),
+    st.tuples(st.just("params-file"), st.sampled_from(["folder", "binary", "duplicate", "invalid", "list",
+                                                       "missing"])),
+    st.tuples(st.just("scenario-file"), st.sampled_from(["folder", "binary", "duplicate", "invalid", "missing"])),
+    st.tuples(st.just("out"), st.none()),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_cases, json_=st.booleans())
+def test_fuzz_bad_report_inputs(tmp_path_factory, case, json_):
+    tmp = tmp_path_factory.mktemp("fuzz")
+    kind, value = case
+    argv, needle = _report_case(tmp, kind, value, json_)
+    res = runner.invoke(app, argv)
+    _check(res, needle)
+    kept = tmp / "out" / "default" / "design_comparison.html"
+    if kept.parent.exists():
+        assert kept.read_text() == _GOOD_REPORT  # no report lost or replaced
+        assert not any(p.name.endswith(".failed.ipynb") for p in kept.parent.iterdir())
+
+
+@settings(max_examples=25, deadline=None)
+@given(flag=st.sampled_from([(SIZE, "--tokens"), (SIZE[:-2], "--deadline-days"), (TCO, "--years"),
+                             (TCO, "--pue"), (TCO, "--staff-usd-per-year")]),
+       value=st.sampled_from(["inf", "-inf", "nan", "+inf", "Infinity", "1e999"]), json_=st.booleans())
+def test_fuzz_non_finite_flags(flag, value, json_):
+    argv, name = flag
+    argv = list(argv)
+    if name in argv:
+        argv[argv.index(name) + 1] = value
+    else:
+        argv += [name, value]
+    res = runner.invoke(app, argv + (["--json"] if json_ else []))
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out and res.exit_code == 2, out
+    assert name in _one_line(res.stderr)  # click's range check or ours: either names the flag
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_report_out_read_only(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        res = runner.invoke(app, ["report", "--only", "design_comparison", "--out", str(ro / "reports")])
+        _check(res, str(ro))
+    finally:
+        ro.chmod(0o700)
+
+
+def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
+    """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
+    from hnplan.cli import main
+
+    monkeypatch.setattr("sys.argv", ["hnplan", *TCO[:3], "--gpus", "-5", "--json"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2
+    out, err = capsys.readouterr()
+    obj = json.loads(out)["error"]
+    assert obj["kind"] == "usage" and "'--gpus'" in obj["message"]
+    assert "--gpus" in err and "Traceback" not in err

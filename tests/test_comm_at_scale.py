@@ -1,0 +1,61 @@
+"""Collectives at scale (issue 13 part 4): in-network reduction only where the system enables it, ring and
+tree latency that grow with the number of ranks and domains, busbw that keeps rising with the message size
+at thousands of ranks."""
+
+import numpy as np
+import pytest
+
+from hnplan.comm.algorithms import algorithm_table, collective
+from hnplan.comm.placement import flat_placement, place_group
+from hnplan.comm.topology import LinkParams, system_links
+
+
+def test_ring_latency_counts_intra_and_inter_domain_steps():
+    # 4 domains of 8 ranks, zero-byte all-reduce: 2 (p - D) = 56 steps on the scale-up link (1 us) and
+    # 2 (D - 1) = 6 across domains (10 us) -> 56 + 60 = 116 us (NCCL tuning.cc ring latency)
+    up, out = LinkParams(1e11, 1e-6, 1e11), LinkParams(1e10, 1e-5, 1e10)
+    g = flat_placement(32, 8, up, out)
+    t = float(algorithm_table("allreduce", 0.0, g)["ring"])
+    assert t == pytest.approx(116e-6)
+    # reduce-scatter: half the steps
+    r = collective("reducescatter", 0.0, g, "ring")
+    assert float(r.time_s[0]) == pytest.approx(58e-6)
+
+
+def test_tree_latency_is_a_chain_inside_the_domain_and_a_log_tree_across():
+    # 2 ((q - 1) a_u + ceil(log2 D) a_o) = 2 (7 x 1 + 3 x 10) = 74 us for 8 domains of 8
+    up, out = LinkParams(1e11, 1e-6, 1e11), LinkParams(1e10, 1e-5, 1e10)
+    g = flat_placement(64, 8, up, out)
+    assert float(algorithm_table("allreduce", 0.0, g)["tree"]) == pytest.approx(74e-6)
+
+
+def test_in_network_reduction_only_where_the_system_enables_it(cat):
+    s = cat.system("hgx-h100-ib-ndr")
+    assert s.scaleup_in_network_reduction and not s.scaleout_in_network_reduction
+    links = system_links(cat.design(s), gpus=64)
+    assert links.scaleup.inr_efficiency == 0.85 and links.scaleout.inr_efficiency is None
+    off = s.model_copy(update={"scaleup_in_network_reduction": False})
+    g = place_group(cat.design(off), 8, 1, 8)
+    assert "inr" not in algorithm_table("allreduce", 2.0**30, g)
+    # a fabric that cannot reduce stays without it whatever the system says
+    a100 = cat.system("dgx-a100-hdr").model_copy(update={"scaleup_in_network_reduction": True})
+    assert system_links(cat.design(a100)).scaleup.inr_efficiency is None
+
+
+def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
+    # nccl-tests on 20 GB200 NVL72 racks (data/reference/comm_at_scale.csv): busbw 219 -> 346 -> 406 GB/s
+    # from 1 to 4 to 16 GiB; the ring's 2(p-1) steps of latency make the model rise the same way
+    s = cat.system("gb200-nvl72").model_copy(update={"scaleup_in_network_reduction": False})
+    g = place_group(cat.design(s), 1440, 1, 1440)
+    sizes = 2.0 ** np.arange(30, 35)
+    bus = collective("allreduce", sizes, g, "ring").busbw_Bps
+    assert np.all(np.diff(bus) > 0) and bus[2] / bus[0] > 1.5
+    ref = cat.reference("comm_at_scale").set_index("id")
+    assert float(bus[0]) / 1e9 == pytest.approx(float(ref.loc["cw_gb200_1440_1024MiB", "busbw_GBps"]), rel=0.15)
+
+
+def test_ring_latency_grows_with_the_number_of_domains(cat):
+    s = cat.system("hgx-h100-ib-ndr")
+    d = cat.design(s)
+    t = [float(collective("allreduce", 1e6, place_group(d, n, 1, n), "ring").time_s[0]) for n in (16, 256, 2048)]
+    assert t[0] < t[1] < t[2]

@@ -1,0 +1,41 @@
+"""The design-comparison verdict tells the supernode fabric's gain apart from the newer chip's (issue 17),
+on hand-made rows whose ratios are derived by hand below."""
+
+import pandas as pd
+
+from hnplan.planning.compare import fabric_and_chip, verdict
+
+
+def _rows():
+    # days and peaks chosen so the ratios are exact: 44/20 = 2.2x for the fabric pair, 2,500/2,000 = 1.25x peak
+    return pd.DataFrame([
+        dict(system="rack", kind="supernode", peak_tflops=2500.0, days=20.0, mfu=0.5, capex_musd=300.0,
+             run_musd=10.0, usd_per_million_tokens=1.0, status="ok"),
+        dict(system="new-server", kind="server-cluster", peak_tflops=2400.0, days=44.0, mfu=0.4, capex_musd=250.0,
+             run_musd=12.0, usd_per_million_tokens=1.2, status="ok"),
+        dict(system="old-server", kind="server-cluster", peak_tflops=1000.0, days=110.0, mfu=0.4, capex_musd=200.0,
+             run_musd=20.0, usd_per_million_tokens=2.0, status="ok"),
+    ])
+
+
+def test_fabric_and_chip_are_told_apart():
+    text = fabric_and_chip(_rows())
+    fabric, chip = text.split("\n\n")
+    # the rack against the server of the same generation (2,400 within 1.25x of 2,500), not the old one
+    assert "**rack** trains 2.20x as fast as **new-server**" in fabric
+    # 2,500 / 2,400 = 1.04x of the speed-up is the rack's GPU peak; 2.2 / 1.0417 = 2.11x the fabric's
+    assert "its GPU peaks 1.04x as high" in fabric and "account for about 2.11x" in fabric
+    assert "$10M on rack against $12M on new-server" in fabric
+    # the chip: the two server clusters, 110 / 44 = 2.5x faster with a 2.4x peak
+    assert "**new-server** trains 2.50x as fast as **old-server**" in chip and "2.40x dense peak" in chip
+
+
+def test_no_pair_no_claim():
+    df = _rows().iloc[[0, 2]]  # a rack and a server two generations apart: neither comparison is clean
+    assert fabric_and_chip(df) == ""
+    assert "**rack** trains fastest" in verdict(df) and "costs least to buy ($200M capex)" in verdict(df)
+
+
+def test_verdict_names_the_cheapest_run():
+    assert "Per training run, at each design's TCO per GPU-hour, **rack** costs least ($10M, $1.00 per million" \
+        in verdict(_rows())
