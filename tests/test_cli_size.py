@@ -69,8 +69,8 @@ def test_train_everything_given_evaluates_that_plan():
     assert pl["dp"]["bw_GBps"] < pl["tp"]["bw_GBps"]
 
 
-def test_train_overlap_flags_remove_exposed_time():
-    base = ["train", "--model", "deepseek-v3", "--system", "hgx-h800-ib", "--gpus", "256", "--pp", "8", "--dp", "32",
+def test_train_overlap_flags_reduce_exposed_time():
+    base = ["train", "--model", "deepseek-v3", "--system", "hgx-h800-ib", "--gpus", "512", "--pp", "16", "--dp", "32",
             "--ep", "32", "--microbatch-size", "1", "--virtual-stages", "1", "--recompute", "full", "--zero", "1",
             "--seq-len", "4096", "--global-batch-size", "1024", "--dtype", "fp8", "--json"]
     a = json.loads(runner.invoke(app, base).stdout)["breakdown_s"]

@@ -67,7 +67,8 @@ def test_memory_term_equals_the_memory_models_training_memory(cat, model, system
     for _, r in df.iterrows():
         ref = training_memory(job.model, seq, r.microbatch_size, r.tp, r.pp, r.dp, r.cp, r.ep, r.zero_stage,
                               r.recompute, r.num_microbatches, virtual_stages=r.virtual_stages,
-                              recipe=memory_recipe(dtype), catalog=cat)
+                              recipe=memory_recipe(dtype, job.choices), dropout=job.model.dropout,
+                              balanced=job.choices.pipeline_balanced_ends, catalog=cat)
         assert r.memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-12)
 
 

@@ -332,6 +332,9 @@ class Model(Entry):
     activation: Literal["gelu", "swiglu"] = Field(description="MLP type: plain GELU (2 matrices) or gated SwiGLU (3)")
     position_embedding: Literal["learned", "rope", "alibi"]
     tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix")
+    dropout: bool = Field(default=True, description="hidden and attention dropout on in training (masks stored for "
+                                                    "the backward, Korthikanti et al. arXiv:2205.05198 Sec. 4.1); "
+                                                    "False for recipes with zero dropout (Llama)")
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
@@ -505,6 +508,29 @@ class StackChoices(_Strict):
         Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
         ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
         split over ``tp``; default True. The TP collectives move the same volume either way.
+    tp_comm_overlap_fraction : float
+        With ``tp_comm``, the share of the TP collective time that runs concurrently with the layer's
+        GEMMs [0-1]; the rest (the first or last chunk of a pipelined split) stays exposed. Default 0.75.
+    ep_comm_overlap_fraction : float
+        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
+    overlap_gemm_slowdown : float
+        Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
+        communication kernels take and the HBM bandwidth they share): a hidden second of communication
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
+    fp8_params : bool
+        fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
+        ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
+        weights live in the (distributed) optimizer. Default False.
+    fp8_weight_cache : bool
+        With bf16 weights and fp8 GEMMs, Transformer Engine keeps each weight's fp8 cast and its
+        transpose from the first micro-batch of a step to the last (``is_first_microbatch`` caching in
+        ``transformer_engine/pytorch/module/linear.py``; Megatron-Core passes it unless
+        ``disable_parameter_transpose_cache``): 2 bytes a parameter. False: the casts are transient.
+    pipeline_balanced_ends : bool
+        The input embedding and the loss each take one layer's place in the pipeline split, so the
+        first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
+        Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
+        ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -518,6 +544,17 @@ class StackChoices(_Strict):
     sequence_parallel: bool = Field(
         default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
                                   "(Megatron sequence parallelism)")
+    tp_comm_overlap_fraction: float = Field(
+        default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm")
+    ep_comm_overlap_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm")
+    overlap_gemm_slowdown: float = Field(
+        default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides")
+    fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
+    fp8_weight_cache: bool = Field(
+        default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches")
+    pipeline_balanced_ends: bool = Field(
+        default=False, description="embedding and loss each take one layer's place on the first and last stage")
 
 
 class SoftwareStack(Entry, StackChoices):

@@ -258,9 +258,43 @@ def layer_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, *, s
         "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel)})
 
 
+def end_stage_layers(model: Model, pp, balanced: bool = False):
+    """Layers on the first (and the last) pipeline stage, for an array of ``pp`` [layers].
+
+    ``ceil(L / pp)`` (the fullest stage), or with ``balanced`` (embedding and loss each taking one
+    layer's place, Llama 3 arXiv:2407.21783 Sec. 3.3.2) ``ceil((L + 2) / pp) - 1`` where ``pp > 1``.
+    """
+    n = stage_layers(model, pp).per_stage
+    if not balanced:
+        return n
+    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+    return np.where(p > 1, np.maximum(-(-(model.layers + 2) // p) - 1, 1), n)
+
+
+def balanced_in_flight(n, pp, m, v):
+    """Micro-batches of its ``n`` layers the first stage holds under the interleaved 1F1B schedule
+    when its first model chunk is one layer short (the embedding takes that layer's place).
+
+    Megatron-Core's interleaved schedule runs ``2 (p - 1) + (v - 1) p`` warm-up forwards on the first
+    stage before its first backward ([2]_; ``get_forward_backward_func`` in
+    ``megatron/core/pipeline_parallel/schedules.py``); with ``m' = min(p, m)`` that is ``m'`` forwards of
+    every chunk plus ``(p - 1) m' / p`` extra ones of the first chunk, whose ``c0 = c - 1`` layers
+    (``c = ceil((L + 2) / (p v))`` a chunk) are one fewer. Uniform chunks give Korthikanti's
+    ``m' (1 + (p - 1) / (p v))`` ([1]_ Sec. 4.2.3). Llama 3 405B, p = 16, v = 8, one layer a chunk:
+    ``c0 = 0``, so the first stage holds 16 micro-batches of its 7 layers.
+    """
+    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+    v = np.maximum(np.asarray(v, dtype=np.int64), 1)
+    mm = np.minimum(p, np.asarray(m, dtype=np.int64))
+    c = np.ceil((n + 1) / v)   # layer places of a chunk (n + 1 places on the stage)
+    extra = np.where(v > 1, (p - 1) * mm / p * (c - 1) / np.maximum(n, 1), 0.0)
+    return np.where(p > 1, mm + extra, 1.0)
+
+
 def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stage: str = "first", *,
                            sequence_parallel: bool = True, flash_attention: bool = True, dropout: bool = True,
-                           fp8_gemm_inputs: bool = False, per_layer: pd.DataFrame | None = None) -> np.ndarray:
+                           fp8_gemm_inputs: bool = False, per_layer: pd.DataFrame | None = None,
+                           balanced: bool = False) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
     case, :func:`hnplan.memory.training_memory_table` its user).
@@ -277,6 +311,9 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
         Columns :data:`ACTIVATION_COLUMNS` (``num_microbatches``: micro-batches per step).
     per_layer : DataFrame, optional
         :func:`layer_activation_table` of the same plans, when the caller has it.
+    balanced : bool
+        The stack puts the embedding and the loss in one layer's place each (:func:`end_stage_layers`,
+        :func:`balanced_in_flight`).
 
     Raises
     ------
@@ -294,12 +331,14 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
     a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
     pp = df["pp"].to_numpy()
     L = model.layers
-    n = stage_layers(model, pp).per_stage
+    n = end_stage_layers(model, pp, balanced)
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
     nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
     per_mb = (n - nd) * a_moe + nd * a_dense
     if stage == "last":  # microbatches_in_flight: the last stage holds one
         in_flight = np.ones(len(df))
+    elif balanced:
+        in_flight = balanced_in_flight(n, pp, df["num_microbatches"].to_numpy(), df["virtual_stages"].to_numpy())
     else:
         in_flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
                          lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)})["f"].to_numpy()
@@ -312,7 +351,7 @@ def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int 
                            recompute: str = "none", num_microbatches: int | None = None,
                            virtual_stages: int = 1, sequence_parallel: bool = True,
                            flash_attention: bool = True, dropout: bool = True, stage: str = "first",
-                           fp8_gemm_inputs: bool = False) -> float:
+                           fp8_gemm_inputs: bool = False, balanced: bool = False) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
 
@@ -326,4 +365,4 @@ def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int 
                               virtual_stages=virtual_stages, recompute=recompute)])
     return float(stage_activation_table(model, plan, seq_len, stage, sequence_parallel=sequence_parallel,
                                         flash_attention=flash_attention, dropout=dropout,
-                                        fp8_gemm_inputs=fp8_gemm_inputs)[0])
+                                        fp8_gemm_inputs=fp8_gemm_inputs, balanced=balanced)[0])

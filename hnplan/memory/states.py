@@ -14,6 +14,13 @@ References
    Rajbhandari et al., "ZeRO-Infinity", SC21, arXiv:2104.07857, Sec. 3 (20 bytes per parameter).
 .. [3] Megatron Core developer guide, "Distributed Optimizer" (bytes per parameter: fp16 params and
    grads 20 = 4 + 16/d; bf16 params, fp32 grads 18 = 6 + 12/d; fp32 params and grads 16 = 8 + 8/d).
+.. [4] NVIDIA Megatron-LM, ``megatron/core/distributed/param_and_grad_buffer.py`` (one contiguous
+   ``main_grad`` buffer, fp32 with ``grad_reduce_in_fp32`` else the parameter dtype) and
+   ``megatron/core/optimizer/distrib_optimizer.py`` (fp32 main parameters of the shard, their fp32
+   gradients, Adam moments); Transformer Engine ``transformer_engine/pytorch/module/linear.py``
+   (fp8 weight and transpose workspaces cached across micro-batches).
+.. [5] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (one layer fewer on
+   the first and the last pipeline stage to balance memory).
 """
 
 from __future__ import annotations
@@ -67,7 +74,45 @@ ACCOUNTINGS = {
 }
 
 
-def accounting(name: str) -> StateAccounting:
+def stack_accounting(dtype: str, grad_bytes: float = 4.0, fp8_params: bool = False,
+                     fp8_weight_cache: bool = True) -> StateAccounting:
+    """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_).
+
+    * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
+      transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
+      transpose (1 + 1), no bf16 copy;
+    * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
+      ``grad_reduce_in_fp32``; 2: bf16);
+    * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights and Adam's two
+      moments (12), plus an fp32 copy of the gradient shard (4) when the buffer is not fp32 ([3]_:
+      ``4 + 16/d`` for 16-bit gradients, ``6 + 12/d`` for fp32 ones).
+
+    Examples
+    --------
+    >>> a = stack_accounting("bf16", 4.0); (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+    (2.0, 4.0, 12.0)
+    >>> a = stack_accounting("fp8", 2.0, fp8_params=True); (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+    (2.0, 2.0, 16.0)
+    >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
+    (4.0, 2.0)
+    """
+    fp8 = dtype == "fp8"
+    if fp8 and fp8_params:
+        w, wsrc = 2.0, "fp8 weights and their cached fp8 transposes (fp8 param gather)"
+    elif fp8 and fp8_weight_cache:
+        w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
+    else:
+        w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
+    g = float(grad_bytes)
+    opt = 12.0 + (4.0 if g < 4.0 else 0.0)
+    name = f"stack-{dtype}-g{g:g}" + ("-fp8params" if fp8 and fp8_params else "") + \
+        ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
+    return StateAccounting(name, w, g, opt, f"Megatron-Core distributed optimizer [3][4]: {wsrc}; {g:g}-byte "
+                                            f"main-grad buffer; fp32 master weights and Adam moments"
+                                            + (", fp32 copy of the gradient shard" if g < 4 else ""))
+
+
+def accounting(name: str | StateAccounting) -> StateAccounting:
     """The :class:`StateAccounting` of a name in :data:`ACCOUNTINGS`.
 
     Raises
@@ -75,11 +120,13 @@ def accounting(name: str) -> StateAccounting:
     InputError
         For an unknown name; the message lists the known ones.
     """
+    if isinstance(name, StateAccounting):
+        return name
     check_choice("accounting", name, ACCOUNTINGS)
     return ACCOUNTINGS[name]
 
 
-def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str = "zero-paper") -> tuple[float, float, float]:
+def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str | StateAccounting = "zero-paper") -> tuple[float, float, float]:
     """Model states per data-parallel rank, ``(weights, grads, optimizer)`` [bytes].
 
     ``n_params`` parameters [parameters] replicated over ``dp`` ranks at ZeRO stage ``zero``: stage 0
@@ -130,7 +177,22 @@ class StageParams:
     moe_layers: int
 
 
-def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first") -> StageParams:
+def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = False) -> range:
+    """Layer indices of the first or last pipeline stage.
+
+    Without ``balanced``: the fullest stage (:func:`hnplan.compute.layout.stage_layer_range`). With it,
+    the embedding and the loss each take one layer's place ([5]_; Megatron-Core's
+    ``account_for_embedding_in_pipeline_split``): ``ceil((L + 2) / pp) - 1`` layers on each end
+    (126 layers on 16 stages: 7 on the first and the last, 8 on the others).
+    """
+    if not balanced or pp <= 1:
+        return stage_layer_range(model, pp, stage)
+    n = max(1, -(-(model.layers + 2) // pp) - 1)
+    return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
+
+
+def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first",
+                 balanced: bool = False) -> StageParams:
     """Parameters on one accelerator of the first or last pipeline stage [parameters].
 
     A stage holds ``ceil(L / pp)`` layers (the fullest stage when ``pp`` does not divide ``L``); the
@@ -148,7 +210,7 @@ def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "firs
         raise InputError(f"stage must be 'first' or 'last'; got {stage!r}")
     pc = param_counts(model)
     first_moe = model.layers - pc.moe_layers
-    rng = stage_layer_range(model, pp, stage)
+    rng = end_stage_layer_range(model, pp, stage, balanced)
     moe = sum(1 for i in rng if i >= first_moe)
     dense_layers = len(rng) - moe
     per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer
@@ -165,7 +227,8 @@ def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "firs
 
 
 def model_state_bytes_per_gpu(model: Model, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1,
-                              recipe: str = "zero-paper", cp: int = 1, stage: str = "first"):
+                              recipe: str | StateAccounting = "zero-paper", cp: int = 1, stage: str = "first",
+                              balanced: bool = False):
     """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes].
 
     Non-expert parameters of the stage (:func:`stage_params`) are sharded by ZeRO over the
@@ -178,9 +241,11 @@ def model_state_bytes_per_gpu(model: Model, tp: int, pp: int, dp: int, ep: int =
     tp, pp, dp, ep, cp : int
         Tensor, pipeline, data, expert and context parallel degrees.
     zero : {0, 1, 2, 3}
-    recipe : str
-        Accounting name in :data:`ACCOUNTINGS`.
+    recipe : str or StateAccounting
+        Accounting name in :data:`ACCOUNTINGS`, or a stack's (:func:`stack_accounting`).
     stage : {"first", "last"}
+    balanced : bool
+        Embedding and loss take one layer's place on the end stages (:func:`end_stage_layer_range`).
 
     Returns
     -------
@@ -192,7 +257,7 @@ def model_state_bytes_per_gpu(model: Model, tp: int, pp: int, dp: int, ep: int =
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage)
+    sp = stage_params(model, tp, pp, ep, stage, balanced)
     dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
     expert = zero_model_state_bytes(sp.expert, max(1, dp * cp // ep), zero, recipe)
     return tuple(d + e for d, e in zip(dense, expert))

@@ -20,7 +20,7 @@ from hnplan.catalog.schemas import Model
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
-from hnplan.memory.states import model_state_bytes_per_gpu
+from hnplan.memory.states import StateAccounting, model_state_bytes_per_gpu
 from hnplan.vectorise import memo
 
 
@@ -59,10 +59,11 @@ PLAN_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatch
 TABLE_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
 
 
-def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, recipe: str = "zero-paper",
-                          flash_attention: bool = True, sequence_parallel: bool = True, dropout: bool = True,
+def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *,
+                          recipe: str | StateAccounting = "zero-paper", flash_attention: bool = True,
+                          sequence_parallel: bool = True, dropout: bool = True,
                           fp8_gemm_inputs: bool | None = None, overheads: bool = True,
-                          catalog: Catalog | None = None) -> pd.DataFrame:
+                          catalog: Catalog | None = None, balanced: bool = False) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
 
@@ -81,9 +82,10 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
         Columns :data:`PLAN_COLUMNS`, one row per plan (``num_microbatches``: micro-batches per step).
     seq_len : int
         [tokens]
-    recipe : str
-        Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`).
-    flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads :
+    recipe : str or StateAccounting
+        Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`, or a stack's
+        :func:`hnplan.memory.states.stack_accounting`).
+    flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced :
         As :func:`training_memory`.
 
     Returns
@@ -97,7 +99,10 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
     InputError
         For an unknown ZeRO stage, recompute mode or accounting.
     """
-    fp8 = (recipe == "fp8") if fp8_gemm_inputs is None else fp8_gemm_inputs
+    if fp8_gemm_inputs is None:
+        fp8 = recipe == "fp8" or (isinstance(recipe, StateAccounting) and recipe.name.startswith("stack-fp8"))
+    else:
+        fp8 = fp8_gemm_inputs
     df = plans.reset_index(drop=True)
     pp = df["pp"].to_numpy()
     if overheads:
@@ -114,8 +119,9 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
     best = None
     for stage in ("first", "last"):
         st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
-            zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage))))
-        st["activations_bytes"] = stage_activation_table(model, df, seq_len, stage, per_layer=per_layer, **act_kw)
+            zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage, balanced))))
+        st["activations_bytes"] = stage_activation_table(model, df, seq_len, stage, per_layer=per_layer,
+                                                         balanced=balanced, **act_kw)
         tensors = st.sum(axis=1).to_numpy()
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
@@ -132,9 +138,10 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *, re
 def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: int, dp: int,
                     cp: int = 1, ep: int = 1, zero: int = 1, recompute: str = "none",
                     num_microbatches: int | None = None, flash_attention: bool = True, *,
-                    virtual_stages: int = 1, recipe: str = "zero-paper", sequence_parallel: bool = True,
-                    dropout: bool = True, overheads: bool = True, fp8_gemm_inputs: bool | None = None,
-                    catalog: Catalog | None = None) -> TrainingMemory:
+                    virtual_stages: int = 1, recipe: str | StateAccounting = "zero-paper",
+                    sequence_parallel: bool = True, dropout: bool = True, overheads: bool = True,
+                    fp8_gemm_inputs: bool | None = None, catalog: Catalog | None = None,
+                    balanced: bool = False) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
     The one-row case of :func:`training_memory_table` (the model the training planner evaluates over
@@ -160,8 +167,11 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
     flash_attention, sequence_parallel, dropout : bool
     virtual_stages : int
         Model chunks per stage of the interleaved schedule.
-    recipe : str
-        Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`).
+    recipe : str or StateAccounting
+        Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS` or a stack's).
+    balanced : bool
+        The embedding and the loss each take one layer's place on the end stages (Llama 3,
+        arXiv:2407.21783 Sec. 3.3.2; :func:`hnplan.memory.activations.end_stage_layers`).
     overheads : bool
         Include the runtime overheads (catalog data); ``False`` gives the tensors alone.
     fp8_gemm_inputs : bool, optional
@@ -185,6 +195,6 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
                               virtual_stages=virtual_stages, zero_stage=zero, recompute=recompute)])
     row = training_memory_table(model, plan, seq_len, recipe=recipe, flash_attention=flash_attention,
                                 sequence_parallel=sequence_parallel, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs,
-                                overheads=overheads, catalog=catalog).iloc[0]
+                                overheads=overheads, catalog=catalog, balanced=balanced).iloc[0]
     params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))

@@ -57,6 +57,7 @@ from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
+from hnplan.memory.states import StateAccounting, stack_accounting
 from hnplan.vectorise import factorize, memo
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
@@ -259,6 +260,25 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 TP_COLLECTIVES_PER_PASS = 2  # per layer: after the attention output and after the MLP (SC21 Sec. 2.3, Fig. 5)
 
 
+def overlapped_comm(t_comm, t_compute, fraction: float, slowdown: float):
+    """Time a collective adds to a micro-batch when a stack overlaps it with compute [s].
+
+    ``hidden = min(fraction x t_comm, t_compute)`` runs concurrently with the compute, which is
+    slowed by ``slowdown`` for that time (the communication kernels take SMs and HBM bandwidth: Transformer
+    Engine's userbuffers reserve ``num_sm`` SMs with ``set_sm_margin``; DeepSeek-V3 dedicates 20 of 132
+    SMs to its all-to-all, arXiv:2412.19437 Sec. 3.2.2); the rest is exposed:
+    ``t_comm - hidden + slowdown x hidden``. No overlap setting makes the cost vanish unless the
+    fraction is 1 and the slowdown 0.
+
+    >>> float(overlapped_comm(1.0, 10.0, 0.75, 0.14))   # 0.25 exposed + 0.14 x 0.75 slower GEMMs
+    0.355
+    >>> float(overlapped_comm(1.0, 0.5, 1.0, 0.0))      # hidden only behind 0.5 s of compute
+    0.5
+    """
+    hidden = np.minimum(fraction * np.asarray(t_comm, dtype=float), t_compute)
+    return t_comm - (1.0 - slowdown) * hidden
+
+
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
 
@@ -404,26 +424,30 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 # memory and FLOPs
 # ----------------------------------------------------------------------------------------------
 
-def memory_recipe(dtype: str) -> str:
-    """Model-state accounting of :mod:`hnplan.memory` for a training dtype: ``fp8`` (Transformer Engine
-    keeps fp8 casts of GEMM inputs) or ``megatron-bf16``."""
-    return "fp8" if dtype == "fp8" else "megatron-bf16"
+def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccounting:
+    """Bytes per parameter a stack keeps for a training dtype (:func:`hnplan.memory.states.stack_accounting`
+    of its gradient buffer width and fp8 weight fields; default: hnplan's default stack)."""
+    ch = StackChoices() if choices is None else choices
+    return stack_accounting(dtype, ch.grad_reduce_bytes, ch.fp8_params, ch.fp8_weight_cache)
 
 
 def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """Training memory per GPU of the fullest pipeline stage of every candidate [bytes], by part:
-    :func:`hnplan.memory.training_memory_table` with the job's dtype (:func:`memory_recipe`), attention
-    kernel and sequence parallelism (the model :func:`hnplan.memory.training_memory` evaluates for one
-    plan).
+    :func:`hnplan.memory.training_memory_table` with the bytes per parameter the job's stack keeps
+    (:func:`hnplan.memory.states.stack_accounting`: its gradient buffer width, fp8 weights or cached fp8
+    copies), the model's dropout, the stack's attention kernel, sequence parallelism and pipeline
+    split of the end stages (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
 
     Returns
     -------
     DataFrame
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
-    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype),
-                                 flash_attention=job.choices.attention == "flash",
-                                 sequence_parallel=job.choices.sequence_parallel, catalog=job.catalog)
+    ch = job.choices
+    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype, ch),
+                                 flash_attention=ch.attention == "flash", dropout=job.model.dropout,
+                                 sequence_parallel=ch.sequence_parallel, catalog=job.catalog,
+                                 balanced=ch.pipeline_balanced_ends)
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):

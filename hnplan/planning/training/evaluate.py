@@ -177,16 +177,17 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     comp = c.compute_per_microbatch(job, df)
     layers, moe_layers = comp["layers"].to_numpy(), comp["moe_layers"].to_numpy()
     t_comp = comp["t_compute_mb"].to_numpy()
+    ch = job.choices
     t_tp = c.tp_comm_per_microbatch(job, df, layers)
-    if job.choices.tp_comm:
-        t_tp = np.maximum(t_tp - t_comp, 0.0)
+    if ch.tp_comm:
+        t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
     t_cp_layer = c.cp_comm_per_layer(job, df)
-    if job.choices.cp_comm:
+    if ch.cp_comm:
         t_cp_layer = np.maximum(t_cp_layer - comp["attn_per_layer"].to_numpy(), 0.0)
     t_cp = layers * t_cp_layer
     t_ep = c.ep_comm_per_microbatch(job, df, moe_layers)
-    if job.choices.ep_comm:
-        t_ep = np.maximum(t_ep - t_comp, 0.0)
+    if ch.ep_comm:
+        t_ep = c.overlapped_comm(t_ep, t_comp, ch.ep_comm_overlap_fraction, ch.overlap_gemm_slowdown)
     t_pp = c.pp_comm_per_microbatch(job, df)
     t_mb = t_comp + t_tp + t_cp + t_ep + t_pp
     bubble = (df["pp"].to_numpy() - 1) / df["virtual_stages"].to_numpy() * t_mb
