@@ -31,6 +31,7 @@ test: lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check hnplan tests tools benchmarks
+	$(BIN)/ruff format --check hnplan tests tools benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 

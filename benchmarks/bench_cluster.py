@@ -32,9 +32,11 @@ def main():
     r = simulate_cluster(a.system, a.gpus, jobs, policy=a.policy, seed=0, catalog=cat)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     s = r.summary
-    print(f"{a.jobs:,} jobs on {r.gpus:,} x {a.system} ({a.policy}): {dt:.1f} s wall, {cpu:.1f} s CPU "
-          f"(target < 60 s; wall exceeds CPU when other work shares the cores); utilisation {s['utilisation']:.3f}, allocation {s['allocation_rate']:.3f}, "
-          f"done {s['jobs']['done']:,}, preemptions {s['preemptions']}, hardware failures {s['hardware_failures']}")
+    print(
+        f"{a.jobs:,} jobs on {r.gpus:,} x {a.system} ({a.policy}): {dt:.1f} s wall, {cpu:.1f} s CPU "
+        f"(target < 60 s; wall exceeds CPU when other work shares the cores); utilisation {s['utilisation']:.3f}, allocation {s['allocation_rate']:.3f}, "
+        f"done {s['jobs']['done']:,}, preemptions {s['preemptions']}, hardware failures {s['hardware_failures']}"
+    )
     return 0 if min(dt, cpu) < 60 else 1
 
 

@@ -43,17 +43,29 @@ def main(repeat: int = 5) -> dict:
     evaluate_plans(job, cands)
     dt_big = time.perf_counter() - t0
     best = df.iloc[0]
-    out = dict(candidates=n, feasible=df.attrs["feasible"], first_s=times[0], best_s=min(times),
-               per_s_first=n / times[0], per_s_best=n / min(times), big_candidates=len(cands), big_s=dt_big,
-               big_per_s=len(cands) / dt_big)
+    out = dict(
+        candidates=n,
+        feasible=df.attrs["feasible"],
+        first_s=times[0],
+        best_s=min(times),
+        per_s_first=n / times[0],
+        per_s_best=n / min(times),
+        big_candidates=len(cands),
+        big_s=dt_big,
+        big_per_s=len(cands) / dt_big,
+    )
     print(f"{MODEL} on {GPUS:,} x {SYSTEM}: {n:,} candidates ({out['feasible']:,} fit)")
     print(f"  full search: first run {times[0]:.3f} s, best of {repeat} {min(times):.3f} s")
     print(f"  candidates evaluated per second: {out['per_s_first']:,.0f} (first), {out['per_s_best']:,.0f} (best)")
-    print(f"  best plan: TP{best.tp} PP{best.pp} DP{best.dp} CP{best.cp} mb{best.microbatch_size} "
-          f"v{best.virtual_stages} ZeRO{best.zero_stage} {best.recompute}: {best.step_time_s:.2f} s/step, "
-          f"MFU {best.mfu:.1%}")
-    print(f"deepseek-v3 on 2,048 x hgx-h800-ib: {len(cands):,} candidates evaluated in {dt_big:.3f} s "
-          f"= {out['big_per_s']:,.0f} per second")
+    print(
+        f"  best plan: TP{best.tp} PP{best.pp} DP{best.dp} CP{best.cp} mb{best.microbatch_size} "
+        f"v{best.virtual_stages} ZeRO{best.zero_stage} {best.recompute}: {best.step_time_s:.2f} s/step, "
+        f"MFU {best.mfu:.1%}"
+    )
+    print(
+        f"deepseek-v3 on 2,048 x hgx-h800-ib: {len(cands):,} candidates evaluated in {dt_big:.3f} s "
+        f"= {out['big_per_s']:,.0f} per second"
+    )
     return out
 
 

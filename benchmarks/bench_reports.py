@@ -38,8 +38,12 @@ def rerun(out: str, runs: int = 5) -> tuple[float, float]:
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        subprocess.run(argv + ["report", "--scenario", "default", "--out", out], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            argv + ["report", "--scenario", "default", "--out", out],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         walls.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -58,12 +62,16 @@ def main() -> None:
                 continue
             secs, ok, n = bench(scenario, jobs, out)
             verdict = "within" if secs < target else "OVER"
-            print(f"{scenario:8} --jobs {jobs}: {secs:6.1f} s for {n} reports ({ok} ok); target {target:.0f} s: {verdict}")
+            print(
+                f"{scenario:8} --jobs {jobs}: {secs:6.1f} s for {n} reports ({ok} ok); target {target:.0f} s: {verdict}"
+            )
             if scenario == "default":
                 wall, cpu = rerun(out)
                 verdict = "within" if wall < 2.0 else "OVER"
-                print(f"default re-run, nothing to redo (whole process, median of 5): {wall:.2f} s wall, {cpu:.2f} s "
-                      f"CPU; target 2 s: {verdict} (load average {os.getloadavg()[0]:.1f})")
+                print(
+                    f"default re-run, nothing to redo (whole process, median of 5): {wall:.2f} s wall, {cpu:.2f} s "
+                    f"CPU; target 2 s: {verdict} (load average {os.getloadavg()[0]:.1f})"
+                )
 
 
 if __name__ == "__main__":

@@ -83,8 +83,13 @@ class DesignCost:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(capex_usd=self.capex_usd, opex_usd_per_year=self.opex_usd_per_year, tco_usd=self.tco_usd,
-                 idle_capital_usd=self.idle_capital_usd, usd_per_gpu_hour=self.usd_per_gpu_hour)
+        d.update(
+            capex_usd=self.capex_usd,
+            opex_usd_per_year=self.opex_usd_per_year,
+            tco_usd=self.tco_usd,
+            idle_capital_usd=self.idle_capital_usd,
+            usd_per_gpu_hour=self.usd_per_gpu_hour,
+        )
         return d
 
 
@@ -96,11 +101,19 @@ def deploy_days_for(design: Design) -> float:
     return design.reliability.deploy_days.value
 
 
-def design_cost(design: Design, gpus: int, years: float | None = None,
-                pue: float | None = None, utilisation: float = 1.0,
-                electricity_usd_per_kwh: float | None = None, hardware_price_factor: float = 1.0,
-                maintenance_fraction: float | None = None, dc_build_usd_per_mw: float | None = None,
-                staff_usd_per_year: float = 0.0, deploy_days: float | None = None) -> DesignCost:
+def design_cost(
+    design: Design,
+    gpus: int,
+    years: float | None = None,
+    pue: float | None = None,
+    utilisation: float = 1.0,
+    electricity_usd_per_kwh: float | None = None,
+    hardware_price_factor: float = 1.0,
+    maintenance_fraction: float | None = None,
+    dc_build_usd_per_mw: float | None = None,
+    staff_usd_per_year: float = 0.0,
+    deploy_days: float | None = None,
+) -> DesignCost:
     """Capex and opex of ``gpus`` accelerators of a system.
 
     Parameters
@@ -159,21 +172,33 @@ def design_cost(design: Design, gpus: int, years: float | None = None,
         raise InputError(f"years must be > 0; got {years}")
     deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design))
     if deploy_s >= units.years_to_s(years):
-        raise InputError(f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)")
+        raise InputError(
+            f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)"
+        )
     pw = design_power(design, gpus, pue)
     bom = scaleout_bom(design, pw.units * system.unit_gpus)
     price = design.prices
     systems = hardware_price_factor * pw.units * price.usd("system")
     # first-order optics: every link end is an OSFP module of the NIC's speed class
     # (hnplan.catalog.design.transceiver_item)
-    network = hardware_price_factor * (bom.switches * price.usd("scaleout_switch")
-                                       + bom.transceivers * price.usd("transceiver"))
+    network = hardware_price_factor * (
+        bom.switches * price.usd("scaleout_switch") + bom.transceivers * price.usd("transceiver")
+    )
     build = fac.dc_build_usd_per_mw.value if dc_build_usd_per_mw is None else dc_build_usd_per_mw
     facility = units.w_to_mw(pw.it_w) * build
     avg_w = utilisation * training_draw_w(pw, fac) + (1 - utilisation) * pw.it_w_at(0.0) * pw.pue
     kwh_usd = fac.electricity_usd_per_kwh.value if electricity_usd_per_kwh is None else electricity_usd_per_kwh
     energy = units.j_to_kwh(avg_w * units.YEAR) * kwh_usd
     maint = fac.maintenance_fraction_per_year.value if maintenance_fraction is None else maintenance_fraction
-    return DesignCost(systems, network, facility, energy, maint * (systems + network), years,
-                      staff_usd_per_year, pw.units * system.unit_gpus, utilisation, deploy_s)
-
+    return DesignCost(
+        systems,
+        network,
+        facility,
+        energy,
+        maint * (systems + network),
+        years,
+        staff_usd_per_year,
+        pw.units * system.unit_gpus,
+        utilisation,
+        deploy_s,
+    )

@@ -127,8 +127,12 @@ class DesignPower:
 
     def as_dict(self) -> dict:
         d = asdict(self)
-        d.update(it_w=self.it_w, facility_w=self.facility_w, kw_per_rack=self.kw_per_rack,
-                 over_rack_limit=self.over_rack_limit)
+        d.update(
+            it_w=self.it_w,
+            facility_w=self.facility_w,
+            kw_per_rack=self.kw_per_rack,
+            over_rack_limit=self.over_rack_limit,
+        )
         return d
 
 
@@ -143,8 +147,9 @@ def rack_limit_w(design: Design) -> float:
     return math.inf if kw is None else units.kw_to_w(kw)
 
 
-def design_power(design: Design, gpus: int, pue: float | None = None,
-                 rack_limit_kw: float | None = None) -> DesignPower:
+def design_power(
+    design: Design, gpus: int, pue: float | None = None, rack_limit_kw: float | None = None
+) -> DesignPower:
     """Rated IT power of ``gpus`` accelerators of a system with their scale-out network.
 
     Parameters
@@ -201,10 +206,17 @@ def design_power(design: Design, gpus: int, pue: float | None = None,
     nodes_per_rack = max(1, math.floor(limit / node_w)) if math.isfinite(limit) else math.inf
     by_power = math.ceil((bought / system.node_gpus) / nodes_per_rack) if math.isfinite(limit) else 0
     return DesignPower(
-        gpus=gpus, units=n_units, racks=max(by_space, by_power), compute_w=compute, network_w=network,
+        gpus=gpus,
+        units=n_units,
+        racks=max(by_space, by_power),
+        compute_w=compute,
+        network_w=network,
         pue=pue if pue is not None else design.pue,
-        accel_tdp_w=bought * acc.tdp_w, accel_idle_w=bought * accelerator_idle_w(acc, design.facility),
-        racks_by_space=by_space, racks_by_power=by_power, rack_limit_w=limit,
+        accel_tdp_w=bought * acc.tdp_w,
+        accel_idle_w=bought * accelerator_idle_w(acc, design.facility),
+        racks_by_space=by_space,
+        racks_by_power=by_power,
+        rack_limit_w=limit,
     )
 
 
@@ -219,8 +231,13 @@ def training_draw_w(power: DesignPower, facility: Facility) -> float:
     return power.facility_w * facility.training_power_fraction.value
 
 
-def run_energy(power: DesignPower, seconds: float, facility: Facility, tokens: float | None = None,
-               gco2_per_kwh: float | None = None) -> dict:
+def run_energy(
+    power: DesignPower,
+    seconds: float,
+    facility: Facility,
+    tokens: float | None = None,
+    gco2_per_kwh: float | None = None,
+) -> dict:
     """Facility energy and carbon of a training run (or serving period) at the training draw.
 
     Parameters

@@ -64,8 +64,13 @@ def component_counts(design: Design, gpus: int) -> dict:
         raise InputError(f"gpus must be >= 1; got {gpus}")
     system = design.system
     nodes = math.ceil(gpus / system.node_gpus)
-    return {"accelerator": gpus, "host": nodes, "nic": nodes * system.nics_per_node,
-            "scaleout-link": scaleout_bom(design, gpus).links, "job-gpu": gpus}
+    return {
+        "accelerator": gpus,
+        "host": nodes,
+        "nic": nodes * system.nics_per_node,
+        "scaleout-link": scaleout_bom(design, gpus).links,
+        "job-gpu": gpus,
+    }
 
 
 def interruption_rates_per_h(design: Design, gpus: int, rate_factor: float = 1.0) -> dict:
@@ -105,8 +110,9 @@ def failure_unit_gpus(system: System) -> int:
     return unit
 
 
-def spare_gpus(design: Design, gpus: int, quantile: float = 0.99, repair_hours: float | None = None,
-               rate_factor: float = 1.0) -> int:
+def spare_gpus(
+    design: Design, gpus: int, quantile: float = 0.99, repair_hours: float | None = None, rate_factor: float = 1.0
+) -> int:
     """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
 
     Each hardware interruption removes one failure unit for ``repair_hours``; units in repair are
@@ -177,7 +183,11 @@ def young_interval_s(delta_s, mtbi_s_):
     >>> young_interval_s(50.0, 10_000.0)
     1000.0
     """
-    return np.sqrt(2.0 * np.asarray(delta_s) * mtbi_s_) if isinstance(delta_s, np.ndarray) else math.sqrt(2.0 * delta_s * mtbi_s_)
+    return (
+        np.sqrt(2.0 * np.asarray(delta_s) * mtbi_s_)
+        if isinstance(delta_s, np.ndarray)
+        else math.sqrt(2.0 * delta_s * mtbi_s_)
+    )
 
 
 def daly_interval_s(delta_s: float, mtbi_s_: float) -> float:
@@ -230,14 +240,22 @@ class ReliabilityEstimate:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(mtbi_h=units.s_to_hours(self.mtbi_s),
-                 interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * 24)
+        d.update(
+            mtbi_h=units.s_to_hours(self.mtbi_s),
+            interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * 24,
+        )
         return d
 
 
-def reliability_estimate(design: Design, gpus: int, model: Model, mode: str = "async",
-                         rate_factor: float = 1.0, write_GBps_per_node: float | None = None,
-                         restart_overhead_s: float | None = None) -> ReliabilityEstimate:
+def reliability_estimate(
+    design: Design,
+    gpus: int,
+    model: Model,
+    mode: str = "async",
+    rate_factor: float = 1.0,
+    write_GBps_per_node: float | None = None,
+    restart_overhead_s: float | None = None,
+) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
 
     The planner :func:`hnplan.planning.design.estimate_reliability` resolves ids and calls this.
@@ -287,8 +305,19 @@ def reliability_estimate(design: Design, gpus: int, model: Model, mode: str = "a
         goodput = daly_goodput(interval, stall, restart, m)
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
     return ReliabilityEstimate(
-        system=system.id, model=model.id, gpus=gpus, mode=mode, mtbi_s=m, planned_per_h=planned,
+        system=system.id,
+        model=model.id,
+        gpus=gpus,
+        mode=mode,
+        mtbi_s=m,
+        planned_per_h=planned,
         failure_unit_gpus=min(failure_unit_gpus(system), gpus),  # a job smaller than the unit loses only itself
-        spare_gpus=spare_gpus(design, gpus, rate_factor=rate_factor), checkpoint_bytes=n_bytes,
-        checkpoint_write_s=ck["write_s"], checkpoint_stall_s=stall, checkpoint_interval_s=interval,
-        restart_s=restart, goodput=goodput, rates_per_h=rates)
+        spare_gpus=spare_gpus(design, gpus, rate_factor=rate_factor),
+        checkpoint_bytes=n_bytes,
+        checkpoint_write_s=ck["write_s"],
+        checkpoint_stall_s=stall,
+        checkpoint_interval_s=interval,
+        restart_s=restart,
+        goodput=goodput,
+        rates_per_h=rates,
+    )

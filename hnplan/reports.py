@@ -37,10 +37,19 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
-_ID_PARAMS = {"model": "models", "models": "models", "system": "systems", "systems": "systems",
-              "mix_systems": "systems", "traditional": "systems", "supernode": "systems",
-              "seed_supernode": "systems", "validation_models": "models",
-              "accelerator": "accelerators", "accelerators": "accelerators"}
+_ID_PARAMS = {
+    "model": "models",
+    "models": "models",
+    "system": "systems",
+    "systems": "systems",
+    "mix_systems": "systems",
+    "traditional": "systems",
+    "supernode": "systems",
+    "seed_supernode": "systems",
+    "validation_models": "models",
+    "accelerator": "accelerators",
+    "accelerators": "accelerators",
+}
 
 
 @dataclass
@@ -173,8 +182,10 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
     declared = notebook_parameters(notebook)
     unknown = set(params) - set(declared)
     if unknown:
-        raise ScenarioError(f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
-                            f"its parameters: {', '.join(declared)}")
+        raise ScenarioError(
+            f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
+            f"its parameters: {', '.join(declared)}"
+        )
     out = dict(params)
     for key, value in params.items():
         default = _literal(declared[key]["default"])
@@ -187,13 +198,17 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         value = _as_number(value, want)
         if want is not None:
             numeric = want in (int, float)
-            ok = (isinstance(value, want) and not (numeric and isinstance(value, bool))) \
-                or (want is float and _is_number(value)) \
+            ok = (
+                (isinstance(value, want) and not (numeric and isinstance(value, bool)))
+                or (want is float and _is_number(value))
                 or (want is int and isinstance(value, float) and value.is_integer())
+            )
             if not ok:
-                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
-                                    f"like its default {declared[key]['default']}, got {type(value).__name__} "
-                                    f"{value!r}")
+                raise ScenarioError(
+                    f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
+                    f"like its default {declared[key]['default']}, got {type(value).__name__} "
+                    f"{value!r}"
+                )
             if want is int and isinstance(value, float):
                 value = int(value)
         _check_range(key, value, default, where, notebook)
@@ -300,8 +315,9 @@ def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
     return h.hexdigest()
 
 
-def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str,
-             force: bool, title: str = "") -> ReportResult:
+def _run_one(
+    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+) -> ReportResult:
     t0 = time.perf_counter()
     nb_path = notebook_path(notebook)
     target = Path(out_dir) / scenario_id
@@ -309,8 +325,7 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
     stamp = target / f".{notebook}.inputs"
     digest = _inputs_digest(nb_path, params, catalog_hash)
     if not force and html_path.exists() and stamp.exists() and stamp.read_text() == digest:
-        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)),
-                            title=title)
+        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)), title=title)
     import nbformat  # only when a notebook runs: with papermill, seconds of imports a skip does not need
     import papermill
 
@@ -318,9 +333,16 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
         try:
-            papermill.execute_notebook(str(nb_path), str(tmp_nb), parameters=params, progress_bar=False,
-                                       kernel_name="python3", cwd=str(NOTEBOOK_DIR), log_output=False,
-                                       extra_arguments=KERNEL_ARGS)
+            papermill.execute_notebook(
+                str(nb_path),
+                str(tmp_nb),
+                parameters=params,
+                progress_bar=False,
+                kernel_name="python3",
+                cwd=str(NOTEBOOK_DIR),
+                log_output=False,
+                extra_arguments=KERNEL_ARGS,
+            )
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
@@ -332,16 +354,22 @@ def _run_one(scenario_id: str, notebook: str, params: dict, out_dir: str, catalo
         _atomic_write(html_path, body)
         _atomic_write(stamp, digest)
         (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
-    return ReportResult(scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)),
-                        title=title)
+    return ReportResult(
+        scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)), title=title
+    )
 
 
 def export_html(nb, title: str) -> str:
     """HTML of an executed notebook: code hidden, no CDN scripts (see templates/report.html.j2)."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", template_file=str(TEMPLATES / "report.html.j2"),
-                            exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter = HTMLExporter(
+        template_name="lab",
+        template_file=str(TEMPLATES / "report.html.j2"),
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+    )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     return body
 
@@ -353,10 +381,18 @@ def _short_error(exc: Exception) -> str:
     return text if len(text) < 2000 else text[:2000] + " ..."
 
 
-def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jobs: int = 1,
-                only: str | None = None, params_override: dict | None = None, force: bool = False,
-                progress: bool = True, catalog: Catalog | None = None,
-                params_label: str | None = None, params_source: str | None = None) -> list[ReportResult]:
+def run_reports(
+    scenarios: list[Scenario],
+    out_dir: str | Path = DEFAULT_OUT,
+    jobs: int = 1,
+    only: str | None = None,
+    params_override: dict | None = None,
+    force: bool = False,
+    progress: bool = True,
+    catalog: Catalog | None = None,
+    params_label: str | None = None,
+    params_source: str | None = None,
+) -> list[ReportResult]:
     """Run every (scenario, notebook) pair and write the reports and ``index.html``.
 
     Parameters
@@ -409,8 +445,10 @@ def run_reports(scenarios: list[Scenario], out_dir: str | Path = DEFAULT_OUT, jo
         names = set().union(*(_declared(i.notebook) for sc in scenarios for i in sc.notebooks))
         unknown = set(params_override) - names
         if unknown:
-            raise ScenarioError(f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
-                                f"they have: {', '.join(sorted(names))}")
+            raise ScenarioError(
+                f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
+                f"they have: {', '.join(sorted(names))}"
+            )
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})
         raise ScenarioError(f"no scenario here runs notebook {only!r}; these run: {', '.join(ran)}")
@@ -454,11 +492,13 @@ def _safe_run(*args) -> ReportResult:
     try:
         return _run_one(*args)
     except Exception:  # noqa: BLE001
-        return ReportResult(args[0], args[1], "failed", 0.0, None, traceback.format_exc(limit=3),
-                            args[6] if len(args) > 6 else "")
+        return ReportResult(
+            args[0], args[1], "failed", 0.0, None, traceback.format_exc(limit=3), args[6] if len(args) > 6 else ""
+        )
 
 
-_INDEX = jinja2.Template("""<!doctype html>
+_INDEX = jinja2.Template(
+    """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>hnplan reports</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:2em;color:#222}
@@ -473,7 +513,9 @@ table{border-collapse:collapse}td,th{padding:.35em .8em;border-bottom:1px solid 
 <td>{{ '%.1f'|format(r.seconds) }}</td><td>{% if r.html %}<a href="{{ r.html }}">{{ r.html }}</a>{% endif %}
 {% if r.error %}<pre>{{ r.error }}</pre>{% endif %}</td></tr>
 {% endfor %}</tbody></table></body></html>
-""", autoescape=True)
+""",
+    autoescape=True,
+)
 
 
 def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -> Path:
@@ -495,8 +537,14 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
     rows = [state[k] for k in sorted(state)]
     _atomic_write(state_path, json.dumps(rows, indent=1))
     n_failed = sum(r["status"] == "failed" for r in rows)
-    html = _INDEX.render(rows=rows, n_ok=len(rows) - n_failed, n_failed=n_failed, when=dt.datetime.now().strftime("%Y-%m-%d %H:%M"), version=__version__,
-                         chash=catalog_hash)
+    html = _INDEX.render(
+        rows=rows,
+        n_ok=len(rows) - n_failed,
+        n_failed=n_failed,
+        when=dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        version=__version__,
+        chash=catalog_hash,
+    )
     path = out_dir / "index.html"
     _atomic_write(path, html)
     return path
@@ -507,10 +555,19 @@ def provenance(parameters: dict | None = None) -> str:
     import subprocess
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
-                                capture_output=True, text=True, timeout=5).stdout.strip() or "unknown"
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                cwd=Path(__file__).parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
     params = ", ".join(f"`{k}={v!r}`" for k, v in (parameters or {}).items())
-    return (f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`."
-            + (f" Parameters: {params}.*" if params else "*"))
+    return f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`." + (
+        f" Parameters: {params}.*" if params else "*"
+    )

@@ -56,10 +56,12 @@ def aggregate(storage: Storage, n_units) -> dict:
     """
     n = np.asarray(n_units, dtype=float)
     _non_negative("n_units", n)
-    out = {"capacity_bytes": n * storage.capacity_tb_per_unit * 1e12,
-           "read_Bps": n * units.GBps_to_Bps(storage.read_GBps_per_unit),
-           "write_Bps": n * units.GBps_to_Bps(storage.write_GBps_per_unit),
-           "read_iops": n * storage.read_iops_per_unit}
+    out = {
+        "capacity_bytes": n * storage.capacity_tb_per_unit * 1e12,
+        "read_Bps": n * units.GBps_to_Bps(storage.read_GBps_per_unit),
+        "write_Bps": n * units.GBps_to_Bps(storage.write_GBps_per_unit),
+        "read_iops": n * storage.read_iops_per_unit,
+    }
     return {k: (float(v) if np.ndim(v) == 0 else v) for k, v in out.items()}
 
 
@@ -98,11 +100,20 @@ def units_needed(storage: Storage, read_Bps=0.0, write_Bps=0.0, iops=0.0, capaci
     >>> units_needed(ddn, read_Bps=400e9, iops=1e6)["units"], units_needed(ddn, iops=1e7)["binding"]
     (5, 'iops')
     """
-    for name, v in (("read_Bps", read_Bps), ("write_Bps", write_Bps), ("iops", iops), ("capacity_bytes", capacity_bytes)):
+    for name, v in (
+        ("read_Bps", read_Bps),
+        ("write_Bps", write_Bps),
+        ("iops", iops),
+        ("capacity_bytes", capacity_bytes),
+    ):
         _non_negative(name, v)
     per = aggregate(storage, 1)
-    need = {"read": read_Bps / per["read_Bps"], "write": write_Bps / per["write_Bps"],
-            "iops": iops / per["read_iops"], "capacity": capacity_bytes / per["capacity_bytes"]}
+    need = {
+        "read": read_Bps / per["read_Bps"],
+        "write": write_Bps / per["write_Bps"],
+        "iops": iops / per["read_iops"],
+        "capacity": capacity_bytes / per["capacity_bytes"],
+    }
     binding = max(need, key=lambda k: need[k])
     return {"units": max(1, int(np.ceil(need[binding] - 1e-12))), "binding": binding, "by_target": need}
 
@@ -155,8 +166,9 @@ def checkpoint_restore_s(state_bytes, storage: Storage, n_units, bandwidth_share
     return transfer_s(state_bytes, aggregate(storage, n_units)["read_Bps"], client_Bps, bandwidth_share)
 
 
-def loader_need(tokens_per_s, bytes_per_token=None, tokens_per_sample=None, bytes_per_sample=None,
-                io_kib=1024.0) -> dict:
+def loader_need(
+    tokens_per_s, bytes_per_token=None, tokens_per_sample=None, bytes_per_sample=None, io_kib=1024.0
+) -> dict:
     """Sustained read bandwidth and read IOPS the data loader of a training job needs.
 
     Two shapes of data set:
@@ -194,10 +206,16 @@ def loader_need(tokens_per_s, bytes_per_token=None, tokens_per_sample=None, byte
     shards = bytes_per_token is not None
     samples = tokens_per_sample is not None or bytes_per_sample is not None
     if shards == samples or (samples and (tokens_per_sample is None or bytes_per_sample is None)):
-        raise InputError("give either bytes_per_token (token shards) or tokens_per_sample and bytes_per_sample "
-                         "(one object per sample)")
-    for name, v in (("bytes_per_token", bytes_per_token), ("tokens_per_sample", tokens_per_sample),
-                    ("bytes_per_sample", bytes_per_sample), ("io_kib", io_kib)):
+        raise InputError(
+            "give either bytes_per_token (token shards) or tokens_per_sample and bytes_per_sample "
+            "(one object per sample)"
+        )
+    for name, v in (
+        ("bytes_per_token", bytes_per_token),
+        ("tokens_per_sample", tokens_per_sample),
+        ("bytes_per_sample", bytes_per_sample),
+        ("io_kib", io_kib),
+    ):
         if v is not None and np.any(np.asarray(v, dtype=float) <= 0):
             raise InputError(f"{name} must be > 0; got {v}")
     tps = np.asarray(tokens_per_s, dtype=float)
@@ -215,16 +233,24 @@ def loader_need(tokens_per_s, bytes_per_token=None, tokens_per_sample=None, byte
 
 def storage_power_w(storage: Storage, n_units):
     """IT power of ``n_units`` units [W] (0 for a cloud service)."""
-    return np.asarray(n_units, dtype=float) * storage.power_w_per_unit if np.ndim(n_units) else \
-        float(n_units) * storage.power_w_per_unit
+    return (
+        np.asarray(n_units, dtype=float) * storage.power_w_per_unit
+        if np.ndim(n_units)
+        else float(n_units) * storage.power_w_per_unit
+    )
 
 
 def storage_capex_usd(storage: Storage, n_units):
     """Purchase price of ``n_units`` units [USD] (0 for a service)."""
-    return np.asarray(n_units, dtype=float) * storage.usd_per_unit if np.ndim(n_units) else \
-        float(n_units) * storage.usd_per_unit
+    return (
+        np.asarray(n_units, dtype=float) * storage.usd_per_unit
+        if np.ndim(n_units)
+        else float(n_units) * storage.usd_per_unit
+    )
 
 
 def storage_usd_per_year(storage: Storage, n_units):
     """Service or support price of ``n_units`` units per year [USD] (12 x the monthly price)."""
-    return 12.0 * (np.asarray(n_units, dtype=float) if np.ndim(n_units) else float(n_units)) * storage.usd_per_unit_month
+    return (
+        12.0 * (np.asarray(n_units, dtype=float) if np.ndim(n_units) else float(n_units)) * storage.usd_per_unit_month
+    )

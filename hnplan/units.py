@@ -387,5 +387,5 @@ def format_quantity(value, unit: str = "", digits: int = 3) -> str:
         text = format_count(value, digits)
         return f"{text} {u}" if u else text
     v = float(value)
-    text = f"{v:,.0f}" if abs(v) >= 10 ** digits else _sig(v, digits)
+    text = f"{v:,.0f}" if abs(v) >= 10**digits else _sig(v, digits)
     return f"{text} {u}"

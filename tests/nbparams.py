@@ -8,13 +8,28 @@ from pathlib import Path
 NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 SMALL_PARAMS = {
-    "design_comparison": dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144,
-                              tokens=1e11, seq_len=4096, global_batch_tokens=4096 * 288, dtype="bf16"),
+    "design_comparison": dict(
+        model="llama3.1-8b",
+        systems=["gb200-nvl72", "hgx-h100-ib-ndr"],
+        gpus=144,
+        tokens=1e11,
+        seq_len=4096,
+        global_batch_tokens=4096 * 288,
+        dtype="bf16",
+    ),
     "validation": dict(areas=["communication", "memory"]),
-    "claims_audit": dict(models=["megatron-18.4b", "megatron-145.6b"], gpus=[576, 1152], hundred_b_models=["megatron-76.1b"],
-                         hundred_b_gpus=[576], vision_gpus=[4608], trillion_gpus=[1296], nic_models=["megatron-18.4b"],
-                         nic_gpus=[576], scoring_models=["megatron-1.7b", "megatron-7.5b"],
-                         iops_models=["megatron-1.7b", "megatron-145.6b"]),
+    "claims_audit": dict(
+        models=["megatron-18.4b", "megatron-145.6b"],
+        gpus=[576, 1152],
+        hundred_b_models=["megatron-76.1b"],
+        hundred_b_gpus=[576],
+        vision_gpus=[4608],
+        trillion_gpus=[1296],
+        nic_models=["megatron-18.4b"],
+        nic_gpus=[576],
+        scoring_models=["megatron-1.7b", "megatron-7.5b"],
+        iops_models=["megatron-1.7b", "megatron-145.6b"],
+    ),
 }
 
 

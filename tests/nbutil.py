@@ -18,8 +18,14 @@ def run_notebook(name: str, parameters: dict, tmp_path: Path) -> tuple[nbformat.
     Raises papermill's PapermillExecutionError if any cell fails.
     """
     out = tmp_path / f"{name}.ipynb"
-    papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=parameters,
-                               kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+    papermill.execute_notebook(
+        str(NOTEBOOKS / f"{name}.ipynb"),
+        str(out),
+        parameters=parameters,
+        kernel_name="python3",
+        cwd=str(NOTEBOOKS),
+        progress_bar=False,
+    )
     nb = nbformat.read(out, as_version=4)
     html = export_html(nb, name)
     return nb, html

@@ -22,8 +22,16 @@ from nbparams import NOTEBOOKS, small_params
 pytestmark = pytest.mark.notebook
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +52,15 @@ def browser():
 def reports(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("browser")
     sc = tmp / "browser.yaml"
-    sc.write_text(yaml.safe_dump({"id": "browser", "name": "every notebook on small parameters", "notebooks": [
-        {"notebook": name, "parameters": small_params(name)} for name in NOTEBOOKS]}))
+    sc.write_text(
+        yaml.safe_dump(
+            {
+                "id": "browser",
+                "name": "every notebook on small parameters",
+                "notebooks": [{"notebook": name, "parameters": small_params(name)} for name in NOTEBOOKS],
+            }
+        )
+    )
     out = tmp / "reports"
     results = run_reports(load_scenarios(str(sc)), out, jobs=2, progress=False)
     assert [r.status for r in results] == ["ok"] * len(results), [r.error for r in results]
@@ -82,8 +97,10 @@ def test_report_renders_charts_and_table(browser, reports, notebook, tmp_path):
     assert errors == [], errors
     charts = page.locator("div.plotly-graph-div")
     assert charts.count() >= 1
-    page.wait_for_function("() => [...document.querySelectorAll('div.plotly-graph-div')]"
-                           ".every(d => d.querySelector('svg.main-svg'))", timeout=15000)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('div.plotly-graph-div')].every(d => d.querySelector('svg.main-svg'))",
+        timeout=15000,
+    )
     assert page.locator("#key-table").count() == 1
     assert page.get_by_text("What this means").count() >= 1  # every report explains its numbers
     first = first_screen(page)

@@ -12,12 +12,36 @@ from hnplan.errors import CatalogError
 
 REQUIRED = {
     "accelerators": ["a100-sxm-80gb", "h100-sxm", "h800-sxm", "h200-sxm", "b200", "gb200", "mi300x", "ascend-910c"],
-    "systems": ["dgx-a100-hdr", "hgx-h100-ib-ndr", "hgx-h100-roce-400g", "hgx-h800-ib", "hgx-h200-ib-ndr",
-                "hgx-b200-ib-xdr", "gb200-nvl72", "cloudmatrix-384", "seed-40card"],
-    "models": ["gpt3-175b", "llama2-7b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mixtral-8x7b",
-               "deepseek-v3", "megatron-1.7b", "megatron-3.6b", "megatron-7.5b", "megatron-18.4b",
-               "megatron-39.1b", "megatron-76.1b", "megatron-145.6b", "megatron-310.1b", "megatron-529.6b",
-               "megatron-1t"],
+    "systems": [
+        "dgx-a100-hdr",
+        "hgx-h100-ib-ndr",
+        "hgx-h100-roce-400g",
+        "hgx-h800-ib",
+        "hgx-h200-ib-ndr",
+        "hgx-b200-ib-xdr",
+        "gb200-nvl72",
+        "cloudmatrix-384",
+        "seed-40card",
+    ],
+    "models": [
+        "gpt3-175b",
+        "llama2-7b",
+        "llama3.1-8b",
+        "llama3.1-70b",
+        "llama3.1-405b",
+        "mixtral-8x7b",
+        "deepseek-v3",
+        "megatron-1.7b",
+        "megatron-3.6b",
+        "megatron-7.5b",
+        "megatron-18.4b",
+        "megatron-39.1b",
+        "megatron-76.1b",
+        "megatron-145.6b",
+        "megatron-310.1b",
+        "megatron-529.6b",
+        "megatron-1t",
+    ],
 }
 
 
@@ -82,15 +106,18 @@ def _write(folder, name, raw):
     return path
 
 
-@pytest.mark.parametrize("mutate,field,needle", [
-    (lambda r: r.update(hbm_gib=80), "hbm_gib", "unknown key; allowed keys"),
-    (lambda r: r.update(source="TODO"), "source", "placeholder"),
-    (lambda r: r.update(source=""), "source", "at least 3"),
-    (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
-    (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than 0"),
-    (lambda r: r["dense_tflops"].update(fp12=1.0), "dense_tflops.fp12", "'fp32'"),
-    (lambda r: r.update(field_sources={}, assumptions={}), "(entry)", "calibration field"),
-])
+@pytest.mark.parametrize(
+    "mutate,field,needle",
+    [
+        (lambda r: r.update(hbm_gib=80), "hbm_gib", "unknown key; allowed keys"),
+        (lambda r: r.update(source="TODO"), "source", "placeholder"),
+        (lambda r: r.update(source=""), "source", "at least 3"),
+        (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
+        (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than 0"),
+        (lambda r: r["dense_tflops"].update(fp12=1.0), "dense_tflops.fp12", "'fp32'"),
+        (lambda r: r.update(field_sources={}, assumptions={}), "(entry)", "calibration field"),
+    ],
+)
 def test_bad_accelerator_file_names_path_entry_field(cat, data_copy, mutate, field, needle):
     raw = _load(cat.path_of("accelerators", "h100-sxm"))
     mutate(raw)
@@ -153,14 +180,16 @@ def test_validate_file_infers_kind(cat):
 
 
 def test_cli_validate_exit_codes(data_copy):
-    ok = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],
-                        capture_output=True, text=True)
+    ok = subprocess.run(
+        [sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)], capture_output=True, text=True
+    )
     assert ok.returncode == 0, ok.stderr
     raw = _load(data_copy / "models" / "llama2-7b.yaml")
     raw["activation"] = "relu"
     (data_copy / "models" / "llama2-7b.yaml").write_text(yaml.safe_dump(raw))
-    bad = subprocess.run([sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "hnplan.cli", "catalog", "validate", str(data_copy)], capture_output=True, text=True
+    )
     assert bad.returncode == 2
     err = " ".join(bad.stderr.split())  # rich wraps long lines
     assert "llama2-7b" in err and "activation" in err and "'gelu' or 'swiglu'" in err

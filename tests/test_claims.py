@@ -41,16 +41,32 @@ def claims():
 
 # every numeric claim of shared/seeds/README.md, and those issue 15 names, with its seed file
 REQUIRED = {
-    "comm-share-traditional": "000", "comm-share-supernode": "000", "comm-reduction-80": "001",
-    "grad-sync-rdma-minus-65": "002", "allreduce-rdma-5-8x-over-tcp": "000", "utilisation-40-to-70": "000",
-    "fragmentation-below-30": "000", "vision-10t-45-to-9-days": "000", "trillion-llm-1280-gpus-7-days": "001",
-    "seed-node-40-cards": "001", "scoring-32k-per-node-8ms": "000", "nic-200g-enough": "000",
-    "nic-100g-pfc-enough": "002", "storage-1m-iops": "000", "vision-10t-comm-62-to-15": "000",
-    "vision-10t-mfu-38-to-72": "000", "compute-density-3x": "001",
+    "comm-share-traditional": "000",
+    "comm-share-supernode": "000",
+    "comm-reduction-80": "001",
+    "grad-sync-rdma-minus-65": "002",
+    "allreduce-rdma-5-8x-over-tcp": "000",
+    "utilisation-40-to-70": "000",
+    "fragmentation-below-30": "000",
+    "vision-10t-45-to-9-days": "000",
+    "trillion-llm-1280-gpus-7-days": "001",
+    "seed-node-40-cards": "001",
+    "scoring-32k-per-node-8ms": "000",
+    "nic-200g-enough": "000",
+    "nic-100g-pfc-enough": "002",
+    "storage-1m-iops": "000",
+    "vision-10t-comm-62-to-15": "000",
+    "vision-10t-mfu-38-to-72": "000",
+    "compute-density-3x": "001",
     # named by issue 15
-    "cross-node-share-30": "002", "comm-loss-100b-40": "002", "comm-compute-1-9-at-10k": "001",
-    "training-cost-60": "001", "hot-swap-no-downtime": "001", "deploy-hours-not-weeks": "001",
-    "cxl-pool-128tb-32-nodes": "002", "tiering-hbm-ddr-ssd-prefetch": "001",
+    "cross-node-share-30": "002",
+    "comm-loss-100b-40": "002",
+    "comm-compute-1-9-at-10k": "001",
+    "training-cost-60": "001",
+    "hot-swap-no-downtime": "001",
+    "deploy-hours-not-weeks": "001",
+    "cxl-pool-128tb-32-nodes": "002",
+    "tiering-hbm-ddr-ssd-prefetch": "001",
 }
 
 
@@ -171,8 +187,11 @@ def test_seed_node_is_not_checked_against_itself(claims):
     c = claims["seed-node-40-cards"]
     assert c.verdict == "not testable" and "datasheet" in c.condition
     # the seed's totals over 40 cards: 28 PFLOPS -> 700 TFLOPS, 5.76 TB -> 144 GB, 150 kW -> 3.75 kW
-    assert (c.numbers["implied_fp8_tflops_per_card"], c.numbers["implied_hbm_gb_per_card"],
-            c.numbers["implied_kw_per_card"]) == pytest.approx((700, 144, 3.75))
+    assert (
+        c.numbers["implied_fp8_tflops_per_card"],
+        c.numbers["implied_hbm_gb_per_card"],
+        c.numbers["implied_kw_per_card"],
+    ) == pytest.approx((700, 144, 3.75))
 
 
 def test_seed_node_becomes_testable_only_with_sourced_card_figures():
@@ -201,10 +220,12 @@ def test_density_rdma_and_cxl_numbers(claims):
 def test_rdma_claims_become_testable_with_a_tcp_transport(tmp_path):
     # a TCP transport at a sixth of RoCE's efficiency and the same latencies: large buffers run 6x slower
     path = tmp_path / "tcp-100g.yaml"
-    path.write_text("id: tcp-100g\nname: NCCL over kernel TCP (test)\nkind: scale-out\ntechnology: kernel TCP\n"
-                    f"bw_efficiency: {0.92 / 6}\nlink_latency_ns: 200\nswitch_latency_ns: 600\n"
-                    "software_overhead_us: 4.0\nsource: test entry of the claims audit\n"
-                    "assumptions: {bw_efficiency: test value, software_overhead_us: test value}\n")
+    path.write_text(
+        "id: tcp-100g\nname: NCCL over kernel TCP (test)\nkind: scale-out\ntechnology: kernel TCP\n"
+        f"bw_efficiency: {0.92 / 6}\nlink_latency_ns: 200\nswitch_latency_ns: 600\n"
+        "software_overhead_us: 4.0\nsource: test entry of the claims audit\n"
+        "assumptions: {bw_efficiency: test value, software_overhead_us: test value}\n"
+    )
     setup = AuditSetup(tcp_interconnect=str(path))
     c5, c65 = audit(setup, only=["allreduce-rdma-5-8x-over-tcp", "grad-sync-rdma-minus-65"])
     # ring: 2(p-1) alpha + 2(p-1)/p n / (12.5 GB/s x eff); alpha = 4 us + 4 x 200 ns + 3 x 600 ns = 6.6 us
@@ -242,7 +263,9 @@ def test_scoring_and_cost_numbers(claims):
     c = claims["training-cost-60"]
     r = c.points.iloc[0]
     # $ per million tokens = $/GPU-hour x GPUs / (tokens/s x 3,600) x 1e6
-    assert r["usd_per_mtok_super"] == pytest.approx(r["usd_per_gpu_hour_super"] * r["gpus"] / (r["tokens_per_s_super"] * 3600) * 1e6)
+    assert r["usd_per_mtok_super"] == pytest.approx(
+        r["usd_per_gpu_hour_super"] * r["gpus"] / (r["tokens_per_s_super"] * 3600) * 1e6
+    )
     assert r["cost_reduction"] == pytest.approx(1 - r["usd_per_mtok_super"] / r["usd_per_mtok_base"])
 
 
@@ -265,21 +288,27 @@ def test_cluster_claims_wait_for_the_cluster_simulation(claims):
 def test_less_scaleout_bandwidth_never_lowers_the_communication_share(nic, factor):
     base = ct.same_chip_baseline(CAT, "hgx-b200-ib-xdr", "gb200-nvl72")
     plan = ParallelPlan(tp=8, pp=4, dp=18, zero_stage=1, recompute="selective")
-    fast, slow = (estimate_training_step("megatron-18.4b", ct.with_nic(base, r), 576, plan, 2048, 576, catalog=CAT)
-                  for r in (nic, nic * factor))
+    fast, slow = (
+        estimate_training_step("megatron-18.4b", ct.with_nic(base, r), 576, plan, 2048, 576, catalog=CAT)
+        for r in (nic, nic * factor)
+    )
     share = [sum(e.breakdown_s[k] for k in ct.COMM_PARTS) / e.step_time_s for e in (fast, slow)]
     assert share[1] >= share[0] - 1e-12 and slow.step_time_s >= fast.step_time_s - 1e-12
 
 
 def test_best_plan_step_never_shortens_with_slower_nics():
     base = ct.same_chip_baseline(CAT, "hgx-b200-ib-xdr", "gb200-nvl72")
-    steps = [ct.plan_point(CAT, "megatron-18.4b", ct.with_nic(base, r), 576, SMALL)["step_time_s"] for r in (400, 200, 100)]
+    steps = [
+        ct.plan_point(CAT, "megatron-18.4b", ct.with_nic(base, r), 576, SMALL)["step_time_s"] for r in (400, 200, 100)
+    ]
     assert steps == sorted(steps)
 
 
 # -- command line and notebook ---------------------------------------------------------------------
 def test_cli_json_and_bad_id():
-    r = CliRunner().invoke(app, ["claims", "--only", "compute-density-3x", "--only", "cxl-pool-128tb-32-nodes", "--json"])
+    r = CliRunner().invoke(
+        app, ["claims", "--only", "compute-density-3x", "--only", "cxl-pool-128tb-32-nodes", "--json"]
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert [d["id"] for d in out] == ["compute-density-3x", "cxl-pool-128tb-32-nodes"]

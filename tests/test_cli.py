@@ -32,20 +32,60 @@ def test_every_subcommand_has_help(path):
     assert "Usage" in res.output
 
 
-TRAIN = ["train", "--model", "llama3.1-405b", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--tp", "8",
-         "--pp", "16", "--dp", "128", "--seq-len", "8192", "--global-batch-tokens", "16777216",
-         "--recompute", "full", "--json"]
+TRAIN = [
+    "train",
+    "--model",
+    "llama3.1-405b",
+    "--system",
+    "hgx-h100-ib-ndr",
+    "--gpus",
+    "16384",
+    "--tp",
+    "8",
+    "--pp",
+    "16",
+    "--dp",
+    "128",
+    "--seq-len",
+    "8192",
+    "--global-batch-tokens",
+    "16777216",
+    "--recompute",
+    "full",
+    "--json",
+]
 
 
 def test_train_json_keys():
     res = runner.invoke(app, TRAIN)
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
-    for key in ("step_time_s", "tokens_per_s", "model_flops_per_token", "mfu", "hfu", "model_tflops_per_gpu",
-                "hardware_tflops_per_gpu", "memory_per_gpu_gib", "fits", "parallel", "breakdown_s"):
+    for key in (
+        "step_time_s",
+        "tokens_per_s",
+        "model_flops_per_token",
+        "mfu",
+        "hfu",
+        "model_tflops_per_gpu",
+        "hardware_tflops_per_gpu",
+        "memory_per_gpu_gib",
+        "fits",
+        "parallel",
+        "breakdown_s",
+    ):
         assert key in d
-    assert set(d["parallel"]) >= {"tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches",
-                                  "virtual_stages", "zero_stage", "recompute"}
+    assert set(d["parallel"]) >= {
+        "tp",
+        "pp",
+        "dp",
+        "cp",
+        "ep",
+        "microbatch_size",
+        "num_microbatches",
+        "virtual_stages",
+        "zero_stage",
+        "recompute",
+    }
     assert {"compute", "tp_comm_exposed", "dp_comm_exposed", "pp_bubble"} <= set(d["breakdown_s"])
     assert d["parallel"]["num_microbatches"] == 16  # 2,048 sequences / DP 128
     assert d["tokens_per_s"] == pytest.approx(16777216 / d["step_time_s"])
@@ -53,20 +93,38 @@ def test_train_json_keys():
 
 
 def test_train_search_reports_counts():
-    res = runner.invoke(app, ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "16",
-                              "--seq-len", "4096", "--global-batch-size", "64", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "llama3.1-8b",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--gpus",
+            "16",
+            "--seq-len",
+            "4096",
+            "--global-batch-size",
+            "64",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["searched"] >= d["feasible"] >= 1 and d["fits"]
 
 
-@pytest.mark.parametrize("args,code,needle", [
-    (["--gpus", "1000"], 3, "= 16384 does not divide --gpus 1000"),
-    (["--model", "llama3-405b"], 2, "nearest: llama3.1-405b"),
-    (["--system", "gb200"], 2, "gb200-nvl72"),
-    (["--recompute", "some"], 2, "none, selective, full"),
-    (["--global-batch-size", "2048"], 2, "exactly one of"),
-])
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["--gpus", "1000"], 3, "= 16384 does not divide --gpus 1000"),
+        (["--model", "llama3-405b"], 2, "nearest: llama3.1-405b"),
+        (["--system", "gb200"], 2, "gb200-nvl72"),
+        (["--recompute", "some"], 2, "none, selective, full"),
+        (["--global-batch-size", "2048"], 2, "exactly one of"),
+    ],
+)
 def test_train_errors(args, code, needle):
     argv = list(TRAIN)
     for flag, value in zip(args[::2], args[1::2]):
@@ -89,22 +147,116 @@ def test_catalog_list_and_show():
     assert res.exit_code == 2 and "h100-sxm" in res.stderr
 
 
-@pytest.mark.parametrize("argv,code,needle", [
-    (["train", "--model", "llama3.1-405b", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--tp", "7",
-      "--seq-len", "8192", "--global-batch-size", "2048"], 3, "tp 7 does not divide --gpus 16384"),
-    (["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "200000",
-      "--global-batch-size", "8"], 2, "exceeds llama3.1-8b's maximum sequence length 131072"),
-    (["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "100",
-      "--output-tokens", "100", "--ttft-slo-ms", "10"], 2, "apply to --qps planning"),
-    (["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "prefill", "--batch", "1",
-      "--seq-len", "200000"], 2, "maximum sequence length 131072"),
-    (["memory", "--model", "llama3.1-8b", "--mode", "inference", "--batch", "1", "--seq-len", "200000"], 2,
-     "maximum sequence length 131072"),
-    (["memory", "--model", "llama3.1-70b", "--mode", "train", "--tp", "3", "--pp", "4", "--dp", "8", "--seq-len",
-      "8192", "--microbatch-size", "1", "--zero", "1", "--recompute", "selective"], 3, "tp = 3 does not divide"),
-    (["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8", "--sweep", "8B"], 2,
-     "expected MIN:MAX"),
-])
+@pytest.mark.parametrize(
+    "argv,code,needle",
+    [
+        (
+            [
+                "train",
+                "--model",
+                "llama3.1-405b",
+                "--system",
+                "hgx-h100-ib-ndr",
+                "--gpus",
+                "16384",
+                "--tp",
+                "7",
+                "--seq-len",
+                "8192",
+                "--global-batch-size",
+                "2048",
+            ],
+            3,
+            "tp 7 does not divide --gpus 16384",
+        ),
+        (
+            [
+                "train",
+                "--model",
+                "llama3.1-8b",
+                "--system",
+                "hgx-h100-ib-ndr",
+                "--gpus",
+                "8",
+                "--seq-len",
+                "200000",
+                "--global-batch-size",
+                "8",
+            ],
+            2,
+            "exceeds llama3.1-8b's maximum sequence length 131072",
+        ),
+        (
+            [
+                "infer",
+                "--model",
+                "llama3.1-8b",
+                "--system",
+                "hgx-h100-ib-ndr",
+                "--input-tokens",
+                "100",
+                "--output-tokens",
+                "100",
+                "--ttft-slo-ms",
+                "10",
+            ],
+            2,
+            "apply to --qps planning",
+        ),
+        (
+            [
+                "roofline",
+                "--accelerator",
+                "h100-sxm",
+                "--model",
+                "llama3.1-8b",
+                "--phase",
+                "prefill",
+                "--batch",
+                "1",
+                "--seq-len",
+                "200000",
+            ],
+            2,
+            "maximum sequence length 131072",
+        ),
+        (
+            ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--batch", "1", "--seq-len", "200000"],
+            2,
+            "maximum sequence length 131072",
+        ),
+        (
+            [
+                "memory",
+                "--model",
+                "llama3.1-70b",
+                "--mode",
+                "train",
+                "--tp",
+                "3",
+                "--pp",
+                "4",
+                "--dp",
+                "8",
+                "--seq-len",
+                "8192",
+                "--microbatch-size",
+                "1",
+                "--zero",
+                "1",
+                "--recompute",
+                "selective",
+            ],
+            3,
+            "tp = 3 does not divide",
+        ),
+        (
+            ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8", "--sweep", "8B"],
+            2,
+            "expected MIN:MAX",
+        ),
+    ],
+)
 def test_bad_input_is_named(argv, code, needle):
     res = runner.invoke(app, argv)
     assert res.exit_code == code, res.output

@@ -43,13 +43,16 @@ def _check(res, needle: str, json_: bool = False):
 
 
 # -- the cases, one by one ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv,needle", [
-    (SIZE[:4] + ["inf"] + SIZE[5:], "--tokens must be a finite number; got inf"),
-    (TCO + ["--pue", "inf"], "--pue must be a finite number; got inf"),
-    (SIZE[:-2] + ["--deadline-days", "inf"], "--deadline-days must be a finite number"),
-    (TCO + ["--years", "inf"], "--years must be a finite number"),
-    (TCO + ["--electricity-usd-per-kwh", "inf"], "--electricity-usd-per-kwh must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (SIZE[:4] + ["inf"] + SIZE[5:], "--tokens must be a finite number; got inf"),
+        (TCO + ["--pue", "inf"], "--pue must be a finite number; got inf"),
+        (SIZE[:-2] + ["--deadline-days", "inf"], "--deadline-days must be a finite number"),
+        (TCO + ["--years", "inf"], "--years must be a finite number"),
+        (TCO + ["--electricity-usd-per-kwh", "inf"], "--electricity-usd-per-kwh must be a finite number"),
+    ],
+)
 @pytest.mark.parametrize("json_", [False, True])
 def test_non_finite_flags_refused(argv, needle, json_):
     _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
@@ -80,15 +83,19 @@ def test_yaml_exponent_without_dot_is_a_number(tmp_path):
     assert read_yaml(p) == {"tokens": 1e12, "gpus": 2048, "name": "1e12x", "lr": 3e-4}
 
 
-@pytest.mark.parametrize("make,needle", [
-    (lambda d: d, "is a folder, expected a YAML file"),
-    (lambda d: _write(d / "b.yaml", b"\x89PNG\r\n\x1a\n\xff\xfe\x00"), "not a UTF-8 text file"),
-    (lambda d: d / "nope.yaml", "file not found"),
-])
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda d: d, "is a folder, expected a YAML file"),
+        (lambda d: _write(d / "b.yaml", b"\x89PNG\r\n\x1a\n\xff\xfe\x00"), "not a UTF-8 text file"),
+        (lambda d: d / "nope.yaml", "file not found"),
+    ],
+)
 def test_yaml_file_errors_name_the_path(tmp_path, make, needle):
     path = make(tmp_path)
-    res = runner.invoke(app, ["tco", "--system", str(path) if str(path).endswith(".yaml") else f"{path}/",
-                              "--gpus", "8"])
+    res = runner.invoke(
+        app, ["tco", "--system", str(path) if str(path).endswith(".yaml") else f"{path}/", "--gpus", "8"]
+    )
     _check(res, needle)
     assert str(path) in res.stderr.replace("\n", "")
 
@@ -151,10 +158,14 @@ def _bad_file(tmp: Path, what: str) -> Path:
         d.mkdir(exist_ok=True)
         return d
     p = tmp / f"bad-{what}.yaml"
-    p.write_bytes({"binary": b"\x00\xff\xfe\x80binary",
-                   "duplicate": b"gpus: 64\ngpus: 128\n",
-                   "invalid": b"gpus: [1, 2\n",
-                   "list": b"- 1\n- 2\n"}.get(what, b""))
+    p.write_bytes(
+        {
+            "binary": b"\x00\xff\xfe\x80binary",
+            "duplicate": b"gpus: 64\ngpus: 128\n",
+            "invalid": b"gpus: [1, 2\n",
+            "list": b"- 1\n- 2\n",
+        }.get(what, b"")
+    )
     if what == "missing":
         p.unlink(missing_ok=True)
     return p
@@ -163,8 +174,7 @@ def _bad_file(tmp: Path, what: str) -> Path:
 _bad_numbers = st.sampled_from([".inf", "-.inf", ".nan", "-5", "0", "-1e3", "1e400"])
 _cases = st.one_of(
     st.tuples(st.just("param"), st.tuples(st.sampled_from(["gpus", "tokens", "seq_len"]), _bad_numbers)),
-    st.tuples(st.just("params-file"), st.sampled_from(["folder", "binary", "duplicate", "invalid", "list",
-                                                       "missing"])),
+    st.tuples(st.just("params-file"), st.sampled_from(["folder", "binary", "duplicate", "invalid", "list", "missing"])),
     st.tuples(st.just("scenario-file"), st.sampled_from(["folder", "binary", "duplicate", "invalid", "missing"])),
     st.tuples(st.just("out"), st.none()),
 )
@@ -185,9 +195,19 @@ def test_fuzz_bad_report_inputs(tmp_path_factory, case, json_):
 
 
 @settings(max_examples=25, deadline=None)
-@given(flag=st.sampled_from([(SIZE, "--tokens"), (SIZE[:-2], "--deadline-days"), (TCO, "--years"),
-                             (TCO, "--pue"), (TCO, "--staff-usd-per-year")]),
-       value=st.sampled_from(["inf", "-inf", "nan", "+inf", "Infinity", "1e999"]), json_=st.booleans())
+@given(
+    flag=st.sampled_from(
+        [
+            (SIZE, "--tokens"),
+            (SIZE[:-2], "--deadline-days"),
+            (TCO, "--years"),
+            (TCO, "--pue"),
+            (TCO, "--staff-usd-per-year"),
+        ]
+    ),
+    value=st.sampled_from(["inf", "-inf", "nan", "+inf", "Infinity", "1e999"]),
+    json_=st.booleans(),
+)
 def test_fuzz_non_finite_flags(flag, value, json_):
     argv, name = flag
     argv = list(argv)

@@ -10,8 +10,22 @@ from hnplan.cli import app
 runner = CliRunner()
 # 144 sequences of 8192 tokens: a data-parallel degree of 9 takes the factor 9 of a 72-GPU rack (with a
 # power-of-two batch only PP 9 could, which leaves a stage of the 32 layers empty)
-SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "hgx-h100-ib-ndr", "--system", "gb200-nvl72",
-        "--seq-len", "8192", "--global-batch-tokens", "1179648", "--json"]
+SIZE = [
+    "size",
+    "--model",
+    "llama3.1-8b",
+    "--tokens",
+    "2e11",
+    "--system",
+    "hgx-h100-ib-ndr",
+    "--system",
+    "gb200-nvl72",
+    "--seq-len",
+    "8192",
+    "--global-batch-tokens",
+    "1179648",
+    "--json",
+]
 
 
 def test_size_deadline_json():
@@ -37,15 +51,36 @@ def test_size_fixed_gpus_json():
     assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == 64
 
 
-@pytest.mark.parametrize("extra,needle", [([], "exactly one of"), (["--gpus", "8", "--deadline-days", "3"], "exactly one of")])
+@pytest.mark.parametrize(
+    "extra,needle", [([], "exactly one of"), (["--gpus", "8", "--deadline-days", "3"], "exactly one of")]
+)
 def test_size_errors(extra, needle):
     res = runner.invoke(app, [*SIZE, *extra])
     assert res.exit_code == 2 and needle in res.stderr
 
 
 def test_train_top_k_lists_ranked_plans():
-    res = runner.invoke(app, ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64",
-                              "--tp", "8", "--seq-len", "4096", "--global-batch-size", "64", "--top", "3", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "llama3.1-70b",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--gpus",
+            "64",
+            "--tp",
+            "8",
+            "--seq-len",
+            "4096",
+            "--global-batch-size",
+            "64",
+            "--top",
+            "3",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["searched"] >= d["feasible"] >= 3 and len(d["top"]) == 3
@@ -55,10 +90,37 @@ def test_train_top_k_lists_ranked_plans():
 
 
 def test_train_everything_given_evaluates_that_plan():
-    res = runner.invoke(app, ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64",
-                              "--tp", "8", "--pp", "4", "--dp", "2", "--microbatch-size", "1", "--virtual-stages", "2",
-                              "--recompute", "selective", "--zero", "1", "--seq-len", "4096",
-                              "--global-batch-size", "64", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "llama3.1-70b",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--gpus",
+            "64",
+            "--tp",
+            "8",
+            "--pp",
+            "4",
+            "--dp",
+            "2",
+            "--microbatch-size",
+            "1",
+            "--virtual-stages",
+            "2",
+            "--recompute",
+            "selective",
+            "--zero",
+            "1",
+            "--seq-len",
+            "4096",
+            "--global-batch-size",
+            "64",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert "searched" not in d and d["parallel"]["virtual_stages"] == 2 and d["parallel"]["num_microbatches"] == 32
@@ -70,9 +132,36 @@ def test_train_everything_given_evaluates_that_plan():
 
 
 def test_train_overlap_flags_reduce_exposed_time():
-    base = ["train", "--model", "deepseek-v3", "--system", "hgx-h800-ib", "--gpus", "512", "--pp", "16", "--dp", "32",
-            "--ep", "32", "--microbatch-size", "1", "--virtual-stages", "1", "--recompute", "full", "--zero", "1",
-            "--seq-len", "4096", "--global-batch-size", "1024", "--dtype", "fp8", "--json"]
+    base = [
+        "train",
+        "--model",
+        "deepseek-v3",
+        "--system",
+        "hgx-h800-ib",
+        "--gpus",
+        "512",
+        "--pp",
+        "16",
+        "--dp",
+        "32",
+        "--ep",
+        "32",
+        "--microbatch-size",
+        "1",
+        "--virtual-stages",
+        "1",
+        "--recompute",
+        "full",
+        "--zero",
+        "1",
+        "--seq-len",
+        "4096",
+        "--global-batch-size",
+        "1024",
+        "--dtype",
+        "fp8",
+        "--json",
+    ]
     a = json.loads(runner.invoke(app, base).stdout)["breakdown_s"]
     b = json.loads(runner.invoke(app, [*base, "--ep-overlap", "--no-dp-overlap"]).stdout)["breakdown_s"]
     assert b["ep_comm_exposed"] < a["ep_comm_exposed"] and b["dp_comm_exposed"] >= a["dp_comm_exposed"]

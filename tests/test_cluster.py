@@ -120,11 +120,33 @@ def test_openb_sample_loads():
 
 def test_bad_jobs_and_trace(tmp_path):
     with pytest.raises(InputError, match="gpu_milli"):
-        check_jobs(pd.DataFrame({"arrival_s": [0.0], "gpus": [2], "gpu_milli": [500], "duration_s": [1.0],
-                                 "cls": ["training"], "checkpoint_s": [0.0], "tp": [1]}))
+        check_jobs(
+            pd.DataFrame(
+                {
+                    "arrival_s": [0.0],
+                    "gpus": [2],
+                    "gpu_milli": [500],
+                    "duration_s": [1.0],
+                    "cls": ["training"],
+                    "checkpoint_s": [0.0],
+                    "tp": [1],
+                }
+            )
+        )
     with pytest.raises(InputError, match="class"):
-        check_jobs(pd.DataFrame({"arrival_s": [0.0], "gpus": [1], "gpu_milli": [1000], "duration_s": [1.0],
-                                 "cls": ["batch"], "checkpoint_s": [0.0], "tp": [1]}))
+        check_jobs(
+            pd.DataFrame(
+                {
+                    "arrival_s": [0.0],
+                    "gpus": [1],
+                    "gpu_milli": [1000],
+                    "duration_s": [1.0],
+                    "cls": ["batch"],
+                    "checkpoint_s": [0.0],
+                    "tp": [1],
+                }
+            )
+        )
     with pytest.raises(InputError, match="not found"):
         read_openb(tmp_path / "missing.csv")
     with pytest.raises(CatalogError, match="nearest"):
@@ -184,9 +206,17 @@ def test_crossing_domains_slows_training(small_run):
 def test_preemption_serves_inference_first(cat):
     # a cluster full of development jobs; production inference arrives and preempts
     n = 20
-    jobs = pd.DataFrame({"arrival_s": np.r_[np.zeros(16), [10.0] * 4], "gpus": 1, "gpu_milli": 1000,
-                         "duration_s": 1000.0, "cls": ["development"] * 16 + ["inference"] * 4,
-                         "checkpoint_s": np.r_[[math.inf] * 16, [0.0] * 4], "tp": 1})
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": np.r_[np.zeros(16), [10.0] * 4],
+            "gpus": 1,
+            "gpu_milli": 1000,
+            "duration_s": 1000.0,
+            "cls": ["development"] * 16 + ["inference"] * 4,
+            "checkpoint_s": np.r_[[math.inf] * 16, [0.0] * 4],
+            "tp": 1,
+        }
+    )
     r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, failures=False, catalog=cat)
     assert r.summary["preemptions"] == 4
     inf = r.jobs[r.jobs["cls"] == "inference"]
@@ -200,8 +230,11 @@ def test_preemption_serves_inference_first(cat):
 
 
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10_000), extra=st.sampled_from([8, 32, 64]),
-       policy=st.sampled_from(["first-fit", "best-fit", "topology-aware"]))
+@given(
+    seed=st.integers(0, 10_000),
+    extra=st.sampled_from([8, 32, 64]),
+    policy=st.sampled_from(["first-fit", "best-fit", "topology-aware"]),
+)
 def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra, policy):
     """Strict first-come-first-served (no backfill, preemption or failures) with whole-server jobs:
     every earlier job starts no later on the larger cluster, so it frees its GPUs no later, and the
@@ -211,9 +244,17 @@ def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra, policy):
     on average)."""
     rng = np.random.default_rng(seed)
     n = 120
-    jobs = pd.DataFrame({"arrival_s": np.cumsum(rng.exponential(600.0, n)), "gpus": rng.choice([8, 16, 32, 64], n),
-                         "gpu_milli": 1000, "duration_s": rng.lognormal(8.0, 1.5, n), "cls": "training",
-                         "checkpoint_s": 1800.0, "tp": 8})
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": np.cumsum(rng.exponential(600.0, n)),
+            "gpus": rng.choice([8, 16, 32, 64], n),
+            "gpu_milli": 1000,
+            "duration_s": rng.lognormal(8.0, 1.5, n),
+            "cls": "training",
+            "checkpoint_s": 1800.0,
+            "tp": 8,
+        }
+    )
     kw = dict(policy=policy, failures=False, backfill=False, preemption=False, seed=seed)
     small = simulate_cluster("hgx-h100-ib-ndr", 64, jobs, **kw)
     big = simulate_cluster("hgx-h100-ib-ndr", 64 + extra, jobs, **kw)
@@ -236,10 +277,21 @@ def test_utilisation_claims_state_their_conditions(cat):
 def test_slicing_grants_more_gpu_than_asked():
     """MIG rounds a share up to a profile (3/7 for 0.3 GPU) and whole-GPU sharing to 1: the GPU-time
     allocated to the same fractional jobs grows fractional <= mig <= whole."""
-    jobs = pd.DataFrame({"arrival_s": np.arange(6.0), "gpus": 1, "gpu_milli": [300, 300, 500, 500, 100, 800],
-                         "duration_s": 100.0, "cls": "development", "checkpoint_s": math.inf, "tp": 1})
-    alloc = {s: simulate_cluster("hgx-h100-ib-ndr", 8, jobs, failures=False, slicing=s).jobs["allocated_gpu_s"].sum()
-             for s in ("fractional", "mig", "whole")}
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": np.arange(6.0),
+            "gpus": 1,
+            "gpu_milli": [300, 300, 500, 500, 100, 800],
+            "duration_s": 100.0,
+            "cls": "development",
+            "checkpoint_s": math.inf,
+            "tp": 1,
+        }
+    )
+    alloc = {
+        s: simulate_cluster("hgx-h100-ib-ndr", 8, jobs, failures=False, slicing=s).jobs["allocated_gpu_s"].sum()
+        for s in ("fractional", "mig", "whole")
+    }
     assert alloc["fractional"] == pytest.approx(100 * 2.5)
     assert alloc["mig"] == pytest.approx(100 * (2 * 0.429 + 2 * 0.572 + 0.143 + 1.0))
     assert alloc["whole"] == pytest.approx(600.0)

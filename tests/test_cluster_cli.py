@@ -18,8 +18,21 @@ def test_cluster_help():
 
 
 def test_cluster_json_matches_library(cat):
-    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "4",
-            "--policy", "best-fit", "--json"]
+    args = [
+        "cluster",
+        "simulate",
+        "--system",
+        "hgx-h100-ib-ndr",
+        "--gpus",
+        "64",
+        "--jobs",
+        "200",
+        "--seed",
+        "4",
+        "--policy",
+        "best-fit",
+        "--json",
+    ]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
@@ -31,15 +44,37 @@ def test_cluster_json_matches_library(cat):
 
 
 def test_cluster_trace_table():
-    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace",
-                            "data/traces/alibaba-openb-gpu-sample.csv", "--jobs", "300", "--policy",
-                            "fragmentation-aware"])
+    r = runner.invoke(
+        app,
+        [
+            "cluster",
+            "simulate",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--gpus",
+            "64",
+            "--trace",
+            "data/traces/alibaba-openb-gpu-sample.csv",
+            "--jobs",
+            "300",
+            "--policy",
+            "fragmentation-aware",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "utilisation" in r.output and "queueing delay" in r.output
 
 
-@pytest.mark.parametrize("extra", [["--policy", "worst-fit"], ["--trace", "missing.csv"], ["--mix", "nope"],
-                                   ["--days", "1", "--jobs", "5"], ["--system", "h100"]])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--policy", "worst-fit"],
+        ["--trace", "missing.csv"],
+        ["--mix", "nope"],
+        ["--days", "1", "--jobs", "5"],
+        ["--system", "h100"],
+    ],
+)
 def test_cluster_bad_input_exits_2(extra):
     base = {"--system": "hgx-h100-ib-ndr"}
     args = ["cluster", "simulate", "--gpus", "64"]

@@ -17,8 +17,23 @@ def test_help(cmd):
 
 
 def test_collective_json_sweep():
-    r = runner.invoke(app, ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8",
-                            "--sweep", "8B:8GiB", "--algorithm", "ring", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "collective",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--op",
+            "allreduce",
+            "--gpus",
+            "8",
+            "--sweep",
+            "8B:8GiB",
+            "--algorithm",
+            "ring",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     rows = d["results"]
@@ -30,17 +45,21 @@ def test_collective_json_sweep():
 
 
 def test_collective_one_size_table():
-    r = runner.invoke(app, ["collective", "--system", "gb200-nvl72", "--op", "alltoall", "--gpus", "72",
-                            "--size", "1GiB"])
+    r = runner.invoke(
+        app, ["collective", "--system", "gb200-nvl72", "--op", "alltoall", "--gpus", "72", "--size", "1GiB"]
+    )
     assert r.exit_code == 0 and "pairwise" in r.output and "1073741824" in r.output
 
 
-@pytest.mark.parametrize("args,msg", [
-    (["--op", "allreduce", "--gpus", "8"], "exactly one of --size and --sweep"),
-    (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "--op must be one of allreduce, reducescatter"),
-    (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
-    (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
-])
+@pytest.mark.parametrize(
+    "args,msg",
+    [
+        (["--op", "allreduce", "--gpus", "8"], "exactly one of --size and --sweep"),
+        (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "--op must be one of allreduce, reducescatter"),
+        (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
+        (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
+    ],
+)
 def test_collective_errors(args, msg):
     r = runner.invoke(app, ["collective", "--system", "hgx-h100-ib-ndr", *args])
     assert r.exit_code == 2 and msg in r.output

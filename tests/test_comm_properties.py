@@ -33,8 +33,21 @@ def test_time_grows_with_size(oa, q, d, bu, au, bo, ao, eu, eo, s, k):
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops_algs, q_st, d_st, bw, alpha, bw, alpha, eff, eff, st.floats(1, 1e10),
-       st.floats(1.0, 10.0), st.floats(1.0, 10.0), st.floats(0.0, 1.0))
+@given(
+    ops_algs,
+    q_st,
+    d_st,
+    bw,
+    alpha,
+    bw,
+    alpha,
+    eff,
+    eff,
+    st.floats(1, 1e10),
+    st.floats(1.0, 10.0),
+    st.floats(1.0, 10.0),
+    st.floats(0.0, 1.0),
+)
 def test_more_bandwidth_or_less_latency_never_slower(oa, q, d, bu, au, bo, ao, eu, eo, s, fu, fo, fa):
     op, alg = oa
     slow = algorithm_time(op, alg, s, _group(q, d, bu, au, bo, ao, eu, eo))
@@ -43,8 +56,9 @@ def test_more_bandwidth_or_less_latency_never_slower(oa, q, d, bu, au, bo, ao, e
         return
     assert fast <= slow * (1 + 1e-12)
     # the tuner's choice inherits it
-    assert collective(op, s, _group(q, d, bu * fu, au * fa, bo * fo, ao * fa, eu, eo)).time_s[0] <= \
-        collective(op, s, _group(q, d, bu, au, bo, ao, eu, eo)).time_s[0] * (1 + 1e-12)
+    assert collective(op, s, _group(q, d, bu * fu, au * fa, bo * fo, ao * fa, eu, eo)).time_s[0] <= collective(
+        op, s, _group(q, d, bu, au, bo, ao, eu, eo)
+    ).time_s[0] * (1 + 1e-12)
 
 
 @settings(max_examples=200, deadline=None)

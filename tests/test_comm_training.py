@@ -32,9 +32,12 @@ def test_supernode_keeps_the_tp_group_inside_its_domain(cat):
     # a model whose 64 KV heads TP 16 divides (Llama 3.1 70B's 8 do not: Megatron refuses TP 16 for it);
     # hidden 8192 and micro-batch 2 x 2048 tokens: the same 64 MiB TP message as 1 x 4096
     model = cat.model("megatron-39.1b")
-    est = {s: estimate_training_step(model, s, 144, ParallelPlan(tp=16, pp=1, dp=9, microbatch_size=2), 2048, 144,
-                                     catalog=cat)
-           for s in ("gb200-nvl72", "hgx-h100-ib-ndr")}
+    est = {
+        s: estimate_training_step(
+            model, s, 144, ParallelPlan(tp=16, pp=1, dp=9, microbatch_size=2), 2048, 144, catalog=cat
+        )
+        for s in ("gb200-nvl72", "hgx-h100-ib-ndr")
+    }
     # TP 16 fits one NVL72 domain but spans two HGX servers; per micro-batch the all-reduce of 64 MiB
     # takes 17/16 x 64 MiB / (900 GB/s x 0.772 x 0.74) + 2 x 2.4 us = 143.5 us at NVLink-5 SHARP speed,
     # against 9/8 x 64 MiB / (450 GB/s x 0.82 x 0.85) + 2 x 2.4 us + 2 x 5.19 us = 255.9 us for two HGX

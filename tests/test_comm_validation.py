@@ -28,6 +28,7 @@ REF = _reference()
 def _num(text: str) -> float:
     """First number in a CSV cell such as '~480' or '46-48 per NIC (...)'."""
     import re
+
     return float(re.search(r"[0-9]+(?:\.[0-9]+)?", text).group(0))
 
 

@@ -8,14 +8,43 @@ from hnplan.planning.compare import fabric_and_chip, verdict
 
 def _rows():
     # days and peaks chosen so the ratios are exact: 44/20 = 2.2x for the fabric pair, 2,500/2,000 = 1.25x peak
-    return pd.DataFrame([
-        dict(system="rack", kind="supernode", peak_tflops=2500.0, days=20.0, mfu=0.5, capex_musd=300.0,
-             run_musd=10.0, usd_per_million_tokens=1.0, status="ok"),
-        dict(system="new-server", kind="server-cluster", peak_tflops=2400.0, days=44.0, mfu=0.4, capex_musd=250.0,
-             run_musd=12.0, usd_per_million_tokens=1.2, status="ok"),
-        dict(system="old-server", kind="server-cluster", peak_tflops=1000.0, days=110.0, mfu=0.4, capex_musd=200.0,
-             run_musd=20.0, usd_per_million_tokens=2.0, status="ok"),
-    ])
+    return pd.DataFrame(
+        [
+            dict(
+                system="rack",
+                kind="supernode",
+                peak_tflops=2500.0,
+                days=20.0,
+                mfu=0.5,
+                capex_musd=300.0,
+                run_musd=10.0,
+                usd_per_million_tokens=1.0,
+                status="ok",
+            ),
+            dict(
+                system="new-server",
+                kind="server-cluster",
+                peak_tflops=2400.0,
+                days=44.0,
+                mfu=0.4,
+                capex_musd=250.0,
+                run_musd=12.0,
+                usd_per_million_tokens=1.2,
+                status="ok",
+            ),
+            dict(
+                system="old-server",
+                kind="server-cluster",
+                peak_tflops=1000.0,
+                days=110.0,
+                mfu=0.4,
+                capex_musd=200.0,
+                run_musd=20.0,
+                usd_per_million_tokens=2.0,
+                status="ok",
+            ),
+        ]
+    )
 
 
 def test_fabric_and_chip_are_told_apart():
@@ -37,5 +66,7 @@ def test_no_pair_no_claim():
 
 
 def test_verdict_names_the_cheapest_run():
-    assert "Per training run, at each design's TCO per GPU-hour, **rack** costs least ($10M, $1.00 per million" \
+    assert (
+        "Per training run, at each design's TCO per GPU-hour, **rack** costs least ($10M, $1.00 per million"
         in verdict(_rows())
+    )

@@ -18,9 +18,21 @@ from hnplan.compute import (
 
 def gpt(layers, hidden, vocab, seq):
     """A GPT-style config as Megatron-LM Eq. 3 assumes: MHA, MLP 4h GeLU, learned positions, tied embeddings."""
-    return Model(id="gpt-test", name="GPT test", source="Narayanan et al. SC21 Eq. 3 assumptions",
-                 layers=layers, hidden=hidden, ffn_hidden=4 * hidden, heads=hidden // 64, kv_heads=hidden // 64,
-                 vocab=vocab, max_seq=seq, activation="gelu", position_embedding="learned", tied_embeddings=True)
+    return Model(
+        id="gpt-test",
+        name="GPT test",
+        source="Narayanan et al. SC21 Eq. 3 assumptions",
+        layers=layers,
+        hidden=hidden,
+        ffn_hidden=4 * hidden,
+        heads=hidden // 64,
+        kv_heads=hidden // 64,
+        vocab=vocab,
+        max_seq=seq,
+        activation="gelu",
+        position_embedding="learned",
+        tied_embeddings=True,
+    )
 
 
 # the issue's two GPT configs (70M: 6 layers, h 512; 20B: 44 layers, h 6144; GPT-2 vocabulary) and
@@ -30,16 +42,25 @@ GPT_CONFIGS = [(6, 512, 50257, 2048, 8), (44, 6144, 50257, 2048, 2), (24, 2304, 
 
 @pytest.mark.parametrize("layers,hidden,vocab,seq,batch", GPT_CONFIGS)
 def test_full_recompute_is_megatron_96_form_exactly(cat, layers, hidden, vocab, seq, batch):
-    df = operator_table(gpt(layers, hidden, vocab, seq), cat.accelerator("h100-sxm"), "train", batch, seq,
-                        recompute="full", convention="model")
-    assert totals(df)["flops"] == pytest.approx(megatron_flops_per_iteration(batch, seq, layers, hidden, vocab),
-                                                rel=1e-12)
+    df = operator_table(
+        gpt(layers, hidden, vocab, seq),
+        cat.accelerator("h100-sxm"),
+        "train",
+        batch,
+        seq,
+        recompute="full",
+        convention="model",
+    )
+    assert totals(df)["flops"] == pytest.approx(
+        megatron_flops_per_iteration(batch, seq, layers, hidden, vocab), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("layers,hidden,vocab,seq,batch", GPT_CONFIGS)
 def test_model_flops_are_72_form_with_6BshV_head(cat, layers, hidden, vocab, seq, batch):
-    df = operator_table(gpt(layers, hidden, vocab, seq), cat.accelerator("h100-sxm"), "train", batch, seq,
-                        convention="model")
+    df = operator_table(
+        gpt(layers, hidden, vocab, seq), cat.accelerator("h100-sxm"), "train", batch, seq, convention="model"
+    )
     f = totals(df)["flops"]
     # hand form: 72 B s l h^2 (1 + s/6h) + 6 B s h V
     hand = 72 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden)) + 6 * batch * seq * hidden * vocab
@@ -51,7 +72,7 @@ def test_model_flops_are_72_form_with_6BshV_head(cat, layers, hidden, vocab, seq
 
 
 def test_vocab_term_percentages_of_the_issue():
-    assert megatron_vocab_term(6, 512, 50257) == pytest.approx(1.02, abs=0.005)   # ~102% for the 70M model
+    assert megatron_vocab_term(6, 512, 50257) == pytest.approx(1.02, abs=0.005)  # ~102% for the 70M model
     assert megatron_vocab_term(44, 6144, 50257) == pytest.approx(0.012, abs=0.0005)  # ~1.2% for the 20B model
 
 

@@ -19,8 +19,25 @@ def test_roofline_help():
 
 @pytest.mark.parametrize("phase", ["train", "prefill", "decode"])
 def test_roofline_json_keys_and_totals(cat, phase):
-    r = runner.invoke(app, ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", phase,
-                            "--batch", "2", "--seq-len", "1024", "--tp", "2", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "roofline",
+            "--accelerator",
+            "h100-sxm",
+            "--model",
+            "llama3.1-8b",
+            "--phase",
+            phase,
+            "--batch",
+            "2",
+            "--seq-len",
+            "1024",
+            "--tp",
+            "2",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert {"flops", "bytes", "time_s", "ops"} <= set(out)
@@ -40,21 +57,60 @@ def test_roofline_json_keys_and_totals(cat, phase):
 
 
 def test_roofline_bad_input_exits_2():
-    r = runner.invoke(app, ["roofline", "--accelerator", "a100-sxm-80gb", "--model", "llama3.1-8b", "--phase",
-                            "train", "--batch", "1", "--seq-len", "1024", "--dtype", "fp8", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "roofline",
+            "--accelerator",
+            "a100-sxm-80gb",
+            "--model",
+            "llama3.1-8b",
+            "--phase",
+            "train",
+            "--batch",
+            "1",
+            "--seq-len",
+            "1024",
+            "--dtype",
+            "fp8",
+            "--json",
+        ],
+    )
     assert r.exit_code == 2
     assert "no fp8 peak" in r.output
 
 
 def test_roofline_takes_the_2021_attention_and_sequence_parallel_choices(cat):
-    base = ["roofline", "--accelerator", "a100-sxm-80gb", "--model", "megatron-22b", "--phase", "train", "--batch", "4",
-            "--seq-len", "2048", "--tp", "8", "--json"]
+    base = [
+        "roofline",
+        "--accelerator",
+        "a100-sxm-80gb",
+        "--model",
+        "megatron-22b",
+        "--phase",
+        "train",
+        "--batch",
+        "4",
+        "--seq-len",
+        "2048",
+        "--tp",
+        "8",
+        "--json",
+    ]
     new = json.loads(runner.invoke(app, base).stdout)
     old = json.loads(runner.invoke(app, base + ["--attention", "unfused", "--no-sequence-parallel"]).stdout)
     assert (new["attention"], new["sequence_parallel"]) == ("flash", True)
     assert (old["attention"], old["sequence_parallel"]) == ("unfused", False)
-    df = operator_table(cat.model("megatron-22b"), cat.accelerator("a100-sxm-80gb"), "train", 4, 2048, tp=8,
-                        attention="unfused", sequence_parallel=False)
+    df = operator_table(
+        cat.model("megatron-22b"),
+        cat.accelerator("a100-sxm-80gb"),
+        "train",
+        4,
+        2048,
+        tp=8,
+        attention="unfused",
+        sequence_parallel=False,
+    )
     assert old["bytes"] == pytest.approx(totals(df)["bytes"], rel=1e-12)
     assert old["time_s"] > new["time_s"]
     # the model FLOPs (MFU numerator) do not depend on the kernel choice

@@ -45,8 +45,17 @@ def test_the_fit_meets_its_target_on_the_bf16_sweep(fit):
 def test_carried_values_follow_their_rules(cat):
     h200 = cat.accelerator("h200-sxm")
     ratio = h200.gemm_efficiency["bf16"] / h200.matmul_efficiency["bf16"]  # typical / best large shape, 0.918
-    fields = ("gemm_tile_mnk", "gemm_k_overhead", "gemm_overlap_exponent", "gemm_row_granularity", "gemm_splitk_min_k",
-              "gemm_splitk_us", "gemm_wave_weight", "kernel_overhead_us", "host_dispatch_us")
+    fields = (
+        "gemm_tile_mnk",
+        "gemm_k_overhead",
+        "gemm_overlap_exponent",
+        "gemm_row_granularity",
+        "gemm_splitk_min_k",
+        "gemm_splitk_us",
+        "gemm_wave_weight",
+        "kernel_overhead_us",
+        "host_dispatch_us",
+    )
     for aid in ("h100-sxm", "h800-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb"):
         a = cat.accelerator(aid)
         for f in fields:  # the family's shape parameters, carried unchanged
@@ -93,8 +102,19 @@ def test_time_never_falls_when_the_shape_grows(cat, m, n, k, dm):
 
 
 def test_gemm_cli_json_and_bad_input(cat):
-    r = runner.invoke(app, ["gemm", "--accelerator", "h200-sxm", "--shape", "1x6144x4096", "--shapes-json",
-                            '[["fp8", 8192, 8192, 8192]]', "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "gemm",
+            "--accelerator",
+            "h200-sxm",
+            "--shape",
+            "1x6144x4096",
+            "--shapes-json",
+            '[["fp8", 8192, 8192, 8192]]',
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     ans = json.loads(r.output)
     assert ans["accelerator"] == "h200-sxm" and ans["launch"] == "eager"
@@ -102,9 +122,14 @@ def test_gemm_cli_json_and_bad_input(cat):
     assert a["bound"] == "memory" and b["bound"] == "compute" and b["dtype"] == "fp8"
     assert a["time_s"] == pytest.approx(gemm_time_s(cat.accelerator("h200-sxm"), "bf16", 1, 6144, 4096, eager=True))
     assert b["tflops"] == pytest.approx(2 * 8192**3 / b["time_s"] / 1e12)
-    for bad in (["--shape", "8x1"], ["--shapes-json", "{"], ["--shapes-json", '[["bf16", 0, 1, 1]]'],
-                ["--dtype", "fp8", "--shape", "1x1x1", "--accelerator", "a100-sxm-80gb"], [],
-                ["--shape", "1x1x1", "--launch", "never"]):
+    for bad in (
+        ["--shape", "8x1"],
+        ["--shapes-json", "{"],
+        ["--shapes-json", '[["bf16", 0, 1, 1]]'],
+        ["--dtype", "fp8", "--shape", "1x1x1", "--accelerator", "a100-sxm-80gb"],
+        [],
+        ["--shape", "1x1x1", "--launch", "never"],
+    ):
         args = ["gemm", "--accelerator", "h100-sxm", *bad] if "--accelerator" not in bad else ["gemm", *bad]
         r = runner.invoke(app, args)
         assert r.exit_code == 2, (bad, r.output)

@@ -61,7 +61,8 @@ def test_accelerators_without_sm_count_or_tile_have_no_wave_term(cat):
     assert gb200.compute_units is None and ascend.gemm_tile_mnk is None
     # gb200: tile padding only (200 rows in 4 tiles of 64 = 256 rows) and the K prologue, no wave term
     assert gemm_flops_per_s(gb200, "bf16", 200, 128, 4096) == pytest.approx(
-        2500e12 * 0.669 * 200 / 256 * 4096 / (4096 + 40.4))
+        2500e12 * 0.669 * 200 / 256 * 4096 / (4096 + 40.4)
+    )
     # ascend-910c: no law fields, the measured-or-assumed large-GEMM fraction for every shape
     assert gemm_flops_per_s(ascend, "bf16", 1, 7, 3) == pytest.approx(752e12 * 0.7)
 
@@ -80,12 +81,16 @@ def test_decode_intensity_grows_with_batch(cat):
 def test_kv_cache_bytes_gqa_and_mla(cat):
     acc = cat.accelerator("h100-sxm")
     # GQA (Llama 3.1 8B): 2 x 8 KV heads x 128 x 2 bytes per cached token per layer
-    att = [operator_table(cat.model("llama3.1-8b"), acc, "decode", 4, 1, kv_len=k).query("name == 'attention'")
-           for k in (1000, 2000)]
+    att = [
+        operator_table(cat.model("llama3.1-8b"), acc, "decode", 4, 1, kv_len=k).query("name == 'attention'")
+        for k in (1000, 2000)
+    ]
     assert float(att[1]["bytes"].iloc[0] - att[0]["bytes"].iloc[0]) == pytest.approx(4 * 1000 * 2 * 8 * 128 * 2)
     # MLA (DeepSeek-V3): the 512 + 64 latent, shared by all heads (absorbed decode)
-    att = [operator_table(cat.model("deepseek-v3"), acc, "decode", 4, 1, kv_len=k, tp=8).query("name == 'attention'")
-           for k in (1000, 2000)]
+    att = [
+        operator_table(cat.model("deepseek-v3"), acc, "decode", 4, 1, kv_len=k, tp=8).query("name == 'attention'")
+        for k in (1000, 2000)
+    ]
     assert float(att[1]["bytes"].iloc[0] - att[0]["bytes"].iloc[0]) == pytest.approx(4 * 1000 * 576 * 2)
 
 
@@ -118,7 +123,11 @@ def test_tensor_parallel_conserves_model_flops(cat):
 def test_executed_attention_is_causal_and_flash_backward(cat):
     m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
     ex = operator_table(m, acc, "train", 1, 8192).query("name == 'attention'").set_index("phase")["flops"]
-    mo = operator_table(m, acc, "train", 1, 8192, convention="model").query("name == 'attention'").set_index("phase")["flops"]
+    mo = (
+        operator_table(m, acc, "train", 1, 8192, convention="model")
+        .query("name == 'attention'")
+        .set_index("phase")["flops"]
+    )
     assert ex["fwd"] == pytest.approx(mo["fwd"] / 2) == pytest.approx(4 * 8192**2 * 4096 / 2)
     assert ex["bwd"] == pytest.approx(2.5 * ex["fwd"])
     assert mo["bwd"] == pytest.approx(2 * mo["fwd"])
@@ -142,21 +151,27 @@ def test_stage_time_shrinks_with_pipeline_stages(cat):
     assert one / 4 < four < one / 2  # 8 layers + the LM head on the last stage
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(phase="backward"), "train, prefill, decode"),
-    (dict(recompute="some"), "none, selective, full"),
-    (dict(dtype="fp6"), "allowed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(phase="backward"), "train, prefill, decode"),
+        (dict(recompute="some"), "none, selective, full"),
+        (dict(dtype="fp6"), "allowed"),
+    ],
+)
 def test_bad_input_names_the_allowed_values(cat, kwargs, needle):
     args = dict(phase="train", batch=1, seq_len=128) | kwargs
     with pytest.raises(InputError, match=needle):
         operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), **args)
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(tp=3), "tp = 3 does not divide the 32 attention heads"),
-    (dict(ep=2), "ep = 2 needs a number of experts divisible by it; llama3.1-8b has no experts"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(tp=3), "tp = 3 does not divide the 32 attention heads"),
+        (dict(ep=2), "ep = 2 needs a number of experts divisible by it; llama3.1-8b has no experts"),
+    ],
+)
 def test_a_split_the_model_forbids_is_a_plan_rule_error(cat, kwargs, needle):
     args = dict(phase="train", batch=1, seq_len=128) | kwargs
     with pytest.raises(PlanRuleError, match=needle):
@@ -176,8 +191,14 @@ def test_roofline_time_monotone(f, b, rate, bw, df, db):
 
 
 @settings(max_examples=60, deadline=None)
-@given(m=st.integers(1, 20000), n=st.integers(1, 20000), k=st.integers(1, 20000), dm=st.integers(0, 5000),
-       dn=st.integers(0, 5000), acc_id=st.sampled_from(["h100-sxm", "gb200", "ascend-910c", "mi300x"]))
+@given(
+    m=st.integers(1, 20000),
+    n=st.integers(1, 20000),
+    k=st.integers(1, 20000),
+    dm=st.integers(0, 5000),
+    dn=st.integers(0, 5000),
+    acc_id=st.sampled_from(["h100-sxm", "gb200", "ascend-910c", "mi300x"]),
+)
 def test_gemm_time_never_decreases_when_the_gemm_grows(cat, m, n, k, dm, dn, acc_id):
     acc = cat.accelerator(acc_id)
     t = gemm_roofline(acc, "bf16", m, n, k)["time_s"]
@@ -186,8 +207,7 @@ def test_gemm_time_never_decreases_when_the_gemm_grows(cat, m, n, k, dm, dn, acc
 
 
 @settings(max_examples=20, deadline=None)
-@given(scale=st.floats(1.0, 8.0), phase=st.sampled_from(["train", "prefill", "decode"]),
-       batch=st.integers(1, 64))
+@given(scale=st.floats(1.0, 8.0), phase=st.sampled_from(["train", "prefill", "decode"]), batch=st.integers(1, 64))
 def test_pass_time_never_increases_when_a_peak_grows(cat, scale, phase, batch):
     m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
     faster_flops = acc.model_copy(update={"dense_tflops": {k: v * scale for k, v in acc.dense_tflops.items()}})

@@ -71,34 +71,52 @@ def test_unfused_operators_by_hand(gpt, a100):
 
 def test_model_flops_do_not_depend_on_the_attention_kernel(gpt, a100):
     # the model convention (PaLM / Megatron Eq. 3) counts the same work whichever kernel runs it
-    f = [totals(operator_table(gpt, a100, "train", 4, 2048, tp=2, recompute="full", convention="model",
-                               attention=a))["flops"] for a in ("flash", "unfused")]
+    f = [
+        totals(operator_table(gpt, a100, "train", 4, 2048, tp=2, recompute="full", convention="model", attention=a))[
+            "flops"
+        ]
+        for a in ("flash", "unfused")
+    ]
     assert f[0] == pytest.approx(f[1], rel=1e-12)
 
 
 @settings(max_examples=25, deadline=None)
-@given(model=st.sampled_from(["megatron-1.7b", "megatron-18.4b", "llama3.1-8b", "gpt3-175b"]),
-       seq=st.sampled_from([256, 512, 1024, 2048, 4096, 8192]), mb=st.sampled_from([1, 2, 4]),
-       tp=st.sampled_from([1, 2, 8]), recompute=st.sampled_from(["none", "selective", "full"]))
+@given(
+    model=st.sampled_from(["megatron-1.7b", "megatron-18.4b", "llama3.1-8b", "gpt3-175b"]),
+    seq=st.sampled_from([256, 512, 1024, 2048, 4096, 8192]),
+    mb=st.sampled_from([1, 2, 4]),
+    tp=st.sampled_from([1, 2, 8]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
 def test_unfused_is_never_faster_than_flash(cat, a100, model, seq, mb, tp, recompute):
     m = cat.model(model)
-    t = {a: training_stage_time_s(m, a100, mb, seq, tp=tp, pp=4, recompute=recompute, attention=a)
-         for a in ("flash", "unfused")}
+    t = {
+        a: training_stage_time_s(m, a100, mb, seq, tp=tp, pp=4, recompute=recompute, attention=a)
+        for a in ("flash", "unfused")
+    }
     assert t["unfused"] > t["flash"]
-    pre = {a: totals(operator_table(m, a100, "prefill", mb, seq, tp=tp, attention=a))["time_s"]
-           for a in ("flash", "unfused")}
+    pre = {
+        a: totals(operator_table(m, a100, "prefill", mb, seq, tp=tp, attention=a))["time_s"]
+        for a in ("flash", "unfused")
+    }
     assert pre["unfused"] > pre["flash"]
 
 
 @settings(max_examples=20, deadline=None)
-@given(model=st.sampled_from(["megatron-1.7b", "megatron-39.1b", "llama3.1-70b"]),
-       s1=st.sampled_from([256, 512, 1024, 2048, 4096]), factor=st.sampled_from([2, 4]), tp=st.sampled_from([1, 8]))
+@given(
+    model=st.sampled_from(["megatron-1.7b", "megatron-39.1b", "llama3.1-70b"]),
+    s1=st.sampled_from([256, 512, 1024, 2048, 4096]),
+    factor=st.sampled_from([2, 4]),
+    tp=st.sampled_from([1, 8]),
+)
 def test_added_time_grows_with_the_sequence(cat, a100, model, s1, factor, tp):
     m = cat.model(model)
 
     def added(s):  # extra time of the materialised scores for one micro-batch of one sequence
-        t = {a: training_stage_time_s(m, a100, 1, s, tp=tp, recompute="selective", attention=a)
-             for a in ("flash", "unfused")}
+        t = {
+            a: training_stage_time_s(m, a100, 1, s, tp=tp, recompute="selective", attention=a)
+            for a in ("flash", "unfused")
+        }
         return t["unfused"] - t["flash"]
 
     s2 = s1 * factor
@@ -111,13 +129,31 @@ def test_planner_memory_keeps_the_scores_with_unfused_attention(cat):
     # Korthikanti et al. 2022: 5 a s / h bytes per element of s b h (softmax 2, mask 1, dropout output 2)
     m, s, b, tp = cat.model("megatron-18.4b"), 2048, 2, 8
     plan = ParallelPlan(tp=tp, pp=2, dp=2, microbatch_size=b, recompute="none", zero_stage=0)
-    est = {o.attention: estimate_training_step(m, "dgx-a100-hdr", 32, plan, s, 16, choices=o, catalog=cat)
-           for o in (StackChoices(), MEGATRON_2021)}
-    per_layer = (activation_bytes_per_layer(m, s, b, tp, flash_attention=False)
-                 - activation_bytes_per_layer(m, s, b, tp, flash_attention=True))
+    est = {
+        o.attention: estimate_training_step(m, "dgx-a100-hdr", 32, plan, s, 16, choices=o, catalog=cat)
+        for o in (StackChoices(), MEGATRON_2021)
+    }
+    per_layer = activation_bytes_per_layer(m, s, b, tp, flash_attention=False) - activation_bytes_per_layer(
+        m, s, b, tp, flash_attention=True
+    )
     assert per_layer == 5 * m.heads * s * s * b / tp
-    ref = training_memory(m, s, b, tp, 2, 2, 1, 1, 0, "none", est["unfused"].num_microbatches,
-                          flash_attention=False, recipe=memory_recipe("bf16"), sequence_parallel=False, catalog=cat)
+    ref = training_memory(
+        m,
+        s,
+        b,
+        tp,
+        2,
+        2,
+        1,
+        1,
+        0,
+        "none",
+        est["unfused"].num_microbatches,
+        flash_attention=False,
+        recipe=memory_recipe("bf16"),
+        sequence_parallel=False,
+        catalog=cat,
+    )
     assert est["unfused"].memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-6)
     assert est["unfused"].memory_per_gpu_bytes > est["flash"].memory_per_gpu_bytes
     assert est["unfused"].step_time_s > est["flash"].step_time_s
@@ -133,9 +169,34 @@ def test_unknown_attention_is_an_input_error(gpt, a100):
 
 
 def test_cli_attention_flag():
-    argv = ["train", "--model", "megatron-1.7b", "--system", "dgx-a100-hdr", "--gpus", "8", "--tp", "1", "--pp", "1",
-            "--dp", "8", "--seq-len", "2048", "--global-batch-size", "64", "--microbatch-size", "4",
-            "--virtual-stages", "1", "--recompute", "full", "--zero", "0", "--json"]
+    argv = [
+        "train",
+        "--model",
+        "megatron-1.7b",
+        "--system",
+        "dgx-a100-hdr",
+        "--gpus",
+        "8",
+        "--tp",
+        "1",
+        "--pp",
+        "1",
+        "--dp",
+        "8",
+        "--seq-len",
+        "2048",
+        "--global-batch-size",
+        "64",
+        "--microbatch-size",
+        "4",
+        "--virtual-stages",
+        "1",
+        "--recompute",
+        "full",
+        "--zero",
+        "0",
+        "--json",
+    ]
     runner = CliRunner()
     out = {a: json.loads(runner.invoke(app, argv + ["--attention", a]).stdout) for a in ("flash", "unfused")}
     assert out["unfused"]["step_time_s"] > out["flash"]["step_time_s"]

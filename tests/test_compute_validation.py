@@ -23,7 +23,6 @@ ROWS = [
 
 @pytest.mark.parametrize("model,mb,seq,tp,cp,pp,dtype,measured,row", ROWS, ids=[r[-1] for r in ROWS])
 def test_roofline_bounds_measured_throughput(cat, model, mb, seq, tp, cp, pp, dtype, measured, row):
-    t = training_stage_time_s(cat.model(model), cat.accelerator("h100-sxm"), mb, seq, tp=tp, cp=cp, pp=pp,
-                              dtype=dtype)
+    t = training_stage_time_s(cat.model(model), cat.accelerator("h100-sxm"), mb, seq, tp=tp, cp=cp, pp=pp, dtype=dtype)
     bound = mb * seq / (tp * cp * pp) / t  # tokens/s per GPU with every stage busy, no bubble, no communication
     assert 1.0 < bound / measured < 1.8

@@ -13,8 +13,17 @@ HOURS_PER_YEAR = 365.25 * 24
 
 def test_hand_worked_tco_one_dgx_h100(cat):
     s = cat.system("hgx-h100-ib-ndr")
-    c = design_cost(cat.design(s), 8, years=4, pue=1.25, utilisation=1.0, electricity_usd_per_kwh=0.10,
-                    maintenance_fraction=0.05, dc_build_usd_per_mw=10e6, deploy_days=0.0)
+    c = design_cost(
+        cat.design(s),
+        8,
+        years=4,
+        pue=1.25,
+        utilisation=1.0,
+        electricity_usd_per_kwh=0.10,
+        maintenance_fraction=0.05,
+        dc_build_usd_per_mw=10e6,
+        deploy_days=0.0,
+    )
     hw = 270_000 + 36_000 + 16 * 700  # server + one QM9700 + 16 x 400G optics
     it_w = 10_200 + 750 + 16 * 8
     assert c.systems_usd + c.network_usd == pytest.approx(hw)
@@ -48,8 +57,16 @@ def test_supernode_deploys_faster_than_cabled_cluster(cat):
 
 def test_tco_summary_keys(cat):
     d = tco_summary(cat.system("gb200-nvl72"), 144, cat, years=4)
-    for k in ("it_power_kw", "facility_power_kw", "pue", "racks", "capex_usd", "opex_usd_per_year",
-              "tco_usd", "usd_per_gpu_hour"):
+    for k in (
+        "it_power_kw",
+        "facility_power_kw",
+        "pue",
+        "racks",
+        "capex_usd",
+        "opex_usd_per_year",
+        "tco_usd",
+        "usd_per_gpu_hour",
+    ):
         assert d[k] > 0
     assert d["racks"] == 2 and d["years"] == 4
 
@@ -68,14 +85,24 @@ SYSTEMS = ["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-b200-ib-xdr
 
 
 @settings(max_examples=30, deadline=None)
-@given(sid=st.sampled_from(SYSTEMS), gpus=st.integers(1, 5000), pue=st.floats(1.0, 2.0),
-       price=st.floats(0.02, 0.3), factor=st.floats(0.5, 2.0), util=st.floats(0.05, 1.0))
+@given(
+    sid=st.sampled_from(SYSTEMS),
+    gpus=st.integers(1, 5000),
+    pue=st.floats(1.0, 2.0),
+    price=st.floats(0.02, 0.3),
+    factor=st.floats(0.5, 2.0),
+    util=st.floats(0.05, 1.0),
+)
 def test_higher_pue_or_price_never_lowers_cost(cat, sid, gpus, pue, price, factor, util):
     s = cat.system(sid)
-    base = design_cost(cat.design(s), gpus, pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor,
-                       utilisation=util)
-    for more in (dict(pue=pue * 1.1), dict(electricity_usd_per_kwh=price * 1.1),
-                 dict(hardware_price_factor=factor * 1.1)):
+    base = design_cost(
+        cat.design(s), gpus, pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor, utilisation=util
+    )
+    for more in (
+        dict(pue=pue * 1.1),
+        dict(electricity_usd_per_kwh=price * 1.1),
+        dict(hardware_price_factor=factor * 1.1),
+    ):
         args = {**dict(pue=pue, electricity_usd_per_kwh=price, hardware_price_factor=factor, utilisation=util), **more}
         c = design_cost(cat.design(s), gpus, **args)
         assert c.tco_usd >= base.tco_usd

@@ -9,8 +9,16 @@ from hnplan.cli import app
 from hnplan.planning.design import tco_summary
 
 runner = CliRunner()
-KEYS = {"it_power_kw", "facility_power_kw", "pue", "racks", "capex_usd", "opex_usd_per_year", "tco_usd",
-        "usd_per_gpu_hour"}
+KEYS = {
+    "it_power_kw",
+    "facility_power_kw",
+    "pue",
+    "racks",
+    "capex_usd",
+    "opex_usd_per_year",
+    "tco_usd",
+    "usd_per_gpu_hour",
+}
 
 
 def test_tco_help():
@@ -19,8 +27,9 @@ def test_tco_help():
 
 
 def test_tco_json_keys_and_values(cat):
-    r = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--years", "4",
-                            "--pue", "1.3", "--json"])
+    r = runner.invoke(
+        app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--years", "4", "--pue", "1.3", "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert KEYS <= set(d)

@@ -25,8 +25,9 @@ def test_design_by_id_resolves_every_reference(cat):
     assert d.pue == cat.facility.pue_liquid.value
     assert d.rack_limit_kw == cat.facility.rack_limit_kw_liquid.value
     # storage: the system's own write figure or the reliability default; reads from the default
-    assert d.storage_write_GBps_per_node == (s.storage_write_GBps_per_node
-                                             or cat.reliability.storage_write_GBps_per_node.value)
+    assert d.storage_write_GBps_per_node == (
+        s.storage_write_GBps_per_node or cat.reliability.storage_write_GBps_per_node.value
+    )
     assert d.storage_read_GBps_per_node == cat.reliability.storage_read_GBps_per_node.value
     assert d.prices.usd("system") == cat.price("gb200-nvl72").usd
 

@@ -8,8 +8,19 @@ from typer.testing import CliRunner
 from hnplan.cli import app
 
 runner = CliRunner()
-BASE = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000",
-        "--output-tokens", "500", "--tp", "1"]
+BASE = [
+    "infer",
+    "--model",
+    "llama3.1-8b",
+    "--system",
+    "hgx-h100-ib-ndr",
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "500",
+    "--tp",
+    "1",
+]
 KEYS = {"ttft_s", "tpot_s", "tokens_per_s_per_gpu", "max_batch", "replicas", "gpus", "usd_per_million_tokens"}
 
 
@@ -46,19 +57,39 @@ def test_qps_mode_keys():
 
 
 def test_scoring_mode_keys():
-    d = _json(["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "256",
-               "--tp", "1", "--score-latency-ms", "50"])
+    d = _json(
+        [
+            "infer",
+            "--model",
+            "llama3.1-8b",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--input-tokens",
+            "256",
+            "--tp",
+            "1",
+            "--score-latency-ms",
+            "50",
+        ]
+    )
     assert {"requests_per_s_per_node", "requests_per_s_per_gpu", "batch", "latency_s"} <= set(d)
     assert d["latency_s"] <= 0.05
 
 
-@pytest.mark.parametrize("args,code,needle", [
-    (["--dtype", "fp4"], 2, "no fp4 peak"),
-    (["--batch", "4", "--qps", "3", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 2, "at most one of --batch and --qps"),
-    (["--qps", "3"], 2, "--qps needs --ttft-slo-ms and --tpot-slo-ms"),
-    (["--batch", "100000"], 3, "exceeds"),
-    (["--qps", "100", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 3, "no configuration"),
-])
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["--dtype", "fp4"], 2, "no fp4 peak"),
+        (
+            ["--batch", "4", "--qps", "3", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"],
+            2,
+            "at most one of --batch and --qps",
+        ),
+        (["--qps", "3"], 2, "--qps needs --ttft-slo-ms and --tpot-slo-ms"),
+        (["--batch", "100000"], 3, "exceeds"),
+        (["--qps", "100", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 3, "no configuration"),
+    ],
+)
 def test_infer_errors(args, code, needle):
     res = runner.invoke(app, BASE + args)
     assert res.exit_code == code, res.output

@@ -87,13 +87,16 @@ def test_frontier_is_monotone_in_tpot_and_memory(cat):
     assert (df["memory_per_gpu_gib"] <= df["hbm_gib"]).all()
 
 
-@pytest.mark.parametrize("model,system,replica,ctx", [
-    ("llama3.1-8b", "hgx-h100-ib-ndr", Replica(tp=1, dtype="bf16"), 4096),
-    ("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=2, dtype="fp8"), 2048),
-    ("llama3.1-405b", "hgx-h100-ib-ndr", Replica(tp=8, pp=2, dtype="fp8"), 8192),
-    ("deepseek-v3", "gb200-nvl72", Replica(tp=1, ep=16, dtype="fp8"), 6000),
-    ("mixtral-8x7b", "hgx-h100-ib-ndr", Replica(tp=2, ep=4, dtype="bf16"), 3000),
-])
+@pytest.mark.parametrize(
+    "model,system,replica,ctx",
+    [
+        ("llama3.1-8b", "hgx-h100-ib-ndr", Replica(tp=1, dtype="bf16"), 4096),
+        ("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=2, dtype="fp8"), 2048),
+        ("llama3.1-405b", "hgx-h100-ib-ndr", Replica(tp=8, pp=2, dtype="fp8"), 8192),
+        ("deepseek-v3", "gb200-nvl72", Replica(tp=1, ep=16, dtype="fp8"), 6000),
+        ("mixtral-8x7b", "hgx-h100-ib-ndr", Replica(tp=2, ep=4, dtype="bf16"), 3000),
+    ],
+)
 def test_memory_never_exceeds_hbm_at_max_batch(cat, model, system, replica, ctx):
     s = resolve(model, system, replica, cat)
     mb = max_batch(s, ctx)
@@ -148,9 +151,15 @@ def test_erlang_c_and_mgc_wait_closed_forms():
 
 def test_traffic_summary_fixed_and_sampled():
     from scipy import stats
+
     fixed = Traffic(1000, 200).summary()
-    assert fixed == {"input_mean": 1000.0, "output_mean": 200.0, "context_mean": 1100.0, "context_p99": 1200.0,
-                     "output_cs2": 0.0}
+    assert fixed == {
+        "input_mean": 1000.0,
+        "output_mean": 200.0,
+        "context_mean": 1100.0,
+        "context_p99": 1200.0,
+        "output_cs2": 0.0,
+    }
     sampled = Traffic(stats.randint(500, 1501), stats.randint(100, 301), seed=1).summary()
     assert sampled["input_mean"] == pytest.approx(1000, rel=0.02)
     assert sampled["output_mean"] == pytest.approx(200, rel=0.02)
@@ -158,8 +167,7 @@ def test_traffic_summary_fixed_and_sampled():
     assert sampled == Traffic(stats.randint(500, 1501), stats.randint(100, 301), seed=1).summary()
 
 
-SLO_CASE = dict(model="llama3.1-8b", system="hgx-h100-ib-ndr", traffic=Traffic(1000, 200), dtype="fp8",
-                fixed={"tp": 1})
+SLO_CASE = dict(model="llama3.1-8b", system="hgx-h100-ib-ndr", traffic=Traffic(1000, 200), dtype="fp8", fixed={"tp": 1})
 
 
 @FAST
@@ -167,12 +175,22 @@ SLO_CASE = dict(model="llama3.1-8b", system="hgx-h100-ib-ndr", traffic=Traffic(1
 def test_tighter_slo_never_needs_fewer_gpus(ttft, tpot, f_ttft, f_tpot):
     c = SLO_CASE
     try:
-        loose = plan_for_rate(c["model"], c["system"], 200.0, c["traffic"], ttft, tpot, dtype=c["dtype"], fixed=c["fixed"])
+        loose = plan_for_rate(
+            c["model"], c["system"], 200.0, c["traffic"], ttft, tpot, dtype=c["dtype"], fixed=c["fixed"]
+        )
     except InfeasiblePlan:
         loose = None
     try:
-        tight = plan_for_rate(c["model"], c["system"], 200.0, c["traffic"], ttft * f_ttft, tpot * f_tpot,
-                              dtype=c["dtype"], fixed=c["fixed"])
+        tight = plan_for_rate(
+            c["model"],
+            c["system"],
+            200.0,
+            c["traffic"],
+            ttft * f_ttft,
+            tpot * f_tpot,
+            dtype=c["dtype"],
+            fixed=c["fixed"],
+        )
     except InfeasiblePlan:
         return  # infeasible is "more GPUs than any"
     assert loose is not None and tight.gpus >= loose.gpus
@@ -180,24 +198,55 @@ def test_tighter_slo_never_needs_fewer_gpus(ttft, tpot, f_ttft, f_tpot):
 
 
 def test_plan_for_rate_meets_its_slos_and_counts_gpus(cat):
-    p = plan_for_rate("llama3.1-70b", "hgx-h100-ib-ndr", 30.0, Traffic(1000, 200), 1.0, 0.05, dtype="fp8",
-                      fixed={"tp": 2}, catalog=cat)
+    p = plan_for_rate(
+        "llama3.1-70b",
+        "hgx-h100-ib-ndr",
+        30.0,
+        Traffic(1000, 200),
+        1.0,
+        0.05,
+        dtype="fp8",
+        fixed={"tp": 2},
+        catalog=cat,
+    )
     assert p.ttft_s <= 1.0 and p.tpot_s <= 0.05
     assert p.gpus == p.replicas * 2 and p.utilisation < 1.0
     # one fewer replica either overloads it or misses the TTFT SLO
     hold = 200 * p.tpot_s
-    assert 30.0 / (p.replicas - 1) * hold >= p.batch or \
-        mgc_wait_s(30.0 / (p.replicas - 1), p.batch, hold) + (p.ttft_s - mgc_wait_s(30.0 / p.replicas, p.batch, hold)) > 1.0
-    assert p.usd_per_million_tokens == pytest.approx(
-        usd_per_million_tokens(p.gpus, 30.0 * 200, p.usd_per_gpu_hour))
-    more = plan_for_rate("llama3.1-70b", "hgx-h100-ib-ndr", 120.0, Traffic(1000, 200), 1.0, 0.05, dtype="fp8",
-                         fixed={"tp": 2}, catalog=cat)
+    assert (
+        30.0 / (p.replicas - 1) * hold >= p.batch
+        or mgc_wait_s(30.0 / (p.replicas - 1), p.batch, hold)
+        + (p.ttft_s - mgc_wait_s(30.0 / p.replicas, p.batch, hold))
+        > 1.0
+    )
+    assert p.usd_per_million_tokens == pytest.approx(usd_per_million_tokens(p.gpus, 30.0 * 200, p.usd_per_gpu_hour))
+    more = plan_for_rate(
+        "llama3.1-70b",
+        "hgx-h100-ib-ndr",
+        120.0,
+        Traffic(1000, 200),
+        1.0,
+        0.05,
+        dtype="fp8",
+        fixed={"tp": 2},
+        catalog=cat,
+    )
     assert more.gpus > p.gpus
 
 
 def test_disaggregated_pools(cat):
-    p = plan_for_rate("llama3.1-70b", "gb200-nvl72", 40.0, Traffic(2000, 300), 1.5, 0.03, dtype="fp8",
-                      fixed={"tp": 2}, disaggregated=True, catalog=cat)
+    p = plan_for_rate(
+        "llama3.1-70b",
+        "gb200-nvl72",
+        40.0,
+        Traffic(2000, 300),
+        1.5,
+        0.03,
+        dtype="fp8",
+        fixed={"tp": 2},
+        disaggregated=True,
+        catalog=cat,
+    )
     d = p.to_dict()
     assert d["disaggregated"] and d["prefill"]["replicas"] >= 1 and d["decode_replicas"] >= 1
     assert p.gpus == d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"] * 2
@@ -256,6 +305,7 @@ def test_max_batch_memory_property(cat, ctx, tp, dtype):
 
 def test_candidate_replicas_pick_the_smallest_pipeline_that_fits(cat):
     from hnplan.planning.inference import candidate_replicas
+
     reps = candidate_replicas("llama3.1-405b", "hgx-h100-ib-ndr", "bf16", catalog=cat)
     by_tp = {r.tp: r.pp for r in reps}
     # 405B in bf16 is 812 GB of weights, an H100 offers 79.11 GiB x 0.9 = 76.4 GB: 16 GPUs as TP8 x PP2,
@@ -268,8 +318,18 @@ def test_candidate_replicas_pick_the_smallest_pipeline_that_fits(cat):
 
 def test_gpus_vs_rate_keeps_infeasible_designs(cat):
     from hnplan.planning.inference import gpus_vs_rate
-    df = gpus_vs_rate("llama3.1-8b", ["hgx-h100-ib-ndr"], [10.0], Traffic(1000, 200), 1.0, 1e-4, dtype="fp8",
-                      fixed={"tp": 1}, catalog=cat)
+
+    df = gpus_vs_rate(
+        "llama3.1-8b",
+        ["hgx-h100-ib-ndr"],
+        [10.0],
+        Traffic(1000, 200),
+        1.0,
+        1e-4,
+        dtype="fp8",
+        fixed={"tp": 1},
+        catalog=cat,
+    )
     assert list(df["status"].str.contains("no configuration")) == [True]
 
 

@@ -21,8 +21,10 @@ FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthChe
 def test_visible_hbm_of_every_accelerator(cat):
     # sourced readings (torch.cuda.mem_get_info or nvidia-smi), and the rule for the rest:
     # nominal GiB less the 1.1 % measured on H100 (79.11 of 80 GiB)
-    gib = {a: units.to_GiB(hbm_capacity_bytes(cat.accelerator(a))) for a in
-           ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "h800-sxm", "ascend-910c")}
+    gib = {
+        a: units.to_GiB(hbm_capacity_bytes(cat.accelerator(a)))
+        for a in ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "mi300x", "h800-sxm", "ascend-910c")
+    }
     assert gib["a100-sxm-80gb"] == pytest.approx(79.15)
     assert gib["h200-sxm"] == pytest.approx(139.81)
     assert gib["b200"] == pytest.approx(183359 / 1024, abs=0.01)
@@ -46,34 +48,64 @@ def test_kv_budget_sets_the_cache_directly(cat):
 
 
 @FAST
-@given(u=st.floats(0.5, 0.99), du=st.floats(0.0, 0.3), ctx=st.integers(256, 32000),
-       model=st.sampled_from(["llama3.1-8b", "llama3.1-70b"]), tp=st.sampled_from([1, 2, 4, 8]))
+@given(
+    u=st.floats(0.5, 0.99),
+    du=st.floats(0.0, 0.3),
+    ctx=st.integers(256, 32000),
+    model=st.sampled_from(["llama3.1-8b", "llama3.1-70b"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+)
 def test_more_memory_never_lowers_the_batch(cat, u, du, ctx, model, tp):
     def mb(**kw):
         try:
             return max_batch(resolve(model, "hgx-h100-ib-ndr", Replica(tp=tp, **kw), cat), ctx)
         except InfeasiblePlan:
             return 0
+
     assert mb(memory_utilization=u) <= mb(memory_utilization=min(1.0, u + du))
     assert mb(kv_budget_gib=10 * u) <= mb(kv_budget_gib=10 * u + 40 * du)
     m, acc, o = cat.model(model), cat.accelerator("h100-sxm"), cat.design("hgx-h100-ib-ndr").memory_overheads
     bigger = acc.model_copy(update={"hbm_visible_gib": acc.hbm_visible_gib * (1 + du)})
-    assert (kv_capacity(m, acc, tp=tp, utilization=u, overheads=o).tokens
-            <= kv_capacity(m, bigger, tp=tp, utilization=u, overheads=o).tokens)
+    assert (
+        kv_capacity(m, acc, tp=tp, utilization=u, overheads=o).tokens
+        <= kv_capacity(m, bigger, tp=tp, utilization=u, overheads=o).tokens
+    )
 
 
 def test_infer_and_memory_cli_take_the_engine_memory_settings():
     r = CliRunner()
-    base = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000",
-            "--output-tokens", "1000", "--tp", "1", "--json"]
+    base = [
+        "infer",
+        "--model",
+        "llama3.1-8b",
+        "--system",
+        "hgx-h100-ib-ndr",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "1000",
+        "--tp",
+        "1",
+        "--json",
+    ]
     d09 = json.loads(r.invoke(app, base).stdout)
     d05 = json.loads(r.invoke(app, [*base, "--gpu-memory-utilization", "0.5"]).stdout)
     assert d05["max_batch"] < d09["max_batch"]
     assert d05["hbm_gib"] == pytest.approx(79.11 * 0.5)
     # 10 GiB / 128 KiB = 81,920 tokens = 40 sequences of 2,000 tokens
     assert json.loads(r.invoke(app, [*base, "--kv-budget-gib", "10"]).stdout)["max_batch"] == 40
-    mem = ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "2048", "--system",
-           "hgx-h200-ib-ndr", "--json"]
+    mem = [
+        "memory",
+        "--model",
+        "llama3.1-8b",
+        "--mode",
+        "inference",
+        "--seq-len",
+        "2048",
+        "--system",
+        "hgx-h200-ib-ndr",
+        "--json",
+    ]
     d = json.loads(r.invoke(app, [*mem, "--kv-budget-gib", "20"]).stdout)
     assert d["kv_capacity"]["max_batch_at_seq_len"] == 80
     bad = r.invoke(app, [*base, "--gpu-memory-utilization", "1.5"])
@@ -110,6 +142,7 @@ def test_engine_caps_the_batch_and_sizes_memory_its_way(cat):
     assert max_batch(bare, 200) > 1024 and max_batch(vllm, 200) == 1024
     # TensorRT-LLM: the KV cache takes 90 % of what is free after weights, workspace and overheads
     from hnplan.planning.inference import fixed_bytes_per_gpu, kv_budget_bytes
+
     trt = resolve("llama3.1-8b", "hgx-h200-ib-ndr", Replica(dtype="fp8", engine="tensorrt-llm"), cat)
     free = units.GiB_to_bytes(139.81) - fixed_bytes_per_gpu(trt)
     assert kv_budget_bytes(trt) == pytest.approx(0.9 * free)
@@ -117,6 +150,7 @@ def test_engine_caps_the_batch_and_sizes_memory_its_way(cat):
 
 def test_engine_dtype_check(cat):
     from hnplan.errors import InputError
+
     with pytest.raises(InputError, match="weight_dtypes"):
         resolve("llama3.1-8b", "hgx-b200-ib-xdr", Replica(dtype="fp4", engine="cloudmatrix-infer"), cat)
 
@@ -124,8 +158,10 @@ def test_engine_dtype_check(cat):
 # --- power as a function of load ---------------------------------------------------------------------
 def test_power_follows_the_modelled_pass_hand_derived(cat):
     from hnplan.planning.inference import operating_point
-    d = operating_point("llama3.1-8b", "hgx-h100-ib-ndr", 1000, 1000, replica=Replica(dtype="fp8"), batch=8,
-                        catalog=cat)
+
+    d = operating_point(
+        "llama3.1-8b", "hgx-h100-ib-ndr", 1000, 1000, replica=Replica(dtype="fp8"), batch=8, catalog=cat
+    )
     acc, fac = cat.accelerator("h100-sxm"), cat.facility
     idle = acc.idle_w if acc.idle_w is not None else fac.accelerator_idle_fraction.value * acc.tdp_w
     u = max(d["compute_busy"], d["memory_busy"])
@@ -143,6 +179,7 @@ def test_power_follows_the_modelled_pass_hand_derived(cat):
 @given(b1=st.integers(1, 400), b2=st.integers(1, 400))
 def test_joules_per_token_fall_with_batch_until_compute_bound(cat, b1, b2):
     from hnplan.planning.inference import serving_power
+
     s = resolve("llama3.1-8b", "hgx-h100-ib-ndr", Replica(dtype="fp8"), cat)
     lo, hi = sorted((b1, b2))
     p_lo, p_hi = steady_state(s, lo, 1000, 1000), steady_state(s, hi, 1000, 1000)
@@ -152,8 +189,10 @@ def test_joules_per_token_fall_with_batch_until_compute_bound(cat, b1, b2):
 
 def test_rate_plan_reports_power_at_its_load(cat):
     from hnplan.planning.inference import Traffic, plan_for_rate
-    d = plan_for_rate("llama3.1-8b", "hgx-h100-ib-ndr", 20.0, Traffic(1000, 200), 1.0, 0.05, dtype="fp8",
-                      fixed={"tp": 1}, catalog=cat).to_dict()
+
+    d = plan_for_rate(
+        "llama3.1-8b", "hgx-h100-ib-ndr", 20.0, Traffic(1000, 200), 1.0, 0.05, dtype="fp8", fixed={"tp": 1}, catalog=cat
+    ).to_dict()
     # the GPUs serve 20 requests/s x 200 tokens: energy per token = their IT power / 4,000 tokens/s
     assert d["joules_per_token"] == pytest.approx(d["node_power_w"] / 8 * d["gpus"] / 4000.0)
     assert d["joules_per_request"] == pytest.approx(d["joules_per_token"] * 200)

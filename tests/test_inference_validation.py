@@ -11,8 +11,10 @@ MODEL_NAMES = {"Llama 3.1 8B": "llama3.1-8b", "Llama 3.3 70B": "llama3.1-70b", "
 def test_trtllm_rows_match_the_reference_csv(cat):
     ref = cat.reference("inference_measurements")
     ref = ref[ref["id"].str.startswith("trtllm")]
-    got = {(MODEL_NAMES[r.model], int(r.parallelism[2:]), int(r.isl), int(r.osl)): float(r.throughput_value)
-           for r in ref.itertuples()}
+    got = {
+        (MODEL_NAMES[r.model], int(r.parallelism[2:]), int(r.isl), int(r.osl)): float(r.throughput_value)
+        for r in ref.itertuples()
+    }
     assert {(m, tp, i, o): float(v) for m, tp, i, o, v in TRTLLM_ROWS} == got
 
 

@@ -47,8 +47,9 @@ def test_gpt_layer_tensor_and_sequence_parallel(gpt3):
 @pytest.mark.parametrize("sp,by_hand", [(True, S * H * 34 / T), (False, S * H * (10 + 24 / T))])
 def test_gpt_layer_selective_recompute(gpt3, sp, by_hand):
     # Sec. 5 / Table 2: selective recomputation drops the 5 a s / h term
-    got = activation_bytes_per_layer(gpt3, S, 1, tp=T, sequence_parallel=sp, recompute="selective",
-                                     flash_attention=False)
+    got = activation_bytes_per_layer(
+        gpt3, S, 1, tp=T, sequence_parallel=sp, recompute="selective", flash_attention=False
+    )
     assert got == pytest.approx(by_hand)
 
 
@@ -147,27 +148,40 @@ MODELS = ["llama3.1-8b", "gpt3-175b", "mixtral-8x7b", "deepseek-v3", "llama2-7b"
 
 
 @settings(max_examples=80, deadline=None)
-@given(model=st.sampled_from(MODELS), s=st.sampled_from([512, 2048, 8192]), b=st.integers(1, 4),
-       tp=st.sampled_from([1, 2, 4, 8]), cp=st.sampled_from([1, 2, 4]), flash=st.booleans(),
-       dropout=st.booleans(), sp=st.booleans())
+@given(
+    model=st.sampled_from(MODELS),
+    s=st.sampled_from([512, 2048, 8192]),
+    b=st.integers(1, 4),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    cp=st.sampled_from([1, 2, 4]),
+    flash=st.booleans(),
+    dropout=st.booleans(),
+    sp=st.booleans(),
+)
 def test_recompute_and_sharding_never_raise_activations(cat, model, s, b, tp, cp, flash, dropout, sp):
     m = cat.model(model)
     kw = dict(flash_attention=flash, dropout=dropout, sequence_parallel=sp)
-    none, sel, full = (activation_bytes_per_layer(m, s, b, tp, cp, recompute=r, **kw)
-                       for r in ("none", "selective", "full"))
+    none, sel, full = (
+        activation_bytes_per_layer(m, s, b, tp, cp, recompute=r, **kw) for r in ("none", "selective", "full")
+    )
     assert none >= sel >= full > 0
     assert activation_bytes_per_layer(m, s, b, 2 * tp, cp, **kw) <= none
     assert activation_bytes_per_layer(m, s, b, tp, 2 * cp, **kw) <= none
-    assert activation_bytes_per_layer(m, s, b, tp, cp, flash_attention=flash, dropout=dropout,
-                                      sequence_parallel=True) <= activation_bytes_per_layer(
-        m, s, b, tp, cp, flash_attention=flash, dropout=dropout, sequence_parallel=False)
+    assert activation_bytes_per_layer(
+        m, s, b, tp, cp, flash_attention=flash, dropout=dropout, sequence_parallel=True
+    ) <= activation_bytes_per_layer(m, s, b, tp, cp, flash_attention=flash, dropout=dropout, sequence_parallel=False)
     assert math.isfinite(none)
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from(["llama3.1-8b", "mixtral-8x7b", "deepseek-v3"]), tp=st.sampled_from([1, 2, 4]),
-       pp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([8, 16]), zero=st.sampled_from([0, 1, 2, 3]),
-       recompute=st.sampled_from(["none", "selective", "full"]))
+@given(
+    model=st.sampled_from(["llama3.1-8b", "mixtral-8x7b", "deepseek-v3"]),
+    tp=st.sampled_from([1, 2, 4]),
+    pp=st.sampled_from([1, 2, 4]),
+    dp=st.sampled_from([8, 16]),
+    zero=st.sampled_from([0, 1, 2, 3]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+)
 def test_more_sharding_never_raises_training_tensors(cat, model, tp, pp, dp, zero, recompute):
     m = cat.model(model)
     ep = 8 if m.moe else 1
@@ -175,8 +189,9 @@ def test_more_sharding_never_raises_training_tensors(cat, model, tp, pp, dp, zer
 
     def total(**more):
         args = kw | more
-        return training_memory(m, 4096, 1, args.pop("tp"), args.pop("pp"), args.pop("dp"), overheads=False,
-                               **args).total_bytes
+        return training_memory(
+            m, 4096, 1, args.pop("tp"), args.pop("pp"), args.pop("dp"), overheads=False, **args
+        ).total_bytes
 
     base = total()
     for more in (dict(tp=2 * tp), dict(dp=2 * dp), dict(zero=min(zero + 1, 3)), dict(cp=2)):
@@ -185,5 +200,6 @@ def test_more_sharding_never_raises_training_tensors(cat, model, tp, pp, dp, zer
 
 def test_expert_parallel_must_divide(cat):
     from hnplan.errors import InfeasiblePlan
+
     with pytest.raises(InfeasiblePlan, match="does not divide"):
         training_memory(cat.model("mixtral-8x7b"), 4096, 1, 1, 1, 6, ep=4)

@@ -23,8 +23,27 @@ def test_help():
 
 
 def test_train_json_keys_and_values():
-    d = _json(["--model", "llama3.1-8b", "--tp", "2", "--pp", "2", "--dp", "4", "--seq-len", "8192",
-               "--microbatch-size", "1", "--zero", "1", "--recompute", "selective", "--no-dropout"])
+    d = _json(
+        [
+            "--model",
+            "llama3.1-8b",
+            "--tp",
+            "2",
+            "--pp",
+            "2",
+            "--dp",
+            "4",
+            "--seq-len",
+            "8192",
+            "--microbatch-size",
+            "1",
+            "--zero",
+            "1",
+            "--recompute",
+            "selective",
+            "--no-dropout",
+        ]
+    )
     assert BREAKDOWN <= set(d) and {"stage", "parallel", "accounting"} <= set(d)
     assert d["total_gib"] == pytest.approx(sum(d[k] for k in BREAKDOWN - {"total_gib"}))
     assert "fits" not in d  # only with --system
@@ -32,8 +51,22 @@ def test_train_json_keys_and_values():
 
 def test_train_with_system_spills():
     # 7B-class full fine-tune in fp32 on one H100: does not fit, optimizer states go to host memory
-    d = _json(["--model", "llama2-7b", "--accounting", "fp32", "--zero", "0", "--seq-len", "2048",
-               "--recompute", "full", "--system", "hgx-h100-ib-ndr"])
+    d = _json(
+        [
+            "--model",
+            "llama2-7b",
+            "--accounting",
+            "fp32",
+            "--zero",
+            "0",
+            "--seq-len",
+            "2048",
+            "--recompute",
+            "full",
+            "--system",
+            "hgx-h100-ib-ndr",
+        ]
+    )
     assert {"fits", "status", "hbm_gib", "tiers", "spill", "system"} <= set(d)
     assert d["fits"] is False and d["status"] == "spills"
     assert d["spill"]["spills"][0]["part"] == "optimizer" and d["spill"]["spills"][0]["tier"] == "host"
@@ -41,8 +74,20 @@ def test_train_with_system_spills():
 
 
 def test_inference_json():
-    d = _json(["--model", "llama3.1-8b", "--mode", "inference", "--batch", "4", "--seq-len", "4096",
-               "--system", "hgx-h100-ib-ndr"])
+    d = _json(
+        [
+            "--model",
+            "llama3.1-8b",
+            "--mode",
+            "inference",
+            "--batch",
+            "4",
+            "--seq-len",
+            "4096",
+            "--system",
+            "hgx-h100-ib-ndr",
+        ]
+    )
     assert BREAKDOWN <= set(d)
     assert d["kv_cache_gib"] == pytest.approx(2.0)  # 4 x 4096 tokens x 128 KiB
     assert d["params_gib"] == pytest.approx(14.96, abs=0.005)
@@ -51,8 +96,9 @@ def test_inference_json():
 
 
 def test_text_output_names_units():
-    r = runner.invoke(app, ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "4096",
-                            "--system", "gb200-nvl72"])
+    r = runner.invoke(
+        app, ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "4096", "--system", "gb200-nvl72"]
+    )
     assert r.exit_code == 0, r.output
     assert "[GiB]" in r.stdout and "total" in r.stdout
 

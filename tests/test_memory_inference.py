@@ -39,8 +39,9 @@ def test_deepseek_v3_mla_cache(cat):
     assert 2 * 61 * 128 * 128 * 2 / 70272 == pytest.approx(56.9, abs=0.1)
 
 
-@pytest.mark.parametrize("mid,published", [("llama3.1-8b", 131072), ("llama3.1-70b", 327680),
-                                              ("gpt3-175b", 4718592), ("deepseek-v3", 70272)])
+@pytest.mark.parametrize(
+    "mid,published", [("llama3.1-8b", 131072), ("llama3.1-70b", 327680), ("gpt3-175b", 4718592), ("deepseek-v3", 70272)]
+)
 def test_matches_reference_table(cat, mid, published):
     # kv_cache_bytes_per_token_bf16 of data/reference/models.csv
     assert kv_cache_bytes_per_token(cat.model(mid)) == published

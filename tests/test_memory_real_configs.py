@@ -24,7 +24,7 @@ from hnplan.planning.training.plan import plans_frame
 # replicated 8h (two norm inputs, QKV and fc1 inputs), split Q 2h + K,V 2 x 2 x 8 x 128 + attention
 # output 2h + SwiGLU 6f; everything / t.
 H, F = 16384, 53248
-LLAMA_TOKEN_LAYER = 8 * H + 2 * H + 4 * 8 * 128 + 2 * H + 6 * F      # 520,192 bytes
+LLAMA_TOKEN_LAYER = 8 * H + 2 * H + 4 * 8 * 128 + 2 * H + 6 * F  # 520,192 bytes
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,8 @@ def test_stack_accounting_bytes_per_parameter():
 
 def test_balanced_end_stages_and_in_flight(cat):
     m = cat.model("llama3.1-405b")
-    assert end_stage_layers(m, np.array([16])) [0] == 8                      # ceil(126 / 16)
-    assert end_stage_layers(m, np.array([16]), balanced=True)[0] == 7         # ceil(128 / 16) - 1
+    assert end_stage_layers(m, np.array([16]))[0] == 8  # ceil(126 / 16)
+    assert end_stage_layers(m, np.array([16]), balanced=True)[0] == 7  # ceil(128 / 16) - 1
     assert len(end_stage_layer_range(m, 16, "last", balanced=True)) == 7
     # p 16, v 8: one layer a chunk, the first chunk only the embedding: 16 micro-batches of 7 layers
     assert balanced_in_flight(np.array([7]), 16, 32, 8)[0] == 16
@@ -58,8 +58,22 @@ def test_balanced_end_stages_and_in_flight(cat):
 def test_llama3_405b_as_run_fits_on_h100(cat, dp, mbs):
     m = cat.model("llama3.1-405b")
     ch = stack_choices(cat.stack("llama3-meta"))
-    r = training_memory(m, 8192, 1, 8, 16, dp, zero=2, recompute="none", num_microbatches=mbs, virtual_stages=8,
-                        recipe=memory_recipe("bf16", ch), dropout=m.dropout, balanced=True, catalog=cat)
+    r = training_memory(
+        m,
+        8192,
+        1,
+        8,
+        16,
+        dp,
+        zero=2,
+        recompute="none",
+        num_microbatches=mbs,
+        virtual_stages=8,
+        recipe=memory_recipe("bf16", ch),
+        dropout=m.dropout,
+        balanced=True,
+        catalog=cat,
+    )
     # 7 layers x 16 micro-batches x 8,192 tokens x 520,192 / 8 bytes; no embedding mask without dropout
     assert r.activations_bytes == pytest.approx(7 * 16 * 8192 * LLAMA_TOKEN_LAYER / 8)
     assert units.to_GiB(r.activations_bytes) == pytest.approx(55.56, abs=0.01)
@@ -67,8 +81,9 @@ def test_llama3_405b_as_run_fits_on_h100(cat, dp, mbs):
     # the planner's memory term for the same plan (evaluate_plans: plan.py's rule pp x v <= L does not
     # yet count the embedding and loss places, 16 x 8 = 128 = 126 + 2)
     job = make_job(m, "hgx-h100-ib-ndr", 8 * 16 * dp, 8192, 2048, "bf16", cat, stack="llama3-meta")
-    row = evaluate_plans(job, plans_frame([ParallelPlan(tp=8, pp=16, dp=dp, virtual_stages=8, zero_stage=2,
-                                                        recompute="none")])).iloc[0]
+    row = evaluate_plans(
+        job, plans_frame([ParallelPlan(tp=8, pp=16, dp=dp, virtual_stages=8, zero_stage=2, recompute="none")])
+    ).iloc[0]
     assert row["memory_per_gpu_bytes"] == pytest.approx(r.total_bytes)
     assert bool(row["fits"])
 
@@ -79,11 +94,25 @@ def test_llama31_405b_fp8_on_512_h200_fits(cat):
     est = estimate_plan(job, ParallelPlan(tp=4, pp=8, dp=8, cp=2, virtual_stages=8, zero_stage=1, recompute="none"))
     # first stage: 15 layers (ceil(128 / 8) - 1) of 405.85B / 126 parameters each, / TP 4, plus the
     # vocabulary-parallel embedding; 2 bytes weights (fp8 + transpose), 2 bytes bf16 grads, 16 / (dp cp)
-    layer = 2 * H * H + 2 * H * 1024 + 3 * H * F + 2 * H             # 3,187,703,808 parameters
-    n = (15 * layer + 128256 * H) / 4                                  # 12,479,225,856 a GPU
-    r = training_memory(m, 8192, 1, 4, 8, 8, cp=2, zero=1, recompute="none", num_microbatches=144,
-                        virtual_stages=8, recipe=memory_recipe("fp8", job.choices), dropout=False, balanced=True,
-                        catalog=cat)
+    layer = 2 * H * H + 2 * H * 1024 + 3 * H * F + 2 * H  # 3,187,703,808 parameters
+    n = (15 * layer + 128256 * H) / 4  # 12,479,225,856 a GPU
+    r = training_memory(
+        m,
+        8192,
+        1,
+        4,
+        8,
+        8,
+        cp=2,
+        zero=1,
+        recompute="none",
+        num_microbatches=144,
+        virtual_stages=8,
+        recipe=memory_recipe("fp8", job.choices),
+        dropout=False,
+        balanced=True,
+        catalog=cat,
+    )
     assert (r.params_bytes, r.grads_bytes, r.optimizer_bytes) == pytest.approx((2 * n, 2 * n, 16 * n / 16))
     assert est.memory_per_gpu_bytes == pytest.approx(r.total_bytes)
     assert est.memory_per_gpu_bytes < hbm_capacity_bytes(cat.accelerator("h200-sxm"))
@@ -91,8 +120,10 @@ def test_llama31_405b_fp8_on_512_h200_fits(cat):
 
 # ---- overlap as it is (issue 13 item 3) ----
 
+
 def test_overlapped_comm_by_hand():
     from hnplan.planning.training.components import overlapped_comm
+
     # 1 s of TP traffic, 10 s of GEMMs: 0.75 hidden, 0.25 exposed, the hidden part slows the GEMMs by 0.14
     assert float(overlapped_comm(1.0, 10.0, 0.75, 0.14)) == pytest.approx(0.25 + 0.14 * 0.75)
     # only as much as the compute can hide: 0.5 s behind 0.5 s
@@ -104,6 +135,7 @@ def test_overlapped_comm_by_hand():
 def test_tp_overlap_no_longer_hides_all_tp_traffic(cat):
     from hnplan.planning.training import StackChoices
     from hnplan.planning.training.evaluate import estimate_training_step
+
     plan = ParallelPlan(tp=8, pp=4, dp=2, recompute="selective")
     kw = dict(catalog=cat)
     base = estimate_training_step("gpt3-175b", "hgx-h100-ib-ndr", 64, plan, 2048, 64, **kw)

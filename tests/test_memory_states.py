@@ -77,7 +77,8 @@ def test_tied_embeddings_copied_on_last_stage(cat):
     m = cat.model("gpt3-175b")  # tied: Megatron keeps a copy of the word embedding on the last stage
     pc = param_counts(m)
     assert stage_params(m, 1, 8, stage="last").dense - stage_params(m, 1, 8, stage="first").dense == pytest.approx(
-        pc.final_norm - pc.position)
+        pc.final_norm - pc.position
+    )
 
 
 def test_deepseek_dense_layers_on_first_stage(cat):
@@ -99,9 +100,15 @@ MODELS = ["llama3.1-8b", "llama3.1-70b", "gpt3-175b", "mixtral-8x7b", "deepseek-
 
 
 @settings(max_examples=60, deadline=None)
-@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([2, 4, 8]),
-       dp=st.sampled_from([1, 2, 8, 64]), zero=st.sampled_from(ZERO_STAGES),
-       recipe=st.sampled_from(sorted(ACCOUNTINGS)), stage=st.sampled_from(["first", "last"]))
+@given(
+    model=st.sampled_from(MODELS),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([2, 4, 8]),
+    dp=st.sampled_from([1, 2, 8, 64]),
+    zero=st.sampled_from(ZERO_STAGES),
+    recipe=st.sampled_from(sorted(ACCOUNTINGS)),
+    stage=st.sampled_from(["first", "last"]),
+)
 def test_more_sharding_never_raises_model_states(cat, model, tp, pp, dp, zero, recipe, stage):
     m = cat.model(model)
     ep = 8 if m.moe else 1
@@ -113,6 +120,7 @@ def test_more_sharding_never_raises_model_states(cat, model, tp, pp, dp, zero, r
 
 def test_overheads_catalog_rejects_a_placeholder_source(data_copy):
     from hnplan.catalog import Catalog
+
     p = data_copy / "memory.yaml"
     p.write_text(p.read_text().replace('source: "labelled assumption: the PyTorch', 'source: "TODO the PyTorch'))
     problems = Catalog(data_copy).validate()

@@ -36,8 +36,9 @@ def test_verdict_reads_the_table(table):
 
 
 def test_fit_grid_train_divides_gpus():
-    g = fit_grid("llama3.1-70b", "hgx-h100-ib-ndr", "train", gpus=32, tps=(1, 8), pps=(1, 2, 64),
-                 seq_len=8192, tp=99)  # the grid's own tp is ignored
+    g = fit_grid(
+        "llama3.1-70b", "hgx-h100-ib-ndr", "train", gpus=32, tps=(1, 8), pps=(1, 2, 64), seq_len=8192, tp=99
+    )  # the grid's own tp is ignored
     assert set(zip(g["tp"], g["pp"])) == {(1, 1), (1, 2), (8, 1), (8, 2)}
     assert (g["tp"] * g["pp"] * g["dp"] == 32).all()
     assert set(g["status"]) <= set(STATUSES)

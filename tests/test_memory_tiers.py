@@ -77,9 +77,11 @@ def test_spill_fills_tiers_in_order_and_can_fail(cat):
 def test_compute_times(cat):
     m, acc = cat.model("llama3.1-8b"), cat.accelerator("h100-sxm")
     from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
+
     f = training_flops_per_token(m, 4096).hardware
     assert training_compute_time_s(m, acc, 4096, 2, 8, tp=2, pp=2) == pytest.approx(
-        f * 2 * 8 * 4096 / 4 / achievable_flops_per_s(acc, "bf16"))
+        f * 2 * 8 * 4096 / 4 / achievable_flops_per_s(acc, "bf16")
+    )
     mem = MemoryBreakdown(16e9, 0, 0, 0, 4e9)
     assert decode_step_time_s(mem, acc) == pytest.approx(20e9 / achievable_hbm_Bps(acc))
 

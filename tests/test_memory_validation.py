@@ -20,10 +20,36 @@ RUNS = [
     ("megatron21_t1_145.6B", "megatron-145.6b", 2048, 8, 8, 24, 1, 1, 1, 0, "full", "fp32-grad-accum", "a100-sxm-80gb"),
     ("megatron21_t1_529.6B", "megatron-529.6b", 2048, 8, 35, 9, 1, 1, 1, 0, "full", "fp32-grad-accum", "a100-sxm-80gb"),
     ("megatron21_t1_1008.0B", "megatron-1t", 2048, 8, 64, 6, 1, 1, 1, 0, "full", "fp32-grad-accum", "a100-sxm-80gb"),
-    ("megatron21_t2_PTD-P_174.6B_384", "gpt3-175b", 2048, 8, 12, 4, 1, 1, 1, 0, "full", "fp32-grad-accum",
-     "a100-sxm-80gb"),
-    ("megatron21_t2_ZeRO-3_174.6B_384", "gpt3-175b", 2048, 1, 1, 384, 1, 4, 1, 3, "full", "fp32-grad-accum",
-     "a100-sxm-80gb"),
+    (
+        "megatron21_t2_PTD-P_174.6B_384",
+        "gpt3-175b",
+        2048,
+        8,
+        12,
+        4,
+        1,
+        1,
+        1,
+        0,
+        "full",
+        "fp32-grad-accum",
+        "a100-sxm-80gb",
+    ),
+    (
+        "megatron21_t2_ZeRO-3_174.6B_384",
+        "gpt3-175b",
+        2048,
+        1,
+        1,
+        384,
+        1,
+        4,
+        1,
+        3,
+        "full",
+        "fp32-grad-accum",
+        "a100-sxm-80gb",
+    ),
     ("nemo2407_h100_GPT3-175B_512", "gpt3-175b", 2048, 4, 8, 16, 1, 2, 6, 1, "none", "fp8", "h100-sxm"),
     ("nemo2407_h100_LLAMA2-7B_8", "llama2-7b", 4096, 1, 1, 8, 1, 1, 1, 1, "none", "fp8", "h100-sxm"),
     ("nemo2407_h100_LLAMA3-8B_8", "llama3.1-8b", 8192, 1, 1, 4, 2, 1, 1, 1, "none", "fp8", "h100-sxm"),
@@ -34,8 +60,22 @@ RUNS = [
 @pytest.mark.parametrize("run", RUNS, ids=[r[0] for r in RUNS])
 def test_published_configuration_fits(cat, run):
     _, mid, s, tp, pp, dp, cp, mbs, vp, zero, rc, acct, acc = run
-    mem = training_memory(cat.model(mid), s, mbs, tp, pp, dp, cp, 1, zero, rc, num_microbatches=64,
-                          virtual_stages=vp, recipe=acct, catalog=cat)
+    mem = training_memory(
+        cat.model(mid),
+        s,
+        mbs,
+        tp,
+        pp,
+        dp,
+        cp,
+        1,
+        zero,
+        rc,
+        num_microbatches=64,
+        virtual_stages=vp,
+        recipe=acct,
+        catalog=cat,
+    )
     assert mem.total_bytes <= hbm_capacity_bytes(cat.accelerator(acc))
 
 

@@ -15,8 +15,14 @@ SMALL = {**SMALL_PARAMS["design_comparison"], "systems": ["gb200-nvl72", "hgx-b2
 
 def test_design_comparison_notebook(tmp_path):
     nb, html = run_notebook("design_comparison", SMALL, tmp_path)
-    df = compare_training_designs(SMALL["model"], SMALL["systems"], SMALL["gpus"], SMALL["tokens"],
-                                  SMALL["seq_len"], SMALL["global_batch_tokens"] // SMALL["seq_len"])
+    df = compare_training_designs(
+        SMALL["model"],
+        SMALL["systems"],
+        SMALL["gpus"],
+        SMALL["tokens"],
+        SMALL["seq_len"],
+        SMALL["global_batch_tokens"] // SMALL["seq_len"],
+    )
     assert list(df["status"]) == ["ok", "ok", "ok"]
     # the table shows each design's days to train as the library computes them
     for days in df["days"]:

@@ -14,9 +14,14 @@ from nbutil import plotly_divs, run_notebook
 pytestmark = pytest.mark.notebook
 
 # a dataset folder per test process (the notebook test and the browser check may run side by side)
-SMALL = dict(spec=str(Path(__file__).resolve().parent / "sweep_small.yaml"),
-             dataset=tempfile.mkdtemp(prefix="hnplan-design-space-"), run_missing=True, workers=2,
-             deadline_days=1.0, probability=0.9)
+SMALL = dict(
+    spec=str(Path(__file__).resolve().parent / "sweep_small.yaml"),
+    dataset=tempfile.mkdtemp(prefix="hnplan-design-space-"),
+    run_missing=True,
+    workers=2,
+    deadline_days=1.0,
+    probability=0.9,
+)
 
 
 def test_design_space_notebook(tmp_path):

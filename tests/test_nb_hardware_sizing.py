@@ -10,14 +10,30 @@ pytestmark = pytest.mark.notebook
 
 # 288 sequences: divisible by the factor 9 of a 72-GPU rack (a power-of-two batch leaves no valid plan
 # of a 32-layer model on whole NVL72 racks: only PP 9 could take the 9, and it leaves a stage empty)
-SMALL = dict(model="llama3.1-8b", systems=["hgx-h100-ib-ndr", "gb200-nvl72"], tokens=1e11, deadline_days=2,
-             budget_usd=5e6, seq_len=4096, global_batch_tokens=4096 * 288, mode="async", goodput=True)
+SMALL = dict(
+    model="llama3.1-8b",
+    systems=["hgx-h100-ib-ndr", "gb200-nvl72"],
+    tokens=1e11,
+    deadline_days=2,
+    budget_usd=5e6,
+    seq_len=4096,
+    global_batch_tokens=4096 * 288,
+    mode="async",
+    goodput=True,
+)
 
 
 def test_hardware_sizing_notebook(tmp_path):
     nb, html = run_notebook("hardware_sizing", SMALL, tmp_path)
-    df = size_designs(SMALL["model"], SMALL["systems"], SMALL["tokens"], SMALL["deadline_days"], SMALL["seq_len"],
-                      SMALL["global_batch_tokens"] // SMALL["seq_len"], budget_usd=SMALL["budget_usd"])
+    df = size_designs(
+        SMALL["model"],
+        SMALL["systems"],
+        SMALL["tokens"],
+        SMALL["deadline_days"],
+        SMALL["seq_len"],
+        SMALL["global_batch_tokens"] // SMALL["seq_len"],
+        budget_usd=SMALL["budget_usd"],
+    )
     assert (df["goodput"] < 1).all()
     assert list(df["status"]) == ["ok", "ok"]
     for capex in df["capex_usd"]:

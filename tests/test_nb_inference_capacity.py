@@ -8,8 +8,18 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], input_tokens=1000, output_tokens=200,
-             dtype="fp8", rates=[5, 50], ttft_slo_ms=1000, tpot_slo_ms=50, validation_models=["deepseek-v3"], engine="vllm")
+SMALL = dict(
+    model="llama3.1-8b",
+    systems=["gb200-nvl72", "hgx-h100-ib-ndr"],
+    input_tokens=1000,
+    output_tokens=200,
+    dtype="fp8",
+    rates=[5, 50],
+    ttft_slo_ms=1000,
+    tpot_slo_ms=50,
+    validation_models=["deepseek-v3"],
+    engine="vllm",
+)
 
 
 def test_inference_capacity_notebook(tmp_path):

@@ -8,8 +8,9 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", mode="inference", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], seq_len=8192,
-             tp=1, batch=64)
+SMALL = dict(
+    model="llama3.1-8b", mode="inference", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], seq_len=8192, tp=1, batch=64
+)
 
 
 def test_memory_notebook(tmp_path):

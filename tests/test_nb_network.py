@@ -8,8 +8,14 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, draw_gpus=16, sweep="1MiB:64MiB",
-             boundary_size="64MiB", boundary_max_gpus=144)
+SMALL = dict(
+    systems=["gb200-nvl72", "hgx-h100-ib-ndr"],
+    gpus=144,
+    draw_gpus=16,
+    sweep="1MiB:64MiB",
+    boundary_size="64MiB",
+    boundary_max_gpus=144,
+)
 
 
 def test_network_notebook(tmp_path):

@@ -11,15 +11,33 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", system="hgx-h100-ib-ndr", gpus=64, tokens=1e11, seq_len=4096,
-             global_batch_tokens=4096 * 256, mode="async", n_samples=20, seed=3,
-             mix_systems=["hgx-h100-ib-ndr", "gb200-nvl72"], deadline_days=2, budget_usd=2e7, power_cap_mw=0.5)
+SMALL = dict(
+    model="llama3.1-8b",
+    system="hgx-h100-ib-ndr",
+    gpus=64,
+    tokens=1e11,
+    seq_len=4096,
+    global_batch_tokens=4096 * 256,
+    mode="async",
+    n_samples=20,
+    seed=3,
+    mix_systems=["hgx-h100-ib-ndr", "gb200-nvl72"],
+    deadline_days=2,
+    budget_usd=2e7,
+    power_cap_mw=0.5,
+)
 
 
 def test_procurement_whatif_notebook(tmp_path):
     nb, html = run_notebook("procurement_whatif", SMALL, tmp_path)
-    case = pr.whatif_case(SMALL["model"], SMALL["system"], SMALL["gpus"], SMALL["tokens"], SMALL["seq_len"],
-                          SMALL["global_batch_tokens"] // SMALL["seq_len"])
+    case = pr.whatif_case(
+        SMALL["model"],
+        SMALL["system"],
+        SMALL["gpus"],
+        SMALL["tokens"],
+        SMALL["seq_len"],
+        SMALL["global_batch_tokens"] // SMALL["seq_len"],
+    )
     base = pr.evaluate(case)
     assert units.format_usd(base["tco_usd"]) in html  # the key table shows the library's TCO, for people
     assert 'id="key-table"' in html

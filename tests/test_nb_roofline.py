@@ -8,8 +8,17 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", accelerators=["h100-sxm", "gb200"], seq_len=1024, train_batch=1,
-             recompute="none", decode_batch=8, kv_len=512, tp=2, dtype="bf16")
+SMALL = dict(
+    model="llama3.1-8b",
+    accelerators=["h100-sxm", "gb200"],
+    seq_len=1024,
+    train_batch=1,
+    recompute="none",
+    decode_batch=8,
+    kv_len=512,
+    tp=2,
+    dtype="bf16",
+)
 
 
 def test_roofline_notebook(tmp_path):

@@ -8,15 +8,28 @@ from nbutil import plotly_divs, run_notebook
 
 pytestmark = pytest.mark.notebook
 
-SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, seq_len=4096,
-             global_batch_tokens=4096 * 288, dtype="bf16", scaling_gpus=[72, 144], top_k=5,
-             validation_runs=["llama3-405b-8192"])
+SMALL = dict(
+    model="llama3.1-8b",
+    systems=["gb200-nvl72", "hgx-h100-ib-ndr"],
+    gpus=144,
+    seq_len=4096,
+    global_batch_tokens=4096 * 288,
+    dtype="bf16",
+    scaling_gpus=[72, 144],
+    top_k=5,
+    validation_runs=["llama3-405b-8192"],
+)
 
 
 def test_training_plan_notebook(tmp_path):
     nb, html = run_notebook("training_plan", SMALL, tmp_path)
-    best = best_plans(SMALL["model"], SMALL["systems"], SMALL["gpus"], SMALL["seq_len"],
-                      SMALL["global_batch_tokens"] // SMALL["seq_len"])
+    best = best_plans(
+        SMALL["model"],
+        SMALL["systems"],
+        SMALL["gpus"],
+        SMALL["seq_len"],
+        SMALL["global_batch_tokens"] // SMALL["seq_len"],
+    )
     assert list(best["status"]) == ["ok", "ok"]
     for tps in best["tokens_per_s"]:
         assert f"{tps:,.0f}" in html  # the best-plan table shows the library's throughput

@@ -26,17 +26,21 @@ runner = CliRunner()
 # the stage split, by hand
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("layers,pp,per,last,empty", [
-    (126, 16, 8, 6, 0),    # Llama 3.1 405B: 15 x 8 + 6 = 126
-    (126, 45, 3, -6, 3),   # 3 a stage fill 42 stages: 3 left empty (44 x 3 = 132 > 126)
-    (80, 25, 4, -16, 5),   # 4 a stage fill 20 stages: 5 empty
-    (128, 33, 4, 0, 1),    # 32 x 4 = 128: the 33rd stage is empty
-    (128, 72, 2, -14, 8),  # 64 stages of 2: 8 empty
-    (80, 9, 9, 8, 0),      # Llama 3.1 70B on PP 9: 8 x 9 + 8 = 80
-    (32, 9, 4, 0, 1),      # Llama 3.1 8B on PP 9: 8 x 4 = 32, the ninth stage empty
-    (61, 1, 61, 61, 0),
-    (5, 8, 1, -2, 3),      # more stages than layers
-])
+
+@pytest.mark.parametrize(
+    "layers,pp,per,last,empty",
+    [
+        (126, 16, 8, 6, 0),  # Llama 3.1 405B: 15 x 8 + 6 = 126
+        (126, 45, 3, -6, 3),  # 3 a stage fill 42 stages: 3 left empty (44 x 3 = 132 > 126)
+        (80, 25, 4, -16, 5),  # 4 a stage fill 20 stages: 5 empty
+        (128, 33, 4, 0, 1),  # 32 x 4 = 128: the 33rd stage is empty
+        (128, 72, 2, -14, 8),  # 64 stages of 2: 8 empty
+        (80, 9, 9, 8, 0),  # Llama 3.1 70B on PP 9: 8 x 9 + 8 = 80
+        (32, 9, 4, 0, 1),  # Llama 3.1 8B on PP 9: 8 x 4 = 32, the ninth stage empty
+        (61, 1, 61, 61, 0),
+        (5, 8, 1, -2, 3),  # more stages than layers
+    ],
+)
 def test_stage_split_by_hand(cat, layers, pp, per, last, empty):
     m = cat.model("llama3.1-8b").model_copy(update={"layers": layers})
     s = stage_layers(m, pp)
@@ -56,6 +60,7 @@ def test_stage_layer_range_is_the_fullest_stage(cat):
 # each rule rejected with its message
 # ---------------------------------------------------------------------------------------------
 
+
 def test_tp_must_divide_the_kv_heads_in_training(cat):
     # a 48-head model with 16 KV heads: TP 6 divides the heads but not the 16 KV heads (Megatron's
     # divide(num_query_groups, tp) refuses it); inference replicates KV heads, so it is allowed there
@@ -69,19 +74,37 @@ def test_tp_must_divide_the_kv_heads_in_training(cat):
     assert set(df["tp"]) <= {1, 2, 4, 8} and len(df)
 
 
-@pytest.mark.parametrize("model,plan,gpus,batch,message", [
-    ("llama3.1-405b", ParallelPlan(tp=8, pp=45, dp=1), 360, 45,
-     "pp = 45 leaves 3 of its stages empty: llama3.1-405b has 126 layers, ceil(126 / 45) = 3 a stage"),
-    ("llama3.1-70b", ParallelPlan(tp=8, pp=25, dp=1), 200, 25,
-     "pp = 25 leaves 5 of its stages empty: llama3.1-70b has 80 layers, ceil(80 / 25) = 4 a stage"),
-    ("llama3.1-405b", ParallelPlan(tp=16, pp=16, dp=8), 2048, 2048, "tp = 16 does not divide the 8 KV heads"),
-    ("llama3.1-405b", ParallelPlan(tp=3, dp=2), 6, 2048, "tp = 3 does not divide the 128 attention heads"),
-    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=128, ep=8), 16384, 2048, "llama3.1-405b has no experts"),
-    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=128, microbatch_size=3), 16384, 2048,
-     "global batch of 2048 sequences is not divisible by dp x microbatch = 128 x 3"),
-    ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=64), 16384, 2048, "= 8192, not --gpus 16384"),
-    ("llama3.1-405b", ParallelPlan(pp=256, dp=64), 16384, 2048, "exceeds the model's 126 layers"),
-])
+@pytest.mark.parametrize(
+    "model,plan,gpus,batch,message",
+    [
+        (
+            "llama3.1-405b",
+            ParallelPlan(tp=8, pp=45, dp=1),
+            360,
+            45,
+            "pp = 45 leaves 3 of its stages empty: llama3.1-405b has 126 layers, ceil(126 / 45) = 3 a stage",
+        ),
+        (
+            "llama3.1-70b",
+            ParallelPlan(tp=8, pp=25, dp=1),
+            200,
+            25,
+            "pp = 25 leaves 5 of its stages empty: llama3.1-70b has 80 layers, ceil(80 / 25) = 4 a stage",
+        ),
+        ("llama3.1-405b", ParallelPlan(tp=16, pp=16, dp=8), 2048, 2048, "tp = 16 does not divide the 8 KV heads"),
+        ("llama3.1-405b", ParallelPlan(tp=3, dp=2), 6, 2048, "tp = 3 does not divide the 128 attention heads"),
+        ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=128, ep=8), 16384, 2048, "llama3.1-405b has no experts"),
+        (
+            "llama3.1-405b",
+            ParallelPlan(tp=8, pp=16, dp=128, microbatch_size=3),
+            16384,
+            2048,
+            "global batch of 2048 sequences is not divisible by dp x microbatch = 128 x 3",
+        ),
+        ("llama3.1-405b", ParallelPlan(tp=8, pp=16, dp=64), 16384, 2048, "= 8192, not --gpus 16384"),
+        ("llama3.1-405b", ParallelPlan(pp=256, dp=64), 16384, 2048, "exceeds the model's 126 layers"),
+    ],
+)
 def test_each_rule_is_a_plan_rule_error_naming_it(model, plan, gpus, batch, message):
     with pytest.raises(PlanRuleError, match=message.replace("(", r"\(").replace(")", r"\)")) as exc:
         estimate_training_step(model, "gb200-nvl72", gpus, plan, 8192, batch)
@@ -103,9 +126,36 @@ def test_the_search_drops_what_the_rules_forbid(cat):
 
 
 def test_train_cli_with_a_plan_megatron_rejects_exits_3_with_one_line():
-    res = runner.invoke(app, ["train", "--model", "llama3.1-405b", "--system", "gb200-nvl72", "--gpus", "360",
-                              "--tp", "8", "--pp", "45", "--dp", "1", "--microbatch-size", "1", "--recompute", "full",
-                              "--zero", "1", "--virtual-stages", "1", "--seq-len", "8192", "--global-batch-size", "45"])
+    res = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "llama3.1-405b",
+            "--system",
+            "gb200-nvl72",
+            "--gpus",
+            "360",
+            "--tp",
+            "8",
+            "--pp",
+            "45",
+            "--dp",
+            "1",
+            "--microbatch-size",
+            "1",
+            "--recompute",
+            "full",
+            "--zero",
+            "1",
+            "--virtual-stages",
+            "1",
+            "--seq-len",
+            "8192",
+            "--global-batch-size",
+            "45",
+        ],
+    )
     assert res.exit_code == 3
     lines = [x for x in res.stderr.splitlines() if x.strip()]
     assert "pp = 45 leaves 3 of its stages empty" in res.stderr and "Traceback" not in res.output
@@ -116,11 +166,26 @@ def test_train_cli_with_a_plan_megatron_rejects_exits_3_with_one_line():
 # one sizing answer
 # ---------------------------------------------------------------------------------------------
 
+
 def test_cli_and_notebook_size_the_same(cat):
     from hnplan.planning.sizing import size_designs
 
-    args = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--system", "hgx-h100-ib-ndr", "--seq-len", "4096",
-            "--global-batch-tokens", str(4096 * 288), "--deadline-days", "2", "--json"]
+    args = [
+        "size",
+        "--model",
+        "llama3.1-8b",
+        "--tokens",
+        "1e11",
+        "--system",
+        "hgx-h100-ib-ndr",
+        "--seq-len",
+        "4096",
+        "--global-batch-tokens",
+        str(4096 * 288),
+        "--deadline-days",
+        "2",
+        "--json",
+    ]
     cli = json.loads(runner.invoke(app, args).stdout)["results"][0]
     nb = size_designs("llama3.1-8b", ["hgx-h100-ib-ndr"], 1e11, 2, 4096, 288, catalog=cat).iloc[0]
     assert cli["gpus"] == nb["gpus"] and cli["days"] == pytest.approx(nb["days"], rel=1e-12)

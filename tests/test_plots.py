@@ -44,12 +44,19 @@ def test_log_axes_tick_at_the_values_that_matter():
     from hnplan.plots.common import log_ticks
     from hnplan.plots.training import scaling_figure
 
-    df = pd.DataFrame({"system": ["a"] * 3, "gpus": [2048, 8192, 16384], "tokens_per_s": [1e5, 4e5, 8e5],
-                       "mfu": [0.4] * 3, "status": ["ok"] * 3})
+    df = pd.DataFrame(
+        {
+            "system": ["a"] * 3,
+            "gpus": [2048, 8192, 16384],
+            "tokens_per_s": [1e5, 4e5, 8e5],
+            "mfu": [0.4] * 3,
+            "status": ["ok"] * 3,
+        }
+    )
     ax = scaling_figure(df).layout.xaxis
     assert ax.type == "log" and list(ax.tickvals) == [2048, 8192, 16384]
     assert list(ax.ticktext) == ["2,048", "8,192", "16,384"]
     import plotly.graph_objects as go
 
-    many = log_ticks(go.Figure(), "y", [3e3 * 2 ** k for k in range(20)]).layout.yaxis  # 3k .. 1.6G: decades
+    many = log_ticks(go.Figure(), "y", [3e3 * 2**k for k in range(20)]).layout.yaxis  # 3k .. 1.6G: decades
     assert list(many.tickvals)[:3] == [1e3, 1e4, 1e5] and list(many.ticktext)[:3] == ["1,000", "10,000", "100k"]

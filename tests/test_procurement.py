@@ -44,8 +44,11 @@ def test_tornado_ranges_and_order(cat, case):
 
 
 def test_monte_carlo_is_reproducible_with_a_seed(cat, case):
-    a, b, c = monte_carlo(case, 40, seed=7, catalog=cat), monte_carlo(case, 40, seed=7, catalog=cat), \
-        monte_carlo(case, 40, seed=8, catalog=cat)
+    a, b, c = (
+        monte_carlo(case, 40, seed=7, catalog=cat),
+        monte_carlo(case, 40, seed=7, catalog=cat),
+        monte_carlo(case, 40, seed=8, catalog=cat),
+    )
     assert a.equals(b) and not a.equals(c)
     u = cat.uncertainties["pue"]
     assert a["pue"].between(u.low, u.high).all()
@@ -81,8 +84,7 @@ def test_mix_never_breaks_a_cap(seed, budget, cap):
 
 
 def test_best_mix_on_catalog_designs(cat):
-    wl = [dict(model="llama3.1-8b", tokens=1e11, deadline_days=2, seq_len=4096, global_batch_seqs=256,
-               ref_gpus=72)]
+    wl = [dict(model="llama3.1-8b", tokens=1e11, deadline_days=2, seq_len=4096, global_batch_seqs=256, ref_gpus=72)]
     r = best_mix(wl, ["hgx-h100-ib-ndr", "gb200-nvl72"], budget_usd=1e9, power_cap_w=1e6, catalog=cat)
     assert r.facility_power_w <= 1e6 and r.capex_usd <= 1e9
     tight = best_mix(wl, ["hgx-h100-ib-ndr", "gb200-nvl72"], budget_usd=1e9, power_cap_w=30e3, catalog=cat)

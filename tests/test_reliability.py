@@ -38,8 +38,11 @@ def test_llama3_interruptions_16k_gpus_54_days(cat, sid):
 
 
 @settings(max_examples=30, deadline=None)
-@given(sid=st.sampled_from(["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-h100-roce-400g"]),
-       gpus=st.integers(1, 40_000), extra=st.integers(1, 5_000))
+@given(
+    sid=st.sampled_from(["hgx-h100-ib-ndr", "gb200-nvl72", "cloudmatrix-384", "hgx-h100-roce-400g"]),
+    gpus=st.integers(1, 40_000),
+    extra=st.integers(1, 5_000),
+)
 def test_more_gpus_never_raise_mtbi(cat, sid, gpus, extra):
     s = cat.system(sid)
     assert mtbi_s(cat.design(s), gpus + extra) <= mtbi_s(cat.design(s), gpus)

@@ -9,8 +9,15 @@ from hnplan.cli import app
 from hnplan.planning.design import estimate_reliability
 
 runner = CliRunner()
-KEYS = {"mtbi_h", "failure_unit_gpus", "checkpoint_bytes", "checkpoint_write_s", "checkpoint_interval_s",
-        "restart_s", "goodput"}
+KEYS = {
+    "mtbi_h",
+    "failure_unit_gpus",
+    "checkpoint_bytes",
+    "checkpoint_write_s",
+    "checkpoint_interval_s",
+    "restart_s",
+    "goodput",
+}
 
 
 def test_reliability_help():
@@ -19,8 +26,21 @@ def test_reliability_help():
 
 
 def test_reliability_json_keys_and_values(cat):
-    r = runner.invoke(app, ["reliability", "--system", "gb200-nvl72", "--gpus", "4608", "--model",
-                            "llama3.1-70b", "--mode", "sync", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "reliability",
+            "--system",
+            "gb200-nvl72",
+            "--gpus",
+            "4608",
+            "--model",
+            "llama3.1-70b",
+            "--mode",
+            "sync",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     assert KEYS <= set(d)
@@ -31,6 +51,7 @@ def test_reliability_json_keys_and_values(cat):
 
 
 def test_reliability_bad_mode_exits_2():
-    r = runner.invoke(app, ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-8b",
-                            "--mode", "lazy"])
+    r = runner.invoke(
+        app, ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-8b", "--mode", "lazy"]
+    )
     assert r.exit_code == 2

@@ -16,35 +16,42 @@ from hnplan.reports import check_parameters, params_run_name, resolve_paths
 
 runner = CliRunner()
 
-SMALL = dict(model="llama3.1-8b", mode="inference", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], seq_len=8192,
-             tp=1, batch=64)
+SMALL = dict(
+    model="llama3.1-8b", mode="inference", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], seq_len=8192, tp=1, batch=64
+)
 
 
 def test_relative_paths_resolve_against_the_callers_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    got = resolve_paths({"model": "./dense1t.yaml", "systems": ["gb200-nvl72", "sys/rack.yaml"], "gpus": 8,
-                         "dtype": "bf16/x"})
+    got = resolve_paths(
+        {"model": "./dense1t.yaml", "systems": ["gb200-nvl72", "sys/rack.yaml"], "gpus": 8, "dtype": "bf16/x"}
+    )
     assert got["model"] == str(tmp_path / "dense1t.yaml")
     assert got["systems"] == ["gb200-nvl72", str(tmp_path / "sys" / "rack.yaml")]
     assert got["gpus"] == 8 and got["dtype"] == "bf16/x"  # not a catalog reference: left alone
 
 
 def test_numbers_as_yaml_writes_them():
-    got = check_parameters("design_comparison", {"tokens": "1e12", "gpus": 144.0, "global_batch_tokens": "2_048"},
-                           "p.yaml")
+    got = check_parameters(
+        "design_comparison", {"tokens": "1e12", "gpus": 144.0, "global_batch_tokens": "2_048"}, "p.yaml"
+    )
     assert got == {"tokens": 1e12, "gpus": 144, "global_batch_tokens": 2048}
     assert isinstance(got["gpus"], int)
 
 
-@pytest.mark.parametrize("key,value,needle", [
-    ("gpus", -5, "'gpus': must be a positive number; got -5"),
-    ("gpus", 0, "'gpus': must be a positive number; got 0"),
-    ("tokens", float("inf"), "'tokens': must be a finite number; got inf"),
-    ("gpus", True, "'gpus': expected int"),
-])
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("gpus", -5, "'gpus': must be a positive number; got -5"),
+        ("gpus", 0, "'gpus': must be a positive number; got 0"),
+        ("tokens", float("inf"), "'tokens': must be a finite number; got inf"),
+        ("gpus", True, "'gpus': expected int"),
+    ],
+)
 def test_ranges_checked(key, value, needle):
-    with pytest.raises(ScenarioError, match="p.yaml: notebook 'design_comparison', parameter " + needle.replace(
-            "(", r"\(")):
+    with pytest.raises(
+        ScenarioError, match="p.yaml: notebook 'design_comparison', parameter " + needle.replace("(", r"\(")
+    ):
         check_parameters("design_comparison", {key: value}, "p.yaml")
 
 
@@ -69,14 +76,16 @@ def test_params_run_with_a_relative_model_file(tmp_path, monkeypatch):
     model = yaml.safe_load(cat.path_of("models", "llama3.1-8b").read_text())
     model["id"] = "my-8b"
     Path("mine.yaml").write_text(yaml.safe_dump(model))
-    Path("sc.yaml").write_text(yaml.safe_dump({"id": "mem", "name": "Memory, small", "notebooks": [
-        {"notebook": "memory", "parameters": SMALL}]}))
+    Path("sc.yaml").write_text(
+        yaml.safe_dump(
+            {"id": "mem", "name": "Memory, small", "notebooks": [{"notebook": "memory", "parameters": SMALL}]}
+        )
+    )
     out = tmp_path / "out"
     (out / "mem").mkdir(parents=True)
     (out / "mem" / "memory.html").write_text("the scenario's own report")
     Path("mine-params.yaml").write_text("model: ./mine.yaml\nseq_len: 4.096e3\n")
-    res = runner.invoke(app, ["report", "--scenario", "./sc.yaml", "--params", "mine-params.yaml",
-                              "--out", "out"])
+    res = runner.invoke(app, ["report", "--scenario", "./sc.yaml", "--params", "mine-params.yaml", "--out", "out"])
     assert res.exit_code == 0, res.output
     html = (out / "mem+mine-params" / "memory.html").read_text()
     assert 'id="key-table"' in html

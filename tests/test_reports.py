@@ -15,15 +15,22 @@ from hnplan.reports import load_scenarios, run_reports
 pytestmark = pytest.mark.notebook
 runner = CliRunner()
 
-SMALL = dict(model="llama3.1-8b", systems=["gb200-nvl72", "hgx-h100-ib-ndr"], gpus=144, tokens=1.0e11,
-             seq_len=4096, global_batch_tokens=4096 * 288)
+SMALL = dict(
+    model="llama3.1-8b",
+    systems=["gb200-nvl72", "hgx-h100-ib-ndr"],
+    gpus=144,
+    tokens=1.0e11,
+    seq_len=4096,
+    global_batch_tokens=4096 * 288,
+)
 
 
 def _scenario(tmp_path, sid, **override):
     path = tmp_path / f"{sid}.yaml"
     params = {**SMALL, **override}
-    path.write_text(yaml.safe_dump({"id": sid, "name": sid, "notebooks": [
-        {"notebook": "design_comparison", "parameters": params}]}))
+    path.write_text(
+        yaml.safe_dump({"id": sid, "name": sid, "notebooks": [{"notebook": "design_comparison", "parameters": params}]})
+    )
     return str(path)
 
 
@@ -66,12 +73,15 @@ def test_rerun_skips_unchanged_inputs(tmp_path):
     assert [r.status for r in run_reports(sc, out, progress=False, force=True)] == ["ok"]
 
 
-@pytest.mark.parametrize("notebooks,needle", [
-    ([{"notebook": "design_comparision", "parameters": {}}], "unknown notebook 'design_comparision'"),
-    ([{"notebook": "design_comparison", "parameters": {"gpu": 8}}], "no parameter(s) ['gpu']"),
-    ([{"notebook": "design_comparison", "parameters": {"systems": ["gb200-nvl36"]}}], "nearest: gb200-nvl72"),
-    ([{"notebook": "design_comparison", "parameters": {"model": "llama-405b"}}], "parameter 'model'"),
-])
+@pytest.mark.parametrize(
+    "notebooks,needle",
+    [
+        ([{"notebook": "design_comparision", "parameters": {}}], "unknown notebook 'design_comparision'"),
+        ([{"notebook": "design_comparison", "parameters": {"gpu": 8}}], "no parameter(s) ['gpu']"),
+        ([{"notebook": "design_comparison", "parameters": {"systems": ["gb200-nvl36"]}}], "nearest: gb200-nvl72"),
+        ([{"notebook": "design_comparison", "parameters": {"model": "llama-405b"}}], "parameter 'model'"),
+    ],
+)
 def test_scenario_is_validated_before_running(tmp_path, notebooks, needle):
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump({"id": "broken", "name": "broken", "notebooks": notebooks}))
@@ -98,15 +108,19 @@ def test_every_shipped_scenario_is_valid():
 def test_params_overrides_are_checked(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("gpu: 1024\n")
-    res = runner.invoke(app, ["report", "--scenario", _scenario(tmp_path, "small"), "--params", str(bad),
-                              "--out", str(tmp_path / "o")])
+    res = runner.invoke(
+        app, ["report", "--scenario", _scenario(tmp_path, "small"), "--params", str(bad), "--out", str(tmp_path / "o")]
+    )
     assert res.exit_code == 2 and "no notebook of these scenarios has parameter(s) ['gpu']" in res.stderr
 
 
-@pytest.mark.parametrize("override,needle", [
-    ({"gpus": "lots"}, "parameter 'gpus': expected int like its default 16384, got str 'lots'"),
-    ({"systems": "gb200-nvl72"}, "parameter 'systems': expected list"),
-])
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ({"gpus": "lots"}, "parameter 'gpus': expected int like its default 16384, got str 'lots'"),
+        ({"systems": "gb200-nvl72"}, "parameter 'systems': expected list"),
+    ],
+)
 def test_scenario_parameter_types_are_checked(tmp_path, override, needle):
     with pytest.raises(ScenarioError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         load_scenarios(_scenario(tmp_path, "typed", **override))
@@ -119,7 +133,14 @@ def test_only_names_the_notebooks_that_run(tmp_path):
 
 def test_claims_audit_system_ids_are_checked(tmp_path):
     path = tmp_path / "claims.yaml"
-    path.write_text(yaml.safe_dump({"id": "claims", "name": "c", "notebooks": [
-        {"notebook": "claims_audit", "parameters": {"supernode": "gb200-nvl27"}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "id": "claims",
+                "name": "c",
+                "notebooks": [{"notebook": "claims_audit", "parameters": {"supernode": "gb200-nvl27"}}],
+            }
+        )
+    )
     with pytest.raises(ScenarioError, match="parameter 'supernode'.*nearest: gb200-nvl72"):
         load_scenarios(str(path))

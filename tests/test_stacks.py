@@ -58,10 +58,12 @@ def test_the_a100_calibration_is_what_its_derivation_gives(cat):
 
 def test_derivation_round_trips_and_rejects_the_impossible(cat):
     L, m = LAYER_22B, layer_22b(cat)
-    t = layer_pass_time_s(m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], matmul_efficiency=0.55,
-                          catalog=cat)
-    assert derive_matmul_efficiency(t, m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"],
-                                    catalog=cat) == pytest.approx(0.55, abs=1e-4)
+    t = layer_pass_time_s(
+        m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], matmul_efficiency=0.55, catalog=cat
+    )
+    assert derive_matmul_efficiency(
+        t, m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat
+    ) == pytest.approx(0.55, abs=1e-4)
     with pytest.raises(Exception, match="no matmul efficiency"):
         derive_matmul_efficiency(1e-4, m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat)
 
@@ -81,10 +83,19 @@ def test_a_slower_gemm_never_speeds_a_step_up(cat, lo, hi):
     lo, hi = min(lo, hi), max(lo, hi)
     plan = ParallelPlan(tp=8, pp=2, dp=2, microbatch_size=1, recompute="full", zero_stage=0)
     base = cat.stack("megatron-lm-2021")
-    times = [estimate_training_step("megatron-18.4b", "dgx-a100-hdr", 32, plan, 2048, 32, catalog=cat,
-                                    stack=base.model_copy(update={"matmul_efficiency": {
-                                        "a100-sxm-80gb": {"bf16": eff, "fp16": eff}}})).step_time_s
-             for eff in (lo, hi)]
+    times = [
+        estimate_training_step(
+            "megatron-18.4b",
+            "dgx-a100-hdr",
+            32,
+            plan,
+            2048,
+            32,
+            catalog=cat,
+            stack=base.model_copy(update={"matmul_efficiency": {"a100-sxm-80gb": {"bf16": eff, "fp16": eff}}}),
+        ).step_time_s
+        for eff in (lo, hi)
+    ]
     assert times[0] >= times[1] * (1 - 1e-12)
 
 
@@ -102,8 +113,15 @@ def test_bad_stacks_are_named(cat, tmp_path):
     with pytest.raises(CatalogError, match="matmul_efficiency.*needs its own provenance"):
         c2.stack("my-stack")
     shutil.rmtree(tmp_path / "data")
-    c3 = _catalog_with_stack(tmp_path, cat, {**base, "matmul_efficiency": {"a100-sxm-81gb": {"bf16": 0.5}},
-                                             "field_sources": {"matmul_efficiency": "a test"}})
+    c3 = _catalog_with_stack(
+        tmp_path,
+        cat,
+        {
+            **base,
+            "matmul_efficiency": {"a100-sxm-81gb": {"bf16": 0.5}},
+            "field_sources": {"matmul_efficiency": "a test"},
+        },
+    )
     with pytest.raises(CatalogError, match="stack my-stack: field 'matmul_efficiency'.*a100-sxm-81gb"):
         c3.stack("my-stack")
     assert any("my-stack" in p for p in c3.validate())
@@ -126,15 +144,40 @@ def test_without_sequence_parallelism_norms_and_residuals_run_on_every_token(cat
 def test_sequence_parallel_saves_what_korthikanti_measured(cat):
     # Table 4: forward 7.7 ms without, 7.2 ms with sequence parallelism (norms and dropouts on 1/t)
     L, m = LAYER_22B, layer_22b(cat)
-    t = {sp: layer_pass_time_s(m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], sequence_parallel=sp,
-                               catalog=cat) for sp in (False, True)}
+    t = {
+        sp: layer_pass_time_s(
+            m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], sequence_parallel=sp, catalog=cat
+        )
+        for sp in (False, True)
+    }
     assert t[False] - t[True] == pytest.approx(0.5e-3, rel=0.15)
 
 
 def test_train_cli_takes_a_stack(cat):
-    args = ["train", "--model", "megatron-1t", "--system", "dgx-a100-hdr", "--gpus", "3072", "--seq-len", "2048",
-            "--global-batch-size", "3072", "--tp", "8", "--pp", "64", "--dp", "6", "--recompute", "full", "--zero", "0",
-            "--json"]
+    args = [
+        "train",
+        "--model",
+        "megatron-1t",
+        "--system",
+        "dgx-a100-hdr",
+        "--gpus",
+        "3072",
+        "--seq-len",
+        "2048",
+        "--global-batch-size",
+        "3072",
+        "--tp",
+        "8",
+        "--pp",
+        "64",
+        "--dp",
+        "6",
+        "--recompute",
+        "full",
+        "--zero",
+        "0",
+        "--json",
+    ]
     old = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021"]).stdout)
     new = json.loads(runner.invoke(app, args).stdout)
     assert old["stack"]["id"] == "megatron-lm-2021" and new["stack"]["id"] == "megatron-core"
@@ -147,8 +190,9 @@ def test_train_cli_takes_a_stack(cat):
     # a flag overrides the stack's choice
     flash = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021", "--attention", "flash"]).stdout)
     assert flash["step_time_s"] < old["step_time_s"] and flash["stack"]["overlap"]["attention"] == "flash"
-    sp = json.loads(runner.invoke(app, args + ["--stack", "megatron-lm-2021", "--sequence-parallel",
-                                               "--dp-overlap"]).stdout)
+    sp = json.loads(
+        runner.invoke(app, args + ["--stack", "megatron-lm-2021", "--sequence-parallel", "--dp-overlap"]).stdout
+    )
     assert sp["stack"]["overlap"]["sequence_parallel"] is True and sp["stack"]["overlap"]["dp_grad_reduce"] is True
     assert sp["step_time_s"] < old["step_time_s"]
     bad = runner.invoke(app, args + ["--stack", "megatron-2021"])
@@ -157,14 +201,30 @@ def test_train_cli_takes_a_stack(cat):
 
 def test_a_search_with_a_stack_tries_only_what_the_stack_implements(cat):
     # SC21 code: no distributed optimizer (ZeRO 0 only) and no selective recomputation
-    df = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072, fixed=dict(tp=8, pp=64, dp=6),
-                      catalog=cat, stack="megatron-lm-2021")
+    df = search_plans(
+        "megatron-1t",
+        "dgx-a100-hdr",
+        3072,
+        2048,
+        3072,
+        fixed=dict(tp=8, pp=64, dp=6),
+        catalog=cat,
+        stack="megatron-lm-2021",
+    )
     assert set(df["zero_stage"]) == {0} and set(df["recompute"]) <= {"none", "full"}
     free = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072, fixed=dict(tp=8, pp=64, dp=6), catalog=cat)
     assert {1, 0} <= set(free["zero_stage"]) and "selective" in set(free["recompute"])
     # a pinned knob is kept even where the stack would not search it
-    pinned = search_plans("megatron-1t", "dgx-a100-hdr", 3072, 2048, 3072,
-                          fixed=dict(tp=8, pp=64, dp=6, zero_stage=1), catalog=cat, stack="megatron-lm-2021")
+    pinned = search_plans(
+        "megatron-1t",
+        "dgx-a100-hdr",
+        3072,
+        2048,
+        3072,
+        fixed=dict(tp=8, pp=64, dp=6, zero_stage=1),
+        catalog=cat,
+        stack="megatron-lm-2021",
+    )
     assert set(pinned["zero_stage"]) == {1}
 
 
@@ -182,17 +242,27 @@ def test_stack_files_are_checked_against_the_catalog(cat, tmp_path):
         validate_file(tmp_path / "s.yaml", kind="stacks")
 
 
-@pytest.mark.parametrize("kwargs,needle", [
-    (dict(measured_s=float("nan")), "positive, finite"),
-    (dict(measured_s=-1.0), "positive, finite"),
-    (dict(model="mixtral-8x7b"), "has MoE layers"),
-])
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(measured_s=float("nan")), "positive, finite"),
+        (dict(measured_s=-1.0), "positive, finite"),
+        (dict(model="mixtral-8x7b"), "has MoE layers"),
+    ],
+)
 def test_derivation_inputs_are_checked(cat, kwargs, needle):
     args = dict(measured_s=7.7e-3, model="megatron-22b", system="dgx-a100-hdr", microbatch=4, seq_len=2048, tp=8)
     args.update(kwargs)
     with pytest.raises(InputError, match=needle):
-        derive_matmul_efficiency(args.pop("measured_s"), args.pop("model"), args.pop("system"), args.pop("microbatch"),
-                                 args.pop("seq_len"), args.pop("tp"), catalog=cat)
+        derive_matmul_efficiency(
+            args.pop("measured_s"),
+            args.pop("model"),
+            args.pop("system"),
+            args.pop("microbatch"),
+            args.pop("seq_len"),
+            args.pop("tp"),
+            catalog=cat,
+        )
 
 
 @pytest.mark.parametrize("eff", [0.0, -0.5, 1.5])
@@ -203,8 +273,15 @@ def test_layer_time_rejects_impossible_efficiencies(cat, eff):
 
 def test_sequence_parallel_must_be_a_bool(cat):
     with pytest.raises(InputError, match="sequence_parallel must be True or False"):
-        operator_table(cat.model("megatron-22b"), cat.accelerator("a100-sxm-80gb"), "train", 1, 2048, tp=8,
-                       sequence_parallel="False")
+        operator_table(
+            cat.model("megatron-22b"),
+            cat.accelerator("a100-sxm-80gb"),
+            "train",
+            1,
+            2048,
+            tp=8,
+            sequence_parallel="False",
+        )
 
 
 def test_python_dash_m_hnplan_runs_the_cli():

@@ -29,8 +29,10 @@ def test_units_needed_hand_derived():
     assert r["by_target"]["iops"] == pytest.approx(1 / 3)
     # 1 PB on 295 TB appliances: 3.39 -> 4, capacity binds
     assert sto.units_needed(DDN, capacity_bytes=1e15) == {
-        "units": 4, "binding": "capacity", "by_target": pytest.approx(
-            {"read": 0.0, "write": 0.0, "iops": 0.0, "capacity": 1e15 / 295e12})}
+        "units": 4,
+        "binding": "capacity",
+        "by_target": pytest.approx({"read": 0.0, "write": 0.0, "iops": 0.0, "capacity": 1e15 / 295e12}),
+    }
     # FSx: 100 GB/s at 1 GB/s per TiB -> 100 TiB
     assert sto.units_needed(FSX, write_Bps=100e9)["units"] == 100
 

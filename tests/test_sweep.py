@@ -13,11 +13,18 @@ from hnplan.planning.design_space import pareto_front
 from hnplan.planning.sweep import COLUMNS, point_id, read_sweep, run_sweep, sweep_points
 
 TINY = {
-    "id": "tiny", "name": "tiny", "sampling": "monte-carlo", "samples": 3, "seed": 1, "chunk_size": 2,
+    "id": "tiny",
+    "name": "tiny",
+    "sampling": "monte-carlo",
+    "samples": 3,
+    "seed": 1,
+    "chunk_size": 2,
     "fixed": {"system": "hgx-h100-ib-ndr", "gpus": 16, "tokens": 1.0e11, "seq_len": 4096, "global_batch_seqs": 64},
-    "axes": {"model": ["llama3.1-8b", "llama3.1-405b"],  # 405B does not fit on 16 H100 (449 GiB per GPU at best)
-             "pue": {"distribution": "uniform", "low": 1.1, "high": 1.5},
-             "rate_factor": {"distribution": "catalog"}},
+    "axes": {
+        "model": ["llama3.1-8b", "llama3.1-405b"],  # 405B does not fit on 16 H100 (449 GiB per GPU at best)
+        "pue": {"distribution": "uniform", "low": 1.1, "high": 1.5},
+        "rate_factor": {"distribution": "catalog"},
+    },
 }
 
 
@@ -27,15 +34,22 @@ def _write(tmp_path, spec, name="spec.yaml"):
     return path
 
 
-@pytest.mark.parametrize("change,needle", [
-    ({"axes": {**TINY["axes"], "model": {"distribution": "uniform", "low": 8, "high": 64}}},
-     "axes.model: a planner input is discrete"),
-    ({"sampling": "grid", "samples": 1}, "set sampling to monte-carlo or latin-hypercube"),
-    ({"axes": {**TINY["axes"], "pue_factor": [1.0]}}, "unknown input pue_factor"),
-    ({"fixed": {**TINY["fixed"], "global_batch_tokens": 262144}}, "exactly one of global_batch_tokens"),
-    ({"axes": {**TINY["axes"], "pue": {"distribution": "triangular", "low": 1.1, "high": 1.5}}},
-     "low <= mode <= high"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        (
+            {"axes": {**TINY["axes"], "model": {"distribution": "uniform", "low": 8, "high": 64}}},
+            "axes.model: a planner input is discrete",
+        ),
+        ({"sampling": "grid", "samples": 1}, "set sampling to monte-carlo or latin-hypercube"),
+        ({"axes": {**TINY["axes"], "pue_factor": [1.0]}}, "unknown input pue_factor"),
+        ({"fixed": {**TINY["fixed"], "global_batch_tokens": 262144}}, "exactly one of global_batch_tokens"),
+        (
+            {"axes": {**TINY["axes"], "pue": {"distribution": "triangular", "low": 1.1, "high": 1.5}}},
+            "low <= mode <= high",
+        ),
+    ],
+)
 def test_bad_spec_names_file_and_field(tmp_path, change, needle):
     path = _write(tmp_path, {**TINY, **change})
     with pytest.raises(CatalogError) as exc:
@@ -81,8 +95,9 @@ def test_point_id_is_order_free():
 
 
 def test_pareto_front_by_hand():
-    df = pd.DataFrame({"days_to_train": [1, 2, 3, 2, np.nan], "tco_usd": [3, 2, 1, 3, 0],
-                       "facility_power_w": [1, 1, 1, 1, 0]})
+    df = pd.DataFrame(
+        {"days_to_train": [1, 2, 3, 2, np.nan], "tco_usd": [3, 2, 1, 3, 0], "facility_power_w": [1, 1, 1, 1, 0]}
+    )
     front = pareto_front(df)
     # row 3 (2, 3, 1) is beaten by row 0 (1, 3, 1) and row 1 (2, 2, 1); the NaN row is left out
     assert front["days_to_train"].tolist() == [1, 2, 3]

@@ -40,8 +40,21 @@ def test_own_unit_price(tmp_path):
 
 
 def test_no_price_infer_says_na_with_the_reason(tmp_path):
-    res = runner.invoke(app, ["infer", "--model", "llama3.1-8b", "--system", _rack(tmp_path), "--input-tokens",
-                              "1000", "--output-tokens", "200", "--json"])
+    res = runner.invoke(
+        app,
+        [
+            "infer",
+            "--model",
+            "llama3.1-8b",
+            "--system",
+            _rack(tmp_path),
+            "--input-tokens",
+            "1000",
+            "--output-tokens",
+            "200",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["usd_per_million_tokens"] is None and d["usd_per_gpu_hour"] is None

@@ -44,8 +44,9 @@ def _fat_tree_graph(e, k, o=1.0, rails=1):
     return g
 
 
-@pytest.mark.parametrize("e,k,o", [(16, 4, 1.0), (128, 8, 1.0), (32, 8, 1.0), (48, 8, 3.0), (64, 16, 1.0),
-                                   (96, 16, 3.0)])
+@pytest.mark.parametrize(
+    "e,k,o", [(16, 4, 1.0), (128, 8, 1.0), (32, 8, 1.0), (48, 8, 3.0), (64, 16, 1.0), (96, 16, 3.0)]
+)
 def test_graph_matches_closed_form(e, k, o):
     g = _fat_tree_graph(e, k, o)
     c = fat_tree_counts(e, k, o)
@@ -84,9 +85,19 @@ def test_scaleup_domains():
         add_scaleup_domain(g, ids[:6], "torus-2d", 4.0)
 
 
-@pytest.mark.parametrize("system,gpus", [("hgx-h100-ib-ndr", 16), ("hgx-h100-ib-ndr", 256), ("gb200-nvl72", 144),
-                                         ("gb200-nvl72", 72), ("dgx-a100-hdr", 64), ("hgx-b200-ib-xdr", 64),
-                                         ("cloudmatrix-384", 384), ("hgx-h100-roce-400g", 512)])
+@pytest.mark.parametrize(
+    "system,gpus",
+    [
+        ("hgx-h100-ib-ndr", 16),
+        ("hgx-h100-ib-ndr", 256),
+        ("gb200-nvl72", 144),
+        ("gb200-nvl72", 72),
+        ("dgx-a100-hdr", 64),
+        ("hgx-b200-ib-xdr", 64),
+        ("cloudmatrix-384", 384),
+        ("hgx-h100-roce-400g", 512),
+    ],
+)
 def test_system_graph_agrees_with_summary(cat, system, gpus):
     s = cat.system(system)
     g = system_graph(cat.design(s), gpus)

@@ -8,9 +8,20 @@ from hnplan.compute import megatron_flops_per_iteration, training_flops_per_toke
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import ParallelPlan, best_plan, estimate_training_step
 
-TINY = dict(id="tiny-gpt", name="tiny GPT for a hand-worked case", source="hand-made test model",
-            layers=2, hidden=1024, ffn_hidden=4096, heads=16, kv_heads=16, vocab=32000, max_seq=2048,
-            activation="gelu", position_embedding="rope")
+TINY = dict(
+    id="tiny-gpt",
+    name="tiny GPT for a hand-worked case",
+    source="hand-made test model",
+    layers=2,
+    hidden=1024,
+    ffn_hidden=4096,
+    heads=16,
+    kv_heads=16,
+    vocab=32000,
+    max_seq=2048,
+    activation="gelu",
+    position_embedding="rope",
+)
 
 
 @pytest.fixture()
@@ -28,8 +39,9 @@ def test_flops_per_token_by_hand(tiny):
     assert f.model == 3 * (2 * matmul + attention) == 397_934_592
     # Megatron-LM (Narayanan et al. 2021, Sec. 5.1): the 96 form is our full-recompute hardware count
     full = training_flops_per_token(tiny, 2048, "full")
-    assert full.hardware * 8 * 2048 == pytest.approx(megatron_flops_per_iteration(8, 2048, 2, 1024, 32000, True),
-                                                  rel=1e-12)
+    assert full.hardware * 8 * 2048 == pytest.approx(
+        megatron_flops_per_iteration(8, 2048, 2, 1024, 32000, True), rel=1e-12
+    )
 
 
 def test_single_gpu_step_by_hand(tiny):
@@ -57,13 +69,16 @@ def test_pipeline_bubble_is_p_minus_1_over_m(tiny):
     assert est.breakdown_s["pp_bubble"] == pytest.approx(t_mb)  # (p-1) = 1 micro-batch time
 
 
-@pytest.mark.parametrize("plan,gpus,match", [
-    (ParallelPlan(tp=8, pp=16, dp=64), 16384, "not --gpus 16384"),
-    (ParallelPlan(pp=256, dp=64), 16384, "exceeds the model's 126 layers"),
-    (ParallelPlan(tp=3, dp=2), 6, "does not divide the 128 attention heads"),
-    (ParallelPlan(tp=8, pp=16, dp=128, ep=8), 16384, "llama3.1-405b has no experts"),
-    (ParallelPlan(tp=8, pp=16, dp=128, microbatch_size=3), 16384, "not divisible by dp x microbatch"),
-])
+@pytest.mark.parametrize(
+    "plan,gpus,match",
+    [
+        (ParallelPlan(tp=8, pp=16, dp=64), 16384, "not --gpus 16384"),
+        (ParallelPlan(pp=256, dp=64), 16384, "exceeds the model's 126 layers"),
+        (ParallelPlan(tp=3, dp=2), 6, "does not divide the 128 attention heads"),
+        (ParallelPlan(tp=8, pp=16, dp=128, ep=8), 16384, "llama3.1-405b has no experts"),
+        (ParallelPlan(tp=8, pp=16, dp=128, microbatch_size=3), 16384, "not divisible by dp x microbatch"),
+    ],
+)
 def test_plan_errors_are_clear(plan, gpus, match):
     with pytest.raises(InfeasiblePlan, match=match):
         estimate_training_step("llama3.1-405b", "hgx-h100-ib-ndr", gpus, plan, 8192, 2048)
@@ -71,14 +86,16 @@ def test_plan_errors_are_clear(plan, gpus, match):
 
 def test_ep_is_carved_from_dp():
     # the example: --ep 32 on 256 GPUs with --pp 8 --dp 32 is valid for DeepSeek-V3
-    est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 256, ParallelPlan(pp=8, dp=32, ep=32,
-                                 recompute="full"), 4096, 1024)
+    est = estimate_training_step(
+        "deepseek-v3", "hgx-h800-ib", 256, ParallelPlan(pp=8, dp=32, ep=32, recompute="full"), 4096, 1024
+    )
     assert est.breakdown_s["ep_comm_exposed"] > 0
 
 
 def test_search_returns_a_fitting_plan_no_slower_than_a_fixed_one():
-    fixed = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 64,
-                                   ParallelPlan(tp=8, pp=4, dp=2, recompute="full"), 4096, 128)
+    fixed = estimate_training_step(
+        "llama3.1-70b", "hgx-h100-ib-ndr", 64, ParallelPlan(tp=8, pp=4, dp=2, recompute="full"), 4096, 128
+    )
     (best,), searched, feasible = best_plan("llama3.1-70b", "hgx-h100-ib-ndr", 64, 4096, 128)
     assert best.fits and searched >= feasible >= 1
     assert best.step_time_s <= fixed.step_time_s

@@ -42,22 +42,35 @@ def test_estimate_is_one_row_of_the_evaluator(cat):
         assert sum(est.breakdown_s.values()) == pytest.approx(est.step_time_s, rel=1e-12)
 
 
-@pytest.mark.parametrize("model,system,gpus,pp,ep", [
-    ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 1, 1), ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 8, 1),
-    ("llama3.1-405b", "hgx-h100-ib-ndr", 1024, 16, 1), ("deepseek-v3", "hgx-h800-ib", 1024, 16, 8)])
+@pytest.mark.parametrize(
+    "model,system,gpus,pp,ep",
+    [
+        ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 1, 1),
+        ("llama3.1-70b", "hgx-h100-ib-ndr", 64, 8, 1),
+        ("llama3.1-405b", "hgx-h100-ib-ndr", 1024, 16, 1),
+        ("deepseek-v3", "hgx-h800-ib", 1024, 16, 8),
+    ],
+)
 def test_compute_term_equals_the_compute_models_stage_time(cat, model, system, gpus, pp, ep):
     # hnplan.compute sums the operators stage by stage; the planner composes per-layer times
-    plan = ParallelPlan(tp=8 if ep == 1 else 1, pp=pp, dp=gpus // (pp * (8 if ep == 1 else 1)), ep=ep,
-                        recompute="selective")
+    plan = ParallelPlan(
+        tp=8 if ep == 1 else 1, pp=pp, dp=gpus // (pp * (8 if ep == 1 else 1)), ep=ep, recompute="selective"
+    )
     est = estimate_training_step(model, system, gpus, plan, 4096, gpus, catalog=cat)
     m = cat.model(model)
-    ref = training_stage_time_s(m, cat.accelerator(cat.system(system).accelerator), 1, 4096, tp=plan.tp, ep=ep,
-                                pp=pp, recompute="selective")
+    ref = training_stage_time_s(
+        m, cat.accelerator(cat.system(system).accelerator), 1, 4096, tp=plan.tp, ep=ep, pp=pp, recompute="selective"
+    )
     assert est.breakdown_s["compute"] == pytest.approx(est.num_microbatches * ref, rel=1e-9)
 
 
-@pytest.mark.parametrize("model,system,gpus,seq,batch,dtype", [
-    ("llama3.1-405b", "hgx-h100-ib-ndr", 2048, 8192, 512, "bf16"), ("deepseek-v3", "hgx-h800-ib", 512, 4096, 1024, "fp8")])
+@pytest.mark.parametrize(
+    "model,system,gpus,seq,batch,dtype",
+    [
+        ("llama3.1-405b", "hgx-h100-ib-ndr", 2048, 8192, 512, "bf16"),
+        ("deepseek-v3", "hgx-h800-ib", 512, 4096, 1024, "fp8"),
+    ],
+)
 def test_memory_term_equals_the_memory_models_training_memory(cat, model, system, gpus, seq, batch, dtype):
     # by construction: the planner's memory term is hnplan.memory.training_memory_table, and
     # training_memory is that table's one-row case
@@ -65,18 +78,33 @@ def test_memory_term_equals_the_memory_models_training_memory(cat, model, system
     cands = candidate_frame(job.model, job.system, gpus, seq, batch).sample(40, random_state=0)
     df = evaluate_plans(job, cands)
     for _, r in df.iterrows():
-        ref = training_memory(job.model, seq, r.microbatch_size, r.tp, r.pp, r.dp, r.cp, r.ep, r.zero_stage,
-                              r.recompute, r.num_microbatches, virtual_stages=r.virtual_stages,
-                              recipe=memory_recipe(dtype, job.choices), dropout=job.model.dropout,
-                              balanced=job.choices.pipeline_balanced_ends, catalog=cat)
+        ref = training_memory(
+            job.model,
+            seq,
+            r.microbatch_size,
+            r.tp,
+            r.pp,
+            r.dp,
+            r.cp,
+            r.ep,
+            r.zero_stage,
+            r.recompute,
+            r.num_microbatches,
+            virtual_stages=r.virtual_stages,
+            recipe=memory_recipe(dtype, job.choices),
+            dropout=job.model.dropout,
+            balanced=job.choices.pipeline_balanced_ends,
+            catalog=cat,
+        )
         assert r.memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-12)
 
 
 def test_interleaved_bubble_is_p_minus_1_over_v_m(cat):
     # step = (m + (p-1)/v) t_mb + t_dp + t_opt: the bubble is (p-1)/v micro-batch times
     for v in (1, 2, 4):
-        est = estimate_training_step("llama3.1-70b", "hgx-h100-ib-ndr", 64, ParallelPlan(tp=8, pp=8, virtual_stages=v),
-                                     4096, 64, catalog=cat)
+        est = estimate_training_step(
+            "llama3.1-70b", "hgx-h100-ib-ndr", 64, ParallelPlan(tp=8, pp=8, virtual_stages=v), 4096, 64, catalog=cat
+        )
         b = est.breakdown_s
         t_mb = (est.step_time_s - b["dp_comm_exposed"] - b["optimizer"]) / (64 + 7 / v)
         assert b["pp_bubble"] == pytest.approx(7 / v * t_mb, rel=1e-12)
@@ -87,20 +115,30 @@ def test_dp_overlap_hides_all_but_the_last_bucket(cat):
     # bucket of max(40M, 1M x 64) = 64M parameters stays exposed (Megatron-Core bucket default)
     plan = ParallelPlan(dp=64, zero_stage=1)
     exposed = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat)
-    blocking = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat,
-                                      choices=StackChoices(dp_grad_reduce=False, dp_param_gather=False))
+    blocking = estimate_training_step(
+        "llama3.1-8b",
+        "hgx-h100-ib-ndr",
+        64,
+        plan,
+        4096,
+        512,
+        catalog=cat,
+        choices=StackChoices(dp_grad_reduce=False, dp_param_gather=False),
+    )
     params = 8.03e9
     frac = 64e6 / params
-    assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(frac * blocking.breakdown_s["dp_comm_exposed"],
-                                                                   rel=0.01)
+    assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(
+        frac * blocking.breakdown_s["dp_comm_exposed"], rel=0.01
+    )
     assert exposed.step_time_s < blocking.step_time_s
 
 
 def test_tp_and_ep_overlap_options_only_remove_time(cat):
     plan = ParallelPlan(tp=1, pp=4, dp=64, ep=32, recompute="full")
     base = estimate_training_step("deepseek-v3", "hgx-h800-ib", 256, plan, 4096, 1024, catalog=cat)
-    hid = estimate_training_step("deepseek-v3", "hgx-h800-ib", 256, plan, 4096, 1024, catalog=cat,
-                                 choices=StackChoices(ep_comm=True))
+    hid = estimate_training_step(
+        "deepseek-v3", "hgx-h800-ib", 256, plan, 4096, 1024, catalog=cat, choices=StackChoices(ep_comm=True)
+    )
     assert 0 <= hid.breakdown_s["ep_comm_exposed"] < base.breakdown_s["ep_comm_exposed"]
     assert hid.breakdown_s["compute"] == base.breakdown_s["compute"]
 
@@ -119,9 +157,15 @@ def test_candidate_generator_by_hand(cat):
 
 
 @settings(max_examples=60, deadline=None)
-@given(tp=st.sampled_from([1, 2, 3, 4, 8]), pp=st.sampled_from([1, 2, 4, 5, 7]), dp=st.sampled_from([1, 2, 3, 4]),
-       cp=st.sampled_from([1, 2, 3]), ep=st.sampled_from([1, 2, 4]), mb=st.sampled_from([1, 2, 3]),
-       v=st.sampled_from([1, 2, 3]))
+@given(
+    tp=st.sampled_from([1, 2, 3, 4, 8]),
+    pp=st.sampled_from([1, 2, 4, 5, 7]),
+    dp=st.sampled_from([1, 2, 3, 4]),
+    cp=st.sampled_from([1, 2, 3]),
+    ep=st.sampled_from([1, 2, 4]),
+    mb=st.sampled_from([1, 2, 3]),
+    v=st.sampled_from([1, 2, 3]),
+)
 def test_vectorised_rules_agree_with_validate_plan(cat, tp, pp, dp, cp, ep, mb, v):
     model = cat.model("mixtral-8x7b")
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mb, virtual_stages=v)
@@ -173,7 +217,9 @@ def test_time_to_train_by_hand(cat):
     assert r["gpu_hours"] == pytest.approx(64 * seconds / 3600)
     # facility power at the training draw over the wall time
     pw = design_power(cat.design("hgx-h100-ib-ndr"), 64)
-    assert r["energy_mwh"] == pytest.approx(pw.facility_w * cat.facility.training_power_fraction.value * seconds / 3.6e9)
+    assert r["energy_mwh"] == pytest.approx(
+        pw.facility_w * cat.facility.training_power_fraction.value * seconds / 3.6e9
+    )
     off = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat, goodput=False)
     assert off["goodput"] == 1.0 and off["goodput_mode"] == "off"
     assert off["days"] == pytest.approx(1e11 / off["tokens_per_s"] / 86400)
@@ -198,6 +244,7 @@ def test_size_for_deadline_is_the_smallest_count_found(cat):
 def test_stage_layers_uneven_split(cat):
     # Llama 3.1 405B: 126 layers on 16 stages = 8 per stage, the last holds 6 (+ the LM head)
     from hnplan.planning.training.components import stage_kinds
+
     job = make_job("llama3.1-405b", "hgx-h100-ib-ndr", 16, 8192, 16, catalog=cat)
     s = stage_kinds(job, np.array([16, 1]))
     assert s["first"][0].tolist() == [8, 126] and s["last"][0].tolist() == [6, 126]
@@ -208,6 +255,7 @@ def test_group_limited_routing_sends_a_token_once_per_domain(cat):
     # most 4 servers, once each, and reaches its 8 experts over NVLink; the phases overlap (max)
     from hnplan.comm.algorithms import algorithm_time
     from hnplan.comm.placement import place_group
+
     plan = ParallelPlan(pp=2, dp=64, ep=64)
     est = estimate_training_step("deepseek-v3", "hgx-h800-ib", 128, plan, 4096, 64, catalog=cat)
     sys_ = cat.system("hgx-h800-ib")
@@ -231,8 +279,10 @@ def test_a_gpu_count_nothing_divides_is_explained(cat):
         search_plans("deepseek-v3", "gb200-nvl72", 504, 4096, 4096, catalog=cat)
 
 
-@pytest.mark.parametrize("model,system,gpus,seq,batch", [
-    ("llama3.1-405b", "gb200-nvl72", 4608, 8192, 2048), ("deepseek-v3", "hgx-h800-ib", 1024, 4096, 2048)])
+@pytest.mark.parametrize(
+    "model,system,gpus,seq,batch",
+    [("llama3.1-405b", "gb200-nvl72", 4608, 8192, 2048), ("deepseek-v3", "hgx-h800-ib", 1024, 4096, 2048)],
+)
 def test_every_candidate_is_consistent(cat, model, system, gpus, seq, batch):
     # conservation over whole search spaces: parts >= 0 and summing to the step; MFU <= HFU; memory > 0
     df = search_plans(model, system, gpus, seq, batch, catalog=cat)

@@ -14,8 +14,12 @@ from hnplan.planning.validation import validation_table
 @pytest.fixture(scope="module")
 def table(cat):
     df = validation_table(catalog=cat)
-    print("\n" + df[["id", "metric", "published", "predicted", "error_pct", "expect", "plan"]]
-          .to_string(index=False, float_format=lambda x: f"{x:,.1f}"))
+    print(
+        "\n"
+        + df[["id", "metric", "published", "predicted", "error_pct", "expect", "plan"]].to_string(
+            index=False, float_format=lambda x: f"{x:,.1f}"
+        )
+    )
     return df
 
 
@@ -54,14 +58,31 @@ def test_llama3_405b_mfu_in_published_range(table):
 
 
 CSV_IDS = {  # data/validation run id -> ../shared/reference/training_measurements.csv run_id
-    **{f"megatron21-t1-{n}": f"megatron21_t1_{c}" for n, c in (
-        ("1.7b", "1.7B"), ("3.6b", "3.6B"), ("7.5b", "7.5B"), ("18.4b", "18.4B"), ("39.1b", "39.1B"),
-        ("76.1b", "76.1B"), ("145.6b", "145.6B"), ("310.1b", "310.1B"), ("529.6b", "529.6B"), ("1t", "1008.0B"))},
-    "nemo2407-h100-gpt3-175b-128": "nemo2407_h100_GPT3-175B_128", "nemo2407-h100-gpt3-175b-512": "nemo2407_h100_GPT3-175B_512",
-    "nemo2407-h100-llama2-7b-8": "nemo2407_h100_LLAMA2-7B_8", "nemo2407-h100-llama3-8b-8": "nemo2407_h100_LLAMA3-8B_8",
+    **{
+        f"megatron21-t1-{n}": f"megatron21_t1_{c}"
+        for n, c in (
+            ("1.7b", "1.7B"),
+            ("3.6b", "3.6B"),
+            ("7.5b", "7.5B"),
+            ("18.4b", "18.4B"),
+            ("39.1b", "39.1B"),
+            ("76.1b", "76.1B"),
+            ("145.6b", "145.6B"),
+            ("310.1b", "310.1B"),
+            ("529.6b", "529.6B"),
+            ("1t", "1008.0B"),
+        )
+    },
+    "nemo2407-h100-gpt3-175b-128": "nemo2407_h100_GPT3-175B_128",
+    "nemo2407-h100-gpt3-175b-512": "nemo2407_h100_GPT3-175B_512",
+    "nemo2407-h100-llama2-7b-8": "nemo2407_h100_LLAMA2-7B_8",
+    "nemo2407-h100-llama3-8b-8": "nemo2407_h100_LLAMA3-8B_8",
     "nemo2407-h100-llama3-70b-64": "nemo2407_h100_LLAMA3-70B_64",
-    **{f"megatron21-t2-ptdp-{s}-{g}": f"megatron21_t2_PTD-P_{c}_{g}" for s, c, gs in (
-        ("175b", "174.6B", (384, 768, 1536)), ("529.6b", "529.6B", (560, 1120, 2240))) for g in gs},
+    **{
+        f"megatron21-t2-ptdp-{s}-{g}": f"megatron21_t2_PTD-P_{c}_{g}"
+        for s, c, gs in (("175b", "174.6B", (384, 768, 1536)), ("529.6b", "529.6B", (560, 1120, 2240)))
+        for g in gs
+    },
 }
 
 
@@ -101,11 +122,14 @@ def test_readme_training_runs_table_is_current(table):
     assert block == runs_markdown(table).strip(), "run tools/update_readme_validation.py"
 
 
-@pytest.mark.parametrize("field,value,needle", [
-    ("stack", "megatron-lm-2012", "field stack: unknown stack id 'megatron-lm-2012'; nearest: "),
-    ("model", "megatron-1tt", "field model: unknown model id 'megatron-1tt'; nearest: megatron-1t"),
-    ("metric", "tflops", "field metric: Input should be"),
-])
+@pytest.mark.parametrize(
+    "field,value,needle",
+    [
+        ("stack", "megatron-lm-2012", "field stack: unknown stack id 'megatron-lm-2012'; nearest: "),
+        ("model", "megatron-1tt", "field model: unknown model id 'megatron-1tt'; nearest: megatron-1t"),
+        ("metric", "tflops", "field metric: Input should be"),
+    ],
+)
 def test_a_typo_in_a_run_names_the_file_the_run_and_the_field(tmp_path, field, value, needle):
     import shutil
 

@@ -25,8 +25,19 @@ def test_rates_and_time():
     assert units.us_to_s(5) == pytest.approx(5e-6)
 
 
-@pytest.mark.parametrize("text,expected", [("8B", 8), ("1KiB", 1024), ("1KB", 1000), ("4G", 4 * 2**30),
-                                           ("1GiB", 2**30), ("256MB", 256e6), ("1.5MiB", 1.5 * 2**20), (42, 42)])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("8B", 8),
+        ("1KiB", 1024),
+        ("1KB", 1000),
+        ("4G", 4 * 2**30),
+        ("1GiB", 2**30),
+        ("256MB", 256e6),
+        ("1.5MiB", 1.5 * 2**20),
+        (42, 42),
+    ],
+)
 def test_parse_size(text, expected):
     assert units.parse_size(text) == expected
 

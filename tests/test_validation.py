@@ -16,8 +16,10 @@ def test_row_within_tolerance(i):
     if row["role"] == "reported":
         assert row["note"], "a reported (unasserted) row must explain its gap"
         return
-    assert row["within"], (f"{row['case']}: predicted {row['predicted']:.4g} vs published {row['published']:.4g} "
-                           f"{row['unit']} ({row['error']:+.1%}), tolerance {row['tolerance']}")
+    assert row["within"], (
+        f"{row['case']}: predicted {row['predicted']:.4g} vs published {row['published']:.4g} "
+        f"{row['unit']} ({row['error']:+.1%}), tolerance {row['tolerance']}"
+    )
 
 
 def test_every_area_contributes():

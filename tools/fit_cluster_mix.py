@@ -37,11 +37,15 @@ def main():
         g, c = np.unique(j["gpus"], return_counts=True)
         one = j[j["gpus"] == 1]
         frac = float((one["gpu_milli"] < 1000).mean())
-        m, mc = np.unique(np.round(one.loc[one["gpu_milli"] < 1000, "gpu_milli"], -2).clip(100, 900), return_counts=True)
+        m, mc = np.unique(
+            np.round(one.loc[one["gpu_milli"] < 1000, "gpu_milli"], -2).clip(100, 900), return_counts=True
+        )
         sigma, _, scale = stats.lognorm.fit(j["duration_s"], floc=0)
         small_mean += len(j) / n * float(np.dot(g, c) / c.sum())
-        print(f"{cls}: n={len(j)} share={share:.4f} gpus={dict(zip(g.tolist(), c.tolist()))} fractional={frac:.4f} "
-              f"milli={dict(zip(m.astype(int).tolist(), mc.tolist()))} duration mu={np.log(scale):.4f} sigma={sigma:.4f}")
+        print(
+            f"{cls}: n={len(j)} share={share:.4f} gpus={dict(zip(g.tolist(), c.tolist()))} fractional={frac:.4f} "
+            f"milli={dict(zip(m.astype(int).tolist(), mc.tolist()))} duration mu={np.log(scale):.4f} sigma={sigma:.4f}"
+        )
     target = (HELIOS_MEAN_GPUS - (1 - TRAIN_SHARE) * small_mean) / TRAIN_SHARE
 
     def mean_for(q):
@@ -51,7 +55,9 @@ def main():
     q = optimize.brentq(mean_for, 1e-6, 0.999)
     w = q ** np.arange(len(LADDER))
     print(f"training: target mean {target:.2f} GPUs, q={q:.4f}, weights={np.round(w / w.sum(), 4).tolist()}")
-    print(f"training duration mu={np.log(PHILLY_MED_S):.4f} sigma={np.sqrt(2 * np.log(PHILLY_MEAN_S / PHILLY_MED_S)):.4f}")
+    print(
+        f"training duration mu={np.log(PHILLY_MED_S):.4f} sigma={np.sqrt(2 * np.log(PHILLY_MEAN_S / PHILLY_MED_S)):.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,25 @@ from hnplan.catalog.schemas import (
 )
 
 __all__ = [
-    "KINDS", "MLA", "Accelerator", "Catalog", "Design", "DesignPrices", "Facility", "Interconnect", "MemoryOverheads",
-    "Model", "MoE", "Price", "Scenario", "SoftwareStack", "SourcedValue", "Switch", "System", "data_dir", "load_catalog", "parse_entry",
+    "KINDS",
+    "MLA",
+    "Accelerator",
+    "Catalog",
+    "Design",
+    "DesignPrices",
+    "Facility",
+    "Interconnect",
+    "MemoryOverheads",
+    "Model",
+    "MoE",
+    "Price",
+    "Scenario",
+    "SoftwareStack",
+    "SourcedValue",
+    "Switch",
+    "System",
+    "data_dir",
+    "load_catalog",
+    "parse_entry",
     "validate_file",
 ]

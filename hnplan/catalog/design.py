@@ -200,9 +200,17 @@ def _own_price(system: System) -> Price | None:
     import datetime as _dt
 
     why = system.field_sources.get("unit_price_usd") or system.assumptions.get("unit_price_usd")
-    return Price(id=f"{system.id}-unit", name=f"one unit of {system.name}", item=system.id, kind="system-unit",
-                 usd=system.unit_price_usd, per="unit", as_of=_dt.date.today(), source=why or system.source,
-                 assumption="unit_price_usd" in system.assumptions)
+    return Price(
+        id=f"{system.id}-unit",
+        name=f"one unit of {system.name}",
+        item=system.id,
+        kind="system-unit",
+        usd=system.unit_price_usd,
+        per="unit",
+        as_of=_dt.date.today(),
+        source=why or system.source,
+        assumption="unit_price_usd" in system.assumptions,
+    )
 
 
 def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
@@ -219,13 +227,20 @@ def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
         except CatalogError as exc:
             found[part], missing[part] = None, str(exc)
             if part == "system":
-                missing[part] += ("; give the system file its own unit_price_usd [USD per unit], or price_item: "
-                                  "the id of a priced system it costs the same as")
+                missing[part] += (
+                    "; give the system file its own unit_price_usd [USD per unit], or price_item: "
+                    "the id of a priced system it costs the same as"
+                )
     return DesignPrices(found["system"], found["scaleout_switch"], found["transceiver"], missing)
 
 
-def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callable[[str], Price],
-                   defaults: Callable[[str], Any], source: str) -> Design:
+def resolve_design(
+    system: System,
+    get: Callable[[str, Any], Any],
+    price: Callable[[str], Price],
+    defaults: Callable[[str], Any],
+    source: str,
+) -> Design:
     """Build a :class:`Design` from a system entry with the catalog's lookups (used by
     :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked). The entries
     are looked up now; the prices and the facility, reliability and memory defaults on first use."""
@@ -240,5 +255,6 @@ def resolve_design(system: System, get: Callable[[str, Any], Any], price: Callab
         scaleout_fabric=get("interconnects", system.scaleout_fabric),
         scaleout_switch=get("switches", system.scaleout_switch),
         scaleup_switch=get("switches", system.scaleup_switch) if system.scaleup_switch else None,
-        source=source, _lookups=lookups,
+        source=source,
+        _lookups=lookups,
     )

@@ -36,8 +36,12 @@ def schema_markdown(kind: str) -> str:
     if kind not in KINDS:
         raise CatalogError(f"unknown catalog kind {kind!r}; allowed: {', '.join(KINDS)}")
     schema = KINDS[kind]
-    lines = [f"### {schema.__name__} (`data/{kind}/<id>.yaml`)", "",
-             "| field | type | required | meaning [unit] |", "|---|---|---|---|"]
+    lines = [
+        f"### {schema.__name__} (`data/{kind}/<id>.yaml`)",
+        "",
+        "| field | type | required | meaning [unit] |",
+        "|---|---|---|---|",
+    ]
     for name, f in schema.model_fields.items():
         if name in ("id", "name", "source", "notes", "field_sources", "assumptions"):
             continue

@@ -76,16 +76,18 @@ class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ign
                 continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while reading a mapping", node.start_mark,
-                    f"duplicate key {key!r} (first given on line {seen[key] + 1})", key_node.start_mark)
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"duplicate key {key!r} (first given on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
 
 
 _StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def read_yaml(path: str | Path, what: str = ""):
@@ -115,8 +117,9 @@ def read_yaml(path: str | Path, what: str = ""):
     except PermissionError:
         raise CatalogError(f"{name}: permission denied (cannot read the file)", path=path) from None
     except UnicodeDecodeError as exc:
-        raise CatalogError(f"{name}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected YAML",
-                           path=path) from None
+        raise CatalogError(
+            f"{name}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected YAML", path=path
+        ) from None
     except OSError as exc:
         raise CatalogError(f"{name}: cannot read: {exc.strerror or exc}", path=path) from None
     except yaml.YAMLError as exc:
@@ -148,8 +151,9 @@ def parse_entry(raw, schema: type[T], path) -> T:
     """Validate one mapping against a schema, raising :class:`CatalogError` that names the file,
     the entry and each bad field (with the allowed keys or values)."""
     if not isinstance(raw, dict):
-        raise CatalogError(f"{path}: expected one mapping of {schema.__name__} fields, got {type(raw).__name__}",
-                           path=path)
+        raise CatalogError(
+            f"{path}: expected one mapping of {schema.__name__} fields, got {type(raw).__name__}", path=path
+        )
     entry = raw.get("id", "?")
     try:
         return schema.model_validate(raw)
@@ -210,8 +214,12 @@ class Catalog:
     def _parse_file(self, kind: str, path: Path):
         obj = parse_entry(_read_yaml(path), KINDS[kind], path)
         if obj.id != path.stem:
-            raise CatalogError(f"{path}: entry id {obj.id!r} differs from the file name {path.stem!r}",
-                               path=path, entry=obj.id, field="id")
+            raise CatalogError(
+                f"{path}: entry id {obj.id!r} differs from the file name {path.stem!r}",
+                path=path,
+                entry=obj.id,
+                field="id",
+            )
         return obj
 
     def _load_entry(self, kind: str, entry_id: str):
@@ -347,8 +355,7 @@ class Catalog:
             sys_ = self.system(ref)
             if key[0] == "path":
                 source = str(Path(str(ref)))
-            self._designs[key] = resolve_design(
-                sys_, self.get, self.price, lambda name: getattr(self, name), source)
+            self._designs[key] = resolve_design(sys_, self.get, self.price, lambda name: getattr(self, name), source)
         return self._designs[key]
 
     def model(self, ref) -> Model:
@@ -362,19 +369,27 @@ class Catalog:
             try:
                 acc = self.accelerator(acc_id)
             except CatalogError as exc:
-                raise CatalogError(f"stack {st.id}: field 'matmul_efficiency': {exc}", entry=st.id,
-                                   field="matmul_efficiency") from None
+                raise CatalogError(
+                    f"stack {st.id}: field 'matmul_efficiency': {exc}", entry=st.id, field="matmul_efficiency"
+                ) from None
             extra = sorted(set(effs) - set(acc.dense_tflops))
             if extra:
-                raise CatalogError(f"stack {st.id}: field 'matmul_efficiency.{acc_id}': {acc_id} has no "
-                                   f"{', '.join(extra)} peak; its dtypes: {', '.join(acc.dense_tflops)}",
-                                   entry=st.id, field=f"matmul_efficiency.{acc_id}")
+                raise CatalogError(
+                    f"stack {st.id}: field 'matmul_efficiency.{acc_id}': {acc_id} has no "
+                    f"{', '.join(extra)} peak; its dtypes: {', '.join(acc.dense_tflops)}",
+                    entry=st.id,
+                    field=f"matmul_efficiency.{acc_id}",
+                )
         return st
 
     def _check_system_refs(self, s: System):
-        for field, kind in (("accelerator", "accelerators"), ("scaleup_fabric", "interconnects"),
-                            ("scaleout_fabric", "interconnects"), ("scaleout_switch", "switches"),
-                            ("scaleup_switch", "switches")):
+        for field, kind in (
+            ("accelerator", "accelerators"),
+            ("scaleup_fabric", "interconnects"),
+            ("scaleout_fabric", "interconnects"),
+            ("scaleout_switch", "switches"),
+            ("scaleup_switch", "switches"),
+        ):
             ref = getattr(s, field)
             if ref is None:
                 continue
@@ -406,8 +421,10 @@ class Catalog:
                 return p
         items = sorted({p.item for p in self.prices})
         near = difflib.get_close_matches(item, items, n=3, cutoff=0.5)
-        raise CatalogError(f"no price for {item!r} in {self.root / 'prices.yaml'}"
-                           + (f"; nearest: {', '.join(near)}" if near else ""), entry=item)
+        raise CatalogError(
+            f"no price for {item!r} in {self.root / 'prices.yaml'}" + (f"; nearest: {', '.join(near)}" if near else ""),
+            entry=item,
+        )
 
     @functools.cached_property
     def facility(self) -> Facility:
@@ -433,10 +450,15 @@ class Catalog:
         for item in raw:
             u = parse_entry(item, UncertainInput, path)
             if u.input in out:
-                raise CatalogError(f"{path}: input {u.input!r} has two ranges ({out[u.input].id}, {u.id})",
-                                   path=path, entry=u.id, field="input")
+                raise CatalogError(
+                    f"{path}: input {u.input!r} has two ranges ({out[u.input].id}, {u.id})",
+                    path=path,
+                    entry=u.id,
+                    field="input",
+                )
             out[u.input] = u
         return out
+
     @functools.cached_property
     def memory_overheads(self) -> MemoryOverheads:
         """The runtime memory overheads and serving defaults in ``memory.yaml``."""
@@ -456,8 +478,11 @@ class Catalog:
         if not path.exists():
             ids = self.scenario_ids()
             near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
-            raise CatalogError(f"unknown scenario {ref!r}; "
-                               + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"), entry=ref)
+            raise CatalogError(
+                f"unknown scenario {ref!r}; "
+                + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"),
+                entry=ref,
+            )
         return parse_entry(_read_yaml(path), Scenario, path)
 
     # -- published measurements -------------------------------------------------------------
@@ -480,8 +505,9 @@ class Catalog:
 
         path = self.root / "reference" / f"{name}.csv"
         if not path.exists():
-            raise CatalogError(f"no reference table {name!r}; available: {', '.join(self.reference_names())}",
-                               path=path)
+            raise CatalogError(
+                f"no reference table {name!r}; available: {', '.join(self.reference_names())}", path=path
+            )
         return pd.read_csv(path)
 
     # -- whole-catalog checks ----------------------------------------------------------------
@@ -522,8 +548,13 @@ class Catalog:
                     self.get("interconnects", sw.fabric)
                 except CatalogError as exc:
                     problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
-        for getter in (lambda: self.prices, lambda: self.facility, lambda: self.reliability,
-                       lambda: self.uncertainties, lambda: self.memory_overheads):
+        for getter in (
+            lambda: self.prices,
+            lambda: self.facility,
+            lambda: self.reliability,
+            lambda: self.uncertainties,
+            lambda: self.memory_overheads,
+        ):
             try:
                 getter()
             except CatalogError as exc:
@@ -577,8 +608,11 @@ def validate_file(path: str | Path, kind: str | None = None):
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
-        raise CatalogError(f"{path}: cannot tell which catalog this file belongs to (parent folder {kind!r}); "
-                           f"pass the kind, one of: {', '.join(KINDS)}", path=path)
+        raise CatalogError(
+            f"{path}: cannot tell which catalog this file belongs to (parent folder {kind!r}); "
+            f"pass the kind, one of: {', '.join(KINDS)}",
+            path=path,
+        )
     entry = parse_entry(raw, KINDS[kind], path)
     # references to other entries: checked against the data folder the file sits in, else the default one
     root = path.parent.parent if path.parent.name == kind else None

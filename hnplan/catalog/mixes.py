@@ -36,8 +36,10 @@ def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
         if not _looks_like_path(ref):
             ids = cluster_mix_ids(cat)
             near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
-            raise CatalogError(f"unknown cluster mix id {ref!r}; {'nearest' if near else 'valid ids'}: "
-                               f"{', '.join(near or ids)}", entry=ref)
+            raise CatalogError(
+                f"unknown cluster mix id {ref!r}; {'nearest' if near else 'valid ids'}: {', '.join(near or ids)}",
+                entry=ref,
+            )
         path = Path(ref)
     mix = parse_entry(_read_yaml(path), ClusterMix, path)
     if abs(sum(c.share.value for c in mix.classes) - 1.0) > 1e-6:

@@ -27,21 +27,29 @@ class TrainingRun(_Strict):
     global_batch_seqs: PosInt = Field(description="sequences per step")
     dtype: Literal["bf16", "fp8"]
     fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
-    stack: str = Field(default="megatron-core", pattern=ID_PATTERN,
-                       description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
-                                   "in-training GEMM efficiency")
-    metric: Literal["hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu",
-                    "step_time_s"]
+    stack: str = Field(
+        default="megatron-core",
+        pattern=ID_PATTERN,
+        description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
+        "in-training GEMM efficiency",
+    )
+    metric: Literal[
+        "hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu", "step_time_s"
+    ]
     published: Positive = Field(description="the published value of `metric`")
     tolerance_pct: Positive = Field(description="accepted relative error [%]")
     expect: Literal["within", "gap"] = Field(
-        default="within", description="within: the model must meet tolerance_pct; gap: a documented miss")
+        default="within", description="within: the model must meet tolerance_pct; gap: a documented miss"
+    )
     gap_bound_pct: Positive | None = Field(
-        default=None, description="for a documented miss: the |error| the tests hold it under (regression band)")
+        default=None, description="for a documented miss: the |error| the tests hold it under (regression band)"
+    )
     gap_reason: str | None = Field(default=None, description="why the model misses this run (physics left out)")
     hnplan_fits: bool = Field(
-        default=True, description="False: the published configuration ran, but hnplan's memory model reports that it "
-                                  "does not fit; the row is kept (with its error) for the memory-fidelity work")
+        default=True,
+        description="False: the published configuration ran, but hnplan's memory model reports that it "
+        "does not fit; the row is kept (with its error) for the memory-fidelity work",
+    )
     note: str = ""
 
     @model_validator(mode="after")
@@ -70,8 +78,9 @@ def training_runs(path=None) -> list[TrainingRun]:
             err = exc.errors()[0]
             field = ".".join(str(x) for x in err["loc"])
             rid = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
-            raise CatalogError(f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid,
-                               field=field) from None
+            raise CatalogError(
+                f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid, field=field
+            ) from None
     root = Path(path).resolve().parent.parent
     cat = load_catalog(root) if (root / "accelerators").is_dir() else load_catalog()
     for run in out:
@@ -79,6 +88,7 @@ def training_runs(path=None) -> list[TrainingRun]:
             try:
                 lookup(getattr(run, field))
             except CatalogError as exc:
-                raise CatalogError(f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id,
-                                   field=field) from None
+                raise CatalogError(
+                    f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id, field=field
+                ) from None
     return out

@@ -35,7 +35,9 @@ PosInt = Annotated[int, Field(gt=0)]
 
 def _check_source(value: str) -> str:
     if not value or not value.strip() or _PLACEHOLDER.match(value) or "TODO" in value:
-        raise ValueError("must name a datasheet, paper and table, or a labelled assumption; got an empty or placeholder source")
+        raise ValueError(
+            "must name a datasheet, paper and table, or a labelled assumption; got an empty or placeholder source"
+        )
     return value
 
 
@@ -54,9 +56,11 @@ class Entry(_Strict):
     source: Source = Field(description="datasheet, paper and table, or repository file")
     notes: str | None = None
     field_sources: dict[str, str] = Field(
-        default_factory=dict, description="field -> source, where it differs from `source`")
+        default_factory=dict, description="field -> source, where it differs from `source`"
+    )
     assumptions: dict[str, str] = Field(
-        default_factory=dict, description="field -> why this unpublished value was assumed")
+        default_factory=dict, description="field -> why this unpublished value was assumed"
+    )
 
     _calibrations: ClassVar[tuple[str, ...]] = ()
 
@@ -79,7 +83,8 @@ class Entry(_Strict):
             if not any(k.split(".")[0] == cal for k in (*self.field_sources, *self.assumptions)):
                 raise ValueError(
                     f"calibration field {cal!r} needs its own provenance: add it to field_sources "
-                    "(measurement and source) or to assumptions (with the reason)")
+                    "(measurement and source) or to assumptions (with the reason)"
+                )
         return self
 
 
@@ -88,73 +93,115 @@ class Accelerator(Entry):
 
     vendor: str = Field(description="manufacturer")
     dense_tflops: dict[Dtype, Positive] = Field(
-        description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16")
+        description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16"
+    )
     hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
     hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
     hbm_visible_gib: Positive | None = Field(
-        default=None, description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
+        default=None,
+        description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
         "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
-        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)")
+        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)",
+    )
     scaleup_bw_GBps_per_dir: Positive = Field(
-        description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]")
+        description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]"
+    )
     tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
     idle_w: Positive | None = Field(default=None, description="idle power [W]")
     compute_units: PosInt | None = Field(
-        default=None, description="streaming multiprocessors / AI cores, for wave quantisation")
+        default=None, description="streaming multiprocessors / AI cores, for wave quantisation"
+    )
     matmul_efficiency: dict[Dtype, Fraction] = Field(
-        description="achievable fraction of the dense peak on large GEMMs, per dtype (calibration)")
+        description="achievable fraction of the dense peak on large GEMMs, per dtype (calibration)"
+    )
     hbm_efficiency: Fraction = Field(
-        description="achievable fraction of HBM bandwidth for streaming kernels (calibration)")
+        description="achievable fraction of HBM bandwidth for streaming kernels (calibration)"
+    )
     gemm_tile_mnk: tuple[PosInt, PosInt, PosInt] | None = Field(
-        default=None, description="GEMM output tile (M, N) of one SM / core and its K step [elements], "
-                                  "for tile and wave quantisation; none: no quantisation term")
+        default=None,
+        description="GEMM output tile (M, N) of one SM / core and its K step [elements], "
+        "for tile and wave quantisation; none: no quantisation term",
+    )
     kernel_overhead_us: NonNegative | None = Field(
-        default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)")
+        default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)"
+    )
     # GEMM efficiency law (hnplan.compute.gemm, docs/compute.md); every field optional: absent = term off
     gemm_efficiency: dict[Dtype, Fraction] | None = Field(
-        default=None, description="large-shape ceiling of the GEMM law as a fraction of the dense peak, per dtype "
-        "(fitted or carried; absent: matmul_efficiency) (calibration)")
+        default=None,
+        description="large-shape ceiling of the GEMM law as a fraction of the dense peak, per dtype "
+        "(fitted or carried; absent: matmul_efficiency) (calibration)",
+    )
     gemm_k_overhead: NonNegative | None = Field(
-        default=None, description="prologue + epilogue of one output tile, in K elements of main-loop time [elements] "
-        "(calibration)")
+        default=None,
+        description="prologue + epilogue of one output tile, in K elements of main-loop time [elements] (calibration)",
+    )
     gemm_overlap_exponent: Annotated[float, Field(ge=1.0)] | None = Field(
-        default=None, description="p of the smooth roofline (t_c^p + t_m^p)^(1/p) of a GEMM [-]; absent: max(t_c, t_m) "
-        "(calibration)")
+        default=None,
+        description="p of the smooth roofline (t_c^p + t_m^p)^(1/p) of a GEMM [-]; absent: max(t_c, t_m) (calibration)",
+    )
     gemm_row_granularity: PosInt | None = Field(
-        default=None, description="rows a GEMM computes below one tile height (swap-AB / small-M kernels pad M to a "
-        "multiple of it) [elements]; absent: a full tile")
+        default=None,
+        description="rows a GEMM computes below one tile height (swap-AB / small-M kernels pad M to a "
+        "multiple of it) [elements]; absent: a full tile",
+    )
     gemm_splitk_min_k: PosInt | None = Field(
-        default=None, description="smallest K slice a split-K GEMM uses [elements]; absent: the tile's K step")
+        default=None, description="smallest K slice a split-K GEMM uses [elements]; absent: the tile's K step"
+    )
     gemm_splitk_us: NonNegative | None = Field(
-        default=None, description="extra time of a split-K GEMM (the reduction of the partial tiles) [us] (calibration)")
+        default=None, description="extra time of a split-K GEMM (the reduction of the partial tiles) [us] (calibration)"
+    )
     gemm_wave_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
-        default=None, description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
-        "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)")
+        default=None,
+        description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
+        "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)",
+    )
     host_dispatch_us: NonNegative | None = Field(
-        default=None, description="host time per operator call from an eager framework; back-to-back calls run no "
-        "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)")
+        default=None,
+        description="host time per operator call from an eager framework; back-to-back calls run no "
+        "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)",
+    )
 
-    memory_kernel_efficiency: dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax",
-                                           "optimizer"], Fraction] | None = Field(
-        default=None, description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
-        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)")
+    memory_kernel_efficiency: (
+        dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"], Fraction]
+        | None
+    ) = Field(
+        default=None,
+        description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
+        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
+    )
     # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
     attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
-        default=None, description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense "
-        "peak (calibration)")
+        default=None,
+        description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense peak (calibration)",
+    )
     attention_tile_q: PosInt | None = Field(
-        default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height")
+        default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height"
+    )
     attention_kv_overhead: NonNegative | None = Field(
-        default=None, description="prologue + epilogue of one attention work unit, in keys of main-loop time "
-        "[tokens] (calibration)")
+        default=None,
+        description="prologue + epilogue of one attention work unit, in keys of main-loop time [tokens] (calibration)",
+    )
     attention_tail_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
-        default=None, description="fraction of the longest work unit (the last query tile of a causal sequence) "
-        "that runs after the others have finished [-] (calibration)")
+        default=None,
+        description="fraction of the longest work unit (the last query tile of a causal sequence) "
+        "that runs after the others have finished [-] (calibration)",
+    )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "hbm_efficiency", "kernel_overhead_us",
-                                                "attention_efficiency", "attention_kv_overhead",
-                                                "attention_tail_weight", "memory_kernel_efficiency", "gemm_efficiency", "gemm_k_overhead", "gemm_overlap_exponent",
-                                                "gemm_splitk_us", "gemm_wave_weight", "host_dispatch_us")
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "matmul_efficiency",
+        "hbm_efficiency",
+        "kernel_overhead_us",
+        "attention_efficiency",
+        "attention_kv_overhead",
+        "attention_tail_weight",
+        "memory_kernel_efficiency",
+        "gemm_efficiency",
+        "gemm_k_overhead",
+        "gemm_overlap_exponent",
+        "gemm_splitk_us",
+        "gemm_wave_weight",
+        "host_dispatch_us",
+    )
 
     @model_validator(mode="after")
     def _bf16_present(self):
@@ -172,19 +219,24 @@ class Interconnect(Entry):
     kind: Literal["scale-up", "scale-out"] = Field(description="inside a scale-up domain or between domains")
     technology: str = Field(description="marketing name and generation, e.g. NVLink 4, InfiniBand NDR")
     bw_efficiency: Fraction = Field(
-        description="achievable fraction of the per-direction line rate for large messages (calibration)")
+        description="achievable fraction of the per-direction line rate for large messages (calibration)"
+    )
     link_latency_ns: NonNegative = Field(description="one link's propagation + serdes latency [ns]")
     switch_latency_ns: NonNegative = Field(description="one switch hop's latency [ns]")
     software_overhead_us: NonNegative = Field(
-        description="per-step software/launch overhead of a collective algorithm step [us]")
+        description="per-step software/launch overhead of a collective algorithm step [us]"
+    )
     in_network_reduction: bool = Field(
-        default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)")
+        default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)"
+    )
     transceiver_w: Positive | None = Field(
-        default=None, description="power of one optical transceiver module at one link end [W]; none for copper")
+        default=None, description="power of one optical transceiver module at one link end [W]; none for copper"
+    )
     inr_efficiency: Fraction | None = Field(
         default=None,
         description="achievable fraction of the (bw_efficiency x line rate) bandwidth when the switches reduce "
-                    "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)")
+        "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)",
+    )
 
     _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us", "inr_efficiency")
 
@@ -208,75 +260,101 @@ class System(Entry):
     """A building block (8-GPU server, NVL72 rack, supernode) and the networks that join them."""
 
     kind: Literal["server-cluster", "supernode"] = Field(
-        description="server-cluster: small scale-up domain joined by a switched network; supernode: large scale-up domain")
+        description="server-cluster: small scale-up domain joined by a switched network; supernode: large scale-up domain"
+    )
     accelerator: str = Field(description="accelerator id")
     node_gpus: PosInt = Field(description="accelerators per node (server or compute tray)")
     scaleup_domain_gpus: PosInt = Field(description="accelerators in one scale-up (NVLink/UB) domain")
     scaleup_fabric: str = Field(description="interconnect id of the scale-up domain")
     scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"] = Field(
-        description="shape of the scale-up domain")
+        description="shape of the scale-up domain"
+    )
     scaleup_bw_GBps_per_dir: Positive | None = Field(
-        default=None, description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's")
+        default=None,
+        description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's",
+    )
     scaleup_switch: str | None = Field(default=None, description="switch id inside the domain")
     scaleup_switches_per_domain: NonNegative | None = Field(default=None, description="switch chips per domain")
     scaleout_fabric: str = Field(description="interconnect id of the scale-out network")
     nics_per_node: PosInt = Field(description="scale-out NICs per node (compute network only)")
     nic_gbps: Positive = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
     scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"] = Field(
-        description="scale-out network shape (rail-optimised: NIC k of every node on leaf group k)")
+        description="scale-out network shape (rail-optimised: NIC k of every node on leaf group k)"
+    )
     scaleout_switch: str = Field(description="switch id of the scale-out network")
     scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
-        default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)")
+        default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)"
+    )
     scaleup_in_network_reduction: bool = Field(
-        default=False, description="collectives reduce in the scale-up switches (NVLink SHARP, NCCL NVLS) on this "
-                                   "system as deployed; needs a scale-up fabric with in_network_reduction")
+        default=False,
+        description="collectives reduce in the scale-up switches (NVLink SHARP, NCCL NVLS) on this "
+        "system as deployed; needs a scale-up fabric with in_network_reduction",
+    )
     scaleout_in_network_reduction: bool = Field(
-        default=False, description="collectives reduce in the scale-out switches (IB SHARP through NCCL CollNet, "
-                                   "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
-                                   "in_network_reduction")
+        default=False,
+        description="collectives reduce in the scale-out switches (IB SHARP through NCCL CollNet, "
+        "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
+        "in_network_reduction",
+    )
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
-        description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches")
-    gpus_per_rack: PosInt = Field(description="accelerators per rack, averaged over compute and in-domain network racks")
+        description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
+    )
+    gpus_per_rack: PosInt = Field(
+        description="accelerators per rack, averaged over compute and in-domain network racks"
+    )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
     host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
     host_link_GBps_per_gpu: Positive | None = Field(
-        default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]")
+        default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
+    )
     host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
-        default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)")
-    pooled_memory_tb: Positive | None = Field(
-        default=None, description="memory pool shared by a domain (CXL) [TB]")
+        default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)"
+    )
+    pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
     pooled_memory_GBps_per_gpu: Positive | None = Field(
-        default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]")
+        default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
+    )
     nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
     nvme_read_GBps_per_node: Positive | None = Field(
-        default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]")
+        default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]"
+    )
     storage_write_GBps_per_node: Positive | None = Field(
-        default=None, description="checkpoint write bandwidth per node [GB/s]")
+        default=None, description="checkpoint write bandwidth per node [GB/s]"
+    )
     # -- reliability and deployment (issue 8) ------------------------------------------------
     failure_unit_gpus: PosInt | None = Field(
-        default=None, description="accelerators one hardware failure takes out of a job (blast radius); "
-                                  "defaults to node_gpus")
+        default=None,
+        description="accelerators one hardware failure takes out of a job (blast radius); defaults to node_gpus",
+    )
     hot_swap: bool = Field(default=False, description="a failed node/tray can be replaced while its domain runs")
     spare_gpus_per_unit: Annotated[int, Field(ge=0)] = Field(
-        default=0, description="accelerators per purchasable unit held as in-domain hot spares")
+        default=0, description="accelerators per purchasable unit held as in-domain hot spares"
+    )
     repair_hours: Positive | None = Field(
-        default=None, description="time to return a failed failure unit to service [h]")
+        default=None, description="time to return a failed failure unit to service [h]"
+    )
     deploy_days: Positive | None = Field(
-        default=None, description="delivery to production of one cluster of this design [days]")
+        default=None, description="delivery to production of one cluster of this design [days]"
+    )
     # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
     unit_price_usd: Positive | None = Field(
-        default=None, description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "
-                                  "(give its provenance in field_sources or assumptions)")
+        default=None,
+        description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "
+        "(give its provenance in field_sources or assumptions)",
+    )
     price_item: str | None = Field(
-        default=None, description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
-                                  "re-cabled copy); default the system's own id")
+        default=None,
+        description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
+        "re-cabled copy); default the system's own id",
+    )
 
     @model_validator(mode="after")
     def _shapes(self):
         if self.scaleup_domain_gpus % self.node_gpus:
             raise ValueError(
-                f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})")
+                f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})"
+            )
         return self
 
 
@@ -288,12 +366,15 @@ class MoE(_Strict):
     shared_experts: Annotated[int, Field(ge=0)] = 0
     expert_ffn_hidden: PosInt = Field(description="FFN hidden size of one expert")
     first_dense_layers: Annotated[int, Field(ge=0)] = Field(
-        default=0, description="leading layers with a dense MLP of ffn_hidden instead of experts")
+        default=0, description="leading layers with a dense MLP of ffn_hidden instead of experts"
+    )
     expert_groups: PosInt | None = Field(
-        default=None, description="group-limited routing: experts fall in this many groups (HF n_group)")
+        default=None, description="group-limited routing: experts fall in this many groups (HF n_group)"
+    )
     groups_per_token: PosInt | None = Field(
-        default=None, description="group-limited routing: a token's experts come from at most this many groups "
-                                  "(HF topk_group)")
+        default=None,
+        description="group-limited routing: a token's experts come from at most this many groups (HF topk_group)",
+    )
 
     @model_validator(mode="after")
     def _k_le_e(self):
@@ -301,10 +382,15 @@ class MoE(_Strict):
             raise ValueError(f"active_experts ({self.active_experts}) exceeds experts ({self.experts})")
         if (self.expert_groups is None) != (self.groups_per_token is None):
             raise ValueError("expert_groups and groups_per_token go together (group-limited routing)")
-        if (self.expert_groups is not None and self.groups_per_token is not None
-                and (self.experts % self.expert_groups or self.groups_per_token > self.expert_groups)):
-            raise ValueError(f"expert_groups ({self.expert_groups}) must divide experts ({self.experts}) and be "
-                             f">= groups_per_token ({self.groups_per_token})")
+        if (
+            self.expert_groups is not None
+            and self.groups_per_token is not None
+            and (self.experts % self.expert_groups or self.groups_per_token > self.expert_groups)
+        ):
+            raise ValueError(
+                f"expert_groups ({self.expert_groups}) must divide experts ({self.experts}) and be "
+                f">= groups_per_token ({self.groups_per_token})"
+            )
         return self
 
 
@@ -332,9 +418,12 @@ class Model(Entry):
     activation: Literal["gelu", "swiglu"] = Field(description="MLP type: plain GELU (2 matrices) or gated SwiGLU (3)")
     position_embedding: Literal["learned", "rope", "alibi"]
     tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix")
-    dropout: bool = Field(default=True, description="hidden and attention dropout on in training (masks stored for "
-                                                    "the backward, Korthikanti et al. arXiv:2205.05198 Sec. 4.1); "
-                                                    "False for recipes with zero dropout (Llama)")
+    dropout: bool = Field(
+        default=True,
+        description="hidden and attention dropout on in training (masks stored for "
+        "the backward, Korthikanti et al. arXiv:2205.05198 Sec. 4.1); "
+        "False for recipes with zero dropout (Llama)",
+    )
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
@@ -370,7 +459,9 @@ class Price(Entry):
     kind: Literal["system-unit", "switch", "transceiver", "cable", "nic", "rack", "other"]
     usd: Positive = Field(description="price [US dollars] for one `per`")
     per: str = Field(description="what one price buys: unit, switch, transceiver, cable, ...")
-    as_of: _dt.date = Field(description="date of the price (YYYY-MM-DD; use the first of the month if only the month is known)")
+    as_of: _dt.date = Field(
+        description="date of the price (YYYY-MM-DD; use the first of the month if only the month is known)"
+    )
     assumption: bool = False
 
 
@@ -385,13 +476,18 @@ class Facility(Entry):
     maintenance_fraction_per_year: SourcedValue
     grid_gco2_per_kwh: SourcedValue
     training_power_fraction: SourcedValue = Field(
-        description="average draw of a training node as a fraction of its rated power")
+        description="average draw of a training node as a fraction of its rated power"
+    )
     # -- power curve, racks (issue 8) -------------------------------------------------------
     accelerator_idle_fraction: SourcedValue | None = Field(
-        default=None, description="idle power of an accelerator without idle_w, as a fraction of its TDP")
-    rack_limit_kw_air: SourcedValue | None = Field(default=None, description="IT power limit of one air-cooled rack [kW]")
+        default=None, description="idle power of an accelerator without idle_w, as a fraction of its TDP"
+    )
+    rack_limit_kw_air: SourcedValue | None = Field(
+        default=None, description="IT power limit of one air-cooled rack [kW]"
+    )
     rack_limit_kw_liquid: SourcedValue | None = Field(
-        default=None, description="IT power limit of one liquid-cooled rack [kW]")
+        default=None, description="IT power limit of one liquid-cooled rack [kW]"
+    )
 
 
 class ComponentRate(SourcedValue):
@@ -399,27 +495,41 @@ class ComponentRate(SourcedValue):
 
     per: Literal["accelerator", "host", "nic", "scaleout-link", "job-gpu"] = Field(
         description="what one count is: an accelerator, a host (node), a NIC, a scale-out link, or a GPU "
-                    "of the job (software and job-level faults)")
+        "of the job (software and job-level faults)"
+    )
 
 
 class Reliability(Entry):
     """Failure rates per component and the checkpoint/restart defaults (``data/reliability.yaml``)."""
 
     rates: dict[str, ComponentRate] = Field(
-        description="component -> unexpected interruptions per component-hour [1/h]")
+        description="component -> unexpected interruptions per component-hour [1/h]"
+    )
     planned_per_gpu_hour: SourcedValue = Field(description="planned interruptions per job GPU-hour [1/h]")
     restart_overhead_s: SourcedValue = Field(
-        description="job restart excluding the checkpoint read: detection, rescheduling, init [s]")
+        description="job restart excluding the checkpoint read: detection, rescheduling, init [s]"
+    )
     storage_write_GBps_per_node: SourcedValue = Field(
-        description="checkpoint write bandwidth per node when the system gives none [GB/s]")
+        description="checkpoint write bandwidth per node when the system gives none [GB/s]"
+    )
     storage_read_GBps_per_node: SourcedValue = Field(
-        description="checkpoint read bandwidth per node when the system gives none [GB/s]")
+        description="checkpoint read bandwidth per node when the system gives none [GB/s]"
+    )
     repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
 
 
-WhatIfInput = Literal["electricity_usd_per_kwh", "pue", "hardware_price_factor", "utilisation", "rate_factor",
-                      "write_GBps_per_node", "years", "dc_build_usd_per_mw", "maintenance_fraction"]
+WhatIfInput = Literal[
+    "electricity_usd_per_kwh",
+    "pue",
+    "hardware_price_factor",
+    "utilisation",
+    "rate_factor",
+    "write_GBps_per_node",
+    "years",
+    "dc_build_usd_per_mw",
+    "maintenance_fraction",
+]
 WHATIF_INPUTS = get_args(WhatIfInput)
 
 
@@ -449,17 +559,23 @@ class MemoryOverheads(Entry):
     the serving engine's memory defaults; each value with its own provenance."""
 
     cuda_context_gib: SourcedValue = Field(
-        description="CUDA context, kernel images and library workspaces of one process [GiB]")
+        description="CUDA context, kernel images and library workspaces of one process [GiB]"
+    )
     nccl_gib_per_communicator: SourcedValue = Field(
-        description="device buffers of one NCCL communicator running ring/tree collectives [GiB]")
+        description="device buffers of one NCCL communicator running ring/tree collectives [GiB]"
+    )
     nccl_alltoall_extra_gib: SourcedValue = Field(
-        description="extra device buffers once a communicator runs all-to-all (all peers connected) [GiB]")
+        description="extra device buffers once a communicator runs all-to-all (all peers connected) [GiB]"
+    )
     allocator_fragmentation_fraction: SourcedValue = Field(
-        description="memory the caching allocator reserves but cannot use, as a fraction of tensor memory")
+        description="memory the caching allocator reserves but cannot use, as a fraction of tensor memory"
+    )
     serving_memory_utilization: SourcedValue = Field(
-        description="fraction of device memory a serving engine may use (vLLM gpu_memory_utilization)")
+        description="fraction of device memory a serving engine may use (vLLM gpu_memory_utilization)"
+    )
     serving_max_batched_tokens: SourcedValue = Field(
-        description="tokens in the largest forward pass the serving engine plans its activation workspace for")
+        description="tokens in the largest forward pass the serving engine plans its activation workspace for"
+    )
 
 
 class ScenarioNotebook(_Strict):
@@ -540,21 +656,29 @@ class StackChoices(_Strict):
     dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
     grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
     attention: Literal["flash", "unfused"] = Field(
-        default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised")
+        default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
+    )
     sequence_parallel: bool = Field(
-        default=True, description="norms and residual adds (and their dropout masks) split over TP ranks "
-                                  "(Megatron sequence parallelism)")
+        default=True,
+        description="norms and residual adds (and their dropout masks) split over TP ranks "
+        "(Megatron sequence parallelism)",
+    )
     tp_comm_overlap_fraction: float = Field(
-        default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm")
+        default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm"
+    )
     ep_comm_overlap_fraction: float = Field(
-        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm")
+        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm"
+    )
     overlap_gemm_slowdown: float = Field(
-        default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides")
+        default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
+    )
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
     fp8_weight_cache: bool = Field(
-        default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches")
+        default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches"
+    )
     pipeline_balanced_ends: bool = Field(
-        default=False, description="embedding and loss each take one layer's place on the first and last stage")
+        default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
 
 
 class SoftwareStack(Entry, StackChoices):
@@ -568,13 +692,17 @@ class SoftwareStack(Entry, StackChoices):
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
-        default=None, description="ZeRO stages the stack implements (a search tries only these); none: all")
+        default=None, description="ZeRO stages the stack implements (a search tries only these); none: all"
+    )
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
-        default=None, description="activation recomputation modes the stack implements; none: all")
+        default=None, description="activation recomputation modes the stack implements; none: all"
+    )
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
-        default=None, description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
-                                  "with this stack [fraction of the dense peak]; replaces the accelerator's "
-                                  "(calibration)")
+        default=None,
+        description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
+        "with this stack [fraction of the dense peak]; replaces the accelerator's "
+        "(calibration)",
+    )
 
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
 
@@ -583,7 +711,9 @@ class Storage(Entry):
     """A parallel file system or object store, sized in purchasable (or provisionable) units: what one
     unit holds and delivers, and what it costs and draws. ``data/storage/<id>.yaml``."""
 
-    kind: Literal["parallel-file-system", "object-store"] = Field(description="POSIX parallel file system or object store")
+    kind: Literal["parallel-file-system", "object-store"] = Field(
+        description="POSIX parallel file system or object store"
+    )
     unit: str = Field(min_length=3, description="what one unit is (a 2U appliance, 1 TiB provisioned, ...)")
     capacity_tb_per_unit: Positive = Field(description="usable capacity of one unit [TB, 1e12 bytes]")
     read_GBps_per_unit: Positive = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
@@ -591,10 +721,14 @@ class Storage(Entry):
     read_iops_per_unit: Positive = Field(description="random read operations per second of one unit [1/s]")
     iops_io_kib: Positive = Field(default=4.0, description="I/O size the IOPS figure is stated at [KiB]")
     power_w_per_unit: NonNegative = Field(
-        description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)")
-    usd_per_unit: NonNegative = Field(default=0.0, description="purchase price of one unit [US dollars] (0 for a service)")
+        description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)"
+    )
+    usd_per_unit: NonNegative = Field(
+        default=0.0, description="purchase price of one unit [US dollars] (0 for a service)"
+    )
     usd_per_unit_month: NonNegative = Field(
-        default=0.0, description="service or support price of one unit per month [US dollars]")
+        default=0.0, description="service or support price of one unit per month [US dollars]"
+    )
     price_as_of: _dt.date | None = Field(default=None, description="date of the prices (YYYY-MM-DD)")
 
 
@@ -610,22 +744,29 @@ class ServingEngine(Entry):
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
     max_num_batched_tokens: PosInt = Field(
-        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]")
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]"
+    )
     chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
     memory_utilization: Fraction = Field(
         description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
-                    "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)")
+        "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)"
+    )
     memory_rule: Literal["total", "free"] = Field(
-        default="total", description="total: the fraction of the visible HBM holds weights, workspace and KV "
-                                     "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
-                                     "weights, workspace and overheads (TensorRT-LLM)")
+        default="total",
+        description="total: the fraction of the visible HBM holds weights, workspace and KV "
+        "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+        "weights, workspace and overheads (TensorRT-LLM)",
+    )
     iteration_overhead_s: NonNegative = Field(
-        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]")
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]"
+    )
     weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
     kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
     dequant_overhead: dict[Dtype, NonNegative] = Field(
-        default_factory=dict, description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
-                                          "(de)quantisation not fused into the kernels [-]; absent: 0")
+        default_factory=dict,
+        description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+        "(de)quantisation not fused into the kernels [-]; absent: 0",
+    )
 
 
 KINDS: dict[str, type[Entry]] = {
@@ -677,7 +818,8 @@ class JobClassMix(_Strict):
     share: SourcedValue = Field(description="fraction of submitted jobs in this class")
     gpus: Distribution = Field(description="whole GPUs per job [GPU]")
     fractional: SourcedValue | None = Field(
-        default=None, description="probability that a 1-GPU job asks for a share of a GPU")
+        default=None, description="probability that a 1-GPU job asks for a share of a GPU"
+    )
     gpu_milli: Distribution | None = Field(default=None, description="share of the GPU of a fractional job [milli-GPU]")
     duration_s: Distribution = Field(description="run time on an ideal allocation [s]")
     checkpoint_s: SourcedValue = Field(description="checkpoint period [s]; 0 = stateless, a negative value = never")
@@ -688,6 +830,7 @@ class ClusterMix(Entry):
     """A synthetic job mix for the cluster simulation (``data/cluster_mixes/<id>.yaml``)."""
 
     offered_load: SourcedValue = Field(
-        description="offered GPU demand as a fraction of the cluster's GPUs (sets the arrival rate)")
+        description="offered GPU demand as a fraction of the cluster's GPUs (sets the arrival rate)"
+    )
     classes: list[JobClassMix] = Field(min_length=1)
     fgd_workload: str | None = Field(default=None, description="notes on the workload FGD targets")

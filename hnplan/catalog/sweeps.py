@@ -19,8 +19,17 @@ from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict
 from hnplan.errors import CatalogError
 
 #: planner inputs: discrete, given as lists (grid axes) or fixed values
-PLAN_AXES = ("system", "model", "gpus", "seq_len", "global_batch_tokens", "global_batch_seqs", "tokens", "stack",
-             "dtype")
+PLAN_AXES = (
+    "system",
+    "model",
+    "gpus",
+    "seq_len",
+    "global_batch_tokens",
+    "global_batch_seqs",
+    "tokens",
+    "stack",
+    "dtype",
+)
 #: the axes a point must have (from ``axes`` or ``fixed``); the batch is given in tokens or in sequences
 REQUIRED_AXES = ("system", "model", "gpus", "seq_len", "tokens")
 SAMPLINGS = ("grid", "monte-carlo", "latin-hypercube")
@@ -41,8 +50,9 @@ class Distribution(_Strict):
     def _bounds(self):
         if self.distribution == "catalog":
             if (self.low, self.high, self.mode) != (None, None, None):
-                raise ValueError("a 'catalog' distribution takes its range from data/uncertainty.yaml: "
-                                 "give no low, high or mode")
+                raise ValueError(
+                    "a 'catalog' distribution takes its range from data/uncertainty.yaml: give no low, high or mode"
+                )
             return self
         if self.low is None or self.high is None or not self.low < self.high:
             raise ValueError(f"{self.distribution} needs low < high; got low {self.low}, high {self.high}")
@@ -60,13 +70,15 @@ class SweepSpec(_Strict):
     name: str = Field(min_length=1)
     description: str = ""
     sampling: Literal["grid", "monte-carlo", "latin-hypercube"] = Field(
-        default="grid", description="how distribution axes are sampled (grid: no distribution axes)")
+        default="grid", description="how distribution axes are sampled (grid: no distribution axes)"
+    )
     samples: int = Field(default=1, ge=1, description="draws of the distribution axes per grid combination")
     seed: int = Field(default=0, ge=0, description="seed of the Monte Carlo / Latin hypercube draws")
     chunk_size: int = Field(default=25, ge=1, description="points per Dask task")
     fixed: dict[str, str | int | float] = Field(default_factory=dict, description="inputs shared by every point")
     axes: dict[str, list[str | int | float] | Distribution] = Field(
-        default_factory=dict, description="input -> list of values (grid) or a distribution")
+        default_factory=dict, description="input -> list of values (grid) or a distribution"
+    )
 
     @model_validator(mode="after")
     def _check(self):
@@ -90,8 +102,7 @@ class SweepSpec(_Strict):
                 if name in PLAN_AXES:
                     raise ValueError(f"axes.{name}: a planner input is discrete; give a list of values")
                 if self.sampling == "grid":
-                    raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or "
-                                     "latin-hypercube")
+                    raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
                 raise ValueError(f"axes.{name}: an empty list")
         if self.sampling == "grid" and self.samples != 1:
@@ -133,7 +144,11 @@ def load_sweep_spec(ref, catalog: Catalog | None = None) -> SweepSpec:
     spec = parse_entry(_read_yaml(path), SweepSpec, path)
     for name, axis in spec.distribution_axes().items():
         if axis.distribution == "catalog" and name not in cat.uncertainties:
-            raise CatalogError(f"{path}: axes.{name}: 'catalog' distribution, but {cat.root / 'uncertainty.yaml'} "
-                               f"has no range for {name}; it has: {', '.join(cat.uncertainties)}",
-                               path=path, entry=spec.id, field=f"axes.{name}")
+            raise CatalogError(
+                f"{path}: axes.{name}: 'catalog' distribution, but {cat.root / 'uncertainty.yaml'} "
+                f"has no range for {name}; it has: {', '.join(cat.uncertainties)}",
+                path=path,
+                entry=spec.id,
+                field=f"axes.{name}",
+            )
     return spec

@@ -26,8 +26,9 @@ CLI_DIR = Path(__file__).resolve().parent
 def command_modules() -> dict[str, str]:
     """Sub-command name -> module: every ``hnplan/cli/<name>_cmd.py`` registers the sub-command ``<name>``
     (underscores become dashes) on :data:`app` when imported."""
-    return {p.name[:-len("_cmd.py")].replace("_", "-"): f"hnplan.cli.{p.stem}"
-            for p in sorted(CLI_DIR.glob("*_cmd.py"))}
+    return {
+        p.name[: -len("_cmd.py")].replace("_", "-"): f"hnplan.cli.{p.stem}" for p in sorted(CLI_DIR.glob("*_cmd.py"))
+    }
 
 
 def _help_from_source(module: str, name: str) -> str:
@@ -37,11 +38,15 @@ def _help_from_source(module: str, name: str) -> str:
     tree = ast.parse((CLI_DIR / f"{module.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8"))
     groups: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and any(ast.unparse(d).startswith("app.command(")
-                                                     for d in node.decorator_list):
+        if isinstance(node, ast.FunctionDef) and any(
+            ast.unparse(d).startswith("app.command(") for d in node.decorator_list
+        ):
             return ast.get_docstring(node) or ""
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and \
-                ast.unparse(node.value.func).endswith("Typer"):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and ast.unparse(node.value.func).endswith("Typer")
+        ):
             for kw in node.value.keywords:
                 if kw.arg == "help" and isinstance(kw.value, ast.Constant):
                     groups[ast.unparse(node.targets[0])] = kw.value.value
@@ -151,8 +156,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="print the version and exit")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the version and exit"
+    ),
+) -> None:
     """Capacity planning for AI clusters: supernodes vs 8-GPU server clusters."""
     # a callback keeps the root a group while no sub-command module is imported yet
 

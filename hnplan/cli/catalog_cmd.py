@@ -15,14 +15,17 @@ from hnplan.catalog.loader import Catalog
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
 from hnplan.errors import CatalogError
 
-catalog_app = typer.Typer(help="List, show and validate the hardware, network and model catalogs.",
-                          no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="List, show and validate the hardware, network and model catalogs.", no_args_is_help=True
+)
 app.add_typer(catalog_app, name="catalog")
 
 
 @catalog_app.command("list")
-def list_(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted"),
-          json_: bool = typer.Option(False, "--json", help="print JSON")):
+def list_(
+    kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted"),
+    json_: bool = typer.Option(False, "--json", help="print JSON"),
+):
     """List catalog ids (with names) of one kind or of all kinds."""
     with handle_errors():
         cat = load_catalog()
@@ -41,9 +44,11 @@ def list_(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; al
 
 
 @catalog_app.command("show")
-def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file path"),
-         kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous"),
-         json_: bool = typer.Option(False, "--json", help="print JSON")):
+def show(
+    ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file path"),
+    kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous"),
+    json_: bool = typer.Option(False, "--json", help="print JSON"),
+):
     """Show one entry: every field with its unit in the key, and its sources and assumptions."""
     with handle_errors():
         cat = load_catalog()
@@ -69,14 +74,17 @@ def show(ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file pa
             return
         for k, entry in found:
             console.print(f"[bold]{k}[/]: {entry.id}")
-            text = yaml.safe_dump(entry.model_dump(mode="json", exclude_none=True), sort_keys=False,
-                                  allow_unicode=True, width=10_000)
+            text = yaml.safe_dump(
+                entry.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True, width=10_000
+            )
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 @catalog_app.command("validate")
-def validate(path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/"),
-             kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}")):
+def validate(
+    path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/"),
+    kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}"),
+):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
     if path is not None and not path.exists():
         err_console.print(f"[bold red]error:[/] {escape(str(path))}: no such file or folder", highlight=False)

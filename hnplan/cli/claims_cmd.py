@@ -40,5 +40,7 @@ def claims(
             t.add_column(col, overflow="fold")
         for c in result:
             nums = "\n".join(f"{k} = {_num(v)}" for k, v in c.numbers.items())
-            t.add_row(c.id, c.seed_file, c.claim, c.experiment, f"[{_COLOUR[c.verdict]}]{c.verdict}[/]", c.condition, nums)
+            t.add_row(
+                c.id, c.seed_file, c.claim, c.experiment, f"[{_COLOUR[c.verdict]}]{c.verdict}[/]", c.condition, nums
+            )
         console.print(t)

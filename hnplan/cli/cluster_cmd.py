@@ -10,8 +10,9 @@ from rich.table import Table
 
 from hnplan.cli._app import app, console, err_console, handle_errors, kv_table, print_json
 
-cluster_app = typer.Typer(help="Shared-cluster operations: a discrete-event simulation of a job mix.",
-                          no_args_is_help=True)
+cluster_app = typer.Typer(
+    help="Shared-cluster operations: a discrete-event simulation of a job mix.", no_args_is_help=True
+)
 app.add_typer(cluster_app, name="cluster")
 
 
@@ -21,8 +22,9 @@ def simulate(
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the cluster (whole scale-up domains)"),
     trace: Path = typer.Option(None, "--trace", help="job CSV: hnplan's columns or Alibaba openb_pod_list_*.csv"),
     mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
-    policy: str = typer.Option("topology-aware", "--policy",
-                               help="first-fit, best-fit, topology-aware or fragmentation-aware"),
+    policy: str = typer.Option(
+        "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
+    ),
     days: float = typer.Option(None, "--days", min=0.0, help="simulate this many days of arrivals"),
     jobs: int = typer.Option(None, "--jobs", min=1, help="... or this many jobs (default: 1 day)"),
     seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
@@ -30,7 +32,9 @@ def simulate(
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
     preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
     failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
-    slicing: str = typer.Option("fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"),
+    slicing: str = typer.Option(
+        "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -44,18 +48,37 @@ def simulate(
         if days is not None and days <= 0:
             raise InputError(f"--days must be > 0; got {days}")
         cat = load_catalog()
-        kw = dict(trace=trace, mix=mix, policy=policy, days=days, n_jobs=jobs, seed=seed, offered_load=load,
-                  backfill=backfill, preemption=preemption, failures=failures, slicing=slicing, catalog=cat)
+        kw = dict(
+            trace=trace,
+            mix=mix,
+            policy=policy,
+            days=days,
+            n_jobs=jobs,
+            seed=seed,
+            offered_load=load,
+            backfill=backfill,
+            preemption=preemption,
+            failures=failures,
+            slicing=slicing,
+            catalog=cat,
+        )
         if json_ or not console.is_terminal:
             r = simulate_cluster(system, gpus, **kw)
         else:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-            with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                          TimeElapsedColumn(), console=err_console, transient=True) as bar:
+            with Progress(
+                TextColumn("simulating"),
+                BarColumn(),
+                TextColumn("{task.percentage:>3.0f}%"),
+                TimeElapsedColumn(),
+                console=err_console,
+                transient=True,
+            ) as bar:
                 task = bar.add_task("sim", total=1.0)
-                r = simulate_cluster(system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)),
-                                     **kw)
+                r = simulate_cluster(
+                    system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)), **kw
+                )
         d = r.to_json()
         if json_:
             print_json(d)
@@ -64,11 +87,21 @@ def simulate(
         rows = [
             ("utilisation (productive)", f"{s['utilisation']:.1%}"),
             ("allocation rate", f"{s['allocation_rate']:.1%} (offered load {s['offered_load']:.1%})"),
-            ("fragmentation", f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})"),
+            (
+                "fragmentation",
+                f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",
+            ),
             ("goodput", f"{s['goodput']:.1%} of allocated GPU-time" if s["goodput"] is not None else "-"),
-            ("JCT slowdown", f"mean {s['jct_slowdown']['mean']:.2f}, p95 {s['jct_slowdown']['p95']:.2f}"
-             if s["jct_slowdown"]["mean"] is not None else "-"),
-            ("preemptions / interruptions", f"{s['preemptions']} / {s['interruptions']} ({s['hardware_failures']} hardware failures)"),
+            (
+                "JCT slowdown",
+                f"mean {s['jct_slowdown']['mean']:.2f}, p95 {s['jct_slowdown']['p95']:.2f}"
+                if s["jct_slowdown"]["mean"] is not None
+                else "-",
+            ),
+            (
+                "preemptions / interruptions",
+                f"{s['preemptions']} / {s['interruptions']} ({s['hardware_failures']} hardware failures)",
+            ),
             ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {s['concurrent_jobs']['max']}"),
             ("jobs", ", ".join(f"{k} {v}" for k, v in s["jobs"].items())),
         ]

@@ -20,8 +20,12 @@ def collective(
     gpus: int = typer.Option(..., "--gpus", min=1, help="ranks in the group (consecutive accelerators)"),
     size: str = typer.Option(None, "--size", help="message size, e.g. 1GiB (nccl-tests' S)"),
     sweep: str = typer.Option(None, "--sweep", help="MIN:MAX sizes, doubling, e.g. 8B:8GiB"),
-    algorithm: str = typer.Option(None, "--algorithm", help="force an algorithm (default: the fastest per size): "
-                                  + "; ".join(f"{o}: {', '.join(a)}" for o, a in ALGORITHMS.items())),
+    algorithm: str = typer.Option(
+        None,
+        "--algorithm",
+        help="force an algorithm (default: the fastest per size): "
+        + "; ".join(f"{o}: {', '.join(a)}" for o, a in ALGORITHMS.items()),
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
@@ -40,15 +44,30 @@ def collective(
         sys_ = design.system
         rows = res.rows()
         if json_:
-            print_json({"system": sys_.id, "op": op, "gpus": gpus, "per_domain": res.per_domain,
-                        "domains": res.domains, "level": res.level, "results": rows})
+            print_json(
+                {
+                    "system": sys_.id,
+                    "op": op,
+                    "gpus": gpus,
+                    "per_domain": res.per_domain,
+                    "domains": res.domains,
+                    "level": res.level,
+                    "results": rows,
+                }
+            )
             return
-        t = Table(title=f"{op} on {gpus} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, "
-                        f"{res.level})")
+        t = Table(
+            title=f"{op} on {gpus} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, {res.level})"
+        )
         for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
             t.add_column(col, justify="right")
         for r in rows:
             fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-            t.add_row(f"{r['size_bytes']}", f"{units.s_to_us(r['time_s']):.2f}", fmt(r["algbw_GBps"]),
-                      fmt(r["busbw_GBps"]), r["algorithm"])
+            t.add_row(
+                f"{r['size_bytes']}",
+                f"{units.s_to_us(r['time_s']):.2f}",
+                fmt(r["algbw_GBps"]),
+                fmt(r["busbw_GBps"]),
+                r["algorithm"],
+            )
         console.print(t)

@@ -14,9 +14,12 @@ def gemm(
     dtype: str = typer.Option("bf16", "--dtype", help="input dtype of the --shape GEMMs (bf16, fp8, ...)"),
     shape: list[str] = typer.Option(None, "--shape", help="MxNxK (tokens x output x input features); repeatable"),
     shapes_json: str = typer.Option(None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...]'),
-    launch: str = typer.Option("eager", "--launch",
-                               help="eager: back-to-back calls from an eager framework (host floor applies); "
-                                    "device: the kernel alone, as the planners time it"),
+    launch: str = typer.Option(
+        "eager",
+        "--launch",
+        help="eager: back-to-back calls from an eager framework (host floor applies); "
+        "device: the kernel alone, as the planners time it",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Time, attained TFLOP/s and bound of GEMMs ``C[m, n] = A[m, k] B[k, n]`` under the fitted GEMM law."""
@@ -34,6 +37,11 @@ def gemm(
         for col in ("dtype", "M x N x K", "time (us)", "TFLOP/s", "bound"):
             t.add_column(col, justify="left" if col in ("dtype", "bound") else "right")
         for r in ans["results"]:
-            t.add_row(r["dtype"], f"{r['m']}x{r['n']}x{r['k']}", f"{r['time_s'] * 1e6:,.2f}", f"{r['tflops']:,.1f}",
-                      r["bound"])
+            t.add_row(
+                r["dtype"],
+                f"{r['m']}x{r['n']}x{r['k']}",
+                f"{r['time_s'] * 1e6:,.2f}",
+                f"{r['tflops']:,.1f}",
+                r["bound"],
+            )
         console.print(t)

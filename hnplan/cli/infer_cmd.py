@@ -28,17 +28,28 @@ def infer(
     kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
     overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
-    chunked_prefill: int = typer.Option(None, "--chunked-prefill", min=1,
-                                        help="prefill chunk per iteration [tokens] (default: whole prompts)"),
-    score_latency_ms: float = typer.Option(None, "--score-latency-ms", min=0.0,
-                                           help="short scoring requests: requests/s per node within this latency [ms]"),
-    engine: str = typer.Option(None, "--engine", help="serving engine id or YAML path (data/engines: vllm, sglang, "
-                               "tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step"),
+    chunked_prefill: int = typer.Option(
+        None, "--chunked-prefill", min=1, help="prefill chunk per iteration [tokens] (default: whole prompts)"
+    ),
+    score_latency_ms: float = typer.Option(
+        None, "--score-latency-ms", min=0.0, help="short scoring requests: requests/s per node within this latency [ms]"
+    ),
+    engine: str = typer.Option(
+        None,
+        "--engine",
+        help="serving engine id or YAML path (data/engines: vllm, sglang, "
+        "tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step",
+    ),
     gpu_memory_utilization: float = typer.Option(
-        None, "--gpu-memory-utilization", min=0.0, max=1.0,
-        help="fraction of the visible HBM the engine may use (vLLM's; default the engine's or memory.yaml's)"),
-    kv_budget_gib: float = typer.Option(None, "--kv-budget-gib", min=0.0,
-                                        help="KV cache per GPU set directly [GiB] (vLLM's kv_cache_memory_bytes)"),
+        None,
+        "--gpu-memory-utilization",
+        min=0.0,
+        max=1.0,
+        help="fraction of the visible HBM the engine may use (vLLM's; default the engine's or memory.yaml's)",
+    ),
+    kv_budget_gib: float = typer.Option(
+        None, "--kv-budget-gib", min=0.0, help="KV cache per GPU set directly [GiB] (vLLM's kv_cache_memory_bytes)"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """TTFT, TPOT, throughput and max batch of a replica; with --qps and SLOs the replicas, GPUs, power
@@ -59,13 +70,21 @@ def infer(
         cat = load_catalog()
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:
-            raise InputError(f"--input-tokens + --output-tokens = {input_tokens + output_tokens} exceeds "
-                             f"{m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
+            raise InputError(
+                f"--input-tokens + --output-tokens = {input_tokens + output_tokens} exceeds "
+                f"{m.id}'s maximum sequence length {m.max_seq} (field max_seq)"
+            )
         fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
-        settings = {k: v for k, v in dict(memory_utilization=gpu_memory_utilization, kv_budget_gib=kv_budget_gib,
-                                          engine=engine).items() if v is not None}
-        given = (Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap, **settings)
-                 if {"tp"} <= set(fixed) else None)
+        settings = {
+            k: v
+            for k, v in dict(
+                memory_utilization=gpu_memory_utilization, kv_budget_gib=kv_budget_gib, engine=engine
+            ).items()
+            if v is not None
+        }
+        given = (
+            Replica(tp or 1, ep or 1, pp or 1, dtype, kv_dtype, overlap, **settings) if {"tp"} <= set(fixed) else None
+        )
         if given is not None and cat.model(model).moe is not None and ep is None:
             given = None  # EP of an MoE model left to the search
         if score_latency_ms is not None:
@@ -73,20 +92,47 @@ def infer(
             out.update(model=cat.model(model).id, system=cat.system(system).id, input_tokens=input_tokens)
             title = "short requests"
         elif qps is not None:
-            plan = plan_for_rate(model, system, qps, Traffic(input_tokens, output_tokens), units.MILLI * ttft_slo_ms,
-                                 units.MILLI * tpot_slo_ms, dtype=dtype, kv_dtype=kv_dtype, fixed=fixed,
-                                 disaggregated=disaggregate, chunked_prefill=chunked_prefill, overlap=overlap,
-                                 catalog=cat, settings=settings)
+            plan = plan_for_rate(
+                model,
+                system,
+                qps,
+                Traffic(input_tokens, output_tokens),
+                units.MILLI * ttft_slo_ms,
+                units.MILLI * tpot_slo_ms,
+                dtype=dtype,
+                kv_dtype=kv_dtype,
+                fixed=fixed,
+                disaggregated=disaggregate,
+                chunked_prefill=chunked_prefill,
+                overlap=overlap,
+                catalog=cat,
+                settings=settings,
+            )
             out = plan.to_dict()
             title = f"{qps:g} requests/s"
         else:
-            out = operating_point(model, system, input_tokens, output_tokens, replica=given, batch=batch, dtype=dtype,
-                                  kv_dtype=kv_dtype, fixed=fixed, overlap=overlap, catalog=cat,
-                                  chunked_prefill=chunked_prefill, settings=settings)
+            out = operating_point(
+                model,
+                system,
+                input_tokens,
+                output_tokens,
+                replica=given,
+                batch=batch,
+                dtype=dtype,
+                kv_dtype=kv_dtype,
+                fixed=fixed,
+                overlap=overlap,
+                catalog=cat,
+                chunked_prefill=chunked_prefill,
+                settings=settings,
+            )
             title = "batch " + str(batch) if batch else "maximum throughput"
         if json_:
             print_json(out)
             return
-        rows = [(k, ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
-                for k, v in out.items() if not isinstance(v, dict)]
+        rows = [
+            (k, ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
+            for k, v in out.items()
+            if not isinstance(v, dict)
+        ]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

@@ -25,28 +25,56 @@ def memory(
     virtual_stages: int = typer.Option(1, "--virtual-stages", min=1, help="interleaved model chunks per stage"),
     zero: int = typer.Option(1, "--zero", min=0, max=3, help="ZeRO stage 0-3 (1 = Megatron distributed optimizer)"),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
-    accounting: str = typer.Option("megatron-bf16", "--accounting",
-                                   help="bytes per parameter: " + ", ".join(ACCOUNTINGS)),
-    dropout: bool = typer.Option(True, "--dropout/--no-dropout",
-                                 help="store dropout masks (Korthikanti's GPT accounting); "
-                                      "--no-dropout for Llama-style recipes"),
+    accounting: str = typer.Option(
+        "megatron-bf16", "--accounting", help="bytes per parameter: " + ", ".join(ACCOUNTINGS)
+    ),
+    dropout: bool = typer.Option(
+        True,
+        "--dropout/--no-dropout",
+        help="store dropout masks (Korthikanti's GPT accounting); --no-dropout for Llama-style recipes",
+    ),
     batch: int = typer.Option(1, "--batch", min=1, help="inference: concurrent sequences"),
     dtype: str = typer.Option("bf16", "--dtype", help="inference: weight dtype (bf16, fp8, int8, int4)"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="inference: KV-cache dtype"),
     system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
     gpu_memory_utilization: float = typer.Option(
-        None, "--gpu-memory-utilization", min=0.0, max=1.0,
-        help="inference with --system: fraction of the visible HBM the engine may use (vLLM's; default memory.yaml)"),
-    kv_budget_gib: float = typer.Option(None, "--kv-budget-gib", min=0.0,
-                                        help="inference with --system: KV cache per GPU set directly [GiB]"),
+        None,
+        "--gpu-memory-utilization",
+        min=0.0,
+        max=1.0,
+        help="inference with --system: fraction of the visible HBM the engine may use (vLLM's; default memory.yaml)",
+    ),
+    kv_budget_gib: float = typer.Option(
+        None, "--kv-budget-gib", min=0.0, help="inference with --system: KV cache per GPU set directly [GiB]"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where."""
     with handle_errors():
-        d = memory_summary(model, mode, seq_len, tp, pp, dp, ep, cp, microbatch_size, num_microbatches,
-                          virtual_stages, zero, recompute, accounting, dropout, batch, dtype, kv_dtype, system,
-                          gpu_memory_utilization=gpu_memory_utilization, kv_budget_gib=kv_budget_gib)
+        d = memory_summary(
+            model,
+            mode,
+            seq_len,
+            tp,
+            pp,
+            dp,
+            ep,
+            cp,
+            microbatch_size,
+            num_microbatches,
+            virtual_stages,
+            zero,
+            recompute,
+            accounting,
+            dropout,
+            batch,
+            dtype,
+            kv_dtype,
+            system,
+            gpu_memory_utilization=gpu_memory_utilization,
+            kv_budget_gib=kv_budget_gib,
+        )
         if json_:
             print_json(d)
             return
@@ -60,8 +88,9 @@ def memory(
             rows.append(("HBM per GPU [GiB]", f"{d['hbm_gib']:.2f}"))
             rows.append(("status", d["status"]))
             for s in d["spill"]["spills"]:
-                rows.append((f"  {s['part']} -> {s['tier']}",
-                             f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step"))
+                rows.append(
+                    (f"  {s['part']} -> {s['tier']}", f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step")
+                )
             if d["spill"]["spills"]:
                 rows.append(("  compute to hide behind", f"{d['spill']['compute_time_s']:.3f} s/step"))
                 rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))

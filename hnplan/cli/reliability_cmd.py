@@ -17,8 +17,9 @@ def reliability(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     mode: str = typer.Option("async", "--mode", help="checkpoint mode: sync or async"),
     rate_factor: float = typer.Option(1.0, "--rate-factor", min=0.0, help="multiplies every failure rate"),
-    write_gbps: float = typer.Option(None, "--write-GBps-per-node", min=0.001,
-                                     help="storage write bandwidth [GB/s per node]"),
+    write_gbps: float = typer.Option(
+        None, "--write-GBps-per-node", min=0.001, help="storage write bandwidth [GB/s per node]"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Mean time between interruptions, checkpoint size/time/interval, restart time and goodput."""
@@ -29,10 +30,16 @@ def reliability(
             print_json(d)
             return
         rows = [
-            ("mean time between interruptions", f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)"),
+            (
+                "mean time between interruptions",
+                f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)",
+            ),
             ("failure unit", f"{d['failure_unit_gpus']} GPUs; {d['spare_gpus']} spare GPUs for 99% availability"),
-            ("checkpoint", f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
-                           f"stall {d['checkpoint_stall_s']:.2f} s ({mode})"),
+            (
+                "checkpoint",
+                f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
+                f"stall {d['checkpoint_stall_s']:.2f} s ({mode})",
+            ),
             ("checkpoint interval", f"{d['checkpoint_interval_s']:.0f} s (Daly 2006)"),
             ("restart", f"{d['restart_s']:.0f} s"),
             ("goodput", f"{d['goodput']:.1%}"),

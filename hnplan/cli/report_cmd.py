@@ -35,13 +35,23 @@ def report(
             if not isinstance(overrides, dict):
                 raise InputError(f"--params {params}: expected a mapping of parameter names to values")
         scenarios = load_scenarios(scenario)
-        results = run_reports(scenarios, out, jobs=jobs, only=only, params_override=overrides, force=force,
-                              params_label=params.stem if params is not None else None,
-                              params_source=str(params) if params is not None else None)
+        results = run_reports(
+            scenarios,
+            out,
+            jobs=jobs,
+            only=only,
+            params_override=overrides,
+            force=force,
+            params_label=params.stem if params is not None else None,
+            params_source=str(params) if params is not None else None,
+        )
     for r in results:
         colour = {"ok": "green", "failed": "red", "skipped": "dim"}[r.status]
-        console.print(f"[{colour}]{r.status:8}[/] {r.scenario}/{r.notebook} ({r.seconds:.1f} s)"
-                      + (f"\n         {escape(r.error.splitlines()[0])}" if r.error else ""), highlight=False)
+        console.print(
+            f"[{colour}]{r.status:8}[/] {r.scenario}/{r.notebook} ({r.seconds:.1f} s)"
+            + (f"\n         {escape(r.error.splitlines()[0])}" if r.error else ""),
+            highlight=False,
+        )
     console.print(f"index: {Path(out) / 'index.html'}")
     if any(r.status == "failed" for r in results):
         raise typer.Exit(1)

@@ -20,14 +20,20 @@ def roofline(
     tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
     cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
     ep: int = typer.Option(1, "--ep", min=1, help="expert-parallel degree"),
-    kv_len: int = typer.Option(None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"),
+    kv_len: int = typer.Option(
+        None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"
+    ),
     dtype: str = typer.Option("bf16", "--dtype", help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"),
     recompute: str = typer.Option("none", "--recompute", help="training: none, selective or full"),
-    attention: str = typer.Option("flash", "--attention",
-                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"),
-    sequence_parallel: bool = typer.Option(True, "--sequence-parallel/--no-sequence-parallel",
-                                           help="training with --tp > 1: norms and residuals on tokens / tp "
-                                                "(Megatron sequence parallelism) or on every token"),
+    attention: str = typer.Option(
+        "flash", "--attention", help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"
+    ),
+    sequence_parallel: bool = typer.Option(
+        True,
+        "--sequence-parallel/--no-sequence-parallel",
+        help="training with --tp > 1: norms and residuals on tokens / tp "
+        "(Megatron sequence parallelism) or on every token",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Per-operator FLOPs, bytes, intensity, time and bound of one pass on one GPU.
@@ -36,21 +42,50 @@ def roofline(
     (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
     """
     with handle_errors():
-        ans = roofline_answer(model, accelerator, phase, batch, seq_len, kv_len=kv_len, tp=tp, cp=cp, ep=ep,
-                              dtype=dtype, recompute=recompute, attention=attention,
-                              sequence_parallel=sequence_parallel)
+        ans = roofline_answer(
+            model,
+            accelerator,
+            phase,
+            batch,
+            seq_len,
+            kv_len=kv_len,
+            tp=tp,
+            cp=cp,
+            ep=ep,
+            dtype=dtype,
+            recompute=recompute,
+            attention=attention,
+            sequence_parallel=sequence_parallel,
+        )
         if json_:
             print_json(ans)
             return
         t = Table(title=f"{ans['model']} {phase} on one {ans['accelerator']} (batch {batch}, tp {tp}, {dtype})")
-        for col, just in (("operator", "left"), ("phase", "left"), ("count", "right"), ("GFLOP", "right"),
-                          ("MB", "right"), ("FLOP/byte", "right"), ("time [us]", "right"), ("bound", "left")):
+        for col, just in (
+            ("operator", "left"),
+            ("phase", "left"),
+            ("count", "right"),
+            ("GFLOP", "right"),
+            ("MB", "right"),
+            ("FLOP/byte", "right"),
+            ("time [us]", "right"),
+            ("bound", "left"),
+        ):
             t.add_column(col, justify=just)
         for r in ans["ops"]:
-            t.add_row(r["name"], r["phase"], f"{r['count']:g}", f"{r['flops'] / units.GIGA:,.3f}",
-                      f"{r['bytes'] / units.MB:,.3f}", f"{r['intensity']:,.1f}", f"{r['time_s'] / units.MICRO:,.1f}",
-                      r["bound"])
+            t.add_row(
+                r["name"],
+                r["phase"],
+                f"{r['count']:g}",
+                f"{r['flops'] / units.GIGA:,.3f}",
+                f"{r['bytes'] / units.MB:,.3f}",
+                f"{r['intensity']:,.1f}",
+                f"{r['time_s'] / units.MICRO:,.1f}",
+                r["bound"],
+            )
         console.print(t)
-        console.print(f"total: {ans['flops'] / units.TERA:,.2f} TFLOP, {units.to_GB(ans['bytes']):,.2f} GB, "
-                      f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained, "
-                      f"MFU {ans['mfu']:.1%}, HFU {ans['hfu']:.1%}")
+        console.print(
+            f"total: {ans['flops'] / units.TERA:,.2f} TFLOP, {units.to_GB(ans['bytes']):,.2f} GB, "
+            f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained, "
+            f"MFU {ans['mfu']:.1%}, HFU {ans['hfu']:.1%}"
+        )

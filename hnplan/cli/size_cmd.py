@@ -23,12 +23,16 @@ def size(
     deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
-    global_batch_tokens: int = typer.Option(DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1,
-                                            help="tokens per step"),
+    global_batch_tokens: int = typer.Option(
+        DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1, help="tokens per step"
+    ),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
-    goodput: bool = typer.Option(True, "--goodput/--no-goodput",
-                                 help="divide the throughput by the goodput of the reliability model (failures, "
-                                      "restarts, checkpoint stalls); --no-goodput: no failures"),
+    goodput: bool = typer.Option(
+        True,
+        "--goodput/--no-goodput",
+        help="divide the throughput by the goodput of the reliability model (failures, "
+        "restarts, checkpoint stalls); --no-goodput: no failures",
+    ),
     checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
@@ -40,14 +44,35 @@ def size(
             raise InputError("give exactly one of --deadline-days and --gpus")
         if global_batch_tokens % seq_len:
             raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
-        df = size_table(model, systems, tokens, seq_len, global_batch_tokens // seq_len,
-                        deadline_days=deadline_days, gpus=gpus, dtype=dtype, goodput=goodput, mode=checkpoint)
-        rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))}
-                for r in df.to_dict("records")]
+        df = size_table(
+            model,
+            systems,
+            tokens,
+            seq_len,
+            global_batch_tokens // seq_len,
+            deadline_days=deadline_days,
+            gpus=gpus,
+            dtype=dtype,
+            goodput=goodput,
+            mode=checkpoint,
+        )
+        rows = [
+            {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")
+        ]
         if json_:
-            print_json({"model": model, "tokens": tokens, "seq_len": seq_len, "global_batch_tokens": global_batch_tokens,
-                        "dtype": dtype, "deadline_days": deadline_days, "goodput": goodput,
-                        "checkpoint": checkpoint, "results": rows})
+            print_json(
+                {
+                    "model": model,
+                    "tokens": tokens,
+                    "seq_len": seq_len,
+                    "global_batch_tokens": global_batch_tokens,
+                    "dtype": dtype,
+                    "deadline_days": deadline_days,
+                    "goodput": goodput,
+                    "checkpoint": checkpoint,
+                    "results": rows,
+                }
+            )
             return
         t = Table(title=f"{model}: {tokens:.3g} tokens" + (f" within {deadline_days} days" if deadline_days else ""))
         for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "goodput", "plan"):
@@ -59,10 +84,17 @@ def size(
                 continue
             p = r["parallel"]
             slack = f"{r['slack_days']:.1f}" if "slack_days" in r else "-"
-            t.add_row(r["system"], f"{int(r['gpus']):,}", f"{r['days']:.1f}", slack,
-                      f"{r['gpu_hours']:,.0f}", f"{r['energy_mwh']:,.0f}", f"{r['mfu']:.1%}",
-                      f"{r['goodput']:.2%}" if goodput else "off",
-                      f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}")
+            t.add_row(
+                r["system"],
+                f"{int(r['gpus']):,}",
+                f"{r['days']:.1f}",
+                slack,
+                f"{r['gpu_hours']:,.0f}",
+                f"{r['energy_mwh']:,.0f}",
+                f"{r['mfu']:.1%}",
+                f"{r['goodput']:.2%}" if goodput else "off",
+                f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
+            )
             for s in r.get("skipped", []):
                 notes.append(f"{r['system']}: skipped {s['gpus']:,} GPUs: {s['reason']}")
         console.print(t)

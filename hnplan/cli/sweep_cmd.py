@@ -15,9 +15,9 @@ def sweep(
     spec: str = typer.Argument(..., help="sweep spec: a YAML path or an id in data/sweeps/"),
     out: Path = typer.Option(..., "--out", help="dataset folder (hive-partitioned Parquet); a re-run resumes it"),
     workers: int = typer.Option(None, "--workers", min=1, help="local Dask workers (default: the cores)"),
-    scheduler: str = typer.Option(None, "--scheduler",
-                                  help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a "
-                                       "LocalCluster)"),
+    scheduler: str = typer.Option(
+        None, "--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster)"
+    ),
     threads: bool = typer.Option(False, "--threads", help="local workers as threads of this process"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr"),
     json_: bool = typer.Option(False, "--json", help="print the run's summary as one JSON object"),
@@ -32,7 +32,10 @@ def sweep(
     if json_:
         print_json(s.as_dict())
         return
-    console.print(f"sweep {s.spec_id}: {s.points} points, {s.skipped} already in {s.out}, {s.evaluated} evaluated "
-                  f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s", highlight=False)
+    console.print(
+        f"sweep {s.spec_id}: {s.points} points, {s.skipped} already in {s.out}, {s.evaluated} evaluated "
+        f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s",
+        highlight=False,
+    )
     for msg, n in sorted(s.errors.items(), key=lambda kv: -kv[1])[:5]:
         console.print(f"  {n} x {msg}", highlight=False, markup=False)

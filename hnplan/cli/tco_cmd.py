@@ -15,8 +15,9 @@ def tco(
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators (bought in whole units)"),
     years: float = typer.Option(None, "--years", min=0.01, help="amortisation period [years] (default facility.yaml)"),
     pue: float = typer.Option(None, "--pue", min=1.0, help="PUE [ratio] (default by cooling, facility.yaml)"),
-    utilisation: float = typer.Option(1.0, "--utilisation", min=0.001, max=1.0,
-                                      help="share of hours the cluster runs jobs [0-1]"),
+    utilisation: float = typer.Option(
+        1.0, "--utilisation", min=0.001, max=1.0, help="share of hours the cluster runs jobs [0-1]"
+    ),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -24,18 +25,35 @@ def tco(
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
     with handle_errors():
         cat = load_catalog()
-        d = tco_summary(cat.design(system), gpus, cat, years=years, pue=pue, utilisation=utilisation,
-                        electricity_usd_per_kwh=electricity, staff_usd_per_year=staff)
+        d = tco_summary(
+            cat.design(system),
+            gpus,
+            cat,
+            years=years,
+            pue=pue,
+            utilisation=utilisation,
+            electricity_usd_per_kwh=electricity,
+            staff_usd_per_year=staff,
+        )
         if json_:
             print_json(d)
             return
         rows = [
             ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,})"),
-            ("IT / facility power", f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})"),
-            ("racks", f"{d['racks']:,} at {d['kw_per_rack']:.1f} kW per rack (limit {d['rack_limit_kw']:g} kW"
-                      + (", EXCEEDED by one node)" if d["over_rack_limit"] else ")")),
-            ("capex", f"${d['capex_usd'] / 1e6:,.1f}M (systems {d['systems_usd'] / 1e6:,.1f}, network "
-                      f"{d['network_usd'] / 1e6:,.1f}, facility {d['facility_usd'] / 1e6:,.1f})"),
+            (
+                "IT / facility power",
+                f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})",
+            ),
+            (
+                "racks",
+                f"{d['racks']:,} at {d['kw_per_rack']:.1f} kW per rack (limit {d['rack_limit_kw']:g} kW"
+                + (", EXCEEDED by one node)" if d["over_rack_limit"] else ")"),
+            ),
+            (
+                "capex",
+                f"${d['capex_usd'] / 1e6:,.1f}M (systems {d['systems_usd'] / 1e6:,.1f}, network "
+                f"{d['network_usd'] / 1e6:,.1f}, facility {d['facility_usd'] / 1e6:,.1f})",
+            ),
             ("opex per year", f"${d['opex_usd_per_year'] / 1e6:,.2f}M (energy {d['energy_usd_per_year'] / 1e6:,.2f})"),
             (f"TCO over {d['years']:g} years", f"${d['tco_usd'] / 1e6:,.1f}M"),
             ("cost per GPU-hour", f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"),

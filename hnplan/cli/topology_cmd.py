@@ -26,10 +26,16 @@ def topology(
         out = d["bom"]["scaleout"]
         rows = [
             ("scale-up domains", f"{d['domains']} x {sys_.scaleup_domain_gpus} ({sys_.scaleup_topology})"),
-            ("scale-out tiers", f"{d['tiers']['scaleout']} ({sys_.scaleout_topology}, {out['switch_model']}, "
-                                f"oversubscription {out['oversubscription']:g}:1)"),
-            ("switches scale-up / scale-out", f"{d['switches']['scaleup']:,} / {d['switches']['scaleout']:,} "
-                                              f"(per tier {d['switches']['scaleout_per_tier']})"),
+            (
+                "scale-out tiers",
+                f"{d['tiers']['scaleout']} ({sys_.scaleout_topology}, {out['switch_model']}, "
+                f"oversubscription {out['oversubscription']:g}:1)",
+            ),
+            (
+                "switches scale-up / scale-out",
+                f"{d['switches']['scaleup']:,} / {d['switches']['scaleout']:,} "
+                f"(per tier {d['switches']['scaleout_per_tier']})",
+            ),
             ("links scale-up / scale-out", f"{d['links']['scaleup']:,} / {d['links']['scaleout']:,}"),
             ("transceivers", f"{d['transceivers']['total']:,}"),
             ("cables", f"{d['cables']['total']:,}"),

@@ -28,22 +28,39 @@ def train(
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8 (GEMMs at the fp8 peak)"),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
-    tp_overlap: bool = typer.Option(None, "--tp-overlap/--no-tp-overlap",
-                                    help="TP collectives overlap the GEMMs (TE userbuffers); default: the stack's"),
-    ep_overlap: bool = typer.Option(None, "--ep-overlap/--no-ep-overlap",
-                                    help="expert all-to-all hidden behind compute (DualPipe); default: the stack's"),
-    dp_overlap: bool = typer.Option(None, "--dp-overlap/--no-dp-overlap",
-                                    help="gradient reduce / parameter gather overlapped with the backward / forward "
-                                         "(not in Megatron-LM 2021); default: the stack's"),
-    sequence_parallel: bool = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
-                                           help="Megatron sequence parallelism (from 2022); default: the stack's"),
-    attention: str = typer.Option(None, "--attention",
-                                  help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022); "
-                                       "default: the stack's"),
-    stack: str = typer.Option("megatron-core", "--stack",
-                              help="software stack id or YAML path (data/stacks/): overlaps, attention, sequence "
-                                   "parallelism, in-training GEMM efficiency, ZeRO stages and recompute modes "
-                                   "searched; the flags above override it"),
+    tp_overlap: bool = typer.Option(
+        None,
+        "--tp-overlap/--no-tp-overlap",
+        help="TP collectives overlap the GEMMs (TE userbuffers); default: the stack's",
+    ),
+    ep_overlap: bool = typer.Option(
+        None,
+        "--ep-overlap/--no-ep-overlap",
+        help="expert all-to-all hidden behind compute (DualPipe); default: the stack's",
+    ),
+    dp_overlap: bool = typer.Option(
+        None,
+        "--dp-overlap/--no-dp-overlap",
+        help="gradient reduce / parameter gather overlapped with the backward / forward "
+        "(not in Megatron-LM 2021); default: the stack's",
+    ),
+    sequence_parallel: bool = typer.Option(
+        None,
+        "--sequence-parallel/--no-sequence-parallel",
+        help="Megatron sequence parallelism (from 2022); default: the stack's",
+    ),
+    attention: str = typer.Option(
+        None,
+        "--attention",
+        help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022); default: the stack's",
+    ),
+    stack: str = typer.Option(
+        "megatron-core",
+        "--stack",
+        help="software stack id or YAML path (data/stacks/): overlaps, attention, sequence "
+        "parallelism, in-training GEMM efficiency, ZeRO stages and recompute modes "
+        "searched; the flags above override it",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
@@ -57,10 +74,21 @@ def train(
             raise InputError("give exactly one of --global-batch-tokens and --global-batch-size")
         if global_batch_tokens is not None:
             if global_batch_tokens % seq_len:
-                raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
+                raise InputError(
+                    f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                )
             global_batch_size = global_batch_tokens // seq_len
-        knobs = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
-                     virtual_stages=virtual_stages, recompute=recompute, zero_stage=zero)
+        knobs = dict(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            microbatch_size=microbatch_size,
+            virtual_stages=virtual_stages,
+            recompute=recompute,
+            zero_stage=zero,
+        )
         given = {k: v for k, v in knobs.items() if v is not None}
         fixed_product = 1
         for k in ("tp", "pp", "dp", "cp"):
@@ -69,12 +97,22 @@ def train(
             names = " x ".join(f"{k} {given[k]}" for k in ("tp", "pp", "dp", "cp") if k in given)
             prod = f" = {fixed_product}" if "x" in names else ""
             raise PlanRuleError(f"{names}{prod} does not divide --gpus {gpus}")
-        overrides = dict(tp_comm=tp_overlap, ep_comm=ep_overlap, dp_grad_reduce=dp_overlap,
-                         dp_param_gather=dp_overlap, sequence_parallel=sequence_parallel, attention=attention)
+        overrides = dict(
+            tp_comm=tp_overlap,
+            ep_comm=ep_overlap,
+            dp_grad_reduce=dp_overlap,
+            dp_param_gather=dp_overlap,
+            sequence_parallel=sequence_parallel,
+            attention=attention,
+        )
         job = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack, overrides=overrides)
         assert job.stack is not None  # --stack always names one
-        stack_info = {"id": job.stack.id, "overlap": job.choices.model_dump(), "provenance": job.provenance,
-                      "matmul_efficiency_from": job.provenance["matmul_efficiency"]}
+        stack_info = {
+            "id": job.stack.id,
+            "overlap": job.choices.model_dump(),
+            "provenance": job.provenance,
+            "matmul_efficiency_from": job.provenance["matmul_efficiency"],
+        }
         # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
@@ -94,21 +132,40 @@ def train(
             d = est.to_dict()
             p = d["parallel"]
             rows = [
-                ("stack", f"{job.stack.id}" + (" with overrides" if "override" in job.provenance.values() else "")
-                 + f"; GEMM efficiency from {job.provenance['matmul_efficiency']}"),
-                ("plan", f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
-                         f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
-                         f"ZeRO {p['zero_stage']}, "
-                         f"recompute {p['recompute']}"),
+                (
+                    "stack",
+                    f"{job.stack.id}"
+                    + (" with overrides" if "override" in job.provenance.values() else "")
+                    + f"; GEMM efficiency from {job.provenance['matmul_efficiency']}",
+                ),
+                (
+                    "plan",
+                    f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
+                    f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
+                    f"ZeRO {p['zero_stage']}, "
+                    f"recompute {p['recompute']}",
+                ),
                 ("step time", f"{d['step_time_s']:.3f} s"),
                 ("throughput", f"{d['tokens_per_s']:,.0f} tokens/s"),
                 ("MFU / HFU", f"{d['mfu']:.1%} / {d['hfu']:.1%}"),
                 ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:.1f}"),
-                ("memory per GPU", f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
-                                   f"({'fits' if d['fits'] else 'does NOT fit'})"),
+                (
+                    "memory per GPU",
+                    f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
+                    f"({'fits' if d['fits'] else 'does NOT fit'})",
+                ),
             ]
-            rows.append(("placement", ", ".join(f"{g.upper()} {v['level']} {v['bw_GBps']:.0f} GB/s"
-                                                for g, v in d["placement"].items() if v["ranks"] > 1) or "one GPU"))
+            rows.append(
+                (
+                    "placement",
+                    ", ".join(
+                        f"{g.upper()} {v['level']} {v['bw_GBps']:.0f} GB/s"
+                        for g, v in d["placement"].items()
+                        if v["ranks"] > 1
+                    )
+                    or "one GPU",
+                )
+            )
             rows += [(f"  {k}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
             title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))

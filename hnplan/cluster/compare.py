@@ -10,27 +10,49 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.jobs import CLASSES
 from hnplan.cluster.simulate import ClusterResult, simulate_cluster
 
-SUMMARY_UNITS = {"utilisation": "fraction", "allocation_rate": "fraction", "fragmentation": "fraction",
-                 "goodput": "fraction", "jct_slowdown_mean": "x", "preemptions": "count",
-                 **{f"{c}_p95_delay_s": "s" for c in CLASSES}}
+SUMMARY_UNITS = {
+    "utilisation": "fraction",
+    "allocation_rate": "fraction",
+    "fragmentation": "fraction",
+    "goodput": "fraction",
+    "jct_slowdown_mean": "x",
+    "preemptions": "count",
+    **{f"{c}_p95_delay_s": "s" for c in CLASSES},
+}
 
 
 def summary_row(r: ClusterResult) -> dict:
     """One flat row of a result's summary."""
     s = r.summary
-    row = {"system": r.system, "gpus": r.gpus, "policy": r.policy, "utilisation": s["utilisation"],
-           "allocation_rate": s["allocation_rate"], "offered_load": s["offered_load"],
-           "fragmentation": s["fragmentation"], "goodput": s["goodput"],
-           "jct_slowdown_mean": s["jct_slowdown"]["mean"], "preemptions": s["preemptions"],
-           "interruptions": s["interruptions"], "concurrent_jobs": s["concurrent_jobs"]["mean"]}
+    row = {
+        "system": r.system,
+        "gpus": r.gpus,
+        "policy": r.policy,
+        "utilisation": s["utilisation"],
+        "allocation_rate": s["allocation_rate"],
+        "offered_load": s["offered_load"],
+        "fragmentation": s["fragmentation"],
+        "goodput": s["goodput"],
+        "jct_slowdown_mean": s["jct_slowdown"]["mean"],
+        "preemptions": s["preemptions"],
+        "interruptions": s["interruptions"],
+        "concurrent_jobs": s["concurrent_jobs"]["mean"],
+    }
     for c in CLASSES:
         q = s["queue_delay_s"].get(c)
         row[f"{c}_p95_delay_s"] = None if q is None else q["p95"]
     return row
 
 
-def compare_cluster(systems, gpus: int, jobs: pd.DataFrame, policies=("topology-aware",), seed: int = 0,
-                    catalog: Catalog | None = None, **kw) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+def compare_cluster(
+    systems,
+    gpus: int,
+    jobs: pd.DataFrame,
+    policies=("topology-aware",),
+    seed: int = 0,
+    catalog: Catalog | None = None,
+    **kw,
+) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Simulate every ``(system, policy)`` on the same job table.
 
     Returns
@@ -54,8 +76,10 @@ def compare_cluster(systems, gpus: int, jobs: pd.DataFrame, policies=("topology-
 
 def delays_frame(results: dict) -> pd.DataFrame:
     """Queueing delay of every job of every run: ``system, policy, cls, queue_delay_s`` [s]."""
-    return pd.concat([r.jobs[["cls", "queue_delay_s"]].assign(system=s, policy=p)
-                      for (s, p), r in results.items()], ignore_index=True)
+    return pd.concat(
+        [r.jobs[["cls", "queue_delay_s"]].assign(system=s, policy=p) for (s, p), r in results.items()],
+        ignore_index=True,
+    )
 
 
 def cluster_verdict(table: pd.DataFrame) -> str:
@@ -63,23 +87,31 @@ def cluster_verdict(table: pd.DataFrame) -> str:
     lines = []
     best = table.loc[table["utilisation"].idxmax()]
     worst = table.loc[table["utilisation"].idxmin()]
-    lines.append(f"- **Busiest**: {best['system']} with {best['policy']} keeps {best['utilisation']:.1%} of its "
-                 f"{best['gpus']:,} GPUs doing useful work (allocated {best['allocation_rate']:.1%}, offered "
-                 f"{best['offered_load']:.1%}).")
+    lines.append(
+        f"- **Busiest**: {best['system']} with {best['policy']} keeps {best['utilisation']:.1%} of its "
+        f"{best['gpus']:,} GPUs doing useful work (allocated {best['allocation_rate']:.1%}, offered "
+        f"{best['offered_load']:.1%})."
+    )
     if len(table) > 1:
-        lines.append(f"- **Least busy**: {worst['system']} with {worst['policy']} at {worst['utilisation']:.1%}; "
-                     f"the gap is {best['utilisation'] - worst['utilisation']:.1%} of the cluster.")
+        lines.append(
+            f"- **Least busy**: {worst['system']} with {worst['policy']} at {worst['utilisation']:.1%}; "
+            f"the gap is {best['utilisation'] - worst['utilisation']:.1%} of the cluster."
+        )
     for _, r in table.iterrows():
         lost = r["allocation_rate"] - r["utilisation"]
         tr = r.get("training_p95_delay_s")
-        lines.append(f"- **{r['system']} / {r['policy']}**: {lost:.1%} of the GPUs are allocated but not productive "
-                     f"(slower cross-domain placements, restarts, work lost to failures and preemptions); "
-                     f"{r['fragmentation']:.1%} stranded on average; training waits "
-                     f"{'-' if tr is None or pd.isna(tr) else f'{tr / 3600:.1f} h'} at p95; "
-                     f"{int(r['preemptions'])} preemptions.")
+        lines.append(
+            f"- **{r['system']} / {r['policy']}**: {lost:.1%} of the GPUs are allocated but not productive "
+            f"(slower cross-domain placements, restarts, work lost to failures and preemptions); "
+            f"{r['fragmentation']:.1%} stranded on average; training waits "
+            f"{'-' if tr is None or pd.isna(tr) else f'{tr / 3600:.1f} h'} at p95; "
+            f"{int(r['preemptions'])} preemptions."
+        )
     seed_claim = table["utilisation"].max() >= 0.70
-    lines.append(f"- **Seed claim \"70 %+ utilisation\"**: {'holds' if seed_claim else 'does not hold'} for this job mix "
-                 f"and load (best {table['utilisation'].max():.1%}); utilisation here is bounded by the offered load.")
+    lines.append(
+        f'- **Seed claim "70 %+ utilisation"**: {"holds" if seed_claim else "does not hold"} for this job mix '
+        f"and load (best {table['utilisation'].max():.1%}); utilisation here is bounded by the offered load."
+    )
     return "\n".join(lines)
 
 
@@ -92,16 +124,32 @@ def weng_table(fill: pd.DataFrame) -> pd.DataFrame:
     ours = np.nan
     if {"best-fit", "fragmentation-aware"} <= set(f.index) and f.loc["best-fit", "unallocated_gpus"] > 0:
         ours = 1 - f.loc["fragmentation-aware", "unallocated_gpus"] / f.loc["best-fit", "unallocated_gpus"]
-    rows = [{"quantity": "cluster GPUs", "Weng et al. 2023": WENG_2023["cluster_gpus"], "hnplan": f["cluster_gpus"].iloc[0]}]
+    rows = [
+        {"quantity": "cluster GPUs", "Weng et al. 2023": WENG_2023["cluster_gpus"], "hnplan": f["cluster_gpus"].iloc[0]}
+    ]
     for p in f.index:
-        rows.append({"quantity": f"unallocated GPUs, {p}", "Weng et al. 2023": None,
-                     "hnplan": f"{f.loc[p, 'unallocated_gpus']:.0f} ({f.loc[p, 'unallocated_fraction']:.1%})"})
-    rows.append({"quantity": "FGD: fewer unallocated GPUs than best-fit",
-                 "Weng et al. 2023": f"up to {WENG_2023['fgd_fewer_unallocated_max']:.0%} "
-                                     f"({WENG_2023['fgd_more_gpus_used']} GPUs)",
-                 "hnplan": f"{ours:.1%}" if np.isfinite(ours) else "-"})
-    rows.append({"quantity": "ranking", "Weng et al. 2023": "FGD ahead of best-fit",
-                 "hnplan": "FGD ahead of or equal to best-fit" if np.isfinite(ours) and ours >= 0 else "best-fit ahead"})
+        rows.append(
+            {
+                "quantity": f"unallocated GPUs, {p}",
+                "Weng et al. 2023": None,
+                "hnplan": f"{f.loc[p, 'unallocated_gpus']:.0f} ({f.loc[p, 'unallocated_fraction']:.1%})",
+            }
+        )
+    rows.append(
+        {
+            "quantity": "FGD: fewer unallocated GPUs than best-fit",
+            "Weng et al. 2023": f"up to {WENG_2023['fgd_fewer_unallocated_max']:.0%} "
+            f"({WENG_2023['fgd_more_gpus_used']} GPUs)",
+            "hnplan": f"{ours:.1%}" if np.isfinite(ours) else "-",
+        }
+    )
+    rows.append(
+        {
+            "quantity": "ranking",
+            "Weng et al. 2023": "FGD ahead of best-fit",
+            "hnplan": "FGD ahead of or equal to best-fit" if np.isfinite(ours) and ours >= 0 else "best-fit ahead",
+        }
+    )
     out = pd.DataFrame(rows)
     out.attrs["source"] = WENG_2023["source"]
     return out

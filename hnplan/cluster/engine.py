@@ -26,9 +26,25 @@ class ClusterSim:
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
-    def __init__(self, topo: ClusterTopology, jobs, policy: str, *, speed_fn, rates, seed: int,
-                 backfill: bool, preemption: bool, failures: bool, lookahead: int, sample_s: float,
-                 window_s: float, warmup_s: float = 0.0, snapshot_s: float | None = None, progress=None):
+    def __init__(
+        self,
+        topo: ClusterTopology,
+        jobs,
+        policy: str,
+        *,
+        speed_fn,
+        rates,
+        seed: int,
+        backfill: bool,
+        preemption: bool,
+        failures: bool,
+        lookahead: int,
+        sample_s: float,
+        window_s: float,
+        warmup_s: float = 0.0,
+        snapshot_s: float | None = None,
+        progress=None,
+    ):
         self.env = simpy.Environment()
         self.topo, self.policy = topo, policy
         self.rng = np.random.default_rng(seed)
@@ -144,9 +160,19 @@ class ClusterSim:
             qc = np.bincount(self.cls[q], minlength=len(CLASSES)) if len(q) else np.zeros(len(CLASSES), np.int64)
             strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus) if len(q) else 0.0
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
-            self.samples.append((self.env.now, self.level_alloc / total, self.level_prod / total, len(q),
-                                 *qc.tolist(), strand / total, free_gpus / total, len(self.running),
-                                 float((~self.up).sum() * self.topo.node_gpus) / total))
+            self.samples.append(
+                (
+                    self.env.now,
+                    self.level_alloc / total,
+                    self.level_prod / total,
+                    len(q),
+                    *qc.tolist(),
+                    strand / total,
+                    free_gpus / total,
+                    len(self.running),
+                    float((~self.up).sum() * self.topo.node_gpus) / total,
+                )
+            )
             if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
                 self.snapshot = (self.env.now, self.free.copy(), self.up.copy())
             if self.progress is not None:
@@ -289,8 +315,16 @@ class ClusterSim:
 
     # -- the scheduler pass ---------------------------------------------------------------------
     def _try(self, j: int, free=None):
-        return place(self.policy, self.free if free is None else free, self.up, self.topo, int(self.gpus[j]),
-                     int(self.milli[j]), int(self.tp[j]), self.workload)
+        return place(
+            self.policy,
+            self.free if free is None else free,
+            self.up,
+            self.topo,
+            int(self.gpus[j]),
+            int(self.milli[j]),
+            int(self.tp[j]),
+            self.workload,
+        )
 
     def _shadow_time(self, j: int) -> float:
         """When enough GPUs free up for blocked job ``j`` if running jobs end as expected (EASY
@@ -347,7 +381,7 @@ class ClusterSim:
             if got is not None:
                 self._start(j, *got)
                 continue
-            if (self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version):
+            if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
                     continue
                 self.preempt_failed[j] = self.version

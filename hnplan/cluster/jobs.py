@@ -118,12 +118,19 @@ def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
         raise InputError(f"{path}: no pod requests a GPU")
     dur = (g["deletion_time"] - g["scheduled_time"]).clip(lower=1).to_numpy(float)
     cls = openb_class(g["qos"])
-    ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s,
-                    np.where(cls == "inference", 0.0, np.inf))
+    ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s, np.where(cls == "inference", 0.0, np.inf))
     milli = np.where(g["num_gpu"] > 1, MILLI, g["gpu_milli"].clip(1, MILLI))
-    jobs = pd.DataFrame({"arrival_s": g["creation_time"].to_numpy(float), "gpus": g["num_gpu"].to_numpy(),
-                         "gpu_milli": milli, "duration_s": dur, "cls": cls, "checkpoint_s": ckpt,
-                         "tp": g["num_gpu"].to_numpy()})
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": g["creation_time"].to_numpy(float),
+            "gpus": g["num_gpu"].to_numpy(),
+            "gpu_milli": milli,
+            "duration_s": dur,
+            "cls": cls,
+            "checkpoint_s": ckpt,
+            "tp": g["num_gpu"].to_numpy(),
+        }
+    )
     return check_jobs(jobs, str(path))
 
 
@@ -188,8 +195,16 @@ def mean_gpu_seconds(mix) -> float:
     return float(total)
 
 
-def synthetic_jobs(mix, cluster_gpus: int, *, jobs: int | None = None, days: float | None = None,
-                   seed: int = 0, offered_load: float | None = None, max_gpus: int | None = None) -> pd.DataFrame:
+def synthetic_jobs(
+    mix,
+    cluster_gpus: int,
+    *,
+    jobs: int | None = None,
+    days: float | None = None,
+    seed: int = 0,
+    offered_load: float | None = None,
+    max_gpus: int | None = None,
+) -> pd.DataFrame:
     """Jobs drawn from a synthetic mix (:class:`hnplan.catalog.schemas.ClusterMix`).
 
     Each job's class, GPU count, GPU share and duration are drawn independently from the class's
@@ -256,8 +271,20 @@ def synthetic_jobs(mix, cluster_gpus: int, *, jobs: int | None = None, days: flo
     else:  # the rate that offers `load` of the cluster with the GPU-seconds actually drawn
         rate = load * cluster_gpus / float(np.mean(gpus * milli / MILLI * dur))
         arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
-    return check_jobs(pd.DataFrame({"arrival_s": arrivals, "gpus": gpus, "gpu_milli": milli, "duration_s": dur,
-                                    "cls": cls, "checkpoint_s": ckpt, "tp": tp}), f"mix {mix.id}")
+    return check_jobs(
+        pd.DataFrame(
+            {
+                "arrival_s": arrivals,
+                "gpus": gpus,
+                "gpu_milli": milli,
+                "duration_s": dur,
+                "cls": cls,
+                "checkpoint_s": ckpt,
+                "tp": tp,
+            }
+        ),
+        f"mix {mix.id}",
+    )
 
 
 SLICING = ("fractional", "mig", "whole")

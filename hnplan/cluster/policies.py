@@ -148,8 +148,9 @@ def stranded(free: np.ndarray, up: np.ndarray, q_gpus: np.ndarray, q_milli: np.n
 
 
 # -- fractional requests -----------------------------------------------------------------------------
-def _place_share(policy: str, free, up, topo: ClusterTopology, milli: int, wl: Workload | None,
-                 res=(None, None), req=(0.0, 0.0)):
+def _place_share(
+    policy: str, free, up, topo: ClusterTopology, milli: int, wl: Workload | None, res=(None, None), req=(0.0, 0.0)
+):
     fits = (free >= milli) & up[:, None]
     flat = np.flatnonzero(fits)
     if not len(flat):
@@ -164,8 +165,7 @@ def _place_share(policy: str, free, up, topo: ClusterTopology, milli: int, wl: W
         n, g, x, flat = n[first], g[first], x[first], flat[first]
         after = free[n].copy()
         after[np.arange(len(n)), g] -= milli
-        delta = (_type_frag(after, wl, _res_ok(wl, *res, n, *req))
-                 - _type_frag(free[n], wl, _res_ok(wl, *res, n)))
+        delta = _type_frag(after, wl, _res_ok(wl, *res, n, *req)) - _type_frag(free[n], wl, _res_ok(wl, *res, n))
         k = flat[np.lexsort((flat, x, delta))[0]]
     else:  # best-fit and topology-aware: least share left on the GPU
         k = flat[np.argmin(free.ravel()[flat])]
@@ -195,8 +195,9 @@ def _take(order: np.ndarray, w: np.ndarray, k: int):
     return nodes, take
 
 
-def _place_single_node(policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None,
-                       res=(None, None), req=(0.0, 0.0)):
+def _place_single_node(
+    policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None, res=(None, None), req=(0.0, 0.0)
+):
     cand = np.flatnonzero(w >= k)
     if not len(cand):
         return None
@@ -209,8 +210,7 @@ def _place_single_node(policy, free, w, topo: ClusterTopology, k: int, wl: Workl
         sub = free[cand]
         full = sub == MILLI
         after = np.where(full & (np.cumsum(full, axis=1) <= k), 0, sub)
-        delta = (_type_frag(after, wl, _res_ok(wl, *res, cand, *req))
-                 - _type_frag(sub, wl, _res_ok(wl, *res, cand)))
+        delta = _type_frag(after, wl, _res_ok(wl, *res, cand, *req)) - _type_frag(sub, wl, _res_ok(wl, *res, cand))
         n = cand[np.lexsort((w[cand], delta))[0]]
     else:
         n = cand[np.argmin(w[cand])]
@@ -253,9 +253,20 @@ def _place_multi_node(policy, free, w, topo: ClusterTopology, k: int, tp: int):
     return np.concatenate(out_n), np.concatenate(out_g)
 
 
-def place(policy: str, free: np.ndarray, up: np.ndarray, topo: ClusterTopology, gpus: int, milli: int = MILLI,
-          tp: int = 1, workload: Workload | None = None, cpu_free=None, mem_free=None, cpu: float = 0.0,
-          mem: float = 0.0):
+def place(
+    policy: str,
+    free: np.ndarray,
+    up: np.ndarray,
+    topo: ClusterTopology,
+    gpus: int,
+    milli: int = MILLI,
+    tp: int = 1,
+    workload: Workload | None = None,
+    cpu_free=None,
+    mem_free=None,
+    cpu: float = 0.0,
+    mem: float = 0.0,
+):
     """Where a job goes under a policy, or None if it does not fit now.
 
     Parameters

@@ -47,8 +47,9 @@ def _batch(gpus: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _best_tokens_per_s(system_id: str, model: str, gpus: int, domain_gpus: int | None, one_leaf: bool,
-                       root: str) -> float:
+def _best_tokens_per_s(
+    system_id: str, model: str, gpus: int, domain_gpus: int | None, one_leaf: bool, root: str
+) -> float:
     """Tokens/s of the fastest plan that fits on ``gpus`` of a system whose scale-up domain is
     ``domain_gpus`` (None: the catalog's) and whose fabric is non-blocking inside one leaf group."""
     from hnplan.planning.training import search_plans
@@ -100,8 +101,14 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
     if ranks_per_domain >= ideal_r and (leaves <= 1 or s.scaleout_oversubscription <= 1.0):
         return 1.0
     try:
-        return _speed(s.id, representative_model(gpus), int(gpus), int(min(ranks_per_domain, ideal_r)),
-                      bool(leaves > 1), str(cat.root))
+        return _speed(
+            s.id,
+            representative_model(gpus),
+            int(gpus),
+            int(min(ranks_per_domain, ideal_r)),
+            bool(leaves > 1),
+            str(cat.root),
+        )
     except HnplanError:  # no plan divides this GPU count: no planner figure, the job runs at full speed
         return 1.0
 
@@ -145,11 +152,18 @@ def failure_rates(system, gpus: int, catalog: Catalog | None = None, rate_factor
     rel = cat.reliability
     rates = interruption_rates_per_h(cat.design(s), gpus, rate_factor)
     hw = sum(v for k, v in rates.items() if rel.rates[k].per in HARDWARE)
-    sw = sum(v for k, v in rates.items() if rel.rates[k].per not in HARDWARE) + rate_factor * rel.planned_per_gpu_hour.value * gpus
+    sw = (
+        sum(v for k, v in rates.items() if rel.rates[k].per not in HARDWARE)
+        + rate_factor * rel.planned_per_gpu_hour.value * gpus
+    )
     restart = rel.restart_overhead_s.value
     repair_h = s.repair_hours or rel.repair_hours.value
-    return FailureRates(hardware_per_gpu_s=hw / gpus / units.HOUR, software_per_gpu_s=sw / gpus / units.HOUR,
-                        restart_s=restart, repair_s=restart if s.hot_swap else repair_h * units.HOUR)
+    return FailureRates(
+        hardware_per_gpu_s=hw / gpus / units.HOUR,
+        software_per_gpu_s=sw / gpus / units.HOUR,
+        restart_s=restart,
+        repair_s=restart if s.hot_swap else repair_h * units.HOUR,
+    )
 
 
 def speed_table(system, shapes: np.ndarray, catalog: Catalog | None = None) -> np.ndarray:

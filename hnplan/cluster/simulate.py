@@ -17,11 +17,29 @@ from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import build_topology
 from hnplan.errors import InputError, check_choice
 
-SERIES_UNITS = {"time_s": "s", "allocation": "fraction of GPUs", "utilisation": "fraction of GPUs",
-                "queued": "jobs", **{f"queued_{c}": "jobs" for c in CLASSES}, "fragmentation": "fraction of GPUs",
-                "free": "fraction of GPUs", "running": "jobs", "down": "fraction of GPUs"}
-JOB_UNITS = {"arrival_s": "s", "duration_s": "s", "start_s": "s", "end_s": "s", "queue_delay_s": "s",
-             "lost_work_s": "s", "allocated_gpu_s": "GPU s", "useful_gpu_s": "GPU s", "slowdown": "x", "speed": "fraction"}
+SERIES_UNITS = {
+    "time_s": "s",
+    "allocation": "fraction of GPUs",
+    "utilisation": "fraction of GPUs",
+    "queued": "jobs",
+    **{f"queued_{c}": "jobs" for c in CLASSES},
+    "fragmentation": "fraction of GPUs",
+    "free": "fraction of GPUs",
+    "running": "jobs",
+    "down": "fraction of GPUs",
+}
+JOB_UNITS = {
+    "arrival_s": "s",
+    "duration_s": "s",
+    "start_s": "s",
+    "end_s": "s",
+    "queue_delay_s": "s",
+    "lost_work_s": "s",
+    "allocated_gpu_s": "GPU s",
+    "useful_gpu_s": "GPU s",
+    "slowdown": "x",
+    "speed": "fraction",
+}
 STATUS = {DONE: "done", RUNNING: "running", QUEUED: "queued", REJECTED: "rejected", 0: "not arrived"}
 
 
@@ -79,8 +97,17 @@ def _pct(x: np.ndarray) -> dict:
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
 
 
-def resolve_jobs(cluster_gpus: int, *, trace=None, mix="default", jobs=None, days=None, seed=0,
-                 offered_load=None, catalog: Catalog | None = None) -> pd.DataFrame:
+def resolve_jobs(
+    cluster_gpus: int,
+    *,
+    trace=None,
+    mix="default",
+    jobs=None,
+    days=None,
+    seed=0,
+    offered_load=None,
+    catalog: Catalog | None = None,
+) -> pd.DataFrame:
     """The job table of a run: a trace file (cut to ``jobs`` or ``days`` if given), or ``mix`` drawn for
     ``jobs`` jobs or ``days`` days (default 1 day)."""
     if trace is not None:
@@ -99,11 +126,29 @@ def resolve_jobs(cluster_gpus: int, *, trace=None, mix="default", jobs=None, day
     return synthetic_jobs(m, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load)
 
 
-def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, trace=None, mix="default",
-                     policy: str = "topology-aware", days: float | None = None, n_jobs: int | None = None,
-                     seed: int = 0, offered_load: float | None = None, backfill: bool = True,
-                     preemption: bool = True, failures: bool = True, lookahead: int = 64,
-                     samples: int = 400, warmup: float = 0.2, slicing: str = "fractional", snapshot_at: float | None = None, catalog: Catalog | None = None, progress=None) -> ClusterResult:
+def simulate_cluster(
+    system,
+    gpus: int,
+    jobs: pd.DataFrame | None = None,
+    *,
+    trace=None,
+    mix="default",
+    policy: str = "topology-aware",
+    days: float | None = None,
+    n_jobs: int | None = None,
+    seed: int = 0,
+    offered_load: float | None = None,
+    backfill: bool = True,
+    preemption: bool = True,
+    failures: bool = True,
+    lookahead: int = 64,
+    samples: int = 400,
+    warmup: float = 0.2,
+    slicing: str = "fractional",
+    snapshot_at: float | None = None,
+    catalog: Catalog | None = None,
+    progress=None,
+) -> ClusterResult:
     """Simulate a shared cluster of ``gpus`` accelerators of a catalog system under a job stream.
 
     Parameters
@@ -166,8 +211,9 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
     cat = catalog or load_catalog()
     topo = build_topology(system, gpus, cat)
     if jobs is None:
-        jobs = resolve_jobs(topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed,
-                            offered_load=offered_load, catalog=cat)
+        jobs = resolve_jobs(
+            topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
+        )
     else:
         jobs = check_jobs(jobs)
     jobs = apply_slicing(jobs, slicing)
@@ -183,19 +229,41 @@ def simulate_cluster(system, gpus: int, jobs: pd.DataFrame | None = None, *, tra
     def speed_fn(g, r, leaves):
         return runtime.training_speed(topo.system_id, g, r, leaves, cat)
 
-    sim = ClusterSim(topo, jobs, policy, speed_fn=speed_fn, rates=rates, seed=seed + 7919, backfill=backfill,
-                     preemption=preemption, failures=failures, lookahead=lookahead,
-                     sample_s=max(window / samples, 1.0), window_s=window, warmup_s=warmup * window,
-                     snapshot_s=None if snapshot_at is None else snapshot_at * window,
-                     progress=None if progress is None else (lambda now: progress(now, window)))
+    sim = ClusterSim(
+        topo,
+        jobs,
+        policy,
+        speed_fn=speed_fn,
+        rates=rates,
+        seed=seed + 7919,
+        backfill=backfill,
+        preemption=preemption,
+        failures=failures,
+        lookahead=lookahead,
+        sample_s=max(window / samples, 1.0),
+        window_s=window,
+        warmup_s=warmup * window,
+        snapshot_s=None if snapshot_at is None else snapshot_at * window,
+        progress=None if progress is None else (lambda now: progress(now, window)),
+    )
     end = sim.run(horizon)
     return _result(sim, jobs, topo, policy, window, warmup * window, end)
 
 
-def _result(sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float,
-            end: float) -> ClusterResult:
-    cols = ["time_s", "allocation", "utilisation", "queued", *[f"queued_{c}" for c in CLASSES], "fragmentation",
-            "free", "running", "down"]
+def _result(
+    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float
+) -> ClusterResult:
+    cols = [
+        "time_s",
+        "allocation",
+        "utilisation",
+        "queued",
+        *[f"queued_{c}" for c in CLASSES],
+        "fragmentation",
+        "free",
+        "running",
+        "down",
+    ]
     ts = pd.DataFrame(sim.samples, columns=cols)
     ts.attrs["units"] = SERIES_UNITS
     out = jobs.copy()
@@ -216,29 +284,54 @@ def _result(sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: floa
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
     summary = {
-        "system": topo.system_id, "gpus": topo.gpus, "policy": policy, "window_s": float(window), "warmup_s": float(warm), "end_s": float(end),
-        "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum()) / (topo.gpus * window),
-        "utilisation": float(sim.int_prod / cap), "allocation_rate": float(sim.int_alloc / cap),
+        "system": topo.system_id,
+        "gpus": topo.gpus,
+        "policy": policy,
+        "window_s": float(window),
+        "warmup_s": float(warm),
+        "end_s": float(end),
+        "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
+        / (topo.gpus * window),
+        "utilisation": float(sim.int_prod / cap),
+        "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
         "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
-        "queue_delay_s": {c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
-                          for c in CLASSES if (waited["cls"] == c).any()},
-        "jct_slowdown": {"mean": float(sd.mean()) if len(sd) else None,
-                         "p50": float(np.median(sd)) if len(sd) else None,
-                         "p95": float(np.percentile(sd, 95)) if len(sd) else None},
+        "queue_delay_s": {
+            c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
+            for c in CLASSES
+            if (waited["cls"] == c).any()
+        },
+        "jct_slowdown": {
+            "mean": float(sd.mean()) if len(sd) else None,
+            "p50": float(np.median(sd)) if len(sd) else None,
+            "p95": float(np.percentile(sd, 95)) if len(sd) else None,
+        },
         "goodput": float(out["useful_gpu_s"].sum()) / alloc_total if alloc_total > 0 else None,
-        "preemptions": int(sim.preempted.sum()), "interruptions": int(sim.interrupted.sum()),
-        "hardware_failures": sim.hw_failures, "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
+        "preemptions": int(sim.preempted.sum()),
+        "interruptions": int(sim.interrupted.sum()),
+        "hardware_failures": sim.hw_failures,
+        "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
         "down_gpu_s": sim.down_gpu_s,
-        "concurrent_jobs": {"mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
-                            "max": int(in_window["running"].max()) if len(in_window) else 0},
+        "concurrent_jobs": {
+            "mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
+            "max": int(in_window["running"].max()) if len(in_window) else 0,
+        },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected")},
     }
     snap = None
     if sim.snapshot is not None:
         t, free, up = sim.snapshot
         n, g = np.divmod(np.arange(free.size), free.shape[1])
-        snap = pd.DataFrame({"node": n, "gpu": g, "domain": topo.domain[n], "leaf": topo.leaf[n],
-                             "rack": topo.rack[n], "used": 1 - free.ravel() / 1000, "up": up[n]})
+        snap = pd.DataFrame(
+            {
+                "node": n,
+                "gpu": g,
+                "domain": topo.domain[n],
+                "leaf": topo.leaf[n],
+                "rack": topo.rack[n],
+                "used": 1 - free.ravel() / 1000,
+                "up": up[n],
+            }
+        )
         snap.attrs["time_s"] = t
     return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)

@@ -84,8 +84,15 @@ class ClusterTopology:
         """One row per node: ``node, domain, leaf, pod, unit`` (a pandas DataFrame)."""
         import pandas as pd
 
-        return pd.DataFrame({"node": np.arange(self.nodes), "domain": self.domain, "leaf": self.leaf,
-                             "pod": self.pod, "unit": self.unit})
+        return pd.DataFrame(
+            {
+                "node": np.arange(self.nodes),
+                "domain": self.domain,
+                "leaf": self.leaf,
+                "pod": self.pod,
+                "unit": self.unit,
+            }
+        )
 
 
 def leaf_nodes(system, catalog: Catalog | None = None) -> int:
@@ -153,8 +160,17 @@ def build_topology(system, gpus: int, catalog: Catalog | None = None) -> Cluster
     unit_gpus = failure_unit_gpus(s)
     nodes_per_unit = max(1, unit_gpus // s.node_gpus)
     return ClusterTopology(
-        system_id=s.id, gpus=nodes * s.node_gpus, node_gpus=s.node_gpus, domain_gpus=dom,
-        domain=idx // nodes_per_domain, leaf=leaf, pod=leaf // leaves_per_pod, nodes_per_leaf=per_leaf,
-        leaves_per_pod=leaves_per_pod, failure_unit_gpus=unit_gpus, unit=idx // nodes_per_unit,
-        hot_swap=bool(s.hot_swap), rack=idx * s.node_gpus // max(s.gpus_per_rack, s.node_gpus),
+        system_id=s.id,
+        gpus=nodes * s.node_gpus,
+        node_gpus=s.node_gpus,
+        domain_gpus=dom,
+        domain=idx // nodes_per_domain,
+        leaf=leaf,
+        pod=leaf // leaves_per_pod,
+        nodes_per_leaf=per_leaf,
+        leaves_per_pod=leaves_per_pod,
+        failure_unit_gpus=unit_gpus,
+        unit=idx // nodes_per_unit,
+        hot_swap=bool(s.hot_swap),
+        rack=idx * s.node_gpus // max(s.gpus_per_rack, s.node_gpus),
     )

@@ -22,10 +22,20 @@ OPENB_NODE_GPUS = {8: 617, 4: 54, 2: 518, 1: 24}
 6,212 GPUs; data/traces/README.md)."""
 
 OPENB_NODES = (  # (GPUs, CPU [milli-CPU], memory [MiB], nodes), grouped from openb_node_list_gpu_node.csv
-    (1, 8000, 32768, 19), (1, 8000, 61440, 3), (1, 128000, 1048576, 2),
-    (2, 8000, 61440, 2), (2, 16000, 122880, 107), (2, 64000, 262144, 22), (2, 104000, 524288, 387),
-    (4, 32000, 131072, 28), (4, 48000, 376832, 9), (4, 96000, 393216, 17),
-    (8, 64000, 262144, 7), (8, 82000, 344064, 1), (8, 96000, 393216, 549), (8, 96000, 786432, 21),
+    (1, 8000, 32768, 19),
+    (1, 8000, 61440, 3),
+    (1, 128000, 1048576, 2),
+    (2, 8000, 61440, 2),
+    (2, 16000, 122880, 107),
+    (2, 64000, 262144, 22),
+    (2, 104000, 524288, 387),
+    (4, 32000, 131072, 28),
+    (4, 48000, 376832, 9),
+    (4, 96000, 393216, 17),
+    (8, 64000, 262144, 7),
+    (8, 82000, 344064, 1),
+    (8, 96000, 393216, 549),
+    (8, 96000, 786432, 21),
     (8, 128000, 786432, 39),
 )
 """The trace's GPU nodes by (GPUs, CPU, memory): 1,213 nodes, 6,212 GPUs (data/traces/README.md)."""
@@ -36,9 +46,9 @@ WENG_2023 = {
     "fgd_more_gpus_used": 290,
     "ranking": ("fragmentation-aware", "best-fit"),
     "source": "Weng et al., 'Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation "
-              "Gradient Descent', USENIX ATC 2023, abstract: FGD reduces unallocated GPUs by up to 49 % "
-              "(290 more GPUs used) on an emulated 6,200-GPU cluster, against packing-based schedulers "
-              "(best-fit among them)",
+    "Gradient Descent', USENIX ATC 2023, abstract: FGD reduces unallocated GPUs by up to 49 % "
+    "(290 more GPUs used) on an emulated 6,200-GPU cluster, against packing-based schedulers "
+    "(best-fit among them)",
 }
 
 
@@ -68,14 +78,31 @@ def openb_topology(scale: float = 1.0):
     nodes = len(sizes)
     free = np.where(np.arange(8)[None, :] < sizes[:, None], MILLI, 0).astype(np.int64)
     idx = np.arange(nodes)
-    topo = ClusterTopology(system_id="openb", gpus=int(sizes.sum()), node_gpus=8, domain_gpus=8, domain=idx,
-                           leaf=idx, pod=idx, nodes_per_leaf=1, leaves_per_pod=1, failure_unit_gpus=8, unit=idx,
-                           hot_swap=False)
+    topo = ClusterTopology(
+        system_id="openb",
+        gpus=int(sizes.sum()),
+        node_gpus=8,
+        domain_gpus=8,
+        domain=idx,
+        leaf=idx,
+        pod=idx,
+        nodes_per_leaf=1,
+        leaves_per_pod=1,
+        failure_unit_gpus=8,
+        unit=idx,
+        hot_swap=False,
+    )
     return topo, free, cpu, mem
 
 
-def fill_experiment(tasks: pd.DataFrame, policies=("best-fit", "fragmentation-aware"), seed: int = 0,
-                    scale: float = 1.0, arrived: float = 1.0, resources: bool = True) -> pd.DataFrame:
+def fill_experiment(
+    tasks: pd.DataFrame,
+    policies=("best-fit", "fragmentation-aware"),
+    seed: int = 0,
+    scale: float = 1.0,
+    arrived: float = 1.0,
+    resources: bool = True,
+) -> pd.DataFrame:
     """Unallocated GPUs after tasks requesting ``arrived`` x the cluster's GPUs have arrived.
 
     Parameters
@@ -125,7 +152,15 @@ def fill_experiment(tasks: pd.DataFrame, policies=("best-fit", "fragmentation-aw
             cpu[got[0][0]] -= cpus[i]
             mem[got[0][0]] -= mems[i]
         allocated = (free0.sum() - free.sum()) / MILLI
-        rows.append({"policy": policy, "cluster_gpus": topo.gpus, "requested_gpus": float(demand[order].sum() / MILLI),
-                     "allocated_gpus": float(allocated), "unallocated_gpus": float(topo.gpus - allocated),
-                     "unallocated_fraction": float(1 - allocated / topo.gpus), "failed_tasks": failed})
+        rows.append(
+            {
+                "policy": policy,
+                "cluster_gpus": topo.gpus,
+                "requested_gpus": float(demand[order].sum() / MILLI),
+                "allocated_gpus": float(allocated),
+                "unallocated_gpus": float(topo.gpus - allocated),
+                "unallocated_fraction": float(1 - allocated / topo.gpus),
+                "failed_tasks": failed,
+            }
+        )
     return pd.DataFrame(rows)

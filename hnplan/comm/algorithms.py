@@ -229,10 +229,15 @@ class CollectiveResult:
         (non-finite bandwidths as None)."""
         out = []
         for s, t, a, b, name in zip(self.size_bytes, self.time_s, self.algbw_Bps, self.busbw_Bps, self.algorithm):
-            out.append({"size_bytes": int(s), "time_s": float(t),
-                        "algbw_GBps": float(a) / 1e9 if np.isfinite(a) else None,
-                        "busbw_GBps": float(b) / 1e9 if np.isfinite(b) else None,
-                        "algorithm": str(name)})
+            out.append(
+                {
+                    "size_bytes": int(s),
+                    "time_s": float(t),
+                    "algbw_GBps": float(a) / 1e9 if np.isfinite(a) else None,
+                    "busbw_GBps": float(b) / 1e9 if np.isfinite(b) else None,
+                    "algorithm": str(name),
+                }
+            )
         return out
 
 
@@ -290,9 +295,11 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
     if algorithm is not None:
         t = algorithm_time(op, algorithm, s, group)
         if t is None:
-            raise InputError(f"algorithm {algorithm!r} does not apply to {op} on this group "
-                             f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, "
-                             "inr a switch that reduces)")
+            raise InputError(
+                f"algorithm {algorithm!r} does not apply to {op} on this group "
+                f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, "
+                "inr a switch that reduces)"
+            )
         names = np.full(s.shape, algorithm if group.size > 1 else "none", dtype=object)
     else:
         table = algorithm_table(op, s, group)

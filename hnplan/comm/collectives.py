@@ -76,8 +76,7 @@ def sendrecv_time(n_bytes, bw_Bps, alpha_s):
     return _out(alpha_s + np.asarray(n_bytes) / bw_Bps)
 
 
-def hierarchical_allreduce_time(n_bytes, p_inner, p_outer, bw_inner_Bps, alpha_inner_s,
-                                bw_outer_Bps, alpha_outer_s):
+def hierarchical_allreduce_time(n_bytes, p_inner, p_outer, bw_inner_Bps, alpha_inner_s, bw_outer_Bps, alpha_outer_s):
     """All-reduce across scale-up domains: reduce-scatter inside each domain, ring all-reduce of the
     ``n / p_inner`` shard across domains (all shards in parallel, one per rail), all-gather inside [s].
 

@@ -42,8 +42,9 @@ def gpu_nodes(g: nx.Graph) -> list:
     return sorted((n for n, d in g.nodes(data=True) if d["kind"] == "gpu"), key=lambda n: g.nodes[n]["gpu"])
 
 
-def add_scaleup_domain(g: nx.Graph, gpus: list, topology: str, bw_Bps: float, switches: int = 1,
-                       node_gpus: int = 8, prefix: str = "d0") -> None:
+def add_scaleup_domain(
+    g: nx.Graph, gpus: list, topology: str, bw_Bps: float, switches: int = 1, node_gpus: int = 8, prefix: str = "d0"
+) -> None:
     """Wire the accelerators ``gpus`` (existing nodes) into one scale-up domain.
 
     Parameters
@@ -88,17 +89,25 @@ def add_scaleup_domain(g: nx.Graph, gpus: list, topology: str, bw_Bps: float, sw
             for k in range(nodes):
                 l1 = f"{prefix}/l1-{k}-{p}"
                 g.add_node(l1, kind="scaleup-switch", layer=1)
-                members = gpus[k * node_gpus:(k + 1) * node_gpus]
+                members = gpus[k * node_gpus : (k + 1) * node_gpus]
                 for u in members:
                     _add_link(g, u, l1, bw_Bps / planes, "scaleup")
                 _add_link(g, l1, top, bw_Bps / planes * len(members), "scaleup")
     else:
-        raise InputError(f"unknown scale-up topology {topology!r}; allowed: switched, full-mesh, torus-2d, "
-                         "torus-3d, clos")
+        raise InputError(
+            f"unknown scale-up topology {topology!r}; allowed: switched, full-mesh, torus-2d, torus-3d, clos"
+        )
 
 
-def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubscription: float = 1.0,
-                 rails: int = 1, prefix: str = "so") -> None:
+def add_fat_tree(
+    g: nx.Graph,
+    hosts: list,
+    radix: int,
+    port_Bps: float,
+    oversubscription: float = 1.0,
+    rails: int = 1,
+    prefix: str = "so",
+) -> None:
     """Wire ``hosts`` (existing nodes, one NIC port each, in node-major order) into a fat-tree with the
     switch counts of :func:`hnplan.comm.topology.fat_tree_counts`.
 
@@ -153,13 +162,13 @@ def add_fat_tree(g: nx.Graph, hosts: list, radix: int, port_Bps: float, oversubs
         g.add_node(name, kind="core", layer=5)
     for li, name in enumerate(leaves):
         pod = li // half
-        pod_aggs = aggs[pod * per_pod:(pod + 1) * per_pod] or aggs[-per_pod:]
+        pod_aggs = aggs[pod * per_pod : (pod + 1) * per_pod] or aggs[-per_pod:]
         ups = math.ceil(used[li] / o) if used[li] else 0
         for j in range(ups):
             _add_link(g, name, pod_aggs[j % len(pod_aggs)], port_Bps, "scaleout")
     for ai, name in enumerate(aggs):
         j = ai % per_pod
-        members = cores[j * group:(j + 1) * group] or cores[-group:]
+        members = cores[j * group : (j + 1) * group] or cores[-group:]
         for t in range(half):
             _add_link(g, name, members[t % len(members)], port_Bps, "scaleout")
 
@@ -176,22 +185,24 @@ def system_graph(design: Design, gpus: int) -> nx.Graph:
         Beyond :data:`MAX_GRAPH_GPUS` accelerators (use the closed forms).
     """
     if not 1 <= gpus <= MAX_GRAPH_GPUS:
-        raise InputError(f"graphs are built for 1..{MAX_GRAPH_GPUS} accelerators (got {gpus}); "
-                         "use hnplan.comm.topology's closed forms for larger networks")
+        raise InputError(
+            f"graphs are built for 1..{MAX_GRAPH_GPUS} accelerators (got {gpus}); "
+            "use hnplan.comm.topology's closed forms for larger networks"
+        )
     system, acc, sw = design.system, design.accelerator, design.scaleout_switch
     b_up = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     g = nx.Graph(system=system.id)
     ids = [f"gpu{i}" for i in range(gpus)]
     for i, name in enumerate(ids):
-        g.add_node(name, kind="gpu", layer=0, gpu=i, node=i // system.node_gpus,
-                   domain=i // system.scaleup_domain_gpus)
+        g.add_node(name, kind="gpu", layer=0, gpu=i, node=i // system.node_gpus, domain=i // system.scaleup_domain_gpus)
     dom = system.scaleup_domain_gpus
     n_switch = int(system.scaleup_switches_per_domain or 1)
     if system.scaleup_topology == "clos":
         n_switch = 7 if system.scaleup_switches_per_domain else 1  # UB planes (CloudMatrix384 Sec 3)
     for d in range(math.ceil(gpus / dom)):
-        add_scaleup_domain(g, ids[d * dom:(d + 1) * dom], system.scaleup_topology, b_up, n_switch,
-                           system.node_gpus, prefix=f"d{d}")
+        add_scaleup_domain(
+            g, ids[d * dom : (d + 1) * dom], system.scaleup_topology, b_up, n_switch, system.node_gpus, prefix=f"d{d}"
+        )
     ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
     hosts = []
     nodes = math.ceil(gpus / system.node_gpus)
@@ -200,8 +211,11 @@ def system_graph(design: Design, gpus: int) -> nx.Graph:
         for r in range(system.nics_per_node):
             owner = ids[min(nd * system.node_gpus + int(r * step), gpus - 1)]
             for q in range(ports_per_nic):
-                hosts.append(owner if system.nics_per_node == system.node_gpus and ports_per_nic == 1
-                             else _nic(g, owner, nd, r, q))
+                hosts.append(
+                    owner
+                    if system.nics_per_node == system.node_gpus and ports_per_nic == 1
+                    else _nic(g, owner, nd, r, q)
+                )
     rails = system.nics_per_node * ports_per_nic if system.scaleout_topology == "rail-optimized-fat-tree" else 1
     add_fat_tree(g, hosts, sw.ports, units.gbps_to_Bps(sw.port_gbps), system.scaleout_oversubscription, rails)
     return g

@@ -60,8 +60,9 @@ def nodes_per_leaf(design: Design) -> int:
     return max(1, down // (system.nics_per_node * ports_per_nic))
 
 
-def place_group(design: Design, size: int, stride: int = 1, job_gpus: int | None = None,
-                links: SystemLinks | None = None) -> GroupPlacement:
+def place_group(
+    design: Design, size: int, stride: int = 1, job_gpus: int | None = None, links: SystemLinks | None = None
+) -> GroupPlacement:
     """Place a group of ``size`` ranks spaced ``stride`` apart on a job of ``job_gpus`` accelerators.
 
     The links (default :func:`hnplan.comm.topology.system_links` of the job) and the scale-out bill of
@@ -83,8 +84,9 @@ def place_group(design: Design, size: int, stride: int = 1, job_gpus: int | None
     system = design.system
     job = job_gpus or size * stride
     if size * stride > job and size > 1:
-        raise InputError(f"a group of {size} ranks with stride {stride} needs {size * stride} accelerators; "
-                         f"the job has {job}")
+        raise InputError(
+            f"a group of {size} ranks with stride {stride} needs {size * stride} accelerators; the job has {job}"
+        )
     lk = links or system_links(design, gpus=job)
     q, d = split_group(size, stride, system.scaleup_domain_gpus)
     out = lk.scaleout

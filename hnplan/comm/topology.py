@@ -124,18 +124,26 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
     up_line = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     links_up = scaleup_hops(system)
     up_alpha = units.us_to_s(up.software_overhead_us) + units.ns_to_s(
-        links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns)
+        links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns
+    )
     out_line = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
     tiers = 3 if gpus is None else scaleout_bom(design, gpus).tiers
     out_alpha = units.us_to_s(out.software_overhead_us) + units.ns_to_s(
-        2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns)
+        2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns
+    )
     return SystemLinks(
-        scaleup=LinkParams(up_line * up.bw_efficiency, up_alpha, up_line,
-                           up.inr_efficiency if up.in_network_reduction and system.scaleup_in_network_reduction
-                           else None),
-        scaleout=LinkParams(out_line * out.bw_efficiency, out_alpha, out_line,
-                            out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction
-                            else None),
+        scaleup=LinkParams(
+            up_line * up.bw_efficiency,
+            up_alpha,
+            up_line,
+            up.inr_efficiency if up.in_network_reduction and system.scaleup_in_network_reduction else None,
+        ),
+        scaleout=LinkParams(
+            out_line * out.bw_efficiency,
+            out_alpha,
+            out_line,
+            out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction else None,
+        ),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,
     )
@@ -251,8 +259,7 @@ def fat_tree_counts(endpoints: int, radix: int, oversubscription: float = 1.0, r
         per_tier = (leaves, math.ceil(uplinks / (k / 2)), math.ceil(uplinks / k))
         links = e + 2 * uplinks
     cap = k * down if tiers == 2 else k * k // 2 * down
-    return dict(tiers=tiers, per_tier=per_tier, switches=sum(per_tier), links=links, uplinks=uplinks,
-                max_endpoints=cap)
+    return dict(tiers=tiers, per_tier=per_tier, switches=sum(per_tier), links=links, uplinks=uplinks, max_endpoints=cap)
 
 
 def scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
@@ -283,9 +290,19 @@ def _scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     port_Bps = units.gbps_to_Bps(sw.port_gbps)
     bisection = e / 2 * port_Bps / (o if c["tiers"] > 1 else 1.0)
     return NetworkBOM(
-        endpoints=e, tiers=c["tiers"], switches=c["switches"], links=c["links"], transceivers=2 * c["links"],
-        switch_model=sw.id, switches_per_tier=c["per_tier"], cables=c["links"], bisection_Bps=bisection,
-        diameter_links=2 * c["tiers"], oversubscription=o, rail_optimized=rail, max_endpoints=c["max_endpoints"],
+        endpoints=e,
+        tiers=c["tiers"],
+        switches=c["switches"],
+        links=c["links"],
+        transceivers=2 * c["links"],
+        switch_model=sw.id,
+        switches_per_tier=c["per_tier"],
+        cables=c["links"],
+        bisection_Bps=bisection,
+        diameter_links=2 * c["tiers"],
+        oversubscription=o,
+        rail_optimized=rail,
+        max_endpoints=c["max_endpoints"],
     )
 
 
@@ -356,6 +373,4 @@ def _scaleup_bom(design: Design, gpus: int) -> ScaleupBOM:
         side = max(1, math.ceil(n ** (1 / dims) - 1e-9))
         links = dims * gpus
         bis = 2 * (n / side) * b / (2 * dims)
-    return ScaleupBOM(domains, switches, links, bis if n > 1 else 0.0, scaleup_hops(system, n),
-                      system.scaleup_switch)
-
+    return ScaleupBOM(domains, switches, links, bis if n > 1 else 0.0, scaleup_hops(system, n), system.scaleup_switch)

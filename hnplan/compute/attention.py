@@ -63,15 +63,45 @@ def unfused_attention(op: _Op, phase: str) -> list[_Op]:
     g = op.b * op.hq
     elems = g * op.s_q * op.s_kv
     r = CAUSAL_READ_FRACTION if op.causal else 1.0
-    ops = [_Op("attn_scores", "attention-gemm", op.scope, m=op.s_q, n=op.s_kv, k=op.d_qk, groups=g,
-               w_bytes=g * op.d_qk * op.s_kv * ACT_BYTES, grad_names=("attn_scores_grad_q", "attn_scores_grad_k"))]
+    ops = [
+        _Op(
+            "attn_scores",
+            "attention-gemm",
+            op.scope,
+            m=op.s_q,
+            n=op.s_kv,
+            k=op.d_qk,
+            groups=g,
+            w_bytes=g * op.d_qk * op.s_kv * ACT_BYTES,
+            grad_names=("attn_scores_grad_q", "attn_scores_grad_k"),
+        )
+    ]
     for name in ("attn_softmax", "attn_dropout") if phase == "train" else ("attn_softmax",):
         fwd, bwd = UNFUSED_BYTES[name]
-        ops.append(_Op(name, "attention-elementwise", op.scope, e_out=elems, fwd_bytes_per_elem=fwd(r),
-                       bwd_bytes_per_elem=bwd(r), flops_per_out=SOFTMAX_FLOPS if name == "attn_softmax" else
-                       DROPOUT_FLOPS))
-    ops.append(_Op("attn_context", "attention-gemm", op.scope, m=op.s_q, n=op.d_v, k=op.s_kv, groups=g,
-                   w_bytes=g * op.s_kv * op.d_v * ACT_BYTES, grad_names=("attn_context_grad_p", "attn_context_grad_v")))
+        ops.append(
+            _Op(
+                name,
+                "attention-elementwise",
+                op.scope,
+                e_out=elems,
+                fwd_bytes_per_elem=fwd(r),
+                bwd_bytes_per_elem=bwd(r),
+                flops_per_out=SOFTMAX_FLOPS if name == "attn_softmax" else DROPOUT_FLOPS,
+            )
+        )
+    ops.append(
+        _Op(
+            "attn_context",
+            "attention-gemm",
+            op.scope,
+            m=op.s_q,
+            n=op.d_v,
+            k=op.s_kv,
+            groups=g,
+            w_bytes=g * op.s_kv * op.d_v * ACT_BYTES,
+            grad_names=("attn_context_grad_p", "attn_context_grad_v"),
+        )
+    )
     ctx = g * op.s_q * op.d_v
     ops.append(_ew("attn_context_copy", op.scope, ctx, ctx, 0.0))
     return ops
@@ -95,25 +125,51 @@ def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: f
     if op.kind == "attention-gemm":  # C = A B of two activations: no weights, no fp32 accumulation
         f = 2.0 * op.groups * op.m * op.n * op.k
         a, b_, c = op.groups * op.m * op.k, op.w_bytes / ACT_BYTES, op.groups * op.m * op.n
-        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f, (a + b_ + c) * ACT_BYTES,
-               op.m, op.n, op.k, op.groups)
+        fwd = (
+            op.name,
+            op.scope,
+            op.kind,
+            phase if phase != "train" else "fwd",
+            count,
+            f,
+            (a + b_ + c) * ACT_BYTES,
+            op.m,
+            op.n,
+            op.k,
+            op.groups,
+        )
         if phase != "train":
             return [fwd]
         ga, gb = op.grad_names
-        out += [fwd,
-                (ga, op.scope, op.kind, "bwd", count, f, (c + b_ + a) * ACT_BYTES, op.m, op.k, op.n, op.groups),
-                (gb, op.scope, op.kind, "bwd", count, f, (a + c + b_) * ACT_BYTES, op.k, op.n, op.m, op.groups)]
+        out += [
+            fwd,
+            (ga, op.scope, op.kind, "bwd", count, f, (c + b_ + a) * ACT_BYTES, op.m, op.k, op.n, op.groups),
+            (gb, op.scope, op.kind, "bwd", count, f, (a + c + b_) * ACT_BYTES, op.k, op.n, op.m, op.groups),
+        ]
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out
     if op.kind == "attention-elementwise":
         f = op.flops_per_out * op.e_out if executed else 0.0
-        fwd = (op.name, op.scope, op.kind, phase if phase != "train" else "fwd", count, f,
-               op.e_out * op.fwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0)
+        fwd = (
+            op.name,
+            op.scope,
+            op.kind,
+            phase if phase != "train" else "fwd",
+            count,
+            f,
+            op.e_out * op.fwd_bytes_per_elem,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+        )
         if phase != "train":
             return [fwd]
-        out += [fwd, (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem,
-                      0.0, 0.0, 0.0, 1.0)]
+        out += [
+            fwd,
+            (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0),
+        ]
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out
@@ -124,8 +180,19 @@ def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: f
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
-    out.append((op.name, op.scope, op.kind, "bwd", count, f * (FLASH_BWD_FACTOR if executed else 2.0), 2.0 * by,
-                *shape, op.b * op.hq))
+    out.append(
+        (
+            op.name,
+            op.scope,
+            op.kind,
+            "bwd",
+            count,
+            f * (FLASH_BWD_FACTOR if executed else 2.0),
+            2.0 * by,
+            *shape,
+            op.b * op.hq,
+        )
+    )
     if recompute in ("full", "selective"):
         out.append((op.name, op.scope, op.kind, "recompute", count, f, by, *shape, op.b * op.hq))
     return out

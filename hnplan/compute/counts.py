@@ -212,12 +212,14 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
     model_flops = 3.0 * (dense + attn)
     layer_fwd = dense - 2.0 * model.vocab * model.hidden  # the LM head is not recomputed
     extra = {"none": 0.0, "selective": attn, "full": layer_fwd + attn}[recompute]
-    return FlopsPerToken(model=model_flops, hardware=model_flops + extra, dense_part=3.0 * dense,
-                         attention_part=3.0 * attn)
+    return FlopsPerToken(
+        model=model_flops, hardware=model_flops + extra, dense_part=3.0 * dense, attention_part=3.0 * attn
+    )
 
 
-def megatron_flops_per_iteration(batch: int, seq_len: int, layers: int, hidden: int, vocab: int,
-                                 full_recompute: bool = True) -> float:
+def megatron_flops_per_iteration(
+    batch: int, seq_len: int, layers: int, hidden: int, vocab: int, full_recompute: bool = True
+) -> float:
     """The closed form of Narayanan et al. 2021 ([1]_, Sec. 5.1, Eq. 3) for a GPT model [FLOP/iteration].
 
     ``F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` with full recomputation: four passes of the layer
@@ -258,7 +260,10 @@ def megatron_model_flops_per_iteration(batch: int, seq_len: int, layers: int, hi
     ``72 B s l h^2 (1 + s/(6h)) + 6 B s h V``: the corrected no-recompute form of [1]_ Eq. 3 (see
     :func:`megatron_flops_per_iteration` for why the printed 72 form differs in its vocabulary term).
     """
-    return 72.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden)) + 6.0 * batch * seq_len * hidden * vocab
+    return (
+        72.0 * batch * seq_len * layers * hidden**2 * (1 + seq_len / (6 * hidden))
+        + 6.0 * batch * seq_len * hidden * vocab
+    )
 
 
 def megatron_vocab_term(layers: int, hidden: int, vocab: int) -> float:

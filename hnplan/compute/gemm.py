@@ -114,9 +114,16 @@ def _law(acc: Accelerator, dtype: str) -> tuple:
     """The law's parameters for ``dtype`` on ``acc``, with the documented defaults for absent fields."""
     peak = peak_flops_per_s(acc, dtype)
     eta = (acc.gemm_efficiency or {}).get(dtype, acc.matmul_efficiency[dtype])
-    return (peak, eta, acc.gemm_k_overhead or 0.0, acc.gemm_overlap_exponent, acc.gemm_row_granularity,
-            acc.gemm_splitk_min_k, units.us_to_s(acc.gemm_splitk_us or 0.0),
-            1.0 if acc.gemm_wave_weight is None else acc.gemm_wave_weight)
+    return (
+        peak,
+        eta,
+        acc.gemm_k_overhead or 0.0,
+        acc.gemm_overlap_exponent,
+        acc.gemm_row_granularity,
+        acc.gemm_splitk_min_k,
+        units.us_to_s(acc.gemm_splitk_us or 0.0),
+        1.0 if acc.gemm_wave_weight is None else acc.gemm_wave_weight,
+    )
 
 
 def gemm_compute_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0):
@@ -187,11 +194,13 @@ def gemm_device_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, nbytes
     tc, split = gemm_compute_s(acc, dtype, m, n, k, groups)
     if nbytes is None:
         g = np.asarray(groups, dtype=float)
-        nbytes = g * (np.asarray(m, dtype=float) * k + np.asarray(k, dtype=float) * n) * units.dtype_bytes(dtype) \
+        nbytes = (
+            g * (np.asarray(m, dtype=float) * k + np.asarray(k, dtype=float) * n) * units.dtype_bytes(dtype)
             + 2.0 * g * np.asarray(m, dtype=float) * n
+        )
     tm_ = np.asarray(nbytes, dtype=float) / achievable_hbm_Bps(acc)
     p, splitk_s = _law(acc, dtype)[3], _law(acc, dtype)[6]
-    both = np.maximum(tc, tm_) if p is None else (tc ** p + tm_ ** p) ** (1.0 / p)
+    both = np.maximum(tc, tm_) if p is None else (tc**p + tm_**p) ** (1.0 / p)
     t = both + kernel_overhead_s(acc) + np.where(split > 1, splitk_s, 0.0)
     return _scalar(tc), _scalar(tm_), _scalar(t)
 
@@ -286,6 +295,13 @@ def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int, *, eager
     nbytes = (m * k + k * n) * units.dtype_bytes(dtype) + 2.0 * m * n
     t_c, t_m, _ = gemm_device_time_s(acc, dtype, m, n, k)
     t = gemm_time_s(acc, dtype, m, n, k, eager=eager)
-    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes, "compute_time_s": t_c,
-            "memory_time_s": t_m, "time_s": t, "tflops": units.flops_per_s_to_tflops(flops / t),
-            "bound": "compute" if t_c >= t_m else "memory"}
+    return {
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": flops / nbytes,
+        "compute_time_s": t_c,
+        "memory_time_s": t_m,
+        "time_s": t,
+        "tflops": units.flops_per_s_to_tflops(flops / t),
+        "bound": "compute" if t_c >= t_m else "memory",
+    }

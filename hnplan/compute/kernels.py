@@ -31,8 +31,18 @@ def _floor(acc: Accelerator, t, eager: bool):
     return max(t, units.us_to_s(acc.host_dispatch_us or 0.0)) if eager else t
 
 
-def attention_time_s(acc: Accelerator, batch: int, heads: int, kv_heads: int, seq_len: int, head_dim: int, *,
-                     passes: str = "fwd", causal: bool = True, eager: bool = False) -> float:
+def attention_time_s(
+    acc: Accelerator,
+    batch: int,
+    heads: int,
+    kv_heads: int,
+    seq_len: int,
+    head_dim: int,
+    *,
+    passes: str = "fwd",
+    causal: bool = True,
+    eager: bool = False,
+) -> float:
     """Time of one FlashAttention call over ``batch`` sequences of ``seq_len`` tokens [s].
 
     Parameters
@@ -51,21 +61,43 @@ def attention_time_s(acc: Accelerator, batch: int, heads: int, kv_heads: int, se
     from hnplan.errors import check_choice
 
     check_choice("passes", passes, ATTENTION_PASSES)
-    op = _Op("attention", "attention", "dense-layer", b=batch, hq=heads, s_q=seq_len, s_kv=seq_len, d_qk=head_dim,
-             d_v=head_dim, kv_width=2 * kv_heads * head_dim, causal=causal)
+    op = _Op(
+        "attention",
+        "attention",
+        "dense-layer",
+        b=batch,
+        hq=heads,
+        s_q=seq_len,
+        s_kv=seq_len,
+        d_qk=head_dim,
+        d_v=head_dim,
+        kv_width=2 * kv_heads * head_dim,
+        causal=causal,
+    )
     rows = attention_rows(op, "train", "none", True, 1.0)
     _, _, t, _ = _times(rows, acc, "bf16")
     fwd, bwd = float(t[0]), float(t[1])
     return _floor(acc, fwd, eager) + (_floor(acc, bwd, eager) if passes == "fwd+bwd" else 0.0)
 
 
-def decode_attention_time_s(acc: Accelerator, batch: int, heads: int, kv_heads: int, kv_len: int, head_dim: int, *,
-                            eager: bool = False) -> float:
+def decode_attention_time_s(
+    acc: Accelerator, batch: int, heads: int, kv_heads: int, kv_len: int, head_dim: int, *, eager: bool = False
+) -> float:
     """Time of one decode-attention call: one query token per sequence against ``kv_len`` cached tokens [s]."""
     from hnplan.compute.operators import _times
 
-    op = _Op("attention", "attention", "dense-layer", b=batch, hq=heads, s_q=1, s_kv=kv_len, d_qk=head_dim,
-             d_v=head_dim, kv_width=2 * kv_heads * head_dim)
+    op = _Op(
+        "attention",
+        "attention",
+        "dense-layer",
+        b=batch,
+        hq=heads,
+        s_q=1,
+        s_kv=kv_len,
+        d_qk=head_dim,
+        d_v=head_dim,
+        kv_width=2 * kv_heads * head_dim,
+    )
     _, _, t, _ = _times(attention_rows(op, "decode", "none", True, 1.0), acc, "bf16")
     return _floor(acc, float(t[0]), eager)
 

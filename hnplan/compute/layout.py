@@ -104,23 +104,38 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
     split = stage_layers(model, np.maximum(pp, 1))
     rules = {"tp = {tp} does not divide the {heads} attention heads of {model}": model.heads % np.maximum(tp, 1) == 0}
     if training:
-        rules["tp = {tp} does not divide the {kv_heads} KV heads of {model} (Megatron splits the query groups "
-              "over TP ranks)"] = model.kv_heads % np.maximum(tp, 1) == 0
+        rules[
+            "tp = {tp} does not divide the {kv_heads} KV heads of {model} (Megatron splits the query groups "
+            "over TP ranks)"
+        ] = model.kv_heads % np.maximum(tp, 1) == 0
     if training:  # Megatron's contiguous ceil(L / pp) split
-        rules["pp = {pp} leaves {empty} of its stages empty: {model} has {layers} layers, ceil({layers} / {pp}) = "
-              "{per_stage} a stage"] = (pp <= model.layers) & (split.empty == 0)
+        rules[
+            "pp = {pp} leaves {empty} of its stages empty: {model} has {layers} layers, ceil({layers} / {pp}) = "
+            "{per_stage} a stage"
+        ] = (pp <= model.layers) & (split.empty == 0)
     else:  # serving engines spread the remainder over the stages (vLLM get_pp_indices): one layer each at least
         rules["pp = {pp} exceeds the {layers} layers of {model}"] = pp <= model.layers
-    rules["ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}"] = \
-        (ep == 1) | ((experts > 0) & (experts % np.maximum(ep, 1) == 0))
+    rules["ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}"] = (ep == 1) | (
+        (experts > 0) & (experts % np.maximum(ep, 1) == 0)
+    )
     return rules
 
 
 def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
     """The values :func:`split_rules`' templates are formatted with, for one split."""
     split = stage_layers(model, max(int(pp), 1))
-    return dict(tp=tp, pp=pp, ep=ep, heads=model.heads, kv_heads=model.kv_heads, layers=model.layers,
-                model=model.id, experts_text=_experts_text(model), per_stage=split.per_stage, empty=split.empty)
+    return dict(
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        heads=model.heads,
+        kv_heads=model.kv_heads,
+        layers=model.layers,
+        model=model.id,
+        experts_text=_experts_text(model),
+        per_stage=split.per_stage,
+        empty=split.empty,
+    )
 
 
 def check_split(model: Model, tp: int = 1, pp: int = 1, ep: int = 1, *, training: bool = True) -> None:

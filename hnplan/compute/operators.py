@@ -111,12 +111,42 @@ ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
 ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
 LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
 
-TABLE_COLUMNS = ["name", "scope", "kind", "phase", "count", "flops", "bytes", "intensity", "compute_time_s",
-                 "memory_time_s", "time_s", "bound", "gemm_efficiency", "attained_flops_per_s", "m", "n", "k"]
+TABLE_COLUMNS = [
+    "name",
+    "scope",
+    "kind",
+    "phase",
+    "count",
+    "flops",
+    "bytes",
+    "intensity",
+    "compute_time_s",
+    "memory_time_s",
+    "time_s",
+    "bound",
+    "gemm_efficiency",
+    "attained_flops_per_s",
+    "m",
+    "n",
+    "k",
+]
 
 
-def _check(model: Model, phase: str, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-           attention="flash", sequence_parallel=True):
+def _check(
+    model: Model,
+    phase: str,
+    batch,
+    seq_len,
+    kv_len,
+    tp,
+    cp,
+    ep,
+    dtype,
+    recompute,
+    convention,
+    attention="flash",
+    sequence_parallel=True,
+):
     check_choice("attention", attention, ATTENTION_IMPLS)
     if not isinstance(sequence_parallel, (bool, np.bool_)):
         raise InputError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
@@ -149,9 +179,20 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
     ]
 
 
-def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, kv_len: int,
-               tp: int, cp: int, ep: int, wb: float, attention: str = "flash",
-               sequence_parallel: bool = True) -> list[_Op]:
+def _layer_ops(
+    model: Model,
+    scope: str,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    kv_len: int,
+    tp: int,
+    cp: int,
+    ep: int,
+    wb: float,
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+) -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
     hkv = max(1, math.ceil(model.kv_heads / tp))
@@ -165,28 +206,63 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
         ml = model.mla
         qk = ml.qk_nope_head_dim + ml.qk_rope_head_dim
         if ml.q_lora_rank:
-            ops += [_gemm("q_down", scope, tokens, ml.q_lora_rank, h, wb),
-                    _ew("q_norm", scope, tokens * ml.q_lora_rank, tokens * ml.q_lora_rank, NORM_FLOPS),
-                    _gemm("q_up", scope, tokens, hq * qk, ml.q_lora_rank, wb)]
+            ops += [
+                _gemm("q_down", scope, tokens, ml.q_lora_rank, h, wb),
+                _ew("q_norm", scope, tokens * ml.q_lora_rank, tokens * ml.q_lora_rank, NORM_FLOPS),
+                _gemm("q_up", scope, tokens, hq * qk, ml.q_lora_rank, wb),
+            ]
         else:
             ops.append(_gemm("q_proj", scope, tokens, hq * qk, h, wb))
-        ops += [_gemm("kv_down", scope, tokens, ml.kv_lora_rank + ml.qk_rope_head_dim, h, wb),
-                _ew("kv_norm", scope, tokens * ml.kv_lora_rank, tokens * ml.kv_lora_rank, NORM_FLOPS),
-                _ew("rope", scope, tokens * (hq + 1) * ml.qk_rope_head_dim, tokens * (hq + 1) * ml.qk_rope_head_dim,
-                    ROPE_FLOPS)]
+        ops += [
+            _gemm("kv_down", scope, tokens, ml.kv_lora_rank + ml.qk_rope_head_dim, h, wb),
+            _ew("kv_norm", scope, tokens * ml.kv_lora_rank, tokens * ml.kv_lora_rank, NORM_FLOPS),
+            _ew(
+                "rope",
+                scope,
+                tokens * (hq + 1) * ml.qk_rope_head_dim,
+                tokens * (hq + 1) * ml.qk_rope_head_dim,
+                ROPE_FLOPS,
+            ),
+        ]
         latent = ml.kv_lora_rank + ml.qk_rope_head_dim
         if decode:  # absorbed form: attention runs in the latent space, one shared "KV head"
             ops.append(_gemm("q_absorb", scope, tokens, ml.kv_lora_rank, ml.qk_nope_head_dim, wb, groups=hq))
-            attn = _Op("attention", "attention", scope, b=batch, hq=hq, s_q=1, s_kv=s_kv, d_qk=latent,
-                       d_v=ml.kv_lora_rank, kv_width=latent)
-            ops += [_ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0), attn,
-                    _gemm("o_absorb", scope, tokens, ml.v_head_dim, ml.kv_lora_rank, wb, groups=hq)]
+            attn = _Op(
+                "attention",
+                "attention",
+                scope,
+                b=batch,
+                hq=hq,
+                s_q=1,
+                s_kv=s_kv,
+                d_qk=latent,
+                d_v=ml.kv_lora_rank,
+                kv_width=latent,
+            )
+            ops += [
+                _ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0),
+                attn,
+                _gemm("o_absorb", scope, tokens, ml.v_head_dim, ml.kv_lora_rank, wb, groups=hq),
+            ]
         else:
             ops.append(_gemm("kv_up", scope, tokens, hq * (ml.qk_nope_head_dim + ml.v_head_dim), ml.kv_lora_rank, wb))
             if phase == "prefill":
                 ops.append(_ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0))
-            ops.append(_Op("attention", "attention", scope, b=batch, hq=hq, s_q=s_q, s_kv=s_kv, d_qk=qk,
-                           d_v=ml.v_head_dim, kv_width=hq * (qk + ml.v_head_dim), causal=True))
+            ops.append(
+                _Op(
+                    "attention",
+                    "attention",
+                    scope,
+                    b=batch,
+                    hq=hq,
+                    s_q=s_q,
+                    s_kv=s_kv,
+                    d_qk=qk,
+                    d_v=ml.v_head_dim,
+                    kv_width=hq * (qk + ml.v_head_dim),
+                    causal=True,
+                )
+            )
         d_v_total = hq * ml.v_head_dim
     else:
         d = head_dim(model)
@@ -195,13 +271,28 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
             ops.append(_ew("rope", scope, tokens * (hq + hkv) * d, tokens * (hq + hkv) * d, ROPE_FLOPS))
         if phase != "train":
             ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
-        ops.append(_Op("attention", "attention", scope, b=batch, hq=hq, s_q=s_q, s_kv=s_kv, d_qk=d, d_v=d,
-                       kv_width=2 * hkv * d, causal=not decode))
+        ops.append(
+            _Op(
+                "attention",
+                "attention",
+                scope,
+                b=batch,
+                hq=hq,
+                s_q=s_q,
+                s_kv=s_kv,
+                d_qk=d,
+                d_v=d,
+                kv_width=2 * hkv * d,
+                causal=not decode,
+            )
+        )
         d_v_total = hq * d
     if not (model.mla is not None and decode):
         ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
-    ops += [_ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0),
-            _ew("mlp_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS)]
+    ops += [
+        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0),
+        _ew("mlp_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS),
+    ]
     if scope == "moe-layer":
         moe = model.moe
         e_local = moe.experts / ep
@@ -209,8 +300,10 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
         p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
         touched = max(e_local * p_touched, min(1.0, e_local))
         ffn_l = moe.expert_ffn_hidden / tp
-        ops += [_gemm("router", scope, tokens, moe.experts, h, wb),
-                _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0)]
+        ops += [
+            _gemm("router", scope, tokens, moe.experts, h, wb),
+            _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0),
+        ]
         ops += _mlp("expert", scope, model, assigned, ffn_l, wb, groups=touched)
         if moe.shared_experts:
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
@@ -222,16 +315,19 @@ def _layer_ops(model: Model, scope: str, phase: str, batch: int, seq_len: int, k
     return ops
 
 
-def _once_ops(model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float,
-              sequence_parallel: bool = True):
+def _once_ops(
+    model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float, sequence_parallel: bool = True
+):
     h = model.hidden
     tokens = batch if phase == "decode" else batch * seq_len / cp
     pos = model.position_embedding == "learned"
     emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
     t_norm = tokens / tp if (phase == "train" and tp > 1 and sequence_parallel) else logits_tokens
-    head = [_ew("final_norm", "head", t_norm * h, t_norm * h, NORM_FLOPS),
-            _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)]
+    head = [
+        _ew("final_norm", "head", t_norm * h, t_norm * h, NORM_FLOPS),
+        _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb),
+    ]
     if phase == "train":
         v = logits_tokens * model.vocab / tp
         head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
@@ -253,10 +349,36 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
             return [(op.name, op.scope, op.kind, phase, count, *fwd, op.groups)]
         w_elems = op.w_bytes / wb
         out.append((op.name, op.scope, op.kind, "fwd", count, *fwd, op.groups))
-        out.append((op.name, op.scope, op.kind, "bwd-data", count, f, act_out * wb + op.w_bytes + act_in * ACT_BYTES,
-                    op.m, op.k, op.n, op.groups))
-        out.append((op.name, op.scope, op.kind, "bwd-weight", count, f,
-                    (act_in + act_out) * wb + 2.0 * w_elems * GRAD_ACCUM_BYTES, op.k, op.n, op.m, op.groups))
+        out.append(
+            (
+                op.name,
+                op.scope,
+                op.kind,
+                "bwd-data",
+                count,
+                f,
+                act_out * wb + op.w_bytes + act_in * ACT_BYTES,
+                op.m,
+                op.k,
+                op.n,
+                op.groups,
+            )
+        )
+        out.append(
+            (
+                op.name,
+                op.scope,
+                op.kind,
+                "bwd-weight",
+                count,
+                f,
+                (act_in + act_out) * wb + 2.0 * w_elems * GRAD_ACCUM_BYTES,
+                op.k,
+                op.n,
+                op.m,
+                op.groups,
+            )
+        )
         if recompute == "full" and op.scope.endswith("layer"):
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
@@ -280,14 +402,31 @@ def _layer_counts(model: Model, layers: range | None = None) -> dict:
     return {"dense-layer": dense, "moe-layer": len(layers) - dense}
 
 
-def _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-              layers=None, embedding=True, head=True, attention="flash", sequence_parallel=True):
+def _raw_rows(
+    model,
+    phase,
+    batch,
+    seq_len,
+    kv_len,
+    tp,
+    cp,
+    ep,
+    dtype,
+    recompute,
+    convention,
+    layers=None,
+    embedding=True,
+    head=True,
+    attention="flash",
+    sequence_parallel=True,
+):
     wb = units.dtype_bytes(dtype)
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
-            for op in _layer_ops(model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention,
-                                 sequence_parallel):
+            for op in _layer_ops(
+                model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel
+            ):
                 rows += _rows(op, phase, recompute, convention, count)
     emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel)
     for op in (emb if embedding else []) + (hd if head else []):
@@ -334,8 +473,9 @@ def _times(rows, acc: Accelerator, dtype: str):
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     compute_s = flops / rate
     if is_attn.any():
-        compute_s[is_attn] = attention_compute_s(acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn],
-                                                 phase[is_attn] == "bwd")
+        compute_s[is_attn] = attention_compute_s(
+            acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], phase[is_attn] == "bwd"
+        )
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:
@@ -349,10 +489,23 @@ def _times(rows, acc: Accelerator, dtype: str):
     return compute_s, memory_s, total, eff
 
 
-def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, *,
-                   kv_len: int | None = None, tp: int = 1, cp: int = 1, ep: int = 1, dtype: str = "bf16",
-                   recompute: str = "none", convention: str = "executed", attention: str = "flash",
-                   sequence_parallel: bool = True) -> pd.DataFrame:
+def operator_table(
+    model: Model,
+    acc: Accelerator,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    *,
+    kv_len: int | None = None,
+    tp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    dtype: str = "bf16",
+    recompute: str = "none",
+    convention: str = "executed",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+) -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
     Parameters
@@ -409,23 +562,54 @@ def operator_table(model: Model, acc: Accelerator, phase: str, batch: int, seq_l
     {'memory'}
     """
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention,
-           sequence_parallel)
-    rows = _raw_rows(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention,
-                     attention=attention, sequence_parallel=sequence_parallel)
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
+    rows = _raw_rows(
+        model,
+        phase,
+        batch,
+        seq_len,
+        kv_len,
+        tp,
+        cp,
+        ep,
+        dtype,
+        recompute,
+        convention,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+    )
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
-    df = pd.DataFrame([r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes",
-                                                       "m", "n", "k"])
+    df = pd.DataFrame(
+        [r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k"]
+    )
     df["intensity"] = df["flops"] / df["bytes"]
     df["compute_time_s"], df["memory_time_s"], df["time_s"], df["gemm_efficiency"] = compute_s, memory_s, time_s, eff
     df["bound"] = np.where(compute_s >= memory_s, "compute", "memory")
     df["attained_flops_per_s"] = df["flops"] / df["time_s"]
     df = df[TABLE_COLUMNS]
-    df.attrs = dict(model=model.id, accelerator=acc.id, phase=phase, batch=batch, seq_len=seq_len, kv_len=kv_len,
-                    tp=tp, cp=cp, ep=ep, dtype=dtype, recompute=recompute, convention=convention, attention=attention,
-                    sequence_parallel=sequence_parallel,
-                    units={"flops": "FLOP", "bytes": "bytes", "intensity": "FLOP/byte", "time_s": "s",
-                           "attained_flops_per_s": "FLOP/s"})
+    df.attrs = dict(
+        model=model.id,
+        accelerator=acc.id,
+        phase=phase,
+        batch=batch,
+        seq_len=seq_len,
+        kv_len=kv_len,
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        dtype=dtype,
+        recompute=recompute,
+        convention=convention,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        units={
+            "flops": "FLOP",
+            "bytes": "bytes",
+            "intensity": "FLOP/byte",
+            "time_s": "s",
+            "attained_flops_per_s": "FLOP/s",
+        },
+    )
     return df
 
 
@@ -440,15 +624,30 @@ def totals(df: pd.DataFrame) -> dict:
     """
     c = df["count"]
     t = float((df["time_s"] * c).sum())
-    return {"flops": float((df["flops"] * c).sum()), "bytes": float((df["bytes"] * c).sum()), "time_s": t,
-            "compute_bound_time_s": float((df["time_s"] * c)[df["bound"] == "compute"].sum()),
-            "attained_flops_per_s": float((df["flops"] * c).sum()) / t if t else 0.0}
+    return {
+        "flops": float((df["flops"] * c).sum()),
+        "bytes": float((df["bytes"] * c).sum()),
+        "time_s": t,
+        "compute_bound_time_s": float((df["time_s"] * c)[df["bound"] == "compute"].sum()),
+        "attained_flops_per_s": float((df["flops"] * c).sum()) / t if t else 0.0,
+    }
 
 
-def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_len: int, *, tp: int = 1,
-                          cp: int = 1, ep: int = 1, pp: int = 1, dtype: str = "bf16",
-                          recompute: str = "none", attention: str = "flash",
-                          sequence_parallel: bool = True) -> float:
+def training_stage_time_s(
+    model: Model,
+    acc: Accelerator,
+    microbatch: int,
+    seq_len: int,
+    *,
+    tp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    pp: int = 1,
+    dtype: str = "bf16",
+    recompute: str = "none",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+) -> float:
     """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
 
     Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
@@ -471,9 +670,24 @@ def training_stage_time_s(model: Model, acc: Accelerator, microbatch: int, seq_l
         if key in seen:
             continue
         seen.add(key)
-        rows = _raw_rows(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed",
-                         layers=layers, embedding=i == 0, head=i == pp - 1, attention=attention,
-                         sequence_parallel=sequence_parallel)
+        rows = _raw_rows(
+            model,
+            "train",
+            microbatch,
+            seq_len,
+            0,
+            tp,
+            cp,
+            ep,
+            dtype,
+            recompute,
+            "executed",
+            layers=layers,
+            embedding=i == 0,
+            head=i == pp - 1,
+            attention=attention,
+            sequence_parallel=sequence_parallel,
+        )
         if rows:
             _, _, t, _ = _times(rows, acc, dtype)
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))
@@ -492,5 +706,12 @@ def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:
     """
     x = np.asarray(intensity, dtype=float)
     ach = np.minimum(achievable_flops_per_s(acc, dtype), achievable_hbm_Bps(acc) * x)
-    return pd.DataFrame({"intensity": x, "achievable_flops_per_s": ach,
-                         "peak_flops_per_s": peak_flops_per_s(acc, dtype), "accelerator": acc.id, "dtype": dtype})
+    return pd.DataFrame(
+        {
+            "intensity": x,
+            "achievable_flops_per_s": ach,
+            "peak_flops_per_s": peak_flops_per_s(acc, dtype),
+            "accelerator": acc.id,
+            "dtype": dtype,
+        }
+    )

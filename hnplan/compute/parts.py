@@ -20,9 +20,15 @@ PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head":
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn")
 
 
-def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, seq_len: int,
-                        dtype: str = "bf16", attention: str = "flash",
-                        sequence_parallel: bool = True) -> pd.DataFrame:
+def training_part_times(
+    model: Model,
+    acc: Accelerator,
+    shapes: pd.DataFrame,
+    seq_len: int,
+    dtype: str = "bf16",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+) -> pd.DataFrame:
     """Per-occurrence times of a model's parts in training, for each micro-batch shape [s].
 
     Parameters
@@ -56,8 +62,21 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
     rows, owner = [], []
     for i, (mb, tp, cp, ep) in enumerate(shapes[["microbatch_size", "tp", "cp", "ep"]].itertuples(index=False)):
         _check(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed", attention)
-        r = _raw_rows(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed",
-                      attention=attention, sequence_parallel=sequence_parallel)
+        r = _raw_rows(
+            model,
+            "train",
+            int(mb),
+            seq_len,
+            0,
+            int(tp),
+            int(cp),
+            int(ep),
+            dtype,
+            "full",
+            "executed",
+            attention=attention,
+            sequence_parallel=sequence_parallel,
+        )
         rows += r
         owner += [i] * len(r)
     _, _, t, _ = _times(rows, acc, dtype)
@@ -66,8 +85,13 @@ def training_part_times(model: Model, acc: Accelerator, shapes: pd.DataFrame, se
     kind = np.array([r[2] for r in rows])
     phase = np.array([r[3] for r in rows])
     rc, attn = phase == "recompute", np.isin(kind, ATTENTION_KINDS)
-    masks = {"fwd": phase == "fwd", "bwd": np.isin(phase, ("bwd", "bwd-data", "bwd-weight")), "rc_full": rc,
-             "rc_sel": rc & attn, "attn": attn & ~rc}
+    masks = {
+        "fwd": phase == "fwd",
+        "bwd": np.isin(phase, ("bwd", "bwd-data", "bwd-weight")),
+        "rc_full": rc,
+        "rc_sel": rc & attn,
+        "attn": attn & ~rc,
+    }
     n = len(shapes)
     out = {}
     for sc, part in PARTS.items():

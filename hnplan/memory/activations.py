@@ -48,9 +48,9 @@ from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
 from hnplan.vectorise import memo
 
-MASK_BYTES = 1.0     # one byte per dropout-mask element ([1]_ Sec. 4.1)
-LOGIT_BYTES = 4.0    # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
-ROUTER_BYTES = 4.0   # fp32 router probabilities (Megatron-Core MoE router computes in fp32)
+MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
+LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
+ROUTER_BYTES = 4.0  # fp32 router probabilities (Megatron-Core MoE router computes in fp32)
 
 
 @dataclass(frozen=True)
@@ -95,22 +95,22 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
     """
     h, a = model.hidden, model.heads
     mask = MASK_BYTES * h if dropout else 0.0
-    rep = ACT_BYTES * h * 2 + mask          # layer-norm input, QKV (or down-projection) input, mask
-    g_rep = ACT_BYTES * h                   # QKV / down-projection input
+    rep = ACT_BYTES * h * 2 + mask  # layer-norm input, QKV (or down-projection) input, mask
+    g_rep = ACT_BYTES * h  # QKV / down-projection input
     if model.mla is not None:
         m = model.mla
         d_qk, d_v = m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim
-        q_lat = 2 * m.q_lora_rank if m.q_lora_rank else 0   # latent-norm input and up-projection input
+        q_lat = 2 * m.q_lora_rank if m.q_lora_rank else 0  # latent-norm input and up-projection input
         rep += ACT_BYTES * (q_lat + 2 * m.kv_lora_rank + m.qk_rope_head_dim)
-        g_rep += ACT_BYTES * (q_lat / 2 + m.kv_lora_rank)   # up-projection inputs
-        split = ACT_BYTES * (a * d_qk * 2 + a * d_v * 2)      # per-head Q, K, V, attention output
-        g_split = ACT_BYTES * a * d_v                        # output-projection input
+        g_rep += ACT_BYTES * (q_lat / 2 + m.kv_lora_rank)  # up-projection inputs
+        split = ACT_BYTES * (a * d_qk * 2 + a * d_v * 2)  # per-head Q, K, V, attention output
+        g_split = ACT_BYTES * a * d_v  # output-projection input
     else:
         d = head_dim(model)
         kv = max(model.kv_heads, tp)  # fewer KV heads than ranks: each rank keeps one
-        split = ACT_BYTES * (a * d + kv * d * 2 + a * d)      # Q, K, V, attention output
+        split = ACT_BYTES * (a * d + kv * d * 2 + a * d)  # Q, K, V, attention output
         g_split = ACT_BYTES * a * d
-    rep += ACT_BYTES * h * 2 + mask          # MLP: layer-norm input, first GEMM / router input, mask
+    rep += ACT_BYTES * h * 2 + mask  # MLP: layer-norm input, first GEMM / router input, mask
     g_rep += ACT_BYTES * h
     if moe_layer and model.moe is not None:
         e = model.moe
@@ -121,20 +121,30 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
         split += _mlp_intermediate(model.ffn_hidden, model.activation)
-        g_split += ACT_BYTES * model.ffn_hidden   # second-GEMM input (GELU output / SwiGLU product)
+        g_split += ACT_BYTES * model.ffn_hidden  # second-GEMM input (GELU output / SwiGLU product)
     score = (ACT_BYTES + MASK_BYTES + ACT_BYTES if dropout else ACT_BYTES) * a
-    return LayerActivations(replicated=rep, split=split, score_per_key=score, gemm_inputs_replicated=g_rep,
-                            gemm_inputs_split=g_split)
+    return LayerActivations(
+        replicated=rep, split=split, score_per_key=score, gemm_inputs_replicated=g_rep, gemm_inputs_split=g_split
+    )
 
 
 def _check_recompute(recompute: str):
     check_choice("recompute", recompute, RECOMPUTE_MODES)
 
 
-def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
-                               sequence_parallel: bool = True, recompute: str = "none",
-                               flash_attention: bool = True, dropout: bool = True,
-                               moe_layer: bool | None = None, fp8_gemm_inputs: bool = False) -> float:
+def activation_bytes_per_layer(
+    model: Model,
+    seq_len: int,
+    microbatch: int,
+    tp: int = 1,
+    cp: int = 1,
+    sequence_parallel: bool = True,
+    recompute: str = "none",
+    flash_attention: bool = True,
+    dropout: bool = True,
+    moe_layer: bool | None = None,
+    fp8_gemm_inputs: bool = False,
+) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
     For a GPT layer (MHA, GELU, ``f = 4h``, dropout) this is Korthikanti's ``s b h (34 + 5 a s / h)``
@@ -194,8 +204,15 @@ def activation_bytes_per_layer(model: Model, seq_len: int, microbatch: int, tp: 
     return tokens * (rep + split)
 
 
-def embedding_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
-                               sequence_parallel: bool = True, dropout: bool = True) -> float:
+def embedding_activation_bytes(
+    model: Model,
+    seq_len: int,
+    microbatch: int,
+    tp: int = 1,
+    cp: int = 1,
+    sequence_parallel: bool = True,
+    dropout: bool = True,
+) -> float:
     """Input-embedding activations of one micro-batch on the first stage: the dropout mask ``s b h``
     (``/ t`` with sequence parallelism) ([1]_ Sec. 4.3); nothing without dropout [bytes]."""
     if not dropout:
@@ -203,8 +220,9 @@ def embedding_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: 
     return MASK_BYTES * seq_len / cp * microbatch * model.hidden / (tp if sequence_parallel else 1)
 
 
-def output_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1,
-                            sequence_parallel: bool = True) -> float:
+def output_activation_bytes(
+    model: Model, seq_len: int, microbatch: int, tp: int = 1, cp: int = 1, sequence_parallel: bool = True
+) -> float:
     """Final norm, LM head and loss of one micro-batch on the last stage: ``4 s b h / t (1 + v / h)``
     ([1]_ Sec. 4.3: norm input and LM-head input ``2 s b h`` each, fp32 logits ``4 s b v``) [bytes]."""
     tokens = seq_len / cp * microbatch
@@ -212,8 +230,9 @@ def output_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int
     return norm_and_head + LOGIT_BYTES * tokens * model.vocab / tp
 
 
-def microbatches_in_flight(pp: int, num_microbatches: int | None = None, virtual_stages: int = 1,
-                           stage: str = "first") -> float:
+def microbatches_in_flight(
+    pp: int, num_microbatches: int | None = None, virtual_stages: int = 1, stage: str = "first"
+) -> float:
     """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
 
     1F1B: the first stage ``min(p, m)``, the last stage 1 ([2]_ Sec. 2.2). The interleaved schedule
@@ -235,9 +254,16 @@ def microbatches_in_flight(pp: int, num_microbatches: int | None = None, virtual
 ACTIVATION_COLUMNS = ("tp", "pp", "cp", "microbatch_size", "num_microbatches", "virtual_stages", "recompute")
 
 
-def layer_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, *, sequence_parallel: bool = True,
-                           flash_attention: bool = True, dropout: bool = True,
-                           fp8_gemm_inputs: bool = False) -> pd.DataFrame:
+def layer_activation_table(
+    model: Model,
+    plans: pd.DataFrame,
+    seq_len: int,
+    *,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    dropout: bool = True,
+    fp8_gemm_inputs: bool = False,
+) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
     output layer (:func:`output_activation_bytes`), each evaluated once per distinct
@@ -248,14 +274,24 @@ def layer_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, *, s
     DataFrame
         ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model).
     """
-    kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
-              fp8_gemm_inputs=fp8_gemm_inputs)
-    return memo(plans.reset_index(drop=True), ["microbatch_size", "tp", "cp", "recompute"], lambda mb, tp, cp, rc: {
-        "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
-        "moe": 0.0 if model.moe is None else activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc,
-                                                                        moe_layer=True, **kw),
-        "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
-        "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel)})
+    kw = dict(
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        dropout=dropout,
+        fp8_gemm_inputs=fp8_gemm_inputs,
+    )
+    return memo(
+        plans.reset_index(drop=True),
+        ["microbatch_size", "tp", "cp", "recompute"],
+        lambda mb, tp, cp, rc: {
+            "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
+            "moe": 0.0
+            if model.moe is None
+            else activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=True, **kw),
+            "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
+            "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
+        },
+    )
 
 
 def end_stage_layers(model: Model, pp, balanced: bool = False):
@@ -286,15 +322,24 @@ def balanced_in_flight(n, pp, m, v):
     p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
     v = np.maximum(np.asarray(v, dtype=np.int64), 1)
     mm = np.minimum(p, np.asarray(m, dtype=np.int64))
-    c = np.ceil((n + 1) / v)   # layer places of a chunk (n + 1 places on the stage)
+    c = np.ceil((n + 1) / v)  # layer places of a chunk (n + 1 places on the stage)
     extra = np.where(v > 1, (p - 1) * mm / p * (c - 1) / np.maximum(n, 1), 0.0)
     return np.where(p > 1, mm + extra, 1.0)
 
 
-def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stage: str = "first", *,
-                           sequence_parallel: bool = True, flash_attention: bool = True, dropout: bool = True,
-                           fp8_gemm_inputs: bool = False, per_layer: pd.DataFrame | None = None,
-                           balanced: bool = False) -> np.ndarray:
+def stage_activation_table(
+    model: Model,
+    plans: pd.DataFrame,
+    seq_len: int,
+    stage: str = "first",
+    *,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    dropout: bool = True,
+    fp8_gemm_inputs: bool = False,
+    per_layer: pd.DataFrame | None = None,
+    balanced: bool = False,
+) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
     case, :func:`hnplan.memory.training_memory_table` its user).
@@ -325,9 +370,15 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
     for rc in pd.unique(df["recompute"]):
         _check_recompute(rc)
     if per_layer is None:
-        per_layer = layer_activation_table(model, df, seq_len, sequence_parallel=sequence_parallel,
-                                           flash_attention=flash_attention, dropout=dropout,
-                                           fp8_gemm_inputs=fp8_gemm_inputs)
+        per_layer = layer_activation_table(
+            model,
+            df,
+            seq_len,
+            sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention,
+            dropout=dropout,
+            fp8_gemm_inputs=fp8_gemm_inputs,
+        )
     a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
     pp = df["pp"].to_numpy()
     L = model.layers
@@ -340,18 +391,33 @@ def stage_activation_table(model: Model, plans: pd.DataFrame, seq_len: int, stag
     elif balanced:
         in_flight = balanced_in_flight(n, pp, df["num_microbatches"].to_numpy(), df["virtual_stages"].to_numpy())
     else:
-        in_flight = memo(df, ["pp", "num_microbatches", "virtual_stages"],
-                         lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)})["f"].to_numpy()
+        in_flight = memo(
+            df,
+            ["pp", "num_microbatches", "virtual_stages"],
+            lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
+        )["f"].to_numpy()
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
     return total + np.where((stage == "last") | (pp == 1), out, 0.0)
 
 
-def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int = 1, pp: int = 1, cp: int = 1,
-                           recompute: str = "none", num_microbatches: int | None = None,
-                           virtual_stages: int = 1, sequence_parallel: bool = True,
-                           flash_attention: bool = True, dropout: bool = True, stage: str = "first",
-                           fp8_gemm_inputs: bool = False, balanced: bool = False) -> float:
+def stage_activation_bytes(
+    model: Model,
+    seq_len: int,
+    microbatch: int,
+    tp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
+    recompute: str = "none",
+    num_microbatches: int | None = None,
+    virtual_stages: int = 1,
+    sequence_parallel: bool = True,
+    flash_attention: bool = True,
+    dropout: bool = True,
+    stage: str = "first",
+    fp8_gemm_inputs: bool = False,
+    balanced: bool = False,
+) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
 
@@ -360,9 +426,29 @@ def stage_activation_bytes(model: Model, seq_len: int, microbatch: int, tp: int 
     InputError
         For an unknown recompute mode or stage.
     """
-    plan = pd.DataFrame([dict(tp=tp, pp=pp, cp=cp, microbatch_size=microbatch,
-                              num_microbatches=pp if num_microbatches is None else num_microbatches,
-                              virtual_stages=virtual_stages, recompute=recompute)])
-    return float(stage_activation_table(model, plan, seq_len, stage, sequence_parallel=sequence_parallel,
-                                        flash_attention=flash_attention, dropout=dropout,
-                                        fp8_gemm_inputs=fp8_gemm_inputs, balanced=balanced)[0])
+    plan = pd.DataFrame(
+        [
+            dict(
+                tp=tp,
+                pp=pp,
+                cp=cp,
+                microbatch_size=microbatch,
+                num_microbatches=pp if num_microbatches is None else num_microbatches,
+                virtual_stages=virtual_stages,
+                recompute=recompute,
+            )
+        ]
+    )
+    return float(
+        stage_activation_table(
+            model,
+            plan,
+            seq_len,
+            stage,
+            sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention,
+            dropout=dropout,
+            fp8_gemm_inputs=fp8_gemm_inputs,
+            balanced=balanced,
+        )[0]
+    )

@@ -107,9 +107,18 @@ class InferenceMemory(MemoryBreakdown):
     tokens: int = 0
 
 
-def inference_memory(model: Model, batch: int, seq_len: int, dtype: str = "bf16", kv_dtype: str = "bf16",
-                     tp: int = 1, ep: int = 1, max_batched_tokens: int | None = None, *,
-                     overheads: MemoryOverheads) -> InferenceMemory:
+def inference_memory(
+    model: Model,
+    batch: int,
+    seq_len: int,
+    dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    ep: int = 1,
+    max_batched_tokens: int | None = None,
+    *,
+    overheads: MemoryOverheads,
+) -> InferenceMemory:
     """Memory of a replica serving ``batch`` sequences of ``seq_len`` tokens (prompt + output) [bytes].
 
     Weights (:func:`weight_bytes_per_gpu`), KV cache of ``batch x seq_len`` tokens
@@ -129,10 +138,15 @@ def inference_memory(model: Model, batch: int, seq_len: int, dtype: str = "bf16"
     per_tok = kv_cache_bytes_per_token(model, kv_dtype, tp)
     tokens = batch * seq_len
     return InferenceMemory(
-        params_bytes=weight_bytes_per_gpu(model, dtype, tp, ep), grads_bytes=0.0, optimizer_bytes=0.0,
+        params_bytes=weight_bytes_per_gpu(model, dtype, tp, ep),
+        grads_bytes=0.0,
+        optimizer_bytes=0.0,
         activations_bytes=workspace_bytes(model, min(tokens, mbt), min(batch, mbt), tp),
-        kv_cache_bytes=per_tok * tokens, overhead_bytes=serving_overhead_bytes(tp, overheads),
-        kv_bytes_per_token=per_tok, tokens=tokens)
+        kv_cache_bytes=per_tok * tokens,
+        overhead_bytes=serving_overhead_bytes(tp, overheads),
+        kv_bytes_per_token=per_tok,
+        tokens=tokens,
+    )
 
 
 @dataclass(frozen=True)
@@ -149,16 +163,31 @@ class KVCapacity:
 
     def as_dict(self) -> dict:
         g = units.to_GiB
-        return {"usable_gib": g(self.usable_bytes), "weights_gib": g(self.weights_bytes),
-                "workspace_gib": g(self.workspace_bytes), "overhead_gib": g(self.overhead_bytes),
-                "kv_cache_gib": g(self.kv_bytes), "kv_bytes_per_token": self.kv_bytes_per_token,
-                "max_tokens": self.tokens}
+        return {
+            "usable_gib": g(self.usable_bytes),
+            "weights_gib": g(self.weights_bytes),
+            "workspace_gib": g(self.workspace_bytes),
+            "overhead_gib": g(self.overhead_bytes),
+            "kv_cache_gib": g(self.kv_bytes),
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "max_tokens": self.tokens,
+        }
 
 
-def kv_capacity(model: Model, acc: Accelerator, dtype: str = "bf16", kv_dtype: str = "bf16", tp: int = 1,
-                ep: int = 1, utilization: float | None = None, max_batched_tokens: int | None = None,
-                max_sequences: int = 256, *, overheads: MemoryOverheads,
-                kv_budget_bytes: float | None = None) -> KVCapacity:
+def kv_capacity(
+    model: Model,
+    acc: Accelerator,
+    dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    ep: int = 1,
+    utilization: float | None = None,
+    max_batched_tokens: int | None = None,
+    max_sequences: int = 256,
+    *,
+    overheads: MemoryOverheads,
+    kv_budget_bytes: float | None = None,
+) -> KVCapacity:
     """Tokens of KV cache that fit on one accelerator of a replica, the vLLM way ([4]_).
 
     ``usable = device memory x utilization`` (vLLM's ``gpu_memory_utilization``, SGLang's

@@ -56,26 +56,53 @@ class StateAccounting:
 
 
 ACCOUNTINGS = {
-    a.name: a for a in (
-        StateAccounting("zero-paper", 2.0, 2.0, 12.0,
-                        "ZeRO [1] Sec. 3.1: fp16 weights and gradients; fp32 master weights, momentum, variance"),
-        StateAccounting("fp32-grad-accum", 2.0, 2.0, 16.0,
-                        "DeepSpeed fp16 optimizer [2]: fp16 weights and gradients; fp32 gradients, master "
-                        "weights, momentum, variance (ZeRO-2: 2 + 18/N)"),
-        StateAccounting("megatron-bf16", 2.0, 4.0, 12.0,
-                        "Megatron Core distributed optimizer [3]: bf16 weights, fp32 main gradients (6 + 12/d)"),
-        StateAccounting("fp32", 4.0, 4.0, 8.0,
-                        "fp32 weights and gradients, Adam momentum and variance, no master copy [3] (8 + 8/d)"),
-        StateAccounting("fp8", 2.0, 4.0, 12.0,
-                        "fp8 GEMMs with Transformer Engine: the model states of megatron-bf16 (bf16 weights, "
-                        "fp32 main gradients); the fp8 casts of the weights are transient, one layer at a time "
-                        "(labelled assumption); activations keep fp8 GEMM inputs"),
+    a.name: a
+    for a in (
+        StateAccounting(
+            "zero-paper",
+            2.0,
+            2.0,
+            12.0,
+            "ZeRO [1] Sec. 3.1: fp16 weights and gradients; fp32 master weights, momentum, variance",
+        ),
+        StateAccounting(
+            "fp32-grad-accum",
+            2.0,
+            2.0,
+            16.0,
+            "DeepSpeed fp16 optimizer [2]: fp16 weights and gradients; fp32 gradients, master "
+            "weights, momentum, variance (ZeRO-2: 2 + 18/N)",
+        ),
+        StateAccounting(
+            "megatron-bf16",
+            2.0,
+            4.0,
+            12.0,
+            "Megatron Core distributed optimizer [3]: bf16 weights, fp32 main gradients (6 + 12/d)",
+        ),
+        StateAccounting(
+            "fp32",
+            4.0,
+            4.0,
+            8.0,
+            "fp32 weights and gradients, Adam momentum and variance, no master copy [3] (8 + 8/d)",
+        ),
+        StateAccounting(
+            "fp8",
+            2.0,
+            4.0,
+            12.0,
+            "fp8 GEMMs with Transformer Engine: the model states of megatron-bf16 (bf16 weights, "
+            "fp32 main gradients); the fp8 casts of the weights are transient, one layer at a time "
+            "(labelled assumption); activations keep fp8 GEMM inputs",
+        ),
     )
 }
 
 
-def stack_accounting(dtype: str, grad_bytes: float = 4.0, fp8_params: bool = False,
-                     fp8_weight_cache: bool = True) -> StateAccounting:
+def stack_accounting(
+    dtype: str, grad_bytes: float = 4.0, fp8_params: bool = False, fp8_weight_cache: bool = True
+) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_).
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
@@ -105,11 +132,20 @@ def stack_accounting(dtype: str, grad_bytes: float = 4.0, fp8_params: bool = Fal
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
     opt = 12.0 + (4.0 if g < 4.0 else 0.0)
-    name = f"stack-{dtype}-g{g:g}" + ("-fp8params" if fp8 and fp8_params else "") + \
-        ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
-    return StateAccounting(name, w, g, opt, f"Megatron-Core distributed optimizer [3][4]: {wsrc}; {g:g}-byte "
-                                            f"main-grad buffer; fp32 master weights and Adam moments"
-                                            + (", fp32 copy of the gradient shard" if g < 4 else ""))
+    name = (
+        f"stack-{dtype}-g{g:g}"
+        + ("-fp8params" if fp8 and fp8_params else "")
+        + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
+    )
+    return StateAccounting(
+        name,
+        w,
+        g,
+        opt,
+        f"Megatron-Core distributed optimizer [3][4]: {wsrc}; {g:g}-byte "
+        f"main-grad buffer; fp32 master weights and Adam moments"
+        + (", fp32 copy of the gradient shard" if g < 4 else ""),
+    )
 
 
 def accounting(name: str | StateAccounting) -> StateAccounting:
@@ -126,7 +162,9 @@ def accounting(name: str | StateAccounting) -> StateAccounting:
     return ACCOUNTINGS[name]
 
 
-def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str | StateAccounting = "zero-paper") -> tuple[float, float, float]:
+def zero_model_state_bytes(
+    n_params, dp: int, zero: int, recipe: str | StateAccounting = "zero-paper"
+) -> tuple[float, float, float]:
     """Model states per data-parallel rank, ``(weights, grads, optimizer)`` [bytes].
 
     ``n_params`` parameters [parameters] replicated over ``dp`` ranks at ZeRO stage ``zero``: stage 0
@@ -162,9 +200,11 @@ def zero_model_state_bytes(n_params, dp: int, zero: int, recipe: str | StateAcco
     """
     check_choice("zero stage", zero, ZERO_STAGES)
     a = accounting(recipe)
-    return (a.weight_bytes * n_params / (dp if zero >= 3 else 1),
-            a.grad_bytes * n_params / (dp if zero >= 2 else 1),
-            a.optimizer_bytes * n_params / (dp if zero >= 1 else 1))
+    return (
+        a.weight_bytes * n_params / (dp if zero >= 3 else 1),
+        a.grad_bytes * n_params / (dp if zero >= 2 else 1),
+        a.optimizer_bytes * n_params / (dp if zero >= 1 else 1),
+    )
 
 
 @dataclass(frozen=True)
@@ -191,8 +231,9 @@ def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = Fa
     return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
 
 
-def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first",
-                 balanced: bool = False) -> StageParams:
+def stage_params(
+    model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first", balanced: bool = False
+) -> StageParams:
     """Parameters on one accelerator of the first or last pipeline stage [parameters].
 
     A stage holds ``ceil(L / pp)`` layers (the fullest stage when ``pp`` does not divide ``L``); the
@@ -222,13 +263,23 @@ def stage_params(model: Model, tp: int, pp: int, ep: int = 1, stage: str = "firs
         dense += pc.embedding + pc.position
     if last:
         dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
-    return StageParams(dense=dense / tp, expert=moe * pc.moe_total_per_layer / (tp * ep), layers=len(rng),
-                       moe_layers=moe)
+    return StageParams(
+        dense=dense / tp, expert=moe * pc.moe_total_per_layer / (tp * ep), layers=len(rng), moe_layers=moe
+    )
 
 
-def model_state_bytes_per_gpu(model: Model, tp: int, pp: int, dp: int, ep: int = 1, zero: int = 1,
-                              recipe: str | StateAccounting = "zero-paper", cp: int = 1, stage: str = "first",
-                              balanced: bool = False):
+def model_state_bytes_per_gpu(
+    model: Model,
+    tp: int,
+    pp: int,
+    dp: int,
+    ep: int = 1,
+    zero: int = 1,
+    recipe: str | StateAccounting = "zero-paper",
+    cp: int = 1,
+    stage: str = "first",
+    balanced: bool = False,
+):
     """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes].
 
     Non-expert parameters of the stage (:func:`stage_params`) are sharded by ZeRO over the

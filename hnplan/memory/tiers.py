@@ -47,8 +47,12 @@ class Tier:
     link: str
 
     def as_dict(self) -> dict:
-        return {"tier": self.name, "capacity_gib": units.to_GiB(self.capacity_bytes),
-                "bw_GBps": units.Bps_to_GBps(self.bw_Bps), "link": self.link}
+        return {
+            "tier": self.name,
+            "capacity_gib": units.to_GiB(self.capacity_bytes),
+            "bw_GBps": units.Bps_to_GBps(self.bw_Bps),
+            "link": self.link,
+        }
 
 
 def memory_tiers(design: Design) -> list[Tier]:
@@ -61,15 +65,33 @@ def memory_tiers(design: Design) -> list[Tier]:
     rest = []
     if system.host_memory_gb_per_node and system.host_link_GBps_per_gpu:
         link = {"pcie": "PCIe", "nvlink-c2c": "NVLink-C2C"}[system.host_link_kind]
-        rest.append(Tier("host", units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus,
-                         units.GBps_to_Bps(system.host_link_GBps_per_gpu), link))
+        rest.append(
+            Tier(
+                "host",
+                units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus,
+                units.GBps_to_Bps(system.host_link_GBps_per_gpu),
+                link,
+            )
+        )
     if system.pooled_memory_tb:
         bw = system.pooled_memory_GBps_per_gpu or system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir
-        rest.append(Tier("pooled", system.pooled_memory_tb * units.TB / system.scaleup_domain_gpus,
-                         units.GBps_to_Bps(bw), "scale-up fabric"))
+        rest.append(
+            Tier(
+                "pooled",
+                system.pooled_memory_tb * units.TB / system.scaleup_domain_gpus,
+                units.GBps_to_Bps(bw),
+                "scale-up fabric",
+            )
+        )
     if system.nvme_tb_per_node and system.nvme_read_GBps_per_node:
-        rest.append(Tier("nvme", system.nvme_tb_per_node * units.TB / system.node_gpus,
-                         units.GBps_to_Bps(system.nvme_read_GBps_per_node) / system.node_gpus, "PCIe NVMe"))
+        rest.append(
+            Tier(
+                "nvme",
+                system.nvme_tb_per_node * units.TB / system.node_gpus,
+                units.GBps_to_Bps(system.nvme_read_GBps_per_node) / system.node_gpus,
+                "PCIe NVMe",
+            )
+        )
     return out + sorted(rest, key=lambda t: -t.bw_Bps)
 
 
@@ -84,9 +106,13 @@ class Spill:
     seconds_per_step: float
 
     def as_dict(self) -> dict:
-        return {"part": self.part, "tier": self.tier, "gib": units.to_GiB(self.bytes),
-                "traffic_gib_per_step": units.to_GiB(self.traffic_bytes_per_step),
-                "seconds_per_step": self.seconds_per_step}
+        return {
+            "part": self.part,
+            "tier": self.tier,
+            "gib": units.to_GiB(self.bytes),
+            "traffic_gib_per_step": units.to_GiB(self.traffic_bytes_per_step),
+            "seconds_per_step": self.seconds_per_step,
+        }
 
 
 @dataclass(frozen=True)
@@ -120,10 +146,17 @@ class SpillPlan:
         return max(0.0, self.spill_time_s - self.compute_time_s)
 
     def as_dict(self) -> dict:
-        return {"status": self.status, "fits": self.fits, "hbm_gib": units.to_GiB(self.hbm_bytes),
-                "total_gib": units.to_GiB(self.total_bytes), "spills": [s.as_dict() for s in self.spills],
-                "unplaced_gib": units.to_GiB(self.unplaced_bytes), "spill_time_s": self.spill_time_s,
-                "compute_time_s": self.compute_time_s, "exposed_s": self.exposed_s}
+        return {
+            "status": self.status,
+            "fits": self.fits,
+            "hbm_gib": units.to_GiB(self.hbm_bytes),
+            "total_gib": units.to_GiB(self.total_bytes),
+            "spills": [s.as_dict() for s in self.spills],
+            "unplaced_gib": units.to_GiB(self.unplaced_bytes),
+            "spill_time_s": self.spill_time_s,
+            "compute_time_s": self.compute_time_s,
+            "exposed_s": self.exposed_s,
+        }
 
 
 def _traffic_factor(part: str, tier: str, mode: str, recipe: str) -> float:
@@ -135,8 +168,13 @@ def _traffic_factor(part: str, tier: str, mode: str, recipe: str) -> float:
     return 1.0
 
 
-def spill_plan(mem: MemoryBreakdown, tiers: list[Tier], mode: str = "train", recipe: str = "zero-paper",
-               compute_time_s: float | None = None) -> SpillPlan:
+def spill_plan(
+    mem: MemoryBreakdown,
+    tiers: list[Tier],
+    mode: str = "train",
+    recipe: str = "zero-paper",
+    compute_time_s: float | None = None,
+) -> SpillPlan:
     """Place what does not fit in HBM (``tiers[0]``) on the other tiers and cost the traffic per step.
 
     Parameters
@@ -190,8 +228,18 @@ def spill_plan(mem: MemoryBreakdown, tiers: list[Tier], mode: str = "train", rec
     return SpillPlan(status, hbm, mem.total_bytes, spills, max(0.0, excess), compute_time_s)
 
 
-def training_compute_time_s(model, acc, seq_len: int, microbatch: int, num_microbatches: int, tp: int = 1,
-                            pp: int = 1, cp: int = 1, recompute: str = "none", dtype: str = "bf16") -> float:
+def training_compute_time_s(
+    model,
+    acc,
+    seq_len: int,
+    microbatch: int,
+    num_microbatches: int,
+    tp: int = 1,
+    pp: int = 1,
+    cp: int = 1,
+    recompute: str = "none",
+    dtype: str = "bf16",
+) -> float:
     """Compute time of one training step on one accelerator at the achievable GEMM rate [s]: hardware
     FLOPs per token (recomputation included) x ``microbatch x num_microbatches x seq_len`` tokens per
     data-parallel replica, shared by its ``tp x pp x cp`` accelerators. The time spilled transfers can
@@ -206,5 +254,13 @@ def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
     return (mem.params_bytes + mem.kv_cache_bytes) / achievable_hbm_Bps(acc)
 
 
-__all__ = ["SPILL_ORDER", "Spill", "SpillPlan", "Tier", "decode_step_time_s", "memory_tiers", "spill_plan",
-           "training_compute_time_s"]
+__all__ = [
+    "SPILL_ORDER",
+    "Spill",
+    "SpillPlan",
+    "Tier",
+    "decode_step_time_s",
+    "memory_tiers",
+    "spill_plan",
+    "training_compute_time_s",
+]

@@ -32,8 +32,9 @@ class TrainingMemory(MemoryBreakdown):
     stage: str = "first"
 
 
-def training_overheads(tensor_bytes: float, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, ep: int = 1,
-                       catalog: Catalog | None = None) -> dict:
+def training_overheads(
+    tensor_bytes: float, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, ep: int = 1, catalog: Catalog | None = None
+) -> dict:
     """Runtime overheads of one training process [bytes], by part ([3]_).
 
     ``cuda_context``; ``nccl``: one communicator per parallel group of more than one rank (TP, CP,
@@ -48,22 +49,43 @@ def training_overheads(tensor_bytes: float, tp: int = 1, pp: int = 1, dp: int = 
     o = (catalog or load_catalog()).memory_overheads
     groups = sum(1 for g in (tp, cp, dp * cp, pp, ep) if g > 1)
     nccl = groups * o.nccl_gib_per_communicator.value + (o.nccl_alltoall_extra_gib.value if ep > 1 else 0.0)
-    return {"cuda_context": units.GiB_to_bytes(o.cuda_context_gib.value),
-            "nccl": units.GiB_to_bytes(nccl),
-            "fragmentation": o.allocator_fragmentation_fraction.value * tensor_bytes}
+    return {
+        "cuda_context": units.GiB_to_bytes(o.cuda_context_gib.value),
+        "nccl": units.GiB_to_bytes(nccl),
+        "fragmentation": o.allocator_fragmentation_fraction.value * tensor_bytes,
+    }
 
 
 # the columns :func:`training_memory_table` reads, one row per plan
-PLAN_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches", "virtual_stages", "zero_stage",
-                "recompute")
+PLAN_COLUMNS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "microbatch_size",
+    "num_microbatches",
+    "virtual_stages",
+    "zero_stage",
+    "recompute",
+)
 TABLE_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
 
 
-def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *,
-                          recipe: str | StateAccounting = "zero-paper", flash_attention: bool = True,
-                          sequence_parallel: bool = True, dropout: bool = True,
-                          fp8_gemm_inputs: bool | None = None, overheads: bool = True,
-                          catalog: Catalog | None = None, balanced: bool = False) -> pd.DataFrame:
+def training_memory_table(
+    model: Model,
+    plans: pd.DataFrame,
+    seq_len: int,
+    *,
+    recipe: str | StateAccounting = "zero-paper",
+    flash_attention: bool = True,
+    sequence_parallel: bool = True,
+    dropout: bool = True,
+    fp8_gemm_inputs: bool | None = None,
+    overheads: bool = True,
+    catalog: Catalog | None = None,
+    balanced: bool = False,
+) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
 
@@ -106,22 +128,34 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *,
     df = plans.reset_index(drop=True)
     pp = df["pp"].to_numpy()
     if overheads:
+
         def over_fn(tp, pp_, dp, cp, ep):
             fixed = sum(training_overheads(0.0, tp, pp_, dp, cp, ep, catalog).values())
-            return {"fixed": fixed, "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed}
+            return {
+                "fixed": fixed,
+                "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed,
+            }
+
         over = memo(df, ["tp", "pp", "dp", "cp", "ep"], over_fn)
         o_fixed, o_slope = over["fixed"].to_numpy(), over["slope"].to_numpy()
     else:
         o_fixed = o_slope = np.zeros(len(df))
-    act_kw = dict(sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout,
-                  fp8_gemm_inputs=fp8)
+    act_kw = dict(
+        sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8
+    )
     per_layer = layer_activation_table(model, df, seq_len, **act_kw)
     best = None
     for stage in ("first", "last"):
-        st = memo(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
-            zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage, balanced))))
-        st["activations_bytes"] = stage_activation_table(model, df, seq_len, stage, per_layer=per_layer,
-                                                         balanced=balanced, **act_kw)
+        st = memo(
+            df,
+            ["tp", "pp", "dp", "cp", "ep", "zero_stage"],
+            lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
+                zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage, balanced))
+            ),
+        )
+        st["activations_bytes"] = stage_activation_table(
+            model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, **act_kw
+        )
         tensors = st.sum(axis=1).to_numpy()
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
@@ -135,13 +169,29 @@ def training_memory_table(model: Model, plans: pd.DataFrame, seq_len: int, *,
     return best
 
 
-def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: int, dp: int,
-                    cp: int = 1, ep: int = 1, zero: int = 1, recompute: str = "none",
-                    num_microbatches: int | None = None, flash_attention: bool = True, *,
-                    virtual_stages: int = 1, recipe: str | StateAccounting = "zero-paper",
-                    sequence_parallel: bool = True, dropout: bool = True, overheads: bool = True,
-                    fp8_gemm_inputs: bool | None = None, catalog: Catalog | None = None,
-                    balanced: bool = False) -> TrainingMemory:
+def training_memory(
+    model: Model,
+    seq_len: int,
+    microbatch: int,
+    tp: int,
+    pp: int,
+    dp: int,
+    cp: int = 1,
+    ep: int = 1,
+    zero: int = 1,
+    recompute: str = "none",
+    num_microbatches: int | None = None,
+    flash_attention: bool = True,
+    *,
+    virtual_stages: int = 1,
+    recipe: str | StateAccounting = "zero-paper",
+    sequence_parallel: bool = True,
+    dropout: bool = True,
+    overheads: bool = True,
+    fp8_gemm_inputs: bool | None = None,
+    catalog: Catalog | None = None,
+    balanced: bool = False,
+) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
     The one-row case of :func:`training_memory_table` (the model the training planner evaluates over
@@ -190,11 +240,34 @@ def training_memory(model: Model, seq_len: int, microbatch: int, tp: int, pp: in
     """
     if ep > 1 and (dp * cp) % ep:
         raise PlanRuleError(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
-    plan = pd.DataFrame([dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch,
-                              num_microbatches=pp if num_microbatches is None else num_microbatches,
-                              virtual_stages=virtual_stages, zero_stage=zero, recompute=recompute)])
-    row = training_memory_table(model, plan, seq_len, recipe=recipe, flash_attention=flash_attention,
-                                sequence_parallel=sequence_parallel, dropout=dropout, fp8_gemm_inputs=fp8_gemm_inputs,
-                                overheads=overheads, catalog=catalog, balanced=balanced).iloc[0]
+    plan = pd.DataFrame(
+        [
+            dict(
+                tp=tp,
+                pp=pp,
+                dp=dp,
+                cp=cp,
+                ep=ep,
+                microbatch_size=microbatch,
+                num_microbatches=pp if num_microbatches is None else num_microbatches,
+                virtual_stages=virtual_stages,
+                zero_stage=zero,
+                recompute=recompute,
+            )
+        ]
+    )
+    row = training_memory_table(
+        model,
+        plan,
+        seq_len,
+        recipe=recipe,
+        flash_attention=flash_attention,
+        sequence_parallel=sequence_parallel,
+        dropout=dropout,
+        fp8_gemm_inputs=fp8_gemm_inputs,
+        overheads=overheads,
+        catalog=catalog,
+        balanced=balanced,
+    ).iloc[0]
     params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))

@@ -52,17 +52,23 @@ class Claim:
     condition: str
     numbers: dict = field(default_factory=dict)
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
-    metric: str = ""        # the points' column the verdict reads ("" when not testable)
-    op: str = ""            # ">=" or "<="
-    axes: tuple = ()        # the grid's axes, in the order the condition names them
+    metric: str = ""  # the points' column the verdict reads ("" when not testable)
+    op: str = ""  # ">=" or "<="
+    axes: tuple = ()  # the grid's axes, in the order the condition names them
 
     def as_dict(self) -> dict:
         """The JSON shape of ``hnplan claims --json`` (keys :data:`JSON_KEYS`)."""
         pts = self.points.replace({np.nan: None}).to_dict("records") if len(self.points) else []
-        return {"id": self.id, "seed_file": self.seed_file, "claim": self.claim, "experiment": self.experiment,
-                "verdict": self.verdict, "condition": self.condition,
-                "numbers": {k: _plain(v) for k, v in self.numbers.items()},
-                "points": [{k: _plain(v) for k, v in p.items()} for p in pts]}
+        return {
+            "id": self.id,
+            "seed_file": self.seed_file,
+            "claim": self.claim,
+            "experiment": self.experiment,
+            "verdict": self.verdict,
+            "condition": self.condition,
+            "numbers": {k: _plain(v) for k, v in self.numbers.items()},
+            "points": [{k: _plain(v) for k, v in p.items()} for p in pts],
+        }
 
 
 def _plain(v):
@@ -101,9 +107,14 @@ def fmt_axis(name: str, value) -> str:
     return str(value)
 
 
-_AXIS_WORDS = {"params": ("models of", "parameters"), "gpus": ("", "GPUs"), "nic_gbps": ("NICs of", "per GPU"),
-               "servers_per_rack": ("", "servers per rack"), "size_bytes": ("buffers of", ""),
-               "ranks": ("", "ranks")}
+_AXIS_WORDS = {
+    "params": ("models of", "parameters"),
+    "gpus": ("", "GPUs"),
+    "nic_gbps": ("NICs of", "per GPU"),
+    "servers_per_rack": ("", "servers per rack"),
+    "size_bytes": ("buffers of", ""),
+    "ranks": ("", "ranks"),
+}
 
 
 def _bound_text(axis: str, op: str, value) -> str:
@@ -146,13 +157,16 @@ def describe_region(points: pd.DataFrame, axes: list[str]) -> str:
         return "holds for " + " and ".join(parts) + " (within the grid)"
     last, rest = axes[-1], axes[:-1]
     lines = []
-    for key, g in (pts.groupby(rest, sort=True) if rest else [((), pts)]):
+    for key, g in pts.groupby(rest, sort=True) if rest else [((), pts)]:
         good = g[g["holds"].astype(bool)][last].tolist()
         if good:
             key = key if isinstance(key, tuple) else (key,)
             head = ", ".join(fmt_axis(a, k) for a, k in zip(rest, key))
-            lines.append((head + ": " if head else "") + ", ".join(fmt_axis(last, v) for v in sorted(good))
-                         + f" {_AXIS_WORDS.get(last, ('', ''))[1]}".rstrip())
+            lines.append(
+                (head + ": " if head else "")
+                + ", ".join(fmt_axis(last, v) for v in sorted(good))
+                + f" {_AXIS_WORDS.get(last, ('', ''))[1]}".rstrip()
+            )
     return "holds only at " + "; ".join(lines)
 
 
@@ -165,8 +179,9 @@ def _product(choices):
             yield (first, *rest)
 
 
-def decide(points: pd.DataFrame, axes: list[str], metric: str, op: str, threshold: float,
-           unit: str = "") -> tuple[str, str]:
+def decide(
+    points: pd.DataFrame, axes: list[str], metric: str, op: str, threshold: float, unit: str = ""
+) -> tuple[str, str]:
     """The verdict and its condition from a grid with a boolean (or NaN) ``holds`` column.
 
     Parameters
@@ -193,10 +208,12 @@ def decide(points: pd.DataFrame, axes: list[str], metric: str, op: str, threshol
     if not ok.any():
         m = pts[metric].astype(float)
         i = m.idxmax() if op == ">=" else m.idxmin()
-        where = ", ".join(f"{fmt_axis(a, pts.at[i, a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "")
-                          for a in axes)
-        return "does not hold", (f"{thr} at none of the {len(pts)} points; closest at {where}: "
-                                 f"{metric} = {m[i]:.3g}{unit}")
+        where = ", ".join(
+            f"{fmt_axis(a, pts.at[i, a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "") for a in axes
+        )
+        return "does not hold", (
+            f"{thr} at none of the {len(pts)} points; closest at {where}: {metric} = {m[i]:.3g}{unit}"
+        )
     return "holds under conditions", f"{thr}: " + describe_region(points, axes)
 
 
@@ -219,14 +236,14 @@ class AuditSetup:
     """
 
     supernode: str = "gb200-nvl72"
-    traditional: str = "hgx-b200-ib-xdr"      # made same-chip by same_chip_baseline
-    older: str = "hgx-h100-ib-ndr"            # only to show what a chip change alone does
+    traditional: str = "hgx-b200-ib-xdr"  # made same-chip by same_chip_baseline
+    older: str = "hgx-h100-ib-ndr"  # only to show what a chip change alone does
     seed_supernode: str = "seed-40card"
     models: tuple = ("megatron-18.4b", "megatron-145.6b", "megatron-1t")
     gpus: tuple = (576, 2304, 9216)
     hundred_b_models: tuple = ("megatron-76.1b", "megatron-145.6b")
     hundred_b_gpus: tuple = (576, 1152, 2304)
-    ten_k_gpus: int = 10080                   # 140 NVL72 racks = 1,260 servers: the seeds' "10,000 cards"
+    ten_k_gpus: int = 10080  # 140 NVL72 racks = 1,260 servers: the seeds' "10,000 cards"
     vision_gpus: tuple = (4608, 9216)
     trillion_model: str = "megatron-1t"
     trillion_gpus: tuple = (1296, 2592, 4104)  # 18, 36, 57 racks: 1,296 is the nearest rack count to 1,280
@@ -234,7 +251,7 @@ class AuditSetup:
     traditional_nic_gbps: tuple = (100, 400)  # the fabric axis of the claims about "traditional" clusters
     nic_models: tuple = ("megatron-18.4b", "megatron-145.6b", "megatron-1t")
     nic_gpus: tuple = (576, 2304)
-    nic_tolerance: float = 0.10               # a NIC rate is "enough" within 10 % of the fastest one's step
+    nic_tolerance: float = 0.10  # a NIC rate is "enough" within 10 % of the fastest one's step
     scoring_models: tuple = ("megatron-1.7b", "megatron-7.5b", "megatron-39.1b")
     iops_models: tuple = ("megatron-1.7b", "megatron-18.4b", "megatron-145.6b", "megatron-1t")
     scoring_tokens: int = 128
@@ -242,7 +259,7 @@ class AuditSetup:
     seqs_per_gpu: int = 1
     dtype: str = "bf16"
     storage: str = "ddn-ai400x2"
-    tcp_interconnect: str | None = None       # kernel-TCP transport for the RDMA claims; None: look in the catalog
+    tcp_interconnect: str | None = None  # kernel-TCP transport for the RDMA claims; None: look in the catalog
     reliability_gpus: int = 1280
 
 
@@ -258,7 +275,9 @@ def claim_ids() -> list[str]:
     return [cid for cid, *_ in _experiments()]
 
 
-def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None, only: list[str] | None = None) -> list[Claim]:
+def audit(
+    setup: AuditSetup | None = None, catalog: Catalog | None = None, only: list[str] | None = None
+) -> list[Claim]:
     """Run every experiment (or those whose claim id is in ``only``); an experiment that fails with an
     hnplan error is returned as ``not testable`` with the error as its condition."""
     cat = catalog or load_catalog()
@@ -270,8 +289,9 @@ def audit(setup: AuditSetup | None = None, catalog: Catalog | None = None, only:
         try:
             out.append(fn(cat, s))
         except HnplanError as exc:
-            out.append(Claim(cid, seed_files(*seeds), text, doc(fn), "not testable",
-                             f"the experiment could not run: {exc}"))
+            out.append(
+                Claim(cid, seed_files(*seeds), text, doc(fn), "not testable", f"the experiment could not run: {exc}")
+            )
     return out
 
 
@@ -288,10 +308,12 @@ def audit_headline(claims: list[Claim]) -> str:
     lines = [f"Of {len(claims)} claims: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)) + "."]
     for c in claims:
         if "same_chip_speedup" in c.numbers and "chip_and_fabric_speedup" in c.numbers:
-            lines.append(f"\nAt equal GPU counts the supernode's median speed-up is {c.numbers['same_chip_speedup']:.2f}x "
-                         f"over servers with the same chip and {c.numbers['chip_and_fabric_speedup']:.2f}x over "
-                         f"servers with the older chip (`{c.id}`): the difference between the two is the chip's, "
-                         "not the fabric's.")
+            lines.append(
+                f"\nAt equal GPU counts the supernode's median speed-up is {c.numbers['same_chip_speedup']:.2f}x "
+                f"over servers with the same chip and {c.numbers['chip_and_fabric_speedup']:.2f}x over "
+                f"servers with the older chip (`{c.id}`): the difference between the two is the chip's, "
+                "not the fabric's."
+            )
     return "\n".join(lines)
 
 

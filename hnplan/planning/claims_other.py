@@ -29,15 +29,29 @@ IMAGE_READ_KIB = 128.0
 
 
 def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None) -> Claim:
-    return Claim(cid, seed_files(*seeds), text, " ".join(experiment.split()), NOT_TESTABLE, missing, numbers or {},
-                 points if points is not None else pd.DataFrame())
+    return Claim(
+        cid,
+        seed_files(*seeds),
+        text,
+        " ".join(experiment.split()),
+        NOT_TESTABLE,
+        missing,
+        numbers or {},
+        points if points is not None else pd.DataFrame(),
+    )
 
 
 TCP = ("allreduce-rdma-5-8x-over-tcp", ("000",), "At 100 Gb/s, RDMA makes AllReduce 5-8x more efficient (than TCP/IP)")
-GRAD = ("grad-sync-rdma-minus-65", ("002",), "With RDMA, gradient synchronisation time in distributed training falls by 65%")
-TCP_MISSING = ("missing: the bus-bandwidth efficiency and per-message overhead of NCCL over kernel TCP sockets (an "
-               "interconnect entry whose technology names TCP, from a published measurement, or "
-               "AuditSetup.tcp_interconnect)")
+GRAD = (
+    "grad-sync-rdma-minus-65",
+    ("002",),
+    "With RDMA, gradient synchronisation time in distributed training falls by 65%",
+)
+TCP_MISSING = (
+    "missing: the bus-bandwidth efficiency and per-message overhead of NCCL over kernel TCP sockets (an "
+    "interconnect entry whose technology names TCP, from a published measurement, or "
+    "AuditSetup.tcp_interconnect)"
+)
 
 
 def tcp_transport(cat: Catalog, s: AuditSetup):
@@ -61,9 +75,20 @@ def rdma_tcp_grid(cat: Catalog, s: AuditSetup, tcp) -> pd.DataFrame:
     rows = []
     for n in (2.0**20, 2.0**26, 2.0**30):
         for p in (8, 64, 512):
-            t = {k: ring_allreduce_time(n, p, line * ic.bw_efficiency, _alpha_s(ic)) for k, ic in (("rdma", rdma), ("tcp", tcp))}
-            rows.append({"size_bytes": n, "ranks": p, "rdma_s": t["rdma"], "tcp_s": t["tcp"], "speedup": t["tcp"] / t["rdma"],
-                         "time_cut": 1 - t["rdma"] / t["tcp"]})
+            t = {
+                k: ring_allreduce_time(n, p, line * ic.bw_efficiency, _alpha_s(ic))
+                for k, ic in (("rdma", rdma), ("tcp", tcp))
+            }
+            rows.append(
+                {
+                    "size_bytes": n,
+                    "ranks": p,
+                    "rdma_s": t["rdma"],
+                    "tcp_s": t["tcp"],
+                    "speedup": t["tcp"] / t["rdma"],
+                    "time_cut": 1 - t["rdma"] / t["tcp"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -72,15 +97,32 @@ def rdma_vs_tcp(cat: Catalog, s: AuditSetup) -> Claim:
     rdma = cat.interconnect("roce-400g")
     eff = rdma.bw_efficiency
     busbw = units.Bps_to_GBps(units.gbps_to_Bps(100.0)) * eff
-    nums = {"rdma_busbw_GBps_at_100g": busbw, "tcp_busbw_GBps_for_5x": busbw / 5, "tcp_busbw_GBps_for_8x": busbw / 8,
-            "tcp_efficiency_for_5x": eff / 5, "tcp_efficiency_for_8x": eff / 8}
+    nums = {
+        "rdma_busbw_GBps_at_100g": busbw,
+        "tcp_busbw_GBps_for_5x": busbw / 5,
+        "tcp_busbw_GBps_for_8x": busbw / 8,
+        "tcp_efficiency_for_5x": eff / 5,
+        "tcp_efficiency_for_8x": eff / 8,
+    }
     tcp = tcp_transport(cat, s)
     if tcp is None:
-        return _untestable(*TCP, f"{doc(rdma_vs_tcp)} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
-                           f"{TCP_MISSING}; for large buffers the claim holds if that efficiency is between "
-                           f"{eff / 8:.3f} and {eff / 5:.3f} of line rate", nums)
-    return _claim(*TCP, f"{doc(rdma_vs_tcp)} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
-                  ["size_bytes", "ranks"], "speedup", ">=", 5.0, nums)
+        return _untestable(
+            *TCP,
+            f"{doc(rdma_vs_tcp)} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
+            f"{TCP_MISSING}; for large buffers the claim holds if that efficiency is between "
+            f"{eff / 8:.3f} and {eff / 5:.3f} of line rate",
+            nums,
+        )
+    return _claim(
+        *TCP,
+        f"{doc(rdma_vs_tcp)} roce-400g against {tcp.id}",
+        rdma_tcp_grid(cat, s, tcp),
+        ["size_bytes", "ranks"],
+        "speedup",
+        ">=",
+        5.0,
+        nums,
+    )
 
 
 def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
@@ -90,10 +132,23 @@ def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
     nums = {"rdma_efficiency": eff, "tcp_efficiency_for_65pct": 0.35 * eff}
     tcp = tcp_transport(cat, s)
     if tcp is None:
-        return _untestable(*GRAD, doc(grad_sync), f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
-                           f"means TCP reaches {0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}", nums)
-    return _claim(*GRAD, f"{doc(grad_sync)} roce-400g against {tcp.id}", rdma_tcp_grid(cat, s, tcp),
-                  ["size_bytes", "ranks"], "time_cut", ">=", 0.65, nums)
+        return _untestable(
+            *GRAD,
+            doc(grad_sync),
+            f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
+            f"means TCP reaches {0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}",
+            nums,
+        )
+    return _claim(
+        *GRAD,
+        f"{doc(grad_sync)} roce-400g against {tcp.id}",
+        rdma_tcp_grid(cat, s, tcp),
+        ["size_bytes", "ranks"],
+        "time_cut",
+        ">=",
+        0.65,
+        nums,
+    )
 
 
 SEED_NODE = ("seed-node-40-cards", ("001",), "One node of 40 cards: 28 PFLOPS FP8, 5.76 TB HBM3, 150 kW, PUE below 1.1")
@@ -115,22 +170,50 @@ def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
     sysm = cat.system(s.seed_supernode)
     acc = cat.accelerator(sysm.accelerator)
     accs = [a for a in cat.entries("accelerators") if a.id != sysm.accelerator]
-    nums = {"implied_fp8_tflops_per_card": 28e3 / 40, "implied_hbm_gb_per_card": 5760 / 40,
-            "implied_kw_per_card": 150 / 40, "highest_sourced_tdp_kw": max(a.tdp_w for a in accs) / 1e3}
+    nums = {
+        "implied_fp8_tflops_per_card": 28e3 / 40,
+        "implied_hbm_gb_per_card": 5760 / 40,
+        "implied_kw_per_card": 150 / 40,
+        "highest_sourced_tdp_kw": max(a.tdp_w for a in accs) / 1e3,
+    }
     derived = [f for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w") if _seed_derived(acc, f)]
     if derived:
-        return _untestable(*SEED_NODE, f"{doc(seed_node)} {acc.id}", "missing: a datasheet of the node's "
-                           f"accelerator independent of the seed's totals: {', '.join(derived)} of {acc.id} are "
-                           "derived from the seed or assumed, so multiplying them back by 40 would test nothing; and "
-                           "a metered annual PUE of an installed node", nums)
-    pts = pd.DataFrame([{"card": acc.id, "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / 1e3,
-                         "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / 1e3}])
+        return _untestable(
+            *SEED_NODE,
+            f"{doc(seed_node)} {acc.id}",
+            "missing: a datasheet of the node's "
+            f"accelerator independent of the seed's totals: {', '.join(derived)} of {acc.id} are "
+            "derived from the seed or assumed, so multiplying them back by 40 would test nothing; and "
+            "a metered annual PUE of an installed node",
+            nums,
+        )
+    pts = pd.DataFrame(
+        [
+            {
+                "card": acc.id,
+                "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / 1e3,
+                "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / 1e3,
+            }
+        ]
+    )
     pts["margin"] = np.minimum(pts["node_fp8_pflops"] / 28.0, pts["node_hbm_tb"] / 5.76) - 1
-    return _claim(*SEED_NODE, f"{doc(seed_node)} {acc.id} (PUE not judged: no metered value)", pts, ["card"],
-                  "margin", ">=", 0.0, nums)
+    return _claim(
+        *SEED_NODE,
+        f"{doc(seed_node)} {acc.id} (PUE not judged: no metered value)",
+        pts,
+        ["card"],
+        "margin",
+        ">=",
+        0.0,
+        nums,
+    )
 
 
-DENSITY = ("compute-density-3x", ("001", "002"), "FP8 compute density rises 3x (001); node compute density rises 3-5x (002)")
+DENSITY = (
+    "compute-density-3x",
+    ("001", "002"),
+    "FP8 compute density rises 3x (001); node compute density rises 3-5x (002)",
+)
 
 
 def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
@@ -143,17 +226,35 @@ def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
     fac = cat.facility
     air = int(fac.rack_limit_kw_air.value // srv.unit_power_kw) if fac.rack_limit_kw_air else 1
     most = int(fac.rack_limit_kw_liquid.value // srv.unit_power_kw) if fac.rack_limit_kw_liquid else air
-    rows = [{"servers_per_rack": n, "cooling_needed": "air" if n <= air else "liquid",
-             "supernode_pflops_per_rack": sup_rack, "server_pflops_per_rack": pf[srv.id] * srv.unit_gpus * n,
-             "density_ratio": sup_rack / (pf[srv.id] * srv.unit_gpus * n)} for n in range(1, max(most, 1) + 1)]
+    rows = [
+        {
+            "servers_per_rack": n,
+            "cooling_needed": "air" if n <= air else "liquid",
+            "supernode_pflops_per_rack": sup_rack,
+            "server_pflops_per_rack": pf[srv.id] * srv.unit_gpus * n,
+            "density_ratio": sup_rack / (pf[srv.id] * srv.unit_gpus * n),
+        }
+        for n in range(1, max(most, 1) + 1)
+    ]
     pts = pd.DataFrame(rows)
-    return _claim(*DENSITY, f"{doc(compute_density)} {s.supernode} ({sup.gpus_per_rack} GPUs per rack) "
-                  f"against {s.traditional} ({srv.unit_gpus} GPUs and {srv.unit_power_kw:g} kW per server)", pts,
-                  ["servers_per_rack"], "density_ratio", ">=", 3.0,
-                  {"servers_per_rack_air": air, "servers_per_rack_liquid": most})
+    return _claim(
+        *DENSITY,
+        f"{doc(compute_density)} {s.supernode} ({sup.gpus_per_rack} GPUs per rack) "
+        f"against {s.traditional} ({srv.unit_gpus} GPUs and {srv.unit_power_kw:g} kW per server)",
+        pts,
+        ["servers_per_rack"],
+        "density_ratio",
+        ">=",
+        3.0,
+        {"servers_per_rack_air": air, "servers_per_rack_liquid": most},
+    )
 
 
-SCORING = ("scoring-32k-per-node-8ms", ("000",), "One node serves 32,000 credit-scoring requests per second within 8 ms")
+SCORING = (
+    "scoring-32k-per-node-8ms",
+    ("000",),
+    "One node serves 32,000 credit-scoring requests per second within 8 ms",
+)
 
 
 def scoring(cat: Catalog, s: AuditSetup) -> Claim:
@@ -166,8 +267,12 @@ def scoring(cat: Catalog, s: AuditSetup) -> Claim:
     rows = []
     for sy in (cat.system(s.supernode), base):
         for m in s.scoring_models:
-            row = {"system": sy.id, "model": m, "params": float(param_counts(cat.model(m)).total),
-                   "domain_gpus": sy.scaleup_domain_gpus}
+            row = {
+                "system": sy.id,
+                "model": m,
+                "params": float(param_counts(cat.model(m)).total),
+                "domain_gpus": sy.scaleup_domain_gpus,
+            }
             try:
                 cap = scoring_capacity(m, sy, s.scoring_tokens, 0.008, catalog=cat)
                 row["requests_per_s_per_node"] = cap["requests_per_s_per_gpu"] * sy.scaleup_domain_gpus
@@ -177,11 +282,20 @@ def scoring(cat: Catalog, s: AuditSetup) -> Claim:
     pts = pd.DataFrame(rows)
     pts["system_is_supernode"] = pts["system"] == s.supernode
     sup = pts[pts["system_is_supernode"]].drop(columns="system_is_supernode").reset_index(drop=True)
-    c = _claim(*SCORING, f"{doc(scoring)} The seed names no model: {', '.join(s.scoring_models)} with "
-               f"{s.scoring_tokens}-token requests on {s.supernode} ({cat.system(s.supernode).scaleup_domain_gpus} GPUs "
-               f"per node); the {_same(cat, s)} per 8-GPU server beside it", sup, ["params"],
-               "requests_per_s_per_node", ">=", 32000.0)
-    c.points = pd.concat([c.points, pts[~pts["system_is_supernode"]].drop(columns="system_is_supernode")], ignore_index=True)
+    c = _claim(
+        *SCORING,
+        f"{doc(scoring)} The seed names no model: {', '.join(s.scoring_models)} with "
+        f"{s.scoring_tokens}-token requests on {s.supernode} ({cat.system(s.supernode).scaleup_domain_gpus} GPUs "
+        f"per node); the {_same(cat, s)} per 8-GPU server beside it",
+        sup,
+        ["params"],
+        "requests_per_s_per_node",
+        ">=",
+        32000.0,
+    )
+    c.points = pd.concat(
+        [c.points, pts[~pts["system_is_supernode"]].drop(columns="system_is_supernode")], ignore_index=True
+    )
     return c
 
 
@@ -200,27 +314,53 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
     store = cat.get("storage", s.storage)
     rows = []
     for _, p in pts.iterrows():
-        for shape, kw in (("text shards", dict(bytes_per_token=TEXT_BYTES_PER_TOKEN, io_kib=TEXT_READ_KIB)),
-                          ("images", dict(tokens_per_sample=IMAGE_TOKENS, bytes_per_sample=IMAGE_BYTES,
-                                          io_kib=IMAGE_READ_KIB))):
+        for shape, kw in (
+            ("text shards", dict(bytes_per_token=TEXT_BYTES_PER_TOKEN, io_kib=TEXT_READ_KIB)),
+            ("images", dict(tokens_per_sample=IMAGE_TOKENS, bytes_per_sample=IMAGE_BYTES, io_kib=IMAGE_READ_KIB)),
+        ):
             need = sto.loader_need(p["tokens_per_s"], **kw) if np.isfinite(p["tokens_per_s"]) else None
-            r = {"model": p["model"], "params": p["params"], "gpus": p["gpus"], "data": shape,
-                 "tokens_per_s": p["tokens_per_s"], "read_GBps": np.nan, "iops": np.nan, "storage_units": np.nan}
+            r = {
+                "model": p["model"],
+                "params": p["params"],
+                "gpus": p["gpus"],
+                "data": shape,
+                "tokens_per_s": p["tokens_per_s"],
+                "read_GBps": np.nan,
+                "iops": np.nan,
+                "storage_units": np.nan,
+            }
             if need is not None:
-                r.update(read_GBps=units.Bps_to_GBps(need["read_Bps"]), iops=need["iops"],
-                         storage_units=sto.units_needed(store, read_Bps=need["read_Bps"], iops=need["iops"])["units"])
+                r.update(
+                    read_GBps=units.Bps_to_GBps(need["read_Bps"]),
+                    iops=need["iops"],
+                    storage_units=sto.units_needed(store, read_Bps=need["read_Bps"], iops=need["iops"])["units"],
+                )
             rows.append(r)
     df = pd.DataFrame(rows)
     img = df[df["data"] == "images"].drop(columns="data").reset_index(drop=True)
-    c = _claim(*IOPS, f"{doc(storage_iops)} {s.supernode}; {s.storage} units; the claim holds where the need "
-               "reaches 1M IOPS (image data; text shards are listed beside it)", img, ["params", "gpus"], "iops", ">=", 1e6,
-               {"text_iops_max": float(df.loc[df["data"] == "text shards", "iops"].max()),
-                "units_for_1m_iops": sto.units_needed(store, iops=1e6)["units"]})
+    c = _claim(
+        *IOPS,
+        f"{doc(storage_iops)} {s.supernode}; {s.storage} units; the claim holds where the need "
+        "reaches 1M IOPS (image data; text shards are listed beside it)",
+        img,
+        ["params", "gpus"],
+        "iops",
+        ">=",
+        1e6,
+        {
+            "text_iops_max": float(df.loc[df["data"] == "text shards", "iops"].max()),
+            "units_for_1m_iops": sto.units_needed(store, iops=1e6)["units"],
+        },
+    )
     c.points = pd.concat([c.points.assign(data="images"), df[df["data"] == "text shards"]], ignore_index=True)
     return c
 
 
-HOTSWAP = ("hot-swap-no-downtime", ("001",), "A failed card is replaced without stopping: hot swap and online expansion")
+HOTSWAP = (
+    "hot-swap-no-downtime",
+    ("001",),
+    "A failed card is replaced without stopping: hot swap and online expansion",
+)
 
 
 def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
@@ -230,19 +370,44 @@ def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
     from hnplan.planning.design import estimate_reliability
 
     sy = cat.system(s.seed_supernode)
-    cold = sy.model_copy(update=dict(id=f"{sy.id}-no-hot-swap", hot_swap=False, failure_unit_gpus=sy.node_gpus,
-                                     repair_hours=cat.reliability.repair_hours.value))
+    cold = sy.model_copy(
+        update=dict(
+            id=f"{sy.id}-no-hot-swap",
+            hot_swap=False,
+            failure_unit_gpus=sy.node_gpus,
+            repair_hours=cat.reliability.repair_hours.value,
+        )
+    )
     rows = []
     for v in (sy, cold):
         r = estimate_reliability(v, s.reliability_gpus, s.trillion_model, catalog=cat)
-        rows.append({"system": v.id, "hot_swap": v.hot_swap, "failure_unit_gpus": r.failure_unit_gpus,
-                     "downtime_per_failure_s": r.restart_s + r.checkpoint_interval_s / 2, "goodput": r.goodput,
-                     "spare_gpus": r.spare_gpus})
+        rows.append(
+            {
+                "system": v.id,
+                "hot_swap": v.hot_swap,
+                "failure_unit_gpus": r.failure_unit_gpus,
+                "downtime_per_failure_s": r.restart_s + r.checkpoint_interval_s / 2,
+                "goodput": r.goodput,
+                "spare_gpus": r.spare_gpus,
+            }
+        )
     pts = pd.DataFrame(rows)
-    c = _claim(*HOTSWAP, f"{doc(hot_swap)} {s.trillion_model} on {s.reliability_gpus:,} GPUs of {sy.id}",
-               pts, ["system"], "downtime_per_failure_s", "<=", 0.0,
-               {"goodput_hot_swap": rows[0]["goodput"], "goodput_without": rows[1]["goodput"],
-                "spare_gpus_hot_swap": rows[0]["spare_gpus"], "spare_gpus_without": rows[1]["spare_gpus"]}, unit=" s")
+    c = _claim(
+        *HOTSWAP,
+        f"{doc(hot_swap)} {s.trillion_model} on {s.reliability_gpus:,} GPUs of {sy.id}",
+        pts,
+        ["system"],
+        "downtime_per_failure_s",
+        "<=",
+        0.0,
+        {
+            "goodput_hot_swap": rows[0]["goodput"],
+            "goodput_without": rows[1]["goodput"],
+            "spare_gpus_hot_swap": rows[0]["spare_gpus"],
+            "spare_gpus_without": rows[1]["spare_gpus"],
+        },
+        unit=" s",
+    )
     return c
 
 
@@ -259,12 +424,24 @@ def deploy(cat: Catalog, s: AuditSetup) -> Claim:
         sy = cat.system(sid)
         g = sy.unit_gpus * max(1, 1280 // sy.unit_gpus)
         b = scaleout_bom(cat.design(sy), g)
-        rows.append({"system": sid, "gpus": g, "cables_per_gpu": b.cables / g, "transceivers_per_gpu": b.transceivers / g,
-                     "deploy_days_in_catalog": sy.deploy_days})
-    return _untestable(*DEPLOY, doc(deploy), "missing: sourced install rates per bill-of-materials item "
-                       "(racks, cables, transceivers, coolant loops, in items per crew-hour); the catalog's deploy_days "
-                       f"are labelled assumptions, and {s.seed_supernode}'s is the seed's own claim", {},
-                       pd.DataFrame(rows))
+        rows.append(
+            {
+                "system": sid,
+                "gpus": g,
+                "cables_per_gpu": b.cables / g,
+                "transceivers_per_gpu": b.transceivers / g,
+                "deploy_days_in_catalog": sy.deploy_days,
+            }
+        )
+    return _untestable(
+        *DEPLOY,
+        doc(deploy),
+        "missing: sourced install rates per bill-of-materials item "
+        "(racks, cables, transceivers, coolant loops, in items per crew-hour); the catalog's deploy_days "
+        f"are labelled assumptions, and {s.seed_supernode}'s is the seed's own claim",
+        {},
+        pd.DataFrame(rows),
+    )
 
 
 CXL = ("cxl-pool-128tb-32-nodes", ("002",), "Over CXL, a 32-node cluster shares a 128 TB unified memory pool")
@@ -275,25 +452,46 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
     same plan without the pool."""
     per_param = 16.0  # bf16 weights and gradients + fp32 master weights and two Adam moments (ZeRO paper Sec 3.1)
     nums = {"pool_tb_per_node": 128 / 32, "largest_model_params_whose_state_fits": 128e12 / per_param}
-    return _untestable(*CXL, doc(cxl_pool), "missing: a memory pool shared by several nodes is not a system "
-                       "field (pooled_memory_tb is per scale-up domain) and the training planner does not offload "
-                       "states; it also needs the pool's bandwidth and latency per accelerator from a CXL switch "
-                       "datasheet", nums)
+    return _untestable(
+        *CXL,
+        doc(cxl_pool),
+        "missing: a memory pool shared by several nodes is not a system "
+        "field (pooled_memory_tb is per scale-up domain) and the training planner does not offload "
+        "states; it also needs the pool's bandwidth and latency per accelerator from a CXL switch "
+        "datasheet",
+        nums,
+    )
 
 
-TIERS = ("tiering-hbm-ddr-ssd-prefetch", ("001",), "An HBM -> DDR -> SSD hierarchy with smart prefetching hides the data movement")
+TIERS = (
+    "tiering-hbm-ddr-ssd-prefetch",
+    ("001",),
+    "An HBM -> DDR -> SSD hierarchy with smart prefetching hides the data movement",
+)
 
 
 def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     """Step time of a plan with states offloaded to host DDR and SSD, the transfers overlapped with compute,
     against the plan in HBM."""
-    return _untestable(*TIERS, doc(tiering), "missing: the training planner never offloads, so a step "
-                       "with optimizer states or parameters on DDR or SSD and the exposed part of their transfer is "
-                       "not computed (hnplan memory reports spills, not their time in the step)")
+    return _untestable(
+        *TIERS,
+        doc(tiering),
+        "missing: the training planner never offloads, so a step "
+        "with optimizer states or parameters on DDR or SSD and the exposed part of their transfer is "
+        "not computed (hnplan memory reports spills, not their time in the step)",
+    )
 
 
-UTIL = ("utilisation-40-to-70", ("000", "001"), "Resource pooling and dynamic scaling raise utilisation from below 40% to 70% or more")
-FRAG = ("fragmentation-below-30", ("000",), "Business lines building separate clusters leaves overall utilisation below 30%")
+UTIL = (
+    "utilisation-40-to-70",
+    ("000", "001"),
+    "Resource pooling and dynamic scaling raise utilisation from below 40% to 70% or more",
+)
+FRAG = (
+    "fragmentation-below-30",
+    ("000",),
+    "Business lines building separate clusters leaves overall utilisation below 30%",
+)
 UTIL50 = ("utilisation-below-50", ("002",), "Fragmented scheduling keeps utilisation below 50% for long periods")
 
 
@@ -301,21 +499,53 @@ def _cluster_claim(spec: tuple, text: str):
     def run(cat: Catalog, s: AuditSetup) -> Claim:
         pts = cluster_utilisation(cat, s, spec[0])
         if pts is None:
-            what = ("the audit does not run hnplan.cluster's simulation" if cluster_available()
-                    else "hnplan has none")
-            return _untestable(spec[0], spec[1], spec[2], text, "needs the shared-cluster simulation (jobs arriving over time, allocated "
-                               "to pooled or partitioned GPUs, measured as allocated GPU-hours over installed "
-                               f"GPU-hours): {what}")
+            what = "the audit does not run hnplan.cluster's simulation" if cluster_available() else "hnplan has none"
+            return _untestable(
+                spec[0],
+                spec[1],
+                spec[2],
+                text,
+                "needs the shared-cluster simulation (jobs arriving over time, allocated "
+                "to pooled or partitioned GPUs, measured as allocated GPU-hours over installed "
+                f"GPU-hours): {what}",
+            )
         return _claim(spec[0], spec[1], spec[2], text, pts, ["design"], "utilisation", ">=", 0.0)
+
     run.__doc__ = text
     return run
 
 
-EXPERIMENTS = tuple((spec[0], spec[1], spec[2], fn) for spec, fn in (
-    (TCP, rdma_vs_tcp), (GRAD, grad_sync), (SEED_NODE, seed_node), (DENSITY, compute_density), (SCORING, scoring),
-    (IOPS, storage_iops), (HOTSWAP, hot_swap), (DEPLOY, deploy), (CXL, cxl_pool), (TIERS, tiering),
-    (UTIL, _cluster_claim(UTIL, "Allocated over installed GPU-hours of a shared, pooled cluster against "
-                                "partitioned clusters, from a job trace.")),
-    (FRAG, _cluster_claim(FRAG, "Allocated over installed GPU-hours when each business line has its own cluster, "
-                                "from a job trace.")),
-    (UTIL50, _cluster_claim(UTIL50, "Allocated over installed GPU-hours under fragmented scheduling, from a job trace."))))
+EXPERIMENTS = tuple(
+    (spec[0], spec[1], spec[2], fn)
+    for spec, fn in (
+        (TCP, rdma_vs_tcp),
+        (GRAD, grad_sync),
+        (SEED_NODE, seed_node),
+        (DENSITY, compute_density),
+        (SCORING, scoring),
+        (IOPS, storage_iops),
+        (HOTSWAP, hot_swap),
+        (DEPLOY, deploy),
+        (CXL, cxl_pool),
+        (TIERS, tiering),
+        (
+            UTIL,
+            _cluster_claim(
+                UTIL,
+                "Allocated over installed GPU-hours of a shared, pooled cluster against "
+                "partitioned clusters, from a job trace.",
+            ),
+        ),
+        (
+            FRAG,
+            _cluster_claim(
+                FRAG,
+                "Allocated over installed GPU-hours when each business line has its own cluster, from a job trace.",
+            ),
+        ),
+        (
+            UTIL50,
+            _cluster_claim(UTIL50, "Allocated over installed GPU-hours under fragmented scheduling, from a job trace."),
+        ),
+    )
+)

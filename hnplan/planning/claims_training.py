@@ -20,8 +20,13 @@ from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, decide, doc, seed_files, verdict_points
 from hnplan.planning.training import best_plan
 
-COMM_PARTS = {"tp_comm_exposed": "tp", "cp_comm_exposed": "cp", "ep_comm_exposed": "ep", "pp_comm_exposed": "pp",
-              "dp_comm_exposed": "dp"}
+COMM_PARTS = {
+    "tp_comm_exposed": "tp",
+    "cp_comm_exposed": "cp",
+    "ep_comm_exposed": "ep",
+    "pp_comm_exposed": "pp",
+    "dp_comm_exposed": "dp",
+}
 _CACHE: dict = {}
 
 
@@ -37,10 +42,16 @@ def same_chip_baseline(cat: Catalog, traditional: str, supernode: str) -> System
     """
     t, s = cat.system(traditional), cat.system(supernode)
     nic_per_gpu = s.nic_gbps * s.nics_per_node / s.node_gpus
-    return t.model_copy(update=dict(
-        id=f"{t.id}-as-{s.id}", name=f"{t.name}, with the {s.accelerator} chip and {nic_per_gpu:g} Gb/s per GPU of {s.scaleout_fabric}",
-        accelerator=s.accelerator, scaleout_fabric=s.scaleout_fabric, scaleout_switch=s.scaleout_switch,
-        nic_gbps=nic_per_gpu * t.node_gpus / t.nics_per_node))
+    return t.model_copy(
+        update=dict(
+            id=f"{t.id}-as-{s.id}",
+            name=f"{t.name}, with the {s.accelerator} chip and {nic_per_gpu:g} Gb/s per GPU of {s.scaleout_fabric}",
+            accelerator=s.accelerator,
+            scaleout_fabric=s.scaleout_fabric,
+            scaleout_switch=s.scaleout_switch,
+            nic_gbps=nic_per_gpu * t.node_gpus / t.nics_per_node,
+        )
+    )
 
 
 def with_nic(system: System, nic_gbps: float) -> System:
@@ -56,9 +67,18 @@ def standin_10t(cat: Catalog) -> Model:
     hidden 51,200, 320 heads of 160): 12 L h^2 = 1.007e13 parameters. A vision transformer of that
     size has the same blocks; its sequence is the image's patches."""
     m = cat.model("megatron-1t")
-    return m.model_copy(update=dict(id="standin-10t", name="10T dense transformer (stand-in, 320 x 51,200)",
-                                    layers=320, hidden=51200, ffn_hidden=204800, heads=320, kv_heads=320,
-                                    params_b_published=None))
+    return m.model_copy(
+        update=dict(
+            id="standin-10t",
+            name="10T dense transformer (stand-in, 320 x 51,200)",
+            layers=320,
+            hidden=51200,
+            ffn_hidden=204800,
+            heads=320,
+            kv_heads=320,
+            params_b_published=None,
+        )
+    )
 
 
 # -- planner calls ---------------------------------------------------------------------------------
@@ -71,24 +91,48 @@ def plan_point(cat: Catalog, model, system, gpus: int, s: AuditSetup) -> dict:
     if key not in _CACHE:
         row = {"model": model.id, "params": float(param_counts(model).total), "system": system.id, "gpus": int(gpus)}
         try:
-            (est,), _, _ = best_plan(model, system, int(gpus), s.seq_len, int(gpus) * s.seqs_per_gpu, s.dtype,
-                                     catalog=cat)
+            (est,), _, _ = best_plan(
+                model, system, int(gpus), s.seq_len, int(gpus) * s.seqs_per_gpu, s.dtype, catalog=cat
+            )
         except InfeasiblePlan:
             est = None
         if est is None:
-            row.update({k: np.nan for k in ("step_time_s", "tokens_per_s", "mfu", "compute_s", "comm_s",
-                                            "scaleout_comm_s", "comm_share", "scaleout_share", "comm_to_compute")})
+            row.update(
+                {
+                    k: np.nan
+                    for k in (
+                        "step_time_s",
+                        "tokens_per_s",
+                        "mfu",
+                        "compute_s",
+                        "comm_s",
+                        "scaleout_comm_s",
+                        "comm_share",
+                        "scaleout_share",
+                        "comm_to_compute",
+                    )
+                }
+            )
             row["plan"] = "none fits"
         else:
             b = est.breakdown_s
             comm = sum(b[k] for k in COMM_PARTS)
             out = sum(b[k] for k, g in COMM_PARTS.items() if est.placement[g]["domains"] > 1)
             p = est.plan
-            row.update(step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s, mfu=est.mfu, compute_s=b["compute"],
-                       comm_s=comm, scaleout_comm_s=out, comm_share=comm / est.step_time_s,
-                       scaleout_share=out / est.step_time_s, comm_to_compute=comm / b["compute"],
-                       plan=f"TP{p.tp} PP{p.pp} DP{p.dp}" + (f" EP{p.ep}" if p.ep > 1 else "")
-                       + f" ZeRO-{p.zero_stage} {p.recompute}")
+            row.update(
+                step_time_s=est.step_time_s,
+                tokens_per_s=est.tokens_per_s,
+                mfu=est.mfu,
+                compute_s=b["compute"],
+                comm_s=comm,
+                scaleout_comm_s=out,
+                comm_share=comm / est.step_time_s,
+                scaleout_share=out / est.step_time_s,
+                comm_to_compute=comm / b["compute"],
+                plan=f"TP{p.tp} PP{p.pp} DP{p.dp}"
+                + (f" EP{p.ep}" if p.ep > 1 else "")
+                + f" ZeRO-{p.zero_stage} {p.recompute}",
+            )
         _CACHE[key] = row
     return dict(_CACHE[key])
 
@@ -124,16 +168,24 @@ def _claim(cid, seeds, text, experiment, pts, axes, metric, op, thr, numbers=Non
     pts = verdict_points(pts, metric, op, thr)
     verdict, cond = decide(pts, axes, metric, op, thr, unit)
     m = pts[metric].astype(float)
-    nums = {"threshold": thr, f"{metric}_min": float(m.min()), f"{metric}_max": float(m.max()),
-            "points": int(pts["holds"].notna().sum()), "points_holding": int((pts["holds"] == True).sum())}  # noqa: E712
+    nums = {
+        "threshold": thr,
+        f"{metric}_min": float(m.min()),
+        f"{metric}_max": float(m.max()),
+        "points": int(pts["holds"].notna().sum()),
+        "points_holding": int(pts["holds"].eq(True).sum()),
+    }
     nums.update(numbers or {})
-    return Claim(cid, seed_files(*seeds), text, " ".join(experiment.split()), verdict, cond, nums, pts, metric, op,
-                 tuple(axes))
+    return Claim(
+        cid, seed_files(*seeds), text, " ".join(experiment.split()), verdict, cond, nums, pts, metric, op, tuple(axes)
+    )
 
 
 def _grid_text(s: AuditSetup, models, gpus) -> str:
-    return (f"models {', '.join(models)}; {', '.join(f'{g:,}' for g in gpus)} GPUs; sequence {s.seq_len}, "
-            f"{s.seqs_per_gpu} sequence(s) per GPU per step, {s.dtype}; each design its own best plan")
+    return (
+        f"models {', '.join(models)}; {', '.join(f'{g:,}' for g in gpus)} GPUs; sequence {s.seq_len}, "
+        f"{s.seqs_per_gpu} sequence(s) per GPU per step, {s.dtype}; each design its own best plan"
+    )
 
 
 def _base_text(cat, s, nics: bool = False) -> str:
@@ -145,15 +197,25 @@ def _base_text(cat, s, nics: bool = False) -> str:
 
 
 # -- the experiments -------------------------------------------------------------------------------
-COMM_TRAD = ("comm-share-traditional", ("000",),
-             "Training a trillion-parameter model on a traditional design, communication is more than 60% of the time")
+COMM_TRAD = (
+    "comm-share-traditional",
+    ("000",),
+    "Training a trillion-parameter model on a traditional design, communication is more than 60% of the time",
+)
 
 
 def comm_share_traditional(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication / step time of the server design's best plan, over model size and GPU count."""
     pts = traditional_grid(cat, s, s.models, s.gpus)
-    return _claim(*COMM_TRAD, f"{doc(comm_share_traditional)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
-                  pts, ["params", "gpus", "nic_gbps"], "comm_share", ">=", 0.60)
+    return _claim(
+        *COMM_TRAD,
+        f"{doc(comm_share_traditional)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
+        pts,
+        ["params", "gpus", "nic_gbps"],
+        "comm_share",
+        ">=",
+        0.60,
+    )
 
 
 COMM_SUPER = ("comm-share-supernode", ("000",), "On a supernode communication falls below 10% of the time")
@@ -162,8 +224,15 @@ COMM_SUPER = ("comm-share-supernode", ("000",), "On a supernode communication fa
 def comm_share_supernode(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication / step time of the supernode's best plan, over model size and GPU count."""
     pts = grid(cat, s, [s.supernode], s.models, s.gpus)
-    return _claim(*COMM_SUPER, f"{doc(comm_share_supernode)} {s.supernode}; {_grid_text(s, s.models, s.gpus)}",
-                  pts, ["params", "gpus"], "comm_share", "<=", 0.10)
+    return _claim(
+        *COMM_SUPER,
+        f"{doc(comm_share_supernode)} {s.supernode}; {_grid_text(s, s.models, s.gpus)}",
+        pts,
+        ["params", "gpus"],
+        "comm_share",
+        "<=",
+        0.10,
+    )
 
 
 COMM_RED = ("comm-reduction-80", ("001",), "The all-to-all low-latency design cuts communication overhead by 80%")
@@ -176,52 +245,103 @@ def comm_reduction(cat: Catalog, s: AuditSetup) -> Claim:
     pts["comm_reduction"] = 1 - pts["comm_s_super"] / pts["comm_s_base"]
     pts["speedup"] = pts["step_time_s_base"] / pts["step_time_s_super"]
     old = grid(cat, s, [s.older], s.models, s.gpus)
-    both = pts.merge(old[["model", "gpus", "step_time_s", "comm_s"]].rename(
-        columns={"step_time_s": "step_time_s_older", "comm_s": "comm_s_older"}), on=["model", "gpus"])
+    both = pts.merge(
+        old[["model", "gpus", "step_time_s", "comm_s"]].rename(
+            columns={"step_time_s": "step_time_s_older", "comm_s": "comm_s_older"}
+        ),
+        on=["model", "gpus"],
+    )
     both["comm_reduction_vs_older"] = 1 - both["comm_s_super"] / both["comm_s_older"]
     both["speedup_vs_older"] = both["step_time_s_older"] / both["step_time_s_super"]
     keep = both.dropna(subset=["speedup", "speedup_vs_older"])
-    nums = {"same_chip_speedup": float(keep["speedup"].median()) if len(keep) else np.nan,
-            "chip_and_fabric_speedup": float(keep["speedup_vs_older"].median()) if len(keep) else np.nan}
-    return _claim(*COMM_RED, f"{doc(comm_reduction)} {s.supernode} against the {_base_text(cat, s)}; "
-                  f"{s.older} shown beside (chip and fabric together, not the verdict); {_grid_text(s, s.models, s.gpus)}",
-                  both, ["params", "gpus"], "comm_reduction", ">=", 0.80, nums)
+    nums = {
+        "same_chip_speedup": float(keep["speedup"].median()) if len(keep) else np.nan,
+        "chip_and_fabric_speedup": float(keep["speedup_vs_older"].median()) if len(keep) else np.nan,
+    }
+    return _claim(
+        *COMM_RED,
+        f"{doc(comm_reduction)} {s.supernode} against the {_base_text(cat, s)}; "
+        f"{s.older} shown beside (chip and fabric together, not the verdict); {_grid_text(s, s.models, s.gpus)}",
+        both,
+        ["params", "gpus"],
+        "comm_reduction",
+        ">=",
+        0.80,
+        nums,
+    )
 
 
-CROSS = ("cross-node-share-30", ("002",), "On traditional clusters cross-node communication latency is more than 30% of the time")
+CROSS = (
+    "cross-node-share-30",
+    ("002",),
+    "On traditional clusters cross-node communication latency is more than 30% of the time",
+)
 
 
 def cross_node_share(cat: Catalog, s: AuditSetup) -> Claim:
     """Exposed communication of the groups that leave the scale-up domain (the scale-out network) / step
     time, server design's best plan."""
     pts = traditional_grid(cat, s, s.models, s.gpus)
-    return _claim(*CROSS, f"{doc(cross_node_share)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
-                  pts, ["params", "gpus", "nic_gbps"], "scaleout_share", ">=", 0.30)
+    return _claim(
+        *CROSS,
+        f"{doc(cross_node_share)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, s.gpus)}",
+        pts,
+        ["params", "gpus", "nic_gbps"],
+        "scaleout_share",
+        ">=",
+        0.30,
+    )
 
 
-LOSS = ("comm-loss-100b-40", ("002",), "Training 100B-parameter models, traditional clusters lose more than 40% of performance to communication")
+LOSS = (
+    "comm-loss-100b-40",
+    ("002",),
+    "Training 100B-parameter models, traditional clusters lose more than 40% of performance to communication",
+)
 
 
 def comm_loss_100b(cat: Catalog, s: AuditSetup) -> Claim:
     """Performance lost to communication = exposed communication / step time (the step without it is that
     much shorter), 100B-class models on the server design."""
     pts = traditional_grid(cat, s, s.hundred_b_models, s.hundred_b_gpus)
-    return _claim(*LOSS, f"{doc(comm_loss_100b)} {_base_text(cat, s, nics=True)}; "
-                  f"{_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}", pts, ["params", "gpus", "nic_gbps"], "comm_share", ">=", 0.40)
+    return _claim(
+        *LOSS,
+        f"{doc(comm_loss_100b)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}",
+        pts,
+        ["params", "gpus", "nic_gbps"],
+        "comm_share",
+        ">=",
+        0.40,
+    )
 
 
-MFU100 = ("mfu-100b-below-40", ("000",), "Training 100B-parameter models on hundreds of GPUs, communication delay keeps utilisation below 40% on traditional designs")
+MFU100 = (
+    "mfu-100b-below-40",
+    ("000",),
+    "Training 100B-parameter models on hundreds of GPUs, communication delay keeps utilisation below 40% on traditional designs",
+)
 
 
 def mfu_100b(cat: Catalog, s: AuditSetup) -> Claim:
     """Model FLOPs utilisation (MFU) of the server design's best plan, 100B-class models on hundreds to
     thousands of GPUs."""
     pts = traditional_grid(cat, s, s.hundred_b_models, s.hundred_b_gpus)
-    return _claim(*MFU100, f"{doc(mfu_100b)} {_base_text(cat, s, nics=True)}; "
-                  f"{_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}", pts, ["params", "gpus", "nic_gbps"], "mfu", "<=", 0.40)
+    return _claim(
+        *MFU100,
+        f"{doc(mfu_100b)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.hundred_b_models, s.hundred_b_gpus)}",
+        pts,
+        ["params", "gpus", "nic_gbps"],
+        "mfu",
+        "<=",
+        0.40,
+    )
 
 
-FLIP = ("comm-compute-1-9-at-10k", ("001",), "In a 10,000-card cluster the compute:communication time ratio can reach 1:9")
+FLIP = (
+    "comm-compute-1-9-at-10k",
+    ("001",),
+    "In a 10,000-card cluster the compute:communication time ratio can reach 1:9",
+)
 
 
 def comm_flip_10k(cat: Catalog, s: AuditSetup) -> Claim:
@@ -229,8 +349,15 @@ def comm_flip_10k(cat: Catalog, s: AuditSetup) -> Claim:
     10,000 GPUs, over model size (1:9 is a share of 0.9)."""
     pts = traditional_grid(cat, s, s.models, [s.ten_k_gpus])
     pts["comm_fraction"] = pts["comm_s"] / (pts["comm_s"] + pts["compute_s"])
-    return _claim(*FLIP, f"{doc(comm_flip_10k)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, [s.ten_k_gpus])}",
-                  pts, ["params", "nic_gbps"], "comm_fraction", ">=", 0.90)
+    return _claim(
+        *FLIP,
+        f"{doc(comm_flip_10k)} {_base_text(cat, s, nics=True)}; {_grid_text(s, s.models, [s.ten_k_gpus])}",
+        pts,
+        ["params", "nic_gbps"],
+        "comm_fraction",
+        ">=",
+        0.90,
+    )
 
 
 def _vision(cat, s):
@@ -241,12 +368,18 @@ def _vision(cat, s):
 
 
 def _vision_text(cat, s, what):
-    return (f"{what} The seed names no architecture: a 10T dense transformer stand-in ({doc(standin_10t).split(':')[1].strip()}); "
-            f"{s.supernode} against the {_base_text(cat, s)} on {', '.join(f'{g:,}' for g in s.vision_gpus)} GPUs each; "
-            f"sequence {s.seq_len}, {s.seqs_per_gpu} per GPU per step")
+    return (
+        f"{what} The seed names no architecture: a 10T dense transformer stand-in ({doc(standin_10t).split(':')[1].strip()}); "
+        f"{s.supernode} against the {_base_text(cat, s)} on {', '.join(f'{g:,}' for g in s.vision_gpus)} GPUs each; "
+        f"sequence {s.seq_len}, {s.seqs_per_gpu} per GPU per step"
+    )
 
 
-V_DAYS = ("vision-10t-45-to-9-days", ("000",), "A 10-trillion-parameter vision model trains in 9 days instead of 45 (5x)")
+V_DAYS = (
+    "vision-10t-45-to-9-days",
+    ("000",),
+    "A 10-trillion-parameter vision model trains in 9 days instead of 45 (5x)",
+)
 
 
 def vision_days(cat: Catalog, s: AuditSetup) -> Claim:
@@ -274,8 +407,11 @@ def vision_comm(cat: Catalog, s: AuditSetup) -> Claim:
     return _claim(*V_COMM, _vision_text(cat, s, doc(vision_comm)), pts, ["gpus"], "share_margin", ">=", 0.0)
 
 
-TRILLION = ("trillion-llm-1280-gpus-7-days", ("001",),
-            "A trillion-parameter LLM: 128 nodes / 4,096 GPUs / 30 days traditionally, 32 nodes / 1,280 GPUs / 7 days on supernodes")
+TRILLION = (
+    "trillion-llm-1280-gpus-7-days",
+    ("001",),
+    "A trillion-parameter LLM: 128 nodes / 4,096 GPUs / 30 days traditionally, 32 nodes / 1,280 GPUs / 7 days on supernodes",
+)
 
 
 def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
@@ -288,16 +424,30 @@ def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
     pts["days"] = units.s_to_days(tokens / pts["tokens_per_s"])
     seed = plan_point(cat, s.trillion_model, s.seed_supernode, 1280, s)  # the seed's own design: context only
     seed_days = units.s_to_days(tokens / seed["tokens_per_s"])
-    nums = {"baseline_tokens_per_s_4096": ref["tokens_per_s"], "token_budget": tokens,
-            "needed_per_gpu_ratio": 4096 * 30 / (1280 * 7)}
+    nums = {
+        "baseline_tokens_per_s_4096": ref["tokens_per_s"],
+        "token_budget": tokens,
+        "needed_per_gpu_ratio": 4096 * 30 / (1280 * 7),
+    }
     at = pts[pts["gpus"] == min(s.trillion_gpus)]
     if len(at):
-        nums["modelled_per_gpu_ratio"] = float(at["tokens_per_s"].iloc[0] / at["gpus"].iloc[0] / (ref["tokens_per_s"] / 4096))
+        nums["modelled_per_gpu_ratio"] = float(
+            at["tokens_per_s"].iloc[0] / at["gpus"].iloc[0] / (ref["tokens_per_s"] / 4096)
+        )
     nums["seed_design_days_1280"] = seed_days
-    c = _claim(*TRILLION, f"{doc(trillion_llm)} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
-               f"{s.supernode} at {', '.join(f'{g:,}' for g in s.trillion_gpus)} GPUs; the seed's own {s.seed_supernode} "
-               "at 1,280 GPUs shown beside (its card's figures are the seed's, not a datasheet's: not judged)",
-               pts, ["gpus"], "days", "<=", 7.0, nums, unit=" days")
+    c = _claim(
+        *TRILLION,
+        f"{doc(trillion_llm)} {s.trillion_model}; {_base_text(cat, s)} at 4,096 GPUs; "
+        f"{s.supernode} at {', '.join(f'{g:,}' for g in s.trillion_gpus)} GPUs; the seed's own {s.seed_supernode} "
+        "at 1,280 GPUs shown beside (its card's figures are the seed's, not a datasheet's: not judged)",
+        pts,
+        ["gpus"],
+        "days",
+        "<=",
+        7.0,
+        nums,
+        unit=" days",
+    )
     c.points = pd.concat([c.points, pd.DataFrame([{**seed, "days": seed_days, "holds": None}])], ignore_index=True)
     return c
 
@@ -311,16 +461,27 @@ def _nic(cat, s):
             ref = plan_point(cat, m, with_nic(base, top), g, s)
             for r in s.nic_gbps:
                 p = plan_point(cat, m, with_nic(base, r), g, s)
-                rows.append({"model": p["model"], "params": p["params"], "gpus": g, "nic_gbps": r,
-                             "step_time_s": p["step_time_s"], "comm_share": p["comm_share"],
-                             "slowdown": p["step_time_s"] / ref["step_time_s"] - 1, "plan": p["plan"]})
+                rows.append(
+                    {
+                        "model": p["model"],
+                        "params": p["params"],
+                        "gpus": g,
+                        "nic_gbps": r,
+                        "step_time_s": p["step_time_s"],
+                        "comm_share": p["comm_share"],
+                        "slowdown": p["step_time_s"] / ref["step_time_s"] - 1,
+                        "plan": p["plan"],
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def _nic_text(cat, s, what):
-    return (f"{what} {_base_text(cat, s)} with every NIC at {', '.join(f'{r:g}' for r in s.nic_gbps)} Gb/s (re-planned at "
-            f"each rate); models {', '.join(s.nic_models)}; {', '.join(f'{g:,}' for g in s.nic_gpus)} GPUs; a rate is enough "
-            f"when the step is within {s.nic_tolerance:.0%} of the step at {max(s.nic_gbps):g} Gb/s")
+    return (
+        f"{what} {_base_text(cat, s)} with every NIC at {', '.join(f'{r:g}' for r in s.nic_gbps)} Gb/s (re-planned at "
+        f"each rate); models {', '.join(s.nic_models)}; {', '.join(f'{g:,}' for g in s.nic_gpus)} GPUs; a rate is enough "
+        f"when the step is within {s.nic_tolerance:.0%} of the step at {max(s.nic_gbps):g} Gb/s"
+    )
 
 
 NIC200 = ("nic-200g-enough", ("000",), "Choose an RDMA network of at least 200 Gb/s")
@@ -333,7 +494,11 @@ def nic_200(cat: Catalog, s: AuditSetup) -> Claim:
     return _claim(*NIC200, _nic_text(cat, s, doc(nic_200)), pts, ["params", "gpus"], "slowdown", "<=", s.nic_tolerance)
 
 
-NIC100 = ("nic-100g-pfc-enough", ("002",), "Nodes need at least 100 Gb/s bidirectional bandwidth with a lossless (PFC) network")
+NIC100 = (
+    "nic-100g-pfc-enough",
+    ("002",),
+    "Nodes need at least 100 Gb/s bidirectional bandwidth with a lossless (PFC) network",
+)
 
 
 def nic_100(cat: Catalog, s: AuditSetup) -> Claim:
@@ -360,12 +525,34 @@ def training_cost(cat: Catalog, s: AuditSetup) -> Claim:
         rows.append(pts[["model", "params", "gpus", "usd_per_gpu_hour", "usd_per_mtok", "tokens_per_s"]])
     pts = rows[0].merge(rows[1], on=["model", "params", "gpus"], suffixes=("_super", "_base"))
     pts["cost_reduction"] = 1 - pts["usd_per_mtok_super"] / pts["usd_per_mtok_base"]
-    return _claim(*COST, f"{doc(training_cost)} {s.supernode} against {s.traditional} (both Blackwell); "
-                  f"{_grid_text(s, s.models, s.gpus)}", pts, ["params", "gpus"], "cost_reduction", ">=", 0.60)
+    return _claim(
+        *COST,
+        f"{doc(training_cost)} {s.supernode} against {s.traditional} (both Blackwell); "
+        f"{_grid_text(s, s.models, s.gpus)}",
+        pts,
+        ["params", "gpus"],
+        "cost_reduction",
+        ">=",
+        0.60,
+    )
 
 
-EXPERIMENTS = tuple((spec[0], spec[1], spec[2], fn) for spec, fn in (
-    (COMM_TRAD, comm_share_traditional), (COMM_SUPER, comm_share_supernode), (COMM_RED, comm_reduction),
-    (CROSS, cross_node_share), (LOSS, comm_loss_100b), (MFU100, mfu_100b), (FLIP, comm_flip_10k),
-    (V_DAYS, vision_days), (V_MFU, vision_mfu), (V_COMM, vision_comm), (TRILLION, trillion_llm),
-    (NIC200, nic_200), (NIC100, nic_100), (COST, training_cost)))
+EXPERIMENTS = tuple(
+    (spec[0], spec[1], spec[2], fn)
+    for spec, fn in (
+        (COMM_TRAD, comm_share_traditional),
+        (COMM_SUPER, comm_share_supernode),
+        (COMM_RED, comm_reduction),
+        (CROSS, cross_node_share),
+        (LOSS, comm_loss_100b),
+        (MFU100, mfu_100b),
+        (FLIP, comm_flip_10k),
+        (V_DAYS, vision_days),
+        (V_MFU, vision_mfu),
+        (V_COMM, vision_comm),
+        (TRILLION, trillion_llm),
+        (NIC200, nic_200),
+        (NIC100, nic_100),
+        (COST, training_cost),
+    )
+)

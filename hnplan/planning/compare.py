@@ -12,9 +12,16 @@ from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
 
 
-def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: int,
-                             global_batch_seqs: int, dtype: str = "bf16",
-                             catalog: Catalog | None = None) -> pd.DataFrame:
+def compare_training_designs(
+    model,
+    systems,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
     Parameters
@@ -62,24 +69,49 @@ def compare_training_designs(model, systems, gpus: int, tokens: float, seq_len: 
         seconds = tokens / est.tokens_per_s
         p = est.plan
         row.update(
-            tp=p.tp, pp=p.pp, dp=p.dp, cp=p.cp, ep=p.ep, microbatch_size=p.microbatch_size,
-            recompute=p.recompute, step_time_s=est.step_time_s, tokens_per_s=est.tokens_per_s,
-            mfu=est.mfu, memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
-            days=units.s_to_days(seconds), racks=pw.racks,
-            it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"], capex_musd=cost.capex_usd / 1e6,
+            tp=p.tp,
+            pp=p.pp,
+            dp=p.dp,
+            cp=p.cp,
+            ep=p.ep,
+            microbatch_size=p.microbatch_size,
+            recompute=p.recompute,
+            step_time_s=est.step_time_s,
+            tokens_per_s=est.tokens_per_s,
+            mfu=est.mfu,
+            memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
+            days=units.s_to_days(seconds),
+            racks=pw.racks,
+            it_power_mw=units.w_to_mw(pw.it_w),
+            facility_power_mw=units.w_to_mw(pw.facility_w),
+            energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"],
+            capex_musd=cost.capex_usd / 1e6,
             status="ok" + note,
         )
         run_usd = cost.usd_for(gpus, seconds)  # the run at the design's TCO per GPU-hour
-        row.update(accelerator=acc.id, peak_tflops=_peak(acc.dense_tflops, run_dtype), run_musd=run_usd / 1e6,
-                   usd_per_million_tokens=run_usd / tokens * 1e6)
+        row.update(
+            accelerator=acc.id,
+            peak_tflops=_peak(acc.dense_tflops, run_dtype),
+            run_musd=run_usd / 1e6,
+            usd_per_million_tokens=run_usd / tokens * 1e6,
+        )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "days": "days",
-                         "it_power_mw": "MW", "facility_power_mw": "MW", "energy_mwh": "MWh",
-                         "capex_musd": "million USD", "memory_per_gpu_gib": "GiB", "peak_tflops": "TFLOP/s",
-                         "run_musd": "million USD", "usd_per_million_tokens": "USD per 1e6 tokens"}
+    df.attrs["units"] = {
+        "step_time_s": "s",
+        "tokens_per_s": "tokens/s",
+        "mfu": "fraction",
+        "days": "days",
+        "it_power_mw": "MW",
+        "facility_power_mw": "MW",
+        "energy_mwh": "MWh",
+        "capex_musd": "million USD",
+        "memory_per_gpu_gib": "GiB",
+        "peak_tflops": "TFLOP/s",
+        "run_musd": "million USD",
+        "usd_per_million_tokens": "USD per 1e6 tokens",
+    }
     return df
 
 
@@ -111,32 +143,45 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
     parts = []
     servers = ok[ok["kind"] != "supernode"]
     for _, sn in ok[ok["kind"] == "supernode"].iterrows():
-        peers = servers[(servers["peak_tflops"] / sn["peak_tflops"]).between(1 / SAME_GENERATION_PEAK_RATIO,
-                                                                             SAME_GENERATION_PEAK_RATIO)]
+        peers = servers[
+            (servers["peak_tflops"] / sn["peak_tflops"]).between(
+                1 / SAME_GENERATION_PEAK_RATIO, SAME_GENERATION_PEAK_RATIO
+            )
+        ]
         if peers.empty:
             continue
         sv = peers.loc[(peers["peak_tflops"] - sn["peak_tflops"]).abs().idxmin()]
         speed = sv["days"] / sn["days"]
         chip = sn["peak_tflops"] / sv["peak_tflops"]
-        text = (f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-                f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days)")
+        text = (
+            f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
+            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days)"
+        )
         if abs(chip - 1) > 0.02:
-            text += (f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
-                     f"{sv['peak_tflops']:,.0f} TFLOP/s), so the fabric and the rest of the rack account for "
-                     f"about {speed / chip:.2f}x")
+            text += (
+                f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
+                f"{sv['peak_tflops']:,.0f} TFLOP/s), so the fabric and the rest of the rack account for "
+                f"about {speed / chip:.2f}x"
+            )
         if "run_musd" in ok:
-            text += (f". The run costs {units.format_usd(sn['run_musd'] * 1e6)} on {sn['system']} against "
-                     f"{units.format_usd(sv['run_musd'] * 1e6)} on {sv['system']}")
+            text += (
+                f". The run costs {units.format_usd(sn['run_musd'] * 1e6)} on {sn['system']} against "
+                f"{units.format_usd(sv['run_musd'] * 1e6)} on {sv['system']}"
+            )
         parts.append(text + ".")
     if len(servers) > 1:
         new, old = servers.loc[servers["peak_tflops"].idxmax()], servers.loc[servers["peak_tflops"].idxmin()]
         if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
-            text = (f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
-                    f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
-                    f"{old['days']:.1f} days) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x dense peak")
+            text = (
+                f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
+                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
+                f"{old['days']:.1f} days) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x dense peak"
+            )
             if "run_musd" in ok:
-                text += (f"; the run costs {units.format_usd(new['run_musd'] * 1e6)} against "
-                         f"{units.format_usd(old['run_musd'] * 1e6)}")
+                text += (
+                    f"; the run costs {units.format_usd(new['run_musd'] * 1e6)} against "
+                    f"{units.format_usd(old['run_musd'] * 1e6)}"
+                )
             parts.append(text + ".")
     return "\n\n".join(parts)
 
@@ -149,13 +194,17 @@ def verdict(df: pd.DataFrame) -> str:
         return "No design has a feasible plan for this job."
     fast = ok.loc[ok["days"].idxmin()]
     cheap = ok.loc[ok["capex_musd"].idxmin()]
-    text = (f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
-            f"{_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex).")
+    text = (
+        f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
+        f"{_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex)."
+    )
     if "run_musd" in ok:
         run = ok.loc[ok["run_musd"].idxmin()]
-        text += (f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
-                 f"({units.format_usd(run['run_musd'] * 1e6)}, "
-                 f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens).")
+        text += (
+            f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
+            f"({units.format_usd(run['run_musd'] * 1e6)}, "
+            f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
+        )
     if len(ok) > 1:
         slow = ok.loc[ok["days"].idxmax()]
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."

@@ -47,22 +47,43 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
     c = design_cost(design, gpus, **kwargs)
     pw = design_power(design, gpus, kwargs.get("pue"))
     return {
-        "system": system.id, "gpus": gpus, "gpus_bought": c.gpus,
-        "it_power_kw": units.w_to_kw(pw.it_w), "facility_power_kw": units.w_to_kw(pw.facility_w),
-        "pue": pw.pue, "racks": pw.racks, "kw_per_rack": pw.kw_per_rack,
-        "rack_limit_kw": units.w_to_kw(pw.rack_limit_w), "over_rack_limit": pw.over_rack_limit,
-        "capex_usd": c.capex_usd, "opex_usd_per_year": c.opex_usd_per_year, "tco_usd": c.tco_usd,
-        "usd_per_gpu_hour": c.usd_per_gpu_hour, "years": c.years, "utilisation": c.utilisation,
-        "deploy_days": units.s_to_days(c.deploy_s), "idle_capital_usd": c.idle_capital_usd,
-        "systems_usd": c.systems_usd, "network_usd": c.network_usd, "facility_usd": c.facility_usd,
-        "energy_usd_per_year": c.energy_usd_per_year, "maintenance_usd_per_year": c.maintenance_usd_per_year,
+        "system": system.id,
+        "gpus": gpus,
+        "gpus_bought": c.gpus,
+        "it_power_kw": units.w_to_kw(pw.it_w),
+        "facility_power_kw": units.w_to_kw(pw.facility_w),
+        "pue": pw.pue,
+        "racks": pw.racks,
+        "kw_per_rack": pw.kw_per_rack,
+        "rack_limit_kw": units.w_to_kw(pw.rack_limit_w),
+        "over_rack_limit": pw.over_rack_limit,
+        "capex_usd": c.capex_usd,
+        "opex_usd_per_year": c.opex_usd_per_year,
+        "tco_usd": c.tco_usd,
+        "usd_per_gpu_hour": c.usd_per_gpu_hour,
+        "years": c.years,
+        "utilisation": c.utilisation,
+        "deploy_days": units.s_to_days(c.deploy_s),
+        "idle_capital_usd": c.idle_capital_usd,
+        "systems_usd": c.systems_usd,
+        "network_usd": c.network_usd,
+        "facility_usd": c.facility_usd,
+        "energy_usd_per_year": c.energy_usd_per_year,
+        "maintenance_usd_per_year": c.maintenance_usd_per_year,
         "staff_usd_per_year": c.staff_usd_per_year,
     }
 
 
-def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog: Catalog | None = None,
-                         rate_factor: float = 1.0, write_GBps_per_node: float | None = None,
-                         restart_overhead_s: float | None = None) -> ReliabilityEstimate:
+def estimate_reliability(
+    system,
+    gpus: int,
+    model,
+    mode: str = "async",
+    catalog: Catalog | None = None,
+    rate_factor: float = 1.0,
+    write_GBps_per_node: float | None = None,
+    restart_overhead_s: float | None = None,
+) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job
     (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
 
@@ -94,5 +115,6 @@ def estimate_reliability(system, gpus: int, model, mode: str = "async", catalog:
     """
     check_choice("mode", mode, CHECKPOINT_MODES)
     cat = catalog or load_catalog()
-    return reliability_estimate(_design(system, cat), gpus, cat.model(model), mode, rate_factor,
-                                write_GBps_per_node, restart_overhead_s)
+    return reliability_estimate(
+        _design(system, cat), gpus, cat.model(model), mode, rate_factor, write_GBps_per_node, restart_overhead_s
+    )

@@ -43,11 +43,21 @@ def design_summary(df: pd.DataFrame, q: float = 0.9) -> pd.DataFrame:
     pct = round(q * 100)
     for design, g in d.groupby("design", sort=False):
         ok = g[g["error"].isna()]
-        rows.append(dict(design=design, system=g["system"].iloc[0], gpus=int(g["gpus"].iloc[0]), points=len(g),
-                         failed=len(g) - len(ok), error=g["error"].dropna().iloc[0] if len(ok) < len(g) else None,
-                         mfu=ok["mfu"].mean(), days_mean=ok["days_to_train"].mean(),
-                         **{f"days_p{pct}": ok["days_to_train"].quantile(q) if len(ok) else np.nan},
-                         tco_mean_usd=ok["tco_usd"].mean(), facility_power_w=ok["facility_power_w"].mean()))
+        rows.append(
+            dict(
+                design=design,
+                system=g["system"].iloc[0],
+                gpus=int(g["gpus"].iloc[0]),
+                points=len(g),
+                failed=len(g) - len(ok),
+                error=g["error"].dropna().iloc[0] if len(ok) < len(g) else None,
+                mfu=ok["mfu"].mean(),
+                days_mean=ok["days_to_train"].mean(),
+                **{f"days_p{pct}": ok["days_to_train"].quantile(q) if len(ok) else np.nan},
+                tco_mean_usd=ok["tco_usd"].mean(),
+                facility_power_w=ok["facility_power_w"].mean(),
+            )
+        )
     return pd.DataFrame(rows).sort_values("days_mean", ignore_index=True, na_position="last")
 
 
@@ -162,8 +172,15 @@ def sobol_indices(df: pd.DataFrame, outputs=("days_to_train", "tco_usd")) -> pd.
         sampled = [k for k in WHATIF_INPUTS if k in g and g[k].nunique() > 1]
         for out in outputs:
             for k in sampled:
-                rows.append(dict(design=design, output=out, input=k, S1=first_order_index(g[k], g[out]),
-                                 noise_sd=first_order_noise_sd(len(g))))
+                rows.append(
+                    dict(
+                        design=design,
+                        output=out,
+                        input=k,
+                        S1=first_order_index(g[k], g[out]),
+                        noise_sd=first_order_noise_sd(len(g)),
+                    )
+                )
     res = pd.DataFrame(rows, columns=["design", "output", "input", "S1", "noise_sd"])
     return res.sort_values(["design", "output", "S1"], ascending=[True, True, False], ignore_index=True)
 
@@ -183,9 +200,17 @@ def deadline_table(df: pd.DataFrame, deadline_days: float, cost: str = "tco_usd"
     rows = []
     for design, g in d.groupby("design", sort=False):
         met = (g["days_to_train"] <= deadline_days) & g["error"].isna()
-        rows.append(dict(design=design, system=g["system"].iloc[0], gpus=int(g["gpus"].iloc[0]),
-                         p_meet=float(met.mean()), cost_mean_usd=g[cost].mean(),
-                         days_mean=g["days_to_train"].mean(), failed=int(g["error"].notna().sum())))
+        rows.append(
+            dict(
+                design=design,
+                system=g["system"].iloc[0],
+                gpus=int(g["gpus"].iloc[0]),
+                p_meet=float(met.mean()),
+                cost_mean_usd=g[cost].mean(),
+                days_mean=g["days_to_train"].mean(),
+                failed=int(g["error"].notna().sum()),
+            )
+        )
     return pd.DataFrame(rows).sort_values("cost_mean_usd", ignore_index=True, na_position="last")
 
 
@@ -198,20 +223,30 @@ def cheapest_meeting(table: pd.DataFrame, probability: float) -> pd.Series | Non
     return None if ok.empty else ok.iloc[0]
 
 
-def summary_text(summary: pd.DataFrame, front: pd.DataFrame, sobol: pd.DataFrame, table: pd.DataFrame,
-                 deadline_days: float, probability: float) -> str:
+def summary_text(
+    summary: pd.DataFrame,
+    front: pd.DataFrame,
+    sobol: pd.DataFrame,
+    table: pd.DataFrame,
+    deadline_days: float,
+    probability: float,
+) -> str:
     """A short Markdown reading of the design space, every figure from the tables passed in."""
     lines = []
     if len(front):
-        lines.append(f"- {len(front)} of {len(summary)} designs are on the Pareto front of mean time-to-train, "
-                     f"mean TCO and facility power: {', '.join(front['design'])}; every other design is beaten on "
-                     "all three by one of them.")
+        lines.append(
+            f"- {len(front)} of {len(summary)} designs are on the Pareto front of mean time-to-train, "
+            f"mean TCO and facility power: {', '.join(front['design'])}; every other design is beaten on "
+            "all three by one of them."
+        )
     fastest = summary.dropna(subset=["days_mean"])
     if len(fastest):
         f = fastest.iloc[0]
-        lines.append(f"- The fastest design is **{f['design']}**: {f['days_mean']:.1f} days on average "
-                     f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / 1e6:,.1f}M, "
-                     f"{f['facility_power_w'] / 1e6:.2f} MW.")
+        lines.append(
+            f"- The fastest design is **{f['design']}**: {f['days_mean']:.1f} days on average "
+            f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / 1e6:,.1f}M, "
+            f"{f['facility_power_w'] / 1e6:.2f} MW."
+        )
     for out, what in (("days_to_train", "time-to-train"), ("tco_usd", "TCO")):
         s = sobol[sobol["output"] == out]
         if len(s):
@@ -219,20 +254,26 @@ def summary_text(summary: pd.DataFrame, front: pd.DataFrame, sobol: pd.DataFrame
             floor = 2 * s["noise_sd"].max()
             draws = int(s.groupby("design").size().iloc[0] / max(1, s["input"].nunique()))
             rest = top.iloc[1:][top.iloc[1:] > floor]
-            lines.append(f"- Over the sampled inputs, {what} is driven most by **{top.index[0]}** (first-order "
-                         f"Sobol index {top.iloc[0]:.2f}, averaged over designs)"
-                         + (", then " + ", ".join(f"{k} ({v:.2f})" for k, v in rest.items()) if len(rest) else "")
-                         + f"; indices below {floor:.2f} are within the estimator's noise at "
-                           f"{draws} draws per design.")
+            lines.append(
+                f"- Over the sampled inputs, {what} is driven most by **{top.index[0]}** (first-order "
+                f"Sobol index {top.iloc[0]:.2f}, averaged over designs)"
+                + (", then " + ", ".join(f"{k} ({v:.2f})" for k, v in rest.items()) if len(rest) else "")
+                + f"; indices below {floor:.2f} are within the estimator's noise at "
+                f"{draws} draws per design."
+            )
     best = cheapest_meeting(table, probability)
     if best is None:
         hi = table.sort_values("p_meet", ascending=False).iloc[0] if len(table) else None
-        lines.append(f"- **No design** trains within {deadline_days:g} days with probability {probability:.0%}"
-                     + (f"; the likeliest is {hi['design']} at {hi['p_meet']:.0%}." if hi is not None else "."))
+        lines.append(
+            f"- **No design** trains within {deadline_days:g} days with probability {probability:.0%}"
+            + (f"; the likeliest is {hi['design']} at {hi['p_meet']:.0%}." if hi is not None else ".")
+        )
     else:
-        lines.append(f"- The cheapest design that trains within {deadline_days:g} days with probability at least "
-                     f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
-                     f"the draws; mean TCO ${best['cost_mean_usd'] / 1e6:,.1f}M).")
+        lines.append(
+            f"- The cheapest design that trains within {deadline_days:g} days with probability at least "
+            f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
+            f"the draws; mean TCO ${best['cost_mean_usd'] / 1e6:,.1f}M)."
+        )
     failed = summary[summary["failed"] > 0]
     for _, r in failed.iterrows():
         lines.append(f"- {r['design']}: {r['failed']} of {r['points']} points failed ({r['error']}).")

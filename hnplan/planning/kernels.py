@@ -52,16 +52,23 @@ def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
         raise InputError("--shapes-json: expected a list of 4-item lists (dtype, m, n, k)")
     out = []
     for i, item in enumerate(data):
-        ok = (isinstance(item, list) and len(item) == 4 and isinstance(item[0], str)
-              and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in item[1:]))
+        ok = (
+            isinstance(item, list)
+            and len(item) == 4
+            and isinstance(item[0], str)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in item[1:])
+        )
         if not ok:
-            raise InputError(f"--shapes-json: item {i} is {item!r}; expected a 4-item list (dtype, m, n, k) with positive integer sizes")
+            raise InputError(
+                f"--shapes-json: item {i} is {item!r}; expected a 4-item list (dtype, m, n, k) with positive integer sizes"
+            )
         out.append((item[0], item[1], item[2], item[3]))
     return out
 
 
-def gemm_kernels(accelerator: str, shapes: list[tuple[str, int, int, int]], *, launch: str = "eager",
-                 catalog: Catalog | None = None) -> dict:
+def gemm_kernels(
+    accelerator: str, shapes: list[tuple[str, int, int, int]], *, launch: str = "eager", catalog: Catalog | None = None
+) -> dict:
     """Time, attained TFLOP/s and bound of GEMM shapes on an accelerator under the GEMM law.
 
     Parameters
@@ -99,7 +106,19 @@ def gemm_kernels(accelerator: str, shapes: list[tuple[str, int, int, int]], *, l
         except ValueError as exc:
             raise InputError(str(exc)) from None
         g = gemm_roofline(acc, dtype, m, n, k, eager=launch == "eager")
-        results.append({"dtype": dtype, "m": m, "n": n, "k": k, "flops": g["flops"], "bytes": g["bytes"],
-                        "time_s": g["time_s"], "tflops": g["tflops"], "bound": g["bound"],
-                        "compute_time_s": g["compute_time_s"], "memory_time_s": g["memory_time_s"]})
+        results.append(
+            {
+                "dtype": dtype,
+                "m": m,
+                "n": n,
+                "k": k,
+                "flops": g["flops"],
+                "bytes": g["bytes"],
+                "time_s": g["time_s"],
+                "tflops": g["tflops"],
+                "bound": g["bound"],
+                "compute_time_s": g["compute_time_s"],
+                "memory_time_s": g["memory_time_s"],
+            }
+        )
     return {"accelerator": acc.id, "launch": launch, "results": results}

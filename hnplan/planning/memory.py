@@ -27,8 +27,17 @@ from hnplan.memory.training import training_memory
 MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")
 
-__all__ = ["ACCOUNTINGS", "MODES", "PARTS", "STATUSES", "breakdown_table", "fit_grid", "memory_summary",
-           "memory_verdict", "tiers_frame"]
+__all__ = [
+    "ACCOUNTINGS",
+    "MODES",
+    "PARTS",
+    "STATUSES",
+    "breakdown_table",
+    "fit_grid",
+    "memory_summary",
+    "memory_verdict",
+    "tiers_frame",
+]
 
 
 def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
@@ -38,13 +47,30 @@ def _check_degrees(m, mode: str, tp: int, pp: int, ep: int) -> None:
     check_split(m, tp, pp if mode == "train" else 1, ep, training=mode == "train")  # PlanRuleError naming the rule
 
 
-def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp: int = 1, ep: int = 1,
-                   cp: int = 1, microbatch_size: int = 1, num_microbatches: int | None = None,
-                   virtual_stages: int = 1, zero: int = 1, recompute: str = "none",
-                   accounting: str = "megatron-bf16", dropout: bool = True, batch: int = 1,
-                   dtype: str = "bf16", kv_dtype: str = "bf16", system=None,
-                   catalog: Catalog | None = None, gpu_memory_utilization: float | None = None,
-                   kv_budget_gib: float | None = None) -> dict:
+def memory_summary(
+    model,
+    mode: str,
+    seq_len: int,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    ep: int = 1,
+    cp: int = 1,
+    microbatch_size: int = 1,
+    num_microbatches: int | None = None,
+    virtual_stages: int = 1,
+    zero: int = 1,
+    recompute: str = "none",
+    accounting: str = "megatron-bf16",
+    dropout: bool = True,
+    batch: int = 1,
+    dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    system=None,
+    catalog: Catalog | None = None,
+    gpu_memory_utilization: float | None = None,
+    kv_budget_gib: float | None = None,
+) -> dict:
     """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).
 
     Sizes are GiB (2**30 bytes) in keys ending ``_gib``: ``params_gib``, ``grads_gib``,
@@ -70,17 +96,52 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
     mem: MemoryBreakdown
     if mode == "train":
-        tm = training_memory(m, seq_len, microbatch_size, tp, pp, dp, cp, ep, zero, recompute, num_microbatches,
-                             virtual_stages=virtual_stages, recipe=accounting, dropout=dropout, catalog=cat)
-        out.update(parallel=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=microbatch_size,
-                                 num_microbatches=num_microbatches or pp, virtual_stages=virtual_stages,
-                                 zero=zero, recompute=recompute), accounting=accounting, dropout=dropout,
-                   stage=tm.stage)
+        tm = training_memory(
+            m,
+            seq_len,
+            microbatch_size,
+            tp,
+            pp,
+            dp,
+            cp,
+            ep,
+            zero,
+            recompute,
+            num_microbatches,
+            virtual_stages=virtual_stages,
+            recipe=accounting,
+            dropout=dropout,
+            catalog=cat,
+        )
+        out.update(
+            parallel=dict(
+                tp=tp,
+                pp=pp,
+                dp=dp,
+                cp=cp,
+                ep=ep,
+                microbatch_size=microbatch_size,
+                num_microbatches=num_microbatches or pp,
+                virtual_stages=virtual_stages,
+                zero=zero,
+                recompute=recompute,
+            ),
+            accounting=accounting,
+            dropout=dropout,
+            stage=tm.stage,
+        )
         mem = tm
     else:
         inf = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
-        out.update(batch=batch, dtype=dtype, kv_dtype=kv_dtype, tp=tp, ep=ep,
-                   kv_bytes_per_token=inf.kv_bytes_per_token, kv_tokens=inf.tokens)
+        out.update(
+            batch=batch,
+            dtype=dtype,
+            kv_dtype=kv_dtype,
+            tp=tp,
+            ep=ep,
+            kv_bytes_per_token=inf.kv_bytes_per_token,
+            kv_tokens=inf.tokens,
+        )
         mem = inf
     out.update(mem.as_gib())
     if system is None:
@@ -89,17 +150,43 @@ def memory_summary(model, mode: str, seq_len: int, tp: int = 1, pp: int = 1, dp:
     acc = cat.accelerator(sys_.accelerator)
     tiers = memory_tiers(cat.design(sys_))
     if mode == "train":
-        t = training_compute_time_s(m, acc, seq_len, microbatch_size, num_microbatches or pp, tp, pp, cp,
-                                    recompute, "fp8" if accounting == "fp8" else "bf16")
+        t = training_compute_time_s(
+            m,
+            acc,
+            seq_len,
+            microbatch_size,
+            num_microbatches or pp,
+            tp,
+            pp,
+            cp,
+            recompute,
+            "fp8" if accounting == "fp8" else "bf16",
+        )
     else:
         t = decode_step_time_s(mem, acc)
     plan = spill_plan(mem, tiers, mode, accounting, compute_time_s=t)
-    out.update(system=sys_.id, accelerator=acc.id, hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
-               fits=plan.fits, status=plan.status, tiers=[x.as_dict() for x in tiers], spill=plan.as_dict())
+    out.update(
+        system=sys_.id,
+        accelerator=acc.id,
+        hbm_gib=units.to_GiB(tiers[0].capacity_bytes),
+        fits=plan.fits,
+        status=plan.status,
+        tiers=[x.as_dict() for x in tiers],
+        spill=plan.as_dict(),
+    )
     if mode == "inference":
         budget = None if kv_budget_gib is None else units.GiB_to_bytes(kv_budget_gib)
-        cap = kv_capacity(m, acc, dtype, kv_dtype, tp, ep, utilization=gpu_memory_utilization,
-                          overheads=cat.memory_overheads, kv_budget_bytes=budget)
+        cap = kv_capacity(
+            m,
+            acc,
+            dtype,
+            kv_dtype,
+            tp,
+            ep,
+            utilization=gpu_memory_utilization,
+            overheads=cat.memory_overheads,
+            kv_budget_bytes=budget,
+        )
         out["kv_capacity"] = cap.as_dict() | {"max_batch_at_seq_len": max_batch(cap, seq_len)}
     return out
 
@@ -111,18 +198,38 @@ def breakdown_table(model, systems, mode: str = "train", **kw) -> pd.DataFrame:
     rows = []
     for s in systems:
         d = memory_summary(model, mode, system=s, **kw)
-        rows.append({"system": d["system"], "accelerator": d["accelerator"],
-                     **{f"{p}_gib": d[f"{p}_gib"] for p in PARTS}, "total_gib": d["total_gib"],
-                     "hbm_gib": d["hbm_gib"], "status": d["status"], "spill_time_s": d["spill"]["spill_time_s"],
-                     "compute_time_s": d["spill"]["compute_time_s"]})
+        rows.append(
+            {
+                "system": d["system"],
+                "accelerator": d["accelerator"],
+                **{f"{p}_gib": d[f"{p}_gib"] for p in PARTS},
+                "total_gib": d["total_gib"],
+                "hbm_gib": d["hbm_gib"],
+                "status": d["status"],
+                "spill_time_s": d["spill"]["spill_time_s"],
+                "compute_time_s": d["spill"]["compute_time_s"],
+            }
+        )
     df = pd.DataFrame(rows)
-    df.attrs.update(unit="GiB", units={**{f"{p}_gib": "GiB" for p in (*PARTS, "total", "hbm")},
-                                       "spill_time_s": "s", "compute_time_s": "s"}, parts=PARTS)
+    df.attrs.update(
+        unit="GiB",
+        units={**{f"{p}_gib": "GiB" for p in (*PARTS, "total", "hbm")}, "spill_time_s": "s", "compute_time_s": "s"},
+        parts=PARTS,
+    )
     return df
 
 
-def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8), pps=(1, 2, 4, 8),
-             batches=(1, 8, 32, 128), contexts=(2048, 8192, 32768, 131072), **kw) -> pd.DataFrame:
+def fit_grid(
+    model,
+    system,
+    mode: str = "train",
+    gpus: int = 64,
+    tps=(1, 2, 4, 8),
+    pps=(1, 2, 4, 8),
+    batches=(1, 8, 32, 128),
+    contexts=(2048, 8192, 32768, 131072),
+    **kw,
+) -> pd.DataFrame:
     """Status (fits / spills / does-not-fit) over a grid, one row per cell.
 
     Training: over ``tps x pps`` with ``dp = gpus / (tp x pp)`` (cells that do not divide are left
@@ -144,18 +251,45 @@ def fit_grid(model, system, mode: str = "train", gpus: int = 64, tps=(1, 2, 4, 8
                 if dp < 1:
                     continue
                 d = memory_summary(model, mode, tp=tp, pp=pp, dp=dp, system=system, **kw)
-                rows.append({"tp": tp, "pp": pp, "dp": dp, "total_gib": d["total_gib"], "hbm_gib": d["hbm_gib"],
-                             "status": d["status"]})
+                rows.append(
+                    {
+                        "tp": tp,
+                        "pp": pp,
+                        "dp": dp,
+                        "total_gib": d["total_gib"],
+                        "hbm_gib": d["hbm_gib"],
+                        "status": d["status"],
+                    }
+                )
     else:
         for b in batches:
             for c in contexts:
                 d = memory_summary(model, mode, seq_len=c, batch=b, system=system, **kw)
-                rows.append({"batch": b, "context": c, "total_gib": d["total_gib"], "hbm_gib": d["hbm_gib"],
-                             "status": d["status"]})
+                rows.append(
+                    {
+                        "batch": b,
+                        "context": c,
+                        "total_gib": d["total_gib"],
+                        "hbm_gib": d["hbm_gib"],
+                        "status": d["status"],
+                    }
+                )
     df = pd.DataFrame(rows)
-    df.attrs.update(unit="GiB", system=str(system), mode=mode, statuses=STATUSES,
-                    units={"total_gib": "GiB", "hbm_gib": "GiB", "tp": "GPUs", "pp": "stages", "dp": "GPUs",
-                           "batch": "sequences", "context": "tokens"})
+    df.attrs.update(
+        unit="GiB",
+        system=str(system),
+        mode=mode,
+        statuses=STATUSES,
+        units={
+            "total_gib": "GiB",
+            "hbm_gib": "GiB",
+            "tp": "GPUs",
+            "pp": "stages",
+            "dp": "GPUs",
+            "batch": "sequences",
+            "context": "tokens",
+        },
+    )
     return df
 
 
@@ -178,8 +312,10 @@ def memory_verdict(df: pd.DataFrame) -> str:
             lines.append(f"{head}: fits, {r.hbm_gib - r.total_gib:,.1f} GiB to spare.")
         elif r.status == "spills":
             hidden = "hidden behind" if r.spill_time_s <= r.compute_time_s else "longer than"
-            lines.append(f"{head}: spills {r.total_gib - r.hbm_gib:,.1f} GiB; moving it takes "
-                         f"{r.spill_time_s:.3f} s per step, {hidden} {r.compute_time_s:.3f} s of compute.")
+            lines.append(
+                f"{head}: spills {r.total_gib - r.hbm_gib:,.1f} GiB; moving it takes "
+                f"{r.spill_time_s:.3f} s per step, {hidden} {r.compute_time_s:.3f} s of compute."
+            )
         else:
             lines.append(f"{head}: does not fit even after spilling to host memory and NVMe.")
     return "\n".join(lines)

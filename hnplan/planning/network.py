@@ -25,8 +25,19 @@ from hnplan.comm.placement import place_group
 from hnplan.comm.topology import scaleout_bom, scaleup_bom
 from hnplan.errors import InputError
 
-__all__ = ["ALGORITHMS", "OPS", "bom_table", "boundary_summary", "busbw_sweep", "collective_on", "domain_boundary",
-           "graph_layout", "network_graph", "network_summary", "parse_sweep"]
+__all__ = [
+    "ALGORITHMS",
+    "OPS",
+    "bom_table",
+    "boundary_summary",
+    "busbw_sweep",
+    "collective_on",
+    "domain_boundary",
+    "graph_layout",
+    "network_graph",
+    "network_summary",
+    "parse_sweep",
+]
 
 
 def _design(system, catalog: Catalog | None) -> Design:
@@ -70,13 +81,22 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     # of the links over optics (CloudMatrix384 paper Sec 3)
     optical_up = up.links // 2 if system.scaleup_topology == "clos" else 0
     return {
-        "tiers": {"scaleup": 2 if system.scaleup_topology == "clos" else (1 if up.switches else 0),
-                  "scaleout": out.tiers},
-        "switches": {"scaleup": up.switches, "scaleout": out.switches, "total": up.switches + out.switches,
-                     "scaleout_per_tier": list(out.switches_per_tier)},
+        "tiers": {
+            "scaleup": 2 if system.scaleup_topology == "clos" else (1 if up.switches else 0),
+            "scaleout": out.tiers,
+        },
+        "switches": {
+            "scaleup": up.switches,
+            "scaleout": out.switches,
+            "total": up.switches + out.switches,
+            "scaleout_per_tier": list(out.switches_per_tier),
+        },
         "links": {"scaleup": up.links, "scaleout": out.links, "total": up.links + out.links},
-        "transceivers": {"scaleup": 2 * optical_up, "scaleout": out.transceivers,
-                         "total": 2 * optical_up + out.transceivers},
+        "transceivers": {
+            "scaleup": 2 * optical_up,
+            "scaleout": out.transceivers,
+            "total": 2 * optical_up + out.transceivers,
+        },
         "cables": {"scaleup": up.links, "scaleout": out.cables, "total": up.links + out.cables},
         "bisection_GBps": units.Bps_to_GBps(bis),
         "diameter_hops": diameter,
@@ -110,8 +130,9 @@ def parse_sweep(text: str) -> np.ndarray:
     return lo * 2.0 ** np.arange(n)
 
 
-def collective_on(system, op: str, gpus: int, sizes, algorithm: str | None = None,
-                  catalog: Catalog | None = None) -> tuple[Design, CollectiveResult]:
+def collective_on(
+    system, op: str, gpus: int, sizes, algorithm: str | None = None, catalog: Catalog | None = None
+) -> tuple[Design, CollectiveResult]:
     """The ``hnplan collective`` answer: ``op`` on ``gpus`` consecutive ranks of a system, for each
     message size (nccl-tests' ``-b/-e/-f`` sweep) [bytes].
 
@@ -168,20 +189,29 @@ def bom_table(systems, gpus: int, catalog: Catalog | None = None) -> pd.DataFram
         des = cat.design(ref)
         s = des.system
         d = network_summary(des, gpus)
-        rows.append({
-            "system": s.id, "domains": d["domains"], "scaleout_tiers": d["tiers"]["scaleout"],
-            "scaleup_switches": d["switches"]["scaleup"], "scaleout_switches": d["switches"]["scaleout"],
-            "links": d["links"]["total"], "transceivers": d["transceivers"]["total"], "cables": d["cables"]["total"],
-            "bisection_GBps": d["bisection_GBps"], "bisection_per_gpu_GBps": d["bisection_GBps"] / (gpus / 2),
-            "diameter_hops": d["diameter_hops"],
-        })
+        rows.append(
+            {
+                "system": s.id,
+                "domains": d["domains"],
+                "scaleout_tiers": d["tiers"]["scaleout"],
+                "scaleup_switches": d["switches"]["scaleup"],
+                "scaleout_switches": d["switches"]["scaleout"],
+                "links": d["links"]["total"],
+                "transceivers": d["transceivers"]["total"],
+                "cables": d["cables"]["total"],
+                "bisection_GBps": d["bisection_GBps"],
+                "bisection_per_gpu_GBps": d["bisection_GBps"] / (gpus / 2),
+                "diameter_hops": d["diameter_hops"],
+            }
+        )
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"bisection_GBps": "GB/s", "bisection_per_gpu_GBps": "GB/s", "diameter_hops": "links"}
     return df
 
 
-def busbw_sweep(systems, op: str, gpus: int, sizes, algorithm: str | None = None,
-                catalog: Catalog | None = None) -> pd.DataFrame:
+def busbw_sweep(
+    systems, op: str, gpus: int, sizes, algorithm: str | None = None, catalog: Catalog | None = None
+) -> pd.DataFrame:
     """busbw against message size for each system, ``gpus`` consecutive ranks (nccl-tests style).
 
     Columns ``system, gpus, size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, level``.
@@ -215,9 +245,17 @@ def domain_boundary(systems, op: str, size_bytes: float, group_sizes, catalog: C
         for n in group_sizes:
             g = place_group(d, int(n), 1, int(n))
             r = collective(op, size_bytes, g)
-            rows.append({"system": s.id, "gpus": int(n), "domains": g.domains, "per_domain": g.per_domain,
-                         "busbw_GBps": units.Bps_to_GBps(float(r.busbw_Bps[0])), "algorithm": str(r.algorithm[0]),
-                         "level": g.level})
+            rows.append(
+                {
+                    "system": s.id,
+                    "gpus": int(n),
+                    "domains": g.domains,
+                    "per_domain": g.per_domain,
+                    "busbw_GBps": units.Bps_to_GBps(float(r.busbw_Bps[0])),
+                    "algorithm": str(r.algorithm[0]),
+                    "level": g.level,
+                }
+            )
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"busbw_GBps": "GB/s"}
     return df
@@ -233,9 +271,11 @@ def boundary_summary(df: pd.DataFrame) -> str:
         if inside.empty or outside.empty:
             continue
         a, b = inside.iloc[-1], outside.iloc[0]
-        lines.append(f"- **{sid}**: {a['busbw_GBps']:,.0f} GB/s busbw on {a['gpus']} GPUs in one domain, "
-                     f"{b['busbw_GBps']:,.0f} GB/s on {b['gpus']} GPUs across {b['domains']} domains "
-                     f"({b['busbw_GBps'] / a['busbw_GBps']:.0%} of it; {b['algorithm']}).")
+        lines.append(
+            f"- **{sid}**: {a['busbw_GBps']:,.0f} GB/s busbw on {a['gpus']} GPUs in one domain, "
+            f"{b['busbw_GBps']:,.0f} GB/s on {b['gpus']} GPUs across {b['domains']} domains "
+            f"({b['busbw_GBps'] / a['busbw_GBps']:.0%} of it; {b['algorithm']})."
+        )
     return "\n".join(lines) or "No group in this range crosses a scale-up domain boundary."
 
 
@@ -254,10 +294,22 @@ def graph_layout(g: nx.Graph) -> tuple[pd.DataFrame, pd.DataFrame]:
     for layer, names in sorted(by_layer.items()):
         names = sorted(names, key=lambda n: (g.nodes[n].get("gpu", 0), str(n)))
         xs = np.linspace(0, 1, len(names) + 2)[1:-1]
-        rows += [{"name": n, "kind": g.nodes[n]["kind"], "layer": layer, "x": x, "y": float(layer)}
-                 for n, x in zip(names, xs)]
+        rows += [
+            {"name": n, "kind": g.nodes[n]["kind"], "layer": layer, "x": x, "y": float(layer)}
+            for n, x in zip(names, xs)
+        ]
     nodes = pd.DataFrame(rows)
     pos = nodes.set_index("name")[["x", "y"]]
-    edges = pd.DataFrame([{"x0": pos.at[a, "x"], "y0": pos.at[a, "y"], "x1": pos.at[b, "x"], "y1": pos.at[b, "y"],
-                           "net": d.get("net", "")} for a, b, d in g.edges(data=True)])
+    edges = pd.DataFrame(
+        [
+            {
+                "x0": pos.at[a, "x"],
+                "y0": pos.at[a, "y"],
+                "x1": pos.at[b, "x"],
+                "y1": pos.at[b, "y"],
+                "net": d.get("net", ""),
+            }
+            for a, b, d in g.edges(data=True)
+        ]
+    )
     return nodes, edges

@@ -31,8 +31,13 @@ from hnplan.planning.design import estimate_reliability
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, pue_for
 
-METRICS = {"tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
-           "days_to_train": "days", "goodput": "fraction"}
+METRICS = {
+    "tco_usd": "USD",
+    "usd_per_gpu_hour": "USD per GPU-hour",
+    "run_usd": "USD",
+    "days_to_train": "days",
+    "goodput": "fraction",
+}
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,17 @@ class WhatIfCase:
     mode: str = "async"
 
 
-def whatif_case(model, system, gpus: int, tokens: float, seq_len: int, global_batch_seqs: int,
-                dtype: str = "bf16", mode: str = "async", catalog: Catalog | None = None) -> WhatIfCase:
+def whatif_case(
+    model,
+    system,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    mode: str = "async",
+    catalog: Catalog | None = None,
+) -> WhatIfCase:
     """Plan the job once (fastest plan that fits) and keep its throughput [tokens/s].
 
     Raises
@@ -67,10 +81,14 @@ def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
     cat = catalog or load_catalog()
     fac, rel, s = cat.facility, cat.reliability, case.system
     return {
-        "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value, "pue": pue_for(cat.design(s)),
-        "hardware_price_factor": 1.0, "utilisation": 1.0, "rate_factor": 1.0,
+        "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value,
+        "pue": pue_for(cat.design(s)),
+        "hardware_price_factor": 1.0,
+        "utilisation": 1.0,
+        "rate_factor": 1.0,
         "write_GBps_per_node": s.storage_write_GBps_per_node or rel.storage_write_GBps_per_node.value,
-        "years": fac.amortisation_years.value, "dc_build_usd_per_mw": fac.dc_build_usd_per_mw.value,
+        "years": fac.amortisation_years.value,
+        "dc_build_usd_per_mw": fac.dc_build_usd_per_mw.value,
         "maintenance_fraction": fac.maintenance_fraction_per_year.value,
     }
 
@@ -89,20 +107,39 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
     if unknown:
         raise InputError(f"unknown what-if inputs {sorted(unknown)}; allowed: {', '.join(WHATIF_INPUTS)}")
     x = {**base_inputs(case, cat), **inputs}
-    cost = design_cost(cat.design(case.system), case.gpus, years=x["years"], pue=x["pue"], utilisation=x["utilisation"],
-                       electricity_usd_per_kwh=x["electricity_usd_per_kwh"],
-                       hardware_price_factor=x["hardware_price_factor"],
-                       maintenance_fraction=x["maintenance_fraction"], dc_build_usd_per_mw=x["dc_build_usd_per_mw"])
-    rel = estimate_reliability(case.system, case.gpus, case.model, case.mode, cat, rate_factor=x["rate_factor"],
-                               write_GBps_per_node=x["write_GBps_per_node"])
+    cost = design_cost(
+        cat.design(case.system),
+        case.gpus,
+        years=x["years"],
+        pue=x["pue"],
+        utilisation=x["utilisation"],
+        electricity_usd_per_kwh=x["electricity_usd_per_kwh"],
+        hardware_price_factor=x["hardware_price_factor"],
+        maintenance_fraction=x["maintenance_fraction"],
+        dc_build_usd_per_mw=x["dc_build_usd_per_mw"],
+    )
+    rel = estimate_reliability(
+        case.system,
+        case.gpus,
+        case.model,
+        case.mode,
+        cat,
+        rate_factor=x["rate_factor"],
+        write_GBps_per_node=x["write_GBps_per_node"],
+    )
     seconds = case.tokens / (case.tokens_per_s * rel.goodput)
-    return {"tco_usd": cost.tco_usd, "usd_per_gpu_hour": cost.usd_per_gpu_hour,
-            "run_usd": cost.usd_for(case.gpus, seconds), "days_to_train": units.s_to_days(seconds),
-            "goodput": rel.goodput}
+    return {
+        "tco_usd": cost.tco_usd,
+        "usd_per_gpu_hour": cost.usd_per_gpu_hour,
+        "run_usd": cost.usd_for(case.gpus, seconds),
+        "days_to_train": units.s_to_days(seconds),
+        "goodput": rel.goodput,
+    }
 
 
-def tornado(case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None = None,
-            inputs: list[str] | None = None) -> pd.DataFrame:
+def tornado(
+    case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None = None, inputs: list[str] | None = None
+) -> pd.DataFrame:
     """One-at-a-time sensitivity of ``metric`` to each uncertain input over its catalog range.
 
     Returns
@@ -122,8 +159,20 @@ def tornado(case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None =
     for name in names:
         u = ranges[name]
         lo, hi = evaluate(case, cat, **{name: u.low})[metric], evaluate(case, cat, **{name: u.high})[metric]
-        rows.append({"input": name, "name": u.name, "unit": u.unit, "low": u.low, "base": base[name], "high": u.high,
-                     "metric_low": lo, "metric_base": m0, "metric_high": hi, "swing": abs(hi - lo)})
+        rows.append(
+            {
+                "input": name,
+                "name": u.name,
+                "unit": u.unit,
+                "low": u.low,
+                "base": base[name],
+                "high": u.high,
+                "metric_low": lo,
+                "metric_base": m0,
+                "metric_high": hi,
+                "swing": abs(hi - lo),
+            }
+        )
     df = pd.DataFrame(rows).sort_values("swing", ascending=False, ignore_index=True)
     df.attrs.update(metric=metric, unit=METRICS[metric], system=case.system.id)
     return df
@@ -149,8 +198,13 @@ def monte_carlo(case: WhatIfCase, n: int = 200, seed: int = 0, catalog: Catalog 
     cat = catalog or load_catalog()
     rng = np.random.default_rng(seed)
     samples = {name: _distribution(u).rvs(size=n, random_state=rng) for name, u in cat.uncertainties.items()}
-    rows = [{**{k: float(v[i]) for k, v in samples.items()},
-             **evaluate(case, cat, **{k: float(v[i]) for k, v in samples.items()})} for i in range(n)]
+    rows = [
+        {
+            **{k: float(v[i]) for k, v in samples.items()},
+            **evaluate(case, cat, **{k: float(v[i]) for k, v in samples.items()}),
+        }
+        for i in range(n)
+    ]
     df = pd.DataFrame(rows)
     df.attrs.update(system=case.system.id, seed=seed)
     return df
@@ -184,8 +238,9 @@ def unit_gpus(systems, catalog: Catalog | None = None) -> dict[str, int]:
     return {str(s): cat.design(s).system.unit_gpus for s in systems}
 
 
-def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_cap_w: float,
-              eps: float = 1e-3) -> tuple[np.ndarray, np.ndarray, str]:
+def solve_mix(
+    rate, demand, unit_capex, unit_power_w, budget_usd: float, power_cap_w: float, eps: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray, str]:
     """The MILP core on arrays.
 
     Parameters
@@ -221,15 +276,21 @@ def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_c
     obj = np.concatenate([np.tile(eps * c / budget_usd, W), -np.ones(W)])
     a_dem = np.zeros((W, nx + W))
     for w in range(W):
-        a_dem[w, w * D:(w + 1) * D] = rate[w]
+        a_dem[w, w * D : (w + 1) * D] = rate[w]
         a_dem[w, nx + w] = -demand[w]
     a_caps = np.zeros((2, nx + W))
     a_caps[0, :nx], a_caps[1, :nx] = np.tile(c, W), np.tile(p, W)
     ub_x = np.floor(np.minimum(budget_usd / c, power_cap_w / p))
     bounds = optimize.Bounds(np.zeros(nx + W), np.concatenate([np.tile(ub_x, W), np.ones(W)]))
-    res = optimize.milp(obj, integrality=np.concatenate([np.ones(nx), np.zeros(W)]), bounds=bounds,
-                        constraints=[optimize.LinearConstraint(a_dem, 0, np.inf),
-                                     optimize.LinearConstraint(a_caps, -np.inf, [budget_usd, power_cap_w])])
+    res = optimize.milp(
+        obj,
+        integrality=np.concatenate([np.ones(nx), np.zeros(W)]),
+        bounds=bounds,
+        constraints=[
+            optimize.LinearConstraint(a_dem, 0, np.inf),
+            optimize.LinearConstraint(a_caps, -np.inf, [budget_usd, power_cap_w]),
+        ],
+    )
     if not res.success:
         raise InfeasiblePlan(f"the mix optimiser failed: {res.message}")
     x = np.round(res.x[:nx]).reshape(W, D).astype(int)
@@ -239,8 +300,14 @@ def solve_mix(rate, demand, unit_capex, unit_power_w, budget_usd: float, power_c
         return x, served, "none"
     spare_budget = budget_usd - (x.sum(axis=0) * c).sum()
     spare_power = power_cap_w - (x.sum(axis=0) * p).sum()
-    tight = [name for name, spare, need in (("budget", spare_budget, c[useful].min()),
-                                             ("power cap", spare_power, p[useful].min())) if spare < need]
+    tight = [
+        name
+        for name, spare, need in (
+            ("budget", spare_budget, c[useful].min()),
+            ("power cap", spare_power, p[useful].min()),
+        )
+        if spare < need
+    ]
     return x, served, " and ".join(tight) if tight else "integrality"
 
 
@@ -250,15 +317,29 @@ def _case_near(wl: dict, system: System, mode: str, cat: Catalog, tries: int = 6
     counts = sorted((1 << k for k in range(18)), key=lambda n: abs(np.log(n * system.unit_gpus / wl["ref_gpus"])))
     for n in counts[:tries]:
         try:
-            return whatif_case(wl["model"], system, n * system.unit_gpus, wl["tokens"], wl["seq_len"],
-                               wl["global_batch_seqs"], mode=mode, catalog=cat)
+            return whatif_case(
+                wl["model"],
+                system,
+                n * system.unit_gpus,
+                wl["tokens"],
+                wl["seq_len"],
+                wl["global_batch_seqs"],
+                mode=mode,
+                catalog=cat,
+            )
         except HnplanError:
             continue
     return None
 
 
-def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: float,
-             catalog: Catalog | None = None, mode: str = "async") -> MixResult:
+def best_mix(
+    workloads: list[dict],
+    systems,
+    budget_usd: float,
+    power_cap_w: float,
+    catalog: Catalog | None = None,
+    mode: str = "async",
+) -> MixResult:
     """The mix of designs that serves the most of a set of training workloads by their deadlines
     under a budget [USD] and a facility power cap [W].
 
@@ -292,8 +373,9 @@ def best_mix(workloads: list[dict], systems, budget_usd: float, power_cap_w: flo
     names = [f"{wl['model']} #{i}" for i, wl in enumerate(workloads)]
     df = pd.DataFrame(x, index=names, columns=[s.id for s in systems])
     used = x.sum(axis=0)
-    return MixResult(df, pd.Series(served, index=names), float(used @ capex), float(used @ power),
-                     budget_usd, power_cap_w, binding)
+    return MixResult(
+        df, pd.Series(served, index=names), float(used @ capex), float(used @ power), budget_usd, power_cap_w, binding
+    )
 
 
 def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult | None = None) -> str:
@@ -306,19 +388,24 @@ def whatif_summary(tornado_df: pd.DataFrame, bands: pd.DataFrame, mix: MixResult
         top = tornado_df.iloc[0]
         metric, unit = tornado_df.attrs.get("metric", "the metric"), tornado_df.attrs.get("unit", "")
         metric = names.get(metric, (metric,))[0]
-        lines.append(f"- The largest driver of {metric} is **{top['name']}**: across {fq(top['low'], top['unit'])} "
-                     f"to {fq(top['high'], top['unit'])} it moves from {fq(top['metric_low'], unit)} to "
-                     f"{fq(top['metric_high'], unit)}.")
+        lines.append(
+            f"- The largest driver of {metric} is **{top['name']}**: across {fq(top['low'], top['unit'])} "
+            f"to {fq(top['high'], top['unit'])} it moves from {fq(top['metric_low'], unit)} to "
+            f"{fq(top['metric_high'], unit)}."
+        )
     b = bands.set_index("metric")
     for metric, (name, unit) in names.items():
         if metric in b.index:
             r = b.loc[metric]
-            lines.append(f"- {name}: 90% band {fq(r['p5'], unit)} to {fq(r['p95'], unit)} "
-                         f"(median {fq(r['p50'], unit)}).")
+            lines.append(
+                f"- {name}: 90% band {fq(r['p5'], unit)} to {fq(r['p95'], unit)} (median {fq(r['p50'], unit)})."
+            )
     if mix is not None:
         bought = [f"{int(v):,} x {k}" for k, v in mix.units.sum(axis=0).items() if v]
         served = ", ".join(f"{k} {v:.0%}" for k, v in mix.served.items())
-        lines.append(f"- Best mix: {', '.join(bought) or 'nothing'} (units) for {units.format_usd(mix.capex_usd)} "
-                     f"capex and {units.format_power(mix.facility_power_w)}; binding constraint: **{mix.binding}**; "
-                     f"workloads served: {served}.")
+        lines.append(
+            f"- Best mix: {', '.join(bought) or 'nothing'} (units) for {units.format_usd(mix.capex_usd)} "
+            f"capex and {units.format_power(mix.facility_power_w)}; binding constraint: **{mix.binding}**; "
+            f"workloads served: {served}."
+        )
     return "\n".join(lines)

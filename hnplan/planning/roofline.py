@@ -20,12 +20,18 @@ from hnplan.errors import InputError
 INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte span of the plotted ceilings: covers element-wise to large GEMMs
 OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
 CURVE_UNITS = {"intensity": "FLOP/byte", "achievable_flops_per_s": "FLOP/s", "peak_flops_per_s": "FLOP/s"}
-SUMMARY_UNITS = {"flops": "FLOP", "bytes": "bytes", "time_s": "s", "attained_flops_per_s": "FLOP/s",
-                 "compute_bound_share": "fraction", "tokens_per_s": "tokens/s", "mfu": "fraction"}
+SUMMARY_UNITS = {
+    "flops": "FLOP",
+    "bytes": "bytes",
+    "time_s": "s",
+    "attained_flops_per_s": "FLOP/s",
+    "compute_bound_share": "fraction",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+}
 
 
-def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float,
-                **kwargs) -> dict:
+def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float, **kwargs) -> dict:
     """MFU and HFU of a pass that takes ``time_s`` on one GPU (PaLM Appendix B conventions).
 
     Model FLOPs use ``convention="model"`` without recomputation; hardware FLOPs add the
@@ -45,13 +51,18 @@ def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len:
     model_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
     hw_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
     peak = peak_flops_per_s(acc, kwargs.get("dtype", "bf16"))
-    return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak,
-            "hfu": hw_f / time_s / peak}
+    return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak, "hfu": hw_f / time_s / peak}
 
 
-def roofline_comparison(model: Model | str, accelerators: list[Accelerator | str], phase: str, batch: int,
-                        seq_len: int, catalog: Catalog | None = None,
-                        **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def roofline_comparison(
+    model: Model | str,
+    accelerators: list[Accelerator | str],
+    phase: str,
+    batch: int,
+    seq_len: int,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Operator tables, ceilings and totals of one pass on each accelerator.
 
     Parameters
@@ -93,20 +104,40 @@ def roofline_comparison(model: Model | str, accelerators: list[Accelerator | str
         curves.append(roofline_curve(acc, dtype, x))
         t = totals(df)
         tokens = (batch if phase == "decode" else batch * seq_len) / (df.attrs["tp"] * df.attrs["cp"])
-        rows.append({"accelerator": acc.id, "phase": phase, "flops": t["flops"], "bytes": t["bytes"],
-                     "time_s": t["time_s"], "attained_flops_per_s": t["attained_flops_per_s"],
-                     "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
-                     "tokens_per_s": tokens / t["time_s"],
-                     "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"]})
-    ops, curves_df, summary = pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), pd.DataFrame(rows)
+        rows.append(
+            {
+                "accelerator": acc.id,
+                "phase": phase,
+                "flops": t["flops"],
+                "bytes": t["bytes"],
+                "time_s": t["time_s"],
+                "attained_flops_per_s": t["attained_flops_per_s"],
+                "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
+                "tokens_per_s": tokens / t["time_s"],
+                "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"],
+            }
+        )
+    ops, curves_df, summary = (
+        pd.concat(tables, ignore_index=True),
+        pd.concat(curves, ignore_index=True),
+        pd.DataFrame(rows),
+    )
     ops.attrs["units"] = dict(tables[0].attrs["units"])
     curves_df.attrs["units"] = dict(CURVE_UNITS)
     summary.attrs["units"] = dict(SUMMARY_UNITS)
     return ops, curves_df, summary
 
 
-def roofline_answer(model, accelerator, phase: str, batch: int, seq_len: int, kv_len: int | None = None,
-                    catalog: Catalog | None = None, **kwargs) -> dict:
+def roofline_answer(
+    model,
+    accelerator,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    kv_len: int | None = None,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> dict:
     """The answer of ``hnplan roofline``: the inputs, totals, MFU/HFU and one dict per operator row.
 
     Parameters
@@ -134,8 +165,10 @@ def roofline_answer(model, accelerator, phase: str, batch: int, seq_len: int, kv
     cat = catalog or load_catalog()
     m, acc = cat.model(model), cat.accelerator(accelerator)
     if seq_len + (kv_len or 0) > m.max_seq:
-        raise InputError(f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
-                         f"length {m.max_seq} (field max_seq)")
+        raise InputError(
+            f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
+            f"length {m.max_seq} (field max_seq)"
+        )
     df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
     out = {k: df.attrs[k] for k in keys}
@@ -155,9 +188,11 @@ def roofline_verdict(summary: pd.DataFrame) -> str:
         worst = g.loc[g["time_s"].idxmax()]
         share = g["compute_bound_share"].mean()
         kind = "compute-bound" if share >= 0.5 else "memory-bound"
-        lines.append(f"- **{phase}**: fastest on **{best['accelerator']}** ({best['time_s'] / units.MILLI:,.2f} ms per pass, "
-                     f"{best['tokens_per_s']:,.0f} tokens/s per GPU), {worst['time_s'] / best['time_s']:.2f}x "
-                     f"faster than {worst['accelerator']}; {share:.0%} of the time is in compute-bound operators, "
-                     f"so this phase is {kind} and scales with "
-                     f"{'peak FLOP/s' if kind == 'compute-bound' else 'HBM bandwidth'}.")
+        lines.append(
+            f"- **{phase}**: fastest on **{best['accelerator']}** ({best['time_s'] / units.MILLI:,.2f} ms per pass, "
+            f"{best['tokens_per_s']:,.0f} tokens/s per GPU), {worst['time_s'] / best['time_s']:.2f}x "
+            f"faster than {worst['accelerator']}; {share:.0%} of the time is in compute-bound operators, "
+            f"so this phase is {kind} and scales with "
+            f"{'peak FLOP/s' if kind == 'compute-bound' else 'HBM bandwidth'}."
+        )
     return "\n".join(lines)

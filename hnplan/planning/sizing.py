@@ -71,9 +71,20 @@ def _buildable(system, gpus: int, cat) -> bool:
     return True
 
 
-def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
-                      dtype: str = "bf16", catalog: Catalog | None = None, *, goodput: bool = True,
-                      mode: str = "async", max_evals: int = MAX_EVALS) -> dict:
+def size_for_deadline(
+    model,
+    system,
+    tokens: float,
+    deadline_days: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
+    max_evals: int = MAX_EVALS,
+) -> dict:
     """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
     ``tokens`` within the deadline.
 
@@ -117,8 +128,11 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
             raise InputError(f"{name} must be a finite number > 0, got {v}")
     cat = catalog or load_catalog()
     sys_, mdl = cat.system(system), cat.model(model)
-    ideal = tokens * training_flops_per_token(mdl, seq_len).model / (
-        units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
+    ideal = (
+        tokens
+        * training_flops_per_token(mdl, seq_len).model
+        / (units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
+    )
     u = sys_.unit_gpus
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
 
@@ -126,8 +140,9 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         """Days at ``n`` units (inf where no plan divides or fits)."""
         if n not in tried:
             try:
-                tried[n] = time_to_train(mdl, sys_, n * u, tokens, seq_len, global_batch_seqs, dtype, cat,
-                                         goodput=goodput, mode=mode)
+                tried[n] = time_to_train(
+                    mdl, sys_, n * u, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                )
             except InfeasiblePlan as exc:
                 tried[n] = exc
         r = tried[n]
@@ -139,9 +154,11 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
     while not hit:
         if searched() >= max_evals or not _buildable(sys_, n * u, cat):
-            raise InfeasiblePlan(f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
-                                 f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
-                                 f"within {deadline_days} days")
+            raise InfeasiblePlan(
+                f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
+                f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
+                f"within {deadline_days} days"
+            )
         days = days_at(n)
         r = tried[n]
         if days <= deadline_days:
@@ -149,8 +166,10 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
         elif isinstance(r, PlanRuleError):  # no layout divides this count: the next one
             invalid.append(n)
             if n >= 2 * invalid[0]:  # a whole doubling of counts without a valid plan: the unit's factors
-                raise InfeasiblePlan(f"none of {len(invalid)} successive counts of {sys_.id} from {invalid[0] * u} "
-                                     f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}")
+                raise InfeasiblePlan(
+                    f"none of {len(invalid)} successive counts of {sys_.id} from {invalid[0] * u} "
+                    f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}"
+                )
             n = _next_smooth(n + 1)
         elif isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
             invalid = []
@@ -171,15 +190,30 @@ def size_for_deadline(model, system, tokens: float, deadline_days: float, seq_le
     best = tried[hit]
     assert isinstance(best, dict)
     out = dict(best)
-    out.update(units=hit, deadline_days=deadline_days, slack_days=deadline_days - out["days"], evaluated=searched(),
-               skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items())
-                        if isinstance(r, InfeasiblePlan)])
+    out.update(
+        units=hit,
+        deadline_days=deadline_days,
+        slack_days=deadline_days - out["days"],
+        evaluated=searched(),
+        skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items()) if isinstance(r, InfeasiblePlan)],
+    )
     return out
 
 
-def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: int, *,
-               deadline_days: float | None = None, gpus: int | None = None, dtype: str = "bf16",
-               goodput: bool = True, mode: str = "async", catalog: Catalog | None = None) -> pd.DataFrame:
+def size_table(
+    model,
+    systems,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    *,
+    deadline_days: float | None = None,
+    gpus: int | None = None,
+    dtype: str = "bf16",
+    goodput: bool = True,
+    mode: str = "async",
+    catalog: Catalog | None = None,
+) -> pd.DataFrame:
     """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
     :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``).
 
@@ -205,12 +239,14 @@ def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: i
         sid = cat.system(s).id
         try:
             if gpus is not None:
-                row = time_to_train(model, s, gpus, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput,
-                                    mode=mode)
+                row = time_to_train(
+                    model, s, gpus, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                )
             else:
                 assert deadline_days is not None
-                row = size_for_deadline(model, s, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
-                                        goodput=goodput, mode=mode)
+                row = size_for_deadline(
+                    model, s, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                )
             row["status"] = "ok"
         except InfeasiblePlan as exc:
             row = dict(system=sid, status=f"no plan: {exc}")
@@ -220,13 +256,32 @@ def size_table(model, systems, tokens: float, seq_len: int, global_batch_seqs: i
     return df
 
 
-TIME_UNITS = {"days": "days", "gpu_hours": "GPU-hours", "energy_mwh": "MWh", "co2_t": "t CO2", "slack_days": "days",
-              "tokens_per_s": "tokens/s", "mfu": "fraction", "goodput": "fraction"}
+TIME_UNITS = {
+    "days": "days",
+    "gpu_hours": "GPU-hours",
+    "energy_mwh": "MWh",
+    "co2_t": "t CO2",
+    "slack_days": "days",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+    "goodput": "fraction",
+}
 
 
-def size_design(model, system, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
-                dtype: str = "bf16", catalog: Catalog | None = None, *, goodput: bool = True, mode: str = "async",
-                budget_usd: float | None = None) -> dict:
+def size_design(
+    model,
+    system,
+    tokens: float,
+    deadline_days: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
+    budget_usd: float | None = None,
+) -> dict:
     """:func:`size_for_deadline` and what that purchase costs.
 
     Parameters
@@ -246,22 +301,41 @@ def size_design(model, system, tokens: float, deadline_days: float, seq_len: int
     """
     cat = catalog or load_catalog()
     sys_ = cat.system(system)
-    row = size_for_deadline(model, sys_, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
-                            goodput=goodput, mode=mode)
+    row = size_for_deadline(
+        model, sys_, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+    )
     gpus = row["gpus"]
     design = cat.design(sys_)
     pw = design_power(design, gpus)
     cost = design_cost(design, gpus)
-    row.update(racks=pw.racks, it_power_mw=units.w_to_mw(pw.it_w), facility_power_mw=units.w_to_mw(pw.facility_w),
-               capex_usd=cost.capex_usd, opex_usd_per_year=cost.opex_usd_per_year, tco_usd=cost.tco_usd,
-               run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),
-               within_budget=None if budget_usd is None else bool(cost.capex_usd <= budget_usd), status="ok")
+    row.update(
+        racks=pw.racks,
+        it_power_mw=units.w_to_mw(pw.it_w),
+        facility_power_mw=units.w_to_mw(pw.facility_w),
+        capex_usd=cost.capex_usd,
+        opex_usd_per_year=cost.opex_usd_per_year,
+        tco_usd=cost.tco_usd,
+        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),
+        within_budget=None if budget_usd is None else bool(cost.capex_usd <= budget_usd),
+        status="ok",
+    )
     return row
 
 
-def size_designs(model, systems, tokens: float, deadline_days: float, seq_len: int, global_batch_seqs: int,
-                 budget_usd: float | None = None, dtype: str = "bf16", mode: str = "async",
-                 catalog: Catalog | None = None, *, goodput: bool = True) -> pd.DataFrame:
+def size_designs(
+    model,
+    systems,
+    tokens: float,
+    deadline_days: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    budget_usd: float | None = None,
+    dtype: str = "bf16",
+    mode: str = "async",
+    catalog: Catalog | None = None,
+    *,
+    goodput: bool = True,
+) -> pd.DataFrame:
     """:func:`size_design` for each design: one row per system (a design that cannot meet the
     deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns to units."""
     cat = catalog or load_catalog()
@@ -269,13 +343,33 @@ def size_designs(model, systems, tokens: float, deadline_days: float, seq_len: i
     for s in systems:
         sid = cat.system(s).id
         try:
-            rows.append(size_design(model, sid, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat,
-                                    goodput=goodput, mode=mode, budget_usd=budget_usd))
+            rows.append(
+                size_design(
+                    model,
+                    sid,
+                    tokens,
+                    deadline_days,
+                    seq_len,
+                    global_batch_seqs,
+                    dtype,
+                    cat,
+                    goodput=goodput,
+                    mode=mode,
+                    budget_usd=budget_usd,
+                )
+            )
         except InfeasiblePlan as exc:
             rows.append({"system": sid, "status": f"infeasible: {exc}"})
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {**TIME_UNITS, "it_power_mw": "MW", "facility_power_mw": "MW", "capex_usd": "USD",
-                         "opex_usd_per_year": "USD/year", "tco_usd": "USD", "run_usd": "USD"}
+    df.attrs["units"] = {
+        **TIME_UNITS,
+        "it_power_mw": "MW",
+        "facility_power_mw": "MW",
+        "capex_usd": "USD",
+        "opex_usd_per_year": "USD/year",
+        "tco_usd": "USD",
+        "run_usd": "USD",
+    }
     return df
 
 
@@ -284,25 +378,34 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     ok = df[df["status"] == "ok"]
     if ok.empty:
         return "No design meets the deadline with this global batch; relax the deadline or raise the batch."
-    lines = [f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
-             f"{r['facility_power_mw']:.1f} MW facility power, ${r['capex_usd'] / 1e6:,.0f}M capex, "
-             f"{r['days']:.1f} days" + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"])
-                                         else " (over budget)") for _, r in ok.iterrows()]
+    lines = [
+        f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
+        f"{r['facility_power_mw']:.1f} MW facility power, ${r['capex_usd'] / 1e6:,.0f}M capex, "
+        f"{r['days']:.1f} days"
+        + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")
+        for _, r in ok.iterrows()
+    ]
     cheap = ok.loc[ok["capex_usd"].idxmin()]
-    lines.append(f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
-                 f"(${cheap['capex_usd'] / 1e6:,.0f}M).")
+    lines.append(
+        f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** (${cheap['capex_usd'] / 1e6:,.0f}M)."
+    )
     if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
-        lines.append(f"Days include failures, restarts and checkpoint stalls (goodput "
-                     f"{ok['goodput'].min():.1%}-{ok['goodput'].max():.1%}).")
+        lines.append(
+            f"Days include failures, restarts and checkpoint stalls (goodput "
+            f"{ok['goodput'].min():.1%}-{ok['goodput'].max():.1%})."
+        )
     elif "goodput_mode" in ok:
         lines.append("Days leave failures out (goodput off).")
     for _, r in ok.iterrows():
         skipped = r.get("skipped")
         if isinstance(skipped, list) and skipped:
-            lines.append(f"{r['system']}: {len(skipped)} smaller count(s) skipped, e.g. "
-                         f"{skipped[0]['gpus']:,} GPUs: {skipped[0]['reason']}")
+            lines.append(
+                f"{r['system']}: {len(skipped)} smaller count(s) skipped, e.g. "
+                f"{skipped[0]['gpus']:,} GPUs: {skipped[0]['reason']}"
+            )
     missing = df[df["status"] != "ok"]
     if not missing.empty:
-        lines.append(" Cannot meet it: " + "; ".join(f"{r['system']} ({r['status']})" for _, r in missing.iterrows())
-                     + ".")
+        lines.append(
+            " Cannot meet it: " + "; ".join(f"{r['system']} ({r['status']})" for _, r in missing.iterrows()) + "."
+        )
     return "\n".join(lines)

@@ -44,18 +44,59 @@ from hnplan.errors import HnplanError, InputError
 DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
 #: the plan inputs that key one training search (``tokens`` only scales time-to-train)
 PLAN_KEY = ("system", "model", "gpus", "seq_len", "global_batch_seqs", "stack", "dtype")
-PLAN_OUTPUTS = ("tokens_per_s", "mfu", "step_time_s", "tp", "pp", "dp", "cp", "ep", "microbatch_size",
-                "virtual_stages", "zero_stage", "recompute", "searched", "feasible")
-OUTPUTS = ("goodput", "days_to_train", "tco_usd", "usd_per_gpu_hour", "run_usd", "it_power_w", "facility_power_w",
-           "energy_mwh")
+PLAN_OUTPUTS = (
+    "tokens_per_s",
+    "mfu",
+    "step_time_s",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "microbatch_size",
+    "virtual_stages",
+    "zero_stage",
+    "recompute",
+    "searched",
+    "feasible",
+)
+OUTPUTS = (
+    "goodput",
+    "days_to_train",
+    "tco_usd",
+    "usd_per_gpu_hour",
+    "run_usd",
+    "it_power_w",
+    "facility_power_w",
+    "energy_mwh",
+)
 PROVENANCE = ("spec_id", "sampling", "seed", "sample", "hnplan_version", "catalog_hash", "evaluated_at")
-UNITS = {"gpus": "GPUs", "seq_len": "tokens", "global_batch_seqs": "sequences", "tokens": "tokens",
-         "electricity_usd_per_kwh": "USD/kWh", "pue": "ratio", "hardware_price_factor": "ratio",
-         "utilisation": "fraction", "rate_factor": "ratio", "write_GBps_per_node": "GB/s", "years": "years",
-         "dc_build_usd_per_mw": "USD/MW", "maintenance_fraction": "fraction per year",
-         "tokens_per_s": "tokens/s", "mfu": "fraction", "step_time_s": "s", "goodput": "fraction",
-         "days_to_train": "days", "tco_usd": "USD", "usd_per_gpu_hour": "USD per GPU-hour", "run_usd": "USD",
-         "it_power_w": "W", "facility_power_w": "W", "energy_mwh": "MWh"}
+UNITS = {
+    "gpus": "GPUs",
+    "seq_len": "tokens",
+    "global_batch_seqs": "sequences",
+    "tokens": "tokens",
+    "electricity_usd_per_kwh": "USD/kWh",
+    "pue": "ratio",
+    "hardware_price_factor": "ratio",
+    "utilisation": "fraction",
+    "rate_factor": "ratio",
+    "write_GBps_per_node": "GB/s",
+    "years": "years",
+    "dc_build_usd_per_mw": "USD/MW",
+    "maintenance_fraction": "fraction per year",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+    "step_time_s": "s",
+    "goodput": "fraction",
+    "days_to_train": "days",
+    "tco_usd": "USD",
+    "usd_per_gpu_hour": "USD per GPU-hour",
+    "run_usd": "USD",
+    "it_power_w": "W",
+    "facility_power_w": "W",
+    "energy_mwh": "MWh",
+}
 
 
 def _schema():
@@ -63,20 +104,55 @@ def _schema():
     import pyarrow as pa
 
     f64, i64, s = pa.float64(), pa.int64(), pa.string()
-    cols = [("point_id", s), ("system", s), ("model", s), ("gpus", i64), ("seq_len", i64),
-            ("global_batch_seqs", i64), ("tokens", f64), ("stack", s), ("dtype", s)]
+    cols = [
+        ("point_id", s),
+        ("system", s),
+        ("model", s),
+        ("gpus", i64),
+        ("seq_len", i64),
+        ("global_batch_seqs", i64),
+        ("tokens", f64),
+        ("stack", s),
+        ("dtype", s),
+    ]
     cols += [(k, f64) for k in WHATIF_INPUTS]
-    cols += [(k, s if k == "recompute" else f64 if k in ("tokens_per_s", "mfu", "step_time_s") else i64)
-             for k in PLAN_OUTPUTS]
+    cols += [
+        (k, s if k == "recompute" else f64 if k in ("tokens_per_s", "mfu", "step_time_s") else i64)
+        for k in PLAN_OUTPUTS
+    ]
     cols += [(k, f64) for k in OUTPUTS]
     cols += [("error", s)]
-    cols += [("spec_id", s), ("sampling", s), ("seed", i64), ("sample", i64), ("hnplan_version", s),
-             ("catalog_hash", s), ("evaluated_at", s)]
+    cols += [
+        ("spec_id", s),
+        ("sampling", s),
+        ("seed", i64),
+        ("sample", i64),
+        ("hnplan_version", s),
+        ("catalog_hash", s),
+        ("evaluated_at", s),
+    ]
     return pa.schema(cols)
 
 
-COLUMNS = tuple(f for f in ("point_id", "system", "model", "gpus", "seq_len", "global_batch_seqs", "tokens",
-                            "stack", "dtype", *WHATIF_INPUTS, *PLAN_OUTPUTS, *OUTPUTS, "error", *PROVENANCE))
+COLUMNS = tuple(
+    f
+    for f in (
+        "point_id",
+        "system",
+        "model",
+        "gpus",
+        "seq_len",
+        "global_batch_seqs",
+        "tokens",
+        "stack",
+        "dtype",
+        *WHATIF_INPUTS,
+        *PLAN_OUTPUTS,
+        *OUTPUTS,
+        "error",
+        *PROVENANCE,
+    )
+)
 
 
 # -- points ------------------------------------------------------------------------------------
@@ -138,8 +214,11 @@ def sweep_points(spec, catalog: Catalog | None = None) -> pd.DataFrame:
     spec = load_sweep_spec(spec, cat)
     grid = spec.grid_axes()
     names = list(grid)
-    combos = pd.MultiIndex.from_product([grid[n] for n in names], names=names).to_frame(index=False) if names \
+    combos = (
+        pd.MultiIndex.from_product([grid[n] for n in names], names=names).to_frame(index=False)
+        if names
         else pd.DataFrame(index=[0])
+    )
     dists = spec.distribution_axes()
     u = _uniforms(spec, len(dists))
     draws = pd.DataFrame({name: _frozen(u[:, j], axis, cat, name) for j, (name, axis) in enumerate(dists.items())})
@@ -153,8 +232,10 @@ def sweep_points(spec, catalog: Catalog | None = None) -> pd.DataFrame:
         bad = pts["global_batch_tokens"] % pts["seq_len"] != 0
         if bad.any():
             r = pts[bad].iloc[0]
-            raise InputError(f"sweep {spec.id}: global_batch_tokens {r['global_batch_tokens']} is not a multiple of "
-                             f"seq_len {r['seq_len']}")
+            raise InputError(
+                f"sweep {spec.id}: global_batch_tokens {r['global_batch_tokens']} is not a multiple of "
+                f"seq_len {r['seq_len']}"
+            )
         pts["global_batch_seqs"] = (pts.pop("global_batch_tokens") // pts["seq_len"]).astype(int)
     for k in ("gpus", "seq_len", "global_batch_seqs"):
         pts[k] = pts[k].astype(int)
@@ -168,7 +249,7 @@ def plan_groups(points: pd.DataFrame, chunk_size: int) -> list[tuple[dict, list[
     """Points grouped by their plan inputs (:data:`PLAN_KEY`), each group cut into chunks."""
     out = []
     for key, grp in points.groupby(list(PLAN_KEY), sort=True):
-        chunks = [grp.iloc[i:i + chunk_size] for i in range(0, len(grp), chunk_size)]
+        chunks = [grp.iloc[i : i + chunk_size] for i in range(0, len(grp), chunk_size)]
         out.append((dict(zip(PLAN_KEY, key, strict=True)), chunks))
     return out
 
@@ -193,18 +274,35 @@ def plan_task(key: dict, data_root: str | None = None) -> dict:
     cat, _ = _worker_catalog(data_root)
     try:
         stack = None if key["stack"] == "none" else key["stack"]
-        (est,), searched, feasible = best_plan(key["model"], key["system"], int(key["gpus"]), int(key["seq_len"]),
-                                               int(key["global_batch_seqs"]), key["dtype"], catalog=cat, stack=stack)
+        (est,), searched, feasible = best_plan(
+            key["model"],
+            key["system"],
+            int(key["gpus"]),
+            int(key["seq_len"]),
+            int(key["global_batch_seqs"]),
+            key["dtype"],
+            catalog=cat,
+            stack=stack,
+        )
     except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
         return {"error": _message(exc)}
     p = est.parallel_dict()
-    return dict(tokens_per_s=est.tokens_per_s, mfu=est.mfu, step_time_s=est.step_time_s, searched=searched,
-                feasible=feasible, **{k: p[k] for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size",
-                                                       "virtual_stages", "zero_stage", "recompute")})
+    return dict(
+        tokens_per_s=est.tokens_per_s,
+        mfu=est.mfu,
+        step_time_s=est.step_time_s,
+        searched=searched,
+        feasible=feasible,
+        **{
+            k: p[k]
+            for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
+        },
+    )
 
 
-def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = None,
-                   provenance: dict | None = None) -> pd.DataFrame:
+def evaluate_chunk(
+    points: pd.DataFrame, plan: dict, data_root: str | None = None, provenance: dict | None = None
+) -> pd.DataFrame:
     """Procurement outputs of a chunk of points that share one plan; one row per point in
     :data:`COLUMNS` order, failures in ``error`` (never raises).
 
@@ -220,8 +318,11 @@ def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = Non
     from hnplan.power import design_power, energy_j
 
     cat, chash = _worker_catalog(data_root)
-    prov = {**(provenance or {}), "catalog_hash": chash,
-            "evaluated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    prov = {
+        **(provenance or {}),
+        "catalog_hash": chash,
+        "evaluated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
     rows = []
     for pt in points.to_dict("records"):
         row = {c: pt.get(c) for c in COLUMNS}
@@ -236,9 +337,15 @@ def evaluate_chunk(points: pd.DataFrame, plan: dict, data_root: str | None = Non
             pw = design_power(cat.design(system), case.gpus, pue=x["pue"])
             seconds = units.days_to_s(res["days_to_train"])
             # energy as hnplan.planning.time_to_train: rated facility power x the average training draw
-            row.update(x, **res, it_power_w=pw.it_w, facility_power_w=pw.facility_w,
-                       energy_mwh=units.j_to_mwh(energy_j(pw.facility_w * cat.facility.training_power_fraction.value,
-                                                          seconds)))
+            row.update(
+                x,
+                **res,
+                it_power_w=pw.it_w,
+                facility_power_w=pw.facility_w,
+                energy_mwh=units.j_to_mwh(
+                    energy_j(pw.facility_w * cat.facility.training_power_fraction.value, seconds)
+                ),
+            )
         except Exception as exc:  # noqa: BLE001 -- recorded per point, the sweep goes on
             row["error"] = _message(exc)
         rows.append(row)
@@ -272,8 +379,15 @@ def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
     import pyarrow.dataset as ds
 
     table = pa.Table.from_pandas(df, schema=_schema(), preserve_index=False)
-    ds.write_dataset(table, out, format="parquet", partitioning=["system"], partitioning_flavor="hive",
-                     basename_template=f"{name}-{{i}}.parquet", existing_data_behavior="overwrite_or_ignore")
+    ds.write_dataset(
+        table,
+        out,
+        format="parquet",
+        partitioning=["system"],
+        partitioning_flavor="hive",
+        basename_template=f"{name}-{{i}}.parquet",
+        existing_data_behavior="overwrite_or_ignore",
+    )
 
 
 def read_sweep(out: str | Path) -> pd.DataFrame:
@@ -315,8 +429,16 @@ class SweepSummary:
         return dict(self.__dict__)
 
 
-def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: str | None = None,
-              processes: bool = True, progress: bool = True, catalog: Catalog | None = None) -> SweepSummary:
+def run_sweep(
+    spec,
+    out: str | Path,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    processes: bool = True,
+    progress: bool = True,
+    catalog: Catalog | None = None,
+) -> SweepSummary:
     """Evaluate every point of a spec not yet in ``out`` on Dask and append the rows to the dataset.
 
     Parameters
@@ -380,9 +502,15 @@ def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: s
             except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
-            cluster = stack.enter_context(LocalCluster(
-                n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=processes,
-                dashboard_address=None, silence_logs=logging.ERROR))
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=workers or os.cpu_count() or 1,
+                    threads_per_worker=1,
+                    processes=processes,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            )
             client = stack.enter_context(Client(cluster))
         futures = {}
         for key, chunks in groups:
@@ -390,8 +518,15 @@ def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: s
             for chunk in chunks:
                 f = client.submit(evaluate_chunk, chunk, plan_f, root, prov, pure=False)
                 futures[f] = (chunk["point_id"].iloc[0], len(chunk))
-        bar = Progress(TextColumn(f"sweep {spec.id}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                       console=Console(stderr=True), disable=not progress, transient=False)
+        bar = Progress(
+            TextColumn(f"sweep {spec.id}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not progress,
+            transient=False,
+        )
         with bar:
             task = bar.add_task("points", total=len(todo))
             for f in as_completed(futures):
@@ -406,4 +541,3 @@ def run_sweep(spec, out: str | Path, *, workers: int | None = None, scheduler: s
                 bar.advance(task, n_pts)
     summary.seconds = time.perf_counter() - t0
     return summary
-

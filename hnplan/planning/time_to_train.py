@@ -18,9 +18,20 @@ from hnplan.planning.training import make_job, search_best
 from hnplan.power import design_power, run_energy
 
 
-def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_batch_seqs: int,
-                  dtype: str = "bf16", catalog: Catalog | None = None, fixed: dict | None = None, *,
-                  goodput: bool = True, mode: str = "async") -> dict:
+def time_to_train(
+    model,
+    system,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    fixed: dict | None = None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
+) -> dict:
     """Days, GPU-hours and energy to train ``tokens`` tokens on ``gpus`` accelerators with the best plan.
 
     Parameters
@@ -63,7 +74,17 @@ def time_to_train(model, system, gpus: int, tokens: float, seq_len: int, global_
     g = estimate_reliability(job.system, gpus, job.model, mode, cat).goodput if goodput else 1.0
     seconds = tokens / (est.tokens_per_s * g)
     energy = run_energy(design_power(cat.design(job.system), gpus), seconds, cat.facility, tokens)
-    return dict(system=job.system.id, gpus=gpus, days=units.s_to_days(seconds),
-                gpu_hours=gpus * units.s_to_hours(seconds), energy_mwh=energy["energy_mwh"], co2_t=energy["co2_t"],
-                tokens_per_s=est.tokens_per_s, mfu=est.mfu, step_time_s=est.step_time_s,
-                parallel=est.parallel_dict(), goodput=g, goodput_mode=mode if goodput else "off")
+    return dict(
+        system=job.system.id,
+        gpus=gpus,
+        days=units.s_to_days(seconds),
+        gpu_hours=gpus * units.s_to_hours(seconds),
+        energy_mwh=energy["energy_mwh"],
+        co2_t=energy["co2_t"],
+        tokens_per_s=est.tokens_per_s,
+        mfu=est.mfu,
+        step_time_s=est.step_time_s,
+        parallel=est.parallel_dict(),
+        goodput=g,
+        goodput_mode=mode if goodput else "off",
+    )

@@ -11,8 +11,18 @@ from hnplan.errors import InfeasiblePlan
 from hnplan.memory.breakdown import hbm_capacity_bytes
 from hnplan.planning.training import search_plans
 
-PLAN_COLUMNS = ["tp", "pp", "dp", "cp", "ep", "microbatch_size", "num_microbatches", "virtual_stages", "zero_stage",
-                "recompute"]
+PLAN_COLUMNS = [
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "microbatch_size",
+    "num_microbatches",
+    "virtual_stages",
+    "zero_stage",
+    "recompute",
+]
 
 
 def hbm_gib(system, catalog: Catalog | None = None) -> float:
@@ -32,13 +42,22 @@ def _best_row(model, system, gpus, seq_len, global_batch_seqs, dtype, cat) -> di
     row = df.iloc[0].to_dict()
     mem = units.to_GiB(row["memory_per_gpu_bytes"])
     cap = hbm_gib(system, cat)
-    row.update(system=sid, gpus=gpus, status="ok", searched=df.attrs["searched"], feasible=df.attrs["feasible"],
-               memory_per_gpu_gib=mem, hbm_gib=cap, hbm_headroom_gib=cap - mem)
+    row.update(
+        system=sid,
+        gpus=gpus,
+        status="ok",
+        searched=df.attrs["searched"],
+        feasible=df.attrs["feasible"],
+        memory_per_gpu_gib=mem,
+        hbm_gib=cap,
+        hbm_headroom_gib=cap - mem,
+    )
     return row
 
 
-def best_plans(model, systems, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-               catalog: Catalog | None = None) -> pd.DataFrame:
+def best_plans(
+    model, systems, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16", catalog: Catalog | None = None
+) -> pd.DataFrame:
     """The fastest plan that fits on each design, one row per system.
 
     Returns
@@ -51,14 +70,27 @@ def best_plans(model, systems, gpus: int, seq_len: int, global_batch_seqs: int, 
     """
     cat = catalog or load_catalog()
     df = pd.DataFrame([_best_row(model, s, gpus, seq_len, global_batch_seqs, dtype, cat) for s in systems])
-    df.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction",
-                         "memory_per_gpu_gib": "GiB", "model_tflops_per_gpu": "TFLOP/s", "hbm_gib": "GiB",
-                         "hbm_headroom_gib": "GiB"}
+    df.attrs["units"] = {
+        "step_time_s": "s",
+        "tokens_per_s": "tokens/s",
+        "mfu": "fraction",
+        "memory_per_gpu_gib": "GiB",
+        "model_tflops_per_gpu": "TFLOP/s",
+        "hbm_gib": "GiB",
+        "hbm_headroom_gib": "GiB",
+    }
     return df
 
 
-def scaling_curve(model, systems, gpu_counts, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-                  catalog: Catalog | None = None) -> pd.DataFrame:
+def scaling_curve(
+    model,
+    systems,
+    gpu_counts,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+) -> pd.DataFrame:
     """Best-plan throughput of each design over GPU counts (weak in GPUs, fixed global batch).
 
     Returns
@@ -74,8 +106,16 @@ def scaling_curve(model, systems, gpu_counts, seq_len: int, global_batch_seqs: i
     return df
 
 
-def top_candidates(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16", k: int = 20,
-                   catalog: Catalog | None = None) -> pd.DataFrame:
+def top_candidates(
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    k: int = 20,
+    catalog: Catalog | None = None,
+) -> pd.DataFrame:
     """The ``k`` fastest plans that fit, with their knobs, step time, MFU, memory and HBM headroom [GiB]."""
     df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)
     top = df[df["fits"]].head(k).copy()
@@ -83,16 +123,23 @@ def top_candidates(model, system, gpus: int, seq_len: int, global_batch_seqs: in
     top["hbm_headroom_gib"] = hbm_gib(system, catalog) - top["memory_per_gpu_gib"]
     out = top[PLAN_COLUMNS + ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib", "hbm_headroom_gib"]]
     out = out.reset_index(drop=True)
-    out.attrs["units"] = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction",
-                          "memory_per_gpu_gib": "GiB", "hbm_headroom_gib": "GiB"}
+    out.attrs["units"] = {
+        "step_time_s": "s",
+        "tokens_per_s": "tokens/s",
+        "mfu": "fraction",
+        "memory_per_gpu_gib": "GiB",
+        "hbm_headroom_gib": "GiB",
+    }
     return out
 
 
 def plan_label(row) -> str:
     """``TP8 PP16 DP128 CP1 EP1, mb 1 x 16, v 6, ZeRO 1, recompute full``."""
-    return (f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])} CP{int(row['cp'])} EP{int(row['ep'])}, "
-            f"mb {int(row['microbatch_size'])} x {int(row['num_microbatches'])}, v {int(row['virtual_stages'])}, "
-            f"ZeRO {int(row['zero_stage'])}, recompute {row['recompute']}")
+    return (
+        f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])} CP{int(row['cp'])} EP{int(row['ep'])}, "
+        f"mb {int(row['microbatch_size'])} x {int(row['num_microbatches'])}, v {int(row['virtual_stages'])}, "
+        f"ZeRO {int(row['zero_stage'])}, recompute {row['recompute']}"
+    )
 
 
 def training_verdict(best: pd.DataFrame) -> str:
@@ -101,13 +148,17 @@ def training_verdict(best: pd.DataFrame) -> str:
     if ok.empty:
         return "No design has a plan that divides and fits for this job."
     fast = ok.loc[ok["tokens_per_s"].idxmax()]
-    text = (f"**{fast['system']}** is fastest: {fast['tokens_per_s']:,.0f} tokens/s at {fast['mfu']:.0%} MFU "
-            f"with {plan_label(fast)}.")
+    text = (
+        f"**{fast['system']}** is fastest: {fast['tokens_per_s']:,.0f} tokens/s at {fast['mfu']:.0%} MFU "
+        f"with {plan_label(fast)}."
+    )
     for _, r in ok.iterrows():
         if r["system"] == fast["system"]:
             continue
         parts = {c: r[c] - fast[c] for c in ok.columns if c.startswith("t_") and c.endswith("_s")}
         worst = max(parts, key=lambda c: parts[c])
-        text += (f" {r['system']} reaches {r['tokens_per_s'] / fast['tokens_per_s']:.0%} of that; its largest "
-                 f"extra step time is {worst[2:-2].replace('_', ' ')} (+{parts[worst]:.2f} s per step).")
+        text += (
+            f" {r['system']} reaches {r['tokens_per_s'] / fast['tokens_per_s']:.0%} of that; its largest "
+            f"extra step time is {worst[2:-2].replace('_', ' ')} (+{parts[worst]:.2f} s per step)."
+        )
     return text

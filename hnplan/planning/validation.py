@@ -13,15 +13,25 @@ def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     """The planner's best plan for a run's stated configuration (the rest searched) with the run's
     software stack, as a Series of :func:`hnplan.planning.training.evaluate_plans` columns plus
     ``tokens_per_s_per_gpu``."""
-    df = search_plans(run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype,
-                      fixed=run.fixed, catalog=catalog, stack=run.stack)
+    df = search_plans(
+        run.model,
+        run.system,
+        run.gpus,
+        run.seq_len,
+        run.global_batch_seqs,
+        run.dtype,
+        fixed=run.fixed,
+        catalog=catalog,
+        stack=run.stack,
+    )
     best = df.iloc[0].copy()
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
     return best
 
 
-def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | None = None,
-                     ids: list[str] | None = None) -> pd.DataFrame:
+def validation_table(
+    runs: list[TrainingRun] | None = None, catalog: Catalog | None = None, ids: list[str] | None = None
+) -> pd.DataFrame:
     """Model vs published for every validation run (or the runs named in ``ids``).
 
     Returns
@@ -38,13 +48,30 @@ def validation_table(runs: list[TrainingRun] | None = None, catalog: Catalog | N
         b = predict_run(run, cat)
         pred = float(b[run.metric])
         err = 100.0 * (pred / run.published - 1.0)
-        rows.append(dict(id=run.id, model=run.model, system=run.system, gpus=run.gpus, stack=run.stack, metric=run.metric,
-                         published=run.published, predicted=pred, error_pct=err, tolerance_pct=run.tolerance_pct,
-                         within=abs(err) <= run.tolerance_pct, expect=run.expect,
-                         gap_bound_pct=run.gap_bound_pct, gap_reason=run.gap_reason,
-                         plan=(f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep} mb{b.microbatch_size} "
-                               f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}"),
-                         fits=bool(b.fits), source=run.source))
+        rows.append(
+            dict(
+                id=run.id,
+                model=run.model,
+                system=run.system,
+                gpus=run.gpus,
+                stack=run.stack,
+                metric=run.metric,
+                published=run.published,
+                predicted=pred,
+                error_pct=err,
+                tolerance_pct=run.tolerance_pct,
+                within=abs(err) <= run.tolerance_pct,
+                expect=run.expect,
+                gap_bound_pct=run.gap_bound_pct,
+                gap_reason=run.gap_reason,
+                plan=(
+                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep} mb{b.microbatch_size} "
+                    f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}"
+                ),
+                fits=bool(b.fits),
+                source=run.source,
+            )
+        )
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"error_pct": "%", "tolerance_pct": "%"}
     return df
@@ -62,6 +89,8 @@ def runs_markdown(table: pd.DataFrame) -> str:
         fmt = (lambda x: f"{x:,.2f}") if r.metric == "step_time_s" else (lambda x: f"{x:,.0f}")
         verdict = "" if r.within else (" (gap)" if r.expect == "gap" else " (MISS)")
         plan = " ".join(p for p in r.plan.split() if p not in ("CP1", "EP1"))
-        lines.append(f"| {r.id} | {r.gpus:,} | {plan} | {r.stack} | {r.metric} | {fmt(r.published)} | "
-                     f"{fmt(r.predicted)} | {r.error_pct:+.0f}%{verdict} |")
+        lines.append(
+            f"| {r.id} | {r.gpus:,} | {plan} | {r.stack} | {r.metric} | {fmt(r.published)} | "
+            f"{fmt(r.predicted)} | {r.error_pct:+.0f}%{verdict} |"
+        )
     return "\n".join(lines)

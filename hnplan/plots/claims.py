@@ -7,10 +7,20 @@ import plotly.graph_objects as go
 
 from hnplan.plots.common import PALETTE
 
-_VERDICT_COLOURS = {"holds": "#1a7f37", "does not hold": "#cf222e", "holds under conditions": "#9a6700",
-                    "not testable": "#6e7781"}
-_LABELS = {"gpus": "GPUs", "params": "model parameters", "nic_gbps": "NIC rate [Gb/s]",
-           "servers_per_rack": "servers per rack", "size_bytes": "buffer [bytes]", "ranks": "ranks"}
+_VERDICT_COLOURS = {
+    "holds": "#1a7f37",
+    "does not hold": "#cf222e",
+    "holds under conditions": "#9a6700",
+    "not testable": "#6e7781",
+}
+_LABELS = {
+    "gpus": "GPUs",
+    "params": "model parameters",
+    "nic_gbps": "NIC rate [Gb/s]",
+    "servers_per_rack": "servers per rack",
+    "size_bytes": "buffer [bytes]",
+    "ranks": "ranks",
+}
 
 
 def _title(claim) -> str:
@@ -39,28 +49,51 @@ def claim_figure(claim) -> go.Figure | None:
         groups = pts.groupby(series, sort=False) if series else [(claim.metric, pts)]
         for i, (key, g) in enumerate(groups):
             key = key if isinstance(key, tuple) else (key,)
-            name = ", ".join(f"{k:g} Gb/s" if a == "nic_gbps" else str(k) for a, k in zip(series, key)) if series \
+            name = (
+                ", ".join(f"{k:g} Gb/s" if a == "nic_gbps" else str(k) for a, k in zip(series, key))
+                if series
                 else str(key[0])
+            )
             g = g.sort_values(x)
             colour = PALETTE[i % len(PALETTE)]
             ctx = g["holds"].isna()
-            fig.add_scatter(x=g.loc[~ctx, x], y=g.loc[~ctx, claim.metric], name=str(name), mode="lines+markers",
-                            line_color=colour,
-                            marker=dict(size=11, color=[colour if h else "white" for h in g.loc[~ctx, "holds"]],
-                                        line=dict(color=colour, width=2)))
+            fig.add_scatter(
+                x=g.loc[~ctx, x],
+                y=g.loc[~ctx, claim.metric],
+                name=str(name),
+                mode="lines+markers",
+                line_color=colour,
+                marker=dict(
+                    size=11,
+                    color=[colour if h else "white" for h in g.loc[~ctx, "holds"]],
+                    line=dict(color=colour, width=2),
+                ),
+            )
             if ctx.any():
-                fig.add_scatter(x=g.loc[ctx, x], y=g.loc[ctx, claim.metric], name=f"{name} (context)",
-                                mode="markers", marker=dict(size=9, color="#afb8c1"))
+                fig.add_scatter(
+                    x=g.loc[ctx, x],
+                    y=g.loc[ctx, claim.metric],
+                    name=f"{name} (context)",
+                    mode="markers",
+                    marker=dict(size=9, color="#afb8c1"),
+                )
         if thr is not None:
-            fig.add_hline(y=thr, line_dash="dash", line_color=_VERDICT_COLOURS[claim.verdict],
-                          annotation_text=f"claim: {claim.metric} {claim.op} {thr:g}")
+            fig.add_hline(
+                y=thr,
+                line_dash="dash",
+                line_color=_VERDICT_COLOURS[claim.verdict],
+                annotation_text=f"claim: {claim.metric} {claim.op} {thr:g}",
+            )
         if x in ("gpus", "params", "size_bytes"):
             fig.update_xaxes(type="log")
         fig.update_layout(xaxis_title=_LABELS.get(x, x), yaxis_title=claim.metric, legend_title=", ".join(series))
     else:
         label = pts.columns[0]
-        for i, col in enumerate(c for c in pts.columns[1:] if pd.api.types.is_numeric_dtype(pts[c])
-                                and not pd.api.types.is_bool_dtype(pts[c])):
+        for i, col in enumerate(
+            c
+            for c in pts.columns[1:]
+            if pd.api.types.is_numeric_dtype(pts[c]) and not pd.api.types.is_bool_dtype(pts[c])
+        ):
             fig.add_bar(x=pts[label].astype(str), y=pts[col], name=col, marker_color=PALETTE[i % len(PALETTE)])
         fig.update_layout(barmode="group", xaxis_title=label, yaxis_title="value [per column]")
     fig.update_layout(title=_title(claim), height=380, margin=dict(t=60, b=40))

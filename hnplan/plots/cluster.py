@@ -24,8 +24,7 @@ def timeseries_figure(ts: pd.DataFrame, title: str = "Utilisation and queue over
         name = _label(s, p, policies)
         x = g["time_s"] / 3600
         fig.add_scatter(x=x, y=g["utilisation"], name=f"{name} utilisation", line=dict(color=c), row=1, col=1)
-        fig.add_scatter(x=x, y=g["allocation"], name=f"{name} allocated", line=dict(color=c, dash="dot"),
-                        row=1, col=1)
+        fig.add_scatter(x=x, y=g["allocation"], name=f"{name} allocated", line=dict(color=c, dash="dot"), row=1, col=1)
         fig.add_scatter(x=x, y=g["queued"], name=f"{name} queued", line=dict(color=c), showlegend=False, row=2, col=1)
     fig.update_yaxes(title_text="share of GPUs [fraction]", tickformat=".0%", row=1, col=1)
     fig.update_yaxes(title_text="queued jobs [jobs]", row=2, col=1)
@@ -40,10 +39,12 @@ def delay_figure(delays: pd.DataFrame, title: str = "Queueing delay by class") -
     policies = delays["policy"].unique()
     for i, ((s, p), g) in enumerate(delays.groupby(["system", "policy"], sort=False)):
         c = design_colour(s) if len(policies) == 1 else PALETTE[i % len(PALETTE)]
-        fig.add_box(x=g["cls"], y=g["queue_delay_s"].clip(lower=1), name=_label(s, p, policies), marker_color=c,
-                    boxpoints=False)
-    fig.update_layout(title=title, boxmode="group", xaxis_title="class", yaxis_title="queueing delay [s]",
-                      yaxis_type="log")
+        fig.add_box(
+            x=g["cls"], y=g["queue_delay_s"].clip(lower=1), name=_label(s, p, policies), marker_color=c, boxpoints=False
+        )
+    fig.update_layout(
+        title=title, boxmode="group", xaxis_title="class", yaxis_title="queueing delay [s]", yaxis_type="log"
+    )
     return fig
 
 
@@ -55,12 +56,26 @@ def fragmentation_map(snapshot: pd.DataFrame, title: str = "GPU allocation by ra
     z = snap.pivot(index="rack", columns="slot", values="used")
     down = snap.pivot(index="rack", columns="slot", values="up")
     text = down.map(lambda u: "" if u is True or u == 1 else "in repair")
-    fig = go.Figure(go.Heatmap(z=z.values, x=z.columns, y=[f"rack {r}" for r in z.index], zmin=0, zmax=1,
-                               colorscale="Blues", text=text.values, colorbar=dict(title="allocated [fraction]"),
-                               hovertemplate="%{y}, GPU %{x}: %{z:.0%} %{text}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z.values,
+            x=z.columns,
+            y=[f"rack {r}" for r in z.index],
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            text=text.values,
+            colorbar=dict(title="allocated [fraction]"),
+            hovertemplate="%{y}, GPU %{x}: %{z:.0%} %{text}<extra></extra>",
+        )
+    )
     t = snapshot.attrs.get("time_s")
-    fig.update_layout(title=title + (f" at {t / 3600:.1f} h" if t is not None else ""), xaxis_title="GPU in rack",
-                      yaxis_title="rack", height=max(300, 14 * len(z)))
+    fig.update_layout(
+        title=title + (f" at {t / 3600:.1f} h" if t is not None else ""),
+        xaxis_title="GPU in rack",
+        yaxis_title="rack",
+        height=max(300, 14 * len(z)),
+    )
     return fig
 
 
@@ -68,9 +83,16 @@ def policy_bars(table: pd.DataFrame, title: str = "Policies compared") -> go.Fig
     """Grouped bars of utilisation, allocation, fragmentation and goodput per run."""
     fig = go.Figure()
     label = table["system"] + " / " + table["policy"]
-    for i, (col, name) in enumerate((("utilisation", "utilisation"), ("allocation_rate", "allocated"),
-                                     ("fragmentation", "stranded"), ("goodput", "goodput"))):
+    for i, (col, name) in enumerate(
+        (
+            ("utilisation", "utilisation"),
+            ("allocation_rate", "allocated"),
+            ("fragmentation", "stranded"),
+            ("goodput", "goodput"),
+        )
+    ):
         fig.add_bar(x=label, y=table[col], name=name, marker_color=PALETTE[i])
-    fig.update_layout(title=title, barmode="group", xaxis_title="design / policy", yaxis_title="fraction",
-                      yaxis_tickformat=".0%")
+    fig.update_layout(
+        title=title, barmode="group", xaxis_title="design / policy", yaxis_title="fraction", yaxis_tickformat=".0%"
+    )
     return fig

@@ -68,8 +68,12 @@ def step_breakdown_bar(df: pd.DataFrame, title: str = "Step-time breakdown") -> 
     parts = [c for c in df.columns if c.startswith("t_") and c.endswith("_s") and df[c].fillna(0).any()]
     fig = go.Figure()
     for i, c in enumerate(parts):
-        fig.add_bar(name=c[2:-2].replace("_", " "), x=df["system"], y=df[c],
-                    marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)])
+        fig.add_bar(
+            name=c[2:-2].replace("_", " "),
+            x=df["system"],
+            y=df[c],
+            marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)],
+        )
     label = axis_label(df, parts[0], "time per step", "s") if parts else "time per step [s]"
     fig.update_layout(barmode="stack", title=title, xaxis_title="design", yaxis_title=label, legend_title="part")
     return fig
@@ -77,9 +81,15 @@ def step_breakdown_bar(df: pd.DataFrame, title: str = "Step-time breakdown") -> 
 
 def design_bars(df: pd.DataFrame, column: str, label: str, title: str | None = None) -> go.Figure:
     """One bar per system for ``column``, coloured by design; ``label`` is the axis title with unit."""
-    fig = go.Figure(go.Bar(x=df["system"], y=df[column], marker_color=[design_colour(s) for s in df["system"]],
-                           text=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in df[column]],
-                           textposition="outside"))
+    fig = go.Figure(
+        go.Bar(
+            x=df["system"],
+            y=df[column],
+            marker_color=[design_colour(s) for s in df["system"]],
+            text=[f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}" for v in df[column]],
+            textposition="outside",
+        )
+    )
     fig.update_layout(title=title or label, xaxis_title="design", yaxis_title=label, showlegend=False)
     return fig
 
@@ -122,7 +132,7 @@ def log_ticks(fig: go.Figure, axis: str, values, fmt=None, max_ticks: int = 8) -
     if len(vals) > max_ticks:
         lo, hi = math.floor(math.log10(vals[0])), math.ceil(math.log10(vals[-1]))
         step = max(1, math.ceil((hi - lo + 1) / max_ticks))
-        vals = [10.0 ** k for k in range(lo, hi + 1, step)]
+        vals = [10.0**k for k in range(lo, hi + 1, step)]
     update = fig.update_xaxes if axis == "x" else fig.update_yaxes
     update(type="log", tickmode="array", tickvals=vals, ticktext=[fmt(v) for v in vals])
     return fig

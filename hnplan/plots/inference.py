@@ -23,15 +23,22 @@ def frontier_figure(df: pd.DataFrame, title: str = "Throughput-latency frontier"
     fig = go.Figure()
     ok = _ok(df)
     for (system, layout), g in ok.groupby(["system", "layout"] if "layout" in ok else ["system", "tp"], sort=False):
-        fig.add_scatter(x=g["tokens_per_s_per_user"], y=g["tokens_per_s_per_gpu"], mode="lines+markers",
-                        name=f"{system} ({layout})", line=dict(color=design_colour(system)),
-                        customdata=g[["batch", "tpot_s"]],
-                        hovertemplate="batch %{customdata[0]}<br>TPOT %{customdata[1]:.4f} s<br>"
-                                      "%{y:,.0f} tokens/s/GPU<extra></extra>")
-    fig.update_layout(title=title, xaxis_title=axis_label(df, "tokens_per_s_per_user", "tokens/s per user (1 / TPOT)",
-                                                          "tokens/s"),
-                      yaxis_title=axis_label(df, "tokens_per_s_per_gpu", "throughput", "output tokens/s/GPU"),
-                      legend_title="design")
+        fig.add_scatter(
+            x=g["tokens_per_s_per_user"],
+            y=g["tokens_per_s_per_gpu"],
+            mode="lines+markers",
+            name=f"{system} ({layout})",
+            line=dict(color=design_colour(system)),
+            customdata=g[["batch", "tpot_s"]],
+            hovertemplate="batch %{customdata[0]}<br>TPOT %{customdata[1]:.4f} s<br>"
+            "%{y:,.0f} tokens/s/GPU<extra></extra>",
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title=axis_label(df, "tokens_per_s_per_user", "tokens/s per user (1 / TPOT)", "tokens/s"),
+        yaxis_title=axis_label(df, "tokens_per_s_per_gpu", "throughput", "output tokens/s/GPU"),
+        legend_title="design",
+    )
     return fig
 
 
@@ -40,14 +47,24 @@ def gpus_vs_rate_figure(df: pd.DataFrame, title: str = "GPUs needed against requ
     fig = go.Figure()
     ok = _ok(df)
     for system, g in ok.groupby("system", sort=False):
-        fig.add_scatter(x=g["qps"], y=g["gpus"], mode="lines+markers", name=system,
-                        line=dict(color=design_colour(system)),
-                        customdata=g[["tp", "ep", "batch", "usd_per_million_tokens"]],
-                        hovertemplate="%{x:g} req/s: %{y} GPUs<br>TP %{customdata[0]} EP %{customdata[1]}, batch "
-                                      "%{customdata[2]}<br>$%{customdata[3]:.3f} per M tokens<extra></extra>")
-    fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
-                      yaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
-                      xaxis_type="log", yaxis_type="log", legend_title="design")
+        fig.add_scatter(
+            x=g["qps"],
+            y=g["gpus"],
+            mode="lines+markers",
+            name=system,
+            line=dict(color=design_colour(system)),
+            customdata=g[["tp", "ep", "batch", "usd_per_million_tokens"]],
+            hovertemplate="%{x:g} req/s: %{y} GPUs<br>TP %{customdata[0]} EP %{customdata[1]}, batch "
+            "%{customdata[2]}<br>$%{customdata[3]:.3f} per M tokens<extra></extra>",
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
+        yaxis_title=axis_label(df, "gpus", "accelerators", "GPUs"),
+        xaxis_type="log",
+        yaxis_type="log",
+        legend_title="design",
+    )
     log_ticks(fig, "x", ok["qps"])
     return log_ticks(fig, "y", ok["gpus"])
 
@@ -56,11 +73,20 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
     """$ per million output tokens against the request rate, one line per design."""
     fig = go.Figure()
     for system, g in _ok(df).groupby("system", sort=False):
-        fig.add_scatter(x=g["qps"], y=g["usd_per_million_tokens"], mode="lines+markers", name=system,
-                        line=dict(color=design_colour(system)))
-    fig.update_layout(title=title, xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
-                      yaxis_title=axis_label(df, "usd_per_million_tokens", "cost", "USD per million output tokens"),
-                      xaxis_type="log", legend_title="design")
+        fig.add_scatter(
+            x=g["qps"],
+            y=g["usd_per_million_tokens"],
+            mode="lines+markers",
+            name=system,
+            line=dict(color=design_colour(system)),
+        )
+    fig.update_layout(
+        title=title,
+        xaxis_title=axis_label(df, "qps", "request rate", "requests/s"),
+        yaxis_title=axis_label(df, "usd_per_million_tokens", "cost", "USD per million output tokens"),
+        xaxis_type="log",
+        legend_title="design",
+    )
     return log_ticks(fig, "x", _ok(df)["qps"])
 
 
@@ -68,13 +94,23 @@ def serving_validation_figure(df: pd.DataFrame, title: str = "Modelled against p
     """Modelled / published ratio per validation row, grouped by source family, with the +-25% band."""
     fig = go.Figure()
     for i, (f, g) in enumerate(df.groupby("family", sort=False)):
-        fig.add_scatter(x=g["id"], y=g["modelled"] / g["published"], mode="markers", name=f,
-                        marker=dict(size=9, color=PALETTE[i % len(PALETTE)]),
-                        customdata=g[["published", "modelled", "unit"]],
-                        hovertemplate="%{x}<br>published %{customdata[0]:,.4g}<br>modelled %{customdata[1]:,.4g} "
-                                      "%{customdata[2]}<extra></extra>")
+        fig.add_scatter(
+            x=g["id"],
+            y=g["modelled"] / g["published"],
+            mode="markers",
+            name=f,
+            marker=dict(size=9, color=PALETTE[i % len(PALETTE)]),
+            customdata=g[["published", "modelled", "unit"]],
+            hovertemplate="%{x}<br>published %{customdata[0]:,.4g}<br>modelled %{customdata[1]:,.4g} "
+            "%{customdata[2]}<extra></extra>",
+        )
     for y, dash in ((1.0, "solid"), (0.75, "dot"), (1.25, "dot")):
         fig.add_hline(y=y, line_dash=dash, line_color="grey")
-    fig.update_layout(title=title, xaxis_title="measurement", yaxis_title="modelled / published [-]",
-                      legend_title="source", xaxis_showticklabels=False)
+    fig.update_layout(
+        title=title,
+        xaxis_title="measurement",
+        yaxis_title="modelled / published [-]",
+        legend_title="source",
+        xaxis_showticklabels=False,
+    )
     return fig

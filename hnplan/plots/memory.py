@@ -20,15 +20,28 @@ def memory_breakdown_bars(df: pd.DataFrame, title: str = "Memory per GPU") -> go
     fig = go.Figure()
     parts = [p for p in df.attrs["parts"] if f"{p}_gib" in df and df[f"{p}_gib"].fillna(0).any()]
     for i, p in enumerate(parts):
-        fig.add_bar(name=p.replace("_", " "), x=df["system"], y=df[f"{p}_gib"],
-                    marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)])
+        fig.add_bar(
+            name=p.replace("_", " "),
+            x=df["system"],
+            y=df[f"{p}_gib"],
+            marker_color=BREAKDOWN_COLOURS[i % len(BREAKDOWN_COLOURS)],
+        )
     for s, hbm in zip(df["system"], df["hbm_gib"]):
-        fig.add_scatter(x=[s], y=[hbm], mode="markers", name=f"HBM {s}",
-                        marker=dict(symbol="line-ew-open", size=60, line=dict(width=4, color=design_colour(s))),
-                        hovertemplate=f"{s}: HBM %{{y:.1f}} {unit_of(df, 'hbm_gib')}<extra></extra>")
-    fig.update_layout(barmode="stack", title=title, xaxis_title="design",
-                      yaxis_title=axis_label(df, "total_gib", "memory per GPU"),
-                      legend_title="part")
+        fig.add_scatter(
+            x=[s],
+            y=[hbm],
+            mode="markers",
+            name=f"HBM {s}",
+            marker=dict(symbol="line-ew-open", size=60, line=dict(width=4, color=design_colour(s))),
+            hovertemplate=f"{s}: HBM %{{y:.1f}} {unit_of(df, 'hbm_gib')}<extra></extra>",
+        )
+    fig.update_layout(
+        barmode="stack",
+        title=title,
+        xaxis_title="design",
+        yaxis_title=axis_label(df, "total_gib", "memory per GPU"),
+        legend_title="part",
+    )
     return fig
 
 
@@ -42,16 +55,32 @@ def fit_map(df: pd.DataFrame, x: str, y: str, title: str | None = None) -> go.Fi
     totals = df.pivot(index=y, columns=x, values="total_gib")
     z = grid.apply(lambda col: col.map(codes)).to_numpy(dtype=float)
     gib = unit_of(df, "total_gib")
-    text = [[("" if pd.isna(st) else f"{st}<br>{tot:,.0f} {gib}") for st, tot in zip(rs, rt)]
-            for rs, rt in zip(grid.to_numpy(), totals.to_numpy())]
+    text = [
+        [("" if pd.isna(st) else f"{st}<br>{tot:,.0f} {gib}") for st, tot in zip(rs, rt)]
+        for rs, rt in zip(grid.to_numpy(), totals.to_numpy())
+    ]
     n = len(statuses)
     scale = []
     for i, s in enumerate(statuses):
         scale += [(i / n, STATUS_COLOURS[s]), ((i + 1) / n, STATUS_COLOURS[s])]
-    fig = go.Figure(go.Heatmap(z=z, x=[str(v) for v in grid.columns], y=[str(v) for v in grid.index], text=text,
-                               texttemplate="%{text}", zmin=-0.5, zmax=n - 0.5, colorscale=scale, showscale=False,
-                               hoverinfo="text"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[str(v) for v in grid.columns],
+            y=[str(v) for v in grid.index],
+            text=text,
+            texttemplate="%{text}",
+            zmin=-0.5,
+            zmax=n - 0.5,
+            colorscale=scale,
+            showscale=False,
+            hoverinfo="text",
+        )
+    )
     name = {"tp": "tensor parallel", "pp": "pipeline parallel", "batch": "batch", "context": "context"}
-    fig.update_layout(title=title or f"Does it fit? ({df.attrs.get('system', '')})",
-                      xaxis_title=axis_label(df, x, name.get(x, x)), yaxis_title=axis_label(df, y, name.get(y, y)))
+    fig.update_layout(
+        title=title or f"Does it fit? ({df.attrs.get('system', '')})",
+        xaxis_title=axis_label(df, x, name.get(x, x)),
+        yaxis_title=axis_label(df, y, name.get(y, y)),
+    )
     return fig

@@ -42,19 +42,40 @@ def roofline(ops: pd.DataFrame, curves: pd.DataFrame, title: str = "Roofline") -
     fig = go.Figure()
     for acc, c in curves.groupby("accelerator", sort=False):
         col = design_colour(acc)
-        fig.add_scatter(x=c["intensity"], y=units.flops_per_s_to_tflops(c["achievable_flops_per_s"]), mode="lines",
-                        line=dict(color=col), name=f"{acc} roofline", legendgroup=acc)
-        fig.add_scatter(x=c["intensity"], y=units.flops_per_s_to_tflops(c["peak_flops_per_s"]), mode="lines",
-                        line=dict(color=col, dash="dot"), name=f"{acc} dense peak", legendgroup=acc, showlegend=False)
+        fig.add_scatter(
+            x=c["intensity"],
+            y=units.flops_per_s_to_tflops(c["achievable_flops_per_s"]),
+            mode="lines",
+            line=dict(color=col),
+            name=f"{acc} roofline",
+            legendgroup=acc,
+        )
+        fig.add_scatter(
+            x=c["intensity"],
+            y=units.flops_per_s_to_tflops(c["peak_flops_per_s"]),
+            mode="lines",
+            line=dict(color=col, dash="dot"),
+            name=f"{acc} dense peak",
+            legendgroup=acc,
+            showlegend=False,
+        )
     pts = ops[ops["flops"] > 0]
     for acc, g in pts.groupby("accelerator", sort=False):
         fig.add_scatter(
-            x=g["intensity"], y=units.flops_per_s_to_tflops(g["attained_flops_per_s"]), mode="markers",
-            marker=dict(color=design_colour(acc), symbol=[_SYMBOLS.get(k, "circle") for k in g["kind"]], size=8,
-                        line=dict(width=0.5, color="black")),
-            name=f"{acc} operators", legendgroup=acc,
+            x=g["intensity"],
+            y=units.flops_per_s_to_tflops(g["attained_flops_per_s"]),
+            mode="markers",
+            marker=dict(
+                color=design_colour(acc),
+                symbol=[_SYMBOLS.get(k, "circle") for k in g["kind"]],
+                size=8,
+                line=dict(width=0.5, color="black"),
+            ),
+            name=f"{acc} operators",
+            legendgroup=acc,
             text=[f"{n} ({p}, {b}-bound)" for n, p, b in zip(g["name"], g["phase"], g["bound"])],
-            hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit_of(ops, 'intensity')}<br>%{{y:.4g}} TFLOP/s<extra></extra>")
+            hovertemplate=f"%{{text}}<br>%{{x:.3g}} {unit_of(ops, 'intensity')}<br>%{{y:.4g}} TFLOP/s<extra></extra>",
+        )
     fig.update_xaxes(type="log", title=axis_label(curves, "intensity", "arithmetic intensity"))
     fig.update_yaxes(type="log", title="attained throughput [TFLOP/s]")
     fig.update_layout(title=title, legend_title="accelerator")

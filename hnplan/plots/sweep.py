@@ -8,8 +8,9 @@ import plotly.graph_objects as go
 from hnplan.plots.common import design_colour
 
 
-def pareto_figure(points: pd.DataFrame, summary: pd.DataFrame, front: pd.DataFrame,
-                  title: str = "Time-to-train against TCO") -> go.Figure:
+def pareto_figure(
+    points: pd.DataFrame, summary: pd.DataFrame, front: pd.DataFrame, title: str = "Time-to-train against TCO"
+) -> go.Figure:
     """Every draw of every design (time-to-train [days] vs TCO [M USD]), marker size by facility power,
     and the designs' means with the Pareto front ringed."""
     fig = go.Figure()
@@ -17,21 +18,40 @@ def pareto_figure(points: pd.DataFrame, summary: pd.DataFrame, front: pd.DataFra
     pmax = max(ok["facility_power_w"].max(), 1.0) if len(ok) else 1.0
     for design, g in ok.groupby("design", sort=False):
         colour = design_colour(str(g["system"].iloc[0]))
-        fig.add_trace(go.Scatter(
-            x=g["days_to_train"], y=g["tco_usd"] / 1e6, mode="markers", name=design, opacity=0.45,
-            marker=dict(color=colour, size=6 + 14 * g["facility_power_w"] / pmax),
-            hovertemplate=design + "<br>%{x:.1f} days<br>$%{y:,.1f}M<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=g["days_to_train"],
+                y=g["tco_usd"] / 1e6,
+                mode="markers",
+                name=design,
+                opacity=0.45,
+                marker=dict(color=colour, size=6 + 14 * g["facility_power_w"] / pmax),
+                hovertemplate=design + "<br>%{x:.1f} days<br>$%{y:,.1f}M<extra></extra>",
+            )
+        )
     on_front = summary["design"].isin(front["design"])
     for flag, symbol, name in ((True, "star", "design mean, on the Pareto front"), (False, "x", "design mean")):
         s = summary[on_front == flag].dropna(subset=["days_mean"])
         if len(s):
-            fig.add_trace(go.Scatter(
-                x=s["days_mean"], y=s["tco_mean_usd"] / 1e6, mode="markers+text", name=name, text=s["design"],
-                textposition="top center", marker=dict(symbol=symbol, size=14, color="black"),
-                customdata=s["facility_power_w"] / 1e6,
-                hovertemplate="%{text}<br>%{x:.1f} days<br>$%{y:,.1f}M<br>%{customdata:.2f} MW<extra></extra>"))
-    fig.update_layout(title=title, xaxis_title="time to train [days]", yaxis_title="TCO [million USD]",
-                      legend_title="design (marker size: facility power)")
+            fig.add_trace(
+                go.Scatter(
+                    x=s["days_mean"],
+                    y=s["tco_mean_usd"] / 1e6,
+                    mode="markers+text",
+                    name=name,
+                    text=s["design"],
+                    textposition="top center",
+                    marker=dict(symbol=symbol, size=14, color="black"),
+                    customdata=s["facility_power_w"] / 1e6,
+                    hovertemplate="%{text}<br>%{x:.1f} days<br>$%{y:,.1f}M<br>%{customdata:.2f} MW<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title=title,
+        xaxis_title="time to train [days]",
+        yaxis_title="TCO [million USD]",
+        legend_title="design (marker size: facility power)",
+    )
     return fig
 
 
@@ -41,18 +61,32 @@ def sobol_bars(sobol: pd.DataFrame, output: str, label: str) -> go.Figure:
     fig = go.Figure()
     for design, g in s.groupby("design", sort=False):
         fig.add_trace(go.Bar(x=g["input"], y=g["S1"], name=design))
-    fig.update_layout(title=f"What drives {label}: first-order Sobol indices", barmode="group",
-                      xaxis_title="sampled input", yaxis_title="first-order Sobol index S1 [0-1]")
+    fig.update_layout(
+        title=f"What drives {label}: first-order Sobol indices",
+        barmode="group",
+        xaxis_title="sampled input",
+        yaxis_title="first-order Sobol index S1 [0-1]",
+    )
     return fig
 
 
 def deadline_figure(table: pd.DataFrame, deadline_days: float, probability: float) -> go.Figure:
     """Probability of meeting the deadline against mean TCO, one marker per design, the target line."""
-    fig = go.Figure(go.Scatter(
-        x=table["cost_mean_usd"] / 1e6, y=table["p_meet"], mode="markers+text", text=table["design"],
-        textposition="top center", marker=dict(size=12, color=[design_colour(str(s)) for s in table["system"]])))
+    fig = go.Figure(
+        go.Scatter(
+            x=table["cost_mean_usd"] / 1e6,
+            y=table["p_meet"],
+            mode="markers+text",
+            text=table["design"],
+            textposition="top center",
+            marker=dict(size=12, color=[design_colour(str(s)) for s in table["system"]]),
+        )
+    )
     fig.add_hline(y=probability, line_dash="dash", annotation_text=f"target {probability:.0%}")
-    fig.update_layout(title=f"Chance of training within {deadline_days:g} days against cost",
-                      xaxis_title="mean TCO [million USD]", yaxis_title="probability of meeting the deadline [0-1]",
-                      yaxis_range=[-0.05, 1.1])
+    fig.update_layout(
+        title=f"Chance of training within {deadline_days:g} days against cost",
+        xaxis_title="mean TCO [million USD]",
+        yaxis_title="probability of meeting the deadline [0-1]",
+        yaxis_range=[-0.05, 1.1],
+    )
     return fig

@@ -108,8 +108,20 @@ def validation_table(catalog: Catalog | None = None, only: list[str] | None = No
             d = asdict(r)
             d.update(error=r.error, within=r.within)
             rows.append(d)
-    cols = ["area", "case", "quantity", "unit", "published", "predicted", "error", "role", "tolerance", "within",
-            "source", "note"]
+    cols = [
+        "area",
+        "case",
+        "quantity",
+        "unit",
+        "published",
+        "predicted",
+        "error",
+        "role",
+        "tolerance",
+        "within",
+        "source",
+        "note",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     df.attrs["units"] = {"error": "fraction"}
     return df
@@ -118,8 +130,12 @@ def validation_table(catalog: Catalog | None = None, only: list[str] | None = No
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per area and role: rows, median and largest absolute error, rows within tolerance."""
     g = df.assign(abs_error=df["error"].abs()).groupby(["area", "role"], sort=False)
-    out = g.agg(rows=("case", "size"), median_abs_error=("abs_error", "median"),
-                max_abs_error=("abs_error", "max"), within=("within", lambda s: int((s == True).sum())))  # noqa: E712
+    out = g.agg(
+        rows=("case", "size"),
+        median_abs_error=("abs_error", "median"),
+        max_abs_error=("abs_error", "max"),
+        within=("within", lambda s: int(s.eq(True).sum())),
+    )
     return out.reset_index()
 
 
@@ -129,17 +145,24 @@ def verdict(df: pd.DataFrame) -> str:
     bounds = df[df["role"] == "bound"]
     parts = [f"{len(df)} published figures across {df['area'].nunique()} areas."]
     if len(pred):
-        parts.append(f"{int((pred['within'] == True).sum())} of {len(pred)} predictions are within their "  # noqa: E712
-                     f"tolerance; median absolute error {pred['error'].abs().median():.1%}, largest "
-                     f"{pred['error'].abs().max():.1%} ({pred.loc[pred['error'].abs().idxmax(), 'case']}).")
+        parts.append(
+            f"{int((pred['within'] == True).sum())} of {len(pred)} predictions are within their "  # noqa: E712
+            f"tolerance; median absolute error {pred['error'].abs().median():.1%}, largest "
+            f"{pred['error'].abs().max():.1%} ({pred.loc[pred['error'].abs().idxmax(), 'case']})."
+        )
     if len(bounds):
         parts.append(f"{int((bounds['within'] == True).sum())} of {len(bounds)} bounds hold.")  # noqa: E712
     cal = int((df["role"] == "calibration").sum())
     if cal:
-        parts.append(f"{cal} rows are calibrations (the catalog's efficiency was read from them) and check "
-                     "units and algebra only.")
+        parts.append(
+            f"{cal} rows are calibrations (the catalog's efficiency was read from them) and check "
+            "units and algebra only."
+        )
     rep = df[df["role"] == "reported"]
     if len(rep):
-        parts.append(f"{len(rep)} known gaps are reported, not asserted: " + "; ".join(
-            f"{r.case} ({r.error:+.0%}: {r.note})" for r in rep.itertuples()) + ".")
+        parts.append(
+            f"{len(rep)} known gaps are reported, not asserted: "
+            + "; ".join(f"{r.case} ({r.error:+.0%}: {r.note})" for r in rep.itertuples())
+            + "."
+        )
     return " ".join(parts)

@@ -49,17 +49,35 @@ from hnplan.planning.training import TP_COLLECTIVES_PER_PASS, tp_message_bytes
 from hnplan.validation import Row, area
 
 PASSES = ("fwd", "bwd", "bwd+recompute")
-KORTHIKANTI_T4 = "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B layer, TP8, micro-batch 4, s 2048, A100 80GB, Selene)"
+KORTHIKANTI_T4 = (
+    "Korthikanti et al. 2022, arXiv:2205.05198, Table 4 (22B layer, TP8, micro-batch 4, s 2048, A100 80GB, Selene)"
+)
 # How Korthikanti et al. ran the 22B model (Table 3, Sec. 6): TP 8, micro-batch 4, sequence 2,048
 LAYER_22B = dict(tp=8, microbatch=4, seq_len=2048)
 # Table 4 [s]: (pass, sequence parallel) -> measured time of one layer
-TABLE4_S = {("fwd", False): 7.7e-3, ("bwd", False): 11.9e-3, ("fwd", True): 7.2e-3, ("bwd", True): 11.8e-3,
-            ("bwd+recompute", False): 19.5e-3}
+TABLE4_S = {
+    ("fwd", False): 7.7e-3,
+    ("bwd", False): 11.9e-3,
+    ("fwd", True): 7.2e-3,
+    ("bwd", True): 11.8e-3,
+    ("bwd+recompute", False): 19.5e-3,
+}
 
 
-def layer_pass_time_s(model: Model, system, microbatch: int, seq_len: int, tp: int, *, pass_: str = "fwd",
-                      dtype: str = "bf16", attention: str = "unfused", sequence_parallel: bool = False,
-                      matmul_efficiency: float | None = None, catalog: Catalog | None = None) -> float:
+def layer_pass_time_s(
+    model: Model,
+    system,
+    microbatch: int,
+    seq_len: int,
+    tp: int,
+    *,
+    pass_: str = "fwd",
+    dtype: str = "bf16",
+    attention: str = "unfused",
+    sequence_parallel: bool = False,
+    matmul_efficiency: float | None = None,
+    catalog: Catalog | None = None,
+) -> float:
     """Time of one transformer layer's pass on one GPU with its exposed TP all-reduces [s].
 
     Parameters
@@ -102,20 +120,44 @@ def layer_pass_time_s(model: Model, system, microbatch: int, seq_len: int, tp: i
     if matmul_efficiency is not None:
         acc = with_matmul_efficiency(acc, {dtype: matmul_efficiency})
     recompute = "full" if pass_ == "bwd+recompute" else "none"
-    df = operator_table(model, acc, "train", microbatch, seq_len, tp=tp, dtype=dtype, recompute=recompute,
-                        attention=attention, sequence_parallel=sequence_parallel)
+    df = operator_table(
+        model,
+        acc,
+        "train",
+        microbatch,
+        seq_len,
+        tp=tp,
+        dtype=dtype,
+        recompute=recompute,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+    )
     df = df[df["scope"] == "dense-layer"]
-    phases = {"fwd": ("fwd",), "bwd": ("bwd", "bwd-data", "bwd-weight"),
-              "bwd+recompute": ("bwd", "bwd-data", "bwd-weight", "recompute")}[pass_]
+    phases = {
+        "fwd": ("fwd",),
+        "bwd": ("bwd", "bwd-data", "bwd-weight"),
+        "bwd+recompute": ("bwd", "bwd-data", "bwd-weight", "recompute"),
+    }[pass_]
     compute_s = float(df.loc[df["phase"].isin(phases), "time_s"].sum())
     msg = tp_message_bytes(model, microbatch, seq_len)
     ar_s = best_time("allreduce", msg, place_group(cat.design(sysm), tp, 1, job_gpus=tp))[0] if tp > 1 else 0.0
     return compute_s + TP_COLLECTIVES_PER_PASS * (2 if pass_ == "bwd+recompute" else 1) * ar_s
 
 
-def derive_matmul_efficiency(measured_s: float, model: Model, system, microbatch: int, seq_len: int, tp: int, *,
-                             pass_: str = "fwd", dtype: str = "bf16", attention: str = "unfused",
-                             sequence_parallel: bool = False, catalog: Catalog | None = None) -> float:
+def derive_matmul_efficiency(
+    measured_s: float,
+    model: Model,
+    system,
+    microbatch: int,
+    seq_len: int,
+    tp: int,
+    *,
+    pass_: str = "fwd",
+    dtype: str = "bf16",
+    attention: str = "unfused",
+    sequence_parallel: bool = False,
+    catalog: Catalog | None = None,
+) -> float:
     """The large-GEMM efficiency at which :func:`layer_pass_time_s` equals a measured layer time [-].
 
     Solved with :func:`scipy.optimize.brentq` on (0.05, 1]; tile and wave quantisation still apply
@@ -132,15 +174,30 @@ def derive_matmul_efficiency(measured_s: float, model: Model, system, microbatch
         raise InputError(f"measured_s must be a positive, finite time in seconds, got {measured_s!r}")
 
     def gap(eff):
-        return layer_pass_time_s(model, system, microbatch, seq_len, tp, pass_=pass_, dtype=dtype,
-                                 attention=attention, sequence_parallel=sequence_parallel,
-                                 matmul_efficiency=eff, catalog=catalog) - measured_s
+        return (
+            layer_pass_time_s(
+                model,
+                system,
+                microbatch,
+                seq_len,
+                tp,
+                pass_=pass_,
+                dtype=dtype,
+                attention=attention,
+                sequence_parallel=sequence_parallel,
+                matmul_efficiency=eff,
+                catalog=catalog,
+            )
+            - measured_s
+        )
 
     lo, hi = 0.05, 1.0
     if gap(lo) < 0 or gap(hi) > 0:
-        raise InputError(f"no matmul efficiency in ({lo}, {hi}] reproduces {measured_s * 1e3:.2f} ms: the layer "
-                         f"takes {(gap(hi) + measured_s) * 1e3:.2f} ms at full peak and "
-                         f"{(gap(lo) + measured_s) * 1e3:.2f} ms at {lo}")
+        raise InputError(
+            f"no matmul efficiency in ({lo}, {hi}] reproduces {measured_s * 1e3:.2f} ms: the layer "
+            f"takes {(gap(hi) + measured_s) * 1e3:.2f} ms at full peak and "
+            f"{(gap(lo) + measured_s) * 1e3:.2f} ms at {lo}"
+        )
     return float(brentq(gap, lo, hi, xtol=1e-6))
 
 
@@ -154,8 +211,9 @@ def a100_megatron_calibration(catalog: Catalog | None = None) -> float:
     forward (7.7 ms, no sequence parallelism) solved with :func:`derive_matmul_efficiency` [-]."""
     cat = catalog or load_catalog()
     L = LAYER_22B
-    return derive_matmul_efficiency(TABLE4_S[("fwd", False)], layer_22b(cat), "dgx-a100-hdr", L["microbatch"],
-                                    L["seq_len"], L["tp"], catalog=cat)
+    return derive_matmul_efficiency(
+        TABLE4_S[("fwd", False)], layer_22b(cat), "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat
+    )
 
 
 @area("layer")
@@ -165,16 +223,41 @@ def layer_rows(cat) -> list[Row]:
     m, L = layer_22b(cat), LAYER_22B
     out = []
     for (pass_, sp), measured in TABLE4_S.items():
-        t = layer_pass_time_s(m, "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], pass_=pass_,
-                              sequence_parallel=sp, matmul_efficiency=eff, catalog=cat)
+        t = layer_pass_time_s(
+            m,
+            "dgx-a100-hdr",
+            L["microbatch"],
+            L["seq_len"],
+            L["tp"],
+            pass_=pass_,
+            sequence_parallel=sp,
+            matmul_efficiency=eff,
+            catalog=cat,
+        )
         calib = (pass_, sp) == ("fwd", False)
-        note = ("the A100 efficiency of stack megatron-lm-2021 is solved from this row" if calib else
-                "the measured backward overlaps the TP all-reduce with weight-gradient GEMMs (paper Sec. 6.2); "
-                "hnplan exposes it" if pass_ != "fwd" else "sequence parallelism: norms and dropouts on 1/t")
+        note = (
+            "the A100 efficiency of stack megatron-lm-2021 is solved from this row"
+            if calib
+            else "the measured backward overlaps the TP all-reduce with weight-gradient GEMMs (paper Sec. 6.2); "
+            "hnplan exposes it"
+            if pass_ != "fwd"
+            else "sequence parallelism: norms and dropouts on 1/t"
+        )
         # tolerances: the calibration row only checks the algebra and the rounding of 0.697 to the catalog's
         # 0.70; predictions get 12 %: the paper's backward hides up to 2 x 0.86 ms of TP all-reduce behind
         # weight-gradient GEMMs (Sec. 6.2), 7-14 % of the 12-20 ms backwards, which hnplan exposes
-        out.append(Row("layer", f"22B layer {pass_}{', sequence parallel' if sp else ''}, A100 TP8",
-                       "time per layer", "ms", measured * 1e3, t * 1e3, "calibration" if calib else "prediction",
-                       0.02 if calib else 0.12, KORTHIKANTI_T4, note))
+        out.append(
+            Row(
+                "layer",
+                f"22B layer {pass_}{', sequence parallel' if sp else ''}, A100 TP8",
+                "time per layer",
+                "ms",
+                measured * 1e3,
+                t * 1e3,
+                "calibration" if calib else "prediction",
+                0.02 if calib else 0.12,
+                KORTHIKANTI_T4,
+                note,
+            )
+        )
     return out

@@ -47,41 +47,106 @@ def _at_scale(cat) -> list[Row]:
 
     def row(rid, case, predicted, role, tol, note):
         r = ref.loc[rid]
-        out.append(Row("communication", case, "busbw", "GB/s", _num(r["busbw_GBps"]), predicted, role, tol,
-                       f"{r['source']} ({r['nccl_setting']}, NCCL {r['nccl_version']})", note))
+        out.append(
+            Row(
+                "communication",
+                case,
+                "busbw",
+                "GB/s",
+                _num(r["busbw_GBps"]),
+                predicted,
+                role,
+                tol,
+                f"{r['source']} ({r['nccl_setting']}, NCCL {r['nccl_version']})",
+                note,
+            )
+        )
 
-    b, _ = _busbw(cat, "hgx-h100-ib-ndr", 64, algorithm="inr", scaleup_in_network_reduction=False,
-                  scaleout_in_network_reduction=True)
-    row("cw_h100_64_sharp_8192MiB", "8 x 8 H100, IB SHARP (CollNet chain), all-reduce 8 GiB", b, "prediction", TOL,
+    b, _ = _busbw(
+        cat,
+        "hgx-h100-ib-ndr",
+        64,
+        algorithm="inr",
+        scaleup_in_network_reduction=False,
+        scaleout_in_network_reduction=True,
+    )
+    row(
+        "cw_h100_64_sharp_8192MiB",
+        "8 x 8 H100, IB SHARP (CollNet chain), all-reduce 8 GiB",
+        b,
+        "prediction",
+        TOL,
         "in-network reduction across nodes at the IB fabric's inr_efficiency (NCCL's CollNet 0.85); NVLink "
-        "reduce-scatter/all-gather inside the node limits it")
+        "reduce-scatter/all-gather inside the node limits it",
+    )
     b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8, algorithm="ring")
-    row("nccl2140_b300_8_ring", "8 x B300, NVLink 5 ring all-reduce", b, "calibration", TOL,
-        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on hgx-b200-ib-xdr)")
+    row(
+        "nccl2140_b300_8_ring",
+        "8 x B300, NVLink 5 ring all-reduce",
+        b,
+        "calibration",
+        TOL,
+        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on hgx-b200-ib-xdr)",
+    )
     b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8)
-    row("nccl2140_b300_8_nvls", "8 x B300, NVLink SHARP all-reduce (default)", b, "prediction", TOL,
-        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on hgx-b200-ib-xdr)")
-    nvls_q = ("NVLS modelled as each rank moving S(q+1)/q through the switch, which fits 8-GPU H100 and B300; "
-              "at q = 72 the measured busbw is no higher than at q = 8, so the q-dependence over-predicts")
+    row(
+        "nccl2140_b300_8_nvls",
+        "8 x B300, NVLink SHARP all-reduce (default)",
+        b,
+        "prediction",
+        TOL,
+        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on hgx-b200-ib-xdr)",
+    )
+    nvls_q = (
+        "NVLS modelled as each rank moving S(q+1)/q through the switch, which fits 8-GPU H100 and B300; "
+        "at q = 72 the measured busbw is no higher than at q = 8, so the q-dependence over-predicts"
+    )
     b, _ = _busbw(cat, "gb200-nvl72", 72)
-    row("cw_gb200_72_8192MiB", "GB200 NVL72, one rack (72), NVLS all-reduce 8 GiB (default)", b, "reported", None, nvls_q)
+    row(
+        "cw_gb200_72_8192MiB",
+        "GB200 NVL72, one rack (72), NVLS all-reduce 8 GiB (default)",
+        b,
+        "reported",
+        None,
+        nvls_q,
+    )
     b, _ = _busbw(cat, "gb200-nvl72", 144, size=16 * 2**30)
     alg = _algorithm(cat, "gb200-nvl72", 144, 16 * 2**30)
-    row("cw_gb200_144_16384MiB", "GB200 NVL72, two racks (144), all-reduce 16 GiB (default)", b, "reported", None,
-        f"hnplan's tuner picks {alg}; {nvls_q}")
-    ring_note = ("NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps, 2(D-1) of them across racks; "
-                 "latency makes busbw rise with size, but at 16 GiB the measured ring still runs at about 60 % of "
-                 "the NVLink 5 ring bandwidth the model gives it (unexplained: rack-crossing rings on the "
-                 "InfiniBand fabric)")
+    row(
+        "cw_gb200_144_16384MiB",
+        "GB200 NVL72, two racks (144), all-reduce 16 GiB (default)",
+        b,
+        "reported",
+        None,
+        f"hnplan's tuner picks {alg}; {nvls_q}",
+    )
+    ring_note = (
+        "NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps, 2(D-1) of them across racks; "
+        "latency makes busbw rise with size, but at 16 GiB the measured ring still runs at about 60 % of "
+        "the NVLink 5 ring bandwidth the model gives it (unexplained: rack-crossing rings on the "
+        "InfiniBand fabric)"
+    )
     for mib in (1024, 4096, 16384):
         b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * 2**20, **NO_INR)
-        row(f"cw_gb200_1440_{mib}MiB", f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib // 1024} GiB, NVLS off",
-            b, "reported", None, ring_note)
+        row(
+            f"cw_gb200_1440_{mib}MiB",
+            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib // 1024} GiB, NVLS off",
+            b,
+            "reported",
+            None,
+            ring_note,
+        )
     b, _ = _busbw(cat, "gb200-nvl72", 1440, size=16 * 2**30, **NO_INR)
     alg = _algorithm(cat, "gb200-nvl72", 1440, 16 * 2**30, **NO_INR)
-    row("cw_gb200_1440_16384MiB", "GB200 NVL72, 20 racks (1,440), all-reduce 16 GiB, NVLS off (hnplan's tuner)", b,
-        "reported", None, f"hnplan's tuner picks {alg}; NCCL's tuner picks the ring, which caps its tree "
-        "bandwidth per channel (tuning.cc perChMaxTreeBw) where hnplan's tree has no such limit")
+    row(
+        "cw_gb200_1440_16384MiB",
+        "GB200 NVL72, 20 racks (1,440), all-reduce 16 GiB, NVLS off (hnplan's tuner)",
+        b,
+        "reported",
+        None,
+        f"hnplan's tuner picks {alg}; NCCL's tuner picks the ring, which caps its tree "
+        "bandwidth per channel (tuning.cc perChMaxTreeBw) where hnplan's tree has no such limit",
+    )
     return out
 
 
@@ -91,32 +156,107 @@ def rows(cat) -> list[Row]:
     src = ref["source"]
     out = []
     b, _ = _busbw(cat, "hgx-h100-ib-ndr", 8, algorithm="ring")
-    out.append(Row("communication", "8 x H100, NVLink 4, ring all-reduce", "busbw", "GB/s",
-                   _num(ref.loc["h100_8gpu_ring_expected", "busbw_GBps"]), b, "calibration", TOL,
-                   src["h100_8gpu_ring_expected"], "nvlink4 bw_efficiency = 370/450 is read from this figure"))
+    out.append(
+        Row(
+            "communication",
+            "8 x H100, NVLink 4, ring all-reduce",
+            "busbw",
+            "GB/s",
+            _num(ref.loc["h100_8gpu_ring_expected", "busbw_GBps"]),
+            b,
+            "calibration",
+            TOL,
+            src["h100_8gpu_ring_expected"],
+            "nvlink4 bw_efficiency = 370/450 is read from this figure",
+        )
+    )
     b, a = _busbw(cat, "hgx-h100-ib-ndr", 8)
-    out.append(Row("communication", "8 x H100, NVLink SHARP all-reduce (default)", "busbw", "GB/s",
-                   _num(ref.loc["h100_8gpu_nvls_expected", "busbw_GBps"]), b, "prediction", TOL,
-                   src["h100_8gpu_nvls_expected"], "ring efficiency x NCCL's NVLS efficiency; busbw above the "
-                   "450 GB/s line rate because the switch reduces"))
-    out.append(Row("communication", "8 x H100, NVLink SHARP all-reduce (default)", "algbw", "GB/s",
-                   _num(ref.loc["h100_8gpu_nvls_expected", "algbw_GBps"]), a, "prediction", TOL,
-                   src["h100_8gpu_nvls_expected"]))
+    out.append(
+        Row(
+            "communication",
+            "8 x H100, NVLink SHARP all-reduce (default)",
+            "busbw",
+            "GB/s",
+            _num(ref.loc["h100_8gpu_nvls_expected", "busbw_GBps"]),
+            b,
+            "prediction",
+            TOL,
+            src["h100_8gpu_nvls_expected"],
+            "ring efficiency x NCCL's NVLS efficiency; busbw above the 450 GB/s line rate because the switch reduces",
+        )
+    )
+    out.append(
+        Row(
+            "communication",
+            "8 x H100, NVLink SHARP all-reduce (default)",
+            "algbw",
+            "GB/s",
+            _num(ref.loc["h100_8gpu_nvls_expected", "algbw_GBps"]),
+            a,
+            "prediction",
+            TOL,
+            src["h100_8gpu_nvls_expected"],
+        )
+    )
     b, _ = _busbw(cat, "dgx-a100-hdr", 8, algorithm="ring")
-    out.append(Row("communication", "8 x A100, NVLink 3, all-reduce", "busbw", "GB/s",
-                   _num(ref.loc["a100_8gpu_allreduce", "busbw_GBps"]), b, "calibration", TOL,
-                   src["a100_8gpu_allreduce"], "nvlink3 bw_efficiency = 208/300 is read from this thread"))
+    out.append(
+        Row(
+            "communication",
+            "8 x A100, NVLink 3, all-reduce",
+            "busbw",
+            "GB/s",
+            _num(ref.loc["a100_8gpu_allreduce", "busbw_GBps"]),
+            b,
+            "calibration",
+            TOL,
+            src["a100_8gpu_allreduce"],
+            "nvlink3 bw_efficiency = 208/300 is read from this thread",
+        )
+    )
     b, _ = _busbw(cat, "hgx-h100-ib-ndr", 16, algorithm="ring")
-    out.append(Row("communication", "2 x 8 H100, NDR 400G, ring all-reduce", "busbw per NIC", "GB/s", 47.0, b / 8,
-                   "prediction", TOL, src["ndr400_per_nic_expected"],
-                   "published 46-48 per NIC; NVLink (369), not the NICs (376), limits the node"))
+    out.append(
+        Row(
+            "communication",
+            "2 x 8 H100, NDR 400G, ring all-reduce",
+            "busbw per NIC",
+            "GB/s",
+            47.0,
+            b / 8,
+            "prediction",
+            TOL,
+            src["ndr400_per_nic_expected"],
+            "published 46-48 per NIC; NVLink (369), not the NICs (376), limits the node",
+        )
+    )
     b, _ = _busbw(cat, "dgx-a100-hdr", 16, algorithm="ring")
-    out.append(Row("communication", "2 x DGX A100, 8 x HDR 200G, ring all-reduce", "busbw per node", "GB/s", 192.0, b,
-                   "prediction", TOL, "NVIDIA (AddyLaddy) in github.com/NVIDIA/nccl/issues/812",
-                   "rests on the labelled HDR efficiency assumption (0.96)"))
+    out.append(
+        Row(
+            "communication",
+            "2 x DGX A100, 8 x HDR 200G, ring all-reduce",
+            "busbw per node",
+            "GB/s",
+            192.0,
+            b,
+            "prediction",
+            TOL,
+            "NVIDIA (AddyLaddy) in github.com/NVIDIA/nccl/issues/812",
+            "rests on the labelled HDR efficiency assumption (0.96)",
+        )
+    )
     b, _ = _busbw(cat, "hgx-h100-ib-ndr", 16, algorithm="ring", nics_per_node=1, nic_gbps=100)
-    out.append(Row("communication", "one 100 Gb/s NIC per node, ring all-reduce", "busbw", "GB/s",
-                   _num(ref.loc["ib_edr_100g", "busbw_GBps"]), b, "prediction", TOL, src["ib_edr_100g"],
-                   "NDR's measured efficiency carried to EDR"))
+    out.append(
+        Row(
+            "communication",
+            "one 100 Gb/s NIC per node, ring all-reduce",
+            "busbw",
+            "GB/s",
+            _num(ref.loc["ib_edr_100g", "busbw_GBps"]),
+            b,
+            "prediction",
+            TOL,
+            src["ib_edr_100g"],
+            "NDR's measured efficiency carried to EDR",
+        )
+    )
     out += _at_scale(cat)
     return out

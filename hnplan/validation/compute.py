@@ -35,33 +35,68 @@ def roofline_rows(cat) -> list[Row]:
         t = training_stage_time_s(cat.model(model), h100, mb, seq, tp=tp, cp=cp, pp=pp, dtype=dtype)
         bound = mb * seq / (tp * cp * pp) / t
         measured = float(pd.to_numeric(ref.loc[run, "tokens_per_sec_per_gpu"]))
-        out.append(Row("compute", f"{model} on H100 {dtype}, TP{tp} CP{cp} PP{pp}", "tokens/s per GPU (roofline)",
-                       "tokens/s", measured, bound, "bound", BOUND, ref.loc[run, "source"],
-                       "compute-only roofline: no communication, bubble, FP8 casts or framework overhead"))
+        out.append(
+            Row(
+                "compute",
+                f"{model} on H100 {dtype}, TP{tp} CP{cp} PP{pp}",
+                "tokens/s per GPU (roofline)",
+                "tokens/s",
+                measured,
+                bound,
+                "bound",
+                BOUND,
+                ref.loc[run, "source"],
+                "compute-only roofline: no communication, bubble, FP8 casts or framework overhead",
+            )
+        )
     t = training_stage_time_s(cat.model("llama2-7b"), h100, 1, 4096, dtype="bf16")
-    out.append(Row("compute", "llama2-7b on H100 bf16", "tokens/s per GPU (roofline)", "tokens/s", 9600.0,
-                   4096 / t, "bound", BOUND, "compute issue: a Llama-2-7B run at 9,600 tokens/s per H100 (~46% MFU)"))
+    out.append(
+        Row(
+            "compute",
+            "llama2-7b on H100 bf16",
+            "tokens/s per GPU (roofline)",
+            "tokens/s",
+            9600.0,
+            4096 / t,
+            "bound",
+            BOUND,
+            "compute issue: a Llama-2-7B run at 9,600 tokens/s per H100 (~46% MFU)",
+        )
+    )
     return out
 
 
 # --- kernels timed on one H200 SXM (data/reference/h200_gemm_bf16.csv, h200_kernels.csv) ---------------------
-H200_SRC = ("data/reference/{table}.csv: one H200 SXM, PyTorch 2.11 / CUDA 13, CUDA events over back-to-back "
-            "calls (measured 2026-12-01)")
+H200_SRC = (
+    "data/reference/{table}.csv: one H200 SXM, PyTorch 2.11 / CUDA 13, CUDA events over back-to-back "
+    "calls (measured 2026-12-01)"
+)
 GEMM_CAL_TOL = 0.35  # per-row tolerance of the 193 fitted rows; the sweep's MAPE (5.8 %) is asserted in the tests
 # the FP8 rows ran at a 500 W power limit, where a power-capped chip's FP8 / bf16 ratio drifts from the 700 W
 # MAMF ratio the law carries towards the energy-per-FLOP ratio (about 2): 20 % is allowed for that
 FP8_RATIO_TOL = 0.20
 # FP8 / bf16 GEMM throughput on H100 (500 W power limit), fp8 row-wise scaled GEMM alone vs the bf16 GEMM:
 # pytorch/FBGEMM pull request 2546 (2024-04-29, description: "H100 500W" benchmark); (m, n, k, bf16, fp8) TFLOP/s
-FBGEMM_2546 = [(8192, 8192, 8192, 585.23, 1125.51), (65536, 8192, 7168, 575.12, 1082.75),
-               (65536, 3584, 8192, 546.31, 1141.38)]
-FBGEMM_SRC = "pytorch/FBGEMM pull request 2546 (fp8 row/block-wise scaled GEMMs), H100 500W benchmark in its description"
+FBGEMM_2546 = [
+    (8192, 8192, 8192, 585.23, 1125.51),
+    (65536, 8192, 7168, 575.12, 1082.75),
+    (65536, 3584, 8192, 546.31, 1141.38),
+]
+FBGEMM_SRC = (
+    "pytorch/FBGEMM pull request 2546 (fp8 row/block-wise scaled GEMMs), H100 500W benchmark in its description"
+)
 
 
 # measured memory-bound kernels -> the accelerator's memory_kernel_efficiency class
-MEMORY_KERNEL_OPS = {"rmsnorm_F_fwd": "norm", "swiglu_fwd": "activation", "residual_add": "residual",
-                     "fp8_cast": "fp8_cast", "amax": "amax", "adamw_fused_fp32": "optimizer",
-                     "cross_entropy_fwd_fp32": "cross_entropy"}
+MEMORY_KERNEL_OPS = {
+    "rmsnorm_F_fwd": "norm",
+    "swiglu_fwd": "activation",
+    "residual_add": "residual",
+    "fp8_cast": "fp8_cast",
+    "amax": "amax",
+    "adamw_fused_fp32": "optimizer",
+    "cross_entropy_fwd_fp32": "cross_entropy",
+}
 
 
 def _shape(text: str) -> dict:
@@ -77,20 +112,43 @@ def gemm_rows(cat) -> list[Row]:
 
     acc = cat.accelerator("h200-sxm")
     ref = cat.reference("h200_gemm_bf16")
-    pred = gemm_time_s(acc, "bf16", ref["m_tokens"].to_numpy(float), ref["n"].to_numpy(float),
-                       ref["k"].to_numpy(float), eager=True)
+    pred = gemm_time_s(
+        acc, "bf16", ref["m_tokens"].to_numpy(float), ref["n"].to_numpy(float), ref["k"].to_numpy(float), eager=True
+    )
     src = H200_SRC.format(table="h200_gemm_bf16")
-    out = [Row("compute", f"bf16 GEMM {r.model} TP{r.tp} {r.op}, {r.m_tokens} tokens ({r.m_tokens}x{r.n}x{r.k}) on H200",
-               "time per call", "us", r.time_s * 1e6, p * 1e6, "calibration", GEMM_CAL_TOL, src,
-               "GEMM law fitted to the whole sweep (hnplan.validation.gemm_fit), eager host floor included")
-           for r, p in zip(ref.itertuples(), pred)]
+    out = [
+        Row(
+            "compute",
+            f"bf16 GEMM {r.model} TP{r.tp} {r.op}, {r.m_tokens} tokens ({r.m_tokens}x{r.n}x{r.k}) on H200",
+            "time per call",
+            "us",
+            r.time_s * 1e6,
+            p * 1e6,
+            "calibration",
+            GEMM_CAL_TOL,
+            src,
+            "GEMM law fitted to the whole sweep (hnplan.validation.gemm_fit), eager host floor included",
+        )
+        for r, p in zip(ref.itertuples(), pred)
+    ]
     h100 = cat.accelerator("h100-sxm")
     for m, n, k, bf, f8 in FBGEMM_2546:
         ratio = gemm_time_s(h100, "bf16", m, n, k) / gemm_time_s(h100, "fp8", m, n, k)
-        out.append(Row("compute", f"fp8 / bf16 GEMM throughput {m}x{n}x{k} on H100", "throughput ratio", "-",
-                       f8 / bf, ratio, "prediction", FP8_RATIO_TOL, FBGEMM_SRC,
-                       "fp8 ceiling carried from the H200 bf16 fit by the chip's MAMF fp8 / bf16 ratio; the "
-                       "measurement ran at a 500 W power limit, which costs bf16 and fp8 alike"))
+        out.append(
+            Row(
+                "compute",
+                f"fp8 / bf16 GEMM throughput {m}x{n}x{k} on H100",
+                "throughput ratio",
+                "-",
+                f8 / bf,
+                ratio,
+                "prediction",
+                FP8_RATIO_TOL,
+                FBGEMM_SRC,
+                "fp8 ceiling carried from the H200 bf16 fit by the chip's MAMF fp8 / bf16 ratio; the "
+                "measurement ran at a 500 W power limit, which costs bf16 and fp8 alike",
+            )
+        )
     return out
 
 
@@ -115,36 +173,43 @@ def kernel_rows(cat) -> list[Row]:
         role, tol, note = "prediction", 0.2, ""
         if r.kind == "attention" and r.op != "sdpa_decode":
             passes = "fwd+bwd" if r.op.endswith("bwd") else "fwd"
-            t = attention_time_s(acc, sh["b"], sh["heads"], sh["kv_heads"], sh["s"], sh["d"], passes=passes,
-                                 eager=True)
-            case = (f"causal attention {passes} b={sh['b']} heads={sh['heads']}/{sh['kv_heads']} s={sh['s']} "
-                    f"({r.shape.split('(')[-1].rstrip(')')}) on H200")
+            t = attention_time_s(acc, sh["b"], sh["heads"], sh["kv_heads"], sh["s"], sh["d"], passes=passes, eager=True)
+            case = (
+                f"causal attention {passes} b={sh['b']} heads={sh['heads']}/{sh['kv_heads']} s={sh['s']} "
+                f"({r.shape.split('(')[-1].rstrip(')')}) on H200"
+            )
             if any(f in r.shape for f in ATTENTION_FIT_MODELS):
                 role, tol, note = "calibration", 0.2, "attention law fitted to these rows (fit_attention_law)"
             else:
                 tol, note = 0.15, "attention law fitted to the 32- and 8-head rows; 16 heads per GPU predicted"
         elif r.kind == "attention":
             t = decode_attention_time_s(acc, sh["b"], sh["heads"], sh["kv_heads"], sh["kv_len"], sh["d"], eager=True)
-            case = (f"decode attention b={sh['b']} heads={sh['heads']}/{sh['kv_heads']} kv_len={sh['kv_len']} on "
-                    "H200")
+            case = f"decode attention b={sh['b']} heads={sh['heads']}/{sh['kv_heads']} kv_len={sh['kv_len']} on H200"
             note = "KV cache streamed at the achievable HBM bandwidth"
             if measured < 3e-5:  # at the host floor
                 role, tol = "reported", None
-                note = ("the call sits at eager SDPA's host floor (about 23 us with the grouped-query path), above "
-                        "a linear's 13 us; planners run decode without a host floor (CUDA graphs)")
+                note = (
+                    "the call sits at eager SDPA's host floor (about 23 us with the grouped-query path), above "
+                    "a linear's 13 us; planners run decode without a host floor (CUDA graphs)"
+                )
         elif r.kind == "moe_gemm":
             t = grouped_gemm_time_s(acc, "bf16", sh["experts"], sh["tokens_per_expert"], sh["n"], sh["k"], eager=True)
-            case = (f"expert GEMM {r.op} {r.shape.split()[0]} {sh['experts']} experts x {sh['tokens_per_expert']} "
-                    f"tokens, {sh['tokens_per_expert']}x{sh['n']}x{sh['k']} on H200")
+            case = (
+                f"expert GEMM {r.op} {r.shape.split()[0]} {sh['experts']} experts x {sh['tokens_per_expert']} "
+                f"tokens, {sh['tokens_per_expert']}x{sh['n']}x{sh['k']} on H200"
+            )
             tol = GEMM_CAL_TOL  # the law's per-row spread on single GEMMs
             if r.op == "torch._grouped_mm":
                 tol = 0.45
-                note = ("torch._grouped_mm pays a per-group setup that the law (fitted on single GEMMs) does not "
-                        "have: up to 40 % slower than bmm at 32 tokens per expert")
+                note = (
+                    "torch._grouped_mm pays a per-group setup that the law (fitted on single GEMMs) does not "
+                    "have: up to 40 % slower than bmm at 32 tokens per expert"
+                )
         elif r.op == "cross_entropy_fwd_bwd_fp32":
             logits = sh["tokens"] * sh["vocab"]
-            t = memory_pass_time_s(acc, 4.0 * logits, bandwidth_fraction=mk["cross_entropy"], eager=True) + \
-                memory_pass_time_s(acc, 8.0 * logits, bandwidth_fraction=mk["cross_entropy"], eager=True)
+            t = memory_pass_time_s(
+                acc, 4.0 * logits, bandwidth_fraction=mk["cross_entropy"], eager=True
+            ) + memory_pass_time_s(acc, 8.0 * logits, bandwidth_fraction=mk["cross_entropy"], eager=True)
             case = f"fp32 cross-entropy forward + backward, {sh['tokens']} tokens x {sh['vocab']} classes on H200"
             role, tol, note = "calibration", 0.02, "memory_kernel_efficiency.cross_entropy is read from this row"
         elif pd.notna(r.GBps):
@@ -162,15 +227,17 @@ def kernel_rows(cat) -> list[Row]:
                 role, tol, note = "calibration", 0.02, f"memory_kernel_efficiency.{cls} is read from this row"
             elif r.op == "cross_entropy_fwd_fp32":
                 role, tol = "reported", None
-                note = ("the loss class is calibrated on forward + backward with the operator model's 2x backward "
-                        "bytes; the measured forward is 47 % of the pair, the model's 33 % (4 of 12 bytes per logit)")
+                note = (
+                    "the loss class is calibrated on forward + backward with the operator model's 2x backward "
+                    "bytes; the measured forward is 47 % of the pair, the model's 33 % (4 of 12 bytes per logit)"
+                )
             else:
                 role, tol = "reported", None
-                note = ("eager RMSNorm (fp32 upcast, several kernels): 10x the fused kernel's time on the same "
-                        "minimum bytes; the operator model times norms as fused (issue 13 part 2: a stack field)")
+                note = (
+                    "eager RMSNorm (fp32 upcast, several kernels): 10x the fused kernel's time on the same "
+                    "minimum bytes; the operator model times norms as fused (issue 13 part 2: a stack field)"
+                )
         else:
             continue
         out.append(Row("compute", case, "time per call", "us", measured * 1e6, t * 1e6, role, tol, src, note))
     return out
-
-

@@ -27,27 +27,48 @@ from hnplan.compute.gemm import gemm_time_s
 
 FIT_ACCELERATOR = "h200-sxm"
 FIT_TABLE = "h200_gemm_bf16"
-PARAMS = ("gemm_efficiency", "gemm_k_overhead", "kernel_overhead_us", "gemm_overlap_exponent", "host_dispatch_us",
-          "gemm_splitk_us", "gemm_wave_weight")
+PARAMS = (
+    "gemm_efficiency",
+    "gemm_k_overhead",
+    "kernel_overhead_us",
+    "gemm_overlap_exponent",
+    "host_dispatch_us",
+    "gemm_splitk_us",
+    "gemm_wave_weight",
+)
 _X0 = (0.75, 32.0, 3.0, 4.0, 12.0, 3.0, 0.3)
 _LO = (0.3, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
 _HI = (1.0, 4096.0, 30.0, 30.0, 40.0, 20.0, 1.0)
 # token-count bands for the error report
-BANDS = (0, 8, 128, 1024, 4096, 10 ** 9)
+BANDS = (0, 8, 128, 1024, 4096, 10**9)
 
 
 def with_law(acc: Accelerator, x, dtype: str = "bf16") -> Accelerator:
     """A copy of ``acc`` with the law parameters ``x`` (in the order of :data:`PARAMS`)."""
     eff, k0, lat, p, host, splitk, wave = (float(v) for v in x)
-    return acc.model_copy(update={"gemm_efficiency": {**(acc.gemm_efficiency or {}), dtype: eff},
-                                  "gemm_k_overhead": k0, "kernel_overhead_us": lat, "gemm_overlap_exponent": p,
-                                  "host_dispatch_us": host, "gemm_splitk_us": splitk, "gemm_wave_weight": wave})
+    return acc.model_copy(
+        update={
+            "gemm_efficiency": {**(acc.gemm_efficiency or {}), dtype: eff},
+            "gemm_k_overhead": k0,
+            "kernel_overhead_us": lat,
+            "gemm_overlap_exponent": p,
+            "host_dispatch_us": host,
+            "gemm_splitk_us": splitk,
+            "gemm_wave_weight": wave,
+        }
+    )
 
 
 def predict(acc: Accelerator, table: pd.DataFrame, dtype: str = "bf16") -> np.ndarray:
     """Eager time of every row of a GEMM table (columns ``m_tokens, n, k``) under the law [s]."""
-    return gemm_time_s(acc, dtype, table["m_tokens"].to_numpy(float), table["n"].to_numpy(float),
-                       table["k"].to_numpy(float), eager=True)
+    return gemm_time_s(
+        acc,
+        dtype,
+        table["m_tokens"].to_numpy(float),
+        table["n"].to_numpy(float),
+        table["k"].to_numpy(float),
+        eager=True,
+    )
 
 
 def fit_gemm_law(catalog: Catalog | None = None) -> dict:
@@ -75,17 +96,27 @@ def errors(acc: Accelerator, ref: pd.DataFrame, dtype: str = "bf16") -> dict:
     band = pd.cut(df["m_tokens"], BANDS, right=True)
     by_band = df.groupby(band, observed=True)["error"].agg(lambda s: float(s.abs().mean()))
     worst = df.loc[df["error"].abs().idxmax()]
-    return {"mape": float(df["error"].abs().mean()), "worst": worst.to_dict(),
-            "bands": {f"{int(b.left) + 1}-{int(b.right)} tokens" if b.right < 10 ** 9 else f">{int(b.left)} tokens":
-                      v for b, v in by_band.items()}, "table": df}
+    return {
+        "mape": float(df["error"].abs().mean()),
+        "worst": worst.to_dict(),
+        "bands": {
+            f"{int(b.left) + 1}-{int(b.right)} tokens" if b.right < 10**9 else f">{int(b.left)} tokens": v
+            for b, v in by_band.items()
+        },
+        "table": df,
+    }
 
 
 # --- the attention law, fitted to the causal SDPA rows of one model ------------------------------------------
 # fitted rows: 32 heads (Llama 3.1 8B, TP1) and 8 heads (70B at TP8) per GPU; the 405B rows (16 heads at TP8) are
 # predicted
 ATTENTION_FIT_MODELS = ("llama3.1-8b tp1", "llama3.1-70b tp8")
-ATTENTION_PARAMS = ("attention_efficiency.fwd", "attention_efficiency.bwd", "attention_kv_overhead",
-                    "attention_tail_weight")
+ATTENTION_PARAMS = (
+    "attention_efficiency.fwd",
+    "attention_efficiency.bwd",
+    "attention_kv_overhead",
+    "attention_tail_weight",
+)
 
 
 def attention_table(catalog: Catalog | None = None) -> pd.DataFrame:
@@ -98,25 +129,40 @@ def attention_table(catalog: Catalog | None = None) -> pd.DataFrame:
     rows = []
     for r in ref.itertuples():
         sh = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", r.shape)}
-        rows.append({**{k: sh[k] for k in ("b", "heads", "kv_heads", "s", "d")},
-                     "passes": "fwd+bwd" if r.op.endswith("bwd") else "fwd", "time_s": float(r.time_s),
-                     "fitted": any(f in r.shape for f in ATTENTION_FIT_MODELS), "shape": r.shape})
+        rows.append(
+            {
+                **{k: sh[k] for k in ("b", "heads", "kv_heads", "s", "d")},
+                "passes": "fwd+bwd" if r.op.endswith("bwd") else "fwd",
+                "time_s": float(r.time_s),
+                "fitted": any(f in r.shape for f in ATTENTION_FIT_MODELS),
+                "shape": r.shape,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def with_attention_law(acc: Accelerator, x) -> Accelerator:
     """A copy of ``acc`` with the attention-law parameters ``x`` (order of :data:`ATTENTION_PARAMS`)."""
     fwd, bwd, c0, tau = (float(v) for v in x)
-    return acc.model_copy(update={"attention_efficiency": {"fwd": fwd, "bwd": bwd}, "attention_kv_overhead": c0,
-                                  "attention_tail_weight": tau})
+    return acc.model_copy(
+        update={
+            "attention_efficiency": {"fwd": fwd, "bwd": bwd},
+            "attention_kv_overhead": c0,
+            "attention_tail_weight": tau,
+        }
+    )
 
 
 def predict_attention(acc: Accelerator, table: pd.DataFrame) -> np.ndarray:
     """Time of every row of :func:`attention_table` under the operator model on ``acc`` [s]."""
     from hnplan.compute.kernels import attention_time_s
 
-    return np.array([attention_time_s(acc, r.b, r.heads, r.kv_heads, r.s, r.d, passes=r.passes, eager=True)
-                     for r in table.itertuples()])
+    return np.array(
+        [
+            attention_time_s(acc, r.b, r.heads, r.kv_heads, r.s, r.d, passes=r.passes, eager=True)
+            for r in table.itertuples()
+        ]
+    )
 
 
 def fit_attention_law(catalog: Catalog | None = None) -> dict:
@@ -133,19 +179,31 @@ def fit_attention_law(catalog: Catalog | None = None) -> dict:
     tab = attention_table(cat)
     fit = tab[tab["fitted"]]
     t = fit["time_s"].to_numpy(float)
-    res = least_squares(lambda x: np.log(predict_attention(with_attention_law(acc, x), fit) / t),
-                        (0.65, 0.5, 128.0, 0.5), bounds=((0.2, 0.2, 0.0, 0.0), (1.0, 1.0, 8192.0, 1.0)))
+    res = least_squares(
+        lambda x: np.log(predict_attention(with_attention_law(acc, x), fit) / t),
+        (0.65, 0.5, 128.0, 0.5),
+        bounds=((0.2, 0.2, 0.0, 0.0), (1.0, 1.0, 8192.0, 1.0)),
+    )
     pred = predict_attention(with_attention_law(acc, res.x), tab)
     tab = tab.assign(predicted_s=pred, error=pred / tab["time_s"] - 1.0)
-    return {"params": dict(zip(ATTENTION_PARAMS, (float(v) for v in res.x))), "table": tab,
-            "mape_fitted": float(tab.loc[tab["fitted"], "error"].abs().mean()),
-            "mape_predicted": float(tab.loc[~tab["fitted"], "error"].abs().mean())}
+    return {
+        "params": dict(zip(ATTENTION_PARAMS, (float(v) for v in res.x))),
+        "table": tab,
+        "mape_fitted": float(tab.loc[tab["fitted"], "error"].abs().mean()),
+        "mape_predicted": float(tab.loc[~tab["fitted"], "error"].abs().mean()),
+    }
 
 
 # --- memory-bound kernel classes: bandwidth on their minimum bytes, as a fraction of the copy -------------------
 # class -> (row of h200_kernels.csv, op); cross_entropy from the fp32 loss forward + backward (no GBps column)
-MEMORY_KERNEL_ROWS = {"norm": "rmsnorm_F_fwd", "activation": "swiglu_fwd", "residual": "residual_add",
-                      "fp8_cast": "fp8_cast", "amax": "amax", "optimizer": "adamw_fused_fp32"}
+MEMORY_KERNEL_ROWS = {
+    "norm": "rmsnorm_F_fwd",
+    "activation": "swiglu_fwd",
+    "residual": "residual_add",
+    "fp8_cast": "fp8_cast",
+    "amax": "amax",
+    "optimizer": "adamw_fused_fp32",
+}
 LOSS_BYTES_PER_LOGIT = 12.0  # the operator model's loss: bf16 logits read + written forward, twice that backward
 
 

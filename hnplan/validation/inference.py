@@ -21,10 +21,26 @@ def rows(cat) -> list[Row]:
             note = (note + "; " if note else "") + (
                 f"known gap, asserted by the inference tests within its stated band "
                 f"({r.tol_lo_pct:+.0f}% to {r.tol_hi_pct:+.0f}%): "
-                + ("the model has no framework/scheduler overhead, which grows with TP 8"
-                   if r.error_pct > 0 else "one-shot all-to-all kernels and MTP speculative decoding are not modelled"))
-        out.append(Row("inference", f"{r.model} on {r.system}, TP{r.tp}" + (f" EP{r.ep}" if r.ep > 1 else "")
-                       + f", {r.input_tokens}/{r.output_tokens} tokens", r.quantity.replace("_", " "), r.unit,
-                       float(r.published), float(r.modelled), role, band if role == "prediction" else None,
-                       r.source, note))
+                + (
+                    "the model has no framework/scheduler overhead, which grows with TP 8"
+                    if r.error_pct > 0
+                    else "one-shot all-to-all kernels and MTP speculative decoding are not modelled"
+                )
+            )
+        out.append(
+            Row(
+                "inference",
+                f"{r.model} on {r.system}, TP{r.tp}"
+                + (f" EP{r.ep}" if r.ep > 1 else "")
+                + f", {r.input_tokens}/{r.output_tokens} tokens",
+                r.quantity.replace("_", " "),
+                r.unit,
+                float(r.published),
+                float(r.modelled),
+                role,
+                band if role == "prediction" else None,
+                r.source,
+                note,
+            )
+        )
     return out

@@ -14,13 +14,39 @@ def rows(cat) -> list[Row]:
     out = []
     for stage, published in zip((0, 1, 2, 3), (120.0, 31.4, 16.6, 1.9)):
         gb = sum(zero_model_state_bytes(7.5e9, 64, stage)) / units.GB
-        out.append(Row("memory", f"ZeRO stage {stage}, 7.5B on 64 GPUs", "model states per GPU", "GB", published, gb,
-                       "prediction", 0.02, ZERO_SRC))
+        out.append(
+            Row(
+                "memory",
+                f"ZeRO stage {stage}, 7.5B on 64 GPUs",
+                "model states per GPU",
+                "GB",
+                published,
+                gb,
+                "prediction",
+                0.02,
+                ZERO_SRC,
+            )
+        )
     models = cat.reference("models").set_index("name")
-    for mid, name in (("llama3.1-8b", "Llama 3.1 8B"), ("llama3.1-70b", "Llama 3.1 70B"),
-                      ("llama3.1-405b", "Llama 3.1 405B"), ("deepseek-v3", "DeepSeek-V3")):
+    for mid, name in (
+        ("llama3.1-8b", "Llama 3.1 8B"),
+        ("llama3.1-70b", "Llama 3.1 70B"),
+        ("llama3.1-405b", "Llama 3.1 405B"),
+        ("deepseek-v3", "DeepSeek-V3"),
+    ):
         published = float(str(models.loc[name, "kv_cache_bytes_per_token_bf16"]).split()[0])
-        out.append(Row("memory", f"{mid} KV cache, bf16", "bytes per token", "B", published,
-                       kv_cache_bytes_per_token(cat.model(mid), "bf16"), "prediction", 0.001,
-                       models.loc[name, "source"], "MLA latent cache for DeepSeek-V3"))
+        out.append(
+            Row(
+                "memory",
+                f"{mid} KV cache, bf16",
+                "bytes per token",
+                "B",
+                published,
+                kv_cache_bytes_per_token(cat.model(mid), "bf16"),
+                "prediction",
+                0.001,
+                models.loc[name, "source"],
+                "MLA latent cache for DeepSeek-V3",
+            )
+        )
     return out

@@ -94,10 +94,13 @@ class Traffic:
         ``E[O (I + O/2)] / E[O]`` [tokens]; ``context_p99``: 99th percentile of ``I + O`` [tokens],
         held in memory; ``output_cs2``: squared coefficient of variation of O [-]."""
         i, o = self.draws()
-        return {"input_mean": float(i.mean()), "output_mean": float(o.mean()),
-                "context_mean": float(np.sum(o * (i + o / 2)) / np.sum(o)),
-                "context_p99": float(np.percentile(i + o, 99)),
-                "output_cs2": float(o.var() / o.mean() ** 2)}
+        return {
+            "input_mean": float(i.mean()),
+            "output_mean": float(o.mean()),
+            "context_mean": float(np.sum(o * (i + o / 2)) / np.sum(o)),
+            "context_p99": float(np.percentile(i + o, 99)),
+            "output_cs2": float(o.var() / o.mean() ** 2),
+        }
 
 
 # --- queueing ----------------------------------------------------------------------------------------------
@@ -159,21 +162,51 @@ class CapacityPlan:
     def to_dict(self) -> dict:
         """The JSON shape of ``hnplan infer --qps``."""
         r = self.replica
-        d = {"model": self.model, "system": self.system, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
-             "kv_dtype": r.kv, "gpus_per_replica": r.gpus, "batch": self.batch, "max_batch": self.max_batch,
-             "qps": self.qps, "replicas": self.replicas, "gpus": self.gpus, "ttft_s": self.ttft_s,
-             "tpot_s": self.tpot_s, "e2e_latency_s": self.e2e_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
-             "utilisation": self.utilisation, "it_power_kw": units.w_to_kw(self.it_power_w),
-             "facility_power_kw": units.w_to_kw(self.facility_power_w), "usd_per_gpu_hour": self.usd_per_gpu_hour,
-             "usd_per_million_tokens": self.usd_per_million_tokens, "disaggregated": self.disaggregated,
-             "searched": self.searched, "feasible": self.feasible,
-             **{k: self.energy[k] for k in ("gpu_utilisation", "gpu_power_w", "node_power_w", "joules_per_token",
-                                            "joules_per_request") if k in self.energy}}
+        d = {
+            "model": self.model,
+            "system": self.system,
+            "tp": r.tp,
+            "ep": r.ep,
+            "pp": r.pp,
+            "dtype": r.dtype,
+            "kv_dtype": r.kv,
+            "gpus_per_replica": r.gpus,
+            "batch": self.batch,
+            "max_batch": self.max_batch,
+            "qps": self.qps,
+            "replicas": self.replicas,
+            "gpus": self.gpus,
+            "ttft_s": self.ttft_s,
+            "tpot_s": self.tpot_s,
+            "e2e_latency_s": self.e2e_s,
+            "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "utilisation": self.utilisation,
+            "it_power_kw": units.w_to_kw(self.it_power_w),
+            "facility_power_kw": units.w_to_kw(self.facility_power_w),
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
+            "usd_per_million_tokens": self.usd_per_million_tokens,
+            "disaggregated": self.disaggregated,
+            "searched": self.searched,
+            "feasible": self.feasible,
+            **{
+                k: self.energy[k]
+                for k in ("gpu_utilisation", "gpu_power_w", "node_power_w", "joules_per_token", "joules_per_request")
+                if k in self.energy
+            },
+        }
         if self.disaggregated and self.prefill_replica is not None:
             p = self.prefill_replica
-            d.update(prefill={"tp": p.tp, "ep": p.ep, "pp": p.pp, "gpus_per_replica": p.gpus,
-                              "replicas": self.prefill_replicas}, kv_transfer_s=self.kv_transfer_s,
-                     decode_replicas=self.replicas - self.prefill_replicas)
+            d.update(
+                prefill={
+                    "tp": p.tp,
+                    "ep": p.ep,
+                    "pp": p.pp,
+                    "gpus_per_replica": p.gpus,
+                    "replicas": self.prefill_replicas,
+                },
+                kv_transfer_s=self.kv_transfer_s,
+                decode_replicas=self.replicas - self.prefill_replicas,
+            )
         return d
 
 
@@ -203,9 +236,20 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_pref
     out = []
     for b in batch_grid(mb, s.replica.groups, 12):
         try:
-            out.append(steady_state(s, int(b), tr["input_mean"], tr["output_mean"], context_tokens=tr["context_mean"],
-                                    max_context_tokens=tr["context_p99"], max_batched_tokens=mbt,
-                                    disaggregated=disaggregated, chunked_prefill=chunked_prefill, _cache=cache))
+            out.append(
+                steady_state(
+                    s,
+                    int(b),
+                    tr["input_mean"],
+                    tr["output_mean"],
+                    context_tokens=tr["context_mean"],
+                    max_context_tokens=tr["context_p99"],
+                    max_batched_tokens=mbt,
+                    disaggregated=disaggregated,
+                    chunked_prefill=chunked_prefill,
+                    _cache=cache,
+                )
+            )
         except InfeasiblePlan:
             break  # a larger batch overflows the prefill chunk too
     return out
@@ -220,11 +264,24 @@ def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_d
     return sendrecv_time(total / s_prefill.replica.gpus, tier.bw_Bps, tier.alpha_s)
 
 
-def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float, *,
-                  dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
-                  disaggregated: bool = False, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
-                  chunked_prefill: int | None = None, overlap: bool = False,
-                  catalog: Catalog | None = None, settings: dict | None = None) -> CapacityPlan:
+def plan_for_rate(
+    model,
+    system,
+    qps: float,
+    traffic: Traffic,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    *,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    fixed: dict | None = None,
+    disaggregated: bool = False,
+    max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS,
+    chunked_prefill: int | None = None,
+    overlap: bool = False,
+    catalog: Catalog | None = None,
+    settings: dict | None = None,
+) -> CapacityPlan:
     """The configuration of one design that meets the SLOs at ``qps`` with the fewest GPUs.
 
     Parameters
@@ -291,8 +348,10 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
             hold = o_mean * p.iteration_s  # seconds a request holds a slot
             n_min = math.floor(qps * hold / p.batch) + 1
             if not disaggregated:
+
                 def ttft(n, p=p, hold=hold):
                     return mgc_wait_s(qps / n, p.batch, hold, tr["output_cs2"]) + p.ttft_s
+
                 n = _min_replicas(qps, ttft, n_min, ttft_slo_s)
                 if n is None:
                     continue
@@ -305,9 +364,11 @@ def plan_for_rate(model, system, qps: float, traffic: Traffic, ttft_slo_s: float
             if best is None or cand[:2] < best[:2]:
                 best = cand
     if best is None:
-        raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} meets TTFT <= {ttft_slo_s * 1e3:.0f} ms and "
-                             f"TPOT <= {tpot_slo_s * 1e3:.1f} ms at {qps:g} requests/s (best TPOT reached "
-                             f"{best_tpot * 1e3:.1f} ms over {searched} candidates)")
+        raise InfeasiblePlan(
+            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {ttft_slo_s * 1e3:.0f} ms and "
+            f"TPOT <= {tpot_slo_s * 1e3:.1f} ms at {qps:g} requests/s (best TPOT reached "
+            f"{best_tpot * 1e3:.1f} ms over {searched} candidates)"
+        )
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
 
 
@@ -315,7 +376,9 @@ def _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_d_min, hold):
     """Best prefill pool for one decode (replica, batch); returns (gpus, tpot, detail) or None."""
     best = None
     for sp, t1, per_req in prefill_opts:
-        xfer = kv_transfer_s(sp, s, tr["input_mean"], same_domain=sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
+        xfer = kv_transfer_s(
+            sp, s, tr["input_mean"], same_domain=sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus
+        )
         for n_d in (n_d_min, 2 * n_d_min):
             wd = mgc_wait_s(qps / n_d, p.batch, hold, tr["output_cs2"])
             budget = ttft_slo_s - wd - xfer - t1
@@ -333,8 +396,11 @@ def _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_d_min, hold):
                 continue
             gpus = n_p * sp.replica.gpus + n_d * r.gpus
             if best is None or gpus < best[0]:
-                best = (gpus, p.tpot_s, dict(r=r, p=p, n=n_d, ttft=ttft_p(n_p) + wd + xfer, prefill=sp.replica,
-                                             n_p=n_p, xfer=xfer))
+                best = (
+                    gpus,
+                    p.tpot_s,
+                    dict(r=r, p=p, n=n_d, ttft=ttft_p(n_p) + wd + xfer, prefill=sp.replica, n_p=n_p, xfer=xfer),
+                )
     return best
 
 
@@ -351,17 +417,43 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     energy["joules_per_token"] = energy["replica_power_w"] / tokens_per_s
     energy["joules_per_request"] = energy["joules_per_token"] * tr["output_mean"]
     return CapacityPlan(
-        system=sys_.id, model=m.id, replica=r, batch=p.batch, replicas=n + n_p, gpus=gpus, qps=qps,
-        ttft_s=d["ttft"], tpot_s=p.tpot_s, e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
-        tokens_per_s_per_gpu=tokens_per_s / gpus, utilisation=util, max_batch=p.max_batch,
-        it_power_w=it_w, facility_power_w=fac_w, usd_per_gpu_hour=rate,
-        usd_per_million_tokens=usd_per_million_tokens(gpus, tokens_per_s, rate), disaggregated=disaggregated,
-        prefill_replica=d.get("prefill"), prefill_replicas=n_p, kv_transfer_s=d.get("xfer", 0.0),
-        searched=searched, feasible=feasible, energy=energy)
+        system=sys_.id,
+        model=m.id,
+        replica=r,
+        batch=p.batch,
+        replicas=n + n_p,
+        gpus=gpus,
+        qps=qps,
+        ttft_s=d["ttft"],
+        tpot_s=p.tpot_s,
+        e2e_s=d["ttft"] + (tr["output_mean"] - 1) * p.tpot_s,
+        tokens_per_s_per_gpu=tokens_per_s / gpus,
+        utilisation=util,
+        max_batch=p.max_batch,
+        it_power_w=it_w,
+        facility_power_w=fac_w,
+        usd_per_gpu_hour=rate,
+        usd_per_million_tokens=usd_per_million_tokens(gpus, tokens_per_s, rate),
+        disaggregated=disaggregated,
+        prefill_replica=d.get("prefill"),
+        prefill_replicas=n_p,
+        kv_transfer_s=d.get("xfer", 0.0),
+        searched=searched,
+        feasible=feasible,
+        energy=energy,
+    )
 
 
-def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpot_slo_s: float,
-                 catalog: Catalog | None = None, **kwargs) -> pd.DataFrame:
+def gpus_vs_rate(
+    model,
+    systems,
+    rates,
+    traffic: Traffic,
+    ttft_slo_s: float,
+    tpot_slo_s: float,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> pd.DataFrame:
     """GPUs, power and $ per million tokens per design over request rates (one row per pair; a design
     that cannot meet the SLOs keeps its row with the reason in ``status``)."""
     cat = catalog or load_catalog()
@@ -369,14 +461,22 @@ def gpus_vs_rate(model, systems, rates, traffic: Traffic, ttft_slo_s: float, tpo
     for sys_id in systems:
         for q in rates:
             try:
-                d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kwargs).to_dict()
+                d = plan_for_rate(
+                    model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kwargs
+                ).to_dict()
                 d["status"] = "ok"
             except HnplanError as exc:
                 d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}
             rows.append(d)
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {"qps": "requests/s", "gpus": "GPUs", "usd_per_million_tokens": "USD per 1e6 output tokens",
-                         "ttft_s": "s", "tpot_s": "s", "facility_power_kw": "kW"}
+    df.attrs["units"] = {
+        "qps": "requests/s",
+        "gpus": "GPUs",
+        "usd_per_million_tokens": "USD per 1e6 output tokens",
+        "ttft_s": "s",
+        "tpot_s": "s",
+        "facility_power_kw": "kW",
+    }
     return df
 
 
@@ -390,8 +490,11 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         at = ok[ok["qps"] == q].sort_values(["gpus", "usd_per_million_tokens"])
         if at.empty:
             continue
-        parts = ", ".join(f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
-                          f"\\${r.usd_per_million_tokens:.3f}/M tokens)" for r in at.itertuples())
+        parts = ", ".join(
+            f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
+            f"\\${r.usd_per_million_tokens:.3f}/M tokens)"
+            for r in at.itertuples()
+        )
         cheapest = at.sort_values("usd_per_million_tokens").iloc[0]["system"]
         lines.append(f"- At {q:g} requests/s: {parts}; cheapest per token: **{cheapest}**.")
     failed = rates[rates["status"] != "ok"] if "status" in rates else rates.iloc[0:0]
@@ -401,6 +504,8 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         fo = frontiers[frontiers["status"] == "ok"]
         for system, g in fo.groupby("system", sort=False):
             best = g.loc[g["tokens_per_s_per_gpu"].idxmax()]
-            lines.append(f"- {system} ({best['layout']}): at most {best['tokens_per_s_per_gpu']:,.0f} output tokens/s "
-                         f"per GPU, at batch {int(best['batch'])} and {best['tokens_per_s_per_user']:.1f} tokens/s per user.")
+            lines.append(
+                f"- {system} ({best['layout']}): at most {best['tokens_per_s_per_gpu']:,.0f} output tokens/s "
+                f"per GPU, at batch {int(best['batch'])} and {best['tokens_per_s_per_user']:.1f} tokens/s per user."
+            )
     return "\n".join(lines) if lines else "No design met the SLOs at any rate."

@@ -151,8 +151,11 @@ class Setup:
         r, lk, d = self.replica, self.links, self.design
         return {
             "tp": place_group(d, r.tp, 1, job_gpus=r.gpus, links=lk) if r.tp > 1 else None,
-            "ep": (place_group(d, r.ep, r.tp, job_gpus=r.gpus, links=lk)
-                   if r.ep > 1 and self.model.moe is not None else None),
+            "ep": (
+                place_group(d, r.ep, r.tp, job_gpus=r.gpus, links=lk)
+                if r.ep > 1 and self.model.moe is not None
+                else None
+            ),
             "pp": place_group(d, 2, r.tp * r.ep, job_gpus=r.gpus, links=lk) if r.pp > 1 else None,
         }
 
@@ -177,8 +180,10 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     r = replica
     check_choice("--dtype", r.dtype, SERVE_DTYPES)
     if r.dtype not in acc.dense_tflops:
-        raise InputError(f"accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
-                         f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those")
+        raise InputError(
+            f"accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
+            f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
+        )
     try:
         units.dtype_bytes(r.kv)
     except ValueError as exc:
@@ -195,16 +200,27 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     if r.engine is not None:
         eng = cat.get("engines", r.engine)
         if r.dtype not in eng.weight_dtypes:
-            raise InputError(f"engine {eng.id!r} serves weights in {', '.join(eng.weight_dtypes)}, not {r.dtype} "
-                             f"(field weight_dtypes)")
+            raise InputError(
+                f"engine {eng.id!r} serves weights in {', '.join(eng.weight_dtypes)}, not {r.dtype} "
+                f"(field weight_dtypes)"
+            )
         if r.kv not in eng.kv_dtypes:
-            raise InputError(f"engine {eng.id!r} keeps the KV cache in {', '.join(eng.kv_dtypes)}, not {r.kv} "
-                             f"(field kv_dtypes)")
+            raise InputError(
+                f"engine {eng.id!r} keeps the KV cache in {', '.join(eng.kv_dtypes)}, not {r.kv} (field kv_dtypes)"
+            )
     return Setup(model, system, acc, r, cat, design, eng)
 
 
-def candidate_replicas(model, system, dtype: str = "bf16", kv_dtype: str | None = None, fixed: dict | None = None,
-                       catalog: Catalog | None = None, overlap: bool = False, **settings) -> list[Replica]:
+def candidate_replicas(
+    model,
+    system,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    fixed: dict | None = None,
+    catalog: Catalog | None = None,
+    overlap: bool = False,
+    **settings,
+) -> list[Replica]:
     """Replica layouts to search: TP a power of two dividing the heads within one scale-up domain;
     for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
     :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
@@ -256,8 +272,17 @@ def _capacity(s: Setup, max_batched_tokens: int | None = None):
     if util is None and e is not None:
         util = 1.0 if e.memory_rule == "free" else e.memory_utilization
     mbt = max_batched_tokens or (e.max_num_batched_tokens if e is not None else None)
-    return kv_capacity(s.model, s.acc, r.dtype, r.kv, r.tp, r.ep, utilization=util,
-                       max_batched_tokens=mbt, overheads=s.design.memory_overheads)
+    return kv_capacity(
+        s.model,
+        s.acc,
+        r.dtype,
+        r.kv,
+        r.tp,
+        r.ep,
+        utilization=util,
+        max_batched_tokens=mbt,
+        overheads=s.design.memory_overheads,
+    )
 
 
 def fixed_bytes_per_gpu(s: Setup, max_batched_tokens: int | None = None) -> float:
@@ -280,8 +305,12 @@ def kv_budget_bytes(s: Setup, max_batched_tokens: int | None = None) -> float:
     runtime overheads, or :attr:`Replica.kv_budget_gib` capped at what the visible HBM holds after them."""
     rest = usable_bytes_per_gpu(s) - fixed_bytes_per_gpu(s, max_batched_tokens)
     e = s.engine
-    if s.replica.kv_budget_gib is None and s.replica.memory_utilization is None and e is not None \
-            and e.memory_rule == "free":
+    if (
+        s.replica.kv_budget_gib is None
+        and s.replica.memory_utilization is None
+        and e is not None
+        and e.memory_rule == "free"
+    ):
         return e.memory_utilization * rest  # TensorRT-LLM: a fraction of the memory left after the model
     if s.replica.kv_budget_gib is None:
         return rest
@@ -304,13 +333,17 @@ def max_batch(s: Setup, context_tokens: float) -> int:
     budget = kv_budget_bytes(s)
     r = s.replica
     if budget <= 0:
-        raise InfeasiblePlan(f"{s.model.id} at {r.dtype} needs {units.to_GiB(fixed_bytes_per_gpu(s)):.1f} GiB "
-                             f"of weights, workspace and overheads per GPU with tp={r.tp} ep={r.ep} pp={r.pp}; "
-                             f"{s.acc.id} offers {units.to_GiB(usable_bytes_per_gpu(s)):.1f} GiB to the engine")
+        raise InfeasiblePlan(
+            f"{s.model.id} at {r.dtype} needs {units.to_GiB(fixed_bytes_per_gpu(s)):.1f} GiB "
+            f"of weights, workspace and overheads per GPU with tp={r.tp} ep={r.ep} pp={r.pp}; "
+            f"{s.acc.id} offers {units.to_GiB(usable_bytes_per_gpu(s)):.1f} GiB to the engine"
+        )
     per_group = math.floor(budget / (context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp))
     if per_group < 1:
-        raise InfeasiblePlan(f"one sequence of {context_tokens:.0f} tokens does not fit the KV cache of "
-                             f"{s.model.id} on {s.acc.id} with tp={r.tp} ep={r.ep} pp={r.pp}")
+        raise InfeasiblePlan(
+            f"one sequence of {context_tokens:.0f} tokens does not fit the KV cache of "
+            f"{s.model.id} on {s.acc.id} with tp={r.tp} ep={r.ep} pp={r.pp}"
+        )
     b = per_group * r.groups
     if s.engine is not None:
         b = min(b, s.engine.max_num_seqs * r.ep)
@@ -402,8 +435,12 @@ def iteration_overhead_s(s: Setup) -> float:
 
 def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0) -> dict:
     tot = {**tot, "time_s": tot["time_s"] * (1.0 + dequant)}
-    out = {"compute_s": tot["time_s"], "bytes": tot["bytes"], "flops": tot["flops"],
-           **{f"{k}_s": v for k, v in comm.items()}}
+    out = {
+        "compute_s": tot["time_s"],
+        "bytes": tot["bytes"],
+        "flops": tot["flops"],
+        **{f"{k}_s": v for k, v in comm.items()},
+    }
     c = sum(comm.values())
     out["time_s"] = max(tot["time_s"], c) if overlap else tot["time_s"] + c
     return out
@@ -419,8 +456,9 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
 
 
-def prefill_per_request_s(s: Setup, prompt_tokens: float,
-                          max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS) -> float:
+def prefill_per_request_s(
+    s: Setup, prompt_tokens: float, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+) -> float:
     """Prefill time per request when the scheduler fills its token budget [s/request]:
     ``t_prefill(n, I) / n`` with ``n = max(1, floor(budget / I))`` prompts per pass."""
     n = max(1, int(max_batched_tokens // max(prompt_tokens, 1)))
@@ -462,10 +500,19 @@ class OperatingPoint:
         return asdict(self)
 
 
-def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float, *,
-                 context_tokens: float | None = None, max_context_tokens: float | None = None,
-                 max_batched_tokens: int | None = None, disaggregated: bool = False,
-                 chunked_prefill: int | None = None, _cache: dict | None = None) -> OperatingPoint:
+def steady_state(
+    s: Setup,
+    batch: int,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    context_tokens: float | None = None,
+    max_context_tokens: float | None = None,
+    max_batched_tokens: int | None = None,
+    disaggregated: bool = False,
+    chunked_prefill: int | None = None,
+    _cache: dict | None = None,
+) -> OperatingPoint:
     """Continuous batching with ``batch`` concurrent sequences in steady state (module docstring).
 
     Parameters
@@ -524,8 +571,12 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
     key = ("prefill", input_tokens, max_batched_tokens)
     if key not in cache:
         one = prefill_pass(s, 1, input_tokens)
-        cache[key] = (prefill_per_request_s(s, input_tokens, max_batched_tokens), one["time_s"], one["flops"],
-                      one["bytes"])
+        cache[key] = (
+            prefill_per_request_s(s, input_tokens, max_batched_tokens),
+            one["time_s"],
+            one["flops"],
+            one["bytes"],
+        )
     pf_req, pf_single, pf_flops, pf_bytes = cache[key]
     # prefill work spreads over the ``groups`` attention groups that run in parallel
     pf_iter = 0.0 if disaggregated else batch / output_tokens * pf_req / r.groups
@@ -538,8 +589,10 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
             raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
         per_iter = batch / r.groups * input_tokens / output_tokens
         if check_chunk and per_iter > chunked_prefill:
-            raise InfeasiblePlan(f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
-                                 f"group, more than the {chunked_prefill}-token chunk")
+            raise InfeasiblePlan(
+                f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
+                f"group, more than the {chunked_prefill}-token chunk"
+            )
         ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec["time_s"] + host)
     comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
     # busy fractions of one accelerator over an iteration: its FLOPs at the dense peak, its bytes at the
@@ -550,17 +603,36 @@ def steady_state(s: Setup, batch: int, input_tokens: float, output_tokens: float
     peak = {str(k): v for k, v in s.acc.dense_tflops.items()}[r.dtype]
     compute_busy = flops / units.tflops_to_flops_per_s(peak) / t_it
     memory_busy = moved / units.TBps_to_Bps(s.acc.hbm_bw_TBps) / t_it
-    breakdown = {"decode_compute": dec["compute_s"], "tp_allreduce": dec["tp_allreduce_s"],
-                 "ep_alltoall": dec["ep_alltoall_s"], "pp_send": dec["pp_send_s"],
-                 "hidden_by_overlap": dec["time_s"] - dec["compute_s"] - comm, "prefill_in_iteration": pf_iter,
-                 "engine_host": host}
+    breakdown = {
+        "decode_compute": dec["compute_s"],
+        "tp_allreduce": dec["tp_allreduce_s"],
+        "ep_alltoall": dec["ep_alltoall_s"],
+        "pp_send": dec["pp_send_s"],
+        "hidden_by_overlap": dec["time_s"] - dec["compute_s"] - comm,
+        "prefill_in_iteration": pf_iter,
+        "engine_host": host,
+    }
     return OperatingPoint(
-        batch=batch, input_tokens=input_tokens, output_tokens=output_tokens, decode_s=dec["time_s"],
-        prefill_per_request_s=pf_req, prefill_single_s=pf_single, iteration_s=t_it, tpot_s=t_it, ttft_s=ttft,
-        e2e_s=ttft + (output_tokens - 1) * t_it, tokens_per_s=tps, tokens_per_s_per_gpu=tps / r.gpus,
-        requests_per_s=tps / output_tokens, memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
-        hbm_bytes=usable_bytes_per_gpu(s), max_batch=mb, breakdown_s=breakdown, compute_busy=compute_busy,
-        memory_busy=memory_busy)
+        batch=batch,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        decode_s=dec["time_s"],
+        prefill_per_request_s=pf_req,
+        prefill_single_s=pf_single,
+        iteration_s=t_it,
+        tpot_s=t_it,
+        ttft_s=ttft,
+        e2e_s=ttft + (output_tokens - 1) * t_it,
+        tokens_per_s=tps,
+        tokens_per_s_per_gpu=tps / r.gpus,
+        requests_per_s=tps / output_tokens,
+        memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
+        hbm_bytes=usable_bytes_per_gpu(s),
+        max_batch=mb,
+        breakdown_s=breakdown,
+        compute_busy=compute_busy,
+        memory_busy=memory_busy,
+    )
 
 
 def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
@@ -574,8 +646,16 @@ def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
     return np.unique(np.append(g, max_b))
 
 
-def frontier(model, system, replica: Replica, input_tokens: float, output_tokens: float, batches=None,
-             catalog: Catalog | None = None, **kwargs) -> pd.DataFrame:
+def frontier(
+    model,
+    system,
+    replica: Replica,
+    input_tokens: float,
+    output_tokens: float,
+    batches=None,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> pd.DataFrame:
     """The throughput-latency frontier of one replica over batch size.
 
     Returns
@@ -602,19 +682,43 @@ def frontier(model, system, replica: Replica, input_tokens: float, output_tokens
     for b in bs:
         p = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
         pw = serving_power(s, p)
-        rows.append({"system": s.system.id, "model": s.model.id, "tp": replica.tp, "ep": replica.ep,
-                     "pp": replica.pp, "dtype": replica.dtype, "batch": p.batch, "tpot_s": p.tpot_s,
-                     "ttft_s": p.ttft_s, "e2e_s": p.e2e_s, "tokens_per_s": p.tokens_per_s,
-                     "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "tokens_per_s_per_user": 1.0 / p.tpot_s,
-                     "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
-                     "hbm_gib": units.to_GiB(p.hbm_bytes), "max_batch": p.max_batch,
-                     "gpu_power_w": pw["gpu_power_w"], "node_power_w": pw["node_power_w"],
-                     "joules_per_token": pw["joules_per_token"]})
+        rows.append(
+            {
+                "system": s.system.id,
+                "model": s.model.id,
+                "tp": replica.tp,
+                "ep": replica.ep,
+                "pp": replica.pp,
+                "dtype": replica.dtype,
+                "batch": p.batch,
+                "tpot_s": p.tpot_s,
+                "ttft_s": p.ttft_s,
+                "e2e_s": p.e2e_s,
+                "tokens_per_s": p.tokens_per_s,
+                "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+                "tokens_per_s_per_user": 1.0 / p.tpot_s,
+                "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
+                "hbm_gib": units.to_GiB(p.hbm_bytes),
+                "max_batch": p.max_batch,
+                "gpu_power_w": pw["gpu_power_w"],
+                "node_power_w": pw["node_power_w"],
+                "joules_per_token": pw["joules_per_token"],
+            }
+        )
     df = pd.DataFrame(rows)
-    df.attrs["units"] = {"tpot_s": "s", "ttft_s": "s", "e2e_s": "s", "tokens_per_s": "output tokens/s",
-                         "tokens_per_s_per_gpu": "output tokens/s/GPU", "tokens_per_s_per_user": "tokens/s",
-                         "memory_per_gpu_gib": "GiB", "hbm_gib": "GiB", "gpu_power_w": "W", "node_power_w": "W",
-                         "joules_per_token": "J/output token"}
+    df.attrs["units"] = {
+        "tpot_s": "s",
+        "ttft_s": "s",
+        "e2e_s": "s",
+        "tokens_per_s": "output tokens/s",
+        "tokens_per_s_per_gpu": "output tokens/s/GPU",
+        "tokens_per_s_per_user": "tokens/s",
+        "memory_per_gpu_gib": "GiB",
+        "hbm_gib": "GiB",
+        "gpu_power_w": "W",
+        "node_power_w": "W",
+        "joules_per_token": "J/output token",
+    }
     return df
 
 
@@ -623,8 +727,10 @@ def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **
     unbounded request rate measure (a grid over batch, then the neighbourhood of the best)."""
     mb = max_batch(s, input_tokens + output_tokens)
     cache: dict = {}
-    pts = {int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
-           for b in batch_grid(mb, s.replica.groups, 16)}
+    pts = {
+        int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        for b in batch_grid(mb, s.replica.groups, 16)
+    }
     best = max(pts, key=lambda b: pts[b].tokens_per_s)
     keys = sorted(pts)
     i = keys.index(best)

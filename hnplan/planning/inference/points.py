@@ -102,10 +102,17 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     g = r.gpus if gpus is None else gpus
     replica_w = per_gpu_it * g
     tps = p.tokens_per_s * min(1.0, max(load, 1e-12)) * g / r.gpus
-    return {"gpu_utilisation": u, "compute_busy": p.compute_busy, "memory_busy": p.memory_busy,
-            "gpu_power_w": gpu_w, "node_power_w": per_gpu_it * s.system.node_gpus, "replica_power_w": replica_w,
-            "facility_power_w": replica_w * pw.pue, "joules_per_token": replica_w / tps,
-            "joules_per_request": replica_w / tps * p.output_tokens}
+    return {
+        "gpu_utilisation": u,
+        "compute_busy": p.compute_busy,
+        "memory_busy": p.memory_busy,
+        "gpu_power_w": gpu_w,
+        "node_power_w": per_gpu_it * s.system.node_gpus,
+        "replica_power_w": replica_w,
+        "facility_power_w": replica_w * pw.pue,
+        "joules_per_token": replica_w / tps,
+        "joules_per_request": replica_w / tps * p.output_tokens,
+    }
 
 
 def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:
@@ -150,8 +157,15 @@ def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bo
     return lo[1]
 
 
-def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, replica: Replica | None = None,
-                     catalog: Catalog | None = None, dtype: str = "bf16") -> dict:
+def scoring_capacity(
+    model,
+    system,
+    input_tokens: int,
+    latency_bound_s: float,
+    replica: Replica | None = None,
+    catalog: Catalog | None = None,
+    dtype: str = "bf16",
+) -> dict:
     """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
     the requests per second one node sustains with every request answered within ``latency_bound_s``.
 
@@ -188,19 +202,41 @@ def scoring_capacity(model, system, input_tokens: int, latency_bound_s: float, r
             continue
         per_gpu = k_lo * r.groups / t_lo / r.gpus
         if best is None or per_gpu > best["requests_per_s_per_gpu"]:
-            best = {"tp": r.tp, "ep": r.ep, "pp": r.pp, "batch": k_lo * r.groups, "pass_s": t_lo, "latency_s": 2 * t_lo,
-                    "requests_per_s_per_gpu": per_gpu, "node_gpus": sys_.node_gpus,
-                    "requests_per_s_per_node": per_gpu * sys_.node_gpus}
+            best = {
+                "tp": r.tp,
+                "ep": r.ep,
+                "pp": r.pp,
+                "batch": k_lo * r.groups,
+                "pass_s": t_lo,
+                "latency_s": 2 * t_lo,
+                "requests_per_s_per_gpu": per_gpu,
+                "node_gpus": sys_.node_gpus,
+                "requests_per_s_per_node": per_gpu * sys_.node_gpus,
+            }
     if best is None:
-        raise InfeasiblePlan(f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
-                             f"half the {latency_bound_s * 1e3:.1f} ms bound")
+        raise InfeasiblePlan(
+            f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
+            f"half the {latency_bound_s * 1e3:.1f} ms bound"
+        )
     return best
 
 
-def operating_point(model, system, input_tokens: float, output_tokens: float, *, replica: Replica | None = None,
-                    batch: int | None = None, dtype: str = "bf16", kv_dtype: str | None = None,
-                    fixed: dict | None = None, overlap: bool = False, catalog: Catalog | None = None,
-                    settings: dict | None = None, **kwargs) -> dict:
+def operating_point(
+    model,
+    system,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    replica: Replica | None = None,
+    batch: int | None = None,
+    dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    fixed: dict | None = None,
+    overlap: bool = False,
+    catalog: Catalog | None = None,
+    settings: dict | None = None,
+    **kwargs,
+) -> dict:
     """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
 
     Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees;
@@ -227,14 +263,20 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     settings = settings or {}
     if replica is None:
         resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)
-    reps = ([replica] if replica is not None
-            else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings))
+    reps = (
+        [replica]
+        if replica is not None
+        else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **settings)
+    )
     best, err = None, None
     for r in reps:
         s = resolve(m, sys_, r, cat)
         try:
-            p = (max_throughput_point(s, input_tokens, output_tokens, **kwargs) if batch is None
-                 else steady_state(s, batch, input_tokens, output_tokens, **kwargs))
+            p = (
+                max_throughput_point(s, input_tokens, output_tokens, **kwargs)
+                if batch is None
+                else steady_state(s, batch, input_tokens, output_tokens, **kwargs)
+            )
         except InfeasiblePlan as exc:
             err = exc
             continue
@@ -248,21 +290,48 @@ def operating_point(model, system, input_tokens: float, output_tokens: float, *,
     energy = serving_power(resolve(m, sys_, r, cat), p)
     rate = usd_per_gpu_hour(sys_, None, cat)
     it_w, _ = attributed_power_w(sys_, r.gpus, cat)
-    return {"model": m.id, "system": sys_.id, "tp": r.tp, "ep": r.ep, "pp": r.pp, "dtype": r.dtype,
-            "kv_dtype": r.kv, "input_tokens": input_tokens, "output_tokens": output_tokens, "batch": p.batch,
-            "max_batch": p.max_batch, "ttft_s": p.ttft_s, "tpot_s": p.tpot_s, "e2e_latency_s": p.e2e_s,
-            "tokens_per_s": p.tokens_per_s, "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
-            "tokens_per_s_per_user": 1.0 / p.tpot_s, "replicas": 1, "gpus": r.gpus,
-            "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes), "hbm_gib": units.to_GiB(p.hbm_bytes),
-            "usd_per_gpu_hour": rate, "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
-            "it_power_kw": units.w_to_kw(it_w), **energy, "engine": r.engine,
-            "breakdown_s": dict(p.breakdown_s),
-            **({"cost_note": f"n/a: {price_gap(sys_, cat)}"} if rate != rate else {})}
+    return {
+        "model": m.id,
+        "system": sys_.id,
+        "tp": r.tp,
+        "ep": r.ep,
+        "pp": r.pp,
+        "dtype": r.dtype,
+        "kv_dtype": r.kv,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "batch": p.batch,
+        "max_batch": p.max_batch,
+        "ttft_s": p.ttft_s,
+        "tpot_s": p.tpot_s,
+        "e2e_latency_s": p.e2e_s,
+        "tokens_per_s": p.tokens_per_s,
+        "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+        "tokens_per_s_per_user": 1.0 / p.tpot_s,
+        "replicas": 1,
+        "gpus": r.gpus,
+        "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
+        "hbm_gib": units.to_GiB(p.hbm_bytes),
+        "usd_per_gpu_hour": rate,
+        "usd_per_million_tokens": usd_per_million_tokens(r.gpus, p.tokens_per_s, rate),
+        "it_power_kw": units.w_to_kw(it_w),
+        **energy,
+        "engine": r.engine,
+        "breakdown_s": dict(p.breakdown_s),
+        **({"cost_note": f"n/a: {price_gap(sys_, cat)}"} if rate != rate else {}),
+    }
 
 
-def design_frontiers(model, systems, input_tokens: float, output_tokens: float, dtype: str = "bf16",
-                     overlap: bool = False, catalog: Catalog | None = None,
-                     engine: str | None = None) -> pd.DataFrame:
+def design_frontiers(
+    model,
+    systems,
+    input_tokens: float,
+    output_tokens: float,
+    dtype: str = "bf16",
+    overlap: bool = False,
+    catalog: Catalog | None = None,
+    engine: str | None = None,
+) -> pd.DataFrame:
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
     ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``.
@@ -272,8 +341,9 @@ def design_frontiers(model, systems, input_tokens: float, output_tokens: float, 
     for sys_id in systems:
         try:
             settings: dict = {"engine": engine} if engine else {}
-            best = operating_point(model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap,
-                                   catalog=cat, settings=settings)
+            best = operating_point(
+                model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat, settings=settings
+            )
             r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"

@@ -25,21 +25,41 @@ import pandas as pd
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.planning.inference.core import Replica, max_throughput_point, prefill_pass, resolve, steady_state
 
-TRTLLM_SOURCE = ("NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
-                 "PyTorch backend, FP8, infinite request rate, output tokens/s of the TP group")
+TRTLLM_SOURCE = (
+    "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
+    "PyTorch backend, FP8, infinite request rate, output tokens/s of the TP group"
+)
 # (model id, TP, input tokens, output tokens, output tokens/s of the TP group)
 TRTLLM_ROWS = [
-    ("llama3.1-8b", 1, 128, 128, 28312), ("llama3.1-8b", 1, 128, 2048, 22714), ("llama3.1-8b", 1, 128, 4096, 14325),
-    ("llama3.1-8b", 1, 500, 2000, 17660), ("llama3.1-8b", 1, 1000, 1000, 15220), ("llama3.1-8b", 1, 1000, 2000, 13899),
-    ("llama3.1-8b", 1, 2048, 128, 3450), ("llama3.1-8b", 1, 2048, 2048, 9305), ("llama3.1-8b", 1, 5000, 500, 3459),
+    ("llama3.1-8b", 1, 128, 128, 28312),
+    ("llama3.1-8b", 1, 128, 2048, 22714),
+    ("llama3.1-8b", 1, 128, 4096, 14325),
+    ("llama3.1-8b", 1, 500, 2000, 17660),
+    ("llama3.1-8b", 1, 1000, 1000, 15220),
+    ("llama3.1-8b", 1, 1000, 2000, 13899),
+    ("llama3.1-8b", 1, 2048, 128, 3450),
+    ("llama3.1-8b", 1, 2048, 2048, 9305),
+    ("llama3.1-8b", 1, 5000, 500, 3459),
     ("llama3.1-8b", 1, 20000, 2000, 1351),
-    ("llama3.1-70b", 2, 128, 128, 6378), ("llama3.1-70b", 2, 128, 2048, 6651), ("llama3.1-70b", 2, 128, 4096, 4199),
-    ("llama3.1-70b", 2, 500, 2000, 5222), ("llama3.1-70b", 2, 1000, 1000, 4205), ("llama3.1-70b", 2, 1000, 2000, 4146),
-    ("llama3.1-70b", 2, 2048, 128, 762), ("llama3.1-70b", 2, 2048, 2048, 3082), ("llama3.1-70b", 2, 5000, 500, 898),
+    ("llama3.1-70b", 2, 128, 128, 6378),
+    ("llama3.1-70b", 2, 128, 2048, 6651),
+    ("llama3.1-70b", 2, 128, 4096, 4199),
+    ("llama3.1-70b", 2, 500, 2000, 5222),
+    ("llama3.1-70b", 2, 1000, 1000, 4205),
+    ("llama3.1-70b", 2, 1000, 2000, 4146),
+    ("llama3.1-70b", 2, 2048, 128, 762),
+    ("llama3.1-70b", 2, 2048, 2048, 3082),
+    ("llama3.1-70b", 2, 5000, 500, 898),
     ("llama3.1-70b", 2, 20000, 2000, 437),
-    ("llama3.1-405b", 8, 128, 128, 3627), ("llama3.1-405b", 8, 128, 2048, 4340), ("llama3.1-405b", 8, 128, 4096, 3116),
-    ("llama3.1-405b", 8, 500, 2000, 3994), ("llama3.1-405b", 8, 1000, 1000, 2919), ("llama3.1-405b", 8, 1000, 2000, 2895),
-    ("llama3.1-405b", 8, 2048, 128, 453), ("llama3.1-405b", 8, 2048, 2048, 2296), ("llama3.1-405b", 8, 5000, 500, 610),
+    ("llama3.1-405b", 8, 128, 128, 3627),
+    ("llama3.1-405b", 8, 128, 2048, 4340),
+    ("llama3.1-405b", 8, 128, 4096, 3116),
+    ("llama3.1-405b", 8, 500, 2000, 3994),
+    ("llama3.1-405b", 8, 1000, 1000, 2919),
+    ("llama3.1-405b", 8, 1000, 2000, 2895),
+    ("llama3.1-405b", 8, 2048, 128, 453),
+    ("llama3.1-405b", 8, 2048, 2048, 2296),
+    ("llama3.1-405b", 8, 5000, 500, 610),
     ("llama3.1-405b", 8, 20000, 2000, 345),
 ]
 # Stated error bands per model [%] (model - published) / published
@@ -76,44 +96,126 @@ class Measurement:
 def measurements() -> list[Measurement]:
     """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200 and the
     DeepSeek-V3 serving reports."""
-    out = [Measurement(f"trtllm-{m}-tp{tp}-{i}-{o}", "tokens_per_s", m, "hgx-h100-ib-ndr", tp, 1, "fp8", i, o,
-                       float(v), "output tokens/s per TP group", TRTLLM_SOURCE, *TRTLLM_TOLERANCE_PCT[m],
-                       note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
-                       family=f"TensorRT-LLM {m}")
-           for m, tp, i, o, v in TRTLLM_ROWS]
-    h200 = ("NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
-            "Optimizer on NVIDIA H200 GPUs' (Aug 2024), Table 1, maximum throughput, TensorRT Model Optimizer FP8 "
-            "(FP8 KV cache), 8 x H200 (secondary: transcribed alike by several news mirrors of the blog)")
-    out += [Measurement(f"trtllm-h200-llama3.1-405b-tp8-{i}-{o}", "tokens_per_s", "llama3.1-405b", "hgx-h200-ib-ndr",
-                        8, 1, "fp8", i, o, v, "output tokens/s per TP group", h200, -10.0, 40.0,
-                        family="TensorRT-LLM H200 blog")
-            for i, o, v in ((2048, 128, 463.1), (32768, 2048, 320.1), (120000, 2048, 71.5))]
-    rtp = ("alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': H800 RoCE, PD-disaggregated, TP1 DP=EP; "
-           "4K input / 2K output")
+    out = [
+        Measurement(
+            f"trtllm-{m}-tp{tp}-{i}-{o}",
+            "tokens_per_s",
+            m,
+            "hgx-h100-ib-ndr",
+            tp,
+            1,
+            "fp8",
+            i,
+            o,
+            float(v),
+            "output tokens/s per TP group",
+            TRTLLM_SOURCE,
+            *TRTLLM_TOLERANCE_PCT[m],
+            note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
+            family=f"TensorRT-LLM {m}",
+        )
+        for m, tp, i, o, v in TRTLLM_ROWS
+    ]
+    h200 = (
+        "NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
+        "Optimizer on NVIDIA H200 GPUs' (Aug 2024), Table 1, maximum throughput, TensorRT Model Optimizer FP8 "
+        "(FP8 KV cache), 8 x H200 (secondary: transcribed alike by several news mirrors of the blog)"
+    )
     out += [
-        Measurement("rtp-llm-deepseek-v3-decode", "tokens_per_s_per_gpu_at_batch", "deepseek-v3", "hgx-h800-ib", 1, 128,
-                    "fp8", 4096, 2048, 1850.0, "output tokens/s per GPU", rtp + "; decode EP144 (128 + 16 redundant), "
-                    "13,200 concurrent requests reach the 20 tokens/s-per-user SLA: 1,850 tokens/s per GPU",
-                    -70.0, 0.0, context_tokens=4096 + 1024, tpot_bound_s=1 / 20, batch=round(13200 / 144 * 128),
-                    note="modelled with EP128 (the 128 non-redundant ranks) and two-micro-batch overlap; MTP "
-                         "speculative decoding and one-shot all-to-all kernels (DeepEP) are not modelled",
-                    family="RTP-LLM DeepSeek-V3", overlap=True),
-        Measurement("rtp-llm-deepseek-v3-prefill", "prefill_s", "deepseek-v3", "hgx-h800-ib", 1, 32, "fp8", 4096, 1,
-                    1.5, "s per prefill pass of 2 x 4K prompts on one GPU", rtp + "; prefill EP32: one GPU runs 2 "
-                    "requests of 4K tokens in 1.5 s (5,333 tokens/s per GPU)", -30.0, 30.0, batch=2,
-                    note="two-micro-batch overlap modelled; the pass is bound by the pairwise EP all-to-all",
-                    family="RTP-LLM DeepSeek-V3", overlap=True),
-        Measurement("deepseek-v3-production-decode", "tokens_per_s_per_gpu_at_batch", "deepseek-v3", "hgx-h800-ib", 1,
-                    128, "fp8", 4989, 1000, 14800.0 / 8, "output tokens/s per GPU",
-                    "deepseek-ai/open-infra-index 202502OpenSourceWeek/day_6_one_more_thing_deepseekV3R1_inference_system_"
-                    "overview.md: ~14.8k output tokens/s per H800 node in decode, average KV length 4,989 tokens per "
-                    "output token, 20-22 tokens/s per user; decode EP144 DP144 over 18 nodes",
-                    -70.0, 0.0, context_tokens=4989, tpot_bound_s=1 / 21,
-                    batch=round(14800 / 8 / 21 * 128),
-                    note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
-                         "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
-                         "published (1000 assumed for memory sizing only); overlap modelled, MTP not",
-                    family="DeepSeek production", overlap=True),
+        Measurement(
+            f"trtllm-h200-llama3.1-405b-tp8-{i}-{o}",
+            "tokens_per_s",
+            "llama3.1-405b",
+            "hgx-h200-ib-ndr",
+            8,
+            1,
+            "fp8",
+            i,
+            o,
+            v,
+            "output tokens/s per TP group",
+            h200,
+            -10.0,
+            40.0,
+            family="TensorRT-LLM H200 blog",
+        )
+        for i, o, v in ((2048, 128, 463.1), (32768, 2048, 320.1), (120000, 2048, 71.5))
+    ]
+    rtp = (
+        "alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': H800 RoCE, PD-disaggregated, TP1 DP=EP; "
+        "4K input / 2K output"
+    )
+    out += [
+        Measurement(
+            "rtp-llm-deepseek-v3-decode",
+            "tokens_per_s_per_gpu_at_batch",
+            "deepseek-v3",
+            "hgx-h800-ib",
+            1,
+            128,
+            "fp8",
+            4096,
+            2048,
+            1850.0,
+            "output tokens/s per GPU",
+            rtp + "; decode EP144 (128 + 16 redundant), "
+            "13,200 concurrent requests reach the 20 tokens/s-per-user SLA: 1,850 tokens/s per GPU",
+            -70.0,
+            0.0,
+            context_tokens=4096 + 1024,
+            tpot_bound_s=1 / 20,
+            batch=round(13200 / 144 * 128),
+            note="modelled with EP128 (the 128 non-redundant ranks) and two-micro-batch overlap; MTP "
+            "speculative decoding and one-shot all-to-all kernels (DeepEP) are not modelled",
+            family="RTP-LLM DeepSeek-V3",
+            overlap=True,
+        ),
+        Measurement(
+            "rtp-llm-deepseek-v3-prefill",
+            "prefill_s",
+            "deepseek-v3",
+            "hgx-h800-ib",
+            1,
+            32,
+            "fp8",
+            4096,
+            1,
+            1.5,
+            "s per prefill pass of 2 x 4K prompts on one GPU",
+            rtp + "; prefill EP32: one GPU runs 2 requests of 4K tokens in 1.5 s (5,333 tokens/s per GPU)",
+            -30.0,
+            30.0,
+            batch=2,
+            note="two-micro-batch overlap modelled; the pass is bound by the pairwise EP all-to-all",
+            family="RTP-LLM DeepSeek-V3",
+            overlap=True,
+        ),
+        Measurement(
+            "deepseek-v3-production-decode",
+            "tokens_per_s_per_gpu_at_batch",
+            "deepseek-v3",
+            "hgx-h800-ib",
+            1,
+            128,
+            "fp8",
+            4989,
+            1000,
+            14800.0 / 8,
+            "output tokens/s per GPU",
+            "deepseek-ai/open-infra-index 202502OpenSourceWeek/day_6_one_more_thing_deepseekV3R1_inference_system_"
+            "overview.md: ~14.8k output tokens/s per H800 node in decode, average KV length 4,989 tokens per "
+            "output token, 20-22 tokens/s per user; decode EP144 DP144 over 18 nodes",
+            -70.0,
+            0.0,
+            context_tokens=4989,
+            tpot_bound_s=1 / 21,
+            batch=round(14800 / 8 / 21 * 128),
+            note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
+            "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
+            "published (1000 assumed for memory sizing only); overlap modelled, MTP not",
+            family="DeepSeek production",
+            overlap=True,
+        ),
     ]
     return out
 
@@ -128,8 +230,15 @@ def predict(m: Measurement, catalog: Catalog | None = None) -> float:
         return prefill_pass(s, m.batch or 1, m.input_tokens)["time_s"]
     if m.quantity == "tokens_per_s_per_gpu_at_batch":
         ctx = m.context_tokens or m.input_tokens + m.output_tokens / 2
-        p = steady_state(s, m.batch or 1, m.input_tokens, m.output_tokens, context_tokens=ctx,
-                         max_context_tokens=ctx, disaggregated=True)
+        p = steady_state(
+            s,
+            m.batch or 1,
+            m.input_tokens,
+            m.output_tokens,
+            context_tokens=ctx,
+            max_context_tokens=ctx,
+            disaggregated=True,
+        )
         return p.tokens_per_s_per_gpu
     raise ValueError(f"unknown quantity {m.quantity!r}")
 
@@ -160,7 +269,9 @@ def validation_summary(df: pd.DataFrame) -> str:
     """Markdown: mean absolute error and range per source family of a :func:`validation_table`."""
     out = []
     for f, g in df.groupby("family", sort=False):
-        out.append(f"- **{f}** ({len(g)} rows): mean |error| {g['error_pct'].abs().mean():.1f}%, "
-                   f"from {g['error_pct'].min():+.1f}% to {g['error_pct'].max():+.1f}%; "
-                   f"{int(g['within_tolerance'].sum())} of {len(g)} within the stated band.")
+        out.append(
+            f"- **{f}** ({len(g)} rows): mean |error| {g['error_pct'].abs().mean():.1f}%, "
+            f"from {g['error_pct'].min():+.1f}% to {g['error_pct'].max():+.1f}%; "
+            f"{int(g['within_tolerance'].sum())} of {len(g)} within the stated band."
+        )
     return "\n".join(out)

@@ -54,8 +54,9 @@ def _axis(fixed: dict, name: str, default) -> np.ndarray:
     return np.atleast_1d(np.asarray(fixed[name])) if fixed.get(name) is not None else np.asarray(default)
 
 
-def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, global_batch_seqs: int,
-                    fixed: dict | None = None) -> pd.DataFrame:
+def candidate_frame(
+    model: Model, system: System, gpus: int, seq_len: int, global_batch_seqs: int, fixed: dict | None = None
+) -> pd.DataFrame:
     """All valid plans for a job, as a table.
 
     Parameters
@@ -115,8 +116,16 @@ def candidate_frame(model: Model, system: System, gpus: int, seq_len: int, globa
     keep = gpus % (tp_ * cp_ * pp_) == 0
     if "zero_stage" not in fixed:
         keep &= (z_ <= 1) | (pp_ == 1)
-    cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_,
-                virtual_stages=v_, zero_stage=z_)
+    cols = dict(
+        tp=tp_,
+        pp=pp_,
+        dp=gpus // (tp_ * cp_ * pp_),
+        cp=cp_,
+        ep=ep_,
+        microbatch_size=mb_,
+        virtual_stages=v_,
+        zero_stage=z_,
+    )
     if "dp" in fixed:
         keep &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
     cols = {k: a[keep] for k, a in cols.items()}

@@ -72,8 +72,7 @@ BUCKET_PER_DP_PARAMS = 1_000_000
 # Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, unfused attention (FlashAttention was
 # published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
 # choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
-MEGATRON_2021 = StackChoices(dp_grad_reduce=False, dp_param_gather=False, attention="unfused",
-                             sequence_parallel=False)
+MEGATRON_2021 = StackChoices(dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False)
 
 
 def stack_choices(stack: SoftwareStack) -> StackChoices:
@@ -129,12 +128,22 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> 
     network level holding the group (``domain``, ``leaf``, ``pod``, ``fabric``) and ``bw_GBps`` the
     per-rank bandwidth of the slowest tier it uses [GB/s, per direction]."""
     out = {}
-    for name, size, stride in (("tp", tp, 1), ("cp", cp, tp), ("ep", ep, tp), ("dp", dp * cp, tp),
-                               ("pp", pp, tp * cp * dp)):
+    for name, size, stride in (
+        ("tp", tp, 1),
+        ("cp", cp, tp),
+        ("ep", ep, tp),
+        ("dp", dp * cp, tp),
+        ("pp", pp, tp * cp * dp),
+    ):
         g = job.group(int(size), int(stride))
         link = g.up if g.domains == 1 else g.out
-        out[name] = dict(ranks=int(size), per_domain=g.per_domain, domains=g.domains, level=g.level,
-                         bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0)
+        out[name] = dict(
+            ranks=int(size),
+            per_domain=g.per_domain,
+            domains=g.domains,
+            level=g.level,
+            bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0,
+        )
     return out
 
 
@@ -145,6 +154,7 @@ def _col(df, name):
 # ----------------------------------------------------------------------------------------------
 # placement and collectives over arrays
 # ----------------------------------------------------------------------------------------------
+
 
 def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
@@ -175,7 +185,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(len(pairs) + 1))
     for i, (sz, st) in enumerate(pairs):
-        sel = idx[order[bounds[i]:bounds[i + 1]]]
+        sel = idx[order[bounds[i] : bounds[i + 1]]]
         table = algorithm_table(op, n[sel], job.group(int(sz), int(st)))
         out[sel] = np.min(np.vstack(list(table.values())), axis=0)
     return out
@@ -184,6 +194,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # compute
 # ----------------------------------------------------------------------------------------------
+
 
 def stage_kinds(job: Job, pp):
     """Layers of the first, a middle and the last pipeline stage, split by kind [arrays of counts].
@@ -217,14 +228,16 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
-    lt = training_part_times(job.model, job.acc, uniq, job.seq_len, job.dtype, job.choices.attention,
-                             job.choices.sequence_parallel).iloc[codes]
+    lt = training_part_times(
+        job.model, job.acc, uniq, job.seq_len, job.dtype, job.choices.attention, job.choices.sequence_parallel
+    ).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
     def part(name):
         fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
-            [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0)
+            [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0
+        )
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
         attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
         return fwd, lt[f"{name}_bwd"].to_numpy(), attn
@@ -249,8 +262,9 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
     slowest = np.argmax(stack[:, 0, :], axis=0)
     pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
-    return pd.DataFrame(pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers",
-                                       "moe_layers"])
+    return pd.DataFrame(
+        pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers"]
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -337,8 +351,9 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
         q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
         spans = (ep > 1) & (d > 1)
-        reach = np.minimum.reduce([np.full(len(df), moe.active_experts), d,
-                                   moe.groups_per_token * np.ceil(d / moe.expert_groups)])
+        reach = np.minimum.reduce(
+            [np.full(len(df), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
+        )
         cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
         inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
         t = np.where(spans, np.maximum(cross, inside), t)
@@ -424,6 +439,7 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 # memory and FLOPs
 # ----------------------------------------------------------------------------------------------
 
+
 def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccounting:
     """Bytes per parameter a stack keeps for a training dtype (:func:`hnplan.memory.states.stack_accounting`
     of its gradient buffer width and fp8 weight fields; default: hnplan's default stack)."""
@@ -444,18 +460,27 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
     ch = job.choices
-    return training_memory_table(job.model, df, job.seq_len, recipe=memory_recipe(job.dtype, ch),
-                                 flash_attention=ch.attention == "flash", dropout=job.model.dropout,
-                                 sequence_parallel=ch.sequence_parallel, catalog=job.catalog,
-                                 balanced=ch.pipeline_balanced_ends)
+    return training_memory_table(
+        job.model,
+        df,
+        job.seq_len,
+        recipe=memory_recipe(job.dtype, ch),
+        flash_attention=ch.attention == "flash",
+        dropout=job.model.dropout,
+        sequence_parallel=ch.sequence_parallel,
+        catalog=job.catalog,
+        balanced=ch.pipeline_balanced_ends,
+    )
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
     """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
     rc = df["recompute"]
     f = {r: training_flops_per_token(job.model, job.seq_len, r) for r in rc.unique()}
-    return (rc.map({r: v.model for r, v in f.items()}).to_numpy(dtype=float),
-            rc.map({r: v.hardware for r, v in f.items()}).to_numpy(dtype=float))
+    return (
+        rc.map({r: v.model for r, v in f.items()}).to_numpy(dtype=float),
+        rc.map({r: v.hardware for r, v in f.items()}).to_numpy(dtype=float),
+    )
 
 
 def hbm_bytes(acc: Accelerator) -> float:

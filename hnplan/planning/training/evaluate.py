@@ -26,16 +26,32 @@ from hnplan.planning.training.plan import (
     validate_plan,
 )
 
-BREAKDOWN = ("compute", "tp_comm_exposed", "cp_comm_exposed", "ep_comm_exposed", "pp_comm_exposed", "pp_bubble",
-             "dp_comm_exposed", "optimizer")
+BREAKDOWN = (
+    "compute",
+    "tp_comm_exposed",
+    "cp_comm_exposed",
+    "ep_comm_exposed",
+    "pp_comm_exposed",
+    "pp_bubble",
+    "dp_comm_exposed",
+    "optimizer",
+)
 MEMORY_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
-UNITS = {"step_time_s": "s", "tokens_per_s": "tokens/s", "mfu": "fraction", "hfu": "fraction",
-         "model_tflops_per_gpu": "TFLOP/s", "hardware_tflops_per_gpu": "TFLOP/s", "memory_per_gpu_gib": "GiB",
-         **{f"t_{k}_s": "s" for k in BREAKDOWN}}
+UNITS = {
+    "step_time_s": "s",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+    "hfu": "fraction",
+    "model_tflops_per_gpu": "TFLOP/s",
+    "hardware_tflops_per_gpu": "TFLOP/s",
+    "memory_per_gpu_gib": "GiB",
+    **{f"t_{k}_s": "s" for k in BREAKDOWN},
+}
 
 
-def resolve_choices(stack: SoftwareStack | None = None, choices: StackChoices | None = None,
-                    overrides: dict | None = None) -> tuple[StackChoices, dict[str, str]]:
+def resolve_choices(
+    stack: SoftwareStack | None = None, choices: StackChoices | None = None, overrides: dict | None = None
+) -> tuple[StackChoices, dict[str, str]]:
     """The choices of a job and where each came from: ``choices`` if given (all of them), else the
     stack's, else the defaults (:class:`StackChoices`, the ``megatron-core`` stack's); then the
     ``overrides`` that are not ``None``, each recorded as ``override``.
@@ -53,8 +69,9 @@ def resolve_choices(stack: SoftwareStack | None = None, choices: StackChoices | 
         base, origin = StackChoices(), "default (StackChoices, the megatron-core stack's)"
     provenance = {k: origin for k in StackChoices.model_fields}
     if stack is not None and choices is None:
-        provenance.update({k: f"stack {stack.id} (assumed: see its assumptions)" for k in stack.assumptions
-                           if k in provenance})
+        provenance.update(
+            {k: f"stack {stack.id} (assumed: see its assumptions)" for k in stack.assumptions if k in provenance}
+        )
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     unknown = sorted(set(given) - set(StackChoices.model_fields))
     if unknown:
@@ -65,15 +82,26 @@ def resolve_choices(stack: SoftwareStack | None = None, choices: StackChoices | 
             base = StackChoices(**{**base.model_dump(), **given})
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise InputError(f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; "
-                             f"got {err.get('input')!r}") from None
+            raise InputError(
+                f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
+            ) from None
         provenance.update({k: "override" for k in given})
     return base, provenance
 
 
-def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-             catalog: Catalog | None = None, *, stack=None, choices: StackChoices | None = None,
-             overrides: dict | None = None) -> c.Job:
+def make_job(
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    stack=None,
+    choices: StackChoices | None = None,
+    overrides: dict | None = None,
+) -> c.Job:
     """Assemble a training job once: ids resolved, the stack's choices and GEMM efficiency applied,
     the job-level inputs checked, and where each efficiency and choice came from recorded.
 
@@ -136,10 +164,24 @@ def make_job(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dty
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
     if seq_len > model.max_seq:
-        raise InputError(f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
-                         f"(field max_seq of its catalog entry)")
-    return c.Job(model, system, acc, system_links(cat.design(system), gpus=gpus), gpus, seq_len, global_batch_seqs, dtype,
-                 ch, cat, st, dict(sorted(provenance.items())))
+        raise InputError(
+            f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
+            f"(field max_seq of its catalog entry)"
+        )
+    return c.Job(
+        model,
+        system,
+        acc,
+        system_links(cat.design(system), gpus=gpus),
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        ch,
+        cat,
+        st,
+        dict(sorted(provenance.items())),
+    )
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -193,8 +235,16 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     bubble = (df["pp"].to_numpy() - 1) / df["virtual_stages"].to_numpy() * t_mb
     t_dp = c.dp_comm_exposed(job, df, comp["t_fwd_mb"].to_numpy(), comp["t_bwd_mb"].to_numpy(), t_comp)
     t_opt = c.optimizer_s(job, df)
-    parts = dict(compute=m * t_comp, tp_comm_exposed=m * t_tp, cp_comm_exposed=m * t_cp, ep_comm_exposed=m * t_ep,
-                 pp_comm_exposed=m * t_pp, pp_bubble=bubble, dp_comm_exposed=t_dp, optimizer=t_opt)
+    parts = dict(
+        compute=m * t_comp,
+        tp_comm_exposed=m * t_tp,
+        cp_comm_exposed=m * t_cp,
+        ep_comm_exposed=m * t_ep,
+        pp_comm_exposed=m * t_pp,
+        pp_bubble=bubble,
+        dp_comm_exposed=t_dp,
+        optimizer=t_opt,
+    )
     for k in BREAKDOWN:
         df[f"t_{k}_s"] = parts[k]
     step = sum(parts[k] for k in BREAKDOWN)
@@ -219,21 +269,40 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
     """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans`."""
-    plan = ParallelPlan(tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]), ep=int(row["ep"]),
-                        microbatch_size=int(row["microbatch_size"]), virtual_stages=int(row["virtual_stages"]),
-                        zero_stage=int(row["zero_stage"]), recompute=str(row["recompute"]))
+    plan = ParallelPlan(
+        tp=int(row["tp"]),
+        pp=int(row["pp"]),
+        dp=int(row["dp"]),
+        cp=int(row["cp"]),
+        ep=int(row["ep"]),
+        microbatch_size=int(row["microbatch_size"]),
+        virtual_stages=int(row["virtual_stages"]),
+        zero_stage=int(row["zero_stage"]),
+        recompute=str(row["recompute"]),
+    )
     mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
     mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
     return TrainingEstimate(
-        model=job.model.id, system=job.system.id, gpus=job.gpus, seq_len=job.seq_len,
-        global_batch_seqs=job.global_batch_seqs, dtype=job.dtype, plan=plan,
-        num_microbatches=int(row["num_microbatches"]), step_time_s=float(row["step_time_s"]),
-        tokens_per_s=float(row["tokens_per_s"]), model_flops_per_token=float(row["model_flops_per_token"]),
-        hardware_flops_per_token=float(row["hardware_flops_per_token"]), mfu=float(row["mfu"]),
-        hfu=float(row["hfu"]), model_tflops_per_gpu=float(row["model_tflops_per_gpu"]),
+        model=job.model.id,
+        system=job.system.id,
+        gpus=job.gpus,
+        seq_len=job.seq_len,
+        global_batch_seqs=job.global_batch_seqs,
+        dtype=job.dtype,
+        plan=plan,
+        num_microbatches=int(row["num_microbatches"]),
+        step_time_s=float(row["step_time_s"]),
+        tokens_per_s=float(row["tokens_per_s"]),
+        model_flops_per_token=float(row["model_flops_per_token"]),
+        hardware_flops_per_token=float(row["hardware_flops_per_token"]),
+        mfu=float(row["mfu"]),
+        hfu=float(row["hfu"]),
+        model_tflops_per_gpu=float(row["model_tflops_per_gpu"]),
         hardware_tflops_per_gpu=float(row["hardware_tflops_per_gpu"]),
-        memory_per_gpu_bytes=float(row["memory_per_gpu_bytes"]), memory_breakdown_gib=mem,
-        hbm_bytes=c.hbm_bytes(job.acc), fits=bool(row["fits"]),
+        memory_per_gpu_bytes=float(row["memory_per_gpu_bytes"]),
+        memory_breakdown_gib=mem,
+        hbm_bytes=c.hbm_bytes(job.acc),
+        fits=bool(row["fits"]),
         breakdown_s={k: float(row[f"t_{k}_s"]) for k in BREAKDOWN},
         placement=c.placement_summary(job, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep),
     )
@@ -312,18 +381,32 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     df = rank_plans(job, fixed)
     if not df.attrs["feasible"]:
         least = df["memory_per_gpu_bytes"].min()
-        raise InfeasiblePlan(f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
-                             f"({df.attrs['searched']} candidates searched; the smallest needs "
-                             f"{units.to_GiB(least):.1f} GiB per GPU)")
+        raise InfeasiblePlan(
+            f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
+            f"({df.attrs['searched']} candidates searched; the smallest needs "
+            f"{units.to_GiB(least):.1f} GiB per GPU)"
+        )
     ests = [estimate_from_row(job, row) for _, row in df[df["fits"]].head(top).iterrows()]
     return ests, df.attrs["searched"], df.attrs["feasible"]
 
 
 # The id-level entry points: each assembles the job once (make_job) and hands it to the function above.
 
-def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len: int, global_batch_seqs: int,
-                           dtype: str = "bf16", catalog: Catalog | None = None, *, stack=None,
-                           choices: StackChoices | None = None, overrides: dict | None = None) -> TrainingEstimate:
+
+def estimate_training_step(
+    model,
+    system,
+    gpus: int,
+    plan: ParallelPlan,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    stack=None,
+    choices: StackChoices | None = None,
+    overrides: dict | None = None,
+) -> TrainingEstimate:
     """Estimate step time, throughput, MFU/HFU and memory of one training plan:
     :func:`estimate_plan` of :func:`make_job`.
 
@@ -362,14 +445,35 @@ def estimate_training_step(model, system, gpus: int, plan: ParallelPlan, seq_len
     >>> est.num_microbatches, est.fits, est.breakdown_s["pp_bubble"], est.placement["dp"]["level"]
     (8, True, 0.0, 'domain')
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
-                   overrides=overrides)
+    job = make_job(
+        model,
+        system,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        catalog,
+        stack=stack,
+        choices=choices,
+        overrides=overrides,
+    )
     return estimate_plan(job, plan)
 
 
-def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-                 fixed: dict | None = None, catalog: Catalog | None = None, *, stack=None,
-                 choices: StackChoices | None = None, overrides: dict | None = None) -> pd.DataFrame:
+def search_plans(
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    fixed: dict | None = None,
+    catalog: Catalog | None = None,
+    *,
+    stack=None,
+    choices: StackChoices | None = None,
+    overrides: dict | None = None,
+) -> pd.DataFrame:
     """:func:`rank_plans` of :func:`make_job` (``stack, choices, overrides``: as there).
 
     Examples
@@ -378,14 +482,36 @@ def search_plans(model, system, gpus: int, seq_len: int, global_batch_seqs: int,
     >>> df.attrs["searched"] >= df.attrs["feasible"] > 0, bool(df["step_time_s"].iloc[0] <= df["step_time_s"].max())
     (True, True)
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
-                   overrides=overrides)
+    job = make_job(
+        model,
+        system,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        catalog,
+        stack=stack,
+        choices=choices,
+        overrides=overrides,
+    )
     return rank_plans(job, fixed)
 
 
-def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str = "bf16",
-              fixed: dict | None = None, catalog: Catalog | None = None, top: int = 1, *, stack=None,
-              choices: StackChoices | None = None, overrides: dict | None = None):
+def best_plan(
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    fixed: dict | None = None,
+    catalog: Catalog | None = None,
+    top: int = 1,
+    *,
+    stack=None,
+    choices: StackChoices | None = None,
+    overrides: dict | None = None,
+):
     """:func:`search_best` of :func:`make_job`: ``(list of TrainingEstimate, searched, feasible)``.
 
     Raises
@@ -393,8 +519,18 @@ def best_plan(model, system, gpus: int, seq_len: int, global_batch_seqs: int, dt
     InfeasiblePlan
         If no candidate obeys the rules or fits in memory.
     """
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog, stack=stack, choices=choices,
-                   overrides=overrides)
+    job = make_job(
+        model,
+        system,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        catalog,
+        stack=stack,
+        choices=choices,
+        overrides=overrides,
+    )
     return search_best(job, fixed, top)
 
 
@@ -403,8 +539,9 @@ def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
     none are pinned), saying that no combination divides."""
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
     if degrees:
-        base: dict[str, Any] = dict(tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1,
-                                    recompute="none")
+        base: dict[str, Any] = dict(
+            tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none"
+        )
         base.update(fixed)
         if "dp" not in fixed:
             base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
@@ -415,6 +552,5 @@ def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
         f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
-        f"try a GPU count with more factors of two")
-
-
+        f"try a GPU count with more factors of two"
+    )

@@ -99,19 +99,19 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, microbatch {microbatch_size}, "
-            "virtual stages {virtual_stages})":
-                (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
+            "virtual stages {virtual_stages})": (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers": pp * v <= model.layers,
             **split_rules(model, tp, pp, ep, training=True),
-            "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)":
-                (dp * cp) % np.maximum(ep, 1) == 0,
-            "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}":
-                global_batch_seqs % np.maximum(dp * mb, 1) == 0,
+            "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)": (dp * cp) % np.maximum(ep, 1)
+            == 0,
+            "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
+            % np.maximum(dp * mb, 1)
+            == 0,
             "interleaved schedule (virtual_stages {virtual_stages}) needs pp > 1 and micro-batches ({m}) "
             "divisible by pp ({pp})": (v == 1) | ((pp > 1) & (m % np.maximum(pp, 1) == 0)),
-            "context parallelism cp = {cp} needs seq_len ({seq_len}) divisible by 2 x cp":
-                (cp == 1) | (seq_len % np.maximum(2 * cp, 1) == 0),
+            "context parallelism cp = {cp} needs seq_len ({seq_len}) divisible by 2 x cp": (cp == 1)
+            | (seq_len % np.maximum(2 * cp, 1) == 0),
         }
 
 
@@ -139,9 +139,17 @@ def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs
         if not ok[0]:
             p = plan
             m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
-            raise PlanRuleError(template.format(
-                **{**rule_fields(model, p.tp, p.pp, p.ep), **asdict(p)}, product=p.gpus, gpus=gpus,
-                dpcp=p.dp * p.cp, batch=global_batch_seqs, m=m, seq_len=seq_len))
+            raise PlanRuleError(
+                template.format(
+                    **{**rule_fields(model, p.tp, p.pp, p.ep), **asdict(p)},
+                    product=p.gpus,
+                    gpus=gpus,
+                    dpcp=p.dp * p.cp,
+                    batch=global_batch_seqs,
+                    m=m,
+                    seq_len=seq_len,
+                )
+            )
     return global_batch_seqs // (plan.dp * plan.microbatch_size)
 
 
