@@ -427,6 +427,12 @@ class Model(Entry):
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
+    mtp_modules: int = Field(
+        default=0,
+        ge=0,
+        description="multi-token-prediction modules trained with the model (DeepSeek-V3: 1, arXiv:2412.19437 "
+        "Sec. 2.2): each one more transformer layer and one more pass through the output head and loss",
+    )
 
     @model_validator(mode="after")
     def _heads(self):
@@ -647,6 +653,16 @@ class StackChoices(_Strict):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    ep_dispatch_fp8 : bool
+        With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
+        activation gradients sent back to the experts before the down-projection) travel in FP8 with one
+        fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
+        arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
+        (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    moe_load_imbalance : float
+        Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
+        rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
+        benchmark routing.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -678,6 +694,16 @@ class StackChoices(_Strict):
     )
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
+    ep_dispatch_fp8: bool = Field(
+        default=False,
+        description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
+        "scale per 128) and combines in bf16",
+    )
+    moe_load_imbalance: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
     )
 
 
