@@ -697,6 +697,11 @@ class SoftwareStack(Entry, StackChoices):
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
         default=None, description="activation recomputation modes the stack implements; none: all"
     )
+    zero_with_pipeline: bool = Field(
+        default=False,
+        description="ZeRO stages 2 and 3 combine with pipeline parallelism (FSDP-style sharding per stage); "
+        "false: as Megatron-LM and DeepSpeed, a search pairs them with pp = 1 only",
+    )
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
         default=None,
         description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
