@@ -238,7 +238,18 @@ class Interconnect(Entry):
         "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us", "inr_efficiency")
+    alltoall_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
+        "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "bw_efficiency",
+        "software_overhead_us",
+        "inr_efficiency",
+        "alltoall_efficiency",
+    )
 
     @model_validator(mode="after")
     def _inr(self):

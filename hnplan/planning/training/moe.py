@@ -53,9 +53,10 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     its experts inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2:
     node-limited routing, IB and NVLink traffic fully overlapped), so the time is the larger of a
     cross-domain all-to-all of ``T x domains`` copies over one rank per domain and an in-domain
-    all-to-all of ``T k`` copies. Links run at the catalog's ``bw_efficiency``, which matches what
-    DeepEP's kernels reach (H800: 153-158 GB/s NVLink of ~160, 43-58 GB/s RDMA per 50 GB/s NIC;
-    deepseek-ai/DeepEP docs/legacy.md).
+    all-to-all of ``T k`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
+    has one: what a published expert-parallel library reaches (DeepEP: 153-158 GB/s of the H800's 200 GB/s
+    NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
+    NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
     """
     ep = _col(df, "ep")
     moe = job.model.moe
