@@ -187,6 +187,15 @@ def test_per_system_dtype_and_engine(cat):
     assert list(df["dtype"]) == ["fp8", "int8"] and (df["status"] == "ok").all()
 
 
+def test_engine_dequant_cost_is_honoured(cat):
+    # vLLM quantises NVFP4 activations in a separate kernel: 0.27 extra time per pass (vLLM PR #20646 on
+    # B200); on one GPU (no collectives) the decode pass takes 1.27 x the bare pass, and FP8 is not charged
+    for dtype, f in (("fp4", 1.27), ("fp8", 1.0)):
+        bare = resolve("llama3.1-8b", "hgx-b200-ib-xdr", Replica(dtype=dtype), cat)
+        vllm = resolve("llama3.1-8b", "hgx-b200-ib-xdr", Replica(dtype=dtype, engine="vllm"), cat)
+        assert steady_state(vllm, 64, 1000, 200).decode_s == pytest.approx(f * steady_state(bare, 64, 1000, 200).decode_s)
+
+
 def test_engine_dtype_check(cat):
     from hnplan.errors import InputError
 
