@@ -193,7 +193,9 @@ def test_engine_dequant_cost_is_honoured(cat):
     for dtype, f in (("fp4", 1.27), ("fp8", 1.0)):
         bare = resolve("llama3.1-8b", "hgx-b200-ib-xdr", Replica(dtype=dtype), cat)
         vllm = resolve("llama3.1-8b", "hgx-b200-ib-xdr", Replica(dtype=dtype, engine="vllm"), cat)
-        assert steady_state(vllm, 64, 1000, 200).decode_s == pytest.approx(f * steady_state(bare, 64, 1000, 200).decode_s)
+        assert steady_state(vllm, 64, 1000, 200).decode_s == pytest.approx(
+            f * steady_state(bare, 64, 1000, 200).decode_s
+        )
 
 
 def test_engine_dtype_check(cat):

@@ -345,6 +345,8 @@ def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     if m.quantity == "tokens_per_s":
         return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
     if m.quantity == "tokens_per_s_ratio":
+        if m.ref_system is None or m.ref_dtype is None:
+            raise ValueError(f"{m.id}: a tokens_per_s_ratio row needs ref_system and ref_dtype")
         ref = resolve(m.model, m.ref_system, Replica(tp=m.tp, ep=m.ep, dtype=m.ref_dtype, engine=m.engine), cat)
         num = max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s_per_gpu
         den = max_throughput_point(ref, m.input_tokens, m.ref_output_tokens or m.output_tokens).tokens_per_s_per_gpu
