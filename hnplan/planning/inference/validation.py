@@ -78,7 +78,7 @@ MLPERF_ROWS = [
 ]
 # Labelled assumption: the mean prompt of the MLPerf OpenOrca set (24,576 samples, prompts and answers
 # capped at 1,024 tokens by language/llama2-70b/processorca.py --seqlen_limit 1024) is not published in a
-# source found; half the cap is taken. The B200 / H200 ratio moves by under 4 % between 300 and 1,024.
+# source found; half the cap is taken. The B200 / H200 ratio moves by under 5 % between 300 and 1,024.
 MLPERF_LLAMA2_INPUT_TOKENS = 512
 
 
