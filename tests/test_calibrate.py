@@ -302,3 +302,13 @@ def test_cli_json_keys(tmp_path):
     assert ans["parameters"][0]["value"] == pytest.approx(TRUE_MATMUL, rel=0.01)
     table = runner.invoke(app, ["calibrate", "--runs", runs, "--stack", "megatron-core", "--out", str(out)])
     assert table.exit_code == 0 and "LOO error" in table.stdout and "leave-one-out" in table.stdout
+
+
+def test_accelerator_option_fits_only_its_runs(tmp_path):
+    a100 = {**GOOD, "id": "a100-run", "system": "dgx-a100-hdr", "published": 6.0}
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump([GOOD, a100]))
+    cal = calibrate(path, "megatron-core", accelerator="h100-sxm")
+    assert list(cal.runs["id"]) == ["r8"]
+    assert cal.excluded == ["a100-run: on a100-sxm-80gb, not h100-sxm"]
+    assert [p.name for p in cal.parameters] == ["matmul_efficiency.h100-sxm.bf16"]

@@ -82,7 +82,11 @@ def calibrate(
         for col in ("parameter", "before", "after", "bounds", "status"):
             p.add_column(col, justify="left" if col in ("parameter", "status") else "right")
         for q in cal.parameters:
-            status = ("fitted" + (", AT A BOUND" if q.at_bound else "")) if q.fitted else q.note
+            status = (
+                ((q.note if "one-sided" in q.note else "fitted") + (", AT A BOUND" if q.at_bound else ""))
+                if q.fitted
+                else q.note
+            )
             p.add_row(q.name, f"{q.initial:.4g}", f"{q.value:.4g}", f"[{q.lower:g}, {q.upper:g}]", status)
         console.print(p)
         for e in cal.excluded:

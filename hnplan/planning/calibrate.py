@@ -52,6 +52,10 @@ from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank
 MATMUL_BOUNDS = (0.2, 1.0)
 #: stack choices a calibration may fit, with the stack switch that makes each matter
 CHOICE_PARAMS = (("tp_comm_overlap_fraction", "tp_comm"), ("ep_comm_overlap_fraction", "ep_comm"))
+#: the example inputs of the README's "Calibrate to your own cluster" (the repository's docs/examples/)
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+EXAMPLE_RUNS = EXAMPLES / "calibration_runs.yaml"
+EXAMPLE_COLLECTIVES = EXAMPLES / "nccl_tests.csv"
 METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 
 
@@ -182,6 +186,12 @@ class Calibration:
         """Root-mean-square of an error column of :attr:`runs` (NaN rows skipped) [%]."""
         v = self.runs[column].dropna().to_numpy()
         return float(np.sqrt(np.mean(v**2))) if v.size else math.nan
+
+    def parameters_table(self) -> pd.DataFrame:
+        """One row per parameter: ``name, initial, value, lower, upper, fitted, at_bound, note``."""
+        df = pd.DataFrame([p.as_dict() for p in self.parameters])
+        df.attrs["units"] = {k: "fraction" for k in ("initial", "value", "lower", "upper")}
+        return df
 
     def to_dict(self) -> dict:
         """The JSON answer of ``hnplan calibrate --json``."""

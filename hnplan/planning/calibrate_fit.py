@@ -191,16 +191,23 @@ def fit(residuals: Residuals, params: Sequence[Parameter]) -> tuple[list[Paramet
     x = full(res.x)
     out = [replace(p, value=float(x[j])) for j, p in enumerate(params)]
     r1 = residuals(x)
-    for j in free:  # a parameter on the flat side of a kink at the solution was not determined by the fit
+    for j in free:  # a parameter on the flat side of a kink at the solution is not (fully) determined
         p = params[j]
         h = 0.01 * (p.upper - p.lower)
-        moved = [residuals(np.where(np.arange(x.size) == j, min(max(x[j] + d, p.lower), p.upper), x)) for d in (-h, h)]
-        if max(float(np.max(np.abs(m - r1))) for m in moved) < 1e-9:
+        flat = []
+        for d in (-h, h):
+            xs = x.copy()
+            xs[j] = min(max(x[j] + d, p.lower), p.upper)
+            flat.append(xs[j] == x[j] or float(np.max(np.abs(residuals(xs) - r1))) < 1e-9)
+        if all(flat):
+            note = "fixed: at the fitted values no measurement depends on it (another limit binds)"
+            out[j] = replace(p, value=p.initial, fitted=False, note=note)
+        elif any(flat):
+            side = "above" if flat[1] else "below"
             out[j] = replace(
-                p,
-                value=p.initial,
-                fitted=False,
-                note="fixed: at the fitted values no measurement depends on it (another limit binds)",
+                out[j],
+                note=f"fitted, one-sided: the measurements bound it only from {'below' if side == 'above' else 'above'}; "
+                f"{side} {out[j].value:.3g} another limit binds and they do not see it",
             )
     info = dict(nfev=int(res.nfev), cost=float(res.cost), status=int(res.status), message=str(res.message))
     return out, info
