@@ -106,6 +106,8 @@ def test_round_trip_recovers_gemm_efficiency_and_tp_overlap(overlap3):
     assert mm.value == pytest.approx(TRUE_MATMUL, rel=0.01)
     assert tp.value == pytest.approx(TRUE_TP_OVERLAP, rel=0.01)
     assert tp.initial == 0.75  # the stack's own value, which the runs move
+    slow = _param(cal, "overlap_gemm_slowdown")  # only (1 - slowdown) x fraction enters a step time
+    assert not slow.fitted and slow.value == slow.initial and "cannot separate" in slow.note
     assert np.abs(cal.runs["error_after_pct"]).max() < 0.5
 
 
@@ -239,6 +241,7 @@ GOOD = {**BASE, **RUNS[0], "metric": "step_time_s", "published": 3.0}
         ([{**GOOD, "stack": "megatron-lm-2021"}], "run r8: field stack: 'megatron-lm-2021' differs"),
         ([GOOD, GOOD], "run r8: field id: given twice"),
         ({"id": "r8"}, "expected a non-empty YAML list of runs"),
+        ([{**GOOD, "fixed": {"tp": 1, "pipeline": 2}}], "run r8: unknown plan fields ['pipeline']"),
     ],
 )
 @pytest.mark.parametrize("json_", [False, True])
@@ -277,6 +280,16 @@ def test_bad_collectives_file_exits_2(tmp_path, csv, needle):
     res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert needle in " ".join(res.stderr.split())
+
+
+def test_run_that_breaks_a_plan_rule_exits_3(tmp_path):
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([{**GOOD, "fixed": {"tp": 3}}]))
+    res = runner.invoke(
+        app, ["calibrate", "--runs", str(path), "--stack", "megatron-core", "--out", str(tmp_path / "o.yaml")]
+    )
+    assert res.exit_code == 3 and "Traceback" not in res.stdout + res.stderr
+    assert f"{path}: run r8:" in " ".join(res.stderr.split())
 
 
 def test_unknown_accelerator_and_no_runs_on_it(tmp_path):

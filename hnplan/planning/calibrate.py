@@ -14,16 +14,20 @@ What is fitted (physics, not rows: one value per stack and accelerator family):
   (:mod:`hnplan.planning.calibrate_comm`), fitted first and held fixed in the training fit: the
   sweep measures the network alone, so the training runs need not.
 
-``overlap_gemm_slowdown`` is not fitted: in step times it trades one-for-one with the overlap
-fraction, and its value has its own source (the SM share of the communication kernels). Which of the
+``overlap_gemm_slowdown`` is not fitted: a step time sees only the product ``(1 - slowdown) x
+fraction`` (exposed communication ``t_comm (1 - (1 - s) f)``,
+:func:`hnplan.planning.training.components.overlapped_comm`), so runs cannot separate the two, and
+the slowdown has its own source (the SM share of the communication kernels). Which of the
 rest the runs can identify is decided by :func:`hnplan.planning.calibrate_fit.identify` (one
 parameter per run at most, none the runs do not exercise, none collinear with one already kept);
 the others keep the stack's values and the answer says why.
 
 Each run is predicted as the validation does (:func:`hnplan.planning.validation.predict_run`): the
 planner's fastest plan that fits, with the knobs the run states (``fixed``) pinned and the rest
-searched. The candidates that fit are found once per run (memory does not depend on the fitted
-efficiencies) and re-evaluated for each trial of the solver.
+searched. Leave-one-out: each run is also predicted by the same identification and fit on the other
+runs (the network, fitted to the sweep alone, stays as fitted). The candidates that fit are found
+once per run (memory does not depend on the fitted efficiencies) and re-evaluated for each trial of
+the solver.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
-from hnplan.errors import InputError
+from hnplan.errors import HnplanError, InputError
 from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
 from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank_plans
@@ -71,7 +75,7 @@ class _RunModel:
         ranked = rank_plans(self.job, run.fixed)
         if not ranked.attrs["feasible"]:
             raise InputError(
-                f"run {run.id}: no plan of {run.model} on {run.gpus} x {run.system} with {run.fixed or 'nothing'} "
+                f"no plan of {run.model} on {run.gpus} x {run.system} with {run.fixed or 'nothing'} "
                 "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
             )
         self.candidates = ranked[ranked["fits"]][list(PLAN_FIELDS)].reset_index(drop=True)
@@ -273,8 +277,20 @@ def calibrate(
             collectives_path,
         )
     scales = comm.scales() if comm is not None else {}
-    models = [_RunModel(r, st, cat) for r in runs]
+    models = []
+    for r in runs:
+        try:
+            models.append(_RunModel(r, st, cat))
+        except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
+            raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
     params, solver = _fit_runs(models, _candidates(models, st), scales)
+    if st.tp_comm or st.ep_comm:
+        v = st.overlap_gemm_slowdown
+        note = (
+            "fixed by design: step times see only (1 - slowdown) x overlap fraction, so runs cannot separate "
+            "the two; the slowdown has its own source (the SM share of the communication kernels, see the stack)"
+        )
+        params.append(Parameter("overlap_gemm_slowdown", v, 0.0, 1.0, value=v, fitted=False, note=note))
     values = {p.name: p.value for p in params}
     rows = []
     for i, m in enumerate(models):
