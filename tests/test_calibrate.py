@@ -200,6 +200,7 @@ def test_collectives_recover_nvlink_efficiency(tmp_path):
     d = cat.design(sys_path)
     assert d.scaleup_fabric.bw_efficiency == pytest.approx(true_eff, rel=0.01)
     assert d.scaleout_fabric.id == "ib-ndr-400"  # not fitted: the catalog's fabric
+    assert d.prices.system is not None  # costed as the catalog system it was calibrated from
 
 
 # -- the identifiability test and the bounded fit on closed forms --------------------------------------

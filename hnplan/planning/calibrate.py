@@ -471,6 +471,8 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
                 sd = cat.system(sys_id).model_dump(mode="json", exclude_unset=True)
                 sd["id"] = f"{sys_id}-calibrated"
                 sd["name"] = f"{sd['name']}, network calibrated to {Path(str(cal.collectives_path)).name}"
+                if "unit_price_usd" not in sd:  # costed as the system it was calibrated from
+                    sd.setdefault("price_item", sys_id)
                 systems[sys_id] = sd
             systems[sys_id][f"{tier}_fabric"] = str(ic_path.resolve())
         for sd in systems.values():
