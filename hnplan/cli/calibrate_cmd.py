@@ -16,24 +16,24 @@ def calibrate(
         ...,
         "--runs",
         help="YAML list of measured runs (id, model, system, gpus, seq_len, global_batch_seqs, dtype, "
-        "metric, published; fixed: the knobs used), as data/examples/calibration_runs.yaml",
+        "metric, published; fixed: the knobs used), as docs/examples/calibration_runs.yaml",
     ),
     stack: str = typer.Option(..., "--stack", help="software stack id or YAML path the runs were made with"),
     accelerator: str = typer.Option(None, "--accelerator", help="fit only the runs on this accelerator"),
     collectives: str = typer.Option(
         None,
         "--collectives",
-        help="nccl-tests sweep CSV (op, gpus, size_bytes, busbw_GBps or time_us[, system]): fits the "
-        "fabrics' bandwidth efficiency first",
+        help="nccl-tests sweep CSV (op, gpus, size_bytes, busbw_GBps or time_us[, algorithm, system]) as "
+        "docs/examples/nccl_tests.csv: fits the fabrics' bandwidth efficiency first",
     ),
     out: str = typer.Option(None, "--out", help="stack YAML to write; default ./<stack>-calibrated.yaml"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Fit a stack's GEMM efficiency and overlap to measured runs; print each run's leave-one-out error.
 
-    Only the efficiencies the runs identify are fitted (at most one per run); the answer says which
-    were kept and why. Writes the calibrated stack YAML (with provenance) for `hnplan train --stack`,
-    and with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency.
+    Only the efficiencies the runs identify are fitted (at most one per run); the answer says which were
+    kept and why. Writes the calibrated stack YAML (with provenance) for `hnplan train --stack`, and
+    with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency.
     """
     with handle_errors():
         from hnplan.planning.calibrate import calibrate as fit_stack
