@@ -326,3 +326,20 @@ def test_accelerator_option_fits_only_its_runs(tmp_path):
     assert list(cal.runs["id"]) == ["r8"]
     assert cal.excluded == ["a100-run: on a100-sxm-80gb, not h100-sxm"]
     assert [p.name for p in cal.parameters] == ["matmul_efficiency.h100-sxm.bf16"]
+
+
+def test_sweep_in_nccl_tests_time_and_its_system():
+    """A row given as nccl-tests' time: busbw = S / t x (p - 1) / p for all-gather (nccl-tests
+    PERFORMANCE.md): 2^30 B in 2,900 us on 8 ranks = 324.0 GB/s. A row without a system needs the runs'
+    one system."""
+    from hnplan.planning.calibrate_comm import fit_collectives
+
+    cat = load_catalog()
+    row = dict(line=2, op="allgather", gpus=8, size_bytes=2.0**30, busbw_GBps=None, time_us=2900.0, system=None)
+    res = fit_collectives([row], SYSTEM, cat, "sweep.csv")
+    assert res.table["measured_busbw_GBps"].iloc[0] == pytest.approx(2**30 / 2.9e-3 * 7 / 8 / 1e9, rel=1e-9)
+    assert res.table["measured_busbw_GBps"].iloc[0] == pytest.approx(324.0, abs=0.05)
+    with pytest.raises(InputError, match="sweep.csv: line 2: column system: empty"):
+        fit_collectives([row], None, cat, "sweep.csv")
+    with pytest.raises(InputError, match="line 2: column gpus: a collective needs at least 2 ranks"):
+        fit_collectives([{**row, "gpus": 1}], SYSTEM, cat, "sweep.csv")
