@@ -153,3 +153,33 @@ def test_alltoall_runs_at_the_library_bandwidth(cat):
     s = 4096 * 2 * 8192.0  # Mixtral: 4,096 tokens x top-2 x 8,192 B
     t = float(c.collective_s(job, "alltoall", np.array([s]), np.array([8]), np.array([1]))[0])
     assert t == pytest.approx(7 * g.up.alpha_s + 7 / 8 * s / (0.64 * 900e9), rel=1e-9)
+
+
+def test_dualpipe_bubble_by_its_formula(cat):
+    # arXiv:2412.19437 Table 2: 1F1B bubble (PP - 1)(F + B), DualPipe (PP/2 - 1)(F&B + B - 3W); PP 4, no virtual
+    # stages: DualPipe's bubble is 1 x (t_mb + B - 3 W) where 1F1B's is 3 t_mb
+    plan = ParallelPlan(tp=1, pp=4, dp=8, ep=8, microbatch_size=1)
+    est = {
+        s: estimate_training_step(
+            "mixtral-8x7b", "hgx-h100-ib-ndr", 32, plan, 4096, 64, catalog=cat, overrides={"pipeline_schedule": s}
+        )
+        for s in ("1f1b", "dualpipe")
+    }
+    t_mb = est["1f1b"].breakdown_s["pp_bubble"] / 3
+    job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 32, 4096, 64, "bf16", cat)
+    stages = c.compute_per_microbatch(job, _plans(pp=4, dp=8, ep=8), per_stage=True)
+    # Mixtral: 32 MoE layers, 8 a stage; the middle stage holds neither embedding nor head
+    last = stages[2, :, 0]  # the last stage (8 layers + head) is the slowest in compute and communication alike
+    b, w = last[2], last[6]
+    assert 0 < w < b
+    assert est["dualpipe"].breakdown_s["pp_bubble"] == pytest.approx(1 * (t_mb + b - 3 * w), rel=1e-9)
+    assert est["dualpipe"].step_time_s < est["1f1b"].step_time_s
+    # odd PP: the 1F1B bubble
+    odd = ParallelPlan(tp=1, pp=1, dp=32, ep=8, microbatch_size=1)
+    a, d = (
+        estimate_training_step(
+            "mixtral-8x7b", "hgx-h100-ib-ndr", 32, odd, 4096, 64, catalog=cat, overrides={"pipeline_schedule": s}
+        ).step_time_s
+        for s in ("1f1b", "dualpipe")
+    )
+    assert a == d

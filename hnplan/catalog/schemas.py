@@ -682,6 +682,12 @@ class StackChoices(_Strict):
         Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
         rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
         benchmark routing.
+    pipeline_schedule : {"1f1b", "dualpipe"}
+        The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
+        1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
+        ``(pp / 2 - 1)(F&B + B - 3 W)`` (arXiv:2412.19437 Sec. 3.2.1, Table 2: ``F&B`` a forward and a
+        backward chunk overlapped, ``B`` a backward, ``W`` its weight-gradient part) for an even ``pp``
+        without virtual stages (otherwise the 1F1B bubble).
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -723,6 +729,11 @@ class StackChoices(_Strict):
         default=1.0,
         ge=1.0,
         description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
+    )
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b",
+        description="1f1b: Megatron's 1F1B / interleaved schedule; dualpipe: DeepSeek's bidirectional schedule "
+        "(bubble (pp/2 - 1)(F&B + B - 3W), arXiv:2412.19437 Table 2)",
     )
 
 

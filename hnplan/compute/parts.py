@@ -17,7 +17,7 @@ from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.operators import _check, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
-GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc")
+GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 
 
@@ -55,8 +55,8 @@ def training_part_times(
         (what selective recomputation re-runs: the attention core) and ``<part>_attn`` (attention core
         forward + backward), and ``<part>_routed_fwd`` / ``_routed_bwd`` / ``_routed_rc`` (the share of
         forward, backward and full recomputation spent in the routed experts and their permutation,
-        :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) [s]. Parts a model
-        does not have are 0.
+        :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
+        (the weight-gradient GEMMs, part of ``_bwd``) [s]. Parts a model does not have are 0.
 
     Raises
     ------
@@ -100,6 +100,7 @@ def training_part_times(
         "routed_fwd": routed & (phase == "fwd"),
         "routed_bwd": routed & bwd,
         "routed_rc": routed & rc,
+        "wgrad": phase == "bwd-weight",
     }
     n = len(shapes)
     out = {}

@@ -255,30 +255,32 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
             bwd = bwd + extra * lt[f"{name}_routed_bwd"].to_numpy()
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
         attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
-        return fwd, bwd, attn
+        return fwd, bwd, attn, lt[f"{name}_wgrad"].to_numpy()
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
     mtp = job.model.mtp_modules  # each one more layer and one more output head + loss, on the last stage
     if mtp:
         layer = moe if job.model.moe is not None else dense
-        head = tuple(h + mtp * (x + y) for h, x, y in zip(head[:2], layer[:2], head[:2])) + (head[2],)
+        head = tuple(h + (0.0 if i == 2 else mtp * (x + h)) for i, (h, x) in enumerate(zip(head, layer)))
     stages = stage_kinds(job, pp)
     cols = []
     for name, (nd, nm) in stages.items():
         fwd = nd * dense[0] + nm * moe[0]
         bwd = nd * dense[1] + nm * moe[1]
+        wgrad = nd * dense[3] + nm * moe[3]
         attn = np.where(nm > 0, moe[2], dense[2])
         if name == "first":
-            fwd, bwd = fwd + emb[0], bwd + emb[1]
+            fwd, bwd, wgrad = fwd + emb[0], bwd + emb[1], wgrad + emb[3]
         if name == "last":
-            fwd, bwd = fwd + head[0], bwd + head[1]
+            fwd, bwd, wgrad = fwd + head[0], bwd + head[1], wgrad + head[3]
         if name == "first":  # pp = 1: the one stage holds the embedding and the head
             fwd = fwd + np.where(pp == 1, head[0], 0.0)
             bwd = bwd + np.where(pp == 1, head[1], 0.0)
+            wgrad = wgrad + np.where(pp == 1, head[3], 0.0)
         if name == "middle":  # no middle stage below pp = 3: nothing of it (nor its communication) counts
-            fwd, bwd = np.where(pp > 2, fwd, 0.0), np.where(pp > 2, bwd, 0.0)
+            fwd, bwd, wgrad = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad))
             nd, nm = np.where(pp > 2, nd, 0), np.where(pp > 2, nm, 0)
-        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm))
+        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
     stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
     if per_stage:
         return stack
@@ -287,7 +289,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
 
 
-STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers")
+STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
 
 
 # ----------------------------------------------------------------------------------------------

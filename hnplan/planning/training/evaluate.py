@@ -236,11 +236,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         t_ep = moe_layers * t_ep_layer
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
-        per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2]))
+        per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6]))
     arr = np.array(per_stage, dtype=float)  # [stage, quantity, candidate]
     pick = arr[np.argmax(arr[:, 0, :], axis=0), :, np.arange(arr.shape[2])].T  # the slowest stage
-    t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb = pick
-    bubble = (df["pp"].to_numpy() - 1) / df["virtual_stages"].to_numpy() * t_mb
+    t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb = pick
+    pp, v = df["pp"].to_numpy(), df["virtual_stages"].to_numpy()
+    bubble = (pp - 1) / v * t_mb
+    if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
+        dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
+        bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)
     t_dp = c.dp_comm_exposed(job, df, t_fwd_mb, t_bwd_mb, t_comp)
     t_opt = c.optimizer_s(job, df)
     parts = dict(
