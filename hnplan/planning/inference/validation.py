@@ -23,7 +23,15 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.planning.inference.core import Replica, max_throughput_point, prefill_pass, resolve, steady_state
+from hnplan.planning.inference.core import (
+    Replica,
+    resolve,
+)
+from hnplan.planning.inference.steady import (
+    max_throughput_point,
+    prefill_pass,
+    steady_state,
+)
 
 TRTLLM_SOURCE = (
     "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
