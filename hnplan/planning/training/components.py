@@ -52,7 +52,8 @@ from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
-from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
+from hnplan.compute import ACT_BYTES, head_dim, param_counts, training_flops_per_token
+from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
@@ -229,7 +230,14 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
     lt = training_part_times(
-        job.model, job.acc, uniq, job.seq_len, job.dtype, job.choices.attention, job.choices.sequence_parallel
+        job.model,
+        job.acc,
+        uniq,
+        job.seq_len,
+        job.dtype,
+        job.choices.attention,
+        job.choices.sequence_parallel,
+        job.choices,
     ).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
@@ -427,12 +435,22 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
 
 
 def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
-    """Adam step on the local (ZeRO >= 1: sharded over ``dp x cp``) parameters, memory-bound [s]."""
+    """Per-step kernels, memory-bound [s]: the Adam step and the gradient norm of clipping on the local
+    (ZeRO >= 1: sharded over ``dp x cp``) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
+    and in fp8 training the weight cast a stack caches for the whole step, on the local GEMM weights
+    (:func:`hnplan.compute.fp8_recipes.weight_cast_step_s`)."""
     dense, expert = local_params(job, df)
-    dp, cp, ep, z = (_col(df, c) for c in ("dp", "cp", "ep", "zero_stage"))
+    tp, pp, dp, cp, ep, z = (_col(df, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage"))
     shard_d = np.where(z >= 1, dp * cp, 1)
     shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
-    return (dense / shard_d + expert / shard_e) * ADAM_STEP_BYTES_PER_PARAM / achievable_hbm_Bps(job.acc)
+    local = dense / shard_d + expert / shard_e
+    t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
+    if units.dtype_bytes(job.dtype) < ACT_BYTES:
+        pc = job.params
+        gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
+        fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
+        t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices), fp8_w)
+    return t
 
 
 # ----------------------------------------------------------------------------------------------
