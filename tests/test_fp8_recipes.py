@@ -119,3 +119,21 @@ def test_pytorch_eager_is_slower_than_megatron_core(cat, model, tp, mb, dtype):
         job = make_job(model, "hgx-h100-ib-ndr", 8, 4096, 64, dtype, cat, stack=stack)
         steps[stack] = estimate_plan(job, plan).step_time_s
     assert steps["pytorch-eager"] > steps["megatron-core"]
+
+
+def test_per_step_kernels_hand_derived(cat):
+    from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
+
+    h100 = cat.accelerator("h100-sxm")
+    copy = h100.hbm_bw_TBps * 1e12 * h100.hbm_efficiency  # streaming copy [B/s]
+    # Adam 30 B/param + the gradient-norm read of 4-byte gradients, at the fused-AdamW class (0.811)
+    assert optimizer_step_s(h100, 1e9, 30.0, 4.0) == pytest.approx(1e9 * 34 / (copy * 0.811))
+    # delayed scaling, weights cached per step: cast + transpose, 2 + 1 + 1 bytes at the fp8_cast class (0.774)
+    delayed = StepKernels.of(StackChoices())
+    assert weight_cast_step_s(h100, delayed, 1e9) == pytest.approx(1e9 * 4 / (copy * 0.774))
+    # current scaling adds the 2-byte amax read at the amax class (0.278)
+    current = StepKernels.of(StackChoices(fp8_recipe="current"))
+    assert weight_cast_step_s(h100, current, 1e9) == pytest.approx(1e9 * (4 / (copy * 0.774) + 2 / (copy * 0.278)))
+    # fp8 parameters: no cast; uncached: the casts are operator rows of every micro-batch instead
+    assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_params=True)), 1e9) == 0.0
+    assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_weight_cache=False)), 1e9) == 0.0
