@@ -137,3 +137,26 @@ def test_per_step_kernels_hand_derived(cat):
     # fp8 parameters: no cast; uncached: the casts are operator rows of every micro-batch instead
     assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_params=True)), 1e9) == 0.0
     assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_weight_cache=False)), 1e9) == 0.0
+
+
+def test_sequence_parallel_quantises_the_local_shard_and_transposes_the_gathered_tensor(cat):
+    # TP 4 with sequence parallelism: the QKV input and the o_proj output gradient live on tokens / 4 per rank
+    # and are all-gathered in fp8; the transpose for the weight gradient needs the gathered tensor
+    df = operator_table(
+        cat.model("llama3.1-8b"),
+        cat.accelerator("h100-sxm"),
+        "train",
+        1,
+        TOKENS,
+        tp=4,
+        dtype="fp8",
+        stack=StackChoices(fp8_recipe="current"),
+    )
+    r = df[df["scope"] == "dense-layer"].set_index(["name", "phase"])["bytes"]
+    assert r[("qkv_proj_x_amax", "fwd")] == 2 * TOKENS * H / 4
+    assert r[("qkv_proj_x_fp8", "fwd")] == 3 * TOKENS * H / 4
+    assert r[("qkv_proj_x_fp8_t", "fwd")] == 2 * TOKENS * H
+    assert r[("o_proj_dy_fp8", "bwd")] == 3 * TOKENS * H / 4
+    assert r[("o_proj_dy_fp8_t", "bwd")] == 2 * TOKENS * H
+    # the o_proj input (the attention output, split by heads) is local: fused cast + transpose on its share
+    assert r[("o_proj_x_fp8", "fwd")] == 4 * TOKENS * H / 4

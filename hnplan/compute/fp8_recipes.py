@@ -68,6 +68,8 @@ NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module 
 ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
 # GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)
 NORM_FED = frozenset({"qkv_proj", "q_proj", "q_down", "kv_down", "mlp_up", "shared_expert_up"})
+# row-parallel GEMMs whose output (and so output gradient) is sequence-sharded under sequence parallelism
+ROW_PARALLEL = frozenset({"o_proj", "mlp_down", "shared_expert_down"})
 # GEMMs that stay in bf16 in fp8 training: the LM head (Megatron-Core's output layer is a plain
 # ColumnParallelLinear, not a Transformer Engine module; DeepSeek-V3 Sec. 3.3.1 keeps it in bf16) and
 # the MoE router (a plain linear layer in both)
@@ -107,34 +109,44 @@ def needs_transpose(acc: Accelerator, recipe: str) -> bool:
     return recipe in ("delayed", "current") and acc.fp8_tn_only is not False
 
 
-def quantise(name: str, elems: float, k: StepKernels, transpose: bool, norm_fused: bool = False) -> list:
+def quantise(
+    name: str, elems: float, k: StepKernels, transpose: bool, norm_fused: bool = False, shard: float = 1.0
+) -> list:
     """The kernels quantising one bf16 tensor of ``elems`` elements to fp8: ``[(row name, kernel class,
-    bytes)]`` (module docstring). ``norm_fused``: the preceding norm already wrote the row-wise copy."""
+    bytes)]`` (module docstring). ``norm_fused``: the preceding norm already wrote the row-wise copy.
+    ``shard``: the tensor is quantised on ``elems / shard`` elements of each rank and then all-gathered
+    in fp8 (sequence parallelism: Transformer Engine gathers the fp8 input of a column-parallel GEMM and
+    the fp8 output gradient of a row-parallel one), so the cast and amax read that share and the
+    transpose, which needs the gathered tensor, is its own kernel over all ``elems``."""
     fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
-    if k.fp8_recipe in BLOCK_SCALE_BYTES:
+    local = elems / shard
+    if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
         copy = FP8 + BLOCK_SCALE_BYTES[k.fp8_recipe]
         by = (0.0 if fuse_norm else BF16 + copy) + copy
-        return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * elems)]
+        return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
+    fused_t = transpose and k.cast_transpose_fusion and shard == 1.0
     out = []
     if k.fp8_recipe == "current":
-        out.append((f"{name}_amax", "amax", BF16 * elems))
+        out.append((f"{name}_amax", "amax", BF16 * local))
     if not fuse_norm:
-        by = BF16 + FP8 + (FP8 if transpose and k.cast_transpose_fusion else 0.0)
-        out.append((f"{name}_fp8", "fp8_cast", by * elems))
-    if transpose and (fuse_norm or not k.cast_transpose_fusion):
+        out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
+    if transpose and not (fused_t and not fuse_norm):
         out.append((f"{name}_fp8_t", "fp8_cast", 2.0 * FP8 * elems))
     return out
 
 
-def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: float) -> list:
+def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: float, sp_tp: int = 1) -> list:
     """Quantisation rows of one fp8 GEMM operator ``op`` (an ``_Op`` of kind ``gemm``) in training, as raw
     operator rows ``(name, scope, kind, phase, count, flops, bytes, m, n, k, groups)``; their kernel
-    class follows from the name (:func:`kernel_class`)."""
+    class follows from the name (:func:`kernel_class`). ``sp_tp``: the TP degree when sequence parallelism
+    shards the input of the column-parallel GEMMs after a norm and the output gradient of the
+    row-parallel ones (1 otherwise)."""
     t = needs_transpose(acc, k.fp8_recipe)
     x, dy = op.groups * op.m * op.k, op.groups * op.m * op.n
     w = op.w_bytes / op.in_bytes
-    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, op.name in NORM_FED)]
-    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t)]
+    fed = op.name in NORM_FED
+    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0)]
+    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=sp_tp if op.name in ROW_PARALLEL else 1.0)]
     if k.weight_cast != "none":
         per += [("fwd" if k.weight_cast == "microbatch" else "step", r) for r in quantise(f"{op.name}_w", w, k, t)]
     rows = []

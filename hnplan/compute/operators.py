@@ -438,11 +438,12 @@ def _raw_rows(
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack)
     fp8 = acc is not None and phase == "train" and wb < ACT_BYTES
+    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
 
     def expand(op, count):
         out = _rows(op, phase, recompute, convention, count)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
-            out += fp8_gemm_rows(op, acc, kn, recompute, count)
+            out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
         return out
 
     rows = []
