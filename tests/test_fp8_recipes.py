@@ -160,3 +160,20 @@ def test_sequence_parallel_quantises_the_local_shard_and_transposes_the_gathered
     assert r[("o_proj_dy_fp8_t", "bwd")] == 2 * TOKENS * H
     # the o_proj input (the attention output, split by heads) is local: fused cast + transpose on its share
     assert r[("o_proj_x_fp8", "fwd")] == 4 * TOKENS * H / 4
+
+
+def test_roofline_cli_takes_a_stack():
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    base = ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "train"]
+    base += ["--batch", "1", "--seq-len", "2048", "--dtype", "fp8", "--json"]
+    r = CliRunner().invoke(app, [*base, "--stack", "pytorch-eager"])
+    assert r.exit_code == 0, r.output
+    names = {o["name"] for o in json.loads(r.output)["ops"]}
+    assert {"attn_norm_eager", "rope_eager", "o_proj_x_amax"} <= names
+    bad = CliRunner().invoke(app, [*base, "--stack", "no-such-stack"])
+    assert bad.exit_code == 2 and "no-such-stack" in bad.output
