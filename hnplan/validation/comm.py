@@ -149,8 +149,8 @@ def _at_scale(cat) -> list[Row]:
         "cw_gb200_144_16384MiB",
         "GB200 NVL72, two racks (144), all-reduce 16 GiB (default)",
         b,
-        "reported",
-        None,
+        "prediction",
+        TOL,
         f"hnplan's tuner picks {alg}; {nvls_q}",
     )
     ring_note = (
