@@ -19,7 +19,9 @@ Step model (Narayanan et al. SC21 [1]_ Sec. 2.2, 3.3):
   against the backward of the last micro-batch, and the parameter all-gather against the forward of
   the first; only what the compute cannot hide, and at least the last bucket (Megatron-Core
   ``--overlap-grad-reduce`` / ``--overlap-param-gather`` [4]_).
-* ``t_opt``: Adam step, memory-bound (:data:`ADAM_STEP_BYTES_PER_PARAM`).
+* ``t_opt``: per-step kernels, memory-bound: the Adam step (:data:`ADAM_STEP_BYTES_PER_PARAM`) and the
+  gradient norm of clipping at the measured fused-AdamW bandwidth, and in fp8 training the weight cast a stack
+  caches for the whole step (:func:`optimizer_s`).
 
 References
 ----------
