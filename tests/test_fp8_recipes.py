@@ -177,3 +177,27 @@ def test_roofline_cli_takes_a_stack():
     assert {"attn_norm_eager", "rope_eager", "o_proj_x_amax"} <= names
     bad = CliRunner().invoke(app, [*base, "--stack", "no-such-stack"])
     assert bad.exit_code == 2 and "no-such-stack" in bad.output
+
+
+def test_bf16_end_layers_slow_the_end_stages_by_the_bf16_minus_fp8_layer_time(cat):
+    # Llama 3.1 8B on one stage: two of 32 layers in bf16 add 2 x (bf16 layer - fp8 layer) to the micro-batch
+    from hnplan.compute.parts import training_part_times
+    from hnplan.planning.training.components import compute_per_microbatch
+    from hnplan.planning.training.plan import plans_frame
+
+    plan = ParallelPlan(tp=1, pp=1, dp=8, microbatch_size=1, zero_stage=1, recompute="none")
+    df = plans_frame([plan])
+    t = {}
+    for n in (0, 1):
+        job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, "fp8", cat, overrides={"fp8_bf16_end_layers": n})
+        t[n] = compute_per_microbatch(job, df)["t_compute_mb"].iloc[0]
+    shapes = df[["microbatch_size", "tp", "cp", "ep"]]
+    h100 = cat.accelerator("h100-sxm")
+    layer = {
+        dt: training_part_times(cat.model("llama3.1-8b"), h100, shapes, 4096, dt)[["dense_fwd", "dense_bwd"]].sum(
+            axis=1
+        )
+        for dt in ("bf16", "fp8")
+    }
+    assert t[1] - t[0] == pytest.approx(2 * float(layer["bf16"].iloc[0] - layer["fp8"].iloc[0]), rel=1e-9)
+    assert t[1] > t[0]

@@ -682,6 +682,10 @@ class StackChoices(_Strict):
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
         upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
+    fp8_bf16_end_layers : int
+        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
+        first and the last pipeline stage. Default 0.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -729,6 +733,9 @@ class StackChoices(_Strict):
     )
     rope_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
+    )
+    fp8_bf16_end_layers: int = Field(
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
     )
 
 

@@ -244,7 +244,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
-    def part(name):
+    def part(name, lt=lt):
         fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
             [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0
         )
@@ -253,6 +253,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         return fwd, lt[f"{name}_bwd"].to_numpy(), attn
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
+    ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
     stages = stage_kinds(job, pp)
     cols = []
     for name, (nd, nm) in stages.items():
@@ -268,6 +269,12 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
             bwd = bwd + np.where(pp == 1, head[1], 0.0)
         if name == "middle":
             fwd, bwd = np.where(pp > 2, fwd, 0.0), np.where(pp > 2, bwd, 0.0)
+        if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
+            on = pp > 1 if name == "last" else True
+            (ff, fb), (lf, lb) = ends
+            add_f = (lf if name == "last" else ff + np.where(pp == 1, lf, 0.0)) * on
+            add_b = (lb if name == "last" else fb + np.where(pp == 1, lb, 0.0)) * on
+            fwd, bwd = fwd + add_f, bwd + add_b
         cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm))
     stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
     slowest = np.argmax(stack[:, 0, :], axis=0)
@@ -275,6 +282,33 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers"]
     )
+
+
+def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
+    """Extra time of the layers an fp8 stack keeps in bf16 at each end of the model
+    (``fp8_bf16_end_layers``): ``((fwd, bwd) at the first end, (fwd, bwd) at the last end)`` [s], or None."""
+    n = job.choices.fp8_bf16_end_layers
+    if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
+        return None
+    lt16 = training_part_times(
+        job.model,
+        job.acc,
+        uniq,
+        job.seq_len,
+        "bf16",
+        job.choices.attention,
+        job.choices.sequence_parallel,
+        job.choices,
+    ).iloc[codes]
+    moe_cfg = job.model.moe
+    first_kind = "moe" if moe_cfg is not None and moe_cfg.first_dense_layers == 0 else "dense"
+    last_kind = "dense" if moe_cfg is None else "moe"
+    fp8 = {"dense": dense, "moe": moe}
+    out = []
+    for kind in (first_kind, last_kind):
+        f16, b16, _ = part(kind, lt16)
+        out.append((n * (f16 - fp8[kind][0]), n * (b16 - fp8[kind][1])))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
