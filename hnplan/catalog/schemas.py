@@ -162,12 +162,20 @@ class Accelerator(Entry):
     )
 
     memory_kernel_efficiency: (
-        dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"], Fraction]
+        dict[
+            Literal["norm", "norm_eager", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"],
+            Fraction,
+        ]
         | None
     ) = Field(
         default=None,
         description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
         "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
+    )
+    fp8_tn_only: bool | None = Field(
+        default=None,
+        description="per-tensor fp8 GEMMs take only the TN layout, so the weight- and data-gradient GEMMs need "
+        "transposed fp8 copies (Hopper); false: any layout (Blackwell); absent: true",
     )
     # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
     attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
@@ -672,6 +680,29 @@ class StackChoices(_Strict):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    fp8_recipe : {"delayed", "current", "mxfp8", "blockwise"}
+        How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
+        ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
+        ``--fp8-recipe delayed``) takes the scale from an amax history and computes the amax inside the
+        cast; ``current`` reads each tensor once more for its amax before casting; ``mxfp8`` (Blackwell)
+        writes row-wise and column-wise quantised copies with one E8M0 scale byte per 32 elements;
+        ``blockwise`` the same copies with an fp32 scale per 1 x 128 tile (DeepSeek-V3, ``Float8BlockScaling``).
+        Bytes: :mod:`hnplan.compute.fp8_recipes`.
+    fp8_norm_cast_fusion : bool
+        The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
+        ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
+        tensor's amax). Default True.
+    fp8_cast_transpose_fusion : bool
+        Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
+        transpose (Transformer Engine ``cast_transpose``). Default True.
+    norm_kernel, rope_kernel : {"fused", "eager"}
+        ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
+        ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
+        upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
+    fp8_bf16_end_layers : int
+        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
+        first and the last pipeline stage. Default 0.
     ep_dispatch_fp8 : bool
         With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
         activation gradients sent back to the experts before the down-projection) travel in FP8 with one
@@ -719,6 +750,25 @@ class StackChoices(_Strict):
     )
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] = Field(
+        default="delayed",
+        description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128)",
+    )
+    fp8_norm_cast_fusion: bool = Field(
+        default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
+    )
+    fp8_cast_transpose_fusion: bool = Field(
+        default=True, description="one kernel writes an fp8 cast and its transpose (where transposes are needed)"
+    )
+    norm_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
+    )
+    rope_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
+    )
+    fp8_bf16_end_layers: int = Field(
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
     )
     ep_dispatch_fp8: bool = Field(
         default=False,

@@ -2,7 +2,7 @@
 
 For each candidate replica (TP / EP / PP degrees that divide the model and fit the scale-up domain)
 and each batch ``B`` on a grid up to the memory limit, the steady state of
-:func:`hnplan.planning.inference.core.steady_state` gives TPOT and the time a request holds one of the
+:func:`hnplan.planning.inference.steady.steady_state` gives TPOT and the time a request holds one of the
 ``B`` slots, ``S = O x t_iter``. A replica then serves requests like an M/G/B queue: arrivals at
 ``lambda / n`` per replica wait for a free slot. The wait uses Erlang's C formula for M/M/c scaled by
 ``(1 + cs^2) / 2`` (the Lee-Longton / Allen-Cunneen approximation for M/G/c, with ``cs^2`` the squared
@@ -44,19 +44,21 @@ from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
     Replica,
     Setup,
-    batch_grid,
     candidate_replicas,
     max_batch,
     per_system,
-    prefill_pass,
     resolve,
-    steady_state,
 )
 from hnplan.planning.inference.points import (
     attributed_power_w,
     serving_power,
     usd_per_gpu_hour,
     usd_per_million_tokens,
+)
+from hnplan.planning.inference.steady import (
+    batch_grid,
+    prefill_pass,
+    steady_state,
 )
 
 
@@ -300,7 +302,7 @@ def plan_for_rate(
     disaggregated : bool
         Separate prefill and decode pools.
     chunked_prefill : int, optional
-        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
+        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.steady.steady_state`).
     overlap : bool
         Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
     settings : dict, optional

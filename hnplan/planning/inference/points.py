@@ -21,14 +21,16 @@ from hnplan.errors import HnplanError, InfeasiblePlan
 from hnplan.planning.inference.core import (
     Replica,
     Setup,
-    batch_grid,
     candidate_replicas,
-    frontier,
     max_batch,
-    max_throughput_point,
     per_system,
-    prefill_pass,
     resolve,
+)
+from hnplan.planning.inference.steady import (
+    batch_grid,
+    frontier,
+    max_throughput_point,
+    prefill_pass,
     steady_state,
 )
 from hnplan.power import accelerator_power_w, design_power
@@ -71,7 +73,7 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     """Power and energy of a replica at an operating point, from the accelerators' utilisation.
 
     Each accelerator runs at the power utilisation of the modelled pass
-    (:attr:`~hnplan.planning.inference.core.OperatingPoint.power_utilisation`: the larger of its compute
+    (:attr:`~hnplan.planning.inference.steady.OperatingPoint.power_utilisation`: the larger of its compute
     and memory busy fractions over an iteration) on the idle-TDP line
     (:func:`hnplan.power.accelerator_power_w`). The rest of the node (CPUs, NICs, scale-up switches,
     fans) and the scale-out network draw their rated share (:func:`hnplan.power.design_power`), so the
@@ -126,7 +128,7 @@ def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bo
     (TPOT grows with batch: a grid, then bisection between the last batch within the bound and the
     first beyond it). None if even the smallest batch exceeds the bound.
 
-    ``kwargs`` go to :func:`hnplan.planning.inference.core.steady_state`.
+    ``kwargs`` go to :func:`hnplan.planning.inference.steady.steady_state`.
     """
     ctx_max = kwargs.get("max_context_tokens") or input_tokens + output_tokens
     mb = max_batch(s, ctx_max)
