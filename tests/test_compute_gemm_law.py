@@ -82,7 +82,9 @@ def test_fp4_ceiling_reproduces_vllm(cat):
 
     b200 = cat.accelerator("b200")
     assert float(gemm_flops_per_s(b200, "fp4", 16384, 6144, 4096)) / 1e12 == pytest.approx(3904.3, rel=0.01)
-    assert b200.gemm_efficiency["fp4"] == b200.matmul_efficiency["fp4"] == cat.accelerator("gb200").gemm_efficiency["fp4"]
+    assert (
+        b200.gemm_efficiency["fp4"] == b200.matmul_efficiency["fp4"] == cat.accelerator("gb200").gemm_efficiency["fp4"]
+    )
 
 
 def test_fp8_on_hopper_is_not_twice_bf16(cat):
