@@ -335,7 +335,21 @@ class System(Entry):
         default=None, description="time to return a failed failure unit to service [h]"
     )
     deploy_days: Positive | None = Field(
-        default=None, description="delivery to production of one cluster of this design [days]"
+        default=None,
+        description="delivery to production of one cluster of this design [days], a measured figure; "
+        "default derived from the bill of materials (hnplan.deployment)",
+    )
+    # -- storage and memory pool (issue 15) ----------------------------------------------------
+    storage: str | None = Field(
+        default=None, description="storage id (data/storage/) the design's checkpoints and data loader use"
+    )
+    storage_gpus_per_unit: PosInt | None = Field(
+        default=None, description="accelerators served per unit of the named storage (the sizing rule)"
+    )
+    scaleup_field_links_per_domain: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="scale-up links cabled on site between the racks of one domain (0 when the domain "
+        "is cabled in the factory: a backplane, a copper spine)",
     )
     # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
     unit_price_usd: Positive | None = Field(
@@ -517,6 +531,24 @@ class Reliability(Entry):
     )
     repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
+    # -- issue 15: hot swap and deployment from the bill of materials ---------------------------
+    hot_swap_repair_hours: SourcedValue | None = Field(
+        default=None, description="time to swap a failed card in a running node (hot swap) [h]"
+    )
+    install_hours: dict[str, SourcedValue] = Field(
+        default_factory=dict,
+        description="technician-hours to install one item of the bill of materials (rack, system-unit, "
+        "cable, transceiver, switch, coolant-loop)",
+    )
+    install_technicians_per_mw: SourcedValue | None = Field(
+        default=None, description="technicians installing in parallel per MW of IT power [1/MW]"
+    )
+    install_shift_hours_per_day: SourcedValue | None = Field(
+        default=None, description="working hours per day of the install crews [h/day]"
+    )
+    commission_days: SourcedValue | None = Field(
+        default=None, description="burn-in and acceptance after the last item is installed [days]"
+    )
 
 
 WhatIfInput = Literal[

@@ -71,7 +71,11 @@ def time_to_train(
     cat = catalog or load_catalog()
     job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, cat)
     (est,), _, _ = search_best(job, fixed)
-    g = estimate_reliability(job.system, gpus, job.model, mode, cat).goodput if goodput else 1.0
+    g = (
+        estimate_reliability(job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s).goodput
+        if goodput
+        else 1.0
+    )
     seconds = tokens / (est.tokens_per_s * g)
     energy = run_energy(design_power(cat.design(job.system), gpus), seconds, cat.facility, tokens)
     return dict(
