@@ -315,6 +315,13 @@ class System(Entry):
     pooled_memory_GBps_per_gpu: Positive | None = Field(
         default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
     )
+    pooled_memory_nodes: PosInt | None = Field(
+        default=None,
+        description="nodes sharing the pool (a CXL switch or fabric-attached memory); default the scale-up domain's",
+    )
+    pooled_memory_latency_ns: Positive | None = Field(
+        default=None, description="load latency of the pooled memory [ns]"
+    )
     nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
     nvme_read_GBps_per_node: Positive | None = Field(
         default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]"
@@ -679,6 +686,11 @@ class StackChoices(_Strict):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    offload : {"none", "auto"}
+        ``auto``: a plan that does not fit in HBM moves optimizer states, gradients, weights and then
+        activations to host or pooled memory (ZeRO-Offload, arXiv:2101.06840; ZeRO-Infinity,
+        arXiv:2104.07857), the transfers hidden behind the step's compute as far as it lasts
+        (:mod:`hnplan.planning.training.offload`). Default ``none``.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -710,6 +722,9 @@ class StackChoices(_Strict):
     )
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
+    offload: Literal["none", "auto"] = Field(
+        default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
     )
 
 
