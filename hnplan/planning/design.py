@@ -12,11 +12,19 @@ from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
+from hnplan.deployment import deploy_time
 from hnplan.errors import check_choice
 from hnplan.power import design_power
 from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
 
-__all__ = ["CHECKPOINT_MODES", "ReliabilityEstimate", "design_of", "estimate_reliability", "tco_summary"]
+__all__ = [
+    "CHECKPOINT_MODES",
+    "ReliabilityEstimate",
+    "deployment_time",
+    "design_of",
+    "estimate_reliability",
+    "tco_summary",
+]
 
 
 def design_of(system, catalog: Catalog | None = None) -> Design:
@@ -147,3 +155,10 @@ def estimate_reliability(
         storage_units=storage_units,
         tokens_per_s=tokens_per_s,
     )
+
+
+def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
+    """Deployment time of ``gpus`` accelerators of a design derived from its bill of materials
+    (:func:`hnplan.deployment.deploy_time` on the resolved design): item counts, technician-hours,
+    crew, install and commissioning days and ``deploy_days``."""
+    return deploy_time(_design(system, catalog), gpus)
