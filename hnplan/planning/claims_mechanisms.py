@@ -209,20 +209,14 @@ TIERS = (
 
 def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     """Best plan with the stack choice offload=auto at GPU counts too small for the model's state in HBM
-    (100B-class models on one or two H100 servers, the 1T model on one or two NVL72 racks), on a
-    PCIe-host server (DDR) and an NVLink-C2C superchip rack (LPDDR): share of the step the offload
+    (``AuditSetup.tiering_points``: 100B-class models on one or two H100 servers, the 1T model on one or
+    two NVL72 racks), on a PCIe-host server (DDR) and an NVLink-C2C superchip rack (LPDDR): share of the step the offload
     transfers leave exposed after layer-by-layer prefetch behind compute. The claim holds where that share is
     at most 5 %. SSD is not an offload target of the planner (its NVMe tier is only in hnplan memory)."""
     from hnplan.planning.training import best_plan
 
     rows = []
-    for sid, m, g in (
-        (s.older, s.hundred_b_models[0], 8),
-        (s.older, s.hundred_b_models[1], 8),
-        (s.older, s.hundred_b_models[1], 16),
-        (s.supernode, s.trillion_model, 72),
-        (s.supernode, s.trillion_model, 144),
-    ):
+    for sid, m, g in s.tiering_points:
         sy, model = cat.system(sid), cat.model(m)
         r = {"system": sid, "model": m, "params": float(_params(model)), "gpus": g}
         try:
