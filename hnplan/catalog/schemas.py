@@ -296,6 +296,12 @@ class System(Entry):
         "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
         "in_network_reduction",
     )
+    scaleup_inr_efficiency: Fraction | None = Field(
+        default=None,
+        description="in-network-reduction efficiency measured on this system as deployed (NVLS all-reduce "
+        "bandwidth over the scale-up line rate x bw_efficiency); replaces the fabric's inr_efficiency, "
+        "a single-node tuner constant (calibration)",
+    )
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
@@ -369,6 +375,8 @@ class System(Entry):
         description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
         "re-cabled copy); default the system's own id",
     )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency",)
 
     @model_validator(mode="after")
     def _shapes(self):
@@ -743,6 +751,11 @@ class SoftwareStack(Entry, StackChoices):
     )
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
         default=None, description="activation recomputation modes the stack implements; none: all"
+    )
+    zero_with_pipeline: bool = Field(
+        default=False,
+        description="ZeRO stages 2 and 3 combine with pipeline parallelism (FSDP-style sharding per stage); "
+        "false: as Megatron-LM and DeepSpeed, a search pairs them with pp = 1 only",
     )
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
         default=None,

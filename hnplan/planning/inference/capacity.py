@@ -47,6 +47,7 @@ from hnplan.planning.inference.core import (
     batch_grid,
     candidate_replicas,
     max_batch,
+    per_system,
     prefill_pass,
     resolve,
     steady_state,
@@ -455,15 +456,22 @@ def gpus_vs_rate(
     **kwargs,
 ) -> pd.DataFrame:
     """GPUs, power and $ per million tokens per design over request rates (one row per pair; a design
-    that cannot meet the SLOs keeps its row with the reason in ``status``)."""
+    that cannot meet the SLOs keeps its row with the reason in ``status``). ``dtype`` given as
+    a mapping system id -> value (``dtype={"cloudmatrix-384": "int8", "default": "fp8"}``) applies per
+    design (:func:`~hnplan.planning.inference.core.per_system`); ``engine`` (an engine id or such a
+    mapping) joins each design's ``settings``."""
     cat = catalog or load_catalog()
     rows = []
     for sys_id in systems:
+        kw = dict(kwargs)
+        if "dtype" in kw:
+            kw["dtype"] = per_system(kw["dtype"], sys_id) or "bf16"
+        eng = per_system(kw.pop("engine", None), sys_id)
+        if eng:
+            kw["settings"] = {**(kw.get("settings") or {}), "engine": eng}
         for q in rates:
             try:
-                d = plan_for_rate(
-                    model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kwargs
-                ).to_dict()
+                d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kw).to_dict()
                 d["status"] = "ok"
             except HnplanError as exc:
                 d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}

@@ -35,6 +35,7 @@ memory is sized for the longest context ``I + O``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
@@ -52,7 +53,7 @@ from hnplan.compute.layout import check_split
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
-SERVE_DTYPES = ("bf16", "fp8", "fp4")
+SERVE_DTYPES = ("bf16", "fp8", "int8", "fp4")
 MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
 # TensorRT-LLM's default scheduler token budget per iteration (``max_num_tokens`` 8192, TensorRT-LLM
 # docs "Tuning max batch size and max num tokens"); a scheduler parameter, not a calibration.
@@ -60,12 +61,22 @@ DEFAULT_MAX_BATCHED_TOKENS = 8192
 
 
 def default_kv_dtype(dtype: str) -> str:
-    """KV-cache dtype that goes with a serving dtype: bf16 for bf16, fp8 for fp8 and fp4.
+    """KV-cache dtype that goes with a serving dtype: bf16 for bf16 and int8, fp8 for fp8 and fp4.
 
-    Labelled assumption: the FP8 and NVFP4 checkpoints NVIDIA benchmarks with TensorRT-LLM quantise
-    the KV cache to FP8 (``kv_cache_quant_algo: FP8`` in their ``hf_quant_config.json``).
+    Labelled assumptions: the FP8 and NVFP4 checkpoints NVIDIA benchmarks with TensorRT-LLM quantise
+    the KV cache to FP8 (``kv_cache_quant_algo: FP8`` in their ``hf_quant_config.json``); INT8 W8A8
+    (SmoothQuant, Xiao et al. 2023; CloudMatrix-Infer, arXiv:2506.12708 Sec 4.5) quantises the GEMM
+    inputs and keeps the KV cache in bf16 unless a KV dtype is given.
     """
-    return "bf16" if dtype == "bf16" else "fp8"
+    return "fp8" if dtype in ("fp8", "fp4") else "bf16"
+
+
+def per_system(value, system_id: str):
+    """``value[system_id]`` when ``value`` is a mapping (a per-design setting such as each design's serving
+    dtype or engine; designs it omits get ``value.get("default")``), else ``value`` itself."""
+    if isinstance(value, Mapping):
+        return value.get(system_id, value.get("default"))
+    return value
 
 
 @dataclass(frozen=True)
@@ -76,8 +87,8 @@ class Replica:
     ----------
     tp, ep, pp : int
         Tensor-, expert- and pipeline-parallel degrees; the replica has ``tp x ep x pp`` accelerators.
-    dtype : {"bf16", "fp8", "fp4"}
-        Weight / GEMM dtype.
+    dtype : {"bf16", "fp8", "int8", "fp4"}
+        Weight / GEMM dtype (int8: W8A8, weights and activations in INT8 at the accelerator's INT8 peak).
     kv_dtype : str or None
         KV-cache dtype; None: :func:`default_kv_dtype`.
     overlap : bool
@@ -166,7 +177,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     Raises
     ------
     InputError
-        For an unknown dtype, fp4/fp8 on an accelerator without that peak (the message lists the
+        For an unknown dtype, fp4/fp8/int8 on an accelerator without that peak (the message lists the
         dtypes it has), or degrees below 1.
     InfeasiblePlan
         If ``tp`` does not divide the heads, ``ep`` the experts (or ``ep > 1`` on a dense model), or

@@ -26,6 +26,7 @@ from hnplan.planning.inference.core import (
     frontier,
     max_batch,
     max_throughput_point,
+    per_system,
     prefill_pass,
     resolve,
     steady_state,
@@ -335,16 +336,19 @@ def design_frontiers(
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
     ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``.
-    ``engine``: a serving engine id (:attr:`Replica.engine`)."""
+    ``engine``: a serving engine id (:attr:`Replica.engine`). ``dtype`` and ``engine`` may be mappings
+    system id -> value (:func:`~hnplan.planning.inference.core.per_system`): each design served in its
+    own deployment precision and engine (CloudMatrix 384 in INT8 with CloudMatrix-Infer, GPUs in FP8)."""
     cat = catalog or load_catalog()
     parts = []
     for sys_id in systems:
         try:
-            settings: dict = {"engine": engine} if engine else {}
+            dt, eng = per_system(dtype, sys_id) or "bf16", per_system(engine, sys_id)
+            settings: dict = {"engine": eng} if eng else {}
             best = operating_point(
-                model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat, settings=settings
+                model, sys_id, input_tokens, output_tokens, dtype=dt, overlap=overlap, catalog=cat, settings=settings
             )
-            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
+            r = Replica(best["tp"], best["ep"], best["pp"], dt, overlap=overlap, **settings)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
             df["status"] = "ok"
