@@ -114,3 +114,20 @@ def _keys():
     from hnplan.planning.training.plan import PLAN_FIELDS
 
     return PLAN_FIELDS
+
+
+def test_size_and_time_to_train_offload_on_request(cat):
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+    from hnplan.errors import InfeasiblePlan
+    from hnplan.planning.time_to_train import time_to_train
+
+    # Llama 3.1 70B needs ~1.1 TB of training state: more than one HGX H100's 640 GB of HBM
+    with pytest.raises(InfeasiblePlan):
+        time_to_train("llama3.1-70b", "hgx-h100-ib-ndr", 8, 1e9, 4096, 8, catalog=cat)
+    r = time_to_train("llama3.1-70b", "hgx-h100-ib-ndr", 8, 1e9, 4096, 8, catalog=cat, offload="auto")
+    assert r["days"] > 0
+    args = ["size", "--model", "llama3.1-70b", "--tokens", "1e9", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
+    out = CliRunner().invoke(app, [*args, "--seq-len", "4096", "--global-batch-tokens", "32768", "--offload", "auto"])
+    assert out.exit_code == 0, out.output
