@@ -160,3 +160,13 @@ def test_usd_per_million_tokens_hand_worked(cat):
     assert c.usd_per_million_tokens(8, 10_000) == pytest.approx(c.usd_per_gpu_hour * 8 * 100 / 3600)
     with pytest.raises(InputError, match="tokens_per_s"):
         c.usd_per_million_tokens(8, 0)
+
+
+def test_example_system_file_names_its_storage(cat):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "hgx-h100-ib-ndr-ddn.yaml"
+    d = tco_summary(str(path), 1024, cat, deploy_days=0.0)
+    # 1,024 GPUs / 32 per appliance = 32 DDN AI400X2 at $300,000 and 2 kW (data/storage/ddn-ai400x2.yaml)
+    assert d["storage"] == "ddn-ai400x2" and d["storage_units"] == 32
+    assert d["storage_usd"] == pytest.approx(32 * 300_000) and d["storage_kw"] == pytest.approx(64.0)

@@ -70,7 +70,7 @@ def reliability(
             rows.append(
                 (
                     "storage",
-                    f"{sto['units']} x {sto['storage']}; data loader {sto['loader_read_Bps'] / 1e9:.2f} GB/s, "
+                    f"{sto['units']} x {sto['storage']}; data loader {units.Bps_to_GBps(sto['loader_read_Bps']):.3g} GB/s, "
                     f"{sto['loader_iops']:,.0f} IOPS; checkpoints get {sto['write_share']:.0%} of its time",
                 )
             )
