@@ -69,6 +69,31 @@ def test_exposed_offload_hand_worked(cat):
     assert r["offload_transfer_s"] == pytest.approx(35.2 + 80e-6)
 
 
+def test_exposed_activation_offload_hand_worked(cat):
+    s = _pool(cat, tb=1.0, nodes=1, gbps=10.0)
+    job = make_job("llama3.1-70b", s, 8, 4096, 8, overrides={"offload": "auto"})
+    hbm = c.hbm_bytes(job.acc)
+    # 150 GB over HBM: 100 GB of optimizer states and 50 GB of activations both fit in the host's 256 GB
+    df = pd.DataFrame(
+        dict(
+            memory_per_gpu_bytes=[hbm + 150 * GB],
+            optimizer_bytes=[100 * GB],
+            params_bytes=[0.0],
+            activations_bytes=[50 * GB],
+            num_microbatches=[4],
+            t_optimizer_s=[0.5],
+            t_compute_s=[2.0],
+            fits=[False],
+        )
+    )
+    apply_offload(job, df, pd.DataFrame(dict(layers=[80], t_bwd_mb=[1.5])))
+    r = df.iloc[0]
+    assert r["offload_host_bytes"] == pytest.approx(150 * GB) and r["offload_pooled_bytes"] == 0
+    # optimizer 100/64 = 1.5625 s within its 2 s window; activations out and back per micro-batch:
+    # 4 x 50 / 64 = 3.125 s against 2 s of compute -> 1.125 s exposed
+    assert r["t_offload_exposed_s"] == pytest.approx(4 * 50 / 64 - 2.0)
+
+
 def test_a_plan_infeasible_in_hbm_becomes_feasible_with_offload(cat):
     fixed = dict(tp=8, pp=1, zero_stage=0, recompute="full")
     off = search_plans("llama3.1-70b", "hgx-h100-ib-ndr", 8, 4096, 8, fixed=fixed)

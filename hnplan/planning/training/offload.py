@@ -19,7 +19,8 @@ update, so no CPU optimizer time is assumed):
   gradients are final only then): window ``t_optimizer + t_bwd_mb``;
 * weights: read for the forward and again for the backward pass of every microbatch (``2 m x``),
   prefetched layer by layer behind the step's compute: window ``m t_compute_mb``;
-* activations: once each way, behind the step's compute.
+* activations: once each way per microbatch (``m x`` the offloaded bytes, an upper bound when a
+  pipeline stage holds several microbatches in flight), behind the step's compute.
 
 On a tier, ``t = traffic / bw + transfers x latency`` (one prefetch per layer and part), and
 ``exposed = max(0, t_opt - W_opt) + max(0, t_weights + t_act - W_compute)``; tiers are separate
@@ -83,7 +84,7 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     moved = {t.name: np.zeros(n) for t in tiers}
     t_opt = {t.name: np.zeros(n) for t in tiers}
     t_rest = {t.name: np.zeros(n) for t in tiers}
-    per_step = {"optimizer": np.ones(n), "params": 2.0 * m, "activations": np.ones(n)}
+    per_step = {"optimizer": np.ones(n), "params": 2.0 * m, "activations": m}
     for part, allowed in ALLOWED.items():
         left = np.minimum(df[f"{part}_bytes"].to_numpy(dtype=float), excess)
         for t in tiers:
