@@ -66,4 +66,6 @@ def test_mlperf_llama2_rows_and_fp4_optimism(cat):
     b = df.loc["mlperf-v4.1-llama2-70b-dgx-b200-ib-ndr-fp4-offline", "modelled"]
     h = df.loc["mlperf-v4.1-llama2-70b-hgx-h200-ib-ndr-fp8-offline", "modelled"]
     assert ratio["modelled"] == pytest.approx(b / h)
-    assert ratio["error_pct"] > 0  # known: the model is optimistic about FP4 GEMMs (reported, not hidden)
+    # FP4 GEMMs at vLLM's measured 0.449 of peak (b200.yaml): below TensorRT-LLM's kernels, so the ratio is low
+    # (the fp8 fraction assumed before gave +20 %); reported, not hidden
+    assert -25 < ratio["error_pct"] < 0
