@@ -780,6 +780,7 @@ class StackChoices(_Strict):
     )
     fp8_bf16_end_layers: int = Field(
         default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
+    )
     offload: Literal["none", "auto"] = Field(
         default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
     )
