@@ -20,6 +20,13 @@ def tco(
     ),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
+    availability: float = typer.Option(
+        None,
+        "--availability",
+        min=0.5,
+        max=0.999999,
+        help="also buy the spare GPUs that keep GPUS whole with this probability (e.g. 0.99)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
@@ -34,12 +41,13 @@ def tco(
             utilisation=utilisation,
             electricity_usd_per_kwh=electricity,
             staff_usd_per_year=staff,
+            availability=availability,
         )
         if json_:
             print_json(d)
             return
         rows = [
-            ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,})"),
+            ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,}, of which {d['spare_gpus']:,} spares)"),
             (
                 "IT / facility power",
                 f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})",
@@ -57,6 +65,13 @@ def tco(
             ("opex per year", f"${d['opex_usd_per_year'] / 1e6:,.2f}M (energy {d['energy_usd_per_year'] / 1e6:,.2f})"),
             (f"TCO over {d['years']:g} years", f"${d['tco_usd'] / 1e6:,.1f}M"),
             ("cost per GPU-hour", f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"),
-            ("deployment", f"{d['deploy_days']:g} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
+            ("deployment", f"{d['deploy_days']:.1f} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
         ]
+        if d["storage"]:
+            rows.append(
+                (
+                    "storage",
+                    f"{d['storage_units']:,} x {d['storage']} (${d['storage_usd'] / 1e6:,.2f}M, {d['storage_kw']:,.0f} kW)",
+                )
+            )
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
