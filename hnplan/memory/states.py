@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
 from hnplan.compute.layout import stage_layer_range
@@ -312,3 +314,52 @@ def model_state_bytes_per_gpu(
     dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
     expert = zero_model_state_bytes(sp.expert, max(1, dp * cp // ep), zero, recipe)
     return tuple(d + e for d, e in zip(dense, expert))
+
+
+def model_state_table(
+    model: Model,
+    tp,
+    pp,
+    dp,
+    ep,
+    zero,
+    recipe: str | StateAccounting = "zero-paper",
+    cp=1,
+    stage: str = "first",
+    balanced: bool = False,
+) -> tuple:
+    """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element).
+
+    The stage's parameters (:func:`stage_params`) are counted once per distinct ``pp`` and split over
+    ``tp`` (and ``tp x ep`` for routed experts) as arrays; ZeRO shards them as
+    :func:`zero_model_state_bytes` does.
+
+    Parameters
+    ----------
+    tp, pp, dp, ep, zero, cp : array of int
+        One entry per plan (broadcast together).
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(params_bytes, grads_bytes, optimizer_bytes)`` per plan [bytes].
+
+    Raises
+    ------
+    InputError
+        For a ZeRO stage outside 0-3, an unknown accounting or stage.
+    """
+    tp, pp, dp, ep, zero, cp = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (tp, pp, dp, ep, zero, cp)))
+    for z in np.unique(zero):
+        check_choice("zero stage", int(z), ZERO_STAGES)
+    a = accounting(recipe)
+    upp, inv = np.unique(pp, return_inverse=True)
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced) for p in upp]  # before the TP / EP split
+    dense = np.array([s.dense for s in per_pp])[inv] / tp
+    expert = np.array([s.expert for s in per_pp])[inv] / (tp * ep)
+    out = []
+    for bytes_per_param, sharded in ((a.weight_bytes, zero >= 3), (a.grad_bytes, zero >= 2), (a.optimizer_bytes, zero >= 1)):
+        d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
+        e = bytes_per_param * expert / np.where(sharded, np.maximum(1, dp * cp // ep), 1)
+        out.append(d + e)
+    return tuple(out)

@@ -20,7 +20,7 @@ from hnplan.catalog.schemas import Model
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
-from hnplan.memory.states import StateAccounting, model_state_bytes_per_gpu
+from hnplan.memory.states import StateAccounting, model_state_table
 from hnplan.vectorise import memo
 
 
@@ -144,29 +144,26 @@ def training_memory_table(
         sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8
     )
     per_layer = layer_activation_table(model, df, seq_len, **act_kw)
-    best = None
+    degrees = [df[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
+    best: dict | None = None
     for stage in ("first", "last"):
-        st = memo(
-            df,
-            ["tp", "pp", "dp", "cp", "ep", "zero_stage"],
-            lambda tp, pp_, dp, cp, ep, z, stage=stage: dict(
-                zip(TABLE_PARTS[:3], model_state_bytes_per_gpu(model, tp, pp_, dp, ep, z, recipe, cp, stage, balanced))
-            ),
+        st = dict(
+            zip(TABLE_PARTS[:3], model_state_table(model, *degrees, recipe, df["cp"].to_numpy(), stage, balanced))
         )
         st["activations_bytes"] = stage_activation_table(
             model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, **act_kw
         )
-        tensors = st.sum(axis=1).to_numpy()
+        tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
-        st["total_bytes"] = tensors + st["overhead_bytes"].to_numpy()
-        st["stage"] = stage
+        st["total_bytes"] = tensors + st["overhead_bytes"]
+        st["stage"] = np.full(len(df), stage, dtype=object)
         if best is None:
             best = st
         else:
-            last_wins = (pp > 1) & (st["total_bytes"].to_numpy() > best["total_bytes"].to_numpy())
-            best = st.where(np.repeat(last_wins[:, None], st.shape[1], axis=1), best)
+            last_wins = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
+            best = {k: np.where(last_wins, st[k], best[k]) for k in st}
     assert best is not None
-    return best
+    return pd.DataFrame(best)
 
 
 def training_memory(

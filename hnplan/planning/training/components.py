@@ -217,6 +217,52 @@ def stage_kinds(job: Job, pp):
     return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
 
 
+SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep"]  # what the operator-level part times depend on
+
+
+def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
+    """:func:`hnplan.compute.parts.training_part_times` of the job's model, accelerator, sequence and
+    stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape on the
+    system's :class:`~hnplan.catalog.design.Design` (:meth:`~hnplan.catalog.design.Design.memo`): a
+    repeated search (sizing loops, sweeps) times only the shapes it has not seen. Each shape's row is
+    independent of the others, so the result equals one call over ``shapes``.
+
+    Returns
+    -------
+    DataFrame
+        Aligned with ``shapes``: the columns of :func:`~hnplan.compute.parts.training_part_times` [s].
+    """
+    ch = job.choices
+    key = (
+        "training_part_times",
+        job.model.model_dump_json(),
+        job.acc.model_dump_json(),
+        job.seq_len,
+        dtype,
+        ch,
+    )
+    cache: dict = job.catalog.design(job.system).memo(key, dict)
+    cols = [shapes[k].to_numpy().tolist() for k in SHAPE_KEYS]
+    wanted = list(zip(*cols))
+    missing = list(dict.fromkeys(s for s in wanted if s not in cache))
+    if missing:
+        new = training_part_times(
+            job.model,
+            job.acc,
+            pd.DataFrame(missing, columns=SHAPE_KEYS),
+            job.seq_len,
+            dtype,
+            ch.attention,
+            ch.sequence_parallel,
+            ch,
+        )
+        cache.setdefault("columns", list(new.columns))
+        cache.update(zip(missing, new.to_numpy()))
+    if not wanted:
+        return pd.DataFrame(columns=cache.get("columns", []), dtype=float)
+    return pd.DataFrame(np.array([cache[s] for s in wanted]), columns=cache["columns"])
+
+
 def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
 
@@ -235,18 +281,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     output head and loss each. With ``moe_load_imbalance`` above 1 the routed-expert work of an MoE
     layer (:data:`hnplan.compute.parts.ROUTED_OPS`) grows by that factor: the busiest EP rank sets the pace.
     """
-    keys = ["microbatch_size", "tp", "cp", "ep"]
-    codes, uniq = factorize(df, keys)
-    lt = training_part_times(
-        job.model,
-        job.acc,
-        uniq,
-        job.seq_len,
-        job.dtype,
-        job.choices.attention,
-        job.choices.sequence_parallel,
-        job.choices,
-    ).iloc[codes]
+    codes, uniq = factorize(df, SHAPE_KEYS)
+    lt = part_times(job, uniq, job.dtype).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
@@ -320,16 +356,7 @@ def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
     n = job.choices.fp8_bf16_end_layers
     if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
         return None
-    lt16 = training_part_times(
-        job.model,
-        job.acc,
-        uniq,
-        job.seq_len,
-        "bf16",
-        job.choices.attention,
-        job.choices.sequence_parallel,
-        job.choices,
-    ).iloc[codes]
+    lt16 = part_times(job, uniq, "bf16").iloc[codes]
     moe_cfg = job.model.moe
     first_kind = "moe" if moe_cfg is not None and moe_cfg.first_dense_layers == 0 else "dense"
     last_kind = "dense" if moe_cfg is None else "moe"
