@@ -282,26 +282,23 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     layer (:data:`hnplan.compute.parts.ROUTED_OPS`) grows by that factor: the busiest EP rank sets the pace.
     """
     codes, uniq = factorize(df, SHAPE_KEYS)
-    lt = part_times(job, uniq, job.dtype).iloc[codes]
+    lt = _taken(part_times(job, uniq, job.dtype), codes)
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
+    full, selective, rerun = rc == "full", rc == "selective", rc != "none"
 
     extra = job.choices.moe_load_imbalance - 1.0  # the busiest EP rank's surplus of routed tokens
 
     def part(name, lt=lt):
-        fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
-            [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0
-        )
-        bwd = lt[f"{name}_bwd"].to_numpy()
+        fwd = lt(f"{name}_fwd") + np.select([full, selective], [lt(f"{name}_rc_full"), lt(f"{name}_rc_sel")], 0.0)
+        bwd = lt(f"{name}_bwd")
         if extra > 0:
             # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
-            fwd = fwd + extra * (
-                lt[f"{name}_routed_fwd"].to_numpy() + np.where(rc == "full", lt[f"{name}_routed_rc"], 0)
-            )
-            bwd = bwd + extra * lt[f"{name}_routed_bwd"].to_numpy()
+            fwd = fwd + extra * (lt(f"{name}_routed_fwd") + np.where(full, lt(f"{name}_routed_rc"), 0))
+            bwd = bwd + extra * lt(f"{name}_routed_bwd")
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
-        attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
-        return fwd, bwd, attn, lt[f"{name}_wgrad"].to_numpy()
+        attn = lt(f"{name}_attn") + np.where(rerun, lt(f"{name}_rc_sel"), 0.0)
+        return fwd, bwd, attn, lt(f"{name}_wgrad")
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
     ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
@@ -347,6 +344,11 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
 
 
+def _taken(table: pd.DataFrame, codes: np.ndarray):
+    """A column reader of ``table`` broadcast to the candidates (row ``codes[i]`` for candidate ``i``)."""
+    return lambda col: table[col].to_numpy()[codes]
+
+
 STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
 
 
@@ -356,7 +358,7 @@ def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
     n = job.choices.fp8_bf16_end_layers
     if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
         return None
-    lt16 = part_times(job, uniq, "bf16").iloc[codes]
+    lt16 = _taken(part_times(job, uniq, "bf16"), codes)
     moe_cfg = job.model.moe
     first_kind = "moe" if moe_cfg is not None and moe_cfg.first_dense_layers == 0 else "dense"
     last_kind = "dense" if moe_cfg is None else "moe"
