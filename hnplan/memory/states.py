@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
@@ -353,7 +354,8 @@ def model_state_table(
     for z in np.unique(zero):
         check_choice("zero stage", int(z), ZERO_STAGES)
     a = accounting(recipe)
-    upp, inv = np.unique(pp, return_inverse=True)
+    inv, upp = pd.factorize(pp.ravel())
+    inv = inv.reshape(pp.shape)
     per_pp = [stage_params(model, 1, int(p), 1, stage, balanced) for p in upp]  # before the TP / EP split
     dense = np.array([s.dense for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (tp * ep)

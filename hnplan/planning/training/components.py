@@ -547,12 +547,9 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
 def flops_per_token(job: Job, df: pd.DataFrame):
     """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
-    rc = df["recompute"]
-    f = {r: training_flops_per_token(job.model, job.seq_len, r) for r in rc.unique()}
-    return (
-        rc.map({r: v.model for r, v in f.items()}).to_numpy(dtype=float),
-        rc.map({r: v.hardware for r, v in f.items()}).to_numpy(dtype=float),
-    )
+    codes, modes = pd.factorize(df["recompute"])
+    f = [training_flops_per_token(job.model, job.seq_len, r) for r in modes]
+    return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 
 
 def hbm_bytes(acc: Accelerator) -> float:
