@@ -3,8 +3,9 @@
 The training planner needs, for every distinct ``(micro-batch, tp, cp, ep)`` among its candidate
 plans, the time of one dense layer, one MoE layer, the embedding and the head, split by phase. This
 builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and times them in one
-vectorised roofline call, so the result equals summing :func:`hnplan.compute.operator_table` rows
-shape by shape (tested), at a fraction of the cost.
+vectorised roofline call (the dense layers, the embedding and the head, which do not depend on EP,
+once per ``(micro-batch, tp, cp)``; the MoE layers once per shape), so the result equals summing
+:func:`hnplan.compute.operator_table` rows shape by shape (tested), at a fraction of the cost.
 """
 
 from __future__ import annotations
@@ -67,28 +68,45 @@ def training_part_times(
     InputError
         As :func:`hnplan.compute.operator_table` for a shape (tp not dividing the heads, ...).
     """
-    rows, owner = [], []
-    for i, (mb, tp, cp, ep) in enumerate(shapes[["microbatch_size", "tp", "cp", "ep"]].itertuples(index=False)):
-        _check(model, "train", int(mb), seq_len, 0, int(tp), int(cp), int(ep), dtype, "full", "executed", attention)
-        r = _raw_rows(
-            model,
-            "train",
-            int(mb),
-            seq_len,
-            0,
-            int(tp),
-            int(cp),
-            int(ep),
-            dtype,
-            "full",
-            "executed",
-            attention=attention,
-            sequence_parallel=sequence_parallel,
-            acc=acc,
-            stack=stack,
-        )
-        rows += r
-        owner += [i] * len(r)
+    cols = ["microbatch_size", "tp", "cp", "ep"]
+    shp = [tuple(int(x) for x in row) for row in shapes[cols].itertuples(index=False)]
+    for mb, tp, cp, ep in shp:
+        _check(model, "train", mb, seq_len, 0, tp, cp, ep, dtype, "full", "executed", attention)
+    kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
+    first_moe = model.layers if model.moe is None else model.moe.first_dense_layers
+    # the dense layers, the embedding and the head do not depend on EP: their rows once per (mb, tp, cp)
+    sub = {s[:3]: None for s in shp}
+    index = {k: i for i, k in enumerate(sub)}
+    sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
+    shared, shared_owner = [], []
+    for i, (mb, tp, cp) in enumerate(sub):
+        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", range(first_moe), **kw)
+        shared += r
+        shared_owner += [i] * len(r)
+    routed, routed_owner = [], []
+    if first_moe < model.layers:  # the MoE layers, once per shape
+        for i, (mb, tp, cp, ep) in enumerate(shp):
+            r = _raw_rows(
+                model, "train", mb, seq_len, 0, tp, cp, ep, dtype, "full", "executed",
+                range(first_moe, model.layers), embedding=False, head=False, **kw,
+            )  # fmt: skip
+            routed += r
+            routed_owner += [i] * len(r)
+    n = len(shapes)
+    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype)
+    per_shape = _grouped(routed, routed_owner, n, acc, dtype)
+    out = {}
+    for part in PARTS.values():
+        for g in GROUPS:
+            key = f"{part}_{g}"
+            out[key] = per_shape[key] if part == "moe" else per_sub[key][sub_of]
+    return pd.DataFrame(out)
+
+
+def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str) -> dict:
+    """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``."""
+    if not rows:
+        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
     _, _, t, _ = _times(rows, acc, dtype)
     owner = np.asarray(owner)
     scope = np.array([r[1] for r in rows])
@@ -108,11 +126,10 @@ def training_part_times(
         "routed_rc": routed & rc,
         "wgrad": phase == "bwd-weight",
     }
-    n = len(shapes)
     out = {}
     for sc, part in PARTS.items():
         here = scope == sc
         for g in GROUPS:
             sel = here & masks[g]
             out[f"{part}_{g}"] = np.bincount(owner[sel], weights=t[sel], minlength=n)
-    return pd.DataFrame(out)
+    return out

@@ -360,7 +360,11 @@ def model_state_table(
     dense = np.array([s.dense for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (tp * ep)
     out = []
-    for bytes_per_param, sharded in ((a.weight_bytes, zero >= 3), (a.grad_bytes, zero >= 2), (a.optimizer_bytes, zero >= 1)):
+    for bytes_per_param, sharded in (
+        (a.weight_bytes, zero >= 3),
+        (a.grad_bytes, zero >= 2),
+        (a.optimizer_bytes, zero >= 1),
+    ):
         d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, np.maximum(1, dp * cp // ep), 1)
         out.append(d + e)
