@@ -123,9 +123,22 @@ def candidate_frame(
     z = _axis(fixed, "zero_stage", ZERO_STAGES)
     rc_names = list(_axis(fixed, "recompute", RECOMPUTE_MODES))
     rc = np.arange(len(rc_names))
-    grids = np.meshgrid(tp, cp, pp, ep, mb, v, z, rc, indexing="ij")
-    tp_, cp_, pp_, ep_, mb_, v_, z_, rc_ = (g.ravel().astype(np.int64) for g in grids)
-    keep = gpus % (tp_ * cp_ * pp_) == 0
+    # the product in row-major order (TP slowest): first the degrees whose product divides the GPUs,
+    # then each of those with every (micro-batch, virtual stages, ZeRO, recompute)
+    outer = [g.ravel().astype(np.int64) for g in np.meshgrid(tp, cp, pp, ep, indexing="ij")]
+    divides = gpus % (outer[0] * outer[1] * outer[2]) == 0
+    outer = [a[divides] for a in outer]
+    # the rules that hold for every micro-batch and virtual-stage count hold for 1 and 1: prune by them first
+    ones = np.ones(len(outer[0]), dtype=np.int64)
+    deg = dict(zip(("tp", "cp", "pp", "ep"), outer), dp=gpus // (outer[0] * outer[1] * outer[2]))
+    divides = valid_mask(
+        {**deg, "microbatch_size": ones, "virtual_stages": ones}, model, gpus, seq_len, global_batch_seqs
+    )
+    inner = [g.ravel().astype(np.int64) for g in np.meshgrid(mb, v, z, rc, indexing="ij")]
+    n_out, n_in = int(divides.sum()), len(inner[0])
+    tp_, cp_, pp_, ep_ = (np.repeat(a[divides], n_in) for a in outer)
+    mb_, v_, z_, rc_ = (np.tile(a, n_out) for a in inner)
+    keep = np.ones(len(tp_), dtype=bool)
     if "zero_stage" not in fixed and not zero_with_pipeline:
         keep &= (z_ <= 1) | (pp_ == 1)
     cols = dict(
