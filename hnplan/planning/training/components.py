@@ -182,15 +182,19 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     if not live.any():
         return out
     idx = np.flatnonzero(live)
-    key = size[idx] * (int(stride.max()) + 1) + stride[idx]  # one integer per (size, stride)
-    codes, uniq = pd.factorize(key)
-    pairs = np.stack([uniq // (int(stride.max()) + 1), uniq % (int(stride.max()) + 1)], axis=1)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(pairs) + 1))
-    for i, (sz, st) in enumerate(pairs):
-        sel = idx[order[bounds[i] : bounds[i + 1]]]
-        table = algorithm_table(op, n[sel], job.group(int(sz), int(st)))
-        out[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
+    base = int(stride.max()) + 1
+    n_codes, n_uniq = pd.factorize(n[idx])
+    key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
+    codes, ukey = pd.factorize(key)
+    pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
+    pcodes, upairs = pd.factorize(pair)
+    res = np.zeros(len(ukey))
+    for i, pr in enumerate(upairs):
+        sel = pcodes == i
+        table = algorithm_table(op, u_n[sel], job.group(int(pr // base), int(pr % base)))
+        res[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    out[idx] = res[codes]
     return out
 
 
