@@ -26,13 +26,26 @@ def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFra
     >>> codes.tolist(), uniq.to_dict("list")
     ([0, 1, 0], {'a': [1, 2], 'b': [0, 0]})
     """
-    per = [pd.factorize(df[k], sort=False) for k in keys]
+    per = [_column_codes(df[k]) for k in keys]
     sizes = [max(len(u), 1) for _, u in per]
+    if len(df) and np.prod([float(s) for s in sizes]) >= 2**62:  # too many combinations for one int64
+        per = [pd.factorize(df[k], sort=False) for k in keys]
+        sizes = [max(len(u), 1) for _, u in per]
     flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
     codes, uflat = pd.factorize(flat, sort=False)
     idx = np.unravel_index(uflat, sizes)
     uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
     return codes, uniq
+
+
+def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and code values of one column: integers by their offset from the column's minimum
+    (no hashing), anything else by :func:`pandas.factorize`."""
+    a = col.to_numpy()
+    if a.dtype.kind in "iu" and len(a):
+        lo = a.min()
+        return (a - lo).astype(np.int64), np.arange(int(a.max() - lo) + 1, dtype=a.dtype) + lo
+    return pd.factorize(col, sort=False)
 
 
 def memo(df: pd.DataFrame, keys: list[str], fn: Callable[..., dict]) -> pd.DataFrame:
