@@ -7,6 +7,7 @@ import typer
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.planning.design import tco_summary
+from hnplan.planning.procurement import resolve_utilisation
 
 
 @app.command()
@@ -15,9 +16,13 @@ def tco(
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators (bought in whole units)"),
     years: float = typer.Option(None, "--years", min=0.01, help="amortisation period [years] (default facility.yaml)"),
     pue: float = typer.Option(None, "--pue", min=1.0, help="PUE [ratio] (default by cooling, facility.yaml)"),
-    utilisation: float = typer.Option(
-        1.0, "--utilisation", min=0.001, max=1.0, help="share of hours the cluster runs jobs [0-1]"
+    utilisation: str = typer.Option(
+        "1.0",
+        "--utilisation",
+        help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a short "
+        "cached simulation of the design under --mix",
     ),
+    mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -25,16 +30,18 @@ def tco(
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
     with handle_errors():
         cat = load_catalog()
+        u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)
         d = tco_summary(
             cat.design(system),
             gpus,
             cat,
             years=years,
             pue=pue,
-            utilisation=utilisation,
+            utilisation=u,
             electricity_usd_per_kwh=electricity,
             staff_usd_per_year=staff,
         )
+        d["utilisation_source"] = source
         if json_:
             print_json(d)
             return
@@ -56,7 +63,11 @@ def tco(
             ),
             ("opex per year", f"${d['opex_usd_per_year'] / 1e6:,.2f}M (energy {d['energy_usd_per_year'] / 1e6:,.2f})"),
             (f"TCO over {d['years']:g} years", f"${d['tco_usd'] / 1e6:,.1f}M"),
-            ("cost per GPU-hour", f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"),
+            (
+                "cost per GPU-hour",
+                f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"
+                + (f" ({source})" if source != "given" else ""),
+            ),
             ("deployment", f"{d['deploy_days']:g} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
         ]
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
