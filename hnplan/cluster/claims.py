@@ -146,7 +146,7 @@ def audit_points(
     seed: int = 0,
     lines: int = 4,
     catalog: Catalog | None = None,
-) -> tuple[pd.DataFrame, str, str]:
+) -> tuple[pd.DataFrame, str, str, float, str]:
     """The grid of one cluster claim of the audit, simulated on the same job stream for every row.
 
     Parameters
@@ -248,19 +248,27 @@ def _condition(claim_id, pts, gpus, mix, jobs, seed, loads) -> str:
         f"{x:.0%} load: " + ", ".join(f"{r.design} {r.utilisation:.0%}" for r in g.itertuples())
         for x, g in pts.groupby("offered_load", sort=True)
     )
-    tail = {
-        "utilisation-40-to-70": " Useful utilisation follows the offered load on both designs (a cluster is "
-        "only as busy as its queue); the design moves it by a few points through placement and failures.",
-        "fragmentation-below-30": " Partitioning strands capacity (each line's cluster idles while another's "
-        "queue waits, and jobs larger than a line's cluster are rejected), but not down to 30 % unless the "
-        "offered load itself is that low.",
-        "utilisation-below-50": " Under 50 % comes from strict gang scheduling without backfill (a large job "
-        "at the head of the queue idles the cluster while it drains), not from placement: with backfill "
-        "the same first-fit placement tracks the offered load.",
-        "concurrent-512-jobs-92": " Concurrency is set by the cluster size and the jobs' sizes (mean "
-        + ", ".join(f"{r.concurrent_jobs:.0f}" for r in pts.itertuples())
-        + " jobs at once here), and 92 % needs an offered load above 92 %.",
-    }[claim_id]
+    demand = pts.groupby("offered_load")["offered_load_window"].first()
+    tail = " The demand inside the measuring window (the jobs' GPU-time in it) is "
+    tail += ", ".join(f"{d:.0%}" for d in demand) + " of the GPUs."
+    w = pts.pivot_table(index="offered_load", columns="design", values="utilisation")
+    d = list(pts["design"].unique())  # in grid order: servers then supernode, or pooled then lines
+
+    def points(x: float) -> str:
+        return f"{round(x * 100) + 0:+d}"
+
+    if claim_id == "utilisation-40-to-70":
+        gap = w[d[1]] - w[d[0]]
+        tail += f" Supernode minus servers: {points(gap.min())} to {points(gap.max())} points."
+    elif claim_id == "fragmentation-below-30":
+        gap = w[d[1]] - w[d[0]]
+        rej = int(pts.loc[pts["design"].str.endswith("lines"), "rejected_jobs"].sum())
+        tail += (
+            f" Business lines minus pooled: {points(gap.min())} to {points(gap.max())} points "
+            f"({rej} jobs too large for a line's cluster)."
+        )
+    elif claim_id == "concurrent-512-jobs-92":
+        tail += " Jobs running at once (mean): " + ", ".join(f"{c:.0f}" for c in pts["concurrent_jobs"]) + "."
     return (
         f"{verdict} (useful utilisation, topology-aware placement with backfill unless named; {setup}): {nums}.{tail}"
     )
