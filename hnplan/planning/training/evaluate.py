@@ -352,7 +352,15 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
     if unknown:
         raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
     check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
-    cands = candidate_frame(job.model, job.system, job.gpus, job.seq_len, job.global_batch_seqs, fixed)
+    cands = candidate_frame(
+        job.model,
+        job.system,
+        job.gpus,
+        job.seq_len,
+        job.global_batch_seqs,
+        fixed,
+        zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
+    )
     if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
         for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
             if allowed is not None and knob not in fixed:
