@@ -33,6 +33,11 @@ class TrainingRun(_Strict):
         description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
         "in-training GEMM efficiency",
     )
+    overrides: dict = Field(
+        default_factory=dict,
+        description="stack choices (StackChoices fields) the run's own configuration sets differently from its "
+        "stack, e.g. {tp_comm: false} for a submission that turned TP-communication overlap off",
+    )
     metric: Literal[
         "hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu", "step_time_s"
     ]

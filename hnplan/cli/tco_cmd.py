@@ -25,6 +25,13 @@ def tco(
     mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
+    availability: float = typer.Option(
+        None,
+        "--availability",
+        min=0.5,
+        max=0.999999,
+        help="also buy the spare GPUs that keep GPUS whole with this probability (e.g. 0.99)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
@@ -40,13 +47,14 @@ def tco(
             utilisation=u,
             electricity_usd_per_kwh=electricity,
             staff_usd_per_year=staff,
+            availability=availability,
         )
         d["utilisation_source"] = source
         if json_:
             print_json(d)
             return
         rows = [
-            ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,})"),
+            ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,}, of which {d['spare_gpus']:,} spares)"),
             (
                 "IT / facility power",
                 f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})",
@@ -68,6 +76,13 @@ def tco(
                 f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"
                 + (f" ({source})" if source != "given" else ""),
             ),
-            ("deployment", f"{d['deploy_days']:g} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
+            ("deployment", f"{d['deploy_days']:.1f} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
         ]
+        if d["storage"]:
+            rows.append(
+                (
+                    "storage",
+                    f"{d['storage_units']:,} x {d['storage']} (${d['storage_usd'] / 1e6:,.2f}M, {d['storage_kw']:,.0f} kW)",
+                )
+            )
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
