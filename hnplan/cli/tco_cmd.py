@@ -6,8 +6,7 @@ import typer
 
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.planning.design import tco_summary
-from hnplan.planning.procurement import resolve_utilisation
+from hnplan.planning.design import resolve_utilisation, tco_summary
 
 
 @app.command()

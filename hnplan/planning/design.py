@@ -13,7 +13,7 @@ from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import design_cost
 from hnplan.deployment import deploy_time
-from hnplan.errors import check_choice
+from hnplan.errors import InputError, check_choice
 from hnplan.power import design_power
 from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
 
@@ -162,3 +162,30 @@ def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
     (:func:`hnplan.deployment.deploy_time` on the resolved design): item counts, technician-hours,
     crew, install and commissioning days and ``deploy_days``."""
     return deploy_time(_design(system, catalog), gpus)
+
+
+def resolve_utilisation(
+    utilisation: float | str | None, system: str, gpus: int, mix: str = "default", catalog: Catalog | None = None
+) -> tuple[float | None, str]:
+    """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
+    in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation.
+
+    Raises
+    ------
+    InputError
+        For anything else.
+    """
+    if utilisation is None:
+        return None, ""
+    if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
+        from hnplan.cluster.utilisation import simulated_utilisation
+
+        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog)
+        return float(sim["utilisation"]), sim["source"]
+    try:
+        u = float(utilisation)
+    except (TypeError, ValueError):
+        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
+    if not 0 < u <= 1:
+        raise InputError(f"utilisation must be in (0, 1]; got {u}")
+    return u, "given"

@@ -27,7 +27,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
-from hnplan.planning.design import estimate_reliability
+from hnplan.planning.design import estimate_reliability, resolve_utilisation  # noqa: F401 (re-exported)
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, pue_for
 
@@ -85,33 +85,6 @@ def whatif_case(
     u, src = resolve_utilisation(utilisation, system.id, gpus, mix, cat)
     (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
     return WhatIfCase(system, model, gpus, tokens, est.tokens_per_s, mode, u, src)
-
-
-def resolve_utilisation(
-    utilisation: float | str | None, system: str, gpus: int, mix: str = "default", catalog: Catalog | None = None
-) -> tuple[float | None, str]:
-    """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
-    in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation.
-
-    Raises
-    ------
-    InputError
-        For anything else.
-    """
-    if utilisation is None:
-        return None, ""
-    if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
-        from hnplan.cluster.utilisation import simulated_utilisation
-
-        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog)
-        return float(sim["utilisation"]), sim["source"]
-    try:
-        u = float(utilisation)
-    except (TypeError, ValueError):
-        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
-    if not 0 < u <= 1:
-        raise InputError(f"utilisation must be in (0, 1]; got {u}")
-    return u, "given"
 
 
 def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
