@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan.catalog import load_catalog
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.planning.design import tco_summary
 
 
@@ -39,7 +39,7 @@ def tco(
             print_json(d)
             return
         rows = [
-            ("GPUs (bought)", f"{d['gpus']:,} ({d['gpus_bought']:,})"),
+            ("GPUs (bought)", whole_units_text(d["gpus"], d["gpus_bought"], d["unit_gpus"])),
             (
                 "IT / facility power",
                 f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})",

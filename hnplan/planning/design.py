@@ -37,7 +37,7 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
     Returns
     -------
     dict
-        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
+        ``system, gpus, gpus_bought, unit_gpus, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
         rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
         idle_capital_usd`` and the capex/opex parts.
@@ -50,6 +50,7 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         "system": system.id,
         "gpus": gpus,
         "gpus_bought": c.gpus,
+        "unit_gpus": system.unit_gpus,
         "it_power_kw": units.w_to_kw(pw.it_w),
         "facility_power_kw": units.w_to_kw(pw.facility_w),
         "pue": pw.pue,

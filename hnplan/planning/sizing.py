@@ -18,7 +18,10 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
    the 9 of a 72-GPU rack for a 32-layer model and a power-of-two batch); at a count where no plan
    fits in memory, double; both are listed in ``skipped`` with the reason;
 3. at a count that misses the deadline, extrapolate the count that would meet it (time ~ 1 / GPUs)
-   and take the next such count above it;
+   and take the next such count above it; past the most the scale-out fabric joins
+   (:func:`hnplan.comm.topology.max_scaleout_gpus`, a 3-tier fat-tree: 65,536 GPUs of 64-port NDR,
+   the same limit ``hnplan topology`` enforces) the largest count it joins is the last one tried,
+   and a lower bound already above that limit is infeasible at once;
 4. after the first count that meets the deadline, scan the counts between the last miss and it
    (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
 
@@ -35,7 +38,7 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import scaleout_bom
+from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
@@ -62,13 +65,21 @@ def _next_smooth(n: int) -> int:
         n += 1
 
 
-def _buildable(system, gpus: int, cat) -> bool:
-    """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
-    try:
-        scaleout_bom(cat.design(system), gpus)
-    except InputError:
-        return False
-    return True
+def _people(x: float) -> str:
+    """A count in words people read (15T, 1.2M); beyond the 10^15 the prefixes reach, an exponent."""
+    return units.format_count(x) if x < 1e15 else f"{x:.3g}"
+
+
+def _prev_smooth(n: int) -> int:
+    """The largest integer in [1, n] whose only prime factors are 2, 3 and 5 (1 for n < 1).
+
+    >>> [_prev_smooth(k) for k in (1, 7, 11, 13, 49)]
+    [1, 6, 10, 12, 48]
+    """
+    n = max(1, n)
+    while _next_smooth(n) != n:
+        n -= 1
+    return n
 
 
 def size_for_deadline(
@@ -117,7 +128,8 @@ def size_for_deadline(
     InputError
         For a non-finite or non-positive deadline or token count.
     InfeasiblePlan
-        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline.
+        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline; the
+        message names the fabric's limit and, where one was searched, the days at the largest count.
 
     Notes
     -----
@@ -134,6 +146,15 @@ def size_for_deadline(
         / (units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
     )
     u = sys_.unit_gpus
+    fabric = cat.design(sys_)
+    cap = max_scaleout_gpus(fabric) // u  # the most units the scale-out fabric joins
+    switch = f"a 3-tier fat-tree of {fabric.scaleout_switch.ports}-port {fabric.scaleout_switch.id} switches"
+    job = f"{mdl.id} on {_people(tokens)} tokens within {deadline_days:g} days"
+    if ideal > cap * u:
+        raise InfeasiblePlan(
+            f"{job} needs at least {_people(ideal)} GPUs of {sys_.id} even at 100 % MFU; the most its "
+            f"scale-out fabric joins is {cap * u:,} ({switch})"
+        )
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
 
     def days_at(n: int) -> float:
@@ -153,11 +174,18 @@ def size_for_deadline(
 
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
     while not hit:
-        if searched() >= max_evals or not _buildable(sys_, n * u, cat):
+        if n > cap:
+            last = max(tried, default=0)
+            r = tried.get(last)
+            at_cap = f"; at {last * u:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
+            at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
             raise InfeasiblePlan(
-                f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
-                f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
-                f"within {deadline_days} days"
+                f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "
+                f"{switch}) trains {job}{at_cap}"
+            )
+        if searched() >= max_evals:
+            raise InfeasiblePlan(
+                f"no count of {sys_.id} up to {n * u:,} GPUs ({searched()} searched, the search's limit) trains {job}"
             )
         days = days_at(n)
         r = tried[n]
@@ -177,7 +205,10 @@ def size_for_deadline(
         else:
             invalid = []
             miss = n
-            n = _next_smooth(max(n + 1, math.ceil(n * days / deadline_days)))
+            want = max(n + 1, math.ceil(n * days / deadline_days))
+            n = _next_smooth(want) if want <= cap else cap + 1
+            if n > cap and _prev_smooth(cap) > miss:  # the largest count the fabric joins is the last to try
+                n = _prev_smooth(cap)
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
