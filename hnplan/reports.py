@@ -36,6 +36,26 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # concern); errors still show, and the notebooks' output is in the reports
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
+
+def quiet_kernel_manager(log_path: Path):
+    """A jupyter_client kernel manager whose kernel writes its own stdout and stderr to ``log_path``
+    instead of the terminal: the notebook's output travels over the kernel's sockets into the report;
+    what the kernel process itself prints (IPKernelApp warnings, "KeyboardInterrupt caught in kernel",
+    a ``ZMQError`` when Ctrl-C closes its sockets mid-reply) is no concern of the reader's. The log
+    is kept next to a failed notebook. ``_async_launch_kernel`` is jupyter_client's documented hook for
+    launching the kernel process differently."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class QuietKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            with open(log_path, "ab") as log:  # the child keeps its own copy of the descriptor
+                kw.setdefault("stdout", log)
+                kw.setdefault("stderr", log)
+                await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return QuietKernelManager
+
+
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {
     "model": "models",
@@ -332,6 +352,7 @@ def _run_one(
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
+        kernel_log = Path(tmp) / f"{notebook}.kernel.log"
         try:
             papermill.execute_notebook(
                 str(nb_path),
@@ -342,6 +363,7 @@ def _run_one(
                 cwd=str(NOTEBOOK_DIR),
                 log_output=False,
                 extra_arguments=KERNEL_ARGS,
+                kernel_manager_class=quiet_kernel_manager(kernel_log),
             )
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
@@ -349,11 +371,14 @@ def _run_one(
             msg = _short_error(exc)
             if tmp_nb.exists():  # keep the failed notebook for debugging, next to the good report
                 _atomic_write(target / f"{notebook}.failed.ipynb", tmp_nb.read_bytes())
+            if kernel_log.exists() and kernel_log.stat().st_size:
+                _atomic_write(target / f"{notebook}.kernel.log", kernel_log.read_bytes())
             return ReportResult(scenario_id, notebook, "failed", time.perf_counter() - t0, None, msg, title)
         _atomic_write(target / f"{notebook}.ipynb", tmp_nb.read_bytes())
         _atomic_write(html_path, body)
         _atomic_write(stamp, digest)
         (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
+        (target / f"{notebook}.kernel.log").unlink(missing_ok=True)
     return ReportResult(
         scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)), title=title
     )
