@@ -384,9 +384,39 @@ def _run_one(
     )
 
 
+def escape_dollars(text: str) -> str:
+    r"""Markdown with every unescaped ``$`` escaped: nbconvert reads ``$...$`` as LaTeX, so between two
+    prices (``$933M capex ... **gb200-nvl72** costs $16.8M``) the Markdown would show as typed, stars
+    and all. The reports hold no LaTeX.
+
+    >>> escape_dollars("costs $16.8M and $1.12")
+    'costs \\$16.8M and \\$1.12'
+    >>> escape_dollars(r"already \$1")
+    'already \\$1'
+    """
+    import re
+
+    return re.sub(r"(?<!\\)\$", r"\\$", text)
+
+
+def _escape_markdown_dollars(nb) -> None:
+    """:func:`escape_dollars` on the Markdown cells and Markdown outputs of a notebook, in place."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = escape_dollars(cell.source)
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "text/markdown" in data:
+                md = data["text/markdown"]
+                data["text/markdown"] = escape_dollars("".join(md) if isinstance(md, list) else md)
+
+
 def export_html(nb, title: str) -> str:
-    """HTML of an executed notebook: code hidden, no CDN scripts (see templates/report.html.j2)."""
+    """HTML of an executed notebook: code hidden, no CDN scripts (see templates/report.html.j2), prices
+    in Markdown kept as text (:func:`escape_dollars`)."""
     from nbconvert import HTMLExporter
+
+    _escape_markdown_dollars(nb)
 
     exporter = HTMLExporter(
         template_name="lab",

@@ -7,6 +7,7 @@ import typer
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.planning.design import tco_summary
+from hnplan.units import format_usd as usd
 
 
 @app.command()
@@ -51,12 +52,14 @@ def tco(
             ),
             (
                 "capex",
-                f"${d['capex_usd'] / 1e6:,.1f}M (systems {d['systems_usd'] / 1e6:,.1f}, network "
-                f"{d['network_usd'] / 1e6:,.1f}, facility {d['facility_usd'] / 1e6:,.1f})",
+                f"{usd(d['capex_usd'])} (systems {usd(d['systems_usd'])}, network {usd(d['network_usd'])}, "
+                f"facility {usd(d['facility_usd'])})",
             ),
-            ("opex per year", f"${d['opex_usd_per_year'] / 1e6:,.2f}M (energy {d['energy_usd_per_year'] / 1e6:,.2f})"),
-            (f"TCO over {d['years']:g} years", f"${d['tco_usd'] / 1e6:,.1f}M"),
-            ("cost per GPU-hour", f"${d['usd_per_gpu_hour']:.2f} at {d['utilisation']:.0%} utilisation"),
-            ("deployment", f"{d['deploy_days']:g} days (idle capital ${d['idle_capital_usd'] / 1e6:,.2f}M)"),
+            ("opex per year", f"{usd(d['opex_usd_per_year'])} (energy {usd(d['energy_usd_per_year'])})"),
+            (f"TCO over {d['years']:g} years", usd(d["tco_usd"])),
+            ("cost per GPU-hour", f"{usd(d['usd_per_gpu_hour'])} at {d['utilisation']:.0%} utilisation"),
+            ("deployment", f"{d['deploy_days']:g} days (idle capital {usd(d['idle_capital_usd'])})"),
         ]
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
+        if "cost_note" in d:  # no price: the costs above are n/a, and why
+            console.print(f"cost {d['cost_note']}", highlight=False, markup=False)

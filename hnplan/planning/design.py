@@ -11,12 +11,19 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.cost import design_cost
+from hnplan.cost import DesignCost, deploy_days_for, design_cost
 from hnplan.errors import check_choice
 from hnplan.power import design_power
 from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate
 
-__all__ = ["CHECKPOINT_MODES", "ReliabilityEstimate", "design_of", "estimate_reliability", "tco_summary"]
+__all__ = [
+    "CHECKPOINT_MODES",
+    "ReliabilityEstimate",
+    "cost_or_gap",
+    "design_of",
+    "estimate_reliability",
+    "tco_summary",
+]
 
 
 def design_of(system, catalog: Catalog | None = None) -> Design:
@@ -26,6 +33,32 @@ def design_of(system, catalog: Catalog | None = None) -> Design:
 
 
 _design = design_of
+
+
+def cost_or_gap(design: Design, gpus: int, **kwargs) -> tuple[DesignCost | None, str | None]:
+    """:func:`hnplan.cost.design_cost` of ``gpus`` accelerators, or ``(None, why)`` when a part the cost
+    counts has no price: the reason names the missing ``prices.yaml`` item and how a system file gives its
+    own price (``unit_price_usd``, ``price_item``). Cost outputs then say "n/a" with it, and the rest of
+    the answer (time, power, racks) stands."""
+    missing = design.prices.missing
+    if missing:
+        return None, "; ".join(missing.values())
+    return design_cost(design, gpus, **kwargs), None
+
+
+_COST_KEYS = (
+    "capex_usd",
+    "opex_usd_per_year",
+    "tco_usd",
+    "usd_per_gpu_hour",
+    "idle_capital_usd",
+    "systems_usd",
+    "network_usd",
+    "facility_usd",
+    "energy_usd_per_year",
+    "maintenance_usd_per_year",
+    "staff_usd_per_year",
+)
 
 
 def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> dict:
@@ -40,16 +73,17 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         ``system, gpus, gpus_bought, unit_gpus, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
         rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
-        idle_capital_usd`` and the capex/opex parts.
+        idle_capital_usd`` and the capex/opex parts. Without a price (:func:`cost_or_gap`) the cost
+        keys are NaN and ``cost_note`` says why.
     """
     design = _design(system, catalog)
     system = design.system
-    c = design_cost(design, gpus, **kwargs)
+    c, gap = cost_or_gap(design, gpus, **kwargs)
     pw = design_power(design, gpus, kwargs.get("pue"))
-    return {
+    power = {
         "system": system.id,
         "gpus": gpus,
-        "gpus_bought": c.gpus,
+        "gpus_bought": pw.units * system.unit_gpus,
         "unit_gpus": system.unit_gpus,
         "it_power_kw": units.w_to_kw(pw.it_w),
         "facility_power_kw": units.w_to_kw(pw.facility_w),
@@ -58,6 +92,21 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         "kw_per_rack": pw.kw_per_rack,
         "rack_limit_kw": units.w_to_kw(pw.rack_limit_w),
         "over_rack_limit": pw.over_rack_limit,
+    }
+    if c is None:  # no price: every cost n/a, with the reason
+        nan = float("nan")
+        years = kwargs.get("years") or design.facility.amortisation_years.value
+        return {
+            **power,
+            **dict.fromkeys(_COST_KEYS, nan),
+            "years": years,
+            "utilisation": kwargs.get("utilisation", 1.0),
+            "staff_usd_per_year": kwargs.get("staff_usd_per_year", 0.0),
+            "deploy_days": deploy_days_for(design) if kwargs.get("deploy_days") is None else kwargs["deploy_days"],
+            "cost_note": f"n/a: {gap}",
+        }
+    return {
+        **power,
         "capex_usd": c.capex_usd,
         "opex_usd_per_year": c.opex_usd_per_year,
         "tco_usd": c.tco_usd,

@@ -40,8 +40,8 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
-from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
+from hnplan.planning.design import cost_or_gap
 from hnplan.planning.time_to_train import time_to_train
 from hnplan.power import design_power
 
@@ -199,15 +199,15 @@ def size_for_deadline(
                     f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}"
                 )
             n = _next_smooth(n + 1)
-        elif isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
-            invalid = []
-            n = _next_smooth(2 * n)
         else:
             invalid = []
-            miss = n
-            want = max(n + 1, math.ceil(n * days / deadline_days))
-            n = _next_smooth(want) if want <= cap else cap + 1
-            if n > cap and _prev_smooth(cap) > miss:  # the largest count the fabric joins is the last to try
+            if isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
+                want = 2 * n
+            else:
+                miss = n
+                want = max(n + 1, math.ceil(n * days / deadline_days))
+            last, n = n, _next_smooth(want) if want <= cap else cap + 1
+            if n > cap and _prev_smooth(cap) > last:  # the largest count the fabric joins is the last to try
                 n = _prev_smooth(cap)
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
@@ -324,7 +324,9 @@ def size_design(
     -------
     dict
         :func:`size_for_deadline`'s keys plus ``racks, it_power_mw, facility_power_mw, capex_usd,
-        opex_usd_per_year, tco_usd, run_usd`` (the run at TCO rates), ``within_budget`` and ``status``.
+        opex_usd_per_year, tco_usd, run_usd`` (the run at TCO rates), ``within_budget`` and ``status``;
+        without a price (:func:`hnplan.planning.design.cost_or_gap`) the costs are NaN and ``cost_note``
+        says why.
 
     Raises
     ------
@@ -338,18 +340,21 @@ def size_design(
     gpus = row["gpus"]
     design = cat.design(sys_)
     pw = design_power(design, gpus)
-    cost = design_cost(design, gpus)
+    cost, gap = cost_or_gap(design, gpus)
+    nan = float("nan")
     row.update(
         racks=pw.racks,
         it_power_mw=units.w_to_mw(pw.it_w),
         facility_power_mw=units.w_to_mw(pw.facility_w),
-        capex_usd=cost.capex_usd,
-        opex_usd_per_year=cost.opex_usd_per_year,
-        tco_usd=cost.tco_usd,
-        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),
-        within_budget=None if budget_usd is None else bool(cost.capex_usd <= budget_usd),
+        capex_usd=cost.capex_usd if cost else nan,
+        opex_usd_per_year=cost.opex_usd_per_year if cost else nan,
+        tco_usd=cost.tco_usd if cost else nan,
+        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])) if cost else nan,
+        within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
         status="ok",
     )
+    if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
+        row["cost_note"] = f"n/a: {gap}"
     return row
 
 
@@ -372,12 +377,13 @@ def size_designs(
     cat = catalog or load_catalog()
     rows = []
     for s in systems:
-        sid = cat.system(s).id
+        entry = cat.system(s)  # an id or a file path, resolved once; the entry is passed on, not its id
+        sid = entry.id
         try:
             rows.append(
                 size_design(
                     model,
-                    sid,
+                    entry,
                     tokens,
                     deadline_days,
                     seq_len,
@@ -411,15 +417,20 @@ def sizing_verdict(df: pd.DataFrame) -> str:
         return "No design meets the deadline with this global batch; relax the deadline or raise the batch."
     lines = [
         f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
-        f"{r['facility_power_mw']:.1f} MW facility power, ${r['capex_usd'] / 1e6:,.0f}M capex, "
+        f"{r['facility_power_mw']:.1f} MW facility power, {units.format_usd(r['capex_usd'])} capex, "
         f"{r['days']:.1f} days"
         + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")
         for _, r in ok.iterrows()
     ]
-    cheap = ok.loc[ok["capex_usd"].idxmin()]
-    lines.append(
-        f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** (${cheap['capex_usd'] / 1e6:,.0f}M)."
-    )
+    priced = ok[ok["capex_usd"].notna()]
+    if not priced.empty:
+        cheap = priced.loc[priced["capex_usd"].idxmin()]
+        lines.append(
+            f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
+            f"({units.format_usd(cheap['capex_usd'])})."
+        )
+    for _, r in ok[ok["capex_usd"].isna()].iterrows():
+        lines.append(f"{r['system']}: cost {r.get('cost_note', 'n/a')}")
     if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
         lines.append(
             f"Days include failures, restarts and checkpoint stalls (goodput "

@@ -138,6 +138,7 @@ def top_candidates(
     top["hbm_headroom_gib"] = hbm_gib(system, catalog) - top["memory_per_gpu_gib"]
     cols = ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib", "hbm_headroom_gib", "same_numbers_as"]
     out = top[PLAN_COLUMNS + cols].reset_index(drop=True)
+    out.attrs["system"] = (catalog or load_catalog()).system(system).id
     out.attrs["units"] = {
         "step_time_s": "s",
         "tokens_per_s": "tokens/s",
