@@ -188,3 +188,16 @@ def test_size_past_the_fabric_tries_its_largest_count():
     res = runner.invoke(app, [*args, "--deadline-days", "20"])
     assert res.exit_code == 3, res.output
     assert "at 65,536 GPUs it takes" in res.stderr and "fabric joins (65,536 GPUs" in res.stderr
+
+
+def test_size_says_when_the_batch_cannot_take_a_factor_of_the_count():
+    # 40 GPUs = 8 x 5 with a batch of 128 sequences: DP (which divides the batch) takes no factor 5, so
+    # the 5 goes to TP/PP/CP; the answer says so, and 64 GPUs (all factors shared) have no note
+    args = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--system", "hgx-h100-ib-ndr"]
+    args += ["--seq-len", "8192", "--global-batch-tokens", str(128 * 8192)]
+    res = runner.invoke(app, [*args, "--gpus", "40"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "40 GPUs = 8 x 5: the batch of 128 sequences has no factor 5" in text
+    res = runner.invoke(app, [*args, "--gpus", "64", "--json"])
+    assert json.loads(res.stdout)["results"][0]["batch_note"] == ""

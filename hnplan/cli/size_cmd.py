@@ -102,6 +102,8 @@ def size(
                 f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
             )
             notes += _skipped_lines(r["system"], r.get("skipped", []))
+            if r.get("batch_note"):
+                notes.append(f"{r['system']}: {r['batch_note']}")
         console.print(t)
         for line in notes:
             console.print(line, highlight=False, markup=False)

@@ -439,6 +439,8 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     elif "goodput_mode" in ok:
         lines.append("Days leave failures out (goodput off).")
     for _, r in ok.iterrows():
+        if isinstance(r.get("batch_note"), str) and r["batch_note"]:
+            lines.append(f"{r['system']}: {r['batch_note']}.")
         skipped = r.get("skipped")
         if isinstance(skipped, list) and skipped:
             lines.append(
