@@ -389,3 +389,16 @@ def format_quantity(value, unit: str = "", digits: int = 3) -> str:
     v = float(value)
     text = f"{v:,.0f}" if abs(v) >= 10**digits else _sig(v, digits)
     return f"{text} {u}"
+
+
+def format_number(value, digits: int = 4) -> str:
+    """A plain number in a table for people: ``digits`` significant digits, thousands separated, no
+    exponent (``{:.4g}`` writes 16,930 as ``1.693e+04``); 'n/a' for a missing one.
+
+    >>> format_number(16930.4), format_number(1.5), format_number(123.456), format_number(None)
+    ('16,930', '1.5', '123.5', 'n/a')
+    """
+    if not _finite(value):
+        return "n/a"
+    v = float(value)
+    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else _sig(v, digits)
