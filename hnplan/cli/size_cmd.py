@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
@@ -82,7 +83,7 @@ def size(
             + (f" within {deadline_days:g} days" if deadline_days else "")
         )
         for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "goodput", "plan"):
-            t.add_column(col)
+            t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
         for r in rows:
             if r.get("status") != "ok":
