@@ -352,7 +352,7 @@ def _run_one(
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
-        kernel_log = Path(tmp) / f"{notebook}.kernel.log"
+        kernel_log = Path(tmp).resolve() / f"{notebook}.kernel.log"  # absolute: papermill runs in cwd
         try:
             papermill.execute_notebook(
                 str(nb_path),
@@ -535,6 +535,10 @@ def params_run_name(scenario: Scenario, overrides: dict, label: str | None = Non
     def show(v):
         if isinstance(v, list):
             return "[" + ", ".join(show(x) for x in v) + "]"
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= 1e6:
+            from hnplan.units import format_count
+
+            return format_count(v)  # tokens=1T, not 1000000000000
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
             return str(int(v))
         return Path(v).name if _looks_like_path(v) else str(v)
