@@ -427,10 +427,12 @@ def sizing_verdict(df: pd.DataFrame) -> str:
         cheap = priced.loc[priced["capex_usd"].idxmin()]
         lines.append(
             f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
-            f"({units.format_usd(cheap['capex_usd'])})."
+            f"({units.format_usd(cheap['capex_usd'])})"
+            + ("" if len(priced) == len(ok) else ", of those with a price")
+            + "."
         )
     for _, r in ok[ok["capex_usd"].isna()].iterrows():
-        lines.append(f"{r['system']}: cost {r.get('cost_note', 'n/a')}")
+        lines.append(f"{r['system']}: cost n/a, it has no price (give its file `unit_price_usd` or `price_item`).")
     if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
         lines.append(
             f"Days include failures, restarts and checkpoint stalls (goodput "
