@@ -1,7 +1,7 @@
 """Cost model: capex from the bill of materials and dated prices, opex, TCO, unit costs.
 
-* Capex = purchasable units x unit price + scale-out switches and transceivers + facility build
-  cost per MW of (rated) IT power.
+* Capex = purchasable units (the GPUs wanted plus any spares) x unit price + the named storage's
+  units + scale-out switches and transceivers + facility build cost per MW of (rated) IT power.
 * Opex per year = energy + maintenance (a fraction of hardware capex) + optional staff. Energy:
   the cluster trains a fraction ``utilisation`` of the hours at the measured training draw
   (``facility.training_power_fraction`` of rated power) and idles the rest with the accelerators at
@@ -10,8 +10,9 @@
   where productive hours are the lifetime less the deployment time; the capital idle during
   deployment costs ``capex x deploy time / lifetime`` (straight-line depreciation of idle hardware).
 
-Every price and rate comes from ``data/prices.yaml``, ``data/facility.yaml``,
-``data/reliability.yaml`` (default deployment time) or the system entry, or is an argument.
+Every price and rate comes from ``data/prices.yaml``, ``data/facility.yaml``, ``data/storage/``,
+``data/reliability.yaml`` (install rates of the deployment time, :mod:`hnplan.deployment`) or the
+system entry, or is an argument.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from dataclasses import asdict, dataclass
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.comm.topology import scaleout_bom
+from hnplan.deployment import deploy_time
 from hnplan.errors import InputError
 from hnplan.power import _check_fraction, design_power, training_draw_w
+from hnplan.storage import storage_capex_usd, storage_usd_per_year
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class DesignCost:
     gpus: int = 0
     utilisation: float = 1.0
     deploy_s: float = 0.0
+    spare_gpus: int = 0
+    storage_usd: float = 0.0
 
     @property
     def capex_usd(self) -> float:
@@ -60,8 +65,10 @@ class DesignCost:
 
     @property
     def productive_gpu_hours(self) -> float:
-        """GPU-hours delivered over the lifetime: GPUs x (lifetime - deployment) x utilisation [h]."""
-        return self.gpus * units.s_to_hours(units.years_to_s(self.years) - self.deploy_s) * self.utilisation
+        """GPU-hours delivered over the lifetime: (GPUs bought - spares) x (lifetime - deployment) x
+        utilisation [h]."""
+        working = self.gpus - self.spare_gpus
+        return working * units.s_to_hours(units.years_to_s(self.years) - self.deploy_s) * self.utilisation
 
     @property
     def usd_per_gpu_hour(self) -> float:
@@ -93,12 +100,13 @@ class DesignCost:
         return d
 
 
-def deploy_days_for(design: Design) -> float:
-    """Delivery-to-production time of one cluster of a design [days]: the system's ``deploy_days``
-    or the default in ``reliability.yaml``."""
+def deploy_days_for(design: Design, gpus: int) -> float:
+    """Delivery-to-production time of ``gpus`` accelerators of a design [days]: the system's own
+    ``deploy_days`` (a measured figure), else derived from the bill of materials
+    (:func:`hnplan.deployment.deploy_time`)."""
     if design.system.deploy_days is not None:
         return design.system.deploy_days
-    return design.reliability.deploy_days.value
+    return deploy_time(design, gpus)["deploy_days"]
 
 
 def design_cost(
@@ -113,6 +121,7 @@ def design_cost(
     dc_build_usd_per_mw: float | None = None,
     staff_usd_per_year: float = 0.0,
     deploy_days: float | None = None,
+    spare_gpus: int = 0,
 ) -> DesignCost:
     """Capex and opex of ``gpus`` accelerators of a system.
 
@@ -137,6 +146,15 @@ def design_cost(
         Operations staff [USD/year], default 0.
     deploy_days : float, optional
         Delivery-to-production time [days]; default :func:`deploy_days_for`.
+    spare_gpus : int
+        Spare accelerators bought beside ``gpus`` (e.g. :func:`hnplan.reliability.spare_gpus` for a
+        target availability): they are paid for and powered, but deliver no GPU-hours.
+
+    Notes
+    -----
+    The system's ``storage`` (if named) is in the bill of materials: its units
+    (:func:`hnplan.storage.units_for`) at ``usd_per_unit`` in the systems capex, at
+    ``usd_per_unit_month`` in the opex, and their power in the IT power.
 
     Returns
     -------
@@ -170,15 +188,20 @@ def design_cost(
     years = years if years is not None else fac.amortisation_years.value
     if years <= 0:
         raise InputError(f"years must be > 0; got {years}")
-    deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design))
+    if spare_gpus < 0:
+        raise InputError(f"spare_gpus must be >= 0; got {spare_gpus}")
+    pw = design_power(design, gpus + spare_gpus, pue)
+    deploy_s = units.days_to_s(deploy_days if deploy_days is not None else deploy_days_for(design, gpus + spare_gpus))
     if deploy_s >= units.years_to_s(years):
         raise InputError(
             f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)"
         )
-    pw = design_power(design, gpus, pue)
     bom = scaleout_bom(design, pw.units * system.unit_gpus)
     price = design.prices
-    systems = hardware_price_factor * pw.units * price.usd("system")
+    storage = (
+        storage_capex_usd(design.storage, pw.storage_units) if design.storage is not None and pw.storage_units else 0.0
+    )
+    systems = hardware_price_factor * (pw.units * price.usd("system") + storage)
     # first-order optics: every link end is an OSFP module of the NIC's speed class
     # (hnplan.catalog.design.transceiver_item)
     network = hardware_price_factor * (
@@ -190,15 +213,22 @@ def design_cost(
     kwh_usd = fac.electricity_usd_per_kwh.value if electricity_usd_per_kwh is None else electricity_usd_per_kwh
     energy = units.j_to_kwh(avg_w * units.YEAR) * kwh_usd
     maint = fac.maintenance_fraction_per_year.value if maintenance_fraction is None else maintenance_fraction
+    service = (
+        storage_usd_per_year(design.storage, pw.storage_units)
+        if design.storage is not None and pw.storage_units
+        else 0.0
+    )
     return DesignCost(
         systems,
         network,
         facility,
         energy,
-        maint * (systems + network),
+        maint * (systems + network) + service,
         years,
         staff_usd_per_year,
         pw.units * system.unit_gpus,
         utilisation,
         deploy_s,
+        spare_gpus,
+        storage,
     )

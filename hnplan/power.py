@@ -28,6 +28,8 @@ from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import Accelerator, Facility
 from hnplan.comm.topology import scaleout_bom
 from hnplan.errors import InputError
+from hnplan.storage import storage_power_w
+from hnplan.storage import units_for as storage_units_for
 
 
 def _check_fraction(name: str, value) -> None:
@@ -97,11 +99,13 @@ class DesignPower:
     racks_by_space: int = 0
     racks_by_power: int = 0
     rack_limit_w: float = math.inf
+    storage_units: int = 0
+    storage_w: float = 0.0
 
     @property
     def it_w(self) -> float:
-        """Rated IT power (compute + scale-out network) [W]."""
-        return self.compute_w + self.network_w
+        """Rated IT power (compute + scale-out network + the named storage's units) [W]."""
+        return self.compute_w + self.network_w + self.storage_w
 
     @property
     def facility_w(self) -> float:
@@ -176,7 +180,8 @@ def design_power(
     Notes
     -----
     Compute: units x ``unit_power_kw`` (hosts, NICs and scale-up switches included). Network:
-    scale-out switches x their power + transceivers x the fabric's ``transceiver_w``.
+    scale-out switches x their power + transceivers x the fabric's ``transceiver_w``. Storage: the
+    units of the system's ``storage`` (:func:`hnplan.storage.units_for`) x ``power_w_per_unit``.
 
     Examples
     --------
@@ -217,6 +222,8 @@ def design_power(
         racks_by_space=by_space,
         racks_by_power=by_power,
         rack_limit_w=limit,
+        storage_units=(n_sto := storage_units_for(design, bought)),
+        storage_w=storage_power_w(design.storage, n_sto) if design.storage is not None else 0.0,
     )
 
 

@@ -15,8 +15,17 @@ interval, restart time and goodput.
   ``tau = sqrt(2 delta M) [1 + (1/3) sqrt(delta / 2M) + (1/9) (delta / 2M)] - delta`` for
   ``delta < 2M``, else ``M``.
 * Goodput (Daly [3]_ eq. 13, exponential failures): wall time per unit of work
-  ``T_w / T_s = M e^{R/M} (e^{(tau + delta)/M} - 1) / tau``; goodput = ``T_s / T_w``, further
-  reduced by planned interruptions each costing one restart.
+  ``T_w / T_s = M e^{R/M} (e^{(tau + delta)/M} - 1) / tau``; the job's goodput = ``T_s / T_w``,
+  further reduced by planned interruptions each costing one restart. The design's goodput also
+  charges the accelerators held out of service for repair on the job's behalf (Little's law:
+  ``sum_k lambda_k x drained_k x repair_k``): without hot swap a failure drains its whole failure
+  unit (node, or NVL72/UB rack) for the repair time; with hot swap a failed card alone is out, for
+  the hot-swap time (:func:`drained_per_failure`). Spares for a target availability are the
+  quantile of that compound Poisson count (:func:`spare_gpus`); :func:`hnplan.cost.design_cost`
+  buys them.
+* With a storage entry (the system's ``storage``), checkpoint write and restore times come from its
+  units beside the data loader's reads (:func:`hnplan.storage.job_storage`); the asynchronous
+  interval is at least that write time.
 
 References
 ----------
@@ -38,9 +47,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from hnplan import storage as sto
 from hnplan import units
 from hnplan.catalog.design import Design
-from hnplan.catalog.schemas import Model, System
+from hnplan.catalog.schemas import Model, Storage, System
 from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import param_counts
 from hnplan.errors import InputError, check_choice
@@ -110,14 +120,55 @@ def failure_unit_gpus(system: System) -> int:
     return unit
 
 
+def drained_per_failure(design: Design, repair_hours: float | None = None) -> dict:
+    """GPUs one hardware failure takes out of service, and for how long, by component kind.
+
+    Without hot swap a failure drains its whole failure unit (:func:`failure_unit_gpus`: the node,
+    or the NVL72/UB rack a job is laid out across; a host, NIC or link failure at least its node)
+    for the repair time. With ``hot_swap`` a failed accelerator is replaced in the running node: only
+    that card is out, for the hot-swap time (the system's ``repair_hours``, else
+    ``reliability.yaml``'s ``hot_swap_repair_hours``); a host, NIC or link failure drains its node
+    (not the rack) for the repair time.
+
+    Returns
+    -------
+    dict
+        ``reliability.yaml`` rate name (hardware kinds only) -> ``(gpus, hours)``.
+    """
+    system, rel = design.system, design.reliability
+    unit = failure_unit_gpus(system)
+    rh = repair_hours if repair_hours is not None else (system.repair_hours or rel.repair_hours.value)
+    out = {}
+    for name, r in rel.rates.items():
+        if r.per not in HARDWARE:
+            continue
+        if r.per != "accelerator":  # a host, NIC or link failure takes at least its node out
+            out[name] = (max(unit, system.node_gpus) if not system.hot_swap else system.node_gpus, rh)
+        elif not system.hot_swap:
+            out[name] = (unit, rh)
+        else:
+            hs = rel.hot_swap_repair_hours.value if rel.hot_swap_repair_hours is not None else rh
+            out[name] = (1, repair_hours if repair_hours is not None else (system.repair_hours or hs))
+    return out
+
+
+def gpus_in_repair(design: Design, gpus: int, rate_factor: float = 1.0, repair_hours: float | None = None) -> float:
+    """Mean accelerators out of service for repair on behalf of a job of ``gpus`` (Little's law:
+    ``sum_k lambda_k x drained_k x repair_k`` over hardware kinds, :func:`drained_per_failure`)."""
+    rates = interruption_rates_per_h(design, gpus, rate_factor)
+    return sum(rates[k] * g * h for k, (g, h) in drained_per_failure(design, repair_hours).items())
+
+
 def spare_gpus(
     design: Design, gpus: int, quantile: float = 0.99, repair_hours: float | None = None, rate_factor: float = 1.0
 ) -> int:
     """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
 
-    Each hardware interruption removes one failure unit for ``repair_hours``; units in repair are
-    Poisson with mean ``lambda_hw x repair_hours`` (Little's law); spares = the Poisson
-    ``quantile`` x failure-unit size.
+    Each hardware failure of kind ``k`` takes ``drained_k`` accelerators out for ``repair_k`` hours
+    (:func:`drained_per_failure`); failures of a kind in repair are Poisson with mean
+    ``lambda_k x repair_k`` (Little's law), so the accelerators out are a compound Poisson sum;
+    spares = its ``quantile`` (exact, by convolving the scaled Poisson distributions). With one
+    unit size this is the Poisson quantile x the failure-unit size.
 
     Raises
     ------
@@ -128,11 +179,17 @@ def spare_gpus(
         raise InputError(f"quantile must be in (0, 1); got {quantile}")
     from scipy import stats  # imported here: scipy.stats costs 0.5 s of start-up to every importer (issue 16)
 
-    system, rel = design.system, design.reliability
     rates = interruption_rates_per_h(design, gpus, rate_factor)
-    hw = sum(v for k, v in rates.items() if rel.rates[k].per in HARDWARE)
-    rh = repair_hours if repair_hours is not None else (system.repair_hours or rel.repair_hours.value)
-    return int(stats.poisson.ppf(quantile, hw * rh)) * failure_unit_gpus(system)
+    by_size: dict[int, float] = {}
+    for k, (g, h) in drained_per_failure(design, repair_hours).items():
+        by_size[g] = by_size.get(g, 0.0) + rates[k] * h
+    pmf = np.ones(1)
+    for size, mean in by_size.items():
+        kmax = int(stats.poisson.ppf(1 - 1e-12, mean)) + 1
+        scaled = np.zeros(kmax * size + 1)
+        scaled[::size] = stats.poisson.pmf(np.arange(kmax + 1), mean)
+        pmf = np.convolve(pmf, scaled)
+    return int(np.searchsorted(np.cumsum(pmf), quantile - 1e-12))
 
 
 # -- checkpoints --------------------------------------------------------------------------------
@@ -237,6 +294,9 @@ class ReliabilityEstimate:
     restart_s: float
     goodput: float
     rates_per_h: dict
+    job_goodput: float = 1.0
+    gpus_in_repair: float = 0.0
+    storage: dict | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -255,8 +315,18 @@ def reliability_estimate(
     rate_factor: float = 1.0,
     write_GBps_per_node: float | None = None,
     restart_overhead_s: float | None = None,
+    storage: Storage | None = None,
+    storage_units: int | None = None,
+    tokens_per_s: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
+
+    ``job_goodput`` is Daly's useful fraction of the job's wall time (less planned interruptions);
+    ``goodput`` also charges the accelerators held out of service for repair on the job's behalf
+    (:func:`gpus_in_repair`, which depends on hot swap and the failure unit):
+    ``goodput = job_goodput x gpus / (gpus + gpus_in_repair)``. With a storage entry (the system's
+    ``storage`` or ``storage``), checkpoint write and restore times come from it beside the data
+    loader (:func:`hnplan.storage.job_storage`), else from the per-node figures.
 
     The planner :func:`hnplan.planning.design.estimate_reliability` resolves ids and calls this.
 
@@ -275,6 +345,12 @@ def reliability_estimate(
         Storage write bandwidth [GB/s per node].
     restart_overhead_s : float, optional
         Restart time before the checkpoint read [s]; default reliability.yaml.
+    storage : Storage, optional
+        Overrides the system's ``storage`` (ignored when ``write_GBps_per_node`` is given).
+    storage_units : int, optional
+        Storage units bought; default :func:`hnplan.storage.units_for`.
+    tokens_per_s : float, optional
+        The job's training throughput [tokens/s], for the data loader's share of the storage.
 
     Returns
     -------
@@ -283,7 +359,7 @@ def reliability_estimate(
     Raises
     ------
     InputError
-        For an unknown mode.
+        For an unknown mode, or a storage that cannot sustain the data loader.
     """
     check_choice("mode", mode, CHECKPOINT_MODES)
     system, rel = design.system, design.reliability
@@ -291,9 +367,23 @@ def reliability_estimate(
     m = units.HOUR / sum(rates.values()) if sum(rates.values()) else math.inf
     n_bytes = checkpoint_bytes(model)
     ck = checkpoint_times(n_bytes, design, gpus, write_GBps_per_node)
-    stall = ck[f"{mode}_stall_s"]
     nodes = math.ceil(gpus / system.node_gpus)
     read_s = n_bytes / (nodes * units.GBps_to_Bps(design.storage_read_GBps_per_node))
+    job_sto = (
+        None if write_GBps_per_node else sto.job_storage(design, gpus, n_bytes, storage, storage_units, tokens_per_s)
+    )
+    if job_sto is not None:
+        write_s = job_sto["write_s"]
+        read_s = job_sto["read_s"]
+    else:  # per-node figures: the data loader's reads take their share of the same storage time
+        loader = units.GBps_to_Bps(design.storage_read_GBps_per_node) * nodes
+        share = 1.0 - (tokens_per_s or 0.0) * sto.TEXT_BYTES_PER_TOKEN / loader
+        if share <= 0:
+            raise InputError(f"the storage ({loader / 1e9:.0f} GB/s read) cannot sustain the data loader")
+        write_s = ck["write_s"] / share
+    ck["write_s"] = ck["sync_stall_s"] = write_s
+    ck["async_stall_s"] = min(ck["async_stall_s"], write_s)
+    stall = ck[f"{mode}_stall_s"]
     restart = (rel.restart_overhead_s.value if restart_overhead_s is None else restart_overhead_s) + read_s
     planned = rate_factor * rel.planned_per_gpu_hour.value * gpus
     if math.isinf(m):
@@ -304,6 +394,7 @@ def reliability_estimate(
             interval = max(interval, ck["write_s"])
         goodput = daly_goodput(interval, stall, restart, m)
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
+    in_repair = gpus_in_repair(design, gpus, rate_factor)
     return ReliabilityEstimate(
         system=system.id,
         model=model.id,
@@ -318,6 +409,9 @@ def reliability_estimate(
         checkpoint_stall_s=stall,
         checkpoint_interval_s=interval,
         restart_s=restart,
-        goodput=goodput,
+        goodput=goodput * gpus / (gpus + in_repair),
         rates_per_h=rates,
+        job_goodput=goodput,
+        gpus_in_repair=in_repair,
+        storage=job_sto,
     )

@@ -254,3 +254,104 @@ def storage_usd_per_year(storage: Storage, n_units):
     return (
         12.0 * (np.asarray(n_units, dtype=float) if np.ndim(n_units) else float(n_units)) * storage.usd_per_unit_month
     )
+
+
+# -- a design's storage (issue 15) --------------------------------------------------------------
+#: bytes per token of pre-tokenized text shards: Megatron-LM's indexed datasets store token ids as
+#: int32 for vocabularies above 65,500 (uint16 below; ``DType.optimal_dtype`` in
+#: megatron/core/datasets/indexed_dataset.py); every current large model's vocabulary is above
+TEXT_BYTES_PER_TOKEN = 4.0
+#: one read of a token shard [KiB] (large sequential reads)
+TEXT_READ_KIB = 1024.0
+
+
+def units_for(design, gpus: int, storage: Storage | None = None) -> int:
+    """Units of the design's storage (or ``storage``) a cluster of ``gpus`` buys: ``ceil(gpus /
+    storage_gpus_per_unit)``; one unit when the system gives no sizing rule; 0 without storage.
+
+    Parameters
+    ----------
+    design : Design
+    gpus : int
+    storage : Storage, optional
+        Overrides the system's ``storage``.
+    """
+    st = storage or design.storage
+    if st is None:
+        return 0
+    per = design.system.storage_gpus_per_unit
+    return max(1, int(np.ceil(gpus / per))) if per else 1
+
+
+def job_storage(
+    design,
+    gpus: int,
+    checkpoint_bytes: float,
+    storage: Storage | None = None,
+    n_units: int | None = None,
+    tokens_per_s: float | None = None,
+    bytes_per_token: float = TEXT_BYTES_PER_TOKEN,
+) -> dict | None:
+    """Checkpoint write and restore times of a job on the design's storage, beside its data loader.
+
+    The data loader reads ``tokens_per_s x bytes_per_token`` continuously (:func:`loader_need`); the
+    storage serves it for a fraction ``loader_read / read_Bps`` of its time, and checkpoints are
+    written in the rest: write bandwidth share ``1 - loader_read / read_Bps`` (a parallel file
+    system's servers and drives are shared by reads and writes). A restore runs while the loader is
+    stopped, at the full read bandwidth. Both are also limited by the job's own storage links, the
+    system's ``storage_write_GBps_per_node`` x nodes when given.
+
+    Parameters
+    ----------
+    design : Design
+    gpus : int
+    checkpoint_bytes : float [bytes]
+    storage : Storage, optional
+        Overrides the system's ``storage``.
+    n_units : int, optional
+        Units bought; default :func:`units_for`.
+    tokens_per_s : float, optional [tokens/s]
+        The job's training throughput; none: no loader traffic.
+    bytes_per_token : float [bytes]
+
+    Returns
+    -------
+    dict or None
+        None when the design names no storage; else ``storage, units, write_s, read_s`` [s],
+        ``loader_read_Bps`` [bytes/s], ``loader_iops`` [1/s], ``write_share`` [fraction] and the
+        units the loader and the checkpoint write alone need (``units_needed``).
+
+    Raises
+    ------
+    InputError
+        When the storage cannot sustain the data loader's read rate.
+    """
+    st = storage or design.storage
+    if st is None:
+        return None
+    n = n_units if n_units is not None else units_for(design, gpus, st)
+    agg = aggregate(st, n)
+    need = (
+        loader_need(tokens_per_s, bytes_per_token=bytes_per_token, io_kib=TEXT_READ_KIB)
+        if tokens_per_s
+        else {"read_Bps": 0.0, "iops": 0.0}
+    )
+    read_frac = max(need["read_Bps"] / agg["read_Bps"], need["iops"] / agg["read_iops"])
+    if read_frac >= 1:
+        raise InputError(
+            f"storage {st.id}: {n} unit(s) cannot sustain the data loader "
+            f"({units.Bps_to_GBps(need['read_Bps']):.1f} GB/s, {need['iops']:.0f} IOPS); buy more units"
+        )
+    nodes = int(np.ceil(gpus / design.system.node_gpus))
+    per_node = design.system.storage_write_GBps_per_node
+    client = nodes * units.GBps_to_Bps(per_node) if per_node else np.inf
+    return {
+        "storage": st.id,
+        "units": n,
+        "write_s": checkpoint_write_s(checkpoint_bytes, st, n, 1.0 - read_frac, client),
+        "read_s": checkpoint_restore_s(checkpoint_bytes, st, n, 1.0, client),
+        "loader_read_Bps": need["read_Bps"],
+        "loader_iops": need["iops"],
+        "write_share": 1.0 - read_frac,
+        "units_for_loader": units_needed(st, read_Bps=need["read_Bps"], iops=need["iops"])["units"],
+    }

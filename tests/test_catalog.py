@@ -26,6 +26,7 @@ REQUIRED = {
     "models": [
         "gpt3-175b",
         "llama2-7b",
+        "llama2-70b",
         "llama3.1-8b",
         "llama3.1-70b",
         "llama3.1-405b",

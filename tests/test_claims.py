@@ -325,3 +325,41 @@ def test_claims_notebook(tmp_path, claims):
     for c in claims.values():
         assert c.id in html
     assert f"Of {len(claims)} claims" in html
+
+
+def test_hot_swap_goodput_charges_the_gpus_in_repair(claims):
+    p = claims["hot-swap-no-downtime"].points
+    # same job goodput; hot swap keeps fewer GPUs out of service, so more goodput per GPU held
+    assert p["job_goodput"].iloc[0] == pytest.approx(p["job_goodput"].iloc[1])
+    assert np.allclose(p["goodput"], p["job_goodput"] * 1280 / (1280 + p["gpus_in_repair"]))
+    assert p["goodput"].iloc[0] > p["goodput"].iloc[1]
+
+
+def test_deploy_claim_comes_from_the_bill_of_materials(claims):
+    from hnplan.planning.design import deployment_time
+
+    c = claims["deploy-hours-not-weeks"]
+    p = c.points
+    assert c.verdict != "not testable" and {"seed-40card", "gb200-nvl72"} <= set(p["system"])
+    assert np.allclose(p["deploy_days"], p["install_days"] + p["commission_days"])
+    row = p.iloc[0]
+    assert row["deploy_days"] == pytest.approx(deployment_time(row["system"], int(row["gpus"]))["deploy_days"])
+    assert (c.verdict == "does not hold") == bool((p["deploy_days"] > 1).all())
+
+
+def test_cxl_pool_claim_runs_the_planner_with_and_without_the_pool(claims):
+    c = claims["cxl-pool-128tb-32-nodes"]
+    p = c.points
+    assert c.verdict != "not testable"
+    assert c.numbers["pool_GBps_per_gpu"] == pytest.approx(64 / 40)  # one x16 CXL 2.0 port per 40-card node
+    both = p["fits_hbm"].astype(bool) & p["fits_pool"].astype(bool)
+    assert (p.loc[both, "step_s_pool"] <= p.loc[both, "step_s_hbm"] + 1e-9).all()  # a pool never slows a plan
+    assert np.allclose(p.loc[both, "pool_speedup"], p.loc[both, "step_s_hbm"] / p.loc[both, "step_s_pool"])
+
+
+def test_tiering_claim_is_the_exposed_offload_share(claims):
+    c = claims["tiering-hbm-ddr-ssd-prefetch"]
+    p = c.points.dropna(subset=["exposed_share"])
+    assert c.verdict != "not testable" and len(p)
+    assert (p["offloaded_gib"] > 0).all()
+    assert np.allclose(p["exposed_share"], p["offload_exposed_s"] / p["step_time_s"])

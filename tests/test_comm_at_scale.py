@@ -59,3 +59,26 @@ def test_ring_latency_grows_with_the_number_of_domains(cat):
     d = cat.design(s)
     t = [float(collective("allreduce", 1e6, place_group(d, n, 1, n), "ring").time_s[0]) for n in (16, 256, 2048)]
     assert t[0] < t[1] < t[2]
+
+
+def test_nvl72_nvls_efficiency_is_the_one_rack_measurement():
+    # data/systems/gb200-nvl72.yaml scaleup_inr_efficiency is solved from CoreWeave's one-rack NVLS
+    # all-reduce (834.57 GB/s busbw at 8 GiB); the YAML holds the solution to 3 decimals
+    from hnplan.catalog import load_catalog
+    from hnplan.validation.comm import nvl72_nvls_efficiency
+
+    cat = load_catalog()
+    e = nvl72_nvls_efficiency(cat)
+    assert 0.55 < e < 0.74  # below NCCL's single-node Blackwell constant
+    assert cat.system("gb200-nvl72").scaleup_inr_efficiency == pytest.approx(e, abs=6e-4)
+
+
+def test_system_inr_efficiency_overrides_the_fabric_constant():
+    from hnplan.catalog import load_catalog
+    from hnplan.comm.topology import system_links
+
+    cat = load_catalog()
+    s = cat.system("gb200-nvl72")
+    assert system_links(cat.design(s), 72).scaleup.inr_efficiency == pytest.approx(0.618)
+    plain = s.model_copy(update={"scaleup_inr_efficiency": None})
+    assert system_links(cat.design(plain), 72).scaleup.inr_efficiency == pytest.approx(0.74)  # nvlink5 (NCCL tuner)

@@ -58,14 +58,33 @@ def test_carried_values_follow_their_rules(cat):
     )
     for aid in ("h100-sxm", "h800-sxm", "h200-sxm", "b200", "gb200", "a100-sxm-80gb"):
         a = cat.accelerator(aid)
-        for f in fields:  # the family's shape parameters, carried unchanged
+        # Blackwell's shape parameters are its own, fitted to the OpenXLA sm_100 sweep (test_compute_gemm_blackwell)
+        for f in (
+            fields
+            if aid not in ("b200", "gb200")
+            else ("gemm_row_granularity", "gemm_splitk_min_k", "host_dispatch_us")
+        ):
             assert getattr(a, f) == getattr(h200, f), (aid, f)
         for dt, eff in a.gemm_efficiency.items():
+            if dt == "fp4":  # measured at one large shape, not a search maximum: test_fp4_ceiling_reproduces_vllm
+                continue
             if aid in ("h100-sxm", "h800-sxm", "h200-sxm"):  # same die: bf16 as fitted, fp8 by the chip's MAMF ratio
                 want = h200.gemm_efficiency["bf16"] * a.matmul_efficiency[dt] / a.matmul_efficiency["bf16"]
             else:  # other families: the chip's MAMF x the typical / best ratio of the H200
                 want = a.matmul_efficiency[dt] * ratio
             assert eff == pytest.approx(want, abs=0.0015), (aid, dt)
+
+
+def test_fp4_ceiling_reproduces_vllm(cat):
+    # vllm-project/vllm PR 20646: NVFP4 CUTLASS GEMM (pre-quantised activations) at M = 16,384, N = 6,144,
+    # K = 4,096 on B200: 3,904.3 TFLOP/s; the law's fp4 ceiling is the one that reproduces it
+    from hnplan.compute.gemm import gemm_flops_per_s
+
+    b200 = cat.accelerator("b200")
+    assert float(gemm_flops_per_s(b200, "fp4", 16384, 6144, 4096)) / 1e12 == pytest.approx(3904.3, rel=0.01)
+    assert (
+        b200.gemm_efficiency["fp4"] == b200.matmul_efficiency["fp4"] == cat.accelerator("gb200").gemm_efficiency["fp4"]
+    )
 
 
 def test_fp8_on_hopper_is_not_twice_bf16(cat):

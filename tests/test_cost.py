@@ -48,11 +48,56 @@ def test_utilisation_and_deployment_raise_the_gpu_hour_price(cat):
     assert slow.usd_per_gpu_hour == pytest.approx(full.usd_per_gpu_hour / (1 - 73.05 / (5 * 365.25)))
 
 
-def test_supernode_deploys_faster_than_cabled_cluster(cat):
+def test_deployment_time_comes_from_the_bill_of_materials(cat):
+    # no system gives deploy_days of its own now: both are derived (hnplan.deployment, tests/test_deployment.py)
     seed = tco_summary(cat.system("seed-40card"), 400, cat)
     hgx = tco_summary(cat.system("hgx-h100-ib-ndr"), 400, cat)
-    assert seed["deploy_days"] == 0.5 and hgx["deploy_days"] == 19
+    assert seed["deploy_days"] == pytest.approx(4.225) and hgx["deploy_days"] == pytest.approx(6.7)
     assert seed["idle_capital_usd"] / seed["capex_usd"] < hgx["idle_capital_usd"] / hgx["capex_usd"]
+    # a measured figure on the system wins over the derivation
+    fixed = cat.system("hgx-h100-ib-ndr").model_copy(
+        update={"id": "hgx-fixed", "price_item": "hgx-h100-ib-ndr", "deploy_days": 19.0}
+    )
+    assert tco_summary(fixed, 400, cat)["deploy_days"] == 19.0
+
+
+def test_spares_for_availability_are_bought_and_deliver_no_gpu_hours(cat):
+    s = cat.system("hgx-h100-ib-ndr")
+    base = design_cost(cat.design(s), 1024, deploy_days=0.0)
+    spared = tco_summary(s, 1024, cat, availability=0.99, deploy_days=0.0)
+    n = spared["spare_gpus"]
+    assert n > 0 and n % 8 == 0  # whole 8-GPU failure units
+    assert spared["gpus_bought"] == 1024 + n
+    # the systems capex grows by the spare servers; the GPU-hours sold stay those of 1,024 GPUs
+    unit_usd = base.systems_usd / 128
+    assert spared["systems_usd"] == pytest.approx(base.systems_usd + n / 8 * unit_usd)
+    assert spared["usd_per_gpu_hour"] > base.usd_per_gpu_hour
+    c = design_cost(cat.design(s), 1024, deploy_days=0.0, spare_gpus=n)
+    assert c.productive_gpu_hours == pytest.approx(base.productive_gpu_hours)
+
+
+def test_named_storage_is_in_capex_opex_and_power(cat):
+    s = cat.system("hgx-h100-ib-ndr")
+    named = {"price_item": s.id, "storage_gpus_per_unit": 256}
+    with_sto = s.model_copy(update={"id": "hgx-ddn", "storage": "ddn-ai400x2", **named})
+    a = tco_summary(s, 1024, cat, deploy_days=0.0)
+    b = tco_summary(with_sto, 1024, cat, deploy_days=0.0)
+    # 1,024 GPUs / 256 per appliance = 4 AI400X2 at $300,000 and 2 kW each (data/storage/ddn-ai400x2.yaml)
+    assert b["storage_units"] == 4 and b["storage_usd"] == pytest.approx(1.2e6)
+    assert b["systems_usd"] - a["systems_usd"] == pytest.approx(1.2e6)
+    assert b["it_power_kw"] - a["it_power_kw"] == pytest.approx(8.0)
+    fsx = s.model_copy(
+        update={
+            "id": "hgx-fsx",
+            "storage": "fsx-lustre-persistent2-1000",
+            "price_item": s.id,
+            "storage_gpus_per_unit": 8,
+        }
+    )
+    c = tco_summary(fsx, 1024, cat, deploy_days=0.0)
+    # a service: 128 TiB at $614 per TiB-month, no capex, no power
+    assert c["storage_usd"] == 0 and c["storage_kw"] == 0
+    assert c["opex_usd_per_year"] - a["opex_usd_per_year"] == pytest.approx(128 * 614 * 12)
 
 
 def test_tco_summary_keys(cat):
@@ -115,3 +160,13 @@ def test_usd_per_million_tokens_hand_worked(cat):
     assert c.usd_per_million_tokens(8, 10_000) == pytest.approx(c.usd_per_gpu_hour * 8 * 100 / 3600)
     with pytest.raises(InputError, match="tokens_per_s"):
         c.usd_per_million_tokens(8, 0)
+
+
+def test_example_system_file_names_its_storage(cat):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "hgx-h100-ib-ndr-ddn.yaml"
+    d = tco_summary(str(path), 1024, cat, deploy_days=0.0)
+    # 1,024 GPUs / 32 per appliance = 32 DDN AI400X2 at $300,000 and 2 kW (data/storage/ddn-ai400x2.yaml)
+    assert d["storage"] == "ddn-ai400x2" and d["storage_units"] == 32
+    assert d["storage_usd"] == pytest.approx(32 * 300_000) and d["storage_kw"] == pytest.approx(64.0)

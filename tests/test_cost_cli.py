@@ -42,3 +42,12 @@ def test_tco_json_keys_and_values(cat):
 def test_tco_unknown_system_exits_2():
     r = runner.invoke(app, ["tco", "--system", "hgx-h100-ib", "--gpus", "8"])
     assert r.exit_code == 2
+
+
+def test_tco_availability_buys_spares(cat):
+    r = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "1296", "--availability", "0.99", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    ref = tco_summary("gb200-nvl72", 1296, cat, availability=0.99)
+    assert d["spare_gpus"] == ref["spare_gpus"] > 0 and d["spare_gpus"] % 72 == 0  # whole NVL72 racks
+    assert d["gpus_bought"] == 1296 + d["spare_gpus"]

@@ -126,7 +126,7 @@ def test_dtypes_bf16_fp8_fp4(cat):
     assert (times["bf16"] - times["fp8"]) / (times["fp8"] - times["fp4"]) == pytest.approx(2.0, rel=0.05)
     with pytest.raises(InputError, match="has no fp4 peak.*bf16, fp16, fp8"):
         resolve("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=2, dtype="fp4"), cat)
-    with pytest.raises(InputError, match="bf16, fp8, fp4"):
+    with pytest.raises(InputError, match="bf16, fp8, int8, fp4"):
         resolve("llama3.1-70b", "hgx-h100-ib-ndr", Replica(tp=2, dtype="int3"), cat)
 
 

@@ -33,9 +33,39 @@ def test_h200_long_context_rows_within_tolerance(cat):
 
 
 def test_deepseek_serving_reports_within_tolerance(cat):
-    rows = [m for m in measurements() if m.model == "deepseek-v3"]
+    rows = [m for m in measurements() if m.model == "deepseek-v3" and m.system != "cloudmatrix-384"]
     df = validation_table(rows, cat).set_index("id")
     assert len(df) == 3
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
     # the known gaps all point one way: MTP and one-shot all-to-all kernels are missing, so decode is slower
     assert (df.loc[["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode"], "error_pct"] < 0).all()
+
+
+def test_cloudmatrix_infer_int8_decode_row(cat):
+    # CloudMatrix-Infer serves DeepSeek-R1 in INT8 W8A8 on the 910C (arXiv:2506.12708): 1,943 tokens/s per NPU
+    (m,) = [m for m in measurements() if m.system == "cloudmatrix-384"]
+    assert (m.dtype, m.engine, m.published, m.batch) == ("int8", "cloudmatrix-infer", 1943.0, 97 * 128)
+    df = validation_table([m], cat)
+    assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
+    assert df["error_pct"].iloc[0] < 0  # pessimistic, like the other large-EP DeepSeek decode rows
+
+
+def test_trtllm_rows_run_on_the_tensorrt_llm_engine():
+    trt = [m for m in measurements() if m.family.startswith("TensorRT-LLM") or m.family.startswith("MLPerf")]
+    assert len(trt) == 39 and {m.engine for m in trt} == {"tensorrt-llm"}
+
+
+def test_mlperf_llama2_rows_and_fp4_optimism(cat):
+    rows = [m for m in measurements() if m.family == "MLPerf v4.1 Llama 2 70B"]
+    df = validation_table(rows, cat).set_index("id")
+    assert len(df) == 6 and df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
+    # published per-GPU ratio from the v4.1 logs: 11,264.4 / (31,302.7 / 8) = 2.879 offline
+    ratio = df.loc["mlperf-v4.1-llama2-70b-b200-fp4-over-h200-fp8-offline"]
+    assert ratio["published"] == pytest.approx(11264.4 / (31302.7 / 8))
+    # the ratio row is computed from the same two per-GPU predictions as the absolute rows
+    b = df.loc["mlperf-v4.1-llama2-70b-dgx-b200-ib-ndr-fp4-offline", "modelled"]
+    h = df.loc["mlperf-v4.1-llama2-70b-hgx-h200-ib-ndr-fp8-offline", "modelled"]
+    assert ratio["modelled"] == pytest.approx(b / h)
+    # FP4 GEMMs at vLLM's measured 0.449 of peak (b200.yaml): below TensorRT-LLM's kernels, so the ratio is low
+    # (the fp8 fraction assumed before gave +20 %); reported, not hidden
+    assert -25 < ratio["error_pct"] < 0

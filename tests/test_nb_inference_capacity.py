@@ -29,7 +29,9 @@ def test_inference_capacity_notebook(tmp_path):
     for r in best.itertuples():
         assert f"{r.tokens_per_s_per_gpu:,.0f}" in html  # each design's peak tokens/s per GPU, as the library has it
         assert f"{r.joules_per_token:.3f}" in html  # and its energy per output token at that load
-    rt = gpus_vs_rate(SMALL["model"], SMALL["systems"], SMALL["rates"], Traffic(1000, 200), 1.0, 0.05, dtype="fp8")
+    rt = gpus_vs_rate(
+        SMALL["model"], SMALL["systems"], SMALL["rates"], Traffic(1000, 200), 1.0, 0.05, dtype="fp8", engine="vllm"
+    )
     assert (rt["status"] == "ok").all()
     for r in rt.itertuples():
         assert f"${r.usd_per_million_tokens:.3f}/M tokens" in html

@@ -21,3 +21,6 @@ def test_validation_notebook(tmp_path):
         assert row.case in html
         assert f"{row.error:+.1%}" in html
     assert f"{len(df)} published figures" in html
+    # the calibration section fits the example runs of docs/examples (README, "Calibrate to your own cluster")
+    assert "Calibrate to your own cluster" in html and "llama3-405b-16k-gpus" in html
+    assert "matmul_efficiency.h100-sxm.bf16" in html and "loo_error_pct" in html

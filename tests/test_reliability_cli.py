@@ -55,3 +55,20 @@ def test_reliability_bad_mode_exits_2():
         app, ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-8b", "--mode", "lazy"]
     )
     assert r.exit_code == 2
+
+
+def test_reliability_on_named_storage(cat):
+    args = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--model", "llama3.1-70b"]
+    r = runner.invoke(
+        app, [*args, "--storage", "ddn-ai400x2", "--storage-units", "4", "--tokens-per-s", "1e6", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    ref = estimate_reliability(
+        "hgx-h100-ib-ndr", 1024, "llama3.1-70b", catalog=cat, storage="ddn-ai400x2", storage_units=4, tokens_per_s=1e6
+    )
+    assert d["storage"]["units"] == 4 and d["checkpoint_write_s"] == pytest.approx(ref.checkpoint_write_s)
+    # 4 AI400X2 write 260 GB/s; the loader's 4 MB/s takes 4e6 / 360e9 of the storage's time
+    assert d["checkpoint_write_s"] == pytest.approx(ref.checkpoint_bytes / (260e9 * (1 - 4e6 / 360e9)))
+    r = runner.invoke(app, [*args, "--storage", "no-such-store"])
+    assert r.exit_code == 2

@@ -40,7 +40,9 @@ def test_stacks_load_and_map_onto_overlap(cat):
     assert stack_choices(cat.stack("megatron-core")) == StackChoices()
     assert stack_choices(cat.stack("megatron-lm-2021")) == MEGATRON_2021
     assert stack_choices(cat.stack("megatron-lm-2022")) == MEGATRON_2021.model_copy(update=dict(sequence_parallel=True))
-    assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(ep_comm=True, overlap_gemm_slowdown=0.18)
+    assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(
+        ep_comm=True, overlap_gemm_slowdown=0.18, fp8_recipe="blockwise"
+    )
 
 
 def test_the_a100_calibration_is_what_its_derivation_gives(cat):
@@ -290,3 +292,20 @@ def test_python_dash_m_hnplan_runs_the_cli():
 
     r = subprocess.run([sys.executable, "-m", "hnplan", "catalog", "list", "stacks"], capture_output=True, text=True)
     assert r.returncode == 0 and "megatron-lm-2021" in r.stdout
+
+
+def test_zero_with_pipeline_is_a_stack_choice():
+    # Megatron-LM / DeepSpeed: an unpinned search pairs ZeRO-2/3 with pp = 1 only; Meta's Llama 3 stack
+    # runs FSDP (ZeRO-2) beside pipeline parallelism (arXiv:2407.21783 Sec. 3.3.2), so its search keeps them
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.training import candidate_frame
+
+    cat = load_catalog()
+    m, s = cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr")
+    fixed = dict(microbatch_size=1, recompute="none", virtual_stages=1)
+    plain = candidate_frame(m, s, 16, 4096, 64, fixed)
+    assert not ((plain.zero_stage >= 2) & (plain.pp > 1)).any()
+    fsdp = candidate_frame(m, s, 16, 4096, 64, fixed, zero_with_pipeline=True)
+    assert ((fsdp.zero_stage == 2) & (fsdp.pp == 2)).any()
+    assert len(fsdp) > len(plain)
+    assert cat.stack("llama3-meta").zero_with_pipeline and not cat.stack("megatron-core").zero_with_pipeline

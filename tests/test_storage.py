@@ -17,7 +17,7 @@ FSX = CAT.get("storage", "fsx-lustre-persistent2-1000")
 
 def test_storage_is_a_catalog_kind():
     assert KINDS["storage"] is Storage
-    assert CAT.ids("storage") == ["ddn-ai400x2", "fsx-lustre-persistent2-1000"]
+    assert CAT.ids("storage") == ["ddn-ai400x2", "fsx-lustre-persistent2-1000", "minio-nvme-node"]
     with pytest.raises(CatalogError, match="nearest: ddn-ai400x2"):
         CAT.get("storage", "ddn-ai400x")
 
@@ -35,6 +35,21 @@ def test_units_needed_hand_derived():
     }
     # FSx: 100 GB/s at 1 GB/s per TiB -> 100 TiB
     assert sto.units_needed(FSX, write_Bps=100e9)["units"] == 100
+
+
+def test_object_store_sized_by_its_write_rate():
+    # MinIO on NVMe servers (blog.min.io/nvme_benchmark): 165 GiB/s PUT over 32 nodes = 5.5 GB/s per node;
+    # a 5.7 TB checkpoint written in 60 s needs 95 GB/s: 95 / 5.5 = 17.3 -> 18 nodes, where DDN AI400X2
+    # appliances at 65 GB/s write need 2: an object store is a write-bound checkpoint target
+    minio = CAT.get("storage", "minio-nvme-node")
+    assert minio.kind == "object-store"
+    assert minio.write_GBps_per_unit == pytest.approx(165 * 2**30 / 32 / 1e9, abs=0.05)
+    assert sto.units_needed(minio, write_Bps=5.7e12 / 60) == {
+        "units": 18,
+        "binding": "write",
+        "by_target": pytest.approx({"read": 0.0, "write": 95e9 / 5.5e9, "iops": 0.0, "capacity": 0.0}),
+    }
+    assert sto.units_needed(DDN, write_Bps=5.7e12 / 60)["units"] == 2
 
 
 def test_checkpoint_times_hand_derived():

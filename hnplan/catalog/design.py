@@ -35,6 +35,7 @@ from hnplan.catalog.schemas import (
     MemoryOverheads,
     Price,
     Reliability,
+    Storage,
     Switch,
     System,
 )
@@ -101,6 +102,8 @@ class Design:
         The scale-up domain's switch chip, if the system names one.
     source : str
         Where the system came from: its catalog id, or the path of the YAML file it was read from.
+    storage : Storage or None
+        The file system or object store the system names (``storage``), if any.
 
     The prices (:attr:`prices`), the facility (PUE, electricity, rack limits, idle fraction, training
     draw), reliability (failure rates, storage and restart defaults) and memory-overhead entries are
@@ -116,6 +119,7 @@ class Design:
     scaleout_switch: Switch
     scaleup_switch: Switch | None
     source: str = ""
+    storage: Storage | None = None
     _lookups: dict = field(default_factory=dict, repr=False)
     _resolved: dict = field(default_factory=dict, repr=False)
     _memo: dict = field(default_factory=dict, repr=False)
@@ -256,5 +260,6 @@ def resolve_design(
         scaleout_switch=get("switches", system.scaleout_switch),
         scaleup_switch=get("switches", system.scaleup_switch) if system.scaleup_switch else None,
         source=source,
+        storage=get("storage", system.storage) if system.storage else None,
         _lookups=lookups,
     )

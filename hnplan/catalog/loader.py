@@ -391,6 +391,7 @@ class Catalog:
             ("scaleout_fabric", "interconnects"),
             ("scaleout_switch", "switches"),
             ("scaleup_switch", "switches"),
+            ("storage", "storage"),
         ):
             ref = getattr(s, field)
             if ref is None:

@@ -33,6 +33,11 @@ class TrainingRun(_Strict):
         description="software stack id (data/stacks/): overlaps, attention, sequence parallelism, "
         "in-training GEMM efficiency",
     )
+    overrides: dict = Field(
+        default_factory=dict,
+        description="stack choices (StackChoices fields) the run's own configuration sets differently from its "
+        "stack, e.g. {tp_comm: false} for a submission that turned TP-communication overlap off",
+    )
     metric: Literal[
         "hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu", "step_time_s"
     ]
@@ -91,4 +96,166 @@ def training_runs(path=None) -> list[TrainingRun]:
                 raise CatalogError(
                     f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id, field=field
                 ) from None
+    return out
+
+
+# -- a user's own measurements (``hnplan calibrate``) ----------------------------------------------
+#: fields a measured run must give; the rest of :class:`TrainingRun` is optional there
+MEASURED_RUN_FIELDS = ("id", "model", "system", "gpus", "seq_len", "global_batch_seqs", "dtype", "metric", "published")
+#: columns of an nccl-tests sweep file: ``op, gpus, size_bytes`` and one of ``busbw_GBps``, ``time_us``
+COLLECTIVE_COLUMNS = ("op", "gpus", "size_bytes")
+
+
+def measured_runs(path, stack: str) -> list[TrainingRun]:
+    """A user's measured training runs (the schema of ``data/validation/training_runs.yaml`` with only
+    :data:`MEASURED_RUN_FIELDS` required), all run with software stack ``stack``.
+
+    ``name`` defaults to the id, ``source`` to the file, ``tolerance_pct`` to 10 (unused by a
+    calibration); a run that names another ``stack`` is refused (one calibration fits one stack).
+
+    Raises
+    ------
+    CatalogError
+        One line naming the file, the run (id or position) and the field: a missing or invalid field,
+        an unknown model or system id (with the nearest ids), a repeated id, another stack, or a file
+        that is not a non-empty list of mappings.
+    """
+    raw = _read_yaml(path)
+    if not isinstance(raw, list) or not raw:
+        raise CatalogError(f"{path}: expected a non-empty YAML list of runs (id, model, system, gpus, ...)", path=path)
+    out: list[TrainingRun] = []
+    for i, entry in enumerate(raw):
+        rid = entry.get("id", f"#{i + 1}") if isinstance(entry, dict) else f"#{i + 1}"
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{path}: run {rid}: expected a mapping of run fields", path=path, entry=rid)
+        missing = [f for f in MEASURED_RUN_FIELDS if f not in entry]
+        if missing:
+            raise CatalogError(
+                f"{path}: run {rid}: field {missing[0]}: required (a run gives {', '.join(MEASURED_RUN_FIELDS)})",
+                path=path,
+                entry=rid,
+                field=missing[0],
+            )
+        if entry.get("stack", stack) != stack:
+            raise CatalogError(
+                f"{path}: run {rid}: field stack: {entry['stack']!r} differs from the stack being calibrated "
+                f"({stack!r}); calibrate one stack at a time",
+                path=path,
+                entry=rid,
+                field="stack",
+            )
+        full = {"name": str(entry["id"]), "source": f"measured run in {path}", "tolerance_pct": 10.0, **entry}
+        full["stack"] = stack
+        try:
+            run = TrainingRun.model_validate(full)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(x) for x in err["loc"]) or "(run)"
+            raise CatalogError(
+                f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid, field=field
+            ) from None
+        if any(r.id == run.id for r in out):
+            raise CatalogError(f"{path}: run {rid}: field id: given twice", path=path, entry=rid, field="id")
+        out.append(run)
+    cat = load_catalog()
+    for run in out:
+        for field, lookup in (("model", cat.model), ("system", cat.system)):
+            try:
+                lookup(getattr(run, field))
+            except CatalogError as exc:
+                raise CatalogError(
+                    f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id, field=field
+                ) from None
+    return out
+
+
+def collective_measurements(path) -> list[dict]:
+    """An nccl-tests sweep of the user's cluster: a CSV with columns ``op`` (allreduce, allgather,
+    reducescatter, alltoall, broadcast, sendrecv; nccl-tests' ``all_reduce`` spellings accepted),
+    ``gpus`` (ranks), ``size_bytes`` (nccl-tests' size S) and ``busbw_GBps`` (nccl-tests' busbw
+    [GB/s, 1e9 bytes/s]) or ``time_us`` (nccl-tests' time [us]); optional ``system`` (a system id) and
+    ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``; empty: NCCL's tuner chose). Other
+    columns (a ``source`` or a note) are ignored.
+
+    Returns
+    -------
+    list of dict
+        ``{"line", "op", "gpus", "size_bytes", "busbw_GBps" or None, "time_us" or None, "system" or None,
+        "algorithm" or None}``,
+        one per data line (``line``: its line number in the file).
+
+    Raises
+    ------
+    CatalogError
+        One line naming the file, the line and the column: unreadable file, missing column, a value that
+        is not a positive number, neither or both of busbw_GBps and time_us.
+    """
+    import csv
+
+    try:
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except FileNotFoundError:
+        raise CatalogError(f"{path}: file not found", path=path) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError, csv.Error) as exc:
+        raise CatalogError(f"{path}: cannot read as a CSV text file ({exc})", path=path) from None
+    if not rows:
+        raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
+    cols = set(rows[0])
+    for col in COLLECTIVE_COLUMNS:
+        if col not in cols:
+            raise CatalogError(
+                f"{path}: column {col} missing (columns: op, gpus, size_bytes, busbw_GBps or time_us)",
+                path=path,
+                field=col,
+            )
+    out = []
+    for i, row in enumerate(rows, start=2):
+
+        def num(col, line=i, row=row):
+            text = (row.get(col) or "").strip()
+            if not text:
+                return None
+            try:
+                v = float(text)
+            except ValueError:
+                v = float("nan")
+            if not v > 0 or v == float("inf"):
+                raise CatalogError(
+                    f"{path}: line {line}: column {col}: expected a positive number, got {text!r}",
+                    path=path,
+                    entry=f"line {line}",
+                    field=col,
+                )
+            return v
+
+        gpus, size, busbw, time_us = num("gpus"), num("size_bytes"), num("busbw_GBps"), num("time_us")
+        for col, v in (("gpus", gpus), ("size_bytes", size)):
+            if v is None:
+                raise CatalogError(f"{path}: line {i}: column {col}: empty", path=path, entry=f"line {i}", field=col)
+        if gpus != int(gpus):
+            raise CatalogError(
+                f"{path}: line {i}: column gpus: expected a whole number of ranks, got {gpus}",
+                path=path,
+                entry=f"line {i}",
+                field="gpus",
+            )
+        if (busbw is None) == (time_us is None):
+            raise CatalogError(
+                f"{path}: line {i}: give exactly one of busbw_GBps and time_us", path=path, entry=f"line {i}"
+            )
+        op = (row.get("op") or "").strip().lower().replace("_", "").replace("-", "")
+        op = op.removesuffix("perf")
+        out.append(
+            dict(
+                line=i,
+                op=op,
+                gpus=int(gpus),
+                size_bytes=float(size),
+                busbw_GBps=busbw,
+                time_us=time_us,
+                system=(row.get("system") or "").strip() or None,
+                algorithm=(row.get("algorithm") or "").strip().lower() or None,
+            )
+        )
     return out

@@ -162,12 +162,20 @@ class Accelerator(Entry):
     )
 
     memory_kernel_efficiency: (
-        dict[Literal["norm", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"], Fraction]
+        dict[
+            Literal["norm", "norm_eager", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"],
+            Fraction,
+        ]
         | None
     ) = Field(
         default=None,
         description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
         "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
+    )
+    fp8_tn_only: bool | None = Field(
+        default=None,
+        description="per-tensor fp8 GEMMs take only the TN layout, so the weight- and data-gradient GEMMs need "
+        "transposed fp8 copies (Hopper); false: any layout (Blackwell); absent: true",
     )
     # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
     attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
@@ -296,6 +304,12 @@ class System(Entry):
         "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
         "in_network_reduction",
     )
+    scaleup_inr_efficiency: Fraction | None = Field(
+        default=None,
+        description="in-network-reduction efficiency measured on this system as deployed (NVLS all-reduce "
+        "bandwidth over the scale-up line rate x bw_efficiency); replaces the fabric's inr_efficiency, "
+        "a single-node tuner constant (calibration)",
+    )
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
@@ -314,6 +328,13 @@ class System(Entry):
     pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
     pooled_memory_GBps_per_gpu: Positive | None = Field(
         default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
+    )
+    pooled_memory_nodes: PosInt | None = Field(
+        default=None,
+        description="nodes sharing the pool (a CXL switch or fabric-attached memory); default the scale-up domain's",
+    )
+    pooled_memory_latency_ns: Positive | None = Field(
+        default=None, description="load latency of the pooled memory [ns]"
     )
     nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
     nvme_read_GBps_per_node: Positive | None = Field(
@@ -335,7 +356,21 @@ class System(Entry):
         default=None, description="time to return a failed failure unit to service [h]"
     )
     deploy_days: Positive | None = Field(
-        default=None, description="delivery to production of one cluster of this design [days]"
+        default=None,
+        description="delivery to production of one cluster of this design [days], a measured figure; "
+        "default derived from the bill of materials (hnplan.deployment)",
+    )
+    # -- storage and memory pool (issue 15) ----------------------------------------------------
+    storage: str | None = Field(
+        default=None, description="storage id (data/storage/) the design's checkpoints and data loader use"
+    )
+    storage_gpus_per_unit: PosInt | None = Field(
+        default=None, description="accelerators served per unit of the named storage (the sizing rule)"
+    )
+    scaleup_field_links_per_domain: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="scale-up links cabled on site between the racks of one domain (0 when the domain "
+        "is cabled in the factory: a backplane, a copper spine)",
     )
     # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
     unit_price_usd: Positive | None = Field(
@@ -348,6 +383,8 @@ class System(Entry):
         description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
         "re-cabled copy); default the system's own id",
     )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency",)
 
     @model_validator(mode="after")
     def _shapes(self):
@@ -517,6 +554,24 @@ class Reliability(Entry):
     )
     repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
+    # -- issue 15: hot swap and deployment from the bill of materials ---------------------------
+    hot_swap_repair_hours: SourcedValue | None = Field(
+        default=None, description="time to swap a failed card in a running node (hot swap) [h]"
+    )
+    install_hours: dict[str, SourcedValue] = Field(
+        default_factory=dict,
+        description="technician-hours to install one item of the bill of materials (rack, system-unit, "
+        "cable, transceiver, switch, coolant-loop)",
+    )
+    install_technicians_per_mw: SourcedValue | None = Field(
+        default=None, description="technicians installing in parallel per MW of IT power [1/MW]"
+    )
+    install_shift_hours_per_day: SourcedValue | None = Field(
+        default=None, description="working hours per day of the install crews [h/day]"
+    )
+    commission_days: SourcedValue | None = Field(
+        default=None, description="burn-in and acceptance after the last item is installed [days]"
+    )
 
 
 WhatIfInput = Literal[
@@ -647,6 +702,34 @@ class StackChoices(_Strict):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    fp8_recipe : {"delayed", "current", "mxfp8", "blockwise"}
+        How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
+        ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
+        ``--fp8-recipe delayed``) takes the scale from an amax history and computes the amax inside the
+        cast; ``current`` reads each tensor once more for its amax before casting; ``mxfp8`` (Blackwell)
+        writes row-wise and column-wise quantised copies with one E8M0 scale byte per 32 elements;
+        ``blockwise`` the same copies with an fp32 scale per 1 x 128 tile (DeepSeek-V3, ``Float8BlockScaling``).
+        Bytes: :mod:`hnplan.compute.fp8_recipes`.
+    fp8_norm_cast_fusion : bool
+        The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
+        ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
+        tensor's amax). Default True.
+    fp8_cast_transpose_fusion : bool
+        Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
+        transpose (Transformer Engine ``cast_transpose``). Default True.
+    norm_kernel, rope_kernel : {"fused", "eager"}
+        ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
+        ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
+        upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
+    fp8_bf16_end_layers : int
+        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
+        first and the last pipeline stage. Default 0.
+    offload : {"none", "auto"}
+        ``auto``: a plan that does not fit in HBM moves optimizer states, gradients, weights and then
+        activations to host or pooled memory (ZeRO-Offload, arXiv:2101.06840; ZeRO-Infinity,
+        arXiv:2104.07857), the transfers hidden behind the step's compute as far as it lasts
+        (:mod:`hnplan.planning.training.offload`). Default ``none``.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -679,6 +762,28 @@ class StackChoices(_Strict):
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
     )
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] = Field(
+        default="delayed",
+        description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128)",
+    )
+    fp8_norm_cast_fusion: bool = Field(
+        default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
+    )
+    fp8_cast_transpose_fusion: bool = Field(
+        default=True, description="one kernel writes an fp8 cast and its transpose (where transposes are needed)"
+    )
+    norm_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
+    )
+    rope_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
+    )
+    fp8_bf16_end_layers: int = Field(
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
+    )
+    offload: Literal["none", "auto"] = Field(
+        default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
+    )
 
 
 class SoftwareStack(Entry, StackChoices):
@@ -696,6 +801,11 @@ class SoftwareStack(Entry, StackChoices):
     )
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
         default=None, description="activation recomputation modes the stack implements; none: all"
+    )
+    zero_with_pipeline: bool = Field(
+        default=False,
+        description="ZeRO stages 2 and 3 combine with pipeline parallelism (FSDP-style sharding per stage); "
+        "false: as Megatron-LM and DeepSpeed, a search pairs them with pp = 1 only",
     )
     matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
         default=None,

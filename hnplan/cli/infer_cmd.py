@@ -24,7 +24,9 @@ def infer(
     qps: float = typer.Option(None, "--qps", min=0.0, help="request rate to serve [requests/s]"),
     ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", min=0.0, help="mean time-to-first-token bound [ms]"),
     tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", min=0.0, help="mean time-per-output-token bound [ms]"),
-    dtype: str = typer.Option("bf16", "--dtype", help="weights/GEMMs: bf16, fp8 or fp4 (fp4 needs an fp4 peak)"),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)"
+    ),
     kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
     overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),

@@ -20,11 +20,29 @@ def reliability(
     write_gbps: float = typer.Option(
         None, "--write-GBps-per-node", min=0.001, help="storage write bandwidth [GB/s per node]"
     ),
+    storage: str = typer.Option(
+        None, "--storage", help="storage id or YAML path for the checkpoints (default the system's storage)"
+    ),
+    storage_units: int = typer.Option(None, "--storage-units", min=1, help="units of that storage"),
+    tokens_per_s: float = typer.Option(
+        None, "--tokens-per-s", min=0.0, help="job throughput [tokens/s]: its data loader shares the storage"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Mean time between interruptions, checkpoint size/time/interval, restart time and goodput."""
     with handle_errors():
-        est = estimate_reliability(system, gpus, model, mode, load_catalog(), rate_factor, write_gbps)
+        est = estimate_reliability(
+            system,
+            gpus,
+            model,
+            mode,
+            load_catalog(),
+            rate_factor,
+            write_gbps,
+            storage=storage,
+            storage_units=storage_units,
+            tokens_per_s=tokens_per_s,
+        )
         d = est.to_dict()
         if json_:
             print_json(d)
@@ -42,6 +60,18 @@ def reliability(
             ),
             ("checkpoint interval", f"{d['checkpoint_interval_s']:.0f} s (Daly 2006)"),
             ("restart", f"{d['restart_s']:.0f} s"),
-            ("goodput", f"{d['goodput']:.1%}"),
+            (
+                "goodput",
+                f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {d['gpus_in_repair']:.1f} GPUs in repair on average)",
+            ),
         ]
+        if d["storage"]:
+            sto = d["storage"]
+            rows.append(
+                (
+                    "storage",
+                    f"{sto['units']} x {sto['storage']}; data loader {units.Bps_to_GBps(sto['loader_read_Bps']):.3g} GB/s, "
+                    f"{sto['loader_iops']:,.0f} IOPS; checkpoints get {sto['write_share']:.0%} of its time",
+                )
+            )
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))

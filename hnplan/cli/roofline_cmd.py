@@ -35,6 +35,9 @@ def roofline(
         help="training with --tp > 1: norms and residuals on tokens / tp "
         "(Megatron sequence parallelism) or on every token",
     ),
+    stack: str = typer.Option(
+        None, "--stack", help="software stack id: its fp8 recipe and kernel fusions (default: megatron-core)"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Per-operator FLOPs, bytes, intensity, time and bound of one pass on one GPU.
@@ -57,6 +60,7 @@ def roofline(
             recompute=recompute,
             attention=attention,
             sequence_parallel=sequence_parallel,
+            stack=stack,
         )
         if json_:
             print_json(ans)

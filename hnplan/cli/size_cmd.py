@@ -36,6 +36,9 @@ def size(
         "restarts, checkpoint stalls); --no-goodput: no failures",
     ),
     checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
+    offload: str = typer.Option(
+        "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
@@ -57,6 +60,7 @@ def size(
             dtype=dtype,
             goodput=goodput,
             mode=checkpoint,
+            offload=offload,
         )
         rows = [
             {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")

@@ -21,6 +21,13 @@ def tco(
     ),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
+    availability: float = typer.Option(
+        None,
+        "--availability",
+        min=0.5,
+        max=0.999999,
+        help="also buy the spare GPUs that keep GPUS whole with this probability (e.g. 0.99)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
@@ -35,12 +42,17 @@ def tco(
             utilisation=utilisation,
             electricity_usd_per_kwh=electricity,
             staff_usd_per_year=staff,
+            availability=availability,
         )
         if json_:
             print_json(d)
             return
         rows = [
-            ("GPUs (bought)", whole_units_text(d["gpus"], d["gpus_bought"], d["unit_gpus"])),
+            (
+                "GPUs (bought)",
+                whole_units_text(d["gpus"], d["gpus_bought"], d["unit_gpus"])
+                + (f", of which {d['spare_gpus']:,} spares" if d["spare_gpus"] else ""),
+            ),
             (
                 "IT / facility power",
                 f"{d['it_power_kw']:,.0f} kW / {d['facility_power_kw']:,.0f} kW (PUE {d['pue']:.2f})",
@@ -58,8 +70,15 @@ def tco(
             ("opex per year", f"{usd(d['opex_usd_per_year'])} (energy {usd(d['energy_usd_per_year'])})"),
             (f"TCO over {d['years']:g} years", usd(d["tco_usd"])),
             ("cost per GPU-hour", f"{usd(d['usd_per_gpu_hour'])} at {d['utilisation']:.0%} utilisation"),
-            ("deployment", f"{d['deploy_days']:g} days (idle capital {usd(d['idle_capital_usd'])})"),
+            ("deployment", f"{d['deploy_days']:.1f} days (idle capital {usd(d['idle_capital_usd'])})"),
         ]
+        if d["storage"]:
+            rows.append(
+                (
+                    "storage",
+                    f"{d['storage_units']:,} x {d['storage']} ({usd(d['storage_usd'])}, {d['storage_kw']:,.0f} kW)",
+                )
+            )
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
         if "cost_note" in d:  # no price: the costs above are n/a, and why
             console.print(f"cost {d['cost_note']}", highlight=False, markup=False)

@@ -61,6 +61,9 @@ def train(
         "parallelism, in-training GEMM efficiency, ZeRO stages and recompute modes "
         "searched; the flags above override it",
     ),
+    offload: str = typer.Option(
+        None, "--offload", help="none or auto: a plan that does not fit in HBM uses host or pooled memory"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
@@ -104,6 +107,7 @@ def train(
             dp_param_gather=dp_overlap,
             sequence_parallel=sequence_parallel,
             attention=attention,
+            offload=offload,
         )
         job = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack, overrides=overrides)
         assert job.stack is not None  # --stack always names one
@@ -152,7 +156,12 @@ def train(
                 (
                     "memory per GPU",
                     f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
-                    f"({'fits' if d['fits'] else 'does NOT fit'})",
+                    f"({'fits' if d['fits'] else 'does NOT fit'})"
+                    + "".join(
+                        f"; {v:.1f} GiB offloaded to {k.split('_')[1]} memory"
+                        for k, v in d["memory_breakdown_gib"].items()
+                        if k.startswith("offload_")
+                    ),
                 ),
             ]
             rows.append(

@@ -136,7 +136,9 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             up_line * up.bw_efficiency,
             up_alpha,
             up_line,
-            up.inr_efficiency if up.in_network_reduction and system.scaleup_in_network_reduction else None,
+            (system.scaleup_inr_efficiency or up.inr_efficiency)
+            if up.in_network_reduction and system.scaleup_in_network_reduction
+            else None,
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,

@@ -15,7 +15,7 @@ class _Op:
     """One operator of the forward pass, per GPU (shapes in elements)."""
 
     name: str
-    kind: str  # "gemm", "attention", "attention-gemm", "attention-elementwise", "elementwise"
+    kind: str  # "gemm", "gemm-bf16" (a bf16 GEMM in an fp8 pass), "attention", "attention-gemm", "attention-elementwise", "elementwise"
     scope: str  # "dense-layer", "moe-layer", "embedding", "head"
     # gemm: C[m, n] = A[m, k] W[k, n], ``groups`` of them; w_bytes: weight bytes read
     m: float = 0.0
@@ -37,6 +37,7 @@ class _Op:
     e_in: float = 0.0
     e_out: float = 0.0
     flops_per_out: float = 0.0
+    bytes_per_out: float = 0.0  # > 0: bytes moved per written element (kernel chains), instead of (e_in + e_out) x 2
     # attention-elementwise: bytes per element of the forward and of the backward pass
     fwd_bytes_per_elem: float = 0.0
     bwd_bytes_per_elem: float = 0.0
@@ -49,5 +50,7 @@ def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
     return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
 
 
-def _ew(name, scope, e_in, e_out, flops_per_out) -> _Op:
-    return _Op(name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out)
+def _ew(name, scope, e_in, e_out, flops_per_out, bytes_per_out=0.0) -> _Op:
+    return _Op(
+        name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out, bytes_per_out=bytes_per_out
+    )

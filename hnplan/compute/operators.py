@@ -76,12 +76,13 @@ References
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import (
     ATTENTION_IMPLS,
@@ -97,6 +98,8 @@ from hnplan.compute.counts import (
     head_dim,
     peak_flops_per_s,
 )
+from hnplan.compute.fp8_recipes import BF16_GEMMS, DEFAULT_KERNELS, StepKernels, fp8_gemm_rows, norm_op, rope_op
+from hnplan.compute.fp8_recipes import kernel_class as _recipe_class
 from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
 from hnplan.compute.layout import check_split, stage_layers
 from hnplan.errors import InputError, check_choice
@@ -110,6 +113,8 @@ NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a 
 ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
 ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
 LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
+DROPOUT_MASK_BYTES = 1.0  # a bool mask per element (torch.bool), written forward and read backward
+GEMM_KINDS = ("gemm", "gemm-bf16")
 
 TABLE_COLUMNS = [
     "name",
@@ -192,6 +197,7 @@ def _layer_ops(
     wb: float,
     attention: str = "flash",
     sequence_parallel: bool = True,
+    kernels: StepKernels = DEFAULT_KERNELS,
 ) -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
@@ -201,28 +207,23 @@ def _layer_ops(
     sp = phase == "train" and tp > 1 and sequence_parallel
     t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
     s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
-    ops = [_ew("attn_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS)]
+    kn = kernels
+    ops = [norm_op("attn_norm", scope, t_norm * h, kn, NORM_FLOPS)]
     if model.mla is not None:
         ml = model.mla
         qk = ml.qk_nope_head_dim + ml.qk_rope_head_dim
         if ml.q_lora_rank:
             ops += [
                 _gemm("q_down", scope, tokens, ml.q_lora_rank, h, wb),
-                _ew("q_norm", scope, tokens * ml.q_lora_rank, tokens * ml.q_lora_rank, NORM_FLOPS),
+                norm_op("q_norm", scope, tokens * ml.q_lora_rank, kn, NORM_FLOPS),
                 _gemm("q_up", scope, tokens, hq * qk, ml.q_lora_rank, wb),
             ]
         else:
             ops.append(_gemm("q_proj", scope, tokens, hq * qk, h, wb))
         ops += [
             _gemm("kv_down", scope, tokens, ml.kv_lora_rank + ml.qk_rope_head_dim, h, wb),
-            _ew("kv_norm", scope, tokens * ml.kv_lora_rank, tokens * ml.kv_lora_rank, NORM_FLOPS),
-            _ew(
-                "rope",
-                scope,
-                tokens * (hq + 1) * ml.qk_rope_head_dim,
-                tokens * (hq + 1) * ml.qk_rope_head_dim,
-                ROPE_FLOPS,
-            ),
+            norm_op("kv_norm", scope, tokens * ml.kv_lora_rank, kn, NORM_FLOPS),
+            rope_op(scope, tokens * (hq + 1) * ml.qk_rope_head_dim, kn, ROPE_FLOPS),
         ]
         latent = ml.kv_lora_rank + ml.qk_rope_head_dim
         if decode:  # absorbed form: attention runs in the latent space, one shared "KV head"
@@ -268,7 +269,7 @@ def _layer_ops(
         d = head_dim(model)
         ops.append(_gemm("qkv_proj", scope, tokens, (hq + 2 * hkv) * d, h, wb))
         if model.position_embedding == "rope":
-            ops.append(_ew("rope", scope, tokens * (hq + hkv) * d, tokens * (hq + hkv) * d, ROPE_FLOPS))
+            ops.append(rope_op(scope, tokens * (hq + hkv) * d, kn, ROPE_FLOPS))
         if phase != "train":
             ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
         ops.append(
@@ -289,9 +290,11 @@ def _layer_ops(
         d_v_total = hq * d
     if not (model.mla is not None and decode):
         ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
+    # hidden dropout (fused with the residual add, Megatron-LM bias_dropout_add): a 1-byte mask written
+    res_b = (3 * ACT_BYTES + DROPOUT_MASK_BYTES) if (model.dropout and phase == "train") else 0.0
     ops += [
-        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0),
-        _ew("mlp_norm", scope, t_norm * h, t_norm * h, NORM_FLOPS),
+        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b),
+        norm_op("mlp_norm", scope, t_norm * h, kn, NORM_FLOPS),
     ]
     if scope == "moe-layer":
         moe = model.moe
@@ -309,14 +312,22 @@ def _layer_ops(
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
     else:
         ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
-    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0))
+    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b))
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
 
 
 def _once_ops(
-    model: Model, phase: str, batch: int, seq_len: int, tp: int, cp: int, wb: float, sequence_parallel: bool = True
+    model: Model,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    tp: int,
+    cp: int,
+    wb: float,
+    sequence_parallel: bool = True,
+    kernels: StepKernels = DEFAULT_KERNELS,
 ):
     h = model.hidden
     tokens = batch if phase == "decode" else batch * seq_len / cp
@@ -324,10 +335,10 @@ def _once_ops(
     emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
     t_norm = tokens / tp if (phase == "train" and tp > 1 and sequence_parallel) else logits_tokens
-    head = [
-        _ew("final_norm", "head", t_norm * h, t_norm * h, NORM_FLOPS),
-        _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb),
-    ]
+    lm_head = _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)
+    if wb < ACT_BYTES and phase == "train":  # the LM head stays bf16 in fp8 training (hnplan.compute.fp8_recipes)
+        lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
+    head = [norm_op("final_norm", "head", t_norm * h, kernels, NORM_FLOPS), lm_head]
     if phase == "train":
         v = logits_tokens * model.vocab / tp
         head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
@@ -339,7 +350,7 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
     flops, bytes, m, n, k, groups)."""
     executed = convention == "executed"
     out = []
-    if op.kind == "gemm":
+    if op.kind in GEMM_KINDS:
         f = 2.0 * op.groups * op.m * op.n * op.k
         act_in = op.groups * op.m * op.k
         act_out = op.groups * op.m * op.n
@@ -385,7 +396,7 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
     if op.kind in ATTENTION_KINDS:
         return attention_rows(op, phase, recompute, executed, count)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
-    by = (op.e_in + op.e_out) * ACT_BYTES
+    by = op.e_out * op.bytes_per_out if op.bytes_per_out else (op.e_in + op.e_out) * ACT_BYTES
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, 0.0, 0.0, 0.0, 1.0)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, 0.0, 0.0, 0.0, 1.0))
@@ -419,18 +430,32 @@ def _raw_rows(
     head=True,
     attention="flash",
     sequence_parallel=True,
+    acc: Accelerator | None = None,
+    stack: StackChoices | None = None,
 ):
+    """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
+    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`)."""
     wb = units.dtype_bytes(dtype)
+    kn = StepKernels.of(stack)
+    fp8 = acc is not None and phase == "train" and wb < ACT_BYTES
+    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
+
+    def expand(op, count):
+        out = _rows(op, phase, recompute, convention, count)
+        if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
+            out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
+        return out
+
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
             for op in _layer_ops(
-                model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel
+                model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
             ):
-                rows += _rows(op, phase, recompute, convention, count)
-    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel)
+                rows += expand(op, count)
+    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel, kn)
     for op in (emb if embedding else []) + (hd if head else []):
-        rows += _rows(op, phase, recompute, convention, 1)
+        rows += expand(op, 1)
     return rows
 
 
@@ -439,6 +464,9 @@ def kernel_class(name: str, kind: str) -> str | None:
     ``memory_kernel_efficiency``), or None for plain copies (embedding lookup, KV-cache write, MoE permute)."""
     if kind != "elementwise":
         return None
+    recipe = _recipe_class(name)
+    if recipe is not None:
+        return recipe
     if name.endswith("_norm"):
         return "norm"
     if name.endswith("_act") or name == "rope":
@@ -468,7 +496,8 @@ def _times(rows, acc: Accelerator, dtype: str):
     flops = np.array([r[5] for r in rows], dtype=float)
     nbytes = np.array([r[6] for r in rows], dtype=float)
     m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
-    is_gemm, is_attn, is_bmm = kind == "gemm", kind == "attention", kind == "attention-gemm"
+    is_gemm, is_attn = kind == "gemm", kind == "attention"
+    is_bmm = (kind == "attention-gemm") | (kind == "gemm-bf16")  # bf16 GEMMs of any pass
     eff = np.ones_like(flops)
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     compute_s = flops / rate
@@ -505,6 +534,7 @@ def operator_table(
     convention: str = "executed",
     attention: str = "flash",
     sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
 ) -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
@@ -533,6 +563,12 @@ def operator_table(
         Training with ``tp > 1``: norms, residual adds and the final norm run on ``tokens / tp``
         (Megatron sequence parallelism, Korthikanti et al. 2022 Sec. 4.2.2; default) or on every token
         on every TP rank (``False``: Megatron-LM before 2022).
+    stack : StackChoices, optional
+        The software stack's kernel choices (default: hnplan's default stack): in fp8 training the
+        quantisation kernels of its ``fp8_recipe`` follow each fp8 GEMM (phase ``step`` for a weight cast
+        cached across a step's micro-batches) and the LM head runs in bf16; ``norm_kernel`` /
+        ``rope_kernel`` ``eager`` turn the norms and the rotary embedding into PyTorch eager chains
+        (:mod:`hnplan.compute.fp8_recipes`).
 
     Returns
     -------
@@ -577,6 +613,8 @@ def operator_table(
         convention,
         attention=attention,
         sequence_parallel=sequence_parallel,
+        acc=acc,
+        stack=stack,
     )
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame(
@@ -647,12 +685,14 @@ def training_stage_time_s(
     recompute: str = "none",
     attention: str = "flash",
     sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
 ) -> float:
     """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
 
     Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
     embedding, the last the final norm, LM head and loss. Communication is not included. ``attention``:
-    ``flash`` or ``unfused``, ``sequence_parallel``: as :func:`operator_table`.
+    ``flash`` or ``unfused``, ``sequence_parallel``, ``stack``: as :func:`operator_table` (a weight cast done
+    once per optimizer step is not part of a micro-batch).
 
     Raises
     ------
@@ -687,7 +727,10 @@ def training_stage_time_s(
             head=i == pp - 1,
             attention=attention,
             sequence_parallel=sequence_parallel,
+            acc=acc,
+            stack=stack,
         )
+        rows = [r for r in rows if r[3] != "step"]
         if rows:
             _, _, t, _ = _times(rows, acc, dtype)
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.operators import _check, _raw_rows, _times
 
@@ -28,6 +28,7 @@ def training_part_times(
     dtype: str = "bf16",
     attention: str = "flash",
     sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
 ) -> pd.DataFrame:
     """Per-occurrence times of a model's parts in training, for each micro-batch shape [s].
 
@@ -44,6 +45,9 @@ def training_part_times(
     attention : {"flash", "unfused"}
         Attention implementation (:func:`hnplan.compute.operator_table`); with ``unfused`` the attention
         core is the QK^T and AV GEMMs and the softmax and dropout passes over the scores.
+    stack : StackChoices, optional
+        Kernel choices (fp8 recipe, fusions, eager norms) as :func:`hnplan.compute.operator_table`; a weight
+        cast cached for the whole step (phase ``step``) is left to the planner's per-step terms.
 
     Returns
     -------
@@ -76,6 +80,8 @@ def training_part_times(
             "executed",
             attention=attention,
             sequence_parallel=sequence_parallel,
+            acc=acc,
+            stack=stack,
         )
         rows += r
         owner += [i] * len(r)

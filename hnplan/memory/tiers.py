@@ -2,7 +2,8 @@
 
 Tiers, fastest first: HBM; host memory (DDR over PCIe, or LPDDR over NVLink-C2C); a pooled memory
 (CXL, or a supernode's pool); local NVMe. Each has a capacity and a bandwidth per accelerator share:
-a node's host memory and NVMe are shared by its ``node_gpus``, a pool by its scale-up domain.
+a node's host memory and NVMe are shared by its ``node_gpus``, a pool by the ``pooled_memory_nodes``
+sharing it (a CXL switch or fabric-attached memory), else by the scale-up domain.
 
 Spill placement: parts leave HBM in a fixed order (training: optimizer states, gradients, weights,
 activations; inference: KV cache, then weights) into the fastest tier with room. Each spilled byte
@@ -55,6 +56,13 @@ class Tier:
         }
 
 
+def pool_gpus(system) -> int:
+    """Accelerators sharing the pooled memory: ``pooled_memory_nodes x node_gpus``, else the scale-up domain."""
+    if system.pooled_memory_nodes:
+        return system.pooled_memory_nodes * system.node_gpus
+    return system.scaleup_domain_gpus
+
+
 def memory_tiers(design: Design) -> list[Tier]:
     """The tiers of a design per accelerator, HBM first, then by bandwidth (fastest first).
 
@@ -78,9 +86,9 @@ def memory_tiers(design: Design) -> list[Tier]:
         rest.append(
             Tier(
                 "pooled",
-                system.pooled_memory_tb * units.TB / system.scaleup_domain_gpus,
+                system.pooled_memory_tb * units.TB / pool_gpus(system),
                 units.GBps_to_Bps(bw),
-                "scale-up fabric",
+                "CXL / fabric-attached" if system.pooled_memory_nodes else "scale-up fabric",
             )
         )
     if system.nvme_tb_per_node and system.nvme_read_GBps_per_node:
@@ -159,7 +167,9 @@ class SpillPlan:
         }
 
 
-def _traffic_factor(part: str, tier: str, mode: str, recipe: str) -> float:
+def traffic_factor(part: str, tier: str, mode: str, recipe) -> float:
+    """Bytes moved per step and per byte of ``part`` placed on ``tier`` (see the module docstring);
+    ``recipe`` is an accounting name or :class:`~hnplan.memory.states.StateAccounting`."""
     if part == "optimizer":
         a = accounting(recipe)
         return a.weight_bytes / a.optimizer_bytes if tier == "host" else 1.0
@@ -220,7 +230,7 @@ def spill_plan(
             room[t.name] -= put
             left -= put
             excess -= put
-            traffic = put * _traffic_factor(part, t.name, mode, recipe)
+            traffic = put * traffic_factor(part, t.name, mode, recipe)
             spills.append(Spill(part, t.name, put, traffic, traffic / t.bw_Bps))
         if excess <= 0:
             break
@@ -261,6 +271,8 @@ __all__ = [
     "Tier",
     "decode_step_time_s",
     "memory_tiers",
+    "pool_gpus",
     "spill_plan",
     "training_compute_time_s",
+    "traffic_factor",
 ]

@@ -261,6 +261,14 @@ class AuditSetup:
     storage: str = "ddn-ai400x2"
     tcp_interconnect: str | None = None  # kernel-TCP transport for the RDMA claims; None: look in the catalog
     reliability_gpus: int = 1280
+    # (system, model, GPUs) of the tiering experiment: counts too small for the model's state in HBM
+    tiering_points: tuple = (
+        ("hgx-h100-ib-ndr", "megatron-76.1b", 8),
+        ("hgx-h100-ib-ndr", "megatron-145.6b", 8),
+        ("hgx-h100-ib-ndr", "megatron-145.6b", 16),
+        ("gb200-nvl72", "megatron-1t", 72),
+        ("gb200-nvl72", "megatron-1t", 144),
+    )
 
 
 def _experiments():

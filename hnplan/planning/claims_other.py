@@ -13,6 +13,7 @@ from hnplan.catalog.loader import Catalog
 from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, cluster_available, cluster_utilisation, doc, seed_files
+from hnplan.planning.claims_mechanisms import CXL, DEPLOY, HOTSWAP, TIERS, cxl_pool, deploy, hot_swap, tiering
 from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
 NOT_TESTABLE = "not testable"
@@ -354,132 +355,6 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
     )
     c.points = pd.concat([c.points.assign(data="images"), df[df["data"] == "text shards"]], ignore_index=True)
     return c
-
-
-HOTSWAP = (
-    "hot-swap-no-downtime",
-    ("001",),
-    "A failed card is replaced without stopping: hot swap and online expansion",
-)
-
-
-def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
-    """Downtime a synchronous training job suffers per hardware interruption (restart + half a checkpoint
-    interval of lost work, reliability model) on the seed's node with hot swap and one-card failure unit,
-    and the same node without them; and the spare GPUs each keeps for 99% availability."""
-    from hnplan.planning.design import estimate_reliability
-
-    sy = cat.system(s.seed_supernode)
-    cold = sy.model_copy(
-        update=dict(
-            id=f"{sy.id}-no-hot-swap",
-            hot_swap=False,
-            failure_unit_gpus=sy.node_gpus,
-            repair_hours=cat.reliability.repair_hours.value,
-        )
-    )
-    rows = []
-    for v in (sy, cold):
-        r = estimate_reliability(v, s.reliability_gpus, s.trillion_model, catalog=cat)
-        rows.append(
-            {
-                "system": v.id,
-                "hot_swap": v.hot_swap,
-                "failure_unit_gpus": r.failure_unit_gpus,
-                "downtime_per_failure_s": r.restart_s + r.checkpoint_interval_s / 2,
-                "goodput": r.goodput,
-                "spare_gpus": r.spare_gpus,
-            }
-        )
-    pts = pd.DataFrame(rows)
-    c = _claim(
-        *HOTSWAP,
-        f"{doc(hot_swap)} {s.trillion_model} on {s.reliability_gpus:,} GPUs of {sy.id}",
-        pts,
-        ["system"],
-        "downtime_per_failure_s",
-        "<=",
-        0.0,
-        {
-            "goodput_hot_swap": rows[0]["goodput"],
-            "goodput_without": rows[1]["goodput"],
-            "spare_gpus_hot_swap": rows[0]["spare_gpus"],
-            "spare_gpus_without": rows[1]["spare_gpus"],
-        },
-        unit=" s",
-    )
-    return c
-
-
-DEPLOY = ("deploy-hours-not-weeks", ("001",), "A cable-less backplane cuts deployment from weeks (or months) to hours")
-
-
-def deploy(cat: Catalog, s: AuditSetup) -> Claim:
-    """Deployment time derived from each design's bill of materials (scale-out cables and transceivers per
-    GPU beside it)."""
-    from hnplan.comm.topology import scaleout_bom
-
-    rows = []
-    for sid in (s.supernode, s.traditional, s.seed_supernode):
-        sy = cat.system(sid)
-        g = sy.unit_gpus * max(1, 1280 // sy.unit_gpus)
-        b = scaleout_bom(cat.design(sy), g)
-        rows.append(
-            {
-                "system": sid,
-                "gpus": g,
-                "cables_per_gpu": b.cables / g,
-                "transceivers_per_gpu": b.transceivers / g,
-                "deploy_days_in_catalog": sy.deploy_days,
-            }
-        )
-    return _untestable(
-        *DEPLOY,
-        doc(deploy),
-        "missing: sourced install rates per bill-of-materials item "
-        "(racks, cables, transceivers, coolant loops, in items per crew-hour); the catalog's deploy_days "
-        f"are labelled assumptions, and {s.seed_supernode}'s is the seed's own claim",
-        {},
-        pd.DataFrame(rows),
-    )
-
-
-CXL = ("cxl-pool-128tb-32-nodes", ("002",), "Over CXL, a 32-node cluster shares a 128 TB unified memory pool")
-
-
-def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
-    """A plan of a model too large for HBM with its states in a 128 TB pool shared by 32 nodes, against the
-    same plan without the pool."""
-    per_param = 16.0  # bf16 weights and gradients + fp32 master weights and two Adam moments (ZeRO paper Sec 3.1)
-    nums = {"pool_tb_per_node": 128 / 32, "largest_model_params_whose_state_fits": 128e12 / per_param}
-    return _untestable(
-        *CXL,
-        doc(cxl_pool),
-        "missing: a memory pool shared by several nodes is not a system "
-        "field (pooled_memory_tb is per scale-up domain) and the training planner does not offload "
-        "states; it also needs the pool's bandwidth and latency per accelerator from a CXL switch "
-        "datasheet",
-        nums,
-    )
-
-
-TIERS = (
-    "tiering-hbm-ddr-ssd-prefetch",
-    ("001",),
-    "An HBM -> DDR -> SSD hierarchy with smart prefetching hides the data movement",
-)
-
-
-def tiering(cat: Catalog, s: AuditSetup) -> Claim:
-    """Step time of a plan with states offloaded to host DDR and SSD, the transfers overlapped with compute,
-    against the plan in HBM."""
-    return _untestable(
-        *TIERS,
-        doc(tiering),
-        "missing: the training planner never offloads, so a step "
-        "with optimizer states or parameters on DDR or SSD and the exposed part of their transfer is "
-        "not computed (hnplan memory reports spills, not their time in the step)",
-    )
 
 
 UTIL = (

@@ -21,6 +21,7 @@ def compare_training_designs(
     global_batch_seqs: int,
     dtype: str = "bf16",
     catalog: Catalog | None = None,
+    offload: str = "none",
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -34,6 +35,9 @@ def compare_training_designs(
         Training tokens.
     seq_len, global_batch_seqs : int
         Sequence length [tokens] and sequences per step.
+    offload : {"none", "auto"}
+        The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`): ``auto`` lets a design
+        with host or pooled memory train plans that do not fit in HBM.
 
     Returns
     -------
@@ -60,7 +64,9 @@ def compare_training_designs(
             run_dtype, note = "bf16", f" ({dtype} unavailable on {acc.id}: bf16)"
             row["dtype"] = run_dtype
         try:
-            (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, run_dtype, catalog=cat)
+            (est,), _, _ = best_plan(
+                model, system, gpus, seq_len, global_batch_seqs, run_dtype, catalog=cat, overrides={"offload": offload}
+            )
         except HnplanError as exc:
             row["status"] = f"no plan: {exc}"
             rows.append(row)

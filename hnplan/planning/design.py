@@ -12,14 +12,16 @@ from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cost import DesignCost, deploy_days_for, design_cost
+from hnplan.deployment import deploy_time
 from hnplan.errors import check_choice
 from hnplan.power import design_power
-from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate
+from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
 
 __all__ = [
     "CHECKPOINT_MODES",
     "ReliabilityEstimate",
     "cost_or_gap",
+    "deployment_time",
     "design_of",
     "estimate_reliability",
     "tco_summary",
@@ -57,15 +59,18 @@ _COST_KEYS = (
     "facility_usd",
     "energy_usd_per_year",
     "maintenance_usd_per_year",
-    "staff_usd_per_year",
+    "storage_usd",
 )
 
 
-def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> dict:
+def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability: float | None = None, **kwargs) -> dict:
     """The ``hnplan tco`` answer: power, racks, capex, opex, TCO and $ per GPU-hour of a design.
 
     ``system`` is an id, a path, a System or a Design; keyword arguments go to
-    :func:`hnplan.cost.design_cost` (``years``, ``pue``, ``utilisation``, ...).
+    :func:`hnplan.cost.design_cost` (``years``, ``pue``, ``utilisation``, ...). With ``availability``
+    (a probability in (0, 1)), the spare accelerators that keep ``gpus`` whole with that probability
+    (:func:`hnplan.reliability.spare_gpus`, which depends on hot swap and the failure unit) are
+    bought too.
 
     Returns
     -------
@@ -73,13 +78,17 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         ``system, gpus, gpus_bought, unit_gpus, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
         rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
-        idle_capital_usd`` and the capex/opex parts. Without a price (:func:`cost_or_gap`) the cost
-        keys are NaN and ``cost_note`` says why.
+        idle_capital_usd``, the capex/opex parts, ``spare_gpus`` and the storage (``storage, storage_units,
+        storage_usd, storage_kw``). Without a price (:func:`cost_or_gap`) the cost keys are NaN and
+        ``cost_note`` says why; power, racks and GPUs stand.
     """
     design = _design(system, catalog)
     system = design.system
+    if availability is not None:
+        kwargs["spare_gpus"] = spare_gpus(design, gpus, quantile=availability)
     c, gap = cost_or_gap(design, gpus, **kwargs)
-    pw = design_power(design, gpus, kwargs.get("pue"))
+    spares = kwargs.get("spare_gpus", 0) if c is None else c.spare_gpus
+    pw = design_power(design, gpus + spares, kwargs.get("pue"))
     power = {
         "system": system.id,
         "gpus": gpus,
@@ -92,21 +101,25 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         "kw_per_rack": pw.kw_per_rack,
         "rack_limit_kw": units.w_to_kw(pw.rack_limit_w),
         "over_rack_limit": pw.over_rack_limit,
+        "spare_gpus": spares,
+        "storage": design.storage.id if design.storage is not None else None,
+        "storage_units": pw.storage_units,
+        "storage_kw": units.w_to_kw(pw.storage_w),
     }
     if c is None:  # no price: every cost n/a, with the reason
-        nan = float("nan")
-        years = kwargs.get("years") or design.facility.amortisation_years.value
+        deploy = kwargs.get("deploy_days")
         return {
             **power,
-            **dict.fromkeys(_COST_KEYS, nan),
-            "years": years,
+            **dict.fromkeys(_COST_KEYS, float("nan")),
+            "years": kwargs.get("years") or design.facility.amortisation_years.value,
             "utilisation": kwargs.get("utilisation", 1.0),
             "staff_usd_per_year": kwargs.get("staff_usd_per_year", 0.0),
-            "deploy_days": deploy_days_for(design) if kwargs.get("deploy_days") is None else kwargs["deploy_days"],
+            "deploy_days": deploy_days_for(design, gpus + spares) if deploy is None else deploy,
             "cost_note": f"n/a: {gap}",
         }
     return {
         **power,
+        "gpus_bought": c.gpus,
         "capex_usd": c.capex_usd,
         "opex_usd_per_year": c.opex_usd_per_year,
         "tco_usd": c.tco_usd,
@@ -121,6 +134,7 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, **kwargs) -> 
         "energy_usd_per_year": c.energy_usd_per_year,
         "maintenance_usd_per_year": c.maintenance_usd_per_year,
         "staff_usd_per_year": c.staff_usd_per_year,
+        "storage_usd": c.storage_usd,
     }
 
 
@@ -133,6 +147,9 @@ def estimate_reliability(
     rate_factor: float = 1.0,
     write_GBps_per_node: float | None = None,
     restart_overhead_s: float | None = None,
+    storage=None,
+    storage_units: int | None = None,
+    tokens_per_s: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job
     (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
@@ -151,6 +168,12 @@ def estimate_reliability(
         Storage write bandwidth [GB/s per node].
     restart_overhead_s : float, optional
         Restart time before the checkpoint read [s]; default reliability.yaml.
+    storage : id, path or Storage, optional
+        Storage the checkpoints go to; default the system's ``storage`` (none: per-node figures).
+    storage_units : int, optional
+        Units of it; default the system's sizing rule (:func:`hnplan.storage.units_for`).
+    tokens_per_s : float, optional
+        The job's throughput [tokens/s]: its data loader's reads share the storage.
 
     Returns
     -------
@@ -166,5 +189,21 @@ def estimate_reliability(
     check_choice("mode", mode, CHECKPOINT_MODES)
     cat = catalog or load_catalog()
     return reliability_estimate(
-        _design(system, cat), gpus, cat.model(model), mode, rate_factor, write_GBps_per_node, restart_overhead_s
+        _design(system, cat),
+        gpus,
+        cat.model(model),
+        mode,
+        rate_factor,
+        write_GBps_per_node,
+        restart_overhead_s,
+        storage=cat.get("storage", storage) if storage is not None else None,
+        storage_units=storage_units,
+        tokens_per_s=tokens_per_s,
     )
+
+
+def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
+    """Deployment time of ``gpus`` accelerators of a design derived from its bill of materials
+    (:func:`hnplan.deployment.deploy_time` on the resolved design): item counts, technician-hours,
+    crew, install and commissioning days and ``deploy_days``."""
+    return deploy_time(_design(system, catalog), gpus)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import peak_flops_per_s
 from hnplan.compute.operators import operator_table, roofline_curve, totals
 from hnplan.errors import InputError
@@ -146,7 +146,7 @@ def roofline_answer(
         Catalog ids or YAML paths.
     phase, batch, seq_len, kv_len, **kwargs
         As :func:`hnplan.compute.operator_table` (``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``,
-        ``attention``, ``sequence_parallel``).
+        ``attention``, ``sequence_parallel``; ``stack``: a software stack id, whose kernel choices apply).
 
     Returns
     -------
@@ -169,6 +169,9 @@ def roofline_answer(
             f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
             f"length {m.max_seq} (field max_seq)"
         )
+    if isinstance(kwargs.get("stack"), str):  # a catalog stack id: its kernel choices (fp8 recipe, eager norms)
+        st = cat.stack(kwargs["stack"])
+        kwargs["stack"] = StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields})
     df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
     out = {k: df.attrs[k] for k in keys}

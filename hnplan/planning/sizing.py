@@ -95,6 +95,7 @@ def size_for_deadline(
     goodput: bool = True,
     mode: str = "async",
     max_evals: int = MAX_EVALS,
+    offload: str = "none",
 ) -> dict:
     """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
     ``tokens`` within the deadline.
@@ -114,6 +115,9 @@ def size_for_deadline(
         Checkpoint mode of the goodput.
     max_evals : int
         Planner searches before giving up.
+    offload : {"none", "auto"}
+        The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`); ``auto`` lets plans that
+        do not fit in HBM use host or pooled memory. :func:`size_table` and :func:`size_design(s)` pass it on.
 
     Returns
     -------
@@ -162,7 +166,17 @@ def size_for_deadline(
         if n not in tried:
             try:
                 tried[n] = time_to_train(
-                    mdl, sys_, n * u, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                    mdl,
+                    sys_,
+                    n * u,
+                    tokens,
+                    seq_len,
+                    global_batch_seqs,
+                    dtype,
+                    cat,
+                    goodput=goodput,
+                    mode=mode,
+                    offload=offload,
                 )
             except InfeasiblePlan as exc:
                 tried[n] = exc
@@ -244,6 +258,7 @@ def size_table(
     goodput: bool = True,
     mode: str = "async",
     catalog: Catalog | None = None,
+    offload: str = "none",
 ) -> pd.DataFrame:
     """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
     :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``).
@@ -271,12 +286,32 @@ def size_table(
         try:
             if gpus is not None:
                 row = time_to_train(
-                    model, s, gpus, tokens, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                    model,
+                    s,
+                    gpus,
+                    tokens,
+                    seq_len,
+                    global_batch_seqs,
+                    dtype,
+                    cat,
+                    goodput=goodput,
+                    mode=mode,
+                    offload=offload,
                 )
             else:
                 assert deadline_days is not None
                 row = size_for_deadline(
-                    model, s, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+                    model,
+                    s,
+                    tokens,
+                    deadline_days,
+                    seq_len,
+                    global_batch_seqs,
+                    dtype,
+                    cat,
+                    goodput=goodput,
+                    mode=mode,
+                    offload=offload,
                 )
             row["status"] = "ok"
         except InfeasiblePlan as exc:
@@ -312,6 +347,7 @@ def size_design(
     goodput: bool = True,
     mode: str = "async",
     budget_usd: float | None = None,
+    offload: str = "none",
 ) -> dict:
     """:func:`size_for_deadline` and what that purchase costs.
 
@@ -335,7 +371,17 @@ def size_design(
     cat = catalog or load_catalog()
     sys_ = cat.system(system)
     row = size_for_deadline(
-        model, sys_, tokens, deadline_days, seq_len, global_batch_seqs, dtype, cat, goodput=goodput, mode=mode
+        model,
+        sys_,
+        tokens,
+        deadline_days,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        cat,
+        goodput=goodput,
+        mode=mode,
+        offload=offload,
     )
     gpus = row["gpus"]
     design = cat.design(sys_)
@@ -371,6 +417,7 @@ def size_designs(
     catalog: Catalog | None = None,
     *,
     goodput: bool = True,
+    offload: str = "none",
 ) -> pd.DataFrame:
     """:func:`size_design` for each design: one row per system (a design that cannot meet the
     deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns to units."""
@@ -393,6 +440,7 @@ def size_designs(
                     goodput=goodput,
                     mode=mode,
                     budget_usd=budget_usd,
+                    offload=offload,
                 )
             )
         except InfeasiblePlan as exc:

@@ -68,6 +68,7 @@ def time_to_train(
     *,
     goodput: bool = True,
     mode: str = "async",
+    offload: str = "none",
 ) -> dict:
     """Days, GPU-hours and energy to train ``tokens`` tokens on ``gpus`` accelerators with the best plan.
 
@@ -87,6 +88,9 @@ def time_to_train(
         Divide the throughput by the reliability model's goodput (default); ``False``: no failures.
     mode : {"sync", "async"}
         Checkpoint mode of the goodput.
+    offload : {"none", "auto"}
+        The stack choice ``offload``: ``auto`` lets plans that do not fit in HBM move state to host or
+        pooled memory (:mod:`hnplan.planning.training.offload`).
 
     Returns
     -------
@@ -107,9 +111,13 @@ def time_to_train(
     if not (tokens > 0 and tokens < float("inf")):
         raise InputError(f"tokens must be a finite number > 0, got {tokens}")
     cat = catalog or load_catalog()
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, cat)
+    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, cat, overrides={"offload": offload})
     (est,), _, _ = search_best(job, fixed)
-    g = estimate_reliability(job.system, gpus, job.model, mode, cat).goodput if goodput else 1.0
+    g = (
+        estimate_reliability(job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s).goodput
+        if goodput
+        else 1.0
+    )
     seconds = tokens / (est.tokens_per_s * g)
     energy = run_energy(design_power(cat.design(job.system), gpus), seconds, cat.facility, tokens)
     return dict(

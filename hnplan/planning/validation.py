@@ -23,6 +23,7 @@ def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
         fixed=run.fixed,
         catalog=catalog,
         stack=run.stack,
+        overrides=run.overrides or None,
     )
     best = df.iloc[0].copy()
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus

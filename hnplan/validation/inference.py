@@ -1,5 +1,6 @@
 """Serving throughput and latency against published measurements (TensorRT-LLM on H100 and H200,
-DeepSeek-V3 serving reports); the rows and their sources live in
+DeepSeek-V3 serving reports, CloudMatrix-Infer, MLPerf Inference v4.1 Llama 2 70B); the rows and their
+sources live in
 :mod:`hnplan.planning.inference.validation`."""
 
 from __future__ import annotations
@@ -18,21 +19,29 @@ def rows(cat) -> list[Row]:
         role = "prediction" if band <= PREDICTION_BAND else "reported"
         note = r.note or ""
         if role == "reported":
-            note = (note + "; " if note else "") + (
+            band_text = (
                 f"known gap, asserted by the inference tests within its stated band "
-                f"({r.tol_lo_pct:+.0f}% to {r.tol_hi_pct:+.0f}%): "
-                + (
-                    "the model has no framework/scheduler overhead, which grows with TP 8"
-                    if r.error_pct > 0
-                    else "one-shot all-to-all kernels and MTP speculative decoding are not modelled"
-                )
+                f"({r.tol_lo_pct:+.0f}% to {r.tol_hi_pct:+.0f}%)"
             )
+            if r.family.startswith("MLPerf"):  # the row's note names its cause
+                note = f"{note}; {band_text}"
+            else:
+                note = (note + "; " if note else "") + (
+                    band_text
+                    + ": "
+                    + (
+                        "the model has no framework/scheduler overhead, which grows with TP 8"
+                        if r.error_pct > 0
+                        else "one-shot all-to-all kernels and MTP speculative decoding are not modelled"
+                    )
+                )
         out.append(
             Row(
                 "inference",
                 f"{r.model} on {r.system}, TP{r.tp}"
                 + (f" EP{r.ep}" if r.ep > 1 else "")
-                + f", {r.input_tokens}/{r.output_tokens} tokens",
+                + f", {r.input_tokens}/{r.output_tokens} tokens"
+                + (f", {r.dtype} ({r.id.rsplit('-', 1)[-1]})" if r.family.startswith("MLPerf") else ""),
                 r.quantity.replace("_", " "),
                 r.unit,
                 float(r.published),

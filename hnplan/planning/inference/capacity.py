@@ -2,7 +2,7 @@
 
 For each candidate replica (TP / EP / PP degrees that divide the model and fit the scale-up domain)
 and each batch ``B`` on a grid up to the memory limit, the steady state of
-:func:`hnplan.planning.inference.core.steady_state` gives TPOT and the time a request holds one of the
+:func:`hnplan.planning.inference.steady.steady_state` gives TPOT and the time a request holds one of the
 ``B`` slots, ``S = O x t_iter``. A replica then serves requests like an M/G/B queue: arrivals at
 ``lambda / n`` per replica wait for a free slot. The wait uses Erlang's C formula for M/M/c scaled by
 ``(1 + cs^2) / 2`` (the Lee-Longton / Allen-Cunneen approximation for M/G/c, with ``cs^2`` the squared
@@ -44,18 +44,21 @@ from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
     Replica,
     Setup,
-    batch_grid,
     candidate_replicas,
     max_batch,
-    prefill_pass,
+    per_system,
     resolve,
-    steady_state,
 )
 from hnplan.planning.inference.points import (
     attributed_power_w,
     serving_power,
     usd_per_gpu_hour,
     usd_per_million_tokens,
+)
+from hnplan.planning.inference.steady import (
+    batch_grid,
+    prefill_pass,
+    steady_state,
 )
 
 
@@ -299,7 +302,7 @@ def plan_for_rate(
     disaggregated : bool
         Separate prefill and decode pools.
     chunked_prefill : int, optional
-        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.core.steady_state`).
+        Prefill chunk per iteration [tokens] (see :func:`~hnplan.planning.inference.steady.steady_state`).
     overlap : bool
         Overlap collectives with compute (:attr:`~hnplan.planning.inference.core.Replica.overlap`).
     settings : dict, optional
@@ -455,15 +458,22 @@ def gpus_vs_rate(
     **kwargs,
 ) -> pd.DataFrame:
     """GPUs, power and $ per million tokens per design over request rates (one row per pair; a design
-    that cannot meet the SLOs keeps its row with the reason in ``status``)."""
+    that cannot meet the SLOs keeps its row with the reason in ``status``). ``dtype`` given as
+    a mapping system id -> value (``dtype={"cloudmatrix-384": "int8", "default": "fp8"}``) applies per
+    design (:func:`~hnplan.planning.inference.core.per_system`); ``engine`` (an engine id or such a
+    mapping) joins each design's ``settings``."""
     cat = catalog or load_catalog()
     rows = []
     for sys_id in systems:
+        kw = dict(kwargs)
+        if "dtype" in kw:
+            kw["dtype"] = per_system(kw["dtype"], sys_id) or "bf16"
+        eng = per_system(kw.pop("engine", None), sys_id)
+        if eng:
+            kw["settings"] = {**(kw.get("settings") or {}), "engine": eng}
         for q in rates:
             try:
-                d = plan_for_rate(
-                    model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kwargs
-                ).to_dict()
+                d = plan_for_rate(model, sys_id, float(q), traffic, ttft_slo_s, tpot_slo_s, catalog=cat, **kw).to_dict()
                 d["status"] = "ok"
             except HnplanError as exc:
                 d = {"system": cat.system(sys_id).id, "qps": float(q), "status": str(exc)}

@@ -21,13 +21,16 @@ from hnplan.errors import HnplanError, InfeasiblePlan
 from hnplan.planning.inference.core import (
     Replica,
     Setup,
-    batch_grid,
     candidate_replicas,
-    frontier,
     max_batch,
+    per_system,
+    resolve,
+)
+from hnplan.planning.inference.steady import (
+    batch_grid,
+    frontier,
     max_throughput_point,
     prefill_pass,
-    resolve,
     steady_state,
 )
 from hnplan.power import accelerator_power_w, design_power
@@ -70,7 +73,7 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     """Power and energy of a replica at an operating point, from the accelerators' utilisation.
 
     Each accelerator runs at the power utilisation of the modelled pass
-    (:attr:`~hnplan.planning.inference.core.OperatingPoint.power_utilisation`: the larger of its compute
+    (:attr:`~hnplan.planning.inference.steady.OperatingPoint.power_utilisation`: the larger of its compute
     and memory busy fractions over an iteration) on the idle-TDP line
     (:func:`hnplan.power.accelerator_power_w`). The rest of the node (CPUs, NICs, scale-up switches,
     fans) and the scale-out network draw their rated share (:func:`hnplan.power.design_power`), so the
@@ -125,7 +128,7 @@ def best_under_tpot(s: Setup, input_tokens: float, output_tokens: float, tpot_bo
     (TPOT grows with batch: a grid, then bisection between the last batch within the bound and the
     first beyond it). None if even the smallest batch exceeds the bound.
 
-    ``kwargs`` go to :func:`hnplan.planning.inference.core.steady_state`.
+    ``kwargs`` go to :func:`hnplan.planning.inference.steady.steady_state`.
     """
     ctx_max = kwargs.get("max_context_tokens") or input_tokens + output_tokens
     mb = max_batch(s, ctx_max)
@@ -335,16 +338,19 @@ def design_frontiers(
     """The throughput-latency frontier of each design's best layout (the one with the most output
     tokens/s per GPU at its maximum-throughput point), one DataFrame (:func:`frontier` columns plus
     ``layout``). A design that cannot hold the model keeps one row with the reason in ``status``.
-    ``engine``: a serving engine id (:attr:`Replica.engine`)."""
+    ``engine``: a serving engine id (:attr:`Replica.engine`). ``dtype`` and ``engine`` may be mappings
+    system id -> value (:func:`~hnplan.planning.inference.core.per_system`): each design served in its
+    own deployment precision and engine (CloudMatrix 384 in INT8 with CloudMatrix-Infer, GPUs in FP8)."""
     cat = catalog or load_catalog()
     parts = []
     for sys_id in systems:
         try:
-            settings: dict = {"engine": engine} if engine else {}
+            dt, eng = per_system(dtype, sys_id) or "bf16", per_system(engine, sys_id)
+            settings: dict = {"engine": eng} if eng else {}
             best = operating_point(
-                model, sys_id, input_tokens, output_tokens, dtype=dtype, overlap=overlap, catalog=cat, settings=settings
+                model, sys_id, input_tokens, output_tokens, dtype=dt, overlap=overlap, catalog=cat, settings=settings
             )
-            r = Replica(best["tp"], best["ep"], best["pp"], dtype, overlap=overlap, **settings)
+            r = Replica(best["tp"], best["ep"], best["pp"], dt, overlap=overlap, **settings)
             df = frontier(model, sys_id, r, input_tokens, output_tokens, catalog=cat)
             df["layout"] = f"TP{r.tp} EP{r.ep} PP{r.pp}"
             df["status"] = "ok"

@@ -23,7 +23,15 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.planning.inference.core import Replica, max_throughput_point, prefill_pass, resolve, steady_state
+from hnplan.planning.inference.core import (
+    Replica,
+    resolve,
+)
+from hnplan.planning.inference.steady import (
+    max_throughput_point,
+    prefill_pass,
+    steady_state,
+)
 
 TRTLLM_SOURCE = (
     "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
@@ -65,6 +73,22 @@ TRTLLM_ROWS = [
 # Stated error bands per model [%] (model - published) / published
 TRTLLM_TOLERANCE_PCT = {"llama3.1-8b": (-10.0, 25.0), "llama3.1-70b": (-10.0, 30.0), "llama3.1-405b": (-10.0, 60.0)}
 
+MLPERF_V41 = "mlcommons/inference_results_v4.1 closed/NVIDIA/results"
+# MLPerf Inference v4.1 closed, Llama 2 70B (llama2-70b-99), NVIDIA TensorRT-LLM submissions, each GPU a
+# TP1 replica (configs/llama2-70b/Offline: H200_SXM_141GBx8 inherits tensor_parallelism = 1). B200 in FP4
+# (NVIDIA Technical Blog 'NVIDIA Blackwell Platform Sets New LLM Inference Records in MLPerf Inference
+# v4.1', Aug 2024), H200 in FP8 (use_fp8). (system, dtype, scenario, GPUs, tokens/s, samples/s, log path)
+MLPERF_ROWS = [
+    ("hgx-h200-ib-ndr", "fp8", "Offline", 8, 31302.7, 107.477, "H200-SXM-141GBx8_TRT/llama2-70b-99/Offline"),
+    ("hgx-h200-ib-ndr", "fp8", "Server", 8, 29228.22, 100.35, "H200-SXM-141GBx8_TRT/llama2-70b-99/Server"),
+    ("dgx-b200-ib-ndr", "fp4", "Offline", 1, 11264.4, 41.1075, "B200-SXM-180GBx1_TRT/llama2-70b-99/Offline"),
+    ("dgx-b200-ib-ndr", "fp4", "Server", 1, 10755.59, 39.25, "B200-SXM-180GBx1_TRT/llama2-70b-99.9/Server"),
+]
+# Labelled assumption: the mean prompt of the MLPerf OpenOrca set (24,576 samples, prompts and answers
+# capped at 1,024 tokens by language/llama2-70b/processorca.py --seqlen_limit 1024) is not published in a
+# source found; half the cap is taken. The B200 / H200 ratio moves by under 5 % between 300 and 1,024.
+MLPERF_LLAMA2_INPUT_TOKENS = 512
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -91,11 +115,15 @@ class Measurement:
     family: str = ""
     overlap: bool = False
     engine: str | None = None
+    ref_system: str | None = None  # tokens_per_s_ratio: the baseline's system, dtype and output length
+    ref_dtype: str | None = None
+    ref_output_tokens: int | None = None
 
 
 def measurements() -> list[Measurement]:
-    """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200 and the
-    DeepSeek-V3 serving reports."""
+    """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200, the
+    DeepSeek-V3 serving reports, CloudMatrix-Infer's INT8 decode on CloudMatrix 384 and the MLPerf
+    Inference Llama 2 70B rows (:data:`MLPERF_ROWS`)."""
     out = [
         Measurement(
             f"trtllm-{m}-tp{tp}-{i}-{o}",
@@ -113,6 +141,7 @@ def measurements() -> list[Measurement]:
             *TRTLLM_TOLERANCE_PCT[m],
             note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
             family=f"TensorRT-LLM {m}",
+            engine="tensorrt-llm",
         )
         for m, tp, i, o, v in TRTLLM_ROWS
     ]
@@ -138,6 +167,7 @@ def measurements() -> list[Measurement]:
             -10.0,
             40.0,
             family="TensorRT-LLM H200 blog",
+            engine="tensorrt-llm",
         )
         for i, o, v in ((2048, 128, 463.1), (32768, 2048, 320.1), (120000, 2048, 71.5))
     ]
@@ -216,7 +246,105 @@ def measurements() -> list[Measurement]:
             family="DeepSeek production",
             overlap=True,
         ),
+        Measurement(
+            "cloudmatrix-infer-deepseek-r1-decode",
+            "tokens_per_s_per_gpu_at_batch",
+            "deepseek-v3",
+            "cloudmatrix-384",
+            1,
+            128,
+            "int8",
+            4096,
+            1024,
+            1943.0,
+            "output tokens/s per NPU (Ascend 910C package)",
+            "Zuo et al., 'Serving Large Language Models on Huawei CloudMatrix384', arXiv:2506.12708, abstract "
+            "and Sec 5: CloudMatrix-Infer serving DeepSeek-R1 in INT8 W8A8, PD-disaggregated, decode EP320 "
+            "on 160 NPUs with microbatch pipelining: 1,943 output tokens/s per NPU at a TPOT under 50 ms",
+            -50.0,
+            10.0,
+            context_tokens=4096,
+            tpot_bound_s=0.05,
+            batch=round(1943 * 0.05) * 128,
+            note="DeepSeek-R1 has the DeepSeek-V3 architecture; modelled with EP128 (2 of the 256 routed "
+            "experts per NPU; the paper's EP320 over the 320 dies also holds shared-expert and redundant "
+            "copies); concurrency by Little's law (1,943 tokens/s x 50 ms = 97 sequences per NPU, derived); "
+            "KV length about 4K assumed; microbatch pipelining modelled as overlap, speculative decoding not",
+            family="CloudMatrix-Infer DeepSeek-R1",
+            overlap=True,
+            engine="cloudmatrix-infer",
+        ),
     ]
+    out += _mlperf_rows()
+    return out
+
+
+def _mlperf_rows() -> list[Measurement]:
+    """MLPerf Inference v4.1 Llama 2 70B: tokens/s per GPU on H200 (FP8) and B200 (FP4), and the B200 / H200
+    ratio per GPU per scenario (the figure that low-precision optimism inflates)."""
+    note = (
+        f"mean output {{o}} tokens per sample (tokens/s / samples/s of the log); mean prompt "
+        f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published); each GPU a TP1 replica at its "
+        "maximum-throughput point (the Server scenario's TTFT <= 2 s / TPOT <= 200 ms p99 bounds are not applied)"
+    )
+    out, per_gpu = [], {}
+    for system, dtype, scenario, n, tok_s, samples_s, path in MLPERF_ROWS:
+        o = round(tok_s / samples_s)
+        per_gpu[(dtype, scenario)] = (system, o, tok_s / n)
+        out.append(
+            Measurement(
+                f"mlperf-v4.1-llama2-70b-{system}-{dtype}-{scenario.lower()}",
+                "tokens_per_s",
+                "llama2-70b",
+                system,
+                1,
+                1,
+                dtype,
+                MLPERF_LLAMA2_INPUT_TOKENS,
+                o,
+                tok_s / n,
+                f"output tokens/s per GPU ({scenario})",
+                f"{MLPERF_V41}/{path}/performance/run_1/mlperf_log_summary.txt: {tok_s:,.1f} tokens/s "
+                f"on {n} GPU{'s' if n > 1 else ''}, TensorRT-LLM, {dtype.upper()}",
+                -50.0,
+                50.0,
+                note=note.format(o=o),
+                family="MLPerf v4.1 Llama 2 70B",
+                engine="tensorrt-llm",
+            )
+        )
+    for scenario in ("Offline", "Server"):
+        b_sys, b_o, b = per_gpu[("fp4", scenario)]
+        h_sys, h_o, h = per_gpu[("fp8", scenario)]
+        out.append(
+            Measurement(
+                f"mlperf-v4.1-llama2-70b-b200-fp4-over-h200-fp8-{scenario.lower()}",
+                "tokens_per_s_ratio",
+                "llama2-70b",
+                b_sys,
+                1,
+                1,
+                "fp4",
+                MLPERF_LLAMA2_INPUT_TOKENS,
+                b_o,
+                b / h,
+                f"B200 FP4 / H200 FP8 output tokens/s per GPU ({scenario})",
+                f"{MLPERF_V41}: B200-SXM-180GBx1_TRT ({b:,.0f} tokens/s per GPU) over H200-SXM-141GBx8_TRT "
+                f"({h:,.0f} tokens/s per GPU), llama2-70b {scenario}",
+                -25.0,
+                40.0,
+                note="the model runs FP4 GEMMs at 0.449 of the FP4 peak (b200.yaml, vLLM's CUTLASS NVFP4 GEMM measured "
+                "in vllm-project/vllm PR 20646, a configuration its authors call a starting point); the submission's "
+                "TensorRT-LLM FP4 kernels run faster, so the ratio comes out low; with the fp8 fraction (0.763) "
+                "assumed before, it came out +20 %. The submission's FP4 run reached about 0.63 of the H200 FP8 "
+                "run's fraction of peak (derived)",
+                family="MLPerf v4.1 Llama 2 70B",
+                engine="tensorrt-llm",
+                ref_system=h_sys,
+                ref_dtype="fp8",
+                ref_output_tokens=h_o,
+            )
+        )
     return out
 
 
@@ -226,6 +354,13 @@ def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s":
         return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
+    if m.quantity == "tokens_per_s_ratio":
+        if m.ref_system is None or m.ref_dtype is None:
+            raise ValueError(f"{m.id}: a tokens_per_s_ratio row needs ref_system and ref_dtype")
+        ref = resolve(m.model, m.ref_system, Replica(tp=m.tp, ep=m.ep, dtype=m.ref_dtype, engine=m.engine), cat)
+        num = max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s_per_gpu
+        den = max_throughput_point(ref, m.input_tokens, m.ref_output_tokens or m.output_tokens).tokens_per_s_per_gpu
+        return num / den
     if m.quantity == "prefill_s":
         return prefill_pass(s, m.batch or 1, m.input_tokens)["time_s"]
     if m.quantity == "tokens_per_s_per_gpu_at_batch":

@@ -55,7 +55,14 @@ def _axis(fixed: dict, name: str, default) -> np.ndarray:
 
 
 def candidate_frame(
-    model: Model, system: System, gpus: int, seq_len: int, global_batch_seqs: int, fixed: dict | None = None
+    model: Model,
+    system: System,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    fixed: dict | None = None,
+    *,
+    zero_with_pipeline: bool = False,
 ) -> pd.DataFrame:
     """All valid plans for a job, as a table.
 
@@ -72,6 +79,11 @@ def candidate_frame(
     fixed : dict, optional
         Pins any of :data:`hnplan.planning.training.plan.PLAN_FIELDS` (``None`` values are ignored);
         pinned values bypass the pruning choices (but not the rules).
+    zero_with_pipeline : bool, optional
+        Whether ZeRO stages 2 and 3 may pair with ``pp > 1`` (the stack's
+        :attr:`~hnplan.catalog.schemas.SoftwareStack.zero_with_pipeline`); default false: Megatron-LM
+        and DeepSpeed shard gradients and parameters only without pipeline parallelism, so an unpinned
+        search pairs ZeRO-2/3 with ``pp = 1`` only.
 
     Returns
     -------
@@ -114,7 +126,7 @@ def candidate_frame(
     grids = np.meshgrid(tp, cp, pp, ep, mb, v, z, rc, indexing="ij")
     tp_, cp_, pp_, ep_, mb_, v_, z_, rc_ = (g.ravel().astype(np.int64) for g in grids)
     keep = gpus % (tp_ * cp_ * pp_) == 0
-    if "zero_stage" not in fixed:
+    if "zero_stage" not in fixed and not zero_with_pipeline:
         keep &= (z_ <= 1) | (pp_ == 1)
     cols = dict(
         tp=tp_,

@@ -19,7 +19,9 @@ Step model (Narayanan et al. SC21 [1]_ Sec. 2.2, 3.3):
   against the backward of the last micro-batch, and the parameter all-gather against the forward of
   the first; only what the compute cannot hide, and at least the last bucket (Megatron-Core
   ``--overlap-grad-reduce`` / ``--overlap-param-gather`` [4]_).
-* ``t_opt``: Adam step, memory-bound (:data:`ADAM_STEP_BYTES_PER_PARAM`).
+* ``t_opt``: per-step kernels, memory-bound: the Adam step (:data:`ADAM_STEP_BYTES_PER_PARAM`) and the
+  gradient norm of clipping at the measured fused-AdamW bandwidth, and in fp8 training the weight cast a stack
+  caches for the whole step (:func:`optimizer_s`).
 
 References
 ----------
@@ -52,7 +54,8 @@ from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
-from hnplan.compute import ACT_BYTES, achievable_hbm_Bps, head_dim, param_counts, training_flops_per_token
+from hnplan.compute import ACT_BYTES, head_dim, param_counts, training_flops_per_token
+from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
@@ -229,12 +232,19 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
     lt = training_part_times(
-        job.model, job.acc, uniq, job.seq_len, job.dtype, job.choices.attention, job.choices.sequence_parallel
+        job.model,
+        job.acc,
+        uniq,
+        job.seq_len,
+        job.dtype,
+        job.choices.attention,
+        job.choices.sequence_parallel,
+        job.choices,
     ).iloc[codes]
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
-    def part(name):
+    def part(name, lt=lt):
         fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
             [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0
         )
@@ -243,6 +253,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         return fwd, lt[f"{name}_bwd"].to_numpy(), attn
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
+    ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
     stages = stage_kinds(job, pp)
     cols = []
     for name, (nd, nm) in stages.items():
@@ -258,6 +269,12 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
             bwd = bwd + np.where(pp == 1, head[1], 0.0)
         if name == "middle":
             fwd, bwd = np.where(pp > 2, fwd, 0.0), np.where(pp > 2, bwd, 0.0)
+        if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
+            on = pp > 1 if name == "last" else True
+            (ff, fb), (lf, lb) = ends
+            add_f = (lf if name == "last" else ff + np.where(pp == 1, lf, 0.0)) * on
+            add_b = (lb if name == "last" else fb + np.where(pp == 1, lb, 0.0)) * on
+            fwd, bwd = fwd + add_f, bwd + add_b
         cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm))
     stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
     slowest = np.argmax(stack[:, 0, :], axis=0)
@@ -265,6 +282,33 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers"]
     )
+
+
+def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
+    """Extra time of the layers an fp8 stack keeps in bf16 at each end of the model
+    (``fp8_bf16_end_layers``): ``((fwd, bwd) at the first end, (fwd, bwd) at the last end)`` [s], or None."""
+    n = job.choices.fp8_bf16_end_layers
+    if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
+        return None
+    lt16 = training_part_times(
+        job.model,
+        job.acc,
+        uniq,
+        job.seq_len,
+        "bf16",
+        job.choices.attention,
+        job.choices.sequence_parallel,
+        job.choices,
+    ).iloc[codes]
+    moe_cfg = job.model.moe
+    first_kind = "moe" if moe_cfg is not None and moe_cfg.first_dense_layers == 0 else "dense"
+    last_kind = "dense" if moe_cfg is None else "moe"
+    fp8 = {"dense": dense, "moe": moe}
+    out = []
+    for kind in (first_kind, last_kind):
+        f16, b16, _ = part(kind, lt16)
+        out.append((n * (f16 - fp8[kind][0]), n * (b16 - fp8[kind][1])))
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -427,12 +471,22 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
 
 
 def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
-    """Adam step on the local (ZeRO >= 1: sharded over ``dp x cp``) parameters, memory-bound [s]."""
+    """Per-step kernels, memory-bound [s]: the Adam step and the gradient norm of clipping on the local
+    (ZeRO >= 1: sharded over ``dp x cp``) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
+    and in fp8 training the weight cast a stack caches for the whole step, on the local GEMM weights
+    (:func:`hnplan.compute.fp8_recipes.weight_cast_step_s`)."""
     dense, expert = local_params(job, df)
-    dp, cp, ep, z = (_col(df, c) for c in ("dp", "cp", "ep", "zero_stage"))
+    tp, pp, dp, cp, ep, z = (_col(df, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage"))
     shard_d = np.where(z >= 1, dp * cp, 1)
     shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
-    return (dense / shard_d + expert / shard_e) * ADAM_STEP_BYTES_PER_PARAM / achievable_hbm_Bps(job.acc)
+    local = dense / shard_d + expert / shard_e
+    t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
+    if units.dtype_bytes(job.dtype) < ACT_BYTES:
+        pc = job.params
+        gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
+        fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
+        t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices), fp8_w)
+    return t
 
 
 # ----------------------------------------------------------------------------------------------

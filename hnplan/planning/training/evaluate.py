@@ -16,6 +16,7 @@ from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.candidates import candidate_frame
+from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
     PLAN_FIELDS,
     TRAIN_DTYPES,
@@ -35,6 +36,7 @@ BREAKDOWN = (
     "pp_bubble",
     "dp_comm_exposed",
     "optimizer",
+    "offload_exposed",
 )
 MEMORY_PARTS = ("params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes", "overhead_bytes")
 UNITS = {
@@ -207,8 +209,9 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
 
     Notes
     -----
-    ``step = (m + (p - 1) / v) t_mb + t_dp + t_opt`` with the components of
-    :mod:`hnplan.planning.training.components`.
+    ``step = (m + (p - 1) / v) t_mb + t_dp + t_opt + t_offload`` with the components of
+    :mod:`hnplan.planning.training.components` and the exposed offload transfers of
+    :mod:`hnplan.planning.training.offload` (0 unless the stack choice ``offload`` is ``auto``).
     """
     df = candidates[list(PLAN_FIELDS)].reset_index(drop=True).copy()
     df["recompute"] = df["recompute"].astype(str)
@@ -245,9 +248,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         dp_comm_exposed=t_dp,
         optimizer=t_opt,
     )
-    for k in BREAKDOWN:
+    for k in BREAKDOWN[:-1]:
         df[f"t_{k}_s"] = parts[k]
-    step = sum(parts[k] for k in BREAKDOWN)
+    mem = c.memory_per_gpu(job, df)
+    for k in MEMORY_PARTS:
+        df[k] = mem[k].to_numpy()
+    df["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
+    df["fits"] = df["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
+    apply_offload(job, df, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
+    step = sum(df[f"t_{k}_s"].to_numpy() for k in BREAKDOWN)
     df["step_time_s"] = step
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
     df["tokens_per_s"] = tokens_per_s
@@ -258,11 +267,6 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     df["hfu"] = hw_f * tokens_per_s / job.gpus / peak
     df["model_tflops_per_gpu"] = model_f * tokens_per_s / job.gpus / units.TERA
     df["hardware_tflops_per_gpu"] = hw_f * tokens_per_s / job.gpus / units.TERA
-    mem = c.memory_per_gpu(job, df)
-    for k in MEMORY_PARTS:
-        df[k] = mem[k].to_numpy()
-    df["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
-    df["fits"] = df["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
     df.attrs["units"] = UNITS
     return df
 
@@ -282,6 +286,9 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
     )
     mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
     mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
+    for k in ("offload_host_bytes", "offload_pooled_bytes"):  # parts of the footprint moved off HBM
+        if float(row.get(k, 0.0)) > 0:
+            mem[k.replace("_bytes", "_gib")] = units.to_GiB(float(row[k]))
     return TrainingEstimate(
         model=job.model.id,
         system=job.system.id,
@@ -352,7 +359,15 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
     if unknown:
         raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
     check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
-    cands = candidate_frame(job.model, job.system, job.gpus, job.seq_len, job.global_batch_seqs, fixed)
+    cands = candidate_frame(
+        job.model,
+        job.system,
+        job.gpus,
+        job.seq_len,
+        job.global_batch_seqs,
+        fixed,
+        zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
+    )
     if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
         for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
             if allowed is not None and knob not in fixed:

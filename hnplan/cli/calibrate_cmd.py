@@ -1,0 +1,109 @@
+"""``hnplan calibrate``: fit a software stack's efficiencies to the user's own measured runs."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich.table import Table
+
+from hnplan.cli._app import app, console, handle_errors, print_json
+
+
+@app.command()
+def calibrate(
+    runs: str = typer.Option(
+        ...,
+        "--runs",
+        help="YAML list of measured runs (id, model, system, gpus, seq_len, global_batch_seqs, dtype, "
+        "metric, published; fixed: the knobs used), as docs/examples/calibration_runs.yaml",
+    ),
+    stack: str = typer.Option(..., "--stack", help="software stack id or YAML path the runs were made with"),
+    accelerator: str = typer.Option(None, "--accelerator", help="fit only the runs on this accelerator"),
+    collectives: str = typer.Option(
+        None,
+        "--collectives",
+        help="nccl-tests sweep CSV (op, gpus, size_bytes, busbw_GBps or time_us[, algorithm, system]) as "
+        "docs/examples/nccl_tests.csv: fits the fabrics' bandwidth efficiency first",
+    ),
+    out: str = typer.Option(None, "--out", help="stack YAML to write; default ./<stack>-calibrated.yaml"),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Fit a stack's GEMM efficiency and overlap to measured runs; print each run's leave-one-out error.
+
+    Only the efficiencies the runs identify are fitted (at most one per run); the answer says which were
+    kept and why. Writes the calibrated stack YAML (with provenance) for `hnplan train --stack`, and
+    with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency.
+    """
+    with handle_errors():
+        from hnplan.planning.calibrate import calibrate as fit_stack
+        from hnplan.planning.calibrate import write_calibration
+
+        cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)
+        written = write_calibration(cal, out)
+        if json_:
+            print_json({**cal.to_dict(), "written": written})
+            return
+        pct = lambda v: "n/a" if v is None or math.isnan(v) else f"{v:+.1f}%"  # noqa: E731
+        t = Table(title=f"{len(cal.runs)} measured run(s), stack {cal.stack.id}")
+        for col in ("run", "GPUs", "metric", "published", "before", "after", "error before", "after", "LOO error"):
+            t.add_column(col, justify="left" if col in ("run", "metric") else "right")
+        for r in cal.runs.itertuples():
+            t.add_row(
+                r.id,
+                f"{r.gpus:,}",
+                r.metric,
+                f"{r.published:,.4g}",
+                f"{r.before:,.4g}",
+                f"{r.after:,.4g}",
+                pct(r.error_before_pct),
+                pct(r.error_after_pct),
+                pct(r.loo_error_pct),
+            )
+        console.print(t)
+        if cal.comm is not None:
+            c = Table(title="nccl-tests sweep (busbw [GB/s])")
+            for col in ("line", "op", "GPUs", "size [B]", "measured", "before", "after", "error after", "fitted"):
+                c.add_column(col, justify="left" if col == "op" else "right")
+            for r in cal.comm.table.itertuples():
+                c.add_row(
+                    str(r.line),
+                    r.op,
+                    str(r.gpus),
+                    f"{r.size_bytes:,.0f}",
+                    f"{r.measured_busbw_GBps:.1f}",
+                    f"{r.before_busbw_GBps:.1f}",
+                    f"{r.after_busbw_GBps:.1f}",
+                    pct(r.error_after_pct),
+                    "yes" if r.in_fit else "no",
+                )
+            console.print(c)
+        p = Table(title="efficiencies")
+        for col in ("parameter", "before", "after", "bounds", "status"):
+            p.add_column(col, justify="left" if col in ("parameter", "status") else "right")
+        for q in cal.parameters:
+            status = (
+                ((q.note if "one-sided" in q.note else "fitted") + (", AT A BOUND" if q.at_bound else ""))
+                if q.fitted
+                else q.note
+            )
+            p.add_row(q.name, f"{q.initial:.4g}", f"{q.value:.4g}", f"[{q.lower:g}, {q.upper:g}]", status)
+        console.print(p)
+        for e in cal.excluded:
+            console.print(f"excluded: {e}")
+        rms = {k: cal.rms_pct(f"{k}_pct") for k in ("error_before", "error_after", "loo_error")}
+        console.print(
+            f"RMS error {rms['error_before']:.1f}% before, {rms['error_after']:.1f}% after, "
+            + (
+                f"{rms['loo_error']:.1f}% leave-one-out"
+                if not math.isnan(rms["loo_error"])
+                else "no leave-one-out (one run)"
+            )
+        )
+        use = f"hnplan train --stack {written['stack']}"
+        if written.get("systems"):
+            use += f" --system {written['systems'][0]}"
+        console.print(
+            f"wrote {', '.join([written['stack'], *written.get('systems', []), *written.get('interconnects', [])])}"
+        )
+        console.print(f"use: {use} ...")

@@ -1,0 +1,220 @@
+"""The memory-bound kernels a software stack adds around the GEMMs: FP8 recipes and eager PyTorch chains.
+
+FP8 recipe bytes ([1]_, [2]_): an fp8 GEMM reads fp8 inputs (counted in its own row of
+:mod:`hnplan.compute.operators`), so every bf16 tensor that enters one is quantised first, in its own
+kernel, and these kernels are rows of the operator table, each bytes moved at a measured kernel class
+(``fp8_cast``, ``amax`` of the accelerator's ``memory_kernel_efficiency``). Per GEMM ``Y = X W^T`` of an
+fp8 pass, with ``e`` the elements of the tensor quantised:
+
+* activation ``X`` (forward, ``<gemm>_x_fp8``) and output gradient ``dY`` (backward, ``<gemm>_dy_fp8``):
+  read bf16 (2 bytes), write fp8 (1 byte);
+* per-tensor recipes on chips whose fp8 GEMMs take only the TN layout (Hopper; ``fp8_tn_only``) also
+  need the transposed copy for the weight-gradient GEMM: one more fp8 byte written by the fused
+  cast-transpose kernel (``cast_transpose``), or a separate transpose (``<name>_t``: read 1, write 1);
+* ``current`` scaling (``Float8CurrentScaling``) reads each tensor once more for its amax before the
+  cast (``<name>_amax``: 2 bytes at the ``amax`` class: the amax timed on the H200, 1,174 GB/s, where a
+  plain read-and-reduce streams at 4,266 GB/s, so Transformer Engine's own amax kernel may be faster than
+  counted); ``delayed`` scaling (``DelayedScaling``)
+  computes the amax inside the cast and takes the scale from the amax history (the per-step history
+  update touches a few numbers per tensor and is not counted);
+* ``mxfp8`` (``MXFP8BlockScaling``, Blackwell [3]_): read bf16, write a row-wise and a column-wise
+  quantised copy (scaled along different axes, so neither is a transpose of the other) plus one E8M0
+  scale byte per 32 elements each: ``2 + 2 x (1 + 1/32)`` bytes, no amax pass; ``blockwise``
+  (DeepSeek-V3's fine-grained scaling [5]_, Transformer Engine ``Float8BlockScaling``): the same two
+  copies with one fp32 scale per 128 elements, ``2 + 2 x (1 + 4/128)`` bytes;
+* with ``fp8_norm_cast_fusion`` (``LayerNormLinear``/``LayerNormMLP``) the norm before the QKV/MLP-up
+  GEMM writes the quantised input itself: the cast's bf16 read and row-wise write go away, what
+  remains is the transposed (Hopper) or column-wise (MXFP8) copy; a current-scaling cast cannot fuse
+  (it needs the finished tensor's amax);
+* the weight ``W`` is cast the same way (``<gemm>_w_fp8``; its transpose feeds the data-gradient GEMM)
+  once per micro-batch, once per optimizer step when Transformer Engine caches the cast across the
+  step's micro-batches (``fp8_weight_cache``; phase ``step``), or never with fp8 parameters
+  (``fp8_params``: the optimizer writes fp8 weights).
+
+Eager PyTorch chains ([4]_): Hugging Face's ``LlamaRMSNorm`` upcasts to fp32, squares, takes the mean,
+multiplies by the reciprocal square root, casts back and multiplies by the weight, each its own
+kernel: per element 6 (cast up) + 8 (square) + 4 (mean) + 8 (scale) + 6 (cast down) + 4 (weight) = 36
+bytes against the fused kernel's 4, timed at the ``norm_eager`` class fitted to the eager RMSNorm
+measured on an H200 (``data/reference/h200_kernels.csv``). ``apply_rotary_pos_emb`` computes
+``q cos + rotate_half(q) sin``: 4 (rotate_half: slice and concatenate) + 4 (x cos) + 4 (x sin) + 6
+(add) = 18 bytes per element against 4, four streaming kernels at the ``residual`` class.
+
+References
+----------
+.. [1] NVIDIA Transformer Engine, ``transformer_engine/common/recipe/__init__.py`` (``DelayedScaling``,
+   ``Float8CurrentScaling``, ``MXFP8BlockScaling``) and the FP8 primer of its documentation.
+.. [2] Micikevicius et al., "FP8 Formats for Deep Learning", arXiv:2209.05433 (per-tensor scaling).
+.. [3] Open Compute Project, "OCP Microscaling Formats (MX) Specification" v1.0 (32-element blocks,
+   E8M0 scales); Transformer Engine ``transformer_engine/pytorch/utils.py``
+   (``is_non_tn_fp8_gemm_supported``: compute capability 10.x and 11.x, Blackwell).
+.. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
+   128 x 128 weight blocks, online scales).
+.. [4] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
+   (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hnplan.catalog.schemas import Accelerator, StackChoices
+from hnplan.compute._op import _ew
+from hnplan.compute.counts import achievable_hbm_Bps
+
+FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise")
+# scale bytes per element of the block-scaled recipes: one E8M0 byte per 32 elements (OCP MX v1.0);
+# one fp32 scale per 1 x 128 tile (DeepSeek-V3 Sec. 3.3.2, Transformer Engine Float8BlockScaling)
+BLOCK_SCALE_BYTES = {"mxfp8": 1.0 / 32, "blockwise": 4.0 / 128}
+BF16, FP8 = 2.0, 1.0  # bytes per element
+NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module docstring)
+ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
+# GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)
+NORM_FED = frozenset({"qkv_proj", "q_proj", "q_down", "kv_down", "mlp_up", "shared_expert_up"})
+# row-parallel GEMMs whose output (and so output gradient) is sequence-sharded under sequence parallelism
+ROW_PARALLEL = frozenset({"o_proj", "mlp_down", "shared_expert_down"})
+# GEMMs that stay in bf16 in fp8 training: the LM head (Megatron-Core's output layer is a plain
+# ColumnParallelLinear, not a Transformer Engine module; DeepSeek-V3 Sec. 3.3.1 keeps it in bf16) and
+# the MoE router (a plain linear layer in both)
+BF16_GEMMS = frozenset({"lm_head", "router"})
+
+
+@dataclass(frozen=True)
+class StepKernels:
+    """The kernel choices of a stack the operator model needs (from :class:`StackChoices`).
+
+    ``weight_cast``: ``microbatch`` (every forward), ``step`` (cached across a step's micro-batches)
+    or ``none`` (fp8 parameters).
+    """
+
+    fp8_recipe: str = "delayed"
+    weight_cast: str = "step"
+    norm_cast_fusion: bool = True
+    cast_transpose_fusion: bool = True
+    norm_kernel: str = "fused"
+    rope_kernel: str = "fused"
+
+    @classmethod
+    def of(cls, choices: StackChoices | None) -> StepKernels:
+        """The kernels of a stack's choices (None: hnplan's default stack)."""
+        ch = StackChoices() if choices is None else choices
+        cast = "none" if ch.fp8_params else ("step" if ch.fp8_weight_cache else "microbatch")
+        return cls(
+            ch.fp8_recipe, cast, ch.fp8_norm_cast_fusion, ch.fp8_cast_transpose_fusion, ch.norm_kernel, ch.rope_kernel
+        )
+
+
+DEFAULT_KERNELS = StepKernels()  # hnplan's default stack (megatron-core)
+
+
+def needs_transpose(acc: Accelerator, recipe: str) -> bool:
+    """Whether per-tensor fp8 GEMMs on ``acc`` need transposed fp8 copies (TN layout only; MXFP8 never)."""
+    return recipe in ("delayed", "current") and acc.fp8_tn_only is not False
+
+
+def quantise(
+    name: str, elems: float, k: StepKernels, transpose: bool, norm_fused: bool = False, shard: float = 1.0
+) -> list:
+    """The kernels quantising one bf16 tensor of ``elems`` elements to fp8: ``[(row name, kernel class,
+    bytes)]`` (module docstring). ``norm_fused``: the preceding norm already wrote the row-wise copy.
+    ``shard``: the tensor is quantised on ``elems / shard`` elements of each rank and then all-gathered
+    in fp8 (sequence parallelism: Transformer Engine gathers the fp8 input of a column-parallel GEMM and
+    the fp8 output gradient of a row-parallel one), so the cast and amax read that share and the
+    transpose, which needs the gathered tensor, is its own kernel over all ``elems``."""
+    fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
+    local = elems / shard
+    if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
+        copy = FP8 + BLOCK_SCALE_BYTES[k.fp8_recipe]
+        by = (0.0 if fuse_norm else BF16 + copy) + copy
+        return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
+    fused_t = transpose and k.cast_transpose_fusion and shard == 1.0
+    out = []
+    if k.fp8_recipe == "current":
+        out.append((f"{name}_amax", "amax", BF16 * local))
+    if not fuse_norm:
+        out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
+    if transpose and not (fused_t and not fuse_norm):
+        out.append((f"{name}_fp8_t", "fp8_cast", 2.0 * FP8 * elems))
+    return out
+
+
+def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: float, sp_tp: int = 1) -> list:
+    """Quantisation rows of one fp8 GEMM operator ``op`` (an ``_Op`` of kind ``gemm``) in training, as raw
+    operator rows ``(name, scope, kind, phase, count, flops, bytes, m, n, k, groups)``; their kernel
+    class follows from the name (:func:`kernel_class`). ``sp_tp``: the TP degree when sequence parallelism
+    shards the input of the column-parallel GEMMs after a norm and the output gradient of the
+    row-parallel ones (1 otherwise)."""
+    t = needs_transpose(acc, k.fp8_recipe)
+    x, dy = op.groups * op.m * op.k, op.groups * op.m * op.n
+    w = op.w_bytes / op.in_bytes
+    fed = op.name in NORM_FED
+    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0)]
+    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=sp_tp if op.name in ROW_PARALLEL else 1.0)]
+    if k.weight_cast != "none":
+        per += [("fwd" if k.weight_cast == "microbatch" else "step", r) for r in quantise(f"{op.name}_w", w, k, t)]
+    rows = []
+    for phase, (name, _, by) in per:
+        rows.append((name, op.scope, "elementwise", phase, count, 0.0, by, 0.0, 0.0, 0.0, 1.0))
+        if phase == "fwd" and recompute == "full" and op.scope.endswith("layer") and "_w_" not in name:
+            rows.append((name, op.scope, "elementwise", "recompute", count, 0.0, by, 0.0, 0.0, 0.0, 1.0))
+    return rows
+
+
+def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, float]:
+    """Bytes per fp8 GEMM weight of the once-per-step weight cast, by kernel class [bytes]; empty unless the
+    weight cast is cached per step."""
+    if k.weight_cast != "step":
+        return {}
+    out: dict[str, float] = {}
+    for _, cls, by in quantise("w", 1.0, k, needs_transpose(acc, k.fp8_recipe)):
+        out[cls] = out.get(cls, 0.0) + by
+    return out
+
+
+def kernel_class(name: str) -> str | None:
+    """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``,
+    ``*_norm_eager``, ``rope_eager``), or None."""
+    if name.endswith("_amax"):
+        return "amax"
+    if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise")):
+        return "fp8_cast"
+    if name.endswith("_norm_eager"):
+        return "norm_eager"
+    if name == "rope_eager":
+        return "residual"
+    return None
+
+
+def norm_op(name: str, scope: str, elems: float, k: StepKernels, flops: float):
+    """A norm over ``elems`` elements: the fused kernel (read + write bf16) or the eager chain
+    (``<name>_eager``, :data:`NORM_EAGER_BYTES` per element)."""
+    if k.norm_kernel == "eager":
+        return _ew(f"{name}_eager", scope, elems, elems, flops, NORM_EAGER_BYTES)
+    return _ew(name, scope, elems, elems, flops)
+
+
+def rope_op(scope: str, elems: float, k: StepKernels, flops: float):
+    """Rotary embedding of ``elems`` query and key elements: fused, or the eager chain (``rope_eager``)."""
+    if k.rope_kernel == "eager":
+        return _ew("rope_eager", scope, elems, elems, flops, ROPE_EAGER_BYTES)
+    return _ew("rope", scope, elems, elems, flops)
+
+
+def class_Bps(acc: Accelerator, kernel_class: str) -> float:
+    """Achievable bandwidth of a memory-bound kernel class on ``acc``: the streaming copy (HBM x
+    ``hbm_efficiency``) x the class's ``memory_kernel_efficiency`` (1 where absent) [bytes/s]."""
+    return achievable_hbm_Bps(acc) * (acc.memory_kernel_efficiency or {}).get(kernel_class, 1.0)
+
+
+def optimizer_step_s(acc: Accelerator, params, adam_bytes_per_param: float, grad_bytes: float):
+    """Optimizer-step kernels on ``params`` local (sharded) parameters [s]: the fused Adam update
+    (``adam_bytes_per_param``) and the gradient-norm pass of gradient clipping (one read of the gradient
+    buffer, ``grad_bytes`` per element; Megatron-LM ``clip_grad_norm_fp32`` with ``multi_tensor_l2norm``),
+    both multi-tensor kernels at the ``optimizer`` class measured for fused AdamW."""
+    return params * (adam_bytes_per_param + grad_bytes) / class_Bps(acc, "optimizer")
+
+
+def weight_cast_step_s(acc: Accelerator, k: StepKernels, fp8_weights):
+    """The once-per-step fp8 cast of ``fp8_weights`` local GEMM weights when the stack caches it [s]
+    (0 for a weight cast per micro-batch, counted in the operator rows, or fp8 parameters)."""
+    by = weight_cast_bytes_per_param(acc, k)
+    return sum(fp8_weights * b / class_Bps(acc, c) for c, b in by.items()) if by else 0.0 * fp8_weights

@@ -1,0 +1,487 @@
+"""Calibration as a user workflow: a software stack's few efficiencies fitted to the user's own
+measured training runs (and, optionally, the network to an nccl-tests sweep of their cluster), with
+the leave-one-out error of every run, written as a stack YAML with its provenance (``hnplan
+calibrate``; README, "Calibrate to your own cluster").
+
+What is fitted (physics, not rows: one value per stack and accelerator family):
+
+* ``matmul_efficiency.<accelerator>.<dtype>``: the large-GEMM efficiency inside training with this
+  stack (the GEMM law's large-shape ceiling, :mod:`hnplan.compute.gemm`), bounds
+  :data:`MATMUL_BOUNDS`; one per accelerator and dtype the runs use.
+* ``tp_comm_overlap_fraction`` when the stack overlaps TP communication (``tp_comm``), and
+  ``ep_comm_overlap_fraction`` when it overlaps the expert all-to-all (``ep_comm``), bounds [0, 1].
+* With an nccl-tests sweep, each system's scale-up and scale-out ``bw_efficiency``
+  (:mod:`hnplan.planning.calibrate_comm`), fitted first and held fixed in the training fit: the
+  sweep measures the network alone, so the training runs need not.
+
+``overlap_gemm_slowdown`` is not fitted: a step time sees only the product ``(1 - slowdown) x
+fraction`` (exposed communication ``t_comm (1 - (1 - s) f)``,
+:func:`hnplan.planning.training.components.overlapped_comm`), so runs cannot separate the two, and
+the slowdown has its own source (the SM share of the communication kernels). Which of the
+rest the runs can identify is decided by :func:`hnplan.planning.calibrate_fit.identify` (one
+parameter per run at most, none the runs do not exercise, none collinear with one already kept);
+the others keep the stack's values and the answer says why.
+
+Each run is predicted as the validation does (:func:`hnplan.planning.validation.predict_run`): the
+planner's fastest plan that fits, with the knobs the run states (``fixed``) pinned and the rest
+searched. Leave-one-out: each run is also predicted by the same identification and fit on the other
+runs (the network, fitted to the sweep alone, stays as fitted). The candidates that fit are found
+once per run (memory does not depend on the fitted efficiencies) and re-evaluated for each trial of
+the solver.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
+from hnplan.catalog.schemas import SoftwareStack
+from hnplan.compute.gemm import with_matmul_efficiency
+from hnplan.errors import HnplanError, InputError
+from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
+from hnplan.planning.calibrate_fit import Parameter, fit, identify
+from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank_plans
+
+#: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]
+MATMUL_BOUNDS = (0.2, 1.0)
+#: stack choices a calibration may fit, with the stack switch that makes each matter
+CHOICE_PARAMS = (("tp_comm_overlap_fraction", "tp_comm"), ("ep_comm_overlap_fraction", "ep_comm"))
+#: the example inputs of the README's "Calibrate to your own cluster" (the repository's docs/examples/)
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+EXAMPLE_RUNS = EXAMPLES / "calibration_runs.yaml"
+EXAMPLE_COLLECTIVES = EXAMPLES / "nccl_tests.csv"
+METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
+
+
+class _RunModel:
+    """One run's prediction as a function of the parameters: the job and its fitting candidates
+    built once, :func:`evaluate_plans` per trial (memoised on the values)."""
+
+    def __init__(self, run: TrainingRun, stack: SoftwareStack, cat: Catalog):
+        self.run = run
+        self.job = make_job(
+            run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack
+        )
+        ranked = rank_plans(self.job, run.fixed)
+        if not ranked.attrs["feasible"]:
+            raise InputError(
+                f"no plan of {run.model} on {run.gpus} x {run.system} with {run.fixed or 'nothing'} "
+                "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
+            )
+        self.candidates = ranked[ranked["fits"]][list(PLAN_FIELDS)].reset_index(drop=True)
+        acc = self.job.acc
+        self.matmul_key = f"matmul_efficiency.{acc.id}.{run.dtype}"
+        self.matmul_initial = (acc.gemm_efficiency or {}).get(run.dtype, acc.matmul_efficiency[run.dtype])
+        self._memo: dict = {}
+
+    def best(self, values: dict[str, float], link_scales: dict[tuple[str, str], float]) -> pd.Series:
+        """The fastest fitting plan's row at these parameter values and link scales."""
+        key = (tuple(sorted(values.items())), tuple(sorted(link_scales.items())))
+        if key not in self._memo:
+            job = self.job
+            upd: dict = {}
+            if self.matmul_key in values:
+                upd["acc"] = with_matmul_efficiency(job.acc, {self.run.dtype: values[self.matmul_key]})
+            choice = {k: values[k] for k, _ in CHOICE_PARAMS if k in values}
+            if choice:
+                upd["choices"] = job.choices.model_copy(update=choice)
+            s_up = link_scales.get((job.system.id, "scaleup"), 1.0)
+            s_out = link_scales.get((job.system.id, "scaleout"), 1.0)
+            if (s_up, s_out) != (1.0, 1.0):
+                lk = job.links
+                upd["links"] = replace(
+                    lk,
+                    scaleup=replace(lk.scaleup, bw_Bps=lk.scaleup.bw_Bps * s_up),
+                    scaleout=replace(lk.scaleout, bw_Bps=lk.scaleout.bw_Bps * s_out),
+                )
+                upd["_groups"] = {}  # placements hold the links: place again
+            df = evaluate_plans(replace(job, **upd) if upd else job, self.candidates)
+            row = df.loc[df["step_time_s"].idxmin()].copy()
+            row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / self.run.gpus
+            self._memo[key] = row
+        return self._memo[key]
+
+    def predict(self, values: dict[str, float], link_scales: dict) -> float:
+        return float(self.best(values, link_scales)[self.run.metric])
+
+
+def _candidates(models: list[_RunModel], stack: SoftwareStack) -> list[Parameter]:
+    """The parameters the runs could fit, in priority order: GEMM efficiencies, then overlap fractions."""
+    out: list[Parameter] = []
+    seen = set()
+    for m in models:
+        if m.matmul_key not in seen:
+            seen.add(m.matmul_key)
+            out.append(Parameter(m.matmul_key, m.matmul_initial, *MATMUL_BOUNDS))
+    for name, switch in CHOICE_PARAMS:
+        if getattr(stack, switch):
+            out.append(Parameter(name, getattr(stack, name), 0.0, 1.0))
+    return out
+
+
+def _fit_runs(models: list[_RunModel], params: list[Parameter], scales: dict) -> tuple[list[Parameter], dict]:
+    """Identify and fit ``params`` on the runs of ``models``; parameters that none of them uses are
+    fixed (another accelerator or dtype)."""
+    used = {m.matmul_key for m in models}
+    own = [p for p in params if not p.name.startswith("matmul_efficiency.") or p.name in used]
+    names = [p.name for p in own]
+    published = np.array([m.run.published for m in models])
+
+    def residuals(x):
+        vals = dict(zip(names, map(float, x)))
+        return np.log(np.array([m.predict(vals, scales) for m in models]) / published)
+
+    own = identify(residuals, own, what="runs")
+    own, solver = fit(residuals, own)
+    by_name = {p.name: p for p in own}
+    note = "fixed: no run left uses this accelerator and dtype"
+    return [by_name.get(p.name, replace(p, value=p.initial, fitted=False, note=note)) for p in params], solver
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The answer of :func:`calibrate`.
+
+    Attributes
+    ----------
+    stack : SoftwareStack
+        The stack as it was.
+    calibrated : SoftwareStack
+        The stack with the fitted values and their provenance (:func:`write_calibration` writes it).
+    parameters : list of Parameter
+        Every candidate efficiency of the stack (and of the network with a sweep): fitted or fixed, why.
+    runs : pandas.DataFrame
+        Per run: ``id, model, system, gpus, metric, published, before, after, loo`` (the run predicted
+        by a fit to the other runs), ``error_before_pct, error_after_pct, loo_error_pct``
+        (``100 (predicted / published - 1)``; LOO NaN with a single run), ``loo_note``, ``plan``.
+    comm : CommCalibration or None
+        The nccl-tests fit, when a sweep was given.
+    excluded : list of str
+        Runs left out (on another accelerator than ``--accelerator``), with the reason.
+    runs_path, collectives_path : str
+    date : str
+        ISO date of the calibration.
+    solver : dict
+        Solver report of the fit to all runs.
+    """
+
+    stack: SoftwareStack
+    calibrated: SoftwareStack
+    parameters: list[Parameter]
+    runs: pd.DataFrame
+    comm: CommCalibration | None
+    excluded: list[str]
+    runs_path: str
+    collectives_path: str | None
+    date: str
+    solver: dict = field(default_factory=dict)
+
+    def rms_pct(self, column: str) -> float:
+        """Root-mean-square of an error column of :attr:`runs` (NaN rows skipped) [%]."""
+        v = self.runs[column].dropna().to_numpy()
+        return float(np.sqrt(np.mean(v**2))) if v.size else math.nan
+
+    def parameters_table(self) -> pd.DataFrame:
+        """One row per parameter: ``name, initial, value, lower, upper, fitted, at_bound, note``."""
+        df = pd.DataFrame([p.as_dict() for p in self.parameters])
+        df.attrs["units"] = {k: "fraction" for k in ("initial", "value", "lower", "upper")}
+        return df
+
+    def to_dict(self) -> dict:
+        """The JSON answer of ``hnplan calibrate --json``."""
+        return dict(
+            stack=self.stack.id,
+            calibrated_stack=self.calibrated.id,
+            runs_file=self.runs_path,
+            collectives_file=self.collectives_path,
+            date=self.date,
+            method=METHOD,
+            parameters=[p.as_dict() for p in self.parameters],
+            runs=self.runs.to_dict(orient="records"),
+            collectives=None if self.comm is None else self.comm.table.to_dict(orient="records"),
+            rms_error_before_pct=self.rms_pct("error_before_pct"),
+            rms_error_after_pct=self.rms_pct("error_after_pct"),
+            rms_loo_error_pct=self.rms_pct("loo_error_pct"),
+            excluded=self.excluded,
+            solver=self.solver,
+        )
+
+
+def calibrate(
+    runs_path,
+    stack,
+    accelerator: str | None = None,
+    collectives_path=None,
+    catalog: Catalog | None = None,
+    date: _dt.date | None = None,
+) -> Calibration:
+    """Fit a software stack's efficiencies to measured training runs (see the module docstring).
+
+    Parameters
+    ----------
+    runs_path : path
+        YAML list of runs (:func:`hnplan.catalog.runs.measured_runs`: the schema of
+        ``data/validation/training_runs.yaml``, ``id, model, system, gpus, seq_len,
+        global_batch_seqs, dtype, metric, published`` required, ``fixed`` for the knobs the run used).
+    stack : str or path
+        The software stack the runs were made with (id or YAML path).
+    accelerator : str, optional
+        Fit only the runs on this accelerator (the others are reported as excluded).
+    collectives_path : path, optional
+        An nccl-tests sweep (:func:`hnplan.catalog.runs.collective_measurements`).
+    date : datetime.date, optional
+        Date recorded in the provenance (default today, UTC).
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    InputError
+        A bad runs or sweep file (one line naming the file, run or line, and field), an unknown stack,
+        model, system or accelerator, no run left on ``accelerator``, or a run whose stated plan
+        hnplan cannot fit in memory.
+    InfeasiblePlan
+        A run whose pinned knobs break a plan rule (the message names it).
+    """
+    cat = catalog or load_catalog()
+    st = cat.stack(stack)
+    day = (date or _dt.datetime.now(_dt.UTC).date()).isoformat()
+    runs = measured_runs(runs_path, st.id)
+    excluded: list[str] = []
+    if accelerator is not None:
+        acc_id = cat.accelerator(accelerator).id
+        keep = [r for r in runs if cat.system(r.system).accelerator == acc_id]
+        excluded = [f"{r.id}: on {cat.system(r.system).accelerator}, not {acc_id}" for r in runs if r not in keep]
+        if not keep:
+            raise InputError(f"{runs_path}: no run is on accelerator {acc_id} (--accelerator)")
+        runs = keep
+    comm = None
+    if collectives_path is not None:
+        systems = sorted({r.system for r in runs})
+        comm = fit_collectives(
+            collective_measurements(collectives_path),
+            systems[0] if len(systems) == 1 else None,
+            cat,
+            collectives_path,
+        )
+    scales = comm.scales() if comm is not None else {}
+    models = []
+    for r in runs:
+        try:
+            models.append(_RunModel(r, st, cat))
+        except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
+            raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
+    params, solver = _fit_runs(models, _candidates(models, st), scales)
+    if st.tp_comm or st.ep_comm:
+        v = st.overlap_gemm_slowdown
+        note = (
+            "fixed by design: step times see only (1 - slowdown) x overlap fraction, so runs cannot separate "
+            "the two; the slowdown has its own source (the SM share of the communication kernels, see the stack)"
+        )
+        params.append(Parameter("overlap_gemm_slowdown", v, 0.0, 1.0, value=v, fitted=False, note=note))
+    values = {p.name: p.value for p in params}
+    rows = []
+    for i, m in enumerate(models):
+        others = models[:i] + models[i + 1 :]
+        if others:
+            loo_params, _ = _fit_runs(others, _candidates(models, st), scales)
+            loo = m.predict({p.name: p.value for p in loo_params}, scales)
+            fitted = [p.name for p in loo_params if p.fitted]
+            loo_note = f"fit to the other {len(others)} run(s): {', '.join(fitted) or 'nothing identified'}"
+        else:
+            loo, loo_note = math.nan, "one run: nothing to leave out"
+        after = m.best(values, scales)
+        before = m.predict({}, {})
+        pub = m.run.published
+        rows.append(
+            dict(
+                id=m.run.id,
+                model=m.run.model,
+                system=m.run.system,
+                gpus=m.run.gpus,
+                metric=m.run.metric,
+                published=pub,
+                before=before,
+                after=float(after[m.run.metric]),
+                loo=loo,
+                error_before_pct=100.0 * (before / pub - 1.0),
+                error_after_pct=100.0 * (float(after[m.run.metric]) / pub - 1.0),
+                loo_error_pct=100.0 * (loo / pub - 1.0),
+                loo_note=loo_note,
+                plan=(
+                    f"TP{after.tp} PP{after.pp} DP{after.dp} CP{after.cp} EP{after.ep} mb{after.microbatch_size} "
+                    f"v{after.virtual_stages} ZeRO{after.zero_stage} rc-{after.recompute}"
+                ),
+            )
+        )
+    table = pd.DataFrame(rows)
+    table.attrs["units"] = {"error_before_pct": "%", "error_after_pct": "%", "loo_error_pct": "%"}
+    all_params = params + (comm.parameters if comm is not None else [])
+    calibrated = calibrated_stack(st, params, table, str(runs_path), day, collectives_path)
+    sweep = None if collectives_path is None else str(collectives_path)
+    return Calibration(st, calibrated, all_params, table, comm, excluded, str(runs_path), sweep, day, solver)
+
+
+def _residual_text(table: pd.DataFrame) -> str:
+    return "; ".join(
+        f"{r.id} {r.metric} {r.published:g}: {r.error_before_pct:+.1f} % -> {r.error_after_pct:+.1f} %"
+        + ("" if math.isnan(r.loo_error_pct) else f" (leave-one-out {r.loo_error_pct:+.1f} %)")
+        for r in table.itertuples()
+    )
+
+
+def calibrated_stack(
+    stack: SoftwareStack, params: list[Parameter], table: pd.DataFrame, runs_path: str, day: str, collectives_path=None
+) -> SoftwareStack:
+    """The stack with the fitted values, id ``<stack>-calibrated``, and the provenance of each
+    fitted field: the runs file, the date, the method, the residuals before and after and the
+    leave-one-out errors (``field_sources``; a fitted field's assumption, if any, is dropped).
+
+    Raises
+    ------
+    InputError
+        If the result does not validate as a :class:`SoftwareStack` (a bug: the bounds keep it valid).
+    """
+    d = stack.model_dump(mode="json", exclude_unset=True)
+    fitted = [p for p in params if p.fitted]
+    runs = ", ".join(table["id"])
+    net = f"; the network as fitted to the nccl-tests sweep {collectives_path}" if collectives_path else ""
+    prov = (
+        f"fitted by hnplan calibrate on {day} to the measured runs {runs} of {runs_path} ({METHOD}{net}): "
+        f"{_residual_text(table)}"
+    )
+    d["id"] = f"{stack.id}-calibrated"
+    d["name"] = f"{stack.name}, calibrated to {Path(runs_path).name}"
+    d["source"] = f"{stack.source}; calibrated on {day} to the runs of {runs_path} (hnplan calibrate)"
+    fs, assumptions = dict(d.get("field_sources") or {}), dict(d.get("assumptions") or {})
+    mm = {k: dict(v) for k, v in (d.get("matmul_efficiency") or {}).items()}
+    for p in fitted:
+        bound = " (AT A BOUND: the runs ask for more than its range allows)" if p.at_bound else ""
+        if p.name.startswith("matmul_efficiency."):
+            _, acc, dtype = p.name.split(".", 2)
+            mm.setdefault(acc, {})[dtype] = round(p.value, 4)
+            before = fs.get("matmul_efficiency")
+            fs["matmul_efficiency"] = f"{acc} {dtype} {prov}{bound}" + (
+                f". Before calibration: {before}" if before else ""
+            )
+            assumptions.pop("matmul_efficiency", None)
+        else:
+            d[p.name] = round(p.value, 4)
+            fs[p.name] = f"{prov}{bound}; was {p.initial:g}"
+            assumptions.pop(p.name, None)
+    if mm:
+        d["matmul_efficiency"] = mm
+    d["field_sources"], d["assumptions"] = fs, assumptions
+    fixed = [p for p in params if not p.fitted]
+    if fixed:
+        kept = "; ".join(f"{p.name} = {p.initial:g} ({p.note})" for p in fixed)
+        d["notes"] = (d.get("notes") or "").strip() + f" Calibration {day}: kept at the stack's values: {kept}."
+    try:
+        return SoftwareStack.model_validate(d)
+    except Exception as exc:  # pydantic ValidationError
+        raise InputError(f"the calibrated stack does not validate: {exc}") from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write a file whole or not at all (a temporary file in the same folder, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _dump(d: dict, header: str) -> str:
+    """YAML text of an entry, ``id, name, source, notes`` first, provenance last, under a comment line."""
+    head = [k for k in ("id", "name", "source", "notes") if k in d]
+    tail = [k for k in ("field_sources", "assumptions") if k in d]
+    ordered = {k: d[k] for k in [*head, *(k for k in d if k not in head and k not in tail), *tail]}
+    return f"# {header}\n" + yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, width=110)
+
+
+def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None) -> dict[str, str]:
+    """Write the calibrated stack YAML (atomically) and, when a sweep fitted a fabric, that fabric's
+    interconnect YAML and a system YAML that uses it, next to the stack file.
+
+    Parameters
+    ----------
+    cal : Calibration
+    out : path, optional
+        The stack file; default ``./<stack>-calibrated.yaml``.
+
+    Returns
+    -------
+    dict
+        ``{"stack": path}`` plus ``{"systems": [paths], "interconnects": [paths]}`` when a fabric was
+        fitted. ``hnplan train --stack <stack> [--system <system>]`` reads them.
+
+    Raises
+    ------
+    InputError
+        If a written file does not read back as a valid catalog entry.
+    OSError
+        If the folder cannot be written.
+    """
+    cat = catalog or load_catalog()
+    path = Path(out) if out is not None else Path.cwd() / f"{cal.calibrated.id}.yaml"
+    header = f"written by hnplan calibrate on {cal.date} from {cal.runs_path}; use: hnplan train --stack {path}"
+    _atomic_write(path, _dump(cal.calibrated.model_dump(mode="json", exclude_unset=True), header))
+    cat.stack(str(path))  # reads back as a stack (raises CatalogError otherwise)
+    written: dict = {"stack": str(path)}
+    comm = cal.comm
+    if comm is not None and any(p.fitted for p in comm.parameters):
+        systems: dict[str, dict] = {}
+        ics = []
+        for (sys_id, tier), p in zip(comm.fabrics, comm.parameters):
+            if not p.fitted:
+                continue
+            fab = comm.fabrics[(sys_id, tier)]
+            d = cat.interconnect(fab).model_dump(mode="json", exclude_unset=True)
+            d["id"] = f"{fab}-{sys_id}-calibrated"
+            d["name"] = f"{d['name']}, as measured on {sys_id}"
+            d["bw_efficiency"] = round(p.value, 4)
+            fs = dict(d.get("field_sources") or {})
+            fs["bw_efficiency"] = (
+                f"fitted by hnplan calibrate on {cal.date} to the nccl-tests sweep {cal.collectives_path} "
+                f"(rows of at least 16 MiB, {METHOD}); was {p.initial:g}" + (" (AT A BOUND)" if p.at_bound else "")
+            )
+            d["field_sources"] = fs
+            ic_path = path.parent / f"{d['id']}.yaml"
+            _atomic_write(ic_path, _dump(d, f"written by hnplan calibrate on {cal.date}"))
+            cat.interconnect(str(ic_path))
+            ics.append(str(ic_path))
+            if sys_id not in systems:
+                sd = cat.system(sys_id).model_dump(mode="json", exclude_unset=True)
+                sd["id"] = f"{sys_id}-calibrated"
+                sd["name"] = f"{sd['name']}, network calibrated to {Path(str(cal.collectives_path)).name}"
+                if "unit_price_usd" not in sd:  # costed as the system it was calibrated from
+                    sd.setdefault("price_item", sys_id)
+                systems[sys_id] = sd
+            systems[sys_id][f"{tier}_fabric"] = str(ic_path.resolve())
+        for sd in systems.values():
+            sys_path = path.parent / f"{sd['id']}.yaml"
+            _atomic_write(
+                sys_path,
+                _dump(sd, f"written by hnplan calibrate on {cal.date}; its fabrics are the files it names"),
+            )
+            cat.system(str(sys_path))
+            written.setdefault("systems", []).append(str(sys_path))
+        written["interconnects"] = ics
+    return written

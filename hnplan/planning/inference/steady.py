@@ -1,0 +1,416 @@
+"""Time of one serving pass and the operating points of a replica: prefill and decode passes, continuous
+batching in steady state, the throughput-latency frontier over batch size and the maximum-throughput point.
+
+The replica, its resolved setup and its memory live in :mod:`hnplan.planning.inference.core`, whose module
+docstring gives the steady-state equations implemented here (Orca, Yu et al. OSDI 2022; Sarathi-Serve,
+Agrawal et al. OSDI 2024).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog
+from hnplan.comm import best_time
+from hnplan.comm.messages import tp_message_bytes
+from hnplan.compute import ACT_BYTES, operator_table, totals
+from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.memory import kv_cache_bytes_per_token
+from hnplan.planning.inference.core import (
+    DEFAULT_MAX_BATCHED_TOKENS,
+    Replica,
+    Setup,
+    max_batch,
+    memory_per_gpu_bytes,
+    resolve,
+    usable_bytes_per_gpu,
+)
+
+
+# --- time of one pass ----------------------------------------------------------------------------------
+def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
+    """Exposed communication of one pass over all layers for ``tokens_per_group`` tokens [s]."""
+    m, r, groups = s.model, s.replica, s.placements
+    msg = tp_message_bytes(m, tokens_per_group, 1)
+    out = {"tp_allreduce": 0.0, "ep_alltoall": 0.0, "pp_send": 0.0}
+    if groups["tp"] is not None:
+        out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, groups["tp"])[0]
+    if groups["ep"] is not None:
+        g = groups["ep"]
+        assert m.moe is not None  # an EP group exists only for an MoE model (resolve)
+        k = m.moe.active_experts
+        moe_layers = m.layers - m.moe.first_dense_layers
+        # dispatch sends each token to its top-k experts at the GEMM dtype (>= 1 byte), combine returns bf16
+        dispatch = tokens_per_group / r.tp * k * m.hidden * max(units.dtype_bytes(r.dtype), 1.0)
+        combine = tokens_per_group / r.tp * k * m.hidden * ACT_BYTES
+        out["ep_alltoall"] = moe_layers * (best_time("alltoall", dispatch, g)[0] + best_time("alltoall", combine, g)[0])
+    if groups["pp"] is not None:
+        out["pp_send"] = (r.pp - 1) * best_time("sendrecv", msg / r.tp, groups["pp"])[0]
+    return out
+
+
+def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int) -> pd.DataFrame:
+    """Re-time the decode attention rows of an operator table for the replica's KV dtype.
+
+    Issue 3's operator table reads the KV cache in bf16; a KV cache in fp8 (or fp4) moves
+    ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention rows scales
+    with their new byte count; compute time and the fixed kernel term stay. (To move into
+    :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
+    """
+    kvb = units.dtype_bytes(s.replica.kv)
+    if kvb == units.dtype_bytes("bf16"):
+        return df
+    per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
+    saved = batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
+    df = df.copy()
+    att = df["kind"] == "attention"
+    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
+    new_bytes = df.loc[att, "bytes"] - saved
+    mem = df.loc[att, "memory_time_s"] * new_bytes / df.loc[att, "bytes"]
+    df.loc[att, "bytes"] = new_bytes
+    df.loc[att, "memory_time_s"] = mem
+    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], mem) + fixed
+    return df
+
+
+def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
+    """One decode step of ``batch_per_group`` sequences through the whole replica [s].
+
+    Returns
+    -------
+    dict
+        ``compute_s`` (operator roofline over all layers of one accelerator's shard), ``bytes``
+        [bytes] read and written per accelerator, the collectives ``tp_allreduce_s``,
+        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum, or the larger of compute and
+        communication with ``Replica.overlap``).
+    """
+    r = s.replica
+    b = max(1, int(math.ceil(batch_per_group)))
+    ctx = max(1, int(round(context_tokens)))
+    df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b), r.overlap, _dequant(s))
+
+
+def _dequant(s: Setup) -> float:
+    """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
+    if s.engine is None:
+        return 0.0
+    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
+
+
+def iteration_overhead_s(s: Setup) -> float:
+    """Host time per iteration the GPU waits for (the engine's ``iteration_overhead_s``; 0 without one) [s]."""
+    return 0.0 if s.engine is None else s.engine.iteration_overhead_s
+
+
+def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0) -> dict:
+    tot = {**tot, "time_s": tot["time_s"] * (1.0 + dequant)}
+    out = {
+        "compute_s": tot["time_s"],
+        "bytes": tot["bytes"],
+        "flops": tot["flops"],
+        **{f"{k}_s": v for k, v in comm.items()},
+    }
+    c = sum(comm.values())
+    out["time_s"] = max(tot["time_s"], c) if overlap else tot["time_s"] + c
+    return out
+
+
+def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
+    """Prefill of ``sequences`` prompts of ``prompt_tokens`` in one attention group [s]; keys as
+    :func:`decode_step`."""
+    r = s.replica
+    n = max(1, int(sequences))
+    p = max(1, int(round(prompt_tokens)))
+    tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
+    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
+
+
+def prefill_per_request_s(
+    s: Setup, prompt_tokens: float, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
+) -> float:
+    """Prefill time per request when the scheduler fills its token budget [s/request]:
+    ``t_prefill(n, I) / n`` with ``n = max(1, floor(budget / I))`` prompts per pass."""
+    n = max(1, int(max_batched_tokens // max(prompt_tokens, 1)))
+    return prefill_pass(s, n, prompt_tokens)["time_s"] / n
+
+
+# --- steady state --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class OperatingPoint:
+    """Continuous batching in steady state at ``batch`` concurrent sequences. Times [s], rates [1/s]."""
+
+    batch: int
+    input_tokens: float
+    output_tokens: float
+    decode_s: float
+    prefill_per_request_s: float
+    prefill_single_s: float
+    iteration_s: float
+    tpot_s: float
+    ttft_s: float
+    e2e_s: float
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    requests_per_s: float
+    memory_per_gpu_bytes: float
+    hbm_bytes: float  # usable by the engine: visible HBM x serving memory utilization
+    max_batch: int
+    breakdown_s: dict = field(default_factory=dict)
+    compute_busy: float = 0.0  # FLOPs of one accelerator per iteration / (dense peak x iteration) [fraction]
+    memory_busy: float = 0.0  # bytes of one accelerator per iteration / (HBM bandwidth x iteration) [fraction]
+
+    @property
+    def power_utilisation(self) -> float:
+        """Accelerator power utilisation for :func:`hnplan.power.accelerator_power_w`: the larger of the
+        compute and memory busy fractions, at most 1 [fraction]."""
+        return min(1.0, max(self.compute_busy, self.memory_busy))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def steady_state(
+    s: Setup,
+    batch: int,
+    input_tokens: float,
+    output_tokens: float,
+    *,
+    context_tokens: float | None = None,
+    max_context_tokens: float | None = None,
+    max_batched_tokens: int | None = None,
+    disaggregated: bool = False,
+    chunked_prefill: int | None = None,
+    _cache: dict | None = None,
+) -> OperatingPoint:
+    """Continuous batching with ``batch`` concurrent sequences in steady state (module docstring).
+
+    Parameters
+    ----------
+    s : Setup
+    batch : int
+        Concurrent sequences in the replica [-].
+    input_tokens, output_tokens : float
+        Mean prompt and output lengths [tokens].
+    context_tokens : float, optional
+        Mean KV length during decode [tokens]; default ``I + O/2``.
+    max_context_tokens : float, optional
+        Longest context to hold in memory [tokens]; default ``I + O``.
+    max_batched_tokens : int, optional
+        Scheduler token budget of one prefill pass [tokens]; default the engine's
+        ``max_num_batched_tokens``, else :data:`DEFAULT_MAX_BATCHED_TOKENS`.
+    disaggregated : bool
+        Decode-only replica (prefill runs in another pool): no prefill in the iteration.
+    chunked_prefill : int, optional
+        Chunk size [tokens] (Sarathi-Serve): each iteration carries at most this many prompt tokens
+        per attention group next to the decodes (more raises :class:`InfeasiblePlan`). The mean
+        iteration is unchanged; a prompt's first token comes after ``ceil(I / chunk)`` iterations.
+        Default: the engine's ``max_num_batched_tokens`` when the engine chunks prefills (no
+        admission check: the engine's budget then throttles admission), else whole prompts.
+
+    Returns
+    -------
+    OperatingPoint
+        ``ttft_s`` without queueing: the prefill of the request plus the decode step of the iteration
+        that carries it and the engine's host time, ``t_prefill(1, I) + t_decode(B) + t_host``; with
+        chunks, ``t_prefill(1, I) + ceil(I / chunk) (t_decode(B) + t_host)``; disaggregated,
+        ``t_prefill(1, I) + t_host``. ``tpot_s`` is the iteration, host time included. See
+        :mod:`hnplan.planning.inference.capacity` for queueing at a request rate.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If ``batch`` exceeds :func:`max_batch` (memory) or the weights do not fit.
+    """
+    if batch < 1 or input_tokens < 1 or output_tokens < 1:
+        raise InputError(f"batch, input and output tokens must be >= 1; got {batch}, {input_tokens}, {output_tokens}")
+    ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
+    ctx_max = input_tokens + output_tokens if max_context_tokens is None else max_context_tokens
+    mb = max_batch(s, ctx_max)
+    if batch > mb:
+        raise InfeasiblePlan(f"batch {batch} exceeds the {mb} sequences of {ctx_max:.0f} tokens that fit the KV cache")
+    cache = {} if _cache is None else _cache
+    r, eng = s.replica, s.engine
+    if max_batched_tokens is None:
+        max_batched_tokens = eng.max_num_batched_tokens if eng is not None else DEFAULT_MAX_BATCHED_TOKENS
+    check_chunk = chunked_prefill is not None
+    if chunked_prefill is None and eng is not None and eng.chunked_prefill:
+        chunked_prefill = eng.max_num_batched_tokens
+    host = iteration_overhead_s(s)
+    dec = decode_step(s, math.ceil(batch / r.groups), ctx)
+    key = ("prefill", input_tokens, max_batched_tokens)
+    if key not in cache:
+        one = prefill_pass(s, 1, input_tokens)
+        cache[key] = (
+            prefill_per_request_s(s, input_tokens, max_batched_tokens),
+            one["time_s"],
+            one["flops"],
+            one["bytes"],
+        )
+    pf_req, pf_single, pf_flops, pf_bytes = cache[key]
+    # prefill work spreads over the ``groups`` attention groups that run in parallel
+    pf_iter = 0.0 if disaggregated else batch / output_tokens * pf_req / r.groups
+    t_it = dec["time_s"] + pf_iter + host
+    tps = batch / t_it
+    # the first token: the request's prefill plus the decode step of the iteration that carries it
+    ttft = pf_single + host + (0.0 if disaggregated else dec["time_s"])
+    if chunked_prefill is not None and not disaggregated:
+        if chunked_prefill < 1:
+            raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
+        per_iter = batch / r.groups * input_tokens / output_tokens
+        if check_chunk and per_iter > chunked_prefill:
+            raise InfeasiblePlan(
+                f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
+                f"group, more than the {chunked_prefill}-token chunk"
+            )
+        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec["time_s"] + host)
+    comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
+    # busy fractions of one accelerator over an iteration: its FLOPs at the dense peak, its bytes at the
+    # HBM bandwidth (decode step plus the prefill work the iteration carries)
+    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups
+    flops = dec["flops"] + admitted * pf_flops
+    moved = dec["bytes"] + admitted * pf_bytes
+    peak = {str(k): v for k, v in s.acc.dense_tflops.items()}[r.dtype]
+    compute_busy = flops / units.tflops_to_flops_per_s(peak) / t_it
+    memory_busy = moved / units.TBps_to_Bps(s.acc.hbm_bw_TBps) / t_it
+    breakdown = {
+        "decode_compute": dec["compute_s"],
+        "tp_allreduce": dec["tp_allreduce_s"],
+        "ep_alltoall": dec["ep_alltoall_s"],
+        "pp_send": dec["pp_send_s"],
+        "hidden_by_overlap": dec["time_s"] - dec["compute_s"] - comm,
+        "prefill_in_iteration": pf_iter,
+        "engine_host": host,
+    }
+    return OperatingPoint(
+        batch=batch,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        decode_s=dec["time_s"],
+        prefill_per_request_s=pf_req,
+        prefill_single_s=pf_single,
+        iteration_s=t_it,
+        tpot_s=t_it,
+        ttft_s=ttft,
+        e2e_s=ttft + (output_tokens - 1) * t_it,
+        tokens_per_s=tps,
+        tokens_per_s_per_gpu=tps / r.gpus,
+        requests_per_s=tps / output_tokens,
+        memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
+        hbm_bytes=usable_bytes_per_gpu(s),
+        max_batch=mb,
+        breakdown_s=breakdown,
+        compute_busy=compute_busy,
+        memory_busy=memory_busy,
+    )
+
+
+def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
+    """Batches to evaluate: multiples of ``groups`` on a geometric grid from ``groups`` to ``max_b``
+    (both included) [-]."""
+    lo = groups
+    if max_b <= lo:
+        return np.array([max(1, max_b)])
+    g = np.unique(np.round(np.geomspace(lo, max_b, points) / groups).astype(int) * groups)
+    g = g[(g >= 1) & (g <= max_b)]
+    return np.unique(np.append(g, max_b))
+
+
+def frontier(
+    model,
+    system,
+    replica: Replica,
+    input_tokens: float,
+    output_tokens: float,
+    batches=None,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> pd.DataFrame:
+    """The throughput-latency frontier of one replica over batch size.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per batch: ``batch, tpot_s, ttft_s, e2e_s, tokens_per_s, tokens_per_s_per_gpu,
+        tokens_per_s_per_user`` (= 1 / TPOT), ``memory_per_gpu_gib, hbm_gib, max_batch``, the power at
+        that load ``gpu_power_w, node_power_w, joules_per_token``
+        (:func:`~hnplan.planning.inference.points.serving_power`) plus ``system, model, tp, ep, pp, dtype``.
+        ``df.attrs['units']`` names the units.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If the weights do not fit.
+    """
+    from hnplan.planning.inference.points import serving_power  # points builds on this module
+
+    s = resolve(model, system, replica, catalog)
+    mb = max_batch(s, input_tokens + output_tokens)
+    bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
+    cache: dict = {}
+    rows = []
+    for b in bs:
+        p = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        pw = serving_power(s, p)
+        rows.append(
+            {
+                "system": s.system.id,
+                "model": s.model.id,
+                "tp": replica.tp,
+                "ep": replica.ep,
+                "pp": replica.pp,
+                "dtype": replica.dtype,
+                "batch": p.batch,
+                "tpot_s": p.tpot_s,
+                "ttft_s": p.ttft_s,
+                "e2e_s": p.e2e_s,
+                "tokens_per_s": p.tokens_per_s,
+                "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+                "tokens_per_s_per_user": 1.0 / p.tpot_s,
+                "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
+                "hbm_gib": units.to_GiB(p.hbm_bytes),
+                "max_batch": p.max_batch,
+                "gpu_power_w": pw["gpu_power_w"],
+                "node_power_w": pw["node_power_w"],
+                "joules_per_token": pw["joules_per_token"],
+            }
+        )
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {
+        "tpot_s": "s",
+        "ttft_s": "s",
+        "e2e_s": "s",
+        "tokens_per_s": "output tokens/s",
+        "tokens_per_s_per_gpu": "output tokens/s/GPU",
+        "tokens_per_s_per_user": "tokens/s",
+        "memory_per_gpu_gib": "GiB",
+        "hbm_gib": "GiB",
+        "gpu_power_w": "W",
+        "node_power_w": "W",
+        "joules_per_token": "J/output token",
+    }
+    return df
+
+
+def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **kwargs) -> OperatingPoint:
+    """The batch that maximises output tokens/s within memory, as throughput benchmarks at an
+    unbounded request rate measure (a grid over batch, then the neighbourhood of the best)."""
+    mb = max_batch(s, input_tokens + output_tokens)
+    cache: dict = {}
+    pts = {
+        int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        for b in batch_grid(mb, s.replica.groups, 16)
+    }
+    best = max(pts, key=lambda b: pts[b].tokens_per_s)
+    keys = sorted(pts)
+    i = keys.index(best)
+    lo, hi = keys[max(i - 1, 0)], keys[min(i + 1, len(keys) - 1)]
+    for b in batch_grid(hi, s.replica.groups, 64):
+        if lo < b < hi and int(b) not in pts:
+            pts[int(b)] = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+    return pts[max(pts, key=lambda b: pts[b].tokens_per_s)]

@@ -1,0 +1,345 @@
+"""``hnplan calibrate``: a stack's efficiencies fitted to measured runs (hnplan.planning.calibrate).
+
+The round trips generate "measured" runs from a stack whose GEMM efficiency (and TP overlap) are known,
+by the same planner, and check that the calibration recovers them within 1 %: the step-time model is
+then exact for the data, so any error is the fit's. Small runs (Llama 3.1 8B on 8-32 H100) keep each
+calibration to a few seconds.
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hnplan.catalog import load_catalog
+from hnplan.cli import app
+from hnplan.comm import collective, place_group
+from hnplan.errors import CatalogError, InputError
+from hnplan.planning.calibrate import calibrate, write_calibration
+from hnplan.planning.calibrate_fit import Parameter, fit, identify
+from hnplan.planning.training import search_plans
+
+runner = CliRunner()
+SYSTEM = "hgx-h100-ib-ndr"
+BASE = dict(model="llama3.1-8b", system=SYSTEM, seq_len=4096, global_batch_seqs=64, dtype="bf16")
+RUNS = [
+    dict(id="r8", gpus=8, fixed=dict(tp=1, pp=1)),
+    dict(id="r16", gpus=16, fixed=dict(tp=4, pp=1)),
+    dict(id="r32", gpus=32, fixed=dict(tp=8, pp=1)),
+]
+TRUE_MATMUL = 0.62
+TRUE_TP_OVERLAP = 0.5
+
+
+def _truth_stack(tmp_path, stack: str) -> str:
+    """The catalog stack with a known H100 bf16 GEMM efficiency (and TP overlap where it overlaps)."""
+    st = load_catalog().stack(stack)
+    d = st.model_dump(mode="json", exclude_unset=True)
+    d["matmul_efficiency"] = {**(d.get("matmul_efficiency") or {}), "h100-sxm": {"bf16": TRUE_MATMUL}}
+    d.setdefault("field_sources", {})["matmul_efficiency"] = "synthetic truth of a test"
+    if st.tp_comm:
+        d["tp_comm_overlap_fraction"] = TRUE_TP_OVERLAP
+    path = tmp_path / f"{stack}-truth.yaml"
+    path.write_text(yaml.safe_dump(d))
+    return str(path)
+
+
+def _measured_runs(tmp_path, stack: str, runs=RUNS, metric="step_time_s") -> str:
+    """A runs file whose published values are the planner's with the truth stack."""
+    truth = _truth_stack(tmp_path, stack)
+    out = []
+    for r in runs:
+        run = {**BASE, **r}
+        best = search_plans(
+            run["model"],
+            SYSTEM,
+            run["gpus"],
+            run["seq_len"],
+            run["global_batch_seqs"],
+            "bf16",
+            run["fixed"],
+            stack=truth,
+        ).iloc[0]
+        value = best["tokens_per_s"] / run["gpus"] if metric == "tokens_per_s_per_gpu" else best[metric]
+        out.append({**run, "metric": metric, "published": float(value)})
+    path = tmp_path / f"{stack}-runs-{len(runs)}.yaml"
+    path.write_text(yaml.safe_dump(out))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def core3(tmp_path_factory):
+    """Three runs of the default stack (no TP overlap): one parameter, the GEMM efficiency."""
+    tmp = tmp_path_factory.mktemp("core3")
+    return calibrate(_measured_runs(tmp, "megatron-core", metric="tokens_per_s_per_gpu"), "megatron-core"), tmp
+
+
+@pytest.fixture(scope="module")
+def overlap3(tmp_path_factory):
+    """Three runs of a stack with TP overlap at TP 1, 4 and 8: GEMM efficiency and TP overlap fraction."""
+    tmp = tmp_path_factory.mktemp("overlap3")
+    return calibrate(_measured_runs(tmp, "nemo-mlperf-v50"), "nemo-mlperf-v50"), tmp
+
+
+def _param(cal, name):
+    return next(p for p in cal.parameters if p.name == name)
+
+
+def test_round_trip_recovers_gemm_efficiency(core3):
+    cal, _ = core3
+    p = _param(cal, "matmul_efficiency.h100-sxm.bf16")
+    assert p.fitted and p.initial != pytest.approx(TRUE_MATMUL, rel=0.05)
+    assert p.value == pytest.approx(TRUE_MATMUL, rel=0.01)
+    # the catalog efficiency (0.737) predicts the measured runs too fast; the fitted one reproduces them
+    assert (cal.runs["error_before_pct"] > 5).all()
+    assert np.abs(cal.runs["error_after_pct"]).max() < 0.5
+    assert [p.name for p in cal.parameters] == ["matmul_efficiency.h100-sxm.bf16"]  # no TP overlap in this stack
+
+
+def test_round_trip_recovers_gemm_efficiency_and_tp_overlap(overlap3):
+    cal, _ = overlap3
+    mm, tp = _param(cal, "matmul_efficiency.h100-sxm.bf16"), _param(cal, "tp_comm_overlap_fraction")
+    assert mm.fitted and tp.fitted
+    assert mm.value == pytest.approx(TRUE_MATMUL, rel=0.01)
+    assert tp.value == pytest.approx(TRUE_TP_OVERLAP, rel=0.01)
+    assert tp.initial == 0.75  # the stack's own value, which the runs move
+    slow = _param(cal, "overlap_gemm_slowdown")  # only (1 - slowdown) x fraction enters a step time
+    assert not slow.fitted and slow.value == slow.initial and "cannot separate" in slow.note
+    assert np.abs(cal.runs["error_after_pct"]).max() < 0.5
+
+
+def test_leave_one_out_on_three_runs(overlap3):
+    cal, _ = overlap3
+    assert list(cal.runs["id"]) == ["r8", "r16", "r32"]
+    # exact synthetic data: each run is predicted from the other two within 1 %
+    assert np.abs(cal.runs["loo_error_pct"]).max() < 1.0
+    # with r8 (TP 1, no TP communication) left out, TP 4 and TP 8 still separate the two parameters
+    r8 = cal.runs.set_index("id").loc["r8"]
+    assert "matmul_efficiency.h100-sxm.bf16" in r8["loo_note"] and "tp_comm_overlap_fraction" in r8["loo_note"]
+    assert cal.rms_pct("loo_error_pct") < 1.0
+
+
+def test_one_run_fits_one_parameter(tmp_path):
+    runs = _measured_runs(tmp_path, "nemo-mlperf-v50", runs=RUNS[2:])
+    cal = calibrate(runs, "nemo-mlperf-v50")
+    mm, tp = _param(cal, "matmul_efficiency.h100-sxm.bf16"), _param(cal, "tp_comm_overlap_fraction")
+    assert mm.fitted and not tp.fitted
+    assert tp.value == tp.initial == 0.75 and "1 runs identify at most 1 parameter" in tp.note
+    # one run, one parameter: reproduced exactly, and no leave-one-out
+    assert abs(cal.runs["error_after_pct"].iloc[0]) < 0.1
+    assert math.isnan(cal.runs["loo_error_pct"].iloc[0]) and math.isnan(cal.rms_pct("loo_error_pct"))
+
+
+def test_bounds_respected_and_flagged(tmp_path):
+    """A run measured 3x faster than the planner can be at full GEMM peak: the fit stops at the bound."""
+    runs = [{**BASE, **RUNS[0], "metric": "step_time_s", "published": 0.5}]
+    path = tmp_path / "fast.yaml"
+    path.write_text(yaml.safe_dump(runs))
+    cal = calibrate(path, "megatron-core")
+    p = _param(cal, "matmul_efficiency.h100-sxm.bf16")
+    assert p.value == pytest.approx(1.0) and p.at_bound
+    assert cal.runs["error_after_pct"].iloc[0] > 100  # still far off: the report shows it
+    out = write_calibration(cal, tmp_path / "fast-stack.yaml")
+    text = load_catalog().stack(out["stack"]).field_sources["matmul_efficiency"]
+    assert "AT A BOUND" in text
+
+
+def test_written_stack_is_used_by_train(core3):
+    cal, tmp = core3
+    out = write_calibration(cal, tmp / "calibrated.yaml")
+    st = load_catalog().stack(out["stack"])
+    assert st.id == "megatron-core-calibrated"
+    assert st.matmul_efficiency["h100-sxm"]["bf16"] == pytest.approx(TRUE_MATMUL, rel=0.01)
+    fs = st.field_sources["matmul_efficiency"]
+    assert "least_squares" in fs and cal.date in fs and "r8" in fs and "leave-one-out" in fs
+    assert not list(tmp.glob("*.tmp"))  # written whole
+    res = runner.invoke(
+        app,
+        ["train", "--model", "llama3.1-8b", "--system", SYSTEM, "--gpus", "16", "--seq-len", "4096"]
+        + ["--global-batch-size", "64", "--tp", "4", "--pp", "1", "--stack", out["stack"], "--json"],
+    )
+    assert res.exit_code == 0, res.stdout + res.stderr
+    ans = json.loads(res.stdout)
+    r16 = cal.runs.set_index("id").loc["r16"]
+    assert ans["stack"]["id"] == "megatron-core-calibrated"
+    assert ans["tokens_per_s"] / 16 == pytest.approx(r16["published"], rel=0.005)
+
+
+# -- the network from an nccl-tests sweep ---------------------------------------------------------------
+def test_collectives_recover_nvlink_efficiency(tmp_path):
+    """busbw 'measured' with NVLink at 0.70 of its line rate (catalog 0.82); the sweep's rows above 16 MiB
+    recover it, and the training runs on that system then use it."""
+    cat = load_catalog()
+    design = cat.design(SYSTEM)
+    true_eff = 0.70
+    lines = ["op,gpus,size_bytes,busbw_GBps,algorithm"]
+    for op in ("allgather", "reducescatter"):
+        g = place_group(design, 8, 1, 8)
+        from dataclasses import replace
+
+        g = replace(g, up=replace(g.up, bw_Bps=g.up.bw_Bps * true_eff / design.scaleup_fabric.bw_efficiency))
+        for size in (2**20, 2**26, 2**30):
+            busbw = float(collective(op, size, g, "ring").busbw_Bps[0]) / 1e9
+            lines.append(f"{op},8,{size},{busbw},ring")
+    csv = tmp_path / "nccl.csv"
+    csv.write_text("\n".join(lines) + "\n")
+    runs = _measured_runs(tmp_path, "megatron-core", runs=RUNS[:1])
+    cal = calibrate(runs, "megatron-core", collectives_path=csv)
+    up = _param(cal, f"bw_efficiency.nvlink4@{SYSTEM}")
+    out = _param(cal, f"bw_efficiency.ib-ndr-400@{SYSTEM}")
+    assert up.fitted and up.value == pytest.approx(true_eff, rel=0.01)
+    assert not out.fitted and "do not exercise it" in out.note  # 8 ranks never leave the node
+    t = cal.comm.table
+    assert list(t["in_fit"]) == [False, True, True] * 2  # 1 MiB is the latency regime: reported, not fitted
+    assert np.abs(t.loc[t["in_fit"], "error_after_pct"]).max() < 0.5
+    written = write_calibration(cal, tmp_path / "out" / "stack.yaml")
+    sys_path = written["systems"][0]
+    d = cat.design(sys_path)
+    assert d.scaleup_fabric.bw_efficiency == pytest.approx(true_eff, rel=0.01)
+    assert d.scaleout_fabric.id == "ib-ndr-400"  # not fitted: the catalog's fabric
+    assert d.prices.system is not None  # costed as the catalog system it was calibrated from
+
+
+# -- the identifiability test and the bounded fit on closed forms --------------------------------------
+def test_identify_fixes_what_the_data_cannot_see():
+    """Residuals ln(a x_0 ...) of two measurements: x_2 moves nothing, x_1 moves both like x_0."""
+    params = [Parameter(f"p{i}", 0.5, 0.1, 1.0) for i in range(3)]
+
+    def res(x):
+        return np.log(np.array([x[0] * x[1] / 0.2, 2 * x[0] * x[1] / 0.4]))
+
+    out = identify(res, params)
+    assert [p.fitted for p in out] == [True, False, False]
+    assert "same proportion" in out[1].note and "do not exercise it" in out[2].note
+    fitted, info = fit(res, out)
+    assert fitted[0].value == pytest.approx(0.4, rel=1e-6) and info["nfev"] > 0  # 0.4 x 0.5 = 0.2
+    assert fitted[1].value == fitted[2].value == 0.5
+
+
+def test_fit_stays_within_bounds():
+    params = identify(lambda x: np.log(np.array([x[0] / 3.0])), [Parameter("e", 0.5, 0.2, 1.0)])
+    (p,), _ = fit(lambda x: np.log(np.array([x[0] / 3.0])), params)
+    assert p.value == pytest.approx(1.0) and p.at_bound
+
+
+# -- bad input: one line naming the file, run and field; exit 2 ------------------------------------------
+GOOD = {**BASE, **RUNS[0], "metric": "step_time_s", "published": 3.0}
+
+
+@pytest.mark.parametrize(
+    "runs,needle",
+    [
+        ([{k: v for k, v in GOOD.items() if k != "published"}], "run r8: field published: required"),
+        (
+            [{**GOOD, "model": "llama3.1-8c"}],
+            "run r8: field model: unknown model id 'llama3.1-8c'; nearest: llama3.1-8b",
+        ),
+        ([{**GOOD, "gpus": -8}], "run r8: field gpus"),
+        ([{**GOOD, "metric": "speed"}], "run r8: field metric"),
+        ([{**GOOD, "stack": "megatron-lm-2021"}], "run r8: field stack: 'megatron-lm-2021' differs"),
+        ([GOOD, GOOD], "run r8: field id: given twice"),
+        ({"id": "r8"}, "expected a non-empty YAML list of runs"),
+        ([{**GOOD, "fixed": {"tp": 1, "pipeline": 2}}], "run r8: unknown plan fields ['pipeline']"),
+    ],
+)
+@pytest.mark.parametrize("json_", [False, True])
+def test_bad_runs_file_exits_2(tmp_path, runs, needle, json_):
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump(runs))
+    argv = ["calibrate", "--runs", str(path), "--stack", "megatron-core", "--out", str(tmp_path / "o.yaml")]
+    res = runner.invoke(app, argv + (["--json"] if json_ else []))
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    msg = " ".join(res.stderr.split())
+    assert needle in msg and str(path) in msg
+    assert len(res.stderr.strip().splitlines()) == 1
+    if json_:
+        assert needle in " ".join(json.loads(res.stdout)["error"]["message"].split())
+    assert not (tmp_path / "o.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "csv,needle",
+    [
+        ("op,gpus,busbw_GBps\nallgather,8,300\n", "column size_bytes missing"),
+        (
+            "op,gpus,size_bytes,busbw_GBps\nallgather,8,1e9,fast\n",
+            "line 2: column busbw_GBps: expected a positive number",
+        ),
+        ("op,gpus,size_bytes,busbw_GBps,time_us\nallgather,8,1e9,300,10\n", "line 2: give exactly one of"),
+        ("op,gpus,size_bytes,busbw_GBps\nallsum,8,1e9,300\n", "line 2: column op: 'allsum' is not one of"),
+        ("op,gpus,size_bytes,busbw_GBps,algorithm\nallgather,8,1e9,300,tree\n", "line 2: column algorithm"),
+    ],
+)
+def test_bad_collectives_file_exits_2(tmp_path, csv, needle):
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text(csv)
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert needle in " ".join(res.stderr.split())
+
+
+def test_run_that_breaks_a_plan_rule_exits_3(tmp_path):
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([{**GOOD, "fixed": {"tp": 3}}]))
+    res = runner.invoke(
+        app, ["calibrate", "--runs", str(path), "--stack", "megatron-core", "--out", str(tmp_path / "o.yaml")]
+    )
+    assert res.exit_code == 3 and "Traceback" not in res.stdout + res.stderr
+    assert f"{path}: run r8:" in " ".join(res.stderr.split())
+
+
+def test_unknown_accelerator_and_no_runs_on_it(tmp_path):
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([GOOD]))
+    with pytest.raises(CatalogError, match="unknown accelerator id 'h100-sxn'"):
+        calibrate(path, "megatron-core", accelerator="h100-sxn")
+    with pytest.raises(InputError, match="no run is on accelerator b200"):
+        calibrate(path, "megatron-core", accelerator="b200")
+
+
+def test_cli_json_keys(tmp_path):
+    runs = _measured_runs(tmp_path, "megatron-core", runs=RUNS[:2])
+    out = tmp_path / "st.yaml"
+    res = runner.invoke(app, ["calibrate", "--runs", runs, "--stack", "megatron-core", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    ans = json.loads(res.stdout)
+    assert {"stack", "calibrated_stack", "runs", "parameters", "written", "method", "date"} <= set(ans)
+    assert {"rms_error_before_pct", "rms_error_after_pct", "rms_loo_error_pct", "excluded", "collectives"} <= set(ans)
+    assert set(ans["runs"][0]) >= {"id", "published", "before", "after", "loo", "loo_error_pct", "error_after_pct"}
+    assert set(ans["parameters"][0]) >= {"name", "initial", "value", "lower", "upper", "fitted", "at_bound", "note"}
+    assert ans["written"]["stack"] == str(out) and out.exists()
+    assert ans["parameters"][0]["value"] == pytest.approx(TRUE_MATMUL, rel=0.01)
+    table = runner.invoke(app, ["calibrate", "--runs", runs, "--stack", "megatron-core", "--out", str(out)])
+    assert table.exit_code == 0 and "LOO error" in table.stdout and "leave-one-out" in table.stdout
+
+
+def test_accelerator_option_fits_only_its_runs(tmp_path):
+    a100 = {**GOOD, "id": "a100-run", "system": "dgx-a100-hdr", "published": 6.0}
+    path = tmp_path / "mixed.yaml"
+    path.write_text(yaml.safe_dump([GOOD, a100]))
+    cal = calibrate(path, "megatron-core", accelerator="h100-sxm")
+    assert list(cal.runs["id"]) == ["r8"]
+    assert cal.excluded == ["a100-run: on a100-sxm-80gb, not h100-sxm"]
+    assert [p.name for p in cal.parameters] == ["matmul_efficiency.h100-sxm.bf16"]
+
+
+def test_sweep_in_nccl_tests_time_and_its_system():
+    """A row given as nccl-tests' time: busbw = S / t x (p - 1) / p for all-gather (nccl-tests
+    PERFORMANCE.md): 2^30 B in 2,900 us on 8 ranks = 324.0 GB/s. A row without a system needs the runs'
+    one system."""
+    from hnplan.planning.calibrate_comm import fit_collectives
+
+    cat = load_catalog()
+    row = dict(line=2, op="allgather", gpus=8, size_bytes=2.0**30, busbw_GBps=None, time_us=2900.0, system=None)
+    res = fit_collectives([row], SYSTEM, cat, "sweep.csv")
+    assert res.table["measured_busbw_GBps"].iloc[0] == pytest.approx(2**30 / 2.9e-3 * 7 / 8 / 1e9, rel=1e-9)
+    assert res.table["measured_busbw_GBps"].iloc[0] == pytest.approx(324.0, abs=0.05)
+    with pytest.raises(InputError, match="sweep.csv: line 2: column system: empty"):
+        fit_collectives([row], None, cat, "sweep.csv")
+    with pytest.raises(InputError, match="line 2: column gpus: a collective needs at least 2 ranks"):
+        fit_collectives([{**row, "gpus": 1}], SYSTEM, cat, "sweep.csv")

@@ -1,0 +1,203 @@
+"""FP8 recipe bytes, eager PyTorch kernels and the stacks that choose them (hnplan.compute.fp8_recipes)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.catalog import load_catalog
+from hnplan.catalog.schemas import StackChoices
+from hnplan.compute import operator_table
+from hnplan.planning.training.evaluate import estimate_plan, make_job
+from hnplan.planning.training.plan import ParallelPlan
+
+TOKENS, H = 8192, 4096  # Llama 3.1 8B, one 8K sequence, TP 1
+FFN = 14336
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def _rows(cat, acc="h100-sxm", dtype="fp8", **stack):
+    df = operator_table(
+        cat.model("llama3.1-8b"), cat.accelerator(acc), "train", 1, TOKENS, dtype=dtype, stack=StackChoices(**stack)
+    )
+    return df[df["scope"].isin(["dense-layer", "head"])].set_index(["name", "phase"])
+
+
+def test_eager_rmsnorm_bytes_hand_derived(cat):
+    # Hugging Face LlamaRMSNorm: cast up (2 + 4), square (4 + 4), mean (4), scale (4 + 4), cast down (4 + 2),
+    # weight (2 + 2) = 36 bytes per element, against 2 + 2 for the fused kernel
+    eager = _rows(cat, dtype="bf16", norm_kernel="eager", rope_kernel="eager")
+    fused = _rows(cat, dtype="bf16")
+    assert eager.loc[("attn_norm_eager", "fwd"), "bytes"] == 36 * TOKENS * H
+    assert fused.loc[("attn_norm", "fwd"), "bytes"] == 4 * TOKENS * H
+    # rotary over the 32 query + 8 key heads of 128: rotate_half 4, x cos 4, x sin 4, add 6 = 18 bytes
+    assert eager.loc[("rope_eager", "fwd"), "bytes"] == 18 * TOKENS * 40 * 128
+    # at the norm_eager class (0.637 of the copy) the eager norm takes 36 / 4 x 0.753 / 0.637 = 10.6x the
+    # fused kernel's memory time; measured on the H200: 445.4 / 44.5 us = 10.0x with the launches
+    ratio = eager.loc[("attn_norm_eager", "fwd"), "memory_time_s"] / fused.loc[("attn_norm", "fwd"), "memory_time_s"]
+    assert ratio == pytest.approx(9 * 0.753 / 0.637, rel=1e-9)
+
+
+def test_delayed_scaling_on_hopper_hand_derived(cat):
+    r = _rows(cat)  # megatron-core: delayed scaling, norm-cast and cast-transpose fusion, weight cast per step
+    # QKV input comes out of the norm already in fp8: only its transpose for the weight gradient (1 + 1 bytes)
+    assert ("qkv_proj_x_fp8", "fwd") not in r.index
+    assert r.loc[("qkv_proj_x_fp8_t", "fwd"), "bytes"] == 2 * TOKENS * H
+    # o_proj input: read bf16, write fp8 and its transpose (2 + 1 + 1); no amax pass
+    assert r.loc[("o_proj_x_fp8", "fwd"), "bytes"] == 4 * TOKENS * H
+    assert not r.index.get_level_values(0).str.endswith("_amax").any()
+    # output gradient of mlp_up (gate and up, 2 x 14,336 columns): cast + transpose in the backward
+    assert r.loc[("mlp_up_dy_fp8", "bwd"), "bytes"] == 4 * TOKENS * 2 * FFN
+    # the weight cast and its transpose, once per optimizer step: 4 bytes per weight
+    assert r.loc[("mlp_down_w_fp8", "step"), "bytes"] == 4 * FFN * H
+    # the LM head stays a bf16 GEMM
+    assert r.loc[("lm_head", "fwd"), "kind"] == "gemm-bf16"
+
+
+def test_current_scaling_adds_an_amax_read_and_cannot_fuse_the_norm(cat):
+    r = _rows(cat, fp8_recipe="current")
+    assert r.loc[("qkv_proj_x_amax", "fwd"), "bytes"] == 2 * TOKENS * H
+    assert r.loc[("qkv_proj_x_fp8", "fwd"), "bytes"] == 4 * TOKENS * H
+    h100 = cat.accelerator("h100-sxm")
+    assert r.loc[("qkv_proj_x_amax", "fwd"), "memory_time_s"] == pytest.approx(
+        2 * TOKENS * H / (h100.hbm_bw_TBps * 1e12 * h100.hbm_efficiency * 0.278)
+    )
+
+
+def test_mxfp8_on_blackwell_hand_derived(cat):
+    r = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    # bf16 read, row-wise and column-wise fp8 copies with one scale byte per 32 elements each
+    assert r.loc[("o_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((2 + 2 * (1 + 1 / 32)) * TOKENS * H)
+    # fused into the norm: only the column-wise copy remains
+    assert r.loc[("qkv_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((1 + 1 / 32) * TOKENS * H)
+    names = r.index.get_level_values(0)
+    assert not names.str.endswith(("_amax", "_fp8_t")).any()
+
+
+def test_per_tensor_fp8_on_blackwell_needs_no_transposes(cat):
+    r = _rows(cat, acc="b200")
+    assert r.loc[("o_proj_x_fp8", "fwd"), "bytes"] == 3 * TOKENS * H
+    assert ("qkv_proj_x_fp8_t", "fwd") not in r.index
+
+
+def test_weight_cast_follows_the_stack(cat):
+    assert ("o_proj_w_fp8", "fwd") in _rows(cat, fp8_weight_cache=False).index
+    names = _rows(cat, fp8_params=True).index.get_level_values(0)
+    assert not names.str.contains("_w_").any()
+
+
+def test_no_recipe_rows_in_bf16_or_inference(cat):
+    names = _rows(cat, dtype="bf16").index.get_level_values(0)
+    assert not names.str.contains("_fp8|_amax").any()
+    df = operator_table(cat.model("llama3.1-8b"), cat.accelerator("h100-sxm"), "prefill", 1, 2048, dtype="fp8")
+    assert not df["name"].str.contains("_fp8|_amax").any()
+
+
+def test_pytorch_eager_stack_choices(cat):
+    s = cat.stack("pytorch-eager")
+    assert (s.norm_kernel, s.rope_kernel, s.sequence_parallel, s.tp_comm) == ("eager", "eager", False, False)
+    assert cat.stack("megatron-bridge-2511").fp8_recipe == "current"
+    assert cat.stack("megatron-bridge-2511-mxfp8").fp8_recipe == "mxfp8"
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    model=st.sampled_from(["llama3.1-8b", "llama3.1-70b"]),
+    tp=st.sampled_from([1, 2, 8]),
+    mb=st.sampled_from([1, 2]),
+    dtype=st.sampled_from(["bf16", "fp8"]),
+)
+def test_pytorch_eager_is_slower_than_megatron_core(cat, model, tp, mb, dtype):
+    plan = ParallelPlan(tp=tp, pp=1, dp=8 // tp, microbatch_size=mb, zero_stage=3, recompute="full")
+    steps = {}
+    for stack in ("pytorch-eager", "megatron-core"):
+        job = make_job(model, "hgx-h100-ib-ndr", 8, 4096, 64, dtype, cat, stack=stack)
+        steps[stack] = estimate_plan(job, plan).step_time_s
+    assert steps["pytorch-eager"] > steps["megatron-core"]
+
+
+def test_per_step_kernels_hand_derived(cat):
+    from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
+
+    h100 = cat.accelerator("h100-sxm")
+    copy = h100.hbm_bw_TBps * 1e12 * h100.hbm_efficiency  # streaming copy [B/s]
+    # Adam 30 B/param + the gradient-norm read of 4-byte gradients, at the fused-AdamW class (0.811)
+    assert optimizer_step_s(h100, 1e9, 30.0, 4.0) == pytest.approx(1e9 * 34 / (copy * 0.811))
+    # delayed scaling, weights cached per step: cast + transpose, 2 + 1 + 1 bytes at the fp8_cast class (0.774)
+    delayed = StepKernels.of(StackChoices())
+    assert weight_cast_step_s(h100, delayed, 1e9) == pytest.approx(1e9 * 4 / (copy * 0.774))
+    # current scaling adds the 2-byte amax read at the amax class (0.278)
+    current = StepKernels.of(StackChoices(fp8_recipe="current"))
+    assert weight_cast_step_s(h100, current, 1e9) == pytest.approx(1e9 * (4 / (copy * 0.774) + 2 / (copy * 0.278)))
+    # fp8 parameters: no cast; uncached: the casts are operator rows of every micro-batch instead
+    assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_params=True)), 1e9) == 0.0
+    assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_weight_cache=False)), 1e9) == 0.0
+
+
+def test_sequence_parallel_quantises_the_local_shard_and_transposes_the_gathered_tensor(cat):
+    # TP 4 with sequence parallelism: the QKV input and the o_proj output gradient live on tokens / 4 per rank
+    # and are all-gathered in fp8; the transpose for the weight gradient needs the gathered tensor
+    df = operator_table(
+        cat.model("llama3.1-8b"),
+        cat.accelerator("h100-sxm"),
+        "train",
+        1,
+        TOKENS,
+        tp=4,
+        dtype="fp8",
+        stack=StackChoices(fp8_recipe="current"),
+    )
+    r = df[df["scope"] == "dense-layer"].set_index(["name", "phase"])["bytes"]
+    assert r[("qkv_proj_x_amax", "fwd")] == 2 * TOKENS * H / 4
+    assert r[("qkv_proj_x_fp8", "fwd")] == 3 * TOKENS * H / 4
+    assert r[("qkv_proj_x_fp8_t", "fwd")] == 2 * TOKENS * H
+    assert r[("o_proj_dy_fp8", "bwd")] == 3 * TOKENS * H / 4
+    assert r[("o_proj_dy_fp8_t", "bwd")] == 2 * TOKENS * H
+    # the o_proj input (the attention output, split by heads) is local: fused cast + transpose on its share
+    assert r[("o_proj_x_fp8", "fwd")] == 4 * TOKENS * H / 4
+
+
+def test_roofline_cli_takes_a_stack():
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    base = ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "train"]
+    base += ["--batch", "1", "--seq-len", "2048", "--dtype", "fp8", "--json"]
+    r = CliRunner().invoke(app, [*base, "--stack", "pytorch-eager"])
+    assert r.exit_code == 0, r.output
+    names = {o["name"] for o in json.loads(r.output)["ops"]}
+    assert {"attn_norm_eager", "rope_eager", "o_proj_x_amax"} <= names
+    bad = CliRunner().invoke(app, [*base, "--stack", "no-such-stack"])
+    assert bad.exit_code == 2 and "no-such-stack" in bad.output
+
+
+def test_bf16_end_layers_slow_the_end_stages_by_the_bf16_minus_fp8_layer_time(cat):
+    # Llama 3.1 8B on one stage: two of 32 layers in bf16 add 2 x (bf16 layer - fp8 layer) to the micro-batch
+    from hnplan.compute.parts import training_part_times
+    from hnplan.planning.training.components import compute_per_microbatch
+    from hnplan.planning.training.plan import plans_frame
+
+    plan = ParallelPlan(tp=1, pp=1, dp=8, microbatch_size=1, zero_stage=1, recompute="none")
+    df = plans_frame([plan])
+    t = {}
+    for n in (0, 1):
+        job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, "fp8", cat, overrides={"fp8_bf16_end_layers": n})
+        t[n] = compute_per_microbatch(job, df)["t_compute_mb"].iloc[0]
+    shapes = df[["microbatch_size", "tp", "cp", "ep"]]
+    h100 = cat.accelerator("h100-sxm")
+    layer = {
+        dt: training_part_times(cat.model("llama3.1-8b"), h100, shapes, 4096, dt)[["dense_fwd", "dense_bwd"]].sum(
+            axis=1
+        )
+        for dt in ("bf16", "fp8")
+    }
+    assert t[1] - t[0] == pytest.approx(2 * float(layer["bf16"].iloc[0] - layer["fp8"].iloc[0]), rel=1e-9)
+    assert t[1] > t[0]
