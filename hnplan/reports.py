@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,6 +36,38 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 # the kernel's own log quiet (its start-up warning about TCP transport on localhost is not the reader's
 # concern); errors still show, and the notebooks' output is in the reports
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
+
+
+# loggers of the notebook machinery in this process: papermill, nbclient (through traitlets), jupyter_client
+# and asyncio (a cell's task still waiting when Ctrl-C shuts the kernel down ends in DeadKernelError,
+# logged when the task is collected)
+RUNNER_LOGGERS = ("papermill", "nbclient", "traitlets", "jupyter_client", "asyncio")
+
+
+@contextmanager
+def runner_log(log_path: Path):
+    """Send what the notebook machinery logs while a notebook runs to ``log_path`` (beside the kernel's
+    own output) instead of the terminal. The report records a failure itself (its error and the failed
+    notebook). On Ctrl-C the loggers stay off: the run is over, and what they would still say (a kernel
+    that died because it was shut down) is no news."""
+    import logging
+
+    handler = logging.FileHandler(log_path, encoding="utf-8")
+    saved = []
+    for name in RUNNER_LOGGERS:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.handlers[:], lg.propagate))
+        lg.handlers, lg.propagate = [handler], False
+    try:
+        yield
+    except KeyboardInterrupt:
+        for lg, _, _ in saved:
+            lg.disabled = True
+        raise
+    finally:
+        for lg, handlers, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+        handler.close()
 
 
 def quiet_kernel_manager(log_path: Path):
@@ -354,17 +387,18 @@ def _run_one(
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
         kernel_log = Path(tmp).resolve() / f"{notebook}.kernel.log"  # absolute: papermill runs in cwd
         try:
-            papermill.execute_notebook(
-                str(nb_path),
-                str(tmp_nb),
-                parameters=params,
-                progress_bar=False,
-                kernel_name="python3",
-                cwd=str(NOTEBOOK_DIR),
-                log_output=False,
-                extra_arguments=KERNEL_ARGS,
-                kernel_manager_class=quiet_kernel_manager(kernel_log),
-            )
+            with runner_log(kernel_log):
+                papermill.execute_notebook(
+                    str(nb_path),
+                    str(tmp_nb),
+                    parameters=params,
+                    progress_bar=False,
+                    kernel_name="python3",
+                    cwd=str(NOTEBOOK_DIR),
+                    log_output=False,
+                    extra_arguments=KERNEL_ARGS,
+                    kernel_manager_class=quiet_kernel_manager(kernel_log),
+                )
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
