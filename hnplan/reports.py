@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -547,6 +548,23 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
     return path
 
 
+def _short_literal(v) -> str:
+    """A parameter as a Python literal a person reads: ``1.5e13`` rather than ``15000000000000.0`` (still
+    exactly the same float), ``repr`` for everything else.
+
+    >>> _short_literal(15e12), _short_literal(3e8), _short_literal(8192.0), _short_literal(0.1), _short_literal("a")
+    ('1.5e13', '3e8', '8192', '0.1', "'a'")
+    """
+    if isinstance(v, float) and math.isfinite(v):
+        short = f"{v:.6g}"
+        if "e" in short:
+            mantissa, exponent = short.split("e")
+            short = f"{mantissa}e{int(exponent)}"
+        if float(short) == v:
+            return short
+    return repr(v)
+
+
 def provenance(parameters: dict | None = None) -> str:
     """A Markdown footer: hnplan version, git commit, catalog content hash and the parameters."""
     import subprocess
@@ -564,7 +582,7 @@ def provenance(parameters: dict | None = None) -> str:
         )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    params = ", ".join(f"`{k}={v!r}`" for k, v in (parameters or {}).items())
+    params = ", ".join(f"`{k}={_short_literal(v)}`" for k, v in (parameters or {}).items())
     return f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`." + (
         f" Parameters: {params}.*" if params else "*"
     )
