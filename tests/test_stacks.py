@@ -41,7 +41,11 @@ def test_stacks_load_and_map_onto_overlap(cat):
     assert stack_choices(cat.stack("megatron-lm-2021")) == MEGATRON_2021
     assert stack_choices(cat.stack("megatron-lm-2022")) == MEGATRON_2021.model_copy(update=dict(sequence_parallel=True))
     assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(
-        ep_comm=True, overlap_gemm_slowdown=0.18, fp8_recipe="blockwise"
+        ep_comm=True,
+        overlap_gemm_slowdown=0.18,
+        fp8_recipe="blockwise",
+        ep_dispatch_fp8=True,
+        pipeline_schedule="dualpipe",
     )
 
 

@@ -246,7 +246,18 @@ class Interconnect(Entry):
         "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("bw_efficiency", "software_overhead_us", "inr_efficiency")
+    alltoall_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
+        "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "bw_efficiency",
+        "software_overhead_us",
+        "inr_efficiency",
+        "alltoall_efficiency",
+    )
 
     @model_validator(mode="after")
     def _inr(self):
@@ -464,6 +475,12 @@ class Model(Entry):
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
+    mtp_modules: int = Field(
+        default=0,
+        ge=0,
+        description="multi-token-prediction modules trained with the model (DeepSeek-V3: 1, arXiv:2412.19437 "
+        "Sec. 2.2): each one more transformer layer and one more pass through the output head and loss",
+    )
 
     @model_validator(mode="after")
     def _heads(self):
@@ -730,6 +747,22 @@ class StackChoices(_Strict):
         activations to host or pooled memory (ZeRO-Offload, arXiv:2101.06840; ZeRO-Infinity,
         arXiv:2104.07857), the transfers hidden behind the step's compute as far as it lasts
         (:mod:`hnplan.planning.training.offload`). Default ``none``.
+    ep_dispatch_fp8 : bool
+        With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
+        activation gradients sent back to the experts before the down-projection) travel in FP8 with one
+        fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
+        arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
+        (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    moe_load_imbalance : float
+        Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
+        rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
+        benchmark routing.
+    pipeline_schedule : {"1f1b", "dualpipe"}
+        The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
+        1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
+        ``(pp / 2 - 1)(F&B + B - 3 W)`` (arXiv:2412.19437 Sec. 3.2.1, Table 2: ``F&B`` a forward and a
+        backward chunk overlapped, ``B`` a backward, ``W`` its weight-gradient part) for an even ``pp``
+        without virtual stages (otherwise the 1F1B bubble).
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -783,6 +816,21 @@ class StackChoices(_Strict):
     )
     offload: Literal["none", "auto"] = Field(
         default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
+    )
+    ep_dispatch_fp8: bool = Field(
+        default=False,
+        description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
+        "scale per 128) and combines in bf16",
+    )
+    moe_load_imbalance: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
+    )
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b",
+        description="1f1b: Megatron's 1F1B / interleaved schedule; dualpipe: DeepSeek's bidirectional schedule "
+        "(bubble (pp/2 - 1)(F&B + B - 3W), arXiv:2412.19437 Table 2)",
     )
 
 

@@ -152,9 +152,9 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             if not (_pow2(p) and _pow2(q)):
                 return None
             return _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
-    elif op == "alltoall" and alg == "pairwise":
-        intra = (q - 1) / p * s / bu
-        cross = (p - q) / p * s / bo
+    elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
+        intra = (q - 1) / p * s / g.up.a2a_Bps
+        cross = (p - q) / p * s / g.out.a2a_Bps
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
     elif op == "broadcast":
         if alg == "ring":

@@ -38,3 +38,51 @@ def tp_message_bytes(model: Model, microbatch, seq_len, cp=1):
     32.0
     """
     return microbatch * seq_len / cp * model.hidden * ACT_BYTES
+
+
+FP8_SCALE_BLOCK = 128  # elements per fp32 scale of a 1 x 128 FP8 activation tile (arXiv:2412.19437 Sec. 3.3.2)
+FP8_SCALE_BYTES = 4.0  # one fp32 scale per tile
+
+
+def ep_token_bytes(hidden: int, fp8: bool = False) -> float:
+    """Bytes of one token copy in an expert-parallel all-to-all [bytes]: ``h`` elements in bf16, or in
+    FP8 with one fp32 scale per ``1 x 128`` tile (DeepSeek-V3 [3]_ Sec. 3.3.2: the activations before the
+    MoE up-projection are quantised to FP8 and then dispatched; DeepEP [4]_ dispatches ``(data, scales)``).
+
+    >>> ep_token_bytes(7168)              # bf16: 7168 x 2
+    14336.0
+    >>> ep_token_bytes(7168, fp8=True)    # 7168 x 1 + 56 scales x 4
+    7392.0
+
+    References
+    ----------
+    .. [3] DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv:2412.19437, Sec. 3.3.2 (low-precision
+       communication: FP8 dispatch, bf16 combine, forward and backward).
+    .. [4] deepseek-ai/DeepEP, README and docs/legacy.md (normal kernels: FP8 dispatching, BF16 combining).
+    """
+    if not fp8:
+        return float(hidden * ACT_BYTES)
+    return float(hidden + -(-hidden // FP8_SCALE_BLOCK) * FP8_SCALE_BYTES)
+
+
+def ep_alltoall_bytes(model: Model, tokens, fp8_dispatch: bool = False, imbalance: float = 1.0):
+    """Bytes the busiest rank receives in one dispatch and in one combine of an MoE layer [bytes].
+
+    A rank holding ``T`` tokens sends each to its ``k`` routed experts (``T k`` token copies, the
+    nccl-tests size ``S`` of a pairwise all-to-all, [3]_ Sec. 3.2.2); the busiest expert-parallel rank
+    receives ``imbalance`` times the mean. Forward dispatch and, in the backward, the activation gradients
+    sent back to the experts (the combine's mirror) use the dispatch width; forward combine and the
+    dispatch's mirror (gradients returned to the tokens) stay bf16 ([3]_ Sec. 3.3.2).
+
+    Returns
+    -------
+    (dispatch, combine) : tuple of float or numpy.ndarray [bytes]
+
+    >>> from hnplan.catalog import load_catalog
+    >>> d, c = ep_alltoall_bytes(load_catalog().model("deepseek-v3"), 4096, fp8_dispatch=True)
+    >>> d / 2**20, c / 2**20    # 4096 tokens x top-8 x 7,392 B and x 14,336 B, MiB
+    (231.0, 448.0)
+    """
+    k = model.moe.active_experts if model.moe is not None else 0
+    copies = tokens * k * imbalance
+    return copies * ep_token_bytes(model.hidden, fp8_dispatch), copies * ep_token_bytes(model.hidden, False)

@@ -38,12 +38,22 @@ class LinkParams:
         Per-direction line rate per rank before efficiency [bytes/s].
     inr_efficiency : float or None
         Fraction of ``bw_Bps`` reached when the tier's switches reduce (None: no in-network reduction).
+    alltoall_bw_Bps : float or None
+        Per-direction bandwidth per rank of an all-to-all [bytes/s]: line rate x the fabric's
+        ``alltoall_efficiency`` where the catalog has one (what expert-parallel libraries reach), else
+        None (``bw_Bps``).
     """
 
     bw_Bps: float
     alpha_s: float
     line_rate_Bps: float
     inr_efficiency: float | None = None
+    alltoall_bw_Bps: float | None = None
+
+    @property
+    def a2a_Bps(self) -> float:
+        """All-to-all bandwidth per rank [bytes/s]: ``alltoall_bw_Bps`` or, without one, ``bw_Bps``."""
+        return self.bw_Bps if self.alltoall_bw_Bps is None else self.alltoall_bw_Bps
 
 
 @dataclass(frozen=True)
@@ -139,12 +149,14 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             (system.scaleup_inr_efficiency or up.inr_efficiency)
             if up.in_network_reduction and system.scaleup_in_network_reduction
             else None,
+            None if up.alltoall_efficiency is None else up_line * up.alltoall_efficiency,
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,
             out_alpha,
             out_line,
             out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction else None,
+            None if out.alltoall_efficiency is None else out_line * out.alltoall_efficiency,
         ),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,

@@ -17,7 +17,8 @@ from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.operators import _check, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
-GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn")
+GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
+ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 
 
 def training_part_times(
@@ -56,7 +57,10 @@ def training_part_times(
         layer), ``emb`` and ``head`` the columns ``<part>_fwd`` (forward), ``<part>_bwd`` (data and
         weight gradients), ``<part>_rc_full`` (what full recomputation re-runs), ``<part>_rc_sel``
         (what selective recomputation re-runs: the attention core) and ``<part>_attn`` (attention core
-        forward + backward) [s]. Parts a model does not have are 0.
+        forward + backward), and ``<part>_routed_fwd`` / ``_routed_bwd`` / ``_routed_rc`` (the share of
+        forward, backward and full recomputation spent in the routed experts and their permutation,
+        :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
+        (the weight-gradient GEMMs, part of ``_bwd``) [s]. Parts a model does not have are 0.
 
     Raises
     ------
@@ -91,12 +95,18 @@ def training_part_times(
     kind = np.array([r[2] for r in rows])
     phase = np.array([r[3] for r in rows])
     rc, attn = phase == "recompute", np.isin(kind, ATTENTION_KINDS)
+    routed = np.isin(np.array([r[0] for r in rows]), ROUTED_OPS)
+    bwd = np.isin(phase, ("bwd", "bwd-data", "bwd-weight"))
     masks = {
         "fwd": phase == "fwd",
-        "bwd": np.isin(phase, ("bwd", "bwd-data", "bwd-weight")),
+        "bwd": bwd,
         "rc_full": rc,
         "rc_sel": rc & attn,
         "attn": attn & ~rc,
+        "routed_fwd": routed & (phase == "fwd"),
+        "routed_bwd": routed & bwd,
+        "routed_rc": routed & rc,
+        "wgrad": phase == "bwd-weight",
     }
     n = len(shapes)
     out = {}

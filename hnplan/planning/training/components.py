@@ -61,7 +61,7 @@ from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
-from hnplan.vectorise import factorize, memo
+from hnplan.vectorise import factorize
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -217,7 +217,7 @@ def stage_kinds(job: Job, pp):
     return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
 
 
-def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
+def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
 
     Operator-level times per layer, embedding and head (:func:`hnplan.compute.parts.training_part_times`,
@@ -227,7 +227,13 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
     Returns a frame with ``t_compute_mb`` (forward + backward + recomputation), ``t_fwd_mb``,
     ``t_bwd_mb``, ``attn_per_layer`` (attention core forward + backward + recomputed, one layer) and
-    ``layers`` / ``moe_layers`` (of that stage).
+    ``layers`` / ``moe_layers`` (of that stage). With ``per_stage``, the array
+    ``[stage (first, middle, last), quantity (STAGE_QUANTITIES), candidate]`` instead, for a caller that
+    adds each stage's communication before picking the slowest (an MoE model's last stage holds fewer
+    MoE layers and their all-to-alls than its compute alone suggests). A model's multi-token-prediction
+    modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
+    output head and loss each. With ``moe_load_imbalance`` above 1 the routed-expert work of an MoE
+    layer (:data:`hnplan.compute.parts.ROUTED_OPS`) grows by that factor: the busiest EP rank sets the pace.
     """
     keys = ["microbatch_size", "tp", "cp", "ep"]
     codes, uniq = factorize(df, keys)
@@ -244,44 +250,68 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     rc = _col(df, "recompute")
     pp = _col(df, "pp")
 
+    extra = job.choices.moe_load_imbalance - 1.0  # the busiest EP rank's surplus of routed tokens
+
     def part(name, lt=lt):
         fwd = lt[f"{name}_fwd"].to_numpy() + np.select(
             [rc == "full", rc == "selective"], [lt[f"{name}_rc_full"].to_numpy(), lt[f"{name}_rc_sel"].to_numpy()], 0.0
         )
+        bwd = lt[f"{name}_bwd"].to_numpy()
+        if extra > 0:
+            # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
+            fwd = fwd + extra * (
+                lt[f"{name}_routed_fwd"].to_numpy() + np.where(rc == "full", lt[f"{name}_routed_rc"], 0)
+            )
+            bwd = bwd + extra * lt[f"{name}_routed_bwd"].to_numpy()
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
         attn = lt[f"{name}_attn"].to_numpy() + np.where(rc == "none", 0.0, lt[f"{name}_rc_sel"].to_numpy())
-        return fwd, lt[f"{name}_bwd"].to_numpy(), attn
+        return fwd, bwd, attn, lt[f"{name}_wgrad"].to_numpy()
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
     ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
+    mtp = job.model.mtp_modules  # each one more layer and one more output head + loss, on the last stage
+    if mtp:
+        layer = moe if job.model.moe is not None else dense
+        head = tuple(h + (0.0 if i == 2 else mtp * (x + h)) for i, (h, x) in enumerate(zip(head, layer)))
     stages = stage_kinds(job, pp)
     cols = []
     for name, (nd, nm) in stages.items():
         fwd = nd * dense[0] + nm * moe[0]
         bwd = nd * dense[1] + nm * moe[1]
+        wgrad = nd * dense[3] + nm * moe[3]
         attn = np.where(nm > 0, moe[2], dense[2])
         if name == "first":
-            fwd, bwd = fwd + emb[0], bwd + emb[1]
+            fwd, bwd, wgrad = fwd + emb[0], bwd + emb[1], wgrad + emb[3]
         if name == "last":
-            fwd, bwd = fwd + head[0], bwd + head[1]
+            fwd, bwd, wgrad = fwd + head[0], bwd + head[1], wgrad + head[3]
         if name == "first":  # pp = 1: the one stage holds the embedding and the head
             fwd = fwd + np.where(pp == 1, head[0], 0.0)
             bwd = bwd + np.where(pp == 1, head[1], 0.0)
-        if name == "middle":
-            fwd, bwd = np.where(pp > 2, fwd, 0.0), np.where(pp > 2, bwd, 0.0)
+            wgrad = wgrad + np.where(pp == 1, head[3], 0.0)
+        if name == "middle":  # no middle stage below pp = 3: nothing of it (nor its communication) counts
+            fwd, bwd, wgrad = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad))
+            nd, nm = np.where(pp > 2, nd, 0), np.where(pp > 2, nm, 0)
         if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
             on = pp > 1 if name == "last" else True
             (ff, fb), (lf, lb) = ends
             add_f = (lf if name == "last" else ff + np.where(pp == 1, lf, 0.0)) * on
             add_b = (lb if name == "last" else fb + np.where(pp == 1, lb, 0.0)) * on
             fwd, bwd = fwd + add_f, bwd + add_b
-        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm))
+        if mtp and name != "middle":  # the multi-token-prediction layers communicate as the others do
+            here = mtp * (np.ones_like(pp) if name == "last" else (pp == 1))
+            if name == "last":
+                here = here * (pp > 1)
+            nd, nm = (nd, nm + here) if job.model.moe is not None else (nd + here, nm)
+        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
     stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
+    if per_stage:
+        return stack
     slowest = np.argmax(stack[:, 0, :], axis=0)
     pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
-    return pd.DataFrame(
-        pick, columns=["t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers"]
-    )
+    return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
+
+
+STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
 
 
 def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
@@ -306,7 +336,7 @@ def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
     fp8 = {"dense": dense, "moe": moe}
     out = []
     for kind in (first_kind, last_kind):
-        f16, b16, _ = part(kind, lt16)
+        f16, b16 = part(kind, lt16)[:2]
         out.append((n * (f16 - fp8[kind][0]), n * (b16 - fp8[kind][1])))
     return tuple(out)
 
@@ -318,7 +348,7 @@ def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
 TP_COLLECTIVES_PER_PASS = 2  # per layer: after the attention output and after the MLP (SC21 Sec. 2.3, Fig. 5)
 
 
-def overlapped_comm(t_comm, t_compute, fraction: float, slowdown: float):
+def overlapped_comm(t_comm, t_compute, fraction, slowdown: float):
     """Time a collective adds to a micro-batch when a stack overlaps it with compute [s].
 
     ``hidden = min(fraction x t_comm, t_compute)`` runs concurrently with the compute, which is
@@ -367,47 +397,6 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     block = mb * job.seq_len / cp * width * ACT_BYTES
     steps = (cp - 1) * (3 + (_col(df, "recompute") == "full"))
     return np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0)
-
-
-def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:
-    """Expert-parallel all-to-all of one micro-batch [s]: dispatch and combine forward and backward
-    per MoE layer (two more forward with full recomputation).
-
-    A rank holds ``T = b s / (cp tp)`` tokens, each sent to ``k`` experts: a pairwise all-to-all of
-    ``T k h`` bf16 over the EP group (carved from ``dp x cp``, stride ``tp``). With group-limited
-    routing (catalog ``expert_groups`` / ``groups_per_token``) and an EP group spanning ``D`` scale-up
-    domains, a token crosses the scale-out network once per destination domain, to at most
-    ``min(k, D, groups_per_token x ceil(D / expert_groups))`` domains, and is forwarded to its experts
-    inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited
-    routing, IB and NVLink traffic fully overlapped), so the time is the larger of a cross-domain
-    all-to-all of ``T x domains x h`` over one rank per domain and an in-domain all-to-all of
-    ``T k h``.
-    """
-    ep = _col(df, "ep")
-    moe = job.model.moe
-    if moe is None:
-        return np.zeros(len(df))
-    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
-    tokens = mb * job.seq_len / (cp * tp)
-    row_bytes = job.model.hidden * ACT_BYTES
-    t = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
-    if moe.groups_per_token is not None:
-        shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
-        q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
-        spans = (ep > 1) & (d > 1)
-        reach = np.minimum.reduce(
-            [np.full(len(df), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
-        )
-        cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
-        inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
-        t = np.where(spans, np.maximum(cross, inside), t)
-    n = 4 + 2 * (_col(df, "recompute") == "full")
-    return np.where(ep > 1, moe_layers * n * t, 0.0)
-
-
-def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
-    g = job.group(int(size), int(stride))
-    return g.per_domain, g.domains
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:

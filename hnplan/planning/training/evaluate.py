@@ -15,6 +15,7 @@ from hnplan.comm.topology import system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
 from hnplan.planning.training import components as c
+from hnplan.planning.training import moe
 from hnplan.planning.training.candidates import candidate_frame
 from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
@@ -219,24 +220,36 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     df["num_microbatches"] = m
     if df.empty:
         return df
-    comp = c.compute_per_microbatch(job, df)
-    layers, moe_layers = comp["layers"].to_numpy(), comp["moe_layers"].to_numpy()
-    t_comp = comp["t_compute_mb"].to_numpy()
+    stages = c.compute_per_microbatch(job, df, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
-    t_tp = c.tp_comm_per_microbatch(job, df, layers)
-    if ch.tp_comm:
-        t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
-    t_cp_layer = c.cp_comm_per_layer(job, df)
-    if ch.cp_comm:
-        t_cp_layer = np.maximum(t_cp_layer - comp["attn_per_layer"].to_numpy(), 0.0)
-    t_cp = layers * t_cp_layer
-    t_ep = c.ep_comm_per_microbatch(job, df, moe_layers)
-    if ch.ep_comm:
-        t_ep = c.overlapped_comm(t_ep, t_comp, ch.ep_comm_overlap_fraction, ch.overlap_gemm_slowdown)
+    # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
+    t_tp_layer = c.tp_comm_per_microbatch(job, df, 1)
+    t_cp_raw = c.cp_comm_per_layer(job, df)
+    t_ep_layer = moe.ep_comm_per_microbatch(job, df, 1)
     t_pp = c.pp_comm_per_microbatch(job, df)
-    t_mb = t_comp + t_tp + t_cp + t_ep + t_pp
-    bubble = (df["pp"].to_numpy() - 1) / df["virtual_stages"].to_numpy() * t_mb
-    t_dp = c.dp_comm_exposed(job, df, comp["t_fwd_mb"].to_numpy(), comp["t_bwd_mb"].to_numpy(), t_comp)
+    ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(df, m)  # warm-up/cool-down passes run alone
+    per_stage = []
+    for st in stages:
+        t_comp, layers, moe_layers = st[0], st[4], st[5]
+        t_tp = layers * t_tp_layer
+        if ch.tp_comm:
+            t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
+        t_cp_layer = np.maximum(t_cp_raw - st[3], 0.0) if ch.cp_comm else t_cp_raw
+        t_cp = layers * t_cp_layer
+        t_ep = moe_layers * t_ep_layer
+        if ch.ep_comm:
+            t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
+        per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
+    arr = np.array(per_stage, dtype=float)  # [stage, quantity, candidate]
+    pick = arr[np.argmax(arr[:, 0, :], axis=0), :, np.arange(arr.shape[2])].T  # the slowest stage
+    t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
+    comp = pd.DataFrame(dict(layers=stage_layers, t_bwd_mb=t_bwd_mb))  # the slowest stage, for the offload model
+    pp, v = df["pp"].to_numpy(), df["virtual_stages"].to_numpy()
+    bubble = (pp - 1) / v * t_mb
+    if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
+        dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
+        bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)
+    t_dp = c.dp_comm_exposed(job, df, t_fwd_mb, t_bwd_mb, t_comp)
     t_opt = c.optimizer_s(job, df)
     parts = dict(
         compute=m * t_comp,

@@ -1,0 +1,91 @@
+"""Expert parallelism in the training step: the dispatch / combine all-to-all of the busiest EP rank and
+the share of it a stack can hide in the pipeline schedule.
+
+References
+----------
+.. [5] DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv:2412.19437: Sec. 3.2.1 (DualPipe), 3.2.2
+   (node-limited routing; IB and NVLink traffic overlapped), 3.3.2 (FP8 dispatch, bf16 combine).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan.comm.messages import ep_token_bytes
+from hnplan.planning.training.components import Job, _col, collective_s
+from hnplan.vectorise import memo
+
+
+def ep_overlap_share(df: pd.DataFrame, num_microbatches) -> np.ndarray:
+    """Share of a stage's micro-batch passes that have a partner pass to hide an expert all-to-all
+    behind [0-1]: Megatron-Core's 1F1B all-to-all overlap runs one micro-batch's forward beside another's
+    backward (``--overlap-moe-expert-parallel-comm``), as DualPipe pairs forward and backward chunks
+    (arXiv:2412.19437 Sec. 3.2.1, Fig. 4-5); the warm-up forwards and cool-down backwards of the first
+    stage run alone. Warm-up passes follow Megatron-Core's schedules
+    (``megatron/core/pipeline_parallel/schedules.py``): ``pp - 1`` without virtual stages,
+    ``2 (pp - 1) + (v - 1) pp`` chunk passes with ``v``, out of ``m v``.
+
+    >>> import pandas as pd
+    >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[16], virtual_stages=[1])), 120)[0])  # 1 - 15/120
+    0.875
+    >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[8], virtual_stages=[4])), 128)[0])   # 1 - 38/512
+    0.92578125
+    """
+    pp, v = _col(df, "pp"), _col(df, "virtual_stages")
+    warm = np.where(v > 1, 2 * (pp - 1) + (v - 1) * pp, pp - 1)
+    return np.clip(1.0 - warm / (np.asarray(num_microbatches, dtype=float) * v), 0.0, 1.0)
+
+
+def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:
+    """Expert-parallel all-to-all of one micro-batch [s]: per MoE layer a dispatch and a combine forward,
+    their mirrors backward (the combine's backward is a dispatch, the dispatch's a combine), and the
+    forward pair again with full recomputation.
+
+    A rank holds ``T = b s / (cp tp)`` tokens, each sent to ``k`` experts: a pairwise all-to-all of
+    ``T k`` token copies over the EP group (carved from ``dp x cp``, stride ``tp``), each copy
+    :func:`hnplan.comm.messages.ep_token_bytes` wide: bf16, or FP8 with its scales for the dispatch
+    and its mirror when the stack dispatches in FP8 (``ep_dispatch_fp8``, fp8 training only); the busiest
+    rank carries ``moe_load_imbalance`` times the mean (:func:`hnplan.comm.messages.ep_alltoall_bytes`).
+    With group-limited routing (catalog ``expert_groups`` / ``groups_per_token``) and an EP group
+    spanning ``D`` scale-up domains, a token crosses the scale-out network once per destination domain,
+    to at most ``min(k, D, groups_per_token x ceil(D / expert_groups))`` domains, and is forwarded to
+    its experts inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2:
+    node-limited routing, IB and NVLink traffic fully overlapped), so the time is the larger of a
+    cross-domain all-to-all of ``T x domains`` copies over one rank per domain and an in-domain
+    all-to-all of ``T k`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
+    has one: what a published expert-parallel library reaches (DeepEP: 153-158 GB/s of the H800's 200 GB/s
+    NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
+    NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
+    """
+    ep = _col(df, "ep")
+    moe = job.model.moe
+    if moe is None:
+        return np.zeros(len(df))
+    ch = job.choices
+    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
+    tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
+    fp8 = bool(ch.ep_dispatch_fp8) and job.dtype == "fp8"
+    widths = (ep_token_bytes(job.model.hidden, fp8), ep_token_bytes(job.model.hidden, False))
+    if moe.groups_per_token is not None:
+        shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
+        q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+        spans = (ep > 1) & (d > 1)
+        reach = np.minimum.reduce(
+            [np.full(len(df), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
+        )
+    t = np.zeros(len(df))
+    for row_bytes in widths:  # one dispatch and one combine
+        one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+        if moe.groups_per_token is not None:
+            cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
+            inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
+            one = np.where(spans, np.maximum(cross, inside), one)
+        t = t + one
+    passes = 2 + (_col(df, "recompute") == "full")
+    return np.where(ep > 1, moe_layers * passes * t, 0.0)
+
+
+def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
+    g = job.group(int(size), int(stride))
+    return g.per_domain, g.domains

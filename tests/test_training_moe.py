@@ -1,0 +1,185 @@
+"""MoE as it runs: all-to-all bytes per token, routing imbalance, EP placement, multi-token prediction."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes
+from hnplan.planning.training import ParallelPlan, estimate_training_step, make_job, moe
+from hnplan.planning.training import components as c
+
+
+def _plans(**kw):
+    base = dict(tp=1, cp=1, ep=8, dp=8, pp=1, microbatch_size=1, recompute="none", virtual_stages=1, zero_stage=1)
+    base.update(kw)
+    return pd.DataFrame({k: [v] for k, v in base.items()})
+
+
+def test_deepseek_v3_dispatch_and_combine_bytes_by_hand(cat):
+    # hidden 7168: FP8 dispatch is 7168 x 1 B + 7168 / 128 = 56 fp32 scales x 4 B = 7,392 B a token copy,
+    # the bf16 combine 7168 x 2 = 14,336 B (DeepSeek-V3 report Sec. 3.3.2; DeepEP: FP8 dispatch, BF16 combine)
+    assert ep_token_bytes(7168, fp8=True) == 7392.0
+    assert ep_token_bytes(7168) == 14336.0
+    # a 4,096-token micro-batch, top-8: 32,768 copies; the busiest rank at 1.2 x the mean gets 39,321.6
+    d, comb = ep_alltoall_bytes(cat.model("deepseek-v3"), 4096, fp8_dispatch=True, imbalance=1.2)
+    assert d == pytest.approx(4096 * 8 * 1.2 * 7392)
+    assert comb == pytest.approx(4096 * 8 * 1.2 * 14336)
+    # Mixtral 8x7B (hidden 4096, top-2) in bf16: 4096 x 2 x 8192 B = 64 MiB each way
+    d, comb = ep_alltoall_bytes(cat.model("mixtral-8x7b"), 4096)
+    assert d == comb == 64 * 2**20
+
+
+def test_fp8_dispatch_only_in_fp8_training_and_cheaper(cat):
+    df = _plans()
+    t = {}
+    for dtype in ("bf16", "fp8"):
+        for fp8 in (False, True):
+            job = make_job("deepseek-v3", "hgx-h800-ib", 64, 4096, 64, dtype, cat, overrides={"ep_dispatch_fp8": fp8})
+            t[dtype, fp8] = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
+    assert t["bf16", True] == t["bf16", False]  # no FP8 dispatch in a bf16 run
+    # the dispatch shrinks to 7,392 / 14,336 of its bytes, the combine does not: between 1/2 and 1 of the time
+    assert 0.5 * t["fp8", False] < t["fp8", True] < t["fp8", False]
+
+
+def test_all_to_all_passes_per_layer(cat):
+    # dispatch + combine forward, their mirrors backward, and the forward pair again with full recomputation
+    job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 64, 4096, 64, "bf16", cat)
+    none = float(moe.ep_comm_per_microbatch(job, _plans(), np.array([1]))[0])
+    full = float(moe.ep_comm_per_microbatch(job, _plans(recompute="full"), np.array([1]))[0])
+    one = float(c.collective_s(job, "alltoall", np.array([4096 * 2 * 8192.0]), np.array([8]), np.array([1]))[0])
+    assert none == pytest.approx(4 * one, rel=1e-12)
+    assert full == pytest.approx(6 * one, rel=1e-12)
+    assert float(moe.ep_comm_per_microbatch(job, _plans(), np.array([3]))[0]) == pytest.approx(3 * none)
+
+
+@settings(max_examples=12, deadline=None)
+@given(lo=st.floats(1.0, 2.0), step=st.floats(0.0, 1.0))
+def test_more_imbalance_is_never_faster(cat, lo, step):
+    plan = ParallelPlan(tp=1, pp=2, dp=8, ep=8, microbatch_size=1)
+    out = [
+        estimate_training_step(
+            "mixtral-8x7b", "hgx-h100-ib-ndr", 16, plan, 4096, 64, catalog=cat, overrides={"moe_load_imbalance": x}
+        )
+        for x in (lo, lo + step)
+    ]
+    assert out[1].step_time_s >= out[0].step_time_s
+    assert out[1].breakdown_s["ep_comm_exposed"] >= out[0].breakdown_s["ep_comm_exposed"]
+    assert out[1].breakdown_s["compute"] >= out[0].breakdown_s["compute"]
+
+
+def test_imbalance_scales_the_routed_experts_only(cat):
+    # at 1.5 x the mean tokens the busiest rank's routed-expert GEMMs and permutation take 1.5 x as long;
+    # attention, router, shared expert, embedding and head do not change
+    df = _plans(pp=1, dp=8)
+    jobs = {
+        x: make_job("deepseek-v3", "hgx-h800-ib", 64, 4096, 64, "fp8", cat, overrides={"moe_load_imbalance": x})
+        for x in (1.0, 1.5)
+    }
+    from hnplan.compute.parts import training_part_times
+
+    lt = training_part_times(
+        cat.model("deepseek-v3"), jobs[1.0].acc, df[["microbatch_size", "tp", "cp", "ep"]], 4096, "fp8"
+    )
+    routed = float(lt["moe_routed_fwd"].iloc[0] + lt["moe_routed_bwd"].iloc[0])
+    assert 0 < routed < float(lt["moe_fwd"].iloc[0] + lt["moe_bwd"].iloc[0])
+    base = c.compute_per_microbatch(jobs[1.0], df)
+    more = c.compute_per_microbatch(jobs[1.5], df)
+    # pp = 1: the one stage holds the 58 MoE layers and the multi-token-prediction module's MoE layer
+    moe_layers = float(base["moe_layers"].iloc[0])
+    assert moe_layers == 59
+    assert float(more["t_compute_mb"].iloc[0] - base["t_compute_mb"].iloc[0]) == pytest.approx(
+        0.5 * moe_layers * routed
+    )
+    # and the all-to-all of the busiest rank carries 1.5 x the bytes
+    t1 = moe.ep_comm_per_microbatch(jobs[1.0], df, np.array([1]))[0]
+    t15 = moe.ep_comm_per_microbatch(jobs[1.5], df, np.array([1]))[0]
+    assert t15 > 1.3 * t1
+
+
+@pytest.mark.parametrize("ep", [8, 16, 32, 64])
+def test_ep_inside_nvl72_never_slower_than_across_infiniband(cat, ep):
+    # the same EP group of B200-class GPUs: inside one NVL72 NVLink domain vs over 400G NICs between
+    # 8-GPU servers (one NVLink 5 server for EP 8)
+    df = _plans(ep=ep, dp=ep)
+    t = {
+        s: float(moe.ep_comm_per_microbatch(make_job("deepseek-v3", s, 64, 4096, 64, "fp8", cat), df, np.array([1]))[0])
+        for s in ("gb200-nvl72", "dgx-b200-ib-ndr")
+    }
+    assert t["gb200-nvl72"] <= t["dgx-b200-ib-ndr"] * (1 + 1e-9)
+    if ep > 8:  # across servers the 50 GB/s NICs, not NVLink, set the pace: strictly slower
+        assert t["gb200-nvl72"] < 0.7 * t["dgx-b200-ib-ndr"]
+
+
+def test_mtp_module_sits_on_the_last_stage(cat):
+    # DeepSeek-V3 trains one multi-token-prediction module: on the last stage, one more MoE layer and
+    # one more pass through the output head and loss
+    model = cat.model("deepseek-v3")
+    assert model.mtp_modules == 1
+    job = make_job(model, "hgx-h800-ib", 256, 4096, 256, "fp8", cat)
+    plain = make_job(model.model_copy(update={"mtp_modules": 0}), "hgx-h800-ib", 256, 4096, 256, "fp8", cat)
+    df = _plans(pp=16, dp=16, ep=16)
+    with_mtp = c.compute_per_microbatch(job, df, per_stage=True)
+    without = c.compute_per_microbatch(plain, df, per_stage=True)
+    assert np.allclose(with_mtp[:2], without[:2])  # first and middle stages unchanged
+    assert with_mtp[2, 0, 0] > without[2, 0, 0]
+
+
+def test_overlap_hides_only_the_steady_state_and_never_all(cat):
+    # Mixtral 8x7B on 4 x 8 H100, EP 8 inside each server, PP 4: the 1F1B all-to-all overlap hides at most the
+    # steady-state share 1 - (pp - 1) / m of the all-to-all, and what it hides still slows the compute beside it
+    plan = ParallelPlan(tp=1, pp=4, dp=8, ep=8, microbatch_size=1)
+    est = {
+        s: estimate_training_step("mixtral-8x7b", "hgx-h100-ib-ndr", 32, plan, 4096, 64, catalog=cat, stack=s)
+        for s in ("megatron-core", "megatron-core-ep-overlap")
+    }
+    exposed, overlapped = (est[s].breakdown_s["ep_comm_exposed"] for s in ("megatron-core", "megatron-core-ep-overlap"))
+    m = est["megatron-core"].num_microbatches
+    share = 1 - 3 / m
+    assert share == pytest.approx(float(moe.ep_overlap_share(_plans(pp=4), m)[0]))
+    # hidden = share x exposed (the compute is long enough here); exposed: the rest + 0.18 x hidden
+    hidden = share * exposed
+    assert overlapped == pytest.approx(exposed - hidden + 0.18 * hidden, rel=1e-9)
+    assert 0 < overlapped < exposed
+
+
+def test_alltoall_runs_at_the_library_bandwidth(cat):
+    # 8 B200 in one server, EP 8: the pairwise all-to-all of S bytes moves 7/8 S per rank over NVLink 5 at
+    # the catalog's alltoall_efficiency (DeepEP V2 on SM100: 0.64 x 900 GB/s), not at the ring's 0.772
+    job = make_job("mixtral-8x7b", "dgx-b200-ib-ndr", 8, 4096, 8, "bf16", cat)
+    g = job.group(8, 1)
+    assert g.up.alltoall_bw_Bps == pytest.approx(0.64 * 900e9)
+    s = 4096 * 2 * 8192.0  # Mixtral: 4,096 tokens x top-2 x 8,192 B
+    t = float(c.collective_s(job, "alltoall", np.array([s]), np.array([8]), np.array([1]))[0])
+    assert t == pytest.approx(7 * g.up.alpha_s + 7 / 8 * s / (0.64 * 900e9), rel=1e-9)
+
+
+def test_dualpipe_bubble_by_its_formula(cat):
+    # arXiv:2412.19437 Table 2: 1F1B bubble (PP - 1)(F + B), DualPipe (PP/2 - 1)(F&B + B - 3W); PP 4, no virtual
+    # stages: DualPipe's bubble is 1 x (t_mb + B - 3 W) where 1F1B's is 3 t_mb
+    plan = ParallelPlan(tp=1, pp=4, dp=8, ep=8, microbatch_size=1)
+    est = {
+        s: estimate_training_step(
+            "mixtral-8x7b", "hgx-h100-ib-ndr", 32, plan, 4096, 64, catalog=cat, overrides={"pipeline_schedule": s}
+        )
+        for s in ("1f1b", "dualpipe")
+    }
+    t_mb = est["1f1b"].breakdown_s["pp_bubble"] / 3
+    job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 32, 4096, 64, "bf16", cat)
+    stages = c.compute_per_microbatch(job, _plans(pp=4, dp=8, ep=8), per_stage=True)
+    # Mixtral: 32 MoE layers, 8 a stage; the middle stage holds neither embedding nor head
+    last = stages[2, :, 0]  # the last stage (8 layers + head) is the slowest in compute and communication alike
+    b, w = last[2], last[6]
+    assert 0 < w < b
+    assert est["dualpipe"].breakdown_s["pp_bubble"] == pytest.approx(1 * (t_mb + b - 3 * w), rel=1e-9)
+    assert est["dualpipe"].step_time_s < est["1f1b"].step_time_s
+    # odd PP: the 1F1B bubble
+    odd = ParallelPlan(tp=1, pp=1, dp=32, ep=8, microbatch_size=1)
+    a, d = (
+        estimate_training_step(
+            "mixtral-8x7b", "hgx-h100-ib-ndr", 32, odd, 4096, 64, catalog=cat, overrides={"pipeline_schedule": s}
+        ).step_time_s
+        for s in ("1f1b", "dualpipe")
+    )
+    assert a == d
