@@ -165,7 +165,9 @@ def test_train_overlap_flags_reduce_exposed_time():
     a = json.loads(runner.invoke(app, base).stdout)["breakdown_s"]
     b = json.loads(runner.invoke(app, [*base, "--ep-overlap", "--no-dp-overlap"]).stdout)["breakdown_s"]
     assert b["ep_comm_exposed"] < a["ep_comm_exposed"] and b["dp_comm_exposed"] >= a["dp_comm_exposed"]
-    assert b["compute"] == a["compute"]
+    # each pipeline stage pays its own EP traffic and the slowest stage sets the step: hiding the all-to-all
+    # can hand that role to a stage with more compute (the last, with the MTP module and the head)
+    assert b["compute"] >= a["compute"]
 
 
 def test_size_beyond_the_largest_fabric_is_one_line_exit_3():

@@ -35,6 +35,9 @@ def simulate(
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
+    serve: list[str] = typer.Option(
+        None, "--serve", help="MODEL:QPS, a serving deployment sized by the inference planner (repeatable)"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -48,7 +51,17 @@ def simulate(
         if days is not None and days <= 0:
             raise InputError(f"--days must be > 0; got {days}")
         cat = load_catalog()
+        services = []
+        for item in serve or []:
+            model_id, _, qps = item.rpartition(":")
+            try:
+                services.append((model_id, float(qps)))
+            except ValueError:
+                raise InputError(f"--serve takes MODEL:QPS (e.g. llama3.1-70b:30); got {item!r}") from None
+            if not model_id or services[-1][1] <= 0:
+                raise InputError(f"--serve takes MODEL:QPS with QPS > 0; got {item!r}")
         kw = dict(
+            serve=services,
             trace=trace,
             mix=mix,
             policy=policy,

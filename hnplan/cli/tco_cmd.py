@@ -7,6 +7,7 @@ import typer
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.planning.design import tco_summary
+from hnplan.planning.procurement import resolve_utilisation
 from hnplan.units import format_usd as usd
 
 
@@ -16,9 +17,13 @@ def tco(
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators (bought in whole units)"),
     years: float = typer.Option(None, "--years", min=0.01, help="amortisation period [years] (default facility.yaml)"),
     pue: float = typer.Option(None, "--pue", min=1.0, help="PUE [ratio] (default by cooling, facility.yaml)"),
-    utilisation: float = typer.Option(
-        1.0, "--utilisation", min=0.001, max=1.0, help="share of hours the cluster runs jobs [0-1]"
+    utilisation: str = typer.Option(
+        "1.0",
+        "--utilisation",
+        help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a short "
+        "cached simulation of the design under --mix",
     ),
+    mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
     availability: float = typer.Option(
@@ -33,17 +38,19 @@ def tco(
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
     with handle_errors():
         cat = load_catalog()
+        u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)
         d = tco_summary(
             cat.design(system),
             gpus,
             cat,
             years=years,
             pue=pue,
-            utilisation=utilisation,
+            utilisation=u,
             electricity_usd_per_kwh=electricity,
             staff_usd_per_year=staff,
             availability=availability,
         )
+        d["utilisation_source"] = source
         if json_:
             print_json(d)
             return
@@ -69,7 +76,11 @@ def tco(
             ),
             ("opex per year", f"{usd(d['opex_usd_per_year'])} (energy {usd(d['energy_usd_per_year'])})"),
             (f"TCO over {d['years']:g} years", usd(d["tco_usd"])),
-            ("cost per GPU-hour", f"{usd(d['usd_per_gpu_hour'])} at {d['utilisation']:.0%} utilisation"),
+            (
+                "cost per GPU-hour",
+                f"{usd(d['usd_per_gpu_hour'])} at {d['utilisation']:.0%} utilisation"
+                + (f" ({source})" if source != "given" else ""),
+            ),
             ("deployment", f"{d['deploy_days']:.1f} days (idle capital {usd(d['idle_capital_usd'])})"),
         ]
         if d["storage"]:
