@@ -1,8 +1,8 @@
-"""Training-cluster trace loaders (Helios, Acme): what is kept, the derived columns, format detection,
+"""Training-cluster trace loaders (Helios, Acme, Philly): what is kept, the derived columns, format detection,
 a replay on a small cluster and one-line errors.
 
 The files are written here in the exact format of each trace's README (the three Helios rows and the
-Seren and Kalos rows are the README's own examples; the others are hand-written to cover CPU jobs,
+Seren and Kalos rows and the first Philly job are the README's own examples; the others are hand-written to cover CPU jobs,
 multi-node jobs, jobs cancelled before they started and non-terminal states). No trace rows are
 committed under data/traces for these formats."""
 
@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
-from hnplan.cluster import read_acme, read_helios, read_trace, simulate_cluster
+from hnplan.cluster import read_acme, read_helios, read_philly, read_trace, simulate_cluster
 from hnplan.errors import InputError
 
 HELIOS_HEAD = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
@@ -56,6 +56,53 @@ KALOS = (
 )
 
 
+def _attempt(start, end, servers):
+    return {"start_time": start, "end_time": end, "detail": [{"ip": f"m{i}", "gpus": g} for i, g in enumerate(servers)]}
+
+
+EIGHT = [f"gpu{i}" for i in range(8)]
+PHILLY = [
+    # the philly-traces README example
+    {
+        "status": "Pass",
+        "vc": "ee9e8c",
+        "jobid": "application_1506638472019_14199",
+        "attempts": [
+            _attempt("2017-10-07 01:12:09", "2017-10-07 01:13:23", [EIGHT]),
+            _attempt("2017-10-07 01:13:30", "2017-10-09 06:53:12", [EIGHT]),
+        ],
+        "submitted_time": "2017-10-07 01:11:39",
+        "user": "ce2f4c",
+    },
+    # hand-written: a 2-server job, a job never scheduled, a job still running, a 2-GPU job
+    {
+        "status": "Failed",
+        "vc": "v",
+        "jobid": "b",
+        "submitted_time": "2017-10-07 01:20:00",
+        "user": "u",
+        "attempts": [_attempt("2017-10-07 01:25:00", "2017-10-07 02:25:00", [EIGHT, EIGHT])],
+    },
+    {"status": "Pass", "vc": "v", "jobid": "c", "submitted_time": "2017-10-07 01:30:00", "user": "u", "attempts": []},
+    {
+        "status": "Killed",
+        "vc": "v",
+        "jobid": "d",
+        "submitted_time": "2017-10-07 01:40:00",
+        "user": "u",
+        "attempts": [_attempt("2017-10-07 01:41:00", None, [EIGHT])],
+    },
+    {
+        "status": "Killed",
+        "vc": "v",
+        "jobid": "e",
+        "submitted_time": "2017-10-07 01:50:00",
+        "user": "u",
+        "attempts": [_attempt("2017-10-07 01:50:30", "2017-10-07 01:55:30", [["gpu0", "gpu1"]])],
+    },
+]
+
+
 def _write(tmp_path, name, text):
     p = tmp_path / name
     p.write_text(text)
@@ -93,6 +140,31 @@ def test_acme_types_to_classes(tmp_path):
     assert kalos["duration_s"].tolist() == [18.0, 82.0] and kalos["tp"].tolist() == [8, 8]
 
 
+def test_philly_job_log(tmp_path):
+    p = _write(tmp_path, "cluster_job_log", json.dumps(PHILLY, indent=4))
+    jobs = read_trace(p)
+    # the README job: first start 10-07 01:12:09 to last end 10-09 06:53:12 = 2 d 5 h 41 min 3 s
+    assert jobs["duration_s"].tolist() == [2 * 86400 + 5 * 3600 + 41 * 60 + 3, 3600.0, 300.0]
+    # never scheduled ("c") and still running ("d") are left out; arrivals after 01:11:39
+    assert jobs["arrival_s"].tolist() == [0.0, 501.0, 2301.0]
+    assert jobs["gpus"].tolist() == [8, 16, 2] and jobs["tp"].tolist() == [8, 8, 2]
+    assert set(jobs["cls"]) == {"training"}
+    assert read_philly(p, states=["Pass"])["gpus"].tolist() == [8]
+    bad = [dict(PHILLY[0], submitted_time="07/10/2017")]
+    with pytest.raises(InputError, match="submitted_time must be YYYY-MM-DD HH:MM:SS; got '07/10/2017'"):
+        read_philly(_write(tmp_path, "b.json", json.dumps(bad)))
+    with pytest.raises(InputError, match=r"lacks key\(s\) attempts"):
+        read_philly(_write(tmp_path, "c.json", json.dumps([{"jobid": 1, "status": "Pass", "submitted_time": ""}])))
+    with pytest.raises(InputError, match="JSON list of jobs"):
+        read_philly(_write(tmp_path, "d.json", json.dumps(PHILLY[0])))
+    with pytest.raises(InputError, match="not a JSON file"):
+        read_philly(_write(tmp_path, "e.json", "[{"))
+    with pytest.raises(InputError, match="no finished GPU job"):
+        read_philly(_write(tmp_path, "f.json", json.dumps(PHILLY[2:4])))
+    with pytest.raises(InputError, match="states must be among"):
+        read_philly(p, states=["COMPLETED"])
+
+
 def test_read_trace_detects_the_format(tmp_path):
     assert read_trace(_write(tmp_path, "a.csv", SEREN))["cls"].iloc[2] == "training"
     h = read_trace(_write(tmp_path, "h.csv", HELIOS))
@@ -114,6 +186,9 @@ def test_replay_on_a_small_cluster(tmp_path):
         "hgx-h100-ib-ndr", 32, trace=_write(tmp_path, "h.csv", HELIOS), failures=False, policy="best-fit"
     )
     assert r.summary["jobs"]["done"] == 4
+    p = _write(tmp_path, "cluster_job_log", json.dumps(PHILLY))
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, trace=p, failures=False, policy="topology-aware")
+    assert r.summary["jobs"]["done"] == 3
 
 
 def test_cli_simulates_a_helios_log(tmp_path):

@@ -23,7 +23,7 @@ def simulate(
     trace: Path = typer.Option(
         None,
         "--trace",
-        help="job CSV: hnplan's columns, Alibaba openb_pod_list_*.csv, Helios cluster_log.csv or Acme trace_*.csv",
+        help="job CSV: hnplan's columns, Alibaba openb_pod_list_*.csv, Helios cluster_log.csv, Acme trace_*.csv or Philly cluster_job_log",
     ),
     mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
     policy: str = typer.Option(

@@ -172,8 +172,8 @@ def simulate_cluster(
     jobs : DataFrame, optional
         A job table (:mod:`hnplan.cluster.jobs`); else ``trace`` or ``mix``.
     trace : path, optional
-        A CSV job table, an Alibaba ``openb_pod_list_*.csv``, a Helios ``cluster_log.csv`` or an
-        Acme ``trace_seren.csv``/``trace_kalos.csv`` (:func:`hnplan.cluster.traces.read_trace`).
+        A CSV job table, an Alibaba ``openb_pod_list_*.csv``, a Helios ``cluster_log.csv``, an
+        Acme ``trace_seren.csv``/``trace_kalos.csv`` or the Philly ``cluster_job_log`` (:func:`hnplan.cluster.traces.read_trace`).
     mix : str
         Synthetic mix id (``data/cluster_mixes/``) when neither ``jobs`` nor ``trace`` is given.
     policy : str

@@ -1,5 +1,6 @@
-"""Job traces of large training clusters (Slurm job logs): SenseTime Helios and Shanghai AI Lab Acme,
-and :func:`read_trace`, which picks the loader of a CSV file by its columns.
+"""Job traces of large training clusters: the Slurm job logs of SenseTime Helios and Shanghai AI Lab
+Acme, the Microsoft Philly job log (:func:`read_philly`), and :func:`read_trace`, which picks the loader
+of a file by its content.
 
 Both traces are one row per job as the scheduler logged it, with the columns of
 :data:`HELIOS_COLUMNS` (Helios ``data/<cluster>/cluster_log.csv``, github.com/S-Lab-System-Group/HeliosData,
@@ -25,6 +26,7 @@ What a loader keeps (the job table of :mod:`hnplan.cluster.jobs`):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -189,19 +191,121 @@ def read_acme(
     return _job_table(g, types.map(ACME_CLASS).to_numpy(object), checkpoint_s, str(path))
 
 
-def read_trace(path: str | Path) -> pd.DataFrame:
-    """A job table from a CSV, its format told by its columns: Alibaba openb (``num_gpu``), Acme
-    (``gpu_num``, ``submit_time`` and ``type``), Helios (``gpu_num`` and ``submit_time``), else
-    hnplan's own (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional).
+# -- Philly (msr-fiddle/philly-traces, cluster_job_log) -------------------------------------------
+PHILLY_STATES = ("Pass", "Killed", "Failed")
+"""End states of a Philly job (philly-traces README, key ``status``)."""
+
+
+def _philly_time(value, path: Path, jobid, key: str) -> pd.Timestamp | None:
+    if value is None or value in ("", "None"):
+        return None
+    t = pd.to_datetime(value, errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    if pd.isna(t):
+        raise InputError(f"{path}: job {jobid}: {key} must be YYYY-MM-DD HH:MM:SS; got {value!r}")
+    return t
+
+
+def read_philly(
+    path: str | Path,
+    checkpoint_s: float = 3600.0,
+    states: Iterable[str] | None = PHILLY_STATES,
+    cls: str = "training",
+) -> pd.DataFrame:
+    """Jobs from the Philly ``cluster_job_log`` (Microsoft; Jeon et al., "Analysis of Large-Scale
+    Multi-Tenant GPU Clusters for DNN Training Workloads", USENIX ATC '19).
+
+    Parameters
+    ----------
+    path : path
+        The JSON list of jobs of github.com/msr-fiddle/philly-traces (``trace-data/cluster_job_log``),
+        each with ``status``, ``jobid``, ``submitted_time`` and ``attempts`` (``start_time``,
+        ``end_time`` and ``detail``, a list of servers with their ``gpus``), as in that README.
+    checkpoint_s : float
+        Checkpoint period of the jobs [s] (the trace has none).
+    states : iterable of str, optional
+        Statuses kept (default all of :data:`PHILLY_STATES`; ``None`` keeps every job).
+    cls : str
+        Class of every job (Philly's jobs are DNN training, README "Overview").
+
+    Returns
+    -------
+    DataFrame
+        A job table. As the trace's own analysis notebook (``analysis/Philly Trace Analysis.ipynb``)
+        defines them: GPUs = the GPUs of the first attempt, run time = last attempt's end - first
+        attempt's start (retries and the gaps between them included); ``tp`` = GPUs per server of the
+        first attempt. Left out: jobs without attempts or without a first start time, jobs still
+        running (last ``end_time`` empty), jobs of 0 GPUs or 0 s.
 
     Raises
     ------
     InputError
-        For a missing file or a CSV in none of these formats.
+        For a missing file, a file that is not a JSON list of jobs, a job without ``jobid``,
+        ``status``, ``submitted_time`` or ``attempts``, an unparseable time, an unknown class or
+        status, or no job left.
+    """
+    if cls not in CLASSES:
+        raise InputError(f"class must be one of {', '.join(CLASSES)}; got {cls!r}")
+    wanted = None if states is None else set(states)
+    if wanted is not None and wanted - set(PHILLY_STATES):
+        raise InputError(
+            f"states must be among {', '.join(PHILLY_STATES)}; got {sorted(wanted - set(PHILLY_STATES))[0]!r}"
+        )
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        log = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON file ({exc})") from None
+    if not isinstance(log, list):
+        raise InputError(f"{path}: a Philly cluster_job_log is a JSON list of jobs")
+    rows = []
+    for job in log:
+        missing = [
+            k for k in ("jobid", "status", "submitted_time", "attempts") if not isinstance(job, dict) or k not in job
+        ]
+        if missing:
+            raise InputError(f"{path}: a job lacks key(s) {', '.join(missing)} of the Philly cluster_job_log format")
+        jid, att = job["jobid"], job["attempts"] or []
+        if not isinstance(att, list) or not all(isinstance(a, dict) for a in att):
+            raise InputError(f"{path}: job {jid}: attempts must be a list of objects")
+        if (wanted is not None and job["status"] not in wanted) or not att:
+            continue
+        start = _philly_time(att[0].get("start_time"), path, jid, "start_time")
+        end = _philly_time(att[-1].get("end_time"), path, jid, "end_time")
+        submit = _philly_time(job["submitted_time"], path, jid, "submitted_time")
+        if submit is None:
+            raise InputError(f"{path}: job {jid}: submitted_time is empty")
+        detail = att[0].get("detail") or []
+        gpus = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
+        if start is None or end is None or gpus == 0 or end <= start:
+            continue
+        rows.append((submit, gpus, len(detail), (end - start).total_seconds()))
+    if not rows:
+        raise InputError(f"{path}: no finished GPU job in the statuses kept")
+    submit_t, gpus_a, nodes_a, dur = (np.array(c) for c in zip(*rows, strict=True))
+    arrival = (pd.DatetimeIndex(submit_t) - pd.DatetimeIndex(submit_t).min()).total_seconds().to_numpy(float)
+    g = pd.DataFrame({"arrival_s": arrival, "gpu_num": gpus_a, "node_num": nodes_a, "duration": dur})
+    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """A job table from a file, its format told by its content: a JSON list is the Philly
+    ``cluster_job_log``; a CSV is Alibaba openb (a ``num_gpu`` column), Acme (``gpu_num``,
+    ``submit_time`` and ``type``), Helios (``gpu_num`` and ``submit_time``), else hnplan's own
+    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional).
+
+    Raises
+    ------
+    InputError
+        For a missing file or a file in none of these formats.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"trace file {path} not found")
+    with path.open("rb") as f:
+        if f.read(4096).lstrip()[:1] == b"[":
+            return read_philly(path)
     try:
         head = set(pd.read_csv(path, nrows=0).columns)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
