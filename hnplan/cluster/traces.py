@@ -58,10 +58,8 @@ long, checkpointed training jobs; SFT is fine-tuning; evaluation, debugging and 
 and restart from scratch, so they take the lowest class. No Acme job is production inference."""
 
 
-def _slurm_log(
-    path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[str] | None
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The raw file and its kept rows (GPU jobs that ran, in ``states``), with ``submit_time`` parsed
+def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[str] | None) -> pd.DataFrame:
+    """The kept rows of a Slurm job log (GPU jobs that ran, in ``states``), with ``submit_time`` parsed
     and the numeric columns checked."""
     if not path.is_file():
         raise InputError(f"trace file {path} not found")
@@ -94,7 +92,7 @@ def _slurm_log(
         row = int(np.flatnonzero(submit.isna().to_numpy())[0])
         raise InputError(f"{path}: column submit_time must be a date-time; got {g['submit_time'].iloc[row]!r}")
     g["arrival_s"] = (submit - submit.min()).dt.total_seconds().to_numpy(float)
-    return raw, g
+    return g
 
 
 def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str) -> pd.DataFrame:
@@ -151,7 +149,7 @@ def read_helios(
     if cls not in CLASSES:
         raise InputError(f"class must be one of {', '.join(CLASSES)}; got {cls!r}")
     path = Path(path)
-    _, g = _slurm_log(path, HELIOS_COLUMNS, "Helios cluster_log.csv", states)
+    g = _slurm_log(path, HELIOS_COLUMNS, "Helios cluster_log.csv", states)
     return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
 
 
@@ -183,7 +181,7 @@ def read_acme(
         As :func:`read_helios`, and for a ``type`` outside :data:`ACME_CLASS`.
     """
     path = Path(path)
-    _, g = _slurm_log(path, ACME_COLUMNS, "Acme job trace", states)
+    g = _slurm_log(path, ACME_COLUMNS, "Acme job trace", states)
     types = g["type"].astype(str)
     bad = sorted(set(types) - set(ACME_CLASS))
     if bad:
