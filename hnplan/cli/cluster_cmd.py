@@ -20,7 +20,11 @@ app.add_typer(cluster_app, name="cluster")
 def simulate(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the cluster (whole scale-up domains)"),
-    trace: Path = typer.Option(None, "--trace", help="job CSV: hnplan's columns or Alibaba openb_pod_list_*.csv"),
+    trace: Path = typer.Option(
+        None,
+        "--trace",
+        help="job CSV: hnplan's columns, Alibaba openb_pod_list_*.csv, Helios cluster_log.csv, Acme trace_*.csv or Philly cluster_job_log",
+    ),
     mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
     policy: str = typer.Option(
         "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"

@@ -12,9 +12,10 @@ import pandas as pd
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
-from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, read_trace, synthetic_jobs
+from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import build_topology
+from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
 SERIES_UNITS = {
@@ -171,7 +172,8 @@ def simulate_cluster(
     jobs : DataFrame, optional
         A job table (:mod:`hnplan.cluster.jobs`); else ``trace`` or ``mix``.
     trace : path, optional
-        A CSV job table or an Alibaba ``openb_pod_list_*.csv``.
+        A CSV job table, an Alibaba ``openb_pod_list_*.csv``, a Helios ``cluster_log.csv``, an
+        Acme ``trace_seren.csv``/``trace_kalos.csv`` or the Philly ``cluster_job_log`` (:func:`hnplan.cluster.traces.read_trace`).
     mix : str
         Synthetic mix id (``data/cluster_mixes/``) when neither ``jobs`` nor ``trace`` is given.
     policy : str
