@@ -14,6 +14,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import math
 import os
 import tempfile
 import time
@@ -27,14 +28,16 @@ from hnplan import __version__
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Scenario
 from hnplan.errors import CatalogError, ScenarioError
+from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report runner's face
+    KERNEL_ARGS,
+    escape_dollars,
+    export_html,
+    quiet_kernel_manager,
+    runner_log,
+)
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-
-# the kernel's own log quiet (its start-up warning about TCP transport on localhost is not the reader's
-# concern); errors still show, and the notebooks' output is in the reports
-KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 # scenario parameter names that hold catalog ids, and the catalog kind they refer to
 _ID_PARAMS = {
@@ -332,46 +335,37 @@ def _run_one(
     target.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target, prefix=f".{notebook}.run.") as tmp:
         tmp_nb = Path(tmp) / f"{notebook}.ipynb"
+        kernel_log = Path(tmp).resolve() / f"{notebook}.kernel.log"  # absolute: papermill runs in cwd
         try:
-            papermill.execute_notebook(
-                str(nb_path),
-                str(tmp_nb),
-                parameters=params,
-                progress_bar=False,
-                kernel_name="python3",
-                cwd=str(NOTEBOOK_DIR),
-                log_output=False,
-                extra_arguments=KERNEL_ARGS,
-            )
+            with runner_log(kernel_log):
+                papermill.execute_notebook(
+                    str(nb_path),
+                    str(tmp_nb),
+                    parameters=params,
+                    progress_bar=False,
+                    kernel_name="python3",
+                    cwd=str(NOTEBOOK_DIR),
+                    log_output=False,
+                    extra_arguments=KERNEL_ARGS,
+                    kernel_manager_class=quiet_kernel_manager(kernel_log),
+                )
             nb = nbformat.read(tmp_nb, as_version=4)
             body = export_html(nb, f"{scenario_id}: {notebook}")
         except Exception as exc:  # noqa: BLE001 - any failure of one notebook is recorded, never fatal
             msg = _short_error(exc)
             if tmp_nb.exists():  # keep the failed notebook for debugging, next to the good report
                 _atomic_write(target / f"{notebook}.failed.ipynb", tmp_nb.read_bytes())
+            if kernel_log.exists() and kernel_log.stat().st_size:
+                _atomic_write(target / f"{notebook}.kernel.log", kernel_log.read_bytes())
             return ReportResult(scenario_id, notebook, "failed", time.perf_counter() - t0, None, msg, title)
         _atomic_write(target / f"{notebook}.ipynb", tmp_nb.read_bytes())
         _atomic_write(html_path, body)
         _atomic_write(stamp, digest)
         (target / f"{notebook}.failed.ipynb").unlink(missing_ok=True)
+        (target / f"{notebook}.kernel.log").unlink(missing_ok=True)
     return ReportResult(
         scenario_id, notebook, "ok", time.perf_counter() - t0, str(html_path.relative_to(out_dir)), title=title
     )
-
-
-def export_html(nb, title: str) -> str:
-    """HTML of an executed notebook: code hidden, no CDN scripts (see templates/report.html.j2)."""
-    from nbconvert import HTMLExporter
-
-    exporter = HTMLExporter(
-        template_name="lab",
-        template_file=str(TEMPLATES / "report.html.j2"),
-        exclude_input=True,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-    )
-    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return body
 
 
 def _short_error(exc: Exception) -> str:
@@ -480,6 +474,10 @@ def params_run_name(scenario: Scenario, overrides: dict, label: str | None = Non
     def show(v):
         if isinstance(v, list):
             return "[" + ", ".join(show(x) for x in v) + "]"
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) >= 1e6:
+            from hnplan.units import format_count
+
+            return format_count(v)  # tokens=1T, not 1000000000000
         if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
             return str(int(v))
         return Path(v).name if _looks_like_path(v) else str(v)
@@ -550,6 +548,23 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
     return path
 
 
+def _short_literal(v) -> str:
+    """A parameter as a Python literal a person reads: ``1.5e13`` rather than ``15000000000000.0`` (still
+    exactly the same float), ``repr`` for everything else.
+
+    >>> _short_literal(15e12), _short_literal(3e8), _short_literal(8192.0), _short_literal(0.1), _short_literal("a")
+    ('1.5e13', '3e8', '8192', '0.1', "'a'")
+    """
+    if isinstance(v, float) and math.isfinite(v):
+        short = f"{v:.6g}"
+        if "e" in short:
+            mantissa, exponent = short.split("e")
+            short = f"{mantissa}e{int(exponent)}"
+        if float(short) == v:
+            return short
+    return repr(v)
+
+
 def provenance(parameters: dict | None = None) -> str:
     """A Markdown footer: hnplan version, git commit, catalog content hash and the parameters."""
     import subprocess
@@ -567,7 +582,7 @@ def provenance(parameters: dict | None = None) -> str:
         )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    params = ", ".join(f"`{k}={v!r}`" for k, v in (parameters or {}).items())
+    params = ", ".join(f"`{k}={_short_literal(v)}`" for k, v in (parameters or {}).items())
     return f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`." + (
         f" Parameters: {params}.*" if params else "*"
     )

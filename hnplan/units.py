@@ -371,12 +371,19 @@ def format_quantity(value, unit: str = "", digits: int = 3) -> str:
 
     >>> format_quantity(63947789.96, "USD"), format_quantity(9.3e6, "W"), format_quantity(1.5e13, "tokens")
     ('$63.9M', '9.3 MW', '15T tokens')
-    >>> format_quantity(0.35, "USD/kWh"), format_quantity(1.25, "ratio")
-    ('0.35 USD/kWh', '1.25 ratio')
+    >>> format_quantity(0.35, "USD/kWh"), format_quantity(9.3e6, "USD/MW"), format_quantity(1.25, "ratio")
+    ('$0.35/kWh', '$9.3M/MW', '1.25 ratio')
+    >>> format_quantity(0.02, "fraction per year"), format_quantity(0.7, "fraction")
+    ('2% per year', '70%')
     """
     if not _finite(value):
         return "n/a"
     u = (unit or "").strip()
+    if u.startswith("USD/"):  # a price per something: money, then the unit
+        v = float(value)
+        return f"{format_usd(v, digits) if abs(v) >= 1 else '$' + _sig(v, digits)}/{u[4:]}"
+    if u == "fraction" or u.startswith("fraction "):  # a share: per cent
+        return f"{_sig(float(value) * 100, digits)}%{u[len('fraction') :]}"
     if u in ("USD", "$"):
         return format_usd(value, digits)
     if u == "W":
@@ -389,3 +396,16 @@ def format_quantity(value, unit: str = "", digits: int = 3) -> str:
     v = float(value)
     text = f"{v:,.0f}" if abs(v) >= 10**digits else _sig(v, digits)
     return f"{text} {u}"
+
+
+def format_number(value, digits: int = 4) -> str:
+    """A plain number in a table for people: ``digits`` significant digits, thousands separated, no
+    exponent (``{:.4g}`` writes 16,930 as ``1.693e+04``); 'n/a' for a missing one.
+
+    >>> format_number(16930.4), format_number(1.5), format_number(123.456), format_number(None)
+    ('16,930', '1.5', '123.5', 'n/a')
+    """
+    if not _finite(value):
+        return "n/a"
+    v = float(value)
+    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else _sig(v, digits)

@@ -29,6 +29,9 @@ SMALL_PARAMS = {
         nic_gpus=[576],
         scoring_models=["megatron-1.7b", "megatron-7.5b"],
         iops_models=["megatron-1.7b", "megatron-145.6b"],
+        cluster_gpus=288,
+        cluster_jobs=1500,
+        cluster_loads=[0.5, 0.9],
     ),
 }
 

@@ -193,13 +193,28 @@ def test_reproducible_from_seed(small_run):
     assert other.to_json() != small_run.to_json()
 
 
-def test_crossing_domains_slows_training(small_run):
-    """First-fit on NVL72 splits some training jobs' TP groups across racks: the planner's
-    throughput for that shape is below the ideal one."""
-    from hnplan.cluster.runtime import training_speed
+def test_crossing_domains_slows_training(small_run, cat):
+    """A 64-GPU training job spread 8 GPUs per NVL72 rack runs at the training planner's throughput for
+    that shape (scale-up domain of 8) over the one for 64 GPUs in one rack, and what it loses is exposed
+    communication moved from NVLink to the scale-out network."""
+    from hnplan.cluster import runtime
+    from hnplan.planning.training import search_plans
 
-    assert training_speed("gb200-nvl72", 64, 8, 1) < 0.95
-    assert training_speed("gb200-nvl72", 64, 64, 1) == 1.0
+    s = cat.system("gb200-nvl72")
+    model = runtime.representative_model(64)
+    best = {}
+    for dom in (None, 8):
+        upd = {"scaleout_oversubscription": 1.0} | ({"scaleup_domain_gpus": dom} if dom else {})
+        df = search_plans(model, s.model_copy(update=upd), 64, runtime.SEQ_LEN, runtime._batch(64), catalog=cat)
+        best[dom] = df[df["fits"]].iloc[0]
+    speed = runtime.training_speed("gb200-nvl72", 64, 8, 1)
+    assert speed == pytest.approx(best[8]["tokens_per_s"] / best[None]["tokens_per_s"])
+
+    def comm(r):
+        return sum(r[c] for c in r.index if c.endswith("_comm_exposed_s"))
+
+    assert speed < 1 and comm(best[8]) > comm(best[None])
+    assert runtime.training_speed("gb200-nvl72", 64, 64, 1) == 1.0
     assert small_run.jobs["speed"].between(0, 1).all()
 
 

@@ -83,3 +83,14 @@ def test_cluster_bad_input_exits_2(extra):
     r = runner.invoke(app, args + extra)
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
+
+
+def test_progress_reaches_the_end_of_the_window(cat):
+    """The callback behind the progress bar advances monotonically and reaches the window's end."""
+
+    seen = []
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, n_jobs=50, seed=1, catalog=cat, progress=lambda now, end: seen.append((now, end))
+    )
+    assert seen and all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
+    assert seen[-1][0] >= seen[-1][1] == r.summary["window_s"]

@@ -74,3 +74,29 @@ def test_topology_json():
     assert d["bisection_GBps"] == pytest.approx(16384 / 2 * 50)  # 8,192 NICs of 50 GB/s across the cut
     assert d["diameter_hops"] == 6
     assert d["hosts_supported"] == 64**3 // 4 // 8  # servers of 8 NICs a 64-port 3-tier tree holds
+
+
+@pytest.mark.parametrize(
+    "args,header",
+    [
+        (
+            ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "16", "--size", "1MiB"],
+            "time [us]",
+        ),
+        (
+            ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "decode"]
+            + ["--seq-len", "1024", "--batch", "8"],
+            "time [us]",
+        ),
+        (
+            ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e11"]
+            + ["--deadline-days", "10"],
+            "slack [days]",
+        ),
+    ],
+)
+def test_units_in_table_headers_survive_rich_markup(args, header):
+    # rich reads a lowercase "[us]" or "[days]" as a style tag and drops it unless escaped
+    r = runner.invoke(app, args, terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert header in r.stdout

@@ -44,6 +44,28 @@ def test_tco_unknown_system_exits_2():
     assert r.exit_code == 2
 
 
+def test_tco_simulated_utilisation(cat):
+    """--utilisation simulated prices the GPU-hour at the simulation's useful utilisation of the design."""
+    from hnplan.cluster.utilisation import simulated_utilisation
+
+    r = runner.invoke(
+        app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    sim = simulated_utilisation("hgx-h100-ib-ndr", 64, catalog=cat)
+    assert d["utilisation"] == pytest.approx(sim["utilisation"]) and 0 < d["utilisation"] < 1
+    assert d["utilisation_source"].startswith("simulated: 3,000 jobs of mix 'default'")
+    ref = tco_summary(cat.system("hgx-h100-ib-ndr"), 64, cat, utilisation=sim["utilisation"])
+    assert d["usd_per_gpu_hour"] == pytest.approx(ref["usd_per_gpu_hour"])
+
+
+@pytest.mark.parametrize("bad", ["1.5", "0", "busy"])
+def test_tco_bad_utilisation_exits_2(bad):
+    r = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--utilisation", bad])
+    assert r.exit_code == 2 and "utilisation" in r.output
+
+
 def test_tco_availability_buys_spares(cat):
     r = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "1296", "--availability", "0.99", "--json"])
     assert r.exit_code == 0, r.output

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hnplan import units
 from hnplan.planning import design_space as ds
 from hnplan.planning.sweep import read_sweep
 
@@ -32,7 +33,10 @@ def test_design_space_notebook(tmp_path):
     summary = ds.design_summary(df)
     assert 'id="key-table"' in html and "What this means" in html
     for tco in summary["tco_mean_usd"]:
-        assert f"{tco:,.0f}" in html  # the key table shows the library's mean TCO per design
+        assert f">{units.format_usd(tco)}<" in html  # the key table shows the library's mean TCO per design
+    for head in ("chance to meet the deadline [%]", "cost, mean [USD]", "time to train: S1 [-]"):
+        assert head in html  # units in the headers, no snake_case names
+    assert "p_meet" not in html and "cost_mean_usd" not in html
     assert plotly_divs(html) == 4  # Pareto, two Sobol bar charts, deadline
     # 64 H100 take 1.26 days, 64 GB200 0.54: only the dearer GB200 meets a one-day deadline
     best = ds.cheapest_meeting(ds.deadline_table(df, 1.0), 0.9)

@@ -37,6 +37,7 @@ def test_procurement_whatif_notebook(tmp_path):
         SMALL["tokens"],
         SMALL["seq_len"],
         SMALL["global_batch_tokens"] // SMALL["seq_len"],
+        utilisation="simulated",
     )
     base = pr.evaluate(case)
     assert units.format_usd(base["tco_usd"]) in html  # the key table shows the library's TCO, for people
@@ -47,3 +48,4 @@ def test_procurement_whatif_notebook(tmp_path):
     assert "{'" not in text  # no Python dict in prose
     assert plotly_divs(html) == 5  # two tornados, two histograms, the mix
     assert "binding constraint" in html
+    assert f"Utilisation {case.utilisation:.0%} (simulated: 3,000 jobs of mix" in html  # not a sampled range

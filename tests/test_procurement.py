@@ -120,3 +120,24 @@ def test_sizing_reports_run_energy(cat):
     mwh = pw.facility_w * cat.facility.training_power_fraction.value * row["days"] * 24 / 1e6
     assert row["energy_mwh"] == pytest.approx(mwh)
     assert row["co2_t"] == pytest.approx(mwh * 1e3 * cat.facility.grid_gco2_per_kwh.value / 1e6)
+
+
+def test_simulated_utilisation_is_fixed_not_sampled(cat, case):
+    """With the utilisation from the cluster simulation, the what-if holds it at that value: the
+    tornado leaves it out and every Monte Carlo sample carries it."""
+    from hnplan.cluster.utilisation import simulated_utilisation
+
+    sim = whatif_case("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 4096, 256, utilisation="simulated", catalog=cat)
+    u = simulated_utilisation("hgx-h100-ib-ndr", 64, catalog=cat)["utilisation"]
+    assert sim.utilisation == pytest.approx(u) and "simulated" in sim.utilisation_source
+    assert sim.tokens_per_s == case.tokens_per_s
+    assert "utilisation" not in set(tornado(sim, "tco_usd", cat)["input"])
+    mc = monte_carlo(sim, 10, seed=1, catalog=cat)
+    assert (mc["utilisation"] == u).all()
+    # a given number is kept too; anything else is an input error
+    assert (
+        whatif_case("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 4096, 256, utilisation=0.6, catalog=cat).utilisation
+        == 0.6
+    )
+    with pytest.raises(InputError, match="utilisation"):
+        whatif_case("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 4096, 256, utilisation="high", catalog=cat)

@@ -62,9 +62,9 @@ def test_list_elements_checked():
 
 def test_params_run_name():
     sc = load_catalog().scenario("default")
-    run_id, title = params_run_name(sc, {"model": "/home/me/dense1t.yaml", "gpus": 4096}, "dense1t")
+    run_id, title = params_run_name(sc, {"model": "/home/me/dense1t.yaml", "gpus": 4096, "tokens": 1e12}, "dense1t")
     assert run_id == "default+dense1t"
-    assert title == "default with dense1t: model=dense1t.yaml, gpus=4096"
+    assert title == "default with dense1t: model=dense1t.yaml, gpus=4096, tokens=1T"
 
 
 @pytest.mark.notebook

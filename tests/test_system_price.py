@@ -3,6 +3,7 @@ outputs say n/a with the reason instead of failing the command (issue 17)."""
 
 import json
 
+import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -62,7 +63,40 @@ def test_no_price_infer_says_na_with_the_reason(tmp_path):
     assert "no price for 'my-rack'" in d["cost_note"] and "unit_price_usd" in d["cost_note"]
 
 
-def test_no_price_tco_names_the_fix(tmp_path):
+def test_no_price_tco_says_na_and_names_the_fix(tmp_path):
+    # the power and racks need no price (2 racks of 132 kW as gb200-nvl72); every cost is n/a with the reason
     res = runner.invoke(app, ["tco", "--system", _rack(tmp_path), "--gpus", "144"])
-    assert res.exit_code == 2
-    assert "no price for 'my-rack'" in res.stderr and "price_item" in " ".join(res.stderr.split())
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "capex │ n/a" in text and "TCO over 5 years │ n/a" in text and "$nan" not in text
+    assert "cost n/a: no price for 'my-rack'" in text and "price_item" in text
+    d, ref = _tco(_rack(tmp_path)), _tco("gb200-nvl72")
+    assert d["capex_usd"] is None and d["usd_per_gpu_hour"] is None and "unit_price_usd" in d["cost_note"]
+    assert (d["racks"], d["gpus_bought"]) == (ref["racks"], ref["gpus_bought"]) == (2, 144)
+    assert d["it_power_kw"] == pytest.approx(ref["it_power_kw"])
+
+
+def test_no_price_design_comparison_keeps_the_plan(tmp_path, cat):
+    # the design comparison's time and power stand; capex and the run's cost are n/a, said in status
+    from hnplan.planning.compare import compare_training_designs, verdict
+
+    df = compare_training_designs("llama3.1-8b", [_rack(tmp_path), "gb200-nvl72"], 144, 1e11, 4096, 288, catalog=cat)
+    mine, ref = df.iloc[0], df.iloc[1]
+    assert mine["status"].startswith("ok") and "cost n/a" in mine["status"]
+    assert mine["days"] == pytest.approx(ref["days"]) and mine["racks"] == ref["racks"]
+    assert mine[["capex_musd", "run_musd", "usd_per_million_tokens"]].isna().all()
+    assert "no price for 'my-rack'" in mine["cost_note"]
+    text = verdict(df)
+    assert "**gb200-nvl72** costs least to buy" in text and "cost n/a for my-rack: it has no price" in text
+    assert "$nan" not in text and "nan" not in text.replace("nanosecond", "")
+
+
+def test_no_price_sizing_keeps_the_count(tmp_path, cat):
+    from hnplan.planning.sizing import size_designs, sizing_verdict
+
+    df = size_designs("llama3.1-8b", [_rack(tmp_path)], 1e11, 10.0, 4096, 288, catalog=cat)
+    row = df.iloc[0]
+    assert row["status"] == "ok" and row["gpus"] % 72 == 0 and pd.isna(row["capex_usd"])
+    assert "no price for 'my-rack'" in row["cost_note"]
+    text = sizing_verdict(df)
+    assert "n/a capex" in text and "cost n/a, it has no price" in text and "nan" not in text

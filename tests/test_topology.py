@@ -124,3 +124,33 @@ def test_nvl72_and_hgx_h100_bom(cat):
 def test_graph_refuses_huge_instances(cat):
     with pytest.raises(InputError, match="closed forms"):
         system_graph(cat.design("hgx-h100-ib-ndr"), 100000)
+
+
+def test_topology_wires_the_whole_units_tco_buys(cat):
+    # 100 GB200 GPUs: tco buys two whole NVL72 racks (144 GPUs); topology wires the same two racks:
+    # 2 x 18 NVLink switch chips, 144 x 18 GPU-switch links, and the scale-out fabric of 36 trays x 4 NICs
+    from hnplan.planning.design import tco_summary
+
+    d = network_summary(cat.design("gb200-nvl72"), 100)
+    t = tco_summary("gb200-nvl72", 100, cat)
+    assert (d["gpus"], d["gpus_built"], d["unit_gpus"]) == (100, 144, 72) and t["gpus_bought"] == 144
+    assert d["domains"] == 2 and d["switches"]["scaleup"] == 36 and d["links"]["scaleup"] == 144 * 18
+    assert d["bom"]["scaleout"] == scaleout_bom(cat.design("gb200-nvl72"), 144).as_dict()
+    assert {k: v for k, v in d.items() if k != "gpus"} == {
+        k: v for k, v in network_summary(cat.design("gb200-nvl72"), 144).items() if k != "gpus"
+    }
+    # an 8-GPU server: 12 GPUs are two servers on both commands
+    assert network_summary(cat.design("hgx-h100-ib-ndr"), 12)["gpus_built"] == 16
+    assert tco_summary("hgx-h100-ib-ndr", 12, cat)["gpus_bought"] == 16
+
+
+def test_largest_fabric_is_one_limit(cat):
+    from hnplan.comm.topology import max_scaleout_gpus
+
+    # 64-port NDR, three tiers: 64^3/4 = 65,536 ports; HGX H100 has 8 NICs per 8 GPUs -> 65,536 GPUs;
+    # GB200 NVL72 trays have 4 NICs per 4 GPUs -> 65,536, down to whole 72-GPU racks: 910 x 72 = 65,520
+    assert max_scaleout_gpus(cat.design("hgx-h100-ib-ndr")) == 65536
+    assert max_scaleout_gpus(cat.design("gb200-nvl72")) == 910 * 72
+    scaleout_bom(cat.design("gb200-nvl72"), 65520)  # the largest is buildable
+    with pytest.raises(InputError, match="the most it joins is 65,520 GPUs"):
+        scaleout_bom(cat.design("gb200-nvl72"), 65592)

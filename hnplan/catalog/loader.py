@@ -144,6 +144,8 @@ def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entr
             msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
         lines.append(f"  field {field!r}: {msg}")
     head = f"{path}: entry {entry!r} ({schema.__name__}) is invalid:"
+    if len(lines) == 1:  # one problem: one line
+        return CatalogError(f"{head[:-1]},{lines[0][1:]}", path=path, entry=entry, field=first_field)
     return CatalogError("\n".join([head, *lines]), path=path, entry=entry, field=first_field)
 
 
@@ -595,7 +597,7 @@ def validate_file(path: str | Path, kind: str | None = None):
     """
     path = Path(path)
     raw = _read_yaml(path)
-    kind = kind or path.parent.name
+    kind = kind or path.resolve().parent.name
     if path.name == "prices.yaml":
         return [parse_entry(item, Price, path) for item in raw]
     if path.name == "facility.yaml":
@@ -610,8 +612,8 @@ def validate_file(path: str | Path, kind: str | None = None):
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
         raise CatalogError(
-            f"{path}: cannot tell which catalog this file belongs to (parent folder {kind!r}); "
-            f"pass the kind, one of: {', '.join(KINDS)}",
+            f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them); "
+            f"pass the kind (--kind), one of: {', '.join(KINDS)}",
             path=path,
         )
     entry = parse_entry(raw, KINDS[kind], path)

@@ -308,6 +308,14 @@ def _default(o):
         return str(o)
 
 
+def whole_units_text(gpus: int, built: int, unit_gpus: int) -> str:
+    """``100 -> 144 (2 whole units of 72)``: the GPUs asked and the whole purchasable units that hold
+    them, the one rule ``tco`` (what is bought) and ``topology`` (what is wired) share."""
+    n = built // unit_gpus
+    whole = f"{n:,} whole unit{'s' if n != 1 else ''} of {unit_gpus:,}"
+    return f"{built:,} ({whole})" if built == gpus else f"{gpus:,} -> {built:,} ({whole})"
+
+
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column rich table."""
     from rich.table import Table

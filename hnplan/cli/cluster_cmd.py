@@ -20,7 +20,11 @@ app.add_typer(cluster_app, name="cluster")
 def simulate(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the cluster (whole scale-up domains)"),
-    trace: Path = typer.Option(None, "--trace", help="job CSV: hnplan's columns or Alibaba openb_pod_list_*.csv"),
+    trace: Path = typer.Option(
+        None,
+        "--trace",
+        help="job CSV: hnplan's columns, Alibaba openb_pod_list_*.csv, Helios cluster_log.csv, Acme trace_*.csv or Philly cluster_job_log",
+    ),
     mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
     policy: str = typer.Option(
         "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
@@ -35,6 +39,9 @@ def simulate(
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
+    serve: list[str] = typer.Option(
+        None, "--serve", help="MODEL:QPS, a serving deployment sized by the inference planner (repeatable)"
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -48,7 +55,17 @@ def simulate(
         if days is not None and days <= 0:
             raise InputError(f"--days must be > 0; got {days}")
         cat = load_catalog()
+        services = []
+        for item in serve or []:
+            model_id, _, qps = item.rpartition(":")
+            try:
+                services.append((model_id, float(qps)))
+            except ValueError:
+                raise InputError(f"--serve takes MODEL:QPS (e.g. llama3.1-70b:30); got {item!r}") from None
+            if not model_id or services[-1][1] <= 0:
+                raise InputError(f"--serve takes MODEL:QPS with QPS > 0; got {item!r}")
         kw = dict(
+            serve=services,
             trace=trace,
             mix=mix,
             policy=policy,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from hnplan import units
@@ -60,7 +61,7 @@ def collective(
             title=f"{op} on {gpus} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, {res.level})"
         )
         for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
-            t.add_column(col, justify="right")
+            t.add_column(escape(col), justify="right")  # "[us]" is not rich markup
         for r in rows:
             fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
             t.add_row(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from hnplan import units
@@ -75,7 +76,7 @@ def roofline(
             ("time [us]", "right"),
             ("bound", "left"),
         ):
-            t.add_column(col, justify=just)
+            t.add_column(escape(col), justify=just)  # "[us]" is not rich markup
         for r in ans["ops"]:
             t.add_row(
                 r["name"],

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.errors import InputError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.sizing import size_table
+from hnplan.units import format_count
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
@@ -63,6 +65,8 @@ def size(
         rows = [
             {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")
         ]
+        if not any(r.get("status") == "ok" for r in rows):  # no design has an answer: one line, exit 3
+            raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
         if json_:
             print_json(
                 {
@@ -78,9 +82,12 @@ def size(
                 }
             )
             return
-        t = Table(title=f"{model}: {tokens:.3g} tokens" + (f" within {deadline_days} days" if deadline_days else ""))
+        t = Table(
+            title=f"{model}: {format_count(tokens)} tokens"
+            + (f" within {deadline_days:g} days" if deadline_days else "")
+        )
         for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "goodput", "plan"):
-            t.add_column(col)
+            t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
         for r in rows:
             if r.get("status") != "ok":
@@ -99,8 +106,23 @@ def size(
                 f"{r['goodput']:.2%}" if goodput else "off",
                 f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
             )
-            for s in r.get("skipped", []):
-                notes.append(f"{r['system']}: skipped {s['gpus']:,} GPUs: {s['reason']}")
+            notes += _skipped_lines(r["system"], r.get("skipped", []))
+            if r.get("batch_note"):
+                notes.append(f"{r['system']}: {r['batch_note']}")
         console.print(t)
         for line in notes:
             console.print(line, highlight=False, markup=False)
+
+
+def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
+    """One line per reason for the counts a sizing skipped: the counts, then the reason once (with N for
+    the count where several share it)."""
+    mark = "\x00"
+    groups: dict[str, list[int]] = {}
+    for s in skipped:
+        groups.setdefault(s["reason"].replace(str(s["gpus"]), mark), []).append(s["gpus"])
+    return [
+        f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: "
+        + reason.replace(mark, str(counts[0]) if len(counts) == 1 else "N")
+        for reason, counts in groups.items()
+    ]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import typer
 
 from hnplan.catalog import load_catalog
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.planning.network import network_summary
 
 
 @app.command()
 def topology(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
-    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators to join"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators to join (wired in whole units, as tco buys)"),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Tiers, switch and link counts, transceivers, cables, bisection and diameter of the network."""
@@ -25,6 +25,7 @@ def topology(
             return
         out = d["bom"]["scaleout"]
         rows = [
+            ("GPUs (wired)", whole_units_text(gpus, d["gpus_built"], d["unit_gpus"])),
             ("scale-up domains", f"{d['domains']} x {sys_.scaleup_domain_gpus} ({sys_.scaleup_topology})"),
             (
                 "scale-out tiers",

@@ -2,6 +2,7 @@
 
 * :mod:`.topology`: nodes, scale-up domains, leaves and pods of a system at a GPU count.
 * :mod:`.jobs`: the job table, the Alibaba GPU-sharing trace loader, the synthetic generator.
+* :mod:`.traces`: the Helios, Acme and Philly training-cluster trace loaders; :func:`read_trace` picks one.
 * :mod:`.policies`: placement policies as pure numpy functions (first-fit, best-fit,
   topology-aware, fragmentation-aware).
 * :mod:`.runtime`: the adapter to the training planner and the reliability model.
@@ -10,7 +11,8 @@
 See docs/cluster.md.
 """
 
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, read_trace, synthetic_jobs  # noqa: F401
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, synthetic_jobs  # noqa: F401
 from hnplan.cluster.policies import POLICIES, place  # noqa: F401
 from hnplan.cluster.simulate import ClusterResult, resolve_jobs, simulate_cluster  # noqa: F401
 from hnplan.cluster.topology import ClusterTopology, build_topology  # noqa: F401
+from hnplan.cluster.traces import read_acme, read_helios, read_philly, read_trace  # noqa: F401

@@ -5,13 +5,20 @@
 * "512 concurrent jobs at 92 % utilisation".
 
 Each is evaluated on the same job stream for both designs and stated with the job mix, load, policy
-and cluster size it holds or fails under (:func:`utilisation_claims`).
+and cluster size it holds or fails under (:func:`utilisation_claims`; the claims audit's grids over the
+offered load: :func:`audit_points`).
 """
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+import pandas as pd
+
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.simulate import resolve_jobs, simulate_cluster
+from hnplan.errors import check_choice
 
 
 def utilisation_claims(
@@ -87,3 +94,181 @@ def utilisation_claims(
         )
     )
     return out
+
+
+# -- the claims audit's cluster experiments (hnplan.planning.claims.cluster_utilisation) ----------
+AUDIT_CLAIMS = ("utilisation-40-to-70", "fragmentation-below-30", "utilisation-below-50", "concurrent-512-jobs-92")
+
+
+@functools.lru_cache(maxsize=512)
+def _run(
+    system: str, gpus: int, mix: str, load: float, policy: str, backfill: bool, jobs: int, seed: int, lines: int, root
+) -> dict:
+    """One cached run (the audit's claims share them): the summary numbers the audit reads.
+
+    With ``lines > 1`` the job stream is split at random into ``lines`` business lines, each on its
+    own cluster of ``gpus / lines`` GPUs (whole scale-up domains); the numbers are then the totals
+    over the partitions (utilisation weighted by GPUs)."""
+    cat = load_catalog(root)
+    stream = resolve_jobs(gpus, mix=mix, jobs=jobs, seed=seed, offered_load=load, catalog=cat)
+    if lines <= 1:
+        parts = [(stream, gpus)]
+    else:
+        line = np.random.default_rng(seed + 1).integers(lines, size=len(stream))
+        parts = [(stream[line == k], gpus // lines) for k in range(lines)]
+    rows = []
+    for part, g in parts:
+        if part.empty:
+            continue
+        r = simulate_cluster(system, g, part, policy=policy, backfill=backfill, seed=seed, catalog=cat)
+        rows.append((r.gpus, r.summary))
+    total = sum(g for g, _ in rows)
+    return {
+        "gpus": total,
+        "utilisation": sum(g * s["utilisation"] for g, s in rows) / total,
+        "allocation_rate": sum(g * s["allocation_rate"] for g, s in rows) / total,
+        "offered_load_window": sum(g * s["offered_load_window"] for g, s in rows) / total,
+        "fragmentation": sum(g * s["fragmentation"] for g, s in rows) / total,
+        "concurrent_jobs": sum(s["concurrent_jobs"]["mean"] for _, s in rows),
+        "rejected_jobs": sum(s["jobs"]["rejected"] for _, s in rows),
+    }
+
+
+def audit_points(
+    claim_id: str,
+    traditional: str,
+    supernode: str,
+    *,
+    gpus: int = 1152,
+    mix: str = "default",
+    loads: tuple = (0.5, 0.7, 0.9, 1.0),
+    jobs: int = 10000,
+    seed: int = 0,
+    lines: int = 4,
+    catalog: Catalog | None = None,
+) -> tuple[pd.DataFrame, str, str, float, str]:
+    """The grid of one cluster claim of the audit, simulated on the same job stream for every row.
+
+    Parameters
+    ----------
+    claim_id : str
+        One of :data:`AUDIT_CLAIMS`.
+    traditional, supernode : str
+        System ids of the 8-GPU-server design and the supernode.
+    gpus, mix, loads, jobs, seed :
+        Cluster size [GPUs], job mix id, offered loads [fraction of the GPUs], jobs per run, seed.
+    lines : int
+        Business lines of the partitioned cluster (``fragmentation-below-30``).
+
+    Returns
+    -------
+    (points, metric, op, threshold, condition)
+        ``points``: one row per grid point with ``offered_load``, ``design``, ``utilisation``,
+        ``offered_load_window`` (the demand inside the measuring window: utilisation cannot exceed it
+        for long), ``fragmentation``, ``concurrent_jobs`` and a boolean ``holds``; ``condition`` a
+        sentence naming the job mix, policy, cluster size and where the claim holds or fails.
+
+    Raises
+    ------
+    InputError
+        For an unknown claim id.
+    """
+    check_choice("cluster claim", claim_id, AUDIT_CLAIMS)
+    cat = catalog or load_catalog()
+    root = str(cat.root)
+
+    def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
+        return _run(system, gpus, mix, float(load), policy, backfill, jobs, seed, n_lines, root)
+
+    rows = []
+    if claim_id == "utilisation-40-to-70":
+        for load in loads:
+            t, s = run(traditional, load), run(supernode, load)
+            ok = t["utilisation"] < 0.40 and s["utilisation"] >= 0.70
+            rows += [dict(offered_load=load, design=d, **r, holds=ok) for d, r in ((traditional, t), (supernode, s))]
+        metric, op, thr = "utilisation", ">=", 0.70
+    elif claim_id == "fragmentation-below-30":
+        for load in loads:
+            for d, r in (
+                (f"{traditional}, pooled", run(traditional, load)),
+                (f"{traditional}, {lines} lines", run(traditional, load, n_lines=lines)),
+            ):
+                rows.append(
+                    dict(
+                        offered_load=load,
+                        design=d,
+                        **r,
+                        holds=None if d.endswith("pooled") else r["utilisation"] < 0.30,
+                    )
+                )
+        metric, op, thr = "utilisation", "<=", 0.30
+    elif claim_id == "utilisation-below-50":
+        for load in loads:
+            for d, pol, bf in (
+                (f"{traditional}, first-fit, no backfill", "first-fit", False),
+                (f"{traditional}, first-fit, backfill", "first-fit", True),
+                (f"{traditional}, topology-aware, backfill", "topology-aware", True),
+            ):
+                r = run(traditional, load, pol, bf)
+                rows.append(dict(offered_load=load, design=d, **r, holds=r["utilisation"] < 0.50))
+        metric, op, thr = "utilisation", "<=", 0.50
+    else:
+        for load in loads:
+            r = run(supernode, load)
+            rows.append(
+                dict(
+                    offered_load=load,
+                    design=supernode,
+                    **r,
+                    holds=r["concurrent_jobs"] >= 512 and r["utilisation"] >= 0.92,
+                )
+            )
+        metric, op, thr = "utilisation", ">=", 0.92
+    pts = pd.DataFrame(rows)
+    return pts, metric, op, thr, _condition(claim_id, pts, gpus, mix, jobs, seed, loads)
+
+
+def _condition(claim_id, pts, gpus, mix, jobs, seed, loads) -> str:
+    setup = (
+        f"job mix '{mix}', {jobs:,} jobs per run on {gpus:,} GPUs per design (seed {seed}), offered loads "
+        + ", ".join(f"{x:.0%}" for x in loads)
+    )
+    ev = pts[pts["holds"].notna()]
+    ok = ev[ev["holds"].astype(bool)]
+    if ok.empty:
+        verdict = "holds at no point"
+    elif len(ok) == len(ev):
+        verdict = "holds at every point"
+    else:
+        verdict = "holds only for " + "; ".join(
+            f"{d} at {', '.join(f'{x:.0%}' for x in g['offered_load'])} offered load"
+            for d, g in ok.groupby("design", sort=False)
+        )
+    nums = "; ".join(
+        f"{x:.0%} load: " + ", ".join(f"{r.design} {r.utilisation:.0%}" for r in g.itertuples())
+        for x, g in pts.groupby("offered_load", sort=True)
+    )
+    demand = pts.groupby("offered_load")["offered_load_window"].first()
+    tail = " The demand inside the measuring window (the jobs' GPU-time in it) is "
+    tail += ", ".join(f"{d:.0%}" for d in demand) + " of the GPUs."
+    w = pts.pivot_table(index="offered_load", columns="design", values="utilisation")
+    d = list(pts["design"].unique())  # in grid order: servers then supernode, or pooled then lines
+
+    def points(x: float) -> str:
+        return f"{round(x * 100) + 0:+d}"
+
+    if claim_id == "utilisation-40-to-70":
+        gap = w[d[1]] - w[d[0]]
+        tail += f" Supernode minus servers: {points(gap.min())} to {points(gap.max())} points."
+    elif claim_id == "fragmentation-below-30":
+        gap = w[d[1]] - w[d[0]]
+        rej = int(pts.loc[pts["design"].str.endswith("lines"), "rejected_jobs"].sum())
+        tail += (
+            f" Business lines minus pooled: {points(gap.min())} to {points(gap.max())} points "
+            f"({rej} jobs too large for a line's cluster)."
+        )
+    elif claim_id == "concurrent-512-jobs-92":
+        tail += " Jobs running at once (mean): " + ", ".join(f"{c:.0f}" for c in pts["concurrent_jobs"]) + "."
+    return (
+        f"{verdict} (useful utilisation, topology-aware placement with backfill unless named; {setup}): {nums}.{tail}"
+    )

@@ -107,6 +107,7 @@ class ClusterSim:
         self.hw_failures = 0
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
+        self._at: tuple = (-1, -1.0, None)
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _advance(self):
@@ -210,6 +211,7 @@ class ClusterSim:
     def _job(self, j: int):
         try:
             if self.pending_restart[j] > 0:
+                self.exp_end[j] = self.env.now + self.pending_restart[j] + (self.dur[j] - self.done[j]) / self.speed[j]
                 self._set_restart(j, True)
                 yield self.env.timeout(self.pending_restart[j])
                 self.pending_restart[j] = 0.0
@@ -264,15 +266,19 @@ class ClusterSim:
         self.lost_s[j] += total - kept
         self.done[j] = kept
 
-    def _start(self, j: int, nodes: np.ndarray, slots: np.ndarray):
+    def _speed_on(self, j: int, nodes: np.ndarray) -> float:
+        """Job ``j``'s speed on an allocation of ``nodes`` (1 unless a multi-GPU training job)."""
+        if self.trains[j] and self.gpus[j] > 1:
+            return float(self.speed_fn(*allocation_shape(nodes, self.topo)))
+        return 1.0
+
+    def _start(self, j: int, nodes: np.ndarray, slots: np.ndarray, speed: float | None = None):
         self._dequeue(j)
         self._advance()
         np.subtract.at(self.free, (nodes, slots), self.milli[j])
         self.alloc[j] = (nodes, slots)
         self.version += 1
-        spd = 1.0
-        if self.trains[j] and self.gpus[j] > 1:
-            spd = self.speed_fn(*allocation_shape(nodes, self.topo))
+        spd = self._speed_on(j, nodes) if speed is None else speed
         self.speed[j] = spd
         self.status[j] = RUNNING
         self.running.add(j)
@@ -326,22 +332,60 @@ class ClusterSim:
             self.workload,
         )
 
-    def _shadow_time(self, j: int) -> float:
-        """When enough GPUs free up for blocked job ``j`` if running jobs end as expected (EASY
-        backfilling's reservation, Lifka 1995; topology ignored)."""
-        if self._shadow[:2] == (j, self.epoch):
+    def _release_at(self) -> np.ndarray:
+        """When each GPU becomes whole-free if running jobs end as expected [s], shape (nodes, node_gpus):
+        now for a free GPU, the latest expected end of the jobs on it, infinity on a down node."""
+        now = self.env.now
+        if self._at[:2] == (self.version, now):
+            return self._at[2].copy()
+        at = np.where(self.free == MILLI, now, -np.inf)
+        if self.running:
+            run = list(self.running)
+            nodes = np.concatenate([self.alloc[r][0] for r in run])
+            slots = np.concatenate([self.alloc[r][1] for r in run])
+            ends = np.repeat(np.maximum(self.exp_end[run], now), [len(self.alloc[r][0]) for r in run])
+            np.maximum.at(at, (nodes, slots), ends)
+        at[np.isneginf(at)] = now
+        at[~self.up] = math.inf
+        self._at = (self.version, now, at)
+        return at.copy()
+
+    def _shadow_of(self, j: int, at: np.ndarray) -> tuple[float, float]:
+        topo, g = self.topo, int(self.gpus[j])
+        if g <= topo.node_gpus:
+            t = float(np.sort(at, axis=1)[:, g - 1].min())
+        else:
+            group = 1
+            if self.policy == "topology-aware" and self.tp[j] > 1:
+                group = int(min(self.tp[j], topo.domain_gpus))
+            per_dom = np.sort(at.reshape(topo.domains, -1), axis=1)
+            events = np.sort(per_dom[:, group - 1 :: group].ravel())
+            need = -(-g // group)
+            t = float(events[need - 1]) if need <= len(events) else math.inf
+        extra = float((at <= t).sum()) - self.share[j] if math.isfinite(t) else 0.0
+        return t, max(extra, 0.0)
+
+    def _shadow_time(self, j: int) -> tuple[float, float]:
+        """When blocked job ``j`` could start if running jobs end as expected, and the whole GPUs free
+        then beyond its need (EASY backfilling's shadow time and extra nodes: Lifka 1995; Mu'alem and
+        Feitelson, IEEE TPDS 2001, Sec. 2).
+
+        Counted in the units the job's placement needs: a GPU is whole-free once every job on it has
+        ended; a job that fits one node needs that many GPUs on one node; a topology-aware job with
+        TP groups needs whole groups of free GPUs inside scale-up domains (so small jobs scattered
+        over the servers delay it, as they do in the placement itself). Down nodes never count.
+        """
+        if self._shadow[:2] == (j, self.version):
             return self._shadow[2]
-        have = float(((self.free == MILLI) & self.up[:, None]).sum())
-        need = self.share[j] - have
-        t = self.env.now
-        if need > 0 and self.running:
-            run = np.fromiter(self.running, np.int64)
-            order = np.argsort(self.exp_end[run])
-            got = np.cumsum(self.share[run][order])
-            k = int(np.searchsorted(got, need))
-            t = float(self.exp_end[run][order][k]) if k < len(run) else math.inf
-        self._shadow = (j, self.epoch, t)
-        return t
+        out = self._shadow_of(j, self._release_at())
+        self._shadow = (j, self.version, out)
+        return out
+
+    def _delays(self, head: int, shadow: float, j: int, nodes: np.ndarray, slots: np.ndarray, run_s: float) -> bool:
+        """Whether starting job ``j`` on ``(nodes, slots)`` for ``run_s`` moves ``head``'s reservation."""
+        at = self._release_at()
+        np.maximum.at(at, (nodes, slots), self.env.now + run_s)
+        return self._shadow_of(head, at)[0] > shadow + 1e-9
 
     def _preempt_for(self, j: int) -> bool:
         victims = [v for v in self.running if self.prio[v] < self.prio[j]]
@@ -366,12 +410,15 @@ class ClusterSim:
 
     def _pass(self):
         head = None
-        shadow = math.inf
+        shadow, extra = math.inf, 0.0
         for key in list(self.queue[: self.lookahead]):
             j = key[2]
             if self.status[j] != QUEUED:
                 continue
-            if head is not None and self.env.now + (self.dur[j] - self.done[j]) > shadow:
+            # behind a blocked job: only jobs that end before its reservation, or fit in the GPUs it
+            # leaves spare then, may start
+            late = head is not None and self.env.now + (self.dur[j] - self.done[j]) > shadow
+            if late and self.share[j] > extra:
                 continue
             got = None
             if self.failed_epoch[j] != self.epoch:
@@ -379,7 +426,16 @@ class ClusterSim:
                 if got is None:
                     self.failed_epoch[j] = self.epoch
             if got is not None:
-                self._start(j, *got)
+                spd = self._speed_on(j, got[0])
+                run_s = (self.dur[j] - self.done[j]) / spd
+                if head is not None and self.env.now + run_s > shadow:
+                    # it would outlast the reservation: only on GPUs the blocked job does not need then
+                    late = True
+                    if self.share[j] > extra or self._delays(head, shadow, j, *got, run_s):
+                        continue
+                self._start(j, *got, speed=spd)
+                if late:
+                    extra -= self.share[j]
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
@@ -389,7 +445,7 @@ class ClusterSim:
                 if not self.backfill:
                     return
                 head = j
-                shadow = self._shadow_time(j)
+                shadow, extra = self._shadow_time(j)
 
     # -- run ------------------------------------------------------------------------------------
     def run(self, horizon_s: float | None):

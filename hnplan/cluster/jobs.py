@@ -1,5 +1,6 @@
 """Jobs of a shared cluster: the job table, the priority classes, the Alibaba GPU-sharing trace loader
-and the synthetic generator fitted to public traces.
+and the synthetic generator fitted to public traces (the Helios and Acme loaders and
+:func:`~hnplan.cluster.traces.read_trace` are in :mod:`hnplan.cluster.traces`).
 
 A job table is a pandas DataFrame, one row per job (:data:`JOB_COLUMNS`):
 
@@ -132,27 +133,6 @@ def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
         }
     )
     return check_jobs(jobs, str(path))
-
-
-def read_trace(path: str | Path) -> pd.DataFrame:
-    """A job table from a CSV: the openb format (detected by its columns) or hnplan's own
-    (:data:`JOB_COLUMNS`, ``job_id`` optional).
-
-    Raises
-    ------
-    InputError
-        For a missing file or a CSV in neither format.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-    try:
-        head = pd.read_csv(path, nrows=0).columns
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
-    if "num_gpu" in head:
-        return read_openb(path)
-    return check_jobs(pd.read_csv(path), str(path))
 
 
 # -- synthetic jobs ---------------------------------------------------------------------------

@@ -14,6 +14,8 @@ Other packages are refactored in parallel; a signature change there touches only
   ``(system, model, gpus, r, spans leaves)``.
 * :func:`failure_rates`: hardware and software interruption rates per GPU [1/s] and the restart
   time, from :mod:`hnplan.reliability` and ``data/reliability.yaml``.
+* :func:`serving_jobs`: a serving deployment's replicas, from the inference planner
+  (:func:`hnplan.planning.inference.plan_for_rate`), as inference-class jobs.
 """
 
 from __future__ import annotations
@@ -169,3 +171,76 @@ def failure_rates(system, gpus: int, catalog: Catalog | None = None, rate_factor
 def speed_table(system, shapes: np.ndarray, catalog: Catalog | None = None) -> np.ndarray:
     """:func:`training_speed` of many ``(gpus, ranks_per_domain, leaves)`` rows, shape ``(n, 3)`` -> ``(n,)``."""
     return np.array([training_speed(system, int(g), int(r), int(lv), catalog) for g, r, lv in shapes])
+
+
+def serving_jobs(
+    system,
+    model: str,
+    qps: float,
+    *,
+    input_tokens: float = 1000,
+    output_tokens: float = 200,
+    ttft_slo_s: float = 1.0,
+    tpot_slo_s: float = 0.05,
+    dtype: str = "fp8",
+    arrival_s: float = 0.0,
+    duration_s: float = 7 * 86400.0,
+    catalog: Catalog | None = None,
+):
+    """A production serving deployment as cluster jobs: its replicas come from the inference planner.
+
+    :func:`hnplan.planning.inference.plan_for_rate` sizes the deployment that meets the SLOs at
+    ``qps`` with the fewest GPUs; each of its ``replicas`` becomes one inference-class job of
+    ``tp x ep x pp`` GPUs (the replica's tensor-parallel group kept in one scale-up domain; a replica
+    is stateless, checkpoint 0), all arriving at ``arrival_s`` and serving for ``duration_s``.
+
+    Parameters
+    ----------
+    system : str or System
+    model : str
+    qps : float
+        Request rate [requests/s].
+    input_tokens, output_tokens : float
+        Request lengths [tokens].
+    ttft_slo_s, tpot_slo_s : float
+        Mean time-to-first-token and time-per-output-token bounds [s].
+    dtype : str
+    arrival_s, duration_s : float
+        When the deployment starts [s] and how long it serves [s].
+
+    Returns
+    -------
+    (DataFrame, CapacityPlan)
+        Job rows (:data:`hnplan.cluster.jobs.JOB_COLUMNS` less ``job_id``), one per replica, and the
+        planner's plan (``plan.gpus == len(jobs) * replica GPUs``).
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no replica layout meets the SLOs.
+    """
+    import pandas as pd
+
+    from hnplan.planning.inference import Traffic, plan_for_rate
+
+    cat = catalog or load_catalog()
+    plan = plan_for_rate(
+        model, system, qps, Traffic(input_tokens, output_tokens), ttft_slo_s, tpot_slo_s, dtype=dtype, catalog=cat
+    )
+    pools = [(plan.replica, int(plan.replicas))]
+    if plan.disaggregated and plan.prefill_replica is not None:  # a prefill pool beside the decode one
+        pools.append((plan.prefill_replica, int(plan.prefill_replicas)))
+    gpus = np.concatenate([np.full(n, int(r.tp * r.ep * r.pp)) for r, n in pools])
+    tp = np.concatenate([np.full(n, int(r.tp)) for r, n in pools])
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": np.full(len(gpus), float(arrival_s)),
+            "gpus": gpus,
+            "gpu_milli": 1000,
+            "duration_s": float(duration_s),
+            "cls": "inference",
+            "checkpoint_s": 0.0,
+            "tp": tp,
+        }
+    )
+    return jobs, plan

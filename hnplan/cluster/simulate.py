@@ -12,9 +12,10 @@ import pandas as pd
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
-from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, read_trace, synthetic_jobs
+from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import build_topology
+from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
 SERIES_UNITS = {
@@ -51,7 +52,9 @@ class ClusterResult:
     ----------
     summary : dict
         ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
-        (allocated / installed), ``fragmentation`` (time-mean share of installed GPUs free but usable by
+        (allocated / installed), ``offered_load`` (all the jobs' GPU-time over installed GPU-time of the
+        window), ``offered_load_window`` (the part of it inside the measuring window, had every job
+        started on arrival: the bound utilisation approaches when nothing queues), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
@@ -95,6 +98,15 @@ def _pct(x: np.ndarray) -> dict:
         return {"p50": None, "p95": None, "p99": None}
     p = np.percentile(x, [50, 95, 99])
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
+
+
+def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
+    """GPU-seconds the jobs would occupy inside ``[start, end]`` had each started on arrival at full
+    speed [GPU s]: the most GPU-time a scheduler could fill in the measuring window (work arriving
+    near its end runs past it; a heavy-tailed mix leaves much of ``offered_load`` outside)."""
+    a = jobs["arrival_s"].to_numpy(float)
+    inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
+    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / 1000 * inside).sum())
 
 
 def resolve_jobs(
@@ -146,6 +158,7 @@ def simulate_cluster(
     warmup: float = 0.2,
     slicing: str = "fractional",
     snapshot_at: float | None = None,
+    serve: list | None = None,
     catalog: Catalog | None = None,
     progress=None,
 ) -> ClusterResult:
@@ -159,7 +172,8 @@ def simulate_cluster(
     jobs : DataFrame, optional
         A job table (:mod:`hnplan.cluster.jobs`); else ``trace`` or ``mix``.
     trace : path, optional
-        A CSV job table or an Alibaba ``openb_pod_list_*.csv``.
+        A CSV job table, an Alibaba ``openb_pod_list_*.csv``, a Helios ``cluster_log.csv``, an
+        Acme ``trace_seren.csv``/``trace_kalos.csv`` or the Philly ``cluster_job_log`` (:func:`hnplan.cluster.traces.read_trace`).
     mix : str
         Synthetic mix id (``data/cluster_mixes/``) when neither ``jobs`` nor ``trace`` is given.
     policy : str
@@ -185,6 +199,10 @@ def simulate_cluster(
         Keep the per-GPU allocation at this time [fraction of the window] (a fragmentation map).
     warmup : float
         Leading share of the window left out of the time averages (the cluster starts empty) [fraction].
+    serve : list of (model, qps), optional
+        Production serving deployments added to the jobs at time 0 for the whole window (or a week):
+        each replica the inference planner sizes for ``qps`` is one inference job
+        (:func:`hnplan.cluster.runtime.serving_jobs`).
     progress : callable, optional
         Called with ``(now_s, end_s)`` as the run advances.
 
@@ -216,6 +234,10 @@ def simulate_cluster(
         )
     else:
         jobs = check_jobs(jobs)
+    if serve:
+        span = days * 86400.0 if days is not None else max(float(jobs["arrival_s"].max()), 7 * 86400.0)
+        extra = [runtime.serving_jobs(topo.system_id, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
     jobs = apply_slicing(jobs, slicing)
     horizon = days * 86400.0 if days is not None else None
     last_arrival = float(jobs["arrival_s"].max())
@@ -292,6 +314,7 @@ def _result(
         "end_s": float(end),
         "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
         / (topo.gpus * window),
+        "offered_load_window": _window_demand(jobs, warm, window) / cap,
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,

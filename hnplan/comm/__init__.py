@@ -22,10 +22,12 @@ from hnplan.comm.topology import (
     ScaleupBOM,
     SystemLinks,
     fat_tree_counts,
+    max_scaleout_gpus,
     scaleout_bom,
     scaleup_bom,
     split_group,
     system_links,
+    whole_units,
 )
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "fat_tree_counts",
     "flat_placement",
     "hierarchical_allreduce_time",
+    "max_scaleout_gpus",
     "pairwise_alltoall_time",
     "place_group",
     "ring_allgather_time",
@@ -57,4 +60,5 @@ __all__ = [
     "sendrecv_time",
     "split_group",
     "system_links",
+    "whole_units",
 ]

@@ -292,15 +292,55 @@ def scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     return design.memo(("scaleout_bom", gpus), lambda: _scaleout_bom(design, gpus))
 
 
+def _ports_per_node(design: Design) -> int:
+    """Scale-out switch ports one node uses: a NIC of twice the switch port rate takes two logical
+    ports (e.g. 800G NIC on 400G ports)."""
+    system, sw = design.system, design.scaleout_switch
+    return system.nics_per_node * max(1, math.ceil(system.nic_gbps / sw.port_gbps))
+
+
+def whole_units(design: Design, gpus: int) -> int:
+    """Accelerators in the whole purchasable units (``unit_gpus``: a server, a rack, a supernode)
+    that hold ``gpus``: the count ``hnplan tco`` buys and ``hnplan topology`` wires.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> whole_units(load_catalog().design("gb200-nvl72"), 100)  # two NVL72 racks
+    144
+    """
+    u = design.system.unit_gpus
+    return math.ceil(gpus / u) * u
+
+
+def max_scaleout_gpus(design: Design) -> int:
+    """The most accelerators, in whole purchasable units, that the system's scale-out fabric joins:
+    its nodes' ports fill at most a three-tier fat-tree of ``k``-port switches, ``k^3/4`` ports ([1]_),
+    the largest modelled (:func:`fat_tree_tiers`).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> cat = load_catalog()
+    >>> max_scaleout_gpus(cat.design("hgx-h100-ib-ndr"))  # 64-port NDR: 65,536 ports / 8 per node x 8 GPUs
+    65536
+    >>> max_scaleout_gpus(cat.design("gb200-nvl72"))  # 16,384 trays of 4 GPUs, down to whole 72-GPU racks
+    65520
+    """
+    system, k = design.system, design.scaleout_switch.ports
+    gpus = k**3 // 4 // _ports_per_node(design) * system.node_gpus
+    return gpus // system.unit_gpus * system.unit_gpus
+
+
 def _scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     system, sw = design.system, design.scaleout_switch
     nodes = math.ceil(gpus / system.node_gpus)
-    # a NIC of twice the switch port rate uses two logical ports (e.g. 800G NIC on 400G ports)
-    ports_per_nic = max(1, math.ceil(system.nic_gbps / sw.port_gbps))
-    e = nodes * system.nics_per_node * ports_per_nic
+    e = nodes * _ports_per_node(design)
+    if e > sw.ports**3 // 4:
+        raise InputError(
+            f"{gpus:,} GPUs of {system.id} need {e:,} scale-out ports, more than a 3-tier fat-tree of "
+            f"{sw.ports}-port {sw.id} switches holds ({sw.ports**3 // 4:,}); the most it joins is "
+            f"{max_scaleout_gpus(design):,} GPUs"
+        )
     o = system.scaleout_oversubscription
     rail = system.scaleout_topology == "rail-optimized-fat-tree"
-    c = fat_tree_counts(e, sw.ports, o, rails=system.nics_per_node * ports_per_nic if rail else 1)
+    c = fat_tree_counts(e, sw.ports, o, rails=_ports_per_node(design) if rail else 1)
     port_Bps = units.gbps_to_Bps(sw.port_gbps)
     bisection = e / 2 * port_Bps / (o if c["tiers"] > 1 else 1.0)
     return NetworkBOM(

@@ -269,6 +269,13 @@ class AuditSetup:
         ("gb200-nvl72", "megatron-1t", 72),
         ("gb200-nvl72", "megatron-1t", 144),
     )
+    # the shared-cluster claims (hnplan.cluster): one job stream per offered load, on each design
+    cluster_traditional: str = "hgx-b200-ib-xdr"  # a catalog system (the simulation needs its failure unit)
+    cluster_gpus: int = 1152  # 16 NVL72 racks = 144 servers
+    cluster_jobs: int = 10000
+    cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)
+    cluster_mix: str = "default"
+    cluster_seed: int = 0
 
 
 def _experiments():
@@ -350,8 +357,32 @@ def cluster_available() -> bool:
 
 
 def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> pd.DataFrame | None:
-    """The grid behind a utilisation or fragmentation claim from a shared-cluster simulation (columns
-    ``design``, ``utilisation`` and the claim's axes), or None while the audit runs none: the one
-    function to fill to make ``utilisation-40-to-70``, ``fragmentation-below-30`` and
-    ``utilisation-below-50`` testable."""
-    return None
+    """The grid behind a utilisation or fragmentation claim from the shared-cluster simulation
+    (:func:`hnplan.cluster.claims.audit_points`), or None without ``hnplan.cluster``.
+
+    Returns
+    -------
+    DataFrame or None
+        One row per grid point: ``offered_load`` [fraction of the GPUs], ``design`` (the design,
+        with its placement or partitioning), ``utilisation`` (useful GPU-time over installed
+        GPU-time, after the warm-up), ``offered_load_window``, ``fragmentation``,
+        ``concurrent_jobs`` and ``holds``. ``attrs`` carries ``metric``, ``op``, ``threshold`` and
+        ``condition`` (the job mix, policy, cluster size and loads it holds or fails under).
+    """
+    if not cluster_available():
+        return None
+    from hnplan.cluster.claims import audit_points
+
+    pts, metric, op, thr, cond = audit_points(
+        claim_id,
+        setup.cluster_traditional,
+        setup.supernode,
+        gpus=setup.cluster_gpus,
+        mix=setup.cluster_mix,
+        loads=tuple(setup.cluster_loads),
+        jobs=setup.cluster_jobs,
+        seed=setup.cluster_seed,
+        catalog=catalog,
+    )
+    pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond)
+    return pts

@@ -12,7 +12,15 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
-from hnplan.planning.claims import AuditSetup, Claim, cluster_available, cluster_utilisation, doc, seed_files
+from hnplan.planning.claims import (
+    AuditSetup,
+    Claim,
+    cluster_available,
+    cluster_utilisation,
+    decide,
+    doc,
+    seed_files,
+)
 from hnplan.planning.claims_mechanisms import CXL, DEPLOY, HOTSWAP, TIERS, cxl_pool, deploy, hot_swap, tiering
 from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
@@ -368,6 +376,7 @@ FRAG = (
     "Business lines building separate clusters leaves overall utilisation below 30%",
 )
 UTIL50 = ("utilisation-below-50", ("002",), "Fragmented scheduling keeps utilisation below 50% for long periods")
+CONC512 = ("concurrent-512-jobs-92", ("000",), "A supernode runs 512 simulation jobs at once at 92% utilisation")
 
 
 def _cluster_claim(spec: tuple, text: str):
@@ -384,7 +393,31 @@ def _cluster_claim(spec: tuple, text: str):
                 "to pooled or partitioned GPUs, measured as allocated GPU-hours over installed "
                 f"GPU-hours): {what}",
             )
-        return _claim(spec[0], spec[1], spec[2], text, pts, ["design"], "utilisation", ">=", 0.0)
+        a = pts.attrs
+        metric, op, thr = a["metric"], a["op"], a["threshold"]
+        verdict, _ = decide(pts, ["offered_load", "design"], metric, op, thr)
+        m = pts.loc[pts["holds"].notna(), metric].astype(float)
+        nums = {
+            "threshold": thr,
+            f"{metric}_min": float(m.min()),
+            f"{metric}_max": float(m.max()),
+            "points": int(pts["holds"].notna().sum()),
+            "points_holding": int(pts["holds"].eq(True).sum()),
+        }
+        exp = f"{text} {s.cluster_jobs:,} jobs of mix '{s.cluster_mix}' per run on {s.cluster_gpus:,} GPUs"
+        return Claim(
+            spec[0],
+            seed_files(*spec[1]),
+            spec[2],
+            exp,
+            verdict,
+            a["condition"],
+            nums,
+            pts,
+            metric,
+            op,
+            ("offered_load", "design"),
+        )
 
     run.__doc__ = text
     return run
@@ -407,20 +440,34 @@ EXPERIMENTS = tuple(
             UTIL,
             _cluster_claim(
                 UTIL,
-                "Allocated over installed GPU-hours of a shared, pooled cluster against "
-                "partitioned clusters, from a job trace.",
+                "Useful over installed GPU-hours of the server design against the supernode, "
+                "both pooled and topology-aware, on the same simulated job stream.",
             ),
         ),
         (
             FRAG,
             _cluster_claim(
                 FRAG,
-                "Allocated over installed GPU-hours when each business line has its own cluster, from a job trace.",
+                "Useful over installed GPU-hours of the server design pooled against split into "
+                "business lines, each with its own cluster and a random quarter of the jobs, from a "
+                "simulated job stream.",
             ),
         ),
         (
             UTIL50,
-            _cluster_claim(UTIL50, "Allocated over installed GPU-hours under fragmented scheduling, from a job trace."),
+            _cluster_claim(
+                UTIL50,
+                "Useful over installed GPU-hours of the server design under first-fit placement with "
+                "and without backfilling, against topology-aware placement, from a simulated job stream.",
+            ),
+        ),
+        (
+            CONC512,
+            _cluster_claim(
+                CONC512,
+                "Mean number of jobs running at once and useful utilisation of the supernode design, from "
+                "a simulated job stream.",
+            ),
         ),
     )
 )

@@ -6,8 +6,8 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InputError
+from hnplan.planning.design import cost_or_gap
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
 
@@ -47,7 +47,8 @@ def compare_training_designs(
         dense ``peak_tflops`` in the run's dtype, the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`), plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
-        reason in ``status``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
+        reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
+        plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
     """
     cat = catalog or load_catalog()
@@ -71,7 +72,10 @@ def compare_training_designs(
             rows.append(row)
             continue
         pw = design_power(cat.design(system), gpus)
-        cost = design_cost(cat.design(system), gpus)
+        cost, gap = cost_or_gap(cat.design(system), gpus)
+        if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
+            note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
+            row["cost_note"] = f"n/a: {gap}"
         seconds = tokens / est.tokens_per_s
         p = est.plan
         row.update(
@@ -91,10 +95,10 @@ def compare_training_designs(
             it_power_mw=units.w_to_mw(pw.it_w),
             facility_power_mw=units.w_to_mw(pw.facility_w),
             energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"],
-            capex_musd=cost.capex_usd / 1e6,
+            capex_musd=cost.capex_usd / 1e6 if cost else float("nan"),
             status="ok" + note,
         )
-        run_usd = cost.usd_for(gpus, seconds)  # the run at the design's TCO per GPU-hour
+        run_usd = cost.usd_for(gpus, seconds) if cost else float("nan")  # the run at the design's TCO per GPU-hour
         row.update(
             accelerator=acc.id,
             peak_tflops=_peak(acc.dense_tflops, run_dtype),
@@ -199,13 +203,24 @@ def verdict(df: pd.DataFrame) -> str:
     if ok.empty:
         return "No design has a feasible plan for this job."
     fast = ok.loc[ok["days"].idxmin()]
-    cheap = ok.loc[ok["capex_musd"].idxmin()]
-    text = (
-        f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU); "
-        f"{_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex)."
-    )
-    if "run_musd" in ok:
-        run = ok.loc[ok["run_musd"].idxmin()]
+    priced = ok[ok["capex_musd"].notna()]
+    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU)"
+    if priced.empty:
+        text += "; no design has a price, so every cost is n/a."
+    else:
+        cheap = priced.loc[priced["capex_musd"].idxmin()]
+        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex)."
+    if len(priced) < len(ok):
+        text += (
+            " "
+            + "; ".join(
+                f"cost n/a for {r['system']}: it has no price (give its file `unit_price_usd` or `price_item`)"
+                for _, r in ok[ok["capex_musd"].isna()].iterrows()
+            )
+            + "."
+        )
+    if "run_musd" in priced and not priced.empty:
+        run = priced.loc[priced["run_musd"].idxmin()]
         text += (
             f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
             f"({units.format_usd(run['run_musd'] * 1e6)}, "

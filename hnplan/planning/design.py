@@ -11,15 +11,16 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.cost import design_cost
+from hnplan.cost import DesignCost, deploy_days_for, design_cost
 from hnplan.deployment import deploy_time
-from hnplan.errors import check_choice
+from hnplan.errors import InputError, check_choice
 from hnplan.power import design_power
 from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
 
 __all__ = [
     "CHECKPOINT_MODES",
     "ReliabilityEstimate",
+    "cost_or_gap",
     "deployment_time",
     "design_of",
     "estimate_reliability",
@@ -36,6 +37,32 @@ def design_of(system, catalog: Catalog | None = None) -> Design:
 _design = design_of
 
 
+def cost_or_gap(design: Design, gpus: int, **kwargs) -> tuple[DesignCost | None, str | None]:
+    """:func:`hnplan.cost.design_cost` of ``gpus`` accelerators, or ``(None, why)`` when a part the cost
+    counts has no price: the reason names the missing ``prices.yaml`` item and how a system file gives its
+    own price (``unit_price_usd``, ``price_item``). Cost outputs then say "n/a" with it, and the rest of
+    the answer (time, power, racks) stands."""
+    missing = design.prices.missing
+    if missing:
+        return None, "; ".join(missing.values())
+    return design_cost(design, gpus, **kwargs), None
+
+
+_COST_KEYS = (
+    "capex_usd",
+    "opex_usd_per_year",
+    "tco_usd",
+    "usd_per_gpu_hour",
+    "idle_capital_usd",
+    "systems_usd",
+    "network_usd",
+    "facility_usd",
+    "energy_usd_per_year",
+    "maintenance_usd_per_year",
+    "storage_usd",
+)
+
+
 def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability: float | None = None, **kwargs) -> dict:
     """The ``hnplan tco`` answer: power, racks, capex, opex, TCO and $ per GPU-hour of a design.
 
@@ -48,22 +75,25 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
     Returns
     -------
     dict
-        ``system, gpus, gpus_bought, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
+        ``system, gpus, gpus_bought, unit_gpus, it_power_kw, facility_power_kw, pue, racks, kw_per_rack,
         rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
         idle_capital_usd``, the capex/opex parts, ``spare_gpus`` and the storage (``storage, storage_units,
-        storage_usd, storage_kw``).
+        storage_usd, storage_kw``). Without a price (:func:`cost_or_gap`) the cost keys are NaN and
+        ``cost_note`` says why; power, racks and GPUs stand.
     """
     design = _design(system, catalog)
     system = design.system
     if availability is not None:
         kwargs["spare_gpus"] = spare_gpus(design, gpus, quantile=availability)
-    c = design_cost(design, gpus, **kwargs)
-    pw = design_power(design, gpus + c.spare_gpus, kwargs.get("pue"))
-    return {
+    c, gap = cost_or_gap(design, gpus, **kwargs)
+    spares = kwargs.get("spare_gpus", 0) if c is None else c.spare_gpus
+    pw = design_power(design, gpus + spares, kwargs.get("pue"))
+    power = {
         "system": system.id,
         "gpus": gpus,
-        "gpus_bought": c.gpus,
+        "gpus_bought": pw.units * system.unit_gpus,
+        "unit_gpus": system.unit_gpus,
         "it_power_kw": units.w_to_kw(pw.it_w),
         "facility_power_kw": units.w_to_kw(pw.facility_w),
         "pue": pw.pue,
@@ -71,6 +101,25 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
         "kw_per_rack": pw.kw_per_rack,
         "rack_limit_kw": units.w_to_kw(pw.rack_limit_w),
         "over_rack_limit": pw.over_rack_limit,
+        "spare_gpus": spares,
+        "storage": design.storage.id if design.storage is not None else None,
+        "storage_units": pw.storage_units,
+        "storage_kw": units.w_to_kw(pw.storage_w),
+    }
+    if c is None:  # no price: every cost n/a, with the reason
+        deploy = kwargs.get("deploy_days")
+        return {
+            **power,
+            **dict.fromkeys(_COST_KEYS, float("nan")),
+            "years": kwargs.get("years") or design.facility.amortisation_years.value,
+            "utilisation": kwargs.get("utilisation", 1.0),
+            "staff_usd_per_year": kwargs.get("staff_usd_per_year", 0.0),
+            "deploy_days": deploy_days_for(design, gpus + spares) if deploy is None else deploy,
+            "cost_note": f"n/a: {gap}",
+        }
+    return {
+        **power,
+        "gpus_bought": c.gpus,
         "capex_usd": c.capex_usd,
         "opex_usd_per_year": c.opex_usd_per_year,
         "tco_usd": c.tco_usd,
@@ -85,11 +134,7 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
         "energy_usd_per_year": c.energy_usd_per_year,
         "maintenance_usd_per_year": c.maintenance_usd_per_year,
         "staff_usd_per_year": c.staff_usd_per_year,
-        "spare_gpus": c.spare_gpus,
-        "storage": design.storage.id if design.storage is not None else None,
-        "storage_units": pw.storage_units,
         "storage_usd": c.storage_usd,
-        "storage_kw": units.w_to_kw(pw.storage_w),
     }
 
 
@@ -162,3 +207,30 @@ def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
     (:func:`hnplan.deployment.deploy_time` on the resolved design): item counts, technician-hours,
     crew, install and commissioning days and ``deploy_days``."""
     return deploy_time(_design(system, catalog), gpus)
+
+
+def resolve_utilisation(
+    utilisation: float | str | None, system: str, gpus: int, mix: str = "default", catalog: Catalog | None = None
+) -> tuple[float | None, str]:
+    """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
+    in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation.
+
+    Raises
+    ------
+    InputError
+        For anything else.
+    """
+    if utilisation is None:
+        return None, ""
+    if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
+        from hnplan.cluster.utilisation import simulated_utilisation
+
+        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog)
+        return float(sim["utilisation"]), sim["source"]
+    try:
+        u = float(utilisation)
+    except (TypeError, ValueError):
+        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
+    if not 0 < u <= 1:
+        raise InputError(f"utilisation must be in (0, 1]; got {u}")
+    return u, "given"

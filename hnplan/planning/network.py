@@ -22,7 +22,7 @@ from hnplan.comm.algorithms import ALGORITHMS, CollectiveResult, collective
 from hnplan.comm.collectives import OPS
 from hnplan.comm.graphs import system_graph
 from hnplan.comm.placement import place_group
-from hnplan.comm.topology import scaleout_bom, scaleup_bom
+from hnplan.comm.topology import scaleout_bom, scaleup_bom, whole_units
 from hnplan.errors import InputError
 
 __all__ = [
@@ -48,6 +48,10 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     """The figures of ``hnplan topology``: tiers, switches, links, transceivers, cables, bisection and
     diameter of the whole network (scale-up domains + scale-out fat-tree) joining ``gpus``.
 
+    The network is built for whole purchasable units (``unit_gpus``: a server, an NVL72 rack, a
+    supernode), the count ``hnplan tco`` buys (:func:`hnplan.comm.topology.whole_units`): 100 GPUs of
+    GB200 NVL72 are wired as two full racks, 144 GPUs.
+
     The job's bisection (first half of the ranks against the second) is the scale-out bisection of
     its NICs (``gpus/2 x NIC rate per GPU``, divided by the leaf oversubscription when more than one
     leaf is used, capped by the fabric's own bisection), plus the scale-up bisection when the job fits
@@ -63,12 +67,13 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     Returns
     -------
     dict
-        ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
+        ``gpus`` (asked), ``gpus_built`` (whole units), ``unit_gpus``, ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
         ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``domains``, ``hosts_supported`` (nodes the built
         scale-out tiers hold), ``bom`` (both BOMs).
     """
     design = _design(system, catalog)
     system = design.system
+    wanted, gpus = gpus, whole_units(design, gpus)
     up = scaleup_bom(design, gpus)
     out = scaleout_bom(design, gpus)
     one_domain = gpus <= system.scaleup_domain_gpus
@@ -81,6 +86,9 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     # of the links over optics (CloudMatrix384 paper Sec 3)
     optical_up = up.links // 2 if system.scaleup_topology == "clos" else 0
     return {
+        "gpus": wanted,
+        "gpus_built": gpus,
+        "unit_gpus": system.unit_gpus,
         "tiers": {
             "scaleup": 2 if system.scaleup_topology == "clos" else (1 if up.switches else 0),
             "scaleout": out.tiers,
@@ -200,7 +208,7 @@ def bom_table(systems, gpus: int, catalog: Catalog | None = None) -> pd.DataFram
                 "transceivers": d["transceivers"]["total"],
                 "cables": d["cables"]["total"],
                 "bisection_GBps": d["bisection_GBps"],
-                "bisection_per_gpu_GBps": d["bisection_GBps"] / (gpus / 2),
+                "bisection_per_gpu_GBps": d["bisection_GBps"] / (d["gpus_built"] / 2),
                 "diameter_hops": d["diameter_hops"],
             }
         )

@@ -27,7 +27,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
-from hnplan.planning.design import estimate_reliability
+from hnplan.planning.design import estimate_reliability, resolve_utilisation  # noqa: F401 (re-exported)
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, pue_for
 
@@ -50,6 +50,8 @@ class WhatIfCase:
     tokens: float
     tokens_per_s: float
     mode: str = "async"
+    utilisation: float | None = None  # share of hours busy; None: sampled from its catalog range
+    utilisation_source: str = ""
 
 
 def whatif_case(
@@ -61,19 +63,28 @@ def whatif_case(
     global_batch_seqs: int,
     dtype: str = "bf16",
     mode: str = "async",
+    utilisation: float | str | None = None,
+    mix: str = "default",
     catalog: Catalog | None = None,
 ) -> WhatIfCase:
     """Plan the job once (fastest plan that fits) and keep its throughput [tokens/s].
+
+    ``utilisation``: None samples it from its catalog range (``data/uncertainty.yaml``); a number in
+    (0, 1] fixes it; ``"simulated"`` fixes it at the useful utilisation the shared-cluster simulation
+    gives the design under job mix ``mix`` (:func:`hnplan.cluster.utilisation.simulated_utilisation`).
 
     Raises
     ------
     InfeasiblePlan
         If no plan divides and fits.
+    InputError
+        For a utilisation outside (0, 1] or a word other than ``simulated``.
     """
     cat = catalog or load_catalog()
     system, model = cat.system(system), cat.model(model)
+    u, src = resolve_utilisation(utilisation, system.id, gpus, mix, cat)
     (est,), _, _ = best_plan(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=cat)
-    return WhatIfCase(system, model, gpus, tokens, est.tokens_per_s, mode)
+    return WhatIfCase(system, model, gpus, tokens, est.tokens_per_s, mode, u, src)
 
 
 def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
@@ -84,7 +95,7 @@ def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
         "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value,
         "pue": pue_for(cat.design(s)),
         "hardware_price_factor": 1.0,
-        "utilisation": 1.0,
+        "utilisation": 1.0 if case.utilisation is None else case.utilisation,
         "rate_factor": 1.0,
         "write_GBps_per_node": s.storage_write_GBps_per_node or rel.storage_write_GBps_per_node.value,
         "years": fac.amortisation_years.value,
@@ -140,7 +151,8 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
 def tornado(
     case: WhatIfCase, metric: str = "tco_usd", catalog: Catalog | None = None, inputs: list[str] | None = None
 ) -> pd.DataFrame:
-    """One-at-a-time sensitivity of ``metric`` to each uncertain input over its catalog range.
+    """One-at-a-time sensitivity of ``metric`` to each uncertain input over its catalog range
+    (utilisation left out when the case fixes it, e.g. from the cluster simulation).
 
     Returns
     -------
@@ -153,7 +165,7 @@ def tornado(
     cat = catalog or load_catalog()
     base = base_inputs(case, cat)
     ranges = cat.uncertainties
-    names = inputs or [i for i in WHATIF_INPUTS if i in ranges]
+    names = inputs or [i for i in WHATIF_INPUTS if i in ranges and not _fixed(case, i)]
     m0 = evaluate(case, cat)[metric]
     rows = []
     for name in names:
@@ -178,6 +190,11 @@ def tornado(
     return df
 
 
+def _fixed(case: WhatIfCase, name: str) -> bool:
+    """Whether the case fixes this input (utilisation given or simulated) rather than sampling it."""
+    return name == "utilisation" and case.utilisation is not None
+
+
 def _distribution(u):
     if u.distribution == "triangular":
         return stats.triang(c=(u.mode - u.low) / (u.high - u.low), loc=u.low, scale=u.high - u.low)
@@ -185,7 +202,8 @@ def _distribution(u):
 
 
 def monte_carlo(case: WhatIfCase, n: int = 200, seed: int = 0, catalog: Catalog | None = None) -> pd.DataFrame:
-    """Sample every uncertain input from its catalog distribution (scipy.stats, independent) and
+    """Sample every uncertain input from its catalog distribution (scipy.stats, independent; a
+    utilisation the case fixes is held at its value) and
     evaluate the case; reproducible for a seed.
 
     Returns
@@ -197,7 +215,14 @@ def monte_carlo(case: WhatIfCase, n: int = 200, seed: int = 0, catalog: Catalog 
         raise InputError(f"n must be >= 1; got {n}")
     cat = catalog or load_catalog()
     rng = np.random.default_rng(seed)
-    samples = {name: _distribution(u).rvs(size=n, random_state=rng) for name, u in cat.uncertainties.items()}
+    samples = {
+        name: (
+            np.full(n, case.utilisation)  # an outcome of the simulation, not an uncertain input
+            if _fixed(case, name)
+            else _distribution(u).rvs(size=n, random_state=rng)
+        )
+        for name, u in cat.uncertainties.items()
+    }
     rows = [
         {
             **{k: float(v[i]) for k, v in samples.items()},

@@ -18,7 +18,10 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
    the 9 of a 72-GPU rack for a 32-layer model and a power-of-two batch); at a count where no plan
    fits in memory, double; both are listed in ``skipped`` with the reason;
 3. at a count that misses the deadline, extrapolate the count that would meet it (time ~ 1 / GPUs)
-   and take the next such count above it;
+   and take the next such count above it; past the most the scale-out fabric joins
+   (:func:`hnplan.comm.topology.max_scaleout_gpus`, a 3-tier fat-tree: 65,536 GPUs of 64-port NDR,
+   the same limit ``hnplan topology`` enforces) the largest count it joins is the last one tried,
+   and a lower bound already above that limit is infeasible at once;
 4. after the first count that meets the deadline, scan the counts between the last miss and it
    (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
 
@@ -35,10 +38,10 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import scaleout_bom
+from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
-from hnplan.cost import design_cost
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
+from hnplan.planning.design import cost_or_gap
 from hnplan.planning.time_to_train import time_to_train
 from hnplan.power import design_power
 
@@ -62,13 +65,21 @@ def _next_smooth(n: int) -> int:
         n += 1
 
 
-def _buildable(system, gpus: int, cat) -> bool:
-    """Whether the system's scale-out fabric can connect ``gpus`` accelerators (a 3-tier fat-tree at most)."""
-    try:
-        scaleout_bom(cat.design(system), gpus)
-    except InputError:
-        return False
-    return True
+def _people(x: float) -> str:
+    """A count in words people read (15T, 1.2M); beyond the 10^15 the prefixes reach, an exponent."""
+    return units.format_count(x) if x < 1e15 else f"{x:.3g}"
+
+
+def _prev_smooth(n: int) -> int:
+    """The largest integer in [1, n] whose only prime factors are 2, 3 and 5 (1 for n < 1).
+
+    >>> [_prev_smooth(k) for k in (1, 7, 11, 13, 49)]
+    [1, 6, 10, 12, 48]
+    """
+    n = max(1, n)
+    while _next_smooth(n) != n:
+        n -= 1
+    return n
 
 
 def size_for_deadline(
@@ -121,7 +132,8 @@ def size_for_deadline(
     InputError
         For a non-finite or non-positive deadline or token count.
     InfeasiblePlan
-        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline.
+        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline; the
+        message names the fabric's limit and, where one was searched, the days at the largest count.
 
     Notes
     -----
@@ -138,6 +150,15 @@ def size_for_deadline(
         / (units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
     )
     u = sys_.unit_gpus
+    fabric = cat.design(sys_)
+    cap = max_scaleout_gpus(fabric) // u  # the most units the scale-out fabric joins
+    switch = f"a 3-tier fat-tree of {fabric.scaleout_switch.ports}-port {fabric.scaleout_switch.id} switches"
+    job = f"{mdl.id} on {_people(tokens)} tokens within {deadline_days:g} days"
+    if ideal > cap * u:
+        raise InfeasiblePlan(
+            f"{job} needs at least {_people(ideal)} GPUs of {sys_.id} even at 100 % MFU; the most its "
+            f"scale-out fabric joins is {cap * u:,} ({switch})"
+        )
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
 
     def days_at(n: int) -> float:
@@ -167,11 +188,18 @@ def size_for_deadline(
 
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
     while not hit:
-        if searched() >= max_evals or not _buildable(sys_, n * u, cat):
+        if n > cap:
+            last = max(tried, default=0)
+            r = tried.get(last)
+            at_cap = f"; at {last * u:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
+            at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
             raise InfeasiblePlan(
-                f"no count of {sys_.id} up to {n * u} GPUs ({searched()} searched; the most the "
-                f"fabric connects or the search reaches) trains {mdl.id} on {tokens:.3g} tokens "
-                f"within {deadline_days} days"
+                f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "
+                f"{switch}) trains {job}{at_cap}"
+            )
+        if searched() >= max_evals:
+            raise InfeasiblePlan(
+                f"no count of {sys_.id} up to {n * u:,} GPUs ({searched()} searched, the search's limit) trains {job}"
             )
         days = days_at(n)
         r = tried[n]
@@ -185,13 +213,16 @@ def size_for_deadline(
                     f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}"
                 )
             n = _next_smooth(n + 1)
-        elif isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
-            invalid = []
-            n = _next_smooth(2 * n)
         else:
             invalid = []
-            miss = n
-            n = _next_smooth(max(n + 1, math.ceil(n * days / deadline_days)))
+            if isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
+                want = 2 * n
+            else:
+                miss = n
+                want = max(n + 1, math.ceil(n * days / deadline_days))
+            last, n = n, _next_smooth(want) if want <= cap else cap + 1
+            if n > cap and _prev_smooth(cap) > last:  # the largest count the fabric joins is the last to try
+                n = _prev_smooth(cap)
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
@@ -329,7 +360,9 @@ def size_design(
     -------
     dict
         :func:`size_for_deadline`'s keys plus ``racks, it_power_mw, facility_power_mw, capex_usd,
-        opex_usd_per_year, tco_usd, run_usd`` (the run at TCO rates), ``within_budget`` and ``status``.
+        opex_usd_per_year, tco_usd, run_usd`` (the run at TCO rates), ``within_budget`` and ``status``;
+        without a price (:func:`hnplan.planning.design.cost_or_gap`) the costs are NaN and ``cost_note``
+        says why.
 
     Raises
     ------
@@ -353,18 +386,21 @@ def size_design(
     gpus = row["gpus"]
     design = cat.design(sys_)
     pw = design_power(design, gpus)
-    cost = design_cost(design, gpus)
+    cost, gap = cost_or_gap(design, gpus)
+    nan = float("nan")
     row.update(
         racks=pw.racks,
         it_power_mw=units.w_to_mw(pw.it_w),
         facility_power_mw=units.w_to_mw(pw.facility_w),
-        capex_usd=cost.capex_usd,
-        opex_usd_per_year=cost.opex_usd_per_year,
-        tco_usd=cost.tco_usd,
-        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])),
-        within_budget=None if budget_usd is None else bool(cost.capex_usd <= budget_usd),
+        capex_usd=cost.capex_usd if cost else nan,
+        opex_usd_per_year=cost.opex_usd_per_year if cost else nan,
+        tco_usd=cost.tco_usd if cost else nan,
+        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])) if cost else nan,
+        within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
         status="ok",
     )
+    if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
+        row["cost_note"] = f"n/a: {gap}"
     return row
 
 
@@ -388,12 +424,13 @@ def size_designs(
     cat = catalog or load_catalog()
     rows = []
     for s in systems:
-        sid = cat.system(s).id
+        entry = cat.system(s)  # an id or a file path, resolved once; the entry is passed on, not its id
+        sid = entry.id
         try:
             rows.append(
                 size_design(
                     model,
-                    sid,
+                    entry,
                     tokens,
                     deadline_days,
                     seq_len,
@@ -428,15 +465,22 @@ def sizing_verdict(df: pd.DataFrame) -> str:
         return "No design meets the deadline with this global batch; relax the deadline or raise the batch."
     lines = [
         f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
-        f"{r['facility_power_mw']:.1f} MW facility power, ${r['capex_usd'] / 1e6:,.0f}M capex, "
+        f"{r['facility_power_mw']:.1f} MW facility power, {units.format_usd(r['capex_usd'])} capex, "
         f"{r['days']:.1f} days"
         + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")
         for _, r in ok.iterrows()
     ]
-    cheap = ok.loc[ok["capex_usd"].idxmin()]
-    lines.append(
-        f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** (${cheap['capex_usd'] / 1e6:,.0f}M)."
-    )
+    priced = ok[ok["capex_usd"].notna()]
+    if not priced.empty:
+        cheap = priced.loc[priced["capex_usd"].idxmin()]
+        lines.append(
+            f"\nThe cheapest design to buy for this deadline is **{cheap['system']}** "
+            f"({units.format_usd(cheap['capex_usd'])})"
+            + ("" if len(priced) == len(ok) else ", of those with a price")
+            + "."
+        )
+    for _, r in ok[ok["capex_usd"].isna()].iterrows():
+        lines.append(f"{r['system']}: cost n/a, it has no price (give its file `unit_price_usd` or `price_item`).")
     if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
         lines.append(
             f"Days include failures, restarts and checkpoint stalls (goodput "
@@ -445,6 +489,8 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     elif "goodput_mode" in ok:
         lines.append("Days leave failures out (goodput off).")
     for _, r in ok.iterrows():
+        if isinstance(r.get("batch_note"), str) and r["batch_note"]:
+            lines.append(f"{r['system']}: {r['batch_note']}.")
         skipped = r.get("skipped")
         if isinstance(skipped, list) and skipped:
             lines.append(

@@ -18,6 +18,43 @@ from hnplan.planning.training import make_job, search_best
 from hnplan.power import design_power, run_energy
 
 
+def _prime_factors(n: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    p = 2
+    while p * p <= n:
+        while n % p == 0:
+            out[p] = out.get(p, 0) + 1
+            n //= p
+        p += 1
+    if n > 1:
+        out[n] = out.get(n, 0) + 1
+    return out
+
+
+def batch_note(gpus: int, global_batch_seqs: int, parallel: dict) -> str:
+    """Why a GPU count may train slower than a smaller one: the part of ``gpus`` whose prime factors the
+    global batch lacks cannot go to data parallelism (DP x micro-batch divides the batch), so TP, PP or
+    CP take it; "" when the batch shares every prime factor of ``gpus``.
+
+    >>> batch_note(36864, 2048, {"tp": 8, "pp": 18, "dp": 32, "cp": 8, "ep": 1})  # 36,864 = 2^12 x 9
+    '36,864 GPUs = 4,096 x 9: the batch of 2,048 sequences has no factor 9, so data parallelism (DP32) cannot take it and TP8 PP18 CP8 do; a count whose odd factors divide the batch avoids that'
+    >>> batch_note(32768, 2048, {"tp": 8, "pp": 16, "dp": 64, "cp": 4, "ep": 1})
+    ''
+    """
+    foreign = 1
+    for p, k in _prime_factors(gpus).items():
+        if global_batch_seqs % p:
+            foreign *= p**k
+    if foreign == 1:
+        return ""
+    model_par = " ".join(f"{k.upper()}{parallel[k]}" for k in ("tp", "pp", "cp") if parallel.get(k, 1) > 1)
+    return (
+        f"{gpus:,} GPUs = {gpus // foreign:,} x {foreign}: the batch of {global_batch_seqs:,} sequences has no "
+        f"factor {foreign}, so data parallelism (DP{parallel.get('dp', 1)}) cannot take it and {model_par} do; "
+        "a count whose odd factors divide the batch avoids that"
+    )
+
+
 def time_to_train(
     model,
     system,
@@ -61,7 +98,8 @@ def time_to_train(
         ``system, gpus, days`` [days, wall clock], ``gpu_hours`` [GPU-h], ``energy_mwh`` [MWh], ``co2_t``
         [t], ``tokens_per_s`` (of the plan, without failures), ``mfu``, ``step_time_s`` [s], ``parallel``
         (the plan's knobs), ``goodput`` (the fraction applied; 1.0 when off) and ``goodput_mode``
-        (``mode``, or ``off``).
+        (``mode``, or ``off``), ``batch_note`` (:func:`batch_note`: why data parallelism cannot take
+        part of the count, or "").
 
     Raises
     ------
@@ -95,4 +133,5 @@ def time_to_train(
         parallel=est.parallel_dict(),
         goodput=g,
         goodput_mode=mode if goodput else "off",
+        batch_note=batch_note(gpus, global_batch_seqs, est.parallel_dict()),
     )

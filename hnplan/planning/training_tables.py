@@ -116,13 +116,29 @@ def top_candidates(
     k: int = 20,
     catalog: Catalog | None = None,
 ) -> pd.DataFrame:
-    """The ``k`` fastest plans that fit, with their knobs, step time, MFU, memory and HBM headroom [GiB]."""
+    """The ``k`` fastest plans that fit, with their knobs, step time, MFU, memory and HBM headroom [GiB].
+
+    Plans the model cannot tell apart (the same step time to the microsecond and the same memory per
+    GPU to the MiB, e.g. DP8 CP8 with micro-batches of 1 and DP4 CP16 with micro-batches of 2 when
+    neither's communication is exposed) take one row: the fastest-ranked of them, with the others'
+    distinguishing knobs in ``same_numbers_as`` ("" when it has no twin).
+    """
     df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)
-    top = df[df["fits"]].head(k).copy()
+    fit = df[df["fits"]].copy()
+    key = list(zip(fit["step_time_s"].round(6), (fit["memory_per_gpu_bytes"] / 2**20).round()))
+    groups: dict[tuple, list[int]] = {}
+    for i, kk in zip(fit.index, key):
+        groups.setdefault(kk, []).append(i)
+    kept = [rows for rows in groups.values()][:k]
+    top = fit.loc[[rows[0] for rows in kept]].copy()
+    top["same_numbers_as"] = [
+        "; ".join(_knob_difference(fit.loc[rows[0]], fit.loc[j]) for j in rows[1:]) for rows in kept
+    ]
     top["memory_per_gpu_gib"] = units.to_GiB(top["memory_per_gpu_bytes"])
     top["hbm_headroom_gib"] = hbm_gib(system, catalog) - top["memory_per_gpu_gib"]
-    out = top[PLAN_COLUMNS + ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib", "hbm_headroom_gib"]]
-    out = out.reset_index(drop=True)
+    cols = ["step_time_s", "tokens_per_s", "mfu", "memory_per_gpu_gib", "hbm_headroom_gib", "same_numbers_as"]
+    out = top[PLAN_COLUMNS + cols].reset_index(drop=True)
+    out.attrs["system"] = (catalog or load_catalog()).system(system).id
     out.attrs["units"] = {
         "step_time_s": "s",
         "tokens_per_s": "tokens/s",
@@ -131,6 +147,29 @@ def top_candidates(
         "hbm_headroom_gib": "GiB",
     }
     return out
+
+
+_KNOB_NAMES = {
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "cp": "CP",
+    "ep": "EP",
+    "microbatch_size": "mb ",
+    "num_microbatches": "micro-batches ",
+    "virtual_stages": "v ",
+    "zero_stage": "ZeRO ",
+    "recompute": "recompute ",
+}
+
+
+def _knob_difference(kept, other) -> str:
+    """The knobs of ``other`` that differ from ``kept``: ``DP4 CP16 mb 2``."""
+    return " ".join(
+        f"{_KNOB_NAMES[c]}{other[c] if c == 'recompute' else int(other[c])}"
+        for c in PLAN_COLUMNS
+        if other[c] != kept[c]
+    )
 
 
 def plan_label(row) -> str:

@@ -86,7 +86,16 @@ def areas() -> list[str]:
 
 def _load_areas() -> None:
     # importing the modules registers their areas
-    from hnplan.validation import calibration, comm, compute, inference, memory, reliability, training  # noqa: F401
+    from hnplan.validation import (  # noqa: F401
+        calibration,
+        cluster,
+        comm,
+        compute,
+        inference,
+        memory,
+        reliability,
+        training,
+    )
 
 
 def validation_table(catalog: Catalog | None = None, only: list[str] | None = None) -> pd.DataFrame:

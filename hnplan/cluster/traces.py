@@ -1,0 +1,315 @@
+"""Job traces of large training clusters: the Slurm job logs of SenseTime Helios and Shanghai AI Lab
+Acme, the Microsoft Philly job log (:func:`read_philly`), and :func:`read_trace`, which picks the loader
+of a file by its content.
+
+Both traces are one row per job as the scheduler logged it, with the columns of
+:data:`HELIOS_COLUMNS` (Helios ``data/<cluster>/cluster_log.csv``, github.com/S-Lab-System-Group/HeliosData,
+README "Schema and Description"; Hu et al., "Characterization and Prediction of Deep Learning Workloads
+in Large-Scale GPU Datacenters", SC '21) or :data:`ACME_COLUMNS` (Acme ``data/job_trace/trace_seren.csv``
+and ``trace_kalos.csv``, github.com/InternLM/AcmeTrace, README "Job Trace"; Hu et al., "Characterization
+of Large Language Model Development in the Datacenter", NSDI '24). Times are wall-clock strings
+(``2020-06-09 18:41:01``; Acme adds a UTC offset, ``2023-03-01 00:18:22+08:00``), ``duration`` is
+``end_time - start_time`` [s]. A job ends in one of :data:`TERMINAL_STATES`; both READMEs note that
+``TIMEOUT`` and ``NODE_FAIL`` are rare.
+
+What a loader keeps (the job table of :mod:`hnplan.cluster.jobs`):
+
+* GPU jobs that ran: ``gpu_num > 0`` and ``duration > 0`` (CPU jobs and jobs cancelled before they
+  started are left out);
+* every terminal state by default: a cancelled or failed job held its GPUs for ``duration`` as a
+  completed one did (on Seren, cancelled jobs used 66 % of the GPU time, ``data/cluster_summary.csv``
+  of AcmeTrace), so a replay that dropped them would under-load the cluster; ``states=`` narrows it;
+* arrival = ``submit_time`` relative to the first kept job; duration = ``duration`` (the run time on
+  the allocation the job got, taken as its ideal run time);
+* ``tp`` = GPUs per node (``gpu_num / node_num``): the group that stays inside one server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb
+from hnplan.cluster.topology import MILLI
+from hnplan.errors import InputError
+
+TERMINAL_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL")
+"""Slurm end states of the Helios and Acme traces (both READMEs, note on ``state``)."""
+HELIOS_COLUMNS = ("job_id", "gpu_num", "node_num", "state", "submit_time", "duration")
+"""Columns of a Helios ``cluster_log.csv`` a loader needs (the file also has ``user, vc, cpu_num,
+start_time, end_time, queue``)."""
+ACME_COLUMNS = (*HELIOS_COLUMNS, "type")
+"""Columns of an Acme ``trace_seren.csv`` / ``trace_kalos.csv`` a loader needs."""
+ACME_CLASS = {
+    "Pretrain": "training",
+    "MLLM": "training",
+    "SFT": "fine-tuning",
+    "Eval": "development",
+    "Debug": "development",
+    "Other": "development",
+}
+"""Priority class of an Acme workload ``type`` (the six types that AcmeTrace ``analysis.ipynb`` counts
+on Seren). A labelled mapping: pretraining and multimodal LLM training are the
+long, checkpointed training jobs; SFT is fine-tuning; evaluation, debugging and other jobs are short
+and restart from scratch, so they take the lowest class. No Acme job is production inference."""
+
+
+def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[str] | None) -> pd.DataFrame:
+    """The kept rows of a Slurm job log (GPU jobs that ran, in ``states``), with ``submit_time`` parsed
+    and the numeric columns checked."""
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    missing = [c for c in columns if c not in raw]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    for col in ("gpu_num", "node_num", "duration"):
+        num = pd.to_numeric(raw[col], errors="coerce")
+        bad = num.isna() & raw[col].notna() | (num < 0)
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise InputError(f"{path}: column {col} must be a number >= 0; line {row + 2} has {raw[col].iloc[row]!r}")
+        raw[col] = num
+    keep = (raw["gpu_num"] > 0) & (raw["duration"] > 0)
+    if states is not None:
+        wanted = {str(s).upper() for s in states}
+        unknown = wanted - set(TERMINAL_STATES)
+        if unknown:
+            raise InputError(f"states must be among {', '.join(TERMINAL_STATES)}; got {sorted(unknown)[0]!r}")
+        keep &= raw["state"].astype(str).str.upper().isin(wanted)
+    g = raw[keep].copy()
+    if g.empty:
+        raise InputError(f"{path}: no GPU job with duration > 0 in the states kept")
+    submit = pd.to_datetime(g["submit_time"], errors="coerce", utc=True, format="mixed")
+    if submit.isna().any():
+        row = int(np.flatnonzero(submit.isna().to_numpy())[0])
+        raise InputError(f"{path}: column submit_time must be a date-time; got {g['submit_time'].iloc[row]!r}")
+    g["arrival_s"] = (submit - submit.min()).dt.total_seconds().to_numpy(float)
+    return g
+
+
+def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str) -> pd.DataFrame:
+    gpus = g["gpu_num"].to_numpy().astype(np.int64)
+    nodes = np.maximum(g["node_num"].to_numpy().astype(np.int64), 1)
+    ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s, np.where(cls == "inference", 0.0, np.inf))
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": g["arrival_s"].to_numpy(float),
+            "gpus": gpus,
+            "gpu_milli": np.full(len(g), MILLI),
+            "duration_s": g["duration"].to_numpy(float),
+            "cls": cls,
+            "checkpoint_s": ckpt,
+            "tp": np.maximum(-(-gpus // nodes), 1),
+        }
+    )
+    return check_jobs(jobs, where)
+
+
+def read_helios(
+    path: str | Path,
+    checkpoint_s: float = 3600.0,
+    states: Iterable[str] | None = TERMINAL_STATES,
+    cls: str = "training",
+) -> pd.DataFrame:
+    """Jobs from a Helios ``cluster_log.csv`` (SenseTime; Earth, Saturn, Uranus or Venus cluster).
+
+    Parameters
+    ----------
+    path : path
+        CSV with at least the columns :data:`HELIOS_COLUMNS` (github.com/S-Lab-System-Group/HeliosData,
+        README "Schema and Description"): ``gpu_num`` [GPU], ``node_num``, ``state``, ``submit_time``
+        (``YYYY-MM-DD HH:MM:SS``), ``duration`` [s].
+    checkpoint_s : float
+        Checkpoint period of the jobs [s] (the trace has none).
+    states : iterable of str, optional
+        End states kept (default all of :data:`TERMINAL_STATES`; ``None`` keeps every row).
+    cls : str
+        Class of every job: the trace gives no purpose (Helios is a datacenter for developing
+        deep-learning models, HeliosData README), so all are ``training`` unless told otherwise.
+
+    Returns
+    -------
+    DataFrame
+        A job table (:func:`hnplan.cluster.jobs.check_jobs`; what is kept: module docstring).
+
+    Raises
+    ------
+    InputError
+        For a missing file or column, a non-numeric or negative ``gpu_num``/``node_num``/``duration``,
+        an unparseable ``submit_time``, an unknown class or state, or no GPU job left.
+    """
+    if cls not in CLASSES:
+        raise InputError(f"class must be one of {', '.join(CLASSES)}; got {cls!r}")
+    path = Path(path)
+    g = _slurm_log(path, HELIOS_COLUMNS, "Helios cluster_log.csv", states)
+    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+
+
+def read_acme(
+    path: str | Path,
+    checkpoint_s: float = 3600.0,
+    states: Iterable[str] | None = TERMINAL_STATES,
+) -> pd.DataFrame:
+    """Jobs from an Acme ``trace_seren.csv`` or ``trace_kalos.csv`` (Shanghai AI Lab LLM clusters).
+
+    Parameters
+    ----------
+    path : path
+        CSV with at least the columns :data:`ACME_COLUMNS` (github.com/InternLM/AcmeTrace, README
+        "Job Trace"): those of Helios plus the workload ``type``.
+    checkpoint_s : float
+        Checkpoint period of training and fine-tuning jobs [s] (the trace has none).
+    states : iterable of str, optional
+        End states kept (default all of :data:`TERMINAL_STATES`; ``None`` keeps every row).
+
+    Returns
+    -------
+    DataFrame
+        A job table; classes from :data:`ACME_CLASS` (what is kept: module docstring).
+
+    Raises
+    ------
+    InputError
+        As :func:`read_helios`, and for a ``type`` outside :data:`ACME_CLASS`.
+    """
+    path = Path(path)
+    g = _slurm_log(path, ACME_COLUMNS, "Acme job trace", states)
+    types = g["type"].astype(str)
+    bad = sorted(set(types) - set(ACME_CLASS))
+    if bad:
+        raise InputError(f"{path}: column type must be one of {', '.join(ACME_CLASS)}; got {bad[0]!r}")
+    return _job_table(g, types.map(ACME_CLASS).to_numpy(object), checkpoint_s, str(path))
+
+
+# -- Philly (msr-fiddle/philly-traces, cluster_job_log) -------------------------------------------
+PHILLY_STATES = ("Pass", "Killed", "Failed")
+"""End states of a Philly job (philly-traces README, key ``status``)."""
+
+
+def _philly_time(value, path: Path, jobid, key: str) -> pd.Timestamp | None:
+    if value is None or value in ("", "None"):
+        return None
+    t = pd.to_datetime(value, errors="coerce", format="%Y-%m-%d %H:%M:%S")
+    if pd.isna(t):
+        raise InputError(f"{path}: job {jobid}: {key} must be YYYY-MM-DD HH:MM:SS; got {value!r}")
+    return t
+
+
+def read_philly(
+    path: str | Path,
+    checkpoint_s: float = 3600.0,
+    states: Iterable[str] | None = PHILLY_STATES,
+    cls: str = "training",
+) -> pd.DataFrame:
+    """Jobs from the Philly ``cluster_job_log`` (Microsoft; Jeon et al., "Analysis of Large-Scale
+    Multi-Tenant GPU Clusters for DNN Training Workloads", USENIX ATC '19).
+
+    Parameters
+    ----------
+    path : path
+        The JSON list of jobs of github.com/msr-fiddle/philly-traces (``trace-data/cluster_job_log``),
+        each with ``status``, ``jobid``, ``submitted_time`` and ``attempts`` (``start_time``,
+        ``end_time`` and ``detail``, a list of servers with their ``gpus``), as in that README.
+    checkpoint_s : float
+        Checkpoint period of the jobs [s] (the trace has none).
+    states : iterable of str, optional
+        Statuses kept (default all of :data:`PHILLY_STATES`; ``None`` keeps every job).
+    cls : str
+        Class of every job (Philly's jobs are DNN training, README "Overview").
+
+    Returns
+    -------
+    DataFrame
+        A job table. As the trace's own analysis notebook (``analysis/Philly Trace Analysis.ipynb``)
+        defines them: GPUs = the GPUs of the first attempt, run time = last attempt's end - first
+        attempt's start (retries and the gaps between them included); ``tp`` = GPUs per server of the
+        first attempt. Left out: jobs without attempts or without a first start time, jobs still
+        running (last ``end_time`` empty), jobs of 0 GPUs or 0 s.
+
+    Raises
+    ------
+    InputError
+        For a missing file, a file that is not a JSON list of jobs, a job without ``jobid``,
+        ``status``, ``submitted_time`` or ``attempts``, an unparseable time, an unknown class or
+        status, or no job left.
+    """
+    if cls not in CLASSES:
+        raise InputError(f"class must be one of {', '.join(CLASSES)}; got {cls!r}")
+    wanted = None if states is None else set(states)
+    if wanted is not None and wanted - set(PHILLY_STATES):
+        raise InputError(
+            f"states must be among {', '.join(PHILLY_STATES)}; got {sorted(wanted - set(PHILLY_STATES))[0]!r}"
+        )
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        log = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a JSON file ({exc})") from None
+    if not isinstance(log, list):
+        raise InputError(f"{path}: a Philly cluster_job_log is a JSON list of jobs")
+    rows = []
+    for job in log:
+        missing = [
+            k for k in ("jobid", "status", "submitted_time", "attempts") if not isinstance(job, dict) or k not in job
+        ]
+        if missing:
+            raise InputError(f"{path}: a job lacks key(s) {', '.join(missing)} of the Philly cluster_job_log format")
+        jid, att = job["jobid"], job["attempts"] or []
+        if not isinstance(att, list) or not all(isinstance(a, dict) for a in att):
+            raise InputError(f"{path}: job {jid}: attempts must be a list of objects")
+        if (wanted is not None and job["status"] not in wanted) or not att:
+            continue
+        start = _philly_time(att[0].get("start_time"), path, jid, "start_time")
+        end = _philly_time(att[-1].get("end_time"), path, jid, "end_time")
+        submit = _philly_time(job["submitted_time"], path, jid, "submitted_time")
+        if submit is None:
+            raise InputError(f"{path}: job {jid}: submitted_time is empty")
+        detail = att[0].get("detail") or []
+        gpus = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
+        if start is None or end is None or gpus == 0 or end <= start:
+            continue
+        rows.append((submit, gpus, len(detail), (end - start).total_seconds()))
+    if not rows:
+        raise InputError(f"{path}: no finished GPU job in the statuses kept")
+    submit_t, gpus_a, nodes_a, dur = (np.array(c) for c in zip(*rows, strict=True))
+    arrival = (pd.DatetimeIndex(submit_t) - pd.DatetimeIndex(submit_t).min()).total_seconds().to_numpy(float)
+    g = pd.DataFrame({"arrival_s": arrival, "gpu_num": gpus_a, "node_num": nodes_a, "duration": dur})
+    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+
+
+def read_trace(path: str | Path) -> pd.DataFrame:
+    """A job table from a file, its format told by its content: a JSON list is the Philly
+    ``cluster_job_log``; a CSV is Alibaba openb (a ``num_gpu`` column), Acme (``gpu_num``,
+    ``submit_time`` and ``type``), Helios (``gpu_num`` and ``submit_time``), else hnplan's own
+    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional).
+
+    Raises
+    ------
+    InputError
+        For a missing file or a file in none of these formats.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    with path.open("rb") as f:
+        if f.read(4096).lstrip()[:1] == b"[":
+            return read_philly(path)
+    try:
+        head = set(pd.read_csv(path, nrows=0).columns)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    if "num_gpu" in head:
+        return read_openb(path)
+    if {"gpu_num", "submit_time"} <= head:
+        return read_acme(path) if "type" in head else read_helios(path)
+    return check_jobs(pd.read_csv(path), str(path))

@@ -1,0 +1,59 @@
+"""The utilisation a design reaches under a job mix, from a short cached simulation, for the cost
+planners (``hnplan tco --utilisation simulated``, the procurement what-if) in place of an assumed
+figure."""
+
+from __future__ import annotations
+
+import functools
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cluster.simulate import simulate_cluster
+
+MAX_SIMULATED_GPUS = 1152
+"""Largest cluster simulated for a cost figure [GPUs] (16 NVL72 racks, 144 8-GPU servers): a larger
+design is represented by a cluster of this size under the same mix, to keep the answer to seconds."""
+DEFAULT_JOBS = 3000
+POLICY = "topology-aware"
+
+
+@functools.lru_cache(maxsize=64)
+def _simulate(system_id: str, gpus: int, mix: str, jobs: int, seed: int, root: str) -> dict:
+    cat = load_catalog(root)
+    r = simulate_cluster(system_id, gpus, mix=mix, n_jobs=jobs, policy=POLICY, seed=seed, catalog=cat)
+    s = r.summary
+    return {k: s[k] for k in ("utilisation", "allocation_rate", "offered_load", "offered_load_window", "gpus")}
+
+
+def simulated_utilisation(
+    system, gpus: int, *, mix: str = "default", jobs: int = DEFAULT_JOBS, seed: int = 0, catalog: Catalog | None = None
+) -> dict:
+    """Useful utilisation of ``gpus`` accelerators of a design under a job mix, simulated.
+
+    Runs :func:`hnplan.cluster.simulate_cluster` (topology-aware placement with backfill,
+    preemption and failures) for ``jobs`` jobs of ``mix`` on ``min(gpus, MAX_SIMULATED_GPUS)``
+    GPUs; cached per argument set.
+
+    Returns
+    -------
+    dict
+        ``utilisation`` (useful GPU-time / installed GPU-time [fraction]), ``allocation_rate``,
+        ``offered_load``, ``offered_load_window``, ``gpus_simulated``, ``mix``, ``jobs``, ``seed``,
+        ``policy`` and ``source`` (one sentence stating the conditions).
+
+    Raises
+    ------
+    InputError, CatalogError
+        For a bad GPU count, system or mix.
+    """
+    cat = catalog or load_catalog()
+    sid = cat.system(system).id
+    g = min(int(gpus), MAX_SIMULATED_GPUS)
+    s = _simulate(sid, g, str(mix), int(jobs), int(seed), str(cat.root))
+    out = dict(s, gpus_simulated=s["gpus"], mix=str(mix), jobs=int(jobs), seed=int(seed))
+    out.pop("gpus")
+    out["policy"] = POLICY
+    out["source"] = (
+        f"simulated: {jobs:,} jobs of mix '{mix}' at {s['offered_load']:.0%} offered load on {out['gpus_simulated']:,} "
+        f"GPUs of {sid}, {POLICY} placement with backfill, preemption and failures, seed {seed}"
+    )
+    return out
