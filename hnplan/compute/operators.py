@@ -481,10 +481,15 @@ def kernel_class(name: str, kind: str) -> str | None:
 def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
     """Bandwidth fraction of each row's kernel class on ``acc`` (1 for copies and classes not in the catalog)."""
     eff = acc.memory_kernel_efficiency or {}
-    keys = np.char.add(np.char.add(np.asarray(names, dtype=str), "|"), np.asarray(kinds, dtype=str))
-    uniq, inv = np.unique(keys, return_inverse=True)
-    per = np.array([eff.get(kernel_class(*u.split("|")), 1.0) for u in uniq])  # a few dozen distinct operators
-    return per[inv]
+    per: dict = {}  # a few dozen distinct operators
+
+    def fraction(name, kind) -> float:
+        key = (name, kind)
+        if key not in per:
+            per[key] = eff.get(kernel_class(str(name), str(kind)), 1.0)
+        return per[key]
+
+    return np.fromiter((fraction(n, k) for n, k in zip(names, kinds)), dtype=float, count=len(names))
 
 
 def _times(rows, acc: Accelerator, dtype: str):
