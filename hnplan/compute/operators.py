@@ -184,6 +184,17 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
     ]
 
 
+def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: float) -> list[_Op]:
+    """The routed experts of an MoE layer on one GPU: ``tokens x active_experts`` rows (balanced routing)
+    through the ``experts / ep`` local experts, as GEMMs grouped over the experts the tokens touch."""
+    moe = model.moe
+    e_local = moe.experts / ep
+    assigned = tokens * moe.active_experts
+    p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
+    touched = max(e_local * p_touched, min(1.0, e_local))
+    return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched)
+
+
 def _layer_ops(
     model: Model,
     scope: str,
@@ -298,16 +309,13 @@ def _layer_ops(
     ]
     if scope == "moe-layer":
         moe = model.moe
-        e_local = moe.experts / ep
         assigned = tokens * moe.active_experts  # expert rows this GPU computes (balanced routing)
-        p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
-        touched = max(e_local * p_touched, min(1.0, e_local))
         ffn_l = moe.expert_ffn_hidden / tp
         ops += [
             _gemm("router", scope, tokens, moe.experts, h, wb),
             _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0),
         ]
-        ops += _mlp("expert", scope, model, assigned, ffn_l, wb, groups=touched)
+        ops += _expert_mlp(model, scope, tokens, tp, ep, wb)
         if moe.shared_experts:
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
     else:
@@ -437,14 +445,7 @@ def _raw_rows(
     stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`)."""
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack)
-    fp8 = acc is not None and phase == "train" and wb < ACT_BYTES
-    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
-
-    def expand(op, count):
-        out = _rows(op, phase, recompute, convention, count)
-        if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
-            out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
-        return out
+    expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn)
 
     rows = []
     for scope, count in _layer_counts(model, layers).items():
@@ -457,6 +458,21 @@ def _raw_rows(
     for op in (emb if embedding else []) + (hd if head else []):
         rows += expand(op, 1)
     return rows
+
+
+def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn: StepKernels):
+    """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`), followed in fp8
+    training by the quantisation rows of the stack's fp8 recipe for an fp8 GEMM."""
+    fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
+    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
+
+    def expand(op, count):
+        out = _rows(op, phase, recompute, convention, count)
+        if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
+            out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
+        return out
+
+    return expand
 
 
 def kernel_class(name: str, kind: str) -> str | None:

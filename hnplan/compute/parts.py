@@ -3,9 +3,10 @@
 The training planner needs, for every distinct ``(micro-batch, tp, cp, ep)`` among its candidate
 plans, the time of one dense layer, one MoE layer, the embedding and the head, split by phase. This
 builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and times them in one
-vectorised roofline call (the dense layers, the embedding and the head, which do not depend on EP,
-once per ``(micro-batch, tp, cp)``; the MoE layers once per shape), so the result equals summing
-:func:`hnplan.compute.operator_table` rows shape by shape (tested), at a fraction of the cost.
+vectorised roofline call (every operator but the routed experts, which alone depend on EP, once per
+``(micro-batch, tp, cp)``; the routed experts once per shape), so the result equals summing
+:func:`hnplan.compute.operator_table` rows shape by shape (to rounding; tested), at a fraction of the
+cost.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.attention import ATTENTION_KINDS
-from hnplan.compute.operators import _check, _raw_rows, _times
+from hnplan.compute.fp8_recipes import StepKernels
+from hnplan.compute.operators import _check, _expander, _expert_mlp, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
@@ -73,34 +76,43 @@ def training_part_times(
     for mb, tp, cp, ep in shp:
         _check(model, "train", mb, seq_len, 0, tp, cp, ep, dtype, "full", "executed", attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
-    first_moe = model.layers if model.moe is None else model.moe.first_dense_layers
-    # the dense layers, the embedding and the head do not depend on EP: their rows once per (mb, tp, cp)
+    # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp)
     sub = {s[:3]: None for s in shp}
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
+    moe = model.moe is not None and model.moe.first_dense_layers < model.layers
+    kn = StepKernels.of(stack)
     shared, shared_owner = [], []
     for i, (mb, tp, cp) in enumerate(sub):
-        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", range(first_moe), **kw)
+        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
+        if moe:
+            routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
+            r = [x for x in r if x[0] not in routed]
         shared += r
         shared_owner += [i] * len(r)
-    routed, routed_owner = [], []
-    if first_moe < model.layers:  # the MoE layers, once per shape
+    experts, experts_owner = [], []
+    if moe:  # the routed experts' rows once per shape
         for i, (mb, tp, cp, ep) in enumerate(shp):
-            r = _raw_rows(
-                model, "train", mb, seq_len, 0, tp, cp, ep, dtype, "full", "executed",
-                range(first_moe, model.layers), embedding=False, head=False, **kw,
-            )  # fmt: skip
-            routed += r
-            routed_owner += [i] * len(r)
-    n = len(shapes)
+            r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
+            experts += r
+            experts_owner += [i] * len(r)
     per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype)
-    per_shape = _grouped(routed, routed_owner, n, acc, dtype)
+    per_shape = _grouped(experts, experts_owner, len(shp), acc, dtype)
     out = {}
     for part in PARTS.values():
         for g in GROUPS:
             key = f"{part}_{g}"
-            out[key] = per_shape[key] if part == "moe" else per_sub[key][sub_of]
+            out[key] = per_sub[key][sub_of] + (per_shape[key] if part == "moe" else 0.0)
     return pd.DataFrame(out)
+
+
+def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn) -> list:
+    """Raw training rows of the routed experts of one MoE layer (the operators of
+    :func:`hnplan.compute.operators._expert_mlp` with their fp8 quantisation rows)."""
+    expand = _expander("train", "full", "executed", tp, dtype, sequence_parallel, acc, kn)
+    tokens = mb * seq_len / cp  # tokens of a micro-batch on one CP rank, as the layer's other operators
+    ops = _expert_mlp(model, "moe-layer", tokens, tp, ep, units.dtype_bytes(dtype))
+    return [row for op in ops for row in expand(op, 1)]
 
 
 def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str) -> dict:
