@@ -1,0 +1,208 @@
+"""The operators of one transformer layer, the embedding and the output head on one GPU, per forward
+pass (:class:`hnplan.compute._op._Op` records): the shapes :mod:`hnplan.compute.operators` expands into
+the rows of each pass and times. Attention (MHA, GQA, MLA in its training and absorbed decode forms),
+the dense MLP or the MoE layer (router, permutation, routed and shared experts), norms, residuals and
+the embedding, final norm, LM head and loss; sequence parallelism shards the norms and residuals over TP.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from hnplan.catalog.schemas import Model
+from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op
+from hnplan.compute.attention import unfused_attention
+from hnplan.compute.counts import head_dim
+from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels, norm_op, rope_op
+
+# Arithmetic operations per output element of element-wise operators: counts of the operations
+# in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
+NORM_FLOPS = 4.0  # square, sum, scale, weight (RMSNorm); LayerNorm is within a factor of 2
+ROPE_FLOPS = 3.0  # x cos + rotate(x) sin
+ACT_FLOPS = {"swiglu": 5.0, "gelu": 8.0}  # silu(g) * u ; tanh-GELU
+LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
+DROPOUT_MASK_BYTES = 1.0  # a bool mask per element (torch.bool), written forward and read backward
+
+
+def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None) -> list[_Op]:
+    """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
+    h, gated = model.hidden, model.activation == "swiglu"
+    up_n = (2 if gated else 1) * ffn_local
+    m = tokens / groups
+    wg = groups if w_groups is None else w_groups
+    rows = tokens * ffn_local
+    return [
+        _gemm(f"{prefix}_up", scope, m, up_n, h, wb, groups, w_elems=wg * h * up_n),
+        _ew(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, ACT_FLOPS[model.activation]),
+        _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
+    ]
+
+
+def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: float) -> list[_Op]:
+    """The routed experts of an MoE layer on one GPU: ``tokens x active_experts`` rows (balanced routing)
+    through the ``experts / ep`` local experts, as GEMMs grouped over the experts the tokens touch."""
+    moe = model.moe
+    e_local = moe.experts / ep
+    assigned = tokens * moe.active_experts
+    p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
+    touched = max(e_local * p_touched, min(1.0, e_local))
+    return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched)
+
+
+def _layer_ops(
+    model: Model,
+    scope: str,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    kv_len: int,
+    tp: int,
+    cp: int,
+    ep: int,
+    wb: float,
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    kernels: StepKernels = DEFAULT_KERNELS,
+) -> list[_Op]:
+    h, H = model.hidden, model.heads
+    hq = H // tp
+    hkv = max(1, math.ceil(model.kv_heads / tp))
+    decode = phase == "decode"
+    tokens = batch if decode else batch * seq_len / cp
+    sp = phase == "train" and tp > 1 and sequence_parallel
+    t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
+    s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
+    kn = kernels
+    ops = [norm_op("attn_norm", scope, t_norm * h, kn, NORM_FLOPS)]
+    if model.mla is not None:
+        ml = model.mla
+        qk = ml.qk_nope_head_dim + ml.qk_rope_head_dim
+        if ml.q_lora_rank:
+            ops += [
+                _gemm("q_down", scope, tokens, ml.q_lora_rank, h, wb),
+                norm_op("q_norm", scope, tokens * ml.q_lora_rank, kn, NORM_FLOPS),
+                _gemm("q_up", scope, tokens, hq * qk, ml.q_lora_rank, wb),
+            ]
+        else:
+            ops.append(_gemm("q_proj", scope, tokens, hq * qk, h, wb))
+        ops += [
+            _gemm("kv_down", scope, tokens, ml.kv_lora_rank + ml.qk_rope_head_dim, h, wb),
+            norm_op("kv_norm", scope, tokens * ml.kv_lora_rank, kn, NORM_FLOPS),
+            rope_op(scope, tokens * (hq + 1) * ml.qk_rope_head_dim, kn, ROPE_FLOPS),
+        ]
+        latent = ml.kv_lora_rank + ml.qk_rope_head_dim
+        if decode:  # absorbed form: attention runs in the latent space, one shared "KV head"
+            ops.append(_gemm("q_absorb", scope, tokens, ml.kv_lora_rank, ml.qk_nope_head_dim, wb, groups=hq))
+            attn = _Op(
+                "attention",
+                "attention",
+                scope,
+                b=batch,
+                hq=hq,
+                s_q=1,
+                s_kv=s_kv,
+                d_qk=latent,
+                d_v=ml.kv_lora_rank,
+                kv_width=latent,
+            )
+            ops += [
+                _ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0),
+                attn,
+                _gemm("o_absorb", scope, tokens, ml.v_head_dim, ml.kv_lora_rank, wb, groups=hq),
+            ]
+        else:
+            ops.append(_gemm("kv_up", scope, tokens, hq * (ml.qk_nope_head_dim + ml.v_head_dim), ml.kv_lora_rank, wb))
+            if phase == "prefill":
+                ops.append(_ew("kv_cache_write", scope, tokens * latent, tokens * latent, 0.0))
+            ops.append(
+                _Op(
+                    "attention",
+                    "attention",
+                    scope,
+                    b=batch,
+                    hq=hq,
+                    s_q=s_q,
+                    s_kv=s_kv,
+                    d_qk=qk,
+                    d_v=ml.v_head_dim,
+                    kv_width=hq * (qk + ml.v_head_dim),
+                    causal=True,
+                )
+            )
+        d_v_total = hq * ml.v_head_dim
+    else:
+        d = head_dim(model)
+        ops.append(_gemm("qkv_proj", scope, tokens, (hq + 2 * hkv) * d, h, wb))
+        if model.position_embedding == "rope":
+            ops.append(rope_op(scope, tokens * (hq + hkv) * d, kn, ROPE_FLOPS))
+        if phase != "train":
+            ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
+        ops.append(
+            _Op(
+                "attention",
+                "attention",
+                scope,
+                b=batch,
+                hq=hq,
+                s_q=s_q,
+                s_kv=s_kv,
+                d_qk=d,
+                d_v=d,
+                kv_width=2 * hkv * d,
+                causal=not decode,
+            )
+        )
+        d_v_total = hq * d
+    if not (model.mla is not None and decode):
+        ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
+    # hidden dropout (fused with the residual add, Megatron-LM bias_dropout_add): a 1-byte mask written
+    res_b = (3 * ACT_BYTES + DROPOUT_MASK_BYTES) if (model.dropout and phase == "train") else 0.0
+    ops += [
+        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b),
+        norm_op("mlp_norm", scope, t_norm * h, kn, NORM_FLOPS),
+    ]
+    if scope == "moe-layer":
+        moe = model.moe
+        assigned = tokens * moe.active_experts  # expert rows this GPU computes (balanced routing)
+        ffn_l = moe.expert_ffn_hidden / tp
+        ops += [
+            _gemm("router", scope, tokens, moe.experts, h, wb),
+            _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0),
+        ]
+        ops += _expert_mlp(model, scope, tokens, tp, ep, wb)
+        if moe.shared_experts:
+            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
+    else:
+        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
+    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b))
+    if attention == "unfused":
+        ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
+    return ops
+
+
+def _once_ops(
+    model: Model,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    tp: int,
+    cp: int,
+    wb: float,
+    sequence_parallel: bool = True,
+    kernels: StepKernels = DEFAULT_KERNELS,
+):
+    h = model.hidden
+    tokens = batch if phase == "decode" else batch * seq_len / cp
+    pos = model.position_embedding == "learned"
+    emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
+    logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
+    t_norm = tokens / tp if (phase == "train" and tp > 1 and sequence_parallel) else logits_tokens
+    lm_head = _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)
+    if wb < ACT_BYTES and phase == "train":  # the LM head stays bf16 in fp8 training (hnplan.compute.fp8_recipes)
+        lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
+    head = [norm_op("final_norm", "head", t_norm * h, kernels, NORM_FLOPS), lm_head]
+    if phase == "train":
+        v = logits_tokens * model.vocab / tp
+        head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
+    return emb, head
