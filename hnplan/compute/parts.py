@@ -108,7 +108,7 @@ def training_part_times(
 
 def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn) -> list:
     """Raw training rows of the routed experts of one MoE layer (the operators of
-    :func:`hnplan.compute.operators._expert_mlp` with their fp8 quantisation rows)."""
+    :func:`hnplan.compute.layer_ops._expert_mlp` with their fp8 quantisation rows)."""
     expand = _expander("train", "full", "executed", tp, dtype, sequence_parallel, acc, kn)
     tokens = mb * seq_len / cp  # tokens of a micro-batch on one CP rank, as the layer's other operators
     ops = _expert_mlp(model, "moe-layer", tokens, tp, ep, units.dtype_bytes(dtype))
