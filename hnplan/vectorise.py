@@ -32,7 +32,14 @@ def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFra
         per = [pd.factorize(df[k], sort=False) for k in keys]
         sizes = [max(len(u), 1) for _, u in per]
     flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
-    codes, uflat = pd.factorize(flat, sort=False)
+    n_keys = int(np.prod(sizes))
+    if n_keys <= max(4 * len(flat), 1 << 16):  # few possible tuples: a lookup table, no hashing
+        seen = np.zeros(n_keys, dtype=bool)
+        seen[flat] = True
+        uflat = np.flatnonzero(seen)
+        codes = (np.cumsum(seen) - 1)[flat]
+    else:
+        codes, uflat = pd.factorize(flat, sort=False)
     idx = np.unravel_index(uflat, sizes)
     uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
     return codes, uniq
@@ -41,6 +48,8 @@ def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFra
 def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Codes and code values of one column: integers by their offset from the column's minimum
     (no hashing), anything else by :func:`pandas.factorize`."""
+    if isinstance(col.dtype, pd.CategoricalDtype):  # codes kept by the column
+        return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories)
     a = col.to_numpy()
     if a.dtype.kind in "iu" and len(a):
         lo = a.min()
@@ -48,9 +57,22 @@ def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return pd.factorize(col, sort=False)
 
 
+def on_distinct(df: pd.DataFrame, keys: list[str], fn: Callable[[pd.DataFrame], tuple]) -> tuple:
+    """Evaluate an array function ``fn(frame) -> tuple of arrays`` once on the distinct ``keys`` rows
+    of ``df`` and gather each result back to its rows (element-wise functions of those columns only:
+    the result equals ``fn(df[keys])``).
+
+    >>> df = pd.DataFrame({"a": [1, 2, 1, 1], "b": [0, 0, 0, 5]})
+    >>> [x.tolist() for x in on_distinct(df, ["a", "b"], lambda u: (u["a"].to_numpy() * 10 + u["b"].to_numpy(),))]
+    [[10, 20, 10, 15]]
+    """
+    codes, uniq = factorize(df, keys)
+    return tuple(np.asarray(x)[codes] for x in fn(uniq))
+
+
 def memo(df: pd.DataFrame, keys: list[str], fn: Callable[..., dict]) -> pd.DataFrame:
     """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
     results back to its rows (a frame aligned with ``df``)."""
     codes, uniq = factorize(df, keys)
     res = pd.DataFrame([fn(*u) for u in uniq.itertuples(index=False)])
-    return res.iloc[codes].reset_index(drop=True)
+    return pd.DataFrame({k: res[k].to_numpy()[codes] for k in res.columns})

@@ -146,6 +146,7 @@ def training_memory_table(
     per_layer = layer_activation_table(model, df, seq_len, **act_kw)
     degrees = [df[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
     best: dict | None = None
+    last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
     for stage in ("first", "last"):
         st = dict(
             zip(TABLE_PARTS[:3], model_state_table(model, *degrees, recipe, df["cp"].to_numpy(), stage, balanced))
@@ -156,13 +157,13 @@ def training_memory_table(
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"]
-        st["stage"] = np.full(len(df), stage, dtype=object)
         if best is None:
             best = st
         else:
-            last_wins = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
-            best = {k: np.where(last_wins, st[k], best[k]) for k in st}
+            last_stage = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
+            best = {k: np.where(last_stage, st[k], best[k]) for k in st}
     assert best is not None
+    best["stage"] = np.where(last_stage, "last", "first").astype(object)
     return pd.DataFrame(best)
 
 

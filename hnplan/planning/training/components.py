@@ -61,7 +61,7 @@ from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
-from hnplan.vectorise import factorize
+from hnplan.vectorise import factorize, on_distinct
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -154,6 +154,17 @@ def _col(df, name):
     return df[name].to_numpy()
 
 
+def recompute_is(df: pd.DataFrame, mode: str) -> np.ndarray:
+    """Which plans of a table recompute with ``mode`` [bool array]: from the codes of a categorical
+    ``recompute`` column (:func:`hnplan.planning.training.evaluate_plans` keeps one), else by value."""
+    rc = df["recompute"]
+    if isinstance(rc.dtype, pd.CategoricalDtype):
+        cats = list(rc.cat.categories)
+        codes = rc.cat.codes.to_numpy()
+        return codes == cats.index(mode) if mode in cats else np.zeros(len(codes), dtype=bool)
+    return rc.to_numpy() == mode
+
+
 # ----------------------------------------------------------------------------------------------
 # placement and collectives over arrays
 # ----------------------------------------------------------------------------------------------
@@ -222,6 +233,8 @@ def stage_kinds(job: Job, pp):
 
 
 SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep"]  # what the operator-level part times depend on
+COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
+DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
 
 
 def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
@@ -287,9 +300,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     """
     codes, uniq = factorize(df, SHAPE_KEYS)
     lt = _taken(part_times(job, uniq, job.dtype), codes)
-    rc = _col(df, "recompute")
     pp = _col(df, "pp")
-    full, selective, rerun = rc == "full", rc == "selective", rc != "none"
+    full, selective, rerun = recompute_is(df, "full"), recompute_is(df, "selective"), ~recompute_is(df, "none")
 
     extra = job.choices.moe_load_imbalance - 1.0  # the busiest EP rank's surplus of routed tokens
 
@@ -407,11 +419,16 @@ def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     sequence parallelism each is a reduce-scatter plus an all-gather of the same volume [2]_); full
     recomputation repeats the two forward ones. TP ranks are innermost (stride 1).
     """
-    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
-    # forward and backward, and the forward again under full recomputation
-    n_coll = TP_COLLECTIVES_PER_PASS * (2 + (_col(df, "recompute") == "full"))
-    msg = tp_message_bytes(job.model, mb, job.seq_len, cp)
-    return layers * n_coll * collective_s(job, "allreduce", msg, tp, 1)
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        # forward and backward, and the forward again under full recomputation
+        n_coll = TP_COLLECTIVES_PER_PASS * (2 + recompute_is(u, "full"))
+        msg = tp_message_bytes(job.model, mb, job.seq_len, cp)
+        return n_coll, collective_s(job, "allreduce", msg, tp, 1)
+
+    n_coll, t = on_distinct(df, COMM_SHAPE_KEYS, per_shape)
+    return layers * n_coll * t
 
 
 def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -421,24 +438,33 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     A block is the local K and V of ``b s / cp`` tokens for the rank's ``ceil(kv_heads / tp)`` heads
     (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them).
     """
-    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
     m = job.model
-    if m.mla is not None:
-        width = m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
-    else:
-        width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
-    block = mb * job.seq_len / cp * width * ACT_BYTES
-    steps = (cp - 1) * (3 + (_col(df, "recompute") == "full"))
-    return np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0)
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        if m.mla is not None:
+            width = m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+        else:
+            width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
+        block = mb * job.seq_len / cp * width * ACT_BYTES
+        steps = (cp - 1) * (3 + recompute_is(u, "full"))
+        return (np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0),)
+
+    return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     """Pipeline point-to-point of one micro-batch [s]: activation forward and gradient backward at each
     of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
     [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
-    tp, cp, dp, pp = _col(df, "tp"), _col(df, "cp"), _col(df, "dp"), _col(df, "pp")
-    msg = _col(df, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-    return np.where(pp > 1, 2 * _col(df, "virtual_stages") * collective_s(job, "sendrecv", msg, pp, tp * cp * dp), 0.0)
+
+    def per_shape(u):  # once per distinct layout, micro-batch and virtual stages
+        tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
+        msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
+        t = collective_s(job, "sendrecv", msg, pp, tp * cp * dp)
+        return (np.where(pp > 1, 2 * _col(u, "virtual_stages") * t, 0.0),)
+
+    return on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size", "virtual_stages"], per_shape)[0]
 
 
 def local_params(job: Job, df: pd.DataFrame):
@@ -462,27 +488,33 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     compute; the first gather is exposed.
     """
     ov = job.choices
-    tp, dp, cp, ep, z, pp = (_col(df, c) for c in ("tp", "dp", "cp", "ep", "zero_stage", "pp"))
-    m = _col(df, "num_microbatches")
-    dense, expert = local_params(job, df)
-    layers = stage_layers(job.model, pp).per_stage
-    bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
-    groups = [(dense, dp * cp, tp)]
-    if job.model.moe is not None:
-        groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
 
-    def coll(op, nbytes_per_param):
-        """(all buckets, one bucket) of a collective over every group [s]."""
-        total, one = 0.0, 0.0
-        for n, g, s in groups:
-            nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
-            t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
-            total, one = total + nb * t1, np.maximum(one, t1)
-        return total, one
+    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp)
+        tp, dp, cp, ep, z, pp = (_col(u, c) for c in DP_LAYOUT_KEYS)
+        dense, expert = local_params(job, u)
+        layers = stage_layers(job.model, pp).per_stage
+        bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
+        groups = [(dense, dp * cp, tp)]
+        if job.model.moe is not None:
+            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
 
-    ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
-    rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
-    ag, ag1 = coll("allgather", PARAM_GATHER_BYTES)
+        def coll(op, nbytes_per_param):
+            """(all buckets, one bucket) of a collective over every group [s]."""
+            total, one = np.zeros(len(u)), np.zeros(len(u))
+            for n, g, s in groups:
+                nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
+                t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
+                total, one = total + nb * t1, np.maximum(one, t1)
+            return total, one
+
+        return (
+            *coll("allreduce", ov.grad_reduce_bytes),
+            *coll("reducescatter", ov.grad_reduce_bytes),
+            *coll("allgather", PARAM_GATHER_BYTES),
+        )
+
+    ar, ar1, rs, rs1, ag, ag1 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
+    z, m = _col(df, "zero_stage"), _col(df, "num_microbatches")
     t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
     t_param = np.where(z == 0, 0.0, ag)
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad

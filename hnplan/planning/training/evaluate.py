@@ -220,14 +220,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     df["num_microbatches"] = m
     if df.empty:
         return df
-    stages = c.compute_per_microbatch(job, df, per_stage=True)  # [stage, quantity, candidate]
+    plans = df.assign(recompute=pd.Categorical(df["recompute"]))  # the cost models read the mode's codes
+    stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
-    t_tp_layer = c.tp_comm_per_microbatch(job, df, 1)
-    t_cp_raw = c.cp_comm_per_layer(job, df)
-    t_ep_layer = moe.ep_comm_per_microbatch(job, df, 1)
-    t_pp = c.pp_comm_per_microbatch(job, df)
-    ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(df, m)  # warm-up/cool-down passes run alone
+    t_tp_layer = c.tp_comm_per_microbatch(job, plans, 1)
+    t_cp_raw = c.cp_comm_per_layer(job, plans)
+    t_ep_layer = moe.ep_comm_per_microbatch(job, plans, 1)
+    t_pp = c.pp_comm_per_microbatch(job, plans)
+    ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m)  # warm-up/cool-down passes run alone
     per_stage = []
     for st in stages:
         t_comp, layers, moe_layers = st[0], st[4], st[5]
@@ -249,8 +250,8 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
         bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)
-    t_dp = c.dp_comm_exposed(job, df, t_fwd_mb, t_bwd_mb, t_comp)
-    t_opt = c.optimizer_s(job, df)
+    t_dp = c.dp_comm_exposed(job, plans, t_fwd_mb, t_bwd_mb, t_comp)
+    t_opt = c.optimizer_s(job, plans)
     parts = dict(
         compute=m * t_comp,
         tp_comm_exposed=m * t_tp,
@@ -263,7 +264,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     )
     for k in BREAKDOWN[:-1]:
         df[f"t_{k}_s"] = parts[k]
-    mem = c.memory_per_gpu(job, df)
+    mem = c.memory_per_gpu(job, plans)
     for k in MEMORY_PARTS:
         df[k] = mem[k].to_numpy()
     df["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
@@ -273,7 +274,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     df["step_time_s"] = step
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
     df["tokens_per_s"] = tokens_per_s
-    model_f, hw_f = c.flops_per_token(job, df)
+    model_f, hw_f = c.flops_per_token(job, plans)
     peak = peak_flops_per_s(job.acc, job.dtype)
     df["model_flops_per_token"], df["hardware_flops_per_token"] = model_f, hw_f
     df["mfu"] = model_f * tokens_per_s / job.gpus / peak

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from hnplan.comm.messages import ep_token_bytes
-from hnplan.planning.training.components import Job, _col, collective_s
-from hnplan.vectorise import memo
+from hnplan.planning.training.components import Job, _col, collective_s, recompute_is
+from hnplan.vectorise import memo, on_distinct
 
 
 def ep_overlap_share(df: pd.DataFrame, num_microbatches) -> np.ndarray:
@@ -58,32 +58,35 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
     NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
     """
-    ep = _col(df, "ep")
     moe = job.model.moe
     if moe is None:
         return np.zeros(len(df))
     ch = job.choices
-    tp, cp, mb = _col(df, "tp"), _col(df, "cp"), _col(df, "microbatch_size")
-    tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
     fp8 = bool(ch.ep_dispatch_fp8) and job.dtype == "fp8"
     widths = (ep_token_bytes(job.model.hidden, fp8), ep_token_bytes(job.model.hidden, False))
-    if moe.groups_per_token is not None:
-        shape = memo(df, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
-        q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
-        spans = (ep > 1) & (d > 1)
-        reach = np.minimum.reduce(
-            [np.full(len(df), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
-        )
-    t = np.zeros(len(df))
-    for row_bytes in widths:  # one dispatch and one combine
-        one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+
+    def per_shape(u):  # once per distinct (ep, tp, cp, micro-batch, recompute)
+        ep, tp, cp, mb = _col(u, "ep"), _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
         if moe.groups_per_token is not None:
-            cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
-            inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
-            one = np.where(spans, np.maximum(cross, inside), one)
-        t = t + one
-    passes = 2 + (_col(df, "recompute") == "full")
-    return np.where(ep > 1, moe_layers * passes * t, 0.0)
+            shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
+            q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+            spans = (ep > 1) & (d > 1)
+            reach = np.minimum.reduce(
+                [np.full(len(u), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
+            )
+        t = np.zeros(len(u))
+        for row_bytes in widths:  # one dispatch and one combine
+            one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+            if moe.groups_per_token is not None:
+                cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
+                inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
+                one = np.where(spans, np.maximum(cross, inside), one)
+            t = t + one
+        return 2 + recompute_is(u, "full"), t
+
+    passes, t = on_distinct(df, ["ep", "tp", "cp", "microbatch_size", "recompute"], per_shape)
+    return np.where(_col(df, "ep") > 1, moe_layers * passes * t, 0.0)
 
 
 def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
