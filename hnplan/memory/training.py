@@ -21,7 +21,7 @@ from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import memo
+from hnplan.vectorise import memo, on_distinct
 
 
 @dataclass(frozen=True)
@@ -127,30 +127,34 @@ def training_memory_table(
         fp8 = fp8_gemm_inputs
     df = plans.reset_index(drop=True)
     pp = df["pp"].to_numpy()
-    if overheads:
 
-        def over_fn(tp, pp_, dp, cp, ep):
-            fixed = sum(training_overheads(0.0, tp, pp_, dp, cp, ep, catalog).values())
-            return {
-                "fixed": fixed,
-                "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed,
-            }
+    def over_fn(tp, pp_, dp, cp, ep):
+        fixed = sum(training_overheads(0.0, tp, pp_, dp, cp, ep, catalog).values())
+        return {
+            "fixed": fixed,
+            "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed,
+        }
 
-        over = memo(df, ["tp", "pp", "dp", "cp", "ep"], over_fn)
-        o_fixed, o_slope = over["fixed"].to_numpy(), over["slope"].to_numpy()
-    else:
-        o_fixed = o_slope = np.zeros(len(df))
+    def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
+        if overheads:
+            over = memo(u, ["tp", "pp", "dp", "cp", "ep"], over_fn)
+            o = [over["fixed"].to_numpy(), over["slope"].to_numpy()]
+        else:
+            o = [np.zeros(len(u)), np.zeros(len(u))]
+        degrees = [u[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
+        for stage in ("first", "last"):
+            o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), stage, balanced))
+        return o
+
+    o_fixed, o_slope, *states = on_distinct(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], per_layout)
     act_kw = dict(
         sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8
     )
     per_layer = layer_activation_table(model, df, seq_len, **act_kw)
-    degrees = [df[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
     best: dict | None = None
     last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
-    for stage in ("first", "last"):
-        st = dict(
-            zip(TABLE_PARTS[:3], model_state_table(model, *degrees, recipe, df["cp"].to_numpy(), stage, balanced))
-        )
+    for i, stage in enumerate(("first", "last")):
+        st = dict(zip(TABLE_PARTS[:3], states[3 * i : 3 * i + 3]))
         st["activations_bytes"] = stage_activation_table(
             model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, **act_kw
         )

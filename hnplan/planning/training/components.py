@@ -297,7 +297,19 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
     output head and loss each. With ``moe_load_imbalance`` above 1 the routed-expert work of an MoE
     layer (:data:`hnplan.compute.parts.ROUTED_OPS`) grows by that factor: the busiest EP rank sets the pace.
+    Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)``.
     """
+    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp"])
+    stack = _stage_table(job, uniq).take(codes, axis=2)  # [stage, quantity, candidate]
+    if per_stage:
+        return stack
+    slowest = np.argmax(stack[:, 0, :], axis=0)
+    pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
+    return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
+
+
+def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """:func:`compute_per_microbatch`'s ``[stage, quantity, plan]`` array for the plans of ``df``."""
     codes, uniq = factorize(df, SHAPE_KEYS)
     lt = _taken(part_times(job, uniq, job.dtype), codes)
     pp = _col(df, "pp")
@@ -352,12 +364,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
                 here = here * (pp > 1)
             nd, nm = (nd, nm + here) if job.model.moe is not None else (nd + here, nm)
         cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
-    stack = np.array(cols, dtype=float)  # [stage, quantity, candidate]
-    if per_stage:
-        return stack
-    slowest = np.argmax(stack[:, 0, :], axis=0)
-    pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
-    return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
+    return np.array(cols, dtype=float)  # [stage, quantity, plan]
 
 
 def _taken(table: pd.DataFrame, codes: np.ndarray):

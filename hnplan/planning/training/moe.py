@@ -80,7 +80,9 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
             one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
             if moe.groups_per_token is not None:
                 cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
-                inside = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp)
+                inside = collective_s(
+                    job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp
+                )
                 one = np.where(spans, np.maximum(cross, inside), one)
             t = t + one
         return 2 + recompute_is(u, "full"), t
