@@ -46,14 +46,22 @@ def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFra
 
 
 def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and code values of one column: integers by their offset from the column's minimum
-    (no hashing), anything else by :func:`pandas.factorize`."""
+    """Codes and code values of one column: integers spanning fewer values than about four per row
+    through a lookup table of that span (no hashing; the codes then count only the values present),
+    a categorical column by its codes, anything else by :func:`pandas.factorize`."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # codes kept by the column
         return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories)
     a = col.to_numpy()
     if a.dtype.kind in "iu" and len(a):
         lo = a.min()
-        return (a - lo).astype(np.int64), np.arange(int(a.max() - lo) + 1, dtype=a.dtype) + lo
+        offset = (a - lo).astype(np.int64, copy=False)
+        span = int(a.max() - lo) + 1
+        if span <= max(4 * len(a), 1 << 12):
+            seen = np.zeros(span, dtype=bool)
+            seen[offset] = True
+            present = np.flatnonzero(seen)
+            return (np.cumsum(seen) - 1)[offset], (present + lo).astype(a.dtype)
+        return offset, np.arange(span, dtype=a.dtype) + lo
     return pd.factorize(col, sort=False)
 
 

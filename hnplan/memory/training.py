@@ -114,7 +114,7 @@ def training_memory_table(
     -------
     DataFrame
         Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first`` or
-        ``last``).
+        ``last``, categorical).
 
     Raises
     ------
@@ -167,7 +167,7 @@ def training_memory_table(
             last_stage = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
             best = {k: np.where(last_stage, st[k], best[k]) for k in st}
     assert best is not None
-    best["stage"] = np.where(last_stage, "last", "first").astype(object)
+    best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
     return pd.DataFrame(best)
 
 

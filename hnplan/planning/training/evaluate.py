@@ -241,8 +241,8 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
         per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
-    arr = np.array(per_stage, dtype=float)  # [stage, quantity, candidate]
-    pick = arr[np.argmax(arr[:, 0, :], axis=0), :, np.arange(arr.shape[2])].T  # the slowest stage
+    slowest = np.argmax(np.array([q[0] for q in per_stage], dtype=float), axis=0)  # [candidate]
+    pick = [np.choose(slowest, np.broadcast_arrays(*(q[i] for q in per_stage))) for i in range(len(per_stage[0]))]
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
     comp = pd.DataFrame(dict(layers=stage_layers, t_bwd_mb=t_bwd_mb))  # the slowest stage, for the offload model
     pp, v = df["pp"].to_numpy(), df["virtual_stages"].to_numpy()
