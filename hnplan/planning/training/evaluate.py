@@ -262,25 +262,28 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         dp_comm_exposed=t_dp,
         optimizer=t_opt,
     )
-    for k in BREAKDOWN[:-1]:
-        df[f"t_{k}_s"] = parts[k]
     mem = c.memory_per_gpu(job, plans)
-    for k in MEMORY_PARTS:
-        df[k] = mem[k].to_numpy()
-    df["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
-    df["fits"] = df["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
+    cols = {f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]}
+    cols.update({k: mem[k].to_numpy() for k in MEMORY_PARTS})
+    cols["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
+    cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
+    df = pd.concat([df, pd.DataFrame(cols)], axis=1)  # one insertion of the columns, not one each
     apply_offload(job, df, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
     step = sum(df[f"t_{k}_s"].to_numpy() for k in BREAKDOWN)
-    df["step_time_s"] = step
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
-    df["tokens_per_s"] = tokens_per_s
     model_f, hw_f = c.flops_per_token(job, plans)
     peak = peak_flops_per_s(job.acc, job.dtype)
-    df["model_flops_per_token"], df["hardware_flops_per_token"] = model_f, hw_f
-    df["mfu"] = model_f * tokens_per_s / job.gpus / peak
-    df["hfu"] = hw_f * tokens_per_s / job.gpus / peak
-    df["model_tflops_per_gpu"] = model_f * tokens_per_s / job.gpus / units.TERA
-    df["hardware_tflops_per_gpu"] = hw_f * tokens_per_s / job.gpus / units.TERA
+    rates = dict(
+        step_time_s=step,
+        tokens_per_s=tokens_per_s,
+        model_flops_per_token=model_f,
+        hardware_flops_per_token=hw_f,
+        mfu=model_f * tokens_per_s / job.gpus / peak,
+        hfu=hw_f * tokens_per_s / job.gpus / peak,
+        model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
+        hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
+    )
+    df = pd.concat([df, pd.DataFrame(rates)], axis=1)
     df.attrs["units"] = UNITS
     return df
 
