@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes
 from hnplan.planning.training import ParallelPlan, estimate_training_step, make_job, moe
+from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 
 
@@ -48,7 +49,7 @@ def test_all_to_all_passes_per_layer(cat):
     job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 64, 4096, 64, "bf16", cat)
     none = float(moe.ep_comm_per_microbatch(job, _plans(), np.array([1]))[0])
     full = float(moe.ep_comm_per_microbatch(job, _plans(recompute="full"), np.array([1]))[0])
-    one = float(c.collective_s(job, "alltoall", np.array([4096 * 2 * 8192.0]), np.array([8]), np.array([1]))[0])
+    one = float(coll.collective_s(job, "alltoall", np.array([4096 * 2 * 8192.0]), np.array([8]), np.array([1]))[0])
     assert none == pytest.approx(4 * one, rel=1e-12)
     assert full == pytest.approx(6 * one, rel=1e-12)
     assert float(moe.ep_comm_per_microbatch(job, _plans(), np.array([3]))[0]) == pytest.approx(3 * none)
@@ -151,7 +152,7 @@ def test_alltoall_runs_at_the_library_bandwidth(cat):
     g = job.group(8, 1)
     assert g.up.alltoall_bw_Bps == pytest.approx(0.64 * 900e9)
     s = 4096 * 2 * 8192.0  # Mixtral: 4,096 tokens x top-2 x 8,192 B
-    t = float(c.collective_s(job, "alltoall", np.array([s]), np.array([8]), np.array([1]))[0])
+    t = float(coll.collective_s(job, "alltoall", np.array([s]), np.array([8]), np.array([1]))[0])
     assert t == pytest.approx(7 * g.up.alpha_s + 7 / 8 * s / (0.64 * 900e9), rel=1e-9)
 
 

@@ -3,8 +3,8 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 
 * :mod:`.plan`: :class:`ParallelPlan`, the divisibility rules (vectorised), :class:`TrainingEstimate`.
 * :mod:`.candidates`: the candidate generator (numpy).
-* :mod:`.components`: the step-time components over arrays (compute, TP/CP/EP/PP/DP communication
-  with placement and overlap, bubble, optimizer, memory).
+* :mod:`.components`: the step-time components over arrays (compute, overlap, bubble, optimizer,
+  memory); :mod:`.collectives`: the TP/CP/PP/DP collectives with their placement; :mod:`.moe`: EP.
 * :mod:`.evaluate`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
   explicit overrides, with the provenance of each choice), :func:`evaluate_plans` (a DataFrame per
   candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
@@ -15,6 +15,7 @@ See docs/training.md.
 """
 
 from hnplan.planning.training.candidates import candidate_frame, divisors  # noqa: F401
+from hnplan.planning.training.collectives import tp_message_bytes  # noqa: F401
 from hnplan.planning.training.components import (  # noqa: F401
     MEGATRON_2021,
     TP_COLLECTIVES_PER_PASS,
@@ -22,7 +23,6 @@ from hnplan.planning.training.components import (  # noqa: F401
     StackChoices,
     stack_accelerator,
     stack_choices,
-    tp_message_bytes,
 )
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,

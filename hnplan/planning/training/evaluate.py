@@ -14,6 +14,7 @@ from hnplan.catalog.schemas import SoftwareStack, StackChoices
 from hnplan.comm.topology import system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
+from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe
 from hnplan.planning.training.candidates import candidate_frame
@@ -224,10 +225,10 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
-    t_tp_layer = c.tp_comm_per_microbatch(job, plans, 1)
-    t_cp_raw = c.cp_comm_per_layer(job, plans)
+    t_tp_layer = coll.tp_comm_per_microbatch(job, plans, 1)
+    t_cp_raw = coll.cp_comm_per_layer(job, plans)
     t_ep_layer = moe.ep_comm_per_microbatch(job, plans, 1)
-    t_pp = c.pp_comm_per_microbatch(job, plans)
+    t_pp = coll.pp_comm_per_microbatch(job, plans)
     ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m)  # warm-up/cool-down passes run alone
     per_stage = []
     for st in stages:
@@ -250,7 +251,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
         bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)
-    t_dp = c.dp_comm_exposed(job, plans, t_fwd_mb, t_bwd_mb, t_comp)
+    t_dp = coll.dp_comm_exposed(job, plans, t_fwd_mb, t_bwd_mb, t_comp)
     t_opt = c.optimizer_s(job, plans)
     parts = dict(
         compute=m * t_comp,

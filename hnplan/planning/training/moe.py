@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from hnplan.comm.messages import ep_token_bytes
-from hnplan.planning.training.components import Job, _col, collective_s, recompute_is
+from hnplan.planning.training.collectives import collective_s
+from hnplan.planning.training.components import Job, _col, recompute_is
 from hnplan.vectorise import memo, on_distinct
 
 

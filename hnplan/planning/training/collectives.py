@@ -1,0 +1,188 @@
+"""The collectives of a training step over arrays of candidate plans: TP, CP and PP traffic per
+micro-batch and the exposed data-parallel gradient and parameter collectives of a step.
+
+Each group is placed on the system once (:func:`hnplan.comm.placement.place_group`) and each distinct
+message timed once (:func:`collective_s`); each function evaluates its arithmetic once per distinct
+sub-key of the plans it depends on (:func:`hnplan.vectorise.on_distinct`) and gathers it back. The step
+model that adds them up is in :mod:`hnplan.planning.training.components`.
+
+References
+----------
+.. [2] Korthikanti et al., arXiv:2205.05198: sequence parallelism replaces each TP all-reduce with a
+   reduce-scatter and an all-gather of the same total volume; full recomputation repeats the forward
+   collectives.
+.. [3] Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", arXiv:2310.01889: the K/V
+   block exchange of each ring step overlaps the attention of the current block.
+.. [4] NVIDIA Megatron-Core, ``distributed/distributed_data_parallel_config.py``: ``overlap_grad_reduce``,
+   ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
+.. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
+   the forward and the backward of every micro-batch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan.comm.algorithms import algorithm_table
+from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
+from hnplan.compute import ACT_BYTES, head_dim
+from hnplan.compute.layout import stage_layers
+from hnplan.planning.training.components import (
+    BUCKET_MIN_PARAMS,
+    BUCKET_PER_DP_PARAMS,
+    PARAM_GATHER_BYTES,
+    TP_COLLECTIVES_PER_PASS,
+    Job,
+    _col,
+    local_params,
+    recompute_is,
+)
+from hnplan.vectorise import on_distinct
+
+COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
+DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
+
+
+def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
+    """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
+    the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
+    pod level) and timed with the fastest applicable algorithm for every candidate's message size
+    (:func:`hnplan.comm.algorithms.algorithm_table`, the NCCL-tuner choice); 0 for groups of one rank.
+
+    Parameters
+    ----------
+    op : str
+        ``allreduce``, ``reducescatter``, ``allgather``, ``alltoall`` or ``sendrecv``.
+    n_bytes : array
+        nccl-tests size S per candidate [bytes].
+    size, stride : array of int
+        Group size and rank stride per candidate.
+    """
+    size = np.asarray(size, dtype=np.int64)
+    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
+    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
+    out = np.zeros(size.shape)
+    live = size > 1
+    if not live.any():
+        return out
+    idx = np.flatnonzero(live)
+    # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
+    base = int(stride.max()) + 1
+    n_codes, n_uniq = pd.factorize(n[idx])
+    key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
+    codes, ukey = pd.factorize(key)
+    pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
+    pcodes, upairs = pd.factorize(pair)
+    res = np.zeros(len(ukey))
+    for i, pr in enumerate(upairs):
+        sel = pcodes == i
+        table = algorithm_table(op, u_n[sel], job.group(int(pr // base), int(pr % base)))
+        res[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    out[idx] = res[codes]
+    return out
+
+
+def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
+    """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
+
+    Per layer two all-reduces forward and two backward of ``b s / cp x h`` bf16 activations (with
+    sequence parallelism each is a reduce-scatter plus an all-gather of the same volume [2]_); full
+    recomputation repeats the two forward ones. TP ranks are innermost (stride 1).
+    """
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        # forward and backward, and the forward again under full recomputation
+        n_coll = TP_COLLECTIVES_PER_PASS * (2 + recompute_is(u, "full"))
+        msg = tp_message_bytes(job.model, mb, job.seq_len, cp)
+        return n_coll, collective_s(job, "allreduce", msg, tp, 1)
+
+    n_coll, t = on_distinct(df, COMM_SHAPE_KEYS, per_shape)
+    return layers * n_coll * t
+
+
+def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Context-parallel ring exchange of one layer and micro-batch [s]: ``cp - 1`` K/V block transfers
+    forward, twice that backward (K/V and their gradients), ``cp - 1`` more with full recomputation [3]_.
+
+    A block is the local K and V of ``b s / cp`` tokens for the rank's ``ceil(kv_heads / tp)`` heads
+    (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them).
+    """
+    m = job.model
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        if m.mla is not None:
+            width = m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+        else:
+            width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
+        block = mb * job.seq_len / cp * width * ACT_BYTES
+        steps = (cp - 1) * (3 + recompute_is(u, "full"))
+        return (np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0),)
+
+    return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
+
+
+def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Pipeline point-to-point of one micro-batch [s]: activation forward and gradient backward at each
+    of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
+    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
+
+    def per_shape(u):  # once per distinct layout, micro-batch and virtual stages
+        tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
+        msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
+        t = collective_s(job, "sendrecv", msg, pp, tp * cp * dp)
+        return (np.where(pp > 1, 2 * _col(u, "virtual_stages") * t, 0.0),)
+
+    return on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size", "virtual_stages"], per_shape)[0]
+
+
+def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
+    """Exposed data-parallel communication of one step [s].
+
+    ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
+    all-gather the updated bf16 parameters; both over ``dp x cp`` ranks (stride ``tp``), expert
+    parameters over their ``dp cp / ep`` replicas (stride ``tp ep``). Each runs as buckets of
+    ``max(40M, 1M x dp cp)`` parameters ([4]_), every bucket a collective with its own latency. With
+    bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
+    all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
+    each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
+    gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
+    compute; the first gather is exposed.
+    """
+    ov = job.choices
+
+    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp)
+        tp, dp, cp, ep, z, pp = (_col(u, c) for c in DP_LAYOUT_KEYS)
+        dense, expert = local_params(job, u)
+        layers = stage_layers(job.model, pp).per_stage
+        bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
+        groups = [(dense, dp * cp, tp)]
+        if job.model.moe is not None:
+            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
+
+        def coll(op, nbytes_per_param):
+            """(all buckets, one bucket) of a collective over every group [s]."""
+            total, one = np.zeros(len(u)), np.zeros(len(u))
+            for n, g, s in groups:
+                nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
+                t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
+                total, one = total + nb * t1, np.maximum(one, t1)
+            return total, one
+
+        return (
+            *coll("allreduce", ov.grad_reduce_bytes),
+            *coll("reducescatter", ov.grad_reduce_bytes),
+            *coll("allgather", PARAM_GATHER_BYTES),
+        )
+
+    ar, ar1, rs, rs1, ag, ag1 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
+    z, m = _col(df, "zero_stage"), _col(df, "num_microbatches")
+    t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
+    t_param = np.where(z == 0, 0.0, ag)
+    grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
+    param_exp = np.maximum(t_param - t_fwd_mb, np.where(z == 0, 0.0, ag1)) if ov.dp_param_gather else t_param
+    per_mb_z3 = 2 * ag + rs  # each layer gathered for forward and backward, its gradients reduce-scattered
+    z3 = m * np.maximum(per_mb_z3 - t_compute_mb, ag1)
+    return np.where(z == 3, z3, grad_exp + param_exp)
