@@ -46,9 +46,10 @@ def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFra
 
 
 def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and code values of one column: integers spanning fewer values than about four per row
-    through a lookup table of that span (no hashing; the codes then count only the values present),
-    a categorical column by its codes, anything else by :func:`pandas.factorize`."""
+    """Codes and code values of one column: integers by their offset from the column's minimum (no
+    hashing; over a span of more than 8 values, but fewer than about four per row, through a lookup
+    table of the values present), a categorical column by its codes, anything else by
+    :func:`pandas.factorize`."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # codes kept by the column
         return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories)
     a = col.to_numpy()
@@ -56,7 +57,7 @@ def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
         lo = a.min()
         offset = (a - lo).astype(np.int64, copy=False)
         span = int(a.max() - lo) + 1
-        if span <= max(4 * len(a), 1 << 12):
+        if 8 < span <= max(4 * len(a), 1 << 12):  # a wide span: count only the values present
             seen = np.zeros(span, dtype=bool)
             seen[offset] = True
             present = np.flatnonzero(seen)

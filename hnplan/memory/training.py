@@ -21,7 +21,7 @@ from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import memo, on_distinct
+from hnplan.vectorise import on_distinct
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,25 @@ def training_overheads(
         "nccl": units.GiB_to_bytes(nccl),
         "fragmentation": o.allocator_fragmentation_fraction.value * tensor_bytes,
     }
+
+
+def overhead_terms(tp, pp, dp, cp, ep, catalog: Catalog | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`training_overheads` over arrays of plans, summed: ``(fixed [bytes], slope [-])`` with
+    ``sum(training_overheads(t, ...).values()) == fixed + slope * t`` (the same arithmetic, element by
+    element).
+
+    >>> f, s = overhead_terms([1, 8], [1, 1], [1, 1], [1, 1], [1, 1])
+    >>> bool(f[1] > f[0]), bool(s[0] == s[1])  # the TP communicator's NCCL buffers; the same reserve
+    (True, True)
+    """
+    o = (catalog or load_catalog()).memory_overheads
+    tp, pp, dp, cp, ep = np.broadcast_arrays(*(np.asarray(x) for x in (tp, pp, dp, cp, ep)))
+    groups = sum((g > 1).astype(np.int64) for g in (tp, cp, dp * cp, pp, ep))
+    nccl = groups * o.nccl_gib_per_communicator.value + np.where(ep > 1, o.nccl_alltoall_extra_gib.value, 0.0)
+    cuda, nccl_b = units.GiB_to_bytes(o.cuda_context_gib.value), units.GiB_to_bytes(nccl)
+    frag = o.allocator_fragmentation_fraction.value
+    fixed = cuda + nccl_b + frag * 0.0
+    return fixed, (cuda + nccl_b + frag * 1.0) - fixed
 
 
 # the columns :func:`training_memory_table` reads, one row per plan
@@ -95,7 +114,7 @@ def training_memory_table(
     ``ceil(L / pp)`` layers, the embedding dropout mask on the first stage and the output layer on the
     last, times the micro-batches in flight); runtime
     overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
-    tensors). The larger stage total wins (the first on a tie; only the first when ``pp = 1``).
+    tensors; :func:`overhead_terms`). The larger stage total wins (the first on a tie; only the first when ``pp = 1``).
 
     Parameters
     ----------
@@ -128,17 +147,9 @@ def training_memory_table(
     df = plans.reset_index(drop=True)
     pp = df["pp"].to_numpy()
 
-    def over_fn(tp, pp_, dp, cp, ep):
-        fixed = sum(training_overheads(0.0, tp, pp_, dp, cp, ep, catalog).values())
-        return {
-            "fixed": fixed,
-            "slope": sum(training_overheads(1.0, tp, pp_, dp, cp, ep, catalog).values()) - fixed,
-        }
-
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
         if overheads:
-            over = memo(u, ["tp", "pp", "dp", "cp", "ep"], over_fn)
-            o = [over["fixed"].to_numpy(), over["slope"].to_numpy()]
+            o = list(overhead_terms(*(u[k].to_numpy() for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
         else:
             o = [np.zeros(len(u)), np.zeros(len(u))]
         degrees = [u[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
