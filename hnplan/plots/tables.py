@@ -55,6 +55,16 @@ _WORDS = {
     "cp": "CP",
     "usd": "$",
     "id": "id",
+    "GBps": "GB/s",
+    "gbps": "Gb/s",
+    "tflops": "TFLOP/s",
+    "gb": "GB",
+    "gib": "GiB",
+    "kw": "kW",
+    "tdp": "TDP",
+    "fp8": "FP8",
+    "rdma": "RDMA",
+    "tcp": "TCP",
 }
 # Columns without a unit suffix whose values are ratios or shares (header unit ``[-]``).
 _DIMENSIONLESS = ("speedup", "share", "fraction", "ratio", "reduction", "margin", "goodput", "slowdown", "mfu", "to")
@@ -89,8 +99,8 @@ def column_header(name: str) -> str:
     ('step time, supernode [s]', 'cost, servers [$ per M tokens]', 'NIC [Gb/s]')
     >>> column_header("speedup_vs_older"), column_header("seed_file"), column_header("read_GBps")
     ('speed-up, against the older chip [-]', 'seed file', 'read [GB/s]')
-    >>> column_header("tokens_per_s_base")
-    'throughput, servers [tokens/s]'
+    >>> column_header("tokens_per_s_base"), column_header("rdma_busbw_GBps_at_100g")
+    ('throughput, servers [tokens/s]', 'RDMA busbw GB/s at 100g')
     """
     base, qualifier = name, ""
     for q in sorted(_QUALIFIERS, key=len, reverse=True):
