@@ -565,6 +565,25 @@ def _short_literal(v) -> str:
     return repr(v)
 
 
+def _param_text(v) -> str:
+    """A parameter written for people in a report footer: numbers as short exact literals, text without
+    quotes, lists comma-separated, a mapping as ``key: value`` pairs and an empty one as 'none' (never a
+    Python ``{...}`` or ``[...]``).
+
+    >>> _param_text(15e12), _param_text("fp8"), _param_text(["a", "b"]), _param_text({"x": "int8"}), _param_text({})
+    ('1.5e13', 'fp8', 'a, b', 'x: int8', 'none')
+    """
+    if isinstance(v, dict):
+        return ", ".join(f"{_param_text(k)}: {_param_text(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, list | tuple | set):
+        return ", ".join(_param_text(x) for x in v) or "none"
+    if v is None:
+        return "none"
+    if isinstance(v, str):
+        return v or "none"
+    return _short_literal(v)
+
+
 def provenance(parameters: dict | None = None) -> str:
     """A Markdown footer: hnplan version, git commit, catalog content hash and the parameters."""
     import subprocess
@@ -582,7 +601,7 @@ def provenance(parameters: dict | None = None) -> str:
         )
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
-    params = ", ".join(f"`{k}={_short_literal(v)}`" for k, v in (parameters or {}).items())
+    params = "; ".join(f"`{k}` = {_param_text(v)}" for k, v in (parameters or {}).items())
     return f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`." + (
         f" Parameters: {params}.*" if params else "*"
     )
