@@ -34,3 +34,19 @@ def run_notebook(name: str, parameters: dict, tmp_path: Path) -> tuple[nbformat.
 def plotly_divs(html: str) -> int:
     """Number of plotly chart containers in a report."""
     return html.count('class="plotly-graph-div"')
+
+
+def table_problems(html: str) -> list[str]:
+    """What a person should not meet in a report's tables: snake_case headers, numbers with an exponent
+    (``2.831e+04``), ``nan`` cells, and Python dicts in the text."""
+    import html as _html
+    import re
+
+    heads = {_html.unescape(h) for h in re.findall(r'<th[^>]*class="col_heading[^"]*"[^>]*>(.*?)</th>', html)}
+    cells = [_html.unescape(c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", html, re.S)]
+    found = [f"snake_case header {h!r}" for h in sorted(heads) if re.search(r"[a-z]_[a-z]", h)]
+    found += [f"exponent in cell {c!r}" for c in cells if re.fullmatch(r"[-+]?[\d.,]+e[-+]\d+", c)]
+    found += ["nan cell in a table" for c in cells if c.lower() == "nan"][:1]
+    text = re.sub(r"<script.*?</script>", "", html, flags=re.S)
+    found += [f"Python dict in text: {m!r}" for m in re.findall(r"\{(?:'|&#x27;)[^}]{0,60}|=\{\}", text)]
+    return found

@@ -28,7 +28,7 @@ from hnplan.planning.claims import (
 from hnplan.planning.training import ParallelPlan, estimate_training_step
 
 from nbparams import SMALL_PARAMS
-from nbutil import plotly_divs, run_notebook
+from nbutil import plotly_divs, run_notebook, table_problems
 
 CAT = load_catalog()
 SMALL = AuditSetup(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in SMALL_PARAMS["claims_audit"].items()})
@@ -346,6 +346,7 @@ def test_claims_notebook(tmp_path, claims):
     for c in claims.values():
         assert c.id in html
     assert f"Of {len(claims)} claims" in html
+    assert table_problems(html) == []  # headers in words with units ("step time, supernode [s]"), no nan cells
 
 
 def test_hot_swap_goodput_charges_the_gpus_in_repair(claims):

@@ -94,3 +94,10 @@ def test_progress_reaches_the_end_of_the_window(cat):
     )
     assert seen and all(a[0] <= b[0] for a, b in zip(seen, seen[1:]))
     assert seen[-1][0] >= seen[-1][1] == r.summary["window_s"]
+
+
+def test_cluster_table_title_keeps_its_unit():
+    # "[s]" in a rich title is markup unless escaped: the queueing-delay table must say its unit
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "50"])
+    assert r.exit_code == 0, r.output
+    assert "queueing delay [s]" in r.output

@@ -4,7 +4,7 @@ import pytest
 
 from hnplan.planning.inference import Traffic, design_frontiers, gpus_vs_rate
 
-from nbutil import plotly_divs, run_notebook
+from nbutil import plotly_divs, run_notebook, table_problems
 
 pytestmark = pytest.mark.notebook
 
@@ -40,3 +40,5 @@ def test_inference_capacity_notebook(tmp_path):
     assert "What this means" in html and "cheapest per token" in html
     assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert "DeepSeek production" in html and "mean |error|" in html
+    assert table_problems(html) == []  # no 2.831e+04, no snake_case header, no Python dict in the footer
+    assert "<code>system_dtypes</code> = none" in html

@@ -5,7 +5,7 @@ import pytest
 from hnplan.validation import validation_table
 
 from nbparams import SMALL_PARAMS
-from nbutil import plotly_divs, run_notebook
+from nbutil import plotly_divs, run_notebook, table_problems
 
 pytestmark = pytest.mark.notebook
 
@@ -23,4 +23,5 @@ def test_validation_notebook(tmp_path):
     assert f"{len(df)} published figures" in html
     # the calibration section fits the example runs of docs/examples (README, "Calibrate to your own cluster")
     assert "Calibrate to your own cluster" in html and "llama3-405b-16k-gpus" in html
-    assert "matmul_efficiency.h100-sxm.bf16" in html and "loo_error_pct" in html
+    assert "matmul_efficiency.h100-sxm.bf16" in html and "leave-one-out error [%]" in html
+    assert table_problems(html) == []  # headers in words with units, no exponents, no nan

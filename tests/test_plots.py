@@ -60,3 +60,19 @@ def test_log_axes_tick_at_the_values_that_matter():
 
     many = log_ticks(go.Figure(), "y", [3e3 * 2**k for k in range(20)]).layout.yaxis  # 3k .. 1.6G: decades
     assert list(many.tickvals)[:3] == [1e3, 1e4, 1e5] and list(many.ticktext)[:3] == ["1,000", "10,000", "100k"]
+
+
+def test_table_headers_and_cells_for_people():
+    from hnplan.plots import cell_text, column_header, people_table
+
+    # unit suffix -> bracketed unit, design qualifier -> words, field terms in their usual spelling
+    assert column_header("step_time_s_super") == "step time, supernode [s]"
+    assert column_header("comm_share_base") == "communication share, servers [-]"
+    assert column_header("nic_gbps") == "NIC [Gb/s]"
+    assert column_header("mfu") == "MFU [-]"
+    # 28,310.4 to 4 significant digits, 1.652e9 in the short scale, NaN and None as a dash
+    assert [cell_text(v) for v in (28310.4, 1.652e9, float("nan"), None, False)] == ["28,310", "1.652B", "—", "—", "no"]
+    df = pd.DataFrame({"step_time_s": [1.5, float("nan")], "gpus": [576, 2304]})
+    html = people_table(df).to_html()
+    assert "step time [s]" in html and "GPUs [count]" in html and "2,304" in html
+    assert "nan" not in html and "step_time_s" not in html

@@ -1,4 +1,4 @@
-"""Regenerate the catalog-schema tables in README.md from hnplan/catalog/schemas.py."""
+"""Regenerate the catalog-schema tables in README.md from the pydantic models in hnplan/catalog/schemas/."""
 
 from pathlib import Path
 

@@ -320,9 +320,10 @@ def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column rich table."""
     from rich.table import Table
 
-    t = Table(title=title, show_header=False)
+    t = Table(title=escape(title), show_header=False)
     t.add_column("quantity", style="bold")
     t.add_column("value", justify="right")
     for k, v in rows:
-        t.add_row(k, v)
+        # a unit such as "[s]" or "[days]" is text, not rich markup
+        t.add_row(*(escape(x) if isinstance(x, str) else x for x in (k, v)))
     return t

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from hnplan.cli._app import app, console, err_console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, err_console, escape, handle_errors, kv_table, print_json
 
 cluster_app = typer.Typer(
     help="Shared-cluster operations: a discrete-event simulation of a job mix.", no_args_is_help=True
@@ -123,7 +123,7 @@ def simulate(
             ("jobs", ", ".join(f"{k} {v}" for k, v in s["jobs"].items())),
         ]
         console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, window {s['window_s'] / 86400:.1f} days", rows))
-        t = Table(title="queueing delay [s]")
+        t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")
         for cls, q in s["queue_delay_s"].items():

@@ -202,7 +202,7 @@ def decide(
     if pts.empty:
         return "not testable", "no point of the grid could be evaluated (no plan fits or divides)"
     ok = pts["holds"].astype(bool)
-    thr = f"{metric} {op} {threshold:g}{unit}"
+    thr = f"{metric} {op} {units.format_count(threshold)}{unit}"  # 1M, not 1e+06
     if ok.all():
         return "holds", f"{thr} at every one of the {len(pts)} points evaluated"
     if not ok.any():
@@ -212,7 +212,7 @@ def decide(
             f"{fmt_axis(a, pts.at[i, a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "") for a in axes
         )
         return "does not hold", (
-            f"{thr} at none of the {len(pts)} points; closest at {where}: {metric} = {m[i]:.3g}{unit}"
+            f"{thr} at none of the {len(pts)} points; closest at {where}: {metric} = {units.format_count(m[i])}{unit}"
         )
     return "holds under conditions", f"{thr}: " + describe_region(points, axes)
 

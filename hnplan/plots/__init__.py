@@ -22,5 +22,6 @@ from hnplan.plots.memory import fit_map, memory_breakdown_bars  # noqa: F401
 from hnplan.plots.network import bom_figure, boundary_figure, busbw_figure, topology_figure  # noqa: F401
 from hnplan.plots.procurement import mc_histogram, mix_bars, tornado_chart  # noqa: F401  (issue 8)
 from hnplan.plots.roofline import roofline  # noqa: F401
+from hnplan.plots.tables import cell_text, column_header, people_table  # noqa: F401
 from hnplan.plots.training import scaling_figure, training_validation_figure  # noqa: F401
 from hnplan.plots.validation import parity_plot  # noqa: F401

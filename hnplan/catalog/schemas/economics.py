@@ -1,0 +1,175 @@
+"""Economics and operations: prices, facility, reliability rates, what-if inputs and memory overheads."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Literal, get_args
+
+from pydantic import Field, field_validator, model_validator
+
+from hnplan.catalog.schemas.base import (
+    Entry,
+    Positive,
+    Source,
+    _check_source,
+    _Strict,
+)
+
+
+class SourcedValue(_Strict):
+    """One number with its provenance (PyPSA technology-data style)."""
+
+    value: float
+    unit: str = Field(min_length=1)
+    source: Source
+    as_of: _dt.date | None = None
+    assumption: bool = Field(default=False, description="true when the value is a labelled assumption")
+
+    @field_validator("source")
+    @classmethod
+    def _src(cls, v):
+        return _check_source(v)
+
+
+class Price(Entry):
+    """A dated price of something the bill of materials counts."""
+
+    item: str = Field(description="the catalog id priced (system, switch) or a BOM part name")
+    kind: Literal["system-unit", "switch", "transceiver", "cable", "nic", "rack", "other"]
+    usd: Positive = Field(description="price [US dollars] for one `per`")
+    per: str = Field(description="what one price buys: unit, switch, transceiver, cable, ...")
+    as_of: _dt.date = Field(
+        description="date of the price (YYYY-MM-DD; use the first of the month if only the month is known)"
+    )
+    assumption: bool = False
+
+
+class Facility(Entry):
+    """Facility and finance defaults, each value with its own provenance."""
+
+    electricity_usd_per_kwh: SourcedValue
+    pue_air: SourcedValue
+    pue_liquid: SourcedValue
+    amortisation_years: SourcedValue
+    dc_build_usd_per_mw: SourcedValue
+    maintenance_fraction_per_year: SourcedValue
+    grid_gco2_per_kwh: SourcedValue
+    training_power_fraction: SourcedValue = Field(
+        description="average draw of a training node as a fraction of its rated power"
+    )
+    # -- power curve, racks (issue 8) -------------------------------------------------------
+    accelerator_idle_fraction: SourcedValue | None = Field(
+        default=None, description="idle power of an accelerator without idle_w, as a fraction of its TDP"
+    )
+    rack_limit_kw_air: SourcedValue | None = Field(
+        default=None, description="IT power limit of one air-cooled rack [kW]"
+    )
+    rack_limit_kw_liquid: SourcedValue | None = Field(
+        default=None, description="IT power limit of one liquid-cooled rack [kW]"
+    )
+
+
+class ComponentRate(SourcedValue):
+    """A failure (interruption) rate of one component kind, per component and hour."""
+
+    per: Literal["accelerator", "host", "nic", "scaleout-link", "job-gpu"] = Field(
+        description="what one count is: an accelerator, a host (node), a NIC, a scale-out link, or a GPU "
+        "of the job (software and job-level faults)"
+    )
+
+
+class Reliability(Entry):
+    """Failure rates per component and the checkpoint/restart defaults (``data/reliability.yaml``)."""
+
+    rates: dict[str, ComponentRate] = Field(
+        description="component -> unexpected interruptions per component-hour [1/h]"
+    )
+    planned_per_gpu_hour: SourcedValue = Field(description="planned interruptions per job GPU-hour [1/h]")
+    restart_overhead_s: SourcedValue = Field(
+        description="job restart excluding the checkpoint read: detection, rescheduling, init [s]"
+    )
+    storage_write_GBps_per_node: SourcedValue = Field(
+        description="checkpoint write bandwidth per node when the system gives none [GB/s]"
+    )
+    storage_read_GBps_per_node: SourcedValue = Field(
+        description="checkpoint read bandwidth per node when the system gives none [GB/s]"
+    )
+    repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
+    deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
+    # -- issue 15: hot swap and deployment from the bill of materials ---------------------------
+    hot_swap_repair_hours: SourcedValue | None = Field(
+        default=None, description="time to swap a failed card in a running node (hot swap) [h]"
+    )
+    install_hours: dict[str, SourcedValue] = Field(
+        default_factory=dict,
+        description="technician-hours to install one item of the bill of materials (rack, system-unit, "
+        "cable, transceiver, switch, coolant-loop)",
+    )
+    install_technicians_per_mw: SourcedValue | None = Field(
+        default=None, description="technicians installing in parallel per MW of IT power [1/MW]"
+    )
+    install_shift_hours_per_day: SourcedValue | None = Field(
+        default=None, description="working hours per day of the install crews [h/day]"
+    )
+    commission_days: SourcedValue | None = Field(
+        default=None, description="burn-in and acceptance after the last item is installed [days]"
+    )
+
+
+WhatIfInput = Literal[
+    "electricity_usd_per_kwh",
+    "pue",
+    "hardware_price_factor",
+    "utilisation",
+    "rate_factor",
+    "write_GBps_per_node",
+    "years",
+    "dc_build_usd_per_mw",
+    "maintenance_fraction",
+]
+WHATIF_INPUTS = get_args(WhatIfInput)
+
+
+class UncertainInput(Entry):
+    """The plausible range of one procurement what-if input (``data/uncertainty.yaml``)."""
+
+    input: WhatIfInput = Field(description="the what-if input this range applies to")
+    unit: str = Field(min_length=1)
+    distribution: Literal["uniform", "triangular"] = "uniform"
+    low: float
+    high: float
+    mode: float | None = Field(default=None, description="most likely value (triangular only)")
+    as_of: _dt.date | None = None
+    assumption: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        if self.distribution == "triangular" and (self.mode is None or not self.low <= self.mode <= self.high):
+            raise ValueError("a triangular range needs low <= mode <= high")
+        return self
+
+
+class MemoryOverheads(Entry):
+    """Runtime memory overheads per accelerator process that no tensor of the model accounts for, and
+    the serving engine's memory defaults; each value with its own provenance."""
+
+    cuda_context_gib: SourcedValue = Field(
+        description="CUDA context, kernel images and library workspaces of one process [GiB]"
+    )
+    nccl_gib_per_communicator: SourcedValue = Field(
+        description="device buffers of one NCCL communicator running ring/tree collectives [GiB]"
+    )
+    nccl_alltoall_extra_gib: SourcedValue = Field(
+        description="extra device buffers once a communicator runs all-to-all (all peers connected) [GiB]"
+    )
+    allocator_fragmentation_fraction: SourcedValue = Field(
+        description="memory the caching allocator reserves but cannot use, as a fraction of tensor memory"
+    )
+    serving_memory_utilization: SourcedValue = Field(
+        description="fraction of device memory a serving engine may use (vLLM gpu_memory_utilization)"
+    )
+    serving_max_batched_tokens: SourcedValue = Field(
+        description="tokens in the largest forward pass the serving engine plans its activation workspace for"
+    )

@@ -1,0 +1,360 @@
+"""Hardware kinds: accelerators, interconnects, switches, systems and storage."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from hnplan.catalog.schemas.base import (
+    Dtype,
+    Entry,
+    Fraction,
+    NonNegative,
+    PosInt,
+    Positive,
+)
+
+
+class Accelerator(Entry):
+    """One accelerator (GPU or NPU package) as the planner sees it."""
+
+    vendor: str = Field(description="manufacturer")
+    dense_tflops: dict[Dtype, Positive] = Field(
+        description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16"
+    )
+    hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
+    hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
+    hbm_visible_gib: Positive | None = Field(
+        default=None,
+        description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
+        "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
+        "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)",
+    )
+    scaleup_bw_GBps_per_dir: Positive = Field(
+        description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]"
+    )
+    tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
+    idle_w: Positive | None = Field(default=None, description="idle power [W]")
+    compute_units: PosInt | None = Field(
+        default=None, description="streaming multiprocessors / AI cores, for wave quantisation"
+    )
+    matmul_efficiency: dict[Dtype, Fraction] = Field(
+        description="achievable fraction of the dense peak on large GEMMs, per dtype (calibration)"
+    )
+    hbm_efficiency: Fraction = Field(
+        description="achievable fraction of HBM bandwidth for streaming kernels (calibration)"
+    )
+    gemm_tile_mnk: tuple[PosInt, PosInt, PosInt] | None = Field(
+        default=None,
+        description="GEMM output tile (M, N) of one SM / core and its K step [elements], "
+        "for tile and wave quantisation; none: no quantisation term",
+    )
+    kernel_overhead_us: NonNegative | None = Field(
+        default=None, description="fixed time added to every kernel (launch, ramp-up, tail) [us] (calibration)"
+    )
+    # GEMM efficiency law (hnplan.compute.gemm, docs/compute.md); every field optional: absent = term off
+    gemm_efficiency: dict[Dtype, Fraction] | None = Field(
+        default=None,
+        description="large-shape ceiling of the GEMM law as a fraction of the dense peak, per dtype "
+        "(fitted or carried; absent: matmul_efficiency) (calibration)",
+    )
+    gemm_k_overhead: NonNegative | None = Field(
+        default=None,
+        description="prologue + epilogue of one output tile, in K elements of main-loop time [elements] (calibration)",
+    )
+    gemm_overlap_exponent: Annotated[float, Field(ge=1.0)] | None = Field(
+        default=None,
+        description="p of the smooth roofline (t_c^p + t_m^p)^(1/p) of a GEMM [-]; absent: max(t_c, t_m) (calibration)",
+    )
+    gemm_row_granularity: PosInt | None = Field(
+        default=None,
+        description="rows a GEMM computes below one tile height (swap-AB / small-M kernels pad M to a "
+        "multiple of it) [elements]; absent: a full tile",
+    )
+    gemm_splitk_min_k: PosInt | None = Field(
+        default=None, description="smallest K slice a split-K GEMM uses [elements]; absent: the tile's K step"
+    )
+    gemm_splitk_us: NonNegative | None = Field(
+        default=None, description="extra time of a split-K GEMM (the reduction of the partial tiles) [us] (calibration)"
+    )
+    gemm_wave_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None,
+        description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
+        "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)",
+    )
+    host_dispatch_us: NonNegative | None = Field(
+        default=None,
+        description="host time per operator call from an eager framework; back-to-back calls run no "
+        "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)",
+    )
+
+    memory_kernel_efficiency: (
+        dict[
+            Literal["norm", "norm_eager", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"],
+            Fraction,
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
+        "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
+    )
+    fp8_tn_only: bool | None = Field(
+        default=None,
+        description="per-tensor fp8 GEMMs take only the TN layout, so the weight- and data-gradient GEMMs need "
+        "transposed fp8 copies (Hopper); false: any layout (Blackwell); absent: true",
+    )
+    # attention law (hnplan.compute.operators._times, docs/compute.md): absent = the GEMM ceiling, no tail terms
+    attention_efficiency: dict[Literal["fwd", "bwd"], Fraction] | None = Field(
+        default=None,
+        description="ceiling of the fused attention kernel per pass as a fraction of the bf16 dense peak (calibration)",
+    )
+    attention_tile_q: PosInt | None = Field(
+        default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height"
+    )
+    attention_kv_overhead: NonNegative | None = Field(
+        default=None,
+        description="prologue + epilogue of one attention work unit, in keys of main-loop time [tokens] (calibration)",
+    )
+    attention_tail_weight: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None,
+        description="fraction of the longest work unit (the last query tile of a causal sequence) "
+        "that runs after the others have finished [-] (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "matmul_efficiency",
+        "hbm_efficiency",
+        "kernel_overhead_us",
+        "attention_efficiency",
+        "attention_kv_overhead",
+        "attention_tail_weight",
+        "memory_kernel_efficiency",
+        "gemm_efficiency",
+        "gemm_k_overhead",
+        "gemm_overlap_exponent",
+        "gemm_splitk_us",
+        "gemm_wave_weight",
+        "host_dispatch_us",
+    )
+
+    @model_validator(mode="after")
+    def _bf16_present(self):
+        if "bf16" not in self.dense_tflops:
+            raise ValueError("dense_tflops must include bf16")
+        missing = set(self.dense_tflops) - set(self.matmul_efficiency)
+        if missing:
+            raise ValueError(f"matmul_efficiency lacks dtypes {sorted(missing)} that dense_tflops lists")
+        return self
+
+
+class Interconnect(Entry):
+    """A link technology (NVLink 4, InfiniBand NDR, RoCE 400G, Huawei UB, ...)."""
+
+    kind: Literal["scale-up", "scale-out"] = Field(description="inside a scale-up domain or between domains")
+    technology: str = Field(description="marketing name and generation, e.g. NVLink 4, InfiniBand NDR")
+    bw_efficiency: Fraction = Field(
+        description="achievable fraction of the per-direction line rate for large messages (calibration)"
+    )
+    link_latency_ns: NonNegative = Field(description="one link's propagation + serdes latency [ns]")
+    switch_latency_ns: NonNegative = Field(description="one switch hop's latency [ns]")
+    software_overhead_us: NonNegative = Field(
+        description="per-step software/launch overhead of a collective algorithm step [us]"
+    )
+    in_network_reduction: bool = Field(
+        default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)"
+    )
+    transceiver_w: Positive | None = Field(
+        default=None, description="power of one optical transceiver module at one link end [W]; none for copper"
+    )
+    inr_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the (bw_efficiency x line rate) bandwidth when the switches reduce "
+        "(NCCL's nvlsEfficiency for NVLink SHARP); required when in_network_reduction is true (calibration)",
+    )
+
+    alltoall_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
+        "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "bw_efficiency",
+        "software_overhead_us",
+        "inr_efficiency",
+        "alltoall_efficiency",
+    )
+
+    @model_validator(mode="after")
+    def _inr(self):
+        if self.in_network_reduction and self.inr_efficiency is None:
+            raise ValueError("in_network_reduction is true: give inr_efficiency (with its provenance)")
+        return self
+
+
+class Switch(Entry):
+    """A switch model (scale-out or scale-up)."""
+
+    fabric: str = Field(description="interconnect id the switch speaks")
+    ports: PosInt = Field(description="logical ports at port_gbps (radix)")
+    port_gbps: Positive = Field(description="rate of one logical port [Gb/s] per direction")
+    power_w: Positive = Field(description="typical power without transceivers [W]")
+
+
+class System(Entry):
+    """A building block (8-GPU server, NVL72 rack, supernode) and the networks that join them."""
+
+    kind: Literal["server-cluster", "supernode"] = Field(
+        description="server-cluster: small scale-up domain joined by a switched network; supernode: large scale-up domain"
+    )
+    accelerator: str = Field(description="accelerator id")
+    node_gpus: PosInt = Field(description="accelerators per node (server or compute tray)")
+    scaleup_domain_gpus: PosInt = Field(description="accelerators in one scale-up (NVLink/UB) domain")
+    scaleup_fabric: str = Field(description="interconnect id of the scale-up domain")
+    scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"] = Field(
+        description="shape of the scale-up domain"
+    )
+    scaleup_bw_GBps_per_dir: Positive | None = Field(
+        default=None,
+        description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's",
+    )
+    scaleup_switch: str | None = Field(default=None, description="switch id inside the domain")
+    scaleup_switches_per_domain: NonNegative | None = Field(default=None, description="switch chips per domain")
+    scaleout_fabric: str = Field(description="interconnect id of the scale-out network")
+    nics_per_node: PosInt = Field(description="scale-out NICs per node (compute network only)")
+    nic_gbps: Positive = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
+    scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"] = Field(
+        description="scale-out network shape (rail-optimised: NIC k of every node on leaf group k)"
+    )
+    scaleout_switch: str = Field(description="switch id of the scale-out network")
+    scaleout_oversubscription: Annotated[float, Field(ge=1.0)] = Field(
+        default=1.0, description="downlink:uplink ratio at the leaf tier (1 = non-blocking)"
+    )
+    scaleup_in_network_reduction: bool = Field(
+        default=False,
+        description="collectives reduce in the scale-up switches (NVLink SHARP, NCCL NVLS) on this "
+        "system as deployed; needs a scale-up fabric with in_network_reduction",
+    )
+    scaleout_in_network_reduction: bool = Field(
+        default=False,
+        description="collectives reduce in the scale-out switches (IB SHARP through NCCL CollNet, "
+        "NCCL_COLLNET_ENABLE=1) on this system as deployed; needs a scale-out fabric with "
+        "in_network_reduction",
+    )
+    scaleup_inr_efficiency: Fraction | None = Field(
+        default=None,
+        description="in-network-reduction efficiency measured on this system as deployed (NVLS all-reduce "
+        "bandwidth over the scale-up line rate x bw_efficiency); replaces the fabric's inr_efficiency, "
+        "a single-node tuner constant (calibration)",
+    )
+    unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
+    unit_power_kw: Positive = Field(
+        description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
+    )
+    gpus_per_rack: PosInt = Field(
+        description="accelerators per rack, averaged over compute and in-domain network racks"
+    )
+    cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
+    host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
+    host_link_GBps_per_gpu: Positive | None = Field(
+        default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
+    )
+    host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
+        default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)"
+    )
+    pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
+    pooled_memory_GBps_per_gpu: Positive | None = Field(
+        default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
+    )
+    pooled_memory_nodes: PosInt | None = Field(
+        default=None,
+        description="nodes sharing the pool (a CXL switch or fabric-attached memory); default the scale-up domain's",
+    )
+    pooled_memory_latency_ns: Positive | None = Field(
+        default=None, description="load latency of the pooled memory [ns]"
+    )
+    nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
+    nvme_read_GBps_per_node: Positive | None = Field(
+        default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]"
+    )
+    storage_write_GBps_per_node: Positive | None = Field(
+        default=None, description="checkpoint write bandwidth per node [GB/s]"
+    )
+    # -- reliability and deployment (issue 8) ------------------------------------------------
+    failure_unit_gpus: PosInt | None = Field(
+        default=None,
+        description="accelerators one hardware failure takes out of a job (blast radius); defaults to node_gpus",
+    )
+    hot_swap: bool = Field(default=False, description="a failed node/tray can be replaced while its domain runs")
+    spare_gpus_per_unit: Annotated[int, Field(ge=0)] = Field(
+        default=0, description="accelerators per purchasable unit held as in-domain hot spares"
+    )
+    repair_hours: Positive | None = Field(
+        default=None, description="time to return a failed failure unit to service [h]"
+    )
+    deploy_days: Positive | None = Field(
+        default=None,
+        description="delivery to production of one cluster of this design [days], a measured figure; "
+        "default derived from the bill of materials (hnplan.deployment)",
+    )
+    # -- storage and memory pool (issue 15) ----------------------------------------------------
+    storage: str | None = Field(
+        default=None, description="storage id (data/storage/) the design's checkpoints and data loader use"
+    )
+    storage_gpus_per_unit: PosInt | None = Field(
+        default=None, description="accelerators served per unit of the named storage (the sizing rule)"
+    )
+    scaleup_field_links_per_domain: Annotated[int, Field(ge=0)] = Field(
+        default=0,
+        description="scale-up links cabled on site between the racks of one domain (0 when the domain "
+        "is cabled in the factory: a backplane, a copper spine)",
+    )
+    # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
+    unit_price_usd: Positive | None = Field(
+        default=None,
+        description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "
+        "(give its provenance in field_sources or assumptions)",
+    )
+    price_item: str | None = Field(
+        default=None,
+        description="the prices.yaml item whose price one unit costs (e.g. gb200-nvl72 for a "
+        "re-cabled copy); default the system's own id",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency",)
+
+    @model_validator(mode="after")
+    def _shapes(self):
+        if self.scaleup_domain_gpus % self.node_gpus:
+            raise ValueError(
+                f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})"
+            )
+        return self
+
+
+class Storage(Entry):
+    """A parallel file system or object store, sized in purchasable (or provisionable) units: what one
+    unit holds and delivers, and what it costs and draws. ``data/storage/<id>.yaml``."""
+
+    kind: Literal["parallel-file-system", "object-store"] = Field(
+        description="POSIX parallel file system or object store"
+    )
+    unit: str = Field(min_length=3, description="what one unit is (a 2U appliance, 1 TiB provisioned, ...)")
+    capacity_tb_per_unit: Positive = Field(description="usable capacity of one unit [TB, 1e12 bytes]")
+    read_GBps_per_unit: Positive = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
+    write_GBps_per_unit: Positive = Field(description="sustained sequential write bandwidth of one unit [GB/s]")
+    read_iops_per_unit: Positive = Field(description="random read operations per second of one unit [1/s]")
+    iops_io_kib: Positive = Field(default=4.0, description="I/O size the IOPS figure is stated at [KiB]")
+    power_w_per_unit: NonNegative = Field(
+        description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)"
+    )
+    usd_per_unit: NonNegative = Field(
+        default=0.0, description="purchase price of one unit [US dollars] (0 for a service)"
+    )
+    usd_per_unit_month: NonNegative = Field(
+        default=0.0, description="service or support price of one unit per month [US dollars]"
+    )
+    price_as_of: _dt.date | None = Field(default=None, description="date of the prices (YYYY-MM-DD)")

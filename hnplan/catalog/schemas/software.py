@@ -1,0 +1,255 @@
+"""Software kinds: training stacks (their choices and the knobs they implement) and serving engines."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from hnplan.catalog.schemas.base import (
+    Dtype,
+    Entry,
+    Fraction,
+    NonNegative,
+    PosInt,
+    Positive,
+    _Strict,
+)
+
+
+class StackChoices(_Strict):
+    """A training software stack's choices: which communication overlaps compute, the attention
+    kernel, sequence parallelism and the gradient width on the wire. Declared once here:
+    :class:`SoftwareStack` inherits these fields and the training planner's job carries one of these
+    (``hnplan.planning.training.StackChoices``), so a new choice appears in both. Defaults: hnplan's
+    default stack (``data/stacks/megatron-core.yaml``).
+
+    Attributes
+    ----------
+    tp_comm : bool
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
+    ep_comm : bool
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
+        default False.
+    cp_comm : bool
+        Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
+        implementation); default True.
+    dp_grad_reduce, dp_param_gather : bool
+        Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
+        all-gather with the forward (Megatron-Core ``distributed_data_parallel_config.py``); default
+        True. Megatron-LM 2021 did neither.
+    grad_reduce_bytes : float
+        Bytes per gradient element on the wire: 4 (fp32, Megatron-LM's
+        ``--accumulate-allreduce-grads-in-fp32`` for bf16) by default; 2 for bf16 reduction.
+    attention : {"flash", "unfused"}
+        ``flash`` (default, fused kernel, no ``s x s`` scores in HBM or in the activations, Dao et al.
+        arXiv:2205.14135) or ``unfused`` (scores materialised, as Megatron-LM ran before FlashAttention).
+    sequence_parallel : bool
+        Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
+        ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
+        split over ``tp``; default True. The TP collectives move the same volume either way.
+    tp_comm_overlap_fraction : float
+        With ``tp_comm``, the share of the TP collective time that runs concurrently with the layer's
+        GEMMs [0-1]; the rest (the first or last chunk of a pipelined split) stays exposed. Default 0.75.
+    ep_comm_overlap_fraction : float
+        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
+    overlap_gemm_slowdown : float
+        Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
+        communication kernels take and the HBM bandwidth they share): a hidden second of communication
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
+    fp8_params : bool
+        fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
+        ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
+        weights live in the (distributed) optimizer. Default False.
+    fp8_weight_cache : bool
+        With bf16 weights and fp8 GEMMs, Transformer Engine keeps each weight's fp8 cast and its
+        transpose from the first micro-batch of a step to the last (``is_first_microbatch`` caching in
+        ``transformer_engine/pytorch/module/linear.py``; Megatron-Core passes it unless
+        ``disable_parameter_transpose_cache``): 2 bytes a parameter. False: the casts are transient.
+    pipeline_balanced_ends : bool
+        The input embedding and the loss each take one layer's place in the pipeline split, so the
+        first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
+        Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
+        ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    fp8_recipe : {"delayed", "current", "mxfp8", "blockwise"}
+        How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
+        ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
+        ``--fp8-recipe delayed``) takes the scale from an amax history and computes the amax inside the
+        cast; ``current`` reads each tensor once more for its amax before casting; ``mxfp8`` (Blackwell)
+        writes row-wise and column-wise quantised copies with one E8M0 scale byte per 32 elements;
+        ``blockwise`` the same copies with an fp32 scale per 1 x 128 tile (DeepSeek-V3, ``Float8BlockScaling``).
+        Bytes: :mod:`hnplan.compute.fp8_recipes`.
+    fp8_norm_cast_fusion : bool
+        The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
+        ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
+        tensor's amax). Default True.
+    fp8_cast_transpose_fusion : bool
+        Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
+        transpose (Transformer Engine ``cast_transpose``). Default True.
+    norm_kernel, rope_kernel : {"fused", "eager"}
+        ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
+        ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
+        upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
+    fp8_bf16_end_layers : int
+        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
+        first and the last pipeline stage. Default 0.
+    offload : {"none", "auto"}
+        ``auto``: a plan that does not fit in HBM moves optimizer states, gradients, weights and then
+        activations to host or pooled memory (ZeRO-Offload, arXiv:2101.06840; ZeRO-Infinity,
+        arXiv:2104.07857), the transfers hidden behind the step's compute as far as it lasts
+        (:mod:`hnplan.planning.training.offload`). Default ``none``.
+    ep_dispatch_fp8 : bool
+        With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
+        activation gradients sent back to the experts before the down-projection) travel in FP8 with one
+        fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
+        arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
+        (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    moe_load_imbalance : float
+        Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
+        rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
+        benchmark routing.
+    pipeline_schedule : {"1f1b", "dualpipe"}
+        The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
+        1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
+        ``(pp / 2 - 1)(F&B + B - 3 W)`` (arXiv:2412.19437 Sec. 3.2.1, Table 2: ``F&B`` a forward and a
+        backward chunk overlapped, ``B`` a backward, ``W`` its weight-gradient part) for an even ``pp``
+        without virtual stages (otherwise the 1F1B bubble).
+    """
+
+    tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
+    ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
+    cp_comm: bool = Field(default=True, description="context-parallel K/V exchange overlaps attention")
+    dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
+    dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
+    grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
+    attention: Literal["flash", "unfused"] = Field(
+        default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
+    )
+    sequence_parallel: bool = Field(
+        default=True,
+        description="norms and residual adds (and their dropout masks) split over TP ranks "
+        "(Megatron sequence parallelism)",
+    )
+    tp_comm_overlap_fraction: float = Field(
+        default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm"
+    )
+    ep_comm_overlap_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm"
+    )
+    overlap_gemm_slowdown: float = Field(
+        default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
+    )
+    fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
+    fp8_weight_cache: bool = Field(
+        default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches"
+    )
+    pipeline_balanced_ends: bool = Field(
+        default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] = Field(
+        default="delayed",
+        description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128)",
+    )
+    fp8_norm_cast_fusion: bool = Field(
+        default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
+    )
+    fp8_cast_transpose_fusion: bool = Field(
+        default=True, description="one kernel writes an fp8 cast and its transpose (where transposes are needed)"
+    )
+    norm_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
+    )
+    rope_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
+    )
+    fp8_bf16_end_layers: int = Field(
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
+    )
+    offload: Literal["none", "auto"] = Field(
+        default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
+    )
+    ep_dispatch_fp8: bool = Field(
+        default=False,
+        description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
+        "scale per 128) and combines in bf16",
+    )
+    moe_load_imbalance: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
+    )
+    pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b",
+        description="1f1b: Megatron's 1F1B / interleaved schedule; dualpipe: DeepSeek's bidirectional schedule "
+        "(bubble (pp/2 - 1)(F&B + B - 3W), arXiv:2412.19437 Table 2)",
+    )
+
+
+class SoftwareStack(Entry, StackChoices):
+    """A training software stack: its choices (:class:`StackChoices`: what it overlaps, its attention
+    kernel, whether it runs sequence parallelism), the knobs it implements, and the GEMM efficiency
+    measured inside training with it (per accelerator).
+
+    ``matmul_efficiency`` replaces an accelerator's catalog value (a GEMM micro-benchmark) when a
+    published in-training measurement with this stack exists; accelerators it does not list keep
+    their own.
+    """
+
+    zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
+        default=None, description="ZeRO stages the stack implements (a search tries only these); none: all"
+    )
+    recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
+        default=None, description="activation recomputation modes the stack implements; none: all"
+    )
+    zero_with_pipeline: bool = Field(
+        default=False,
+        description="ZeRO stages 2 and 3 combine with pipeline parallelism (FSDP-style sharding per stage); "
+        "false: as Megatron-LM and DeepSpeed, a search pairs them with pp = 1 only",
+    )
+    matmul_efficiency: dict[str, dict[Dtype, Fraction]] | None = Field(
+        default=None,
+        description="accelerator id -> dtype -> large-GEMM efficiency measured in training "
+        "with this stack [fraction of the dense peak]; replaces the accelerator's "
+        "(calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
+
+
+class ServingEngine(Entry):
+    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
+
+    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
+    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
+    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
+    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
+    sampling, input preparation) that the engine does not overlap with the forward pass.
+    """
+
+    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
+    max_num_batched_tokens: PosInt = Field(
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]"
+    )
+    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
+    memory_utilization: Fraction = Field(
+        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
+        "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)"
+    )
+    memory_rule: Literal["total", "free"] = Field(
+        default="total",
+        description="total: the fraction of the visible HBM holds weights, workspace and KV "
+        "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+        "weights, workspace and overheads (TensorRT-LLM)",
+    )
+    iteration_overhead_s: NonNegative = Field(
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]"
+    )
+    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
+    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
+    dequant_overhead: dict[Dtype, NonNegative] = Field(
+        default_factory=dict,
+        description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+        "(de)quantisation not fused into the kernels [-]; absent: 0",
+    )

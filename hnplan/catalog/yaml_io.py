@@ -1,0 +1,140 @@
+"""Reading catalog YAML: the data folder, a strict safe loader (C loader where present; duplicate keys
+refused), one-line errors naming the file, entry and field, and parsing an entry into its schema.
+
+:mod:`hnplan.catalog.loader` builds the catalog on these and re-exports them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from hnplan.errors import CatalogError
+
+T = TypeVar("T", bound=BaseModel)
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+
+
+def data_dir() -> Path:
+    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root."""
+    return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
+
+
+class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """PyYAML's safe loader (libyaml's C parser where built) that refuses a key given twice in one mapping and
+    reads ``1e12`` as a number (YAML 1.2 floats; YAML 1.1 wants ``1.0e+12`` and PyYAML returns a string)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            try:
+                key = self.construct_object(key_node, deep=True)
+                hash(key)
+            except (TypeError, yaml.YAMLError):
+                continue
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"duplicate key {key!r} (first given on line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def read_yaml(path: str | Path, what: str = ""):
+    """Parse one YAML file safely: a duplicate key is refused, ``1e12`` is a float.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    what : str
+        How to name the file in messages (``--params``); default its path.
+
+    Raises
+    ------
+    CatalogError
+        One line naming the file: not found, a directory, not readable, not UTF-8 text, or not valid YAML.
+    """
+    path = Path(path)
+    name = f"{what} {path}" if what else str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a safe loader)
+    except FileNotFoundError:
+        raise CatalogError(f"{name}: file not found", path=path) from None
+    except IsADirectoryError:
+        raise CatalogError(f"{name}: is a folder, expected a YAML file", path=path) from None
+    except PermissionError:
+        raise CatalogError(f"{name}: permission denied (cannot read the file)", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{name}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected YAML", path=path
+        ) from None
+    except OSError as exc:
+        raise CatalogError(f"{name}: cannot read: {exc.strerror or exc}", path=path) from None
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{name}: not valid YAML: {' '.join(str(exc).split())}", path=path) from None
+
+
+_read_yaml = read_yaml
+
+
+def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:
+    lines = []
+    first_field = None
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"] if p != "[key]") or "(entry)"
+        first_field = first_field or field
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(schema.model_fields)
+            msg = f"unknown key; allowed keys: {allowed}"
+        elif err["type"] == "missing":
+            desc = schema.model_fields.get(field)
+            msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
+        lines.append(f"  field {field!r}: {msg}")
+    head = f"{path}: entry {entry!r} ({schema.__name__}) is invalid:"
+    if len(lines) == 1:  # one problem: one line
+        return CatalogError(f"{head[:-1]},{lines[0][1:]}", path=path, entry=entry, field=first_field)
+    return CatalogError("\n".join([head, *lines]), path=path, entry=entry, field=first_field)
+
+
+def parse_entry(raw, schema: type[T], path) -> T:
+    """Validate one mapping against a schema, raising :class:`CatalogError` that names the file,
+    the entry and each bad field (with the allowed keys or values)."""
+    if not isinstance(raw, dict):
+        raise CatalogError(
+            f"{path}: expected one mapping of {schema.__name__} fields, got {type(raw).__name__}", path=path
+        )
+    entry = raw.get("id", "?")
+    try:
+        return schema.model_validate(raw)
+    except ValidationError as exc:
+        raise _format_validation(exc, schema, path, entry) from None
+
+
+def _singular(kind: str) -> str:
+    """The catalog kind's name for one entry: ``switches`` -> ``switch``, ``storage`` -> ``storage``."""
+    if kind.endswith("ches"):
+        return kind[:-2]
+    return kind[:-1] if kind.endswith("s") else kind
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml")) or os.sep in ref or "/" in ref

@@ -1,0 +1,189 @@
+"""The Parquet dataset of a sweep: where it lives, which points it already holds, atomic chunk writes and
+reading it back with units (pyarrow; partitioned by spec).
+
+:mod:`hnplan.planning.sweep` runs the points and re-exports these.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from hnplan.catalog.schemas import WHATIF_INPUTS
+from hnplan.errors import InputError
+
+#: the plan inputs that key one training search (``tokens`` only scales time-to-train)
+PLAN_KEY = ("system", "model", "gpus", "seq_len", "global_batch_seqs", "stack", "dtype")
+PLAN_OUTPUTS = (
+    "tokens_per_s",
+    "mfu",
+    "step_time_s",
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "ep",
+    "microbatch_size",
+    "virtual_stages",
+    "zero_stage",
+    "recompute",
+    "searched",
+    "feasible",
+)
+OUTPUTS = (
+    "goodput",
+    "days_to_train",
+    "tco_usd",
+    "usd_per_gpu_hour",
+    "run_usd",
+    "it_power_w",
+    "facility_power_w",
+    "energy_mwh",
+)
+PROVENANCE = ("spec_id", "sampling", "seed", "sample", "hnplan_version", "catalog_hash", "evaluated_at")
+
+
+def _schema():
+    """The dataset's Arrow schema (explicit, so that a chunk of failures has the same column types)."""
+    import pyarrow as pa
+
+    f64, i64, s = pa.float64(), pa.int64(), pa.string()
+    cols = [
+        ("point_id", s),
+        ("system", s),
+        ("model", s),
+        ("gpus", i64),
+        ("seq_len", i64),
+        ("global_batch_seqs", i64),
+        ("tokens", f64),
+        ("stack", s),
+        ("dtype", s),
+    ]
+    cols += [(k, f64) for k in WHATIF_INPUTS]
+    cols += [
+        (k, s if k == "recompute" else f64 if k in ("tokens_per_s", "mfu", "step_time_s") else i64)
+        for k in PLAN_OUTPUTS
+    ]
+    cols += [(k, f64) for k in OUTPUTS]
+    cols += [("error", s)]
+    cols += [
+        ("spec_id", s),
+        ("sampling", s),
+        ("seed", i64),
+        ("sample", i64),
+        ("hnplan_version", s),
+        ("catalog_hash", s),
+        ("evaluated_at", s),
+    ]
+    return pa.schema(cols)
+
+
+COLUMNS = tuple(
+    f
+    for f in (
+        "point_id",
+        "system",
+        "model",
+        "gpus",
+        "seq_len",
+        "global_batch_seqs",
+        "tokens",
+        "stack",
+        "dtype",
+        *WHATIF_INPUTS,
+        *PLAN_OUTPUTS,
+        *OUTPUTS,
+        "error",
+        *PROVENANCE,
+    )
+)
+
+UNITS = {
+    "gpus": "GPUs",
+    "seq_len": "tokens",
+    "global_batch_seqs": "sequences",
+    "tokens": "tokens",
+    "electricity_usd_per_kwh": "USD/kWh",
+    "pue": "ratio",
+    "hardware_price_factor": "ratio",
+    "utilisation": "fraction",
+    "rate_factor": "ratio",
+    "write_GBps_per_node": "GB/s",
+    "years": "years",
+    "dc_build_usd_per_mw": "USD/MW",
+    "maintenance_fraction": "fraction per year",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction",
+    "step_time_s": "s",
+    "goodput": "fraction",
+    "days_to_train": "days",
+    "tco_usd": "USD",
+    "usd_per_gpu_hour": "USD per GPU-hour",
+    "run_usd": "USD",
+    "it_power_w": "W",
+    "facility_power_w": "W",
+    "energy_mwh": "MWh",
+}
+
+
+def _given(v) -> bool:
+    return v is not None and not (isinstance(v, float) and math.isnan(v))
+
+
+# -- the dataset --------------------------------------------------------------------------------
+def default_dataset(spec_id: str) -> Path:
+    """Where a report keeps a spec's dataset when none is given: ``sweeps/<id>`` at the project root."""
+    return Path(__file__).resolve().parents[2] / "sweeps" / spec_id
+
+
+def done_point_ids(out: str | Path) -> set[str]:
+    """``point_id`` of every row already in a dataset folder (empty if there is none)."""
+    import pyarrow.dataset as ds
+
+    out = Path(out)
+    if not out.is_dir() or not any(out.rglob("*.parquet")):
+        return set()
+    table = ds.dataset(out, format="parquet", partitioning="hive").to_table(columns=["point_id"])
+    return set(table.column("point_id").to_pylist())
+
+
+def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
+    """Append one chunk's rows to the dataset, partitioned by ``system`` (``system=<id>/<name>-0.parquet``)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    table = pa.Table.from_pandas(df, schema=_schema(), preserve_index=False)
+    ds.write_dataset(
+        table,
+        out,
+        format="parquet",
+        partitioning=["system"],
+        partitioning_flavor="hive",
+        basename_template=f"{name}-{{i}}.parquet",
+        existing_data_behavior="overwrite_or_ignore",
+    )
+
+
+def read_sweep(out: str | Path) -> pd.DataFrame:
+    """The dataset of a sweep as a DataFrame (``system`` back as a string column); ``attrs['units']``.
+
+    Raises
+    ------
+    InputError
+        If the folder holds no Parquet files.
+    """
+    import pyarrow.dataset as ds
+
+    out = Path(out)
+    if not out.is_dir() or not any(out.rglob("*.parquet")):
+        raise InputError(f"{out}: no sweep dataset here (run `hnplan sweep SPEC --out {out}`)")
+    df = ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pandas()
+    df["system"] = df["system"].astype(str)
+    df = df[[c for c in COLUMNS if c in df.columns]].sort_values("point_id", ignore_index=True)
+    df.attrs["units"] = dict(UNITS)
+    return df
+
+
+# -- running ------------------------------------------------------------------------------------

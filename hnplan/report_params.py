@@ -1,0 +1,226 @@
+"""Scenario and report parameters: the notebooks' declared parameters (their ``parameters`` cell), the checks a
+value passes before any notebook runs (type, range, finite numbers), caller-relative paths and catalog ids.
+
+:mod:`hnplan.reports` runs the notebooks and re-exports these.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from pathlib import Path
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.errors import CatalogError, ScenarioError
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "reports"
+
+# scenario parameter names that hold catalog ids, and the catalog kind they refer to
+_ID_PARAMS = {
+    "model": "models",
+    "models": "models",
+    "system": "systems",
+    "systems": "systems",
+    "mix_systems": "systems",
+    "traditional": "systems",
+    "supernode": "systems",
+    "seed_supernode": "systems",
+    "validation_models": "models",
+    "accelerator": "accelerators",
+    "accelerators": "accelerators",
+}
+
+
+def notebook_path(name: str) -> Path:
+    """Path of ``notebooks/<name>.ipynb``; raises ScenarioError listing the notebooks if absent."""
+    path = NOTEBOOK_DIR / f"{name}.ipynb"
+    if not path.exists():
+        have = sorted(p.stem for p in NOTEBOOK_DIR.glob("*.ipynb"))
+        raise ScenarioError(f"unknown notebook {name!r}; available: {', '.join(have)}")
+    return path
+
+
+def _type_of_default(default: str):
+    import ast
+
+    try:
+        value = ast.literal_eval(default)
+    except (ValueError, SyntaxError):
+        return None
+    return None if value is None else type(value)  # a None default takes any type
+
+
+def notebook_parameters(notebook: str) -> dict[str, dict]:
+    """The parameters a notebook declares: name -> ``{"default": source text of the default}``, in order.
+
+    Read with the notebook's JSON and Python's own parser (:mod:`ast`) from the one cell tagged
+    ``parameters``, the same names ``papermill.inspect_notebook`` finds (a test checks it), without
+    importing papermill and nbformat (seconds of start-up: a report re-run with nothing to do needs
+    neither). Cached per file content.
+    """
+    path = notebook_path(notebook)
+    return _parameters_of(path, path.read_bytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _parameters_of(path: Path, content: bytes) -> dict[str, dict]:
+    import ast
+
+    cells = json.loads(content)["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(tagged) != 1:
+        raise ScenarioError(f"{path}: expected one cell tagged 'parameters', found {len(tagged)}")
+    src = "".join(tagged[0]["source"])
+    out = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, ast.Name):
+                    out[t.id] = {"default": ast.get_source_segment(src, node.value)}
+    return out
+
+
+def _declared(notebook: str) -> set:
+    return set(notebook_parameters(notebook))
+
+
+def _literal(default: str):
+    import ast
+
+    try:
+        return ast.literal_eval(default)
+    except (ValueError, SyntaxError):
+        return None
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _as_number(value, want):
+    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects; other values unchanged."""
+    if want in (int, float) and isinstance(value, str):
+        try:
+            num = float(value.replace("_", ""))
+        except ValueError:
+            return value
+        return int(num) if want is int and num.is_integer() else num
+    return value
+
+
+def _check_range(key: str, value, default, where: str, notebook: str) -> None:
+    """Numbers finite; a count or size whose default is positive stays positive (non-negative stays
+    non-negative), element by element for lists."""
+
+    values = value if isinstance(value, list) else [value]
+    defaults = default if isinstance(default, list) else [default]
+    nums = [d for d in defaults if _is_number(d)]
+    for v in values:
+        if not _is_number(v):
+            continue
+        bad = None
+        if not math.isfinite(v):
+            bad = "a finite number"
+        elif nums and min(nums) > 0 and v <= 0:
+            bad = "a positive number"
+        elif nums and min(nums) >= 0 and v < 0:
+            bad = "a number >= 0"
+        if bad:
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: must be {bad}; got {v!r}")
+
+
+def check_parameters(notebook: str, params: dict, where: str) -> dict:
+    """Check parameter names against the notebook's ``parameters`` cell, their types against its literal
+    defaults (an int may stand for a float; a list must stay a list; ``1e12`` read as a string is a number)
+    and their ranges (finite; positive where the default is positive).
+
+    Returns
+    -------
+    dict
+        The parameters with numbers given as strings converted.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where`` (the scenario file or --params file), the notebook and the parameter.
+    """
+    declared = notebook_parameters(notebook)
+    unknown = set(params) - set(declared)
+    if unknown:
+        raise ScenarioError(
+            f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
+            f"its parameters: {', '.join(declared)}"
+        )
+    out = dict(params)
+    for key, value in params.items():
+        default = _literal(declared[key]["default"])
+        want = _type_of_default(declared[key]["default"])
+        if value is None:
+            continue
+        if want is list and isinstance(value, list) and default:
+            elem = type(default[0]) if _is_number(default[0]) else None
+            value = [_as_number(v, elem) for v in value]
+        value = _as_number(value, want)
+        if want is not None:
+            numeric = want in (int, float)
+            ok = (
+                (isinstance(value, want) and not (numeric and isinstance(value, bool)))
+                or (want is float and _is_number(value))
+                or (want is int and isinstance(value, float) and value.is_integer())
+            )
+            if not ok:
+                raise ScenarioError(
+                    f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
+                    f"like its default {declared[key]['default']}, got {type(value).__name__} "
+                    f"{value!r}"
+                )
+            if want is int and isinstance(value, float):
+                value = int(value)
+        _check_range(key, value, default, where, notebook)
+        out[key] = value
+    return out
+
+
+def _looks_like_path(ref) -> bool:
+    return isinstance(ref, str) and (ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref)
+
+
+def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
+    """The parameters with every catalog reference given as a relative file path (``model: ./dense1t.yaml``)
+    made absolute against ``base`` (default: the caller's working directory), so a notebook that runs in
+    ``notebooks/`` finds the same file."""
+    root = Path(base) if base is not None else Path.cwd()
+
+    def fix(ref):
+        if _looks_like_path(ref) and not Path(ref).is_absolute():
+            return str((root / ref).resolve())
+        return ref
+
+    out = dict(params)
+    for key, value in params.items():
+        if key in _ID_PARAMS:
+            out[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+    return out
+
+
+def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
+    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook, the parameter and the nearest ids.
+    """
+    cat = catalog or load_catalog()
+    for key, value in params.items():
+        kind = _ID_PARAMS.get(key)
+        if kind is None:
+            continue
+        for ref in value if isinstance(value, list) else [value]:
+            try:
+                cat.get(kind, ref) if kind != "systems" else cat.system(ref)
+            except CatalogError as exc:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
