@@ -57,7 +57,7 @@ def aggregate(storage: Storage, n_units) -> dict:
     n = np.asarray(n_units, dtype=float)
     _non_negative("n_units", n)
     out = {
-        "capacity_bytes": n * storage.capacity_tb_per_unit * 1e12,
+        "capacity_bytes": n * units.TB_to_bytes(storage.capacity_tb_per_unit),
         "read_Bps": n * units.GBps_to_Bps(storage.read_GBps_per_unit),
         "write_Bps": n * units.GBps_to_Bps(storage.write_GBps_per_unit),
         "read_iops": n * storage.read_iops_per_unit,
@@ -329,7 +329,17 @@ def job_storage(
     st = storage or design.storage
     if st is None:
         return None
-    n = n_units if n_units is not None else units_for(design, gpus, st)
+    if n_units is None:  # the sizing rule, but never less than two checkpoints (the last good one and the next)
+        n = max(units_for(design, gpus, st), units_needed(st, capacity_bytes=2 * checkpoint_bytes)["units"])
+    else:
+        n = n_units
+        held = aggregate(st, n)["capacity_bytes"]
+        if held < checkpoint_bytes:
+            raise InputError(
+                f"storage {st.id}: {n} unit(s) hold {held / 1e12:.3g} TB, less than one checkpoint of "
+                f"{checkpoint_bytes / 1e12:.3g} TB; give at least "
+                f"{units_needed(st, capacity_bytes=2 * checkpoint_bytes)['units']} units (two checkpoints)"
+            )
     agg = aggregate(st, n)
     need = (
         loader_need(tokens_per_s, bytes_per_token=bytes_per_token, io_kib=TEXT_READ_KIB)

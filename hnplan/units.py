@@ -110,6 +110,11 @@ def GB_to_bytes(gb):
     return gb * GB
 
 
+def TB_to_bytes(tb):
+    """Decimal terabytes (1e12, storage datasheet unit) -> bytes."""
+    return tb * TB
+
+
 def GiB_to_bytes(gib):
     """Binary gibibytes (2**30) -> bytes."""
     return gib * GiB

@@ -343,3 +343,34 @@ def test_sweep_in_nccl_tests_time_and_its_system():
         fit_collectives([row], None, cat, "sweep.csv")
     with pytest.raises(InputError, match="line 2: column gpus: a collective needs at least 2 ranks"):
         fit_collectives([{**row, "gpus": 1}], SYSTEM, cat, "sweep.csv")
+
+
+def test_mfu_given_as_a_percentage_is_refused(tmp_path):
+    # MFU and HFU are fractions of the peak; 43 (per cent) must not be fitted as 43x the peak
+    from pathlib import Path
+
+    import yaml as _yaml
+
+    from hnplan.catalog.runs import measured_runs
+    from hnplan.errors import CatalogError
+
+    examples = Path(__file__).resolve().parents[1] / "docs" / "examples"
+    src = _yaml.safe_load((examples / "calibration_runs.yaml").read_text())
+    run = src[0] if isinstance(src, list) else src["runs"][0]
+    run = {**run, "metric": "mfu", "published": 43}
+    path = tmp_path / "mfu.yaml"
+    path.write_text(_yaml.safe_dump([run]))
+    with pytest.raises(CatalogError, match=r"a percentage\? write 0.43"):
+        measured_runs(path, "megatron-core")
+
+
+def test_mxfp8_needs_blackwell():
+    from hnplan.catalog import load_catalog
+    from hnplan.errors import InputError
+    from hnplan.planning.training import make_job
+
+    cat = load_catalog()
+    with pytest.raises(InputError, match="mxfp8 needs Blackwell"):
+        make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, "fp8", cat, stack="megatron-bridge-2511-mxfp8")
+    job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 4096, 64, "fp8", cat, stack="megatron-bridge-2511-mxfp8")
+    assert job.choices.fp8_recipe == "mxfp8"

@@ -38,3 +38,15 @@ def test_a_served_model_holds_its_replicas_for_the_window(cat, service):
 def test_cli_serve_needs_model_and_rate():
     r = CliRunner().invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--serve", "x"])
     assert r.exit_code == 2 and "MODEL:QPS" in r.output
+
+
+def test_serving_larger_than_the_cluster_is_refused():
+    # llama3.1-70b at 5,000 requests/s needs 448 GPUs of gb200-nvl72 (the inference planner); on 144 GPUs
+    # the simulation would only report a cluster saturated for weeks: one line instead
+    import pytest
+
+    from hnplan.cluster.simulate import simulate_cluster
+    from hnplan.errors import InputError
+
+    with pytest.raises(InputError, match=r"need 448 GPUs .* the cluster has 144"):
+        simulate_cluster("gb200-nvl72", 144, n_jobs=20, serve=[("llama3.1-70b", 5000.0)])

@@ -93,3 +93,16 @@ def test_units_needed_meet_every_target(read, iops, cap):
     agg = sto.aggregate(DDN, n)
     assert agg["read_Bps"] >= read * (1 - 1e-9) and agg["read_iops"] >= iops * (1 - 1e-9)
     assert agg["capacity_bytes"] >= cap * (1 - 1e-9)
+
+
+def test_storage_holds_two_checkpoints_unless_told_otherwise():
+    # a 5,682 GB checkpoint on FSx units of 1 TiB (1.0995 TB): two checkpoints need 11,364 / 1,099.5 = 10.3
+    # -> 11 units when no count is given; one unit cannot hold even one checkpoint: refused in one line
+    d = CAT.design("hgx-h100-ib-ndr")
+    r = sto.job_storage(d, 16384, 5682e9, FSX)
+    assert r["units"] == 11
+    with pytest.raises(
+        InputError, match=r"1 unit\(s\) hold 1.1 TB, less than one checkpoint of 5.68 TB; give at least 11"
+    ):
+        sto.job_storage(d, 16384, 5682e9, FSX, n_units=1)
+    assert sto.job_storage(d, 16384, 5682e9, DDN)["units"] == 1  # 295 TB per appliance

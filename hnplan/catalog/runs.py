@@ -58,6 +58,15 @@ class TrainingRun(_Strict):
     note: str = ""
 
     @model_validator(mode="after")
+    def _fraction_metrics(self):
+        if self.metric in ("mfu", "hfu") and self.published > 1:
+            raise ValueError(
+                f"published {self.metric} is a fraction of the peak in (0, 1]; got {self.published:g} "
+                f"(a percentage? write {self.published / 100:g})"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _gap_explained(self):
         if self.expect == "gap" and (self.gap_bound_pct is None or not self.gap_reason):
             raise ValueError("a run with expect: gap needs gap_bound_pct and gap_reason")

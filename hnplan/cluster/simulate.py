@@ -237,6 +237,15 @@ def simulate_cluster(
     if serve:
         span = days * 86400.0 if days is not None else max(float(jobs["arrival_s"].max()), 7 * 86400.0)
         extra = [runtime.serving_jobs(topo.system_id, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
+        if serving_gpus > topo.gpus:
+            parts = ", ".join(
+                f"{m}:{q:g} {float(e['gpus'].sum()):,.0f}" for (m, q), e in zip(serve, extra, strict=True)
+            )
+            raise InputError(
+                f"the serving deployments need {serving_gpus:,.0f} GPUs ({parts}) and the cluster has {topo.gpus:,}: "
+                "lower the request rates or simulate more GPUs"
+            )
         jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
     jobs = apply_slicing(jobs, slicing)
     horizon = days * 86400.0 if days is not None else None

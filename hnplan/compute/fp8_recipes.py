@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from hnplan.catalog.schemas import Accelerator, StackChoices
 from hnplan.compute._op import _ew
 from hnplan.compute.counts import achievable_hbm_Bps
+from hnplan.errors import InputError
 
 FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise")
 # scale bytes per element of the block-scaled recipes: one E8M0 byte per 32 elements (OCP MX v1.0);
@@ -104,6 +105,24 @@ class StepKernels:
 
 
 DEFAULT_KERNELS = StepKernels()  # hnplan's default stack (megatron-core)
+
+
+def check_recipe(acc: Accelerator, recipe: str) -> None:
+    """Raise :class:`hnplan.errors.InputError` when ``acc`` cannot run the fp8 recipe: MXFP8 block scaling
+    needs Blackwell tensor cores (Transformer Engine ``check_mxfp8_support``: compute capability 10.0 and
+    later, the same chips whose fp8 GEMMs take non-TN layouts, ``fp8_tn_only: false``).
+
+    >>> from types import SimpleNamespace
+    >>> check_recipe(SimpleNamespace(id="h100-sxm", fp8_tn_only=None), "mxfp8")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); h100-sxm runs per-tensor (delayed, current) or blockwise fp8
+    """
+    if recipe == "mxfp8" and acc.fp8_tn_only is not False:
+        raise InputError(
+            f"fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); {acc.id} runs per-tensor "
+            "(delayed, current) or blockwise fp8"
+        )
 
 
 def needs_transpose(acc: Accelerator, recipe: str) -> bool:

@@ -14,6 +14,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import peak_flops_per_s
+from hnplan.compute.fp8_recipes import check_recipe
 from hnplan.compute.operators import operator_table, roofline_curve, totals
 from hnplan.errors import InputError
 
@@ -172,6 +173,8 @@ def roofline_answer(
     if isinstance(kwargs.get("stack"), str):  # a catalog stack id: its kernel choices (fp8 recipe, eager norms)
         st = cat.stack(kwargs["stack"])
         kwargs["stack"] = StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields})
+    if kwargs.get("stack") is not None and kwargs.get("dtype") == "fp8":
+        check_recipe(acc, kwargs["stack"].fp8_recipe)  # MXFP8 only on Blackwell
     df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
     out = {k: df.attrs[k] for k in keys}

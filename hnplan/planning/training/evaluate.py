@@ -13,6 +13,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import SoftwareStack, StackChoices
 from hnplan.comm.topology import system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
+from hnplan.compute.fp8_recipes import check_recipe
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
@@ -164,6 +165,8 @@ def make_job(
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
+    if dtype == "fp8":
+        check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
