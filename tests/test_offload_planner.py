@@ -156,3 +156,19 @@ def test_size_and_time_to_train_offload_on_request(cat):
     args = ["size", "--model", "llama3.1-70b", "--tokens", "1e9", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
     out = CliRunner().invoke(app, [*args, "--seq-len", "4096", "--global-batch-tokens", "32768", "--offload", "auto"])
     assert out.exit_code == 0, out.output
+
+
+def test_train_says_what_hbm_holds_when_offloaded():
+    # the footprint alone (245.7 GiB on a 79.1 GiB H100) would read as not fitting: the line says what HBM
+    # holds, the footprint and where the rest went
+    from hnplan.cli.train_cmd import _memory_text
+
+    d = {
+        "memory_per_gpu_gib": 245.7,
+        "hbm_gib": 79.1,
+        "fits": True,
+        "memory_breakdown_gib": {"weights": 10.0, "offload_host": 166.6, "offload_pooled": 0.0},
+    }
+    assert _memory_text(d) == ("79.1 GiB in HBM of 79.1 GiB (fits); footprint 245.7 GiB, 166.6 GiB in host memory")
+    d2 = {"memory_per_gpu_gib": 60.0, "hbm_gib": 79.1, "fits": True, "memory_breakdown_gib": {"weights": 60.0}}
+    assert _memory_text(d2) == "60.0 GiB of 79.1 GiB (fits)"

@@ -155,13 +155,7 @@ def train(
                 ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:.1f}"),
                 (
                     "memory per GPU",
-                    f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB "
-                    f"({'fits' if d['fits'] else 'does NOT fit'})"
-                    + "".join(
-                        f"; {v:.1f} GiB offloaded to {k.split('_')[1]} memory"
-                        for k, v in d["memory_breakdown_gib"].items()
-                        if k.startswith("offload_")
-                    ),
+                    _memory_text(d),
                 ),
             ]
             rows.append(
@@ -180,3 +174,18 @@ def train(
             console.print(kv_table(title, rows))
         if searched is not None:
             console.print(f"searched {searched} candidates, {feasible} feasible")
+
+
+def _memory_text(d: dict) -> str:
+    """The memory line: what HBM holds against its capacity; with offload, the whole footprint and where the
+    rest went (the footprint alone would read as not fitting)."""
+    off = {k.split("_")[1]: v for k, v in d["memory_breakdown_gib"].items() if k.startswith("offload_") and v > 0}
+    fit = "fits" if d["fits"] else "does NOT fit"
+    if not off:
+        return f"{d['memory_per_gpu_gib']:.1f} GiB of {d['hbm_gib']:.1f} GiB ({fit})"
+    moved = sum(off.values())
+    where = ", ".join(f"{v:.1f} GiB in {k} memory" for k, v in off.items())
+    return (
+        f"{d['memory_per_gpu_gib'] - moved:.1f} GiB in HBM of {d['hbm_gib']:.1f} GiB ({fit}); "
+        f"footprint {d['memory_per_gpu_gib']:.1f} GiB, {where}"
+    )
