@@ -374,3 +374,31 @@ def test_mxfp8_needs_blackwell():
         make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, "fp8", cat, stack="megatron-bridge-2511-mxfp8")
     job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 4096, 64, "fp8", cat, stack="megatron-bridge-2511-mxfp8")
     assert job.choices.fp8_recipe == "mxfp8"
+
+
+def test_alltoall_rows_are_reported_not_fitted():
+    # the all-to-all runs at the expert-parallel library's efficiency (alltoall_efficiency): a slow all-to-all
+    # row must not drag the fabrics' bandwidth efficiency (and with it every all-reduce) down
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.calibrate_comm import fit_collectives
+
+    cat = load_catalog()
+    rows = [
+        dict(
+            line=2,
+            op="allreduce",
+            gpus=8,
+            size_bytes=2**30,
+            busbw_GBps=370.0,
+            time_us=None,
+            system=None,
+            algorithm=None,
+        ),
+        dict(
+            line=3, op="alltoall", gpus=16, size_bytes=2**30, busbw_GBps=10.0, time_us=None, system=None, algorithm=None
+        ),
+    ]
+    with_a2a = fit_collectives(rows, "hgx-h100-ib-ndr", cat)
+    alone = fit_collectives(rows[:1], "hgx-h100-ib-ndr", cat)
+    assert list(with_a2a.table["in_fit"]) == [True, False]
+    assert [p.value for p in with_a2a.parameters] == pytest.approx([p.value for p in alone.parameters])

@@ -12,7 +12,8 @@ through its hierarchical phases).
 
 Only rows at or above ``min_fit_bytes`` (default 16 MiB) enter the fit: below it the time is the
 latency term (the fabric's ``software_overhead_us`` and hops, a separate calibration), which a
-bandwidth efficiency must not absorb. Every row is reported. Measured times come from nccl-tests'
+bandwidth efficiency must not absorb. All-to-all rows do not enter it either: their rate is the
+expert-parallel library's (``alltoall_efficiency``), a different calibration. Every row is reported. Measured times come from nccl-tests'
 busbw through its own definitions (``algbw = S / t``, ``busbw = algbw x factor(op, p)``,
 NVIDIA/nccl-tests doc/PERFORMANCE.md).
 """
@@ -36,6 +37,9 @@ BW_BOUNDS = (0.1, 1.0)
 #: rows below this size are reported but not fitted (latency regime) [bytes]
 MIN_FIT_BYTES = 16 * 2**20
 TIERS = ("scaleup", "scaleout")
+#: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
+#: (``Interconnect.alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
+NOT_FITTED_OPS = ("alltoall",)
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,9 @@ def fit_collectives(
                 fabrics[(r.system, tier)] = fab.id
                 params.append(Parameter(f"bw_efficiency.{fab.id}@{r.system}", fab.bw_efficiency, *BW_BOUNDS))
     keys = list(fabrics)
-    fitted_rows = [r for r in rows if r.size_bytes >= min_fit_bytes]
+    # all-to-all rows are reported, not fitted: their rate is the expert-parallel library's
+    # (interconnect alltoall_efficiency, DeepEP-measured), not the fabric's bandwidth efficiency
+    fitted_rows = [r for r in rows if r.size_bytes >= min_fit_bytes and r.op not in NOT_FITTED_OPS]
 
     def times(x, which) -> np.ndarray:
         s = dict(zip(keys, np.asarray(x) / np.array([p.initial for p in params])))
@@ -194,7 +200,7 @@ def fit_collectives(
             after_busbw_GBps=[_busbw(r, t) for r, t in zip(rows, t1)],
             error_before_pct=100.0 * (measured / t0 - 1.0),
             error_after_pct=100.0 * (measured / t1 - 1.0),
-            in_fit=[r.size_bytes >= min_fit_bytes for r in rows],
+            in_fit=[r.size_bytes >= min_fit_bytes and r.op not in NOT_FITTED_OPS for r in rows],
             algorithm=[r.algorithm or "tuner" for r in rows],
         )
     )
