@@ -310,3 +310,24 @@ def test_slicing_grants_more_gpu_than_asked():
     assert alloc["fractional"] == pytest.approx(100 * 2.5)
     assert alloc["mig"] == pytest.approx(100 * (2 * 0.429 + 2 * 0.572 + 0.143 + 1.0))
     assert alloc["whole"] == pytest.approx(600.0)
+
+
+def test_tp_must_divide_a_jobs_gpus():
+    # a 12-GPU job cannot be cut into tensor-parallel groups of 8: refused in one line naming the row
+    from hnplan.cluster.jobs import check_jobs
+    from hnplan.errors import InputError
+
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": [0.0, 1.0],
+            "gpus": [8, 12],
+            "gpu_milli": 1000,
+            "duration_s": 60.0,
+            "cls": "training",
+            "checkpoint_s": 3600.0,
+            "tp": [8, 8],
+        }
+    )
+    with pytest.raises(InputError, match=r"row 2: tp = 8 must divide the job's 12 GPUs"):
+        check_jobs(jobs)
+    assert list(check_jobs(jobs.assign(tp=[8, 4]))["tp"]) == [8, 4]

@@ -120,7 +120,13 @@ def simulate(
                 f"{s['preemptions']} / {s['interruptions']} ({s['hardware_failures']} hardware failures)",
             ),
             ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {s['concurrent_jobs']['max']}"),
-            ("jobs", ", ".join(f"{k} {v}" for k, v in s["jobs"].items())),
+            (
+                "jobs",
+                ", ".join(
+                    f"{k} {v}" + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
+                    for k, v in s["jobs"].items()
+                ),
+            ),
         ]
         console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, window {s['window_s'] / 86400:.1f} days", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup

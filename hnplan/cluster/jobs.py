@@ -59,6 +59,13 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
         raise InputError(f"{where}: gpu_milli must be <= {MILLI}")
     if ((jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)).any():
         raise InputError(f"{where}: a fractional GPU (gpu_milli < {MILLI}) needs gpus = 1")
+    tp = np.minimum(jobs["tp"].to_numpy(dtype=np.int64), jobs["gpus"].to_numpy(dtype=np.int64))
+    if (tp < 1).any() or (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0).any():
+        row = int(np.flatnonzero((tp < 1) | (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0))[0])
+        raise InputError(
+            f"{where}: row {row + 1}: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
+            f"{int(jobs['gpus'].iloc[row])} GPUs (its tensor-parallel groups)"
+        )
     out = jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True).copy()
     out["job_id"] = np.arange(len(out))
     out["gpus"] = out["gpus"].astype(np.int64)
