@@ -98,7 +98,9 @@ def test_infer_errors(args, code, needle):
 
 def test_table_output():
     res = runner.invoke(app, BASE + ["--batch", "8"])
-    assert res.exit_code == 0 and "tpot_s" in res.output
+    # rows in words with their unit (hnplan.labels), not the JSON keys
+    assert res.exit_code == 0 and "TPOT [s]" in res.output and "$ per million tokens" in res.output
+    assert "tpot_s" not in res.output
 
 
 def test_disaggregated_keys():

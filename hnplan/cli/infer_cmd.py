@@ -8,6 +8,7 @@ from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError
+from hnplan.labels import column_header
 from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
 
 
@@ -133,7 +134,7 @@ def infer(
             print_json(out)
             return
         rows = [
-            (k, ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
+            (column_header(k), ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
             for k, v in out.items()
             if not isinstance(v, dict)
         ]

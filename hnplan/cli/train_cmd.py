@@ -6,6 +6,7 @@ import typer
 
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError, PlanRuleError
+from hnplan.labels import column_header
 from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
 
@@ -169,7 +170,7 @@ def train(
                     or "one GPU",
                 )
             )
-            rows += [(f"  {k}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
+            rows += [(f"  {column_header(k)}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
             title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))
         if searched is not None:
