@@ -261,7 +261,8 @@ def storage_usd_per_year(storage: Storage, n_units):
 #: int32 for vocabularies above 65,500 (uint16 below; ``DType.optimal_dtype`` in
 #: megatron/core/datasets/indexed_dataset.py); every current large model's vocabulary is above
 TEXT_BYTES_PER_TOKEN = 4.0
-#: one read of a token shard [KiB] (large sequential reads)
+#: one read of a token shard [KiB]: Megatron-LM reads a sample's tokens as one contiguous span of the
+#: shard (IndexedDataset.get), so reads are large and sequential; 1 MiB assumed as their size
 TEXT_READ_KIB = 1024.0
 
 

@@ -26,12 +26,10 @@ from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
 NOT_TESTABLE = "not testable"
 
-# Data-loading shapes of the IOPS experiment: pre-tokenized text read in large blocks (Megatron-LM's
-# indexed datasets store token ids as 4-byte integers for vocabularies over 65,536, 2 bytes below; 4 is
-# the larger need) and one image per sample: ILSVRC-2012 train, 1.28M JPEG images in about 138 GB
-# (about 108 KB each), each a 224 x 224 image in 196 patches of 16 x 16 (ViT, Dosovitskiy et al. 2021).
-TEXT_BYTES_PER_TOKEN = 4.0
-TEXT_READ_KIB = 1024.0
+# Data-loading shapes of the IOPS experiment: pre-tokenized text as the storage model reads it
+# (hnplan.storage.TEXT_BYTES_PER_TOKEN, TEXT_READ_KIB: Megatron-LM's int32 token shards in large reads) and
+# one image per sample: ILSVRC-2012 train, 1.28M JPEG images in about 138 GB (about 108 KB each), each a
+# 224 x 224 image in 196 patches of 16 x 16 (ViT, Dosovitskiy et al. 2021).
 IMAGE_BYTES = 108e3
 IMAGE_TOKENS = 196
 IMAGE_READ_KIB = 128.0
@@ -324,7 +322,7 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
     rows = []
     for _, p in pts.iterrows():
         for shape, kw in (
-            ("text shards", dict(bytes_per_token=TEXT_BYTES_PER_TOKEN, io_kib=TEXT_READ_KIB)),
+            ("text shards", dict(bytes_per_token=sto.TEXT_BYTES_PER_TOKEN, io_kib=sto.TEXT_READ_KIB)),
             ("images", dict(tokens_per_sample=IMAGE_TOKENS, bytes_per_sample=IMAGE_BYTES, io_kib=IMAGE_READ_KIB)),
         ):
             need = sto.loader_need(p["tokens_per_s"], **kw) if np.isfinite(p["tokens_per_s"]) else None
