@@ -172,3 +172,14 @@ def test_train_says_what_hbm_holds_when_offloaded():
     assert _memory_text(d) == ("79.1 GiB in HBM of 79.1 GiB (fits); footprint 245.7 GiB, 166.6 GiB in host memory")
     d2 = {"memory_per_gpu_gib": 60.0, "hbm_gib": 79.1, "fits": True, "memory_breakdown_gib": {"weights": 60.0}}
     assert _memory_text(d2) == "60.0 GiB of 79.1 GiB (fits)"
+
+
+def test_offload_flag_names_itself():
+    # a bad --offload value names the flag, not the stack choice behind it (exit 2, one line)
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    args = ["train", "--model", "llama3.1-8b", "--system", "dgx-b200-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
+    res = CliRunner().invoke(app, [*args, "--global-batch-size", "64", "--offload", "yes"])
+    assert res.exit_code == 2 and "--offload must be one of none, auto; got 'yes'" in res.output

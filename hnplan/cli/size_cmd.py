@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.planning.sizing import size_table
 from hnplan.units import format_count
 
@@ -45,6 +45,8 @@ def size(
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
     with handle_errors():
+        if offload is not None:
+            check_choice("--offload", offload, ("none", "auto"))
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
         if global_batch_tokens % seq_len:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.errors import InputError, PlanRuleError
+from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
@@ -74,6 +74,8 @@ def train(
     `feasible` (candidate counts); --top K lists the K best.
     """
     with handle_errors():
+        if offload is not None:
+            check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):
             raise InputError("give exactly one of --global-batch-tokens and --global-batch-size")
         if global_batch_tokens is not None:
