@@ -42,6 +42,49 @@ def test_in_network_reduction_only_where_the_system_enables_it(cat):
     assert system_links(cat.design(a100)).scaleup.inr_efficiency is None
 
 
+def test_rings_cross_a_domain_through_the_nics_the_library_uses():
+    # 4 domains of 8 ranks, 100 GB/s scale-up, 10 GB/s NIC share per rank, no latency. Every NIC:
+    # B_ring = min(100, 8 x 10) = 80 GB/s; rings through 3 NICs per domain: min(100, 3 x 10) = 30 GB/s.
+    # Ring all-reduce of 1 GB: 2 x 31/32 x 1e9 / 30e9 = 64.58 ms; busbw = the ring bandwidth, 30 GB/s.
+    # The tree's crossing (2 S through the domain's NICs for D > 2) is capped the same way: 2e9 / 30e9.
+    from dataclasses import replace
+
+    up, out = LinkParams(1e11, 0.0, 1e11), LinkParams(1e10, 0.0, 1e10)
+    g = flat_placement(32, 8, up, out)
+    assert float(collective("allreduce", 1e9, g, "ring").busbw_Bps[0]) == pytest.approx(80e9)
+    g3 = replace(g, ring_lanes=3.0)
+    r = collective("allreduce", 1e9, g3, "ring")
+    assert float(r.time_s[0]) == pytest.approx(2 * 31 / 32 * 1e9 / 30e9)
+    assert float(r.busbw_Bps[0]) == pytest.approx(30e9)
+    assert float(algorithm_table("allreduce", 1e9, g3)["tree"]) == pytest.approx(2e9 / 30e9)
+    # a cap above the domain's ranks changes nothing; inside one domain no NIC is crossed
+    assert float(collective("allreduce", 1e9, replace(g, ring_lanes=16.0), "ring").busbw_Bps[0]) == pytest.approx(80e9)
+    one = replace(flat_placement(8, 8, up, out), ring_lanes=1.0)
+    assert float(collective("allreduce", 1e9, one, "ring").busbw_Bps[0]) == pytest.approx(100e9)
+
+
+def test_ring_nics_per_domain_in_rank_shares(cat):
+    # gb200-nvl72: 9 NICs per rack, 4 NICs per 4-GPU tray -> 9 rank shares; a server with one NIC per two
+    # GPUs (4 NICs, 8 GPUs) using 2 NICs per domain -> 4 rank shares of half a NIC each
+    s = cat.system("gb200-nvl72")
+    assert place_group(cat.design(s), 144, 1, 144).ring_lanes == 9.0
+    h = cat.system("hgx-h100-ib-ndr")
+    assert place_group(cat.design(h), 16, 1, 16).ring_lanes is None
+    half = h.model_copy(update={"nics_per_node": 4, "scaleout_ring_nics_per_domain": 2})
+    assert place_group(cat.design(half), 16, 1, 16).ring_lanes == 4.0
+
+
+def test_nvl72_ring_nics_is_the_1440_gpu_measurement():
+    # data/systems/gb200-nvl72.yaml scaleout_ring_nics_per_domain is solved from CoreWeave's 1,440-GPU ring
+    # all-reduce at 16 GiB (NCCL 2.26.2); fewer than the 16 NICs NCCL 2.27.3 uses between NVLink domains
+    from hnplan.catalog import load_catalog
+    from hnplan.validation.comm import nvl72_ring_nics
+
+    cat = load_catalog()
+    n = nvl72_ring_nics(cat)
+    assert n == cat.system("gb200-nvl72").scaleout_ring_nics_per_domain == 9
+
+
 def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     # nccl-tests on 20 GB200 NVL72 racks (data/reference/comm_at_scale.csv): busbw 219 -> 346 -> 406 GB/s
     # from 1 to 4 to 16 GiB; the ring's 2(p-1) steps of latency make the model rise the same way
@@ -52,6 +95,9 @@ def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     assert np.all(np.diff(bus) > 0) and bus[2] / bus[0] > 1.5
     ref = cat.reference("comm_at_scale").set_index("id")
     assert float(bus[0]) / 1e9 == pytest.approx(float(ref.loc["cw_gb200_1440_1024MiB", "busbw_GBps"]), rel=0.15)
+    # the asymptote: 9 NICs x 47 GB/s = 423 GB/s (measured about 430), not NVLink 5's 695
+    huge = collective("allreduce", 2.0**40, g, "ring").busbw_Bps[0]
+    assert float(huge) / 1e9 == pytest.approx(9 * 47.0, rel=0.01)
 
 
 def test_ring_latency_grows_with_the_number_of_domains(cat):

@@ -250,6 +250,13 @@ class System(Entry):
         "bandwidth over the scale-up line rate x bw_efficiency); replaces the fabric's inr_efficiency, "
         "a single-node tuner constant (calibration)",
     )
+    scaleout_ring_nics_per_domain: PosInt | None = Field(
+        default=None,
+        description="NICs of one scale-up domain that the collective library's rings and trees leave and "
+        "enter the domain through (each ring flow crosses a domain boundary through one NIC; NCCL's "
+        "graph search on a multi-node NVLink domain uses fewer NICs than the domain has); default "
+        "every NIC of the group's accelerators (calibration)",
+    )
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
@@ -324,7 +331,7 @@ class System(Entry):
         "re-cabled copy); default the system's own id",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency",)
+    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency", "scaleout_ring_nics_per_domain")
 
     @model_validator(mode="after")
     def _shapes(self):
