@@ -74,6 +74,49 @@ def test_ring_nics_per_domain_in_rank_shares(cat):
     assert place_group(cat.design(half), 16, 1, 16).ring_lanes == 4.0
 
 
+def test_ring_nics_beyond_the_domain_are_refused(cat):
+    from pydantic import ValidationError
+
+    from hnplan.catalog.schemas import System
+
+    data = cat.system("gb200-nvl72").model_dump()
+    data["scaleout_ring_nics_per_domain"] = 73  # 18 trays x 4 NICs = 72
+    with pytest.raises(ValidationError, match="exceeds the NICs of one scale-up domain"):
+        System.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    "sid",
+    [
+        "cloudmatrix-384",
+        "dgx-a100-hdr",
+        "dgx-b200-ib-ndr",
+        "gb200-nvl72",
+        "hgx-b200-ib-xdr",
+        "hgx-h100-ib-ndr",
+        "hgx-h100-roce-400g",
+        "hgx-h200-ib-ndr",
+        "hgx-h800-ib",
+        "seed-40card",
+    ],
+)
+def test_in_network_reduction_follows_the_catalog_on_every_tier(cat, sid):
+    # the inr algorithm exists for a group only on a tier whose fabric reduces and whose system enables it
+    s = cat.system(sid)
+    d = cat.design(s)
+    links = system_links(d, 144)
+    up_ok = d.scaleup_fabric.in_network_reduction and s.scaleup_in_network_reduction
+    out_ok = d.scaleout_fabric.in_network_reduction and s.scaleout_in_network_reduction
+    assert (links.scaleup.inr_efficiency is not None) == up_ok
+    assert (links.scaleout.inr_efficiency is not None) == out_ok
+    one_domain = place_group(d, s.scaleup_domain_gpus, 1, s.scaleup_domain_gpus)
+    assert ("inr" in algorithm_table("allreduce", 2.0**30, one_domain)) == up_ok
+    n = s.scaleup_domain_gpus
+    across = place_group(d, 2, n, 2 * n)  # 2 ranks, one in each of two domains
+    assert across.domains == 2
+    assert ("inr" in algorithm_table("allreduce", 2.0**30, across)) == out_ok
+
+
 def test_nvl72_ring_nics_is_the_1440_gpu_measurement():
     # data/systems/gb200-nvl72.yaml scaleout_ring_nics_per_domain is solved from CoreWeave's 1,440-GPU ring
     # all-reduce at 16 GiB (NCCL 2.26.2); fewer than the 16 NICs NCCL 2.27.3 uses between NVLink domains

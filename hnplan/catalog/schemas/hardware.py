@@ -339,6 +339,13 @@ class System(Entry):
             raise ValueError(
                 f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})"
             )
+        domain_nics = self.scaleup_domain_gpus // self.node_gpus * self.nics_per_node
+        if self.scaleout_ring_nics_per_domain is not None and self.scaleout_ring_nics_per_domain > domain_nics:
+            raise ValueError(
+                f"scaleout_ring_nics_per_domain ({self.scaleout_ring_nics_per_domain}) exceeds the NICs of one "
+                f"scale-up domain ({domain_nics} = {self.scaleup_domain_gpus // self.node_gpus} nodes x "
+                f"{self.nics_per_node})"
+            )
         return self
 
 
