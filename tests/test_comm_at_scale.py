@@ -57,6 +57,9 @@ def test_rings_cross_a_domain_through_the_nics_the_library_uses():
     assert float(r.time_s[0]) == pytest.approx(2 * 31 / 32 * 1e9 / 30e9)
     assert float(r.busbw_Bps[0]) == pytest.approx(30e9)
     assert float(algorithm_table("allreduce", 1e9, g3)["tree"]) == pytest.approx(2e9 / 30e9)
+    # hierarchical: reduce-scatter + all-gather in the domain, 2 x 7/8 x 1e9 / 100e9 = 17.5 ms; the 8 rings of
+    # S/8 across the 4 domains share the 3 NICs: 2 x 3/4 x 1e9 / 30e9 = 50 ms; 67.5 ms in all
+    assert float(algorithm_table("allreduce", 1e9, g3)["hierarchical"]) == pytest.approx(17.5e-3 + 50e-3)
     # a cap above the domain's ranks changes nothing; inside one domain no NIC is crossed
     assert float(collective("allreduce", 1e9, replace(g, ring_lanes=16.0), "ring").busbw_Bps[0]) == pytest.approx(80e9)
     one = replace(flat_placement(8, 8, up, out), ring_lanes=1.0)

@@ -31,7 +31,9 @@ rhd                 recursive halving then doubling (Rabenseifner; Thakur et al.
                     q powers of two: ``2 (log2 q a_u + log2 D a_o) + 2 [(1-1/q) S/B_u +
                     (1-1/D) S/(q B_o)]``
 hierarchical        reduce-scatter inside the domain, ring all-reduce of the S/q shard across
-                    domains (one ring per local rank), all-gather inside; stages added
+                    domains (one ring per local rank; together they cross a domain at
+                    ``min(q, n) B_o``, the NICs the library's channels use), all-gather inside;
+                    stages added
 inr                 in-network reduction. In a domain whose switches reduce (NVLink SHARP, NCCL
                     NVLS) each rank sends S and its 1/q shard once and receives the same:
                     ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
@@ -127,7 +129,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         return 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
     if alg == "hierarchical":
         inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
-        outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * (s / q) / bo
+        outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * s / g.crossing_Bps
         return inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency

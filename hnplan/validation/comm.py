@@ -209,9 +209,9 @@ def _at_scale(cat) -> list[Row]:
         b,
         "reported",
         None,
-        f"hnplan's tuner picks {alg}: a reduce-scatter in each rack, then one ring per local rank across "
-        "the racks through that rank's own NIC (all 72 NICs of a rack), then an all-gather; NCCL runs no "
-        "such algorithm and picks the ring",
+        f"hnplan's tuner picks {alg}; its tree and hierarchical all-reduce cross the racks through the same 9 NICs "
+        "per rack as the ring, with fewer steps of latency; NCCL picks the ring (its tuner caps tree bandwidth "
+        "per channel, tuning.cc perChMaxTreeBw)",
     )
     for nvl, rid in ((4, "nccl1801_gb200_nvl4x3"), (8, "nccl1801_gb200_nvl8x3")):
         b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * 2**30, scaleup_domain_gpus=nvl, **NO_INR)
