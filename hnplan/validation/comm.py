@@ -191,11 +191,11 @@ def _at_scale(cat) -> list[Row]:
         "2.26.2's rings used 9 of the rack's 72 NICs (gb200-nvl72 scaleout_ring_nics_per_domain, solved "
         "from the 16 GiB figure by nvl72_ring_nics): 9 x 47 = 423 GB/s, below NVLink 5's 695"
     )
-    for mib in (1024, 4096, 16384):
+    for mib in (512, 1024, 2048, 4096, 8192, 16384):
         b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * 2**20, **NO_INR)
         row(
             f"cw_gb200_1440_{mib}MiB",
-            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib // 1024} GiB, NVLS off",
+            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib / 1024:g} GiB, NVLS off",
             b,
             "calibration" if mib == 16384 else "prediction",
             TOL,
