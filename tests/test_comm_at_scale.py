@@ -66,6 +66,17 @@ def test_rings_cross_a_domain_through_the_nics_the_library_uses():
     assert float(collective("allreduce", 1e9, one, "ring").busbw_Bps[0]) == pytest.approx(100e9)
 
 
+@pytest.mark.parametrize("domains, factor", [(2, 1.0), (3, 1.5), (4, 2.0), (8, 2.0)])
+def test_double_binary_tree_crossing_traffic(domains, factor):
+    # NCCL trees.cc: each of the two trees carries S/2. Two domains: root of one, leaf of the other -> S per
+    # direction; three: each tree is a chain, the middle of one and an end of the other -> 1.5 S; from four:
+    # two children and a parent in one tree, a leaf in the other -> 2 S. 8 ranks per domain at 10 GB/s each
+    # (80 GB/s per domain), a fast NVLink chain (2 S / 1 TB/s = 2 ms) and no latency: t = factor x 1e9 / 80e9
+    up, out = LinkParams(1e12, 0.0, 1e12), LinkParams(1e10, 0.0, 1e10)
+    g = flat_placement(8 * domains, 8, up, out)
+    assert float(algorithm_table("allreduce", 1e9, g)["tree"]) == pytest.approx(factor * 1e9 / 80e9)
+
+
 def test_ring_nics_per_domain_in_rank_shares(cat):
     # gb200-nvl72: 9 NICs per rack, 4 NICs per 4-GPU tray -> 9 rank shares; a server with one NIC per two
     # GPUs (4 NICs, 8 GPUs) using 2 NICs per domain -> 4 rank shares of half a NIC each

@@ -23,10 +23,11 @@ ring                ``k [(p-D) a_u + (D-1) a_o] + k (p-1)/p S / B_ring``, k = 2 
                     data/reference/comm_at_scale.csv)
 tree                NCCL double binary tree (Sanders, Speck, Traeff 2009): a chain inside each
                     domain, a binary tree across domains. Per direction an interior rank moves
-                    2S (chain, q > 2) and a domain 2S through its q NICs (D > 2); on exactly two
-                    domains only S crosses: ``max(c S/B_u, t S/(min(q, n) B_o))`` + ``2((q-1) a_u
-                    + ceil(log2 D) a_o)``: the chain's q-1 hops and the tree's depth (NCCL's
-                    tree latency, [3]_; Sanders et al.)
+                    2S (chain, q > 2) and a domain t S through its q NICs, t = 2 for D > 3,
+                    1.5 on three domains (each tree is a chain), 1 on two (NCCL trees.cc):
+                    ``max(c S/B_u, t S/(min(q, n) B_o))`` + ``2((q-1) a_u + ceil(log2 D) a_o)``:
+                    the chain's q-1 hops and the tree's depth (NCCL's tree latency, [3]_;
+                    Sanders et al.)
 rhd                 recursive halving then doubling (Rabenseifner; Thakur et al. Sec. 4.4), p and
                     q powers of two: ``2 (log2 q a_u + log2 D a_o) + 2 [(1-1/q) S/B_u +
                     (1-1/D) S/(q B_o)]``
@@ -107,10 +108,15 @@ def _ring_latency(g: GroupPlacement) -> float:
 
 
 def _cross_tree(g: GroupPlacement, s):
-    """Bandwidth term and latency of a binary tree across domains for S bytes per rank."""
+    """Bandwidth term and latency of NCCL's double binary tree across domains for S bytes per rank.
+
+    Each tree carries S/2; the busiest domain moves, per direction, S on 2 domains (the root of one tree,
+    the leaf of the other), 1.5 S on 3 (each tree is a chain: the middle of one, an end of the other)
+    and 2 S from 4 on (two children and a parent in one tree, a leaf in the other): NVIDIA/nccl
+    src/graph/trees.cc (ncclGetBtree, ncclGetDtree)."""
     if g.domains == 1:
         return 0.0 * s, 0.0
-    t = (1.0 if g.domains == 2 else 2.0) * s / g.crossing_Bps
+    t = {2: 1.0, 3: 1.5}.get(g.domains, 2.0) * s / g.crossing_Bps
     return t, 2 * np.ceil(np.log2(g.domains)) * g.out.alpha_s
 
 

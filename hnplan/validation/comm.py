@@ -224,6 +224,24 @@ def _at_scale(cat) -> list[Row]:
             f"an NVLink domain of {nvl} GPUs (the NVL72 tray's hardware) with its {nvl} NICs: the ring crosses "
             f"each partition through all of them, {nvl} x 47 GB/s (NDR's per-NIC ring rate); measured {nvl} x 49",
         )
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * 2**30, scaleup_domain_gpus=nvl, **NO_INR)
+        r = ref.loc[rid]
+        out.append(
+            Row(
+                "communication",
+                f"GB200, 3 NVLink partitions of {nvl} on different racks ({3 * nvl}), tree all-reduce 16 GiB",
+                "busbw",
+                "GB/s",
+                _num(str(r["busbw_GBps"]).split("/")[1]),
+                b,
+                "prediction",
+                TOL,
+                f"{r['source']} (NVLS off, NCCL_ALGO=tree, NCCL {r['nccl_version']})",
+                "NCCL's double binary tree on three domains: each tree is a chain, so the busiest partition "
+                f"moves 1.5 S through its {nvl} NICs (2 S from four domains on; NVIDIA/nccl src/graph/trees.cc); "
+                "faster than the ring NCCL's tuner picks, as measured",
+            )
+        )
     return out
 
 
