@@ -214,7 +214,9 @@ def _at_scale(cat) -> list[Row]:
         "per channel, tuning.cc perChMaxTreeBw)",
     )
     for nvl, rid in ((4, "nccl1801_gb200_nvl4x3"), (8, "nccl1801_gb200_nvl8x3")):
-        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * 2**30, scaleup_domain_gpus=nvl, **NO_INR)
+        # a partition of nvl GPUs is its own NVLink domain whose rings use all its NICs (NCCL 2.27.3)
+        part = dict(NO_INR, scaleup_domain_gpus=nvl, scaleout_ring_nics_per_domain=None)
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * 2**30, **part)
         row(
             rid,
             f"GB200, 3 NVLink partitions of {nvl} on different racks ({3 * nvl}), ring all-reduce 16 GiB",
@@ -224,7 +226,7 @@ def _at_scale(cat) -> list[Row]:
             f"an NVLink domain of {nvl} GPUs (the NVL72 tray's hardware) with its {nvl} NICs: the ring crosses "
             f"each partition through all of them, {nvl} x 47 GB/s (NDR's per-NIC ring rate); measured {nvl} x 49",
         )
-        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * 2**30, scaleup_domain_gpus=nvl, **NO_INR)
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * 2**30, **part)
         r = ref.loc[rid]
         out.append(
             Row(
