@@ -139,3 +139,22 @@ def test_deepseek_v3_as_run_still_fits(cat):
     assert full.fits
     sel = estimate_plan(job, ParallelPlan(recompute="selective", **plan))
     assert not sel.fits and sel.memory_per_gpu_bytes > 1.5 * full.memory_per_gpu_bytes
+
+
+def test_hardware_flops_of_the_recomputed_modules(cat):
+    """HFU counts what selective recomputation re-runs: DeepSeek-V3's MLA up-projections
+    2 x 61 x (1536 x 128 x 192 + 512 x 128 x 256) FLOP a token; Llama 3.1 8B's MLPs 2 x 32 x 3 x 4096 x 14336;
+    norms and activation functions none (the model convention counts no element-wise FLOPs)."""
+    from hnplan.compute import training_flops_per_token
+
+    ds = cat.model("deepseek-v3")
+    none = training_flops_per_token(ds, 4096).hardware
+    up = training_flops_per_token(ds, 4096, "selective", ("mla_up_proj", "layernorm", "moe_act")).hardware
+    assert up - none == 2 * 61 * (1536 * 128 * 192 + 512 * 128 * 256)
+    ll = cat.model("llama3.1-8b")
+    base = training_flops_per_token(ll, S)
+    assert training_flops_per_token(ll, S, "selective", ("mlp",)).hardware - base.hardware == 2 * 32 * 3 * 4096 * 14336
+    # the default is the attention core, as before
+    assert training_flops_per_token(ll, S, "selective").hardware - base.hardware == pytest.approx(
+        base.attention_part / 3
+    )

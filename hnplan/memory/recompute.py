@@ -50,11 +50,11 @@ import numpy as np
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES
+from hnplan.compute.counts import RECOMPUTE_MODULES
 from hnplan.errors import check_choice
 
-#: modules selective recomputation may re-run (Megatron-Core names; ``moe``, the whole MoE layer with
-#: its all-to-alls, is not offered: the re-run dispatch is not in the communication model)
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts")
+# RECOMPUTE_MODULES: the modules selective recomputation may re-run (Megatron-Core names; ``moe``, the
+# whole MoE layer with its all-to-alls, is not offered: the re-run dispatch is not in the communication model)
 DEFAULT_MODULES = ("core_attn",)  # Megatron-Core's default and Korthikanti et al.'s selective recomputation
 
 

@@ -440,9 +440,10 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
-    """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
+    """Model and hardware training FLOPs per token (by recompute mode; selective re-runs the stack's
+    ``recompute_modules``) [arrays of FLOP]."""
     codes, modes = pd.factorize(df["recompute"])
-    f = [training_flops_per_token(job.model, job.seq_len, r) for r in modes]
+    f = [training_flops_per_token(job.model, job.seq_len, r, job.choices.recompute_modules) for r in modes]
     return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 
 
