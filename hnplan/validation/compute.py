@@ -23,8 +23,9 @@ CASES = [
 @area("compute")
 def rows(cat) -> list[Row]:
     """The training roofline bounds, then every kernel measured on the H200 (:func:`gemm_rows`,
-    :func:`kernel_rows`), then the OpenXLA GEMM sweeps of Blackwell and Hopper (:func:`xla_rows`)."""
-    return roofline_rows(cat) + gemm_rows(cat) + kernel_rows(cat) + xla_rows(cat)
+    :func:`kernel_rows`), then the OpenXLA GEMM sweeps of Blackwell and Hopper (:func:`xla_rows`), then DeepGEMM's
+    FP8 GEMMs on the H800 (:func:`deepgemm_rows`)."""
+    return roofline_rows(cat) + gemm_rows(cat) + kernel_rows(cat) + xla_rows(cat) + deepgemm_rows(cat)
 
 
 def roofline_rows(cat) -> list[Row]:
@@ -321,4 +322,51 @@ def xla_rows(cat) -> list[Row]:
                     note,
                 )
             )
+    return out
+
+
+# --- FP8 on Hopper on shapes the law never saw: DeepGEMM's H800 table (data/reference/deepgemm_h800_fp8.csv) -----
+DEEPGEMM_SRC = (
+    "data/reference/deepgemm_h800_fp8.csv: deepseek-ai/DeepGEMM README @ 55ab91f72f76 (2025-03-25), H800 SXM5, "
+    "NVCC 12.8, FP8 e4m3 with 1x128 / 128x128 block scaling, bf16 output; kernel time from the PyTorch profiler "
+    "(tests/test_core.py, bench_kineto: 30 calls, L2 flushed by an 8 GB memset before each)"
+)
+
+
+def deepgemm_rows(cat) -> list[Row]:
+    """DeepGEMM's published FP8 GEMMs (dense, contiguous- and masked-grouped) on the H800 against the Hopper law's
+    device time with the catalog's FP8 ceiling (carried from the H200 bf16 fit by the MAMF FP8 / bf16 ratio):
+    predictions, nothing fitted to them; rows where the law splits K are reported (DeepGEMM has no split-K)."""
+    from hnplan.validation.gemm_fit import DEEPGEMM_ACCELERATOR, deepgemm_errors
+
+    acc = cat.accelerator(DEEPGEMM_ACCELERATOR)
+    out = []
+    for r in deepgemm_errors(cat, acc).itertuples():
+        what = "dense" if r.layout == "normal" else f"{r.layout}-grouped"
+        if r.split > 1:
+            role, tol = "reported", None
+            note = (
+                f"the law splits K {int(r.split)} ways here and pays cuBLAS's split-K reduction (its H200 fit); "
+                "DeepGEMM never splits K (it leaves SMs idle below one wave of tiles), so the two kernels differ"
+            )
+        else:
+            role, tol = "prediction", GEMM_CAL_TOL
+            note = (
+                "FP8 ceiling carried from the H200 bf16 fit by the MAMF FP8 / bf16 ratio, Hopper shape terms unchanged; "
+                "the table ran at boost clock (L2 flush between calls), DeepGEMM uses fixed tiles without stream-K"
+            )
+        out.append(
+            Row(
+                "compute",
+                f"fp8 GEMM DeepGEMM {what} g={r.groups} {r.m_tokens}x{r.n}x{r.k} on {acc.name.split(' (')[0]}",
+                "kernel time",
+                "us",
+                r.time_s * 1e6,
+                r.predicted_s * 1e6,
+                role,
+                tol,
+                DEEPGEMM_SRC,
+                note,
+            )
+        )
     return out

@@ -396,3 +396,47 @@ def fit_xla_sweep(
         if best is None or fit["mape"] < best["mape"]:
             best = {**fit, "tile": tuple(tile)}
     return {**best, "by_tile": by_tile, "offset_s": offset}
+
+
+# --- FP8 on Hopper, shapes the law was never fitted to: DeepGEMM's published H800 table ---------------------------
+DEEPGEMM_TABLE = "deepgemm_h800_fp8"
+DEEPGEMM_ACCELERATOR = "h800-sxm"  # the GPU the table was measured on (deepseek-ai/DeepGEMM README, 2025-03-25)
+
+
+def deepgemm_table(catalog: Catalog | None = None) -> pd.DataFrame:
+    """DeepGEMM's FP8 GEMMs on one H800 SXM5 (``data/reference/deepgemm_h800_fp8.csv``) as a GEMM table:
+    ``layout`` (normal, contiguous or masked grouped), ``m_tokens`` (rows per group), ``n``, ``k``, ``groups``,
+    ``dtype`` ("fp8") and ``time_s`` = 2 groups m n k / the published TFLOP/s [s] (kernel time, kineto)."""
+    ref = (catalog or load_catalog()).reference(DEEPGEMM_TABLE)
+    return pd.DataFrame(
+        {
+            "layout": ref["layout"],
+            "m_tokens": ref["m"],
+            "n": ref["n"],
+            "k": ref["k"],
+            "groups": ref["groups"],
+            "dtype": "fp8",
+            "time_s": 2.0 * ref["groups"] * ref["m"] * ref["n"] * ref["k"] / (ref["tflops"] * 1e12),
+        }
+    )
+
+
+def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
+    """The law's device time (the catalog's FP8 ceiling and Hopper shape terms, nothing fitted to these rows)
+    against every row of :func:`deepgemm_table`: adds ``predicted_s``, ``error`` (predicted / measured - 1) and
+    ``split`` (the law's split-K factor: DeepGEMM never splits K, so rows the law splits are a kernel choice apart)."""
+    from hnplan.compute.gemm import gemm_compute_s
+
+    cat = catalog or load_catalog()
+    acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
+    tab = deepgemm_table(cat)
+    pred = predict_table(acc, tab)
+    _, split = gemm_compute_s(
+        acc,
+        "fp8",
+        tab["m_tokens"].to_numpy(float),
+        tab["n"].to_numpy(float),
+        tab["k"].to_numpy(float),
+        tab["groups"].to_numpy(float),
+    )
+    return tab.assign(predicted_s=pred, error=pred / tab["time_s"] - 1.0, split=split)
