@@ -81,3 +81,24 @@ def test_validation_rows(cat, err):
     # the 64 x 7168 x 2048 decode shape: the law's split-K reduction on a 6.4 us kernel
     worst = max(rep, key=lambda r: abs(r.error))
     assert "64x7168x2048" in worst.case and worst.error == pytest.approx(0.76, abs=0.02)
+
+
+def test_tilelang_k_sweep_shows_the_output_write_and_the_boost_clock_ratio(cat):
+    # tile-ai/tilelang benchmark READMEs (H800 SXM): autotuned FP16 and FP8 GEMMs of 8192 x 8192 x K
+    from hnplan.validation.compute import tilelang_rows
+    from hnplan.validation.gemm_fit import tilelang_errors
+
+    ref = cat.reference("tilelang_h800_matmul")
+    assert len(ref) == 14
+    rate = 2 * ref["m"] * ref["n"] * ref["k"] / (ref["latency_ms"] * 1e-3) / 1e12
+    assert np.allclose(rate, ref["tflops"], rtol=0.002)  # latencies are milliseconds
+    err = tilelang_errors(cat).set_index(["dtype", "k"])["error"]
+    # deep K: FP16 within 6 % of the law; FP8 20 % slower in the law (boost clock 2.0x FP16, the law's 1.77x)
+    assert abs(err[("fp16", 16384)]) < 0.06 and err[("fp8", 16384)] == pytest.approx(0.20, abs=0.01)
+    # K = 256: the 8192^2 output write is not hidden behind a 256-deep K loop: the law is 26 % / 39 % fast
+    assert err[("fp16", 256)] == pytest.approx(-0.26, abs=0.01) and err[("fp8", 256)] == pytest.approx(-0.39, abs=0.01)
+    # measured FP8 / FP16 rate: 1.48 at K = 256 to 2.01 at K = 16,384; the law 1.75-1.78 throughout
+    rows = [r for r in tilelang_rows(cat) if r.quantity == "throughput ratio"]
+    assert [round(r.published, 2) for r in rows] == [1.48, 1.65, 1.8, 1.91, 1.99, 1.99, 2.01]
+    assert all(1.74 < r.predicted < 1.78 for r in rows)
+    assert all(r.role == "reported" and r.note for r in tilelang_rows(cat))

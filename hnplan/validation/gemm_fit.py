@@ -440,3 +440,26 @@ def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
         tab["groups"].to_numpy(float),
     )
     return tab.assign(predicted_s=pred, error=pred / tab["time_s"] - 1.0, split=split)
+
+
+TILELANG_TABLE = "tilelang_h800_matmul"
+
+
+def tilelang_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
+    """TileLang's autotuned FP16 and FP8 GEMMs of 8192 x 8192 x K on one H800 SXM
+    (``data/reference/tilelang_h800_matmul.csv``; the output in the input's dtype, so FP8 writes 1 byte per element)
+    against the law's device time: columns ``dtype, m_tokens, n, k, time_s, predicted_s, error``."""
+    from hnplan import units
+    from hnplan.compute.gemm import gemm_device_time_s
+
+    cat = catalog or load_catalog()
+    acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
+    ref = cat.reference(TILELANG_TABLE)
+    pred = []
+    for r in ref.itertuples():
+        nbytes = (r.m * r.k + r.k * r.n + r.m * r.n) * units.dtype_bytes(r.dtype)
+        pred.append(gemm_device_time_s(acc, r.dtype, r.m, r.n, r.k, nbytes=nbytes)[2])
+    out = pd.DataFrame({"dtype": ref["dtype"], "m_tokens": ref["m"], "n": ref["n"], "k": ref["k"]})
+    out["time_s"] = ref["latency_ms"].to_numpy(float) * 1e-3
+    out["predicted_s"] = np.asarray(pred, dtype=float)
+    return out.assign(error=out["predicted_s"] / out["time_s"] - 1.0)
