@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from hnplan import units
 from hnplan.compute import training_stage_time_s
 from hnplan.validation import Row, area
 
@@ -363,8 +364,8 @@ def deepgemm_rows(cat) -> list[Row]:
                 f"fp8 GEMM DeepGEMM {what} g={r.groups} {r.m_tokens}x{r.n}x{r.k} on {acc.name.split(' (')[0]}",
                 "kernel time",
                 "us",
-                r.time_s * 1e6,
-                r.predicted_s * 1e6,
+                units.s_to_us(r.time_s),
+                units.s_to_us(r.predicted_s),
                 role,
                 tol,
                 DEEPGEMM_SRC,
@@ -406,8 +407,8 @@ def tilelang_rows(cat) -> list[Row]:
                 f"{r.dtype} GEMM TileLang {r.m_tokens}x{r.n}x{r.k} on {name}",
                 "kernel time",
                 "us",
-                r.time_s * 1e6,
-                r.predicted_s * 1e6,
+                units.s_to_us(r.time_s),
+                units.s_to_us(r.predicted_s),
                 "reported",
                 None,
                 TILELANG_SRC,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute.gemm import gemm_time_s
@@ -416,7 +417,7 @@ def deepgemm_table(catalog: Catalog | None = None) -> pd.DataFrame:
             "k": ref["k"],
             "groups": ref["groups"],
             "dtype": "fp8",
-            "time_s": 2.0 * ref["groups"] * ref["m"] * ref["n"] * ref["k"] / (ref["tflops"] * 1e12),
+            "time_s": 2.0 * ref["groups"] * ref["m"] * ref["n"] * ref["k"] / units.tflops_to_flops_per_s(ref["tflops"]),
         }
     )
 
@@ -449,7 +450,6 @@ def tilelang_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
     """TileLang's autotuned FP16 and FP8 GEMMs of 8192 x 8192 x K on one H800 SXM
     (``data/reference/tilelang_h800_matmul.csv``; the output in the input's dtype, so FP8 writes 1 byte per element)
     against the law's device time: columns ``dtype, m_tokens, n, k, time_s, predicted_s, error``."""
-    from hnplan import units
     from hnplan.compute.gemm import gemm_device_time_s
 
     cat = catalog or load_catalog()
@@ -460,6 +460,6 @@ def tilelang_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
         nbytes = (r.m * r.k + r.k * r.n + r.m * r.n) * units.dtype_bytes(r.dtype)
         pred.append(gemm_device_time_s(acc, r.dtype, r.m, r.n, r.k, nbytes=nbytes)[2])
     out = pd.DataFrame({"dtype": ref["dtype"], "m_tokens": ref["m"], "n": ref["n"], "k": ref["k"]})
-    out["time_s"] = ref["latency_ms"].to_numpy(float) * 1e-3
+    out["time_s"] = units.ms_to_s(ref["latency_ms"].to_numpy(float))
     out["predicted_s"] = np.asarray(pred, dtype=float)
     return out.assign(error=out["predicted_s"] / out["time_s"] - 1.0)
