@@ -20,7 +20,8 @@ MLP-down row-parallel over ``tp`` (heads and FFN columns split); with ``tp > 1``
 norms and residual adds run sequence-parallel on ``tokens / tp`` (``sequence_parallel=False``: on
 every token on every TP rank, as before sequence parallelism, [2]_ Sec. 4.2.2); MLA down-projections are
 replicated; KV heads fewer than ``tp`` are replicated; context parallelism splits the tokens by
-``cp`` (each rank's queries attend to the whole sequence); expert parallelism places
+``cp`` (each rank's queries attend to the whole sequence, in Transformer Engine's ring of ``cp`` kernels:
+:mod:`hnplan.compute.context_parallel`); expert parallelism places
 ``experts / ep`` experts per rank and each rank processes ``tokens x top-k`` expert rows; experts
 are tensor-parallel like the dense MLP.
 
@@ -86,6 +87,7 @@ from hnplan.compute.attention import (
     ATTENTION_KINDS,
     attention_compute_s,
     attention_rows,
+    slower_ring_step,
 )
 from hnplan.compute.counts import (
     RECOMPUTE_MODES,
@@ -283,6 +285,8 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
 
     def expand(op, count):
+        if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape
+            op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
