@@ -260,12 +260,13 @@ def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     if op.cp <= 1:
         return op
     c = op.s_kv / (2 * op.cp)
-    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR])
-    bwd = np.array([False, True])
-    d, g = np.full(2, op.d_qk), np.full(2, op.b * op.hq)
-    wide = attention_compute_s(acc, f, np.full(2, c), np.full(2, 2 * c), d, g, bwd).sum()
-    tall = attention_compute_s(acc, f, np.full(2, 2 * c), np.full(2, c), d, g, bwd).sum()
-    return replace(op, ring_tall=bool(tall > wide))
+    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)
+    s_q, s_kv = np.array([c, c, 2 * c, 2 * c]), np.array([2 * c, 2 * c, c, c])  # (c x 2c, 2c x c) x (fwd, bwd)
+    t = attention_compute_s(acc, f, s_q, s_kv, np.full(4, op.d_qk), np.full(4, op.b * op.hq), _FWD_BWD_2)
+    return replace(op, ring_tall=bool(t[2:].sum() > t[:2].sum()))
+
+
+_FWD_BWD_2 = np.array([False, True, False, True])
 
 
 def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray]:
@@ -282,10 +283,12 @@ def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray
     (fwd, bwd) : arrays of shape (cp,)
         Step 0 (the causal diagonal) first [s].
     """
-    steps = ring_steps(slower_ring_step(acc, op), op.cp)
-    rows = [r for s in steps for r in attention_rows(s, "train", "none", True, 1.0)]
+    diag, step = ring_steps(slower_ring_step(acc, op), op.cp)[:2]
+    rows = [r for s in (diag, step) for r in attention_rows(s, "train", "none", True, 1.0)]
     _, _, _, ph, _, f, by, s_q, s_kv, d, g = (np.array(c) for c in zip(*rows))
     bwd = ph == "bwd"
     t_c = attention_compute_s(acc, f.astype(float), s_q, s_kv, d, g, bwd)
     t = np.maximum(t_c, by.astype(float) / achievable_hbm_Bps(acc)) + kernel_overhead_s(acc)
-    return t[~bwd], t[bwd]
+    (fd, fs), (bd, bs) = t[~bwd], t[bwd]  # (diagonal, off-diagonal) of each pass
+    k = op.cp - 1
+    return np.array([fd] + [fs] * k), np.array([bd] + [bs] * k)
