@@ -46,7 +46,7 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
-from hnplan.vectorise import memo
+from hnplan.vectorise import column, distinct_values, memo
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -281,7 +281,7 @@ def layer_activation_table(
         fp8_gemm_inputs=fp8_gemm_inputs,
     )
     return memo(
-        plans.reset_index(drop=True),
+        plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans,
         ["microbatch_size", "tp", "cp", "recompute"],
         lambda mb, tp, cp, rc: {
             "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
@@ -366,8 +366,8 @@ def stage_activation_table(
         For an unknown recompute mode or stage.
     """
     check_choice("stage", stage, ("first", "last"))
-    df = plans.reset_index(drop=True)
-    for rc in pd.unique(df["recompute"]):
+    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    for rc in distinct_values(df, "recompute"):
         _check_recompute(rc)
     if per_layer is None:
         per_layer = layer_activation_table(
@@ -380,7 +380,7 @@ def stage_activation_table(
             fp8_gemm_inputs=fp8_gemm_inputs,
         )
     a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
-    pp = df["pp"].to_numpy()
+    pp = column(df, "pp")
     L = model.layers
     n = end_stage_layers(model, pp, balanced)
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
@@ -389,7 +389,7 @@ def stage_activation_table(
     if stage == "last":  # microbatches_in_flight: the last stage holds one
         in_flight = np.ones(len(df))
     elif balanced:
-        in_flight = balanced_in_flight(n, pp, df["num_microbatches"].to_numpy(), df["virtual_stages"].to_numpy())
+        in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
         in_flight = memo(
             df,

@@ -21,7 +21,7 @@ from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import on_distinct
+from hnplan.vectorise import column, on_distinct
 
 
 @dataclass(frozen=True)
@@ -144,17 +144,17 @@ def training_memory_table(
         fp8 = recipe == "fp8" or (isinstance(recipe, StateAccounting) and recipe.name.startswith("stack-fp8"))
     else:
         fp8 = fp8_gemm_inputs
-    df = plans.reset_index(drop=True)
-    pp = df["pp"].to_numpy()
+    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    pp = column(df, "pp")
 
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
         if overheads:
-            o = list(overhead_terms(*(u[k].to_numpy() for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
+            o = list(overhead_terms(*(column(u, k) for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
         else:
             o = [np.zeros(len(u)), np.zeros(len(u))]
-        degrees = [u[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
+        degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         for stage in ("first", "last"):
-            o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), stage, balanced))
+            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced))
         return o
 
     o_fixed, o_slope, *states = on_distinct(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], per_layout)

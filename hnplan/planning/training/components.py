@@ -59,7 +59,7 @@ from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
-from hnplan.vectorise import factorize
+from hnplan.vectorise import Columns, column, factorize
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -149,12 +149,16 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> 
 
 
 def _col(df, name):
-    return df[name].to_numpy()
+    return column(df, name)
 
 
-def recompute_is(df: pd.DataFrame, mode: str) -> np.ndarray:
+def recompute_is(df: pd.DataFrame | Columns, mode: str) -> np.ndarray:
     """Which plans of a table recompute with ``mode`` [bool array]: from the codes of a categorical
     ``recompute`` column (:func:`hnplan.planning.training.evaluate_plans` keeps one), else by value."""
+    if isinstance(df, Columns):
+        codes, values = df.codes("recompute")
+        hit = np.flatnonzero(values == mode)
+        return codes == hit[0] if len(hit) else np.zeros(len(codes), dtype=bool)
     rc = df["recompute"]
     if isinstance(rc.dtype, pd.CategoricalDtype):
         cats = list(rc.cat.categories)
@@ -211,7 +215,7 @@ def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
         ch,
     )
     cache: dict = job.catalog.design(job.system).memo(key, dict)
-    cols = [shapes[k].to_numpy().tolist() for k in SHAPE_KEYS]
+    cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
     if missing:
@@ -437,7 +441,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
 def flops_per_token(job: Job, df: pd.DataFrame):
     """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
-    codes, modes = pd.factorize(df["recompute"])
+    codes, modes = df.codes("recompute") if isinstance(df, Columns) else pd.factorize(df["recompute"])
     f = [training_flops_per_token(job.model, job.seq_len, r) for r in modes]
     return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 

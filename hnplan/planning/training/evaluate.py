@@ -29,6 +29,7 @@ from hnplan.planning.training.plan import (
     plans_frame,
     validate_plan,
 )
+from hnplan.vectorise import Columns
 
 BREAKDOWN = (
     "compute",
@@ -218,13 +219,10 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     :mod:`hnplan.planning.training.components` and the exposed offload transfers of
     :mod:`hnplan.planning.training.offload` (0 unless the stack choice ``offload`` is ``auto``).
     """
-    df = candidates[list(PLAN_FIELDS)].reset_index(drop=True).copy()
-    df["recompute"] = df["recompute"].astype(str)
-    m = job.global_batch_seqs // (df["dp"].to_numpy() * df["microbatch_size"].to_numpy())
-    df["num_microbatches"] = m
-    if df.empty:
-        return df
-    plans = df.assign(recompute=pd.Categorical(df["recompute"]))  # the cost models read the mode's codes
+    cols, plans = _plan_columns(job, candidates)
+    if not len(plans):
+        return pd.DataFrame(cols)
+    m = cols["num_microbatches"]
     stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
@@ -245,11 +243,10 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
         per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
-    slowest = np.argmax(np.array([q[0] for q in per_stage], dtype=float), axis=0)  # [candidate]
-    pick = [np.choose(slowest, np.broadcast_arrays(*(q[i] for q in per_stage))) for i in range(len(per_stage[0]))]
+    pick = _slowest_stage(per_stage)
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
-    comp = pd.DataFrame(dict(layers=stage_layers, t_bwd_mb=t_bwd_mb))  # the slowest stage, for the offload model
-    pp, v = df["pp"].to_numpy(), df["virtual_stages"].to_numpy()
+    comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
+    pp, v = plans["pp"], plans["virtual_stages"]
     bubble = (pp - 1) / v * t_mb
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
@@ -267,17 +264,16 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         optimizer=t_opt,
     )
     mem = c.memory_per_gpu(job, plans)
-    cols = {f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]}
+    cols.update({f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]})
     cols.update({k: mem[k].to_numpy() for k in MEMORY_PARTS})
     cols["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
     cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
-    df = pd.concat([df, pd.DataFrame(cols)], axis=1)  # one insertion of the columns, not one each
-    apply_offload(job, df, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
-    step = sum(df[f"t_{k}_s"].to_numpy() for k in BREAKDOWN)
+    apply_offload(job, cols, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
+    step = sum(np.asarray(cols[f"t_{k}_s"]) for k in BREAKDOWN)
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
     model_f, hw_f = c.flops_per_token(job, plans)
     peak = peak_flops_per_s(job.acc, job.dtype)
-    rates = dict(
+    cols.update(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_flops_per_token=model_f,
@@ -287,9 +283,38 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
         hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
     )
-    df = pd.concat([df, pd.DataFrame(rates)], axis=1)
+    n = len(plans)
+    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
     df.attrs["units"] = UNITS
     return df
+
+
+def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
+    """The output columns of the plan (:data:`PLAN_FIELDS`, ``recompute`` as strings, and
+    ``num_microbatches``) and the plan table the cost models read (the recompute mode as codes)."""
+    cols: dict = {}
+    for k in PLAN_FIELDS:
+        cols[k] = candidates[k].astype(str).array if k == "recompute" else candidates[k].to_numpy(copy=True)
+    rc = candidates["recompute"]
+    if isinstance(rc.dtype, pd.CategoricalDtype):
+        codes, modes = rc.cat.codes.to_numpy(), np.asarray(rc.cat.categories, dtype=object)
+    else:
+        codes, modes = pd.factorize(rc, sort=False)
+        modes = np.asarray(modes, dtype=object)
+    cols["num_microbatches"] = job.global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
+    plans = Columns({k: x for k, x in cols.items() if k != "recompute"}, {"recompute": (codes, modes)})
+    return cols, plans
+
+
+def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
+    """Every quantity of the slowest stage (largest first entry; the earlier stage on a tie) per candidate."""
+    first = [np.asarray(q[0], dtype=float) for q in per_stage]
+    slowest = np.argmax(np.array(first), axis=0)  # [candidate]
+    out = []
+    for i in range(len(per_stage[0])):
+        qs = np.broadcast_arrays(*(q[i] for q in per_stage))
+        out.append(np.choose(slowest, qs))
+    return out
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:

@@ -49,11 +49,11 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     Parameters
     ----------
     job : Job
-    df : DataFrame
+    df : DataFrame or dict of arrays
         Rows of :func:`hnplan.planning.training.evaluate_plans` with the step-time parts, the memory
         parts and ``fits`` set, before ``step_time_s`` is summed.
-    comp : DataFrame
-        :func:`hnplan.planning.training.components.compute_per_microbatch` of the same rows.
+    comp : DataFrame or dict of arrays
+        ``layers`` and ``t_bwd_mb`` of :func:`hnplan.planning.training.components.compute_per_microbatch` of the same rows.
 
     Returns
     -------
@@ -63,7 +63,7 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
         transfer per step] and ``fits`` true for the rows offload makes fit.
         ``memory_per_gpu_bytes`` stays the whole footprint (HBM holds it less ``offloaded_bytes``).
     """
-    n = len(df)
+    n = len(np.asarray(df["num_microbatches"]))
     df["t_offload_exposed_s"] = 0.0
     for col in COLUMNS:
         df[col] = 0.0
@@ -74,19 +74,19 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     if not tiers:
         return df
     hbm = c.hbm_bytes(job.acc)
-    total = df["memory_per_gpu_bytes"].to_numpy(dtype=float)
+    total = np.asarray(df["memory_per_gpu_bytes"], dtype=float)
     excess = np.maximum(total - hbm, 0.0)
-    m = df["num_microbatches"].to_numpy(dtype=float)
-    layers = comp["layers"].to_numpy(dtype=float)
-    w_opt = df["t_optimizer_s"].to_numpy(dtype=float) + comp["t_bwd_mb"].to_numpy(dtype=float)
-    w_comp = df["t_compute_s"].to_numpy(dtype=float)
+    m = np.asarray(df["num_microbatches"], dtype=float)
+    layers = np.asarray(comp["layers"], dtype=float)
+    w_opt = np.asarray(df["t_optimizer_s"], dtype=float) + np.asarray(comp["t_bwd_mb"], dtype=float)
+    w_comp = np.asarray(df["t_compute_s"], dtype=float)
     room = {t.name: np.full(n, t.capacity_bytes) for t in tiers}
     moved = {t.name: np.zeros(n) for t in tiers}
     t_opt = {t.name: np.zeros(n) for t in tiers}
     t_rest = {t.name: np.zeros(n) for t in tiers}
     per_step = {"optimizer": np.ones(n), "params": 2.0 * m, "activations": m}
     for part, allowed in ALLOWED.items():
-        left = np.minimum(df[f"{part}_bytes"].to_numpy(dtype=float), excess)
+        left = np.minimum(np.asarray(df[f"{part}_bytes"], dtype=float), excess)
         for t in tiers:
             if t.name not in allowed:
                 continue
@@ -112,7 +112,7 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     df["offload_pooled_bytes"] = np.where(use, moved["pooled"], 0.0) if "pooled" in moved else 0.0
     df["offload_transfer_s"] = np.where(use, transfer, 0.0)
     df["t_offload_exposed_s"] = np.where(use, exposed, 0.0)
-    df["fits"] = df["fits"].to_numpy() | use
+    df["fits"] = np.asarray(df["fits"]) | use
     return df
 
 
