@@ -90,19 +90,31 @@ class Columns:
         return self._codes[key]
 
     def factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
-        """Codes of the distinct ``keys`` tuples and a table of those tuples (cached per key list)."""
-        tk = tuple(keys)
+        """Codes of the distinct ``keys`` tuples and a table of those tuples (cached per set of keys).
+
+        A key set inside one already factorised with few distinct tuples is factorised on those
+        tuples and its codes gathered through theirs (one pass over the rows instead of several)."""
+        tk = frozenset(keys)
         if tk not in self._distinct:
-            per = [self.codes(k) for k in keys]
-            codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], self._n)
-            data, cats = {}, {}
-            for k, (_, u), i in zip(keys, per, idx):
-                if k in self._cats:
-                    cats[k] = (np.asarray(i), u)
-                else:
-                    data[k] = u[i]
-            self._distinct[tk] = (codes, Columns(data, cats))
+            sup = [v for s, v in self._distinct.items() if tk < s and len(v[1]) * 4 <= self._n]
+            if sup:
+                outer, table = min(sup, key=lambda v: len(v[1]))
+                inner, uniq = table.factorize(keys)
+                self._distinct[tk] = (inner[outer], uniq)
+            else:
+                self._distinct[tk] = self._factorize(keys)
         return self._distinct[tk]
+
+    def _factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
+        per = [self.codes(k) for k in keys]
+        codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], self._n)
+        data, cats = {}, {}
+        for k, (_, u), i in zip(keys, per, idx):
+            if k in self._cats:
+                cats[k] = (np.asarray(i), u)
+            else:
+                data[k] = u[i]
+        return codes, Columns(data, cats)
 
     def frame(self) -> pd.DataFrame:
         """The table as a DataFrame (categorical columns decoded)."""
@@ -212,4 +224,4 @@ def memo(df, keys: list[str], fn: Callable[..., dict]):
     results back to its rows (a DataFrame aligned with ``df``)."""
     codes, uniq = factorize(df, keys)
     out = pd.DataFrame([fn(*u) for u in zip(*(uniq[k].tolist() for k in keys))])
-    return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns})
+    return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)

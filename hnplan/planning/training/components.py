@@ -110,6 +110,9 @@ class Job:
     # where each choice and the GEMM efficiency came from: {"matmul_efficiency": ..., "tp_comm": ...}
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
     _groups: dict = field(default_factory=dict, compare=False, repr=False)
+    #: results a repeated evaluation of the job reuses (collective times, cache keys); not carried over
+    #: by ``dataclasses.replace`` (a job with other links or another accelerator starts afresh)
+    memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @cached_property
     def params(self):
@@ -206,15 +209,16 @@ def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
         Aligned with ``shapes``: the columns of :func:`~hnplan.compute.parts.training_part_times` [s].
     """
     ch = job.choices
-    key = (
-        "training_part_times",
-        job.model.model_dump_json(),
-        job.acc.model_dump_json(),
-        job.seq_len,
-        dtype,
-        ch,
-    )
-    cache: dict = job.catalog.design(job.system).memo(key, dict)
+    if ("part_times_key", dtype) not in job.memo:
+        job.memo["part_times_key", dtype] = (
+            "training_part_times",
+            job.model.model_dump_json(),
+            job.acc.model_dump_json(),
+            job.seq_len,
+            dtype,
+            ch,
+        )
+    cache: dict = job.catalog.design(job.system).memo(job.memo["part_times_key", dtype], dict)
     cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
