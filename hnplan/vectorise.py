@@ -130,7 +130,7 @@ def distinct_values(table, key: str) -> list:
     """The distinct values of one column of a table (DataFrame or :class:`Columns`)."""
     if isinstance(table, Columns):
         codes, values = table.codes(key)
-        return values[np.unique(codes)].tolist() if len(codes) else []
+        return values[np.flatnonzero(np.bincount(codes, minlength=len(values)))].tolist()
     return list(pd.unique(table[key]))
 
 
@@ -219,9 +219,22 @@ def on_distinct(df, keys: list[str], fn: Callable) -> tuple:
     return tuple(np.asarray(x)[codes] for x in fn(uniq))
 
 
-def memo(df, keys: list[str], fn: Callable[..., dict]):
+def memo(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None):
     """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
-    results back to its rows (a DataFrame aligned with ``df``)."""
+    results back to its rows: a table aligned with ``df`` (a DataFrame, or a :class:`Columns` for a
+    :class:`Columns`).
+
+    ``cache`` (optional, ``{key tuple: result}``) keeps the results across calls for a caller whose
+    ``fn`` depends on nothing else: a repeated evaluation calls ``fn`` only for key tuples it has not seen.
+    """
     codes, uniq = factorize(df, keys)
-    out = pd.DataFrame([fn(*u) for u in zip(*(uniq[k].tolist() for k in keys))])
+    cache = {} if cache is None else cache
+    res = []
+    for u in zip(*(uniq[k].tolist() for k in keys)):
+        if u not in cache:
+            cache[u] = fn(*u)
+        res.append(cache[u])
+    if isinstance(uniq, Columns):
+        return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+    out = pd.DataFrame(res)
     return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)

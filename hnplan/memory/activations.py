@@ -263,16 +263,21 @@ def layer_activation_table(
     flash_attention: bool = True,
     dropout: bool = True,
     fp8_gemm_inputs: bool = False,
+    cache: dict | None = None,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
     output layer (:func:`output_activation_bytes`), each evaluated once per distinct
     ``(microbatch_size, tp, cp, recompute)`` [bytes].
 
+    ``cache`` (optional): a dict that keeps the per-shape values across calls for the same model,
+    sequence and flags (:func:`hnplan.vectorise.memo`).
+
     Returns
     -------
     DataFrame
-        ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model).
+        ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model; a
+        :class:`hnplan.vectorise.Columns` for one).
     """
     kw = dict(
         sequence_parallel=sequence_parallel,
@@ -291,6 +296,7 @@ def layer_activation_table(
             "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
             "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
         },
+        None if cache is None else cache.setdefault(("layer", seq_len, *kw.values()), {}),
     )
 
 
@@ -339,6 +345,7 @@ def stage_activation_table(
     fp8_gemm_inputs: bool = False,
     per_layer: pd.DataFrame | None = None,
     balanced: bool = False,
+    cache: dict | None = None,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -359,6 +366,8 @@ def stage_activation_table(
     balanced : bool
         The stack puts the embedding and the loss in one layer's place each (:func:`end_stage_layers`,
         :func:`balanced_in_flight`).
+    cache : dict, optional
+        Keeps per-shape values across calls (:func:`layer_activation_table`).
 
     Raises
     ------
@@ -378,8 +387,9 @@ def stage_activation_table(
             flash_attention=flash_attention,
             dropout=dropout,
             fp8_gemm_inputs=fp8_gemm_inputs,
+            cache=cache,
         )
-    a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
+    a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
     pp = column(df, "pp")
     L = model.layers
     n = end_stage_layers(model, pp, balanced)
@@ -391,11 +401,15 @@ def stage_activation_table(
     elif balanced:
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
-        in_flight = memo(
-            df,
-            ["pp", "num_microbatches", "virtual_stages"],
-            lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
-        )["f"].to_numpy()
+        in_flight = column(
+            memo(
+                df,
+                ["pp", "num_microbatches", "virtual_stages"],
+                lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
+                None if cache is None else cache.setdefault(("in_flight", stage), {}),
+            ),
+            "f",
+        )
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
     return total + np.where((stage == "last") | (pp == 1), out, 0.0)

@@ -21,7 +21,7 @@ from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import column, on_distinct
+from hnplan.vectorise import Columns, column, on_distinct
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,7 @@ def training_memory_table(
     overheads: bool = True,
     catalog: Catalog | None = None,
     balanced: bool = False,
+    cache: dict | None = None,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -128,12 +129,15 @@ def training_memory_table(
         :func:`hnplan.memory.states.stack_accounting`).
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced :
         As :func:`training_memory`.
+    cache : dict, optional
+        Keeps per-shape activation values across calls for the same model and choices (a planner's
+        repeated search; :func:`hnplan.memory.activations.layer_activation_table`).
 
     Returns
     -------
     DataFrame
         Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first`` or
-        ``last``, categorical).
+        ``last``, categorical); a :class:`hnplan.vectorise.Columns` for one.
 
     Raises
     ------
@@ -161,13 +165,13 @@ def training_memory_table(
     act_kw = dict(
         sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8
     )
-    per_layer = layer_activation_table(model, df, seq_len, **act_kw)
+    per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
     best: dict | None = None
     last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
     for i, stage in enumerate(("first", "last")):
         st = dict(zip(TABLE_PARTS[:3], states[3 * i : 3 * i + 3]))
         st["activations_bytes"] = stage_activation_table(
-            model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, **act_kw
+            model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, cache=cache, **act_kw
         )
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
@@ -178,6 +182,8 @@ def training_memory_table(
             last_stage = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
             best = {k: np.where(last_stage, st[k], best[k]) for k in st}
     assert best is not None
+    if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
+        return Columns(best, {"stage": (last_stage.astype(np.int8), np.array(["first", "last"], dtype=object))})
     best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
     return pd.DataFrame(best)
 

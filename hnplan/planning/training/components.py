@@ -426,7 +426,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame
+    DataFrame or Columns (as ``df``)
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
     ch = job.choices
@@ -440,6 +440,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         sequence_parallel=ch.sequence_parallel,
         catalog=job.catalog,
         balanced=ch.pipeline_balanced_ends,
+        cache=job.memo.setdefault("memory", {}),
     )
 
 

@@ -265,8 +265,8 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     )
     mem = c.memory_per_gpu(job, plans)
     cols.update({f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]})
-    cols.update({k: mem[k].to_numpy() for k in MEMORY_PARTS})
-    cols["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
+    cols.update({k: mem[k] for k in MEMORY_PARTS})
+    cols["memory_per_gpu_bytes"] = mem["total_bytes"]
     cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
     apply_offload(job, cols, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
     step = sum(np.asarray(cols[f"t_{k}_s"]) for k in BREAKDOWN)

@@ -71,7 +71,7 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
         if moe.groups_per_token is not None:
             shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
-            q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+            q, d = _col(shape, "q"), _col(shape, "d")
             spans = (ep > 1) & (d > 1)
             reach = np.minimum.reduce(
                 [np.full(len(u), moe.active_experts), d, moe.groups_per_token * np.ceil(d / moe.expert_groups)]
