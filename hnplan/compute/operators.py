@@ -321,31 +321,43 @@ def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
             per[key] = eff.get(kernel_class(str(name), str(kind)), 1.0)
         return per[key]
 
-    return np.fromiter((fraction(n, k) for n, k in zip(names, kinds)), dtype=float, count=len(names))
+    for key in set(zip(names, kinds)):  # a few dozen distinct operators; then a lookup per row
+        fraction(*key)
+    return np.fromiter(map(per.__getitem__, zip(names, kinds)), dtype=float, count=len(names))
+
+
+def _labels(values) -> tuple[np.ndarray, dict]:
+    """Integer codes of a column of labels and the code of each label (a few distinct labels)."""
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), index
+
+
+def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
+    """Rows whose label (:func:`_labels`) is one of ``values`` [bool array]."""
+    codes, index = labels
+    return np.isin(codes, [index[v] for v in values if v in index])
 
 
 def _times(rows, acc: Accelerator, dtype: str):
     """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
     attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
     the other operators ``max(compute, memory) + kernel overhead``."""
-    kind = np.array([r[2] for r in rows])
-    phase = np.array([r[3] for r in rows])
-    flops = np.array([r[5] for r in rows], dtype=float)
-    nbytes = np.array([r[6] for r in rows], dtype=float)
-    m, n, k, g = (np.array([r[i] for r in rows], dtype=float) for i in (7, 8, 9, 10))
-    is_gemm, is_attn = kind == "gemm", kind == "attention"
-    is_bmm = (kind == "attention-gemm") | (kind == "gemm-bf16")  # bf16 GEMMs of any pass
+    cols = list(zip(*rows))  # one pass over the rows, then a column at a time
+    kind, phase = _labels(cols[2]), _labels(cols[3])
+    flops, nbytes, m, n, k, g = (np.array(cols[i], dtype=float) for i in (5, 6, 7, 8, 9, 10))
+    is_gemm, is_attn = _label_is(kind, "gemm"), _label_is(kind, "attention")
+    is_bmm = _label_is(kind, "attention-gemm", "gemm-bf16")  # bf16 GEMMs of any pass
     eff = np.ones_like(flops)
     rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
     compute_s = flops / rate
     if is_attn.any():
         compute_s[is_attn] = attention_compute_s(
-            acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], phase[is_attn] == "bwd"
+            acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], _label_is(phase, "bwd")[is_attn]
         )
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:
-        memory_s = memory_s / memory_kernel_fractions(acc, [r[0] for r in rows], kind)
+        memory_s = memory_s / memory_kernel_fractions(acc, cols[0], cols[2])
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():
