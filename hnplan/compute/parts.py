@@ -18,8 +18,9 @@ from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels
+from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operators import _check, _expander, _expert_mlp, _label_is, _labels, _raw_rows, _times
+from hnplan.compute.operator_rows import _check, _expander, _label_is, _labels, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
