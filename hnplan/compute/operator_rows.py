@@ -243,13 +243,26 @@ def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
     return np.isin(codes, [index[v] for v in values if v in index])
 
 
-def _times(rows, acc: Accelerator, dtype: str):
+ROW_FIELDS = ("name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k", "groups")
+
+
+def _columns(rows) -> dict:
+    """The raw rows as columns: the labels (name, scope, kind, phase) as :func:`_labels`, the rest as
+    float arrays."""
+    cols = list(zip(*rows)) or [()] * len(ROW_FIELDS)
+    out: dict = {f: _labels(cols[i]) for i, f in enumerate(ROW_FIELDS[:4])}
+    out.update({f: np.array(cols[i], dtype=float) for i, f in enumerate(ROW_FIELDS) if i >= 4})
+    return out
+
+
+def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None):
     """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
     attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
-    the other operators ``max(compute, memory) + kernel overhead``."""
-    cols = list(zip(*rows))  # one pass over the rows, then a column at a time
-    kind, phase = _labels(cols[2]), _labels(cols[3])
-    flops, nbytes, m, n, k, g = (np.array(cols[i], dtype=float) for i in (5, 6, 7, 8, 9, 10))
+    the other operators ``max(compute, memory) + kernel overhead``. ``columns``: :func:`_columns` of the
+    rows, when the caller has it."""
+    c = _columns(rows) if columns is None else columns
+    kind, phase = c["kind"], c["phase"]
+    flops, nbytes, m, n, k, g = (c[f] for f in ("flops", "bytes", "m", "n", "k", "groups"))
     is_gemm, is_attn = _label_is(kind, "gemm"), _label_is(kind, "attention")
     is_bmm = _label_is(kind, "attention-gemm", "gemm-bf16")  # bf16 GEMMs of any pass
     eff = np.ones_like(flops)
@@ -262,7 +275,13 @@ def _times(rows, acc: Accelerator, dtype: str):
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:
-        memory_s = memory_s / memory_kernel_fractions(acc, cols[0], cols[2])
+        names, kinds = ({v: i for i, v in c[f][1].items()} for f in ("name", "kind"))
+        pair = c["name"][0] * len(kinds) + kind[0]  # each distinct (name, kind) once
+        upair, at = np.unique(pair, return_inverse=True)
+        frac = memory_kernel_fractions(
+            acc, [names[p // len(kinds)] for p in upair], [kinds[p % len(kinds)] for p in upair]
+        )
+        memory_s = memory_s / frac[at]
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():

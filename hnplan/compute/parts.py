@@ -20,7 +20,7 @@ from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operator_rows import _check, _expander, _label_is, _labels, _raw_rows, _times
+from hnplan.compute.operator_rows import _check, _columns, _expander, _label_is, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
@@ -136,8 +136,9 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str) -> dict:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``."""
     if not rows:
         return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
-    _, _, t, _ = _times(rows, acc, dtype)
-    name, scope, kind, phase = (_labels(c) for c in list(zip(*rows))[:4])
+    cols = _columns(rows)
+    _, _, t, _ = _times(rows, acc, dtype, cols)
+    name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
     rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
     routed = _label_is(name, *ROUTED_OPS)
     bwd = _label_is(phase, "bwd", "bwd-data", "bwd-weight")
