@@ -74,26 +74,18 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
     codes, ukey = pd.factorize(key)
     pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
-    pcodes, upairs = pd.factorize(pair)
-    res = np.zeros(len(ukey))
-    memo = job.memo.setdefault(("collective_s", op), {})  # per group: sorted sizes and their times
-    for i, pr in enumerate(upairs):
-        sel = pcodes == i
-        group = (int(pr // base), int(pr % base))
-        want = u_n[sel]
-        known, times = memo.get(group, (np.zeros(0), np.zeros(0)))
-        pos = np.minimum(np.searchsorted(known, want), max(len(known) - 1, 0))
-        hit = known[pos] == want if len(known) else np.zeros(len(want), dtype=bool)
-        if not hit.all():
-            new = np.unique(want[~hit])
-            table = algorithm_table(op, new, job.group(*group))
-            known = np.concatenate([known, new])
-            times = np.concatenate([times, np.min(np.vstack(list(table.values())), axis=0)])
-            order = np.argsort(known, kind="stable")
-            known, times = known[order], times[order]
-            memo[group] = (known, times)
-            pos = np.searchsorted(known, want)
-        res[sel] = times[pos]
+    groups = np.stack([pair // base, pair % base], axis=1).tolist()
+    memo = job.memo.setdefault(("collective_s", op), {})  # {(size, stride, bytes): time}
+    keys = [(g, s, b) for (g, s), b in zip(groups, u_n.tolist())]
+    res = np.array([memo.get(k, np.nan) for k in keys])
+    miss = np.flatnonzero(np.isnan(res))
+    if len(miss):
+        pcodes, upairs = pd.factorize(pair[miss])
+        for i, pr in enumerate(upairs):
+            at = miss[pcodes == i]
+            table = algorithm_table(op, u_n[at], job.group(int(pr // base), int(pr % base)))
+            res[at] = np.min(np.vstack(list(table.values())), axis=0)
+        memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
 
