@@ -138,7 +138,10 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
 def _layer_counts(model: Model, layers: range | None = None) -> dict:
     layers = range(model.layers) if layers is None else layers
     first_dense = model.layers if model.moe is None else model.moe.first_dense_layers
-    dense = sum(1 for i in layers if i < first_dense)
+    if isinstance(layers, range) and layers.step == 1:  # the layers below first_dense, counted at once
+        dense = max(0, min(layers.stop, first_dense) - layers.start)
+    else:
+        dense = sum(1 for i in layers if i < first_dense)
     return {"dense-layer": dense, "moe-layer": len(layers) - dense}
 
 
