@@ -129,8 +129,8 @@ def column(table, key: str) -> np.ndarray:
 def distinct_values(table, key: str) -> list:
     """The distinct values of one column of a table (DataFrame or :class:`Columns`)."""
     if isinstance(table, Columns):
-        codes, values = table.codes(key)
-        return values[np.flatnonzero(np.bincount(codes, minlength=len(values)))].tolist()
+        _, uniq = table.factorize([key])  # cached on the table
+        return uniq[key].tolist()
     return list(pd.unique(table[key]))
 
 
