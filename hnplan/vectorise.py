@@ -50,19 +50,6 @@ class Columns:
         self._codes: dict = {}
         self._distinct: dict = {}
 
-    @classmethod
-    def from_frame(cls, df: pd.DataFrame, keys, categorical=()) -> Columns:
-        """The ``keys`` columns of a frame; those named in ``categorical`` as codes (:func:`pandas.factorize`)."""
-        cats = {}
-        for k in categorical:
-            col = df[k]
-            if isinstance(col.dtype, pd.CategoricalDtype):
-                cats[k] = (col.cat.codes.to_numpy(), np.asarray(col.cat.categories, dtype=object))
-            else:
-                codes, uniq = pd.factorize(col, sort=False)
-                cats[k] = (codes, np.asarray(uniq, dtype=object))
-        return cls({k: df[k].to_numpy() for k in keys if k not in cats}, cats)
-
     def __getitem__(self, key: str) -> np.ndarray:
         if key in self._data:
             return self._data[key]
@@ -79,9 +66,6 @@ class Columns:
 
     def __contains__(self, key) -> bool:
         return key in self._data or key in self._cats
-
-    def is_categorical(self, key: str) -> bool:
-        return key in self._cats
 
     def codes(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """``(codes, values)`` of one column: ``values[codes]`` is the column (cached)."""
