@@ -169,12 +169,9 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
 
 def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
     """Every quantity of the slowest stage (largest first entry; the earlier stage on a tie) per candidate."""
-    first = np.array([np.asarray(q[0], dtype=float) for q in per_stage])  # [stage, candidate]
-    n = first.shape[1]
-    at = np.argmax(first, axis=0) * n + np.arange(n)  # the slowest stage's entry, flat
-    return [
-        np.concatenate(np.broadcast_arrays(*(q[i] for q in per_stage)), axis=None)[at] for i in range(len(per_stage[0]))
-    ]
+    table = np.array([np.broadcast_arrays(*q) for q in per_stage], dtype=float).transpose(1, 0, 2)  # [q, stage, n]
+    slowest = np.argmax(table[0], axis=0)
+    return list(np.take_along_axis(table, slowest[None, None, :], axis=1)[:, 0, :])
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
