@@ -9,8 +9,9 @@ generation, evaluation and the fixed per-call cost, with the peak memory, for tw
 Usage: python benchmarks/bench_planner.py [--repeat N]
 
 *Cold* is the first search on a fresh catalog (the operator-level part times of every micro-batch
-shape computed); *warm* is the best of N repeats on the same catalog (the part times memoised on the
-system's Design, as in a sizing loop or a sweep). Wall time and process CPU time are both printed:
+shape computed); *warm* is the best of N repeats with the same job and catalog (the part times memoised
+on the system's Design, the collective times and per-shape activation bytes on the job, as in a sizing
+loop or a sweep). Wall time and process CPU time are both printed:
 on a shared machine the CPU time is the steadier figure. The fixed per-call cost is a one-candidate
 evaluation (warm). Peak memory: the largest Python-traced allocation during one warm evaluation
 (tracemalloc, numpy arrays included) and the process's maximum resident set size. Target (issue 16):
