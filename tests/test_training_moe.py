@@ -231,3 +231,44 @@ def test_cross_domain_all_to_all_carries_the_expected_domains(cat):
     assert cross > inside  # the 50 GB/s NICs set the pace
     t = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
     assert t == pytest.approx(2 * cross, rel=1e-9)  # forward and backward (no recomputation), dispatch + combine each
+
+
+def test_permutation_bytes_by_dispatcher(cat):
+    # DeepSeek-V3, 4,096 tokens a micro-batch, top-8: a = 32,768 copies of 7,168 bf16 elements. The flex dispatcher
+    # (DeepEP / HybridEP) keeps only the local permute and its inverse: 2a h read and written; Megatron-Core's NCCL
+    # all-to-all dispatcher adds the global permute (k copies written) and the global unpermute (summed into
+    # 4,096 rows): 4a h read, (3a + 4096) h written; in bytes (x 2) the ratio is (7 x 8 + 1) / (4 x 8) = 57 / 32
+    from hnplan.compute import operator_table
+
+    model, acc = cat.model("deepseek-v3"), cat.accelerator("h800-sxm")
+    fwd = {}
+    for s in ("megatron-core", "megatron-core-ep-overlap"):
+        t = operator_table(model, acc, "train", 1, 4096, ep=64, stack=cat.stack(s))
+        row = t[(t["name"] == "moe_permute") & (t["phase"] == "fwd")]
+        fwd[cat.stack(s).ep_dispatcher] = float(row["bytes"].sum())
+    a, h = 4096 * 8, 7168
+    assert fwd["flex"] == pytest.approx(2 * (2 * a * h + 2 * a * h))
+    assert fwd["alltoall"] == pytest.approx(2 * (4 * a * h + (3 * a + 4096) * h))
+    assert fwd["alltoall"] / fwd["flex"] == pytest.approx(57 / 32)
+
+
+def test_flex_dispatch_merges_copies_per_node_without_group_limits(cat):
+    # Mixtral 8x7B (8 experts, top-2) at EP 16 over two 8-GPU H100 servers, 4 experts a server: with the flex
+    # dispatcher a token crosses InfiniBand once per server its 2 experts sit on, 2 x (1 - C(4, 2) / C(8, 2)) =
+    # 2 x (1 - 6 / 28) = 1.571 servers; Megatron-Core's NCCL all-to-all sends both copies, half of them off-server
+    df = _plans(ep=16, dp=16)
+    jobs = {
+        d: make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 16, 4096, 16, "bf16", cat, overrides={"ep_dispatcher": d})
+        for d in ("alltoall", "flex")
+    }
+    assert float(moe.expected_domains(8, 2, None, None, 2)[0]) == pytest.approx(2 * (1 - 6 / 28))
+    t = {d: float(moe.ep_comm_per_microbatch(j, df, np.array([1]))[0]) for d, j in jobs.items()}
+    row = ep_token_bytes(4096)
+    g = jobs["flex"].group(16, 1)
+    assert (g.domains, g.per_domain) == (2, 8)
+    cross = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * 2 * (1 - 6 / 28) * row]), [2], [8])[0]
+    inside = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * 2 * row]), [8], [1])[0]
+    assert t["flex"] == pytest.approx(4 * max(cross, inside), rel=1e-9)  # 2 passes x (dispatch + combine)
+    flat = coll.collective_s(jobs["alltoall"], "alltoall", np.array([4096 * 2 * row]), [16], [1])[0]
+    assert t["alltoall"] == pytest.approx(4 * flat, rel=1e-9)
+    assert t["flex"] < t["alltoall"]

@@ -49,14 +49,16 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     :func:`hnplan.comm.messages.ep_token_bytes` wide: bf16, or FP8 with its scales for the dispatch
     and its mirror when the stack dispatches in FP8 (``ep_dispatch_fp8``, fp8 training only); the busiest
     rank carries ``moe_load_imbalance`` times the mean (:func:`hnplan.comm.messages.ep_alltoall_bytes`).
-    With group-limited routing (catalog ``expert_groups`` / ``groups_per_token``) and an EP group
-    spanning ``D`` scale-up domains, a token crosses the scale-out network once per destination domain
-    (the expected number of distinct domains its ``k`` experts sit on, :func:`expected_domains`) and is
-    forwarded to its experts inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec.
-    3.2.2: node-limited routing, IB and NVLink traffic fully overlapped; DeepEP's internode kernels send a
-    token once per destination node over RDMA and forward it over NVLink), so the time is the larger of a
-    cross-domain all-to-all of ``T x domains`` copies over one rank per domain and an in-domain
-    all-to-all of ``T k`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
+    The stack's ``ep_dispatcher`` sets the path. ``alltoall`` (Megatron-Core's NCCL dispatcher): a
+    pairwise all-to-all of the ``T k`` copies over the whole EP group, wherever the experts sit.
+    ``flex`` (DeepEP / HybridEP) with an EP group spanning ``D`` scale-up domains: a token crosses the
+    scale-out network once per destination domain (the expected number of distinct domains its ``k``
+    experts sit on, :func:`expected_domains`, with group-limited routing where the model has it: catalog
+    ``expert_groups`` / ``groups_per_token``) and is forwarded to its experts inside the domain; the two
+    phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited routing, IB and NVLink traffic
+    fully overlapped; DeepEP's internode kernels send a token once per destination node over RDMA and
+    forward it over NVLink), so the time is the larger of a cross-domain all-to-all of ``T x domains``
+    copies over one rank per domain and an in-domain all-to-all of ``T k`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
     has one: what a published expert-parallel library reaches (DeepEP: 153-158 GB/s of the H800's 200 GB/s
     NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
     NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
@@ -65,13 +67,14 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     if moe is None:
         return np.zeros(len(df))
     ch = job.choices
+    flex = ch.ep_dispatcher == "flex"
     fp8 = bool(ch.ep_dispatch_fp8) and job.dtype == "fp8"
     widths = (ep_token_bytes(job.model.hidden, fp8), ep_token_bytes(job.model.hidden, False))
 
     def per_shape(u):  # once per distinct (ep, tp, cp, micro-batch, recompute)
         ep, tp, cp, mb = _col(u, "ep"), _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
         tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
-        if moe.groups_per_token is not None:
+        if flex:
             shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
             q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
             spans = (ep > 1) & (d > 1)
@@ -79,7 +82,7 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         t = np.zeros(len(u))
         for row_bytes in widths:  # one dispatch and one combine
             one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
-            if moe.groups_per_token is not None:
+            if flex:
                 cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
                 inside = collective_s(
                     job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp
@@ -97,9 +100,12 @@ def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
     return g.per_domain, g.domains
 
 
-def expected_domains(experts: int, k: int, groups: int, groups_per_token: int, domains) -> np.ndarray:
-    """Expected number of distinct scale-up domains a token's ``k`` experts sit on, with group-limited
-    routing over an EP group spread evenly across ``domains`` domains [-].
+def expected_domains(experts: int, k: int, groups: int | None, groups_per_token: int | None, domains) -> np.ndarray:
+    """Expected number of distinct scale-up domains a token's ``k`` experts sit on, over an EP group
+    spread evenly across ``domains`` domains [-].
+
+    Without group-limited routing (``groups`` None) the ``k`` experts are any ``k`` of ``experts``:
+    ``D (1 - C(experts - e, k) / C(experts, k))`` with ``e = experts / D`` experts a domain. With it:
 
     The router (DeepSeek-V3 report [5]_ Sec. 2.1.2 and 3.2.2; Megatron-Core ``group_limited_topk``)
     ranks the ``groups`` expert groups by the sum of their top ``k / groups_per_token`` scores, keeps
@@ -124,8 +130,8 @@ def expected_domains(experts: int, k: int, groups: int, groups_per_token: int, d
     ----------
     experts, k : int
         Routed experts and experts per token.
-    groups, groups_per_token : int
-        Expert groups and groups a token may use.
+    groups, groups_per_token : int or None
+        Expert groups and groups a token may use (None: no group-limited routing).
     domains : array
         Scale-up domains the EP group spans (``D >= 1``).
 
@@ -140,9 +146,14 @@ def expected_domains(experts: int, k: int, groups: int, groups_per_token: int, d
     4.0
     >>> round(float(expected_domains(256, 8, 8, 4, 16)[0]), 3)  # 16 nodes of 16 experts: 4 x 2 x (1 - 120/496)
     6.065
+    >>> round(float(expected_domains(8, 2, None, None, 4)[0]), 4)  # Mixtral on 4 nodes: 4 x (1 - C(6,2)/C(8,2))
+    1.8571
     """
     d = np.atleast_1d(np.asarray(domains, dtype=float))
     e = experts / d  # experts a domain holds
+    if groups is None or groups_per_token is None:
+        plain = d * (1.0 - comb(experts - e, float(k)) / comb(float(experts), float(k)))
+        return np.clip(plain, 1.0, np.minimum(float(k), d))
     n = experts / groups  # experts a group holds
     g = float(groups_per_token)
     j = max(1.0, float(k // groups_per_token))
