@@ -219,13 +219,17 @@ def test_cross_domain_all_to_all_carries_the_expected_domains(cat):
     df = _plans(tp=2, ep=64, dp=64, pp=8)
     assert job.group(64, 2).domains == 16 and job.group(64, 2).per_domain == 4
     reach = 4 * 2 * (1 - 120 / 496)
+    # and its 2 experts in each chosen group of 32 experts (8 ranks of 4) sit on 4 x 8 x (1 - C(28, 2) / C(32, 2))
+    # = 7.61 of the 64 ranks, each of which receives the token once over NVLink
+    ranks = 4 * 8 * (1 - 378 / 496)
+    assert float(moe.expected_domains(256, 8, 8, 4, 64)[0]) == pytest.approx(ranks)
     tokens = 4096 / 2
     cross = sum(
         float(coll.collective_s(job, "alltoall", np.array([tokens * reach * b]), np.array([16]), np.array([8]))[0])
         for b in (ep_token_bytes(7168), ep_token_bytes(7168))
     )
     inside = sum(
-        float(coll.collective_s(job, "alltoall", np.array([tokens * 8 * b]), np.array([4]), np.array([2]))[0])
+        float(coll.collective_s(job, "alltoall", np.array([tokens * ranks * b]), np.array([4]), np.array([2]))[0])
         for b in (ep_token_bytes(7168), ep_token_bytes(7168))
     )
     assert cross > inside  # the 50 GB/s NICs set the pace
@@ -252,23 +256,43 @@ def test_permutation_bytes_by_dispatcher(cat):
     assert fwd["alltoall"] / fwd["flex"] == pytest.approx(57 / 32)
 
 
-def test_flex_dispatch_merges_copies_per_node_without_group_limits(cat):
-    # Mixtral 8x7B (8 experts, top-2) at EP 16 over two 8-GPU H100 servers, 4 experts a server: with the flex
-    # dispatcher a token crosses InfiniBand once per server its 2 experts sit on, 2 x (1 - C(4, 2) / C(8, 2)) =
-    # 2 x (1 - 6 / 28) = 1.571 servers; Megatron-Core's NCCL all-to-all sends both copies, half of them off-server
-    df = _plans(ep=16, dp=16)
+def test_flex_dispatch_merges_copies_per_node_and_rank_without_group_limits(cat):
+    # Qwen3-30B-A3B (128 experts, top-8, no expert groups) at EP 32 over four 8-GPU H100 servers, 32 experts a
+    # server and 4 a rank. Flex (DeepEP): a token crosses InfiniBand once per server its 8 experts sit on,
+    # 4 (1 - C(96, 8) / C(128, 8)) = 3.63 servers, and reaches 32 (1 - C(124, 8) / C(128, 8)) = 7.37 ranks once
+    # each; Megatron-Core's NCCL all-to-all sends all 8 copies, 3/4 of them off-server
+    from math import comb
+
+    domains = 4 * (1 - comb(96, 8) / comb(128, 8))
+    ranks = 32 * (1 - comb(124, 8) / comb(128, 8))
+    assert float(moe.expected_domains(128, 8, None, None, 4)[0]) == pytest.approx(domains)
+    assert float(moe.expected_domains(128, 8, None, None, 32)[0]) == pytest.approx(ranks)
+    df = _plans(ep=32, dp=32)
     jobs = {
-        d: make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 16, 4096, 16, "bf16", cat, overrides={"ep_dispatcher": d})
+        d: make_job("qwen3-30b-a3b", "hgx-h100-ib-ndr", 32, 4096, 32, "bf16", cat, overrides={"ep_dispatcher": d})
         for d in ("alltoall", "flex")
     }
-    assert float(moe.expected_domains(8, 2, None, None, 2)[0]) == pytest.approx(2 * (1 - 6 / 28))
     t = {d: float(moe.ep_comm_per_microbatch(j, df, np.array([1]))[0]) for d, j in jobs.items()}
-    row = ep_token_bytes(4096)
-    g = jobs["flex"].group(16, 1)
-    assert (g.domains, g.per_domain) == (2, 8)
-    cross = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * 2 * (1 - 6 / 28) * row]), [2], [8])[0]
-    inside = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * 2 * row]), [8], [1])[0]
+    row = ep_token_bytes(2048)
+    g = jobs["flex"].group(32, 1)
+    assert (g.domains, g.per_domain) == (4, 8)
+    cross = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * domains * row]), [4], [8])[0]
+    inside = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * ranks * row]), [8], [1])[0]
     assert t["flex"] == pytest.approx(4 * max(cross, inside), rel=1e-9)  # 2 passes x (dispatch + combine)
-    flat = coll.collective_s(jobs["alltoall"], "alltoall", np.array([4096 * 2 * row]), [16], [1])[0]
+    flat = coll.collective_s(jobs["alltoall"], "alltoall", np.array([4096 * 8 * row]), [32], [1])[0]
     assert t["alltoall"] == pytest.approx(4 * flat, rel=1e-9)
-    assert t["flex"] < t["alltoall"]
+    assert t["flex"] < 0.6 * t["alltoall"]
+
+
+def test_flex_dispatch_inside_one_server_sends_a_token_once_per_rank(cat):
+    # DeepSeek-V3 at EP 8 in one B200 server: each rank holds one expert group of 32, a token's 8 experts sit in 4
+    # groups, so DeepEP / HybridEP send it to 4 ranks (DeepEP counts its NVLink bandwidth on these rows); the NCCL
+    # all-to-all sends 8 copies
+    df = _plans(ep=8, dp=8)
+    assert float(moe.expected_domains(256, 8, 8, 4, 8)[0]) == 4.0
+    row = ep_token_bytes(7168)
+    for d, copies in (("alltoall", 8), ("flex", 4)):
+        job = make_job("deepseek-v3", "dgx-b200-ib-ndr", 8, 4096, 8, "bf16", cat, overrides={"ep_dispatcher": d})
+        one = float(coll.collective_s(job, "alltoall", np.array([4096 * copies * row]), [8], [1])[0])
+        t = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
+        assert t == pytest.approx(4 * one, rel=1e-9)  # forward and backward, dispatch and combine

@@ -51,14 +51,17 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     rank carries ``moe_load_imbalance`` times the mean (:func:`hnplan.comm.messages.ep_alltoall_bytes`).
     The stack's ``ep_dispatcher`` sets the path. ``alltoall`` (Megatron-Core's NCCL dispatcher): a
     pairwise all-to-all of the ``T k`` copies over the whole EP group, wherever the experts sit.
-    ``flex`` (DeepEP / HybridEP) with an EP group spanning ``D`` scale-up domains: a token crosses the
-    scale-out network once per destination domain (the expected number of distinct domains its ``k``
-    experts sit on, :func:`expected_domains`, with group-limited routing where the model has it: catalog
-    ``expert_groups`` / ``groups_per_token``) and is forwarded to its experts inside the domain; the two
-    phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited routing, IB and NVLink traffic
-    fully overlapped; DeepEP's internode kernels send a token once per destination node over RDMA and
-    forward it over NVLink), so the time is the larger of a cross-domain all-to-all of ``T x domains``
-    copies over one rank per domain and an in-domain all-to-all of ``T k`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
+    ``flex`` (DeepEP / HybridEP): a token goes once to each distinct rank its ``k`` experts sit on
+    (:func:`expected_domains` over the ``ep`` ranks, with group-limited routing where the model has it:
+    catalog ``expert_groups`` / ``groups_per_token``; DeepEP's intranode kernels send one row per token and
+    destination rank, and its benchmarks, ``tests/test_intranode.py``, count the NVLink bandwidth on those
+    rows, as the catalog's ``alltoall_efficiency`` does). With an EP group spanning ``D`` scale-up domains it crosses the
+    scale-out network once per destination domain (the expected distinct domains) and is forwarded to its
+    ranks inside the domain; the two phases overlap (DeepSeek-V3 report [5]_ Sec. 3.2.2: node-limited
+    routing, IB and NVLink traffic fully overlapped; DeepEP's internode kernels send a token once per
+    destination node over RDMA and forward it over NVLink), so the time is the larger of a cross-domain
+    all-to-all of ``T x domains`` copies over one rank per domain and an in-domain all-to-all of
+    ``T x ranks`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
     has one: what a published expert-parallel library reaches (DeepEP: 153-158 GB/s of the H800's 200 GB/s
     NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
     NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
@@ -79,14 +82,17 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
             q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
             spans = (ep > 1) & (d > 1)
             reach = expected_domains(moe.experts, moe.active_experts, moe.expert_groups, moe.groups_per_token, d)
+            # a token reaches each of its distinct destination ranks once (the ranks are domains of
+            # experts / ep experts each)
+            copies = expected_domains(moe.experts, moe.active_experts, moe.expert_groups, moe.groups_per_token, ep)
+        else:
+            copies = np.full(len(u), float(moe.active_experts))
         t = np.zeros(len(u))
         for row_bytes in widths:  # one dispatch and one combine
-            one = collective_s(job, "alltoall", tokens * moe.active_experts * row_bytes, ep, tp)
+            one = collective_s(job, "alltoall", tokens * copies * row_bytes, ep, tp)
             if flex:
                 cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
-                inside = collective_s(
-                    job, "alltoall", tokens * moe.active_experts * row_bytes, np.where(spans, q, 1), tp
-                )
+                inside = collective_s(job, "alltoall", tokens * copies * row_bytes, np.where(spans, q, 1), tp)
                 one = np.where(spans, np.maximum(cross, inside), one)
             t = t + one
         return 2 + recompute_is(u, "full"), t
