@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes
+from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes, random_routing_peak
 from hnplan.planning.training import ParallelPlan, estimate_training_step, make_job, moe
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
@@ -49,7 +49,10 @@ def test_all_to_all_passes_per_layer(cat):
     job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 64, 4096, 64, "bf16", cat)
     none = float(moe.ep_comm_per_microbatch(job, _plans(), np.array([1]))[0])
     full = float(moe.ep_comm_per_microbatch(job, _plans(recompute="full"), np.array([1]))[0])
-    one = float(coll.collective_s(job, "alltoall", np.array([4096 * 2 * 8192.0]), np.array([8]), np.array([1]))[0])
+    peak = float(random_routing_peak(4096, 2, 8, 8)[0])  # the busiest of 8 ranks under random routing
+    one = float(
+        coll.collective_s(job, "alltoall", np.array([4096 * peak * 2 * 8192.0]), np.array([8]), np.array([1]))[0]
+    )
     assert none == pytest.approx(4 * one, rel=1e-12)
     assert full == pytest.approx(6 * one, rel=1e-12)
     assert float(moe.ep_comm_per_microbatch(job, _plans(), np.array([3]))[0]) == pytest.approx(3 * none)
@@ -90,8 +93,10 @@ def test_imbalance_scales_the_routed_experts_only(cat):
     # pp = 1: the one stage holds the 58 MoE layers and the multi-token-prediction module's MoE layer
     moe_layers = float(base["moe_layers"].iloc[0])
     assert moe_layers == 59
+    # both on top of the busiest rank's random-routing peak (4,096 tokens, top-8 of 256 over 8 ranks)
+    peak = float(random_routing_peak(4096, 8, 256, 8)[0])
     assert float(more["t_compute_mb"].iloc[0] - base["t_compute_mb"].iloc[0]) == pytest.approx(
-        0.5 * moe_layers * routed
+        0.5 * peak * moe_layers * routed
     )
     # and the all-to-all of the busiest rank carries 1.5 x the bytes
     t1 = moe.ep_comm_per_microbatch(jobs[1.0], df, np.array([1]))[0]
@@ -223,7 +228,7 @@ def test_cross_domain_all_to_all_carries_the_expected_domains(cat):
     # = 7.61 of the 64 ranks, each of which receives the token once over NVLink
     ranks = 4 * 8 * (1 - 378 / 496)
     assert float(moe.expected_domains(256, 8, 8, 4, 64)[0]) == pytest.approx(ranks)
-    tokens = 4096 / 2
+    tokens = 4096 / 2 * float(random_routing_peak(2048, 8, 256, 64)[0])  # the busiest rank's random-routing peak
     cross = sum(
         float(coll.collective_s(job, "alltoall", np.array([tokens * reach * b]), np.array([16]), np.array([8]))[0])
         for b in (ep_token_bytes(7168), ep_token_bytes(7168))
@@ -273,7 +278,7 @@ def test_flex_dispatch_merges_copies_per_node_and_rank_without_group_limits(cat)
         for d in ("alltoall", "flex")
     }
     t = {d: float(moe.ep_comm_per_microbatch(j, df, np.array([1]))[0]) for d, j in jobs.items()}
-    row = ep_token_bytes(2048)
+    row = ep_token_bytes(2048) * float(random_routing_peak(4096, 8, 128, 32)[0])  # the busiest rank's share
     g = jobs["flex"].group(32, 1)
     assert (g.domains, g.per_domain) == (4, 8)
     cross = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * domains * row]), [4], [8])[0]
@@ -290,9 +295,26 @@ def test_flex_dispatch_inside_one_server_sends_a_token_once_per_rank(cat):
     # all-to-all sends 8 copies
     df = _plans(ep=8, dp=8)
     assert float(moe.expected_domains(256, 8, 8, 4, 8)[0]) == 4.0
-    row = ep_token_bytes(7168)
+    row = ep_token_bytes(7168) * float(random_routing_peak(4096, 8, 256, 8)[0])  # the busiest rank's share
     for d, copies in (("alltoall", 8), ("flex", 4)):
         job = make_job("deepseek-v3", "dgx-b200-ib-ndr", 8, 4096, 8, "bf16", cat, overrides={"ep_dispatcher": d})
         one = float(coll.collective_s(job, "alltoall", np.array([4096 * copies * row]), [8], [1])[0])
         t = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
         assert t == pytest.approx(4 * one, rel=1e-9)  # forward and backward, dispatch and combine
+
+
+def test_random_routing_peak_against_a_simulation():
+    # 64 ranks route 256 tokens each, top-8 of 256 experts at random (4 experts a rank): the busiest rank's
+    # copies over the mean, averaged over 12 micro-batches, against the normal-order-statistics form; and the
+    # properties: 1 at EP 1, smaller with more tokens a rank
+    rng = np.random.default_rng(3)
+    ep, tokens, k, experts = 64, 256, 8, 256
+    peaks = []
+    for _ in range(12):
+        top = np.argpartition(rng.random((ep * tokens, experts)), k, axis=1)[:, :k]
+        load = np.bincount((top // (experts // ep)).ravel(), minlength=ep)
+        peaks.append(load.max() / load.mean())
+    model = float(random_routing_peak(tokens, k, experts, ep)[0])
+    assert model - 1 == pytest.approx(np.mean(peaks) - 1, rel=0.2)
+    assert float(random_routing_peak(4096, 8, 256, 1)[0]) == 1.0
+    assert random_routing_peak(16384, 8, 256, 64)[0] < random_routing_peak(4096, 8, 256, 64)[0]

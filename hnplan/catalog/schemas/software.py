@@ -118,9 +118,10 @@ class StackChoices(_Strict):
         permute remains. Bytes: :mod:`hnplan.compute.layer_ops`; traffic:
         :func:`hnplan.planning.training.moe.ep_comm_per_microbatch`.
     moe_load_imbalance : float
-        Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
-        rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
-        benchmark routing.
+        Tokens routed to the busiest expert-parallel rank over the mean beyond the peak of random
+        routing, >= 1: the step waits for that rank, so its routed-expert GEMMs and its all-to-all traffic
+        scale by it times the random peak (:func:`hnplan.comm.messages.random_routing_peak`, about 1 %
+        with thousands of tokens a rank). 1 for force-balanced benchmark routing (random logits).
     pipeline_schedule : {"1f1b", "dualpipe"}
         The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
         1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
@@ -194,7 +195,8 @@ class StackChoices(_Strict):
     moe_load_imbalance: float = Field(
         default=1.0,
         ge=1.0,
-        description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
+        description="tokens routed to the busiest expert-parallel rank over the mean, beyond the peak of random "
+        "routing (1 = random or force-balanced routing)",
     )
     pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b",

@@ -15,7 +15,7 @@ from scipy.special import comb
 
 from hnplan.comm.messages import ep_token_bytes
 from hnplan.planning.training.collectives import collective_s
-from hnplan.planning.training.components import Job, _col, recompute_is
+from hnplan.planning.training.components import Job, _col, busiest_rank_load, recompute_is
 from hnplan.vectorise import memo, on_distinct
 
 
@@ -48,7 +48,8 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     ``T k`` token copies over the EP group (carved from ``dp x cp``, stride ``tp``), each copy
     :func:`hnplan.comm.messages.ep_token_bytes` wide: bf16, or FP8 with its scales for the dispatch
     and its mirror when the stack dispatches in FP8 (``ep_dispatch_fp8``, fp8 training only); the busiest
-    rank carries ``moe_load_imbalance`` times the mean (:func:`hnplan.comm.messages.ep_alltoall_bytes`).
+    rank carries :func:`~hnplan.planning.training.components.busiest_rank_load` times the mean (the stack's
+    ``moe_load_imbalance`` times the peak of random routing; :func:`hnplan.comm.messages.ep_alltoall_bytes`).
     The stack's ``ep_dispatcher`` sets the path. ``alltoall`` (Megatron-Core's NCCL dispatcher): a
     pairwise all-to-all of the ``T k`` copies over the whole EP group, wherever the experts sit.
     ``flex`` (DeepEP / HybridEP): a token goes once to each distinct rank its ``k`` experts sit on
@@ -76,7 +77,7 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
 
     def per_shape(u):  # once per distinct (ep, tp, cp, micro-batch, recompute)
         ep, tp, cp, mb = _col(u, "ep"), _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
-        tokens = mb * job.seq_len / (cp * tp) * ch.moe_load_imbalance
+        tokens = mb * job.seq_len / (cp * tp) * busiest_rank_load(job, u)
         if flex:
             shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
             q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
