@@ -46,7 +46,7 @@ def simulate(
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
-    from hnplan.cluster import simulate_cluster
+    from hnplan.cluster import load_text, simulate_cluster
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -103,7 +103,8 @@ def simulate(
         s = d
         rows = [
             ("utilisation (productive)", f"{s['utilisation']:.1%}"),
-            ("allocation rate", f"{s['allocation_rate']:.1%} (offered load {s['offered_load']:.1%})"),
+            ("allocation rate", f"{s['allocation_rate']:.1%}"),
+            ("offered load", load_text(s)),
             (
                 "fragmentation",
                 f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",
@@ -128,7 +129,9 @@ def simulate(
                 ),
             ),
         ]
-        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, window {s['window_s'] / 86400:.1f} days", rows))
+        w = s["window_s"]
+        span = f"{w / 86400:.1f} days" if w >= 86400 else f"{w / 3600:.1f} h"
+        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")

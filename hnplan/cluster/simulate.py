@@ -52,8 +52,9 @@ class ClusterResult:
     ----------
     summary : dict
         ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
-        (allocated / installed), ``offered_load`` (all the jobs' GPU-time over installed GPU-time of the
-        window), ``offered_load_window`` (the part of it inside the measuring window, had every job
+        (allocated / installed), ``offered_load`` (:func:`offered_load_of`: the GPU-hours the jobs demand
+        per GPU-hour of capacity over the arrival window; above 1 the cluster is oversubscribed),
+        ``oversubscribed`` (``offered_load > 1``), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
@@ -107,6 +108,34 @@ def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
     a = jobs["arrival_s"].to_numpy(float)
     inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
     return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / 1000 * inside).sum())
+
+
+def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
+    """Offered load of a job table on ``gpus`` GPUs [fraction]: the GPU-seconds the jobs demand
+    (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
+    ``window_s`` [s] (the simulated days, else up to the last arrival).
+
+    This is the queueing literature's offered load ``rho = lambda E[S] / c`` (arrival rate times mean
+    service demand over capacity; Harchol-Balter, *Performance Modeling and Design of Computer Systems*,
+    2013, ch. 2) measured on the jobs of the run, so it is the same number however the run is sized
+    (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more GPU-time than the cluster
+    has while they arrive: the queue grows and the run ends after the window.
+
+    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
+    >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
+    0.5
+    """
+    demand = float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
+    return demand / (gpus * window_s)
+
+
+def load_text(summary: dict) -> str:
+    """The offered load of a run's summary for people: ``85.0%``, or above 100 % labelled
+    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``."""
+    x, window_h = summary["offered_load"], summary["window_s"] / 3600.0
+    if x <= 1:
+        return f"{x:.1%}"
+    return f"{x:.1%} (oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window)"
 
 
 def resolve_jobs(
@@ -314,6 +343,7 @@ def _result(
     sd = done["slowdown"].to_numpy()
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
+    load = offered_load_of(jobs, topo.gpus, window)
     summary = {
         "system": topo.system_id,
         "gpus": topo.gpus,
@@ -321,8 +351,8 @@ def _result(
         "window_s": float(window),
         "warmup_s": float(warm),
         "end_s": float(end),
-        "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
-        / (topo.gpus * window),
+        "offered_load": load,
+        "oversubscribed": load > 1,
         "offered_load_window": _window_demand(jobs, warm, window) / cap,
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
