@@ -283,6 +283,11 @@ GOOD = {**BASE, **RUNS[0], "metric": "step_time_s", "published": 3.0}
         ([GOOD, GOOD], "run r8: field id: given twice"),
         ({"id": "r8"}, "expected a non-empty YAML list of runs"),
         ([{**GOOD, "fixed": {"tp": 1, "pipeline": 2}}], "run r8: unknown plan fields ['pipeline']"),
+        (
+            [{**{k: v for k, v in GOOD.items() if k != "gpus"}, "gpu": 8}],
+            "run r8: field gpu: unknown (did you mean gpus?); field gpus: required",
+        ),
+        ([{**GOOD, "seqlen": 4096}], "run r8: field seqlen: unknown (did you mean seq_len?)"),
     ],
 )
 @pytest.mark.parametrize("json_", [False, True])
