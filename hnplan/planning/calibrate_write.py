@@ -114,8 +114,8 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
     sys_ids = dict.fromkeys(sys_id for (sys_id, _), _ in fitted)
     plan = [path.parent / f"{comm.fabrics[k]}-{k[0]}-{tag}.yaml" for k, _ in fitted] if comm else []
     plan += [path.parent / f"{s}-{tag}.yaml" for s in sys_ids]
-    for p in plan:  # before anything is written
-        _check_free(p, path)
+    for target in plan:  # before anything is written
+        _check_free(target, path)
     header = f"{HEADER} on {cal.date}{_FOR}{path}; use: hnplan train --stack {path}"
     _atomic_write(path, _dump(cal.calibrated.model_dump(mode="json", exclude_unset=True), header))
     cat.stack(str(path))  # reads back as a stack (raises CatalogError otherwise)

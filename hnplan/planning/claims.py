@@ -13,7 +13,8 @@ grid point, and a verdict computed from those numbers by :func:`decide`:
 Claims about the architecture compare the supernode with a **same-chip baseline**: the 8-GPU server
 design carrying the supernode's own accelerator and scale-out NIC (:func:`same_chip_baseline`), so that
 a newer chip is never credited to the fabric. The experiments live in
-:mod:`hnplan.planning.claims_training` (planner-based) and :mod:`hnplan.planning.claims_other`
+:mod:`hnplan.planning.claims_training` (planner-based; designs and grids in :mod:`hnplan.planning.claims_grid`)
+and :mod:`hnplan.planning.claims_other`
 (storage, reliability, inference, catalog arithmetic, and the claims that cannot be tested).
 Claims about shared-cluster utilisation call :func:`cluster_utilisation` (one place to wire a cluster
 simulator).
