@@ -92,6 +92,11 @@ _HEADERS = {
     "deploy_days": ("deployment time", "days"),
     "share_margin": ("communication share margin", "-"),
     "downtime_per_failure_s": ("downtime per failure", "s"),
+    "qps": ("request rate", "requests/s"),
+    "tokens_per_s_per_gpu": ("throughput per GPU", "tokens/s"),
+    "tokens_per_s_per_user": ("throughput per user", "tokens/s"),
+    "joules_per_token": ("energy per token", "J"),
+    "joules_per_request": ("energy per request", "J"),
 }
 
 
