@@ -22,7 +22,7 @@ def gemm(
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
-    """Time, attained TFLOP/s and bound of GEMMs ``C[m, n] = A[m, k] B[k, n]`` under the fitted GEMM law."""
+    """Time, attained TFLOP/s and bound of GEMMs C (m x n) = A (m x k) B (k x n) under the fitted GEMM law."""
     with handle_errors():
         from hnplan.planning.kernels import gemm_kernels, parse_shape, parse_shapes_json
 
