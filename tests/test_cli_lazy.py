@@ -59,3 +59,13 @@ def test_help_paragraphs_are_wrapped_by_the_terminal_not_the_docstring():
     assert res.exit_code == 0 and "the answer says which were kept and why" in text
     root = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "250"}).output
     assert "the verdict computed from the planners' numbers" in root
+
+
+def test_units_in_option_help_are_printed():
+    """'[tokens]' in an option's help is a unit, not rich markup: it reaches the screen."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "sequence length [tokens]" in res.output
+    res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
+    assert "request rate to serve [requests/s]" in res.output

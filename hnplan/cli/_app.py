@@ -6,6 +6,7 @@ import ast
 import importlib
 import inspect
 import json
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,10 +48,27 @@ def unwrap_help(text: str) -> str:
     return "\n\n".join(out)
 
 
+def unit_brackets(text: str) -> str:
+    r"""Square brackets of units (``[tokens]``, ``[GB/s]``) escaped, so typer's rich help prints them instead of
+    reading them as markup tags and dropping them.
+
+    >>> unit_brackets("prompt length [tokens]")
+    'prompt length \\[tokens]'
+    """
+    return re.sub(r"(?<!\\)\[", r"\\[", text)
+
+
 def _unwrap_command(cmd: click.Command) -> click.Command:
-    """``cmd`` (and a group's sub-commands) with :func:`unwrap_help` applied to its help."""
+    """``cmd`` (and a group's sub-commands) with :func:`unwrap_help` applied to its help and the unit brackets
+    of its help and its options' help escaped (:func:`unit_brackets`); done once per command."""
+    if getattr(cmd, "_hnplan_help_ready", False):
+        return cmd
     if cmd.help:
-        cmd.help = unwrap_help(cmd.help)
+        cmd.help = unit_brackets(unwrap_help(cmd.help))
+    for param in cmd.params:
+        if getattr(param, "help", None):
+            param.help = unit_brackets(param.help)  # type: ignore[attr-defined]
+    cmd._hnplan_help_ready = True  # type: ignore[attr-defined]
     for sub in getattr(cmd, "commands", {}).values():
         _unwrap_command(sub)
     return cmd
