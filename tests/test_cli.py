@@ -263,3 +263,8 @@ def test_bad_input_is_named(argv, code, needle):
     res = runner.invoke(app, argv)
     assert res.exit_code == code, res.output
     assert needle in " ".join(res.stderr.split())
+
+
+def test_gemm_table_names_the_time_unit_as_the_others_do():
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "4096x8192x8192"])
+    assert res.exit_code == 0 and "time [us]" in res.stdout and "compute" in res.stdout
