@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from hnplan import units
 from hnplan.cli._app import app, console, err_console, escape, handle_errors, kv_table, print_json
 
 cluster_app = typer.Typer(
@@ -130,7 +131,7 @@ def simulate(
             ),
         ]
         w = s["window_s"]
-        span = f"{w / 86400:.1f} days" if w >= 86400 else f"{w / 3600:.1f} h"
+        span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.1f} h"
         console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
@@ -132,7 +133,7 @@ def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
 def load_text(summary: dict) -> str:
     """The offered load of a run's summary for people: ``85.0%``, or above 100 % labelled
     ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``."""
-    x, window_h = summary["offered_load"], summary["window_s"] / 3600.0
+    x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
     if x <= 1:
         return f"{x:.1%}"
     return f"{x:.1%} (oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window)"
