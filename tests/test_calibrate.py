@@ -309,6 +309,12 @@ def test_bad_runs_file_exits_2(tmp_path, runs, needle, json_):
     "csv,needle",
     [
         ("op,gpus,busbw_GBps\nallgather,8,300\n", "column size_bytes missing"),
+        ("op,gpus,size_byte,busbw_GBps\nallgather,8,1e9,300\n", "the file has size_byte (did you mean size_bytes?)"),
+        (
+            "op,gpus,size_bytes,busbw_GBs\nallgather,8,1e9,300\n",
+            "column busbw_GBps or time_us missing (columns: op, gpus, size_bytes, busbw_GBps or time_us); "
+            "the file has busbw_GBs (did you mean busbw_GBps?)",
+        ),
         (
             "op,gpus,size_bytes,busbw_GBps\nallgather,8,1e9,fast\n",
             "line 2: column busbw_GBps: expected a positive number",

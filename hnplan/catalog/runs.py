@@ -9,7 +9,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
-from hnplan.catalog.yaml_io import unknown_field_text, validation_problems
+from hnplan.catalog.yaml_io import nearest_name, unknown_field_text, validation_problems
 from hnplan.errors import CatalogError
 
 RUNS_FILE = "validation/training_runs.yaml"
@@ -210,10 +210,13 @@ def collective_measurements(path) -> list[dict]:
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
     cols = set(rows[0])
-    for col in COLLECTIVE_COLUMNS:
-        if col not in cols:
+    known = (*COLLECTIVE_COLUMNS, "busbw_GBps", "time_us", "algorithm", "system")
+    for col in (*COLLECTIVE_COLUMNS, "busbw_GBps or time_us"):
+        if col not in cols and not (col == "busbw_GBps or time_us" and {"busbw_GBps", "time_us"} & cols):
+            typos = [f"{c} (did you mean {n}?)" for c in sorted(cols - set(known)) if (n := nearest_name(c, known))]
             raise CatalogError(
-                f"{path}: column {col} missing (columns: op, gpus, size_bytes, busbw_GBps or time_us)",
+                f"{path}: column {col} missing (columns: op, gpus, size_bytes, busbw_GBps or time_us)"
+                + (f"; the file has {', '.join(typos)}" if typos else ""),
                 path=path,
                 field=col,
             )
