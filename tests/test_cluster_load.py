@@ -82,3 +82,11 @@ def test_an_oversubscribing_trace_says_so(tmp_path):
 
     d = json.loads(r.output)
     assert d["offered_load"] == pytest.approx(40.0) and d["oversubscribed"] is True
+
+
+def test_a_typo_in_a_trace_column_names_the_column_it_stands_for(tmp_path):
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("arrival_s,gpu,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,3600,training,600,8\n")
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--trace", str(trace)]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and "missing column(s) gpus; it has gpu (did you mean gpus?)" in " ".join(r.output.split())

@@ -20,6 +20,7 @@ column             unit         meaning
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,11 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
     """
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
-        raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
+        extra = [str(c) for c in jobs.columns if c not in JOB_COLUMNS]
+        typos = [f"{c} (did you mean {n[0]}?)" for c in extra if (n := difflib.get_close_matches(c, missing, 1, 0.6))]
+        raise InputError(
+            f"{where}: missing column(s) {', '.join(missing)}" + (f"; it has {', '.join(typos)}" if typos else "")
+        )
     if jobs.empty:
         raise InputError(f"{where}: no jobs")
     bad = set(jobs["cls"].unique()) - set(CLASSES)
