@@ -64,6 +64,9 @@ def test_offered_load_by_hand():
     assert load_text({"offered_load": 9 / 48, "window_s": 10800.0}) == "18.8%"
     label = load_text({"offered_load": 2.5, "window_s": 10800.0})
     assert label.startswith("250.0% (oversubscribed") and "2.5x" in label and "3 h" in label
+    asked = load_text({"offered_load": 2.5, "window_s": 10800.0, "offered_load_asked": 1.5})
+    assert asked.startswith("250.0% (the mix aims at 150.0%; this draw offers more; oversubscribed")
+    assert load_text({"offered_load": 0.86, "window_s": 1.0, "offered_load_asked": 0.85}) == "86.0%"  # within 5 %
 
 
 def test_an_oversubscribing_trace_says_so(tmp_path):
@@ -82,6 +85,7 @@ def test_an_oversubscribing_trace_says_so(tmp_path):
 
     d = json.loads(r.output)
     assert d["offered_load"] == pytest.approx(40.0) and d["oversubscribed"] is True
+    assert d["offered_load_asked"] is None  # a trace aims at no load
 
 
 def test_a_typo_in_a_trace_column_names_the_column_it_stands_for(tmp_path):

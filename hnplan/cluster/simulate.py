@@ -55,7 +55,8 @@ class ClusterResult:
         ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
         (allocated / installed), ``offered_load`` (:func:`offered_load_of`: the GPU-hours the jobs demand
         per GPU-hour of capacity over the arrival window; above 1 the cluster is oversubscribed),
-        ``oversubscribed`` (``offered_load > 1``), ``offered_load_window`` (the part of it inside the measuring window, had every job
+        ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
+        at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
@@ -131,12 +132,21 @@ def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
 
 
 def load_text(summary: dict) -> str:
-    """The offered load of a run's summary for people: ``85.0%``, or above 100 % labelled
-    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``."""
+    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
+    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
+    the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``).
+
+    >>> load_text({"offered_load": 0.7, "window_s": 86400.0, "offered_load_asked": 0.85})
+    '70.0% (the mix aims at 85.0%; this draw offers less)'
+    """
     x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
-    if x <= 1:
-        return f"{x:.1%}"
-    return f"{x:.1%} (oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window)"
+    asked = summary.get("offered_load_asked")
+    notes = []
+    if asked is not None and abs(x - asked) > 0.05 * asked:
+        notes.append(f"the mix aims at {asked:.1%}; this draw offers {'more' if x > asked else 'less'}")
+    if x > 1:
+        notes.append(f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window")
+    return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def resolve_jobs(
@@ -258,10 +268,15 @@ def simulate_cluster(
     check_choice("policy", policy, POLICIES)
     cat = catalog or load_catalog()
     topo = build_topology(system, gpus, cat)
+    asked = None  # the load a mix aims its arrivals at (a trace or a given table aims at none)
     if jobs is None:
         jobs = resolve_jobs(
             topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
         )
+        if trace is None:
+            from hnplan.catalog.mixes import cluster_mix
+
+            asked = offered_load if offered_load is not None else cluster_mix(mix, cat).offered_load.value
     else:
         jobs = check_jobs(jobs)
     if serve:
@@ -308,7 +323,9 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    return _result(sim, jobs, topo, policy, window, warmup * window, end)
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end)
+    out.summary["offered_load_asked"] = asked
+    return out
 
 
 def _result(
