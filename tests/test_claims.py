@@ -131,6 +131,15 @@ def test_conditions_name_the_metric_in_words_with_its_unit():
     _, cond = decide(g, ["params", "gpus"], "comm_share", ">=", 0.5)
     assert cond.startswith("communication share >= 0.5 at none") and "communication share = 0.4" in cond
     assert "comm_share" not in cond
+    from hnplan.planning.claims import Claim
+    from hnplan.plots.claims import claim_figure
+
+    c = Claim(
+        "x", "000", "text", "exp", "does not hold", cond, {"threshold": 0.5}, g, "comm_share", ">=", ("params", "gpus")
+    )
+    fig = claim_figure(c)
+    assert fig.layout.yaxis.title.text == "communication share [-]"
+    assert fig.layout.annotations[0].text == "claim: communication share >= 0.5"
     d = grid("days", "<=", 7.0, {(1e9, 8): 75.3})
     _, cond = decide(d, ["params", "gpus"], "days", "<=", 7.0, " days")
     assert cond.startswith("time to train <= 7 days at none") and "time to train = 75.3 days" in cond
