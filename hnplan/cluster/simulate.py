@@ -117,11 +117,11 @@ def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
     (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
     ``window_s`` [s] (the simulated days, else up to the last arrival).
 
-    This is the queueing literature's offered load ``rho = lambda E[S] / c`` (arrival rate times mean
-    service demand over capacity; Harchol-Balter, *Performance Modeling and Design of Computer Systems*,
-    2013, ch. 2) measured on the jobs of the run, so it is the same number however the run is sized
-    (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more GPU-time than the cluster
-    has while they arrive: the queue grows and the run ends after the window.
+    This is the queueing literature's load of a server farm, ``rho = lambda E[S] / k`` (arrival rate
+    times mean service demand over capacity; Harchol-Balter, *Performance Modeling and Design of
+    Computer Systems*, 2013, ch. 2 and 15), measured on the jobs of the run, so it is the same number
+    however the run is sized (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more
+    GPU-time than the cluster has while they arrive: the queue grows.
 
     >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
     >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
