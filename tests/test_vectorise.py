@@ -131,3 +131,51 @@ def test_distinct_tuples_beyond_one_int64():
     out, idx = _distinct(codes, [2**40, 2**40], 4)  # 2^80 possible tuples: paired by hashing instead
     assert out.tolist() == [0, 1, 0, 2]
     assert [c.tolist() for c in idx] == [[5, 1, 1], [7, 2, 3]]
+
+
+@pytest.mark.parametrize(
+    "model, gpus, seq, batch, fixed, zwp",
+    [
+        ("llama3.1-8b", 16, 4096, 64, {}, False),
+        ("llama3.1-8b", 16, 4096, 64, {}, True),
+        ("mixtral-8x7b", 64, 4096, 256, {"dp": 8}, False),
+    ],
+)
+def test_candidates_are_the_product_that_obeys_the_rules(cat, model, gpus, seq, batch, fixed, zwp):
+    """The generator (rules checked before the product with ZeRO and recompute) gives the rows, in the
+    order, of the whole product filtered by the rules: TP slowest, recompute fastest."""
+    from itertools import product
+
+    from hnplan.compute import RECOMPUTE_MODES
+    from hnplan.planning.training import divisors, valid_mask
+    from hnplan.planning.training.candidates import MAX_CP, MICROBATCH_SIZES, VIRTUAL_STAGES
+    from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES
+
+    m, s = cat.model(model), cat.system("hgx-h100-ib-ndr")
+    d = divisors(gpus).tolist()
+    eps = [e for e in divisors(m.moe.experts).tolist() if gpus % e == 0] if m.moe else [1]
+    rows = []
+    for tp, cp, pp, ep, mb, v, z, rc in product(
+        [t for t in d if t <= s.scaleup_domain_gpus],
+        [c for c in d if c <= MAX_CP and c & (c - 1) == 0],
+        [p for p in d if p <= m.layers],
+        eps,
+        MICROBATCH_SIZES,
+        VIRTUAL_STAGES,
+        ZERO_STAGES,
+        RECOMPUTE_MODES,
+    ):
+        if gpus % (tp * cp * pp) or (not zwp and z > 1 and pp > 1):
+            continue
+        dp = gpus // (tp * cp * pp)
+        if "dp" in fixed and dp != fixed["dp"]:
+            continue
+        rows.append(
+            dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mb, virtual_stages=v, zero_stage=z, recompute=rc)
+        )
+    ref = pd.DataFrame(rows)
+    ref = ref[valid_mask({k: ref[k].to_numpy() for k in ref}, m, gpus, seq, batch)].reset_index(drop=True)
+    got = candidate_frame(m, s, gpus, seq, batch, fixed, zero_with_pipeline=zwp)
+    assert len(got) == len(ref) > 0
+    pd.testing.assert_frame_equal(got[list(PLAN_FIELDS)], ref[list(PLAN_FIELDS)], check_dtype=False)
+    assert (got["num_microbatches"] == batch // (got["dp"] * got["microbatch_size"])).all()
