@@ -251,6 +251,9 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     return t
 
 
+_FWD_BWD_2 = np.array([False, True, False, True])  # (forward, backward) of two kernel shapes
+
+
 def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     """``op`` (a causal attention operator run as a ring over ``op.cp`` ranks) with ``ring_tall`` set to the
     slower shape of the ring's off-diagonal steps on ``acc`` (:mod:`hnplan.compute.context_parallel`): ``2c x c``
@@ -264,9 +267,6 @@ def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     s_q, s_kv = np.array([c, c, 2 * c, 2 * c]), np.array([2 * c, 2 * c, c, c])  # (c x 2c, 2c x c) x (fwd, bwd)
     t = attention_compute_s(acc, f, s_q, s_kv, np.full(4, op.d_qk), np.full(4, op.b * op.hq), _FWD_BWD_2)
     return replace(op, ring_tall=bool(t[2:].sum() > t[:2].sum()))
-
-
-_FWD_BWD_2 = np.array([False, True, False, True])
 
 
 def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray]:
