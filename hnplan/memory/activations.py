@@ -13,7 +13,8 @@ which sum to ``s b h (34 + 5 a s / h)``. This module keeps that accounting but r
 width from the model: Q is ``heads x d_qk`` wide and K, V ``kv_heads x d`` (GQA, MQA); a SwiGLU
 MLP keeps its gate and up outputs and their product (``6f``); an MoE layer keeps, per token, the
 router input and probabilities, ``top-k`` dispatched copies of the input, their expert intermediates
-and outputs (for the gated combine), and the shared experts' intermediates; MLA keeps its latent
+and routing weights (applied in the activation: the combine keeps nothing, [5]_), and the shared
+experts' intermediates; MLA keeps its latent
 down-projections and the per-head Q, K, V it expands to ([3]_). With ``dropout=False`` (Llama-style
 training) masks and the dropout output are not stored.
 
@@ -33,6 +34,8 @@ References
 .. [3] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.1.1 (MLA).
 .. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``: with fp8 enabled the
    forward pass saves the fp8-cast GEMM input for the weight-gradient GEMM.
+.. [5] NVIDIA Megatron-LM @ 92c8482e6dcd (since commit 2659630, core r0.12), ``transformer/moe/experts.py``
+   (``TEGroupedMLP``: ``weighted_bias_swiglu_impl`` saves its input and the weights) and ``token_dispatcher.py``.
 """
 
 from __future__ import annotations
@@ -119,8 +122,9 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = mlp_intermediate(e.expert_ffn_hidden, model.activation)
-        # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
-        split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
+        # per routed copy: expert input 2h, intermediates, fp32 routing weight; the weights scale the
+        # activation (weighted SwiGLU), so the combine is a plain sum that keeps no expert output ([5]_)
+        split += e.active_experts * (ACT_BYTES * h + inter + ROUTER_BYTES) + e.shared_experts * inter
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
         split += mlp_intermediate(model.ffn_hidden, model.activation)
@@ -246,15 +250,21 @@ def microbatches_in_flight(
     """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
 
     1F1B: the first stage ``min(p, m)``, the last stage 1 ([2]_ Sec. 2.2). The interleaved schedule
-    with ``v`` chunks per stage raises the first stage's to ``p (1 + (p - 1) / (p v))`` micro-batches
-    of its layers ([1]_ Sec. 4.2.3).
+    with ``v`` chunks per stage runs ``2 (p - r - 1) + (v - 1) p`` chunk forwards on rank ``r`` before
+    its first backward (Megatron-Core ``get_pp_rank_microbatches`` in ``pipeline_parallel/schedules.py``),
+    so ``r`` holds one more chunk than that: the first stage ``p (1 + (p - 1) / (p v))`` micro-batches of
+    its layers ([1]_ Sec. 4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``).
 
     >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
     (8, 4, 11.5)
+    >>> microbatches_in_flight(4, 64, 4, "last"), microbatches_in_flight(4, 64, 1, "last")
+    (3.25, 1)
     """
-    if pp <= 1 or stage == "last":
+    if pp <= 1:
         return 1
     m = pp if num_microbatches is None else min(pp, num_microbatches)
+    if stage == "last":
+        return ((virtual_stages - 1) * m + 1) / virtual_stages if virtual_stages > 1 else 1
     if virtual_stages > 1:
         return m * (1 + (pp - 1) / (pp * virtual_stages))
     return m
@@ -421,9 +431,7 @@ def stage_activation_table(
         dual = dualpipe_on(pp, df["virtual_stages"].to_numpy())
         held = np.minimum(pp, df["num_microbatches"].to_numpy()) + 1.0
         both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
-    if stage == "last":  # microbatches_in_flight: the last stage holds one
-        in_flight = np.ones(len(df))
-    elif balanced:
+    if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, df["num_microbatches"].to_numpy(), df["virtual_stages"].to_numpy())
     else:
         in_flight = memo(
