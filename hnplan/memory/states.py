@@ -281,7 +281,8 @@ def stage_params(
     norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
     Megatron-LM does. A model's multi-token-prediction modules sit on the last stage: one more layer
     each plus :func:`hnplan.memory.recompute.mtp_extra_params` ([6]_). Everything is split over ``tp``
-    (vocabulary-parallel embeddings); routed experts over ``tp x ep``. ``mtp_embedding=False``: the MTP
+    (vocabulary-parallel embeddings); routed experts over ``tp x ep`` (shared experts and the router are
+    whole on every expert-parallel rank). ``mtp_embedding=False``: the MTP
     modules share an embedding the rank already holds (DualPipe puts the first and the last stage on one
     rank and the MTP module shares the main model's embedding and output head there, [6]_ Sec. 3.2.3), so
     no copy is added.
@@ -299,13 +300,14 @@ def stage_params(
     moe = sum(1 for i in rng if i >= first_moe)
     dense_layers = len(rng) - moe
     per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer
-    per_moe_shared = pc.attention_per_layer + pc.norms_per_layer
+    per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
+    routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
-    expert = moe * pc.moe_total_per_layer
+    expert = moe * routed
     if last:
         dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
@@ -313,7 +315,7 @@ def stage_params(
             dense += model.mtp_modules * layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
-            expert += model.mtp_modules * (pc.moe_total_per_layer if pc.moe_layers else 0.0)
+            expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(dense=dense / tp, expert=expert / (tp * ep), layers=len(rng), moe_layers=moe)
 
 
