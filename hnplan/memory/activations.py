@@ -14,9 +14,8 @@ width from the model: Q is ``heads x d_qk`` wide and K, V ``kv_heads x d`` (GQA,
 MLP keeps its gate and up outputs and their product (``6f``); an MoE layer keeps, per token, the
 router input and probabilities, ``top-k`` dispatched copies of the input, their expert intermediates
 and routing weights (applied in the activation: the combine keeps nothing, [5]_), and the shared
-experts' intermediates; MLA keeps its latent
-down-projections and the per-head Q, K, V it expands to ([3]_). With ``dropout=False`` (Llama-style
-training) masks and the dropout output are not stored.
+experts' intermediates; MLA keeps its latent down-projections and the per-head Q, K, V it expands to
+([3]_). With ``dropout=False`` (Llama-style training) masks and the dropout output are not stored.
 
 Without sequence parallelism the tensors before the column-parallel GEMMs (norm inputs, GEMM
 inputs, masks: ``10 s b h`` for GPT) are replicated over the ``t`` tensor-parallel ranks and the
@@ -29,11 +28,10 @@ References
 ----------
 .. [1] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
    MLSys 2023, arXiv:2205.05198, Sec. 4.1, 4.2, 4.2.3, 4.3 and Table 2.
-.. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B: the first stage holds up to ``p``
-   micro-batches in flight; the interleaved schedule with ``v`` model chunks per stage).
+.. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B and the interleaved schedule).
 .. [3] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.1.1 (MLA).
-.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``: with fp8 enabled the
-   forward pass saves the fp8-cast GEMM input for the weight-gradient GEMM.
+.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py`` (fp8: the forward saves
+   the fp8-cast GEMM input for the weight-gradient GEMM).
 .. [5] NVIDIA Megatron-LM @ 92c8482e6dcd (since commit 2659630, core r0.12), ``transformer/moe/experts.py``
    (``TEGroupedMLP``: ``weighted_bias_swiglu_impl`` saves its input and the weights) and ``token_dispatcher.py``.
 """
@@ -122,8 +120,7 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = mlp_intermediate(e.expert_ffn_hidden, model.activation)
-        # per routed copy: expert input 2h, intermediates, fp32 routing weight; the weights scale the
-        # activation (weighted SwiGLU), so the combine is a plain sum that keeps no expert output ([5]_)
+        # per routed copy: input 2h, intermediates, fp32 weight (scales the activation; the combine keeps none, [5]_)
         split += e.active_experts * (ACT_BYTES * h + inter + ROUTER_BYTES) + e.shared_experts * inter
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
@@ -249,11 +246,10 @@ def microbatches_in_flight(
 ) -> float:
     """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
 
-    1F1B: the first stage ``min(p, m)``, the last stage 1 ([2]_ Sec. 2.2). The interleaved schedule
-    with ``v`` chunks per stage runs ``2 (p - r - 1) + (v - 1) p`` chunk forwards on rank ``r`` before
-    its first backward (Megatron-Core ``get_pp_rank_microbatches`` in ``pipeline_parallel/schedules.py``),
-    so ``r`` holds one more chunk than that: the first stage ``p (1 + (p - 1) / (p v))`` micro-batches of
-    its layers ([1]_ Sec. 4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``).
+    1F1B: the first stage ``min(p, m)``, the last 1 ([2]_ Sec. 2.2). Interleaved, ``v`` chunks a stage: rank
+    ``r`` holds one chunk more than its ``2 (p - r - 1) + (v - 1) p`` warm-up forwards (Megatron-Core
+    ``schedules.py``), the first stage ``p (1 + (p - 1) / (p v))`` micro-batches of its layers ([1]_ Sec.
+    4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``).
 
     >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
     (8, 4, 11.5)
