@@ -45,8 +45,8 @@ import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
-from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
+from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight
 from hnplan.memory.recompute import (
     DEFAULT_MODULES,
     check_modules,
@@ -241,31 +241,6 @@ def output_activation_bytes(
     return norm_and_head + LOGIT_BYTES * tokens * model.vocab / tp
 
 
-def microbatches_in_flight(
-    pp: int, num_microbatches: int | None = None, virtual_stages: int = 1, stage: str = "first"
-) -> float:
-    """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
-
-    1F1B: the first stage ``min(p, m)``, the last 1 ([2]_ Sec. 2.2). Interleaved, ``v`` chunks a stage: rank
-    ``r`` holds one chunk more than its ``2 (p - r - 1) + (v - 1) p`` warm-up forwards (Megatron-Core
-    ``schedules.py``), the first stage ``p (1 + (p - 1) / (p v))`` micro-batches of its layers ([1]_ Sec.
-    4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``).
-
-    >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
-    (8, 4, 11.5)
-    >>> microbatches_in_flight(4, 64, 4, "last"), microbatches_in_flight(4, 64, 1, "last")
-    (3.25, 1)
-    """
-    if pp <= 1:
-        return 1
-    m = pp if num_microbatches is None else min(pp, num_microbatches)
-    if stage == "last":
-        return ((virtual_stages - 1) * m + 1) / virtual_stages if virtual_stages > 1 else 1
-    if virtual_stages > 1:
-        return m * (1 + (pp - 1) / (pp * virtual_stages))
-    return m
-
-
 # the columns of a plan table the activation functions read
 ACTIVATION_COLUMNS = ("tp", "pp", "cp", "microbatch_size", "num_microbatches", "virtual_stages", "recompute")
 
@@ -318,39 +293,6 @@ def layer_activation_table(
     )
 
 
-def end_stage_layers(model: Model, pp, balanced: bool = False):
-    """Layers on the first (and the last) pipeline stage, for an array of ``pp`` [layers].
-
-    ``ceil(L / pp)`` (the fullest stage), or with ``balanced`` (embedding and loss each taking one
-    layer's place, Llama 3 arXiv:2407.21783 Sec. 3.3.2) ``ceil((L + 2) / pp) - 1`` where ``pp > 1``.
-    """
-    n = stage_layers(model, pp).per_stage
-    if not balanced:
-        return n
-    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    return np.where(p > 1, np.maximum(-(-(model.layers + 2) // p) - 1, 1), n)
-
-
-def balanced_in_flight(n, pp, m, v):
-    """Micro-batches of its ``n`` layers the first stage holds under the interleaved 1F1B schedule
-    when its first model chunk is one layer short (the embedding takes that layer's place).
-
-    Megatron-Core's interleaved schedule runs ``2 (p - 1) + (v - 1) p`` warm-up forwards on the first
-    stage before its first backward ([2]_; ``get_forward_backward_func`` in
-    ``megatron/core/pipeline_parallel/schedules.py``); with ``m' = min(p, m)`` that is ``m'`` forwards of
-    every chunk plus ``(p - 1) m' / p`` extra ones of the first chunk, whose ``c0 = c - 1`` layers
-    (``c = ceil((L + 2) / (p v))`` a chunk) are one fewer. Uniform chunks give Korthikanti's
-    ``m' (1 + (p - 1) / (p v))`` ([1]_ Sec. 4.2.3). Llama 3 405B, p = 16, v = 8, one layer a chunk:
-    ``c0 = 0``, so the first stage holds 16 micro-batches of its 7 layers.
-    """
-    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    v = np.maximum(np.asarray(v, dtype=np.int64), 1)
-    mm = np.minimum(p, np.asarray(m, dtype=np.int64))
-    c = np.ceil((n + 1) / v)  # layer places of a chunk (n + 1 places on the stage)
-    extra = np.where(v > 1, (p - 1) * mm / p * (c - 1) / np.maximum(n, 1), 0.0)
-    return np.where(p > 1, mm + extra, 1.0)
-
-
 def stage_activation_table(
     model: Model,
     plans: pd.DataFrame,
@@ -373,8 +315,9 @@ def stage_activation_table(
 
     The stage's ``ceil(L / pp)`` layers (:func:`hnplan.compute.layout.stage_layer_range`: the first or
     the last ones, so a DeepSeek-style model's leading dense layers sit on the first stage) times
-    :func:`microbatches_in_flight`, plus the embedding dropout mask of every micro-batch in flight on
-    the first stage and the output layer of one micro-batch on the last ([1]_ Sec. 4.3). With
+    :func:`hnplan.memory.pipeline.microbatches_in_flight`, plus the embedding dropout mask of every
+    micro-batch in flight on the first stage and the output layer of one micro-batch on the last ([1]_
+    Sec. 4.3). With
     ``pp = 1`` the one stage holds both. A model's multi-token-prediction modules add their layer,
     inputs and output head on the last stage (:func:`hnplan.memory.recompute.mtp_activation_bytes`).
 
@@ -385,8 +328,8 @@ def stage_activation_table(
     per_layer : DataFrame, optional
         :func:`layer_activation_table` of the same plans, when the caller has it.
     balanced : bool
-        The stack puts the embedding and the loss in one layer's place each (:func:`end_stage_layers`,
-        :func:`balanced_in_flight`).
+        The stack puts the embedding and the loss in one layer's place each
+        (:func:`hnplan.memory.pipeline.end_stage_layers`, :func:`hnplan.memory.pipeline.balanced_in_flight`).
     recompute_modules : tuple of str
         What selective recomputation re-runs (:func:`activation_bytes_per_layer`).
     dualpipe : bool
