@@ -20,7 +20,7 @@ from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operator_rows import _check, _columns, _expander, _label_is, _raw_rows, _times
+from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
@@ -89,39 +89,51 @@ def training_part_times(
     shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
     _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
-    # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp)
+    moe = model.moe is not None and model.moe.first_dense_layers < model.layers
+    kn = StepKernels.of(stack)
+    # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp), built for
+    # all the shapes of a group at once (one row set per cp and tp > 1, the numbers as arrays over shapes)
     sub = {s[:3]: None for s in shp}
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
-    moe = model.moe is not None and model.moe.first_dense_layers < model.layers
-    kn = StepKernels.of(stack)
-    shared, shared_owner = [], []
-    for i, (mb, tp, cp) in enumerate(sub):
+    shared = []
+    subs = list(sub)
+    for (cp, _), owners in _groups(subs, lambda k: k[2]).items():
+        mb, tp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1))
         r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
         if moe:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
             r = [x for x in r if x[0] not in routed]
-        shared += r
-        shared_owner += [i] * len(r)
-    experts, experts_owner = [], []
+        shared.append((r, owners))
     # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
     routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
     routed_index = {k: i for i, k in enumerate(routed_key)}
     routed_of = np.array([routed_index[mb * seq_len / cp, tp, ep] for mb, tp, cp, ep in shp], dtype=np.int64)
+    experts = []
     if moe:
-        for i, ((_, tp, ep), (mb, cp)) in enumerate(routed_key.items()):
-            r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
-            experts += r
-            experts_owner += [i] * len(r)
+        keys = list(routed_key)
+        for _, owners in _groups(keys, lambda k: 0).items():
+            tokens = np.array([keys[i][0] for i in owners])
+            tp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
+            experts.append((_expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn), owners))
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules)
-    per_routed = _grouped(experts, experts_owner, len(routed_key), acc, dtype, modules)
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules)
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules)
     out = {}
     for part in PARTS.values():
         for g in GROUPS:
             key = f"{part}_{g}"
             out[key] = per_sub[key][sub_of] + (per_routed[key][routed_of] if part == "moe" else 0.0)
     return pd.DataFrame(out)
+
+
+def _groups(keys: list, split) -> dict:
+    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and whether tp > 1:
+    the shapes whose operator rows share one row set [{group: int array}]."""
+    out: dict = {}
+    for i, k in enumerate(keys):
+        out.setdefault((split(k), k[1] > 1), []).append(i)
+    return {g: np.array(v, dtype=np.int64) for g, v in out.items()}
 
 
 def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
@@ -145,13 +157,36 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
     return [row for op in ops for row in expand(op, 1)]
 
 
-def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_attn",)) -> dict:
+def _block_columns(blocks) -> tuple[dict, np.ndarray]:
+    """The columns of :func:`hnplan.compute.operator_rows._columns` and the owner of each row for blocks
+    ``[(rows, owners)]``: each block's rows hold numbers or arrays over its ``owners`` (shapes), flattened
+    row by row (a shape's rows stay in their order)."""
+    labels = [[r[i] for rows, _ in blocks for r in rows] for i in range(4)]
+    reps = np.array([len(own) for rows, own in blocks for _ in rows], dtype=np.int64)
+    cols: dict = {}
+    for f, values in zip(ROW_FIELDS[:4], labels):
+        codes, index = _labels(values)
+        cols[f] = (np.repeat(codes, reps), index)
+    nums = []
+    for rows, own in blocks:
+        a = np.empty((len(rows), len(ROW_FIELDS) - 4, len(own)))
+        for j, r in enumerate(rows):
+            for i, v in enumerate(r[4:]):
+                a[j, i] = v  # a number, or one per shape
+        nums.append(a.transpose(1, 0, 2).reshape(len(ROW_FIELDS) - 4, -1))
+    cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
+    owner = [np.tile(own, len(rows)) for rows, own in blocks if rows]
+    return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
+
+
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",)) -> dict:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
-    ``modules``: what selective recomputation re-runs (:data:`MODULE_OPS`)."""
-    if not rows:
+    ``blocks``: ``[(rows, owners)]`` as :func:`_block_columns`; ``modules``: what selective recomputation
+    re-runs (:data:`MODULE_OPS`)."""
+    if not any(rows for rows, _ in blocks):
         return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
-    cols = _columns(rows)
-    _, _, t, _ = _times(rows, acc, dtype, cols)
+    cols, owner = _block_columns(blocks)
+    _, _, t, _ = _times(None, acc, dtype, cols)
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
     rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
     routed = _label_is(name, *ROUTED_OPS)

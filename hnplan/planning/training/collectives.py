@@ -147,13 +147,13 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         t2 = collective_s(job, "sendrecv", 2 * block, cp, tp)
         again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
         out = np.zeros(len(u))
+        if overlap:
+            _ring_kernels(job, kernels, mb[cp > 1], tp[cp > 1], cp[cp > 1])
         for i in np.flatnonzero(cp > 1):
             n, key = int(cp[i]), (int(mb[i]), int(tp[i]), int(cp[i]))
             fwd_msgs = np.array([t1[i]] * (n - 1) + [0.0])
             bwd_msgs = np.array([t1[i]] + [t2[i]] * (n - 2) + [t1[i]])
             if overlap:
-                if key not in kernels:
-                    kernels[key] = ring_step_times_s(job.acc, attention_op(m, key[0], job.seq_len, key[1], n))
                 kf, kb = kernels[key]
                 f, b = np.maximum(fwd_msgs - kf, 0.0).sum(), np.maximum(bwd_msgs - kb, 0.0).sum()
             else:
@@ -162,6 +162,26 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         return (out,)
 
     return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
+
+
+def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
+    """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
+    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: the shapes of one ``cp`` and one side of
+    ``tp = 1`` at once (one attention operator holding arrays over them)."""
+    missing = list(
+        dict.fromkeys(k for k in zip(*(np.asarray(a).astype(int).tolist() for a in (mb, tp, cp))) if k not in kernels)
+    )
+    groups: dict = {}
+    for k in missing:
+        groups.setdefault((k[2], k[1] > 1), []).append(k)
+    for (n, _), keys in groups.items():
+        b, t = (np.array([k[i] for k in keys], dtype=np.int64) for i in (0, 1))
+        fwd, bwd = ring_step_times_s(job.acc, attention_op(job.model, b, job.seq_len, t, n))
+        fwd, bwd = (
+            np.broadcast_to(fwd.reshape(n, -1), (n, len(keys))),
+            np.broadcast_to(bwd.reshape(n, -1), (n, len(keys))),
+        )
+        kernels.update({k: (fwd[:, i].copy(), bwd[:, i].copy()) for i, k in enumerate(keys)})
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
