@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from hnplan.catalog.schemas import Model
-from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op, above_one
+from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import unfused_attention
 from hnplan.compute.counts import head_dim
 from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels, norm_op, rope_op
@@ -75,7 +75,7 @@ def _layer_ops(
     hkv = max(1, math.ceil(model.kv_heads / tp)) if np.ndim(tp) == 0 else np.maximum(1, np.ceil(model.kv_heads / tp))
     decode = phase == "decode"
     tokens = batch if decode else batch * seq_len / cp
-    sp = phase == "train" and above_one(tp) and sequence_parallel
+    sp = phase == "train" and sequence_parallel  # (tp = 1: tokens / 1, the same tokens)
     t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
     s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
     kn = kernels
@@ -204,7 +204,7 @@ def _once_ops(
     pos = model.position_embedding == "learned"
     emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
-    t_norm = tokens / tp if (phase == "train" and above_one(tp) and sequence_parallel) else logits_tokens
+    t_norm = tokens / tp if (phase == "train" and sequence_parallel) else logits_tokens  # tp = 1: tokens
     lm_head = _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)
     if wb < ACT_BYTES and phase == "train":  # the LM head stays bf16 in fp8 training (hnplan.compute.fp8_recipes)
         lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
@@ -246,7 +246,7 @@ def permute_elements(
 def attention_op(model: Model, batch: int | np.ndarray, seq_len: int, tp: int | np.ndarray, cp: int) -> _Op:
     """The fused attention-core operator of one training layer on one GPU (as :func:`_layer_ops` builds it:
     ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal); ``batch`` and
-    ``tp`` may be arrays over shapes (tp all 1 or all above 1), the operator's sizes then arrays too."""
+    ``tp`` may be arrays over shapes, the operator's sizes then arrays too."""
     scope = "moe-layer" if model.moe is not None else "dense-layer"
     ops = _layer_ops(model, scope, "train", batch, seq_len, 0, tp, cp, 1, ACT_BYTES)
     return next(o for o in ops if o.kind == "attention")

@@ -16,7 +16,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
-from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _Op, above_one
+from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _Op
 from hnplan.compute.attention import (
     ATTENTION_IMPLS,
     ATTENTION_KINDS,
@@ -189,7 +189,7 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`), followed in fp8
     training by the quantisation rows of the stack's fp8 recipe for an fp8 GEMM."""
     fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
-    sp_tp = tp if (phase == "train" and above_one(tp) and sequence_parallel) else 1
+    sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
 
     def expand(op, count):
         if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape

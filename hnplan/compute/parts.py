@@ -16,8 +16,9 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
+from hnplan.compute._op import ACT_BYTES
 from hnplan.compute.attention import ATTENTION_KINDS
-from hnplan.compute.fp8_recipes import StepKernels
+from hnplan.compute.fp8_recipes import StepKernels, needs_transpose
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
 from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
@@ -91,14 +92,17 @@ def training_part_times(
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
     kn = StepKernels.of(stack)
+    # a sequence-sharded fp8 input is transposed in its own kernel, an unsharded one with its cast
+    # (hnplan.compute.fp8_recipes.quantise): the rows of tp = 1 and tp > 1 differ there only
+    by_tp = units.dtype_bytes(dtype) < ACT_BYTES and needs_transpose(acc, kn.fp8_recipe) and kn.cast_transpose_fusion
     # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp), built for
-    # all the shapes of a group at once (one row set per cp and tp > 1, the numbers as arrays over shapes)
+    # all the shapes of a group at once (one row set per cp, the numbers as arrays over shapes)
     sub = {s[:3]: None for s in shp}
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     shared = []
     subs = list(sub)
-    for (cp, _), owners in _groups(subs, lambda k: k[2]).items():
+    for (cp, _), owners in _groups(subs, lambda k: k[2], by_tp).items():
         mb, tp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1))
         r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
         if moe:
@@ -112,7 +116,7 @@ def training_part_times(
     experts = []
     if moe:
         keys = list(routed_key)
-        for _, owners in _groups(keys, lambda k: 0).items():
+        for _, owners in _groups(keys, lambda k: 0, by_tp).items():
             tokens = np.array([keys[i][0] for i in owners])
             tp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
             experts.append((_expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn), owners))
@@ -127,12 +131,12 @@ def training_part_times(
     return pd.DataFrame(out)
 
 
-def _groups(keys: list, split) -> dict:
-    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and whether tp > 1:
-    the shapes whose operator rows share one row set [{group: int array}]."""
+def _groups(keys: list, split, by_tp: bool) -> dict:
+    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and, with ``by_tp``,
+    whether tp > 1: the shapes whose operator rows share one row set [{group: int array}]."""
     out: dict = {}
     for i, k in enumerate(keys):
-        out.setdefault((split(k), k[1] > 1), []).append(i)
+        out.setdefault((split(k), by_tp and k[1] > 1), []).append(i)
     return {g: np.array(v, dtype=np.int64) for g, v in out.items()}
 
 
@@ -167,13 +171,15 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
         cols[f] = (np.repeat(codes, reps), index)
-    nums = []
+    nums, width = [], len(ROW_FIELDS) - 4
     for rows, own in blocks:
-        a = np.empty((len(rows), len(ROW_FIELDS) - 4, len(own)))
-        for j, r in enumerate(rows):
-            for i, v in enumerate(r[4:]):
-                a[j, i] = v  # a number, or one per shape
-        nums.append(a.transpose(1, 0, 2).reshape(len(ROW_FIELDS) - 4, -1))
+        values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
+        wide = np.array([isinstance(v, np.ndarray) and v.ndim > 0 for v in values], dtype=bool)
+        a = np.empty((len(values), len(own)))
+        a[~wide] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
+        if wide.any():
+            a[wide] = np.stack([v for v, w in zip(values, wide) if w])
+        nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
     cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
     owner = [np.tile(own, len(rows)) for rows, own in blocks if rows]
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))

@@ -166,15 +166,15 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
     """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
-    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: the shapes of one ``cp`` and one side of
-    ``tp = 1`` at once (one attention operator holding arrays over them)."""
+    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: the shapes of one ``cp`` at once (one
+    attention operator holding arrays over them)."""
     missing = list(
         dict.fromkeys(k for k in zip(*(np.asarray(a).astype(int).tolist() for a in (mb, tp, cp))) if k not in kernels)
     )
     groups: dict = {}
     for k in missing:
-        groups.setdefault((k[2], k[1] > 1), []).append(k)
-    for (n, _), keys in groups.items():
+        groups.setdefault(k[2], []).append(k)
+    for n, keys in groups.items():
         b, t = (np.array([k[i] for k in keys], dtype=np.int64) for i in (0, 1))
         fwd, bwd = ring_step_times_s(job.acc, attention_op(job.model, b, job.seq_len, t, n))
         fwd, bwd = (
