@@ -149,16 +149,20 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         out = np.zeros(len(u))
         if overlap:
             _ring_kernels(job, kernels, mb[cp > 1], tp[cp > 1], cp[cp > 1])
-        for i in np.flatnonzero(cp > 1):
-            n, key = int(cp[i]), (int(mb[i]), int(tp[i]), int(cp[i]))
-            fwd_msgs = np.array([t1[i]] * (n - 1) + [0.0])
-            bwd_msgs = np.array([t1[i]] + [t2[i]] * (n - 2) + [t1[i]])
+        for n in np.unique(cp[cp > 1]).tolist():  # the shapes of one ring length at once: [shape, step]
+            at = np.flatnonzero(cp == n)
+            fwd_msgs = np.zeros((len(at), n))
+            fwd_msgs[:, : n - 1] = t1[at, None]
+            bwd_msgs = np.empty((len(at), n))
+            bwd_msgs[:, 1 : n - 1] = t2[at, None]
+            bwd_msgs[:, 0], bwd_msgs[:, n - 1] = t1[at], t1[at]
             if overlap:
-                kf, kb = kernels[key]
-                f, b = np.maximum(fwd_msgs - kf, 0.0).sum(), np.maximum(bwd_msgs - kb, 0.0).sum()
+                keys = zip(mb[at].astype(int).tolist(), tp[at].astype(int).tolist(), [n] * len(at))
+                kf, kb = (np.array(k) for k in zip(*(kernels[key] for key in keys)))
+                f, b = np.maximum(fwd_msgs - kf, 0.0).sum(axis=1), np.maximum(bwd_msgs - kb, 0.0).sum(axis=1)
             else:
-                f, b = fwd_msgs.sum(), bwd_msgs.sum()
-            out[i] = f * (1 + again[i]) + b
+                f, b = fwd_msgs.sum(axis=1), bwd_msgs.sum(axis=1)
+            out[at] = f * (1 + again[at]) + b
         return (out,)
 
     return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
