@@ -51,8 +51,6 @@ def memory(
 ):
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where."""
-    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
-
     with handle_errors():
         d = memory_summary(
             model,
