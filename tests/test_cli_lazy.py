@@ -46,3 +46,57 @@ def test_module_registers_its_command_with_the_listed_help(name, module):
         real = typer.main.get_command(app).commands[name]
     assert real.name == name
     assert (real.help or "").split("\n")[0].strip() == _help_from_source(module, name).split("\n")[0].strip()
+
+
+MAIN_PROBE = """
+import contextlib, io, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", *{argv!r}]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, (exc.code, out.getvalue())
+print(",".join(sorted({{m.split(".")[0] for m in sys.modules}} | {{m for m in sys.modules if m.startswith("hnplan.")}})))
+"""
+
+TRAIN_JSON = [
+    "train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--tp", "8", "--pp", "4",
+    "--dp", "32", "--seq-len", "8192", "--global-batch-size", "1024", "--microbatch-size", "1", "--virtual-stages",
+    "1", "--recompute", "selective", "--zero", "1", "--json",
+]  # fmt: skip
+# a sub-command whose --help needs a planner module, and why
+HELP_NEEDS_PLANNER = {"memory": "its --accounting help lists the accountings of hnplan.memory.states"}
+HEAVY = {"pandas", "scipy", "networkx", "plotly", "simpy", "dask", "papermill"}
+
+
+def _main_modules(argv):
+    out = subprocess.run(
+        [sys.executable, "-c", MAIN_PROBE.format(argv=argv)], capture_output=True, text=True, check=True
+    )
+    return set(out.stdout.strip().splitlines()[-1].split(","))
+
+
+def test_fully_given_train_json_imports_only_what_it_needs():
+    """The start-up path of issue 16: a fully given `train --json` imports no statistics, graph, plotting,
+    simulation or console library, no other sub-command and no other planner (it does need numpy and
+    pandas for the evaluator, and pydantic for the catalog)."""
+    mods = _main_modules(TRAIN_JSON)
+    assert "hnplan.planning.training" in mods  # the probe ran the planner
+    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib"} & mods
+    assert {m for m in mods if m.endswith("_cmd")} == {"hnplan.cli.train_cmd"}
+    others = {m for m in mods if m.startswith("hnplan.planning.") and not m.startswith("hnplan.planning.training")}
+    assert not others
+    assert not {"hnplan.reliability", "hnplan.cost", "hnplan.power", "hnplan.plots", "hnplan.reports"} & mods
+
+
+@pytest.mark.parametrize("name", sorted(set(command_modules()) - set(HELP_NEEDS_PLANNER)))
+def test_sub_command_help_imports_no_planner(name):
+    """`hnplan NAME --help` builds the command from its signature: the planners it calls (and pandas, scipy,
+    networkx, plotly, simpy, dask behind them) are imported when it runs, so the help costs start-up and
+    typer only. (`collective --help` lists the network planner's operations and algorithms: that module
+    imports pandas and networkx only where it builds frames and graphs.)"""
+    mods = _main_modules([name, "--help"])
+    assert not HEAVY & mods, sorted(HEAVY & mods)
+    assert not {m for m in mods if m.startswith("hnplan.planning.") and m != "hnplan.planning.network"}
