@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import json
 import sys
@@ -39,6 +38,8 @@ def _help_from_source(module: str, name: str) -> str:
     """The help text of sub-command ``name`` read from its module's source without importing it: the
     docstring of the function decorated with ``@app.command``, or the ``help=`` of the Typer group that
     ``app.add_typer`` registers."""
+    import ast
+
     tree = ast.parse((CLI_DIR / f"{module.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8"))
     groups: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -65,9 +66,21 @@ class _LazyCommand(TyperCommand):
     and imports the module (and builds the real command) only when the sub-command runs or shows its help."""
 
     def __init__(self, name: str, module: str):
-        super().__init__(name, help=_help_from_source(module, name))
         self._module = module
+        self._help: str | None = None
+        super().__init__(name)
         self._real: TyperCommand | None = None
+
+    @property
+    def help(self) -> str:  # type: ignore[override]
+        """The help read from the source when a listing asks for it (a command that runs never parses it)."""
+        if self._help is None:
+            self._help = _help_from_source(self._module, self.name or "")
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
 
     def real(self) -> TyperCommand:
         """The sub-command itself, its module imported."""
