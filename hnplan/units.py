@@ -170,6 +170,11 @@ def ns_to_s(ns):
     return ns * NANO
 
 
+def ms_to_s(ms):
+    """Milliseconds -> seconds."""
+    return ms * MILLI
+
+
 def s_to_days(s):
     """Seconds -> days (86,400 s)."""
     return s / DAY

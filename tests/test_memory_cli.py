@@ -106,3 +106,28 @@ def test_text_output_names_units():
 def test_bad_mode_exits_2():
     r = runner.invoke(app, ["memory", "--model", "llama3.1-8b", "--mode", "serve", "--seq-len", "4096"])
     assert r.exit_code == 2
+
+
+def test_memory_and_train_offload_agree_on_one_plan():
+    """``hnplan memory --system`` and ``hnplan train --offload auto`` are one model for one plan: Llama 3.1 70B
+    on one HGX H100, TP 8, ZeRO 0 (167.5 GiB a GPU against 79.1): the same footprint, activations, step
+    compute, bytes moved to host memory and exposed transfer."""
+    plan = ["--model", "llama3.1-70b", "--tp", "8", "--pp", "1", "--dp", "1", "--seq-len", "4096"]
+    plan += ["--zero", "0", "--recompute", "selective", "--microbatch-size", "1"]
+    mem = _json([*plan, "--num-microbatches", "8", "--system", "hgx-h100-ib-ndr"])
+    r = runner.invoke(
+        app,
+        ["train", *plan, "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--global-batch-size", "8"]
+        + ["--offload", "auto", "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    tr = json.loads(r.stdout)
+    for part in ("params_gib", "grads_gib", "optimizer_gib", "activations_gib", "overhead_gib", "total_gib"):
+        assert mem[part] == pytest.approx(tr["memory_breakdown_gib"][part], rel=1e-12)
+    assert mem["status"] == "spills" and tr["fits"]
+    assert mem["spill"]["compute_time_s"] == pytest.approx(tr["breakdown_s"]["compute"], rel=1e-12)
+    (moved,) = mem["spill"]["spills"]
+    assert (moved["part"], moved["tier"]) == ("optimizer", "host")
+    assert moved["gib"] == pytest.approx(tr["memory_breakdown_gib"]["offload_host_gib"], rel=1e-12)
+    assert mem["spill"]["exposed_s"] == pytest.approx(tr["breakdown_s"]["offload_exposed"], rel=1e-12)
+    assert mem["spill"]["exposed_s"] > 0  # 88.4 GiB each way over PCIe (64 GB/s) outlasts the optimizer window

@@ -46,6 +46,7 @@ def test_stacks_load_and_map_onto_overlap(cat):
         fp8_recipe="blockwise",
         ep_dispatch_fp8=True,
         pipeline_schedule="dualpipe",
+        recompute_modules=("layernorm", "mla_up_proj"),
     )
 
 

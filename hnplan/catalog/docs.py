@@ -25,7 +25,7 @@ def _type_name(t) -> str:
         return "one of " + ", ".join(f"`{a}`" for a in args)
     if origin is dict:
         return f"mapping {_type_name(args[0])} -> {_type_name(args[1])}"
-    if origin is list:
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         return f"list of {_type_name(args[0])}"
     return getattr(t, "__name__", str(t))
 
@@ -51,7 +51,13 @@ def schema_markdown(kind: str) -> str:
         elif f.default is None or f.default_factory is not None:
             req = "no"
         else:
-            req = f"no (default `{str(f.default).lower() if isinstance(f.default, bool) else f.default}`)"
+            d = f.default
+            shown = (
+                str(d).lower()
+                if isinstance(d, bool)
+                else ("[" + ", ".join(map(str, d)) + "]" if isinstance(d, tuple) else d)
+            )
+            req = f"no (default `{shown}`)"
         lines.append(f"| `{name}` | {typ} | {req} | {f.description or ''} |")
     return "\n".join(lines)
 

@@ -26,15 +26,25 @@ def memory(
     zero: int = typer.Option(1, "--zero", min=0, max=3, help="ZeRO stage 0-3 (1 = Megatron distributed optimizer)"),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
     accounting: str = typer.Option(
-        "megatron-bf16", "--accounting", help="bytes per parameter: " + ", ".join(ACCOUNTINGS)
+        None,
+        "--accounting",
+        help="train: bytes per parameter, one of " + ", ".join(ACCOUNTINGS) + " (default: as the stack keeps them)",
     ),
     dropout: bool = typer.Option(
-        True,
+        None,
         "--dropout/--no-dropout",
-        help="store dropout masks (Korthikanti's GPT accounting); --no-dropout for Llama-style recipes",
+        help="train: store dropout masks (default: the model's dropout field; GPT-style on, Llama-style off)",
+    ),
+    stack: str = typer.Option(
+        "megatron-core",
+        "--stack",
+        help="train: software stack id or YAML path (as hnplan train): attention kernel, sequence parallelism, "
+        "recomputed modules, pipeline schedule, bytes per parameter",
     ),
     batch: int = typer.Option(1, "--batch", min=1, help="inference: concurrent sequences"),
-    dtype: str = typer.Option("bf16", "--dtype", help="inference: weight dtype (bf16, fp8, int8, int4)"),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", help="train: bf16 or fp8; inference: weight dtype (bf16, fp8, int8, int4)"
+    ),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="inference: KV-cache dtype"),
     system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
     gpu_memory_utilization: float = typer.Option(
@@ -50,7 +60,8 @@ def memory(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
-    and runtime overheads; with --system, whether it fits in HBM and what spills where."""
+    and runtime overheads; with --system, whether it fits in HBM and what spills where (train: as
+    hnplan train --offload auto moves it for the same plan and stack)."""
     with handle_errors():
         d = memory_summary(
             model,
@@ -74,6 +85,7 @@ def memory(
             system,
             gpu_memory_utilization=gpu_memory_utilization,
             kv_budget_gib=kv_budget_gib,
+            stack=stack,
         )
         if json_:
             print_json(d)
@@ -92,7 +104,8 @@ def memory(
                     (f"  {s['part']} -> {s['tier']}", f"{s['gib']:.2f} GiB, {s['seconds_per_step']:.3f} s/step")
                 )
             if d["spill"]["spills"]:
-                rows.append(("  compute to hide behind", f"{d['spill']['compute_time_s']:.3f} s/step"))
+                what = "step compute" if mode == "train" else "decode step"
+                rows.append((f"  {what} to hide behind", f"{d['spill']['compute_time_s']:.3f} s/step"))
                 rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))
             if mode == "inference":
                 c = d["kv_capacity"]

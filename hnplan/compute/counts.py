@@ -26,6 +26,9 @@ from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.errors import InputError, check_choice
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+#: modules selective recomputation may re-run (Megatron-Core ``recompute_modules``; memory in
+#: :mod:`hnplan.memory.recompute`)
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts")
 
 
 def head_dim(model: Model) -> int:
@@ -178,13 +181,17 @@ class FlopsPerToken:
         return asdict(self)
 
 
-def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none") -> FlopsPerToken:
+def training_flops_per_token(
+    model: Model, seq_len: int, recompute: str = "none", recompute_modules: tuple[str, ...] = ("core_attn",)
+) -> FlopsPerToken:
     """Model and hardware FLOPs per trained token.
 
     ``model = 6 * (active layer params + LM-head params) + 3 * attention core`` which is PaLM's
     ``6N + 12 L H Q T`` ([2]_) with N the parameters that do matrix multiplies (input-embedding lookups
     do no FLOPs; tied embeddings still multiply in the LM head). Recomputation adds one more forward
-    pass of the layer stack (``full``) or of the attention core only (``selective``, [5]_).
+    pass of the layer stack (``full``) or of the ``recompute_modules`` (``selective``): the attention
+    core ([5]_, the default), the MLA up-projections, the dense MLPs, the shared experts (the norms and
+    activation functions do no FLOPs in this convention).
 
     Parameters
     ----------
@@ -192,6 +199,8 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
     seq_len : int
         Sequence length [tokens].
     recompute : {"none", "selective", "full"}
+    recompute_modules : tuple of str
+        What ``selective`` re-runs (:data:`RECOMPUTE_MODULES`).
 
     Returns
     -------
@@ -211,10 +220,35 @@ def training_flops_per_token(model: Model, seq_len: int, recompute: str = "none"
     attn = attention_core_flops_per_token(model, seq_len)
     model_flops = 3.0 * (dense + attn)
     layer_fwd = dense - 2.0 * model.vocab * model.hidden  # the LM head is not recomputed
-    extra = {"none": 0.0, "selective": attn, "full": layer_fwd + attn}[recompute]
+    extra = {"none": 0.0, "selective": 0.0, "full": layer_fwd + attn}[recompute]
+    if recompute == "selective":
+        for m in recompute_modules:
+            check_choice("recompute module", m, RECOMPUTE_MODULES)
+        extra = _selective_flops(model, attn, recompute_modules)
     return FlopsPerToken(
         model=model_flops, hardware=model_flops + extra, dense_part=3.0 * dense, attention_part=3.0 * attn
     )
+
+
+def _selective_flops(model: Model, attn: float, modules) -> float:
+    """Forward FLOPs per token of the modules selective recomputation re-runs, all layers [FLOP]."""
+    pc = param_counts(model)
+    out = attn if "core_attn" in modules else 0.0
+    if "mla_up_proj" in modules and model.mla is not None:
+        m = model.mla
+        q_up = (m.q_lora_rank or 0) * model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+        kv_up = m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        out += 2.0 * model.layers * (q_up + kv_up)
+    if "mlp" in modules:
+        out += 2.0 * pc.dense_layers * pc.dense_mlp_per_layer
+    if "shared_experts" in modules and model.moe is not None:
+        out += (
+            2.0
+            * pc.moe_layers
+            * model.moe.shared_experts
+            * _mlp_params(model.hidden, model.moe.expert_ffn_hidden, model.activation)
+        )
+    return out
 
 
 def megatron_flops_per_iteration(

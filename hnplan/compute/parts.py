@@ -21,8 +21,18 @@ from hnplan.compute.fp8_recipes import StepKernels
 from hnplan.compute.operators import _check, _expander, _expert_mlp, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
-GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
+GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
+#: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
+#: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows
+MODULE_OPS = {
+    "core_attn": (),
+    "layernorm": ("attn_norm", "mlp_norm"),
+    "mla_up_proj": ("q_up", "kv_up", "rope"),
+    "mlp": ("mlp_up", "mlp_act", "mlp_down"),
+    "moe_act": ("expert_act",),
+    "shared_experts": ("shared_expert_up", "shared_expert_act", "shared_expert_down"),
+}
 
 
 def training_part_times(
@@ -64,7 +74,9 @@ def training_part_times(
         forward + backward), and ``<part>_routed_fwd`` / ``_routed_bwd`` / ``_routed_rc`` (the share of
         forward, backward and full recomputation spent in the routed experts and their permutation,
         :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
-        (the weight-gradient GEMMs, part of ``_bwd``) [s]. Parts a model does not have are 0.
+        (the weight-gradient GEMMs, part of ``_bwd``) [s]; ``<part>_rc_sel`` re-runs the stack's
+        ``recompute_modules`` (:data:`MODULE_OPS`; default the attention core) and ``<part>_rc_attn`` is
+        the attention core's share of a recomputation [s]. Parts a model does not have are 0.
 
     Raises
     ------
@@ -96,8 +108,9 @@ def training_part_times(
             r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
             experts += r
             experts_owner += [i] * len(r)
-    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype)
-    per_shape = _grouped(experts, experts_owner, len(shp), acc, dtype)
+    modules = ("core_attn",) if stack is None else stack.recompute_modules
+    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules)
+    per_shape = _grouped(experts, experts_owner, len(shp), acc, dtype, modules)
     out = {}
     for part in PARTS.values():
         for g in GROUPS:
@@ -115,8 +128,9 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
     return [row for op in ops for row in expand(op, 1)]
 
 
-def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str) -> dict:
-    """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``."""
+def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_attn",)) -> dict:
+    """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
+    ``modules``: what selective recomputation re-runs (:data:`MODULE_OPS`)."""
     if not rows:
         return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
     _, _, t, _ = _times(rows, acc, dtype)
@@ -125,13 +139,19 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str) -> dict:
     kind = np.array([r[2] for r in rows])
     phase = np.array([r[3] for r in rows])
     rc, attn = phase == "recompute", np.isin(kind, ATTENTION_KINDS)
-    routed = np.isin(np.array([r[0] for r in rows]), ROUTED_OPS)
+    names = np.array([r[0] for r in rows], dtype=str)
+    routed = np.isin(names, ROUTED_OPS)
     bwd = np.isin(phase, ("bwd", "bwd-data", "bwd-weight"))
+    prefixes = [p for m in modules for p in MODULE_OPS[m]]
+    rerun = np.zeros(len(rows), dtype=bool)
+    for p in prefixes:
+        rerun |= np.char.startswith(names, p)
     masks = {
         "fwd": phase == "fwd",
         "bwd": bwd,
         "rc_full": rc,
-        "rc_sel": rc & attn,
+        "rc_sel": rc & ((attn & ("core_attn" in modules)) | rerun),
+        "rc_attn": rc & attn,
         "attn": attn & ~rc,
         "routed_fwd": routed & (phase == "fwd"),
         "routed_bwd": routed & bwd,

@@ -46,6 +46,14 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
+from hnplan.memory.recompute import (
+    DEFAULT_MODULES,
+    check_modules,
+    dualpipe_on,
+    freed_bytes,
+    mlp_intermediate,
+    mtp_activation_bytes,
+)
 from hnplan.vectorise import memo
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
@@ -69,11 +77,6 @@ class LayerActivations:
     score_per_key: float
     gemm_inputs_replicated: float = 0.0
     gemm_inputs_split: float = 0.0
-
-
-def _mlp_intermediate(ffn: int, activation: str) -> float:
-    # GELU keeps its input and output (2f + 2f); SwiGLU its gate and up outputs and their product
-    return ACT_BYTES * (3 if activation == "swiglu" else 2) * ffn
 
 
 def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = True, tp: int = 1) -> LayerActivations:
@@ -115,12 +118,12 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
     if moe_layer and model.moe is not None:
         e = model.moe
         rep += ROUTER_BYTES * e.experts
-        inter = _mlp_intermediate(e.expert_ffn_hidden, model.activation)
+        inter = mlp_intermediate(e.expert_ffn_hidden, model.activation)
         # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
         split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
-        split += _mlp_intermediate(model.ffn_hidden, model.activation)
+        split += mlp_intermediate(model.ffn_hidden, model.activation)
         g_split += ACT_BYTES * model.ffn_hidden  # second-GEMM input (GELU output / SwiGLU product)
     score = (ACT_BYTES + MASK_BYTES + ACT_BYTES if dropout else ACT_BYTES) * a
     return LayerActivations(
@@ -144,6 +147,7 @@ def activation_bytes_per_layer(
     dropout: bool = True,
     moe_layer: bool | None = None,
     fp8_gemm_inputs: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
 ) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
@@ -170,6 +174,10 @@ def activation_bytes_per_layer(
         Count an MoE layer; default: the model's MoE layers if it has any.
     fp8_gemm_inputs : bool
         fp8 training: GEMM inputs are saved as 1-byte fp8 casts (Transformer Engine).
+    recompute_modules : tuple of str
+        With ``recompute="selective"``, the modules re-run (:data:`hnplan.memory.recompute.RECOMPUTE_MODULES`);
+        their internal tensors are not kept (:func:`hnplan.memory.recompute.freed_bytes`). Default the
+        attention core.
 
     Returns
     -------
@@ -179,7 +187,7 @@ def activation_bytes_per_layer(
     Raises
     ------
     InputError
-        For an unknown recompute mode.
+        For an unknown recompute mode or module.
 
     Examples
     --------
@@ -197,10 +205,12 @@ def activation_bytes_per_layer(
         return ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
     moe = (model.moe is not None) if moe_layer is None else moe_layer
     la = layer_activations(model, moe, dropout, tp)
-    score = 0.0 if (flash_attention or recompute == "selective") else la.score_per_key * s
+    modules = check_modules(recompute_modules) if recompute == "selective" else ()
+    score = 0.0 if (flash_attention or "core_attn" in modules) else la.score_per_key * s
+    f_rep, f_split, fg_rep, fg_split = freed_bytes(model, moe, modules)
     half = 0.5 if fp8_gemm_inputs else 0.0
-    split = (la.split - half * la.gemm_inputs_split + score) / tp
-    rep = (la.replicated - half * la.gemm_inputs_replicated) / (tp if sequence_parallel else 1)
+    split = (la.split - f_split - half * (la.gemm_inputs_split - fg_split) + score) / tp
+    rep = (la.replicated - f_rep - half * (la.gemm_inputs_replicated - fg_rep)) / (tp if sequence_parallel else 1)
     return tokens * (rep + split)
 
 
@@ -263,6 +273,7 @@ def layer_activation_table(
     flash_attention: bool = True,
     dropout: bool = True,
     fp8_gemm_inputs: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
@@ -279,6 +290,7 @@ def layer_activation_table(
         flash_attention=flash_attention,
         dropout=dropout,
         fp8_gemm_inputs=fp8_gemm_inputs,
+        recompute_modules=recompute_modules,
     )
     return memo(
         plans.reset_index(drop=True),
@@ -339,6 +351,8 @@ def stage_activation_table(
     fp8_gemm_inputs: bool = False,
     per_layer: pd.DataFrame | None = None,
     balanced: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    dualpipe: bool = False,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -348,7 +362,8 @@ def stage_activation_table(
     the last ones, so a DeepSeek-style model's leading dense layers sit on the first stage) times
     :func:`microbatches_in_flight`, plus the embedding dropout mask of every micro-batch in flight on
     the first stage and the output layer of one micro-batch on the last ([1]_ Sec. 4.3). With
-    ``pp = 1`` the one stage holds both.
+    ``pp = 1`` the one stage holds both. A model's multi-token-prediction modules add their layer,
+    inputs and output head on the last stage (:func:`hnplan.memory.recompute.mtp_activation_bytes`).
 
     Parameters
     ----------
@@ -359,6 +374,13 @@ def stage_activation_table(
     balanced : bool
         The stack puts the embedding and the loss in one layer's place each (:func:`end_stage_layers`,
         :func:`balanced_in_flight`).
+    recompute_modules : tuple of str
+        What selective recomputation re-runs (:func:`activation_bytes_per_layer`).
+    dualpipe : bool
+        DeepSeek-V3's DualPipe schedule where it applies (:func:`hnplan.memory.recompute.dualpipe_on`):
+        the first rank also holds the last stage, and ``min(pp, m) + 1`` micro-batches of the fuller
+        stage's layers ([3]_ Table 2: ``PP + 1`` against 1F1B's ``PP``) plus the output layer (and MTP
+        modules) of one micro-batch; ``stage`` is then that rank either way.
 
     Raises
     ------
@@ -378,14 +400,27 @@ def stage_activation_table(
             flash_attention=flash_attention,
             dropout=dropout,
             fp8_gemm_inputs=fp8_gemm_inputs,
+            recompute_modules=recompute_modules,
         )
     a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
     pp = df["pp"].to_numpy()
     L = model.layers
     n = end_stage_layers(model, pp, balanced)
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
-    nd = np.minimum(n, dense_layers) if stage == "first" else np.clip(dense_layers - (L - n), 0, n)
-    per_mb = (n - nd) * a_moe + nd * a_dense
+
+    def per_mb_of(where):  # one micro-batch of the stage's layers
+        nd = np.minimum(n, dense_layers) if where == "first" else np.clip(dense_layers - (L - n), 0, n)
+        return (n - nd) * a_moe + nd * a_dense
+
+    per_mb = per_mb_of(stage)
+    if model.mtp_modules:  # on the last stage: the MTP layers, their inputs and output heads, one micro-batch
+        tokens = seq_len / df["cp"].to_numpy() * df["microbatch_size"].to_numpy()
+        tp_sp = df["tp"].to_numpy() if sequence_parallel else 1
+        out = out + mtp_activation_bytes(model, tokens, tp_sp, a_moe if model.moe is not None else a_dense, out)
+    if dualpipe and stage == "first":
+        dual = dualpipe_on(pp, df["virtual_stages"].to_numpy())
+        held = np.minimum(pp, df["num_microbatches"].to_numpy()) + 1.0
+        both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
     if stage == "last":  # microbatches_in_flight: the last stage holds one
         in_flight = np.ones(len(df))
     elif balanced:
@@ -398,7 +433,10 @@ def stage_activation_table(
         )["f"].to_numpy()
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
-    return total + np.where((stage == "last") | (pp == 1), out, 0.0)
+    total = total + np.where((stage == "last") | (pp == 1), out, 0.0)
+    if dualpipe and stage == "first":
+        total = np.where(dual, both, total)
+    return total
 
 
 def stage_activation_bytes(
@@ -417,6 +455,8 @@ def stage_activation_bytes(
     stage: str = "first",
     fp8_gemm_inputs: bool = False,
     balanced: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    dualpipe: bool = False,
 ) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
@@ -450,5 +490,7 @@ def stage_activation_bytes(
             dropout=dropout,
             fp8_gemm_inputs=fp8_gemm_inputs,
             balanced=balanced,
+            recompute_modules=recompute_modules,
+            dualpipe=dualpipe,
         )[0]
     )

@@ -21,6 +21,8 @@ References
    (fp8 weight and transpose workspaces cached across micro-batches).
 .. [5] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (one layer fewer on
    the first and the last pipeline stage to balance memory).
+.. [6] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.2 (multi-token-prediction
+   modules), 3.2.3 (embedding and output head shared with the MTP module on one DualPipe rank) and :mod:`hnplan.memory.recompute` (their parameters on the last stage).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
 from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import InputError, check_choice
+from hnplan.memory.recompute import mtp_extra_params
 
 ZERO_STAGES = (0, 1, 2, 3)
 STAGES = ("worst", "first", "last")
@@ -235,15 +238,25 @@ def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = Fa
 
 
 def stage_params(
-    model: Model, tp: int, pp: int, ep: int = 1, stage: str = "first", balanced: bool = False
+    model: Model,
+    tp: int,
+    pp: int,
+    ep: int = 1,
+    stage: str = "first",
+    balanced: bool = False,
+    mtp_embedding: bool = True,
 ) -> StageParams:
     """Parameters on one accelerator of the first or last pipeline stage [parameters].
 
     A stage holds ``ceil(L / pp)`` layers (the fullest stage when ``pp`` does not divide ``L``); the
     first stage also holds the input embedding (and learned positions), the last stage the final
     norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
-    Megatron-LM does. Everything is split over ``tp`` (vocabulary-parallel embeddings); routed
-    experts over ``tp x ep``.
+    Megatron-LM does. A model's multi-token-prediction modules sit on the last stage: one more layer
+    each plus :func:`hnplan.memory.recompute.mtp_extra_params` ([6]_). Everything is split over ``tp``
+    (vocabulary-parallel embeddings); routed experts over ``tp x ep``. ``mtp_embedding=False``: the MTP
+    modules share an embedding the rank already holds (DualPipe puts the first and the last stage on one
+    rank and the MTP module shares the main model's embedding and output head there, [6]_ Sec. 3.2.3), so
+    no copy is added.
 
     Raises
     ------
@@ -264,11 +277,16 @@ def stage_params(
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
+    expert = moe * pc.moe_total_per_layer
     if last:
         dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
-    return StageParams(
-        dense=dense / tp, expert=moe * pc.moe_total_per_layer / (tp * ep), layers=len(rng), moe_layers=moe
-    )
+        if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
+            layer = per_moe_shared if pc.moe_layers else per_dense
+            dense += model.mtp_modules * layer + mtp_extra_params(model)
+            if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
+                dense -= pc.embedding
+            expert += model.mtp_modules * (pc.moe_total_per_layer if pc.moe_layers else 0.0)
+    return StageParams(dense=dense / tp, expert=expert / (tp * ep), layers=len(rng), moe_layers=moe)
 
 
 def model_state_bytes_per_gpu(
@@ -328,6 +346,7 @@ def model_state_table(
     cp=1,
     stage: str = "first",
     balanced: bool = False,
+    mtp_embedding: bool = True,
 ) -> tuple:
     """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element).
 
@@ -356,7 +375,7 @@ def model_state_table(
     a = accounting(recipe)
     inv, upp = pd.factorize(pp.ravel())
     inv = inv.reshape(pp.shape)
-    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced) for p in upp]  # before the TP / EP split
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
     dense = np.array([s.dense for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (tp * ep)
     out = []

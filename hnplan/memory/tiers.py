@@ -5,18 +5,28 @@ Tiers, fastest first: HBM; host memory (DDR over PCIe, or LPDDR over NVLink-C2C)
 a node's host memory and NVMe are shared by its ``node_gpus``, a pool by the ``pooled_memory_nodes``
 sharing it (a CXL switch or fabric-attached memory), else by the scale-up domain.
 
-Spill placement: parts leave HBM in a fixed order (training: optimizer states, gradients, weights,
-activations; inference: KV cache, then weights) into the fastest tier with room. Each spilled byte
-costs traffic per step, in the busier direction of the link:
+Spill placement: parts leave HBM in a fixed order into the fastest tier with room (tiers are
+separate links, moved in parallel).
 
-* optimizer states on host memory: ZeRO-Offload ([1]_ Sec. 4) runs Adam on the CPU; per step the
-  gradients go down and the updated 16-bit weights come back: ``weight_bytes / optimizer_bytes`` per
-  spilled byte each way; on any other tier the states stream through once each way (ZeRO-Infinity [2]_);
-* gradients: written once per step (1x; when the optimizer states also spill to host memory this
-  counts the gradient traffic twice, an upper bound);
-* weights: read for the forward and again for the backward pass (training, 2x) or once (inference);
-* activations: written after the forward pass and read back in the backward pass (1x each way);
-* KV cache: read once per decode step (1x).
+Training (the one offload model of ``hnplan memory --system`` and the training planner's
+``offload: auto``; :func:`training_offload`): optimizer states, then weights go to host memory or a
+memory pool, then activations to host memory only; gradients stay in HBM (they accumulate over the
+micro-batches). The states and weights stream through the GPU, which runs the update ([2]_ Sec. 5-6;
+ZeRO-Offload's Adam on the CPU [1]_ is not modelled: it would need the CPU's Adam throughput). Per step,
+in the busier direction of each tier's link:
+
+* optimizer states: read and written back once (``1 x`` each way), hidden behind the optimizer step and
+  the last micro-batch's backward pass (the gradients are final only then);
+* weights: read for the forward and again for the backward pass of every micro-batch (``2 m x``),
+  prefetched layer by layer behind the step's compute;
+* activations: out and back once per micro-batch (``m x``; an upper bound when a stage holds several
+  micro-batches in flight), behind the step's compute;
+
+each prefetch (one per layer) pays the tier's latency, and the exposed part is
+``max(0, t_opt - W_opt) + max(0, t_weights + t_act - W_compute)`` on the slowest tier.
+
+Inference: the KV cache, then weights, into any tier (NVMe included); the KV cache is read once per
+decode step (1x), weights once per step (1x).
 
 References
 ----------
@@ -28,14 +38,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
 from hnplan.errors import check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
-from hnplan.memory.states import accounting
 
-SPILL_ORDER = {"train": ("optimizer", "grads", "params", "activations"), "inference": ("kv_cache", "params")}
+SPILL_ORDER = {"train": ("optimizer", "params", "activations"), "inference": ("kv_cache", "params")}
+#: training: the tiers each part may move to (activations only to host memory; gradients stay in HBM)
+TRAIN_OFFLOAD_TIERS = {"optimizer": ("host", "pooled"), "params": ("host", "pooled"), "activations": ("host",)}
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,7 @@ class SpillPlan:
     spills: list = field(default_factory=list)
     unplaced_bytes: float = 0.0
     compute_time_s: float | None = None
+    exposed_transfer_s: float | None = None  # training: :func:`training_offload`'s exposed time
 
     @property
     def fits(self) -> bool:
@@ -148,7 +162,10 @@ class SpillPlan:
 
     @property
     def exposed_s(self) -> float | None:
-        """Spill time not hidden behind the compute time [s] (``None`` without a compute time)."""
+        """Spill time not hidden behind the compute time [s] (``None`` without a compute time); training:
+        the exposed offload time of :func:`training_offload` (its windows)."""
+        if self.exposed_transfer_s is not None:
+            return self.exposed_transfer_s
         if self.compute_time_s is None:
             return None
         return max(0.0, self.spill_time_s - self.compute_time_s)
@@ -167,23 +184,114 @@ class SpillPlan:
         }
 
 
-def traffic_factor(part: str, tier: str, mode: str, recipe) -> float:
-    """Bytes moved per step and per byte of ``part`` placed on ``tier`` (see the module docstring);
-    ``recipe`` is an accounting name or :class:`~hnplan.memory.states.StateAccounting`."""
-    if part == "optimizer":
-        a = accounting(recipe)
-        return a.weight_bytes / a.optimizer_bytes if tier == "host" else 1.0
-    if part == "params":
-        return 2.0 if mode == "train" else 1.0
-    return 1.0
+@dataclass(frozen=True)
+class TrainingOffload:
+    """What :func:`training_offload` moves, per plan (arrays aligned with its inputs).
+
+    ``moved[part][tier]`` [bytes per GPU] and ``seconds[part][tier]`` [s per step, latency included];
+    ``transfer_s`` the busiest tier's transfer per step, ``exposed_s`` what of it the step waits for [s];
+    ``unplaced_bytes`` what still exceeds HBM after every allowed move [bytes]."""
+
+    moved: dict
+    seconds: dict
+    transfer_s: np.ndarray
+    exposed_s: np.ndarray
+    unplaced_bytes: np.ndarray
+
+
+def training_offload(
+    parts: dict,
+    total_bytes,
+    hbm_bytes: float,
+    tiers: list[Tier],
+    microbatches,
+    prefetches,
+    window_optimizer_s,
+    window_compute_s,
+    latency_s: dict | None = None,
+) -> TrainingOffload:
+    """Offload of training plans that exceed HBM (see the module docstring), vectorised over plans.
+
+    Parameters
+    ----------
+    parts : dict
+        ``optimizer``, ``params``, ``activations`` [bytes per GPU, arrays].
+    total_bytes : array
+        The whole footprint per GPU [bytes].
+    hbm_bytes : float
+        What a program can allocate in HBM [bytes].
+    tiers : list of Tier
+        The tiers a part may move to (:data:`TRAIN_OFFLOAD_TIERS`: host and pooled), fastest first.
+    microbatches : array
+        Micro-batches per step ``m``.
+    prefetches : array
+        Transfers per step and part on a tier (one per layer of the stage), each paying ``latency_s``.
+    window_optimizer_s, window_compute_s : array
+        The optimizer step plus the last micro-batch's backward pass, and the step's compute [s].
+    latency_s : dict, optional
+        Tier name -> load latency [s] (0 where absent).
+
+    Returns
+    -------
+    TrainingOffload
+    """
+    total = np.asarray(total_bytes, dtype=float)
+    n = total.shape[0] if total.ndim else 1
+    total = np.broadcast_to(total, (n,))
+    excess = np.maximum(total - hbm_bytes, 0.0)
+    m = np.broadcast_to(np.asarray(microbatches, dtype=float), (n,))
+    layers = np.broadcast_to(np.asarray(prefetches, dtype=float), (n,))
+    lat = latency_s or {}
+    room = {t.name: np.full(n, t.capacity_bytes) for t in tiers}
+    per_step = {"optimizer": np.ones(n), "params": 2.0 * m, "activations": m}
+    moved: dict = {p: {} for p in TRAIN_OFFLOAD_TIERS}
+    seconds: dict = {p: {} for p in TRAIN_OFFLOAD_TIERS}
+    t_opt = {t.name: np.zeros(n) for t in tiers}
+    t_rest = {t.name: np.zeros(n) for t in tiers}
+    for part, allowed in TRAIN_OFFLOAD_TIERS.items():
+        left = np.minimum(np.broadcast_to(np.asarray(parts[part], dtype=float), (n,)), excess)
+        for t in tiers:
+            if t.name not in allowed:
+                continue
+            put = np.minimum(left, room[t.name])
+            room[t.name] = room[t.name] - put
+            left = left - put
+            excess = excess - put
+            secs = put * per_step[part] / t.bw_Bps + np.where(put > 0, layers * lat.get(t.name, 0.0), 0.0)
+            moved[part][t.name], seconds[part][t.name] = put, secs
+            (t_opt if part == "optimizer" else t_rest)[t.name] += secs
+    names = [t.name for t in tiers]
+    w_opt = np.asarray(window_optimizer_s, dtype=float)
+    w_comp = np.asarray(window_compute_s, dtype=float)
+    stack = [np.maximum(t_opt[k] - w_opt, 0.0) + np.maximum(t_rest[k] - w_comp, 0.0) for k in names]
+    exposed = np.max(np.vstack(stack), axis=0) if names else np.zeros(n)
+    transfer = np.max(np.vstack([t_opt[k] + t_rest[k] for k in names]), axis=0) if names else np.zeros(n)
+    return TrainingOffload(moved, seconds, transfer, exposed, np.maximum(excess, 0.0))
+
+
+def tier_latency_s(system, tier: str) -> float:
+    """Load latency of a tier [s]: the pool's ``pooled_memory_latency_ns``; 0 when not given (host
+    memory's latency is far below a layer's transfer time)."""
+    if tier == "pooled" and system.pooled_memory_latency_ns:
+        return units.ns_to_s(system.pooled_memory_latency_ns)
+    return 0.0
+
+
+def offload_tiers(tiers: list[Tier]) -> list[Tier]:
+    """The tiers training offload uses: host memory and a memory pool (not HBM, not NVMe), fastest first."""
+    return [t for t in tiers[1:] if t.name in ("host", "pooled")]
 
 
 def spill_plan(
     mem: MemoryBreakdown,
     tiers: list[Tier],
     mode: str = "train",
-    recipe: str = "zero-paper",
     compute_time_s: float | None = None,
+    *,
+    microbatches: float = 1.0,
+    prefetches: float = 0.0,
+    window_optimizer_s: float | None = None,
+    latency_s: dict | None = None,
 ) -> SpillPlan:
     """Place what does not fit in HBM (``tiers[0]``) on the other tiers and cost the traffic per step.
 
@@ -194,17 +302,20 @@ def spill_plan(
     tiers : list of Tier
         :func:`memory_tiers` (HBM first).
     mode : {"train", "inference"}
-        Which parts may spill, in :data:`SPILL_ORDER`.
-    recipe : str
-        Model-state accounting, for the ZeRO-Offload traffic of optimizer states.
+        ``train``: :func:`training_offload` (the training planner's offload; host and pooled memory);
+        ``inference``: the KV cache, then weights, into any tier.
     compute_time_s : float, optional
-        Compute time per step the transfers must hide behind [s].
+        Compute time per step the transfers hide behind [s] (training: the step's compute, the window
+        of weights and activations).
+    microbatches, prefetches, window_optimizer_s, latency_s :
+        Training only, as :func:`training_offload` (``window_optimizer_s`` default 0: nothing to hide
+        the optimizer states' transfer behind).
 
     Returns
     -------
     SpillPlan
-        ``fits`` if the footprint fits in HBM; ``spills`` if the spillable parts fit in the other tiers;
-        ``does-not-fit`` otherwise (``unplaced_bytes`` > 0).
+        ``fits`` if the footprint fits in HBM; ``spills`` if the parts allowed to move fit in the other
+        tiers; ``does-not-fit`` otherwise (``unplaced_bytes`` > 0).
 
     Raises
     ------
@@ -216,9 +327,32 @@ def spill_plan(
     excess = mem.total_bytes - hbm
     if excess <= 0:
         return SpillPlan("fits", hbm, mem.total_bytes, compute_time_s=compute_time_s)
+    parts = mem.parts_bytes()
+    if mode == "train":
+        off = training_offload(
+            {p: parts[p] for p in TRAIN_OFFLOAD_TIERS},
+            mem.total_bytes,
+            hbm,
+            offload_tiers(tiers),
+            microbatches,
+            prefetches,
+            0.0 if window_optimizer_s is None else window_optimizer_s,
+            np.inf if compute_time_s is None else compute_time_s,
+            latency_s,
+        )
+        per_step = {"optimizer": 1.0, "params": 2.0 * microbatches, "activations": float(microbatches)}
+        spills = [
+            Spill(p, t, float(b[0]), float(b[0]) * per_step[p], float(off.seconds[p][t][0]))
+            for p, by_tier in off.moved.items()
+            for t, b in by_tier.items()
+            if b[0] > 0
+        ]
+        unplaced = float(off.unplaced_bytes[0])
+        exposed = None if compute_time_s is None else float(off.exposed_s[0])
+        status = "spills" if unplaced <= 0 else "does-not-fit"
+        return SpillPlan(status, hbm, mem.total_bytes, spills, unplaced, compute_time_s, exposed)
     room = {t.name: t.capacity_bytes for t in tiers[1:]}
     spills = []
-    parts = mem.parts_bytes()
     for part in SPILL_ORDER[mode]:
         left = min(parts[part], excess)
         for t in tiers[1:]:
@@ -230,8 +364,7 @@ def spill_plan(
             room[t.name] -= put
             left -= put
             excess -= put
-            traffic = put * traffic_factor(part, t.name, mode, recipe)
-            spills.append(Spill(part, t.name, put, traffic, traffic / t.bw_Bps))
+            spills.append(Spill(part, t.name, put, put, put / t.bw_Bps))
         if excess <= 0:
             break
     status = "spills" if excess <= 0 else "does-not-fit"
@@ -272,7 +405,11 @@ __all__ = [
     "decode_step_time_s",
     "memory_tiers",
     "pool_gpus",
+    "TRAIN_OFFLOAD_TIERS",
+    "TrainingOffload",
+    "offload_tiers",
     "spill_plan",
+    "tier_latency_s",
     "training_compute_time_s",
-    "traffic_factor",
+    "training_offload",
 ]

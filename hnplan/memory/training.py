@@ -5,6 +5,8 @@ References
 .. [1] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054.
 .. [2] Korthikanti et al., arXiv:2205.05198 (activations).
 .. [3] ``data/memory.yaml``: CUDA context, NCCL buffers and allocator fragmentation, each with its source.
+.. [4] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.2.1 and Table 2 (DualPipe:
+   parameters 2x, activations PP + 1); :mod:`hnplan.memory.recompute`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from hnplan.catalog.schemas import Model
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
+from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import StateAccounting, model_state_table
 from hnplan.vectorise import on_distinct
 
@@ -104,6 +107,8 @@ def training_memory_table(
     overheads: bool = True,
     catalog: Catalog | None = None,
     balanced: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    dualpipe: bool = False,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -126,7 +131,7 @@ def training_memory_table(
     recipe : str or StateAccounting
         Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`, or a stack's
         :func:`hnplan.memory.states.stack_accounting`).
-    flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced :
+    flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
         As :func:`training_memory`.
 
     Returns
@@ -155,27 +160,47 @@ def training_memory_table(
         degrees = [u[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         for stage in ("first", "last"):
             o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), stage, balanced))
+        if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
+            o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), "last", balanced, False))
         return o
 
     o_fixed, o_slope, *states = on_distinct(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], per_layout)
     act_kw = dict(
-        sequence_parallel=sequence_parallel, flash_attention=flash_attention, dropout=dropout, fp8_gemm_inputs=fp8
+        sequence_parallel=sequence_parallel,
+        flash_attention=flash_attention,
+        dropout=dropout,
+        fp8_gemm_inputs=fp8,
+        recompute_modules=recompute_modules,
     )
     per_layer = layer_activation_table(model, df, seq_len, **act_kw)
+    # DualPipe ([4]_): the first rank holds the first and the last stage, two copies' worth of states
+    dual = dualpipe_on(pp, df["virtual_stages"].to_numpy()) if dualpipe else np.zeros(len(df), dtype=bool)
     best: dict | None = None
     last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
     for i, stage in enumerate(("first", "last")):
         st = dict(zip(TABLE_PARTS[:3], states[3 * i : 3 * i + 3]))
+        if dualpipe:
+            st = {k: np.where(dual, states[j] + states[6 + j], st[k]) for j, k in enumerate(TABLE_PARTS[:3])}
         st["activations_bytes"] = stage_activation_table(
-            model, df, seq_len, stage, per_layer=per_layer, balanced=balanced, **act_kw
+            model,
+            df,
+            seq_len,
+            "first" if dualpipe else stage,
+            per_layer=per_layer,
+            balanced=balanced,
+            dualpipe=dualpipe,
+            **act_kw,
         )
+        if dualpipe and stage == "last":  # the last stage alone where DualPipe does not apply
+            alone = stage_activation_table(model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, **act_kw)
+            st["activations_bytes"] = np.where(dual, st["activations_bytes"], alone)
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
         st["total_bytes"] = tensors + st["overhead_bytes"]
         if best is None:
             best = st
         else:
-            last_stage = (pp > 1) & (st["total_bytes"] > best["total_bytes"])
+            last_stage = (pp > 1) & ~dual & (st["total_bytes"] > best["total_bytes"])
             best = {k: np.where(last_stage, st[k], best[k]) for k in st}
     assert best is not None
     best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
@@ -204,6 +229,8 @@ def training_memory(
     fp8_gemm_inputs: bool | None = None,
     catalog: Catalog | None = None,
     balanced: bool = False,
+    recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    dualpipe: bool = False,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -239,6 +266,13 @@ def training_memory(
         Include the runtime overheads (catalog data); ``False`` gives the tensors alone.
     fp8_gemm_inputs : bool, optional
         Save GEMM inputs as fp8 casts; default: when ``recipe == "fp8"``.
+    recompute_modules : tuple of str
+        What ``recompute="selective"`` re-runs (:data:`hnplan.memory.recompute.RECOMPUTE_MODULES`; default
+        the attention core).
+    dualpipe : bool
+        DeepSeek-V3's DualPipe schedule: where it applies (an even ``pp`` without virtual stages) the first
+        rank holds the first and the last stage's model states and ``min(pp, m) + 1`` micro-batches of
+        activations ([4]_ Table 2); ``stage`` is then ``first``.
 
     Returns
     -------
@@ -281,6 +315,8 @@ def training_memory(
         overheads=overheads,
         catalog=catalog,
         balanced=balanced,
+        recompute_modules=recompute_modules,
+        dualpipe=dualpipe,
     ).iloc[0]
     params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))

@@ -212,7 +212,7 @@ def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     (``AuditSetup.tiering_points``: 100B-class models on one or two H100 servers, the 1T model on one or
     two NVL72 racks), on a PCIe-host server (DDR) and an NVLink-C2C superchip rack (LPDDR): share of the step the offload
     transfers leave exposed after layer-by-layer prefetch behind compute. The claim holds where that share is
-    at most 5 %. SSD is not an offload target of the planner (its NVMe tier is only in hnplan memory)."""
+    at most 5 %. SSD is not a training offload target (NVMe is a tier of inference spills only)."""
     from hnplan.planning.training import best_plan
 
     rows = []

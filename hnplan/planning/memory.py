@@ -16,13 +16,19 @@ from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS, MemoryBreakdown
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
 from hnplan.memory.states import ACCOUNTINGS
-from hnplan.memory.tiers import (
-    decode_step_time_s,
-    memory_tiers,
-    spill_plan,
-    training_compute_time_s,
-)
+from hnplan.memory.tiers import decode_step_time_s, memory_tiers, spill_plan, tier_latency_s
 from hnplan.memory.training import training_memory
+from hnplan.planning.training import (
+    TRAIN_DTYPES,
+    ParallelPlan,
+    StackChoices,
+    evaluate_plans,
+    make_job,
+    plans_frame,
+    stack_choices,
+    validate_plan,
+)
+from hnplan.planning.training.components import memory_recipe
 
 MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")
@@ -61,8 +67,8 @@ def memory_summary(
     virtual_stages: int = 1,
     zero: int = 1,
     recompute: str = "none",
-    accounting: str = "megatron-bf16",
-    dropout: bool = True,
+    accounting: str | None = None,
+    dropout: bool | None = None,
     batch: int = 1,
     dtype: str = "bf16",
     kv_dtype: str = "bf16",
@@ -70,14 +76,24 @@ def memory_summary(
     catalog: Catalog | None = None,
     gpu_memory_utilization: float | None = None,
     kv_budget_gib: float | None = None,
+    stack="megatron-core",
 ) -> dict:
     """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).
 
     Sizes are GiB (2**30 bytes) in keys ending ``_gib``: ``params_gib``, ``grads_gib``,
     ``optimizer_gib``, ``activations_gib``, ``kv_cache_gib``, ``overhead_gib``, ``total_gib``. With
     ``system``: ``hbm_gib``, ``fits``, ``status`` (fits / spills / does-not-fit), ``tiers``, ``spill``
-    (:meth:`hnplan.memory.SpillPlan.as_dict`, with the compute time per step the transfers hide
-    behind: :func:`training_compute_time_s` or one decode step) and, for inference, ``kv_capacity``
+    (:meth:`hnplan.memory.SpillPlan.as_dict`) and, for inference, ``kv_capacity``.
+
+    Training is the training planner's model of the plan (``hnplan train`` with the same plan and
+    ``stack``): the footprint of :func:`hnplan.planning.training.components.memory_per_gpu` (the stack's
+    bytes per parameter unless ``accounting`` names others, the model's dropout unless ``dropout`` says,
+    the stack's attention kernel, sequence parallelism, end-stage split, recomputed modules and pipeline
+    schedule), ``dtype`` the training dtype (bf16 or fp8); with ``system`` the plan's step is evaluated
+    with ``offload: auto`` and what does not fit moves as the planner moves it
+    (:func:`hnplan.memory.tiers.training_offload`, behind that step's compute and optimizer windows):
+    ``spill.compute_time_s`` is the step's compute, ``spill.exposed_s`` what ``hnplan train --offload
+    auto`` adds to the step. Inference: the compute time is one decode step; ``kv_capacity``
     sized as serving engines size their KV cache: ``gpu_memory_utilization`` of the visible HBM
     (vLLM's; default ``memory.yaml``) or a KV cache of ``kv_budget_gib`` set directly
     (:func:`hnplan.memory.kv_capacity`).
@@ -86,6 +102,8 @@ def memory_summary(
     ------
     InputError
         For an unknown mode, dtype, accounting, ZeRO stage or recompute mode; CatalogError for ids.
+    PlanRuleError
+        Training with ``system``: a plan that breaks a training plan rule (an infeasible plan).
     """
     check_choice("mode", mode, MODES)
     cat = catalog or load_catalog()
@@ -96,6 +114,12 @@ def memory_summary(
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
     mem: MemoryBreakdown
     if mode == "train":
+        check_choice("dtype", dtype, TRAIN_DTYPES)
+        ch = StackChoices() if stack is None else stack_choices(cat.stack(stack) if isinstance(stack, str) else stack)
+        train_dtype = "fp8" if accounting == "fp8" else dtype
+        recipe = memory_recipe(train_dtype, ch) if accounting is None else accounting
+        drop = m.dropout if dropout is None else dropout
+        m_count = num_microbatches or pp
         tm = training_memory(
             m,
             seq_len,
@@ -107,11 +131,17 @@ def memory_summary(
             ep,
             zero,
             recompute,
-            num_microbatches,
+            m_count,
+            flash_attention=ch.attention == "flash",
             virtual_stages=virtual_stages,
-            recipe=accounting,
-            dropout=dropout,
+            recipe=recipe,
+            sequence_parallel=ch.sequence_parallel,
+            dropout=drop,
+            fp8_gemm_inputs=train_dtype == "fp8",
             catalog=cat,
+            balanced=ch.pipeline_balanced_ends,
+            recompute_modules=ch.recompute_modules,
+            dualpipe=ch.pipeline_schedule == "dualpipe",
         )
         out.update(
             parallel=dict(
@@ -121,13 +151,15 @@ def memory_summary(
                 cp=cp,
                 ep=ep,
                 microbatch_size=microbatch_size,
-                num_microbatches=num_microbatches or pp,
+                num_microbatches=m_count,
                 virtual_stages=virtual_stages,
                 zero=zero,
                 recompute=recompute,
             ),
-            accounting=accounting,
-            dropout=dropout,
+            accounting=recipe if isinstance(recipe, str) else recipe.name,
+            dropout=drop,
+            dtype=train_dtype,
+            stack=getattr(stack, "id", stack),
             stage=tm.stage,
         )
         mem = tm
@@ -150,21 +182,44 @@ def memory_summary(
     acc = cat.accelerator(sys_.accelerator)
     tiers = memory_tiers(cat.design(sys_))
     if mode == "train":
-        t = training_compute_time_s(
-            m,
-            acc,
+        # the planner's step of this plan: its compute and optimizer windows, one prefetch per layer
+        job = make_job(
+            model,
+            sys_,
+            tp * pp * dp * cp,
             seq_len,
-            microbatch_size,
-            num_microbatches or pp,
-            tp,
-            pp,
-            cp,
-            recompute,
-            "fp8" if accounting == "fp8" else "bf16",
+            dp * microbatch_size * m_count,
+            train_dtype,
+            cat,
+            stack=stack,
+            overrides={"offload": "auto"},
+        )
+        p = ParallelPlan(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            microbatch_size=microbatch_size,
+            virtual_stages=virtual_stages,
+            zero_stage=zero,
+            recompute=recompute,
+        )
+        validate_plan(job.model, job.gpus, p, job.global_batch_seqs, seq_len)
+        row = evaluate_plans(job, plans_frame([p])).iloc[0]
+        design = cat.design(sys_)
+        plan = spill_plan(
+            mem,
+            tiers,
+            "train",
+            compute_time_s=float(row["t_compute_s"]),
+            microbatches=m_count,
+            prefetches=float(row["offload_prefetches"]),
+            window_optimizer_s=float(row["offload_window_optimizer_s"]),
+            latency_s={t.name: tier_latency_s(design.system, t.name) for t in tiers},
         )
     else:
-        t = decode_step_time_s(mem, acc)
-    plan = spill_plan(mem, tiers, mode, accounting, compute_time_s=t)
+        plan = spill_plan(mem, tiers, mode, compute_time_s=decode_step_time_s(mem, acc))
     out.update(
         system=sys_.id,
         accelerator=acc.id,

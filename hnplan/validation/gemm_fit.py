@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute.gemm import gemm_time_s
@@ -396,3 +397,69 @@ def fit_xla_sweep(
         if best is None or fit["mape"] < best["mape"]:
             best = {**fit, "tile": tuple(tile)}
     return {**best, "by_tile": by_tile, "offset_s": offset}
+
+
+# --- FP8 on Hopper, shapes the law was never fitted to: DeepGEMM's published H800 table ---------------------------
+DEEPGEMM_TABLE = "deepgemm_h800_fp8"
+DEEPGEMM_ACCELERATOR = "h800-sxm"  # the GPU the table was measured on (deepseek-ai/DeepGEMM README, 2025-03-25)
+
+
+def deepgemm_table(catalog: Catalog | None = None) -> pd.DataFrame:
+    """DeepGEMM's FP8 GEMMs on one H800 SXM5 (``data/reference/deepgemm_h800_fp8.csv``) as a GEMM table:
+    ``layout`` (normal, contiguous or masked grouped), ``m_tokens`` (rows per group), ``n``, ``k``, ``groups``,
+    ``dtype`` ("fp8") and ``time_s`` = 2 groups m n k / the published TFLOP/s [s] (kernel time, kineto)."""
+    ref = (catalog or load_catalog()).reference(DEEPGEMM_TABLE)
+    return pd.DataFrame(
+        {
+            "layout": ref["layout"],
+            "m_tokens": ref["m"],
+            "n": ref["n"],
+            "k": ref["k"],
+            "groups": ref["groups"],
+            "dtype": "fp8",
+            "time_s": 2.0 * ref["groups"] * ref["m"] * ref["n"] * ref["k"] / units.tflops_to_flops_per_s(ref["tflops"]),
+        }
+    )
+
+
+def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
+    """The law's device time (the catalog's FP8 ceiling and Hopper shape terms, nothing fitted to these rows)
+    against every row of :func:`deepgemm_table`: adds ``predicted_s``, ``error`` (predicted / measured - 1) and
+    ``split`` (the law's split-K factor: DeepGEMM never splits K, so rows the law splits are a kernel choice apart)."""
+    from hnplan.compute.gemm import gemm_compute_s
+
+    cat = catalog or load_catalog()
+    acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
+    tab = deepgemm_table(cat)
+    pred = predict_table(acc, tab)
+    _, split = gemm_compute_s(
+        acc,
+        "fp8",
+        tab["m_tokens"].to_numpy(float),
+        tab["n"].to_numpy(float),
+        tab["k"].to_numpy(float),
+        tab["groups"].to_numpy(float),
+    )
+    return tab.assign(predicted_s=pred, error=pred / tab["time_s"] - 1.0, split=split)
+
+
+TILELANG_TABLE = "tilelang_h800_matmul"
+
+
+def tilelang_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
+    """TileLang's autotuned FP16 and FP8 GEMMs of 8192 x 8192 x K on one H800 SXM
+    (``data/reference/tilelang_h800_matmul.csv``; the output in the input's dtype, so FP8 writes 1 byte per element)
+    against the law's device time: columns ``dtype, m_tokens, n, k, time_s, predicted_s, error``."""
+    from hnplan.compute.gemm import gemm_device_time_s
+
+    cat = catalog or load_catalog()
+    acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
+    ref = cat.reference(TILELANG_TABLE)
+    pred = []
+    for r in ref.itertuples():
+        nbytes = (r.m * r.k + r.k * r.n + r.m * r.n) * units.dtype_bytes(r.dtype)
+        pred.append(gemm_device_time_s(acc, r.dtype, r.m, r.n, r.k, nbytes=nbytes)[2])
+    out = pd.DataFrame({"dtype": ref["dtype"], "m_tokens": ref["m"], "n": ref["n"], "k": ref["k"]})
+    out["time_s"] = units.ms_to_s(ref["latency_ms"].to_numpy(float))
+    out["predicted_s"] = np.asarray(pred, dtype=float)
+    return out.assign(error=out["predicted_s"] / out["time_s"] - 1.0)

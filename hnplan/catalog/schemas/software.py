@@ -115,7 +115,16 @@ class StackChoices(_Strict):
         1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
         ``(pp / 2 - 1)(F&B + B - 3 W)`` (arXiv:2412.19437 Sec. 3.2.1, Table 2: ``F&B`` a forward and a
         backward chunk overlapped, ``B`` a backward, ``W`` its weight-gradient part) for an even ``pp``
-        without virtual stages (otherwise the 1F1B bubble).
+        without virtual stages (otherwise the 1F1B bubble). In memory, DualPipe keeps two copies of the
+        parameters (each rank holds a stage of each direction: the first and the last stage's states on
+        one rank) and ``pp + 1`` micro-batches of activations where 1F1B keeps ``pp`` (Table 2).
+    recompute_modules : tuple of {"core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts"}
+        What selective recomputation (``recompute: selective``) re-runs: Megatron-Core's
+        ``--recompute-granularity selective --recompute-modules`` (``megatron/core/transformer/
+        transformer_config.py``): ``core_attn`` the attention core (the default, Korthikanti et al.
+        arXiv:2205.05198 Sec. 5), ``layernorm`` the two norms before attention and the MLP, ``mla_up_proj``
+        the MLA up-projections and RoPE, ``mlp`` the dense MLP, ``moe_act`` the routed experts' activation
+        function, ``shared_experts`` the shared experts. Bytes saved: :mod:`hnplan.memory.recompute`.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -184,6 +193,13 @@ class StackChoices(_Strict):
         default="1f1b",
         description="1f1b: Megatron's 1F1B / interleaved schedule; dualpipe: DeepSeek's bidirectional schedule "
         "(bubble (pp/2 - 1)(F&B + B - 3W), arXiv:2412.19437 Table 2)",
+    )
+    recompute_modules: tuple[
+        Literal["core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts"], ...
+    ] = Field(
+        default=("core_attn",),
+        description="modules selective recomputation re-runs (Megatron-Core --recompute-modules); "
+        "default the attention core",
     )
 
 

@@ -265,7 +265,8 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     codes, uniq = factorize(df, SHAPE_KEYS)
     lt = _taken(part_times(job, uniq, job.dtype), codes)
     pp = _col(df, "pp")
-    full, selective, rerun = recompute_is(df, "full"), recompute_is(df, "selective"), ~recompute_is(df, "none")
+    full, selective = recompute_is(df, "full"), recompute_is(df, "selective")
+    rerun_attn = full | (selective & ("core_attn" in job.choices.recompute_modules))
 
     extra = job.choices.moe_load_imbalance - 1.0  # the busiest EP rank's surplus of routed tokens
 
@@ -277,7 +278,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
             fwd = fwd + extra * (lt(f"{name}_routed_fwd") + np.where(full, lt(f"{name}_routed_rc"), 0))
             bwd = bwd + extra * lt(f"{name}_routed_bwd")
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
-        attn = lt(f"{name}_attn") + np.where(rerun, lt(f"{name}_rc_sel"), 0.0)
+        attn = lt(f"{name}_attn") + np.where(rerun_attn, lt(f"{name}_rc_attn"), 0.0)
         return fwd, bwd, attn, lt(f"{name}_wgrad")
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
@@ -413,8 +414,9 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     """Training memory per GPU of the fullest pipeline stage of every candidate [bytes], by part:
     :func:`hnplan.memory.training_memory_table` with the bytes per parameter the job's stack keeps
     (:func:`hnplan.memory.states.stack_accounting`: its gradient buffer width, fp8 weights or cached fp8
-    copies), the model's dropout, the stack's attention kernel, sequence parallelism and pipeline
-    split of the end stages (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
+    copies), the model's dropout, the stack's attention kernel, sequence parallelism, pipeline
+    split of the end stages, recomputed modules and pipeline schedule (DualPipe's two parameter copies)
+    (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
 
     Returns
     -------
@@ -432,13 +434,16 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         sequence_parallel=ch.sequence_parallel,
         catalog=job.catalog,
         balanced=ch.pipeline_balanced_ends,
+        recompute_modules=ch.recompute_modules,
+        dualpipe=ch.pipeline_schedule == "dualpipe",
     )
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
-    """Model and hardware training FLOPs per token (by recompute mode) [arrays of FLOP]."""
+    """Model and hardware training FLOPs per token (by recompute mode; selective re-runs the stack's
+    ``recompute_modules``) [arrays of FLOP]."""
     codes, modes = pd.factorize(df["recompute"])
-    f = [training_flops_per_token(job.model, job.seq_len, r) for r in modes]
+    f = [training_flops_per_token(job.model, job.seq_len, r, job.choices.recompute_modules) for r in modes]
     return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 
 

@@ -2,31 +2,15 @@
 
 With the stack choice ``offload="auto"`` (:class:`hnplan.catalog.schemas.StackChoices`), every
 candidate plan whose per-GPU footprint exceeds HBM moves what does not fit, in the order optimizer
-states, weights, activations, into the tiers the system has (:func:`hnplan.memory.tiers.memory_tiers`),
-fastest first (gradients stay in HBM: they accumulate over the microbatches):
+states, weights, activations, into the host and pooled memory the system has: the one training offload
+model, :func:`hnplan.memory.tiers.training_offload` (states and weights streamed through the GPU,
+ZeRO-Infinity, arXiv:2104.07857; its module docstring gives the traffic and the windows), which
+``hnplan memory --system`` also reports. Here the windows come from the step: the optimizer step plus
+the slowest stage's last backward pass for the optimizer states, the step's compute for weights and
+activations, one prefetch per layer of that stage.
 
-* optimizer states and weights go to host memory or to the pooled memory (a CXL switch or
-  fabric-attached memory shared by ``pooled_memory_nodes``);
-* activations go to host memory only (saved after the forward pass, read back in the backward pass;
-  Megatron-Core's CPU activation offloading).
-
-Traffic per step, in the busier direction of each tier's link (ZeRO-Infinity, Rajbhandari et al.
-SC21, arXiv:2104.07857, Sec. 5-6: states and weights stream through the GPU, which runs the
-update, so no CPU optimizer time is assumed):
-
-* optimizer states: read and written back once per step (``1 x`` each way), during the optimizer
-  step; they can hide behind the optimizer step and the last microbatch's backward pass (the
-  gradients are final only then): window ``t_optimizer + t_bwd_mb``;
-* weights: read for the forward and again for the backward pass of every microbatch (``2 m x``),
-  prefetched layer by layer behind the step's compute: window ``m t_compute_mb``;
-* activations: once each way per microbatch (``m x`` the offloaded bytes, an upper bound when a
-  pipeline stage holds several microbatches in flight), behind the step's compute.
-
-On a tier, ``t = traffic / bw + transfers x latency`` (one prefetch per layer and part), and
-``exposed = max(0, t_opt - W_opt) + max(0, t_weights + t_act - W_compute)``; tiers are separate
-links, so the step's ``t_offload_exposed_s`` is the largest tier's. A plan that fits in HBM is left
-as it is: offload never makes a plan slower, and a larger or faster tier never makes an offloaded
-plan slower.
+A plan that fits in HBM is left as it is: offload never makes a plan slower, and a larger or faster
+tier never makes an offloaded plan slower.
 """
 
 from __future__ import annotations
@@ -34,12 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hnplan import units
-from hnplan.memory.tiers import memory_tiers
+from hnplan.memory.tiers import TRAIN_OFFLOAD_TIERS, memory_tiers, offload_tiers, tier_latency_s, training_offload
 from hnplan.planning.training import components as c
 
-#: parts that may move, in order, and the tiers each may move to (activations only to host memory)
-ALLOWED = {"optimizer": ("host", "pooled"), "params": ("host", "pooled"), "activations": ("host",)}
+ALLOWED = TRAIN_OFFLOAD_TIERS  # parts that may move, in order, and their tiers (activations only to host)
 COLUMNS = ("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes", "offload_transfer_s")
 
 
@@ -60,7 +42,8 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     DataFrame
         ``df`` with ``t_offload_exposed_s`` [s], ``offloaded_bytes``, ``offload_host_bytes``,
         ``offload_pooled_bytes`` [bytes per GPU], ``offload_transfer_s`` [s, the busiest tier's
-        transfer per step] and ``fits`` true for the rows offload makes fit.
+        transfer per step] and ``fits`` true for the rows offload makes fit; with offload on also the
+        windows ``offload_window_optimizer_s`` [s] and ``offload_prefetches`` [-] it used.
         ``memory_per_gpu_bytes`` stays the whole footprint (HBM holds it less ``offloaded_bytes``).
     """
     n = len(df)
@@ -70,55 +53,31 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     if job.choices.offload == "none" or n == 0:
         return df
     design = job.catalog.design(job.system)
-    tiers = [t for t in memory_tiers(design)[1:] if t.name in ("host", "pooled")]
+    tiers = offload_tiers(memory_tiers(design))
+    w_opt = df["t_optimizer_s"].to_numpy(dtype=float) + comp["t_bwd_mb"].to_numpy(dtype=float)
+    df["offload_window_optimizer_s"] = w_opt  # what memory_summary reuses (the same windows)
+    df["offload_prefetches"] = comp["layers"].to_numpy(dtype=float)
     if not tiers:
         return df
     hbm = c.hbm_bytes(job.acc)
     total = df["memory_per_gpu_bytes"].to_numpy(dtype=float)
-    excess = np.maximum(total - hbm, 0.0)
-    m = df["num_microbatches"].to_numpy(dtype=float)
-    layers = comp["layers"].to_numpy(dtype=float)
-    w_opt = df["t_optimizer_s"].to_numpy(dtype=float) + comp["t_bwd_mb"].to_numpy(dtype=float)
-    w_comp = df["t_compute_s"].to_numpy(dtype=float)
-    room = {t.name: np.full(n, t.capacity_bytes) for t in tiers}
-    moved = {t.name: np.zeros(n) for t in tiers}
-    t_opt = {t.name: np.zeros(n) for t in tiers}
-    t_rest = {t.name: np.zeros(n) for t in tiers}
-    per_step = {"optimizer": np.ones(n), "params": 2.0 * m, "activations": m}
-    for part, allowed in ALLOWED.items():
-        left = np.minimum(df[f"{part}_bytes"].to_numpy(dtype=float), excess)
-        for t in tiers:
-            if t.name not in allowed:
-                continue
-            put = np.minimum(left, room[t.name])
-            room[t.name] -= put
-            left -= put
-            excess -= put
-            moved[t.name] += put
-            lat = np.where(put > 0, layers * _latency_s(design.system, t.name), 0.0)
-            secs = put * per_step[part] / t.bw_Bps + lat
-            if part == "optimizer":
-                t_opt[t.name] += secs
-            else:
-                t_rest[t.name] += secs
-    exposed = np.max(
-        np.vstack([np.maximum(t_opt[k] - w_opt, 0.0) + np.maximum(t_rest[k] - w_comp, 0.0) for k in moved]),
-        axis=0,
+    off = training_offload(
+        {p: df[f"{p}_bytes"].to_numpy(dtype=float) for p in TRAIN_OFFLOAD_TIERS},
+        total,
+        hbm,
+        tiers,
+        df["num_microbatches"].to_numpy(dtype=float),
+        df["offload_prefetches"].to_numpy(),
+        w_opt,
+        df["t_compute_s"].to_numpy(dtype=float),
+        {t.name: tier_latency_s(design.system, t.name) for t in tiers},
     )
-    transfer = np.max(np.vstack([t_opt[k] + t_rest[k] for k in moved]), axis=0)
-    use = (total > hbm) & (excess <= 0.0)  # offloaded and now fits; the rest keep their table rows
-    df["offloaded_bytes"] = np.where(use, sum(moved.values()), 0.0)
-    df["offload_host_bytes"] = np.where(use, moved["host"], 0.0) if "host" in moved else 0.0
-    df["offload_pooled_bytes"] = np.where(use, moved["pooled"], 0.0) if "pooled" in moved else 0.0
-    df["offload_transfer_s"] = np.where(use, transfer, 0.0)
-    df["t_offload_exposed_s"] = np.where(use, exposed, 0.0)
+    use = (total > hbm) & (off.unplaced_bytes <= 0.0)  # offloaded and now fits; the rest keep their table rows
+    on_tier = {t.name: sum(by_tier.get(t.name, 0.0) for by_tier in off.moved.values()) for t in tiers}
+    df["offloaded_bytes"] = np.where(use, sum(on_tier.values()), 0.0)
+    df["offload_host_bytes"] = np.where(use, on_tier["host"], 0.0) if "host" in on_tier else 0.0
+    df["offload_pooled_bytes"] = np.where(use, on_tier["pooled"], 0.0) if "pooled" in on_tier else 0.0
+    df["offload_transfer_s"] = np.where(use, off.transfer_s, 0.0)
+    df["t_offload_exposed_s"] = np.where(use, off.exposed_s, 0.0)
     df["fits"] = df["fits"].to_numpy() | use
     return df
-
-
-def _latency_s(system, tier: str) -> float:
-    """Load latency of a tier [s]: the pool's ``pooled_memory_latency_ns``; 0 when not given (host
-    memory's latency is far below a layer's transfer time)."""
-    if tier == "pooled" and system.pooled_memory_latency_ns:
-        return units.ns_to_s(system.pooled_memory_latency_ns)
-    return 0.0
