@@ -42,6 +42,106 @@ def test_in_network_reduction_only_where_the_system_enables_it(cat):
     assert system_links(cat.design(a100)).scaleup.inr_efficiency is None
 
 
+def test_rings_cross_a_domain_through_the_nics_the_library_uses():
+    # 4 domains of 8 ranks, 100 GB/s scale-up, 10 GB/s NIC share per rank, no latency. Every NIC:
+    # B_ring = min(100, 8 x 10) = 80 GB/s; rings through 3 NICs per domain: min(100, 3 x 10) = 30 GB/s.
+    # Ring all-reduce of 1 GB: 2 x 31/32 x 1e9 / 30e9 = 64.58 ms; busbw = the ring bandwidth, 30 GB/s.
+    # The tree's crossing (2 S through the domain's NICs for D > 2) is capped the same way: 2e9 / 30e9.
+    from dataclasses import replace
+
+    up, out = LinkParams(1e11, 0.0, 1e11), LinkParams(1e10, 0.0, 1e10)
+    g = flat_placement(32, 8, up, out)
+    assert float(collective("allreduce", 1e9, g, "ring").busbw_Bps[0]) == pytest.approx(80e9)
+    g3 = replace(g, ring_lanes=3.0)
+    r = collective("allreduce", 1e9, g3, "ring")
+    assert float(r.time_s[0]) == pytest.approx(2 * 31 / 32 * 1e9 / 30e9)
+    assert float(r.busbw_Bps[0]) == pytest.approx(30e9)
+    assert float(algorithm_table("allreduce", 1e9, g3)["tree"]) == pytest.approx(2e9 / 30e9)
+    # hierarchical: reduce-scatter + all-gather in the domain, 2 x 7/8 x 1e9 / 100e9 = 17.5 ms; the 8 rings of
+    # S/8 across the 4 domains share the 3 NICs: 2 x 3/4 x 1e9 / 30e9 = 50 ms; 67.5 ms in all
+    assert float(algorithm_table("allreduce", 1e9, g3)["hierarchical"]) == pytest.approx(17.5e-3 + 50e-3)
+    # a cap above the domain's ranks changes nothing; inside one domain no NIC is crossed
+    assert float(collective("allreduce", 1e9, replace(g, ring_lanes=16.0), "ring").busbw_Bps[0]) == pytest.approx(80e9)
+    one = replace(flat_placement(8, 8, up, out), ring_lanes=1.0)
+    assert float(collective("allreduce", 1e9, one, "ring").busbw_Bps[0]) == pytest.approx(100e9)
+
+
+@pytest.mark.parametrize("domains, factor", [(2, 1.0), (3, 1.5), (4, 2.0), (8, 2.0)])
+def test_double_binary_tree_crossing_traffic(domains, factor):
+    # NCCL trees.cc: each of the two trees carries S/2. Two domains: root of one, leaf of the other -> S per
+    # direction; three: each tree is a chain, the middle of one and an end of the other -> 1.5 S; from four:
+    # two children and a parent in one tree, a leaf in the other -> 2 S. 8 ranks per domain at 10 GB/s each
+    # (80 GB/s per domain), a fast NVLink chain (2 S / 1 TB/s = 2 ms) and no latency: t = factor x 1e9 / 80e9
+    up, out = LinkParams(1e12, 0.0, 1e12), LinkParams(1e10, 0.0, 1e10)
+    g = flat_placement(8 * domains, 8, up, out)
+    assert float(algorithm_table("allreduce", 1e9, g)["tree"]) == pytest.approx(factor * 1e9 / 80e9)
+
+
+def test_ring_nics_per_domain_in_rank_shares(cat):
+    # gb200-nvl72: 9 NICs per rack, 4 NICs per 4-GPU tray -> 9 rank shares; a server with one NIC per two
+    # GPUs (4 NICs, 8 GPUs) using 2 NICs per domain -> 4 rank shares of half a NIC each
+    s = cat.system("gb200-nvl72")
+    assert place_group(cat.design(s), 144, 1, 144).ring_lanes == 9.0
+    h = cat.system("hgx-h100-ib-ndr")
+    assert place_group(cat.design(h), 16, 1, 16).ring_lanes is None
+    half = h.model_copy(update={"nics_per_node": 4, "scaleout_ring_nics_per_domain": 2})
+    assert place_group(cat.design(half), 16, 1, 16).ring_lanes == 4.0
+
+
+def test_ring_nics_beyond_the_domain_are_refused(cat):
+    from pydantic import ValidationError
+
+    from hnplan.catalog.schemas import System
+
+    data = cat.system("gb200-nvl72").model_dump()
+    data["scaleout_ring_nics_per_domain"] = 73  # 18 trays x 4 NICs = 72
+    with pytest.raises(ValidationError, match="exceeds the NICs of one scale-up domain"):
+        System.model_validate(data)
+
+
+@pytest.mark.parametrize(
+    "sid",
+    [
+        "cloudmatrix-384",
+        "dgx-a100-hdr",
+        "dgx-b200-ib-ndr",
+        "gb200-nvl72",
+        "hgx-b200-ib-xdr",
+        "hgx-h100-ib-ndr",
+        "hgx-h100-roce-400g",
+        "hgx-h200-ib-ndr",
+        "hgx-h800-ib",
+        "seed-40card",
+    ],
+)
+def test_in_network_reduction_follows_the_catalog_on_every_tier(cat, sid):
+    # the inr algorithm exists for a group only on a tier whose fabric reduces and whose system enables it
+    s = cat.system(sid)
+    d = cat.design(s)
+    links = system_links(d, 144)
+    up_ok = d.scaleup_fabric.in_network_reduction and s.scaleup_in_network_reduction
+    out_ok = d.scaleout_fabric.in_network_reduction and s.scaleout_in_network_reduction
+    assert (links.scaleup.inr_efficiency is not None) == up_ok
+    assert (links.scaleout.inr_efficiency is not None) == out_ok
+    one_domain = place_group(d, s.scaleup_domain_gpus, 1, s.scaleup_domain_gpus)
+    assert ("inr" in algorithm_table("allreduce", 2.0**30, one_domain)) == up_ok
+    n = s.scaleup_domain_gpus
+    across = place_group(d, 2, n, 2 * n)  # 2 ranks, one in each of two domains
+    assert across.domains == 2
+    assert ("inr" in algorithm_table("allreduce", 2.0**30, across)) == out_ok
+
+
+def test_nvl72_ring_nics_is_the_1440_gpu_measurement():
+    # data/systems/gb200-nvl72.yaml scaleout_ring_nics_per_domain is solved from CoreWeave's 1,440-GPU ring
+    # all-reduce at 16 GiB (NCCL 2.26.2); fewer than the 16 NICs NCCL 2.27.3 uses between NVLink domains
+    from hnplan.catalog import load_catalog
+    from hnplan.validation.comm import nvl72_ring_nics
+
+    cat = load_catalog()
+    n = nvl72_ring_nics(cat)
+    assert n == cat.system("gb200-nvl72").scaleout_ring_nics_per_domain == 9
+
+
 def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     # nccl-tests on 20 GB200 NVL72 racks (data/reference/comm_at_scale.csv): busbw 219 -> 346 -> 406 GB/s
     # from 1 to 4 to 16 GiB; the ring's 2(p-1) steps of latency make the model rise the same way
@@ -52,6 +152,9 @@ def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     assert np.all(np.diff(bus) > 0) and bus[2] / bus[0] > 1.5
     ref = cat.reference("comm_at_scale").set_index("id")
     assert float(bus[0]) / 1e9 == pytest.approx(float(ref.loc["cw_gb200_1440_1024MiB", "busbw_GBps"]), rel=0.15)
+    # the asymptote: 9 NICs x 47 GB/s = 423 GB/s (measured about 430), not NVLink 5's 695
+    huge = collective("allreduce", 2.0**40, g, "ring").busbw_Bps[0]
+    assert float(huge) / 1e9 == pytest.approx(9 * 47.0, rel=0.01)
 
 
 def test_ring_latency_grows_with_the_number_of_domains(cat):

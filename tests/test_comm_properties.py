@@ -138,3 +138,20 @@ def test_tuner_picks_the_fastest_and_reports_it(cat):
     assert set(r.algorithm) <= set(ALGORITHMS["allreduce"])
     # small messages favour a log-depth algorithm, large ones the in-switch reduction
     assert r.algorithm[0] != "ring" and r.algorithm[-1] == "inr"
+
+
+@settings(max_examples=100, deadline=None)
+@given(q_st, d_st, bw, alpha, bw, alpha, st.floats(1, 1e10), st.floats(0.5, 80.0), st.floats(0.1, 1.0))
+def test_fewer_ring_nics_never_faster(q, d, bu, au, bo, ao, s, lanes, f):
+    # rings and trees that cross domains through fewer NICs are never faster; other algorithms ignore it
+    from dataclasses import replace
+
+    g = _group(q, d, bu, au, bo, ao)
+    wide, narrow = replace(g, ring_lanes=lanes), replace(g, ring_lanes=lanes * f)
+    for alg in ALGORITHMS["allreduce"]:
+        t_all = algorithm_time("allreduce", alg, s, g)
+        if t_all is None:
+            continue
+        t_wide = algorithm_time("allreduce", alg, s, wide)
+        assert t_wide >= t_all * (1 - 1e-12)
+        assert algorithm_time("allreduce", alg, s, narrow) >= t_wide * (1 - 1e-12)

@@ -14,22 +14,27 @@ ring                ``k [(p-D) a_u + (D-1) a_o] + k (p-1)/p S / B_ring``, k = 2 
                     1 for reduce-scatter/all-gather: of the k(p-1) steps, k(D-1) cross a domain
                     boundary at the scale-out latency and the rest stay on the scale-up links
                     (NCCL's ring latency, [3]_); ``B_ring = B_u`` in one domain, else
-                    ``min(B_u, q B_o)``: each ring leaves a domain once, so a domain's q NICs
-                    share the crossings (Thakur et al. 2005, Sec. 4; NCCL rings). The latency
-                    grows linearly with p, so at thousands of ranks busbw keeps rising with S
-                    into the GiB range (nccl-tests at 1,440 GB200, data/reference/
-                    comm_at_scale.csv)
+                    ``min(B_u, min(q, n) B_o)``: each ring flow leaves and enters a domain
+                    through one NIC ([5]_), so the NICs the rings use share the crossings: all q
+                    rank shares, or n = the system's ``scaleout_ring_nics_per_domain`` in rank
+                    shares (``GroupPlacement.crossing_Bps``; 9 NICs of a GB200 NVL72 rack with
+                    NCCL 2.26.2). The latency grows linearly with p, so at thousands of ranks
+                    busbw keeps rising with S into the GiB range (nccl-tests at 1,440 GB200,
+                    data/reference/comm_at_scale.csv)
 tree                NCCL double binary tree (Sanders, Speck, Traeff 2009): a chain inside each
                     domain, a binary tree across domains. Per direction an interior rank moves
-                    2S (chain, q > 2) and a domain 2S through its q NICs (D > 2); on exactly two
-                    domains only S crosses: ``max(c S/B_u, t S/(q B_o))`` + ``2((q-1) a_u
-                    + ceil(log2 D) a_o)``: the chain's q-1 hops and the tree's depth (NCCL's
-                    tree latency, [3]_; Sanders et al.)
+                    2S (chain, q > 2) and a domain t S through its q NICs, t = 2 for D > 3,
+                    1.5 on three domains (each tree is a chain), 1 on two (NCCL trees.cc):
+                    ``max(c S/B_u, t S/(min(q, n) B_o))`` + ``2((q-1) a_u + ceil(log2 D) a_o)``:
+                    the chain's q-1 hops and the tree's depth (NCCL's tree latency, [3]_;
+                    Sanders et al.)
 rhd                 recursive halving then doubling (Rabenseifner; Thakur et al. Sec. 4.4), p and
                     q powers of two: ``2 (log2 q a_u + log2 D a_o) + 2 [(1-1/q) S/B_u +
                     (1-1/D) S/(q B_o)]``
 hierarchical        reduce-scatter inside the domain, ring all-reduce of the S/q shard across
-                    domains (one ring per local rank), all-gather inside; stages added
+                    domains (one ring per local rank; together they cross a domain at
+                    ``min(q, n) B_o``, the NICs the library's channels use), all-gather inside;
+                    stages added
 inr                 in-network reduction. In a domain whose switches reduce (NVLink SHARP, NCCL
                     NVLS) each rank sends S and its 1/q shard once and receives the same:
                     ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
@@ -56,6 +61,9 @@ References
 .. [3] NVIDIA/nccl src/graph/tuning.cc: per-algorithm bandwidth/latency model and the choice of the
    fastest (algorithm, protocol) per size; nvlsEfficiency.
 .. [4] NVIDIA/nccl-tests doc/PERFORMANCE.md (algbw, busbw).
+.. [5] NVIDIA/nccl src/graph/search.cc: a ring channel is ``NET -> GPU a -> ... -> GPU x -> NET``; the
+   tree graph gets the ring's channel count (src/init.cc); NCCL 2.27.3 release notes: 16 NICs between
+   multi-node NVLink domains on GB200.
 """
 
 from __future__ import annotations
@@ -88,7 +96,7 @@ def _log2(x: int) -> float:
 
 
 def _ring_bw(g: GroupPlacement) -> float:
-    return g.up.bw_Bps if g.domains == 1 else min(g.up.bw_Bps, g.per_domain * g.out.bw_Bps)
+    return g.up.bw_Bps if g.domains == 1 else min(g.up.bw_Bps, g.crossing_Bps)
 
 
 def _ring_latency(g: GroupPlacement) -> float:
@@ -100,10 +108,15 @@ def _ring_latency(g: GroupPlacement) -> float:
 
 
 def _cross_tree(g: GroupPlacement, s):
-    """Bandwidth term and latency of a binary tree across domains for S bytes per rank."""
+    """Bandwidth term and latency of NCCL's double binary tree across domains for S bytes per rank.
+
+    Each tree carries S/2; the busiest domain moves, per direction, S on 2 domains (the root of one tree,
+    the leaf of the other), 1.5 S on 3 (each tree is a chain: the middle of one, an end of the other)
+    and 2 S from 4 on (two children and a parent in one tree, a leaf in the other): NVIDIA/nccl
+    src/graph/trees.cc (ncclGetBtree, ncclGetDtree)."""
     if g.domains == 1:
         return 0.0 * s, 0.0
-    t = (1.0 if g.domains == 2 else 2.0) * s / (g.per_domain * g.out.bw_Bps)
+    t = {2: 1.0, 3: 1.5}.get(g.domains, 2.0) * s / g.crossing_Bps
     return t, 2 * np.ceil(np.log2(g.domains)) * g.out.alpha_s
 
 
@@ -122,7 +135,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         return 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
     if alg == "hierarchical":
         inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
-        outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * (s / q) / bo
+        outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * s / g.crossing_Bps
         return inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency

@@ -38,6 +38,11 @@ class GroupPlacement:
     out : LinkParams
         Scale-out share of one rank (its NIC bandwidth; divided by the leaf oversubscription when the
         group spans more than one leaf).
+    ring_lanes : float, optional
+        Rank shares of scale-out bandwidth that the rings and trees crossing a domain boundary use
+        together (each ring flow leaves and enters a domain through one NIC, NVIDIA/nccl
+        src/graph/search.cc): ``min(q, n_ring x node_gpus / nics_per_node)`` for a system whose rings
+        use ``n_ring`` NICs per domain (``scaleout_ring_nics_per_domain``); None: every rank's share, q.
     """
 
     size: int
@@ -46,6 +51,14 @@ class GroupPlacement:
     level: str
     up: LinkParams
     out: LinkParams
+    ring_lanes: float | None = None
+
+    @property
+    def crossing_Bps(self) -> float:
+        """Scale-out bandwidth [bytes/s per direction] that a domain's ring (or tree) flows have to and
+        from the next domain: ``min(q, ring_lanes) x B_o``."""
+        lanes = self.per_domain if self.ring_lanes is None else min(self.per_domain, self.ring_lanes)
+        return lanes * self.out.bw_Bps
 
 
 def nodes_per_leaf(design: Design) -> int:
@@ -106,7 +119,9 @@ def place_group(
             level = "pod" if bom.tiers == 3 and nodes <= per_leaf * (k // 2) else "fabric"
             o = system.scaleout_oversubscription
             out = replace(out, bw_Bps=out.bw_Bps / o, line_rate_Bps=out.line_rate_Bps / o)
-    return GroupPlacement(size, q, d, level, lk.scaleup, out)
+    nics = system.scaleout_ring_nics_per_domain
+    lanes = None if nics is None else nics * system.node_gpus / system.nics_per_node
+    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes)
 
 
 def flat_placement(size: int, per_domain: int, up: LinkParams, out: LinkParams) -> GroupPlacement:

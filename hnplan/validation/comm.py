@@ -72,6 +72,38 @@ def nvl72_nvls_efficiency(cat=None) -> float:
     )
 
 
+def nvl72_ring_nics(cat=None) -> int:
+    """The NICs per GB200 NVL72 rack through which NCCL 2.26.2's rings crossed 20 racks, solved from the
+    measured ring all-reduce.
+
+    The whole number of NICs (``scaleout_ring_nics_per_domain``) at which the ring all-reduce of 1,440
+    GPUs of ``gb200-nvl72`` (NVLS off) comes nearest the busbw CoreWeave measured at 16 GiB (405.74 GB/s,
+    NCCL 2.26.2; ``data/reference/comm_at_scale.csv`` row ``cw_gb200_1440_16384MiB``, the top of a sweep
+    whose busbw levels off near 430 GB/s). Each ring flow leaves and enters a rack through one NIC
+    (NVIDIA/nccl src/graph/search.cc), so the rack-crossing bandwidth is the NICs the rings use times the
+    per-NIC rate; NCCL 2.27.3 raised that number to 16 on GB200 (its release notes).
+    ``data/systems/gb200-nvl72.yaml`` carries the result; a test holds the two together.
+
+    Returns
+    -------
+    int
+        NICs per rack (1 to the rack's 72).
+    """
+    from hnplan.catalog import load_catalog
+
+    cat = cat or load_catalog()
+    ref = cat.reference("comm_at_scale").set_index("id")
+    target = _num(ref.loc["cw_gb200_1440_16384MiB", "busbw_GBps"])
+
+    def miss(n: int) -> float:
+        b, _ = _busbw(
+            cat, "gb200-nvl72", 1440, "allreduce", "ring", 16 * 2**30, scaleout_ring_nics_per_domain=n, **NO_INR
+        )
+        return abs(b - target)
+
+    return min(range(1, 73), key=miss)
+
+
 def _at_scale(cat) -> list[Row]:
     """Rows of ``comm_at_scale.csv``: IB SHARP on 64 H100, NVLink 5 on B300, GB200 NVL72 at 72-1,440 GPUs."""
     ref = cat.reference("comm_at_scale").set_index("id")
@@ -154,19 +186,19 @@ def _at_scale(cat) -> list[Row]:
         f"hnplan's tuner picks {alg}; {nvls_q}",
     )
     ring_note = (
-        "NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps, 2(D-1) of them across racks; "
-        "latency makes busbw rise with size, but at 16 GiB the measured ring still runs at about 60 % of "
-        "the NVLink 5 ring bandwidth the model gives it (unexplained: rack-crossing rings on the "
-        "InfiniBand fabric)"
+        "NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps of latency, 2(D-1) of them across "
+        "racks, so busbw rises with size; each ring flow crosses a rack boundary through one NIC, and NCCL "
+        "2.26.2's rings used 9 of the rack's 72 NICs (gb200-nvl72 scaleout_ring_nics_per_domain, solved "
+        "from the 16 GiB figure by nvl72_ring_nics): 9 x 47 = 423 GB/s, below NVLink 5's 695"
     )
-    for mib in (1024, 4096, 16384):
+    for mib in (512, 1024, 2048, 4096, 8192, 16384):
         b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * 2**20, **NO_INR)
         row(
             f"cw_gb200_1440_{mib}MiB",
-            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib // 1024} GiB, NVLS off",
+            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib / 1024:g} GiB, NVLS off",
             b,
-            "reported",
-            None,
+            "calibration" if mib == 16384 else "prediction",
+            TOL,
             ring_note,
         )
     b, _ = _busbw(cat, "gb200-nvl72", 1440, size=16 * 2**30, **NO_INR)
@@ -177,9 +209,41 @@ def _at_scale(cat) -> list[Row]:
         b,
         "reported",
         None,
-        f"hnplan's tuner picks {alg}; NCCL's tuner picks the ring, which caps its tree "
-        "bandwidth per channel (tuning.cc perChMaxTreeBw) where hnplan's tree has no such limit",
+        f"hnplan's tuner picks {alg}; its tree and hierarchical all-reduce cross the racks through the same 9 NICs "
+        "per rack as the ring, with fewer steps of latency; NCCL picks the ring (its tuner caps tree bandwidth "
+        "per channel, tuning.cc perChMaxTreeBw)",
     )
+    for nvl, rid in ((4, "nccl1801_gb200_nvl4x3"), (8, "nccl1801_gb200_nvl8x3")):
+        # a partition of nvl GPUs is its own NVLink domain whose rings use all its NICs (NCCL 2.27.3)
+        part = dict(NO_INR, scaleup_domain_gpus=nvl, scaleout_ring_nics_per_domain=None)
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * 2**30, **part)
+        row(
+            rid,
+            f"GB200, 3 NVLink partitions of {nvl} on different racks ({3 * nvl}), ring all-reduce 16 GiB",
+            b,
+            "prediction",
+            TOL,
+            f"an NVLink domain of {nvl} GPUs (the NVL72 tray's hardware) with its {nvl} NICs: the ring crosses "
+            f"each partition through all of them, {nvl} x 47 GB/s (NDR's per-NIC ring rate); measured {nvl} x 49",
+        )
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * 2**30, **part)
+        r = ref.loc[rid]
+        out.append(
+            Row(
+                "communication",
+                f"GB200, 3 NVLink partitions of {nvl} on different racks ({3 * nvl}), tree all-reduce 16 GiB",
+                "busbw",
+                "GB/s",
+                _num(str(r["busbw_GBps"]).split("/")[1]),
+                b,
+                "prediction",
+                TOL,
+                f"{r['source']} (NVLS off, NCCL_ALGO=tree, NCCL {r['nccl_version']})",
+                "NCCL's double binary tree on three domains: each tree is a chain, so the busiest partition "
+                f"moves 1.5 S through its {nvl} NICs (2 S from four domains on; NVIDIA/nccl src/graph/trees.cc); "
+                "faster than the ring NCCL's tuner picks, as measured",
+            )
+        )
     return out
 
 

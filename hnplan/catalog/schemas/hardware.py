@@ -250,6 +250,13 @@ class System(Entry):
         "bandwidth over the scale-up line rate x bw_efficiency); replaces the fabric's inr_efficiency, "
         "a single-node tuner constant (calibration)",
     )
+    scaleout_ring_nics_per_domain: PosInt | None = Field(
+        default=None,
+        description="NICs of one scale-up domain that the collective library's rings and trees leave and "
+        "enter the domain through (each ring flow crosses a domain boundary through one NIC; NCCL's "
+        "graph search on a multi-node NVLink domain uses fewer NICs than the domain has); default "
+        "every NIC of the group's accelerators (calibration)",
+    )
     unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
@@ -324,13 +331,20 @@ class System(Entry):
         "re-cabled copy); default the system's own id",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency",)
+    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency", "scaleout_ring_nics_per_domain")
 
     @model_validator(mode="after")
     def _shapes(self):
         if self.scaleup_domain_gpus % self.node_gpus:
             raise ValueError(
                 f"scaleup_domain_gpus ({self.scaleup_domain_gpus}) must be a multiple of node_gpus ({self.node_gpus})"
+            )
+        domain_nics = self.scaleup_domain_gpus // self.node_gpus * self.nics_per_node
+        if self.scaleout_ring_nics_per_domain is not None and self.scaleout_ring_nics_per_domain > domain_nics:
+            raise ValueError(
+                f"scaleout_ring_nics_per_domain ({self.scaleout_ring_nics_per_domain}) exceeds the NICs of one "
+                f"scale-up domain ({domain_nics} = {self.scaleup_domain_gpus // self.node_gpus} nodes x "
+                f"{self.nics_per_node})"
             )
         return self
 
