@@ -11,6 +11,8 @@ operator-level roofline of a transformer's training step, prefill and decode.
 See docs/compute.md.
 """
 
+from typing import TYPE_CHECKING
+
 from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
 from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
 from hnplan.compute.counts import (  # noqa: F401
@@ -40,11 +42,27 @@ from hnplan.compute.gemm import (  # noqa: F401
     quantisation_efficiency,
     wave_efficiency,
 )
-from hnplan.compute.operators import (  # noqa: F401
-    CONVENTIONS,
-    PHASES,
-    operator_table,
-    roofline_curve,
-    totals,
-    training_stage_time_s,
-)
+
+if TYPE_CHECKING:
+    from hnplan.compute.operators import (  # noqa: F401
+        CONVENTIONS,
+        PHASES,
+        operator_table,
+        roofline_curve,
+        totals,
+        training_stage_time_s,
+    )
+
+# The operator table is a pandas frame: its module is imported on first use of one of its names, so a
+# command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (issue 16).
+_OPERATORS = ("CONVENTIONS", "PHASES", "operator_table", "roofline_curve", "totals", "training_stage_time_s")
+
+
+def __getattr__(name: str):
+    if name in _OPERATORS:
+        from hnplan.compute import operators
+
+        value = getattr(operators, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hnplan.compute' has no attribute {name!r}")
