@@ -9,7 +9,7 @@ import pytest
 import typer.main
 
 from hnplan.cli import app, command_modules
-from hnplan.cli._app import _help_from_source
+from hnplan.cli._app import _help_from_source, unwrap_help
 
 PROBE = """
 import sys
@@ -45,7 +45,30 @@ def test_module_registers_its_command_with_the_listed_help(name, module):
         __import__(module)
         real = typer.main.get_command(app).commands[name]
     assert real.name == name
-    assert (real.help or "").split("\n")[0].strip() == _help_from_source(module, name).split("\n")[0].strip()
+    first = unwrap_help(real.help or "").split("\n\n")[0]
+    assert first == _help_from_source(module, name).split("\n\n")[0]
+
+
+def test_help_paragraphs_are_wrapped_by_the_terminal_not_the_docstring():
+    """A docstring's line breaks inside a paragraph are joined (typer's rich mode keeps them, so
+    '--help' and the root's list broke sentences where the source wrapped)."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["calibrate", "--help"], env={"COLUMNS": "200"})
+    text = res.output
+    assert res.exit_code == 0 and "the answer says which were kept and why" in text
+    root = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "250"}).output
+    assert "the verdict computed from the planners' numbers" in root
+
+
+def test_units_in_option_help_are_printed():
+    """'[tokens]' in an option's help is a unit, not rich markup: it reaches the screen."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "sequence length [tokens]" in res.output
+    res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
+    assert "request rate to serve [requests/s]" in res.output
 
 
 MAIN_PROBE = """
@@ -100,3 +123,20 @@ def test_sub_command_help_imports_no_planner(name):
     mods = _main_modules([name, "--help"])
     assert not HEAVY & mods, sorted(HEAVY & mods)
     assert not {m for m in mods if m.startswith("hnplan.planning.") and m != "hnplan.planning.network"}
+
+
+@pytest.mark.parametrize(
+    "argv,absent",
+    [
+        (["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"], {"scipy"}),
+        (["tco", "--system", "gb200-nvl72", "--gpus", "1152"], {"scipy", "networkx"}),
+        (["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384"], {"networkx", "pandas", "scipy"}),
+        (["gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192"], {"pandas", "scipy"}),
+    ],
+    ids=["reliability", "tco", "topology", "gemm"],
+)
+def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
+    """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
+    builds graphs (networkx) and frames (pandas) only when asked, and the GEMM law needs no operator table."""
+    mods = _main_modules([*argv, "--json"])
+    assert not absent & mods, sorted(absent & mods)

@@ -45,6 +45,7 @@ def test_stacks_load_and_map_onto_overlap(cat):
         overlap_gemm_slowdown=0.18,
         fp8_recipe="blockwise",
         ep_dispatch_fp8=True,
+        ep_dispatcher="flex",
         pipeline_schedule="dualpipe",
         recompute_modules=("layernorm", "mla_up_proj"),
     )

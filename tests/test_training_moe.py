@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes
+from hnplan.comm.messages import ep_alltoall_bytes, ep_token_bytes, random_routing_peak
 from hnplan.planning.training import ParallelPlan, estimate_training_step, make_job, moe
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
@@ -49,7 +49,10 @@ def test_all_to_all_passes_per_layer(cat):
     job = make_job("mixtral-8x7b", "hgx-h100-ib-ndr", 64, 4096, 64, "bf16", cat)
     none = float(moe.ep_comm_per_microbatch(job, _plans(), np.array([1]))[0])
     full = float(moe.ep_comm_per_microbatch(job, _plans(recompute="full"), np.array([1]))[0])
-    one = float(coll.collective_s(job, "alltoall", np.array([4096 * 2 * 8192.0]), np.array([8]), np.array([1]))[0])
+    peak = float(random_routing_peak(4096, 2, 8, 8)[0])  # the busiest of 8 ranks under random routing
+    one = float(
+        coll.collective_s(job, "alltoall", np.array([4096 * peak * 2 * 8192.0]), np.array([8]), np.array([1]))[0]
+    )
     assert none == pytest.approx(4 * one, rel=1e-12)
     assert full == pytest.approx(6 * one, rel=1e-12)
     assert float(moe.ep_comm_per_microbatch(job, _plans(), np.array([3]))[0]) == pytest.approx(3 * none)
@@ -90,8 +93,10 @@ def test_imbalance_scales_the_routed_experts_only(cat):
     # pp = 1: the one stage holds the 58 MoE layers and the multi-token-prediction module's MoE layer
     moe_layers = float(base["moe_layers"].iloc[0])
     assert moe_layers == 59
+    # both on top of the busiest rank's random-routing peak (4,096 tokens, top-8 of 256 over 8 ranks)
+    peak = float(random_routing_peak(4096, 8, 256, 8)[0])
     assert float(more["t_compute_mb"].iloc[0] - base["t_compute_mb"].iloc[0]) == pytest.approx(
-        0.5 * moe_layers * routed
+        0.5 * peak * moe_layers * routed
     )
     # and the all-to-all of the busiest rank carries 1.5 x the bytes
     t1 = moe.ep_comm_per_microbatch(jobs[1.0], df, np.array([1]))[0]
@@ -184,3 +189,132 @@ def test_dualpipe_bubble_by_its_formula(cat):
         for s in ("1f1b", "dualpipe")
     )
     assert a == d
+
+
+def _router_domains(rng, tokens, experts, k, groups, g, per_domain):
+    """Distinct domains per token under group-limited top-k on random scores (Megatron-Core's
+    ``group_limited_topk`` with force-balanced random logits), experts placed contiguously."""
+    s = rng.standard_normal((tokens, experts))
+    group_score = np.sort(s.reshape(tokens, groups, -1), axis=2)[:, :, -(k // g) :].sum(axis=2)
+    chosen = np.argsort(-group_score, axis=1)[:, :g]
+    mask = np.full((tokens, groups), -np.inf)
+    np.put_along_axis(mask, chosen, 0.0, axis=1)
+    top = np.argsort(-(s + np.repeat(mask, experts // groups, axis=1)), axis=1)[:, :k]
+    dom = np.sort(top // per_domain, axis=1)
+    return float(np.mean(1 + (np.diff(dom, axis=1) > 0).sum(axis=1)))
+
+
+@pytest.mark.parametrize("domains", [2, 4, 8, 16, 32])
+def test_expected_domains_against_the_router(domains):
+    # DeepSeek-V3's router: 256 experts in 8 groups, top-8 from the best 4 groups; the closed form is within
+    # 8 % of a simulation of the router and never below it (the cross-domain traffic is not under-counted)
+    rng = np.random.default_rng(7)
+    sim = _router_domains(rng, 4000, 256, 8, 8, 4, 256 // domains)
+    model = float(moe.expected_domains(256, 8, 8, 4, domains)[0])
+    assert sim * 0.995 <= model <= sim * 1.08
+    assert model <= min(8, domains, 4 * -(-domains // 8))  # within the node-limited maximum
+
+
+def test_cross_domain_all_to_all_carries_the_expected_domains(cat):
+    # DeepSeek-V3 at TP 2, EP 64 on 8-GPU H100 servers: the EP group spans 16 servers, 4 ranks a server,
+    # 16 experts a server, each group of 32 experts on 2 servers; a token with 2 experts in each of its 4
+    # groups reaches 4 x 2 x (1 - C(16, 2) / C(32, 2)) = 4 x 2 x (1 - 120 / 496) = 6.065 servers on average
+    # (the maximum, 8, only when every pair splits), so the RDMA leg carries 6.065 copies of each token
+    job = make_job("deepseek-v3", "hgx-h100-ib-ndr", 1024, 4096, 1024, "fp8", cat, stack="megatron-core-ep-overlap")
+    df = _plans(tp=2, ep=64, dp=64, pp=8)
+    assert job.group(64, 2).domains == 16 and job.group(64, 2).per_domain == 4
+    reach = 4 * 2 * (1 - 120 / 496)
+    # and its 2 experts in each chosen group of 32 experts (8 ranks of 4) sit on 4 x 8 x (1 - C(28, 2) / C(32, 2))
+    # = 7.61 of the 64 ranks, each of which receives the token once over NVLink
+    ranks = 4 * 8 * (1 - 378 / 496)
+    assert float(moe.expected_domains(256, 8, 8, 4, 64)[0]) == pytest.approx(ranks)
+    tokens = 4096 / 2 * float(random_routing_peak(2048, 8, 256, 64)[0])  # the busiest rank's random-routing peak
+    cross = sum(
+        float(coll.collective_s(job, "alltoall", np.array([tokens * reach * b]), np.array([16]), np.array([8]))[0])
+        for b in (ep_token_bytes(7168), ep_token_bytes(7168))
+    )
+    inside = sum(
+        float(coll.collective_s(job, "alltoall", np.array([tokens * ranks * b]), np.array([4]), np.array([2]))[0])
+        for b in (ep_token_bytes(7168), ep_token_bytes(7168))
+    )
+    assert cross > inside  # the 50 GB/s NICs set the pace
+    t = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
+    assert t == pytest.approx(2 * cross, rel=1e-9)  # forward and backward (no recomputation), dispatch + combine each
+
+
+def test_permutation_bytes_by_dispatcher(cat):
+    # DeepSeek-V3, 4,096 tokens a micro-batch, top-8: a = 32,768 copies of 7,168 bf16 elements. The flex dispatcher
+    # (DeepEP / HybridEP) keeps only the local permute and its inverse: 2a h read and written; Megatron-Core's NCCL
+    # all-to-all dispatcher adds the global permute (k copies written) and the global unpermute (summed into
+    # 4,096 rows): 4a h read, (3a + 4096) h written; in bytes (x 2) the ratio is (7 x 8 + 1) / (4 x 8) = 57 / 32
+    from hnplan.compute import operator_table
+
+    model, acc = cat.model("deepseek-v3"), cat.accelerator("h800-sxm")
+    fwd = {}
+    for s in ("megatron-core", "megatron-core-ep-overlap"):
+        t = operator_table(model, acc, "train", 1, 4096, ep=64, stack=cat.stack(s))
+        row = t[(t["name"] == "moe_permute") & (t["phase"] == "fwd")]
+        fwd[cat.stack(s).ep_dispatcher] = float(row["bytes"].sum())
+    a, h = 4096 * 8, 7168
+    assert fwd["flex"] == pytest.approx(2 * (2 * a * h + 2 * a * h))
+    assert fwd["alltoall"] == pytest.approx(2 * (4 * a * h + (3 * a + 4096) * h))
+    assert fwd["alltoall"] / fwd["flex"] == pytest.approx(57 / 32)
+
+
+def test_flex_dispatch_merges_copies_per_node_and_rank_without_group_limits(cat):
+    # Qwen3-30B-A3B (128 experts, top-8, no expert groups) at EP 32 over four 8-GPU H100 servers, 32 experts a
+    # server and 4 a rank. Flex (DeepEP): a token crosses InfiniBand once per server its 8 experts sit on,
+    # 4 (1 - C(96, 8) / C(128, 8)) = 3.63 servers, and reaches 32 (1 - C(124, 8) / C(128, 8)) = 7.37 ranks once
+    # each; Megatron-Core's NCCL all-to-all sends all 8 copies, 3/4 of them off-server
+    from math import comb
+
+    domains = 4 * (1 - comb(96, 8) / comb(128, 8))
+    ranks = 32 * (1 - comb(124, 8) / comb(128, 8))
+    assert float(moe.expected_domains(128, 8, None, None, 4)[0]) == pytest.approx(domains)
+    assert float(moe.expected_domains(128, 8, None, None, 32)[0]) == pytest.approx(ranks)
+    df = _plans(ep=32, dp=32)
+    jobs = {
+        d: make_job("qwen3-30b-a3b", "hgx-h100-ib-ndr", 32, 4096, 32, "bf16", cat, overrides={"ep_dispatcher": d})
+        for d in ("alltoall", "flex")
+    }
+    t = {d: float(moe.ep_comm_per_microbatch(j, df, np.array([1]))[0]) for d, j in jobs.items()}
+    row = ep_token_bytes(2048) * float(random_routing_peak(4096, 8, 128, 32)[0])  # the busiest rank's share
+    g = jobs["flex"].group(32, 1)
+    assert (g.domains, g.per_domain) == (4, 8)
+    cross = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * domains * row]), [4], [8])[0]
+    inside = coll.collective_s(jobs["flex"], "alltoall", np.array([4096 * ranks * row]), [8], [1])[0]
+    assert t["flex"] == pytest.approx(4 * max(cross, inside), rel=1e-9)  # 2 passes x (dispatch + combine)
+    flat = coll.collective_s(jobs["alltoall"], "alltoall", np.array([4096 * 8 * row]), [32], [1])[0]
+    assert t["alltoall"] == pytest.approx(4 * flat, rel=1e-9)
+    assert t["flex"] < 0.6 * t["alltoall"]
+
+
+def test_flex_dispatch_inside_one_server_sends_a_token_once_per_rank(cat):
+    # DeepSeek-V3 at EP 8 in one B200 server: each rank holds one expert group of 32, a token's 8 experts sit in 4
+    # groups, so DeepEP / HybridEP send it to 4 ranks (DeepEP counts its NVLink bandwidth on these rows); the NCCL
+    # all-to-all sends 8 copies
+    df = _plans(ep=8, dp=8)
+    assert float(moe.expected_domains(256, 8, 8, 4, 8)[0]) == 4.0
+    row = ep_token_bytes(7168) * float(random_routing_peak(4096, 8, 256, 8)[0])  # the busiest rank's share
+    for d, copies in (("alltoall", 8), ("flex", 4)):
+        job = make_job("deepseek-v3", "dgx-b200-ib-ndr", 8, 4096, 8, "bf16", cat, overrides={"ep_dispatcher": d})
+        one = float(coll.collective_s(job, "alltoall", np.array([4096 * copies * row]), [8], [1])[0])
+        t = float(moe.ep_comm_per_microbatch(job, df, np.array([1]))[0])
+        assert t == pytest.approx(4 * one, rel=1e-9)  # forward and backward, dispatch and combine
+
+
+def test_random_routing_peak_against_a_simulation():
+    # 64 ranks route 256 tokens each, top-8 of 256 experts at random (4 experts a rank): the busiest rank's
+    # copies over the mean, averaged over 12 micro-batches, against the normal-order-statistics form; and the
+    # properties: 1 at EP 1, smaller with more tokens a rank
+    rng = np.random.default_rng(3)
+    ep, tokens, k, experts = 64, 256, 8, 256
+    peaks = []
+    for _ in range(12):
+        top = np.argpartition(rng.random((ep * tokens, experts)), k, axis=1)[:, :k]
+        load = np.bincount((top // (experts // ep)).ravel(), minlength=ep)
+        peaks.append(load.max() / load.mean())
+    model = float(random_routing_peak(tokens, k, experts, ep)[0])
+    assert model - 1 == pytest.approx(np.mean(peaks) - 1, rel=0.2)
+    assert float(random_routing_peak(4096, 8, 256, 1)[0]) == 1.0
+    assert random_routing_peak(16384, 8, 256, 64)[0] < random_routing_peak(4096, 8, 256, 64)[0]

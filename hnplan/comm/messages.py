@@ -11,6 +11,8 @@ References
 
 from __future__ import annotations
 
+import numpy as np
+
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES
 
@@ -86,3 +88,49 @@ def ep_alltoall_bytes(model: Model, tokens, fp8_dispatch: bool = False, imbalanc
     k = model.moe.active_experts if model.moe is not None else 0
     copies = tokens * k * imbalance
     return copies * ep_token_bytes(model.hidden, fp8_dispatch), copies * ep_token_bytes(model.hidden, False)
+
+
+def random_routing_peak(tokens_per_rank, k: int, experts: int, ep) -> np.ndarray:
+    """Busiest expert-parallel rank's routed token copies over the mean when every token picks ``k`` of
+    ``experts`` at random (Megatron-Core's force-balanced benchmark routing, random router logits) [-].
+
+    Each of the ``N = ep x T`` tokens of a micro-batch puts a hypergeometric number of its ``k`` copies on
+    a rank of ``e = experts / ep`` experts: mean ``k e / E``, variance ``v = k (e/E)(1 - e/E)(E - k)/(E - 1)``;
+    a rank's load has mean ``mu = T k`` and standard deviation ``sigma = sqrt(N v)``, and the largest of
+    ``ep`` near-normal loads sits ``z = Phi^-1((ep - 0.375) / (ep + 0.25))`` deviations above the mean
+    (Blom's approximation of the expected maximum of normal order statistics). Returns
+    ``1 + z sigma / mu``; 1 for ``ep = 1``. Routing that is not random (learned routers, content that
+    prefers experts) adds to it: the stack's ``moe_load_imbalance``.
+
+    Parameters
+    ----------
+    tokens_per_rank : float or array
+        Tokens a rank routes per micro-batch, ``T`` [-].
+    k, experts : int
+        Experts per token and routed experts.
+    ep : int or array
+        Expert-parallel ranks.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``>= 1``.
+
+    Examples
+    --------
+    DeepSeek-V3 with 4,096 tokens a rank at EP 64: ``sigma = sqrt(262,144 x 0.1197) = 177`` over
+    ``mu = 32,768``, ``z = 2.33``:
+
+    >>> round(float(random_routing_peak(4096, 8, 256, 64)[0]), 4)
+    1.0126
+    """
+    from scipy.special import ndtri  # imported here: scipy.special costs about 0.1 s of start-up (issue 16)
+
+    t, ep = np.broadcast_arrays(
+        np.atleast_1d(np.asarray(tokens_per_rank, dtype=float)), np.atleast_1d(np.asarray(ep, dtype=float))
+    )
+    share = 1.0 / ep  # e / E: the share of the experts a rank holds
+    v = k * share * (1.0 - share) * (experts - k) / max(experts - 1, 1)
+    sigma = np.sqrt(ep * t * v)
+    z = ndtri(np.clip((ep - 0.375) / (ep + 0.25), 0.5, None))
+    return np.where(ep > 1, 1.0 + z * sigma / (t * k), 1.0)

@@ -84,7 +84,8 @@ class StepKernels:
     """The kernel choices of a stack the operator model needs (from :class:`StackChoices`).
 
     ``weight_cast``: ``microbatch`` (every forward), ``step`` (cached across a step's micro-batches)
-    or ``none`` (fp8 parameters).
+    or ``none`` (fp8 parameters). ``ep_dispatcher``: the MoE token dispatcher (``alltoall`` or ``flex``,
+    :class:`hnplan.catalog.schemas.StackChoices`), which sets the permutation bytes.
     """
 
     fp8_recipe: str = "delayed"
@@ -93,6 +94,7 @@ class StepKernels:
     cast_transpose_fusion: bool = True
     norm_kernel: str = "fused"
     rope_kernel: str = "fused"
+    ep_dispatcher: str = "alltoall"
 
     @classmethod
     def of(cls, choices: StackChoices | None) -> StepKernels:
@@ -100,7 +102,13 @@ class StepKernels:
         ch = StackChoices() if choices is None else choices
         cast = "none" if ch.fp8_params else ("step" if ch.fp8_weight_cache else "microbatch")
         return cls(
-            ch.fp8_recipe, cast, ch.fp8_norm_cast_fusion, ch.fp8_cast_transpose_fusion, ch.norm_kernel, ch.rope_kernel
+            ch.fp8_recipe,
+            cast,
+            ch.fp8_norm_cast_fusion,
+            ch.fp8_cast_transpose_fusion,
+            ch.norm_kernel,
+            ch.rope_kernel,
+            ch.ep_dispatcher,
         )
 
 

@@ -168,7 +168,7 @@ def _layer_ops(
         ffn_l = moe.expert_ffn_hidden / tp
         ops += [
             _gemm("router", scope, tokens, moe.experts, h, wb),
-            _ew("moe_permute", scope, 2 * assigned * h, 2 * assigned * h, 0.0),
+            _ew("moe_permute", scope, *permute_elements(tokens, assigned, h, kn.ep_dispatcher, phase), 0.0),
         ]
         ops += _expert_mlp(model, scope, tokens, tp, ep, wb)
         if moe.shared_experts:
@@ -206,3 +206,31 @@ def _once_ops(
         v = logits_tokens * model.vocab / tp
         head.append(_ew("loss", "head", v, v, LOSS_FLOPS))
     return emb, head
+
+
+def permute_elements(
+    tokens: float, assigned: float, hidden: int, dispatcher: str, phase: str = "train"
+) -> tuple[float, float]:
+    """Elements an MoE layer's token permutations read and write in the forward, ``(in, out)`` [-].
+
+    ``assigned = tokens x k`` token copies. The ``flex`` dispatcher (DeepEP / HybridEP) fuses the global
+    permute into its communication kernel and keeps the local permute by expert after the dispatch and
+    its inverse before the combine (the weighted sum happens in the combine kernel): ``2 assigned h``
+    read and written. The ``alltoall`` dispatcher (NCCL) also runs the global permute that writes the ``k``
+    copies before the dispatch and the global unpermute that sums them into ``tokens`` rows after the
+    combine: ``4 assigned h`` read, ``(3 assigned + tokens) h`` written (NVIDIA/Megatron-LM
+    docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.1: one global and one local permute around
+    the NCCL all-to-all; Megatron-Core ``MoEAlltoAllTokenDispatcher``).
+
+    >>> permute_elements(4096, 4096 * 8, 7168, "flex") == (2 * 32768 * 7168, 2 * 32768 * 7168)
+    True
+    >>> permute_elements(4096, 4096 * 8, 7168, "alltoall") == (4 * 32768 * 7168, (3 * 32768 + 4096) * 7168)
+    True
+
+    Inference keeps the one permutation pair of ``flex``. Training charges the ``alltoall`` pairs at
+    every EP degree (the operator rows are built once for all EP degrees), which overstates the
+    permutation of an ``ep = 1`` plan, where no local permute is needed.
+    """
+    if dispatcher == "flex" or phase != "train":
+        return 2.0 * assigned * hidden, 2.0 * assigned * hidden
+    return 4.0 * assigned * hidden, (3.0 * assigned + tokens) * hidden

@@ -106,10 +106,22 @@ class StackChoices(_Strict):
         fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
         arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
         (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    ep_dispatcher : {"alltoall", "flex"}
+        How tokens reach their experts (Megatron-Core ``--moe-token-dispatcher-type``). ``alltoall``
+        (default): NCCL all-to-all of every token copy (``k`` per token, none merged), after a global
+        permute that writes the ``k`` copies and before a local permute by expert, mirrored on the
+        combine side (``megatron/core/transformer/moe/token_dispatcher.py``,
+        ``MoEAlltoAllTokenDispatcher``). ``flex``: DeepEP / HybridEP kernels that fuse the global permute
+        into the communication and send a token across the scale-out network once per destination
+        domain, forwarding it to its experts over NVLink (deepseek-ai/DeepEP internode kernels;
+        NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.1); only the local
+        permute remains. Bytes: :mod:`hnplan.compute.layer_ops`; traffic:
+        :func:`hnplan.planning.training.moe.ep_comm_per_microbatch`.
     moe_load_imbalance : float
-        Tokens routed to the busiest expert-parallel rank over the mean, >= 1: the step waits for that
-        rank, so its routed-expert GEMMs and its all-to-all traffic scale by it. 1 for force-balanced
-        benchmark routing.
+        Tokens routed to the busiest expert-parallel rank over the mean beyond the peak of random
+        routing, >= 1: the step waits for that rank, so its routed-expert GEMMs and its all-to-all traffic
+        scale by it times the random peak (:func:`hnplan.comm.messages.random_routing_peak`, about 1 %
+        with thousands of tokens a rank). 1 for force-balanced benchmark routing (random logits).
     pipeline_schedule : {"1f1b", "dualpipe"}
         The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
         1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
@@ -184,10 +196,16 @@ class StackChoices(_Strict):
         description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
         "scale per 128) and combines in bf16",
     )
+    ep_dispatcher: Literal["alltoall", "flex"] = Field(
+        default="alltoall",
+        description="alltoall: NCCL all-to-all of every token copy with global and local permutes; flex: "
+        "DeepEP / HybridEP, one copy per destination domain over the scale-out network, global permute fused",
+    )
     moe_load_imbalance: float = Field(
         default=1.0,
         ge=1.0,
-        description="tokens routed to the busiest expert-parallel rank over the mean (1 = balanced routing)",
+        description="tokens routed to the busiest expert-parallel rank over the mean, beyond the peak of random "
+        "routing (1 = random or force-balanced routing)",
     )
     pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b",

@@ -50,6 +50,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoices, System
+from hnplan.comm.messages import random_routing_peak
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
@@ -232,6 +233,19 @@ def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
     return pd.DataFrame(np.array([cache[s] for s in wanted]), columns=cache["columns"])
 
 
+def busiest_rank_load(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Routed token copies of the busiest expert-parallel rank over the mean, per plan [-]: the stack's
+    ``moe_load_imbalance`` (routing that is not random) times the peak random routing leaves with the
+    plan's ``T = b s / (cp tp)`` tokens a rank (:func:`hnplan.comm.messages.random_routing_peak`; 1 for a
+    dense model or ``ep = 1``)."""
+    moe = job.model.moe
+    if moe is None:
+        return np.ones(len(df))
+    tokens = _col(df, "microbatch_size") * job.seq_len / (_col(df, "cp") * _col(df, "tp"))
+    peak = random_routing_peak(tokens, moe.active_experts, moe.experts, _col(df, "ep"))
+    return job.choices.moe_load_imbalance * peak
+
+
 def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
 
@@ -247,8 +261,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     adds each stage's communication before picking the slowest (an MoE model's last stage holds fewer
     MoE layers and their all-to-alls than its compute alone suggests). A model's multi-token-prediction
     modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
-    output head and loss each. With ``moe_load_imbalance`` above 1 the routed-expert work of an MoE
-    layer (:data:`hnplan.compute.parts.ROUTED_OPS`) grows by that factor: the busiest EP rank sets the pace.
+    output head and loss each. The routed-expert work of an MoE layer (:data:`hnplan.compute.parts.ROUTED_OPS`)
+    grows by :func:`busiest_rank_load`: the busiest EP rank sets the pace.
     Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)``.
     """
     codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp"])
@@ -268,12 +282,12 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     full, selective = recompute_is(df, "full"), recompute_is(df, "selective")
     rerun_attn = full | (selective & ("core_attn" in job.choices.recompute_modules))
 
-    extra = job.choices.moe_load_imbalance - 1.0  # the busiest EP rank's surplus of routed tokens
+    extra = busiest_rank_load(job, df) - 1.0  # the busiest EP rank's surplus of routed tokens
 
     def part(name, lt=lt):
         fwd = lt(f"{name}_fwd") + np.select([full, selective], [lt(f"{name}_rc_full"), lt(f"{name}_rc_sel")], 0.0)
         bwd = lt(f"{name}_bwd")
-        if extra > 0:
+        if np.any(extra > 0):
             # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
             fwd = fwd + extra * (lt(f"{name}_routed_fwd") + np.where(full, lt(f"{name}_routed_rc"), 0))
             bwd = bwd + extra * lt(f"{name}_routed_bwd")
