@@ -128,8 +128,11 @@ def test_sub_command_help_imports_no_planner(name):
 @pytest.mark.parametrize(
     "argv,absent",
     [
-        (["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"], {"scipy"}),
-        (["tco", "--system", "gb200-nvl72", "--gpus", "1152"], {"scipy", "networkx"}),
+        (
+            ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"],
+            {"scipy", "pandas"},
+        ),
+        (["tco", "--system", "gb200-nvl72", "--gpus", "1152"], {"scipy", "networkx", "pandas"}),
         (["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384"], {"networkx", "pandas", "scipy"}),
         (["gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192"], {"pandas", "scipy"}),
     ],
@@ -137,6 +140,7 @@ def test_sub_command_help_imports_no_planner(name):
 )
 def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
-    builds graphs (networkx) and frames (pandas) only when asked, and the GEMM law needs no operator table."""
+    builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
+    activation table or operator table (pandas frames)."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
