@@ -90,7 +90,7 @@ TRAIN_JSON = [
     "1", "--recompute", "selective", "--zero", "1", "--json",
 ]  # fmt: skip
 # a sub-command whose --help needs a planner module, and why
-HELP_NEEDS_PLANNER = {"memory": "its --accounting help lists the accountings of hnplan.memory.states"}
+HELP_NEEDS_PLANNER = {"memory": "its --accounting help lists the accountings the memory planner (pandas) exports"}
 HEAVY = {"pandas", "scipy", "networkx", "plotly", "simpy", "dask", "papermill"}
 
 
