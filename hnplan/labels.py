@@ -89,18 +89,23 @@ _HEADERS = {
     "storage_units": ("storage units", "units"),
     "technician_hours": ("technician time", "h"),
     "step_s": ("step time", "s"),
+    "deploy_days": ("deployment time", "days"),
+    "share_margin": ("communication share margin", "-"),
+    "downtime_per_failure_s": ("downtime per failure", "s"),
+    "qps": ("request rate", "requests/s"),
+    "tokens_per_s_per_gpu": ("throughput per GPU", "tokens/s"),
+    "tokens_per_s_per_user": ("throughput per user", "tokens/s"),
+    "joules_per_token": ("energy per token", "J"),
+    "joules_per_request": ("energy per request", "J"),
 }
 
 
-def column_header(name: str) -> str:
-    """A column name as a header a person reads, with its unit in brackets where the name carries one.
+def name_and_unit(name: str) -> tuple[str, str]:
+    """A column or quantity name as words and its unit (``""`` when the name carries none, ``"-"`` for a
+    ratio or share): the two halves of :func:`column_header`.
 
-    >>> column_header("step_time_s_super"), column_header("usd_per_mtok_base"), column_header("nic_gbps")
-    ('step time, supernode [s]', 'cost, servers [$ per M tokens]', 'NIC [Gb/s]')
-    >>> column_header("speedup_vs_older"), column_header("seed_file"), column_header("read_GBps")
-    ('speed-up, against the older chip [-]', 'seed file', 'read [GB/s]')
-    >>> column_header("tokens_per_s_base"), column_header("rdma_busbw_GBps_at_100g")
-    ('throughput, servers [tokens/s]', 'RDMA busbw GB/s at 100g')
+    >>> name_and_unit("comm_share"), name_and_unit("downtime_per_failure_s"), name_and_unit("days")
+    (('communication share', '-'), ('downtime per failure', 's'), ('time to train', 'days'))
     """
     base, qualifier = name, ""
     for q in sorted(_QUALIFIERS, key=len, reverse=True):
@@ -118,5 +123,29 @@ def column_header(name: str) -> str:
         if not unit and any(w in base.split("_") for w in _DIMENSIONLESS):
             unit = "-"
         words = " ".join(_WORDS.get(w, w) for w in base.split("_"))
-    text = words + (f", {qualifier}" if qualifier else "")
+    return words + (f", {qualifier}" if qualifier else ""), unit
+
+
+def column_header(name: str) -> str:
+    """A column name as a header a person reads, with its unit in brackets where the name carries one.
+
+    >>> column_header("step_time_s_super"), column_header("usd_per_mtok_base"), column_header("nic_gbps")
+    ('step time, supernode [s]', 'cost, servers [$ per M tokens]', 'NIC [Gb/s]')
+    >>> column_header("speedup_vs_older"), column_header("seed_file"), column_header("read_GBps")
+    ('speed-up, against the older chip [-]', 'seed file', 'read [GB/s]')
+    >>> column_header("tokens_per_s_base"), column_header("rdma_busbw_GBps_at_100g")
+    ('throughput, servers [tokens/s]', 'RDMA busbw GB/s at 100g')
+    """
+    text, unit = name_and_unit(name)
     return f"{text} [{unit}]" if unit else text
+
+
+def quantity_text(name: str, value: str, unit: str = "") -> str:
+    """A quantity with its value as a sentence writes it: words, value, unit (none for a ratio).
+
+    >>> quantity_text("comm_share", "0.6"), quantity_text("iops", "1M"), quantity_text("deploy_days", "1")
+    ('communication share 0.6', 'IOPS 1M operations/s', 'deployment time 1 days')
+    """
+    words, u = name_and_unit(name)
+    unit = unit.strip() or ("" if u == "-" else u)
+    return f"{words} {value}" + (f" {unit}" if unit else "")

@@ -6,6 +6,7 @@ value passes before any notebook runs (type, range, finite numbers), caller-rela
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -150,9 +151,12 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
     declared = notebook_parameters(notebook)
     unknown = set(params) - set(declared)
     if unknown:
+        near = {k: difflib.get_close_matches(k, list(declared), n=1, cutoff=0.6) for k in sorted(unknown)}
+        hints = [f"{k!r} (did you mean {v[0]!r}?)" for k, v in near.items() if v]
         raise ScenarioError(
-            f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}; "
-            f"its parameters: {', '.join(declared)}"
+            f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}"
+            + (f": {', '.join(hints)}" if hints else "")
+            + f"; its parameters: {', '.join(declared)}"
         )
     out = dict(params)
     for key, value in params.items():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as dt
+import difflib
 import hashlib
 import json
 import math
@@ -238,9 +239,12 @@ def run_reports(
         names = set().union(*(_declared(i.notebook) for sc in scenarios for i in sc.notebooks))
         unknown = set(params_override) - names
         if unknown:
+            near = {k: difflib.get_close_matches(k, sorted(names), n=1, cutoff=0.6) for k in sorted(unknown)}
+            hints = [f"{k!r} (did you mean {v[0]!r}?)" for k, v in near.items() if v]
             raise ScenarioError(
-                f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}; "
-                f"they have: {', '.join(sorted(names))}"
+                f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}"
+                + (f": {', '.join(hints)}" if hints else "")
+                + f"; they have: {', '.join(sorted(names))}"
             )
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})

@@ -1,75 +1,199 @@
 """Helpers that evaluate a scalar function once per distinct key and broadcast it over a table.
 
 The cost models are written per shape (one layer, one stage, one group); the planners evaluate
-thousands of candidate plans that share a few shapes. :func:`memo` bridges the two without a Python
-loop over the candidates. No physics here.
+thousands of candidate plans that share a few shapes. :func:`on_distinct` and :func:`memo` bridge the
+two without a Python loop over the candidates. A table is a :class:`pandas.DataFrame` or, in the
+planners' hot path, a :class:`Columns` (plain numpy arrays: no per-call pandas overhead, and the
+integer codes of each column computed once per table). No physics here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
 
+#: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples
+_TABLE_KEYS = 1 << 16
 
-def factorize(df: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Codes of the distinct ``keys`` tuples of ``df`` and a frame of those tuples (fast: one integer
-    per row from the per-column codes, then one factorisation).
+
+class Columns:
+    """Equal-length 1-D numpy arrays by name: a light table for vectorised cost models.
+
+    As a DataFrame, ``len(table)`` is its rows and iterating gives its column names; ``table[name]`` is
+    the column's array (a categorical column decoded to its values, computed once);
+    :meth:`codes` gives a column's integer codes and values and :meth:`factorize` the distinct rows of
+    a set of columns, both cached on the table (a table is read-only once built).
+
+    Parameters
+    ----------
+    data : dict of str to array
+        The plain columns (1-D, equal length).
+    categorical : dict of str to (codes, categories), optional
+        Columns kept as integer codes into an array of categories (e.g. the recompute mode).
+
+    >>> t = Columns({"a": np.array([1, 2, 1])}, {"r": (np.array([0, 0, 1]), np.array(["x", "y"], dtype=object))})
+    >>> len(t), list(t), t["a"].tolist(), t["r"].tolist()
+    (3, ['a', 'r'], [1, 2, 1], ['x', 'x', 'y'])
+    """
+
+    __slots__ = ("_data", "_cats", "_codes", "_distinct", "_n")
+
+    def __init__(self, data: Mapping[str, np.ndarray], categorical: Mapping[str, tuple] | None = None):
+        self._data = {k: np.asarray(v) for k, v in data.items()}
+        self._cats = {k: (np.asarray(c, dtype=np.int64), np.asarray(v)) for k, (c, v) in (categorical or {}).items()}
+        lengths = {len(v) for v in self._data.values()} | {len(c) for c, _ in self._cats.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns of unequal lengths {sorted(lengths)}")
+        self._n = lengths.pop() if lengths else 0
+        self._codes: dict = {}
+        self._distinct: dict = {}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key in self._data:
+            return self._data[key]
+        codes, values = self._cats[key]
+        out = values[codes]
+        self._data[key] = out
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**self._data, **self._cats})
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, key) -> bool:
+        return key in self._data or key in self._cats
+
+    def codes(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(codes, values)`` of one column: ``values[codes]`` is the column (cached)."""
+        if key not in self._codes:
+            self._codes[key] = self._cats[key] if key in self._cats else _array_codes(self._data[key])
+        return self._codes[key]
+
+    def factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
+        """Codes of the distinct ``keys`` tuples and a table of those tuples (cached per set of keys).
+
+        A key set inside one already factorised with few distinct tuples is factorised on those
+        tuples and its codes gathered through theirs (one pass over the rows instead of several)."""
+        tk = frozenset(keys)
+        if tk not in self._distinct:
+            sup = [v for s, v in self._distinct.items() if tk < s and len(v[1]) * 4 <= self._n]
+            if sup:
+                outer, table = min(sup, key=lambda v: len(v[1]))
+                inner, uniq = table.factorize(keys)
+                self._distinct[tk] = (inner[outer], uniq)
+            else:
+                self._distinct[tk] = self._factorize(keys)
+        return self._distinct[tk]
+
+    def _factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
+        per = [self.codes(k) for k in keys]
+        codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], self._n)
+        data, cats = {}, {}
+        for k, (_, u), i in zip(keys, per, idx):
+            if k in self._cats:
+                cats[k] = (np.asarray(i), u)
+            else:
+                data[k] = u[i]
+        return codes, Columns(data, cats)
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame (categorical columns decoded)."""
+        return pd.DataFrame({k: self[k] for k in self})
+
+
+def column(table, key: str) -> np.ndarray:
+    """One column of a table (DataFrame or :class:`Columns`) as a numpy array."""
+    return table[key] if isinstance(table, Columns) else table[key].to_numpy()
+
+
+def distinct_values(table, key: str) -> list:
+    """The distinct values of one column of a table (DataFrame or :class:`Columns`)."""
+    if isinstance(table, Columns):
+        _, uniq = table.factorize([key])  # cached on the table
+        return uniq[key].tolist()
+    return list(pd.unique(table[key]))
+
+
+def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes and code values of one array: integers by their offset from the minimum (no hashing; over
+    a wide span through a lookup table of the values present), anything else by :func:`pandas.factorize`."""
+    if a.dtype.kind in "iu" and len(a):
+        lo, hi = a.min(), a.max()
+        offset = (a - lo).astype(np.int64, copy=False)
+        span = int(hi - lo) + 1
+        if span <= 8:
+            return offset, np.arange(span, dtype=a.dtype) + lo
+        if span <= max(4 * len(a), 1 << 12):  # a wide span: count only the values present
+            seen = np.zeros(span, dtype=bool)
+            seen[offset] = True
+            present = np.flatnonzero(seen)
+            lookup = np.cumsum(seen) - 1
+            return lookup[offset], (present + lo).astype(a.dtype)
+    codes, uniq = pd.factorize(a, sort=False)
+    return codes, np.asarray(uniq)
+
+
+def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.ndarray, tuple]:
+    """Codes of the distinct tuples of per-column codes and, per column, the code of each distinct tuple."""
+    if n == 0:
+        return np.zeros(0, np.int64), tuple(np.zeros(0, np.int64) for _ in sizes)
+    if np.prod([float(s) for s in sizes]) >= 2**62:  # too many combinations for one int64: pair them up
+        flat, _ = pd.factorize(pd.MultiIndex.from_arrays(codes), sort=False)
+        first = np.unique(flat, return_index=True)[1]
+        return flat, tuple(c[first] for c in codes)
+    flat = codes[0].astype(np.int64, copy=True) if len(codes) else np.zeros(n, np.int64)
+    for c, s in zip(codes[1:], sizes[1:]):
+        flat *= s
+        flat += c
+    n_keys = int(np.prod(sizes))
+    if n_keys <= max(4 * n, _TABLE_KEYS):  # few possible tuples: a lookup table, no hashing
+        seen = np.zeros(n_keys, dtype=bool)
+        seen[flat] = True
+        uflat = np.flatnonzero(seen)
+        lookup = np.cumsum(seen) - 1
+        out = lookup[flat]
+    else:
+        out, uflat = pd.factorize(flat, sort=False)
+    return out, np.unravel_index(uflat, sizes)
+
+
+def factorize(df, keys: list[str]):
+    """Codes of the distinct ``keys`` tuples of a table and a table of those tuples (a DataFrame for a
+    DataFrame, a :class:`Columns` for a :class:`Columns`).
 
     Returns
     -------
-    (ndarray, DataFrame)
-        ``codes[i]`` is the row of the distinct-tuple frame that row ``i`` of ``df`` has.
+    (ndarray, table)
+        ``codes[i]`` is the row of the distinct-tuple table that row ``i`` of ``df`` has.
 
     >>> codes, uniq = factorize(pd.DataFrame({"a": [1, 2, 1], "b": [0, 0, 0]}), ["a", "b"])
     >>> codes.tolist(), uniq.to_dict("list")
     ([0, 1, 0], {'a': [1, 2], 'b': [0, 0]})
     """
+    if isinstance(df, Columns):
+        return df.factorize(keys)
     per = [_column_codes(df[k]) for k in keys]
-    sizes = [max(len(u), 1) for _, u in per]
-    if len(df) and np.prod([float(s) for s in sizes]) >= 2**62:  # too many combinations for one int64
-        per = [pd.factorize(df[k], sort=False) for k in keys]
-        sizes = [max(len(u), 1) for _, u in per]
-    flat = np.ravel_multi_index([c for c, _ in per], sizes) if len(df) else np.zeros(0, np.int64)
-    n_keys = int(np.prod(sizes))
-    if n_keys <= max(4 * len(flat), 1 << 16):  # few possible tuples: a lookup table, no hashing
-        seen = np.zeros(n_keys, dtype=bool)
-        seen[flat] = True
-        uflat = np.flatnonzero(seen)
-        codes = (np.cumsum(seen) - 1)[flat]
-    else:
-        codes, uflat = pd.factorize(flat, sort=False)
-    idx = np.unravel_index(uflat, sizes)
+    codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], len(df))
     uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
     return codes, uniq
 
 
 def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Codes and code values of one column: integers by their offset from the column's minimum (no
-    hashing; over a span of more than 8 values, but fewer than about four per row, through a lookup
-    table of the values present), a categorical column by its codes, anything else by
-    :func:`pandas.factorize`."""
+    """Codes and code values of one DataFrame column: a categorical column by its codes, anything else
+    as :func:`_array_codes`."""
     if isinstance(col.dtype, pd.CategoricalDtype):  # codes kept by the column
         return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories)
-    a = col.to_numpy()
-    if a.dtype.kind in "iu" and len(a):
-        lo = a.min()
-        offset = (a - lo).astype(np.int64, copy=False)
-        span = int(a.max() - lo) + 1
-        if 8 < span <= max(4 * len(a), 1 << 12):  # a wide span: count only the values present
-            seen = np.zeros(span, dtype=bool)
-            seen[offset] = True
-            present = np.flatnonzero(seen)
-            return (np.cumsum(seen) - 1)[offset], (present + lo).astype(a.dtype)
-        return offset, np.arange(span, dtype=a.dtype) + lo
-    return pd.factorize(col, sort=False)
+    return _array_codes(col.to_numpy())
 
 
-def on_distinct(df: pd.DataFrame, keys: list[str], fn: Callable[[pd.DataFrame], tuple]) -> tuple:
-    """Evaluate an array function ``fn(frame) -> tuple of arrays`` once on the distinct ``keys`` rows
-    of ``df`` and gather each result back to its rows (element-wise functions of those columns only:
-    the result equals ``fn(df[keys])``).
+def on_distinct(df, keys: list[str], fn: Callable) -> tuple:
+    """Evaluate an array function ``fn(table) -> tuple of arrays`` once on the distinct ``keys`` rows
+    of ``df`` (a DataFrame or :class:`Columns`) and gather each result back to its rows (element-wise
+    functions of those columns only: the result equals ``fn(df[keys])``).
 
     >>> df = pd.DataFrame({"a": [1, 2, 1, 1], "b": [0, 0, 0, 5]})
     >>> [x.tolist() for x in on_distinct(df, ["a", "b"], lambda u: (u["a"].to_numpy() * 10 + u["b"].to_numpy(),))]
@@ -79,9 +203,22 @@ def on_distinct(df: pd.DataFrame, keys: list[str], fn: Callable[[pd.DataFrame], 
     return tuple(np.asarray(x)[codes] for x in fn(uniq))
 
 
-def memo(df: pd.DataFrame, keys: list[str], fn: Callable[..., dict]) -> pd.DataFrame:
+def memo(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None):
     """Evaluate ``fn(*key values) -> dict`` once per distinct key tuple of ``df`` and broadcast the
-    results back to its rows (a frame aligned with ``df``)."""
+    results back to its rows: a table aligned with ``df`` (a DataFrame, or a :class:`Columns` for a
+    :class:`Columns`).
+
+    ``cache`` (optional, ``{key tuple: result}``) keeps the results across calls for a caller whose
+    ``fn`` depends on nothing else: a repeated evaluation calls ``fn`` only for key tuples it has not seen.
+    """
     codes, uniq = factorize(df, keys)
-    res = pd.DataFrame([fn(*u) for u in uniq.itertuples(index=False)])
-    return pd.DataFrame({k: res[k].to_numpy()[codes] for k in res.columns})
+    cache = {} if cache is None else cache
+    res = []
+    for u in zip(*(uniq[k].tolist() for k in keys)):
+        if u not in cache:
+            cache[u] = fn(*u)
+        res.append(cache[u])
+    if isinstance(uniq, Columns):
+        return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+    out = pd.DataFrame(res)
+    return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)

@@ -169,12 +169,9 @@ def test_written_stack_is_used_by_train(core3):
 
 
 # -- the network from an nccl-tests sweep ---------------------------------------------------------------
-def test_collectives_recover_nvlink_efficiency(tmp_path):
-    """busbw 'measured' with NVLink at 0.70 of its line rate (catalog 0.82); the sweep's rows above 16 MiB
-    recover it, and the training runs on that system then use it."""
-    cat = load_catalog()
-    design = cat.design(SYSTEM)
-    true_eff = 0.70
+def _nvlink_sweep(tmp_path, true_eff: float) -> str:
+    """An nccl-tests CSV of all-gather and reduce-scatter on 8 H100s with NVLink at ``true_eff``."""
+    design = load_catalog().design(SYSTEM)
     lines = ["op,gpus,size_bytes,busbw_GBps,algorithm"]
     for op in ("allgather", "reducescatter"):
         g = place_group(design, 8, 1, 8)
@@ -186,6 +183,15 @@ def test_collectives_recover_nvlink_efficiency(tmp_path):
             lines.append(f"{op},8,{size},{busbw},ring")
     csv = tmp_path / "nccl.csv"
     csv.write_text("\n".join(lines) + "\n")
+    return str(csv)
+
+
+def test_collectives_recover_nvlink_efficiency(tmp_path):
+    """busbw 'measured' with NVLink at 0.70 of its line rate (catalog 0.82); the sweep's rows above 16 MiB
+    recover it, and the training runs on that system then use it."""
+    cat = load_catalog()
+    true_eff = 0.70
+    csv = _nvlink_sweep(tmp_path, true_eff)
     runs = _measured_runs(tmp_path, "megatron-core", runs=RUNS[:1])
     cal = calibrate(runs, "megatron-core", collectives_path=csv)
     up = _param(cal, f"bw_efficiency.nvlink4@{SYSTEM}")
@@ -201,6 +207,40 @@ def test_collectives_recover_nvlink_efficiency(tmp_path):
     assert d.scaleup_fabric.bw_efficiency == pytest.approx(true_eff, rel=0.01)
     assert d.scaleout_fabric.id == "ib-ndr-400"  # not fitted: the catalog's fabric
     assert d.prices.system is not None  # costed as the catalog system it was calibrated from
+
+
+def test_second_calibration_keeps_the_first_stacks_network_files(tmp_path, monkeypatch):
+    """Two stacks calibrated with a sweep in one folder: each stack file gets its own system and
+    interconnect files (a second run used to overwrite the first's ``<system>-calibrated.yaml``); a
+    file of the planned name written for another stack file, or by hand, is refused in one line, exit 2.
+    The calibrated stack's notes describe the calibration, not the parent stack."""
+    from dataclasses import replace
+
+    cal = calibrate(
+        _measured_runs(tmp_path, "megatron-core", runs=RUNS[:1]),
+        "megatron-core",
+        collectives_path=_nvlink_sweep(tmp_path, 0.70),
+    )
+    other = replace(cal, calibrated=cal.calibrated.model_copy(update={"id": "nemo-mlperf-v50-calibrated"}))
+    monkeypatch.chdir(tmp_path)
+    first, second = write_calibration(cal), write_calibration(other)
+    assert first["systems"] != second["systems"] and first["interconnects"] != second["interconnects"]
+    assert first["systems"][0].endswith("hgx-h100-ib-ndr-for-megatron-core-calibrated.yaml")
+    assert second["systems"][0].endswith("hgx-h100-ib-ndr-for-nemo-mlperf-v50-calibrated.yaml")
+    cat = load_catalog()
+    sys_a = cat.system(first["systems"][0])
+    assert sys_a.scaleup_fabric == first["interconnects"][0]  # still the first stack's pair
+    assert first["stack"] in sys_a.notes and "nccl" in sys_a.notes
+    again = write_calibration(cal)  # the same stack file again: its own files, overwritten
+    assert again == first
+    (tmp_path / "hgx-h100-ib-ndr-for-mine.yaml").write_text("id: mine\n")
+    with pytest.raises(InputError, match="by hand"):
+        write_calibration(cal, tmp_path / "mine.yaml")
+    assert not (tmp_path / "mine.yaml").exists()  # refused before anything was written
+    st = cat.stack(first["stack"])
+    parent = cat.stack("megatron-core")
+    assert st.notes.startswith("megatron-core calibrated on") and "r8" in st.notes and "fitted" in st.notes
+    assert parent.notes and parent.notes not in st.notes
 
 
 # -- the identifiability test and the bounded fit on closed forms --------------------------------------
@@ -243,6 +283,11 @@ GOOD = {**BASE, **RUNS[0], "metric": "step_time_s", "published": 3.0}
         ([GOOD, GOOD], "run r8: field id: given twice"),
         ({"id": "r8"}, "expected a non-empty YAML list of runs"),
         ([{**GOOD, "fixed": {"tp": 1, "pipeline": 2}}], "run r8: unknown plan fields ['pipeline']"),
+        (
+            [{**{k: v for k, v in GOOD.items() if k != "gpus"}, "gpu": 8}],
+            "run r8: field gpu: unknown (did you mean gpus?); field gpus: required",
+        ),
+        ([{**GOOD, "seqlen": 4096}], "run r8: field seqlen: unknown (did you mean seq_len?)"),
     ],
 )
 @pytest.mark.parametrize("json_", [False, True])
@@ -264,6 +309,12 @@ def test_bad_runs_file_exits_2(tmp_path, runs, needle, json_):
     "csv,needle",
     [
         ("op,gpus,busbw_GBps\nallgather,8,300\n", "column size_bytes missing"),
+        ("op,gpus,size_byte,busbw_GBps\nallgather,8,1e9,300\n", "the file has size_byte (did you mean size_bytes?)"),
+        (
+            "op,gpus,size_bytes,busbw_GBs\nallgather,8,1e9,300\n",
+            "column busbw_GBps or time_us missing (columns: op, gpus, size_bytes, busbw_GBps or time_us); "
+            "the file has busbw_GBs (did you mean busbw_GBps?)",
+        ),
         (
             "op,gpus,size_bytes,busbw_GBps\nallgather,8,1e9,fast\n",
             "line 2: column busbw_GBps: expected a positive number",

@@ -110,7 +110,8 @@ def _write(folder, name, raw):
 @pytest.mark.parametrize(
     "mutate,field,needle",
     [
-        (lambda r: r.update(hbm_gib=80), "hbm_gib", "unknown key; allowed keys"),
+        (lambda r: r.update(hbm_gib=80), "hbm_gib", "unknown key (did you mean 'hbm_gb'?)"),
+        (lambda r: r.update(tdp_watts=r.pop("tdp_w")), "tdp_watts", "did you mean 'tdp_w'?); field 'tdp_w': required"),
         (lambda r: r.update(source="TODO"), "source", "placeholder"),
         (lambda r: r.update(source=""), "source", "at least 3"),
         (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
@@ -128,6 +129,7 @@ def test_bad_accelerator_file_names_path_entry_field(cat, data_copy, mutate, fie
     msg = str(info.value)
     assert str(path) in msg and "'h100-sxm'" in msg and needle in msg
     assert info.value.field == field
+    assert "\n" not in msg  # one line, every problem named
 
 
 def test_bad_literal_lists_allowed_values(cat, data_copy):
@@ -214,3 +216,19 @@ def test_reference_tables_load_with_sources(cat):
     assert t["source"].notna().all()
     with pytest.raises(CatalogError, match="available: comm_at_scale, comm_measurements"):
         cat.reference("nccl")
+
+
+def test_typo_in_a_nested_field_names_the_nearest_key(cat, tmp_path):
+    """A typo'd key inside a nested entry (a job class's distribution) is named with the nearest
+    allowed key of that nested schema, in one line."""
+    from hnplan.catalog.mixes import cluster_mix
+
+    raw = _load(cat.root / "cluster_mixes" / "default.yaml")
+    dist = raw["classes"][0]["duration_s"]
+    dist["sigmaa"] = dist.pop("sigma")
+    path = _write(tmp_path, "typo", raw)
+    with pytest.raises(CatalogError) as info:
+        cluster_mix(str(path), cat)
+    msg = str(info.value)
+    assert "field 'classes.0.duration_s.sigmaa': unknown key (did you mean 'classes.0.duration_s.sigma'?)" in msg
+    assert "\n" not in msg and str(path) in msg

@@ -120,6 +120,33 @@ def test_decide_holds_fails_and_names_the_flip():
     assert decide(nan, ["params", "gpus"], "m", ">=", 0.5)[0] == "not testable"
 
 
+def test_conditions_name_the_metric_in_words_with_its_unit():
+    """A condition reads 'communication share >= 0.5', not the column name 'comm_share >= 0.5'."""
+
+    def grid(metric, op, thr, values):
+        rows = [{"params": p, "gpus": g, metric: v} for (p, g), v in values.items()]
+        return verdict_points(pd.DataFrame(rows), metric, op, thr)
+
+    g = grid("comm_share", ">=", 0.5, {(1e9, 8): 0.1, (1e12, 64): 0.4})
+    _, cond = decide(g, ["params", "gpus"], "comm_share", ">=", 0.5)
+    assert cond.startswith("communication share >= 0.5 at none") and "communication share = 0.4" in cond
+    assert "comm_share" not in cond
+    from hnplan.planning.claims import Claim
+    from hnplan.plots.claims import claim_figure
+
+    c = Claim(
+        "x", "000", "text", "exp", "does not hold", cond, {"threshold": 0.5}, g, "comm_share", ">=", ("params", "gpus")
+    )
+    fig = claim_figure(c)
+    assert fig.layout.yaxis.title.text == "communication share [-]"
+    assert fig.layout.annotations[0].text == "claim: communication share >= 0.5"
+    d = grid("days", "<=", 7.0, {(1e9, 8): 75.3})
+    _, cond = decide(d, ["params", "gpus"], "days", "<=", 7.0, " days")
+    assert cond.startswith("time to train <= 7 days at none") and "time to train = 75.3 days" in cond
+    i = grid("iops", ">=", 1e6, {(1e9, 8): 389e3})
+    assert decide(i, ["params", "gpus"], "iops", ">=", 1e6)[1].startswith("IOPS >= 1M operations/s at none")
+
+
 def test_summary_is_generated_from_the_verdicts(claims):
     text = audit_summary(list(claims.values()))
     assert text.startswith(f"Of {len(claims)} claims:")
@@ -336,6 +363,9 @@ def test_cli_json_and_bad_id():
     assert all(tuple(d) == JSON_KEYS for d in out)
     r = CliRunner().invoke(app, ["claims", "--only", "comm-share"])
     assert r.exit_code == 2
+    r = CliRunner().invoke(app, ["claims", "--only", "compute-density-3x"])  # in words, whatever the width
+    assert r.exit_code == 0 and "density_ratio" not in r.output and "servers_per_rack" not in r.output
+    assert out[0]["condition"].startswith("density ratio >= 3: ")
 
 
 @pytest.mark.notebook

@@ -143,6 +143,8 @@ def test_catalog_list_and_show():
     assert "gb200-nvl72" in ids and "cloudmatrix-384" in ids
     res = runner.invoke(app, ["catalog", "show", "h100-sxm"])
     assert res.exit_code == 0 and "989.4" in res.stdout
+    out = res.stdout  # the values first, their provenance after them
+    assert out.index("\ntdp_w:") < out.index("\nfield_sources:") < out.index("\nassumptions:")
     res = runner.invoke(app, ["catalog", "show", "h100-sxn"])
     assert res.exit_code == 2 and "h100-sxm" in res.stderr
 
@@ -261,3 +263,8 @@ def test_bad_input_is_named(argv, code, needle):
     res = runner.invoke(app, argv)
     assert res.exit_code == code, res.output
     assert needle in " ".join(res.stderr.split())
+
+
+def test_gemm_table_names_the_time_unit_as_the_others_do():
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "4096x8192x8192"])
+    assert res.exit_code == 0 and "time [us]" in res.stdout and "compute" in res.stdout

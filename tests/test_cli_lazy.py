@@ -9,7 +9,7 @@ import pytest
 import typer.main
 
 from hnplan.cli import app, command_modules
-from hnplan.cli._app import _help_from_source
+from hnplan.cli._app import _help_from_source, unwrap_help
 
 PROBE = """
 import sys
@@ -45,4 +45,27 @@ def test_module_registers_its_command_with_the_listed_help(name, module):
         __import__(module)
         real = typer.main.get_command(app).commands[name]
     assert real.name == name
-    assert (real.help or "").split("\n")[0].strip() == _help_from_source(module, name).split("\n")[0].strip()
+    first = unwrap_help(real.help or "").split("\n\n")[0]
+    assert first == _help_from_source(module, name).split("\n\n")[0]
+
+
+def test_help_paragraphs_are_wrapped_by_the_terminal_not_the_docstring():
+    """A docstring's line breaks inside a paragraph are joined (typer's rich mode keeps them, so
+    '--help' and the root's list broke sentences where the source wrapped)."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["calibrate", "--help"], env={"COLUMNS": "200"})
+    text = res.output
+    assert res.exit_code == 0 and "the answer says which were kept and why" in text
+    root = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "250"}).output
+    assert "the verdict computed from the planners' numbers" in root
+
+
+def test_units_in_option_help_are_printed():
+    """'[tokens]' in an option's help is a unit, not rich markup: it reaches the screen."""
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "sequence length [tokens]" in res.output
+    res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
+    assert "request rate to serve [requests/s]" in res.output

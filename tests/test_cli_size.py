@@ -49,6 +49,8 @@ def test_size_fixed_gpus_json():
     assert all(r["gpus"] == 64 and "slack_days" not in r for r in rows)
     p = rows[0]["parallel"]
     assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == 64
+    table = runner.invoke(app, [a for a in SIZE if a != "--json"] + ["--gpus", "64"])
+    assert table.exit_code == 0 and "slack" not in table.stdout and "GPU-hours" in table.stdout  # no deadline
 
 
 @pytest.mark.parametrize(

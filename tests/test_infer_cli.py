@@ -101,6 +101,16 @@ def test_table_output():
     # rows in words with their unit (hnplan.labels), not the JSON keys
     assert res.exit_code == 0 and "TPOT [s]" in res.output and "$ per million tokens" in res.output
     assert "tpot_s" not in res.output
+    assert "None" not in res.output and "tokens per s per user" not in res.output
+
+
+def test_rate_table_names_the_two_utilisations():
+    """The plan's utilisation is the share of batch slots busy, the GPU's the share its power is drawn at;
+    a boolean reads yes/no."""
+    res = runner.invoke(app, BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0 and "batch slots busy [-]" in text and "GPU utilisation for power [-]" in text
+    assert "request rate [requests/s]" in text and "disaggregated │ no" in text and "False" not in text
 
 
 def test_disaggregated_keys():

@@ -55,6 +55,11 @@ def test_ranges_checked(key, value, needle):
         check_parameters("design_comparison", {key: value}, "p.yaml")
 
 
+def test_typo_in_a_parameter_names_the_nearest():
+    with pytest.raises(ScenarioError, match=r"has no parameter\(s\) \['gpu'\]: 'gpu' \(did you mean 'gpus'\?\); its"):
+        check_parameters("design_comparison", {"gpu": 144}, "p.yaml")
+
+
 def test_list_elements_checked():
     with pytest.raises(ScenarioError, match="'scaling_gpus': must be a positive number; got 0"):
         check_parameters("training_plan", {"scaling_gpus": [1152, 0]}, "p.yaml")

@@ -111,7 +111,10 @@ def test_params_overrides_are_checked(tmp_path):
     res = runner.invoke(
         app, ["report", "--scenario", _scenario(tmp_path, "small"), "--params", str(bad), "--out", str(tmp_path / "o")]
     )
-    assert res.exit_code == 2 and "no notebook of these scenarios has parameter(s) ['gpu']" in res.stderr
+    assert (
+        res.exit_code == 2
+        and "no notebook of these scenarios has parameter(s) ['gpu']: 'gpu' (did you mean 'gpus'?)" in res.stderr
+    )
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,7 @@ def test_readme_training_runs_table_is_current(table):
         ("stack", "megatron-lm-2012", "field stack: unknown stack id 'megatron-lm-2012'; nearest: "),
         ("model", "megatron-1tt", "field model: unknown model id 'megatron-1tt'; nearest: megatron-1t"),
         ("metric", "tflops", "field metric: Input should be"),
+        ("gpu", 8, "field gpu: unknown key (did you mean gpus?)"),
     ],
 )
 def test_a_typo_in_a_run_names_the_file_the_run_and_the_field(tmp_path, field, value, needle):

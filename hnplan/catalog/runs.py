@@ -9,6 +9,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
+from hnplan.catalog.yaml_io import nearest_name, unknown_field_text, validation_problems
 from hnplan.errors import CatalogError
 
 RUNS_FILE = "validation/training_runs.yaml"
@@ -89,12 +90,9 @@ def training_runs(path=None) -> list[TrainingRun]:
         try:
             out.append(TrainingRun.model_validate(entry))
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"])
+            field, problems = validation_problems(exc, TrainingRun, quote=False)
             rid = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
-            raise CatalogError(
-                f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid, field=field
-            ) from None
+            raise CatalogError(f"{path}: run {rid}: {'; '.join(problems)}", path=path, entry=rid, field=field) from None
     root = Path(path).resolve().parent.parent
     cat = load_catalog(root) if (root / "accelerators").is_dir() else load_catalog()
     for run in out:
@@ -137,13 +135,17 @@ def measured_runs(path, stack: str) -> list[TrainingRun]:
         rid = entry.get("id", f"#{i + 1}") if isinstance(entry, dict) else f"#{i + 1}"
         if not isinstance(entry, dict):
             raise CatalogError(f"{path}: run {rid}: expected a mapping of run fields", path=path, entry=rid)
+        unknown = [k for k in entry if k not in TrainingRun.model_fields]
         missing = [f for f in MEASURED_RUN_FIELDS if f not in entry]
-        if missing:
+        if unknown or missing:
+            problems = [unknown_field_text(k, TrainingRun.model_fields) for k in unknown]
+            if missing:
+                problems.append(f"field {missing[0]}: required (a run gives {', '.join(MEASURED_RUN_FIELDS)})")
             raise CatalogError(
-                f"{path}: run {rid}: field {missing[0]}: required (a run gives {', '.join(MEASURED_RUN_FIELDS)})",
+                f"{path}: run {rid}: {'; '.join(problems)}",
                 path=path,
                 entry=rid,
-                field=missing[0],
+                field=(unknown or missing)[0],
             )
         if entry.get("stack", stack) != stack:
             raise CatalogError(
@@ -158,11 +160,8 @@ def measured_runs(path, stack: str) -> list[TrainingRun]:
         try:
             run = TrainingRun.model_validate(full)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(x) for x in err["loc"]) or "(run)"
-            raise CatalogError(
-                f"{path}: run {rid}: field {field}: {err['msg']}", path=path, entry=rid, field=field
-            ) from None
+            field, problems = validation_problems(exc, TrainingRun, quote=False)
+            raise CatalogError(f"{path}: run {rid}: {'; '.join(problems)}", path=path, entry=rid, field=field) from None
         if any(r.id == run.id for r in out):
             raise CatalogError(f"{path}: run {rid}: field id: given twice", path=path, entry=rid, field="id")
         out.append(run)
@@ -211,10 +210,13 @@ def collective_measurements(path) -> list[dict]:
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
     cols = set(rows[0])
-    for col in COLLECTIVE_COLUMNS:
-        if col not in cols:
+    known = (*COLLECTIVE_COLUMNS, "busbw_GBps", "time_us", "algorithm", "system")
+    for col in (*COLLECTIVE_COLUMNS, "busbw_GBps or time_us"):
+        if col not in cols and not (col == "busbw_GBps or time_us" and {"busbw_GBps", "time_us"} & cols):
+            typos = [f"{c} (did you mean {n}?)" for c in sorted(cols - set(known)) if (n := nearest_name(c, known))]
             raise CatalogError(
-                f"{path}: column {col} missing (columns: op, gpus, size_bytes, busbw_GBps or time_us)",
+                f"{path}: column {col} missing (columns: op, gpus, size_bytes, busbw_GBps or time_us)"
+                + (f"; the file has {', '.join(typos)}" if typos else ""),
                 path=path,
                 field=col,
             )

@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict
+from hnplan.catalog.yaml_io import nearest_name
 from hnplan.errors import CatalogError
 
 #: planner inputs: discrete, given as lists (grid axes) or fixed values
@@ -86,7 +87,9 @@ class SweepSpec(_Strict):
         for where, names in (("axes", self.axes), ("fixed", self.fixed)):
             bad = sorted(set(names) - set(allowed))
             if bad:
-                raise ValueError(f"{where}: unknown input {', '.join(bad)}; allowed: {', '.join(allowed)}")
+                near = [f"{b} (did you mean {n}?)" for b in bad if (n := nearest_name(b, allowed))]
+                hint = f": {', '.join(near)}" if near else ""
+                raise ValueError(f"{where}: unknown input {', '.join(bad)}{hint}; allowed: {', '.join(allowed)}")
         both = sorted(set(self.axes) & set(self.fixed))
         if both:
             raise ValueError(f"{', '.join(both)} given both in axes and in fixed")

@@ -6,8 +6,10 @@ refused), one-line errors naming the file, entry and field, and parsing an entry
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import typing
 from pathlib import Path
 from typing import TypeVar
 
@@ -95,24 +97,87 @@ def read_yaml(path: str | Path, what: str = ""):
 _read_yaml = read_yaml
 
 
-def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:
-    lines = []
-    first_field = None
+def nearest_name(name: str, allowed) -> str | None:
+    """The allowed name closest to a typo'd one (:func:`difflib.get_close_matches`, cutoff 0.6), or None.
+
+    >>> nearest_name("gpu", ["gpus", "model", "seq_len"])
+    'gpus'
+    """
+    near = difflib.get_close_matches(str(name), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def unknown_field_text(name: str, allowed, quote: bool = False) -> str:
+    """``field gpu: unknown (did you mean gpus?)``, or with the allowed names when none is near
+    (names in quotes with ``quote``)."""
+    near = nearest_name(name, allowed)
+    q = repr if quote else str
+    hint = f"did you mean {q(near)}?" if near else f"allowed: {', '.join(map(str, allowed))}"
+    return f"field {q(name)}: unknown ({hint})"
+
+
+def _model_at(schema: type[BaseModel], loc) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at ``loc`` (a nested model's, through optional, list and
+    dict fields), or None where the path leaves the models."""
+    model: type[BaseModel] | None = schema
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int) or part not in model.model_fields:
+            continue  # a list index or a dict key
+        model = _first_model(model.model_fields[part].annotation)
+    return model
+
+
+def _first_model(tp) -> type[BaseModel] | None:
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bool = True) -> tuple[str, list[str]]:
+    """Each problem of a failed validation as ``field 'x': what is wrong`` (an unknown key with the
+    nearest allowed name, a missing one with its description), unknown keys first (a typo'd key
+    is usually why a required one is missing); and the first field named. ``quote=False`` writes
+    ``field x``."""
+    q = repr if quote else str
+    unknown, other = [], []
     for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"] if p != "[key]") or "(entry)"
-        first_field = first_field or field
-        msg = err["msg"]
+        parts = [p for p in err["loc"] if p != "[key]"]
+        field = ".".join(map(str, parts)) or "(entry)"
         if err["type"] == "extra_forbidden":
-            allowed = ", ".join(schema.model_fields)
-            msg = f"unknown key; allowed keys: {allowed}"
-        elif err["type"] == "missing":
+            holder = _model_at(schema, parts[:-1])
+            allowed = list(holder.model_fields) if holder is not None else []
+            near = nearest_name(str(parts[-1]), allowed)
+            prefix = ".".join(map(str, parts[:-1]))
+            hint = (
+                f"did you mean {q((prefix + '.' if prefix else '') + near)}?"
+                if near
+                else (f"allowed keys: {', '.join(allowed)}" if allowed else "not a field here")
+            )
+            unknown.append((field, f"field {q(field)}: unknown key ({hint})"))
+            continue
+        msg = err["msg"]
+        if err["type"] == "missing":
             desc = schema.model_fields.get(field)
             msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
-        lines.append(f"  field {field!r}: {msg}")
-    head = f"{path}: entry {entry!r} ({schema.__name__}) is invalid:"
-    if len(lines) == 1:  # one problem: one line
-        return CatalogError(f"{head[:-1]},{lines[0][1:]}", path=path, entry=entry, field=first_field)
-    return CatalogError("\n".join([head, *lines]), path=path, entry=entry, field=first_field)
+        other.append((field, f"field {q(field)}: {msg}"))
+    both = unknown + other
+    return (both[0][0] if both else "(entry)"), [t for _, t in both]
+
+
+def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:
+    first_field, problems = validation_problems(exc, schema)
+    return CatalogError(
+        f"{path}: entry {entry!r} ({schema.__name__}) is invalid: {'; '.join(problems)}",
+        path=path,
+        entry=entry,
+        field=first_field,
+    )
 
 
 def parse_entry(raw, schema: type[T], path) -> T:

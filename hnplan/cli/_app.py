@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +33,47 @@ def command_modules() -> dict[str, str]:
     }
 
 
+def unwrap_help(text: str) -> str:
+    r"""A docstring as help text: the lines of each paragraph joined, so the terminal wraps them (typer's rich
+    mode keeps a docstring's line breaks); a paragraph with list items or indented lines is kept as written.
+
+    >>> unwrap_help("Fit a stack to runs;\nprint each run's error.\n\nThen:\n- one\n- two")
+    "Fit a stack to runs; print each run's error.\n\nThen:\n- one\n- two"
+    """
+    out = []
+    for para in inspect.cleandoc(text or "").split("\n\n"):
+        lines = para.split("\n")
+        keep = para.startswith("\b") or any(ln.startswith((" ", "-", "*", "\b")) for ln in lines[1:])
+        out.append(para if keep else " ".join(ln.strip() for ln in lines))
+    return "\n\n".join(out)
+
+
+def unit_brackets(text: str) -> str:
+    r"""Square brackets of units (``[tokens]``, ``[GB/s]``) escaped, so typer's rich help prints them instead of
+    reading them as markup tags and dropping them.
+
+    >>> unit_brackets("prompt length [tokens]")
+    'prompt length \\[tokens]'
+    """
+    return re.sub(r"(?<!\\)\[", r"\\[", text)
+
+
+def _unwrap_command(cmd: click.Command) -> click.Command:
+    """``cmd`` (and a group's sub-commands) with :func:`unwrap_help` applied to its help and the unit brackets
+    of its help and its options' help escaped (:func:`unit_brackets`); done once per command."""
+    if getattr(cmd, "_hnplan_help_ready", False):
+        return cmd
+    if cmd.help:
+        cmd.help = unit_brackets(unwrap_help(cmd.help))
+    for param in cmd.params:
+        if getattr(param, "help", None):
+            param.help = unit_brackets(param.help)  # type: ignore[attr-defined]
+    cmd._hnplan_help_ready = True  # type: ignore[attr-defined]
+    for sub in getattr(cmd, "commands", {}).values():
+        _unwrap_command(sub)
+    return cmd
+
+
 def _help_from_source(module: str, name: str) -> str:
     """The help text of sub-command ``name`` read from its module's source without importing it: the
     docstring of the function decorated with ``@app.command``, or the ``help=`` of the Typer group that
@@ -41,7 +84,7 @@ def _help_from_source(module: str, name: str) -> str:
         if isinstance(node, ast.FunctionDef) and any(
             ast.unparse(d).startswith("app.command(") for d in node.decorator_list
         ):
-            return ast.get_docstring(node) or ""
+            return unwrap_help(ast.get_docstring(node) or "")
         if (
             isinstance(node, ast.Assign)
             and isinstance(node.value, ast.Call)
@@ -52,7 +95,7 @@ def _help_from_source(module: str, name: str) -> str:
                     groups[ast.unparse(node.targets[0])] = kw.value.value
     for var, text in groups.items():
         if f"app.add_typer({var}" in ast.unparse(tree):
-            return text
+            return unwrap_help(text)
     return ""
 
 
@@ -70,7 +113,7 @@ class _LazyCommand(click.Command):
         if self._real is None:
             importlib.import_module(self._module)
             built = typer.main.get_command(app)
-            self._real = built.commands[self.name]
+            self._real = _unwrap_command(built.commands[self.name])
         return self._real
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -97,6 +140,8 @@ class LazyGroup(TyperGroup):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None and not isinstance(cmd, _LazyCommand):
+            _unwrap_command(cmd)  # registered by an eager import
         if cmd is None:
             module = command_modules().get(cmd_name)
             if module is not None:

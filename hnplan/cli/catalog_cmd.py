@@ -74,9 +74,10 @@ def show(
             return
         for k, entry in found:
             console.print(f"[bold]{k}[/]: {entry.id}")
-            text = yaml.safe_dump(
-                entry.model_dump(mode="json", exclude_none=True), sort_keys=False, allow_unicode=True, width=10_000
-            )
+            d = entry.model_dump(mode="json", exclude_none=True)
+            tail = ("field_sources", "assumptions")  # the values first, their provenance after them
+            d = {**{k: v for k, v in d.items() if k not in tail}, **{k: d[k] for k in tail if k in d}}
+            text = yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=10_000)
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 

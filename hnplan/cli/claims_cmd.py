@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._app import app, console, escape, handle_errors, print_json
+from hnplan.labels import quantity_text
 
 _COLOUR = {"holds": "green", "does not hold": "red", "holds under conditions": "yellow", "not testable": "dim"}
 
@@ -39,8 +40,14 @@ def claims(
         for col in ("id", "seed file", "claim", "experiment", "verdict", "condition", "numbers"):
             t.add_column(col, overflow="fold")
         for c in result:
-            nums = "\n".join(f"{k} = {_num(v)}" for k, v in c.numbers.items())
+            nums = "\n".join(quantity_text(k, f"= {_num(v)}") for k, v in c.numbers.items())
             t.add_row(
-                c.id, c.seed_file, c.claim, c.experiment, f"[{_COLOUR[c.verdict]}]{c.verdict}[/]", c.condition, nums
+                c.id,
+                c.seed_file,
+                c.claim,
+                escape(c.experiment),
+                f"[{_COLOUR[c.verdict]}]{c.verdict}[/]",
+                escape(c.condition),
+                escape(nums),  # "[-]" and "[s]" are units, not rich markup
             )
         console.print(t)

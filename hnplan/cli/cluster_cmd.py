@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from hnplan import units
 from hnplan.cli._app import app, console, err_console, escape, handle_errors, kv_table, print_json
 
 cluster_app = typer.Typer(
@@ -46,7 +47,7 @@ def simulate(
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
-    from hnplan.cluster import simulate_cluster
+    from hnplan.cluster import load_text, simulate_cluster
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -103,7 +104,8 @@ def simulate(
         s = d
         rows = [
             ("utilisation (productive)", f"{s['utilisation']:.1%}"),
-            ("allocation rate", f"{s['allocation_rate']:.1%} (offered load {s['offered_load']:.1%})"),
+            ("allocation rate", f"{s['allocation_rate']:.1%}"),
+            ("offered load", load_text(s)),
             (
                 "fragmentation",
                 f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",
@@ -128,7 +130,9 @@ def simulate(
                 ),
             ),
         ]
-        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, window {s['window_s'] / 86400:.1f} days", rows))
+        w = s["window_s"]
+        span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.1f} h"
+        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 from rich.table import Table
 
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan import units
+from hnplan.cli._app import app, console, escape, handle_errors, print_json
 
 
 @app.command()
@@ -22,7 +23,7 @@ def gemm(
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
-    """Time, attained TFLOP/s and bound of GEMMs ``C[m, n] = A[m, k] B[k, n]`` under the fitted GEMM law."""
+    """Time, attained TFLOP/s and bound of GEMMs C (m x n) = A (m x k) B (k x n) under the fitted GEMM law."""
     with handle_errors():
         from hnplan.planning.kernels import gemm_kernels, parse_shape, parse_shapes_json
 
@@ -34,13 +35,13 @@ def gemm(
             print_json(ans)
             return
         t = Table(title=f"GEMMs on one {ans['accelerator']} ({launch} launch)")
-        for col in ("dtype", "M x N x K", "time (us)", "TFLOP/s", "bound"):
-            t.add_column(col, justify="left" if col in ("dtype", "bound") else "right")
+        for col in ("dtype", "M x N x K", "time [us]", "TFLOP/s", "bound"):
+            t.add_column(escape(col), justify="left" if col in ("dtype", "bound") else "right")  # "[us]" is a unit
         for r in ans["results"]:
             t.add_row(
                 r["dtype"],
                 f"{r['m']}x{r['n']}x{r['k']}",
-                f"{r['time_s'] * 1e6:,.2f}",
+                f"{units.s_to_us(r['time_s']):,.2f}",
                 f"{r['tflops']:,.1f}",
                 r["bound"],
             )

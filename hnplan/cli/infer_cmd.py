@@ -11,6 +11,19 @@ from hnplan.errors import InputError
 from hnplan.labels import column_header
 from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
 
+# rows whose generic header would mislead here: the plan's utilisation is the share of batch slots busy,
+# the GPU's is the busy share its power is drawn at (hnplan.planning.inference.serving_power)
+_HEADER = {"utilisation": "batch slots busy [-]", "gpu_utilisation": "GPU utilisation for power [-]"}
+
+
+def _cell(v) -> str:
+    """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return "n/a" if v != v else f"{v:,.4g}"
+    return "-" if v is None else str(v)
+
 
 @app.command()
 def infer(
@@ -133,9 +146,5 @@ def infer(
         if json_:
             print_json(out)
             return
-        rows = [
-            (column_header(k), ("n/a" if v != v else f"{v:,.4g}") if isinstance(v, float) else str(v))  # NaN: no price
-            for k, v in out.items()
-            if not isinstance(v, dict)
-        ]
+        rows = [(_HEADER.get(k) or column_header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

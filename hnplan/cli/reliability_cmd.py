@@ -52,7 +52,7 @@ def reliability(
                 "mean time between interruptions",
                 f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)",
             ),
-            ("failure unit", f"{d['failure_unit_gpus']} GPUs; {d['spare_gpus']} spare GPUs for 99% availability"),
+            ("failure unit", f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for 99% availability"),
             (
                 "checkpoint",
                 f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
@@ -62,7 +62,7 @@ def reliability(
             ("restart", f"{d['restart_s']:.0f} s"),
             (
                 "goodput",
-                f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {d['gpus_in_repair']:.1f} GPUs in repair on average)",
+                f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {d['gpus_in_repair']:,.3g} GPUs in repair on average)",
             ),
         ]
         if d["storage"]:

@@ -88,20 +88,22 @@ def size(
             title=f"{model}: {format_count(tokens)} tokens"
             + (f" within {deadline_days:g} days" if deadline_days else "")
         )
-        for col in ("system", "GPUs", "days", "slack [days]", "GPU-hours", "energy [MWh]", "MFU", "goodput", "plan"):
+        sizing = deadline_days is not None  # the slack column only where there is a deadline
+        cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
+        for col in (*cols, "MFU", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
         for r in rows:
             if r.get("status") != "ok":
-                t.add_row(r["system"], "-", "-", "-", "-", "-", "-", "-", r.get("status", ""))
+                t.add_row(r["system"], *["-"] * (len(cols) + 1), r.get("status", ""))
                 continue
             p = r["parallel"]
-            slack = f"{r['slack_days']:.1f}" if "slack_days" in r else "-"
+            slack = (f"{r['slack_days']:.1f}" if "slack_days" in r else "-",) if sizing else ()
             t.add_row(
                 r["system"],
                 f"{int(r['gpus']):,}",
                 f"{r['days']:.1f}",
-                slack,
+                *slack,
                 f"{r['gpu_hours']:,.0f}",
                 f"{r['energy_mwh']:,.0f}",
                 f"{r['mfu']:.1%}",

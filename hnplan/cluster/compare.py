@@ -90,7 +90,7 @@ def cluster_verdict(table: pd.DataFrame) -> str:
     lines.append(
         f"- **Busiest**: {best['system']} with {best['policy']} keeps {best['utilisation']:.1%} of its "
         f"{best['gpus']:,} GPUs doing useful work (allocated {best['allocation_rate']:.1%}, offered "
-        f"{best['offered_load']:.1%})."
+        f"{best['offered_load']:.1%}{', oversubscribed' if best['offered_load'] > 1 else ''})."
     )
     if len(table) > 1:
         lines.append(

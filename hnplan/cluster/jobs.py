@@ -20,6 +20,7 @@ column             unit         meaning
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +47,11 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
     """
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
-        raise InputError(f"{where}: missing column(s) {', '.join(missing)}")
+        extra = [str(c) for c in jobs.columns if c not in JOB_COLUMNS]
+        typos = [f"{c} (did you mean {n[0]}?)" for c in extra if (n := difflib.get_close_matches(c, missing, 1, 0.6))]
+        raise InputError(
+            f"{where}: missing column(s) {', '.join(missing)}" + (f"; it has {', '.join(typos)}" if typos else "")
+        )
     if jobs.empty:
         raise InputError(f"{where}: no jobs")
     bad = set(jobs["cls"].unique()) - set(CLASSES)
@@ -152,28 +157,32 @@ def _draw(dist, n: int, rng: np.random.Generator) -> np.ndarray:
     return x if dist.max is None else np.minimum(x, dist.max)
 
 
-def _mean(dist) -> float:
-    """Mean of a distribution (a log-normal cut at ``max``: ``E[min(X, c)]`` in closed form)."""
+def _mean(dist, cap: float | None = None) -> float:
+    """Mean of a distribution cut at ``max`` and at ``cap`` (a log-normal's ``E[min(X, c)]`` in
+    closed form)."""
+    c = dist.max if cap is None else (cap if dist.max is None else min(dist.max, cap))
     if dist.kind == "discrete":
         v, w = np.asarray(dist.values, float), np.asarray(dist.weights, float)
-        v = v if dist.max is None else np.minimum(v, dist.max)
+        v = v if c is None else np.minimum(v, c)
         return float(np.dot(v, w) / w.sum())
     from scipy import stats
 
     mu, s = dist.mu, dist.sigma
     full = np.exp(mu + s * s / 2)
-    if dist.max is None or s == 0:
-        return float(full if dist.max is None else min(full, dist.max))
-    z = (np.log(dist.max) - mu) / s
-    return float(full * stats.norm.cdf(z - s) + dist.max * stats.norm.sf(z))
+    if c is None or s == 0:
+        return float(full if c is None else min(full, c))
+    z = (np.log(c) - mu) / s
+    return float(full * stats.norm.cdf(z - s) + c * stats.norm.sf(z))
 
 
-def mean_gpu_seconds(mix) -> float:
+def mean_gpu_seconds(mix, max_gpus: int | None = None) -> float:
     """Expected GPU-seconds of one job of a mix [GPU s] (``E[gpus x share] E[duration]`` per class,
-    weighted by the class shares; log-normal mean ``exp(mu + sigma^2 / 2)``)."""
+    weighted by the class shares; log-normal mean ``exp(mu + sigma^2 / 2)``), with GPU counts cut at
+    ``max_gpus`` as :func:`synthetic_jobs` cuts them to the cluster (a 1,024-GPU draw on a 64-GPU
+    cluster asks for 64)."""
     total = 0.0
     for c in mix.classes:
-        eg = _mean(c.gpus)
+        eg = _mean(c.gpus, max_gpus)
         if c.fractional is not None and c.gpu_milli is not None and c.gpus.kind == "discrete":
             w = np.asarray(c.gpus.weights, float)
             w1 = w[np.asarray(c.gpus.values) == 1].sum() / w.sum()
@@ -225,13 +234,13 @@ def synthetic_jobs(
     if load <= 0:
         raise InputError(f"offered load must be > 0; got {load}")
     rng = np.random.default_rng(seed)
+    cap = max_gpus or cluster_gpus
     if jobs is None:
-        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix) * days * 86400.0)), 1)
+        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix, cap) * days * 86400.0)), 1)
     else:
         n = jobs
     shares = np.array([c.share.value for c in mix.classes])
     which = rng.choice(len(mix.classes), size=n, p=shares / shares.sum())
-    cap = max_gpus or cluster_gpus
     gpus = np.ones(n, np.int64)
     milli = np.full(n, MILLI, np.int64)
     dur = np.ones(n)

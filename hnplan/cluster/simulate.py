@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
@@ -52,8 +53,10 @@ class ClusterResult:
     ----------
     summary : dict
         ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
-        (allocated / installed), ``offered_load`` (all the jobs' GPU-time over installed GPU-time of the
-        window), ``offered_load_window`` (the part of it inside the measuring window, had every job
+        (allocated / installed), ``offered_load`` (:func:`offered_load_of`: the GPU-hours the jobs demand
+        per GPU-hour of capacity over the arrival window; above 1 the cluster is oversubscribed),
+        ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
+        at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
@@ -107,6 +110,43 @@ def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
     a = jobs["arrival_s"].to_numpy(float)
     inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
     return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / 1000 * inside).sum())
+
+
+def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
+    """Offered load of a job table on ``gpus`` GPUs [fraction]: the GPU-seconds the jobs demand
+    (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
+    ``window_s`` [s] (the simulated days, else up to the last arrival).
+
+    This is the queueing literature's load of a server farm, ``rho = lambda E[S] / k`` (arrival rate
+    times mean service demand over capacity; Harchol-Balter, *Performance Modeling and Design of
+    Computer Systems*, 2013, ch. 2 and 15), measured on the jobs of the run, so it is the same number
+    however the run is sized (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more
+    GPU-time than the cluster has while they arrive: the queue grows.
+
+    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
+    >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
+    0.5
+    """
+    demand = float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
+    return demand / (gpus * window_s)
+
+
+def load_text(summary: dict) -> str:
+    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
+    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
+    the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``).
+
+    >>> load_text({"offered_load": 0.7, "window_s": 86400.0, "offered_load_asked": 0.85})
+    '70.0% (the mix aims at 85.0%; this draw offers less)'
+    """
+    x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
+    asked = summary.get("offered_load_asked")
+    notes = []
+    if asked is not None and abs(x - asked) > 0.05 * asked:
+        notes.append(f"the mix aims at {asked:.1%}; this draw offers {'more' if x > asked else 'less'}")
+    if x > 1:
+        notes.append(f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window")
+    return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def resolve_jobs(
@@ -228,10 +268,15 @@ def simulate_cluster(
     check_choice("policy", policy, POLICIES)
     cat = catalog or load_catalog()
     topo = build_topology(system, gpus, cat)
+    asked = None  # the load a mix aims its arrivals at (a trace or a given table aims at none)
     if jobs is None:
         jobs = resolve_jobs(
             topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
         )
+        if trace is None:
+            from hnplan.catalog.mixes import cluster_mix
+
+            asked = offered_load if offered_load is not None else cluster_mix(mix, cat).offered_load.value
     else:
         jobs = check_jobs(jobs)
     if serve:
@@ -278,7 +323,9 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    return _result(sim, jobs, topo, policy, window, warmup * window, end)
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end)
+    out.summary["offered_load_asked"] = asked
+    return out
 
 
 def _result(
@@ -314,6 +361,7 @@ def _result(
     sd = done["slowdown"].to_numpy()
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
+    load = offered_load_of(jobs, topo.gpus, window)
     summary = {
         "system": topo.system_id,
         "gpus": topo.gpus,
@@ -321,8 +369,8 @@ def _result(
         "window_s": float(window),
         "warmup_s": float(warm),
         "end_s": float(end),
-        "offered_load": float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
-        / (topo.gpus * window),
+        "offered_load": load,
+        "oversubscribed": load > 1,
         "offered_load_window": _window_demand(jobs, warm, window) / cap,
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),

@@ -53,7 +53,7 @@ def simulated_utilisation(
     out.pop("gpus")
     out["policy"] = POLICY
     out["source"] = (
-        f"simulated: {jobs:,} jobs of mix '{mix}' at {s['offered_load']:.0%} offered load on {out['gpus_simulated']:,} "
+        f"simulated: {jobs:,} jobs of mix '{mix}' at {s['offered_load']:.0%} offered load{' (oversubscribed)' if s['offered_load'] > 1 else ''} on {out['gpus_simulated']:,} "
         f"GPUs of {sid}, {POLICY} placement with backfill, preemption and failures, seed {seed}"
     )
     return out

@@ -7,6 +7,9 @@ operator-level roofline of a transformer's training step, prefill and decode.
 * :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
   phase, and the compute time of one pipeline stage per micro-batch.
+* :mod:`hnplan.compute.operator_rows`: the raw rows of a pass and their vectorised times (the engine
+  under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
+  micro-batch shapes (the training planner).
 * :mod:`hnplan.compute.host`: host time of a step (kernel launches, CUDA-graph scopes, device-host syncs).
 
 See docs/compute.md.

@@ -71,8 +71,12 @@ def stage_layers(model: Model, pp) -> StageSplit:
         per = -(-L // p)
         return StageSplit(per, L - (p - 1) * per, p - (-(-L // per)))
     safe = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    per_a = -(-L // safe)
-    return StageSplit(per_a, L - (safe - 1) * per_a, safe - (-(-L // per_a)))
+    top = int(safe.max()) if safe.size else 1
+    table = safe.size > 64 and top <= max(4 * safe.size, 4096)  # few degrees: divide once per degree
+    p = np.arange(1, top + 1) if table else safe
+    per_a = -(-L // p)
+    out = (per_a, L - (p - 1) * per_a, p - (-(-L // per_a)))
+    return StageSplit(*(a[safe - 1] for a in out)) if table else StageSplit(*out)
 
 
 def stage_layer_range(model: Model, pp: int, stage: str) -> range:

@@ -19,7 +19,9 @@ from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels
 from hnplan.compute.host import router_host_s, row_host_s
-from hnplan.compute.operators import _check, _expander, _expert_mlp, _raw_rows, _times
+from hnplan.compute.layer_ops import _expert_mlp
+from hnplan.compute.layout import split_rules
+from hnplan.compute.operator_rows import _check, _columns, _expander, _label_is, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
@@ -90,9 +92,8 @@ def training_part_times(
         As :func:`hnplan.compute.operator_table` for a shape (tp not dividing the heads, ...).
     """
     cols = ["microbatch_size", "tp", "cp", "ep"]
-    shp = [tuple(int(x) for x in row) for row in shapes[cols].itertuples(index=False)]
-    for mb, tp, cp, ep in shp:
-        _check(model, "train", mb, seq_len, 0, tp, cp, ep, dtype, "full", "executed", attention)
+    shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
+    _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp)
     sub = {s[:3]: None for s in shp}
@@ -111,8 +112,12 @@ def training_part_times(
         shared += r
         shared_owner += [i] * len(r)
     experts, experts_owner, experts_host = [], [], []
-    if moe:  # the routed experts' rows once per shape
-        for i, (mb, tp, cp, ep) in enumerate(shp):
+    # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
+    routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
+    routed_index = {k: i for i, k in enumerate(routed_key)}
+    routed_of = np.array([routed_index[mb * seq_len / cp, tp, ep] for mb, tp, cp, ep in shp], dtype=np.int64)
+    if moe:
+        for i, ((_, tp, ep), (mb, cp)) in enumerate(routed_key.items()):
             r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
             experts += r
             experts_owner += [i] * len(r)
@@ -120,17 +125,29 @@ def training_part_times(
     modules = ("core_attn",) if stack is None else stack.recompute_modules
     per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules, row_host_s(shared, ch, memo=host_memo))
     host_e = np.concatenate(experts_host) if experts_host else np.zeros(0)
-    per_shape = _grouped(experts, experts_owner, len(shp), acc, dtype, modules, host_e)
+    per_routed = _grouped(experts, experts_owner, len(routed_key), acc, dtype, modules, host_e)
     out = {}
     for part in PARTS.values():
         for g in GROUPS + HOST_GROUPS:
             key = f"{part}_{g}"
-            out[key] = per_sub[key][sub_of] + (per_shape[key] if part == "moe" else 0.0)
+            out[key] = per_sub[key][sub_of] + (per_routed[key][routed_of] if part == "moe" else 0.0)
     if moe:  # the router and dispatcher-preprocess kernels the rows do not list, in every pass that runs them
         extra = router_host_s(ch)
         for g in ("host_fwd", "host_bwd", "host_rc_full"):
             out[f"moe_{g}"] = out[f"moe_{g}"] + extra
     return pd.DataFrame(out)
+
+
+def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
+    """:func:`hnplan.compute.operators._check` of every ``(micro-batch, tp, cp, ep)`` shape: the choices
+    once, the degrees of all shapes at once (the first shape that breaks a rule raises its error)."""
+    if not shapes:
+        return
+    mb, tp, cp, ep = (np.array(x) for x in zip(*shapes))
+    ok = np.minimum.reduce([mb, tp, cp, ep]) >= 1
+    ok &= np.logical_and.reduce(np.broadcast_arrays(*split_rules(model, tp, 1, ep, training=False).values()))
+    first = shapes[int(np.argmin(ok))] if not ok.all() else shapes[0]
+    _check(model, "train", first[0], seq_len, 0, first[1], first[2], first[3], dtype, "full", "executed", attention)
 
 
 def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn) -> list:
@@ -148,39 +165,40 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_a
     [s], summed into :data:`HOST_GROUPS` (0 without)."""
     if not rows:
         return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS + HOST_GROUPS}
-    host = np.zeros(len(rows)) if host is None else np.asarray(host, dtype=float)
-    _, _, t, _ = _times(rows, acc, dtype)
-    owner = np.asarray(owner)
-    scope = np.array([r[1] for r in rows])
-    kind = np.array([r[2] for r in rows])
-    phase = np.array([r[3] for r in rows])
-    rc, attn = phase == "recompute", np.isin(kind, ATTENTION_KINDS)
-    names = np.array([r[0] for r in rows], dtype=str)
-    routed = np.isin(names, ROUTED_OPS)
-    bwd = np.isin(phase, ("bwd", "bwd-data", "bwd-weight"))
-    prefixes = [p for m in modules for p in MODULE_OPS[m]]
-    rerun = np.zeros(len(rows), dtype=bool)
-    for p in prefixes:
-        rerun |= np.char.startswith(names, p)
+    cols = _columns(rows)
+    _, _, t, _ = _times(rows, acc, dtype, cols)
+    name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
+    rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
+    routed = _label_is(name, *ROUTED_OPS)
+    bwd = _label_is(phase, "bwd", "bwd-data", "bwd-weight")
+    fwd = _label_is(phase, "fwd")
+    prefixes = tuple(p for m in modules for p in MODULE_OPS[m])
+    rerun = _label_is(name, *(v for v in name[1] if prefixes and str(v).startswith(prefixes)))
+    host = np.zeros(len(t)) if host is None else np.asarray(host, dtype=float)
     masks = {
-        "fwd": phase == "fwd",
+        "fwd": fwd,
         "bwd": bwd,
         "rc_full": rc,
         "rc_sel": rc & ((attn & ("core_attn" in modules)) | rerun),
         "rc_attn": rc & attn,
         "attn": attn & ~rc,
-        "routed_fwd": routed & (phase == "fwd"),
+        "routed_fwd": routed & fwd,
         "routed_bwd": routed & bwd,
         "routed_rc": routed & rc,
-        "wgrad": phase == "bwd-weight",
+        "wgrad": _label_is(phase, "bwd-weight"),
     }
+    # one sum per group over (part, owner) bins; rows of scopes outside PARTS fall in a last bin
+    part_of = np.array([list(PARTS).index(sc) if sc in PARTS else len(PARTS) for sc in scope[1]], dtype=np.int64)
+    bins = part_of[scope[0]] * n + np.asarray(owner, dtype=np.int64)
     out = {}
-    for sc, part in PARTS.items():
-        here = scope == sc
-        for g in GROUPS:
-            sel = here & masks[g]
-            out[f"{part}_{g}"] = np.bincount(owner[sel], weights=t[sel], minlength=n)
-        for g in HOST_GROUPS:
-            sel = here & masks[g.removeprefix("host_")]
-            out[f"{part}_{g}"] = np.bincount(owner[sel], weights=host[sel], minlength=n)
+    for g in GROUPS:
+        sel = masks[g]
+        sums = np.bincount(bins[sel], weights=t[sel], minlength=(len(PARTS) + 1) * n)
+        for i, part in enumerate(PARTS.values()):
+            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
+    for g in HOST_GROUPS:
+        sel = masks[g.removeprefix("host_")]
+        sums = np.bincount(bins[sel], weights=host[sel], minlength=(len(PARTS) + 1) * n)
+        for i, part in enumerate(PARTS.values()):
+            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
     return out

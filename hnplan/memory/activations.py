@@ -54,7 +54,7 @@ from hnplan.memory.recompute import (
     mlp_intermediate,
     mtp_activation_bytes,
 )
-from hnplan.vectorise import memo
+from hnplan.vectorise import column, distinct_values, memo
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -274,16 +274,21 @@ def layer_activation_table(
     dropout: bool = True,
     fp8_gemm_inputs: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    cache: dict | None = None,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
     output layer (:func:`output_activation_bytes`), each evaluated once per distinct
     ``(microbatch_size, tp, cp, recompute)`` [bytes].
 
+    ``cache`` (optional): a dict that keeps the per-shape values across calls for the same model,
+    sequence and flags (:func:`hnplan.vectorise.memo`).
+
     Returns
     -------
     DataFrame
-        ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model).
+        ``dense, moe, emb, out`` aligned with ``plans`` (``moe`` 0 for a dense model; a
+        :class:`hnplan.vectorise.Columns` for one).
     """
     kw = dict(
         sequence_parallel=sequence_parallel,
@@ -293,7 +298,7 @@ def layer_activation_table(
         recompute_modules=recompute_modules,
     )
     return memo(
-        plans.reset_index(drop=True),
+        plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans,
         ["microbatch_size", "tp", "cp", "recompute"],
         lambda mb, tp, cp, rc: {
             "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
@@ -303,6 +308,7 @@ def layer_activation_table(
             "emb": embedding_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel, dropout),
             "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
         },
+        None if cache is None else cache.setdefault(("layer", seq_len, *kw.values()), {}),
     )
 
 
@@ -353,6 +359,7 @@ def stage_activation_table(
     balanced: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
+    cache: dict | None = None,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -381,6 +388,8 @@ def stage_activation_table(
         the first rank also holds the last stage, and ``min(pp, m) + 1`` micro-batches of the fuller
         stage's layers ([3]_ Table 2: ``PP + 1`` against 1F1B's ``PP``) plus the output layer (and MTP
         modules) of one micro-batch; ``stage`` is then that rank either way.
+    cache : dict, optional
+        Keeps per-shape values across calls (:func:`layer_activation_table`).
 
     Raises
     ------
@@ -388,8 +397,8 @@ def stage_activation_table(
         For an unknown recompute mode or stage.
     """
     check_choice("stage", stage, ("first", "last"))
-    df = plans.reset_index(drop=True)
-    for rc in pd.unique(df["recompute"]):
+    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    for rc in distinct_values(df, "recompute"):
         _check_recompute(rc)
     if per_layer is None:
         per_layer = layer_activation_table(
@@ -401,9 +410,10 @@ def stage_activation_table(
             dropout=dropout,
             fp8_gemm_inputs=fp8_gemm_inputs,
             recompute_modules=recompute_modules,
+            cache=cache,
         )
-    a_dense, a_moe, emb, out = (per_layer[k].to_numpy() for k in ("dense", "moe", "emb", "out"))
-    pp = df["pp"].to_numpy()
+    a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
+    pp = column(df, "pp")
     L = model.layers
     n = end_stage_layers(model, pp, balanced)
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
@@ -414,23 +424,27 @@ def stage_activation_table(
 
     per_mb = per_mb_of(stage)
     if model.mtp_modules:  # on the last stage: the MTP layers, their inputs and output heads, one micro-batch
-        tokens = seq_len / df["cp"].to_numpy() * df["microbatch_size"].to_numpy()
-        tp_sp = df["tp"].to_numpy() if sequence_parallel else 1
+        tokens = seq_len / column(df, "cp") * column(df, "microbatch_size")
+        tp_sp = column(df, "tp") if sequence_parallel else 1
         out = out + mtp_activation_bytes(model, tokens, tp_sp, a_moe if model.moe is not None else a_dense, out)
     if dualpipe and stage == "first":
-        dual = dualpipe_on(pp, df["virtual_stages"].to_numpy())
-        held = np.minimum(pp, df["num_microbatches"].to_numpy()) + 1.0
+        dual = dualpipe_on(pp, column(df, "virtual_stages"))
+        held = np.minimum(pp, column(df, "num_microbatches")) + 1.0
         both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
     if stage == "last":  # microbatches_in_flight: the last stage holds one
         in_flight = np.ones(len(df))
     elif balanced:
-        in_flight = balanced_in_flight(n, pp, df["num_microbatches"].to_numpy(), df["virtual_stages"].to_numpy())
+        in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
-        in_flight = memo(
-            df,
-            ["pp", "num_microbatches", "virtual_stages"],
-            lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
-        )["f"].to_numpy()
+        in_flight = column(
+            memo(
+                df,
+                ["pp", "num_microbatches", "virtual_stages"],
+                lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
+                None if cache is None else cache.setdefault(("in_flight", stage), {}),
+            ),
+            "f",
+        )
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
     total = total + np.where((stage == "last") | (pp == 1), out, 0.0)

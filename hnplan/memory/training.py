@@ -24,7 +24,7 @@ from hnplan.memory.activations import layer_activation_table, stage_activation_t
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import on_distinct
+from hnplan.vectorise import Columns, column, on_distinct
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,7 @@ def training_memory_table(
     overheads: bool = True,
     catalog: Catalog | None = None,
     balanced: bool = False,
+    cache: dict | None = None,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
 ) -> pd.DataFrame:
@@ -133,12 +134,15 @@ def training_memory_table(
         :func:`hnplan.memory.states.stack_accounting`).
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
         As :func:`training_memory`.
+    cache : dict, optional
+        Keeps per-shape activation values across calls for the same model and choices (a planner's
+        repeated search; :func:`hnplan.memory.activations.layer_activation_table`).
 
     Returns
     -------
     DataFrame
         Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first`` or
-        ``last``, categorical).
+        ``last``, categorical); a :class:`hnplan.vectorise.Columns` for one.
 
     Raises
     ------
@@ -149,19 +153,19 @@ def training_memory_table(
         fp8 = recipe == "fp8" or (isinstance(recipe, StateAccounting) and recipe.name.startswith("stack-fp8"))
     else:
         fp8 = fp8_gemm_inputs
-    df = plans.reset_index(drop=True)
-    pp = df["pp"].to_numpy()
+    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    pp = column(df, "pp")
 
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
         if overheads:
-            o = list(overhead_terms(*(u[k].to_numpy() for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
+            o = list(overhead_terms(*(column(u, k) for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
         else:
             o = [np.zeros(len(u)), np.zeros(len(u))]
-        degrees = [u[k].to_numpy() for k in ("tp", "pp", "dp", "ep", "zero_stage")]
+        degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         for stage in ("first", "last"):
-            o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), stage, balanced))
+            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
-            o.extend(model_state_table(model, *degrees, recipe, u["cp"].to_numpy(), "last", balanced, False))
+            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False))
         return o
 
     o_fixed, o_slope, *states = on_distinct(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], per_layout)
@@ -172,9 +176,9 @@ def training_memory_table(
         fp8_gemm_inputs=fp8,
         recompute_modules=recompute_modules,
     )
-    per_layer = layer_activation_table(model, df, seq_len, **act_kw)
+    per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
     # DualPipe ([4]_): the first rank holds the first and the last stage, two copies' worth of states
-    dual = dualpipe_on(pp, df["virtual_stages"].to_numpy()) if dualpipe else np.zeros(len(df), dtype=bool)
+    dual = dualpipe_on(pp, column(df, "virtual_stages")) if dualpipe else np.zeros(len(df), dtype=bool)
     best: dict | None = None
     last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
     for i, stage in enumerate(("first", "last")):
@@ -189,10 +193,13 @@ def training_memory_table(
             per_layer=per_layer,
             balanced=balanced,
             dualpipe=dualpipe,
+            cache=cache,
             **act_kw,
         )
         if dualpipe and stage == "last":  # the last stage alone where DualPipe does not apply
-            alone = stage_activation_table(model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, **act_kw)
+            alone = stage_activation_table(
+                model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, cache=cache, **act_kw
+            )
             st["activations_bytes"] = np.where(dual, st["activations_bytes"], alone)
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
         st["overhead_bytes"] = o_fixed + o_slope * tensors
@@ -203,6 +210,8 @@ def training_memory_table(
             last_stage = (pp > 1) & ~dual & (st["total_bytes"] > best["total_bytes"])
             best = {k: np.where(last_stage, st[k], best[k]) for k in st}
     assert best is not None
+    if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
+        return Columns(best, {"stage": (last_stage.astype(np.int8), np.array(["first", "last"], dtype=object))})
     best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
     return pd.DataFrame(best)
 

@@ -34,14 +34,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
@@ -49,7 +46,8 @@ from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
-from hnplan.planning.calibrate_fit import Parameter, fit, identify
+from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
+from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank_plans
 
 #: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]
@@ -60,7 +58,6 @@ CHOICE_PARAMS = (("tp_comm_overlap_fraction", "tp_comm"), ("ep_comm_overlap_frac
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 EXAMPLE_RUNS = EXAMPLES / "calibration_runs.yaml"
 EXAMPLE_COLLECTIVES = EXAMPLES / "nccl_tests.csv"
-METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 
 
 class _RunModel:
@@ -385,103 +382,14 @@ def calibrated_stack(
         d["matmul_efficiency"] = mm
     d["field_sources"], d["assumptions"] = fs, assumptions
     fixed = [p for p in params if not p.fitted]
-    if fixed:
-        kept = "; ".join(f"{p.name} = {p.initial:g} ({p.note})" for p in fixed)
-        d["notes"] = (d.get("notes") or "").strip() + f" Calibration {day}: kept at the stack's values: {kept}."
+    done = "; ".join(f"{p.name} {p.initial:g} -> {round(p.value, 4):g}" for p in fitted) or "nothing identified"
+    kept = "; ".join(f"{p.name} = {p.initial:g} ({p.note})" for p in fixed)
+    d["notes"] = (
+        f"{stack.id} calibrated on {day} to {len(table)} measured run(s) of {runs_path} ({runs}){net}: fitted "
+        f"{done}. " + (f"Kept at {stack.id}'s values: {kept}. " if kept else "") + f"Every other field is "
+        f"{stack.id}'s (its notes describe the stack's configuration)."
+    )
     try:
         return SoftwareStack.model_validate(d)
     except Exception as exc:  # pydantic ValidationError
         raise InputError(f"the calibrated stack does not validate: {exc}") from None
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write a file whole or not at all (a temporary file in the same folder, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _dump(d: dict, header: str) -> str:
-    """YAML text of an entry, ``id, name, source, notes`` first, provenance last, under a comment line."""
-    head = [k for k in ("id", "name", "source", "notes") if k in d]
-    tail = [k for k in ("field_sources", "assumptions") if k in d]
-    ordered = {k: d[k] for k in [*head, *(k for k in d if k not in head and k not in tail), *tail]}
-    return f"# {header}\n" + yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, width=110)
-
-
-def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None) -> dict[str, str]:
-    """Write the calibrated stack YAML (atomically) and, when a sweep fitted a fabric, that fabric's
-    interconnect YAML and a system YAML that uses it, next to the stack file.
-
-    Parameters
-    ----------
-    cal : Calibration
-    out : path, optional
-        The stack file; default ``./<stack>-calibrated.yaml``.
-
-    Returns
-    -------
-    dict
-        ``{"stack": path}`` plus ``{"systems": [paths], "interconnects": [paths]}`` when a fabric was
-        fitted. ``hnplan train --stack <stack> [--system <system>]`` reads them.
-
-    Raises
-    ------
-    InputError
-        If a written file does not read back as a valid catalog entry.
-    OSError
-        If the folder cannot be written.
-    """
-    cat = catalog or load_catalog()
-    path = Path(out) if out is not None else Path.cwd() / f"{cal.calibrated.id}.yaml"
-    header = f"written by hnplan calibrate on {cal.date} from {cal.runs_path}; use: hnplan train --stack {path}"
-    _atomic_write(path, _dump(cal.calibrated.model_dump(mode="json", exclude_unset=True), header))
-    cat.stack(str(path))  # reads back as a stack (raises CatalogError otherwise)
-    written: dict = {"stack": str(path)}
-    comm = cal.comm
-    if comm is not None and any(p.fitted for p in comm.parameters):
-        systems: dict[str, dict] = {}
-        ics = []
-        for (sys_id, tier), p in zip(comm.fabrics, comm.parameters):
-            if not p.fitted:
-                continue
-            fab = comm.fabrics[(sys_id, tier)]
-            d = cat.interconnect(fab).model_dump(mode="json", exclude_unset=True)
-            d["id"] = f"{fab}-{sys_id}-calibrated"
-            d["name"] = f"{d['name']}, as measured on {sys_id}"
-            d["bw_efficiency"] = round(p.value, 4)
-            fs = dict(d.get("field_sources") or {})
-            fs["bw_efficiency"] = (
-                f"fitted by hnplan calibrate on {cal.date} to the nccl-tests sweep {cal.collectives_path} "
-                f"(rows of at least 16 MiB, {METHOD}); was {p.initial:g}" + (" (AT A BOUND)" if p.at_bound else "")
-            )
-            d["field_sources"] = fs
-            ic_path = path.parent / f"{d['id']}.yaml"
-            _atomic_write(ic_path, _dump(d, f"written by hnplan calibrate on {cal.date}"))
-            cat.interconnect(str(ic_path))
-            ics.append(str(ic_path))
-            if sys_id not in systems:
-                sd = cat.system(sys_id).model_dump(mode="json", exclude_unset=True)
-                sd["id"] = f"{sys_id}-calibrated"
-                sd["name"] = f"{sd['name']}, network calibrated to {Path(str(cal.collectives_path)).name}"
-                if "unit_price_usd" not in sd:  # costed as the system it was calibrated from
-                    sd.setdefault("price_item", sys_id)
-                systems[sys_id] = sd
-            systems[sys_id][f"{tier}_fabric"] = str(ic_path.resolve())
-        for sd in systems.values():
-            sys_path = path.parent / f"{sd['id']}.yaml"
-            _atomic_write(
-                sys_path,
-                _dump(sd, f"written by hnplan calibrate on {cal.date}; its fabrics are the files it names"),
-            )
-            cat.system(str(sys_path))
-            written.setdefault("systems", []).append(str(sys_path))
-        written["interconnects"] = ics
-    return written

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy.optimize import least_squares
 
+METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 #: a parameter that moves no prediction by more than this across its bounds (in ln units, ~2 %) is
 #: not identified by the measurements
 MIN_SENSITIVITY = 0.02

@@ -13,7 +13,8 @@ grid point, and a verdict computed from those numbers by :func:`decide`:
 Claims about the architecture compare the supernode with a **same-chip baseline**: the 8-GPU server
 design carrying the supernode's own accelerator and scale-out NIC (:func:`same_chip_baseline`), so that
 a newer chip is never credited to the fabric. The experiments live in
-:mod:`hnplan.planning.claims_training` (planner-based) and :mod:`hnplan.planning.claims_other`
+:mod:`hnplan.planning.claims_training` (planner-based; designs and grids in :mod:`hnplan.planning.claims_grid`)
+and :mod:`hnplan.planning.claims_other`
 (storage, reliability, inference, catalog arithmetic, and the claims that cannot be tested).
 Claims about shared-cluster utilisation call :func:`cluster_utilisation` (one place to wire a cluster
 simulator).
@@ -29,6 +30,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
+from hnplan.labels import quantity_text
 
 VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable")
 SEED_FILES = {"000": "000_14d202129fb34c3d.txt", "001": "001_baa31eb37780e878.txt", "002": "002_2d5e16c6f36d2699.txt"}
@@ -192,7 +194,8 @@ def decide(
     axes : list of str
         The grid's axes, in the order the condition names them.
     metric, op, threshold, unit
-        The claim's inequality ``metric op threshold`` (``op`` is ``">="`` or ``"<="``), for the text.
+        The claim's inequality ``metric op threshold`` (``op`` is ``">="`` or ``"<="``), for the text
+        (the metric in words and its unit, :func:`hnplan.labels.quantity_text`: ``communication share >= 0.6``).
 
     Returns
     -------
@@ -202,7 +205,7 @@ def decide(
     if pts.empty:
         return "not testable", "no point of the grid could be evaluated (no plan fits or divides)"
     ok = pts["holds"].astype(bool)
-    thr = f"{metric} {op} {units.format_count(threshold)}{unit}"  # 1M, not 1e+06
+    thr = quantity_text(metric, f"{op} {units.format_count(threshold)}", unit)  # 1M, not 1e+06; in words
     if ok.all():
         return "holds", f"{thr} at every one of the {len(pts)} points evaluated"
     if not ok.any():
@@ -212,7 +215,8 @@ def decide(
             f"{fmt_axis(a, pts.at[i, a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "") for a in axes
         )
         return "does not hold", (
-            f"{thr} at none of the {len(pts)} points; closest at {where}: {metric} = {units.format_count(m[i])}{unit}"
+            f"{thr} at none of the {len(pts)} points; closest at {where}: "
+            + quantity_text(metric, f"= {units.format_count(m[i])}", unit)
         )
     return "holds under conditions", f"{thr}: " + describe_region(points, axes)
 

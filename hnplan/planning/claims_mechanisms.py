@@ -10,7 +10,7 @@ import pandas as pd
 from hnplan.catalog.loader import Catalog
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, doc
-from hnplan.planning.claims_training import _claim
+from hnplan.planning.claims_grid import _claim
 
 HOTSWAP = (
     "hot-swap-no-downtime",
@@ -135,7 +135,7 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
     x16 CXL 2.0 port of 64 GB/s per node, ~270 ns); the claim holds where the pool makes the model
     trainable or its best plan at least 5 % faster (a pool that changes nothing is not "shared memory" for
     training)."""
-    from hnplan.planning.claims_training import standin_10t
+    from hnplan.planning.claims_grid import standin_10t
     from hnplan.planning.training import best_plan
 
     sy = cat.system(s.seed_supernode)

@@ -21,8 +21,8 @@ from hnplan.planning.claims import (
     doc,
     seed_files,
 )
+from hnplan.planning.claims_grid import _claim, grid, same_chip_baseline
 from hnplan.planning.claims_mechanisms import CXL, DEPLOY, HOTSWAP, TIERS, cxl_pool, deploy, hot_swap, tiering
-from hnplan.planning.claims_training import _claim, grid, same_chip_baseline
 
 NOT_TESTABLE = "not testable"
 

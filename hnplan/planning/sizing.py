@@ -1,248 +1,32 @@
 """Sizing: the smallest purchase of a design that trains a model by a deadline (the one answer of
 ``hnplan size`` and of the ``hardware_sizing`` notebook), and what it costs.
 
-Time-to-train at a count is :func:`hnplan.planning.time_to_train.time_to_train`: ``tokens /
-(tokens_per_s x goodput)`` with the best plan's throughput and, on by default, the reliability model's
-goodput (``goodput=False`` leaves failures out; the result says which in ``goodput`` and
-``goodput_mode``).
-
-The search walks whole purchasable units (``unit_gpus``: a server, a rack, a supernode) whose count
-has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
-
-1. start at the lower bound: the count at which even 100 % MFU (and no failures) would just meet
-   the deadline, rounded up to such a count;
-2. at a count with no valid plan (no layout obeys the plan rules, :class:`hnplan.errors.PlanRuleError`,
-   e.g. no data-parallel degree divides the batch and no pipeline split takes the rest without an
-   empty stage) take the next count, and give up when a whole doubling of counts (``n`` to ``2n``
-   units) has none (a unit whose prime factors no layout of this model and batch can take, such as
-   the 9 of a 72-GPU rack for a 32-layer model and a power-of-two batch); at a count where no plan
-   fits in memory, double; both are listed in ``skipped`` with the reason;
-3. at a count that misses the deadline, extrapolate the count that would meet it (time ~ 1 / GPUs)
-   and take the next such count above it; past the most the scale-out fabric joins
-   (:func:`hnplan.comm.topology.max_scaleout_gpus`, a 3-tier fat-tree: 65,536 GPUs of 64-port NDR,
-   the same limit ``hnplan topology`` enforces) the largest count it joins is the last one tried,
-   and a lower bound already above that limit is infeasible at once;
-4. after the first count that meets the deadline, scan the counts between the last miss and it
-   (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
-
-The answer is the smallest count found on that grid; ``slack_days`` says by how much it beats the
-deadline.
+The search is :func:`size_for_deadline` (:mod:`hnplan.planning.sizing_search`, where its steps are
+described): whole purchasable units whose count has only the prime factors 2, 3 and 5, from the
+100 %-MFU lower bound up to the first count that meets the deadline, then refined between the last miss
+and that count. Time-to-train at a count is :func:`hnplan.planning.time_to_train.time_to_train`
+(goodput from the reliability model on by default). This module builds the tables on it: one row per
+design (:func:`size_table`, :func:`size_designs`), the purchase's racks, power and costs
+(:func:`size_design`) and the verdict in words (:func:`sizing_verdict`).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import max_scaleout_gpus
-from hnplan.compute import peak_flops_per_s, training_flops_per_token
-from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.design import cost_or_gap
+from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public here too)
+    MAX_EVALS,
+    REFINE_STEPS,
+    _next_smooth,
+    _prev_smooth,
+    size_for_deadline,
+)
 from hnplan.planning.time_to_train import time_to_train
 from hnplan.power import design_power
-
-MAX_EVALS = 40  # planner searches per design before giving up
-REFINE_STEPS = 8  # counts scanned between the last miss and the first hit
-
-
-def _next_smooth(n: int) -> int:
-    """The smallest integer >= n whose only prime factors are 2, 3 and 5.
-
-    >>> [_next_smooth(k) for k in (1, 7, 11, 13, 49)]
-    [1, 8, 12, 15, 50]
-    """
-    while True:
-        m = n
-        for p in (2, 3, 5):
-            while m % p == 0:
-                m //= p
-        if m == 1:
-            return n
-        n += 1
-
-
-def _people(x: float) -> str:
-    """A count in words people read (15T, 1.2M); beyond the 10^15 the prefixes reach, an exponent."""
-    return units.format_count(x) if x < 1e15 else f"{x:.3g}"
-
-
-def _prev_smooth(n: int) -> int:
-    """The largest integer in [1, n] whose only prime factors are 2, 3 and 5 (1 for n < 1).
-
-    >>> [_prev_smooth(k) for k in (1, 7, 11, 13, 49)]
-    [1, 6, 10, 12, 48]
-    """
-    n = max(1, n)
-    while _next_smooth(n) != n:
-        n -= 1
-    return n
-
-
-def size_for_deadline(
-    model,
-    system,
-    tokens: float,
-    deadline_days: float,
-    seq_len: int,
-    global_batch_seqs: int,
-    dtype: str = "bf16",
-    catalog: Catalog | None = None,
-    *,
-    goodput: bool = True,
-    mode: str = "async",
-    max_evals: int = MAX_EVALS,
-    offload: str = "none",
-) -> dict:
-    """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
-    ``tokens`` within the deadline.
-
-    Parameters
-    ----------
-    model, system : id or entry
-    tokens : float
-        Training tokens.
-    deadline_days : float
-        [days]
-    seq_len, global_batch_seqs : int
-        [tokens], [sequences per step].
-    goodput : bool
-        Divide the throughput by the reliability model's goodput (default True).
-    mode : {"sync", "async"}
-        Checkpoint mode of the goodput.
-    max_evals : int
-        Planner searches before giving up.
-    offload : {"none", "auto"}
-        The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`); ``auto`` lets plans that
-        do not fit in HBM use host or pooled memory. :func:`size_table` and :func:`size_design(s)` pass it on.
-
-    Returns
-    -------
-    dict
-        :func:`hnplan.planning.time_to_train.time_to_train`'s keys (``goodput`` and ``goodput_mode``
-        among them) plus ``units``, ``deadline_days``, ``slack_days`` (deadline - days) [days],
-        ``evaluated`` (counts whose plans were searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
-        had no valid plan (a plan rule) or no plan that fits.
-
-    Raises
-    ------
-    InputError
-        For a non-finite or non-positive deadline or token count.
-    InfeasiblePlan
-        If no count the fabric can connect (or within ``max_evals`` searches) meets the deadline; the
-        message names the fabric's limit and, where one was searched, the days at the largest count.
-
-    Notes
-    -----
-    Lower bound: ``tokens x model FLOPs per token / (deadline x dense peak)`` GPUs (100 % MFU).
-    """
-    for name, v in (("deadline_days", deadline_days), ("tokens", tokens)):
-        if not (v > 0 and math.isfinite(v)):
-            raise InputError(f"{name} must be a finite number > 0, got {v}")
-    cat = catalog or load_catalog()
-    sys_, mdl = cat.system(system), cat.model(model)
-    ideal = (
-        tokens
-        * training_flops_per_token(mdl, seq_len).model
-        / (units.days_to_s(deadline_days) * peak_flops_per_s(cat.accelerator(sys_.accelerator), dtype))
-    )
-    u = sys_.unit_gpus
-    fabric = cat.design(sys_)
-    cap = max_scaleout_gpus(fabric) // u  # the most units the scale-out fabric joins
-    switch = f"a 3-tier fat-tree of {fabric.scaleout_switch.ports}-port {fabric.scaleout_switch.id} switches"
-    job = f"{mdl.id} on {_people(tokens)} tokens within {deadline_days:g} days"
-    if ideal > cap * u:
-        raise InfeasiblePlan(
-            f"{job} needs at least {_people(ideal)} GPUs of {sys_.id} even at 100 % MFU; the most its "
-            f"scale-out fabric joins is {cap * u:,} ({switch})"
-        )
-    tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
-
-    def days_at(n: int) -> float:
-        """Days at ``n`` units (inf where no plan divides or fits)."""
-        if n not in tried:
-            try:
-                tried[n] = time_to_train(
-                    mdl,
-                    sys_,
-                    n * u,
-                    tokens,
-                    seq_len,
-                    global_batch_seqs,
-                    dtype,
-                    cat,
-                    goodput=goodput,
-                    mode=mode,
-                    offload=offload,
-                )
-            except InfeasiblePlan as exc:
-                tried[n] = exc
-        r = tried[n]
-        return r["days"] if isinstance(r, dict) else math.inf
-
-    def searched() -> int:  # counts whose plans were searched (a count without a valid plan costs no search)
-        return sum(1 for r in tried.values() if not isinstance(r, PlanRuleError))
-
-    n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
-    while not hit:
-        if n > cap:
-            last = max(tried, default=0)
-            r = tried.get(last)
-            at_cap = f"; at {last * u:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
-            at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
-            raise InfeasiblePlan(
-                f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "
-                f"{switch}) trains {job}{at_cap}"
-            )
-        if searched() >= max_evals:
-            raise InfeasiblePlan(
-                f"no count of {sys_.id} up to {n * u:,} GPUs ({searched()} searched, the search's limit) trains {job}"
-            )
-        days = days_at(n)
-        r = tried[n]
-        if days <= deadline_days:
-            hit = n
-        elif isinstance(r, PlanRuleError):  # no layout divides this count: the next one
-            invalid.append(n)
-            if n >= 2 * invalid[0]:  # a whole doubling of counts without a valid plan: the unit's factors
-                raise InfeasiblePlan(
-                    f"none of {len(invalid)} successive counts of {sys_.id} from {invalid[0] * u} "
-                    f"to {invalid[-1] * u} GPUs has a valid plan for {mdl.id}; at {n * u}: {r}"
-                )
-            n = _next_smooth(n + 1)
-        else:
-            invalid = []
-            if isinstance(r, InfeasiblePlan):  # nothing fits in memory: twice the GPUs
-                want = 2 * n
-            else:
-                miss = n
-                want = max(n + 1, math.ceil(n * days / deadline_days))
-            last, n = n, _next_smooth(want) if want <= cap else cap + 1
-            if n > cap and _prev_smooth(cap) > last:  # the largest count the fabric joins is the last to try
-                n = _prev_smooth(cap)
-    between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
-    if len(between) > REFINE_STEPS:
-        between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
-    for k in between:
-        if searched() >= max_evals:
-            break
-        if days_at(k) <= deadline_days:
-            hit = k
-            break
-    best = tried[hit]
-    assert isinstance(best, dict)
-    out = dict(best)
-    out.update(
-        units=hit,
-        deadline_days=deadline_days,
-        slack_days=deadline_days - out["days"],
-        evaluated=searched(),
-        skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items()) if isinstance(r, InfeasiblePlan)],
-    )
-    return out
 
 
 def size_table(

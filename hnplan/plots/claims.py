@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from hnplan.labels import column_header, quantity_text
 from hnplan.plots.common import PALETTE
 
 _VERDICT_COLOURS = {
@@ -82,11 +83,13 @@ def claim_figure(claim) -> go.Figure | None:
                 y=thr,
                 line_dash="dash",
                 line_color=_VERDICT_COLOURS[claim.verdict],
-                annotation_text=f"claim: {claim.metric} {claim.op} {thr:g}",
+                annotation_text=f"claim: {quantity_text(claim.metric, f'{claim.op} {thr:g}')}",
             )
         if x in ("gpus", "params", "size_bytes"):
             fig.update_xaxes(type="log")
-        fig.update_layout(xaxis_title=_LABELS.get(x, x), yaxis_title=claim.metric, legend_title=", ".join(series))
+        fig.update_layout(
+            xaxis_title=_LABELS.get(x, x), yaxis_title=column_header(claim.metric), legend_title=", ".join(series)
+        )
     else:
         label = pts.columns[0]
         for i, col in enumerate(
@@ -94,7 +97,9 @@ def claim_figure(claim) -> go.Figure | None:
             for c in pts.columns[1:]
             if pd.api.types.is_numeric_dtype(pts[c]) and not pd.api.types.is_bool_dtype(pts[c])
         ):
-            fig.add_bar(x=pts[label].astype(str), y=pts[col], name=col, marker_color=PALETTE[i % len(PALETTE)])
-        fig.update_layout(barmode="group", xaxis_title=label, yaxis_title="value [per column]")
+            fig.add_bar(
+                x=pts[label].astype(str), y=pts[col], name=column_header(col), marker_color=PALETTE[i % len(PALETTE)]
+            )
+        fig.update_layout(barmode="group", xaxis_title=column_header(label), yaxis_title="value [per column]")
     fig.update_layout(title=_title(claim), height=380, margin=dict(t=60, b=40))
     return fig

@@ -1,17 +1,15 @@
 """Inference capacity planner: TTFT, TPOT, throughput and max batch of a serving replica
 (:mod:`.core`); replicas, GPUs, power and $ per million tokens for a request rate under SLOs,
-prefill/decode disaggregation and short scoring requests (:mod:`.capacity`); validation against
+prefill/decode disaggregation and short scoring requests (:mod:`.capacity`, its traffic and queueing
+formulas in :mod:`.queueing`); validation against
 published serving measurements (:mod:`.validation`). See docs/inference.md.
 """
 
 from hnplan.planning.inference.capacity import (  # noqa: F401
     CapacityPlan,
-    Traffic,
     capacity_verdict,
-    erlang_c,
     gpus_vs_rate,
     kv_transfer_s,
-    mgc_wait_s,
     plan_for_rate,
 )
 from hnplan.planning.inference.core import (  # noqa: F401
@@ -41,6 +39,7 @@ from hnplan.planning.inference.points import (  # noqa: F401
     usd_per_gpu_hour,
     usd_per_million_tokens,
 )
+from hnplan.planning.inference.queueing import Traffic, erlang_c, mgc_wait_s  # noqa: F401
 from hnplan.planning.inference.steady import (  # noqa: F401
     OperatingPoint,
     batch_grid,

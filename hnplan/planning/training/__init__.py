@@ -5,8 +5,9 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 * :mod:`.candidates`: the candidate generator (numpy).
 * :mod:`.components`: the step-time components over arrays (compute, overlap, bubble, optimizer,
   memory); :mod:`.collectives`: the TP/CP/PP/DP collectives with their placement; :mod:`.moe`: EP.
-* :mod:`.evaluate`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
-  explicit overrides, with the provenance of each choice), :func:`evaluate_plans` (a DataFrame per
+* :mod:`.job`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
+  explicit overrides, with the provenance of each choice).
+* :mod:`.evaluate`: :func:`evaluate_plans` (a DataFrame per
   candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
   :func:`search_best`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
   ids and build the job once.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from hnplan.catalog.schemas import Model, System
 from hnplan.compute import RECOMPUTE_MODES
@@ -134,28 +135,30 @@ def candidate_frame(
     divides = valid_mask(
         {**deg, "microbatch_size": ones, "virtual_stages": ones}, model, gpus, seq_len, global_batch_seqs
     )
-    inner = [g.ravel().astype(np.int64) for g in np.meshgrid(mb, v, z, rc, indexing="ij")]
-    n_out, n_in = int(divides.sum()), len(inner[0])
-    tp_, cp_, pp_, ep_ = (np.repeat(a[divides], n_in) for a in outer)
-    mb_, v_, z_, rc_ = (np.tile(a, n_out) for a in inner)
-    keep = np.ones(len(tp_), dtype=bool)
-    if "zero_stage" not in fixed and not zero_with_pipeline:
-        keep &= (z_ <= 1) | (pp_ == 1)
-    cols = dict(
-        tp=tp_,
-        pp=pp_,
-        dp=gpus // (tp_ * cp_ * pp_),
-        cp=cp_,
-        ep=ep_,
-        microbatch_size=mb_,
-        virtual_stages=v_,
-        zero_stage=z_,
-    )
-    if "dp" in fixed:
-        keep &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
-    cols = {k: a[keep] for k, a in cols.items()}
+    outer = [a[divides] for a in outer]
+    # then each of those with every (micro-batch, virtual stages): the rules need nothing else
+    n_out, n_mv = len(outer[0]), len(mb) * len(v)
+    mb_, v_ = (np.tile(g.ravel().astype(np.int64), n_out) for g in np.meshgrid(mb, v, indexing="ij"))
+    tp_, cp_, pp_, ep_ = (np.repeat(a, n_mv) for a in outer)
+    cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_)
     ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs)
+    if "dp" in fixed:
+        ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
     cols = {k: a[ok] for k, a in cols.items()}
-    cols["recompute"] = np.asarray(rc_names, dtype=object)[rc_[keep][ok]]
+    # and each valid one with every (ZeRO, recompute), row-major (ZeRO-2/3 only without a pipeline)
+    z_in, rc_in = (g.ravel().astype(np.int64) for g in np.meshgrid(z, rc, indexing="ij"))
+    pairs = np.ones((len(cols["tp"]), len(z_in)), dtype=bool)
+    if "zero_stage" not in fixed and not zero_with_pipeline:
+        pairs[cols["pp"] > 1] = z_in <= 1
+    row, pair = np.nonzero(pairs)
+    cols = {k: a[row] for k, a in cols.items()}
+    cols["zero_stage"] = z_in[pair]
+    cols["recompute"] = _strings(rc_names, rc_in[pair])
     cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
-    return pd.DataFrame(cols)[[*PLAN_FIELDS, "num_microbatches"]]
+    return pd.DataFrame({k: cols[k] for k in (*PLAN_FIELDS, "num_microbatches")}, copy=False)
+
+
+def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
+    """A string column of ``names[codes]`` (pandas' default string dtype), built from its dictionary."""
+    dictionary = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.large_string()))
+    return pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))

@@ -49,6 +49,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
     pod level) and timed with the fastest applicable algorithm for every candidate's message size
     (:func:`hnplan.comm.algorithms.algorithm_table`, the NCCL-tuner choice); 0 for groups of one rank.
+    Each time is remembered on the job (``job.memo``): a repeated search times only new messages.
 
     Parameters
     ----------
@@ -73,12 +74,18 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
     codes, ukey = pd.factorize(key)
     pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
-    pcodes, upairs = pd.factorize(pair)
-    res = np.zeros(len(ukey))
-    for i, pr in enumerate(upairs):
-        sel = pcodes == i
-        table = algorithm_table(op, u_n[sel], job.group(int(pr // base), int(pr % base)))
-        res[sel] = np.min(np.vstack(list(table.values())), axis=0)
+    groups = np.stack([pair // base, pair % base], axis=1).tolist()
+    memo = job.memo.setdefault(("collective_s", op), {})  # {(size, stride, bytes): time}
+    keys = [(g, s, b) for (g, s), b in zip(groups, u_n.tolist())]
+    res = np.array([memo.get(k, np.nan) for k in keys])
+    miss = np.flatnonzero(np.isnan(res))
+    if len(miss):
+        pcodes, upairs = pd.factorize(pair[miss])
+        for i, pr in enumerate(upairs):
+            at = miss[pcodes == i]
+            table = algorithm_table(op, u_n[at], job.group(int(pr // base), int(pr % base)))
+            res[at] = np.min(np.vstack(list(table.values())), axis=0)
+        memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
 
@@ -171,18 +178,19 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
                 total, one = total + nb * t1, np.maximum(one, t1)
             return total, one
 
-        return (
-            *coll("allreduce", ov.grad_reduce_bytes),
-            *coll("reducescatter", ov.grad_reduce_bytes),
-            *coll("allgather", PARAM_GATHER_BYTES),
-        )
+        ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
+        rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
+        ag, ag1 = coll("allgather", PARAM_GATHER_BYTES)
+        t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
+        t_param, last_param = np.where(z == 0, 0.0, ag), np.where(z == 0, 0.0, ag1)
+        # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
+        return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
-    ar, ar1, rs, rs1, ag, ag1 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
-    z, m = _col(df, "zero_stage"), _col(df, "num_microbatches")
-    t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
-    t_param = np.where(z == 0, 0.0, ag)
+    t_grad, last_grad, t_param, last_param, per_mb_z3, ag1, z3 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
+    m = _col(df, "num_microbatches")
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
-    param_exp = np.maximum(t_param - t_fwd_mb, np.where(z == 0, 0.0, ag1)) if ov.dp_param_gather else t_param
-    per_mb_z3 = 2 * ag + rs  # each layer gathered for forward and backward, its gradients reduce-scattered
-    z3 = m * np.maximum(per_mb_z3 - t_compute_mb, ag1)
-    return np.where(z == 3, z3, grad_exp + param_exp)
+    param_exp = np.maximum(t_param - t_fwd_mb, last_param) if ov.dp_param_gather else t_param
+    exposed = grad_exp + param_exp
+    if z3.any():
+        exposed[z3] = (m * np.maximum(per_mb_z3 - t_compute_mb, ag1))[z3]
+    return exposed

@@ -61,7 +61,7 @@ from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
-from hnplan.vectorise import factorize
+from hnplan.vectorise import Columns, column, factorize, on_distinct
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -112,6 +112,9 @@ class Job:
     # where each choice and the GEMM efficiency came from: {"matmul_efficiency": ..., "tp_comm": ...}
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
     _groups: dict = field(default_factory=dict, compare=False, repr=False)
+    #: results a repeated evaluation of the job reuses (collective times, cache keys); not carried over
+    #: by ``dataclasses.replace`` (a job with other links or another accelerator starts afresh)
+    memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     @cached_property
     def params(self):
@@ -151,12 +154,16 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> 
 
 
 def _col(df, name):
-    return df[name].to_numpy()
+    return column(df, name)
 
 
-def recompute_is(df: pd.DataFrame, mode: str) -> np.ndarray:
+def recompute_is(df: pd.DataFrame | Columns, mode: str) -> np.ndarray:
     """Which plans of a table recompute with ``mode`` [bool array]: from the codes of a categorical
     ``recompute`` column (:func:`hnplan.planning.training.evaluate_plans` keeps one), else by value."""
+    if isinstance(df, Columns):
+        codes, values = df.codes("recompute")
+        hit = np.flatnonzero(values == mode)
+        return codes == hit[0] if len(hit) else np.zeros(len(codes), dtype=bool)
     rc = df["recompute"]
     if isinstance(rc.dtype, pd.CategoricalDtype):
         cats = list(rc.cat.categories)
@@ -191,7 +198,7 @@ def stage_kinds(job: Job, pp):
 SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep"]  # what the operator-level part times depend on
 
 
-def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
+def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     """:func:`hnplan.compute.parts.training_part_times` of the job's model, accelerator, sequence and
     stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape on the
     system's :class:`~hnplan.catalog.design.Design` (:meth:`~hnplan.catalog.design.Design.memo`): a
@@ -200,20 +207,21 @@ def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame
+    Columns
         Aligned with ``shapes``: the columns of :func:`~hnplan.compute.parts.training_part_times` [s].
     """
     ch = job.choices
-    key = (
-        "training_part_times",
-        job.model.model_dump_json(),
-        job.acc.model_dump_json(),
-        job.seq_len,
-        dtype,
-        ch,
-    )
-    cache: dict = job.catalog.design(job.system).memo(key, dict)
-    cols = [shapes[k].to_numpy().tolist() for k in SHAPE_KEYS]
+    if ("part_times_key", dtype) not in job.memo:
+        job.memo["part_times_key", dtype] = (
+            "training_part_times",
+            job.model.model_dump_json(),
+            job.acc.model_dump_json(),
+            job.seq_len,
+            dtype,
+            ch,
+        )
+    cache: dict = job.catalog.design(job.system).memo(job.memo["part_times_key", dtype], dict)
+    cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
     if missing:
@@ -229,9 +237,9 @@ def part_times(job: Job, shapes: pd.DataFrame, dtype: str) -> pd.DataFrame:
         )
         cache.setdefault("columns", list(new.columns))
         cache.update(zip(missing, new.to_numpy()))
-    if not wanted:
-        return pd.DataFrame(columns=cache.get("columns", []), dtype=float)
-    return pd.DataFrame(np.array([cache[s] for s in wanted]), columns=cache["columns"])
+    names = cache.get("columns", [])
+    table = np.array([cache[s] for s in wanted]).reshape(len(wanted), len(names))
+    return Columns({k: table[:, i] for i, k in enumerate(names)})
 
 
 def busiest_rank_load(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -355,9 +363,9 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     return np.array(cols, dtype=float)  # [stage, quantity, plan]
 
 
-def _taken(table: pd.DataFrame, codes: np.ndarray):
+def _taken(table: Columns, codes: np.ndarray):
     """A column reader of ``table`` broadcast to the candidates (row ``codes[i]`` for candidate ``i``)."""
-    return lambda col: table[col].to_numpy()[codes]
+    return lambda col: table[col][codes]
 
 
 STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
@@ -419,18 +427,22 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
     (ZeRO >= 1: sharded over ``dp x cp``) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
     and in fp8 training the weight cast a stack caches for the whole step, on the local GEMM weights
     (:func:`hnplan.compute.fp8_recipes.weight_cast_step_s`)."""
-    dense, expert = local_params(job, df)
-    tp, pp, dp, cp, ep, z = (_col(df, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage"))
-    shard_d = np.where(z >= 1, dp * cp, 1)
-    shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
-    local = dense / shard_d + expert / shard_e
-    t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
-    if units.dtype_bytes(job.dtype) < ACT_BYTES:
-        pc = job.params
-        gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
-        fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
-        t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices), fp8_w)
-    return t
+
+    def per_layout(u):  # once per distinct (tp, pp, dp, cp, ep, zero)
+        dense, expert = local_params(job, u)
+        tp, pp, dp, cp, ep, z = (_col(u, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage"))
+        shard_d = np.where(z >= 1, dp * cp, 1)
+        shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
+        local = dense / shard_d + expert / shard_e
+        t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
+        if units.dtype_bytes(job.dtype) < ACT_BYTES:
+            pc = job.params
+            gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
+            fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
+            t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices), fp8_w)
+        return (np.broadcast_to(t, len(tp)),)
+
+    return on_distinct(df, ["tp", "dp", "cp", "ep", "zero_stage", "pp"], per_layout)[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -455,7 +467,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 
     Returns
     -------
-    DataFrame
+    DataFrame or Columns (as ``df``)
         ``params_bytes, grads_bytes, optimizer_bytes, activations_bytes, overhead_bytes, total_bytes``.
     """
     ch = job.choices
@@ -471,13 +483,14 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         balanced=ch.pipeline_balanced_ends,
         recompute_modules=ch.recompute_modules,
         dualpipe=ch.pipeline_schedule == "dualpipe",
+        cache=job.memo.setdefault("memory", {}),
     )
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):
     """Model and hardware training FLOPs per token (by recompute mode; selective re-runs the stack's
     ``recompute_modules``) [arrays of FLOP]."""
-    codes, modes = pd.factorize(df["recompute"])
+    codes, modes = df.codes("recompute") if isinstance(df, Columns) else pd.factorize(df["recompute"])
     f = [training_flops_per_token(job.model, job.seq_len, r, job.choices.recompute_modules) for r in modes]
     return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 

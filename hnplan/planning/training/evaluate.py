@@ -1,4 +1,5 @@
-"""The vectorised evaluator of training plans, the one-plan estimate and the search built on it."""
+"""The vectorised evaluator of training plans, the one-plan estimate and the search built on it
+(the job they take: :mod:`hnplan.planning.training.job`)."""
 
 from __future__ import annotations
 
@@ -6,29 +7,27 @@ from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
-from pydantic import ValidationError
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import SoftwareStack, StackChoices
-from hnplan.comm.topology import system_links
-from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
-from hnplan.compute.fp8_recipes import check_recipe
-from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError, check_choice
+from hnplan.catalog.loader import Catalog
+from hnplan.catalog.schemas import StackChoices
+from hnplan.compute import peak_flops_per_s
+from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe
 from hnplan.planning.training.candidates import candidate_frame
+from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
     PLAN_FIELDS,
-    TRAIN_DTYPES,
     ParallelPlan,
     TrainingEstimate,
     check_knobs,
     plans_frame,
     validate_plan,
 )
+from hnplan.vectorise import Columns
 
 BREAKDOWN = (
     "compute",
@@ -52,143 +51,6 @@ UNITS = {
     "memory_per_gpu_gib": "GiB",
     **{f"t_{k}_s": "s" for k in BREAKDOWN},
 }
-
-
-def resolve_choices(
-    stack: SoftwareStack | None = None, choices: StackChoices | None = None, overrides: dict | None = None
-) -> tuple[StackChoices, dict[str, str]]:
-    """The choices of a job and where each came from: ``choices`` if given (all of them), else the
-    stack's, else the defaults (:class:`StackChoices`, the ``megatron-core`` stack's); then the
-    ``overrides`` that are not ``None``, each recorded as ``override``.
-
-    Raises
-    ------
-    InputError
-        For an unknown choice name or a value its field does not allow.
-    """
-    if choices is not None:
-        base, origin = choices, "given (choices)"
-    elif stack is not None:
-        base, origin = c.stack_choices(stack), f"stack {stack.id}"
-    else:
-        base, origin = StackChoices(), "default (StackChoices, the megatron-core stack's)"
-    provenance = {k: origin for k in StackChoices.model_fields}
-    if stack is not None and choices is None:
-        provenance.update(
-            {k: f"stack {stack.id} (assumed: see its assumptions)" for k in stack.assumptions if k in provenance}
-        )
-    given = {k: v for k, v in (overrides or {}).items() if v is not None}
-    unknown = sorted(set(given) - set(StackChoices.model_fields))
-    if unknown:
-        raise InputError(f"unknown stack choice {unknown[0]!r}; choices: {', '.join(StackChoices.model_fields)}")
-    check_choice("attention", given.get("attention", base.attention), ATTENTION_IMPLS)
-    if given:
-        try:
-            base = StackChoices(**{**base.model_dump(), **given})
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise InputError(
-                f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
-            ) from None
-        provenance.update({k: "override" for k in given})
-    return base, provenance
-
-
-def make_job(
-    model,
-    system,
-    gpus: int,
-    seq_len: int,
-    global_batch_seqs: int,
-    dtype: str = "bf16",
-    catalog: Catalog | None = None,
-    *,
-    stack=None,
-    choices: StackChoices | None = None,
-    overrides: dict | None = None,
-) -> c.Job:
-    """Assemble a training job once: ids resolved, the stack's choices and GEMM efficiency applied,
-    the job-level inputs checked, and where each efficiency and choice came from recorded.
-
-    Parameters
-    ----------
-    model, system : id, path or catalog entry
-    gpus, seq_len, global_batch_seqs : int
-        Accelerators, sequence length [tokens], sequences per step.
-    dtype : {"bf16", "fp8"}
-    stack : str or SoftwareStack, optional
-        Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
-        efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
-        the ZeRO stages and recomputation modes it implements. Default: none (the
-        :class:`StackChoices` defaults and the accelerator's catalog efficiency).
-    choices : StackChoices, optional
-        Replaces all the stack's choices.
-    overrides : dict, optional
-        ``{choice: value}`` applied on top (``None`` values ignored), e.g. from CLI flags.
-
-    Returns
-    -------
-    Job
-        ``job.provenance`` maps ``matmul_efficiency`` and every choice to its origin, e.g.
-        ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training: ... Korthikanti et al.
-        2022 (arXiv:2205.05198) Table 4)", "tp_comm": "override", ...}``.
-
-    Raises
-    ------
-    InputError
-        For an unknown dtype, a dtype the accelerator has no peak for, an unknown choice or attention
-        implementation, non-positive sizes, or a sequence longer than the model's ``max_seq``.
-    CatalogError
-        For unknown ids.
-
-    Examples
-    --------
-    >>> job = make_job("megatron-18.4b", "dgx-a100-hdr", 8, 2048, 8, stack="megatron-lm-2021",
-    ...                overrides=dict(tp_comm=True))
-    >>> job.provenance["tp_comm"], job.provenance["attention"]
-    ('override', 'stack megatron-lm-2021')
-    >>> job.provenance["matmul_efficiency"].startswith("stack megatron-lm-2021 (measured in training: in-training")
-    True
-    >>> job.provenance["matmul_efficiency"].endswith("Korthikanti et al. 2022 (arXiv:2205.05198) Table 4)")
-    True
-    """
-    cat = catalog or load_catalog()
-    st = cat.stack(stack) if stack is not None else None
-    ch, provenance = resolve_choices(st, choices, overrides)
-    model, system = cat.model(model), cat.system(system)
-    acc = cat.accelerator(system.accelerator)
-    if st is not None and acc.id in (st.matmul_efficiency or {}):
-        acc = c.stack_accelerator(st, acc)
-        source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
-        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
-    else:
-        provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
-    check_choice("dtype", dtype, TRAIN_DTYPES)
-    peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
-    if dtype == "fp8":
-        check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell
-    for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
-        if v < 1:
-            raise InputError(f"{name} must be >= 1, got {v}")
-    if seq_len > model.max_seq:
-        raise InputError(
-            f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
-            f"(field max_seq of its catalog entry)"
-        )
-    return c.Job(
-        model,
-        system,
-        acc,
-        system_links(cat.design(system), gpus=gpus),
-        gpus,
-        seq_len,
-        global_batch_seqs,
-        dtype,
-        ch,
-        cat,
-        st,
-        dict(sorted(provenance.items())),
-    )
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -218,13 +80,10 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     :mod:`hnplan.planning.training.components` and the exposed offload transfers of
     :mod:`hnplan.planning.training.offload` (0 unless the stack choice ``offload`` is ``auto``).
     """
-    df = candidates[list(PLAN_FIELDS)].reset_index(drop=True).copy()
-    df["recompute"] = df["recompute"].astype(str)
-    m = job.global_batch_seqs // (df["dp"].to_numpy() * df["microbatch_size"].to_numpy())
-    df["num_microbatches"] = m
-    if df.empty:
-        return df
-    plans = df.assign(recompute=pd.Categorical(df["recompute"]))  # the cost models read the mode's codes
+    cols, plans = _plan_columns(job, candidates)
+    if not len(plans):
+        return pd.DataFrame(cols)
+    m = cols["num_microbatches"]
     stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
@@ -245,11 +104,10 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
         per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
-    slowest = np.argmax(np.array([q[0] for q in per_stage], dtype=float), axis=0)  # [candidate]
-    pick = [np.choose(slowest, np.broadcast_arrays(*(q[i] for q in per_stage))) for i in range(len(per_stage[0]))]
+    pick = _slowest_stage(per_stage)
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
-    comp = pd.DataFrame(dict(layers=stage_layers, t_bwd_mb=t_bwd_mb))  # the slowest stage, for the offload model
-    pp, v = df["pp"].to_numpy(), df["virtual_stages"].to_numpy()
+    comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
+    pp, v = plans["pp"], plans["virtual_stages"]
     bubble = (pp - 1) / v * t_mb
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
@@ -267,17 +125,16 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         optimizer=t_opt,
     )
     mem = c.memory_per_gpu(job, plans)
-    cols = {f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]}
-    cols.update({k: mem[k].to_numpy() for k in MEMORY_PARTS})
-    cols["memory_per_gpu_bytes"] = mem["total_bytes"].to_numpy()
+    cols.update({f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]})
+    cols.update({k: mem[k] for k in MEMORY_PARTS})
+    cols["memory_per_gpu_bytes"] = mem["total_bytes"]
     cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
-    df = pd.concat([df, pd.DataFrame(cols)], axis=1)  # one insertion of the columns, not one each
-    apply_offload(job, df, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
-    step = sum(df[f"t_{k}_s"].to_numpy() for k in BREAKDOWN)
+    apply_offload(job, cols, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
+    step = sum(np.asarray(cols[f"t_{k}_s"]) for k in BREAKDOWN)
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
     model_f, hw_f = c.flops_per_token(job, plans)
     peak = peak_flops_per_s(job.acc, job.dtype)
-    rates = dict(
+    cols.update(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_flops_per_token=model_f,
@@ -287,9 +144,34 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
         hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
     )
-    df = pd.concat([df, pd.DataFrame(rates)], axis=1)
+    n = len(plans)
+    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
     df.attrs["units"] = UNITS
     return df
+
+
+def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
+    """The output columns of the plan (:data:`PLAN_FIELDS`, ``recompute`` as strings, and
+    ``num_microbatches``) and the plan table the cost models read (the recompute mode as codes)."""
+    cols: dict = {}
+    for k in PLAN_FIELDS:
+        cols[k] = candidates[k].astype(str).array if k == "recompute" else candidates[k].to_numpy(copy=True)
+    rc = candidates["recompute"]
+    if isinstance(rc.dtype, pd.CategoricalDtype):
+        codes, modes = rc.cat.codes.to_numpy(), np.asarray(rc.cat.categories, dtype=object)
+    else:
+        codes, modes = pd.factorize(rc, sort=False)
+        modes = np.asarray(modes, dtype=object)
+    cols["num_microbatches"] = job.global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
+    plans = Columns({k: x for k, x in cols.items() if k != "recompute"}, {"recompute": (codes, modes)})
+    return cols, plans
+
+
+def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
+    """Every quantity of the slowest stage (largest first entry; the earlier stage on a tie) per candidate."""
+    table = np.array([np.broadcast_arrays(*q) for q in per_stage], dtype=float).transpose(1, 0, 2)  # [q, stage, n]
+    slowest = np.argmax(table[0], axis=0)
+    return list(np.take_along_axis(table, slowest[None, None, :], axis=1)[:, 0, :])
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:

@@ -80,7 +80,7 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         tokens = mb * job.seq_len / (cp * tp) * busiest_rank_load(job, u)
         if flex:
             shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
-            q, d = shape["q"].to_numpy(), shape["d"].to_numpy()
+            q, d = _col(shape, "q"), _col(shape, "d")
             spans = (ep > 1) & (d > 1)
             reach = expected_domains(moe.experts, moe.active_experts, moe.expert_groups, moe.groups_per_token, d)
             # a token reaches each of its distinct destination ranks once (the ranks are domains of

@@ -31,11 +31,11 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     Parameters
     ----------
     job : Job
-    df : DataFrame
+    df : DataFrame or dict of arrays
         Rows of :func:`hnplan.planning.training.evaluate_plans` with the step-time parts, the memory
         parts and ``fits`` set, before ``step_time_s`` is summed.
-    comp : DataFrame
-        :func:`hnplan.planning.training.components.compute_per_microbatch` of the same rows.
+    comp : DataFrame or dict of arrays
+        ``layers`` and ``t_bwd_mb`` of :func:`hnplan.planning.training.components.compute_per_microbatch` of the same rows.
 
     Returns
     -------
@@ -46,7 +46,7 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
         windows ``offload_window_optimizer_s`` [s] and ``offload_prefetches`` [-] it used.
         ``memory_per_gpu_bytes`` stays the whole footprint (HBM holds it less ``offloaded_bytes``).
     """
-    n = len(df)
+    n = len(np.asarray(df["num_microbatches"]))
     df["t_offload_exposed_s"] = 0.0
     for col in COLUMNS:
         df[col] = 0.0
@@ -54,22 +54,22 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
         return df
     design = job.catalog.design(job.system)
     tiers = offload_tiers(memory_tiers(design))
-    w_opt = df["t_optimizer_s"].to_numpy(dtype=float) + comp["t_bwd_mb"].to_numpy(dtype=float)
+    w_opt = np.asarray(df["t_optimizer_s"], dtype=float) + np.asarray(comp["t_bwd_mb"], dtype=float)
     df["offload_window_optimizer_s"] = w_opt  # what memory_summary reuses (the same windows)
-    df["offload_prefetches"] = comp["layers"].to_numpy(dtype=float)
+    df["offload_prefetches"] = np.asarray(comp["layers"], dtype=float)
     if not tiers:
         return df
     hbm = c.hbm_bytes(job.acc)
-    total = df["memory_per_gpu_bytes"].to_numpy(dtype=float)
+    total = np.asarray(df["memory_per_gpu_bytes"], dtype=float)
     off = training_offload(
-        {p: df[f"{p}_bytes"].to_numpy(dtype=float) for p in TRAIN_OFFLOAD_TIERS},
+        {p: np.asarray(df[f"{p}_bytes"], dtype=float) for p in TRAIN_OFFLOAD_TIERS},
         total,
         hbm,
         tiers,
-        df["num_microbatches"].to_numpy(dtype=float),
-        df["offload_prefetches"].to_numpy(),
+        np.asarray(df["num_microbatches"], dtype=float),
+        np.asarray(df["offload_prefetches"]),
         w_opt,
-        df["t_compute_s"].to_numpy(dtype=float),
+        np.asarray(df["t_compute_s"], dtype=float),
         {t.name: tier_latency_s(design.system, t.name) for t in tiers},
     )
     use = (total > hbm) & (off.unplaced_bytes <= 0.0)  # offloaded and now fits; the rest keep their table rows
@@ -79,5 +79,5 @@ def apply_offload(job: c.Job, df: pd.DataFrame, comp: pd.DataFrame) -> pd.DataFr
     df["offload_pooled_bytes"] = np.where(use, on_tier["pooled"], 0.0) if "pooled" in on_tier else 0.0
     df["offload_transfer_s"] = np.where(use, off.transfer_s, 0.0)
     df["t_offload_exposed_s"] = np.where(use, off.exposed_s, 0.0)
-    df["fits"] = df["fits"].to_numpy() | use
+    df["fits"] = np.asarray(df["fits"]) | use
     return df

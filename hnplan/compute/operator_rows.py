@@ -1,0 +1,294 @@
+"""The raw operator rows of a pass and their times: the engine under :func:`hnplan.compute.operator_table`.
+
+A pass is a list of row tuples ``(name, scope, kind, phase, count, flops, bytes, m, n, k, groups)``:
+each forward operator of :mod:`hnplan.compute.layer_ops` expanded into its rows for the phase
+(:func:`_rows`: forward, data and weight gradients, recomputation; the fp8 recipe's quantisation rows
+after an fp8 GEMM), then timed in one vectorised call (:func:`_times`: the GEMM law of
+:mod:`hnplan.compute.gemm`, the attention law of :mod:`hnplan.compute.attention`, and memory-bound
+operators at the accelerator's kernel-class bandwidth). The conventions, sharding and sources are those
+of :mod:`hnplan.compute.operators`, which builds the table; :mod:`hnplan.compute.parts` sums the same
+rows for the training planner.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hnplan import units
+from hnplan.catalog.schemas import Accelerator, Model, StackChoices
+from hnplan.compute._op import ACT_BYTES, GRAD_ACCUM_BYTES, _Op
+from hnplan.compute.attention import (
+    ATTENTION_IMPLS,
+    ATTENTION_KINDS,
+    attention_compute_s,
+    attention_rows,
+)
+from hnplan.compute.counts import (
+    RECOMPUTE_MODES,
+    achievable_hbm_Bps,
+    peak_flops_per_s,
+)
+from hnplan.compute.fp8_recipes import BF16_GEMMS, StepKernels, fp8_gemm_rows
+from hnplan.compute.fp8_recipes import kernel_class as _recipe_class
+from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
+from hnplan.compute.layer_ops import _layer_ops, _once_ops
+from hnplan.compute.layout import check_split
+from hnplan.errors import InputError, check_choice
+
+PHASES = ("train", "prefill", "decode")
+CONVENTIONS = ("executed", "model")
+ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
+GEMM_KINDS = ("gemm", "gemm-bf16")
+
+
+def _check(
+    model: Model,
+    phase: str,
+    batch,
+    seq_len,
+    kv_len,
+    tp,
+    cp,
+    ep,
+    dtype,
+    recompute,
+    convention,
+    attention="flash",
+    sequence_parallel=True,
+):
+    check_choice("attention", attention, ATTENTION_IMPLS)
+    if not isinstance(sequence_parallel, (bool, np.bool_)):
+        raise InputError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
+    check_choice("phase", phase, PHASES)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
+    check_choice("convention", convention, CONVENTIONS)
+    for name, v in (("batch", batch), ("seq_len", seq_len), ("tp", tp), ("cp", cp), ("ep", ep)):
+        if v is None or v < 1:
+            raise InputError(f"{name} must be >= 1, got {v!r}")
+    if kv_len is not None and kv_len < 0:
+        raise InputError(f"kv_len must be >= 0, got {kv_len!r}")
+    check_split(model, tp=tp, ep=ep, training=False)  # PlanRuleError naming the rule
+    try:
+        units.dtype_bytes(dtype)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
+    """Expand one forward operator into its rows for the phase: (name, scope, kind, phase, count,
+    flops, bytes, m, n, k, groups)."""
+    executed = convention == "executed"
+    out = []
+    if op.kind in GEMM_KINDS:
+        f = 2.0 * op.groups * op.m * op.n * op.k
+        act_in = op.groups * op.m * op.k
+        act_out = op.groups * op.m * op.n
+        wb = op.in_bytes
+        fwd = (f, act_in * wb + op.w_bytes + act_out * ACT_BYTES, op.m, op.n, op.k)
+        if phase != "train":
+            return [(op.name, op.scope, op.kind, phase, count, *fwd, op.groups)]
+        w_elems = op.w_bytes / wb
+        out.append((op.name, op.scope, op.kind, "fwd", count, *fwd, op.groups))
+        out.append(
+            (
+                op.name,
+                op.scope,
+                op.kind,
+                "bwd-data",
+                count,
+                f,
+                act_out * wb + op.w_bytes + act_in * ACT_BYTES,
+                op.m,
+                op.k,
+                op.n,
+                op.groups,
+            )
+        )
+        out.append(
+            (
+                op.name,
+                op.scope,
+                op.kind,
+                "bwd-weight",
+                count,
+                f,
+                (act_in + act_out) * wb + 2.0 * w_elems * GRAD_ACCUM_BYTES,
+                op.k,
+                op.n,
+                op.m,
+                op.groups,
+            )
+        )
+        if recompute == "full" and op.scope.endswith("layer"):
+            out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
+        return out
+    if op.kind in ATTENTION_KINDS:
+        return attention_rows(op, phase, recompute, executed, count)
+    f = 0.0 if not executed else op.flops_per_out * op.e_out
+    by = op.e_out * op.bytes_per_out if op.bytes_per_out else (op.e_in + op.e_out) * ACT_BYTES
+    if phase != "train":
+        return [(op.name, op.scope, op.kind, phase, count, f, by, 0.0, 0.0, 0.0, 1.0)]
+    out.append((op.name, op.scope, op.kind, "fwd", count, f, by, 0.0, 0.0, 0.0, 1.0))
+    out.append((op.name, op.scope, op.kind, "bwd", count, 2.0 * f, 2.0 * by, 0.0, 0.0, 0.0, 1.0))
+    if recompute == "full" and op.scope.endswith("layer"):
+        out.append((op.name, op.scope, op.kind, "recompute", count, f, by, 0.0, 0.0, 0.0, 1.0))
+    return out
+
+
+def _layer_counts(model: Model, layers: range | None = None) -> dict:
+    layers = range(model.layers) if layers is None else layers
+    first_dense = model.layers if model.moe is None else model.moe.first_dense_layers
+    if isinstance(layers, range) and layers.step == 1:  # the layers below first_dense, counted at once
+        dense = max(0, min(layers.stop, first_dense) - layers.start)
+    else:
+        dense = sum(1 for i in layers if i < first_dense)
+    return {"dense-layer": dense, "moe-layer": len(layers) - dense}
+
+
+def _raw_rows(
+    model,
+    phase,
+    batch,
+    seq_len,
+    kv_len,
+    tp,
+    cp,
+    ep,
+    dtype,
+    recompute,
+    convention,
+    layers=None,
+    embedding=True,
+    head=True,
+    attention="flash",
+    sequence_parallel=True,
+    acc: Accelerator | None = None,
+    stack: StackChoices | None = None,
+):
+    """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
+    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`)."""
+    wb = units.dtype_bytes(dtype)
+    kn = StepKernels.of(stack)
+    expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn)
+
+    rows = []
+    for scope, count in _layer_counts(model, layers).items():
+        if count:
+            for op in _layer_ops(
+                model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
+            ):
+                rows += expand(op, count)
+    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel, kn)
+    for op in (emb if embedding else []) + (hd if head else []):
+        rows += expand(op, 1)
+    return rows
+
+
+def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn: StepKernels):
+    """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`), followed in fp8
+    training by the quantisation rows of the stack's fp8 recipe for an fp8 GEMM."""
+    fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
+    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
+
+    def expand(op, count):
+        out = _rows(op, phase, recompute, convention, count)
+        if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
+            out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
+        return out
+
+    return expand
+
+
+def kernel_class(name: str, kind: str) -> str | None:
+    """The memory-bound kernel class of an element-wise operator (keys of the accelerator's
+    ``memory_kernel_efficiency``), or None for plain copies (embedding lookup, KV-cache write, MoE permute)."""
+    if kind != "elementwise":
+        return None
+    recipe = _recipe_class(name)
+    if recipe is not None:
+        return recipe
+    if name.endswith("_norm"):
+        return "norm"
+    if name.endswith("_act") or name == "rope":
+        return "activation"
+    if name.endswith("_residual"):
+        return "residual"
+    if name == "loss":
+        return "cross_entropy"
+    return None
+
+
+def memory_kernel_fractions(acc: Accelerator, names, kinds) -> np.ndarray:
+    """Bandwidth fraction of each row's kernel class on ``acc`` (1 for copies and classes not in the catalog)."""
+    eff = acc.memory_kernel_efficiency or {}
+    per: dict = {}  # a few dozen distinct operators
+
+    def fraction(name, kind) -> float:
+        key = (name, kind)
+        if key not in per:
+            per[key] = eff.get(kernel_class(str(name), str(kind)), 1.0)
+        return per[key]
+
+    for key in set(zip(names, kinds)):  # a few dozen distinct operators; then a lookup per row
+        fraction(*key)
+    return np.fromiter(map(per.__getitem__, zip(names, kinds)), dtype=float, count=len(names))
+
+
+def _labels(values) -> tuple[np.ndarray, dict]:
+    """Integer codes of a column of labels and the code of each label (a few distinct labels)."""
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values)), index
+
+
+def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
+    """Rows whose label (:func:`_labels`) is one of ``values`` [bool array]."""
+    codes, index = labels
+    return np.isin(codes, [index[v] for v in values if v in index])
+
+
+ROW_FIELDS = ("name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k", "groups")
+
+
+def _columns(rows) -> dict:
+    """The raw rows as columns: the labels (name, scope, kind, phase) as :func:`_labels`, the rest as
+    float arrays."""
+    cols = list(zip(*rows)) or [()] * len(ROW_FIELDS)
+    out: dict = {f: _labels(cols[i]) for i, f in enumerate(ROW_FIELDS[:4])}
+    out.update({f: np.array(cols[i], dtype=float) for i, f in enumerate(ROW_FIELDS) if i >= 4})
+    return out
+
+
+def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None):
+    """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
+    attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
+    the other operators ``max(compute, memory) + kernel overhead``. ``columns``: :func:`_columns` of the
+    rows, when the caller has it."""
+    c = _columns(rows) if columns is None else columns
+    kind, phase = c["kind"], c["phase"]
+    flops, nbytes, m, n, k, g = (c[f] for f in ("flops", "bytes", "m", "n", "k", "groups"))
+    is_gemm, is_attn = _label_is(kind, "gemm"), _label_is(kind, "attention")
+    is_bmm = _label_is(kind, "attention-gemm", "gemm-bf16")  # bf16 GEMMs of any pass
+    eff = np.ones_like(flops)
+    rate = np.full_like(flops, peak_flops_per_s(acc, "fp32" if "fp32" in acc.dense_tflops else ATTENTION_DTYPE))
+    compute_s = flops / rate
+    if is_attn.any():
+        compute_s[is_attn] = attention_compute_s(
+            acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], _label_is(phase, "bwd")[is_attn]
+        )
+        eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
+    memory_s = nbytes / achievable_hbm_Bps(acc)
+    if acc.memory_kernel_efficiency:
+        names, kinds = ({v: i for i, v in c[f][1].items()} for f in ("name", "kind"))
+        pair = c["name"][0] * len(kinds) + kind[0]  # each distinct (name, kind) once
+        upair, at = np.unique(pair, return_inverse=True)
+        frac = memory_kernel_fractions(
+            acc, [names[p // len(kinds)] for p in upair], [kinds[p % len(kinds)] for p in upair]
+        )
+        memory_s = memory_s / frac[at]
+    total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
+    for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
+        if sel.any():
+            tc, tm_, t = gemm_device_time_s(acc, dt, m[sel], n[sel], k[sel], g[sel], nbytes[sel])
+            compute_s[sel], memory_s[sel], total[sel] = tc, tm_, t
+            eff[sel] = flops[sel] / tc / peak_flops_per_s(acc, dt)
+    return compute_s, memory_s, total, eff

@@ -1,0 +1,88 @@
+"""Request traffic and the queueing formulas the inference capacity planner sizes replicas with
+(:mod:`hnplan.planning.inference.capacity`): request lengths as numbers or distributions
+(:class:`Traffic`), the probability of waiting in M/M/c (:func:`erlang_c`) and the mean wait in M/G/c
+(:func:`mgc_wait_s`).
+
+References
+----------
+.. [1] A. K. Erlang (1917); Kleinrock, "Queueing Systems Vol. 1", 1975, Sec. 3.5 (M/M/c, Erlang C).
+.. [2] Lee & Longton, "Queueing processes associated with airline passenger check-in", Operational
+   Research Quarterly 10, 1959 (W(M/G/c) ~ (1 + cs^2)/2 W(M/M/c)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+
+# --- traffic ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Traffic:
+    """Request lengths: a fixed number of tokens or a frozen ``scipy.stats`` distribution each.
+
+    Attributes
+    ----------
+    input_tokens, output_tokens : float or scipy.stats frozen distribution
+    samples : int
+        Draws used to summarise a distribution (seeded, reproducible).
+    seed : int
+    """
+
+    input_tokens: object
+    output_tokens: object
+    samples: int = 4096
+    seed: int = 0
+
+    def draws(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sampled (input, output) lengths [tokens], each at least 1."""
+        rng = np.random.default_rng(self.seed)
+        out = []
+        for d in (self.input_tokens, self.output_tokens):
+            if hasattr(d, "rvs"):
+                x = np.asarray(d.rvs(size=self.samples, random_state=rng), dtype=float)
+            else:
+                x = np.full(self.samples, float(d))  # type: ignore[arg-type]  # a number when not a distribution
+            out.append(np.maximum(np.round(x), 1.0))
+        return out[0], out[1]
+
+    def summary(self) -> dict:
+        """``input_mean, output_mean`` [tokens]; ``context_mean``: KV length seen by an output token,
+        ``E[O (I + O/2)] / E[O]`` [tokens]; ``context_p99``: 99th percentile of ``I + O`` [tokens],
+        held in memory; ``output_cs2``: squared coefficient of variation of O [-]."""
+        i, o = self.draws()
+        return {
+            "input_mean": float(i.mean()),
+            "output_mean": float(o.mean()),
+            "context_mean": float(np.sum(o * (i + o / 2)) / np.sum(o)),
+            "context_p99": float(np.percentile(i + o, 99)),
+            "output_cs2": float(o.var() / o.mean() ** 2),
+        }
+
+
+# --- queueing ----------------------------------------------------------------------------------------------
+def erlang_c(servers, offered_load):
+    """Probability that an arrival waits in M/M/c with ``servers`` and ``offered_load = lambda S``
+    [-] ([1]_), through Poisson terms so that large c stays finite: ``C = p_c c/(c-a) /
+    (P(N <= c-1) + p_c c/(c-a))`` with ``N ~ Poisson(a)``. 1 when ``a >= c``.
+
+    >>> round(float(erlang_c(1, 0.5)), 3)      # M/M/1: P(wait) = rho
+    0.5
+    """
+    c = np.asarray(servers, dtype=float)
+    a = np.asarray(offered_load, dtype=float)
+    ok = a < c
+    tail = stats.poisson.pmf(c, a) * c / np.where(ok, c - a, 1.0)
+    cval = np.where(ok, tail / (stats.poisson.cdf(c - 1, a) + tail), 1.0)
+    return float(cval) if np.ndim(cval) == 0 else cval
+
+
+def mgc_wait_s(rate_per_s, servers, service_s, cs2: float = 0.0):
+    """Mean wait in queue of M/G/c [s]: ``(1 + cs2)/2 x C(c, a) S / (c - a)`` ([2]_); inf at ``a >= c``."""
+    a = np.asarray(rate_per_s, dtype=float) * service_s
+    c = np.asarray(servers, dtype=float)
+    w = (1.0 + cs2) / 2.0 * erlang_c(c, a) * service_s / np.where(a < c, c - a, 1.0)
+    w = np.where(a < c, w, np.inf)
+    return float(w) if np.ndim(w) == 0 else w

@@ -1,0 +1,153 @@
+"""A training job assembled once: ids resolved, the software stack's choices and GEMM efficiency
+applied, the job-level inputs checked, and where each choice came from recorded (:func:`make_job`),
+for the evaluator and the search (:mod:`hnplan.planning.training.evaluate`)."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import SoftwareStack, StackChoices
+from hnplan.comm.topology import system_links
+from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
+from hnplan.compute.fp8_recipes import check_recipe
+from hnplan.errors import InputError, check_choice
+from hnplan.planning.training import components as c
+from hnplan.planning.training.plan import TRAIN_DTYPES
+
+
+def resolve_choices(
+    stack: SoftwareStack | None = None, choices: StackChoices | None = None, overrides: dict | None = None
+) -> tuple[StackChoices, dict[str, str]]:
+    """The choices of a job and where each came from: ``choices`` if given (all of them), else the
+    stack's, else the defaults (:class:`StackChoices`, the ``megatron-core`` stack's); then the
+    ``overrides`` that are not ``None``, each recorded as ``override``.
+
+    Raises
+    ------
+    InputError
+        For an unknown choice name or a value its field does not allow.
+    """
+    if choices is not None:
+        base, origin = choices, "given (choices)"
+    elif stack is not None:
+        base, origin = c.stack_choices(stack), f"stack {stack.id}"
+    else:
+        base, origin = StackChoices(), "default (StackChoices, the megatron-core stack's)"
+    provenance = {k: origin for k in StackChoices.model_fields}
+    if stack is not None and choices is None:
+        provenance.update(
+            {k: f"stack {stack.id} (assumed: see its assumptions)" for k in stack.assumptions if k in provenance}
+        )
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = sorted(set(given) - set(StackChoices.model_fields))
+    if unknown:
+        raise InputError(f"unknown stack choice {unknown[0]!r}; choices: {', '.join(StackChoices.model_fields)}")
+    check_choice("attention", given.get("attention", base.attention), ATTENTION_IMPLS)
+    if given:
+        try:
+            base = StackChoices(**{**base.model_dump(), **given})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InputError(
+                f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
+            ) from None
+        provenance.update({k: "override" for k in given})
+    return base, provenance
+
+
+def make_job(
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    stack=None,
+    choices: StackChoices | None = None,
+    overrides: dict | None = None,
+) -> c.Job:
+    """Assemble a training job once: ids resolved, the stack's choices and GEMM efficiency applied,
+    the job-level inputs checked, and where each efficiency and choice came from recorded.
+
+    Parameters
+    ----------
+    model, system : id, path or catalog entry
+    gpus, seq_len, global_batch_seqs : int
+        Accelerators, sequence length [tokens], sequences per step.
+    dtype : {"bf16", "fp8"}
+    stack : str or SoftwareStack, optional
+        Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
+        efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
+        the ZeRO stages and recomputation modes it implements. Default: none (the
+        :class:`StackChoices` defaults and the accelerator's catalog efficiency).
+    choices : StackChoices, optional
+        Replaces all the stack's choices.
+    overrides : dict, optional
+        ``{choice: value}`` applied on top (``None`` values ignored), e.g. from CLI flags.
+
+    Returns
+    -------
+    Job
+        ``job.provenance`` maps ``matmul_efficiency`` and every choice to its origin, e.g.
+        ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training: ... Korthikanti et al.
+        2022 (arXiv:2205.05198) Table 4)", "tp_comm": "override", ...}``.
+
+    Raises
+    ------
+    InputError
+        For an unknown dtype, a dtype the accelerator has no peak for, an unknown choice or attention
+        implementation, non-positive sizes, or a sequence longer than the model's ``max_seq``.
+    CatalogError
+        For unknown ids.
+
+    Examples
+    --------
+    >>> job = make_job("megatron-18.4b", "dgx-a100-hdr", 8, 2048, 8, stack="megatron-lm-2021",
+    ...                overrides=dict(tp_comm=True))
+    >>> job.provenance["tp_comm"], job.provenance["attention"]
+    ('override', 'stack megatron-lm-2021')
+    >>> job.provenance["matmul_efficiency"].startswith("stack megatron-lm-2021 (measured in training: in-training")
+    True
+    >>> job.provenance["matmul_efficiency"].endswith("Korthikanti et al. 2022 (arXiv:2205.05198) Table 4)")
+    True
+    """
+    cat = catalog or load_catalog()
+    st = cat.stack(stack) if stack is not None else None
+    ch, provenance = resolve_choices(st, choices, overrides)
+    model, system = cat.model(model), cat.system(system)
+    acc = cat.accelerator(system.accelerator)
+    if st is not None and acc.id in (st.matmul_efficiency or {}):
+        acc = c.stack_accelerator(st, acc)
+        source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
+        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
+    else:
+        provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
+    check_choice("dtype", dtype, TRAIN_DTYPES)
+    peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
+    if dtype == "fp8":
+        check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell
+    for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
+        if v < 1:
+            raise InputError(f"{name} must be >= 1, got {v}")
+    if seq_len > model.max_seq:
+        raise InputError(
+            f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
+            f"(field max_seq of its catalog entry)"
+        )
+    return c.Job(
+        model,
+        system,
+        acc,
+        system_links(cat.design(system), gpus=gpus),
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        dtype,
+        ch,
+        cat,
+        st,
+        dict(sorted(provenance.items())),
+    )

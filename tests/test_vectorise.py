@@ -1,0 +1,181 @@
+"""The planners' vectorisation helpers: a Columns table and a DataFrame give the same distinct rows and
+the same gathered results; caches (per-table sub-keys, per-job collectives and activations, per-call
+memo) change no number."""
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.compute.layout import stage_layers
+from hnplan.planning.training import candidate_frame, evaluate_plans, make_job
+from hnplan.vectorise import Columns, column, distinct_values, factorize, memo, on_distinct
+
+MODES = np.array(["none", "selective", "full"], dtype=object)
+
+
+def _table(a, b, r):
+    df = pd.DataFrame(dict(a=a, b=b, recompute=MODES[r]))
+    cols = Columns(dict(a=np.asarray(a), b=np.asarray(b)), {"recompute": (np.asarray(r), MODES)})
+    return df, cols
+
+
+rows = st.integers(1, 60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(-3, 40), min_size=n, max_size=n),
+        st.lists(st.sampled_from([1, 2, 4, 8, 4096]), min_size=n, max_size=n),
+        st.lists(st.integers(0, 2), min_size=n, max_size=n),
+    )
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows)
+def test_columns_and_frames_give_the_same_distinct_rows(data):
+    df, cols = _table(*data)
+    for keys in (["a"], ["a", "b"], ["b", "recompute"], ["a", "b", "recompute"]):
+        for table in (df, cols):
+            codes, uniq = factorize(table, keys)
+            # each row's distinct tuple is the row's own values, and the tuples are distinct
+            for k in keys:
+                assert column(uniq, k)[codes].tolist() == column(df, k).tolist()
+            assert len(set(zip(*(column(uniq, k).tolist() for k in keys)))) == len(uniq)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows)
+def test_on_distinct_equals_the_function_on_every_row(data):
+    df, cols = _table(*data)
+
+    def fn(u):  # element-wise in its columns
+        return (column(u, "a") * 10.0 + column(u, "b"), np.where(column(u, "recompute") == "full", 1.0, 0.5))
+
+    want = fn(df)
+    for table in (df, cols):
+        for got, ref in zip(on_distinct(table, ["a", "b", "recompute"], fn), want):
+            assert np.array_equal(got, ref)
+    cols.factorize(["a", "b", "recompute"])  # a wider key set cached first: the narrower ones go through it
+    codes, uniq = cols.factorize(["b", "a"])
+    assert column(uniq, "a")[codes].tolist() == list(data[0])
+    assert column(uniq, "b")[codes].tolist() == list(data[1])
+
+
+def test_columns_behave_as_a_small_frame():
+    _, cols = _table([3, 1, 3], [1, 1, 2], [0, 2, 2])
+    assert len(cols) == 3 and list(cols) == ["a", "b", "recompute"] and "recompute" in cols
+    assert cols["recompute"].tolist() == ["none", "full", "full"]
+    assert distinct_values(cols, "recompute") == ["none", "full"]
+    assert cols.frame().to_dict("list") == dict(a=[3, 1, 3], b=[1, 1, 2], recompute=["none", "full", "full"])
+    with pytest.raises(ValueError, match="unequal lengths"):
+        Columns(dict(a=np.arange(2), b=np.arange(3)))
+
+
+def test_memo_calls_once_per_key_and_keeps_a_cache():
+    df, cols = _table([1, 2, 1, 1], [4, 4, 4, 8], [0, 0, 0, 1])
+    calls = []
+
+    def fn(a, b):
+        calls.append((a, b))
+        return {"x": a * b / 2}
+
+    cache: dict = {}
+    out = memo(cols, ["a", "b"], fn, cache)
+    assert out["x"].tolist() == [2.0, 4.0, 2.0, 4.0] and len(calls) == 3
+    again = memo(df, ["a", "b"], fn, cache)  # every key seen: fn not called again
+    assert again["x"].tolist() == [2.0, 4.0, 2.0, 4.0] and len(calls) == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 130), st.lists(st.integers(1, 140), min_size=1, max_size=300))
+def test_stage_split_by_table_equals_the_division(layers, pp):
+    class M:
+        pass
+
+    m = M()
+    m.layers = layers
+    got = stage_layers(m, np.array(pp))
+    for i, p in enumerate(pp):
+        one = stage_layers(m, p)
+        assert (got.per_stage[i], got.last[i], got.empty[i]) == (one.per_stage, one.last, one.empty)
+
+
+def test_warm_and_partial_searches_give_the_cold_numbers(cat):
+    """The caches a job keeps (collective times, activation values) and the part times memoised on the
+    Design: a search after a partial one, a repeated one and one on a job with other links give the
+    numbers of a fresh evaluation."""
+    args = ("mixtral-8x7b", "hgx-h100-ib-ndr", 64, 4096, 256)
+    job = make_job(*args, catalog=cat)
+    cands = candidate_frame(job.model, job.system, *args[2:])
+    part = evaluate_plans(job, cands.iloc[::7])
+    full = evaluate_plans(job, cands)
+    again = evaluate_plans(job, cands)
+    fresh = evaluate_plans(make_job(*args, catalog=cat), cands)
+    pd.testing.assert_frame_equal(full, again)
+    pd.testing.assert_frame_equal(full, fresh)
+    pd.testing.assert_frame_equal(part, full.iloc[::7].reset_index(drop=True))
+    # a job with slower links starts with empty caches: its DP exposure grows
+    lk = job.links
+    slow = replace(job, links=replace(lk, scaleout=replace(lk.scaleout, bw_Bps=lk.scaleout.bw_Bps / 4)), _groups={})
+    assert not slow.memo
+    dp = evaluate_plans(slow, cands)["t_dp_comm_exposed_s"]
+    assert (dp >= full["t_dp_comm_exposed_s"]).all() and (dp > full["t_dp_comm_exposed_s"]).any()
+
+
+def test_distinct_tuples_beyond_one_int64():
+    from hnplan.vectorise import _distinct
+
+    codes = [np.array([5, 1, 5, 1]), np.array([7, 2, 7, 3])]
+    out, idx = _distinct(codes, [2**40, 2**40], 4)  # 2^80 possible tuples: paired by hashing instead
+    assert out.tolist() == [0, 1, 0, 2]
+    assert [c.tolist() for c in idx] == [[5, 1, 1], [7, 2, 3]]
+
+
+@pytest.mark.parametrize(
+    "model, gpus, seq, batch, fixed, zwp",
+    [
+        ("llama3.1-8b", 16, 4096, 64, {}, False),
+        ("llama3.1-8b", 16, 4096, 64, {}, True),
+        ("mixtral-8x7b", 64, 4096, 256, {"dp": 8}, False),
+    ],
+)
+def test_candidates_are_the_product_that_obeys_the_rules(cat, model, gpus, seq, batch, fixed, zwp):
+    """The generator (rules checked before the product with ZeRO and recompute) gives the rows, in the
+    order, of the whole product filtered by the rules: TP slowest, recompute fastest."""
+    from itertools import product
+
+    from hnplan.compute import RECOMPUTE_MODES
+    from hnplan.planning.training import divisors, valid_mask
+    from hnplan.planning.training.candidates import MAX_CP, MICROBATCH_SIZES, VIRTUAL_STAGES
+    from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES
+
+    m, s = cat.model(model), cat.system("hgx-h100-ib-ndr")
+    d = divisors(gpus).tolist()
+    eps = [e for e in divisors(m.moe.experts).tolist() if gpus % e == 0] if m.moe else [1]
+    rows = []
+    for tp, cp, pp, ep, mb, v, z, rc in product(
+        [t for t in d if t <= s.scaleup_domain_gpus],
+        [c for c in d if c <= MAX_CP and c & (c - 1) == 0],
+        [p for p in d if p <= m.layers],
+        eps,
+        MICROBATCH_SIZES,
+        VIRTUAL_STAGES,
+        ZERO_STAGES,
+        RECOMPUTE_MODES,
+    ):
+        if gpus % (tp * cp * pp) or (not zwp and z > 1 and pp > 1):
+            continue
+        dp = gpus // (tp * cp * pp)
+        if "dp" in fixed and dp != fixed["dp"]:
+            continue
+        rows.append(
+            dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mb, virtual_stages=v, zero_stage=z, recompute=rc)
+        )
+    ref = pd.DataFrame(rows)
+    ref = ref[valid_mask({k: ref[k].to_numpy() for k in ref}, m, gpus, seq, batch)].reset_index(drop=True)
+    got = candidate_frame(m, s, gpus, seq, batch, fixed, zero_with_pipeline=zwp)
+    assert len(got) == len(ref) > 0
+    pd.testing.assert_frame_equal(got[list(PLAN_FIELDS)], ref[list(PLAN_FIELDS)], check_dtype=False)
+    assert (got["num_microbatches"] == batch // (got["dp"] * got["microbatch_size"])).all()
