@@ -137,3 +137,16 @@ def test_host_time_slows_small_micro_batches_more(cat):
     assert graphed.step_time_s == pytest.approx(
         _qwen3(cat, "dgx-b200-ib-ndr", 1, kernel_launch_us=0.0, moe_host_syncs_per_layer=0).step_time_s
     )
+
+
+def test_large_dense_layers_hide_their_launches(cat):
+    # Llama 3.1 70B, TP 8, micro-batch 1 of 8,192 tokens on H100: a layer's kernels run for milliseconds, its
+    # ~60 launches take under 1 ms, so the host never shows and the step is the device-time step
+    plan = ParallelPlan(tp=8, pp=1, dp=8, microbatch_size=1, zero_stage=1, recompute="selective")
+    step = {
+        us: estimate_training_step(
+            "llama3.1-70b", "hgx-h100-ib-ndr", 64, plan, 8192, 64, "bf16", cat, overrides={"kernel_launch_us": us}
+        ).step_time_s
+        for us in (0.0, 13.1)
+    }
+    assert step[13.1] == step[0.0]
