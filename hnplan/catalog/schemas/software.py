@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import (
     Dtype,
@@ -137,6 +137,16 @@ class StackChoices(_Strict):
         arXiv:2205.05198 Sec. 5), ``layernorm`` the two norms before attention and the MLP, ``mla_up_proj``
         the MLA up-projections and RoPE, ``mlp`` the dense MLP, ``moe_act`` the routed experts' activation
         function, ``shared_experts`` the shared experts. Bytes saved: :mod:`hnplan.memory.recompute`.
+    precision_aware_optimizer : bool
+        Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
+        ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
+        as it is (``decoupled_grad``, no fp32 copy of the gradient shard) and keeps the fp32 master weights
+        as their 16-bit remainders beside the bf16 weights (``store_param_remainders``, on by default);
+        with other fp8 recipes Megatron-Core keeps fp32 master weights and gradient copies as without it.
+        Default False. Bytes: :func:`hnplan.memory.states.stack_accounting`.
+    adam_moment_bytes : float
+        Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
+        ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
@@ -247,6 +257,20 @@ class StackChoices(_Strict):
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
     )
+    precision_aware_optimizer: bool = Field(
+        default=False,
+        description="Megatron-Core --use-precision-aware-optimizer: no fp32 gradient copy and 16-bit "
+        "master-weight remainders with bf16 weights",
+    )
+    adam_moment_bytes: Literal[2, 4] = Field(
+        default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
+    )
+
+    @model_validator(mode="after")
+    def _moments_need_precision_aware(self):
+        if self.adam_moment_bytes != 4 and not self.precision_aware_optimizer:
+            raise ValueError("adam_moment_bytes 2 (bf16 moments) needs precision_aware_optimizer: true")
+        return self
 
 
 class SoftwareStack(Entry, StackChoices):

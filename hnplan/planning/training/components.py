@@ -452,9 +452,17 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccounting:
     """Bytes per parameter a stack keeps for a training dtype (:func:`hnplan.memory.states.stack_accounting`
-    of its gradient buffer width and fp8 weight fields; default: hnplan's default stack)."""
+    of its gradient buffer width, fp8 weight fields and optimizer precision; default: hnplan's default stack)."""
     ch = StackChoices() if choices is None else choices
-    return stack_accounting(dtype, ch.grad_reduce_bytes, ch.fp8_params, ch.fp8_weight_cache)
+    return stack_accounting(
+        dtype,
+        ch.grad_reduce_bytes,
+        ch.fp8_params,
+        ch.fp8_weight_cache,
+        ch.precision_aware_optimizer,
+        ch.adam_moment_bytes,
+        ch.fp8_recipe,
+    )
 
 
 def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
