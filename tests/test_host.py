@@ -150,3 +150,27 @@ def test_large_dense_layers_hide_their_launches(cat):
         for us in (0.0, 13.1)
     }
     assert step[13.1] == step[0.0]
+
+
+def test_full_recomputation_syncs_again(cat):
+    # full recomputation re-runs each MoE layer's forward, its router and its device-host sync: with one sync per
+    # layer costing 1 ms (an exaggerated launch cost), 48 layers x 64 micro-batches x (1 + 1) syncs dominate
+    plan = ParallelPlan(tp=1, pp=1, dp=8, ep=8, microbatch_size=1, zero_stage=1, recompute="full")
+
+    def step(syncs):
+        return estimate_training_step(
+            "qwen3-30b-a3b",
+            "dgx-b200-ib-ndr",
+            8,
+            plan,
+            4096,
+            512,
+            "fp8",
+            cat,
+            stack="megatron-bridge-2511-mxfp8",
+            overrides={"kernel_launch_us": 1000.0, "moe_host_syncs_per_layer": syncs},
+        ).step_time_s
+
+    # each sync idles the GPU 10 us + one 1 ms launch; the stretches themselves are host-bound either way
+    extra = step(1) - step(0)
+    assert extra == pytest.approx(48 * 64 * 2 * (10e-6 + 1e-3), rel=0.02)
