@@ -89,9 +89,10 @@ def test_gqa_keeps_one_kv_head_per_rank(cat):
 
 def test_moe_layer_by_hand(cat):
     # Mixtral 8x7B, no dropout: router input and fp32 probabilities (4 x 8 B), and per routed copy
-    # (top-2) the expert input 2h, its SwiGLU intermediates 6 f_e and its output 2h (for the gated sum)
+    # (top-2) the expert input 2h, its SwiGLU intermediates 6 f_e and its fp32 routing weight (4 B); the
+    # weights scale the activation (Megatron-Core's weighted SwiGLU), so no expert output is kept
     m = cat.model("mixtral-8x7b")
-    per_token = 8 * 4096 + 4 * 8 + 20480 + 2 * (2 * 4096 + 6 * 14336 + 2 * 4096)
+    per_token = 8 * 4096 + 4 * 8 + 20480 + 2 * (2 * 4096 + 6 * 14336 + 4)
     assert activation_bytes_per_layer(m, 4096, 1, dropout=False) == 4096 * per_token
 
 

@@ -42,10 +42,11 @@ def test_layernorm_and_mlp_free_the_norm_outputs_and_the_mlp_intermediates(cat):
 
 def test_mla_up_proj_and_moe_act_on_deepseek_v3(cat):
     """DeepSeek-V3: 128 heads, q/k 192 wide, v 128; top-8 experts and one shared of width 2048. The MLA up-projections
-    free Q, K, V: 2 x 128 x (2 x 192 + 128) = 131,072 bytes a token; the experts' activation output is
+    free Q, K, V: 2 x 128 x (2 x 192 + 128) = 131,072 bytes a token, and the normed latents they read
+    (GEMM inputs) 2 x (1536 + 512) = 4,096 (the checkpoint keeps the latents); the experts' activation output is
     2 x 8 x 2048 = 32,768 bytes a token of an MoE layer (none of a dense one)."""
     m = cat.model("deepseek-v3")
-    assert freed_bytes(m, True, ("mla_up_proj",)) == (0.0, 131072.0, 0.0, 0.0)
+    assert freed_bytes(m, True, ("mla_up_proj",)) == (4096.0, 131072.0, 4096.0, 0.0)
     assert freed_bytes(m, True, ("moe_act",)) == (0.0, 32768.0, 0.0, 32768.0)
     assert freed_bytes(m, False, ("moe_act",)) == (0.0, 0.0, 0.0, 0.0)
     # the one shared expert's gate, up and product (3 x 2 x 2048), its down-projection input 2 x 2048
@@ -55,7 +56,7 @@ def test_mla_up_proj_and_moe_act_on_deepseek_v3(cat):
     kw = dict(dropout=False, moe_layer=True, tp=2)
     a = activation_bytes_per_layer(m, 4096, 1, recompute="selective", **kw)
     b = activation_bytes_per_layer(m, 4096, 1, recompute="selective", recompute_modules=("mla_up_proj",), **kw)
-    assert a - b == 4096 * 131072 / 2  # the per-head tensors are split over TP
+    assert a - b == 4096 * (131072 + 4096) / 2  # split over TP (the latents by sequence parallelism)
 
 
 def test_attention_scores_stay_unless_the_core_is_recomputed(cat):

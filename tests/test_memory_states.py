@@ -86,24 +86,29 @@ def test_deepseek_dense_layers_on_first_stage(cat):
     first, last = stage_params(m, 1, 16, ep=8, stage="first"), stage_params(m, 1, 16, ep=8, stage="last")
     assert (first.layers, first.moe_layers, last.moe_layers) == (4, 1, 4)
     pc = param_counts(m)
-    # the last stage also trains the MTP module (arXiv:2412.19437 Sec. 2.2): one more MoE layer
-    assert last.expert == pytest.approx((4 + 1) * pc.moe_total_per_layer / 8)
+    # the last stage also trains the MTP module (arXiv:2412.19437 Sec. 2.2): one more MoE layer; EP shards
+    # the 256 routed experts (3 x 7168 x 2048 each), not the shared expert and the router
+    assert last.expert == pytest.approx((4 + 1) * 256 * 3 * 7168 * 2048 / 8)
+    assert pc.moe_shared_per_layer == 3 * 7168 * 2048 + 7168 * 256
 
 
 def test_mtp_module_params_on_the_last_stage(cat):
     """DeepSeek-V3's MTP module on the last of 16 stages, by hand (h = 7168, V = 129,280): its layer's
-    attention and norms, the 2h x h projection, two RMSNorms and the stage's own embedding copy."""
+    attention, norms, shared expert (3 x h x 2048) and router (h x 256), the 2h x h projection, two RMSNorms
+    and the stage's own embedding copy."""
     m = cat.model("deepseek-v3")
     pc = param_counts(m)
     h, v = 7168, 129280
     no_mtp = m.model_copy(update={"mtp_modules": 0})
     extra = stage_params(m, 1, 16, stage="last").dense - stage_params(no_mtp, 1, 16, stage="last").dense
-    assert extra == pytest.approx(pc.attention_per_layer + pc.norms_per_layer + 2 * h * h + 2 * h + v * h)
-    assert extra == pytest.approx(1.22e9, rel=0.01)  # 0.19B MLA attention + 0.10B projection + 0.93B embedding
+    shared = 3 * h * 2048 + h * 256
+    assert extra == pytest.approx(pc.attention_per_layer + pc.norms_per_layer + shared + 2 * h * h + 2 * h + v * h)
+    # 0.19B MLA attention + 0.05B shared expert and router + 0.10B projection + 0.93B embedding
+    assert extra == pytest.approx(1.26e9, rel=0.01)
     # the first stage holds no MTP parameters; with pp = 1 the embedding is not counted twice
     assert stage_params(m, 1, 16, stage="first").dense == stage_params(no_mtp, 1, 16, stage="first").dense
     one = stage_params(m, 1, 1, stage="last").dense - stage_params(no_mtp, 1, 1, stage="last").dense
-    assert one == pytest.approx(pc.attention_per_layer + pc.norms_per_layer + 2 * h * h + 2 * h)
+    assert one == pytest.approx(pc.attention_per_layer + pc.norms_per_layer + shared + 2 * h * h + 2 * h)
 
 
 def test_unknown_accounting_and_stage():

@@ -5,11 +5,13 @@ operator-level roofline of a transformer's training step, prefill and decode.
   MFU, peaks and the roofline primitive.
 * :mod:`hnplan.compute.gemm`: the GEMM efficiency law (small-M streaming, tiles and waves, K depth, ceiling).
 * :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
+* :mod:`hnplan.compute.context_parallel`: context parallelism as Transformer Engine's P2P ring runs it.
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
   phase, and the compute time of one pipeline stage per micro-batch.
 * :mod:`hnplan.compute.operator_rows`: the raw rows of a pass and their vectorised times (the engine
   under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
   micro-batch shapes (the training planner).
+* :mod:`hnplan.compute.host`: host time of a step (kernel launches, CUDA-graph scopes, device-host syncs).
 
 See docs/compute.md.
 """
@@ -17,7 +19,7 @@ See docs/compute.md.
 from typing import TYPE_CHECKING
 
 from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
-from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS  # noqa: F401
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, ring_step_times_s  # noqa: F401
 from hnplan.compute.counts import (  # noqa: F401
     RECOMPUTE_MODES,
     FlopsPerToken,
@@ -45,6 +47,7 @@ from hnplan.compute.gemm import (  # noqa: F401
     quantisation_efficiency,
     wave_efficiency,
 )
+from hnplan.compute.layer_ops import attention_op  # noqa: F401
 
 if TYPE_CHECKING:
     from hnplan.compute.operators import (  # noqa: F401

@@ -34,6 +34,8 @@ class _Op:
     d_v: float = 0.0
     kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
     causal: bool = False
+    cp: int = 1  # context-parallel ranks the attention runs as a ring over (hnplan.compute.context_parallel)
+    ring_tall: bool = False  # the ring's off-diagonal steps as 2c x c kernels (else c x 2c): the slower on the chip
     # element-wise: elements read, written, FLOPs per written element
     e_in: float = 0.0
     e_out: float = 0.0

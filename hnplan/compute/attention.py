@@ -12,6 +12,8 @@
   are passes over the scores with the bytes of :data:`UNFUSED_BYTES`; ``attn_context_copy`` is the
   permute of the context to ``[s, b, h]``. Selective recomputation ([4]_) re-runs the core (both GEMMs,
   softmax, dropout), full recomputation the whole forward.
+* context parallelism (``cp > 1``, flash): Transformer Engine's load-balanced P2P ring, ``cp`` kernels per
+  pass and their output / gradient corrections (:mod:`hnplan.compute.context_parallel`).
 
 References
 ----------
@@ -27,12 +29,15 @@ References
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute._op import ACT_BYTES, _ew, _Op
-from hnplan.compute.counts import achievable_flops_per_s, peak_flops_per_s
-from hnplan.compute.gemm import wave_efficiency
+from hnplan.compute.context_parallel import ring_correction_op, ring_steps
+from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps, peak_flops_per_s
+from hnplan.compute.gemm import kernel_overhead_s, wave_efficiency
 
 ATTENTION_IMPLS = ("flash", "unfused")
 # operator kinds of the attention core: the fused FlashAttention kernel, or the unfused form's batched
@@ -173,6 +178,9 @@ def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: f
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out
+    if executed and op.cp > 1:  # Transformer Engine's P2P ring: cp kernels and their corrections
+        steps = [*ring_steps(op, op.cp), ring_correction_op(op, op.cp)]
+        return [r for s in steps for r in attention_rows(s, phase, recompute, executed, count)]
     # the fused FlashAttention kernel (kind "attention")
     f = _attention_fwd_flops(op, executed)
     by = _attention_fwd_bytes(op)
@@ -241,3 +249,46 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
         rows = np.minimum(np.maximum(s_q, 1.0), tq)
         t = t + tau * 4.0 * rows * d * (s_kv + c0) * f_pass / (peak * eta / acc.compute_units)
     return t
+
+
+_FWD_BWD_2 = np.array([False, True, False, True])  # (forward, backward) of two kernel shapes
+
+
+def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
+    """``op`` (a causal attention operator run as a ring over ``op.cp`` ranks) with ``ring_tall`` set to the
+    slower shape of the ring's off-diagonal steps on ``acc`` (:mod:`hnplan.compute.context_parallel`): ``2c x c``
+    (both query chunks against one K/V chunk) or ``c x 2c`` (one query chunk against both), ``c = s / (2 cp)``,
+    compared under :func:`attention_compute_s` forward and backward together; the ring waits for its
+    slowest rank at every step. Returns ``op`` unchanged for ``cp = 1``."""
+    if op.cp <= 1:
+        return op
+    c = op.s_kv / (2 * op.cp)
+    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)
+    s_q, s_kv = np.array([c, c, 2 * c, 2 * c]), np.array([2 * c, 2 * c, c, c])  # (c x 2c, 2c x c) x (fwd, bwd)
+    t = attention_compute_s(acc, f, s_q, s_kv, np.full(4, op.d_qk), np.full(4, op.b * op.hq), _FWD_BWD_2)
+    return replace(op, ring_tall=bool(t[2:].sum() > t[:2].sum()))
+
+
+def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray]:
+    """Kernel time of each step of a context-parallel ring (:func:`hnplan.compute.context_parallel.ring_steps`
+    of the causal attention operator ``op``, ``op.cp`` ranks), forward and backward [s].
+
+    The off-diagonal steps in the chip's slower shape (:func:`slower_ring_step`); each step as the operator
+    table times an attention row: ``max(attention law, bytes / HBM bandwidth) +
+    kernel overhead`` (:func:`attention_compute_s`, :func:`hnplan.compute.counts.achievable_hbm_Bps`,
+    :func:`hnplan.compute.gemm.kernel_overhead_s`); the step's K/V or dK/dV transfer hides behind it.
+
+    Returns
+    -------
+    (fwd, bwd) : arrays of shape (cp,)
+        Step 0 (the causal diagonal) first [s].
+    """
+    diag, step = ring_steps(slower_ring_step(acc, op), op.cp)[:2]
+    rows = [r for s in (diag, step) for r in attention_rows(s, "train", "none", True, 1.0)]
+    _, _, _, ph, _, f, by, s_q, s_kv, d, g = (np.array(c) for c in zip(*rows))
+    bwd = ph == "bwd"
+    t_c = attention_compute_s(acc, f.astype(float), s_q, s_kv, d, g, bwd)
+    t = np.maximum(t_c, by.astype(float) / achievable_hbm_Bps(acc)) + kernel_overhead_s(acc)
+    (fd, fs), (bd, bs) = t[~bwd], t[bwd]  # (diagonal, off-diagonal) of each pass
+    k = op.cp - 1
+    return np.array([fd] + [fs] * k), np.array([bd] + [bs] * k)

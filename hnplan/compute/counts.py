@@ -41,7 +41,10 @@ class ParamCounts:
     """Parameter counts of a model [parameters].
 
     ``per_layer_attention`` etc. are for one layer; ``moe_total_per_layer`` counts every expert and
-    ``moe_active_per_layer`` only the routed top-k plus shared experts and the router.
+    ``moe_active_per_layer`` only the routed top-k plus shared experts and the router;
+    ``moe_shared_per_layer`` is the part of both that every expert-parallel rank holds whole: the shared
+    experts and the router (Megatron-Core ``SharedExpertMLP`` and ``TopKRouter`` sit outside the
+    expert-parallel ``experts`` module and are reduced over the data-parallel group).
     """
 
     embedding: float
@@ -55,6 +58,7 @@ class ParamCounts:
     dense_layers: int
     moe_layers: int
     final_norm: float
+    moe_shared_per_layer: float = 0.0
 
     @property
     def layers_total(self) -> float:
@@ -72,8 +76,8 @@ class ParamCounts:
 
     @property
     def expert_params(self) -> float:
-        """Parameters of routed experts (sharded by expert parallelism)."""
-        return self.moe_layers * self.moe_total_per_layer
+        """Parameters of routed experts (sharded by expert parallelism; shared experts and router excluded)."""
+        return self.moe_layers * (self.moe_total_per_layer - self.moe_shared_per_layer)
 
     @property
     def total(self) -> float:
@@ -135,6 +139,7 @@ def param_counts(model: Model) -> ParamCounts:
         moe_active = (moe.active_experts + moe.shared_experts) * expert + router
     else:
         moe_total = moe_active = 0.0
+    shared = 0.0 if moe is None else moe.shared_experts * expert + router
     return ParamCounts(
         embedding=model.vocab * h,
         lm_head=0.0 if model.tied_embeddings else model.vocab * h,
@@ -147,6 +152,7 @@ def param_counts(model: Model) -> ParamCounts:
         dense_layers=dense_layers,
         moe_layers=moe_layers,
         final_norm=h,
+        moe_shared_per_layer=shared,
     )
 
 

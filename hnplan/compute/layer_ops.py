@@ -128,6 +128,7 @@ def _layer_ops(
                     d_v=ml.v_head_dim,
                     kv_width=hq * (qk + ml.v_head_dim),
                     causal=True,
+                    cp=cp,
                 )
             )
         d_v_total = hq * ml.v_head_dim
@@ -151,6 +152,7 @@ def _layer_ops(
                 d_v=d,
                 kv_width=2 * hkv * d,
                 causal=not decode,
+                cp=1 if decode else cp,
             )
         )
         d_v_total = hq * d
@@ -234,3 +236,11 @@ def permute_elements(
     if dispatcher == "flex" or phase != "train":
         return 2.0 * assigned * hidden, 2.0 * assigned * hidden
     return 4.0 * assigned * hidden, (3.0 * assigned + tokens) * hidden
+
+
+def attention_op(model: Model, batch: int, seq_len: int, tp: int, cp: int) -> _Op:
+    """The fused attention-core operator of one training layer on one GPU (as :func:`_layer_ops` builds it:
+    ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal)."""
+    scope = "moe-layer" if model.moe is not None else "dense-layer"
+    ops = _layer_ops(model, scope, "train", batch, seq_len, 0, tp, cp, 1, ACT_BYTES)
+    return next(o for o in ops if o.kind == "attention")

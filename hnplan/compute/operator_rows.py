@@ -22,6 +22,7 @@ from hnplan.compute.attention import (
     ATTENTION_KINDS,
     attention_compute_s,
     attention_rows,
+    slower_ring_step,
 )
 from hnplan.compute.counts import (
     RECOMPUTE_MODES,
@@ -191,6 +192,8 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
 
     def expand(op, count):
+        if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape
+            op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)

@@ -20,7 +20,8 @@ MLP-down row-parallel over ``tp`` (heads and FFN columns split); with ``tp > 1``
 norms and residual adds run sequence-parallel on ``tokens / tp`` (``sequence_parallel=False``: on
 every token on every TP rank, as before sequence parallelism, [2]_ Sec. 4.2.2); MLA down-projections are
 replicated; KV heads fewer than ``tp`` are replicated; context parallelism splits the tokens by
-``cp`` (each rank's queries attend to the whole sequence); expert parallelism places
+``cp`` (each rank's queries attend to the whole sequence, in Transformer Engine's ring of ``cp`` kernels:
+:mod:`hnplan.compute.context_parallel`); expert parallelism places
 ``experts / ep`` experts per rank and each rank processes ``tokens x top-k`` expert rows; experts
 are tensor-parallel like the dense MLP.
 

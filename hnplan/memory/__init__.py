@@ -3,7 +3,8 @@
 * :mod:`~hnplan.memory.states` - weights, gradients, optimizer states under ZeRO / TP / PP / EP, with
   named accountings (``zero-paper`` 2 + 2 + 12, ``fp32-grad-accum``, ``megatron-bf16``, ``fp32``, ``fp8``);
 * :mod:`~hnplan.memory.activations` - per-layer activations from the model's shapes (Korthikanti et al.
-  2022, generalised to GQA, SwiGLU, MoE and MLA), pipeline micro-batches in flight;
+  2022, generalised to GQA, SwiGLU, MoE and MLA), per pipeline stage;
+* :mod:`~hnplan.memory.pipeline` - the end stages' layers and the micro-batches each holds in flight;
 * :mod:`~hnplan.memory.training` - :func:`training_memory`, runtime overheads from ``data/memory.yaml``;
 * :mod:`~hnplan.memory.inference` - KV cache (MHA/GQA/MQA/MLA), weights at the serving dtype, the
   largest KV cache that fits;
@@ -26,6 +27,7 @@ from hnplan.memory.inference import (
     weight_bytes_per_gpu,
     workspace_bytes,
 )
+from hnplan.memory.pipeline import microbatches_in_flight
 from hnplan.memory.states import (
     ACCOUNTINGS,
     ZERO_STAGES,
@@ -51,7 +53,6 @@ if TYPE_CHECKING:
         embedding_activation_bytes,
         layer_activation_table,
         layer_activations,
-        microbatches_in_flight,
         output_activation_bytes,
         stage_activation_bytes,
         stage_activation_table,
@@ -68,7 +69,6 @@ _LAZY = {
             "embedding_activation_bytes",
             "layer_activation_table",
             "layer_activations",
-            "microbatches_in_flight",
             "output_activation_bytes",
             "stage_activation_bytes",
             "stage_activation_table",

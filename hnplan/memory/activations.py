@@ -13,9 +13,9 @@ which sum to ``s b h (34 + 5 a s / h)``. This module keeps that accounting but r
 width from the model: Q is ``heads x d_qk`` wide and K, V ``kv_heads x d`` (GQA, MQA); a SwiGLU
 MLP keeps its gate and up outputs and their product (``6f``); an MoE layer keeps, per token, the
 router input and probabilities, ``top-k`` dispatched copies of the input, their expert intermediates
-and outputs (for the gated combine), and the shared experts' intermediates; MLA keeps its latent
-down-projections and the per-head Q, K, V it expands to ([3]_). With ``dropout=False`` (Llama-style
-training) masks and the dropout output are not stored.
+and routing weights (applied in the activation: the combine keeps nothing, [5]_), and the shared
+experts' intermediates; MLA keeps its latent down-projections and the per-head Q, K, V it expands to
+([3]_). With ``dropout=False`` (Llama-style training) masks and the dropout output are not stored.
 
 Without sequence parallelism the tensors before the column-parallel GEMMs (norm inputs, GEMM
 inputs, masks: ``10 s b h`` for GPT) are replicated over the ``t`` tensor-parallel ranks and the
@@ -28,11 +28,12 @@ References
 ----------
 .. [1] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
    MLSys 2023, arXiv:2205.05198, Sec. 4.1, 4.2, 4.2.3, 4.3 and Table 2.
-.. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B: the first stage holds up to ``p``
-   micro-batches in flight; the interleaved schedule with ``v`` model chunks per stage).
+.. [2] Narayanan et al., SC21, arXiv:2104.04473, Sec. 2.2 (1F1B and the interleaved schedule).
 .. [3] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.1.1 (MLA).
-.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``: with fp8 enabled the
-   forward pass saves the fp8-cast GEMM input for the weight-gradient GEMM.
+.. [4] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py`` (fp8: the forward saves
+   the fp8-cast GEMM input for the weight-gradient GEMM).
+.. [5] NVIDIA Megatron-LM @ 92c8482e6dcd (since commit 2659630, core r0.12), ``transformer/moe/experts.py``
+   (``TEGroupedMLP``: ``weighted_bias_swiglu_impl`` saves its input and the weights) and ``token_dispatcher.py``.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
-from hnplan.compute.layout import stage_layers
 from hnplan.errors import check_choice
+from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight
 from hnplan.memory.recompute import (
     DEFAULT_MODULES,
     check_modules,
@@ -119,8 +120,8 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = mlp_intermediate(e.expert_ffn_hidden, model.activation)
-        # per routed copy: expert input 2h, intermediates, output 2h kept for the gated combine
-        split += e.active_experts * (ACT_BYTES * h * 2 + inter) + e.shared_experts * inter
+        # per routed copy: input 2h, intermediates, fp32 weight (scales the activation; the combine keeps none, [5]_)
+        split += e.active_experts * (ACT_BYTES * h + inter + ROUTER_BYTES) + e.shared_experts * inter
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
         split += mlp_intermediate(model.ffn_hidden, model.activation)
@@ -240,26 +241,6 @@ def output_activation_bytes(
     return norm_and_head + LOGIT_BYTES * tokens * model.vocab / tp
 
 
-def microbatches_in_flight(
-    pp: int, num_microbatches: int | None = None, virtual_stages: int = 1, stage: str = "first"
-) -> float:
-    """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
-
-    1F1B: the first stage ``min(p, m)``, the last stage 1 ([2]_ Sec. 2.2). The interleaved schedule
-    with ``v`` chunks per stage raises the first stage's to ``p (1 + (p - 1) / (p v))`` micro-batches
-    of its layers ([1]_ Sec. 4.2.3).
-
-    >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
-    (8, 4, 11.5)
-    """
-    if pp <= 1 or stage == "last":
-        return 1
-    m = pp if num_microbatches is None else min(pp, num_microbatches)
-    if virtual_stages > 1:
-        return m * (1 + (pp - 1) / (pp * virtual_stages))
-    return m
-
-
 # the columns of a plan table the activation functions read
 ACTIVATION_COLUMNS = ("tp", "pp", "cp", "microbatch_size", "num_microbatches", "virtual_stages", "recompute")
 
@@ -312,39 +293,6 @@ def layer_activation_table(
     )
 
 
-def end_stage_layers(model: Model, pp, balanced: bool = False):
-    """Layers on the first (and the last) pipeline stage, for an array of ``pp`` [layers].
-
-    ``ceil(L / pp)`` (the fullest stage), or with ``balanced`` (embedding and loss each taking one
-    layer's place, Llama 3 arXiv:2407.21783 Sec. 3.3.2) ``ceil((L + 2) / pp) - 1`` where ``pp > 1``.
-    """
-    n = stage_layers(model, pp).per_stage
-    if not balanced:
-        return n
-    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    return np.where(p > 1, np.maximum(-(-(model.layers + 2) // p) - 1, 1), n)
-
-
-def balanced_in_flight(n, pp, m, v):
-    """Micro-batches of its ``n`` layers the first stage holds under the interleaved 1F1B schedule
-    when its first model chunk is one layer short (the embedding takes that layer's place).
-
-    Megatron-Core's interleaved schedule runs ``2 (p - 1) + (v - 1) p`` warm-up forwards on the first
-    stage before its first backward ([2]_; ``get_forward_backward_func`` in
-    ``megatron/core/pipeline_parallel/schedules.py``); with ``m' = min(p, m)`` that is ``m'`` forwards of
-    every chunk plus ``(p - 1) m' / p`` extra ones of the first chunk, whose ``c0 = c - 1`` layers
-    (``c = ceil((L + 2) / (p v))`` a chunk) are one fewer. Uniform chunks give Korthikanti's
-    ``m' (1 + (p - 1) / (p v))`` ([1]_ Sec. 4.2.3). Llama 3 405B, p = 16, v = 8, one layer a chunk:
-    ``c0 = 0``, so the first stage holds 16 micro-batches of its 7 layers.
-    """
-    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
-    v = np.maximum(np.asarray(v, dtype=np.int64), 1)
-    mm = np.minimum(p, np.asarray(m, dtype=np.int64))
-    c = np.ceil((n + 1) / v)  # layer places of a chunk (n + 1 places on the stage)
-    extra = np.where(v > 1, (p - 1) * mm / p * (c - 1) / np.maximum(n, 1), 0.0)
-    return np.where(p > 1, mm + extra, 1.0)
-
-
 def stage_activation_table(
     model: Model,
     plans: pd.DataFrame,
@@ -367,8 +315,9 @@ def stage_activation_table(
 
     The stage's ``ceil(L / pp)`` layers (:func:`hnplan.compute.layout.stage_layer_range`: the first or
     the last ones, so a DeepSeek-style model's leading dense layers sit on the first stage) times
-    :func:`microbatches_in_flight`, plus the embedding dropout mask of every micro-batch in flight on
-    the first stage and the output layer of one micro-batch on the last ([1]_ Sec. 4.3). With
+    :func:`hnplan.memory.pipeline.microbatches_in_flight`, plus the embedding dropout mask of every
+    micro-batch in flight on the first stage and the output layer of one micro-batch on the last ([1]_
+    Sec. 4.3). With
     ``pp = 1`` the one stage holds both. A model's multi-token-prediction modules add their layer,
     inputs and output head on the last stage (:func:`hnplan.memory.recompute.mtp_activation_bytes`).
 
@@ -379,8 +328,8 @@ def stage_activation_table(
     per_layer : DataFrame, optional
         :func:`layer_activation_table` of the same plans, when the caller has it.
     balanced : bool
-        The stack puts the embedding and the loss in one layer's place each (:func:`end_stage_layers`,
-        :func:`balanced_in_flight`).
+        The stack puts the embedding and the loss in one layer's place each
+        (:func:`hnplan.memory.pipeline.end_stage_layers`, :func:`hnplan.memory.pipeline.balanced_in_flight`).
     recompute_modules : tuple of str
         What selective recomputation re-runs (:func:`activation_bytes_per_layer`).
     dualpipe : bool
@@ -431,9 +380,7 @@ def stage_activation_table(
         dual = dualpipe_on(pp, column(df, "virtual_stages"))
         held = np.minimum(pp, column(df, "num_microbatches")) + 1.0
         both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
-    if stage == "last":  # microbatches_in_flight: the last stage holds one
-        in_flight = np.ones(len(df))
-    elif balanced:
+    if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
         in_flight = column(

@@ -10,8 +10,10 @@ accounting (``h`` hidden, ``f`` an MLP's intermediate width, ``a`` heads, bf16 =
   attention; FlashAttention keeps none, Korthikanti et al. [2]_ Sec. 5);
 * ``layernorm``: the norms before attention and before the MLP; frees their outputs, the inputs of
   the QKV (or MLA down-) projection and of the first MLP GEMM or router: ``2 x 2h``;
-* ``mla_up_proj``: the MLA up-projections and RoPE; frees the per-head queries, keys and values
-  ``2 a (2 d_qk + d_v)`` (the latents stay saved), as DeepSeek-V3 does ([3]_ Sec. 3.2.3);
+* ``mla_up_proj``: the latent norms, MLA up-projections and RoPE; frees the per-head queries, keys and
+  values ``2 a (2 d_qk + d_v)`` and the normed latents the up-projections read ``2 (r_q + r_kv)`` (the
+  latents themselves stay saved: the checkpoint's inputs, [1]_ ``multi_latent_attention.py``), as
+  DeepSeek-V3 does ([3]_ Sec. 3.2.3);
 * ``mlp``: a dense layer's MLP; frees its intermediates (``3f x 2`` for SwiGLU, ``2f x 2`` for GELU);
 * ``moe_act``: the routed experts' activation function; frees its output, the down-projection input
   (``2 f_e`` per routed copy);
@@ -106,6 +108,9 @@ def freed_bytes(model: Model, moe_layer: bool, modules) -> tuple[float, float, f
     if "mla_up_proj" in modules and model.mla is not None:
         m = model.mla
         split += ACT_BYTES * model.heads * (2 * (m.qk_nope_head_dim + m.qk_rope_head_dim) + m.v_head_dim)
+        normed = ACT_BYTES * ((m.q_lora_rank or 0) + m.kv_lora_rank)  # the up-projections' inputs
+        rep += normed
+        g_rep += normed
     moe = model.moe if moe_layer else None
     if moe is None:
         if "mlp" in modules:

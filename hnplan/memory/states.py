@@ -23,6 +23,11 @@ References
    the first and the last pipeline stage to balance memory).
 .. [6] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.2 (multi-token-prediction
    modules), 3.2.3 (embedding and output head shared with the MTP module on one DualPipe rank) and :mod:`hnplan.memory.recompute` (their parameters on the last stage).
+.. [7] NVIDIA Megatron-LM ``megatron/core/optimizer/optimizer_config.py`` (``use_precision_aware_optimizer``,
+   ``store_param_remainders``, ``exp_avg_dtype``), ``optimizer/__init__.py`` and ``distrib_optimizer.py``
+   (``decoupled_grad``: the shard of the gradient buffer, no fp32 copy) @ 92c8482e6dcd; Transformer Engine
+   ``transformer_engine/pytorch/optimizers/fused_adam.py`` v2.9 (``store_param_remainders``: the trailing 16
+   bits of the fp32 master weight, the rest is the bf16 weight).
 """
 
 from __future__ import annotations
@@ -106,18 +111,27 @@ ACCOUNTINGS = {
 
 
 def stack_accounting(
-    dtype: str, grad_bytes: float = 4.0, fp8_params: bool = False, fp8_weight_cache: bool = True
+    dtype: str,
+    grad_bytes: float = 4.0,
+    fp8_params: bool = False,
+    fp8_weight_cache: bool = True,
+    precision_aware: bool = False,
+    moment_bytes: float = 4.0,
+    fp8_recipe: str = "delayed",
 ) -> StateAccounting:
-    """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_).
+    """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
       transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
       transpose (1 + 1), no bf16 copy;
     * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
       ``grad_reduce_in_fp32``; 2: bf16);
-    * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights and Adam's two
-      moments (12), plus an fp32 copy of the gradient shard (4) when the buffer is not fp32 ([3]_:
-      ``4 + 16/d`` for 16-bit gradients, ``6 + 12/d`` for fp32 ones).
+    * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights (4) and Adam's two
+      moments (``2 x moment_bytes``), plus an fp32 copy of the gradient shard (4) when the buffer is not
+      fp32 ([3]_: ``4 + 16/d`` for 16-bit gradients, ``6 + 12/d`` for fp32 ones). With the
+      precision-aware optimizer ([7]_) in bf16 training or with fp8 delayed scaling, Transformer Engine's
+      ``FusedAdam`` reads the gradient buffer in place (no copy) and, for bf16 weights, keeps only the
+      16 low bits of each fp32 master weight (its high 16 bits are the bf16 weight): 2 bytes.
 
     Examples
     --------
@@ -127,6 +141,12 @@ def stack_accounting(
     (2.0, 2.0, 16.0)
     >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
     (4.0, 2.0)
+
+    DeepSeek-V3's Megatron-Bridge recipe (bf16 gradients, bf16 moments, precision-aware): 2 + 2 + 6.
+
+    >>> a = stack_accounting("bf16", 2.0, precision_aware=True, moment_bytes=2.0)
+    >>> (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+    (2.0, 2.0, 6.0)
     """
     fp8 = dtype == "fp8"
     if fp8 and fp8_params:
@@ -136,11 +156,17 @@ def stack_accounting(
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
-    opt = 12.0 + (4.0 if g < 4.0 else 0.0)
+    in_place = precision_aware and (not fp8 or fp8_recipe == "delayed")  # [7]: decoupled_grad, TE master weights
+    remainders = in_place and not (fp8 and fp8_params)  # store_param_remainders needs bf16 weights
+    master = 2.0 if remainders else 4.0
+    grad_copy = 4.0 if (g < 4.0 and not in_place) else 0.0
+    opt = master + 2.0 * float(moment_bytes) + grad_copy
     name = (
         f"stack-{dtype}-g{g:g}"
         + ("-fp8params" if fp8 and fp8_params else "")
         + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
+        + ("-precaware" if precision_aware else "")
+        + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
     )
     return StateAccounting(
         name,
@@ -148,8 +174,10 @@ def stack_accounting(
         g,
         opt,
         f"Megatron-Core distributed optimizer [3][4]: {wsrc}; {g:g}-byte "
-        f"main-grad buffer; fp32 master weights and Adam moments"
-        + (", fp32 copy of the gradient shard" if g < 4 else ""),
+        f"main-grad buffer; fp32 master weights"
+        + (" as 16-bit remainders [7]" if remainders else "")
+        + f" and {float(moment_bytes):g}-byte Adam moments"
+        + (", fp32 copy of the gradient shard" if grad_copy else ""),
     )
 
 
@@ -252,7 +280,8 @@ def stage_params(
     norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
     Megatron-LM does. A model's multi-token-prediction modules sit on the last stage: one more layer
     each plus :func:`hnplan.memory.recompute.mtp_extra_params` ([6]_). Everything is split over ``tp``
-    (vocabulary-parallel embeddings); routed experts over ``tp x ep``. ``mtp_embedding=False``: the MTP
+    (vocabulary-parallel embeddings); routed experts over ``tp x ep`` (shared experts and the router are
+    whole on every expert-parallel rank). ``mtp_embedding=False``: the MTP
     modules share an embedding the rank already holds (DualPipe puts the first and the last stage on one
     rank and the MTP module shares the main model's embedding and output head there, [6]_ Sec. 3.2.3), so
     no copy is added.
@@ -270,13 +299,14 @@ def stage_params(
     moe = sum(1 for i in rng if i >= first_moe)
     dense_layers = len(rng) - moe
     per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer
-    per_moe_shared = pc.attention_per_layer + pc.norms_per_layer
+    per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
+    routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
-    expert = moe * pc.moe_total_per_layer
+    expert = moe * routed
     if last:
         dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
@@ -284,7 +314,7 @@ def stage_params(
             dense += model.mtp_modules * layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
-            expert += model.mtp_modules * (pc.moe_total_per_layer if pc.moe_layers else 0.0)
+            expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(dense=dense / tp, expert=expert / (tp * ep), layers=len(rng), moe_layers=moe)
 
 

@@ -119,8 +119,7 @@ def top_candidates(
     """The ``k`` fastest plans that fit, with their knobs, step time, MFU, memory and HBM headroom [GiB].
 
     Plans the model cannot tell apart (the same step time to the microsecond and the same memory per
-    GPU to the MiB, e.g. DP8 CP8 with micro-batches of 1 and DP4 CP16 with micro-batches of 2 when
-    neither's communication is exposed) take one row: the fastest-ranked of them, with the others'
+    GPU to the MiB: plans whose differences the model does not price) take one row: the fastest-ranked of them, with the others'
     distinguishing knobs in ``same_numbers_as`` ("" when it has no twin).
     """
     df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)

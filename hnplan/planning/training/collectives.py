@@ -13,6 +13,9 @@ References
    collectives.
 .. [3] Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", arXiv:2310.01889: the K/V
    block exchange of each ring step overlaps the attention of the current block.
+.. [5] NVIDIA Transformer Engine, ``transformer_engine/pytorch/attention/dot_product_attention/
+   context_parallel.py`` (``AttnFuncWithCPAndKVP2P``: one send/receive per ring step, overlapped with
+   that step's attention kernel).
 .. [4] NVIDIA Megatron-Core, ``distributed/distributed_data_parallel_config.py``: ``overlap_grad_reduce``,
    ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
 .. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
@@ -26,7 +29,7 @@ import pandas as pd
 
 from hnplan.comm.algorithms import algorithm_table
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
-from hnplan.compute import ACT_BYTES, head_dim
+from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_step_times_s
 from hnplan.compute.layout import stage_layers
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
@@ -110,13 +113,28 @@ def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
 
 
 def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
-    """Context-parallel ring exchange of one layer and micro-batch [s]: ``cp - 1`` K/V block transfers
-    forward, twice that backward (K/V and their gradients), ``cp - 1`` more with full recomputation [3]_.
+    """Exposed context-parallel ring exchange of one layer and micro-batch [s].
+
+    Transformer Engine's P2P ring ([5]_, :mod:`hnplan.compute.context_parallel`) sends, at each of the
+    ``cp`` steps of a pass, one message to the next CP rank while that step's attention kernel runs: forward
+    the K/V block at steps ``0 .. cp - 2``; backward the K/V block at step 0, K/V with the partial dK/dV
+    (two blocks, one message) at steps ``1 .. cp - 2`` and the dK/dV block at step ``cp - 1``. With the
+    stack's ``cp_comm`` overlap a step exposes ``max(transfer - kernel, 0)`` (kernel times of
+    :func:`hnplan.compute.ring_step_times_s`: the causal diagonal step, then the off-diagonal ones);
+    without it every transfer is exposed. A recomputed attention core (full, or selective with
+    ``core_attn``) runs the forward ring again.
 
     A block is the local K and V of ``b s / cp`` tokens for the rank's ``ceil(kv_heads / tp)`` heads
-    (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them).
+    (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them), in bf16 (dK/dV too); the
+    CP group has stride ``tp`` (Megatron rank order), so with TP filling a server it crosses the
+    scale-out fabric and inside an NVLink domain it stays on NVLink (:func:`collective_s`).
     """
     m = job.model
+    overlap = job.choices.cp_comm
+    rerun = tuple(job.choices.recompute_modules)
+    # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
+    key = ("cp_ring_kernels", m.model_dump_json(), job.acc.model_dump_json(), job.seq_len)
+    kernels: dict = job.catalog.design(job.system).memo(key, dict)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
@@ -125,8 +143,23 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         else:
             width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
         block = mb * job.seq_len / cp * width * ACT_BYTES
-        steps = (cp - 1) * (3 + recompute_is(u, "full"))
-        return (np.where(cp > 1, steps * collective_s(job, "sendrecv", block, cp, tp), 0.0),)
+        t1 = collective_s(job, "sendrecv", block, cp, tp)
+        t2 = collective_s(job, "sendrecv", 2 * block, cp, tp)
+        again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
+        out = np.zeros(len(u))
+        for i in np.flatnonzero(cp > 1):
+            n, key = int(cp[i]), (int(mb[i]), int(tp[i]), int(cp[i]))
+            fwd_msgs = np.array([t1[i]] * (n - 1) + [0.0])
+            bwd_msgs = np.array([t1[i]] + [t2[i]] * (n - 2) + [t1[i]])
+            if overlap:
+                if key not in kernels:
+                    kernels[key] = ring_step_times_s(job.acc, attention_op(m, key[0], job.seq_len, key[1], n))
+                kf, kb = kernels[key]
+                f, b = np.maximum(fwd_msgs - kf, 0.0).sum(), np.maximum(bwd_msgs - kb, 0.0).sum()
+            else:
+                f, b = fwd_msgs.sum(), bwd_msgs.sum()
+            out[i] = f * (1 + again[i]) + b
+        return (out,)
 
     return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
 

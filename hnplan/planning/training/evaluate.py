@@ -88,7 +88,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     ch = job.choices
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
     t_tp_layer = coll.tp_comm_per_microbatch(job, plans, 1)
-    t_cp_raw = coll.cp_comm_per_layer(job, plans)
+    t_cp_layer = coll.cp_comm_per_layer(job, plans)
     t_ep_layer = moe.ep_comm_per_microbatch(job, plans, 1)
     t_pp = coll.pp_comm_per_microbatch(job, plans)
     ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m)  # warm-up/cool-down passes run alone
@@ -98,8 +98,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         t_tp = layers * t_tp_layer
         if ch.tp_comm:
             t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
-        t_cp_layer = np.maximum(t_cp_raw - st[3], 0.0) if ch.cp_comm else t_cp_raw
-        t_cp = layers * t_cp_layer
+        t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
         t_ep = moe_layers * t_ep_layer
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
