@@ -19,12 +19,14 @@ from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute._op import ACT_BYTES
 from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels, needs_transpose
+from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
 from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
+HOST_GROUPS = ("host_fwd", "host_bwd", "host_rc_full", "host_rc_sel")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
 #: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows
@@ -79,7 +81,10 @@ def training_part_times(
         :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
         (the weight-gradient GEMMs, part of ``_bwd``) [s]; ``<part>_rc_sel`` re-runs the stack's
         ``recompute_modules`` (:data:`MODULE_OPS`; default the attention core) and ``<part>_rc_attn`` is
-        the attention core's share of a recomputation [s]. Parts a model does not have are 0.
+        the attention core's share of a recomputation [s]; ``<part>_host_fwd`` / ``_host_bwd`` / ``_host_rc_full``
+        / ``_host_rc_sel``: the host time launching those kernels (:mod:`hnplan.compute.host`, with the stack's
+        launch cost and CUDA-graph scopes; an MoE layer's router and preprocess kernels included) [s]. Parts a
+        model does not have are 0.
 
     Raises
     ------
@@ -92,6 +97,7 @@ def training_part_times(
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
     kn = StepKernels.of(stack)
+    ch = stack if stack is not None else StackChoices()
     # a sequence-sharded fp8 input is transposed in its own kernel, an unsharded one with its cast
     # (hnplan.compute.fp8_recipes.quantise): the rows of tp = 1 and tp > 1 differ there only
     by_tp = units.dtype_bytes(dtype) < ACT_BYTES and needs_transpose(acc, kn.fp8_recipe) and kn.cast_transpose_fusion
@@ -108,7 +114,7 @@ def training_part_times(
         if moe:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
             r = [x for x in r if x[0] not in routed]
-        shared.append((r, owners))
+        shared.append((r, owners, 1.0))
     # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
     routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
     routed_index = {k: i for i, k in enumerate(routed_key)}
@@ -119,15 +125,20 @@ def training_part_times(
         for _, owners in _groups(keys, lambda k: 0, by_tp).items():
             tokens = np.array([keys[i][0] for i in owners])
             tp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
-            experts.append((_expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn), owners))
+            r = _expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn)
+            experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, len(sub), acc, dtype, modules)
-    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules)
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)
     out = {}
     for part in PARTS.values():
-        for g in GROUPS:
+        for g in GROUPS + HOST_GROUPS:
             key = f"{part}_{g}"
             out[key] = per_sub[key][sub_of] + (per_routed[key][routed_of] if part == "moe" else 0.0)
+    if moe:  # the router and dispatcher-preprocess kernels the rows do not list, in every pass that runs them
+        extra = router_host_s(ch)
+        for g in ("host_fwd", "host_bwd", "host_rc_full"):
+            out[f"moe_{g}"] = out[f"moe_{g}"] + extra
     return pd.DataFrame(out)
 
 
@@ -163,16 +174,16 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
 
 def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     """The columns of :func:`hnplan.compute.operator_rows._columns` and the owner of each row for blocks
-    ``[(rows, owners)]``: each block's rows hold numbers or arrays over its ``owners`` (shapes), flattened
-    row by row (a shape's rows stay in their order)."""
-    labels = [[r[i] for rows, _ in blocks for r in rows] for i in range(4)]
-    reps = np.array([len(own) for rows, own in blocks for _ in rows], dtype=np.int64)
+    ``[(rows, owners, local_experts)]``: each block's rows hold numbers or arrays over its ``owners``
+    (shapes), flattened row by row (a shape's rows stay in their order)."""
+    labels = [[r[i] for rows, *_ in blocks for r in rows] for i in range(4)]
+    reps = np.array([len(own) for rows, own, _ in blocks for _ in rows], dtype=np.int64)
     cols: dict = {}
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
         cols[f] = (np.repeat(codes, reps), index)
     nums, width = [], len(ROW_FIELDS) - 4
-    for rows, own in blocks:
+    for rows, own, _ in blocks:
         values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
         wide = np.array([isinstance(v, np.ndarray) and v.ndim > 0 for v in values], dtype=bool)
         a = np.empty((len(values), len(own)))
@@ -181,18 +192,20 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
             a[wide] = np.stack([v for v, w in zip(values, wide) if w])
         nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
     cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
-    owner = [np.tile(own, len(rows)) for rows, own in blocks if rows]
+    owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
 
-def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",)) -> dict:
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> dict:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
-    ``blocks``: ``[(rows, owners)]`` as :func:`_block_columns`; ``modules``: what selective recomputation
-    re-runs (:data:`MODULE_OPS`)."""
-    if not any(rows for rows, _ in blocks):
-        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
+    ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
+    recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
+    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without)."""
+    if not any(b[0] for b in blocks):
+        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS + HOST_GROUPS}
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols)
+    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
     rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
     routed = _label_is(name, *ROUTED_OPS)
@@ -221,4 +234,29 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
         sums = np.bincount(bins[sel], weights=t[sel], minlength=(len(PARTS) + 1) * n)
         for i, part in enumerate(PARTS.values()):
             out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
+    for g in HOST_GROUPS:
+        sel = masks[g.removeprefix("host_")]
+        sums = np.bincount(bins[sel], weights=host[sel], minlength=(len(PARTS) + 1) * n)
+        for i, part in enumerate(PARTS.values()):
+            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
     return out
+
+
+def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
+    """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns`: once per distinct
+    (name, scope, kind, groups of a GEMM or the local experts of another row), a few dozen, then gathered."""
+    local = np.concatenate(
+        [np.broadcast_to(np.asarray(le, dtype=float), (len(own),)) for rows, own, le in blocks for _ in rows]
+        or [np.zeros(0)]
+    )
+    (name, names), (scope, scopes), (kind, kinds) = (cols[f] for f in ("name", "scope", "kind"))
+    gemm = np.isin(kind, [kinds[k] for k in ("gemm",) if k in kinds])
+    per = np.where(gemm, cols["groups"], local)
+    keys = np.stack([name, scope, kind, per, local], axis=1)
+    uniq, at = np.unique(keys, axis=0, return_inverse=True)
+    label = [{i: v for v, i in d.items()} for d in (names, scopes, kinds)]
+    times = [
+        row_host_s([(label[0][int(a)], label[1][int(b)], label[2][int(c)], *[0.0] * 7, g)], ch, le)[0]
+        for a, b, c, g, le in uniq.tolist()
+    ]
+    return np.asarray(times, dtype=float)[at.ravel()]
