@@ -246,17 +246,20 @@ def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
     """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns`: once per distinct
     (name, scope, kind, groups of a GEMM or the local experts of another row), a few dozen, then gathered."""
     local = np.concatenate(
-        [np.broadcast_to(np.asarray(le, dtype=float), (len(own),)) for rows, own, le in blocks for _ in rows]
-        or [np.zeros(0)]
+        [np.tile(np.broadcast_to(np.asarray(le, dtype=float), (len(own),)), len(rows)) for rows, own, le in blocks]
     )
     (name, names), (scope, scopes), (kind, kinds) = (cols[f] for f in ("name", "scope", "kind"))
     gemm = np.isin(kind, [kinds[k] for k in ("gemm",) if k in kinds])
     per = np.where(gemm, cols["groups"], local)
-    keys = np.stack([name, scope, kind, per, local], axis=1)
-    uniq, at = np.unique(keys, axis=0, return_inverse=True)
+    (p_code, p_uniq), (l_code, l_uniq) = pd.factorize(per), pd.factorize(local)
+    key = ((name * len(scopes) + scope) * len(kinds) + kind) * len(p_uniq) * len(l_uniq)
+    at, uniq = pd.factorize(key + p_code * len(l_uniq) + l_code)
     label = [{i: v for v, i in d.items()} for d in (names, scopes, kinds)]
-    times = [
-        row_host_s([(label[0][int(a)], label[1][int(b)], label[2][int(c)], *[0.0] * 7, g)], ch, le)[0]
-        for a, b, c, g, le in uniq.tolist()
-    ]
-    return np.asarray(times, dtype=float)[at.ravel()]
+    times = []
+    for u in uniq.tolist():
+        labels, rest = divmod(u, len(p_uniq) * len(l_uniq))
+        (ns, k), (pi, li) = divmod(labels, len(kinds)), divmod(rest, len(l_uniq))
+        a, b = divmod(ns, len(scopes))
+        row = (label[0][a], label[1][b], label[2][k], *[0.0] * 7, float(p_uniq[pi]))
+        times.append(row_host_s([row], ch, float(l_uniq[li]))[0])
+    return np.asarray(times, dtype=float)[at]
