@@ -139,7 +139,7 @@ def training_part_times(
         extra = router_host_s(ch)
         for g in ("host_fwd", "host_bwd", "host_rc_full"):
             out[f"moe_{g}"] = out[f"moe_{g}"] + extra
-    return pd.DataFrame(out)
+    return pd.DataFrame(np.column_stack(list(out.values())), columns=list(out))  # one float block
 
 
 def _groups(keys: list, split, by_tp: bool) -> dict:
@@ -189,7 +189,7 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
         a = np.empty((len(values), len(own)))
         a[~wide] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
         if wide.any():
-            a[wide] = np.stack([v for v, w in zip(values, wide) if w])
+            a[wide] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
         nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
     cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
     owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
