@@ -167,7 +167,9 @@ def _raw_rows(
     stack: StackChoices | None = None,
 ):
     """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
-    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`)."""
+    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
+    be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`; ``cp`` one number): the rows'
+    numbers are then arrays over the shapes, element by element those of each shape."""
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack)
     expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn)

@@ -6,7 +6,11 @@ builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and t
 vectorised roofline call (every operator but the routed experts, which alone depend on EP, once per
 ``(micro-batch, tp, cp)``; the routed experts once per shape), so the result equals summing
 :func:`hnplan.compute.operator_table` rows shape by shape (to rounding; tested), at a fraction of the
-cost.
+cost. The rows are built once per group of shapes that share a row set (one ``cp``, whose ring has
+``cp`` steps; and ``tp = 1`` apart from ``tp > 1`` where a sequence-sharded fp8 input needs its own
+transpose kernel): the names, kinds and phases once, each number an array over the group's shapes
+(the same expressions as for one shape, element by element: every number equals the one-shape row bit
+for bit; tested). Each row keeps its ``count``, and its kernels are those of one row.
 """
 
 from __future__ import annotations
