@@ -69,3 +69,81 @@ def test_units_in_option_help_are_printed():
     assert res.exit_code == 0 and "sequence length [tokens]" in res.output
     res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
     assert "request rate to serve [requests/s]" in res.output
+
+
+MAIN_PROBE = """
+import contextlib, io, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", *{argv!r}]
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, (exc.code, out.getvalue())
+print(",".join(sorted({{m.split(".")[0] for m in sys.modules}} | {{m for m in sys.modules if m.startswith("hnplan.")}})))
+"""
+
+TRAIN_JSON = [
+    "train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", "--tp", "8", "--pp", "4",
+    "--dp", "32", "--seq-len", "8192", "--global-batch-size", "1024", "--microbatch-size", "1", "--virtual-stages",
+    "1", "--recompute", "selective", "--zero", "1", "--json",
+]  # fmt: skip
+HEAVY = {"pandas", "scipy", "networkx", "plotly", "simpy", "dask", "papermill"}
+
+
+def _main_modules(argv):
+    out = subprocess.run(
+        [sys.executable, "-c", MAIN_PROBE.format(argv=argv)], capture_output=True, text=True, check=True
+    )
+    return set(out.stdout.strip().splitlines()[-1].split(","))
+
+
+def test_fully_given_train_json_imports_only_what_it_needs():
+    """The start-up path of issue 16: a fully given `train --json` imports no statistics, graph, plotting,
+    simulation or console library, no other sub-command and no other planner (it does need numpy and
+    pandas for the evaluator, and pydantic for the catalog)."""
+    mods = _main_modules(TRAIN_JSON)
+    assert "hnplan.planning.training" in mods  # the probe ran the planner
+    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib"} & mods
+    assert {m for m in mods if m.endswith("_cmd")} == {"hnplan.cli.train_cmd"}
+    others = {m for m in mods if m.startswith("hnplan.planning.") and not m.startswith("hnplan.planning.training")}
+    assert not others
+    assert not {"hnplan.reliability", "hnplan.cost", "hnplan.power", "hnplan.plots", "hnplan.reports"} & mods
+
+
+# planner modules a sub-command's --help imports for the choices it lists; they import nothing heavy at the top
+HELP_PLANNERS = {"hnplan.planning.network", "hnplan.planning.memory"}
+
+
+@pytest.mark.parametrize("name", sorted(command_modules()))
+def test_sub_command_help_imports_no_planner(name):
+    """`hnplan NAME --help` builds the command from its signature: the planners it calls (and pandas, scipy,
+    networkx, plotly, simpy, dask behind them) are imported when it runs, so the help costs start-up and
+    typer only. (`collective --help` lists the network planner's operations and algorithms, `memory --help`
+    the memory planner's accountings: those modules import pandas, networkx and the training planner only
+    where they build frames, graphs and plans.)"""
+    mods = _main_modules([name, "--help"])
+    assert not HEAVY & mods, sorted(HEAVY & mods)
+    assert not {m for m in mods if m.startswith("hnplan.planning.") and m not in HELP_PLANNERS}
+
+
+@pytest.mark.parametrize(
+    "argv,absent",
+    [
+        (
+            ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"],
+            {"scipy", "pandas"},
+        ),
+        (["tco", "--system", "gb200-nvl72", "--gpus", "1152"], {"scipy", "networkx", "pandas"}),
+        (["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384"], {"networkx", "pandas", "scipy"}),
+        (["gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192"], {"pandas", "scipy"}),
+    ],
+    ids=["reliability", "tco", "topology", "gemm"],
+)
+def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
+    """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
+    builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
+    activation table or operator table (pandas frames)."""
+    mods = _main_modules([*argv, "--json"])
+    assert not absent & mods, sorted(absent & mods)

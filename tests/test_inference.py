@@ -341,3 +341,17 @@ def test_overlap_takes_the_larger_of_compute_and_communication(cat):
     assert b["time_s"] == pytest.approx(max(b["compute_s"], b["tp_allreduce_s"]))
     p = steady_state(both, 256, 2000, 500, disaggregated=True)
     assert sum(p.breakdown_s.values()) == pytest.approx(p.iteration_s)  # the hidden part is booked negative
+
+
+def test_erlang_c_equals_the_scipy_stats_form():
+    """Erlang C from scipy.special's Poisson terms equals the textbook form written with scipy.stats.poisson
+    (pmf and cdf), over small and large server counts and loads below and above capacity."""
+    import numpy as np
+    from scipy import stats
+
+    c = np.array([1, 2, 8, 64, 256, 256, 1024, 4096, 16], dtype=float)
+    a = np.array([0.0, 1.5, 7.9, 50.0, 200.0, 255.9, 1000.0, 4000.0, 20.0])
+    ok = a < c
+    tail = stats.poisson.pmf(c, a) * c / np.where(ok, c - a, 1.0)
+    expected = np.where(ok, tail / (stats.poisson.cdf(c - 1, a) + tail), 1.0)
+    np.testing.assert_allclose(erlang_c(c, a), expected, rtol=1e-12, atol=0)

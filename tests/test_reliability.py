@@ -127,3 +127,19 @@ def test_reliability_and_uncertainty_catalog_errors(data_copy):
     problems = Catalog(data_copy).validate()
     assert any("reliability.yaml" in p and "per" in p for p in problems)
     assert any("uncertainty.yaml" in p and "must be below high" in p for p in problems)
+
+
+@pytest.mark.parametrize("mean", [1e-6, 0.3, 1.0, 7.5, 42.0, 500.0, 20000.0])
+def test_poisson_pmf_matches_scipy(mean):
+    """The spares' Poisson counts, written out in log space (no scipy.stats import on the CLI path), agree
+    with scipy.stats.poisson term by term and stop where scipy's ppf(1 - 1e-12) + 1 stops."""
+    import numpy as np
+    from scipy import stats
+
+    from hnplan.reliability import poisson_pmf
+
+    p = poisson_pmf(mean)
+    k = np.arange(len(p))
+    assert len(p) - 1 == int(stats.poisson.ppf(1 - 1e-12, mean)) + 1
+    np.testing.assert_allclose(p, stats.poisson.pmf(k, mean), rtol=1e-9, atol=0)
+    assert poisson_pmf(0.0).tolist() == [1.0]  # no failures expected: no spares

@@ -48,6 +48,7 @@ def test_stacks_load_and_map_onto_overlap(cat):
         ep_dispatcher="flex",
         pipeline_schedule="dualpipe",
         recompute_modules=("layernorm", "mla_up_proj"),
+        expert_gemm_launch="grouped",
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import json
@@ -12,15 +11,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
 import typer
 import typer.main
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+# Typer 0.2x parses with its own copy of click (``typer._click``) and older releases with click itself;
+# the classes below come from typer, so a command never imports click when typer does not use it
+# (importing click costs about 12 ms of start-up, issue 16).
+_CLICK_MODULES = ("typer._click", "click")
 
 CLI_DIR = Path(__file__).resolve().parent
 
@@ -58,7 +61,7 @@ def unit_brackets(text: str) -> str:
     return re.sub(r"(?<!\\)\[", r"\\[", text)
 
 
-def _unwrap_command(cmd: click.Command) -> click.Command:
+def _unwrap_command(cmd: TyperCommand) -> TyperCommand:
     """``cmd`` (and a group's sub-commands) with :func:`unwrap_help` applied to its help and the unit brackets
     of its help and its options' help escaped (:func:`unit_brackets`); done once per command."""
     if getattr(cmd, "_hnplan_help_ready", False):
@@ -78,6 +81,8 @@ def _help_from_source(module: str, name: str) -> str:
     """The help text of sub-command ``name`` read from its module's source without importing it: the
     docstring of the function decorated with ``@app.command``, or the ``help=`` of the Typer group that
     ``app.add_typer`` registers."""
+    import ast
+
     tree = ast.parse((CLI_DIR / f"{module.rsplit('.', 1)[1]}.py").read_text(encoding="utf-8"))
     groups: dict[str, str] = {}
     for node in ast.walk(tree):
@@ -99,16 +104,28 @@ def _help_from_source(module: str, name: str) -> str:
     return ""
 
 
-class _LazyCommand(click.Command):
+class _LazyCommand(TyperCommand):
     """Stands in for a sub-command whose module is not imported yet: lists its help read from the source,
     and imports the module (and builds the real command) only when the sub-command runs or shows its help."""
 
     def __init__(self, name: str, module: str):
-        super().__init__(name, help=_help_from_source(module, name))
         self._module = module
-        self._real: click.Command | None = None
+        self._help: str | None = None
+        super().__init__(name)
+        self._real: TyperCommand | None = None
 
-    def real(self) -> click.Command:
+    @property
+    def help(self) -> str:  # type: ignore[override]
+        """The help read from the source when a listing asks for it (a command that runs never parses it)."""
+        if self._help is None:
+            self._help = _help_from_source(self._module, self.name or "")
+        return self._help
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help = value
+
+    def real(self) -> TyperCommand:
         """The sub-command itself, its module imported."""
         if self._real is None:
             importlib.import_module(self._module)
@@ -119,13 +136,11 @@ class _LazyCommand(click.Command):
     def make_context(self, info_name, args, parent=None, **extra):
         return self.real().make_context(info_name, args, parent=parent, **extra)
 
-    rich_help_panel = None  # typer's help looks this up on every listed command
-
     @property
     def commands(self) -> dict:
         """A sub-group's sub-commands (imports the module), for code that walks the command tree."""
         real = self.real()
-        if not isinstance(real, click.Group):
+        if not isinstance(real, TyperGroup):
             raise AttributeError("commands")
         return real.commands
 
@@ -135,10 +150,10 @@ class LazyGroup(TyperGroup):
     needs and not the planners of every other sub-command (issue 16). Commands registered by an eager
     import still work."""
 
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(command_modules()))
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+    def get_command(self, ctx, cmd_name: str):
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None and not isinstance(cmd, _LazyCommand):
             _unwrap_command(cmd)  # registered by an eager import
@@ -213,19 +228,22 @@ def _root(
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
-def current_context():
-    """The running sub-command's click context (its parsed ``params``), or None outside one. Typer 0.2x runs
-    its own copy of click (``typer._click``); older releases use click itself."""
+def _click_module(name: str):
+    """The click module ``name`` (``globals``, ``exceptions``) typer parses with: the first of
+    :data:`_CLICK_MODULES` that imports."""
     import importlib
 
-    for name in ("typer._click.globals", "click.globals"):
+    for package in _CLICK_MODULES:
         try:
-            ctx = importlib.import_module(name).get_current_context(silent=True)
-        except (ImportError, AttributeError):
+            return importlib.import_module(f"{package}.{name}")
+        except ImportError:
             continue
-        if ctx is not None:
-            return ctx
-    return None
+    raise ImportError(f"neither typer._click nor click provides {name}")
+
+
+def current_context():
+    """The running sub-command's click context (its parsed ``params``), or None outside one."""
+    return _click_module("globals").get_current_context(silent=True)
 
 
 def _option_name(ctx, name: str) -> str:
@@ -305,14 +323,7 @@ def handle_errors():
 def run_json(argv: list[str]) -> int:
     """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr and
     ``{"error": {"kind": "usage", ...}}`` on stdout, exit 2. Returns the exit code."""
-    import importlib
-
-    errors: tuple = ()
-    for name in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            errors += (importlib.import_module(name).ClickException,)
-        except (ImportError, AttributeError):
-            continue
+    errors = _click_module("exceptions").ClickException
     try:
         rv = app(args=argv, prog_name="hnplan", standalone_mode=False)
     except errors as exc:

@@ -8,7 +8,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan import units
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.network import ALGORITHMS, OPS, collective_on, parse_sweep
@@ -30,6 +29,9 @@ def collective(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+
     with handle_errors():
         check_choice("--op", op, OPS)
         if (size is None) == (sweep is None):

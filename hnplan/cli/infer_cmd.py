@@ -5,11 +5,9 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError
 from hnplan.labels import column_header
-from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
 
 # rows whose generic header would mislead here: the plan's utilisation is the share of batch slots busy,
 # the GPU's is the busy share its power is drawn at (hnplan.planning.inference.serving_power)
@@ -74,6 +72,10 @@ def infer(
     With neither --batch nor --qps it reports the maximum-throughput operating point (the batch that
     maximises output tokens/s within memory), as throughput benchmarks at an unbounded rate do.
     """
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
+
     with handle_errors():
         if batch is not None and qps is not None:
             raise InputError("give at most one of --batch and --qps")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
-from hnplan.planning.design import estimate_reliability
 
 
 @app.command()
@@ -30,6 +28,10 @@ def reliability(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Mean time between interruptions, checkpoint size/time/interval, restart time and goodput."""
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.design import estimate_reliability
+
     with handle_errors():
         est = estimate_reliability(
             system,

@@ -8,7 +8,6 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.planning.roofline import roofline_answer
 
 
 @app.command()
@@ -45,6 +44,9 @@ def roofline(
     Totals cover one pass of the phase over the whole layer stack plus embedding and LM head
     (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
     """
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.planning.roofline import roofline_answer
+
     with handle_errors():
         ans = roofline_answer(
             model,

@@ -10,7 +10,6 @@ from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
-from hnplan.planning.sizing import size_table
 from hnplan.units import format_count
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
@@ -44,6 +43,9 @@ def size(
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.planning.sizing import size_table
+
     with handle_errors():
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))

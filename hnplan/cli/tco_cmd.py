@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
-from hnplan.planning.design import resolve_utilisation, tco_summary
 from hnplan.units import format_usd as usd
 
 
@@ -35,6 +33,10 @@ def tco(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.design import resolve_utilisation, tco_summary
+
     with handle_errors():
         cat = load_catalog()
         u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hnplan.catalog import load_catalog
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
-from hnplan.planning.network import network_summary
 
 
 @app.command()
@@ -16,6 +14,10 @@ def topology(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Tiers, switch and link counts, transceivers, cables, bisection and diameter of the network."""
+    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.network import network_summary
+
     with handle_errors():
         design = load_catalog().design(system)
         sys_ = design.system

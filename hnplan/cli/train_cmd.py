@@ -7,7 +7,6 @@ import typer
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
-from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
 
 @app.command()
@@ -73,6 +72,9 @@ def train(
     fixes what is given and searches the rest, reporting the best plan that fits plus `searched` and
     `feasible` (candidate counts); --top K lists the K best.
     """
+    # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
+    from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
+
     with handle_errors():
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))

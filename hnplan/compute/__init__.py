@@ -11,9 +11,12 @@ operator-level roofline of a transformer's training step, prefill and decode.
 * :mod:`hnplan.compute.operator_rows`: the raw rows of a pass and their vectorised times (the engine
   under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
   micro-batch shapes (the training planner).
+* :mod:`hnplan.compute.host`: host time of a step (kernel launches, CUDA-graph scopes, device-host syncs).
 
 See docs/compute.md.
 """
+
+from typing import TYPE_CHECKING
 
 from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
 from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, ring_step_times_s  # noqa: F401
@@ -45,11 +48,27 @@ from hnplan.compute.gemm import (  # noqa: F401
     wave_efficiency,
 )
 from hnplan.compute.layer_ops import attention_op  # noqa: F401
-from hnplan.compute.operators import (  # noqa: F401
-    CONVENTIONS,
-    PHASES,
-    operator_table,
-    roofline_curve,
-    totals,
-    training_stage_time_s,
-)
+
+if TYPE_CHECKING:
+    from hnplan.compute.operators import (  # noqa: F401
+        CONVENTIONS,
+        PHASES,
+        operator_table,
+        roofline_curve,
+        totals,
+        training_stage_time_s,
+    )
+
+# The operator table is a pandas frame: its module is imported on first use of one of its names, so a
+# command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (issue 16).
+_OPERATORS = ("CONVENTIONS", "PHASES", "operator_table", "roofline_curve", "totals", "training_stage_time_s")
+
+
+def __getattr__(name: str):
+    if name in _OPERATORS:
+        from hnplan.compute import operators
+
+        value = getattr(operators, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hnplan.compute' has no attribute {name!r}")

@@ -18,12 +18,15 @@ from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.attention import ATTENTION_KINDS
 from hnplan.compute.fp8_recipes import StepKernels
+from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
 from hnplan.compute.operator_rows import _check, _columns, _expander, _label_is, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
+#: host time launching the kernels of a part (:mod:`hnplan.compute.host`), per group of the same name
+HOST_GROUPS = ("host_fwd", "host_bwd", "host_rc_full", "host_rc_sel")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
 #: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows
@@ -78,7 +81,10 @@ def training_part_times(
         :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
         (the weight-gradient GEMMs, part of ``_bwd``) [s]; ``<part>_rc_sel`` re-runs the stack's
         ``recompute_modules`` (:data:`MODULE_OPS`; default the attention core) and ``<part>_rc_attn`` is
-        the attention core's share of a recomputation [s]. Parts a model does not have are 0.
+        the attention core's share of a recomputation [s]; ``<part>_host_fwd`` / ``_host_bwd`` / ``_host_rc_full``
+        / ``_host_rc_sel``: the host time launching those kernels (:mod:`hnplan.compute.host`, with the stack's
+        launch cost and CUDA-graph scopes; an MoE layer's router and preprocess kernels included) [s]. Parts a
+        model does not have are 0.
 
     Raises
     ------
@@ -95,6 +101,8 @@ def training_part_times(
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
     kn = StepKernels.of(stack)
+    ch = stack if stack is not None else StackChoices()
+    host_memo: dict = {}  # host time per distinct row (hnplan.compute.host.row_host_s)
     shared, shared_owner = [], []
     for i, (mb, tp, cp) in enumerate(sub):
         r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
@@ -103,7 +111,7 @@ def training_part_times(
             r = [x for x in r if x[0] not in routed]
         shared += r
         shared_owner += [i] * len(r)
-    experts, experts_owner = [], []
+    experts, experts_owner, experts_host = [], [], []
     # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
     routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
     routed_index = {k: i for i, k in enumerate(routed_key)}
@@ -113,14 +121,20 @@ def training_part_times(
             r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
             experts += r
             experts_owner += [i] * len(r)
+            experts_host.append(row_host_s(r, ch, model.moe.experts / ep, host_memo))
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules)
-    per_routed = _grouped(experts, experts_owner, len(routed_key), acc, dtype, modules)
+    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules, row_host_s(shared, ch, memo=host_memo))
+    host_e = np.concatenate(experts_host) if experts_host else np.zeros(0)
+    per_routed = _grouped(experts, experts_owner, len(routed_key), acc, dtype, modules, host_e)
     out = {}
     for part in PARTS.values():
-        for g in GROUPS:
+        for g in GROUPS + HOST_GROUPS:
             key = f"{part}_{g}"
             out[key] = per_sub[key][sub_of] + (per_routed[key][routed_of] if part == "moe" else 0.0)
+    if moe:  # the router and dispatcher-preprocess kernels the rows do not list, in every pass that runs them
+        extra = router_host_s(ch)
+        for g in ("host_fwd", "host_bwd", "host_rc_full"):
+            out[f"moe_{g}"] = out[f"moe_{g}"] + extra
     return pd.DataFrame(out)
 
 
@@ -145,11 +159,12 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
     return [row for op in ops for row in expand(op, 1)]
 
 
-def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_attn",)) -> dict:
+def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), host=None) -> dict:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
-    ``modules``: what selective recomputation re-runs (:data:`MODULE_OPS`)."""
+    ``modules``: what selective recomputation re-runs (:data:`MODULE_OPS`); ``host``: each row's host time
+    [s], summed into :data:`HOST_GROUPS` (0 without)."""
     if not rows:
-        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS}
+        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS + HOST_GROUPS}
     cols = _columns(rows)
     _, _, t, _ = _times(rows, acc, dtype, cols)
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
@@ -159,6 +174,7 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_a
     fwd = _label_is(phase, "fwd")
     prefixes = tuple(p for m in modules for p in MODULE_OPS[m])
     rerun = _label_is(name, *(v for v in name[1] if prefixes and str(v).startswith(prefixes)))
+    host = np.zeros(len(t)) if host is None else np.asarray(host, dtype=float)
     masks = {
         "fwd": fwd,
         "bwd": bwd,
@@ -178,6 +194,11 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_a
     for g in GROUPS:
         sel = masks[g]
         sums = np.bincount(bins[sel], weights=t[sel], minlength=(len(PARTS) + 1) * n)
+        for i, part in enumerate(PARTS.values()):
+            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
+    for g in HOST_GROUPS:
+        sel = masks[g.removeprefix("host_")]
+        sums = np.bincount(bins[sel], weights=host[sel], minlength=(len(PARTS) + 1) * n)
         for i, part in enumerate(PARTS.values()):
             out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
     return out

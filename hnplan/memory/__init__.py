@@ -14,15 +14,8 @@ The answer of ``hnplan memory`` and the tables of the memory notebook are a plan
 :mod:`hnplan.planning.memory`.
 """
 
-from hnplan.memory.activations import (
-    activation_bytes_per_layer,
-    embedding_activation_bytes,
-    layer_activation_table,
-    layer_activations,
-    output_activation_bytes,
-    stage_activation_bytes,
-    stage_activation_table,
-)
+from typing import TYPE_CHECKING
+
 from hnplan.memory.breakdown import PARTS, MemoryBreakdown, hbm_capacity_bytes
 from hnplan.memory.inference import (
     InferenceMemory,
@@ -53,7 +46,48 @@ from hnplan.memory.tiers import (
     spill_plan,
     training_compute_time_s,
 )
-from hnplan.memory.training import TrainingMemory, training_memory, training_memory_table, training_overheads
+
+if TYPE_CHECKING:
+    from hnplan.memory.activations import (
+        activation_bytes_per_layer,
+        embedding_activation_bytes,
+        layer_activation_table,
+        layer_activations,
+        output_activation_bytes,
+        stage_activation_bytes,
+        stage_activation_table,
+    )
+    from hnplan.memory.training import TrainingMemory, training_memory, training_memory_table, training_overheads
+
+# The activation tables and the training footprint work on pandas frames of plans: their modules are
+# imported on first use of one of their names, so a command that needs model states, KV caches or the
+# tiers (`hnplan reliability`, `hnplan tco`) does not import pandas (issue 16).
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "activation_bytes_per_layer",
+            "embedding_activation_bytes",
+            "layer_activation_table",
+            "layer_activations",
+            "output_activation_bytes",
+            "stage_activation_bytes",
+            "stage_activation_table",
+        ),
+        "activations",
+    ),
+    **dict.fromkeys(("TrainingMemory", "training_memory", "training_memory_table", "training_overheads"), "training"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"hnplan.memory.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'hnplan.memory' has no attribute {name!r}")
+
 
 __all__ = [
     "ACCOUNTINGS",

@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
@@ -403,6 +402,8 @@ def model_state_table(
     for z in np.unique(zero):
         check_choice("zero stage", int(z), ZERO_STAGES)
     a = accounting(recipe)
+    import pandas as pd  # imported here: `hnplan.memory` itself imports no pandas (issue 16)
+
     inv, upp = pd.factorize(pp.ravel())
     inv = inv.reshape(pp.shape)
     per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP

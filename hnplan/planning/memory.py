@@ -8,7 +8,7 @@ table names its columns' units in ``attrs["units"]`` and the constants its plots
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -17,18 +17,12 @@ from hnplan.memory.breakdown import PARTS, MemoryBreakdown
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
 from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.tiers import decode_step_time_s, memory_tiers, spill_plan, tier_latency_s
-from hnplan.memory.training import training_memory
-from hnplan.planning.training import (
-    TRAIN_DTYPES,
-    ParallelPlan,
-    StackChoices,
-    evaluate_plans,
-    make_job,
-    plans_frame,
-    stack_choices,
-    validate_plan,
-)
-from hnplan.planning.training.components import memory_recipe
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas, the training footprint and the training planner are imported by the functions that use them:
+# `hnplan memory --help` lists ACCOUNTINGS and PARTS without them (issue 16)
 
 MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")
@@ -105,6 +99,19 @@ def memory_summary(
     PlanRuleError
         Training with ``system``: a plan that breaks a training plan rule (an infeasible plan).
     """
+    from hnplan.memory.training import training_memory
+    from hnplan.planning.training import (
+        TRAIN_DTYPES,
+        ParallelPlan,
+        StackChoices,
+        evaluate_plans,
+        make_job,
+        plans_frame,
+        stack_choices,
+        validate_plan,
+    )
+    from hnplan.planning.training.components import memory_recipe
+
     check_choice("mode", mode, MODES)
     cat = catalog or load_catalog()
     m = cat.model(model)
@@ -252,6 +259,8 @@ def breakdown_table(model, systems, mode: str = "train", **kw) -> pd.DataFrame:
     """One row per system: the breakdown in GiB, ``hbm_gib``, ``status``, ``spill_time_s`` and
     ``compute_time_s`` [s]. ``kw`` as :func:`memory_summary`. ``attrs``: ``unit`` (``GiB``), ``units``
     (column -> unit), ``parts`` (the breakdown's parts in stacking order)."""
+    import pandas as pd
+
     rows = []
     for s in systems:
         d = memory_summary(model, mode, system=s, **kw)
@@ -296,6 +305,8 @@ def fit_grid(
     ``kw`` as :func:`memory_summary` (e.g. ``seq_len`` for training); the grid's own arguments in it
     (``tp``, ``pp``, ``dp`` or ``batch``, ``seq_len``) are ignored.
     """
+    import pandas as pd
+
     rows = []
     drop = ("tp", "pp", "dp") if mode == "train" else ("batch", "seq_len")
     kw = {k: v for k, v in kw.items() if k not in drop}
@@ -352,6 +363,8 @@ def fit_grid(
 
 def tiers_frame(systems, catalog: Catalog | None = None) -> pd.DataFrame:
     """The memory tiers of each system per GPU: ``system``, ``tier``, ``capacity_gib``, ``bw_GBps``, ``link``."""
+    import pandas as pd
+
     cat = catalog or load_catalog()
     rows = [{"system": s, **t.as_dict()} for s in systems for t in memory_tiers(cat.design(s))]
     df = pd.DataFrame(rows)

@@ -10,20 +10,25 @@ Every frame's ``attrs["units"]`` maps its columns to units.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.algorithms import ALGORITHMS, CollectiveResult, collective
 from hnplan.comm.collectives import OPS
-from hnplan.comm.graphs import system_graph
 from hnplan.comm.placement import place_group
 from hnplan.comm.topology import scaleout_bom, scaleup_bom, whole_units
 from hnplan.errors import InputError
+
+if TYPE_CHECKING:
+    import networkx as nx
+    import pandas as pd
+
+# pandas and networkx are imported by the functions that build frames and graphs: `hnplan topology` and
+# `hnplan collective` need neither (networkx alone costs about 0.2 s of start-up, issue 16)
 
 __all__ = [
     "ALGORITHMS",
@@ -179,6 +184,8 @@ def network_graph(system, gpus: int, catalog: Catalog | None = None) -> nx.Graph
     InputError
         Beyond :data:`hnplan.comm.graphs.MAX_GRAPH_GPUS` accelerators.
     """
+    from hnplan.comm.graphs import system_graph
+
     return system_graph(_design(system, catalog), gpus)
 
 
@@ -191,6 +198,8 @@ def bom_table(systems, gpus: int, catalog: Catalog | None = None) -> pd.DataFram
     Columns ``system, domains, scaleout_tiers, scaleup_switches, scaleout_switches, links,
     transceivers, cables, bisection_GBps, bisection_per_gpu_GBps, diameter_hops``.
     """
+    import pandas as pd
+
     cat = catalog or load_catalog()
     rows = []
     for ref in systems:
@@ -224,6 +233,8 @@ def busbw_sweep(
 
     Columns ``system, gpus, size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm, level``.
     """
+    import pandas as pd
+
     cat = catalog or load_catalog()
     frames = []
     for ref in systems:
@@ -245,6 +256,8 @@ def domain_boundary(systems, op: str, size_bytes: float, group_sizes, catalog: C
 
     Columns ``system, gpus, domains, per_domain, busbw_GBps, algorithm, level``.
     """
+    import pandas as pd
+
     cat = catalog or load_catalog()
     rows = []
     for ref in systems:
@@ -295,6 +308,8 @@ def graph_layout(g: nx.Graph) -> tuple[pd.DataFrame, pd.DataFrame]:
     (nodes, edges) : DataFrames
         nodes: ``name, kind, layer, x, y``; edges: ``x0, y0, x1, y1, net``. x in [0, 1] per layer.
     """
+    import pandas as pd
+
     by_layer: dict = {}
     for n, d in g.nodes(data=True):
         by_layer.setdefault(d["layer"], []).append(n)

@@ -32,7 +32,7 @@ Source = Annotated[str, Field(min_length=3)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=False, defer_build=True)
 
 
 class Entry(_Strict):

@@ -147,6 +147,21 @@ class StackChoices(_Strict):
     adam_moment_bytes : float
         Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
         ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
+    kernel_launch_us : float
+        Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
+        launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
+        (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host.
+    cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
+        What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
+        --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.
+    moe_host_syncs_per_layer : int
+        Device-host syncs per MoE layer forward: the dropless token dispatchers copy the tokens per expert to
+        the host (Megatron-Core ``token_dispatcher.py``); 0 when sync-free (expert capacity with padding).
+        Default 1.
+    expert_gemm_launch : {"per_expert", "grouped"}
+        ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
+        expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
+        expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -228,6 +243,19 @@ class StackChoices(_Strict):
         default=("core_attn",),
         description="modules selective recomputation re-runs (Megatron-Core --recompute-modules); "
         "default the attention core",
+    )
+    kernel_launch_us: NonNegative = Field(
+        default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
+    )
+    cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
+        Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
+    )
+    moe_host_syncs_per_layer: int = Field(
+        default=1, ge=0, description="device-host syncs per MoE layer forward (tokens per expert to the host)"
+    )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        default="per_expert",
+        description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
     )
     precision_aware_optimizer: bool = Field(
         default=False,

@@ -56,6 +56,7 @@ from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
+from hnplan.compute.host import stage_times, sync_s
 from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
@@ -304,6 +305,17 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
         return fwd, bwd, attn, lt(f"{name}_wgrad")
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
+
+    def host(name, lt=lt):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
+        rc = np.select([full, selective], [lt(f"{name}_host_rc_full"), lt(f"{name}_host_rc_sel")], 0.0)
+        return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd")
+
+    h_dense, h_moe, h_emb, h_head = host("dense"), host("moe"), host("emb"), host("head")
+    # an MoE layer's forward (and its full recomputation) runs between device-host syncs
+    syncs = job.choices.moe_host_syncs_per_layer * (1.0 + full)
+    synced = float(job.choices.moe_host_syncs_per_layer > 0)  # without syncs the MoE forward joins the rest
+    g_sync = synced * (moe[0] - np.where(selective & ~full, lt("moe_rc_sel"), 0.0))
+    h_sync = synced * (h_moe[0] - np.where(selective & ~full, lt("moe_host_rc_sel"), 0.0))
     ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
     mtp = job.model.mtp_modules  # each one more layer and one more output head + loss, on the last stage
     if mtp:
@@ -316,17 +328,22 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
         bwd = nd * dense[1] + nm * moe[1]
         wgrad = nd * dense[3] + nm * moe[3]
         attn = np.where(nm > 0, moe[2], dense[2])
+        hf, hb = nd * h_dense[0] + nm * h_moe[0], nd * h_dense[1] + nm * h_moe[1]
         if name == "first":
             fwd, bwd, wgrad = fwd + emb[0], bwd + emb[1], wgrad + emb[3]
+            hf, hb = hf + h_emb[0], hb + h_emb[1]
         if name == "last":
             fwd, bwd, wgrad = fwd + head[0], bwd + head[1], wgrad + head[3]
+            hf, hb = hf + h_head[0], hb + h_head[1]
         if name == "first":  # pp = 1: the one stage holds the embedding and the head
             fwd = fwd + np.where(pp == 1, head[0], 0.0)
             bwd = bwd + np.where(pp == 1, head[1], 0.0)
             wgrad = wgrad + np.where(pp == 1, head[3], 0.0)
+            hf, hb = hf + np.where(pp == 1, h_head[0], 0.0), hb + np.where(pp == 1, h_head[1], 0.0)
         if name == "middle":  # no middle stage below pp = 3: nothing of it (nor its communication) counts
-            fwd, bwd, wgrad = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad))
+            fwd, bwd, wgrad, hf, hb = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad, hf, hb))
             nd, nm = np.where(pp > 2, nd, 0), np.where(pp > 2, nm, 0)
+        nm_sync = nm  # the stage's MoE layers (the multi-token-prediction layers below are left out of the host model)
         if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
             on = pp > 1 if name == "last" else True
             (ff, fb), (lf, lb) = ends
@@ -338,6 +355,10 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
             if name == "last":
                 here = here * (pp > 1)
             nd, nm = (nd, nm + here) if job.model.moe is not None else (nd + here, nm)
+        # the host in the loop: launches slower than kernels, and the GPU idle after each device-host sync
+        fwd, bwd = stage_times(
+            fwd, bwd, hf, hb, nm_sync * g_sync, nm_sync * h_sync, nm_sync * syncs, sync_s(job.choices)
+        )
         cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
     return np.array(cols, dtype=float)  # [stage, quantity, plan]
 

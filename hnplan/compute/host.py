@@ -1,0 +1,178 @@
+"""Host (CPU-side) time of a training step: kernel launches, device-host syncs and CUDA graphs.
+
+A PyTorch training stack launches every kernel from one host thread per GPU. The GPU runs ahead of nothing: it
+runs a kernel only once the host has launched it, so a stretch of the step between two points where the host
+waits for the device (a device-host sync) takes ``max(GPU time, host time)`` of its kernels, and each sync
+costs the copy's round trip and the launch of the first kernel after it, during which the GPU idles
+(NVIDIA/Megatron-LM ``docs/discussions/deepseek-v3-gb200-optimization``: "the CPU kernel launch speed cannot
+keep up with the kernel execution speed on GPU ... host boundedness").
+
+Host time per kernel: the stack's ``kernel_launch_us`` for every kernel launched outside a CUDA graph, 0 for a
+kernel inside a captured scope (``cuda_graph_scope``; Megatron-Core ``--cuda-graph-impl transformer_engine
+--cuda-graph-scope``, forward and backward graphs per layer and micro-batch; the replay of a graph, about one
+launch, is not counted). Kernels per operator row of :mod:`hnplan.compute.operators`: one, except
+
+* the routed-expert GEMMs and their quantisation under ``expert_gemm_launch: per_expert``: one per local expert
+  (Transformer Engine ``GroupedLinear`` runs ``general_grouped_gemm``, one cuBLAS GEMM per expert on a few
+  streams, and quantises each expert's split on its own);
+* eager norm and rotary chains (``norm_kernel`` / ``rope_kernel: eager``): :data:`EAGER_CHAIN_KERNELS`;
+* the router and the dispatcher's preprocess of an MoE layer, whose element-wise chain hnplan times as one row
+  or not at all: :data:`ROUTER_PREPROCESS_KERNELS` per pass (forward; the backward assumed the same).
+
+Device-host syncs: Megatron-Core's dropless token dispatchers copy the tokens per expert to the host (an output
+size the host must know to allocate and to launch the grouped GEMMs) ``moe_host_syncs_per_layer`` times per MoE
+layer forward (again when full recomputation re-runs it; the backward reuses the sizes). Only the forward
+passes of the MoE layers are cut into sync-delimited stretches, one per layer and sync; the rest of a
+micro-batch (dense layers, backward, embedding and head) is one stretch in which the host may run ahead.
+
+Assumptions (labelled, not measured): one ``kernel_launch_us`` per stack whatever the host CPU (x86 or Grace);
+a sync costs :data:`SYNC_LATENCY_S` plus one launch; the sync-delimited stretches of a layer are alike, so
+``s`` stretches of a layer take ``max(g, h) + s x sync``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hnplan import units
+from hnplan.catalog.schemas import StackChoices
+
+# A device-to-host copy of a few bytes and the event the host waits on: about 10 us over PCIe or NVLink-C2C
+# (CUDA's small-transfer latency; assumed, not measured on the catalog's hosts).
+SYNC_LATENCY_S = 10e-6
+#: kernels of an eager chain (Hugging Face transformers ``modeling_llama.py``): LlamaRMSNorm is
+#: to(float32), pow, mean, add eps, rsqrt, mul, to(dtype), mul by the weight (8); apply_rotary_pos_emb on q and
+#: k is, each, q * cos, neg, cat (rotate_half), * sin, add (5, 10 for both)
+EAGER_CHAIN_KERNELS = {"norm": 8.0, "rope": 10.0}
+#: kernels of an MoE layer's router and dispatcher preprocess per pass, by dispatcher
+#: (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.4 and 2.2: 31 in the router after
+#: ``--moe-router-fusion`` with the all-to-all dispatcher, whose preprocess adds more (not counted); 17 for router
+#: and preprocess with DeepEP's fused preprocess, the flex dispatcher); hnplan's own router row is one of them
+ROUTER_PREPROCESS_KERNELS = {"alltoall": 31.0, "flex": 17.0}
+GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
+_ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")
+
+
+def graph_scope(name: str, part_scope: str) -> str | None:
+    """The Megatron-Core CUDA-graph scope an operator row belongs to, or None (embedding, head: never captured).
+
+    ``attn``: the layer's attention half (input norm, projections, rotary, attention core, residual);
+    ``mlp``: a dense layer's MLP half; in an MoE layer ``moe_router`` the pre-MLP norm and the router,
+    ``moe_preprocess`` the shared experts (the deepseek-v3-gb200-optimization guide, Sec. 2.3: ``attn moe_router
+    moe_preprocess`` capture "attention, router, EP preprocess, and shared experts"), ``moe`` the routed experts,
+    their permutation and the residual (dynamic shapes: capturable only without syncs).
+
+    >>> graph_scope("qkv_proj_x_mxfp8", "moe-layer"), graph_scope("expert_up", "moe-layer")
+    ('attn', 'moe')
+    """
+    if not part_scope.endswith("layer"):
+        return None
+    if name.startswith("mlp_") and part_scope == "dense-layer":
+        return "mlp"
+    if part_scope == "moe-layer":
+        if name.startswith(("router", "mlp_norm")):
+            return "moe_router"
+        if name.startswith("shared_expert"):
+            return "moe_preprocess"
+        if name.startswith((*_ROUTED, "mlp_residual")):
+            return "moe"
+    return "attn"
+
+
+def kernels_per_row(name: str, part_scope: str, kind: str, groups: float, ch: StackChoices) -> float:
+    """Kernels one operator row launches per occurrence (module docstring) [-].
+
+    >>> kernels_per_row("expert_up", "moe-layer", "gemm", 16.0, StackChoices())
+    16.0
+    >>> kernels_per_row("attn_norm", "dense-layer", "elementwise", 1.0, StackChoices(norm_kernel="eager"))
+    8.0
+    """
+    if ch.expert_gemm_launch == "per_expert" and name.startswith(("expert_up", "expert_down")):
+        return float(max(groups, 1.0))
+    if name.endswith("_norm") and kind == "elementwise" and ch.norm_kernel == "eager":
+        return EAGER_CHAIN_KERNELS["norm"]
+    if name == "rope" and ch.rope_kernel == "eager":
+        return EAGER_CHAIN_KERNELS["rope"]
+    return 1.0
+
+
+def captured(scope: str | None, ch: StackChoices) -> bool:
+    """Whether a row of that graph scope runs inside a CUDA graph under the stack's ``cuda_graph_scope``
+    (``full_iteration``: every row, embedding and head included)."""
+    scopes = ch.cuda_graph_scope
+    return "full_iteration" in scopes or (scope is not None and scope in scopes)
+
+
+def row_host_s(rows: list, ch: StackChoices, local_experts: float = 1.0, memo: dict | None = None) -> np.ndarray:
+    """Host time of each raw operator row (name, scope, kind, phase, ..., groups) per occurrence [s].
+
+    ``local_experts``: routed experts on the rank, for the expert quantisation rows (which carry no groups).
+    Evaluated once per distinct (name, scope, kind, groups, local_experts), a few dozen per model; ``memo``: a
+    dict to share those between calls with the same ``ch``.
+    """
+    memo = {} if memo is None else memo
+    launch_s = units.us_to_s(ch.kernel_launch_us)
+
+    def one(name, scope, kind, groups) -> float:
+        if captured(graph_scope(name, scope), ch):
+            return 0.0
+        return kernels_per_row(name, scope, kind, groups if kind == "gemm" else local_experts, ch) * launch_s
+
+    out = []
+    for r in rows:
+        key = (r[0], r[1], r[2], r[10], local_experts)
+        t = memo.get(key)
+        if t is None:
+            t = memo[key] = one(r[0], r[1], r[2], r[10])
+        out.append(t)
+    return np.array(out, dtype=float)
+
+
+def router_host_s(ch: StackChoices) -> float:
+    """Host time of the router and dispatcher preprocess kernels of one MoE layer per pass that the operator
+    rows do not list (:data:`ROUTER_PREPROCESS_KERNELS` less hnplan's router row) [s]; 0 when captured."""
+    if captured("moe_router", ch) and captured("moe_preprocess", ch):
+        return 0.0
+    return (ROUTER_PREPROCESS_KERNELS[ch.ep_dispatcher] - 1.0) * units.us_to_s(ch.kernel_launch_us)
+
+
+def sync_s(ch: StackChoices) -> float:
+    """GPU idle time of one device-host sync [s]: the copy's round trip and the launch of the next kernel."""
+    return SYNC_LATENCY_S + units.us_to_s(ch.kernel_launch_us)
+
+
+def stage_times(g_fwd, g_bwd, h_fwd, h_bwd, g_sync, h_sync, n_sync, t_sync):
+    """Forward and backward time of one micro-batch on a stage with the host in the loop [s].
+
+    Parameters
+    ----------
+    g_fwd, g_bwd : array
+        GPU time of the stage's forward (with recomputation) and backward [s].
+    h_fwd, h_bwd : array
+        Host time launching them [s].
+    g_sync, h_sync : array
+        The part of ``g_fwd`` / ``h_fwd`` in sync-delimited stretches (the MoE layers' forwards) [s].
+    n_sync : array
+        Device-host syncs in the micro-batch [-].
+    t_sync : float
+        GPU idle per sync [s].
+
+    Returns
+    -------
+    tuple of arrays
+        ``(fwd, bwd)``: ``max(g_sync, h_sync) + n_sync t_sync`` for the synced stretches, ``max(g, h)`` for the
+        rest (one stretch), the idle of the rest shared between forward and backward by their host time.
+
+    >>> [float(x) for x in stage_times(1.0, 2.0, 0.5, 1.0, 0.0, 0.0, 0, 0.0)]   # GPU-bound: unchanged
+    [1.0, 2.0]
+    >>> [float(x) for x in stage_times(1.0, 1.0, 2.0, 2.0, 1.0, 2.0, 10, 0.01)]  # host-bound synced forward
+    [2.1, 2.0]
+    """
+    sync_t = np.maximum(g_sync, h_sync) + n_sync * t_sync
+    free_g, free_hf = g_fwd + g_bwd - g_sync, h_fwd - h_sync
+    free_h = free_hf + h_bwd
+    idle = np.maximum(free_h - free_g, 0.0)
+    share_f = np.divide(free_hf, free_h, out=np.zeros_like(np.asarray(free_h, dtype=float)), where=free_h > 0)
+    fwd = g_fwd - g_sync + sync_t + idle * share_f
+    bwd = g_bwd + idle * (1.0 - share_f)
+    return fwd, bwd

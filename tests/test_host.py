@@ -1,0 +1,176 @@
+"""Host time in the step: kernel launches per operator, CUDA-graph scopes, device-host syncs (hnplan.compute.host)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.catalog.schemas import StackChoices
+from hnplan.compute.host import (
+    ROUTER_PREPROCESS_KERNELS,
+    SYNC_LATENCY_S,
+    captured,
+    graph_scope,
+    kernels_per_row,
+    router_host_s,
+    stage_times,
+    sync_s,
+)
+from hnplan.compute.parts import training_part_times
+from hnplan.planning.training import ParallelPlan, estimate_training_step
+from hnplan.planning.training.components import stack_choices
+
+LAUNCH_S = 13.1e-6  # the megatron-core stacks' kernel_launch_us
+
+
+def test_kernels_per_row_by_hand():
+    ch = StackChoices()
+    # Transformer Engine GroupedLinear: one GEMM per local expert; a grouped GEMM launches one
+    assert kernels_per_row("expert_down", "moe-layer", "gemm", 16.0, ch) == 16.0
+    assert kernels_per_row("expert_up_x_mxfp8", "moe-layer", "elementwise", 16.0, ch) == 16.0
+    assert kernels_per_row("expert_up", "moe-layer", "gemm", 16.0, StackChoices(expert_gemm_launch="grouped")) == 1.0
+    assert kernels_per_row("expert_act", "moe-layer", "elementwise", 16.0, ch) == 1.0  # one pass over all rows
+    # eager RMSNorm: to(fp32), pow, mean, add, rsqrt, mul, to(bf16), mul by the weight = 8 kernels
+    eager = StackChoices(norm_kernel="eager", rope_kernel="eager")
+    assert kernels_per_row("attn_norm", "dense-layer", "elementwise", 1.0, eager) == 8.0
+    assert kernels_per_row("rope", "dense-layer", "elementwise", 1.0, eager) == 10.0  # 5 for q, 5 for k
+    assert kernels_per_row("attn_norm", "dense-layer", "elementwise", 1.0, ch) == 1.0
+
+
+def test_graph_scopes_follow_megatron_layer_halves():
+    assert graph_scope("qkv_proj", "moe-layer") == "attn"
+    assert graph_scope("attention", "dense-layer") == "attn"
+    assert graph_scope("mlp_up_x_mxfp8", "dense-layer") == "mlp"
+    assert graph_scope("router", "moe-layer") == "moe_router"
+    assert graph_scope("mlp_norm", "moe-layer") == "moe_router"
+    assert graph_scope("shared_expert_up", "moe-layer") == "moe_preprocess"
+    assert graph_scope("moe_permute", "moe-layer") == "moe"
+    assert graph_scope("lm_head", "head") is None  # never captured
+    ch = StackChoices(cuda_graph_scope=("moe_router", "moe_preprocess"))
+    assert captured("moe_router", ch) and not captured("attn", ch) and not captured(None, ch)
+    full = StackChoices(cuda_graph_scope=("full_iteration",))
+    assert captured("attn", full) and captured(None, full)
+    # router and preprocess kernels the rows do not list: 17 with DeepEP less hnplan's router row
+    assert router_host_s(StackChoices(ep_dispatcher="flex")) == pytest.approx(16 * LAUNCH_S)
+    assert router_host_s(StackChoices()) == pytest.approx((ROUTER_PREPROCESS_KERNELS["alltoall"] - 1) * LAUNCH_S)
+    assert router_host_s(ch) == 0.0
+    assert sync_s(StackChoices()) == pytest.approx(SYNC_LATENCY_S + LAUNCH_S)
+
+
+def test_stage_times_by_hand():
+    # GPU-bound, no sync: nothing changes
+    f, b = stage_times(3.0, 6.0, 1.0, 2.0, 0.0, 0.0, 0.0, 1e-3)
+    assert (f, b) == (3.0, 6.0)
+    # host-bound everywhere: 4 MoE layers, forward 1 ms GPU / 2 ms host each, one sync each at 0.1 ms:
+    # synced stretch 4 x max(1, 2) + 4 x 0.1 = 8.4 ms; backward 8 ms GPU / 10 ms host, one free stretch:
+    # max(8, 10) = 10 ms, all of its 2 ms idle on the backward (the free stretch holds no forward host time)
+    f, b = stage_times(4e-3, 8e-3, 8e-3, 10e-3, 4e-3, 8e-3, 4.0, 1e-4)
+    assert f == pytest.approx(8.4e-3) and b == pytest.approx(10e-3)
+    # a dense stage, host 12 ms (4 forward, 8 backward) over 9 ms of GPU (3 + 6): 3 ms idle, 1/3 to the forward
+    f, b = stage_times(3e-3, 6e-3, 4e-3, 8e-3, 0.0, 0.0, 0.0, 0.0)
+    assert f == pytest.approx(4e-3) and b == pytest.approx(8e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    g=st.tuples(*(st.floats(1e-4, 1.0) for _ in range(2))),
+    h=st.tuples(*(st.floats(0.0, 1.0) for _ in range(2))),
+    frac=st.floats(0.0, 1.0),
+    n=st.integers(0, 64),
+)
+def test_stage_times_never_below_the_gpu_nor_the_host(g, h, frac, n):
+    g_f, g_b = g
+    h_f, h_b = h
+    f, b = stage_times(g_f, g_b, h_f, h_b, frac * g_f, frac * h_f, float(n), 2e-5)
+    assert f >= g_f * (1 - 1e-12) and b >= g_b * (1 - 1e-12)
+    assert f + b >= max(g_f + g_b, h_f + h_b) * (1 - 1e-12)
+
+
+def test_qwen3_moe_layer_host_time_by_hand(cat):
+    # Qwen3-30B-A3B on a B200, micro-batch 1 of 4,096 tokens, EP 8: 128 / 8 = 16 local experts. The forward of
+    # an MoE layer launches, outside the stack's moe_router / moe_preprocess graphs: attn_norm, qkv_proj and its
+    # MXFP8 cast, rope, attention, o_proj and its cast, attn_residual (8), the permute, expert_up and expert_down
+    # with their casts one per expert (4 x 16 = 64), expert_act, mlp_residual (3): 75 kernels at 13.1 us
+    ch = stack_choices(cat.stack("megatron-bridge-2511-mxfp8"))
+    shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
+    acc = cat.accelerator("b200")
+    t = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, ch).iloc[0]
+    assert t["moe_host_fwd"] == pytest.approx(75 * LAUNCH_S)
+    # without the graphs: + mlp_norm and the router row, + 16 more router/preprocess kernels of DeepEP (17 - 1)
+    t0 = training_part_times(
+        cat.model("qwen3-30b-a3b"),
+        acc,
+        shapes,
+        4096,
+        "fp8",
+        "flash",
+        True,
+        ch.model_copy(update={"cuda_graph_scope": ()}),
+    ).iloc[0]
+    assert t0["moe_host_fwd"] == pytest.approx((75 + 2 + 16) * LAUNCH_S)
+    # the micro-batch is host-bound in that layer: launching takes longer than the kernels run
+    assert t["moe_host_fwd"] > t["moe_fwd"]
+
+
+def _qwen3(cat, system, mb, **over):
+    plan = ParallelPlan(tp=1, pp=1, dp=8, ep=8, microbatch_size=mb, zero_stage=1)
+    return estimate_training_step(
+        "qwen3-30b-a3b", system, 8, plan, 4096, 512, "fp8", cat, stack="megatron-bridge-2511-mxfp8", overrides=over
+    )
+
+
+def test_host_time_slows_small_micro_batches_more(cat):
+    # the same model and plan on one 8-GPU server: micro-batch 1 is host-bound, micro-batch 4 runs 4x the tokens
+    # per launch; the host costs micro-batch 1 a larger share of its step
+    slow = {}
+    for mb in (1, 4):
+        with_host = _qwen3(cat, "dgx-b200-ib-ndr", mb).step_time_s
+        without = _qwen3(cat, "dgx-b200-ib-ndr", mb, kernel_launch_us=0.0, moe_host_syncs_per_layer=0).step_time_s
+        assert with_host > without
+        slow[mb] = with_host / without
+    assert slow[1] > slow[4]
+    # monotone in the launch cost; capturing the whole iteration in a graph leaves only the syncs
+    steps = [_qwen3(cat, "dgx-b200-ib-ndr", 1, kernel_launch_us=us).step_time_s for us in (0.0, 5.0, 13.1, 30.0)]
+    assert np.all(np.diff(steps) > 0)
+    graphed = _qwen3(cat, "dgx-b200-ib-ndr", 1, cuda_graph_scope=["full_iteration"], moe_host_syncs_per_layer=0)
+    assert graphed.step_time_s == pytest.approx(
+        _qwen3(cat, "dgx-b200-ib-ndr", 1, kernel_launch_us=0.0, moe_host_syncs_per_layer=0).step_time_s
+    )
+
+
+def test_large_dense_layers_hide_their_launches(cat):
+    # Llama 3.1 70B, TP 8, micro-batch 1 of 8,192 tokens on H100: a layer's kernels run for milliseconds, its
+    # ~60 launches take under 1 ms, so the host never shows and the step is the device-time step
+    plan = ParallelPlan(tp=8, pp=1, dp=8, microbatch_size=1, zero_stage=1, recompute="selective")
+    step = {
+        us: estimate_training_step(
+            "llama3.1-70b", "hgx-h100-ib-ndr", 64, plan, 8192, 64, "bf16", cat, overrides={"kernel_launch_us": us}
+        ).step_time_s
+        for us in (0.0, 13.1)
+    }
+    assert step[13.1] == step[0.0]
+
+
+def test_full_recomputation_syncs_again(cat):
+    # full recomputation re-runs each MoE layer's forward, its router and its device-host sync: with one sync per
+    # layer costing 1 ms (an exaggerated launch cost), 48 layers x 64 micro-batches x (1 + 1) syncs dominate
+    plan = ParallelPlan(tp=1, pp=1, dp=8, ep=8, microbatch_size=1, zero_stage=1, recompute="full")
+
+    def step(syncs):
+        return estimate_training_step(
+            "qwen3-30b-a3b",
+            "dgx-b200-ib-ndr",
+            8,
+            plan,
+            4096,
+            512,
+            "fp8",
+            cat,
+            stack="megatron-bridge-2511-mxfp8",
+            overrides={"kernel_launch_us": 1000.0, "moe_host_syncs_per_layer": syncs},
+        ).step_time_s
+
+    # each sync idles the GPU 10 us + one 1 ms launch; the stretches themselves are host-bound either way
+    extra = step(1) - step(0)
+    assert extra == pytest.approx(48 * 64 * 2 * (10e-6 + 1e-3), rel=0.02)
