@@ -202,7 +202,11 @@ def algorithm_time(op: str, algorithm: str, n_bytes, group: GroupPlacement):
     """
     check_choice("collective", op, OPS)
     check_choice(f"{op} algorithm", algorithm, ALGORITHMS[op])
-    s = np.asarray(n_bytes, dtype=float)
+    return _checked_time(op, algorithm, np.asarray(n_bytes, dtype=float), group)
+
+
+def _checked_time(op: str, algorithm: str, s: np.ndarray, group: GroupPlacement):
+    """:func:`algorithm_time` for an ``op`` and ``algorithm`` already checked and sizes ``s`` as a float array."""
     if group.size == 1:
         return np.zeros_like(s)
     t = _allreduce(algorithm, group, s) if op == "allreduce" else _one_pass(op, algorithm, group, s)
@@ -256,13 +260,13 @@ class CollectiveResult:
 
 def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
     """``{algorithm: time array [s]}`` for every algorithm of ``op`` that applies to the group."""
+    check_choice("collective", op, OPS)  # the op once; its algorithms are known names
+    s = np.asarray(n_bytes, dtype=float)
     out = {}
-    for alg in ALGORITHMS.get(op, ()):
-        t = algorithm_time(op, alg, n_bytes, group)
+    for alg in ALGORITHMS[op]:
+        t = _checked_time(op, alg, s, group)
         if t is not None:
             out[alg] = t
-    if not out:
-        check_choice("collective", op, OPS)
     return out
 
 

@@ -123,9 +123,13 @@ def _attention_fwd_bytes(op: _Op) -> float:
     return (q_o + kv) * ACT_BYTES + op.b * op.hq * op.s_q * 4.0  # + fp32 log-sum-exp
 
 
-def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: float) -> list[tuple]:
+def attention_rows(
+    op: _Op, phase: str, recompute: str, executed: bool, count: float, ring_once: bool = False
+) -> list[tuple]:
     """Rows of an attention-core operator (kind in :data:`ATTENTION_KINDS`) for a phase: ``(name, scope,
-    kind, phase, count, flops, bytes, m, n, k, groups)``, as :func:`hnplan.compute.operators._rows`."""
+    kind, phase, count, flops, bytes, m, n, k, groups)``, as :func:`hnplan.compute.operators._rows`. A
+    context-parallel ring lists its ``cp - 1`` identical off-diagonal steps one by one, or with ``ring_once``
+    the rows of one step with ``count`` times ``cp - 1`` (the same kernels, counted instead of listed)."""
     out = []
     if op.kind == "attention-gemm":  # C = A B of two activations: no weights, no fp32 accumulation
         f = 2.0 * op.groups * op.m * op.n * op.k
@@ -180,6 +184,9 @@ def attention_rows(op: _Op, phase: str, recompute: str, executed: bool, count: f
         return out
     if executed and op.cp > 1:  # Transformer Engine's P2P ring: cp kernels and their corrections
         steps = [*ring_steps(op, op.cp), ring_correction_op(op, op.cp)]
+        if ring_once:  # the diagonal, one off-diagonal step counted cp - 1 times, the corrections
+            counts = (count, count * (op.cp - 1), count)
+            return [r for s, n in zip(steps[:2] + steps[-1:], counts) for r in attention_rows(s, phase, recompute, executed, n)]
         return [r for s in steps for r in attention_rows(s, phase, recompute, executed, count)]
     # the fused FlashAttention kernel (kind "attention")
     f = _attention_fwd_flops(op, executed)

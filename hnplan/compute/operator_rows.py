@@ -75,9 +75,9 @@ def _check(
         raise InputError(str(exc)) from None
 
 
-def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
+def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float, ring_once: bool = False):
     """Expand one forward operator into its rows for the phase: (name, scope, kind, phase, count,
-    flops, bytes, m, n, k, groups)."""
+    flops, bytes, m, n, k, groups); ``ring_once`` as :func:`hnplan.compute.attention.attention_rows`."""
     executed = convention == "executed"
     out = []
     if op.kind in GEMM_KINDS:
@@ -124,7 +124,7 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float):
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
     if op.kind in ATTENTION_KINDS:
-        return attention_rows(op, phase, recompute, executed, count)
+        return attention_rows(op, phase, recompute, executed, count, ring_once)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
     by = op.e_out * op.bytes_per_out if op.bytes_per_out else (op.e_in + op.e_out) * ACT_BYTES
     if phase != "train":
@@ -165,18 +165,23 @@ def _raw_rows(
     sequence_parallel=True,
     acc: Accelerator | None = None,
     stack: StackChoices | None = None,
+    occurrence: bool = False,
 ):
     """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
     stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
     be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`; ``cp`` one number): the rows'
-    numbers are then arrays over the shapes, element by element those of each shape."""
+    numbers are then arrays over the shapes, element by element those of each shape. With ``occurrence``
+    the rows of one occurrence of each part (one layer of each kind present, the embedding, the head):
+    ``count`` is then the times a row's kernel runs in it (1, or ``cp - 1`` for a ring's off-diagonal step,
+    listed once)."""
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack)
-    expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn)
+    expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn, occurrence)
 
     rows = []
     for scope, count in _layer_counts(model, layers).items():
         if count:
+            count = 1 if occurrence else count
             for op in _layer_ops(
                 model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
             ):
@@ -187,16 +192,17 @@ def _raw_rows(
     return rows
 
 
-def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn: StepKernels):
-    """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`), followed in fp8
-    training by the quantisation rows of the stack's fp8 recipe for an fp8 GEMM."""
+def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn: StepKernels, ring_once=False):
+    """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`; ``ring_once`` as
+    :func:`hnplan.compute.attention.attention_rows`), followed in fp8 training by the quantisation rows of
+    the stack's fp8 recipe for an fp8 GEMM."""
     fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
     sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
 
     def expand(op, count):
         if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape
             op = slower_ring_step(acc, op)
-        out = _rows(op, phase, recompute, convention, count)
+        out = _rows(op, phase, recompute, convention, count, ring_once)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
         return out

@@ -114,7 +114,7 @@ def training_part_times(
     subs = list(sub)
     for (cp, _), owners in _groups(subs, lambda k: k[2], by_tp).items():
         mb, tp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1))
-        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
+        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True)
         if moe:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
             r = [x for x in r if x[0] not in routed]
@@ -210,6 +210,8 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols)
     host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
+    # a row's kernel runs ``count`` times in one occurrence of its part (a ring's off-diagonal steps)
+    t, host = t * cols["count"], host * cols["count"]
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
     rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
     routed = _label_is(name, *ROUTED_OPS)
