@@ -35,7 +35,7 @@ import numpy as np
 
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute._op import ACT_BYTES, _ew, _Op
-from hnplan.compute.context_parallel import ring_correction_op, ring_steps
+from hnplan.compute.context_parallel import ring_correction_op, ring_step_pair, ring_steps
 from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps, peak_flops_per_s
 from hnplan.compute.gemm import kernel_overhead_s, wave_efficiency
 
@@ -182,11 +182,12 @@ def attention_rows(
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out
-    if executed and op.cp > 1:  # Transformer Engine's P2P ring: cp kernels and their corrections
-        steps = [*ring_steps(op, op.cp), ring_correction_op(op, op.cp)]
+    if executed and np.any(op.cp > 1):  # Transformer Engine's P2P ring: cp kernels and their corrections
         if ring_once:  # the diagonal, one off-diagonal step counted cp - 1 times, the corrections
-            counts = (count, count * (op.cp - 1), count)
-            return [r for s, n in zip(steps[:2] + steps[-1:], counts) for r in attention_rows(s, phase, recompute, executed, n)]
+            pair = ring_step_pair(op, op.cp)
+            kernels = zip((*pair, ring_correction_op(op, op.cp)), (count, count * (op.cp - 1), count))
+            return [r for s, n in kernels for r in attention_rows(s, phase, recompute, executed, n)]
+        steps = [*ring_steps(op, op.cp), ring_correction_op(op, op.cp)]
         return [r for s in steps for r in attention_rows(s, phase, recompute, executed, count)]
     # the fused FlashAttention kernel (kind "attention")
     f = _attention_fwd_flops(op, executed)
@@ -266,14 +267,16 @@ def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     slower shape of the ring's off-diagonal steps on ``acc`` (:mod:`hnplan.compute.context_parallel`): ``2c x c``
     (both query chunks against one K/V chunk) or ``c x 2c`` (one query chunk against both), ``c = s / (2 cp)``,
     compared under :func:`attention_compute_s` forward and backward together; the ring waits for its
-    slowest rank at every step. Returns ``op`` unchanged for ``cp = 1``."""
-    if op.cp <= 1:
+    slowest rank at every step. Returns ``op`` unchanged for ``cp = 1``; ``op.cp`` may be an array over
+    shapes, all above 1."""
+    if np.all(op.cp <= 1):
         return op
     c = op.s_kv / (2 * op.cp)
     one = np.ones((4,) + np.shape(op.b * op.hq))  # one column per shape when the operator holds arrays over shapes
     col = (slice(None),) + (None,) * (one.ndim - 1)
     f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)[col]
-    s_q, s_kv = np.array([c, c, 2 * c, 2 * c])[col] * one, np.array([2 * c, 2 * c, c, c])[col] * one
+    cs = np.broadcast_to(c, one.shape[1:])  # cp (and so c) a number or an array over the shapes
+    s_q, s_kv = np.stack([cs, cs, 2 * cs, 2 * cs]) * one, np.stack([2 * cs, 2 * cs, cs, cs]) * one
     t = attention_compute_s(acc, f, s_q, s_kv, op.d_qk * one, op.b * op.hq * one, _FWD_BWD_2[col])
     tall = t[2] + t[3] > t[0] + t[1]  # (c x 2c, 2c x c) x (fwd, bwd)
     return replace(op, ring_tall=bool(tall) if one.ndim == 1 else tall)

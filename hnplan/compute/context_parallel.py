@@ -73,7 +73,21 @@ def ring_steps(op: _Op, cp: int) -> list[_Op]:
     ValueError
         ``op`` is not a causal ``attention`` operator with ``s_q = s_kv / cp``.
     """
-    if op.kind != "attention" or not op.causal or abs(op.s_q * cp - op.s_kv) > 1e-9 * op.s_kv:
+    diag, step = ring_step_pair(op, cp)
+    return [diag] + [step] * (cp - 1)
+
+
+def ring_step_pair(op: _Op, cp) -> tuple[_Op, _Op]:
+    """The two distinct kernels of :func:`ring_steps`: the diagonal and the off-diagonal step (which runs
+    ``cp - 1`` times); ``cp`` may be an integer array over shapes (with ``op``'s numbers arrays over the same
+    shapes, :mod:`hnplan.compute.parts`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`ring_steps`.
+    """
+    if op.kind != "attention" or not op.causal or np.any(np.abs(op.s_q * cp - op.s_kv) > 1e-9 * op.s_kv):
         raise ValueError(f"a ring needs a causal attention operator of s/cp queries, got {op.name} {op.kind}")
     c = op.s_kv / (2 * cp)
     diag = replace(op, name="attention_cp_diagonal", s_q=2 * c, s_kv=2 * c, causal=True, cp=1)
@@ -82,7 +96,7 @@ def ring_steps(op: _Op, cp: int) -> list[_Op]:
     else:  # one choice per shape (operators holding arrays over shapes, hnplan.compute.parts)
         s_q, s_kv = np.where(op.ring_tall, 2 * c, c), np.where(op.ring_tall, c, 2 * c)
     step = replace(op, name="attention_cp_step", s_q=s_q, s_kv=s_kv, causal=False, cp=1)
-    return [diag] + [step] * (cp - 1)
+    return diag, step
 
 
 def ring_correction_bytes(op: _Op, cp: int) -> tuple[float, float]:

@@ -169,8 +169,9 @@ def _raw_rows(
 ):
     """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
     stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
-    be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`; ``cp`` one number): the rows'
-    numbers are then arrays over the shapes, element by element those of each shape. With ``occurrence``
+    be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`), and with ``occurrence`` ``cp`` too
+    (all above 1, or the number 1): the rows' numbers are then arrays over the shapes, element by element those
+    of each shape. With ``occurrence``
     the rows of one occurrence of each part (one layer of each kind present, the embedding, the head):
     ``count`` is then the times a row's kernel runs in it (1, or ``cp - 1`` for a ring's off-diagonal step,
     listed once)."""
@@ -200,7 +201,7 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
 
     def expand(op, count):
-        if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape
+        if acc is not None and np.any(op.cp > 1):  # the ring's off-diagonal steps in the chip's slower shape
             op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count, ring_once)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:

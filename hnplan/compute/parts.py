@@ -6,11 +6,13 @@ builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and t
 vectorised roofline call (every operator but the routed experts, which alone depend on EP, once per
 ``(micro-batch, tp, cp)``; the routed experts once per shape), so the result equals summing
 :func:`hnplan.compute.operator_table` rows shape by shape (to rounding; tested), at a fraction of the
-cost. The rows are built once per group of shapes that share a row set (one ``cp``, whose ring has
-``cp`` steps; and ``tp = 1`` apart from ``tp > 1`` where a sequence-sharded fp8 input needs its own
-transpose kernel): the names, kinds and phases once, each number an array over the group's shapes
-(the same expressions as for one shape, element by element: every number equals the one-shape row bit
-for bit; tested). Each row keeps its ``count``, and its kernels are those of one row.
+cost. The rows are built once per group of shapes that share a row set (``cp = 1``, or ``cp > 1``
+whose ring is one diagonal step, one off-diagonal step run ``cp - 1`` times and the corrections; and
+``tp = 1`` apart from ``tp > 1`` where a sequence-sharded fp8 input needs its own transpose kernel):
+the names, kinds and phases once, each number an array over the group's shapes (the same expressions as
+for one shape, element by element: every number equals the one-shape row bit for bit; tested). The rows
+are those of one occurrence of each part; a row's ``count`` is the times its kernel runs there (``cp - 1``
+for the ring's off-diagonal step, 1 otherwise), by which its time and host launches are multiplied.
 """
 
 from __future__ import annotations
@@ -106,14 +108,16 @@ def training_part_times(
     # (hnplan.compute.fp8_recipes.quantise): the rows of tp = 1 and tp > 1 differ there only
     by_tp = units.dtype_bytes(dtype) < ACT_BYTES and needs_transpose(acc, kn.fp8_recipe) and kn.cast_transpose_fusion
     # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp), built for
-    # all the shapes of a group at once (one row set per cp, the numbers as arrays over shapes)
+    # all the shapes of a group at once (one row set for cp = 1, one for all cp > 1; the numbers as arrays
+    # over shapes)
     sub = {s[:3]: None for s in shp}
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     shared = []
     subs = list(sub)
-    for (cp, _), owners in _groups(subs, lambda k: k[2], by_tp).items():
-        mb, tp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1))
+    for (ring, _), owners in _groups(subs, lambda k: k[2] > 1, by_tp).items():
+        mb, tp, cp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1, 2))
+        cp = cp if ring else 1  # the ring's rows (diagonal, off-diagonal step x (cp - 1), corrections) for any cp
         r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True)
         if moe:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
