@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hnplan.comm.algorithms import ALGORITHMS, algorithm_time, collective
+from hnplan.comm.algorithms import ALGORITHMS, algorithm_table, algorithm_time, collective, fastest_time
 from hnplan.comm.placement import flat_placement, place_group
 from hnplan.comm.topology import LinkParams
 
@@ -155,3 +155,14 @@ def test_fewer_ring_nics_never_faster(q, d, bu, au, bo, ao, s, lanes, f):
         t_wide = algorithm_time("allreduce", alg, s, wide)
         assert t_wide >= t_all * (1 - 1e-12)
         assert algorithm_time("allreduce", alg, s, narrow) >= t_wide * (1 - 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(list(ALGORITHMS)), q_st, d_st, bw, alpha, bw, alpha, eff, eff, st.floats(0, 1e10))
+def test_fastest_time_is_the_least_of_the_algorithm_table(op, q, d, bu, au, bo, ao, eu, eo, s):
+    """The planners' tuner time equals the table's least time, bit for bit, at every size."""
+    g = _group(q, d, bu, au, bo, ao, eu, eo)
+    sizes = np.array([0.0, s, 2 * s + 1.0])
+    table = algorithm_table(op, sizes, g)
+    expected = np.min(np.vstack(list(table.values())), axis=0) if g.size > 1 else np.zeros(3)
+    np.testing.assert_array_equal(fastest_time(op, sizes, g), expected)

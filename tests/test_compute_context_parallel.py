@@ -137,3 +137,29 @@ def test_short_steps_expose_what_their_kernels_cannot_hide(cat):
     assert want > 0
     assert got == pytest.approx(want, rel=1e-12)
     assert got < _cp_exposed(cat, "llama3.1-8b", "hgx-h100-ib-ndr", 2048, plan, cp_comm=False)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_a_ring_counted_once_times_as_its_steps_listed(cat, recompute):
+    """The parts' rows (one off-diagonal step counted cp - 1 times, cp an array over shapes) sum to the
+    time of each shape's ring listed step by step: 405B on an H100, TP 8, cp 2, 4 and 32."""
+    from hnplan.compute.attention import attention_rows
+    from hnplan.compute.operator_rows import _columns, _times
+
+    m, acc = cat.model("llama3.1-405b"), cat.accelerator("h100-sxm")
+    cps, mbs = np.array([2, 4, 32]), np.array([1, 2, 1])
+
+    def timed(rows):
+        c = _columns(rows)
+        return _times(None, acc, "bf16", c)[2], c["count"]
+
+    listed = []
+    for b, cp in zip(mbs.tolist(), cps.tolist()):
+        t, _ = timed(attention_rows(slower_ring_step(acc, attention_op(m, b, 8192, 8, cp)), "train", recompute, True, 1.0))
+        listed.append(t.sum())
+    op = slower_ring_step(acc, attention_op(m, mbs, 8192, np.full(3, 8), cps))
+    rows = attention_rows(op, "train", recompute, True, 1.0, ring_once=True)
+    # each row split into one row per shape (its numbers, or the number all shapes share)
+    t, count = timed([(*r[:4], *(v if np.ndim(v) == 0 else v[i] for v in r[4:])) for r in rows for i in range(3)])
+    once = np.bincount(np.tile(np.arange(3), len(rows)), weights=t * count)
+    np.testing.assert_allclose(once, listed, rtol=1e-13)

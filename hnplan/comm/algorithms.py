@@ -270,6 +270,40 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
     return out
 
 
+def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
+    """The tuner's time of ``op`` at each size [s]: the least of :func:`algorithm_table`'s times, computed
+    without building the table (the planners' path; the same numbers).
+
+    Parameters
+    ----------
+    op : str
+        One of :data:`hnplan.comm.collectives.OPS`.
+    n_bytes : float or array
+        nccl-tests size S [bytes].
+    group : GroupPlacement
+
+    Returns
+    -------
+    numpy.ndarray
+        Shaped as ``n_bytes``; 0 for a group of one rank.
+
+    Raises
+    ------
+    InputError
+        For an unknown op.
+    """
+    check_choice("collective", op, OPS)
+    s = np.asarray(n_bytes, dtype=float)
+    if group.size == 1:
+        return np.zeros_like(s)
+    best = None
+    for alg in ALGORITHMS[op]:
+        t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
+        if t is not None:
+            best = t if best is None else np.minimum(best, t)
+    return np.broadcast_to(np.asarray(best, dtype=float), s.shape).copy()
+
+
 def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = None) -> CollectiveResult:
     """Time, algbw and busbw of a collective, with the fastest applicable algorithm per size (as NCCL's
     tuner picks, [3]_) or the one forced by ``algorithm``.

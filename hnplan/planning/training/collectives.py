@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hnplan.comm.algorithms import algorithm_table
+from hnplan.comm.algorithms import fastest_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_step_times_s
 from hnplan.compute.layout import stage_layers
@@ -51,7 +51,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
     the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
     pod level) and timed with the fastest applicable algorithm for every candidate's message size
-    (:func:`hnplan.comm.algorithms.algorithm_table`, the NCCL-tuner choice); 0 for groups of one rank.
+    (:func:`hnplan.comm.algorithms.fastest_time`, the NCCL-tuner choice); 0 for groups of one rank.
     Each time is remembered on the job (``job.memo``): a repeated search times only new messages.
 
     Parameters
@@ -86,8 +86,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         pcodes, upairs = pd.factorize(pair[miss])
         for i, pr in enumerate(upairs):
             at = miss[pcodes == i]
-            table = algorithm_table(op, u_n[at], job.group(int(pr // base), int(pr % base)))
-            res[at] = np.min(np.vstack(list(table.values())), axis=0)
+            res[at] = fastest_time(op, u_n[at], job.group(int(pr // base), int(pr % base)))
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
