@@ -222,3 +222,29 @@ def memo(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None
         return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
     out = pd.DataFrame(res)
     return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)
+
+
+def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None, by: tuple[str, ...] = ()):
+    """:func:`memo` with ``fn`` called on arrays: once per distinct value of the ``by`` keys (passed as
+    numbers), the other keys as arrays over the distinct key tuples not in ``cache`` with those values;
+    ``fn`` returns ``{name: array}`` element by element equal to the one-tuple results (element-wise
+    functions of its array arguments). The result and ``cache`` are as :func:`memo`'s.
+    """
+    codes, uniq = factorize(df, keys)
+    cache = {} if cache is None else cache
+    tuples = list(zip(*(uniq[k].tolist() for k in keys)))
+    at = [keys.index(k) for k in by]
+    batches: dict = {}
+    for u in tuples:
+        if u not in cache:
+            batches.setdefault(tuple(u[i] for i in at), []).append(u)
+    for fixed, us in batches.items():
+        args = [fixed[at.index(i)] if i in at else np.array([u[i] for u in us]) for i in range(len(keys))]
+        got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(us),)) for k, v in fn(*args).items()}
+        for j, u in enumerate(us):
+            cache[u] = {k: float(v[j]) for k, v in got.items()}
+    res = [cache[u] for u in tuples]
+    if isinstance(uniq, Columns):
+        return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+    out = pd.DataFrame(res)
+    return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)

@@ -155,7 +155,9 @@ def test_a_ring_counted_once_times_as_its_steps_listed(cat, recompute):
 
     listed = []
     for b, cp in zip(mbs.tolist(), cps.tolist()):
-        t, _ = timed(attention_rows(slower_ring_step(acc, attention_op(m, b, 8192, 8, cp)), "train", recompute, True, 1.0))
+        t, _ = timed(
+            attention_rows(slower_ring_step(acc, attention_op(m, b, 8192, 8, cp)), "train", recompute, True, 1.0)
+        )
         listed.append(t.sum())
     op = slower_ring_step(acc, attention_op(m, mbs, 8192, np.full(3, 8), cps))
     rows = attention_rows(op, "train", recompute, True, 1.0, ring_once=True)

@@ -179,3 +179,25 @@ def test_candidates_are_the_product_that_obeys_the_rules(cat, model, gpus, seq, 
     assert len(got) == len(ref) > 0
     pd.testing.assert_frame_equal(got[list(PLAN_FIELDS)], ref[list(PLAN_FIELDS)], check_dtype=False)
     assert (got["num_microbatches"] == batch // (got["dp"] * got["microbatch_size"])).all()
+
+
+def test_memo_batched_equals_memo_and_fills_the_cache():
+    """Batched over the non-``by`` keys, the results equal the one-tuple memo's, and a second call reads
+    the cache only."""
+    from hnplan.vectorise import memo, memo_batched
+
+    df = pd.DataFrame({"a": [1, 2, 1, 3, 2], "b": [4, 4, 5, 4, 4], "c": ["x", "y", "x", "x", "y"]})
+
+    def one(a, b, c):
+        return {"f": a * 1.5 / b + (c == "x"), "g": 2.0}
+
+    def batched(a, b, c):
+        return {"f": np.asarray(a) * 1.5 / b + (c == "x"), "g": 2.0}
+
+    cache: dict = {}
+    got = memo_batched(df, ["a", "b", "c"], batched, cache, by=("b", "c"))
+    want = memo(df, ["a", "b", "c"], one)
+    pd.testing.assert_frame_equal(got, want)
+    assert len(cache) == 4
+    again = memo_batched(df, ["a", "b", "c"], lambda *a: 1 / 0, cache, by=("b", "c"))
+    pd.testing.assert_frame_equal(again, want)

@@ -46,7 +46,7 @@ import pandas as pd
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.errors import check_choice
-from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight
+from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight_array
 from hnplan.memory.recompute import (
     DEFAULT_MODULES,
     check_modules,
@@ -55,7 +55,7 @@ from hnplan.memory.recompute import (
     mlp_intermediate,
     mtp_activation_bytes,
 )
-from hnplan.vectorise import column, distinct_values, memo
+from hnplan.vectorise import column, distinct_values, memo_batched
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -263,7 +263,7 @@ def layer_activation_table(
     ``(microbatch_size, tp, cp, recompute)`` [bytes].
 
     ``cache`` (optional): a dict that keeps the per-shape values across calls for the same model,
-    sequence and flags (:func:`hnplan.vectorise.memo`).
+    sequence and flags (:func:`hnplan.vectorise.memo_batched`).
 
     Returns
     -------
@@ -278,7 +278,7 @@ def layer_activation_table(
         fp8_gemm_inputs=fp8_gemm_inputs,
         recompute_modules=recompute_modules,
     )
-    return memo(
+    return memo_batched(  # mb and cp as arrays over the shapes of one (tp, recompute)
         plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans,
         ["microbatch_size", "tp", "cp", "recompute"],
         lambda mb, tp, cp, rc: {
@@ -290,6 +290,7 @@ def layer_activation_table(
             "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
         },
         None if cache is None else cache.setdefault(("layer", seq_len, *kw.values()), {}),
+        by=("tp", "recompute"),
     )
 
 
@@ -383,14 +384,8 @@ def stage_activation_table(
     if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
-        in_flight = column(
-            memo(
-                df,
-                ["pp", "num_microbatches", "virtual_stages"],
-                lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
-                None if cache is None else cache.setdefault(("in_flight", stage), {}),
-            ),
-            "f",
+        in_flight = microbatches_in_flight_array(
+            pp, column(df, "num_microbatches"), column(df, "virtual_stages"), stage
         )
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
