@@ -19,7 +19,7 @@ See docs/compute.md.
 from typing import TYPE_CHECKING
 
 from hnplan.compute._op import ACT_BYTES  # noqa: F401  (bf16 activations: the one definition)
-from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, ring_step_times_s  # noqa: F401
+from hnplan.compute.attention import ATTENTION_IMPLS, ATTENTION_KINDS, ring_pair_times_s, ring_step_times_s  # noqa: F401
 from hnplan.compute.counts import (  # noqa: F401
     RECOMPUTE_MODES,
     FlopsPerToken,

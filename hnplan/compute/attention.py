@@ -296,7 +296,16 @@ def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray
     (fwd, bwd) : arrays of shape (cp,)
         Step 0 (the causal diagonal) first [s].
     """
-    diag, step = ring_steps(slower_ring_step(acc, op), op.cp)[:2]
+    fd, fs, bd, bs = ring_pair_times_s(acc, op)
+    k = op.cp - 1
+    return np.array([fd] + [fs] * k), np.array([bd] + [bs] * k)
+
+
+def ring_pair_times_s(acc: Accelerator, op: _Op) -> tuple:
+    """The two distinct kernel times of :func:`ring_step_times_s`: ``(diagonal forward, off-diagonal forward,
+    diagonal backward, off-diagonal backward)`` [s], each a number, or an array over shapes when ``op``'s
+    sizes and ``op.cp`` are arrays over shapes (every ``cp > 1``)."""
+    diag, step = ring_step_pair(slower_ring_step(acc, op), op.cp)
     rows = [r for s in (diag, step) for r in attention_rows(s, "train", "none", True, 1.0)]
     # one row per (step, pass); with arrays over shapes one column per shape
     bwd = np.array([r[3] == "bwd" for r in rows])
@@ -307,5 +316,4 @@ def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray
     t_c = attention_compute_s(acc, f, s_q, s_kv, d, g, bwd[col])
     t = np.maximum(t_c, by / achievable_hbm_Bps(acc)) + kernel_overhead_s(acc)
     (fd, fs), (bd, bs) = t[~bwd], t[bwd]  # (diagonal, off-diagonal) of each pass
-    k = op.cp - 1
-    return np.array([fd] + [fs] * k), np.array([bd] + [bs] * k)
+    return fd, fs, bd, bs

@@ -29,7 +29,7 @@ import pandas as pd
 
 from hnplan.comm.algorithms import fastest_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
-from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_step_times_s
+from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.layout import stage_layers
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
@@ -169,22 +169,18 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
     """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
-    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: the shapes of one ``cp`` at once (one
-    attention operator holding arrays over them)."""
+    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: all shapes at once (one attention operator
+    holding arrays over them, :func:`hnplan.compute.attention.ring_pair_times_s`)."""
     missing = list(
         dict.fromkeys(k for k in zip(*(np.asarray(a).astype(int).tolist() for a in (mb, tp, cp))) if k not in kernels)
     )
-    groups: dict = {}
-    for k in missing:
-        groups.setdefault(k[2], []).append(k)
-    for n, keys in groups.items():
-        b, t = (np.array([k[i] for k in keys], dtype=np.int64) for i in (0, 1))
-        fwd, bwd = ring_step_times_s(job.acc, attention_op(job.model, b, job.seq_len, t, n))
-        fwd, bwd = (
-            np.broadcast_to(fwd.reshape(n, -1), (n, len(keys))),
-            np.broadcast_to(bwd.reshape(n, -1), (n, len(keys))),
-        )
-        kernels.update({k: (fwd[:, i].copy(), bwd[:, i].copy()) for i, k in enumerate(keys)})
+    if not missing:
+        return
+    b, t, n = (np.array([k[i] for k in missing], dtype=np.int64) for i in (0, 1, 2))
+    op = attention_op(job.model, b, job.seq_len, t, n)
+    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.acc, op))
+    for i, k in enumerate(missing):  # the diagonal step, then the cp - 1 off-diagonal ones
+        kernels[k] = (np.array([fd[i]] + [fs[i]] * (k[2] - 1)), np.array([bd[i]] + [bs[i]] * (k[2] - 1)))
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
