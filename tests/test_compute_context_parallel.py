@@ -165,3 +165,17 @@ def test_a_ring_counted_once_times_as_its_steps_listed(cat, recompute):
     t, count = timed([(*r[:4], *(v if np.ndim(v) == 0 else v[i] for v in r[4:])) for r in rows for i in range(3)])
     once = np.bincount(np.tile(np.arange(3), len(rows)), weights=t * count)
     np.testing.assert_allclose(once, listed, rtol=1e-13)
+
+
+def test_ring_kernel_times_over_shapes_equal_each_shape(cat):
+    """The diagonal and off-diagonal step times of shapes of different cp, timed together, equal each
+    shape's ring timed alone, bit for bit (405B on an H100, TP 8 and 4)."""
+    from hnplan.compute.attention import ring_pair_times_s
+
+    m, acc = cat.model("llama3.1-405b"), cat.accelerator("h100-sxm")
+    mb, tp, cp = np.array([1, 2, 1, 4]), np.array([8, 8, 4, 8]), np.array([2, 4, 16, 32])
+    fd, fs, bd, bs = ring_pair_times_s(acc, attention_op(m, mb, 8192, tp, cp))
+    for i, (b, t, c) in enumerate(zip(mb.tolist(), tp.tolist(), cp.tolist())):
+        fwd, bwd = ring_step_times_s(acc, attention_op(m, b, 8192, t, c))
+        assert fwd.tolist() == [fd[i]] + [fs[i]] * (c - 1)
+        assert bwd.tolist() == [bd[i]] + [bs[i]] * (c - 1)
