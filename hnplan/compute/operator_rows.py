@@ -255,7 +255,9 @@ def _labels(values) -> tuple[np.ndarray, dict]:
 def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
     """Rows whose label (:func:`_labels`) is one of ``values`` [bool array]."""
     codes, index = labels
-    return np.isin(codes, [index[v] for v in values if v in index])
+    wanted = np.zeros(len(index) + 1, dtype=bool)  # a lookup per label code (a few dozen labels)
+    wanted[[index[v] for v in values if v in index]] = True
+    return wanted[codes]
 
 
 ROW_FIELDS = ("name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k", "groups")
