@@ -47,7 +47,8 @@ def _timed(fn):
 def _fresh_job(case):
     model, system, gpus, seq, batch = case
     cat = Catalog()  # fresh: nothing memoised
-    cat.model(model), cat.system(system), cat.design(system)  # catalog parsing is not part of the search
+    # catalog parsing (the entries, the memory-overheads file) is not part of the search
+    cat.model(model), cat.system(system), cat.design(system), cat.memory_overheads
     return make_job(model, system, gpus, seq, batch, catalog=cat)
 
 

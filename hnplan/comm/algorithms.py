@@ -301,7 +301,8 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
         if t is not None:
             best = t if best is None else np.minimum(best, t)
-    return np.broadcast_to(np.asarray(best, dtype=float), s.shape).copy()
+    best = np.asarray(best, dtype=float)
+    return best if best.shape == s.shape and best is not s else np.broadcast_to(best, s.shape).copy()
 
 
 def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = None) -> CollectiveResult:

@@ -99,6 +99,28 @@ def training_part_times(
     """
     cols = ["microbatch_size", "tp", "cp", "ep"]
     shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
+    names, table = part_time_table(model, acc, shp, seq_len, dtype, attention, sequence_parallel, stack)
+    return pd.DataFrame(table, columns=names)  # one float block
+
+
+def part_time_table(
+    model: Model,
+    acc: Accelerator,
+    shp: list[tuple[int, int, int, int]],
+    seq_len: int,
+    dtype: str = "bf16",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
+) -> tuple[list[str], np.ndarray]:
+    """:func:`training_part_times` for a list of ``(microbatch_size, tp, cp, ep)`` integer tuples, without
+    the frames (the planner's path): the column names and the ``[shape, column]`` float array [s].
+
+    Raises
+    ------
+    InputError
+        As :func:`training_part_times`.
+    """
     _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
@@ -147,7 +169,7 @@ def training_part_times(
         extra = router_host_s(ch)
         for g in ("host_fwd", "host_bwd", "host_rc_full"):
             out[f"moe_{g}"] = out[f"moe_{g}"] + extra
-    return pd.DataFrame(np.column_stack(list(out.values())), columns=list(out))  # one float block
+    return list(out), np.column_stack(list(out.values())).reshape(len(shp), len(out))
 
 
 def _groups(keys: list, split, by_tp: bool) -> dict:

@@ -58,7 +58,7 @@ from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cas
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.host import stage_times, sync_s
 from hnplan.compute.layout import stage_layers
-from hnplan.compute.parts import training_part_times
+from hnplan.compute.parts import part_time_table
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
 from hnplan.vectorise import Columns, column, factorize, on_distinct
@@ -225,18 +225,18 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
     if missing:
-        new = training_part_times(
+        names, new = part_time_table(
             job.model,
             job.acc,
-            pd.DataFrame(missing, columns=SHAPE_KEYS),
+            [tuple(int(x) for x in s) for s in missing],
             job.seq_len,
             dtype,
             ch.attention,
             ch.sequence_parallel,
             ch,
         )
-        cache.setdefault("columns", list(new.columns))
-        cache.update(zip(missing, new.to_numpy()))
+        cache.setdefault("columns", names)
+        cache.update(zip(missing, new))
     names = cache.get("columns", [])
     table = np.array([cache[s] for s in wanted]).reshape(len(wanted), len(names))
     return Columns({k: table[:, i] for i, k in enumerate(names)})
