@@ -205,3 +205,31 @@ def test_sizing_skips_counts_without_a_valid_plan_and_says_so(cat):
     # a 405B model on 8-GPU servers: the first counts have no plan that fits or divides; they are listed
     r = size_for_deadline("llama3.1-405b", "hgx-h100-ib-ndr", 1e12, 30.0, 8192, 1024, catalog=cat)
     assert r["skipped"] and all(s["gpus"] < r["gpus"] and s["reason"] for s in r["skipped"])
+
+
+def test_balanced_ends_give_the_embedding_and_the_loss_a_chunk_each(cat):
+    """Llama 3 (arXiv:2407.21783 Sec. 3.3.2): the first chunk of the first stage holds only the embedding,
+    the last chunk of the last stage only the output projection and the loss. 126 layers on 16 stages of
+    8 chunks: 16 x 8 = 128 chunk places = 126 layers + 2, one layer a chunk, so pp x v may reach L + 2
+    with a stack that balances the ends, and only L without."""
+    plan = ParallelPlan(tp=8, pp=16, dp=64, virtual_stages=8, zero_stage=2, recompute="none")
+    with pytest.raises(PlanRuleError, match="pp x virtual_stages = 16 x 8 exceeds the model's 126 layers"):
+        estimate_training_step("llama3.1-405b", "hgx-h100-roce-400g", 8192, plan, 8192, 2048, stack="megatron-core")
+    est = estimate_training_step("llama3.1-405b", "hgx-h100-roce-400g", 8192, plan, 8192, 2048, stack="llama3-meta")
+    assert est.num_microbatches == 32
+    # v = 9 would need 144 places: more than 126 + 2, refused with the end chunks named
+    with pytest.raises(PlanRuleError, match=r"exceeds the model's 126 layers and the 2 end chunks"):
+        estimate_training_step(
+            "llama3.1-405b",
+            "hgx-h100-roce-400g",
+            8192,
+            ParallelPlan(tp=8, pp=16, dp=64, virtual_stages=9),
+            8192,
+            2048,
+            stack="llama3-meta",
+        )
+    m, s = cat.model("llama3.1-405b"), cat.system("hgx-h100-roce-400g")
+    fixed = dict(tp=8, pp=16, dp=64, microbatch_size=1)
+    v_plain = set(candidate_frame(m, s, 8192, 8192, 2048, fixed)["virtual_stages"])
+    v_balanced = set(candidate_frame(m, s, 8192, 8192, 2048, fixed, balanced_ends=True)["virtual_stages"])
+    assert max(v_plain) == 6 and v_balanced - v_plain == {8}  # 16 x 8 = 128 <= 126 + 2; 16 x 10 does not fit

@@ -214,7 +214,9 @@ def memory_summary(
             zero_stage=zero,
             recompute=recompute,
         )
-        validate_plan(job.model, job.gpus, p, job.global_batch_seqs, seq_len)
+        validate_plan(
+            job.model, job.gpus, p, job.global_batch_seqs, seq_len, balanced_ends=job.choices.pipeline_balanced_ends
+        )
         row = evaluate_plans(job, plans_frame([p])).iloc[0]
         design = cat.design(sys_)
         plan = spill_plan(

@@ -64,6 +64,7 @@ def candidate_frame(
     fixed: dict | None = None,
     *,
     zero_with_pipeline: bool = False,
+    balanced_ends: bool = False,
 ) -> pd.DataFrame:
     """All valid plans for a job, as a table.
 
@@ -85,6 +86,9 @@ def candidate_frame(
         :attr:`~hnplan.catalog.schemas.SoftwareStack.zero_with_pipeline`); default false: Megatron-LM
         and DeepSpeed shard gradients and parameters only without pipeline parallelism, so an unpinned
         search pairs ZeRO-2/3 with ``pp = 1`` only.
+    balanced_ends : bool, optional
+        The stack's ``pipeline_balanced_ends``: the embedding and the loss each take a model chunk's
+        place, so up to ``layers + 2`` chunks (:func:`hnplan.planning.training.plan.plan_rules`).
 
     Returns
     -------
@@ -141,7 +145,7 @@ def candidate_frame(
     mb_, v_ = (np.tile(g.ravel().astype(np.int64), n_out) for g in np.meshgrid(mb, v, indexing="ij"))
     tp_, cp_, pp_, ep_ = (np.repeat(a, n_mv) for a in outer)
     cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_)
-    ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs)
+    ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends)
     if "dp" in fixed:
         ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
     cols = {k: a[ok] for k, a in cols.items()}

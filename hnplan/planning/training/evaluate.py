@@ -235,7 +235,9 @@ def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
     InputError
         For an unknown recompute mode or ZeRO stage.
     """
-    validate_plan(job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len)
+    validate_plan(
+        job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len, balanced_ends=job.choices.pipeline_balanced_ends
+    )
     return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
 
 
@@ -277,6 +279,7 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
         job.global_batch_seqs,
         fixed,
         zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
+        balanced_ends=job.choices.pipeline_balanced_ends,
     )
     if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
         for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
@@ -470,7 +473,14 @@ def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
         base.update(fixed)
         if "dp" not in fixed:
             base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
-        validate_plan(job.model, job.gpus, ParallelPlan(**base), job.global_batch_seqs, job.seq_len)
+        validate_plan(
+            job.model,
+            job.gpus,
+            ParallelPlan(**base),
+            job.global_batch_seqs,
+            job.seq_len,
+            balanced_ends=job.choices.pipeline_balanced_ends,
+        )
     raise PlanRuleError(
         f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
         f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "

@@ -66,7 +66,9 @@ def check_knobs(recompute, zero_stage) -> None:
         raise InputError(f"zero stage must be one of 0, 1, 2, 3; got {sorted(badz)[0]!r}")
 
 
-def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int) -> dict:
+def plan_rules(
+    df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int, *, balanced_ends: bool = False
+) -> dict:
     """The divisibility rules of a training plan, evaluated on every row of a candidate table.
 
     Parameters
@@ -79,13 +81,20 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
         [tokens]
     global_batch_seqs : int
         Sequences per optimizer step.
+    balanced_ends : bool
+        The stack gives the embedding and the output head with the loss each a model chunk's place
+        (``pipeline_balanced_ends``, Llama 3 arXiv:2407.21783 Sec. 3.3.2: "the first model chunk on the
+        first stage has only the embedding, and the last model chunk on the last stage has only output
+        projection and loss calculation"): ``pp v`` chunks then hold ``layers + 2`` places, so
+        ``pp v <= layers + 2`` (Llama 3 405B: 16 x 8 = 128 chunks for 126 layers).
 
     Returns
     -------
     dict
         ``{rule message template: boolean array (True = the row obeys it)}``; the templates are
         formatted with a row's fields (and ``gpus, layers, heads, experts, batch, seq_len, m``) to
-        explain a violation. Rules: degrees >= 1; ``tp pp dp cp = gpus``; ``pp v <= layers``;
+        explain a violation. Rules: degrees >= 1; ``tp pp dp cp = gpus``; ``pp v <= layers`` (``+ 2``
+        with ``balanced_ends``);
         the model's split (:func:`hnplan.compute.layout.split_rules`: ``tp`` divides the heads and
         the KV heads, no empty pipeline stage, ``ep`` divides the experts); ``ep`` divides ``dp cp``;
         ``dp x microbatch``
@@ -96,12 +105,14 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
     tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
     mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
     m = global_batch_seqs // np.maximum(dp * mb, 1)
+    places = model.layers + (2 if balanced_ends else 0)  # chunks a pipeline can fill
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, microbatch {microbatch_size}, "
             "virtual stages {virtual_stages})": (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
-            "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers": pp * v <= model.layers,
+            "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
+            + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
             "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)": (dp * cp) % np.maximum(ep, 1)
             == 0,
@@ -115,15 +126,26 @@ def plan_rules(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_b
         }
 
 
-def valid_mask(df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int) -> np.ndarray:
+def valid_mask(
+    df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int, *, balanced_ends: bool = False
+) -> np.ndarray:
     """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
-    rules = plan_rules(df, model, gpus, seq_len, global_batch_seqs)
+    rules = plan_rules(df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends)
     n = len(np.asarray(df["tp"]))
     return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
 
 
-def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs: int, seq_len: int = 2) -> int:
-    """Check that one plan divides; return its number of micro-batches.
+def validate_plan(
+    model: Model,
+    gpus: int,
+    plan: ParallelPlan,
+    global_batch_seqs: int,
+    seq_len: int = 2,
+    *,
+    balanced_ends: bool = False,
+) -> int:
+    """Check that one plan divides; return its number of micro-batches (``balanced_ends``: as
+    :func:`plan_rules`).
 
     Raises
     ------
@@ -135,7 +157,7 @@ def validate_plan(model: Model, gpus: int, plan: ParallelPlan, global_batch_seqs
     """
     check_knobs(plan.recompute, plan.zero_stage)
     df = plans_frame([plan])
-    for template, ok in plan_rules(df, model, gpus, seq_len, global_batch_seqs).items():
+    for template, ok in plan_rules(df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends).items():
         if not ok[0]:
             p = plan
             m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
