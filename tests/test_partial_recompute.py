@@ -6,6 +6,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from hnplan.catalog.schemas import StackChoices
@@ -162,3 +164,18 @@ def test_choices_are_checked():
         StackChoices(cpu_offload_layers=-1)
     assert StackChoices().recompute_num_layers is None and StackChoices().cpu_offload_layers == 0
     assert np.isfinite(StackChoices(recompute_num_layers=3).recompute_num_layers)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 40), pp=st.sampled_from([1, 2, 4]), v=st.sampled_from([1, 2]), off=st.integers(0, 40))
+def test_more_recomputed_or_offloaded_layers_never_need_more_memory(cat, n, pp, v, off):
+    """Activations fall (weakly) as N grows, between the none level (no layer recomputed) and full
+    recomputation of every layer; offloading more layers never needs more HBM."""
+    m = cat.model("llama3.1-8b")
+    plan = _plan(pp=pp, virtual_stages=v if pp > 1 else 1)
+    at = lambda k: stage_activation_table(m, plan, S, dropout=False, recompute_num_layers=k)[0]  # noqa: E731
+    assert at(n + 1) <= at(n) * (1 + 1e-12)
+    assert at(None) <= at(n) <= stage_activation_table(m, plan.assign(recompute="none"), S, dropout=False)[0]
+    none = _plan(recompute="none")
+    kept = lambda k: stage_activation_table(m, none, S, dropout=False, offload_layers=k)[0]  # noqa: E731
+    assert kept(off + 1) <= kept(off)
