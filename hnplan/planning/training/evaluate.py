@@ -181,8 +181,9 @@ def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
     def across(i):  # quantity i of every stage, [stage, n]
         return [np.broadcast_to(np.asarray(q[i], dtype=float), shape) for q in per_stage]
 
-    slowest = np.argmax(np.stack(across(0)), axis=0)
-    return [np.choose(slowest, across(i)) for i in range(len(per_stage[0]))]
+    slowest = np.argmax(np.stack(across(0)), axis=0).ravel()
+    at = (slowest, np.arange(slowest.size))  # the slowest stage of each candidate
+    return [np.stack(across(i)).reshape(len(per_stage), -1)[at].reshape(shape) for i in range(len(per_stage[0]))]
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
