@@ -270,6 +270,9 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
     return out
 
 
+SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
+
+
 def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
     """The tuner's time of ``op`` at each size [s]: the least of :func:`algorithm_table`'s times, computed
     without building the table (the planners' path; the same numbers).
@@ -296,6 +299,8 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
     s = np.asarray(n_bytes, dtype=float)
     if group.size == 1:
         return np.zeros_like(s)
+    if s.size <= SCALAR_SIZES:  # the same formulas on floats (best_time): the same numbers, no array overhead
+        return np.array([best_time(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
     best = None
     for alg in ALGORITHMS[op]:
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
