@@ -176,14 +176,9 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
 
 def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
     """Every quantity of the slowest stage (largest first entry; the earlier stage on a tie) per candidate."""
-    shape = np.broadcast_shapes(*(np.shape(x) for q in per_stage for x in q))
-
-    def across(i):  # quantity i of every stage, [stage, n]
-        return [np.broadcast_to(np.asarray(q[i], dtype=float), shape) for q in per_stage]
-
-    slowest = np.argmax(np.stack(across(0)), axis=0).ravel()
-    at = (slowest, np.arange(slowest.size))  # the slowest stage of each candidate
-    return [np.stack(across(i)).reshape(len(per_stage), -1)[at].reshape(shape) for i in range(len(per_stage[0]))]
+    table = np.array([np.broadcast_arrays(*q) for q in per_stage], dtype=float).transpose(1, 0, 2)  # [q, stage, n]
+    slowest = np.argmax(table[0], axis=0)
+    return list(np.take_along_axis(table, slowest[None, None, :], axis=1)[:, 0, :])
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
