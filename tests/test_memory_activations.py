@@ -3,7 +3,6 @@
 
 import math
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -205,13 +204,3 @@ def test_expert_parallel_must_divide(cat):
 
     with pytest.raises(InfeasiblePlan, match="does not divide"):
         training_memory(cat.model("mixtral-8x7b"), 4096, 1, 1, 1, 6, ep=4)
-
-
-def test_microbatches_in_flight_over_arrays_equals_each_plan():
-    """The array form equals the one-plan form element by element (1F1B, interleaved, both end stages)."""
-    from hnplan.memory.pipeline import microbatches_in_flight, microbatches_in_flight_array
-
-    pp, m, v = np.array([1, 2, 4, 8, 8, 16]), np.array([1, 8, 2, 64, 3, 32]), np.array([1, 2, 1, 4, 2, 1])
-    for stage in ("first", "last"):
-        want = [microbatches_in_flight(*x, stage) for x in zip(pp.tolist(), m.tolist(), v.tolist())]
-        np.testing.assert_array_equal(microbatches_in_flight_array(pp, m, v, stage), want)

@@ -46,7 +46,7 @@ import pandas as pd
 from hnplan.catalog.schemas import Model
 from hnplan.compute import ACT_BYTES, RECOMPUTE_MODES, head_dim
 from hnplan.errors import check_choice
-from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight_array
+from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight
 from hnplan.memory.recompute import (
     DEFAULT_MODULES,
     check_modules,
@@ -57,7 +57,7 @@ from hnplan.memory.recompute import (
     offload_kept_layers,
     recomputed_share,
 )
-from hnplan.vectorise import Columns, column, distinct_values, memo_batched
+from hnplan.vectorise import Columns, column, distinct_values, memo, memo_batched
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -407,8 +407,14 @@ def stage_activation_table(
     if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
-        in_flight = microbatches_in_flight_array(
-            pp, column(df, "num_microbatches"), column(df, "virtual_stages"), stage
+        in_flight = column(
+            memo(
+                df,
+                ["pp", "num_microbatches", "virtual_stages"],
+                lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
+                None if cache is None else cache.setdefault(("in_flight", stage), {}),
+            ),
+            "f",
         )
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)

@@ -42,18 +42,6 @@ def microbatches_in_flight(
     return m
 
 
-def microbatches_in_flight_array(pp, num_microbatches, virtual_stages, stage: str = "first") -> np.ndarray:
-    """:func:`microbatches_in_flight` for arrays of ``pp``, ``num_microbatches`` and ``virtual_stages`` (the
-    same expressions element by element) [micro-batches of the stage's layers]."""
-    pp, v = np.asarray(pp), np.asarray(virtual_stages)
-    m = np.minimum(pp, np.asarray(num_microbatches))
-    if stage == "last":
-        held = np.where(v > 1, ((v - 1) * m + 1) / v, 1.0)
-    else:
-        held = np.where(v > 1, m * (1 + (pp - 1) / (pp * v)), m)
-    return np.where(pp <= 1, 1.0, held)
-
-
 def end_stage_layers(model: Model, pp, balanced: bool = False):
     """Layers on the first (and the last) pipeline stage, for an array of ``pp`` [layers].
 
