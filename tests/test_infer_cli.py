@@ -142,3 +142,25 @@ def test_table_says_which_power_is_rated_and_which_at_load():
     assert d["hbm_gib"] == pytest.approx(0.9 * 79.11, rel=1e-3)
     rate = runner.invoke(app, BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40"])
     assert "facility power, rated [kW]" in " ".join(rate.output.split())
+
+
+def test_disaggregated_table_shows_both_pools():
+    """With --disaggregate the layout rows are the decode pool's and the prefill pool has its own rows:
+    the table's GPU count is prefill replicas x their GPUs + decode replicas x theirs (without the
+    prefill rows a reader saw 'GPUs per replica 4, replicas 7, GPUs 10')."""
+    args = BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40", "--dtype", "fp8", "--disaggregate"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    cells = {}
+    for line in res.output.splitlines():
+        parts = [c.strip() for c in line.split("│") if c.strip()]
+        if len(parts) == 2:
+            cells[parts[0]] = parts[1]
+    d = _json(args)
+    assert cells["decode GPUs per replica"] == str(d["gpus_per_replica"])
+    assert cells["prefill GPUs per replica"] == str(d["prefill"]["gpus_per_replica"])
+    assert cells["prefill replicas"] == str(d["prefill"]["replicas"])
+    assert cells["replicas (prefill + decode)"] == str(d["prefill"]["replicas"] + d["decode_replicas"])
+    assert int(cells["GPUs [count]"]) == (
+        d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"] * d["gpus_per_replica"]
+    )

@@ -161,5 +161,15 @@ def infer(
         if json_:
             print_json(out)
             return
-        rows = [(_HEADER.get(k) or column_header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        split = isinstance(out.get("prefill"), dict)  # disaggregated: the layout rows are the decode pool's
+
+        def header(k: str) -> str:
+            h = _HEADER.get(k) or column_header(k)
+            if split and k in ("tp", "ep", "pp", "gpus_per_replica"):
+                return f"decode {h}"
+            return "replicas (prefill + decode)" if split and k == "replicas" else h
+
+        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        if split:
+            rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
