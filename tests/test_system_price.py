@@ -114,3 +114,5 @@ def test_price_item_with_no_price_is_bad_input(tmp_path):
     assert err["message"].startswith(path)
     res = runner.invoke(app, ["infer", "--model", "llama3.1-8b", "--system", path, "--input-tokens", "100"])
     assert res.exit_code == 2 and "field 'price_item'" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["catalog", "validate", path, "--kind", "systems"])
+    assert res.exit_code == 2 and "field 'price_item': no price for 'gb200-nvl7'" in " ".join(res.output.split())
