@@ -130,6 +130,16 @@ def to_GB(nbytes):
     return nbytes / GB
 
 
+def to_TB(nbytes):
+    """Bytes -> TB (1e12, the unit storage datasheets and checkpoint sizes are quoted in)."""
+    return nbytes / TB
+
+
+def to_MiB(nbytes):
+    """Bytes -> MiB (2**20)."""
+    return nbytes / MiB
+
+
 def kw_to_w(kw):
     """Kilowatts -> watts."""
     return kw * KILO
@@ -175,6 +185,11 @@ def ms_to_s(ms):
     return ms * MILLI
 
 
+def s_to_ms(s):
+    """Seconds -> milliseconds (the unit latency targets such as TTFT and TPOT are quoted in)."""
+    return s / MILLI
+
+
 def s_to_days(s):
     """Seconds -> days (86,400 s)."""
     return s / DAY
@@ -183,6 +198,11 @@ def s_to_days(s):
 def s_to_hours(s):
     """Seconds -> hours."""
     return s / HOUR
+
+
+def hours_to_s(hours):
+    """Hours -> seconds."""
+    return hours * HOUR
 
 
 def days_to_s(days):

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -92,7 +93,7 @@ def openb_class(qos) -> np.ndarray:
     return cls
 
 
-def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
+def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFrame:
     """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
 
     Parameters
@@ -236,7 +237,7 @@ def synthetic_jobs(
     rng = np.random.default_rng(seed)
     cap = max_gpus or cluster_gpus
     if jobs is None:
-        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix, cap) * days * 86400.0)), 1)
+        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix, cap) * units.days_to_s(days))), 1)
     else:
         n = jobs
     shares = np.array([c.share.value for c in mix.classes])
@@ -263,7 +264,7 @@ def synthetic_jobs(
         tp[sel] = np.minimum(c.tp_gpus, g)
         cls[sel] = c.cls
     if jobs is None:
-        arrivals = np.sort(rng.uniform(0.0, days * 86400.0, size=n))
+        arrivals = np.sort(rng.uniform(0.0, units.days_to_s(days), size=n))
     else:  # the rate that offers `load` of the cluster with the GPU-seconds actually drawn
         rate = load * cluster_gpus / float(np.mean(gpus * milli / MILLI * dur))
         arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
@@ -115,7 +116,7 @@ def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str
 
 def read_helios(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
     cls: str = "training",
 ) -> pd.DataFrame:
@@ -155,7 +156,7 @@ def read_helios(
 
 def read_acme(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
 ) -> pd.DataFrame:
     """Jobs from an Acme ``trace_seren.csv`` or ``trace_kalos.csv`` (Shanghai AI Lab LLM clusters).
@@ -205,7 +206,7 @@ def _philly_time(value, path: Path, jobid, key: str) -> pd.Timestamp | None:
 
 def read_philly(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = PHILLY_STATES,
     cls: str = "training",
 ) -> pd.DataFrame:
