@@ -268,6 +268,56 @@ def parse_size(text: str | int | float) -> int:
     return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]))
 
 
+# Short-scale suffixes of counts typed by people (``15T`` tokens, ``405B`` parameters, ``16M`` tokens per step):
+# k = 1e3, M = 1e6, G or B = 1e9, T = 1e12, as the model cards write them (Llama 3 paper: "15T tokens").
+_COUNT_SUFFIXES = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "B": GIGA, "T": TERA}
+_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\s*$")
+
+
+def parse_count(text: str | int | float, integer: bool = False) -> float:
+    """Parse a count typed by a person: ``"15T"``, ``"15e12"``, ``"405B"``, ``"16M"``, ``"8k"``.
+
+    Parameters
+    ----------
+    text : str, int or float
+        A non-negative number with an optional short-scale suffix: k (1e3), M (1e6), G or B (1e9),
+        T (1e12). Counts are decimal: ``16M`` is 16,000,000 (unlike :func:`parse_size`'s binary ``M``).
+    integer : bool
+        Require a whole count (a token count per step, a GPU count) and return an int.
+
+    Returns
+    -------
+    float or int
+        The count.
+
+    Raises
+    ------
+    ValueError
+        For anything else (one line naming the accepted forms).
+
+    Examples
+    --------
+    >>> parse_count("15T"), parse_count("2.5k"), parse_count("16M", integer=True), parse_count("1e9")
+    (15000000000000.0, 2500.0, 16000000, 1000000000.0)
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _COUNT_RE.match(str(text))
+        if not m or m.group(2) not in _COUNT_SUFFIXES:
+            raise ValueError(
+                f"cannot read count {text!r}: expected a number with an optional k, M, G/B or T (15T, 15e12)"
+            )
+        value = float(m.group(1)) * _COUNT_SUFFIXES[m.group(2)]
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"count must be a non-negative finite number, got {text!r}")
+    if integer:
+        if not value.is_integer():
+            raise ValueError(f"count must be whole, got {text!r} = {value:g}")
+        return int(value)
+    return value
+
+
 def format_size(nbytes: float) -> str:
     """Format a size in bytes with a binary prefix, e.g. ``format_size(2**30) == '1 GiB'``.
 

@@ -205,3 +205,21 @@ def test_size_says_when_the_batch_cannot_take_a_factor_of_the_count():
     assert "40 GPUs = 8 x 5: the batch of 128 sequences has no factor 5" in text
     res = runner.invoke(app, [*args, "--gpus", "64", "--json"])
     assert json.loads(res.stdout)["results"][0]["batch_note"] == ""
+
+
+def test_counts_take_short_scale_suffixes():
+    """``--tokens 2e11`` and ``--tokens 200B`` (and ``--global-batch-tokens 1179648`` / ``1.179648M``) are one
+    run; a bad count is one line naming the option, exit 2."""
+    args = [*SIZE, "--gpus", "64"]
+    plain = runner.invoke(app, args)
+    i, j = args.index("--tokens") + 1, args.index("--global-batch-tokens") + 1
+    args[i], args[j] = "200B", "1.179648M"
+    suffixed = runner.invoke(app, args)
+    assert plain.exit_code == suffixed.exit_code == 0, suffixed.output
+    assert json.loads(plain.stdout)["results"] == json.loads(suffixed.stdout)["results"]
+    assert json.loads(suffixed.stdout)["tokens"] == 2e11
+    args[i] = "15 tokens"
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 2 and "--tokens" in bad.stderr and "15T" in bad.stderr
+    args[i], args[j] = "200B", "1.5k"  # not a multiple of the sequence length
+    assert runner.invoke(app, args).exit_code == 2

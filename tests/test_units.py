@@ -98,3 +98,33 @@ def test_conversions_live_only_in_units():
         for line, text in _bare_conversions(ast.parse(path.read_text()))
     ]
     assert not found, "bare unit conversions (use hnplan.units):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("15T", 15e12),
+        ("15e12", 15e12),
+        ("405B", 405e9),
+        ("1.5G", 1.5e9),
+        ("16M", 16e6),
+        ("8k", 8e3),
+        ("8K", 8e3),
+        (42, 42),
+    ],
+)
+def test_parse_count_short_scale(text, expected):
+    # counts are decimal, as the model cards write them (Llama 3: "15T tokens"), unlike nccl-tests' binary M
+    assert units.parse_count(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "T", "15 tokens", "15m", "-1T", "1.5x", float("nan")])
+def test_parse_count_rejects(bad):
+    with pytest.raises(ValueError):
+        units.parse_count(bad)
+
+
+def test_parse_count_integer():
+    assert units.parse_count("16M", integer=True) == 16_000_000
+    with pytest.raises(ValueError, match="whole"):
+        units.parse_count("1.5", integer=True)

@@ -241,6 +241,36 @@ def _click_module(name: str):
     raise ImportError(f"neither typer._click nor click provides {name}")
 
 
+def count(integer: bool = False, minimum: float = 1):
+    """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
+    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad or too small value is refused with one line
+    naming the option (exit 2).
+
+    >>> count(integer=True)("16M"), count()("15T")
+    (16000000, 15000000000000.0)
+    """
+    from hnplan.units import parse_count
+
+    def parse(text):
+        import math
+
+        try:  # inf and nan pass to check_finite, which names the option the same way for every float flag
+            if not math.isfinite(float(text)):
+                return float(text)
+        except (TypeError, ValueError):
+            pass
+        try:
+            value = parse_count(text, integer=integer)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if value < minimum:
+            raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
+        return value
+
+    parse.__name__ = "count" if integer else "number"
+    return parse
+
+
 def current_context():
     """The running sub-command's click context (its parsed ``params``), or None outside one."""
     return _click_module("globals").get_current_context(silent=True)

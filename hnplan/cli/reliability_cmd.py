@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json
 
 
 @app.command()
@@ -23,7 +23,10 @@ def reliability(
     ),
     storage_units: int = typer.Option(None, "--storage-units", min=1, help="units of that storage"),
     tokens_per_s: float = typer.Option(
-        None, "--tokens-per-s", min=0.0, help="job throughput [tokens/s]: its data loader shares the storage"
+        None,
+        "--tokens-per-s",
+        parser=count(minimum=0),
+        help="job throughput [tokens/s] (2.5M, 2.5e6): its data loader shares the storage",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):

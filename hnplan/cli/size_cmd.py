@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._app import app, console, count, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.units import format_count
 
@@ -19,13 +19,16 @@ DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
 @app.command()
 def size(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
-    tokens: float = typer.Option(..., "--tokens", min=1, help="training tokens (e.g. 15e12)"),
+    tokens: float = typer.Option(..., "--tokens", parser=count(), help="training tokens (15T, 15e12, 300B)"),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
     deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
     global_batch_tokens: int = typer.Option(
-        DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1, help="tokens per step"
+        DEFAULT_BATCH_TOKENS,
+        "--global-batch-tokens",
+        parser=count(integer=True),
+        help="tokens per step (16M, 16777216)",
     ),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
     goodput: bool = typer.Option(

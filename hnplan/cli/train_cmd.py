@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -20,7 +20,9 @@ def train(
     dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),
     cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree, divides dp x cp (default 1)"),
-    global_batch_tokens: int = typer.Option(None, "--global-batch-tokens", min=1, help="tokens per step"),
+    global_batch_tokens: int = typer.Option(
+        None, "--global-batch-tokens", parser=count(integer=True), help="tokens per step (4M, 4194304)"
+    ),
     global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
     microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
     virtual_stages: int = typer.Option(None, "--virtual-stages", min=1, help="interleaved pipeline stages (default 1)"),
