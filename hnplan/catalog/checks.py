@@ -1,5 +1,6 @@
 """Whole-catalog checks: :func:`validate_catalog` (``Catalog.validate``: every file and cross-reference of
-a data folder), the content hash reports carry, and :func:`validate_file` for one YAML file (``hnplan catalog validate``).
+a data folder), the content hash reports carry, :func:`validate_file` for one YAML file (``hnplan catalog validate``) and
+:func:`check_refs` for the ids a command is given.
 
 :class:`hnplan.catalog.loader.Catalog` calls these from its methods of the same names.
 """
@@ -135,3 +136,42 @@ def validate_file(path: str | Path, kind: str | None = None):
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
     return entry
+
+
+def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = None) -> None:
+    """Look up every catalog reference of a request, in order; the first unknown one raises. Commands check
+    their ids first, so a mistyped id is what a user hears about first, with the nearest valid ids.
+
+    Parameters
+    ----------
+    refs : dict
+        ``{label: (kind, ref)}``: the label names where the reference came from (``"--model"``), the kind
+        is a catalog kind (``models``, ``systems``, ``stacks``, ...), the ref an id, a YAML path or an
+        entry. ``None`` refs are skipped (an option left at no value). A system's own references
+        (accelerator, fabrics, switches, storage) are checked with it.
+    catalog : Catalog, optional
+        Default :func:`hnplan.catalog.load_catalog`.
+
+    Raises
+    ------
+    CatalogError
+        ``"<label>: unknown <kind> id '<ref>'; nearest: <ids>"`` for the first reference not in the
+        catalog (or an invalid file).
+
+    Examples
+    --------
+    >>> check_refs({"--model": ("models", "llama3.1-8bb")})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.CatalogError: --model: unknown model id 'llama3.1-8bb'; nearest: llama3.1-8b, ...
+    """
+    from hnplan.catalog.loader import load_catalog  # the loader imports this module
+
+    cat = catalog or load_catalog()
+    for label, (kind, ref) in refs.items():
+        if ref is None:
+            continue
+        try:
+            cat.system(ref) if kind == "systems" else cat.get(kind, ref)
+        except CatalogError as exc:
+            raise CatalogError(f"{label}: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None

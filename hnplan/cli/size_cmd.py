@@ -47,9 +47,11 @@ def size(
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.sizing import size_table
 
     with handle_errors():
+        check_refs({"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (deadline_days is None) == (gpus is None):

@@ -75,9 +75,11 @@ def train(
     `feasible` (candidate counts); --top K lists the K best.
     """
     # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):
