@@ -72,3 +72,12 @@ def test_reliability_on_named_storage(cat):
     assert d["checkpoint_write_s"] == pytest.approx(ref.checkpoint_bytes / (260e9 * (1 - 4e6 / 360e9)))
     r = runner.invoke(app, [*args, "--storage", "no-such-store"])
     assert r.exit_code == 2
+
+
+def test_reliability_says_when_the_storage_sets_the_interval():
+    args = ["reliability", "--system", "hgx-h100-roce-400g", "--gpus", "16384", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "set by the storage" in " ".join(r.stdout.split())
+    r = runner.invoke(app, [*args, "--mode", "sync"])
+    assert r.exit_code == 0 and "Daly 2006; the storage bound is 43 s" in " ".join(r.stdout.split())
