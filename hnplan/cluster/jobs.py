@@ -93,6 +93,26 @@ def openb_class(qos) -> np.ndarray:
     return cls
 
 
+def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
+    """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
+
+    Raises
+    ------
+    InputError
+        For a missing file, a file that is not CSV, or a missing column.
+    """
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    missing = [c for c in columns if c not in raw]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    return raw
+
+
 def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFrame:
     """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
 
@@ -118,15 +138,7 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
         For a missing file or column, or no GPU pods.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-    try:
-        raw = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
-    missing = [c for c in OPENB_COLUMNS if c not in raw]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the openb_pod_list format")
+    raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
     g = raw[raw["num_gpu"] > 0]
     if g.empty:
         raise InputError(f"{path}: no pod requests a GPU")

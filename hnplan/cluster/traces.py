@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, read_trace_csv
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -62,15 +62,7 @@ and restart from scratch, so they take the lowest class. No Acme job is producti
 def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[str] | None) -> pd.DataFrame:
     """The kept rows of a Slurm job log (GPU jobs that ran, in ``states``), with ``submit_time`` parsed
     and the numeric columns checked."""
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-    try:
-        raw = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
-    missing = [c for c in columns if c not in raw]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    raw = read_trace_csv(path, columns, fmt)
     for col in ("gpu_num", "node_num", "duration"):
         num = pd.to_numeric(raw[col], errors="coerce")
         bad = num.isna() & raw[col].notna() | (num < 0)
