@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 # 16-bit (bf16) activations and activation messages, the one definition every model uses
 # (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1: activations are stored in 16 bits)
 ACT_BYTES = 2.0
@@ -57,3 +59,21 @@ def _ew(name, scope, e_in, e_out, flops_per_out, bytes_per_out=0.0) -> _Op:
     return _Op(
         name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out, bytes_per_out=bytes_per_out
     )
+
+
+def above_one(degree) -> bool:
+    """Whether a parallel degree is above 1: a number, or an array of degrees over micro-batch shapes
+    built together (:mod:`hnplan.compute.parts`), which must then be all 1 or all above 1 (the rows of
+    such a group have one structure; only their numbers differ).
+
+    Raises
+    ------
+    ValueError
+        For an array that mixes degrees of 1 and above.
+    """
+    if np.ndim(degree) == 0:
+        return bool(degree > 1)
+    gt = np.asarray(degree) > 1
+    if gt.any() != gt.all():
+        raise ValueError("operator rows built over shapes need degrees all 1 or all above 1")
+    return bool(gt.all())

@@ -263,10 +263,13 @@ def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     if op.cp <= 1:
         return op
     c = op.s_kv / (2 * op.cp)
-    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)
-    s_q, s_kv = np.array([c, c, 2 * c, 2 * c]), np.array([2 * c, 2 * c, c, c])  # (c x 2c, 2c x c) x (fwd, bwd)
-    t = attention_compute_s(acc, f, s_q, s_kv, np.full(4, op.d_qk), np.full(4, op.b * op.hq), _FWD_BWD_2)
-    return replace(op, ring_tall=bool(t[2:].sum() > t[:2].sum()))
+    one = np.ones((4,) + np.shape(op.b * op.hq))  # one column per shape when the operator holds arrays over shapes
+    col = (slice(None),) + (None,) * (one.ndim - 1)
+    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)[col]
+    s_q, s_kv = np.array([c, c, 2 * c, 2 * c])[col] * one, np.array([2 * c, 2 * c, c, c])[col] * one
+    t = attention_compute_s(acc, f, s_q, s_kv, op.d_qk * one, op.b * op.hq * one, _FWD_BWD_2[col])
+    tall = t[2] + t[3] > t[0] + t[1]  # (c x 2c, 2c x c) x (fwd, bwd)
+    return replace(op, ring_tall=bool(tall) if one.ndim == 1 else tall)
 
 
 def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray]:
@@ -285,10 +288,14 @@ def ring_step_times_s(acc: Accelerator, op: _Op) -> tuple[np.ndarray, np.ndarray
     """
     diag, step = ring_steps(slower_ring_step(acc, op), op.cp)[:2]
     rows = [r for s in (diag, step) for r in attention_rows(s, "train", "none", True, 1.0)]
-    _, _, _, ph, _, f, by, s_q, s_kv, d, g = (np.array(c) for c in zip(*rows))
-    bwd = ph == "bwd"
-    t_c = attention_compute_s(acc, f.astype(float), s_q, s_kv, d, g, bwd)
-    t = np.maximum(t_c, by.astype(float) / achievable_hbm_Bps(acc)) + kernel_overhead_s(acc)
+    # one row per (step, pass); with arrays over shapes one column per shape
+    bwd = np.array([r[3] == "bwd" for r in rows])
+    cols = [np.array(np.broadcast_arrays(*c), dtype=float) for c in list(zip(*rows))[5:]]
+    wide = max(c.ndim for c in cols) == 2
+    f, by, s_q, s_kv, d, g = np.broadcast_arrays(*(c[:, None] if wide and c.ndim == 1 else c for c in cols))
+    col = (slice(None),) + (None,) * (f.ndim - 1)
+    t_c = attention_compute_s(acc, f, s_q, s_kv, d, g, bwd[col])
+    t = np.maximum(t_c, by / achievable_hbm_Bps(acc)) + kernel_overhead_s(acc)
     (fd, fs), (bd, bs) = t[~bwd], t[bwd]  # (diagonal, off-diagonal) of each pass
     k = op.cp - 1
     return np.array([fd] + [fs] * k), np.array([bd] + [bs] * k)

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from hnplan.compute._op import ACT_BYTES, _Op
 
 LSE_BYTES = 4.0  # fp32 log-sum-exp per (sequence, head, query) ([1]_)
@@ -75,7 +77,10 @@ def ring_steps(op: _Op, cp: int) -> list[_Op]:
         raise ValueError(f"a ring needs a causal attention operator of s/cp queries, got {op.name} {op.kind}")
     c = op.s_kv / (2 * cp)
     diag = replace(op, name="attention_cp_diagonal", s_q=2 * c, s_kv=2 * c, causal=True, cp=1)
-    s_q, s_kv = (2 * c, c) if op.ring_tall else (c, 2 * c)
+    if np.ndim(op.ring_tall) == 0:
+        s_q, s_kv = (2 * c, c) if op.ring_tall else (c, 2 * c)
+    else:  # one choice per shape (operators holding arrays over shapes, hnplan.compute.parts)
+        s_q, s_kv = np.where(op.ring_tall, 2 * c, c), np.where(op.ring_tall, c, 2 * c)
     step = replace(op, name="attention_cp_step", s_q=s_q, s_kv=s_kv, causal=False, cp=1)
     return [diag] + [step] * (cp - 1)
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Accelerator, StackChoices
-from hnplan.compute._op import _ew
+from hnplan.compute._op import _ew, above_one
 from hnplan.compute.counts import achievable_hbm_Bps
 from hnplan.errors import InputError
 
@@ -153,7 +153,7 @@ def quantise(
         copy = FP8 + BLOCK_SCALE_BYTES[k.fp8_recipe]
         by = (0.0 if fuse_norm else BF16 + copy) + copy
         return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
-    fused_t = transpose and k.cast_transpose_fusion and shard == 1.0
+    fused_t = transpose and k.cast_transpose_fusion and not above_one(shard)
     out = []
     if k.fp8_recipe == "current":
         out.append((f"{name}_amax", "amax", BF16 * local))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from hnplan.catalog.schemas import Model
 from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import unfused_attention
@@ -46,7 +48,10 @@ def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: f
     e_local = moe.experts / ep
     assigned = tokens * moe.active_experts
     p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
-    touched = max(e_local * p_touched, min(1.0, e_local))
+    if np.ndim(e_local) == 0 and np.ndim(p_touched) == 0:
+        touched = max(e_local * p_touched, min(1.0, e_local))
+    else:  # arrays over shapes (hnplan.compute.parts): the same expression element by element
+        touched = np.maximum(e_local * p_touched, np.minimum(1.0, e_local))
     return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched)
 
 
@@ -67,10 +72,10 @@ def _layer_ops(
 ) -> list[_Op]:
     h, H = model.hidden, model.heads
     hq = H // tp
-    hkv = max(1, math.ceil(model.kv_heads / tp))
+    hkv = max(1, math.ceil(model.kv_heads / tp)) if np.ndim(tp) == 0 else np.maximum(1, np.ceil(model.kv_heads / tp))
     decode = phase == "decode"
     tokens = batch if decode else batch * seq_len / cp
-    sp = phase == "train" and tp > 1 and sequence_parallel
+    sp = phase == "train" and sequence_parallel  # (tp = 1: tokens / 1, the same tokens)
     t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
     s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
     kn = kernels
@@ -199,7 +204,7 @@ def _once_ops(
     pos = model.position_embedding == "learned"
     emb = [_ew("embedding", "embedding", tokens * h * (2 if pos else 1), tokens * h, 1.0 if pos else 0.0)]
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
-    t_norm = tokens / tp if (phase == "train" and tp > 1 and sequence_parallel) else logits_tokens
+    t_norm = tokens / tp if (phase == "train" and sequence_parallel) else logits_tokens  # tp = 1: tokens
     lm_head = _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)
     if wb < ACT_BYTES and phase == "train":  # the LM head stays bf16 in fp8 training (hnplan.compute.fp8_recipes)
         lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
@@ -238,9 +243,10 @@ def permute_elements(
     return 4.0 * assigned * hidden, (3.0 * assigned + tokens) * hidden
 
 
-def attention_op(model: Model, batch: int, seq_len: int, tp: int, cp: int) -> _Op:
+def attention_op(model: Model, batch: int | np.ndarray, seq_len: int, tp: int | np.ndarray, cp: int) -> _Op:
     """The fused attention-core operator of one training layer on one GPU (as :func:`_layer_ops` builds it:
-    ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal)."""
+    ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal); ``batch`` and
+    ``tp`` may be arrays over shapes, the operator's sizes then arrays too."""
     scope = "moe-layer" if model.moe is not None else "dense-layer"
     ops = _layer_ops(model, scope, "train", batch, seq_len, 0, tp, cp, 1, ACT_BYTES)
     return next(o for o in ops if o.kind == "attention")

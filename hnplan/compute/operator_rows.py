@@ -167,7 +167,9 @@ def _raw_rows(
     stack: StackChoices | None = None,
 ):
     """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
-    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`)."""
+    stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
+    be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`; ``cp`` one number): the rows'
+    numbers are then arrays over the shapes, element by element those of each shape."""
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack)
     expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn)
@@ -189,7 +191,7 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     """``expand(op, count)``: the rows of one operator in a pass (:func:`_rows`), followed in fp8
     training by the quantisation rows of the stack's fp8 recipe for an fp8 GEMM."""
     fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
-    sp_tp = tp if (phase == "train" and tp > 1 and sequence_parallel) else 1
+    sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
 
     def expand(op, count):
         if acc is not None and op.cp > 1:  # the ring's off-diagonal steps in the chip's slower shape

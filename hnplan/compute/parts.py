@@ -6,7 +6,11 @@ builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and t
 vectorised roofline call (every operator but the routed experts, which alone depend on EP, once per
 ``(micro-batch, tp, cp)``; the routed experts once per shape), so the result equals summing
 :func:`hnplan.compute.operator_table` rows shape by shape (to rounding; tested), at a fraction of the
-cost.
+cost. The rows are built once per group of shapes that share a row set (one ``cp``, whose ring has
+``cp`` steps; and ``tp = 1`` apart from ``tp > 1`` where a sequence-sharded fp8 input needs its own
+transpose kernel): the names, kinds and phases once, each number an array over the group's shapes
+(the same expressions as for one shape, element by element: every number equals the one-shape row bit
+for bit; tested). Each row keeps its ``count``, and its kernels are those of one row.
 """
 
 from __future__ import annotations
@@ -16,16 +20,16 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
+from hnplan.compute._op import ACT_BYTES
 from hnplan.compute.attention import ATTENTION_KINDS
-from hnplan.compute.fp8_recipes import StepKernels
+from hnplan.compute.fp8_recipes import StepKernels, needs_transpose
 from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operator_rows import _check, _columns, _expander, _label_is, _raw_rows, _times
+from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
-#: host time launching the kernels of a part (:mod:`hnplan.compute.host`), per group of the same name
 HOST_GROUPS = ("host_fwd", "host_bwd", "host_rc_full", "host_rc_sel")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
@@ -95,37 +99,41 @@ def training_part_times(
     shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
     _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
-    # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp)
-    sub = {s[:3]: None for s in shp}
-    index = {k: i for i, k in enumerate(sub)}
-    sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
     kn = StepKernels.of(stack)
     ch = stack if stack is not None else StackChoices()
-    host_memo: dict = {}  # host time per distinct row (hnplan.compute.host.row_host_s)
-    shared, shared_owner = [], []
-    for i, (mb, tp, cp) in enumerate(sub):
+    # a sequence-sharded fp8 input is transposed in its own kernel, an unsharded one with its cast
+    # (hnplan.compute.fp8_recipes.quantise): the rows of tp = 1 and tp > 1 differ there only
+    by_tp = units.dtype_bytes(dtype) < ACT_BYTES and needs_transpose(acc, kn.fp8_recipe) and kn.cast_transpose_fusion
+    # everything but the routed experts is independent of EP: those rows once per (mb, tp, cp), built for
+    # all the shapes of a group at once (one row set per cp, the numbers as arrays over shapes)
+    sub = {s[:3]: None for s in shp}
+    index = {k: i for i, k in enumerate(sub)}
+    sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
+    shared = []
+    subs = list(sub)
+    for (cp, _), owners in _groups(subs, lambda k: k[2], by_tp).items():
+        mb, tp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1))
         r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw)
         if moe:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
             r = [x for x in r if x[0] not in routed]
-        shared += r
-        shared_owner += [i] * len(r)
-    experts, experts_owner, experts_host = [], [], []
+        shared.append((r, owners, 1.0))
     # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
     routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
     routed_index = {k: i for i, k in enumerate(routed_key)}
     routed_of = np.array([routed_index[mb * seq_len / cp, tp, ep] for mb, tp, cp, ep in shp], dtype=np.int64)
+    experts = []
     if moe:
-        for i, ((_, tp, ep), (mb, cp)) in enumerate(routed_key.items()):
-            r = _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn)
-            experts += r
-            experts_owner += [i] * len(r)
-            experts_host.append(row_host_s(r, ch, model.moe.experts / ep, host_memo))
+        keys = list(routed_key)
+        for _, owners in _groups(keys, lambda k: 0, by_tp).items():
+            tokens = np.array([keys[i][0] for i in owners])
+            tp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
+            r = _expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn)
+            experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, shared_owner, len(sub), acc, dtype, modules, row_host_s(shared, ch, memo=host_memo))
-    host_e = np.concatenate(experts_host) if experts_host else np.zeros(0)
-    per_routed = _grouped(experts, experts_owner, len(routed_key), acc, dtype, modules, host_e)
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)
     out = {}
     for part in PARTS.values():
         for g in GROUPS + HOST_GROUPS:
@@ -135,7 +143,16 @@ def training_part_times(
         extra = router_host_s(ch)
         for g in ("host_fwd", "host_bwd", "host_rc_full"):
             out[f"moe_{g}"] = out[f"moe_{g}"] + extra
-    return pd.DataFrame(out)
+    return pd.DataFrame(np.column_stack(list(out.values())), columns=list(out))  # one float block
+
+
+def _groups(keys: list, split, by_tp: bool) -> dict:
+    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and, with ``by_tp``,
+    whether tp > 1: the shapes whose operator rows share one row set [{group: int array}]."""
+    out: dict = {}
+    for i, k in enumerate(keys):
+        out.setdefault((split(k), by_tp and k[1] > 1), []).append(i)
+    return {g: np.array(v, dtype=np.int64) for g, v in out.items()}
 
 
 def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
@@ -159,14 +176,40 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
     return [row for op in ops for row in expand(op, 1)]
 
 
-def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), host=None) -> dict:
+def _block_columns(blocks) -> tuple[dict, np.ndarray]:
+    """The columns of :func:`hnplan.compute.operator_rows._columns` and the owner of each row for blocks
+    ``[(rows, owners, local_experts)]``: each block's rows hold numbers or arrays over its ``owners``
+    (shapes), flattened row by row (a shape's rows stay in their order)."""
+    labels = [[r[i] for rows, *_ in blocks for r in rows] for i in range(4)]
+    reps = np.array([len(own) for rows, own, _ in blocks for _ in rows], dtype=np.int64)
+    cols: dict = {}
+    for f, values in zip(ROW_FIELDS[:4], labels):
+        codes, index = _labels(values)
+        cols[f] = (np.repeat(codes, reps), index)
+    nums, width = [], len(ROW_FIELDS) - 4
+    for rows, own, _ in blocks:
+        values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
+        wide = np.array([isinstance(v, np.ndarray) and v.ndim > 0 for v in values], dtype=bool)
+        a = np.empty((len(values), len(own)))
+        a[~wide] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
+        if wide.any():
+            a[wide] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
+    cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
+    owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
+    return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
+
+
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> dict:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
-    ``modules``: what selective recomputation re-runs (:data:`MODULE_OPS`); ``host``: each row's host time
-    [s], summed into :data:`HOST_GROUPS` (0 without)."""
-    if not rows:
+    ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
+    recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
+    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without)."""
+    if not any(b[0] for b in blocks):
         return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS + HOST_GROUPS}
-    cols = _columns(rows)
-    _, _, t, _ = _times(rows, acc, dtype, cols)
+    cols, owner = _block_columns(blocks)
+    _, _, t, _ = _times(None, acc, dtype, cols)
+    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
     rc, attn = _label_is(phase, "recompute"), _label_is(kind, *ATTENTION_KINDS)
     routed = _label_is(name, *ROUTED_OPS)
@@ -174,7 +217,6 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_a
     fwd = _label_is(phase, "fwd")
     prefixes = tuple(p for m in modules for p in MODULE_OPS[m])
     rerun = _label_is(name, *(v for v in name[1] if prefixes and str(v).startswith(prefixes)))
-    host = np.zeros(len(t)) if host is None else np.asarray(host, dtype=float)
     masks = {
         "fwd": fwd,
         "bwd": bwd,
@@ -202,3 +244,26 @@ def _grouped(rows, owner, n: int, acc: Accelerator, dtype: str, modules=("core_a
         for i, part in enumerate(PARTS.values()):
             out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
     return out
+
+
+def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
+    """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns`: once per distinct
+    (name, scope, kind, groups of a GEMM or the local experts of another row), a few dozen, then gathered."""
+    local = np.concatenate(
+        [np.tile(np.broadcast_to(np.asarray(le, dtype=float), (len(own),)), len(rows)) for rows, own, le in blocks]
+    )
+    (name, names), (scope, scopes), (kind, kinds) = (cols[f] for f in ("name", "scope", "kind"))
+    gemm = np.isin(kind, [kinds[k] for k in ("gemm",) if k in kinds])
+    per = np.where(gemm, cols["groups"], local)
+    (p_code, p_uniq), (l_code, l_uniq) = pd.factorize(per), pd.factorize(local)
+    key = ((name * len(scopes) + scope) * len(kinds) + kind) * len(p_uniq) * len(l_uniq)
+    at, uniq = pd.factorize(key + p_code * len(l_uniq) + l_code)
+    label = [{i: v for v, i in d.items()} for d in (names, scopes, kinds)]
+    times = []
+    for u in uniq.tolist():
+        labels, rest = divmod(u, len(p_uniq) * len(l_uniq))
+        (ns, k), (pi, li) = divmod(labels, len(kinds)), divmod(rest, len(l_uniq))
+        a, b = divmod(ns, len(scopes))
+        row = (label[0][a], label[1][b], label[2][k], *[0.0] * 7, float(p_uniq[pi]))
+        times.append(row_host_s([row], ch, float(l_uniq[li]))[0])
+    return np.asarray(times, dtype=float)[at]

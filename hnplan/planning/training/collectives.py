@@ -147,21 +147,45 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         t2 = collective_s(job, "sendrecv", 2 * block, cp, tp)
         again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
         out = np.zeros(len(u))
-        for i in np.flatnonzero(cp > 1):
-            n, key = int(cp[i]), (int(mb[i]), int(tp[i]), int(cp[i]))
-            fwd_msgs = np.array([t1[i]] * (n - 1) + [0.0])
-            bwd_msgs = np.array([t1[i]] + [t2[i]] * (n - 2) + [t1[i]])
+        if overlap:
+            _ring_kernels(job, kernels, mb[cp > 1], tp[cp > 1], cp[cp > 1])
+        for n in np.unique(cp[cp > 1]).tolist():  # the shapes of one ring length at once: [shape, step]
+            at = np.flatnonzero(cp == n)
+            fwd_msgs = np.zeros((len(at), n))
+            fwd_msgs[:, : n - 1] = t1[at, None]
+            bwd_msgs = np.empty((len(at), n))
+            bwd_msgs[:, 1 : n - 1] = t2[at, None]
+            bwd_msgs[:, 0], bwd_msgs[:, n - 1] = t1[at], t1[at]
             if overlap:
-                if key not in kernels:
-                    kernels[key] = ring_step_times_s(job.acc, attention_op(m, key[0], job.seq_len, key[1], n))
-                kf, kb = kernels[key]
-                f, b = np.maximum(fwd_msgs - kf, 0.0).sum(), np.maximum(bwd_msgs - kb, 0.0).sum()
+                keys = zip(mb[at].astype(int).tolist(), tp[at].astype(int).tolist(), [n] * len(at))
+                kf, kb = (np.array(k) for k in zip(*(kernels[key] for key in keys)))
+                f, b = np.maximum(fwd_msgs - kf, 0.0).sum(axis=1), np.maximum(bwd_msgs - kb, 0.0).sum(axis=1)
             else:
-                f, b = fwd_msgs.sum(), bwd_msgs.sum()
-            out[i] = f * (1 + again[i]) + b
+                f, b = fwd_msgs.sum(axis=1), bwd_msgs.sum(axis=1)
+            out[at] = f * (1 + again[at]) + b
         return (out,)
 
     return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
+
+
+def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
+    """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
+    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: the shapes of one ``cp`` at once (one
+    attention operator holding arrays over them)."""
+    missing = list(
+        dict.fromkeys(k for k in zip(*(np.asarray(a).astype(int).tolist() for a in (mb, tp, cp))) if k not in kernels)
+    )
+    groups: dict = {}
+    for k in missing:
+        groups.setdefault(k[2], []).append(k)
+    for n, keys in groups.items():
+        b, t = (np.array([k[i] for k in keys], dtype=np.int64) for i in (0, 1))
+        fwd, bwd = ring_step_times_s(job.acc, attention_op(job.model, b, job.seq_len, t, n))
+        fwd, bwd = (
+            np.broadcast_to(fwd.reshape(n, -1), (n, len(keys))),
+            np.broadcast_to(bwd.reshape(n, -1), (n, len(keys))),
+        )
+        kernels.update({k: (fwd[:, i].copy(), bwd[:, i].copy()) for i, k in enumerate(keys)})
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
