@@ -221,5 +221,8 @@ def test_counts_take_short_scale_suffixes():
     args[i] = "15 tokens"
     bad = runner.invoke(app, args)
     assert bad.exit_code == 2 and "--tokens" in bad.stderr and "15T" in bad.stderr
-    args[i], args[j] = "200B", "1.5k"  # not a multiple of the sequence length
-    assert runner.invoke(app, args).exit_code == 2
+    args[i], args[j] = "200B", "1M"  # 1,000,000 is not a multiple of 8,192: the hint names the binary 1Mi
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "(1M is 1,000,000; 1Mi is 1 x 2**20)" in " ".join(res.stderr.split())
+    args[j] = "1Mi"  # 1,048,576 = 128 x 8,192
+    assert runner.invoke(app, args).exit_code == 0

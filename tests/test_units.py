@@ -110,6 +110,8 @@ def test_conversions_live_only_in_units():
         ("16M", 16e6),
         ("8k", 8e3),
         ("8K", 8e3),
+        ("16Mi", 16 * 2**20),  # Llama 3's 16M tokens per step: 2,048 x 8,192
+        ("4Ki", 4096),
         (42, 42),
     ],
 )
@@ -118,7 +120,7 @@ def test_parse_count_short_scale(text, expected):
     assert units.parse_count(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "T", "15 tokens", "15m", "-1T", "1.5x", float("nan")])
+@pytest.mark.parametrize("bad", ["", "T", "15 tokens", "15m", "-1T", "1.5x", "1Bi", "1ki", float("nan")])
 def test_parse_count_rejects(bad):
     with pytest.raises(ValueError):
         units.parse_count(bad)

@@ -271,6 +271,22 @@ def count(integer: bool = False, minimum: float = 1):
     return parse
 
 
+def decimal_hint(tokens: int) -> str:
+    """A hint for a token count that looks decimal where a power of two was meant (``16M`` = 16,000,000;
+    ``16Mi`` = 16,777,216 = 2,048 x 8,192); empty for any other count.
+
+    >>> decimal_hint(16_000_000)
+    ' (16M is 16,000,000; 16Mi is 16 x 2**20)'
+    """
+    for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if tokens >= scale and tokens % scale == 0:
+            n = int(tokens // scale)
+            binary = "Ki" if name == "k" else f"{name}i"
+            power = {"k": 10, "M": 20, "G": 30, "T": 40}[name]
+            return f" ({n}{name} is {tokens:,}; {n}{binary} is {n} x 2**{power})"
+    return ""
+
+
 def current_context():
     """The running sub-command's click context (its parsed ``params``), or None outside one."""
     return _click_module("globals").get_current_context(silent=True)
@@ -403,10 +419,10 @@ def whole_units_text(gpus: int, built: int, unit_gpus: int) -> str:
 
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    """A two-column rich table."""
+    """A two-column rich table, at least as wide as its title (a narrow table would fold the title)."""
     from rich.table import Table
 
-    t = Table(title=escape(title), show_header=False)
+    t = Table(title=escape(title), show_header=False, min_width=len(title) + 4)
     t.add_column("quantity", style="bold")
     t.add_column("value", justify="right")
     for k, v in rows:

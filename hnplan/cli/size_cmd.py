@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hnplan.cli._app import app, console, count, handle_errors, print_json
+from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.units import format_count
 
@@ -28,7 +28,7 @@ def size(
         DEFAULT_BATCH_TOKENS,
         "--global-batch-tokens",
         parser=count(integer=True),
-        help="tokens per step (16M, 16777216)",
+        help="tokens per step (16Mi = 16,777,216)",
     ),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
     goodput: bool = typer.Option(
@@ -57,7 +57,10 @@ def size(
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
         if global_batch_tokens % seq_len:
-            raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
+            raise InputError(
+                f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                + decimal_hint(global_batch_tokens)
+            )
         df = size_table(
             model,
             systems,
