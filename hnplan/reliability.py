@@ -328,7 +328,7 @@ class ReliabilityEstimate:
         d = asdict(self)
         d.update(
             mtbi_h=units.s_to_hours(self.mtbi_s),
-            interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * 24,
+            interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * units.DAY / units.HOUR,
         )
         return d
 
