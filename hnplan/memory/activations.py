@@ -54,8 +54,10 @@ from hnplan.memory.recompute import (
     freed_bytes,
     mlp_intermediate,
     mtp_activation_bytes,
+    offload_kept_layers,
+    recomputed_share,
 )
-from hnplan.vectorise import column, distinct_values, memo
+from hnplan.vectorise import Columns, column, distinct_values, memo
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -308,6 +310,8 @@ def stage_activation_table(
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
     cache: dict | None = None,
+    recompute_num_layers: int | None = None,
+    offload_layers: int = 0,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -339,6 +343,14 @@ def stage_activation_table(
         modules) of one micro-batch; ``stage`` is then that rank either way.
     cache : dict, optional
         Keeps per-shape values across calls (:func:`layer_activation_table`).
+    recompute_num_layers : int, optional
+        Plans with ``recompute="full"`` recompute only the first ``N`` layers of each model chunk
+        (Megatron-Core's block method): the stage's layers are at the ``full`` level in the share
+        :func:`hnplan.memory.recompute.recomputed_share` and at the ``none`` level otherwise.
+    offload_layers : int
+        Activations of that many layers go to host memory in plans with ``pp = 1`` and
+        ``recompute="none"`` (the only ones Megatron-Core offloads): HBM keeps
+        :func:`hnplan.memory.recompute.offload_kept_layers` of the stage's layers.
 
     Raises
     ------
@@ -367,11 +379,22 @@ def stage_activation_table(
     n = end_stage_layers(model, pp, balanced)
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
 
-    def per_mb_of(where):  # one micro-batch of the stage's layers
+    def per_mb_of(where, a_dense=a_dense, a_moe=a_moe):  # one micro-batch of the stage's layers
         nd = np.minimum(n, dense_layers) if where == "first" else np.clip(dense_layers - (L - n), 0, n)
         return (n - nd) * a_moe + nd * a_dense
 
     per_mb = per_mb_of(stage)
+    if recompute_num_layers is not None or offload_layers:
+        kw = dict(
+            sequence_parallel=sequence_parallel,
+            flash_attention=flash_attention,
+            dropout=dropout,
+            fp8_gemm_inputs=fp8_gemm_inputs,
+            recompute_modules=recompute_modules,
+        )
+        per_mb = _partial_layers(
+            model, df, seq_len, n, per_mb, per_mb_of, stage, (recompute_num_layers, offload_layers), kw, cache
+        )
     if model.mtp_modules:  # on the last stage: the MTP layers, their inputs and output heads, one micro-batch
         tokens = seq_len / column(df, "cp") * column(df, "microbatch_size")
         tp_sp = column(df, "tp") if sequence_parallel else 1
@@ -398,6 +421,29 @@ def stage_activation_table(
     if dualpipe and stage == "first":
         total = np.where(dual, both, total)
     return total
+
+
+def _partial_layers(model, df, seq_len, n, per_mb, per_mb_of, stage, layers, kw, cache):
+    """One micro-batch of a stage's layers with block recomputation or activation offloading
+    (:func:`stage_activation_table`'s ``layers = (recompute_num_layers, offload_layers)``) [bytes]."""
+    recompute_num_layers, offload_layers = layers
+    mode = np.asarray(column(df, "recompute"))
+    full, none = mode == "full", mode == "none"
+    if recompute_num_layers is not None and np.any(full):
+        rows = len(df)
+        kept = Columns(
+            {k: column(df, k) for k in ("microbatch_size", "tp", "cp")},
+            {"recompute": (np.zeros(rows, dtype=np.int64), np.array(["none"], dtype=object))},
+        )
+        lt = layer_activation_table(model, kept, seq_len, **kw, cache=cache)
+        whole = per_mb_of(stage, column(lt, "dense"), column(lt, "moe"))
+        share = recomputed_share(n, column(df, "virtual_stages"), recompute_num_layers)
+        per_mb = np.where(full, share * per_mb + (1.0 - share) * whole, per_mb)
+    if offload_layers:
+        on = none & (column(df, "pp") == 1)
+        kept_share = offload_kept_layers(n, offload_layers) / np.maximum(n, 1)
+        per_mb = np.where(on, per_mb * kept_share, per_mb)
+    return per_mb
 
 
 def stage_activation_bytes(

@@ -34,6 +34,25 @@ pipeline, the first rank the first and the last stage: two copies of the paramet
 and ``pp + 1`` micro-batches of activations where 1F1B keeps ``pp``. The MTP module there shares the
 main model's embedding and output head ([3]_ Sec. 3.2.3): no second embedding copy.
 
+Full recomputation of some layers ([5]_): Megatron-Core's ``--recompute-method block
+--recompute-num-layers N`` checkpoints the input of the first ``N`` layers of each model chunk (its
+``TransformerBlock``: a pipeline stage, or each of its virtual stages) and runs the others plainly.
+A stage of ``n`` layers in ``v`` chunks recomputes ``min(N, n / v)`` layers a chunk,
+``min(N v, n)`` in all (:func:`block_recomputed_layers`): those keep their input only and run their
+forward again, the rest keep every activation (the ``none`` level). The uniform method (chunks of
+``N`` layers, each keeping its input) recomputes every layer; hnplan models it as ``N = 1``, every layer.
+
+Activation offloading ([6]_): Transformer Engine's ``cpu_offload`` context copies the saved activations
+of ``N`` layers to host memory on a side stream during the forward pass and back, one group ahead,
+during the backward pass ("completely hidden behind computation if computation time of a layer is
+longer than host-device communication time"); the offloaded groups are spread over the ``L`` layers
+(``layer_window_map``), so the copies of one micro-batch run behind its whole forward (and the
+reloads behind its whole backward) pass: each direction exposes ``max(0, N a / B - t_pass)`` with ``a``
+the bytes of one layer and ``B`` the host link per GPU (:func:`offload_exposed_s`). HBM keeps
+``L - N + 1`` layers (the group prefetched for the first backward step stays on the GPU;
+:func:`offload_kept_layers`); host memory holds ``N a``. Megatron-Core allows it only with ``pp = 1``
+and no recomputation ([5]_ ``transformer_config.py``).
+
 References
 ----------
 .. [1] NVIDIA Megatron-LM, ``megatron/core/transformer/transformer_config.py`` (``recompute_modules``:
@@ -44,6 +63,13 @@ References
    and Table 2 (DualPipe: parameters 2x, activations PP + 1), 3.2.3 (recomputation of RMSNorm and the
    MLA up-projections; embedding and output head shared with the MTP module).
 .. [4] NVIDIA Megatron-LM, ``megatron/core/models/gpt/gpt_model.py`` (the MTP stage's embedding).
+.. [5] NVIDIA Megatron-LM, ``megatron/core/transformer/transformer_block.py`` (``_checkpointed_forward``:
+   ``recompute_method`` ``uniform`` and ``block``), ``megatron/training/arguments.py``
+   (``--recompute-method``, ``--recompute-num-layers``: "the number of individual Transformer layers to
+   recompute within each pipeline stage") and ``megatron/core/transformer/transformer_config.py``
+   (``cpu_offloading_num_layers``; no CPU offloading with pipeline parallelism or recomputation).
+.. [6] NVIDIA TransformerEngine, ``transformer_engine/pytorch/cpu_offload.py``
+   (``AsyncDoubleBufferGroupOffloadHandler``, ``get_cpu_offload_context``).
 """
 
 from __future__ import annotations
@@ -162,3 +188,54 @@ def dualpipe_on(pp, v):
     planner runs its bubble; otherwise the 1F1B schedule)."""
     pp, v = np.asarray(pp), np.asarray(v)
     return (pp > 1) & (pp % 2 == 0) & (v == 1)
+
+
+def block_recomputed_layers(stage_layers, virtual_stages, recompute_num_layers: int | None):
+    """Layers of a pipeline stage the block method recomputes [count array]: ``min(N v, n)`` for a stage
+    of ``n`` layers in ``v`` model chunks (``N`` layers at the head of each chunk, [5]_); all ``n`` when
+    ``recompute_num_layers`` is None (every layer recomputed).
+
+    >>> block_recomputed_layers(8, 4, 1).tolist(), block_recomputed_layers(32, 1, 5).tolist()
+    (4.0, 5.0)
+    >>> block_recomputed_layers(8, 2, 5).tolist(), block_recomputed_layers(8, 2, None).tolist()
+    (8.0, 8.0)
+    """
+    n = np.asarray(stage_layers, dtype=float)
+    if recompute_num_layers is None:
+        return n
+    return np.minimum(recompute_num_layers * np.asarray(virtual_stages, dtype=float), n)
+
+
+def recomputed_share(stage_layers, virtual_stages, recompute_num_layers: int | None):
+    """The share of a stage's layers the block method recomputes [fraction array]
+    (:func:`block_recomputed_layers` over ``n``; 1 for an empty stage)."""
+    n = np.asarray(stage_layers, dtype=float)
+    r = block_recomputed_layers(n, virtual_stages, recompute_num_layers)
+    return np.where(n > 0, r / np.maximum(n, 1.0), 1.0)
+
+
+def offload_kept_layers(layers, offload_layers: int):
+    """Layers whose activations stay in HBM with ``offload_layers`` offloaded ([6]_) [count array]:
+    ``L - N + 1`` (one group prefetched for the first backward step), ``L`` without offloading; ``N``
+    is capped at ``L - 1`` (Megatron-Core's limit).
+
+    >>> offload_kept_layers(80, 40).tolist(), offload_kept_layers(80, 0).tolist()
+    (41.0, 80.0)
+    """
+    L = np.asarray(layers, dtype=float)
+    n = np.minimum(float(offload_layers), np.maximum(L - 1.0, 0.0))
+    return np.where(n > 0, L - n + 1.0, L)
+
+
+def offload_exposed_s(layer_bytes, offload_layers, host_bw_Bps: float, t_fwd_s, t_bwd_s):
+    """Copy time activation offloading leaves exposed in one micro-batch [s]: each direction's copies
+    ``N a / B`` (``a`` the bytes of one layer, ``B`` the host link per GPU per direction) less the pass
+    they run behind (the forward for the copies out, the backward for the copies back; [6]_), at least 0.
+
+    >>> float(offload_exposed_s(4e9, 40, 200e9, 1.0, 2.0))   # 0.8 s each way, hidden
+    0.0
+    >>> float(offload_exposed_s(4e9, 40, 100e9, 1.0, 2.0))   # 1.6 s each way: 0.6 s out, hidden back
+    0.6000000000000001
+    """
+    copy = np.asarray(offload_layers, dtype=float) * np.asarray(layer_bytes, dtype=float) / host_bw_Bps
+    return np.maximum(copy - np.asarray(t_fwd_s), 0.0) + np.maximum(copy - np.asarray(t_bwd_s), 0.0)

@@ -110,6 +110,8 @@ def training_memory_table(
     cache: dict | None = None,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
+    recompute_num_layers: int | None = None,
+    offload_layers: int = 0,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -133,6 +135,8 @@ def training_memory_table(
         Model-state accounting (:data:`hnplan.memory.ACCOUNTINGS`, or a stack's
         :func:`hnplan.memory.states.stack_accounting`).
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
+        As :func:`training_memory`.
+    recompute_num_layers, offload_layers :
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -177,6 +181,7 @@ def training_memory_table(
         recompute_modules=recompute_modules,
     )
     per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
+    partial = dict(recompute_num_layers=recompute_num_layers, offload_layers=offload_layers)
     # DualPipe ([4]_): the first rank holds the first and the last stage, two copies' worth of states
     dual = dualpipe_on(pp, column(df, "virtual_stages")) if dualpipe else np.zeros(len(df), dtype=bool)
     best: dict | None = None
@@ -195,10 +200,11 @@ def training_memory_table(
             dualpipe=dualpipe,
             cache=cache,
             **act_kw,
+            **partial,
         )
         if dualpipe and stage == "last":  # the last stage alone where DualPipe does not apply
             alone = stage_activation_table(
-                model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, cache=cache, **act_kw
+                model, df, seq_len, "last", per_layer=per_layer, balanced=balanced, cache=cache, **act_kw, **partial
             )
             st["activations_bytes"] = np.where(dual, st["activations_bytes"], alone)
         tensors = st["params_bytes"] + st["grads_bytes"] + st["optimizer_bytes"] + st["activations_bytes"]
@@ -240,6 +246,8 @@ def training_memory(
     balanced: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
+    recompute_num_layers: int | None = None,
+    offload_layers: int = 0,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -282,6 +290,12 @@ def training_memory(
         DeepSeek-V3's DualPipe schedule: where it applies (an even ``pp`` without virtual stages) the first
         rank holds the first and the last stage's model states and ``min(pp, m) + 1`` micro-batches of
         activations ([4]_ Table 2); ``stage`` is then ``first``.
+    recompute_num_layers : int, optional
+        With ``recompute="full"``, only the first ``N`` layers of each model chunk are recomputed
+        (Megatron-Core's block method; :func:`hnplan.memory.recompute.block_recomputed_layers`); default all.
+    offload_layers : int
+        Layers whose activations go to host memory (with ``pp = 1`` and ``recompute="none"`` only;
+        :func:`hnplan.memory.recompute.offload_kept_layers`); default 0.
 
     Returns
     -------
@@ -326,6 +340,8 @@ def training_memory(
         balanced=balanced,
         recompute_modules=recompute_modules,
         dualpipe=dualpipe,
+        recompute_num_layers=recompute_num_layers,
+        offload_layers=offload_layers,
     ).iloc[0]
     params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))

@@ -149,6 +149,8 @@ def memory_summary(
             balanced=ch.pipeline_balanced_ends,
             recompute_modules=ch.recompute_modules,
             dualpipe=ch.pipeline_schedule == "dualpipe",
+            recompute_num_layers=ch.recompute_num_layers,
+            offload_layers=ch.cpu_offload_layers,
         )
         out.update(
             parallel=dict(

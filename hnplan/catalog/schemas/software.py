@@ -137,6 +137,22 @@ class StackChoices(_Strict):
         arXiv:2205.05198 Sec. 5), ``layernorm`` the two norms before attention and the MLP, ``mla_up_proj``
         the MLA up-projections and RoPE, ``mlp`` the dense MLP, ``moe_act`` the routed experts' activation
         function, ``shared_experts`` the shared experts. Bytes saved: :mod:`hnplan.memory.recompute`.
+    recompute_num_layers : int or None
+        With ``recompute: full``, Megatron-Core's block method (``--recompute-granularity full
+        --recompute-method block --recompute-num-layers N``; ``megatron/core/transformer/transformer_block.py``
+        ``_checkpointed_forward``; ``megatron/training/arguments.py``): only the first ``N`` layers of
+        each model chunk (a pipeline stage, or each of its virtual stages) keep just their input and run
+        their forward again; the others keep all their activations. ``None`` (default): every layer is
+        recomputed (the uniform method with one layer per unit). Memory and time:
+        :mod:`hnplan.memory.recompute`.
+    cpu_offload_layers : int
+        Transformer Engine / Megatron-Core activation offloading (``--cpu-offloading
+        --cpu-offloading-num-layers N``, activations only): the activations of ``N`` of the model's
+        layers are copied to host memory during the forward pass and back before their backward pass,
+        overlapped with the other layers' compute (``transformer_engine/pytorch/cpu_offload.py``,
+        ``AsyncDoubleBufferGroupOffloadHandler``). Megatron-Core allows it only without pipeline
+        parallelism and without recomputation (``transformer_config.py``), so it applies to plans with
+        ``pp = 1`` and ``recompute: none``. Default 0. Memory and time: :mod:`hnplan.memory.recompute`.
     precision_aware_optimizer : bool
         Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
         ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
@@ -243,6 +259,18 @@ class StackChoices(_Strict):
         default=("core_attn",),
         description="modules selective recomputation re-runs (Megatron-Core --recompute-modules); "
         "default the attention core",
+    )
+    recompute_num_layers: int | None = Field(
+        default=None,
+        ge=1,
+        description="with recompute full: layers of each model chunk recomputed (Megatron-Core block method); "
+        "none: every layer",
+    )
+    cpu_offload_layers: int = Field(
+        default=0,
+        ge=0,
+        description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
+        "pp 1 and recompute none only)",
     )
     kernel_launch_us: NonNegative = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"

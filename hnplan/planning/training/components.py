@@ -61,6 +61,7 @@ from hnplan.compute.layout import stage_layers
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
+from hnplan.planning.training.partial import block_mix
 from hnplan.vectorise import Columns, column, factorize, on_distinct
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
@@ -272,9 +273,11 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
     output head and loss each. The routed-expert work of an MoE layer (:data:`hnplan.compute.parts.ROUTED_OPS`)
     grows by :func:`busiest_rank_load`: the busiest EP rank sets the pace.
-    Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)``.
+    Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)`` (and
+    ``virtual_stages`` where the stack recomputes only some layers: :mod:`.partial`).
     """
-    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp"])
+    block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
+    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
     stack = _stage_table(job, uniq).take(codes, axis=2)  # [stage, quantity, candidate]
     if per_stage:
         return stack
@@ -293,7 +296,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
 
     extra = busiest_rank_load(job, df) - 1.0  # the busiest EP rank's surplus of routed tokens
 
-    def part(name, lt=lt):
+    def part(name, lt=lt, full=full):
         fwd = lt(f"{name}_fwd") + np.select([full, selective], [lt(f"{name}_rc_full"), lt(f"{name}_rc_sel")], 0.0)
         bwd = lt(f"{name}_bwd")
         if np.any(extra > 0):
@@ -306,7 +309,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
 
-    def host(name, lt=lt):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
+    def host(name, lt=lt, full=full):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
         rc = np.select([full, selective], [lt(f"{name}_host_rc_full"), lt(f"{name}_host_rc_sel")], 0.0)
         return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd")
 
@@ -322,8 +325,16 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
         layer = moe if job.model.moe is not None else dense
         head = tuple(h + (0.0 if i == 2 else mtp * (x + h)) for i, (h, x) in enumerate(zip(head, layer)))
     stages = stage_kinds(job, pp)
+    whole = None  # block recomputation: the layers not recomputed, as without recomputation
+    if job.choices.recompute_num_layers is not None and np.any(full):
+        no = np.zeros_like(full)
+        whole = part("dense", full=no), part("moe", full=no), host("dense", full=no), host("moe", full=no)
+    layer_parts = (dense, moe, h_dense, h_moe, g_sync, h_sync, syncs)
     cols = []
     for name, (nd, nm) in stages.items():
+        dense, moe, h_dense, h_moe, g_sync, h_sync, syncs = block_mix(
+            job.choices, df, nd + nm, full, whole, *layer_parts
+        )
         fwd = nd * dense[0] + nm * moe[0]
         bwd = nd * dense[1] + nm * moe[1]
         wgrad = nd * dense[3] + nm * moe[3]
@@ -492,6 +503,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         recompute_modules=ch.recompute_modules,
         dualpipe=ch.pipeline_schedule == "dualpipe",
         cache=job.memo.setdefault("memory", {}),
+        recompute_num_layers=ch.recompute_num_layers,
+        offload_layers=ch.cpu_offload_layers,
     )
 
 

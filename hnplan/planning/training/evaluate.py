@@ -15,7 +15,7 @@ from hnplan.compute import peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
-from hnplan.planning.training import moe
+from hnplan.planning.training import moe, partial
 from hnplan.planning.training.candidates import candidate_frame
 from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
@@ -93,13 +93,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     t_pp = coll.pp_comm_per_microbatch(job, plans)
     ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m)  # warm-up/cool-down passes run alone
     per_stage = []
+    full = c.recompute_is(plans, "full")
     for st in stages:
         t_comp, layers, moe_layers = st[0], st[4], st[5]
-        t_tp = layers * t_tp_layer
+        again = partial.rerun_scale(ch, plans, layers, full)  # block recomputation re-runs some layers' collectives
+        t_tp = layers * t_tp_layer * again
         if ch.tp_comm:
             t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
         t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
-        t_ep = moe_layers * t_ep_layer
+        t_ep = moe_layers * t_ep_layer * again
         if ch.ep_comm:
             t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
         per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
@@ -129,9 +131,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     cols["memory_per_gpu_bytes"] = mem["total_bytes"]
     cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
     apply_offload(job, cols, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
+    if ch.cpu_offload_layers:  # activation offloading of some layers (stack choice cpu_offload_layers)
+        memo = job.memo.setdefault("memory", {})
+        t_act, host = partial.activation_offload(job, plans, stage_layers, t_fwd_mb, t_bwd_mb, memo)
+        cols["t_offload_exposed_s"] = cols["t_offload_exposed_s"] + m * t_act
+        cols["fits"] = cols["fits"] & (host <= partial.host_bytes_per_gpu(job))
     step = sum(np.asarray(cols[f"t_{k}_s"]) for k in BREAKDOWN)
     tokens_per_s = job.global_batch_seqs * job.seq_len / step
     model_f, hw_f = c.flops_per_token(job, plans)
+    hw_f = partial.block_hardware_flops(job, plans, hw_f, full)
     peak = peak_flops_per_s(job.acc, job.dtype)
     cols.update(
         step_time_s=step,
