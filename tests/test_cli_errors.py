@@ -83,6 +83,23 @@ def test_json_error_object_names_the_entry():
             + ["--qps", "1"],
             "--engine: unknown engine id 'vlm'; nearest: vllm",
         ),
+        (
+            ["memory", "--model", "llama3.1-70bb", "--mode", "trian", "--seq-len", "8192"],
+            "--model: unknown model id 'llama3.1-70bb'",
+        ),
+        (
+            ["cluster", "simulate", "--system", "hgx-h100-ib-nd", "--gpus", "64", "--days", "1", "--jobs", "5"],
+            "--system: unknown system id 'hgx-h100-ib-nd'",
+        ),
+        (
+            ["roofline", "--accelerator", "h100-sx", "--model", "llama3.1-8b", "--phase", "decod", "--batch", "1"]
+            + ["--seq-len", "1"],
+            "--accelerator: unknown accelerator id 'h100-sx'; nearest: h100-sxm",
+        ),
+        (
+            ["reliability", "--system", "gb200-nvl72", "--gpus", "64", "--model", "llama3.1-8b", "--storage", "ddn"],
+            "--storage: unknown storage id 'ddn'",
+        ),
     ],
 )
 @pytest.mark.parametrize("json_", [False, True])

@@ -49,10 +49,12 @@ def simulate(
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, simulate_cluster
     from hnplan.errors import InputError
 
     with handle_errors():
+        check_refs({"--system": ("systems", system)})
         if days is not None and jobs is not None:
             raise InputError("give --days or --jobs, not both")
         if days is not None and days <= 0:

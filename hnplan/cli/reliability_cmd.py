@@ -41,9 +41,11 @@ def reliability(
     """Mean time between interruptions, checkpoint size/time/interval, restart time and goodput."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.design import estimate_reliability
 
     with handle_errors():
+        check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
         est = estimate_reliability(
             system,
             gpus,
