@@ -32,7 +32,11 @@ def simulate(
     ),
     days: float = typer.Option(None, "--days", min=0.0, help="simulate this many days of arrivals"),
     jobs: int = typer.Option(
-        None, "--jobs", parser=count(integer=True), help="... or this many jobs (10k, 10000; default: 1 day)"
+        None,
+        "--jobs",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="... or this many jobs (10k, 10000; default: 1 day)",
     ),
     seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
     load: float = typer.Option(None, "--load", min=0.0, help="offered load [fraction of GPUs], replaces the mix's"),

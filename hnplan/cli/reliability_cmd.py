@@ -26,6 +26,7 @@ def reliability(
         None,
         "--tokens-per-s",
         parser=count(minimum=0),
+        metavar="COUNT",
         help="job throughput [tokens/s] (2.5M, 2.5e6): its data loader shares the storage",
     ),
     checkpoint_storage_share: float = typer.Option(

@@ -19,7 +19,9 @@ DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
 @app.command()
 def size(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
-    tokens: float = typer.Option(..., "--tokens", parser=count(), help="training tokens (15T, 15e12, 300B)"),
+    tokens: float = typer.Option(
+        ..., "--tokens", parser=count(), metavar="COUNT", help="training tokens (15T, 15e12, 300B)"
+    ),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
     deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
@@ -28,6 +30,7 @@ def size(
         DEFAULT_BATCH_TOKENS,
         "--global-batch-tokens",
         parser=count(integer=True),
+        metavar="COUNT",
         help="tokens per step (16Mi = 16,777,216)",
     ),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),

@@ -21,7 +21,11 @@ def train(
     cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree, divides dp x cp (default 1)"),
     global_batch_tokens: int = typer.Option(
-        None, "--global-batch-tokens", parser=count(integer=True), help="tokens per step (4Mi = 4,194,304)"
+        None,
+        "--global-batch-tokens",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="tokens per step (4Mi = 4,194,304)",
     ),
     global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
     microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
