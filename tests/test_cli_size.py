@@ -226,3 +226,28 @@ def test_counts_take_short_scale_suffixes():
     assert res.exit_code == 2 and "(1M is 1,000,000; 1Mi is 1 x 2**20)" in " ".join(res.stderr.split())
     args[j] = "1Mi"  # 1,048,576 = 128 x 8,192
     assert runner.invoke(app, args).exit_code == 0
+
+
+def test_size_plans_with_the_stack_it_is_given():
+    """`size --stack` plans every count with that software stack, as `train --stack` does: with no failures
+    the days are tokens / the train search's tokens/s with the same stack [s -> days], and the 2021 stack
+    (unfused attention, no sequence parallelism, no overlap) is slower than the default choices. A
+    stack `hnplan calibrate` writes is a path to pass here for the next purchase."""
+    base = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+    base += ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--no-goodput", "--json"]
+    train = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+    train += ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--json"]
+    days = {}
+    for stack in ("megatron-core", "megatron-lm-2021"):
+        res = runner.invoke(app, [*base, "--stack", stack])
+        assert res.exit_code == 0, res.output
+        d = json.loads(res.stdout)
+        assert d["stack"] == stack
+        r = d["results"][0]
+        t = json.loads(runner.invoke(app, [*train, "--stack", stack]).stdout)
+        assert r["tokens_per_s"] == pytest.approx(t["tokens_per_s"], rel=1e-9)
+        assert r["days"] == pytest.approx(1e11 / t["tokens_per_s"] / 86400, rel=1e-9)
+        days[stack] = r["days"]
+    assert days["megatron-lm-2021"] > days["megatron-core"]
+    res = runner.invoke(app, [*base, "--stack", "megatron-cor"])
+    assert res.exit_code == 2 and "nearest: megatron-core" in res.stdout

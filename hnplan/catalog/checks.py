@@ -133,6 +133,8 @@ def validate_file(path: str | Path, kind: str | None = None):
             cat.stack(entry)
         elif isinstance(entry, System):  # kind == "systems"
             cat._check_system_refs(entry)
+            if entry.price_item is not None:  # one prices.yaml does not price is refused (design.py)
+                cat.design(entry).prices  # noqa: B018
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
     return entry

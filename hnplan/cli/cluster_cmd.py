@@ -115,6 +115,11 @@ def simulate(
             ("allocation rate", f"{s['allocation_rate']:.1%}"),
             ("offered load", load_text(s)),
             (
+                "demand in the window",
+                f"{s['offered_load_window']:.1%} (the jobs' GPU-time inside the measuring window: "
+                "the utilisation it approaches when nothing queues)",
+            ),
+            (
                 "fragmentation",
                 f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",
             ),

@@ -67,7 +67,7 @@ def reliability(
         rows = [
             (
                 "mean time between interruptions",
-                f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)",
+                f"{d['mtbi_h']:,.2f} h ({d['interruptions_per_day']:.2g} per day incl. planned)",
             ),
             ("failure unit", f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for 99% availability"),
             (

@@ -75,11 +75,11 @@ def roofline(
         for col, just in (
             ("operator", "left"),
             ("phase", "left"),
-            ("count", "right"),
-            ("GFLOP", "right"),
-            ("MB", "right"),
+            ("count", "right"),  # calls per pass; the next columns are one call's, the total line the pass's
+            ("GFLOP each", "right"),
+            ("MB each", "right"),
             ("FLOP/byte", "right"),
-            ("time [us]", "right"),
+            ("time each [us]", "right"),
             ("bound", "left"),
         ):
             t.add_column(escape(col), justify=just)  # "[us]" is not rich markup

@@ -44,6 +44,12 @@ def size(
     offload: str = typer.Option(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
     ),
+    stack: str = typer.Option(
+        None,
+        "--stack",
+        help="software stack id or YAML path (data/stacks/, or what hnplan calibrate wrote), as hnplan train "
+        "takes it; default: the planner's defaults",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
@@ -54,7 +60,8 @@ def size(
     from hnplan.planning.sizing import size_table
 
     with handle_errors():
-        check_refs({"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}})
+        refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
+        check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (deadline_days is None) == (gpus is None):
@@ -76,6 +83,7 @@ def size(
             goodput=goodput,
             mode=checkpoint,
             offload=offload,
+            stack=stack,
         )
         rows = [
             {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")
@@ -93,6 +101,7 @@ def size(
                     "deadline_days": deadline_days,
                     "goodput": goodput,
                     "checkpoint": checkpoint,
+                    "stack": stack,
                     "results": rows,
                 }
             )
