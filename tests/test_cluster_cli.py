@@ -41,6 +41,8 @@ def test_cluster_json_matches_library(cat):
     ref = simulate_cluster("hgx-h100-ib-ndr", 64, n_jobs=200, seed=4, policy="best-fit", catalog=cat)
     assert d["utilisation"] == pytest.approx(ref.summary["utilisation"])
     assert d["preemptions"] == ref.summary["preemptions"]
+    args[args.index("--jobs") + 1] = "0.2k"  # the same count with a suffix
+    assert json.loads(runner.invoke(app, args).output)["utilisation"] == d["utilisation"]
 
 
 def test_cluster_trace_table():

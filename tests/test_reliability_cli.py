@@ -74,6 +74,15 @@ def test_reliability_on_named_storage(cat):
     assert r.exit_code == 2
 
 
+def test_reliability_says_when_the_storage_sets_the_interval():
+    args = ["reliability", "--system", "hgx-h100-roce-400g", "--gpus", "16384", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "set by the storage" in " ".join(r.stdout.split())
+    r = runner.invoke(app, [*args, "--mode", "sync"])
+    assert r.exit_code == 0 and "Daly 2006; the storage bound is 43 s" in " ".join(r.stdout.split())
+
+
 def test_small_job_interruption_rate_is_not_printed_as_zero(cat):
     """A 10-GPU job is interrupted about once in 190 days (MTBI in the thousands of hours): the table
     shows that rate with two significant digits, not as '0.0 per day' beside a finite MTBI."""

@@ -87,9 +87,11 @@ def infer(
     """
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
 
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
         if batch is not None and qps is not None:
             raise InputError("give at most one of --batch and --qps")
         if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):

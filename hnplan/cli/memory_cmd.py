@@ -64,7 +64,10 @@ def memory(
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where (train: as
     hnplan train --offload auto moves it for the same plan and stack)."""
+    from hnplan.catalog.checks import check_refs
+
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         d = memory_summary(
             model,
             mode,

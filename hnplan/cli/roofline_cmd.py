@@ -45,9 +45,13 @@ def roofline(
     (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
     """
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.roofline import roofline_answer
 
     with handle_errors():
+        check_refs(
+            {"--accelerator": ("accelerators", accelerator), "--model": ("models", model), "--stack": ("stacks", stack)}
+        )
         ans = roofline_answer(
             model,
             accelerator,
