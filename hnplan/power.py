@@ -280,5 +280,5 @@ def run_energy(
     g = facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
     out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / units.MEGA}
     if tokens:
-        out["kwh_per_million_tokens"] = units.j_to_kwh(e) / (tokens / 1e6)
+        out["kwh_per_million_tokens"] = units.j_to_kwh(e) / (tokens / units.MEGA)
     return out

@@ -24,8 +24,12 @@ interval, restart time and goodput.
   quantile of that compound Poisson count (:func:`spare_gpus`); :func:`hnplan.cost.design_cost`
   buys them.
 * With a storage entry (the system's ``storage``), checkpoint write and restore times come from its
-  units beside the data loader's reads (:func:`hnplan.storage.job_storage`); the asynchronous
-  interval is at least that write time.
+  units beside the data loader's reads (:func:`hnplan.storage.job_storage`).
+* Storage bound on the interval (both modes): checkpoints may keep the storage writing at most a share
+  ``s`` of the time (``checkpoint_storage_share`` of ``data/reliability.yaml``, a labelled assumption),
+  so ``tau >= write / s``. An asynchronous save stalls training for milliseconds, so Young/Daly alone
+  would checkpoint every few seconds and keep the storage writing most of the time; the estimate says
+  which bound (``daly`` or ``storage``) set the interval.
 
 References
 ----------
@@ -316,12 +320,15 @@ class ReliabilityEstimate:
     job_goodput: float = 1.0
     gpus_in_repair: float = 0.0
     storage: dict | None = None
+    checkpoint_interval_bound: str = "daly"  # "daly" (Young/Daly optimum) or "storage" (write time / share)
+    checkpoint_daly_interval_s: float = math.inf
+    checkpoint_storage_share: float = 1.0
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(
             mtbi_h=units.s_to_hours(self.mtbi_s),
-            interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * 24,
+            interruptions_per_day=units.DAY / self.mtbi_s + self.planned_per_h * units.DAY / units.HOUR,
         )
         return d
 
@@ -337,6 +344,7 @@ def reliability_estimate(
     storage: Storage | None = None,
     storage_units: int | None = None,
     tokens_per_s: float | None = None,
+    checkpoint_storage_share: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
 
@@ -358,6 +366,8 @@ def reliability_estimate(
     mode : {"sync", "async"}
         Checkpoint mode. Async stalls only for the device-to-host copy; its background write must
         finish before the next checkpoint, so the interval is at least the write time.
+        In both modes the interval is at least ``write time / checkpoint_storage_share``
+        (``checkpoint_interval_bound`` says whether that or Daly's optimum set it).
     rate_factor : float
         Multiplies every failure rate (what-ifs).
     write_GBps_per_node : float, optional
@@ -370,6 +380,9 @@ def reliability_estimate(
         Storage units bought; default :func:`hnplan.storage.units_for`.
     tokens_per_s : float, optional
         The job's training throughput [tokens/s], for the data loader's share of the storage.
+    checkpoint_storage_share : float, optional
+        Largest fraction of the time the storage may spend writing checkpoints, in (0, 1]; default
+        ``checkpoint_storage_share`` of reliability.yaml (1 when it has none).
 
     Returns
     -------
@@ -378,9 +391,16 @@ def reliability_estimate(
     Raises
     ------
     InputError
-        For an unknown mode, or a storage that cannot sustain the data loader.
+        For an unknown mode, a storage that cannot sustain the data loader, or a checkpoint storage share
+        outside (0, 1].
     """
     check_choice("mode", mode, CHECKPOINT_MODES)
+    ck_share = checkpoint_storage_share
+    if ck_share is None:
+        default = design.reliability.checkpoint_storage_share
+        ck_share = default.value if default is not None else 1.0
+    if not 0.0 < ck_share <= 1.0:
+        raise InputError(f"checkpoint_storage_share must be in (0, 1]; got {ck_share}")
     system, rel = design.system, design.reliability
     rates = interruption_rates_per_h(design, gpus, rate_factor)
     m = units.HOUR / sum(rates.values()) if sum(rates.values()) else math.inf
@@ -398,19 +418,19 @@ def reliability_estimate(
         loader = units.GBps_to_Bps(design.storage_read_GBps_per_node) * nodes
         share = 1.0 - (tokens_per_s or 0.0) * sto.TEXT_BYTES_PER_TOKEN / loader
         if share <= 0:
-            raise InputError(f"the storage ({loader / 1e9:.0f} GB/s read) cannot sustain the data loader")
+            raise InputError(f"the storage ({units.Bps_to_GBps(loader):.0f} GB/s read) cannot sustain the data loader")
         write_s = ck["write_s"] / share
     ck["write_s"] = ck["sync_stall_s"] = write_s
     ck["async_stall_s"] = min(ck["async_stall_s"], write_s)
     stall = ck[f"{mode}_stall_s"]
     restart = (rel.restart_overhead_s.value if restart_overhead_s is None else restart_overhead_s) + read_s
     planned = rate_factor * rel.planned_per_gpu_hour.value * gpus
+    storage_floor = ck["write_s"] / ck_share  # the storage writes checkpoints at most `ck_share` of the time
     if math.isinf(m):
-        interval, goodput = math.inf, 1.0
+        daly, interval, goodput = math.inf, math.inf, 1.0
     else:
-        interval = daly_interval_s(stall, m)
-        if mode == "async":
-            interval = max(interval, ck["write_s"])
+        daly = daly_interval_s(stall, m)
+        interval = max(daly, storage_floor)
         goodput = daly_goodput(interval, stall, restart, m)
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
     in_repair = gpus_in_repair(design, gpus, rate_factor)
@@ -433,4 +453,7 @@ def reliability_estimate(
         job_goodput=goodput,
         gpus_in_repair=in_repair,
         storage=job_sto,
+        checkpoint_interval_bound="storage" if storage_floor > daly else "daly",
+        checkpoint_daly_interval_s=daly,
+        checkpoint_storage_share=ck_share,
     )

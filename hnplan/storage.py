@@ -337,8 +337,8 @@ def job_storage(
         held = aggregate(st, n)["capacity_bytes"]
         if held < checkpoint_bytes:
             raise InputError(
-                f"storage {st.id}: {n} unit(s) hold {held / 1e12:.3g} TB, less than one checkpoint of "
-                f"{checkpoint_bytes / 1e12:.3g} TB; give at least "
+                f"storage {st.id}: {n} unit(s) hold {units.to_TB(held):.3g} TB, less than one checkpoint of "
+                f"{units.to_TB(checkpoint_bytes):.3g} TB; give at least "
                 f"{units_needed(st, capacity_bytes=2 * checkpoint_bytes)['units']} units (two checkpoints)"
             )
     agg = aggregate(st, n)

@@ -130,6 +130,16 @@ def to_GB(nbytes):
     return nbytes / GB
 
 
+def to_TB(nbytes):
+    """Bytes -> TB (1e12, the unit storage datasheets and checkpoint sizes are quoted in)."""
+    return nbytes / TB
+
+
+def to_MiB(nbytes):
+    """Bytes -> MiB (2**20)."""
+    return nbytes / MiB
+
+
 def kw_to_w(kw):
     """Kilowatts -> watts."""
     return kw * KILO
@@ -175,6 +185,11 @@ def ms_to_s(ms):
     return ms * MILLI
 
 
+def s_to_ms(s):
+    """Seconds -> milliseconds (the unit latency targets such as TTFT and TPOT are quoted in)."""
+    return s / MILLI
+
+
 def s_to_days(s):
     """Seconds -> days (86,400 s)."""
     return s / DAY
@@ -183,6 +198,11 @@ def s_to_days(s):
 def s_to_hours(s):
     """Seconds -> hours."""
     return s / HOUR
+
+
+def hours_to_s(hours):
+    """Hours -> seconds."""
+    return hours * HOUR
 
 
 def days_to_s(days):
@@ -246,6 +266,62 @@ def parse_size(text: str | int | float) -> int:
         allowed = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G"
         raise ValueError(f"cannot read size {text!r}: expected a number with a unit ({allowed})")
     return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]))
+
+
+# Short-scale suffixes of counts typed by people (``15T`` tokens, ``405B`` parameters, ``2.5M`` tokens/s):
+# k = 1e3, M = 1e6, G or B = 1e9, T = 1e12, as the model cards write them (Llama 3 paper: "15T tokens").
+_COUNT_SUFFIXES = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "B": GIGA, "T": TERA}
+# Binary multiples for counts that are powers of two in practice (Llama 3's "16M tokens" per step is
+# 2,048 sequences x 8,192 = 16 x 2**20): Ki, Mi, Gi, Ti (IEC 80000-13 prefixes).
+_COUNT_SUFFIXES.update({"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB})
+_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?i?)\s*$")
+
+
+def parse_count(text: str | int | float, integer: bool = False) -> float:
+    """Parse a count typed by a person: ``"15T"``, ``"15e12"``, ``"405B"``, ``"16M"``, ``"8k"``, ``"16Mi"``.
+
+    Parameters
+    ----------
+    text : str, int or float
+        A non-negative number with an optional short-scale suffix: k (1e3), M (1e6), G or B (1e9),
+        T (1e12); or a binary one: Ki (2**10), Mi (2**20), Gi (2**30), Ti (2**40). ``16M`` is 16,000,000
+        (unlike :func:`parse_size`'s binary ``M``); ``16Mi`` is 16,777,216.
+    integer : bool
+        Require a whole count (a token count per step, a GPU count) and return an int.
+
+    Returns
+    -------
+    float or int
+        The count.
+
+    Raises
+    ------
+    ValueError
+        For anything else (one line naming the accepted forms).
+
+    Examples
+    --------
+    >>> parse_count("15T"), parse_count("2.5k"), parse_count("16M", integer=True), parse_count("1e9")
+    (15000000000000.0, 2500.0, 16000000, 1000000000.0)
+    >>> parse_count("16Mi", integer=True)
+    16777216
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        m = _COUNT_RE.match(str(text))
+        if not m or m.group(2) not in _COUNT_SUFFIXES:
+            raise ValueError(
+                f"cannot read count {text!r}: expected a number with an optional k, M, G/B, T or Ki, Mi, Gi, Ti (15T, 15e12, 16Mi)"
+            )
+        value = float(m.group(1)) * _COUNT_SUFFIXES[m.group(2)]
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"count must be a non-negative finite number, got {text!r}")
+    if integer:
+        if not value.is_integer():
+            raise ValueError(f"count must be whole, got {text!r} = {value:g}")
+        return int(value)
+    return value
 
 
 def format_size(nbytes: float) -> str:

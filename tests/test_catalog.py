@@ -232,3 +232,16 @@ def test_typo_in_a_nested_field_names_the_nearest_key(cat, tmp_path):
     msg = str(info.value)
     assert "field 'classes.0.duration_s.sigmaa': unknown key (did you mean 'classes.0.duration_s.sigma'?)" in msg
     assert "\n" not in msg and str(path) in msg
+
+
+def test_catalog_modules_stay_small_and_keep_their_import_paths():
+    """The catalog package's modules stay under the project's ~500-line bound, and the loader's public names
+    (and the names other modules import from it) stay importable from ``hnplan.catalog.loader``."""
+    import hnplan.catalog
+    from hnplan.catalog import loader
+
+    for name in ("Catalog", "load_catalog", "validate_file", "data_dir", "parse_entry", "read_yaml", "_read_yaml"):
+        assert hasattr(loader, name), name
+    folder = Path(hnplan.catalog.__file__).parent
+    long = {p.name: n for p in folder.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long

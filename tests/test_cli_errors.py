@@ -65,6 +65,49 @@ def test_json_error_object_names_the_entry():
     assert err["kind"] == "input" and err["entry"] == "gb200" and "gb200-nvl72" in err["message"]
 
 
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        # a typo'd id and a missing batch: the id is reported first, with the nearest valid ids
+        (
+            ["train", "--model", "llama3.1-8bb", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"],
+            "--model: unknown model id 'llama3.1-8bb'; nearest: llama3.1-8b",
+        ),
+        (
+            ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-nd", "--gpus", "8", "--seq-len", "8192"],
+            "--system: unknown system id 'hgx-h100-ib-nd'; nearest: hgx-h100-ib-ndr",
+        ),
+        (SIZE[:2] + ["llama3.1-8bb"] + SIZE[3:] + ["--deadline-days", "3"], "--model: unknown model id 'llama3.1-8bb'"),
+        (
+            ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "9", "--engine", "vlm"]
+            + ["--qps", "1"],
+            "--engine: unknown engine id 'vlm'; nearest: vllm",
+        ),
+        (
+            ["memory", "--model", "llama3.1-70bb", "--mode", "trian", "--seq-len", "8192"],
+            "--model: unknown model id 'llama3.1-70bb'",
+        ),
+        (
+            ["cluster", "simulate", "--system", "hgx-h100-ib-nd", "--gpus", "64", "--days", "1", "--jobs", "5"],
+            "--system: unknown system id 'hgx-h100-ib-nd'",
+        ),
+        (
+            ["roofline", "--accelerator", "h100-sx", "--model", "llama3.1-8b", "--phase", "decod", "--batch", "1"]
+            + ["--seq-len", "1"],
+            "--accelerator: unknown accelerator id 'h100-sx'; nearest: h100-sxm",
+        ),
+        (
+            ["reliability", "--system", "gb200-nvl72", "--gpus", "64", "--model", "llama3.1-8b", "--storage", "ddn"],
+            "--storage: unknown storage id 'ddn'",
+        ),
+    ],
+)
+@pytest.mark.parametrize("json_", [False, True])
+def test_unknown_ids_reported_before_other_input_errors(argv, needle, json_):
+    _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
+    assert len(runner.invoke(app, argv).stderr.strip().splitlines()) == 1
+
+
 def test_version():
     res = runner.invoke(app, ["--version"])
     assert res.exit_code == 0 and res.stdout.strip() == f"hnplan {__version__}"

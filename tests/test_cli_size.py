@@ -205,3 +205,49 @@ def test_size_says_when_the_batch_cannot_take_a_factor_of_the_count():
     assert "40 GPUs = 8 x 5: the batch of 128 sequences has no factor 5" in text
     res = runner.invoke(app, [*args, "--gpus", "64", "--json"])
     assert json.loads(res.stdout)["results"][0]["batch_note"] == ""
+
+
+def test_counts_take_short_scale_suffixes():
+    """``--tokens 2e11`` and ``--tokens 200B`` (and ``--global-batch-tokens 1179648`` / ``1.179648M``) are one
+    run; a bad count is one line naming the option, exit 2."""
+    args = [*SIZE, "--gpus", "64"]
+    plain = runner.invoke(app, args)
+    i, j = args.index("--tokens") + 1, args.index("--global-batch-tokens") + 1
+    args[i], args[j] = "200B", "1.179648M"
+    suffixed = runner.invoke(app, args)
+    assert plain.exit_code == suffixed.exit_code == 0, suffixed.output
+    assert json.loads(plain.stdout)["results"] == json.loads(suffixed.stdout)["results"]
+    assert json.loads(suffixed.stdout)["tokens"] == 2e11
+    args[i] = "15 tokens"
+    bad = runner.invoke(app, args)
+    assert bad.exit_code == 2 and "--tokens" in bad.stderr and "15T" in bad.stderr
+    args[i], args[j] = "200B", "1M"  # 1,000,000 is not a multiple of 8,192: the hint names the binary 1Mi
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "(1M is 1,000,000; 1Mi is 1 x 2**20)" in " ".join(res.stderr.split())
+    args[j] = "1Mi"  # 1,048,576 = 128 x 8,192
+    assert runner.invoke(app, args).exit_code == 0
+
+
+def test_size_plans_with_the_stack_it_is_given():
+    """`size --stack` plans every count with that software stack, as `train --stack` does: with no failures
+    the days are tokens / the train search's tokens/s with the same stack [s -> days], and the 2021 stack
+    (unfused attention, no sequence parallelism, no overlap) is slower than the default choices. A
+    stack `hnplan calibrate` writes is a path to pass here for the next purchase."""
+    base = ["size", "--model", "llama3.1-8b", "--tokens", "1e11", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+    base += ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--no-goodput", "--json"]
+    train = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+    train += ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--json"]
+    days = {}
+    for stack in ("megatron-core", "megatron-lm-2021"):
+        res = runner.invoke(app, [*base, "--stack", stack])
+        assert res.exit_code == 0, res.output
+        d = json.loads(res.stdout)
+        assert d["stack"] == stack
+        r = d["results"][0]
+        t = json.loads(runner.invoke(app, [*train, "--stack", stack]).stdout)
+        assert r["tokens_per_s"] == pytest.approx(t["tokens_per_s"], rel=1e-9)
+        assert r["days"] == pytest.approx(1e11 / t["tokens_per_s"] / 86400, rel=1e-9)
+        days[stack] = r["days"]
+    assert days["megatron-lm-2021"] > days["megatron-core"]
+    res = runner.invoke(app, [*base, "--stack", "megatron-cor"])
+    assert res.exit_code == 2 and "nearest: megatron-core" in res.stdout

@@ -231,3 +231,23 @@ def test_bad_arguments(tmp_path):
         read_helios(p, cls="batch")
     with pytest.raises(InputError, match="not found"):
         read_acme(tmp_path / "missing.csv")
+
+
+def test_every_csv_trace_reader_refuses_alike(tmp_path):
+    """openb and the Slurm logs read their CSV through one function: the same one-line errors for a missing
+    file, a file that is not CSV and a missing column."""
+    from hnplan.cluster.jobs import read_openb, read_trace_csv
+
+    missing = tmp_path / "none.csv"
+    for reader in (read_openb, read_helios, lambda p: read_trace_csv(p, ("a",), "test")):
+        with pytest.raises(InputError, match="trace file .* not found"):
+            reader(missing)
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(InputError, match="not a CSV file"):
+        read_trace_csv(bad, ("a",), "test")
+    ok = tmp_path / "ok.csv"
+    ok.write_text("a,b\n1,2\n")
+    assert list(read_trace_csv(ok, ("a",), "test")["b"]) == [2]
+    with pytest.raises(InputError, match=r"missing column\(s\) c of the test format"):
+        read_trace_csv(ok, ("c",), "test")

@@ -86,7 +86,7 @@ def test_topology_json():
         (
             ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "decode"]
             + ["--seq-len", "1024", "--batch", "8"],
-            "time [us]",
+            "time each [us]",
         ),
         (
             ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e11"]

@@ -115,3 +115,18 @@ def test_roofline_takes_the_2021_attention_and_sequence_parallel_choices(cat):
     assert old["time_s"] > new["time_s"]
     # the model FLOPs (MFU numerator) do not depend on the kernel choice
     assert old["model_flops"] == pytest.approx(new["model_flops"], rel=1e-12)
+
+
+def test_roofline_table_says_its_rows_are_one_call(cat):
+    """A row's FLOPs, bytes and time are one call's and the total line is the pass's (rows x count): in
+    Llama 3.1 8B decode the 32 layers' qkv_proj show one layer's 2 x 4 x 4096 x 6144 / 2 = 0.101 GFLOP
+    (batch 4, TP 2: 4096 -> (32 + 2 x 8) x 128 = 6144 outputs, half per rank) with count 32."""
+    args = ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "decode"]
+    args += ["--batch", "4", "--seq-len", "1", "--kv-len", "1024", "--tp", "2"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    assert "GFLOP each" in text and "MB each" in text and "time each [us]" in text
+    row = next(line for line in r.output.splitlines() if "qkv_proj" in line)
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    assert cells[2] == "32" and float(cells[3]) == pytest.approx(2 * 4 * 4096 * 6144 / 2 / 1e9, abs=1e-3)

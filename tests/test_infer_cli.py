@@ -117,3 +117,50 @@ def test_disaggregated_keys():
     d = _json(BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40", "--dtype", "fp8", "--disaggregate"])
     assert d["disaggregated"] and {"prefill", "decode_replicas", "kv_transfer_s"} <= set(d)
     assert d["gpus"] == d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"]
+
+
+def test_table_says_which_power_is_rated_and_which_at_load():
+    """The rated IT power of the replica's share of its units and the power drawn at the operating point
+    are different quantities: the table names each, and the HBM row is what the engine may use. Without
+    the labels a reader saw 'IT power 0.69 kW' above 'facility power 0.4 kW' (facility < IT)."""
+    res = runner.invoke(app, BASE)
+    text = " ".join(res.output.split())
+    assert res.exit_code == 0, res.output
+    for label in (
+        "IT power, rated [kW]",
+        "GPU power at load [W]",
+        "replica IT power at load [W]",
+        "replica facility power at load [W]",
+        "HBM the engine may use [GiB]",
+    ):
+        assert label in text
+    d = _json(BASE)
+    # at load the replica draws no more than rated; the facility adds the PUE (>= 1) to the IT power
+    assert d["replica_power_w"] <= 1000 * d["it_power_kw"]
+    assert d["facility_power_w"] >= d["replica_power_w"]
+    # the engine's share of the 80 GB H100 (79.11 GiB visible; vLLM's default 0.9)
+    assert d["hbm_gib"] == pytest.approx(0.9 * 79.11, rel=1e-3)
+    rate = runner.invoke(app, BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40"])
+    assert "facility power, rated [kW]" in " ".join(rate.output.split())
+
+
+def test_disaggregated_table_shows_both_pools():
+    """With --disaggregate the layout rows are the decode pool's and the prefill pool has its own rows:
+    the table's GPU count is prefill replicas x their GPUs + decode replicas x theirs (without the
+    prefill rows a reader saw 'GPUs per replica 4, replicas 7, GPUs 10')."""
+    args = BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40", "--dtype", "fp8", "--disaggregate"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    cells = {}
+    for line in res.output.splitlines():
+        parts = [c.strip() for c in line.split("│") if c.strip()]
+        if len(parts) == 2:
+            cells[parts[0]] = parts[1]
+    d = _json(args)
+    assert cells["decode GPUs per replica"] == str(d["gpus_per_replica"])
+    assert cells["prefill GPUs per replica"] == str(d["prefill"]["gpus_per_replica"])
+    assert cells["prefill replicas"] == str(d["prefill"]["replicas"])
+    assert cells["replicas (prefill + decode)"] == str(d["prefill"]["replicas"] + d["decode_replicas"])
+    assert int(cells["GPUs [count]"]) == (
+        d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"] * d["gpus_per_replica"]
+    )

@@ -131,3 +131,17 @@ def test_memory_and_train_offload_agree_on_one_plan():
     assert moved["gib"] == pytest.approx(tr["memory_breakdown_gib"]["offload_host_gib"], rel=1e-12)
     assert mem["spill"]["exposed_s"] == pytest.approx(tr["breakdown_s"]["offload_exposed"], rel=1e-12)
     assert mem["spill"]["exposed_s"] > 0  # 88.4 GiB each way over PCIe (64 GB/s) outlasts the optimizer window
+
+
+def test_fp8_inference_kv_cache_as_infer_sizes_it():
+    """`memory --dtype fp8` stores the KV cache as `infer --dtype fp8` does (fp8, 1 byte an element) unless
+    --kv-dtype says otherwise. Llama 3.1 8B: 32 layers x 8 KV heads x 128 x (K, V) = 65,536 elements a
+    token, 64 KiB in fp8 (128 KiB in bf16); 4 x 4096 tokens -> 1.0 GiB (2.0 GiB in bf16)."""
+    args = ["--model", "llama3.1-8b", "--mode", "inference", "--batch", "4", "--seq-len", "4096", "--dtype", "fp8"]
+    d = _json(args)
+    assert d["kv_dtype"] == "fp8"
+    assert d["kv_bytes_per_token"] == 65_536
+    assert d["kv_cache_gib"] == pytest.approx(1.0)
+    assert _json([*args, "--kv-dtype", "bf16"])["kv_cache_gib"] == pytest.approx(2.0)
+    bf16 = _json(["--model", "llama3.1-8b", "--mode", "inference", "--batch", "4", "--seq-len", "4096"])
+    assert bf16["kv_dtype"] == "bf16" and bf16["kv_cache_gib"] == pytest.approx(2.0)

@@ -143,3 +143,36 @@ def test_poisson_pmf_matches_scipy(mean):
     assert len(p) - 1 == int(stats.poisson.ppf(1 - 1e-12, mean)) + 1
     np.testing.assert_allclose(p, stats.poisson.pmf(k, mean), rtol=1e-9, atol=0)
     assert poisson_pmf(0.0).tolist() == [1.0]  # no failures expected: no spares
+
+
+def test_async_interval_respects_the_storage(cat):
+    """Llama 3.1 405B at 16,384 H100 (2,048 nodes): a 14 B/parameter checkpoint written at reliability.yaml's
+    0.65 GB/s per node takes bytes / (2,048 x 0.65e9) = 4.27 s. An async save stalls for ~10 ms, so Daly's
+    optimum alone is ~11 s and the storage would write 40% of the time; with checkpoints allowed 10% of the
+    storage's time the interval is 4.27 / 0.1 = 42.7 s, and the estimate says the storage set it."""
+    e = estimate_reliability("hgx-h100-roce-400g", 16384, "llama3.1-405b", "async", cat)
+    write = e.checkpoint_bytes / (2048 * 0.65e9)
+    assert e.checkpoint_bytes == pytest.approx(5.68e12, rel=0.01)
+    assert e.checkpoint_write_s == pytest.approx(write) and write == pytest.approx(4.27, abs=0.01)
+    assert e.checkpoint_storage_share == 0.1
+    assert e.checkpoint_interval_s == pytest.approx(write / 0.1)
+    assert e.checkpoint_interval_bound == "storage"
+    assert e.checkpoint_daly_interval_s == pytest.approx(daly_interval_s(e.checkpoint_stall_s, e.mtbi_s))
+    assert e.checkpoint_daly_interval_s < 15.0
+    # a synchronous save stalls for the whole write: Daly's optimum (~300 s) is longer and sets the interval
+    s = estimate_reliability("hgx-h100-roce-400g", 16384, "llama3.1-405b", "sync", cat)
+    assert s.checkpoint_interval_bound == "daly" and s.checkpoint_interval_s == s.checkpoint_daly_interval_s
+    assert s.checkpoint_interval_s > 10 * s.checkpoint_write_s
+
+
+@settings(max_examples=15, deadline=None)
+@given(share=st.floats(0.01, 1.0), gpus=st.sampled_from([1024, 4096, 16384]), mode=st.sampled_from(["sync", "async"]))
+def test_checkpoints_never_take_more_than_their_share_of_the_storage(cat, share, gpus, mode):
+    e = estimate_reliability("hgx-h100-roce-400g", gpus, "llama3.1-405b", mode, cat, checkpoint_storage_share=share)
+    assert e.checkpoint_write_s / e.checkpoint_interval_s <= share * (1 + 1e-9)
+    assert e.checkpoint_interval_s >= e.checkpoint_daly_interval_s
+
+
+def test_checkpoint_storage_share_out_of_range(cat):
+    with pytest.raises(InputError, match="checkpoint_storage_share"):
+        estimate_reliability("hgx-h100-roce-400g", 64, "llama3.1-8b", "async", cat, checkpoint_storage_share=0.0)

@@ -72,3 +72,24 @@ def test_reliability_on_named_storage(cat):
     assert d["checkpoint_write_s"] == pytest.approx(ref.checkpoint_bytes / (260e9 * (1 - 4e6 / 360e9)))
     r = runner.invoke(app, [*args, "--storage", "no-such-store"])
     assert r.exit_code == 2
+
+
+def test_reliability_says_when_the_storage_sets_the_interval():
+    args = ["reliability", "--system", "hgx-h100-roce-400g", "--gpus", "16384", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "set by the storage" in " ".join(r.stdout.split())
+    r = runner.invoke(app, [*args, "--mode", "sync"])
+    assert r.exit_code == 0 and "Daly 2006; the storage bound is 43 s" in " ".join(r.stdout.split())
+
+
+def test_small_job_interruption_rate_is_not_printed_as_zero(cat):
+    """A 10-GPU job is interrupted about once in 190 days (MTBI in the thousands of hours): the table
+    shows that rate with two significant digits, not as '0.0 per day' beside a finite MTBI."""
+    r = runner.invoke(app, ["reliability", "--system", "gb200-nvl72", "--gpus", "10", "--model", "llama3.1-8b"])
+    assert r.exit_code == 0, r.output
+    ref = estimate_reliability("gb200-nvl72", 10, "llama3.1-8b", "async", cat).to_dict()
+    assert 0 < ref["interruptions_per_day"] < 0.05
+    text = " ".join(r.output.split())
+    assert f"({ref['interruptions_per_day']:.2g} per day incl. planned)" in text
+    assert f"{ref['mtbi_h']:,.2f} h" in text

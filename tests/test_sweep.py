@@ -58,6 +58,19 @@ def test_bad_spec_names_file_and_field(tmp_path, change, needle):
     assert str(path) in str(exc.value) and needle in " ".join(str(exc.value).split())
 
 
+def test_bad_distribution_names_its_fields_not_the_union_branches(tmp_path):
+    # an axis is a list or a distribution mapping: a mistyped distribution is reported as that mapping's
+    # fields (the unknown key with the allowed ones, the allowed distributions), without pydantic's branch
+    # tags ("function-after[...]", "list[...]") or the list branch's "should be a valid list"
+    path = _write(tmp_path, {**TINY, "axes": {**TINY["axes"], "pue": {"distribution": "normal", "mean": 1.2}}})
+    with pytest.raises(CatalogError) as exc:
+        load_sweep_spec(path)
+    text = " ".join(str(exc.value).split())
+    assert "field 'axes.pue.mean': unknown key (allowed keys: distribution, low, high, mode)" in text
+    assert "field 'axes.pue.distribution': Input should be 'uniform'" in text
+    assert "[" not in text and "valid list" not in text
+
+
 def test_unknown_spec_id_lists_the_available():
     with pytest.raises(CatalogError, match="available: example"):
         load_sweep_spec("exampel")

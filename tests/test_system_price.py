@@ -100,3 +100,19 @@ def test_no_price_sizing_keeps_the_count(tmp_path, cat):
     assert "no price for 'my-rack'" in row["cost_note"]
     text = sizing_verdict(df)
     assert "n/a capex" in text and "cost n/a, it has no price" in text and "nan" not in text
+
+
+def test_price_item_with_no_price_is_bad_input(tmp_path):
+    # a price_item is the user's own statement of what the system costs: a typo in it is bad input (exit 2,
+    # naming the file, the field and the nearest priced items), not a quiet "cost n/a" with exit 0
+    path = _rack(tmp_path, price_item="gb200-nvl7")
+    res = runner.invoke(app, ["tco", "--system", path, "--gpus", "144", "--json"])
+    assert res.exit_code == 2, res.output
+    err = json.loads(res.stdout)["error"]
+    assert (err["kind"], err["field"], err["entry"]) == ("input", "price_item", "my-rack")
+    assert "no price for 'gb200-nvl7'" in err["message"] and "nearest: gb200-nvl72" in err["message"]
+    assert err["message"].startswith(path)
+    res = runner.invoke(app, ["infer", "--model", "llama3.1-8b", "--system", path, "--input-tokens", "100"])
+    assert res.exit_code == 2 and "field 'price_item'" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["catalog", "validate", path, "--kind", "systems"])
+    assert res.exit_code == 2 and "field 'price_item': no price for 'gb200-nvl7'" in " ".join(res.output.split())

@@ -123,7 +123,8 @@ def test_interleaved_bubble_is_p_minus_1_over_v_m(cat):
 
 def test_dp_overlap_hides_all_but_the_last_bucket(cat):
     # 8B on 64 GPUs, DP 64: the reduce-scatter hides behind the backward of the last micro-batch, but a
-    # bucket of max(40M, 1M x 64) = 64M parameters stays exposed (Megatron-Core bucket default)
+    # bucket of max(40M, 1M x 64) = 64M parameters stays exposed (Megatron-Core bucket default); the hidden
+    # rest slows the compute beside it by the stack's overlap slowdown (0.14 s per second hidden)
     plan = ParallelPlan(dp=64, zero_stage=1)
     exposed = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat)
     blocking = estimate_training_step(
@@ -138,8 +139,9 @@ def test_dp_overlap_hides_all_but_the_last_bucket(cat):
     )
     params = 8.03e9
     frac = 64e6 / params
+    t_block = blocking.breakdown_s["dp_comm_exposed"]
     assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(
-        frac * blocking.breakdown_s["dp_comm_exposed"], rel=0.01
+        frac * t_block + 0.14 * (1 - frac) * t_block, rel=0.01
     )
     assert exposed.step_time_s < blocking.step_time_s
 

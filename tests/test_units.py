@@ -52,3 +52,81 @@ def test_dtype_bytes():
     assert units.dtype_bytes("bf16") == 2 and units.dtype_bytes("fp4") == 0.5
     with pytest.raises(ValueError, match="allowed: fp32"):
         units.dtype_bytes("fp12")
+
+
+def test_new_conversions():
+    assert units.hours_to_s(2) == 7200 and units.s_to_ms(0.25) == 250
+    assert units.to_TB(5.7e12) == pytest.approx(5.7) and units.to_MiB(2**20) == 1
+
+
+# Scales that turn one unit into another (s<->h/day, B<->GB/TB, s<->ms/us, 2**k binary prefixes); tolerances
+# such as 1e-9 are not conversions and are not listed.
+_CONVERSION_SCALES = {60, 3600, 86400, 1e3, 1e6, 1e9, 1e12, 1e15, 1e-6, 1024}
+
+
+def _bare_conversions(tree):
+    import ast
+
+    def scale(node):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value in _CONVERSION_SCALES
+        return (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Pow)
+            and isinstance(node.left, ast.Constant)
+            and node.left.value in (2, 2.0)
+            and isinstance(node.right, ast.Constant)
+        )
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+            if scale(node.left) or scale(node.right):
+                yield node.lineno, ast.unparse(node)
+
+
+def test_conversions_live_only_in_units():
+    """Every multiplication or division by a unit scale outside hnplan/units.py goes through hnplan.units
+    (docstring examples are strings and are not scanned)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(units.__file__).parent
+    found = [
+        f"{path.relative_to(root.parent)}:{line}: {text}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "units.py"
+        for line, text in _bare_conversions(ast.parse(path.read_text()))
+    ]
+    assert not found, "bare unit conversions (use hnplan.units):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("15T", 15e12),
+        ("15e12", 15e12),
+        ("405B", 405e9),
+        ("1.5G", 1.5e9),
+        ("16M", 16e6),
+        ("8k", 8e3),
+        ("8K", 8e3),
+        ("16Mi", 16 * 2**20),  # Llama 3's 16M tokens per step: 2,048 x 8,192
+        ("4Ki", 4096),
+        (42, 42),
+    ],
+)
+def test_parse_count_short_scale(text, expected):
+    # counts are decimal, as the model cards write them (Llama 3: "15T tokens"), unlike nccl-tests' binary M
+    assert units.parse_count(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "T", "15 tokens", "15m", "-1T", "1.5x", "1Bi", "1ki", float("nan")])
+def test_parse_count_rejects(bad):
+    with pytest.raises(ValueError):
+        units.parse_count(bad)
+
+
+def test_parse_count_integer():
+    assert units.parse_count("16M", integer=True) == 16_000_000
+    with pytest.raises(ValueError, match="whole"):
+        units.parse_count("1.5", integer=True)

@@ -217,7 +217,15 @@ def _own_price(system: System) -> Price | None:
     )
 
 
-def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
+def _prices(system: System, price: Callable[[str], Price], source: str = "") -> DesignPrices:
+    """The design's price items; a missing one is recorded (costs read n/a with the reason), except a
+    ``price_item`` the system names, which is bad input (a typo must not turn every cost into n/a).
+
+    Raises
+    ------
+    CatalogError
+        If ``price_item`` is given and ``prices.yaml`` has no price for it.
+    """
     found: dict[str, Price | None] = {}
     missing: dict[str, str] = {}
     own = _own_price(system)
@@ -229,6 +237,14 @@ def _prices(system: System, price: Callable[[str], Price]) -> DesignPrices:
         try:
             found[part] = price(item)
         except CatalogError as exc:
+            if part == "system" and system.price_item is not None:
+                where = f"{source}: " if source not in ("", "(entry)", system.id) else ""
+                raise CatalogError(
+                    f"{where}system {system.id!r}, field 'price_item': {exc}",
+                    path=source if where else None,
+                    entry=system.id,
+                    field="price_item",
+                ) from exc
             found[part], missing[part] = None, str(exc)
             if part == "system":
                 missing[part] += (
@@ -249,7 +265,7 @@ def resolve_design(
     :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked). The entries
     are looked up now; the prices and the facility, reliability and memory defaults on first use."""
     lookups: dict[str, Callable[[], Any]] = {
-        "prices": partial(_prices, system, price),
+        "prices": partial(_prices, system, price, source),
         **{name: partial(defaults, name) for name in ("facility", "reliability", "memory_overheads")},
     }
     return Design(

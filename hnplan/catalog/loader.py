@@ -23,27 +23,22 @@ from __future__ import annotations
 
 import difflib
 import functools
-import hashlib
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from hnplan.catalog.checks import content_hash, validate_catalog, validate_file  # noqa: F401 - validate_file re-exported
 from hnplan.catalog.design import Design, resolve_design
 from hnplan.catalog.schemas import (
     KINDS,
     Accelerator,
-    Facility,
     Interconnect,
-    MemoryOverheads,
     Model,
-    Price,
-    Reliability,
-    Scenario,
     SoftwareStack,
     Switch,
     System,
-    UncertainInput,
 )
+from hnplan.catalog.single_files import SingleFiles
 from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_yaml re-exported
     DEFAULT_DATA_DIR,
     _looks_like_path,
@@ -56,7 +51,7 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
 from hnplan.errors import CatalogError
 
 
-class Catalog:
+class Catalog(SingleFiles):
     """Typed, validated access to the catalogs of one data folder.
 
     Parameters
@@ -283,181 +278,17 @@ class Catalog:
             except CatalogError as exc:
                 raise CatalogError(f"system {s.id!r}, field {field!r}: {exc}", entry=s.id, field=field) from None
 
-    # -- prices, facility, scenarios -------------------------------------------------------
-    @functools.cached_property
-    def prices(self) -> list[Price]:
-        """Every :class:`Price` in ``prices.yaml``."""
-        path = self.root / "prices.yaml"
-        raw = _read_yaml(path) if path.exists() else []
-        if not isinstance(raw, list):
-            raise CatalogError(f"{path}: expected a list of price entries", path=path)
-        out = [parse_entry(item, Price, path) for item in raw]
-        seen = set()
-        for p in out:
-            if p.id in seen:
-                raise CatalogError(f"{path}: duplicate price id {p.id!r}", path=path, entry=p.id, field="id")
-            seen.add(p.id)
-        return out
-
-    def price(self, item: str) -> Price:
-        """The price entry of a catalog item (system, switch, BOM part)."""
-        for p in self.prices:
-            if p.item == item:
-                return p
-        items = sorted({p.item for p in self.prices})
-        near = difflib.get_close_matches(item, items, n=3, cutoff=0.5)
-        raise CatalogError(
-            f"no price for {item!r} in {self.root / 'prices.yaml'}" + (f"; nearest: {', '.join(near)}" if near else ""),
-            entry=item,
-        )
-
-    @functools.cached_property
-    def facility(self) -> Facility:
-        """The facility and finance defaults in ``facility.yaml``."""
-        path = self.root / "facility.yaml"
-        return parse_entry(_read_yaml(path), Facility, path)
-
-    # -- reliability (issue 8) -------------------------------------------------------------
-    @functools.cached_property
-    def reliability(self) -> Reliability:
-        """Failure rates and checkpoint/restart defaults in ``reliability.yaml``."""
-        path = self.root / "reliability.yaml"
-        return parse_entry(_read_yaml(path), Reliability, path)
-
-    @functools.cached_property
-    def uncertainties(self) -> dict[str, UncertainInput]:
-        """Ranges of the procurement what-if inputs in ``uncertainty.yaml``, keyed by input."""
-        path = self.root / "uncertainty.yaml"
-        raw = _read_yaml(path) if path.exists() else []
-        if not isinstance(raw, list):
-            raise CatalogError(f"{path}: expected a list of uncertain inputs", path=path)
-        out: dict[str, UncertainInput] = {}
-        for item in raw:
-            u = parse_entry(item, UncertainInput, path)
-            if u.input in out:
-                raise CatalogError(
-                    f"{path}: input {u.input!r} has two ranges ({out[u.input].id}, {u.id})",
-                    path=path,
-                    entry=u.id,
-                    field="input",
-                )
-            out[u.input] = u
-        return out
-
-    @functools.cached_property
-    def memory_overheads(self) -> MemoryOverheads:
-        """The runtime memory overheads and serving defaults in ``memory.yaml``."""
-        path = self.root / "memory.yaml"
-        return parse_entry(_read_yaml(path), MemoryOverheads, path)
-
-    def scenario_ids(self) -> list[str]:
-        """Sorted ids of the scenarios in ``scenarios/``."""
-        return sorted(p.stem for p in (self.root / "scenarios").glob("*.y*ml"))
-
-    def scenario(self, ref) -> Scenario:
-        """A :class:`Scenario` by id or path (not yet checked against notebooks; see hnplan.reports)."""
-        ref = str(ref)
-        path = Path(ref) if _looks_like_path(ref) else self.root / "scenarios" / f"{ref}.yaml"
-        if _looks_like_path(ref) and not path.exists():
-            raise CatalogError(f"scenario file {ref}: file not found", path=path)
-        if not path.exists():
-            ids = self.scenario_ids()
-            near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
-            raise CatalogError(
-                f"unknown scenario {ref!r}; "
-                + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"),
-                entry=ref,
-            )
-        return parse_entry(_read_yaml(path), Scenario, path)
-
-    # -- published measurements -------------------------------------------------------------
-    def reference_names(self) -> list[str]:
-        """Names of the published-measurement tables in ``reference/`` (CSV files, without suffix)."""
-        return sorted(p.stem for p in (self.root / "reference").glob("*.csv"))
-
-    def reference(self, name: str):
-        """A table of published measurements (``reference/<name>.csv``) as a pandas DataFrame.
-
-        Every row carries its ``source`` and ``status`` (primary, secondary, derived, UNVERIFIED);
-        see ``reference/README.md`` for the traps in reading them.
-
-        Raises
-        ------
-        CatalogError
-            For an unknown table name (lists the available ones).
-        """
-        import pandas as pd
-
-        path = self.root / "reference" / f"{name}.csv"
-        if not path.exists():
-            raise CatalogError(
-                f"no reference table {name!r}; available: {', '.join(self.reference_names())}", path=path
-            )
-        return pd.read_csv(path)
-
-    # -- whole-catalog checks ----------------------------------------------------------------
+    # -- whole-catalog checks (hnplan.catalog.checks) -----------------------------------------
     def validate(self) -> list[str]:
         """Load every file and check cross-references; return a list of problems (empty if clean).
 
         Never raises for bad data: each problem is one message naming file, entry and field.
         """
-        problems: list[str] = []
-        for kind in KINDS:
-            try:
-                self._load_kind(kind)
-            except CatalogError as exc:
-                problems.append(str(exc))
-                # load the remaining files one by one so every bad file is reported
-                for path in sorted(self._kind_dir(kind).glob("*.y*ml")):
-                    try:
-                        parse_entry(_read_yaml(path), KINDS[kind], path)
-                    except CatalogError as e2:
-                        if str(e2) != str(exc):
-                            problems.append(str(e2))
-                self._cache.pop(kind, None)
-                for key in [k for k in self._one if k[0] == kind]:
-                    del self._one[key]
-        if not problems:
-            for s in self.entries("systems"):
-                try:
-                    self._check_system_refs(s)
-                except CatalogError as exc:
-                    problems.append(f"{self.path_of('systems', s.id)}: {exc}")
-            for st in self.entries("stacks"):
-                try:
-                    self.stack(st.id)
-                except CatalogError as exc:
-                    problems.append(f"{self.path_of('stacks', st.id)}: {exc}")
-            for sw in self.entries("switches"):
-                try:
-                    self.get("interconnects", sw.fabric)
-                except CatalogError as exc:
-                    problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
-        for getter in (
-            lambda: self.prices,
-            lambda: self.facility,
-            lambda: self.reliability,
-            lambda: self.uncertainties,
-            lambda: self.memory_overheads,
-        ):
-            try:
-                getter()
-            except CatalogError as exc:
-                problems.append(str(exc))
-        for sid in self.scenario_ids():
-            try:
-                self.scenario(sid)
-            except CatalogError as exc:
-                problems.append(str(exc))
-        return problems
+        return validate_catalog(self)
 
     def content_hash(self) -> str:
         """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""
-        h = hashlib.sha256()
-        for path in sorted(self.root.rglob("*.y*ml")):
-            h.update(str(path.relative_to(self.root)).encode())
-            h.update(path.read_bytes())
-        return h.hexdigest()[:12]
+        return content_hash(self.root)
 
 
 @functools.lru_cache(maxsize=4)
@@ -468,45 +299,3 @@ def _cached(root: str) -> Catalog:
 def load_catalog(root: str | Path | None = None) -> Catalog:
     """The (cached) :class:`Catalog` of a data folder, default :func:`data_dir`."""
     return _cached(str(Path(root) if root is not None else data_dir()))
-
-
-def validate_file(path: str | Path, kind: str | None = None):
-    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted. A system's or a
-    stack's references (accelerators, interconnects, switches) are checked against the data folder the
-    file sits in, or the default one.
-
-    Returns the parsed entry (or list of prices). Raises :class:`CatalogError`.
-    """
-    path = Path(path)
-    raw = _read_yaml(path)
-    kind = kind or path.resolve().parent.name
-    if path.name == "prices.yaml":
-        return [parse_entry(item, Price, path) for item in raw]
-    if path.name == "facility.yaml":
-        return parse_entry(raw, Facility, path)
-    if path.name == "reliability.yaml":
-        return parse_entry(raw, Reliability, path)
-    if path.name == "uncertainty.yaml":
-        return [parse_entry(item, UncertainInput, path) for item in raw]
-    if path.name == "memory.yaml":
-        return parse_entry(raw, MemoryOverheads, path)
-    if kind == "scenarios":
-        return parse_entry(raw, Scenario, path)
-    if kind not in KINDS:
-        raise CatalogError(
-            f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them); "
-            f"pass the kind (--kind), one of: {', '.join(KINDS)}",
-            path=path,
-        )
-    entry = parse_entry(raw, KINDS[kind], path)
-    # references to other entries: checked against the data folder the file sits in, else the default one
-    root = path.parent.parent if path.parent.name == kind else None
-    cat = Catalog(root) if root is not None and (root / "accelerators").is_dir() else load_catalog()
-    try:
-        if kind == "stacks":
-            cat.stack(entry)
-        elif isinstance(entry, System):  # kind == "systems"
-            cat._check_system_refs(entry)
-    except CatalogError as exc:
-        raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
-    return entry

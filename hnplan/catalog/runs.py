@@ -95,15 +95,21 @@ def training_runs(path=None) -> list[TrainingRun]:
             raise CatalogError(f"{path}: run {rid}: {'; '.join(problems)}", path=path, entry=rid, field=field) from None
     root = Path(path).resolve().parent.parent
     cat = load_catalog(root) if (root / "accelerators").is_dir() else load_catalog()
-    for run in out:
-        for field, lookup in (("model", cat.model), ("system", cat.system), ("stack", cat.stack)):
+    _check_run_refs(path, out, cat, ("model", "system", "stack"))
+    return out
+
+
+def _check_run_refs(path, runs, cat, fields: tuple[str, ...]) -> None:
+    """Each run's ``fields`` (model, system, stack: named as the catalog's lookups) exist in ``cat``; the first
+    that does not raises, naming the file, the run and the field."""
+    for run in runs:
+        for field in fields:
             try:
-                lookup(getattr(run, field))
+                getattr(cat, field)(getattr(run, field))
             except CatalogError as exc:
                 raise CatalogError(
                     f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id, field=field
                 ) from None
-    return out
 
 
 # -- a user's own measurements (``hnplan calibrate``) ----------------------------------------------
@@ -166,14 +172,7 @@ def measured_runs(path, stack: str) -> list[TrainingRun]:
             raise CatalogError(f"{path}: run {rid}: field id: given twice", path=path, entry=rid, field="id")
         out.append(run)
     cat = load_catalog()
-    for run in out:
-        for field, lookup in (("model", cat.model), ("system", cat.system)):
-            try:
-                lookup(getattr(run, field))
-            except CatalogError as exc:
-                raise CatalogError(
-                    f"{path}: run {run.id}: field {field}: {exc}", path=path, entry=run.id, field=field
-                ) from None
+    _check_run_refs(path, out, cat, ("model", "system"))
     return out
 
 

@@ -139,6 +139,11 @@ def _first_model(tp) -> type[BaseModel] | None:
     return None
 
 
+def _is_tag(part) -> bool:
+    """A pydantic union-branch tag in an error location (``list[float]``, ``function-after[...]``)."""
+    return isinstance(part, str) and "[" in part
+
+
 def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bool = True) -> tuple[str, list[str]]:
     """Each problem of a failed validation as ``field 'x': what is wrong`` (an unknown key with the
     nearest allowed name, a missing one with its description), unknown keys first (a typo'd key
@@ -146,9 +151,28 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
     ``field x``."""
     q = repr if quote else str
     unknown, other = [], []
-    for err in exc.errors():
-        parts = [p for p in err["loc"] if p != "[key]"]
-        field = ".".join(map(str, parts)) or "(entry)"
+    errors = exc.errors()
+    # a union field (a list, or a distribution mapping) reports every branch: its branch tags
+    # ("list[...]", "function-after[...]") are no field, and a branch's "should be a valid list" beside
+    # the errors of the branch the value was written for says nothing
+    fields = [".".join(str(p) for p in e["loc"] if p != "[key]" and not _is_tag(p)) or "(entry)" for e in errors]
+
+    def other_branch(i: int) -> bool:
+        e = errors[i]
+        return (
+            any(_is_tag(p) for p in e["loc"])
+            and e["type"].endswith("_type")
+            and any(
+                j != i and fields[j].startswith(fields[i]) and not errors[j]["type"].endswith("_type")
+                for j in range(len(errors))
+            )
+        )
+
+    for i, err in enumerate(errors):
+        if other_branch(i):
+            continue
+        parts = [p for p in err["loc"] if p != "[key]" and not _is_tag(p)]
+        field = fields[i]
         if err["type"] == "extra_forbidden":
             holder = _model_at(schema, parts[:-1])
             allowed = list(holder.model_fields) if holder is not None else []

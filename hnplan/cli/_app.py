@@ -241,6 +241,52 @@ def _click_module(name: str):
     raise ImportError(f"neither typer._click nor click provides {name}")
 
 
+def count(integer: bool = False, minimum: float = 1):
+    """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
+    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad or too small value is refused with one line
+    naming the option (exit 2).
+
+    >>> count(integer=True)("16M"), count()("15T")
+    (16000000, 15000000000000.0)
+    """
+    from hnplan.units import parse_count
+
+    def parse(text):
+        import math
+
+        try:  # inf and nan pass to check_finite, which names the option the same way for every float flag
+            if not math.isfinite(float(text)):
+                return float(text)
+        except (TypeError, ValueError):
+            pass
+        try:
+            value = parse_count(text, integer=integer)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if value < minimum:
+            raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
+        return value
+
+    parse.__name__ = "count" if integer else "number"
+    return parse
+
+
+def decimal_hint(tokens: int) -> str:
+    """A hint for a token count that looks decimal where a power of two was meant (``16M`` = 16,000,000;
+    ``16Mi`` = 16,777,216 = 2,048 x 8,192); empty for any other count.
+
+    >>> decimal_hint(16_000_000)
+    ' (16M is 16,000,000; 16Mi is 16 x 2**20)'
+    """
+    for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if tokens >= scale and tokens % scale == 0:
+            n = int(tokens // scale)
+            binary = "Ki" if name == "k" else f"{name}i"
+            power = {"k": 10, "M": 20, "G": 30, "T": 40}[name]
+            return f" ({n}{name} is {tokens:,}; {n}{binary} is {n} x 2**{power})"
+    return ""
+
+
 def current_context():
     """The running sub-command's click context (its parsed ``params``), or None outside one."""
     return _click_module("globals").get_current_context(silent=True)
@@ -373,10 +419,10 @@ def whole_units_text(gpus: int, built: int, unit_gpus: int) -> str:
 
 
 def kv_table(title: str, rows: list[tuple[str, str]]) -> Table:
-    """A two-column rich table."""
+    """A two-column rich table, at least as wide as its title (a narrow table would fold the title)."""
     from rich.table import Table
 
-    t = Table(title=escape(title), show_header=False)
+    t = Table(title=escape(title), show_header=False, min_width=len(title) + 4)
     t.add_column("quantity", style="bold")
     t.add_column("value", justify="right")
     for k, v in rows:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from hnplan import units
-from hnplan.cli._app import app, console, err_console, escape, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, err_console, escape, handle_errors, kv_table, print_json
 
 cluster_app = typer.Typer(
     help="Shared-cluster operations: a discrete-event simulation of a job mix.", no_args_is_help=True
@@ -31,7 +31,13 @@ def simulate(
         "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
     ),
     days: float = typer.Option(None, "--days", min=0.0, help="simulate this many days of arrivals"),
-    jobs: int = typer.Option(None, "--jobs", min=1, help="... or this many jobs (default: 1 day)"),
+    jobs: int = typer.Option(
+        None,
+        "--jobs",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="... or this many jobs (10k, 10000; default: 1 day)",
+    ),
     seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
     load: float = typer.Option(None, "--load", min=0.0, help="offered load [fraction of GPUs], replaces the mix's"),
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
@@ -47,10 +53,12 @@ def simulate(
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, simulate_cluster
     from hnplan.errors import InputError
 
     with handle_errors():
+        check_refs({"--system": ("systems", system)})
         if days is not None and jobs is not None:
             raise InputError("give --days or --jobs, not both")
         if days is not None and days <= 0:
@@ -106,6 +114,11 @@ def simulate(
             ("utilisation (productive)", f"{s['utilisation']:.1%}"),
             ("allocation rate", f"{s['allocation_rate']:.1%}"),
             ("offered load", load_text(s)),
+            (
+                "demand in the window",
+                f"{s['offered_load_window']:.1%} (the jobs' GPU-time inside the measuring window: "
+                "the utilisation it approaches when nothing queues)",
+            ),
             (
                 "fragmentation",
                 f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",

@@ -31,8 +31,10 @@ def collective(
     """Time, algbw and busbw (nccl-tests definitions) of a collective on GPUS consecutive accelerators."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
 
     with handle_errors():
+        check_refs({"--system": ("systems", system)})
         check_choice("--op", op, OPS)
         if (size is None) == (sweep is None):
             raise InputError("give exactly one of --size and --sweep")
@@ -60,7 +62,7 @@ def collective(
             )
             return
         t = Table(
-            title=f"{op} on {gpus} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, {res.level})"
+            title=f"{op} on {gpus:,} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, {res.level})"
         )
         for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
             t.add_column(escape(col), justify="right")  # "[us]" is not rich markup

@@ -24,7 +24,10 @@ def gemm(
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Time, attained TFLOP/s and bound of GEMMs C (m x n) = A (m x k) B (k x n) under the fitted GEMM law."""
+    from hnplan.catalog.checks import check_refs
+
     with handle_errors():
+        check_refs({"--accelerator": ("accelerators", accelerator)})
         from hnplan.planning.kernels import gemm_kernels, parse_shape, parse_shapes_json
 
         shapes = [(dtype, *parse_shape(s)) for s in (shape or [])]

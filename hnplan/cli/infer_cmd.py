@@ -10,8 +10,21 @@ from hnplan.errors import InputError
 from hnplan.labels import column_header
 
 # rows whose generic header would mislead here: the plan's utilisation is the share of batch slots busy,
-# the GPU's is the busy share its power is drawn at (hnplan.planning.inference.serving_power)
-_HEADER = {"utilisation": "batch slots busy [-]", "gpu_utilisation": "GPU utilisation for power [-]"}
+# the GPU's is the busy share its power is drawn at (hnplan.planning.inference.serving_power); the IT
+# and facility power of the GPUs' whole units are rated (attributed_power_w), the GPU, node and replica
+# power (and the replica's facility power) are drawn at that utilisation; the HBM is what the engine
+# may use (gpu_memory_utilization of the visible HBM), not the accelerator's capacity
+_HEADER = {
+    "utilisation": "batch slots busy [-]",
+    "gpu_utilisation": "GPU utilisation for power [-]",
+    "it_power_kw": "IT power, rated [kW]",
+    "facility_power_kw": "facility power, rated [kW]",
+    "gpu_power_w": "GPU power at load [W]",
+    "node_power_w": "node power at load [W]",
+    "replica_power_w": "replica IT power at load [W]",
+    "facility_power_w": "replica facility power at load [W]",
+    "hbm_gib": "HBM the engine may use [GiB]",
+}
 
 
 def _cell(v) -> str:
@@ -74,9 +87,11 @@ def infer(
     """
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
 
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
         if batch is not None and qps is not None:
             raise InputError("give at most one of --batch and --qps")
         if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
@@ -148,5 +163,15 @@ def infer(
         if json_:
             print_json(out)
             return
-        rows = [(_HEADER.get(k) or column_header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        split = isinstance(out.get("prefill"), dict)  # disaggregated: the layout rows are the decode pool's
+
+        def header(k: str) -> str:
+            h = _HEADER.get(k) or column_header(k)
+            if split and k in ("tp", "ep", "pp", "gpus_per_replica"):
+                return f"decode {h}"
+            return "replicas (prefill + decode)" if split and k == "replicas" else h
+
+        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        if split:
+            rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

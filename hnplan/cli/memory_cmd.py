@@ -45,7 +45,9 @@ def memory(
     dtype: str = typer.Option(
         "bf16", "--dtype", help="train: bf16 or fp8; inference: weight dtype (bf16, fp8, int8, int4)"
     ),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="inference: KV-cache dtype"),
+    kv_dtype: str = typer.Option(
+        None, "--kv-dtype", help="inference: KV-cache dtype (default as hnplan infer: bf16 for bf16, else fp8)"
+    ),
     system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
     gpu_memory_utilization: float = typer.Option(
         None,
@@ -62,7 +64,10 @@ def memory(
     """Memory per GPU in GiB (2**30 bytes): weights, gradients, optimizer states, activations, KV cache
     and runtime overheads; with --system, whether it fits in HBM and what spills where (train: as
     hnplan train --offload auto moves it for the same plan and stack)."""
+    from hnplan.catalog.checks import check_refs
+
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         d = memory_summary(
             model,
             mode,

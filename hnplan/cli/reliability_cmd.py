@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json
 
 
 @app.command()
@@ -23,16 +23,30 @@ def reliability(
     ),
     storage_units: int = typer.Option(None, "--storage-units", min=1, help="units of that storage"),
     tokens_per_s: float = typer.Option(
-        None, "--tokens-per-s", min=0.0, help="job throughput [tokens/s]: its data loader shares the storage"
+        None,
+        "--tokens-per-s",
+        parser=count(minimum=0),
+        metavar="COUNT",
+        help="job throughput [tokens/s] (2.5M, 2.5e6): its data loader shares the storage",
+    ),
+    checkpoint_storage_share: float = typer.Option(
+        None,
+        "--checkpoint-storage-share",
+        min=0.0,
+        max=1.0,
+        help="largest fraction of the time the storage may spend writing checkpoints: the interval is at "
+        "least the write time over it (default reliability.yaml's 0.1, a labelled assumption)",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Mean time between interruptions, checkpoint size/time/interval, restart time and goodput."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.design import estimate_reliability
 
     with handle_errors():
+        check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
         est = estimate_reliability(
             system,
             gpus,
@@ -44,6 +58,7 @@ def reliability(
             storage=storage,
             storage_units=storage_units,
             tokens_per_s=tokens_per_s,
+            checkpoint_storage_share=checkpoint_storage_share,
         )
         d = est.to_dict()
         if json_:
@@ -52,7 +67,7 @@ def reliability(
         rows = [
             (
                 "mean time between interruptions",
-                f"{d['mtbi_h']:.2f} h ({d['interruptions_per_day']:.1f} per day incl. planned)",
+                f"{d['mtbi_h']:,.2f} h ({d['interruptions_per_day']:.2g} per day incl. planned)",
             ),
             ("failure unit", f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for 99% availability"),
             (
@@ -60,7 +75,7 @@ def reliability(
                 f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
                 f"stall {d['checkpoint_stall_s']:.2f} s ({mode})",
             ),
-            ("checkpoint interval", f"{d['checkpoint_interval_s']:.0f} s (Daly 2006)"),
+            ("checkpoint interval", _interval_text(d)),
             ("restart", f"{d['restart_s']:.0f} s"),
             (
                 "goodput",
@@ -77,3 +92,16 @@ def reliability(
                 )
             )
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))
+
+
+def _interval_text(d: dict) -> str:
+    """The checkpoint interval and the bound that set it: Daly's optimum, or the storage's write time over
+    the share of its time checkpoints may take."""
+    interval, daly, share = d["checkpoint_interval_s"], d["checkpoint_daly_interval_s"], d["checkpoint_storage_share"]
+    floor = d["checkpoint_write_s"] / share
+    if d["checkpoint_interval_bound"] == "storage":
+        return (
+            f"{interval:,.0f} s, set by the storage ({d['checkpoint_write_s']:.1f} s write at most {share:.0%} "
+            f"of the time; Daly 2006: {daly:,.0f} s)"
+        )
+    return f"{interval:,.0f} s (Daly 2006; the storage bound is {floor:,.0f} s)"

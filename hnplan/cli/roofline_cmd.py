@@ -45,9 +45,13 @@ def roofline(
     (forward + backward + recomputation for train); operator rows are per occurrence, `count` per pass.
     """
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.roofline import roofline_answer
 
     with handle_errors():
+        check_refs(
+            {"--accelerator": ("accelerators", accelerator), "--model": ("models", model), "--stack": ("stacks", stack)}
+        )
         ans = roofline_answer(
             model,
             accelerator,
@@ -71,11 +75,11 @@ def roofline(
         for col, just in (
             ("operator", "left"),
             ("phase", "left"),
-            ("count", "right"),
-            ("GFLOP", "right"),
-            ("MB", "right"),
+            ("count", "right"),  # calls per pass; the next columns are one call's, the total line the pass's
+            ("GFLOP each", "right"),
+            ("MB each", "right"),
             ("FLOP/byte", "right"),
-            ("time [us]", "right"),
+            ("time each [us]", "right"),
             ("bound", "left"),
         ):
             t.add_column(escape(col), justify=just)  # "[us]" is not rich markup

@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.units import format_count
 
@@ -19,13 +19,19 @@ DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
 @app.command()
 def size(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
-    tokens: float = typer.Option(..., "--tokens", min=1, help="training tokens (e.g. 15e12)"),
+    tokens: float = typer.Option(
+        ..., "--tokens", parser=count(), metavar="COUNT", help="training tokens (15T, 15e12, 300B)"
+    ),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
     deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
     global_batch_tokens: int = typer.Option(
-        DEFAULT_BATCH_TOKENS, "--global-batch-tokens", min=1, help="tokens per step"
+        DEFAULT_BATCH_TOKENS,
+        "--global-batch-tokens",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="tokens per step (16Mi = 16,777,216)",
     ),
     dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
     goodput: bool = typer.Option(
@@ -38,21 +44,33 @@ def size(
     offload: str = typer.Option(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
     ),
+    stack: str = typer.Option(
+        None,
+        "--stack",
+        help="software stack id or YAML path (data/stacks/, or what hnplan calibrate wrote), as hnplan train "
+        "takes it; default: the planner's defaults",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.sizing import size_table
 
     with handle_errors():
+        refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
+        check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
         if global_batch_tokens % seq_len:
-            raise InputError(f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}")
+            raise InputError(
+                f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                + decimal_hint(global_batch_tokens)
+            )
         df = size_table(
             model,
             systems,
@@ -65,6 +83,7 @@ def size(
             goodput=goodput,
             mode=checkpoint,
             offload=offload,
+            stack=stack,
         )
         rows = [
             {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")
@@ -82,6 +101,7 @@ def size(
                     "deadline_days": deadline_days,
                     "goodput": goodput,
                     "checkpoint": checkpoint,
+                    "stack": stack,
                     "results": rows,
                 }
             )

@@ -35,9 +35,11 @@ def tco(
     """Total cost of ownership of GPUS accelerators of SYSTEM with their scale-out network."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.design import resolve_utilisation, tco_summary
 
     with handle_errors():
+        check_refs({"--system": ("systems", system)})
         cat = load_catalog()
         u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)
         d = tco_summary(

@@ -16,9 +16,11 @@ def topology(
     """Tiers, switch and link counts, transceivers, cables, bisection and diameter of the network."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.network import network_summary
 
     with handle_errors():
+        check_refs({"--system": ("systems", system)})
         design = load_catalog().design(system)
         sys_ = design.system
         d = network_summary(design, gpus)

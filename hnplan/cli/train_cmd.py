@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, kv_table, print_json
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -20,7 +20,13 @@ def train(
     dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),
     cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree, divides dp x cp (default 1)"),
-    global_batch_tokens: int = typer.Option(None, "--global-batch-tokens", min=1, help="tokens per step"),
+    global_batch_tokens: int = typer.Option(
+        None,
+        "--global-batch-tokens",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="tokens per step (4Mi = 4,194,304)",
+    ),
     global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
     microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
     virtual_stages: int = typer.Option(None, "--virtual-stages", min=1, help="interleaved pipeline stages (default 1)"),
@@ -73,9 +79,11 @@ def train(
     `feasible` (candidate counts); --top K lists the K best.
     """
     # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
+    from hnplan.catalog.checks import check_refs
     from hnplan.planning.training import ParallelPlan, estimate_plan, make_job, search_best
 
     with handle_errors():
+        check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):
@@ -84,6 +92,7 @@ def train(
             if global_batch_tokens % seq_len:
                 raise InputError(
                     f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                    + decimal_hint(global_batch_tokens)
                 )
             global_batch_size = global_batch_tokens // seq_len
         knobs = dict(
@@ -175,7 +184,7 @@ def train(
                 )
             )
             rows += [(f"  {column_header(k)}", f"{v:.4f} s") for k, v in d["breakdown_s"].items() if v]
-            title = f"{d['model']} on {gpus} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
+            title = f"{d['model']} on {gpus:,} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))
         if searched is not None:
             console.print(f"searched {searched} candidates, {feasible} feasible")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.jobs import CLASSES
 from hnplan.cluster.simulate import ClusterResult, simulate_cluster
@@ -104,7 +105,7 @@ def cluster_verdict(table: pd.DataFrame) -> str:
             f"- **{r['system']} / {r['policy']}**: {lost:.1%} of the GPUs are allocated but not productive "
             f"(slower cross-domain placements, restarts, work lost to failures and preemptions); "
             f"{r['fragmentation']:.1%} stranded on average; training waits "
-            f"{'-' if tr is None or pd.isna(tr) else f'{tr / 3600:.1f} h'} at p95; "
+            f"{'-' if tr is None or pd.isna(tr) else f'{units.s_to_hours(tr):.1f} h'} at p95; "
             f"{int(r['preemptions'])} preemptions."
         )
     seed_claim = table["utilisation"].max() >= 0.70

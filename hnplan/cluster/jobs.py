@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -92,7 +93,27 @@ def openb_class(qos) -> np.ndarray:
     return cls
 
 
-def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
+def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
+    """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
+
+    Raises
+    ------
+    InputError
+        For a missing file, a file that is not CSV, or a missing column.
+    """
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({exc})") from None
+    missing = [c for c in columns if c not in raw]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    return raw
+
+
+def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFrame:
     """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
 
     Parameters
@@ -117,15 +138,7 @@ def read_openb(path: str | Path, checkpoint_s: float = 3600.0) -> pd.DataFrame:
         For a missing file or column, or no GPU pods.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-    try:
-        raw = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
-    missing = [c for c in OPENB_COLUMNS if c not in raw]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the openb_pod_list format")
+    raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
     g = raw[raw["num_gpu"] > 0]
     if g.empty:
         raise InputError(f"{path}: no pod requests a GPU")
@@ -236,7 +249,7 @@ def synthetic_jobs(
     rng = np.random.default_rng(seed)
     cap = max_gpus or cluster_gpus
     if jobs is None:
-        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix, cap) * days * 86400.0)), 1)
+        n = max(int(rng.poisson(load * cluster_gpus / mean_gpu_seconds(mix, cap) * units.days_to_s(days))), 1)
     else:
         n = jobs
     shares = np.array([c.share.value for c in mix.classes])
@@ -263,7 +276,7 @@ def synthetic_jobs(
         tp[sel] = np.minimum(c.tp_gpus, g)
         cls[sel] = c.cls
     if jobs is None:
-        arrivals = np.sort(rng.uniform(0.0, days * 86400.0, size=n))
+        arrivals = np.sort(rng.uniform(0.0, units.days_to_s(days), size=n))
     else:  # the rate that offers `load` of the cluster with the GPU-seconds actually drawn
         rate = load * cluster_gpus / float(np.mean(gpus * milli / MILLI * dur))
         arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))

@@ -33,7 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan import units
 from hnplan.cluster.topology import MILLI, ClusterTopology
+
+MIB_PER_GIB = units.GiB / units.MiB  # the trace's memory is in MiB; types group it by whole GiB
 
 POLICIES = ("first-fit", "best-fit", "topology-aware", "fragmentation-aware")
 
@@ -61,7 +64,7 @@ class Workload:
             return cls(np.array([node_gpus]), np.array([MILLI]), np.array([1.0]))
         cols = [g[keep], m[keep]]
         if cpu is not None:
-            cols += [np.round(np.asarray(cpu)[keep], -3), np.round(np.asarray(mem)[keep] / 1024) * 1024]
+            cols += [np.round(np.asarray(cpu)[keep], -3), np.round(np.asarray(mem)[keep] / MIB_PER_GIB) * MIB_PER_GIB]
         pairs, counts = np.unique(np.stack(cols), axis=1, return_counts=True)
         top = np.argsort(-counts, kind="stable")[:max_types]
         pairs, counts = pairs[:, top], counts[top]

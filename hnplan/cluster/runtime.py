@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 
@@ -146,7 +147,6 @@ def failure_rates(system, gpus: int, catalog: Catalog | None = None, rate_factor
     InputError
         For ``gpus < 1`` or a negative ``rate_factor``.
     """
-    from hnplan import units
     from hnplan.reliability import HARDWARE, interruption_rates_per_h
 
     cat = catalog or load_catalog()
@@ -184,7 +184,7 @@ def serving_jobs(
     tpot_slo_s: float = 0.05,
     dtype: str = "fp8",
     arrival_s: float = 0.0,
-    duration_s: float = 7 * 86400.0,
+    duration_s: float = units.days_to_s(7),
     catalog: Catalog | None = None,
 ):
     """A production serving deployment as cluster jobs: its replicas come from the inference planner.

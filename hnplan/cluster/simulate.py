@@ -15,7 +15,7 @@ from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
 from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.policies import POLICIES
-from hnplan.cluster.topology import build_topology
+from hnplan.cluster.topology import MILLI, build_topology
 from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
@@ -109,7 +109,7 @@ def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
     near its end runs past it; a heavy-tailed mix leaves much of ``offered_load`` outside)."""
     a = jobs["arrival_s"].to_numpy(float)
     inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
-    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / 1000 * inside).sum())
+    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / MILLI * inside).sum())
 
 
 def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
@@ -127,7 +127,7 @@ def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
     >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
     0.5
     """
-    demand = float((jobs["gpus"] * jobs["gpu_milli"] / 1000 * jobs["duration_s"]).sum())
+    demand = float((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).sum())
     return demand / (gpus * window_s)
 
 
@@ -166,7 +166,7 @@ def resolve_jobs(
         t = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
         t = check_jobs(t, "trace")
         if days is not None:
-            t = t[t["arrival_s"] < days * 86400.0]
+            t = t[t["arrival_s"] < units.days_to_s(days)]
         if jobs is not None:
             t = t.head(jobs)
         return check_jobs(t, "trace")
@@ -280,7 +280,7 @@ def simulate_cluster(
     else:
         jobs = check_jobs(jobs)
     if serve:
-        span = days * 86400.0 if days is not None else max(float(jobs["arrival_s"].max()), 7 * 86400.0)
+        span = units.days_to_s(days) if days is not None else max(float(jobs["arrival_s"].max()), units.days_to_s(7))
         extra = [runtime.serving_jobs(topo.system_id, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
@@ -293,7 +293,7 @@ def simulate_cluster(
             )
         jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
     jobs = apply_slicing(jobs, slicing)
-    horizon = days * 86400.0 if days is not None else None
+    horizon = units.days_to_s(days) if days is not None else None
     last_arrival = float(jobs["arrival_s"].max())
     window = horizon if horizon is not None else max(last_arrival, 1.0)
     rates = runtime.failure_rates(topo.system_id, topo.gpus, cat)
@@ -409,7 +409,7 @@ def _result(
                 "domain": topo.domain[n],
                 "leaf": topo.leaf[n],
                 "rack": topo.rack[n],
-                "used": 1 - free.ravel() / 1000,
+                "used": 1 - free.ravel() / MILLI,
                 "up": up[n],
             }
         )

@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb
+from hnplan import units
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, read_trace_csv
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -61,15 +62,7 @@ and restart from scratch, so they take the lowest class. No Acme job is producti
 def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[str] | None) -> pd.DataFrame:
     """The kept rows of a Slurm job log (GPU jobs that ran, in ``states``), with ``submit_time`` parsed
     and the numeric columns checked."""
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-    try:
-        raw = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
-    missing = [c for c in columns if c not in raw]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    raw = read_trace_csv(path, columns, fmt)
     for col in ("gpu_num", "node_num", "duration"):
         num = pd.to_numeric(raw[col], errors="coerce")
         bad = num.isna() & raw[col].notna() | (num < 0)
@@ -115,7 +108,7 @@ def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str
 
 def read_helios(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
     cls: str = "training",
 ) -> pd.DataFrame:
@@ -155,7 +148,7 @@ def read_helios(
 
 def read_acme(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
 ) -> pd.DataFrame:
     """Jobs from an Acme ``trace_seren.csv`` or ``trace_kalos.csv`` (Shanghai AI Lab LLM clusters).
@@ -205,7 +198,7 @@ def _philly_time(value, path: Path, jobid, key: str) -> pd.Timestamp | None:
 
 def read_philly(
     path: str | Path,
-    checkpoint_s: float = 3600.0,
+    checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = PHILLY_STATES,
     cls: str = "training",
 ) -> pd.DataFrame:

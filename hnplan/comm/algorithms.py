@@ -73,6 +73,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan import units
 from hnplan.comm.collectives import OPS, busbw_factor
 from hnplan.comm.placement import GroupPlacement
 from hnplan.errors import InputError, check_choice
@@ -250,8 +251,8 @@ class CollectiveResult:
                 {
                     "size_bytes": int(s),
                     "time_s": float(t),
-                    "algbw_GBps": float(a) / 1e9 if np.isfinite(a) else None,
-                    "busbw_GBps": float(b) / 1e9 if np.isfinite(b) else None,
+                    "algbw_GBps": units.Bps_to_GBps(float(a)) if np.isfinite(a) else None,
+                    "busbw_GBps": units.Bps_to_GBps(float(b)) if np.isfinite(b) else None,
                     "algorithm": str(name),
                 }
             )

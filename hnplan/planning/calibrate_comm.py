@@ -35,7 +35,7 @@ from hnplan.planning.calibrate_fit import Parameter, fit, identify
 #: bounds of a fitted fabric bandwidth efficiency [fraction of the per-direction line rate]
 BW_BOUNDS = (0.1, 1.0)
 #: rows below this size are reported but not fitted (latency regime) [bytes]
-MIN_FIT_BYTES = 16 * 2**20
+MIN_FIT_BYTES = 16 * units.MiB
 TIERS = ("scaleup", "scaleout")
 #: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
 #: (``Interconnect.alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
@@ -181,7 +181,7 @@ def fit_collectives(
         params = identify(residuals, params, what="nccl-tests rows")
         params, solver = fit(residuals, params)
     else:
-        note = f"fixed: no row at or above {min_fit_bytes / 2**20:g} MiB (the bandwidth regime)"
+        note = f"fixed: no row at or above {units.to_MiB(min_fit_bytes):g} MiB (the bandwidth regime)"
         params = [replace(p, value=p.initial, note=note) for p in params]
         solver = dict(nfev=0, cost=None, status=None, message="")
     x0 = np.array([p.initial for p in params])

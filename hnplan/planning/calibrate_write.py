@@ -154,8 +154,14 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
                 f"{sys_id} with the fabrics fitted on {cal.date} to the nccl-tests sweep {cal.collectives_path} "
                 f"(the files it names); every other field is {sys_id}'s. Written with the stack file {path}."
             )
-            if "unit_price_usd" not in sd:  # costed as the system it was calibrated from
-                sd.setdefault("price_item", sys_id)
+            # costed as the system it was calibrated from, where prices.yaml prices it (a price_item
+            # with no price is refused as bad input; an unpriced system stays unpriced: cost n/a)
+            if (
+                "unit_price_usd" not in sd
+                and "price_item" not in sd
+                and "system" not in cat.design(sys_id).prices.missing
+            ):
+                sd["price_item"] = cat.system(sys_id).id
             systems[sys_id] = sd
         systems[sys_id][f"{tier}_fabric"] = str(ic_path)
     for sd in systems.values():

@@ -97,7 +97,7 @@ def seed_files(*keys: str) -> str:
 def fmt_axis(name: str, value) -> str:
     """A grid value as text: parameters in B/T, GPU counts with separators, rates in Gb/s."""
     if name == "params":
-        return f"{value / 1e12:.3g}T" if value >= 1e12 else f"{value / 1e9:.4g}B"
+        return f"{value / units.TERA:.3g}T" if value >= units.TERA else f"{value / units.GIGA:.4g}B"
     if name == "gpus":
         return f"{int(value):,}"
     if name == "nic_gbps":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, doc
@@ -189,7 +190,7 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
         {
             "pool_tb_per_node": CXL_POOL_TB / CXL_POOL_NODES,
             "pool_GBps_per_gpu": CXL_NODE_GBPS / sy.node_gpus,
-            "largest_model_params_whose_state_fits": CXL_POOL_TB * 1e12 / 16.0,
+            "largest_model_params_whose_state_fits": units.TB_to_bytes(CXL_POOL_TB) / 16.0,
         },
     )
 

@@ -181,7 +181,7 @@ def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
         "implied_fp8_tflops_per_card": 28e3 / 40,
         "implied_hbm_gb_per_card": 5760 / 40,
         "implied_kw_per_card": 150 / 40,
-        "highest_sourced_tdp_kw": max(a.tdp_w for a in accs) / 1e3,
+        "highest_sourced_tdp_kw": units.w_to_kw(max(a.tdp_w for a in accs)),
     }
     derived = [f for f in ("dense_tflops.fp8", "hbm_gb", "tdp_w") if _seed_derived(acc, f)]
     if derived:
@@ -198,8 +198,8 @@ def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
         [
             {
                 "card": acc.id,
-                "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / 1e3,
-                "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / 1e3,
+                "node_fp8_pflops": sysm.unit_gpus * acc.dense_tflops.get("fp8", 0) / units.KILO,
+                "node_hbm_tb": sysm.unit_gpus * acc.hbm_gb / units.KILO,
             }
         ]
     )
@@ -228,7 +228,7 @@ def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
     one rack holds: from one up to what the facility's rack power limit allows air-cooled and liquid-cooled
     (facility.yaml rack_limit_kw_air / rack_limit_kw_liquid over the server's unit power)."""
     sup, srv = cat.system(s.supernode), cat.system(s.traditional)
-    pf = {sy.id: cat.accelerator(sy.accelerator).dense_tflops.get("fp8", np.nan) / 1e3 for sy in (sup, srv)}
+    pf = {sy.id: cat.accelerator(sy.accelerator).dense_tflops.get("fp8", np.nan) / units.KILO for sy in (sup, srv)}
     sup_rack = pf[sup.id] * sup.gpus_per_rack
     fac = cat.facility
     air = int(fac.rack_limit_kw_air.value // srv.unit_power_kw) if fac.rack_limit_kw_air else 1

@@ -355,7 +355,7 @@ def training_cost(cat: Catalog, s: AuditSetup) -> Claim:
     for sid in (s.supernode, s.traditional):
         pts = grid(cat, s, [sid], s.models, s.gpus)
         pts["usd_per_gpu_hour"] = [tco_summary(cat.system(sid), int(g), cat)["usd_per_gpu_hour"] for g in pts["gpus"]]
-        pts["usd_per_mtok"] = pts["usd_per_gpu_hour"] * pts["gpus"] / (pts["tokens_per_s"] * 3600) * 1e6
+        pts["usd_per_mtok"] = pts["usd_per_gpu_hour"] * pts["gpus"] / (pts["tokens_per_s"] * units.HOUR) * units.MEGA
         rows.append(pts[["model", "params", "gpus", "usd_per_gpu_hour", "usd_per_mtok", "tokens_per_s"]])
     pts = rows[0].merge(rows[1], on=["model", "params", "gpus"], suffixes=("_super", "_base"))
     pts["cost_reduction"] = 1 - pts["usd_per_mtok_super"] / pts["usd_per_mtok_base"]

@@ -95,15 +95,15 @@ def compare_training_designs(
             it_power_mw=units.w_to_mw(pw.it_w),
             facility_power_mw=units.w_to_mw(pw.facility_w),
             energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"],
-            capex_musd=cost.capex_usd / 1e6 if cost else float("nan"),
+            capex_musd=cost.capex_usd / units.MEGA if cost else float("nan"),
             status="ok" + note,
         )
         run_usd = cost.usd_for(gpus, seconds) if cost else float("nan")  # the run at the design's TCO per GPU-hour
         row.update(
             accelerator=acc.id,
             peak_tflops=_peak(acc.dense_tflops, run_dtype),
-            run_musd=run_usd / 1e6,
-            usd_per_million_tokens=run_usd / tokens * 1e6,
+            run_musd=run_usd / units.MEGA,
+            usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
         rows.append(row)
@@ -175,8 +175,8 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
             )
         if "run_musd" in ok:
             text += (
-                f". The run costs {units.format_usd(sn['run_musd'] * 1e6)} on {sn['system']} against "
-                f"{units.format_usd(sv['run_musd'] * 1e6)} on {sv['system']}"
+                f". The run costs {units.format_usd(sn['run_musd'] * units.MEGA)} on {sn['system']} against "
+                f"{units.format_usd(sv['run_musd'] * units.MEGA)} on {sv['system']}"
             )
         parts.append(text + ".")
     if len(servers) > 1:
@@ -189,8 +189,8 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
             )
             if "run_musd" in ok:
                 text += (
-                    f"; the run costs {units.format_usd(new['run_musd'] * 1e6)} against "
-                    f"{units.format_usd(old['run_musd'] * 1e6)}"
+                    f"; the run costs {units.format_usd(new['run_musd'] * units.MEGA)} against "
+                    f"{units.format_usd(old['run_musd'] * units.MEGA)}"
                 )
             parts.append(text + ".")
     return "\n\n".join(parts)
@@ -209,7 +209,7 @@ def verdict(df: pd.DataFrame) -> str:
         text += "; no design has a price, so every cost is n/a."
     else:
         cheap = priced.loc[priced["capex_musd"].idxmin()]
-        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * 1e6)} capex)."
+        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex)."
     if len(priced) < len(ok):
         text += (
             " "
@@ -223,7 +223,7 @@ def verdict(df: pd.DataFrame) -> str:
         run = priced.loc[priced["run_musd"].idxmin()]
         text += (
             f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
-            f"({units.format_usd(run['run_musd'] * 1e6)}, "
+            f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
             f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
         )
     if len(ok) > 1:

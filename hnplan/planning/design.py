@@ -150,6 +150,7 @@ def estimate_reliability(
     storage=None,
     storage_units: int | None = None,
     tokens_per_s: float | None = None,
+    checkpoint_storage_share: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job
     (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
@@ -174,6 +175,9 @@ def estimate_reliability(
         Units of it; default the system's sizing rule (:func:`hnplan.storage.units_for`).
     tokens_per_s : float, optional
         The job's throughput [tokens/s]: its data loader's reads share the storage.
+    checkpoint_storage_share : float, optional
+        Largest fraction of the time the storage may spend writing checkpoints (0, 1]; the interval is
+        at least the write time over it. Default reliability.yaml's (a labelled assumption).
 
     Returns
     -------
@@ -182,7 +186,7 @@ def estimate_reliability(
     Raises
     ------
     InputError
-        For an unknown mode.
+        For an unknown mode or a share outside (0, 1].
     CatalogError
         For an unknown system or model.
     """
@@ -199,6 +203,7 @@ def estimate_reliability(
         storage=cat.get("storage", storage) if storage is not None else None,
         storage_units=storage_units,
         tokens_per_s=tokens_per_s,
+        checkpoint_storage_share=checkpoint_storage_share,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.errors import InputError
 
@@ -244,8 +245,8 @@ def summary_text(
         f = fastest.iloc[0]
         lines.append(
             f"- The fastest design is **{f['design']}**: {f['days_mean']:.1f} days on average "
-            f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / 1e6:,.1f}M, "
-            f"{f['facility_power_w'] / 1e6:.2f} MW."
+            f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / units.MEGA:,.1f}M, "
+            f"{f['facility_power_w'] / units.MEGA:.2f} MW."
         )
     for out, what in (("days_to_train", "time-to-train"), ("tco_usd", "TCO")):
         s = sobol[sobol["output"] == out]
@@ -272,7 +273,7 @@ def summary_text(
         lines.append(
             f"- The cheapest design that trains within {deadline_days:g} days with probability at least "
             f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
-            f"the draws; mean TCO ${best['cost_mean_usd'] / 1e6:,.1f}M)."
+            f"the draws; mean TCO ${best['cost_mean_usd'] / units.MEGA:,.1f}M)."
         )
     failed = summary[summary["failed"] > 0]
     for _, r in failed.iterrows():

@@ -65,7 +65,7 @@ def memory_summary(
     dropout: bool | None = None,
     batch: int = 1,
     dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     system=None,
     catalog: Catalog | None = None,
     gpu_memory_utilization: float | None = None,
@@ -90,7 +90,9 @@ def memory_summary(
     auto`` adds to the step. Inference: the compute time is one decode step; ``kv_capacity``
     sized as serving engines size their KV cache: ``gpu_memory_utilization`` of the visible HBM
     (vLLM's; default ``memory.yaml``) or a KV cache of ``kv_budget_gib`` set directly
-    (:func:`hnplan.memory.kv_capacity`).
+    (:func:`hnplan.memory.kv_capacity`). ``kv_dtype`` None takes the KV-cache dtype ``hnplan infer``
+    serves ``dtype`` with (:func:`hnplan.planning.inference.core.default_kv_dtype`: fp8 for fp8 and fp4
+    weights, bf16 otherwise), so both commands size the same replica alike.
 
     Raises
     ------
@@ -173,11 +175,14 @@ def memory_summary(
         )
         mem = tm
     else:
-        inf = inference_memory(m, batch, seq_len, dtype, kv_dtype, tp, ep, overheads=cat.memory_overheads)
+        from hnplan.planning.inference.core import default_kv_dtype
+
+        kv = kv_dtype if kv_dtype is not None else default_kv_dtype(dtype)
+        inf = inference_memory(m, batch, seq_len, dtype, kv, tp, ep, overheads=cat.memory_overheads)
         out.update(
             batch=batch,
             dtype=dtype,
-            kv_dtype=kv_dtype,
+            kv_dtype=kv,
             tp=tp,
             ep=ep,
             kv_bytes_per_token=inf.kv_bytes_per_token,
@@ -246,7 +251,7 @@ def memory_summary(
             m,
             acc,
             dtype,
-            kv_dtype,
+            kv,
             tp,
             ep,
             utilization=gpu_memory_utilization,

@@ -43,9 +43,11 @@ def size_table(
     mode: str = "async",
     catalog: Catalog | None = None,
     offload: str = "none",
+    stack=None,
 ) -> pd.DataFrame:
     """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
-    :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``).
+    :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``),
+    each planned with ``stack`` (a software stack id, path or entry; default the planner's defaults).
 
     Exactly one of ``deadline_days`` and ``gpus`` is given. A system without an answer keeps its row
     with the reason in ``status`` (``ok`` otherwise).
@@ -81,6 +83,7 @@ def size_table(
                     goodput=goodput,
                     mode=mode,
                     offload=offload,
+                    stack=stack,
                 )
             else:
                 assert deadline_days is not None
@@ -96,6 +99,7 @@ def size_table(
                     goodput=goodput,
                     mode=mode,
                     offload=offload,
+                    stack=stack,
                 )
             row["status"] = "ok"
         except InfeasiblePlan as exc:

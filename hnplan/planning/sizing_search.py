@@ -94,6 +94,7 @@ def size_for_deadline(
     mode: str = "async",
     max_evals: int = MAX_EVALS,
     offload: str = "none",
+    stack=None,
 ) -> dict:
     """The smallest whole-unit GPU count of one design (2-3-5-smooth units) whose best plan trains
     ``tokens`` within the deadline.
@@ -116,6 +117,8 @@ def size_for_deadline(
     offload : {"none", "auto"}
         The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`); ``auto`` lets plans that
         do not fit in HBM use host or pooled memory. :func:`size_table` and :func:`size_design(s)` pass it on.
+    stack : str or SoftwareStack, optional
+        The software stack every count is planned with (:func:`time_to_train`'s ``stack``).
 
     Returns
     -------
@@ -175,6 +178,7 @@ def size_for_deadline(
                     goodput=goodput,
                     mode=mode,
                     offload=offload,
+                    stack=stack,
                 )
             except InfeasiblePlan as exc:
                 tried[n] = exc

@@ -69,6 +69,7 @@ def time_to_train(
     goodput: bool = True,
     mode: str = "async",
     offload: str = "none",
+    stack=None,
 ) -> dict:
     """Days, GPU-hours and energy to train ``tokens`` tokens on ``gpus`` accelerators with the best plan.
 
@@ -91,6 +92,9 @@ def time_to_train(
     offload : {"none", "auto"}
         The stack choice ``offload``: ``auto`` lets plans that do not fit in HBM move state to host or
         pooled memory (:mod:`hnplan.planning.training.offload`).
+    stack : str or SoftwareStack, optional
+        Software stack id, path or entry (``data/stacks/``, or a ``hnplan calibrate`` output), as
+        :func:`hnplan.planning.training.make_job` takes it; default none (the planner's defaults).
 
     Returns
     -------
@@ -111,7 +115,9 @@ def time_to_train(
     if not (tokens > 0 and tokens < float("inf")):
         raise InputError(f"tokens must be a finite number > 0, got {tokens}")
     cat = catalog or load_catalog()
-    job = make_job(model, system, gpus, seq_len, global_batch_seqs, dtype, cat, overrides={"offload": offload})
+    job = make_job(
+        model, system, gpus, seq_len, global_batch_seqs, dtype, cat, stack=stack, overrides={"offload": offload}
+    )
     (est,), _, _ = search_best(job, fixed)
     g = (
         estimate_reliability(job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s).goodput

@@ -124,7 +124,7 @@ def top_candidates(
     """
     df = search_plans(model, system, gpus, seq_len, global_batch_seqs, dtype, catalog=catalog)
     fit = df[df["fits"]].copy()
-    key = list(zip(fit["step_time_s"].round(6), (fit["memory_per_gpu_bytes"] / 2**20).round()))
+    key = list(zip(fit["step_time_s"].round(6), units.to_MiB(fit["memory_per_gpu_bytes"]).round()))
     groups: dict[tuple, list[int]] = {}
     for i, kk in zip(fit.index, key):
         groups.setdefault(kk, []).append(i)

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from hnplan import units
 from hnplan.plots.common import PALETTE, design_colour
 
 
@@ -22,7 +23,7 @@ def timeseries_figure(ts: pd.DataFrame, title: str = "Utilisation and queue over
     for i, ((s, p), g) in enumerate(ts.groupby(["system", "policy"], sort=False)):
         c = design_colour(s) if len(policies) == 1 else PALETTE[i % len(PALETTE)]
         name = _label(s, p, policies)
-        x = g["time_s"] / 3600
+        x = g["time_s"] / units.HOUR
         fig.add_scatter(x=x, y=g["utilisation"], name=f"{name} utilisation", line=dict(color=c), row=1, col=1)
         fig.add_scatter(x=x, y=g["allocation"], name=f"{name} allocated", line=dict(color=c, dash="dot"), row=1, col=1)
         fig.add_scatter(x=x, y=g["queued"], name=f"{name} queued", line=dict(color=c), showlegend=False, row=2, col=1)
@@ -71,7 +72,7 @@ def fragmentation_map(snapshot: pd.DataFrame, title: str = "GPU allocation by ra
     )
     t = snapshot.attrs.get("time_s")
     fig.update_layout(
-        title=title + (f" at {t / 3600:.1f} h" if t is not None else ""),
+        title=title + (f" at {t / units.HOUR:.1f} h" if t is not None else ""),
         xaxis_title="GPU in rack",
         yaxis_title="rack",
         height=max(300, 14 * len(z)),

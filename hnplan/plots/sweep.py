@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from hnplan import units
 from hnplan.plots.common import design_colour
 
 
@@ -21,7 +22,7 @@ def pareto_figure(
         fig.add_trace(
             go.Scatter(
                 x=g["days_to_train"],
-                y=g["tco_usd"] / 1e6,
+                y=g["tco_usd"] / units.MEGA,
                 mode="markers",
                 name=design,
                 opacity=0.45,
@@ -36,13 +37,13 @@ def pareto_figure(
             fig.add_trace(
                 go.Scatter(
                     x=s["days_mean"],
-                    y=s["tco_mean_usd"] / 1e6,
+                    y=s["tco_mean_usd"] / units.MEGA,
                     mode="markers+text",
                     name=name,
                     text=s["design"],
                     textposition="top center",
                     marker=dict(symbol=symbol, size=14, color="black"),
-                    customdata=s["facility_power_w"] / 1e6,
+                    customdata=s["facility_power_w"] / units.MEGA,
                     hovertemplate="%{text}<br>%{x:.1f} days<br>$%{y:,.1f}M<br>%{customdata:.2f} MW<extra></extra>",
                 )
             )
@@ -74,7 +75,7 @@ def deadline_figure(table: pd.DataFrame, deadline_days: float, probability: floa
     """Probability of meeting the deadline against mean TCO, one marker per design, the target line."""
     fig = go.Figure(
         go.Scatter(
-            x=table["cost_mean_usd"] / 1e6,
+            x=table["cost_mean_usd"] / units.MEGA,
             y=table["p_meet"],
             mode="markers+text",
             text=table["design"],

@@ -38,6 +38,7 @@ import math
 
 from scipy.optimize import brentq
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Model
 from hnplan.comm.algorithms import best_time
@@ -194,9 +195,9 @@ def derive_matmul_efficiency(
     lo, hi = 0.05, 1.0
     if gap(lo) < 0 or gap(hi) > 0:
         raise InputError(
-            f"no matmul efficiency in ({lo}, {hi}] reproduces {measured_s * 1e3:.2f} ms: the layer "
-            f"takes {(gap(hi) + measured_s) * 1e3:.2f} ms at full peak and "
-            f"{(gap(lo) + measured_s) * 1e3:.2f} ms at {lo}"
+            f"no matmul efficiency in ({lo}, {hi}] reproduces {units.s_to_ms(measured_s):.2f} ms: the layer "
+            f"takes {units.s_to_ms(gap(hi) + measured_s):.2f} ms at full peak and "
+            f"{units.s_to_ms(gap(lo) + measured_s):.2f} ms at {lo}"
         )
     return float(brentq(gap, lo, hi, xtol=1e-6))
 
@@ -252,8 +253,8 @@ def layer_rows(cat) -> list[Row]:
                 f"22B layer {pass_}{', sequence parallel' if sp else ''}, A100 TP8",
                 "time per layer",
                 "ms",
-                measured * 1e3,
-                t * 1e3,
+                units.s_to_ms(measured),
+                units.s_to_ms(t),
                 "calibration" if calib else "prediction",
                 0.02 if calib else 0.12,
                 KORTHIKANTI_T4,

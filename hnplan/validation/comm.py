@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 
+from hnplan import units
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
 from hnplan.validation import Row, area
 
-LARGE = 8 * 2**30
+LARGE = 8 * units.GiB
 TOL = 0.15  # the communication issue's tolerance on large-message busbw
 
 
@@ -29,7 +30,7 @@ def _busbw(cat, system, gpus, op="allreduce", algorithm=None, size=LARGE, **upda
     if update:
         s = s.model_copy(update=update)
     r = collective(op, size, place_group(cat.design(s), gpus, 1, gpus), algorithm)
-    return float(r.busbw_Bps[0]) / 1e9, float(r.algbw_Bps[0]) / 1e9
+    return units.Bps_to_GBps(float(r.busbw_Bps[0])), units.Bps_to_GBps(float(r.algbw_Bps[0]))
 
 
 def _algorithm(cat, system, gpus, size, **update):
@@ -97,7 +98,7 @@ def nvl72_ring_nics(cat=None) -> int:
 
     def miss(n: int) -> float:
         b, _ = _busbw(
-            cat, "gb200-nvl72", 1440, "allreduce", "ring", 16 * 2**30, scaleout_ring_nics_per_domain=n, **NO_INR
+            cat, "gb200-nvl72", 1440, "allreduce", "ring", 16 * units.GiB, scaleout_ring_nics_per_domain=n, **NO_INR
         )
         return abs(b - target)
 
@@ -175,8 +176,8 @@ def _at_scale(cat) -> list[Row]:
         "gb200-nvl72 scaleup_inr_efficiency is solved from this figure (nvl72_nvls_efficiency); NCCL's "
         "single-node Blackwell constant 0.74 gave +20 %: at q = 72 the measured busbw is no higher than at q = 8",
     )
-    b, _ = _busbw(cat, "gb200-nvl72", 144, size=16 * 2**30)
-    alg = _algorithm(cat, "gb200-nvl72", 144, 16 * 2**30)
+    b, _ = _busbw(cat, "gb200-nvl72", 144, size=16 * units.GiB)
+    alg = _algorithm(cat, "gb200-nvl72", 144, 16 * units.GiB)
     row(
         "cw_gb200_144_16384MiB",
         "GB200 NVL72, two racks (144), all-reduce 16 GiB (default)",
@@ -192,17 +193,17 @@ def _at_scale(cat) -> list[Row]:
         "from the 16 GiB figure by nvl72_ring_nics): 9 x 47 = 423 GB/s, below NVLink 5's 695"
     )
     for mib in (512, 1024, 2048, 4096, 8192, 16384):
-        b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * 2**20, **NO_INR)
+        b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * units.MiB, **NO_INR)
         row(
             f"cw_gb200_1440_{mib}MiB",
-            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {mib / 1024:g} GiB, NVLS off",
+            f"GB200 NVL72, 20 racks (1,440), ring all-reduce {units.to_GiB(mib * units.MiB):g} GiB, NVLS off",
             b,
             "calibration" if mib == 16384 else "prediction",
             TOL,
             ring_note,
         )
-    b, _ = _busbw(cat, "gb200-nvl72", 1440, size=16 * 2**30, **NO_INR)
-    alg = _algorithm(cat, "gb200-nvl72", 1440, 16 * 2**30, **NO_INR)
+    b, _ = _busbw(cat, "gb200-nvl72", 1440, size=16 * units.GiB, **NO_INR)
+    alg = _algorithm(cat, "gb200-nvl72", 1440, 16 * units.GiB, **NO_INR)
     row(
         "cw_gb200_1440_16384MiB",
         "GB200 NVL72, 20 racks (1,440), all-reduce 16 GiB, NVLS off (hnplan's tuner)",
@@ -216,7 +217,7 @@ def _at_scale(cat) -> list[Row]:
     for nvl, rid in ((4, "nccl1801_gb200_nvl4x3"), (8, "nccl1801_gb200_nvl8x3")):
         # a partition of nvl GPUs is its own NVLink domain whose rings use all its NICs (NCCL 2.27.3)
         part = dict(NO_INR, scaleup_domain_gpus=nvl, scaleout_ring_nics_per_domain=None)
-        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * 2**30, **part)
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="ring", size=16 * units.GiB, **part)
         row(
             rid,
             f"GB200, 3 NVLink partitions of {nvl} on different racks ({3 * nvl}), ring all-reduce 16 GiB",
@@ -226,7 +227,7 @@ def _at_scale(cat) -> list[Row]:
             f"an NVLink domain of {nvl} GPUs (the NVL72 tray's hardware) with its {nvl} NICs: the ring crosses "
             f"each partition through all of them, {nvl} x 47 GB/s (NDR's per-NIC ring rate); measured {nvl} x 49",
         )
-        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * 2**30, **part)
+        b, _ = _busbw(cat, "gb200-nvl72", 3 * nvl, algorithm="tree", size=16 * units.GiB, **part)
         r = ref.loc[rid]
         out.append(
             Row(

@@ -126,8 +126,8 @@ def gemm_rows(cat) -> list[Row]:
             f"bf16 GEMM {r.model} TP{r.tp} {r.op}, {r.m_tokens} tokens ({r.m_tokens}x{r.n}x{r.k}) on H200",
             "time per call",
             "us",
-            r.time_s * 1e6,
-            p * 1e6,
+            units.s_to_us(r.time_s),
+            units.s_to_us(p),
             "calibration",
             GEMM_CAL_TOL,
             src,
@@ -222,7 +222,7 @@ def kernel_rows(cat) -> list[Row]:
             case = f"fp32 cross-entropy forward + backward, {sh['tokens']} tokens x {sh['vocab']} classes on H200"
             role, tol, note = "calibration", 0.02, "memory_kernel_efficiency.cross_entropy is read from this row"
         elif pd.notna(r.GBps):
-            nbytes = float(r.GBps) * 1e9 * measured
+            nbytes = units.GBps_to_Bps(float(r.GBps)) * measured
             if r.op == "cross_entropy_fwd_fp32":  # the operator model's forward bytes: bf16 logits in and out
                 nbytes = 4.0 * sh["tokens"] * 128256
             cls = MEMORY_KERNEL_OPS.get(r.op)
@@ -248,7 +248,9 @@ def kernel_rows(cat) -> list[Row]:
                 )
         else:
             continue
-        out.append(Row("compute", case, "time per call", "us", measured * 1e6, t * 1e6, role, tol, src, note))
+        out.append(
+            Row("compute", case, "time per call", "us", units.s_to_us(measured), units.s_to_us(t), role, tol, src, note)
+        )
     return out
 
 
@@ -322,8 +324,8 @@ def xla_rows(cat) -> list[Row]:
                     f"{key} GEMM b={r.groups} {r.m_tokens}x{r.n}x{r.k} ({arch}) on {acc.name.split(' (')[0]}",
                     "kernel time",
                     "us",
-                    r.time_s * 1e6,
-                    p * 1e6,
+                    units.s_to_us(r.time_s),
+                    units.s_to_us(p),
                     rr,
                     tol,
                     src,

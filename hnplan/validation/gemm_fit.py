@@ -219,13 +219,13 @@ def memory_kernel_calibration(catalog: Catalog | None = None) -> dict:
     128,256 classes at :data:`LOSS_BYTES_PER_LOGIT` (the operator model's bytes) over the copy bandwidth."""
     cat = catalog or load_catalog()
     ref = cat.reference("h200_kernels").set_index("op")
-    launch = cat.accelerator(FIT_ACCELERATOR).kernel_overhead_us * 1e-6  # the model adds it to every kernel
-    copy = float(ref.loc["d2d_copy", "GBps"]) * 1e9
+    launch = units.us_to_s(cat.accelerator(FIT_ACCELERATOR).kernel_overhead_us)  # the model adds it to every kernel
+    copy = units.GBps_to_Bps(float(ref.loc["d2d_copy", "GBps"]))
     out = {}
     for cls, op in MEMORY_KERNEL_ROWS.items():
         t = float(ref.loc[op, "time_s"])
         # at most the copy: a kernel streaming as fast as it (the residual add) is a copy
-        out[cls] = min(1.0, float(ref.loc[op, "GBps"]) * 1e9 * t / (t - launch) / copy)
+        out[cls] = min(1.0, units.GBps_to_Bps(float(ref.loc[op, "GBps"])) * t / (t - launch) / copy)
     ce_s = float(ref.loc["cross_entropy_fwd_bwd_fp32", "time_s"]) - 2 * launch  # forward and backward kernels
     out["cross_entropy"] = 8192 * 128256 * LOSS_BYTES_PER_LOGIT / ce_s / copy
     return out
@@ -278,7 +278,7 @@ def xla_table(catalog: Catalog, arch: str, dtype_key: str, min_flop: float = 0.0
             "n": ref["n"],
             "k": ref["k"],
             "groups": ref["b"],
-            "time_s": flop / (ref["tflops"] * 1e12),
+            "time_s": flop / (units.tflops_to_flops_per_s(ref["tflops"])),
             "dtype": XLA_DTYPES[dtype_key],
         }
     )
@@ -358,8 +358,8 @@ def xla_tool_offset_s(catalog: Catalog | None = None) -> float:
     table = xla_table(cat, "sm_90", "bf16xbf16->bf16")
     base = predict_table(cat.accelerator(XLA_HOPPER), table)
     t = table["time_s"].to_numpy(float)
-    res = least_squares(lambda x: np.log((base + x[0] * 1e-6) / t), [2.0], bounds=([0.0], [20.0]))
-    return float(res.x[0]) * 1e-6
+    res = least_squares(lambda x: np.log((base + units.us_to_s(x[0])) / t), [2.0], bounds=([0.0], [20.0]))
+    return units.us_to_s(float(res.x[0]))
 
 
 def fit_xla_sweep(

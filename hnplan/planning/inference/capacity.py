@@ -297,9 +297,9 @@ def plan_for_rate(
                 best = cand
     if best is None:
         raise InfeasiblePlan(
-            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {ttft_slo_s * 1e3:.0f} ms and "
-            f"TPOT <= {tpot_slo_s * 1e3:.1f} ms at {qps:g} requests/s (best TPOT reached "
-            f"{best_tpot * 1e3:.1f} ms over {searched} candidates)"
+            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms at {qps:g} requests/s (best TPOT reached "
+            f"{units.s_to_ms(best_tpot):.1f} ms over {searched} candidates)"
         )
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
 

@@ -219,7 +219,7 @@ def scoring_capacity(
     if best is None:
         raise InfeasiblePlan(
             f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
-            f"half the {latency_bound_s * 1e3:.1f} ms bound"
+            f"half the {units.s_to_ms(latency_bound_s):.1f} ms bound"
         )
     return best
 

@@ -208,7 +208,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
-    compute; the first gather is exposed.
+    compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
+    slowed by the stack's ``overlap_gemm_slowdown`` per second hidden (the communication kernels hold
+    SMs and share HBM bandwidth), as for TP and EP overlap
+    (:func:`hnplan.planning.training.components.overlapped_comm`).
     """
     ov = job.choices
 
@@ -242,7 +245,12 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     m = _col(df, "num_microbatches")
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
     param_exp = np.maximum(t_param - t_fwd_mb, last_param) if ov.dp_param_gather else t_param
-    exposed = grad_exp + param_exp
+    # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
+    # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
+    hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
+    exposed = grad_exp + param_exp + ov.overlap_gemm_slowdown * hidden
     if z3.any():
-        exposed[z3] = (m * np.maximum(per_mb_z3 - t_compute_mb, ag1))[z3]
+        z3_exp = np.maximum(per_mb_z3 - t_compute_mb, ag1)
+        z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
+        exposed[z3] = (m * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden))[z3]
     return exposed

@@ -1,0 +1,179 @@
+"""Whole-catalog checks: :func:`validate_catalog` (``Catalog.validate``: every file and cross-reference of
+a data folder), the content hash reports carry, :func:`validate_file` for one YAML file (``hnplan catalog validate``) and
+:func:`check_refs` for the ids a command is given.
+
+:class:`hnplan.catalog.loader.Catalog` calls these from its methods of the same names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hnplan.catalog.schemas import (
+    KINDS,
+    Facility,
+    MemoryOverheads,
+    Price,
+    Reliability,
+    Scenario,
+    System,
+    UncertainInput,
+)
+from hnplan.catalog.yaml_io import _read_yaml, parse_entry
+from hnplan.errors import CatalogError
+
+if TYPE_CHECKING:
+    from hnplan.catalog.loader import Catalog
+
+
+def validate_catalog(cat: Catalog) -> list[str]:
+    """Load every file of a catalog's data folder and check cross-references; return a list of problems
+    (empty if clean).
+
+    Never raises for bad data: each problem is one message naming file, entry and field.
+    """
+    problems: list[str] = []
+    for kind in KINDS:
+        try:
+            cat._load_kind(kind)
+        except CatalogError as exc:
+            problems.append(str(exc))
+            # load the remaining files one by one so every bad file is reported
+            for path in sorted(cat._kind_dir(kind).glob("*.y*ml")):
+                try:
+                    parse_entry(_read_yaml(path), KINDS[kind], path)
+                except CatalogError as e2:
+                    if str(e2) != str(exc):
+                        problems.append(str(e2))
+            cat._cache.pop(kind, None)
+            for key in [k for k in cat._one if k[0] == kind]:
+                del cat._one[key]
+    if not problems:
+        for s in cat.entries("systems"):
+            try:
+                cat._check_system_refs(s)
+            except CatalogError as exc:
+                problems.append(f"{cat.path_of('systems', s.id)}: {exc}")
+        for st in cat.entries("stacks"):
+            try:
+                cat.stack(st.id)
+            except CatalogError as exc:
+                problems.append(f"{cat.path_of('stacks', st.id)}: {exc}")
+        for sw in cat.entries("switches"):
+            try:
+                cat.get("interconnects", sw.fabric)
+            except CatalogError as exc:
+                problems.append(f"{cat.path_of('switches', sw.id)}: field 'fabric': {exc}")
+    for getter in (
+        lambda: cat.prices,
+        lambda: cat.facility,
+        lambda: cat.reliability,
+        lambda: cat.uncertainties,
+        lambda: cat.memory_overheads,
+    ):
+        try:
+            getter()
+        except CatalogError as exc:
+            problems.append(str(exc))
+    for sid in cat.scenario_ids():
+        try:
+            cat.scenario(sid)
+        except CatalogError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def content_hash(root: Path) -> str:
+    """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.y*ml")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def validate_file(path: str | Path, kind: str | None = None):
+    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted. A system's or a
+    stack's references (accelerators, interconnects, switches) are checked against the data folder the
+    file sits in, or the default one.
+
+    Returns the parsed entry (or list of prices). Raises :class:`CatalogError`.
+    """
+    path = Path(path)
+    raw = _read_yaml(path)
+    kind = kind or path.resolve().parent.name
+    if path.name == "prices.yaml":
+        return [parse_entry(item, Price, path) for item in raw]
+    if path.name == "facility.yaml":
+        return parse_entry(raw, Facility, path)
+    if path.name == "reliability.yaml":
+        return parse_entry(raw, Reliability, path)
+    if path.name == "uncertainty.yaml":
+        return [parse_entry(item, UncertainInput, path) for item in raw]
+    if path.name == "memory.yaml":
+        return parse_entry(raw, MemoryOverheads, path)
+    if kind == "scenarios":
+        return parse_entry(raw, Scenario, path)
+    if kind not in KINDS:
+        raise CatalogError(
+            f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them); "
+            f"pass the kind (--kind), one of: {', '.join(KINDS)}",
+            path=path,
+        )
+    from hnplan.catalog.loader import Catalog, load_catalog  # the loader imports this module
+
+    entry = parse_entry(raw, KINDS[kind], path)
+    # references to other entries: checked against the data folder the file sits in, else the default one
+    root = path.parent.parent if path.parent.name == kind else None
+    cat = Catalog(root) if root is not None and (root / "accelerators").is_dir() else load_catalog()
+    try:
+        if kind == "stacks":
+            cat.stack(entry)
+        elif isinstance(entry, System):  # kind == "systems"
+            cat._check_system_refs(entry)
+            if entry.price_item is not None:  # one prices.yaml does not price is refused (design.py)
+                cat.design(entry).prices  # noqa: B018
+    except CatalogError as exc:
+        raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
+    return entry
+
+
+def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = None) -> None:
+    """Look up every catalog reference of a request, in order; the first unknown one raises. Commands check
+    their ids first, so a mistyped id is what a user hears about first, with the nearest valid ids.
+
+    Parameters
+    ----------
+    refs : dict
+        ``{label: (kind, ref)}``: the label names where the reference came from (``"--model"``), the kind
+        is a catalog kind (``models``, ``systems``, ``stacks``, ...), the ref an id, a YAML path or an
+        entry. ``None`` refs are skipped (an option left at no value). A system's own references
+        (accelerator, fabrics, switches, storage) are checked with it.
+    catalog : Catalog, optional
+        Default :func:`hnplan.catalog.load_catalog`.
+
+    Raises
+    ------
+    CatalogError
+        ``"<label>: unknown <kind> id '<ref>'; nearest: <ids>"`` for the first reference not in the
+        catalog (or an invalid file).
+
+    Examples
+    --------
+    >>> check_refs({"--model": ("models", "llama3.1-8bb")})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.CatalogError: --model: unknown model id 'llama3.1-8bb'; nearest: llama3.1-8b, ...
+    """
+    from hnplan.catalog.loader import load_catalog  # the loader imports this module
+
+    cat = catalog or load_catalog()
+    for label, (kind, ref) in refs.items():
+        if ref is None:
+            continue
+        try:
+            cat.system(ref) if kind == "systems" else cat.get(kind, ref)
+        except CatalogError as exc:
+            raise CatalogError(f"{label}: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
