@@ -243,10 +243,12 @@ def permute_elements(
     return 4.0 * assigned * hidden, (3.0 * assigned + tokens) * hidden
 
 
-def attention_op(model: Model, batch: int | np.ndarray, seq_len: int, tp: int | np.ndarray, cp: int) -> _Op:
+def attention_op(
+    model: Model, batch: int | np.ndarray, seq_len: int, tp: int | np.ndarray, cp: int | np.ndarray
+) -> _Op:
     """The fused attention-core operator of one training layer on one GPU (as :func:`_layer_ops` builds it:
-    ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal); ``batch`` and
-    ``tp`` may be arrays over shapes, the operator's sizes then arrays too."""
+    ``b`` sequences, ``heads / tp`` query heads, ``s / cp`` queries over ``s`` keys, causal); ``batch``,
+    ``tp`` and ``cp`` may be arrays over shapes, the operator's sizes then arrays too."""
     scope = "moe-layer" if model.moe is not None else "dense-layer"
     ops = _layer_ops(model, scope, "train", batch, seq_len, 0, tp, cp, 1, ACT_BYTES)
     return next(o for o in ops if o.kind == "attention")

@@ -229,7 +229,7 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
         names, new = part_time_table(
             job.model,
             job.acc,
-            [tuple(int(x) for x in s) for s in missing],
+            [(int(b), int(t), int(c), int(e)) for b, t, c, e in missing],
             job.seq_len,
             dtype,
             ch.attention,
