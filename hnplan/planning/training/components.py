@@ -5,7 +5,9 @@ candidate table (columns of :data:`hnplan.planning.training.plan.PLAN_FIELDS` pl
 ``num_microbatches``) and returns arrays aligned with its rows. Quantities that depend on only a few
 distinct shapes (the operator-level compute time of a layer, the activation bytes of a layer, the
 model states of a stage) are evaluated once per distinct shape with the cost-model functions of
-:mod:`hnplan.compute`, :mod:`hnplan.comm` and :mod:`hnplan.memory` and broadcast back (:func:`memo`).
+:mod:`hnplan.compute`, :mod:`hnplan.comm` and :mod:`hnplan.memory` and broadcast back
+(:func:`hnplan.vectorise.on_distinct`). The compute term ``t_mb`` of each pipeline stage is
+:mod:`hnplan.planning.training.stage_compute`'s (:func:`compute_per_microbatch`, re-exported here).
 
 Step model (Narayanan et al. SC21 [1]_ Sec. 2.2, 3.3):
 
@@ -50,19 +52,25 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoices, System
-from hnplan.comm.messages import random_routing_peak
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
-from hnplan.compute.host import stage_times, sync_s
-from hnplan.compute.layout import stage_layers
-from hnplan.compute.parts import part_time_table
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, stack_accounting
-from hnplan.planning.training.partial import block_mix
-from hnplan.vectorise import Columns, column, factorize, on_distinct
+from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
+    SHAPE_KEYS,
+    STAGE_QUANTITIES,
+    _stage_table,
+    _taken,
+    busiest_rank_load,
+    compute_per_microbatch,
+    part_times,
+    recompute_is,
+    stage_kinds,
+)
+from hnplan.vectorise import Columns, column, on_distinct
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -156,248 +164,6 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> 
 
 def _col(df, name):
     return column(df, name)
-
-
-def recompute_is(df: pd.DataFrame | Columns, mode: str) -> np.ndarray:
-    """Which plans of a table recompute with ``mode`` [bool array]: from the codes of a categorical
-    ``recompute`` column (:func:`hnplan.planning.training.evaluate_plans` keeps one), else by value."""
-    if isinstance(df, Columns):
-        codes, values = df.codes("recompute")
-        hit = np.flatnonzero(values == mode)
-        return codes == hit[0] if len(hit) else np.zeros(len(codes), dtype=bool)
-    rc = df["recompute"]
-    if isinstance(rc.dtype, pd.CategoricalDtype):
-        cats = list(rc.cat.categories)
-        codes = rc.cat.codes.to_numpy()
-        return codes == cats.index(mode) if mode in cats else np.zeros(len(codes), dtype=bool)
-    return rc.to_numpy() == mode
-
-
-# ----------------------------------------------------------------------------------------------
-# compute
-# ----------------------------------------------------------------------------------------------
-
-
-def stage_kinds(job: Job, pp):
-    """Layers of the first, a middle and the last pipeline stage, split by kind [arrays of counts].
-
-    Stages hold ``ceil(L / pp)`` consecutive layers and the last one the rest
-    (:func:`hnplan.compute.layout.stage_layers`); an MoE model's leading dense layers sit on the
-    first stage. Returns ``{stage: (dense layers, moe layers)}``.
-    """
-    L = job.model.layers
-    first_dense = L if job.model.moe is None else job.model.moe.first_dense_layers
-    pp = np.asarray(pp)
-    split = stage_layers(job.model, pp)
-    n, last = split.per_stage, np.maximum(split.last, 0)
-    d_first = np.minimum(n, first_dense)
-    mid_dense = np.clip(first_dense - n, 0, n)  # the second stage's dense layers (worst middle stage)
-    d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
-    return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
-
-
-SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep"]  # what the operator-level part times depend on
-
-
-def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
-    """:func:`hnplan.compute.parts.training_part_times` of the job's model, accelerator, sequence and
-    stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape on the
-    system's :class:`~hnplan.catalog.design.Design` (:meth:`~hnplan.catalog.design.Design.memo`): a
-    repeated search (sizing loops, sweeps) times only the shapes it has not seen. Each shape's row is
-    independent of the others, so the result equals one call over ``shapes``.
-
-    Returns
-    -------
-    Columns
-        Aligned with ``shapes``: the columns of :func:`~hnplan.compute.parts.training_part_times` [s].
-    """
-    ch = job.choices
-    if ("part_times_key", dtype) not in job.memo:
-        job.memo["part_times_key", dtype] = (
-            "training_part_times",
-            job.model.model_dump_json(),
-            job.acc.model_dump_json(),
-            job.seq_len,
-            dtype,
-            ch,
-        )
-    cache: dict = job.catalog.design(job.system).memo(job.memo["part_times_key", dtype], dict)
-    cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
-    wanted = list(zip(*cols))
-    missing = list(dict.fromkeys(s for s in wanted if s not in cache))
-    if missing:
-        names, new = part_time_table(
-            job.model,
-            job.acc,
-            [(int(b), int(t), int(c), int(e)) for b, t, c, e in missing],
-            job.seq_len,
-            dtype,
-            ch.attention,
-            ch.sequence_parallel,
-            ch,
-        )
-        cache.setdefault("columns", names)
-        cache.update(zip(missing, new))
-    names = cache.get("columns", [])
-    table = np.array([cache[s] for s in wanted]).reshape(len(wanted), len(names))
-    return Columns({k: table[:, i] for i, k in enumerate(names)})
-
-
-def busiest_rank_load(job: Job, df: pd.DataFrame) -> np.ndarray:
-    """Routed token copies of the busiest expert-parallel rank over the mean, per plan [-]: the stack's
-    ``moe_load_imbalance`` (routing that is not random) times the peak random routing leaves with the
-    plan's ``T = b s / (cp tp)`` tokens a rank (:func:`hnplan.comm.messages.random_routing_peak`; 1 for a
-    dense model or ``ep = 1``)."""
-    moe = job.model.moe
-    if moe is None:
-        return np.ones(len(df))
-    tokens = _col(df, "microbatch_size") * job.seq_len / (_col(df, "cp") * _col(df, "tp"))
-    peak = random_routing_peak(tokens, moe.active_experts, moe.experts, _col(df, "ep"))
-    return job.choices.moe_load_imbalance * peak
-
-
-def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
-    """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
-
-    Operator-level times per layer, embedding and head (:func:`hnplan.compute.parts.training_part_times`,
-    once per distinct ``(micro-batch, tp, cp, ep)``) times the layers of each stage
-    (:func:`stage_kinds`); recomputation adds the re-run forward (``full``) or attention core
-    (``selective``).
-
-    Returns a frame with ``t_compute_mb`` (forward + backward + recomputation), ``t_fwd_mb``,
-    ``t_bwd_mb``, ``attn_per_layer`` (attention core forward + backward + recomputed, one layer) and
-    ``layers`` / ``moe_layers`` (of that stage). With ``per_stage``, the array
-    ``[stage (first, middle, last), quantity (STAGE_QUANTITIES), candidate]`` instead, for a caller that
-    adds each stage's communication before picking the slowest (an MoE model's last stage holds fewer
-    MoE layers and their all-to-alls than its compute alone suggests). A model's multi-token-prediction
-    modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
-    output head and loss each. The routed-expert work of an MoE layer (:data:`hnplan.compute.parts.ROUTED_OPS`)
-    grows by :func:`busiest_rank_load`: the busiest EP rank sets the pace.
-    Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)`` (and
-    ``virtual_stages`` where the stack recomputes only some layers: :mod:`.partial`).
-    """
-    block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
-    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
-    stack = _stage_table(job, uniq).take(codes, axis=2)  # [stage, quantity, candidate]
-    if per_stage:
-        return stack
-    slowest = np.argmax(stack[:, 0, :], axis=0)
-    pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
-    return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
-
-
-def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
-    """:func:`compute_per_microbatch`'s ``[stage, quantity, plan]`` array for the plans of ``df``."""
-    codes, uniq = factorize(df, SHAPE_KEYS)
-    lt = _taken(part_times(job, uniq, job.dtype), codes)
-    pp = _col(df, "pp")
-    full, selective = recompute_is(df, "full"), recompute_is(df, "selective")
-    rerun_attn = full | (selective & ("core_attn" in job.choices.recompute_modules))
-
-    extra = busiest_rank_load(job, df) - 1.0  # the busiest EP rank's surplus of routed tokens
-
-    def part(name, lt=lt, full=full):
-        fwd = lt(f"{name}_fwd") + np.select([full, selective], [lt(f"{name}_rc_full"), lt(f"{name}_rc_sel")], 0.0)
-        bwd = lt(f"{name}_bwd")
-        if np.any(extra > 0):
-            # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
-            fwd = fwd + extra * (lt(f"{name}_routed_fwd") + np.where(full, lt(f"{name}_routed_rc"), 0))
-            bwd = bwd + extra * lt(f"{name}_routed_bwd")
-        # the attention core runs again when recomputed: the ring exchange can hide behind that too
-        attn = lt(f"{name}_attn") + np.where(rerun_attn, lt(f"{name}_rc_attn"), 0.0)
-        return fwd, bwd, attn, lt(f"{name}_wgrad")
-
-    dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
-
-    def host(name, lt=lt, full=full):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
-        rc = np.select([full, selective], [lt(f"{name}_host_rc_full"), lt(f"{name}_host_rc_sel")], 0.0)
-        return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd")
-
-    h_dense, h_moe, h_emb, h_head = host("dense"), host("moe"), host("emb"), host("head")
-    # an MoE layer's forward (and its full recomputation) runs between device-host syncs
-    syncs = job.choices.moe_host_syncs_per_layer * (1.0 + full)
-    synced = float(job.choices.moe_host_syncs_per_layer > 0)  # without syncs the MoE forward joins the rest
-    g_sync = synced * (moe[0] - np.where(selective & ~full, lt("moe_rc_sel"), 0.0))
-    h_sync = synced * (h_moe[0] - np.where(selective & ~full, lt("moe_host_rc_sel"), 0.0))
-    ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
-    mtp = job.model.mtp_modules  # each one more layer and one more output head + loss, on the last stage
-    if mtp:
-        layer = moe if job.model.moe is not None else dense
-        head = tuple(h + (0.0 if i == 2 else mtp * (x + h)) for i, (h, x) in enumerate(zip(head, layer)))
-    stages = stage_kinds(job, pp)
-    whole = None  # block recomputation: the layers not recomputed, as without recomputation
-    if job.choices.recompute_num_layers is not None and np.any(full):
-        no = np.zeros_like(full)
-        whole = part("dense", full=no), part("moe", full=no), host("dense", full=no), host("moe", full=no)
-    layer_parts = (dense, moe, h_dense, h_moe, g_sync, h_sync, syncs)
-    cols = []
-    for name, (nd, nm) in stages.items():
-        dense, moe, h_dense, h_moe, g_sync, h_sync, syncs = block_mix(
-            job.choices, df, nd + nm, full, whole, *layer_parts
-        )
-        fwd = nd * dense[0] + nm * moe[0]
-        bwd = nd * dense[1] + nm * moe[1]
-        wgrad = nd * dense[3] + nm * moe[3]
-        attn = np.where(nm > 0, moe[2], dense[2])
-        hf, hb = nd * h_dense[0] + nm * h_moe[0], nd * h_dense[1] + nm * h_moe[1]
-        if name == "first":
-            fwd, bwd, wgrad = fwd + emb[0], bwd + emb[1], wgrad + emb[3]
-            hf, hb = hf + h_emb[0], hb + h_emb[1]
-        if name == "last":
-            fwd, bwd, wgrad = fwd + head[0], bwd + head[1], wgrad + head[3]
-            hf, hb = hf + h_head[0], hb + h_head[1]
-        if name == "first":  # pp = 1: the one stage holds the embedding and the head
-            fwd = fwd + np.where(pp == 1, head[0], 0.0)
-            bwd = bwd + np.where(pp == 1, head[1], 0.0)
-            wgrad = wgrad + np.where(pp == 1, head[3], 0.0)
-            hf, hb = hf + np.where(pp == 1, h_head[0], 0.0), hb + np.where(pp == 1, h_head[1], 0.0)
-        if name == "middle":  # no middle stage below pp = 3: nothing of it (nor its communication) counts
-            fwd, bwd, wgrad, hf, hb = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad, hf, hb))
-            nd, nm = np.where(pp > 2, nd, 0), np.where(pp > 2, nm, 0)
-        nm_sync = nm  # the stage's MoE layers (the multi-token-prediction layers below are left out of the host model)
-        if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
-            on = pp > 1 if name == "last" else True
-            (ff, fb), (lf, lb) = ends
-            add_f = (lf if name == "last" else ff + np.where(pp == 1, lf, 0.0)) * on
-            add_b = (lb if name == "last" else fb + np.where(pp == 1, lb, 0.0)) * on
-            fwd, bwd = fwd + add_f, bwd + add_b
-        if mtp and name != "middle":  # the multi-token-prediction layers communicate as the others do
-            here = mtp * (np.ones_like(pp) if name == "last" else (pp == 1))
-            if name == "last":
-                here = here * (pp > 1)
-            nd, nm = (nd, nm + here) if job.model.moe is not None else (nd + here, nm)
-        # the host in the loop: launches slower than kernels, and the GPU idle after each device-host sync
-        fwd, bwd = stage_times(
-            fwd, bwd, hf, hb, nm_sync * g_sync, nm_sync * h_sync, nm_sync * syncs, sync_s(job.choices)
-        )
-        cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
-    return np.array(cols, dtype=float)  # [stage, quantity, plan]
-
-
-def _taken(table: Columns, codes: np.ndarray):
-    """A column reader of ``table`` broadcast to the candidates (row ``codes[i]`` for candidate ``i``)."""
-    return lambda col: table[col][codes]
-
-
-STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
-
-
-def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
-    """Extra time of the layers an fp8 stack keeps in bf16 at each end of the model
-    (``fp8_bf16_end_layers``): ``((fwd, bwd) at the first end, (fwd, bwd) at the last end)`` [s], or None."""
-    n = job.choices.fp8_bf16_end_layers
-    if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
-        return None
-    lt16 = _taken(part_times(job, uniq, "bf16"), codes)
-    moe_cfg = job.model.moe
-    first_kind = "moe" if moe_cfg is not None and moe_cfg.first_dense_layers == 0 else "dense"
-    last_kind = "dense" if moe_cfg is None else "moe"
-    fp8 = {"dense": dense, "moe": moe}
-    out = []
-    for kind in (first_kind, last_kind):
-        f16, b16 = part(kind, lt16)[:2]
-        out.append((n * (f16 - fp8[kind][0]), n * (b16 - fp8[kind][1])))
-    return tuple(out)
 
 
 # ----------------------------------------------------------------------------------------------
