@@ -93,7 +93,7 @@ def _pow2(x: int) -> bool:
 
 
 def _log2(x: int) -> float:
-    return float(np.log2(x)) if x > 1 else 0.0
+    return math.log2(x) if x > 1 else 0.0  # of powers of two only (rhd): exact
 
 
 def _ring_bw(g: GroupPlacement) -> float:
@@ -118,7 +118,7 @@ def _cross_tree(g: GroupPlacement, s):
     if g.domains == 1:
         return 0.0 * s, 0.0
     t = {2: 1.0, 3: 1.5}.get(g.domains, 2.0) * s / g.crossing_Bps
-    return t, 2 * np.ceil(np.log2(g.domains)) * g.out.alpha_s
+    return t, 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):
@@ -301,7 +301,7 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
     if group.size == 1:
         return np.zeros_like(s)
     if s.size <= SCALAR_SIZES:  # the same formulas on floats (best_time): the same numbers, no array overhead
-        return np.array([best_time(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
+        return np.array([_best(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
     best = None
     for alg in ALGORITHMS[op]:
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
@@ -385,7 +385,11 @@ def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, st
     check_choice("collective", op, OPS)
     if group.size == 1:
         return 0.0, "none"
-    s = float(n_bytes)
+    return _best(op, float(n_bytes), group)
+
+
+def _best(op: str, s: float, group: GroupPlacement) -> tuple[float, str]:
+    """:func:`best_time` of a checked op on a group of more than one rank."""
     best, name = math.inf, ""
     for alg in ALGORITHMS[op]:
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
