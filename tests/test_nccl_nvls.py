@@ -2,9 +2,13 @@
 trees, not in the NVSwitches, however the system is deployed (issue 13: collectives as each run configured
 them)."""
 
+import json
+
 import pytest
+from typer.testing import CliRunner
 
 from hnplan.catalog.runs import training_runs
+from hnplan.cli import app
 from hnplan.planning.training.collectives import collective_s
 from hnplan.planning.training.job import make_job
 
@@ -70,3 +74,23 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)
+
+
+def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
+    # Llama 3.1 8B on one HGX H100, TP 8 without sequence parallelism, 16 micro-batches of 8,192 tokens:
+    # 32 layers x 4 all-reduces (2 forward, 2 backward) x 16 = 2,048 all-reduces of 8,192 x 4,096 x 2 bytes
+    # = 64 MiB, all exposed. NVLS: 4.8 us + 1.125 x 64 MiB / 313.65 GB/s = 245.5 us each, 0.5028 s;
+    # --no-nvls: halving-doubling, 14.4 us + 1.75 x 64 MiB / 369 GB/s = 332.7 us each, 0.6813 s.
+    argv = "train --model llama3.1-8b --system hgx-h100-ib-ndr --gpus 8 --tp 8 --dp 1 --pp 1 --seq-len 8192"
+    argv += " --global-batch-size 16 --microbatch-size 1 --recompute none --zero 1 --no-sequence-parallel --json"
+    runs = {}
+    for flag in ("", " --no-nvls"):
+        res = CliRunner().invoke(app, (argv + flag).split())
+        assert res.exit_code == 0, res.output
+        runs[flag] = json.loads(res.stdout)
+    b_u, a_u, s, n = 450e9 * 0.82, 2.4e-6, 8192 * 4096 * 2, 32 * 4 * 16
+    on, off = runs[""], runs[" --no-nvls"]
+    assert on["stack"]["overlap"]["nccl_nvls"] and not off["stack"]["overlap"]["nccl_nvls"]
+    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (2 * a_u + s * 9 / 8 / (b_u * 0.85)), rel=1e-6)
+    assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (6 * a_u + 1.75 * s / b_u), rel=1e-6)
+    assert off["breakdown_s"]["compute"] == on["breakdown_s"]["compute"]
