@@ -55,6 +55,12 @@ def train(
         "--sequence-parallel/--no-sequence-parallel",
         help="Megatron sequence parallelism (from 2022); default: the stack's",
     ),
+    nvls: bool = typer.Option(
+        None,
+        "--nvls/--no-nvls",
+        help="NCCL reduces in the NVLink switches where the system enables it (--no-nvls: NCCL_NVLS_ENABLE=0); "
+        "default: the stack's",
+    ),
     attention: str = typer.Option(
         None,
         "--attention",
@@ -122,6 +128,7 @@ def train(
             sequence_parallel=sequence_parallel,
             attention=attention,
             offload=offload,
+            nccl_nvls=nvls,
         )
         job = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack, overrides=overrides)
         assert job.stack is not None  # --stack always names one

@@ -178,6 +178,11 @@ class StackChoices(_Strict):
         ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
         expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
         expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
+    nccl_nvls : bool
+        NCCL may reduce in the scale-up switches (NVLink SHARP, its NVLS algorithms) where the system
+        enables it (``scaleup_in_network_reduction``); default True, NCCL's default (``NCCL_NVLS_ENABLE``
+        2: used where the GPUs support multicast, NVIDIA/nccl ``src/transport/nvls.cc``). False: the job
+        runs with ``NCCL_NVLS_ENABLE=0`` and its collectives use the NVLink rings and trees alone.
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
@@ -284,6 +289,11 @@ class StackChoices(_Strict):
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
+    )
+    nccl_nvls: bool = Field(
+        default=True,
+        description="NCCL reduces in the scale-up switches (NVLink SHARP) where the system enables it; "
+        "false: NCCL_NVLS_ENABLE=0",
     )
     precision_aware_optimizer: bool = Field(
         default=False,

@@ -4,11 +4,13 @@ for the evaluator and the search (:mod:`hnplan.planning.training.evaluate`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pydantic import ValidationError
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import SoftwareStack, StackChoices
-from hnplan.comm.topology import system_links
+from hnplan.comm.topology import SystemLinks, system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
 from hnplan.compute.fp8_recipes import check_recipe
 from hnplan.errors import InputError, check_choice
@@ -54,6 +56,15 @@ def resolve_choices(
             ) from None
         provenance.update({k: "override" for k in given})
     return base, provenance
+
+
+def job_links(links: SystemLinks, choices: StackChoices) -> SystemLinks:
+    """The system's links as the job's collectives see them: with ``nccl_nvls`` off
+    (``NCCL_NVLS_ENABLE=0``) the scale-up tier has no in-network reduction, so an all-reduce inside an
+    NVLink domain runs as NCCL's ring or tree (:mod:`hnplan.comm.algorithms`); otherwise unchanged."""
+    if choices.nccl_nvls or links.scaleup.inr_efficiency is None:
+        return links
+    return replace(links, scaleup=replace(links.scaleup, inr_efficiency=None))
 
 
 def make_job(
@@ -141,7 +152,7 @@ def make_job(
         model,
         system,
         acc,
-        system_links(cat.design(system), gpus=gpus),
+        job_links(system_links(cat.design(system), gpus=gpus), ch),
         gpus,
         seq_len,
         global_batch_seqs,
