@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from hnplan.cli import app
-from hnplan.compute.gemm import gemm_time_s
+from hnplan.compute.gemm import gemm_roofline, gemm_time_s
 from hnplan.validation.gemm_fit import fit_gemm_law
 
 runner = CliRunner()
@@ -118,6 +118,17 @@ def test_time_never_falls_when_the_shape_grows(cat, m, n, k, dm):
     t = gemm_time_s(acc, "bf16", m, n, k)
     for shape in ((m + dm, n, k), (m, n + dm, k), (m, n, k + dm)):
         assert gemm_time_s(acc, "bf16", *shape) >= t * (1 - 1e-9) - acc.gemm_splitk_us * 1e-6
+
+
+def test_a_tiny_gemm_is_launch_bound(cat):
+    # H100, eager: 1 x 1 x 1 does 2 FLOP and moves 6 bytes; its 13.1 us are the host floor, not compute
+    h100 = cat.accelerator("h100-sxm")
+    tiny = gemm_roofline(h100, "bf16", 1, 1, 1, eager=True)
+    assert tiny["bound"] == "launch" and tiny["time_s"] == pytest.approx(13.1e-6)
+    # on the device alone the 2.85 us launch still dwarfs the work
+    assert gemm_roofline(h100, "bf16", 64, 128, 128)["bound"] == "launch"
+    # a decode GEMV streams 128 MiB of weights (about 40 us): memory, not launch
+    assert gemm_roofline(h100, "bf16", 1, 8192, 8192)["bound"] == "memory"
 
 
 def test_gemm_cli_json_and_bad_input(cat):

@@ -277,7 +277,9 @@ def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int, *, eager
         ``flops`` = 2 m n k [FLOP], ``bytes`` = (m k + k n) x dtype bytes + 2 m n [bytes],
         ``intensity`` [FLOP/byte], ``compute_time_s`` and ``memory_time_s`` (the law's two terms) [s],
         ``time_s`` [s] (:func:`gemm_time_s`), ``tflops`` (attained) [TFLOP/s] and ``bound``
-        (``"compute"`` or ``"memory"``: the larger term).
+        (``"compute"`` or ``"memory"``: the larger term; ``"launch"`` where the fixed time of the call, the
+        launch and split-K reduction and with ``eager`` the host floor, is more than half of ``time_s``:
+        a tiny GEMM waits on its launch, not on its FLOPs or bytes).
 
     Raises
     ------
@@ -290,11 +292,15 @@ def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int, *, eager
     >>> g = gemm_roofline(load_catalog().accelerator("h100-sxm"), "bf16", 1, 8192, 8192)
     >>> g["bound"]
     'memory'
+    >>> gemm_roofline(load_catalog().accelerator("h100-sxm"), "bf16", 1, 1, 1)["bound"]
+    'launch'
     """
     flops = 2.0 * m * n * k
     nbytes = (m * k + k * n) * units.dtype_bytes(dtype) + 2.0 * m * n
     t_c, t_m, _ = gemm_device_time_s(acc, dtype, m, n, k)
     t = gemm_time_s(acc, dtype, m, n, k, eager=eager)
+    p = acc.gemm_overlap_exponent
+    work = max(t_c, t_m) if p is None else (t_c**p + t_m**p) ** (1.0 / p)
     return {
         "flops": flops,
         "bytes": nbytes,
@@ -303,5 +309,5 @@ def gemm_roofline(acc: Accelerator, dtype: str, m: int, n: int, k: int, *, eager
         "memory_time_s": t_m,
         "time_s": t,
         "tflops": units.flops_per_s_to_tflops(flops / t),
-        "bound": "compute" if t_c >= t_m else "memory",
+        "bound": "launch" if t - work > work else ("compute" if t_c >= t_m else "memory"),
     }
