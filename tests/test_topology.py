@@ -154,3 +154,13 @@ def test_largest_fabric_is_one_limit(cat):
     scaleout_bom(cat.design("gb200-nvl72"), 65520)  # the largest is buildable
     with pytest.raises(InputError, match="the most it joins is 65,520 GPUs"):
         scaleout_bom(cat.design("gb200-nvl72"), 65592)
+
+
+def test_baseboard_links_are_not_cables(cat):
+    # 16,384 H100 on HGX servers: 294,912 NVLink links (18 per GPU to the baseboard's NVSwitch chips) are board
+    # traces, so the cables are the scale-out fabric's 49,152; NVL72's NVLink spine is cabled copper
+    hgx = network_summary("hgx-h100-ib-ndr", 16384, catalog=cat)
+    assert hgx["links"]["scaleup"] == 16384 * 18 == 294912
+    assert hgx["cables"] == {"scaleup": 0, "scaleout": 49152, "total": 49152}
+    nvl = network_summary("gb200-nvl72", 16416, catalog=cat)
+    assert nvl["cables"]["scaleup"] == nvl["links"]["scaleup"] == 16416 * 18

@@ -73,7 +73,8 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     -------
     dict
         ``gpus`` (asked), ``gpus_built`` (whole units), ``unit_gpus``, ``tiers`` (dict per network), ``switches``, ``links``, ``transceivers``, ``cables`` (dicts with
-        ``scaleup``, ``scaleout``, ``total``), ``bisection_GBps``, ``diameter_hops``, ``domains``, ``hosts_supported`` (nodes the built
+        ``scaleup``, ``scaleout``, ``total``; a scale-up link is a cable only where the domain spans more
+        than one node: an HGX baseboard's GPU-NVSwitch links are board traces, NVL72's spine is copper cable), ``bisection_GBps``, ``diameter_hops``, ``domains``, ``hosts_supported`` (nodes the built
         scale-out tiers hold), ``bom`` (both BOMs).
     """
     design = _design(system, catalog)
@@ -90,6 +91,9 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     # NVLink/xGMI inside a domain is copper; a two-level clos (CloudMatrix UB) runs its L1-L2 half
     # of the links over optics (CloudMatrix384 paper Sec 3)
     optical_up = up.links // 2 if system.scaleup_topology == "clos" else 0
+    # a domain on one baseboard (HGX: GPUs to NVSwitch chips) is wired in the board's traces, not cables;
+    # a domain across trays or racks (NVL72's copper spine, CloudMatrix's UB links) is cabled
+    cabled_up = 0 if system.scaleup_domain_gpus <= system.node_gpus else up.links
     return {
         "gpus": wanted,
         "gpus_built": gpus,
@@ -110,7 +114,7 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
             "scaleout": out.transceivers,
             "total": 2 * optical_up + out.transceivers,
         },
-        "cables": {"scaleup": up.links, "scaleout": out.cables, "total": up.links + out.cables},
+        "cables": {"scaleup": cabled_up, "scaleout": out.cables, "total": cabled_up + out.cables},
         "bisection_GBps": units.Bps_to_GBps(bis),
         "diameter_hops": diameter,
         "domains": up.domains,
