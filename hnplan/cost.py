@@ -122,6 +122,7 @@ def design_cost(
     staff_usd_per_year: float = 0.0,
     deploy_days: float | None = None,
     spare_gpus: int = 0,
+    missing_price_nan: bool = False,
 ) -> DesignCost:
     """Capex and opex of ``gpus`` accelerators of a system.
 
@@ -149,6 +150,10 @@ def design_cost(
     spare_gpus : int
         Spare accelerators bought beside ``gpus`` (e.g. :func:`hnplan.reliability.spare_gpus` for a
         target availability): they are paid for and powered, but deliver no GPU-hours.
+    missing_price_nan : bool
+        A part without a price costs NaN instead of raising, so the costs that do not depend on it
+        (energy, facility build, the network when only the system is unpriced) stay numbers and the
+        sums that do come out NaN. Default False.
 
     Notes
     -----
@@ -163,7 +168,7 @@ def design_cost(
     Raises
     ------
     CatalogError
-        If the system or a BOM part has no price in ``prices.yaml``.
+        If the system or a BOM part has no price in ``prices.yaml`` (unless ``missing_price_nan``).
     InputError
         For a utilisation outside (0, 1], non-positive years, a negative price factor, or a
         deployment longer than the lifetime.
@@ -197,16 +202,20 @@ def design_cost(
             f"deployment ({units.s_to_days(deploy_s):.0f} days) is not shorter than the lifetime ({years} years)"
         )
     bom = scaleout_bom(design, pw.units * system.unit_gpus)
-    price = design.prices
+    prices = design.prices
+
+    def usd(part: str) -> float:  # the part's price, or NaN for an unpriced part when asked to
+        if missing_price_nan and getattr(prices, part) is None:
+            return float("nan")
+        return prices.usd(part)
+
     storage = (
         storage_capex_usd(design.storage, pw.storage_units) if design.storage is not None and pw.storage_units else 0.0
     )
-    systems = hardware_price_factor * (pw.units * price.usd("system") + storage)
+    systems = hardware_price_factor * (pw.units * usd("system") + storage)
     # first-order optics: every link end is an OSFP module of the NIC's speed class
     # (hnplan.catalog.design.transceiver_item)
-    network = hardware_price_factor * (
-        bom.switches * price.usd("scaleout_switch") + bom.transceivers * price.usd("transceiver")
-    )
+    network = hardware_price_factor * (bom.switches * usd("scaleout_switch") + bom.transceivers * usd("transceiver"))
     build = fac.dc_build_usd_per_mw.value if dc_build_usd_per_mw is None else dc_build_usd_per_mw
     facility = units.w_to_mw(pw.it_w) * build
     avg_w = utilisation * training_draw_w(pw, fac) + (1 - utilisation) * pw.it_w_at(0.0) * pw.pue

@@ -64,7 +64,8 @@ def test_no_price_infer_says_na_with_the_reason(tmp_path):
 
 
 def test_no_price_tco_says_na_and_names_the_fix(tmp_path):
-    # the power and racks need no price (2 racks of 132 kW as gb200-nvl72); every cost is n/a with the reason
+    # the power and racks need no price (2 racks of 132 kW as gb200-nvl72); every cost that needs the system's
+    # price is n/a with the reason; energy, facility build and the (priced) network stand, as for gb200-nvl72
     res = runner.invoke(app, ["tco", "--system", _rack(tmp_path), "--gpus", "144"])
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
@@ -74,6 +75,9 @@ def test_no_price_tco_says_na_and_names_the_fix(tmp_path):
     assert d["capex_usd"] is None and d["usd_per_gpu_hour"] is None and "unit_price_usd" in d["cost_note"]
     assert (d["racks"], d["gpus_bought"]) == (ref["racks"], ref["gpus_bought"]) == (2, 144)
     assert d["it_power_kw"] == pytest.approx(ref["it_power_kw"])
+    for k in ("energy_usd_per_year", "facility_usd", "network_usd"):
+        assert d[k] == pytest.approx(ref[k]) and d[k] > 0, k
+    assert d["systems_usd"] is None and d["maintenance_usd_per_year"] is None and d["tco_usd"] is None
 
 
 def test_no_price_design_comparison_keeps_the_plan(tmp_path, cat):

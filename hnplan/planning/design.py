@@ -79,8 +79,9 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
         rack_limit_kw, over_rack_limit, capex_usd,
         opex_usd_per_year, tco_usd, usd_per_gpu_hour, years, utilisation, deploy_days,
         idle_capital_usd``, the capex/opex parts, ``spare_gpus`` and the storage (``storage, storage_units,
-        storage_usd, storage_kw``). Without a price (:func:`cost_or_gap`) the cost keys are NaN and
-        ``cost_note`` says why; power, racks and GPUs stand.
+        storage_usd, storage_kw``). Without a price (:func:`cost_or_gap`) the cost keys that need it are NaN
+        and ``cost_note`` says why; power, racks, GPUs and the costs that do not need it (energy, facility
+        build, the network when its parts are priced) stand.
     """
     design = _design(system, catalog)
     system = design.system
@@ -106,11 +107,15 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
         "storage_units": pw.storage_units,
         "storage_kw": units.w_to_kw(pw.storage_w),
     }
-    if c is None:  # no price: every cost n/a, with the reason
+    if c is None:  # no price: the costs that need it n/a, with the reason; energy and facility stand
         deploy = kwargs.get("deploy_days")
+        part = design_cost(design, gpus, missing_price_nan=True, **kwargs)
         return {
             **power,
             **dict.fromkeys(_COST_KEYS, float("nan")),
+            "network_usd": part.network_usd,
+            "facility_usd": part.facility_usd,
+            "energy_usd_per_year": part.energy_usd_per_year,
             "years": kwargs.get("years") or design.facility.amortisation_years.value,
             "utilisation": kwargs.get("utilisation", 1.0),
             "staff_usd_per_year": kwargs.get("staff_usd_per_year", 0.0),
