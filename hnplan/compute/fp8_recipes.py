@@ -47,10 +47,10 @@ References
 .. [3] Open Compute Project, "OCP Microscaling Formats (MX) Specification" v1.0 (32-element blocks,
    E8M0 scales); Transformer Engine ``transformer_engine/pytorch/utils.py``
    (``is_non_tn_fp8_gemm_supported``: compute capability 10.x and 11.x, Blackwell).
-.. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
-   128 x 128 weight blocks, online scales).
 .. [4] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
    (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
+.. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
+   128 x 128 weight blocks, online scales).
 """
 
 from __future__ import annotations
