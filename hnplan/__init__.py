@@ -7,7 +7,7 @@ traditional cluster of 8-GPU servers on an InfiniBand/RoCE fat-tree, in time, co
 
 def __getattr__(name: str) -> str:
     # ``__version__`` read from the installed metadata on first use: importlib.metadata pulls in the
-    # email parser, start-up a command that never prints the version need not pay (issue 16)
+    # email parser, start-up a command that never prints the version need not pay
     if name == "__version__":
         from importlib.metadata import PackageNotFoundError, version
 

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     )
 
 # The operator table is a pandas frame: its module is imported on first use of one of its names, so a
-# command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (issue 16).
+# command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (start-up time, benchmarks/bench_startup.py).
 _OPERATORS = ("CONVENTIONS", "PHASES", "operator_table", "roofline_curve", "totals", "training_stage_time_s")
 
 

@@ -1,4 +1,4 @@
-"""Figures of the cluster simulation (issue 14): time series per design, delay distributions, the
+"""Figures of the cluster simulation: time series per design, delay distributions, the
 fragmentation map of the racks, policies compared. Plotting only: every number comes from
 :mod:`hnplan.cluster`."""
 
