@@ -201,12 +201,15 @@ def serving_jobs(
     qps : float
         Request rate [requests/s].
     input_tokens, output_tokens : float
-        Request lengths [tokens].
+        Request lengths [tokens]; default 1,000 in and 200 out (assumption: a chat-sized request, no
+        measured trace behind it).
     ttft_slo_s, tpot_slo_s : float
-        Mean time-to-first-token and time-per-output-token bounds [s].
+        Mean time-to-first-token and time-per-output-token bounds [s]; default 1 s and 50 ms (assumption:
+        interactive-chat targets of the order a reader streams text at, not a published SLO).
     dtype : str
     arrival_s, duration_s : float
-        When the deployment starts [s] and how long it serves [s].
+        When the deployment starts [s] and how long it serves [s]; default one week (assumption: long
+        enough to outlast the training jobs of a simulated mix).
 
     Returns
     -------
