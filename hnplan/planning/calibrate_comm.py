@@ -34,7 +34,8 @@ from hnplan.planning.calibrate_fit import Parameter, fit, identify
 
 #: bounds of a fitted fabric bandwidth efficiency [fraction of the per-direction line rate]
 BW_BOUNDS = (0.1, 1.0)
-#: rows below this size are reported but not fitted (latency regime) [bytes]
+#: rows below this size are reported but not fitted (latency regime) [bytes]; assumption: near where
+#: nccl-tests busbw curves start to flatten, so the latency term no longer dominates the time
 MIN_FIT_BYTES = 16 * units.MiB
 TIERS = ("scaleup", "scaleout")
 #: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
