@@ -33,6 +33,8 @@ TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-4
 """Representative model of a training job by its GPU count: up to 8 GPUs an 8B model, up to 256 a
 70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models)."""
 SEQ_LEN = 4096
+"""Sequence length of a representative training job [tokens]: Llama 3's initial pre-training length
+(Dubey et al., arXiv:2407.21783 Sec. 3.4.1), the same source as :func:`_batch`."""
 
 
 def representative_model(gpus: int) -> str:
