@@ -15,10 +15,17 @@ from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice
 from hnplan.power import design_power
-from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
+from hnplan.reliability import (
+    CHECKPOINT_MODES,
+    SPARE_QUANTILE,
+    ReliabilityEstimate,
+    reliability_estimate,
+    spare_gpus,
+)
 
 __all__ = [
     "CHECKPOINT_MODES",
+    "SPARE_QUANTILE",
     "ReliabilityEstimate",
     "cost_or_gap",
     "deployment_time",
