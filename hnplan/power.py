@@ -26,7 +26,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import Accelerator, Facility
-from hnplan.comm.topology import scaleout_bom
+from hnplan.comm.topology import scaleout_bom, whole_units
 from hnplan.errors import InputError
 from hnplan.storage import storage_power_w
 from hnplan.storage import units_for as storage_units_for
@@ -198,8 +198,8 @@ def design_power(
     if rack_limit_kw is not None and rack_limit_kw <= 0:
         raise InputError(f"rack_limit_kw must be > 0; got {rack_limit_kw}")
     system = design.system
-    n_units = math.ceil(gpus / system.unit_gpus)
-    bought = n_units * system.unit_gpus
+    bought = whole_units(design, gpus)
+    n_units = bought // system.unit_gpus
     bom = scaleout_bom(design, bought)
     sw, fabric, acc = design.scaleout_switch, design.scaleout_fabric, design.accelerator
     network = bom.switches * sw.power_w + bom.transceivers * (fabric.transceiver_w or 0.0)

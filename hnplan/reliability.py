@@ -62,6 +62,9 @@ from hnplan.memory import zero_model_state_bytes
 
 CHECKPOINT_MODES = ("sync", "async")
 HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
+#: probability that the spares keep a job whole, the default of :func:`spare_gpus` and of the reported
+#: ``spare_gpus`` (assumption: "two nines", a conventional service level; no published target used)
+SPARE_QUANTILE = 0.99
 
 
 # -- interruption rates -------------------------------------------------------------------------
@@ -164,7 +167,11 @@ def gpus_in_repair(design: Design, gpus: int, rate_factor: float = 1.0, repair_h
 
 
 def spare_gpus(
-    design: Design, gpus: int, quantile: float = 0.99, repair_hours: float | None = None, rate_factor: float = 1.0
+    design: Design,
+    gpus: int,
+    quantile: float = SPARE_QUANTILE,
+    repair_hours: float | None = None,
+    rate_factor: float = 1.0,
 ) -> int:
     """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
 

@@ -20,8 +20,6 @@ from hnplan import units
 from hnplan.catalog.schemas import Storage
 from hnplan.errors import InputError
 
-KIB = 1024.0
-
 
 def _fraction(name: str, value) -> None:
     v = np.asarray(value, dtype=float)
@@ -219,7 +217,7 @@ def loader_need(
         if v is not None and np.any(np.asarray(v, dtype=float) <= 0):
             raise InputError(f"{name} must be > 0; got {v}")
     tps = np.asarray(tokens_per_s, dtype=float)
-    io = io_kib * KIB
+    io = io_kib * units.KiB
     if shards:
         read = tps * bytes_per_token
         iops, sps = read / io, np.full_like(tps, np.nan)

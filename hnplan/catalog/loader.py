@@ -21,7 +21,6 @@ schema, so users can bring their own hardware or model without editing ``data/``
 
 from __future__ import annotations
 
-import difflib
 import functools
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
     _read_yaml,
     _singular,
     data_dir,
+    nearest_ids,
     parse_entry,
     read_yaml,
 )
@@ -165,7 +165,7 @@ class Catalog(SingleFiles):
             path = Path(ref)
             return parse_entry(_read_yaml(path), schema, path)
         known = self._kind_files(kind)
-        near = difflib.get_close_matches(ref.lower(), list(known), n=3, cutoff=0.5)
+        near = nearest_ids(ref.lower(), known)
         hint = f"; nearest: {', '.join(near)}" if near else f"; valid ids: {', '.join(sorted(known))}"
         raise CatalogError(f"unknown {_singular(kind)} id {ref!r}{hint}", entry=ref)
 

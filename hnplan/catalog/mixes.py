@@ -3,11 +3,11 @@ YAML reader and validated by :class:`hnplan.catalog.schemas.ClusterMix`."""
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ClusterMix
+from hnplan.catalog.yaml_io import nearest_ids
 from hnplan.errors import CatalogError
 
 MIX_DIR = "cluster_mixes"
@@ -35,7 +35,7 @@ def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
     if not path.is_file():
         if not _looks_like_path(ref):
             ids = cluster_mix_ids(cat)
-            near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
+            near = nearest_ids(ref, ids)
             raise CatalogError(
                 f"unknown cluster mix id {ref!r}; {'nearest' if near else 'valid ids'}: {', '.join(near or ids)}",
                 entry=ref,

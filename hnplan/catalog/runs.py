@@ -42,7 +42,10 @@ class TrainingRun(_Strict):
     metric: Literal[
         "hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu", "step_time_s"
     ]
-    published: Positive = Field(description="the published value of `metric`")
+    published: Positive = Field(
+        description="the published value of `metric`, in the unit its name gives (TFLOP/s per GPU, tokens/s per "
+        "GPU, fraction of the dense peak for mfu/hfu, s)"
+    )
     tolerance_pct: Positive = Field(description="accepted relative error [%]")
     expect: Literal["within", "gap"] = Field(
         default="within", description="within: the model must meet tolerance_pct; gap: a documented miss"

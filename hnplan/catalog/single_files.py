@@ -7,12 +7,11 @@ data folder ``self.root``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 from pathlib import Path
 
 from hnplan.catalog.schemas import Facility, MemoryOverheads, Price, Reliability, Scenario, UncertainInput
-from hnplan.catalog.yaml_io import _looks_like_path, _read_yaml, parse_entry
+from hnplan.catalog.yaml_io import _looks_like_path, _read_yaml, nearest_ids, parse_entry
 from hnplan.errors import CatalogError
 
 
@@ -43,7 +42,7 @@ class SingleFiles:
             if p.item == item:
                 return p
         items = sorted({p.item for p in self.prices})
-        near = difflib.get_close_matches(item, items, n=3, cutoff=0.5)
+        near = nearest_ids(item, items)
         raise CatalogError(
             f"no price for {item!r} in {self.root / 'prices.yaml'}" + (f"; nearest: {', '.join(near)}" if near else ""),
             entry=item,
@@ -100,7 +99,7 @@ class SingleFiles:
             raise CatalogError(f"scenario file {ref}: file not found", path=path)
         if not path.exists():
             ids = self.scenario_ids()
-            near = difflib.get_close_matches(ref, ids, n=3, cutoff=0.5)
+            near = nearest_ids(ref, ids)
             raise CatalogError(
                 f"unknown scenario {ref!r}; "
                 + (f"nearest: {', '.join(near)}" if near else f"available: {', '.join(ids)}"),

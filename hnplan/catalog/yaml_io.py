@@ -97,6 +97,16 @@ def read_yaml(path: str | Path, what: str = ""):
 _read_yaml = read_yaml
 
 
+def nearest_ids(ref: str, ids) -> list[str]:
+    """Up to three catalog ids close to an unknown one, nearest first (:func:`difflib.get_close_matches`,
+    cutoff 0.5: looser than :func:`nearest_name`, ids being longer and hyphenated).
+
+    >>> nearest_ids("gb200-nvl27", ["gb200-nvl72", "hgx-h100-ib-ndr"])
+    ['gb200-nvl72']
+    """
+    return difflib.get_close_matches(str(ref), [str(i) for i in ids], n=3, cutoff=0.5)
+
+
 def nearest_name(name: str, allowed) -> str | None:
     """The allowed name closest to a typo'd one (:func:`difflib.get_close_matches`, cutoff 0.6), or None.
 

@@ -278,7 +278,9 @@ def decimal_hint(tokens: int) -> str:
     >>> decimal_hint(16_000_000)
     ' (16M is 16,000,000; 16Mi is 16 x 2**20)'
     """
-    for scale, name in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    from hnplan.units import GIGA, KILO, MEGA, TERA
+
+    for scale, name in ((TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")):
         if tokens >= scale and tokens % scale == 0:
             n = int(tokens // scale)
             binary = "Ki" if name == "k" else f"{name}i"

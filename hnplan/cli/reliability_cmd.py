@@ -43,7 +43,7 @@ def reliability(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
-    from hnplan.planning.design import estimate_reliability
+    from hnplan.planning.design import SPARE_QUANTILE, estimate_reliability
 
     with handle_errors():
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
@@ -69,7 +69,10 @@ def reliability(
                 "mean time between interruptions",
                 f"{d['mtbi_h']:,.2f} h ({d['interruptions_per_day']:.2g} per day incl. planned)",
             ),
-            ("failure unit", f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for 99% availability"),
+            (
+                "failure unit",
+                f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for {SPARE_QUANTILE:.0%} availability",
+            ),
             (
                 "checkpoint",
                 f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "

@@ -20,13 +20,13 @@ column             unit         meaning
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from hnplan import units
+from hnplan.catalog.yaml_io import nearest_name
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -49,7 +49,7 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
         extra = [str(c) for c in jobs.columns if c not in JOB_COLUMNS]
-        typos = [f"{c} (did you mean {n[0]}?)" for c in extra if (n := difflib.get_close_matches(c, missing, 1, 0.6))]
+        typos = [f"{c} (did you mean {n}?)" for c in extra if (n := nearest_name(c, missing))]
         raise InputError(
             f"{where}: missing column(s) {', '.join(missing)}" + (f"; it has {', '.join(typos)}" if typos else "")
         )
@@ -123,7 +123,8 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
         (times in [s]; ``gpu_milli`` the share of each GPU [milli-GPU]), as in
         github.com/alibaba/clusterdata, ``cluster-trace-gpu-v2023/csv``.
     checkpoint_s : float
-        Checkpoint period given to training and fine-tuning jobs [s] (the trace has none).
+        Checkpoint period given to training and fine-tuning jobs [s] (the trace has none); default one hour
+        (assumption: a common period for large-model training, not taken from the trace's workload).
 
     Returns
     -------

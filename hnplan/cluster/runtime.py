@@ -33,6 +33,8 @@ TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-4
 """Representative model of a training job by its GPU count: up to 8 GPUs an 8B model, up to 256 a
 70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models)."""
 SEQ_LEN = 4096
+"""Sequence length of a representative training job [tokens]: Llama 3's initial pre-training length
+(Dubey et al., arXiv:2407.21783 Sec. 3.4.1), the same source as :func:`_batch`."""
 
 
 def representative_model(gpus: int) -> str:
@@ -201,12 +203,15 @@ def serving_jobs(
     qps : float
         Request rate [requests/s].
     input_tokens, output_tokens : float
-        Request lengths [tokens].
+        Request lengths [tokens]; default 1,000 in and 200 out (assumption: a chat-sized request, no
+        measured trace behind it).
     ttft_slo_s, tpot_slo_s : float
-        Mean time-to-first-token and time-per-output-token bounds [s].
+        Mean time-to-first-token and time-per-output-token bounds [s]; default 1 s and 50 ms (assumption:
+        interactive-chat targets of the order a reader streams text at, not a published SLO).
     dtype : str
     arrival_s, duration_s : float
-        When the deployment starts [s] and how long it serves [s].
+        When the deployment starts [s] and how long it serves [s]; default one week (assumption: long
+        enough to outlast the training jobs of a simulated mix).
 
     Returns
     -------

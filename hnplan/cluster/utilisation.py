@@ -13,6 +13,8 @@ MAX_SIMULATED_GPUS = 1152
 """Largest cluster simulated for a cost figure [GPUs] (16 NVL72 racks, 144 8-GPU servers): a larger
 design is represented by a cluster of this size under the same mix, to keep the answer to seconds."""
 DEFAULT_JOBS = 3000
+"""Jobs simulated per cost figure [-] (assumption: enough for the utilisation to settle past the
+start-up transient while the answer stays in seconds; not fitted to any measurement)."""
 POLICY = "topology-aware"
 
 

@@ -27,6 +27,8 @@ from hnplan.comm.topology import fat_tree_counts
 from hnplan.errors import InputError
 
 MAX_GRAPH_GPUS = 4096
+"""Largest explicit networkx graph built [GPUs] (a size limit, not physics: beyond it the graph costs
+seconds and memory, and the closed forms of :mod:`hnplan.comm.topology` answer the same questions)."""
 
 
 def _add_link(g: nx.Graph, a, b, cap_Bps: float, net: str, n: int = 1):

@@ -98,7 +98,8 @@ def random_routing_peak(tokens_per_rank, k: int, experts: int, ep) -> np.ndarray
     a rank of ``e = experts / ep`` experts: mean ``k e / E``, variance ``v = k (e/E)(1 - e/E)(E - k)/(E - 1)``;
     a rank's load has mean ``mu = T k`` and standard deviation ``sigma = sqrt(N v)``, and the largest of
     ``ep`` near-normal loads sits ``z = Phi^-1((ep - 0.375) / (ep + 0.25))`` deviations above the mean
-    (Blom's approximation of the expected maximum of normal order statistics). Returns
+    (Blom's approximation of the expected maximum of normal order statistics: G. Blom, *Statistical
+    Estimates and Transformed Beta-Variables*, Wiley 1958, Sec. 6.10). Returns
     ``1 + z sigma / mu``; 1 for ``ep = 1``. Routing that is not random (learned routers, content that
     prefers experts) adds to it: the stack's ``moe_load_imbalance``.
 

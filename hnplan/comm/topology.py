@@ -66,6 +66,15 @@ class SystemLinks:
     node_gpus: int
 
 
+def fat_tree_max_endpoints(radix: int) -> int:
+    """Endpoints of the largest modelled fat-tree, three tiers of ``radix``-port switches: ``k^3/4`` ([1]_).
+
+    >>> fat_tree_max_endpoints(64)
+    65536
+    """
+    return radix**3 // 4
+
+
 def fat_tree_tiers(endpoints: int, radix: int) -> int:
     """Tiers of a non-blocking fat-tree of ``radix``-port switches for ``endpoints`` ports:
     1 up to k, 2 up to k^2/2, 3 up to k^3/4 ([1]_).
@@ -83,9 +92,11 @@ def fat_tree_tiers(endpoints: int, radix: int) -> int:
         return 1
     if endpoints <= k * k // 2:
         return 2
-    if endpoints <= k**3 // 4:
+    if endpoints <= fat_tree_max_endpoints(k):
         return 3
-    raise InputError(f"{endpoints} endpoints exceed a 3-tier fat-tree of {k}-port switches ({k**3 // 4})")
+    raise InputError(
+        f"{endpoints} endpoints exceed a 3-tier fat-tree of {k}-port switches ({fat_tree_max_endpoints(k)})"
+    )
 
 
 def scaleup_hops(system: System, gpus: int | None = None) -> int:
@@ -324,7 +335,7 @@ def max_scaleout_gpus(design: Design) -> int:
     65520
     """
     system, k = design.system, design.scaleout_switch.ports
-    gpus = k**3 // 4 // _ports_per_node(design) * system.node_gpus
+    gpus = fat_tree_max_endpoints(k) // _ports_per_node(design) * system.node_gpus
     return gpus // system.unit_gpus * system.unit_gpus
 
 
@@ -332,10 +343,10 @@ def _scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     system, sw = design.system, design.scaleout_switch
     nodes = math.ceil(gpus / system.node_gpus)
     e = nodes * _ports_per_node(design)
-    if e > sw.ports**3 // 4:
+    if e > fat_tree_max_endpoints(sw.ports):
         raise InputError(
             f"{gpus:,} GPUs of {system.id} need {e:,} scale-out ports, more than a 3-tier fat-tree of "
-            f"{sw.ports}-port {sw.id} switches holds ({sw.ports**3 // 4:,}); the most it joins is "
+            f"{sw.ports}-port {sw.id} switches holds ({fat_tree_max_endpoints(sw.ports):,}); the most it joins is "
             f"{max_scaleout_gpus(design):,} GPUs"
         )
     o = system.scaleout_oversubscription

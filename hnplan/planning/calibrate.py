@@ -50,7 +50,8 @@ from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank_plans
 
-#: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]
+#: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]; assumption: wide enough for
+#: any production stack (Llama 3, arXiv:2407.21783 Table 4: 38-43 % MFU, so GEMMs below 0.2 mean a broken run)
 MATMUL_BOUNDS = (0.2, 1.0)
 #: stack choices a calibration may fit, with the stack switch that makes each matter
 CHOICE_PARAMS = (("tp_comm_overlap_fraction", "tp_comm"), ("ep_comm_overlap_fraction", "ep_comm"))

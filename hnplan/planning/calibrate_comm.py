@@ -32,9 +32,11 @@ from hnplan.comm import ALGORITHMS, OPS, GroupPlacement, busbw_factor, collectiv
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
 
-#: bounds of a fitted fabric bandwidth efficiency [fraction of the per-direction line rate]
+#: bounds of a fitted fabric bandwidth efficiency [fraction of the per-direction line rate]; assumption:
+#: a wide prior, the catalog's measured efficiencies (0.69-0.96) well inside it
 BW_BOUNDS = (0.1, 1.0)
-#: rows below this size are reported but not fitted (latency regime) [bytes]
+#: rows below this size are reported but not fitted (latency regime) [bytes]; assumption: near where
+#: nccl-tests busbw curves start to flatten, so the latency term no longer dominates the time
 MIN_FIT_BYTES = 16 * units.MiB
 TIERS = ("scaleup", "scaleout")
 #: collectives reported but not fitted: the all-to-all runs at the library's own efficiency

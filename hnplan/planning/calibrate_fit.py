@@ -25,10 +25,11 @@ from scipy.optimize import least_squares
 
 METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 #: a parameter that moves no prediction by more than this across its bounds (in ln units, ~2 %) is
-#: not identified by the measurements
+#: not identified by the measurements (assumption: about the spread of repeated runs of one benchmark)
 MIN_SENSITIVITY = 0.02
 #: smallest singular value of the unit-normalised sensitivity columns of the kept parameters below
-#: which a new parameter is taken as collinear with them (the measurements cannot separate it)
+#: which a new parameter is taken as collinear with them (the measurements cannot separate it);
+#: assumption: a conventional rank cut-off for unit-normalised columns, not tuned to any data set
 MIN_SINGULAR = 0.1
 
 

@@ -276,8 +276,8 @@ class AuditSetup:
     # the shared-cluster claims (hnplan.cluster): one job stream per offered load, on each design
     cluster_traditional: str = "hgx-b200-ib-xdr"  # a catalog system (the simulation needs its failure unit)
     cluster_gpus: int = 1152  # 16 NVL72 racks = 144 servers
-    cluster_jobs: int = 10000
-    cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)
+    cluster_jobs: int = 10000  # assumption: a run long enough that the start-up transient is a small share
+    cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)  # offered loads spanning the claims' 40-92 % utilisation range
     cluster_mix: str = "default"
     cluster_seed: int = 0
 

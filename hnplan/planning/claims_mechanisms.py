@@ -135,7 +135,7 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
     nodes, with the stack choice offload=auto, without and with a 128 TB CXL pool shared by the 32 nodes (one
     x16 CXL 2.0 port of 64 GB/s per node, ~270 ns); the claim holds where the pool makes the model
     trainable or its best plan at least 5 % faster (a pool that changes nothing is not "shared memory" for
-    training)."""
+    training; the 5 % is an assumption: about the planner's own step-time uncertainty, not a seed figure)."""
     from hnplan.planning.claims_grid import standin_10t
     from hnplan.planning.training import best_plan
 
@@ -213,7 +213,8 @@ def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     (``AuditSetup.tiering_points``: 100B-class models on one or two H100 servers, the 1T model on one or
     two NVL72 racks), on a PCIe-host server (DDR) and an NVLink-C2C superchip rack (LPDDR): share of the step the offload
     transfers leave exposed after layer-by-layer prefetch behind compute. The claim holds where that share is
-    at most 5 %. SSD is not a training offload target (NVMe is a tier of inference spills only)."""
+    at most 5 % (assumption: "hides" read as within the planner's own step-time uncertainty). SSD is not a
+    training offload target (NVMe is a tier of inference spills only)."""
     from hnplan.planning.training import best_plan
 
     rows = []

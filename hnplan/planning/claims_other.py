@@ -32,7 +32,7 @@ NOT_TESTABLE = "not testable"
 # 224 x 224 image in 196 patches of 16 x 16 (ViT, Dosovitskiy et al. 2021).
 IMAGE_BYTES = 108e3
 IMAGE_TOKENS = 196
-IMAGE_READ_KIB = 128.0
+IMAGE_READ_KIB = 128.0  # assumption: a ~108 KB JPEG read whole in one request, rounded up to a 128 KiB I/O
 
 
 def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None) -> Claim:

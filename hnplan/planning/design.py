@@ -11,14 +11,21 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.cost import DesignCost, deploy_days_for, design_cost
+from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice
 from hnplan.power import design_power
-from hnplan.reliability import CHECKPOINT_MODES, ReliabilityEstimate, reliability_estimate, spare_gpus
+from hnplan.reliability import (
+    CHECKPOINT_MODES,
+    SPARE_QUANTILE,
+    ReliabilityEstimate,
+    reliability_estimate,
+    spare_gpus,
+)
 
 __all__ = [
     "CHECKPOINT_MODES",
+    "SPARE_QUANTILE",
     "ReliabilityEstimate",
     "cost_or_gap",
     "deployment_time",
@@ -108,18 +115,17 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
         "storage_kw": units.w_to_kw(pw.storage_w),
     }
     if c is None:  # no price: the costs that need it n/a, with the reason; energy and facility stand
-        deploy = kwargs.get("deploy_days")
-        part = design_cost(design, gpus, missing_price_nan=True, **kwargs)
+        part = design_cost(design, gpus, missing_price_nan=True, **kwargs)  # its defaults, not repeated here
         return {
             **power,
             **dict.fromkeys(_COST_KEYS, float("nan")),
             "network_usd": part.network_usd,
             "facility_usd": part.facility_usd,
             "energy_usd_per_year": part.energy_usd_per_year,
-            "years": kwargs.get("years") or design.facility.amortisation_years.value,
-            "utilisation": kwargs.get("utilisation", 1.0),
-            "staff_usd_per_year": kwargs.get("staff_usd_per_year", 0.0),
-            "deploy_days": deploy_days_for(design, gpus + spares) if deploy is None else deploy,
+            "years": part.years,
+            "utilisation": part.utilisation,
+            "staff_usd_per_year": part.staff_usd_per_year,
+            "deploy_days": units.s_to_days(part.deploy_s),
             "cost_note": f"n/a: {gap}",
         }
     return {

@@ -60,7 +60,9 @@ class JobClassMix(_Strict):
     gpu_milli: Distribution | None = Field(default=None, description="share of the GPU of a fractional job [milli-GPU]")
     duration_s: Distribution = Field(description="run time on an ideal allocation [s]")
     checkpoint_s: SourcedValue = Field(description="checkpoint period [s]; 0 = stateless, a negative value = never")
-    tp_gpus: PosInt = Field(default=1, description="tensor/expert-parallel group that must share a scale-up domain")
+    tp_gpus: PosInt = Field(
+        default=1, description="tensor/expert-parallel group that must share a scale-up domain [GPUs]"
+    )
 
 
 class ClusterMix(Entry):

@@ -269,7 +269,8 @@ def measurements() -> list[Measurement]:
             note="DeepSeek-R1 has the DeepSeek-V3 architecture; modelled with EP128 (2 of the 256 routed "
             "experts per NPU; the paper's EP320 over the 320 dies also holds shared-expert and redundant "
             "copies); concurrency by Little's law (1,943 tokens/s x 50 ms = 97 sequences per NPU, derived); "
-            "KV length about 4K assumed; microbatch pipelining modelled as overlap, speculative decoding not",
+            "KV length about 4K and output 1,024 tokens assumed (not stated); microbatch pipelining modelled as "
+            "overlap, speculative decoding not",
             family="CloudMatrix-Infer DeepSeek-R1",
             overlap=True,
             engine="cloudmatrix-infer",
