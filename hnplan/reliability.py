@@ -205,7 +205,7 @@ def poisson_pmf(mean: float, tail: float = 1e-12) -> np.ndarray:
     """Probabilities of 0, 1, ..., K events of a Poisson count with ``mean`` [-], K the first count whose
     upper tail is at most ``tail``: ``p_k = exp(k ln(mean) - mean - ln k!)`` (the log-space form, finite
     for large means; ``ln k! = lgamma(k + 1)``), the tail summed from the smallest terms up. Written out rather than taken from
-    ``scipy.stats``, whose import costs about 0.5 s of CPU to every command that sizes spares (issue 16);
+    ``scipy.stats``, whose import costs about 0.5 s of CPU to every command that sizes spares;
     tests compare it with ``scipy.stats.poisson``.
 
     >>> [round(float(p), 4) for p in poisson_pmf(1.0)[:3]]

@@ -254,7 +254,7 @@ def storage_usd_per_year(storage: Storage, n_units):
     )
 
 
-# -- a design's storage (issue 15) --------------------------------------------------------------
+# -- a design's storage -------------------------------------------------------------------------
 #: bytes per token of pre-tokenized text shards: Megatron-LM's indexed datasets store token ids as
 #: int32 for vocabularies above 65,500 (uint16 below; ``DType.optimal_dtype`` in
 #: megatron/core/datasets/indexed_dataset.py); every current large model's vocabulary is above

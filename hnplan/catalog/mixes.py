@@ -1,4 +1,4 @@
-"""Cluster job mixes (``data/cluster_mixes/<id>.yaml``, issue 14): read through the catalog loader's
+"""Cluster job mixes (``data/cluster_mixes/<id>.yaml``): read through the catalog loader's
 YAML reader and validated by :class:`hnplan.catalog.schemas.ClusterMix`."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 # Typer 0.2x parses with its own copy of click (``typer._click``) and older releases with click itself;
 # the classes below come from typer, so a command never imports click when typer does not use it
-# (importing click costs about 12 ms of start-up, issue 16).
+# (importing click costs about 12 ms of start-up).
 _CLICK_MODULES = ("typer._click", "click")
 
 CLI_DIR = Path(__file__).resolve().parent
@@ -147,7 +147,7 @@ class _LazyCommand(TyperCommand):
 
 class LazyGroup(TyperGroup):
     """The root command: sub-commands imported on first use, so ``hnplan train`` imports what ``train``
-    needs and not the planners of every other sub-command (issue 16). Commands registered by an eager
+    needs and not the planners of every other sub-command. Commands registered by an eager
     import still work."""
 
     def list_commands(self, ctx) -> list[str]:

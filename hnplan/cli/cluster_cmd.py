@@ -1,5 +1,5 @@
 """``hnplan cluster simulate``: a job mix or trace on a shared cluster; utilisation, fragmentation,
-queueing delay per class, JCT slowdown, goodput and preemptions (issue 14)."""
+queueing delay per class, JCT slowdown, goodput and preemptions."""
 
 from __future__ import annotations
 

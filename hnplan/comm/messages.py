@@ -125,7 +125,7 @@ def random_routing_peak(tokens_per_rank, k: int, experts: int, ep) -> np.ndarray
     >>> round(float(random_routing_peak(4096, 8, 256, 64)[0]), 4)
     1.0126
     """
-    from scipy.special import ndtri  # imported here: scipy.special costs about 0.1 s of start-up (issue 16)
+    from scipy.special import ndtri  # imported here: scipy.special costs about 0.1 s of start-up
 
     t, ep = np.broadcast_arrays(
         np.atleast_1d(np.asarray(tokens_per_rank, dtype=float)), np.atleast_1d(np.asarray(ep, dtype=float))

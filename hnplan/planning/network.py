@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # pandas and networkx are imported by the functions that build frames and graphs: `hnplan topology` and
-# `hnplan collective` need neither (networkx alone costs about 0.2 s of start-up, issue 16)
+# `hnplan collective` need neither (networkx alone costs about 0.2 s of start-up)
 
 __all__ = [
     "ALGORITHMS",

@@ -244,7 +244,7 @@ def kernel_rows(cat) -> list[Row]:
                 role, tol = "reported", None
                 note = (
                     "eager RMSNorm (fp32 upcast, several kernels): 10x the fused kernel's time on the same "
-                    "minimum bytes; the operator model times norms as fused (issue 13 part 2: a stack field)"
+                    "minimum bytes; the operator model times norms as fused (a stack field says which are fused)"
                 )
         else:
             continue

@@ -18,7 +18,7 @@ from hnplan.catalog.schemas.base import (
 from hnplan.catalog.schemas.economics import SourcedValue
 
 
-# -- cluster job mixes (issue 14) ----------------------------------------------------------------
+# -- cluster job mixes ---------------------------------------------------------------------------
 class Distribution(_Strict):
     """A discrete distribution (``values`` with ``weights``) or a log-normal (``mu``, ``sigma`` of the
     natural log of the quantity), with its source."""

@@ -101,7 +101,7 @@ class Reliability(Entry):
         description="largest fraction of the time a job's storage may spend writing its checkpoints: the "
         "checkpoint interval is at least write time / this share [fraction, 0-1]; none: 1 (back to back)",
     )
-    # -- issue 15: hot swap and deployment from the bill of materials ---------------------------
+    # -- hot swap and deployment from the bill of materials ---------------------------
     hot_swap_repair_hours: SourcedValue | None = Field(
         default=None, description="time to swap a failed card in a running node (hot swap) [h]"
     )

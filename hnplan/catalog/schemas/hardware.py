@@ -307,7 +307,7 @@ class System(Entry):
         description="delivery to production of one cluster of this design [days], a measured figure; "
         "default derived from the bill of materials (hnplan.deployment)",
     )
-    # -- storage and memory pool (issue 15) ----------------------------------------------------
+    # -- storage and memory pool ---------------------------------------------------------------
     storage: str | None = Field(
         default=None, description="storage id (data/storage/) the design's checkpoints and data loader use"
     )
@@ -319,7 +319,7 @@ class System(Entry):
         description="scale-up links cabled on site between the racks of one domain (0 when the domain "
         "is cabled in the factory: a backplane, a copper spine)",
     )
-    # -- a price of its own (issue 17): a system file outside data/ can be costed -------------------
+    # -- a price of its own : a system file outside data/ can be costed -------------------
     unit_price_usd: Positive | None = Field(
         default=None,
         description="price of one purchasable unit [USD], e.g. a quote; overrides prices.yaml "

@@ -71,7 +71,7 @@ def erlang_c(servers, offered_load):
     0.5
     """
     # scipy.special's Poisson terms (what scipy.stats.poisson evaluates), imported here: scipy.stats itself
-    # costs about 0.5 s of start-up to every importer, scipy.special about 0.1 s (issue 16)
+    # costs about 0.5 s of start-up to every importer, scipy.special about 0.1 s
     from scipy.special import gammaln, pdtr, xlogy
 
     c = np.asarray(servers, dtype=float)
