@@ -11,6 +11,7 @@ from hnplan.memory.tiers import memory_tiers
 from hnplan.planning.training import components as c
 from hnplan.planning.training import make_job, search_plans
 from hnplan.planning.training.offload import apply_offload
+from hnplan.units import DAY
 
 GB = 1e9
 
@@ -152,7 +153,9 @@ def test_size_and_time_to_train_offload_on_request(cat):
     with pytest.raises(InfeasiblePlan):
         time_to_train("llama3.1-70b", "hgx-h100-ib-ndr", 8, 1e9, 4096, 8, catalog=cat)
     r = time_to_train("llama3.1-70b", "hgx-h100-ib-ndr", 8, 1e9, 4096, 8, catalog=cat, offload="auto")
-    assert r["days"] > 0
+    # days = tokens / throughput / goodput, throughput = 8 sequences x 4,096 tokens a step
+    assert r["tokens_per_s"] == pytest.approx(8 * 4096 / r["step_time_s"], rel=1e-9)
+    assert r["days"] == pytest.approx(1e9 / r["tokens_per_s"] / r["goodput"] / DAY, rel=1e-9)
     args = ["size", "--model", "llama3.1-70b", "--tokens", "1e9", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
     out = CliRunner().invoke(app, [*args, "--seq-len", "4096", "--global-batch-tokens", "32768", "--offload", "auto"])
     assert out.exit_code == 0, out.output
