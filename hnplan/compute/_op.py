@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hnplan import units
+
 # 16-bit (bf16) activations and activation messages, the one definition every model uses
 # (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1: activations are stored in 16 bits)
-ACT_BYTES = 2.0
-GRAD_ACCUM_BYTES = 4.0  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
+ACT_BYTES = units.dtype_bytes("bf16")
+GRAD_ACCUM_BYTES = units.dtype_bytes("fp32")  # fp32 main-grad accumulation of weight gradients (Megatron-LM)
 
 
 @dataclass(slots=True)  # read-only by convention; not frozen, which makes it ~5x slower to build

@@ -51,9 +51,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from hnplan import units
 from hnplan.compute._op import ACT_BYTES, _Op
 
-LSE_BYTES = 4.0  # fp32 log-sum-exp per (sequence, head, query) ([1]_)
+LSE_BYTES = units.dtype_bytes("fp32")  # fp32 log-sum-exp per (sequence, head, query) ([1]_)
 CORRECTION_FLOPS = 3.0  # exp, multiply, add per output element of a merge (count of the formula's operations)
 
 

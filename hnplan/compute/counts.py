@@ -95,17 +95,26 @@ def _mlp_params(hidden: int, ffn: int, activation: str) -> float:
     return (3 if activation == "swiglu" else 2) * hidden * ffn
 
 
+def _mla_up_params(model: Model) -> tuple[float, float]:
+    """Weights of the MLA up-projections per layer: ``(q_up, kv_up)`` [-], ``q_up`` 0 without a query
+    latent (DeepSeek-V2 report, arXiv:2405.04434, Sec. 2.1: ``W^UQ``, and ``W^UK`` with ``W^UV``)."""
+    m = model.mla
+    q_up = (m.q_lora_rank or 0) * model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
+    return q_up, m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim)
+
+
 def _attention_params(model: Model) -> float:
     h = model.hidden
     if model.mla is not None:
         m = model.mla
         qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q_up, kv_up = _mla_up_params(model)
         if m.q_lora_rank:
-            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * model.heads * qk_dim
+            q = h * m.q_lora_rank + m.q_lora_rank + q_up
         else:
             q = h * model.heads * qk_dim
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
-        kv += m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        kv += kv_up
         o = model.heads * m.v_head_dim * h
         return q + kv + o
     d = head_dim(model)
@@ -241,9 +250,7 @@ def _selective_flops(model: Model, attn: float, modules) -> float:
     pc = param_counts(model)
     out = attn if "core_attn" in modules else 0.0
     if "mla_up_proj" in modules and model.mla is not None:
-        m = model.mla
-        q_up = (m.q_lora_rank or 0) * model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim)
-        kv_up = m.kv_lora_rank * model.heads * (m.qk_nope_head_dim + m.v_head_dim)
+        q_up, kv_up = _mla_up_params(model)
         out += 2.0 * model.layers * (q_up + kv_up)
     if "mlp" in modules:
         out += 2.0 * pc.dense_layers * pc.dense_mlp_per_layer

@@ -47,16 +47,17 @@ References
 .. [3] Open Compute Project, "OCP Microscaling Formats (MX) Specification" v1.0 (32-element blocks,
    E8M0 scales); Transformer Engine ``transformer_engine/pytorch/utils.py``
    (``is_non_tn_fp8_gemm_supported``: compute capability 10.x and 11.x, Blackwell).
-.. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
-   128 x 128 weight blocks, online scales).
 .. [4] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
    (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
+.. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
+   128 x 128 weight blocks, online scales).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hnplan import units
 from hnplan.catalog.schemas import Accelerator, StackChoices
 from hnplan.compute._op import _ew, above_one
 from hnplan.compute.counts import achievable_hbm_Bps
@@ -66,7 +67,7 @@ FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise")
 # scale bytes per element of the block-scaled recipes: one E8M0 byte per 32 elements (OCP MX v1.0);
 # one fp32 scale per 1 x 128 tile (DeepSeek-V3 Sec. 3.3.2, Transformer Engine Float8BlockScaling)
 BLOCK_SCALE_BYTES = {"mxfp8": 1.0 / 32, "blockwise": 4.0 / 128}
-BF16, FP8 = 2.0, 1.0  # bytes per element
+BF16, FP8 = units.dtype_bytes("bf16"), units.dtype_bytes("fp8")  # bytes per element
 NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module docstring)
 ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
 # GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)

@@ -47,6 +47,8 @@ def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: f
     moe = model.moe
     e_local = moe.experts / ep
     assigned = tokens * moe.active_experts
+    # an expert receives no token when all tokens x ep tokens of the EP group miss it, each with probability
+    # 1 - top-k / experts (assumption: independent uniform routing); at least one expert runs per GPU
     p_touched = 1.0 - (1.0 - moe.active_experts / moe.experts) ** (tokens * ep)
     if np.ndim(e_local) == 0 and np.ndim(p_touched) == 0:
         touched = max(e_local * p_touched, min(1.0, e_local))

@@ -72,7 +72,9 @@ def stage_layers(model: Model, pp) -> StageSplit:
         return StageSplit(per, L - (p - 1) * per, p - (-(-L // per)))
     safe = np.maximum(np.asarray(pp, dtype=np.int64), 1)
     top = int(safe.max()) if safe.size else 1
-    table = safe.size > 64 and top <= max(4 * safe.size, 4096)  # few degrees: divide once per degree
+    # few distinct degrees among many shapes: divide once per degree and look up (thresholds a speed choice,
+    # not physics: both paths give the same numbers)
+    table = safe.size > 64 and top <= max(4 * safe.size, 4096)
     p = np.arange(1, top + 1) if table else safe
     per_a = -(-L // p)
     out = (per_a, L - (p - 1) * per_a, p - (-(-L // per_a)))

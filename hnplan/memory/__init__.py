@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 # The activation tables and the training footprint work on pandas frames of plans: their modules are
 # imported on first use of one of their names, so a command that needs model states, KV caches or the
-# tiers (`hnplan reliability`, `hnplan tco`) does not import pandas (issue 16).
+# tiers (`hnplan reliability`, `hnplan tco`) does not import pandas (start-up time, benchmarks/bench_startup.py).
 _LAZY = {
     **dict.fromkeys(
         (

@@ -61,7 +61,11 @@ from hnplan.vectorise import Columns, column, distinct_values, memo, memo_batche
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
-ROUTER_BYTES = 4.0  # fp32 router probabilities (Megatron-Core MoE router computes in fp32)
+# Assumption: fp32 router scores and routing weights, as the fine-grained MoE recipes run them
+# (``--moe-router-dtype fp32``, e.g. radixark/miles scripts/models/qwen3-30B-A3B.sh @122af30);
+# Megatron-Core's default (``moe_router_dtype`` None, ``transformer_config.py``) keeps the activations'
+# dtype, 2 bytes, so for such a run this over-counts the router's small share.
+ROUTER_BYTES = 4.0
 
 
 @dataclass(frozen=True)

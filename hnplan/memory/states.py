@@ -402,7 +402,8 @@ def model_state_table(
     for z in np.unique(zero):
         check_choice("zero stage", int(z), ZERO_STAGES)
     a = accounting(recipe)
-    import pandas as pd  # imported here: `hnplan.memory` itself imports no pandas (issue 16)
+    # imported here: `hnplan.memory` itself imports no pandas (start-up time, benchmarks/bench_startup.py)
+    import pandas as pd
 
     inv, upp = pd.factorize(pp.ravel())
     inv = inv.reshape(pp.shape)

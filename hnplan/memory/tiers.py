@@ -76,6 +76,18 @@ def pool_gpus(system) -> int:
     return system.scaleup_domain_gpus
 
 
+def host_memory_bytes_per_gpu(system) -> float:
+    """One accelerator's share of its node's host memory [bytes]: ``host_memory_gb_per_node`` [GB,
+    10**9 bytes] over ``node_gpus``.
+
+    Raises
+    ------
+    TypeError
+        When the system gives no ``host_memory_gb_per_node`` (callers check it first).
+    """
+    return units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus
+
+
 def memory_tiers(design: Design) -> list[Tier]:
     """The tiers of a design per accelerator, HBM first, then by bandwidth (fastest first).
 
@@ -89,7 +101,7 @@ def memory_tiers(design: Design) -> list[Tier]:
         rest.append(
             Tier(
                 "host",
-                units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus,
+                host_memory_bytes_per_gpu(system),
                 units.GBps_to_Bps(system.host_link_GBps_per_gpu),
                 link,
             )
@@ -403,6 +415,7 @@ __all__ = [
     "SpillPlan",
     "Tier",
     "decode_step_time_s",
+    "host_memory_bytes_per_gpu",
     "memory_tiers",
     "pool_gpus",
     "TRAIN_OFFLOAD_TIERS",

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # pandas, the training footprint and the training planner are imported by the functions that use them:
-# `hnplan memory --help` lists ACCOUNTINGS and PARTS without them (issue 16)
+# `hnplan memory --help` lists ACCOUNTINGS and PARTS without them (start-up time, benchmarks/bench_startup.py)
 
 MODES = ("train", "inference")
 STATUSES = ("fits", "spills", "does-not-fit")

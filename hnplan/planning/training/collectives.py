@@ -8,6 +8,9 @@ model that adds them up is in :mod:`hnplan.planning.training.components`.
 
 References
 ----------
+.. [1] Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+   Megatron-LM", SC21, arXiv:2104.04473, Sec. 4.1 (scatter/gather of the pipeline messages across
+   the TP ranks).
 .. [2] Korthikanti et al., arXiv:2205.05198: sequence parallelism replaces each TP all-reduce with a
    reduce-scatter and an all-gather of the same total volume; full recomputation repeats the forward
    collectives.

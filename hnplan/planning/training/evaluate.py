@@ -49,7 +49,13 @@ UNITS = {
     "model_tflops_per_gpu": "TFLOP/s",
     "hardware_tflops_per_gpu": "TFLOP/s",
     "memory_per_gpu_gib": "GiB",
+    "memory_per_gpu_bytes": "bytes",
+    "model_flops_per_token": "FLOP/token",
+    "hardware_flops_per_token": "FLOP/token",
+    "offload_transfer_s": "s",
     **{f"t_{k}_s": "s" for k in BREAKDOWN},
+    **dict.fromkeys(MEMORY_PARTS, "bytes"),
+    **dict.fromkeys(("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes"), "bytes"),
 }
 
 

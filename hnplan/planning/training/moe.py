@@ -155,7 +155,8 @@ def expected_domains(experts: int, k: int, groups: int | None, groups_per_token:
     >>> round(float(expected_domains(8, 2, None, None, 4)[0]), 4)  # Mixtral on 4 nodes: 4 x (1 - C(6,2)/C(8,2))
     1.8571
     """
-    from scipy.special import comb  # imported here: scipy.special costs about 0.1 s of start-up (issue 16)
+    # imported here: scipy.special costs about 0.1 s of start-up (benchmarks/bench_startup.py)
+    from scipy.special import comb
 
     d = np.atleast_1d(np.asarray(domains, dtype=float))
     e = experts / d  # experts a domain holds

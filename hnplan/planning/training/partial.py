@@ -24,6 +24,7 @@ from hnplan.compute import training_flops_per_token
 from hnplan.errors import InputError
 from hnplan.memory.activations import layer_activation_table
 from hnplan.memory.recompute import offload_exposed_s, recomputed_share
+from hnplan.memory.tiers import host_memory_bytes_per_gpu
 from hnplan.vectorise import column
 
 
@@ -119,6 +120,5 @@ def activation_offload(job, df, layers, t_fwd_mb, t_bwd_mb, memory_cache: dict |
 
 
 def host_bytes_per_gpu(job) -> float:
-    """Host memory one GPU's share of its node holds [bytes]."""
-    s = job.system
-    return units.GB_to_bytes(s.host_memory_gb_per_node) / s.node_gpus
+    """Host memory one GPU's share of its node holds [bytes] (:func:`hnplan.memory.tiers.host_memory_bytes_per_gpu`)."""
+    return host_memory_bytes_per_gpu(job.system)
