@@ -120,6 +120,7 @@ def test_helios_keeps_gpu_jobs_that_ran(tmp_path):
     # the 16-GPU job runs on 2 nodes: 8 GPUs per node stay in one server
     assert jobs["tp"].tolist() == [1, 4, 1, 8]
     assert (jobs["gpu_milli"] == 1000).all() and set(jobs["cls"]) == {"training"}
+    # the trace records no checkpoints: training jobs get the reader's default period of one hour
     assert (jobs["checkpoint_s"] == 3600.0).all()
     done = read_helios(tmp_path / "cluster_log.csv", states=["completed"], cls="development")
     assert done["gpus"].tolist() == [1, 16] and np.isinf(done["checkpoint_s"]).all()

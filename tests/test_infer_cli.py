@@ -138,6 +138,10 @@ def test_table_says_which_power_is_rated_and_which_at_load():
     # at load the replica draws no more than rated; the facility adds the PUE (>= 1) to the IT power
     assert d["replica_power_w"] <= 1000 * d["it_power_kw"]
     assert d["facility_power_w"] >= d["replica_power_w"]
+    # one GPU of an 8-GPU server draws its eighth of the server at load, and an air-cooled HGX hall adds
+    # PUE 1.3 (data/facility.yaml pue_air)
+    assert d["replica_power_w"] == pytest.approx(d["node_power_w"] / 8, rel=1e-9)
+    assert d["facility_power_w"] == pytest.approx(1.3 * d["replica_power_w"], rel=1e-9)
     # the engine's share of the 80 GB H100 (79.11 GiB visible; vLLM's default 0.9)
     assert d["hbm_gib"] == pytest.approx(0.9 * 79.11, rel=1e-3)
     rate = runner.invoke(app, BASE + ["--qps", "20", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40"])

@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+from hnplan.units import GiB_to_bytes
 
 runner = CliRunner()
 BREAKDOWN = {"params_gib", "grads_gib", "optimizer_gib", "activations_gib", "kv_cache_gib", "overhead_gib", "total_gib"}
@@ -131,6 +132,11 @@ def test_memory_and_train_offload_agree_on_one_plan():
     assert moved["gib"] == pytest.approx(tr["memory_breakdown_gib"]["offload_host_gib"], rel=1e-12)
     assert mem["spill"]["exposed_s"] == pytest.approx(tr["breakdown_s"]["offload_exposed"], rel=1e-12)
     assert mem["spill"]["exposed_s"] > 0  # 88.4 GiB each way over PCIe (64 GB/s) outlasts the optimizer window
+    # what spills is the overflow, 167.5 - 79.11 GiB (the H100's visible HBM), moved at 64 GB/s: 1.48 s a step,
+    # of which the optimizer window hides part
+    assert moved["gib"] == pytest.approx(mem["spill"]["total_gib"] - 79.11, rel=1e-9)
+    assert moved["seconds_per_step"] == pytest.approx(GiB_to_bytes(moved["gib"]) / 64e9, rel=1e-9)
+    assert mem["spill"]["exposed_s"] < mem["spill"]["spill_time_s"] == moved["seconds_per_step"]
 
 
 def test_fp8_inference_kv_cache_as_infer_sizes_it():

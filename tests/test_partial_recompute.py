@@ -3,7 +3,6 @@ layers (Transformer Engine cpu_offload), memory and step time, by hand."""
 
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -110,9 +109,10 @@ def test_offloading_in_the_step(cat):
     _, off = _row(cat, "gb200-nvl72", 64, dict(cpu_offload_layers=40))
     assert not whole["fits"] and off["fits"]
     assert off["t_offload_exposed_s"] == 0.0 and off["step_time_s"] == pytest.approx(whole["step_time_s"])
-    assert whole["activations_bytes"] - off["activations_bytes"] > 0
     job, pcie = _row(cat, "dgx-b200-ib-ndr", 64, dict(cpu_offload_layers=40))
     a = activation_bytes_per_layer(job.model, S, 2, recompute="none", dropout=False, fp8_gemm_inputs=True)
+    # 80 layers, 40 offloaded: HBM keeps 41 (one prefetched group), so 39 layers' activations leave HBM
+    assert whole["activations_bytes"] - off["activations_bytes"] == pytest.approx(39 * a, rel=1e-12)
     copy = 40 * a / 64e9
     per_mb = pcie["t_offload_exposed_s"] / pcie["num_microbatches"]
     assert copy == pytest.approx(2.265, abs=0.001)  # 40 x 3.62 GB at 64 GB/s
@@ -163,7 +163,7 @@ def test_choices_are_checked():
     with pytest.raises(ValidationError):
         StackChoices(cpu_offload_layers=-1)
     assert StackChoices().recompute_num_layers is None and StackChoices().cpu_offload_layers == 0
-    assert np.isfinite(StackChoices(recompute_num_layers=3).recompute_num_layers)
+    assert StackChoices(recompute_num_layers=3).recompute_num_layers == 3
 
 
 @settings(max_examples=30, deadline=None)

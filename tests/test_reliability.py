@@ -147,7 +147,7 @@ def test_poisson_pmf_matches_scipy(mean):
 
 def test_async_interval_respects_the_storage(cat):
     """Llama 3.1 405B at 16,384 H100 (2,048 nodes): a 14 B/parameter checkpoint written at reliability.yaml's
-    0.65 GB/s per node takes bytes / (2,048 x 0.65e9) = 4.27 s. An async save stalls for ~10 ms, so Daly's
+    0.65 GB/s per node takes bytes / (2,048 x 0.65e9) = 4.27 s. An async save stalls for ~5 ms, so Daly's
     optimum alone is ~11 s and the storage would write 40% of the time; with checkpoints allowed 10% of the
     storage's time the interval is 4.27 / 0.1 = 42.7 s, and the estimate says the storage set it."""
     e = estimate_reliability("hgx-h100-roce-400g", 16384, "llama3.1-405b", "async", cat)
@@ -158,7 +158,11 @@ def test_async_interval_respects_the_storage(cat):
     assert e.checkpoint_interval_s == pytest.approx(write / 0.1)
     assert e.checkpoint_interval_bound == "storage"
     assert e.checkpoint_daly_interval_s == pytest.approx(daly_interval_s(e.checkpoint_stall_s, e.mtbi_s))
-    assert e.checkpoint_daly_interval_s < 15.0
+    # Daly 2006 eq. 37 (delta < 2M): sqrt(2 delta M) (1 + sqrt(delta / 2M) / 3 + delta / 18M) - delta; delta = 5.4 ms
+    # of stall, M = 3.09 h: 10.98 s
+    d, m = e.checkpoint_stall_s, e.mtbi_s
+    daly = math.sqrt(2 * d * m) * (1 + math.sqrt(d / (2 * m)) / 3 + d / (18 * m)) - d
+    assert e.checkpoint_daly_interval_s == pytest.approx(daly, rel=1e-9) and daly == pytest.approx(10.98, abs=0.01)
     # a synchronous save stalls for the whole write: Daly's optimum (~300 s) is longer and sets the interval
     s = estimate_reliability("hgx-h100-roce-400g", 16384, "llama3.1-405b", "sync", cat)
     assert s.checkpoint_interval_bound == "daly" and s.checkpoint_interval_s == s.checkpoint_daly_interval_s

@@ -101,7 +101,9 @@ def test_imbalance_scales_the_routed_experts_only(cat):
     # and the all-to-all of the busiest rank carries 1.5 x the bytes
     t1 = moe.ep_comm_per_microbatch(jobs[1.0], df, np.array([1]))[0]
     t15 = moe.ep_comm_per_microbatch(jobs[1.5], df, np.array([1]))[0]
-    assert t15 > 1.3 * t1
+    # the all-to-all is bandwidth-bound (the per-peer latency is 0.6 % of it), so its
+    # time grows as its bytes: 1.5 x, less the fixed latency share (1.497 x here)
+    assert t15 == pytest.approx(1.5 * t1, rel=0.005) and t15 < 1.5 * t1
 
 
 @pytest.mark.parametrize("ep", [8, 16, 32, 64])
