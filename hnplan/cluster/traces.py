@@ -121,7 +121,7 @@ def read_helios(
         README "Schema and Description"): ``gpu_num`` [GPU], ``node_num``, ``state``, ``submit_time``
         (``YYYY-MM-DD HH:MM:SS``), ``duration`` [s].
     checkpoint_s : float
-        Checkpoint period of the jobs [s] (the trace has none).
+        Checkpoint period of the jobs [s] (the trace has none); default one hour (assumption, as read_openb).
     states : iterable of str, optional
         End states kept (default all of :data:`TERMINAL_STATES`; ``None`` keeps every row).
     cls : str
@@ -159,7 +159,8 @@ def read_acme(
         CSV with at least the columns :data:`ACME_COLUMNS` (github.com/InternLM/AcmeTrace, README
         "Job Trace"): those of Helios plus the workload ``type``.
     checkpoint_s : float
-        Checkpoint period of training and fine-tuning jobs [s] (the trace has none).
+        Checkpoint period of training and fine-tuning jobs [s] (the trace has none); default one hour
+        (assumption, as read_openb).
     states : iterable of str, optional
         End states kept (default all of :data:`TERMINAL_STATES`; ``None`` keeps every row).
 
@@ -212,7 +213,7 @@ def read_philly(
         each with ``status``, ``jobid``, ``submitted_time`` and ``attempts`` (``start_time``,
         ``end_time`` and ``detail``, a list of servers with their ``gpus``), as in that README.
     checkpoint_s : float
-        Checkpoint period of the jobs [s] (the trace has none).
+        Checkpoint period of the jobs [s] (the trace has none); default one hour (assumption, as read_openb).
     states : iterable of str, optional
         Statuses kept (default all of :data:`PHILLY_STATES`; ``None`` keeps every job).
     cls : str
