@@ -48,6 +48,9 @@ def test_training_job_times_kernels_sustained_and_keeps_the_datasheet_peak_for_m
     job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 128, "fp8", CAT, stack="megatron-bridge-2511")
     assert job.kernel_acc.dense_tflops["fp8"] == pytest.approx(4500.0 * 0.853)
     assert job.acc.dense_tflops["fp8"] == 4500.0
+    assert job.provenance["kernel_clock"] == (
+        "accelerator b200: 0.853 of the short-run compute rate at its power-limited clock (measured)"
+    )
     df = search_plans(
         "llama3.1-8b",
         "dgx-b200-ib-ndr",
@@ -71,3 +74,4 @@ def test_stack_measured_in_training_keeps_its_own_efficiency():
     st = st.model_copy(update={"matmul_efficiency": {"b200": {"bf16": 0.6, "fp8": 0.6}}})
     job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 128, "fp8", CAT, stack=st)
     assert job.kernel_acc is job.acc and job.acc.dense_tflops["fp8"] == 4500.0
+    assert job.provenance["kernel_clock"] == "the stack's in-training GEMM efficiency (its clock included)"
