@@ -16,14 +16,13 @@ def test_b200_fraction_is_the_flashinfer_measurement():
     assert CAT.accelerator("b200").sustained_compute_fraction == pytest.approx(1237 / 1450, abs=5e-4)
 
 
-def test_gb200_fraction_follows_its_stated_derivation():
-    # B200: SM clock 1,965 -> 1,580 MHz at 1,000 W, throughput 1,450 -> 1,237 TFLOP/s; the share of the
-    # clock's fall reaching the throughput: (1 - 1237/1450) / (1 - 1580/1965) = 0.7497.
-    share = (1 - 1237 / 1450) / (1 - 1580 / 1965)
-    # GB200 at 1,200 W: P ~ f^3, so the sustained clock is 1580 x 1.2^(1/3) = 1,679.0 MHz of the same boost
-    clock = 1580 * 1.2 ** (1 / 3) / 1965
-    assert clock == pytest.approx(0.8545, abs=1e-4)
-    assert CAT.accelerator("gb200").sustained_compute_fraction == pytest.approx(1 - share * (1 - clock), abs=5e-4)
+def test_gb200_carries_the_b200_fraction():
+    # same die; no GB200 measurement: the B200's 0.853 (the larger 0.891 of a cube-root power scaling would
+    # predict Megatron-Bridge's same-plan Llama 3 8B GB200 / B200 ratio at 1.10x against 1.03x measured)
+    share = (1 - 1237 / 1450) / (1 - 1580 / 1965)  # the clock's fall reaching the throughput on the B200
+    cube_root = 1 - share * (1 - 1580 * 1.2 ** (1 / 3) / 1965)
+    assert cube_root == pytest.approx(0.891, abs=5e-4)  # the alternative the catalog's assumption weighs
+    assert CAT.accelerator("gb200").sustained_compute_fraction == CAT.accelerator("b200").sustained_compute_fraction
 
 
 def test_sustained_accelerator_scales_the_peaks_only():
