@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hnplan import units
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.procurement import (
     best_mix,
@@ -26,7 +27,7 @@ def case(cat):
 
 def test_evaluate_time_to_train_is_tokens_over_goodput_throughput(cat, case):
     r = evaluate(case, cat)
-    assert r["days_to_train"] == pytest.approx(1e11 / (case.tokens_per_s * r["goodput"]) / 86400)
+    assert r["days_to_train"] == pytest.approx(1e11 / (case.tokens_per_s * r["goodput"]) / units.DAY)
     assert r["run_usd"] == pytest.approx(r["usd_per_gpu_hour"] * 64 * r["days_to_train"] * 24)
     with pytest.raises(InputError, match="unknown what-if"):
         evaluate(case, cat, price=1)
