@@ -42,7 +42,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.design import Design
-from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
+from hnplan.compute import achievable_hbm_Bps
 from hnplan.errors import check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 
@@ -383,26 +383,6 @@ def spill_plan(
     return SpillPlan(status, hbm, mem.total_bytes, spills, max(0.0, excess), compute_time_s)
 
 
-def training_compute_time_s(
-    model,
-    acc,
-    seq_len: int,
-    microbatch: int,
-    num_microbatches: int,
-    tp: int = 1,
-    pp: int = 1,
-    cp: int = 1,
-    recompute: str = "none",
-    dtype: str = "bf16",
-) -> float:
-    """Compute time of one training step on one accelerator at the achievable GEMM rate [s]: hardware
-    FLOPs per token (recomputation included) x ``microbatch x num_microbatches x seq_len`` tokens per
-    data-parallel replica, shared by its ``tp x pp x cp`` accelerators. The time spilled transfers can
-    hide behind."""
-    f = training_flops_per_token(model, seq_len, recompute).hardware
-    return f * microbatch * num_microbatches * seq_len / (tp * pp * cp) / achievable_flops_per_s(acc, dtype)
-
-
 def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
     """Time of one memory-bound decode step: weights and KV cache read once from HBM at the achievable
     bandwidth [s] (the compute a spilled KV cache must hide behind)."""
@@ -423,6 +403,5 @@ __all__ = [
     "offload_tiers",
     "spill_plan",
     "tier_latency_s",
-    "training_compute_time_s",
     "training_offload",
 ]
