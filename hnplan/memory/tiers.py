@@ -77,15 +77,15 @@ def pool_gpus(system) -> int:
 
 
 def host_memory_bytes_per_gpu(system) -> float:
-    """One accelerator's share of its node's host memory [bytes]: ``host_memory_gb_per_node`` [GB,
-    10**9 bytes] over ``node_gpus``.
+    """One accelerator's share of its node's host memory [bytes]: ``host_memory_gib_per_node`` [GiB,
+    2**30 bytes] over ``node_gpus``.
 
     Raises
     ------
     TypeError
-        When the system gives no ``host_memory_gb_per_node`` (callers check it first).
+        When the system gives no ``host_memory_gib_per_node`` (callers check it first).
     """
-    return units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus
+    return units.GiB_to_bytes(system.host_memory_gib_per_node) / system.node_gpus
 
 
 def memory_tiers(design: Design) -> list[Tier]:
@@ -96,7 +96,7 @@ def memory_tiers(design: Design) -> list[Tier]:
     system, acc = design.system, design.accelerator
     out = [Tier("hbm", hbm_capacity_bytes(acc), units.TBps_to_Bps(acc.hbm_bw_TBps), "on package")]
     rest = []
-    if system.host_memory_gb_per_node and system.host_link_GBps_per_gpu:
+    if system.host_memory_gib_per_node and system.host_link_GBps_per_gpu:
         link = {"pcie": "PCIe", "nvlink-c2c": "NVLink-C2C"}[system.host_link_kind]
         rest.append(
             Tier(
