@@ -1,0 +1,67 @@
+"""Context parallelism as Llama 3 ran it (arXiv:2407.21783 Sec. 3.3.2): K and V all-gathered over the CP
+group before one attention kernel of the rank's load-balanced query chunks, the all-gather exposed; the
+stack choice ``cp_algorithm="allgather"`` (hnplan.compute.layer_ops, hnplan.planning.training.collectives)."""
+
+import pytest
+
+from hnplan.catalog.schemas import StackChoices
+from hnplan.compute.operators import operator_table
+from hnplan.planning.training import ParallelPlan, estimate_training_step
+from hnplan.planning.training.collectives import collective_s
+from hnplan.planning.training.evaluate import make_job
+
+# Llama 3.1 405B at TP 8: 128 / 8 = 16 query heads, 8 / 8 = 1 KV head of 128 per rank
+HQ, D = 16, 128
+ALLGATHER = StackChoices(cp_algorithm="allgather")
+
+
+def test_the_llama3_stack_gathers_kv(cat):
+    assert cat.stack("llama3-meta").cp_algorithm == "allgather"
+    assert cat.stack("megatron-core").cp_algorithm == "p2p_ring"
+
+
+def test_allgather_attention_is_one_causal_kernel_of_the_ranks_queries_over_all_keys(cat):
+    # 131,072 tokens over CP 16: the rank's 2 chunks of c = 4,096 queries (8,192) meet the gathered keys in
+    # one kernel; executed FLOPs 2 b h (s/cp) s 2d x 1/2 = the causal total over cp, as the ring executes
+    m, acc = cat.model("llama3.1-405b"), cat.accelerator("h100-sxm")
+    s, cp = 131072, 16
+    t = operator_table(m, acc, "train", 1, s, tp=8, cp=cp, stack=ALLGATHER)
+    attn = t[(t["scope"] == "dense-layer") & t["name"].str.startswith(("attention", "attn_cp"))]
+    assert sorted(set(attn["name"])) == ["attention"]  # no ring steps, no output / LSE corrections
+    fwd = attn[attn["phase"] == "fwd"]
+    assert (fwd["m"].iloc[0], fwd["n"].iloc[0]) == (8192, 131072)
+    want = 2.0 * HQ * (s / cp) * s * 2 * D * 0.5
+    assert want == 4_398_046_511_104.0
+    assert fwd["flops"].sum() == pytest.approx(want, rel=1e-12)
+    ring = operator_table(m, acc, "train", 1, s, tp=8, cp=cp)
+    ring_attn = ring[(ring["scope"] == "dense-layer") & (ring["kind"] == "attention") & (ring["phase"] == "fwd")]
+    assert ring_attn["flops"].sum() == pytest.approx(want, rel=1e-12)  # the same work, cut differently
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_allgather_exposes_two_gathers_and_a_reduce_scatter_a_layer(cat, recompute):
+    # CP 16 at stride TP 8 on HGX H100: one GPU in each of 16 servers. The gathered K/V of a 131,072-token
+    # micro-batch: 131,072 x (K, V) x 1 head x 128 x 2 bytes = 64 MiB; forward all-gather, backward all-gather
+    # again and reduce-scatter of dK/dV, all exposed; full recomputation gathers once more
+    s = 131072
+    gathered = s * 2 * 1 * D * 2.0
+    assert gathered == 64 * 2**20
+    job = make_job("llama3.1-405b", "hgx-h100-roce-400g", 128, s, 16, catalog=cat)
+    ag = collective_s(job, "allgather", gathered, [16], [8])[0]
+    rs = collective_s(job, "reducescatter", gathered, [16], [8])[0]
+    # ~ 64 MiB x 15/16 over one 400 Gb/s NIC a GPU: above a millisecond each
+    assert 1e-3 < ag < 3e-3 and 1e-3 < rs < 3e-3
+    plan = ParallelPlan(tp=8, pp=1, dp=1, cp=16, recompute=recompute)
+    est = estimate_training_step(
+        cat.model("llama3.1-405b"),
+        "hgx-h100-roce-400g",
+        128,
+        plan,
+        s,
+        1,
+        catalog=cat,
+        overrides={"cp_algorithm": "allgather"},
+    )
+    per_layer = est.breakdown_s["cp_comm_exposed"] / (est.num_microbatches * cat.model("llama3.1-405b").layers)
+    n_ag = 3 if recompute == "full" else 2
+    assert per_layer == pytest.approx(n_ag * ag + rs, rel=1e-12)
