@@ -2,12 +2,15 @@
 group before one attention kernel of the rank's load-balanced query chunks, the all-gather exposed; the
 stack choice ``cp_algorithm="allgather"`` (hnplan.compute.layer_ops, hnplan.planning.training.collectives)."""
 
+import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hnplan.catalog.schemas import StackChoices
 from hnplan.compute.operators import operator_table
 from hnplan.planning.training import ParallelPlan, estimate_training_step
-from hnplan.planning.training.collectives import collective_s
+from hnplan.planning.training.collectives import collective_s, cp_comm_per_layer
 from hnplan.planning.training.evaluate import make_job
 
 # Llama 3.1 405B at TP 8: 128 / 8 = 16 query heads, 8 / 8 = 1 KV head of 128 per rank
@@ -65,3 +68,20 @@ def test_allgather_exposes_two_gathers_and_a_reduce_scatter_a_layer(cat, recompu
     per_layer = est.breakdown_s["cp_comm_exposed"] / (est.num_microbatches * cat.model("llama3.1-405b").layers)
     n_ag = 3 if recompute == "full" else 2
     assert per_layer == pytest.approx(n_ag * ag + rs, rel=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cp=st.sampled_from([2, 4, 8, 16]), k=st.integers(1, 8), mb=st.integers(1, 2))
+def test_gathered_kv_costs_grow_with_the_sequence_and_never_hide(cat, cp, k, mb):
+    # the exposed gather of one layer grows with the tokens gathered (s = 8,192 k), and an all-gather never
+    # costs less than the P2P ring's exposed exchange, which hides behind the ring's kernels
+    def exposed(seq, algorithm):
+        job = make_job("llama3.1-405b", "hgx-h100-ib-ndr", 16 * cp, seq, 16, catalog=cat, overrides=algorithm)
+        plans = pd.DataFrame(dict(tp=[8], cp=[cp], microbatch_size=[mb], recompute=["none"]))
+        return float(cp_comm_per_layer(job, plans)[0])
+
+    ag = {"cp_algorithm": "allgather"}
+    s = 8192 * k
+    assert exposed(s, ag) > 0.0
+    assert exposed(2 * s, ag) > exposed(s, ag)
+    assert exposed(s, ag) >= exposed(s, None)
