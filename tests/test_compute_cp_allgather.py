@@ -2,6 +2,8 @@
 group before one attention kernel of the rank's load-balanced query chunks, the all-gather exposed; the
 stack choice ``cp_algorithm="allgather"`` (hnplan.compute.layer_ops, hnplan.planning.training.collectives)."""
 
+import json
+
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -85,3 +87,25 @@ def test_gathered_kv_costs_grow_with_the_sequence_and_never_hide(cat, cp, k, mb)
     assert exposed(s, ag) > 0.0
     assert exposed(2 * s, ag) > exposed(s, ag)
     assert exposed(s, ag) >= exposed(s, None)
+
+
+def test_the_train_command_takes_the_cp_algorithm():
+    # Llama 3.1 70B, 131,072 tokens over CP 16 at TP 8 (one GPU in each of 16 HGX servers): the flag overrides the
+    # stack, JSON says so, and the gathered K/V shows where the ring hid its exchange; a typo exits 2 in one line
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    base = "train --model llama3.1-70b --system hgx-h100-ib-ndr --gpus 128 --seq-len 131072 --global-batch-size 16"
+    base += " --tp 8 --pp 1 --dp 1 --cp 16 --microbatch-size 1 --virtual-stages 1 --recompute full --zero 1 --json"
+    runner = CliRunner()
+    ring = json.loads(runner.invoke(app, base.split()).stdout)
+    ag = json.loads(runner.invoke(app, base.split() + ["--cp-algorithm", "allgather"]).stdout)
+    assert ring["stack"]["overlap"]["cp_algorithm"] == "p2p_ring"
+    assert (ag["stack"]["overlap"]["cp_algorithm"], ag["stack"]["provenance"]["cp_algorithm"]) == (
+        "allgather",
+        "override",
+    )
+    assert ring["breakdown_s"]["cp_comm_exposed"] == 0.0 < ag["breakdown_s"]["cp_comm_exposed"]
+    bad = runner.invoke(app, base.split() + ["--cp-algorithm", "allgathr"])
+    assert bad.exit_code == 2 and "'p2p_ring' or 'allgather'" in bad.output and "Traceback" not in bad.output
