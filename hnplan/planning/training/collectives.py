@@ -136,7 +136,7 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
 
     With the stack's ``cp_algorithm="allgather"`` (Llama 3, [7]_) the forward all-gathers the layer's K/V
     over the CP group (the nccl-tests size is the gathered ``b s`` tokens' K and V) before its attention
-    kernel, exposed on the critical path ([7]_: "the all-gather communication latency is exposed"); the
+    kernel, its latency exposed on the critical path ([7]_); the
     backward gathers K/V again and reduce-scatters dK/dV (the same size), both exposed: ``t = AG (1 +
     again) + AG + RS``. That the backward re-gathers rather than keeps the gathered K/V is an assumption
     (the paper does not say; keeping them would hold ``cp`` times the rank's K/V per layer in memory).
