@@ -329,7 +329,9 @@ class SoftwareStack(Entry, StackChoices):
 
     ``matmul_efficiency`` replaces an accelerator's catalog value (a GEMM micro-benchmark) when a
     published in-training measurement with this stack exists; accelerators it does not list keep
-    their own.
+    their own. ``attention_efficiency`` does the same for the attention law's per-pass ceilings
+    (``Accelerator.attention_efficiency``) where the stack's attention kernel is an older or slower
+    one than the kernels the catalog's law was fitted on.
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -350,7 +352,13 @@ class SoftwareStack(Entry, StackChoices):
         "(calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
+    attention_efficiency: dict[str, dict[Literal["fwd", "bwd"], Fraction]] | None = Field(
+        default=None,
+        description="accelerator id -> pass -> ceiling of the attention law with this stack's attention kernel "
+        "[fraction of the bf16 dense peak]; replaces the accelerator's (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency")
 
 
 class ServingEngine(Entry):
