@@ -270,7 +270,11 @@ class System(Entry):
         description="accelerators per rack, averaged over compute and in-domain network racks"
     )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
-    host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
+    host_memory_gib_per_node: Positive | None = Field(
+        default=None,
+        description="host DDR/LPDDR per node [GiB, 2**30 bytes]: datasheets' 'TB'/'GB' of DRAM are binary "
+        "(JEDEC JESD100B.01), so a '2 TB' server of 32 x 64 GB DIMMs holds 2,048 GiB",
+    )
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
     )
