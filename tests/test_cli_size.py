@@ -54,11 +54,23 @@ def test_size_fixed_gpus_json():
 
 
 @pytest.mark.parametrize(
-    "extra,needle", [([], "exactly one of"), (["--gpus", "8", "--deadline-days", "3"], "exactly one of")]
+    "extra,needle",
+    [
+        ([], "exactly one of"),
+        (["--gpus", "8", "--deadline-days", "3"], "exactly one of"),
+        # a mistyped checkpoint mode was read per design and made every design "infeasible" (exit 3)
+        (["--gpus", "8", "--checkpoint", "asyn"], "--checkpoint must be one of sync, async; got 'asyn'"),
+        (["--deadline-days", "0"], "--deadline-days must be > 0; got 0"),
+    ],
 )
 def test_size_errors(extra, needle):
     res = runner.invoke(app, [*SIZE, *extra])
     assert res.exit_code == 2 and needle in res.stderr
+
+
+def test_size_names_a_design_once():
+    res = runner.invoke(app, [*SIZE, "--system", "hgx-h100-ib-ndr", "--gpus", "64"])
+    assert [r["system"] for r in json.loads(res.stdout)["results"]] == ["hgx-h100-ib-ndr", "gb200-nvl72"]
 
 
 def test_train_top_k_lists_ranked_plans():

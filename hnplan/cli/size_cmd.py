@@ -58,14 +58,19 @@ def size(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog.checks import check_refs
     from hnplan.planning.sizing import size_table
+    from hnplan.reliability import CHECKPOINT_MODES
 
+    systems = list(dict.fromkeys(systems))  # a design named twice is sized once
     with handle_errors():
         refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
+        check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)  # before any search, not per design
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
+        if deadline_days is not None and not deadline_days > 0:
+            raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
