@@ -57,8 +57,8 @@ def size(
     no valid plan are skipped and listed."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog.checks import check_refs
-    from hnplan.planning.sizing import size_table
     from hnplan.planning.design import CHECKPOINT_MODES
+    from hnplan.planning.sizing import size_table
 
     systems = list(dict.fromkeys(systems))  # a design named twice is sized once
     with handle_errors():
