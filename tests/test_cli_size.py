@@ -263,3 +263,15 @@ def test_size_plans_with_the_stack_it_is_given():
     assert days["megatron-lm-2021"] > days["megatron-core"]
     res = runner.invoke(app, [*base, "--stack", "megatron-cor"])
     assert res.exit_code == 2 and "nearest: megatron-core" in res.stdout
+
+
+def test_size_on_racks_of_72_names_the_batch_that_divides():
+    # every count of an NVL72 has the factor 9; a power-of-two batch leaves it to PP 9, which empties a stage
+    # of the 8B's 32 layers: "try a GPU count with more factors of two" could not be followed
+    args = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "gb200-nvl72", "--seq-len", "8192"]
+    res = runner.invoke(app, [*args, "--global-batch-tokens", "16Mi", "--deadline-days", "10"])
+    msg = " ".join(res.stderr.split())
+    assert res.exit_code == 3 and "every count of gb200-nvl72 has the factor 9 (units of 72 GPUs)" in msg
+    assert "such as 2,088 sequences (a multiple of 72)" in msg or "such as 2,160 sequences (a multiple of 144)" in msg
+    ok = runner.invoke(app, [*args, "--global-batch-tokens", str(2160 * 8192), "--deadline-days", "10", "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["results"][0]["gpus"] % 72 == 0
