@@ -61,6 +61,7 @@ def test_size_fixed_gpus_json():
         # a mistyped checkpoint mode was read per design and made every design "infeasible" (exit 3)
         (["--gpus", "8", "--checkpoint", "asyn"], "--checkpoint must be one of sync, async; got 'asyn'"),
         (["--deadline-days", "0"], "--deadline-days must be > 0; got 0"),
+        (["--gpus", "8", "--tokens", "1M"], "--tokens 1M is less than one step of --global-batch-tokens 1,179,648"),
     ],
 )
 def test_size_errors(extra, needle):

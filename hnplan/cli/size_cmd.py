@@ -71,6 +71,10 @@ def size(
             raise InputError("give exactly one of --deadline-days and --gpus")
         if deadline_days is not None and not deadline_days > 0:
             raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
+        if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
+            raise InputError(
+                f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"
+            )
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -125,14 +129,14 @@ def size(
                 t.add_row(r["system"], *["-"] * (len(cols) + 1), r.get("status", ""))
                 continue
             p = r["parallel"]
-            slack = (f"{r['slack_days']:.1f}" if "slack_days" in r else "-",) if sizing else ()
+            slack = (_amount(r["slack_days"], 1) if "slack_days" in r else "-",) if sizing else ()
             t.add_row(
                 r["system"],
                 f"{int(r['gpus']):,}",
-                f"{r['days']:.1f}",
+                _amount(r["days"], 1),
                 *slack,
-                f"{r['gpu_hours']:,.0f}",
-                f"{r['energy_mwh']:,.0f}",
+                _amount(r["gpu_hours"], 0),
+                _amount(r["energy_mwh"], 0),
                 f"{r['mfu']:.1%}",
                 f"{r['goodput']:.2%}" if goodput else "off",
                 f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
@@ -143,6 +147,16 @@ def size(
         console.print(t)
         for line in notes:
             console.print(line, highlight=False, markup=False)
+
+
+def _amount(x: float, decimals: int) -> str:
+    """``x`` with thousands separators and ``decimals`` decimals, or two significant digits where that
+    would print 0 (a job of a few tokens is not 0 days).
+
+    >>> _amount(7393882812441706496.0, 1), _amount(0.00042, 1), _amount(11357.4, 0), _amount(0.0, 1)
+    ('7,393,882,812,441,706,496.0', '0.00042', '11,357', '0.0')
+    """
+    return f"{x:.2g}" if 0 < abs(x) < 0.5 * 10**-decimals else f"{x:,.{decimals}f}"
 
 
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
