@@ -53,12 +53,16 @@ def show(
     with handle_errors():
         cat = load_catalog()
         kinds = [kind] if kind else list(KINDS)
-        found = []
+        found, errors = [], []
         for k in kinds:
             try:
                 found.append((k, cat.get(k, ref)))
-            except CatalogError:
-                continue
+            except CatalogError as exc:
+                errors.append(exc)
+        if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
+            # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
+            # e.g. a model file with one bad field, not "no catalog entry" for every kind
+            raise min(errors, key=lambda e: str(e).count("field "))
         if not found:
             # re-raise the most helpful error: an unknown id with suggestions across kinds
             sugg = []
