@@ -86,6 +86,8 @@ def test_scoring_mode_keys():
             "at most one of --batch and --qps",
         ),
         (["--qps", "3"], 2, "--qps needs --ttft-slo-ms and --tpot-slo-ms"),
+        (["--qps", "0", "--ttft-slo-ms", "100", "--tpot-slo-ms", "50"], 2, "--qps must be > 0; got 0"),
+        (["--qps", "1", "--ttft-slo-ms", "100", "--tpot-slo-ms", "0"], 2, "--tpot-slo-ms must be > 0; got 0"),
         (["--batch", "100000"], 3, "exceeds"),
         (["--qps", "100", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 3, "no configuration"),
         # a rate no single fabric serves: exit 3 naming the fabric's limit (was exit 2 from the costing's
