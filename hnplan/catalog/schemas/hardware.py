@@ -84,6 +84,11 @@ class Accelerator(Entry):
         description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
         "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)",
     )
+    gemm_output_exposed: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None,
+        description="share of a GEMM's output write that is not hidden behind its K loop [-]: 1 when every "
+        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0",
+    )
     host_dispatch_us: NonNegative | None = Field(
         default=None,
         description="host time per operator call from an eager framework; back-to-back calls run no "
