@@ -63,6 +63,16 @@ def _write(tmp_path, spec, name="spec.yaml"):
         ({"axes": {**TINY["axes"], "model": ["llama3.1-8b", 8]}}, "axes.model[1]: expected an id (a string), got 8"),
         ({"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-8bb"]}}, "axes.model[1]: unknown model id"),
         ({"fixed": {**TINY["fixed"], "system": "hgx-h100"}}, "fixed.system: unknown system id 'hgx-h100'; nearest"),
+        ({"axes": {**TINY["axes"], "years": [5, 0]}}, "axes.years[1]: years must be > 0; got 0"),
+        (
+            {
+                "axes": {
+                    **TINY["axes"],
+                    "electricity_usd_per_kwh": {"distribution": "uniform", "low": -0.1, "high": 0.1},
+                }
+            },
+            "axes.electricity_usd_per_kwh: electricity_usd_per_kwh must be >= 0; got -0.1",
+        ),
     ],
 )
 def test_bad_spec_names_file_and_field(tmp_path, change, needle):

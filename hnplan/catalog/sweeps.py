@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
-from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict
+from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.errors import CatalogError
 
@@ -108,6 +108,10 @@ class SweepSpec(_Strict):
             if isinstance(axis, Distribution):
                 if name in PLAN_AXES:
                     raise ValueError(f"axes.{name}: a planner input is discrete; give a list of values")
+                for bound in (axis.low, axis.high):  # a draw outside the input's range has no meaning
+                    problem = None if bound is None else whatif_range_problem(name, bound)
+                    if problem:
+                        raise ValueError(f"axes.{name}: {problem}")
                 if self.sampling == "grid":
                     raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
@@ -153,6 +157,8 @@ def _value_problem(name: str, value) -> str | None:
         return f"expected a whole number >= 1, got {value!r}"
     if name == "tokens" and not value > 0:
         return f"expected a number > 0, got {value!r}"
+    if name in WHATIF_INPUTS:
+        return whatif_range_problem(name, float(value))
     return None
 
 
