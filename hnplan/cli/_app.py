@@ -314,21 +314,30 @@ def check_finite(ctx) -> None:
 
 
 def name_option(ctx, text: str) -> str:
-    """A planner's ``recompute must be one of ...; got 'foo'`` as the flag the user typed
-    (``--recompute must be one of ...``) when the running command has that option and it holds the
-    refused value; any other message unchanged.
+    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
+    the user typed (``--recompute must be one of ...``) when the running command has that option and it
+    holds the refused value; any other message unchanged.
 
     >>> from types import SimpleNamespace as NS
     >>> option = NS(name="recompute", opts=["--recompute"])
     >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
     >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
     "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
+    >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
+    "--seq-len 200000 exceeds the model's maximum sequence length 131072"
     """
-    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
-    if ctx is None or m is None:
+    if ctx is None:
         return text
-    name = m.group(1).replace(" ", "_")
-    if name not in ctx.params or repr(ctx.params[name]) != m.group(2):
+    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
+    if m is not None:
+        name, given = m.group(1).replace(" ", "_"), m.group(2)
+    else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
+        m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
+        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
+            return text
+        name, given = m.group(1), repr(ctx.params[m.group(1)])
+    if name not in ctx.params or repr(ctx.params[name]) != given:
         return text
     flag = _option_name(ctx, name)
     return text if flag == name else flag + text[len(m.group(1)) :]
