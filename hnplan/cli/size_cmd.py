@@ -56,6 +56,7 @@ def size(
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.planning.sizing import size_table
@@ -124,6 +125,8 @@ def size(
         for col in (*cols, "MFU", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
+        cat = load_catalog()
+        units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:
             if r.get("status") != "ok":
                 t.add_row(r["system"], *["-"] * (len(cols) + 1), r.get("status", ""))
@@ -144,6 +147,13 @@ def size(
             notes += _skipped_lines(r["system"], r.get("skipped", []))
             if r.get("batch_note"):
                 notes.append(f"{r['system']}: {r['batch_note']}")
+            unit = units_of.get(r["system"], 1)
+            if int(r["gpus"]) % unit:  # --gpus that are not whole racks or servers: what is bought
+                bought = -(-int(r["gpus"]) // unit)
+                notes.append(
+                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought * unit:,} bought "
+                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}); GPU-hours and energy count the job's GPUs"
+                )
         console.print(t)
         for line in notes:
             console.print(line, highlight=False, markup=False)
