@@ -42,10 +42,10 @@ inr                 in-network reduction. In a domain whose switches reduce (NVL
                     ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency; 0.85 for
                     CollNet on Hopper and later); only where the system enables it
                     (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``).
-                    NVLS + tree (NCCL's NVLS_TREE, [6]_): the same thread block reduces a head's
-                    share through the switch, hands it to the NIC, takes the other domains' sum
-                    back and multicasts it, so the stages pipeline no faster than one head's
-                    block: busbw at most ``h c_D`` for h heads (GPUs paired with a NIC,
+                    NVLS + tree (NCCL's NVLS_TREE, [6]_): the warps of the same thread blocks
+                    reduce a head's share through the switch, hand it to the NIC, take the other
+                    domains' sum back and multicast it, so the stages pipeline no faster than
+                    those warps: busbw at most ``h c_D`` for h heads (GPUs paired with a NIC,
                     ``GroupPlacement.inr_heads``) and c_D the fabric's
                     ``inr_tree_head_busbw_GBps`` (two domains, three or more; NCCL's
                     perChMaxNVLSTreeBws), i.e. ``t >= 2(p-1)/p S / (h c_D)``

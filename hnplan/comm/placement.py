@@ -47,7 +47,8 @@ class GroupPlacement:
     inr_heads : int, optional
         Heads of an in-network-reduction + tree all-reduce in each domain: the group's GPUs paired with a
         NIC of their own, ``min(q, 32, NICs serving the q ranks, n_ring)`` (NCCL's NVLS graph pairs GPUs
-        with NICs, at most NCCL_MAX_NVLS_ARITY = 32: src/graph/search.cc, src/include/device.h); None: q.
+        with NICs, at most NCCL_MAX_NVLS_ARITY = 32: src/graph/search.cc, src/include/device.h); None:
+        ``min(q, 32)``.
     """
 
     size: int
