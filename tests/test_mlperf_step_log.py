@@ -46,6 +46,9 @@ def test_parse_hand_derived():
     assert log.timed == [2.0, 2.5, 2.4]
     assert log.host_gap == pytest.approx([0.1])
     assert log.block == pytest.approx([2.5])
+    # NeMo 2's record (v5.x logs) names the step train_step_time; its block_start has no epoch_count
+    nemo2 = [_line(0, "block_start"), _line(500, "tracked_stats", {"train_step_time": 14.2, "reduced_train_loss": 7.7})]
+    assert t.parse(nemo2, 2048) == t.StepLog([14.2], [], [])
 
 
 def _timing():

@@ -1,7 +1,7 @@
 """Per-step timing of an MLPerf Training NeMo result log: the device step, the host time between steps, drift.
 
 NeMo's MLPerf callbacks log two clocks per training step in the MLLOG lines of ``result_*.txt``:
-``tracked_stats`` records ``{"train_step_timing in s": t}`` (the step as NeMo's timer measures it: forward,
+``tracked_stats`` records ``{"train_step_timing in s": t}`` (NeMo 2: ``train_step_time``; the step as NeMo's timer measures it: forward,
 backward and optimizer step), each stamped with the wall clock ``time_ms`` at which it was logged. The wall
 time between two consecutive training records less the later one's timed step is the host time between
 steps (data loader, callbacks, logging), which a per-GPU work model does not contain. The MLPerf
@@ -21,7 +21,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 
-TIMED_KEY = "train_step_timing in s"
+TIMED_KEYS = ("train_step_timing in s", "train_step_time")  # NeMo 1 (v4.x logs), NeMo 2 (v5.x logs)
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,14 @@ def parse(lines, tokens_per_step: int) -> StepLog:
         e = json.loads(line.split(":::MLLOG ", 1)[1])
         key, value = e.get("key"), e.get("value")
         if key == "tracked_stats" and isinstance(value, dict):
-            if TIMED_KEY in value:
-                records.append((e["time_ms"], float(value[TIMED_KEY])))
+            timed = next((value[k] for k in TIMED_KEYS if k in value), None)
+            if timed is not None:
+                records.append((e["time_ms"], float(timed)))
             elif any(k.startswith("validation") for k in value):
                 records.append((e["time_ms"], None))
-        elif key == "block_start":
-            start = (e["time_ms"], e["metadata"]["epoch_count"])
+        elif key == "block_start":  # logs without an epoch_count (NeMo 2) give no block steps
+            count = e.get("metadata", {}).get("epoch_count")
+            start = (e["time_ms"], count) if count else None
         elif key == "block_stop" and start is not None:
             blocks.append((e["time_ms"] - start[0]) / 1000.0 / (start[1] / tokens_per_step))
             start = None
