@@ -236,9 +236,11 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
     tuples = list(zip(*(uniq[k].tolist() for k in keys)))
     at = [keys.index(k) for k in by]
     batches: dict = {}
-    for u in tuples:
-        if u not in cache:
-            batches.setdefault(tuple(u[i] for i in at), []).append(u)
+    missing = [u for u in tuples if u not in cache]
+    if not at and missing:  # one batch
+        batches[()] = missing
+    for u in missing if at else ():
+        batches.setdefault(tuple(u[i] for i in at), []).append(u)
     for fixed, us in batches.items():
         args = [fixed[at.index(i)] if i in at else np.array([u[i] for u in us]) for i in range(len(keys))]
         got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(us),)).tolist() for k, v in fn(*args).items()}
