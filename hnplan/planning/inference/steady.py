@@ -63,20 +63,38 @@ def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int)
     with their new byte count; compute time and the fixed kernel term stay. (To move into
     :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
+    return _retime_attention(df, _kv_bytes_saved(s, batch, context_tokens), 1.0)
+
+
+def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
+    """Bytes per layer a KV cache narrower than bf16 does not read in a decode step [bytes]."""
     kvb = units.dtype_bytes(s.replica.kv)
     if kvb == units.dtype_bytes("bf16"):
-        return df
+        return 0.0
     per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
-    saved = batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
-    df = df.copy()
-    att = df["kind"] == "attention"
-    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
-    new_bytes = df.loc[att, "bytes"] - saved
-    mem = df.loc[att, "memory_time_s"] * new_bytes / df.loc[att, "bytes"]
-    df.loc[att, "bytes"] = new_bytes
-    df.loc[att, "memory_time_s"] = mem
-    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], mem) + fixed
-    return df
+    return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
+
+
+def _retime_attention(df: pd.DataFrame, saved_bytes: float, share: float) -> pd.DataFrame:
+    """The attention rows with ``saved_bytes`` fewer bytes read, then ``share`` of their work (the real
+    sequences of a padded step): memory time scales with the bytes, compute with the work, the fixed
+    kernel term stays."""
+    if saved_bytes == 0.0 and share == 1.0:
+        return df
+    att = df["kind"].to_numpy() == "attention"
+    cols = {
+        c: df[c].to_numpy(dtype=float, copy=True)
+        for c in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
+    }
+    t, comp, mem, byt, fl = cols.values()
+    fixed = t[att] - np.maximum(comp[att], mem[att])
+    new_bytes = (byt[att] - saved_bytes) * share
+    mem[att] = mem[att] * new_bytes / byt[att]
+    comp[att] = comp[att] * share
+    fl[att] = fl[att] * share
+    byt[att] = new_bytes
+    t[att] = np.maximum(comp[att], mem[att]) + fixed
+    return df.assign(**cols)
 
 
 def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to: int | None = None) -> dict:
@@ -99,22 +117,8 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
     bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
     df = operator_table(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    df = _kv_dtype_reads(df, s, bp, ctx)
-    if bp > b:
-        df = _attention_of(df, b / bp)
+    df = _retime_attention(df, _kv_bytes_saved(s, bp, ctx), b / bp)
     return _pass_times(totals(df), _comm_time_s(s, bp), r.overlap, _dequant(s))
-
-
-def _attention_of(df: pd.DataFrame, share: float) -> pd.DataFrame:
-    """Scale the attention rows' work to ``share`` of the batch (the real sequences of a padded step);
-    the fixed kernel term stays."""
-    df = df.copy()
-    att = df["kind"] == "attention"
-    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
-    for col in ("flops", "bytes", "compute_time_s", "memory_time_s"):
-        df.loc[att, col] = df.loc[att, col] * share
-    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"]) + fixed
-    return df
 
 
 def graph_batch(s: Setup, batch_per_group: int) -> int:
