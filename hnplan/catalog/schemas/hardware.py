@@ -95,6 +95,13 @@ class Accelerator(Entry):
         "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)",
     )
 
+    sustained_compute_fraction: Fraction | None = Field(
+        default=None,
+        description="throughput of compute-bound kernels at the SM clock the board's power limit sustains "
+        "through a training step, over their throughput in the short (boost-clock) runs the GEMM and attention "
+        "calibrations were measured in [-]; HBM bandwidth unchanged; absent: 1 (hnplan.compute.clocks)",
+    )
+
     memory_kernel_efficiency: (
         dict[
             Literal["norm", "norm_eager", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"],
@@ -143,6 +150,7 @@ class Accelerator(Entry):
         "gemm_splitk_us",
         "gemm_wave_weight",
         "host_dispatch_us",
+        "sustained_compute_fraction",
     )
 
     @model_validator(mode="after")
@@ -270,7 +278,11 @@ class System(Entry):
         description="accelerators per rack, averaged over compute and in-domain network racks"
     )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
-    host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
+    host_memory_gib_per_node: Positive | None = Field(
+        default=None,
+        description="host DDR/LPDDR per node [GiB, 2**30 bytes]: datasheets' 'TB'/'GB' of DRAM are binary "
+        "(JEDEC JESD100B.01), so a '2 TB' server of 32 x 64 GB DIMMs holds 2,048 GiB",
+    )
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
     )

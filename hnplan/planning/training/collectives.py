@@ -135,7 +135,7 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
     # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
-    key = ("cp_ring_kernels", m.model_dump_json(), job.acc.model_dump_json(), job.seq_len)
+    key = ("cp_ring_kernels", m.model_dump_json(), job.kernel_acc.model_dump_json(), job.seq_len)
     kernels: dict = job.catalog.design(job.system).memo(key, dict)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
@@ -181,7 +181,7 @@ def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
         return
     b, t, n = (np.array([k[i] for k in missing], dtype=np.int64) for i in (0, 1, 2))
     op = attention_op(job.model, b, job.seq_len, t, n)
-    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.acc, op))
+    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.kernel_acc, op))
     for i, k in enumerate(missing):  # the diagonal step, then the cp - 1 off-diagonal ones
         kernels[k] = (np.array([fd[i]] + [fs[i]] * (k[2] - 1)), np.array([bd[i]] + [bs[i]] * (k[2] - 1)))
 

@@ -55,6 +55,7 @@ from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoic
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
+from hnplan.compute.clocks import sustained_accelerator
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
@@ -128,6 +129,15 @@ class Job:
     @cached_property
     def params(self):
         return param_counts(self.model)
+
+    @cached_property
+    def kernel_acc(self) -> Accelerator:
+        """The accelerator the step's kernels are timed on: at the clock its power limit sustains
+        (:func:`hnplan.compute.clocks.sustained_accelerator`), unless the stack's GEMM efficiency for it
+        was measured in training (which holds that clock already); ``acc`` keeps the datasheet peak for MFU."""
+        if self.stack is not None and self.acc.id in (self.stack.matmul_efficiency or {}):
+            return self.acc
+        return sustained_accelerator(self.acc)
 
     def group(self, size: int, stride: int) -> GroupPlacement:
         """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""
