@@ -96,9 +96,13 @@ def stack_choices(stack: SoftwareStack) -> StackChoices:
 
 def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
     """The accelerator with the stack's in-training ``matmul_efficiency`` where the stack has one for
-    it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value)."""
+    it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value), and with the
+    stack's ``attention_efficiency`` (the attention law's per-pass ceilings of its attention kernel) where
+    it has those."""
     eff = (stack.matmul_efficiency or {}).get(acc.id)
-    return with_matmul_efficiency(acc, eff) if eff else acc
+    acc = with_matmul_efficiency(acc, eff) if eff else acc
+    attn = (stack.attention_efficiency or {}).get(acc.id)
+    return acc.model_copy(update={"attention_efficiency": dict(attn)}) if attn else acc
 
 
 @dataclass(frozen=True)

@@ -143,7 +143,6 @@ def make_job(
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
     if st is not None and acc.id in (st.matmul_efficiency or {}):
-        acc = c.stack_accelerator(st, acc)
         source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
         provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
     else:
@@ -151,6 +150,10 @@ def make_job(
     provenance["kernel_clock"] = _kernel_clock(
         acc, stack_measured=st is not None and acc.id in (st.matmul_efficiency or {})
     )
+    if st is not None and acc.id in (st.attention_efficiency or {}):
+        provenance["attention_efficiency"] = f"stack {st.id} (its attention kernel)"
+    if st is not None:
+        acc = c.stack_accelerator(st, acc)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
     if dtype == "fp8":
