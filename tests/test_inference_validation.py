@@ -27,6 +27,16 @@ def test_trtllm_max_throughput_within_tolerance(cat, model):
     assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
 
 
+@pytest.mark.parametrize("model", ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"])
+def test_trtllm_h200_rows_within_tolerance(cat, model):
+    # the same perf-overview table's H200 column: 3x the KV room of H100 at 1.4x its bandwidth
+    rows = [m for m in measurements() if m.family == f"TensorRT-LLM H200 {model}"]
+    df = validation_table(rows, cat)
+    assert len(df) == 10 and {m.system for m in rows} == {"hgx-h200-ib-ndr"}
+    bad = df[~df["within_tolerance"]]
+    assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
+
+
 def test_h200_long_context_rows_within_tolerance(cat):
     df = validation_table([m for m in measurements() if m.family == "TensorRT-LLM H200 blog"], cat)
     assert len(df) == 3 and df["within_tolerance"].all(), df[["id", "published", "modelled", "error_pct"]].to_string()
@@ -52,7 +62,7 @@ def test_cloudmatrix_infer_int8_decode_row(cat):
 
 def test_trtllm_rows_run_on_the_tensorrt_llm_engine():
     trt = [m for m in measurements() if m.family.startswith("TensorRT-LLM") or m.family.startswith("MLPerf")]
-    assert len(trt) == 39 and {m.engine for m in trt} == {"tensorrt-llm"}
+    assert len(trt) == 69 and {m.engine for m in trt} == {"tensorrt-llm"}
 
 
 def test_mlperf_llama2_rows_and_fp4_optimism(cat):

@@ -45,6 +45,7 @@ def rows(cat) -> list[Row]:
                 f"{r.model} on {r.system}, TP{r.tp}"
                 + (f" EP{r.ep}" if r.ep > 1 else "")
                 + f", {r.input_tokens}/{r.output_tokens} tokens"
+                + (" (perf-overview)" if r.family.startswith("TensorRT-LLM H200 llama") else "")
                 + (f", {r.dtype} ({r.id.rsplit('-', 1)[-1]})" if r.family.startswith("MLPerf") else ""),
                 r.quantity.replace("_", " "),
                 r.unit,

@@ -3,8 +3,8 @@
 Every row names its source; the quantity compared is the one the source measured:
 
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
-  maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100, FP8 (NVIDIA/TensorRT-LLM
-  docs/source/performance/perf-overview.md at commit 00f37686, as in ``data/reference/
+  maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100 and H200, FP8 (NVIDIA/TensorRT-LLM
+  docs/source/performance/perf-overview.md at commit 00f37686; the H100 column as in ``data/reference/
   inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
   technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
@@ -70,6 +70,34 @@ TRTLLM_ROWS = [
     ("llama3.1-405b", 8, 5000, 500, 610),
     ("llama3.1-405b", 8, 20000, 2000, 345),
 ]
+# The same table's H200 column (DGX H200, FP8, same commit and trtllm-bench settings): Llama 3.1 8B and
+# Llama 3.3 70B at TP1, Llama 3.1 405B at TP8. (model id, TP, input tokens, output tokens, output tokens/s)
+_SHAPES = (
+    (128, 128),
+    (128, 2048),
+    (128, 4096),
+    (500, 2000),
+    (1000, 1000),
+    (1000, 2000),
+    (2048, 128),
+    (2048, 2048),
+    (5000, 500),
+    (20000, 2000),
+)
+TRTLLM_H200_ROWS = [
+    (m, tp, i, o, v)
+    for m, tp, values in (
+        ("llama3.1-8b", 1, (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804)),
+        ("llama3.1-70b", 1, (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283)),
+        ("llama3.1-405b", 8, (3814, 5348, 4741, 4724, 3330, 3722, 456, 2948, 650, 505)),
+    )
+    for (i, o), v in zip(_SHAPES, values, strict=True)
+]
+TRTLLM_H200_TOLERANCE_PCT = {
+    "llama3.1-8b": (-10.0, 25.0),
+    "llama3.1-70b": (-10.0, 20.0),
+    "llama3.1-405b": (-10.0, 40.0),
+}
 # Stated error bands per model [%] (model - published) / published
 TRTLLM_TOLERANCE_PCT = {"llama3.1-8b": (-10.0, 15.0), "llama3.1-70b": (-10.0, 20.0), "llama3.1-405b": (-10.0, 45.0)}
 
@@ -121,7 +149,7 @@ class Measurement:
 
 
 def measurements() -> list[Measurement]:
-    """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200, the
+    """Every validation row: the 30 TensorRT-LLM rows on H100 and 30 on H200, three Llama 3.1 405B rows on H200, the
     DeepSeek-V3 serving reports, CloudMatrix-Infer's INT8 decode on CloudMatrix 384 and the MLPerf
     Inference Llama 2 70B rows (:data:`MLPERF_ROWS`)."""
     out = [
@@ -144,6 +172,27 @@ def measurements() -> list[Measurement]:
             engine="tensorrt-llm",
         )
         for m, tp, i, o, v in TRTLLM_ROWS
+    ]
+    out += [
+        Measurement(
+            f"trtllm-po-h200-{m}-tp{tp}-{i}-{o}",
+            "tokens_per_s",
+            m,
+            "hgx-h200-ib-ndr",
+            tp,
+            1,
+            "fp8",
+            i,
+            o,
+            float(v),
+            "output tokens/s per TP group",
+            TRTLLM_SOURCE + " (H200 SXM 141GB column)",
+            *TRTLLM_H200_TOLERANCE_PCT[m],
+            note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
+            family=f"TensorRT-LLM H200 {m}",
+            engine="tensorrt-llm",
+        )
+        for m, tp, i, o, v in TRTLLM_H200_ROWS
     ]
     h200 = (
         "NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
