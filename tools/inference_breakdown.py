@@ -1,11 +1,11 @@
 """Where the modelled serving iteration goes, row by row of the inference validation.
 
-For every ``tokens_per_s`` row (the maximum-throughput point) it prints the batch the planner picks and
-the most memory holds, the CUDA-graph batch a generation-only iteration runs at, the decode step split
-into GEMMs, attention, the other (element-wise) kernels and the TP all-reduce, the prefill share and host
-time of the iteration, and the iteration the published throughput implies at that batch
-(``batch / published``) with the gap to the modelled one. A positive gap is time the model does not
-count.
+For every ``tokens_per_s`` row it prints the batch the row is predicted at (what the engine holds under
+the benchmark's limits, or the planner's maximum-throughput point) and the most memory holds, the
+CUDA-graph batch a generation-only iteration runs at, the decode step split into GEMMs, attention, the
+other (element-wise) kernels and the TP all-reduce, the prefill share and host time of the iteration,
+and the iteration the published throughput implies at that batch (``batch / published``) with the gap
+to the modelled one. A positive gap is time the model does not count.
 
 Usage::
 
@@ -21,8 +21,9 @@ import pandas as pd
 
 from hnplan.catalog.loader import load_catalog
 from hnplan.compute import operator_table
-from hnplan.planning.inference import Replica, graph_batch, max_throughput_point, measurements, resolve
+from hnplan.planning.inference import graph_batch, measurements
 from hnplan.planning.inference.steady import _kv_dtype_reads
+from hnplan.planning.inference.validation import throughput_point
 
 
 def _split_ms(s, batch_per_group: int, ctx: float) -> dict:
@@ -45,10 +46,7 @@ def breakdown(select: str = "") -> pd.DataFrame:
     for m in measurements():
         if m.quantity != "tokens_per_s" or select not in m.id:
             continue
-        s = resolve(
-            m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat
-        )
-        p = max_throughput_point(s, m.input_tokens, m.output_tokens)
+        s, p = throughput_point(m, cat)  # the batch the validation row is predicted at
         b = p.breakdown_s
         bg = math.ceil(p.batch / s.replica.groups)
         implied = p.batch / m.published * 1e3
