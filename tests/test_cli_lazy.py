@@ -147,3 +147,30 @@ def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     activation table or operator table (pandas frames)."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
+
+
+BLAS_PROBE = """
+import contextlib, io, os, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+print(os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("given,expected", [(None, "1"), ("4", "4")])
+def test_the_command_line_runs_blas_on_one_thread_unless_told(given, expected):
+    """OpenBLAS reads OPENBLAS_NUM_THREADS once, when numpy loads it: the entry point sets it to 1 before any
+    import (hnplan's arrays are too small to split over threads, while each idle pool busy-waits) and keeps a
+    value the user set."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip().splitlines()[-1] == expected
