@@ -18,7 +18,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
-from hnplan.compute import ACT_BYTES, operator_table, totals
+from hnplan.compute import ACT_BYTES, operator_columns, totals
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -54,28 +54,28 @@ def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
     return out
 
 
-def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int) -> pd.DataFrame:
+def _kv_dtype_reads(cols: dict, s: Setup, batch: int, context_tokens: int) -> dict:
     """Re-time the decode attention rows of an operator table for the replica's KV dtype.
 
-    Issue 3's operator table reads the KV cache in bf16; a KV cache in fp8 (or fp4) moves
-    ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention rows scales
-    with their new byte count; compute time and the fixed kernel term stay. (To move into
-    :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
+    The operator table (:func:`hnplan.compute.operator_columns`) reads the KV cache in bf16; a KV cache in
+    fp8 (or fp4) moves ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention
+    rows scales with their new byte count; compute time and the fixed kernel term stay; ``bound`` stays as
+    the table had it. (To move into :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
     kvb = units.dtype_bytes(s.replica.kv)
     if kvb == units.dtype_bytes("bf16"):
-        return df
+        return cols
     per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
     saved = batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
-    df = df.copy()
-    att = df["kind"] == "attention"
-    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
-    new_bytes = df.loc[att, "bytes"] - saved
-    mem = df.loc[att, "memory_time_s"] * new_bytes / df.loc[att, "bytes"]
-    df.loc[att, "bytes"] = new_bytes
-    df.loc[att, "memory_time_s"] = mem
-    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], mem) + fixed
-    return df
+    att = cols["kind"] == "attention"
+    nbytes, mem_s, time_s = (np.array(cols[k], dtype=float) for k in ("bytes", "memory_time_s", "time_s"))
+    comp = cols["compute_time_s"][att]
+    fixed = time_s[att] - np.maximum(comp, mem_s[att])
+    new_bytes = nbytes[att] - saved
+    mem = mem_s[att] * new_bytes / nbytes[att]
+    nbytes[att], mem_s[att] = new_bytes, mem
+    time_s[att] = np.maximum(comp, mem) + fixed
+    return {**cols, "bytes": nbytes, "memory_time_s": mem_s, "time_s": time_s}
 
 
 def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
@@ -92,8 +92,8 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
     r = s.replica
     b = max(1, int(math.ceil(batch_per_group)))
     ctx = max(1, int(round(context_tokens)))
-    df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b), r.overlap, _dequant(s))
+    cols = operator_columns(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    return _pass_times(totals(_kv_dtype_reads(cols, s, b, ctx)), _comm_time_s(s, b), r.overlap, _dequant(s))
 
 
 def _dequant(s: Setup) -> float:
@@ -127,7 +127,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     r = s.replica
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
-    tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
+    tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
     return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
 
 
