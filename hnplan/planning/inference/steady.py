@@ -231,10 +231,12 @@ def steady_state(
         raise InputError(f"batch, input and output tokens must be >= 1; got {batch}, {input_tokens}, {output_tokens}")
     ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
     ctx_max = input_tokens + output_tokens if max_context_tokens is None else max_context_tokens
-    mb = max_batch(s, ctx_max)
+    cache = {} if _cache is None else _cache  # of this replica: what does not depend on the batch
+    if ("memory", ctx_max) not in cache:
+        cache["memory", ctx_max] = (max_batch(s, ctx_max), usable_bytes_per_gpu(s))
+    mb, usable = cache["memory", ctx_max]
     if batch > mb:
         raise InfeasiblePlan(f"batch {batch} exceeds the {mb} sequences of {ctx_max:.0f} tokens that fit the KV cache")
-    cache = {} if _cache is None else _cache
     r, eng = s.replica, s.engine
     if max_batched_tokens is None:
         max_batched_tokens = eng.max_num_batched_tokens if eng is not None else DEFAULT_MAX_BATCHED_TOKENS
@@ -302,7 +304,7 @@ def steady_state(
         tokens_per_s_per_gpu=tps / r.gpus,
         requests_per_s=tps / output_tokens,
         memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
-        hbm_bytes=usable_bytes_per_gpu(s),
+        hbm_bytes=usable,
         max_batch=mb,
         breakdown_s=breakdown,
         compute_busy=compute_busy,
