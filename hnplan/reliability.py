@@ -108,7 +108,7 @@ def mtbi_s(design: Design, gpus: int, rate_factor: float = 1.0) -> float:
 
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
-    >>> round(54 * 86400 / mtbi_s(cat.design("hgx-h100-roce-400g"), 16384))
+    >>> round(units.days_to_s(54) / mtbi_s(cat.design("hgx-h100-roce-400g"), 16384))
     419
     """
     total = sum(interruption_rates_per_h(design, gpus, rate_factor).values())

@@ -32,6 +32,7 @@ _ID_PARAMS = {
     "validation_models": "models",
     "accelerator": "accelerators",
     "accelerators": "accelerators",
+    "stack": "stacks",
 }
 
 
@@ -224,6 +225,8 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
         if kind is None:
             continue
         for ref in value if isinstance(value, list) else [value]:
+            if ref is None:  # an optional reference left to the notebook's default (``stack = None``)
+                continue
             try:
                 cat.get(kind, ref) if kind != "systems" else cat.system(ref)
             except CatalogError as exc:

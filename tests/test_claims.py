@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.compute import param_counts
@@ -204,9 +205,9 @@ def test_trillion_claim_numbers(claims):
     # (4,096 GPUs x 30 days) / (1,280 GPUs x 7 days) = 13.71x more work per GPU per day
     assert c.numbers["needed_per_gpu_ratio"] == pytest.approx(4096 * 30 / (1280 * 7))
     # the token budget takes the baseline 30 days; days on the supernode = budget / its tokens/s
-    assert c.numbers["token_budget"] == pytest.approx(c.numbers["baseline_tokens_per_s_4096"] * 30 * 86400)
+    assert c.numbers["token_budget"] == pytest.approx(c.numbers["baseline_tokens_per_s_4096"] * 30 * units.DAY)
     row = c.points.iloc[0]
-    assert row["days"] == pytest.approx(c.numbers["token_budget"] / row["tokens_per_s"] / 86400)
+    assert row["days"] == pytest.approx(c.numbers["token_budget"] / row["tokens_per_s"] / units.DAY)
     assert c.verdict == ("holds" if row["days"] <= 7 else "does not hold")
 
 

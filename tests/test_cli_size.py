@@ -5,6 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from hnplan import units
 from hnplan.cli import app
 
 runner = CliRunner()
@@ -246,7 +247,7 @@ def test_size_plans_with_the_stack_it_is_given():
         r = d["results"][0]
         t = json.loads(runner.invoke(app, [*train, "--stack", stack]).stdout)
         assert r["tokens_per_s"] == pytest.approx(t["tokens_per_s"], rel=1e-9)
-        assert r["days"] == pytest.approx(1e11 / t["tokens_per_s"] / 86400, rel=1e-9)
+        assert r["days"] == pytest.approx(1e11 / t["tokens_per_s"] / units.DAY, rel=1e-9)
         days[stack] = r["days"]
     assert days["megatron-lm-2021"] > days["megatron-core"]
     res = runner.invoke(app, [*base, "--stack", "megatron-cor"])

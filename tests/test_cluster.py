@@ -290,6 +290,20 @@ def test_utilisation_claims_state_their_conditions(cat):
     assert claims[2]["verdict"] == "does not hold"
 
 
+def test_one_default_cluster_size(cat):
+    """The shared cluster of the simulations is whole units of both designs (16 NVL72 racks = 144 8-GPU
+    servers = 1,152 GPUs); the cost figure of a larger design and the claims audit without a size both
+    simulate that cluster."""
+    from hnplan.cluster.topology import CLUSTER_GPUS
+    from hnplan.cluster.utilisation import simulated_utilisation
+    from hnplan.planning.claims import AuditSetup, cluster_utilisation
+
+    assert CLUSTER_GPUS == 16 * 72 == 144 * 8
+    assert simulated_utilisation("gb200-nvl72", 4 * CLUSTER_GPUS, jobs=300, catalog=cat)["gpus_simulated"] == 1152
+    pts = cluster_utilisation(cat, AuditSetup(cluster_jobs=300, cluster_loads=(0.5,)), "utilisation-40-to-70")
+    assert pts is not None and pts.attrs["gpus"] == 1152
+
+
 def test_slicing_grants_more_gpu_than_asked():
     """MIG rounds a share up to a profile (3/7 for 0.3 GPU) and whole-GPU sharing to 1: the GPU-time
     allocated to the same fractional jobs grows fractional <= mig <= whole."""

@@ -4,6 +4,7 @@ arrival window, whether the run is sized by --days, --jobs or a trace; oversubsc
 import pytest
 from typer.testing import CliRunner
 
+from hnplan import units
 from hnplan.catalog.schemas.cluster import ClusterMix
 from hnplan.cli import app
 from hnplan.cluster import load_text, offered_load_of, synthetic_jobs
@@ -49,7 +50,7 @@ def test_days_and_jobs_offer_the_same_load():
     by_jobs = synthetic_jobs(mix, 64, jobs=len(by_days), seed=0)
     # 0.5 x 64 GPUs x 864,000 s / 129,600 GPU s = 213 jobs expected in 10 days
     assert len(by_days) == pytest.approx(213, rel=0.15)
-    days_load = offered_load_of(by_days, 64, 10 * 86400.0)
+    days_load = offered_load_of(by_days, 64, 10 * units.DAY)
     jobs_load = offered_load_of(by_jobs, 64, by_jobs["arrival_s"].max())
     assert days_load == pytest.approx(0.5, rel=0.2)
     assert jobs_load == pytest.approx(0.5, rel=0.05)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from hnplan import units
 from hnplan.cli import app
 from hnplan.cluster import read_acme, read_helios, read_philly, read_trace, simulate_cluster
 from hnplan.errors import InputError
@@ -145,7 +146,7 @@ def test_philly_job_log(tmp_path):
     p = _write(tmp_path, "cluster_job_log", json.dumps(PHILLY, indent=4))
     jobs = read_trace(p)
     # the README job: first start 10-07 01:12:09 to last end 10-09 06:53:12 = 2 d 5 h 41 min 3 s
-    assert jobs["duration_s"].tolist() == [2 * 86400 + 5 * 3600 + 41 * 60 + 3, 3600.0, 300.0]
+    assert jobs["duration_s"].tolist() == [2 * units.DAY + 5 * units.HOUR + 41 * 60 + 3, 3600.0, 300.0]
     # never scheduled ("c") and still running ("d") are left out; arrivals after 01:11:39
     assert jobs["arrival_s"].tolist() == [0.0, 501.0, 2301.0]
     assert jobs["gpus"].tolist() == [8, 16, 2] and jobs["tp"].tolist() == [8, 8, 2]

@@ -20,6 +20,7 @@ SMALL = dict(
     global_batch_tokens=4096 * 288,
     mode="async",
     goodput=True,
+    stack="pytorch-eager",  # as hnplan size --stack: the notebook plans every count with it
 )
 
 
@@ -33,12 +34,14 @@ def test_hardware_sizing_notebook(tmp_path):
         SMALL["seq_len"],
         SMALL["global_batch_tokens"] // SMALL["seq_len"],
         budget_usd=SMALL["budget_usd"],
+        stack=SMALL["stack"],
     )
     assert (df["goodput"] < 1).all()
     assert list(df["status"]) == ["ok", "ok"]
     for capex in df["capex_usd"]:
         assert f"{capex:,.0f}" in html
     assert 'id="key-table"' in html
+    assert "pytorch-eager" in html  # the stack is stated with the run's parameters
     # the verdict first, then the key table, then the charts (the browser test checks the first screen)
     assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert plotly_divs(html) == 4

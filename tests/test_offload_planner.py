@@ -27,7 +27,7 @@ def _pool(cat, sid="hgx-h100-ib-ndr", tb=16.0, nodes=4, gbps=8.0, latency_ns=Non
         pooled_memory_latency_ns=latency_ns,
     )
     if not host:
-        update.update(host_memory_gb_per_node=None, host_link_GBps_per_gpu=None)
+        update.update(host_memory_gib_per_node=None, host_link_GBps_per_gpu=None)
     return s.model_copy(update=update)
 
 
@@ -59,15 +59,19 @@ def test_exposed_offload_hand_worked(cat):
     comp = pd.DataFrame(dict(layers=[80], t_bwd_mb=[1.5]))
     apply_offload(job, df, comp)
     r = df.iloc[0]
-    # host (fastest, 64 GB/s, 256 GB per GPU) takes 200 GB of optimizer states and 56 GB of weights; the
-    # pool (10 GB/s) takes the remaining 44 GB of weights
-    assert r["offload_host_bytes"] == pytest.approx(256 * GB) and r["offload_pooled_bytes"] == pytest.approx(44 * GB)
+    # host (fastest, 64 GB/s, 2,048 GiB / 8 = 256 GiB = 274.88 GB per GPU) takes 200 GB of optimizer states
+    # and 74.88 GB of weights; the pool (10 GB/s) takes the rest of the 300 GB, 25.12 GB of weights
+    host = GiB_to_bytes(256)
+    pooled = 300 * GB - host
+    assert r["offload_host_bytes"] == pytest.approx(host) and r["offload_pooled_bytes"] == pytest.approx(pooled)
+    assert pooled / GB == pytest.approx(25.122, abs=1e-3)
     assert bool(r["fits"])
-    # host: optimizer 200/64 = 3.125 s against a 0.5 + 1.5 s window -> 1.125 s exposed; weights 2 x 4 x 56 / 64
-    # = 7 s behind 10 s of compute -> 0. Pool: weights 2 x 4 x 44 / 10 = 35.2 s + 80 layers x 1 us
-    # -> 25.20008 s exposed. The step waits for the slower tier.
-    assert r["t_offload_exposed_s"] == pytest.approx(35.2 + 80e-6 - 10.0)
-    assert r["offload_transfer_s"] == pytest.approx(35.2 + 80e-6)
+    # host: optimizer 200/64 = 3.125 s against a 0.5 + 1.5 s window -> 1.125 s exposed; weights
+    # 2 x 4 x 74.88 / 64 = 9.36 s behind 10 s of compute -> 0. Pool: weights 2 x 4 x 25.12 / 10 = 20.10 s
+    # + 80 layers x 1 us -> 10.10 s exposed. The step waits for the slower tier.
+    pool_s = 2 * 4 * pooled / (10 * GB) + 80e-6
+    assert r["t_offload_exposed_s"] == pytest.approx(pool_s - 10.0)
+    assert r["offload_transfer_s"] == pytest.approx(pool_s)
 
 
 def test_exposed_activation_offload_hand_worked(cat):
@@ -115,7 +119,7 @@ def test_a_plan_infeasible_in_hbm_becomes_feasible_with_offload(cat):
 @given(tb=st.sampled_from([0.5, 4.0, 128.0]), gbps=st.sampled_from([1.0, 8.0, 64.0]))
 def test_a_pool_never_makes_a_plan_slower(cat, tb, gbps):
     base = cat.system("hgx-h100-ib-ndr").model_copy(
-        update=dict(id="hgx-no-host", price_item="hgx-h100-ib-ndr", host_memory_gb_per_node=None)
+        update=dict(id="hgx-no-host", price_item="hgx-h100-ib-ndr", host_memory_gib_per_node=None)
     )
     pooled = _pool(cat, tb=tb, nodes=4, gbps=gbps, host=False)
     kw = dict(overrides={"offload": "auto"}, fixed=dict(pp=1))

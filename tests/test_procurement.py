@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hnplan import units
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.procurement import (
     best_mix,
@@ -15,7 +16,7 @@ from hnplan.planning.procurement import (
     tornado,
     whatif_case,
 )
-from hnplan.planning.sizing import _next_smooth, size_design, size_designs
+from hnplan.planning.sizing import _next_smooth, size_design, size_designs, size_table
 from hnplan.planning.time_to_train import time_to_train
 
 
@@ -26,7 +27,7 @@ def case(cat):
 
 def test_evaluate_time_to_train_is_tokens_over_goodput_throughput(cat, case):
     r = evaluate(case, cat)
-    assert r["days_to_train"] == pytest.approx(1e11 / (case.tokens_per_s * r["goodput"]) / 86400)
+    assert r["days_to_train"] == pytest.approx(1e11 / (case.tokens_per_s * r["goodput"]) / units.DAY)
     assert r["run_usd"] == pytest.approx(r["usd_per_gpu_hour"] * 64 * r["days_to_train"] * 24)
     with pytest.raises(InputError, match="unknown what-if"):
         evaluate(case, cat, price=1)
@@ -103,6 +104,20 @@ def test_sizing_meets_deadline_with_the_smallest_smooth_count(cat):
             days = np.inf
         assert days > 2.0
     assert row["within_budget"] == (row["capex_usd"] <= 1e7)
+
+
+def test_sizing_plans_with_the_stack_given(cat):
+    """``size_design(s)`` take the ``stack`` that ``hnplan size --stack`` (``size_table``) takes: the eager
+    PyTorch stack (eager norms and rotary, no TP overlap) is slower per GPU, so the same deadline (1.6 days for
+    1e11 tokens of Llama 3.1 8B) needs more servers than the planner's default stack."""
+    args = ("llama3.1-8b", "hgx-h100-ib-ndr", 1e11, 1.6, 4096, 256)
+    default = size_design(*args, catalog=cat)
+    eager = size_design(*args, catalog=cat, stack="pytorch-eager")
+    assert eager["gpus"] > default["gpus"] and eager["days"] <= 1.6
+    cli = size_table(args[0], [args[1]], args[2], 4096, 256, deadline_days=1.6, catalog=cat, stack="pytorch-eager")
+    table = size_designs(args[0], [args[1]], *args[2:], catalog=cat, stack="pytorch-eager")
+    for other in (cli.iloc[0], table.iloc[0]):
+        assert (other["gpus"], other["days"]) == (eager["gpus"], eager["days"])
 
 
 def test_size_designs_keeps_infeasible_rows(cat):

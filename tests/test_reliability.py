@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
+from hnplan import units
 from hnplan.errors import InputError
 from hnplan.planning.design import estimate_reliability
 from hnplan.reliability import (
@@ -20,7 +21,7 @@ from hnplan.reliability import (
     young_interval_s,
 )
 
-DAYS_54 = 54 * 86400.0
+DAYS_54 = 54 * units.DAY
 
 
 @pytest.mark.parametrize("sid", ["hgx-h100-roce-400g", "hgx-h100-ib-ndr"])
@@ -57,7 +58,7 @@ def test_young_closed_form_and_daly():
     assert daly_interval_s(3 * m, m) == m  # delta >= 2M: checkpoint every M
 
 
-@pytest.mark.parametrize("d,m,r", [(5.0, 11_000.0, 600.0), (120.0, 3 * 3600.0, 600.0), (300.0, 86_400.0, 900.0)])
+@pytest.mark.parametrize("d,m,r", [(5.0, 11_000.0, 600.0), (120.0, 3 * units.HOUR, 600.0), (300.0, units.DAY, 900.0)])
 def test_daly_interval_near_numerical_optimum_of_goodput(d, m, r):
     best = minimize_scalar(lambda t: -daly_goodput(t, d, r, m), bounds=(1.0, 10 * m), method="bounded")
     tau = daly_interval_s(d, m)

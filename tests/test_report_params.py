@@ -65,6 +65,18 @@ def test_list_elements_checked():
         check_parameters("training_plan", {"scaling_gpus": [1152, 0]}, "p.yaml")
 
 
+def test_the_sizing_notebooks_stack_is_checked_like_the_other_ids():
+    """``stack`` (hardware_sizing, as ``hnplan size --stack``) names a catalog stack: a typo names the nearest
+    ids; None leaves the planner's defaults."""
+    from hnplan.report_params import check_ids
+
+    check_ids("hardware_sizing", {"stack": None, "model": "llama3.1-8b"}, "p.yaml")
+    check_ids("hardware_sizing", {"stack": "pytorch-eager"}, "p.yaml")
+    with pytest.raises(ScenarioError, match=r"p.yaml: notebook 'hardware_sizing', parameter 'stack': .*megatron-core"):
+        check_ids("hardware_sizing", {"stack": "megatron-cor"}, "p.yaml")
+    assert check_parameters("hardware_sizing", {"stack": "pytorch-eager"}, "p.yaml") == {"stack": "pytorch-eager"}
+
+
 def test_params_run_name():
     sc = load_catalog().scenario("default")
     run_id, title = params_run_name(sc, {"model": "/home/me/dense1t.yaml", "gpus": 4096, "tokens": 1e12}, "dense1t")

@@ -52,6 +52,19 @@ def test_stacks_load_and_map_onto_overlap(cat):
     )
 
 
+def test_every_stack_choice_has_its_provenance(cat):
+    """Each choice a stack file sets (overlaps, efficiencies, kernels, recipes) names where it comes from: a
+    ``field_sources`` entry (a repository file, a paper, a config) or an ``assumptions`` entry with the reason."""
+    unsourced = {}
+    for sid in cat.ids("stacks"):
+        st = cat.stack(sid)
+        given = st.model_fields_set - {"id", "name", "source", "notes", "field_sources", "assumptions"}
+        named = {k.split(".")[0] for k in (*(st.field_sources or {}), *(st.assumptions or {}))}
+        if given - named:
+            unsourced[sid] = sorted(given - named)
+    assert len(cat.ids("stacks")) >= 11 and not unsourced, unsourced
+
+
 def test_the_a100_calibration_is_what_its_derivation_gives(cat):
     # data/stacks/megatron-lm-2021.yaml says 0.70, solved from Korthikanti et al. Table 4 (7.7 ms forward)
     derived = a100_megatron_calibration(cat)

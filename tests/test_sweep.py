@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from hnplan import units
 from hnplan.catalog import load_catalog
 from hnplan.catalog.sweeps import load_sweep_spec
 from hnplan.errors import CatalogError, InputError
@@ -128,7 +129,7 @@ def test_two_worker_local_cluster_run_resume_and_failures(tmp_path):
     assert (bad["model"] == "llama3.1-405b").all() and bad["tco_usd"].isna().all()
     assert "fits in memory" in bad["error"].iloc[0] and (good["model"] == "llama3.1-8b").all()
     # outputs hang together: time-to-train from throughput and goodput, facility power = IT x PUE
-    days = good["tokens"] / (good["tokens_per_s"] * good["goodput"]) / 86400
+    days = good["tokens"] / (good["tokens_per_s"] * good["goodput"]) / units.DAY
     assert np.allclose(good["days_to_train"], days)
     assert np.allclose(good["facility_power_w"], good["it_power_w"] * good["pue"])
     assert (good["tp"] * good["pp"] * good["dp"] * good["cp"] == 16).all()

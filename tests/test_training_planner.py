@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hnplan import units
 from hnplan.comm.messages import random_routing_peak
 from hnplan.compute import training_stage_time_s
 from hnplan.errors import InfeasiblePlan
@@ -228,7 +229,7 @@ def test_time_to_train_by_hand(cat):
     goodput = estimate_reliability("hgx-h100-ib-ndr", 64, "llama3.1-8b", "async", cat).goodput
     assert r["goodput"] == goodput < 1 and r["goodput_mode"] == "async"
     seconds = 1e11 / (r["tokens_per_s"] * goodput)  # wall clock: failures, restarts and checkpoints included
-    assert r["days"] == pytest.approx(seconds / 86400)
+    assert r["days"] == pytest.approx(seconds / units.DAY)
     assert r["gpu_hours"] == pytest.approx(64 * seconds / 3600)
     # facility power at the training draw over the wall time
     pw = design_power(cat.design("hgx-h100-ib-ndr"), 64)
@@ -237,7 +238,7 @@ def test_time_to_train_by_hand(cat):
     )
     off = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat, goodput=False)
     assert off["goodput"] == 1.0 and off["goodput_mode"] == "off"
-    assert off["days"] == pytest.approx(1e11 / off["tokens_per_s"] / 86400)
+    assert off["days"] == pytest.approx(1e11 / off["tokens_per_s"] / units.DAY)
 
 
 def test_size_for_deadline_is_the_smallest_count_found(cat):
@@ -252,7 +253,7 @@ def test_size_for_deadline_is_the_smallest_count_found(cat):
             assert smaller["days"] > 10.0
         except InfeasiblePlan:
             pass
-    ideal = 2e11 * 6 * 8.03e9 / (10 * 86400 * 989.4e12)  # 100 % MFU lower bound, in GPUs
+    ideal = 2e11 * 6 * 8.03e9 / (10 * units.DAY * 989.4e12)  # 100 % MFU lower bound, in GPUs
     assert r["gpus"] >= math.ceil(ideal)
 
 

@@ -41,6 +41,17 @@ def test_megatron_table1_is_complete(table):
     assert meg.iloc[-1]["plan"].startswith("TP8 PP64 DP6")
 
 
+def test_every_band_states_its_reason(table):
+    """A tolerance is the source's own uncertainty plus what the model leaves out, written beside it: every
+    asserted run says why its band is that wide (``tolerance_reason``), every documented miss why it misses
+    (``gap_reason``); the runs table carries the reason (and the validation table puts it in the row's note)."""
+    runs = training_runs()
+    assert all(len(r.tolerance_reason or "") > 80 for r in runs if r.expect == "within")
+    assert all(len(r.gap_reason or "") > 20 for r in runs if r.expect == "gap")
+    reasons = table.set_index("id")["tolerance_reason"]
+    assert all(reasons[r.id] == r.tolerance_reason for r in runs if r.expect == "within")
+
+
 @pytest.mark.parametrize("run", training_runs(), ids=lambda r: r.id)
 def test_run_error(table, run):
     row = table.set_index("id").loc[run.id]

@@ -22,6 +22,12 @@ def test_row_within_tolerance(i):
     )
 
 
+def test_training_predictions_say_why_their_band_is_that_wide():
+    # data/validation/training_runs.yaml: tolerance_reason of every run asserted within its tolerance
+    pred = TABLE[(TABLE["area"] == "training") & (TABLE["role"] == "prediction")]
+    assert len(pred) and pred["note"].str.match(r"tolerance \d+%: .{80,}").all()
+
+
 def test_every_area_contributes():
     assert set(areas()) <= set(TABLE["area"])
     assert {"communication", "compute", "memory", "reliability", "inference", "training"} <= set(TABLE["area"])

@@ -47,6 +47,11 @@ class TrainingRun(_Strict):
         "GPU, fraction of the dense peak for mfu/hfu, s)"
     )
     tolerance_pct: Positive = Field(description="accepted relative error [%]")
+    tolerance_reason: str | None = Field(
+        default=None,
+        description="why tolerance_pct is that wide: the source's own uncertainty (what it rounds, leaves "
+        "unstated or averages) and what the model leaves out; every `within` run of the validation file gives one",
+    )
     expect: Literal["within", "gap"] = Field(
         default="within", description="within: the model must meet tolerance_pct; gap: a documented miss"
     )

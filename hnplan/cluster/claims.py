@@ -18,13 +18,14 @@ import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.simulate import resolve_jobs, simulate_cluster
+from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import check_choice
 
 
 def utilisation_claims(
     traditional: str = "hgx-h100-ib-ndr",
     supernode: str = "gb200-nvl72",
-    gpus: int = 1152,
+    gpus: int = CLUSTER_GPUS,
     mix: str = "default",
     n_jobs: int = 20000,
     offered_load: float | None = None,
@@ -139,7 +140,7 @@ def audit_points(
     traditional: str,
     supernode: str,
     *,
-    gpus: int = 1152,
+    gpus: int = CLUSTER_GPUS,
     mix: str = "default",
     loads: tuple = (0.5, 0.7, 0.9, 1.0),
     jobs: int = 10000,

@@ -136,7 +136,7 @@ def load_text(summary: dict) -> str:
     ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
     the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``).
 
-    >>> load_text({"offered_load": 0.7, "window_s": 86400.0, "offered_load_asked": 0.85})
+    >>> load_text({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
     '70.0% (the mix aims at 85.0%; this draw offers less)'
     """
     x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])

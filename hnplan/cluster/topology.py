@@ -29,6 +29,11 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError
 
 MILLI = 1000  # GPU capacity unit of the simulator: 1 GPU = 1000 milli-GPU (as the Alibaba trace's gpu_milli)
+CLUSTER_GPUS = 1152
+"""The shared cluster the simulations default to [GPUs]: 16 GB200 NVL72 racks = 144 8-GPU servers, whole
+purchasable units of both kinds of design, so a supernode and a traditional cluster are compared at equal
+capacity (the cluster claims, :mod:`hnplan.cluster.claims`). It is also the largest cluster a cost figure
+simulates (:func:`hnplan.cluster.utilisation.simulated_utilisation`), to keep that answer to seconds."""
 
 
 @dataclass(frozen=True)

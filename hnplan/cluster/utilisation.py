@@ -8,10 +8,9 @@ import functools
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster.simulate import simulate_cluster
+from hnplan.cluster.topology import CLUSTER_GPUS
 
-MAX_SIMULATED_GPUS = 1152
-"""Largest cluster simulated for a cost figure [GPUs] (16 NVL72 racks, 144 8-GPU servers): a larger
-design is represented by a cluster of this size under the same mix, to keep the answer to seconds."""
+# A larger design is represented by a cluster of CLUSTER_GPUS under the same mix, to keep the answer to seconds.
 DEFAULT_JOBS = 3000
 """Jobs simulated per cost figure [-] (assumption: enough for the utilisation to settle past the
 start-up transient while the answer stays in seconds; not fitted to any measurement)."""
@@ -32,7 +31,7 @@ def simulated_utilisation(
     """Useful utilisation of ``gpus`` accelerators of a design under a job mix, simulated.
 
     Runs :func:`hnplan.cluster.simulate_cluster` (topology-aware placement with backfill,
-    preemption and failures) for ``jobs`` jobs of ``mix`` on ``min(gpus, MAX_SIMULATED_GPUS)``
+    preemption and failures) for ``jobs`` jobs of ``mix`` on ``min(gpus, CLUSTER_GPUS)``
     GPUs; cached per argument set.
 
     Returns
@@ -49,7 +48,7 @@ def simulated_utilisation(
     """
     cat = catalog or load_catalog()
     sid = cat.system(system).id
-    g = min(int(gpus), MAX_SIMULATED_GPUS)
+    g = min(int(gpus), CLUSTER_GPUS)
     s = _simulate(sid, g, str(mix), int(jobs), int(seed), str(cat.root))
     out = dict(s, gpus_simulated=s["gpus"], mix=str(mix), jobs=int(jobs), seed=int(seed))
     out.pop("gpus")

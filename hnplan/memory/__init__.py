@@ -44,7 +44,6 @@ from hnplan.memory.tiers import (
     decode_step_time_s,
     memory_tiers,
     spill_plan,
-    training_compute_time_s,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +119,6 @@ __all__ = [
     "stage_activation_table",
     "layer_activation_table",
     "stage_params",
-    "training_compute_time_s",
     "training_memory",
     "training_memory_table",
     "training_overheads",

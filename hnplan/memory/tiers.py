@@ -42,7 +42,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.design import Design
-from hnplan.compute import achievable_flops_per_s, achievable_hbm_Bps, training_flops_per_token
+from hnplan.compute import achievable_hbm_Bps
 from hnplan.errors import check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 
@@ -77,15 +77,15 @@ def pool_gpus(system) -> int:
 
 
 def host_memory_bytes_per_gpu(system) -> float:
-    """One accelerator's share of its node's host memory [bytes]: ``host_memory_gb_per_node`` [GB,
-    10**9 bytes] over ``node_gpus``.
+    """One accelerator's share of its node's host memory [bytes]: ``host_memory_gib_per_node`` [GiB,
+    2**30 bytes] over ``node_gpus``.
 
     Raises
     ------
     TypeError
-        When the system gives no ``host_memory_gb_per_node`` (callers check it first).
+        When the system gives no ``host_memory_gib_per_node`` (callers check it first).
     """
-    return units.GB_to_bytes(system.host_memory_gb_per_node) / system.node_gpus
+    return units.GiB_to_bytes(system.host_memory_gib_per_node) / system.node_gpus
 
 
 def memory_tiers(design: Design) -> list[Tier]:
@@ -96,7 +96,7 @@ def memory_tiers(design: Design) -> list[Tier]:
     system, acc = design.system, design.accelerator
     out = [Tier("hbm", hbm_capacity_bytes(acc), units.TBps_to_Bps(acc.hbm_bw_TBps), "on package")]
     rest = []
-    if system.host_memory_gb_per_node and system.host_link_GBps_per_gpu:
+    if system.host_memory_gib_per_node and system.host_link_GBps_per_gpu:
         link = {"pcie": "PCIe", "nvlink-c2c": "NVLink-C2C"}[system.host_link_kind]
         rest.append(
             Tier(
@@ -383,26 +383,6 @@ def spill_plan(
     return SpillPlan(status, hbm, mem.total_bytes, spills, max(0.0, excess), compute_time_s)
 
 
-def training_compute_time_s(
-    model,
-    acc,
-    seq_len: int,
-    microbatch: int,
-    num_microbatches: int,
-    tp: int = 1,
-    pp: int = 1,
-    cp: int = 1,
-    recompute: str = "none",
-    dtype: str = "bf16",
-) -> float:
-    """Compute time of one training step on one accelerator at the achievable GEMM rate [s]: hardware
-    FLOPs per token (recomputation included) x ``microbatch x num_microbatches x seq_len`` tokens per
-    data-parallel replica, shared by its ``tp x pp x cp`` accelerators. The time spilled transfers can
-    hide behind."""
-    f = training_flops_per_token(model, seq_len, recompute).hardware
-    return f * microbatch * num_microbatches * seq_len / (tp * pp * cp) / achievable_flops_per_s(acc, dtype)
-
-
 def decode_step_time_s(mem: MemoryBreakdown, acc) -> float:
     """Time of one memory-bound decode step: weights and KV cache read once from HBM at the achievable
     bandwidth [s] (the compute a spilled KV cache must hide behind)."""
@@ -423,6 +403,5 @@ __all__ = [
     "offload_tiers",
     "spill_plan",
     "tier_latency_s",
-    "training_compute_time_s",
     "training_offload",
 ]

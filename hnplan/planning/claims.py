@@ -275,7 +275,7 @@ class AuditSetup:
     )
     # the shared-cluster claims (hnplan.cluster): one job stream per offered load, on each design
     cluster_traditional: str = "hgx-b200-ib-xdr"  # a catalog system (the simulation needs its failure unit)
-    cluster_gpus: int = 1152  # 16 NVL72 racks = 144 servers
+    cluster_gpus: int | None = None  # GPUs per design; None: hnplan.cluster.topology.CLUSTER_GPUS
     cluster_jobs: int = 10000  # assumption: a run long enough that the start-up transient is a small share
     cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)  # offered loads spanning the claims' 40-92 % utilisation range
     cluster_mix: str = "default"
@@ -370,23 +370,26 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         One row per grid point: ``offered_load`` [fraction of the GPUs], ``design`` (the design,
         with its placement or partitioning), ``utilisation`` (useful GPU-time over installed
         GPU-time, after the warm-up), ``offered_load_window``, ``fragmentation``,
-        ``concurrent_jobs`` and ``holds``. ``attrs`` carries ``metric``, ``op``, ``threshold`` and
-        ``condition`` (the job mix, policy, cluster size and loads it holds or fails under).
+        ``concurrent_jobs`` and ``holds``. ``attrs`` carries ``metric``, ``op``, ``threshold``,
+        ``condition`` (the job mix, policy, cluster size and loads it holds or fails under) and ``gpus``
+        (the cluster size simulated per design [GPUs]).
     """
     if not cluster_available():
         return None
     from hnplan.cluster.claims import audit_points
+    from hnplan.cluster.topology import CLUSTER_GPUS
 
+    gpus = setup.cluster_gpus or CLUSTER_GPUS
     pts, metric, op, thr, cond = audit_points(
         claim_id,
         setup.cluster_traditional,
         setup.supernode,
-        gpus=setup.cluster_gpus,
+        gpus=gpus,
         mix=setup.cluster_mix,
         loads=tuple(setup.cluster_loads),
         jobs=setup.cluster_jobs,
         seed=setup.cluster_seed,
         catalog=catalog,
     )
-    pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond)
+    pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond, gpus=gpus)
     return pts

@@ -402,7 +402,7 @@ def _cluster_claim(spec: tuple, text: str):
             "points": int(pts["holds"].notna().sum()),
             "points_holding": int(pts["holds"].eq(True).sum()),
         }
-        exp = f"{text} {s.cluster_jobs:,} jobs of mix '{s.cluster_mix}' per run on {s.cluster_gpus:,} GPUs"
+        exp = f"{text} {s.cluster_jobs:,} jobs of mix '{s.cluster_mix}' per run on {a['gpus']:,} GPUs"
         return Claim(
             spec[0],
             seed_files(*spec[1]),

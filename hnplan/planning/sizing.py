@@ -136,6 +136,7 @@ def size_design(
     mode: str = "async",
     budget_usd: float | None = None,
     offload: str = "none",
+    stack=None,
 ) -> dict:
     """:func:`size_for_deadline` and what that purchase costs.
 
@@ -143,6 +144,9 @@ def size_design(
     ----------
     budget_usd : float, optional
         Flags ``within_budget`` (capex at most the budget).
+    stack : str or SoftwareStack, optional
+        The software stack every count is planned with (an id, a YAML path or an entry, as ``hnplan size
+        --stack`` takes it); default the planner's defaults.
 
     Returns
     -------
@@ -170,6 +174,7 @@ def size_design(
         goodput=goodput,
         mode=mode,
         offload=offload,
+        stack=stack,
     )
     gpus = row["gpus"]
     design = cat.design(sys_)
@@ -206,9 +211,11 @@ def size_designs(
     *,
     goodput: bool = True,
     offload: str = "none",
+    stack=None,
 ) -> pd.DataFrame:
-    """:func:`size_design` for each design: one row per system (a design that cannot meet the
-    deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns to units."""
+    """:func:`size_design` for each design, planned with ``stack``: one row per system (a design that
+    cannot meet the deadline keeps its row with the reason in ``status``); ``attrs['units']`` maps columns
+    to units."""
     cat = catalog or load_catalog()
     rows = []
     for s in systems:
@@ -229,6 +236,7 @@ def size_designs(
                     mode=mode,
                     budget_usd=budget_usd,
                     offload=offload,
+                    stack=stack,
                 )
             )
         except InfeasiblePlan as exc:

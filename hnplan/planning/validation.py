@@ -39,7 +39,7 @@ def validation_table(
     -------
     pandas.DataFrame
         ``id, model, system, gpus, stack, metric, published, predicted, error_pct`` (``100 (predicted /
-        published - 1)``), ``tolerance_pct``, ``within`` (bool), ``plan`` (the knobs used),
+        published - 1)``), ``tolerance_pct``, ``tolerance_reason``, ``within`` (bool), ``plan`` (the knobs used),
         ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``, ``gap_reason``, ``source``.
     """
     cat = catalog or load_catalog()
@@ -61,6 +61,7 @@ def validation_table(
                 predicted=pred,
                 error_pct=err,
                 tolerance_pct=run.tolerance_pct,
+                tolerance_reason=run.tolerance_reason,
                 within=abs(err) <= run.tolerance_pct,
                 expect=run.expect,
                 gap_bound_pct=run.gap_bound_pct,

@@ -23,7 +23,7 @@ def rows(cat) -> list[Row]:
     for r in _runs_table(catalog=cat).itertuples():
         role = "prediction" if r.expect == "within" else "reported"
         note = (
-            ""
+            (f"tolerance {r.tolerance_pct:g}%: {r.tolerance_reason}" if r.tolerance_reason else "")
             if role == "prediction"
             else (f"known gap, held by the training tests under {r.gap_bound_pct:.0f}%: {r.gap_reason}")
         )

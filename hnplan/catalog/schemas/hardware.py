@@ -84,6 +84,11 @@ class Accelerator(Entry):
         description="weight of the last partial wave of work units over the SMs [-]: 1 a full wave "
         "(no tail balancing), 0 balanced (stream-K); absent: 1 (calibration)",
     )
+    gemm_output_exposed: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
+        default=None,
+        description="share of a GEMM's output write that is not hidden behind its K loop [-]: 1 when every "
+        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0",
+    )
     host_dispatch_us: NonNegative | None = Field(
         default=None,
         description="host time per operator call from an eager framework; back-to-back calls run no "
@@ -265,7 +270,11 @@ class System(Entry):
         description="accelerators per rack, averaged over compute and in-domain network racks"
     )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
-    host_memory_gb_per_node: Positive | None = Field(default=None, description="host DDR/LPDDR per node [GB]")
+    host_memory_gib_per_node: Positive | None = Field(
+        default=None,
+        description="host DDR/LPDDR per node [GiB, 2**30 bytes]: datasheets' 'TB'/'GB' of DRAM are binary "
+        "(JEDEC JESD100B.01), so a '2 TB' server of 32 x 64 GB DIMMs holds 2,048 GiB",
+    )
     host_link_GBps_per_gpu: Positive | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
     )

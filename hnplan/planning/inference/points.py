@@ -10,12 +10,11 @@ over the amortisation period) per GPU-hour; $ per million output tokens = GPUs x
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import whole_units
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan
 from hnplan.planning.inference.core import (
@@ -36,10 +35,6 @@ from hnplan.planning.inference.steady import (
 from hnplan.power import accelerator_power_w, design_power
 
 
-def _whole_units(system, gpus: int | None) -> int:
-    return math.ceil((gpus or system.unit_gpus) / system.unit_gpus) * system.unit_gpus
-
-
 def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
     """TCO per productive GPU-hour of the purchasable units that hold ``gpus`` accelerators (default one
     unit): lifetime less deployment, at the facility's utilisation [USD/GPU-hour]
@@ -48,7 +43,8 @@ def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = 
     system = cat.system(system)
     if price_gap(system, cat) is not None:
         return float("nan")  # no price: cost outputs say n/a, with price_gap's reason
-    return design_cost(cat.design(system), _whole_units(system, gpus)).usd_per_gpu_hour
+    design = cat.design(system)
+    return design_cost(design, whole_units(design, gpus or system.unit_gpus)).usd_per_gpu_hour
 
 
 def price_gap(system, catalog: Catalog | None = None) -> str | None:
@@ -64,8 +60,9 @@ def attributed_power_w(system, gpus: int, catalog: Catalog | None = None) -> tup
     the purchasable units that hold them (:func:`hnplan.power.design_power`) [W]."""
     cat = catalog or load_catalog()
     system = cat.system(system)
-    n = _whole_units(system, gpus)
-    pw = design_power(cat.design(system), n)
+    design = cat.design(system)
+    n = whole_units(design, gpus)
+    pw = design_power(design, n)
     return pw.it_w * gpus / n, pw.facility_w * gpus / n
 
 
@@ -99,7 +96,7 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
     design, r = s.design, s.replica
     u = min(1.0, max(0.0, load)) * p.power_utilisation
     gpu_w = float(accelerator_power_w(s.acc, u, design.facility))
-    n = _whole_units(s.system, r.gpus)
+    n = whole_units(design, r.gpus)
     pw = design_power(design, n)
     per_gpu_it = pw.it_w_at(u) / n  # rated non-accelerator share + the accelerator at u
     g = r.gpus if gpus is None else gpus

@@ -93,9 +93,9 @@ def activation_offload(job, df, layers, t_fwd_mb, t_bwd_mb, memory_cache: dict |
     if not ch.cpu_offload_layers:
         return np.zeros(n), np.zeros(n)
     sys_ = job.system
-    if not sys_.host_link_GBps_per_gpu or not sys_.host_memory_gb_per_node:
+    if not sys_.host_link_GBps_per_gpu or not sys_.host_memory_gib_per_node:
         raise InputError(
-            f"stack choice cpu_offload_layers needs host_link_GBps_per_gpu and host_memory_gb_per_node "
+            f"stack choice cpu_offload_layers needs host_link_GBps_per_gpu and host_memory_gib_per_node "
             f"in data/systems/{sys_.id}.yaml"
         )
     on = (column(df, "pp") == 1) & (np.asarray(column(df, "recompute")) == "none")
