@@ -76,8 +76,9 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps, peak_flops_per_s
@@ -109,6 +110,9 @@ from hnplan.compute.operator_rows import (  # noqa: F401  (re-exported: the row 
     kernel_class,
     memory_kernel_fractions,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLE_COLUMNS = [
     "name",
@@ -210,6 +214,8 @@ def operator_table(
     >>> set(df["bound"])
     {'memory'}
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     kv_len = seq_len if kv_len is None else kv_len
     _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
     rows = _raw_rows(
@@ -435,6 +441,8 @@ def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:
         HBM bandwidth x hbm_efficiency x intensity) [FLOP/s], ``peak_flops_per_s`` (dense peak)
         [FLOP/s], ``accelerator``, ``dtype``.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     x = np.asarray(intensity, dtype=float)
     ach = np.minimum(achievable_flops_per_s(acc, dtype), achievable_hbm_Bps(acc) * x)
     return pd.DataFrame(

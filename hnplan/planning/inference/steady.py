@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
@@ -30,6 +30,9 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 # --- time of one pass ----------------------------------------------------------------------------------
@@ -349,6 +352,8 @@ def frontier(
     InfeasiblePlan
         If the weights do not fit.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     from hnplan.planning.inference.points import serving_power  # points builds on this module
 
     s = resolve(model, system, replica, catalog)
