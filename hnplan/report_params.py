@@ -136,8 +136,8 @@ def _check_range(key: str, value, default, where: str, notebook: str) -> None:
 
 def check_parameters(notebook: str, params: dict, where: str) -> dict:
     """Check parameter names against the notebook's ``parameters`` cell, their types against its literal
-    defaults (an int may stand for a float; a list must stay a list; ``1e12`` read as a string is a number)
-    and their ranges (finite; positive where the default is positive).
+    defaults (an int may stand for a float; a list must stay a list, non-empty where its default is; ``1e12``
+    read as a string is a number) and their ranges (finite; positive where the default is positive).
 
     Returns
     -------
@@ -184,6 +184,11 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
                 )
             if want is int and isinstance(value, float):
                 value = int(value)
+            if want is list and default and not value:  # systems: [] ran the notebooks into a KeyError
+                raise ScenarioError(
+                    f"{where}: notebook {notebook!r}, parameter {key!r}: an empty list; give at least one value "
+                    f"like its default {declared[key]['default']}"
+                )
         _check_range(key, value, default, where, notebook)
         out[key] = value
     return out

@@ -96,15 +96,29 @@ def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
 def _atomic_write(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _name_target(exc, path) from None
     try:
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
             fh.write(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for sharing
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise _name_target(exc, path) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _name_target(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming the file the user asked for, not the temporary file beside it (a folder given as
+    the output file, a read-only folder)."""
+    if exc.filename is not None and Path(exc.filename).name.startswith(f".{path.name}."):
+        exc.filename, exc.filename2 = str(path), None
+    return exc
 
 
 def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:

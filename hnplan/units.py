@@ -32,6 +32,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import re
 
 # --- data size ---------------------------------------------------------------------------
@@ -258,14 +259,17 @@ def parse_size(text: str | int | float) -> int:
     (8, 1024, 1000)
     """
     if isinstance(text, (int, float)):
-        if text < 0:
-            raise ValueError(f"size must be non-negative, got {text}")
+        if not 0 <= text < math.inf:  # nan and inf have no byte count
+            raise ValueError(f"size must be a non-negative finite number, got {text}")
         return int(text)
     m = _SIZE_RE.match(str(text))
     if not m or m.group(2).upper() not in _SIZE_UNITS:
         allowed = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G"
         raise ValueError(f"cannot read size {text!r}: expected a number with a unit ({allowed})")
-    return int(round(float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]))
+    value = float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
+    if not math.isfinite(value):  # 1e400B overflows a float
+        raise ValueError(f"size {text!r} is not a finite number of bytes")
+    return int(round(value))
 
 
 # Short-scale suffixes of counts typed by people (``15T`` tokens, ``405B`` parameters, ``2.5M`` tokens/s):

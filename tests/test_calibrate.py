@@ -453,3 +453,17 @@ def test_alltoall_rows_are_reported_not_fitted():
     alone = fit_collectives(rows[:1], "hgx-h100-ib-ndr", cat)
     assert list(with_a2a.table["in_fit"]) == [True, False]
     assert [p.value for p in with_a2a.parameters] == pytest.approx([p.value for p in alone.parameters])
+
+
+@pytest.mark.parametrize("module", ["hnplan.planning.calibrate_write", "hnplan.reports"])
+def test_atomic_write_errors_name_the_file_asked_for(tmp_path, module):
+    # `--out` naming a folder said "/path/.o.yaml.x1y2.tmp: Is a directory": the temporary file, not the output
+    import importlib
+
+    write = importlib.import_module(module)._atomic_write
+    folder = tmp_path / "o.yaml"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError) as exc:
+        write(folder, "x: 1\n")
+    assert exc.value.filename == str(folder)
+    assert list(tmp_path.rglob("*.tmp")) == []  # nothing left behind

@@ -149,6 +149,25 @@ def test_catalog_list_and_show():
     assert res.exit_code == 2 and "h100-sxm" in res.stderr
 
 
+def test_catalog_show_a_bad_file_names_its_fields(tmp_path):
+    # a model file with one bad field said "no catalog entry '<path>' in accelerators, ..., engines"
+    import yaml
+
+    from hnplan.catalog import load_catalog
+
+    raw = yaml.safe_load(load_catalog().path_of("models", "llama3.1-8b").read_text())
+    path = tmp_path / "my-model.yaml"
+    path.write_text(yaml.safe_dump({**raw, "layers": -4}))
+    res = runner.invoke(app, ["catalog", "show", str(path)])
+    msg = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and f"{path}: entry 'llama3.1-8b' (Model) is invalid: field 'layers'" in msg
+    path.write_text(yaml.safe_dump(raw))
+    assert runner.invoke(app, ["catalog", "show", str(path)]).exit_code == 0
+    path.write_text("")  # an empty file fits no kind: no kind is named
+    res = runner.invoke(app, ["catalog", "show", str(path)])
+    assert res.exit_code == 2 and "expected one mapping of an entry's fields, got NoneType" in res.stderr
+
+
 @pytest.mark.parametrize(
     "argv,code,needle",
     [

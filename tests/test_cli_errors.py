@@ -58,6 +58,25 @@ def test_non_finite_flags_refused(argv, needle, json_):
     _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
 
 
+TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (TRAIN + ["--global-batch-size", "64", "--recompute", "ful"], "--recompute must be one of none, selective"),
+        (TRAIN + ["--global-batch-size", "64", "--dtype", "fp9"], "--dtype must be one of bf16, fp8; got 'fp9'"),
+        (["memory", "--model", "llama3.1-8b", "--mode", "trian", "--seq-len", "8"], "--mode must be one of train"),
+        (["gemm", "--accelerator", "h100-sxm", "--shape", "8x8x8", "--launch", "eagre"], "--launch must be one of"),
+        (TRAIN[:-1] + ["200000", "--global-batch-size", "8"], "--seq-len 200000 exceeds llama3.1-8b's maximum"),
+    ],
+)
+@pytest.mark.parametrize("json_", [False, True])
+def test_choice_errors_name_the_flag(argv, needle, json_):
+    # the planners check their choices by parameter name; the command line names the flag that was typed
+    _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
+
+
 def test_json_error_object_names_the_entry():
     res = runner.invoke(app, TCO[:2] + ["gb200"] + TCO[3:] + ["--json"])
     assert res.exit_code == 2

@@ -52,14 +52,31 @@ def test_size_fixed_gpus_json():
     assert p["tp"] * p["pp"] * p["dp"] * p["cp"] == 64
     table = runner.invoke(app, [a for a in SIZE if a != "--json"] + ["--gpus", "64"])
     assert table.exit_code == 0 and "slack" not in table.stdout and "GPU-hours" in table.stdout  # no deadline
+    # 64 GPUs are less than one 72-GPU rack: what is bought is said, and what the columns count
+    text = " ".join(table.stdout.split())
+    assert "gb200-nvl72: the job runs on 64 GPUs of 72 bought (1 whole unit of 72)" in text
+    assert "hgx-h100-ib-ndr: the job runs" not in text  # 8 whole servers
 
 
 @pytest.mark.parametrize(
-    "extra,needle", [([], "exactly one of"), (["--gpus", "8", "--deadline-days", "3"], "exactly one of")]
+    "extra,needle",
+    [
+        ([], "exactly one of"),
+        (["--gpus", "8", "--deadline-days", "3"], "exactly one of"),
+        # a mistyped checkpoint mode was read per design and made every design "infeasible" (exit 3)
+        (["--gpus", "8", "--checkpoint", "asyn"], "--checkpoint must be one of sync, async; got 'asyn'"),
+        (["--deadline-days", "0"], "--deadline-days must be > 0; got 0"),
+        (["--gpus", "8", "--tokens", "1M"], "--tokens 1M is less than one step of --global-batch-tokens 1,179,648"),
+    ],
 )
 def test_size_errors(extra, needle):
     res = runner.invoke(app, [*SIZE, *extra])
     assert res.exit_code == 2 and needle in res.stderr
+
+
+def test_size_names_a_design_once():
+    res = runner.invoke(app, [*SIZE, "--system", "hgx-h100-ib-ndr", "--gpus", "64"])
+    assert [r["system"] for r in json.loads(res.stdout)["results"]] == ["hgx-h100-ib-ndr", "gb200-nvl72"]
 
 
 def test_train_top_k_lists_ranked_plans():
@@ -252,3 +269,15 @@ def test_size_plans_with_the_stack_it_is_given():
     assert days["megatron-lm-2021"] > days["megatron-core"]
     res = runner.invoke(app, [*base, "--stack", "megatron-cor"])
     assert res.exit_code == 2 and "nearest: megatron-core" in res.stdout
+
+
+def test_size_on_racks_of_72_names_the_batch_that_divides():
+    # every count of an NVL72 has the factor 9; a power-of-two batch leaves it to PP 9, which empties a stage
+    # of the 8B's 32 layers: "try a GPU count with more factors of two" could not be followed
+    args = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "gb200-nvl72", "--seq-len", "8192"]
+    res = runner.invoke(app, [*args, "--global-batch-tokens", "16Mi", "--deadline-days", "10"])
+    msg = " ".join(res.stderr.split())
+    assert res.exit_code == 3 and "every count of gb200-nvl72 has the factor 9 (units of 72 GPUs)" in msg
+    assert "such as 2,088 sequences (a multiple of 72)" in msg or "such as 2,160 sequences (a multiple of 144)" in msg
+    ok = runner.invoke(app, [*args, "--global-batch-tokens", str(2160 * 8192), "--deadline-days", "10", "--json"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["results"][0]["gpus"] % 72 == 0

@@ -75,6 +75,7 @@ def test_cluster_trace_table():
         ["--mix", "nope"],
         ["--days", "1", "--jobs", "5"],
         ["--system", "h100"],
+        ["--load", "0", "--jobs", "5"],
     ],
 )
 def test_cluster_bad_input_exits_2(extra):
@@ -85,6 +86,9 @@ def test_cluster_bad_input_exits_2(extra):
     r = runner.invoke(app, args + extra)
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output
+    assert (
+        extra[0] in r.output or extra[1] in r.output
+    )  # the flag or value at fault is named ("offered load must be > 0" named none)
 
 
 def test_progress_reaches_the_end_of_the_window(cat):

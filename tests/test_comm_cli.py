@@ -58,6 +58,7 @@ def test_collective_one_size_table():
         (["--op", "gather", "--gpus", "8", "--size", "1GiB"], "--op must be one of allreduce, reducescatter"),
         (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
         (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
+        (["--op", "allreduce", "--gpus", "8", "--sweep", "1e400:1e401"], "not a finite number of bytes"),
     ],
 )
 def test_collective_errors(args, msg):

@@ -166,6 +166,25 @@ def test_gemm_cli_json_and_bad_input(cat):
         assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
 
 
+def test_gemm_cli_shapes_json_from_a_file(tmp_path):
+    # a file path was parsed as JSON text: "not valid JSON (Expecting value at character 0)"
+    path = tmp_path / "shapes.json"
+    path.write_text('[["bf16", 4096, 4096, 4096]]')
+    args = ["gemm", "--accelerator", "h100-sxm", "--json", "--shapes-json"]
+    from_file = runner.invoke(app, [*args, str(path)])
+    inline = runner.invoke(app, [*args, path.read_text()])
+    assert from_file.exit_code == 0 and json.loads(from_file.output) == json.loads(inline.output)
+    for bad, needle in (
+        (tmp_path / "missing.json", "missing.json: No such file"),
+        (tmp_path, "Is a directory"),
+        (path.with_suffix(".bad"), "not valid JSON"),
+    ):
+        if bad.suffix == ".bad":
+            bad.write_text("[1,")
+        r = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(bad)])
+        assert r.exit_code == 2 and needle in r.stderr and str(bad) in r.stderr and "Traceback" not in r.output
+
+
 def test_validation_rows_cover_every_measured_kernel(cat):
     from hnplan.validation.compute import gemm_rows, kernel_rows
 

@@ -86,8 +86,17 @@ def test_scoring_mode_keys():
             "at most one of --batch and --qps",
         ),
         (["--qps", "3"], 2, "--qps needs --ttft-slo-ms and --tpot-slo-ms"),
+        (["--qps", "0", "--ttft-slo-ms", "100", "--tpot-slo-ms", "50"], 2, "--qps must be > 0; got 0"),
+        (["--qps", "1", "--ttft-slo-ms", "100", "--tpot-slo-ms", "0"], 2, "--tpot-slo-ms must be > 0; got 0"),
         (["--batch", "100000"], 3, "exceeds"),
         (["--qps", "100", "--ttft-slo-ms", "1", "--tpot-slo-ms", "1"], 3, "no configuration"),
+        # a rate no single fabric serves: exit 3 naming the fabric's limit (was exit 2 from the costing's
+        # topology at 1e6 requests/s, and "no configuration ... best TPOT" under the SLO at 1e9)
+        (
+            ["--qps", "1e7", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"],
+            3,
+            "needs more GPUs than one scale-out fabric joins (65,536;",
+        ),
     ],
 )
 def test_infer_errors(args, code, needle):
@@ -168,3 +177,15 @@ def test_disaggregated_table_shows_both_pools():
     assert int(cells["GPUs [count]"]) == (
         d["prefill"]["replicas"] * d["prefill"]["gpus_per_replica"] + d["decode_replicas"] * d["gpus_per_replica"]
     )
+
+
+def test_min_replicas_tries_the_cap_before_giving_up():
+    from hnplan.planning.inference.capacity import _min_replicas
+
+    def ttft(n):  # a wait that falls as 10 / n seconds: the SLO of 1 s is met from 10 replicas
+        return 10.0 / n
+
+    assert _min_replicas(1.0, ttft, 3, 1.0) == 10
+    # doubling 3 -> 6 -> 12 passes a cap of 11: 10 and 11 are still tried (None before)
+    assert _min_replicas(1.0, ttft, 3, 1.0, cap=11) == 10
+    assert _min_replicas(1.0, ttft, 3, 1.0, cap=9) is None

@@ -33,6 +33,20 @@ def test_evaluate_time_to_train_is_tokens_over_goodput_throughput(cat, case):
         evaluate(case, cat, price=1)
 
 
+@pytest.mark.parametrize(
+    "inputs,needle",
+    [
+        # a negative price gave a TCO below the hardware's and a lower $ per GPU-hour, with no error
+        ({"electricity_usd_per_kwh": -0.1}, "electricity_usd_per_kwh must be >= 0; got -0.1"),
+        ({"years": 0.0}, "years must be > 0; got 0"),
+        ({"hardware_price_factor": float("nan")}, "hardware_price_factor must be a finite number"),
+    ],
+)
+def test_evaluate_refuses_inputs_outside_their_range(cat, case, inputs, needle):
+    with pytest.raises(InputError, match=needle):
+        evaluate(case, cat, **inputs)
+
+
 def test_tornado_ranges_and_order(cat, case):
     df = tornado(case, "tco_usd", cat)
     assert list(df["swing"]) == sorted(df["swing"], reverse=True)

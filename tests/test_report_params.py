@@ -46,6 +46,8 @@ def test_numbers_as_yaml_writes_them():
         ("gpus", 0, "'gpus': must be a positive number; got 0"),
         ("tokens", float("inf"), "'tokens': must be a finite number; got inf"),
         ("gpus", True, "'gpus': expected int"),
+        # an empty design list ran both notebooks into a KeyError (exit 1) instead of exit 2 before any ran
+        ("systems", [], "'systems': an empty list; give at least one value like its default"),
     ],
 )
 def test_ranges_checked(key, value, needle):

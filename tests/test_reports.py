@@ -7,6 +7,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from hnplan import reports
 from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.errors import ScenarioError
@@ -34,7 +35,7 @@ def _scenario(tmp_path, sid, **override):
     return str(path)
 
 
-def test_failure_is_isolated_and_never_clobbers_a_good_report(tmp_path):
+def test_failure_is_isolated_and_never_clobbers_a_good_report(tmp_path, monkeypatch):
     out = tmp_path / "reports"
     good = _scenario(tmp_path, "small")
     res = runner.invoke(app, ["report", "--scenario", good, "--out", str(out)])
@@ -43,10 +44,15 @@ def test_failure_is_isolated_and_never_clobbers_a_good_report(tmp_path):
     first = html.read_text()
     assert 'id="key-table"' in first
 
-    # the same scenario, now broken at run time (no design to compare), next to a good one
+    # the same scenario, now broken at run time (no design to compare), next to a good one; validation
+    # refuses an empty design list before anything runs (exit 2), so it is bypassed here to get a notebook
+    # that fails while it runs
     bad_dir = tmp_path / "bad"
     bad_dir.mkdir()
     bad = _scenario(bad_dir, "small", systems=[])
+    refused = runner.invoke(app, ["report", "--scenario", bad, "--out", str(out)])
+    assert refused.exit_code == 2 and "parameter 'systems': an empty list" in " ".join(refused.stderr.split())
+    monkeypatch.setattr(reports, "validate_scenario", lambda *args, **kwargs: None)
     other = _scenario(tmp_path, "other", gpus=72)
     results = run_reports(load_scenarios(bad) + load_scenarios(other), out, jobs=2, progress=False)
     status = {r.scenario: r for r in results}

@@ -42,7 +42,7 @@ def test_parse_size(text, expected):
     assert units.parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "GB", "1 parsec", "-5B", -1])
+@pytest.mark.parametrize("bad", ["", "GB", "1 parsec", "-5B", -1, "1e400B", "1e400", float("inf"), float("nan")])
 def test_parse_size_rejects(bad):
     with pytest.raises(ValueError):
         units.parse_size(bad)

@@ -9,13 +9,14 @@ sampled by Monte Carlo or a Latin hypercube. See docs/sweep.md.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
-from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict
+from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.errors import CatalogError
 
@@ -33,6 +34,9 @@ PLAN_AXES = (
 )
 #: the axes a point must have (from ``axes`` or ``fixed``); the batch is given in tokens or in sequences
 REQUIRED_AXES = ("system", "model", "gpus", "seq_len", "tokens")
+#: planner inputs that are whole counts >= 1, and the ones that are catalog ids (or YAML paths)
+COUNT_INPUTS = ("gpus", "seq_len", "global_batch_tokens", "global_batch_seqs")
+ID_INPUTS = {"system": "system", "model": "model", "stack": "stack"}
 SAMPLINGS = ("grid", "monte-carlo", "latin-hypercube")
 DISTRIBUTIONS = ("uniform", "triangular", "loguniform", "catalog")
 
@@ -104,13 +108,30 @@ class SweepSpec(_Strict):
             if isinstance(axis, Distribution):
                 if name in PLAN_AXES:
                     raise ValueError(f"axes.{name}: a planner input is discrete; give a list of values")
+                for bound in (axis.low, axis.high):  # a draw outside the input's range has no meaning
+                    problem = None if bound is None else whatif_range_problem(name, bound)
+                    if problem:
+                        raise ValueError(f"axes.{name}: {problem}")
                 if self.sampling == "grid":
                     raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
                 raise ValueError(f"axes.{name}: an empty list")
         if self.sampling == "grid" and self.samples != 1:
             raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
+        for where, name, value in self.given_values():
+            problem = _value_problem(name, value)
+            if problem:
+                raise ValueError(f"{where}: {problem}")
         return self
+
+    def given_values(self):
+        """``(where, input, value)`` for every value the spec gives in ``fixed`` and in list axes
+        (``where`` is ``fixed.gpus`` or ``axes.gpus[1]``)."""
+        for name, value in self.fixed.items():
+            yield f"fixed.{name}", name, value
+        for name, axis in self.grid_axes().items():
+            for i, value in enumerate(axis):
+                yield f"axes.{name}[{i}]", name, value
 
     def distribution_axes(self) -> dict[str, Distribution]:
         """The axes sampled by Monte Carlo or Latin hypercube, in spec order."""
@@ -119,6 +140,26 @@ class SweepSpec(_Strict):
     def grid_axes(self) -> dict[str, list]:
         """The axes given as lists, in spec order."""
         return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
+
+
+def _value_problem(name: str, value) -> str | None:
+    """Why ``value`` cannot be input ``name`` (None if it can): counts are whole numbers >= 1, ``tokens``
+    and the what-if inputs finite numbers (``tokens`` > 0), ids and ``dtype`` strings. YAML reads
+    ``15T`` as a string: the message says to write ``15.0e+12``."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name in ID_INPUTS or name == "dtype":
+        return None if isinstance(value, str) else f"expected an id (a string), got {value!r}"
+    if not number:
+        return f"expected a number, got {value!r} (write 15T tokens as 15.0e+12: YAML has no unit suffixes)"
+    if not math.isfinite(value):
+        return f"expected a finite number, got {value!r}"
+    if name in COUNT_INPUTS and not (value >= 1 and float(value).is_integer()):
+        return f"expected a whole number >= 1, got {value!r}"
+    if name == "tokens" and not value > 0:
+        return f"expected a number > 0, got {value!r}"
+    if name in WHATIF_INPUTS:
+        return whatif_range_problem(name, float(value))
+    return None
 
 
 def sweep_ids(catalog: Catalog | None = None) -> list[str]:
@@ -134,7 +175,9 @@ def load_sweep_spec(ref, catalog: Catalog | None = None) -> SweepSpec:
     ------
     CatalogError
         For an unknown id, a missing file, invalid YAML or a spec that fails validation (the message
-        names the file and each bad field), or a ``catalog`` distribution on an input that
+        names the file and each bad field: a count that is not a whole number >= 1, ``15T`` where YAML
+        needs ``15.0e+12``), a system, model or stack id the catalog does not hold (named with its
+        field, ``axes.system[2]``), or a ``catalog`` distribution on an input that
         ``data/uncertainty.yaml`` gives no range for.
     """
     if isinstance(ref, SweepSpec):
@@ -145,6 +188,12 @@ def load_sweep_spec(ref, catalog: Catalog | None = None) -> SweepSpec:
     if not _looks_like_path(ref) and not path.exists():
         raise CatalogError(f"unknown sweep spec {ref!r}; available: {', '.join(sweep_ids(cat)) or 'none'}", entry=ref)
     spec = parse_entry(_read_yaml(path), SweepSpec, path)
+    for where, name, value in spec.given_values():  # a mistyped id stops the sweep before any point runs
+        if name in ID_INPUTS and not (name == "stack" and value == "none"):
+            try:
+                getattr(cat, ID_INPUTS[name])(value)
+            except CatalogError as exc:
+                raise CatalogError(f"{path}: {where}: {exc}", path=path, entry=spec.id, field=where) from None
     for name, axis in spec.distribution_axes().items():
         if axis.distribution == "catalog" and name not in cat.uncertainties:
             raise CatalogError(

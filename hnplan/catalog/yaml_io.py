@@ -199,6 +199,11 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
         if err["type"] == "missing":
             desc = schema.model_fields.get(field)
             msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
+        if err["type"] == "value_error":  # a validator's own sentence: pydantic's "Value error, " prefix says nothing
+            msg = msg.removeprefix("Value error, ")
+            if field == "(entry)":  # an entry-wide check names its fields itself
+                other.append((field, msg))
+                continue
         other.append((field, f"field {q(field)}: {msg}"))
     both = unknown + other
     return (both[0][0] if both else "(entry)"), [t for _, t in both]

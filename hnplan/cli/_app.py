@@ -297,7 +297,7 @@ def current_context():
 def _option_name(ctx, name: str) -> str:
     for p in ctx.command.params:
         if p.name == name:
-            return max(getattr(p, "opts", None) or [name], key=len)
+            return max(getattr(p, "opts", None) or ["--" + name.replace("_", "-")], key=len)
     return name
 
 
@@ -311,6 +311,36 @@ def check_finite(ctx) -> None:
         for v in values:
             if isinstance(v, float) and not math.isfinite(v):
                 raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+
+
+def name_option(ctx, text: str) -> str:
+    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
+    the user typed (``--recompute must be one of ...``) when the running command has that option and it
+    holds the refused value; any other message unchanged.
+
+    >>> from types import SimpleNamespace as NS
+    >>> option = NS(name="recompute", opts=["--recompute"])
+    >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
+    >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
+    "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
+    >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
+    "--seq-len 200000 exceeds the model's maximum sequence length 131072"
+    """
+    if ctx is None:
+        return text
+    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
+    if m is not None:
+        name, given = m.group(1).replace(" ", "_"), m.group(2)
+    else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
+        m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
+        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
+            return text
+        name, given = m.group(1), repr(ctx.params[m.group(1)])
+    if name not in ctx.params or repr(ctx.params[name]) != given:
+        return text
+    flag = _option_name(ctx, name)
+    return text if flag == name else flag + text[len(m.group(1)) :]
 
 
 def _error_object(kind: str, exc: BaseException, code: int) -> dict:
@@ -356,7 +386,7 @@ def handle_errors():
     except InfeasiblePlan as exc:
         _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
     except HnplanError as exc:
-        _fail("input", exc, EXIT_INPUT, as_json)
+        _fail("input", exc, EXIT_INPUT, as_json, name_option(ctx, str(exc)))
     except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
         _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
     except KeyboardInterrupt as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -53,12 +54,19 @@ def show(
     with handle_errors():
         cat = load_catalog()
         kinds = [kind] if kind else list(KINDS)
-        found = []
+        found, errors = [], []
         for k in kinds:
             try:
                 found.append((k, cat.get(k, ref)))
-            except CatalogError:
-                continue
+            except CatalogError as exc:
+                errors.append(exc)
+        if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
+            # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
+            # e.g. a model file with one bad field, not "no catalog entry" for every kind
+            closest = min(errors, key=lambda e: str(e).count("field "))
+            if all("expected one mapping of" in str(e) for e in errors):  # empty, a list: no kind is closer
+                raise CatalogError(re.sub(r"of \w+ fields", "of an entry's fields", str(closest)), path=ref)
+            raise closest
         if not found:
             # re-raise the most helpful error: an unknown id with suggestions across kinds
             sugg = []

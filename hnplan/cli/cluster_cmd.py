@@ -63,6 +63,8 @@ def simulate(
             raise InputError("give --days or --jobs, not both")
         if days is not None and days <= 0:
             raise InputError(f"--days must be > 0; got {days}")
+        if load is not None and load <= 0:
+            raise InputError(f"--load must be > 0; got {load:g}")
         cat = load_catalog()
         services = []
         for item in serve or []:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, escape, handle_errors, print_json
+from hnplan.errors import InputError
 
 
 @app.command()
@@ -14,7 +17,9 @@ def gemm(
     accelerator: str = typer.Option(..., "--accelerator", help="accelerator id or YAML path"),
     dtype: str = typer.Option("bf16", "--dtype", help="input dtype of the --shape GEMMs (bf16, fp8, ...)"),
     shape: list[str] = typer.Option(None, "--shape", help="MxNxK (tokens x output x input features); repeatable"),
-    shapes_json: str = typer.Option(None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...]'),
+    shapes_json: str = typer.Option(
+        None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...], or the path of a file holding one'
+    ),
     launch: str = typer.Option(
         "eager",
         "--launch",
@@ -32,7 +37,15 @@ def gemm(
 
         shapes = [(dtype, *parse_shape(s)) for s in (shape or [])]
         if shapes_json is not None:
-            shapes += parse_shapes_json(shapes_json)
+            if shapes_json.lstrip().startswith(("[", "{")):  # JSON text
+                shapes += parse_shapes_json(shapes_json)
+            else:  # a file (a missing one is one line naming it)
+                try:
+                    shapes += parse_shapes_json(Path(shapes_json).read_text(encoding="utf-8"))
+                except UnicodeDecodeError:
+                    raise InputError(f"--shapes-json {shapes_json}: not a UTF-8 text file; expected JSON") from None
+                except InputError as exc:
+                    raise InputError(str(exc).replace("--shapes-json:", f"--shapes-json {shapes_json}:", 1)) from None
         ans = gemm_kernels(accelerator, shapes, launch=launch)
         if json_:
             print_json(ans)

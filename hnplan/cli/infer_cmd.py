@@ -100,6 +100,9 @@ def infer(
             raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
         if disaggregate and qps is None:
             raise InputError("--disaggregate applies to --qps planning")
+        for flag, value in (("--qps", qps), ("--ttft-slo-ms", ttft_slo_ms), ("--tpot-slo-ms", tpot_slo_ms)):
+            if value is not None and not value > 0:
+                raise InputError(f"{flag} must be > 0; got {value:g}")
         cat = load_catalog()
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:

@@ -56,16 +56,26 @@ def size(
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.planning.sizing import size_table
 
+    systems = list(dict.fromkeys(systems))  # a design named twice is sized once
     with handle_errors():
         refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
+        check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)  # before any search, not per design
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
+        if deadline_days is not None and not deadline_days > 0:
+            raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
+        if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
+            raise InputError(
+                f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"
+            )
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -115,19 +125,21 @@ def size(
         for col in (*cols, "MFU", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
+        cat = load_catalog()
+        units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:
             if r.get("status") != "ok":
                 t.add_row(r["system"], *["-"] * (len(cols) + 1), r.get("status", ""))
                 continue
             p = r["parallel"]
-            slack = (f"{r['slack_days']:.1f}" if "slack_days" in r else "-",) if sizing else ()
+            slack = (_amount(r["slack_days"], 1) if "slack_days" in r else "-",) if sizing else ()
             t.add_row(
                 r["system"],
                 f"{int(r['gpus']):,}",
-                f"{r['days']:.1f}",
+                _amount(r["days"], 1),
                 *slack,
-                f"{r['gpu_hours']:,.0f}",
-                f"{r['energy_mwh']:,.0f}",
+                _amount(r["gpu_hours"], 0),
+                _amount(r["energy_mwh"], 0),
                 f"{r['mfu']:.1%}",
                 f"{r['goodput']:.2%}" if goodput else "off",
                 f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
@@ -135,9 +147,26 @@ def size(
             notes += _skipped_lines(r["system"], r.get("skipped", []))
             if r.get("batch_note"):
                 notes.append(f"{r['system']}: {r['batch_note']}")
+            unit = units_of.get(r["system"], 1)
+            if int(r["gpus"]) % unit:  # --gpus that are not whole racks or servers: what is bought
+                bought = -(-int(r["gpus"]) // unit)
+                notes.append(
+                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought * unit:,} bought "
+                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}); GPU-hours and energy count the job's GPUs"
+                )
         console.print(t)
         for line in notes:
             console.print(line, highlight=False, markup=False)
+
+
+def _amount(x: float, decimals: int) -> str:
+    """``x`` with thousands separators and ``decimals`` decimals, or two significant digits where that
+    would print 0 (a job of a few tokens is not 0 days).
+
+    >>> _amount(7393882812441706496.0, 1), _amount(0.00042, 1), _amount(11357.4, 0), _amount(0.0, 1)
+    ('7,393,882,812,441,706,496.0', '0.00042', '11,357', '0.0')
+    """
+    return f"{x:.2g}" if 0 < abs(x) < 0.5 * 10**-decimals else f"{x:,.{decimals}f}"
 
 
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:

@@ -61,6 +61,12 @@ def train(
         help="NCCL reduces in the NVLink switches where the system enables it (--no-nvls: NCCL_NVLS_ENABLE=0); "
         "default: the stack's",
     ),
+    cp_algorithm: str = typer.Option(
+        None,
+        "--cp-algorithm",
+        help="p2p_ring (Transformer Engine's K/V ring beside the attention kernels) or allgather (Llama 3: "
+        "K/V all-gathered, exposed, before one attention kernel); default: the stack's",
+    ),
     attention: str = typer.Option(
         None,
         "--attention",
@@ -129,6 +135,7 @@ def train(
             attention=attention,
             offload=offload,
             nccl_nvls=nvls,
+            cp_algorithm=cp_algorithm,
         )
         job = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack, overrides=overrides)
         assert job.stack is not None  # --stack always names one

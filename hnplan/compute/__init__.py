@@ -12,6 +12,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
   under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
   micro-batch shapes (the training planner).
 * :mod:`hnplan.compute.host`: host time of a step (kernel launches, CUDA-graph scopes, device-host syncs).
+* :mod:`hnplan.compute.clocks`: the compute rate at the clock a board's power limit sustains in training.
 
 See docs/compute.md.
 """

@@ -35,6 +35,10 @@ step sends K/V (step 0), K/V and the partial dK/dV travelling the other way roun
 or dK/dV alone (step ``cp - 1``), each overlapping that step's backward kernel ([1]_). Which link carries
 it and how much shows is the planner's part (:func:`hnplan.planning.training.collectives.cp_comm_per_layer`).
 
+A stack with ``cp_algorithm="allgather"`` (Llama 3, arXiv:2407.21783 Sec. 3.3.2) runs no ring: K/V are
+all-gathered first and the rank's ``s / cp`` queries meet all ``s`` keys in one causal kernel
+(:mod:`hnplan.compute.layer_ops` keeps the attention operator whole, ``cp = 1`` on the operator).
+
 References
 ----------
 .. [1] NVIDIA Transformer Engine, ``transformer_engine/pytorch/attention/dot_product_attention/

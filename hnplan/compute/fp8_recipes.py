@@ -86,7 +86,9 @@ class StepKernels:
 
     ``weight_cast``: ``microbatch`` (every forward), ``step`` (cached across a step's micro-batches)
     or ``none`` (fp8 parameters). ``ep_dispatcher``: the MoE token dispatcher (``alltoall`` or ``flex``,
-    :class:`hnplan.catalog.schemas.StackChoices`), which sets the permutation bytes.
+    :class:`hnplan.catalog.schemas.StackChoices`), which sets the permutation bytes. ``cp_algorithm``:
+    ``p2p_ring`` (attention as Transformer Engine's ring of ``cp`` kernels) or ``allgather`` (one kernel over
+    the gathered K/V).
     """
 
     fp8_recipe: str = "delayed"
@@ -96,6 +98,7 @@ class StepKernels:
     norm_kernel: str = "fused"
     rope_kernel: str = "fused"
     ep_dispatcher: str = "alltoall"
+    cp_algorithm: str = "p2p_ring"
 
     @classmethod
     def of(cls, choices: StackChoices | None) -> StepKernels:
@@ -110,6 +113,7 @@ class StepKernels:
             ch.norm_kernel,
             ch.rope_kernel,
             ch.ep_dispatcher,
+            ch.cp_algorithm,
         )
 
 

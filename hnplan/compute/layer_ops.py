@@ -81,6 +81,9 @@ def _layer_ops(
     t_norm = tokens / tp if sp else tokens  # sequence parallel: norms and residuals on tokens / tp
     s_q, s_kv = (1, kv_len) if decode else (seq_len / cp, seq_len)
     kn = kernels
+    # the attention runs as a ring of cp kernels (Transformer Engine) or, after an all-gather of K/V, as one
+    # kernel of the rank's s / cp queries over the s keys (Llama 3's all-gather CP): no ring then
+    ring = 1 if kn.cp_algorithm == "allgather" else cp
     ops = [norm_op("attn_norm", scope, t_norm * h, kn, NORM_FLOPS)]
     if model.mla is not None:
         ml = model.mla
@@ -135,7 +138,7 @@ def _layer_ops(
                     d_v=ml.v_head_dim,
                     kv_width=hq * (qk + ml.v_head_dim),
                     causal=True,
-                    cp=cp,
+                    cp=ring,
                 )
             )
         d_v_total = hq * ml.v_head_dim
@@ -159,7 +162,7 @@ def _layer_ops(
                 d_v=d,
                 kv_width=2 * hkv * d,
                 causal=not decode,
-                cp=1 if decode else cp,
+                cp=1 if decode else ring,
             )
         )
         d_v_total = hq * d

@@ -24,7 +24,7 @@ from scipy import optimize, stats
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System
+from hnplan.catalog.schemas import WHATIF_INPUTS, Model, System, whatif_range_problem
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError, check_choice
 from hnplan.planning.design import estimate_reliability, resolve_utilisation  # noqa: F401 (re-exported)
@@ -111,13 +111,18 @@ def evaluate(case: WhatIfCase, catalog: Catalog | None = None, **inputs) -> dict
     Raises
     ------
     InputError
-        For an input name outside ``WHATIF_INPUTS``.
+        For an input name outside ``WHATIF_INPUTS`` or a value outside its range
+        (:data:`hnplan.catalog.schemas.WHATIF_RANGES`: a negative electricity price, a PUE below 1).
     """
     cat = catalog or load_catalog()
     unknown = set(inputs) - set(WHATIF_INPUTS)
     if unknown:
         raise InputError(f"unknown what-if inputs {sorted(unknown)}; allowed: {', '.join(WHATIF_INPUTS)}")
     x = {**base_inputs(case, cat), **inputs}
+    for name, value in inputs.items():  # a negative price or a lifetime of 0 gives costs with no meaning
+        problem = whatif_range_problem(name, float(value))
+        if problem:
+            raise InputError(problem)
     cost = design_cost(
         cat.design(case.system),
         case.gpus,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
@@ -133,6 +134,35 @@ WhatIfInput = Literal[
     "maintenance_fraction",
 ]
 WHATIF_INPUTS = get_args(WhatIfInput)
+#: the values each what-if input can take: (lowest, whether the lowest itself is allowed, highest or None);
+#: outside them the cost model has no meaning (a negative price, a PUE below 1, a lifetime of 0)
+WHATIF_RANGES: dict[str, tuple[float, bool, float | None]] = {
+    "electricity_usd_per_kwh": (0.0, True, None),
+    "pue": (1.0, True, None),
+    "hardware_price_factor": (0.0, False, None),
+    "utilisation": (0.0, False, 1.0),
+    "rate_factor": (0.0, True, None),
+    "write_GBps_per_node": (0.0, False, None),
+    "years": (0.0, False, None),
+    "dc_build_usd_per_mw": (0.0, True, None),
+    "maintenance_fraction": (0.0, True, None),
+}
+
+
+def whatif_range_problem(name: str, value: float) -> str | None:
+    """Why ``value`` is outside what-if input ``name``'s range (:data:`WHATIF_RANGES`), or None.
+
+    >>> whatif_range_problem("pue", 0.9), whatif_range_problem("years", 5.0)
+    ('pue must be >= 1; got 0.9', None)
+    """
+    low, closed, high = WHATIF_RANGES[name]
+    if not math.isfinite(value):
+        return f"{name} must be a finite number; got {value}"
+    if value < low or (value == low and not closed):
+        return f"{name} must be {'>=' if closed else '>'} {low:g}; got {value:g}"
+    if high is not None and value > high:
+        return f"{name} must be <= {high:g}; got {value:g}"
+    return None
 
 
 class UncertainInput(Entry):

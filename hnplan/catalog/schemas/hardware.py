@@ -95,6 +95,13 @@ class Accelerator(Entry):
         "faster [us]; used for eager timings only (hnplan gemm --launch eager), never by the planners (calibration)",
     )
 
+    sustained_compute_fraction: Fraction | None = Field(
+        default=None,
+        description="throughput of compute-bound kernels at the SM clock the board's power limit sustains "
+        "through a training step, over their throughput in the short (boost-clock) runs the GEMM and attention "
+        "calibrations were measured in [-]; HBM bandwidth unchanged; absent: 1 (hnplan.compute.clocks)",
+    )
+
     memory_kernel_efficiency: (
         dict[
             Literal["norm", "norm_eager", "activation", "residual", "cross_entropy", "fp8_cast", "amax", "optimizer"],
@@ -143,6 +150,7 @@ class Accelerator(Entry):
         "gemm_splitk_us",
         "gemm_wave_weight",
         "host_dispatch_us",
+        "sustained_compute_fraction",
     )
 
     @model_validator(mode="after")

@@ -34,7 +34,13 @@ class StackChoices(_Strict):
         default False.
     cp_comm : bool
         Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
-        implementation); default True.
+        implementation); default True. Applies to ``cp_algorithm="p2p_ring"``.
+    cp_algorithm : {"p2p_ring", "allgather"}
+        How context parallelism exchanges K/V: ``p2p_ring`` (default; Transformer Engine's load-balanced
+        P2P ring, ``cp`` attention kernels per pass with the K/V exchange beside them,
+        :mod:`hnplan.compute.context_parallel`) or ``allgather`` (Llama 3, arXiv:2407.21783 Sec. 3.3.2:
+        K and V all-gathered over the CP group before one attention kernel over the rank's two load-balanced
+        query chunks, the all-gather exposed on the critical path; dK/dV reduce-scattered in the backward).
     dp_grad_reduce, dp_param_gather : bool
         Bucketed overlap of the gradient reduce-scatter with the backward and of the parameter
         all-gather with the forward (Megatron-Core ``distributed_data_parallel_config.py``); default
@@ -188,6 +194,11 @@ class StackChoices(_Strict):
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
     ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
     cp_comm: bool = Field(default=True, description="context-parallel K/V exchange overlaps attention")
+    cp_algorithm: Literal["p2p_ring", "allgather"] = Field(
+        default="p2p_ring",
+        description="p2p_ring: Transformer Engine's K/V ring beside cp attention kernels; allgather: K/V "
+        "all-gathered (exposed) before one attention kernel, dK/dV reduce-scattered (Llama 3)",
+    )
     dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
     dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
     grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
@@ -318,7 +329,9 @@ class SoftwareStack(Entry, StackChoices):
 
     ``matmul_efficiency`` replaces an accelerator's catalog value (a GEMM micro-benchmark) when a
     published in-training measurement with this stack exists; accelerators it does not list keep
-    their own.
+    their own. ``attention_efficiency`` does the same for the attention law's per-pass ceilings
+    (``Accelerator.attention_efficiency``) where the stack's attention kernel is an older or slower
+    one than the kernels the catalog's law was fitted on.
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -339,7 +352,13 @@ class SoftwareStack(Entry, StackChoices):
         "(calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency",)
+    attention_efficiency: dict[str, dict[Literal["fwd", "bwd"], Fraction]] | None = Field(
+        default=None,
+        description="accelerator id -> pass -> ceiling of the attention law with this stack's attention kernel "
+        "[fraction of the bf16 dense peak]; replaces the accelerator's (calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency")
 
 
 class ServingEngine(Entry):

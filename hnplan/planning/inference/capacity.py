@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
+from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -148,12 +149,11 @@ def _min_replicas(qps: float, ttft_fn, n_min: int, ttft_slo_s: float, cap: int =
     """Smallest n >= n_min with ttft_fn(n) <= slo (ttft_fn decreasing in n), or None."""
     if ttft_fn(n_min) <= ttft_slo_s:
         return n_min
-    hi = n_min
+    lo = hi = n_min  # lo: a count that misses the SLO
     while ttft_fn(hi) > ttft_slo_s:
-        hi *= 2
-        if hi > cap:
+        if hi >= cap:
             return None
-    lo = hi // 2
+        lo, hi = hi, min(2 * hi, cap)  # the cap itself is tried before giving up
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ttft_fn(mid) <= ttft_slo_s else (mid, hi)
@@ -249,7 +249,9 @@ def plan_for_rate(
     InputError
         For a non-positive rate or SLO, or a dtype the accelerator lacks.
     InfeasiblePlan
-        If no configuration meets the SLOs (the message names the best TPOT reached).
+        If no configuration meets the SLOs (the message names the best TPOT reached), or the ones that
+        do need more GPUs than one scale-out fabric joins
+        (:func:`~hnplan.comm.topology.max_scaleout_gpus`; the message says so).
     """
     if qps <= 0 or ttft_slo_s <= 0 or tpot_slo_s <= 0:
         raise InputError(f"qps and SLOs must be positive; got qps={qps}, ttft={ttft_slo_s}, tpot={tpot_slo_s}")
@@ -263,6 +265,8 @@ def plan_for_rate(
         raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     o_mean = tr["output_mean"]
     best, searched, feasible, best_tpot = None, 0, 0, math.inf
+    fabric_gpus = max_scaleout_gpus(cat.design(sys_))  # the most GPUs one scale-out fabric joins (priced as one)
+    beyond = 0  # configurations that meet the SLOs per replica but need more GPUs than that
     prefill_opts = []
     if disaggregated:
         for r in cands:
@@ -281,22 +285,37 @@ def plan_for_rate(
                 continue
             hold = o_mean * p.iteration_s  # seconds a request holds a slot
             n_min = math.floor(qps * hold / p.batch) + 1
+            if n_min * r.gpus > fabric_gpus and p.ttft_s <= ttft_slo_s:
+                beyond += 1
+                continue
             if not disaggregated:
 
                 def ttft(n, p=p, hold=hold):
                     return mgc_wait_s(qps / n, p.batch, hold, tr["output_cs2"]) + p.ttft_s
 
-                n = _min_replicas(qps, ttft, n_min, ttft_slo_s)
+                n = _min_replicas(qps, ttft, n_min, ttft_slo_s, cap=max(n_min, fabric_gpus // r.gpus))
                 if n is None:
+                    # the queue's wait vanishes with more replicas: a pass within the SLO is held up by the fabric
+                    beyond += p.ttft_s <= ttft_slo_s
                     continue
                 cand = (n * r.gpus, p.tpot_s, dict(r=r, p=p, n=n, ttft=ttft(n)))
             else:
                 cand = _disaggregated(qps, p, r, s, prefill_opts, tr, ttft_slo_s, n_min, hold)
                 if cand is None:
                     continue
+            if cand[0] > fabric_gpus:
+                beyond += 1
+                continue
             feasible += 1
             if best is None or cand[:2] < best[:2]:
                 best = cand
+    if best is None and beyond:
+        raise InfeasiblePlan(
+            f"{m.id} at {qps:g} requests/s on {sys_.id} needs more GPUs than one scale-out fabric joins "
+            f"({fabric_gpus:,}; {beyond} configurations meet TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms per replica); plan several clusters, each for its "
+            "share of the rate"
+        )
     if best is None:
         raise InfeasiblePlan(
             f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "

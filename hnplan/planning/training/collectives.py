@@ -23,6 +23,9 @@ References
    ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
 .. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
    the forward and the backward of every micro-batch).
+.. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
+   K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
+   critical path, small because GQA makes K/V much smaller than Q).
 """
 
 from __future__ import annotations
@@ -130,21 +133,26 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     (MLA: the up-projected per-head K and V, as Megatron-Core exchanges them), in bf16 (dK/dV too); the
     CP group has stride ``tp`` (Megatron rank order), so with TP filling a server it crosses the
     scale-out fabric and inside an NVLink domain it stays on NVLink (:func:`collective_s`).
+
+    With the stack's ``cp_algorithm="allgather"`` (Llama 3, [7]_) the forward all-gathers the layer's K/V
+    over the CP group (the nccl-tests size is the gathered ``b s`` tokens' K and V) before its attention
+    kernel, its latency exposed on the critical path ([7]_); the
+    backward gathers K/V again and reduce-scatters dK/dV (the same size), both exposed: ``t = AG (1 +
+    again) + AG + RS``. That the backward re-gathers rather than keeps the gathered K/V is an assumption
+    (the paper does not say; keeping them would hold ``cp`` times the rank's K/V per layer in memory).
     """
     m = job.model
+    if job.choices.cp_algorithm == "allgather":
+        return _cp_allgather_per_layer(job, df)
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
     # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
-    key = ("cp_ring_kernels", m.model_dump_json(), job.acc.model_dump_json(), job.seq_len)
+    key = ("cp_ring_kernels", m.model_dump_json(), job.kernel_acc.model_dump_json(), job.seq_len)
     kernels: dict = job.catalog.design(job.system).memo(key, dict)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
-        if m.mla is not None:
-            width = m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
-        else:
-            width = 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
-        block = mb * job.seq_len / cp * width * ACT_BYTES
+        block = mb * job.seq_len / cp * _kv_width(job, tp) * ACT_BYTES
         t1 = collective_s(job, "sendrecv", block, cp, tp)
         t2 = collective_s(job, "sendrecv", 2 * block, cp, tp)
         again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
@@ -170,6 +178,29 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
 
 
+def _kv_width(job: Job, tp):
+    """Elements of K and V per token on one TP rank (MLA: the up-projected per-head K and V)."""
+    m = job.model
+    if m.mla is not None:
+        return m.heads / tp * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim + m.mla.v_head_dim)
+    return 2 * np.ceil(m.kv_heads / tp) * head_dim(m)
+
+
+def _cp_allgather_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Exposed all-gather context parallelism of one layer and micro-batch [s] (:func:`cp_comm_per_layer`)."""
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        gathered = mb * job.seq_len * _kv_width(job, tp) * ACT_BYTES  # the whole sequence's K/V
+        ag = collective_s(job, "allgather", gathered, cp, tp)
+        rs = collective_s(job, "reducescatter", gathered, cp, tp)
+        rerun = tuple(job.choices.recompute_modules)
+        again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
+        return (ag * (1 + again) + ag + rs,)
+
+    return on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
+
+
 def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
     """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
     ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: all shapes at once (one attention operator
@@ -181,7 +212,7 @@ def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
         return
     b, t, n = (np.array([k[i] for k in missing], dtype=np.int64) for i in (0, 1, 2))
     op = attention_op(job.model, b, job.seq_len, t, n)
-    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.acc, op))
+    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.kernel_acc, op))
     for i, k in enumerate(missing):  # the diagonal step, then the cp - 1 off-diagonal ones
         kernels[k] = (np.array([fd[i]] + [fs[i]] * (k[2] - 1)), np.array([bd[i]] + [bs[i]] * (k[2] - 1)))
 

@@ -55,6 +55,7 @@ from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoic
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
+from hnplan.compute.clocks import sustained_accelerator
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
@@ -95,9 +96,13 @@ def stack_choices(stack: SoftwareStack) -> StackChoices:
 
 def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
     """The accelerator with the stack's in-training ``matmul_efficiency`` where the stack has one for
-    it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value)."""
+    it (per dtype; other dtypes and accelerators keep the catalog's micro-benchmark value), and with the
+    stack's ``attention_efficiency`` (the attention law's per-pass ceilings of its attention kernel) where
+    it has those."""
     eff = (stack.matmul_efficiency or {}).get(acc.id)
-    return with_matmul_efficiency(acc, eff) if eff else acc
+    acc = with_matmul_efficiency(acc, eff) if eff else acc
+    attn = (stack.attention_efficiency or {}).get(acc.id)
+    return acc.model_copy(update={"attention_efficiency": dict(attn)}) if attn else acc
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,15 @@ class Job:
     @cached_property
     def params(self):
         return param_counts(self.model)
+
+    @cached_property
+    def kernel_acc(self) -> Accelerator:
+        """The accelerator the step's kernels are timed on: at the clock its power limit sustains
+        (:func:`hnplan.compute.clocks.sustained_accelerator`), unless the stack's GEMM efficiency for it
+        was measured in training (which holds that clock already); ``acc`` keeps the datasheet peak for MFU."""
+        if self.stack is not None and self.acc.id in (self.stack.matmul_efficiency or {}):
+            return self.acc
+        return sustained_accelerator(self.acc)
 
     def group(self, size: int, stride: int) -> GroupPlacement:
         """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""

@@ -67,6 +67,17 @@ def job_links(links: SystemLinks, choices: StackChoices) -> SystemLinks:
     return replace(links, scaleup=replace(links.scaleup, inr_efficiency=None))
 
 
+def _kernel_clock(acc, stack_measured: bool) -> str:
+    """Where the clock the step's kernels are timed at comes from (:attr:`Job.kernel_acc`)."""
+    if stack_measured:
+        return "the stack's in-training GEMM efficiency (its clock included)"
+    f = acc.sustained_compute_fraction
+    if f is None or f == 1.0:
+        return f"accelerator {acc.id}: short-run (boost-clock) rates, no sustained measurement"
+    how = "measured" if "sustained_compute_fraction" in acc.field_sources else "assumed"
+    return f"accelerator {acc.id}: {f} of the short-run compute rate at its power-limited clock ({how})"
+
+
 def make_job(
     model,
     system,
@@ -102,7 +113,8 @@ def make_job(
     Returns
     -------
     Job
-        ``job.provenance`` maps ``matmul_efficiency`` and every choice to its origin, e.g.
+        ``job.provenance`` maps ``matmul_efficiency``, ``kernel_clock`` (the clock the kernels are timed at,
+        :attr:`Job.kernel_acc`) and every choice to its origin, e.g.
         ``{"matmul_efficiency": "stack megatron-lm-2021 (measured in training: ... Korthikanti et al.
         2022 (arXiv:2205.05198) Table 4)", "tp_comm": "override", ...}``.
 
@@ -131,11 +143,17 @@ def make_job(
     model, system = cat.model(model), cat.system(system)
     acc = cat.accelerator(system.accelerator)
     if st is not None and acc.id in (st.matmul_efficiency or {}):
-        acc = c.stack_accelerator(st, acc)
         source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
         provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
     else:
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
+    provenance["kernel_clock"] = _kernel_clock(
+        acc, stack_measured=st is not None and acc.id in (st.matmul_efficiency or {})
+    )
+    if st is not None and acc.id in (st.attention_efficiency or {}):
+        provenance["attention_efficiency"] = f"stack {st.id} (its attention kernel)"
+    if st is not None:
+        acc = c.stack_accelerator(st, acc)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
     if dtype == "fp8":

@@ -91,7 +91,7 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
         job.memo["part_times_key", dtype] = (
             "training_part_times",
             job.model.model_dump_json(),
-            job.acc.model_dump_json(),
+            job.kernel_acc.model_dump_json(),
             job.seq_len,
             dtype,
             ch,
@@ -103,7 +103,7 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     if missing:
         names, new = part_time_table(
             job.model,
-            job.acc,
+            job.kernel_acc,
             [(int(b), int(t), int(c), int(e)) for b, t, c, e in missing],
             job.seq_len,
             dtype,

@@ -1,0 +1,61 @@
+"""Split the step time of one job run at two sizes into shared work and a per-step constant.
+
+For two validation rows of the same model, layout and global batch at ``N1 < N2`` GPUs, the step time
+``T = W / N + F`` gives ``W / N2 = (T1 - T2) / (N2 / N1 - 1)`` (the work one GPU does at the larger size:
+compute and per-micro-batch communication) and ``F = T2 - W / N2`` (what does not shrink with more GPUs:
+the pipeline bubble, exposed data-parallel collectives, per-step host work), for the published and the
+modelled step times (docs/training.md, "What grows with scale"). A published throughput is turned into a
+step time with the model's FLOPs per token (``model_tflops_per_gpu``, ``hardware_tflops_per_gpu``) or
+directly (``tokens_per_s_per_gpu``). The two rows must be one job: model, sequence, global batch, stack and
+system equal.
+
+Usage: ``python tools/scale_split.py RUN_ID_SMALL RUN_ID_LARGE``
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hnplan.catalog.runs import training_runs
+from hnplan.planning.validation import predict_run
+
+
+def _step_s(run, b, value: float) -> float:
+    """Step time [s] of a run whose ``run.metric`` is ``value``."""
+    tokens = run.global_batch_seqs * run.seq_len
+    if run.metric == "step_time_s":
+        return value
+    if run.metric in ("model_tflops_per_gpu", "hardware_tflops_per_gpu"):
+        per_token = b.model_flops_per_token if run.metric.startswith("model") else b.hardware_flops_per_token
+        return tokens * float(per_token) / (run.gpus * value * 1e12)
+    if run.metric == "tokens_per_s_per_gpu":
+        return tokens / (run.gpus * value)
+    raise SystemExit(f"{run.id}: metric {run.metric} has no step time")
+
+
+def main(small: str, large: str) -> None:
+    runs = {r.id: r for r in training_runs()}
+    missing = [i for i in (small, large) if i not in runs]
+    if missing:
+        raise SystemExit(f"unknown run id(s): {', '.join(missing)}")
+    r1, r2 = runs[small], runs[large]
+    same = ("model", "seq_len", "global_batch_seqs", "dtype", "stack", "system")
+    differ = [k for k in same if getattr(r1, k) != getattr(r2, k)]
+    if differ or r2.gpus <= r1.gpus:
+        raise SystemExit(f"not one job at two sizes: {', '.join(differ) or 'gpus not increasing'} differ")
+    b1, b2 = predict_run(r1), predict_run(r2)
+    ratio = r2.gpus / r1.gpus
+    for label, t1, t2 in (
+        ("published", _step_s(r1, b1, r1.published), _step_s(r2, b2, r2.published)),
+        ("modelled", float(b1.step_time_s), float(b2.step_time_s)),
+    ):
+        w = (t1 - t2) / (ratio - 1.0)
+        print(
+            f"{label:9s} T = {t1:.3f} / {t2:.3f} s at {r1.gpus:,} / {r2.gpus:,} GPUs: W/N = {w:.3f} s, F = {t2 - w:.3f} s"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__.strip().splitlines()[-1])
+    main(sys.argv[1], sys.argv[2])
