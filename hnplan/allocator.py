@@ -18,7 +18,6 @@ settings unless it calls this itself.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import sys
 
 # glibc's malloc.h parameter numbers (man 3 mallopt)
@@ -52,11 +51,9 @@ def keep_freed_memory(trim_threshold_bytes: int = 256 * 1024**2, mmap_threshold_
     global _done
     if _done or not sys.platform.startswith("linux"):
         return False
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc
+    try:  # the C library the interpreter is linked with (ctypes is imported by numpy already)
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # no mallopt: not glibc
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -20,11 +20,15 @@ def main() -> None:
     each OpenBLAS copy that numpy and scipy load starts a thread per core that busy-waits before it sleeps
     (OpenBLAS ``THREAD_TIMEOUT``), about 0.1 s of CPU per command on this project's benchmark
     (benchmarks/bench_startup.py) and more on a machine with more cores. Set before numpy is imported,
-    the only time OpenBLAS reads it."""
+    the only time OpenBLAS reads it. Freed arrays stay in the heap for the next search
+    (:func:`hnplan.allocator.keep_freed_memory`)."""
     import os
     import sys
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from hnplan.allocator import keep_freed_memory
+
+    keep_freed_memory()  # commands that run many searches (size, claims, calibrate) reuse freed arrays
 
     if "--json" not in sys.argv[1:]:
         app()
