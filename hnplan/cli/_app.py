@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 
@@ -59,6 +59,30 @@ def unit_brackets(text: str) -> str:
     'prompt length \\[tokens]'
     """
     return re.sub(r"(?<!\\)\[", r"\\[", text)
+
+
+def _flags_show_no_type() -> None:
+    """Make typer's rich help leave the type column of a flag empty.
+
+    Typer 0.29 prints every option's type beside it in ``--help``, a flag's too (``--json <bool>``), as if
+    the flag took a value; its plain-text help already omits the type of a flag and of a counter. This
+    makes the rich help agree: an option that takes no value (``is_flag`` or ``count``) shows no type.
+    Applied once at import; a typer without ``TyperOption.display_type_rich`` is left alone.
+    """
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_hnplan_flag_aware", False):
+        return
+
+    def display_type_rich(self, ctx):
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._hnplan_flag_aware = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
 
 
 def _unwrap_command(cmd: TyperCommand) -> TyperCommand:
