@@ -307,3 +307,30 @@ def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     obj = json.loads(out)["error"]
     assert obj["kind"] == "usage" and "'--gpus'" in obj["message"]
     assert "--gpus" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["catalog", "show", "h100-sxm"], ["catalog", "list"], ["catalog", "show", "h100-sxm", "--json"], ["--help"]],
+)
+def test_closed_stdout_ends_quietly_with_exit_0(argv):
+    """``hnplan ... | head -1``: the reader closes the pipe; the run stops with exit 0 and says nothing (the
+    read end is closed before the run starts, so every write meets the closed pipe)."""
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "hnplan", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""

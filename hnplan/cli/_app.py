@@ -169,10 +169,66 @@ class _LazyCommand(TyperCommand):
         return real.commands
 
 
+def stdout_closed():
+    """Stop quietly with exit 0 because the reader of stdout has gone (``hnplan catalog list | head -1``).
+
+    A closed pipe is not an error of the run: the reader took what it wanted, as ``head`` does. stdout is
+    pointed at the null device first, so the flush at interpreter exit does not fail a second time (the
+    way the Python documentation's note on SIGPIPE recommends).
+
+    Raises
+    ------
+    typer.Exit
+        Always, with code 0.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a captured stdout (tests) has no file descriptor
+        pass
+    raise typer.Exit(0)
+
+
+def _stdout_is_devnull() -> bool:
+    import os
+
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+@contextmanager
+def _closed_stdout_is_success():
+    """A closed stdout inside the block ends the run with exit 0 (:func:`stdout_closed`): a
+    ``BrokenPipeError``, or rich's answer to one (a console, typer's help too, points stdout at the null
+    device and exits 1)."""
+    was_devnull = _stdout_is_devnull()
+    try:
+        yield
+    except BrokenPipeError:
+        stdout_closed()
+    except SystemExit as exc:
+        if exc.code == 1 and not was_devnull and _stdout_is_devnull():
+            raise typer.Exit(0) from None
+        raise
+
+
 class LazyGroup(TyperGroup):
     """The root command: sub-commands imported on first use, so ``hnplan train`` imports what ``train``
     needs and not the planners of every other sub-command. Commands registered by an eager
-    import still work."""
+    import still work. A closed stdout (``| head``) ends any command quietly with exit 0
+    (:func:`stdout_closed`)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _closed_stdout_is_success():  # the root's --help prints while parsing
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx):
+        with _closed_stdout_is_success():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(command_modules()))
@@ -411,6 +467,8 @@ def handle_errors():
         _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
     except HnplanError as exc:
         _fail("input", exc, EXIT_INPUT, as_json, name_option(ctx, str(exc)))
+    except BrokenPipeError:  # stdout's reader has gone (| head): LazyGroup ends the run quietly
+        raise
     except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
         _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
     except KeyboardInterrupt as exc:
