@@ -58,6 +58,20 @@ def test_non_finite_flags_refused(argv, needle, json_):
     _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
 
 
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (TCO + ["--years", "1e6"], "--years must be <= 15; got 1e+06"),
+        (TCO + ["--pue", "50"], "--pue must be <= 3; got 50"),
+        (TCO + ["--electricity-usd-per-kwh", "10"], "--electricity-usd-per-kwh must be <= 2; got 10"),
+    ],
+)
+def test_economic_flags_beyond_meaning_refused(argv, needle):
+    """A lifetime of a million years (or a PUE of 50) is refused, naming the flag (WHATIF_RANGES)."""
+    _check(runner.invoke(app, argv), needle)
+    _check(runner.invoke(app, argv + ["--json"]), needle, json_=True)
+
+
 TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
 
 
