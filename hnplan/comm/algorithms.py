@@ -41,7 +41,14 @@ inr                 in-network reduction. In a domain whose switches reduce (NVL
                     moves the S/q shard once per NIC, ``S / (q B_o e_o)``; without it a tree.
                     ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency; 0.85 for
                     CollNet on Hopper and later); only where the system enables it
-                    (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``)
+                    (``scaleup_in_network_reduction``, ``scaleout_in_network_reduction``).
+                    NVLS + tree (NCCL's NVLS_TREE, [6]_): the warps of the same thread blocks
+                    reduce a head's share through the switch, hand it to the NIC, take the other
+                    domains' sum back and multicast it, so the stages pipeline no faster than
+                    those warps: busbw at most ``h c_D`` for h heads (GPUs paired with a NIC,
+                    ``GroupPlacement.inr_heads``) and c_D the fabric's
+                    ``inr_tree_head_busbw_GBps`` (two domains, three or more; NCCL's
+                    perChMaxNVLSTreeBws), i.e. ``t >= 2(p-1)/p S / (h c_D)``
 pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + max((q-1)/p S/B_u,
                     (p-q)/p S/B_o)``; a GPU's inter-domain traffic goes through its own NIC share
                     (NICs do not aggregate for one GPU)
@@ -64,6 +71,9 @@ References
 .. [5] NVIDIA/nccl src/graph/search.cc: a ring channel is ``NET -> GPU a -> ... -> GPU x -> NET``; the
    tree graph gets the ring's channel count (src/init.cc); NCCL 2.27.3 release notes: 16 NICs between
    multi-node NVLink domains on GB200.
+.. [6] NVIDIA/nccl src/device/all_reduce.h (NVLS_TREE: scatter, gather, reduce-to-network and
+   network-to-broadcast warps of one block per channel), src/graph/tuning.cc (perChMaxNVLSTreeBws,
+   NCCL 2.28.3 and later), src/graph/search.cc (one NVLS channel per GPU:NIC head).
 """
 
 from __future__ import annotations
@@ -75,7 +85,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.comm.collectives import OPS, busbw_factor
-from hnplan.comm.placement import GroupPlacement
+from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
 ALGORITHMS = {
@@ -152,6 +162,10 @@ def _allreduce(alg: str, g: GroupPlacement, s):
             cross, a_cross = s / (q * bo * e_o), 2 * ao
         else:
             cross, a_cross = _cross_tree(g, s)
+            head = g.up.inr_tree_head_busbw_Bps
+            if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
+                heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
+                cross = np.maximum(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
         return a_in + a_cross + np.maximum(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 

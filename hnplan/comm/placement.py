@@ -16,6 +16,7 @@ from hnplan.comm.topology import LinkParams, SystemLinks, scaleout_bom, split_gr
 from hnplan.errors import InputError
 
 LEVELS = ("none", "domain", "leaf", "pod", "fabric")
+MAX_NVLS_HEADS = 32  # NCCL_MAX_NVLS_ARITY (NVIDIA/nccl src/include/device.h): GPU:NIC heads of an NVLS graph
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,11 @@ class GroupPlacement:
         together (each ring flow leaves and enters a domain through one NIC, NVIDIA/nccl
         src/graph/search.cc): ``min(q, n_ring x node_gpus / nics_per_node)`` for a system whose rings
         use ``n_ring`` NICs per domain (``scaleout_ring_nics_per_domain``); None: every rank's share, q.
+    inr_heads : int, optional
+        Heads of an in-network-reduction + tree all-reduce in each domain: the group's GPUs paired with a
+        NIC of their own, ``min(q, 32, NICs serving the q ranks, n_ring)`` (NCCL's NVLS graph pairs GPUs
+        with NICs, at most NCCL_MAX_NVLS_ARITY = 32: src/graph/search.cc, src/include/device.h); None:
+        ``min(q, 32)``.
     """
 
     size: int
@@ -52,6 +58,7 @@ class GroupPlacement:
     up: LinkParams
     out: LinkParams
     ring_lanes: float | None = None
+    inr_heads: int | None = None
 
     @property
     def crossing_Bps(self) -> float:
@@ -121,7 +128,9 @@ def place_group(
             out = replace(out, bw_Bps=out.bw_Bps / o, line_rate_Bps=out.line_rate_Bps / o)
     nics = system.scaleout_ring_nics_per_domain
     lanes = None if nics is None else nics * system.node_gpus / system.nics_per_node
-    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes)
+    group_nics = q * system.nics_per_node // system.node_gpus
+    heads = max(1, min(q, MAX_NVLS_HEADS, group_nics, nics if nics is not None else group_nics))
+    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes, heads)
 
 
 def flat_placement(size: int, per_domain: int, up: LinkParams, out: LinkParams) -> GroupPlacement:

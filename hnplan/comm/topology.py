@@ -42,6 +42,10 @@ class LinkParams:
         Per-direction bandwidth per rank of an all-to-all [bytes/s]: line rate x the fabric's
         ``alltoall_efficiency`` where the catalog has one (what expert-parallel libraries reach), else
         None (``bw_Bps``).
+    inr_tree_head_busbw_Bps : tuple of two floats or None
+        All-reduce busbw one head (a GPU with its NIC) sustains when this tier reduces in its switches
+        and a tree joins the domains, on two domains and on three or more [bytes/s] (the fabric's
+        ``inr_tree_head_busbw_GBps``; NCCL's perChMaxNVLSTreeBws); None: no such limit.
     """
 
     bw_Bps: float
@@ -49,6 +53,7 @@ class LinkParams:
     line_rate_Bps: float
     inr_efficiency: float | None = None
     alltoall_bw_Bps: float | None = None
+    inr_tree_head_busbw_Bps: tuple[float, float] | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -161,6 +166,12 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             if up.in_network_reduction and system.scaleup_in_network_reduction
             else None,
             None if up.alltoall_efficiency is None else up_line * up.alltoall_efficiency,
+            None
+            if up.inr_tree_head_busbw_GBps is None
+            else (
+                units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[0]),
+                units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[1]),
+            ),
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,

@@ -184,7 +184,8 @@ def _at_scale(cat) -> list[Row]:
         b,
         "prediction",
         TOL,
-        f"hnplan's tuner picks {alg}; {nvls_q}",
+        f"hnplan's tuner picks {alg}; {nvls_q}; the NVLS + tree heads (the 9 GPU:NIC pairs the rack's graph uses "
+        "x 96 GB/s, NCCL's perChMaxNVLSTreeBws for Blackwell on two nodes = 864 GB/s) do not limit it",
     )
     ring_note = (
         "NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps of latency, 2(D-1) of them across "
@@ -248,13 +249,12 @@ def _at_scale(cat) -> list[Row]:
     return out
 
 
-NVLS_TREE_GAP = (
-    "known gap: on two nodes hnplan's tuner picks NVLS + tree and holds algbw at the one-node NVLS rate "
-    "(278.7 GB/s; busbw x 2(p-1)/p = 1.875 instead of 1.75 gives 522): the inter-node tree step (S through "
-    "8 NICs, 376 GB/s) is taken as fully pipelined behind the NVLS stage, as NCCL's own tuner takes it "
-    "(src/graph/tuning.cc: the minimum of the intra- and inter-node bandwidths per channel). The same "
-    "clusters' other points are 0.5-15 % below hnplan, this one 11-22 %: the coupling of the two stages "
-    "(the same channels reduce over NVLink and feed the NICs) is not modelled, so hnplan is optimistic here"
+NVLS_TREE_NOTE = (
+    "NVLS + tree (NCCL's NVLS_TREE): one thread block per channel reduces each head's share through the "
+    "NVSwitch, hands it to its NIC, takes the other node's sum back and multicasts it, so the stages pipeline no "
+    "faster than the heads: 8 heads (one per GPU:NIC pair) x 57.7 GB/s busbw each on two nodes (the fabric's "
+    "inr_tree_head_busbw_GBps, NCCL's perChMaxNVLSTreeBws for Hopper) = 462, below the NVLS stage alone (522: "
+    "algbw 278.7 x 2(p-1)/p) and the 8 NICs (376 GB/s algbw)"
 )
 
 
@@ -270,8 +270,8 @@ def _two_and_four_nodes(cat, ref) -> list[Row]:
             470.0,
             {},
             "2 x 8 H100, all-reduce, NCCL default (NVLS + tree)",
-            "reported",
-            NVLS_TREE_GAP,
+            "prediction",
+            NVLS_TREE_NOTE,
         ),
         (
             "h100_2x8_default_user",
@@ -282,7 +282,8 @@ def _two_and_four_nodes(cat, ref) -> list[Row]:
             "4 x 8 H100, all-reduce, NCCL default",
             "prediction",
             "the ring through the nodes' NICs (NVLink 369 and 8 NICs x 47 = 376 GB/s per node) is the fastest "
-            "from four nodes: the tree's interior nodes carry 2S",
+            "from four nodes: the tree's interior nodes carry 2S, and NVLS + tree is held to 8 heads x 45.5 GB/s "
+            "= 364 GB/s (NCCL's perChMaxNVLSTreeBws for Hopper on three or more nodes)",
         ),
         (
             "h100_2x8_nvls_roce_user",
@@ -291,8 +292,8 @@ def _two_and_four_nodes(cat, ref) -> list[Row]:
             430.0,
             {},
             "2 x 8 H100, 8 x 400G RoCE, all-reduce, NVLS on (NCCL 2.19.3)",
-            "reported",
-            NVLS_TREE_GAP,
+            "prediction",
+            NVLS_TREE_NOTE + "; this cluster's NVLS-off and four-node points sit 11-15 % below hnplan",
         ),
         (
             "h100_2x8_nvls_roce_user",

@@ -215,12 +215,19 @@ class Interconnect(Entry):
         description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
         "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
     )
+    inr_tree_head_busbw_GBps: tuple[Positive, Positive] | None = Field(
+        default=None,
+        description="all-reduce busbw one head (a GPU with its NIC) sustains in the in-network-reduction + tree "
+        "all-reduce across scale-up domains (NCCL's NVLS_TREE), on two domains and on three or more [GB/s]; "
+        "none: no such limit (calibration)",
+    )
 
     _calibrations: ClassVar[tuple[str, ...]] = (
         "bw_efficiency",
         "software_overhead_us",
         "inr_efficiency",
         "alltoall_efficiency",
+        "inr_tree_head_busbw_GBps",
     )
 
     @model_validator(mode="after")
