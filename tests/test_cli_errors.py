@@ -348,3 +348,22 @@ def test_closed_stdout_ends_quietly_with_exit_0(argv):
         os.close(write_end)
     assert res.returncode == 0, res.stderr
     assert res.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (SIZE + ["--global-batch-tokens", "1e30"], "'--global-batch-tokens': must be at most 2**53 = 9e+15; got 1e30"),
+        (
+            ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "4096"]
+            + ["--global-batch-size", str(10**23)],
+            "--global-batch-size must be at most 2**53 = 9e+15; got 1e+23",
+        ),
+    ],
+)
+def test_counts_beyond_64_bit_arithmetic_refused(argv, needle):
+    """A count past 2**53 (the planners' integers would overflow: a traceback before) is refused naming
+    the flag."""
+    res = runner.invoke(app, argv, env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert needle in _one_line(res.output)

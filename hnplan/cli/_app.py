@@ -345,6 +345,8 @@ def count(integer: bool = False, minimum: float = 1):
             raise typer.BadParameter(str(exc)) from None
         if value < minimum:
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
+        if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
+            raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
         return value
 
     parse.__name__ = "count" if integer else "number"
@@ -381,9 +383,15 @@ def _option_name(ctx, name: str) -> str:
     return name
 
 
+#: the largest whole number a float64 holds exactly (9.0e15); a larger count (``--global-batch-size 1e23``)
+#: overflows numpy's 64-bit integers in the planners, and no count of GPUs, jobs or tokens comes near it
+MAX_COUNT = 2**53
+
+
 def check_finite(ctx) -> None:
     """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
-    ranges let them through): one :class:`InputError` naming the option."""
+    ranges let them through), and whole numbers beyond :data:`MAX_COUNT` in every integer option but a
+    random seed: one :class:`InputError` naming the option."""
     import math
 
     for name, value in ctx.params.items():
@@ -391,6 +399,8 @@ def check_finite(ctx) -> None:
         for v in values:
             if isinstance(v, float) and not math.isfinite(v):
                 raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_COUNT and name != "seed":
+                raise InputError(f"{_option_name(ctx, name)} must be at most 2**53 = {MAX_COUNT:.2g}; got {v:.3g}")
 
 
 def name_option(ctx, text: str) -> str:
