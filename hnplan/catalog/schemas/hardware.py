@@ -320,6 +320,12 @@ class System(Entry):
     host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
         default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)"
     )
+    host_dispatch_factor: Positive | None = Field(
+        default=None,
+        description="host time of one framework call (Python, the PyTorch dispatcher, the launch) on this "
+        "system's host CPU over that on the x86 servers the stacks' kernel_launch_us was measured on [-]; "
+        "scales kernel_launch_us; absent: 1, an x86 host (calibration)",
+    )
     pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
     pooled_memory_GBps_per_gpu: Positive | None = Field(
         default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
@@ -379,7 +385,11 @@ class System(Entry):
         "re-cabled copy); default the system's own id",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency", "scaleout_ring_nics_per_domain")
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "scaleup_inr_efficiency",
+        "scaleout_ring_nics_per_domain",
+        "host_dispatch_factor",
+    )
 
     @model_validator(mode="after")
     def _shapes(self):
