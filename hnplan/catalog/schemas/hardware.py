@@ -30,6 +30,7 @@ MAX_NICS_PER_NODE = 1024  # 8 to 18 scale-out NICs per node today
 
 MAX_UNIT_POWER_KW = 1e4  # CloudMatrix 384 supernode: 559 kW; an NVL72 rack: 132 kW [kW]
 MAX_HOST_MEMORY_GIB = 1e6  # 2 TB servers today; a 32-socket host holds about 48 TiB [GiB]
+MAX_CAPACITY_TB = 1e6  # an exabyte of memory pool or NVMe [TB]
 
 # -- lower bounds of hardware figures ----------------------------------------------------------------
 # Floors far below any part an AI cluster is built from, where a smaller value is surely a unit slip
@@ -347,7 +348,7 @@ class System(Entry):
         "system's host CPU over that on the x86 servers the stacks' kernel_launch_us was measured on [-]; "
         "scales kernel_launch_us; absent: 1, an x86 host (calibration)",
     )
-    pooled_memory_tb: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_HOST_MEMORY_GIB)] | None = Field(
+    pooled_memory_tb: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_CAPACITY_TB)] | None = Field(
         default=None, description="memory pool shared by a domain (CXL) [TB]"
     )
     pooled_memory_GBps_per_gpu: LinkRate | None = Field(
@@ -360,7 +361,7 @@ class System(Entry):
     pooled_memory_latency_ns: Positive | None = Field(
         default=None, description="load latency of the pooled memory [ns]"
     )
-    nvme_tb_per_node: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_HOST_MEMORY_GIB)] | None = Field(
+    nvme_tb_per_node: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_CAPACITY_TB)] | None = Field(
         default=None, description="local NVMe per node [TB]"
     )
     nvme_read_GBps_per_node: StorageRate | None = Field(
