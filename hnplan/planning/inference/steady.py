@@ -8,17 +8,18 @@ Agrawal et al. OSDI 2024).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
-from hnplan.compute import ACT_BYTES, operator_table, totals
+from hnplan.compute import ACT_BYTES, operator_columns, totals
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -30,6 +31,9 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 # --- time of one pass ----------------------------------------------------------------------------------
@@ -54,32 +58,52 @@ def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
     return out
 
 
-def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int) -> pd.DataFrame:
+def _kv_dtype_reads(cols: dict, s: Setup, batch: int, context_tokens: int) -> dict:
     """Re-time the decode attention rows of an operator table for the replica's KV dtype.
 
-    Issue 3's operator table reads the KV cache in bf16; a KV cache in fp8 (or fp4) moves
-    ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention rows scales
-    with their new byte count; compute time and the fixed kernel term stay. (To move into
-    :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
+    The operator table (:func:`hnplan.compute.operator_columns`) reads the KV cache in bf16; a KV cache in
+    fp8 (or fp4) moves ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention
+    rows scales with their new byte count; compute time and the fixed kernel term stay; ``bound`` stays as
+    the table had it. (To move into :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
+    return _retime_attention(cols, _kv_bytes_saved(s, batch, context_tokens), 1.0)
+
+
+def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
+    """Bytes per layer a KV cache narrower than bf16 does not read in a decode step [bytes]."""
     kvb = units.dtype_bytes(s.replica.kv)
     if kvb == units.dtype_bytes("bf16"):
-        return df
+        return 0.0
     per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
-    saved = batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
-    df = df.copy()
-    att = df["kind"] == "attention"
-    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
-    new_bytes = df.loc[att, "bytes"] - saved
-    mem = df.loc[att, "memory_time_s"] * new_bytes / df.loc[att, "bytes"]
-    df.loc[att, "bytes"] = new_bytes
-    df.loc[att, "memory_time_s"] = mem
-    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], mem) + fixed
-    return df
+    return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
 
 
-def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
+def _retime_attention(cols: dict, saved_bytes: float, share: float) -> dict:
+    """The attention rows of :func:`hnplan.compute.operator_columns` with ``saved_bytes`` fewer bytes read,
+    then ``share`` of their work (the real sequences of a padded step): memory time scales with the bytes,
+    compute with the work, the fixed kernel term stays; ``bound`` stays as the table had it."""
+    if saved_bytes == 0.0 and share == 1.0:
+        return cols
+    att = cols["kind"] == "attention"
+    t, comp, mem, byt, fl = (
+        np.array(cols[k], dtype=float) for k in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
+    )
+    fixed = t[att] - np.maximum(comp[att], mem[att])
+    new_bytes = (byt[att] - saved_bytes) * share
+    mem[att] = mem[att] * new_bytes / byt[att]
+    comp[att] = comp[att] * share
+    fl[att] = fl[att] * share
+    byt[att] = new_bytes
+    t[att] = np.maximum(comp[att], mem[att]) + fixed
+    return {**cols, "time_s": t, "compute_time_s": comp, "memory_time_s": mem, "bytes": byt, "flops": fl}
+
+
+def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to: int | None = None) -> dict:
     """One decode step of ``batch_per_group`` sequences through the whole replica [s].
+
+    ``padded_to`` (a CUDA graph's batch, :func:`graph_batch`) runs the step as that many sequences: the
+    GEMMs, norms, activations and collectives see the padded batch, the attention only the real
+    sequences' KV (a padding sequence holds one token).
 
     Returns
     -------
@@ -91,9 +115,31 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
     """
     r = s.replica
     b = max(1, int(math.ceil(batch_per_group)))
+    bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
-    df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b), r.overlap, _dequant(s))
+    cols = operator_columns(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    cols = _retime_attention(cols, _kv_bytes_saved(s, bp, ctx), b / bp)
+    return _pass_times(totals(cols), _comm_time_s(s, bp), r.overlap, _dequant(s))
+
+
+def graph_batch(s: Setup, batch_per_group: int) -> int:
+    """Sequences a generation-only iteration of ``batch_per_group`` runs as [-]: the smallest batch the
+    engine captured a CUDA graph at that holds it (``ServingEngine.cuda_graph_batch_sizes``; captured
+    sizes above ``min(max_num_seqs, max_num_batched_tokens)`` fall back to that cap), the batch itself
+    at or above the largest, or without an engine or its graph sizes.
+
+    Source: TensorRT-LLM ``CUDAGraphRunner.pad_batch`` and ``_filter_cuda_graph_batch_sizes``
+    (tensorrt_llm/_torch/pyexecutor), with the sizes of its perf-overview throughput runs.
+    """
+    e = s.engine
+    if e is None or not e.cuda_graph_batch_sizes:
+        return batch_per_group
+    cap = min(e.max_num_seqs, e.max_num_batched_tokens)
+    sizes = sorted({g for g in e.cuda_graph_batch_sizes if g <= cap} | {cap})
+    if max(e.cuda_graph_batch_sizes) < cap:
+        sizes.remove(cap)
+    i = bisect.bisect_left(sizes, batch_per_group)
+    return batch_per_group if i == len(sizes) else sizes[i]
 
 
 def _dequant(s: Setup) -> float:
@@ -127,7 +173,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     r = s.replica
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
-    tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
+    tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
     return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
 
 
@@ -231,10 +277,12 @@ def steady_state(
         raise InputError(f"batch, input and output tokens must be >= 1; got {batch}, {input_tokens}, {output_tokens}")
     ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
     ctx_max = input_tokens + output_tokens if max_context_tokens is None else max_context_tokens
-    mb = max_batch(s, ctx_max)
+    cache = {} if _cache is None else _cache  # of this replica: what does not depend on the batch
+    if ("memory", ctx_max) not in cache:
+        cache["memory", ctx_max] = (max_batch(s, ctx_max), usable_bytes_per_gpu(s))
+    mb, usable = cache["memory", ctx_max]
     if batch > mb:
         raise InfeasiblePlan(f"batch {batch} exceeds the {mb} sequences of {ctx_max:.0f} tokens that fit the KV cache")
-    cache = {} if _cache is None else _cache
     r, eng = s.replica, s.engine
     if max_batched_tokens is None:
         max_batched_tokens = eng.max_num_batched_tokens if eng is not None else DEFAULT_MAX_BATCHED_TOKENS
@@ -242,7 +290,15 @@ def steady_state(
     if chunked_prefill is None and eng is not None and eng.chunked_prefill:
         chunked_prefill = eng.max_num_batched_tokens
     host = iteration_overhead_s(s)
-    dec = decode_step(s, math.ceil(batch / r.groups), ctx)
+    b_group = math.ceil(batch / r.groups)
+    dec = dec_eager = decode_step(s, b_group, ctx)
+    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups  # requests per iteration and group
+    b_graph = graph_batch(s, b_group)
+    if b_graph > b_group and admitted < 1.0:
+        # iterations that carry a prefill run eagerly at the batch itself; the generation-only ones (at
+        # least 1 - admitted of them) replay the CUDA graph of the padded batch
+        padded = decode_step(s, b_group, ctx, padded_to=b_graph)
+        dec = {k: admitted * v + (1.0 - admitted) * padded[k] for k, v in dec_eager.items()}
     key = ("prefill", input_tokens, max_batched_tokens)
     if key not in cache:
         one = prefill_pass(s, 1, input_tokens)
@@ -258,7 +314,7 @@ def steady_state(
     t_it = dec["time_s"] + pf_iter + host
     tps = batch / t_it
     # the first token: the request's prefill plus the decode step of the iteration that carries it
-    ttft = pf_single + host + (0.0 if disaggregated else dec["time_s"])
+    ttft = pf_single + host + (0.0 if disaggregated else dec_eager["time_s"])
     if chunked_prefill is not None and not disaggregated:
         if chunked_prefill < 1:
             raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
@@ -268,11 +324,10 @@ def steady_state(
                 f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
                 f"group, more than the {chunked_prefill}-token chunk"
             )
-        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec["time_s"] + host)
+        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec_eager["time_s"] + host)
     comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
     # busy fractions of one accelerator over an iteration: its FLOPs at the dense peak, its bytes at the
     # HBM bandwidth (decode step plus the prefill work the iteration carries)
-    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups
     flops = dec["flops"] + admitted * pf_flops
     moved = dec["bytes"] + admitted * pf_bytes
     peak = {str(k): v for k, v in s.acc.dense_tflops.items()}[r.dtype]
@@ -302,7 +357,7 @@ def steady_state(
         tokens_per_s_per_gpu=tps / r.gpus,
         requests_per_s=tps / output_tokens,
         memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
-        hbm_bytes=usable_bytes_per_gpu(s),
+        hbm_bytes=usable,
         max_batch=mb,
         breakdown_s=breakdown,
         compute_busy=compute_busy,
@@ -347,6 +402,8 @@ def frontier(
     InfeasiblePlan
         If the weights do not fit.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     from hnplan.planning.inference.points import serving_power  # points builds on this module
 
     s = resolve(model, system, replica, catalog)
