@@ -87,7 +87,7 @@ class Accelerator(Entry):
     gemm_output_exposed: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
         default=None,
         description="share of a GEMM's output write that is not hidden behind its K loop [-]: 1 when every "
-        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0",
+        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0 (calibration)",
     )
     host_dispatch_us: NonNegative | None = Field(
         default=None,
@@ -149,6 +149,7 @@ class Accelerator(Entry):
         "gemm_overlap_exponent",
         "gemm_splitk_us",
         "gemm_wave_weight",
+        "gemm_output_exposed",
         "host_dispatch_us",
         "sustained_compute_fraction",
     )
