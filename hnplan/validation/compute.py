@@ -355,7 +355,7 @@ def deepgemm_rows(cat) -> list[Row]:
     for r in deepgemm_errors(cat, acc).itertuples():
         what = "dense" if r.layout == "normal" else f"{r.layout}-grouped"
         note = (
-            f"DeepGEMM's tile {64 if r.m_tokens <= 64 and r.layout != 'contiguous' else 128} x {r.block_n}, "
+            f"DeepGEMM's tile {r.block_m} x {r.block_n}, "
             "whole waves, no split-K, output written after the K loop; FP8 at boost clock (the bf16 ceiling's "
             f"fraction of the peak); the law as the planners run it (cuBLAS schedule, sustained FP8): "
             f"{r.cublas_error:+.0%}"

@@ -104,16 +104,17 @@ def deepgemm_table(catalog: Catalog | None = None) -> pd.DataFrame:
 def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
     """The law's device time, with the chip's parameters as the catalog has them, DeepGEMM's kernel
     (:func:`deepgemm_kernel`) at boost clock (:func:`at_boost_clock`), against every row of :func:`deepgemm_table`;
-    nothing is fitted to these rows. Adds ``block_n`` (DeepGEMM's tile width), ``predicted_s``, ``error``
+    nothing is fitted to these rows. Adds ``block_m`` and ``block_n`` (DeepGEMM's tile), ``predicted_s``, ``error``
     (predicted / measured - 1) and ``cublas_error``: the law as the planners run it (the chip's cuBLAS-fitted
     schedule with split-K, the sustained FP8 ceiling), for comparison."""
     cat = catalog or load_catalog()
     acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
     tab = deepgemm_table(cat)
     boost = at_boost_clock(acc)
-    pred, block_n = [], []
+    pred, block_m, block_n = [], [], []
     for r in tab.itertuples():
         kern = deepgemm_kernel(boost, r.layout, r.m_tokens, r.n, r.groups)
+        block_m.append(kern.gemm_tile_mnk[0])
         block_n.append(kern.gemm_tile_mnk[1])
         pred.append(float(predict_table(kern, tab.loc[[r.Index]])[0]))
     pred = np.asarray(pred)
@@ -122,6 +123,7 @@ def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
         acc, "fp8", *(tab[c].to_numpy(float) for c in ("m_tokens", "n", "k", "groups"))
     )  # where the planners' law splits K
     return tab.assign(
+        block_m=block_m,
         block_n=block_n,
         predicted_s=pred,
         error=pred / tab["time_s"] - 1.0,
