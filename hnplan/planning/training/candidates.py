@@ -166,3 +166,26 @@ def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray
     """A string column of ``names[codes]`` (pandas' default string dtype), built from its dictionary."""
     dictionary = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.large_string()))
     return pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))
+
+
+def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> str:
+    """What to change when no layout divides: more factors of two in the count, or, where the count's odd
+    factor cannot leave it (every count of a 72-GPU rack has the factor 9), a batch data parallelism can
+    split by it.
+
+    >>> divisibility_hint(144, 2048, 72, "gb200-nvl72")
+    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences (a multiple of 144)'
+    >>> divisibility_hint(40, 2048, 8, "hgx-h100-ib-ndr")
+    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences (a multiple of 40)'
+    """
+    odd = gpus // (gpus & -gpus)  # the count's odd part
+    if odd == 1 or batch % odd == 0:
+        return "try a GPU count with more factors of two"
+    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus})"
+    unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
+    if unit_odd > 1 and odd % unit_odd == 0:
+        return (
+            f"every count of {system_id} has the factor {unit_odd} (units of {unit_gpus} GPUs): try a batch with "
+            f"that factor, {batch_hint}"
+        )
+    return f"try a GPU count with more factors of two, or a batch with the factor {odd}, {batch_hint}"

@@ -16,7 +16,7 @@ from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
-from hnplan.planning.training.candidates import candidate_frame
+from hnplan.planning.training.candidates import candidate_frame, divisibility_hint
 from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
@@ -493,28 +493,5 @@ def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
         f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
-        f"{_divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
+        f"{divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
     )
-
-
-def _divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> str:
-    """What to change when no layout divides: more factors of two in the count, or, where the count's odd
-    factor cannot leave it (every count of a 72-GPU rack has the factor 9), a batch data parallelism can
-    split by it.
-
-    >>> _divisibility_hint(144, 2048, 72, "gb200-nvl72")
-    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences (a multiple of 144)'
-    >>> _divisibility_hint(40, 2048, 8, "hgx-h100-ib-ndr")
-    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences (a multiple of 40)'
-    """
-    odd = gpus // (gpus & -gpus)  # the count's odd part
-    if odd == 1 or batch % odd == 0:
-        return "try a GPU count with more factors of two"
-    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus})"
-    unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
-    if unit_odd > 1 and odd % unit_odd == 0:
-        return (
-            f"every count of {system_id} has the factor {unit_odd} (units of {unit_gpus} GPUs): try a batch with "
-            f"that factor, {batch_hint}"
-        )
-    return f"try a GPU count with more factors of two, or a batch with the factor {odd}, {batch_hint}"
