@@ -49,7 +49,27 @@ NO_SPLIT_K = 2**31  # a split-K slice longer than any K: the kernel never splits
 def deepgemm_tile(layout: str, m: int, n: int, groups: int, compute_units: int) -> tuple[int, int]:
     """DeepGEMM's tile ``(BLOCK_M, BLOCK_N)`` for a GEMM of ``groups`` x ``m`` rows (per group) x ``n`` columns:
     the fewest waves of tiles over ``compute_units`` SMs, then the fullest last wave, then the narrowest tile (the
-    rule of ``get_best_configs`` at 55ab91f; the contiguous layout is one GEMM of ``groups m`` rows)."""
+    rule of ``get_best_configs`` at 55ab91f; the contiguous layout is one GEMM of ``groups m`` rows).
+
+    Parameters
+    ----------
+    layout : str
+        ``normal`` (dense), ``contiguous`` or ``masked`` (grouped).
+    m, n : int
+        Rows (tokens) per group and output columns [elements].
+    groups : int
+        GEMMs in the kernel (experts).
+    compute_units : int
+        SMs of the GPU (132 on the H800).
+
+    Returns
+    -------
+    tuple of two ints
+        ``(BLOCK_M, BLOCK_N)`` [elements]; ``BLOCK_K`` is always :data:`DEEPGEMM_BLOCK_K`.
+
+    >>> deepgemm_tile("normal", 64, 2112, 1, 132), deepgemm_tile("contiguous", 4096, 7168, 8, 132)
+    ((64, 16), (128, 160))
+    """
     if layout == "contiguous":
         block_m, m, groups = DEEPGEMM_CONTIGUOUS_BLOCK_M, m * groups, 1
     else:
