@@ -9,6 +9,7 @@ integer codes of each column computed once per table). No physics here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
@@ -141,7 +142,8 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
     """Codes of the distinct tuples of per-column codes and, per column, the code of each distinct tuple."""
     if n == 0:
         return np.zeros(0, np.int64), tuple(np.zeros(0, np.int64) for _ in sizes)
-    if np.prod([float(s) for s in sizes]) >= 2**62:  # too many combinations for one int64: pair them up
+    n_keys = math.prod(sizes)  # Python integers: exact
+    if n_keys >= 2**62:  # too many combinations for one int64: pair them up
         flat, _ = pd.factorize(pd.MultiIndex.from_arrays(codes), sort=False)
         first = np.unique(flat, return_index=True)[1]
         return flat, tuple(c[first] for c in codes)
@@ -149,7 +151,6 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
     for c, s in zip(codes[1:], sizes[1:]):
         flat *= s
         flat += c
-    n_keys = int(np.prod(sizes))
     if n_keys <= max(4 * n, _TABLE_KEYS):  # few possible tuples: a lookup table, no hashing
         seen = np.zeros(n_keys, dtype=bool)
         seen[flat] = True
@@ -235,14 +236,17 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
     tuples = list(zip(*(uniq[k].tolist() for k in keys)))
     at = [keys.index(k) for k in by]
     batches: dict = {}
-    for u in tuples:
-        if u not in cache:
-            batches.setdefault(tuple(u[i] for i in at), []).append(u)
+    missing = [u for u in tuples if u not in cache]
+    if not at and missing:  # one batch
+        batches[()] = missing
+    for u in missing if at else ():
+        batches.setdefault(tuple(u[i] for i in at), []).append(u)
     for fixed, us in batches.items():
         args = [fixed[at.index(i)] if i in at else np.array([u[i] for u in us]) for i in range(len(keys))]
-        got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(us),)) for k, v in fn(*args).items()}
-        for j, u in enumerate(us):
-            cache[u] = {k: float(v[j]) for k, v in got.items()}
+        got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(us),)).tolist() for k, v in fn(*args).items()}
+        names = list(got)
+        for u, values in zip(us, zip(*got.values())):  # each tuple's numbers as floats
+            cache[u] = dict(zip(names, values))
     res = [cache[u] for u in tuples]
     if isinstance(uniq, Columns):
         return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})

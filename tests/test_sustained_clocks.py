@@ -25,14 +25,36 @@ def test_gb200_carries_the_b200_fraction():
     assert CAT.accelerator("gb200").sustained_compute_fraction == CAT.accelerator("b200").sustained_compute_fraction
 
 
+def test_hopper_fraction_is_the_hot_mamf_at_700_w_over_900_w():
+    # stas00/ml-engineering MAMF table (mamf-finder.py v2: 30 s warm-up, back-to-back random matmuls): bf16
+    # H100 SXM at 700 W 794.5 TFLOP/s, GH200 (same GH100 die, 132 SMs) at 900 W 828.6 TFLOP/s
+    assert 794.5 / 828.6 == pytest.approx(0.959, abs=5e-4)
+    # cross-check at the same 700 W: the short-run H200 sweep (1,980 MHz) reaches 819.1 TFLOP/s on
+    # 2048 x 2304 x 16384, the class of the H100's best MAMF shape (2048 x 2048 x 13312): 794.5 / 819.1 = 0.970
+    row = CAT.reference("h200_gemm_bf16").query("m_tokens == 2048 and n == 2304 and k == 16384").iloc[0]
+    assert row.tflops == pytest.approx(819.1) and 794.5 / row.tflops == pytest.approx(0.970, abs=5e-4)
+    for acc in ("h100-sxm", "h200-sxm", "h800-sxm"):  # one GH100 die, one 700 W limit
+        assert CAT.accelerator(acc).sustained_compute_fraction == 0.959
+
+
+def test_hopper_training_job_runs_kernels_hot_and_gemm_keeps_boost():
+    job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 8192, 128, "fp8", CAT, stack="megatron-bridge-2511")
+    # the FP8 ceiling already carries FP8's own power draw (MAMF fp8 / bf16 at 700 W, 1.77x): one fraction
+    assert job.kernel_acc.dense_tflops["fp8"] == pytest.approx(1978.9 * 0.959)
+    assert job.kernel_acc.gemm_efficiency["fp8"] == 0.651 and job.acc.dense_tflops["fp8"] == 1978.9
+    assert job.provenance["kernel_clock"] == (
+        "accelerator h100-sxm: 0.959 of the short-run compute rate at its power-limited clock (measured)"
+    )
+
+
 def test_sustained_accelerator_scales_the_peaks_only():
     b200 = CAT.accelerator("b200")
     s = sustained_accelerator(b200)
     assert s.dense_tflops["bf16"] == pytest.approx(2250.0 * 0.853)
     assert s.dense_tflops["fp8"] == pytest.approx(4500.0 * 0.853)
     assert s.hbm_bw_TBps == b200.hbm_bw_TBps and s.gemm_efficiency == b200.gemm_efficiency
-    h100 = CAT.accelerator("h100-sxm")  # no sustained measurement: the short-run rates
-    assert h100.sustained_compute_fraction is None and sustained_accelerator(h100) is h100
+    a100 = CAT.accelerator("a100-sxm-80gb")  # no sustained measurement: the short-run rates
+    assert a100.sustained_compute_fraction is None and sustained_accelerator(a100) is a100
 
 
 def test_compute_bound_gemm_slows_by_the_fraction():

@@ -9,7 +9,10 @@ step time with the model's FLOPs per token (``model_tflops_per_gpu``, ``hardware
 directly (``tokens_per_s_per_gpu``). The two rows must be one job: model, sequence, global batch, stack and
 system equal.
 
-Usage: ``python tools/scale_split.py RUN_ID_SMALL RUN_ID_LARGE``
+``--steps T1 T2`` splits the given measured step times [s] instead of the rows' published ones (for
+instance the steps of a log before a drift, ``tools/mlperf_step_log.py``).
+
+Usage: ``python tools/scale_split.py RUN_ID_SMALL RUN_ID_LARGE [--steps T1 T2]``
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def _step_s(run, b, value: float) -> float:
     raise SystemExit(f"{run.id}: metric {run.metric} has no step time")
 
 
-def main(small: str, large: str) -> None:
+def main(small: str, large: str, steps: tuple[float, float] | None = None) -> None:
     runs = {r.id: r for r in training_runs()}
     missing = [i for i in (small, large) if i not in runs]
     if missing:
@@ -46,8 +49,9 @@ def main(small: str, large: str) -> None:
         raise SystemExit(f"not one job at two sizes: {', '.join(differ) or 'gpus not increasing'} differ")
     b1, b2 = predict_run(r1), predict_run(r2)
     ratio = r2.gpus / r1.gpus
+    measured = steps or (_step_s(r1, b1, r1.published), _step_s(r2, b2, r2.published))
     for label, t1, t2 in (
-        ("published", _step_s(r1, b1, r1.published), _step_s(r2, b2, r2.published)),
+        ("given" if steps else "published", *measured),
         ("modelled", float(b1.step_time_s), float(b2.step_time_s)),
     ):
         w = (t1 - t2) / (ratio - 1.0)
@@ -57,6 +61,15 @@ def main(small: str, large: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    given = None
+    if "--steps" in args:
+        i = args.index("--steps")
+        try:
+            given = (float(args[i + 1]), float(args[i + 2]))
+        except (IndexError, ValueError):
+            raise SystemExit("--steps needs two step times in seconds") from None
+        args = args[:i] + args[i + 3 :]
+    if len(args) != 2:
         raise SystemExit(__doc__.strip().splitlines()[-1])
-    main(sys.argv[1], sys.argv[2])
+    main(args[0], args[1], given)

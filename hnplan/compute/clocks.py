@@ -6,7 +6,10 @@ GPU holds until its power governor acts. A training step runs its tensor-core ke
 hours at the board power limit, where the governor lowers the SM clock: on a B200 (1,000 W) back-to-back
 FlashAttention-4 forward kernels lost 15 % of their throughput within about 100 ms (1,450 -> 1,237 TFLOP/s,
 SM clock 1,965 -> about 1,580 MHz; flashinfer-ai/flashinfer pull request 2899). The HBM clock is not
-lowered, so only the compute-bound term of a kernel slows down.
+lowered, so only the compute-bound term of a kernel slows down. Hopper at 700 W loses less: the hot matmul
+rate of an H100 SXM (794.5 TFLOP/s bf16, measured after a 30 s warm-up of back-to-back matmuls by
+stas00/ml-engineering's mamf-finder.py) is 0.959 of the same die's with power to spare (GH200 at 900 W,
+828.6 TFLOP/s, which matches the short-run H200 sweep at 1,980 MHz).
 
 An accelerator's ``sustained_compute_fraction`` carries that ratio (absent: 1, no measurement); the
 training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, whose dense
@@ -41,8 +44,10 @@ def sustained_accelerator(acc: Accelerator) -> Accelerator:
     >>> cat = load_catalog()
     >>> round(sustained_accelerator(cat.accelerator("b200")).dense_tflops["bf16"], 1)  # 2,250 x 0.853
     1919.2
-    >>> h100 = cat.accelerator("h100-sxm")
-    >>> sustained_accelerator(h100) is h100  # no sustained measurement: the short-run rates
+    >>> round(sustained_accelerator(cat.accelerator("h100-sxm")).dense_tflops["bf16"], 1)  # 989.4 x 0.959
+    948.8
+    >>> a100 = cat.accelerator("a100-sxm-80gb")
+    >>> sustained_accelerator(a100) is a100  # no sustained measurement: the short-run rates
     True
     """
     f = acc.sustained_compute_fraction

@@ -275,23 +275,28 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
 
 
 def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
-    """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns`: once per distinct
-    (name, scope, kind, groups of a GEMM or the local experts of another row), a few dozen, then gathered."""
-    local = np.concatenate(
-        [np.tile(np.broadcast_to(np.asarray(le, dtype=float), (len(own),)), len(rows)) for rows, own, le in blocks]
-    )
-    (name, names), (scope, scopes), (kind, kinds) = (cols[f] for f in ("name", "scope", "kind"))
-    gemm = np.isin(kind, [kinds[k] for k in ("gemm",) if k in kinds])
-    per = np.where(gemm, cols["groups"], local)
-    (p_code, p_uniq), (l_code, l_uniq) = pd.factorize(per), pd.factorize(local)
-    key = ((name * len(scopes) + scope) * len(kinds) + kind) * len(p_uniq) * len(l_uniq)
-    at, uniq = pd.factorize(key + p_code * len(l_uniq) + l_code)
-    label = [{i: v for v, i in d.items()} for d in (names, scopes, kinds)]
-    times = []
-    for u in uniq.tolist():
-        labels, rest = divmod(u, len(p_uniq) * len(l_uniq))
-        (ns, k), (pi, li) = divmod(labels, len(kinds)), divmod(rest, len(l_uniq))
-        a, b = divmod(ns, len(scopes))
-        row = (label[0][a], label[1][b], label[2][k], *[0.0] * 7, float(p_uniq[pi]))
-        times.append(row_host_s([row], ch, float(l_uniq[li]))[0])
-    return np.asarray(times, dtype=float)[at]
+    """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns` (each row over its block's
+    owners, row by row): once per distinct (name, scope, kind, groups of a GEMM or the local experts of another
+    row), a few dozen; a row whose number is the same for all its owners is repeated over them."""
+    memo: dict = {}
+
+    def one(r, per: float, local: float) -> float:
+        key = (r[0], r[1], r[2], per, local)
+        if key not in memo:
+            memo[key] = float(row_host_s([(r[0], r[1], r[2], *[0.0] * 7, per)], ch, local)[0])
+        return memo[key]
+
+    values, reps = [], []
+    for rows, own, le in blocks:
+        n = len(own)
+        for r in rows:
+            per = r[10] if r[2] == "gemm" else le  # what the host time of the row depends on besides its labels
+            if np.ndim(per) == 0 and np.ndim(le) == 0:
+                values.append(one(r, float(per), float(le)))
+            else:  # groups or local experts over the owners
+                p, lo = (np.broadcast_to(np.asarray(x, dtype=float), (n,)).tolist() for x in (per, le))
+                values.append(np.array([one(r, a, b) for a, b in zip(p, lo)]))
+            reps.append(n)
+    if all(isinstance(v, float) for v in values):
+        return np.repeat(np.array(values, dtype=float), reps)
+    return np.concatenate([np.full(k, v) if isinstance(v, float) else v for v, k in zip(values, reps)])

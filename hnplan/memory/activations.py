@@ -57,7 +57,7 @@ from hnplan.memory.recompute import (
     offload_kept_layers,
     recomputed_share,
 )
-from hnplan.vectorise import Columns, column, distinct_values, memo, memo_batched
+from hnplan.vectorise import Columns, column, distinct_values, memo_batched
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -96,8 +96,9 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         The layer's MLP is the model's mixture of experts (else its dense MLP).
     dropout : bool
         Dropout is on (masks and dropout outputs are stored), as in [1]_; Llama-style recipes turn it off.
-    tp : int
-        Tensor-parallel degree, only to keep at least one K/V head per rank when ``kv_heads < tp``.
+    tp : int or array of int
+        Tensor-parallel degree, only to keep at least one K/V head per rank when ``kv_heads < tp`` (an array
+        gives arrays of the same shape).
 
     Returns
     -------
@@ -117,7 +118,8 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         g_split = ACT_BYTES * a * d_v  # output-projection input
     else:
         d = head_dim(model)
-        kv = max(model.kv_heads, tp)  # fewer KV heads than ranks: each rank keeps one
+        # fewer KV heads than ranks: each rank keeps one (tp may be an array over plans)
+        kv = np.maximum(model.kv_heads, tp) if np.ndim(tp) else max(model.kv_heads, tp)
         split = ACT_BYTES * (a * d + kv * d * 2 + a * d)  # Q, K, V, attention output
         g_split = ACT_BYTES * a * d
     rep += ACT_BYTES * h * 2 + mask  # MLP: layer-norm input, first GEMM / router input, mask
@@ -284,7 +286,7 @@ def layer_activation_table(
         fp8_gemm_inputs=fp8_gemm_inputs,
         recompute_modules=recompute_modules,
     )
-    return memo_batched(  # mb and cp as arrays over the shapes of one (tp, recompute)
+    return memo_batched(  # mb, tp and cp as arrays over the shapes of one recompute mode
         plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans,
         ["microbatch_size", "tp", "cp", "recompute"],
         lambda mb, tp, cp, rc: {
@@ -296,7 +298,7 @@ def layer_activation_table(
             "out": output_activation_bytes(model, seq_len, mb, tp, cp, sequence_parallel),
         },
         None if cache is None else cache.setdefault(("layer", seq_len, *kw.values()), {}),
-        by=("tp", "recompute"),
+        by=("recompute",),
     )
 
 
@@ -412,7 +414,7 @@ def stage_activation_table(
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
         in_flight = column(
-            memo(
+            memo_batched(  # over arrays of the distinct (pp, micro-batches, virtual stages) not in the cache
                 df,
                 ["pp", "num_microbatches", "virtual_stages"],
                 lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},

@@ -17,21 +17,30 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute.layout import stage_layers
 
 
-def microbatches_in_flight(
-    pp: int, num_microbatches: int | None = None, virtual_stages: int = 1, stage: str = "first"
-) -> float:
+def microbatches_in_flight(pp, num_microbatches=None, virtual_stages=1, stage: str = "first"):
     """Micro-batches whose activations a pipeline stage holds at its peak [micro-batches of its layers].
 
     1F1B: the first stage ``min(p, m)``, the last 1 ([2]_ Sec. 2.2). Interleaved, ``v`` chunks a stage: rank
     ``r`` holds one chunk more than its ``2 (p - r - 1) + (v - 1) p`` warm-up forwards (Megatron-Core
     ``schedules.py``), the first stage ``p (1 + (p - 1) / (p v))`` micro-batches of its layers ([1]_ Sec.
-    4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``).
+    4.2.3), the last ``((v - 1) p + 1) / v`` (``p`` read as ``min(p, m)``). ``pp``, ``num_microbatches``
+    and ``virtual_stages`` may be integer arrays of one shape (a float array back; numbers give a number).
 
     >>> microbatches_in_flight(8), microbatches_in_flight(8, 4), microbatches_in_flight(8, virtual_stages=2)
     (8, 4, 11.5)
     >>> microbatches_in_flight(4, 64, 4, "last"), microbatches_in_flight(4, 64, 1, "last")
     (3.25, 1)
+    >>> microbatches_in_flight(np.array([1, 8, 8]), np.array([64, 4, 64]), np.array([1, 1, 2])).tolist()
+    [1.0, 4.0, 11.5]
     """
+    if np.ndim(pp) or np.ndim(num_microbatches) or np.ndim(virtual_stages):  # the same cases as arrays
+        p, v = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(virtual_stages, dtype=np.int64))
+        m = p if num_microbatches is None else np.minimum(p, np.asarray(num_microbatches, dtype=np.int64))
+        if stage == "last":
+            held = np.where(v > 1, ((v - 1) * m + 1) / v, 1.0)
+        else:
+            held = np.where(v > 1, m * (1 + (p - 1) / (p * v)), m)
+        return np.where(p <= 1, 1.0, held).astype(float)
     if pp <= 1:
         return 1
     m = pp if num_microbatches is None else min(pp, num_microbatches)

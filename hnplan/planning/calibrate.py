@@ -89,7 +89,13 @@ class _RunModel:
             job = self.job
             upd: dict = {}
             if self.matmul_key in values:
-                upd["acc"] = with_matmul_efficiency(job.acc, {self.run.dtype: values[self.matmul_key]})
+                eff = values[self.matmul_key]
+                upd["acc"] = with_matmul_efficiency(job.acc, {self.run.dtype: eff})
+                if job.stack is not None:  # an in-training efficiency, as the written stack will hold it: its
+                    # clock included, so the kernels run at it, not at Job.kernel_acc's sustained fraction of it
+                    mm = dict(job.stack.matmul_efficiency or {})
+                    mm[job.acc.id] = {**mm.get(job.acc.id, {}), self.run.dtype: eff}
+                    upd["stack"] = job.stack.model_copy(update={"matmul_efficiency": mm})
             choice = {k: values[k] for k, _ in CHOICE_PARAMS if k in values}
             if choice:
                 upd["choices"] = job.choices.model_copy(update=choice)

@@ -88,11 +88,13 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     keys = [(g, s, b) for (g, s), b in zip(groups, u_n.tolist())]
     res = np.array([memo.get(k, np.nan) for k in keys])
     miss = np.flatnonzero(np.isnan(res))
-    if len(miss):
-        pcodes, upairs = pd.factorize(pair[miss])
-        for i, pr in enumerate(upairs):
-            at = miss[pcodes == i]
-            res[at] = fastest_time(op, u_n[at], job.group(int(pr // base), int(pr % base)))
+    if len(miss):  # the missing messages of each group together (in their order), the groups one by one
+        order = np.argsort(pair[miss], kind="stable")
+        by_pair = pair[miss][order]
+        cuts = np.flatnonzero(by_pair[1:] != by_pair[:-1]) + 1
+        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
+            at, pr = miss[order[a:b]], int(by_pair[a])
+            res[at] = fastest_time(op, u_n[at], job.group(pr // base, pr % base))
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
@@ -166,9 +168,11 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
             bwd_msgs = np.empty((len(at), n))
             bwd_msgs[:, 1 : n - 1] = t2[at, None]
             bwd_msgs[:, 0], bwd_msgs[:, n - 1] = t1[at], t1[at]
-            if overlap:
+            if overlap:  # each shape's diagonal step, then its cp - 1 off-diagonal ones
                 keys = zip(mb[at].astype(int).tolist(), tp[at].astype(int).tolist(), [n] * len(at))
-                kf, kb = (np.array(k) for k in zip(*(kernels[key] for key in keys)))
+                fd, fs, bd, bs = np.array([kernels[key] for key in keys]).T
+                kf, kb = np.empty((len(at), n)), np.empty((len(at), n))
+                kf[:, 0], kf[:, 1:], kb[:, 0], kb[:, 1:] = fd, fs[:, None], bd, bs[:, None]
                 f, b = np.maximum(fwd_msgs - kf, 0.0).sum(axis=1), np.maximum(bwd_msgs - kb, 0.0).sum(axis=1)
             else:
                 f, b = fwd_msgs.sum(axis=1), bwd_msgs.sum(axis=1)
@@ -203,8 +207,9 @@ def _cp_allgather_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
     """Add to ``kernels`` the ring's step kernel times (:func:`hnplan.compute.ring_step_times_s`) of each
-    ``(micro-batch, tp, cp)`` it lacks, ``{key: (fwd, bwd)}``: all shapes at once (one attention operator
-    holding arrays over them, :func:`hnplan.compute.attention.ring_pair_times_s`)."""
+    ``(micro-batch, tp, cp)`` it lacks, ``{key: (diagonal fwd, off-diagonal fwd, diagonal bwd, off-diagonal
+    bwd)}`` [s]: all shapes at once (one attention operator holding arrays over them,
+    :func:`hnplan.compute.attention.ring_pair_times_s`)."""
     missing = list(
         dict.fromkeys(k for k in zip(*(np.asarray(a).astype(int).tolist() for a in (mb, tp, cp))) if k not in kernels)
     )
@@ -212,9 +217,8 @@ def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
         return
     b, t, n = (np.array([k[i] for k in missing], dtype=np.int64) for i in (0, 1, 2))
     op = attention_op(job.model, b, job.seq_len, t, n)
-    fd, fs, bd, bs = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.kernel_acc, op))
-    for i, k in enumerate(missing):  # the diagonal step, then the cp - 1 off-diagonal ones
-        kernels[k] = (np.array([fd[i]] + [fs[i]] * (k[2] - 1)), np.array([bd[i]] + [bs[i]] * (k[2] - 1)))
+    times = (np.broadcast_to(x, (len(missing),)).tolist() for x in ring_pair_times_s(job.kernel_acc, op))
+    kernels.update(zip(missing, zip(*times)))
 
 
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
