@@ -14,6 +14,7 @@ from hnplan.errors import InfeasiblePlan
 from hnplan.memory import hbm_capacity_bytes, kv_capacity
 from hnplan.memory.breakdown import HBM_DRIVER_RESERVE_FRACTION
 from hnplan.planning.inference import Replica, max_batch, prefill_pass, resolve, steady_state
+from hnplan.planning.inference.core import kv_bytes_per_token_per_gpu
 
 FAST = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -133,6 +134,37 @@ def test_engine_host_time_and_ttft_hand_derived(cat):
     assert p0.ttft_s == pytest.approx(p0.prefill_single_s + p0.decode_s)
     long = steady_state(vllm, 8, 20000, 128)
     assert long.ttft_s == pytest.approx(long.prefill_single_s + 3 * (long.decode_s + 0.004))  # 20000 / 8192 -> 3
+
+
+def test_cuda_graph_padding_hand_derived(cat):
+    # TensorRT-LLM's throughput runs capture decode graphs at 1, 2, 4, ..., 256, 384, 512, 1024, 2048, ... with
+    # padding (perf-overview llm_options.yml); sizes above min(max_batch_size 2048, max_num_tokens 8192) drop
+    from hnplan.planning.inference import decode_step, graph_batch
+
+    trt = resolve("llama3.1-405b", "hgx-h100-ib-ndr", Replica(tp=8, dtype="fp8", engine="tensorrt-llm"), cat)
+    assert [graph_batch(trt, b) for b in (1, 3, 212, 256, 300, 600, 1248, 2048, 2049)] == [
+        1,
+        4,
+        256,
+        256,
+        384,
+        1024,
+        2048,
+        2048,
+        2049,
+    ]
+    vllm = resolve("llama3.1-8b", "hgx-h100-ib-ndr", Replica(dtype="fp8", engine="vllm"), cat)
+    assert graph_batch(vllm, 212) == 212  # no graph sizes in the entry: no padding
+    # the padded step runs GEMMs and collectives at 256 sequences but reads the KV of the 212 real ones
+    real, full = decode_step(trt, 212, 2176), decode_step(trt, 256, 2176)
+    padded = decode_step(trt, 212, 2176, padded_to=256)
+    assert real["time_s"] < padded["time_s"] < full["time_s"]
+    assert padded["tp_allreduce_s"] == pytest.approx(full["tp_allreduce_s"])
+    kv_read = 2176 * kv_bytes_per_token_per_gpu(trt)  # one sequence's KV on one GPU, all layers
+    assert full["bytes"] - padded["bytes"] == pytest.approx(44 * kv_read, rel=0.02)
+    # a decode-only pool replays the padded graph every iteration
+    p = steady_state(trt, 212, 128, 4096, context_tokens=2176, max_context_tokens=4224, disaggregated=True)
+    assert p.decode_s == pytest.approx(padded["time_s"])
 
 
 def test_engine_caps_the_batch_and_sizes_memory_its_way(cat):

@@ -27,6 +27,32 @@ def test_trtllm_max_throughput_within_tolerance(cat, model):
     assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
 
 
+@pytest.mark.parametrize("model", ["llama3.1-8b", "llama3.1-70b", "llama3.1-405b"])
+def test_trtllm_h200_rows_within_tolerance(cat, model):
+    # the same perf-overview table's H200 column: 3x the KV room of H100 at 1.4x its bandwidth
+    rows = [m for m in measurements() if m.family == f"TensorRT-LLM H200 {model}"]
+    df = validation_table(rows, cat)
+    assert len(df) == 10 and {m.system for m in rows} == {"hgx-h200-ib-ndr"}
+    bad = df[~df["within_tolerance"]]
+    assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
+
+
+def test_trtllm_bench_limits_hand_derived(cat):
+    # tensorrt_llm/bench/build/tuning.py on 8 x H100 (79.11 GiB each), Llama 3.1 405B FP8 with FP8 KV, 128/4096:
+    # weights 405.9e9 B = 378 GiB, free 8 x 79.11 - 378 = 255 GiB, one sequence 2 x 126 x 8 x 128 B x 4,224 =
+    # 1.015 GiB, 0.95 x 255 / 1.015 = 238.6 sequences -> 256 (multiple of 32); 238.6 x (1 + 128/4096) = 246
+    # tokens -> 2,048 (the floor). Llama 3.1 8B at 128/128 on one H100: 4,355 sequences, capped at 4,096;
+    # 4,096 x 2 = 8,192 tokens
+    from hnplan.planning.inference import Replica, resolve
+    from hnplan.planning.inference.validation import trtllm_bench_limits
+
+    big = resolve("llama3.1-405b", "hgx-h100-ib-ndr", Replica(tp=8, dtype="fp8", engine="tensorrt-llm"), cat)
+    small = resolve("llama3.1-8b", "hgx-h100-ib-ndr", Replica(dtype="fp8", engine="tensorrt-llm"), cat)
+    assert trtllm_bench_limits(big, 128, 4096) == (256, 2048)
+    assert trtllm_bench_limits(big, 128, 2048) == (512, 2048)  # 478 sequences -> a multiple of 128
+    assert trtllm_bench_limits(small, 128, 128) == (4096, 8192)
+
+
 def test_h200_long_context_rows_within_tolerance(cat):
     df = validation_table([m for m in measurements() if m.family == "TensorRT-LLM H200 blog"], cat)
     assert len(df) == 3 and df["within_tolerance"].all(), df[["id", "published", "modelled", "error_pct"]].to_string()
@@ -52,7 +78,7 @@ def test_cloudmatrix_infer_int8_decode_row(cat):
 
 def test_trtllm_rows_run_on_the_tensorrt_llm_engine():
     trt = [m for m in measurements() if m.family.startswith("TensorRT-LLM") or m.family.startswith("MLPerf")]
-    assert len(trt) == 39 and {m.engine for m in trt} == {"tensorrt-llm"}
+    assert len(trt) == 69 and {m.engine for m in trt} == {"tensorrt-llm"}
 
 
 def test_mlperf_llama2_rows_and_fp4_optimism(cat):

@@ -30,7 +30,11 @@ def rows(cat) -> list[Row]:
                     band_text
                     + ": "
                     + (
-                        "the model has no framework/scheduler overhead, which grows with TP 8"
+                        "the modelled iteration misses a per-step time that grows with TP (about 0, 3 and 20 ms at "
+                        "8B TP1, 70B TP2 and 405B TP8, nearly independent of the batch: tools/inference_breakdown.py); "
+                        "its leading candidate is the TP all-reduce at 1-16 MB, which framework kernels on H100 run "
+                        "in 1.6-3x the model's time (vllm-project/vllm PR 24111, 6 GPUs: 16-25 us at 1 MB, 31-53 us "
+                        "at 4 MB)"
                         if r.error_pct > 0
                         else "one-shot all-to-all kernels and MTP speculative decoding are not modelled"
                     )
@@ -41,6 +45,7 @@ def rows(cat) -> list[Row]:
                 f"{r.model} on {r.system}, TP{r.tp}"
                 + (f" EP{r.ep}" if r.ep > 1 else "")
                 + f", {r.input_tokens}/{r.output_tokens} tokens"
+                + (" (perf-overview)" if r.family.startswith("TensorRT-LLM H200 llama") else "")
                 + (f", {r.dtype} ({r.id.rsplit('-', 1)[-1]})" if r.family.startswith("MLPerf") else ""),
                 r.quantity.replace("_", " "),
                 r.unit,

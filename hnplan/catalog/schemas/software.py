@@ -396,3 +396,10 @@ class ServingEngine(Entry):
         description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
         "(de)quantisation not fused into the kernels [-]; absent: 0",
     )
+    cuda_graph_batch_sizes: list[PosInt] = Field(
+        default_factory=list,
+        description="batch sizes the engine captures its decode step at, with padding: a generation-only "
+        "iteration of b sequences runs the graph of the smallest captured size >= b, dummy sequences filling "
+        "the rest (sizes above min(max_num_seqs, max_num_batched_tokens) fall back to that cap); empty: no "
+        "padding [sequences]",
+    )

@@ -45,6 +45,7 @@ from hnplan.planning.inference.steady import (  # noqa: F401
     batch_grid,
     decode_step,
     frontier,
+    graph_batch,
     max_throughput_point,
     prefill_pass,
     prefill_per_request_s,

@@ -8,6 +8,7 @@ Agrawal et al. OSDI 2024).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -62,24 +63,46 @@ def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int)
     with their new byte count; compute time and the fixed kernel term stay. (To move into
     :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
+    return _retime_attention(df, _kv_bytes_saved(s, batch, context_tokens), 1.0)
+
+
+def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
+    """Bytes per layer a KV cache narrower than bf16 does not read in a decode step [bytes]."""
     kvb = units.dtype_bytes(s.replica.kv)
     if kvb == units.dtype_bytes("bf16"):
-        return df
+        return 0.0
     per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
-    saved = batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
-    df = df.copy()
-    att = df["kind"] == "attention"
-    fixed = df.loc[att, "time_s"] - np.maximum(df.loc[att, "compute_time_s"], df.loc[att, "memory_time_s"])
-    new_bytes = df.loc[att, "bytes"] - saved
-    mem = df.loc[att, "memory_time_s"] * new_bytes / df.loc[att, "bytes"]
-    df.loc[att, "bytes"] = new_bytes
-    df.loc[att, "memory_time_s"] = mem
-    df.loc[att, "time_s"] = np.maximum(df.loc[att, "compute_time_s"], mem) + fixed
-    return df
+    return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
 
 
-def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
+def _retime_attention(df: pd.DataFrame, saved_bytes: float, share: float) -> pd.DataFrame:
+    """The attention rows with ``saved_bytes`` fewer bytes read, then ``share`` of their work (the real
+    sequences of a padded step): memory time scales with the bytes, compute with the work, the fixed
+    kernel term stays."""
+    if saved_bytes == 0.0 and share == 1.0:
+        return df
+    att = df["kind"].to_numpy() == "attention"
+    cols = {
+        c: df[c].to_numpy(dtype=float, copy=True)
+        for c in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
+    }
+    t, comp, mem, byt, fl = cols.values()
+    fixed = t[att] - np.maximum(comp[att], mem[att])
+    new_bytes = (byt[att] - saved_bytes) * share
+    mem[att] = mem[att] * new_bytes / byt[att]
+    comp[att] = comp[att] * share
+    fl[att] = fl[att] * share
+    byt[att] = new_bytes
+    t[att] = np.maximum(comp[att], mem[att]) + fixed
+    return df.assign(**cols)
+
+
+def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to: int | None = None) -> dict:
     """One decode step of ``batch_per_group`` sequences through the whole replica [s].
+
+    ``padded_to`` (a CUDA graph's batch, :func:`graph_batch`) runs the step as that many sequences: the
+    GEMMs, norms, activations and collectives see the padded batch, the attention only the real
+    sequences' KV (a padding sequence holds one token).
 
     Returns
     -------
@@ -91,9 +114,31 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float) -> dict:
     """
     r = s.replica
     b = max(1, int(math.ceil(batch_per_group)))
+    bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
-    df = operator_table(s.model, s.acc, "decode", b, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    return _pass_times(totals(_kv_dtype_reads(df, s, b, ctx)), _comm_time_s(s, b), r.overlap, _dequant(s))
+    df = operator_table(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    df = _retime_attention(df, _kv_bytes_saved(s, bp, ctx), b / bp)
+    return _pass_times(totals(df), _comm_time_s(s, bp), r.overlap, _dequant(s))
+
+
+def graph_batch(s: Setup, batch_per_group: int) -> int:
+    """Sequences a generation-only iteration of ``batch_per_group`` runs as [-]: the smallest batch the
+    engine captured a CUDA graph at that holds it (``ServingEngine.cuda_graph_batch_sizes``; captured
+    sizes above ``min(max_num_seqs, max_num_batched_tokens)`` fall back to that cap), the batch itself
+    at or above the largest, or without an engine or its graph sizes.
+
+    Source: TensorRT-LLM ``CUDAGraphRunner.pad_batch`` and ``_filter_cuda_graph_batch_sizes``
+    (tensorrt_llm/_torch/pyexecutor), with the sizes of its perf-overview throughput runs.
+    """
+    e = s.engine
+    if e is None or not e.cuda_graph_batch_sizes:
+        return batch_per_group
+    cap = min(e.max_num_seqs, e.max_num_batched_tokens)
+    sizes = sorted({g for g in e.cuda_graph_batch_sizes if g <= cap} | {cap})
+    if max(e.cuda_graph_batch_sizes) < cap:
+        sizes.remove(cap)
+    i = bisect.bisect_left(sizes, batch_per_group)
+    return batch_per_group if i == len(sizes) else sizes[i]
 
 
 def _dequant(s: Setup) -> float:
@@ -242,7 +287,15 @@ def steady_state(
     if chunked_prefill is None and eng is not None and eng.chunked_prefill:
         chunked_prefill = eng.max_num_batched_tokens
     host = iteration_overhead_s(s)
-    dec = decode_step(s, math.ceil(batch / r.groups), ctx)
+    b_group = math.ceil(batch / r.groups)
+    dec = dec_eager = decode_step(s, b_group, ctx)
+    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups  # requests per iteration and group
+    b_graph = graph_batch(s, b_group)
+    if b_graph > b_group and admitted < 1.0:
+        # iterations that carry a prefill run eagerly at the batch itself; the generation-only ones (at
+        # least 1 - admitted of them) replay the CUDA graph of the padded batch
+        padded = decode_step(s, b_group, ctx, padded_to=b_graph)
+        dec = {k: admitted * v + (1.0 - admitted) * padded[k] for k, v in dec_eager.items()}
     key = ("prefill", input_tokens, max_batched_tokens)
     if key not in cache:
         one = prefill_pass(s, 1, input_tokens)
@@ -258,7 +311,7 @@ def steady_state(
     t_it = dec["time_s"] + pf_iter + host
     tps = batch / t_it
     # the first token: the request's prefill plus the decode step of the iteration that carries it
-    ttft = pf_single + host + (0.0 if disaggregated else dec["time_s"])
+    ttft = pf_single + host + (0.0 if disaggregated else dec_eager["time_s"])
     if chunked_prefill is not None and not disaggregated:
         if chunked_prefill < 1:
             raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
@@ -268,11 +321,10 @@ def steady_state(
                 f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
                 f"group, more than the {chunked_prefill}-token chunk"
             )
-        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec["time_s"] + host)
+        ttft = pf_single + math.ceil(input_tokens / chunked_prefill) * (dec_eager["time_s"] + host)
     comm = dec["tp_allreduce_s"] + dec["ep_alltoall_s"] + dec["pp_send_s"]
     # busy fractions of one accelerator over an iteration: its FLOPs at the dense peak, its bytes at the
     # HBM bandwidth (decode step plus the prefill work the iteration carries)
-    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups
     flops = dec["flops"] + admitted * pf_flops
     moved = dec["bytes"] + admitted * pf_bytes
     peak = {str(k): v for k, v in s.acc.dense_tflops.items()}[r.dtype]

@@ -3,8 +3,8 @@
 Every row names its source; the quantity compared is the one the source measured:
 
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
-  maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100, FP8 (NVIDIA/TensorRT-LLM
-  docs/source/performance/perf-overview.md at commit 00f37686, as in ``data/reference/
+  maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100 and H200, FP8 (NVIDIA/TensorRT-LLM
+  docs/source/performance/perf-overview.md at commit 00f37686; the H100 column as in ``data/reference/
   inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
   technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
@@ -18,16 +18,24 @@ why each family errs the way it does.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import asdict, dataclass
 
 import pandas as pd
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.compute import param_counts
+from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
     Replica,
+    Setup,
+    max_batch,
     resolve,
 )
 from hnplan.planning.inference.steady import (
+    OperatingPoint,
     max_throughput_point,
     prefill_pass,
     steady_state,
@@ -70,8 +78,36 @@ TRTLLM_ROWS = [
     ("llama3.1-405b", 8, 5000, 500, 610),
     ("llama3.1-405b", 8, 20000, 2000, 345),
 ]
+# The same table's H200 column (DGX H200, FP8, same commit and trtllm-bench settings): Llama 3.1 8B and
+# Llama 3.3 70B at TP1, Llama 3.1 405B at TP8. (model id, TP, input tokens, output tokens, output tokens/s)
+_SHAPES = (
+    (128, 128),
+    (128, 2048),
+    (128, 4096),
+    (500, 2000),
+    (1000, 1000),
+    (1000, 2000),
+    (2048, 128),
+    (2048, 2048),
+    (5000, 500),
+    (20000, 2000),
+)
+TRTLLM_H200_ROWS = [
+    (m, tp, i, o, v)
+    for m, tp, values in (
+        ("llama3.1-8b", 1, (27911, 26221, 18027, 20770, 17744, 16828, 3538, 12194, 3902, 1804)),
+        ("llama3.1-70b", 1, (3803, 4336, 2872, 3666, 2909, 2994, 442, 2003, 566, 283)),
+        ("llama3.1-405b", 8, (3814, 5348, 4741, 4724, 3330, 3722, 456, 2948, 650, 505)),
+    )
+    for (i, o), v in zip(_SHAPES, values, strict=True)
+]
+TRTLLM_H200_TOLERANCE_PCT = {
+    "llama3.1-8b": (-10.0, 25.0),
+    "llama3.1-70b": (-10.0, 20.0),
+    "llama3.1-405b": (-10.0, 40.0),
+}
 # Stated error bands per model [%] (model - published) / published
-TRTLLM_TOLERANCE_PCT = {"llama3.1-8b": (-10.0, 25.0), "llama3.1-70b": (-10.0, 30.0), "llama3.1-405b": (-10.0, 60.0)}
+TRTLLM_TOLERANCE_PCT = {"llama3.1-8b": (-10.0, 15.0), "llama3.1-70b": (-10.0, 20.0), "llama3.1-405b": (-10.0, 50.0)}
 
 MLPERF_V41 = "mlcommons/inference_results_v4.1 closed/NVIDIA/results"
 # MLPerf Inference v4.1 closed, Llama 2 70B (llama2-70b-99), NVIDIA TensorRT-LLM submissions, each GPU a
@@ -118,10 +154,11 @@ class Measurement:
     ref_system: str | None = None  # tokens_per_s_ratio: the baseline's system, dtype and output length
     ref_dtype: str | None = None
     ref_output_tokens: int | None = None
+    engine_fills: bool = False  # the engine runs all the sequences its KV cache holds (trtllm-bench's limits)
 
 
 def measurements() -> list[Measurement]:
-    """Every validation row: the 30 TensorRT-LLM rows on H100, three Llama 3.1 405B rows on H200, the
+    """Every validation row: the 30 TensorRT-LLM rows on H100 and 30 on H200, three Llama 3.1 405B rows on H200, the
     DeepSeek-V3 serving reports, CloudMatrix-Infer's INT8 decode on CloudMatrix 384 and the MLPerf
     Inference Llama 2 70B rows (:data:`MLPERF_ROWS`)."""
     out = [
@@ -142,8 +179,31 @@ def measurements() -> list[Measurement]:
             note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
             family=f"TensorRT-LLM {m}",
             engine="tensorrt-llm",
+            engine_fills=True,
         )
         for m, tp, i, o, v in TRTLLM_ROWS
+    ]
+    out += [
+        Measurement(
+            f"trtllm-po-h200-{m}-tp{tp}-{i}-{o}",
+            "tokens_per_s",
+            m,
+            "hgx-h200-ib-ndr",
+            tp,
+            1,
+            "fp8",
+            i,
+            o,
+            float(v),
+            "output tokens/s per TP group",
+            TRTLLM_SOURCE + " (H200 SXM 141GB column)",
+            *TRTLLM_H200_TOLERANCE_PCT[m],
+            note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
+            family=f"TensorRT-LLM H200 {m}",
+            engine="tensorrt-llm",
+            engine_fills=True,
+        )
+        for m, tp, i, o, v in TRTLLM_H200_ROWS
     ]
     h200 = (
         "NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
@@ -349,12 +409,57 @@ def _mlperf_rows() -> list[Measurement]:
     return out
 
 
+def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tuple[int, int]:
+    """``max_batch_size`` and ``max_num_tokens`` that ``trtllm-bench throughput`` sets for a run.
+
+    From NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py (``calc_engine_setting``,
+    ``finetune_setting``): 95 % of the device memory of all GPUs (NVML's total, the visible HBM) less
+    every parameter at the weight dtype, over the KV cache of one ``I + O`` sequence (at least one KV head
+    per TP rank), at most 4,096 sequences per pipeline stage, rounded up to a multiple of 32 below 256 (at
+    least 64), of 128 below 1,024 and of 256 above; ``max_num_tokens`` is that batch x ``(1 + I / O)``, at
+    most 32,768, rounded up to 256 below 4,096 (at least 2,048), to 512 below 8,192 and to 1,024 above.
+    The runtime then holds what its KV cache takes (:func:`predict` with ``engine_fills``).
+    """
+    r, gib = s.replica, float(2**30)
+    weights = param_counts(s.model).total * units.dtype_bytes(r.dtype) / gib
+    free = hbm_capacity_bytes(s.acc) / gib * r.tp * r.pp - weights
+    per_seq = kv_cache_bytes_per_token(s.model, r.kv, r.tp) * r.tp / gib * (input_tokens + output_tokens)
+    raw_bs = min(0.95 * free / per_seq, 4096.0) / r.pp
+    raw_tokens = min(raw_bs * (1 + input_tokens / output_tokens), 32768.0)
+
+    def up(x: float, step: int) -> int:
+        return step * math.ceil(x / step)
+
+    bs = max(64, up(raw_bs, 32)) if raw_bs < 256 else up(raw_bs, 128) if raw_bs < 1024 else up(raw_bs, 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, up(raw_tokens, 256))
+    else:
+        tokens = up(raw_tokens, 512) if raw_tokens < 8192 else up(raw_tokens, 1024)
+    return bs, tokens
+
+
+def throughput_point(m: Measurement, catalog: Catalog | None = None) -> tuple[Setup, OperatingPoint]:
+    """The replica and operating point a ``tokens_per_s`` row is predicted at: with ``engine_fills``, the
+    batch the engine holds at an unbounded request rate (its KV cache full, GUARANTEED_NO_EVICT reserving
+    ``I + O`` tokens per sequence) under the limits the benchmark set (:func:`trtllm_bench_limits`),
+    otherwise the planner's maximum-throughput point."""
+    cat = catalog or load_catalog()
+    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
+    if not (m.engine_fills and s.engine is not None):
+        return s, max_throughput_point(s, m.input_tokens, m.output_tokens)
+    bs, tokens = trtllm_bench_limits(s, m.input_tokens, m.output_tokens)
+    s = dataclasses.replace(
+        s, engine=s.engine.model_copy(update={"max_num_seqs": bs, "max_num_batched_tokens": tokens})
+    )
+    return s, steady_state(s, max_batch(s, m.input_tokens + m.output_tokens), m.input_tokens, m.output_tokens)
+
+
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     """The planner's value of a measurement's quantity, in its unit."""
     cat = catalog or load_catalog()
-    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s":
-        return max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s
+        return throughput_point(m, cat)[1].tokens_per_s
+    s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s_ratio":
         if m.ref_system is None or m.ref_dtype is None:
             raise ValueError(f"{m.id}: a tokens_per_s_ratio row needs ref_system and ref_dtype")

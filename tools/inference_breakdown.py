@@ -1,0 +1,75 @@
+"""Where the modelled serving iteration goes, row by row of the inference validation.
+
+For every ``tokens_per_s`` row it prints the batch the row is predicted at (what the engine holds under
+the benchmark's limits, or the planner's maximum-throughput point) and the most memory holds, the
+CUDA-graph batch a generation-only iteration runs at, the decode step split into GEMMs, attention, the
+other (element-wise) kernels and the TP all-reduce, the prefill share and host time of the iteration,
+and the iteration the published throughput implies at that batch (``batch / published``) with the gap
+to the modelled one. A positive gap is time the model does not count.
+
+Usage::
+
+    PYTHONPATH=. python tools/inference_breakdown.py [ID_SUBSTRING]
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pandas as pd
+
+from hnplan.catalog.loader import load_catalog
+from hnplan.compute import operator_table
+from hnplan.planning.inference import graph_batch, measurements
+from hnplan.planning.inference.steady import _kv_dtype_reads
+from hnplan.planning.inference.validation import throughput_point
+
+
+def _split_ms(s, batch_per_group: int, ctx: float) -> dict:
+    """Decode-step operator time by kind over all layers [ms] (the replica's KV dtype, unpadded)."""
+    r, n = s.replica, max(1, round(ctx))
+    df = operator_table(s.model, s.acc, "decode", batch_per_group, n, kv_len=n, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    df = _kv_dtype_reads(df, s, batch_per_group, n)
+    t = (df["time_s"] * df["count"]).groupby(df["kind"]).sum() * 1e3
+    return {
+        "gemm_ms": t.get("gemm", 0.0),
+        "attn_ms": t.get("attention", 0.0),
+        "other_ms": t.drop(["gemm", "attention"], errors="ignore").sum(),
+    }
+
+
+def breakdown(select: str = "") -> pd.DataFrame:
+    """One row per ``tokens_per_s`` validation row whose id contains ``select``."""
+    cat = load_catalog()
+    rows = []
+    for m in measurements():
+        if m.quantity != "tokens_per_s" or select not in m.id:
+            continue
+        s, p = throughput_point(m, cat)  # the batch the validation row is predicted at
+        b = p.breakdown_s
+        bg = math.ceil(p.batch / s.replica.groups)
+        implied = p.batch / m.published * 1e3
+        rows.append(
+            {
+                "id": m.id,
+                "error_pct": 100 * (p.tokens_per_s - m.published) / m.published,
+                "batch": p.batch,
+                "max_batch": p.max_batch,
+                "graph_batch": graph_batch(s, bg),
+                **_split_ms(s, bg, m.input_tokens + m.output_tokens / 2),
+                "decode_ms": 1e3 * b["decode_compute"],
+                "tp_allreduce_ms": 1e3 * b["tp_allreduce"],
+                "prefill_ms": 1e3 * b["prefill_in_iteration"],
+                "host_ms": 1e3 * b["engine_host"],
+                "iteration_ms": 1e3 * p.iteration_s,
+                "implied_ms": implied,
+                "gap_ms": implied - 1e3 * p.iteration_s,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+if __name__ == "__main__":
+    with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 30):
+        print(breakdown(sys.argv[1] if len(sys.argv) > 1 else "").round(2).to_string(index=False))
