@@ -19,9 +19,11 @@ benchmarks' harnesses, not fitted to the rows:
 * **Clock.** DeepGEMM's harness flushes L2 with an 8 GB memset before every timed call (``bench_kineto``; by the
   code's comment, to keep the GPU at its highest clocks) and TileLang times single calls: both run at boost
   clock. There FP8 runs at the same fraction of its peak as FP16: TileLang's FP8 / FP16 rate on the same GPU is
-  1.99-2.01 at K >= 8,192, the ratio of the peaks. The law's FP8 ceiling is the sustained one (the MAMF FP8 /
-  bf16 ratio, 1.77x, a power-limited clock), so these tables are predicted with the FP8 ceiling at the bf16
-  ceiling's fraction of the peak (:func:`at_boost_clock`); the planners keep the sustained ceiling.
+  1.99-2.01 at K >= 8,192, the ratio of the peaks. The catalog's FP8 ceiling is the bf16 one times the hot MAMF
+  FP8 / bf16 ratio (1.77x: FP8 draws more power and clocks lower at 700 W), so these tables are predicted with
+  the FP8 ceiling at the bf16 ceiling's fraction of the peak (:func:`at_boost_clock`); ``hnplan gemm`` and the
+  inference planner keep the catalog's ceiling, and the training planner scales both dtypes further by the
+  chip's ``sustained_compute_fraction`` (:mod:`hnplan.compute.clocks`).
 """
 
 from __future__ import annotations
@@ -125,8 +127,9 @@ def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
     """The law's device time, with the chip's parameters as the catalog has them, DeepGEMM's kernel
     (:func:`deepgemm_kernel`) at boost clock (:func:`at_boost_clock`), against every row of :func:`deepgemm_table`;
     nothing is fitted to these rows. Adds ``block_m`` and ``block_n`` (DeepGEMM's tile), ``predicted_s``, ``error``
-    (predicted / measured - 1) and ``cublas_error``: the law as the planners run it (the chip's cuBLAS-fitted
-    schedule with split-K, the sustained FP8 ceiling), for comparison."""
+    (predicted / measured - 1) and ``cublas_error``: the law with the catalog's parameters, as ``hnplan gemm``
+    and the inference planner run it (the chip's cuBLAS-fitted schedule with split-K, the catalog's FP8 ceiling;
+    the training planner also applies ``sustained_compute_fraction``), for comparison."""
     cat = catalog or load_catalog()
     acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
     tab = deepgemm_table(cat)
