@@ -6,7 +6,7 @@ generation, evaluation and the fixed per-call cost, with the peak memory, for tw
 * DeepSeek-V3 on 2,048 H800 (hgx-h800-ib), sequence 4,096, 15,360 sequences, expert parallelism
   searched too: candidate generation and the evaluator.
 
-Usage: python benchmarks/bench_planner.py [--repeat N]
+Usage: python benchmarks/bench_planner.py [--repeat N] [--plain-allocator]
 
 *Cold* is the first search on a fresh catalog (the operator-level part times of every micro-batch
 shape computed; best of N fresh catalogs); *warm* is the best of N repeats with the same job and catalog (the part times memoised
@@ -14,7 +14,10 @@ on the system's Design, the collective times and per-shape activation bytes on t
 loop or a sweep). Wall time and process CPU time are both printed:
 on a shared machine the CPU time is the steadier figure. The fixed per-call cost is a one-candidate
 evaluation (warm). Peak memory: the largest Python-traced allocation during one warm evaluation
-(tracemalloc, numpy arrays included) and the process's maximum resident set size. Target (issue 16):
+(tracemalloc, numpy arrays included) and the process's maximum resident set size. The process keeps freed memory in its heap as the ``hnplan``
+command line and the sweep's workers do (:func:`hnplan.allocator.keep_freed_memory`; ``--plain-allocator``
+measures with glibc's defaults, as a notebook runs: the cold figures then swing by 1-2 ms with page faults).
+Target (issue 16):
 1,000,000 candidates per second in one process for both searches.
 """
 
@@ -29,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from hnplan.allocator import keep_freed_memory
 from hnplan.catalog import Catalog
 from hnplan.planning.training import candidate_frame, evaluate_plans, make_job, rank_plans
 
@@ -102,7 +106,10 @@ def bench_case(case, repeat: int) -> dict:
     )
 
 
-def main(repeat: int = 5) -> list[dict]:
+def main(repeat: int = 5, plain_allocator: bool = False) -> list[dict]:
+    if not plain_allocator:
+        keep_freed_memory()  # as the hnplan command line and the sweep's workers run (hnplan.allocator)
+    print(f"allocator: {'glibc defaults' if plain_allocator else 'freed memory kept (hnplan.allocator)'}")
     results = []
     for case in CASES:
         r = bench_case(case, repeat)
@@ -133,4 +140,10 @@ def main(repeat: int = 5) -> list[dict]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    main(ap.parse_args().repeat)
+    ap.add_argument(
+        "--plain-allocator",
+        action="store_true",
+        help="keep glibc's default trim/mmap thresholds (a notebook's process) instead of the CLI's",
+    )
+    args = ap.parse_args()
+    main(args.repeat, args.plain_allocator)

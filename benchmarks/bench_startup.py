@@ -2,7 +2,7 @@
 
 Prints the yardstick (``python -c "import numpy, pandas"``), a fully given ``hnplan train --json`` and its
 ratio to the yardstick (target: within 1.5x of its CPU time; the two run in turn and the ratio is the median
-of the pairs' ratios), then every sub-command's ``--help`` and one typical call (target: under 0.6 s each),
+of the pairs' ratios), then every sub-command's ``--help`` and its typical calls (target: under 0.6 s each),
 each with PASS or MISS. CPU time (user + system of the child) is the judged figure: on a shared machine it
 is the steadier of the two; wall time is printed beside it. A typical call whose own work (a search, a
 simulation, a fit) takes longer than start-up is marked so.
@@ -135,6 +135,16 @@ TYPICAL = {
     "topology": ["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384"],
     "train": TRAIN,
 }
+# further typical calls of a sub-command, judged like the first: label, arguments
+MORE_CALLS = {
+    "infer": [
+        (
+            "deepseek-v3, maximum throughput",
+            ["infer", "--model", "deepseek-v3", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2048",
+             "--output-tokens", "256"],
+        ),
+    ],
+}  # fmt: skip
 # typical calls whose own work is not start-up: judged, but marked
 OWN_WORK = {
     "calibrate": "fits the stack's efficiencies to two runs, with leave-one-out",
@@ -236,6 +246,13 @@ def main(runs: int = 5, only: list[str] | None = None) -> dict:
         if hv == "MISS":
             misses.append(f"{name} --help")
         print(f"{name:12} {h[0]:10.3f}s {h[1]:6.3f}s {hv}   {call}")
+        for label, argv in MORE_CALLS.get(name, []):
+            m = timed(HNPLAN + argv, runs)
+            mv = verdict(m[1], COMMAND_TARGET_S)
+            out[f"{name}: {label}"] = dict(call_wall=m[0], call_cpu=m[1])
+            print(f"{'':12} {'':>11} {'':>7}      {m[0]:11.3f}s {m[1]:6.3f}s {mv}  {m[2]}  ({name}: {label})")
+            if mv == "MISS":
+                misses.append(f"{name} call ({label})")
     print("over the target: " + (", ".join(misses) if misses else "none"))
     out["misses"] = misses
     return out

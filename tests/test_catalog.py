@@ -97,6 +97,52 @@ def test_entry_by_path(cat, tmp_path):
     assert m.id == "my-model" and m.layers == 16
 
 
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"hidden": 10**12}, "field 'hidden': Input should be less than or equal to 1048576"),
+        ({"vocab": 10**9}, "field 'vocab': Input should be less than or equal to 16777216"),
+        ({"layers": 10**6}, "field 'layers'"),
+        # each dimension within its bound, together 1000 x (4 x 2**40 + 3 x 2**42) = 1.7e16 parameters
+        ({"layers": 1000, "hidden": 2**20, "ffn_hidden": 2**22, "heads": 64}, "about 1.8e+16 parameters"),
+    ],
+)
+def test_absurd_model_dimensions_are_refused_naming_the_field(cat, tmp_path, change, needle):
+    """A typo such as ``hidden: 1e12`` is refused with the field named, not computed (the products of
+    such dimensions overflow the time and memory arithmetic)."""
+    raw = _load(cat.path_of("models", "llama3.1-8b"))
+    raw.update(id="typo", **change)
+    p = tmp_path / "typo.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(CatalogError) as info:
+        cat.model(str(p))
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "change,field",
+    [
+        ({"nic_gbps": 1e300}, "nic_gbps"),
+        ({"nics_per_node": 10**11}, "nics_per_node"),
+        ({"gpus_per_rack": 10**9}, "gpus_per_rack"),
+    ],
+)
+def test_absurd_system_figures_are_refused_naming_the_field(cat, tmp_path, change, field):
+    raw = _load(cat.path_of("systems", "hgx-h100-ib-ndr"))
+    raw.update(id="typo", **change)
+    p = tmp_path / "typo.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    with pytest.raises(CatalogError) as info:
+        cat.system(str(p))
+    assert f"field '{field}': Input should be less than or equal to" in str(info.value)
+
+
+def test_published_models_are_far_inside_the_bounds(cat):
+    from hnplan.catalog.schemas.workload import MAX_PARAMS
+
+    assert max(m.params_bound() for m in cat.entries("models")) < MAX_PARAMS / 100
+
+
 def _load(path):
     return yaml.safe_load(Path(path).read_text())
 
@@ -116,6 +162,8 @@ def _write(folder, name, raw):
         (lambda r: r.update(source=""), "source", "at least 3"),
         (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
         (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than 0"),
+        (lambda r: r.update(hbm_bw_TBps=1e300), "hbm_bw_TBps", "less than or equal to 100000"),
+        (lambda r: r["dense_tflops"].update(bf16=1e12), "dense_tflops.bf16", "less than or equal to 10000000"),
         (lambda r: r["dense_tflops"].update(fp12=1.0), "dense_tflops.fp12", "'fp32'"),
         (lambda r: r.update(field_sources={}, assumptions={}), "(entry)", "calibration field"),
     ],

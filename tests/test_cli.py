@@ -18,7 +18,11 @@ def _commands(group, prefix=()):
 
     def walk(cmd, path):
         out.append(path)
-        for name, sub in getattr(cmd, "commands", {}).items():
+        if hasattr(cmd, "list_commands"):  # the lazy root lists sub-commands whose modules are not imported yet
+            subs = {name: cmd.get_command(None, name) for name in cmd.list_commands(None)}
+        else:
+            subs = getattr(cmd, "commands", {})
+        for name, sub in subs.items():
             walk(sub, path + (name,))
 
     walk(click_group, tuple(prefix))
@@ -30,6 +34,14 @@ def test_every_subcommand_has_help(path):
     res = runner.invoke(app, [*path, "--help"])
     assert res.exit_code == 0, res.output
     assert "Usage" in res.output
+    assert "<bool>" not in res.output  # a flag takes no value: its help shows no type
+
+
+def test_help_shows_a_type_for_options_with_values_only():
+    out = runner.invoke(app, ["catalog", "show", "--help"], env={"COLUMNS": "200"}).output
+    rows = {ln.split()[1]: ln for ln in out.splitlines() if ln.startswith("│ --")}
+    assert "<str>" in rows["--kind"]  # takes a value
+    assert "<" not in rows["--json"] and "<" not in rows["--help"]  # flags
 
 
 TRAIN = [

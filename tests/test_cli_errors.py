@@ -58,6 +58,20 @@ def test_non_finite_flags_refused(argv, needle, json_):
     _check(runner.invoke(app, argv + (["--json"] if json_ else [])), needle, json_)
 
 
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (TCO + ["--years", "1e6"], "--years must be <= 15; got 1e+06"),
+        (TCO + ["--pue", "50"], "--pue must be <= 3; got 50"),
+        (TCO + ["--electricity-usd-per-kwh", "10"], "--electricity-usd-per-kwh must be <= 2; got 10"),
+    ],
+)
+def test_economic_flags_beyond_meaning_refused(argv, needle):
+    """A lifetime of a million years (or a PUE of 50) is refused, naming the flag (WHATIF_RANGES)."""
+    _check(runner.invoke(app, argv), needle)
+    _check(runner.invoke(app, argv + ["--json"]), needle, json_=True)
+
+
 TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
 
 
@@ -307,3 +321,49 @@ def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     obj = json.loads(out)["error"]
     assert obj["kind"] == "usage" and "'--gpus'" in obj["message"]
     assert "--gpus" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["catalog", "show", "h100-sxm"], ["catalog", "list"], ["catalog", "show", "h100-sxm", "--json"], ["--help"]],
+)
+def test_closed_stdout_ends_quietly_with_exit_0(argv):
+    """``hnplan ... | head -1``: the reader closes the pipe; the run stops with exit 0 and says nothing (the
+    read end is closed before the run starts, so every write meets the closed pipe)."""
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "hnplan", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (SIZE + ["--global-batch-tokens", "1e30"], "'--global-batch-tokens': must be at most 2**53 = 9e+15; got 1e30"),
+        (
+            ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "4096"]
+            + ["--global-batch-size", str(10**23)],
+            "--global-batch-size must be at most 2**53 = 9e+15; got 1e+23",
+        ),
+    ],
+)
+def test_counts_beyond_64_bit_arithmetic_refused(argv, needle):
+    """A count past 2**53 (the planners' integers would overflow: a traceback before) is refused naming
+    the flag."""
+    res = runner.invoke(app, argv, env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert needle in _one_line(res.output)

@@ -138,12 +138,54 @@ def test_sub_command_help_imports_no_planner(name):
         (["tco", "--system", "gb200-nvl72", "--gpus", "1152"], {"scipy", "networkx", "pandas"}),
         (["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "16384"], {"networkx", "pandas", "scipy"}),
         (["gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192"], {"pandas", "scipy"}),
+        (
+            [
+                "infer",
+                "--model",
+                "deepseek-v3",
+                "--system",
+                "hgx-h100-ib-ndr",
+                "--input-tokens",
+                "2048",
+                "--output-tokens",
+                "256",
+            ],
+            {"pandas", "scipy"},
+        ),
     ],
-    ids=["reliability", "tco", "topology", "gemm"],
+    ids=["reliability", "tco", "topology", "gemm", "infer"],
 )
 def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
     builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
-    activation table or operator table (pandas frames)."""
+    activation table or operator table (pandas frames), and the serving planner times its passes from the
+    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
+
+
+BLAS_PROBE = """
+import contextlib, io, os, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+print(os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.parametrize("given,expected", [(None, "1"), ("4", "4")])
+def test_the_command_line_runs_blas_on_one_thread_unless_told(given, expected):
+    """OpenBLAS reads OPENBLAS_NUM_THREADS once, when numpy loads it: the entry point sets it to 1 before any
+    import (hnplan's arrays are too small to split over threads, while each idle pool busy-waits) and keeps a
+    value the user set."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip().splitlines()[-1] == expected

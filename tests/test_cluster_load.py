@@ -86,7 +86,36 @@ def test_an_oversubscribing_trace_says_so(tmp_path):
 
     d = json.loads(r.output)
     assert d["offered_load"] == pytest.approx(40.0) and d["oversubscribed"] is True
+    assert d["steady_state"] is True  # the jobs hold 162 % of the window's GPU-time inside it: a real queue
     assert d["offered_load_asked"] is None  # a trace aims at no load
+
+
+def test_a_window_too_short_for_the_load_says_so_instead_of_oversubscribed(tmp_path):
+    """Ten 1-GPU jobs of 10 h arriving within 9 minutes on 16 GPUs ask for 41.7x the GPU-hours of the
+    window, yet never more than 10 GPUs at once: no queue forms, and the label must not say
+    "oversubscribed" beside a low utilisation. Inside the measuring window [108 s, 540 s] (warm-up 0.2)
+    the jobs hold 2 x 432 + (420 + 360 + ... + 60 + 0) = 2,544 GPU-s of 16 x 432 = 6,912: 36.8 %, under
+    half of min(41.7, 1). Steady state needs 4 x 10 h = 40 h = 1.7 days of arrivals, 10 x 144,000 / 540
+    = 2,667 jobs, rounded up to 2,700."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+        + "".join(f"{60 * i},1,1000,36000,training,3600,1\n" for i in range(10))
+    )
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--trace", str(trace)]
+    r = runner.invoke(app, [*args, "--no-failures"])
+    out = " ".join(r.output.split())
+    assert r.exit_code == 0, r.output
+    assert "oversubscribed" not in out
+    assert "too short to reach steady state" in out and "--days 1.7 or about 2,700 jobs (--jobs)" in out
+    import json
+
+    d = json.loads(runner.invoke(app, [*args, "--no-failures", "--json"]).output)
+    assert d["offered_load"] == pytest.approx(100 / (16 * 540 / 3600))
+    assert d["offered_load_window"] == pytest.approx(2544 / 6912)
+    assert d["steady_state"] is False and d["steady_jobs"] == 2700
+    assert d["run_time_weighted_s"] == pytest.approx(36000.0) and d["steady_window_s"] == pytest.approx(144000.0)
+    assert d["utilisation"] <= d["offered_load_window"] + 1e-9
 
 
 def test_a_typo_in_a_trace_column_names_the_column_it_stands_for(tmp_path):

@@ -11,6 +11,7 @@ from hnplan.compute import (
     achievable_hbm_Bps,
     gemm_flops_per_s,
     gemm_roofline,
+    operator_columns,
     operator_table,
     param_counts,
     quantisation_efficiency,
@@ -233,3 +234,23 @@ def test_pass_time_never_increases_when_a_peak_grows(cat, scale, phase, batch):
     assert totals(operator_table(m, faster_flops, phase, batch, 512))["time_s"] <= t * (1 + 1e-12)
     assert totals(operator_table(m, faster_hbm, phase, batch, 512))["time_s"] <= t * (1 + 1e-12)
     assert not math.isnan(t) and np.isfinite(t)
+
+
+@pytest.mark.parametrize(
+    "model,phase,batch,seq,kw",
+    [
+        ("deepseek-v3", "decode", 37, 2176, dict(kv_len=2176, tp=8, ep=8)),
+        ("deepseek-v3", "prefill", 2, 2048, dict(tp=8, dtype="fp8")),
+        ("llama3.1-70b", "decode", 1, 1024, dict(kv_len=1024, tp=4, dtype="fp8")),
+        ("llama3.1-8b", "train", 2, 4096, dict(recompute="selective")),
+    ],
+)
+def test_operator_columns_are_the_tables_numbers(cat, model, phase, batch, seq, kw):
+    """The serving planner's frame-free path: the same rows in the same order, so the same totals to the bit."""
+    m, acc = cat.model(model), cat.accelerator("h100-sxm")
+    df = operator_table(m, acc, phase, batch, seq, **kw)
+    cols = operator_columns(m, acc, phase, batch, seq, **kw)
+    for k in ("count", "flops", "bytes", "compute_time_s", "memory_time_s", "time_s"):
+        assert np.array_equal(cols[k], df[k].to_numpy()), k
+    assert list(cols["kind"]) == list(df["kind"]) and list(cols["bound"]) == list(df["bound"])
+    assert totals(cols) == totals(df)

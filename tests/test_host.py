@@ -174,3 +174,20 @@ def test_full_recomputation_syncs_again(cat):
     # each sync idles the GPU 10 us + one 1 ms launch; the stretches themselves are host-bound either way
     extra = step(1) - step(0)
     assert extra == pytest.approx(48 * 64 * 2 * (10e-6 + 1e-3), rel=0.02)
+
+
+def test_grace_hosts_dispatch_slower(cat):
+    # NVIDIA/TransformerEngine issue 2053: one torch.nn.Linear forward costs 37.08 us of CPU on GB200 (Grace) and
+    # 13.48 us on a DGX H100 (x86): the stacks' per-call figure, measured on x86, times 37.08 / 13.48 = 2.75
+    from hnplan.planning.training.job import host_scaled, make_job
+
+    gb200 = cat.system("gb200-nvl72")
+    assert gb200.host_dispatch_factor == pytest.approx(37.08 / 13.48, abs=0.005)
+    assert host_scaled(StackChoices(), gb200).kernel_launch_us == pytest.approx(13.1 * 2.75)
+    x86 = cat.system("dgx-b200-ib-ndr")
+    assert x86.host_dispatch_factor is None and host_scaled(StackChoices(), x86) == StackChoices()
+    job = make_job("qwen3-30b-a3b", "gb200-nvl72", 8, 4096, 512, "fp8", cat, stack="megatron-bridge-2511-mxfp8")
+    assert job.choices.kernel_launch_us == pytest.approx(36.025)
+    assert job.provenance["kernel_launch_us"].endswith("x 2.75 (system gb200-nvl72 host_dispatch_factor)")
+    # the sync's idle grows with the launch after it: 10 us + 36.0 us on Grace
+    assert sync_s(job.choices) == pytest.approx(SYNC_LATENCY_S + 36.025e-6)

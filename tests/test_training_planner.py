@@ -26,6 +26,8 @@ from hnplan.planning.training import (
     evaluate_plans,
     make_job,
     plans_frame,
+    rank_plans,
+    search_best,
     search_plans,
     valid_mask,
     validate_plan,
@@ -315,3 +317,19 @@ def test_every_candidate_is_consistent(cat, model, system, gpus, seq, batch):
     assert (df["mfu"] <= df["hfu"] + 1e-15).all() and (df["memory_per_gpu_bytes"] > 0).all()
     assert (df["tokens_per_s"] * df["step_time_s"]).round().eq(batch * seq).all()
     assert df.loc[df["pp"] == 1, "t_pp_bubble_s"].eq(0).all() and df.loc[df["pp"] > 1, "t_pp_bubble_s"].gt(0).all()
+
+
+@pytest.mark.parametrize("model,gpus,fixed", [("llama3.1-8b", 64, None), ("llama3.1-70b", 256, dict(tp=8))])
+def test_search_best_is_the_head_of_the_ranking(cat, model, gpus, fixed):
+    """search_best picks the fastest fitting plans without sorting the whole frame: the same plans, in the
+    same order (ties in candidate order), with the same counts, as the first rows of rank_plans."""
+    job = make_job(model, "hgx-h100-ib-ndr", gpus, 4096, 4 * gpus, "bf16", cat)
+    ranked = rank_plans(job, fixed)
+    ests, searched, feasible = search_best(job, fixed, top=6)
+    assert (searched, feasible) == (ranked.attrs["searched"], ranked.attrs["feasible"])
+    head = ranked[ranked["fits"]].head(6)
+    assert [e.step_time_s for e in ests] == head["step_time_s"].tolist()
+    assert [e.plan.microbatch_size for e in ests] == head["microbatch_size"].tolist()
+    assert [(e.plan.tp, e.plan.pp, e.plan.dp, e.plan.recompute) for e in ests] == list(
+        zip(head["tp"], head["pp"], head["dp"], head["recompute"])
+    )

@@ -20,7 +20,7 @@ import sys
 import pandas as pd
 
 from hnplan.catalog.loader import load_catalog
-from hnplan.compute import operator_table
+from hnplan.compute import operator_columns
 from hnplan.planning.inference import graph_batch, measurements
 from hnplan.planning.inference.steady import _kv_dtype_reads
 from hnplan.planning.inference.validation import throughput_point
@@ -29,8 +29,8 @@ from hnplan.planning.inference.validation import throughput_point
 def _split_ms(s, batch_per_group: int, ctx: float) -> dict:
     """Decode-step operator time by kind over all layers [ms] (the replica's KV dtype, unpadded)."""
     r, n = s.replica, max(1, round(ctx))
-    df = operator_table(s.model, s.acc, "decode", batch_per_group, n, kv_len=n, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    df = _kv_dtype_reads(df, s, batch_per_group, n)
+    cols = operator_columns(s.model, s.acc, "decode", batch_per_group, n, kv_len=n, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    df = pd.DataFrame(_kv_dtype_reads(cols, s, batch_per_group, n))
     t = (df["time_s"] * df["count"]).groupby(df["kind"]).sum() * 1e3
     return {
         "gemm_ms": t.get("gemm", 0.0),

@@ -131,7 +131,9 @@ def breakdown(run, close: bool, fixed: dict | None) -> None:
     )
     if close:
         us = _closing_launch_us(run)
-        print(f"  kernel_launch_us closing the row: {'none (not optimistic)' if us != us else f'{us:.0f} us'}")
+        f = job.system.host_dispatch_factor or 1.0  # the stack's figure is per call on x86; the host's is f x it
+        here = f" ({us * f:.0f} us a call on this system's host)" if f != 1.0 and us == us else ""
+        print(f"  kernel_launch_us closing the row: {'none (not optimistic)' if us != us else f'{us:.0f} us'}{here}")
 
 
 def _closing_launch_us(run, lo: float = 1.0, hi: float = 300.0) -> float:

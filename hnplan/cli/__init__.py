@@ -13,8 +13,22 @@ from hnplan.cli._app import app, command_modules
 
 def main() -> None:
     """Console-script entry point. With ``--json`` a usage error (a missing option, a value out of range)
-    is printed as ``{"error": {...}}`` on stdout too, like every other error (see ``handle_errors``)."""
+    is printed as ``{"error": {...}}`` on stdout too, like every other error (see ``handle_errors``).
+
+    The process runs BLAS on one thread unless ``OPENBLAS_NUM_THREADS`` is set: hnplan's arrays are
+    small (candidate plans, a fit of a few parameters), too small for OpenBLAS to split over threads, yet
+    each OpenBLAS copy that numpy and scipy load starts a thread per core that busy-waits before it sleeps
+    (OpenBLAS ``THREAD_TIMEOUT``), about 0.1 s of CPU per command on this project's benchmark
+    (benchmarks/bench_startup.py) and more on a machine with more cores. Set before numpy is imported,
+    the only time OpenBLAS reads it. Freed arrays stay in the heap for the next search
+    (:func:`hnplan.allocator.keep_freed_memory`)."""
+    import os
     import sys
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from hnplan.allocator import keep_freed_memory
+
+    keep_freed_memory()  # commands that run many searches (size, claims, calibrate) reuse freed arrays
 
     if "--json" not in sys.argv[1:]:
         app()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 import typer.main
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 
@@ -59,6 +59,30 @@ def unit_brackets(text: str) -> str:
     'prompt length \\[tokens]'
     """
     return re.sub(r"(?<!\\)\[", r"\\[", text)
+
+
+def _flags_show_no_type() -> None:
+    """Make typer's rich help leave the type column of a flag empty.
+
+    Typer 0.29 prints every option's type beside it in ``--help``, a flag's too (``--json <bool>``), as if
+    the flag took a value; its plain-text help already omits the type of a flag and of a counter. This
+    makes the rich help agree: an option that takes no value (``is_flag`` or ``count``) shows no type.
+    Applied once at import; a typer without ``TyperOption.display_type_rich`` is left alone.
+    """
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_hnplan_flag_aware", False):
+        return
+
+    def display_type_rich(self, ctx):
+        if getattr(self, "is_flag", False) or getattr(self, "count", False):
+            return None
+        return shown(self, ctx)
+
+    display_type_rich._hnplan_flag_aware = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
 
 
 def _unwrap_command(cmd: TyperCommand) -> TyperCommand:
@@ -145,10 +169,66 @@ class _LazyCommand(TyperCommand):
         return real.commands
 
 
+def stdout_closed():
+    """Stop quietly with exit 0 because the reader of stdout has gone (``hnplan catalog list | head -1``).
+
+    A closed pipe is not an error of the run: the reader took what it wanted, as ``head`` does. stdout is
+    pointed at the null device first, so the flush at interpreter exit does not fail a second time (the
+    way the Python documentation's note on SIGPIPE recommends).
+
+    Raises
+    ------
+    typer.Exit
+        Always, with code 0.
+    """
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a captured stdout (tests) has no file descriptor
+        pass
+    raise typer.Exit(0)
+
+
+def _stdout_is_devnull() -> bool:
+    import os
+
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+@contextmanager
+def _closed_stdout_is_success():
+    """A closed stdout inside the block ends the run with exit 0 (:func:`stdout_closed`): a
+    ``BrokenPipeError``, or rich's answer to one (a console, typer's help too, points stdout at the null
+    device and exits 1)."""
+    was_devnull = _stdout_is_devnull()
+    try:
+        yield
+    except BrokenPipeError:
+        stdout_closed()
+    except SystemExit as exc:
+        if exc.code == 1 and not was_devnull and _stdout_is_devnull():
+            raise typer.Exit(0) from None
+        raise
+
+
 class LazyGroup(TyperGroup):
     """The root command: sub-commands imported on first use, so ``hnplan train`` imports what ``train``
     needs and not the planners of every other sub-command. Commands registered by an eager
-    import still work."""
+    import still work. A closed stdout (``| head``) ends any command quietly with exit 0
+    (:func:`stdout_closed`)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        with _closed_stdout_is_success():  # the root's --help prints while parsing
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+    def invoke(self, ctx):
+        with _closed_stdout_is_success():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(command_modules()))
@@ -265,6 +345,8 @@ def count(integer: bool = False, minimum: float = 1):
             raise typer.BadParameter(str(exc)) from None
         if value < minimum:
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
+        if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
+            raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
         return value
 
     parse.__name__ = "count" if integer else "number"
@@ -301,9 +383,15 @@ def _option_name(ctx, name: str) -> str:
     return name
 
 
+#: the largest whole number a float64 holds exactly (9.0e15); a larger count (``--global-batch-size 1e23``)
+#: overflows numpy's 64-bit integers in the planners, and no count of GPUs, jobs or tokens comes near it
+MAX_COUNT = 2**53
+
+
 def check_finite(ctx) -> None:
     """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
-    ranges let them through): one :class:`InputError` naming the option."""
+    ranges let them through), and whole numbers beyond :data:`MAX_COUNT` in every integer option but a
+    random seed: one :class:`InputError` naming the option."""
     import math
 
     for name, value in ctx.params.items():
@@ -311,6 +399,8 @@ def check_finite(ctx) -> None:
         for v in values:
             if isinstance(v, float) and not math.isfinite(v):
                 raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_COUNT and name != "seed":
+                raise InputError(f"{_option_name(ctx, name)} must be at most 2**53 = {MAX_COUNT:.2g}; got {v:.3g}")
 
 
 def name_option(ctx, text: str) -> str:
@@ -387,6 +477,8 @@ def handle_errors():
         _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
     except HnplanError as exc:
         _fail("input", exc, EXIT_INPUT, as_json, name_option(ctx, str(exc)))
+    except BrokenPipeError:  # stdout's reader has gone (| head): LazyGroup ends the run quietly
+        raise
     except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
         _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
     except KeyboardInterrupt as exc:

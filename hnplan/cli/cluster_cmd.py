@@ -146,7 +146,7 @@ def simulate(
             ),
         ]
         w = s["window_s"]
-        span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.1f} h"
+        span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.3g} h"
         console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):

@@ -8,6 +8,25 @@ from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, w
 from hnplan.units import format_usd as usd
 
 
+def check_economics(flags: dict[str, tuple[str, float | None]]) -> None:
+    """Refuse an economic input outside the range where the cost model means something
+    (:data:`hnplan.catalog.schemas.WHATIF_RANGES`: a lifetime of a million years, a PUE of 50), naming the flag.
+    ``flags``: flag -> (what-if input, value or None when not given).
+
+    Raises
+    ------
+    InputError
+        ``--years must be <= 15; got 1e+06``.
+    """
+    from hnplan.catalog.schemas import whatif_range_problem
+    from hnplan.errors import InputError
+
+    for flag, (name, value) in flags.items():
+        problem = None if value is None else whatif_range_problem(name, float(value))
+        if problem is not None:
+            raise InputError(flag + problem[len(name) :])
+
+
 @app.command()
 def tco(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
@@ -39,6 +58,13 @@ def tco(
     from hnplan.planning.design import resolve_utilisation, tco_summary
 
     with handle_errors():
+        check_economics(
+            {
+                "--years": ("years", years),
+                "--pue": ("pue", pue),
+                "--electricity-usd-per-kwh": ("electricity_usd_per_kwh", electricity),
+            }
+        )
         check_refs({"--system": ("systems", system)})
         cat = load_catalog()
         u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)

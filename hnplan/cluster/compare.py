@@ -32,6 +32,7 @@ def summary_row(r: ClusterResult) -> dict:
         "utilisation": s["utilisation"],
         "allocation_rate": s["allocation_rate"],
         "offered_load": s["offered_load"],
+        "steady_state": s["steady_state"],
         "fragmentation": s["fragmentation"],
         "goodput": s["goodput"],
         "jct_slowdown_mean": s["jct_slowdown"]["mean"],
@@ -83,6 +84,12 @@ def delays_frame(results: dict) -> pd.DataFrame:
     )
 
 
+def _load_note(row) -> str:
+    if not row["steady_state"]:  # the offered load never built up inside the window (simulate.steady_state_of)
+        return ", in a window too short to reach steady state"
+    return ", oversubscribed" if row["offered_load"] > 1 else ""
+
+
 def cluster_verdict(table: pd.DataFrame) -> str:
     """Markdown sentences from a :func:`compare_cluster` table (numbers only from the table)."""
     lines = []
@@ -91,7 +98,7 @@ def cluster_verdict(table: pd.DataFrame) -> str:
     lines.append(
         f"- **Busiest**: {best['system']} with {best['policy']} keeps {best['utilisation']:.1%} of its "
         f"{best['gpus']:,} GPUs doing useful work (allocated {best['allocation_rate']:.1%}, offered "
-        f"{best['offered_load']:.1%}{', oversubscribed' if best['offered_load'] > 1 else ''})."
+        f"{best['offered_load']:.1%}{_load_note(best)})."
     )
     if len(table) > 1:
         lines.append(

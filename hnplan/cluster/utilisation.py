@@ -22,7 +22,10 @@ def _simulate(system_id: str, gpus: int, mix: str, jobs: int, seed: int, root: s
     cat = load_catalog(root)
     r = simulate_cluster(system_id, gpus, mix=mix, n_jobs=jobs, policy=POLICY, seed=seed, catalog=cat)
     s = r.summary
-    return {k: s[k] for k in ("utilisation", "allocation_rate", "offered_load", "offered_load_window", "gpus")}
+    return {
+        k: s[k]
+        for k in ("utilisation", "allocation_rate", "offered_load", "offered_load_window", "steady_state", "gpus")
+    }
 
 
 def simulated_utilisation(
@@ -38,7 +41,7 @@ def simulated_utilisation(
     -------
     dict
         ``utilisation`` (useful GPU-time / installed GPU-time [fraction]), ``allocation_rate``,
-        ``offered_load``, ``offered_load_window``, ``gpus_simulated``, ``mix``, ``jobs``, ``seed``,
+        ``offered_load``, ``offered_load_window``, ``steady_state``, ``gpus_simulated``, ``mix``, ``jobs``, ``seed``,
         ``policy`` and ``source`` (one sentence stating the conditions).
 
     Raises
@@ -54,7 +57,13 @@ def simulated_utilisation(
     out.pop("gpus")
     out["policy"] = POLICY
     out["source"] = (
-        f"simulated: {jobs:,} jobs of mix '{mix}' at {s['offered_load']:.0%} offered load{' (oversubscribed)' if s['offered_load'] > 1 else ''} on {out['gpus_simulated']:,} "
+        f"simulated: {jobs:,} jobs of mix '{mix}' at {s['offered_load']:.0%} offered load{_load_note(s)} on {out['gpus_simulated']:,} "
         f"GPUs of {sid}, {POLICY} placement with backfill, preemption and failures, seed {seed}"
     )
     return out
+
+
+def _load_note(s: dict) -> str:
+    if not s["steady_state"]:  # the offered load never built up inside the simulated window
+        return " (window too short to reach steady state)"
+    return " (oversubscribed)" if s["offered_load"] > 1 else ""

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from hnplan.compute.operators import (  # noqa: F401
         CONVENTIONS,
         PHASES,
+        operator_columns,
         operator_table,
         roofline_curve,
         totals,
@@ -62,7 +63,15 @@ if TYPE_CHECKING:
 
 # The operator table is a pandas frame: its module is imported on first use of one of its names, so a
 # command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (start-up time, benchmarks/bench_startup.py).
-_OPERATORS = ("CONVENTIONS", "PHASES", "operator_table", "roofline_curve", "totals", "training_stage_time_s")
+_OPERATORS = (
+    "CONVENTIONS",
+    "PHASES",
+    "operator_columns",
+    "operator_table",
+    "roofline_curve",
+    "totals",
+    "training_stage_time_s",
+)
 
 
 def __getattr__(name: str):

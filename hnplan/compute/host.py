@@ -25,8 +25,12 @@ layer forward (again when full recomputation re-runs it; the backward reuses the
 passes of the MoE layers are cut into sync-delimited stretches, one per layer and sync; the rest of a
 micro-batch (dense layers, backward, embedding and head) is one stretch in which the host may run ahead.
 
-Assumptions (labelled, not measured): one ``kernel_launch_us`` per stack whatever the host CPU (x86 or Grace);
-a sync costs :data:`SYNC_LATENCY_S` plus one launch; the sync-delimited stretches of a layer are alike, so
+Host CPU: ``kernel_launch_us`` is per call on the x86 servers it was measured on; the planner scales it by the
+system's ``host_dispatch_factor`` (:func:`hnplan.planning.training.job.host_scaled`; 2.75 on GB200's Grace:
+NVIDIA/TransformerEngine issue 2053 times a torch.nn.Linear forward at 37.08 us of CPU there, 13.48 us on a DGX
+H100), so the functions here take the scaled choices.
+
+Assumptions (labelled, not measured): a sync costs :data:`SYNC_LATENCY_S` plus one launch; the sync-delimited stretches of a layer are alike, so
 ``s`` stretches of a layer take ``max(g, h) + s x sync``.
 """
 

@@ -201,7 +201,9 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
 
     def expand(op, count):
-        if acc is not None and np.any(op.cp > 1):  # the ring's off-diagonal steps in the chip's slower shape
+        # the ring's off-diagonal steps in the chip's slower shape (cp: a number, or an array over shapes;
+        # np.any on a plain number costs more than the row it guards)
+        if acc is not None and (op.cp > 1 if isinstance(op.cp, int) else np.any(op.cp > 1)):
             op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count, ring_once)
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:

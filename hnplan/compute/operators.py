@@ -76,8 +76,9 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import achievable_flops_per_s, achievable_hbm_Bps, peak_flops_per_s
@@ -109,6 +110,9 @@ from hnplan.compute.operator_rows import (  # noqa: F401  (re-exported: the row 
     kernel_class,
     memory_kernel_fractions,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TABLE_COLUMNS = [
     "name",
@@ -210,6 +214,8 @@ def operator_table(
     >>> set(df["bound"])
     {'memory'}
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     kv_len = seq_len if kv_len is None else kv_len
     _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
     rows = _raw_rows(
@@ -264,8 +270,8 @@ def operator_table(
     return df
 
 
-def totals(df: pd.DataFrame) -> dict:
-    """Totals of an operator table over one pass: each row x its ``count``.
+def totals(df: pd.DataFrame | dict) -> dict:
+    """Totals of an operator table (or of :func:`operator_columns`) over one pass: each row x its ``count``.
 
     Returns
     -------
@@ -281,6 +287,81 @@ def totals(df: pd.DataFrame) -> dict:
         "time_s": t,
         "compute_bound_time_s": float((df["time_s"] * c)[df["bound"] == "compute"].sum()),
         "attained_flops_per_s": float((df["flops"] * c).sum()) / t if t else 0.0,
+    }
+
+
+def operator_columns(
+    model: Model,
+    acc: Accelerator,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    *,
+    kv_len: int | None = None,
+    tp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    dtype: str = "bf16",
+    recompute: str = "none",
+    convention: str = "executed",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
+) -> dict:
+    """The columns of :func:`operator_table` that :func:`totals` reads, as numpy arrays, without the frame.
+
+    The same rows and numbers as the table (the same row engine), for loops that need the totals of many
+    passes: the serving planner's search over batch sizes evaluates hundreds, and building a pandas frame
+    costs several times the rows themselves.
+
+    Parameters
+    ----------
+    model, acc, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, \
+sequence_parallel, stack
+        As :func:`operator_table`.
+
+    Returns
+    -------
+    dict
+        ``kind``, ``bound`` (str arrays), ``count``, ``flops`` [FLOP], ``bytes`` [bytes],
+        ``compute_time_s``, ``memory_time_s``, ``time_s`` [s] (number arrays), one element per row of
+        :func:`operator_table` in its order; :func:`totals` accepts it.
+
+    Raises
+    ------
+    InputError, PlanRuleError
+        As :func:`operator_table`.
+    """
+    kv_len = seq_len if kv_len is None else kv_len
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
+    rows = _raw_rows(
+        model,
+        phase,
+        batch,
+        seq_len,
+        kv_len,
+        tp,
+        cp,
+        ep,
+        dtype,
+        recompute,
+        convention,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        acc=acc,
+        stack=stack,
+    )
+    compute_s, memory_s, time_s, _ = _times(rows, acc, dtype)
+    return {
+        # the numbers' dtypes inferred from the rows as the frame's are (integers stay integers)
+        "kind": np.array([r[2] for r in rows], dtype=object),
+        "count": np.array([r[4] for r in rows]),
+        "flops": np.array([r[5] for r in rows]),
+        "bytes": np.array([r[6] for r in rows]),
+        "compute_time_s": compute_s,
+        "memory_time_s": memory_s,
+        "time_s": time_s,
+        "bound": np.where(compute_s >= memory_s, "compute", "memory"),
     }
 
 
@@ -360,6 +441,8 @@ def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:
         HBM bandwidth x hbm_efficiency x intensity) [FLOP/s], ``peak_flops_per_s`` (dense peak)
         [FLOP/s], ``accelerator``, ``dtype``.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     x = np.asarray(intensity, dtype=float)
     ach = np.minimum(achievable_flops_per_s(acc, dtype), achievable_hbm_Bps(acc) * x)
     return pd.DataFrame(

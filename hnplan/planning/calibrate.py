@@ -77,6 +77,9 @@ class _RunModel:
                 "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
             )
         self.candidates = ranked[ranked["fits"]][list(PLAN_FIELDS)].reset_index(drop=True)
+        # the ranking's attrs (units of every column) would ride along: pandas deep-copies attrs on every
+        # column read, about a tenth of a trial's evaluation time for these few candidates
+        self.candidates.attrs = {}
         acc = self.job.acc
         self.matmul_key = f"matmul_efficiency.{acc.id}.{run.dtype}"
         self.matmul_initial = (acc.gemm_efficiency or {}).get(run.dtype, acc.matmul_efficiency[run.dtype])

@@ -171,8 +171,10 @@ def _message(exc: BaseException) -> str:
 def plan_task(key: dict, data_root: str | None = None) -> dict:
     """The best training plan for one set of plan inputs (one vectorised search); ``{"error": ...}``
     when it has none (no plan divides or fits, an unknown id) -- never raises."""
+    from hnplan.allocator import keep_freed_memory
     from hnplan.planning.training import best_plan
 
+    keep_freed_memory()  # a worker runs many searches: keep their freed arrays in the heap (once per process)
     cat, _ = _worker_catalog(data_root)
     try:
         stack = None if key["stack"] == "none" else key["stack"]

@@ -135,17 +135,24 @@ WhatIfInput = Literal[
 ]
 WHATIF_INPUTS = get_args(WhatIfInput)
 #: the values each what-if input can take: (lowest, whether the lowest itself is allowed, highest or None);
-#: outside them the cost model has no meaning (a negative price, a PUE below 1, a lifetime of 0)
+#: outside them the cost model has no meaning (a negative price, a PUE below 1, a lifetime of 0, a
+#: lifetime of a million years). The highest values are generous bounds, not estimates:
+#: - years 15: three times the five-to-six-year useful life the hyperscalers book their servers over
+#:   (Amazon 10-K FY2024: five years; Microsoft, Alphabet: six; data/facility.yaml), and about the life of
+#:   a hall's power and cooling plant; the model holds prices, utilisation and failure rates constant over it
+#: - pue 3: above any fleet survey (Uptime Institute: 2.5 in 2007, 1.58 in 2023; data/uncertainty.yaml)
+#: - electricity 2 USD/kWh: 25 times the US industrial average of 2023 (0.0806, data/facility.yaml)
+#: - maintenance 1 per year: maintenance costing more each year than the hardware itself
 WHATIF_RANGES: dict[str, tuple[float, bool, float | None]] = {
-    "electricity_usd_per_kwh": (0.0, True, None),
-    "pue": (1.0, True, None),
+    "electricity_usd_per_kwh": (0.0, True, 2.0),
+    "pue": (1.0, True, 3.0),
     "hardware_price_factor": (0.0, False, None),
     "utilisation": (0.0, False, 1.0),
     "rate_factor": (0.0, True, None),
     "write_GBps_per_node": (0.0, False, None),
-    "years": (0.0, False, None),
+    "years": (0.0, False, 15.0),
     "dc_build_usd_per_mw": (0.0, True, None),
-    "maintenance_fraction": (0.0, True, None),
+    "maintenance_fraction": (0.0, True, 1.0),
 }
 
 

@@ -16,26 +16,48 @@ from hnplan.catalog.schemas.base import (
     Positive,
 )
 
+# -- upper bounds of hardware figures ----------------------------------------------------------------
+# Generous bounds, one to two orders of magnitude above any shipping part (wafer-scale included), so a
+# typo (``nic_gbps: 1e300``, ``nics_per_node: 1e11``) is refused with the field named instead of
+# overflowing the arithmetic or producing a plan of astronomical numbers.
+MAX_TFLOPS = 1e7  # B300: 15,000 dense FP4; Cerebras WSE-3 wafer: 125 PFLOP/s (sparse) [TFLOP/s]
+MAX_HBM_GB = 1e6  # B300: 288 GB per package [GB]
+MAX_HBM_TBPS = 1e5  # B200: 8 TB/s; WSE-3 on-wafer SRAM: 21 PB/s [TB/s]
+MAX_LINK_GBPS = 1e5  # NVLink 5: 900 GB/s per direction per GPU; ConnectX-8: 800 Gb/s per NIC [GB/s or Gb/s]
+MAX_POWER_W = 1e5  # B300: 1,400 W; WSE-3 system: about 23 kW [W]
+MAX_GPUS_PER_BLOCK = 2**16  # largest scale-up domains: 384 (CloudMatrix 384), 576 (NVL576) accelerators
+MAX_NICS_PER_NODE = 1024  # 8 to 18 scale-out NICs per node today
+
+Tflops = Annotated[float, Field(gt=0.0, le=MAX_TFLOPS)]
+LinkRate = Annotated[float, Field(gt=0.0, le=MAX_LINK_GBPS)]
+BlockGpus = Annotated[int, Field(gt=0, le=MAX_GPUS_PER_BLOCK)]
+
 
 class Accelerator(Entry):
     """One accelerator (GPU or NPU package) as the planner sees it."""
 
     vendor: str = Field(description="manufacturer")
-    dense_tflops: dict[Dtype, Positive] = Field(
+    dense_tflops: dict[Dtype, Tflops] = Field(
         description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16"
     )
-    hbm_gb: Positive = Field(description="HBM capacity [GB, 1e9 bytes] as the datasheet states it")
-    hbm_bw_TBps: Positive = Field(description="HBM bandwidth [TB/s, 1e12 bytes/s]")
+    hbm_gb: Annotated[float, Field(gt=0.0, le=MAX_HBM_GB)] = Field(
+        description="HBM capacity [GB, 1e9 bytes] as the datasheet states it"
+    )
+    hbm_bw_TBps: Annotated[float, Field(gt=0.0, le=MAX_HBM_TBPS)] = Field(
+        description="HBM bandwidth [TB/s, 1e12 bytes/s]"
+    )
     hbm_visible_gib: Positive | None = Field(
         default=None,
         description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
         "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
         "the driver reservation measured on H100 (hnplan.memory.breakdown.HBM_DRIVER_RESERVE_FRACTION)",
     )
-    scaleup_bw_GBps_per_dir: Positive = Field(
+    scaleup_bw_GBps_per_dir: LinkRate = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]"
     )
-    tdp_w: Positive = Field(description="thermal design power of the accelerator [W]")
+    tdp_w: Annotated[float, Field(gt=0.0, le=MAX_POWER_W)] = Field(
+        description="thermal design power of the accelerator [W]"
+    )
     idle_w: Positive | None = Field(default=None, description="idle power [W]")
     compute_units: PosInt | None = Field(
         default=None, description="streaming multiprocessors / AI cores, for wave quantisation"
@@ -255,21 +277,23 @@ class System(Entry):
         description="server-cluster: small scale-up domain joined by a switched network; supernode: large scale-up domain"
     )
     accelerator: str = Field(description="accelerator id")
-    node_gpus: PosInt = Field(description="accelerators per node (server or compute tray)")
-    scaleup_domain_gpus: PosInt = Field(description="accelerators in one scale-up (NVLink/UB) domain")
+    node_gpus: BlockGpus = Field(description="accelerators per node (server or compute tray)")
+    scaleup_domain_gpus: BlockGpus = Field(description="accelerators in one scale-up (NVLink/UB) domain")
     scaleup_fabric: str = Field(description="interconnect id of the scale-up domain")
     scaleup_topology: Literal["switched", "full-mesh", "torus-2d", "torus-3d", "clos"] = Field(
         description="shape of the scale-up domain"
     )
-    scaleup_bw_GBps_per_dir: Positive | None = Field(
+    scaleup_bw_GBps_per_dir: LinkRate | None = Field(
         default=None,
         description="per-accelerator scale-up bandwidth [GB/s per direction] if it differs from the accelerator's",
     )
     scaleup_switch: str | None = Field(default=None, description="switch id inside the domain")
     scaleup_switches_per_domain: NonNegative | None = Field(default=None, description="switch chips per domain")
     scaleout_fabric: str = Field(description="interconnect id of the scale-out network")
-    nics_per_node: PosInt = Field(description="scale-out NICs per node (compute network only)")
-    nic_gbps: Positive = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
+    nics_per_node: Annotated[int, Field(gt=0, le=MAX_NICS_PER_NODE)] = Field(
+        description="scale-out NICs per node (compute network only)"
+    )
+    nic_gbps: LinkRate = Field(description="line rate of one scale-out NIC [Gb/s] per direction")
     scaleout_topology: Literal["fat-tree", "rail-optimized-fat-tree"] = Field(
         description="scale-out network shape (rail-optimised: NIC k of every node on leaf group k)"
     )
@@ -301,11 +325,11 @@ class System(Entry):
         "graph search on a multi-node NVLink domain uses fewer NICs than the domain has); default "
         "every NIC of the group's accelerators (calibration)",
     )
-    unit_gpus: PosInt = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
+    unit_gpus: BlockGpus = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
     unit_power_kw: Positive = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
     )
-    gpus_per_rack: PosInt = Field(
+    gpus_per_rack: BlockGpus = Field(
         description="accelerators per rack, averaged over compute and in-domain network racks"
     )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
@@ -319,6 +343,12 @@ class System(Entry):
     )
     host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
         default="pcie", description="link between accelerator and host memory (PCIe, or a chip-to-chip NVLink-C2C)"
+    )
+    host_dispatch_factor: Positive | None = Field(
+        default=None,
+        description="host time of one framework call (Python, the PyTorch dispatcher, the launch) on this "
+        "system's host CPU over that on the x86 servers the stacks' kernel_launch_us was measured on [-]; "
+        "scales kernel_launch_us; absent: 1, an x86 host (calibration)",
     )
     pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
     pooled_memory_GBps_per_gpu: Positive | None = Field(
@@ -379,7 +409,11 @@ class System(Entry):
         "re-cabled copy); default the system's own id",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("scaleup_inr_efficiency", "scaleout_ring_nics_per_domain")
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "scaleup_inr_efficiency",
+        "scaleout_ring_nics_per_domain",
+        "host_dispatch_factor",
+    )
 
     @model_validator(mode="after")
     def _shapes(self):

@@ -172,7 +172,8 @@ class StackChoices(_Strict):
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
-        (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host.
+        (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host
+        (x86); the planner scales it by the system's ``host_dispatch_factor`` (a Grace host).
     cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
         What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
         --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.

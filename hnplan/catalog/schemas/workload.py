@@ -14,15 +14,37 @@ from hnplan.catalog.schemas.base import (
     _Strict,
 )
 
+# -- upper bounds of a model's dimensions --------------------------------------------------------------
+# Generous bounds, one to two orders of magnitude above the largest published values, so that a typo
+# (``hidden: 1e12``) is refused with the field named instead of overflowing the floating-point time and
+# memory arithmetic (a model of 1e26 parameters needs 1e17 GiB per GPU and numpy warns of overflow).
+MAX_LAYERS = 10_000  # deepest published: DeepNet, 1,000 layers (Wang et al., arXiv:2203.00555)
+MAX_HIDDEN = 2**20  # widest: Megatron-LM 1T, hidden 25,600 (Narayanan et al., SC21, Table 1)
+MAX_FFN_HIDDEN = 2**22  # PaLM 540B: 73,728 (Chowdhery et al., arXiv:2204.02311, Table 1); Megatron 1T: 102,400
+MAX_HEADS = 2**14  # Megatron-LM 1T: 160 heads (SC21, Table 1); DeepSeek-V3: 128
+MAX_HEAD_DIM = 2**14  # usual 64-256
+MAX_VOCAB = 2**24  # Gemma 3: 262,144 tokens (Gemma Team, arXiv:2503.19786)
+MAX_SEQ = 2**30  # Llama 4 Scout: 10M tokens of context (Meta model card, 2025)
+MAX_EXPERTS = 2**21  # PEER: 1,048,576 experts per layer (He, arXiv:2407.04153)
+#: the largest parameter count accepted (about 600 times the 1.6T of Switch-C, Fedus et al.,
+#: arXiv:2101.03961, Table 9): it keeps every product of dimensions exact in 64-bit integers
+MAX_PARAMS = 1e15
+
+Layers = Annotated[int, Field(gt=0, le=MAX_LAYERS)]
+Width = Annotated[int, Field(gt=0, le=MAX_HIDDEN)]
+FfnWidth = Annotated[int, Field(gt=0, le=MAX_FFN_HIDDEN)]
+Heads = Annotated[int, Field(gt=0, le=MAX_HEADS)]
+HeadDim = Annotated[int, Field(gt=0, le=MAX_HEAD_DIM)]
+
 
 class MoE(_Strict):
     """Mixture-of-experts fields of a model."""
 
-    experts: PosInt = Field(description="routed experts per MoE layer")
+    experts: Annotated[int, Field(gt=0, le=MAX_EXPERTS)] = Field(description="routed experts per MoE layer")
     active_experts: PosInt = Field(description="routed experts per token (top-k)")
-    shared_experts: Annotated[int, Field(ge=0)] = 0
-    expert_ffn_hidden: PosInt = Field(description="FFN hidden size of one expert")
-    first_dense_layers: Annotated[int, Field(ge=0)] = Field(
+    shared_experts: Annotated[int, Field(ge=0, le=MAX_EXPERTS)] = 0
+    expert_ffn_hidden: FfnWidth = Field(description="FFN hidden size of one expert")
+    first_dense_layers: Annotated[int, Field(ge=0, le=MAX_LAYERS)] = Field(
         default=0, description="leading layers with a dense MLP of ffn_hidden instead of experts"
     )
     expert_groups: PosInt | None = Field(
@@ -54,24 +76,24 @@ class MoE(_Strict):
 class MLA(_Strict):
     """DeepSeek multi-head latent attention fields (DeepSeek-V2/V3 config names)."""
 
-    q_lora_rank: PosInt | None = None
-    kv_lora_rank: PosInt
-    qk_nope_head_dim: PosInt
-    qk_rope_head_dim: PosInt
-    v_head_dim: PosInt
+    q_lora_rank: Width | None = None
+    kv_lora_rank: Width
+    qk_nope_head_dim: HeadDim
+    qk_rope_head_dim: HeadDim
+    v_head_dim: HeadDim
 
 
 class Model(Entry):
     """A transformer model's architecture, as in its published config."""
 
-    layers: PosInt = Field(description="transformer layers")
-    hidden: PosInt = Field(description="model (embedding) width [elements]")
-    ffn_hidden: PosInt = Field(description="dense MLP hidden size")
-    heads: PosInt = Field(description="attention (query) heads")
-    kv_heads: PosInt = Field(description="key/value heads (= heads for MHA, 1 for MQA)")
-    head_dim: PosInt | None = Field(default=None, description="defaults to hidden / heads")
-    vocab: PosInt = Field(description="vocabulary size [tokens]")
-    max_seq: PosInt = Field(description="maximum sequence length [tokens]")
+    layers: Layers = Field(description="transformer layers")
+    hidden: Width = Field(description="model (embedding) width [elements]")
+    ffn_hidden: FfnWidth = Field(description="dense MLP hidden size")
+    heads: Heads = Field(description="attention (query) heads")
+    kv_heads: Heads = Field(description="key/value heads (= heads for MHA, 1 for MQA)")
+    head_dim: HeadDim | None = Field(default=None, description="defaults to hidden / heads")
+    vocab: Annotated[int, Field(gt=0, le=MAX_VOCAB)] = Field(description="vocabulary size [tokens]")
+    max_seq: Annotated[int, Field(gt=0, le=MAX_SEQ)] = Field(description="maximum sequence length [tokens]")
     activation: Literal["gelu", "swiglu"] = Field(description="MLP type: plain GELU (2 matrices) or gated SwiGLU (3)")
     position_embedding: Literal["learned", "rope", "alibi"]
     tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix")
@@ -87,6 +109,7 @@ class Model(Entry):
     mtp_modules: int = Field(
         default=0,
         ge=0,
+        le=MAX_LAYERS,
         description="multi-token-prediction modules trained with the model (DeepSeek-V3: 1, arXiv:2412.19437 "
         "Sec. 2.2): each one more transformer layer and one more pass through the output head and loss",
     )
@@ -97,7 +120,25 @@ class Model(Entry):
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.head_dim is None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) is not divisible by heads ({self.heads}); set head_dim")
+        params = self.params_bound()
+        if params > MAX_PARAMS:
+            raise ValueError(
+                f"layers ({self.layers}), hidden ({self.hidden}) and the MLP sizes give about {params:.2g} "
+                f"parameters, above the {MAX_PARAMS:.0e} this planner accepts; check them for a typo"
+            )
         return self
+
+    def params_bound(self) -> float:
+        """An upper estimate of the parameter count from the dimensions alone (each layer: four attention
+        matrices of ``hidden x max(hidden, heads x head_dim)``, three MLP matrices of every expert or of the
+        dense MLP; plus input and output embeddings) [parameters]; a sanity bound, not the model's count
+        (:func:`hnplan.compute.counts.param_counts` gives that)."""
+        h = float(self.hidden)
+        attn = 4.0 * h * max(h, float(self.heads * (self.head_dim or self.hidden // self.heads)))
+        ffn = float(self.ffn_hidden)
+        if self.moe is not None:
+            ffn = max(ffn, float((self.moe.experts + self.moe.shared_experts) * self.moe.expert_ffn_hidden))
+        return (self.layers + self.mtp_modules) * (attn + 3.0 * h * ffn) + 2.0 * self.vocab * h
 
 
 class ScenarioNotebook(_Strict):

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -60,6 +59,9 @@ from hnplan.planning.inference.steady import (
     prefill_pass,
     steady_state,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -410,6 +412,8 @@ def gpus_vs_rate(
     a mapping system id -> value (``dtype={"cloudmatrix-384": "int8", "default": "fp8"}``) applies per
     design (:func:`~hnplan.planning.inference.core.per_system`); ``engine`` (an engine id or such a
     mapping) joins each design's ``settings``."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     cat = catalog or load_catalog()
     rows = []
     for sys_id in systems:

@@ -10,7 +10,7 @@ over the amortisation period) per GPU-hour; $ per million output tokens = GPUs x
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -33,6 +33,9 @@ from hnplan.planning.inference.steady import (
     steady_state,
 )
 from hnplan.power import accelerator_power_w, design_power
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def usd_per_gpu_hour(system, gpus: int | None = None, catalog: Catalog | None = None) -> float:
@@ -338,6 +341,8 @@ def design_frontiers(
     ``engine``: a serving engine id (:attr:`Replica.engine`). ``dtype`` and ``engine`` may be mappings
     system id -> value (:func:`~hnplan.planning.inference.core.per_system`): each design served in its
     own deployment precision and engine (CloudMatrix 384 in INT8 with CloudMatrix-Infer, GPUs in FP8)."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     cat = catalog or load_catalog()
     parts = []
     for sys_id in systems:

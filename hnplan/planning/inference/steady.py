@@ -11,15 +11,15 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
-from hnplan.compute import ACT_BYTES, operator_table, totals
+from hnplan.compute import ACT_BYTES, operator_columns, totals
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -31,6 +31,9 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 # --- time of one pass ----------------------------------------------------------------------------------
@@ -55,15 +58,15 @@ def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
     return out
 
 
-def _kv_dtype_reads(df: pd.DataFrame, s: Setup, batch: int, context_tokens: int) -> pd.DataFrame:
+def _kv_dtype_reads(cols: dict, s: Setup, batch: int, context_tokens: int) -> dict:
     """Re-time the decode attention rows of an operator table for the replica's KV dtype.
 
-    Issue 3's operator table reads the KV cache in bf16; a KV cache in fp8 (or fp4) moves
-    ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention rows scales
-    with their new byte count; compute time and the fixed kernel term stay. (To move into
-    :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
+    The operator table (:func:`hnplan.compute.operator_columns`) reads the KV cache in bf16; a KV cache in
+    fp8 (or fp4) moves ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention
+    rows scales with their new byte count; compute time and the fixed kernel term stay; ``bound`` stays as
+    the table had it. (To move into :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
-    return _retime_attention(df, _kv_bytes_saved(s, batch, context_tokens), 1.0)
+    return _retime_attention(cols, _kv_bytes_saved(s, batch, context_tokens), 1.0)
 
 
 def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
@@ -75,18 +78,16 @@ def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
     return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
 
 
-def _retime_attention(df: pd.DataFrame, saved_bytes: float, share: float) -> pd.DataFrame:
-    """The attention rows with ``saved_bytes`` fewer bytes read, then ``share`` of their work (the real
-    sequences of a padded step): memory time scales with the bytes, compute with the work, the fixed
-    kernel term stays."""
+def _retime_attention(cols: dict, saved_bytes: float, share: float) -> dict:
+    """The attention rows of :func:`hnplan.compute.operator_columns` with ``saved_bytes`` fewer bytes read,
+    then ``share`` of their work (the real sequences of a padded step): memory time scales with the bytes,
+    compute with the work, the fixed kernel term stays; ``bound`` stays as the table had it."""
     if saved_bytes == 0.0 and share == 1.0:
-        return df
-    att = df["kind"].to_numpy() == "attention"
-    cols = {
-        c: df[c].to_numpy(dtype=float, copy=True)
-        for c in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
-    }
-    t, comp, mem, byt, fl = cols.values()
+        return cols
+    att = cols["kind"] == "attention"
+    t, comp, mem, byt, fl = (
+        np.array(cols[k], dtype=float) for k in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
+    )
     fixed = t[att] - np.maximum(comp[att], mem[att])
     new_bytes = (byt[att] - saved_bytes) * share
     mem[att] = mem[att] * new_bytes / byt[att]
@@ -94,7 +95,7 @@ def _retime_attention(df: pd.DataFrame, saved_bytes: float, share: float) -> pd.
     fl[att] = fl[att] * share
     byt[att] = new_bytes
     t[att] = np.maximum(comp[att], mem[att]) + fixed
-    return df.assign(**cols)
+    return {**cols, "time_s": t, "compute_time_s": comp, "memory_time_s": mem, "bytes": byt, "flops": fl}
 
 
 def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to: int | None = None) -> dict:
@@ -116,9 +117,9 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
     b = max(1, int(math.ceil(batch_per_group)))
     bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
-    df = operator_table(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    df = _retime_attention(df, _kv_bytes_saved(s, bp, ctx), b / bp)
-    return _pass_times(totals(df), _comm_time_s(s, bp), r.overlap, _dequant(s))
+    cols = operator_columns(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    cols = _retime_attention(cols, _kv_bytes_saved(s, bp, ctx), b / bp)
+    return _pass_times(totals(cols), _comm_time_s(s, bp), r.overlap, _dequant(s))
 
 
 def graph_batch(s: Setup, batch_per_group: int) -> int:
@@ -172,7 +173,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     r = s.replica
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
-    tot = totals(operator_table(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
+    tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
     return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
 
 
@@ -276,10 +277,12 @@ def steady_state(
         raise InputError(f"batch, input and output tokens must be >= 1; got {batch}, {input_tokens}, {output_tokens}")
     ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
     ctx_max = input_tokens + output_tokens if max_context_tokens is None else max_context_tokens
-    mb = max_batch(s, ctx_max)
+    cache = {} if _cache is None else _cache  # of this replica: what does not depend on the batch
+    if ("memory", ctx_max) not in cache:
+        cache["memory", ctx_max] = (max_batch(s, ctx_max), usable_bytes_per_gpu(s))
+    mb, usable = cache["memory", ctx_max]
     if batch > mb:
         raise InfeasiblePlan(f"batch {batch} exceeds the {mb} sequences of {ctx_max:.0f} tokens that fit the KV cache")
-    cache = {} if _cache is None else _cache
     r, eng = s.replica, s.engine
     if max_batched_tokens is None:
         max_batched_tokens = eng.max_num_batched_tokens if eng is not None else DEFAULT_MAX_BATCHED_TOKENS
@@ -354,7 +357,7 @@ def steady_state(
         tokens_per_s_per_gpu=tps / r.gpus,
         requests_per_s=tps / output_tokens,
         memory_per_gpu_bytes=memory_per_gpu_bytes(s, batch, ctx_max),
-        hbm_bytes=usable_bytes_per_gpu(s),
+        hbm_bytes=usable,
         max_batch=mb,
         breakdown_s=breakdown,
         compute_busy=compute_busy,
@@ -399,6 +402,8 @@ def frontier(
     InfeasiblePlan
         If the weights do not fit.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     from hnplan.planning.inference.points import serving_power  # points builds on this module
 
     s = resolve(model, system, replica, catalog)

@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -40,6 +39,9 @@ from hnplan.planning.inference.steady import (
     prefill_pass,
     steady_state,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRTLLM_SOURCE = (
     "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
@@ -493,6 +495,8 @@ def validation_table(rows: list[Measurement] | None = None, catalog: Catalog | N
         The :class:`Measurement` fields plus ``modelled`` and ``error_pct`` (``100 (model -
         published) / published``) and ``within_tolerance``.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     cat = catalog or load_catalog()
     out = []
     for m in rows if rows is not None else measurements():

@@ -58,6 +58,24 @@ def resolve_choices(
     return base, provenance
 
 
+def host_scaled(ch: StackChoices, system, provenance: dict[str, str] | None = None) -> StackChoices:
+    """The choices with ``kernel_launch_us`` on the system's host CPU: the stack's figure (per call on the
+    x86 servers it was measured on) times the system's ``host_dispatch_factor`` (absent: unchanged, an
+    x86 host). Records the scaling in ``provenance``.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> host_scaled(StackChoices(), load_catalog().system("gb200-nvl72")).kernel_launch_us   # 13.1 x 2.75
+    36.025
+    """
+    factor = system.host_dispatch_factor
+    if factor is None or factor == 1.0:
+        return ch
+    if provenance is not None:
+        origin = provenance.get("kernel_launch_us", "default")
+        provenance["kernel_launch_us"] = f"{origin} x {factor:g} (system {system.id} host_dispatch_factor)"
+    return ch.model_copy(update={"kernel_launch_us": ch.kernel_launch_us * factor})
+
+
 def job_links(links: SystemLinks, choices: StackChoices) -> SystemLinks:
     """The system's links as the job's collectives see them: with ``nccl_nvls`` off
     (``NCCL_NVLS_ENABLE=0``) the scale-up tier has no in-network reduction, so an all-reduce inside an
@@ -141,6 +159,7 @@ def make_job(
     st = cat.stack(stack) if stack is not None else None
     ch, provenance = resolve_choices(st, choices, overrides)
     model, system = cat.model(model), cat.system(system)
+    ch = host_scaled(ch, system, provenance)
     acc = cat.accelerator(system.accelerator)
     if st is not None and acc.id in (st.matmul_efficiency or {}):
         source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
