@@ -55,6 +55,13 @@ pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + m
 ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
                     ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
+NCCL latencies      ring, tree, rhd and hierarchical (every op) add the scale-up fabric's fixed
+                    ``collective_base_latency_us`` once (NCCL's baseLat, LL128: 14 us, [3]_).
+                    Inside one domain whose fabric carries ``ll_latency_us``: a ring is the
+                    faster of that and NCCL's LL protocol, ``l_0 + k(p-1) l_1 + k(p-1)/p S /
+                    min(B_u/2, llMax)`` (6.6 and 0.6 us, ``ll_max_busbw_GBps``; LL lines carry
+                    4 data bytes in 8); inr pays ``inr_latency_us`` (NVLS: 25 us) instead of two
+                    steps; the tuner leaves rhd and hierarchical out (NCCL has neither there)
 ==================  =========================================================================
 
 p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
