@@ -6,7 +6,11 @@ protocol it picks (LL up to about 1 MiB, LL128 above; NVIDIA/nccl src/graph/tuni
 charges NVLS. The measured 8 x H100 curve (ByteDance-Seed/Triton-distributed issue 57, NCCL through
 torch.distributed) rises by 45.2 us from 8 to 16 MiB, an algbw of 186 GB/s: under the NVLink ring's 211
 (369 GB/s busbw x 8/14) and far under NVLS's 279, so the run reduced on rings (NVLS off or not picked); the
-rows are predicted with NVLS off and hnplan's default (NVLS on) is reported beside them.
+rows are predicted with NVLS off and hnplan's default (NVLS on) is reported beside them. The 6 x H100 points
+(vllm-project/vllm pull 24111, vLLM's pynccl) ran without NVLS: vLLM runs NCCL with cuMem off
+(``NCCL_CUMEM_ENABLE=0``), which NVLS needs (pull 24532 turns both on to use it); SGLang's server sets
+``NCCL_NVLS_ENABLE=0`` outright (sgl-project/sglang python/sglang/srt/server.py, ``_set_envs_and_config``).
+Sizes below 1 MiB are outside the scope of these rows.
 """
 
 from __future__ import annotations
@@ -33,18 +37,20 @@ def mid_size_rows(cat) -> list[Row]:
     reported only."""
     ref = cat.reference("comm_at_scale")
     out = []
-    for _, r in ref[ref["id"].str.startswith("td57_")].iterrows():
+    for _, r in ref[ref["id"].str.match(r"(td57|v24111)_")].iterrows():
         size = float(r["message_size_bytes"])
         mib = size / units.MiB
         published = float(r["time_us"])
+        gpus = int(r["n_ranks"])
         src = f"{r['source']} ({r['nccl_setting']})"
-        ring, alg = _time_us(cat, "hgx-h100-ib-ndr", 8, size, scaleup_in_network_reduction=False)
-        nvls, alg_on = _time_us(cat, "hgx-h100-ib-ndr", 8, size)
+        ring, alg = _time_us(cat, "hgx-h100-ib-ndr", gpus, size, scaleup_in_network_reduction=False)
+        nvls, alg_on = _time_us(cat, "hgx-h100-ib-ndr", gpus, size)
         outlier = "outlier" in str(r["notes"])
+        steps = 2 * (gpus - 1)
         out.append(
             Row(
                 "communication",
-                f"8 x H100, all-reduce {mib:g} MiB, time, NVLS off",
+                f"{gpus} x H100, all-reduce {mib:g} MiB, time, NVLS off",
                 "time",
                 "us",
                 published,
@@ -52,15 +58,15 @@ def mid_size_rows(cat) -> list[Row]:
                 "reported" if outlier else "prediction",
                 TOL,
                 src,
-                f"hnplan's {alg}: the faster of NCCL's LL (6.6 + 14 x 0.6 us, 141 GB/s busbw) and LL128 "
-                "(14 + 14 x 2.4 us, the ring bandwidth) protocols"
+                f"hnplan's {alg}: the faster of NCCL's LL (6.6 + {steps} x 0.6 us, 141 GB/s busbw) and LL128 "
+                f"(14 + {steps} x 2.4 us, the ring bandwidth) protocols"
                 + ("; the published point is an outlier of its curve" if outlier else ""),
             )
         )
         out.append(
             Row(
                 "communication",
-                f"8 x H100, all-reduce {mib:g} MiB, time, hnplan default (NVLS on)",
+                f"{gpus} x H100, all-reduce {mib:g} MiB, time, hnplan default (NVLS on)",
                 "time",
                 "us",
                 published,
@@ -73,7 +79,7 @@ def mid_size_rows(cat) -> list[Row]:
                     if alg_on == "inr"
                     else f"hnplan's {alg_on} (LL) beats NVLS's 25 us latency here"
                 )
-                + "; the measured curve's slope is a ring's",
+                + "; the run reduced on rings (module docstring)",
             )
         )
     return out
