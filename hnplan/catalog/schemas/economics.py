@@ -197,6 +197,23 @@ MAX_STAFF_USD_PER_YEAR = 1e10
 def whatif_range_problem(name: str, value: float) -> str | None:
     """Why ``value`` is outside what-if input ``name``'s range (:data:`WHATIF_RANGES`), or None.
 
+    Parameters
+    ----------
+    name : str
+        One of :data:`WHATIF_INPUTS`.
+    value : float
+        The value given, in the input's own unit (USD/kWh, a factor, years, GB/s per node, ...).
+
+    Returns
+    -------
+    str or None
+        One line naming the input, its bound and the value (``pue must be >= 1; got 0.9``); None when in range.
+
+    Raises
+    ------
+    KeyError
+        For a ``name`` outside :data:`WHATIF_INPUTS` (callers check the name first).
+
     >>> whatif_range_problem("pue", 0.9), whatif_range_problem("years", 5.0)
     ('pue must be >= 1; got 0.9', None)
     """
