@@ -321,10 +321,10 @@ def _click_module(name: str):
     raise ImportError(f"neither typer._click nor click provides {name}")
 
 
-def count(integer: bool = False, minimum: float = 1):
+def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = ""):
     """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
-    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad or too small value is refused with one line
-    naming the option (exit 2).
+    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad, too small or too large value (above
+    ``maximum``, with ``why`` it is the bound) is refused with one line naming the option (exit 2).
 
     >>> count(integer=True)("16M"), count()("15T")
     (16000000, 15000000000000.0)
@@ -347,6 +347,8 @@ def count(integer: bool = False, minimum: float = 1):
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
         if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
             raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
+        if maximum is not None and value > maximum:
+            raise typer.BadParameter(f"must be at most {maximum:.0e}{' (' + why + ')' if why else ''}; got {text}")
         return value
 
     parse.__name__ = "count" if integer else "number"
