@@ -20,6 +20,8 @@ from __future__ import annotations
 import ctypes
 import sys
 
+from hnplan.units import MiB
+
 # glibc's malloc.h parameter numbers (man 3 mallopt)
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -27,7 +29,7 @@ _M_MMAP_THRESHOLD = -3
 _done = False
 
 
-def keep_freed_memory(trim_threshold_bytes: int = 256 * 1024**2, mmap_threshold_bytes: int = 32 * 1024**2) -> bool:
+def keep_freed_memory(trim_threshold_bytes: int = int(256 * MiB), mmap_threshold_bytes: int = int(32 * MiB)) -> bool:
     """Raise glibc's trim and mmap thresholds so freed arrays stay in the heap (once per process).
 
     Parameters

@@ -15,7 +15,6 @@ import difflib
 import hashlib
 import json
 import math
-import os
 import tempfile
 import time
 import traceback
@@ -28,6 +27,7 @@ from hnplan import __version__
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Scenario
 from hnplan.errors import ScenarioError
+from hnplan.files import atomic_write as _atomic_write
 from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report runner's face
     KERNEL_ARGS,
     escape_dollars,
@@ -91,34 +91,6 @@ def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
         validate_scenario(sc, cat, source=r)
         out.append(sc)
     return out
-
-
-def _atomic_write(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _name_target(exc, path) from None
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are for sharing
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _name_target(exc, path) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _name_target(exc: OSError, path: Path) -> OSError:
-    """``exc`` naming the file the user asked for, not the temporary file beside it (a folder given as
-    the output file, a read-only folder)."""
-    if exc.filename is not None and Path(exc.filename).name.startswith(f".{path.name}."):
-        exc.filename, exc.filename2 = str(path), None
-    return exc
 
 
 def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:

@@ -161,7 +161,7 @@ def _write(folder, name, raw):
         (lambda r: r.update(source="TODO"), "source", "placeholder"),
         (lambda r: r.update(source=""), "source", "at least 3"),
         (lambda r: r.pop("tdp_w"), "tdp_w", "required field is missing"),
-        (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than 0"),
+        (lambda r: r.update(hbm_bw_TBps=-1), "hbm_bw_TBps", "greater than or equal to 0.01 [TB/s"),
         (lambda r: r.update(hbm_bw_TBps=1e300), "hbm_bw_TBps", "less than or equal to 100000"),
         (lambda r: r["dense_tflops"].update(bf16=1e12), "dense_tflops.bf16", "less than or equal to 10000000"),
         (lambda r: r["dense_tflops"].update(fp12=1.0), "dense_tflops.fp12", "'fp32'"),

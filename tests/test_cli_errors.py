@@ -25,6 +25,7 @@ runner = CliRunner()
 
 SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "1e12", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
 TCO = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+RELIABILITY = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--model", "llama3.1-8b"]
 
 
 def _one_line(text: str) -> str:
@@ -64,6 +65,9 @@ def test_non_finite_flags_refused(argv, needle, json_):
         (TCO + ["--years", "1e6"], "--years must be <= 15; got 1e+06"),
         (TCO + ["--pue", "50"], "--pue must be <= 3; got 50"),
         (TCO + ["--electricity-usd-per-kwh", "10"], "--electricity-usd-per-kwh must be <= 2; got 10"),
+        (TCO + ["--staff-usd-per-year", "1e12"], "--staff-usd-per-year must be <= 1e+10 (ten billion USD a year)"),
+        (RELIABILITY + ["--rate-factor", "1e9"], "--rate-factor must be <= 100; got 1e+09"),
+        (RELIABILITY + ["--write-GBps-per-node", "1e9"], "--write-GBps-per-node must be <= 100000; got 1e+09"),
     ],
 )
 def test_economic_flags_beyond_meaning_refused(argv, needle):

@@ -191,9 +191,10 @@ def test_train_overlap_flags_reduce_exposed_time():
 
 
 def test_size_beyond_the_largest_fabric_is_one_line_exit_3():
-    # 1e40 tokens of a 405B model need ~1e30 GPUs even at 100 % MFU: more than the 65,536 a 3-tier
-    # fat-tree of 64-port switches joins (the limit `hnplan topology` enforces), so no search runs
-    args = ["size", "--model", "llama3.1-405b", "--tokens", "1e40", "--system", "hgx-h100-ib-ndr"]
+    # 1e17 tokens of a 405B model in 90 days: 6 x 405e9 x 1e17 = 2.4e29 FLOP over 989e12 FLOP/s x 7.8e6 s
+    # = 7.7e21 FLOP per GPU need 3.2e7 GPUs even at 100 % MFU: more than the 65,536 a 3-tier fat-tree of
+    # 64-port switches joins (the limit `hnplan topology` enforces), so no search runs
+    args = ["size", "--model", "llama3.1-405b", "--tokens", "1e17", "--system", "hgx-h100-ib-ndr"]
     res = runner.invoke(app, [*args, "--deadline-days", "90", "--json"])
     assert res.exit_code == 3, res.output
     err = json.loads(res.stdout)["error"]

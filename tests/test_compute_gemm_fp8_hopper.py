@@ -97,6 +97,10 @@ def test_validation_rows(cat, err):
     assert len(rows) == len(err) == 28
     assert all(r.role == "prediction" and r.within for r in rows)
     assert all("whole waves, no split-K" in r.note for r in rows)
+    # the note names the tile the kernel ran (deepgemm_tile, as in test_deepgemm_picks_its_tiles_by_waves)
+    notes = {r.case.split(" on ")[0].split()[-1]: r.note for r in rows if " dense " in r.case}
+    assert notes["64x2112x7168"].startswith("DeepGEMM's tile 64 x 16,")
+    assert notes["4096x2112x7168"].startswith("DeepGEMM's tile 128 x 144,")
     worst = max(rows, key=lambda r: abs(r.error))
     assert "64x7168x2048" in worst.case and worst.error == pytest.approx(0.27, abs=0.01)
 

@@ -216,3 +216,16 @@ def test_the_catalog_holds_the_attention_fit_and_the_kernel_bandwidths(cat):
         a = cat.accelerator(aid)
         assert a.memory_kernel_efficiency == h200.memory_kernel_efficiency
         assert a.attention_efficiency == h200.attention_efficiency
+
+
+def test_an_exposed_output_write_needs_its_provenance(cat):
+    # gemm_output_exposed is a modelling choice about the kernel (1: DeepGEMM's persistent FP8 kernel waits for
+    # its TMA store after each tile's K loop), so a catalog entry that sets it names where it comes from
+    from hnplan.catalog.schemas import Accelerator
+
+    raw = cat.accelerator("h800-sxm").model_dump()
+    with pytest.raises(ValueError, match="calibration field 'gemm_output_exposed' needs its own provenance"):
+        Accelerator.model_validate({**raw, "gemm_output_exposed": 1.0})
+    why = "deepseek-ai/DeepGEMM deep_gemm/include/deep_gemm/fp8_gemm.cuh @ 55ab91f: TMA store after the K loop"
+    sourced = {**raw, "gemm_output_exposed": 1.0, "field_sources": {**raw["field_sources"], "gemm_output_exposed": why}}
+    assert Accelerator.model_validate(sourced).gemm_output_exposed == 1.0

@@ -23,22 +23,22 @@ def test_eight_gpu_allreduce_with_and_without_nvls_on_h100():
     # One HGX H100 (8 GPUs, NVLink 4 through NVSwitch gen 3): B_u = 450 GB/s x 0.82 = 369 GB/s per
     # direction, step latency a_u = 1.9 us + 2 links x 100 ns + 1 switch x 300 ns = 2.4 us.
     b_u, a_u, s = 450e9 * 0.82, 2.4e-6, GiB
-    # NVLS on (NCCL's default): S (q+1)/q through the switch at B_u x 0.85 (NCCL's Hopper nvlsEfficiency),
-    # two steps: 2.4 us x 2 + 1.125 x 2^30 / 313.65e9 = 3.856 ms, busbw 2 (7/8) S / t = 487 GB/s
-    # (nccl-tests issues 212, 290 measure 476-480 GB/s).
-    nvls = 2 * a_u + s * 9 / 8 / (b_u * 0.85)
-    # NVLS off: the fastest NVLink-only algorithm for 8 ranks, recursive halving-doubling: 2 log2(8) steps
-    # and 2 (7/8) S at B_u: 14.4 us + 1.75 x 2^30 / 369e9 = 5.107 ms, busbw 368 GB/s (the ~370 GB/s ring
-    # busbw of nccl-tests issue 212).
-    no_nvls = 2 * 3 * a_u + 2 * 7 / 8 * s / b_u
+    # NVLS on (NCCL's default): S (q+1)/q through the switch at B_u x 0.85 (NCCL's Hopper nvlsEfficiency)
+    # after NCCL's NVLS latency of 25 us (tuning.cc hwLat NVLINK NVLS/Simple): 25 us + 1.125 x 2^30 / 313.65e9
+    # = 3.877 ms, busbw 2 (7/8) S / t = 485 GB/s (nccl-tests issues 212, 290 measure 476-480 GB/s).
+    nvls = 25e-6 + s * 9 / 8 / (b_u * 0.85)
+    # NVLS off: NCCL's ring (inside one node the tuner weighs ring, tree and NVLS, not halving-doubling):
+    # 14 us (baseLat) + 2 x 7 steps x 2.4 us + 1.75 x 2^30 / 369e9 = 5.140 ms, busbw 366 GB/s (the ~370 GB/s
+    # ring busbw of nccl-tests issue 212); LL's 6.6 + 14 x 0.6 us do not pay at 141 GB/s.
+    no_nvls = 14e-6 + 2 * 7 * a_u + 2 * 7 / 8 * s / b_u
     on = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 8192, 128)
     off = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 8192, 128, overrides=dict(nccl_nvls=False))
     assert on.choices.nccl_nvls and not off.choices.nccl_nvls
     assert off.provenance["nccl_nvls"] == "override"
     assert _allreduce_8(on) == pytest.approx(nvls, rel=1e-9)
     assert _allreduce_8(off) == pytest.approx(no_nvls, rel=1e-9)
-    assert 2 * 7 / 8 * s / _allreduce_8(on) == pytest.approx(487.0e9, rel=2e-3)
-    assert 2 * 7 / 8 * s / _allreduce_8(off) == pytest.approx(368.0e9, rel=2e-3)
+    assert 2 * 7 / 8 * s / _allreduce_8(on) == pytest.approx(484.8e9, rel=2e-3)
+    assert 2 * 7 / 8 * s / _allreduce_8(off) == pytest.approx(365.6e9, rel=2e-3)
     # only the scale-up tier loses its reduction; bandwidths and latencies stay the system's
     assert off.links.scaleup.inr_efficiency is None and on.links.scaleup.inr_efficiency == 0.85
     assert off.links.scaleup.bw_Bps == on.links.scaleup.bw_Bps
@@ -79,8 +79,8 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
 def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
     # Llama 3.1 8B on one HGX H100, TP 8 without sequence parallelism, 16 micro-batches of 8,192 tokens:
     # 32 layers x 4 all-reduces (2 forward, 2 backward) x 16 = 2,048 all-reduces of 8,192 x 4,096 x 2 bytes
-    # = 64 MiB, all exposed. NVLS: 4.8 us + 1.125 x 64 MiB / 313.65 GB/s = 245.5 us each, 0.5028 s;
-    # --no-nvls: halving-doubling, 14.4 us + 1.75 x 64 MiB / 369 GB/s = 332.7 us each, 0.6813 s.
+    # = 64 MiB, all exposed. NVLS: 25 us + 1.125 x 64 MiB / 313.65 GB/s = 265.7 us each, 0.5442 s;
+    # --no-nvls: NCCL's ring, 14 us + 14 x 2.4 us + 1.75 x 64 MiB / 369 GB/s = 365.9 us each, 0.7494 s.
     argv = "train --model llama3.1-8b --system hgx-h100-ib-ndr --gpus 8 --tp 8 --dp 1 --pp 1 --seq-len 8192"
     argv += " --global-batch-size 16 --microbatch-size 1 --recompute none --zero 1 --no-sequence-parallel --json"
     runs = {}
@@ -91,6 +91,6 @@ def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
     b_u, a_u, s, n = 450e9 * 0.82, 2.4e-6, 8192 * 4096 * 2, 32 * 4 * 16
     on, off = runs[""], runs[" --no-nvls"]
     assert on["stack"]["overlap"]["nccl_nvls"] and not off["stack"]["overlap"]["nccl_nvls"]
-    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (2 * a_u + s * 9 / 8 / (b_u * 0.85)), rel=1e-6)
-    assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (6 * a_u + 1.75 * s / b_u), rel=1e-6)
+    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (25e-6 + s * 9 / 8 / (b_u * 0.85)), rel=1e-6)
+    assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (14e-6 + 14 * a_u + 1.75 * s / b_u), rel=1e-6)
     assert off["breakdown_s"]["compute"] == on["breakdown_s"]["compute"]

@@ -88,11 +88,54 @@ def test_training_job_times_kernels_sustained_and_keeps_the_datasheet_peak_for_m
     assert b.mfu == pytest.approx(b.model_flops_per_token * b.tokens_per_s / (8 * 4500e12), rel=1e-9)
 
 
-def test_stack_measured_in_training_keeps_its_own_efficiency():
+def test_stack_measured_in_training_keeps_its_gemm_rate_and_attention_slows():
     # a stack's GEMM efficiency solved from in-training timings (as megatron-lm-2021's on A100) holds the
-    # sustained clock already: no fraction on top
+    # sustained clock already: those dtypes' GEMMs keep it (no fraction on top); attention, calibrated in short
+    # kernel runs (FlashAttention-4's paper on Blackwell), still takes the fraction: once per kernel family
     st = CAT.stack("megatron-bridge-2511")
-    st = st.model_copy(update={"matmul_efficiency": {"b200": {"bf16": 0.6, "fp8": 0.6}}})
+    st = st.model_copy(update={"matmul_efficiency": {"b200": {"fp8": 0.6}}})
     job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 128, "fp8", CAT, stack=st)
-    assert job.kernel_acc is job.acc and job.acc.dense_tflops["fp8"] == 4500.0
-    assert job.provenance["kernel_clock"] == "the stack's in-training GEMM efficiency (its clock included)"
+    k = job.kernel_acc
+    assert job.acc.dense_tflops["fp8"] == 4500.0
+    # fp8 GEMMs at the measured 0.6 x 4,500 = 2,700 TFLOP/s ceiling, as without the fraction
+    assert k.dense_tflops["fp8"] * k.gemm_efficiency["fp8"] == pytest.approx(0.6 * 4500.0)
+    t_held, _ = gemm_compute_s(k, "fp8", 16384, 16384, 16384)
+    t_meas, _ = gemm_compute_s(job.acc, "fp8", 16384, 16384, 16384)
+    assert float(t_held / t_meas) == pytest.approx(1.0, rel=1e-9)
+    # bf16 GEMMs (not measured by the stack) and attention (a bf16-peak law) at 0.853 of the short-run rate
+    assert k.dense_tflops["bf16"] * k.gemm_efficiency["bf16"] == pytest.approx(2250.0 * 0.712 * 0.853)
+    assert k.attention_efficiency == job.acc.attention_efficiency
+    assert job.provenance["kernel_clock"] == (
+        "accelerator b200: 0.853 of the short-run compute rate at its power-limited clock (measured); "
+        "fp8 GEMMs at the stack's in-training efficiency (its clock included)"
+    )
+
+
+def test_a100_stack_in_training_efficiency_is_unchanged():
+    # megatron-lm-2021: bf16 0.70 measured in training on A100, which has no sustained fraction
+    job = make_job("gpt3-175b", "dgx-a100-hdr", 1024, 2048, 1536, "bf16", CAT, stack="megatron-lm-2021")
+    assert job.kernel_acc is job.acc and job.acc.gemm_efficiency["bf16"] == 0.70
+    assert job.provenance["kernel_clock"].endswith(
+        "bf16/fp16 GEMMs at the stack's in-training efficiency (its clock included)"
+    )
+
+
+def test_hopper_fp8_gemm_ceiling_takes_the_slowdown_once():
+    # h100-sxm fp8 ceiling = bf16 short-run ceiling 0.737 x MAMF fp8 / bf16 (0.709 / 0.803, both hot at 700 W,
+    # stas00/ml-engineering); the bf16 MAMF is 0.959 of its short-run rate (GH200 at 900 W: 794.5 / 828.6), so
+    # the sustained fp8 rate = (0.737 x 989.4 / (794.5 / 0.959)) x MAMF fp8 1,402.6 = short-run ceiling over
+    # short-run MAMF, times the hot fp8 MAMF: one slowdown, the fp8 one the MAMF pair measured
+    h100 = CAT.accelerator("h100-sxm")
+    s = sustained_accelerator(h100)
+    hot_fp8 = s.dense_tflops["fp8"] * s.gemm_efficiency["fp8"]
+    expect = 0.737 * 989.4 / (794.5 / 0.959) * 1402.6
+    assert hot_fp8 == pytest.approx(expect, rel=2e-3)  # 1,235 TFLOP/s (the catalog's 0.651 is rounded)
+
+
+def test_blackwell_gemm_ceiling_carries_a_ratio_of_hot_mamf_rates():
+    # b200 bf16 ceiling = MAMF 1,745 / 2,250 (mamf-finder.py v2, hot) x (H200 short-run ceiling 0.737 over the
+    # H100's hot MAMF 0.803) = 0.712: hot over hot, so the ceiling is short-run to the extent both searches ran
+    # at one fraction of their boost clocks (the catalog's labelled assumption); 0.853 is then applied once
+    b200 = CAT.accelerator("b200")
+    assert b200.gemm_efficiency["bf16"] == pytest.approx(1745.0 / 2250.0 * 0.737 / (794.5 / 989.4), abs=1e-3)
+    assert "hot over hot" in b200.assumptions["gemm_efficiency"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 
+from hnplan import units
 from hnplan.catalog.runs import training_runs
 from hnplan.planning.validation import predict_run
 
@@ -30,7 +31,7 @@ def _step_s(run, b, value: float) -> float:
         return value
     if run.metric in ("model_tflops_per_gpu", "hardware_tflops_per_gpu"):
         per_token = b.model_flops_per_token if run.metric.startswith("model") else b.hardware_flops_per_token
-        return tokens * float(per_token) / (run.gpus * value * 1e12)
+        return tokens * float(per_token) / (run.gpus * units.tflops_to_flops_per_s(value))
     if run.metric == "tokens_per_s_per_gpu":
         return tokens / (run.gpus * value)
     raise SystemExit(f"{run.id}: metric {run.metric} has no step time")

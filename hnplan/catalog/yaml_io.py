@@ -204,9 +204,26 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
             if field == "(entry)":  # an entry-wide check names its fields itself
                 other.append((field, msg))
                 continue
+        if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
+            msg += _unit_of(schema, parts)
         other.append((field, f"field {q(field)}: {msg}"))
     both = unknown + other
     return (both[0][0] if both else "(entry)"), [t for _, t in both]
+
+
+_BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _unit_of(schema: type[BaseModel], parts: list) -> str:
+    """`` [unit]`` of the field at ``parts`` (the last bracket of its description, e.g. ``[Gb/s]``), or ""
+    where the description states none or the field is a bare ratio (``[-]``)."""
+    for i in range(len(parts), 0, -1):
+        holder = _model_at(schema, parts[: i - 1])
+        name = parts[i - 1]
+        if holder is not None and isinstance(name, str) and name in holder.model_fields:
+            units_ = re.findall(r"\[([^\]]+)\]", holder.model_fields[name].description or "")
+            return f" [{units_[-1]}]" if units_ and units_[-1] != "-" else ""
+    return ""
 
 
 def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entry) -> CatalogError:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import re
 import sys
 from contextlib import contextmanager
@@ -15,7 +14,9 @@ import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
+from hnplan.cli._options import MAX_COUNT, check_finite, name_option  # noqa: F401 - re-exported
+from hnplan.errors import HnplanError, InfeasiblePlan
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -321,10 +322,10 @@ def _click_module(name: str):
     raise ImportError(f"neither typer._click nor click provides {name}")
 
 
-def count(integer: bool = False, minimum: float = 1):
+def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = ""):
     """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
-    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad or too small value is refused with one line
-    naming the option (exit 2).
+    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad, too small or too large value (above
+    ``maximum``, with ``why`` it is the bound) is refused with one line naming the option (exit 2).
 
     >>> count(integer=True)("16M"), count()("15T")
     (16000000, 15000000000000.0)
@@ -347,6 +348,8 @@ def count(integer: bool = False, minimum: float = 1):
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
         if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
             raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
+        if maximum is not None and value > maximum:
+            raise typer.BadParameter(f"must be at most {maximum:.0e}{' (' + why + ')' if why else ''}; got {text}")
         return value
 
     parse.__name__ = "count" if integer else "number"
@@ -374,63 +377,6 @@ def decimal_hint(tokens: int) -> str:
 def current_context():
     """The running sub-command's click context (its parsed ``params``), or None outside one."""
     return _click_module("globals").get_current_context(silent=True)
-
-
-def _option_name(ctx, name: str) -> str:
-    for p in ctx.command.params:
-        if p.name == name:
-            return max(getattr(p, "opts", None) or ["--" + name.replace("_", "-")], key=len)
-    return name
-
-
-#: the largest whole number a float64 holds exactly (9.0e15); a larger count (``--global-batch-size 1e23``)
-#: overflows numpy's 64-bit integers in the planners, and no count of GPUs, jobs or tokens comes near it
-MAX_COUNT = 2**53
-
-
-def check_finite(ctx) -> None:
-    """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
-    ranges let them through), and whole numbers beyond :data:`MAX_COUNT` in every integer option but a
-    random seed: one :class:`InputError` naming the option."""
-    import math
-
-    for name, value in ctx.params.items():
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for v in values:
-            if isinstance(v, float) and not math.isfinite(v):
-                raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
-            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_COUNT and name != "seed":
-                raise InputError(f"{_option_name(ctx, name)} must be at most 2**53 = {MAX_COUNT:.2g}; got {v:.3g}")
-
-
-def name_option(ctx, text: str) -> str:
-    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
-    the user typed (``--recompute must be one of ...``) when the running command has that option and it
-    holds the refused value; any other message unchanged.
-
-    >>> from types import SimpleNamespace as NS
-    >>> option = NS(name="recompute", opts=["--recompute"])
-    >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
-    >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
-    "--recompute must be one of none, selective, full; got 'foo'"
-    >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
-    >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
-    "--seq-len 200000 exceeds the model's maximum sequence length 131072"
-    """
-    if ctx is None:
-        return text
-    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
-    if m is not None:
-        name, given = m.group(1).replace(" ", "_"), m.group(2)
-    else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
-        m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
-        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
-            return text
-        name, given = m.group(1), repr(ctx.params[m.group(1)])
-    if name not in ctx.params or repr(ctx.params[name]) != given:
-        return text
-    flag = _option_name(ctx, name)
-    return text if flag == name else flag + text[len(m.group(1)) :]
 
 
 def _error_object(kind: str, exc: BaseException, code: int) -> dict:
@@ -503,35 +449,6 @@ def run_json(argv: list[str]) -> int:
         print_json({"error": {"kind": "usage", "exit_code": code, "message": message}})
         return code
     return rv if isinstance(rv, int) else 0
-
-
-def print_json(obj) -> None:
-    """Print one JSON object on stdout (numpy scalars converted; NaN and infinity, which JSON lacks, as null)."""
-    sys.stdout.write(json.dumps(_finite_json(obj), indent=2, default=_default, allow_nan=False) + "\n")
-
-
-def _finite_json(obj):
-    import math
-
-    if isinstance(obj, dict):
-        return {k: _finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        try:
-            obj = obj.item()
-        except (TypeError, ValueError):
-            return obj
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def _default(o):
-    try:
-        return o.item()
-    except AttributeError:
-        return str(o)
 
 
 def whole_units_text(gpus: int, built: int, unit_gpus: int) -> str:

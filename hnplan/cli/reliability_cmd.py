@@ -43,9 +43,16 @@ def reliability(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.cli.tco_cmd import check_economics
     from hnplan.planning.design import SPARE_QUANTILE, estimate_reliability
 
     with handle_errors():
+        check_economics(
+            {
+                "--rate-factor": ("rate_factor", rate_factor),
+                "--write-GBps-per-node": ("write_GBps_per_node", write_gbps),
+            }
+        )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
         est = estimate_reliability(
             system,

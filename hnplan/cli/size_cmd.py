@@ -14,13 +14,21 @@ from hnplan.units import format_count
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
+#: the most training tokens ``hnplan size`` takes: about 3,000 times the stock of public human text
+#: (about 3e14 tokens, Villalobos et al., "Will we run out of data?", arXiv:2211.04325) and 60,000 times
+#: Llama 3's 15.6T; a larger count is a typo, and its table (days of 30 digits) a misleading answer
+MAX_TRAINING_TOKENS = 1e18
 
 
 @app.command()
 def size(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     tokens: float = typer.Option(
-        ..., "--tokens", parser=count(), metavar="COUNT", help="training tokens (15T, 15e12, 300B)"
+        ...,
+        "--tokens",
+        parser=count(maximum=MAX_TRAINING_TOKENS, why="3,000 times all public human text"),
+        metavar="COUNT",
+        help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
     deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),

@@ -41,7 +41,9 @@ def tco(
     ),
     mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
-    staff: float = typer.Option(0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year]"),
+    staff: float = typer.Option(
+        0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year], at most 1e10 (ten billion)"
+    ),
     availability: float = typer.Option(
         None,
         "--availability",
@@ -55,6 +57,8 @@ def tco(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.catalog.schemas import MAX_STAFF_USD_PER_YEAR
+    from hnplan.errors import InputError
     from hnplan.planning.design import resolve_utilisation, tco_summary
 
     with handle_errors():
@@ -65,6 +69,10 @@ def tco(
                 "--electricity-usd-per-kwh": ("electricity_usd_per_kwh", electricity),
             }
         )
+        if staff > MAX_STAFF_USD_PER_YEAR:
+            raise InputError(
+                f"--staff-usd-per-year must be <= {MAX_STAFF_USD_PER_YEAR:.0e} (ten billion USD a year); got {staff:g}"
+            )
         check_refs({"--system": ("systems", system)})
         cat = load_catalog()
         u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)

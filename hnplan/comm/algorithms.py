@@ -55,6 +55,13 @@ pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + m
 ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
                     ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
+NCCL latencies      ring, tree, rhd and hierarchical (every op) add the scale-up fabric's fixed
+                    ``collective_base_latency_us`` once (NCCL's baseLat, LL128: 14 us, [3]_).
+                    Inside one domain whose fabric carries ``ll_latency_us``: a ring is the
+                    faster of that and NCCL's LL protocol, ``l_0 + k(p-1) l_1 + k(p-1)/p S /
+                    min(B_u/2, llMax)`` (6.6 and 0.6 us, ``ll_max_busbw_GBps``; LL lines carry
+                    4 data bytes in 8); inr pays ``inr_latency_us`` (NVLS: 25 us) instead of two
+                    steps; the tuner leaves rhd and hierarchical out (NCCL has neither there)
 ==================  =========================================================================
 
 p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
@@ -118,6 +125,31 @@ def _ring_latency(g: GroupPlacement) -> float:
     return (g.size - g.domains) * g.up.alpha_s + (g.domains - 1) * g.out.alpha_s
 
 
+def _nccl_domain(g: GroupPlacement) -> bool:
+    """Whether the group sits in one scale-up domain whose fabric carries NCCL's protocol constants: there the
+    library runs ring (LL, LL128, Simple), tree and NVLS only, so the tuner leaves recursive halving-doubling
+    out (it stays available when forced)."""
+    return g.domains == 1 and g.up.ll_latency_s is not None
+
+
+def _ring_ll(g: GroupPlacement, steps: int, data):
+    """Time of a ring on NCCL's LL protocol inside one domain [s], or None where it is not modelled.
+
+    ``steps`` ring steps at the LL per-step latency after LL's fixed latency (NCCL ``baseLat``/``hwLat``
+    Ring/LL), and ``data`` bytes per rank (the ring's ``k(p-1)/p S``) at the LL busbw: half the ring
+    bandwidth (each 8-byte LL line carries 4 bytes of data and a 4-byte flag, NVIDIA/nccl
+    src/device/prims_ll.h) capped by NCCL's ``llMaxBws`` (src/graph/tuning.cc)."""
+    if not _nccl_domain(g):
+        return None
+    base, step = g.up.ll_latency_s  # type: ignore[misc]
+    bw = 0.5 * g.up.bw_Bps if g.up.ll_max_busbw_Bps is None else min(0.5 * g.up.bw_Bps, g.up.ll_max_busbw_Bps)
+    return base + steps * step + data / bw
+
+
+def _with_ll(t, ll):
+    return t if ll is None else np.minimum(t, ll)
+
+
 def _cross_tree(g: GroupPlacement, s):
     """Bandwidth term and latency of NCCL's double binary tree across domains for S bytes per rank.
 
@@ -134,20 +166,22 @@ def _cross_tree(g: GroupPlacement, s):
 def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
+    base = g.up.base_latency_s
     if alg == "ring":
-        return 2 * _ring_latency(g) + 2 * (p - 1) / p * s / _ring_bw(g)
+        t = base + 2 * _ring_latency(g) + 2 * (p - 1) / p * s / _ring_bw(g)
+        return _with_ll(t, _ring_ll(g, 2 * (p - 1), 2 * (p - 1) / p * s))
     if alg == "tree":
         chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
         cross, a_cross = _cross_tree(g, s)
-        return 2 * (q - 1) * au + a_cross + np.maximum(chain, cross)
+        return base + 2 * (q - 1) * au + a_cross + np.maximum(chain, cross)
     if alg == "rhd":
         if not (_pow2(p) and _pow2(q)):
             return None
-        return 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
+        return base + 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
     if alg == "hierarchical":
         inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
         outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * s / g.crossing_Bps
-        return inner + outer
+        return base + inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency
         if not (e_u and q > 1) and not (e_o and d > 1):
@@ -155,7 +189,8 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         if q == 1:
             intra, a_in = 0.0 * s, 0.0
         elif e_u:
-            intra, a_in = s * (q + 1) / q / (bu * e_u), 2 * au
+            intra = s * (q + 1) / q / (bu * e_u)
+            a_in = 2 * au if g.up.inr_latency_s is None else g.up.inr_latency_s
         else:
             intra, a_in = 2 * (q - 1) / q * s / bu, 2 * (q - 1) * au
         if d > 1 and e_o:
@@ -173,23 +208,25 @@ def _allreduce(alg: str, g: GroupPlacement, s):
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
+    base = g.up.base_latency_s
     if op in ("reducescatter", "allgather"):
         if alg == "ring":
-            return _ring_latency(g) + (p - 1) / p * s / _ring_bw(g)
+            t = base + _ring_latency(g) + (p - 1) / p * s / _ring_bw(g)
+            return _with_ll(t, _ring_ll(g, p - 1, (p - 1) / p * s))
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None
-            return _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+            return base + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
     elif op == "broadcast":
         if alg == "ring":
-            return _ring_latency(g) + s / _ring_bw(g)
+            return base + _ring_latency(g) + s / _ring_bw(g)
         if alg == "tree":
             steps = np.ceil(np.log2(p))
-            return steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
+            return base + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
         b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
         return a + s / b
@@ -278,11 +315,19 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
     check_choice("collective", op, OPS)  # the op once; its algorithms are known names
     s = np.asarray(n_bytes, dtype=float)
     out = {}
-    for alg in ALGORITHMS[op]:
+    for alg in _tuned(op, group):
         t = _checked_time(op, alg, s, group)
         if t is not None:
             out[alg] = t
     return out
+
+
+def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
+    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical inside
+    one domain whose fabric carries NCCL's protocol constants (:func:`_nccl_domain`; hierarchical is the ring
+    there)."""
+    algs = ALGORITHMS[op]
+    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl_domain(group) else algs
 
 
 SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
@@ -317,7 +362,7 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
     if s.size <= SCALAR_SIZES:  # the same formulas on floats (best_time): the same numbers, no array overhead
         return np.array([_best(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
     best = None
-    for alg in ALGORITHMS[op]:
+    for alg in _tuned(op, group):
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
         if t is not None:
             best = t if best is None else np.minimum(best, t)
@@ -405,7 +450,7 @@ def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, st
 def _best(op: str, s: float, group: GroupPlacement) -> tuple[float, str]:
     """:func:`best_time` of a checked op on a group of more than one rank."""
     best, name = math.inf, ""
-    for alg in ALGORITHMS[op]:
+    for alg in _tuned(op, group):
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
         if t is not None and t < best:
             best, name = float(t), alg

@@ -46,6 +46,16 @@ class LinkParams:
         All-reduce busbw one head (a GPU with its NIC) sustains when this tier reduces in its switches
         and a tree joins the domains, on two domains and on three or more [bytes/s] (the fabric's
         ``inr_tree_head_busbw_GBps``; NCCL's perChMaxNVLSTreeBws); None: no such limit.
+    base_latency_s : float
+        Fixed latency of one collective on top of its steps [s] (the fabric's ``collective_base_latency_us``,
+        NCCL's baseLat); 0 where the catalog has none.
+    ll_latency_s : tuple of two floats or None
+        Fixed and per-step latency of the LL protocol inside one domain [s] (``ll_latency_us``); None: not
+        modelled.
+    ll_max_busbw_Bps : float or None
+        busbw cap of the LL protocol inside one domain [bytes/s] (``ll_max_busbw_GBps``).
+    inr_latency_s : float or None
+        Latency of the in-network reduction inside a domain [s] (``inr_latency_us``); None: two steps.
     """
 
     bw_Bps: float
@@ -54,6 +64,10 @@ class LinkParams:
     inr_efficiency: float | None = None
     alltoall_bw_Bps: float | None = None
     inr_tree_head_busbw_Bps: tuple[float, float] | None = None
+    base_latency_s: float = 0.0
+    ll_latency_s: tuple[float, float] | None = None
+    ll_max_busbw_Bps: float | None = None
+    inr_latency_s: float | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -172,6 +186,12 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
                 units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[0]),
                 units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[1]),
             ),
+            units.us_to_s(up.collective_base_latency_us or 0.0),
+            None
+            if up.ll_latency_us is None
+            else (units.us_to_s(up.ll_latency_us[0]), units.us_to_s(up.ll_latency_us[1])),
+            None if up.ll_max_busbw_GBps is None else units.GBps_to_Bps(up.ll_max_busbw_GBps),
+            None if up.inr_latency_us is None else units.us_to_s(up.inr_latency_us),
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,
@@ -179,6 +199,7 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             out_line,
             out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction else None,
             None if out.alltoall_efficiency is None else out_line * out.alltoall_efficiency,
+            base_latency_s=units.us_to_s(out.collective_base_latency_us or 0.0),
         ),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,

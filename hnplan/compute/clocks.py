@@ -1,20 +1,30 @@
 """Compute rate at the clock a board's power limit sustains through a training step.
 
-The GEMM and attention calibrations of :mod:`hnplan.compute.gemm` and :mod:`hnplan.compute.attention`
-were measured in short runs (OpenXLA's matmul table, MAMF searches, kernel papers), at the boost clock a
-GPU holds until its power governor acts. A training step runs its tensor-core kernels back to back for
-hours at the board power limit, where the governor lowers the SM clock: on a B200 (1,000 W) back-to-back
-FlashAttention-4 forward kernels lost 15 % of their throughput within about 100 ms (1,450 -> 1,237 TFLOP/s,
-SM clock 1,965 -> about 1,580 MHz; flashinfer-ai/flashinfer pull request 2899). The HBM clock is not
-lowered, so only the compute-bound term of a kernel slows down. Hopper at 700 W loses less: the hot matmul
-rate of an H100 SXM (794.5 TFLOP/s bf16, measured after a 30 s warm-up of back-to-back matmuls by
-stas00/ml-engineering's mamf-finder.py) is 0.959 of the same die's with power to spare (GH200 at 900 W,
+A training step runs its tensor-core kernels back to back for hours at the board power limit, where the
+governor lowers the SM clock: on a B200 (1,000 W) back-to-back FlashAttention-4 forward kernels lost 15 % of
+their throughput within about 100 ms (1,450 -> 1,237 TFLOP/s, SM clock 1,965 -> about 1,580 MHz;
+flashinfer-ai/flashinfer pull request 2899). The HBM clock is not lowered, so only the compute-bound term of
+a kernel slows down. Hopper at 700 W loses less: the hot matmul rate of an H100 SXM (794.5 TFLOP/s bf16,
+stas00/ml-engineering's mamf-finder.py v2) is 0.959 of the same die's with power to spare (GH200 at 900 W,
 828.6 TFLOP/s, which matches the short-run H200 sweep at 1,980 MHz).
 
-An accelerator's ``sustained_compute_fraction`` carries that ratio (absent: 1, no measurement); the
-training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, whose dense
-peaks are scaled by it, while MFU keeps the datasheet peak. ``hnplan gemm`` and the inference planner keep
-the short-run rates.
+An accelerator's ``sustained_compute_fraction`` carries that ratio (absent: 1, no measurement). It is applied
+once per kernel family, to calibrations that hold the short-run clock:
+
+- attention: the law's ceilings come from short kernel runs (the H200 sweep over 25 ms loads; the
+  FlashAttention-4 paper on Blackwell): the fraction applies;
+- GEMMs, Hopper bf16: the law is fitted to the short-run H200 sweep (1,980 MHz): the fraction applies;
+- GEMMs, Hopper FP8: bf16 ceiling x the chip's MAMF FP8 / bf16 ratio, two rates of one script at one power
+  limit, so the bf16 MAMF's own clock loss divides out and the fraction (which is that loss) puts it back once;
+- GEMMs, Blackwell: the chip's MAMF (v2, hot) x the H200's short-run ceiling over the H100's hot MAMF, a
+  ratio of two hot MAMF rates: a short-run ceiling to the extent both searches ran at the same fraction of
+  their boost clocks (labelled assumption in the catalog; the slowdown is applied once);
+- GEMMs whose efficiency a software stack measured in training (``SoftwareStack.matmul_efficiency``) hold
+  the sustained clock already: those dtypes keep the measured rate (``held_gemm_dtypes``), while attention
+  and the other dtypes still take the fraction.
+
+The training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, while MFU
+keeps the datasheet peak; ``hnplan gemm`` and the inference planner keep the short-run rates.
 
 Assumption (labelled): the fraction measured under continuous tensor-core load holds for every compute-bound
 kernel of the step, as if nothing else ran; stretches of memory-bound kernels, communication waits or host
@@ -24,28 +34,39 @@ layers) the slowdown is an upper side.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from hnplan.catalog.schemas import Accelerator
 
 
-def sustained_accelerator(acc: Accelerator) -> Accelerator:
+def sustained_accelerator(acc: Accelerator, held_gemm_dtypes: Iterable[str] = ()) -> Accelerator:
     """The accelerator at its sustained clock: every dense peak times ``sustained_compute_fraction``.
 
     Parameters
     ----------
     acc : Accelerator
+    held_gemm_dtypes : iterable of str
+        GEMM dtypes whose efficiency (``gemm_efficiency`` / ``matmul_efficiency``) was measured in
+        training, at the sustained clock already (a software stack's in-training value): their efficiency
+        is divided by the fraction, so that GEMMs of these dtypes keep the measured rate
+        (efficiency x datasheet peak) while attention and every other compute term slow down.
 
     Returns
     -------
     Accelerator
         ``acc`` itself when the field is absent or 1; otherwise a copy whose ``dense_tflops`` are scaled
-        (HBM bandwidth, efficiencies and fixed costs unchanged).
+        (HBM bandwidth and fixed costs unchanged; efficiencies unchanged but for ``held_gemm_dtypes``).
 
     >>> from hnplan.catalog import load_catalog
     >>> cat = load_catalog()
     >>> round(sustained_accelerator(cat.accelerator("b200")).dense_tflops["bf16"], 1)  # 2,250 x 0.853
     1919.2
-    >>> round(sustained_accelerator(cat.accelerator("h100-sxm")).dense_tflops["bf16"], 1)  # 989.4 x 0.959
+    >>> h100 = sustained_accelerator(cat.accelerator("h100-sxm"))
+    >>> round(h100.dense_tflops["bf16"], 1)  # 989.4 x 0.959
     948.8
+    >>> s = sustained_accelerator(cat.accelerator("h100-sxm"), held_gemm_dtypes=["bf16"])
+    >>> round(s.dense_tflops["bf16"] * s.gemm_efficiency["bf16"], 1)  # 989.4 x 0.737: the held rate
+    729.2
     >>> a100 = cat.accelerator("a100-sxm-80gb")
     >>> sustained_accelerator(a100) is a100  # no sustained measurement: the short-run rates
     True
@@ -53,4 +74,10 @@ def sustained_accelerator(acc: Accelerator) -> Accelerator:
     f = acc.sustained_compute_fraction
     if f is None or f == 1.0:
         return acc
-    return acc.model_copy(update={"dense_tflops": {k: v * f for k, v in acc.dense_tflops.items()}})
+    update: dict = {"dense_tflops": {k: v * f for k, v in acc.dense_tflops.items()}}
+    held = set(held_gemm_dtypes)
+    if held:
+        update["matmul_efficiency"] = {k: v / f if k in held else v for k, v in acc.matmul_efficiency.items()}
+        if acc.gemm_efficiency is not None:
+            update["gemm_efficiency"] = {k: v / f if k in held else v for k, v in acc.gemm_efficiency.items()}
+    return acc.model_copy(update=update)

@@ -25,8 +25,9 @@ time is ([1]_ Sec. 3, [2]_, docs/compute.md)::
 * ``e`` (``gemm_output_exposed``): the share of the output write that waits for the K loop: a tile writes its
   output once its main loop is done (``tma_store_wait`` before the next tile in DeepGEMM's persistent FP8 kernel
   [3]_; every tile of a non-persistent kernel), so at short K the write adds to the compute instead of hiding
-  behind it. TileLang's 8192 x 8192 x K sweep on the H800 [4]_ isolates it: with e = 1 the law's error is flat
-  in K (FP16 +4..+6 % from K = 256 to 16,384), with e = 0 it runs from -26 % to +5 %;
+  behind it. TileLang's 8192 x 8192 x K sweep on the H800 [4]_ isolates it: with e = 1 the law's FP16 error
+  stays within +7..+14 % from K = 256 to 16,384, with e = 0 it runs from -26 % to +5 %
+  (:func:`hnplan.validation.gemm_kernels.tilelang_errors`);
 * ``t_launch`` (``kernel_overhead_us``).
 
 An eager framework adds a host floor: back-to-back calls take ``max(t_device, host_dispatch_us)`` plus the

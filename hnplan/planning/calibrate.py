@@ -95,7 +95,7 @@ class _RunModel:
                 eff = values[self.matmul_key]
                 upd["acc"] = with_matmul_efficiency(job.acc, {self.run.dtype: eff})
                 if job.stack is not None:  # an in-training efficiency, as the written stack will hold it: its
-                    # clock included, so the kernels run at it, not at Job.kernel_acc's sustained fraction of it
+                    # clock included, so this dtype's GEMMs run at it (Job.kernel_acc), attention at the fraction
                     mm = dict(job.stack.matmul_efficiency or {})
                     mm[job.acc.id] = {**mm.get(job.acc.id, {}), self.run.dtype: eff}
                     upd["stack"] = job.stack.model_copy(update={"matmul_efficiency": mm})

@@ -11,9 +11,7 @@ belongs to.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +19,7 @@ import yaml
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError
+from hnplan.files import atomic_write as _atomic_write
 from hnplan.planning.calibrate_fit import METHOD
 
 if TYPE_CHECKING:
@@ -28,34 +27,6 @@ if TYPE_CHECKING:
 
 HEADER = "written by hnplan calibrate"
 _FOR = " for the stack file "
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    """Write a file whole or not at all (a temporary file in the same folder, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _name_target(exc, path) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise _name_target(exc, path) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _name_target(exc: OSError, path: Path) -> OSError:
-    """``exc`` naming the file the user asked for, not the temporary file beside it (a folder given as
-    the output file, a read-only folder)."""
-    if exc.filename is not None and Path(exc.filename).name.startswith(f".{path.name}."):
-        exc.filename, exc.filename2 = str(path), None
-    return exc
 
 
 def _dump(d: dict, header: str) -> str:

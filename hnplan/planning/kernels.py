@@ -13,9 +13,13 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.compute.gemm import gemm_roofline
 from hnplan.errors import InputError, check_choice
+from hnplan.memory.breakdown import hbm_capacity_bytes
 
 LAUNCH_MODES = ("eager", "device")
 _SHAPE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+#: the largest GEMM dimension taken [elements]: cuBLAS passes m, n and k as 32-bit ``int``
+#: (``cublasGemmEx``, cuBLAS API reference), so one kernel call is never larger
+MAX_GEMM_DIM = 2**31 - 1
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -33,7 +37,14 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     if not mt or min(int(v) for v in mt.groups()) < 1:
         raise InputError(f"--shape {text!r}: expected MxNxK with three positive integers, e.g. 4096x7168x2048")
     m, n, k = (int(v) for v in mt.groups())
+    if max(m, n, k) > MAX_GEMM_DIM:
+        raise InputError(f"--shape {text!r}: {_too_large(m, n, k)}")
     return m, n, k
+
+
+def _too_large(m: int, n: int, k: int) -> str:
+    dim = max(("M", m), ("N", n), ("K", k), key=lambda d: d[1])
+    return f"{dim[0]} = {dim[1]:,} is above {MAX_GEMM_DIM:,} = 2**31 - 1, the largest dimension one GEMM call takes"
 
 
 def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
@@ -62,6 +73,8 @@ def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
             raise InputError(
                 f"--shapes-json: item {i} is {item!r}; expected a 4-item list (dtype, m, n, k) with positive integer sizes"
             )
+        if max(item[1:]) > MAX_GEMM_DIM:
+            raise InputError(f"--shapes-json: item {i}: {_too_large(*item[1:])}")
         out.append((item[0], item[1], item[2], item[3]))
     return out
 
@@ -92,7 +105,9 @@ def gemm_kernels(
     Raises
     ------
     InputError
-        For an unknown launch mode, no shapes, a dtype the accelerator has no peak for, or an unknown dtype.
+        For an unknown launch mode, no shapes, a dtype the accelerator has no peak for, an unknown dtype, or
+        a shape whose operands (A, B and the bf16 C) do not fit in the accelerator's memory
+        (:func:`hnplan.memory.breakdown.hbm_capacity_bytes`): no single kernel runs on such a GEMM.
     """
     check_choice("launch", launch, LAUNCH_MODES)
     if not shapes:
@@ -106,6 +121,11 @@ def gemm_kernels(
         except ValueError as exc:
             raise InputError(str(exc)) from None
         g = gemm_roofline(acc, dtype, m, n, k, eager=launch == "eager")
+        if g["bytes"] > hbm_capacity_bytes(acc):
+            raise InputError(
+                f"GEMM {m}x{n}x{k} ({dtype}): its operands take {units.to_GB(g['bytes']):,.4g} GB, more than "
+                f"the {units.to_GB(hbm_capacity_bytes(acc)):,.4g} GB of one {acc.id}; check --shape / --shapes-json"
+            )
         results.append(
             {
                 "dtype": dtype,

@@ -16,6 +16,7 @@ from hnplan import units
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
 from hnplan.validation import Row, area
+from hnplan.validation.comm_mid_size import mid_size_rows
 
 LARGE = 8 * units.GiB
 TOL = 0.15  # the communication issue's tolerance on large-message busbw
@@ -432,4 +433,5 @@ def rows(cat) -> list[Row]:
         )
     )
     out += _at_scale(cat)
+    out += mid_size_rows(cat)
     return out

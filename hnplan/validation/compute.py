@@ -355,9 +355,9 @@ def deepgemm_rows(cat) -> list[Row]:
     for r in deepgemm_errors(cat, acc).itertuples():
         what = "dense" if r.layout == "normal" else f"{r.layout}-grouped"
         note = (
-            f"DeepGEMM's tile {64 if r.m_tokens <= 64 and r.layout != 'contiguous' else 128} x {r.block_n}, "
+            f"DeepGEMM's tile {r.block_m} x {r.block_n}, "
             "whole waves, no split-K, output written after the K loop; FP8 at boost clock (the bf16 ceiling's "
-            f"fraction of the peak); the law as the planners run it (cuBLAS schedule, sustained FP8): "
+            f"fraction of the peak); the law with the catalog's schedule and FP8 ceiling (cuBLAS, hot MAMF ratio): "
             f"{r.cublas_error:+.0%}"
         )
         out.append(
@@ -430,8 +430,8 @@ def tilelang_rows(cat) -> list[Row]:
                 None,
                 TILELANG_SRC,
                 "same tool and GPU for both dtypes: 1.48x at K = 256 rising to 2.0x at deep K at boost clock, the "
-                "ratio of the peaks, which sets the FP8 ceiling of these boost-clock tables (the planners keep the "
-                "sustained MAMF ratio, 1.77x); at short K the law's ratio stays near 2 (FP8 writes half the bytes)",
+                "ratio of the peaks, which sets the FP8 ceiling of these boost-clock tables (the catalog keeps the "
+                "hot MAMF ratio, 1.77x); at short K the law's ratio stays near 2 (FP8 writes half the bytes)",
             )
         )
     return out

@@ -19,9 +19,11 @@ benchmarks' harnesses, not fitted to the rows:
 * **Clock.** DeepGEMM's harness flushes L2 with an 8 GB memset before every timed call (``bench_kineto``; by the
   code's comment, to keep the GPU at its highest clocks) and TileLang times single calls: both run at boost
   clock. There FP8 runs at the same fraction of its peak as FP16: TileLang's FP8 / FP16 rate on the same GPU is
-  1.99-2.01 at K >= 8,192, the ratio of the peaks. The law's FP8 ceiling is the sustained one (the MAMF FP8 /
-  bf16 ratio, 1.77x, a power-limited clock), so these tables are predicted with the FP8 ceiling at the bf16
-  ceiling's fraction of the peak (:func:`at_boost_clock`); the planners keep the sustained ceiling.
+  1.99-2.01 at K >= 8,192, the ratio of the peaks. The catalog's FP8 ceiling is the bf16 one times the hot MAMF
+  FP8 / bf16 ratio (1.77x: FP8 draws more power and clocks lower at 700 W), so these tables are predicted with
+  the FP8 ceiling at the bf16 ceiling's fraction of the peak (:func:`at_boost_clock`); ``hnplan gemm`` and the
+  inference planner keep the catalog's ceiling, and the training planner scales both dtypes further by the
+  chip's ``sustained_compute_fraction`` (:mod:`hnplan.compute.clocks`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,27 @@ NO_SPLIT_K = 2**31  # a split-K slice longer than any K: the kernel never splits
 def deepgemm_tile(layout: str, m: int, n: int, groups: int, compute_units: int) -> tuple[int, int]:
     """DeepGEMM's tile ``(BLOCK_M, BLOCK_N)`` for a GEMM of ``groups`` x ``m`` rows (per group) x ``n`` columns:
     the fewest waves of tiles over ``compute_units`` SMs, then the fullest last wave, then the narrowest tile (the
-    rule of ``get_best_configs`` at 55ab91f; the contiguous layout is one GEMM of ``groups m`` rows)."""
+    rule of ``get_best_configs`` at 55ab91f; the contiguous layout is one GEMM of ``groups m`` rows).
+
+    Parameters
+    ----------
+    layout : str
+        ``normal`` (dense), ``contiguous`` or ``masked`` (grouped).
+    m, n : int
+        Rows (tokens) per group and output columns [elements].
+    groups : int
+        GEMMs in the kernel (experts).
+    compute_units : int
+        SMs of the GPU (132 on the H800).
+
+    Returns
+    -------
+    tuple of two ints
+        ``(BLOCK_M, BLOCK_N)`` [elements]; ``BLOCK_K`` is always :data:`DEEPGEMM_BLOCK_K`.
+
+    >>> deepgemm_tile("normal", 64, 2112, 1, 132), deepgemm_tile("contiguous", 4096, 7168, 8, 132)
+    ((64, 16), (128, 160))
+    """
     if layout == "contiguous":
         block_m, m, groups = DEEPGEMM_CONTIGUOUS_BLOCK_M, m * groups, 1
     else:
@@ -104,16 +126,18 @@ def deepgemm_table(catalog: Catalog | None = None) -> pd.DataFrame:
 def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | None = None) -> pd.DataFrame:
     """The law's device time, with the chip's parameters as the catalog has them, DeepGEMM's kernel
     (:func:`deepgemm_kernel`) at boost clock (:func:`at_boost_clock`), against every row of :func:`deepgemm_table`;
-    nothing is fitted to these rows. Adds ``block_n`` (DeepGEMM's tile width), ``predicted_s``, ``error``
-    (predicted / measured - 1) and ``cublas_error``: the law as the planners run it (the chip's cuBLAS-fitted
-    schedule with split-K, the sustained FP8 ceiling), for comparison."""
+    nothing is fitted to these rows. Adds ``block_m`` and ``block_n`` (DeepGEMM's tile), ``predicted_s``, ``error``
+    (predicted / measured - 1) and ``cublas_error``: the law with the catalog's parameters, as ``hnplan gemm``
+    and the inference planner run it (the chip's cuBLAS-fitted schedule with split-K, the catalog's FP8 ceiling;
+    the training planner also applies ``sustained_compute_fraction``), for comparison."""
     cat = catalog or load_catalog()
     acc = accelerator or cat.accelerator(DEEPGEMM_ACCELERATOR)
     tab = deepgemm_table(cat)
     boost = at_boost_clock(acc)
-    pred, block_n = [], []
+    pred, block_m, block_n = [], [], []
     for r in tab.itertuples():
         kern = deepgemm_kernel(boost, r.layout, r.m_tokens, r.n, r.groups)
+        block_m.append(kern.gemm_tile_mnk[0])
         block_n.append(kern.gemm_tile_mnk[1])
         pred.append(float(predict_table(kern, tab.loc[[r.Index]])[0]))
     pred = np.asarray(pred)
@@ -122,6 +146,7 @@ def deepgemm_errors(catalog: Catalog | None = None, accelerator: Accelerator | N
         acc, "fp8", *(tab[c].to_numpy(float) for c in ("m_tokens", "n", "k", "groups"))
     )  # where the planners' law splits K
     return tab.assign(
+        block_m=block_m,
         block_n=block_n,
         predicted_s=pred,
         error=pred / tab["time_s"] - 1.0,

@@ -69,6 +69,18 @@ class Facility(Entry):
         default=None, description="IT power limit of one liquid-cooled rack [kW]"
     )
 
+    @field_validator(
+        "electricity_usd_per_kwh",
+        "pue_air",
+        "pue_liquid",
+        "amortisation_years",
+        "dc_build_usd_per_mw",
+        "maintenance_fraction_per_year",
+    )
+    @classmethod
+    def _in_whatif_range(cls, v: SourcedValue, info) -> SourcedValue:
+        return _whatif_checked(_FACILITY_WHATIF[info.field_name], v)
+
 
 class ComponentRate(SourcedValue):
     """A failure (interruption) rate of one component kind, per component and hour."""
@@ -121,6 +133,19 @@ class Reliability(Entry):
         default=None, description="burn-in and acceptance after the last item is installed [days]"
     )
 
+    @field_validator("storage_write_GBps_per_node", "storage_read_GBps_per_node")
+    @classmethod
+    def _bandwidth(cls, v: SourcedValue) -> SourcedValue:
+        return _whatif_checked("write_GBps_per_node", v)
+
+    @field_validator("rates")
+    @classmethod
+    def _rates(cls, v: dict[str, ComponentRate]) -> dict[str, ComponentRate]:
+        for name, rate in v.items():
+            if not (math.isfinite(rate.value) and 0.0 <= rate.value < 1.0):
+                raise ValueError(f"{name}: a rate per component-hour must be >= 0 and < 1; got {rate.value:g}")
+        return v
+
 
 WhatIfInput = Literal[
     "electricity_usd_per_kwh",
@@ -143,21 +168,51 @@ WHATIF_INPUTS = get_args(WhatIfInput)
 #: - pue 3: above any fleet survey (Uptime Institute: 2.5 in 2007, 1.58 in 2023; data/uncertainty.yaml)
 #: - electricity 2 USD/kWh: 25 times the US industrial average of 2023 (0.0806, data/facility.yaml)
 #: - maintenance 1 per year: maintenance costing more each year than the hardware itself
+#: - hardware price factor 10: ten times the catalog's dated prices (the surveyed range is 0.74-1.22,
+#:   data/uncertainty.yaml)
+#: - rate factor 100: a hundred times the measured failure rates (surveyed range 0.5-2.3); at that rate
+#:   a 16,384-GPU job of Llama 3's cluster (419 interruptions in 54 days, Llama 3 paper Sec. 3.3.4) is
+#:   interrupted every 2 minutes
+#: - write bandwidth 1e-3 to 1e5 GB/s per node: from 1 MB/s (the floor of ``hnplan reliability
+#:   --write-GBps-per-node``) to 100 TB/s, 250 times what a node's eight 400 Gb/s NICs carry
+#: - facility build 1e8 USD per MW: four times the hardware itself (a GB200 NVL72 rack costs about
+#:   3 M USD for its 132 kW, about 23 M USD per MW; surveyed builds 9.3-15 M USD per MW)
 WHATIF_RANGES: dict[str, tuple[float, bool, float | None]] = {
     "electricity_usd_per_kwh": (0.0, True, 2.0),
     "pue": (1.0, True, 3.0),
-    "hardware_price_factor": (0.0, False, None),
+    "hardware_price_factor": (0.0, False, 10.0),
     "utilisation": (0.0, False, 1.0),
-    "rate_factor": (0.0, True, None),
-    "write_GBps_per_node": (0.0, False, None),
+    "rate_factor": (0.0, True, 100.0),
+    "write_GBps_per_node": (1e-3, True, 1e5),
     "years": (0.0, False, 15.0),
-    "dc_build_usd_per_mw": (0.0, True, None),
+    "dc_build_usd_per_mw": (0.0, True, 1e8),
     "maintenance_fraction": (0.0, True, 1.0),
 }
+#: the largest operations staff cost a TCO takes (``hnplan tco --staff-usd-per-year``) [USD/year]: ten
+#: billion dollars a year, about 50,000 engineers at 200,000 USD each, more than any one cluster's
+#: operations; a larger figure is a typo (a missing decimal point, a cost in cents)
+MAX_STAFF_USD_PER_YEAR = 1e10
 
 
 def whatif_range_problem(name: str, value: float) -> str | None:
     """Why ``value`` is outside what-if input ``name``'s range (:data:`WHATIF_RANGES`), or None.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`WHATIF_INPUTS`.
+    value : float
+        The value given, in the input's own unit (USD/kWh, a factor, years, GB/s per node, ...).
+
+    Returns
+    -------
+    str or None
+        One line naming the input, its bound and the value (``pue must be >= 1; got 0.9``); None when in range.
+
+    Raises
+    ------
+    KeyError
+        For a ``name`` outside :data:`WHATIF_INPUTS` (callers check the name first).
 
     >>> whatif_range_problem("pue", 0.9), whatif_range_problem("years", 5.0)
     ('pue must be >= 1; got 0.9', None)
@@ -170,6 +225,25 @@ def whatif_range_problem(name: str, value: float) -> str | None:
     if high is not None and value > high:
         return f"{name} must be <= {high:g}; got {value:g}"
     return None
+
+
+#: Facility field -> the what-if input whose range (:data:`WHATIF_RANGES`) its value must lie in
+_FACILITY_WHATIF = {
+    "electricity_usd_per_kwh": "electricity_usd_per_kwh",
+    "pue_air": "pue",
+    "pue_liquid": "pue",
+    "amortisation_years": "years",
+    "dc_build_usd_per_mw": "dc_build_usd_per_mw",
+    "maintenance_fraction_per_year": "maintenance_fraction",
+}
+
+
+def _whatif_checked(name: str, v: SourcedValue) -> SourcedValue:
+    """``v`` if its value lies in what-if input ``name``'s range; else ValueError ``value must be ...``."""
+    problem = whatif_range_problem(name, v.value)
+    if problem is not None:
+        raise ValueError("value" + problem[len(name) :])
+    return v
 
 
 class UncertainInput(Entry):

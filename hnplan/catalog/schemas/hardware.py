@@ -28,8 +28,26 @@ MAX_POWER_W = 1e5  # B300: 1,400 W; WSE-3 system: about 23 kW [W]
 MAX_GPUS_PER_BLOCK = 2**16  # largest scale-up domains: 384 (CloudMatrix 384), 576 (NVL576) accelerators
 MAX_NICS_PER_NODE = 1024  # 8 to 18 scale-out NICs per node today
 
-Tflops = Annotated[float, Field(gt=0.0, le=MAX_TFLOPS)]
-LinkRate = Annotated[float, Field(gt=0.0, le=MAX_LINK_GBPS)]
+MAX_UNIT_POWER_KW = 1e4  # CloudMatrix 384 supernode: 559 kW; an NVL72 rack: 132 kW [kW]
+MAX_HOST_MEMORY_GIB = 1e6  # 2 TB servers today; a 32-socket host holds about 48 TiB [GiB]
+MAX_CAPACITY_TB = 1e6  # an exabyte of memory pool or NVMe [TB]
+
+# -- lower bounds of hardware figures ----------------------------------------------------------------
+# Floors far below any part an AI cluster is built from, where a smaller value is surely a unit slip
+# (``nic_gbps: 0.4`` meaning 400 Gb/s, ``hbm_gb: 0.08`` meaning 80 GB, ``tdp_w: 0.7`` meaning 700 W) or a
+# typo (``nic_gbps: 1e-300``, which plans every collective at 0 bytes/s and every step at 0 tokens/s).
+MIN_TFLOPS = 1.0  # slowest peak in the catalog: A100 FP32 (non-tensor), 19.5 TFLOP/s [TFLOP/s]
+MIN_HBM_GB = 1.0  # smallest data-centre accelerator memory: 16 GB (V100, T4) [GB]
+MIN_HBM_TBPS = 0.01  # 10 GB/s, below one DDR4-3200 channel (25.6 GB/s, JEDEC JESD79-4); T4 GDDR6: 0.32 TB/s [TB/s]
+MIN_LINK_GBPS = 1.0  # 1 GbE, the slowest data-centre Ethernet; one PCIe 3.0 lane: 0.985 GB/s [Gb/s or GB/s]
+MIN_POWER_W = 10.0  # lowest-power data-centre accelerator: NVIDIA L4, 72 W [W]
+MIN_UNIT_POWER_KW = 0.1  # one single-accelerator server draws several hundred watts [kW]
+MIN_CAPACITY_TB = 1e-3  # 1 GB [TB]
+MIN_STORAGE_GBPS = 1e-3  # 1 MB/s; cloud file systems provision from 0.05 GB/s per TiB (FSx Lustre) [GB/s]
+
+Tflops = Annotated[float, Field(ge=MIN_TFLOPS, le=MAX_TFLOPS)]
+LinkRate = Annotated[float, Field(ge=MIN_LINK_GBPS, le=MAX_LINK_GBPS)]
+StorageRate = Annotated[float, Field(ge=MIN_STORAGE_GBPS, le=MAX_LINK_GBPS)]
 BlockGpus = Annotated[int, Field(gt=0, le=MAX_GPUS_PER_BLOCK)]
 
 
@@ -40,13 +58,13 @@ class Accelerator(Entry):
     dense_tflops: dict[Dtype, Tflops] = Field(
         description="dense (not 2:4-sparse) peak [TFLOP/s, 1e12] per dtype; must include bf16"
     )
-    hbm_gb: Annotated[float, Field(gt=0.0, le=MAX_HBM_GB)] = Field(
+    hbm_gb: Annotated[float, Field(ge=MIN_HBM_GB, le=MAX_HBM_GB)] = Field(
         description="HBM capacity [GB, 1e9 bytes] as the datasheet states it"
     )
-    hbm_bw_TBps: Annotated[float, Field(gt=0.0, le=MAX_HBM_TBPS)] = Field(
+    hbm_bw_TBps: Annotated[float, Field(ge=MIN_HBM_TBPS, le=MAX_HBM_TBPS)] = Field(
         description="HBM bandwidth [TB/s, 1e12 bytes/s]"
     )
-    hbm_visible_gib: Positive | None = Field(
+    hbm_visible_gib: Annotated[float, Field(ge=MIN_HBM_GB, le=MAX_HBM_GB)] | None = Field(
         default=None,
         description="device memory the driver reports to programs (torch.cuda.mem_get_info total "
         "or nvidia-smi memory.total) [GiB, 2**30 bytes]; when absent the memory model reads hbm_gb as GiB less "
@@ -55,10 +73,10 @@ class Accelerator(Entry):
     scaleup_bw_GBps_per_dir: LinkRate = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]"
     )
-    tdp_w: Annotated[float, Field(gt=0.0, le=MAX_POWER_W)] = Field(
+    tdp_w: Annotated[float, Field(ge=MIN_POWER_W, le=MAX_POWER_W)] = Field(
         description="thermal design power of the accelerator [W]"
     )
-    idle_w: Positive | None = Field(default=None, description="idle power [W]")
+    idle_w: Annotated[float, Field(gt=0.0, le=MAX_POWER_W)] | None = Field(default=None, description="idle power [W]")
     compute_units: PosInt | None = Field(
         default=None, description="streaming multiprocessors / AI cores, for wave quantisation"
     )
@@ -109,7 +127,7 @@ class Accelerator(Entry):
     gemm_output_exposed: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(
         default=None,
         description="share of a GEMM's output write that is not hidden behind its K loop [-]: 1 when every "
-        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0",
+        "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0 (calibration)",
     )
     host_dispatch_us: NonNegative | None = Field(
         default=None,
@@ -171,6 +189,7 @@ class Accelerator(Entry):
         "gemm_overlap_exponent",
         "gemm_splitk_us",
         "gemm_wave_weight",
+        "gemm_output_exposed",
         "host_dispatch_us",
         "sustained_compute_fraction",
     )
@@ -182,6 +201,8 @@ class Accelerator(Entry):
         missing = set(self.dense_tflops) - set(self.matmul_efficiency)
         if missing:
             raise ValueError(f"matmul_efficiency lacks dtypes {sorted(missing)} that dense_tflops lists")
+        if self.idle_w is not None and self.idle_w >= self.tdp_w:
+            raise ValueError(f"idle_w ({self.idle_w:g} W) must be below tdp_w ({self.tdp_w:g} W)")
         return self
 
 
@@ -201,7 +222,7 @@ class Interconnect(Entry):
     in_network_reduction: bool = Field(
         default=False, description="the fabric's switches can reduce (NVLink SHARP, IB SHARP)"
     )
-    transceiver_w: Positive | None = Field(
+    transceiver_w: Annotated[float, Field(gt=0.0, le=MAX_POWER_W)] | None = Field(
         default=None, description="power of one optical transceiver module at one link end [W]; none for copper"
     )
     inr_efficiency: Fraction | None = Field(
@@ -215,11 +236,31 @@ class Interconnect(Entry):
         description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
         "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
     )
-    inr_tree_head_busbw_GBps: tuple[Positive, Positive] | None = Field(
+    inr_tree_head_busbw_GBps: tuple[LinkRate, LinkRate] | None = Field(
         default=None,
         description="all-reduce busbw one head (a GPU with its NIC) sustains in the in-network-reduction + tree "
         "all-reduce across scale-up domains (NCCL's NVLS_TREE), on two domains and on three or more [GB/s]; "
         "none: no such limit (calibration)",
+    )
+    collective_base_latency_us: NonNegative | None = Field(
+        default=None,
+        description="fixed latency of one collective on top of its per-step latencies (NCCL's baseLat of the "
+        "ring/tree LL128 protocol whose per-step latency software_overhead_us is) [us]; none: 0",
+    )
+    ll_latency_us: tuple[NonNegative, NonNegative] | None = Field(
+        default=None,
+        description="fixed and per-step latency of the low-latency LL protocol of a ring inside one scale-up "
+        "domain (NCCL's baseLat and hwLat for Ring/LL) [us]; none: the protocol is not modelled",
+    )
+    ll_max_busbw_GBps: Positive | None = Field(
+        default=None,
+        description="busbw cap of the LL protocol inside one domain (NCCL's llMaxBws, single node) [GB/s]; LL "
+        "also moves at most half of the ring bandwidth (8-byte lines carry 4 bytes of data)",
+    )
+    inr_latency_us: NonNegative | None = Field(
+        default=None,
+        description="latency of the in-network-reduction all-reduce inside a domain (NCCL's hwLat for "
+        "NVLS/Simple) [us], replacing two scale-up steps; none: two steps",
     )
 
     _calibrations: ClassVar[tuple[str, ...]] = (
@@ -228,6 +269,10 @@ class Interconnect(Entry):
         "inr_efficiency",
         "alltoall_efficiency",
         "inr_tree_head_busbw_GBps",
+        "collective_base_latency_us",
+        "ll_latency_us",
+        "ll_max_busbw_GBps",
+        "inr_latency_us",
     )
 
     @model_validator(mode="after")
@@ -242,8 +287,10 @@ class Switch(Entry):
 
     fabric: str = Field(description="interconnect id the switch speaks")
     ports: PosInt = Field(description="logical ports at port_gbps (radix)")
-    port_gbps: Positive = Field(description="rate of one logical port [Gb/s] per direction")
-    power_w: Positive = Field(description="typical power without transceivers [W]")
+    port_gbps: LinkRate = Field(description="rate of one logical port [Gb/s] per direction")
+    power_w: Annotated[float, Field(ge=MIN_POWER_W, le=MAX_POWER_W)] = Field(
+        description="typical power without transceivers [W]"
+    )
 
 
 class System(Entry):
@@ -302,19 +349,19 @@ class System(Entry):
         "every NIC of the group's accelerators (calibration)",
     )
     unit_gpus: BlockGpus = Field(description="accelerators in one purchasable unit (server, rack or supernode)")
-    unit_power_kw: Positive = Field(
+    unit_power_kw: Annotated[float, Field(ge=MIN_UNIT_POWER_KW, le=MAX_UNIT_POWER_KW)] = Field(
         description="IT power of one unit at full load [kW], incl. hosts, NICs and scale-up switches"
     )
     gpus_per_rack: BlockGpus = Field(
         description="accelerators per rack, averaged over compute and in-domain network racks"
     )
     cooling: Literal["air", "liquid"] = Field(description="selects the facility's PUE default")
-    host_memory_gib_per_node: Positive | None = Field(
+    host_memory_gib_per_node: Annotated[float, Field(ge=MIN_HBM_GB, le=MAX_HOST_MEMORY_GIB)] | None = Field(
         default=None,
         description="host DDR/LPDDR per node [GiB, 2**30 bytes]: datasheets' 'TB'/'GB' of DRAM are binary "
         "(JEDEC JESD100B.01), so a '2 TB' server of 32 x 64 GB DIMMs holds 2,048 GiB",
     )
-    host_link_GBps_per_gpu: Positive | None = Field(
+    host_link_GBps_per_gpu: LinkRate | None = Field(
         default=None, description="accelerator <-> host memory bandwidth per accelerator [GB/s per direction]"
     )
     host_link_kind: Literal["pcie", "nvlink-c2c"] = Field(
@@ -326,8 +373,10 @@ class System(Entry):
         "system's host CPU over that on the x86 servers the stacks' kernel_launch_us was measured on [-]; "
         "scales kernel_launch_us; absent: 1, an x86 host (calibration)",
     )
-    pooled_memory_tb: Positive | None = Field(default=None, description="memory pool shared by a domain (CXL) [TB]")
-    pooled_memory_GBps_per_gpu: Positive | None = Field(
+    pooled_memory_tb: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_CAPACITY_TB)] | None = Field(
+        default=None, description="memory pool shared by a domain (CXL) [TB]"
+    )
+    pooled_memory_GBps_per_gpu: LinkRate | None = Field(
         default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
     )
     pooled_memory_nodes: PosInt | None = Field(
@@ -337,11 +386,13 @@ class System(Entry):
     pooled_memory_latency_ns: Positive | None = Field(
         default=None, description="load latency of the pooled memory [ns]"
     )
-    nvme_tb_per_node: Positive | None = Field(default=None, description="local NVMe per node [TB]")
-    nvme_read_GBps_per_node: Positive | None = Field(
+    nvme_tb_per_node: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_CAPACITY_TB)] | None = Field(
+        default=None, description="local NVMe per node [TB]"
+    )
+    nvme_read_GBps_per_node: StorageRate | None = Field(
         default=None, description="aggregate sequential read bandwidth of the local NVMe drives of a node [GB/s]"
     )
-    storage_write_GBps_per_node: Positive | None = Field(
+    storage_write_GBps_per_node: StorageRate | None = Field(
         default=None, description="checkpoint write bandwidth per node [GB/s]"
     )
     # -- reliability and deployment (issue 8) ------------------------------------------------
@@ -415,11 +466,17 @@ class Storage(Entry):
         description="POSIX parallel file system or object store"
     )
     unit: str = Field(min_length=3, description="what one unit is (a 2U appliance, 1 TiB provisioned, ...)")
-    capacity_tb_per_unit: Positive = Field(description="usable capacity of one unit [TB, 1e12 bytes]")
-    read_GBps_per_unit: Positive = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
-    write_GBps_per_unit: Positive = Field(description="sustained sequential write bandwidth of one unit [GB/s]")
-    read_iops_per_unit: Positive = Field(description="random read operations per second of one unit [1/s]")
-    iops_io_kib: Positive = Field(default=4.0, description="I/O size the IOPS figure is stated at [KiB]")
+    capacity_tb_per_unit: Annotated[float, Field(ge=MIN_CAPACITY_TB)] = Field(
+        description="usable capacity of one unit [TB, 1e12 bytes]"
+    )
+    read_GBps_per_unit: StorageRate = Field(description="sustained sequential read bandwidth of one unit [GB/s]")
+    write_GBps_per_unit: StorageRate = Field(description="sustained sequential write bandwidth of one unit [GB/s]")
+    read_iops_per_unit: Annotated[float, Field(ge=1.0)] = Field(  # floor: one operation a second
+        description="random read operations per second of one unit [1/s]"
+    )
+    iops_io_kib: Annotated[float, Field(ge=0.5)] = Field(  # floor: one 512-byte sector
+        default=4.0, description="I/O size the IOPS figure is stated at [KiB]"
+    )
     power_w_per_unit: NonNegative = Field(
         description="typical power of one unit [W] (0 for a cloud service, whose power is in its price)"
     )

@@ -23,6 +23,8 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -30,7 +32,18 @@ import pyarrow as pa
 from hnplan.catalog.schemas import Model, System
 from hnplan.compute import RECOMPUTE_MODES
 from hnplan.compute.layout import split_rules
-from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES, check_knobs, valid_mask
+from hnplan.errors import PlanRuleError
+from hnplan.planning.training.plan import (
+    PLAN_FIELDS,
+    ZERO_STAGES,
+    ParallelPlan,
+    check_knobs,
+    valid_mask,
+    validate_plan,
+)
+
+if TYPE_CHECKING:
+    from hnplan.planning.training.components import Job
 
 MAX_CP = 32
 MICROBATCH_SIZES = (1, 2, 4, 8)
@@ -166,3 +179,61 @@ def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray
     """A string column of ``names[codes]`` (pandas' default string dtype), built from its dictionary."""
     dictionary = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.large_string()))
     return pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))
+
+
+def explain_empty(job: Job, fixed: dict) -> NoReturn:
+    """Say why no candidate divides: the rule the pinned degrees of ``fixed`` break, or, when they break none (or
+    none are pinned), what a plan must divide and what to change (:func:`divisibility_hint`).
+
+    Raises
+    ------
+    PlanRuleError
+        Always (the message as above).
+    """
+    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
+    if degrees:
+        base: dict[str, Any] = dict(
+            tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none"
+        )
+        base.update(fixed)
+        if "dp" not in fixed:
+            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
+        validate_plan(
+            job.model,
+            job.gpus,
+            ParallelPlan(**base),
+            job.global_batch_seqs,
+            job.seq_len,
+            balanced_ends=job.choices.pipeline_balanced_ends,
+        )
+    raise PlanRuleError(
+        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
+        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
+        f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
+        f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
+        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
+        f"{divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
+    )
+
+
+def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> str:
+    """What to change when no layout divides: more factors of two in the count, or, where the count's odd
+    factor cannot leave it (every count of a 72-GPU rack has the factor 9), a batch data parallelism can
+    split by it.
+
+    >>> divisibility_hint(144, 2048, 72, "gb200-nvl72")
+    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences (a multiple of 144)'
+    >>> divisibility_hint(40, 2048, 8, "hgx-h100-ib-ndr")
+    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences (a multiple of 40)'
+    """
+    odd = gpus // (gpus & -gpus)  # the count's odd part
+    if odd == 1 or batch % odd == 0:
+        return "try a GPU count with more factors of two"
+    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus})"
+    unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
+    if unit_odd > 1 and odd % unit_odd == 0:
+        return (
+            f"every count of {system_id} has the factor {unit_odd} (units of {unit_gpus} GPUs): try a batch with "
+            f"that factor, {batch_hint}"
+        )
+    return f"try a GPU count with more factors of two, or a batch with the factor {odd}, {batch_hint}"

@@ -137,11 +137,11 @@ class Job:
     @cached_property
     def kernel_acc(self) -> Accelerator:
         """The accelerator the step's kernels are timed on: at the clock its power limit sustains
-        (:func:`hnplan.compute.clocks.sustained_accelerator`), unless the stack's GEMM efficiency for it
-        was measured in training (which holds that clock already); ``acc`` keeps the datasheet peak for MFU."""
-        if self.stack is not None and self.acc.id in (self.stack.matmul_efficiency or {}):
-            return self.acc
-        return sustained_accelerator(self.acc)
+        (:func:`hnplan.compute.clocks.sustained_accelerator`); GEMMs of the dtypes whose efficiency the
+        stack measured in training keep that rate (it holds the clock already), attention and the other
+        compute terms take the fraction; ``acc`` keeps the datasheet peak for MFU."""
+        held = (self.stack.matmul_efficiency or {}).get(self.acc.id, {}) if self.stack is not None else {}
+        return sustained_accelerator(self.acc, held_gemm_dtypes=held)
 
     def group(self, size: int, stride: int) -> GroupPlacement:
         """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""

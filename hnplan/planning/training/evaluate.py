@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
 import numpy as np
 import pandas as pd
 
@@ -12,11 +10,11 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import StackChoices
 from hnplan.compute import peak_flops_per_s
-from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
-from hnplan.planning.training.candidates import candidate_frame
+from hnplan.planning.training.candidates import candidate_frame, explain_empty
 from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
@@ -300,7 +298,7 @@ def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
             if allowed is not None and knob not in fixed:
                 cands = cands[cands[knob].isin(allowed)].reset_index(drop=True)
     if cands.empty:
-        _explain_empty(job, fixed)
+        explain_empty(job, fixed)
     return cands
 
 
@@ -482,55 +480,3 @@ def best_plan(
         overrides=overrides,
     )
     return search_best(job, fixed, top)
-
-
-def _explain_empty(job: c.Job, fixed: dict) -> NoReturn:
-    """Raise PlanRuleError naming the rule the pinned degrees break, or, when they break none (or
-    none are pinned), saying that no combination divides."""
-    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
-    if degrees:
-        base: dict[str, Any] = dict(
-            tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none"
-        )
-        base.update(fixed)
-        if "dp" not in fixed:
-            base["dp"] = max(job.gpus // (base["tp"] * base["pp"] * base["cp"]), 1)
-        validate_plan(
-            job.model,
-            job.gpus,
-            ParallelPlan(**base),
-            job.global_batch_seqs,
-            job.seq_len,
-            balanced_ends=job.choices.pipeline_balanced_ends,
-        )
-    raise PlanRuleError(
-        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
-        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
-        f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
-        f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
-        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
-        f"{_divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
-    )
-
-
-def _divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> str:
-    """What to change when no layout divides: more factors of two in the count, or, where the count's odd
-    factor cannot leave it (every count of a 72-GPU rack has the factor 9), a batch data parallelism can
-    split by it.
-
-    >>> _divisibility_hint(144, 2048, 72, "gb200-nvl72")
-    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences (a multiple of 144)'
-    >>> _divisibility_hint(40, 2048, 8, "hgx-h100-ib-ndr")
-    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences (a multiple of 40)'
-    """
-    odd = gpus // (gpus & -gpus)  # the count's odd part
-    if odd == 1 or batch % odd == 0:
-        return "try a GPU count with more factors of two"
-    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus})"
-    unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
-    if unit_odd > 1 and odd % unit_odd == 0:
-        return (
-            f"every count of {system_id} has the factor {unit_odd} (units of {unit_gpus} GPUs): try a batch with "
-            f"that factor, {batch_hint}"
-        )
-    return f"try a GPU count with more factors of two, or a batch with the factor {odd}, {batch_hint}"

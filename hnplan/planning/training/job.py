@@ -85,15 +85,16 @@ def job_links(links: SystemLinks, choices: StackChoices) -> SystemLinks:
     return replace(links, scaleup=replace(links.scaleup, inr_efficiency=None))
 
 
-def _kernel_clock(acc, stack_measured: bool) -> str:
-    """Where the clock the step's kernels are timed at comes from (:attr:`Job.kernel_acc`)."""
-    if stack_measured:
-        return "the stack's in-training GEMM efficiency (its clock included)"
+def _kernel_clock(acc, held_dtypes=()) -> str:
+    """Where the clock the step's kernels are timed at comes from (:attr:`Job.kernel_acc`); ``held_dtypes``:
+    the GEMM dtypes whose efficiency the stack measured in training (its clock included)."""
+    held = f"; {'/'.join(sorted(held_dtypes))} GEMMs at the stack's in-training efficiency (its clock included)"
+    held = held if held_dtypes else ""
     f = acc.sustained_compute_fraction
     if f is None or f == 1.0:
-        return f"accelerator {acc.id}: short-run (boost-clock) rates, no sustained measurement"
+        return f"accelerator {acc.id}: short-run (boost-clock) rates, no sustained measurement{held}"
     how = "measured" if "sustained_compute_fraction" in acc.field_sources else "assumed"
-    return f"accelerator {acc.id}: {f} of the short-run compute rate at its power-limited clock ({how})"
+    return f"accelerator {acc.id}: {f} of the short-run compute rate at its power-limited clock ({how}){held}"
 
 
 def make_job(
@@ -166,9 +167,7 @@ def make_job(
         provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
     else:
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
-    provenance["kernel_clock"] = _kernel_clock(
-        acc, stack_measured=st is not None and acc.id in (st.matmul_efficiency or {})
-    )
+    provenance["kernel_clock"] = _kernel_clock(acc, (st.matmul_efficiency or {}).get(acc.id, {}) if st else ())
     if st is not None and acc.id in (st.attention_efficiency or {}):
         provenance["attention_efficiency"] = f"stack {st.id} (its attention kernel)"
     if st is not None:

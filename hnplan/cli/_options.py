@@ -1,0 +1,65 @@
+"""Checks of a sub-command's parsed options, and planner messages put in the user's words: the option's flag
+(``--seq-len``), not the planner's parameter name (``seq_len``)."""
+
+from __future__ import annotations
+
+import re
+
+from hnplan.errors import InputError
+
+
+def _option_name(ctx, name: str) -> str:
+    for p in ctx.command.params:
+        if p.name == name:
+            return max(getattr(p, "opts", None) or ["--" + name.replace("_", "-")], key=len)
+    return name
+
+
+#: the largest whole number a float64 holds exactly (9.0e15); a larger count (``--global-batch-size 1e23``)
+#: overflows numpy's 64-bit integers in the planners, and no count of GPUs, jobs or tokens comes near it
+MAX_COUNT = 2**53
+
+
+def check_finite(ctx) -> None:
+    """Refuse ``inf`` and ``nan`` in every float option of the running sub-command (click's ``min=``/``max=``
+    ranges let them through), and whole numbers beyond :data:`MAX_COUNT` in every integer option but a
+    random seed: one :class:`InputError` naming the option."""
+    import math
+
+    for name, value in ctx.params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise InputError(f"{_option_name(ctx, name)} must be a finite number; got {v}")
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_COUNT and name != "seed":
+                raise InputError(f"{_option_name(ctx, name)} must be at most 2**53 = {MAX_COUNT:.2g}; got {v:.3g}")
+
+
+def name_option(ctx, text: str) -> str:
+    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
+    the user typed (``--recompute must be one of ...``) when the running command has that option and it
+    holds the refused value; any other message unchanged.
+
+    >>> from types import SimpleNamespace as NS
+    >>> option = NS(name="recompute", opts=["--recompute"])
+    >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
+    >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
+    "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
+    >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
+    "--seq-len 200000 exceeds the model's maximum sequence length 131072"
+    """
+    if ctx is None:
+        return text
+    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
+    if m is not None:
+        name, given = m.group(1).replace(" ", "_"), m.group(2)
+    else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
+        m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
+        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
+            return text
+        name, given = m.group(1), repr(ctx.params[m.group(1)])
+    if name not in ctx.params or repr(ctx.params[name]) != given:
+        return text
+    flag = _option_name(ctx, name)
+    return text if flag == name else flag + text[len(m.group(1)) :]

@@ -1,0 +1,75 @@
+"""All-reduce at 1-16 MiB inside one NVLink node: NCCL's protocol latencies (src/graph/tuning.cc) and the
+published 8 x H100 NCCL curve (ByteDance-Seed/Triton-distributed issue 57; data/reference/comm_at_scale.csv
+rows td57_*)."""
+
+import pytest
+
+from hnplan.comm.algorithms import best_time, collective
+from hnplan.comm.placement import place_group
+from hnplan.validation.comm_mid_size import mid_size_rows
+
+MiB = 2.0**20
+B_U = 450e9 * 0.82  # NVLink 4 ring bandwidth per direction (nccl-tests issue 212 calibration)
+A_U = 2.4e-6  # 1.9 us (NCCL hwLat Ring/LL128) + 2 links x 100 ns + 1 switch x 300 ns
+
+
+def _group(cat, system="hgx-h100-ib-ndr", gpus=8, **update):
+    s = cat.system(system)
+    if update:
+        s = s.model_copy(update=update)
+    return place_group(cat.design(s), gpus, 1, gpus)
+
+
+def test_ring_is_the_faster_of_ll_and_ll128(cat):
+    g = _group(cat)
+    # 1 MiB on 8 GPUs: LL 6.6 + 14 x 0.6 us + 1.75 x 2^20 / 141 GB/s (llMaxBws Hopper, under B_u/2 = 184.5)
+    # = 15.0 + 13.01 = 28.01 us; LL128 14 + 14 x 2.4 us + 1.75 x 2^20 / 369 GB/s = 47.6 + 4.97 = 52.57 us
+    ll = 6.6e-6 + 14 * 0.6e-6 + 1.75 * MiB / 141e9
+    ll128 = 14e-6 + 14 * A_U + 1.75 * MiB / B_U
+    t = float(collective("allreduce", MiB, g, "ring").time_s[0])
+    assert t == pytest.approx(min(ll, ll128), rel=1e-9) and t == pytest.approx(28.01e-6, abs=0.01e-6)
+    # 16 MiB: LL 15 + 208.2 us; LL128 47.6 + 79.6 = 127.2 us
+    t16 = float(collective("allreduce", 16 * MiB, g, "ring").time_s[0])
+    assert t16 == pytest.approx(14e-6 + 14 * A_U + 1.75 * 16 * MiB / B_U, rel=1e-9)
+
+
+def test_nvls_pays_ncclS_25_us(cat):
+    g = _group(cat)
+    # 8 MiB: 25 us + 9/8 x 8 MiB / (369 GB/s x 0.85) = 25 + 30.08 = 55.08 us
+    t = float(collective("allreduce", 8 * MiB, g, "inr").time_s[0])
+    assert t == pytest.approx(25e-6 + 9 / 8 * 8 * MiB / (B_U * 0.85), rel=1e-9)
+    assert t == pytest.approx(55.08e-6, abs=0.01e-6)
+
+
+def test_tuner_inside_a_node_weighs_ncclS_algorithms_only(cat):
+    g = _group(cat)
+    r = collective("allreduce", [MiB, 4 * MiB], g)
+    assert list(r.algorithm) == ["ring", "inr"]  # LL ring below about 1 MiB, NVLS above
+    assert best_time("allreduce", 4 * MiB, g) == (pytest.approx(float(r.time_s[1]), rel=1e-12), "inr")
+    off = _group(cat, scaleup_in_network_reduction=False)
+    assert str(collective("allreduce", 8 * MiB, off).algorithm[0]) == "ring"
+    # halving-doubling stays available when forced: 14 + 3 x 2 x 2.4 us + 1.75 x 8 MiB / B_u
+    rhd = float(collective("allreduce", 8 * MiB, off, "rhd").time_s[0])
+    assert rhd == pytest.approx(14e-6 + 6 * A_U + 1.75 * 8 * MiB / B_U, rel=1e-9)
+
+
+def test_fabrics_without_ncclS_constants_are_unchanged(cat):
+    # CloudMatrix 384's Unified Bus carries no NCCL protocol constants: no fixed latency, no LL, rhd stays a
+    # tuner choice inside the supernode
+    g = _group(cat, "cloudmatrix-384", 16)
+    assert g.domains == 1 and g.up.base_latency_s == 0.0 and g.up.ll_latency_s is None
+    t = collective("allreduce", 8 * MiB, g, "rhd").time_s[0]
+    assert t == pytest.approx(2 * 4 * g.up.alpha_s + 2 * 15 / 16 * 8 * MiB / g.up.bw_Bps, rel=1e-9)
+
+
+def test_mid_size_rows_predict_the_ring_curve_within_15_percent(cat):
+    rows = mid_size_rows(cat)
+    assert len(rows) == 20
+    pred = {r.case: r for r in rows if r.role == "prediction"}
+    assert len(pred) == 9 and all(r.within for r in pred.values())
+    # 8 x H100 at 1 / 4 / 8 / 16 MiB (us): 32.4, 59.4, 90.5, 135.7; hnplan with NVLS off 28.0, 67.1, 87.4, 127.2
+    got = sorted((r.published, round(r.predicted, 1)) for r in pred.values() if r.case.startswith("8 x"))
+    assert got == [(32.42, 28.0), (59.43, 67.1), (90.51, 87.4), (135.68, 127.2)]
+    # 6 x H100 at 1 MiB: LL, 6.6 + 10 x 0.6 us + (10/6) x 2^20 / 141 GB/s = 12.6 + 12.39 = 25.0 us (published 25)
+    six = next(r for r in pred.values() if r.case.startswith("6 x H100, all-reduce 1 MiB"))
+    assert six.predicted == pytest.approx(6.6 + 10 * 0.6 + 10 / 6 * 2**20 / 141e9 * 1e6, rel=1e-9)
