@@ -369,7 +369,9 @@ class ServingEngine(Entry):
     one data-parallel attention rank with expert parallelism) below what the KV cache holds;
     ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
     prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
-    sampling, input preparation) that the engine does not overlap with the forward pass.
+    sampling, input preparation) that the engine does not overlap with the forward pass. ``nccl_nvls``
+    false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
+    needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
     """
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
@@ -396,6 +398,11 @@ class ServingEngine(Entry):
         default_factory=dict,
         description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
         "(de)quantisation not fused into the kernels [-]; absent: 0",
+    )
+    nccl_nvls: bool = Field(
+        default=True,
+        description="the engine's NCCL may reduce in the scale-up switches (NVLink SHARP) where the system "
+        "enables it; false: NCCL_NVLS_ENABLE=0 or NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem)",
     )
     cuda_graph_batch_sizes: list[PosInt] = Field(
         default_factory=list,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from hnplan import units
@@ -148,8 +148,13 @@ class Setup:
 
     @cached_property
     def links(self) -> SystemLinks:
-        """Per-rank links of a job of the replica's accelerators (:func:`hnplan.comm.system_links`)."""
-        return system_links(self.design, gpus=self.replica.gpus)
+        """Per-rank links of a job of the replica's accelerators (:func:`hnplan.comm.system_links`); with an
+        engine whose NCCL runs without NVLS (``nccl_nvls`` false) the scale-up tier has no in-network
+        reduction, so a TP all-reduce inside an NVLink domain runs on NCCL's rings and trees."""
+        links = system_links(self.design, gpus=self.replica.gpus)
+        if self.engine is None or self.engine.nccl_nvls or links.scaleup.inr_efficiency is None:
+            return links
+        return replace(links, scaleup=replace(links.scaleup, inr_efficiency=None))
 
     @cached_property
     def placements(self) -> dict[str, GroupPlacement | None]:
