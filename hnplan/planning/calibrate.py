@@ -112,7 +112,10 @@ class _RunModel:
                     scaleout=replace(lk.scaleout, bw_Bps=lk.scaleout.bw_Bps * s_out),
                 )
                 upd["_groups"] = {}  # placements hold the links: place again
-            df = evaluate_plans(replace(job, **upd) if upd else job, self.candidates)
+            trial = replace(job, **upd) if upd else job
+            if upd:
+                _share_memo(job, trial, links="links" in upd, choices="choices" in upd)
+            df = evaluate_plans(trial, self.candidates)
             row = df.loc[df["step_time_s"].idxmin()].copy()
             row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / self.run.gpus
             self._memo[key] = row
@@ -120,6 +123,19 @@ class _RunModel:
 
     def predict(self, values: dict[str, float], link_scales: dict) -> float:
         return float(self.best(values, link_scales)[self.run.metric])
+
+
+def _share_memo(job, trial, links: bool, choices: bool) -> None:
+    """Hand ``trial`` (``job`` with fitted values) the parts of ``job.memo`` that do not depend on what
+    changed, so that a trial does not redo them: the collective times (functions of the message, the
+    group's placement and the links only: kept unless the links are scaled) and the activation-memory
+    tables (functions of the model, the plan and the stack choices: kept unless a choice is fitted). The
+    entries are shared dicts (``job``'s ranking made them): what one trial adds, the next ones read. Kernel
+    times are not shared: they depend on the GEMM efficiency (``stage_compute.part_times`` keys them on the
+    accelerator)."""
+    for key, entry in job.memo.items():
+        if (not links and isinstance(key, tuple) and key[0] == "collective_s") or (not choices and key == "memory"):
+            trial.memo[key] = entry
 
 
 def _candidates(models: list[_RunModel], stack: SoftwareStack) -> list[Parameter]:

@@ -12,6 +12,8 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
   candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
   :func:`search_best`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
   ids and build the job once.
+* :mod:`.prune`: the compute-only lower bound on step time with which :func:`search_best` evaluates
+  fully only the candidates that could win (the same answer as a full ranking).
 
 See docs/training.md.
 """

@@ -315,7 +315,12 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     InfeasiblePlan
         If no candidate obeys the rules (a :class:`PlanRuleError`) or none fits in memory.
     """
-    df = evaluate_plans(job, _search_candidates(job, fixed))
+    from hnplan.planning.training import prune  # built on this module's evaluator
+
+    cands = _search_candidates(job, fixed)
+    if prune.prunable(job) and len(cands) > prune.PRUNE_FROM:
+        return prune.search_pruned(job, cands, top)
+    df = evaluate_plans(job, cands)
     fits = df["fits"].to_numpy(dtype=bool)
     searched, feasible = len(df), int(fits.sum())
     if not feasible:

@@ -1,0 +1,109 @@
+"""Pruning of the best-plan search (:func:`hnplan.planning.training.search_best`): a lower bound on each
+candidate's step time from its compute alone, so that the full evaluation (collectives, pipeline bubble,
+data-parallel overlap) runs only on the candidates that could still be among the fastest.
+
+The bound follows from the step of :func:`hnplan.planning.training.evaluate_plans`,
+``step = (m + (p - 1) / v) t_mb + t_dp + t_opt + t_offload``, where ``t_mb`` is the slowest stage's compute
+plus its exposed TP/CP/EP/PP communication: every communication part is non-negative
+(:func:`hnplan.planning.training.components.overlapped_comm` hides at most the whole transfer), so
+``t_mb >= max over stages of the stage's compute`` and ``step >= (m + (p - 1) / v) max_stage t_comp``.
+Under DualPipe the bubble is another expression (arXiv:2412.19437 Table 2), so the bound keeps only
+``m max_stage t_comp``. Pruning is exact: a pruned candidate's step time is above a step time some
+evaluated candidate reaches, so the search returns the same plans, in the same order, as a full one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.errors import InfeasiblePlan
+from hnplan.planning.training import components as c
+from hnplan.planning.training import evaluate as ev
+
+#: relative slack on the bound, so that rounding in the sum of the step's parts never prunes a tie
+BOUND_SLACK = 1e-9
+PRUNE_FROM = 2000  # candidates from which search_best prunes (below that one evaluation is cheaper)
+PRUNE_PROBE = 2048  # fitting candidates of least bound evaluated first, to set the cut
+
+
+def prunable(job: c.Job) -> bool:
+    """Whether the bound applies: ``fits`` is then the HBM test alone (no training offload, no activation
+    offloading, which could make a plan fit after its times are known)."""
+    return job.choices.offload == "none" and not job.choices.cpu_offload_layers
+
+
+def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A lower bound on each candidate's step time [s], its memory per GPU [bytes] and whether it fits.
+
+    Parameters
+    ----------
+    job : Job
+    plans : Columns
+        The plan table of :func:`hnplan.planning.training.evaluate._plan_columns` (with ``num_microbatches``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(bound_s, memory_per_gpu_bytes, fits)``, one entry per candidate.
+    """
+    stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
+    t_comp = np.max(stages[:, 0, :], axis=0)
+    m = np.asarray(plans["num_microbatches"], dtype=float)
+    if job.choices.pipeline_schedule == "dualpipe":
+        bound = m * t_comp
+    else:
+        pp, v = np.asarray(plans["pp"], dtype=float), np.asarray(plans["virtual_stages"], dtype=float)
+        bound = (m + (pp - 1) / v) * t_comp
+    mem = np.asarray(c.memory_per_gpu(job, plans)["total_bytes"], dtype=float)
+    return bound * (1.0 - BOUND_SLACK), mem, mem <= c.hbm_bytes(job.acc)
+
+
+def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
+    """:func:`~hnplan.planning.training.search_best` with the bound of :func:`step_lower_bound` (the same
+    plans, the same counts): the :data:`PRUNE_PROBE` (at least ``top``) fitting candidates of least bound
+    are evaluated; a candidate whose bound exceeds the ``top``-th step time among them cannot be among the
+    ``top`` fastest; the fitting ones left below it are evaluated too, and all ranked by step time, ties in
+    candidate order.
+
+    Parameters
+    ----------
+    job : Job
+    cands : pandas.DataFrame
+        The search's candidates (``evaluate._search_candidates``).
+    top : int
+
+    Returns
+    -------
+    tuple
+        ``(list of TrainingEstimate, searched, feasible)`` as :func:`~hnplan.planning.training.search_best`.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If no candidate fits in memory (the message of the full search).
+    """
+    _, plans = ev._plan_columns(job, cands)
+    bound, mem, fits = step_lower_bound(job, plans)
+    searched, feasible = len(cands), int(fits.sum())
+    if not feasible:
+        raise InfeasiblePlan(
+            f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
+            f"({searched} candidates searched; the smallest needs "
+            f"{units.to_GiB(float(mem.min())):.1f} GiB per GPU)"
+        )
+    rows = np.flatnonzero(fits)
+    order = np.argsort(bound[rows], kind="stable")
+    n_probe = max(PRUNE_PROBE, top)
+    probe = np.sort(rows[order[:n_probe]])
+    frames = [ev.evaluate_plans(job, cands.iloc[probe])]
+    cut = np.sort(frames[0]["step_time_s"].to_numpy())[min(top, len(probe)) - 1]
+    rest = np.sort(rows[order[n_probe:]])
+    rest = rest[bound[rest] <= cut]  # the others are slower than ``top`` evaluated plans
+    if len(rest):
+        frames.append(ev.evaluate_plans(job, cands.iloc[rest]))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+    at = np.concatenate([probe, rest])  # each row's place among the candidates: ties go to the earlier
+    best = np.lexsort((at, df["step_time_s"].to_numpy()))[:top]
+    return [ev.estimate_from_row(job, df.iloc[i]) for i in best], searched, feasible
