@@ -50,8 +50,12 @@ def test_matches_reference_table(cat, mid, published):
 def test_weights_at_serving_dtypes(cat):
     m = cat.model("llama3.1-8b")
     assert units.to_GiB(weight_bytes_per_gpu(m)) == pytest.approx(14.96, abs=0.005)
-    assert weight_bytes_per_gpu(m, "fp8") == weight_bytes_per_gpu(m) / 2
-    assert weight_bytes_per_gpu(m, "int4") == weight_bytes_per_gpu(m) / 4
+    # Below 2 bytes the embedding and the LM head (128,256 x 4,096 each) stay bf16, the rest quantised:
+    # fp8 = (8,030,261,248 - 1,050,673,152) x 1 + 1,050,673,152 x 2 = 9,080,934,400 bytes
+    vocab = 2 * 128256 * 4096
+    assert weight_bytes_per_gpu(m, "fp8") == (8030261248 - vocab) * 1 + vocab * 2 == 9080934400
+    assert weight_bytes_per_gpu(m, "int4") == (8030261248 - vocab) * 0.5 + vocab * 2
+    assert weight_bytes_per_gpu(m, "fp8", tp=4) == weight_bytes_per_gpu(m, "fp8") / 4
     assert weight_bytes_per_gpu(m, tp=4) == weight_bytes_per_gpu(m) / 4
     with pytest.raises(InputError, match="int4"):
         weight_bytes_per_gpu(m, "fp64")

@@ -211,7 +211,10 @@ def _once_ops(
     logits_tokens = tokens if phase == "train" else batch  # inference: logits of the last token only
     t_norm = tokens / tp if (phase == "train" and sequence_parallel) else logits_tokens  # tp = 1: tokens
     lm_head = _gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, wb)
-    if wb < ACT_BYTES and phase == "train":  # the LM head stays bf16 in fp8 training (hnplan.compute.fp8_recipes)
+    # The LM head stays bf16 under low-precision weights: in fp8 training (hnplan.compute.fp8_recipes) and
+    # in serving checkpoints, which quantise only the linear layers inside the transformer blocks
+    # (hnplan.memory.inference.weight_bytes_per_gpu gives the sources).
+    if wb < ACT_BYTES:
         lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
     head = [norm_op("final_norm", "head", t_norm * h, kernels, NORM_FLOPS), lm_head]
     if phase == "train":

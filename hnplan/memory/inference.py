@@ -61,16 +61,28 @@ def kv_cache_bytes_per_token(model: Model, kv_dtype: str = "bf16", tp: int = 1) 
 
 
 def weight_bytes_per_gpu(model: Model, dtype: str = "bf16", tp: int = 1, ep: int = 1) -> float:
-    """Weights of a serving replica on one accelerator [bytes]: every parameter at ``dtype``, split
+    """Weights of a serving replica on one accelerator [bytes]: the parameters at ``dtype``, split
     over ``tp``; routed experts over ``tp x ep``.
 
+    Below 2 bytes (fp8, int8, int4, fp4) the token embedding and the LM head stay in bf16: low-precision
+    serving checkpoints quantise the weights of the linear layers inside the transformer blocks only
+    (NVIDIA's ModelOpt checkpoints, e.g. the Hugging Face model cards of nvidia/Llama-3.1-405B-Instruct-FP8
+    and -FP4: "Only the weights and activations of the linear operators within transformers blocks are
+    quantized", their ``hf_quant_config.json`` listing ``lm_head`` under ``exclude_modules``; DeepSeek-V3's
+    FP8 release keeps ``embed`` and ``head`` in bf16, deepseek-ai/DeepSeek-V3 inference/model.py).
+
     >>> from hnplan.catalog import load_catalog
-    >>> round(weight_bytes_per_gpu(load_catalog().model("llama3.1-8b")) / 2**30, 2)   # GiB
+    >>> m = load_catalog().model("llama3.1-8b")
+    >>> round(weight_bytes_per_gpu(m) / 2**30, 2)   # GiB
     14.96
+    >>> round((weight_bytes_per_gpu(m, "fp8") - weight_bytes_per_gpu(m) / 2) / 2**30, 3)  # 2 x 128256 x 4096 bytes
+    0.979
     """
     b = _dtype_bytes(dtype, SERVING_DTYPES)
     pc = param_counts(model)
-    return b * ((pc.total - pc.expert_params) / tp + pc.expert_params / (tp * ep))
+    vocab = pc.embedding + pc.lm_head
+    vocab_b = max(b, units.dtype_bytes("bf16"))
+    return b * ((pc.total - vocab - pc.expert_params) / tp + pc.expert_params / (tp * ep)) + vocab_b * vocab / tp
 
 
 def workspace_bytes(model: Model, tokens: int, sequences: int, tp: int = 1) -> float:
