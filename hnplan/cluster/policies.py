@@ -21,6 +21,12 @@ Policies (:data:`POLICIES`):
   whole GPUs, all free capacity if fewer than ``k`` GPUs are whole, else the partly used GPUs' free
   capacity. Multi-node jobs fall back to best-fit (FGD is defined for single-node tasks).
 
+GPU types (optional): ``node_type`` (nodes,) gives each node's GPU model as an index and a request's
+``spec`` a bitmask of the models it accepts (bit ``t`` set: model ``t`` accepted; 0: any model). Every
+policy skips nodes of other models; FGD counts all free GPU capacity of a node as a fragment for the
+task types that cannot use its model, as the paper's simulator does (``NoAccess`` in ``GetNodePodFrag``,
+hkust-adsl/kubernetes-scheduler-simulator ``pkg/utils/frag.go``).
+
 References
 ----------
 .. [1] Q. Weng, L. Yang, Y. Yu, W. Wang, X. Tang, G. Yang, L. Zhang, "Beware of Fragmentation:
@@ -44,20 +50,24 @@ POLICIES = ("first-fit", "best-fit", "topology-aware", "fragmentation-aware")
 @dataclass(frozen=True)
 class Workload:
     """Task types a fragmentation measure is taken against: ``gpus`` (M,), ``milli`` (M,) [milli-GPU],
-    popularity ``p`` (M,) summing to 1, and optionally ``cpu`` (M,) [milli-CPU] and ``mem`` (M,) [MiB]
-    (a node short of either cannot take the type at all)."""
+    popularity ``p`` (M,) summing to 1, optionally ``cpu`` (M,) [milli-CPU] and ``mem`` (M,) [MiB]
+    (a node short of either cannot take the type at all) and ``spec`` (M,) the GPU models each type
+    accepts (bitmask over the node types, 0 = any; a node of another model cannot take it)."""
 
     gpus: np.ndarray
     milli: np.ndarray
     p: np.ndarray
     cpu: np.ndarray | None = None
     mem: np.ndarray | None = None
+    spec: np.ndarray | None = None
 
     @classmethod
-    def from_jobs(cls, gpus, milli, node_gpus: int, cpu=None, mem=None, max_types: int = 48) -> Workload:
+    def from_jobs(cls, gpus, milli, node_gpus: int, cpu=None, mem=None, max_types: int = 48, spec=None) -> Workload:
         """The distribution of single-node task types in a job table (multi-node jobs left out); with
-        ``cpu``/``mem``, those are part of the type (CPU rounded to whole cores, memory to GiB); the
-        ``max_types`` most popular types are kept."""
+        ``cpu``/``mem``, those are part of the type (CPU rounded to whole cores, memory to GiB), and
+        with ``spec`` (per job, bitmask of accepted GPU models, 0 = any) the accepted models are (as
+        the paper's simulator keys its typical pods by GPU type); the ``max_types`` most popular
+        types are kept."""
         g, m = np.asarray(gpus), np.asarray(milli)
         keep = g <= node_gpus
         if not keep.any():
@@ -65,11 +75,25 @@ class Workload:
         cols = [g[keep], m[keep]]
         if cpu is not None:
             cols += [np.round(np.asarray(cpu)[keep], -3), np.round(np.asarray(mem)[keep] / MIB_PER_GIB) * MIB_PER_GIB]
+        if spec is not None:
+            cols.append(np.asarray(spec)[keep])
         pairs, counts = np.unique(np.stack(cols), axis=1, return_counts=True)
         top = np.argsort(-counts, kind="stable")[:max_types]
         pairs, counts = pairs[:, top], counts[top]
         extra = (pairs[2], pairs[3]) if cpu is not None else (None, None)
-        return cls(pairs[0].astype(np.int64), pairs[1].astype(np.int64), counts / counts.sum(), *extra)
+        types = pairs[-1].astype(np.int64) if spec is not None else None
+        return cls(pairs[0].astype(np.int64), pairs[1].astype(np.int64), counts / counts.sum(), *extra, types)
+
+
+def type_ok(spec, node_type) -> np.ndarray:
+    """Whether nodes of GPU model ``node_type`` (index) satisfy requests ``spec`` (bitmask of accepted
+    models, 0 = any), broadcast over both.
+
+    >>> type_ok(np.array([0, 0b01, 0b10]), 1).tolist()   # any; model 0 only; model 1 only
+    [True, False, True]
+    """
+    spec = np.asarray(spec, dtype=np.int64)
+    return (spec == 0) | (((spec >> np.asarray(node_type, dtype=np.int64)) & 1) == 1)
 
 
 def whole_free(free: np.ndarray, up: np.ndarray) -> np.ndarray:
@@ -96,14 +120,21 @@ def _type_frag(rows: np.ndarray, wl: Workload, res_ok: np.ndarray | None = None)
     return f @ wl.p
 
 
-def _res_ok(wl: Workload, cpu_free, mem_free, nodes, cpu: float = 0.0, mem: float = 0.0):
-    """(K, M) whether nodes could still take each type's CPU and memory after ``cpu``/``mem`` are taken."""
-    if wl.cpu is None or cpu_free is None:
-        return None
-    return ((cpu_free[nodes] - cpu)[:, None] >= wl.cpu) & ((mem_free[nodes] - mem)[:, None] >= wl.mem)
+def _res_ok(wl: Workload, cpu_free, mem_free, node_type, nodes, cpu: float = 0.0, mem: float = 0.0):
+    """(K, M) whether nodes could still take each type's CPU and memory after ``cpu``/``mem`` are taken
+    and accept its GPU model; None when neither is modelled."""
+    ok = None
+    if wl.cpu is not None and cpu_free is not None:
+        ok = ((cpu_free[nodes] - cpu)[:, None] >= wl.cpu) & ((mem_free[nodes] - mem)[:, None] >= wl.mem)
+    if wl.spec is not None and node_type is not None:
+        t = type_ok(wl.spec[None, :], node_type[nodes][:, None])
+        ok = t if ok is None else ok & t
+    return ok
 
 
-def node_fragmentation(free: np.ndarray, up: np.ndarray, wl: Workload, cpu_free=None, mem_free=None) -> np.ndarray:
+def node_fragmentation(
+    free: np.ndarray, up: np.ndarray, wl: Workload, cpu_free=None, mem_free=None, node_type=None
+) -> np.ndarray:
     """Expected fragmentation ``F_n`` of every node [milli-GPU] (Weng et al. Sec. 3), shape ``(nodes,)``.
 
     >>> free = np.array([[1000, 500], [1000, 1000]])
@@ -112,7 +143,7 @@ def node_fragmentation(free: np.ndarray, up: np.ndarray, wl: Workload, cpu_free=
     [1000.0, 0.0]
     """
     nodes = np.arange(len(free))
-    return _type_frag(free * up[:, None], wl, _res_ok(wl, cpu_free, mem_free, nodes))
+    return _type_frag(free * up[:, None], wl, _res_ok(wl, cpu_free, mem_free, node_type, nodes))
 
 
 def stranded(free: np.ndarray, up: np.ndarray, q_gpus: np.ndarray, q_milli: np.ndarray, node_gpus: int) -> float:
@@ -152,7 +183,14 @@ def stranded(free: np.ndarray, up: np.ndarray, q_gpus: np.ndarray, q_milli: np.n
 
 # -- fractional requests -----------------------------------------------------------------------------
 def _place_share(
-    policy: str, free, up, topo: ClusterTopology, milli: int, wl: Workload | None, res=(None, None), req=(0.0, 0.0)
+    policy: str,
+    free,
+    up,
+    topo: ClusterTopology,
+    milli: int,
+    wl: Workload | None,
+    res=(None, None, None),
+    req=(0.0, 0.0),
 ):
     fits = (free >= milli) & up[:, None]
     flat = np.flatnonzero(fits)
@@ -199,7 +237,7 @@ def _take(order: np.ndarray, w: np.ndarray, k: int):
 
 
 def _place_single_node(
-    policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None, res=(None, None), req=(0.0, 0.0)
+    policy, free, w, topo: ClusterTopology, k: int, wl: Workload | None, res=(None, None, None), req=(0.0, 0.0)
 ):
     cand = np.flatnonzero(w >= k)
     if not len(cand):
@@ -269,6 +307,8 @@ def place(
     mem_free=None,
     cpu: float = 0.0,
     mem: float = 0.0,
+    node_type=None,
+    spec: int = 0,
 ):
     """Where a job goes under a policy, or None if it does not fit now.
 
@@ -291,6 +331,12 @@ def place(
     cpu_free, mem_free : ndarray, shape (nodes,), optional
         Free CPU [milli-CPU] and memory [MiB] per node; with ``cpu``/``mem`` (the task's), nodes short
         of either are skipped and FGD counts them in its fragmentation measure.
+    node_type : ndarray of int, shape (nodes,), optional
+        GPU model of every node (index into the caller's model list).
+    spec : int
+        GPU models the job accepts (bit ``t`` set: model ``t``; 0: any). With ``node_type``, nodes
+        of other models are skipped; FGD's measure counts task types of the workload that cannot use
+        a node's model as unable to use any of its free GPUs.
 
     Returns
     -------
@@ -307,9 +353,11 @@ def place(
     >>> place("best-fit", free, up, topo, 4)[0].tolist()
     [1, 1, 1, 1]
     """
-    res, req = (cpu_free, mem_free), (cpu, mem)
+    res, req = (cpu_free, mem_free, node_type), (cpu, mem)
     if cpu_free is not None:
         up = up & (cpu_free >= cpu) & (mem_free >= mem)
+    if node_type is not None and spec:
+        up = up & type_ok(spec, node_type)
     if milli < MILLI:
         return _place_share(policy, free, up, topo, milli, workload, res, req)
     w = whole_free(free, up)

@@ -4,9 +4,11 @@ GPU-sharing trace: the fill experiment of their Sec. 6.
 Tasks sampled (with replacement) from the trace's GPU pods arrive one by one and never leave, onto
 the trace's heterogeneous cluster (:data:`OPENB_NODE_GPUS`), until the GPUs requested reach the
 cluster's capacity; a task that fits nowhere is skipped. The outcome is the share of GPUs left
-unallocated. Each task's CPU and memory requests are checked against its node's (as their
-Kubernetes simulator does, and FGD counts a node short of CPU as fragmented for the types it can
-no longer take); GPU-type constraints are not modelled.
+unallocated. Each task's CPU and memory requests are checked against its node's, and a task with
+a ``gpu_spec`` (the GPU models it accepts, ``|``-separated) goes only to nodes of those models (as
+their Kubernetes simulator does; FGD counts a node short of CPU, or of a model a task type does not
+accept, as fragmented for that type). The trace's default pod list (the committed sample's source)
+has an empty ``gpu_spec`` on every pod; its ``openb_pod_list_gpuspec*.csv`` variants carry them.
 """
 
 from __future__ import annotations
@@ -21,24 +23,28 @@ OPENB_NODE_GPUS = {8: 617, 4: 54, 2: 518, 1: 24}
 """GPU nodes of the trace's cluster by GPUs per node (``openb_node_list_gpu_node.csv``: 1,213 nodes,
 6,212 GPUs; data/traces/README.md)."""
 
-OPENB_NODES = (  # (GPUs, CPU [milli-CPU], memory [MiB], nodes), grouped from openb_node_list_gpu_node.csv
-    (1, 8000, 32768, 19),
-    (1, 8000, 61440, 3),
-    (1, 128000, 1048576, 2),
-    (2, 8000, 61440, 2),
-    (2, 16000, 122880, 107),
-    (2, 64000, 262144, 22),
-    (2, 104000, 524288, 387),
-    (4, 32000, 131072, 28),
-    (4, 48000, 376832, 9),
-    (4, 96000, 393216, 17),
-    (8, 64000, 262144, 7),
-    (8, 82000, 344064, 1),
-    (8, 96000, 393216, 549),
-    (8, 96000, 786432, 21),
-    (8, 128000, 786432, 39),
+OPENB_GPU_MODELS = ("A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32")
+"""The trace's seven GPU models (``openb_node_list_gpu_node.csv`` column ``model``; G1-G3 are
+undisclosed internal codes, per the trace's README); a node's type is its index here."""
+
+OPENB_NODES = (  # (GPUs, CPU [milli-CPU], memory [MiB], GPU model, nodes), grouped from openb_node_list_gpu_node.csv
+    (1, 8000, 32768, "V100M16", 19),
+    (1, 8000, 61440, "P100", 3),
+    (1, 128000, 1048576, "A10", 2),
+    (2, 8000, 61440, "P100", 2),
+    (2, 16000, 122880, "P100", 107),
+    (2, 64000, 262144, "P100", 22),
+    (2, 104000, 524288, "T4", 387),
+    (4, 32000, 131072, "V100M16", 28),
+    (4, 48000, 376832, "V100M32", 9),
+    (4, 96000, 393216, "T4", 17),
+    (8, 64000, 262144, "V100M16", 7),
+    (8, 82000, 344064, "V100M16", 1),
+    (8, 96000, 393216, "G2", 549),
+    (8, 96000, 786432, "V100M32", 21),
+    (8, 128000, 786432, "G3", 39),
 )
-"""The trace's GPU nodes by (GPUs, CPU, memory): 1,213 nodes, 6,212 GPUs (data/traces/README.md)."""
+"""The trace's GPU nodes by (GPUs, CPU, memory, model): 1,213 nodes, 6,212 GPUs (data/traces/README.md)."""
 
 WENG_2023 = {
     "cluster_gpus": 6212,
@@ -53,13 +59,36 @@ WENG_2023 = {
 
 
 ALIBABA_SAMPLE = "alibaba-openb-gpu-sample"
+ALIBABA_GPUSPEC_SAMPLE = "alibaba-openb-gpuspec33-sample"
 
 
-def alibaba_sample_tasks() -> pd.DataFrame:
-    """The committed 3,000-pod sample of the Alibaba trace as read (openb columns; data/traces/)."""
+def alibaba_sample_tasks(gpu_spec: bool = False) -> pd.DataFrame:
+    """The committed 3,000-pod sample of the Alibaba trace as read (openb columns; data/traces/); with
+    ``gpu_spec``, the same pods with the GPU types of ``openb_pod_list_gpuspec33.csv`` (1,025 typed)."""
     from hnplan.catalog.mixes import trace_file
 
-    return pd.read_csv(trace_file(ALIBABA_SAMPLE))
+    return pd.read_csv(trace_file(ALIBABA_GPUSPEC_SAMPLE if gpu_spec else ALIBABA_SAMPLE))
+
+
+def gpu_spec_mask(spec, models=OPENB_GPU_MODELS) -> np.ndarray:
+    """Bitmask of the GPU models each ``gpu_spec`` accepts (bit ``t``: ``models[t]``; 0: any model).
+
+    ``gpu_spec`` is the trace's ``|``-separated list of models, empty (or NaN) for no constraint. A
+    model absent from ``models`` sets a bit no node has, so a task that names only such models is
+    never placed (as in the paper's simulator, ``IsNodeAccessibleToPodByType``).
+
+    >>> gpu_spec_mask(["", "T4", "V100M16|V100M32", "H100"]).tolist()
+    [0, 16, 96, 128]
+    """
+    index = {m: i for i, m in enumerate(models)}
+    out = []
+    for s in spec:
+        mask = 0
+        if isinstance(s, str):
+            for m in filter(None, (x.strip() for x in s.split("|"))):
+                mask |= 1 << index.get(m, len(models))
+        out.append(mask)
+    return np.array(out, dtype=np.int64)
 
 
 def openb_topology(scale: float = 1.0):
@@ -67,14 +96,16 @@ def openb_topology(scale: float = 1.0):
 
     Returns
     -------
-    (ClusterTopology, ndarray, ndarray, ndarray)
+    (ClusterTopology, ndarray, ndarray, ndarray, ndarray)
         The topology (each node its own domain and leaf), the initial free GPU array ``(nodes, 8)``
-        [milli-GPU], and the CPU [milli-CPU] and memory [MiB] of each node.
+        [milli-GPU], the CPU [milli-CPU] and memory [MiB] of each node, and each node's GPU model
+        (index into :data:`OPENB_GPU_MODELS`).
     """
-    rows = [(g, c, m, max(1, round(n * scale))) for g, c, m, n in OPENB_NODES]
-    sizes = np.concatenate([np.full(n, g) for g, _, _, n in rows])
-    cpu = np.concatenate([np.full(n, c, dtype=float) for _, c, _, n in rows])
-    mem = np.concatenate([np.full(n, m, dtype=float) for _, _, m, n in rows])
+    rows = [(g, c, m, t, max(1, round(n * scale))) for g, c, m, t, n in OPENB_NODES]
+    sizes = np.concatenate([np.full(n, g) for g, _, _, _, n in rows])
+    cpu = np.concatenate([np.full(n, c, dtype=float) for _, c, _, _, n in rows])
+    mem = np.concatenate([np.full(n, m, dtype=float) for _, _, m, _, n in rows])
+    model = np.concatenate([np.full(n, OPENB_GPU_MODELS.index(t)) for _, _, _, t, n in rows])
     nodes = len(sizes)
     free = np.where(np.arange(8)[None, :] < sizes[:, None], MILLI, 0).astype(np.int64)
     idx = np.arange(nodes)
@@ -92,7 +123,7 @@ def openb_topology(scale: float = 1.0):
         unit=idx,
         hot_swap=False,
     )
-    return topo, free, cpu, mem
+    return topo, free, cpu, mem, model
 
 
 def fill_experiment(
@@ -102,14 +133,15 @@ def fill_experiment(
     scale: float = 1.0,
     arrived: float = 1.0,
     resources: bool = True,
+    gpu_types: bool = True,
 ) -> pd.DataFrame:
     """Unallocated GPUs after tasks requesting ``arrived`` x the cluster's GPUs have arrived.
 
     Parameters
     ----------
     tasks : DataFrame
-        openb pods (columns ``num_gpu, gpu_milli, cpu_milli, memory_mib``, e.g. the committed sample
-        read with pandas); tasks are drawn from its GPU rows.
+        openb pods (columns ``num_gpu, gpu_milli, cpu_milli, memory_mib`` and optionally ``gpu_spec``,
+        e.g. the committed sample read with pandas); tasks are drawn from its GPU rows.
     policies : sequence of str
     seed : int
         The same task sequence is offered to every policy.
@@ -119,24 +151,32 @@ def fill_experiment(
         Requested GPUs / cluster GPUs at which arrivals stop [fraction].
     resources : bool
         Check CPU and memory requests (False: GPUs only).
+    gpu_types : bool
+        Honour the tasks' ``gpu_spec`` (nodes of other GPU models skipped; FGD's task types keyed by
+        it); without the column, or with False, every task accepts every model.
 
     Returns
     -------
     DataFrame
         One row per policy: ``policy, cluster_gpus, requested_gpus, allocated_gpus, unallocated_gpus,
-        unallocated_fraction, failed_tasks``.
+        unallocated_fraction, failed_tasks, typed_tasks`` (``typed_tasks``: tasks offered with a
+        ``gpu_spec``).
     """
-    topo, free0, cpu0, mem0 = openb_topology(scale)
+    topo, free0, cpu0, mem0, model = openb_topology(scale)
     t = tasks[(tasks["num_gpu"] > 0) & (tasks["num_gpu"] <= 8)]
     gpus = t["num_gpu"].to_numpy()
     milli = np.where(gpus > 1, MILLI, t["gpu_milli"].to_numpy())
     cpus, mems = t["cpu_milli"].to_numpy(float), t["memory_mib"].to_numpy(float)
     demand = gpus * milli
+    has_spec = gpu_types and "gpu_spec" in t.columns
+    spec = gpu_spec_mask(t["gpu_spec"]) if has_spec else np.zeros(len(t), np.int64)
     rng = np.random.default_rng(seed)
     order = rng.integers(len(t), size=4 * int(topo.gpus * MILLI * arrived / max(demand.mean(), 1)) + 16)
     cum = np.cumsum(demand[order])
     order = order[: int(np.searchsorted(cum, topo.gpus * MILLI * arrived)) + 1]
-    wl = Workload.from_jobs(gpus, milli, 8, cpus if resources else None, mems if resources else None)
+    wl = Workload.from_jobs(
+        gpus, milli, 8, cpus if resources else None, mems if resources else None, spec=spec if has_spec else None
+    )
     up = np.ones(topo.nodes, bool)
     rows = []
     for policy in policies:
@@ -144,6 +184,8 @@ def fill_experiment(
         failed = 0
         for i in order.tolist():
             kw = dict(cpu_free=cpu, mem_free=mem, cpu=cpus[i], mem=mems[i]) if resources else {}
+            if has_spec:
+                kw.update(node_type=model, spec=int(spec[i]))
             got = place(policy, free, up, topo, int(gpus[i]), int(milli[i]), workload=wl, **kw)
             if got is None:
                 failed += 1
@@ -161,6 +203,7 @@ def fill_experiment(
                 "unallocated_gpus": float(topo.gpus - allocated),
                 "unallocated_fraction": float(1 - allocated / topo.gpus),
                 "failed_tasks": failed,
+                "typed_tasks": int((spec[order] != 0).sum()),
             }
         )
     return pd.DataFrame(rows)
