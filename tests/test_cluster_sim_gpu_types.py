@@ -141,3 +141,27 @@ def test_openb_trace_on_its_own_cluster():
     for key in ("utilisation", "allocation_rate"):
         assert sum(v[key] * v["gpus"] for v in by.values()) == pytest.approx(s[key] * s["gpus"], rel=1e-9)
     assert (r.jobs["gpu_spec"] != "").sum() == 1025
+
+
+def test_cli_nodes_openb_and_unplaceable():
+    """--nodes openb: per-model utilisation in the JSON and the table; on a catalog cluster the typed
+    pods (none accepts an H100) are counted unplaceable; an unknown node list exits 2 in one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    runner = CliRunner()
+    base = ["cluster", "simulate", "--system", SYSTEM, "--trace", str(SPEC_SAMPLE), "--no-failures"]
+    r = runner.invoke(app, [*base, "--gpus", "60", "--nodes", "openb", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["gpus"] == 101 and set(d["by_gpu_model"]) == set(OPENB_GPU_MODELS) and d["rates_system"] == SYSTEM
+    r = runner.invoke(app, [*base, "--gpus", "60", "--nodes", "openb"])
+    assert r.exit_code == 0 and "utilisation by GPU model" in r.output and "T4" in r.output
+    r = runner.invoke(app, [*base, "--gpus", "64"])
+    assert r.exit_code == 0 and "unplaceable 1025" in r.output
+    r = runner.invoke(app, [*base, "--gpus", "64", "--nodes", "opnb"])
+    assert r.exit_code == 2 and "--nodes must be one of openb" in r.output
+    assert "Traceback" not in r.output
