@@ -57,7 +57,7 @@ from hnplan.memory.recompute import (
     offload_kept_layers,
     recomputed_share,
 )
-from hnplan.vectorise import Columns, column, distinct_values, memo_batched
+from hnplan.vectorise import Columns, column, distinct_values, memo_batched, on_distinct
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
@@ -413,15 +413,15 @@ def stage_activation_table(
     if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
     else:
-        in_flight = column(
-            memo_batched(  # over arrays of the distinct (pp, micro-batches, virtual stages) not in the cache
-                df,
-                ["pp", "num_microbatches", "virtual_stages"],
-                lambda p, m, v: {"f": microbatches_in_flight(p, m, v, stage)},
-                None if cache is None else cache.setdefault(("in_flight", stage), {}),
+        in_flight = on_distinct(  # once over arrays of the distinct (pp, micro-batches, virtual stages)
+            df,
+            ["pp", "num_microbatches", "virtual_stages"],
+            lambda u: (
+                microbatches_in_flight(
+                    column(u, "pp"), column(u, "num_microbatches"), column(u, "virtual_stages"), stage
+                ),
             ),
-            "f",
-        )
+        )[0]
     total = per_mb * in_flight
     total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
     total = total + np.where((stage == "last") | (pp == 1), out, 0.0)

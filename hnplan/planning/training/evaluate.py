@@ -25,6 +25,7 @@ from hnplan.planning.training.plan import (
     plans_frame,
     validate_plan,
 )
+from hnplan.planning.training.slowest import slowest_stage
 from hnplan.vectorise import Columns
 
 BREAKDOWN = (
@@ -88,29 +89,11 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     if not len(plans):
         return pd.DataFrame(cols)
     m = cols["num_microbatches"]
-    stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
     ch = job.choices
-    # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
-    t_tp_layer = coll.tp_comm_per_microbatch(job, plans, 1)
-    t_cp_layer = coll.cp_comm_per_layer(job, plans)
-    t_ep_layer = moe.ep_comm_per_microbatch(job, plans, 1)
     t_pp = coll.pp_comm_per_microbatch(job, plans)
-    ep_share = ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m)  # warm-up/cool-down passes run alone
-    per_stage = []
-    full = c.recompute_is(plans, "full")
-    for st in stages:
-        t_comp, layers, moe_layers = st[0], st[4], st[5]
-        again = partial.rerun_scale(ch, plans, layers, full)  # block recomputation re-runs some layers' collectives
-        t_tp = layers * t_tp_layer * again
-        if ch.tp_comm:
-            t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
-        t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
-        t_ep = moe_layers * t_ep_layer * again
-        if ch.ep_comm:
-            t_ep = c.overlapped_comm(t_ep, t_comp, ep_share, ch.overlap_gemm_slowdown)
-        per_stage.append((t_comp + t_tp + t_cp + t_ep + t_pp, t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
-    pick = _slowest_stage(per_stage)
+    pick = slowest_stage(job, plans, t_pp, ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m))
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
+    full = c.recompute_is(plans, "full")
     comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
     pp, v = plans["pp"], plans["virtual_stages"]
     bubble = (pp - 1) / v * t_mb
@@ -176,13 +159,6 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
     cols["num_microbatches"] = job.global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
     plans = Columns({k: x for k, x in cols.items() if k != "recompute"}, {"recompute": (codes, modes)})
     return cols, plans
-
-
-def _slowest_stage(per_stage: list[tuple]) -> list[np.ndarray]:
-    """Every quantity of the slowest stage (largest first entry; the earlier stage on a tie) per candidate."""
-    table = np.array([np.broadcast_arrays(*q) for q in per_stage], dtype=float).transpose(1, 0, 2)  # [q, stage, n]
-    slowest = np.argmax(table[0], axis=0)
-    return list(np.take_along_axis(table, slowest[None, None, :], axis=1)[:, 0, :])
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:

@@ -21,6 +21,7 @@ from hnplan import units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import components as c
 from hnplan.planning.training import evaluate as ev
+from hnplan.planning.training.stage_compute import stage_table
 
 #: relative slack on the bound, so that rounding in the sum of the step's parts never prunes a tie
 BOUND_SLACK = 1e-9
@@ -48,8 +49,8 @@ def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndar
     tuple of numpy.ndarray
         ``(bound_s, memory_per_gpu_bytes, fits)``, one entry per candidate.
     """
-    stages = c.compute_per_microbatch(job, plans, per_stage=True)  # [stage, quantity, candidate]
-    t_comp = np.max(stages[:, 0, :], axis=0)
+    codes, _, stages = stage_table(job, plans)  # [stage, quantity, distinct row]
+    t_comp = np.max(stages[:, 0, :], axis=0)[codes]
     m = np.asarray(plans["num_microbatches"], dtype=float)
     if job.choices.pipeline_schedule == "dualpipe":
         bound = m * t_comp

@@ -151,14 +151,30 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)`` (and
     ``virtual_stages`` where the stack recomputes only some layers: :mod:`.partial`).
     """
-    block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
-    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
-    stack = _stage_table(job, uniq).take(codes, axis=2)  # [stage, quantity, candidate]
+    codes, _, table = stage_table(job, df)
+    stack = table.take(codes, axis=2)  # [stage, quantity, candidate]
     if per_stage:
         return stack
     slowest = np.argmax(stack[:, 0, :], axis=0)
     pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
     return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
+
+
+def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.DataFrame | Columns, np.ndarray]:
+    """:func:`compute_per_microbatch`'s per-stage quantities once per distinct ``(micro-batch, tp, cp, ep,
+    recompute, pp)`` (and ``virtual_stages`` where the stack recomputes only some layers) of ``df``.
+
+    Returns
+    -------
+    tuple
+        ``(codes, distinct, table)``: row ``i`` of ``df`` is row ``codes[i]`` of the ``distinct`` table
+        (a DataFrame or :class:`~hnplan.vectorise.Columns`, as ``df``), and ``table`` the array
+        ``[stage (first, middle, last), quantity (STAGE_QUANTITIES), distinct row]``; so
+        ``compute_per_microbatch(job, df, per_stage=True)`` is ``table.take(codes, axis=2)``.
+    """
+    block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
+    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
+    return codes, uniq, _stage_table(job, uniq)
 
 
 def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:

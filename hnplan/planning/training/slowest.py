@@ -1,0 +1,77 @@
+"""The slowest pipeline stage of each candidate plan: each stage's micro-batch time (its compute plus its
+exposed TP, CP, EP and pipeline communication) and the quantities of the stage that sets the pace, for
+:func:`hnplan.planning.training.evaluate_plans`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hnplan.planning.training import collectives as coll
+from hnplan.planning.training import components as c
+from hnplan.planning.training import moe, partial
+from hnplan.planning.training.stage_compute import stage_table
+from hnplan.vectorise import Columns
+
+
+def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.ndarray) -> list[np.ndarray]:
+    """Per candidate, the slowest pipeline stage's (largest micro-batch time; the earlier stage on a tie)
+    ``t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, layers`` [s, layers].
+
+    A stage's micro-batch is its compute plus its exposed TP, CP and EP collectives (per layer, each
+    times the layers it holds, those of the layers it re-runs included) plus the pipeline transfers
+    ``t_pp``; the EP all-to-all hides behind the compute in the share ``ep_share`` of the passes that
+    have a partner pass (:func:`hnplan.planning.training.moe.ep_overlap_share`). Everything but the EP
+    overlap and ``t_pp`` depends only on the rows of
+    :func:`hnplan.planning.training.stage_compute.stage_table`, so it is evaluated once per such row
+    and gathered (element by element the same numbers as over the candidates).
+
+    Parameters
+    ----------
+    job : Job
+    plans : Columns
+        The plan table of :func:`hnplan.planning.training.evaluate_plans` (``n`` candidates).
+    t_pp : numpy.ndarray
+        Pipeline point-to-point time of one micro-batch, shape ``(n,)`` [s].
+    ep_share : numpy.ndarray
+        Overlapped share of the EP all-to-all, shape ``(n,)`` [0-1].
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Nine float arrays of shape ``(n,)``, in the order above.
+    """
+    ch = job.choices
+    codes, uniq, table = stage_table(job, plans)  # [stage, quantity, distinct row]
+    # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
+    t_tp_layer = coll.tp_comm_per_microbatch(job, uniq, 1)
+    t_cp_layer = coll.cp_comm_per_layer(job, uniq)
+    t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)
+    full = c.recompute_is(uniq, "full")
+    dense = job.model.moe is None  # no EP traffic: t_ep is 0 on every row
+    per_stage, t_mb = [], []
+    for st in table:
+        t_comp, layers, moe_layers = st[0], st[4], st[5]
+        again = partial.rerun_scale(ch, uniq, layers, full)  # block recomputation re-runs some layers' collectives
+        t_tp = layers * t_tp_layer * again
+        if ch.tp_comm:
+            t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
+        t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
+        t_ep = moe_layers * t_ep_layer * again
+        if dense:  # t_ep 0: the overlap hides nothing (0 - (1 - slowdown) min(0, t_comp))
+            t_mb.append((t_comp + t_tp + t_cp + t_ep)[codes] + t_pp)
+        else:  # warm-up/cool-down passes run alone: the overlap share is per candidate
+            t_ep = t_ep[codes]
+            if ch.ep_comm:
+                t_ep = c.overlapped_comm(t_ep, t_comp[codes], ep_share, ch.overlap_gemm_slowdown)
+            t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
+        per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
+    both = np.array(t_mb, dtype=float)  # [stage, candidate]
+    slowest = np.argmax(both, axis=0)
+    at = slowest * table.shape[2] + codes  # the slowest stage's row in a [stage, distinct row] array
+    out = [np.take_along_axis(both, slowest[None, :], axis=0)[0]]
+    for i, q in enumerate(zip(*per_stage)):
+        if i == 3 and not dense:  # t_ep, per candidate
+            out.append(np.take_along_axis(np.array(q, dtype=float), slowest[None, :], axis=0)[0])
+        else:
+            out.append(np.array(q, dtype=float).reshape(-1)[at])
+    return out
