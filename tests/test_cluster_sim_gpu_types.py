@@ -165,3 +165,13 @@ def test_cli_nodes_openb_and_unplaceable():
     r = runner.invoke(app, [*base, "--gpus", "64", "--nodes", "opnb"])
     assert r.exit_code == 2 and "--nodes must be one of openb" in r.output
     assert "Traceback" not in r.output
+
+
+def test_snapshot_lists_installed_gpus_with_their_model():
+    """On the openb nodes (1-8 GPUs in 8 slots) the fragmentation map has one row per installed GPU
+    and names its model."""
+    r = simulate_cluster(SYSTEM, 60, trace=SPEC_SAMPLE, nodes="openb", failures=False, snapshot_at=0.5)
+    snap = r.snapshot
+    assert len(snap) == r.summary["gpus"] == 101
+    assert snap.groupby("gpu_model").size().to_dict() == {m: v["gpus"] for m, v in r.summary["by_gpu_model"].items()}
+    assert snap["used"].between(0, 1).all()

@@ -82,7 +82,8 @@ class ClusterResult:
         allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
     snapshot : DataFrame or None
         With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
-        domain, leaf, rack, used`` [fraction of the GPU], ``up``; ``attrs["time_s"]``.
+        domain, leaf, rack, used`` [fraction of the GPU], ``up`` (and ``gpu_model`` on a cluster of
+        several models); ``attrs["time_s"]``.
     """
 
     system: str
@@ -496,5 +497,9 @@ def _result(
                 "up": up[n],
             }
         )
+        if len(topo.gpu_models) > 1:
+            snap["gpu_model"] = np.asarray(topo.gpu_models)[topo.models[n]]
+        if topo.node_slots is not None:  # slots a smaller node lacks are no GPUs
+            snap = snap[g < topo.node_slots[n]].reset_index(drop=True)
         snap.attrs["time_s"] = t
     return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)
