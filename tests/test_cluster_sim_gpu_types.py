@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hnplan.cluster import simulate_cluster
 from hnplan.cluster.gpu_types import placeable
@@ -175,3 +177,27 @@ def test_snapshot_lists_installed_gpus_with_their_model():
     assert len(snap) == r.summary["gpus"] == 101
     assert snap.groupby("gpu_model").size().to_dict() == {m: v["gpus"] for m, v in r.summary["by_gpu_model"].items()}
     assert snap["used"].between(0, 1).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 200), st.integers(1, 100), st.sampled_from(["", "a", "b", "a|b", "c"])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["first-fit", "best-fit", "fragmentation-aware"]),
+)
+def test_typed_runs_conserve_and_keep_models(rows, policy):
+    """Any job stream on the two-model cluster: exactly the jobs naming only ``c`` are unplaceable,
+    every other one finishes; per-model allocated GPU-time adds up to the cluster's; a model no job
+    accepts is never allocated."""
+    r = _run(_jobs(rows), policy=policy)
+    spec = r.jobs["gpu_spec"]
+    assert ((r.jobs["status"] == "unplaceable") == (spec == "c")).all()
+    assert (r.jobs.loc[spec != "c", "status"] == "done").all()
+    by, s = r.summary["by_gpu_model"], r.summary
+    assert by["a"]["allocation_rate"] + by["b"]["allocation_rate"] == pytest.approx(2 * s["allocation_rate"])
+    for model, other in (("a", "b"), ("b", "a")):
+        if spec.isin([other, "c"]).all():
+            assert by[model]["allocation_rate"] == 0
