@@ -282,3 +282,25 @@ def test_size_on_racks_of_72_names_the_batch_that_divides():
     assert "such as 2,088 sequences (a multiple of 72)" in msg or "such as 2,160 sequences (a multiple of 144)" in msg
     ok = runner.invoke(app, [*args, "--global-batch-tokens", str(2160 * 8192), "--deadline-days", "10", "--json"])
     assert ok.exit_code == 0 and json.loads(ok.stdout)["results"][0]["gpus"] % 72 == 0
+
+
+def test_size_lists_the_skipped_counts_of_one_reason_on_one_line():
+    # Llama 3.1 405B at a power-of-two batch (2,048 sequences) on H100 servers: every count the search tries
+    # whose odd factor the batch cannot take (7,680 = 512 x 15, 7,776 = 32 x 243, ...) is skipped for the
+    # same reason with its own suggested factor; one line names them all, not one line per count
+    from hnplan.cli.size_cmd import _skipped_lines
+
+    reason = (
+        "no plan on {0} GPUs divides; try a GPU count with more factors of two, or a batch with the factor {1},"
+        " such as {2} sequences (a multiple of {0})"
+    )
+    skipped = [{"gpus": n, "reason": reason.format(n, f, f"{n:,}")} for n, f in [(7680, 15), (7776, 243)]]
+    assert _skipped_lines("hgx-h100-ib-ndr", skipped) == [
+        "hgx-h100-ib-ndr: skipped 7,680, 7,776 GPUs: no plan on N GPUs divides; try a GPU count with more factors"
+        " of two, or a batch with N's odd factor, such as N sequences (a multiple of N)"
+    ]
+    # one count keeps its own numbers (with thousands separators) and its own factor
+    assert _skipped_lines("s", skipped[:1]) == [
+        "s: skipped 7,680 GPUs: no plan on 7,680 GPUs divides; try a GPU count with more factors of two, or a"
+        " batch with the factor 15, such as 7,680 sequences (a multiple of 7,680)"
+    ]
