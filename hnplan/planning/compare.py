@@ -231,3 +231,80 @@ def verdict(df: pd.DataFrame) -> str:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
     split = fabric_and_chip(df)
     return text + ("\n\n" + split if split else "")
+
+
+def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
+    """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
+
+    Three kinds, each only where it applies to a design of ``df`` (the rows of
+    :func:`compare_training_designs` whose status is ok):
+
+    * how many published training runs on the design's accelerator the validation set holds
+      (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
+      with none is not validated;
+    * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
+      short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
+      :mod:`hnplan.compute.clocks`);
+    * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
+      CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
+      "the enlarged MoE set").
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``).
+    model : id or entry
+        The model it compared.
+    catalog : Catalog, optional
+
+    Returns
+    -------
+    str
+        Markdown sentences, one paragraph; empty when no design has a plan.
+    """
+    from hnplan.catalog.runs import training_runs
+    from hnplan.catalog.schemas.software import StackChoices
+
+    cat = catalog or load_catalog()
+    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
+    if ok.empty or "accelerator" not in ok:
+        return ""
+    accs = list(dict.fromkeys(ok["accelerator"]))
+    runs_on: dict[str, list] = {a: [] for a in accs}
+    for run in training_runs():
+        acc = cat.system(run.system).accelerator
+        if acc in runs_on:
+            runs_on[acc].append(run)
+    parts = [
+        "Every figure here is a model's prediction, not a measurement; the `validation` report "
+        "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
+    ]
+    counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
+    if counted:
+        parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
+    for a, r in runs_on.items():
+        if not r:
+            names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
+            parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    clocks: dict[float, list[str]] = {}
+    for a in accs:
+        frac = cat.accelerator(a).sustained_compute_fraction
+        if frac is not None and frac < 1:
+            clocks.setdefault(frac, []).append(a)
+    if clocks:
+        said = "; ".join(f"{frac:.3g} on {' and '.join(a)}" for frac, a in clocks.items())
+        parts.append(
+            "Compute-bound kernels run at the share of the short-run rates their laws were fitted to that the "
+            "power-limited clock sustains through a training step (the accelerators' "
+            f"`sustained_compute_fraction`, each with its source): {said}."
+        )
+    m = cat.model(model)
+    scope = set(StackChoices().cuda_graph_scope)
+    if m.moe is not None and not scope & {"moe", "full_iteration"}:
+        parts.append(
+            f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
+            "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
+            "host) were measured slower than hnplan predicts, on x86 hosts above all, so its step times may be "
+            'optimistic by host time it does not count (docs/training.md, "the enlarged MoE set").'
+        )
+    return " ".join(parts)
