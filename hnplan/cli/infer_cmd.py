@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.errors import InputError
 from hnplan.labels import column_header
 
@@ -175,6 +175,12 @@ def infer(
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
         rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        unit = cat.system(system).unit_gpus
+        if isinstance(out.get("gpus"), int) and out["gpus"] % unit:  # what is bought: whole racks or servers
+            at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1
+            bought = -(-out["gpus"] // unit) * unit
+            used = f"$ and rated power: the {out['gpus']:,} used"
+            rows.insert(at, ("GPUs bought", f"{whole_units_text(out['gpus'], bought, unit)}; {used}"))
         if split:
             rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
