@@ -49,6 +49,12 @@ def simulate(
     serve: list[str] = typer.Option(
         None, "--serve", help="MODEL:QPS, a serving deployment sized by the inference planner (repeatable)"
     ),
+    nodes: str = typer.Option(
+        None,
+        "--nodes",
+        help="openb: the Alibaba trace's 1,213 nodes of seven GPU models in place of the system's "
+        "(--gpus 6212 as listed, fewer scales the node counts; --system gives failure rates)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -88,6 +94,7 @@ def simulate(
             preemption=preemption,
             failures=failures,
             slicing=slicing,
+            nodes=nodes,
             catalog=cat,
         )
         if json_ or not console.is_terminal:
@@ -140,11 +147,25 @@ def simulate(
             (
                 "jobs",
                 ", ".join(
-                    f"{k} {v}" + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
+                    f"{k} {v}"
+                    + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
+                    + (" (no node of a GPU model they accept is large enough)" if k == "unplaceable" else "")
                     for k, v in s["jobs"].items()
+                    if v or k != "unplaceable"
                 ),
             ),
         ]
+        if "by_gpu_model" in s:
+            rows.append(
+                (
+                    "utilisation by GPU model",
+                    ", ".join(
+                        f"{m} {v['utilisation']:.1%} of {v['gpus']:,}"
+                        for m, v in s["by_gpu_model"].items()
+                        if v["gpus"]
+                    ),
+                )
+            )
         w = s["window_s"]
         span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.3g} h"
         console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))

@@ -14,11 +14,12 @@ import math
 import numpy as np
 import simpy
 
+from hnplan.cluster import gpu_types
 from hnplan.cluster.jobs import CLASSES, PRIORITY
-from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
+from hnplan.cluster.policies import Workload, allocation_shape, place, stranded, type_ok
 from hnplan.cluster.topology import MILLI, ClusterTopology
 
-QUEUED, RUNNING, DONE, REJECTED, WAITING = 1, 2, 3, 4, 0
+QUEUED, RUNNING, DONE, REJECTED, WAITING, UNPLACEABLE = 1, 2, 3, 4, 0, 5
 TRAINING_CLASSES = ("training", "fine-tuning")
 
 
@@ -48,7 +49,8 @@ class ClusterSim:
         self.env = simpy.Environment()
         self.topo, self.policy = topo, policy
         self.rng = np.random.default_rng(seed)
-        self.free = np.full((topo.nodes, topo.node_gpus), MILLI, dtype=np.int64)
+        self.free = topo.initial_free()
+        self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
         n = len(jobs)
         self.n = n
@@ -68,7 +70,13 @@ class ClusterSim:
         self.warmup_s = warmup_s
         self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
-        self.workload = Workload.from_jobs(self.gpus, self.milli, topo.node_gpus)
+        # GPU models (gpu_types): None on a homogeneous run whose jobs name none
+        self.typed = gpu_types.is_typed(topo, jobs)
+        self.spec = gpu_types.job_masks(topo, jobs) if self.typed else None
+        self.node_type = topo.models if self.typed else None
+        self.workload = Workload.from_jobs(self.gpus, self.milli, topo.node_gpus, spec=self.spec)
+        self.placeable = gpu_types.placeable(topo, self.spec, self.gpus) if self.spec is not None else None
+        self.by_model = gpu_types.ModelLevels(topo) if len(topo.gpu_models) > 1 else None
         # per-job state
         self.status = np.full(n, WAITING, np.int64)
         self.first_start = np.full(n, np.nan)
@@ -118,6 +126,8 @@ class ClusterSim:
             dt = now - self.t_last
             self.int_alloc += self.level_alloc * dt
             self.int_prod += self.level_prod * dt
+            if self.by_model is not None:
+                self.by_model.advance(dt)
             self.t_last = now
 
     def _kick(self):
@@ -145,6 +155,10 @@ class ClusterSim:
                 self.status[j] = REJECTED
                 self._finish_count()
                 continue
+            if self.placeable is not None and not self.placeable[j]:  # no node of its models is large enough
+                self.status[j] = UNPLACEABLE
+                self._finish_count()
+                continue
             self._enqueue(j)
             self._kick()
 
@@ -159,7 +173,13 @@ class ClusterSim:
         while True:
             q = np.array([k[2] for k in self.queue], dtype=np.int64)
             qc = np.bincount(self.cls[q], minlength=len(CLASSES)) if len(q) else np.zeros(len(CLASSES), np.int64)
-            strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus) if len(q) else 0.0
+            strand = 0.0
+            if len(q) and self.spec is not None:
+                strand = gpu_types.stranded_by_model(
+                    self.topo, self.free, self.up, self.gpus[q], self.milli[q], self.spec[q]
+                )
+            elif len(q):
+                strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus)
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
             self.samples.append(
                 (
@@ -171,7 +191,7 @@ class ClusterSim:
                     strand / total,
                     free_gpus / total,
                     len(self.running),
-                    float((~self.up).sum() * self.topo.node_gpus) / total,
+                    float(self.topo.gpus_on(~self.up)) / total,
                 )
             )
             if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
@@ -203,7 +223,8 @@ class ClusterSim:
     def _repair(self, scope):
         t0 = self.env.now
         yield self.env.timeout(self.rates.repair_s)
-        self.down_gpu_s += (self.env.now - t0) * len(scope) * self.topo.node_gpus
+        lost = len(scope) * self.topo.node_gpus if self.topo.node_slots is None else self.topo.gpus_on(scope)
+        self.down_gpu_s += (self.env.now - t0) * lost
         self.up[scope] = True
         self.epoch += 1
         self._kick()
@@ -253,6 +274,8 @@ class ClusterSim:
             self.level_prod -= self.share[j] * self.speed[j]
         elif not on and self.in_restart[j]:
             self.level_prod += self.share[j] * self.speed[j]
+        if self.by_model is not None and on != self.in_restart[j]:
+            self.by_model.productive(j, self.speed[j], not on)
         self.in_restart[j] = on
 
     def _checkpoint_loss(self, j: int):
@@ -287,6 +310,8 @@ class ClusterSim:
         self.alloc_at[j] = self.env.now
         self.level_alloc += self.share[j]
         self.level_prod += self.share[j] * spd
+        if self.by_model is not None:
+            self.by_model.start(j, nodes, int(self.milli[j]), spd)
         self.in_restart[j] = False
         self.procs[j] = self.env.process(self._job(j))
 
@@ -299,6 +324,8 @@ class ClusterSim:
         self.level_alloc -= self.share[j]
         if not self.in_restart[j]:
             self.level_prod -= self.share[j] * self.speed[j]
+        if self.by_model is not None:
+            self.by_model.release(j, 0.0 if self.in_restart[j] else self.speed[j])
         self.in_restart[j] = False
         self.alloc_gpu_s[j] += (self.env.now - self.alloc_at[j]) * self.share[j]
         self.exp_end[j] = math.inf
@@ -330,6 +357,8 @@ class ClusterSim:
             int(self.milli[j]),
             int(self.tp[j]),
             self.workload,
+            node_type=self.node_type,
+            spec=0 if self.spec is None else int(self.spec[j]),
         )
 
     def _release_at(self) -> np.ndarray:
@@ -347,11 +376,16 @@ class ClusterSim:
             np.maximum.at(at, (nodes, slots), ends)
         at[np.isneginf(at)] = now
         at[~self.up] = math.inf
+        if self.absent is not None:
+            at[self.absent] = math.inf
         self._at = (self.version, now, at)
         return at.copy()
 
     def _shadow_of(self, j: int, at: np.ndarray) -> tuple[float, float]:
         topo, g = self.topo, int(self.gpus[j])
+        typed_head = self.spec is not None and self.spec[j] != 0
+        if typed_head:  # only nodes of the models it accepts
+            at = np.where(type_ok(int(self.spec[j]), topo.models)[:, None], at, math.inf)
         if g <= topo.node_gpus:
             t = float(np.sort(at, axis=1)[:, g - 1].min())
         else:
@@ -363,6 +397,8 @@ class ClusterSim:
             need = -(-g // group)
             t = float(events[need - 1]) if need <= len(events) else math.inf
         extra = float((at <= t).sum()) - self.share[j] if math.isfinite(t) else 0.0
+        if typed_head:  # GPUs of other models are all spare to it: _delays decides for each candidate
+            return t, math.inf
         return t, max(extra, 0.0)
 
     def _shadow_time(self, j: int) -> tuple[float, float]:

@@ -15,6 +15,9 @@ column             unit         meaning
 ``cls``            -            one of :data:`CLASSES`
 ``checkpoint_s``   s            checkpoint period; 0 = stateless (nothing lost), inf = never
 ``tp``             GPU          group that must share a scale-up domain (1 = none)
+``gpu_spec``       -            optional: the GPU models the job accepts, ``|``-separated (empty = any),
+                                as the Alibaba trace's pods give them; names from the cluster's
+                                ``gpu_models`` (:class:`~hnplan.cluster.topology.ClusterTopology`)
 =================  ===========  ===============================================================
 """
 
@@ -34,6 +37,8 @@ CLASSES = ("inference", "training", "fine-tuning", "development")
 """Priority classes, highest priority first (production inference preempts the others)."""
 PRIORITY = {c: len(CLASSES) - i for i, c in enumerate(CLASSES)}
 JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "gpu_milli", "duration_s", "cls", "checkpoint_s", "tp")
+GPU_SPEC = "gpu_spec"
+"""The optional job column of accepted GPU models (see the module notes)."""
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
@@ -78,7 +83,32 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
     out["gpu_milli"] = out["gpu_milli"].astype(np.int64)
     out["tp"] = np.minimum(out["tp"].astype(np.int64), out["gpus"])
     out["arrival_s"] = out["arrival_s"].astype(float) - float(out["arrival_s"].min())
-    return out[list(JOB_COLUMNS)]
+    if GPU_SPEC not in out:
+        return out[list(JOB_COLUMNS)]
+    out[GPU_SPEC] = [s.strip() if isinstance(s, str) else "" for s in out[GPU_SPEC]]
+    return out[[*JOB_COLUMNS, GPU_SPEC]]
+
+
+def gpu_spec_mask(spec, models) -> np.ndarray:
+    """Bitmask of the GPU models each ``gpu_spec`` accepts (bit ``t``: ``models[t]``; 0: any model).
+
+    ``gpu_spec`` is a ``|``-separated list of models, empty (or NaN) for no constraint. Models absent
+    from ``models`` set one bit past them that no node has, so a job that names only such models can
+    never be placed (as the Alibaba trace's simulator, hkust-adsl/kubernetes-scheduler-simulator,
+    ``IsNodeAccessibleToPodByType``).
+
+    >>> gpu_spec_mask(["", "b", "a|c", "h100"], ("a", "b", "c")).tolist()
+    [0, 2, 5, 8]
+    """
+    index = {m: i for i, m in enumerate(models)}
+    out = []
+    for s in spec:
+        mask = 0
+        if isinstance(s, str):
+            for m in filter(None, (x.strip() for x in s.split("|"))):
+                mask |= 1 << index.get(m, len(models))
+        out.append(mask)
+    return np.array(out, dtype=np.int64)
 
 
 # -- the Alibaba cluster-trace-gpu-v2023 (openb) format ---------------------------------------
@@ -131,7 +161,8 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     DataFrame
         A job table (:func:`check_jobs`): arrival = ``creation_time``, duration =
         ``deletion_time - scheduled_time`` (pods still running at the end of the trace are cut there),
-        classes from :func:`openb_class`, ``tp`` = the GPU count of multi-GPU pods (one node).
+        classes from :func:`openb_class`, ``tp`` = the GPU count of multi-GPU pods (one node),
+        and ``gpu_spec`` (the GPU models a pod accepts) when some pod names one.
 
     Raises
     ------
@@ -158,6 +189,8 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
             "tp": g["num_gpu"].to_numpy(),
         }
     )
+    if GPU_SPEC in g and g[GPU_SPEC].notna().any() and (g[GPU_SPEC].fillna("").astype(str).str.strip() != "").any():
+        jobs[GPU_SPEC] = g[GPU_SPEC].to_numpy(object)
     return check_jobs(jobs, str(path))
 
 

@@ -12,10 +12,11 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
-from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, ClusterSim
+from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, ClusterSim
+from hnplan.cluster.gpu_types import NODE_LISTS, by_model_summary, node_list
 from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.policies import POLICIES
-from hnplan.cluster.topology import MILLI, build_topology
+from hnplan.cluster.topology import MILLI, ClusterTopology, build_topology
 from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
@@ -42,7 +43,14 @@ JOB_UNITS = {
     "slowdown": "x",
     "speed": "fraction",
 }
-STATUS = {DONE: "done", RUNNING: "running", QUEUED: "queued", REJECTED: "rejected", 0: "not arrived"}
+STATUS = {
+    DONE: "done",
+    RUNNING: "running",
+    QUEUED: "queued",
+    REJECTED: "rejected",
+    UNPLACEABLE: "unplaceable",
+    0: "not arrived",
+}
 
 
 @dataclass(frozen=True)
@@ -63,8 +71,10 @@ class ClusterResult:
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
-        ``hardware_failures``, ``jobs`` (status counts), ``concurrent_jobs`` (mean, max), window and
-        run metadata.
+        ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
+        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``concurrent_jobs``
+        (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
+        (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
     timeseries : DataFrame
         One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``).
     jobs : DataFrame
@@ -72,7 +82,8 @@ class ClusterResult:
         allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
     snapshot : DataFrame or None
         With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
-        domain, leaf, rack, used`` [fraction of the GPU], ``up``; ``attrs["time_s"]``.
+        domain, leaf, rack, used`` [fraction of the GPU], ``up`` (and ``gpu_model`` on a cluster of
+        several models); ``attrs["time_s"]``.
     """
 
     system: str
@@ -254,6 +265,7 @@ def simulate_cluster(
     slicing: str = "fractional",
     snapshot_at: float | None = None,
     serve: list | None = None,
+    nodes: str | ClusterTopology | None = None,
     catalog: Catalog | None = None,
     progress=None,
 ) -> ClusterResult:
@@ -298,6 +310,11 @@ def simulate_cluster(
         Production serving deployments added to the jobs at time 0 for the whole window (or a week):
         each replica the inference planner sizes for ``qps`` is one inference job
         (:func:`hnplan.cluster.runtime.serving_jobs`).
+    nodes : str or ClusterTopology, optional
+        ``openb``: the Alibaba trace's 1,213 nodes of seven GPU models (:data:`NODE_LISTS`; node
+        counts scaled by ``gpus / 6212``), or a topology built by hand, in place of the system's
+        nodes (``gpus`` then unused); ``system`` still gives the failure rates, repair times and
+        training speeds. Jobs with a ``gpu_spec`` go only to nodes of the models it names.
     progress : callable, optional
         Called with ``(now_s, end_s)`` as the run advances.
 
@@ -308,7 +325,7 @@ def simulate_cluster(
     Raises
     ------
     InputError
-        For an unknown policy, ``gpus < 1``, or bad jobs.
+        For an unknown policy or node list, ``gpus < 1``, or bad jobs.
     CatalogError
         For an unknown system or mix.
 
@@ -322,7 +339,14 @@ def simulate_cluster(
     """
     check_choice("policy", policy, POLICIES)
     cat = catalog or load_catalog()
-    topo = build_topology(system, gpus, cat)
+    sid = cat.system(system).id
+    if nodes is None:
+        topo = build_topology(system, gpus, cat)
+    elif isinstance(nodes, ClusterTopology):
+        topo = nodes
+    else:
+        check_choice("nodes", nodes, NODE_LISTS)
+        topo = node_list(nodes, gpus)
     asked = None  # the load a mix aims its arrivals at (a trace or a given table aims at none)
     if jobs is None:
         jobs = resolve_jobs(
@@ -336,7 +360,7 @@ def simulate_cluster(
         jobs = check_jobs(jobs)
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(jobs["arrival_s"].max()), units.days_to_s(7))
-        extra = [runtime.serving_jobs(topo.system_id, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        extra = [runtime.serving_jobs(sid, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
             parts = ", ".join(
@@ -351,14 +375,14 @@ def simulate_cluster(
     horizon = units.days_to_s(days) if days is not None else None
     last_arrival = float(jobs["arrival_s"].max())
     window = horizon if horizon is not None else max(last_arrival, 1.0)
-    rates = runtime.failure_rates(topo.system_id, topo.gpus, cat)
+    rates = runtime.failure_rates(sid, topo.gpus, cat)
     if not 0 <= warmup < 1:
         raise InputError(f"warmup must be in [0, 1); got {warmup}")
     if not failures:
         rates = runtime.FailureRates(0.0, 0.0, rates.restart_s, rates.repair_s)
 
     def speed_fn(g, r, leaves):
-        return runtime.training_speed(topo.system_id, g, r, leaves, cat)
+        return runtime.training_speed(sid, g, r, leaves, cat)
 
     sim = ClusterSim(
         topo,
@@ -380,6 +404,8 @@ def simulate_cluster(
     end = sim.run(horizon)
     out = _result(sim, jobs, topo, policy, window, warmup * window, end)
     out.summary["offered_load_asked"] = asked
+    if nodes is not None:
+        out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     return out
 
 
@@ -452,8 +478,10 @@ def _result(
             "mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
             "max": int(in_window["running"].max()) if len(in_window) else 0,
         },
-        "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected")},
+        "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
     }
+    if sim.by_model is not None:
+        summary["by_gpu_model"] = by_model_summary(topo, sim.by_model, window - warm)
     snap = None
     if sim.snapshot is not None:
         t, free, up = sim.snapshot
@@ -469,5 +497,9 @@ def _result(
                 "up": up[n],
             }
         )
+        if len(topo.gpu_models) > 1:
+            snap["gpu_model"] = np.asarray(topo.gpu_models)[topo.models[n]]
+        if topo.node_slots is not None:  # slots a smaller node lacks are no GPUs
+            snap = snap[g < topo.node_slots[n]].reset_index(drop=True)
         snap.attrs["time_s"] = t
     return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)

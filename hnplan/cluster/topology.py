@@ -57,6 +57,14 @@ class ClusterTopology:
     hot_swap : bool
     rack : ndarray of int, optional
         The physical rack of every node (``gpus_per_rack`` of the system).
+    gpu_models : tuple of str
+        The GPU models of the cluster (a catalog cluster: its accelerator id; the Alibaba trace's:
+        its seven models); a job's ``gpu_spec`` names models from it.
+    node_model : ndarray of int, optional
+        GPU model of every node (index into ``gpu_models``); None: every node ``gpu_models[0]``.
+    node_slots : ndarray of int, optional
+        GPUs of every node when some have fewer than ``node_gpus`` (their other slots are never
+        free); None: every node has ``node_gpus``.
     """
 
     system_id: str
@@ -72,6 +80,9 @@ class ClusterTopology:
     unit: np.ndarray
     hot_swap: bool
     rack: np.ndarray | None = None
+    gpu_models: tuple[str, ...] = ()
+    node_model: np.ndarray | None = None
+    node_slots: np.ndarray | None = None
 
     @property
     def nodes(self) -> int:
@@ -84,6 +95,27 @@ class ClusterTopology:
     @property
     def leaves(self) -> int:
         return int(self.leaf[-1]) + 1
+
+    @property
+    def models(self) -> np.ndarray:
+        """GPU model of every node (index into ``gpu_models``), shape ``(nodes,)``."""
+        return np.zeros(self.nodes, np.int64) if self.node_model is None else self.node_model
+
+    @property
+    def slots(self) -> np.ndarray:
+        """GPUs of every node, shape ``(nodes,)``."""
+        return np.full(self.nodes, self.node_gpus, np.int64) if self.node_slots is None else self.node_slots
+
+    def gpus_on(self, nodes) -> int:
+        """GPUs installed on ``nodes`` (indices or a boolean mask over the nodes)."""
+        return int(self.slots[nodes].sum())
+
+    def initial_free(self) -> np.ndarray:
+        """Free share of every GPU slot of the empty cluster [milli-GPU], shape ``(nodes, node_gpus)``:
+        ``MILLI`` on the GPUs a node has, 0 on the slots it lacks."""
+        if self.node_slots is None:
+            return np.full((self.nodes, self.node_gpus), MILLI, dtype=np.int64)
+        return np.where(np.arange(self.node_gpus)[None, :] < self.node_slots[:, None], MILLI, 0).astype(np.int64)
 
     def frame(self):
         """One row per node: ``node, domain, leaf, pod, unit`` (a pandas DataFrame)."""
@@ -178,4 +210,5 @@ def build_topology(system, gpus: int, catalog: Catalog | None = None) -> Cluster
         unit=idx // nodes_per_unit,
         hot_swap=bool(s.hot_swap),
         rack=idx * s.node_gpus // max(s.gpus_per_rack, s.node_gpus),
+        gpu_models=(s.accelerator,),
     )

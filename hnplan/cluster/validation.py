@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan.cluster.jobs import gpu_spec_mask as jobs_spec_mask
 from hnplan.cluster.policies import Workload, place
 from hnplan.cluster.topology import MILLI, ClusterTopology
 
@@ -71,24 +72,13 @@ def alibaba_sample_tasks(gpu_spec: bool = False) -> pd.DataFrame:
 
 
 def gpu_spec_mask(spec, models=OPENB_GPU_MODELS) -> np.ndarray:
-    """Bitmask of the GPU models each ``gpu_spec`` accepts (bit ``t``: ``models[t]``; 0: any model).
-
-    ``gpu_spec`` is the trace's ``|``-separated list of models, empty (or NaN) for no constraint. A
-    model absent from ``models`` sets a bit no node has, so a task that names only such models is
-    never placed (as in the paper's simulator, ``IsNodeAccessibleToPodByType``).
+    """Bitmask of the GPU models each ``gpu_spec`` accepts over the trace's models
+    (:func:`hnplan.cluster.jobs.gpu_spec_mask`; bit ``t``: ``models[t]``; 0: any model).
 
     >>> gpu_spec_mask(["", "T4", "V100M16|V100M32", "H100"]).tolist()
     [0, 16, 96, 128]
     """
-    index = {m: i for i, m in enumerate(models)}
-    out = []
-    for s in spec:
-        mask = 0
-        if isinstance(s, str):
-            for m in filter(None, (x.strip() for x in s.split("|"))):
-                mask |= 1 << index.get(m, len(models))
-        out.append(mask)
-    return np.array(out, dtype=np.int64)
+    return jobs_spec_mask(spec, models)
 
 
 def openb_topology(scale: float = 1.0):
@@ -122,6 +112,10 @@ def openb_topology(scale: float = 1.0):
         failure_unit_gpus=8,
         unit=idx,
         hot_swap=False,
+        rack=idx,
+        gpu_models=OPENB_GPU_MODELS,
+        node_model=model,
+        node_slots=sizes.astype(np.int64),
     )
     return topo, free, cpu, mem, model
 
