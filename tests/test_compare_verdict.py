@@ -94,6 +94,15 @@ def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap(
     dense = trust_notes(designs, "llama3.1-405b")
     assert "mixture of experts" not in dense and "not validated" not in dense
     assert "0.853 on gb200 and b200; 0.959 on h100-sxm." in dense
+    # with its plan's GPU count and MFU, a design is set beside the nearest published run of the model on its
+    # accelerator: Llama 3 on 16,384 H100 (arXiv:2407.21783 Table 4), 400 TFLOP/s / 989.4 bf16 peak = 40.4% MFU
+    planned = designs.assign(gpus=16384, mfu=0.501)
+    assert (
+        "The nearest published run of llama3.1-405b on h100-sxm, llama3-405b-16384 (16,384 GPUs of "
+        "hgx-h100-roce-400g, bf16), measured 400 model TFLOP/s per GPU, 40.4% MFU, against 50.1% for "
+        "hgx-h100-ib-ndr's plan here"
+    ) in trust_notes(planned, "llama3.1-405b")
+    assert "nearest published run" not in dense  # no GPU count or MFU given
     # no design with a plan: nothing to qualify
     assert (
         trust_notes(pd.DataFrame([dict(system="x", accelerator="gb200", status="no plan: ...")]), "llama3.1-8b") == ""

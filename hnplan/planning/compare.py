@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from hnplan import units
@@ -236,12 +238,15 @@ def verdict(df: pd.DataFrame) -> str:
 def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
-    Three kinds, each only where it applies to a design of ``df`` (the rows of
+    Four kinds, each only where it applies to a design of ``df`` (the rows of
     :func:`compare_training_designs` whose status is ok):
 
     * how many published training runs on the design's accelerator the validation set holds
       (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
       with none is not validated;
+    * where ``df`` has ``gpus`` and ``mfu``: the published run of the same model on the design's accelerator
+      whose GPU count is nearest (metric ``model_tflops_per_gpu``), its MFU (published TFLOP/s over the dense
+      peak of its dtype) beside the plan's;
     * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
       short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
       :mod:`hnplan.compute.clocks`);
@@ -252,7 +257,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     Parameters
     ----------
     df : pandas.DataFrame
-        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``).
+        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
+        ``gpus`` and ``mfu`` where present).
     model : id or entry
         The model it compared.
     catalog : Catalog, optional
@@ -286,6 +292,18 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
         if not r:
             names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
             parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    m = cat.model(model)
+    planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
+    for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
+        same = [r for r in runs_on[row["accelerator"]] if r.model == m.id and r.metric == "model_tflops_per_gpu"]
+        if same:
+            run = min(same, key=lambda r: abs(math.log(r.gpus / row["gpus"])))
+            peak = _peak(cat.accelerator(row["accelerator"]).dense_tflops, run.dtype)
+            parts.append(
+                f"The nearest published run of {m.id} on {row['accelerator']}, {run.id} ({run.gpus:,} GPUs of "
+                f"{run.system}, {run.dtype}), measured {run.published:,.0f} model TFLOP/s per GPU, {run.published / peak:.1%} "
+                f"MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the plans need not be the same)."
+            )
     clocks: dict[float, list[str]] = {}
     for a in accs:
         frac = cat.accelerator(a).sustained_compute_fraction
@@ -298,7 +316,6 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
             "power-limited clock sustains through a training step (the accelerators' "
             f"`sustained_compute_fraction`, each with its source): {said}."
         )
-    m = cat.model(model)
     scope = set(StackChoices().cuda_graph_scope)
     if m.moe is not None and not scope & {"moe", "full_iteration"}:
         parts.append(
