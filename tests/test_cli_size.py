@@ -304,3 +304,12 @@ def test_size_lists_the_skipped_counts_of_one_reason_on_one_line():
         "s: skipped 7,680 GPUs: no plan on 7,680 GPUs divides; try a GPU count with more factors of two, or a"
         " batch with the factor 15, such as 7,680 sequences (a multiple of 7,680)"
     ]
+
+
+def test_train_table_names_micro_batches_and_their_sequences():
+    # 64 sequences a step over DP 4 in micro-batches of 2 sequences: 64 / (4 x 2) = 8 micro-batches per step
+    args = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
+    args += ["--global-batch-size", "64", "--tp", "1", "--pp", "2", "--dp", "4", "--microbatch-size", "2"]
+    res = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "TP 1 PP 2 DP 4 CP 1 EP 1, 8 micro-batches of 2 sequences," in res.stdout
