@@ -96,13 +96,21 @@ def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap(
     assert "0.853 on gb200 and b200; 0.959 on h100-sxm." in dense
     # with its plan's GPU count and MFU, a design is set beside the nearest published run of the model on its
     # accelerator: Llama 3 on 16,384 H100 (arXiv:2407.21783 Table 4), 400 TFLOP/s / 989.4 bf16 peak = 40.4% MFU
-    planned = designs.assign(gpus=16384, mfu=0.501)
+    planned = designs.assign(gpus=16384, mfu=0.501, dtype="bf16")
     assert (
         "The nearest published run of llama3.1-405b on h100-sxm, llama3-405b-16384 (16,384 GPUs of "
         "hgx-h100-roce-400g, bf16), measured 400 model TFLOP/s per GPU, 40.4% MFU, against 50.1% for "
         "hgx-h100-ib-ndr's plan here"
     ) in trust_notes(planned, "llama3.1-405b")
     assert "nearest published run" not in dense  # no GPU count or MFU given
+    # DeepSeek-V3 on 2,048 H800 in FP8 (DeepSeek-V3 report): 1,543 tokens/s per GPU x 281.2 GFLOP per token
+    # (PaLM's 6N + attention core at sequence 4,096: the active experts' and MLA matmuls, the LM head) over the
+    # H800's 1,978.9 TFLOP/s FP8 peak = 21.9%; there is no bf16 run of it on H800
+    moe = _designs(("hgx-h800-ib", "h800-sxm")).assign(gpus=2048, mfu=0.163)
+    assert "deepseek-v3-2048 (2,048 GPUs of hgx-h800-ib, fp8), measured 1,543 tokens/s per GPU, 21.9% MFU" in (
+        trust_notes(moe.assign(dtype="fp8"), "deepseek-v3")
+    )
+    assert "nearest published run" not in trust_notes(moe.assign(dtype="bf16"), "deepseek-v3")
     # no design with a plan: nothing to qualify
     assert (
         trust_notes(pd.DataFrame([dict(system="x", accelerator="gb200", status="no plan: ...")]), "llama3.1-8b") == ""

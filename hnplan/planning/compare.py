@@ -235,6 +235,22 @@ def verdict(df: pd.DataFrame) -> str:
     return text + ("\n\n" + split if split else "")
 
 
+# published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
+# per token at the run's sequence length
+_MFU_METRICS = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_s_per_gpu": "tokens/s per GPU"}
+
+
+def _run_mfu(run, model, cat: Catalog) -> float:
+    """MFU of a published run [-]: its model FLOP/s per GPU over the dense peak of its dtype (PaLM's definition,
+    :func:`hnplan.compute.mfu`)."""
+    from hnplan.compute import mfu, peak_flops_per_s, training_flops_per_token
+
+    peak = peak_flops_per_s(cat.accelerator(cat.system(run.system).accelerator), run.dtype)
+    if run.metric == "model_tflops_per_gpu":
+        return run.published * units.TERA / peak
+    return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
+
+
 def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
@@ -244,9 +260,9 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     * how many published training runs on the design's accelerator the validation set holds
       (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
       with none is not validated;
-    * where ``df`` has ``gpus`` and ``mfu``: the published run of the same model on the design's accelerator
-      whose GPU count is nearest (metric ``model_tflops_per_gpu``), its MFU (published TFLOP/s over the dense
-      peak of its dtype) beside the plan's;
+    * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
+      dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
+      (:func:`_run_mfu`) beside the plan's;
     * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
       short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
       :mod:`hnplan.compute.clocks`);
@@ -258,7 +274,7 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     ----------
     df : pandas.DataFrame
         The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
-        ``gpus`` and ``mfu`` where present).
+        ``gpus``, ``mfu`` and ``dtype`` where present).
     model : id or entry
         The model it compared.
     catalog : Catalog, optional
@@ -295,14 +311,19 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     m = cat.model(model)
     planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
     for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
-        same = [r for r in runs_on[row["accelerator"]] if r.model == m.id and r.metric == "model_tflops_per_gpu"]
+        # the same dtype only: an fp8 run's MFU is of the fp8 peak, twice the bf16 one on these chips
+        same = [
+            r
+            for r in runs_on[row["accelerator"]]
+            if r.model == m.id and r.metric in _MFU_METRICS and r.dtype == row.get("dtype")
+        ]
         if same:
             run = min(same, key=lambda r: abs(math.log(r.gpus / row["gpus"])))
-            peak = _peak(cat.accelerator(row["accelerator"]).dense_tflops, run.dtype)
             parts.append(
                 f"The nearest published run of {m.id} on {row['accelerator']}, {run.id} ({run.gpus:,} GPUs of "
-                f"{run.system}, {run.dtype}), measured {run.published:,.0f} model TFLOP/s per GPU, {run.published / peak:.1%} "
-                f"MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the plans need not be the same)."
+                f"{run.system}, {run.dtype}), measured {run.published:,.0f} {_MFU_METRICS[run.metric]}, "
+                f"{_run_mfu(run, m, cat):.1%} MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the "
+                "plans need not be the same)."
             )
     clocks: dict[float, list[str]] = {}
     for a in accs:
