@@ -157,11 +157,14 @@ def size(
             if r.get("batch_note"):
                 notes.append(f"{r['system']}: {r['batch_note']}")
             unit = units_of.get(r["system"], 1)
-            if int(r["gpus"]) % unit:  # --gpus that are not whole racks or servers: what is bought
-                bought = -(-int(r["gpus"]) // unit)
+            bought_gpus = int(r.get("gpus_bought") or -(-int(r["gpus"]) // unit) * unit)
+            if bought_gpus != int(r["gpus"]):  # a job on part of its whole racks or servers: what is bought
+                bought = bought_gpus // unit
+                spares = ", the rest idle as spares" if "gpus_bought" in r else ""
                 notes.append(
-                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought * unit:,} bought "
-                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}); GPU-hours and energy count the job's GPUs"
+                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought_gpus:,} bought "
+                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours and energy count "
+                    "the job's GPUs"
                 )
         console.print(t)
         for line in notes:
