@@ -299,3 +299,15 @@ def test_bad_input_is_named(argv, code, needle):
 def test_gemm_table_names_the_time_unit_as_the_others_do():
     res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "4096x8192x8192"])
     assert res.exit_code == 0 and "time [us]" in res.stdout and "compute" in res.stdout
+
+
+def test_catalog_show_an_unknown_id_says_every_kind_was_searched():
+    # 'nosuch' is near only a switch id: the message said "unknown switch id 'nosuch'", as if only the
+    # switches had been searched
+    res = runner.invoke(app, ["catalog", "show", "nosuch"])
+    msg = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "no catalog entry 'nosuch' of any kind; nearest switch ids: nvswitch3" in msg
+    res = runner.invoke(app, ["catalog", "show", "h100"])
+    assert "no catalog entry 'h100' of any kind; nearest accelerator ids: h100-sxm" in " ".join(res.stderr.split())
+    res = runner.invoke(app, ["catalog", "show", "h100", "--kind", "accelerators"])  # one kind: as before
+    assert res.exit_code == 2 and "unknown accelerator id 'h100'; nearest: h100-sxm" in " ".join(res.stderr.split())

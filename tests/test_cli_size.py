@@ -272,13 +272,71 @@ def test_size_plans_with_the_stack_it_is_given():
     assert res.exit_code == 2 and "nearest: megatron-core" in res.stdout
 
 
-def test_size_on_racks_of_72_names_the_batch_that_divides():
+def test_size_on_racks_of_72_runs_the_job_on_64_gpus_of_each():
     # every count of an NVL72 has the factor 9; a power-of-two batch leaves it to PP 9, which empties a stage
-    # of the 8B's 32 layers: "try a GPU count with more factors of two" could not be followed
+    # of the 8B's 32 layers, so 72 GPUs have no valid plan; the job runs on 64 of the rack's 72 GPUs (as
+    # NVL72 jobs do: MLPerf Training v5.0 GB200 runs use 64 per rack) and the purchase is the whole rack
     args = ["size", "--model", "llama3.1-8b", "--tokens", "2e11", "--system", "gb200-nvl72", "--seq-len", "8192"]
-    res = runner.invoke(app, [*args, "--global-batch-tokens", "16Mi", "--deadline-days", "10"])
-    msg = " ".join(res.stderr.split())
-    assert res.exit_code == 3 and "every count of gb200-nvl72 has the factor 9 (units of 72 GPUs)" in msg
-    assert "such as 2,088 sequences (a multiple of 72)" in msg or "such as 2,160 sequences (a multiple of 144)" in msg
+    res = runner.invoke(app, [*args, "--global-batch-tokens", "16Mi", "--deadline-days", "10", "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)["results"][0]
+    assert (r["gpus"], r["gpus_bought"], r["units"]) == (64, 72, 1)
+    assert [s["gpus"] for s in r["skipped"]] == [72]
+    assert "every count of gb200-nvl72 has the factor 9 (units of 72 GPUs)" in " ".join(
+        r["skipped"][0]["reason"].split()
+    )
+    table = runner.invoke(app, [*args, "--global-batch-tokens", "16Mi", "--deadline-days", "10"])
+    assert table.exit_code == 0
+    note = " ".join(table.stdout.split())
+    assert "the job runs on 64 GPUs of 72 bought (1 whole unit of 72, the rest idle as spares)" in note
+    # a batch with the factor 9 uses all 72 (the faster of the two at one rack)
     ok = runner.invoke(app, [*args, "--global-batch-tokens", str(2160 * 8192), "--deadline-days", "10", "--json"])
-    assert ok.exit_code == 0 and json.loads(ok.stdout)["results"][0]["gpus"] % 72 == 0
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["results"][0]["gpus"] == 72
+
+
+def test_size_lists_the_skipped_counts_of_one_reason_on_one_line():
+    # Llama 3.1 405B at a power-of-two batch (2,048 sequences) on H100 servers: every count the search tries
+    # whose odd factor the batch cannot take (7,680 = 512 x 15, 7,776 = 32 x 243, ...) is skipped for the
+    # same reason with its own suggested factor; one line names them all, not one line per count
+    from hnplan.cli.size_cmd import _skipped_lines
+
+    reason = (
+        "no plan on {0} GPUs divides; try a GPU count with more factors of two, or a batch with the factor {1},"
+        " such as {2} sequences (a multiple of {0})"
+    )
+    skipped = [{"gpus": n, "reason": reason.format(n, f, f"{n:,}")} for n, f in [(7680, 15), (7776, 243)]]
+    assert _skipped_lines("hgx-h100-ib-ndr", skipped) == [
+        "hgx-h100-ib-ndr: skipped 7,680, 7,776 GPUs: no plan on N GPUs divides; try a GPU count with more factors"
+        " of two, or a batch with N's odd factor, such as N sequences (a multiple of N)"
+    ]
+    # one count keeps its own numbers (with thousands separators) and its own factor
+    assert _skipped_lines("s", skipped[:1]) == [
+        "s: skipped 7,680 GPUs: no plan on 7,680 GPUs divides; try a GPU count with more factors of two, or a"
+        " batch with the factor 15, such as 7,680 sequences (a multiple of 7,680)"
+    ]
+
+
+def test_train_table_names_micro_batches_and_their_sequences():
+    # 64 sequences a step over DP 4 in micro-batches of 2 sequences: 64 / (4 x 2) = 8 micro-batches per step
+    args = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
+    args += ["--global-batch-size", "64", "--tp", "1", "--pp", "2", "--dp", "4", "--microbatch-size", "2"]
+    res = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "TP 1 PP 2 DP 4 CP 1 EP 1, 8 micro-batches of 2 sequences," in res.stdout
+
+
+def test_size_design_buys_the_whole_racks_of_a_job_on_part_of_them():
+    # the 8B on 64 GPUs of one NVL72 (above): power and capex are the whole rack's, as design_power and
+    # cost_or_gap give them for 72 GPUs, not 64
+    from hnplan.catalog import load_catalog
+    from hnplan.planning.design import cost_or_gap
+    from hnplan.planning.sizing import size_design
+    from hnplan.power import design_power
+
+    cat = load_catalog()
+    r = size_design("llama3.1-8b", "gb200-nvl72", 2e11, 10, 8192, 2048, catalog=cat)
+    assert (r["gpus"], r["gpus_bought"], r["racks"]) == (64, 72, 1)
+    design = cat.design("gb200-nvl72")
+    cost, _ = cost_or_gap(design, 72)
+    assert r["capex_usd"] == pytest.approx(cost.capex_usd, rel=1e-12)
+    assert r["it_power_mw"] == pytest.approx(design_power(design, 72).it_w / 1e6, rel=1e-12)

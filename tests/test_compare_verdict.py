@@ -3,7 +3,7 @@ on hand-made rows whose ratios are derived by hand below."""
 
 import pandas as pd
 
-from hnplan.planning.compare import fabric_and_chip, verdict
+from hnplan.planning.compare import fabric_and_chip, trust_notes, verdict
 
 
 def _rows():
@@ -69,4 +69,49 @@ def test_verdict_names_the_cheapest_run():
     assert (
         "Per training run, at each design's TCO per GPU-hour, **rack** costs least ($10M, $1.00 per million"
         in verdict(_rows())
+    )
+
+
+def _designs(*pairs):
+    return pd.DataFrame([dict(system=s, accelerator=a, status="ok") for s, a in pairs])
+
+
+def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap():
+    # DeepSeek-V3 on the H800 cluster it trained on, a GB200 NVL72 and a CloudMatrix 384: published runs on
+    # H800 (DeepSeek-V3 report, Pai-Megatron-Patch) and GB200 (MLPerf, Megatron-Bridge) are in the validation
+    # set, none on Ascend 910C; the sustained clocks are the catalog's (H800: hot MAMF 794.5 / 828.6 = 0.959;
+    # GB200: the B200's 1,237 / 1,450 = 0.853); the default stack captures no MoE kernel in a CUDA graph
+    df = _designs(("hgx-h800-ib", "h800-sxm"), ("gb200-nvl72", "gb200"), ("cloudmatrix-384", "ascend-910c"))
+    text = trust_notes(df, "deepseek-v3")
+    assert "No published training run on ascend-910c is in the validation set: cloudmatrix-384 is not validated" in (
+        text
+    )
+    assert "0.959 on h800-sxm; 0.853 on gb200." in text
+    assert "on h800-sxm" in text.split("validation set: ")[1] and "ascend-910c" not in text.split("No published")[0]
+    assert "deepseek-v3 is a mixture of experts" in text and "optimistic" in text
+    # a dense model on validated designs: no MoE sentence, no unvalidated design
+    designs = _designs(("gb200-nvl72", "gb200"), ("hgx-b200-ib-xdr", "b200"), ("hgx-h100-ib-ndr", "h100-sxm"))
+    dense = trust_notes(designs, "llama3.1-405b")
+    assert "mixture of experts" not in dense and "not validated" not in dense
+    assert "0.853 on gb200 and b200; 0.959 on h100-sxm." in dense
+    # with its plan's GPU count and MFU, a design is set beside the nearest published run of the model on its
+    # accelerator: Llama 3 on 16,384 H100 (arXiv:2407.21783 Table 4), 400 TFLOP/s / 989.4 bf16 peak = 40.4% MFU
+    planned = designs.assign(gpus=16384, mfu=0.501, dtype="bf16")
+    assert (
+        "The nearest published run of llama3.1-405b on h100-sxm, llama3-405b-16384 (16,384 GPUs of "
+        "hgx-h100-roce-400g, bf16), measured 400 model TFLOP/s per GPU, 40.4% MFU, against 50.1% for "
+        "hgx-h100-ib-ndr's plan here"
+    ) in trust_notes(planned, "llama3.1-405b")
+    assert "nearest published run" not in dense  # no GPU count or MFU given
+    # DeepSeek-V3 on 2,048 H800 in FP8 (DeepSeek-V3 report): 1,543 tokens/s per GPU x 281.2 GFLOP per token
+    # (PaLM's 6N + attention core at sequence 4,096: the active experts' and MLA matmuls, the LM head) over the
+    # H800's 1,978.9 TFLOP/s FP8 peak = 21.9%; there is no bf16 run of it on H800
+    moe = _designs(("hgx-h800-ib", "h800-sxm")).assign(gpus=2048, mfu=0.163)
+    assert "deepseek-v3-2048 (2,048 GPUs of hgx-h800-ib, fp8), measured 1,543 tokens/s per GPU, 21.9% MFU" in (
+        trust_notes(moe.assign(dtype="fp8"), "deepseek-v3")
+    )
+    assert "nearest published run" not in trust_notes(moe.assign(dtype="bf16"), "deepseek-v3")
+    # no design with a plan: nothing to qualify
+    assert (
+        trust_notes(pd.DataFrame([dict(system="x", accelerator="gb200", status="no plan: ...")]), "llama3.1-8b") == ""
     )

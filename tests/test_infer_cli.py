@@ -189,3 +189,17 @@ def test_min_replicas_tries_the_cap_before_giving_up():
     # doubling 3 -> 6 -> 12 passes a cap of 11: 10 and 11 are still tried (None before)
     assert _min_replicas(1.0, ttft, 3, 1.0, cap=11) == 10
     assert _min_replicas(1.0, ttft, 3, 1.0, cap=9) is None
+
+
+def test_rate_table_says_the_whole_units_bought():
+    # Llama 3.1 8B at 3 requests/s needs fewer GPUs than one GB200 NVL72 rack: the table counts the GPUs used
+    # (what $ per million tokens and the rated power are for) and says the 72-GPU rack that holds them
+    args = ["infer", "--model", "llama3.1-8b", "--system", "gb200-nvl72", "--input-tokens", "1000"]
+    args += ["--output-tokens", "500", "--qps", "3", "--ttft-slo-ms", "800", "--tpot-slo-ms", "40"]
+    gpus = _json(args)["gpus"]
+    assert 0 < gpus < 72
+    text = " ".join(runner.invoke(app, args, env={"COLUMNS": "200"}).stdout.split())
+    assert f"GPUs bought │ {gpus} -> 72 (1 whole unit of 72); $ and rated power: the {gpus} used" in text
+    # whole 8-GPU servers: 8 GPUs bought as used, no row
+    res = runner.invoke(app, [*args[:4], "hgx-h100-ib-ndr", *args[5:], "--tp", "8"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "GPUs bought" not in res.stdout

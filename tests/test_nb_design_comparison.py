@@ -37,6 +37,7 @@ def test_design_comparison_notebook(tmp_path):
     assert html.count("* plotly.js v") == 1  # plotly.js embedded once: the report opens offline
     assert "require.js" not in html and "cdnjs.cloudflare.com" not in html
     assert "trains fastest" in html
+    assert "How far to trust it" in html and "sustained_compute_fraction" in html
     # prices in the verdict stay text: no "$...$" read as LaTeX, which left "**design**" unrendered
     verdict = html[html.index("What this means") : html.index('id="key-table"')]
     assert "costs least" in verdict and "**" not in verdict and "<strong>" in verdict

@@ -46,3 +46,7 @@ def test_hardware_sizing_notebook(tmp_path):
     assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")
     assert plotly_divs(html) == 4
     assert "cheapest design to buy" in html
+    table = html[html.index('id="key-table"') :]
+    table = table[: table.index("</table>")]
+    assert ">True<" not in table and ">False<" not in table  # within budget says yes / no
+    assert table.count(">yes<") == int(df["within_budget"].sum())

@@ -199,9 +199,11 @@ def test_sizing_skips_counts_without_a_valid_plan_and_says_so(cat):
     from hnplan.planning.sizing import size_for_deadline
 
     # 72-GPU racks and a power-of-two batch: the factor 9 of a rack can only go to PP 9, which leaves a
-    # stage of the 32 layers empty, so no count of whole racks has a valid plan
-    with pytest.raises(InfeasiblePlan, match="valid plan for llama3.1-8b"):
-        size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
+    # stage of the 32 layers empty, so 72 GPUs have no valid plan (listed as skipped) and the job runs on
+    # 64 of the rack's GPUs, the rack bought whole
+    r = size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 4096, 256, catalog=cat)
+    assert (r["gpus"], r["gpus_bought"], r["units"]) == (64, 72, 1)
+    assert [s["gpus"] for s in r["skipped"]] == [72] and "factor 9" in r["skipped"][0]["reason"]
     # a 405B model on 8-GPU servers: the first counts have no plan that fits or divides; they are listed
     r = size_for_deadline("llama3.1-405b", "hgx-h100-ib-ndr", 1e12, 30.0, 8192, 1024, catalog=cat)
     assert r["skipped"] and all(s["gpus"] < r["gpus"] and s["reason"] for s in r["skipped"])

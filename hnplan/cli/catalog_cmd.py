@@ -76,7 +76,14 @@ def show(
                 except CatalogError as exc:
                     if "nearest" in str(exc):
                         sugg.append(str(exc))
-            raise CatalogError("; ".join(sugg) or f"no catalog entry {ref!r} in {', '.join(kinds)}")
+            if not sugg:
+                raise CatalogError(f"no catalog entry {ref!r} in {', '.join(kinds)}")
+            if len(kinds) == 1:
+                raise CatalogError("; ".join(sugg))
+            # searched in every kind: say so, then the nearest ids of the kinds that have close ones
+            # ("unknown switch id 'x'; nearest: ..." alone read as if only switches had been searched)
+            near = [re.sub(r"^unknown (.+?) id '.*?'; nearest: ", r"nearest \1 ids: ", t) for t in sugg]
+            raise CatalogError(f"no catalog entry {ref!r} of any kind; " + "; ".join(near))
         if json_:
             print_json({k: entry.model_dump(mode="json", exclude_none=True) for k, entry in found})
             return

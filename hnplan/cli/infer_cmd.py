@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.errors import InputError
 from hnplan.labels import column_header
 
@@ -28,11 +28,16 @@ _HEADER = {
 
 
 def _cell(v) -> str:
-    """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits."""
+    """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
+    whole numbers with thousands separators from 10,000 up (not ``1.687e+04``).
+
+    >>> [_cell(x) for x in (16870.4, 33300.0, 8325.2, 0.6204, float("nan"), True, None)]
+    ['16,870', '33,300', '8,325', '0.6204', 'n/a', 'yes', '-']
+    """
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return "n/a" if v != v else f"{v:,.4g}"
+        return "n/a" if v != v else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
     return "-" if v is None else str(v)
 
 
@@ -175,6 +180,12 @@ def infer(
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
         rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        unit = cat.system(system).unit_gpus
+        if isinstance(out.get("gpus"), int) and out["gpus"] % unit:  # what is bought: whole racks or servers
+            at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1
+            bought = -(-out["gpus"] // unit) * unit
+            used = f"$ and rated power: the {out['gpus']:,} used"
+            rows.insert(at, ("GPUs bought", f"{whole_units_text(out['gpus'], bought, unit)}; {used}"))
         if split:
             rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))

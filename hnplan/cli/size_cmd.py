@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import typer
 from rich.markup import escape
@@ -156,11 +157,14 @@ def size(
             if r.get("batch_note"):
                 notes.append(f"{r['system']}: {r['batch_note']}")
             unit = units_of.get(r["system"], 1)
-            if int(r["gpus"]) % unit:  # --gpus that are not whole racks or servers: what is bought
-                bought = -(-int(r["gpus"]) // unit)
+            bought_gpus = int(r.get("gpus_bought") or -(-int(r["gpus"]) // unit) * unit)
+            if bought_gpus != int(r["gpus"]):  # a job on part of its whole racks or servers: what is bought
+                bought = bought_gpus // unit
+                spares = ", the rest idle as spares" if "gpus_bought" in r else ""
                 notes.append(
-                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought * unit:,} bought "
-                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}); GPU-hours and energy count the job's GPUs"
+                    f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought_gpus:,} bought "
+                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours and energy count "
+                    "the job's GPUs"
                 )
         console.print(t)
         for line in notes:
@@ -178,14 +182,29 @@ def _amount(x: float, decimals: int) -> str:
 
 
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
-    """One line per reason for the counts a sizing skipped: the counts, then the reason once (with N for
-    the count where several share it)."""
-    mark = "\x00"
-    groups: dict[str, list[int]] = {}
+    """One line per reason for the counts a sizing skipped: the counts, then the reason once (N for the
+    count, written with or without thousands separators, where several share it; the batch factor the
+    reason suggests, which is the count's own odd factor, said as such where it differs between them).
+
+    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences"
+    >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536")},
+    ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280")}])
+    ["s: skipped 1,536, 1,280 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as N sequences"]
+    """
+    mark, fmark = "\x00", "\x01"
+    factor = re.compile(r"with the factor (\d+)")
+    groups: dict[str, list[tuple[int, str]]] = {}
     for s in skipped:
-        groups.setdefault(s["reason"].replace(str(s["gpus"]), mark), []).append(s["gpus"])
-    return [
-        f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: "
-        + reason.replace(mark, str(counts[0]) if len(counts) == 1 else "N")
-        for reason, counts in groups.items()
-    ]
+        n = int(s["gpus"])
+        key = s["reason"].replace(f"{n:,}", mark).replace(str(n), mark)
+        found = factor.search(key)
+        groups.setdefault(factor.sub(f"with the factor {fmark}", key), []).append((n, found[1] if found else ""))
+    lines = []
+    for reason, members in groups.items():
+        counts, factors = [n for n, _ in members], {f for _, f in members}
+        text = reason.replace(mark, f"{counts[0]:,}" if len(counts) == 1 else "N")
+        text = text.replace(
+            f"the factor {fmark}", f"the factor {factors.pop()}" if len(factors) == 1 else "N's odd factor"
+        )
+        lines.append(f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: {text}")
+    return lines

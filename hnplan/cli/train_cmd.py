@@ -172,8 +172,9 @@ def train(
                 ),
                 (
                     "plan",
-                    f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, micro-batch "
-                    f"{p['microbatch_size']} x {p['num_microbatches']}, virtual stages {p['virtual_stages']}, "
+                    f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, {p['num_microbatches']} "
+                    f"micro-batch{'es' * (p['num_microbatches'] != 1)} of {p['microbatch_size']} "
+                    f"sequence{'s' * (p['microbatch_size'] != 1)}, virtual stages {p['virtual_stages']}, "
                     f"ZeRO {p['zero_stage']}, "
                     f"recompute {p['recompute']}",
                 ),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from hnplan import units
@@ -231,3 +233,116 @@ def verdict(df: pd.DataFrame) -> str:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
     split = fabric_and_chip(df)
     return text + ("\n\n" + split if split else "")
+
+
+# published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
+# per token at the run's sequence length
+_MFU_METRICS = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_s_per_gpu": "tokens/s per GPU"}
+
+
+def _run_mfu(run, model, cat: Catalog) -> float:
+    """MFU of a published run [-]: its model FLOP/s per GPU over the dense peak of its dtype (PaLM's definition,
+    :func:`hnplan.compute.mfu`)."""
+    from hnplan.compute import mfu, peak_flops_per_s, training_flops_per_token
+
+    peak = peak_flops_per_s(cat.accelerator(cat.system(run.system).accelerator), run.dtype)
+    if run.metric == "model_tflops_per_gpu":
+        return run.published * units.TERA / peak
+    return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
+
+
+def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
+    """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
+
+    Four kinds, each only where it applies to a design of ``df`` (the rows of
+    :func:`compare_training_designs` whose status is ok):
+
+    * how many published training runs on the design's accelerator the validation set holds
+      (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
+      with none is not validated;
+    * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
+      dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
+      (:func:`_run_mfu`) beside the plan's;
+    * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
+      short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
+      :mod:`hnplan.compute.clocks`);
+    * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
+      CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
+      "the enlarged MoE set").
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
+        ``gpus``, ``mfu`` and ``dtype`` where present).
+    model : id or entry
+        The model it compared.
+    catalog : Catalog, optional
+
+    Returns
+    -------
+    str
+        Markdown sentences, one paragraph; empty when no design has a plan.
+    """
+    from hnplan.catalog.runs import training_runs
+    from hnplan.catalog.schemas.software import StackChoices
+
+    cat = catalog or load_catalog()
+    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
+    if ok.empty or "accelerator" not in ok:
+        return ""
+    accs = list(dict.fromkeys(ok["accelerator"]))
+    runs_on: dict[str, list] = {a: [] for a in accs}
+    for run in training_runs():
+        acc = cat.system(run.system).accelerator
+        if acc in runs_on:
+            runs_on[acc].append(run)
+    parts = [
+        "Every figure here is a model's prediction, not a measurement; the `validation` report "
+        "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
+    ]
+    counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
+    if counted:
+        parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
+    for a, r in runs_on.items():
+        if not r:
+            names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
+            parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    m = cat.model(model)
+    planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
+    for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
+        # the same dtype only: an fp8 run's MFU is of the fp8 peak, twice the bf16 one on these chips
+        same = [
+            r
+            for r in runs_on[row["accelerator"]]
+            if r.model == m.id and r.metric in _MFU_METRICS and r.dtype == row.get("dtype")
+        ]
+        if same:
+            run = min(same, key=lambda r: abs(math.log(r.gpus / row["gpus"])))
+            parts.append(
+                f"The nearest published run of {m.id} on {row['accelerator']}, {run.id} ({run.gpus:,} GPUs of "
+                f"{run.system}, {run.dtype}), measured {run.published:,.0f} {_MFU_METRICS[run.metric]}, "
+                f"{_run_mfu(run, m, cat):.1%} MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the "
+                "plans need not be the same)."
+            )
+    clocks: dict[float, list[str]] = {}
+    for a in accs:
+        frac = cat.accelerator(a).sustained_compute_fraction
+        if frac is not None and frac < 1:
+            clocks.setdefault(frac, []).append(a)
+    if clocks:
+        said = "; ".join(f"{frac:.3g} on {' and '.join(a)}" for frac, a in clocks.items())
+        parts.append(
+            "Compute-bound kernels run at the share of the short-run rates their laws were fitted to that the "
+            "power-limited clock sustains through a training step (the accelerators' "
+            f"`sustained_compute_fraction`, each with its source): {said}."
+        )
+    scope = set(StackChoices().cuda_graph_scope)
+    if m.moe is not None and not scope & {"moe", "full_iteration"}:
+        parts.append(
+            f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
+            "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
+            "host) were measured slower than hnplan predicts, on x86 hosts above all, so its step times may be "
+            'optimistic by host time it does not count (docs/training.md, "the enlarged MoE set").'
+        )
+    return " ".join(parts)

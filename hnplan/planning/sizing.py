@@ -176,7 +176,7 @@ def size_design(
         offload=offload,
         stack=stack,
     )
-    gpus = row["gpus"]
+    gpus = row["gpus_bought"]  # the units bought, the job's spares included (power and costs)
     design = cat.design(sys_)
     pw = design_power(design, gpus)
     cost, gap = cost_or_gap(design, gpus)
@@ -260,7 +260,13 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     if ok.empty:
         return "No design meets the deadline with this global batch; relax the deadline or raise the batch."
     lines = [
-        f"- **{r['system']}**: {int(r['gpus']):,} GPUs in {int(r['racks'])} racks, "
+        f"- **{r['system']}**: {int(r['gpus']):,} GPUs"
+        + (
+            f" (of {int(r['gpus_bought']):,} bought, the rest spares)"
+            if pd.notna(r.get("gpus_bought")) and int(r["gpus_bought"]) != int(r["gpus"])
+            else ""
+        )
+        + f" in {int(r['racks'])} racks, "
         f"{r['facility_power_mw']:.1f} MW facility power, {units.format_usd(r['capex_usd'])} capex, "
         f"{r['days']:.1f} days"
         + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")

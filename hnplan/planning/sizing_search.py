@@ -28,6 +28,13 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
 
 The answer is the smallest count found on that grid; ``slack_days`` says by how much it beats the
 deadline.
+
+A unit whose GPU count is not a power of two (a 72-GPU NVL72 rack, a 384-NPU CloudMatrix) is also tried
+with the job on the largest power of two of each unit's GPUs (64 of 72), the others idle as spares: a
+count of 72-GPU racks always carries the factor 9, which a power-of-two batch or layer count cannot
+divide, and NVL72 jobs run that way (MLPerf Training v5.0 GB200 NVL72 submissions: 256-2,496 GPUs, 64 per
+rack). At each unit count the faster of the two is kept; ``gpus`` is the job's count, ``gpus_bought``
+what the units hold (power and costs count the units bought: :func:`hnplan.planning.sizing.size_design`).
 """
 
 from __future__ import annotations
@@ -124,7 +131,7 @@ def size_for_deadline(
     -------
     dict
         :func:`hnplan.planning.time_to_train.time_to_train`'s keys (``goodput`` and ``goodput_mode``
-        among them) plus ``units``, ``deadline_days``, ``slack_days`` (deadline - days) [days],
+        among them; ``gpus`` the job's) plus ``units``, ``gpus_bought`` (units x unit GPUs), ``deadline_days``, ``slack_days`` (deadline - days) [days],
         ``evaluated`` (counts whose plans were searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
         had no valid plan (a plan rule) or no plan that fits.
 
@@ -160,16 +167,17 @@ def size_for_deadline(
             f"{job} needs at least {_people(ideal)} GPUs of {sys_.id} even at 100 % MFU; the most its "
             f"scale-out fabric joins is {cap * u:,} ({switch})"
         )
-    tried: dict[int, dict | InfeasiblePlan] = {}  # units -> time_to_train's answer, or why there is none
+    tried: dict[int, dict | InfeasiblePlan] = {}  # units -> the faster job's answer, or why there is none
+    runs: dict[int, dict | InfeasiblePlan] = {}  # job GPUs -> time_to_train's answer, or why there is none
+    per_unit = (1 << (u.bit_length() - 1),) if u & (u - 1) else ()  # 64 of a 72-GPU rack; none of a server of 8
 
-    def days_at(n: int) -> float:
-        """Days at ``n`` units (inf where no plan divides or fits)."""
-        if n not in tried:
+    def run(g: int) -> dict | InfeasiblePlan:
+        if g not in runs:
             try:
-                tried[n] = time_to_train(
+                runs[g] = time_to_train(
                     mdl,
                     sys_,
-                    n * u,
+                    g,
                     tokens,
                     seq_len,
                     global_batch_seqs,
@@ -181,19 +189,31 @@ def size_for_deadline(
                     stack=stack,
                 )
             except InfeasiblePlan as exc:
-                tried[n] = exc
+                runs[g] = exc
+        return runs[g]
+
+    def days_at(n: int) -> float:
+        """Days at ``n`` units (inf where no plan divides or fits): the job on all their GPUs or on the
+        largest power of two of each unit's, whichever is faster."""
+        if n not in tried:
+            answers = [run(n * u), *(run(n * p) for p in per_unit)]
+            done = [a for a in answers if isinstance(a, dict)]
+            if done:
+                tried[n] = min(done, key=lambda a: a["days"])
+            else:  # why none: a plan that does not fit before a count no layout divides
+                tried[n] = next((a for a in answers if not isinstance(a, PlanRuleError)), answers[0])
         r = tried[n]
         return r["days"] if isinstance(r, dict) else math.inf
 
-    def searched() -> int:  # counts whose plans were searched (a count without a valid plan costs no search)
-        return sum(1 for r in tried.values() if not isinstance(r, PlanRuleError))
+    def searched() -> int:  # job counts whose plans were searched (a count without a valid plan costs no search)
+        return sum(1 for r in runs.values() if not isinstance(r, PlanRuleError))
 
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
     while not hit:
         if n > cap:
             last = max(tried, default=0)
             r = tried.get(last)
-            at_cap = f"; at {last * u:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
+            at_cap = f"; at {r['gpus']:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
             at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
             raise InfeasiblePlan(
                 f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "
@@ -239,9 +259,10 @@ def size_for_deadline(
     out = dict(best)
     out.update(
         units=hit,
+        gpus_bought=hit * u,
         deadline_days=deadline_days,
         slack_days=deadline_days - out["days"],
         evaluated=searched(),
-        skipped=[{"gpus": k * u, "reason": str(r)} for k, r in sorted(tried.items()) if isinstance(r, InfeasiblePlan)],
+        skipped=[{"gpus": g, "reason": str(r)} for g, r in sorted(runs.items()) if isinstance(r, InfeasiblePlan)],
     )
     return out
