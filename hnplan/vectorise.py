@@ -233,20 +233,30 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
     """
     codes, uniq = factorize(df, keys)
     cache = {} if cache is None else cache
-    tuples = list(zip(*(uniq[k].tolist() for k in keys)))
+    values = [uniq[k].tolist() for k in keys]
+    tuples = list(zip(*values))
     at = [keys.index(k) for k in by]
+    missing = [j for j, u in enumerate(tuples) if u not in cache]  # rows of the distinct-tuple table
     batches: dict = {}
-    missing = [u for u in tuples if u not in cache]
-    if not at and missing:  # one batch
+    if at:
+        fixed_of = list(zip(*(values[i] for i in at)))  # each distinct tuple's ``by`` values
+        for j in missing:
+            batches.setdefault(fixed_of[j], []).append(j)
+    elif missing:  # one batch
         batches[()] = missing
-    for u in missing if at else ():
-        batches.setdefault(tuple(u[i] for i in at), []).append(u)
-    for fixed, us in batches.items():
-        args = [fixed[at.index(i)] if i in at else np.array([u[i] for u in us]) for i in range(len(keys))]
-        got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(us),)).tolist() for k, v in fn(*args).items()}
+    fresh: dict = {}  # every tuple computed now: the results as arrays, not read back from the cache
+    for fixed, rows in batches.items():
+        args = [fixed[at.index(i)] if i in at else np.array([values[i][j] for j in rows]) for i in range(len(keys))]
+        got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(rows),)) for k, v in fn(*args).items()}
         names = list(got)
-        for u, values in zip(us, zip(*got.values())):  # each tuple's numbers as floats
-            cache[u] = dict(zip(names, values))
+        for j, numbers in zip(rows, zip(*(v.tolist() for v in got.values()))):  # each tuple's numbers as floats
+            cache[tuples[j]] = dict(zip(names, numbers))
+        if len(missing) == len(tuples):
+            for k, v in got.items():
+                fresh.setdefault(k, np.empty(len(tuples)))[rows] = v
+    if fresh:
+        out_cols = {k: v[codes] for k, v in fresh.items()}
+        return Columns(out_cols) if isinstance(uniq, Columns) else pd.DataFrame(out_cols, copy=False)
     res = [cache[u] for u in tuples]
     if isinstance(uniq, Columns):
         return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})

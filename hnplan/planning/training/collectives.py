@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hnplan.comm.algorithms import fastest_time
+from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.layout import stage_layers
@@ -79,22 +79,23 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     idx = np.flatnonzero(live)
     # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
     base = int(stride.max()) + 1
-    n_codes, n_uniq = pd.factorize(n[idx])
+    n_uniq, n_codes = np.unique(n[idx], return_inverse=True)
     key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
-    codes, ukey = pd.factorize(key)
+    ukey, codes = np.unique(key, return_inverse=True)
     pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
-    groups = np.stack([pair // base, pair % base], axis=1).tolist()
     memo = job.memo.setdefault(("collective_s", op), {})  # {(size, stride, bytes): time}
-    keys = [(g, s, b) for (g, s), b in zip(groups, u_n.tolist())]
+    keys = list(zip((pair // base).tolist(), (pair % base).tolist(), u_n.tolist()))
     res = np.array([memo.get(k, np.nan) for k in keys])
     miss = np.flatnonzero(np.isnan(res))
-    if len(miss):  # the missing messages of each group together (in their order), the groups one by one
-        order = np.argsort(pair[miss], kind="stable")
-        by_pair = pair[miss][order]
-        cuts = np.flatnonzero(by_pair[1:] != by_pair[:-1]) + 1
-        for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)]):
-            at, pr = miss[order[a:b]], int(by_pair[a])
-            res[at] = fastest_time(op, u_n[at], job.group(pr // base, pr % base))
+    if len(miss):  # each group placed once; its messages timed on floats, or together where it has many
+        u_pair, inv, count = np.unique(pair[miss], return_inverse=True, return_counts=True)
+        placed = [job.group(p // base, p % base) for p in u_pair.tolist()]
+        few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
+        at = miss[few]
+        res[at] = [best_time(op, x, placed[i])[0] for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
+        for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
+            at = miss[inv == i]
+            res[at] = fastest_time(op, u_n[at], placed[i])
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
