@@ -209,6 +209,24 @@ def test_sizing_skips_counts_without_a_valid_plan_and_says_so(cat):
     assert r["skipped"] and all(s["gpus"] < r["gpus"] and s["reason"] for s in r["skipped"])
 
 
+def test_sizing_gives_up_after_a_doubling_of_counts_without_a_valid_plan(cat, monkeypatch):
+    # the search's control flow with a planner that finds no layout at any count: on 72-GPU racks each
+    # unit count is tried with the job on all 72 GPUs and on 64 of each rack; from the lower bound (1 rack)
+    # the 2-3-5-smooth unit counts 1, 2 are tried, and at 2 = 2 x 1 a whole doubling had no valid plan
+    import hnplan.planning.sizing_search as search
+
+    asked = []
+
+    def no_layout(model, system, gpus, *args, **kwargs):
+        asked.append(gpus)
+        raise PlanRuleError(f"no plan on {gpus} GPUs divides")
+
+    monkeypatch.setattr(search, "time_to_train", no_layout)
+    with pytest.raises(InfeasiblePlan, match="none of 2 successive counts of gb200-nvl72 from 72 to 144 GPUs"):
+        search.size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e9, 30.0, 4096, 256, catalog=cat)
+    assert asked == [72, 64, 144, 128]
+
+
 def test_balanced_ends_give_the_embedding_and_the_loss_a_chunk_each(cat):
     """Llama 3 (arXiv:2407.21783 Sec. 3.3.2): the first chunk of the first stage holds only the embedding,
     the last chunk of the last stage only the output projection and the loss. 126 layers on 16 stages of
