@@ -217,9 +217,9 @@ def operator_table(
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
-    rows = _raw_rows(
+    rows = _checked_rows(
         model,
+        acc,
         phase,
         batch,
         seq_len,
@@ -230,10 +230,9 @@ def operator_table(
         dtype,
         recompute,
         convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
-        acc=acc,
-        stack=stack,
+        attention,
+        sequence_parallel,
+        stack,
     )
     compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame(
@@ -268,6 +267,45 @@ def operator_table(
         },
     )
     return df
+
+
+def _checked_rows(
+    model,
+    acc,
+    phase,
+    batch,
+    seq_len,
+    kv_len,
+    tp,
+    cp,
+    ep,
+    dtype,
+    recompute,
+    convention,
+    attention,
+    sequence_parallel,
+    stack,
+) -> list:
+    """The inputs checked (:func:`_check`) and the raw operator rows of one pass: the one row engine behind
+    :func:`operator_table` and :func:`operator_columns`."""
+    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
+    return _raw_rows(
+        model,
+        phase,
+        batch,
+        seq_len,
+        kv_len,
+        tp,
+        cp,
+        ep,
+        dtype,
+        recompute,
+        convention,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+        acc=acc,
+        stack=stack,
+    )
 
 
 def totals(df: pd.DataFrame | dict) -> dict:
@@ -333,9 +371,9 @@ sequence_parallel, stack
         As :func:`operator_table`.
     """
     kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
-    rows = _raw_rows(
+    rows = _checked_rows(
         model,
+        acc,
         phase,
         batch,
         seq_len,
@@ -346,10 +384,9 @@ sequence_parallel, stack
         dtype,
         recompute,
         convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
-        acc=acc,
-        stack=stack,
+        attention,
+        sequence_parallel,
+        stack,
     )
     compute_s, memory_s, time_s, _ = _times(rows, acc, dtype)
     return {
