@@ -214,27 +214,9 @@ def operator_table(
     >>> set(df["bound"])
     {'memory'}
     """
+    kv_len, rows, (compute_s, memory_s, time_s, eff) = _timed_rows(**locals())
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
-    kv_len = seq_len if kv_len is None else kv_len
-    rows = _checked_rows(
-        model,
-        acc,
-        phase,
-        batch,
-        seq_len,
-        kv_len,
-        tp,
-        cp,
-        ep,
-        dtype,
-        recompute,
-        convention,
-        attention,
-        sequence_parallel,
-        stack,
-    )
-    compute_s, memory_s, time_s, eff = _times(rows, acc, dtype)
     df = pd.DataFrame(
         [r[:10] for r in rows], columns=["name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k"]
     )
@@ -269,7 +251,7 @@ def operator_table(
     return df
 
 
-def _checked_rows(
+def _timed_rows(
     model,
     acc,
     phase,
@@ -285,11 +267,13 @@ def _checked_rows(
     attention,
     sequence_parallel,
     stack,
-) -> list:
-    """The inputs checked (:func:`_check`) and the raw operator rows of one pass: the one row engine behind
-    :func:`operator_table` and :func:`operator_columns`."""
+) -> tuple:
+    """The one row engine behind :func:`operator_table` and :func:`operator_columns` (called with their
+    parameters): the inputs checked (:func:`_check`), the raw rows of one pass and their times
+    (:func:`_times`). Returns ``(kv_len, rows, (compute_s, memory_s, time_s, gemm_efficiency))``."""
+    kv_len = seq_len if kv_len is None else kv_len
     _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
-    return _raw_rows(
+    rows = _raw_rows(
         model,
         phase,
         batch,
@@ -306,6 +290,7 @@ def _checked_rows(
         acc=acc,
         stack=stack,
     )
+    return kv_len, rows, _times(rows, acc, dtype)
 
 
 def totals(df: pd.DataFrame | dict) -> dict:
@@ -370,25 +355,7 @@ sequence_parallel, stack
     InputError, PlanRuleError
         As :func:`operator_table`.
     """
-    kv_len = seq_len if kv_len is None else kv_len
-    rows = _checked_rows(
-        model,
-        acc,
-        phase,
-        batch,
-        seq_len,
-        kv_len,
-        tp,
-        cp,
-        ep,
-        dtype,
-        recompute,
-        convention,
-        attention,
-        sequence_parallel,
-        stack,
-    )
-    compute_s, memory_s, time_s, _ = _times(rows, acc, dtype)
+    _, rows, (compute_s, memory_s, time_s, _) = _timed_rows(**locals())
     return {
         # the numbers' dtypes inferred from the rows as the frame's are (integers stay integers)
         "kind": np.array([r[2] for r in rows], dtype=object),
