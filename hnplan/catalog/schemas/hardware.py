@@ -374,7 +374,7 @@ class System(Entry):
         "scales kernel_launch_us; absent: 1, an x86 host (calibration)",
     )
     pooled_memory_tb: Annotated[float, Field(ge=MIN_CAPACITY_TB, le=MAX_CAPACITY_TB)] | None = Field(
-        default=None, description="memory pool shared by a domain (CXL) [TB]"
+        default=None, description="memory pool shared by a domain (CXL) [TB, 1e12 bytes]"
     )
     pooled_memory_GBps_per_gpu: LinkRate | None = Field(
         default=None, description="bandwidth from one accelerator to the pooled memory [GB/s per direction]"
