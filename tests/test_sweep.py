@@ -195,3 +195,46 @@ def test_existing_scheduler(tmp_path):
         s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
     assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
     assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_local_worker_processes_ignore_ctrl_c():
+    """Ctrl-C reaches every process of the terminal's group: Dask's worker processes printed their own
+    KeyboardInterrupt tracebacks beside the client's one-line 'interrupted'. Started under
+    ``_sigint_held`` they ignore SIGINT, and the client's handler is back afterwards."""
+    import logging
+    import signal
+
+    from dask.distributed import Client, LocalCluster
+
+    from hnplan.planning.sweep import _sigint_held
+
+    handler = signal.getsignal(signal.SIGINT)
+    with _sigint_held():
+        cluster = LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+        )
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with cluster, Client(cluster) as client:
+        assert list(client.run(_sigint_ignored).values()) == [True]
+
+
+def test_ctrl_c_while_workers_start_is_raised_after():
+    """A Ctrl-C pressed while the worker processes start is held, then raised as KeyboardInterrupt."""
+    import signal
+    import threading
+
+    from hnplan.planning.sweep import _sigint_held
+
+    reached = False
+    with pytest.raises(KeyboardInterrupt):
+        with _sigint_held():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            reached = True  # not raised here: held until the handler and the mask are restored
+    assert reached

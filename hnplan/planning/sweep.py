@@ -25,6 +25,7 @@ point's spec-given inputs). A point that fails keeps its row with the message in
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -274,6 +275,38 @@ class SweepSummary:
         return dict(self.__dict__)
 
 
+@contextlib.contextmanager
+def _sigint_held():
+    """Ignore SIGINT while a local Dask cluster starts its worker processes, so that they ignore it for
+    good; the client's process handles Ctrl-C alone.
+
+    Ctrl-C at a terminal signals every process of the foreground group, Dask's worker processes too;
+    each would then die with its own ``KeyboardInterrupt`` traceback while the client is already
+    shutting the cluster down (:func:`run_sweep`'s ``ExitStack`` closes it). An ignored signal stays
+    ignored across ``fork`` and ``exec`` (POSIX ``execve``), and a Python started with SIGINT ignored
+    installs no ``KeyboardInterrupt`` handler, so the workers are started under ``SIG_IGN`` and the
+    client's handler is put back afterwards. SIGINT is also blocked in this thread meanwhile: Linux keeps
+    a blocked signal pending even when it is ignored, so a Ctrl-C pressed while the workers start is
+    raised as ``KeyboardInterrupt`` once the handler and the mask are restored. Off the main thread, or
+    where a handler was not set from Python, it does nothing.
+    """
+    import signal
+    import threading
+
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or handler is None:
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def run_sweep(
     spec,
     out: str | Path,
@@ -311,7 +344,6 @@ def run_sweep(
         For a bad spec or worker count, or a scheduler that cannot be reached; a point's own failure is
         recorded in the dataset instead.
     """
-    import contextlib
     import logging
     import os
     import time
@@ -347,15 +379,16 @@ def run_sweep(
             except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
-            cluster = stack.enter_context(
-                LocalCluster(
-                    n_workers=workers or os.cpu_count() or 1,
-                    threads_per_worker=1,
-                    processes=processes,
-                    dashboard_address=None,
-                    silence_logs=logging.ERROR,
+            with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them
+                cluster = stack.enter_context(
+                    LocalCluster(
+                        n_workers=workers or os.cpu_count() or 1,
+                        threads_per_worker=1,
+                        processes=processes,
+                        dashboard_address=None,
+                        silence_logs=logging.ERROR,
+                    )
                 )
-            )
             client = stack.enter_context(Client(cluster))
         futures = {}
         for key, chunks in groups:
