@@ -313,6 +313,39 @@ def test_report_out_read_only(tmp_path):
         ro.chmod(0o700)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sweep", str(Path(__file__).parents[1] / "data" / "sweeps" / "example.yaml"), "--workers", "1"],
+        ["report", "--only", "design_comparison"],
+    ],
+)
+def test_out_naming_a_file_names_the_flag(tmp_path, argv):
+    """``--out`` naming a file where a folder is made: the flag, the path and what is wrong, not the bare
+    ``afile: File exists`` of the operating system; with ``--json`` the same line as the error object."""
+    target = tmp_path / "afile"
+    target.write_text("not a folder")
+    res = runner.invoke(app, [*argv, "--out", str(target)])
+    _check(res, f"--out {target}: a file is there; a folder is needed")
+    assert len(res.stderr.strip().splitlines()) == 1 and target.read_text() == "not a folder"
+
+
+def test_calibrate_out_under_a_file_names_the_flag_and_the_file(tmp_path):
+    from hnplan.cli._app import os_error_message
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    ctx = type("Ctx", (), {})()
+    ctx.params = {"out": str(blocker / "my-stack.yaml")}
+    ctx.command = type("Cmd", (), {"params": [type("Opt", (), {"name": "out", "opts": ["--out"]})()]})()
+    exc = FileExistsError(17, "File exists", str(blocker))
+    assert os_error_message(exc, ctx) == f"--out {blocker}: a file is there; a folder is needed"
+    # a path no option gave keeps the operating system's words
+    assert (
+        os_error_message(PermissionError(13, "Permission denied", "/elsewhere"), ctx) == "/elsewhere: Permission denied"
+    )
+
+
 def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
     from hnplan.cli import main

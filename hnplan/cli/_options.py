@@ -63,3 +63,28 @@ def name_option(ctx, text: str) -> str:
         return text
     flag = _option_name(ctx, name)
     return text if flag == name else flag + text[len(m.group(1)) :]
+
+
+def path_option(ctx, path: str) -> str | None:
+    """The flag of the running command whose path value is ``path`` or lies under it (``--out x/y.yaml``
+    when the folder ``x`` cannot be made), or ``None``: an operating-system error says which option gave
+    the path.
+
+    >>> from types import SimpleNamespace as NS
+    >>> ctx = NS(params={"out": "runs/my.yaml", "gpus": 8}, command=NS(params=[NS(name="out", opts=["--out"])]))
+    >>> path_option(ctx, "runs"), path_option(ctx, "runs/my.yaml"), path_option(ctx, "elsewhere")
+    ('--out', '--out', None)
+    """
+    from pathlib import Path
+
+    if ctx is None or not path:
+        return None
+    target = Path(path).absolute()
+    for name, value in ctx.params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, (str, Path)) and v:
+                given = Path(v).absolute()
+                if given == target or target in given.parents:
+                    return _option_name(ctx, name)
+    return None
