@@ -346,6 +346,13 @@ def test_calibrate_out_under_a_file_names_the_flag_and_the_file(tmp_path):
     )
 
 
+def test_planner_range_message_names_the_flag():
+    """A planner's ``checkpoint_storage_share must be in (0, 1]; got 0.0`` is said with the flag typed."""
+    res = runner.invoke(app, [*RELIABILITY, "--checkpoint-storage-share", "0"])
+    _check(res, "--checkpoint-storage-share must be in (0, 1]; got 0.0")
+    assert "checkpoint_storage_share" not in res.stderr
+
+
 def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
     from hnplan.cli import main

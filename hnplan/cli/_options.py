@@ -36,22 +36,25 @@ def check_finite(ctx) -> None:
 
 
 def name_option(ctx, text: str) -> str:
-    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
-    the user typed (``--recompute must be one of ...``) when the running command has that option and it
-    holds the refused value; any other message unchanged.
+    """A planner's ``recompute must be one of ...; got 'foo'`` (any ``NAME must be ...; got VALUE``) or
+    ``seq_len 200000 exceeds ...`` as the flag the user typed (``--recompute must be one of ...``) when the
+    running command has that option and it holds the refused value; any other message unchanged.
 
     >>> from types import SimpleNamespace as NS
     >>> option = NS(name="recompute", opts=["--recompute"])
     >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
     >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
     "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"share": 0.0}, command=NS(params=[NS(name="share", opts=["--share"])]))
+    >>> name_option(ctx, "share must be in (0, 1]; got 0.0")
+    '--share must be in (0, 1]; got 0.0'
     >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
     >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
     "--seq-len 200000 exceeds the model's maximum sequence length 131072"
     """
     if ctx is None:
         return text
-    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
+    m = re.match(r"^([a-z][a-z_ ]*?) must be .*; got (.+)$", text)
     if m is not None:
         name, given = m.group(1).replace(" ", "_"), m.group(2)
     else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
