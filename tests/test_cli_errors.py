@@ -351,6 +351,9 @@ def test_planner_range_message_names_the_flag():
     res = runner.invoke(app, [*RELIABILITY, "--checkpoint-storage-share", "0"])
     _check(res, "--checkpoint-storage-share must be in (0, 1]; got 0.0")
     assert "checkpoint_storage_share" not in res.stderr
+    for value in ("0", "1.5"):  # a number or 'simulated': the text typed, with the flag
+        res = runner.invoke(app, [*TCO, "--utilisation", value])
+        _check(res, f"--utilisation must be in (0, 1]; got '{value}'")
 
 
 def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
