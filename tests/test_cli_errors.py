@@ -356,6 +356,18 @@ def test_planner_range_message_names_the_flag():
         _check(res, f"--utilisation must be in (0, 1]; got '{value}'")
 
 
+def test_catalog_validate_unknown_kind_names_the_flag(tmp_path):
+    """``--kind system`` (one letter short) was reported as the file's folder being no catalog."""
+    from hnplan.catalog import validate_file
+
+    entry = Path(__file__).parents[1] / "data" / "systems" / "gb200-nvl72.yaml"
+    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"])
+    _check(res, "--kind must be one of accelerators, interconnects, switches, systems,")
+    assert "got 'system'" in res.stderr and "folder" not in res.stderr
+    with pytest.raises(CatalogError, match="kind must be one of .*; got 'system'"):
+        validate_file(entry, "system")
+
+
 def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
     from hnplan.cli import main
