@@ -230,3 +230,23 @@ def test_rate_table_says_the_whole_units_bought():
     # whole 8-GPU servers: 8 GPUs bought as used, no row
     res = runner.invoke(app, [*args[:4], "hgx-h100-ib-ndr", *args[5:], "--tp", "8"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "GPUs bought" not in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        # the layout search swallowed these as "no replica layout of llama3.1-8b fits hgx-h100-ib-ndr"
+        (["--ep", "8"], "ep = 8 needs a number of experts divisible by it; llama3.1-8b has no experts"),
+        (["--pp", "64"], "pp = 64 exceeds the 32 layers of llama3.1-8b"),
+        (
+            ["--pp", "64", "--qps", "3", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"],
+            "pp = 64 exceeds the 32 layers of llama3.1-8b",
+        ),
+    ],
+)
+def test_pinned_degree_the_search_cannot_use_says_why(args, needle):
+    """TP left to the search and another degree pinned to an impossible value: exit 3 with the reason
+    every layout shares, as when TP is pinned too."""
+    res = runner.invoke(app, BASE[:-2] + args)  # without --tp 1
+    assert res.exit_code == 3, res.output
+    assert needle in " ".join(res.output.split())
