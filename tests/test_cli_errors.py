@@ -426,3 +426,28 @@ def test_counts_beyond_64_bit_arithmetic_refused(argv, needle):
     res = runner.invoke(app, argv, env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert needle in _one_line(res.output)
+
+
+TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "4096"]
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        # was "no plan ... divides with {'microbatch_size': 1000}: ...; try a GPU count with more factors of two"
+        (
+            ["--microbatch-size", "1000"],
+            "infeasible: --microbatch-size 1000 does not divide the batch of 512 sequences",
+        ),
+        (["--microbatch-size", "3"], "infeasible: --microbatch-size 3 does not divide the batch of 512 sequences"),
+        (["--tp", "3"], "infeasible: --tp 3 does not divide --gpus 64"),
+        # a product of degrees stays in the planner's words: only its first factor is an option
+        (["--tp", "8", "--pp", "4", "--dp", "4"], "infeasible: tp 8 x pp 4 x dp 4 = 128 does not divide --gpus 64"),
+    ],
+)
+def test_infeasible_pinned_knob_names_the_flag(extra, needle):
+    """An infeasible plan whose reason is one pinned option says it with the flag typed, exit 3."""
+    res = runner.invoke(app, [*TRAIN, "--global-batch-size", "512", *extra])
+    out = res.stdout + res.stderr
+    assert res.exit_code == 3 and "Traceback" not in out, out
+    assert needle in _one_line(res.stderr)

@@ -430,7 +430,7 @@ def handle_errors():
             check_finite(ctx)
         yield
     except InfeasiblePlan as exc:
-        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
+        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json, name_option(ctx, str(exc)))
     except HnplanError as exc:
         _fail("input", exc, EXIT_INPUT, as_json, name_option(ctx, str(exc)))
     except BrokenPipeError:  # stdout's reader has gone (| head): LazyGroup ends the run quietly

@@ -51,6 +51,11 @@ def name_option(ctx, text: str) -> str:
     >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
     >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
     "--seq-len 200000 exceeds the model's maximum sequence length 131072"
+    >>> ctx = NS(params={"tp": 8}, command=NS(params=[NS(name="tp", opts=["--tp"])]))
+    >>> name_option(ctx, "tp 3 does not divide --gpus 64"), name_option(ctx, "tp 8 does not divide --gpus 60")
+    ('tp 3 does not divide --gpus 64', '--tp 8 does not divide --gpus 60')
+    >>> name_option(ctx, "tp 8 x pp 4 = 32 does not divide --gpus 60")
+    'tp 8 x pp 4 = 32 does not divide --gpus 60'
     """
     if ctx is None:
         return text
@@ -59,8 +64,8 @@ def name_option(ctx, text: str) -> str:
         name, given = m.group(1).replace(" ", "_"), m.group(2)
     else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
         m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
-        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
-            return text
+        if m is None or m.group(2) != str(ctx.params.get(m.group(1))) or text[m.end() :].startswith("x "):
+            return text  # not a parameter and its value, or the first factor of a product (tp 8 x pp 4 ...)
         name, given = m.group(1), repr(ctx.params[m.group(1)])
     if name not in ctx.params or repr(ctx.params[name]) != given:
         return text
