@@ -141,7 +141,8 @@ def test_tuner_picks_the_fastest_and_reports_it(cat):
     # (NVLink-bound, 369 GB/s less its latency) is as fast or faster
     assert r.algorithm[0] != "ring" and r.algorithm[-1] in ("ring", "tree", "inr")
     inr = algorithm_time("allreduce", "inr", sizes[-1:], g)[0]
-    assert sizes[-1] / inr * 2 * 63 / 64 == pytest.approx(8 * 45.5e9, rel=2e-3)
+    # (less NCCL's NVLS + tree latency, 25 + 2 x 3 x (20.9 + 2 x 1.19) us = 165 us of 47 ms)
+    assert sizes[-1] / inr * 2 * 63 / 64 == pytest.approx(8 * 45.5e9, rel=5e-3)
 
 
 @settings(max_examples=100, deadline=None)

@@ -91,6 +91,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hnplan import units
+from hnplan.comm import nccl
 from hnplan.comm.collectives import OPS, busbw_factor
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
@@ -125,29 +126,47 @@ def _ring_latency(g: GroupPlacement) -> float:
     return (g.size - g.domains) * g.up.alpha_s + (g.domains - 1) * g.out.alpha_s
 
 
+def _nccl(g: GroupPlacement) -> bool:
+    """Whether NCCL's latency model times the group: its scale-up fabric, and its scale-out fabric where it
+    spans domains, carry an NCCL link class (:mod:`hnplan.comm.nccl`)."""
+    return g.up.nccl_link is not None and (g.domains == 1 or g.out.nccl_link is not None)
+
+
 def _nccl_domain(g: GroupPlacement) -> bool:
-    """Whether the group sits in one scale-up domain whose fabric carries NCCL's protocol constants: there the
-    library runs ring (LL, LL128, Simple), tree and NVLS only, so the tuner leaves recursive halving-doubling
-    out (it stays available when forced)."""
-    return g.domains == 1 and g.up.ll_latency_s is not None
+    """Whether the group sits in one scale-up domain of an NCCL fabric: there the library runs ring, tree and
+    NVLS only, so the tuner leaves recursive halving-doubling and hierarchical out (they stay available when
+    forced)."""
+    return g.domains == 1 and g.up.nccl_link is not None
 
 
-def _ring_ll(g: GroupPlacement, steps: int, data):
-    """Time of a ring on NCCL's LL protocol inside one domain [s], or None where it is not modelled.
-
-    ``steps`` ring steps at the LL per-step latency after LL's fixed latency (NCCL ``baseLat``/``hwLat``
-    Ring/LL), and ``data`` bytes per rank (the ring's ``k(p-1)/p S``) at the LL busbw: half the ring
-    bandwidth (each 8-byte LL line carries 4 bytes of data and a 4-byte flag, NVIDIA/nccl
-    src/device/prims_ll.h) capped by NCCL's ``llMaxBws`` (src/graph/tuning.cc)."""
-    if not _nccl_domain(g):
-        return None
-    base, step = g.up.ll_latency_s  # type: ignore[misc]
-    bw = 0.5 * g.up.bw_Bps if g.up.ll_max_busbw_Bps is None else min(0.5 * g.up.bw_Bps, g.up.ll_max_busbw_Bps)
-    return base + steps * step + data / bw
+def _base(g: GroupPlacement) -> float:
+    """Fixed latency of an algorithm NCCL does not have (rhd, hierarchical, binomial broadcast) on an NCCL
+    fabric: its launch cost, baseLat of Ring/LL128 (14 us); 0 elsewhere."""
+    return nccl.base_latency_s("ring", "LL128") if _nccl(g) else 0.0
 
 
-def _with_ll(t, ll):
-    return t if ll is None else np.minimum(t, ll)
+def _ring(g: GroupPlacement, passes: int, data, allreduce: bool):
+    """Time of a ring of ``passes`` passes moving ``data`` bytes per rank [s]: on an NCCL fabric the fastest of
+    the LL, LL128 and Simple protocols, each with NCCL's latency (:func:`hnplan.comm.nccl.ring_latency_s`) and
+    its share of the ring bandwidth (:func:`hnplan.comm.nccl.ring_protocol_bw`); elsewhere ``passes`` times
+    the alpha latency of :func:`_ring_latency` plus ``data / B_ring``."""
+    bw = _ring_bw(g)
+    if not _nccl(g):
+        return passes * _ring_latency(g) + data / bw
+    best = None
+    for proto in nccl.PROTOCOLS:
+        lat = nccl.ring_latency_s(
+            g.up.nccl_link,
+            g.out.hop_latency_s,
+            g.size,
+            g.domains,
+            passes,
+            proto,
+            allreduce,  # type: ignore[arg-type]
+        )
+        t = lat + data / nccl.ring_protocol_bw(proto, bw, g.domains, g.up.ll_max_busbw_Bps)
+        best = t if best is None else np.minimum(best, t)
+    return best
 
 
 def _cross_tree(g: GroupPlacement, s):
@@ -163,17 +182,37 @@ def _cross_tree(g: GroupPlacement, s):
     return t, 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
 
 
+def _tree_protocols(g: GroupPlacement, s, data):
+    """NCCL's tree all-reduce on an NCCL fabric [s]: the fastest protocol, each with NCCL's tree latency
+    (:func:`hnplan.comm.nccl.tree_latency_s`) and its fraction of the tree's bandwidth term ``data``
+    (:func:`hnplan.comm.nccl.tree_protocol_fraction`); LL also no faster than NCCL's llMaxBws (tree busbw
+    is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
+    best = None
+    for proto in nccl.PROTOCOLS:
+        lat = nccl.tree_latency_s(g.up.nccl_link, g.out.hop_latency_s, g.per_domain, g.domains, proto)  # type: ignore[arg-type]
+        t_bw = data / nccl.tree_protocol_fraction(proto, g.domains)
+        if proto == "LL":
+            cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+            if cap is not None:
+                t_bw = np.maximum(t_bw, 2 * s / cap)
+        t = lat + t_bw
+        best = t if best is None else np.minimum(best, t)
+    return best
+
+
 def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = g.up.base_latency_s
+    base = _base(g)
     if alg == "ring":
-        t = base + 2 * _ring_latency(g) + 2 * (p - 1) / p * s / _ring_bw(g)
-        return _with_ll(t, _ring_ll(g, 2 * (p - 1), 2 * (p - 1) / p * s))
+        return _ring(g, 2, 2 * (p - 1) / p * s, True)
     if alg == "tree":
         chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
         cross, a_cross = _cross_tree(g, s)
-        return base + 2 * (q - 1) * au + a_cross + np.maximum(chain, cross)
+        data = np.maximum(chain, cross)
+        if not _nccl(g):
+            return 2 * (q - 1) * au + a_cross + data
+        return _tree_protocols(g, s, data)
     if alg == "rhd":
         if not (_pow2(p) and _pow2(q)):
             return None
@@ -189,8 +228,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         if q == 1:
             intra, a_in = 0.0 * s, 0.0
         elif e_u:
-            intra = s * (q + 1) / q / (bu * e_u)
-            a_in = 2 * au if g.up.inr_latency_s is None else g.up.inr_latency_s
+            intra, a_in = s * (q + 1) / q / (bu * e_u), 2 * au
         else:
             intra, a_in = 2 * (q - 1) / q * s / bu, 2 * (q - 1) * au
         if d > 1 and e_o:
@@ -201,18 +239,22 @@ def _allreduce(alg: str, g: GroupPlacement, s):
             if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
                 heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
                 cross = np.maximum(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
-        return a_in + a_cross + np.maximum(intra, cross)
+        lat = a_in + a_cross
+        if _nccl(g):
+            nvls = bool(e_u) and q > 1
+            kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
+            lat = nccl.inr_latency_s(g.up.nccl_link, g.out.hop_latency_s, q, d, kind)  # type: ignore[arg-type]
+        return lat + np.maximum(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 
 
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = g.up.base_latency_s
+    base = _base(g)
     if op in ("reducescatter", "allgather"):
         if alg == "ring":
-            t = base + _ring_latency(g) + (p - 1) / p * s / _ring_bw(g)
-            return _with_ll(t, _ring_ll(g, p - 1, (p - 1) / p * s))
+            return _ring(g, 1, (p - 1) / p * s, False)
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None
@@ -223,7 +265,7 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
     elif op == "broadcast":
         if alg == "ring":
-            return base + _ring_latency(g) + s / _ring_bw(g)
+            return _ring(g, 1, s, False)
         if alg == "tree":
             steps = np.ceil(np.log2(p))
             return base + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
