@@ -57,7 +57,7 @@ def test_allgather_exposes_two_gathers_and_a_reduce_scatter_a_layer(cat, recompu
     # one rank per server: recursive doubling (halving) across the 16 servers, log2 16 = 4 steps of the RoCE
     # fabric's 5 us (NCCL's 4.0 us network step of data/interconnects/roce-400g.yaml plus 1 us of links and
     # switches), 15/16 of the 64 MiB through the GPU's own 400 Gb/s NIC at 0.92 of its 50 GB/s = 46 GB/s, and
-    # NCCL's 14 us base latency per collective (collective_base_latency_us of the system's nvlink4 entry)
+    # NCCL's 14 us launch latency (baseLat Ring/LL128, hnplan.comm.nccl) that rhd pays on an NCCL fabric
     by_hand = 14e-6 + 4 * 5e-6 + 15 / 16 * gathered / 46e9
     assert by_hand == pytest.approx(1.4017e-3, rel=1e-4)
     assert ag == pytest.approx(by_hand, rel=1e-3) and rs == pytest.approx(by_hand, rel=1e-3)

@@ -17,7 +17,7 @@ ring                ``k [(p-D) a_u + (D-1) a_o] + k (p-1)/p S / B_ring``, k = 2 
                     ``min(B_u, min(q, n) B_o)``: each ring flow leaves and enters a domain
                     through one NIC ([5]_), so the NICs the rings use share the crossings: all q
                     rank shares, or n = the system's ``scaleout_ring_nics_per_domain`` in rank
-                    shares (``GroupPlacement.crossing_Bps``; 9 NICs of a GB200 NVL72 rack with
+                    shares (``GroupPlacement.crossing_Bps``; 10 NICs of a GB200 NVL72 rack with
                     NCCL 2.26.2). The latency grows linearly with p, so at thousands of ranks
                     busbw keeps rising with S into the GiB range (nccl-tests at 1,440 GB200,
                     data/reference/comm_at_scale.csv)
@@ -55,13 +55,13 @@ pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + m
 ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
                     ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
-NCCL latencies      ring, tree, rhd and hierarchical (every op) add the scale-up fabric's fixed
-                    ``collective_base_latency_us`` once (NCCL's baseLat, LL128: 14 us, [3]_).
-                    Inside one domain whose fabric carries ``ll_latency_us``: a ring is the
-                    faster of that and NCCL's LL protocol, ``l_0 + k(p-1) l_1 + k(p-1)/p S /
-                    min(B_u/2, llMax)`` (6.6 and 0.6 us, ``ll_max_busbw_GBps``; LL lines carry
-                    4 data bytes in 8); inr pays ``inr_latency_us`` (NVLS: 25 us) instead of two
-                    steps; the tuner leaves rhd and hierarchical out (NCCL has neither there)
+NCCL latencies      on fabrics that carry NCCL's link class (``nccl_link``) ring, tree and inr
+                    take NCCL's latency per algorithm and protocol (LL, LL128, Simple) in place
+                    of the alpha steps above, each protocol at its share of the bandwidth (LL
+                    half, at most llMaxBws; LL128 120/128; Simple all), the fastest kept
+                    (:mod:`hnplan.comm.nccl`, [3]_); rhd, hierarchical and the binomial broadcast
+                    add NCCL's Ring/LL128 baseLat (14 us) to their alpha steps; inside one domain
+                    the tuner leaves rhd and hierarchical out (NCCL has neither there)
 ==================  =========================================================================
 
 p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
