@@ -142,7 +142,10 @@ def _nccl_domain(g: GroupPlacement) -> bool:
 def _base(g: GroupPlacement) -> float:
     """Fixed latency of an algorithm NCCL does not have (rhd, hierarchical, binomial broadcast) on an NCCL
     fabric: its launch cost, baseLat of Ring/LL128 (14 us); 0 elsewhere."""
-    return nccl.base_latency_s("ring", "LL128") if _nccl(g) else 0.0
+    return _LAUNCH_S if _nccl(g) else 0.0
+
+
+_LAUNCH_S = nccl.base_latency_s("ring", "LL128")
 
 
 def _ring(g: GroupPlacement, passes: int, data, allreduce: bool):
@@ -153,20 +156,11 @@ def _ring(g: GroupPlacement, passes: int, data, allreduce: bool):
     bw = _ring_bw(g)
     if not _nccl(g):
         return passes * _ring_latency(g) + data / bw
-    best = None
-    for proto in nccl.PROTOCOLS:
-        lat = nccl.ring_latency_s(
-            g.up.nccl_link,
-            g.out.hop_latency_s,
-            g.size,
-            g.domains,
-            passes,
-            proto,
-            allreduce,  # type: ignore[arg-type]
-        )
-        t = lat + data / nccl.ring_protocol_bw(proto, bw, g.domains, g.up.ll_max_busbw_Bps)
-        best = t if best is None else np.minimum(best, t)
-    return best
+    lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
+    bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps)
+    if isinstance(data, float):  # the planners' scalar path
+        return min(lat + data / b for lat, b in zip(lats, bws))
+    return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
 
 
 def _cross_tree(g: GroupPlacement, s):
@@ -187,23 +181,18 @@ def _tree_protocols(g: GroupPlacement, s, data):
     (:func:`hnplan.comm.nccl.tree_latency_s`) and its fraction of the tree's bandwidth term ``data``
     (:func:`hnplan.comm.nccl.tree_protocol_fraction`); LL also no faster than NCCL's llMaxBws (tree busbw
     is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
-    best = None
-    for proto in nccl.PROTOCOLS:
-        lat = nccl.tree_latency_s(g.up.nccl_link, g.out.hop_latency_s, g.per_domain, g.domains, proto)  # type: ignore[arg-type]
-        t_bw = data / nccl.tree_protocol_fraction(proto, g.domains)
-        if proto == "LL":
-            cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
-            if cap is not None:
-                t_bw = np.maximum(t_bw, 2 * s / cap)
-        t = lat + t_bw
-        best = t if best is None else np.minimum(best, t)
-    return best
+    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+    ll = data / nccl.TREE_LL_FRACTION
+    if cap is not None:
+        ll = np.maximum(ll, 2 * s / cap) if isinstance(ll, np.ndarray) else max(ll, 2 * s / cap)
+    times = (lats[0] + ll, lats[1] + data / nccl.tree_protocol_fraction("LL128", g.domains), lats[2] + data)
+    return min(times) if isinstance(data, float) else np.minimum.reduce(times)
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = _base(g)
     if alg == "ring":
         return _ring(g, 2, 2 * (p - 1) / p * s, True)
     if alg == "tree":
@@ -216,11 +205,11 @@ def _allreduce(alg: str, g: GroupPlacement, s):
     if alg == "rhd":
         if not (_pow2(p) and _pow2(q)):
             return None
-        return base + 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
+        return _base(g) + 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
     if alg == "hierarchical":
         inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
         outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * s / g.crossing_Bps
-        return base + inner + outer
+        return _base(g) + inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency
         if not (e_u and q > 1) and not (e_o and d > 1):
@@ -243,7 +232,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         if _nccl(g):
             nvls = bool(e_u) and q > 1
             kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
-            lat = nccl.inr_latency_s(g.up.nccl_link, g.out.hop_latency_s, q, d, kind)  # type: ignore[arg-type]
+            lat = nccl.inr_latency_s(g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind)
         return lat + np.maximum(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 
@@ -251,14 +240,13 @@ def _allreduce(alg: str, g: GroupPlacement, s):
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = _base(g)
     if op in ("reducescatter", "allgather"):
         if alg == "ring":
             return _ring(g, 1, (p - 1) / p * s, False)
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None
-            return base + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+            return _base(g) + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
@@ -268,7 +256,7 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             return _ring(g, 1, s, False)
         if alg == "tree":
             steps = np.ceil(np.log2(p))
-            return base + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
+            return _base(g) + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
         b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
         return a + s / b

@@ -220,6 +220,20 @@ def inr_latency_s(up_link: str, net_hop_s: float, per_domain: int, domains: int,
     return 2 * (per_domain - 1) * intra + inter
 
 
+@lru_cache(maxsize=4096)
+def ring_latencies_s(
+    up_link: str, net_hop_s: float, ranks: int, domains: int, passes: int, allreduce: bool
+) -> tuple[float, float, float]:
+    """:func:`ring_latency_s` of LL, LL128 and Simple [s] (one cached call for the tuner's hot path)."""
+    return tuple(ring_latency_s(up_link, net_hop_s, ranks, domains, passes, p, allreduce) for p in PROTOCOLS)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=4096)
+def tree_latencies_s(up_link: str, net_hop_s: float, per_domain: int, domains: int) -> tuple[float, float, float]:
+    """:func:`tree_latency_s` of LL, LL128 and Simple [s]."""
+    return tuple(tree_latency_s(up_link, net_hop_s, per_domain, domains, p) for p in PROTOCOLS)  # type: ignore[return-value]
+
+
 def ll_max_busbw_across_Bps(domains: int) -> float:
     """NCCL's LL busbw cap across nodes [bytes/s]: 39.0 GB/s on two, 20.4 on three or more ([1]_)."""
     return LL_MAX_BUSBW_ACROSS_GBps[0 if domains <= 2 else 1] * 1e9
@@ -234,6 +248,12 @@ def ring_protocol_bw(proto: str, ring_Bps: float, domains: int, ll_max_one_domai
         return LL128_LINE_FRACTION * ring_Bps
     cap = ll_max_busbw_across_Bps(domains) if domains > 1 else ll_max_one_domain_Bps
     return LL_LINE_FRACTION * ring_Bps if cap is None else min(LL_LINE_FRACTION * ring_Bps, cap)
+
+
+@lru_cache(maxsize=4096)
+def ring_protocol_bws(ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None) -> tuple[float, float, float]:
+    """:func:`ring_protocol_bw` of LL, LL128 and Simple [bytes/s]."""
+    return tuple(ring_protocol_bw(p, ring_Bps, domains, ll_max_one_domain_Bps) for p in PROTOCOLS)  # type: ignore[return-value]
 
 
 def tree_protocol_fraction(proto: str, domains: int) -> float:
