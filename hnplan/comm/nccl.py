@@ -30,8 +30,8 @@ no more than NCCL's ``llMaxBws``; LL128 carries 120 data bytes in each 128-byte 
 0.92 of the ring bandwidth, [1]_); Simple moves the full bandwidth. On a tree NCCL's tuner takes 1/3.8
 (LL) and 7/9 in one node or 120/128 across nodes (LL128) of the tree bandwidth.
 
-Left out: NCCL's per-channel bandwidth caps and its size-dependent tree correction factors (bandwidth,
-not latency, already calibrated by the fabrics' efficiencies), PAT (one GPU per node only) and the
+Left out: NCCL's per-channel bandwidth caps, its 0.92 on the tree all-reduce and its size-dependent tree
+correction factors (bandwidth, not latency, which the fabrics' efficiencies calibrate), PAT (one GPU per node only) and the
 host-CPU dependence of the network overhead and of the multi-node LL cap (the Intel/Arm values are used;
 AMD hosts have 2 us and 22.5/19.0 GB/s).
 
