@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hnplan.comm import nccl
-from hnplan.comm.algorithms import algorithm_time
+from hnplan.comm.algorithms import algorithm_time, collective
 from hnplan.comm.placement import flat_placement
 from hnplan.comm.topology import LinkParams
 
@@ -113,3 +113,20 @@ def test_tuner_time_is_monotone_in_size():
     for alg in ("ring", "tree"):
         t = algorithm_time("allreduce", alg, sizes, g)
         assert np.all(np.diff(t) >= 0)
+
+
+def test_tuner_weighs_only_ncclS_algorithms_on_nccl_fabrics():
+    # 16 domains of one rank: NCCL reduces by ring or, one rank per node, PAT; no halving-doubling
+    g = _nccl_group(16, 1)
+    assert algorithm_time("allgather", "rhd", 1e6, g) is not None
+    # PAT, 1 MB: 8 + log2i(16) x (14 + 2 x 1) / 3.5 + 16 x 2.8 us = 71.09 us, + 15/16 x 1 MB / (0.75 x 50 GB/s)
+    pat = float(algorithm_time("allgather", "pat", 1e6, g))
+    assert pat == pytest.approx((8 + 4 * 16 / 3.5 + 16 * 2.8) * US + 15 / 16 * 1e6 / (0.75 * 50e9), rel=1e-9)
+    # ring on LL: 6.6 + 15 x (5.0 + 1) us (the tree's network latency, one rank per node) + 15/16 MB / 20.4 GB/s
+    ll = (6.6 + 15 * 6.0) * US + 15 / 16 * 1e6 / 20.4e9
+    ring = float(algorithm_time("allgather", "ring", 1e6, g))
+    assert ring <= ll * (1 + 1e-12)
+    r = collective("allgather", [1e3, 1e6, 1e9], g)
+    assert set(r.algorithm) <= {"ring", "pat"} and float(r.time_s[1]) == pytest.approx(min(pat, ring), rel=1e-9)
+    # PAT needs one rank per node
+    assert algorithm_time("allgather", "pat", 1e6, _nccl_group(32, 8)) is None

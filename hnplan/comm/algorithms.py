@@ -60,8 +60,11 @@ NCCL latencies      on fabrics that carry NCCL's link class (``nccl_link``) ring
                     of the alpha steps above, each protocol at its share of the bandwidth (LL
                     half, at most llMaxBws; LL128 120/128; Simple all), the fastest kept
                     (:mod:`hnplan.comm.nccl`, [3]_); rhd, hierarchical and the binomial broadcast
-                    add NCCL's Ring/LL128 baseLat (14 us) to their alpha steps; inside one domain
-                    the tuner leaves rhd and hierarchical out (NCCL has neither there)
+                    add NCCL's Ring/LL128 baseLat (14 us) to their alpha steps; the tuner leaves
+                    rhd and hierarchical out there (NCCL has neither; forcing still works)
+pat                 NCCL's PAT reduce-scatter/all-gather, one rank per domain of an NCCL
+                    fabric only: ``8 us + floor(log2 D)(14 us + 2 L_net)/3.5 + 2.8 us x p +
+                    (p-1)/p S / (0.75 B_ring)`` ([3]_)
 ==================  =========================================================================
 
 p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
@@ -98,8 +101,8 @@ from hnplan.errors import InputError, check_choice
 
 ALGORITHMS = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "inr"),
-    "reducescatter": ("ring", "rhd"),
-    "allgather": ("ring", "rhd"),
+    "reducescatter": ("ring", "rhd", "pat"),
+    "allgather": ("ring", "rhd", "pat"),
     "alltoall": ("pairwise",),
     "broadcast": ("ring", "tree"),
     "sendrecv": ("p2p",),
@@ -130,13 +133,6 @@ def _nccl(g: GroupPlacement) -> bool:
     """Whether NCCL's latency model times the group: its scale-up fabric, and its scale-out fabric where it
     spans domains, carry an NCCL link class (:mod:`hnplan.comm.nccl`)."""
     return g.up.nccl_link is not None and (g.domains == 1 or g.out.nccl_link is not None)
-
-
-def _nccl_domain(g: GroupPlacement) -> bool:
-    """Whether the group sits in one scale-up domain of an NCCL fabric: there the library runs ring, tree and
-    NVLS only, so the tuner leaves recursive halving-doubling and hierarchical out (they stay available when
-    forced)."""
-    return g.domains == 1 and g.up.nccl_link is not None
 
 
 def _base(g: GroupPlacement) -> float:
@@ -247,6 +243,11 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             if not (_pow2(p) and _pow2(q)):
                 return None
             return _base(g) + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+        if alg == "pat":  # NCCL's PAT: one rank per node only
+            if not (_nccl(g) and q == 1 and d > 1):
+                return None
+            lat = nccl.pat_latency_s(g.out.hop_latency_s, p, d)
+            return lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * _ring_bw(g))
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
@@ -353,11 +354,11 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
 
 
 def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
-    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical inside
-    one domain whose fabric carries NCCL's protocol constants (:func:`_nccl_domain`; hierarchical is the ring
-    there)."""
+    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical where
+    NCCL times the group (:func:`_nccl`): NCCL has neither (it reduces by ring, tree, NVLS, CollNet and, with
+    one rank per node, PAT: src/graph/tuning.cc); they stay available when forced."""
     algs = ALGORITHMS[op]
-    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl_domain(group) else algs
+    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl(group) else algs
 
 
 SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
@@ -444,7 +445,7 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
         if t is None:
             raise InputError(
                 f"algorithm {algorithm!r} does not apply to {op} on this group "
-                f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, "
+                f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, pat one rank per domain on an NCCL fabric, "
                 "inr a switch that reduces)"
             )
         names = np.full(s.shape, algorithm if group.size > 1 else "none", dtype=object)

@@ -18,6 +18,8 @@ tree (all-reduce)  ``baseLat + 2 ((q-1) l_intra + floor(log2 D) l_inter)``
 NVLS               ``l_intra`` (25 us on NVLink; baseLat is not added), ``+ l_inter`` across domains
 NVLS + tree        ``l_intra + 2 floor(log2 D) l_inter``
 CollNet chain      ``2 (q-1) l_intra + l_inter``
+PAT (reduce-       ``baseLat + floor(log2 D) l_inter / 3.5 + 2.8 us x n``; Simple only, one rank
+scatter, gather)   per node (NCCL enables it only there), at 0.75 of the bandwidth
 =================  ==========================================================================
 
 ``l_intra = hwLat[link of the scale-up fabric][algorithm][protocol]``; ``l_inter = hwLat[NET][algorithm]
@@ -31,9 +33,9 @@ no more than NCCL's ``llMaxBws``; LL128 carries 120 data bytes in each 128-byte 
 (LL) and 7/9 in one node or 120/128 across nodes (LL128) of the tree bandwidth.
 
 Left out: NCCL's per-channel bandwidth caps, its 0.92 on the tree all-reduce and its size-dependent tree
-correction factors (bandwidth, not latency, which the fabrics' efficiencies calibrate), PAT (one GPU per node only) and the
-host-CPU dependence of the network overhead and of the multi-node LL cap (the Intel/Arm values are used;
-AMD hosts have 2 us and 22.5/19.0 GB/s).
+correction factors (bandwidth, not latency, which the fabrics' efficiencies calibrate) and the host-CPU
+dependence of the network overhead and of the multi-node LL cap (the Intel/Arm values are used; AMD hosts
+have 2 us and 22.5/19.0 GB/s).
 
 References
 ----------
@@ -61,6 +63,7 @@ BASE_LATENCY_US = {
     "collnet_chain": (0.0, 0.0, 0.0),
     "nvls": (0.0, 0.0, 0.0),
     "nvls_tree": (0.0, 0.0, 0.0),
+    "pat": (8.0, 8.0, 8.0),
 }
 """``baseLatencies[algorithm][LL, LL128, Simple]`` [us] ([1]_)."""
 
@@ -72,6 +75,7 @@ HW_LATENCY_US = {
         "collnet_chain": (0.0, 0.0, 2.8),
         "nvls": (0.0, 0.0, 25.0),
         "nvls_tree": (0.0, 0.0, 25.0),
+        "pat": (0.0, 0.0, 4.0),
     },
     "pci": {
         "tree": (1.0, 1.9, 4.0),
@@ -80,6 +84,7 @@ HW_LATENCY_US = {
         "collnet_chain": (0.0, 0.0, 2.8),
         "nvls": (0.0, 0.0, 0.0),
         "nvls_tree": (0.0, 0.0, 0.0),
+        "pat": (0.0, 0.0, 4.0),
     },
     "net": {
         "tree": (5.0, 8.5, 14.0),
@@ -88,6 +93,7 @@ HW_LATENCY_US = {
         "collnet_chain": (0.0, 0.0, 30.0),
         "nvls": (0.0, 0.0, 18.0),
         "nvls_tree": (0.0, 0.0, 20.9),
+        "pat": (0.0, 0.0, 14.0),
     },
 }
 """``hwLatencies[link][algorithm][LL, LL128, Simple]``: latency of one step [us] ([1]_)."""
@@ -107,6 +113,12 @@ LL_LINE_FRACTION = 0.5
 
 LL128_LINE_FRACTION = 120.0 / 128.0
 """Data per LL128 line: 120 of 128 bytes ([2]_)."""
+
+PAT_BW_FRACTION = 0.75
+"""NCCL's tuner: PAT at 0.75 of the bandwidth ([1]_)."""
+
+PAT_PER_RANK_US = 2.8
+"""NCCL's tuner: the linear part of PAT's latency, per rank [us] ([1]_)."""
 
 TREE_LL_FRACTION = 1.0 / 3.8
 """NCCL's tuner: tree LL at 1/3.8 of the tree bandwidth ([1]_)."""
@@ -218,6 +230,18 @@ def inr_latency_s(up_link: str, net_hop_s: float, per_domain: int, domains: int,
     if algorithm == "nvls_tree":
         return intra + 2 * log2i(domains) * inter
     return 2 * (per_domain - 1) * intra + inter
+
+
+def pat_latency_s(net_hop_s: float, ranks: int, domains: int) -> float:
+    """NCCL's PAT reduce-scatter / all-gather latency with one rank per node [s]:
+    ``baseLat + floor(log2 D) l_inter / 3.5 + 2.8 us x n``, ``l_inter`` the tree's network latency (one rank per
+    node) plus the flush, ``14 + 2 L_net`` ([1]_).
+
+    >>> round(pat_latency_s(0.0, 64, 64) * 1e6, 2)
+    211.2
+    """
+    inter = inter_latency_s("pat", "Simple", 1, net_hop_s)
+    return base_latency_s("pat", "Simple") + log2i(domains) * inter / 3.5 + ranks * PAT_PER_RANK_US * 1e-6
 
 
 @lru_cache(maxsize=4096)
