@@ -16,11 +16,14 @@ from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, 
 from hnplan.cluster.gpu_types import NODE_LISTS, by_model_summary, node_list
 from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
-    STEADY_WINDOW_RUN_TIMES,
+    MEASURE_RUN_TIMES,
     _window_demand,
     load_text,
     offered_load_of,
+    run_time_weighted_s,
     steady_state_of,
+    steady_text,
+    steady_window_s,
 )
 from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import MILLI, ClusterTopology, build_topology
@@ -73,8 +76,10 @@ class ClusterResult:
         ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
         at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
-        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs`` (:func:`steady_state_of`: false when
-        the window is too short for the offered load to build up), ``fragmentation`` (time-mean share of installed GPUs free but usable by
+        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs``, ``steady_short``
+        (:func:`steady_state_of`: false when the window is shorter than five GPU-time-weighted run
+        times or the offered load is 100 % or more), ``steady_state_note`` (:func:`steady_text`: the
+        verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
@@ -310,15 +315,14 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    out = _result(sim, jobs, topo, policy, window, warmup * window, end)
-    out.summary["offered_load_asked"] = asked
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked)
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     return out
 
 
 def _result(
-    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float
+    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float, asked=None
 ) -> ClusterResult:
     cols = [
         "time_s",
@@ -360,8 +364,8 @@ def _result(
         "end_s": float(end),
         "offered_load": load,
         "oversubscribed": load > 1,
-        "offered_load_window": (load_window := _window_demand(jobs, warm, window) / cap),
-        **steady_state_of(jobs, load, load_window, window),
+        "offered_load_window": _window_demand(jobs, warm, window) / cap,
+        **steady_state_of(jobs, load, window, warm / window),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
@@ -387,7 +391,9 @@ def _result(
             "max": int(in_window["running"].max()) if len(in_window) else 0,
         },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
+        "offered_load_asked": asked,
     }
+    summary["steady_state_note"] = steady_text(summary)
     if sim.by_model is not None:
         summary["by_gpu_model"] = by_model_summary(topo, sim.by_model, window - warm)
     snap = None
