@@ -208,3 +208,18 @@ def test_steady_text_gives_the_remedy_that_fits():
         "state needs (a warm-up of one run time, four measured), so the empty start and the work cut at its end "
         "bias them; simulate --days 2.1 or about 170 jobs (--jobs)"
     )
+
+
+def test_one_day_of_the_default_mix_on_gb200_is_not_steady(cat):
+    """The command's default: one day of the default mix on 1,152 GB200 GPUs. Its jobs' GPU-time-weighted
+    run time (about 41 h) exceeds the 24 h window, so the figures are warm-up, whatever the load."""
+    from hnplan.cluster import simulate_cluster
+
+    s = simulate_cluster("gb200-nvl72", 1152, seed=0, catalog=cat).summary
+    assert s["window_s"] < s["run_time_weighted_s"]  # shorter than one run time, let alone five
+    assert s["steady_state"] is False and s["steady_short"] is True
+    assert s["steady_window_s"] == pytest.approx(5 * s["run_time_weighted_s"])
+    assert (
+        s["steady_state_note"].startswith("no: the ") and "so its figures are mostly warm-up" in s["steady_state_note"]
+    )
+    assert s["steady_state_note"].endswith(f"or about {s['steady_jobs']:,} jobs (--jobs)")
