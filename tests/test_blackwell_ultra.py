@@ -56,12 +56,30 @@ def test_gb300_dense_peaks_from_the_gb300_nvl72_table(cat):
     assert a.dense_tflops["bf16"] == gb200.dense_tflops["bf16"]
 
 
-@pytest.mark.parametrize(("new", "family"), [("b300", "b200"), ("gb300", "gb200")])
-def test_calibrations_are_the_familys_carried_and_labelled(cat, new, family):
+def test_b300_gemm_ceilings_from_its_own_mamf(cat):
+    a, b200 = cat.accelerator("b300"), cat.accelerator("b200")
+    # stas00/ml-engineering MAMF table: B300 1,769.0 bf16 and 3,353.3 fp8 TFLOP/s of 2,250 / 4,500
+    assert a.matmul_efficiency["bf16"] == pytest.approx(1769.0 / 2250, abs=5e-4)
+    assert a.matmul_efficiency["fp8"] == pytest.approx(3353.3 / 4500, abs=5e-4)
+    # the large-shape ceiling is the MAMF fraction x the H200's fitted-ceiling / MAMF ratio, as on the B200
+    ratio = 0.737 / 0.803
+    for dtype in ("bf16", "fp8"):
+        assert a.gemm_efficiency[dtype] == pytest.approx(a.matmul_efficiency[dtype] * ratio, abs=1e-3)
+        assert b200.gemm_efficiency[dtype] == pytest.approx(b200.matmul_efficiency[dtype] * ratio, abs=1e-3)
+    assert "matmul_efficiency.bf16" in a.field_sources and "matmul_efficiency.fp8" in a.field_sources
+
+
+@pytest.mark.parametrize(
+    ("new", "family", "fields"),
+    [
+        ("b300", "b200", ()),
+        ("gb300", "gb200", ("matmul_efficiency", "gemm_efficiency")),
+    ],
+)
+def test_calibrations_are_the_familys_carried_and_labelled(cat, new, family, fields):
     a, f = cat.accelerator(new), cat.accelerator(family)
     for field in (
-        "matmul_efficiency",
-        "gemm_efficiency",
+        *fields,
         "attention_efficiency",
         "memory_kernel_efficiency",
         "sustained_compute_fraction",
