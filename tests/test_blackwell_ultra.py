@@ -80,7 +80,6 @@ def test_calibrations_are_the_familys_carried_and_labelled(cat, new, family, fie
     a, f = cat.accelerator(new), cat.accelerator(family)
     for field in (
         *fields,
-        "attention_efficiency",
         "memory_kernel_efficiency",
         "sustained_compute_fraction",
         "gemm_tile_mnk",
@@ -180,3 +179,46 @@ def test_tco_prices_whole_racks_and_servers():
     d = json.loads(res.stdout)
     # DGX B200 quote $515,000 + 8 x ($45,000 - $40,000) per-GPU street difference, 8 servers
     assert d["systems_usd"] == pytest.approx(8 * (515_000 + 8 * (45_000 - 40_000)))
+
+
+# cuDNN 9.22 SDPA, Llama 3.1 GQA (64 / 8 heads of 128, batch 2), bf16, non-deterministic backward, TFLOP/s on
+# 'NVIDIA GB200' and 'NVIDIA GB300' (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/llama3.1/*/
+# llama3.1_20260424_*.csv): (mask, tokens) -> (GB200, GB300)
+SDPA_FWD = {
+    ("causal", 32768): (1622, 1953),
+    ("none", 32768): (1634, 1836),
+    ("causal", 16384): (1708, 1915),
+    ("none", 16384): (1697, 2014),
+    ("causal", 8192): (1574, 1856),
+    ("none", 8192): (1771, 2017),
+    ("causal", 4096): (1408, 1703),
+    ("none", 4096): (1599, 1900),
+}
+SDPA_BWD = {
+    ("causal", 32768): (1226, 1490),
+    ("none", 32768): (1262, 1427),
+    ("causal", 16384): (1328, 1507),
+    ("none", 16384): (1374, 1536),
+    ("causal", 8192): (1332, 1435),
+    ("none", 8192): (1404, 1531),
+    ("causal", 4096): (1148, 1248),
+    ("none", 4096): (1350, 1429),
+}
+
+
+def _geomean_ratio(pairs):
+    prod = 1.0
+    for old, new in pairs.values():
+        prod *= new / old
+    return prod ** (1 / len(pairs))
+
+
+def test_blackwell_ultra_attention_is_the_blackwell_ceiling_times_the_measured_gain(cat):
+    fwd, bwd = _geomean_ratio(SDPA_FWD), _geomean_ratio(SDPA_BWD)
+    assert fwd == pytest.approx(1.169, abs=1e-3) and bwd == pytest.approx(1.113, abs=1e-3)
+    for new, family in (("gb300", "gb200"), ("b300", "b200")):
+        a, f = cat.accelerator(new), cat.accelerator(family)
+        assert a.attention_efficiency["fwd"] == pytest.approx(f.attention_efficiency["fwd"] * fwd, abs=1e-3)
+        assert a.attention_efficiency["bwd"] == pytest.approx(f.attention_efficiency["bwd"] * bwd, abs=1e-3)
+    assert "attention_efficiency" in cat.accelerator("gb300").field_sources  # measured on the GB300
+    assert "attention_efficiency" in cat.accelerator("b300").assumptions  # carried to the HGX part
