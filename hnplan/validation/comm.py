@@ -145,23 +145,23 @@ def _at_scale(cat) -> list[Row]:
         "in-network reduction across nodes at the IB fabric's inr_efficiency (NCCL's CollNet 0.85); NVLink "
         "reduce-scatter/all-gather inside the node limits it",
     )
-    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8, algorithm="ring")
+    b, _ = _busbw(cat, "dgx-b300", 8, algorithm="ring")
     row(
         "nccl2140_b300_8_ring",
         "8 x B300, NVLink 5 ring all-reduce",
         b,
         "calibration",
         TOL,
-        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on hgx-b200-ib-xdr)",
+        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on dgx-b300)",
     )
-    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8)
+    b, _ = _busbw(cat, "dgx-b300", 8)
     row(
         "nccl2140_b300_8_nvls",
         "8 x B300, NVLink SHARP all-reduce (default)",
         b,
         "prediction",
         TOL,
-        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on hgx-b200-ib-xdr)",
+        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on dgx-b300)",
     )
     nvls_q = (
         "NVLS at the rack's measured efficiency (scaleup_inr_efficiency, read from the one-rack row) "
