@@ -68,6 +68,12 @@ class Distribution(_Strict):
         return self
 
 
+#: the most points one spec may make: they are drawn and tabulated in memory before any runs (the point
+#: table of data/sweeps/example.yaml takes 180 bytes a row, so a million rows about 180 MB; a billion
+#: Latin-hypercube draws of five inputs alone would need 37 GiB and stopped with numpy's MemoryError)
+MAX_SWEEP_POINTS = 1_000_000
+
+
 class SweepSpec(_Strict):
     """A design-space sweep: grid axes crossed with ``samples`` draws of the distribution axes."""
 
@@ -118,6 +124,12 @@ class SweepSpec(_Strict):
                 raise ValueError(f"axes.{name}: an empty list")
         if self.sampling == "grid" and self.samples != 1:
             raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
+        points = self.samples * math.prod(len(a) for a in self.axes.values() if not isinstance(a, Distribution))
+        if points > MAX_SWEEP_POINTS:
+            raise ValueError(
+                f"{points:,} points (grid combinations x samples) exceed the {MAX_SWEEP_POINTS:,} a sweep takes "
+                "(its points are drawn and held in memory at once): lower samples or split the spec"
+            )
         for where, name, value in self.given_values():
             problem = _value_problem(name, value)
             if problem:
