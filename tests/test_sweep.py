@@ -53,6 +53,7 @@ def _write(tmp_path, spec, name="spec.yaml"):
         # YAML reads 15T as a string: refused before any point runs, with the spelling YAML takes
         ({"fixed": {**TINY["fixed"], "tokens": "15T"}}, "fixed.tokens: expected a number, got '15T'"),
         ({"fixed": {**TINY["fixed"], "tokens": 0}}, "fixed.tokens: expected a number > 0"),
+        ({"fixed": {**TINY["fixed"], "tokens": 1e40}}, "fixed.tokens: expected at most 1e+18 (3,000 times all public"),
         ({"fixed": {**TINY["fixed"], "gpus": 0}}, "fixed.gpus: expected a whole number >= 1, got 0"),
         (
             {

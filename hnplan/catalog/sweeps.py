@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
+from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.errors import CatalogError
 
@@ -169,6 +170,8 @@ def _value_problem(name: str, value) -> str | None:
         return f"expected a whole number >= 1, got {value!r}"
     if name == "tokens" and not value > 0:
         return f"expected a number > 0, got {value!r}"
+    if name == "tokens" and value > MAX_TRAINING_TOKENS:
+        return f"expected at most {MAX_TRAINING_TOKENS:g} (3,000 times all public human text), got {value!r}"
     if name in WHATIF_INPUTS:
         return whatif_range_problem(name, float(value))
     return None
