@@ -241,3 +241,16 @@ def test_ctrl_c_while_workers_start_is_raised_after():
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
             reached = True  # not raised here: held until the handler and the mask are restored
     assert reached
+
+
+def test_more_local_workers_than_the_machine_holds_is_refused(tmp_path, monkeypatch):
+    """--workers 1000 on a 2-core machine started processes for over 100 s and leaked semaphores; it is
+    refused before any starts, with the machine's limit (4 per core: 8 on 2 cores)."""
+    import os
+
+    from hnplan.planning.sweep import MAX_WORKERS_PER_CORE
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.raises(InputError, match=r"--workers 9 is more than 4 per core of this machine's 2 \(at most 8\)"):
+        run_sweep(_write(tmp_path, TINY), tmp_path / "ds", workers=9, progress=False)
+    assert MAX_WORKERS_PER_CORE == 4 and not (tmp_path / "ds").exists()

@@ -55,6 +55,9 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     write_chunk,
 )
 
+#: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
+#: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
+MAX_WORKERS_PER_CORE = 4
 DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
 
 
@@ -325,7 +328,8 @@ def run_sweep(
     out : path
         The dataset folder (created; a re-run resumes it).
     workers : int, optional
-        Workers of the local cluster (one thread each); default: the machine's cores.
+        Workers of the local cluster (one thread each); default: the machine's cores; at most
+        :data:`MAX_WORKERS_PER_CORE` per core.
     scheduler : str, optional
         Address of an existing Dask scheduler (``tcp://host:8786``); its workers need hnplan and the
         same catalog (each row records the catalog hash its worker saw).
@@ -354,6 +358,13 @@ def run_sweep(
     spec = load_sweep_spec(spec, cat)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    cores = os.cpu_count() or 1
+    if workers is not None and scheduler is None and workers > MAX_WORKERS_PER_CORE * cores:
+        raise InputError(
+            f"--workers {workers} is more than {MAX_WORKERS_PER_CORE} per core of this machine's {cores} "
+            f"(at most {MAX_WORKERS_PER_CORE * cores}): the planner is CPU-bound, so local workers beyond the "
+            "cores only queue, each its own Python process; give --scheduler for a larger Dask cluster"
+        )
     t0 = time.perf_counter()
     out = Path(out)
     pts = sweep_points(spec, cat)
