@@ -351,6 +351,8 @@ def test_planner_range_message_names_the_flag():
     res = runner.invoke(app, [*RELIABILITY, "--checkpoint-storage-share", "0"])
     _check(res, "--checkpoint-storage-share must be in (0, 1]; got 0.0")
     assert "checkpoint_storage_share" not in res.stderr
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "64x64x64", "--dtype", "fp9"])
+    _check(res, "--dtype: unknown dtype 'fp9'; allowed: fp32, tf32, bf16")
     for value in ("0", "1.5"):  # a number or 'simulated': the text typed, with the flag
         res = runner.invoke(app, [*TCO, "--utilisation", value])
         _check(res, f"--utilisation must be in (0, 1]; got '{value}'")

@@ -45,6 +45,9 @@ def name_option(ctx, text: str) -> str:
     >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
     >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
     "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"dtype": "fp9"}, command=NS(params=[NS(name="dtype", opts=["--dtype"])]))
+    >>> name_option(ctx, "unknown dtype 'fp9'; allowed: bf16, fp8")
+    "--dtype: unknown dtype 'fp9'; allowed: bf16, fp8"
     >>> ctx = NS(params={"share": 0.0}, command=NS(params=[NS(name="share", opts=["--share"])]))
     >>> name_option(ctx, "share must be in (0, 1]; got 0.0")
     '--share must be in (0, 1]; got 0.0'
@@ -59,6 +62,9 @@ def name_option(ctx, text: str) -> str:
     """
     if ctx is None:
         return text
+    u = re.match(r"^unknown ([a-z][a-z_]*) '([^']*)'", text)  # "unknown dtype 'fp9'; allowed: ..."
+    if u is not None and str(ctx.params.get(u.group(1))) == u.group(2):
+        return f"{_option_name(ctx, u.group(1))}: {text}"
     m = re.match(r"^([a-z][a-z_ ]*?) must be .*; got (.+)$", text)
     if m is not None:
         name, given = m.group(1).replace(" ", "_"), m.group(2)
