@@ -146,3 +146,17 @@ def test_fp4_step_is_faster_than_fp8_and_nvfp4_rows_are_not_optimistic(cat):
     t4 = evaluate_plans(job4, plans_frame([plan]))["step_time_s"].iloc[0]
     t8 = evaluate_plans(job8, plans_frame([plan]))["step_time_s"].iloc[0]
     assert t4 < t8
+
+
+def test_layers_kept_in_bf16_slow_an_fp4_step(cat):
+    # the NVFP4 recipe keeps a few layers in bf16 (arXiv:2509.25149; Megatron-Core --first-last-layers-bf16):
+    # fp8_bf16_end_layers applies to fp4 as to fp8, each such layer at its bf16 time
+    from hnplan.planning.training import ParallelPlan, evaluate_plans, plans_frame
+
+    plan = plans_frame([ParallelPlan(tp=1, pp=1, dp=8, microbatch_size=2, zero_stage=1, recompute="none")])
+
+    def step(n):
+        job = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, overrides={"fp8_bf16_end_layers": n})
+        return evaluate_plans(job, plan)["step_time_s"].iloc[0]
+
+    assert step(0) < step(2) < step(4)

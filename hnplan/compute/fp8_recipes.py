@@ -159,7 +159,7 @@ def check_recipe(acc: Accelerator, recipe: str) -> None:
     hnplan.errors.InputError: fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); h100-sxm runs per-tensor (delayed, current) or blockwise fp8
     """
     if recipe == "nvfp4" and not (acc.dense_tflops or {}).get("fp4"):
-        raise InputError(f"fp8 recipe nvfp4 needs FP4 tensor cores (Blackwell); {acc.id} has no fp4 peak")
+        raise InputError(f"NVFP4 training (dtype fp4) needs FP4 tensor cores (Blackwell); {acc.id} has no fp4 peak")
     if recipe == "mxfp8" and acc.fp8_tn_only is not False:
         raise InputError(
             f"fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); {acc.id} runs per-tensor "

@@ -106,7 +106,7 @@ class StackChoices(_Strict):
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
         upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
     fp8_bf16_end_layers : int
-        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        In fp8 or fp4 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
         ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
         first and the last pipeline stage. Default 0.
     offload : {"none", "auto"}
@@ -258,7 +258,7 @@ class StackChoices(_Strict):
         default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
     )
     fp8_bf16_end_layers: int = Field(
-        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 or fp4 training"
     )
     offload: Literal["none", "auto"] = Field(
         default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
