@@ -156,6 +156,7 @@ def stack_accounting(
     (2.0, 2.0, 6.0)
     """
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
+    fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
     if dtype == "fp4" and fp8_weight_cache:  # no fp4 parameters; the cast: two NVFP4 copies (fp8_recipes)
         w, wsrc = (
             2.0 + 2.0 * NVFP4_COPY,
