@@ -194,7 +194,7 @@ def test_existing_scheduler(tmp_path):
     from dask.distributed import LocalCluster
 
     spec = {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
     assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
     assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()
@@ -220,7 +220,7 @@ def test_local_worker_processes_ignore_ctrl_c():
     handler = signal.getsignal(signal.SIGINT)
     with _sigint_held():
         cluster = LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
         )
     assert signal.getsignal(signal.SIGINT) is handler
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
