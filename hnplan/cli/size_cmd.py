@@ -31,7 +31,7 @@ def size(
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
-    deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
+    deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
     global_batch_tokens: int = typer.Option(
