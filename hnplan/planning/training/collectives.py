@@ -275,14 +275,15 @@ def param_gather_bytes(job: Job) -> tuple[float, float]:
     """Bytes per parameter the distributed optimizer all-gathers: ``(dense, expert)``.
 
     bf16 (:data:`~hnplan.planning.training.components.PARAM_GATHER_BYTES`, 2) unless the stack keeps fp8
-    weights (``fp8_params``) in fp8 training: then the GEMM weights of the layers travel as fp8, one byte
+    weights (``fp8_params``) in fp8 training (in fp4 training still 2: the fp4 weights' gather is not
+    modelled): then the GEMM weights of the layers travel as fp8, one byte
     each, and the rest of the dense parameters (embedding, output layer, norms: not Transformer Engine
     GEMM weights) as bf16, so the dense group averages ``2 - (GEMM weights / dense parameters)`` and the
     routed experts 1 (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather``: "all-gather
     parameters in fp8"; Transformer Engine ``fp8_model_init`` makes fp8 weights of its GEMM modules only).
 
     """
-    if not (job.choices.fp8_params and units.dtype_bytes(job.dtype) < ACT_BYTES):
+    if not (job.choices.fp8_params and units.dtype_bytes(job.dtype) == 1.0):  # fp8 training (fp4: not modelled)
         return PARAM_GATHER_BYTES, PARAM_GATHER_BYTES
     pc = job.params
     dense = pc.total - pc.expert_params
