@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
+try:  # pandas >= 3.0: a DataFrame from its blocks, without the constructor's per-column inference
+    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
+except ImportError:  # pragma: no cover - older pandas: the constructor
+    _from_blocks = None
+
 #: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples
 _TABLE_KEYS = 1 << 16
 
@@ -104,6 +109,29 @@ class Columns:
     def frame(self) -> pd.DataFrame:
         """The table as a DataFrame (categorical columns decoded)."""
         return pd.DataFrame({k: self[k] for k in self})
+
+
+def frame_of(columns: Mapping[str, object], n: int) -> pd.DataFrame:
+    """A DataFrame of ``n`` rows (a range index) from 1-D columns, each kept as it is (no copy): numbers are
+    repeated over the rows, numeric and boolean numpy arrays and pandas extension arrays become one block
+    each, as ``pd.DataFrame(columns, copy=False)`` builds them, without its per-column checks (pandas >= 3:
+    ``pandas.api.internals.create_dataframe_from_blocks``; the constructor otherwise, or for any other kind
+    of column).
+
+    >>> frame_of({"a": np.arange(3), "b": 2.5}, 3).to_dict("list")
+    {'a': [0, 1, 2], 'b': [2.5, 2.5, 2.5]}
+    """
+    arrays = {k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in columns.items()}
+    plain = all(
+        (isinstance(x, np.ndarray) and x.dtype.kind in "biuf") or isinstance(x, pd.api.extensions.ExtensionArray)
+        for x in arrays.values()
+    )
+    if _from_blocks is None or not plain or any(len(x) != n or np.ndim(x) != 1 for x in arrays.values()):
+        return pd.DataFrame(arrays, copy=False)
+    blocks = [
+        (x.reshape(1, -1) if isinstance(x, np.ndarray) else x, np.array([i])) for i, x in enumerate(arrays.values())
+    ]
+    return _from_blocks(blocks, index=pd.RangeIndex(n), columns=pd.Index(list(arrays)))
 
 
 def column(table, key: str) -> np.ndarray:

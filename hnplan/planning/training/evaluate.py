@@ -26,7 +26,7 @@ from hnplan.planning.training.plan import (
     validate_plan,
 )
 from hnplan.planning.training.slowest import slowest_stage
-from hnplan.vectorise import Columns
+from hnplan.vectorise import Columns, frame_of
 
 BREAKDOWN = (
     "compute",
@@ -138,8 +138,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
         hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
     )
-    n = len(plans)
-    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
+    df = frame_of(cols, len(plans))
     df.attrs["units"] = UNITS
     return df
 
