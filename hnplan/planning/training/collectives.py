@@ -227,13 +227,13 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
     [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
 
-    def per_shape(u):  # once per distinct layout, micro-batch and virtual stages
+    def per_shape(u):  # one transfer once per distinct layout and micro-batch
         tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
         msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-        t = collective_s(job, "sendrecv", msg, pp, tp * cp * dp)
-        return (np.where(pp > 1, 2 * _col(u, "virtual_stages") * t, 0.0),)
+        return (collective_s(job, "sendrecv", msg, pp, tp * cp * dp),)
 
-    return on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size", "virtual_stages"], per_shape)[0]
+    t = on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size"], per_shape)[0]
+    return np.where(_col(df, "pp") > 1, 2 * _col(df, "virtual_stages") * t, 0.0)
 
 
 def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
