@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import StackChoices
-from hnplan.compute import peak_flops_per_s
+from hnplan.compute import RECOMPUTE_MODES, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
@@ -56,6 +58,7 @@ UNITS = {
     **dict.fromkeys(MEMORY_PARTS, "bytes"),
     **dict.fromkeys(("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes"), "bytes"),
 }
+_MODES = pa.array(RECOMPUTE_MODES, pa.large_string())  # the recompute modes as an Arrow set (_mode_codes)
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -153,11 +156,23 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
     if isinstance(rc.dtype, pd.CategoricalDtype):
         codes, modes = rc.cat.codes.to_numpy(), np.asarray(rc.cat.categories, dtype=object)
     else:
-        codes, modes = pd.factorize(rc, sort=False)
-        modes = np.asarray(modes, dtype=object)
+        codes, modes = _mode_codes(rc)
     cols["num_microbatches"] = job.global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
     plans = Columns({k: x for k, x in cols.items() if k != "recompute"}, {"recompute": (codes, modes)})
     return cols, plans
+
+
+def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of a recompute column and the modes they index: into :data:`hnplan.compute.RECOMPUTE_MODES` by
+    pyarrow's ``index_in`` for an Arrow-backed string column of known modes (pandas' default string dtype,
+    as :func:`candidate_frame` builds it), else by :func:`pandas.factorize` (an unknown mode is reported
+    by the cost models)."""
+    if hasattr(rc.array, "__arrow_array__"):
+        at = pc.index_in(rc.array.__arrow_array__(), value_set=_MODES)
+        if at.null_count == 0:
+            return np.asarray(at), np.asarray(RECOMPUTE_MODES, dtype=object)
+    codes, modes = pd.factorize(rc, sort=False)
+    return codes, np.asarray(modes, dtype=object)
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
