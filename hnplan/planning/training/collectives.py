@@ -47,7 +47,7 @@ from hnplan.planning.training.components import (
     local_params,
     recompute_is,
 )
-from hnplan.vectorise import on_distinct
+from hnplan.vectorise import factorize, on_distinct
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
 DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
@@ -286,16 +286,19 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
         return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
-    t_grad, last_grad, t_param, last_param, per_mb_z3, ag1, z3 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
-    m = _col(df, "num_microbatches")
+    codes, layouts = factorize(df, list(DP_LAYOUT_KEYS))
+    per = per_layout(layouts)
+    t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
     param_exp = np.maximum(t_param - t_fwd_mb, last_param) if ov.dp_param_gather else t_param
     # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
     # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
     hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
     exposed = grad_exp + param_exp + ov.overlap_gemm_slowdown * hidden
-    if z3.any():
-        z3_exp = np.maximum(per_mb_z3 - t_compute_mb, ag1)
+    at = np.flatnonzero(per[6][codes])  # the ZeRO 3 candidates
+    if len(at):
+        per_mb_z3, ag1 = (x[codes[at]] for x in per[4:6])
+        z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
-        exposed[z3] = (m * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden))[z3]
+        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden)
     return exposed

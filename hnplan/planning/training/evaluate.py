@@ -131,15 +131,16 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     model_f, hw_f = c.flops_per_token(job, plans)
     hw_f = partial.block_hardware_flops(job, plans, hw_f, full)
     peak = peak_flops_per_s(job.acc, job.dtype)
+    model_rate, hw_rate = model_f * tokens_per_s / job.gpus, hw_f * tokens_per_s / job.gpus  # [FLOP/s per GPU]
     cols.update(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_flops_per_token=model_f,
         hardware_flops_per_token=hw_f,
-        mfu=model_f * tokens_per_s / job.gpus / peak,
-        hfu=hw_f * tokens_per_s / job.gpus / peak,
-        model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
-        hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
+        mfu=model_rate / peak,
+        hfu=hw_rate / peak,
+        model_tflops_per_gpu=model_rate / units.TERA,
+        hardware_tflops_per_gpu=hw_rate / units.TERA,
     )
     df = frame_of(cols, len(plans))
     df.attrs["units"] = UNITS
