@@ -152,16 +152,18 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a wide span through a lookup table of the values present), anything else by :func:`pandas.factorize`."""
     if a.dtype.kind in "iu" and len(a):
         lo, hi = a.min(), a.max()
-        offset = (a - lo).astype(np.int64, copy=False)
         span = int(hi - lo) + 1
         if span <= 8:
-            return offset, np.arange(span, dtype=a.dtype) + lo
-        if span <= max(4 * len(a), 1 << 12):  # a wide span: count only the values present
-            seen = np.zeros(span, dtype=bool)
+            return (a - lo).astype(np.int64, copy=False), np.arange(span, dtype=a.dtype) + lo
+        limit = max(4 * len(a), 1 << 12)
+        if span <= limit:  # a wide span: count only the values present
+            base = 0 if lo >= 0 and hi < limit else lo  # small non-negative values index the table as they are
+            offset = (a - base).astype(np.int64, copy=False) if base or a.dtype != np.int64 else a
+            seen = np.zeros(int(hi - base) + 1, dtype=bool)
             seen[offset] = True
             present = np.flatnonzero(seen)
             lookup = np.cumsum(seen) - 1
-            return lookup[offset], (present + lo).astype(a.dtype)
+            return lookup[offset], (present + base).astype(a.dtype)
     codes, uniq = pd.factorize(a, sort=False)
     return codes, np.asarray(uniq)
 
