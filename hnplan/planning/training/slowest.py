@@ -84,8 +84,8 @@ def _slowest(t_mb: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     stage = np.zeros(best.shape, dtype=np.intp)
     for i, t in enumerate(t_mb[1:], start=1):
         later = t > best
-        stage += later * (i - stage)
-        best = np.maximum(best, t)
+        np.copyto(stage, i, where=later)
+        best = np.maximum(best, t) if i == 1 else np.maximum(best, t, out=best)  # never written into t_mb[0]
     if np.isnan(best).any():
         both = np.array(t_mb, dtype=float)
         stage = np.argmax(both, axis=0)
