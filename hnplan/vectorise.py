@@ -112,11 +112,22 @@ class Columns:
 
 
 def frame_of(columns: Mapping[str, object], n: int) -> pd.DataFrame:
-    """A DataFrame of ``n`` rows (a range index) from 1-D columns, each kept as it is (no copy): numbers are
-    repeated over the rows, numeric and boolean numpy arrays and pandas extension arrays become one block
-    each, as ``pd.DataFrame(columns, copy=False)`` builds them, without its per-column checks (pandas >= 3:
-    ``pandas.api.internals.create_dataframe_from_blocks``; the constructor otherwise, or for any other kind
-    of column).
+    """A DataFrame of ``n`` rows (a range index) from 1-D columns, each kept as it is (no copy), as
+    ``pd.DataFrame(columns, copy=False)`` builds it, without the constructor's per-column checks.
+
+    Parameters
+    ----------
+    columns : dict of str to number or array
+        A number is repeated over the rows; numeric and boolean numpy arrays and pandas extension arrays
+        (shape ``(n,)``) become one block each (pandas >= 3: ``pandas.api.internals.
+        create_dataframe_from_blocks``); any other kind of column, or older pandas, goes through the
+        constructor.
+    n : int
+        Rows.
+
+    Returns
+    -------
+    pandas.DataFrame
 
     >>> frame_of({"a": np.arange(3), "b": 2.5}, 3).to_dict("list")
     {'a': [0, 1, 2], 'b': [2.5, 2.5, 2.5]}
