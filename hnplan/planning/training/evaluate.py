@@ -169,8 +169,11 @@ def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     as :func:`candidate_frame` builds it), else by :func:`pandas.factorize` (an unknown mode is reported
     by the cost models)."""
     if hasattr(rc.array, "__arrow_array__"):
-        at = pc.index_in(rc.array.__arrow_array__(), value_set=_MODES)
-        if at.null_count == 0:
+        try:
+            at = pc.index_in(rc.array.__arrow_array__(), value_set=_MODES)
+        except (pa.ArrowException, TypeError):  # not strings: pandas' codes (the cost models name the error)
+            at = None
+        if at is not None and at.null_count == 0:
             return np.asarray(at), np.asarray(RECOMPUTE_MODES, dtype=object)
     codes, modes = pd.factorize(rc, sort=False)
     return codes, np.asarray(modes, dtype=object)
