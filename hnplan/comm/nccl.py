@@ -50,6 +50,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from hnplan import units
+
 PROTOCOLS = ("LL", "LL128", "Simple")
 """NCCL's protocols, in the order of its tables."""
 
@@ -139,12 +141,12 @@ def hw_latency_s(link: str, algorithm: str, proto: str) -> float:
     KeyError
         For an unknown link class or algorithm; ValueError for an unknown protocol.
     """
-    return HW_LATENCY_US[link][algorithm][_ix(proto)] * 1e-6
+    return units.us_to_s(HW_LATENCY_US[link][algorithm][_ix(proto)])
 
 
 def base_latency_s(algorithm: str, proto: str) -> float:
     """NCCL's ``baseLat[algorithm][proto]`` [s] ([1]_)."""
-    return BASE_LATENCY_US[algorithm][_ix(proto)] * 1e-6
+    return units.us_to_s(BASE_LATENCY_US[algorithm][_ix(proto)])
 
 
 def log2i(n: int) -> int:
@@ -183,7 +185,7 @@ def ring_latency_s(
     q = ranks // domains
     intra = hw_latency_s(up_link, "ring", proto)
     if domains > 1:
-        intra = max(intra, NET_OVERHEAD_US * 1e-6 * (3.0 if proto == "Simple" else 1.0))
+        intra = max(intra, units.us_to_s(NET_OVERHEAD_US) * (3.0 if proto == "Simple" else 1.0))
     steps, inter_steps = passes * (ranks - 1), passes * (domains - 1)
     inter = inter_latency_s("ring", proto, q, net_hop_s) if domains > 1 else 0.0
     lat = base_latency_s("ring", proto) + (steps - inter_steps) * intra + inter_steps * inter
@@ -241,7 +243,7 @@ def pat_latency_s(net_hop_s: float, ranks: int, domains: int) -> float:
     211.2
     """
     inter = inter_latency_s("pat", "Simple", 1, net_hop_s)
-    return base_latency_s("pat", "Simple") + log2i(domains) * inter / 3.5 + ranks * PAT_PER_RANK_US * 1e-6
+    return base_latency_s("pat", "Simple") + log2i(domains) * inter / 3.5 + ranks * units.us_to_s(PAT_PER_RANK_US)
 
 
 @lru_cache(maxsize=4096)
@@ -260,7 +262,7 @@ def tree_latencies_s(up_link: str, net_hop_s: float, per_domain: int, domains: i
 
 def ll_max_busbw_across_Bps(domains: int) -> float:
     """NCCL's LL busbw cap across nodes [bytes/s]: 39.0 GB/s on two, 20.4 on three or more ([1]_)."""
-    return LL_MAX_BUSBW_ACROSS_GBps[0 if domains <= 2 else 1] * 1e9
+    return units.GBps_to_Bps(LL_MAX_BUSBW_ACROSS_GBps[0 if domains <= 2 else 1])
 
 
 def ring_protocol_bw(proto: str, ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None) -> float:
