@@ -28,7 +28,7 @@ from hnplan.planning.training.plan import (
     validate_plan,
 )
 from hnplan.planning.training.slowest import slowest_stage
-from hnplan.vectorise import Columns, frame_of
+from hnplan.vectorise import Columns, frame_of, on_distinct
 
 BREAKDOWN = (
     "compute",
@@ -94,7 +94,15 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     m = cols["num_microbatches"]
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
-    pick = slowest_stage(job, plans, t_pp, ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m))
+    if job.model.moe is None:  # no expert all-to-all to hide
+        ep_share = np.zeros(len(plans))
+    else:  # once per distinct (pp, micro-batches, virtual stages)
+        ep_share = on_distinct(
+            plans,
+            ["pp", "num_microbatches", "virtual_stages"],
+            lambda u: (ch.ep_comm_overlap_fraction * moe.ep_overlap_share(u, u["num_microbatches"]),),
+        )[0]
+    pick = slowest_stage(job, plans, t_pp, ep_share)
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
     full = c.recompute_is(plans, "full")
     comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
