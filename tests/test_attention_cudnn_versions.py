@@ -90,3 +90,26 @@ def test_newer_kernels_are_faster_and_the_2026_stack_keeps_the_accelerators(cat)
         new, old = cat.accelerator(chip).attention_efficiency, cat.stack("nemo-mlperf-v50").attention_efficiency[chip]
         assert new["fwd"] > old["fwd"] and new["bwd"] > old["bwd"]
     assert cat.stack("megatron-bridge-2608-mxfp8").attention_efficiency is None
+
+
+# PyTorch SDPA's FLASH_ATTENTION backend (FlashAttention-2) on a Hopper GPU at 1,980 MHz, causal bf16, 16 heads of
+# 128: NVIDIA/cudnn-frontend benchmark/benchmark_results.csv, "Pytorch" columns at commits b740542 and de355c7
+PYTORCH_FLASH_HOPPER = [
+    (2, 16, 16, {8192: (325.1, 277.4)}),
+    (1, 16, 16, {16384: (324.8, 305.2), 32768: (345.3, 317.3)}),
+    (2, 16, 16, {8192: (321.9, 275.4)}),
+    (1, 16, 16, {16384: (327.2, 305.2), 32768: (345.6, 316.9)}),
+]
+
+
+def test_torchtitan_runs_flashattention2_on_hopper_and_cudnn_2025_on_blackwell(cat):
+    fwd, bwd = _ceilings(cat.accelerator("h200-sxm"), PYTORCH_FLASH_HOPPER)
+    ae = cat.stack("torchtitan-2506").attention_efficiency
+    for chip in ("h100-sxm", "h200-sxm"):
+        assert ae[chip] == {"fwd": pytest.approx(fwd, abs=1e-3), "bwd": pytest.approx(bwd, abs=1e-3)}
+    # about half the cuDNN 9.19 law the H200 catalog entry was fitted on
+    assert ae["h200-sxm"]["fwd"] / cat.accelerator("h200-sxm").attention_efficiency["fwd"] == pytest.approx(
+        0.51, abs=0.01
+    )
+    for chip in ("b200", "gb200", "b300", "gb300"):
+        assert ae[chip] == cat.stack("nemo-mlperf-v50").attention_efficiency[chip]
