@@ -88,6 +88,36 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     cols, plans = _plan_columns(job, candidates)
     if not len(plans):
         return pd.DataFrame(cols)
+    cols = evaluate_columns(job, cols, plans)
+    n = len(plans)
+    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
+    df.attrs["units"] = UNITS
+    return df
+
+
+def plan_table(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
+    """The candidates as :func:`evaluate_columns` reads them: the output columns of the plan and the plan
+    table the cost models read (built once by a caller that evaluates the same candidates many times)."""
+    return _plan_columns(job, candidates)
+
+
+def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
+    """The columns of :func:`evaluate_plans` as plain arrays (or scalars for a column equal in every
+    row), without building the DataFrame: for a caller that reads a few numbers of many evaluations
+    (a calibration's trials).
+
+    Parameters
+    ----------
+    job : Job
+    cols, plans : dict, Columns
+        :func:`plan_table` of the candidates (not modified: a repeated evaluation may pass the same ones).
+
+    Returns
+    -------
+    dict of str to array or scalar
+        The columns of :func:`evaluate_plans`, in its order.
+    """
+    cols = dict(cols)
     m = cols["num_microbatches"]
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
@@ -138,10 +168,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
         hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
     )
-    n = len(plans)
-    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
-    df.attrs["units"] = UNITS
-    return df
+    return cols
 
 
 def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
