@@ -56,7 +56,7 @@ def test_choice_is_a_no_op_where_the_switches_cannot_reduce():
 def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
     # NCCL_NVLS_ENABLE=0 in the run's own launch environment: NVIDIA/dgxc-benchmarking llama3.1/configure.sh
     # (rows dgxc2409-*), the MLPerf NeMo implementations' config_common.sh (NVIDIA, Oracle, CoreWeave,
-    # University of Florida; Nebius comments the line out) and Megatron-Bridge's
+    # University of Florida, Cisco; Nebius comments the line out) and Megatron-Bridge's
     # scripts/performance/utils/executors.py (25.11: the megatron-bridge-2511 stacks; 25.09: the row's override;
     # 26.06: executors.py @ v0.5.1; 26.08: the recipes' env_vars in src/megatron/bridge/perf_recipes/*/*.py)
     def nvls(r):
@@ -71,7 +71,8 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
         or (r.id.startswith("mlperf-") and "nebius" not in r.id)
         or r.id.startswith(("mbridge25", "mbridge26"))
     }
-    assert len(expected) == 9 + 22 + 17 + 5 and off == expected  # 17 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
+    # 12 dgxc rows (9 BF16, 3 FP8), 28 MLPerf rows, 17 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
+    assert len(expected) == 12 + 28 + 17 + 5 and off == expected
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)
