@@ -27,9 +27,13 @@ interval, restart time and goodput.
   units beside the data loader's reads (:func:`hnplan.storage.job_storage`).
 * Storage bound on the interval (both modes): checkpoints may keep the storage writing at most a share
   ``s`` of the time (``checkpoint_storage_share`` of ``data/reliability.yaml``, a labelled assumption),
-  so ``tau >= write / s``. An asynchronous save stalls training for milliseconds, so Young/Daly alone
-  would checkpoint every few seconds and keep the storage writing most of the time; the estimate says
-  which bound (``daly`` or ``storage``) set the interval.
+  so ``tau >= write / s``. An asynchronous save stalls training only for the copy to host memory, the
+  first tier (each GPU's shard over its host link: 1.5 ms for Llama 3.1 405B on 16,384 GB200 at
+  NVLink-C2C's 225 GB/s per GPU), so Young/Daly alone would checkpoint every few seconds and keep the
+  storage writing most of the time. A stack snapshots the state between optimizer steps (Megatron-LM
+  ``--save-interval`` and TorchTitan ``checkpoint.interval`` count iterations), so with the step time
+  known the interval is at least one step and a whole number of steps. The estimate says which bound
+  (``daly``, ``storage`` or ``step``) set the interval.
 
 References
 ----------
@@ -327,9 +331,11 @@ class ReliabilityEstimate:
     job_goodput: float = 1.0
     gpus_in_repair: float = 0.0
     storage: dict | None = None
-    checkpoint_interval_bound: str = "daly"  # "daly" (Young/Daly optimum) or "storage" (write time / share)
+    checkpoint_interval_bound: str = "daly"  # "daly" (Young/Daly optimum), "storage" (write / share) or "step"
     checkpoint_daly_interval_s: float = math.inf
     checkpoint_storage_share: float = 1.0
+    checkpoint_host_link_GBps: float | None = None  # the first tier of an async save (None: sync, or no figure)
+    step_s: float | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -352,6 +358,7 @@ def reliability_estimate(
     storage_units: int | None = None,
     tokens_per_s: float | None = None,
     checkpoint_storage_share: float | None = None,
+    step_s: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
 
@@ -390,6 +397,9 @@ def reliability_estimate(
     checkpoint_storage_share : float, optional
         Largest fraction of the time the storage may spend writing checkpoints, in (0, 1]; default
         ``checkpoint_storage_share`` of reliability.yaml (1 when it has none).
+    step_s : float, optional
+        The job's training step time [s]: checkpoints are taken between steps, so the interval is at
+        least one step and rounded up to whole steps.
 
     Returns
     -------
@@ -398,9 +408,11 @@ def reliability_estimate(
     Raises
     ------
     InputError
-        For an unknown mode, a storage that cannot sustain the data loader, or a checkpoint storage share
-        outside (0, 1].
+        For an unknown mode, a storage that cannot sustain the data loader, a checkpoint storage share
+        outside (0, 1], or a step time that is not a positive finite number.
     """
+    if step_s is not None and not (0 < step_s < math.inf):
+        raise InputError(f"step time must be a finite number > 0 s; got {step_s}")
     check_choice("mode", mode, CHECKPOINT_MODES)
     ck_share = checkpoint_storage_share
     if ck_share is None:
@@ -433,11 +445,15 @@ def reliability_estimate(
     restart = (rel.restart_overhead_s.value if restart_overhead_s is None else restart_overhead_s) + read_s
     planned = rate_factor * rel.planned_per_gpu_hour.value * gpus
     storage_floor = ck["write_s"] / ck_share  # the storage writes checkpoints at most `ck_share` of the time
+    bound = "daly"
     if math.isinf(m):
         daly, interval, goodput = math.inf, math.inf, 1.0
     else:
         daly = daly_interval_s(stall, m)
-        interval = max(daly, storage_floor)
+        interval, bound = (storage_floor, "storage") if storage_floor > daly else (daly, "daly")
+        if step_s is not None:  # between optimizer steps, a whole number of them
+            bound = "step" if step_s >= interval else bound
+            interval = math.ceil(interval / step_s - 1e-9) * step_s
         goodput = daly_goodput(interval, stall, restart, m)
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
     in_repair = gpus_in_repair(design, gpus, rate_factor)
@@ -460,7 +476,9 @@ def reliability_estimate(
         job_goodput=goodput,
         gpus_in_repair=in_repair,
         storage=job_sto,
-        checkpoint_interval_bound="storage" if storage_floor > daly else "daly",
+        checkpoint_interval_bound=bound,
         checkpoint_daly_interval_s=daly,
         checkpoint_storage_share=ck_share,
+        checkpoint_host_link_GBps=system.host_link_GBps_per_gpu if mode == "async" else None,
+        step_s=step_s,
     )

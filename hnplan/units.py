@@ -35,6 +35,16 @@ from __future__ import annotations
 import math
 import re
 
+from hnplan.formatting import (  # noqa: F401  (public names of hnplan.units)
+    format_count,
+    format_energy,
+    format_number,
+    format_power,
+    format_quantity,
+    format_si,
+    format_usd,
+)
+
 # --- data size ---------------------------------------------------------------------------
 KB = 1e3
 MB = 1e6
@@ -164,6 +174,11 @@ def j_to_mwh(j):
 def j_to_kwh(j):
     """Joules -> kilowatt-hours."""
     return j / KWH
+
+
+def j_to_wh(j):
+    """Joules -> watt-hours."""
+    return j / HOUR
 
 
 def us_to_s(us):
@@ -365,137 +380,3 @@ def dtype_bytes(dtype: str) -> float:
         return DTYPE_BYTES[dtype]
     except KeyError:
         raise ValueError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None
-
-
-# --- numbers for people (reports, verdicts, CLI tables) ---------------------------------
-# Short scale for counts (tokens, parameters, FLOP): k, M, B, T as finance and the model cards write them
-# (Llama 3 paper: "405B parameters", "15T tokens"); SI prefixes for physical units (kW, MW, GWh).
-_COUNT_PREFIXES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
-_SI_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-
-
-def _finite(x) -> bool:
-    import math
-
-    try:
-        return math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
-def _sig(x: float, digits: int) -> str:
-    """``x`` to ``digits`` significant digits without an exponent (63.95 -> '64', 9.3 -> '9.3')."""
-    text = f"{x:.{digits}g}"
-    if "e" in text:
-        text = f"{x:,.0f}"
-    return text
-
-
-def format_count(n, digits: int = 3) -> str:
-    """A count for people: ``15T``, ``405B``, ``1.2M``, ``16,384``; 'n/a' for a missing or infinite one.
-
-    Counts below 100,000 keep every digit (GPU counts must stay exact).
-
-    >>> format_count(15e12), format_count(405e9), format_count(16384), format_count(float("nan"))
-    ('15T', '405B', '16,384', 'n/a')
-    """
-    if not _finite(n):
-        return "n/a"
-    n = float(n)
-    if abs(n) < 1e5:
-        return f"{n:,.0f}" if n.is_integer() else _sig(n, digits)
-    for scale, suffix in _COUNT_PREFIXES:
-        if abs(n) >= scale:
-            return _sig(n / scale, digits) + suffix
-    return _sig(n, digits)  # pragma: no cover
-
-
-def format_usd(usd, digits: int = 3) -> str:
-    """Money for people: ``$63.9M``, ``$1.2B``, ``$950k``, ``$2.31``; 'n/a' for a missing price.
-
-    >>> format_usd(63947789.96), format_usd(2.306), format_usd(None)
-    ('$63.9M', '$2.31', 'n/a')
-    """
-    if not _finite(usd):
-        return "n/a"
-    usd = float(usd)
-    sign = "-" if usd < 0 else ""
-    usd = abs(usd)
-    if usd < 1e3:
-        return f"{sign}${usd:,.2f}"
-    for scale, suffix in _COUNT_PREFIXES:
-        if usd >= scale:
-            return f"{sign}${_sig(usd / scale, digits)}{suffix}"
-    return f"{sign}${usd:,.0f}"  # pragma: no cover
-
-
-def format_si(value, unit: str, digits: int = 3) -> str:
-    """A physical quantity in SI base units with a prefix: ``format_si(9.3e6, "W") == '9.3 MW'``.
-
-    >>> format_si(9.3e6, "W"), format_si(120e3, "W"), format_si(2.5e-3, "s")
-    ('9.3 MW', '120 kW', '0.0025 s')
-    """
-    if not _finite(value):
-        return "n/a"
-    value = float(value)
-    for scale, prefix in _SI_PREFIXES:
-        if abs(value) >= scale:
-            return f"{_sig(value / scale, digits)} {prefix}{unit}"
-    return f"{_sig(value, digits)} {unit}"
-
-
-def format_power(watts, digits: int = 3) -> str:
-    """Power for people: ``9.3 MW``, ``120 kW``."""
-    return format_si(watts, "W", digits)
-
-
-def format_energy(joules, digits: int = 3) -> str:
-    """Energy for people in watt-hours: ``format_energy(3.6e12) == '1 GWh'``."""
-    return format_si(joules / 3600.0 if _finite(joules) else joules, "Wh", digits)
-
-
-def format_quantity(value, unit: str = "", digits: int = 3) -> str:
-    """A value in the unit a table names, written for people: USD as money, W and J with SI prefixes
-    (J as Wh), ``tokens``/``GPUs``/``FLOP`` and unitless counts in the short scale, anything else with
-    ``digits`` significant digits and the unit.
-
-    >>> format_quantity(63947789.96, "USD"), format_quantity(9.3e6, "W"), format_quantity(1.5e13, "tokens")
-    ('$63.9M', '9.3 MW', '15T tokens')
-    >>> format_quantity(0.35, "USD/kWh"), format_quantity(9.3e6, "USD/MW"), format_quantity(1.25, "ratio")
-    ('$0.35/kWh', '$9.3M/MW', '1.25 ratio')
-    >>> format_quantity(0.02, "fraction per year"), format_quantity(0.7, "fraction")
-    ('2% per year', '70%')
-    """
-    if not _finite(value):
-        return "n/a"
-    u = (unit or "").strip()
-    if u.startswith("USD/"):  # a price per something: money, then the unit
-        v = float(value)
-        return f"{format_usd(v, digits) if abs(v) >= 1 else '$' + _sig(v, digits)}/{u[4:]}"
-    if u == "fraction" or u.startswith("fraction "):  # a share: per cent
-        return f"{_sig(float(value) * 100, digits)}%{u[len('fraction') :]}"
-    if u in ("USD", "$"):
-        return format_usd(value, digits)
-    if u == "W":
-        return format_power(value, digits)
-    if u == "J":
-        return format_energy(value, digits)
-    if u in ("", "tokens", "GPUs", "FLOP", "parameters", "requests"):
-        text = format_count(value, digits)
-        return f"{text} {u}" if u else text
-    v = float(value)
-    text = f"{v:,.0f}" if abs(v) >= 10**digits else _sig(v, digits)
-    return f"{text} {u}"
-
-
-def format_number(value, digits: int = 4) -> str:
-    """A plain number in a table for people: ``digits`` significant digits, thousands separated, no
-    exponent (``{:.4g}`` writes 16,930 as ``1.693e+04``); 'n/a' for a missing one.
-
-    >>> format_number(16930.4), format_number(1.5), format_number(123.456), format_number(None)
-    ('16,930', '1.5', '123.5', 'n/a')
-    """
-    if not _finite(value):
-        return "n/a"
-    v = float(value)
-    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else _sig(v, digits)

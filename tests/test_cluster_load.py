@@ -1,6 +1,8 @@
 """Offered load of a cluster run, defined one way: GPU-hours demanded per GPU-hour of capacity over the
 arrival window, whether the run is sized by --days, --jobs or a trace; oversubscription is labelled."""
 
+import math
+
 import pytest
 from typer.testing import CliRunner
 
@@ -86,7 +88,12 @@ def test_an_oversubscribing_trace_says_so(tmp_path):
 
     d = json.loads(r.output)
     assert d["offered_load"] == pytest.approx(40.0) and d["oversubscribed"] is True
-    assert d["steady_state"] is True  # the jobs hold 162 % of the window's GPU-time inside it: a real queue
+    # the jobs hold 162 % of the window's GPU-time inside it: a real queue, so "oversubscribed" stays; but
+    # 30 minutes of arrivals against 10-hour jobs (and a load of 40x) is no steady state: 5 x 10 h = 50 h needed
+    assert d["steady_state"] is False and d["steady_short"] is True
+    assert d["steady_window_s"] == pytest.approx(5 * 36000.0)
+    assert d["steady_state_note"].startswith("no: the 0.5 h arrival window is 0.05x")
+    assert "and the jobs offer 4000% of the capacity" in d["steady_state_note"]
     assert d["offered_load_asked"] is None  # a trace aims at no load
 
 
@@ -94,9 +101,9 @@ def test_a_window_too_short_for_the_load_says_so_instead_of_oversubscribed(tmp_p
     """Ten 1-GPU jobs of 10 h arriving within 9 minutes on 16 GPUs ask for 41.7x the GPU-hours of the
     window, yet never more than 10 GPUs at once: no queue forms, and the label must not say
     "oversubscribed" beside a low utilisation. Inside the measuring window [108 s, 540 s] (warm-up 0.2)
-    the jobs hold 2 x 432 + (420 + 360 + ... + 60 + 0) = 2,544 GPU-s of 16 x 432 = 6,912: 36.8 %, under
-    half of min(41.7, 1). Steady state needs 4 x 10 h = 40 h = 1.7 days of arrivals, 10 x 144,000 / 540
-    = 2,667 jobs, rounded up to 2,700."""
+    the jobs hold 2 x 432 + (420 + 360 + ... + 60 + 0) = 2,544 GPU-s of 16 x 432 = 6,912: 36.8 %.
+    Steady state needs 5 x 10 h = 50 h = 2.1 days of arrivals (a warm-up of 0.2 x 50 h = one run time,
+    four run times measured), 10 x 180,000 / 540 = 3,333 jobs, rounded up to 3,400."""
     trace = tmp_path / "jobs.csv"
     trace.write_text(
         "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
@@ -107,14 +114,14 @@ def test_a_window_too_short_for_the_load_says_so_instead_of_oversubscribed(tmp_p
     out = " ".join(r.output.split())
     assert r.exit_code == 0, r.output
     assert "oversubscribed" not in out
-    assert "too short to reach steady state" in out and "--days 1.7 or about 2,700 jobs (--jobs)" in out
+    assert "too short to reach steady state" in out and "--days 2.1 or about 3,400 jobs (--jobs)" in out
     import json
 
     d = json.loads(runner.invoke(app, [*args, "--no-failures", "--json"]).output)
     assert d["offered_load"] == pytest.approx(100 / (16 * 540 / 3600))
     assert d["offered_load_window"] == pytest.approx(2544 / 6912)
-    assert d["steady_state"] is False and d["steady_jobs"] == 2700
-    assert d["run_time_weighted_s"] == pytest.approx(36000.0) and d["steady_window_s"] == pytest.approx(144000.0)
+    assert d["steady_state"] is False and d["steady_jobs"] == 3400
+    assert d["run_time_weighted_s"] == pytest.approx(36000.0) and d["steady_window_s"] == pytest.approx(180000.0)
     assert d["utilisation"] <= d["offered_load_window"] + 1e-9
 
 
@@ -124,3 +131,95 @@ def test_a_typo_in_a_trace_column_names_the_column_it_stands_for(tmp_path):
     args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--trace", str(trace)]
     r = runner.invoke(app, args)
     assert r.exit_code == 2 and "missing column(s) gpus; it has gpu (did you mean gpus?)" in " ".join(r.output.split())
+
+
+def test_steady_window_covers_a_warm_up_of_one_run_time_and_four_measured():
+    """W >= d / warmup (the empty cluster fills in one run time) and (1 - warmup) W >= 4 d."""
+    from hnplan.cluster.load import steady_window_s
+
+    d = 7200.0
+    assert steady_window_s(d) == pytest.approx(5 * d)  # 0.2: both give 5 d
+    assert steady_window_s(d, warmup=0.1) == pytest.approx(10 * d)  # the warm-up sets it: 0.1 W >= d
+    assert steady_window_s(d, warmup=0.5) == pytest.approx(8 * d)  # the measured half sets it: 0.5 W >= 4 d
+    assert steady_window_s(d, warmup=0.0) == pytest.approx(4 * d)  # no cut: four run times measured
+
+
+def test_run_time_weighted_by_gpu_time():
+    """A 1-GPU job of 100 h and 99 jobs of 8 GPUs x 1 h: 100 + 792 = 892 GPU-hours; weighted run time
+    (1 x 100^2 + 99 x 8 x 1^2) / 892 = 10,792 / 892 = 12.1 h, where the plain mean is 1.99 h."""
+    import pandas as pd
+
+    from hnplan.cluster.load import run_time_weighted_s
+
+    j = pd.DataFrame({"gpus": [1] + [8] * 99, "gpu_milli": [1000] * 100, "duration_s": [100 * 3600.0] + [3600.0] * 99})
+    assert run_time_weighted_s(j) == pytest.approx(10_792 / 892 * 3600)
+    half = j.assign(gpu_milli=[500] + [1000] * 99)  # half a GPU: 50 GPU-hours, (0.5 x 100^2 + 792) / 842
+    assert run_time_weighted_s(half) == pytest.approx(5_792 / 842 * 3600)
+
+
+@pytest.mark.parametrize(
+    "window_h,load,steady,short",
+    [
+        (50.0, 0.85, True, False),  # exactly 5 x 10 h, below capacity
+        (49.0, 0.85, False, True),  # an hour short
+        (100.0, 1.0, False, False),  # long enough, but a load of 100 % has no steady state
+        (100.0, 1.3, False, False),
+        (10.0, 2.0, False, True),
+    ],
+)
+def test_steady_state_needs_the_window_and_a_load_below_one(window_h, load, steady, short):
+    import pandas as pd
+
+    from hnplan.cluster.load import steady_state_of
+
+    j = pd.DataFrame({"gpus": [8] * 4, "gpu_milli": [1000] * 4, "duration_s": [36000.0] * 4})
+    d = steady_state_of(j, load, window_h * 3600.0)
+    assert (d["steady_state"], d["steady_short"]) == (steady, short)
+    assert d["steady_window_s"] == pytest.approx(50 * 3600.0)
+    assert d["steady_jobs"] == max(4, math.ceil(4 * 50 / window_h))  # at the run's arrival rate
+
+
+def test_steady_text_gives_the_remedy_that_fits():
+    from hnplan.cluster.load import steady_text
+
+    base = {"window_s": 100 * 3600.0, "run_time_weighted_s": 36000.0, "steady_window_s": 180000.0}
+    ok = steady_text({**base, "steady_state": True, "steady_short": False, "offered_load": 0.85})
+    assert (
+        ok
+        == "yes: the 4.17-day arrival window is 10x the jobs' GPU-time-weighted run time (10 h) and the jobs offer 85% of the capacity"
+    )
+    over = steady_text({**base, "steady_state": False, "steady_short": False, "offered_load": 1.3})
+    assert over == (
+        "no: the jobs offer 130% of the capacity, a queue that grows while they arrive; "
+        "lower the load (--load) or simulate more GPUs (--gpus)"
+    )
+    short = steady_text(
+        {
+            **base,
+            "window_s": 36000.0 * 3,
+            "steady_state": False,
+            "steady_short": True,
+            "offered_load": 0.5,
+            "steady_jobs": 170,
+        }
+    )
+    assert short == (
+        "no: the 30 h arrival window is 3x the jobs' GPU-time-weighted run time (10 h), under the 5x that steady "
+        "state needs (a warm-up of one run time, four measured), so the empty start and the work cut at its end "
+        "bias them; simulate --days 2.1 or about 170 jobs (--jobs)"
+    )
+
+
+def test_one_day_of_the_default_mix_on_gb200_is_not_steady(cat):
+    """The command's default: one day of the default mix on 1,152 GB200 GPUs. Its jobs' GPU-time-weighted
+    run time (about 41 h) exceeds the 24 h window, so the figures are warm-up, whatever the load."""
+    from hnplan.cluster import simulate_cluster
+
+    s = simulate_cluster("gb200-nvl72", 1152, seed=0, catalog=cat).summary
+    assert s["window_s"] < s["run_time_weighted_s"]  # shorter than one run time, let alone five
+    assert s["steady_state"] is False and s["steady_short"] is True
+    assert s["steady_window_s"] == pytest.approx(5 * s["run_time_weighted_s"])
+    assert (
+        s["steady_state_note"].startswith("no: the ") and "so its figures are mostly warm-up" in s["steady_state_note"]
+    )
+    assert s["steady_state_note"].endswith(f"or about {s['steady_jobs']:,} jobs (--jobs)")

@@ -78,10 +78,10 @@ def test_double_binary_tree_crossing_traffic(domains, factor):
 
 
 def test_ring_nics_per_domain_in_rank_shares(cat):
-    # gb200-nvl72: 9 NICs per rack, 4 NICs per 4-GPU tray -> 9 rank shares; a server with one NIC per two
+    # gb200-nvl72: 10 NICs per rack, 4 NICs per 4-GPU tray -> 10 rank shares; a server with one NIC per two
     # GPUs (4 NICs, 8 GPUs) using 2 NICs per domain -> 4 rank shares of half a NIC each
     s = cat.system("gb200-nvl72")
-    assert place_group(cat.design(s), 144, 1, 144).ring_lanes == 9.0
+    assert place_group(cat.design(s), 144, 1, 144).ring_lanes == 10.0
     h = cat.system("hgx-h100-ib-ndr")
     assert place_group(cat.design(h), 16, 1, 16).ring_lanes is None
     half = h.model_copy(update={"nics_per_node": 4, "scaleout_ring_nics_per_domain": 2})
@@ -139,7 +139,7 @@ def test_nvl72_ring_nics_is_the_1440_gpu_measurement():
 
     cat = load_catalog()
     n = nvl72_ring_nics(cat)
-    assert n == cat.system("gb200-nvl72").scaleout_ring_nics_per_domain == 9
+    assert n == cat.system("gb200-nvl72").scaleout_ring_nics_per_domain == 10
 
 
 def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
@@ -152,9 +152,11 @@ def test_busbw_keeps_rising_into_the_gib_range_at_1440_ranks(cat):
     assert np.all(np.diff(bus) > 0) and bus[2] / bus[0] > 1.5
     ref = cat.reference("comm_at_scale").set_index("id")
     assert float(bus[0]) / 1e9 == pytest.approx(float(ref.loc["cw_gb200_1440_1024MiB", "busbw_GBps"]), rel=0.15)
-    # the asymptote: 9 NICs x 47 GB/s = 423 GB/s (measured about 430), not NVLink 5's 695
+    # the asymptote: Simple's 10 NICs x 47 GB/s = 470 GB/s, not NVLink 5's 695; up to tens of GiB NCCL's
+    # LL128 (latency 14 + 2,840 x 1.9 + 38 x (4.0 + 1.19) us = 5.6 ms, against Simple's 14.5 ms) moves
+    # 120/128 of it, 440.6 GB/s (measured 405.7 at 16 GiB, levelling off near 430)
     huge = collective("allreduce", 2.0**40, g, "ring").busbw_Bps[0]
-    assert float(huge) / 1e9 == pytest.approx(9 * 47.0, rel=0.01)
+    assert float(huge) / 1e9 == pytest.approx(10 * 47.0, rel=0.01)
 
 
 def test_ring_latency_grows_with_the_number_of_domains(cat):

@@ -10,7 +10,7 @@ from hnplan.validation.comm_mid_size import mid_size_rows
 
 MiB = 2.0**20
 B_U = 450e9 * 0.82  # NVLink 4 ring bandwidth per direction (nccl-tests issue 212 calibration)
-A_U = 2.4e-6  # 1.9 us (NCCL hwLat Ring/LL128) + 2 links x 100 ns + 1 switch x 300 ns
+A_U = 2.4e-6  # alpha of an algorithm NCCL lacks (rhd): 1.9 us software + 2 links x 100 ns + 1 switch x 300 ns
 
 
 def _group(cat, system="hgx-h100-ib-ndr", gpus=8, **update):
@@ -20,17 +20,23 @@ def _group(cat, system="hgx-h100-ib-ndr", gpus=8, **update):
     return place_group(cat.design(s), gpus, 1, gpus)
 
 
-def test_ring_is_the_faster_of_ll_and_ll128(cat):
+def test_ring_is_the_fastest_of_ll_ll128_and_simple(cat):
     g = _group(cat)
     # 1 MiB on 8 GPUs: LL 6.6 + 14 x 0.6 us + 1.75 x 2^20 / 141 GB/s (llMaxBws Hopper, under B_u/2 = 184.5)
-    # = 15.0 + 13.01 = 28.01 us; LL128 14 + 14 x 2.4 us + 1.75 x 2^20 / 369 GB/s = 47.6 + 4.97 = 52.57 us
+    # = 15.0 + 13.01 = 28.01 us; LL128 14 + 14 x 1.9 us + 1.75 x 2^20 / (369 GB/s x 120/128) = 40.6 + 5.30
+    # = 45.90 us; Simple 8.4 + 14 x 3.4 us + 1.75 x 2^20 / 369 GB/s = 56.0 + 4.97 = 60.97 us
     ll = 6.6e-6 + 14 * 0.6e-6 + 1.75 * MiB / 141e9
-    ll128 = 14e-6 + 14 * A_U + 1.75 * MiB / B_U
+    ll128 = 14e-6 + 14 * 1.9e-6 + 1.75 * MiB / (B_U * 120 / 128)
+    simple = 8.4e-6 + 14 * 3.4e-6 + 1.75 * MiB / B_U
     t = float(collective("allreduce", MiB, g, "ring").time_s[0])
-    assert t == pytest.approx(min(ll, ll128), rel=1e-9) and t == pytest.approx(28.01e-6, abs=0.01e-6)
-    # 16 MiB: LL 15 + 208.2 us; LL128 47.6 + 79.6 = 127.2 us
+    assert t == pytest.approx(min(ll, ll128, simple), rel=1e-9) and t == pytest.approx(28.01e-6, abs=0.01e-6)
+    # 16 MiB: LL 15 + 208.2 us; LL128 40.6 + 84.87 = 125.47 us; Simple 56.0 + 79.57 = 135.57 us
     t16 = float(collective("allreduce", 16 * MiB, g, "ring").time_s[0])
-    assert t16 == pytest.approx(14e-6 + 14 * A_U + 1.75 * 16 * MiB / B_U, rel=1e-9)
+    assert t16 == pytest.approx(14e-6 + 14 * 1.9e-6 + 1.75 * 16 * MiB / (B_U * 120 / 128), rel=1e-9)
+    assert t16 == pytest.approx(125.47e-6, abs=0.01e-6)
+    # 1 GiB: Simple, 56.0 us + 5.092 ms (LL128 40.6 us + 5.432 ms)
+    t1g = float(collective("allreduce", 1024 * MiB, g, "ring").time_s[0])
+    assert t1g == pytest.approx(8.4e-6 + 14 * 3.4e-6 + 1.75 * 1024 * MiB / B_U, rel=1e-9)
 
 
 def test_nvls_pays_ncclS_25_us(cat):
@@ -54,10 +60,10 @@ def test_tuner_inside_a_node_weighs_ncclS_algorithms_only(cat):
 
 
 def test_fabrics_without_ncclS_constants_are_unchanged(cat):
-    # CloudMatrix 384's Unified Bus carries no NCCL protocol constants: no fixed latency, no LL, rhd stays a
+    # CloudMatrix 384's Unified Bus is not an NCCL fabric (HCCL): no fixed latency, no protocols, rhd stays a
     # tuner choice inside the supernode
     g = _group(cat, "cloudmatrix-384", 16)
-    assert g.domains == 1 and g.up.base_latency_s == 0.0 and g.up.ll_latency_s is None
+    assert g.domains == 1 and g.up.nccl_link is None
     t = collective("allreduce", 8 * MiB, g, "rhd").time_s[0]
     assert t == pytest.approx(2 * 4 * g.up.alpha_s + 2 * 15 / 16 * 8 * MiB / g.up.bw_Bps, rel=1e-9)
 
@@ -67,9 +73,11 @@ def test_mid_size_rows_predict_the_ring_curve_within_15_percent(cat):
     assert len(rows) == 20
     pred = {r.case: r for r in rows if r.role == "prediction"}
     assert len(pred) == 9 and all(r.within for r in pred.values())
-    # 8 x H100 at 1 / 4 / 8 / 16 MiB (us): 32.4, 59.4, 90.5, 135.7; hnplan with NVLS off 28.0, 67.1, 87.4, 127.2
+    # 8 x H100 at 1 / 4 / 8 / 16 MiB (us): 32.4, 59.4, 90.5, 135.7; hnplan with NVLS off 28.0 (ring LL),
+    # 60.7 (tree LL128: 14 + 2 x 7 x 1.25 us + 2 x 4 MiB / (369 GB/s x 7/9) = 31.5 + 29.2), 83.0 and 125.5
+    # (ring LL128)
     got = sorted((r.published, round(r.predicted, 1)) for r in pred.values() if r.case.startswith("8 x"))
-    assert got == [(32.42, 28.0), (59.43, 67.1), (90.51, 87.4), (135.68, 127.2)]
+    assert got == [(32.42, 28.0), (59.43, 60.7), (90.51, 83.0), (135.68, 125.5)]
     # 6 x H100 at 1 MiB: LL, 6.6 + 10 x 0.6 us + (10/6) x 2^20 / 141 GB/s = 12.6 + 12.39 = 25.0 us (published 25)
     six = next(r for r in pred.values() if r.case.startswith("6 x H100, all-reduce 1 MiB"))
     assert six.predicted == pytest.approx(6.6 + 10 * 0.6 + 10 / 6 * 2**20 / 141e9 * 1e6, rel=1e-9)

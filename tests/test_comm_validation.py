@@ -164,7 +164,8 @@ def test_two_node_nvls_tree_is_held_by_its_heads(cat):
     assert alg == "inr" and two == pytest.approx(8 * 57.7, rel=2e-3) and two < a1 * 1.875
     assert 8 * 0.94 * 50 > a2  # neither the NICs nor NVLink: the heads
     four, _, _ = _busbw_GBps(cat, "hgx-h100-ib-ndr", 32, algorithm="inr")
-    assert four == pytest.approx(8 * 45.5, rel=2e-3)
+    # less NCCL's NVLS + tree latency on four nodes, 25 + 2 x 2 x (20.9 + 2 x 1.19) us = 118 us
+    assert four == pytest.approx(8 * 45.5, rel=5e-3) and four < 8 * 45.5
     table = {(r.case, r.published): r for r in rows(cat)}
     for case, measured in (
         ("2 x 8 H100, all-reduce, NCCL default (NVLS + tree)", 470.0),
@@ -177,17 +178,17 @@ def test_two_node_nvls_tree_is_held_by_its_heads(cat):
 
 
 def test_nvls_tree_heads_do_not_limit_two_nvl72_racks(cat):
-    """Two GB200 NVL72 racks: NCCL's graph crosses each rack through 9 NICs (gb200-nvl72
-    scaleout_ring_nics_per_domain), so 9 heads x 96 GB/s (perChMaxNVLSTreeBws, Blackwell, two nodes) = 864
-    GB/s busbw, above what the rack's NVLS stage and the 9 NICs give (840): the prediction is theirs."""
+    """Two GB200 NVL72 racks: NCCL's graph crosses each rack through 10 NICs (gb200-nvl72
+    scaleout_ring_nics_per_domain), so 10 heads x 96 GB/s (perChMaxNVLSTreeBws, Blackwell, two nodes) = 960
+    GB/s busbw, above what the rack's NVLS stage and the 10 NICs give: the prediction is theirs."""
     s = cat.system("gb200-nvl72")
     g = place_group(cat.design(s), 144, 1, 144)
-    assert g.inr_heads == 9
+    assert g.inr_heads == 10
     assert g.up.inr_tree_head_busbw_Bps == pytest.approx((96e9, 80e9))
     from dataclasses import replace
 
     size = 16 * 2**30
     with_heads = collective("allreduce", size, g)
     without = collective("allreduce", size, replace(g, up=replace(g.up, inr_tree_head_busbw_Bps=None)))
-    assert with_heads.algorithm[0] == "inr" and float(with_heads.busbw_Bps[0]) < 9 * 96e9
+    assert with_heads.algorithm[0] == "inr" and float(with_heads.busbw_Bps[0]) < 10 * 96e9
     assert float(with_heads.time_s[0]) == float(without.time_s[0])

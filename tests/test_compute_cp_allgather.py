@@ -54,12 +54,13 @@ def test_allgather_exposes_two_gathers_and_a_reduce_scatter_a_layer(cat, recompu
     job = make_job("llama3.1-405b", "hgx-h100-roce-400g", 128, s, 16, catalog=cat)
     ag = collective_s(job, "allgather", gathered, [16], [8])[0]
     rs = collective_s(job, "reducescatter", gathered, [16], [8])[0]
-    # one rank per server: recursive doubling (halving) across the 16 servers, log2 16 = 4 steps of the RoCE
-    # fabric's 5 us (NCCL's 4.0 us network step of data/interconnects/roce-400g.yaml plus 1 us of links and
-    # switches), 15/16 of the 64 MiB through the GPU's own 400 Gb/s NIC at 0.92 of its 50 GB/s = 46 GB/s, and
-    # NCCL's 14 us base latency per collective (collective_base_latency_us of the system's nvlink4 entry)
-    by_hand = 14e-6 + 4 * 5e-6 + 15 / 16 * gathered / 46e9
-    assert by_hand == pytest.approx(1.4017e-3, rel=1e-4)
+    # one rank per server: NCCL's ring (it has no halving-doubling) on LL128 over the 16 servers: 14 us
+    # (baseLat) + 15 steps of the tree's network latency (NCCL charges it when each node holds one rank) 8.5 us
+    # plus 1 us of the fabric's links and switches, and 15/16 of the 64 MiB through the GPU's own 400 Gb/s NIC
+    # at 0.92 of its 50 GB/s = 46 GB/s, of which LL128 lines carry 120/128 (Simple: 8.4 + 15 x (14 + 2) us at
+    # 46 GB/s, 1.6161 ms; PAT: 8 + 4 x 16 / 3.5 + 16 x 2.8 us at 0.75 x 46 GB/s, 1.8947 ms)
+    by_hand = 14e-6 + 15 * (8.5e-6 + 1e-6) + 15 / 16 * gathered / (46e9 * 120 / 128)
+    assert by_hand == pytest.approx(1.6154e-3, rel=1e-4)
     assert ag == pytest.approx(by_hand, rel=1e-3) and rs == pytest.approx(by_hand, rel=1e-3)
     plan = ParallelPlan(tp=8, pp=1, dp=1, cp=16, recompute=recompute)
     est = estimate_training_step(

@@ -24,11 +24,14 @@ def test_design_by_id_resolves_every_reference(cat):
     # liquid-cooled: the facility's liquid PUE and rack limit
     assert d.pue == cat.facility.pue_liquid.value
     assert d.rack_limit_kw == cat.facility.rack_limit_kw_liquid.value
-    # storage: the system's own write figure or the reliability default; reads from the default
-    assert d.storage_write_GBps_per_node == (
-        s.storage_write_GBps_per_node or cat.reliability.storage_write_GBps_per_node.value
-    )
-    assert d.storage_read_GBps_per_node == cat.reliability.storage_read_GBps_per_node.value
+    # storage: the system's own write figure or the reliability default, which is Llama 3's 0.65 GB/s per
+    # 8-GPU server, the same per GPU on a 4-GPU GB200 tray: 0.65 x 4 / 8 = 0.325 GB/s; reads likewise
+    assert s.storage_write_GBps_per_node is None and s.node_gpus == 4
+    assert cat.reliability.storage_node_gpus.value == 8
+    assert d.storage_write_GBps_per_node == pytest.approx(0.65 * 4 / 8)
+    assert d.storage_read_GBps_per_node == pytest.approx(0.65 * 4 / 8)
+    h100 = cat.design("hgx-h100-ib-ndr")  # 8-GPU servers: the figure as derived
+    assert h100.storage_write_GBps_per_node == pytest.approx(0.65)
     assert d.prices.usd("system") == cat.price("gb200-nvl72").usd
 
 

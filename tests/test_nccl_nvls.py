@@ -21,16 +21,17 @@ def _allreduce_8(job) -> float:
 
 def test_eight_gpu_allreduce_with_and_without_nvls_on_h100():
     # One HGX H100 (8 GPUs, NVLink 4 through NVSwitch gen 3): B_u = 450 GB/s x 0.82 = 369 GB/s per
-    # direction, step latency a_u = 1.9 us + 2 links x 100 ns + 1 switch x 300 ns = 2.4 us.
-    b_u, a_u, s = 450e9 * 0.82, 2.4e-6, GiB
+    # direction.
+    b_u, s = 450e9 * 0.82, GiB
     # NVLS on (NCCL's default): S (q+1)/q through the switch at B_u x 0.85 (NCCL's Hopper nvlsEfficiency)
     # after NCCL's NVLS latency of 25 us (tuning.cc hwLat NVLINK NVLS/Simple): 25 us + 1.125 x 2^30 / 313.65e9
     # = 3.877 ms, busbw 2 (7/8) S / t = 485 GB/s (nccl-tests issues 212, 290 measure 476-480 GB/s).
     nvls = 25e-6 + s * 9 / 8 / (b_u * 0.85)
-    # NVLS off: NCCL's ring (inside one node the tuner weighs ring, tree and NVLS, not halving-doubling):
-    # 14 us (baseLat) + 2 x 7 steps x 2.4 us + 1.75 x 2^30 / 369e9 = 5.140 ms, busbw 366 GB/s (the ~370 GB/s
-    # ring busbw of nccl-tests issue 212); LL's 6.6 + 14 x 0.6 us do not pay at 141 GB/s.
-    no_nvls = 14e-6 + 2 * 7 * a_u + 2 * 7 / 8 * s / b_u
+    # NVLS off: NCCL's ring (inside one node the tuner weighs ring, tree and NVLS, not halving-doubling) on its
+    # Simple protocol: 8.4 us (baseLat) + 2 x 7 steps x 3.4 us (hwLat NVLINK Ring/Simple) + 1.75 x 2^30 / 369e9
+    # = 5.148 ms, busbw 365 GB/s (the ~370 GB/s ring busbw of nccl-tests issue 212); LL128's 14 + 14 x 1.9 us at
+    # 120/128 of the bandwidth and LL's 6.6 + 14 x 0.6 us at 141 GB/s do not pay.
+    no_nvls = 8.4e-6 + 2 * 7 * 3.4e-6 + 2 * 7 / 8 * s / b_u
     on = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 8192, 128)
     off = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 8192, 128, overrides=dict(nccl_nvls=False))
     assert on.choices.nccl_nvls and not off.choices.nccl_nvls
@@ -38,7 +39,7 @@ def test_eight_gpu_allreduce_with_and_without_nvls_on_h100():
     assert _allreduce_8(on) == pytest.approx(nvls, rel=1e-9)
     assert _allreduce_8(off) == pytest.approx(no_nvls, rel=1e-9)
     assert 2 * 7 / 8 * s / _allreduce_8(on) == pytest.approx(484.8e9, rel=2e-3)
-    assert 2 * 7 / 8 * s / _allreduce_8(off) == pytest.approx(365.6e9, rel=2e-3)
+    assert 2 * 7 / 8 * s / _allreduce_8(off) == pytest.approx(365.0e9, rel=2e-3)
     # only the scale-up tier loses its reduction; bandwidths and latencies stay the system's
     assert off.links.scaleup.inr_efficiency is None and on.links.scaleup.inr_efficiency == 0.85
     assert off.links.scaleup.bw_Bps == on.links.scaleup.bw_Bps
@@ -56,7 +57,7 @@ def test_choice_is_a_no_op_where_the_switches_cannot_reduce():
 def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
     # NCCL_NVLS_ENABLE=0 in the run's own launch environment: NVIDIA/dgxc-benchmarking llama3.1/configure.sh
     # (rows dgxc2409-*), the MLPerf NeMo implementations' config_common.sh (NVIDIA, Oracle, CoreWeave,
-    # University of Florida, Cisco; Nebius comments the line out) and Megatron-Bridge's
+    # University of Florida, Cisco, Lambda, Dell; Nebius comments the line out) and Megatron-Bridge's
     # scripts/performance/utils/executors.py (25.11: the megatron-bridge-2511 stacks; 25.09: the row's override;
     # 26.06: executors.py @ v0.5.1; 26.08: the recipes' env_vars in src/megatron/bridge/perf_recipes/*/*.py)
     def nvls(r):
@@ -71,8 +72,8 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
         or (r.id.startswith("mlperf-") and "nebius" not in r.id)
         or r.id.startswith(("mbridge25", "mbridge26"))
     }
-    # 12 dgxc rows (9 BF16, 3 FP8), 28 MLPerf rows, 17 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
-    assert len(expected) == 12 + 28 + 17 + 5 and off == expected
+    # 12 dgxc rows (9 BF16, 3 FP8), 30 MLPerf rows, 24 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
+    assert len(expected) == 12 + 30 + 24 + 5 and off == expected
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)
@@ -82,7 +83,8 @@ def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
     # Llama 3.1 8B on one HGX H100, TP 8 without sequence parallelism, 16 micro-batches of 8,192 tokens:
     # 32 layers x 4 all-reduces (2 forward, 2 backward) x 16 = 2,048 all-reduces of 8,192 x 4,096 x 2 bytes
     # = 64 MiB, all exposed. NVLS: 25 us + 1.125 x 64 MiB / 313.65 GB/s = 265.7 us each, 0.5442 s;
-    # --no-nvls: NCCL's ring, 14 us + 14 x 2.4 us + 1.75 x 64 MiB / 369 GB/s = 365.9 us each, 0.7494 s.
+    # --no-nvls: NCCL's ring on Simple, 8.4 us + 14 x 3.4 us + 1.75 x 64 MiB / 369 GB/s = 374.3 us each, 0.7666 s
+    # (LL128: 14 + 14 x 1.9 us + 1.75 x 64 MiB / (369 GB/s x 120/128) = 380.1 us).
     argv = "train --model llama3.1-8b --system hgx-h100-ib-ndr --gpus 8 --tp 8 --dp 1 --pp 1 --seq-len 8192"
     argv += " --global-batch-size 16 --microbatch-size 1 --recompute none --zero 1 --no-sequence-parallel --json"
     runs = {}
@@ -90,9 +92,9 @@ def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
         res = CliRunner().invoke(app, (argv + flag).split())
         assert res.exit_code == 0, res.output
         runs[flag] = json.loads(res.stdout)
-    b_u, a_u, s, n = 450e9 * 0.82, 2.4e-6, 8192 * 4096 * 2, 32 * 4 * 16
+    b_u, s, n = 450e9 * 0.82, 8192 * 4096 * 2, 32 * 4 * 16
     on, off = runs[""], runs[" --no-nvls"]
     assert on["stack"]["overlap"]["nccl_nvls"] and not off["stack"]["overlap"]["nccl_nvls"]
     assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (25e-6 + s * 9 / 8 / (b_u * 0.85)), rel=1e-6)
-    assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (14e-6 + 14 * a_u + 1.75 * s / b_u), rel=1e-6)
+    assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (8.4e-6 + 14 * 3.4e-6 + 1.75 * s / b_u), rel=1e-6)
     assert off["breakdown_s"]["compute"] == on["breakdown_s"]["compute"]

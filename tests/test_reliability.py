@@ -181,3 +181,47 @@ def test_checkpoints_never_take_more_than_their_share_of_the_storage(cat, share,
 def test_checkpoint_storage_share_out_of_range(cat):
     with pytest.raises(InputError, match="checkpoint_storage_share"):
         estimate_reliability("hgx-h100-roce-400g", 64, "llama3.1-8b", "async", cat, checkpoint_storage_share=0.0)
+
+
+def test_gb200_checkpoint_inputs_hand_worked(cat):
+    """Llama 3.1 405B on 16,384 GB200 (4,096 trays of 4 GPUs). Storage: reliability.yaml's 0.65 GB/s per
+    node comes from Llama 3's 2 TB/s over 3,072 servers of 8 GPUs, so a 4-GPU tray gets 0.65 x 4 / 8 =
+    0.325 GB/s (the same storage per GPU): 5.68 TB / (4,096 x 0.325 GB/s) = 4.27 s, as on 16,384 H100, not
+    the 2.13 s a per-tray 0.65 GB/s gave. Async stall: each GPU's 5.68 TB / 16,384 = 347 MB over
+    NVLink-C2C's 225 GB/s per GPU (the first tier, host memory) = 1.54 ms. MTBI: accelerators 16,384 x
+    1.2621e-5 + hosts 4,096 x 1.7331e-5 + NICs, links and software = 0.3588 / h -> 2.79 h. Young/Daly with
+    1.54 ms: sqrt(2 x 1.54e-3 x 10,034) = 5.56 s; the storage bound 4.27 / 0.1 = 42.7 s sets the interval."""
+    e = estimate_reliability("gb200-nvl72", 16384, "llama3.1-405b", "async", cat)
+    assert e.checkpoint_write_s == pytest.approx(e.checkpoint_bytes / (4096 * 0.325e9))
+    assert e.checkpoint_write_s == pytest.approx(4.27, abs=0.01)
+    assert e.checkpoint_stall_s == pytest.approx(e.checkpoint_bytes / 16384 / 225e9)
+    assert e.checkpoint_stall_s == pytest.approx(1.54e-3, abs=0.01e-3)
+    assert e.checkpoint_host_link_GBps == 225
+    assert units.s_to_hours(e.mtbi_s) == pytest.approx(2.79, abs=0.01)
+    assert e.checkpoint_daly_interval_s == pytest.approx(5.56, abs=0.01)
+    assert e.checkpoint_interval_bound == "storage" and e.checkpoint_interval_s == pytest.approx(42.7, abs=0.05)
+    # the stall is never shorter than the copy to the first tier, nor longer than the whole write
+    assert e.checkpoint_stall_s <= e.checkpoint_write_s
+
+
+@pytest.mark.parametrize(
+    "step_s,interval,bound",
+    [
+        (None, 42.7, "storage"),
+        (10.0, 50.0, "storage"),  # ceil(42.7 / 10) = 5 steps
+        (4.0, 44.0, "storage"),  # 11 steps
+        (100.0, 100.0, "step"),  # a checkpoint is taken between steps: at least one
+    ],
+)
+def test_checkpoint_interval_in_whole_steps(cat, step_s, interval, bound):
+    e = estimate_reliability("gb200-nvl72", 16384, "llama3.1-405b", "async", cat, step_s=step_s)
+    assert e.checkpoint_interval_s == pytest.approx(interval, abs=0.05)
+    assert e.checkpoint_interval_bound == bound and e.step_s == step_s
+    # Daly's goodput at the interval used: a longer interval than the optimum never helps
+    assert e.job_goodput <= estimate_reliability("gb200-nvl72", 16384, "llama3.1-405b", "async", cat).job_goodput
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_bad_step_time(cat, bad):
+    with pytest.raises(InputError, match="step time"):
+        estimate_reliability("gb200-nvl72", 64, "llama3.1-8b", "async", cat, step_s=bad)

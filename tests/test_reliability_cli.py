@@ -97,3 +97,17 @@ def test_small_job_interruption_rate_is_not_printed_as_zero(cat):
     text = " ".join(r.output.split())
     assert f"({ref['interruptions_per_day']:.2g} per day incl. planned)" in text
     assert f"{ref['mtbi_h']:,.2f} h" in text
+
+
+def test_reliability_says_what_the_async_stall_is_and_why_the_interval_is_short():
+    """Llama 3.1 405B on 16,384 GB200: the async save stalls 1.5 ms, each GPU's 0.347 GB to host memory at
+    NVLink-C2C's 225 GB/s; Young/Daly with that stall alone gives 6 s, the storage bound 43 s."""
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "16384", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args)
+    out = " ".join(r.stdout.split())
+    assert r.exit_code == 0, r.output
+    assert "stall 1.5 ms (async: each GPU's 0.347 GB shard to host memory at 225 GB/s)" in out
+    assert (
+        "43 s, set by the storage (4.3 s write at most 10% of the time; Young/Daly with the 1.5 ms stall alone: 6 s)"
+        in out
+    )

@@ -226,8 +226,15 @@ def test_time_to_train_by_hand(cat):
     from hnplan.power import design_power
 
     r = time_to_train("llama3.1-8b", "hgx-h100-ib-ndr", 64, 1e11, 8192, 128, catalog=cat)
-    goodput = estimate_reliability("hgx-h100-ib-ndr", 64, "llama3.1-8b", "async", cat).goodput
+    # the job's loader shares the storage, and checkpoints fall between steps (whole steps of the plan)
+    est = estimate_reliability(
+        "hgx-h100-ib-ndr", 64, "llama3.1-8b", "async", cat, tokens_per_s=r["tokens_per_s"], step_s=r["step_time_s"]
+    )
+    goodput = est.goodput
     assert r["goodput"] == goodput < 1 and r["goodput_mode"] == "async"
+    assert est.checkpoint_interval_s / r["step_time_s"] == pytest.approx(
+        round(est.checkpoint_interval_s / r["step_time_s"])
+    )
     seconds = 1e11 / (r["tokens_per_s"] * goodput)  # wall clock: failures, restarts and checkpoints included
     assert r["days"] == pytest.approx(seconds / units.DAY)
     assert r["gpu_hours"] == pytest.approx(64 * seconds / 3600)

@@ -161,13 +161,23 @@ class Design:
     @property
     def storage_write_GBps_per_node(self) -> float:
         """Checkpoint write bandwidth of one node [GB/s]: the system's figure, else the
-        ``reliability.yaml`` default."""
-        return self.system.storage_write_GBps_per_node or self.reliability.storage_write_GBps_per_node.value
+        ``reliability.yaml`` default scaled to the system's node (:attr:`storage_node_scale`)."""
+        own = self.system.storage_write_GBps_per_node
+        return own or self.reliability.storage_write_GBps_per_node.value * self.storage_node_scale
 
     @property
     def storage_read_GBps_per_node(self) -> float:
-        """Checkpoint read bandwidth of one node [GB/s] (``reliability.yaml``)."""
-        return self.reliability.storage_read_GBps_per_node.value
+        """Checkpoint read bandwidth of one node [GB/s] (``reliability.yaml``, scaled to the system's node
+        as :attr:`storage_node_scale`)."""
+        return self.reliability.storage_read_GBps_per_node.value * self.storage_node_scale
+
+    @property
+    def storage_node_scale(self) -> float:
+        """``node_gpus`` over the GPUs per node of the cluster ``reliability.yaml``'s per-node storage figures
+        come from (``storage_node_gpus``; 1 when it names none): that storage, sized per GPU, gives a 4-GPU
+        GB200 tray half of what an 8-GPU server gets [ratio]."""
+        ref = self.reliability.storage_node_gpus
+        return self.system.node_gpus / ref.value if ref is not None else 1.0
 
     # -- facility figures by cooling -----------------------------------------------------------
     @property

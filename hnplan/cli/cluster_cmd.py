@@ -128,6 +128,7 @@ def simulate(
                 f"{s['offered_load_window']:.1%} (the jobs' GPU-time inside the measuring window: "
                 "the utilisation it approaches when nothing queues)",
             ),
+            ("steady state", s["steady_state_note"]),
             (
                 "fragmentation",
                 f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",

@@ -80,11 +80,7 @@ def reliability(
                 "failure unit",
                 f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for {SPARE_QUANTILE:.0%} availability",
             ),
-            (
-                "checkpoint",
-                f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
-                f"stall {d['checkpoint_stall_s']:.2f} s ({mode})",
-            ),
+            ("checkpoint", _checkpoint_text(d, gpus)),
             ("checkpoint interval", _interval_text(d)),
             ("restart", f"{d['restart_s']:.0f} s"),
             (
@@ -104,14 +100,36 @@ def reliability(
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))
 
 
+def _seconds(x: float) -> str:
+    return f"{units.s_to_ms(x):.2g} ms" if x < 0.1 else f"{x:,.2f} s"
+
+
+def _checkpoint_text(d: dict, gpus: int) -> str:
+    """Size, background write and the stall, with what the stall is: the whole write (sync), or the copy
+    of each GPU's shard to host memory, the first tier (async)."""
+    text = (
+        f"{units.to_GB(d['checkpoint_bytes']):,.0f} GB, write {d['checkpoint_write_s']:.1f} s, "
+        f"stall {_seconds(d['checkpoint_stall_s'])} ({d['mode']}"
+    )
+    if d["checkpoint_host_link_GBps"] and d["checkpoint_stall_s"] < d["checkpoint_write_s"]:
+        shard = units.to_GB(d["checkpoint_bytes"] / gpus)
+        text += f": each GPU's {shard:.3g} GB shard to host memory at {d['checkpoint_host_link_GBps']:g} GB/s"
+    return text + ")"
+
+
 def _interval_text(d: dict) -> str:
-    """The checkpoint interval and the bound that set it: Daly's optimum, or the storage's write time over
-    the share of its time checkpoints may take."""
+    """The checkpoint interval and the bound that set it: Daly's optimum, the storage's write time over
+    the share of its time checkpoints may take, or the training step."""
     interval, daly, share = d["checkpoint_interval_s"], d["checkpoint_daly_interval_s"], d["checkpoint_storage_share"]
     floor = d["checkpoint_write_s"] / share
-    if d["checkpoint_interval_bound"] == "storage":
+    stall = f"Young/Daly with the {_seconds(d['checkpoint_stall_s'])} stall alone: {daly:,.0f} s"
+    steps = f" = {interval / d['step_s']:,.0f} steps of {d['step_s']:.3g} s" if d.get("step_s") else ""
+    bound = d["checkpoint_interval_bound"]
+    if bound == "step":
+        return f"{interval:,.0f} s, one training step (a checkpoint is taken between steps; {stall})"
+    if bound == "storage":
         return (
-            f"{interval:,.0f} s, set by the storage ({d['checkpoint_write_s']:.1f} s write at most {share:.0%} "
-            f"of the time; Daly 2006: {daly:,.0f} s)"
+            f"{interval:,.0f} s{steps}, set by the storage ({d['checkpoint_write_s']:.1f} s write at most {share:.0%} "
+            f"of the time; {stall})"
         )
-    return f"{interval:,.0f} s (Daly 2006; the storage bound is {floor:,.0f} s)"
+    return f"{interval:,.0f} s{steps} (Daly 2006; the storage bound is {floor:,.0f} s)"

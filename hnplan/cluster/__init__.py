@@ -6,7 +6,8 @@
 * :mod:`.policies`: placement policies as pure numpy functions (first-fit, best-fit,
   topology-aware, fragmentation-aware).
 * :mod:`.runtime`: the adapter to the training planner and the reliability model.
-* :mod:`.engine`: the event simulation; :mod:`.simulate`: :func:`simulate_cluster` and its result.
+* :mod:`.engine`: the event simulation (:mod:`.backfill`: EASY backfilling's reservation);
+  :mod:`.simulate`: :func:`simulate_cluster` and its result; :mod:`.load`: offered load and steady state.
 
 See docs/cluster.md.
 """

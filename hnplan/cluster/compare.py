@@ -85,9 +85,10 @@ def delays_frame(results: dict) -> pd.DataFrame:
 
 
 def _load_note(row) -> str:
-    if not row["steady_state"]:  # the offered load never built up inside the window (simulate.steady_state_of)
-        return ", in a window too short to reach steady state"
-    return ", oversubscribed" if row["offered_load"] > 1 else ""
+    over = ", oversubscribed" if row["offered_load"] > 1 else ""
+    if not row["steady_state"]:  # a window shorter than 5 run times, or a load of 100 % or more (load.steady_state_of)
+        return over + ", not in steady state"
+    return over
 
 
 def cluster_verdict(table: pd.DataFrame) -> str:

@@ -15,6 +15,16 @@ from hnplan.cluster import runtime
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, ClusterSim
 from hnplan.cluster.gpu_types import NODE_LISTS, by_model_summary, node_list
 from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
+from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
+    MEASURE_RUN_TIMES,
+    _window_demand,
+    load_text,
+    offered_load_of,
+    run_time_weighted_s,
+    steady_state_of,
+    steady_text,
+    steady_window_s,
+)
 from hnplan.cluster.policies import POLICIES
 from hnplan.cluster.topology import MILLI, ClusterTopology, build_topology
 from hnplan.cluster.traces import read_trace
@@ -66,8 +76,10 @@ class ClusterResult:
         ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
         at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
-        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs`` (:func:`steady_state_of`: false when
-        the window is too short for the offered load to build up), ``fragmentation`` (time-mean share of installed GPUs free but usable by
+        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs``, ``steady_short``
+        (:func:`steady_state_of`: false when the window is shorter than five GPU-time-weighted run
+        times or the offered load is 100 % or more), ``steady_state_note`` (:func:`steady_text`: the
+        verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
@@ -114,105 +126,6 @@ def _pct(x: np.ndarray) -> dict:
         return {"p50": None, "p95": None, "p99": None}
     p = np.percentile(x, [50, 95, 99])
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
-
-
-def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
-    """GPU-seconds the jobs would occupy inside ``[start, end]`` had each started on arrival at full
-    speed [GPU s]: the most GPU-time a scheduler could fill in the measuring window (work arriving
-    near its end runs past it; a heavy-tailed mix leaves much of ``offered_load`` outside)."""
-    a = jobs["arrival_s"].to_numpy(float)
-    inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
-    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / MILLI * inside).sum())
-
-
-#: a window this many times the jobs' GPU-time-weighted run time keeps most of their demand inside it
-#: (jobs arriving evenly over a window W with the warm-up 0.2 W left out lose about d / 1.6 W of a run
-#: time d past its end: 16 % at W = 4 d)
-STEADY_WINDOW_RUN_TIMES = 4.0
-
-
-def steady_state_of(jobs: pd.DataFrame, load: float, load_window: float, window_s: float) -> dict:
-    """Whether a run's window is long enough to reach steady state, and what would be.
-
-    The offered load (:func:`offered_load_of`) counts each job's whole GPU-time against the arrival
-    window; the cluster can only be as busy as the part of it that falls inside the window
-    (``offered_load_window``). When the jobs run much longer than the window (200 jobs arriving within
-    minutes, each running hours), most of that GPU-time lies after the window: the run ends before the
-    queue the load implies can form, and the measured utilisation is far below the offered load. Such a run
-    is flagged when less than half of ``min(offered_load, 1)`` falls inside the window.
-
-    Returns
-    -------
-    dict
-        ``steady_state`` (bool), ``run_time_weighted_s`` (the jobs' ideal run time weighted by their
-        GPU-time [s]), ``steady_window_s`` (:data:`STEADY_WINDOW_RUN_TIMES` times it [s]) and
-        ``steady_jobs`` (the jobs the same arrival rate brings in that window).
-
-    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
-    >>> d = steady_state_of(j, 5.0, 0.2, 600.0)  # two jobs in 10 minutes, running 1 h and 10 h
-    >>> d["steady_state"], round(d["run_time_weighted_s"] / 3600, 2), d["steady_jobs"]
-    (False, 9.18, 450)
-    """
-    gpu_s = (jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).to_numpy(float)
-    run_s = float((gpu_s * jobs["duration_s"].to_numpy(float)).sum() / gpu_s.sum()) if gpu_s.sum() > 0 else 0.0
-    steady_window = STEADY_WINDOW_RUN_TIMES * run_s
-    return {
-        "steady_state": bool(load_window >= 0.5 * min(load, 1.0)),
-        "run_time_weighted_s": run_s,
-        "steady_window_s": steady_window,
-        "steady_jobs": _round_up(max(len(jobs), len(jobs) * steady_window / window_s)),
-    }
-
-
-def _round_up(n: float) -> int:
-    """``n`` rounded up to two significant digits (27,982 -> 28,000)."""
-    step = 10 ** max(int(math.log10(max(n, 1.0))) - 1, 0)
-    return int(math.ceil(n / step) * step)
-
-
-def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
-    """Offered load of a job table on ``gpus`` GPUs [fraction]: the GPU-seconds the jobs demand
-    (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
-    ``window_s`` [s] (the simulated days, else up to the last arrival).
-
-    This is the queueing literature's load of a server farm, ``rho = lambda E[S] / k`` (arrival rate
-    times mean service demand over capacity; Harchol-Balter, *Performance Modeling and Design of
-    Computer Systems*, 2013, ch. 2 and 15), measured on the jobs of the run, so it is the same number
-    however the run is sized (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more
-    GPU-time than the cluster has while they arrive: the queue grows.
-
-    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
-    >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
-    0.5
-    """
-    demand = float((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).sum())
-    return demand / (gpus * window_s)
-
-
-def load_text(summary: dict) -> str:
-    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
-    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
-    the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``).
-
-    >>> load_text({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
-    '70.0% (the mix aims at 85.0%; this draw offers less)'
-    """
-    x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
-    asked = summary.get("offered_load_asked")
-    notes = []
-    if asked is not None and abs(x - asked) > 0.05 * asked:
-        notes.append(f"the mix aims at {asked:.1%}; this draw offers {'more' if x > asked else 'less'}")
-    if not summary.get("steady_state", True):
-        notes.append(
-            f"over a {window_h:,.3g} h arrival window, too short to reach steady state: the jobs run "
-            f"{units.s_to_hours(summary['run_time_weighted_s']):,.3g} h (GPU-time-weighted mean), so only "
-            f"{summary['offered_load_window']:.1%} falls inside the measuring window; for steady state simulate "
-            f"{STEADY_WINDOW_RUN_TIMES:g}x that run time: --days {units.s_to_days(summary['steady_window_s']):,.2g} "
-            f"or about {summary['steady_jobs']:,} jobs (--jobs)"
-        )
-    elif x > 1:
-        notes.append(f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window")
-    return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def resolve_jobs(
@@ -402,15 +315,14 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    out = _result(sim, jobs, topo, policy, window, warmup * window, end)
-    out.summary["offered_load_asked"] = asked
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked)
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     return out
 
 
 def _result(
-    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float
+    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float, asked=None
 ) -> ClusterResult:
     cols = [
         "time_s",
@@ -452,8 +364,8 @@ def _result(
         "end_s": float(end),
         "offered_load": load,
         "oversubscribed": load > 1,
-        "offered_load_window": (load_window := _window_demand(jobs, warm, window) / cap),
-        **steady_state_of(jobs, load, load_window, window),
+        "offered_load_window": _window_demand(jobs, warm, window) / cap,
+        **steady_state_of(jobs, load, window, warm / window),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
@@ -479,7 +391,9 @@ def _result(
             "max": int(in_window["running"].max()) if len(in_window) else 0,
         },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
+        "offered_load_asked": asked,
     }
+    summary["steady_state_note"] = steady_text(summary)
     if sim.by_model is not None:
         summary["by_gpu_model"] = by_model_summary(topo, sim.by_model, window - warm)
     snap = None

@@ -64,6 +64,7 @@ def simulated_utilisation(
 
 
 def _load_note(s: dict) -> str:
-    if not s["steady_state"]:  # the offered load never built up inside the simulated window
-        return " (window too short to reach steady state)"
-    return " (oversubscribed)" if s["offered_load"] > 1 else ""
+    notes = ["oversubscribed"] if s["offered_load"] > 1 else []
+    if not s["steady_state"]:  # a window shorter than 5 run times, or a load of 100 % or more (load.steady_state_of)
+        notes.append("not in steady state")
+    return f" ({', '.join(notes)})" if notes else ""

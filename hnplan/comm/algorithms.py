@@ -17,7 +17,7 @@ ring                ``k [(p-D) a_u + (D-1) a_o] + k (p-1)/p S / B_ring``, k = 2 
                     ``min(B_u, min(q, n) B_o)``: each ring flow leaves and enters a domain
                     through one NIC ([5]_), so the NICs the rings use share the crossings: all q
                     rank shares, or n = the system's ``scaleout_ring_nics_per_domain`` in rank
-                    shares (``GroupPlacement.crossing_Bps``; 9 NICs of a GB200 NVL72 rack with
+                    shares (``GroupPlacement.crossing_Bps``; 10 NICs of a GB200 NVL72 rack with
                     NCCL 2.26.2). The latency grows linearly with p, so at thousands of ranks
                     busbw keeps rising with S into the GiB range (nccl-tests at 1,440 GB200,
                     data/reference/comm_at_scale.csv)
@@ -55,13 +55,16 @@ pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + m
 ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
                     ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
-NCCL latencies      ring, tree, rhd and hierarchical (every op) add the scale-up fabric's fixed
-                    ``collective_base_latency_us`` once (NCCL's baseLat, LL128: 14 us, [3]_).
-                    Inside one domain whose fabric carries ``ll_latency_us``: a ring is the
-                    faster of that and NCCL's LL protocol, ``l_0 + k(p-1) l_1 + k(p-1)/p S /
-                    min(B_u/2, llMax)`` (6.6 and 0.6 us, ``ll_max_busbw_GBps``; LL lines carry
-                    4 data bytes in 8); inr pays ``inr_latency_us`` (NVLS: 25 us) instead of two
-                    steps; the tuner leaves rhd and hierarchical out (NCCL has neither there)
+NCCL latencies      on fabrics that carry NCCL's link class (``nccl_link``) ring, tree and inr
+                    take NCCL's latency per algorithm and protocol (LL, LL128, Simple) in place
+                    of the alpha steps above, each protocol at its share of the bandwidth (LL
+                    half, at most llMaxBws; LL128 120/128; Simple all), the fastest kept
+                    (:mod:`hnplan.comm.nccl`, [3]_); rhd, hierarchical and the binomial broadcast
+                    add NCCL's Ring/LL128 baseLat (14 us) to their alpha steps; the tuner leaves
+                    rhd and hierarchical out there (NCCL has neither; forcing still works)
+pat                 NCCL's PAT reduce-scatter/all-gather, one rank per domain of an NCCL
+                    fabric only: ``8 us + floor(log2 D)(14 us + 2 L_net)/3.5 + 2.8 us x p +
+                    (p-1)/p S / (0.75 B_ring)`` ([3]_)
 ==================  =========================================================================
 
 p = 1 costs nothing. busbw follows nccl-tests (:func:`hnplan.comm.collectives.busbw_factor`), also
@@ -91,14 +94,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from hnplan import units
+from hnplan.comm import nccl
 from hnplan.comm.collectives import OPS, busbw_factor
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
 ALGORITHMS = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "inr"),
-    "reducescatter": ("ring", "rhd"),
-    "allgather": ("ring", "rhd"),
+    "reducescatter": ("ring", "rhd", "pat"),
+    "allgather": ("ring", "rhd", "pat"),
     "alltoall": ("pairwise",),
     "broadcast": ("ring", "tree"),
     "sendrecv": ("p2p",),
@@ -125,29 +129,34 @@ def _ring_latency(g: GroupPlacement) -> float:
     return (g.size - g.domains) * g.up.alpha_s + (g.domains - 1) * g.out.alpha_s
 
 
-def _nccl_domain(g: GroupPlacement) -> bool:
-    """Whether the group sits in one scale-up domain whose fabric carries NCCL's protocol constants: there the
-    library runs ring (LL, LL128, Simple), tree and NVLS only, so the tuner leaves recursive halving-doubling
-    out (it stays available when forced)."""
-    return g.domains == 1 and g.up.ll_latency_s is not None
+def _nccl(g: GroupPlacement) -> bool:
+    """Whether NCCL's latency model times the group: its scale-up fabric, and its scale-out fabric where it
+    spans domains, carry an NCCL link class (:mod:`hnplan.comm.nccl`)."""
+    return g.up.nccl_link is not None and (g.domains == 1 or g.out.nccl_link is not None)
 
 
-def _ring_ll(g: GroupPlacement, steps: int, data):
-    """Time of a ring on NCCL's LL protocol inside one domain [s], or None where it is not modelled.
-
-    ``steps`` ring steps at the LL per-step latency after LL's fixed latency (NCCL ``baseLat``/``hwLat``
-    Ring/LL), and ``data`` bytes per rank (the ring's ``k(p-1)/p S``) at the LL busbw: half the ring
-    bandwidth (each 8-byte LL line carries 4 bytes of data and a 4-byte flag, NVIDIA/nccl
-    src/device/prims_ll.h) capped by NCCL's ``llMaxBws`` (src/graph/tuning.cc)."""
-    if not _nccl_domain(g):
-        return None
-    base, step = g.up.ll_latency_s  # type: ignore[misc]
-    bw = 0.5 * g.up.bw_Bps if g.up.ll_max_busbw_Bps is None else min(0.5 * g.up.bw_Bps, g.up.ll_max_busbw_Bps)
-    return base + steps * step + data / bw
+def _base(g: GroupPlacement) -> float:
+    """Fixed latency of an algorithm NCCL does not have (rhd, hierarchical, binomial broadcast) on an NCCL
+    fabric: its launch cost, baseLat of Ring/LL128 (14 us); 0 elsewhere."""
+    return _LAUNCH_S if _nccl(g) else 0.0
 
 
-def _with_ll(t, ll):
-    return t if ll is None else np.minimum(t, ll)
+_LAUNCH_S = nccl.base_latency_s("ring", "LL128")
+
+
+def _ring(g: GroupPlacement, passes: int, data, allreduce: bool):
+    """Time of a ring of ``passes`` passes moving ``data`` bytes per rank [s]: on an NCCL fabric the fastest of
+    the LL, LL128 and Simple protocols, each with NCCL's latency (:func:`hnplan.comm.nccl.ring_latency_s`) and
+    its share of the ring bandwidth (:func:`hnplan.comm.nccl.ring_protocol_bw`); elsewhere ``passes`` times
+    the alpha latency of :func:`_ring_latency` plus ``data / B_ring``."""
+    bw = _ring_bw(g)
+    if not _nccl(g):
+        return passes * _ring_latency(g) + data / bw
+    lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
+    bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps)
+    if isinstance(data, float):  # the planners' scalar path
+        return min(lat + data / b for lat, b in zip(lats, bws))
+    return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
 
 
 def _cross_tree(g: GroupPlacement, s):
@@ -163,25 +172,40 @@ def _cross_tree(g: GroupPlacement, s):
     return t, 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
 
 
+def _tree_protocols(g: GroupPlacement, s, data):
+    """NCCL's tree all-reduce on an NCCL fabric [s]: the fastest protocol, each with NCCL's tree latency
+    (:func:`hnplan.comm.nccl.tree_latency_s`) and its fraction of the tree's bandwidth term ``data``
+    (:func:`hnplan.comm.nccl.tree_protocol_fraction`); LL also no faster than NCCL's llMaxBws (tree busbw
+    is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
+    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+    ll = data / nccl.TREE_LL_FRACTION
+    if cap is not None:
+        ll = np.maximum(ll, 2 * s / cap) if isinstance(ll, np.ndarray) else max(ll, 2 * s / cap)
+    times = (lats[0] + ll, lats[1] + data / nccl.tree_protocol_fraction("LL128", g.domains), lats[2] + data)
+    return min(times) if isinstance(data, float) else np.minimum.reduce(times)
+
+
 def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = g.up.base_latency_s
     if alg == "ring":
-        t = base + 2 * _ring_latency(g) + 2 * (p - 1) / p * s / _ring_bw(g)
-        return _with_ll(t, _ring_ll(g, 2 * (p - 1), 2 * (p - 1) / p * s))
+        return _ring(g, 2, 2 * (p - 1) / p * s, True)
     if alg == "tree":
         chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
         cross, a_cross = _cross_tree(g, s)
-        return base + 2 * (q - 1) * au + a_cross + np.maximum(chain, cross)
+        data = np.maximum(chain, cross)
+        if not _nccl(g):
+            return 2 * (q - 1) * au + a_cross + data
+        return _tree_protocols(g, s, data)
     if alg == "rhd":
         if not (_pow2(p) and _pow2(q)):
             return None
-        return base + 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
+        return _base(g) + 2 * (_log2(q) * au + _log2(d) * ao) + 2 * ((1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo))
     if alg == "hierarchical":
         inner = 2 * ((q - 1) * au + (q - 1) / q * s / bu)
         outer = 2 * (d - 1) * ao + 2 * (d - 1) / d * s / g.crossing_Bps
-        return base + inner + outer
+        return _base(g) + inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency
         if not (e_u and q > 1) and not (e_o and d > 1):
@@ -189,8 +213,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         if q == 1:
             intra, a_in = 0.0 * s, 0.0
         elif e_u:
-            intra = s * (q + 1) / q / (bu * e_u)
-            a_in = 2 * au if g.up.inr_latency_s is None else g.up.inr_latency_s
+            intra, a_in = s * (q + 1) / q / (bu * e_u), 2 * au
         else:
             intra, a_in = 2 * (q - 1) / q * s / bu, 2 * (q - 1) * au
         if d > 1 and e_o:
@@ -201,32 +224,40 @@ def _allreduce(alg: str, g: GroupPlacement, s):
             if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
                 heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
                 cross = np.maximum(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
-        return a_in + a_cross + np.maximum(intra, cross)
+        lat = a_in + a_cross
+        if _nccl(g):
+            nvls = bool(e_u) and q > 1
+            kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
+            lat = nccl.inr_latency_s(g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind)
+        return lat + np.maximum(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 
 
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    base = g.up.base_latency_s
     if op in ("reducescatter", "allgather"):
         if alg == "ring":
-            t = base + _ring_latency(g) + (p - 1) / p * s / _ring_bw(g)
-            return _with_ll(t, _ring_ll(g, p - 1, (p - 1) / p * s))
+            return _ring(g, 1, (p - 1) / p * s, False)
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None
-            return base + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+            return _base(g) + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
+        if alg == "pat":  # NCCL's PAT: one rank per node only
+            if not (_nccl(g) and q == 1 and d > 1):
+                return None
+            lat = nccl.pat_latency_s(g.out.hop_latency_s, p, d)
+            return lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * _ring_bw(g))
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
     elif op == "broadcast":
         if alg == "ring":
-            return base + _ring_latency(g) + s / _ring_bw(g)
+            return _ring(g, 1, s, False)
         if alg == "tree":
             steps = np.ceil(np.log2(p))
-            return base + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
+            return _base(g) + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
         b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
         return a + s / b
@@ -323,11 +354,11 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
 
 
 def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
-    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical inside
-    one domain whose fabric carries NCCL's protocol constants (:func:`_nccl_domain`; hierarchical is the ring
-    there)."""
+    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical where
+    NCCL times the group (:func:`_nccl`): NCCL has neither (it reduces by ring, tree, NVLS, CollNet and, with
+    one rank per node, PAT: src/graph/tuning.cc); they stay available when forced."""
     algs = ALGORITHMS[op]
-    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl_domain(group) else algs
+    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl(group) else algs
 
 
 SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
@@ -414,7 +445,7 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
         if t is None:
             raise InputError(
                 f"algorithm {algorithm!r} does not apply to {op} on this group "
-                f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, "
+                f"(p = {group.size}, {group.per_domain} per domain; rhd needs powers of two, pat one rank per domain on an NCCL fabric, "
                 "inr a switch that reduces)"
             )
         names = np.full(s.shape, algorithm if group.size > 1 else "none", dtype=object)

@@ -46,16 +46,15 @@ class LinkParams:
         All-reduce busbw one head (a GPU with its NIC) sustains when this tier reduces in its switches
         and a tree joins the domains, on two domains and on three or more [bytes/s] (the fabric's
         ``inr_tree_head_busbw_GBps``; NCCL's perChMaxNVLSTreeBws); None: no such limit.
-    base_latency_s : float
-        Fixed latency of one collective on top of its steps [s] (the fabric's ``collective_base_latency_us``,
-        NCCL's baseLat); 0 where the catalog has none.
-    ll_latency_s : tuple of two floats or None
-        Fixed and per-step latency of the LL protocol inside one domain [s] (``ll_latency_us``); None: not
-        modelled.
+    nccl_link : str or None
+        NCCL's class of the tier's links for its latency table (``nvlink``, ``pci``, ``net``; the fabric's
+        ``nccl_link``, :mod:`hnplan.comm.nccl`); None: the collective library is not NCCL and a step costs
+        ``alpha_s``.
+    hop_latency_s : float
+        Links and switch hops of the tier's longest path [s]; across domains it is NCCL's network latency
+        (``latencyInter``) on top of the table's per-step latency.
     ll_max_busbw_Bps : float or None
         busbw cap of the LL protocol inside one domain [bytes/s] (``ll_max_busbw_GBps``).
-    inr_latency_s : float or None
-        Latency of the in-network reduction inside a domain [s] (``inr_latency_us``); None: two steps.
     """
 
     bw_Bps: float
@@ -64,10 +63,9 @@ class LinkParams:
     inr_efficiency: float | None = None
     alltoall_bw_Bps: float | None = None
     inr_tree_head_busbw_Bps: tuple[float, float] | None = None
-    base_latency_s: float = 0.0
-    ll_latency_s: tuple[float, float] | None = None
+    nccl_link: str | None = None
+    hop_latency_s: float = 0.0
     ll_max_busbw_Bps: float | None = None
-    inr_latency_s: float | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -163,14 +161,12 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
     up, out = design.scaleup_fabric, design.scaleout_fabric
     up_line = units.GBps_to_Bps(system.scaleup_bw_GBps_per_dir or acc.scaleup_bw_GBps_per_dir)
     links_up = scaleup_hops(system)
-    up_alpha = units.us_to_s(up.software_overhead_us) + units.ns_to_s(
-        links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns
-    )
+    up_hops = units.ns_to_s(links_up * up.link_latency_ns + max(links_up - 1, 0) * up.switch_latency_ns)
+    up_alpha = units.us_to_s(up.software_overhead_us) + up_hops
     out_line = units.gbps_to_Bps(system.nics_per_node * system.nic_gbps) / system.node_gpus
     tiers = 3 if gpus is None else scaleout_bom(design, gpus).tiers
-    out_alpha = units.us_to_s(out.software_overhead_us) + units.ns_to_s(
-        2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns
-    )
+    out_hops = units.ns_to_s(2 * tiers * out.link_latency_ns + (2 * tiers - 1) * out.switch_latency_ns)
+    out_alpha = units.us_to_s(out.software_overhead_us) + out_hops
     return SystemLinks(
         scaleup=LinkParams(
             up_line * up.bw_efficiency,
@@ -186,12 +182,9 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
                 units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[0]),
                 units.GBps_to_Bps(up.inr_tree_head_busbw_GBps[1]),
             ),
-            units.us_to_s(up.collective_base_latency_us or 0.0),
-            None
-            if up.ll_latency_us is None
-            else (units.us_to_s(up.ll_latency_us[0]), units.us_to_s(up.ll_latency_us[1])),
+            up.nccl_link,
+            up_hops,
             None if up.ll_max_busbw_GBps is None else units.GBps_to_Bps(up.ll_max_busbw_GBps),
-            None if up.inr_latency_us is None else units.us_to_s(up.inr_latency_us),
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,
@@ -199,7 +192,8 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             out_line,
             out.inr_efficiency if out.in_network_reduction and system.scaleout_in_network_reduction else None,
             None if out.alltoall_efficiency is None else out_line * out.alltoall_efficiency,
-            base_latency_s=units.us_to_s(out.collective_base_latency_us or 0.0),
+            nccl_link=out.nccl_link,
+            hop_latency_s=out_hops,
         ),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,

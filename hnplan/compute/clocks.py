@@ -29,7 +29,10 @@ keeps the datasheet peak; ``hnplan gemm`` and the inference planner keep the sho
 Assumption (labelled): the fraction measured under continuous tensor-core load holds for every compute-bound
 kernel of the step, as if nothing else ran; stretches of memory-bound kernels, communication waits or host
 gaps draw less power and let the clock rise, so for steps with many of them (small models, host-bound MoE
-layers) the slowdown is an upper side.
+layers) the slowdown is an upper side. No published measurement of the clock against a step's kernel mix was
+found to make the fraction depend on it; docs/compute.md ("Does the sustained clock follow the step's mix?")
+lists what was searched and what the planner's compute-bound shares of the validation rows say
+(``tools/clock_mix.py``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
+from hnplan.planning import trust
 from hnplan.planning.design import cost_or_gap
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
@@ -46,7 +47,7 @@ def compare_training_designs(
     pandas.DataFrame
         Columns ``system, kind, gpus, tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu,
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
-        dense ``peak_tflops`` in the run's dtype, the cost of the run ``run_musd`` [million USD] and per million
+        dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`), plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
@@ -104,6 +105,7 @@ def compare_training_designs(
         row.update(
             accelerator=acc.id,
             peak_tflops=_peak(acc.dense_tflops, run_dtype),
+            hbm_gb=acc.hbm_gb,
             run_musd=run_usd / units.MEGA,
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
@@ -121,6 +123,7 @@ def compare_training_designs(
         "capex_musd": "million USD",
         "memory_per_gpu_gib": "GiB",
         "peak_tflops": "TFLOP/s",
+        "hbm_gb": "GB",
         "run_musd": "million USD",
         "usd_per_million_tokens": "USD per 1e6 tokens",
     }
@@ -145,7 +148,8 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
     """What the supernode fabric buys and what the newer chip buys, told apart from the numbers.
 
     The fabric: a supernode against a server cluster whose GPU is of the same generation (dense bf16 peaks
-    within :data:`SAME_GENERATION_PEAK_RATIO`), e.g. GB200 NVL72 against HGX B200; the part of the speed-up
+    within :data:`SAME_GENERATION_PEAK_RATIO`; of several, the nearest in peak and HBM capacity), e.g. GB200
+    NVL72 against HGX B200 and GB300 NVL72 against DGX B300; the part of the speed-up
     the supernode's own GPU peak explains is said. The chip: two server clusters with different GPUs, e.g.
     HGX B200 against HGX H100, same kind of fabric. Empty when the table has no such pair.
     """
@@ -162,7 +166,12 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
         ]
         if peers.empty:
             continue
-        sv = peers.loc[(peers["peak_tflops"] - sn["peak_tflops"]).abs().idxmin()]
+        # the nearest chip: peak, then (where given) HBM capacity, which sets the plans that fit (GB300 against
+        # B300, 288 and 270 GB, rather than B200, 180 GB, at the same 2,250 TFLOP/s bf16)
+        distance = (peers["peak_tflops"] / sn["peak_tflops"]).map(math.log).abs()
+        if "hbm_gb" in peers:
+            distance = distance + (peers["hbm_gb"] / sn["hbm_gb"]).map(math.log).abs()
+        sv = peers.loc[distance.idxmin()]
         speed = sv["days"] / sn["days"]
         chip = sn["peak_tflops"] / sv["peak_tflops"]
         text = (
@@ -254,18 +263,24 @@ def _run_mfu(run, model, cat: Catalog) -> float:
 def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
-    Four kinds, each only where it applies to a design of ``df`` (the rows of
+    These kinds, each only where it applies to a design of ``df`` (the rows of
     :func:`compare_training_designs` whose status is ok):
 
     * how many published training runs on the design's accelerator the validation set holds
       (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
       with none is not validated;
+    * hnplan's speed error over those runs per accelerator, and which way an accelerator's designs likely err
+      where its runs lean one way (:func:`hnplan.planning.trust.error_sentences`);
+    * where the same job was published on two of the accelerators: the measured speed ratio beside hnplan's,
+      and whether hnplan likely understates or overstates the lead (:func:`hnplan.planning.trust.paired_sentences`);
     * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
       dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
       (:func:`_run_mfu`) beside the plan's;
     * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
       short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
       :mod:`hnplan.compute.clocks`);
+    * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
+      (:func:`hnplan.planning.trust.assumption_sentence`);
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
       "the enlarged MoE set").
@@ -274,7 +289,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     ----------
     df : pandas.DataFrame
         The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
-        ``gpus``, ``mfu`` and ``dtype`` where present).
+        ``gpus``, ``mfu`` and ``dtype`` where present), or any table of designs with ``system`` and ``status``
+        (:func:`hnplan.planning.sizing.size_designs`): the accelerator is then the system's.
     model : id or entry
         The model it compared.
     catalog : Catalog, optional
@@ -289,6 +305,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
 
     cat = catalog or load_catalog()
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
+    if "accelerator" not in ok and "system" in ok and not ok.empty:  # e.g. the table of sizing.size_designs
+        ok = ok.assign(accelerator=[cat.system(s).accelerator for s in ok["system"]])
     if ok.empty or "accelerator" not in ok:
         return ""
     accs = list(dict.fromkeys(ok["accelerator"]))
@@ -308,6 +326,10 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
         if not r:
             names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
             parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    if counted:
+        errors = trust.speed_errors([r for rs in runs_on.values() for r in rs], cat)
+        parts.extend(trust.error_sentences(runs_on, errors))
+        parts.extend(trust.paired_sentences(runs_on, errors))
     m = cat.model(model)
     planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
     for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
@@ -337,6 +359,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
             "power-limited clock sustains through a training step (the accelerators' "
             f"`sustained_compute_fraction`, each with its source): {said}."
         )
+    if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok), cat):
+        parts.append(said)
     scope = set(StackChoices().cuda_graph_scope)
     if m.moe is not None and not scope & {"moe", "full_iteration"}:
         parts.append(

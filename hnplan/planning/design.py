@@ -162,6 +162,7 @@ def estimate_reliability(
     storage_units: int | None = None,
     tokens_per_s: float | None = None,
     checkpoint_storage_share: float | None = None,
+    step_s: float | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job
     (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
@@ -189,6 +190,8 @@ def estimate_reliability(
     checkpoint_storage_share : float, optional
         Largest fraction of the time the storage may spend writing checkpoints (0, 1]; the interval is
         at least the write time over it. Default reliability.yaml's (a labelled assumption).
+    step_s : float, optional
+        The job's step time [s]: the interval is at least one step, in whole steps.
 
     Returns
     -------
@@ -215,6 +218,7 @@ def estimate_reliability(
         storage_units=storage_units,
         tokens_per_s=tokens_per_s,
         checkpoint_storage_share=checkpoint_storage_share,
+        step_s=step_s,
     )
 
 

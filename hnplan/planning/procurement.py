@@ -90,14 +90,14 @@ def whatif_case(
 def base_inputs(case: WhatIfCase, catalog: Catalog | None = None) -> dict:
     """The catalog default of every what-if input for a case."""
     cat = catalog or load_catalog()
-    fac, rel, s = cat.facility, cat.reliability, case.system
+    fac, s = cat.facility, case.system
     return {
         "electricity_usd_per_kwh": fac.electricity_usd_per_kwh.value,
         "pue": pue_for(cat.design(s)),
         "hardware_price_factor": 1.0,
         "utilisation": 1.0 if case.utilisation is None else case.utilisation,
         "rate_factor": 1.0,
-        "write_GBps_per_node": s.storage_write_GBps_per_node or rel.storage_write_GBps_per_node.value,
+        "write_GBps_per_node": cat.design(s).storage_write_GBps_per_node,
         "years": fac.amortisation_years.value,
         "dc_build_usd_per_mw": fac.dc_build_usd_per_mw.value,
         "maintenance_fraction": fac.maintenance_fraction_per_year.value,

@@ -120,7 +120,9 @@ def time_to_train(
     )
     (est,), _, _ = search_best(job, fixed)
     g = (
-        estimate_reliability(job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s).goodput
+        estimate_reliability(
+            job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s, step_s=est.step_time_s
+        ).goodput
         if goodput
         else 1.0
     )

@@ -145,23 +145,23 @@ def _at_scale(cat) -> list[Row]:
         "in-network reduction across nodes at the IB fabric's inr_efficiency (NCCL's CollNet 0.85); NVLink "
         "reduce-scatter/all-gather inside the node limits it",
     )
-    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8, algorithm="ring")
+    b, _ = _busbw(cat, "dgx-b300", 8, algorithm="ring")
     row(
         "nccl2140_b300_8_ring",
         "8 x B300, NVLink 5 ring all-reduce",
         b,
         "calibration",
         TOL,
-        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on hgx-b200-ib-xdr)",
+        "nvlink5 bw_efficiency = 695/900 is read from this figure (B300 has B200's NVLink 5; modelled on dgx-b300)",
     )
-    b, _ = _busbw(cat, "hgx-b200-ib-xdr", 8)
+    b, _ = _busbw(cat, "dgx-b300", 8)
     row(
         "nccl2140_b300_8_nvls",
         "8 x B300, NVLink SHARP all-reduce (default)",
         b,
         "prediction",
         TOL,
-        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on hgx-b200-ib-xdr)",
+        "ring efficiency x NCCL's Blackwell nvlsEfficiency 0.74 (B300 modelled on dgx-b300)",
     )
     nvls_q = (
         "NVLS at the rack's measured efficiency (scaleup_inr_efficiency, read from the one-rack row) "
@@ -185,14 +185,16 @@ def _at_scale(cat) -> list[Row]:
         b,
         "prediction",
         TOL,
-        f"hnplan's tuner picks {alg}; {nvls_q}; the NVLS + tree heads (the 9 GPU:NIC pairs the rack's graph uses "
-        "x 96 GB/s, NCCL's perChMaxNVLSTreeBws for Blackwell on two nodes = 864 GB/s) do not limit it",
+        f"hnplan's tuner picks {alg}; {nvls_q}; the NVLS + tree heads (the 10 GPU:NIC pairs the rack's graph uses "
+        "x 96 GB/s, NCCL's perChMaxNVLSTreeBws for Blackwell on two nodes = 960 GB/s) do not limit it",
     )
     ring_note = (
         "NCCL's ring with NVLS off (NVIDIA/nccl issue 1801): 2(p-1) steps of latency, 2(D-1) of them across "
-        "racks, so busbw rises with size; each ring flow crosses a rack boundary through one NIC, and NCCL "
-        "2.26.2's rings used 9 of the rack's 72 NICs (gb200-nvl72 scaleout_ring_nics_per_domain, solved "
-        "from the 16 GiB figure by nvl72_ring_nics): 9 x 47 = 423 GB/s, below NVLink 5's 695"
+        "racks, on NCCL's LL128 protocol (latency 14 + 2,840 x 1.9 + 38 x 5.2 us = 5.6 ms, against Simple's "
+        "14.4 ms; 120 data bytes per 128-byte line), so busbw rises with size; each ring flow crosses a rack "
+        "boundary through one NIC, and NCCL 2.26.2's rings used 10 of the rack's 72 NICs (gb200-nvl72 "
+        "scaleout_ring_nics_per_domain, solved from the 16 GiB figure by nvl72_ring_nics): 10 x 47 x 120/128 "
+        "= 441 GB/s, below NVLink 5's 695"
     )
     for mib in (512, 1024, 2048, 4096, 8192, 16384):
         b, _ = _busbw(cat, "gb200-nvl72", 1440, algorithm="ring", size=mib * units.MiB, **NO_INR)
@@ -212,8 +214,8 @@ def _at_scale(cat) -> list[Row]:
         b,
         "reported",
         None,
-        f"hnplan's tuner picks {alg}; its tree and hierarchical all-reduce cross the racks through the same 9 NICs "
-        "per rack as the ring, with fewer steps of latency; NCCL picks the ring (its tuner caps tree bandwidth "
+        f"hnplan's tuner picks {alg}; its tree and hierarchical all-reduce cross the racks through the same 10 NICs "
+        "per rack as the ring, with fewer steps of latency (Simple: 0.7 ms); NCCL picks the ring (its tuner caps tree bandwidth "
         "per channel, tuning.cc perChMaxTreeBw)",
     )
     for nvl, rid in ((4, "nccl1801_gb200_nvl4x3"), (8, "nccl1801_gb200_nvl8x3")):

@@ -2,8 +2,8 @@
 against published NCCL times (``data/reference/comm_at_scale.csv`` rows ``td57_*``).
 
 At these sizes the time is mostly latency: NCCL's fixed cost per collective and per ring step of the
-protocol it picks (LL up to about 1 MiB, LL128 above; NVIDIA/nccl src/graph/tuning.cc), or the 25 us it
-charges NVLS. The measured 8 x H100 curve (ByteDance-Seed/Triton-distributed issue 57, NCCL through
+protocol it picks (LL up to about 2 MiB, LL128 above, Simple from tens of MiB; NVIDIA/nccl
+src/graph/tuning.cc, :mod:`hnplan.comm.nccl`), or the 25 us it charges NVLS. The measured 8 x H100 curve (ByteDance-Seed/Triton-distributed issue 57, NCCL through
 torch.distributed) rises by 45.2 us from 8 to 16 MiB, an algbw of 186 GB/s: under the NVLink ring's 211
 (369 GB/s busbw x 8/14) and far under NVLS's 279, so the run reduced on rings (NVLS off or not picked); the
 rows are predicted with NVLS off and hnplan's default (NVLS on) is reported beside them. The 6 x H100 points
@@ -58,8 +58,9 @@ def mid_size_rows(cat) -> list[Row]:
                 "reported" if outlier else "prediction",
                 TOL,
                 src,
-                f"hnplan's {alg}: the faster of NCCL's LL (6.6 + {steps} x 0.6 us, 141 GB/s busbw) and LL128 "
-                f"(14 + {steps} x 2.4 us, the ring bandwidth) protocols"
+                f"hnplan's {alg} on the fastest of NCCL's protocols; ring: LL (6.6 + {steps} x 0.6 us, 141 GB/s "
+                f"busbw), LL128 (14 + {steps} x 1.9 us, 120/128 of the ring bandwidth), Simple (8.4 + {steps} x "
+                "3.4 us, the ring bandwidth); tree: 6.8/14/8.4 us + 2(q-1) x 0.6/1.25/4.0 us"
                 + ("; the published point is an outlier of its curve" if outlier else ""),
             )
         )

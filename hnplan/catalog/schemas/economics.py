@@ -107,6 +107,11 @@ class Reliability(Entry):
     storage_read_GBps_per_node: SourcedValue = Field(
         description="checkpoint read bandwidth per node when the system gives none [GB/s]"
     )
+    storage_node_gpus: SourcedValue | None = Field(
+        default=None,
+        description="GPUs per node of the cluster the per-node storage figures were derived on: a system with "
+        "other nodes gets them scaled by its node_gpus / this (storage sized per GPU); none: not scaled",
+    )
     repair_hours: SourcedValue = Field(description="time to repair a failure unit when the system gives none [h]")
     deploy_days: SourcedValue = Field(description="delivery-to-production time when the system gives none [days]")
     checkpoint_storage_share: SourcedValue | None = Field(

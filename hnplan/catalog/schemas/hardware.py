@@ -242,37 +242,24 @@ class Interconnect(Entry):
         "all-reduce across scale-up domains (NCCL's NVLS_TREE), on two domains and on three or more [GB/s]; "
         "none: no such limit (calibration)",
     )
-    collective_base_latency_us: NonNegative | None = Field(
+    nccl_link: Literal["nvlink", "pci", "net"] | None = Field(
         default=None,
-        description="fixed latency of one collective on top of its per-step latencies (NCCL's baseLat of the "
-        "ring/tree LL128 protocol whose per-step latency software_overhead_us is) [us]; none: 0",
-    )
-    ll_latency_us: tuple[NonNegative, NonNegative] | None = Field(
-        default=None,
-        description="fixed and per-step latency of the low-latency LL protocol of a ring inside one scale-up "
-        "domain (NCCL's baseLat and hwLat for Ring/LL) [us]; none: the protocol is not modelled",
+        description="the class NCCL's tuner gives these links for its per-step latencies (hwLatencies in "
+        "NVIDIA/nccl src/graph/tuning.cc: NVLink, PCI, network); collectives on it are timed per NCCL algorithm "
+        "and protocol (hnplan.comm.nccl); none: not an NCCL fabric, every step costs software_overhead_us",
     )
     ll_max_busbw_GBps: Positive | None = Field(
         default=None,
         description="busbw cap of the LL protocol inside one domain (NCCL's llMaxBws, single node) [GB/s]; LL "
         "also moves at most half of the ring bandwidth (8-byte lines carry 4 bytes of data)",
     )
-    inr_latency_us: NonNegative | None = Field(
-        default=None,
-        description="latency of the in-network-reduction all-reduce inside a domain (NCCL's hwLat for "
-        "NVLS/Simple) [us], replacing two scale-up steps; none: two steps",
-    )
-
     _calibrations: ClassVar[tuple[str, ...]] = (
         "bw_efficiency",
         "software_overhead_us",
         "inr_efficiency",
         "alltoall_efficiency",
         "inr_tree_head_busbw_GBps",
-        "collective_base_latency_us",
-        "ll_latency_us",
         "ll_max_busbw_GBps",
-        "inr_latency_us",
     )
 
     @model_validator(mode="after")

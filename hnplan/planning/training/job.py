@@ -165,6 +165,9 @@ def make_job(
     if st is not None and acc.id in (st.matmul_efficiency or {}):
         source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
         provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
+    elif {"matmul_efficiency", f"matmul_efficiency.{dtype}"} & set(acc.assumptions):
+        # no GEMM search on the chip itself: a value carried from a related chip, said as such
+        provenance["matmul_efficiency"] = f"accelerator {acc.id} (labelled assumption, carried from a related chip)"
     else:
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
     provenance["kernel_clock"] = _kernel_clock(acc, (st.matmul_efficiency or {}).get(acc.id, {}) if st else ())

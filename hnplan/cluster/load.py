@@ -1,0 +1,193 @@
+"""The load a run offers and whether its window reaches steady state: the offered load of a job table
+(the queueing literature's ``rho``), the part of it inside the measuring window, the steady-state test
+and the sentence a person reads beside the number (:func:`load_text`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from hnplan import units
+from hnplan.cluster.topology import MILLI
+
+
+def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
+    """GPU-seconds the jobs would occupy inside ``[start, end]`` had each started on arrival at full
+    speed [GPU s]: the most GPU-time a scheduler could fill in the measuring window (work arriving
+    near its end runs past it; a heavy-tailed mix leaves much of ``offered_load`` outside)."""
+    a = jobs["arrival_s"].to_numpy(float)
+    inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
+    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / MILLI * inside).sum())
+
+
+#: the measuring window (after the warm-up cut) must span this many GPU-time-weighted run times: jobs
+#: arriving evenly over it lose about ``d / 2`` of a run time ``d`` past its end, 12.5 % of the demand at 4 d
+MEASURE_RUN_TIMES = 4.0
+
+
+def steady_window_s(run_s: float, warmup: float = 0.2) -> float:
+    """The shortest arrival window [s] whose figures are steady-state ones, for jobs whose
+    GPU-time-weighted run time is ``run_s`` [s] and a warm-up cut of the share ``warmup`` of the window.
+
+    Two conditions, as steady-state simulation output is handled (the initial transient deleted, then
+    a run long against the process's time scale: Law, *Simulation Modeling and Analysis*, 5th ed. 2015,
+    Sec. 9.5.1; with heavy-tailed job sizes the time scale is that of the jobs carrying the work,
+    Crovella and Lipsky, WSC 1997, doi:10.1145/268437.268733):
+
+    * the warm-up covers one run time: a cluster that starts empty fills like an M/G/inf system,
+      ``E[N(t)] = lambda int_0^t P(S > u) du`` (Eick, Massey and Whitt, Operations Research 41(4), 1993),
+      which reaches its stationary level ``lambda E[S]`` only once ``t`` passes the run times that carry
+      the GPU-time: ``warmup x W >= d``;
+    * the measuring window spans :data:`MEASURE_RUN_TIMES` run times: ``(1 - warmup) W >= 4 d``.
+
+    With the default ``warmup = 0.2`` both give ``W >= 5 d``.
+
+    >>> steady_window_s(36000.0) / 3600, steady_window_s(36000.0, warmup=0.5) / 3600
+    (50.0, 80.0)
+    """
+    need = MEASURE_RUN_TIMES / (1.0 - warmup)
+    if warmup > 0:
+        need = max(need, 1.0 / warmup)
+    return need * run_s
+
+
+def run_time_weighted_s(jobs: pd.DataFrame) -> float:
+    """The jobs' ideal run time weighted by their GPU-time [s]: ``sum(g_i d_i^2) / sum(g_i d_i)`` with
+    ``g_i`` the GPUs a job holds (count x share) and ``d_i`` its run time; 0 for no demand.
+
+    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
+    >>> round(run_time_weighted_s(j))  # (8 x 3600^2 + 8 x 36000^2) / (8 x 3600 + 8 x 36000)
+    33055
+    """
+    d = jobs["duration_s"].to_numpy(float)
+    gpu_s = (jobs["gpus"] * jobs["gpu_milli"] / MILLI).to_numpy(float) * d
+    return float((gpu_s * d).sum() / gpu_s.sum()) if gpu_s.sum() > 0 else 0.0
+
+
+def steady_state_of(jobs: pd.DataFrame, load: float, window_s: float, warmup: float = 0.2) -> dict:
+    """Whether a run's figures are steady-state ones, and what run would give them.
+
+    A run is in steady state when (1) its arrival window ``window_s`` is at least
+    :func:`steady_window_s` of the jobs' :func:`run_time_weighted_s` (the warm-up covers one run time,
+    the measured part four), and (2) its offered load (:func:`offered_load_of`) is below 1: at or
+    above it the queue grows for as long as jobs arrive, and a queue has a steady state only when
+    work arrives more slowly than the servers complete it (Harchol-Balter, *Performance Modeling and
+    Design of Computer Systems*, 2013, ch. 2, stability).
+
+    Returns
+    -------
+    dict
+        ``steady_state`` (bool), ``run_time_weighted_s`` [s], ``steady_window_s`` (the window
+        condition (1) needs [s]), ``steady_jobs`` (the jobs the run's arrival rate brings in that
+        window, rounded up to two digits; a ``--jobs`` draw of a heavy-tailed mix sets its rate from the
+        jobs drawn, so its window may come out shorter: ``--days`` is the sure remedy) and
+        ``steady_short`` (condition (1) fails).
+
+    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
+    >>> d = steady_state_of(j, 0.5, 600.0)  # two jobs in 10 minutes, GPU-time-weighted run time 9.18 h
+    >>> d["steady_state"], round(d["steady_window_s"] / 3600, 1), d["steady_jobs"]  # 5 x 9.18 h; 2 x 165,278 / 600
+    (False, 45.9, 560)
+    """
+    run_s = run_time_weighted_s(jobs)
+    need = steady_window_s(run_s, warmup)
+    short = window_s < need
+    return {
+        "steady_state": bool(not short and load < 1.0),
+        "run_time_weighted_s": run_s,
+        "steady_window_s": need,
+        "steady_jobs": _round_up(max(len(jobs), len(jobs) * need / window_s)),
+        "steady_short": bool(short),
+    }
+
+
+def steady_text(summary: dict) -> str:
+    """Whether a run's summary is in steady state, why not, and the remedy, in one line.
+
+    >>> steady_text({"steady_state": False, "steady_short": True, "window_s": 86400.0, "offered_load": 1.93,
+    ...     "run_time_weighted_s": 148629.0, "steady_window_s": 743145.0, "steady_jobs": 19000})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    "no: the 24 h arrival window is 0.58x the jobs' GPU-time-weighted run time (41.3 h), under the 5x that
+    steady state needs (a warm-up of one run time, four measured), so its figures are mostly warm-up; and
+    the jobs offer 193% of the capacity, a queue that grows while they arrive; simulate --days 8.6 or
+    about 19,000 jobs (--jobs)"
+    """
+    w, run_s, load = summary["window_s"], summary["run_time_weighted_s"], summary["offered_load"]
+    need = summary["steady_window_s"]
+    span = f"{units.s_to_days(w):,.3g}-day" if w >= 2 * units.DAY else f"{units.s_to_hours(w):,.3g} h"
+    run = f"{units.s_to_hours(run_s):,.3g} h"
+    if summary["steady_state"]:
+        return (
+            f"yes: the {span} arrival window is {w / run_s:,.2g}x the jobs' GPU-time-weighted run time ({run}) "
+            f"and the jobs offer {load:.0%} of the capacity"
+        )
+    why = []
+    if summary["steady_short"]:
+        why.append(
+            f"the {span} arrival window is {w / run_s:.2g}x the jobs' GPU-time-weighted run time ({run}), under "
+            f"the {need / run_s:.2g}x that steady state needs (a warm-up of one run time, four measured), so "
+            + (
+                "its figures are mostly warm-up"
+                if w < run_s
+                else "the empty start and the work cut at its end bias them"
+            )
+        )
+    if load >= 1.0:
+        why.append(f"the jobs offer {load:.0%} of the capacity, a queue that grows while they arrive")
+    if summary["steady_short"]:
+        fix = f"simulate --days {units.s_to_days(need):,.2g} or about {summary['steady_jobs']:,} jobs (--jobs)"
+    else:
+        fix = "lower the load (--load) or simulate more GPUs (--gpus)"
+    return "no: " + "; and ".join(why) + "; " + fix
+
+
+def _round_up(n: float) -> int:
+    """``n`` rounded up to two significant digits (27,982 -> 28,000)."""
+    step = 10 ** max(int(math.log10(max(n, 1.0))) - 1, 0)
+    return int(math.ceil(n / step) * step)
+
+
+def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
+    """Offered load of a job table on ``gpus`` GPUs [fraction]: the GPU-seconds the jobs demand
+    (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
+    ``window_s`` [s] (the simulated days, else up to the last arrival).
+
+    This is the queueing literature's load of a server farm, ``rho = lambda E[S] / k`` (arrival rate
+    times mean service demand over capacity; Harchol-Balter, *Performance Modeling and Design of
+    Computer Systems*, 2013, ch. 2 and 15), measured on the jobs of the run, so it is the same number
+    however the run is sized (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more
+    GPU-time than the cluster has while they arrive: the queue grows.
+
+    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
+    >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
+    0.5
+    """
+    demand = float((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).sum())
+    return demand / (gpus * window_s)
+
+
+def load_text(summary: dict) -> str:
+    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
+    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
+    the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``), and a
+    window too short for steady state (``steady_short``, :func:`steady_state_of`). "Oversubscribed" is
+    kept off a short window unless the demand inside it alone exceeds the capacity (a queue forms there).
+
+    >>> load_text({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
+    '70.0% (the mix aims at 85.0%; this draw offers less)'
+    """
+    x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
+    asked = summary.get("offered_load_asked")
+    notes = []
+    if asked is not None and abs(x - asked) > 0.05 * asked:
+        notes.append(f"the mix aims at {asked:.1%}; this draw offers {'more' if x > asked else 'less'}")
+    short = summary.get("steady_short", False)
+    if x > 1 and (not short or summary.get("offered_load_window", 0.0) > 1):  # a queue forms inside the window
+        notes.append(f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window")
+    if short:  # the load counts GPU-time that lies past the window (steady_text says what would reach it)
+        notes.append(
+            f"over a {window_h:,.3g} h arrival window, too short to reach steady state (the jobs run "
+            f"{units.s_to_hours(summary['run_time_weighted_s']):,.3g} h, GPU-time-weighted mean)"
+        )
+    return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")

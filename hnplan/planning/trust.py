@@ -1,0 +1,253 @@
+"""How far to trust a design comparison: what the validation set and the catalog say about its accelerators.
+
+The sentences :func:`hnplan.planning.compare.trust_notes` adds after its counts of published runs: the
+signed error of hnplan against every published run on each accelerator, the measured against the predicted
+speed ratio of two accelerators where the same job was published on both, and which of the compute
+calibrations behind a prediction are labelled assumptions (values carried from another chip) rather than
+measurements on the chip itself.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+import pandas as pd
+
+from hnplan.catalog.loader import Catalog
+from hnplan.catalog.runs import TrainingRun
+
+# an accelerator's runs lean one way when at least this share of them misses on the same side, by a median
+# of at least _LEAN_PCT: below that the errors are scatter around the measurements, not a bias
+_LEAN_SHARE = 2 / 3
+_LEAN_PCT = 5.0
+
+
+def speed_errors(runs: list[TrainingRun], catalog: Catalog) -> dict[str, float]:
+    """hnplan's speed against each published run, as ``predicted throughput / measured - 1`` [-].
+
+    A step-time run's error is read as its inverse (a predicted step 10 % longer is a speed 9.1 % lower),
+    so a negative value is always "hnplan slower than measured" (a conservative prediction) and a positive
+    one "faster" (optimistic), whatever the run's metric.
+
+    Parameters
+    ----------
+    runs : list of TrainingRun
+        Published runs (``data/validation/training_runs.yaml``).
+    catalog : Catalog
+
+    Returns
+    -------
+    dict
+        Run id -> speed error [-], from :func:`hnplan.planning.validation.validation_table` (each run planned
+        with its stated configuration and software stack).
+    """
+    from hnplan.planning.validation import validation_table
+
+    if not runs:
+        return {}
+    table = validation_table(runs, catalog)
+    out = {}
+    for rid, metric, err_pct in zip(table["id"], table["metric"], table["error_pct"]):
+        ratio = 1.0 + err_pct / 100.0
+        out[rid] = (1.0 / ratio if metric == "step_time_s" else ratio) - 1.0
+    return out
+
+
+def _signed(x: float) -> str:
+    pct = round(100.0 * x)
+    return f"{pct:+d} %" if pct else "0 %"
+
+
+def _lean(values: list[float]) -> int:
+    """+1 when at least two thirds of ``values`` are positive with a median of +5 % or more, -1 for the
+    mirror case, 0 otherwise (fewer than two values: 0, one job is no trend)."""
+    if len(values) < 2:
+        return 0
+    med = median(values)
+    for sign in (1, -1):
+        if sum(sign * v > 0 for v in values) >= _LEAN_SHARE * len(values) and sign * med * 100 >= _LEAN_PCT:
+            return sign
+    return 0
+
+
+def error_sentences(runs_on: dict[str, list[TrainingRun]], errors: dict[str, float]) -> list[str]:
+    """hnplan's speed errors over the published runs on each accelerator, and which way a design leans.
+
+    Parameters
+    ----------
+    runs_on : dict
+        Accelerator id -> its validation runs (accelerators without runs are skipped).
+    errors : dict
+        Run id -> speed error [-] (:func:`speed_errors`).
+
+    Returns
+    -------
+    list of str
+        One sentence giving, per accelerator, the median speed error, how many runs hnplan predicts slower
+        than measured, the range and how many runs are documented misses (``expect: gap``, reported, not held
+        to a tolerance); then, for the accelerators whose runs lean one way (at least two thirds on one side,
+        median beyond 5 %), which way their designs likely err. Empty without runs.
+    """
+    items: list[str] = []
+    slow: list[str] = []
+    fast: list[str] = []
+    for acc, runs in runs_on.items():
+        if not runs:
+            continue
+        errs = [errors[r.id] for r in runs]
+        n, gaps = len(errs), sum(r.expect == "gap" for r in runs)
+        span = _signed(errs[0]) if n == 1 else f"{_signed(min(errs))} to {_signed(max(errs))}"
+        items.append(
+            f"{acc} median {_signed(median(errs))}, {sum(e < 0 for e in errs)} of {n} slower, {span}, "
+            f"{gaps} of {n} `expect: gap`"
+        )
+        {1: fast, -1: slow}.get(_lean(errs), []).append(acc)
+    if not items:
+        return []
+    out = [
+        "hnplan's speed against those runs (its throughput over the measured, minus 1; each run planned on its "
+        f"published configuration): {'; '.join(items)} (`expect: gap`: a documented miss, reported but not held "
+        "to a tolerance)."
+    ]
+    if slow:
+        out.append(
+            f"On {_and(slow)} hnplan leans slow (at least two thirds of the runs slower than measured, median "
+            "beyond 5 %): a design on it is likely faster and cheaper per token than this comparison shows."
+        )
+    if fast:
+        out.append(
+            f"On {_and(fast)} hnplan leans fast (at least two thirds of the runs faster than measured, median "
+            "beyond 5 %): a design on it is likely slower and dearer per token than this comparison shows."
+        )
+    return out
+
+
+def _job_key(run: TrainingRun) -> tuple:
+    # the same job: model, scale, batch, dtype, what was published and the software stack that ran it (each
+    # accelerator on its own published plan, which the predictions follow)
+    return (run.model, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, run.metric, run.stack)
+
+
+def _speed(run: TrainingRun, value: float) -> float:
+    return 1.0 / value if run.metric == "step_time_s" else value
+
+
+def paired_sentences(runs_on: dict[str, list[TrainingRun]], errors: dict[str, float]) -> list[str]:
+    """Measured against predicted speed ratios of two accelerators where the same job ran on both.
+
+    A job is the model, GPU count, sequence length, global batch, dtype, published metric and software stack
+    (:class:`hnplan.catalog.runs.TrainingRun`); each accelerator runs it on its own published plan and hnplan
+    predicts each run on that plan, so the predicted ratio is ``measured ratio x (1 + e_b) / (1 + e_a)`` with
+    the speed errors ``e`` of :func:`speed_errors`.
+
+    Parameters
+    ----------
+    runs_on : dict
+        Accelerator id -> its validation runs, in the comparison's order.
+    errors : dict
+        Run id -> speed error [-].
+
+    Returns
+    -------
+    list of str
+        One sentence (none without such a job) with an item per pair of accelerators: the faster one (by the
+        measured geometric-mean ratio) first, the measured and predicted ratios, the number of jobs, and
+        whether hnplan understates or overstates its lead when at least two of the jobs do, two thirds on the
+        same side by a median beyond 5 %.
+    """
+    items = []
+    accs = list(runs_on)
+    for i, a in enumerate(accs):
+        for b in accs[i + 1 :]:
+            first_a: dict[tuple, TrainingRun] = {}
+            for r in runs_on[a]:
+                first_a.setdefault(_job_key(r), r)
+            pairs, seen = [], set()
+            for r in runs_on[b]:
+                k = _job_key(r)
+                if k in first_a and k not in seen:
+                    seen.add(k)
+                    ra = first_a[k]
+                    measured = _speed(r, r.published) / _speed(ra, ra.published)
+                    pairs.append((measured, measured * (1 + errors[r.id]) / (1 + errors[ra.id])))
+            if not pairs:
+                continue
+            fast, slow = b, a
+            if math.prod(m for m, _ in pairs) < 1:  # name the faster one first
+                fast, slow = a, b
+                pairs = [(1 / m, 1 / p) for m, p in pairs]
+            items.append(_pair_item(fast, slow, pairs))
+    if not items:
+        return []
+    return [
+        "Where the validation set has the same job (model, GPUs, batch, dtype and software stack, each chip on "
+        f"its own published plan) on two of these accelerators, measured speed ratio against hnplan's: "
+        f"{'; '.join(items)}."
+    ]
+
+
+def _pair_item(fast: str, slow: str, pairs: list[tuple[float, float]]) -> str:
+    meas, pred = [m for m, _ in pairs], [p for _, p in pairs]
+
+    def span(xs: list[float]) -> str:
+        return f"{xs[0]:.2f}x" if len(xs) == 1 else f"{min(xs):.2f}-{max(xs):.2f}x"
+
+    text = f"{fast} over {slow} {span(meas)} against {span(pred)} ({len(pairs)} job{'s' if len(pairs) > 1 else ''}"
+    lean = _lean([p / m - 1 for m, p in pairs])
+    if lean < 0:
+        text += f"; hnplan likely understates {fast}'s lead"
+    elif lean > 0:
+        text += f"; hnplan likely overstates {fast}'s lead"
+    return text + ")"
+
+
+def assumption_sentence(accs: list[str], dtypes: dict[str, str], catalog: Catalog) -> str:
+    """Which accelerators' GEMM ceiling and sustained clock are labelled assumptions, not measurements.
+
+    Parameters
+    ----------
+    accs : list of str
+        Accelerator ids of the comparison.
+    dtypes : dict
+        Accelerator id -> the GEMM dtype of its plan (``bf16`` where the comparison gives none).
+    catalog : Catalog
+
+    Returns
+    -------
+    str
+        Empty when every accelerator has its GEMM ceiling (``matmul_efficiency`` of the plan's dtype, a MAMF
+        fraction) and its ``sustained_compute_fraction`` measured on itself (in ``field_sources``); otherwise
+        one sentence naming those carried in ``assumptions`` (its catalog entry gives the value and why).
+    """
+    gemm, clock = [], []
+    for a in accs:
+        acc = catalog.accelerator(a)
+        assumed = set(acc.assumptions)
+        if {"matmul_efficiency", f"matmul_efficiency.{dtypes.get(a, 'bf16')}"} & assumed:
+            gemm.append(a)
+        if "sustained_compute_fraction" in assumed and acc.sustained_compute_fraction is not None:
+            clock.append(a)
+    said = []
+    if gemm:
+        said.append(f"the GEMM ceiling (`matmul_efficiency`, a MAMF fraction) on {_and(gemm)}")
+    if clock:
+        said.append(f"the sustained clock (`sustained_compute_fraction`) on {_and(clock)}")
+    if not said:
+        return ""
+    return (
+        f"Not measured on the chip itself but labelled assumptions, carried from a related chip: {'; '.join(said)} "
+        "(data/accelerators/<id>.yaml `assumptions` give the value carried and why); step times on those chips "
+        "move with them."
+    )
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def frame_dtypes(ok: pd.DataFrame) -> dict[str, str]:
+    """Accelerator id -> the dtype of its first planned design in a comparison table (none without ``dtype``)."""
+    if "dtype" not in ok:
+        return {}
+    return {a: d for a, d in zip(ok["accelerator"][::-1], ok["dtype"][::-1]) if isinstance(d, str)}
