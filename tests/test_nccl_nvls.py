@@ -72,8 +72,8 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
         or (r.id.startswith("mlperf-") and "nebius" not in r.id)
         or r.id.startswith(("mbridge25", "mbridge26"))
     }
-    # 12 dgxc rows (9 BF16, 3 FP8), 30 MLPerf rows, 24 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
-    assert len(expected) == 12 + 30 + 24 + 5 and off == expected
+    # 12 dgxc rows (9 BF16, 3 FP8), 36 MLPerf rows (6 of them NVFP4), 24 Megatron-Bridge 25.x rows, 5 of 26.06-26.08
+    assert len(expected) == 12 + 36 + 24 + 5 and off == expected
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)

@@ -191,7 +191,7 @@ def test_existing_scheduler(tmp_path):
     from dask.distributed import LocalCluster
 
     spec = {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}}
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster:
         s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
     assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
     assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()

@@ -26,7 +26,7 @@ class TrainingRun(_Strict):
     gpus: PosInt
     seq_len: PosInt = Field(description="[tokens]")
     global_batch_seqs: PosInt = Field(description="sequences per step")
-    dtype: Literal["bf16", "fp8"]
+    dtype: Literal["bf16", "fp8", "fp4"]
     fixed: dict = Field(default_factory=dict, description="plan knobs the source states; the rest are searched")
     stack: str = Field(
         default="megatron-core",

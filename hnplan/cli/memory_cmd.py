@@ -43,7 +43,7 @@ def memory(
     ),
     batch: int = typer.Option(1, "--batch", min=1, help="inference: concurrent sequences"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="train: bf16 or fp8; inference: weight dtype (bf16, fp8, int8, int4)"
+        "bf16", "--dtype", help="train: bf16, fp8 or fp4; inference: weight dtype (bf16, fp8, int8, int4)"
     ),
     kv_dtype: str = typer.Option(
         None, "--kv-dtype", help="inference: KV-cache dtype (default as hnplan infer: bf16 for bf16, else fp8)"

@@ -32,7 +32,9 @@ def train(
     virtual_stages: int = typer.Option(None, "--virtual-stages", min=1, help="interleaved pipeline stages (default 1)"),
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8 (GEMMs at the fp8 peak)"),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", help="bf16, fp8 (GEMMs at the fp8 peak) or fp4 (NVFP4 recipe, Blackwell)"
+    ),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
     tp_overlap: bool = typer.Option(
         None,

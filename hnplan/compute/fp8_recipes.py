@@ -22,6 +22,21 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
   scale byte per 32 elements each: ``2 + 2 x (1 + 1/32)`` bytes, no amax pass; ``blockwise``
   (DeepSeek-V3's fine-grained scaling [5]_, Transformer Engine ``Float8BlockScaling``): the same two
   copies with one fp32 scale per 128 elements, ``2 + 2 x (1 + 4/128)`` bytes;
+* ``nvfp4`` (``NVFP4BlockScaling``, Blackwell, with the training dtype ``fp4`` [6]_, [7]_): FP4 E2M1
+  elements in blocks of 16 with one FP8 E4M3 scale each and one fp32 scale per tensor, the GEMMs of the
+  forward, data-gradient and weight-gradient passes all in FP4. The per-tensor scale needs the tensor's
+  amax before the cast (``<name>_amax``: 2 bytes at the ``amax`` class, as ``current``; so no fusion into
+  the norm), then one kernel reads bf16 and writes a row-wise and a column-wise copy
+  (``<name>_nvfp4``: ``2 + 2 x (1/2 + 1/16)`` bytes). With random Hadamard transforms on the
+  weight-gradient inputs (``nvfp4_rht``: activations and output gradients, not weights; the 16 x 16
+  transform is applied to the column-wise copy only) the column-wise copy is written by a kernel of its
+  own that reads the bf16 tensor again (``<name>_nvfp4_rht``: ``2 + 1/2 + 1/16`` bytes; the row-wise
+  cast then writes ``1/2 + 1/16``), and the amax pass returns the amax of both the tensor and its
+  transform in one read (labelled assumption: Transformer Engine's fused amax kernel). The weights'
+  16 x 16 block scaling (one scale shared by the row-wise and the column-wise copy) and the stochastic
+  rounding of the gradients change arithmetic in the cast, not the bytes it moves, so they are not
+  separate rows (both scale copies are counted at one byte per 16 elements, labelled assumption).
+  Transformer Engine has no fp4 parameters: weights stay bf16, cast once per step when cached;
 * with ``fp8_norm_cast_fusion`` (``LayerNormLinear``/``LayerNormMLP``) the norm before the QKV/MLP-up
   GEMM writes the quantised input itself: the cast's bf16 read and row-wise write go away, what
   remains is the transposed (Hopper) or column-wise (MXFP8) copy; a current-scaling cast cannot fuse
@@ -51,6 +66,12 @@ References
    (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
 .. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
    128 x 128 weight blocks, online scales).
+.. [6] NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149, Sec. 3-4 (16-element blocks,
+   E4M3 block scales and an fp32 tensor scale; FP4 Fprop, Dgrad and Wgrad GEMMs; 16 x 16 weight blocks;
+   random Hadamard transforms on the Wgrad inputs; stochastic rounding of gradients; a few layers in bf16).
+.. [7] NVIDIA Transformer Engine, ``transformer_engine/common/recipe/__init__.py`` (``NVFP4BlockScaling``:
+   ``disable_rht``, ``disable_stochastic_rounding``, ``disable_2d_quantization``, and the
+   ``NVTE_NVFP4_DISABLE_*`` environment variables MLPerf Training v5.1 submissions set).
 """
 
 from __future__ import annotations
@@ -63,11 +84,14 @@ from hnplan.compute._op import _ew, above_one
 from hnplan.compute.counts import achievable_hbm_Bps
 from hnplan.errors import InputError
 
-FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise")
+FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise", "nvfp4")
+# the recipe a low-precision training dtype implies where it has only one (fp4: NVFP4 block scaling [6]_)
+DTYPE_RECIPE = {"fp4": "nvfp4"}
 # scale bytes per element of the block-scaled recipes: one E8M0 byte per 32 elements (OCP MX v1.0);
 # one fp32 scale per 1 x 128 tile (DeepSeek-V3 Sec. 3.3.2, Transformer Engine Float8BlockScaling)
 BLOCK_SCALE_BYTES = {"mxfp8": 1.0 / 32, "blockwise": 4.0 / 128}
-BF16, FP8 = units.dtype_bytes("bf16"), units.dtype_bytes("fp8")  # bytes per element
+BF16, FP8, FP4 = (units.dtype_bytes(d) for d in ("bf16", "fp8", "fp4"))  # bytes per element
+NVFP4_COPY = FP4 + 1.0 / 16  # bytes per element of one NVFP4 copy: E2M1 + one E4M3 scale per 16 elements [6]_
 NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module docstring)
 ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
 # GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)
@@ -99,14 +123,16 @@ class StepKernels:
     rope_kernel: str = "fused"
     ep_dispatcher: str = "alltoall"
     cp_algorithm: str = "p2p_ring"
+    nvfp4_rht: bool = True
 
     @classmethod
-    def of(cls, choices: StackChoices | None) -> StepKernels:
-        """The kernels of a stack's choices (None: hnplan's default stack)."""
+    def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
+        """The kernels of a stack's choices (None: hnplan's default stack); a training ``dtype`` with one
+        recipe of its own (``fp4``: ``nvfp4``, :data:`DTYPE_RECIPE`) replaces the stack's fp8 recipe."""
         ch = StackChoices() if choices is None else choices
         cast = "none" if ch.fp8_params else ("step" if ch.fp8_weight_cache else "microbatch")
         return cls(
-            ch.fp8_recipe,
+            DTYPE_RECIPE.get(dtype or "", ch.fp8_recipe),
             cast,
             ch.fp8_norm_cast_fusion,
             ch.fp8_cast_transpose_fusion,
@@ -114,6 +140,7 @@ class StepKernels:
             ch.rope_kernel,
             ch.ep_dispatcher,
             ch.cp_algorithm,
+            ch.nvfp4_rht,
         )
 
 
@@ -131,6 +158,8 @@ def check_recipe(acc: Accelerator, recipe: str) -> None:
     ...
     hnplan.errors.InputError: fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); h100-sxm runs per-tensor (delayed, current) or blockwise fp8
     """
+    if recipe == "nvfp4" and not (acc.dense_tflops or {}).get("fp4"):
+        raise InputError(f"NVFP4 training (dtype fp4) needs FP4 tensor cores (Blackwell); {acc.id} has no fp4 peak")
     if recipe == "mxfp8" and acc.fp8_tn_only is not False:
         raise InputError(
             f"fp8 recipe mxfp8 needs Blackwell tensor cores (MXFP8 block scaling); {acc.id} runs per-tensor "
@@ -144,16 +173,25 @@ def needs_transpose(acc: Accelerator, recipe: str) -> bool:
 
 
 def quantise(
-    name: str, elems: float, k: StepKernels, transpose: bool, norm_fused: bool = False, shard: float = 1.0
+    name: str,
+    elems: float,
+    k: StepKernels,
+    transpose: bool,
+    norm_fused: bool = False,
+    shard: float = 1.0,
+    weight: bool = False,
 ) -> list:
     """The kernels quantising one bf16 tensor of ``elems`` elements to fp8: ``[(row name, kernel class,
     bytes)]`` (module docstring). ``norm_fused``: the preceding norm already wrote the row-wise copy.
     ``shard``: the tensor is quantised on ``elems / shard`` elements of each rank and then all-gathered
     in fp8 (sequence parallelism: Transformer Engine gathers the fp8 input of a column-parallel GEMM and
     the fp8 output gradient of a row-parallel one), so the cast and amax read that share and the
-    transpose, which needs the gathered tensor, is its own kernel over all ``elems``."""
-    fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
+    transpose, which needs the gathered tensor, is its own kernel over all ``elems``. ``weight``: the
+    tensor is a GEMM weight (no Hadamard transform under ``nvfp4``: weights are no weight-gradient input)."""
     local = elems / shard
+    if k.fp8_recipe == "nvfp4":
+        return _nvfp4(name, local, k.nvfp4_rht and not weight)
+    fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
     if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
         copy = FP8 + BLOCK_SCALE_BYTES[k.fp8_recipe]
         by = (0.0 if fuse_norm else BF16 + copy) + copy
@@ -166,6 +204,26 @@ def quantise(
         out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
     if transpose and not (fused_t and not fuse_norm):
         out.append((f"{name}_fp8_t", "fp8_cast", 2.0 * FP8 * elems))
+    return out
+
+
+def _nvfp4(name: str, elems: float, rht: bool) -> list:
+    """The NVFP4 quantisation of ``elems`` local bf16 elements (module docstring; blocks of 16 along either
+    axis are local to a shard, so a sequence-parallel tensor is quantised on its shard): the amax pass
+    for the per-tensor scale, then the cast to a row-wise and a column-wise copy, or with ``rht`` the
+    row-wise cast and the Hadamard-transformed column-wise cast as two kernels.
+
+    >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, False)]
+    [('x_amax', 'amax', 2.0), ('x_nvfp4', 'fp8_cast', 3.125)]
+    >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, True)]
+    [('x_amax', 'amax', 2.0), ('x_nvfp4', 'fp8_cast', 2.5625), ('x_nvfp4_rht', 'fp8_cast', 2.5625)]
+    """
+    out = [(f"{name}_amax", "amax", BF16 * elems)]
+    if rht:
+        out.append((f"{name}_nvfp4", "fp8_cast", (BF16 + NVFP4_COPY) * elems))
+        out.append((f"{name}_nvfp4_rht", "fp8_cast", (BF16 + NVFP4_COPY) * elems))
+    else:
+        out.append((f"{name}_nvfp4", "fp8_cast", (BF16 + 2.0 * NVFP4_COPY) * elems))
     return out
 
 
@@ -182,7 +240,10 @@ def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: f
     per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0)]
     per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=sp_tp if op.name in ROW_PARALLEL else 1.0)]
     if k.weight_cast != "none":
-        per += [("fwd" if k.weight_cast == "microbatch" else "step", r) for r in quantise(f"{op.name}_w", w, k, t)]
+        per += [
+            ("fwd" if k.weight_cast == "microbatch" else "step", r)
+            for r in quantise(f"{op.name}_w", w, k, t, weight=True)
+        ]
     rows = []
     for phase, (name, _, by) in per:
         rows.append((name, op.scope, "elementwise", phase, count, 0.0, by, 0.0, 0.0, 0.0, 1.0))
@@ -197,17 +258,17 @@ def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, f
     if k.weight_cast != "step":
         return {}
     out: dict[str, float] = {}
-    for _, cls, by in quantise("w", 1.0, k, needs_transpose(acc, k.fp8_recipe)):
+    for _, cls, by in quantise("w", 1.0, k, needs_transpose(acc, k.fp8_recipe), weight=True):
         out[cls] = out.get(cls, 0.0) + by
     return out
 
 
 def kernel_class(name: str) -> str | None:
-    """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``,
+    """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``, ``*_nvfp4``,
     ``*_norm_eager``, ``rope_eager``), or None."""
     if name.endswith("_amax"):
         return "amax"
-    if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise")):
+    if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise", "_nvfp4", "_nvfp4_rht")):
         return "fp8_cast"
     if name.endswith("_norm_eager"):
         return "norm_eager"

@@ -176,7 +176,7 @@ def _raw_rows(
     ``count`` is then the times a row's kernel runs in it (1, or ``cp - 1`` for a ring's off-diagonal step,
     listed once)."""
     wb = units.dtype_bytes(dtype)
-    kn = StepKernels.of(stack)
+    kn = StepKernels.of(stack, dtype)
     expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn, occurrence)
 
     rows = []

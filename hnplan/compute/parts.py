@@ -124,7 +124,7 @@ def part_time_table(
     _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
-    kn = StepKernels.of(stack)
+    kn = StepKernels.of(stack, dtype)
     ch = stack if stack is not None else StackChoices()
     # a sequence-sharded fp8 input is transposed in its own kernel, an unsharded one with its cast
     # (hnplan.compute.fp8_recipes.quantise): the rows of tp = 1 and tp > 1 differ there only

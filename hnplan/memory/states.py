@@ -38,6 +38,7 @@ import numpy as np
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
+from hnplan.compute.fp8_recipes import NVFP4_COPY
 from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.recompute import mtp_extra_params
@@ -123,7 +124,8 @@ def stack_accounting(
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
       transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
-      transpose (1 + 1), no bf16 copy;
+      transpose (1 + 1), no bf16 copy; in fp4 training (NVFP4, no fp4 parameters) bf16 weights plus the
+      cached row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
     * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
       ``grad_reduce_in_fp32``; 2: bf16);
     * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights (4) and Adam's two
@@ -142,21 +144,34 @@ def stack_accounting(
     >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
     (4.0, 2.0)
 
+    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes:
+
+    >>> stack_accounting("fp4", 4.0).weight_bytes
+    3.125
+
     DeepSeek-V3's Megatron-Bridge recipe (bf16 gradients, bf16 moments, precision-aware): 2 + 2 + 6.
 
     >>> a = stack_accounting("bf16", 2.0, precision_aware=True, moment_bytes=2.0)
     >>> (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
     (2.0, 2.0, 6.0)
     """
-    fp8 = dtype == "fp8"
-    if fp8 and fp8_params:
+    fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
+    fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
+    if dtype == "fp4" and fp8_weight_cache:  # no fp4 parameters; the cast: two NVFP4 copies (fp8_recipes)
+        w, wsrc = (
+            2.0 + 2.0 * NVFP4_COPY,
+            "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
+        )
+    elif fp8 and fp8_params:
         w, wsrc = 2.0, "fp8 weights and their cached fp8 transposes (fp8 param gather)"
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
-    in_place = precision_aware and (not fp8 or fp8_recipe == "delayed")  # [7]: decoupled_grad, TE master weights
+    in_place = precision_aware and (
+        not fp8 or (dtype == "fp8" and fp8_recipe == "delayed")
+    )  # [7]: decoupled_grad, TE master weights
     remainders = in_place and not (fp8 and fp8_params)  # store_param_remainders needs bf16 weights
     master = 2.0 if remainders else 4.0
     grad_copy = 4.0 if (g < 4.0 and not in_place) else 0.0

@@ -154,7 +154,9 @@ def training_memory_table(
         For an unknown ZeRO stage, recompute mode or accounting.
     """
     if fp8_gemm_inputs is None:
-        fp8 = recipe == "fp8" or (isinstance(recipe, StateAccounting) and recipe.name.startswith("stack-fp8"))
+        fp8 = recipe == "fp8" or (
+            isinstance(recipe, StateAccounting) and recipe.name.startswith(("stack-fp8", "stack-fp4"))
+        )
     else:
         fp8 = fp8_gemm_inputs
     df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans

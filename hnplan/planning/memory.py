@@ -146,7 +146,7 @@ def memory_summary(
             recipe=recipe,
             sequence_parallel=ch.sequence_parallel,
             dropout=drop,
-            fp8_gemm_inputs=train_dtype == "fp8",
+            fp8_gemm_inputs=train_dtype in ("fp8", "fp4"),
             catalog=cat,
             balanced=ch.pipeline_balanced_ends,
             recompute_modules=ch.recompute_modules,

@@ -175,6 +175,8 @@ def roofline_answer(
         kwargs["stack"] = StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields})
     if kwargs.get("stack") is not None and kwargs.get("dtype") == "fp8":
         check_recipe(acc, kwargs["stack"].fp8_recipe)  # MXFP8 only on Blackwell
+    if kwargs.get("dtype") == "fp4" and phase == "train":
+        check_recipe(acc, "nvfp4")  # NVFP4 training needs an fp4 peak
     df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
     out = {k: df.attrs[k] for k in keys}

@@ -352,7 +352,9 @@ def run_sweep(
                     n_workers=workers or os.cpu_count() or 1,
                     threads_per_worker=1,
                     processes=processes,
-                    dashboard_address=None,
+                    # no dashboard, and its HTTP endpoint on a free port: with None distributed still binds
+                    # 8787 and warns when another Dask cluster on the machine holds it
+                    dashboard_address=":0",
                     silence_logs=logging.ERROR,
                 )
             )

@@ -78,14 +78,22 @@ class StackChoices(_Strict):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
-    fp8_recipe : {"delayed", "current", "mxfp8", "blockwise"}
+    fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
         ``--fp8-recipe delayed``) takes the scale from an amax history and computes the amax inside the
         cast; ``current`` reads each tensor once more for its amax before casting; ``mxfp8`` (Blackwell)
         writes row-wise and column-wise quantised copies with one E8M0 scale byte per 32 elements;
-        ``blockwise`` the same copies with an fp32 scale per 1 x 128 tile (DeepSeek-V3, ``Float8BlockScaling``).
+        ``blockwise`` the same copies with an fp32 scale per 1 x 128 tile (DeepSeek-V3, ``Float8BlockScaling``);
+        ``nvfp4`` (``NVFP4BlockScaling``, Blackwell; NVIDIA arXiv:2509.25149) is the recipe of the training
+        dtype ``fp4``, which implies it: FP4 E2M1 in blocks of 16 with E4M3 block scales and an fp32
+        tensor scale (an amax pass, then a row-wise and a column-wise copy).
         Bytes: :mod:`hnplan.compute.fp8_recipes`.
+    nvfp4_rht : bool
+        In fp4 training, random Hadamard transforms on the weight-gradient GEMM inputs (activations and
+        output gradients), written by a column-wise cast of their own (Transformer Engine
+        ``NVFP4BlockScaling(disable_rht=False)``, its default; ``NVTE_NVFP4_DISABLE_RHT=1`` turns them
+        off). Default True.
     fp8_norm_cast_fusion : bool
         The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
         ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
@@ -98,7 +106,7 @@ class StackChoices(_Strict):
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
         upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
     fp8_bf16_end_layers : int
-        In fp8 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
+        In fp8 or fp4 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
         ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
         first and the last pipeline stage. Default 0.
     offload : {"none", "auto"}
@@ -227,9 +235,15 @@ class StackChoices(_Strict):
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
     )
-    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise"] = Field(
+    fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] = Field(
         default="delayed",
-        description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128)",
+        description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128); "
+        "nvfp4 is the recipe of the training dtype fp4",
+    )
+    nvfp4_rht: bool = Field(
+        default=True,
+        description="NVFP4 training applies random Hadamard transforms to the weight-gradient GEMM inputs "
+        "(a column-wise cast of its own)",
     )
     fp8_norm_cast_fusion: bool = Field(
         default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
@@ -244,7 +258,7 @@ class StackChoices(_Strict):
         default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
     )
     fp8_bf16_end_layers: int = Field(
-        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 training"
+        default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 or fp4 training"
     )
     offload: Literal["none", "auto"] = Field(
         default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"

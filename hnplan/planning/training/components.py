@@ -230,7 +230,7 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
             pc = job.params
             gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
             fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
-            t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices), fp8_w)
+            t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices, job.dtype), fp8_w)
         return (np.broadcast_to(t, len(tp)),)
 
     return on_distinct(df, ["tp", "dp", "cp", "ep", "zero_stage", "pp"], per_layout)[0]

@@ -12,7 +12,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import SoftwareStack, StackChoices
 from hnplan.comm.topology import SystemLinks, system_links
 from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
-from hnplan.compute.fp8_recipes import check_recipe
+from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.plan import TRAIN_DTYPES
@@ -118,7 +118,11 @@ def make_job(
     model, system : id, path or catalog entry
     gpus, seq_len, global_batch_seqs : int
         Accelerators, sequence length [tokens], sequences per step.
-    dtype : {"bf16", "fp8"}
+    dtype : {"bf16", "fp8", "fp4"}
+        GEMM dtype; ``fp4`` trains with the NVFP4 recipe (the stack's ``fp8_recipe`` becomes ``nvfp4``,
+        :mod:`hnplan.compute.fp8_recipes`), bf16 weights (``fp8_params`` off: Transformer Engine has no fp4
+        parameters, and the MLPerf v5.1 NVFP4 submissions set ``FP8_PARAM_GATHER=False``) and attention in
+        bf16; ``job.provenance`` records both.
     stack : str or SoftwareStack, optional
         Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
         efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
@@ -177,8 +181,14 @@ def make_job(
         acc = c.stack_accelerator(st, acc)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
-    if dtype == "fp8":
-        check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell
+    if dtype in DTYPE_RECIPE:  # fp4: the NVFP4 recipe and bf16 weights, whatever fp8 choices the stack names
+        ch = ch.model_copy(update={"fp8_recipe": DTYPE_RECIPE[dtype], "fp8_params": False})
+        provenance["fp8_recipe"] = f"dtype {dtype} (NVFP4BlockScaling)"
+        provenance["fp8_params"] = f"dtype {dtype} (no fp4 parameters in Transformer Engine: bf16 weights)"
+    elif dtype == "fp8" and ch.fp8_recipe in DTYPE_RECIPE.values():
+        raise InputError(f"fp8 recipe {ch.fp8_recipe} is the recipe of dtype fp4; train with dtype fp4")
+    if dtype != "bf16":
+        check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell, NVFP4 only with an fp4 peak
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")

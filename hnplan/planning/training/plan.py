@@ -23,7 +23,7 @@ from hnplan.compute import RECOMPUTE_MODES
 from hnplan.compute.layout import rule_fields, split_rules
 from hnplan.errors import InputError, PlanRuleError
 
-TRAIN_DTYPES = ("bf16", "fp8")
+TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 ZERO_STAGES = (0, 1, 2, 3)
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
 
