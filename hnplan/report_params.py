@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
 from hnplan.errors import CatalogError, ScenarioError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -34,6 +35,8 @@ _ID_PARAMS = {
     "accelerators": "accelerators",
     "stack": "stacks",
 }
+# upper bounds of named parameters, as the command line has them (``hnplan size --tokens``)
+_MAXIMA = {"tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text")}
 
 
 def notebook_path(name: str) -> Path:
@@ -115,7 +118,7 @@ def _as_number(value, want):
 
 def _check_range(key: str, value, default, where: str, notebook: str) -> None:
     """Numbers finite; a count or size whose default is positive stays positive (non-negative stays
-    non-negative), element by element for lists."""
+    non-negative), element by element for lists; ``tokens`` at most :data:`MAX_TRAINING_TOKENS`."""
 
     values = value if isinstance(value, list) else [value]
     defaults = default if isinstance(default, list) else [default]
@@ -130,6 +133,8 @@ def _check_range(key: str, value, default, where: str, notebook: str) -> None:
             bad = "a positive number"
         elif nums and min(nums) >= 0 and v < 0:
             bad = "a number >= 0"
+        elif key in _MAXIMA and v > _MAXIMA[key][0]:
+            bad = f"at most {_MAXIMA[key][0]:g} ({_MAXIMA[key][1]})"
         if bad:
             raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: must be {bad}; got {v!r}")
 
@@ -229,6 +234,9 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
         kind = _ID_PARAMS.get(key)
         if kind is None:
             continue
+        twice = sorted({v for v in value if value.count(v) > 1}) if isinstance(value, list) else []
+        if twice:  # two rows of one design: "the slowest, gb200-nvl72, takes 1.00x as long"
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: lists {', '.join(twice)} twice")
         for ref in value if isinstance(value, list) else [value]:
             if ref is None:  # an optional reference left to the notebook's default (``stack = None``)
                 continue

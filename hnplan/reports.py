@@ -182,7 +182,7 @@ def run_reports(
     out_dir : path
         Output folder.
     jobs : int
-        Worker processes (1 runs in this process).
+        Worker processes (1 runs in this process); no more are started than there are reports to run.
     only : str, optional
         Run only this notebook.
     params_override : dict, optional
@@ -245,7 +245,8 @@ def run_reports(
                 results[i] = _safe_run(*t)
                 bar.advance(job)
         else:
-            with cf.ProcessPoolExecutor(max_workers=jobs) as pool:
+            # no more workers than reports: a pool forks all of its workers at once on Linux
+            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
                 futs = {pool.submit(_safe_run, *t): i for i, t in enumerate(tasks)}
                 for fut in cf.as_completed(futs):
                     results[futs[fut]] = fut.result()

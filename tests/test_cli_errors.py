@@ -313,6 +313,63 @@ def test_report_out_read_only(tmp_path):
         ro.chmod(0o700)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["sweep", str(Path(__file__).parents[1] / "data" / "sweeps" / "example.yaml"), "--workers", "1"],
+        ["report", "--only", "design_comparison"],
+    ],
+)
+def test_out_naming_a_file_names_the_flag(tmp_path, argv):
+    """``--out`` naming a file where a folder is made: the flag, the path and what is wrong, not the bare
+    ``afile: File exists`` of the operating system; with ``--json`` the same line as the error object."""
+    target = tmp_path / "afile"
+    target.write_text("not a folder")
+    res = runner.invoke(app, [*argv, "--out", str(target)])
+    _check(res, f"--out {target}: a file is there; a folder is needed")
+    assert len(res.stderr.strip().splitlines()) == 1 and target.read_text() == "not a folder"
+
+
+def test_calibrate_out_under_a_file_names_the_flag_and_the_file(tmp_path):
+    from hnplan.cli._app import os_error_message
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    ctx = type("Ctx", (), {})()
+    ctx.params = {"out": str(blocker / "my-stack.yaml")}
+    ctx.command = type("Cmd", (), {"params": [type("Opt", (), {"name": "out", "opts": ["--out"]})()]})()
+    exc = FileExistsError(17, "File exists", str(blocker))
+    assert os_error_message(exc, ctx) == f"--out {blocker}: a file is there; a folder is needed"
+    # a path no option gave keeps the operating system's words
+    assert (
+        os_error_message(PermissionError(13, "Permission denied", "/elsewhere"), ctx) == "/elsewhere: Permission denied"
+    )
+
+
+def test_planner_range_message_names_the_flag():
+    """A planner's ``checkpoint_storage_share must be in (0, 1]; got 0.0`` is said with the flag typed."""
+    res = runner.invoke(app, [*RELIABILITY, "--checkpoint-storage-share", "0"])
+    _check(res, "--checkpoint-storage-share must be in (0, 1]; got 0.0")
+    assert "checkpoint_storage_share" not in res.stderr
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "64x64x64", "--dtype", "fp9"])
+    _check(res, "--dtype: unknown dtype 'fp9'; allowed: fp32, tf32, bf16")
+    for value in ("0", "1.5"):  # a number or 'simulated': the text typed, with the flag
+        res = runner.invoke(app, [*TCO, "--utilisation", value])
+        _check(res, f"--utilisation must be in (0, 1]; got '{value}'")
+
+
+def test_catalog_validate_unknown_kind_names_the_flag(tmp_path):
+    """``--kind system`` (one letter short) was reported as the file's folder being no catalog."""
+    from hnplan.catalog import validate_file
+
+    entry = Path(__file__).parents[1] / "data" / "systems" / "gb200-nvl72.yaml"
+    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"])
+    _check(res, "--kind must be one of accelerators, interconnects, switches, systems,")
+    assert "got 'system'" in res.stderr and "folder" not in res.stderr
+    with pytest.raises(CatalogError, match="kind must be one of .*; got 'system'"):
+        validate_file(entry, "system")
+
+
 def test_usage_error_with_json_is_an_error_object(monkeypatch, capsys):
     """A click usage error (a value out of range) with --json: the same one-line message and an error object."""
     from hnplan.cli import main
@@ -371,3 +428,28 @@ def test_counts_beyond_64_bit_arithmetic_refused(argv, needle):
     res = runner.invoke(app, argv, env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert needle in _one_line(res.output)
+
+
+TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "4096"]
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        # was "no plan ... divides with {'microbatch_size': 1000}: ...; try a GPU count with more factors of two"
+        (
+            ["--microbatch-size", "1000"],
+            "infeasible: --microbatch-size 1000 does not divide the batch of 512 sequences",
+        ),
+        (["--microbatch-size", "3"], "infeasible: --microbatch-size 3 does not divide the batch of 512 sequences"),
+        (["--tp", "3"], "infeasible: --tp 3 does not divide --gpus 64"),
+        # a product of degrees stays in the planner's words: only its first factor is an option
+        (["--tp", "8", "--pp", "4", "--dp", "4"], "infeasible: tp 8 x pp 4 x dp 4 = 128 does not divide --gpus 64"),
+    ],
+)
+def test_infeasible_pinned_knob_names_the_flag(extra, needle):
+    """An infeasible plan whose reason is one pinned option says it with the flag typed, exit 3."""
+    res = runner.invoke(app, [*TRAIN, "--global-batch-size", "512", *extra])
+    out = res.stdout + res.stderr
+    assert res.exit_code == 3 and "Traceback" not in out, out
+    assert needle in _one_line(res.stderr)

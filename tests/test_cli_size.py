@@ -66,6 +66,8 @@ def test_size_fixed_gpus_json():
         # a mistyped checkpoint mode was read per design and made every design "infeasible" (exit 3)
         (["--gpus", "8", "--checkpoint", "asyn"], "--checkpoint must be one of sync, async; got 'asyn'"),
         (["--deadline-days", "0"], "--deadline-days must be > 0; got 0"),
+        # one rule for every non-positive deadline (the option parser said ">= 0" for -3, this check "> 0" for 0)
+        (["--deadline-days", "-3"], "--deadline-days must be > 0; got -3"),
         (["--gpus", "8", "--tokens", "1M"], "--tokens 1M is less than one step of --global-batch-tokens 1,179,648"),
     ],
 )

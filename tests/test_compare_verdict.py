@@ -94,6 +94,13 @@ def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap(
     dense = trust_notes(designs, "llama3.1-405b")
     assert "mixture of experts" not in dense and "not validated" not in dense
     assert "0.853 on gb200 and b200; 0.959 on h100-sxm." in dense
+    # the price each design is costed at, from data/prices.yaml: a third-party estimate of the NVL72 rack
+    # (price-gb200-nvl72-2025), a DGX B200 quote (price-dgx-b200-2025), a 2023 H100 server price (price-hgx-h100-semianalysis-2023)
+    assert (
+        "rest on one dated system price per design (`data/prices.yaml`, each with its source): "
+        "gb200-nvl72 $3.1M per unit (72-GPU rack), as of 2025-06-01; hgx-b200-ib-xdr $515k per unit (8-GPU DGX "
+        "B200 system), as of 2025-03-01; hgx-h100-ib-ndr $270k per unit"
+    ) in dense
     # with its plan's GPU count and MFU, a design is set beside the nearest published run of the model on its
     # accelerator: Llama 3 on 16,384 H100 (arXiv:2407.21783 Table 4), 400 TFLOP/s / 989.4 bf16 peak = 40.4% MFU
     planned = designs.assign(gpus=16384, mfu=0.501, dtype="bf16")

@@ -108,9 +108,36 @@ def test_infer_errors(args, code, needle):
 def test_table_output():
     res = runner.invoke(app, BASE + ["--batch", "8"])
     # rows in words with their unit (hnplan.labels), not the JSON keys
-    assert res.exit_code == 0 and "TPOT [s]" in res.output and "$ per million tokens" in res.output
+    assert res.exit_code == 0 and "TPOT [s]" in res.output and "$ per million output tokens" in res.output
     assert "tpot_s" not in res.output
     assert "None" not in res.output and "tokens per s per user" not in res.output
+
+
+def test_table_says_output_tokens_and_every_unit():
+    """Serving's throughput, $ and energy per token count output tokens (a 2,000-token prompt and 500
+    generated count 500): the rows say so, and every number row carries its unit, as the JSON's keys do.
+    By hand at batch 8: throughput = 8 sequences / TPOT; $ per million = GPUs x $/GPU-hour / (throughput x
+    3,600) x 1e6; energy per token = replica power at load / throughput."""
+    res = runner.invoke(app, BASE + ["--batch", "8"])
+    text = " ".join(res.output.split())
+    d = _json(BASE + ["--batch", "8"])
+    for label in (
+        "output throughput [tokens/s]",
+        "output throughput per GPU [tokens/s]",
+        "output throughput per user [tokens/s]",
+        "$ per million output tokens",
+        "energy per output token [J]",
+        "compute busy [-]",
+        "memory busy [-]",
+    ):
+        assert label in text, label
+    assert d["tokens_per_s"] == pytest.approx(8 / d["tpot_s"], rel=0.02)
+    assert d["usd_per_million_tokens"] == pytest.approx(
+        d["gpus"] * d["usd_per_gpu_hour"] / (d["tokens_per_s"] * 3600) * 1e6, rel=1e-9
+    )
+    assert d["joules_per_token"] == pytest.approx(d["replica_power_w"] / d["tokens_per_s"], rel=1e-9)
+    scoring = runner.invoke(app, BASE + ["--output-tokens", "1", "--score-latency-ms", "100"])
+    assert "request rate per GPU [requests/s]" in " ".join(scoring.output.split())
 
 
 def test_rate_table_names_the_two_utilisations():
@@ -203,3 +230,23 @@ def test_rate_table_says_the_whole_units_bought():
     # whole 8-GPU servers: 8 GPUs bought as used, no row
     res = runner.invoke(app, [*args[:4], "hgx-h100-ib-ndr", *args[5:], "--tp", "8"], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "GPUs bought" not in res.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        # the layout search swallowed these as "no replica layout of llama3.1-8b fits hgx-h100-ib-ndr"
+        (["--ep", "8"], "ep = 8 needs a number of experts divisible by it; llama3.1-8b has no experts"),
+        (["--pp", "64"], "pp = 64 exceeds the 32 layers of llama3.1-8b"),
+        (
+            ["--pp", "64", "--qps", "3", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"],
+            "pp = 64 exceeds the 32 layers of llama3.1-8b",
+        ),
+    ],
+)
+def test_pinned_degree_the_search_cannot_use_says_why(args, needle):
+    """TP left to the search and another degree pinned to an impossible value: exit 3 with the reason
+    every layout shares, as when TP is pinned too."""
+    res = runner.invoke(app, BASE[:-2] + args)  # without --tp 1
+    assert res.exit_code == 3, res.output
+    assert needle in " ".join(res.output.split())

@@ -102,6 +102,13 @@ def test_text_output_names_units():
     )
     assert r.exit_code == 0, r.output
     assert "[GiB]" in r.stdout and "total" in r.stdout
+    # the parts in the help's words, not the JSON keys' ("kv cache", "grads")
+    text = " ".join(r.stdout.split())
+    for label in ("weights [GiB]", "gradients [GiB]", "optimizer states [GiB]", "KV cache [GiB]", "runtime overheads"):
+        assert label in text, label
+    assert "kv cache" not in text and "grads" not in text
+    topo = runner.invoke(app, ["topology", "--system", "gb200-nvl72", "--gpus", "1152"])
+    assert "network of 1,152 x gb200-nvl72" in topo.stdout  # counts with separators, as every other title
 
 
 def test_bad_mode_exits_2():

@@ -3,6 +3,7 @@ before any notebook runs, and a params run in its own folder under its own title
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,12 @@ def test_numbers_as_yaml_writes_them():
         ("gpus", True, "'gpus': expected int"),
         # an empty design list ran both notebooks into a KeyError (exit 1) instead of exit 2 before any ran
         ("systems", [], "'systems': an empty list; give at least one value like its default"),
+        # a count the command line refuses (hnplan size --tokens): the report read 1.8e28 days to train
+        ("tokens", 1e40, "'tokens': must be at most 1e+18 (3,000 times all public human text); got 1e+40"),
     ],
 )
 def test_ranges_checked(key, value, needle):
-    with pytest.raises(
-        ScenarioError, match="p.yaml: notebook 'design_comparison', parameter " + needle.replace("(", r"\(")
-    ):
+    with pytest.raises(ScenarioError, match=re.escape("p.yaml: notebook 'design_comparison', parameter " + needle)):
         check_parameters("design_comparison", {key: value}, "p.yaml")
 
 
@@ -114,3 +115,21 @@ def test_params_run_with_a_relative_model_file(tmp_path, monkeypatch):
     assert row["title"] == "mem with mine-params: model=mine.yaml, seq_len=4096"
     assert "mem with mine-params: model=mine.yaml" in (out / "index.html").read_text()
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_design_listed_twice_is_refused():
+    """Two rows of one design made the verdict read "the slowest, gb200-nvl72, takes 1.00x as long"."""
+    from hnplan.reports import check_ids
+
+    with pytest.raises(
+        ScenarioError, match="p.yaml: notebook 'design_comparison', parameter 'systems': lists gb200-nvl72 twice"
+    ):
+        check_ids("design_comparison", {"systems": ["gb200-nvl72", "hgx-h100-ib-ndr", "gb200-nvl72"]}, "p.yaml")
+
+
+def test_the_token_bound_is_the_command_line_s():
+    """``hnplan size`` writes the bound out (its --help imports no catalog schema); the two agree."""
+    from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
+    from hnplan.cli.size_cmd import MAX_TRAINING_TOKENS as CLI_MAX
+
+    assert CLI_MAX == MAX_TRAINING_TOKENS == 1e18

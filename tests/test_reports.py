@@ -153,3 +153,24 @@ def test_claims_audit_system_ids_are_checked(tmp_path):
     )
     with pytest.raises(ScenarioError, match="parameter 'supernode'.*nearest: gb200-nvl72"):
         load_scenarios(str(path))
+
+
+def test_jobs_start_no_more_workers_than_reports(tmp_path, monkeypatch):
+    """``--jobs 1000`` for the default scenario's two notebooks: a process pool forks every worker it is
+    given at once (Linux's fork start method), so 1,000 processes started for two reports."""
+    import concurrent.futures as cf
+
+    sizes = []
+
+    class Recording(cf.ThreadPoolExecutor):  # in-process, so the stand-in run below is seen
+        def __init__(self, max_workers):
+            sizes.append(max_workers)
+            super().__init__(max_workers)
+
+    def run(scenario, notebook, *args):
+        return reports.ReportResult(scenario, notebook, "ok", 0.0, None)
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(reports, "_safe_run", run)
+    results = reports.run_reports(load_scenarios("default"), tmp_path, jobs=1000, progress=False)
+    assert sizes == [2] and [r.notebook for r in results] == ["design_comparison", "training_plan"]

@@ -53,6 +53,7 @@ def _write(tmp_path, spec, name="spec.yaml"):
         # YAML reads 15T as a string: refused before any point runs, with the spelling YAML takes
         ({"fixed": {**TINY["fixed"], "tokens": "15T"}}, "fixed.tokens: expected a number, got '15T'"),
         ({"fixed": {**TINY["fixed"], "tokens": 0}}, "fixed.tokens: expected a number > 0"),
+        ({"fixed": {**TINY["fixed"], "tokens": 1e40}}, "fixed.tokens: expected at most 1e+18 (3,000 times all public"),
         ({"fixed": {**TINY["fixed"], "gpus": 0}}, "fixed.gpus: expected a whole number >= 1, got 0"),
         (
             {
@@ -65,6 +66,8 @@ def _write(tmp_path, spec, name="spec.yaml"):
         ({"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-8bb"]}}, "axes.model[1]: unknown model id"),
         ({"fixed": {**TINY["fixed"], "system": "hgx-h100"}}, "fixed.system: unknown system id 'hgx-h100'; nearest"),
         ({"axes": {**TINY["axes"], "years": [5, 0]}}, "axes.years[1]: years must be > 0; got 0"),
+        # 2 models x 500,001 draws: refused before a draw is made (samples: 1e9 stopped with a MemoryError)
+        ({"samples": 500_001}, "1,000,002 points (grid combinations x samples) exceed the 1,000,000 a sweep takes"),
         (
             {
                 "axes": {
@@ -195,3 +198,59 @@ def test_existing_scheduler(tmp_path):
         s = run_sweep(_write(tmp_path, spec), tmp_path / "ds", scheduler=cluster.scheduler_address, progress=False)
     assert (s.points, s.evaluated, s.failed) == (2, 2, 0)
     assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()
+
+
+def _sigint_ignored() -> bool:
+    import signal
+
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_local_worker_processes_ignore_ctrl_c():
+    """Ctrl-C reaches every process of the terminal's group: Dask's worker processes printed their own
+    KeyboardInterrupt tracebacks beside the client's one-line 'interrupted'. Started under
+    ``_sigint_held`` they ignore SIGINT, and the client's handler is back afterwards."""
+    import logging
+    import signal
+
+    from dask.distributed import Client, LocalCluster
+
+    from hnplan.planning.sweep import _sigint_held
+
+    handler = signal.getsignal(signal.SIGINT)
+    with _sigint_held():
+        cluster = LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+        )
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with cluster, Client(cluster) as client:
+        assert list(client.run(_sigint_ignored).values()) == [True]
+
+
+def test_ctrl_c_while_workers_start_is_raised_after():
+    """A Ctrl-C pressed while the worker processes start is held, then raised as KeyboardInterrupt."""
+    import signal
+    import threading
+
+    from hnplan.planning.sweep import _sigint_held
+
+    reached = False
+    with pytest.raises(KeyboardInterrupt):
+        with _sigint_held():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            reached = True  # not raised here: held until the handler and the mask are restored
+    assert reached
+
+
+def test_more_local_workers_than_the_machine_holds_is_refused(tmp_path, monkeypatch):
+    """--workers 1000 on a 2-core machine started processes for over 100 s and leaked semaphores; it is
+    refused before any starts, with the machine's limit (4 per core: 8 on 2 cores)."""
+    import os
+
+    from hnplan.planning.sweep import MAX_WORKERS_PER_CORE
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.raises(InputError, match=r"--workers 9 is more than 4 per core of this machine's 2 \(at most 8\)"):
+        run_sweep(_write(tmp_path, TINY), tmp_path / "ds", workers=9, progress=False)
+    assert MAX_WORKERS_PER_CORE == 4 and not (tmp_path / "ds").exists()

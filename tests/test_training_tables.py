@@ -33,3 +33,21 @@ def test_top_candidates_fold_plans_with_the_same_numbers(cat, monkeypatch):
     assert top.iloc[0]["step_time_s"] == best["step_time_s"]
     # a plan with no twin says so with an empty cell
     assert (top["same_numbers_as"] == "").any()
+
+
+def test_training_verdict_names_the_step_part_in_the_field_s_terms():
+    """The part of the step that separates a slower design is named as the breakdown names it ("PP
+    bubble", "TP communication exposed"), not as its column (it read "pp bubble"). By hand: B's PP bubble
+    is 0.30 - 0.10 = +0.20 s longer than A's, its compute only +0.05 s; B's throughput is 3/4 of A's."""
+    from hnplan.planning.training_tables import training_verdict
+
+    row = dict(status="ok", mfu=0.4, tp=8, pp=4, dp=8, cp=1, ep=1, microbatch_size=1, num_microbatches=8)
+    row.update(virtual_stages=1, zero_stage=1, recompute="none", t_tp_comm_exposed_s=0.0)
+    best = pd.DataFrame(
+        [
+            {**row, "system": "a", "tokens_per_s": 4.0e6, "t_compute_s": 1.00, "t_pp_bubble_s": 0.10},
+            {**row, "system": "b", "tokens_per_s": 3.0e6, "t_compute_s": 1.05, "t_pp_bubble_s": 0.30},
+        ]
+    )
+    text = training_verdict(best)
+    assert "b reaches 75% of that; its largest extra step time is PP bubble (+0.20 s per step)." in text

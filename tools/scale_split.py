@@ -1,13 +1,15 @@
 """Split the step time of one job run at two sizes into shared work and a per-step constant.
 
-For two validation rows of the same model, layout and global batch at ``N1 < N2`` GPUs, the step time
-``T = W / N + F`` gives ``W / N2 = (T1 - T2) / (N2 / N1 - 1)`` (the work one GPU does at the larger size:
-compute and per-micro-batch communication) and ``F = T2 - W / N2`` (what does not shrink with more GPUs:
-the pipeline bubble, exposed data-parallel collectives, per-step host work), for the published and the
-modelled step times (docs/training.md, "What grows with scale"). A published throughput is turned into a
-step time with the model's FLOPs per token (``model_tflops_per_gpu``, ``hardware_tflops_per_gpu``) or
-directly (``tokens_per_s_per_gpu``). The two rows must be one job: model, sequence, global batch, stack and
-system equal.
+For two validation rows of the same model at ``N1 < N2`` GPUs, the step time ``T = W / N + F`` gives
+``W / N2 = (T1 - T2) / (N2 / N1 - 1)`` (the work one GPU does at the larger size: compute and
+per-micro-batch communication) and ``F = T2 - W / N2`` (what does not shrink with more GPUs: the pipeline
+bubble, exposed data-parallel collectives, per-step host work), for the published and the modelled step
+times (docs/training.md, "What grows with scale"). Where the two runs' global batches ``B`` differ (strong
+scaling with a larger batch, as MLPerf submissions do) the work is per sequence, ``T = w B / N + F``, and
+``N2 / N1`` becomes ``(B1 / N1) / (B2 / N2)``, the ratio of sequences per GPU. A published throughput is
+turned into a step time with the model's FLOPs per token (``model_tflops_per_gpu``,
+``hardware_tflops_per_gpu``) or directly (``tokens_per_s_per_gpu``). The two rows must be one job: model,
+sequence, dtype, stack and system equal, fewer sequences per GPU in the second.
 
 ``--steps T1 T2`` splits the given measured step times [s] instead of the rows' published ones (for
 instance the steps of a log before a drift, ``tools/mlperf_step_log.py``).
@@ -43,12 +45,13 @@ def main(small: str, large: str, steps: tuple[float, float] | None = None) -> No
     if missing:
         raise SystemExit(f"unknown run id(s): {', '.join(missing)}")
     r1, r2 = runs[small], runs[large]
-    same = ("model", "seq_len", "global_batch_seqs", "dtype", "stack", "system")
+    same = ("model", "seq_len", "dtype", "stack", "system")
     differ = [k for k in same if getattr(r1, k) != getattr(r2, k)]
-    if differ or r2.gpus <= r1.gpus:
-        raise SystemExit(f"not one job at two sizes: {', '.join(differ) or 'gpus not increasing'} differ")
+    # sequences per GPU: the work one GPU does, shrinking from the first row to the second
+    ratio = (r1.global_batch_seqs / r1.gpus) / (r2.global_batch_seqs / r2.gpus)
+    if differ or r2.gpus <= r1.gpus or ratio <= 1.0:
+        raise SystemExit(f"not one job at two sizes: {', '.join(differ) or 'work per GPU not shrinking'} differ")
     b1, b2 = predict_run(r1), predict_run(r2)
-    ratio = r2.gpus / r1.gpus
     measured = steps or (_step_s(r1, b1, r1.published), _step_s(r2, b2, r2.published))
     for label, t1, t2 in (
         ("given" if steps else "published", *measured),

@@ -103,6 +103,8 @@ def validate_file(path: str | Path, kind: str | None = None):
     """
     path = Path(path)
     raw = _read_yaml(path)
+    if kind is not None and kind not in KINDS and kind != "scenarios":  # given, not guessed from the folder
+        raise CatalogError(f"{path}: kind must be one of {', '.join(KINDS)}, scenarios; got {kind!r}", path=path)
     kind = kind or path.resolve().parent.name
     if path.name == "prices.yaml":
         return [parse_entry(item, Price, path) for item in raw]

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
+from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.errors import CatalogError
 
@@ -66,6 +67,12 @@ class Distribution(_Strict):
         if self.distribution == "loguniform" and self.low <= 0:
             raise ValueError(f"a loguniform distribution needs low > 0; got {self.low}")
         return self
+
+
+#: the most points one spec may make: they are drawn and tabulated in memory before any runs (the point
+#: table of data/sweeps/example.yaml takes 180 bytes a row, so a million rows about 180 MB; a billion
+#: Latin-hypercube draws of five inputs alone would need 37 GiB and stopped with numpy's MemoryError)
+MAX_SWEEP_POINTS = 1_000_000
 
 
 class SweepSpec(_Strict):
@@ -118,6 +125,12 @@ class SweepSpec(_Strict):
                 raise ValueError(f"axes.{name}: an empty list")
         if self.sampling == "grid" and self.samples != 1:
             raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
+        points = self.samples * math.prod(len(a) for a in self.axes.values() if not isinstance(a, Distribution))
+        if points > MAX_SWEEP_POINTS:
+            raise ValueError(
+                f"{points:,} points (grid combinations x samples) exceed the {MAX_SWEEP_POINTS:,} a sweep takes "
+                "(its points are drawn and held in memory at once): lower samples or split the spec"
+            )
         for where, name, value in self.given_values():
             problem = _value_problem(name, value)
             if problem:
@@ -157,6 +170,8 @@ def _value_problem(name: str, value) -> str | None:
         return f"expected a whole number >= 1, got {value!r}"
     if name == "tokens" and not value > 0:
         return f"expected a number > 0, got {value!r}"
+    if name == "tokens" and value > MAX_TRAINING_TOKENS:
+        return f"expected at most {MAX_TRAINING_TOKENS:g} (3,000 times all public human text), got {value!r}"
     if name in WHATIF_INPUTS:
         return whatif_range_problem(name, float(value))
     return None

@@ -15,7 +15,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
-from hnplan.cli._options import MAX_COUNT, check_finite, name_option  # noqa: F401 - re-exported
+from hnplan.cli._options import MAX_COUNT, check_finite, name_option, path_option  # noqa: F401 - re-exported
 from hnplan.errors import HnplanError, InfeasiblePlan
 
 if TYPE_CHECKING:
@@ -389,10 +389,20 @@ def _error_object(kind: str, exc: BaseException, code: int) -> dict:
     return {"error": err}
 
 
-def os_error_message(exc: OSError) -> str:
-    """One line for an operating-system error: the path, then what went wrong (no errno, no traceback)."""
+def os_error_message(exc: OSError, ctx=None) -> str:
+    """One line for an operating-system error: the flag that gave the path where one did, the path, then
+    what went wrong (no errno, no traceback). A file where a folder was to be made (``--out`` naming a
+    file, or a file in the way of its parent folders) is said as such rather than as ``File exists``."""
+    import os
+
     what = exc.strerror or str(exc) or type(exc).__name__
-    return what if exc.filename is None else f"{exc.filename}: {what}"
+    if exc.filename is None:
+        return what
+    path = str(exc.filename)
+    if isinstance(exc, FileExistsError) and os.path.isfile(path):
+        what = "a file is there; a folder is needed"
+    flag = path_option(ctx, path)
+    return f"{flag} {path}: {what}" if flag else f"{path}: {what}"
 
 
 def _fail(kind: str, exc: BaseException, code: int, as_json: bool, text: str | None = None):
@@ -420,13 +430,13 @@ def handle_errors():
             check_finite(ctx)
         yield
     except InfeasiblePlan as exc:
-        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json)
+        _fail("infeasible", exc, EXIT_INFEASIBLE, as_json, name_option(ctx, str(exc)))
     except HnplanError as exc:
         _fail("input", exc, EXIT_INPUT, as_json, name_option(ctx, str(exc)))
     except BrokenPipeError:  # stdout's reader has gone (| head): LazyGroup ends the run quietly
         raise
     except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
-        _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc))
+        _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc, ctx))
     except KeyboardInterrupt as exc:
         _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped by Ctrl-C")
     except Exception as exc:

@@ -36,30 +36,69 @@ def check_finite(ctx) -> None:
 
 
 def name_option(ctx, text: str) -> str:
-    """A planner's ``recompute must be one of ...; got 'foo'`` or ``seq_len 200000 exceeds ...`` as the flag
-    the user typed (``--recompute must be one of ...``) when the running command has that option and it
-    holds the refused value; any other message unchanged.
+    """A planner's ``recompute must be one of ...; got 'foo'`` (any ``NAME must be ...; got VALUE``) or
+    ``seq_len 200000 exceeds ...`` as the flag the user typed (``--recompute must be one of ...``) when the
+    running command has that option and it holds the refused value; any other message unchanged.
 
     >>> from types import SimpleNamespace as NS
     >>> option = NS(name="recompute", opts=["--recompute"])
     >>> ctx = NS(params={"recompute": "foo"}, command=NS(params=[option]))
     >>> name_option(ctx, "recompute must be one of none, selective, full; got 'foo'")
     "--recompute must be one of none, selective, full; got 'foo'"
+    >>> ctx = NS(params={"dtype": "fp9"}, command=NS(params=[NS(name="dtype", opts=["--dtype"])]))
+    >>> name_option(ctx, "unknown dtype 'fp9'; allowed: bf16, fp8")
+    "--dtype: unknown dtype 'fp9'; allowed: bf16, fp8"
+    >>> ctx = NS(params={"share": 0.0}, command=NS(params=[NS(name="share", opts=["--share"])]))
+    >>> name_option(ctx, "share must be in (0, 1]; got 0.0")
+    '--share must be in (0, 1]; got 0.0'
     >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
     >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
     "--seq-len 200000 exceeds the model's maximum sequence length 131072"
+    >>> ctx = NS(params={"tp": 8}, command=NS(params=[NS(name="tp", opts=["--tp"])]))
+    >>> name_option(ctx, "tp 3 does not divide --gpus 64"), name_option(ctx, "tp 8 does not divide --gpus 60")
+    ('tp 3 does not divide --gpus 64', '--tp 8 does not divide --gpus 60')
+    >>> name_option(ctx, "tp 8 x pp 4 = 32 does not divide --gpus 60")
+    'tp 8 x pp 4 = 32 does not divide --gpus 60'
     """
     if ctx is None:
         return text
-    m = re.match(r"^([a-z][a-z_ ]*?) must be one of .*; got (.+)$", text)
+    u = re.match(r"^unknown ([a-z][a-z_]*) '([^']*)'", text)  # "unknown dtype 'fp9'; allowed: ..."
+    if u is not None and str(ctx.params.get(u.group(1))) == u.group(2):
+        return f"{_option_name(ctx, u.group(1))}: {text}"
+    m = re.match(r"^([a-z][a-z_ ]*?) must be .*; got (.+)$", text)
     if m is not None:
         name, given = m.group(1).replace(" ", "_"), m.group(2)
     else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
         m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
-        if m is None or m.group(2) != str(ctx.params.get(m.group(1))):
-            return text
+        if m is None or m.group(2) != str(ctx.params.get(m.group(1))) or text[m.end() :].startswith("x "):
+            return text  # not a parameter and its value, or the first factor of a product (tp 8 x pp 4 ...)
         name, given = m.group(1), repr(ctx.params[m.group(1)])
     if name not in ctx.params or repr(ctx.params[name]) != given:
         return text
     flag = _option_name(ctx, name)
     return text if flag == name else flag + text[len(m.group(1)) :]
+
+
+def path_option(ctx, path: str) -> str | None:
+    """The flag of the running command whose path value is ``path`` or lies under it (``--out x/y.yaml``
+    when the folder ``x`` cannot be made), or ``None``: an operating-system error says which option gave
+    the path.
+
+    >>> from types import SimpleNamespace as NS
+    >>> ctx = NS(params={"out": "runs/my.yaml", "gpus": 8}, command=NS(params=[NS(name="out", opts=["--out"])]))
+    >>> path_option(ctx, "runs"), path_option(ctx, "runs/my.yaml"), path_option(ctx, "elsewhere")
+    ('--out', '--out', None)
+    """
+    from pathlib import Path
+
+    if ctx is None or not path:
+        return None
+    target = Path(path).absolute()
+    for name, value in ctx.params.items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, (str, Path)) and v:
+                given = Path(v).absolute()
+                if given == target or target in given.parents:
+                    return _option_name(ctx, name)
+    return None

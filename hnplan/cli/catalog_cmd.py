@@ -105,6 +105,10 @@ def validate(
     if path is not None and not path.exists():
         err_console.print(f"[bold red]error:[/] {escape(str(path))}: no such file or folder", highlight=False)
         raise typer.Exit(EXIT_INPUT)
+    if kind is not None and kind not in (*KINDS, "scenarios"):
+        allowed = ", ".join((*KINDS, "scenarios"))
+        err_console.print(f"[bold red]error:[/] --kind must be one of {allowed}; got {kind!r}", highlight=False)
+        raise typer.Exit(EXIT_INPUT)
     if path is not None and not path.is_dir():
         try:
             validate_file(path, kind)

@@ -24,6 +24,15 @@ _HEADER = {
     "replica_power_w": "replica IT power at load [W]",
     "facility_power_w": "replica facility power at load [W]",
     "hbm_gib": "HBM the engine may use [GiB]",
+    # serving counts output tokens (docs/inference.md: $ per million output tokens), training every token
+    "tokens_per_s": "output throughput [tokens/s]",
+    "tokens_per_s_per_gpu": "output throughput per GPU [tokens/s]",
+    "tokens_per_s_per_user": "output throughput per user [tokens/s]",
+    "usd_per_million_tokens": "$ per million output tokens",
+    "joules_per_token": "energy per output token [J]",
+    "compute_busy": "compute busy [-]",
+    "memory_busy": "memory busy [-]",
+    "requests_per_s_per_gpu": "request rate per GPU [requests/s]",
 }
 
 

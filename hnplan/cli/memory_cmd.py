@@ -9,6 +9,15 @@ from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
+# the parts of memory_summary (``params_gib``, ...) in the words of the command's help
+_PART_WORDS = {
+    "params": "weights",
+    "grads": "gradients",
+    "optimizer": "optimizer states",
+    "kv_cache": "KV cache",
+    "overhead": "runtime overheads",
+}
+
 
 @app.command()
 def memory(
@@ -95,7 +104,7 @@ def memory(
         if json_:
             print_json(d)
             return
-        rows = [(f"{p.replace('_', ' ')} [GiB]", f"{d[f'{p}_gib']:.2f}") for p in PARTS]
+        rows = [(f"{_PART_WORDS.get(p, p.replace('_', ' '))} [GiB]", f"{d[f'{p}_gib']:.2f}") for p in PARTS]
         rows.append(("total [GiB]", f"{d['total_gib']:.2f}"))
         if mode == "train":
             rows.insert(0, ("fullest stage", d["stage"]))

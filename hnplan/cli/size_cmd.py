@@ -15,9 +15,8 @@ from hnplan.units import format_count
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
-#: the most training tokens ``hnplan size`` takes: about 3,000 times the stock of public human text
-#: (about 3e14 tokens, Villalobos et al., "Will we run out of data?", arXiv:2211.04325) and 60,000 times
-#: Llama 3's 15.6T; a larger count is a typo, and its table (days of 30 digits) a misleading answer
+#: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS (where its reason is), written out so that the
+#: command's --help does not import the catalog schemas; tests/test_report_params.py checks they agree
 MAX_TRAINING_TOKENS = 1e18
 
 
@@ -32,7 +31,7 @@ def size(
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
-    deadline_days: float = typer.Option(None, "--deadline-days", min=0.0, help="deadline [days]: find the GPU count"),
+    deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
     global_batch_tokens: int = typer.Option(

@@ -48,4 +48,4 @@ def topology(
             ("diameter", f"{d['diameter_hops']} links"),
             ("nodes the scale-out tiers hold", f"{d['hosts_supported']:,}"),
         ]
-        console.print(kv_table(f"network of {gpus} x {sys_.id}", rows))
+        console.print(kv_table(f"network of {gpus:,} x {sys_.id}", rows))

@@ -281,6 +281,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
       :mod:`hnplan.compute.clocks`);
     * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
       (:func:`hnplan.planning.trust.assumption_sentence`);
+    * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
+      whether it is assumed), on which the cost ranking rests;
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
       "the enlarged MoE set").
@@ -361,6 +363,22 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
         )
     if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok), cat):
         parts.append(said)
+    priced = []
+    for system in dict.fromkeys(ok["system"]):  # the cost ranking rests on one system price per design
+        try:
+            p = cat.design(system).prices.system
+        except HnplanError:
+            continue
+        if p is not None:
+            priced.append(
+                f"{system} {units.format_usd(p.usd)} per {p.per}, as of {p.as_of}"
+                + (" (assumed)" if p.assumption else "")
+            )
+    if priced:
+        parts.append(
+            "The costs and their ranking rest on one dated system price per design (`data/prices.yaml`, each "
+            f"with its source): {'; '.join(priced)}."
+        )
     scope = set(StackChoices().cuda_graph_scope)
     if m.moe is not None and not scope & {"moe", "full_iteration"}:
         parts.append(

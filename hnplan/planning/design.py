@@ -252,5 +252,5 @@ def resolve_utilisation(
     except (TypeError, ValueError):
         raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
     if not 0 < u <= 1:
-        raise InputError(f"utilisation must be in (0, 1]; got {u}")
+        raise InputError(f"utilisation must be in (0, 1]; got {utilisation!r}")
     return u, "given"

@@ -25,6 +25,7 @@ point's spec-given inputs). A point that fails keeps its row with the message in
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import functools
 import hashlib
@@ -54,6 +55,9 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     write_chunk,
 )
 
+#: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
+#: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
+MAX_WORKERS_PER_CORE = 4
 DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
 
 
@@ -274,6 +278,38 @@ class SweepSummary:
         return dict(self.__dict__)
 
 
+@contextlib.contextmanager
+def _sigint_held():
+    """Ignore SIGINT while a local Dask cluster starts its worker processes, so that they ignore it for
+    good; the client's process handles Ctrl-C alone.
+
+    Ctrl-C at a terminal signals every process of the foreground group, Dask's worker processes too;
+    each would then die with its own ``KeyboardInterrupt`` traceback while the client is already
+    shutting the cluster down (:func:`run_sweep`'s ``ExitStack`` closes it). An ignored signal stays
+    ignored across ``fork`` and ``exec`` (POSIX ``execve``), and a Python started with SIGINT ignored
+    installs no ``KeyboardInterrupt`` handler, so the workers are started under ``SIG_IGN`` and the
+    client's handler is put back afterwards. SIGINT is also blocked in this thread meanwhile: Linux keeps
+    a blocked signal pending even when it is ignored, so a Ctrl-C pressed while the workers start is
+    raised as ``KeyboardInterrupt`` once the handler and the mask are restored. Off the main thread, or
+    where a handler was not set from Python, it does nothing.
+    """
+    import signal
+    import threading
+
+    handler = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or handler is None:
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def run_sweep(
     spec,
     out: str | Path,
@@ -292,7 +328,8 @@ def run_sweep(
     out : path
         The dataset folder (created; a re-run resumes it).
     workers : int, optional
-        Workers of the local cluster (one thread each); default: the machine's cores.
+        Workers of the local cluster (one thread each); default: the machine's cores; at most
+        :data:`MAX_WORKERS_PER_CORE` per core.
     scheduler : str, optional
         Address of an existing Dask scheduler (``tcp://host:8786``); its workers need hnplan and the
         same catalog (each row records the catalog hash its worker saw).
@@ -311,7 +348,6 @@ def run_sweep(
         For a bad spec or worker count, or a scheduler that cannot be reached; a point's own failure is
         recorded in the dataset instead.
     """
-    import contextlib
     import logging
     import os
     import time
@@ -322,6 +358,13 @@ def run_sweep(
     spec = load_sweep_spec(spec, cat)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    cores = os.cpu_count() or 1
+    if workers is not None and scheduler is None and workers > MAX_WORKERS_PER_CORE * cores:
+        raise InputError(
+            f"--workers {workers} is more than {MAX_WORKERS_PER_CORE} per core of this machine's {cores} "
+            f"(at most {MAX_WORKERS_PER_CORE * cores}): the planner is CPU-bound, so local workers beyond the "
+            "cores only queue, each its own Python process; give --scheduler for a larger Dask cluster"
+        )
     t0 = time.perf_counter()
     out = Path(out)
     pts = sweep_points(spec, cat)
@@ -347,17 +390,18 @@ def run_sweep(
             except (OSError, TimeoutError, ValueError) as exc:
                 raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
-            cluster = stack.enter_context(
-                LocalCluster(
-                    n_workers=workers or os.cpu_count() or 1,
-                    threads_per_worker=1,
-                    processes=processes,
-                    # no dashboard, and its HTTP endpoint on a free port: with None distributed still binds
-                    # 8787 and warns when another Dask cluster on the machine holds it
-                    dashboard_address=":0",
-                    silence_logs=logging.ERROR,
+            with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them
+                cluster = stack.enter_context(
+                    LocalCluster(
+                        n_workers=workers or os.cpu_count() or 1,
+                        threads_per_worker=1,
+                        processes=processes,
+                        # no dashboard, and its HTTP endpoint on a free port: with None distributed still binds
+                        # 8787 and warns when another Dask cluster on the machine holds it
+                        dashboard_address=":0",
+                        silence_logs=logging.ERROR,
+                    )
                 )
-            )
             client = stack.enter_context(Client(cluster))
         futures = {}
         for key, chunks in groups:

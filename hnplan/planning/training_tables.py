@@ -8,6 +8,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan
+from hnplan.labels import name_and_unit
 from hnplan.memory.breakdown import hbm_capacity_bytes
 from hnplan.planning.training import search_plans
 
@@ -197,6 +198,6 @@ def training_verdict(best: pd.DataFrame) -> str:
         worst = max(parts, key=lambda c: parts[c])
         text += (
             f" {r['system']} reaches {r['tokens_per_s'] / fast['tokens_per_s']:.0%} of that; its largest "
-            f"extra step time is {worst[2:-2].replace('_', ' ')} (+{parts[worst]:.2f} s per step)."
+            f"extra step time is {name_and_unit(worst[2:-2])[0]} (+{parts[worst]:.2f} s per step)."
         )
     return text

@@ -193,6 +193,14 @@ class StackChoices(_Strict):
         ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
         expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
         expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
+    dp_bucket_params : int or None
+        Parameters per data-parallel bucket (Megatron-Core ``DistributedDataParallelConfig.bucket_size``):
+        each bucket's gradient reduce-scatter (all-reduce) and parameter all-gather is one collective; the
+        last bucket of the backward and the first of the forward have no compute left to hide behind.
+        ``None`` (default): Megatron-Core's default ``max(40,000,000, 1,000,000 x dp)``
+        (``distributed/distributed_data_parallel.py``). NeMo 2's ``MegatronCommOverlapCallback`` sets
+        134,217,728 (128 x 1024 x 1024) when DP > 1 unless the recipe gives one
+        (``nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py``).
     nccl_nvls : bool
         NCCL may reduce in the scale-up switches (NVLink SHARP, its NVLS algorithms) where the system
         enables it (``scaleup_in_network_reduction``); default True, NCCL's default (``NCCL_NVLS_ENABLE``
@@ -315,6 +323,11 @@ class StackChoices(_Strict):
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
+    )
+    dp_bucket_params: PosInt | None = Field(
+        default=None,
+        description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: Megatron-Core's "
+        "default max(40M, 1M x dp)",
     )
     nccl_nvls: bool = Field(
         default=True,

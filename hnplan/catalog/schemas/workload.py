@@ -29,6 +29,11 @@ MAX_EXPERTS = 2**21  # PEER: 1,048,576 experts per layer (He, arXiv:2407.04153)
 #: the largest parameter count accepted (about 600 times the 1.6T of Switch-C, Fedus et al.,
 #: arXiv:2101.03961, Table 9): it keeps every product of dimensions exact in 64-bit integers
 MAX_PARAMS = 1e15
+#: the most training tokens a job may name (``hnplan size --tokens``, a report's or a sweep's ``tokens``):
+#: about 3,000 times the stock of public human text (about 3e14 tokens, Villalobos et al., "Will we run
+#: out of data?", arXiv:2211.04325) and 60,000 times Llama 3's 15.6T; a larger count is a typo, and its
+#: answer (days of 30 digits) a misleading one
+MAX_TRAINING_TOKENS = 1e18
 
 Layers = Annotated[int, Field(gt=0, le=MAX_LAYERS)]
 Width = Annotated[int, Field(gt=0, le=MAX_HIDDEN)]

@@ -238,7 +238,9 @@ def candidate_replicas(
     for MoE models EP a power of two dividing the experts with ``tp x ep`` up to
     :data:`MAX_REPLICA_GPUS`; PP 1, or the smallest power of two whose weights fit when TP x EP
     alone do not. ``fixed`` pins ``tp``, ``ep`` or ``pp``; ``overlap`` sets :attr:`Replica.overlap`;
-    ``settings`` are further :class:`Replica` fields (``memory_utilization``, ``kv_budget_gib``, ``engine``)."""
+    ``settings`` are further :class:`Replica` fields (``memory_utilization``, ``kv_budget_gib``, ``engine``).
+    Empty when nothing fits, except that a pinned degree every layout fails on for the same reason (``ep``
+    on a dense model, ``pp`` above the layers) raises :class:`InfeasiblePlan` with that reason."""
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
     fixed = fixed or {}
@@ -250,7 +252,7 @@ def candidate_replicas(
         eps = [1]
     else:
         eps = [e for e in pow2 if m.moe.experts % e == 0]
-    out = []
+    out, reasons = [], set()
     for tp in tps:
         for ep in eps:
             if tp * ep > MAX_REPLICA_GPUS and not (fixed.get("tp") and fixed.get("ep")):
@@ -260,10 +262,13 @@ def candidate_replicas(
                 r = Replica(tp, ep, pp, dtype, kv_dtype, overlap, **settings)
                 try:
                     max_batch(resolve(m, sys_, r, cat), 1)
-                except InfeasiblePlan:
+                except InfeasiblePlan as exc:
+                    reasons.add(str(exc))
                     continue
                 out.append(r)
                 break  # the smallest PP that fits
+    if not out and fixed and len(reasons) == 1:  # every layout fails alike: the pinned degree itself
+        raise InfeasiblePlan(reasons.pop())
     return out
 
 

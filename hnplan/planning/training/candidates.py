@@ -190,6 +190,9 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     PlanRuleError
         Always (the message as above).
     """
+    mb = fixed.get("microbatch_size")
+    if mb is not None and job.global_batch_seqs % mb:  # dp x micro-batch must divide the batch
+        raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs} sequences")
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
     if degrees:
         base: dict[str, Any] = dict(
@@ -208,7 +211,8 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
         )
     raise PlanRuleError(
         f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
-        f"{' with ' + str(fixed) if fixed else ''}: tp x pp x dp x cp must make {job.gpus} with tp dividing "
+        f"{' with ' + ', '.join(f'{k} {v}' for k, v in fixed.items()) if fixed else ''}: tp x pp x dp x cp must "
+        f"make {job.gpus} with tp dividing "
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
         f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "

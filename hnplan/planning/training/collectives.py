@@ -23,6 +23,11 @@ References
    ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
 .. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
    the forward and the backward of every micro-batch).
+.. [8] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``, ``layernorm_linear.py``
+   and ``layernorm_mlp.py`` (``_customize_quantizers_float8_current_scaling``: with sequence parallelism
+   the column-parallel input quantizer and the row-parallel grad-output quantizer get
+   ``with_amax_reduction = True`` over ``tp_group``), ``tensor/float8_tensor.py``
+   (``Float8CurrentScalingQuantizer``: amax, all-reduce over ``amax_reduction_group``, then the cast).
 .. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
    K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
    critical path, small because GQA makes K/V much smaller than Q).
@@ -33,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from hnplan import units
 from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
@@ -118,6 +124,35 @@ def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
 
     n_coll, t = on_distinct(df, COMM_SHAPE_KEYS, per_shape)
     return layers * n_coll * t
+
+
+AMAX_REDUCTIONS_PER_PASS = 2  # per layer and pass: the two GEMM inputs gathered over the TP ranks ([8]_)
+AMAX_BYTES = 4.0  # one fp32 amax per tensor
+
+
+def fp8_amax_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
+    """TP amax all-reduces of fp8 current (per-tensor) scaling in one micro-batch on a stage of ``layers``
+    layers [s].
+
+    With sequence parallelism a column-parallel GEMM's input and a row-parallel GEMM's output gradient are
+    all-gathered over the TP ranks in fp8, so every rank must cast them with one scale: Transformer Engine's
+    current-scaling quantizer computes the local amax, all-reduces it (max) over the TP group and only
+    then casts ([8]_). Per layer that is the QKV and MLP-up inputs forward and the output-projection and
+    MLP-down output gradients backward (two per pass; the forward two again under full recomputation),
+    each a 4-byte all-reduce between the amax kernel and the cast, on the compute stream: its latency is
+    exposed (no GEMM runs beside it). 0 without TP, without sequence parallelism, or with another recipe
+    (delayed scaling reduces its amax history once per step; MXFP8 and blockwise scales are local).
+    """
+    ch = job.choices
+    if not (ch.fp8_recipe == "current" and ch.sequence_parallel and units.dtype_bytes(job.dtype) < ACT_BYTES):
+        return np.zeros(len(df))
+
+    def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
+        tp = _col(u, "tp")
+        n = AMAX_REDUCTIONS_PER_PASS * (2 + recompute_is(u, "full"))
+        return (n * collective_s(job, "allreduce", np.full(len(u), AMAX_BYTES), tp, 1),)
+
+    return layers * on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
 
 
 def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -236,13 +271,36 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     return on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size", "virtual_stages"], per_shape)[0]
 
 
+def param_gather_bytes(job: Job) -> tuple[float, float]:
+    """Bytes per parameter the distributed optimizer all-gathers: ``(dense, expert)``.
+
+    bf16 (:data:`~hnplan.planning.training.components.PARAM_GATHER_BYTES`, 2) unless the stack keeps fp8
+    weights (``fp8_params``) in fp8 training (in fp4 training still 2: the fp4 weights' gather is not
+    modelled): then the GEMM weights of the layers travel as fp8, one byte
+    each, and the rest of the dense parameters (embedding, output layer, norms: not Transformer Engine
+    GEMM weights) as bf16, so the dense group averages ``2 - (GEMM weights / dense parameters)`` and the
+    routed experts 1 (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather``: "all-gather
+    parameters in fp8"; Transformer Engine ``fp8_model_init`` makes fp8 weights of its GEMM modules only).
+
+    """
+    if not (job.choices.fp8_params and units.dtype_bytes(job.dtype) == 1.0):  # fp8 training (fp4: not modelled)
+        return PARAM_GATHER_BYTES, PARAM_GATHER_BYTES
+    pc = job.params
+    dense = pc.total - pc.expert_params
+    gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
+    fp8_share = gemm_dense / dense if dense > 0 else 0.0
+    return PARAM_GATHER_BYTES - fp8_share * (PARAM_GATHER_BYTES - 1.0), 1.0
+
+
 def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
     """Exposed data-parallel communication of one step [s].
 
     ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
-    all-gather the updated bf16 parameters; both over ``dp x cp`` ranks (stride ``tp``), expert
-    parameters over their ``dp cp / ep`` replicas (stride ``tp ep``). Each runs as buckets of
-    ``max(40M, 1M x dp cp)`` parameters ([4]_), every bucket a collective with its own latency. With
+    all-gather the updated bf16 parameters (with ``fp8_params`` in fp8 training the GEMM weights as fp8,
+    one byte each, the embedding, head and norms still bf16: :func:`param_gather_bytes`); both over
+    ``dp x cp`` ranks (stride ``tp``), expert parameters over their ``dp cp / ep`` replicas (stride
+    ``tp ep``). Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
+    Megatron-Core's ``max(40M, 1M x dp cp)`` ([4]_), every bucket a collective with its own latency. With
     bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
     all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
@@ -258,23 +316,28 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         tp, dp, cp, ep, z, pp = (_col(u, c) for c in DP_LAYOUT_KEYS)
         dense, expert = local_params(job, u)
         layers = stage_layers(job.model, pp).per_stage
-        bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
-        groups = [(dense, dp * cp, tp)]
+        if ov.dp_bucket_params is None:  # Megatron-Core's default ([4]_)
+            bucket = np.maximum(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
+        else:  # the recipe's bucket_size
+            bucket = np.full(len(u), float(ov.dp_bucket_params))
+        gather_dense, gather_expert = param_gather_bytes(job)
+        groups = [(dense, dp * cp, tp, gather_dense)]
         if job.model.moe is not None:
-            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep))
+            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep, gather_expert))
 
         def coll(op, nbytes_per_param):
-            """(all buckets, one bucket) of a collective over every group [s]."""
+            """(all buckets, one bucket) of a collective over every group [s]; ``nbytes_per_param`` None:
+            the group's parameter gather bytes."""
             total, one = np.zeros(len(u)), np.zeros(len(u))
-            for n, g, s in groups:
+            for n, g, s, gather in groups:
                 nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
-                t1 = collective_s(job, op, n / nb * nbytes_per_param, g, s)
+                t1 = collective_s(job, op, n / nb * (gather if nbytes_per_param is None else nbytes_per_param), g, s)
                 total, one = total + nb * t1, np.maximum(one, t1)
             return total, one
 
         ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
         rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
-        ag, ag1 = coll("allgather", PARAM_GATHER_BYTES)
+        ag, ag1 = coll("allgather", None)
         t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
         t_param, last_param = np.where(z == 0, 0.0, ag), np.where(z == 0, 0.0, ag1)
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered

@@ -17,7 +17,8 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
     """Per candidate, the slowest pipeline stage's (largest micro-batch time; the earlier stage on a tie)
     ``t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, layers`` [s, layers].
 
-    A stage's micro-batch is its compute plus its exposed TP, CP and EP collectives (per layer, each
+    A stage's micro-batch is its compute plus its exposed TP (with fp8 current scaling's amax
+    all-reduces, :func:`hnplan.planning.training.collectives.fp8_amax_per_microbatch`), CP and EP collectives (per layer, each
     times the layers it holds, those of the layers it re-runs included) plus the pipeline transfers
     ``t_pp``; the EP all-to-all hides behind the compute in the share ``ep_share`` of the passes that
     have a partner pass (:func:`hnplan.planning.training.moe.ep_overlap_share`). Everything but the EP
@@ -44,6 +45,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
     codes, uniq, table = stage_table(job, plans)  # [stage, quantity, distinct row]
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
     t_tp_layer = coll.tp_comm_per_microbatch(job, uniq, 1)
+    t_amax_layer = coll.fp8_amax_per_microbatch(job, uniq, 1)  # on the compute stream: never hidden
     t_cp_layer = coll.cp_comm_per_layer(job, uniq)
     t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)
     full = c.recompute_is(uniq, "full")
@@ -55,6 +57,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
         t_tp = layers * t_tp_layer * again
         if ch.tp_comm:
             t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
+        t_tp = t_tp + layers * t_amax_layer * again
         t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
         t_ep = moe_layers * t_ep_layer * again
         if dense:  # t_ep 0: the overlap hides nothing (0 - (1 - slowdown) min(0, t_comp))

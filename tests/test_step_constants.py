@@ -1,0 +1,62 @@
+"""What a training step pays once per step or per layer regardless of the work: the distributed optimizer's
+buckets and parameter gather bytes, and fp8 current scaling's TP amax all-reduces (docs/training.md,
+"What grows with scale")."""
+
+import pandas as pd
+import pytest
+
+from hnplan.catalog.schemas import StackChoices
+from hnplan.planning.training import ParallelPlan, estimate_training_step
+from hnplan.planning.training import collectives as coll
+from hnplan.planning.training.job import make_job
+
+
+def test_fp8_param_gather_moves_gemm_weights_as_one_byte(cat):
+    # Llama 3.1 8B: per layer QKV 4,096 x (4,096 + 2 x 1,024), output 4,096 x 4,096, MLP 3 x 4,096 x 14,336
+    # = 218.1M GEMM weights, 32 layers = 6.98B; embedding and output layer 2 x 128,256 x 4,096 = 1.05B and
+    # 65 norms of 4,096 stay bf16; dense parameters 8.03B
+    gemm = 32 * (4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336)
+    rest = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096
+    expected = (gemm * 1.0 + rest * 2.0) / (gemm + rest)  # 1.131 bytes per parameter
+    fp8 = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, "fp8", cat, choices=StackChoices(fp8_params=True))
+    assert coll.param_gather_bytes(fp8)[0] == pytest.approx(expected, rel=1e-4)
+    assert expected == pytest.approx(1.131, abs=0.001)
+    # bf16 weights (no fp8_params, or bf16 training) gather 2 bytes
+    for dtype, ch in (("fp8", StackChoices(fp8_params=False)), ("bf16", StackChoices(fp8_params=True))):
+        job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, dtype, cat, choices=ch)
+        assert coll.param_gather_bytes(job) == (2.0, 2.0)
+
+
+def test_amax_all_reduces_of_current_scaling_with_sequence_parallel(cat):
+    # per layer two 4-byte all-reduces forward (QKV and MLP-up inputs) and two backward (output-projection and
+    # MLP-down output gradients) over the TP pair, none under delayed scaling or without TP
+    ch = StackChoices(fp8_recipe="current", sequence_parallel=True)
+    job = make_job("llama3.1-8b", "gb200-nvl72", 72, 8192, 36, "fp8", cat, choices=ch)
+    df = pd.DataFrame({"tp": [2, 1, 2], "cp": [1, 1, 1], "microbatch_size": [1, 1, 1]})
+    df["recompute"] = ["none", "none", "full"]
+    t = coll.fp8_amax_per_microbatch(job, df, 32)
+    one = coll.collective_s(job, "allreduce", 4.0, [2], 1)[0]
+    assert t[0] == pytest.approx(32 * 4 * one, rel=1e-12)
+    assert t[1] == 0.0
+    assert t[2] == pytest.approx(32 * 6 * one, rel=1e-12)  # full recomputation casts the forward inputs again
+    # NCCL's latency for a 2-rank NVLink ring in LL: baseLat 6.6 us + 2 x (2 - 1) x 0.6 us (tuning.cc)
+    assert one == pytest.approx(7.8e-6, rel=0.05)
+    delayed = make_job("llama3.1-8b", "gb200-nvl72", 72, 8192, 36, "fp8", cat, choices=StackChoices())
+    assert not coll.fp8_amax_per_microbatch(delayed, df, 32).any()
+
+
+def test_recipe_bucket_size_sets_the_exposed_last_bucket(cat):
+    # one bucket holding every parameter: nothing is left to hide behind, so the whole reduce-scatter and
+    # all-gather are exposed; Megatron-Core's default buckets (max(40M, 1M x dp) = 40M) expose less
+    plan = ParallelPlan(tp=1, pp=1, dp=8, zero_stage=1)
+
+    def dp_exposed(**kw):
+        ch = StackChoices(dp_bucket_params=kw["bucket"]) if kw else StackChoices()
+        est = estimate_training_step("llama3.1-8b", "dgx-b200-ib-ndr", 8, plan, 8192, 8, "bf16", cat, choices=ch)
+        return est.breakdown_s["dp_comm_exposed"]
+
+    default, whole = dp_exposed(), dp_exposed(bucket=10**10)
+    assert whole > default > 0
+    assert dp_exposed(bucket=40_000_000) == pytest.approx(default, rel=1e-12)
+    with pytest.raises(ValueError):
+        StackChoices(dp_bucket_params=0)
