@@ -326,8 +326,8 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
     """What the tuner ranks algorithm ``alg`` by at sizes ``s``, given its time ``t`` [s].
 
     On an NCCL fabric (:func:`_nccl`) NCCL's own estimate: the tree all-reduce with NCCL's 0.92, its
-    per-channel caps and size corrections (:func:`hnplan.comm.nccl_bw.tree_estimate_s`), the ring with its LL128 channel cap where
-    the group has channels and a GPU generation; elsewhere, and for the other algorithms, ``t`` itself.
+    per-channel caps and size corrections (:func:`hnplan.comm.nccl_bw.tree_estimate_s`), the ring with its
+    LL128 channel cap where the group has channels and a GPU generation and the cap binds; elsewhere, and for the other algorithms, ``t`` itself.
     NCCL runs what its tuner estimates fastest (src/graph/tuning.cc, src/enqueue.cc); the time charged is
     hnplan's of that algorithm: the caps are the tuner's estimates, not limits the links reach (forced NCCL
     trees on 3 GB200 partitions reached 234 and 486 GB/s busbw through 4 and 8 NICs, above 4 x 24 and 8 x 24,
@@ -336,7 +336,10 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
         return t
     if alg == "tree" and op == "allreduce":
         return nccl_bw.tree_estimate_s(g, s, _tree_data(g, s)[0])
-    if alg == "ring" and g.channels is not None and g.up.nccl_generation is not None:
+    if alg == "ring":
+        cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
+        if cap is None or cap >= nccl.LL128_LINE_FRACTION * _ring_bw(g):  # the cap does not bind
+            return t
         p = g.size
         if op == "allreduce":
             return _ring(g, 2, 2 * (p - 1) / p * s, True, model=True)

@@ -185,18 +185,27 @@ def tree_correction(proto_index: int, n_bytes):
     >>> float(tree_correction(2, 64 * 2**20)), float(tree_correction(1, 2**20)), float(tree_correction(2, 2**30))
     (0.8, 0.6, 1.0)
     """
-    row = TREE_CORRECTION[proto_index]
+    return tree_corrections(n_bytes)[proto_index]
+
+
+_CORRECTION_ROWS = tuple(tuple(float(x) for x in row) for row in TREE_CORRECTION)
+_NO_CORRECTION = (1.0, 1.0, 1.0)
+
+
+def tree_corrections(n_bytes):
+    """:func:`tree_correction` of LL, LL128 and Simple at ``n_bytes`` (float or array): one size lookup."""
     if isinstance(n_bytes, float):
         chunks = int(n_bytes) >> 6
-        if chunks < 1:
-            return 1.0
         i = chunks.bit_length() - 1
-        return float(row[i]) if i < row.size else 1.0
+        if chunks < 1 or i >= TREE_CORRECTION.shape[1]:
+            return _NO_CORRECTION
+        return (_CORRECTION_ROWS[0][i], _CORRECTION_ROWS[1][i], _CORRECTION_ROWS[2][i])
     s = np.asarray(n_bytes, dtype=float)
     chunks = np.floor(s / 64.0)
     i = np.where(chunks >= 1, np.floor(np.log2(np.maximum(chunks, 1.0))), -1).astype(int)
-    ok = (i >= 0) & (i < row.size)
-    return np.where(ok, row[np.clip(i, 0, row.size - 1)], 1.0)
+    ok = (i >= 0) & (i < TREE_CORRECTION.shape[1])
+    at = np.clip(i, 0, TREE_CORRECTION.shape[1] - 1)
+    return tuple(np.where(ok, TREE_CORRECTION[k][at], 1.0) for k in range(3))
 
 
 def channel_cap(g: GroupPlacement, table: dict) -> float | None:
@@ -231,9 +240,6 @@ def tree_estimate_s(g: GroupPlacement, s, data):
     ll128 = at_least(
         simple / nccl.tree_protocol_fraction("LL128", g.domains), None if ll128_cap is None else 2 * s / ll128_cap
     )
-    times = (
-        lats[0] + ll / tree_correction(0, s),
-        lats[1] + ll128 / tree_correction(1, s),
-        lats[2] + simple / tree_correction(2, s),
-    )
+    c = tree_corrections(s)
+    times = (lats[0] + ll / c[0], lats[1] + ll128 / c[1], lats[2] + simple / c[2])
     return min(times) if isinstance(data, float) else np.minimum.reduce(times)
