@@ -131,3 +131,22 @@ def test_array_and_scalar_tuners_agree(sizes, channels):
     one = [best_time("allreduce", x, g)[0] for x in sizes]
     assert arr.tolist() == pytest.approx(one, rel=1e-12)
     assert collective("allreduce", np.array(sizes), g).time_s.tolist() == pytest.approx(one, rel=1e-12)
+
+
+@pytest.mark.parametrize("nvl", [4, 8])
+def test_three_gb200_partitions_run_the_ring_as_nccl_chose(cat, nvl):
+    # NVIDIA/nccl issue 1801 (NCCL 2.27.3, NVLS off): on three NVLink partitions of 4 and 8 GB200 on different
+    # racks NCCL's default ran the ring (196.7 / 393.7 GB/s busbw at 16 GiB) although the forced tree was
+    # faster (234.4 / 485.7). NCCL's estimate caps the tree at nvl channels x 24 GB/s (Blackwell, three
+    # nodes) = 96 / 192 GB/s busbw, below the ring's nvl x 47 GB/s, so hnplan's tuner runs the ring too.
+    update = dict(
+        scaleup_in_network_reduction=False,
+        scaleout_in_network_reduction=False,
+        scaleup_domain_gpus=nvl,
+        scaleout_ring_nics_per_domain=None,
+    )
+    g = place_group(cat.design(cat.system("gb200-nvl72").model_copy(update=update)), 3 * nvl, 1, 3 * nvl)
+    assert g.channels == nvl
+    s = 16 * units.GiB
+    assert float(algorithm_time("allreduce", "tree", s, g)) < float(algorithm_time("allreduce", "ring", s, g))
+    assert best_time("allreduce", s, g)[1] == "ring"
