@@ -91,6 +91,35 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     cols, plans = _plan_columns(job, candidates)
     if not len(plans):
         return pd.DataFrame(cols)
+    cols = evaluate_columns(job, cols, plans)
+    df = frame_of(cols, len(plans))
+    df.attrs["units"] = UNITS
+    return df
+
+
+def plan_table(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
+    """The candidates as :func:`evaluate_columns` reads them: the output columns of the plan and the plan
+    table the cost models read (built once by a caller that evaluates the same candidates many times)."""
+    return _plan_columns(job, candidates)
+
+
+def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
+    """The columns of :func:`evaluate_plans` as plain arrays (or scalars for a column equal in every
+    row), without building the DataFrame: for a caller that reads a few numbers of many evaluations
+    (a calibration's trials).
+
+    Parameters
+    ----------
+    job : Job
+    cols, plans : dict, Columns
+        :func:`plan_table` of the candidates (not modified: a repeated evaluation may pass the same ones).
+
+    Returns
+    -------
+    dict of str to array or scalar
+        The columns of :func:`evaluate_plans`, in its order.
+    """
+    cols = dict(cols)
     m = cols["num_microbatches"]
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
@@ -150,9 +179,7 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
         model_tflops_per_gpu=model_rate / units.TERA,
         hardware_tflops_per_gpu=hw_rate / units.TERA,
     )
-    df = frame_of(cols, len(plans))
-    df.attrs["units"] = UNITS
-    return df
+    return cols
 
 
 def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
