@@ -49,6 +49,11 @@ class GroupPlacement:
         NIC of their own, ``min(q, 32, NICs serving the q ranks, n_ring)`` (NCCL's NVLS graph pairs GPUs
         with NICs, at most NCCL_MAX_NVLS_ARITY = 32: src/graph/search.cc, src/include/device.h); None:
         ``min(q, 32)``.
+    channels : int, optional
+        NCCL's search channels of a group that spans domains: one ring through one NIC of each domain
+        (NVIDIA/nccl src/graph/search.cc), so the NICs per domain its rings use, ``min(NICs serving the q
+        ranks, n_ring)``; with the scale-up fabric's ``nccl_generation`` they set NCCL's per-channel
+        bandwidth caps (:mod:`hnplan.comm.nccl_bw`). None: one domain, or no channel count (no cap).
     """
 
     size: int
@@ -59,6 +64,7 @@ class GroupPlacement:
     out: LinkParams
     ring_lanes: float | None = None
     inr_heads: int | None = None
+    channels: int | None = None
 
     @property
     def crossing_Bps(self) -> float:
@@ -129,7 +135,8 @@ def place_group(
     lanes = None if nics is None else nics * system.node_gpus / system.nics_per_node
     group_nics = q * system.nics_per_node // system.node_gpus
     heads = max(1, min(q, MAX_NVLS_HEADS, group_nics, nics if nics is not None else group_nics))
-    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes, heads)
+    channels = max(1, min(group_nics, nics if nics is not None else group_nics)) if d > 1 else None
+    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes, heads, channels)
 
 
 def _oversubscribed(link: LinkParams, o: float) -> LinkParams:

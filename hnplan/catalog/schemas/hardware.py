@@ -254,6 +254,12 @@ class Interconnect(Entry):
         "NVIDIA/nccl src/graph/tuning.cc: NVLink, PCI, network); collectives on it are timed per NCCL algorithm "
         "and protocol (hnplan.comm.nccl); none: not an NCCL fabric, every step costs software_overhead_us",
     )
+    nccl_generation: Literal["volta", "ampere", "hopper", "blackwell"] | None = Field(
+        default=None,
+        description="the GPU generation NCCL's tuner indexes its per-channel bandwidth caps by (compCapIndex in "
+        "NVIDIA/nccl src/graph/tuning.cc: perChMaxRingLL128Bws, perChMaxTreeBws, perChMaxTreeLL128Bws) for the "
+        "GPUs this scale-up fabric joins; none: no per-channel caps (hnplan.comm.nccl)",
+    )
     ll_max_busbw_GBps: Positive | None = Field(
         default=None,
         description="busbw cap of the LL protocol inside one domain (NCCL's llMaxBws, single node) [GB/s]; LL "
