@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
+try:  # pandas >= 3.0: a DataFrame from its blocks, without the constructor's per-column inference
+    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
+except ImportError:  # pragma: no cover - older pandas: the constructor
+    _from_blocks = None
+
 #: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples
 _TABLE_KEYS = 1 << 16
 
@@ -106,6 +111,40 @@ class Columns:
         return pd.DataFrame({k: self[k] for k in self})
 
 
+def frame_of(columns: Mapping[str, object], n: int) -> pd.DataFrame:
+    """A DataFrame of ``n`` rows (a range index) from 1-D columns, each kept as it is (no copy), as
+    ``pd.DataFrame(columns, copy=False)`` builds it, without the constructor's per-column checks.
+
+    Parameters
+    ----------
+    columns : dict of str to number or array
+        A number is repeated over the rows; numeric and boolean numpy arrays and pandas extension arrays
+        (shape ``(n,)``) become one block each (pandas >= 3: ``pandas.api.internals.
+        create_dataframe_from_blocks``); any other kind of column, or older pandas, goes through the
+        constructor.
+    n : int
+        Rows.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    >>> frame_of({"a": np.arange(3), "b": 2.5}, 3).to_dict("list")
+    {'a': [0, 1, 2], 'b': [2.5, 2.5, 2.5]}
+    """
+    arrays = {k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in columns.items()}
+    plain = all(
+        (isinstance(x, np.ndarray) and x.dtype.kind in "biuf") or isinstance(x, pd.api.extensions.ExtensionArray)
+        for x in arrays.values()
+    )
+    if _from_blocks is None or not plain or any(len(x) != n or np.ndim(x) != 1 for x in arrays.values()):
+        return pd.DataFrame(arrays, copy=False)
+    blocks = [
+        (x.reshape(1, -1) if isinstance(x, np.ndarray) else x, np.array([i])) for i, x in enumerate(arrays.values())
+    ]
+    return _from_blocks(blocks, index=pd.RangeIndex(n), columns=pd.Index(list(arrays)))
+
+
 def column(table, key: str) -> np.ndarray:
     """One column of a table (DataFrame or :class:`Columns`) as a numpy array."""
     return table[key] if isinstance(table, Columns) else table[key].to_numpy()
@@ -124,16 +163,18 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a wide span through a lookup table of the values present), anything else by :func:`pandas.factorize`."""
     if a.dtype.kind in "iu" and len(a):
         lo, hi = a.min(), a.max()
-        offset = (a - lo).astype(np.int64, copy=False)
         span = int(hi - lo) + 1
         if span <= 8:
-            return offset, np.arange(span, dtype=a.dtype) + lo
-        if span <= max(4 * len(a), 1 << 12):  # a wide span: count only the values present
-            seen = np.zeros(span, dtype=bool)
+            return (a - lo).astype(np.int64, copy=False), np.arange(span, dtype=a.dtype) + lo
+        limit = max(4 * len(a), 1 << 12)
+        if span <= limit:  # a wide span: count only the values present
+            base = 0 if lo >= 0 and hi < limit else lo  # small non-negative values index the table as they are
+            offset = (a - base).astype(np.int64, copy=False) if base or a.dtype != np.int64 else a
+            seen = np.zeros(int(hi - base) + 1, dtype=bool)
             seen[offset] = True
             present = np.flatnonzero(seen)
             lookup = np.cumsum(seen) - 1
-            return lookup[offset], (present + lo).astype(a.dtype)
+            return lookup[offset], (present + base).astype(a.dtype)
     codes, uniq = pd.factorize(a, sort=False)
     return codes, np.asarray(uniq)
 

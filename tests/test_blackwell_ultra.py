@@ -213,12 +213,14 @@ def _geomean_ratio(pairs):
     return prod ** (1 / len(pairs))
 
 
-def test_blackwell_ultra_attention_is_the_blackwell_ceiling_times_the_measured_gain(cat):
+def test_blackwell_ultra_attention_gain_matches_the_same_cudnn_pair(cat):
+    # both ceilings are fitted to cuDNN 9.17-9.22 runs (tests/test_attention_cudnn_versions.py); their ratio stays
+    # within 3 % of the GB300 / GB200 TFLOP/s ratio the 9.22 runs give on the same shapes
     fwd, bwd = _geomean_ratio(SDPA_FWD), _geomean_ratio(SDPA_BWD)
     assert fwd == pytest.approx(1.169, abs=1e-3) and bwd == pytest.approx(1.113, abs=1e-3)
     for new, family in (("gb300", "gb200"), ("b300", "b200")):
         a, f = cat.accelerator(new), cat.accelerator(family)
-        assert a.attention_efficiency["fwd"] == pytest.approx(f.attention_efficiency["fwd"] * fwd, abs=1e-3)
-        assert a.attention_efficiency["bwd"] == pytest.approx(f.attention_efficiency["bwd"] * bwd, abs=1e-3)
+        assert a.attention_efficiency["fwd"] / f.attention_efficiency["fwd"] == pytest.approx(fwd, rel=0.03)
+        assert a.attention_efficiency["bwd"] / f.attention_efficiency["bwd"] == pytest.approx(bwd, rel=0.03)
     assert "attention_efficiency" in cat.accelerator("gb300").field_sources  # measured on the GB300
     assert "attention_efficiency" in cat.accelerator("b300").assumptions  # carried to the HGX part

@@ -122,6 +122,41 @@ def test_leave_one_out_on_three_runs(overlap3):
     assert cal.rms_pct("loo_error_pct") < 1.0
 
 
+def test_trial_reads_the_planners_fastest_fitting_row(tmp_path, monkeypatch):
+    """A trial evaluates its candidates through the evaluator's columns (no DataFrame): its row is, number
+    for number, the fastest fitting row of evaluate_plans for the same trial job (the first of equal step
+    times): at the stack's values, with a fitted GEMM efficiency and TP overlap, and with scaled links."""
+    import hnplan.planning.calibrate as calibrate_module
+    from hnplan.catalog.runs import measured_runs
+    from hnplan.planning.training import evaluate_plans
+
+    trials = []
+    columns = calibrate_module.evaluate_columns
+
+    def spy(job, cols, plans):
+        trials.append(job)
+        return columns(job, cols, plans)
+
+    monkeypatch.setattr(calibrate_module, "evaluate_columns", spy)
+    cat = load_catalog()
+    st = cat.stack("nemo-mlperf-v50")
+    path = tmp_path / "runs.yaml"
+    r16 = {**BASE, "id": "r16", "gpus": 16, "fixed": dict(tp=4, pp=1), "metric": "step_time_s", "published": 1.0}
+    path.write_text(yaml.safe_dump([r16]))
+    (run,) = measured_runs(path, st.id)
+    m = calibrate_module._RunModel(run, st, cat)
+    fitted = {m.matmul_key: 0.62, "tp_comm_overlap_fraction": 0.5}
+    scales = {(SYSTEM, "scaleup"): 0.8, (SYSTEM, "scaleout"): 0.9}
+    for values, links in (({}, {}), (fitted, {}), (fitted, scales)):
+        row = m.best(values, links)
+        df = evaluate_plans(trials[-1], m.candidates)
+        want = df.loc[df["step_time_s"].idxmin()]
+        assert set(row) == {*df.columns, "tokens_per_s_per_gpu"}
+        assert all(row[k] == want[k] for k in df.columns)
+        assert row["tokens_per_s_per_gpu"] == want["tokens_per_s"] / 16
+    assert len(trials) == 3 and len({r["step_time_s"] for r in m._memo.values()}) == 3
+
+
 def test_one_run_fits_one_parameter(tmp_path):
     runs = _measured_runs(tmp_path, "nemo-mlperf-v50", runs=RUNS[2:])
     cal = calibrate(runs, "nemo-mlperf-v50")

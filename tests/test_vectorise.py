@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hnplan.compute.layout import stage_layers
 from hnplan.planning.training import candidate_frame, evaluate_plans, make_job
-from hnplan.vectorise import Columns, column, distinct_values, factorize, memo, on_distinct
+from hnplan.vectorise import Columns, column, distinct_values, factorize, frame_of, memo, on_distinct
 
 MODES = np.array(["none", "selective", "full"], dtype=object)
 
@@ -201,3 +201,44 @@ def test_memo_batched_equals_memo_and_fills_the_cache():
     assert len(cache) == 4
     again = memo_batched(df, ["a", "b", "c"], lambda *a: 1 / 0, cache, by=("b", "c"))
     pd.testing.assert_frame_equal(again, want)
+
+
+def test_frame_of_is_the_constructors_frame():
+    """The result table from its blocks: the same columns, dtypes, values and index as pandas' constructor
+    (numbers repeated over the rows), and a column of another kind through the constructor itself."""
+    cols = dict(
+        tp=np.array([1, 2, 4]),
+        t_s=np.array([0.5, 0.25, 0.125]),
+        fits=np.array([True, False, True]),
+        recompute=pd.array(["none", "full", "none"], dtype=pd.StringDtype(na_value=np.nan)),
+        gpus=8,
+    )
+    want = pd.DataFrame({k: np.full(3, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
+    got = frame_of(cols, 3)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert got.columns.dtype == want.columns.dtype and isinstance(got.index, pd.RangeIndex)
+    assert np.shares_memory(got["t_s"].to_numpy(), cols["t_s"])  # kept as it is, as copy=False keeps it
+    mixed = frame_of(dict(a=np.array(["x", "y"], dtype=object), b=np.array([1.0, 2.0])), 2)
+    pd.testing.assert_frame_equal(mixed, pd.DataFrame(dict(a=["x", "y"], b=[1.0, 2.0])))
+    assert frame_of({k: np.zeros(0) for k in ("a", "b")}, 0).shape == (0, 2)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 4).flatmap(
+        lambda k: st.lists(
+            st.lists(st.sampled_from([0.0, 1.0, 2.0, 2.5, np.nan]), min_size=k, max_size=k), min_size=0, max_size=40
+        )
+    )
+)
+def test_slowest_stage_pick_is_numpys_arg_max(rows):
+    """The slowest stage of each candidate is ``np.argmax`` down the [stage, candidate] array (the earlier stage
+    on a tie, the first NaN where there is one) and its time is that stage's."""
+    from hnplan.planning.training.slowest import _slowest
+
+    k = len(rows[0]) if rows else 2
+    both = np.array(rows, dtype=float).reshape(-1, k).T  # [stage, candidate]
+    stage, t = _slowest(list(both))
+    want = np.argmax(both, axis=0)
+    assert np.array_equal(stage, want)
+    assert np.array_equal(t, both[want, np.arange(both.shape[1])], equal_nan=True)

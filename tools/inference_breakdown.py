@@ -3,7 +3,8 @@
 For every ``tokens_per_s`` row it prints the batch the row is predicted at (what the engine holds under
 the benchmark's limits, or the planner's maximum-throughput point) and the most memory holds, the
 CUDA-graph batch a generation-only iteration runs at, the decode step split into GEMMs, attention, the
-other (element-wise) kernels and the TP all-reduce, the prefill share and host time of the iteration,
+other (element-wise) kernels and the TP all-reduce (with the decode message and the implementation the
+engine's rule picks for it, :func:`hnplan.planning.inference.tp_allreduce_path`), the prefill share and host time of the iteration,
 and the iteration the published throughput implies at that batch (``batch / published``) with the gap
 to the modelled one. A positive gap is time the model does not count.
 
@@ -20,8 +21,9 @@ import sys
 import pandas as pd
 
 from hnplan.catalog.loader import load_catalog
+from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns
-from hnplan.planning.inference import graph_batch, measurements
+from hnplan.planning.inference import graph_batch, measurements, tp_allreduce_path
 from hnplan.planning.inference.steady import _kv_dtype_reads
 from hnplan.planning.inference.validation import throughput_point
 
@@ -50,6 +52,7 @@ def breakdown(select: str = "") -> pd.DataFrame:
         b = p.breakdown_s
         bg = math.ceil(p.batch / s.replica.groups)
         implied = p.batch / m.published * 1e3
+        msg = float(tp_message_bytes(s.model, graph_batch(s, bg), 1))  # one decode all-reduce [bytes]
         rows.append(
             {
                 "id": m.id,
@@ -60,6 +63,8 @@ def breakdown(select: str = "") -> pd.DataFrame:
                 **_split_ms(s, bg, m.input_tokens + m.output_tokens / 2),
                 "decode_ms": 1e3 * b["decode_compute"],
                 "tp_allreduce_ms": 1e3 * b["tp_allreduce"],
+                "ar_msg_mib": msg / 2**20,
+                "ar_path": tp_allreduce_path(s, msg),
                 "prefill_ms": 1e3 * b["prefill_in_iteration"],
                 "host_ms": 1e3 * b["engine_host"],
                 "iteration_ms": 1e3 * p.iteration_s,

@@ -89,13 +89,11 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from hnplan import units
-from hnplan.comm import nccl
-from hnplan.comm.collectives import OPS, busbw_factor
+from hnplan.comm import nccl, nccl_bw
+from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
@@ -144,16 +142,19 @@ def _base(g: GroupPlacement) -> float:
 _LAUNCH_S = nccl.base_latency_s("ring", "LL128")
 
 
-def _ring(g: GroupPlacement, passes: int, data, allreduce: bool):
+def _ring(g: GroupPlacement, passes: int, data, allreduce: bool, model: bool = False):
     """Time of a ring of ``passes`` passes moving ``data`` bytes per rank [s]: on an NCCL fabric the fastest of
     the LL, LL128 and Simple protocols, each with NCCL's latency (:func:`hnplan.comm.nccl.ring_latency_s`) and
     its share of the ring bandwidth (:func:`hnplan.comm.nccl.ring_protocol_bw`); elsewhere ``passes`` times
-    the alpha latency of :func:`_ring_latency` plus ``data / B_ring``."""
+    the alpha latency of :func:`_ring_latency` plus ``data / B_ring``. ``model``: NCCL's tuner's estimate
+    instead, LL128 also capped at the group's channels x perChMaxRingLL128Bws (what the tuner compares
+    algorithms by, :func:`_tuner_key`)."""
     bw = _ring_bw(g)
     if not _nccl(g):
         return passes * _ring_latency(g) + data / bw
     lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
-    bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps)
+    cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps) if model else None
+    bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps, cap)
     if isinstance(data, float):  # the planners' scalar path
         return min(lat + data / b for lat, b in zip(lats, bws))
     return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
@@ -179,11 +180,18 @@ def _tree_protocols(g: GroupPlacement, s, data):
     is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
     lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
     cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
-    ll = data / nccl.TREE_LL_FRACTION
-    if cap is not None:
-        ll = np.maximum(ll, 2 * s / cap) if isinstance(ll, np.ndarray) else max(ll, 2 * s / cap)
+    ll = nccl_bw.at_least(data / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
     times = (lats[0] + ll, lats[1] + data / nccl.tree_protocol_fraction("LL128", g.domains), lats[2] + data)
     return min(times) if isinstance(data, float) else np.minimum.reduce(times)
+
+
+def _tree_data(g: GroupPlacement, s):
+    """Bandwidth term of the tree all-reduce [s] and the latency of its steps across domains: the chain in a
+    domain (2 S through the scale-up link, q > 2) against the trees across (:func:`_cross_tree`)."""
+    q = g.per_domain
+    chain = (2.0 if q > 2 else 1.0) * s / g.up.bw_Bps if q > 1 else 0.0 * s
+    cross, a_cross = _cross_tree(g, s)
+    return np.maximum(chain, cross), a_cross
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):
@@ -192,9 +200,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
     if alg == "ring":
         return _ring(g, 2, 2 * (p - 1) / p * s, True)
     if alg == "tree":
-        chain = (2.0 if q > 2 else 1.0) * s / bu if q > 1 else 0.0 * s
-        cross, a_cross = _cross_tree(g, s)
-        data = np.maximum(chain, cross)
+        data, a_cross = _tree_data(g, s)
         if not _nccl(g):
             return 2 * (q - 1) * au + a_cross + data
         return _tree_protocols(g, s, data)
@@ -296,51 +302,6 @@ def _checked_time(op: str, algorithm: str, s: np.ndarray, group: GroupPlacement)
     return None if t is None else np.broadcast_to(np.asarray(t, dtype=float), s.shape).copy()
 
 
-@dataclass(frozen=True)
-class CollectiveResult:
-    """Times and nccl-tests bandwidths of one collective over a range of sizes (arrays of one shape).
-
-    Attributes
-    ----------
-    op : str
-    ranks : int
-    size_bytes, time_s, algbw_Bps, busbw_Bps : numpy.ndarray
-        algbw = S / t; busbw = algbw x busbw_factor(op, p) ([4]_). For p = 1, time 0, algbw inf, busbw 0.
-    algorithm : numpy.ndarray of str
-        The algorithm used at each size (the tuner's choice unless forced).
-    per_domain, domains : int
-        The group's placement.
-    level : str
-    """
-
-    op: str
-    ranks: int
-    size_bytes: np.ndarray
-    time_s: np.ndarray
-    algbw_Bps: np.ndarray
-    busbw_Bps: np.ndarray
-    algorithm: np.ndarray
-    per_domain: int
-    domains: int
-    level: str
-
-    def rows(self) -> list[dict]:
-        """One dict per size with ``size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm``
-        (non-finite bandwidths as None)."""
-        out = []
-        for s, t, a, b, name in zip(self.size_bytes, self.time_s, self.algbw_Bps, self.busbw_Bps, self.algorithm):
-            out.append(
-                {
-                    "size_bytes": int(s),
-                    "time_s": float(t),
-                    "algbw_GBps": units.Bps_to_GBps(float(a)) if np.isfinite(a) else None,
-                    "busbw_GBps": units.Bps_to_GBps(float(b)) if np.isfinite(b) else None,
-                    "algorithm": str(name),
-                }
-            )
-        return out
-
-
 def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
     """``{algorithm: time array [s]}`` for every algorithm of ``op`` that applies to the group."""
     check_choice("collective", op, OPS)  # the op once; its algorithms are known names
@@ -359,6 +320,32 @@ def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
     one rank per node, PAT: src/graph/tuning.cc); they stay available when forced."""
     algs = ALGORITHMS[op]
     return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl(group) else algs
+
+
+def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
+    """What the tuner ranks algorithm ``alg`` by at sizes ``s``, given its time ``t`` [s].
+
+    On an NCCL fabric (:func:`_nccl`) NCCL's own estimate: the tree all-reduce with NCCL's 0.92, its
+    per-channel caps and size corrections (:func:`hnplan.comm.nccl_bw.tree_estimate_s`), the ring with its
+    LL128 channel cap where the group has channels and a GPU generation and the cap binds; elsewhere, and for the other algorithms, ``t`` itself.
+    NCCL runs what its tuner estimates fastest (src/graph/tuning.cc, src/enqueue.cc); the time charged is
+    hnplan's of that algorithm: the caps are the tuner's estimates, not limits the links reach (forced NCCL
+    trees on 3 GB200 partitions reached 234 and 486 GB/s busbw through 4 and 8 NICs, above 4 x 24 and 8 x 24,
+    data/reference/comm_at_scale.csv)."""
+    if not _nccl(g):
+        return t
+    if alg == "tree" and op == "allreduce":
+        return nccl_bw.tree_estimate_s(g, s, _tree_data(g, s)[0])
+    if alg == "ring":
+        cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
+        if cap is None or cap >= nccl.LL128_LINE_FRACTION * _ring_bw(g):  # the cap does not bind
+            return t
+        p = g.size
+        if op == "allreduce":
+            return _ring(g, 2, 2 * (p - 1) / p * s, True, model=True)
+        if op in ("reducescatter", "allgather"):
+            return _ring(g, 1, (p - 1) / p * s, False, model=True)
+    return t
 
 
 SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
@@ -392,11 +379,16 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
         return np.zeros_like(s)
     if s.size <= SCALAR_SIZES:  # the same formulas on floats (best_time): the same numbers, no array overhead
         return np.array([_best(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
-    best = None
+    best = key = None
     for alg in _tuned(op, group):
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
         if t is not None:
-            best = t if best is None else np.minimum(best, t)
+            k = _tuner_key(op, alg, group, s, t)
+            if best is None:
+                best, key = t, k
+            else:
+                better = k < key
+                best, key = np.where(better, t, best), np.where(better, k, key)
     best = np.asarray(best, dtype=float)
     return best if best.shape == s.shape and best is not s else np.broadcast_to(best, s.shape).copy()
 
@@ -453,7 +445,8 @@ def collective(op: str, n_bytes, group: GroupPlacement, algorithm: str | None = 
         table = algorithm_table(op, s, group)
         keys = list(table)
         stack = np.vstack([table[k] for k in keys])
-        idx = np.argmin(stack, axis=0)
+        ranks = np.vstack([np.broadcast_to(_tuner_key(op, k, group, s, table[k]), s.shape) for k in keys])
+        idx = np.argmin(ranks, axis=0)
         t = stack[idx, np.arange(s.size)]
         names = np.array([keys[i] if group.size > 1 else "none" for i in idx], dtype=object)
     positive = t > 0
@@ -480,9 +473,11 @@ def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, st
 
 def _best(op: str, s: float, group: GroupPlacement) -> tuple[float, str]:
     """:func:`best_time` of a checked op on a group of more than one rank."""
-    best, name = math.inf, ""
+    best, key, name = math.inf, math.inf, ""
     for alg in _tuned(op, group):
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)
-        if t is not None and t < best:
-            best, name = float(t), alg
+        if t is not None:
+            k = _tuner_key(op, alg, group, s, t)
+            if k < key:
+                best, key, name = float(t), float(k), alg
     return best, name

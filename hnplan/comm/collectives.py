@@ -15,8 +15,11 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from hnplan import units
 from hnplan.errors import InputError, check_choice
 
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "sendrecv")
@@ -116,3 +119,48 @@ def algbw_Bps(n_bytes, time_s):
 def busbw_Bps(op: str, n_bytes, time_s, p):
     """nccl-tests bus bandwidth ``algbw x factor(op, p)`` [bytes/s]."""
     return _out(algbw_Bps(n_bytes, time_s) * busbw_factor(op, p))
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """Times and nccl-tests bandwidths of one collective over a range of sizes (arrays of one shape).
+
+    Attributes
+    ----------
+    op : str
+    ranks : int
+    size_bytes, time_s, algbw_Bps, busbw_Bps : numpy.ndarray
+        algbw = S / t; busbw = algbw x busbw_factor(op, p) (nccl-tests doc/PERFORMANCE.md). For p = 1, time 0, algbw inf, busbw 0.
+    algorithm : numpy.ndarray of str
+        The algorithm used at each size (the tuner's choice unless forced).
+    per_domain, domains : int
+        The group's placement.
+    level : str
+    """
+
+    op: str
+    ranks: int
+    size_bytes: np.ndarray
+    time_s: np.ndarray
+    algbw_Bps: np.ndarray
+    busbw_Bps: np.ndarray
+    algorithm: np.ndarray
+    per_domain: int
+    domains: int
+    level: str
+
+    def rows(self) -> list[dict]:
+        """One dict per size with ``size_bytes, time_s, algbw_GBps, busbw_GBps, algorithm``
+        (non-finite bandwidths as None)."""
+        out = []
+        for s, t, a, b, name in zip(self.size_bytes, self.time_s, self.algbw_Bps, self.busbw_Bps, self.algorithm):
+            out.append(
+                {
+                    "size_bytes": int(s),
+                    "time_s": float(t),
+                    "algbw_GBps": units.Bps_to_GBps(float(a)) if np.isfinite(a) else None,
+                    "busbw_GBps": units.Bps_to_GBps(float(b)) if np.isfinite(b) else None,
+                    "algorithm": str(name),
+                }
+            )
+        return out

@@ -32,10 +32,13 @@ no more than NCCL's ``llMaxBws``; LL128 carries 120 data bytes in each 128-byte 
 0.92 of the ring bandwidth, [1]_); Simple moves the full bandwidth. On a tree NCCL's tuner takes 1/3.8
 (LL) and 7/9 in one node or 120/128 across nodes (LL128) of the tree bandwidth.
 
-Left out: NCCL's per-channel bandwidth caps, its 0.92 on the tree all-reduce and its size-dependent tree
-correction factors (bandwidth, not latency, which the fabrics' efficiencies calibrate) and the host-CPU
-dependence of the network overhead and of the multi-node LL cap (the Intel/Arm values are used; AMD hosts
-have 2 us and 22.5/19.0 GB/s).
+Per-channel bandwidth caps, the tree all-reduce's 0.92, its size corrections and the channel counts a job
+sets: :mod:`hnplan.comm.nccl_bw`.
+
+Left out: the host-CPU dependence of the network overhead and of the multi-node LL cap (the Intel/Arm
+values are used; AMD hosts have 2 us and 22.5/19.0 GB/s), the ring Simple plateau's size condition (it
+applies from 64 bytes per channel and rank, so to every size where Simple can win) and the tree's 0.85 on
+NCCL's split-tree pattern.
 
 References
 ----------
@@ -265,21 +268,27 @@ def ll_max_busbw_across_Bps(domains: int) -> float:
     return units.GBps_to_Bps(LL_MAX_BUSBW_ACROSS_GBps[0 if domains <= 2 else 1])
 
 
-def ring_protocol_bw(proto: str, ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None) -> float:
+def ring_protocol_bw(
+    proto: str, ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None, ll128_cap_Bps: float | None = None
+) -> float:
     """Ring busbw of a protocol [bytes/s] from the ring's (Simple) bandwidth: LL half of it and at most
-    NCCL's llMaxBws, LL128 120/128 of it, Simple all of it ([1]_, [2]_)."""
+    NCCL's llMaxBws, LL128 120/128 of it and at most ``ll128_cap_Bps`` (the ring's channels times
+    perChMaxRingLL128Bws; None: no cap), Simple all of it ([1]_, [2]_)."""
     if proto == "Simple":
         return ring_Bps
     if proto == "LL128":
-        return LL128_LINE_FRACTION * ring_Bps
+        bw = LL128_LINE_FRACTION * ring_Bps
+        return bw if ll128_cap_Bps is None else min(bw, ll128_cap_Bps)
     cap = ll_max_busbw_across_Bps(domains) if domains > 1 else ll_max_one_domain_Bps
     return LL_LINE_FRACTION * ring_Bps if cap is None else min(LL_LINE_FRACTION * ring_Bps, cap)
 
 
 @lru_cache(maxsize=4096)
-def ring_protocol_bws(ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None) -> tuple[float, float, float]:
+def ring_protocol_bws(
+    ring_Bps: float, domains: int, ll_max_one_domain_Bps: float | None, ll128_cap_Bps: float | None = None
+) -> tuple[float, float, float]:
     """:func:`ring_protocol_bw` of LL, LL128 and Simple [bytes/s]."""
-    return tuple(ring_protocol_bw(p, ring_Bps, domains, ll_max_one_domain_Bps) for p in PROTOCOLS)  # type: ignore[return-value]
+    return tuple(ring_protocol_bw(p, ring_Bps, domains, ll_max_one_domain_Bps, ll128_cap_Bps) for p in PROTOCOLS)  # type: ignore[return-value]
 
 
 def tree_protocol_fraction(proto: str, domains: int) -> float:

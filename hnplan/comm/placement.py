@@ -49,6 +49,11 @@ class GroupPlacement:
         NIC of their own, ``min(q, 32, NICs serving the q ranks, n_ring)`` (NCCL's NVLS graph pairs GPUs
         with NICs, at most NCCL_MAX_NVLS_ARITY = 32: src/graph/search.cc, src/include/device.h); None:
         ``min(q, 32)``.
+    channels : int, optional
+        NCCL's search channels of a group that spans domains: one ring through one NIC of each domain
+        (NVIDIA/nccl src/graph/search.cc), so the NICs per domain its rings use, ``min(NICs serving the q
+        ranks, n_ring)``; with the scale-up fabric's ``nccl_generation`` they set NCCL's per-channel
+        bandwidth caps (:mod:`hnplan.comm.nccl_bw`). None: one domain, or no channel count (no cap).
     """
 
     size: int
@@ -59,6 +64,7 @@ class GroupPlacement:
     out: LinkParams
     ring_lanes: float | None = None
     inr_heads: int | None = None
+    channels: int | None = None
 
     @property
     def crossing_Bps(self) -> float:
@@ -117,20 +123,25 @@ def place_group(
     else:
         span_gpus = max(size * stride, d * system.scaleup_domain_gpus if stride < system.scaleup_domain_gpus else 0)
         nodes = math.ceil(min(span_gpus, job) / system.node_gpus)
-        per_leaf = nodes_per_leaf(design)
+        per_leaf = design.memo(("nodes_per_leaf",), lambda: nodes_per_leaf(design))
         bom = scaleout_bom(design, job)
         if nodes <= per_leaf or bom.tiers == 1:
             level = "leaf"
         else:
             k = design.scaleout_switch.ports
             level = "pod" if bom.tiers == 3 and nodes <= per_leaf * (k // 2) else "fabric"
-            o = system.scaleout_oversubscription
-            out = replace(out, bw_Bps=out.bw_Bps / o, line_rate_Bps=out.line_rate_Bps / o)
+            out = design.memo(("oversubscribed", out), lambda: _oversubscribed(out, system.scaleout_oversubscription))
     nics = system.scaleout_ring_nics_per_domain
     lanes = None if nics is None else nics * system.node_gpus / system.nics_per_node
     group_nics = q * system.nics_per_node // system.node_gpus
     heads = max(1, min(q, MAX_NVLS_HEADS, group_nics, nics if nics is not None else group_nics))
-    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes, heads)
+    channels = max(1, min(group_nics, nics if nics is not None else group_nics)) if d > 1 else None
+    return GroupPlacement(size, q, d, level, lk.scaleup, out, lanes, heads, channels)
+
+
+def _oversubscribed(link: LinkParams, o: float) -> LinkParams:
+    """A scale-out link shared ``o``:1 above the leaves: bandwidth and line rate divided by ``o``."""
+    return replace(link, bw_Bps=link.bw_Bps / o, line_rate_Bps=link.line_rate_Bps / o)
 
 
 def flat_placement(size: int, per_domain: int, up: LinkParams, out: LinkParams) -> GroupPlacement:

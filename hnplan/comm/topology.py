@@ -55,6 +55,9 @@ class LinkParams:
         (``latencyInter``) on top of the table's per-step latency.
     ll_max_busbw_Bps : float or None
         busbw cap of the LL protocol inside one domain [bytes/s] (``ll_max_busbw_GBps``).
+    nccl_generation : str or None
+        GPU generation of NCCL's per-channel bandwidth caps (the scale-up fabric's ``nccl_generation``,
+        :data:`hnplan.comm.nccl.GENERATIONS`); None: no per-channel caps.
     """
 
     bw_Bps: float
@@ -66,6 +69,7 @@ class LinkParams:
     nccl_link: str | None = None
     hop_latency_s: float = 0.0
     ll_max_busbw_Bps: float | None = None
+    nccl_generation: str | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -185,6 +189,7 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             up.nccl_link,
             up_hops,
             None if up.ll_max_busbw_GBps is None else units.GBps_to_Bps(up.ll_max_busbw_GBps),
+            up.nccl_generation,
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,

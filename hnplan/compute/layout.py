@@ -78,7 +78,10 @@ def stage_layers(model: Model, pp) -> StageSplit:
     p = np.arange(1, top + 1) if table else safe
     per_a = -(-L // p)
     out = (per_a, L - (p - 1) * per_a, p - (-(-L // per_a)))
-    return StageSplit(*(a[safe - 1] for a in out)) if table else StageSplit(*out)
+    if not table:
+        return StageSplit(*out)
+    at = safe - 1
+    return StageSplit(*(a[at] for a in out))
 
 
 def stage_layer_range(model: Model, pp: int, stage: str) -> range:

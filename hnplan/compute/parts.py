@@ -158,18 +158,18 @@ def part_time_table(
             r = _expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn)
             experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)
-    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)
-    out = {}
-    for part in PARTS.values():
-        for g in GROUPS + HOST_GROUPS:
-            key = f"{part}_{g}"
-            out[key] = per_sub[key][sub_of] + (per_routed[key][routed_of] if part == "moe" else 0.0)
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)  # [part, group, routed key]
+    # every (part, group) column gathered to the shapes at once; the MoE layer's routed experts added
+    table = per_sub[:, :, sub_of] + 0.0
+    i_moe = list(PARTS.values()).index("moe")
+    table[i_moe] = per_sub[i_moe][:, sub_of] + per_routed[i_moe][:, routed_of]
     if moe:  # the router and dispatcher-preprocess kernels the rows do not list, in every pass that runs them
         extra = router_host_s(ch)
         for g in ("host_fwd", "host_bwd", "host_rc_full"):
-            out[f"moe_{g}"] = out[f"moe_{g}"] + extra
-    return list(out), np.column_stack(list(out.values())).reshape(len(shp), len(out))
+            table[i_moe, (GROUPS + HOST_GROUPS).index(g)] += extra
+    names = [f"{part}_{g}" for part in PARTS.values() for g in GROUPS + HOST_GROUPS]
+    return names, np.ascontiguousarray(table.reshape(len(names), len(shp)).T)
 
 
 def _groups(keys: list, split, by_tp: bool) -> dict:
@@ -226,13 +226,14 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
 
-def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> dict:
-    """Times of raw rows summed per owner (``0..n-1``), for each part and group: ``{"<part>_<group>": array}``;
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> np.ndarray:
+    """Times of raw rows summed per owner (``0..n-1``), for each part and group: the array ``[part (PARTS),
+    group (GROUPS then HOST_GROUPS), owner]`` [s];
     ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
     recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
     (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without)."""
     if not any(b[0] for b in blocks):
-        return {f"{part}_{g}": np.zeros(n) for part in PARTS.values() for g in GROUPS + HOST_GROUPS}
+        return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols)
     host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
@@ -260,18 +261,19 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
     # one sum per group over (part, owner) bins; rows of scopes outside PARTS fall in a last bin
     part_of = np.array([list(PARTS).index(sc) if sc in PARTS else len(PARTS) for sc in scope[1]], dtype=np.int64)
     bins = part_of[scope[0]] * n + np.asarray(owner, dtype=np.int64)
-    out = {}
-    for g in GROUPS:
-        sel = masks[g]
-        sums = np.bincount(bins[sel], weights=t[sel], minlength=(len(PARTS) + 1) * n)
-        for i, part in enumerate(PARTS.values()):
-            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
-    for g in HOST_GROUPS:
+    groups = GROUPS + HOST_GROUPS
+    out = np.empty((len(PARTS), len(groups), n))
+    for i, g in enumerate(groups):
         sel = masks[g.removeprefix("host_")]
-        sums = np.bincount(bins[sel], weights=host[sel], minlength=(len(PARTS) + 1) * n)
-        for i, part in enumerate(PARTS.values()):
-            out[f"{part}_{g}"] = sums[i * n : (i + 1) * n]
+        w = (t if i < len(GROUPS) else host)[sel]  # host groups: the host time
+        out[:, i] = np.bincount(bins[sel], weights=w, minlength=(len(PARTS) + 1) * n).reshape(-1, n)[: len(PARTS)]
     return out
+
+
+def _wide(x) -> bool:
+    """Whether ``x`` is an array over shapes (not a number or a 0-d array): ``np.ndim(x) > 0`` for the
+    numbers and arrays of the rows, without its per-call overhead."""
+    return isinstance(x, np.ndarray) and x.ndim > 0
 
 
 def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
@@ -289,9 +291,10 @@ def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
     values, reps = [], []
     for rows, own, le in blocks:
         n = len(own)
+        le_wide = _wide(le)
         for r in rows:
             per = r[10] if r[2] == "gemm" else le  # what the host time of the row depends on besides its labels
-            if np.ndim(per) == 0 and np.ndim(le) == 0:
+            if not (le_wide or _wide(per)):
                 values.append(one(r, float(per), float(le)))
             else:  # groups or local experts over the owners
                 p, lo = (np.broadcast_to(np.asarray(x, dtype=float), (n,)).tolist() for x in (per, le))

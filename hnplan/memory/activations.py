@@ -179,6 +179,8 @@ def stage_activation_table(
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
 
     def per_mb_of(where, a_dense=a_dense, a_moe=a_moe):  # one micro-batch of the stage's layers
+        if model.moe is None:  # every layer dense (n - nd = 0 MoE layers of 0 bytes): the same numbers
+            return n * a_dense
         nd = np.minimum(n, dense_layers) if where == "first" else np.clip(dense_layers - (L - n), 0, n)
         return (n - nd) * a_moe + nd * a_dense
 
@@ -214,9 +216,9 @@ def stage_activation_table(
                 ),
             ),
         )[0]
-    total = per_mb * in_flight
-    total = total + np.where((stage == "first") | (pp == 1), in_flight * emb, 0.0)
-    total = total + np.where((stage == "last") | (pp == 1), out, 0.0)
+    total = per_mb * in_flight  # the embedding's on the first stage, the output layer's on the last (pp = 1: both)
+    total = total + (in_flight * emb if stage == "first" else np.where(pp == 1, in_flight * emb, 0.0))
+    total = total + (out if stage == "last" else np.where(pp == 1, out, 0.0))
     if dualpipe and stage == "first":
         total = np.where(dual, both, total)
     return total

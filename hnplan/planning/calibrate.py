@@ -48,7 +48,8 @@ from hnplan.errors import HnplanError, InputError
 from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
-from hnplan.planning.training import PLAN_FIELDS, evaluate_plans, make_job, rank_plans
+from hnplan.planning.training import PLAN_FIELDS, make_job, rank_plans
+from hnplan.planning.training.evaluate import evaluate_columns, plan_table
 
 #: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]; assumption: wide enough for
 #: any production stack (Llama 3, arXiv:2407.21783 Table 4: 38-43 % MFU, so GEMMs below 0.2 mean a broken run)
@@ -63,7 +64,8 @@ EXAMPLE_COLLECTIVES = EXAMPLES / "nccl_tests.csv"
 
 class _RunModel:
     """One run's prediction as a function of the parameters: the job and its fitting candidates
-    built once, :func:`evaluate_plans` per trial (memoised on the values)."""
+    built once, the planner's evaluator per trial (:func:`evaluate_columns`: the columns of
+    :func:`~hnplan.planning.training.evaluate_plans` without the DataFrame; memoised on the values)."""
 
     def __init__(self, run: TrainingRun, stack: SoftwareStack, cat: Catalog):
         self.run = run
@@ -80,13 +82,15 @@ class _RunModel:
         # the ranking's attrs (units of every column) would ride along: pandas deep-copies attrs on every
         # column read, about a tenth of a trial's evaluation time for these few candidates
         self.candidates.attrs = {}
+        self._table = plan_table(self.job, self.candidates)  # the plan columns, read by every trial
         acc = self.job.acc
         self.matmul_key = f"matmul_efficiency.{acc.id}.{run.dtype}"
         self.matmul_initial = (acc.gemm_efficiency or {}).get(run.dtype, acc.matmul_efficiency[run.dtype])
         self._memo: dict = {}
 
-    def best(self, values: dict[str, float], link_scales: dict[tuple[str, str], float]) -> pd.Series:
-        """The fastest fitting plan's row at these parameter values and link scales."""
+    def best(self, values: dict[str, float], link_scales: dict[tuple[str, str], float]) -> dict:
+        """The fastest fitting plan's row at these parameter values and link scales: ``{column: value}``
+        of :func:`~hnplan.planning.training.evaluate_plans` plus ``tokens_per_s_per_gpu``."""
         key = (tuple(sorted(values.items())), tuple(sorted(link_scales.items())))
         if key not in self._memo:
             job = self.job
@@ -115,8 +119,9 @@ class _RunModel:
             trial = replace(job, **upd) if upd else job
             if upd:
                 _share_memo(job, trial, links="links" in upd, choices="choices" in upd)
-            df = evaluate_plans(trial, self.candidates)
-            row = df.loc[df["step_time_s"].idxmin()].copy()
+            cols = evaluate_columns(trial, *self._table)
+            i = int(np.nanargmin(cols["step_time_s"]))  # the first of equal step times, as idxmin
+            row = {k: v[i] if np.ndim(v) else v for k, v in cols.items()}
             row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / self.run.gpus
             self._memo[key] = row
         return self._memo[key]
@@ -344,8 +349,9 @@ def calibrate(
                 loo_error_pct=100.0 * (loo / pub - 1.0),
                 loo_note=loo_note,
                 plan=(
-                    f"TP{after.tp} PP{after.pp} DP{after.dp} CP{after.cp} EP{after.ep} mb{after.microbatch_size} "
-                    f"v{after.virtual_stages} ZeRO{after.zero_stage} rc-{after.recompute}"
+                    f"TP{after['tp']} PP{after['pp']} DP{after['dp']} CP{after['cp']} EP{after['ep']} "
+                    f"mb{after['microbatch_size']} v{after['virtual_stages']} ZeRO{after['zero_stage']} "
+                    f"rc-{after['recompute']}"
                 ),
             )
         )

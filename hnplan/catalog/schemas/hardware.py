@@ -166,6 +166,12 @@ class Accelerator(Entry):
     attention_tile_q: PosInt | None = Field(
         default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height"
     )
+    attention_bwd_accumulator_columns: PosInt | None = Field(
+        default=None,
+        description="fp32 accumulator columns of 128 lanes one SM holds for the attention backward (tensor memory "
+        "on Blackwell, the register file on Hopper) [-]: a work unit's accumulators take 2 x attention_tile_q + d_qk "
+        "+ d_v columns, and above capacity the backward ceiling scales by capacity / demand; absent: no limit",
+    )
     attention_kv_overhead: NonNegative | None = Field(
         default=None,
         description="prologue + epilogue of one attention work unit, in keys of main-loop time [tokens] (calibration)",
@@ -247,6 +253,12 @@ class Interconnect(Entry):
         description="the class NCCL's tuner gives these links for its per-step latencies (hwLatencies in "
         "NVIDIA/nccl src/graph/tuning.cc: NVLink, PCI, network); collectives on it are timed per NCCL algorithm "
         "and protocol (hnplan.comm.nccl); none: not an NCCL fabric, every step costs software_overhead_us",
+    )
+    nccl_generation: Literal["volta", "ampere", "hopper", "blackwell"] | None = Field(
+        default=None,
+        description="the GPU generation NCCL's tuner indexes its per-channel bandwidth caps by (compCapIndex in "
+        "NVIDIA/nccl src/graph/tuning.cc: perChMaxRingLL128Bws, perChMaxTreeBws, perChMaxTreeLL128Bws) for the "
+        "GPUs this scale-up fabric joins; none: no per-channel caps (hnplan.comm.nccl)",
     )
     ll_max_busbw_GBps: Positive | None = Field(
         default=None,

@@ -399,6 +399,8 @@ class ServingEngine(Entry):
     sampling, input preparation) that the engine does not overlap with the forward pass. ``nccl_nvls``
     false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
     needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
+    ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
+    size (:func:`hnplan.planning.inference.tp_allreduce_path`).
     """
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
@@ -430,6 +432,12 @@ class ServingEngine(Entry):
         default=True,
         description="the engine's NCCL may reduce in the scale-up switches (NVLink SHARP) where the system "
         "enables it; false: NCCL_NVLS_ENABLE=0 or NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem)",
+    )
+    tp_allreduce_custom_max_bytes: dict[PosInt, Positive] = Field(
+        default_factory=dict,
+        description="TP degree -> largest TP all-reduce message the engine hands to its own one-shot / two-shot "
+        "kernels inside an NVLink domain (peer loads from registered buffers), larger ones going to NCCL "
+        "[bytes]; a TP degree not listed: not recorded, NCCL assumed",
     )
     cuda_graph_batch_sizes: list[PosInt] = Field(
         default_factory=list,

@@ -26,6 +26,7 @@ from hnplan.planning.inference.core import (  # noqa: F401
     max_batch,
     memory_per_gpu_bytes,
     resolve,
+    tp_allreduce_path,
     usable_bytes_per_gpu,
     weights_bytes_per_gpu,
 )

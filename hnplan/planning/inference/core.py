@@ -173,6 +173,25 @@ class Setup:
         }
 
 
+def tp_allreduce_path(s: Setup, message_bytes: float) -> str:
+    """Which implementation runs a TP all-reduce of ``message_bytes`` [bytes] in the replica's engine.
+
+    Returns ``"none"`` at TP 1, ``"custom"`` where the engine records a custom all-reduce limit for the
+    replica's TP degree (``tp_allreduce_custom_max_bytes``) and the message fits under it (TensorRT-LLM:
+    its one-/two-shot kernels, or NCCL where its measured strategy table says so), ``"nccl"`` otherwise
+    (a larger message, an engine without the record, or no engine).
+
+    The planner times both paths with NCCL's model (:func:`hnplan.comm.best_time`): TensorRT-LLM's
+    strategy table (cpp/tensorrt_llm/common/customAllReduceUtils.h, AllReduceBestStrategyTable) picks a
+    custom kernel only where it measured faster than NCCL, so NCCL's time bounds those messages from above.
+    """
+    tp = s.replica.tp
+    if tp == 1:
+        return "none"
+    limit = s.engine.tp_allreduce_custom_max_bytes.get(tp) if s.engine is not None else None
+    return "custom" if limit is not None and message_bytes <= limit else "nccl"
+
+
 def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> Setup:
     """Look up model and system and check that the replica divides and runs.
 

@@ -41,6 +41,7 @@ from hnplan.planning.training.plan import (
     valid_mask,
     validate_plan,
 )
+from hnplan.vectorise import frame_of
 
 if TYPE_CHECKING:
     from hnplan.planning.training.components import Job
@@ -172,7 +173,7 @@ def candidate_frame(
     cols["zero_stage"] = z_in[pair]
     cols["recompute"] = _strings(rc_names, rc_in[pair])
     cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
-    return pd.DataFrame({k: cols[k] for k in (*PLAN_FIELDS, "num_microbatches")}, copy=False)
+    return frame_of({k: cols[k] for k in (*PLAN_FIELDS, "num_microbatches")}, len(cols["tp"]))
 
 
 def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray:

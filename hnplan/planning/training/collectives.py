@@ -53,7 +53,7 @@ from hnplan.planning.training.components import (
     local_params,
     recompute_is,
 )
-from hnplan.vectorise import on_distinct
+from hnplan.vectorise import factorize, on_distinct
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
 DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
@@ -185,8 +185,14 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
     # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
-    key = ("cp_ring_kernels", m.model_dump_json(), job.kernel_acc.model_dump_json(), job.seq_len)
-    kernels: dict = job.catalog.design(job.system).memo(key, dict)
+    if "cp_ring_key" not in job.memo:  # the entries serialised once per job
+        job.memo["cp_ring_key"] = (
+            "cp_ring_kernels",
+            m.model_dump_json(),
+            job.kernel_acc.model_dump_json(),
+            job.seq_len,
+        )
+    kernels: dict = job.catalog.design(job.system).memo(job.memo["cp_ring_key"], dict)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
@@ -262,13 +268,13 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
     [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
 
-    def per_shape(u):  # once per distinct layout, micro-batch and virtual stages
+    def per_shape(u):  # one transfer once per distinct layout and micro-batch
         tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
         msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-        t = collective_s(job, "sendrecv", msg, pp, tp * cp * dp)
-        return (np.where(pp > 1, 2 * _col(u, "virtual_stages") * t, 0.0),)
+        return (collective_s(job, "sendrecv", msg, pp, tp * cp * dp),)
 
-    return on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size", "virtual_stages"], per_shape)[0]
+    t = on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size"], per_shape)[0]
+    return np.where(_col(df, "pp") > 1, 2 * _col(df, "virtual_stages") * t, 0.0)
 
 
 def param_gather_bytes(job: Job) -> tuple[float, float]:
@@ -343,16 +349,19 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
         return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
-    t_grad, last_grad, t_param, last_param, per_mb_z3, ag1, z3 = on_distinct(df, list(DP_LAYOUT_KEYS), per_layout)
-    m = _col(df, "num_microbatches")
+    codes, layouts = factorize(df, list(DP_LAYOUT_KEYS))
+    per = per_layout(layouts)
+    t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
     param_exp = np.maximum(t_param - t_fwd_mb, last_param) if ov.dp_param_gather else t_param
     # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
     # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
     hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
     exposed = grad_exp + param_exp + ov.overlap_gemm_slowdown * hidden
-    if z3.any():
-        z3_exp = np.maximum(per_mb_z3 - t_compute_mb, ag1)
+    at = np.flatnonzero(per[6][codes])  # the ZeRO 3 candidates
+    if len(at):
+        per_mb_z3, ag1 = (x[codes[at]] for x in per[4:6])
+        z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
-        exposed[z3] = (m * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden))[z3]
+        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden)
     return exposed

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import StackChoices
-from hnplan.compute import peak_flops_per_s
+from hnplan.compute import RECOMPUTE_MODES, peak_flops_per_s
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
@@ -26,7 +28,7 @@ from hnplan.planning.training.plan import (
     validate_plan,
 )
 from hnplan.planning.training.slowest import slowest_stage
-from hnplan.vectorise import Columns
+from hnplan.vectorise import Columns, frame_of, on_distinct
 
 BREAKDOWN = (
     "compute",
@@ -56,6 +58,7 @@ UNITS = {
     **dict.fromkeys(MEMORY_PARTS, "bytes"),
     **dict.fromkeys(("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes"), "bytes"),
 }
+_MODES = pa.array(RECOMPUTE_MODES, pa.large_string())  # the recompute modes as an Arrow set (_mode_codes)
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -88,10 +91,47 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     cols, plans = _plan_columns(job, candidates)
     if not len(plans):
         return pd.DataFrame(cols)
+    cols = evaluate_columns(job, cols, plans)
+    df = frame_of(cols, len(plans))
+    df.attrs["units"] = UNITS
+    return df
+
+
+def plan_table(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
+    """The candidates as :func:`evaluate_columns` reads them: the output columns of the plan and the plan
+    table the cost models read (built once by a caller that evaluates the same candidates many times)."""
+    return _plan_columns(job, candidates)
+
+
+def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
+    """The columns of :func:`evaluate_plans` as plain arrays (or scalars for a column equal in every
+    row), without building the DataFrame: for a caller that reads a few numbers of many evaluations
+    (a calibration's trials).
+
+    Parameters
+    ----------
+    job : Job
+    cols, plans : dict, Columns
+        :func:`plan_table` of the candidates (not modified: a repeated evaluation may pass the same ones).
+
+    Returns
+    -------
+    dict of str to array or scalar
+        The columns of :func:`evaluate_plans`, in its order.
+    """
+    cols = dict(cols)
     m = cols["num_microbatches"]
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
-    pick = slowest_stage(job, plans, t_pp, ch.ep_comm_overlap_fraction * moe.ep_overlap_share(plans, m))
+    if job.model.moe is None:  # no expert all-to-all to hide
+        ep_share = np.zeros(len(plans))
+    else:  # once per distinct (pp, micro-batches, virtual stages)
+        ep_share = on_distinct(
+            plans,
+            ["pp", "num_microbatches", "virtual_stages"],
+            lambda u: (ch.ep_comm_overlap_fraction * moe.ep_overlap_share(u, u["num_microbatches"]),),
+        )[0]
+    pick = slowest_stage(job, plans, t_pp, ep_share)
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
     full = c.recompute_is(plans, "full")
     comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
@@ -128,20 +168,18 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     model_f, hw_f = c.flops_per_token(job, plans)
     hw_f = partial.block_hardware_flops(job, plans, hw_f, full)
     peak = peak_flops_per_s(job.acc, job.dtype)
+    model_rate, hw_rate = model_f * tokens_per_s / job.gpus, hw_f * tokens_per_s / job.gpus  # [FLOP/s per GPU]
     cols.update(
         step_time_s=step,
         tokens_per_s=tokens_per_s,
         model_flops_per_token=model_f,
         hardware_flops_per_token=hw_f,
-        mfu=model_f * tokens_per_s / job.gpus / peak,
-        hfu=hw_f * tokens_per_s / job.gpus / peak,
-        model_tflops_per_gpu=model_f * tokens_per_s / job.gpus / units.TERA,
-        hardware_tflops_per_gpu=hw_f * tokens_per_s / job.gpus / units.TERA,
+        mfu=model_rate / peak,
+        hfu=hw_rate / peak,
+        model_tflops_per_gpu=model_rate / units.TERA,
+        hardware_tflops_per_gpu=hw_rate / units.TERA,
     )
-    n = len(plans)
-    df = pd.DataFrame({k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in cols.items()}, copy=False)
-    df.attrs["units"] = UNITS
-    return df
+    return cols
 
 
 def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
@@ -154,11 +192,26 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
     if isinstance(rc.dtype, pd.CategoricalDtype):
         codes, modes = rc.cat.codes.to_numpy(), np.asarray(rc.cat.categories, dtype=object)
     else:
-        codes, modes = pd.factorize(rc, sort=False)
-        modes = np.asarray(modes, dtype=object)
+        codes, modes = _mode_codes(rc)
     cols["num_microbatches"] = job.global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
     plans = Columns({k: x for k, x in cols.items() if k != "recompute"}, {"recompute": (codes, modes)})
     return cols, plans
+
+
+def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of a recompute column and the modes they index: into :data:`hnplan.compute.RECOMPUTE_MODES` by
+    pyarrow's ``index_in`` for an Arrow-backed string column of known modes (pandas' default string dtype,
+    as :func:`candidate_frame` builds it), else by :func:`pandas.factorize` (an unknown mode is reported
+    by the cost models)."""
+    if hasattr(rc.array, "__arrow_array__"):
+        try:
+            at = pc.index_in(rc.array.__arrow_array__(), value_set=_MODES)
+        except (pa.ArrowException, TypeError):  # not strings: pandas' codes (the cost models name the error)
+            at = None
+        if at is not None and at.null_count == 0:
+            return np.asarray(at), np.asarray(RECOMPUTE_MODES, dtype=object)
+    codes, modes = pd.factorize(rc, sort=False)
+    return codes, np.asarray(modes, dtype=object)
 
 
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:

@@ -68,13 +68,29 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
                 t_ep = c.overlapped_comm(t_ep, t_comp[codes], ep_share, ch.overlap_gemm_slowdown)
             t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
-    both = np.array(t_mb, dtype=float)  # [stage, candidate]
-    slowest = np.argmax(both, axis=0)
+    slowest, t_slowest = _slowest(t_mb)
     at = slowest * table.shape[2] + codes  # the slowest stage's row in a [stage, distinct row] array
-    out = [np.take_along_axis(both, slowest[None, :], axis=0)[0]]
+    out = [t_slowest]
     for i, q in enumerate(zip(*per_stage)):
         if i == 3 and not dense:  # t_ep, per candidate
             out.append(np.take_along_axis(np.array(q, dtype=float), slowest[None, :], axis=0)[0])
         else:
             out.append(np.array(q, dtype=float).reshape(-1)[at])
     return out
+
+
+def _slowest(t_mb: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(np.argmax(t, axis=0), t.max(axis=0))`` of ``t = np.array(t_mb)`` ([stage, candidate]; the earlier
+    stage on a tie), by element-wise comparisons of the few stages (an arg-max down the columns of a wide
+    array is slow); with a NaN, ``np.argmax`` itself (which takes the first NaN)."""
+    best = np.asarray(t_mb[0], dtype=float)
+    stage = np.zeros(best.shape, dtype=np.intp)
+    for i, t in enumerate(t_mb[1:], start=1):
+        later = t > best
+        np.copyto(stage, i, where=later)
+        best = np.maximum(best, t) if i == 1 else np.maximum(best, t, out=best)  # never written into t_mb[0]
+    if np.isnan(best).any():
+        both = np.array(t_mb, dtype=float)
+        stage = np.argmax(both, axis=0)
+        best = np.take_along_axis(both, stage[None, :], axis=0)[0]
+    return stage, best

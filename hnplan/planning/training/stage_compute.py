@@ -188,7 +188,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     extra = busiest_rank_load(job, df) - 1.0  # the busiest EP rank's surplus of routed tokens
 
     def part(name, lt=lt, full=full):
-        fwd = lt(f"{name}_fwd") + np.select([full, selective], [lt(f"{name}_rc_full"), lt(f"{name}_rc_sel")], 0.0)
+        fwd = lt(f"{name}_fwd") + np.where(full, lt(f"{name}_rc_full"), np.where(selective, lt(f"{name}_rc_sel"), 0.0))
         bwd = lt(f"{name}_bwd")
         if np.any(extra > 0):
             # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
@@ -201,7 +201,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
 
     def host(name, lt=lt, full=full):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
-        rc = np.select([full, selective], [lt(f"{name}_host_rc_full"), lt(f"{name}_host_rc_sel")], 0.0)
+        rc = np.where(full, lt(f"{name}_host_rc_full"), np.where(selective, lt(f"{name}_host_rc_sel"), 0.0))
         return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd")
 
     h_dense, h_moe, h_emb, h_head = host("dense"), host("moe"), host("emb"), host("head")
