@@ -131,3 +131,12 @@ def test_a_design_without_a_plan_keeps_its_row_with_the_reason():
     assert not {"tp", "days", "capex_musd", "breakdown_s"} & set(failed)
     table = runner.invoke(app, argv)
     assert table.exit_code == 0 and "TP4.0" not in table.stdout and "no plan" in table.stdout
+
+
+def test_no_trust_leaves_the_notes_out():
+    res = runner.invoke(app, [*BASE, "--no-trust", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["trust"] is None and "trains fastest" in d["verdict"]
+    table = runner.invoke(app, [*BASE, "--no-trust"])
+    assert table.exit_code == 0 and "How far to trust it" not in table.stdout

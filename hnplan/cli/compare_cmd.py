@@ -56,6 +56,12 @@ def compare(
         help="software stack id or YAML path (data/stacks/), as hnplan train takes it; default: the planner's "
         "defaults (the design comparison notebook's)",
     ),
+    trust: bool = typer.Option(
+        True,
+        "--trust/--no-trust",
+        help="say how far to trust the comparison (plans every published run on the designs' accelerators, "
+        "about 0.7 s); --no-trust: the table and the verdict only",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Which design trains the job best: per system its fastest plan that fits, step time, MFU, days, racks,
@@ -109,7 +115,7 @@ def compare(
         rows = [_clean(r) for r in df.to_dict("records")]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(df), trust_notes(df, model, cat)
+        said, notes = verdict(df), (trust_notes(df, model, cat) if trust else None)
         if json_:
             print_json(
                 {
@@ -131,8 +137,9 @@ def compare(
         console.print(_table(rows, f"{cat.model(model).id} on {gpus:,} GPUs per design, {format_count(tokens)} tokens"))
         console.print()
         console.print(_markup(said), highlight=False)
-        console.print()
-        console.print(_markup("**How far to trust it**: " + notes), highlight=False)
+        if notes:
+            console.print()
+            console.print(_markup("**How far to trust it**: " + notes), highlight=False)
 
 
 def _scenario_defaults(cat) -> dict:
