@@ -25,6 +25,7 @@ def compare_training_designs(
     dtype: str = "bf16",
     catalog: Catalog | None = None,
     offload: str = "none",
+    stack=None,
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -41,6 +42,9 @@ def compare_training_designs(
     offload : {"none", "auto"}
         The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`): ``auto`` lets a design
         with host or pooled memory train plans that do not fit in HBM.
+    stack : str or SoftwareStack, optional
+        Software stack every design is planned under (:func:`hnplan.planning.training.make_job`: its choices,
+        GEMM efficiency and the ZeRO stages and recomputation modes searched); None: the planner's defaults.
 
     Returns
     -------
@@ -68,7 +72,15 @@ def compare_training_designs(
             row["dtype"] = run_dtype
         try:
             (est,), _, _ = best_plan(
-                model, system, gpus, seq_len, global_batch_seqs, run_dtype, catalog=cat, overrides={"offload": offload}
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                run_dtype,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
             )
         except HnplanError as exc:
             row["status"] = f"no plan: {exc}"
