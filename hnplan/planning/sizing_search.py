@@ -49,6 +49,7 @@ from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.planning.time_to_train import time_to_train
+from hnplan.planning.training.job import check_dtype_peak
 
 MAX_EVALS = 40  # planner searches per design before giving up
 REFINE_STEPS = 8  # counts scanned between the last miss and the first hit
@@ -152,6 +153,7 @@ def size_for_deadline(
             raise InputError(f"{name} must be a finite number > 0, got {v}")
     cat = catalog or load_catalog()
     sys_, mdl = cat.system(system), cat.model(model)
+    check_dtype_peak(cat.accelerator(sys_.accelerator), sys_.id, dtype)
     ideal = (
         tokens
         * training_flops_per_token(mdl, seq_len).model

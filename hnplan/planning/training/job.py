@@ -9,9 +9,9 @@ from dataclasses import replace
 from pydantic import ValidationError
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import SoftwareStack, StackChoices
+from hnplan.catalog.schemas import Accelerator, SoftwareStack, StackChoices
 from hnplan.comm.topology import SystemLinks, system_links
-from hnplan.compute import ATTENTION_IMPLS, peak_flops_per_s
+from hnplan.compute import ATTENTION_IMPLS
 from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.training import components as c
@@ -180,7 +180,7 @@ def make_job(
     if st is not None:
         acc = c.stack_accelerator(st, acc)
     check_choice("dtype", dtype, TRAIN_DTYPES)
-    peak_flops_per_s(acc, dtype)  # raises for fp8 on an accelerator without an fp8 peak
+    check_dtype_peak(acc, system.id, dtype)
     if dtype in DTYPE_RECIPE:  # fp4: the NVFP4 recipe and bf16 weights, whatever fp8 choices the stack names
         ch = ch.model_copy(update={"fp8_recipe": DTYPE_RECIPE[dtype], "fp8_params": False})
         provenance["fp8_recipe"] = f"dtype {dtype} (NVFP4BlockScaling)"
@@ -211,3 +211,21 @@ def make_job(
         st,
         dict(sorted(provenance.items())),
     )
+
+
+def check_dtype_peak(acc: Accelerator, system_id: str, dtype: str) -> None:
+    """Refuse a training dtype the accelerator has no dense peak for (fp8 on A100, fp4 on Hopper).
+
+    The message starts ``dtype <value>`` so that the command line says it with the flag typed (``--dtype fp4
+    is not available: ...``), and names the accelerator, its system and the dtypes it has.
+
+    Raises
+    ------
+    InputError
+        If ``dtype`` is not a key of ``acc.dense_tflops``.
+    """
+    if dtype not in acc.dense_tflops:
+        raise InputError(
+            f"dtype {dtype} is not available: accelerator {acc.id!r} of system {system_id!r} has no {dtype} peak "
+            f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
+        )
