@@ -193,7 +193,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     """
     mb = fixed.get("microbatch_size")
     if mb is not None and job.global_batch_seqs % mb:  # dp x micro-batch must divide the batch
-        raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs} sequences")
+        raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs:,} sequences")
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
     if degrees:
         base: dict[str, Any] = dict(
@@ -216,7 +216,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
         f"make {job.gpus:,} with tp dividing "
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
-        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "
+        f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs:,} sequences; "
         f"{divisibility_hint(job.gpus, job.global_batch_seqs, job.system.unit_gpus, job.system.id)}"
     )
 
