@@ -109,6 +109,17 @@ def test_cluster_table_title_keeps_its_unit():
     assert "queueing delay [s]" in r.output
 
 
+def test_cluster_title_says_the_count_rounded_to_whole_domains():
+    # the cluster is built of whole scale-up domains: 100 GPUs of 8-GPU servers are 13 servers, 104 GPUs
+    # (ceil(100 / 8) = 13), and the title says so where tco says "100 -> 104"; a whole count is said as given
+    base = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--jobs", "50"]
+    r = runner.invoke(app, [*base, "--gpus", "100"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    assert "104 x hgx-h100-ib-ndr (100 asked, rounded up to whole 8-GPU scale-up domains)" in r.output
+    r = runner.invoke(app, [*base, "--gpus", "64"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0 and "64 x hgx-h100-ib-ndr, topology-aware" in r.output and "asked" not in r.output
+
+
 def test_cluster_table_shows_the_demand_in_the_window(cat):
     """Utilisation is measured over the window after the warm-up, against the jobs' GPU-time inside it,
     which is below the offered load for a heavy-tailed mix (docs/cluster.md): the table prints that

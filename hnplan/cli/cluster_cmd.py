@@ -169,7 +169,11 @@ def simulate(
             )
         w = s["window_s"]
         span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.3g} h"
-        console.print(kv_table(f"{r.gpus:,} x {r.system}, {policy}, arrival window {span}", rows))
+        size = f"{r.gpus:,} x {r.system}"
+        if nodes is None and r.gpus != gpus:  # the cluster is built of whole scale-up domains: say the rounding
+            dom = cat.system(system).scaleup_domain_gpus
+            size += f" ({gpus:,} asked, rounded up to whole {dom:,}-GPU scale-up domains)"
+        console.print(kv_table(f"{size}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")
