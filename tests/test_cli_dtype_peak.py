@@ -72,3 +72,16 @@ def test_divisibility_message_writes_the_batch_with_separators():
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "dp x micro-batch dividing the batch of 2,048 sequences" in text
     assert "such as 2,100 sequences (a multiple of 100)" in text  # 2,048 rounded up to a multiple of 100
+
+
+def test_divisibility_hint_writes_the_gpu_count_with_separators():
+    # 1,200 GPUs = 16 x 75 and a batch of 8Mi / 8,192 = 1,024 sequences: the next multiple of 1,200 is 1,200
+    res = runner.invoke(
+        app,
+        ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1200", "--seq-len", "8192"]
+        + ["--global-batch-tokens", "8Mi"],
+    )
+    text = _one_line(res.stderr)
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    assert "the batch of 1,024 sequences" in text
+    assert "a batch with the factor 75, such as 1,200 sequences (a multiple of 1,200)" in text

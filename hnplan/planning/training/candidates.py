@@ -234,7 +234,7 @@ def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> 
     odd = gpus // (gpus & -gpus)  # the count's odd part
     if odd == 1 or batch % odd == 0:
         return "try a GPU count with more factors of two"
-    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus})"
+    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus:,})"
     unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
     if unit_odd > 1 and odd % unit_odd == 0:
         return (
