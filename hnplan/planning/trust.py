@@ -237,7 +237,8 @@ def assumption_sentence(accs: list[str], dtypes: dict[str, str], catalog: Catalo
         return ""
     return (
         f"Not measured on the chip itself but labelled assumptions, carried from a related chip: {'; '.join(said)} "
-        "(data/accelerators/<id>.yaml `assumptions` give the value carried and why); step times on those chips "
+        "(the `assumptions` of `data/accelerators/<id>.yaml` give the value carried and why); step times on those "
+        "chips "
         "move with them."
     )
 
