@@ -11,7 +11,7 @@ from hnplan.planning.training import search_plans
 from hnplan.planning.training.job import make_job
 
 
-def _run_args(run: TrainingRun) -> tuple:
+def _run_args(run: TrainingRun) -> tuple[str, str, int, int, int, str]:
     """A run's positional job arguments: model, system, GPUs, sequence length [tokens], sequences per step, dtype."""
     return (run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype)
 
