@@ -3,7 +3,7 @@
 * ``flash`` ([1]_, [2]_): one fused kernel per pass reading Q, K, V and writing O (and the fp32
   log-sum-exp); the ``s x s`` scores never reach HBM. Causal attention executes half the score and
   value FLOPs; the backward executes 2.5x the forward ([2]_: five matmuls, the forward's two plus the
-  recomputed scores).
+  recomputed scores; :func:`flash_bwd_factor`, 2.6x for MLA's Q/K heads of 192 against V heads of 128).
 * ``unfused`` ([3]_, Megatron-LM before FlashAttention): ``attn_scores`` (QK^T, ``torch.baddbmm``) and
   ``attn_context`` (AV, ``torch.bmm``) are batched GEMMs over ``b x heads / tp`` (sequence, head)
   pairs that compute the full score matrix (cuBLAS multiplies every tile: no causal skipping); each
@@ -25,6 +25,14 @@ References
    context) and ``megatron/fused_kernels/scaled_upper_triang_masked_softmax.h``.
 .. [4] Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
    arXiv:2205.05198, Sec. 4.1 (1-byte dropout masks) and 5 (selective recomputation).
+.. [5] NVIDIA/cudnn-frontend, ``benchmark/sdpa_benchmark_training/benchmark_single_sdpa.py`` (``flops``:
+   forward ``d_qk + d_v``, backward ``3 d_qk + 2 d_v`` per score element, times two).
+.. [6] NVIDIA PTX ISA, Tensor Memory of ``tcgen05`` (sm_100): 128 lanes x 512 columns of 32-bit cells per CTA;
+   NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): 256 KB register file per SM.
+.. [7] Dao-AILab/flash-attention, ``flash_attn/cute/flash_bwd_sm100.py`` (tensor-memory layout of the
+   head-dimension-192 / 128 backward, pull request 2270).
+.. [8] Dao-AILab/flash-attention, ``hopper/flash_bwd_launch_template.h`` (``run_mha_bwd_hdim128``: 64 x 128
+   blocks; ``run_mha_bwd_hdim192``: 64 x 96).
 """
 
 from __future__ import annotations
@@ -112,6 +120,15 @@ def unfused_attention(op: _Op, phase: str) -> list[_Op]:
     return ops
 
 
+def flash_bwd_factor(d_qk, d_v):
+    """Executed FLOPs of the FlashAttention backward over its forward [-]: the forward's two matmuls per score
+    (``Q K^T`` over ``d_qk``, ``P V`` over ``d_v``) against the backward's five ([2]_ Algorithm 2: ``S = Q K^T``
+    recomputed, ``dQ = dS K`` and ``dK = dS^T Q`` over ``d_qk``; ``dP = dO V^T`` and ``dV = P^T dO`` over ``d_v``),
+    ``(3 d_qk + 2 d_v) / (d_qk + d_v)``: :data:`FLASH_BWD_FACTOR` (2.5) for equal head dimensions, 2.6 for
+    DeepSeek-V3's MLA (192 / 128), as NVIDIA's cuDNN SDPA benchmark counts them ([5]_)."""
+    return (3.0 * d_qk + 2.0 * d_v) / (d_qk + d_v)
+
+
 def _attention_fwd_flops(op: _Op, executed: bool) -> float:
     full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
     return full * (0.5 if (executed and op.causal) else 1.0)
@@ -189,10 +206,10 @@ def attention_rows(
             return [r for s, n in kernels for r in attention_rows(s, phase, recompute, executed, n)]
         steps = [*ring_steps(op, op.cp), ring_correction_op(op, op.cp)]
         return [r for s in steps for r in attention_rows(s, phase, recompute, executed, count)]
-    # the fused FlashAttention kernel (kind "attention")
+    # the fused FlashAttention kernel (kind "attention"); k: the mean head dimension (see attention_compute_s)
     f = _attention_fwd_flops(op, executed)
     by = _attention_fwd_bytes(op)
-    shape = (op.s_q, op.s_kv, op.d_qk)
+    shape = (op.s_q, op.s_kv, 0.5 * (op.d_qk + op.d_v))
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))
@@ -203,7 +220,7 @@ def attention_rows(
             op.kind,
             "bwd",
             count,
-            f * (FLASH_BWD_FACTOR if executed else 2.0),
+            f * (flash_bwd_factor(op.d_qk, op.d_v) if executed else 2.0),
             2.0 * by,
             *shape,
             op.b * op.hq,
@@ -225,16 +242,27 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
         t = flops (1 + c0 / keys) / (peak x eta_pass x wave) + tau x 2 tq 2 d (s_kv + c0) x f_pass / (peak x eta_pass / units)
 
     with ``keys`` the mean keys per query row (from the executed FLOPs, ``flops / (4 d s_q groups f_pass)``),
-    ``f_pass`` = 1 forward, 2.5 backward ([2]_), ``eta_pass`` the pass's ceiling (``attention_efficiency``) and
-    ``wave`` the split along the keys when there are fewer units than SMs (decode; :func:`wave_efficiency`).
-    Without the law's fields: the bf16 GEMM ceiling, ``c0 = tau = 0``.
+    ``f_pass`` = 1 forward, 2.5 backward ([2]_; the backward's keys and tail take 2.5 for MLA's 2.6 too, 4 %
+    in these small terms), ``eta_pass`` the pass's ceiling (``attention_efficiency``) and ``wave`` the split
+    along the keys when there are fewer units than SMs (decode; :func:`wave_efficiency`). Without the law's
+    fields: the bf16 GEMM ceiling, ``c0 = tau = 0``.
+
+    The backward keeps four fp32 accumulators per work unit on chip: the scores ``S``/``P`` and their gradient
+    ``dP``/``dS`` (``tq`` columns each) and ``dK``, ``dV`` (``d_qk + d_v = 2 d`` columns), in the SM's
+    ``C`` = ``attention_bwd_accumulator_columns`` (Blackwell's tensor memory: 128 lanes x 512 columns of 32 bits
+    [6]_; Hopper's register file, the same 256 KB). The ceilings were measured at head dimension 128, where
+    ``2 tq + 2 d`` = 512 fills it; wider heads overflow it, the kernel shares columns between accumulators
+    and serialises the MMAs that write them (FlashAttention-4's head-dimension-192 backward overlaps ``S``/``P``
+    with ``dP``/``dS`` [7]_; FlashAttention-3's shrinks its key block from 128 to 96 [8]_), and the backward
+    ceiling scales by ``min(1, C / (2 tq + 2 d))``: 0.889 for DeepSeek-V3's MLA (192 / 128).
 
     Parameters
     ----------
     flops : array
         Executed FLOPs of each kernel [FLOP].
     s_q, s_kv, d, groups : array
-        Query and key lengths [tokens], head dimension [-], (sequence, head) pairs [-].
+        Query and key lengths [tokens], mean head dimension ``(d_qk + d_v) / 2`` [-], (sequence, head)
+        pairs [-].
     backward : array of bool
         Whether the row is a backward kernel.
     """
@@ -243,11 +271,14 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     peak = peak_flops_per_s(acc, "bf16")
     ae = acc.attention_efficiency or {}
     base = achievable_flops_per_s(acc, "bf16") / peak
-    eta = np.where(backward, ae.get("bwd", base), ae.get("fwd", base))
     f_pass = np.where(backward, FLASH_BWD_FACTOR, 1.0)
     c0, tau = acc.attention_kv_overhead or 0.0, acc.attention_tail_weight or 0.0
     wave = np.ones_like(s_q)
     tq = acc.attention_tile_q or (acc.gemm_tile_mnk[0] if acc.gemm_tile_mnk else None)
+    eta_bwd = ae.get("bwd", base)
+    if acc.attention_bwd_accumulator_columns and tq is not None:  # accumulators beyond the SM's capacity
+        eta_bwd = eta_bwd * np.minimum(1.0, acc.attention_bwd_accumulator_columns / (2.0 * tq + 2.0 * d))
+    eta = np.where(backward, eta_bwd, ae.get("fwd", base))
     if tq is not None and acc.compute_units is not None and acc.gemm_tile_mnk is not None:
         tiles = np.ceil(g) * np.ceil(np.maximum(s_q, 1.0) / tq)
         wave = wave_efficiency(tiles, s_kv, acc.gemm_tile_mnk[1], acc.compute_units)
@@ -274,10 +305,20 @@ def slower_ring_step(acc: Accelerator, op: _Op) -> _Op:
     c = op.s_kv / (2 * op.cp)
     one = np.ones((4,) + np.shape(op.b * op.hq))  # one column per shape when the operator holds arrays over shapes
     col = (slice(None),) + (None,) * (one.ndim - 1)
-    f = 2.0 * op.b * op.hq * 2 * c * c * (op.d_qk + op.d_v) * np.array([1.0, FLASH_BWD_FACTOR] * 2)[col]
+    f = (
+        2.0
+        * op.b
+        * op.hq
+        * 2
+        * c
+        * c
+        * (op.d_qk + op.d_v)
+        * np.array([1.0, flash_bwd_factor(op.d_qk, op.d_v)] * 2)[col]
+    )
     cs = np.broadcast_to(c, one.shape[1:])  # cp (and so c) a number or an array over the shapes
     s_q, s_kv = np.stack([cs, cs, 2 * cs, 2 * cs]) * one, np.stack([2 * cs, 2 * cs, cs, cs]) * one
-    t = attention_compute_s(acc, f, s_q, s_kv, op.d_qk * one, op.b * op.hq * one, _FWD_BWD_2[col])
+    d = 0.5 * (op.d_qk + op.d_v)
+    t = attention_compute_s(acc, f, s_q, s_kv, d * one, op.b * op.hq * one, _FWD_BWD_2[col])
     tall = t[2] + t[3] > t[0] + t[1]  # (c x 2c, 2c x c) x (fwd, bwd)
     return replace(op, ring_tall=bool(tall) if one.ndim == 1 else tall)
 

@@ -42,15 +42,18 @@ def attention_time_s(
     passes: str = "fwd",
     causal: bool = True,
     eager: bool = False,
+    head_dim_v: int | None = None,
 ) -> float:
     """Time of one FlashAttention call over ``batch`` sequences of ``seq_len`` tokens [s].
 
     Parameters
     ----------
     batch, heads, kv_heads, seq_len, head_dim : int
-        Sequences, query heads, KV heads (grouped-query), tokens, head dimension [-].
+        Sequences, query heads, KV heads (grouped-query), tokens, head dimension of Q and K [-].
     passes : {"fwd", "fwd+bwd"}
         The forward kernel, or forward plus backward (two kernels).
+    head_dim_v : int, optional
+        Head dimension of V and the output (MLA: 128 against Q/K's 192); default ``head_dim``.
 
     Raises
     ------
@@ -61,6 +64,7 @@ def attention_time_s(
     from hnplan.errors import check_choice
 
     check_choice("passes", passes, ATTENTION_PASSES)
+    d_v = head_dim if head_dim_v is None else head_dim_v
     op = _Op(
         "attention",
         "attention",
@@ -70,8 +74,8 @@ def attention_time_s(
         s_q=seq_len,
         s_kv=seq_len,
         d_qk=head_dim,
-        d_v=head_dim,
-        kv_width=2 * kv_heads * head_dim,
+        d_v=d_v,
+        kv_width=kv_heads * (head_dim + d_v),
         causal=causal,
     )
     rows = attention_rows(op, "train", "none", True, 1.0)

@@ -29,7 +29,8 @@ Conventions (``convention``):
 
 * ``executed`` (default, for time): causal attention does half the score and value FLOPs; the
   FlashAttention backward does 2.5x the forward ([3]_: five matmuls, the forward's two plus
-  the recomputed scores); element-wise FLOPs are counted.
+  the recomputed scores; 2.6x for MLA, :func:`hnplan.compute.attention.flash_bwd_factor`); element-wise FLOPs
+  are counted.
 * ``model`` (for MFU/HFU, PaLM [5]_): attention without the causal halving, every backward 2x its
   forward, element-wise operators do no FLOPs. Summed over a training step this reproduces
   Megatron-LM Eq. 3 ([1]_) exactly for GPT configs (96 form with full recomputation) and

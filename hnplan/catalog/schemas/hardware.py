@@ -166,6 +166,12 @@ class Accelerator(Entry):
     attention_tile_q: PosInt | None = Field(
         default=None, description="query rows of one attention work unit [tokens]; absent: the GEMM tile height"
     )
+    attention_bwd_accumulator_columns: PosInt | None = Field(
+        default=None,
+        description="fp32 accumulator columns of 128 lanes one SM holds for the attention backward (tensor memory "
+        "on Blackwell, the register file on Hopper) [-]: a work unit's accumulators take 2 x attention_tile_q + d_qk "
+        "+ d_v columns, and above capacity the backward ceiling scales by capacity / demand; absent: no limit",
+    )
     attention_kv_overhead: NonNegative | None = Field(
         default=None,
         description="prologue + epilogue of one attention work unit, in keys of main-loop time [tokens] (calibration)",
