@@ -141,3 +141,14 @@ def test_a_short_interval_is_explained_by_the_goodput_of_half_hour_checkpoints(c
     assert r.exit_code == 0 and ("why so often" in r.stdout) == (
         estimate_reliability("gb200-nvl72", 72, "llama3.1-405b", "async", cat).checkpoint_interval_s < 1800
     )
+
+
+def test_restart_time_is_written_with_thousands_separators(cat):
+    # 100 GPUs of GB300 NVL72 restart a 405B job in over 1,000 s (1,299 s on the catalog of 2026-12-01); the row
+    # writes it as the interval row beside it does (6,993 s), not 1299 s
+    args = ["reliability", "--system", "gb300-nvl72", "--gpus", "100", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args, env={"COLUMNS": "250"})
+    assert r.exit_code == 0, r.output
+    restart = json.loads(runner.invoke(app, [*args, "--json"]).output)["restart_s"]
+    assert restart >= 1000
+    assert f"{restart:,.0f} s" in r.output and "," in f"{restart:,.0f}"

@@ -83,7 +83,7 @@ def reliability(
             ("checkpoint", _checkpoint_text(d, gpus)),
             ("checkpoint interval", _interval_text(d)),
             *_why_so_often(d, est.goodput_at(WHAT_IF_INTERVAL_S)),
-            ("restart", f"{d['restart_s']:.0f} s"),
+            ("restart", f"{d['restart_s']:,.0f} s"),
             (
                 "goodput",
                 f"{d['goodput']:.1%} (job {d['job_goodput']:.1%}; {d['gpus_in_repair']:,.3g} GPUs in repair on average)",
