@@ -71,6 +71,26 @@ def test_units_in_option_help_are_printed():
     assert "request rate to serve [requests/s]" in res.output
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["train"], ["compare"], ["size"], ["infer"], ["tco"], ["reliability"], ["memory"], ["cluster", "simulate"]],
+)
+def test_option_names_are_folded_not_cut_in_an_80_column_terminal(argv):
+    """At 80 columns typer's options table is narrower than '--global-batch-tokens'; rich cut such names with
+    an ellipsis ('--global-batch-t…'), which cannot be read or copied. They fold onto the next line."""
+    import re
+
+    from typer.testing import CliRunner
+
+    res = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert not re.findall(r"--[a-z0-9-]+…", res.output)
+    if argv == ["compare"]:
+        lines = res.output.splitlines()
+        i = next(n for n, line in enumerate(lines) if "--global-batch-to" in line)
+        assert "kens" in lines[i + 1].split("COUNT")[0]
+
+
 MAIN_PROBE = """
 import contextlib, io, sys
 from hnplan.cli import main

@@ -14,6 +14,7 @@ import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from hnplan.cli._help_fold import long_words_fold_in_help
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
 from hnplan.cli._options import MAX_COUNT, check_finite, name_option, path_option  # noqa: F401 - re-exported
 from hnplan.cli._usage import required_arguments_plain
@@ -85,6 +86,8 @@ def _flags_show_no_type() -> None:
 
 
 _flags_show_no_type()
+
+long_words_fold_in_help()
 
 required_arguments_plain()
 
