@@ -120,6 +120,7 @@ TYPICAL = {
         "1048576",
     ],
     "tco": ["tco", "--system", "gb200-nvl72", "--gpus", "1152"],
+    "compare": ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12"],
     "gemm": ["gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192"],
     "claims": ["claims", "--only", "storage-1m-iops"],
     "calibrate": [
@@ -151,6 +152,7 @@ OWN_WORK = {
     "claims": "runs the planners behind one claim",
     "cluster": "simulates 50 jobs",
     "size": "searches GPU counts with the training planner",
+    "compare": "searches a plan per design and plans every published run on their accelerators (trust notes)",
 }
 # sub-commands without a typical call here, and why
 NO_CALL = {

@@ -337,6 +337,16 @@ class ReliabilityEstimate:
     checkpoint_host_link_GBps: float | None = None  # the first tier of an async save (None: sync, or no figure)
     step_s: float | None = None
 
+    def goodput_at(self, interval_s: float) -> float:
+        """Goodput [fraction] had the job checkpointed every ``interval_s`` of work instead: Daly's eq. 13
+        ([3]_) with this estimate's stall, restart and MTBI, planned restarts and GPUs in repair as in
+        :func:`reliability_estimate` (a what-if beside the chosen interval)."""
+        if math.isinf(self.mtbi_s):
+            return self.goodput
+        g = daly_goodput(interval_s, self.checkpoint_stall_s, self.restart_s, self.mtbi_s)
+        g *= max(0.0, 1.0 - self.planned_per_h * units.s_to_hours(self.restart_s))
+        return g * self.gpus / (self.gpus + self.gpus_in_repair)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(

@@ -502,3 +502,33 @@ def test_atomic_write_errors_name_the_file_asked_for(tmp_path, module):
         write(folder, "x: 1\n")
     assert exc.value.filename == str(folder)
     assert list(tmp_path.rglob("*.tmp")) == []  # nothing left behind
+
+
+@pytest.mark.parametrize(
+    "extra,start",
+    [
+        (["--stack", "megatron-cor"], "--stack: unknown stack id 'megatron-cor'"),
+        (["--stack", "missing-stack.yaml"], "--stack: missing-stack.yaml: file not found"),
+        (["--accelerator", "h100-sxn"], "--accelerator: unknown accelerator id 'h100-sxn'"),
+        (["--accelerator", "b200"], "--accelerator: RUNS: no run is on accelerator b200"),
+        (["--runs", "missing-runs.yaml"], "--runs: missing-runs.yaml: file not found"),
+        (["--collectives", "missing.csv"], "--collectives: missing.csv: file not found"),
+        (["--collectives", "README.md"], "--collectives: README.md: column op missing"),  # not a CSV of a sweep
+    ],
+)
+@pytest.mark.parametrize("json_", [False, True])
+def test_errors_name_the_flag_first(tmp_path, extra, start, json_):
+    """As every other command does (``--model: unknown model id ...``), each calibrate error starts with the
+    flag whose value it refuses: one line, exit 2."""
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    opts = {"--runs": str(runs), "--stack": "megatron-core", "--out": str(tmp_path / "o.yaml")}
+    opts.update(dict(zip(extra[::2], extra[1::2], strict=True)))
+    res = runner.invoke(app, ["calibrate", *(x for kv in opts.items() for x in kv), *(["--json"] if json_ else [])])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    msg = " ".join(res.stderr.split())
+    assert msg.startswith("error: " + start.replace("RUNS", str(runs))), msg
+    if json_:
+        assert json.loads(res.stdout)["error"]["message"].startswith(start.replace("RUNS", str(runs)))
+    assert not (tmp_path / "o.yaml").exists()

@@ -311,3 +311,31 @@ def test_catalog_show_an_unknown_id_says_every_kind_was_searched():
     assert "no catalog entry 'h100' of any kind; nearest accelerator ids: h100-sxm" in " ".join(res.stderr.split())
     res = runner.invoke(app, ["catalog", "show", "h100", "--kind", "accelerators"])  # one kind: as before
     assert res.exit_code == 2 and "unknown accelerator id 'h100'; nearest: h100-sxm" in " ".join(res.stderr.split())
+
+
+@pytest.mark.parametrize(
+    "argv,usage",
+    [
+        (["sweep", "--help"], "[OPTIONS] SPEC"),
+        (["catalog", "show", "--help"], "[OPTIONS] REF"),
+        (["catalog", "list", "--help"], "[OPTIONS] [KIND]"),
+        (["catalog", "validate", "--help"], "[OPTIONS] [PATH]"),
+        (["catalog", "schema", "--help"], "[OPTIONS] [KIND]"),
+    ],
+)
+def test_usage_lines_name_positional_arguments_readably(argv, usage):
+    """A positional argument shows its metavar, as click writes usage (``SPEC``, ``[KIND]``), not typer's
+    ``{spec}`` that reads like an unfilled placeholder."""
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.output.splitlines() if "Usage:" in ln)
+    assert line.rstrip().endswith(" " + usage) and "{" not in line
+
+
+def test_gpu_counts_in_messages_have_thousands_separators():
+    # 1,000 GPUs of 8-GPU servers: 1,000 = 2^3 x 5^3 leaves dp x micro-batch no divisor of a 1,023-sequence batch
+    argv = ["size", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1000", "--tokens", "1T"]
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 3, r.output
+    text = " ".join(r.output.split())
+    assert "no plan of llama3.1-70b on 1,000 x hgx-h100-ib-ndr divides" in text and "must make 1,000 with" in text

@@ -119,3 +119,22 @@ def test_cluster_table_shows_the_demand_in_the_window(cat):
     ref = simulate_cluster("hgx-h100-ib-ndr", 64, n_jobs=200, seed=4, catalog=cat).summary
     text = " ".join(r.output.split())
     assert f"demand in the window │ {ref['offered_load_window']:.1%}" in text
+
+
+@pytest.mark.parametrize("flag,value", [("--days", "1e9"), ("--days", "1e5"), ("--jobs", "1e8"), ("--jobs", "1000001")])
+def test_runs_beyond_the_job_limit_are_refused_before_drawing(flag, value, cat):
+    """``--days 1e9`` once drew ~2e12 arrival times (a MemoryError) and ``--jobs 1e8`` ran for hours: a run
+    is limited to MAX_JOBS jobs, refused in one line naming the flag and the limit's reason."""
+    from hnplan.catalog.mixes import cluster_mix
+    from hnplan.cluster.jobs import MAX_JOBS, mean_gpu_seconds
+
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", flag, value])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+    assert f"{flag} must be at most" in r.output and "0.5 ms a job" in r.output
+    if flag == "--days":
+        # Little's law: arrivals a day = load x GPUs / E[GPU-seconds a job] x 86,400 s (default mix, load 0.85)
+        m = cluster_mix("default", cat)
+        per_day = 0.85 * 1024 / mean_gpu_seconds(m, 1024) * 86_400
+        assert 1_800 < per_day < 2_000  # ~1,900 jobs a day; MAX_JOBS / per_day ~ 520 days
+        assert f"at most {MAX_JOBS / per_day:.3g} " in r.output

@@ -122,3 +122,36 @@ def test_trust_notes_name_the_unvalidated_design_the_clock_and_the_moe_host_gap(
     assert (
         trust_notes(pd.DataFrame([dict(system="x", accelerator="gb200", status="no plan: ...")]), "llama3.1-8b") == ""
     )
+
+
+def test_moe_dispatch_gap_is_said_from_the_validation_runs(cat):
+    """DeepSeek-V3 on 2,048 H800 (arXiv:2412.19437; 1,543 tokens/s per GPU from 2.664M GPU-hours for 14.8T
+    tokens) is one job in the validation set predicted with two MoE dispatches: megatron-core's exposed NCCL
+    all-to-all (about -58 %, beyond the 15 % tolerance) and DualPipe's overlapped one (about -3 %). A MoE plan on
+    the exposed dispatch says so and names the stacks whose own dispatch is the overlapped one; a plan with that
+    dispatch, a dispatch no pair of runs speaks about, or a dense model says nothing."""
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.trust import moe_dispatch_sentence, speed_errors
+
+    runs = {r.id: r for r in training_runs()}
+    errs = speed_errors([runs["deepseek-v3-2048"], runs["deepseek-v3-2048-dualpipe"]], cat)
+    assert errs["deepseek-v3-2048"] < -0.15 and abs(errs["deepseek-v3-2048-dualpipe"]) <= 0.15  # the pair
+    for stack in ("megatron-core", None):  # the planner's defaults dispatch as megatron-core does
+        text = moe_dispatch_sentence("deepseek-v3", stack, cat)
+        assert f"deepseek-v3-2048 (2,048 GPUs of hgx-h800-ib) is predicted {_pct(errs['deepseek-v3-2048'])}" in text
+        assert "--stack deepseek-v3-dualpipe (" in text and "--stack megatron-core-ep-overlap (" in text
+        assert "--stack megatron-core " not in text and "megatron-bridge" not in text  # other dispatches
+    assert moe_dispatch_sentence("qwen3-30b-a3b", "megatron-core", cat).startswith("qwen3-30b-a3b is a mixture")
+    assert moe_dispatch_sentence("deepseek-v3", "deepseek-v3-dualpipe", cat) == ""
+    assert moe_dispatch_sentence("deepseek-v3", "megatron-core-ep-overlap", cat) == ""
+    assert moe_dispatch_sentence("deepseek-v3", "megatron-bridge-2511", cat) == ""  # flex, not overlapped: no pair
+    assert moe_dispatch_sentence("llama3.1-405b", "megatron-core", cat) == ""
+    # the design comparison's trust text carries it for a MoE model, not for a dense one
+    df = _designs(("hgx-h100-ib-ndr", "h100-sxm"))
+    assert "--stack deepseek-v3-dualpipe" in trust_notes(df, "deepseek-v3")
+    assert "known validation gap" not in trust_notes(df, "deepseek-v3", stack="deepseek-v3-dualpipe")
+    assert "known validation gap" not in trust_notes(df, "llama3.1-405b")
+
+
+def _pct(x):
+    return f"{round(100 * x):+d} %"

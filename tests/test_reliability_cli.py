@@ -111,3 +111,33 @@ def test_reliability_says_what_the_async_stall_is_and_why_the_interval_is_short(
         "43 s, set by the storage (4.3 s write at most 10% of the time; Young/Daly with the 1.5 ms stall alone: 6 s)"
         in out
     )
+
+
+def test_a_short_interval_is_explained_by_the_goodput_of_half_hour_checkpoints(cat):
+    """5.7 TB every 43 s looks implausible: the table says the async pause (1.5 ms) and what half-hour checkpoints
+    would cost. Daly eq. 13 by hand: goodput(tau) = tau / (M e^(R/M) (e^((tau + delta)/M) - 1)), times the planned
+    restarts' share and the GPUs-in-repair dilution the estimate applies to its own interval."""
+    import math
+
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "16416", "--model", "llama3.1-405b"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    est = estimate_reliability("gb200-nvl72", 16416, "llama3.1-405b", "async", cat)
+    m, delta, restart = est.mtbi_s, est.checkpoint_stall_s, est.restart_s
+    dilution = (1 - est.planned_per_h * restart / 3600) * est.gpus / (est.gpus + est.gpus_in_repair)
+
+    def daly(tau):
+        return tau / (m * math.exp(restart / m) * math.expm1((tau + delta) / m)) * dilution
+
+    assert est.goodput == pytest.approx(daly(est.checkpoint_interval_s), rel=1e-12)  # the same formula
+    assert est.goodput_at(1800.0) == pytest.approx(daly(1800.0), rel=1e-12)
+    # a 2.78 h MTBI: half-hour checkpoints lose ~15 min per interruption, ~9 % of the time: 82.7 %, not 90.4 %
+    assert 0.82 < est.goodput_at(1800.0) < 0.835 < 0.90 < est.goodput
+    out = " ".join(r.stdout.split())
+    assert "why so often" in out and "a checkpoint pauses training 1.5 ms (the write runs in the background)" in out
+    assert f"goodput {est.goodput_at(1800.0):.1%}, not {est.goodput:.1%}" in out
+    # an interval already past half an hour needs no explanation
+    r = runner.invoke(app, ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-405b"])
+    assert r.exit_code == 0 and ("why so often" in r.stdout) == (
+        estimate_reliability("gb200-nvl72", 72, "llama3.1-405b", "async", cat).checkpoint_interval_s < 1800
+    )

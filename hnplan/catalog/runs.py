@@ -216,7 +216,7 @@ def collective_measurements(path) -> list[dict]:
         raise CatalogError(f"{path}: cannot read as a CSV text file ({exc})", path=path) from None
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
-    cols = set(rows[0])
+    cols = {c for c in rows[0] if c is not None}  # a line longer than the header adds the key None
     known = (*COLLECTIVE_COLUMNS, "busbw_GBps", "time_us", "algorithm", "system")
     for col in (*COLLECTIVE_COLUMNS, "busbw_GBps or time_us"):
         if col not in cols and not (col == "busbw_GBps or time_us" and {"busbw_GBps", "time_us"} & cols):

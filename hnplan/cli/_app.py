@@ -16,6 +16,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
 from hnplan.cli._options import MAX_COUNT, check_finite, name_option, path_option  # noqa: F401 - re-exported
+from hnplan.cli._usage import required_arguments_plain
 from hnplan.errors import HnplanError, InfeasiblePlan
 
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def _flags_show_no_type() -> None:
 
 
 _flags_show_no_type()
+
+required_arguments_plain()
 
 
 def _unwrap_command(cmd: TyperCommand) -> TyperCommand:

@@ -3,11 +3,36 @@
 from __future__ import annotations
 
 import math
+import re
+from contextlib import contextmanager
 
 import typer
 from rich.table import Table
 
 from hnplan.cli._app import app, console, handle_errors, print_json
+
+
+@contextmanager
+def _flag_named(paths: dict[str, str | None]):
+    """A planner error about one of the files the user named (``runs.yaml: run x: ...``) re-raised with the
+    flag that gave the file in front (``--runs: runs.yaml: run x: ...``), as ``check_refs`` names ``--stack``;
+    an error that names its flag at the end (``... (--accelerator)``) gets that flag in front instead. The
+    kind (exit 2 or 3) and a catalog error's path, entry and field are kept."""
+    from hnplan.errors import CatalogError, HnplanError
+
+    try:
+        yield
+    except HnplanError as exc:
+        text = str(exc)
+        flag = next((f for f, p in paths.items() if p and text.startswith(f"{p}:")), None)
+        tail = re.search(r" \((--[a-z-]+)\)$", text)
+        if tail is not None:
+            flag, text = tail.group(1), text[: tail.start()]
+        if flag is None or text.startswith("--"):
+            raise
+        if isinstance(exc, CatalogError):
+            raise CatalogError(f"{flag}: {text}", path=exc.path, entry=exc.entry, field=exc.field) from None
+        raise type(exc)(f"{flag}: {text}") from None
 
 
 @app.command()
@@ -36,11 +61,15 @@ def calibrate(
     with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency.
     """
     with handle_errors():
+        from hnplan.catalog.checks import check_refs
         from hnplan.planning.calibrate import calibrate as fit_stack
         from hnplan.planning.calibrate import write_calibration
 
-        cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)
-        written = write_calibration(cal, out)
+        check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
+        with _flag_named({"--runs": runs, "--collectives": collectives}):
+            cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)
+        with _flag_named({"--out": out}):
+            written = write_calibration(cal, out)
         if json_:
             print_json({**cal.to_dict(), "written": written})
             return

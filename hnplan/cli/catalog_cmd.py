@@ -24,7 +24,7 @@ app.add_typer(catalog_app, name="catalog")
 
 @catalog_app.command("list")
 def list_(
-    kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted"),
+    kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted"),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """List catalog ids (with names) of one kind or of all kinds."""
@@ -46,7 +46,7 @@ def list_(
 
 @catalog_app.command("show")
 def show(
-    ref: str = typer.Argument(..., help="an id (h100-sxm) or a YAML file path"),
+    ref: str = typer.Argument(..., metavar="REF", help="an id (h100-sxm) or a YAML file path"),
     kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous"),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
@@ -98,7 +98,9 @@ def show(
 
 @catalog_app.command("validate")
 def validate(
-    path: Path = typer.Argument(None, help="a data folder or one YAML file; default: the project's data/"),
+    path: Path = typer.Argument(
+        None, metavar="PATH", help="a data folder or one YAML file; default: the project's data/"
+    ),
     kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}"),
 ):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
@@ -128,7 +130,7 @@ def validate(
 
 
 @catalog_app.command("schema")
-def schema(kind: str = typer.Argument(None, help=f"one of: {', '.join(KINDS)}; all when omitted")):
+def schema(kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted")):
     """Print the fields of a catalog kind (units in the names) as a Markdown table."""
     with handle_errors():
         for k in [kind] if kind else list(KINDS):

@@ -62,7 +62,7 @@ def collective(
             )
             return
         t = Table(
-            title=f"{op} on {gpus:,} x {sys_.id} ({res.per_domain} per domain x {res.domains} domains, {res.level})"
+            title=f"{op} on {gpus:,} x {sys_.id} ({res.per_domain:,} per domain x {res.domains:,} domains, {res.level})"
         )
         for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
             t.add_column(escape(col), justify="right")  # "[us]" is not rich markup

@@ -108,6 +108,11 @@ def size(
         ]
         if not any(r.get("status") == "ok" for r in rows):  # no design has an answer: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
+        note = ""
+        if any(r.get("status") == "ok" and r["parallel"]["ep"] > 1 for r in rows):  # an expert all-to-all runs
+            from hnplan.planning.trust import moe_dispatch_sentence
+
+            note = moe_dispatch_sentence(model, stack)
         if json_:
             print_json(
                 {
@@ -121,6 +126,7 @@ def size(
                     "checkpoint": checkpoint,
                     "stack": stack,
                     "results": rows,
+                    **({"moe_dispatch_note": note} if note else {}),
                 }
             )
             return
@@ -166,6 +172,8 @@ def size(
                     "the job's GPUs"
                 )
         console.print(t)
+        if note:
+            notes.append(note)
         for line in notes:
             console.print(line, highlight=False, markup=False)
 

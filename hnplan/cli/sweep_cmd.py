@@ -12,7 +12,7 @@ from hnplan.cli._app import app, console, handle_errors, print_json
 
 @app.command()
 def sweep(
-    spec: str = typer.Argument(..., help="sweep spec: a YAML path or an id in data/sweeps/"),
+    spec: str = typer.Argument(..., metavar="SPEC", help="sweep spec: a YAML path or an id in data/sweeps/"),
     out: Path = typer.Option(..., "--out", help="dataset folder (hive-partitioned Parquet); a re-run resumes it"),
     workers: int = typer.Option(None, "--workers", min=1, help="local Dask workers (default: the cores)"),
     scheduler: str = typer.Option(
@@ -38,4 +38,4 @@ def sweep(
         highlight=False,
     )
     for msg, n in sorted(s.errors.items(), key=lambda kv: -kv[1])[:5]:
-        console.print(f"  {n} x {msg}", highlight=False, markup=False)
+        console.print(f"  {n:,} x {msg}", highlight=False, markup=False)

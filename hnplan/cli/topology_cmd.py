@@ -30,7 +30,7 @@ def topology(
         out = d["bom"]["scaleout"]
         rows = [
             ("GPUs (wired)", whole_units_text(gpus, d["gpus_built"], d["unit_gpus"])),
-            ("scale-up domains", f"{d['domains']} x {sys_.scaleup_domain_gpus} ({sys_.scaleup_topology})"),
+            ("scale-up domains", f"{d['domains']:,} x {sys_.scaleup_domain_gpus:,} ({sys_.scaleup_topology})"),
             (
                 "scale-out tiers",
                 f"{d['tiers']['scaleout']} ({sys_.scaleout_topology}, {out['switch_model']}, "

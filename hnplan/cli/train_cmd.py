@@ -154,8 +154,16 @@ def train(
             searched = feasible = None
         else:
             ests, searched, feasible = search_best(job, fixed=given, top=top)
+        note = ""
+        if ests[0].plan.ep > 1:  # an expert all-to-all runs: say when its dispatch misses published runs
+            from hnplan.planning.trust import moe_dispatch_sentence
+
+            dispatch = {"ep_comm": job.choices.ep_comm, "ep_dispatcher": job.choices.ep_dispatcher}
+            note = moe_dispatch_sentence(job.model, job.stack, overrides=dispatch)
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info}
+            if note:
+                out["moe_dispatch_note"] = note
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -205,6 +213,8 @@ def train(
             console.print(kv_table(title, rows))
         if searched is not None:
             console.print(f"searched {searched} candidates, {feasible} feasible")
+        if note:
+            console.print(note, highlight=False, markup=False)
 
 
 def _memory_text(d: dict) -> str:

@@ -25,6 +25,7 @@ def compare_training_designs(
     dtype: str = "bf16",
     catalog: Catalog | None = None,
     offload: str = "none",
+    stack=None,
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -41,6 +42,9 @@ def compare_training_designs(
     offload : {"none", "auto"}
         The stack choice ``offload`` (:mod:`hnplan.planning.training.offload`): ``auto`` lets a design
         with host or pooled memory train plans that do not fit in HBM.
+    stack : str or SoftwareStack, optional
+        Software stack every design is planned under (:func:`hnplan.planning.training.make_job`: its choices,
+        GEMM efficiency and the ZeRO stages and recomputation modes searched); None: the planner's defaults.
 
     Returns
     -------
@@ -68,7 +72,15 @@ def compare_training_designs(
             row["dtype"] = run_dtype
         try:
             (est,), _, _ = best_plan(
-                model, system, gpus, seq_len, global_batch_seqs, run_dtype, catalog=cat, overrides={"offload": offload}
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                run_dtype,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
             )
         except HnplanError as exc:
             row["status"] = f"no plan: {exc}"
@@ -260,7 +272,7 @@ def _run_mfu(run, model, cat: Catalog) -> float:
     return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
 
 
-def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
+def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
     These kinds, each only where it applies to a design of ``df`` (the rows of
@@ -285,7 +297,10 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
       whether it is assumed), on which the cost ranking rests;
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
-      "the enlarged MoE set").
+      "the enlarged MoE set");
+    * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
+      tolerance where another dispatch matched the same run: the two errors and the stacks with the other
+      dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
 
     Parameters
     ----------
@@ -296,6 +311,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
     model : id or entry
         The model it compared.
     catalog : Catalog, optional
+    stack : id, path or entry, optional
+        The software stack the designs were planned with; default the planner's defaults.
 
     Returns
     -------
@@ -387,4 +404,6 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None) -> str:
             "host) were measured slower than hnplan predicts, on x86 hosts above all, so its step times may be "
             'optimistic by host time it does not count (docs/training.md, "the enlarged MoE set").'
         )
+    if said := trust.moe_dispatch_sentence(m, stack, cat):
+        parts.append(said)
     return " ".join(parts)

@@ -251,3 +251,87 @@ def frame_dtypes(ok: pd.DataFrame) -> dict[str, str]:
     if "dtype" not in ok:
         return {}
     return {a: d for a, d in zip(ok["accelerator"][::-1], ok["dtype"][::-1]) if isinstance(d, str)}
+
+
+def _dispatch(stack, overrides: dict | None = None) -> tuple[bool, str]:
+    """A stack's MoE dispatch: whether the expert all-to-all hides behind compute (``ep_comm``) and its
+    dispatcher (``ep_dispatcher``), a run's or a plan's ``overrides`` applied; ``None``: the planner's defaults."""
+    from hnplan.catalog.schemas.software import StackChoices
+
+    base = StackChoices() if stack is None else stack
+    over = overrides or {}
+    return bool(over.get("ep_comm", base.ep_comm)), str(over.get("ep_dispatcher", base.ep_dispatcher))
+
+
+def moe_dispatch_sentence(model, stack=None, catalog: Catalog | None = None, overrides: dict | None = None) -> str:
+    """One sentence when a mixture-of-experts model is planned with a MoE dispatch that the validation set
+    shows missing a published run by more than its tolerance, where the same job predicted with another
+    dispatch lands within it; it names the stacks with that other dispatch and their errors.
+
+    The evidence is read from the validation runs (``data/validation/training_runs.yaml``), not from a list
+    of models: two runs are the same job when model, system, GPUs, sequence length, batch, dtype, metric and
+    published figure agree, so their difference in error is their stacks' difference; a stack's dispatch is its
+    ``ep_comm`` and ``ep_dispatcher`` with the run's ``overrides`` (DeepSeek-V3 on 2,048 H800, arXiv:2412.19437:
+    the NCCL all-to-all exposed, as megatron-core plans it, against DualPipe's overlap).
+
+    Parameters
+    ----------
+    model : id or entry
+    stack : id, path or entry, optional
+        The stack the plan uses; ``None``: the planner's defaults (:class:`StackChoices`).
+    catalog : Catalog, optional
+    overrides : dict, optional
+        Stack choices the plan sets differently (``{"ep_comm": True}`` for ``hnplan train --ep-overlap``).
+
+    Returns
+    -------
+    str
+        Empty for a dense model, or when no such pair of runs speaks against the plan's dispatch.
+    """
+    from hnplan.catalog import load_catalog
+    from hnplan.catalog.runs import training_runs
+
+    cat = catalog or load_catalog()
+    m = cat.model(model)
+    if m.moe is None:
+        return ""
+    entry = None if stack is None else cat.stack(stack)
+    mine = _dispatch(entry, overrides)
+    runs = [r for r in training_runs() if cat.model(r.model).moe is not None]
+    of = {r.id: _dispatch(cat.stack(r.stack), r.overrides) for r in runs}
+    jobs: dict[tuple, list[TrainingRun]] = {}
+    for r in runs:
+        jobs.setdefault((*_job_key(r)[:-1], r.published), []).append(r)
+    paired = [rs for rs in jobs.values() if len({of[r.id] for r in rs}) > 1 and any(of[r.id] == mine for r in rs)]
+    if not paired:
+        return ""
+    errors = speed_errors([r for rs in paired for r in rs], cat)
+    evidence: list[str] = []
+    better: set[tuple[bool, str]] = set()
+    for rs in paired:
+        missed = [r for r in rs if of[r.id] == mine and abs(errors[r.id]) * 100 > r.tolerance_pct]
+        matched = [r for r in rs if of[r.id] != mine and abs(errors[r.id]) * 100 <= r.tolerance_pct]
+        if missed and matched:
+            a, b = missed[0], matched[0]
+            evidence.append(
+                f"{a.id} ({a.gpus:,} GPUs of {a.system}) is predicted {_signed(errors[a.id])} with it, "
+                f"{_signed(errors[b.id])} with {b.stack}"
+            )
+            better.update(of[r.id] for r in matched)
+    if not evidence:
+        return ""
+    # runs whose stack itself has that dispatch (not one a run's overrides give it): the stacks a user can name
+    alike = [r for r in runs if of[r.id] in better and _dispatch(cat.stack(r.stack)) in better]
+    errors.update(speed_errors([r for r in alike if r.id not in errors], cat))
+    named: dict[str, list[str]] = {}
+    for r in alike:
+        named.setdefault(r.stack, []).append(f"{_signed(errors[r.id])} on {r.id}")
+    where = "the planner's defaults" if entry is None else entry.id
+    hidden = "hidden behind compute" if mine[0] else "exposed"
+    return (
+        f"{m.id} is a mixture of experts planned on {where}, whose MoE dispatch ({mine[1]}, expert all-to-all "
+        f"{hidden}) has a known validation gap: {'; '.join(evidence)} (speed errors; negative = slower than "
+        "measured); stacks with the dispatch that matched: "
+        + ", ".join(f"--stack {s} ({', '.join(e)})" for s, e in named.items())
+        + "."
+    )

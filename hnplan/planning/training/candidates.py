@@ -211,9 +211,9 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
             balanced_ends=job.choices.pipeline_balanced_ends,
         )
     raise PlanRuleError(
-        f"no plan of {job.model.id} on {job.gpus} x {job.system.id} divides"
+        f"no plan of {job.model.id} on {job.gpus:,} x {job.system.id} divides"
         f"{' with ' + ', '.join(f'{k} {v}' for k, v in fixed.items()) if fixed else ''}: tp x pp x dp x cp must "
-        f"make {job.gpus} with tp dividing "
+        f"make {job.gpus:,} with tp dividing "
         f"the {job.model.heads} heads and the {job.model.kv_heads} KV heads (up to the "
         f"{job.system.scaleup_domain_gpus}-GPU domain), pp leaving no stage of the {job.model.layers} layers "
         f"empty and dp x micro-batch dividing the batch of {job.global_batch_seqs} sequences; "

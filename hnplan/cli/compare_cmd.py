@@ -1,0 +1,265 @@
+"""``hnplan compare``: supernode or 8-GPU-server cluster for one training job, design by design."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import typer
+
+from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
+
+#: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
+#: schemas (tests/test_cli_compare.py checks they agree)
+MAX_TRAINING_TOKENS = 1e18
+#: the scenario whose design comparison gives the defaults of --systems, --seq-len and --global-batch-tokens
+DEFAULT_SCENARIO = "default"
+_NOTEBOOK = "design_comparison"
+
+
+@app.command()
+def compare(
+    model: str = typer.Option(..., "--model", help="model id or YAML path"),
+    gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in each design"),
+    tokens: float = typer.Option(
+        ...,
+        "--tokens",
+        parser=count(maximum=MAX_TRAINING_TOKENS, why="3,000 times all public human text"),
+        metavar="COUNT",
+        help="training tokens (15T, 15e12, 300B), at most 1e18",
+    ),
+    systems: str = typer.Option(
+        None,
+        "--systems",
+        help="system ids or YAML paths, comma-separated; default: the designs of the default scenario "
+        "(data/scenarios/default.yaml)",
+    ),
+    seq_len: int = typer.Option(
+        None, "--seq-len", min=1, help="sequence length [tokens]; default: the default scenario's"
+    ),
+    global_batch_tokens: int = typer.Option(
+        None,
+        "--global-batch-tokens",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="tokens per step (16Mi = 16,777,216); default: the default scenario's",
+    ),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", help="bf16, fp8 or fp4; a design whose GPU lacks it is planned in bf16 (said in status)"
+    ),
+    offload: str = typer.Option(
+        "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
+    ),
+    stack: str = typer.Option(
+        None,
+        "--stack",
+        help="software stack id or YAML path (data/stacks/), as hnplan train takes it; default: the planner's "
+        "defaults (the design comparison notebook's)",
+    ),
+    trust: bool = typer.Option(
+        True,
+        "--trust/--no-trust",
+        help="say how far to trust the comparison (plans every published run on the designs' accelerators, "
+        "about 0.7 s); --no-trust: the table and the verdict only",
+    ),
+    json_: bool = typer.Option(False, "--json", help="print one JSON object"),
+):
+    """Which design trains the job best: per system its fastest plan that fits, step time, MFU, days, racks,
+    power, energy, capex and cost per million tokens, then the verdict and how far to trust it.
+
+    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). The
+    verdict names the fastest design, the cheapest to buy and per run, and what the supernode
+    fabric buys apart from the newer chip; the notes say how well the validation set covers each
+    accelerator. Exit 3 when no design can run the job.
+    """
+    # the planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    from hnplan.catalog import load_catalog
+    from hnplan.catalog.checks import check_refs
+    from hnplan.errors import InfeasiblePlan, InputError, check_choice
+    from hnplan.planning.compare import compare_training_designs, trust_notes, verdict
+    from hnplan.planning.training import TRAIN_DTYPES
+    from hnplan.units import format_count
+
+    with handle_errors():
+        cat = load_catalog()
+        defaults = _scenario_defaults(cat) if None in (systems, seq_len, global_batch_tokens) else {}
+        names = _system_list(systems) if systems is not None else list(defaults["systems"])
+        seq_len = seq_len if seq_len is not None else int(defaults["seq_len"])
+        if global_batch_tokens is None:
+            global_batch_tokens = int(defaults["global_batch_tokens"])
+        refs = {"--model": ("models", model), **{f"--systems {s}": ("systems", s) for s in names}}
+        check_refs({**refs, "--stack": ("stacks", stack)}, cat)
+        check_choice("--dtype", dtype, TRAIN_DTYPES)
+        check_choice("--offload", offload, ("none", "auto"))
+        if global_batch_tokens % seq_len:
+            raise InputError(
+                f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                + decimal_hint(global_batch_tokens)
+            )
+        if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
+            raise InputError(
+                f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"
+            )
+        df = compare_training_designs(
+            model,
+            names,
+            gpus,
+            tokens,
+            seq_len,
+            global_batch_tokens // seq_len,
+            dtype,
+            catalog=cat,
+            offload=offload,
+            stack=stack,
+        )
+        rows = [_clean(r) for r in df.to_dict("records")]
+        if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
+            raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
+        said, notes = verdict(df), (trust_notes(df, model, cat) if trust else None)
+        if json_:
+            print_json(
+                {
+                    "model": cat.model(model).id,
+                    "gpus": gpus,
+                    "tokens": tokens,
+                    "seq_len": seq_len,
+                    "global_batch_tokens": global_batch_tokens,
+                    "dtype": dtype,
+                    "offload": offload,
+                    "stack": stack,
+                    "units": df.attrs["units"],
+                    "designs": [_json_row(r) for r in rows],
+                    "verdict": said,
+                    "trust": notes,
+                }
+            )
+            return
+        console.print(_table(rows, f"{cat.model(model).id} on {gpus:,} GPUs per design, {format_count(tokens)} tokens"))
+        console.print()
+        console.print(_markup(said), highlight=False)
+        if notes:
+            console.print()
+            console.print(_markup("**How far to trust it**: " + notes), highlight=False)
+
+
+def _scenario_defaults(cat) -> dict:
+    """``systems``, ``seq_len`` and ``global_batch_tokens`` of the default scenario's design comparison."""
+    from hnplan.errors import InputError
+
+    for nb in cat.scenario(DEFAULT_SCENARIO).notebooks:
+        if nb.notebook == _NOTEBOOK:
+            p = nb.parameters
+            missing = [k for k in ("systems", "seq_len", "global_batch_tokens") if k not in p]
+            if missing:
+                raise InputError(
+                    f"scenarios/{DEFAULT_SCENARIO}.yaml notebook {_NOTEBOOK}: parameters lack {', '.join(missing)}"
+                )
+            return p
+    raise InputError(f"scenarios/{DEFAULT_SCENARIO}.yaml has no {_NOTEBOOK} notebook to take the defaults from")
+
+
+def _system_list(text: str) -> list[str]:
+    """The ids of ``--systems a,b,c``, blanks dropped and each design once, in the order given.
+
+    >>> _system_list(" gb200-nvl72, hgx-h100-ib-ndr,,gb200-nvl72 ")
+    ['gb200-nvl72', 'hgx-h100-ib-ndr']
+    """
+    from hnplan.errors import InputError
+
+    names = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not names:
+        raise InputError("--systems names no system; give ids separated by commas (data/systems)")
+    return names
+
+
+_WHOLE = ("gpus", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "racks")
+
+
+def _clean(r: dict) -> dict:
+    """A planner row as printed: counts as integers (a frame with a design without a plan holds them as
+    floats), and a design without a plan without the NaN of the columns it has no value for.
+
+    >>> _clean({"system": "a", "tp": 4.0, "days": float("nan"), "status": "no plan: x"})
+    {'system': 'a', 'tp': 4, 'status': 'no plan: x'}
+    """
+    ok = str(r.get("status", "")).startswith("ok")
+    out = {}
+    for k, v in r.items():
+        if isinstance(v, float) and math.isnan(v):
+            if ok:
+                out[k] = v  # a design without a price: its costs are n/a (null in JSON)
+            continue
+        out[k] = int(v) if k in _WHOLE else v
+    return out
+
+
+def _json_row(r: dict) -> dict:
+    """One design of the JSON answer: the planner's columns, the step-time parts under ``breakdown_s``."""
+    out = {k: v for k, v in r.items() if not k.startswith("t_")}
+    parts = {k[2:-2]: v for k, v in r.items() if k.startswith("t_") and k.endswith("_s")}
+    if parts:  # a design without a plan has no step time to break down
+        out["breakdown_s"] = parts
+    return out
+
+
+def _money(x: float, per_token: bool = False) -> str:
+    """USD with a scale (``$80.4M``), or ``n/a`` for a design without a price."""
+    from hnplan.units import format_usd
+
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    return format_usd(x) if per_token else format_usd(x * 1e6)  # the planner's capex is in million USD
+
+
+def _plan_text(r: dict) -> str:
+    """``TP2 PP9 DP32 CP2 EP1 mb1 none``: the degrees, micro-batch size and recomputation of a plan."""
+    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mb{r['microbatch_size']} {r['recompute']}"
+
+
+def _table(rows: list[dict], title: str):
+    """The designs side by side, one row each; a design without a plan keeps its row with the reason."""
+    from rich.table import Table
+
+    t = Table(title=escape(title))
+    cols = (
+        "system",
+        "plan",
+        "step [s]",
+        "MFU",
+        "days",
+        "racks",
+        "IT / facility [MW]",
+        "energy [MWh]",
+        "capex",
+        "$ per 1M tokens",
+        "status",
+    )
+    for col in cols:
+        t.add_column(escape(col), justify="left" if col in ("system", "plan", "status") else "right")
+    for r in rows:
+        if not str(r["status"]).startswith("ok"):
+            t.add_row(escape(r["system"]), *["-"] * (len(cols) - 2), escape(str(r["status"])))
+            continue
+        t.add_row(
+            escape(r["system"]),
+            _plan_text(r),
+            f"{r['step_time_s']:,.3f}",
+            f"{r['mfu']:.1%}",
+            f"{r['days']:,.1f}",
+            f"{r['racks']:,}",
+            f"{r['it_power_mw']:,.2f} / {r['facility_power_mw']:,.2f}",
+            f"{r['energy_mwh']:,.0f}",
+            _money(r["capex_musd"]),
+            _money(r["usd_per_million_tokens"], per_token=True),
+            escape(str(r["status"])),
+        )
+    return t
+
+
+def _markup(text: str) -> str:
+    """The planner's Markdown sentences as rich markup: ``**x**`` bold, everything else printed as written.
+
+    >>> _markup("**gb200-nvl72** trains fastest [days]")
+    '[bold]gb200-nvl72[/bold] trains fastest \\\\[days]'
+    """
+    return re.sub(r"\*\*(.+?)\*\*", r"[bold]\1[/bold]", escape(text))

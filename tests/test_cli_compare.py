@@ -1,0 +1,142 @@
+"""``hnplan compare``: the design comparison on the command line (table, JSON keys, errors, agreement with
+``hnplan train``)."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.catalog import load_catalog
+from hnplan.cli import app
+
+runner = CliRunner()
+# Llama 3.1 8B on 72 GPUs (one NVL72 rack, nine 8-GPU servers) at 8,192 tokens x 144 sequences per step: a
+# data-parallel degree of 9 divides the batch, so every design has plans; 1e11 tokens = 84,771 steps
+BASE = ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e11", "--seq-len", "8192"]
+BASE += ["--global-batch-tokens", "1179648", "--systems", "gb200-nvl72,hgx-h100-ib-ndr"]
+
+
+@pytest.fixture(scope="module")
+def answer() -> dict:
+    res = runner.invoke(app, [*BASE, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_json_keys_units_and_the_arithmetic_between_them(answer):
+    assert [d["system"] for d in answer["designs"]] == ["gb200-nvl72", "hgx-h100-ib-ndr"]
+    assert answer["global_batch_tokens"] == 1179648 and answer["tokens"] == 1e11 and answer["stack"] is None
+    assert answer["units"]["days"] == "days" and answer["units"]["capex_musd"] == "million USD"
+    for d in answer["designs"]:
+        assert d["status"] == "ok"
+        assert {"tp", "pp", "dp", "cp", "ep", "step_time_s", "mfu", "days", "racks", "it_power_mw"} <= set(d)
+        assert {"facility_power_mw", "energy_mwh", "capex_musd", "usd_per_million_tokens", "breakdown_s"} <= set(d)
+        assert d["tp"] * d["pp"] * d["dp"] * d["cp"] == 72
+        # days = tokens / (tokens per step / step time) / 86,400 s
+        assert d["days"] == pytest.approx(1e11 / (1179648 / d["step_time_s"]) / 86400, rel=1e-9)
+        assert d["facility_power_mw"] > d["it_power_mw"] > 0
+        # the run's cost over its tokens, per million
+        assert d["usd_per_million_tokens"] == pytest.approx(d["run_musd"] * 1e6 / 1e11 * 1e6, rel=1e-9)
+        assert "compute" in d["breakdown_s"] and not any(k.startswith("t_") for k in d)
+    racks = {d["system"]: d["racks"] for d in answer["designs"]}
+    assert racks["gb200-nvl72"] == 1  # 72 GPUs: one NVL72 rack
+    fastest = min(answer["designs"], key=lambda d: d["days"])["system"]
+    assert f"**{fastest}** trains fastest" in answer["verdict"]
+    assert answer["trust"].startswith("Every figure here is a model's prediction")
+
+
+@pytest.mark.parametrize("system", ["gb200-nvl72", "hgx-h100-ib-ndr"])
+def test_each_design_is_the_best_plan_of_train(answer, system):
+    """The same job through `hnplan train` (its default stack, megatron-core) finds the same plan and step
+    time as the comparison (the planner's defaults) for each design."""
+    res = runner.invoke(
+        app,
+        ["train", "--model", "llama3.1-8b", "--system", system, "--gpus", "72", "--seq-len", "8192"]
+        + ["--global-batch-tokens", "1179648", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    t = json.loads(res.stdout)
+    d = next(d for d in answer["designs"] if d["system"] == system)
+    p = t["parallel"]
+    assert (d["tp"], d["pp"], d["dp"], d["cp"], d["ep"]) == (p["tp"], p["pp"], p["dp"], p["cp"], p["ep"])
+    assert (d["microbatch_size"], d["recompute"]) == (p["microbatch_size"], p["recompute"])
+    assert d["step_time_s"] == pytest.approx(t["step_time_s"], rel=1e-9)
+    assert d["mfu"] == pytest.approx(t["mfu"], rel=1e-9)
+
+
+def test_table_prints_every_design_the_verdict_and_the_trust_notes():
+    res = runner.invoke(app, BASE)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    for needle in ("gb200-nvl72", "hgx-h100-ib-ndr", "step [s]", "$ per 1M tokens", "IT / facility [MW]"):
+        assert needle in text
+    assert "trains fastest" in text and "How far to trust it:" in text and "**" not in text
+
+
+def test_default_systems_and_shape_are_the_default_scenario_s():
+    """Without --systems, --seq-len and --global-batch-tokens: data/scenarios/default.yaml's design comparison."""
+    nb = next(n for n in load_catalog().scenario("default").notebooks if n.notebook == "design_comparison")
+    from hnplan.cli.compare_cmd import _scenario_defaults
+
+    p = _scenario_defaults(load_catalog())
+    assert list(p["systems"]) == list(nb.parameters["systems"])
+    assert (p["seq_len"], p["global_batch_tokens"]) == (8192, 16777216)
+
+
+@pytest.mark.parametrize(
+    "argv,code,message",
+    [
+        (["--systems", "gb200"], 2, "unknown system id 'gb200'"),
+        (["--systems", " , "], 2, "--systems names no system"),
+        (["--dtype", "fp16"], 2, "--dtype must be one of bf16, fp8, fp4"),
+        (["--offload", "some"], 2, "--offload must be one of none, auto"),
+        (["--global-batch-tokens", "1000000"], 2, "is not a multiple of --seq-len 8192"),
+        (["--tokens", "1e5"], 2, "is less than one step"),
+        (["--tokens", "inf"], 2, "--tokens"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, code, message):
+    res = runner.invoke(app, [*BASE, *argv])
+    assert res.exit_code == code, res.output
+    assert message in " ".join(res.stderr.split()) and "Traceback" not in res.output
+
+
+def test_no_design_can_run_the_job_exit_3_with_each_reason():
+    """Llama 3.1 405B does not fit on 8 H100 or 8 B200 GPUs in any plan: exit 3, one line naming each design."""
+    argv = ["compare", "--model", "llama3.1-405b", "--gpus", "8", "--tokens", "1e11", "--seq-len", "8192"]
+    argv += ["--global-batch-tokens", "65536", "--systems", "hgx-h100-ib-ndr,hgx-b200-ib-xdr", "--json"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 3, res.output
+    err = json.loads(res.stdout)["error"]
+    assert err["kind"] == "infeasible" and "hgx-h100-ib-ndr:" in err["message"] and "hgx-b200-ib-xdr:" in err["message"]
+
+
+def test_cli_token_bound_is_the_schema_s():
+    from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
+    from hnplan.cli.compare_cmd import MAX_TRAINING_TOKENS as CLI_MAX
+
+    assert CLI_MAX == MAX_TRAINING_TOKENS
+
+
+def test_a_design_without_a_plan_keeps_its_row_with_the_reason():
+    """Llama 3.1 70B on 8 GPUs: 8 x 80 GB H100 hold no plan (the smallest needs about 158 GiB per GPU), 8 x 186
+    GB GB200 do; the comparison answers (exit 0) with the H100 row's reason and no plan columns."""
+    argv = ["compare", "--model", "llama3.1-70b", "--gpus", "8", "--tokens", "1e10", "--seq-len", "8192"]
+    argv += ["--global-batch-tokens", "65536", "--systems", "gb200-nvl72,hgx-h100-ib-ndr"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.output
+    ok, failed = json.loads(res.stdout)["designs"]
+    assert ok["status"] == "ok" and isinstance(ok["tp"], int) and ok["racks"] == 1
+    assert failed["status"].startswith("no plan: no plan of llama3.1-70b on 8 GPUs fits in memory")
+    assert not {"tp", "days", "capex_musd", "breakdown_s"} & set(failed)
+    table = runner.invoke(app, argv)
+    assert table.exit_code == 0 and "TP4.0" not in table.stdout and "no plan" in table.stdout
+
+
+def test_no_trust_leaves_the_notes_out():
+    res = runner.invoke(app, [*BASE, "--no-trust", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["trust"] is None and "trains fastest" in d["verdict"]
+    table = runner.invoke(app, [*BASE, "--no-trust"])
+    assert table.exit_code == 0 and "How far to trust it" not in table.stdout
