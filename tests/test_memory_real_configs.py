@@ -134,7 +134,7 @@ def test_overlapped_comm_by_hand():
 
 def test_tp_overlap_no_longer_hides_all_tp_traffic(cat):
     from hnplan.planning.training import StackChoices
-    from hnplan.planning.training.evaluate import estimate_training_step
+    from hnplan.planning.training.search import estimate_training_step
 
     plan = ParallelPlan(tp=8, pp=4, dp=2, recompute="selective")
     kw = dict(catalog=cat)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from hnplan.planning.training import evaluate as ev
-from hnplan.planning.training import make_job, prune, rank_plans, search_best
+from hnplan.planning.training import make_job, prune, rank_plans, search, search_best
 
 JOBS = [  # (model, system, GPUs, sequence, batch [sequences], stack): dense and MoE, NVL72 and 8-GPU servers
     ("megatron-18.4b", "gb200-nvl72", 576, 2048, 576, None),
@@ -23,7 +23,7 @@ def _job(cat, model, system, gpus, seq, batch, stack):
 def test_bound_is_below_every_step_time(cat, spec):
     job = _job(cat, *spec)
     assert prune.prunable(job)
-    cands = ev._search_candidates(job, None)
+    cands = search._search_candidates(job, None)
     _, plans = ev._plan_columns(job, cands)
     bound, mem, fits = prune.step_lower_bound(job, plans)
     full = ev.evaluate_plans(job, cands)
@@ -38,7 +38,7 @@ def test_bound_is_below_every_step_time(cat, spec):
 @pytest.mark.parametrize("spec", JOBS, ids=[j[0] for j in JOBS])
 def test_pruned_search_equals_the_full_ranking(cat, spec, monkeypatch):
     job = _job(cat, *spec)
-    n = len(ev._search_candidates(job, None))
+    n = len(search._search_candidates(job, None))
     monkeypatch.setattr(prune, "PRUNE_PROBE", 16)  # a small probe: the second evaluation runs too
     monkeypatch.setattr(prune, "PRUNE_FROM", min(n - 1, prune.PRUNE_FROM))
     ranked = rank_plans(job)

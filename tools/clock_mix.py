@@ -32,24 +32,13 @@ import pandas as pd
 from hnplan.catalog import load_catalog
 from hnplan.catalog.runs import training_runs
 from hnplan.compute.operators import operator_table, totals
-from hnplan.planning.training.job import make_job
-from hnplan.planning.validation import predict_run
+from hnplan.planning.validation import predict_run, run_job
 
 
 def row(run, cat) -> dict:
     """The columns of the module docstring for one validation run."""
     best = predict_run(run, cat)
-    job = make_job(
-        run.model,
-        run.system,
-        run.gpus,
-        run.seq_len,
-        run.global_batch_seqs,
-        run.dtype,
-        cat,
-        stack=run.stack,
-        overrides=run.overrides or None,
-    )
+    job = run_job(run, cat)
     ops = operator_table(
         job.model,
         job.kernel_acc,

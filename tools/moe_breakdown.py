@@ -44,9 +44,8 @@ from hnplan.compute.host import (
     graph_scope,
     kernels_per_row,
 )
-from hnplan.planning.training.job import make_job
 from hnplan.planning.training.moe import ep_comm_per_microbatch
-from hnplan.planning.validation import predict_run
+from hnplan.planning.validation import predict_run, run_job
 
 FWD, BWD = ("fwd",), ("bwd", "bwd-data", "bwd-weight")
 
@@ -89,16 +88,7 @@ def breakdown(run, close: bool, fixed: dict | None) -> None:
         run = run.model_copy(update={"fixed": {**run.fixed, **fixed}})
     b = predict_run(run)
     err = 100 * (float(b[run.metric]) / run.published - 1)
-    job = make_job(
-        run.model,
-        run.system,
-        run.gpus,
-        run.seq_len,
-        run.global_batch_seqs,
-        run.dtype,
-        stack=run.stack,
-        overrides=run.overrides or None,
-    )
+    job = run_job(run)
     ch, moe = job.choices, job.model.moe
     mb, tp, cp, ep, pp = (int(b[k]) for k in ("microbatch_size", "tp", "cp", "ep", "pp"))
     df = operator_table(

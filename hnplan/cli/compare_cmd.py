@@ -205,11 +205,11 @@ def _json_row(r: dict) -> dict:
 
 def _money(x: float, per_token: bool = False) -> str:
     """USD with a scale (``$80.4M``), or ``n/a`` for a design without a price."""
-    from hnplan.units import format_usd
+    from hnplan.units import MEGA, format_usd
 
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    return format_usd(x) if per_token else format_usd(x * 1e6)  # the planner's capex is in million USD
+    return format_usd(x) if per_token else format_usd(x * MEGA)  # the planner's capex is in million USD
 
 
 def _plan_text(r: dict) -> str:

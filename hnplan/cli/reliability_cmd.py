@@ -120,7 +120,7 @@ def _why_so_often(d: dict, goodput_what_if: float) -> list[tuple[str, str]]:
             f"a checkpoint pauses training {_seconds(d['checkpoint_stall_s'])}"
             f"{' (the write runs in the background)' if d['mode'] == 'async' else ''}; an interruption every "
             f"{_hours(d['mtbi_h'])} h loses half an interval of work ({interval / 2:,.0f} s); checkpoints every "
-            f"{WHAT_IF_INTERVAL_S / 60:.0f} min (losing {half / 60:.0f} min): goodput {goodput_what_if:.1%}, "
+            f"{WHAT_IF_INTERVAL_S / units.MINUTE:.0f} min (losing {half / units.MINUTE:.0f} min): goodput {goodput_what_if:.1%}, "
             f"not {d['goodput']:.1%}",
         )
     ]

@@ -6,7 +6,26 @@ import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
+from hnplan.planning.training import components as c
 from hnplan.planning.training import search_plans
+from hnplan.planning.training.job import make_job
+
+
+def _run_args(run: TrainingRun) -> tuple[str, str, int, int, int, str]:
+    """A run's positional job arguments: model, system, GPUs, sequence length [tokens], sequences per step, dtype."""
+    return (run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype)
+
+
+def run_job(run: TrainingRun, catalog: Catalog | None = None) -> c.Job:
+    """The training job a validation run describes (:func:`hnplan.planning.training.job.make_job` with the
+    run's model, system, size, batch, dtype, stack and overrides), for tools that break its best plan down.
+
+    Raises
+    ------
+    InputError
+        Where the run names an id the catalog lacks or a combination :func:`make_job` rejects.
+    """
+    return make_job(*_run_args(run), catalog, stack=run.stack, overrides=run.overrides or None)
 
 
 def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
@@ -14,12 +33,7 @@ def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     software stack, as a Series of :func:`hnplan.planning.training.evaluate_plans` columns plus
     ``tokens_per_s_per_gpu``."""
     df = search_plans(
-        run.model,
-        run.system,
-        run.gpus,
-        run.seq_len,
-        run.global_batch_seqs,
-        run.dtype,
+        *_run_args(run),
         fixed=run.fixed,
         catalog=catalog,
         stack=run.stack,

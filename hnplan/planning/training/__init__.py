@@ -9,9 +9,9 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 * :mod:`.job`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
   explicit overrides, with the provenance of each choice).
 * :mod:`.evaluate`: :func:`evaluate_plans` (a DataFrame per
-  candidate table), its one-row case :func:`estimate_plan`, and the search :func:`rank_plans` /
-  :func:`search_best`; :func:`estimate_training_step`, :func:`search_plans` and :func:`best_plan` take
-  ids and build the job once.
+  candidate table) and its one-row case :func:`estimate_plan`.
+* :mod:`.search`: the search :func:`rank_plans` / :func:`search_best`; :func:`estimate_training_step`,
+  :func:`search_plans` and :func:`best_plan` take ids and build the job once.
 * :mod:`.prune`: the compute-only lower bound on step time with which :func:`search_best` evaluates
   fully only the candidates that could win (the same answer as a full ranking).
 
@@ -30,16 +30,11 @@ from hnplan.planning.training.components import (  # noqa: F401
 )
 from hnplan.planning.training.evaluate import (  # noqa: F401
     BREAKDOWN,
-    best_plan,
     estimate_from_row,
     estimate_plan,
-    estimate_training_step,
     evaluate_plans,
     make_job,
-    rank_plans,
     resolve_choices,
-    search_best,
-    search_plans,
 )
 from hnplan.planning.training.plan import (  # noqa: F401
     PLAN_FIELDS,
@@ -50,4 +45,11 @@ from hnplan.planning.training.plan import (  # noqa: F401
     plans_frame,
     valid_mask,
     validate_plan,
+)
+from hnplan.planning.training.search import (  # noqa: F401
+    best_plan,
+    estimate_training_step,
+    rank_plans,
+    search_best,
+    search_plans,
 )

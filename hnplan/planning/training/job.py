@@ -1,6 +1,6 @@
 """A training job assembled once: ids resolved, the software stack's choices and GEMM efficiency
 applied, the job-level inputs checked, and where each choice came from recorded (:func:`make_job`),
-for the evaluator and the search (:mod:`hnplan.planning.training.evaluate`)."""
+for the evaluator (:mod:`hnplan.planning.training.evaluate`) and the search (:mod:`.search`)."""
 
 from __future__ import annotations
 
