@@ -1,5 +1,6 @@
 """Shared fixtures: the project catalog, and a throw-away copy of data/ for error-path tests."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -20,3 +21,15 @@ def data_copy(tmp_path) -> Path:
     dst = tmp_path / "data"
     shutil.copytree(ROOT / "data", dst)
     return dst
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_dir(tmp_path_factory):
+    # the tests' cached predictions (hnplan.planning.prediction_cache) in a folder of their own, not the user's
+    old = os.environ.get("HNPLAN_CACHE_DIR")
+    os.environ["HNPLAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("hnplan-cache"))
+    yield
+    if old is None:
+        os.environ.pop("HNPLAN_CACHE_DIR", None)
+    else:
+        os.environ["HNPLAN_CACHE_DIR"] = old

@@ -160,3 +160,45 @@ def test_layers_kept_in_bf16_slow_an_fp4_step(cat):
         return evaluate_plans(job, plan)["step_time_s"].iloc[0]
 
     assert step(0) < step(2) < step(4)
+
+
+def test_cublas_nvfp4_gemms_on_b200_at_the_training_stacks_ceiling(cat):
+    """cuBLASLt NVFP4 GEMMs on a B200 through torch._scaled_mm (pytorch/ao PR 2427,
+    benchmarks/float8/bench_matmul.py --recipe nvfp4): 5,500 / 5,370 TFLOP/s at 6,144^3 / 8,192^3 against bf16
+    1,450 / 1,420 in the same run, fp4 / bf16 = 3.79 / 3.78. Held in the bf16 frame (the run's clock divides
+    out): the law's fp4 / bf16 ratio at those shapes matches at fp4 ceilings 0.707 / 0.687, geometric mean
+    sqrt(0.707 x 0.687) = 0.697, the Transformer Engine stacks' B200 value (0.70); GB200: the same die's
+    fp4 / bf16 factor on its bf16 ceiling, 0.697 / 0.712 x 0.669 = 0.655 (0.66). vLLM's CUTLASS kernel (the
+    accelerator's 0.449, kept for inference) is the slower library."""
+    from hnplan.compute.gemm import with_matmul_efficiency
+
+    st = cat.stack("nemo-mlperf-v50")
+    assert st.matmul_efficiency == cat.stack("megatron-core").matmul_efficiency
+    assert st.matmul_efficiency["b200"]["fp4"] == pytest.approx((0.707 * 0.687) ** 0.5, abs=0.005)
+    b200 = with_matmul_efficiency(cat.accelerator("b200"), st.matmul_efficiency["b200"])
+    for s, fp4_tflops, bf16_tflops in ((6144, 5500.0, 1450.0), (8192, 5370.0, 1420.0)):
+        law = gemm_time_s(b200, "bf16", s, s, s) / gemm_time_s(b200, "fp4", s, s, s)
+        assert law == pytest.approx(fp4_tflops / bf16_tflops, rel=0.02)
+    # a 31 us kernel (4,096^3) runs below the law (3.16 measured against 3.45): the fp4 K loop is short
+    assert gemm_time_s(b200, "bf16", 4096, 4096, 4096) / gemm_time_s(b200, "fp4", 4096, 4096, 4096) > 4460 / 1410
+    gb200 = cat.accelerator("gb200")
+    assert st.matmul_efficiency["gb200"]["fp4"] == pytest.approx(0.697 / 0.712 * 0.669, abs=0.006)
+    assert gb200.gemm_efficiency["bf16"] == 0.669 and cat.accelerator("b200").gemm_efficiency["bf16"] == 0.712
+    # the inference side keeps the CUTLASS kernel's ceiling (the MLPerf Inference FP4 / FP8 ratio rests on it)
+    assert cat.accelerator("b200").gemm_efficiency["fp4"] == 0.449 == gb200.gemm_efficiency["fp4"]
+    # Blackwell Ultra: no stack value (Transformer Engine's B300 benchmark is slower than the law at 0.449)
+    assert "b300" not in st.matmul_efficiency and "gb300" not in st.matmul_efficiency
+
+
+def test_short_run_stack_ceiling_takes_the_sustained_clock(cat):
+    # a ceiling in the short-run frame: in a training step the fp4 GEMMs of a GB200 run at
+    # 10,000 x 0.853 x 0.66 = 5,630 TFLOP/s, not at the held 10,000 x 0.66 of an in-training measurement
+    job = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50")
+    k = job.kernel_acc
+    assert k.dense_tflops["fp4"] * k.gemm_efficiency["fp4"] == pytest.approx(10000.0 * 0.853 * 0.66)
+    assert job.provenance["matmul_efficiency"].startswith("stack nemo-mlperf-v50 (library GEMM benchmark: cuBLASLt")
+    assert "in-training efficiency" not in job.provenance["kernel_clock"]
+    # a bf16 job with the same stack keeps the accelerator's own ceiling and says so
+    job16 = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "bf16", cat, stack="nemo-mlperf-v50")
+    assert job16.provenance["matmul_efficiency"] == "accelerator gb200 (micro-benchmark)"
+    assert job16.kernel_acc.gemm_efficiency["bf16"] == 0.669

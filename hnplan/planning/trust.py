@@ -23,7 +23,7 @@ _LEAN_SHARE = 2 / 3
 _LEAN_PCT = 5.0
 
 
-def speed_errors(runs: list[TrainingRun], catalog: Catalog) -> dict[str, float]:
+def speed_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, float]:
     """hnplan's speed against each published run, as ``predicted throughput / measured - 1`` [-].
 
     A step-time run's error is read as its inverse (a predicted step 10 % longer is a speed 9.1 % lower),
@@ -40,17 +40,27 @@ def speed_errors(runs: list[TrainingRun], catalog: Catalog) -> dict[str, float]:
     -------
     dict
         Run id -> speed error [-], from :func:`hnplan.planning.validation.validation_table` (each run planned
-        with its stated configuration and software stack).
+        with its stated configuration and software stack), read back from the on-disk cache of
+        :mod:`hnplan.planning.prediction_cache` where it holds the run under the same catalog and code.
     """
-    from hnplan.planning.validation import validation_table
-
     if not runs:
         return {}
+    if isinstance(catalog, Catalog):
+        from hnplan.planning.prediction_cache import cached_speed_errors
+
+        return cached_speed_errors(runs, catalog, lambda todo: _planned_errors(todo, catalog))
+    return _planned_errors(runs, catalog)
+
+
+def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, float]:
+    """:func:`speed_errors` of ``runs``, each planned now."""
+    from hnplan.planning.validation import validation_table
+
     table = validation_table(runs, catalog)
     out = {}
     for rid, metric, err_pct in zip(table["id"], table["metric"], table["error_pct"]):
         ratio = 1.0 + err_pct / 100.0
-        out[rid] = (1.0 / ratio if metric == "step_time_s" else ratio) - 1.0
+        out[rid] = float((1.0 / ratio if metric == "step_time_s" else ratio) - 1.0)
     return out
 
 

@@ -379,6 +379,13 @@ class SoftwareStack(Entry, StackChoices):
         "with this stack [fraction of the dense peak]; replaces the accelerator's "
         "(calibration)",
     )
+    matmul_efficiency_short_run: list[Dtype] | None = Field(
+        default=None,
+        description="dtypes whose matmul_efficiency values are not in-training rates but ceilings in the "
+        "accelerator's short-run frame (a GEMM benchmark of the stack's library, held against the chip's bf16 "
+        "ceiling): the chip's sustained_compute_fraction applies to them as to the accelerator's own ceilings; "
+        "the other dtypes hold the in-training clock",
+    )
 
     attention_efficiency: dict[str, dict[Literal["fwd", "bwd"], Fraction]] | None = Field(
         default=None,

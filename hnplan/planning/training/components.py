@@ -105,6 +105,16 @@ def stack_accelerator(stack: SoftwareStack, acc: Accelerator) -> Accelerator:
     return acc.model_copy(update={"attention_efficiency": dict(attn)}) if attn else acc
 
 
+def held_gemm_dtypes(stack: SoftwareStack | None, acc_id: str) -> list[str]:
+    """The GEMM dtypes whose efficiency ``stack`` measured in training on accelerator ``acc_id`` (at the
+    sustained clock already: :func:`hnplan.compute.clocks.sustained_accelerator` keeps their rate); the
+    dtypes of ``matmul_efficiency_short_run`` (a library's GEMM benchmark at boost clock) are not held."""
+    if stack is None:
+        return []
+    short = set(stack.matmul_efficiency_short_run or ())
+    return sorted(d for d in (stack.matmul_efficiency or {}).get(acc_id, {}) if d not in short)
+
+
 @dataclass(frozen=True)
 class Job:
     """What every candidate of one search shares: model, system (its accelerator with the stack's
@@ -140,8 +150,7 @@ class Job:
         (:func:`hnplan.compute.clocks.sustained_accelerator`); GEMMs of the dtypes whose efficiency the
         stack measured in training keep that rate (it holds the clock already), attention and the other
         compute terms take the fraction; ``acc`` keeps the datasheet peak for MFU."""
-        held = (self.stack.matmul_efficiency or {}).get(self.acc.id, {}) if self.stack is not None else {}
-        return sustained_accelerator(self.acc, held_gemm_dtypes=held)
+        return sustained_accelerator(self.acc, held_gemm_dtypes=held_gemm_dtypes(self.stack, self.acc.id))
 
     def group(self, size: int, stride: int) -> GroupPlacement:
         """The placement of a group of ``size`` ranks spaced ``stride`` apart (cached)."""

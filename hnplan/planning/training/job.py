@@ -166,15 +166,17 @@ def make_job(
     model, system = cat.model(model), cat.system(system)
     ch = host_scaled(ch, system, provenance)
     acc = cat.accelerator(system.accelerator)
-    if st is not None and acc.id in (st.matmul_efficiency or {}):
-        source = st.field_sources.get("matmul_efficiency", "").split(": ")[0]  # e.g. "... Table 4"
-        provenance["matmul_efficiency"] = f"stack {st.id} (measured in training{': ' + source if source else ''})"
+    if st is not None and dtype in (st.matmul_efficiency or {}).get(acc.id, {}):
+        key = f"matmul_efficiency.{dtype}"
+        source = st.field_sources.get(key, st.field_sources.get("matmul_efficiency", "")).split(": ")[0]
+        how = "library GEMM benchmark" if dtype in (st.matmul_efficiency_short_run or ()) else "measured in training"
+        provenance["matmul_efficiency"] = f"stack {st.id} ({how}{': ' + source if source else ''})"
     elif {"matmul_efficiency", f"matmul_efficiency.{dtype}"} & set(acc.assumptions):
         # no GEMM search on the chip itself: a value carried from a related chip, said as such
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (labelled assumption, carried from a related chip)"
     else:
         provenance["matmul_efficiency"] = f"accelerator {acc.id} (micro-benchmark)"
-    provenance["kernel_clock"] = _kernel_clock(acc, (st.matmul_efficiency or {}).get(acc.id, {}) if st else ())
+    provenance["kernel_clock"] = _kernel_clock(acc, c.held_gemm_dtypes(st, acc.id))
     if st is not None and acc.id in (st.attention_efficiency or {}):
         provenance["attention_efficiency"] = f"stack {st.id} (its attention kernel)"
     if st is not None:
