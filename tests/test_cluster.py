@@ -256,8 +256,8 @@ def test_more_gpus_never_lengthen_mean_queue_delay(seed, extra, policy):
     every earlier job starts no later on the larger cluster, so it frees its GPUs no later, and the
     free GPUs are whole servers, so each job starts no later either (induction over arrival order).
     With backfill, preemption or jobs that split servers this need not hold (a scheduling anomaly:
-    seed 982 of the default mix on 64 -> 72 GPUs with best-fit and backfill waits 925 s -> 1,042 s
-    on average)."""
+    seed 982 of the default mix on 64 -> 72 GPUs with best-fit and backfill waits 925 s -> 1,039 s
+    on average, 150 jobs, failures off, at queue depths 64, 100 and 500 alike)."""
     rng = np.random.default_rng(seed)
     n = 120
     jobs = pd.DataFrame(

@@ -64,3 +64,40 @@ def test_utilisation_does_not_fall_as_the_offered_load_rises(cat):
     assert u[1]["utilisation"] > u[0]["utilisation"]
     for s in u:  # the window's demand bounds what a scheduler can fill (up to the backlog of the warm-up)
         assert s["utilisation"] <= s["offered_load_window"] + 0.02
+
+
+def test_queue_depth_is_slurms_backfill_depth():
+    """One 8-GPU server: a 4-GPU job holds half of it for 10,000 s, then 100 8-GPU jobs queue behind
+    it (the first blocked, its reservation at 10,000 s with no GPUs spare then), then a 1-GPU job of
+    100 s arrives, 101st in the queue. It ends long before the reservation, so EASY backfilling starts
+    it at once, as Slurm's backfill plugin does within ``bf_max_job_test`` (default 500, slurm.conf(5)):
+    with the default depth its queueing delay is 0. A pass that looks at only 100 queued jobs (Slurm's
+    event-triggered ``default_queue_depth``) never reaches it, and it waits until the 4-GPU job ends
+    (10,000 s after t = 0, 9,899 s after its arrival at t = 101) at least."""
+    from hnplan.cluster.simulate import QUEUE_DEPTH
+
+    n = 100
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": [0.0, *np.arange(1.0, n + 1), n + 1.0],
+            "gpus": [4, *[8] * n, 1],
+            "gpu_milli": 1000,
+            "duration_s": [10_000.0, *[1000.0] * n, 100.0],
+            "cls": "development",
+            "checkpoint_s": math.inf,
+            "tp": 1,
+        }
+    )
+    kw = dict(policy="first-fit", failures=False, preemption=False, seed=0)
+    assert QUEUE_DEPTH == 500
+    last = simulate_cluster("hgx-h100-ib-ndr", 8, jobs, **kw).jobs.iloc[-1]
+    assert last["queue_delay_s"] == 0.0
+    shallow = simulate_cluster("hgx-h100-ib-ndr", 8, jobs, queue_depth=100, **kw).jobs.iloc[-1]
+    assert shallow["queue_delay_s"] >= 10_000.0 - (n + 1.0)
+
+
+def test_queue_depth_out_of_range_is_refused():
+    from hnplan.errors import InputError
+
+    with pytest.raises(InputError, match="queue_depth"):
+        simulate_cluster("hgx-h100-ib-ndr", 8, n_jobs=5, queue_depth=0)

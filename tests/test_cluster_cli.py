@@ -17,6 +17,18 @@ def test_cluster_help():
     assert r.exit_code == 0 and "--policy" in r.output and "--trace" in r.output
 
 
+def test_cluster_queue_depth_default_is_the_library_s():
+    """The CLI's --queue-depth default (a literal, so that --help needs no simulation import) is
+    ``QUEUE_DEPTH``, Slurm's bf_max_job_test default of 500."""
+    import inspect
+
+    from hnplan.cli.cluster_cmd import simulate
+    from hnplan.cluster.simulate import QUEUE_DEPTH, QUEUE_DEPTH_MAX
+
+    opt = inspect.signature(simulate).parameters["queue_depth"].default
+    assert (opt.default, opt.min, opt.max) == (QUEUE_DEPTH, 1, QUEUE_DEPTH_MAX)
+
+
 def test_cluster_json_matches_library(cat):
     args = [
         "cluster",
@@ -76,6 +88,7 @@ def test_cluster_trace_table():
         ["--days", "1", "--jobs", "5"],
         ["--system", "h100"],
         ["--load", "0", "--jobs", "5"],
+        ["--queue-depth", "0", "--jobs", "5"],
     ],
 )
 def test_cluster_bad_input_exits_2(extra):

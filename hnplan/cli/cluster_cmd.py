@@ -43,6 +43,13 @@ def simulate(
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
     preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
     failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
+    queue_depth: int = typer.Option(
+        500,
+        "--queue-depth",
+        min=1,
+        max=1_000_000,
+        help="queued jobs a scheduler pass considers (default 500, Slurm's bf_max_job_test; 1 to 1,000,000)",
+    ),
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
@@ -93,6 +100,7 @@ def simulate(
             backfill=backfill,
             preemption=preemption,
             failures=failures,
+            queue_depth=queue_depth,
             slicing=slicing,
             nodes=nodes,
             catalog=cat,

@@ -41,7 +41,7 @@ class ClusterSim(Reservation):
         backfill: bool,
         preemption: bool,
         failures: bool,
-        lookahead: int,
+        queue_depth: int,
         sample_s: float,
         window_s: float,
         warmup_s: float = 0.0,
@@ -68,7 +68,7 @@ class ClusterSim(Reservation):
         self.trains = np.isin(self.cls, [CLASSES.index(c) for c in TRAINING_CLASSES])
         self.speed_fn, self.rates = speed_fn, rates
         self.backfill, self.preemption, self.failures = backfill, preemption, failures
-        self.lookahead, self.sample_s, self.window_s = lookahead, sample_s, window_s
+        self.queue_depth, self.sample_s, self.window_s = queue_depth, sample_s, window_s
         self.warmup_s = warmup_s
         self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
@@ -387,7 +387,7 @@ class ClusterSim(Reservation):
     def _pass(self):
         head = None
         shadow, extra = math.inf, 0.0
-        for key in list(self.queue[: self.lookahead]):
+        for key in list(self.queue[: self.queue_depth]):
             j = key[2]
             if self.status[j] != QUEUED:
                 continue

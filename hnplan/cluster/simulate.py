@@ -30,6 +30,20 @@ from hnplan.cluster.topology import MILLI, ClusterTopology, build_topology
 from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
+QUEUE_DEPTH = 500
+"""Queued jobs one scheduler pass considers, in priority then arrival order (the queue depth): Slurm's
+backfill default, ``bf_max_job_test=500`` (slurm.conf(5), SchedulerParameters; Slurm scheduling
+configuration guide, slurm.schedmd.com/sched_config.html). One pass here does both what Slurm's main
+scheduler does on an event (start jobs in priority order until the first that cannot start, at most
+``default_queue_depth=100`` jobs) and what its backfill plugin does (EASY backfilling behind that job):
+every job after the first blocked one is a backfill candidate, so the depth that bounds the pass is the
+backfill plugin's; the main scheduler's 100 is reached only when 100 jobs in a row start, which 500 also
+covers."""
+QUEUE_DEPTH_MAX = 1_000_000
+"""The largest queue depth accepted: Slurm's own maximum for ``bf_max_job_test`` (slurm.conf(5);
+``DEF_BF_MAX_JOB_TEST 500`` and ``MAX_BF_MAX_JOB_TEST 1000000`` in SchedMD/slurm,
+src/plugins/sched/backfill/backfill.c)."""
+
 SERIES_UNITS = {
     "time_s": "s",
     "allocation": "fraction of GPUs",
@@ -172,7 +186,7 @@ def simulate_cluster(
     backfill: bool = True,
     preemption: bool = True,
     failures: bool = True,
-    lookahead: int = 64,
+    queue_depth: int = QUEUE_DEPTH,
     samples: int = 400,
     warmup: float = 0.2,
     slicing: str = "fractional",
@@ -208,8 +222,10 @@ def simulate_cluster(
     backfill, preemption, failures : bool
         EASY backfilling behind a blocked job; production inference preempting lower classes;
         hardware failures (drain of the failure unit, repair) and software restarts.
-    lookahead : int
-        Queued jobs a scheduler pass considers.
+    queue_depth : int
+        Queued jobs a scheduler pass considers, in priority then arrival order, 1 to
+        :data:`QUEUE_DEPTH_MAX`; default :data:`QUEUE_DEPTH`, Slurm's backfill default
+        ``bf_max_job_test=500`` (slurm.conf(5)).
     samples : int
         Time-series rows.
     slicing : str
@@ -238,7 +254,8 @@ def simulate_cluster(
     Raises
     ------
     InputError
-        For an unknown policy or node list, ``gpus < 1``, or bad jobs.
+        For an unknown policy or node list, ``gpus < 1``, a queue depth outside 1 to
+        :data:`QUEUE_DEPTH_MAX`, or bad jobs.
     CatalogError
         For an unknown system or mix.
 
@@ -251,6 +268,10 @@ def simulate_cluster(
     200
     """
     check_choice("policy", policy, POLICIES)
+    if not 1 <= queue_depth <= QUEUE_DEPTH_MAX:
+        raise InputError(
+            f"queue_depth must be 1 to {QUEUE_DEPTH_MAX:,} jobs (Slurm's bf_max_job_test range); got {queue_depth}"
+        )
     cat = catalog or load_catalog()
     sid = cat.system(system).id
     if nodes is None:
@@ -307,7 +328,7 @@ def simulate_cluster(
         backfill=backfill,
         preemption=preemption,
         failures=failures,
-        lookahead=lookahead,
+        queue_depth=queue_depth,
         sample_s=max(window / samples, 1.0),
         window_s=window,
         warmup_s=warmup * window,
