@@ -202,3 +202,48 @@ def test_short_run_stack_ceiling_takes_the_sustained_clock(cat):
     job16 = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "bf16", cat, stack="nemo-mlperf-v50")
     assert job16.provenance["matmul_efficiency"] == "accelerator gb200 (micro-benchmark)"
     assert job16.kernel_acc.gemm_efficiency["bf16"] == 0.669
+
+
+# Transformer Engine's NVFP4BlockScaling (PR 2177, first released in v2.8) runs its GEMMs through cuBLASLt; the
+# containers of these stacks ship it: NeMo 25.11 with TE 2.9 (Megatron-Bridge docs/releases/software-versions.md
+# @ 00b7660be025), the 26.08 Megatron-Bridge with TE 2.18, the DeepSeek-V3 H100 recipe file of the DeepEP-overlap
+# stack with TE 2.9-2.16. One library, one ceiling: each carries the megatron-core stack's values, short-run frame.
+TE_NVFP4_STACKS = (
+    "megatron-core",
+    "nemo-mlperf-v50",
+    "megatron-bridge-2511",
+    "megatron-bridge-2511-mxfp8",
+    "megatron-bridge-2608-mxfp8",
+    "megatron-core-ep-overlap",
+)
+
+
+@pytest.mark.parametrize("stack_id", TE_NVFP4_STACKS)
+def test_every_transformer_engine_stack_carries_the_cublaslt_nvfp4_ceiling(cat, stack_id):
+    st = cat.stack(stack_id)
+    # B200 0.70 = sqrt(0.707 x 0.687) rounded; GB200 0.66 = 0.697 / 0.712 x 0.669 rounded (derivation above)
+    assert st.matmul_efficiency == {"b200": {"fp4": 0.70}, "gb200": {"fp4": 0.66}}
+    assert st.matmul_efficiency_short_run == ["fp4"]
+    source = st.field_sources["matmul_efficiency.fp4"]
+    if stack_id in ("megatron-core", "nemo-mlperf-v50"):
+        assert "pytorch/ao PR 2427" in source  # the derivation itself
+    else:  # a pointer to it, with the container's Transformer Engine (>= 2.8, the first release with the recipe)
+        assert source.startswith("cuBLASLt NVFP4 GEMM ceiling as the megatron-core stack")
+        assert "Transformer Engine 2." in source and "NVFP4BlockScaling" in source
+    # a GB200 fp4 step runs its GEMMs at 10,000 x 0.853 (sustained clock) x 0.66 TFLOP/s whatever the TE stack
+    job = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "fp4", cat, stack=stack_id)
+    k = job.kernel_acc
+    assert k.dense_tflops["fp4"] * k.gemm_efficiency["fp4"] == pytest.approx(10000.0 * 0.853 * 0.66)
+    assert job.provenance["matmul_efficiency"].startswith(f"stack {stack_id} (library GEMM benchmark: cuBLASLt")
+
+
+@pytest.mark.parametrize("stack_id", ["torchtitan-2506", "pytorch-eager", "deepseek-v3-dualpipe", "llama3-meta"])
+def test_stacks_without_transformer_engine_nvfp4_keep_the_accelerator_fp4_ceiling(cat, stack_id):
+    # torchtitan @ e7c0cae934df (2025-06): its MX converter takes recipe_name "mxfp8" only (config_manager.py
+    # class MX) and float8 is torchao Float8Linear: no NVFP4 path; the others name no NVFP4 recipe at all
+    st = cat.stack(stack_id)
+    assert all("fp4" not in effs for effs in (st.matmul_efficiency or {}).values())
+    job = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "fp4", cat, stack=stack_id)
+    k = job.kernel_acc
+    assert k.dense_tflops["fp4"] * k.gemm_efficiency["fp4"] == pytest.approx(10000.0 * 0.853 * 0.449)
+    assert job.provenance["matmul_efficiency"] == "accelerator gb200 (micro-benchmark)"

@@ -135,7 +135,7 @@ def test_gb300_rack_plans_and_is_set_beside_the_b300_server():
     df = compare_training_designs(
         p["model"], systems, p["gpus"], p["tokens"], p["seq_len"], p["global_batch_tokens"] // p["seq_len"], p["dtype"]
     ).set_index("system")
-    assert (df["status"] == "ok").all()
+    assert df["status"].str.startswith("ok").all()  # 16,384 of 16,416 GPUs bought train
     gb300 = df.loc["gb300-nvl72"]
     assert gb300["racks"] == 228 and gb300["it_power_mw"] >= 228 * 0.140
     assert gb300["days"] <= df.loc["gb200-nvl72", "days"]

@@ -222,11 +222,14 @@ def _table(rows: list[dict], title: str):
     from rich.table import Table
 
     t = Table(title=escape(title))
+    # MFU is of the dense peak in each design's dtype (fp4's is twice fp8's on Blackwell): the header names it
+    dtypes = list(dict.fromkeys(str(r["dtype"]) for r in rows if str(r["status"]).startswith("ok")))
+    mfu = f"MFU ({dtypes[0]} peak)" if len(dtypes) == 1 else "MFU (own dtype's peak)"
     cols = (
         "system",
         "plan",
         "step [s]",
-        "MFU",
+        mfu,
         "days",
         "racks",
         "IT / facility [MW]",

@@ -11,6 +11,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import trust
 from hnplan.planning.design import cost_or_gap
+from hnplan.planning.sizing_search import job_gpu_options
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
 
@@ -34,7 +35,11 @@ def compare_training_designs(
     model : id or entry
     systems : list of ids or entries
     gpus : int
-        Accelerators per design.
+        Accelerators per design. The design buys the whole units that hold them (``gpus_bought``: two 72-GPU
+        racks for 128); where the unit's GPU count is not a power of two, the job is also planned on the
+        largest power of two of each unit's GPUs where that is fewer than ``gpus`` (64 of each 72-GPU rack,
+        :func:`hnplan.planning.sizing_search.job_gpu_options`, the option ``hnplan size`` weighs at a
+        purchase) and the faster kept.
     tokens : float
         Training tokens.
     seq_len, global_batch_seqs : int
@@ -49,10 +54,12 @@ def compare_training_designs(
     Returns
     -------
     pandas.DataFrame
-        Columns ``system, kind, gpus, tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu,
+        Columns ``system, kind, gpus`` (the GPUs the job trains on), ``gpus_bought`` (the units' GPUs),
+        ``tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
         dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
-        tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`), plus the
+        tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`) for
+        every GPU bought (power, energy and costs count ``gpus_bought``; ``status`` says when fewer train), plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
@@ -70,24 +77,42 @@ def compare_training_designs(
         if dtype not in acc.dense_tflops:  # e.g. fp8 on Ascend 910C: compare at the best dtype it has
             run_dtype, note = "bf16", f" ({dtype} unavailable on {acc.id}: bf16)"
             row["dtype"] = run_dtype
-        try:
-            (est,), _, _ = best_plan(
-                model,
-                system,
-                gpus,
-                seq_len,
-                global_batch_seqs,
-                run_dtype,
-                catalog=cat,
-                stack=stack,
-                overrides={"offload": offload},
-            )
-        except HnplanError as exc:
-            row["status"] = f"no plan: {exc}"
+        unit = system.unit_gpus
+        bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
+        est, used = None, gpus
+        errors: list[HnplanError] = []
+        # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
+        # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
+        for g in (gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)):
+            try:
+                (e,), _, _ = best_plan(
+                    model,
+                    system,
+                    g,
+                    seq_len,
+                    global_batch_seqs,
+                    run_dtype,
+                    catalog=cat,
+                    stack=stack,
+                    overrides={"offload": offload},
+                )
+            except HnplanError as exc:
+                errors.append(exc)
+                continue
+            if est is None or e.tokens_per_s > est.tokens_per_s:
+                est, used = e, g
+        if est is None:
+            row["status"] = f"no plan: {errors[0]}"
             rows.append(row)
             continue
-        pw = design_power(cat.design(system), gpus)
-        cost, gap = cost_or_gap(cat.design(system), gpus)
+        if used != bought:  # the idle GPUs are bought, powered and paid for: say so
+            why = (
+                f"{used // (bought // unit)} of each {unit}-GPU unit, faster than all {gpus:,}" if used != gpus else ""
+            )
+            note += f"; {used:,} of {bought:,} GPUs bought train ({why or 'the rest idle'})"
+        row.update(gpus=used, gpus_bought=bought)
+        pw = design_power(cat.design(system), bought)
+        cost, gap = cost_or_gap(cat.design(system), bought)
         if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
             note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
             row["cost_note"] = f"n/a: {gap}"
@@ -113,7 +138,8 @@ def compare_training_designs(
             capex_musd=cost.capex_usd / units.MEGA if cost else float("nan"),
             status="ok" + note,
         )
-        run_usd = cost.usd_for(gpus, seconds) if cost else float("nan")  # the run at the design's TCO per GPU-hour
+        # the run at the design's TCO per GPU-hour, for every GPU bought: idle ones are paid for and powered too
+        run_usd = cost.usd_for(bought, seconds) if cost else float("nan")
         row.update(
             accelerator=acc.id,
             peak_tflops=_peak(acc.dense_tflops, run_dtype),
@@ -127,7 +153,9 @@ def compare_training_designs(
     df.attrs["units"] = {
         "step_time_s": "s",
         "tokens_per_s": "tokens/s",
-        "mfu": "fraction",
+        "mfu": "fraction of peak_tflops (the dense peak in the row's dtype)",
+        "gpus": "GPUs the job trains on",
+        "gpus_bought": "GPUs bought (whole units)",
         "days": "days",
         "it_power_mw": "MW",
         "facility_power_mw": "MW",

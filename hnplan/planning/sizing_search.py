@@ -88,6 +88,36 @@ def _prev_smooth(n: int) -> int:
     return n
 
 
+def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
+    """GPU counts a job can run on in ``n_units`` whole units of ``unit_gpus`` each: all their GPUs and,
+    for a unit whose GPU count is not a power of two, the largest power of two of each unit's GPUs (the
+    others idle as spares).
+
+    A count of 72-GPU racks always carries the factor 9, which a power-of-two batch or layer count cannot
+    divide; NVL72 jobs run on 64 GPUs of each rack (MLPerf Training v5.0 GB200 NVL72 submissions: 256-2,496
+    GPUs, 64 per rack). The sizing search (:func:`size_for_deadline`) and the design comparison
+    (:func:`hnplan.planning.compare.compare_training_designs`) keep the faster of these at a purchase.
+
+    Parameters
+    ----------
+    unit_gpus : int
+        GPUs per purchasable unit (a server, a rack, a supernode).
+    n_units : int
+        Units bought (>= 1).
+
+    Returns
+    -------
+    tuple of int
+        ``(n_units x unit_gpus,)``, plus ``n_units x 2**floor(log2 unit_gpus)`` when ``unit_gpus`` is not a
+        power of two.
+
+    >>> job_gpu_options(72, 128), job_gpu_options(8, 4)
+    ((9216, 8192), (32,))
+    """
+    per_unit = (1 << (unit_gpus.bit_length() - 1),) if unit_gpus & (unit_gpus - 1) else ()
+    return (n_units * unit_gpus, *(n_units * p for p in per_unit))
+
+
 def size_for_deadline(
     model,
     system,
@@ -171,7 +201,6 @@ def size_for_deadline(
         )
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> the faster job's answer, or why there is none
     runs: dict[int, dict | InfeasiblePlan] = {}  # job GPUs -> time_to_train's answer, or why there is none
-    per_unit = (1 << (u.bit_length() - 1),) if u & (u - 1) else ()  # 64 of a 72-GPU rack; none of a server of 8
 
     def run(g: int) -> dict | InfeasiblePlan:
         if g not in runs:
@@ -198,7 +227,7 @@ def size_for_deadline(
         """Days at ``n`` units (inf where no plan divides or fits): the job on all their GPUs or on the
         largest power of two of each unit's, whichever is faster."""
         if n not in tried:
-            answers = [run(n * u), *(run(n * p) for p in per_unit)]
+            answers = [run(g) for g in job_gpu_options(u, n)]  # 72 and 64 GPUs of a 72-GPU rack
             done = [a for a in answers if isinstance(a, dict)]
             if done:
                 tried[n] = min(done, key=lambda a: a["days"])
