@@ -237,13 +237,52 @@ def test_every_transformer_engine_stack_carries_the_cublaslt_nvfp4_ceiling(cat, 
     assert job.provenance["matmul_efficiency"].startswith(f"stack {stack_id} (library GEMM benchmark: cuBLASLt")
 
 
-@pytest.mark.parametrize("stack_id", ["torchtitan-2506", "pytorch-eager", "deepseek-v3-dualpipe", "llama3-meta"])
+@pytest.mark.parametrize("stack_id", ["pytorch-eager", "deepseek-v3-dualpipe", "llama3-meta"])
 def test_stacks_without_transformer_engine_nvfp4_keep_the_accelerator_fp4_ceiling(cat, stack_id):
-    # torchtitan @ e7c0cae934df (2025-06): its MX converter takes recipe_name "mxfp8" only (config_manager.py
-    # class MX) and float8 is torchao Float8Linear: no NVFP4 path; the others name no NVFP4 recipe at all
+    # these name no NVFP4 recipe and no train_dtypes: an fp4 plan takes the accelerator's fp4 ceiling
+    # (torchtitan-2506, which has no NVFP4 path, refuses fp4: test_stack_without_an_nvfp4_recipe_refuses_fp4)
     st = cat.stack(stack_id)
     assert all("fp4" not in effs for effs in (st.matmul_efficiency or {}).values())
     job = make_job("llama3.1-8b", "gb200-nvl72", 8, 8192, 16, "fp4", cat, stack=stack_id)
     k = job.kernel_acc
     assert k.dense_tflops["fp4"] * k.gemm_efficiency["fp4"] == pytest.approx(10000.0 * 0.853 * 0.449)
     assert job.provenance["matmul_efficiency"] == "accelerator gb200 (micro-benchmark)"
+
+
+def test_stack_without_an_nvfp4_recipe_refuses_fp4(cat):
+    # torchtitan @ e7c0cae934df (2025-06): its MX converter takes recipe_name "mxfp8" only (config_manager.py
+    # class MX) and float8 is torchao Float8Linear: no NVFP4 path, train_dtypes bf16 and fp8
+    assert cat.stack("torchtitan-2506").train_dtypes == ["bf16", "fp8"]
+    with pytest.raises(InputError, match=r"^dtype fp4 is not available with stack 'torchtitan-2506'"):
+        make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="torchtitan-2506")
+    assert make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp8", cat, stack="torchtitan-2506").dtype == "fp8"
+
+
+def test_cli_refuses_fp4_on_a_stack_without_nvfp4_in_one_line():
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    args = ["train", "--model", "llama3.1-8b", "--system", "gb300-nvl72", "--gpus", "8", "--seq-len", "8192"]
+    r = CliRunner().invoke(app, [*args, "--global-batch-size", "16", "--dtype", "fp4", "--stack", "torchtitan-2506"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--dtype fp4" in lines[0] and "torchtitan-2506" in lines[0], r.output
+
+
+def test_fp4_turns_tp_overlap_off(cat):
+    # Transformer Engine's Userbuffers all-gather takes FP8 and MXFP8 tensors only (NVFP4: "Unsupported
+    # quantizer for Userbuffers"); Megatron-Bridge 25.11's NVFP4 recipes set tp_comm_overlap False
+    job8 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp8", cat, stack="nemo-mlperf-v50")
+    job4 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50")
+    assert job8.choices.tp_comm and not job4.choices.tp_comm
+    assert job4.provenance["tp_comm"].startswith("dtype fp4")
+    # with the overlap off, a TP plan's step takes the TP collectives exposed: slower than with it
+    from dataclasses import replace
+
+    from hnplan.planning.training import ParallelPlan, evaluate_plans, plans_frame
+
+    plan = plans_frame([ParallelPlan(tp=4, pp=1, dp=2, microbatch_size=1, zero_stage=1, recompute="none")])
+    job_on = replace(job4, choices=job4.choices.model_copy(update={"tp_comm": True}))
+    t_off, t_on = (evaluate_plans(j, plan)["step_time_s"].iloc[0] for j in (job4, job_on))
+    assert t_on < t_off

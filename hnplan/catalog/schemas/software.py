@@ -368,6 +368,11 @@ class SoftwareStack(Entry, StackChoices):
     recompute_modes: list[Literal["none", "selective", "full"]] | None = Field(
         default=None, description="activation recomputation modes the stack implements; none: all"
     )
+    train_dtypes: list[Literal["bf16", "fp8", "fp4"]] | None = Field(
+        default=None,
+        description="training GEMM dtypes the stack implements (a plan in another is refused; fp4 needs an NVFP4 "
+        "recipe, fp8 an fp8 one); none: all",
+    )
     zero_with_pipeline: bool = Field(
         default=False,
         description="ZeRO stages 2 and 3 combine with pipeline parallelism (FSDP-style sharding per stage); "

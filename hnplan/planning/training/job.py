@@ -121,8 +121,13 @@ def make_job(
     dtype : {"bf16", "fp8", "fp4"}
         GEMM dtype; ``fp4`` trains with the NVFP4 recipe (the stack's ``fp8_recipe`` becomes ``nvfp4``,
         :mod:`hnplan.compute.fp8_recipes`), bf16 weights (``fp8_params`` off: Transformer Engine has no fp4
-        parameters, and the MLPerf v5.1 NVFP4 submissions set ``FP8_PARAM_GATHER=False``) and attention in
-        bf16; ``job.provenance`` records both.
+        parameters, and the MLPerf v5.1 NVFP4 submissions set ``FP8_PARAM_GATHER=False``), TP collectives
+        not overlapped (``tp_comm`` off: Transformer Engine's Userbuffers all-gather takes per-tensor FP8 and
+        MXFP8 tensors only, ``fill_userbuffers_buffer_for_all_gather`` in
+        ``transformer_engine/pytorch/module/base.py`` v2.9-v2.12 raises "Unsupported quantizer for
+        Userbuffers" for NVFP4, and Megatron-Bridge 25.11's NVFP4 Llama 3.1 recipes set
+        ``tp_comm_overlap = False``, ``scripts/performance/configs/llama/llama31_llm_pretrain.py``) and
+        attention in bf16; ``job.provenance`` records the three.
     stack : str or SoftwareStack, optional
         Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
         efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
@@ -144,7 +149,8 @@ def make_job(
     Raises
     ------
     InputError
-        For an unknown dtype, a dtype the accelerator has no peak for, an unknown choice or attention
+        For an unknown dtype, a dtype the accelerator has no peak for or the stack has no recipe for
+        (``train_dtypes``), an unknown choice or attention
         implementation, non-positive sizes, or a sequence longer than the model's ``max_seq``.
     CatalogError
         For unknown ids.
@@ -183,10 +189,12 @@ def make_job(
         acc = c.stack_accelerator(st, acc)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     check_dtype_peak(acc, system.id, dtype)
+    check_stack_dtype(st, dtype)
     if dtype in DTYPE_RECIPE:  # fp4: the NVFP4 recipe and bf16 weights, whatever fp8 choices the stack names
-        ch = ch.model_copy(update={"fp8_recipe": DTYPE_RECIPE[dtype], "fp8_params": False})
+        ch = ch.model_copy(update={"fp8_recipe": DTYPE_RECIPE[dtype], "fp8_params": False, "tp_comm": False})
         provenance["fp8_recipe"] = f"dtype {dtype} (NVFP4BlockScaling)"
         provenance["fp8_params"] = f"dtype {dtype} (no fp4 parameters in Transformer Engine: bf16 weights)"
+        provenance["tp_comm"] = f"dtype {dtype} (no NVFP4 in Transformer Engine's Userbuffers TP overlap: exposed)"
     elif dtype == "fp8" and ch.fp8_recipe in DTYPE_RECIPE.values():
         raise InputError(f"fp8 recipe {ch.fp8_recipe} is the recipe of dtype fp4; train with dtype fp4")
     if dtype != "bf16":
@@ -213,6 +221,25 @@ def make_job(
         st,
         dict(sorted(provenance.items())),
     )
+
+
+def check_stack_dtype(stack, dtype: str) -> None:
+    """Refuse a training dtype the software stack has no recipe for (its ``train_dtypes``), e.g. fp4 with
+    torchtitan-2506, whose quantisation converters at its commit are torchao float8 and MXFP8 only.
+
+    The message starts ``dtype <value>`` (the CLI says it as ``--dtype <value>``) and names the stack.
+
+    Raises
+    ------
+    InputError
+        If the stack lists ``train_dtypes`` and ``dtype`` is not among them.
+    """
+    allowed = stack.train_dtypes if stack is not None else None
+    if allowed is not None and dtype not in allowed:
+        raise InputError(
+            f"dtype {dtype} is not available with stack {stack.id!r}: it trains in {', '.join(allowed)} only "
+            f"(field train_dtypes of data/stacks/{stack.id}.yaml); choose one of those or another stack"
+        )
 
 
 def check_dtype_peak(acc: Accelerator, system_id: str, dtype: str) -> None:
