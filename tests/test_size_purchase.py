@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from hnplan import units
 from hnplan.cli import app
+from hnplan.errors import InfeasiblePlan
 from hnplan.planning.sizing import time_on_purchase
 
 runner = CliRunner()
@@ -68,3 +69,9 @@ def test_a_power_of_two_unit_or_a_count_at_the_power_of_two_weighs_one_option():
         r = time_on_purchase("llama3.1-8b", system, gpus, 1e11, 8192, 144, goodput=False)
         assert (r["gpus"], r["gpus_bought"], r["gpus_choice"]) == (gpus, bought, "")
         assert [o["gpus"] for o in r["gpu_options"]] == [gpus]
+
+
+def test_no_option_with_a_plan_gives_the_reason_of_the_count_asked_for():
+    # DeepSeek-V3 (671B parameters) fits on neither 72 nor 64 GB200 GPUs: the 72-GPU reason is given
+    with pytest.raises(InfeasiblePlan, match="on 72 GPUs fits in memory"):
+        time_on_purchase("deepseek-v3", "gb200-nvl72", 72, 1e12, 8192, 2048)
