@@ -54,7 +54,7 @@ def test_size_fixed_gpus_json():
     assert table.exit_code == 0 and "slack" not in table.stdout and "GPU-hours" in table.stdout  # no deadline
     # 64 GPUs are less than one 72-GPU rack: what is bought is said, and what the columns count
     text = " ".join(table.stdout.split())
-    assert "gb200-nvl72: the job runs on 64 GPUs of 72 bought (1 whole unit of 72)" in text
+    assert "gb200-nvl72: the job runs on 64 GPUs of 72 bought (1 whole unit of 72, the rest idle as spares)" in text
     assert "hgx-h100-ib-ndr: the job runs" not in text  # 8 whole servers
 
 

@@ -171,6 +171,8 @@ def size(
                     f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours and energy count "
                     "the job's GPUs"
                 )
+            if r.get("gpus_choice"):  # --gpus on units whose GPU count is not a power of two: the faster job
+                notes.append(f"{r['system']}: {r['gpus_choice']}")
         console.print(t)
         if note:
             notes.append(note)

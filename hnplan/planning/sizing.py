@@ -7,7 +7,9 @@ described): whole purchasable units whose count has only the prime factors 2, 3 
 and that count. Time-to-train at a count is :func:`hnplan.planning.time_to_train.time_to_train`
 (goodput from the reliability model on by default). This module builds the tables on it: one row per
 design (:func:`size_table`, :func:`size_designs`), the purchase's racks, power and costs
-(:func:`size_design`) and the verdict in words (:func:`sizing_verdict`).
+(:func:`size_design`) and the verdict in words (:func:`sizing_verdict`). For a fixed purchase (``hnplan
+size --gpus``) :func:`time_on_purchase` weighs the same job layouts the search weighs at each count (64
+of each 72-GPU rack, :func:`hnplan.planning.sizing_search.job_gpu_options`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public
     REFINE_STEPS,
     _next_smooth,
     _prev_smooth,
+    job_gpu_options,
     size_for_deadline,
 )
 from hnplan.planning.time_to_train import time_to_train
@@ -46,7 +49,7 @@ def size_table(
     stack=None,
 ) -> pd.DataFrame:
     """One row per system: :func:`size_for_deadline` for ``deadline_days``, or
-    :func:`hnplan.planning.time_to_train.time_to_train` for ``gpus`` (the answer of ``hnplan size``),
+    :func:`time_on_purchase` for ``gpus`` (the answer of ``hnplan size``),
     each planned with ``stack`` (a software stack id, path or entry; default the planner's defaults).
 
     Exactly one of ``deadline_days`` and ``gpus`` is given. A system without an answer keeps its row
@@ -55,8 +58,9 @@ def size_table(
     Returns
     -------
     pandas.DataFrame
-        Columns of :func:`time_to_train` (plus ``units, deadline_days, slack_days, evaluated, skipped``
-        when sizing) and ``status``; ``attrs["units"]`` maps columns to units.
+        Columns of :func:`time_to_train` plus ``units, gpus_bought`` (``gpus`` is the job's count), with
+        ``deadline_days, slack_days, evaluated, skipped`` when sizing and ``gpus_choice, gpu_options`` for
+        ``gpus`` (:func:`time_on_purchase`), and ``status``; ``attrs["units"]`` maps columns to units.
 
     Raises
     ------
@@ -71,7 +75,7 @@ def size_table(
         sid = cat.system(s).id
         try:
             if gpus is not None:
-                row = time_to_train(
+                row = time_on_purchase(
                     model,
                     s,
                     gpus,
@@ -108,6 +112,99 @@ def size_table(
     df = pd.DataFrame(rows)
     df.attrs["units"] = dict(TIME_UNITS)
     return df
+
+
+def time_on_purchase(
+    model,
+    system,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
+    offload: str = "none",
+    stack=None,
+) -> dict:
+    """Days to train on a purchase of ``gpus`` GPUs of one design, with the job layouts the deadline
+    search weighs (:func:`size_for_deadline`): the whole units that hold ``gpus`` are bought, and where the
+    unit's GPU count is not a power of two the job is also planned on the largest power of two of each
+    unit's GPUs when that is fewer than ``gpus`` (8,192 of 9,216 GB200 NVL72 GPUs: 64 of each 72-GPU rack,
+    :func:`hnplan.planning.sizing_search.job_gpu_options`, as ``hnplan compare`` does); the option with the
+    fewest days is kept.
+
+    Parameters
+    ----------
+    gpus : int
+        GPUs asked for (>= 1); the purchase is ``ceil(gpus / unit_gpus)`` whole units.
+    model, system, tokens, seq_len, global_batch_seqs, dtype, catalog, goodput, mode, offload, stack
+        As :func:`hnplan.planning.time_to_train.time_to_train`.
+
+    Returns
+    -------
+    dict
+        :func:`time_to_train`'s keys for the chosen job (``gpus`` its GPU count) plus ``units``,
+        ``gpus_bought`` (units x unit GPUs), ``gpu_options`` (``[{"gpus", "days"}]``, or ``"reason"``
+        for an option without a plan, the count asked for first) and ``gpus_choice`` (the choice in words,
+        "" where only one count was weighed).
+
+    Raises
+    ------
+    InfeasiblePlan
+        When no option has a plan: the reason of the count asked for.
+    """
+    cat = catalog or load_catalog()
+    sys_ = cat.system(system)
+    unit = sys_.unit_gpus
+    n_units = -(-gpus // unit)  # whole units that hold the GPUs asked for
+    options = (gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus))
+    answers: list[dict | InfeasiblePlan] = []
+    for g in options:
+        try:
+            answers.append(
+                time_to_train(
+                    model,
+                    sys_,
+                    g,
+                    tokens,
+                    seq_len,
+                    global_batch_seqs,
+                    dtype,
+                    cat,
+                    goodput=goodput,
+                    mode=mode,
+                    offload=offload,
+                    stack=stack,
+                )
+            )
+        except InfeasiblePlan as exc:
+            answers.append(exc)
+    done = [a for a in answers if isinstance(a, dict)]
+    if not done:
+        first = answers[0]
+        assert isinstance(first, InfeasiblePlan)
+        raise first
+    best = min(done, key=lambda a: a["days"])  # ties: the count asked for (listed first)
+    out = dict(best)
+    weighed = [
+        {"gpus": g, "days": a["days"]} if isinstance(a, dict) else {"gpus": g, "reason": str(a)}
+        for g, a in zip(options, answers, strict=True)
+    ]
+    choice = ""
+    if len(options) > 1:
+        per_unit = options[1] // n_units
+        other = next(w for w in weighed if w["gpus"] != best["gpus"])
+        why = f"{other['days']:,.1f} days" if "days" in other else f"no plan: {other['reason']}"
+        choice = (
+            f"{best['gpus']:,} GPUs train ("
+            + (f"{per_unit} of each {unit}-GPU unit" if best["gpus"] != gpus else f"all {gpus:,} asked for")
+            + f"), {best['days']:,.1f} days; on {other['gpus']:,}: {why}"
+        )
+    out.update(units=n_units, gpus_bought=n_units * unit, gpu_options=weighed, gpus_choice=choice)
+    return out
 
 
 TIME_UNITS = {

@@ -1,0 +1,77 @@
+"""``hnplan size --gpus N`` weighs the job layouts the deadline search weighs on the units N buys."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan import units
+from hnplan.cli import app
+from hnplan.errors import InfeasiblePlan
+from hnplan.planning.sizing import time_on_purchase
+
+runner = CliRunner()
+BATCH = ["--seq-len", "8192", "--global-batch-tokens", "16777216"]  # Llama 3 405B: 2,048 x 8,192 tokens
+
+
+def _train(gpus: int) -> dict:
+    res = runner.invoke(
+        app, ["train", "--model", "llama3.1-405b", "--system", "gb200-nvl72", "--gpus", str(gpus), *BATCH, "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_9216_gb200_train_the_405b_on_64_of_each_rack():
+    """Llama 3.1 405B, 15.6T tokens on 9,216 GB200 GPUs (128 NVL72 racks). All 9,216 carry the factor 9,
+    which the power-of-two batch of 2,048 sequences leaves to PP9 (step 5.40 s at TP4 PP9 DP64 CP4 on
+    this catalog); 64 of each rack, 8,192 GPUs, run DP2048 TP4 without a pipeline (4.69 s). Hand check,
+    from ``train``'s step times: 16,777,216 tokens / 4.691 s = 3.577M tokens/s, 15.6e12 / 3.577e6 =
+    4.36e6 s = 50.5 days before the goodput; on 9,216: 3.108M tokens/s, 58.1 days. The 8,192-GPU job is
+    faster by 5.40 / 4.69 = 1.15x, so ``size --gpus 9216`` trains on 8,192 and buys 9,216."""
+    step = {g: _train(g)["step_time_s"] for g in (8192, 9216)}
+    assert step[8192] < step[9216]
+    assert step[9216] / step[8192] == pytest.approx(1.15, abs=0.02)
+    res = runner.invoke(
+        app,
+        ["size", "--model", "llama3.1-405b", "--tokens", "15.6e12", "--system", "gb200-nvl72", "--gpus", "9216"]
+        + [*BATCH, "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)["results"][0]
+    assert (r["gpus"], r["gpus_bought"], r["units"]) == (8192, 9216, 128)
+    assert r["step_time_s"] == pytest.approx(step[8192], rel=1e-12)
+    days = {g: 15.6e12 / (16_777_216 / step[g]) / units.DAY for g in step}  # before the goodput
+    assert days[8192] == pytest.approx(50.5, abs=0.1) and days[9216] == pytest.approx(58.1, abs=0.1)
+    weighed = {o["gpus"]: o["days"] for o in r["gpu_options"]}
+    assert list(weighed) == [9216, 8192]  # the count asked for first
+    assert r["days"] == pytest.approx(days[8192] / r["goodput"], rel=1e-9) == weighed[8192]
+    assert weighed[9216] > weighed[8192]
+    assert days[9216] / weighed[9216] < 1  # the goodput divides the 9,216-GPU option too
+    assert r["gpus_choice"] == (
+        f"8,192 GPUs train (64 of each 72-GPU unit), {weighed[8192]:,.1f} days; on 9,216: {weighed[9216]:,.1f} days"
+    )
+    table = runner.invoke(
+        app,
+        ["size", "--model", "llama3.1-405b", "--tokens", "15.6e12", "--system", "gb200-nvl72", "--gpus", "9216"]
+        + BATCH,
+    )
+    assert table.exit_code == 0, table.output
+    text = " ".join(table.stdout.split())
+    assert "the job runs on 8,192 GPUs of 9,216 bought (128 whole units of 72, the rest idle as spares)" in text
+    assert "8,192 GPUs train (64 of each 72-GPU unit)" in text
+
+
+def test_a_power_of_two_unit_or_a_count_at_the_power_of_two_weighs_one_option():
+    """8-GPU servers have no other layout, and 64 GPUs of a 72-GPU rack are already its power of two:
+    one option each, no choice to state; the purchase is the whole units (one rack for 64)."""
+    for system, gpus, bought in (("hgx-h100-ib-ndr", 64, 64), ("gb200-nvl72", 64, 72)):
+        r = time_on_purchase("llama3.1-8b", system, gpus, 1e11, 8192, 144, goodput=False)
+        assert (r["gpus"], r["gpus_bought"], r["gpus_choice"]) == (gpus, bought, "")
+        assert [o["gpus"] for o in r["gpu_options"]] == [gpus]
+
+
+def test_no_option_with_a_plan_gives_the_reason_of_the_count_asked_for():
+    # DeepSeek-V3 (671B parameters) fits on neither 72 nor 64 GB200 GPUs: the 72-GPU reason is given
+    with pytest.raises(InfeasiblePlan, match="on 72 GPUs fits in memory"):
+        time_on_purchase("deepseek-v3", "gb200-nvl72", 72, 1e12, 8192, 2048)
