@@ -75,7 +75,7 @@ class _RunModel:
         ranked = rank_plans(self.job, run.fixed)
         if not ranked.attrs["feasible"]:
             raise InputError(
-                f"no plan of {run.model} on {run.gpus} x {run.system} with {run.fixed or 'nothing'} "
+                f"no plan of {run.model} on {run.gpus:,} x {run.system} with {run.fixed or 'nothing'} "
                 "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
             )
         self.candidates = ranked[ranked["fits"]][list(PLAN_FIELDS)].reset_index(drop=True)
