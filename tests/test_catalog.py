@@ -282,6 +282,20 @@ def test_typo_in_a_nested_field_names_the_nearest_key(cat, tmp_path):
     assert "\n" not in msg and str(path) in msg
 
 
+def test_a_retired_key_names_what_replaced_it(cat, tmp_path):
+    """An interconnect file written for an older release (``collective_base_latency_us``, retired when NCCL's
+    own latency model came in) fails in one line that names the key, the file and the field to set instead."""
+    raw = _load(cat.path_of("interconnects", "nvlink4"))
+    raw["collective_base_latency_us"] = 14.0
+    path = _write(tmp_path, "nvlink4", raw)
+    with pytest.raises(CatalogError) as info:
+        validate_file(path, kind="interconnects")
+    msg = str(info.value)
+    assert "field 'collective_base_latency_us': unknown key (retired: NCCL's own latency model" in msg
+    assert "set 'nccl_link' (nvlink or net) instead" in msg
+    assert "\n" not in msg and str(path) in msg
+
+
 def test_catalog_modules_stay_small_and_keep_their_import_paths():
     """The catalog package's modules stay under the project's ~500-line bound, and the loader's public names
     (and the names other modules import from it) stay importable from ``hnplan.catalog.loader``."""

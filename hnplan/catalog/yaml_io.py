@@ -154,6 +154,15 @@ def _is_tag(part) -> bool:
     return isinstance(part, str) and "[" in part
 
 
+#: catalog keys a past release read and the current one does not: the unknown-key message says what replaced
+#: them, so an older catalog fails with the way forward instead of only a list of allowed keys
+RETIRED_KEYS = {
+    name: "retired: NCCL's own latency model (hnplan.comm.nccl, NVIDIA/nccl src/graph/tuning.cc) replaced it; set "
+    "'nccl_link' (nvlink or net) instead"
+    for name in ("collective_base_latency_us", "ll_latency_us", "inr_latency_us")
+}
+
+
 def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bool = True) -> tuple[str, list[str]]:
     """Each problem of a failed validation as ``field 'x': what is wrong`` (an unknown key with the
     nearest allowed name, a missing one with its description), unknown keys first (a typo'd key
@@ -189,7 +198,9 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
             near = nearest_name(str(parts[-1]), allowed)
             prefix = ".".join(map(str, parts[:-1]))
             hint = (
-                f"did you mean {q((prefix + '.' if prefix else '') + near)}?"
+                RETIRED_KEYS[str(parts[-1])]
+                if str(parts[-1]) in RETIRED_KEYS and "nccl_link" in allowed
+                else f"did you mean {q((prefix + '.' if prefix else '') + near)}?"
                 if near
                 else (f"allowed keys: {', '.join(allowed)}" if allowed else "not a field here")
             )
