@@ -42,3 +42,49 @@ def test_why_so_often_does_not_set_a_goodput_against_itself():
     assert "why so often" in out
     assert re.search(r"goodput \d+\.\d%, the same to 0\.1 % \(the interruptions are too rare for it to matter\)", out)
     assert not re.search(r"goodput (\d+\.\d%), not \1", out)
+
+
+INFER = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "128"]
+MEMORY = ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--system", "hgx-h100-ib-ndr"]
+RELIABILITY = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--model", "llama3.1-8b"]
+CLUSTER = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"]
+
+
+@pytest.mark.parametrize(
+    "argv,flag,value,needle",
+    [
+        (CLUSTER, "--load", "0", "--load must be > 0; got 0"),
+        (CLUSTER, "--load", "-0.5", "--load must be > 0; got -0.5"),
+        (INFER, "--score-latency-ms", "0", "--score-latency-ms must be > 0; got 0"),
+        (INFER, "--kv-budget-gib", "-1", "--kv-budget-gib must be > 0; got -1"),
+        (INFER, "--gpu-memory-utilization", "1.5", "--gpu-memory-utilization must be in (0, 1]; got 1.5"),
+        (MEMORY, "--gpu-memory-utilization", "0", "--gpu-memory-utilization must be in (0, 1]; got 0"),
+        (MEMORY, "--kv-budget-gib", "0", "--kv-budget-gib must be > 0; got 0"),
+        (RELIABILITY, "--checkpoint-storage-share", "1.5", "--checkpoint-storage-share must be in (0, 1]; got 1.5"),
+        (RELIABILITY, "--checkpoint-storage-share", "0", "--checkpoint-storage-share must be in (0, 1]; got 0"),
+    ],
+)
+def test_an_open_range_is_the_one_help_states_and_the_one_refused(argv, flag, value, needle):
+    # these flags showed typer's closed range ([x>=0.0], [0.0<=x<=1.0]) while 0 was refused: help now states
+    # the open range and no range box; 0, a negative or a value above 1 is one line naming the flag (the
+    # scoring latency of 0 ms was an infeasible plan, exit 3; memory's said "utilization must be ...")
+    extra = ["--seq-len", "1024", "--batch", "1"] if argv is MEMORY else []
+    res = runner.invoke(app, [*argv, *extra, flag, value])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert needle in _one_line(res.stderr)
+    assert "Traceback" not in res.stdout + res.stderr and "Try '" not in res.stderr
+    command = argv[:2] if argv is CLUSTER else argv[:1]
+    helptext = _one_line(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "250"}).stdout)
+    row = helptext[helptext.index(flag + " ") :][:200]
+    assert "x>=" not in row and "<=x" not in row
+    assert "(> 0" in row or "in (0, 1]" in row or "> 0 and at most 10" in row
+
+
+def test_load_typed_as_a_percentage_is_refused_with_the_fraction_it_means():
+    # --load 85 (meaning 85 %) simulated 85 times the cluster's capacity, an offered load of 8,500 %
+    res = runner.invoke(app, [*CLUSTER, "--load", "85"])
+    assert res.exit_code == 2
+    assert "--load is a fraction of the GPUs (0.85 = 85 %), at most 10; got 85 (8500% of the cluster)" in _one_line(
+        res.stderr
+    )
+    assert runner.invoke(app, [*CLUSTER, "--load", "1.5"]).exit_code == 0  # oversubscribed is a valid question

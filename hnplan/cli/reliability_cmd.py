@@ -32,9 +32,7 @@ def reliability(
     checkpoint_storage_share: float = typer.Option(
         None,
         "--checkpoint-storage-share",
-        min=0.0,
-        max=1.0,
-        help="largest fraction of the time the storage may spend writing checkpoints: the interval is at "
+        help="largest fraction of the time, in (0, 1], the storage may spend writing checkpoints: the interval is at "
         "least the write time over it (default reliability.yaml's 0.1, a labelled assumption)",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
