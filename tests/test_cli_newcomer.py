@@ -1,6 +1,7 @@
 """What a first-time user trips over at the command line: messages that say what is wrong in words, help
 texts whose ranges are the ones enforced, and defaults that are named."""
 
+import json
 import re
 
 import pytest
@@ -88,3 +89,18 @@ def test_load_typed_as_a_percentage_is_refused_with_the_fraction_it_means():
         res.stderr
     )
     assert runner.invoke(app, [*CLUSTER, "--load", "1.5"]).exit_code == 0  # oversubscribed is a valid question
+
+
+def test_infer_names_the_engine_it_assumed_also_when_none_was_given():
+    # without --engine the planner assumes an ideal engine (no batch cap but memory, no host time per step):
+    # the table showed "engine  -" and `--qps` neither a row nor a JSON key, so the same job served with
+    # `--engine vllm` (as the serving report does) needed more GPUs with nothing saying why
+    qps = ["--output-tokens", "128", "--qps", "10", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]
+    for extra, engine in (([], None), (["--engine", "vllm"], "vllm")):
+        res = runner.invoke(app, [*INFER, *qps, *extra, "--json"])
+        assert res.exit_code == 0 and json.loads(res.stdout)["engine"] == engine
+    for argv in ([*INFER, *qps], INFER):
+        out = _one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
+        assert "engine │ none (memory alone caps the batch, no host time per step, whole-prompt prefill)" in out
+    helptext = _one_line(runner.invoke(app, ["infer", "--help"], env={"COLUMNS": "250"}).stdout.replace("│", ""))
+    assert "default none: memory alone caps the batch, no host time per step, whole-prompt prefill" in helptext

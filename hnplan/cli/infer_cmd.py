@@ -36,6 +36,10 @@ _HEADER = {
 }
 
 
+#: what the planner assumes without --engine (docs/inference.md, Serving engines)
+NO_ENGINE = "memory alone caps the batch, no host time per step, whole-prompt prefill"
+
+
 def _cell(v) -> str:
     """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
     whole numbers with thousands separators from 10,000 up (not ``1.687e+04``).
@@ -79,7 +83,7 @@ def infer(
         None,
         "--engine",
         help="serving engine id or YAML path (data/engines: vllm, sglang, "
-        "tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step",
+        f"tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step; default none: {NO_ENGINE}",
     ),
     gpu_memory_utilization: float = typer.Option(
         None,
@@ -193,6 +197,8 @@ def infer(
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
         rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        if "engine" in out and out["engine"] is None:  # the default, named: not "-"
+            rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         unit = cat.system(system).unit_gpus
         if isinstance(out.get("gpus"), int) and out["gpus"] % unit:  # what is bought: whole racks or servers
             at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1

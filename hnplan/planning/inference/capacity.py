@@ -121,6 +121,7 @@ class CapacityPlan:
             "usd_per_gpu_hour": self.usd_per_gpu_hour,
             "usd_per_million_tokens": self.usd_per_million_tokens,
             "disaggregated": self.disaggregated,
+            "engine": r.engine,
             "searched": self.searched,
             "feasible": self.feasible,
             **{
