@@ -104,3 +104,34 @@ def test_infer_names_the_engine_it_assumed_also_when_none_was_given():
         assert "engine │ none (memory alone caps the batch, no host time per step, whole-prompt prefill)" in out
     helptext = _one_line(runner.invoke(app, ["infer", "--help"], env={"COLUMNS": "250"}).stdout.replace("│", ""))
     assert "default none: memory alone caps the batch, no host time per step, whole-prompt prefill" in helptext
+
+
+def test_one_gpu_is_written_singular_and_large_counts_with_separators():
+    # "no plan of llama3.1-70b on 1 GPUs fits in memory"
+    argv = ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1", "--seq-len", "8192"]
+    res = runner.invoke(app, [*argv, "--global-batch-tokens", "1Mi"])
+    assert res.exit_code == 3
+    assert "no plan of llama3.1-70b on 1 GPU fits in memory" in _one_line(res.stderr)
+
+
+def test_serving_summaries_count_one_row_and_one_gpu_singular():
+    # the serving report read "DeepSeek production (1 rows)" and "gb200-nvl72 1 GPUs (TP1 EP1, ...)"
+    import pandas as pd
+
+    from hnplan.planning.inference.capacity import capacity_verdict
+    from hnplan.planning.inference.validation import validation_summary
+
+    rows = pd.DataFrame(
+        {"family": ["one", "two", "two"], "error_pct": [-48.2, 1.0, -3.0], "within_tolerance": [True, True, False]}
+    )
+    text = validation_summary(rows)
+    assert "- **one** (1 row): mean |error| 48.2%, from -48.2% to -48.2%; 1 of 1 within the stated band." in text
+    assert "- **two** (2 rows): mean |error| 2.0%, from -3.0% to +1.0%; 1 of 2 within the stated band." in text
+    rates = pd.DataFrame(
+        [
+            dict(system="a", qps=1.0, gpus=1, tp=1, ep=1, batch=20, usd_per_million_tokens=1.135, status="ok"),
+            dict(system="b", qps=1.0, gpus=2, tp=2, ep=1, batch=17, usd_per_million_tokens=1.793, status="ok"),
+        ]
+    )
+    text = capacity_verdict(rates)
+    assert "**a** 1 GPU (TP1 EP1, batch 20" in text and "**b** 2 GPUs (TP2 EP1, batch 17" in text

@@ -37,6 +37,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.formatting import counted
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -454,7 +455,7 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         if at.empty:
             continue
         parts = ", ".join(
-            f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
+            f"**{r.system}** {counted(int(r.gpus), 'GPU')} (TP{r.tp} EP{r.ep}, batch {r.batch}, "
             f"\\${r.usd_per_million_tokens:.3f}/M tokens)"
             for r in at.itertuples()
         )
