@@ -135,3 +135,11 @@ def test_serving_summaries_count_one_row_and_one_gpu_singular():
     )
     text = capacity_verdict(rates)
     assert "**a** 1 GPU (TP1 EP1, batch 20" in text and "**b** 2 GPUs (TP2 EP1, batch 17" in text
+
+
+def test_slos_no_configuration_meets_are_written_as_given():
+    # a TTFT bound of 0.001 ms read "meets TTFT <= 0 ms" (rounded to whole ms), TPOT 50 as "50.0 ms"
+    argv = [*INFER, "--output-tokens", "16", "--qps", "10", "--ttft-slo-ms", "0.001", "--tpot-slo-ms", "50"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 3
+    assert "meets TTFT <= 0.001 ms and TPOT <= 50 ms at 10 requests/s" in _one_line(res.stderr)

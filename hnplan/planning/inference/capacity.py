@@ -314,14 +314,14 @@ def plan_for_rate(
     if best is None and beyond:
         raise InfeasiblePlan(
             f"{m.id} at {qps:g} requests/s on {sys_.id} needs more GPUs than one scale-out fabric joins "
-            f"({fabric_gpus:,}; {beyond} configurations meet TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
-            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms per replica); plan several clusters, each for its "
+            f"({fabric_gpus:,}; {beyond} configurations meet TTFT <= {units.s_to_ms(ttft_slo_s):,.4g} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms per replica); plan several clusters, each for its "
             "share of the rate"
         )
     if best is None:
         raise InfeasiblePlan(
-            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
-            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms at {qps:g} requests/s (best TPOT reached "
+            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):,.4g} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms at {qps:g} requests/s (best TPOT reached "
             f"{units.s_to_ms(best_tpot):.1f} ms over {searched} candidates)"
         )
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
