@@ -92,7 +92,7 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     if not feasible:
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
-            f"({searched:,} candidates searched; the smallest needs "
+            f"({counted(searched, 'candidate')} searched; the smallest needs "
             f"{units.to_GiB(float(mem.min())):.1f} GiB per GPU)"
         )
     rows = np.flatnonzero(fits)

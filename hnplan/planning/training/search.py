@@ -102,7 +102,7 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
         least = df["memory_per_gpu_bytes"].min()
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
-            f"({searched:,} candidates searched; the smallest needs "
+            f"({counted(searched, 'candidate')} searched; the smallest needs "
             f"{units.to_GiB(least):.1f} GiB per GPU)"
         )
     # the first rows of rank_plans' order (fitting plans by step time, ties in candidate order) without
