@@ -160,3 +160,24 @@ def test_a_fully_given_plan_at_pp_1_is_evaluated_without_virtual_stages():
     # at PP > 1 the interleaving is still searched when not given
     res = runner.invoke(app, [*argv, "--global-batch-size", "64", *given[:2], "--pp", "2", "--dp", "4", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["searched"] > 1
+
+
+def test_cluster_simulate_says_what_each_serving_deployment_holds(cat):
+    # --serve added planner-sized inference jobs without a word in the table or the JSON: an operator could
+    # not see how many of the cluster's GPUs the deployment held
+    from hnplan.cluster.runtime import serving_jobs
+
+    argv = [*CLUSTER, "--serve", "llama3.1-70b:30", "--serve", "llama3.1-8b:5"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.stderr
+    got = json.loads(res.stdout)["serving"]
+    for v, (model, qps) in zip(got, [("llama3.1-70b", 30.0), ("llama3.1-8b", 5.0)], strict=True):
+        jobs, plan = serving_jobs("hgx-h100-ib-ndr", model, qps, catalog=cat)  # the planner's own sizing
+        assert v == {"model": model, "qps": qps, "replicas": len(jobs), "gpus": plan.gpus}
+    out = _one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
+    first, second = got
+    assert (
+        f"serving (held throughout) │ llama3.1-70b at 30 requests/s: {first['replicas']} replicas, "
+        f"{first['gpus']} GPUs; llama3.1-8b at 5 requests/s: 1 replica, 1 GPU" in out
+    )
+    assert "serving" not in json.loads(runner.invoke(app, [*CLUSTER, "--json"]).stdout)

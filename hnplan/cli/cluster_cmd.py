@@ -10,6 +10,7 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, err_console, escape, handle_errors, kv_table, print_json
+from hnplan.formatting import counted
 
 #: the largest --load taken: ten times the cluster, a queue that only grows; more is a percentage typed for a
 #: fraction (85 for 0.85)
@@ -177,6 +178,17 @@ def simulate(
                 ),
             ),
         ]
+        if "serving" in s:  # the --serve deployments, held from the start: what the mix's jobs share the rest with
+            rows.append(
+                (
+                    "serving (held throughout)",
+                    "; ".join(
+                        f"{v['model']} at {v['qps']:g} requests/s: {counted(v['replicas'], 'replica')}, "
+                        f"{counted(v['gpus'], 'GPU')}"
+                        for v in s["serving"]
+                    ),
+                )
+            )
         if "by_gpu_model" in s:
             rows.append(
                 (
