@@ -181,3 +181,14 @@ def test_cluster_simulate_says_what_each_serving_deployment_holds(cat):
         f"{first['gpus']} GPUs; llama3.1-8b at 5 requests/s: 1 replica, 1 GPU" in out
     )
     assert "serving" not in json.loads(runner.invoke(app, [*CLUSTER, "--json"]).stdout)
+
+
+def test_serving_messages_name_the_flag_and_separate_thousands():
+    # "kv dtype: unknown dtype 'int3'" named no flag; "exceeds the 2137 sequences of 2001 tokens"
+    res = runner.invoke(app, [*INFER, "--kv-dtype", "int3"])
+    assert res.exit_code == 2 and "--kv-dtype: unknown dtype 'int3'; allowed:" in _one_line(res.stderr)
+    res = runner.invoke(app, [*INFER, "--output-tokens", "1872", "--batch", "100000"])
+    assert res.exit_code == 3
+    assert re.search(
+        r"--batch 100000 exceeds the \d{1,3},\d{3} sequences of 2,000 tokens that fit", _one_line(res.stderr)
+    )
