@@ -90,10 +90,9 @@ def train(
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
 
-    With every degree and knob given it evaluates that plan (CP and EP default to 1, virtual stages to 1 at
-    PP 1); otherwise it
-    fixes what is given and searches the rest, reporting the best plan that fits plus `searched` and
-    `feasible` (candidate counts); --top K lists the K best.
+    With every degree and knob given it evaluates that plan (CP and EP default to 1, virtual stages to 1
+    at PP 1); otherwise it fixes what is given and searches the rest, reporting the best plan that fits
+    plus `searched` and `feasible` (candidate counts); --top K lists the K best.
     """
     # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
     from hnplan.catalog.checks import check_refs
