@@ -17,7 +17,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 from hnplan.cli._help_fold import long_words_fold_in_help
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
 from hnplan.cli._options import MAX_COUNT, check_finite, name_option, path_option  # noqa: F401 - re-exported
-from hnplan.cli._usage import required_arguments_plain
+from hnplan.cli._usage import required_arguments_plain, show_usage_error, usage_error_text
 from hnplan.errors import HnplanError, InfeasiblePlan
 
 if TYPE_CHECKING:
@@ -228,6 +228,25 @@ class LazyGroup(TyperGroup):
     needs and not the planners of every other sub-command. Commands registered by an eager
     import still work. A closed stdout (``| head``) ends any command quietly with exit 0
     (:func:`stdout_closed`)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the command line; a usage error (an unknown option or command, a value that does not parse)
+        is one line on stderr, exit 2 (:func:`~hnplan.cli._usage.show_usage_error`), instead of click's usage
+        and rich box. Click's standalone handling is otherwise kept: ``Abort`` is ``Aborted!``, exit 1; an
+        ``Exit`` ends with its code. With ``standalone_mode=False`` (``--json``, :func:`run_json`) errors
+        propagate to the caller."""
+        run = super().main
+        if not standalone_mode:
+            return run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        exceptions = _click_module("exceptions")
+        try:
+            rv = run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except exceptions.ClickException as exc:
+            sys.exit(show_usage_error(exc))
+        except exceptions.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code; a command itself returns None
 
     def make_context(self, info_name, args, parent=None, **extra):
         with _closed_stdout_is_success():  # the root's --help prints while parsing
@@ -453,15 +472,15 @@ def handle_errors():
 
 
 def run_json(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr and
-    ``{"error": {"kind": "usage", ...}}`` on stdout, exit 2. Returns the exit code."""
+    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr
+    (:func:`~hnplan.cli._usage.usage_error_text`) and the same line in ``{"error": {"kind": "usage",
+    "exit_code": 2, "message": ...}}`` on stdout, exit 2. Returns the exit code."""
     errors = _click_module("exceptions").ClickException
     try:
         rv = app(args=argv, prog_name="hnplan", standalone_mode=False)
     except errors as exc:
-        message = exc.format_message()
-        code = getattr(exc, "exit_code", EXIT_INPUT)
-        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+        code = show_usage_error(exc)
+        message = usage_error_text(exc)
         print_json({"error": {"kind": "usage", "exit_code": code, "message": message}})
         return code
     return rv if isinstance(rv, int) else 0
