@@ -14,7 +14,10 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
-runner = CliRunner()
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -52,7 +55,7 @@ def _numeric_option(cmd) -> str | None:
         kinds = {getattr(getattr(p, "type", None), "name", None)}
         annotation = getattr(getattr(p, "type_descriptor", None), "annotation", None)
         kinds |= {annotation, *typing.get_args(annotation)}
-        if kinds & {int, float, "integer", "float"}:
+        if kinds & {int, float, "integer", "float", "integer range", "float range"}:
             return max(p.opts, key=len)
     return None
 
@@ -115,7 +118,8 @@ def test_an_unknown_subcommand_and_a_missing_option_are_one_line():
 
 def test_a_group_without_subcommand_still_shows_its_help():
     res = runner.invoke(app, [])
-    assert res.exit_code == 2 and "Usage" in res.stdout and "error:" not in res.stderr
+    # click 8.2 exits 2 here (NoArgsIsHelpError), click 8.1 exits 0: click's own convention, kept
+    assert res.exit_code in (0, 2) and "Usage" in res.stdout and "error:" not in res.stderr
 
 
 def test_python_dash_m_prints_one_line_on_stderr():

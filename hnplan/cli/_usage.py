@@ -36,6 +36,9 @@ def usage_error_text(exc) -> str:
     >>> exc = NS(ctx=train, format_message=lambda: "Invalid value for '--gpus':\\n'abc' is not a valid integer.")
     >>> usage_error_text(exc)
     "hnplan train: Invalid value for '--gpus': 'abc' is not a valid integer; see 'hnplan train --help'"
+    >>> exc = NS(ctx=train, format_message=lambda: "No such option: --bogus\\nDid you mean --gpus?")
+    >>> usage_error_text(exc)
+    "hnplan train: No such option: --bogus. Did you mean --gpus? See 'hnplan train --help'"
     """
     ctx = getattr(exc, "ctx", None)
     names = []
@@ -43,10 +46,17 @@ def usage_error_text(exc) -> str:
         names.append(ctx.info_name)
         ctx = ctx.parent
     path = " ".join(["hnplan", *reversed([n for n in names if n])])
-    message = " ".join(exc.format_message().split()).rstrip(".")
+    message = ""
+    for line in exc.format_message().splitlines():  # click 8.1: "No such option: --x\nDid you mean --gpus?"
+        line = " ".join(line.split())
+        if line:
+            message += ("" if not message else " " if message.endswith((".", ":", ";", ",", "?")) else ". ") + line
+    message = message.rstrip(".")
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
-    return f"{path}: {message}" + (f"; see '{path} --help'" if helped else "")
+    if not helped:
+        return f"{path}: {message}"
+    return f"{path}: {message}" + (" See" if message.endswith("?") else "; see") + f" '{path} --help'"
 
 
 def show_usage_error(exc) -> int:
