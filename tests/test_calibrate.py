@@ -133,9 +133,9 @@ def test_trial_reads_the_planners_fastest_fitting_row(tmp_path, monkeypatch):
     trials = []
     columns = calibrate_module.evaluate_columns
 
-    def spy(job, cols, plans):
+    def spy(job, cols, plans, **kw):
         trials.append(job)
-        return columns(job, cols, plans)
+        return columns(job, cols, plans, **kw)
 
     monkeypatch.setattr(calibrate_module, "evaluate_columns", spy)
     cat = load_catalog()

@@ -49,6 +49,7 @@ from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, make_job
+from hnplan.planning.training.components import memory_per_gpu
 from hnplan.planning.training.evaluate import evaluate_columns
 from hnplan.planning.training.search import fitting_plans
 from hnplan.vectorise import frame_of
@@ -84,6 +85,9 @@ class _RunModel:
                 f"no plan of {run.model} on {run.gpus:,} x {run.system} with {run.fixed or 'nothing'} "
                 "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
             )
+        # the candidates' memory: the same in every trial that keeps the stack's choices (GEMM efficiencies
+        # and link bandwidths do not change what a GPU holds)
+        self._memory = memory_per_gpu(self.job, self._table[1])
         acc = self.job.acc
         self.matmul_key = f"matmul_efficiency.{acc.id}.{run.dtype}"
         self.matmul_initial = (acc.gemm_efficiency or {}).get(run.dtype, acc.matmul_efficiency[run.dtype])
@@ -126,7 +130,7 @@ class _RunModel:
             trial = replace(job, **upd) if upd else job
             if upd:
                 _share_memo(job, trial, links="links" in upd, choices="choices" in upd)
-            cols = evaluate_columns(trial, *self._table)
+            cols = evaluate_columns(trial, *self._table, memory=None if "choices" in upd else self._memory)
             i = int(np.nanargmin(cols["step_time_s"]))  # the first of equal step times, as idxmin
             row = {k: v[i] if np.ndim(v) else v for k, v in cols.items()}
             row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / self.run.gpus

@@ -124,7 +124,7 @@ def plan_columns(job: c.Job, cols: dict, modes) -> tuple[dict, Columns]:
     return out, plans
 
 
-def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
+def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dict:
     """The columns of :func:`evaluate_plans` as plain arrays (or scalars for a column equal in every
     row), without building the DataFrame: for a caller that reads a few numbers of many evaluations
     (a calibration's trials).
@@ -134,6 +134,10 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
     job : Job
     cols, plans : dict, Columns
         :func:`plan_table` of the candidates (not modified: a repeated evaluation may pass the same ones).
+    memory : Columns, optional
+        :func:`~hnplan.planning.training.components.memory_per_gpu` of these plans and this job, when the
+        caller has it (it depends on the model, the plans, the dtype and the stack choices, not on the GEMM
+        efficiencies or the links a calibration's trials change; not modified); computed here otherwise.
 
     Returns
     -------
@@ -173,7 +177,7 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
         dp_comm_exposed=t_dp,
         optimizer=t_opt,
     )
-    mem = c.memory_per_gpu(job, plans)
+    mem = c.memory_per_gpu(job, plans) if memory is None else memory
     cols.update({f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]})
     cols.update({k: mem[k] for k in MEMORY_PARTS})
     cols["memory_per_gpu_bytes"] = mem["total_bytes"]
