@@ -94,6 +94,11 @@ class StackChoices(_Strict):
         output gradients), written by a column-wise cast of their own (Transformer Engine
         ``NVFP4BlockScaling(disable_rht=False)``, its default; ``NVTE_NVFP4_DISABLE_RHT=1`` turns them
         off). Default True.
+    fp8_attention : bool
+        The attention core runs in FP8 (Transformer Engine ``fp8_dot_product_attention``, NeMo ``FP8_DPA``)
+        with an fp8 or fp4 GEMM dtype: its ceilings are the bf16 ones times the stack's measured FP8 / bf16
+        ratio for the accelerator (``SoftwareStack.attention_fp8_ratio``); without one it is timed in bf16.
+        Default False.
     fp8_norm_cast_fusion : bool
         The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
         ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
@@ -253,6 +258,11 @@ class StackChoices(_Strict):
         description="NVFP4 training applies random Hadamard transforms to the weight-gradient GEMM inputs "
         "(a column-wise cast of its own)",
     )
+    fp8_attention: bool = Field(
+        default=False,
+        description="the attention core runs in FP8 (fp8 or fp4 dtype): bf16 ceilings x the stack's FP8 / bf16 "
+        "attention ratio for the accelerator",
+    )
     fp8_norm_cast_fusion: bool = Field(
         default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
     )
@@ -397,8 +407,13 @@ class SoftwareStack(Entry, StackChoices):
         description="accelerator id -> pass -> ceiling of the attention law with this stack's attention kernel "
         "[fraction of the bf16 dense peak]; replaces the accelerator's (calibration)",
     )
+    attention_fp8_ratio: dict[str, dict[Literal["fwd", "bwd"], Positive]] | None = Field(
+        default=None,
+        description="accelerator id -> pass -> FP8 / bf16 throughput ratio of this stack's attention kernel "
+        "(same benchmark run), applied to the attention ceilings when fp8_attention is on (calibration)",
+    )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency")
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
 
 
 class ServingEngine(Entry):
