@@ -27,7 +27,8 @@ class StackChoices(_Strict):
     Attributes
     ----------
     tp_comm : bool
-        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in), which
+        then run the overlapped GEMMs as ``tp`` chunks (:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`);
         default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
     ep_comm : bool
         Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
