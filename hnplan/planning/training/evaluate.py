@@ -113,8 +113,9 @@ def plan_table(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
 def plan_columns(job: c.Job, cols: dict, modes) -> tuple[dict, Columns]:
     """:func:`plan_table` of candidates given as plain arrays, without pandas: ``cols`` holds
     :data:`PLAN_FIELDS` as arrays with ``recompute`` as codes into ``modes`` (as
-    :func:`~hnplan.planning.training.candidates.candidate_columns` gives them); the output's ``recompute``
-    column is an object array of the mode names."""
+    :func:`~hnplan.planning.training.candidates.candidate_columns` gives them, checked modes of
+    :data:`~hnplan.compute.RECOMPUTE_MODES`); the output's ``recompute`` column is an object array of the mode
+    names."""
     at = np.array([RECOMPUTE_MODES.index(str(m)) for m in modes], dtype=np.int64)  # codes as _mode_codes gives
     codes = at[np.asarray(cols["recompute"], dtype=np.int64)]
     names = np.asarray(RECOMPUTE_MODES, dtype=object)
