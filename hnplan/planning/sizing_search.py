@@ -23,7 +23,11 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
    (:func:`hnplan.comm.topology.max_scaleout_gpus`, a 3-tier fat-tree: 65,536 GPUs of 64-port NDR,
    the same limit ``hnplan topology`` enforces) the largest count it joins is the last one tried,
    and a lower bound already above that limit is infeasible at once;
-4. after the first count that meets the deadline, scan the counts between the last miss and it
+4. after the first count that meets the deadline, try the largest power of two of units below it
+   (and, while that meets the deadline, its half, down to the start): time is not monotone in the count,
+   a count with an odd factor (3, 5, 9) the batch cannot divide runs slower than a smaller power of two, so
+   the extrapolation from such a miss can jump past a power of two that meets the deadline;
+5. scan the counts between the largest count tried that misses and the smallest that meets it
    (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
 
 The answer is the smallest count found on that grid; ``slack_days`` says by how much it beats the
@@ -34,7 +38,8 @@ with the job on the largest power of two of each unit's GPUs (64 of 72), the oth
 count of 72-GPU racks always carries the factor 9, which a power-of-two batch or layer count cannot
 divide, and NVL72 jobs run that way (MLPerf Training v5.0 GB200 NVL72 submissions: 256-2,496 GPUs, 64 per
 rack). At each unit count the faster of the two is kept; ``gpus`` is the job's count, ``gpus_bought``
-what the units hold (power and costs count the units bought: :func:`hnplan.planning.sizing.size_design`).
+what the units hold (power, energy and costs count the units bought, the idle GPUs at their idle power:
+:func:`hnplan.planning.time_to_train.purchase_energy`, :func:`hnplan.planning.sizing.size_design`).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
-from hnplan.planning.time_to_train import time_to_train
+from hnplan.planning.time_to_train import purchase_energy, time_to_train
 from hnplan.planning.training.job import check_dtype_peak
 
 MAX_EVALS = 40  # planner searches per design before giving up
@@ -240,6 +245,7 @@ def size_for_deadline(
         return sum(1 for r in runs.values() if not isinstance(r, PlanRuleError))
 
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
+    start = n
     while not hit:
         if n > cap:
             last = max(tried, default=0)
@@ -276,6 +282,16 @@ def size_for_deadline(
             last, n = n, _next_smooth(want) if want <= cap else cap + 1
             if n > cap and _prev_smooth(cap) > last:  # the largest count the fabric joins is the last to try
                 n = _prev_smooth(cap)
+    # a miss at a count with an odd factor (3, 5, 9: layouts the batch divides badly) says little about the
+    # smaller power-of-two counts, and the extrapolation from it can jump past one that meets the deadline
+    # (DeepSeek-V3 on HGX H100 in 60 days: 3,072 GPUs miss, 6,144 meet, 4,096 was never tried): try the
+    # largest power of two of units below the hit, halving while it meets the deadline
+    pow2 = 1 << ((hit - 1).bit_length() - 1) if hit > 1 else 0
+    while pow2 >= start and pow2 not in tried and searched() < max_evals and days_at(pow2) <= deadline_days:
+        hit, pow2 = pow2, pow2 // 2
+    # the largest count below the hit that ran (or did not fit) and missed; one no layout divides bounds nothing
+    missed = (k for k in tried if k < hit and not isinstance(tried[k], PlanRuleError) and days_at(k) > deadline_days)
+    miss = max(missed, default=0)
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})
@@ -288,7 +304,11 @@ def size_for_deadline(
     best = tried[hit]
     assert isinstance(best, dict)
     out = dict(best)
+    # the energy of the purchase (hit whole units), the idle GPUs among them at their idle power
+    energy = purchase_energy(fabric, out["gpus"], hit * u, units.days_to_s(out["days"]), tokens)
     out.update(
+        energy_mwh=energy["energy_mwh"],
+        co2_t=energy["co2_t"],
         units=hit,
         gpus_bought=hit * u,
         deadline_days=deadline_days,

@@ -20,6 +20,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.errors import InfeasiblePlan
+from hnplan.formatting import counted
 from hnplan.planning.training import components as c
 from hnplan.planning.training import evaluate as ev
 from hnplan.planning.training.stage_compute import stage_table
@@ -94,8 +95,8 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     searched, feasible = len(cands), int(fits.sum())
     if not feasible:
         raise InfeasiblePlan(
-            f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
-            f"({searched} candidates searched; the smallest needs "
+            f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
+            f"({counted(searched, 'candidate')} searched; the smallest needs "
             f"{units.to_GiB(float(mem.min())):.1f} GiB per GPU)"
         )
     rows = np.flatnonzero(fits)

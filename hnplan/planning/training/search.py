@@ -14,6 +14,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import StackChoices
 from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.formatting import counted
 from hnplan.planning.training import components as c
 from hnplan.planning.training import prune
 from hnplan.planning.training.candidates import candidate_columns, candidate_table, explain_empty
@@ -146,8 +147,8 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     if not feasible:
         least = df["memory_per_gpu_bytes"].min()
         raise InfeasiblePlan(
-            f"no plan of {job.model.id} on {job.gpus} GPUs fits in memory "
-            f"({searched} candidates searched; the smallest needs "
+            f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
+            f"({counted(searched, 'candidate')} searched; the smallest needs "
             f"{units.to_GiB(least):.1f} GiB per GPU)"
         )
     # the first rows of rank_plans' order (fitting plans by step time, ties in candidate order) without
