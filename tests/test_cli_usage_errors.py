@@ -91,6 +91,7 @@ def test_a_number_that_does_not_parse_is_one_line_naming_the_flag(path, cmd):
         pytest.skip("no numeric option")
     res = runner.invoke(app, [*path, flag, "abc"])
     _assert_one_line(res, path, f"'{flag}'")
+    assert "'abc'" in res.stderr  # the value typed (typer 0.29's message leaves it out; click's has it)
 
 
 @pytest.mark.parametrize("path,cmd", [(p, c) for p, c in LEAVES if any(x.name == "json_" for x in c.params)])
@@ -135,3 +136,10 @@ def test_python_dash_m_prints_one_line_on_stderr():
     assert res.returncode == 2 and res.stdout == ""
     lines = _lines(res.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: hnplan cluster simulate: Invalid value for '--load'")
+
+
+def test_the_refused_value_is_quoted_once():
+    res = runner.invoke(app, ["cluster", "simulate", "--load=x"])
+    assert res.exit_code == 2 and _lines(res.stderr)[0].count("'x'") == 1
+    res = runner.invoke(app, ["train", "--model", "llama3.1-8b", "--gpus", "8", "--gpus", "0"])
+    assert res.exit_code == 2 and "'--gpus'" in res.stderr and _lines(res.stderr)[0].count("'0'") <= 1

@@ -52,6 +52,9 @@ def usage_error_text(exc) -> str:
         if line:
             message += ("" if not message else " " if message.endswith((".", ":", ";", ",", "?")) else ". ") + line
     message = message.rstrip(".")
+    value = typed_value(exc)
+    if value is not None and value not in message:  # typer 0.29: "Input should be a valid integer, ..."
+        message += f"; got {value!r}"
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
     if not helped:
@@ -72,3 +75,39 @@ def show_usage_error(exc) -> int:
 
     err_console.print(f"[bold red]error:[/] {escape(usage_error_text(exc))}", highlight=False, markup=True)
     return code
+
+
+#: the key of click's ``Context.meta`` (shared by a context and its sub-commands') under which
+#: :class:`~hnplan.cli._app.LazyGroup` keeps the arguments as typed
+TYPED_ARGS = "hnplan.typed_args"
+
+
+def typed_value(exc) -> str | None:
+    """The value the user typed for the option a click ``BadParameter`` refused (``abc`` of ``--gpus abc`` or
+    ``--gpus=abc``; the last one given, the one click keeps), or ``None``: another error, an option given
+    several times on purpose (``multiple``), or no typed arguments kept.
+
+    >>> from types import SimpleNamespace as NS
+    >>> gpus = NS(opts=["--gpus"], param_type_name="option", multiple=False)
+    >>> ctx = NS(meta={TYPED_ARGS: ["train", "--gpus", "8", "--gpus=abc"]})
+    >>> class BadParameter(Exception): ...
+    >>> exc = BadParameter(); exc.param, exc.ctx = gpus, ctx
+    >>> typed_value(exc)
+    'abc'
+    """
+    param, ctx = getattr(exc, "param", None), getattr(exc, "ctx", None)
+    if type(exc).__name__ != "BadParameter" or param is None or ctx is None:
+        return None
+    if getattr(param, "param_type_name", "") != "option" or getattr(param, "multiple", False):
+        return None
+    args = getattr(ctx, "meta", {}).get(TYPED_ARGS) or []
+    value = None
+    for i, token in enumerate(args):
+        if token == "--":
+            break
+        for opt in getattr(param, "opts", None) or []:
+            if token == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif token.startswith(opt + "="):
+                value = token[len(opt) + 1 :]
+    return value
