@@ -170,6 +170,9 @@ def test_the_fabric_is_compared_per_gpu_where_the_gpu_counts_differ():
     # both servers train on 1,152 GPUs: no per-GPU clause; 110 / 45 = 2.44x
     assert "**new-server** trains 2.44x as fast as **old-server** (45.0 against 110.0 days) with a 2.40x" in chip
     assert "**rack** trains fastest (20.0 days at 50% MFU on 1,024 GPUs)" in verdict(df)
+    assert "costs least to buy ($200M capex)" in verdict(df.assign(gpus_bought=1152))  # the same GPUs bought
+    # the designs buy different counts (whole units): the cheapest says for how many GPUs
+    assert "costs least to buy ($200M capex for 1,024 GPUs)" in verdict(df.assign(gpus_bought=[1152, 1152, 1024]))
     # equal counts: the days ratio is the per-GPU ratio and the sentence is as before
     same = fabric_and_chip(_rows().assign(gpus=1152))
     assert (

@@ -288,7 +288,11 @@ def verdict(df: pd.DataFrame) -> str:
         text += "; no design has a price, so every cost is n/a."
     else:
         cheap = priced.loc[priced["capex_musd"].idxmin()]
-        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex)."
+        # whole units bought: say for how many GPUs where the designs buy different counts
+        bought = f" for {cheap['gpus_bought']:,} GPUs" if priced.get("gpus_bought", pd.Series()).nunique() > 1 else ""
+        text += (
+            f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
+        )
     if len(priced) < len(ok):
         text += (
             " "
