@@ -99,7 +99,9 @@ References
    before ``gather_along_first_dim``; backward: the grad-output quantizer set to row-wise and
    column-wise usage, the re-gather of the input with ``async_op=True`` beside the dgrad GEMM, the
    dgrad ``reduce_scatter_along_first_dim`` in the activation dtype; ``_customize_quantizers_nvfp4``:
-   amax reduction over the TP group) and ``module/base.py`` (``grad_output_preprocess``).
+   amax reduction over the TP group) and ``module/base.py`` (``grad_output_preprocess``; ``initialize_ub``:
+   the userbuffers of the overlapped all-gathers hold fp8 in fp8 training); v1.8 likewise gathered the
+   fp8 norm output and the fp8 output gradient (``layernorm_linear.py``, ``base.py``).
 .. [9] NVIDIA Transformer Engine, ``transformer_engine/pytorch/distributed.py`` (``_all_gather_fp8``:
    "we cannot directly gather the transposed fp8 tensor"; ``_all_gather_mxfp8``,
    ``_start_all_gather_fp8_blockwise``, ``_all_gather_nvfp4``: data and scale-inverses of each usage
