@@ -72,7 +72,7 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     ----------
     job : Job
     cands : pandas.DataFrame
-        The search's candidates (``search._search_candidates``).
+        The search's candidates (``search.search_candidates``).
     top : int
 
     Returns

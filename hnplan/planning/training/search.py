@@ -46,13 +46,13 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
     InputError
         For unknown plan fields, recompute modes or ZeRO stages.
     """
-    df = evaluate_plans(job, _search_candidates(job, fixed))
+    df = evaluate_plans(job, search_candidates(job, fixed))
     df = df.sort_values(["fits", "step_time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
     df.attrs.update(searched=len(df), feasible=int(df["fits"].sum()), units=UNITS)
     return df
 
 
-def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
+def search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
     """The candidates :func:`rank_plans` evaluates (errors as there)."""
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
     unknown = set(fixed) - set(PLAN_FIELDS)
@@ -78,6 +78,9 @@ def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
     return cands
 
 
+_search_candidates = search_candidates  # the name it had while private
+
+
 def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     """The ``top`` fastest plans of a job that fit, best first (one search, one job).
 
@@ -91,7 +94,7 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     InfeasiblePlan
         If no candidate obeys the rules (a :class:`PlanRuleError`) or none fits in memory.
     """
-    cands = _search_candidates(job, fixed)
+    cands = search_candidates(job, fixed)
     if prune.prunable(job) and len(cands) > prune.PRUNE_FROM:
         return prune.search_pruned(job, cands, top)
     df = evaluate_plans(job, cands)
