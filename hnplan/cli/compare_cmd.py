@@ -60,7 +60,8 @@ def compare(
         True,
         "--trust/--no-trust",
         help="say how far to trust the comparison (plans every published run on the designs' accelerators, "
-        "about 0.7 s the first time, then read from a cache; HNPLAN_NO_CACHE=1: plan them every time); "
+        "about 0.6 s the first time, then read from a cache, as the designs' best plans are; HNPLAN_NO_CACHE=1: "
+        "plan them every time); "
         "--no-trust: the table and the verdict only",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
