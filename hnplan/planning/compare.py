@@ -10,9 +10,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache, trust
-from hnplan.planning.design import cost_or_gap
-from hnplan.planning.sizing_search import job_gpu_options
-from hnplan.planning.training import best_plan
+from hnplan.planning.design import cost_or_gap, job_gpu_options
 from hnplan.power import design_power, run_energy
 
 
@@ -165,6 +163,8 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
     is planned uncached, so that its error reads as ``best_plan`` gives it."""
 
     def plan() -> dict:
+        from hnplan.planning.training import best_plan  # imported only to plan: a cached design needs none
+
         try:
             (e,), _, _ = best_plan(
                 model,
