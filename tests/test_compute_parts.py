@@ -22,6 +22,14 @@ CASES = {
         {},
         [(1, 1, 1, 1), (2, 2, 1, 1), (1, 8, 2, 1), (4, 4, 4, 1)],
     ),
+    # TP communication overlapped (userbuffers): the overlapped GEMMs as tp chunks, tp = 1 and tp > 1 in one set
+    "8b-gb200-fp8-tp-overlap": (
+        "llama3.1-8b",
+        "gb200-nvl72",
+        "fp8",
+        {"tp_comm": True, "fp8_recipe": "current"},
+        [(1, 1, 1, 1), (1, 2, 4, 1), (2, 4, 1, 1), (1, 2, 1, 1)],
+    ),
     "dsv3-h800-mla": (
         "deepseek-v3",
         "hgx-h800-ib",

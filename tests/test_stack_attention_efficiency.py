@@ -39,3 +39,33 @@ def test_other_accelerators_and_stacks_keep_the_catalog_law(cat):
 def test_a_stack_attention_efficiency_needs_its_provenance():
     with pytest.raises(ValueError, match="attention_efficiency"):
         SoftwareStack(id="x", name="x", source="a test", attention_efficiency={"h100-sxm": {"fwd": 0.4, "bwd": 0.4}})
+
+
+# FP8 attention (Transformer Engine fp8_dot_product_attention, NeMo FP8_DPA): the stack's bf16 ceilings times
+# its FP8 / bf16 ratio of one cuDNN 9.13.1 benchmark run (NVIDIA/cudnn-frontend sdpa_benchmark_training,
+# sdpa_fp8_benchmark_results_NVIDIA_GB300.csv @ 0b1577c; geometric mean over 8K-32K tokens)
+def test_fp8_attention_scales_the_stacks_ceilings_by_its_measured_ratio(cat):
+    over = {"fp8_attention": True}
+    job = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50", overrides=over)
+    # GB300 forward: 2,074 / 1,716, 2,267 / 1,836, 2,352 / 1,884 -> geometric mean 1.230; 0.711 x 1.230
+    assert job.acc.attention_efficiency == pytest.approx({"fwd": 0.711 * 1.230, "bwd": 0.529 * 1.353})
+    assert job.provenance["attention_fp8_ratio"].startswith("stack nemo-mlperf-v50")
+    bf16 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50")
+    assert bf16.acc.attention_efficiency == {"fwd": 0.711, "bwd": 0.529}
+    # Blackwell Ultra's doubled SFU rate: its forward gains more from FP8 than the B200's (1.230 against 1.135)
+    b200 = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 16, "fp8", cat, stack="nemo-mlperf-v50", overrides=over)
+    assert b200.acc.attention_efficiency["fwd"] / 0.629 == pytest.approx(1.135)
+    assert b200.acc.attention_efficiency["fwd"] / 0.629 < job.acc.attention_efficiency["fwd"] / 0.711
+
+
+def test_fp8_attention_without_a_ratio_stays_bf16_and_needs_an_fp8_dtype(cat):
+    from hnplan.errors import InputError
+
+    over = {"fp8_attention": True}
+    h100 = make_job(
+        "llama3.1-8b", "hgx-h100-roce-400g", 8, 8192, 16, "fp8", cat, stack="nemo-mlperf-v50", overrides=over
+    )
+    assert h100.acc.attention_efficiency == cat.accelerator("h100-sxm").attention_efficiency
+    assert "attention timed in bf16" in h100.provenance["attention_fp8_ratio"]
+    with pytest.raises(InputError, match="fp8_attention needs an fp8 or fp4 dtype"):
+        make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "bf16", cat, stack="nemo-mlperf-v50", overrides=over)

@@ -15,7 +15,7 @@ tree all-reduce bandwidth by a size-dependent correction (``treeCorrectionFactor
 Channel counts a job sets (``NCCL_MIN_NCHANNELS``/``NCCL_MAX_NCHANNELS``, ``ncclConfig_t`` minCTAs/maxCTAs)
 bound the compute channels a communicator launches (``src/graph/connect.cc``, ``ncclTopoPostset``); the
 environment variables ``NCCL_MIN_CTAS``/``NCCL_MAX_CTAS`` override every communicator's ``ncclConfig_t``
-values (``src/init.cc``, ``envConfigOverride``, from NCCL 2.27 to 2.30.7).
+values (``src/init.cc``, ``envConfigOverride``, from NCCL 2.18.1 to 2.30.7).
 
 The estimates pick the algorithm; the time charged is hnplan's own model of the one picked: the caps are
 the tuner's estimates, not limits the links keep (forced NCCL trees on three GB200 NVLink partitions reached

@@ -112,7 +112,9 @@ class StepKernels:
     or ``none`` (fp8 parameters). ``ep_dispatcher``: the MoE token dispatcher (``alltoall`` or ``flex``,
     :class:`hnplan.catalog.schemas.StackChoices`), which sets the permutation bytes. ``cp_algorithm``:
     ``p2p_ring`` (attention as Transformer Engine's ring of ``cp`` kernels) or ``allgather`` (one kernel over
-    the gathered K/V).
+    the gathered K/V). ``tp_overlap_chunks``: the stack overlaps TP communication with Transformer Engine's
+    userbuffers (``tp_comm``), which run the overlapped GEMMs as ``tp`` chunks
+    (:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`).
     """
 
     fp8_recipe: str = "delayed"
@@ -124,6 +126,7 @@ class StepKernels:
     ep_dispatcher: str = "alltoall"
     cp_algorithm: str = "p2p_ring"
     nvfp4_rht: bool = True
+    tp_overlap_chunks: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -141,6 +144,7 @@ class StepKernels:
             ch.ep_dispatcher,
             ch.cp_algorithm,
             ch.nvfp4_rht,
+            ch.tp_comm,
         )
 
 

@@ -7,7 +7,19 @@ after an fp8 GEMM), then timed in one vectorised call (:func:`_times`: the GEMM 
 :mod:`hnplan.compute.gemm`, the attention law of :mod:`hnplan.compute.attention`, and memory-bound
 operators at the accelerator's kernel-class bandwidth). The conventions, sharding and sources are those
 of :mod:`hnplan.compute.operators`, which builds the table; :mod:`hnplan.compute.parts` sums the same
-rows for the training planner.
+rows for the training planner. A stack that overlaps TP communication (``tp_comm``) runs the overlapped
+GEMMs in chunks (:data:`TP_OVERLAP_CHUNKED`).
+
+References
+----------
+.. [1] NVIDIA Transformer Engine ``transformer_engine/common/comm_gemm_overlap/comm_gemm_overlap.cpp`` at
+   d0067d0 (``CommOverlapP2PBase::split_overlap_ag`` and ``split_overlap_rs``: one GEMM per chunk of
+   ``m / tp`` rows, two chunks per GEMM with ``aggregate``; ``CommOverlapBase::split_overlap_rs``: ``num_splits``
+   chunks; ``CommOverlapBase::bulk_overlap``: one GEMM beside a whole collective); the methods per GEMM in
+   NVIDIA's MLPerf Training v5.1 Llama 3.1 8B userbuffers configurations (mlcommons/training_results_v5.1
+   ``NVIDIA/benchmarks/llama31_8b/implementations/nemo/conf/tp_overlap/gb200tp2mbs1.yaml``: ring exchange for
+   qkv, proj and fc1 forward, proj and fc2 data gradient and fc2 forward, bulk for the qkv and fc1 data and
+   weight gradients).
 """
 
 from __future__ import annotations
@@ -40,6 +52,21 @@ PHASES = ("train", "prefill", "decode")
 CONVENTIONS = ("executed", "model")
 ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf16, also under fp8
 GEMM_KINDS = ("gemm", "gemm-bf16")
+# Transformer Engine userbuffers overlap (Megatron-Core / NeMo ``tp_comm_overlap``) of the GEMMs whose input
+# is all-gathered over TP (column-parallel forward; the row-parallel data gradient) or whose output is
+# reduce-scattered (row-parallel forward): the ring-exchange method runs the GEMM as ``tp`` chunks of
+# ``m / tp`` rows, one GEMM kernel each, the chunk's exchange beside the next chunk's GEMM ([1]_
+# ``CommOverlapP2PBase::split_overlap_ag`` / ``split_overlap_rs``; the pipelined reduce-scatter splits into
+# ``num_splits`` chunks, 2 and 4 in the TP 2 and TP 4 configurations, and ``aggregate`` pairs chunks: ``tp``
+# chunks is the ring exchange's count). The weight and input-gradient GEMMs of the column-parallel layers
+# overlap a bulk all-gather or reduce-scatter instead and stay whole ([1]_ ``CommOverlapBase::bulk_overlap``).
+# {GEMM: the row phases that run chunked}
+TP_OVERLAP_CHUNKED = {
+    "qkv_proj": ("fwd", "recompute"),
+    "mlp_up": ("fwd", "recompute"),
+    "o_proj": ("fwd", "recompute", "bwd-data"),
+    "mlp_down": ("fwd", "recompute", "bwd-data"),
+}
 
 
 def _check(
@@ -199,6 +226,8 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     the stack's fp8 recipe for an fp8 GEMM."""
     fp8 = acc is not None and phase == "train" and units.dtype_bytes(dtype) < ACT_BYTES
     sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
+    # userbuffers overlap needs sequence parallelism (Megatron-Core: --tp-comm-overlap with --sequence-parallel)
+    chunked = kn.tp_overlap_chunks and phase == "train" and sequence_parallel
 
     def expand(op, count):
         # the ring's off-diagonal steps in the chip's slower shape (cp: a number, or an array over shapes;
@@ -206,11 +235,39 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
         if acc is not None and (op.cp > 1 if isinstance(op.cp, int) else np.any(op.cp > 1)):
             op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count, ring_once)
+        if chunked and op.kind == "gemm" and op.name in TP_OVERLAP_CHUNKED and op.scope.endswith("layer"):
+            out = _chunked(out, op, sp_tp, TP_OVERLAP_CHUNKED[op.name])
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
         return out
 
     return expand
+
+
+def _chunked(rows: list, op: _Op, chunks, phases) -> list:
+    """``rows`` of a GEMM with those of ``phases`` split into ``chunks`` kernels of ``m / chunks`` rows
+    (:data:`TP_OVERLAP_CHUNKED`; ``chunks`` a number or an array over shapes, 1: unchanged): each chunk
+    reads the whole weight and its share of the activations, the FLOPs split evenly."""
+    out = []
+    for r in rows:
+        if r[3] in phases:
+            name, scope, kind, ph, count, flops, nbytes, m, n, k, groups = r
+            act = nbytes - op.w_bytes
+            r = (
+                name,
+                scope,
+                kind,
+                ph,
+                count * chunks,
+                flops / chunks,
+                act / chunks + op.w_bytes,
+                m / chunks,
+                n,
+                k,
+                groups,
+            )
+        out.append(r)
+    return out
 
 
 def kernel_class(name: str, kind: str) -> str | None:

@@ -27,7 +27,8 @@ class StackChoices(_Strict):
     Attributes
     ----------
     tp_comm : bool
-        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in);
+        TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in), which
+        then run the overlapped GEMMs as ``tp`` chunks (:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`);
         default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
     ep_comm : bool
         Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
@@ -94,6 +95,11 @@ class StackChoices(_Strict):
         output gradients), written by a column-wise cast of their own (Transformer Engine
         ``NVFP4BlockScaling(disable_rht=False)``, its default; ``NVTE_NVFP4_DISABLE_RHT=1`` turns them
         off). Default True.
+    fp8_attention : bool
+        The attention core runs in FP8 (Transformer Engine ``fp8_dot_product_attention``, NeMo ``FP8_DPA``)
+        with an fp8 or fp4 GEMM dtype: its ceilings are the bf16 ones times the stack's measured FP8 / bf16
+        ratio for the accelerator (``SoftwareStack.attention_fp8_ratio``); without one it is timed in bf16.
+        Default False.
     fp8_norm_cast_fusion : bool
         The norm before a GEMM writes its fp8 input directly (Transformer Engine ``LayerNormLinear`` /
         ``LayerNormMLP``; delayed and MXFP8 recipes only, a current-scaling cast needs the finished
@@ -253,6 +259,11 @@ class StackChoices(_Strict):
         description="NVFP4 training applies random Hadamard transforms to the weight-gradient GEMM inputs "
         "(a column-wise cast of its own)",
     )
+    fp8_attention: bool = Field(
+        default=False,
+        description="the attention core runs in FP8 (fp8 or fp4 dtype): bf16 ceilings x the stack's FP8 / bf16 "
+        "attention ratio for the accelerator",
+    )
     fp8_norm_cast_fusion: bool = Field(
         default=True, description="the norm before a GEMM writes its fp8 input (delayed and mxfp8 recipes)"
     )
@@ -397,8 +408,13 @@ class SoftwareStack(Entry, StackChoices):
         description="accelerator id -> pass -> ceiling of the attention law with this stack's attention kernel "
         "[fraction of the bf16 dense peak]; replaces the accelerator's (calibration)",
     )
+    attention_fp8_ratio: dict[str, dict[Literal["fwd", "bwd"], Positive]] | None = Field(
+        default=None,
+        description="accelerator id -> pass -> FP8 / bf16 throughput ratio of this stack's attention kernel "
+        "(same benchmark run), applied to the attention ceilings when fp8_attention is on (calibration)",
+    )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency")
+    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
 
 
 class ServingEngine(Entry):

@@ -127,7 +127,8 @@ def make_job(
         ``transformer_engine/pytorch/module/base.py`` v2.9-v2.12 raises "Unsupported quantizer for
         Userbuffers" for NVFP4, and Megatron-Bridge 25.11's NVFP4 Llama 3.1 recipes set
         ``tp_comm_overlap = False``, ``scripts/performance/configs/llama/llama31_llm_pretrain.py``) and
-        attention in bf16; ``job.provenance`` records the three.
+        attention in bf16 unless ``fp8_attention`` (:func:`fp8_attention_accelerator`); ``job.provenance`` records
+        the three.
     stack : str or SoftwareStack, optional
         Software stack (``data/stacks/``): its choices (:class:`StackChoices`), its in-training GEMM
         efficiency where it has one for the accelerator (:func:`stack_accelerator`) and, in a search,
@@ -199,6 +200,8 @@ def make_job(
         raise InputError(f"fp8 recipe {ch.fp8_recipe} is the recipe of dtype fp4; train with dtype fp4")
     if dtype != "bf16":
         check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell, NVFP4 only with an fp4 peak
+    if ch.fp8_attention:
+        acc = fp8_attention_accelerator(acc, st, dtype, provenance)
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
@@ -221,6 +224,27 @@ def make_job(
         st,
         dict(sorted(provenance.items())),
     )
+
+
+def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict[str, str]) -> Accelerator:
+    """The accelerator with FP8 attention ceilings: the (bf16) ceilings in ``acc.attention_efficiency`` times
+    the stack's FP8 / bf16 attention ratio for ``acc`` (``SoftwareStack.attention_fp8_ratio``: two rates of
+    one benchmark run, so clock and harness divide out); ``provenance["attention_fp8_ratio"]`` says which applied.
+
+    Raises
+    ------
+    InputError
+        For FP8 attention with dtype bf16 (Transformer Engine runs FP8 attention only inside an fp8 recipe).
+    """
+    if dtype == "bf16":
+        raise InputError("fp8_attention needs an fp8 or fp4 dtype (an FP8 recipe), got dtype bf16")
+    ratio = (st.attention_fp8_ratio or {}).get(acc.id) if st is not None else None
+    if not ratio or not acc.attention_efficiency:
+        provenance["attention_fp8_ratio"] = f"no FP8 / bf16 attention ratio for {acc.id}: attention timed in bf16"
+        return acc
+    eff = {k: v * ratio.get(k, 1.0) for k, v in acc.attention_efficiency.items()}
+    provenance["attention_fp8_ratio"] = f"stack {st.id} (FP8 / bf16 attention ratio of its kernel on {acc.id})"
+    return acc.model_copy(update={"attention_efficiency": eff})
 
 
 def check_stack_dtype(stack, dtype: str) -> None:
