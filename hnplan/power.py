@@ -101,6 +101,7 @@ class DesignPower:
     rack_limit_w: float = math.inf
     storage_units: int = 0
     storage_w: float = 0.0
+    gpus_bought: int = 0
 
     @property
     def it_w(self) -> float:
@@ -224,6 +225,7 @@ def design_power(
         rack_limit_w=limit,
         storage_units=(n_sto := storage_units_for(design, bought)),
         storage_w=storage_power_w(design.storage, n_sto) if design.storage is not None else 0.0,
+        gpus_bought=bought,
     )
 
 
@@ -232,10 +234,43 @@ def energy_j(power_w, seconds):
     return np.multiply(power_w, seconds) if isinstance(power_w, np.ndarray) else power_w * seconds
 
 
-def training_draw_w(power: DesignPower, facility: Facility) -> float:
-    """Average facility power while training [W]: rated facility power x the measured
-    ``facility.training_power_fraction`` ([2]_)."""
-    return power.facility_w * facility.training_power_fraction.value
+def training_draw_w(power: DesignPower, facility: Facility, training_gpus: int | None = None) -> float:
+    """Average facility power of a purchase while a job trains on ``training_gpus`` of its GPUs [W].
+
+    The whole purchase draws: its rated facility power x the measured ``facility.training_power_fraction``
+    ([2]_), less, for each GPU bought that does not train (the rest of a whole rack or server), the
+    difference between its share of that draw (fraction x TDP x PUE) and its idle power x PUE
+    (:func:`accelerator_idle_w`: the catalog's ``idle_w``, or the facility's labelled idle fraction of
+    TDP). Hosts, NICs, switches and storage of the purchase stay at the training draw. ``hnplan size`` and
+    ``hnplan compare`` both count energy this way.
+
+    Parameters
+    ----------
+    power : DesignPower
+        The purchase (:func:`design_power`; ``gpus_bought`` whole units' GPUs).
+    facility : Facility
+    training_gpus : int, optional
+        GPUs the job runs on, 1 to ``power.gpus_bought``; default all of them.
+
+    Returns
+    -------
+    float [W]
+
+    Raises
+    ------
+    InputError
+        If ``training_gpus`` is outside 1 .. ``power.gpus_bought``.
+    """
+    f = facility.training_power_fraction.value
+    draw = power.facility_w * f
+    if training_gpus is None or not power.gpus_bought:
+        return draw
+    if not 1 <= training_gpus <= power.gpus_bought:
+        raise InputError(f"training_gpus must lie in 1..{power.gpus_bought} (GPUs bought); got {training_gpus}")
+    idle = power.gpus_bought - training_gpus
+    per_gpu_tdp_w = power.accel_tdp_w / power.gpus_bought
+    per_gpu_idle_w = power.accel_idle_w / power.gpus_bought
+    return draw - idle * max(0.0, f * per_gpu_tdp_w - per_gpu_idle_w) * power.pue
 
 
 def run_energy(
@@ -244,8 +279,10 @@ def run_energy(
     facility: Facility,
     tokens: float | None = None,
     gco2_per_kwh: float | None = None,
+    training_gpus: int | None = None,
 ) -> dict:
-    """Facility energy and carbon of a training run (or serving period) at the training draw.
+    """Facility energy and carbon of a training run (or serving period) at the training draw
+    (:func:`training_draw_w`: every GPU bought, those that do not train at their idle power).
 
     Parameters
     ----------
@@ -258,12 +295,19 @@ def run_energy(
         Tokens processed, for the energy per million tokens.
     gco2_per_kwh : float, optional
         Grid carbon intensity [gCO2/kWh]; default ``facility.grid_gco2_per_kwh``.
+    training_gpus : int, optional
+        GPUs the job runs on (default every GPU of the purchase); the others idle.
 
     Returns
     -------
     dict
         ``energy_j``, ``energy_mwh``, ``co2_t`` (tonnes) and, with ``tokens``,
         ``kwh_per_million_tokens``.
+
+    Raises
+    ------
+    InputError
+        For ``seconds < 0`` or ``training_gpus`` outside 1 .. ``power.gpus_bought``.
 
     Examples
     --------
@@ -276,7 +320,7 @@ def run_energy(
     """
     if seconds < 0:
         raise InputError(f"seconds must be >= 0; got {seconds}")
-    e = energy_j(training_draw_w(power, facility), seconds)
+    e = energy_j(training_draw_w(power, facility, training_gpus), seconds)
     g = facility.grid_gco2_per_kwh.value if gco2_per_kwh is None else gco2_per_kwh
     out = {"energy_j": e, "energy_mwh": units.j_to_mwh(e), "co2_t": units.j_to_kwh(e) * g / units.MEGA}
     if tokens:

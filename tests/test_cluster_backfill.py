@@ -92,6 +92,9 @@ def test_queue_depth_is_slurms_backfill_depth():
     assert QUEUE_DEPTH == 500
     last = simulate_cluster("hgx-h100-ib-ndr", 8, jobs, **kw).jobs.iloc[-1]
     assert last["queue_delay_s"] == 0.0
+    # with Slurm's backfill every bf_interval = 30 s it waits for the pass at t = 120: 19 s
+    slurm = simulate_cluster("hgx-h100-ib-ndr", 8, jobs, bf_interval_s=30.0, **kw).jobs.iloc[-1]
+    assert slurm["queue_delay_s"] == pytest.approx(120.0 - (n + 1.0))
     shallow = simulate_cluster("hgx-h100-ib-ndr", 8, jobs, queue_depth=100, **kw).jobs.iloc[-1]
     assert shallow["queue_delay_s"] >= 10_000.0 - (n + 1.0)
 

@@ -90,6 +90,11 @@ def test_typed_jobs_wait_for_their_model_while_others_run():
     assert s["by_gpu_model"]["a"] == {"gpus": 1, "utilisation": 1.0, "allocation_rate": 1.0}
     assert s["by_gpu_model"]["b"]["utilisation"] == pytest.approx(40 / 60)
     assert s["utilisation"] == pytest.approx(100 / 120)
+    # with backfill passes every 30 s (Slurm's bf_interval) j2, behind the blocked j1, starts at the pass at
+    # t = 30 (30-530) and j4 after it (530-570): model b busy 30 of the 60 s, the cluster (60 + 30) / 120
+    slurm = _run(_jobs([(0, 100, "a"), (10, 50, "a"), (20, 500, ""), (30, 10, "c"), (60, 40, "b")]), bf_interval_s=30)
+    assert slurm.jobs["start_s"].tolist()[:3] == [0, 100, 30] and slurm.jobs["start_s"].iloc[4] == 530
+    assert slurm.summary["utilisation"] == pytest.approx(90 / 120)
 
 
 def test_untyped_jobs_take_either_model():

@@ -50,6 +50,22 @@ def simulate(
         max=1_000_000,
         help="queued jobs a scheduler pass considers (default 500, Slurm's bf_max_job_test; 1 to 1,000,000)",
     ),
+    bf_interval: float = typer.Option(
+        0.0,
+        "--bf-interval",
+        min=0.0,
+        help="seconds between backfill passes (default 0: at every event; Slurm's bf_interval is 30)",
+    ),
+    sched_interval: float = typer.Option(
+        60.0,
+        "--sched-interval",
+        min=0.0,
+        help="seconds between the main scheduler's periodic passes (default 60, Slurm's sched_interval); "
+        "they matter with --defer",
+    ),
+    defer: bool = typer.Option(
+        False, "--defer", help="Slurm's SchedulerParameters=defer: no scheduler pass when a job is submitted"
+    ),
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
@@ -101,6 +117,9 @@ def simulate(
             preemption=preemption,
             failures=failures,
             queue_depth=queue_depth,
+            bf_interval_s=bf_interval,
+            sched_interval_s=sched_interval,
+            defer=defer,
             slicing=slicing,
             nodes=nodes,
             catalog=cat,

@@ -168,8 +168,8 @@ def size(
                 spares = ", the rest idle as spares" if "gpus_bought" in r else ""
                 notes.append(
                     f"{r['system']}: the job runs on {int(r['gpus']):,} GPUs of {bought_gpus:,} bought "
-                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours and energy count "
-                    "the job's GPUs"
+                    f"({bought:,} whole unit{'s' * (bought > 1)} of {unit}{spares}); GPU-hours count the job's "
+                    "GPUs, energy every GPU bought (the idle ones at their idle power)"
                 )
             if r.get("gpus_choice"):  # --gpus on units whose GPU count is not a power of two: the faster job
                 notes.append(f"{r['system']}: {r['gpus_choice']}")

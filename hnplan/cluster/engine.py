@@ -1,5 +1,6 @@
-"""The discrete-event simulation of a shared cluster on SimPy: arrivals, a scheduler pass after every
-change, job processes (run, software restarts, completion), preemption, hardware failures with
+"""The discrete-event simulation of a shared cluster on SimPy: arrivals, scheduler passes (the main one
+after every change; backfilling with it or every ``bf_interval_s``, and with ``defer`` the main one every
+``sched_interval_s``, as Slurm's), job processes (run, software restarts, completion), preemption, hardware failures with
 repair, and the integrals and samples the outcomes are computed from.
 
 SimPy (https://simpy.readthedocs.io) is the event engine; placement is :mod:`hnplan.cluster.policies`,
@@ -43,6 +44,9 @@ class ClusterSim(Reservation):
         failures: bool,
         queue_depth: int,
         sample_s: float,
+        bf_interval_s: float = 0.0,
+        sched_interval_s: float = 0.0,
+        defer: bool = False,
         window_s: float,
         warmup_s: float = 0.0,
         snapshot_s: float | None = None,
@@ -70,6 +74,8 @@ class ClusterSim(Reservation):
         self.backfill, self.preemption, self.failures = backfill, preemption, failures
         self.queue_depth, self.sample_s, self.window_s = queue_depth, sample_s, window_s
         self.warmup_s = warmup_s
+        self.bf_interval_s, self.sched_interval_s, self.defer = bf_interval_s, sched_interval_s, defer
+        self.kicks = 0  # events that may let a job start (arrival, end, failure, repair)
         self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
         # GPU models (gpu_types): None on a homogeneous run whose jobs name none
@@ -133,6 +139,7 @@ class ClusterSim(Reservation):
             self.t_last = now
 
     def _kick(self):
+        self.kicks += 1
         if not self.wake.triggered:
             self.wake.succeed()
 
@@ -162,13 +169,27 @@ class ClusterSim(Reservation):
                 self._finish_count()
                 continue
             self._enqueue(j)
-            self._kick()
+            if self.defer:  # Slurm's defer: no pass at submission, the next periodic one sees the job
+                self.kicks += 1
+            else:
+                self._kick()
 
     def _scheduler(self):
+        """The main scheduler on every event; backfilling too unless it has its own interval."""
         while True:
             yield self.wake
             self.wake = self.env.event()
-            self._pass()
+            self._pass(backfill=self.backfill and not self.bf_interval_s)
+
+    def _periodic(self, interval_s: float, backfill: bool):
+        """A pass every ``interval_s`` from time 0 (Slurm's backfill and full-queue main loops), skipped when
+        nothing changed since the last (no job started, ended, arrived, failed or was repaired)."""
+        seen = None
+        while True:
+            yield self.env.timeout(interval_s)
+            if seen != (self.version, self.kicks):
+                self._pass(backfill=backfill)
+                seen = (self.version, self.kicks)
 
     def _sampler(self):
         total = self.topo.gpus
@@ -384,7 +405,9 @@ class ClusterSim(Reservation):
                 return True
         return False
 
-    def _pass(self):
+    def _pass(self, backfill: bool):
+        """One scheduler pass over the first ``queue_depth`` queued jobs: start them in priority order, and
+        with ``backfill`` the later ones that do not delay the first blocked job (EASY)."""
         head = None
         shadow, extra = math.inf, 0.0
         for key in list(self.queue[: self.queue_depth]):
@@ -418,7 +441,7 @@ class ClusterSim(Reservation):
                     continue
                 self.preempt_failed[j] = self.version
             if head is None:
-                if not self.backfill:
+                if not backfill:
                     return
                 head = j
                 shadow, extra = self._shadow_time(j)
@@ -428,6 +451,10 @@ class ClusterSim(Reservation):
         env = self.env
         env.process(self._arrivals())
         env.process(self._scheduler())
+        if self.backfill and self.bf_interval_s:
+            env.process(self._periodic(self.bf_interval_s, backfill=True))
+        if self.sched_interval_s and self.defer:  # without defer the pass at every event already tests the queue
+            env.process(self._periodic(self.sched_interval_s, backfill=False))
         env.process(self._sampler())
         if self.failures:
             env.process(self._failures())

@@ -39,6 +39,16 @@ scheduler does on an event (start jobs in priority order until the first that ca
 every job after the first blocked one is a backfill candidate, so the depth that bounds the pass is the
 backfill plugin's; the main scheduler's 100 is reached only when 100 jobs in a row start, which 500 also
 covers."""
+BF_INTERVAL_S = 30.0
+"""Seconds between backfill passes in Slurm: its ``bf_interval`` default (slurm.conf(5), SchedulerParameters:
+the seconds between backfill iterations, default 30). With it a job that only backfilling can start (behind
+a blocked higher-priority job) waits for the next multiple of it. Not the simulation's default, which
+backfills at every event (0): see docs/cluster.md, "Pass intervals", for why and what it moves."""
+SCHED_INTERVAL_S = 60.0
+"""Seconds between the main scheduler's full-queue passes: Slurm's ``sched_interval`` default
+(slurm.conf(5), SchedulerParameters, default 60). Slurm's main scheduler also runs at every event
+(submission, completion; Slurm scheduling configuration guide, slurm.schedmd.com/sched_config.html), as
+hnplan's does, so the period matters only with ``defer`` (no pass at submission)."""
 QUEUE_DEPTH_MAX = 1_000_000
 """The largest queue depth accepted: Slurm's own maximum for ``bf_max_job_test`` (slurm.conf(5);
 ``DEF_BF_MAX_JOB_TEST 500`` and ``MAX_BF_MAX_JOB_TEST 1000000`` in SchedMD/slurm,
@@ -187,6 +197,9 @@ def simulate_cluster(
     preemption: bool = True,
     failures: bool = True,
     queue_depth: int = QUEUE_DEPTH,
+    bf_interval_s: float = 0.0,
+    sched_interval_s: float = SCHED_INTERVAL_S,
+    defer: bool = False,
     samples: int = 400,
     warmup: float = 0.2,
     slicing: str = "fractional",
@@ -226,6 +239,15 @@ def simulate_cluster(
         Queued jobs a scheduler pass considers, in priority then arrival order, 1 to
         :data:`QUEUE_DEPTH_MAX`; default :data:`QUEUE_DEPTH`, Slurm's backfill default
         ``bf_max_job_test=500`` (slurm.conf(5)).
+    bf_interval_s : float
+        Seconds between backfill passes; 0 (default): backfill at every event, with the main pass. Slurm
+        backfills every :data:`BF_INTERVAL_S` (its ``bf_interval`` default, 30 s).
+    sched_interval_s : float
+        Seconds between the main scheduler's periodic passes (default :data:`SCHED_INTERVAL_S`, Slurm's
+        ``sched_interval``); they start jobs only with ``defer``, the main pass running at every event otherwise.
+    defer : bool
+        Slurm's ``SchedulerParameters=defer``: no pass when a job is submitted; it waits for the next periodic
+        pass (main, or backfill with ``bf_interval_s > 0``) or another event (a job ending).
     samples : int
         Time-series rows.
     slicing : str
@@ -255,7 +277,7 @@ def simulate_cluster(
     ------
     InputError
         For an unknown policy or node list, ``gpus < 1``, a queue depth outside 1 to
-        :data:`QUEUE_DEPTH_MAX`, or bad jobs.
+        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, or bad jobs.
     CatalogError
         For an unknown system or mix.
 
@@ -272,6 +294,9 @@ def simulate_cluster(
         raise InputError(
             f"queue_depth must be 1 to {QUEUE_DEPTH_MAX:,} jobs (Slurm's bf_max_job_test range); got {queue_depth}"
         )
+    for name, v in (("bf_interval_s", bf_interval_s), ("sched_interval_s", sched_interval_s)):
+        if not 0 <= v < math.inf:
+            raise InputError(f"{name} must be a finite number of seconds >= 0 (0: at every event); got {v}")
     cat = catalog or load_catalog()
     sid = cat.system(system).id
     if nodes is None:
@@ -329,6 +354,9 @@ def simulate_cluster(
         preemption=preemption,
         failures=failures,
         queue_depth=queue_depth,
+        bf_interval_s=bf_interval_s,
+        sched_interval_s=sched_interval_s,
+        defer=defer,
         sample_s=max(window / samples, 1.0),
         window_s=window,
         warmup_s=warmup * window,
@@ -380,6 +408,7 @@ def _result(
         "system": topo.system_id,
         "gpus": topo.gpus,
         "policy": policy,
+        "scheduler": {"bf_interval_s": sim.bf_interval_s, "sched_interval_s": sim.sched_interval_s, "defer": sim.defer},
         "window_s": float(window),
         "warmup_s": float(warm),
         "end_s": float(end),

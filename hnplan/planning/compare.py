@@ -57,7 +57,9 @@ def compare_training_designs(
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
         dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`) for
-        every GPU bought (power, energy and costs count ``gpus_bought``; ``status`` says when fewer train), plus the
+        every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
+        power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
+        and energy assume no failures, as ``hnplan size --no-goodput``), plus the
         step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
@@ -115,7 +117,7 @@ def compare_training_designs(
             racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w),
             facility_power_mw=units.w_to_mw(pw.facility_w),
-            energy_mwh=run_energy(pw, seconds, cat.facility, tokens)["energy_mwh"],
+            energy_mwh=run_energy(pw, seconds, cat.facility, tokens, training_gpus=used)["energy_mwh"],
             capex_musd=cost.capex_usd / units.MEGA if cost else float("nan"),
             status="ok" + note,
         )

@@ -178,6 +178,7 @@ def time_on_purchase(
                     mode=mode,
                     offload=offload,
                     stack=stack,
+                    gpus_bought=n_units * unit,
                 )
             )
         except InfeasiblePlan as exc:

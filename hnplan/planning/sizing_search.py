@@ -34,7 +34,8 @@ with the job on the largest power of two of each unit's GPUs (64 of 72), the oth
 count of 72-GPU racks always carries the factor 9, which a power-of-two batch or layer count cannot
 divide, and NVL72 jobs run that way (MLPerf Training v5.0 GB200 NVL72 submissions: 256-2,496 GPUs, 64 per
 rack). At each unit count the faster of the two is kept; ``gpus`` is the job's count, ``gpus_bought``
-what the units hold (power and costs count the units bought: :func:`hnplan.planning.sizing.size_design`).
+what the units hold (power, energy and costs count the units bought, the idle GPUs at their idle power:
+:func:`hnplan.planning.time_to_train.purchase_energy`, :func:`hnplan.planning.sizing.size_design`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
 from hnplan.planning.design import job_gpu_options
-from hnplan.planning.time_to_train import time_to_train
+from hnplan.planning.time_to_train import purchase_energy, time_to_train
 from hnplan.planning.training.job import check_dtype_peak
 
 MAX_EVALS = 40  # planner searches per design before giving up
@@ -259,7 +260,11 @@ def size_for_deadline(
     best = tried[hit]
     assert isinstance(best, dict)
     out = dict(best)
+    # the energy of the purchase (hit whole units), the idle GPUs among them at their idle power
+    energy = purchase_energy(fabric, out["gpus"], hit * u, units.days_to_s(out["days"]), tokens)
     out.update(
+        energy_mwh=energy["energy_mwh"],
+        co2_t=energy["co2_t"],
         units=hit,
         gpus_bought=hit * u,
         deadline_days=deadline_days,

@@ -3,8 +3,8 @@
 Time to train is ``tokens / (tokens_per_s x goodput)``: ``tokens_per_s`` of the best plan
 (:func:`hnplan.planning.training.search_best`) and, unless turned off, the goodput of the reliability
 model (:func:`hnplan.planning.design.estimate_reliability`: failures, restarts and checkpoint stalls).
-Energy is the design's facility power at the training draw over that wall time
-(:func:`hnplan.power.run_energy`). Sizing (the smallest count for a deadline) is
+Energy is the purchase's facility power at the training draw over that wall time
+(:func:`hnplan.power.run_energy`): every GPU bought draws, those that do not train at their idle power. Sizing (the smallest count for a deadline) is
 :func:`hnplan.planning.sizing.size_for_deadline`.
 """
 
@@ -55,6 +55,27 @@ def batch_note(gpus: int, global_batch_seqs: int, parallel: dict) -> str:
     )
 
 
+def purchase_energy(design, gpus: int, gpus_bought: int, seconds: float, tokens: float) -> dict:
+    """Energy and carbon of a job on ``gpus`` GPUs of a purchase of ``gpus_bought`` (rounded up to whole units)
+    over ``seconds`` of wall time: :func:`hnplan.power.run_energy` with the GPUs that do not train at their
+    idle power (:func:`hnplan.power.training_draw_w`), the rule ``hnplan size`` and ``hnplan compare`` share.
+
+    Returns
+    -------
+    dict
+        :func:`hnplan.power.run_energy`'s keys.
+
+    Raises
+    ------
+    InputError
+        If ``gpus_bought`` is below ``gpus``.
+    """
+    if gpus_bought < gpus:
+        raise InputError(f"gpus_bought ({gpus_bought:,}) must be at least the job's GPUs ({gpus:,})")
+    power = design_power(design, gpus_bought)  # whole units
+    return run_energy(power, seconds, design.facility, tokens, training_gpus=gpus)
+
+
 def time_to_train(
     model,
     system,
@@ -70,6 +91,7 @@ def time_to_train(
     mode: str = "async",
     offload: str = "none",
     stack=None,
+    gpus_bought: int | None = None,
 ) -> dict:
     """Days, GPU-hours and energy to train ``tokens`` tokens on ``gpus`` accelerators with the best plan.
 
@@ -95,12 +117,16 @@ def time_to_train(
     stack : str or SoftwareStack, optional
         Software stack id, path or entry (``data/stacks/``, or a ``hnplan calibrate`` output), as
         :func:`hnplan.planning.training.make_job` takes it; default none (the planner's defaults).
+    gpus_bought : int, optional
+        GPUs of the purchase the job runs on (>= ``gpus``; default the whole units that hold ``gpus``): the
+        energy counts all of them, the ones that do not train at their idle power
+        (:func:`hnplan.power.training_draw_w`).
 
     Returns
     -------
     dict
-        ``system, gpus, days`` [days, wall clock], ``gpu_hours`` [GPU-h], ``energy_mwh`` [MWh], ``co2_t``
-        [t], ``tokens_per_s`` (of the plan, without failures), ``mfu``, ``step_time_s`` [s], ``parallel``
+        ``system, gpus, days`` [days, wall clock], ``gpu_hours`` [GPU-h, the job's GPUs], ``energy_mwh``
+        [MWh, the purchase's], ``co2_t`` [t], ``tokens_per_s`` (of the plan, without failures), ``mfu``, ``step_time_s`` [s], ``parallel``
         (the plan's knobs), ``goodput`` (the fraction applied; 1.0 when off) and ``goodput_mode``
         (``mode``, or ``off``), ``batch_note`` (:func:`batch_note`: why data parallelism cannot take
         part of the count, or "").
@@ -110,7 +136,8 @@ def time_to_train(
     InfeasiblePlan
         If no plan divides (:class:`hnplan.errors.PlanRuleError`) or fits on that many GPUs.
     InputError
-        For a non-finite or non-positive token count, or an unknown checkpoint mode.
+        For a non-finite or non-positive token count, an unknown checkpoint mode, or ``gpus_bought`` below
+        ``gpus``.
     """
     if not (tokens > 0 and tokens < float("inf")):
         raise InputError(f"tokens must be a finite number > 0, got {tokens}")
@@ -127,7 +154,7 @@ def time_to_train(
         else 1.0
     )
     seconds = tokens / (est.tokens_per_s * g)
-    energy = run_energy(design_power(cat.design(job.system), gpus), seconds, cat.facility, tokens)
+    energy = purchase_energy(cat.design(job.system), gpus, gpus_bought or gpus, seconds, tokens)
     return dict(
         system=job.system.id,
         gpus=gpus,
