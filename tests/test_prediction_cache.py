@@ -222,6 +222,7 @@ def test_cached_training_runs_are_the_runs_field_for_field(cache_dir):
     assert cold == warm == runs
     for a, b in zip(warm, runs, strict=True):
         assert a.model_fields_set == b.model_fields_set
+        assert a.model_dump_json() == b.model_dump_json()  # the speed-error cache's run digest, key order included
         for f in type(a).model_fields:
             assert type(getattr(a, f)) is type(getattr(b, f)), (a.id, f)
 
@@ -232,3 +233,15 @@ def test_a_cache_of_runs_under_another_key_is_not_read(cache_dir):
     path.write_text(json.dumps({"key": {"format": 0}, "runs": [{"id": "made-up"}]}))
     assert prediction_cache.cached_training_runs() == training_runs()
     assert json.loads(path.read_text())["key"]["format"] == prediction_cache.FORMAT
+
+
+def test_a_repeat_call_plans_no_run_again(cache_dir, monkeypatch):
+    # the first call reads the runs from their file, the second from the cache: the same runs, the same digests
+    designs = pd.DataFrame([dict(system="hgx-h200-ib-ndr", accelerator="h200-sxm", status="ok")])
+    cold = trust_notes(designs, "llama3.1-70b")
+
+    def refuse(runs, catalog):
+        raise AssertionError(f"planned again: {[r.id for r in runs]}")
+
+    monkeypatch.setattr(trust, "_planned_errors", refuse)
+    assert trust_notes(designs, "llama3.1-70b") == cold

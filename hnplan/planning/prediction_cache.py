@@ -1,19 +1,21 @@
 """On-disk caches of deterministic predictions: hnplan's speed error on each published training run, for the "how
 far to trust it" notes, and the best-plan summary of each grid point of the claims audit
-(:func:`hnplan.planning.claims_grid.plan_point`).
+(:func:`hnplan.planning.claims_grid.plan_point`) and of each design of a comparison
+(:func:`hnplan.planning.compare.compare_training_designs`).
 
 A run's prediction is a deterministic function of the run's own fields, the catalog (``data/``) and hnplan's
 code, so it is stored under a key of those three and reused until one of them changes: the catalog's content
 hash (:meth:`hnplan.catalog.Catalog.content_hash`, the sweep's provenance hash, every data file's bytes), a
 fingerprint of the code (the SHA-256 of every file of the ``hnplan`` package, which also pins its version, with
 the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 77 published runs of
-a three-design comparison takes about 0.7 s of CPU; reading them back takes a few milliseconds, most of it the
+a three-design comparison takes about 0.6 s of CPU; reading them back takes a few milliseconds, most of it the
 two hashes.
 
 A grid point's summary is likewise a function of its model and system entries (their fields, so a derived
-entry such as a same-chip baseline is keyed by what it holds), its GPU count, sequence, batch and dtype, the
-catalog and the code: the twelve best-plan searches behind one claim take about 0.4 s of CPU, reading them back
-a few milliseconds.
+entry such as a same-chip baseline is keyed by what it holds; a design's stack entry too), its GPU count,
+sequence, batch and dtype, the catalog and the code: the twelve best-plan searches behind one claim take about
+0.4 s of CPU, reading them back a few milliseconds. The catalog's hash is taken once per catalog object, which
+itself keeps the entries it has parsed.
 
 The published runs themselves (:func:`hnplan.catalog.runs.training_runs`, a YAML file parsed, each run
 validated and its ids checked against the catalog: about 60 ms) are kept too, as the validated fields of each run,
@@ -204,12 +206,7 @@ def cached_point(digest: str, catalog: Catalog, compute: Callable[[], dict]) -> 
     """
     if not enabled():
         return as_cached(compute())
-    if id(catalog) not in _KEYS:  # the catalog's hash once per catalog object (it reads every data file)
-        _KEYS[id(catalog)] = (
-            catalog,
-            {"format": FORMAT, "catalog": catalog.content_hash(), "source": source_fingerprint()},
-        )
-    key = _KEYS[id(catalog)][1]
+    key = _key(catalog)
     path = cache_dir() / POINTS_FILE_NAME
     slot = (str(path), json.dumps(key, sort_keys=True))
     if slot not in _POINTS:
@@ -258,8 +255,8 @@ def cached_training_runs() -> list[TrainingRun]:
             pass  # not a list of mappings: planned as without a cache
     runs = training_runs()
     data = {"key": key, "runs": [r.model_dump(mode="json", exclude_unset=True) for r in runs]}
-    try:
-        atomic_write(path, json.dumps(data, sort_keys=True))
+    try:  # keys in their order: a run's mappings (fixed, overrides) read back as given, so its digest is the same
+        atomic_write(path, json.dumps(data))
     except OSError:
         pass
     return runs
