@@ -30,6 +30,15 @@ def _sig(x: float, digits: int) -> str:
     return text
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A whole count and its noun, singular for one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``.
+
+    >>> counted(1, "GPU"), counted(16384, "GPU"), counted(1, "row"), counted(2, "entry", "entries")
+    ('1 GPU', '16,384 GPUs', '1 row', '2 entries')
+    """
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_count(n, digits: int = 3) -> str:
     """A count for people: ``15T``, ``405B``, ``1.2M``, ``16,384``; 'n/a' for a missing or infinite one.
 

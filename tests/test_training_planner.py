@@ -340,3 +340,17 @@ def test_search_best_is_the_head_of_the_ranking(cat, model, gpus, fixed):
     assert [(e.plan.tp, e.plan.pp, e.plan.dp, e.plan.recompute) for e in ests] == list(
         zip(head["tp"], head["pp"], head["dp"], head["recompute"])
     )
+
+
+def test_size_tries_the_power_of_two_below_a_count_whose_odd_factor_slows_it(cat):
+    # DeepSeek-V3, 14.8T tokens in 60 days on HGX H100: the search met the deadline first at 6,144 GPUs
+    # (2,048 x 3) after 3,072 (1,024 x 3, its batch of 2,048 sequences undivided by 3: 90.7 days) and 5,120
+    # missed, and answered 6,144 although 4,096 GPUs (a power of two) meet it (58.2 days on the catalog of
+    # 2026-12-01): a third more GPUs than needed
+    from hnplan.planning.sizing_search import size_for_deadline
+    from hnplan.planning.time_to_train import time_to_train
+
+    r = size_for_deadline("deepseek-v3", "hgx-h100-ib-ndr", 14.8e12, 60.0, 8192, 2048, catalog=cat)
+    at_4096 = time_to_train("deepseek-v3", "hgx-h100-ib-ndr", 4096, 14.8e12, 8192, 2048, catalog=cat)
+    assert at_4096["days"] <= 60.0
+    assert r["gpus"] <= 4096 and r["days"] <= 60.0

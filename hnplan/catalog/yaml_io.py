@@ -247,13 +247,26 @@ def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entr
     )
 
 
+def _what(raw) -> str:
+    """What a YAML document holds instead of a mapping, in words a user reads.
+
+    >>> [_what(x) for x in (None, [1, 2], "gpus: 8", 3)]
+    ['nothing (the file is empty)', 'a list of 2 items', "the text 'gpus: 8'", 'the int 3']
+    """
+    if raw is None:
+        return "nothing (the file is empty)"
+    if isinstance(raw, list):
+        return f"a list of {len(raw)} item{'s' if len(raw) != 1 else ''}"
+    if isinstance(raw, str):
+        return f"the text {raw[:40]!r}"
+    return f"the {type(raw).__name__} {raw!r}"
+
+
 def parse_entry(raw, schema: type[T], path) -> T:
     """Validate one mapping against a schema, raising :class:`CatalogError` that names the file,
     the entry and each bad field (with the allowed keys or values)."""
     if not isinstance(raw, dict):
-        raise CatalogError(
-            f"{path}: expected one mapping of {schema.__name__} fields, got {type(raw).__name__}", path=path
-        )
+        raise CatalogError(f"{path}: expected one mapping of {schema.__name__} fields, got {_what(raw)}", path=path)
     entry = raw.get("id", "?")
     try:
         return schema.model_validate(raw)

@@ -10,6 +10,11 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, err_console, escape, handle_errors, kv_table, print_json
+from hnplan.formatting import counted
+
+#: the largest --load taken: ten times the cluster, a queue that only grows; more is a percentage typed for a
+#: fraction (85 for 0.85)
+MAX_LOAD = 10.0
 
 cluster_app = typer.Typer(
     help="Shared-cluster operations: a discrete-event simulation of a job mix.", no_args_is_help=True
@@ -30,7 +35,7 @@ def simulate(
     policy: str = typer.Option(
         "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
     ),
-    days: float = typer.Option(None, "--days", min=0.0, help="simulate this many days of arrivals"),
+    days: float = typer.Option(None, "--days", help="simulate this many days of arrivals (> 0)"),
     jobs: int = typer.Option(
         None,
         "--jobs",
@@ -39,7 +44,11 @@ def simulate(
         help="... or this many jobs (10k, 10000; default: 1 day)",
     ),
     seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
-    load: float = typer.Option(None, "--load", min=0.0, help="offered load [fraction of GPUs], replaces the mix's"),
+    load: float = typer.Option(
+        None,
+        "--load",
+        help=f"offered load [fraction of GPUs: 0.85 = 85 %], > 0 and at most {MAX_LOAD:g}; replaces the mix's",
+    ),
     backfill: bool = typer.Option(True, "--backfill/--no-backfill", help="EASY backfilling behind a blocked job"),
     preemption: bool = typer.Option(True, "--preemption/--no-preemption", help="inference preempts lower classes"),
     failures: bool = typer.Option(True, "--failures/--no-failures", help="hardware failures and software restarts"),
@@ -94,6 +103,11 @@ def simulate(
             raise InputError(f"--days must be > 0; got {days}")
         if load is not None and load <= 0:
             raise InputError(f"--load must be > 0; got {load:g}")
+        if load is not None and load > MAX_LOAD:  # a percentage typed for a fraction: 85 for 0.85
+            raise InputError(
+                f"--load is a fraction of the GPUs (0.85 = 85 %), at most {MAX_LOAD:g}; got {load:g} "
+                f"({load:.0%} of the cluster)"
+            )
         cat = load_catalog()
         services = []
         for item in serve or []:
@@ -183,6 +197,17 @@ def simulate(
                 ),
             ),
         ]
+        if "serving" in s:  # the --serve deployments, held from the start: what the mix's jobs share the rest with
+            rows.append(
+                (
+                    "serving (held throughout)",
+                    "; ".join(
+                        f"{v['model']} at {v['qps']:g} requests/s: {counted(v['replicas'], 'replica')}, "
+                        f"{counted(v['gpus'], 'GPU')}"
+                        for v in s["serving"]
+                    ),
+                )
+            )
         if "by_gpu_model" in s:
             rows.append(
                 (

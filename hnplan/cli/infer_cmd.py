@@ -36,6 +36,10 @@ _HEADER = {
 }
 
 
+#: what the planner assumes without --engine (docs/inference.md, Serving engines)
+NO_ENGINE = "memory alone caps the batch, no host time per step, whole-prompt prefill"
+
+
 def _cell(v) -> str:
     """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
     whole numbers with thousands separators from 10,000 up (not ``1.687e+04``).
@@ -60,9 +64,9 @@ def infer(
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree (MoE; searched if omitted)"),
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree (default: smallest that fits)"),
     batch: int = typer.Option(None, "--batch", min=1, help="concurrent sequences per replica"),
-    qps: float = typer.Option(None, "--qps", min=0.0, help="request rate to serve [requests/s]"),
-    ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", min=0.0, help="mean time-to-first-token bound [ms]"),
-    tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", min=0.0, help="mean time-per-output-token bound [ms]"),
+    qps: float = typer.Option(None, "--qps", help="request rate to serve [requests/s] (> 0)"),
+    ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", help="mean time-to-first-token bound [ms] (> 0)"),
+    tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", help="mean time-per-output-token bound [ms] (> 0)"),
     dtype: str = typer.Option(
         "bf16", "--dtype", help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)"
     ),
@@ -73,23 +77,22 @@ def infer(
         None, "--chunked-prefill", min=1, help="prefill chunk per iteration [tokens] (default: whole prompts)"
     ),
     score_latency_ms: float = typer.Option(
-        None, "--score-latency-ms", min=0.0, help="short scoring requests: requests/s per node within this latency [ms]"
+        None, "--score-latency-ms", help="short scoring requests: requests/s per node within this latency [ms] (> 0)"
     ),
     engine: str = typer.Option(
         None,
         "--engine",
         help="serving engine id or YAML path (data/engines: vllm, sglang, "
-        "tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step",
+        f"tensorrt-llm, ...): batch cap, chunked prefill, memory fraction, host time per step; default none: {NO_ENGINE}",
     ),
     gpu_memory_utilization: float = typer.Option(
         None,
         "--gpu-memory-utilization",
-        min=0.0,
-        max=1.0,
-        help="fraction of the visible HBM the engine may use (vLLM's; default the engine's or memory.yaml's)",
+        help="fraction of the visible HBM the engine may use, in (0, 1] (vLLM's; default the engine's or "
+        "memory.yaml's)",
     ),
     kv_budget_gib: float = typer.Option(
-        None, "--kv-budget-gib", min=0.0, help="KV cache per GPU set directly [GiB] (vLLM's kv_cache_memory_bytes)"
+        None, "--kv-budget-gib", help="KV cache per GPU set directly [GiB] (> 0; vLLM's kv_cache_memory_bytes)"
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
@@ -114,7 +117,12 @@ def infer(
             raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
         if disaggregate and qps is None:
             raise InputError("--disaggregate applies to --qps planning")
-        for flag, value in (("--qps", qps), ("--ttft-slo-ms", ttft_slo_ms), ("--tpot-slo-ms", tpot_slo_ms)):
+        for flag, value in (
+            ("--qps", qps),
+            ("--ttft-slo-ms", ttft_slo_ms),
+            ("--tpot-slo-ms", tpot_slo_ms),
+            ("--score-latency-ms", score_latency_ms),
+        ):
             if value is not None and not value > 0:
                 raise InputError(f"{flag} must be > 0; got {value:g}")
         cat = load_catalog()
@@ -189,6 +197,8 @@ def infer(
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
         rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        if "engine" in out and out["engine"] is None:  # the default, named: not "-"
+            rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         unit = cat.system(system).unit_gpus
         if isinstance(out.get("gpus"), int) and out["gpus"] % unit:  # what is bought: whole racks or servers
             at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1

@@ -7,6 +7,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.errors import InputError
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
 # the parts of memory_summary (``params_gib``, ...) in the words of the command's help
@@ -61,12 +62,11 @@ def memory(
     gpu_memory_utilization: float = typer.Option(
         None,
         "--gpu-memory-utilization",
-        min=0.0,
-        max=1.0,
-        help="inference with --system: fraction of the visible HBM the engine may use (vLLM's; default memory.yaml)",
+        help="inference with --system: fraction of the visible HBM the engine may use, in (0, 1] (vLLM's; "
+        "default memory.yaml)",
     ),
     kv_budget_gib: float = typer.Option(
-        None, "--kv-budget-gib", min=0.0, help="inference with --system: KV cache per GPU set directly [GiB]"
+        None, "--kv-budget-gib", help="inference with --system: KV cache per GPU set directly [GiB] (> 0)"
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
@@ -77,6 +77,10 @@ def memory(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
+        if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+            raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
+        if kv_budget_gib is not None and not kv_budget_gib > 0:
+            raise InputError(f"--kv-budget-gib must be > 0; got {kv_budget_gib:g}")
         d = memory_summary(
             model,
             mode,

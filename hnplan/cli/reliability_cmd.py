@@ -32,9 +32,7 @@ def reliability(
     checkpoint_storage_share: float = typer.Option(
         None,
         "--checkpoint-storage-share",
-        min=0.0,
-        max=1.0,
-        help="largest fraction of the time the storage may spend writing checkpoints: the interval is at "
+        help="largest fraction of the time, in (0, 1], the storage may spend writing checkpoints: the interval is at "
         "least the write time over it (default reliability.yaml's 0.1, a labelled assumption)",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -114,14 +112,17 @@ def _why_so_often(d: dict, goodput_what_if: float) -> list[tuple[str, str]]:
     if not interval < WHAT_IF_INTERVAL_S:
         return []
     half = WHAT_IF_INTERVAL_S / 2
+    then, now = f"{goodput_what_if:.1%}", f"{d['goodput']:.1%}"
+    # interruptions so rare that the interval barely matters: the same goodput to the digit shown
+    versus = f"not {now}" if then != now else "the same to 0.1 % (the interruptions are too rare for it to matter)"
     return [
         (
             "why so often",
             f"a checkpoint pauses training {_seconds(d['checkpoint_stall_s'])}"
             f"{' (the write runs in the background)' if d['mode'] == 'async' else ''}; an interruption every "
             f"{_hours(d['mtbi_h'])} h loses half an interval of work ({interval / 2:,.0f} s); checkpoints every "
-            f"{WHAT_IF_INTERVAL_S / units.MINUTE:.0f} min (losing {half / units.MINUTE:.0f} min): goodput {goodput_what_if:.1%}, "
-            f"not {d['goodput']:.1%}",
+            f"{WHAT_IF_INTERVAL_S / units.MINUTE:.0f} min (losing {half / units.MINUTE:.0f} min): goodput {then}, "
+            f"{versus}",
         )
     ]
 

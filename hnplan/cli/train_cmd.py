@@ -29,7 +29,9 @@ def train(
     ),
     global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
     microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
-    virtual_stages: int = typer.Option(None, "--virtual-stages", min=1, help="interleaved pipeline stages (default 1)"),
+    virtual_stages: int = typer.Option(
+        None, "--virtual-stages", min=1, help="interleaved pipeline stages (searched if omitted; 1 at PP 1)"
+    ),
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option(
@@ -88,9 +90,9 @@ def train(
 ):
     """Step time, tokens/s, MFU/HFU and memory of a training plan.
 
-    With every degree and knob given it evaluates that plan (CP and EP default to 1); otherwise it
-    fixes what is given and searches the rest, reporting the best plan that fits plus `searched` and
-    `feasible` (candidate counts); --top K lists the K best.
+    With every degree and knob given it evaluates that plan (CP and EP default to 1, virtual stages to 1
+    at PP 1); otherwise it fixes what is given and searches the rest, reporting the best plan that fits
+    plus `searched` and `feasible` (candidate counts); --top K lists the K best.
     """
     # the planner (numpy, pandas) is imported when the command runs: `train --help` does not pay for it
     from hnplan.catalog.checks import check_refs
@@ -147,7 +149,10 @@ def train(
             "provenance": job.provenance,
             "matmul_efficiency_from": job.provenance["matmul_efficiency"],
         }
-        # everything given (CP and EP default to 1): evaluate that plan; otherwise search the rest
+        # everything given (CP and EP default to 1, virtual stages to 1 at PP 1, the only count one stage
+        # takes): evaluate that plan; otherwise search the rest
+        if pp == 1 and virtual_stages is None:
+            given["virtual_stages"] = knobs["virtual_stages"] = 1
         all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
         if all_given:
             ests = [estimate_plan(job, ParallelPlan(**{**dict(cp=1, ep=1), **given}))]

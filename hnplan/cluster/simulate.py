@@ -317,6 +317,7 @@ def simulate_cluster(
             asked = offered_load if offered_load is not None else cluster_mix(mix, cat).offered_load.value
     else:
         jobs = check_jobs(jobs)
+    serving: list[dict] = []  # what each --serve deployment holds, for the summary
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(jobs["arrival_s"].max()), units.days_to_s(7))
         extra = [runtime.serving_jobs(sid, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
@@ -329,6 +330,10 @@ def simulate_cluster(
                 f"the serving deployments need {serving_gpus:,.0f} GPUs ({parts}) and the cluster has {topo.gpus:,}: "
                 "lower the request rates or simulate more GPUs"
             )
+        serving = [
+            {"model": m, "qps": float(q), "replicas": len(e), "gpus": int(e["gpus"].sum())}
+            for (m, q), e in zip(serve, extra, strict=True)
+        ]
         jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
     jobs = apply_slicing(jobs, slicing)
     horizon = units.days_to_s(days) if days is not None else None
@@ -367,6 +372,8 @@ def simulate_cluster(
     out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked)
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
+    if serving:
+        out.summary["serving"] = serving
     return out
 
 

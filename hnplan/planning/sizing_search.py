@@ -23,7 +23,11 @@ has only the prime factors 2, 3 and 5 (counts a parallel layout can divide):
    (:func:`hnplan.comm.topology.max_scaleout_gpus`, a 3-tier fat-tree: 65,536 GPUs of 64-port NDR,
    the same limit ``hnplan topology`` enforces) the largest count it joins is the last one tried,
    and a lower bound already above that limit is infeasible at once;
-4. after the first count that meets the deadline, scan the counts between the last miss and it
+4. after the first count that meets the deadline, try the largest power of two of units below it
+   (and, while that meets the deadline, its half, down to the start): time is not monotone in the count,
+   a count with an odd factor (3, 5, 9) the batch cannot divide runs slower than a smaller power of two, so
+   the extrapolation from such a miss can jump past a power of two that meets the deadline;
+5. scan the counts between the largest count tried that misses and the smallest that meets it
    (at most :data:`REFINE_STEPS` of them, in increasing order) and keep the first that meets it.
 
 The answer is the smallest count found on that grid; ``slack_days`` says by how much it beats the
@@ -212,6 +216,7 @@ def size_for_deadline(
         return sum(1 for r in runs.values() if not isinstance(r, PlanRuleError))
 
     n, miss, hit, invalid = _next_smooth(max(1, math.ceil(ideal / u))), 0, 0, []
+    start = n
     while not hit:
         if n > cap:
             last = max(tried, default=0)
@@ -248,6 +253,16 @@ def size_for_deadline(
             last, n = n, _next_smooth(want) if want <= cap else cap + 1
             if n > cap and _prev_smooth(cap) > last:  # the largest count the fabric joins is the last to try
                 n = _prev_smooth(cap)
+    # a miss at a count with an odd factor (3, 5, 9: layouts the batch divides badly) says little about the
+    # smaller power-of-two counts, and the extrapolation from it can jump past one that meets the deadline
+    # (DeepSeek-V3 on HGX H100 in 60 days: 3,072 GPUs miss, 6,144 meet, 4,096 was never tried): try the
+    # largest power of two of units below the hit, halving while it meets the deadline
+    pow2 = 1 << ((hit - 1).bit_length() - 1) if hit > 1 else 0
+    while pow2 >= start and pow2 not in tried and searched() < max_evals and days_at(pow2) <= deadline_days:
+        hit, pow2 = pow2, pow2 // 2
+    # the largest count below the hit that ran (or did not fit) and missed; one no layout divides bounds nothing
+    missed = (k for k in tried if k < hit and not isinstance(tried[k], PlanRuleError) and days_at(k) > deadline_days)
+    miss = max(missed, default=0)
     between = [k for k in range(miss + 1, hit) if _next_smooth(k) == k]
     if len(between) > REFINE_STEPS:
         between = sorted({between[int(i)] for i in np.linspace(0, len(between) - 1, REFINE_STEPS)})

@@ -37,6 +37,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm import sendrecv_time, system_links
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
+from hnplan.formatting import counted
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
@@ -121,6 +122,7 @@ class CapacityPlan:
             "usd_per_gpu_hour": self.usd_per_gpu_hour,
             "usd_per_million_tokens": self.usd_per_million_tokens,
             "disaggregated": self.disaggregated,
+            "engine": r.engine,
             "searched": self.searched,
             "feasible": self.feasible,
             **{
@@ -312,14 +314,14 @@ def plan_for_rate(
     if best is None and beyond:
         raise InfeasiblePlan(
             f"{m.id} at {qps:g} requests/s on {sys_.id} needs more GPUs than one scale-out fabric joins "
-            f"({fabric_gpus:,}; {beyond} configurations meet TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
-            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms per replica); plan several clusters, each for its "
+            f"({fabric_gpus:,}; {beyond} configurations meet TTFT <= {units.s_to_ms(ttft_slo_s):,.4g} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms per replica); plan several clusters, each for its "
             "share of the rate"
         )
     if best is None:
         raise InfeasiblePlan(
-            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):.0f} ms and "
-            f"TPOT <= {units.s_to_ms(tpot_slo_s):.1f} ms at {qps:g} requests/s (best TPOT reached "
+            f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):,.4g} ms and "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms at {qps:g} requests/s (best TPOT reached "
             f"{units.s_to_ms(best_tpot):.1f} ms over {searched} candidates)"
         )
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)
@@ -453,7 +455,7 @@ def capacity_verdict(rates: pd.DataFrame, frontiers: pd.DataFrame | None = None)
         if at.empty:
             continue
         parts = ", ".join(
-            f"**{r.system}** {int(r.gpus):,} GPUs (TP{r.tp} EP{r.ep}, batch {r.batch}, "
+            f"**{r.system}** {counted(int(r.gpus), 'GPU')} (TP{r.tp} EP{r.ep}, batch {r.batch}, "
             f"\\${r.usd_per_million_tokens:.3f}/M tokens)"
             for r in at.itertuples()
         )

@@ -219,7 +219,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     try:
         units.dtype_bytes(r.kv)
     except ValueError as exc:
-        raise InputError(f"kv dtype: {exc}") from None
+        raise InputError(f"--kv-dtype: {exc}") from None
     if r.memory_utilization is not None and not 0 < r.memory_utilization <= 1:
         raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {r.memory_utilization}")
     if r.kv_budget_gib is not None and r.kv_budget_gib <= 0:

@@ -282,7 +282,9 @@ def steady_state(
         cache["memory", ctx_max] = (max_batch(s, ctx_max), usable_bytes_per_gpu(s))
     mb, usable = cache["memory", ctx_max]
     if batch > mb:
-        raise InfeasiblePlan(f"batch {batch} exceeds the {mb} sequences of {ctx_max:.0f} tokens that fit the KV cache")
+        raise InfeasiblePlan(
+            f"batch {batch} exceeds the {mb:,} sequences of {ctx_max:,.0f} tokens that fit the KV cache"
+        )
     r, eng = s.replica, s.engine
     if max_batched_tokens is None:
         max_batched_tokens = eng.max_num_batched_tokens if eng is not None else DEFAULT_MAX_BATCHED_TOKENS

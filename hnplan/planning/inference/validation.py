@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.compute import param_counts
+from hnplan.formatting import counted
 from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
     Replica,
@@ -159,7 +160,7 @@ def validation_summary(df: pd.DataFrame) -> str:
     out = []
     for f, g in df.groupby("family", sort=False):
         out.append(
-            f"- **{f}** ({len(g)} rows): mean |error| {g['error_pct'].abs().mean():.1f}%, "
+            f"- **{f}** ({counted(len(g), 'row')}): mean |error| {g['error_pct'].abs().mean():.1f}%, "
             f"from {g['error_pct'].min():+.1f}% to {g['error_pct'].max():+.1f}%; "
             f"{int(g['within_tolerance'].sum())} of {len(g)} within the stated band."
         )
