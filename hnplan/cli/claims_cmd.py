@@ -23,7 +23,10 @@ def claims(
     json_: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim"),
 ):
     """Audit every numeric claim of the seed documents: the experiment, the verdict computed from the
-    planners' numbers (holds / does not hold / holds under conditions / not testable) and its condition."""
+    planners' numbers (holds / does not hold / holds under conditions / not testable) and its condition.
+
+    Each grid point's best plan is kept in an on-disk cache while the catalog and the code are unchanged
+    ($XDG_CACHE_HOME/hnplan, else ~/.cache/hnplan); HNPLAN_NO_CACHE=1 plans every point again."""
     with handle_errors():
         from hnplan.errors import InputError
         from hnplan.planning.claims import audit, claim_ids

@@ -9,10 +9,8 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning import trust
-from hnplan.planning.design import cost_or_gap
-from hnplan.planning.sizing_search import job_gpu_options
-from hnplan.planning.training import best_plan
+from hnplan.planning import prediction_cache, trust
+from hnplan.planning.design import cost_or_gap, job_gpu_options
 from hnplan.power import design_power, run_energy
 
 
@@ -81,27 +79,17 @@ def compare_training_designs(
             row["dtype"] = run_dtype
         unit = system.unit_gpus
         bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
-        est, used = None, gpus
-        errors: list[HnplanError] = []
+        est: dict | None = None
+        used = gpus
+        errors: list[str] = []
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
         for g in (gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)):
-            try:
-                (e,), _, _ = best_plan(
-                    model,
-                    system,
-                    g,
-                    seq_len,
-                    global_batch_seqs,
-                    run_dtype,
-                    catalog=cat,
-                    stack=stack,
-                    overrides={"offload": offload},
-                )
-            except HnplanError as exc:
-                errors.append(exc)
+            e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload)
+            if "error" in e:
+                errors.append(e["error"])
                 continue
-            if est is None or e.tokens_per_s > est.tokens_per_s:
+            if est is None or e["tokens_per_s"] > est["tokens_per_s"]:
                 est, used = e, g
         if est is None:
             row["status"] = f"no plan: {errors[0]}"
@@ -118,20 +106,13 @@ def compare_training_designs(
         if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
             note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
             row["cost_note"] = f"n/a: {gap}"
-        seconds = tokens / est.tokens_per_s
-        p = est.plan
+        seconds = tokens / est["tokens_per_s"]
+        row.update({k: est[k] for k in _PLAN_KEYS})
         row.update(
-            tp=p.tp,
-            pp=p.pp,
-            dp=p.dp,
-            cp=p.cp,
-            ep=p.ep,
-            microbatch_size=p.microbatch_size,
-            recompute=p.recompute,
-            step_time_s=est.step_time_s,
-            tokens_per_s=est.tokens_per_s,
-            mfu=est.mfu,
-            memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
+            step_time_s=est["step_time_s"],
+            tokens_per_s=est["tokens_per_s"],
+            mfu=est["mfu"],
+            memory_per_gpu_gib=units.to_GiB(est["memory_per_gpu_bytes"]),
             days=units.s_to_days(seconds),
             racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w),
@@ -149,7 +130,7 @@ def compare_training_designs(
             run_musd=run_usd / units.MEGA,
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
-        row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
+        row.update({f"t_{k}_s": v for k, v in est["breakdown_s"]})
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {
@@ -170,6 +151,52 @@ def compare_training_designs(
         "usd_per_million_tokens": "USD per 1e6 tokens",
     }
     return df
+
+
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "recompute")
+
+
+def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str, stack, offload):
+    """The fastest plan of one design at ``gpus`` (:func:`hnplan.planning.training.best_plan`), as the numbers
+    :func:`compare_training_designs` reads: the plan's knobs, ``step_time_s, tokens_per_s, mfu,
+    memory_per_gpu_bytes`` and ``breakdown_s`` (pairs, in the estimate's order); ``{"error": message}`` when no
+    plan runs. Cached on disk (:func:`hnplan.planning.prediction_cache.cached_point`) under the model, system
+    and stack entries' fields, the job and the catalog's and code's hashes; a reference that does not resolve
+    is planned uncached, so that its error reads as ``best_plan`` gives it."""
+
+    def plan() -> dict:
+        from hnplan.planning.training import best_plan  # imported only to plan: a cached design needs none
+
+        try:
+            (e,), _, _ = best_plan(
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                dtype,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
+            )
+        except HnplanError as exc:
+            return {"error": str(exc)}
+        p = e.plan
+        return {
+            **{k: getattr(p, k) for k in _PLAN_KEYS},
+            "step_time_s": e.step_time_s,
+            "tokens_per_s": e.tokens_per_s,
+            "mfu": e.mfu,
+            "memory_per_gpu_bytes": e.memory_per_gpu_bytes,
+            "breakdown_s": list(e.breakdown_s.items()),
+        }
+
+    try:
+        entries = (cat.model(model), system, None if stack is None else cat.stack(stack))
+    except HnplanError:
+        return prediction_cache.as_cached(plan())
+    digest = prediction_cache.point_digest("compare", *entries, gpus, seq_len, global_batch_seqs, dtype, offload)
+    return prediction_cache.cached_point(digest, cat, plan)
 
 
 def _peak(dense_tflops: dict, dtype: str) -> float:
@@ -396,8 +423,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     str
         Markdown sentences, one paragraph; empty when no design has a plan.
     """
-    from hnplan.catalog.runs import training_runs
     from hnplan.catalog.schemas.software import StackChoices
+    from hnplan.planning.prediction_cache import cached_training_runs
 
     cat = catalog or load_catalog()
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
@@ -407,7 +434,7 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         return ""
     accs = list(dict.fromkeys(ok["accelerator"]))
     runs_on: dict[str, list] = {a: [] for a in accs}
-    for run in training_runs():
+    for run in cached_training_runs():
         acc = cat.system(run.system).accelerator
         if acc in runs_on:
             runs_on[acc].append(run)
