@@ -11,6 +11,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import trust
 from hnplan.planning.design import cost_or_gap
+from hnplan.planning.dtype_gap import dtype_gap_note
 from hnplan.planning.sizing_search import job_gpu_options
 from hnplan.planning.training import best_plan
 from hnplan.power import design_power, run_energy
@@ -62,7 +63,8 @@ def compare_training_designs(
         every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
         power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
         and energy assume no failures, as ``hnplan size --no-goodput``), plus the
-        step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
+        step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
+        than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
@@ -150,6 +152,19 @@ def compare_training_designs(
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
         row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
+        # fp8/fp4 slower than bf16 on this design: why (bf16's plan does not fit, or the recipe's passes)
+        row["dtype_note"] = dtype_gap_note(
+            model,
+            system,
+            used,
+            seq_len,
+            global_batch_seqs,
+            run_dtype,
+            est,
+            catalog=cat,
+            stack=stack,
+            overrides={"offload": offload},
+        )
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {
@@ -328,6 +343,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
       "the enlarged MoE set");
+    * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
+      :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
       tolerance where another dispatch matched the same run: the two errors and the stacks with the other
       dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
@@ -368,6 +385,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         "Every figure here is a model's prediction, not a measurement; the `validation` report "
         "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
     ]
+    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
+        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
     counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
     if counted:
         parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
