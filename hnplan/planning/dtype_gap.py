@@ -70,8 +70,9 @@ def dtype_gap_note(
       the step it would take, and the step-time parts the plan that fits pays for; in fp8, whether fp8
       parameters (``fp8_params``: Megatron-Core's ``--fp8-param-gather``, fp8 weights and transposes and
       no bf16 copy) would fit it;
-    * it fits but is slower (the recipe's casts, amax and transposes outweigh faster GEMMs): the two steps
-      and the parts that grew.
+    * it fits but is slower (the recipe's casts, amax and transposes, in bytes or in host launches, e.g. one
+      cast per local expert, :mod:`hnplan.compute.host`, outweigh faster GEMMs): the two steps and the parts
+      that grew.
 
     Parameters
     ----------
@@ -118,8 +119,8 @@ def dtype_gap_note(
             head
             + f"at bf16's plan ({_label(ref.plan)}) {dtype} takes {same.step_time_s:.2f} s, "
             + (f"{grown}: " if grown else "")
-            + f"the {dtype} recipe's casts, amax and transposes (and whatever stays in bf16) outweigh its faster "
-            "GEMMs at this shape."
+            + f"the {dtype} recipe's quantisation kernels (their bytes, and their launches where the host cannot "
+            "keep up) outweigh its faster GEMMs at this shape."
         )
     w_low, w_bf16 = memory_recipe(dtype, job.choices).weight_bytes, memory_recipe("bf16", job.choices).weight_bytes
     text = (
@@ -133,8 +134,12 @@ def dtype_gap_note(
             if w_low > w_bf16
             else ""
         )
-        + f"; where it fit it would take {same.step_time_s:.2f} s. The {dtype} plan that fits ({_label(est.plan)})"
+        + f"; where it fit it would take {same.step_time_s:.2f} s"
     )
+    if same.step_time_s >= ref.step_time_s:  # slower than bf16 even at its plan: the recipe's passes as well
+        grown_same = _grown(same, ref)
+        text += f", slower than bf16 there too ({grown_same})" if grown_same else ", slower than bf16 there too"
+    text += f". The {dtype} plan that fits ({_label(est.plan)})"
     grown = _grown(est, ref)
     text += f" pays {grown}." if grown else " is slower."
     if dtype == "fp8" and not job.choices.fp8_params:
