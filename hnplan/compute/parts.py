@@ -242,7 +242,14 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
         return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols)
-    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
+    # the routed experts' fp8 splits in Transformer Engine's fused multi-tensor cast-transpose (host.py)
+    multi = (
+        ch is not None
+        and ch.fp8_recipe == "delayed"
+        and ch.fp8_cast_transpose_fusion
+        and needs_transpose(acc, "delayed")
+    )
+    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch, multi)
     # a row's kernel runs ``count`` times in one occurrence of its part (a ring's off-diagonal steps)
     t, host = t * cols["count"], host * cols["count"]
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
@@ -282,7 +289,7 @@ def _wide(x) -> bool:
     return isinstance(x, np.ndarray) and x.ndim > 0
 
 
-def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
+def _host_s(blocks, cols: dict, ch: StackChoices, multi_cast_transpose: bool = False) -> np.ndarray:
     """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns` (each row over its block's
     owners, row by row): once per distinct (name, scope, kind, groups of a GEMM or the local experts of another
     row), a few dozen; a row whose number is the same for all its owners is repeated over them."""
@@ -291,7 +298,8 @@ def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
     def one(r, per: float, local: float) -> float:
         key = (r[0], r[1], r[2], per, local)
         if key not in memo:
-            memo[key] = float(row_host_s([(r[0], r[1], r[2], *[0.0] * 7, per)], ch, local)[0])
+            row = [(r[0], r[1], r[2], *[0.0] * 7, per)]
+            memo[key] = float(row_host_s(row, ch, local, multi_cast_transpose=multi_cast_transpose)[0])
         return memo[key]
 
     values, reps = [], []

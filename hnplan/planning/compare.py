@@ -60,7 +60,8 @@ def compare_training_designs(
         every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
         power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
         and energy assume no failures, as ``hnplan size --no-goodput``), plus the
-        step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
+        step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
+        than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
@@ -131,6 +132,8 @@ def compare_training_designs(
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
         row.update({f"t_{k}_s": v for k, v in est["breakdown_s"]})
+        # fp8/fp4 slower than bf16 on this design: why (bf16's plan does not fit, or the recipe's passes)
+        row["dtype_note"] = est.get("dtype_note", "")
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {
@@ -181,6 +184,22 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
             )
         except HnplanError as exc:
             return {"error": str(exc)}
+        note = ""
+        if dtype != "bf16":  # why a low-precision plan is slower than bf16's, where it is
+            from hnplan.planning.dtype_gap import dtype_gap_note
+
+            note = dtype_gap_note(
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                dtype,
+                e,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
+            )
         p = e.plan
         return {
             **{k: getattr(p, k) for k in _PLAN_KEYS},
@@ -189,6 +208,7 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
             "mfu": e.mfu,
             "memory_per_gpu_bytes": e.memory_per_gpu_bytes,
             "breakdown_s": list(e.breakdown_s.items()),
+            "dtype_note": note,
         }
 
     try:
@@ -402,6 +422,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
       "the enlarged MoE set");
+    * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
+      :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
       tolerance where another dispatch matched the same run: the two errors and the stacks with the other
       dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
@@ -442,6 +464,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         "Every figure here is a model's prediction, not a measurement; the `validation` report "
         "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
     ]
+    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
+        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
     counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
     if counted:
         parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
