@@ -162,7 +162,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
 
 def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.DataFrame | Columns, np.ndarray]:
     """:func:`compute_per_microbatch`'s per-stage quantities once per distinct ``(micro-batch, tp, cp, ep,
-    recompute, pp)`` (and ``virtual_stages`` where the stack recomputes only some layers) of ``df``.
+    recompute, pp)`` (``etp`` too where ``df`` has it: the expert layers' communication depends on it; and
+    ``virtual_stages`` where the stack recomputes only some layers) of ``df``.
 
     Returns
     -------
@@ -173,6 +174,7 @@ def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.Da
         ``compute_per_microbatch(job, df, per_stage=True)`` is ``table.take(codes, axis=2)``.
     """
     block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
+    block += ["etp"] if "etp" in df else []
     codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
     return codes, uniq, _stage_table(job, uniq)
 
