@@ -12,9 +12,9 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -24,7 +24,10 @@ from hnplan.memory.activations import layer_activation_table, stage_activation_t
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import Columns, column, on_distinct
+from hnplan.vectorise import Columns, column, is_frame, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ def training_memory_table(
         )
     else:
         fp8 = fp8_gemm_inputs
-    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    df = plans.reset_index(drop=True) if is_frame(plans) else plans
     pp = column(df, "pp")
 
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
@@ -177,7 +180,7 @@ def training_memory_table(
         return o
 
     # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
-    has_etp = "etp" in (df.columns if isinstance(df, pd.DataFrame) else df)
+    has_etp = "etp" in df  # a DataFrame (its columns) or Columns
     layout = ["tp", "pp", "dp", "cp", "ep", "zero_stage"] + (["etp"] if has_etp else [])
     o_fixed, o_slope, *states = on_distinct(df, layout, per_layout)
     act_kw = dict(
@@ -225,6 +228,8 @@ def training_memory_table(
     assert best is not None
     if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
         return Columns(best, {"stage": (last_stage.astype(np.int8), np.array(["first", "last"], dtype=object))})
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
     return pd.DataFrame(best)
 
@@ -324,6 +329,8 @@ def training_memory(
         raise PlanRuleError(
             f"expert parallel x expert tensor parallel {ep} x {etp} does not divide tp x cp x dp = {tp * cp * dp}"
         )
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     plan = pd.DataFrame(
         [
             dict(
