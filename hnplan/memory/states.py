@@ -333,7 +333,9 @@ def stage_params(
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
-    return StageParams(dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe)
+    return StageParams(
+        dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe
+    )
 
 
 def model_state_bytes_per_gpu(

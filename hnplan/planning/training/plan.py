@@ -131,13 +131,17 @@ def plan_rules(
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, etp {etp}, microbatch "
-            "{microbatch_size}, virtual stages {virtual_stages})": (np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1),
+            "{microbatch_size}, virtual stages {virtual_stages})": (
+                np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1
+            ),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
             + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
-            "expert degrees ep x etp = {ep} x {etp} must divide tp x cp x dp = {tpcpdp} (the expert layers "
-            "fold over those ranks)": (tp * cp * dp) % np.maximum(ep * etp, 1) == 0,
+            "expert degrees ep x etp = {ep} x {etp} must divide tp x cp x dp = {tpcpdp}: the expert layers split "
+            "those ranks (etp defaults to tp; etp 1 folds EP over the TP ranks)": (tp * cp * dp)
+            % np.maximum(ep * etp, 1)
+            == 0,
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
             % np.maximum(dp * mb, 1)
             == 0,
