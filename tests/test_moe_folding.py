@@ -139,3 +139,23 @@ def test_cli_evaluates_the_folded_plan():
     r = runner.invoke(app, ARGS + ["--ep", "32", "--etp", "1", "--dtype", "fp8", "--json"])
     assert r.exit_code == 0, r.output
     assert '"etp": 1' in r.output and '"fits": true' in r.output
+
+
+def test_folded_experts_run_the_ranks_own_tokens_through_whole_experts(cat):
+    # ETP 1 at TP 2: a rank's routed experts take its own b s / (cp tp) tokens through whole experts (the
+    # expert GEMMs of micro-batch 1 at TP 1); ETP 2 takes the TP pair's tokens through half of each expert:
+    # the same FLOPs, other GEMM shapes, so a different time of the same order
+    from hnplan.compute.layer_ops import _expert_mlp
+    from hnplan.compute.parts import part_time_table
+
+    m, acc = cat.model("qwen3-235b-a22b"), cat.accelerator("h100-sxm")
+    whole, split = _expert_mlp(m, "moe-layer", 4096, 1, 32, 2.0), _expert_mlp(m, "moe-layer", 8192, 2, 32, 2.0)
+    # per local expert (128 / 32 = 4, all touched) the rows of 8 experts a token; gate + up of 1536 each
+    assert (whole[0].m, whole[0].n, whole[0].k) == (4096 * 8 / 4, 2 * 1536, 4096)
+    assert (split[0].m, split[0].n, split[0].k) == (8192 * 8 / 4, 1536, 4096)
+    assert whole[0].m * whole[0].n == split[0].m * split[0].n  # the same FLOPs
+    names, t = part_time_table(m, acc, [(2, 2, 1, 32, 1), (2, 2, 1, 32, 2)], 4096)
+    fwd = names.index("moe_routed_fwd")
+    assert t[0, fwd] != t[1, fwd] and 0.5 < t[0, fwd] / t[1, fwd] < 2.0
+    _, t4 = part_time_table(m, acc, [(2, 2, 1, 32)], 4096)  # a 4-tuple shape is ETP = TP
+    assert np.array_equal(t4[0], t[1])

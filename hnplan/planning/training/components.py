@@ -70,6 +70,7 @@ from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute
     part_times,
     recompute_is,
     stage_kinds,
+    with_etp,
 )
 from hnplan.vectorise import Columns, column, on_distinct
 
@@ -194,16 +195,6 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int, etp
 
 def _col(df, name):
     return column(df, name)
-
-
-def with_etp(df):
-    """``df`` with an ``etp`` column (expert tensor parallelism): as it is where it has one, else ``etp = tp``,
-    Megatron-Core's default (a table built before the column existed, or by hand)."""
-    if "etp" in df:
-        return df
-    if isinstance(df, Columns):
-        return Columns({**{k: df[k] for k in df}, "etp": df["tp"]})
-    return df.assign(etp=np.asarray(df["tp"]))
 
 
 # ----------------------------------------------------------------------------------------------
