@@ -112,7 +112,7 @@ def training_part_times(
 def part_time_table(
     model: Model,
     acc: Accelerator,
-    shp: list[tuple[int, int, int, int]],
+    shp: list[tuple[int, ...]],
     seq_len: int,
     dtype: str = "bf16",
     attention: str = "flash",
