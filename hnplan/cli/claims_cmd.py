@@ -29,9 +29,13 @@ def claims(
         from hnplan.planning.claims import audit, claim_ids
 
         if only:
+            ids = ", ".join(claim_ids())
+            if any(not c.strip() for c in only):  # --only "" (an unset shell variable)
+                raise InputError(f"--only needs a claim id; got an empty one; ids: {ids}")
             unknown = sorted(set(only) - set(claim_ids()))
             if unknown:
-                raise InputError(f"unknown claim id(s) {', '.join(unknown)}; ids: {', '.join(claim_ids())}")
+                s = "s" if len(unknown) > 1 else ""
+                raise InputError(f"--only: unknown claim id{s} {', '.join(map(repr, unknown))}; ids: {ids}")
         result = audit(only=only or None)
         if json_:
             print_json([c.as_dict() for c in result])

@@ -186,6 +186,24 @@ def _name(row) -> str:
     return f"**{row['system']}**"
 
 
+def _per_gpu(fast, slow) -> tuple[float, str]:
+    """How many times as fast ``fast`` trains as ``slow`` per GPU, and the words that say so where the two train
+    on different GPU counts (whole racks and servers bought: 1,024 of 1,152 GPUs of 72-GPU racks against 1,152
+    on 8-GPU servers); ``(days ratio, "")`` where the counts agree or the table has none.
+
+    Per GPU the speed is tokens/s over GPUs, so the ratio is ``(days_slow x gpus_slow) / (days_fast x gpus_fast)``
+    (the job's tokens cancel). Divided by the ratio of the GPUs' dense peaks it is the ratio of MFUs.
+
+    >>> _per_gpu({"days": 20.0, "gpus": 1024}, {"days": 45.0, "gpus": 1152})
+    (2.53125, ', on 1,024 GPUs against 1,152: 2.53x the speed per GPU')
+    """
+    speed = slow["days"] / fast["days"]
+    if "gpus" not in fast or "gpus" not in slow or fast["gpus"] == slow["gpus"]:
+        return speed, ""
+    per_gpu = speed * slow["gpus"] / fast["gpus"]
+    return per_gpu, f", on {fast['gpus']:,} GPUs against {slow['gpus']:,}: {per_gpu:.2f}x the speed per GPU"
+
+
 def fabric_and_chip(df: pd.DataFrame) -> str:
     """What the supernode fabric buys and what the newer chip buys, told apart from the numbers.
 
@@ -216,16 +234,20 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
         sv = peers.loc[distance.idxmin()]
         speed = sv["days"] / sn["days"]
         chip = sn["peak_tflops"] / sv["peak_tflops"]
+        # like with like: where the designs train on different GPU counts, the fabric's part is per GPU
+        per_gpu, counts = _per_gpu(sn, sv)
         text = (
             f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days)"
+            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days{counts})"
         )
         if abs(chip - 1) > 0.02:
             text += (
                 f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
-                f"{sv['peak_tflops']:,.0f} TFLOP/s), so the fabric and the rest of the rack account for "
-                f"about {speed / chip:.2f}x"
+                f"{sv['peak_tflops']:,.0f} TFLOP/s), so {'per GPU ' if counts else ''}the fabric and the rest of "
+                f"the rack account for about {per_gpu / chip:.2f}x"
             )
+        elif counts:
+            text += f"; per GPU the fabric and the rest of the rack account for about {per_gpu:.2f}x"
         if "run_musd" in ok:
             text += (
                 f". The run costs {units.format_usd(sn['run_musd'] * units.MEGA)} on {sn['system']} against "
@@ -238,7 +260,8 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
             text = (
                 f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
                 f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
-                f"{old['days']:.1f} days) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x dense peak"
+                f"{old['days']:.1f} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
+                "dense peak"
             )
             if "run_musd" in ok:
                 text += (
@@ -255,14 +278,21 @@ def verdict(df: pd.DataFrame) -> str:
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
     if ok.empty:
         return "No design has a feasible plan for this job."
+    if len(ok) == 1:
+        return _only_design(ok.iloc[0], len(df))
     fast = ok.loc[ok["days"].idxmin()]
     priced = ok[ok["capex_musd"].notna()]
-    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU)"
+    on = f" on {fast['gpus']:,} GPUs" if "gpus" in ok and ok["gpus"].nunique() > 1 else ""
+    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
     if priced.empty:
         text += "; no design has a price, so every cost is n/a."
     else:
         cheap = priced.loc[priced["capex_musd"].idxmin()]
-        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex)."
+        # whole units bought: say for how many GPUs where the designs buy different counts
+        bought = f" for {cheap['gpus_bought']:,} GPUs" if priced.get("gpus_bought", pd.Series()).nunique() > 1 else ""
+        text += (
+            f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
+        )
     if len(priced) < len(ok):
         text += (
             " "
@@ -284,6 +314,23 @@ def verdict(df: pd.DataFrame) -> str:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
     split = fabric_and_chip(df)
     return text + ("\n\n" + split if split else "")
+
+
+def _only_design(row, designs: int) -> str:
+    """The verdict of a table with one design that has a plan: what it does, no ranking (it is the fastest and
+    the cheapest of one)."""
+    only = "the one design compared" if designs == 1 else f"the only one of {designs} designs with a plan"
+    text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {row['days']:.1f} days at {row['mfu']:.0%} MFU"
+    if pd.notna(row.get("capex_musd")):
+        text += f", costs {units.format_usd(row['capex_musd'] * units.MEGA)} to buy"
+        if pd.notna(row.get("run_musd")):
+            text += (
+                f" and {units.format_usd(row['run_musd'] * units.MEGA)} per training run at its TCO per GPU-hour "
+                f"({units.format_usd(row['usd_per_million_tokens'])} per million tokens)"
+            )
+    else:
+        text += "; cost n/a: it has no price (give its file `unit_price_usd` or `price_item`)"
+    return text + "."
 
 
 # published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
