@@ -84,7 +84,9 @@ def validation_table(
                 gap_bound_pct=run.gap_bound_pct,
                 gap_reason=run.gap_reason,
                 plan=(
-                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep} mb{b.microbatch_size} "
+                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep}"
+                    + (f" ETP{b.etp}" if b.ep > 1 and b.etp != b.tp else "")
+                    + f" mb{b.microbatch_size} "
                     f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}{_layer_choices(run, cat, b)}"
                 ),
                 fits=bool(b.fits),

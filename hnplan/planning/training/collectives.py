@@ -45,6 +45,7 @@ from hnplan.comm.messages import tp_message_bytes  # the one definition (inferen
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
 from hnplan.compute.layout import stage_layers
+from hnplan.memory.states import expert_dp
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
     BUCKET_PER_DP_PARAMS,
@@ -54,6 +55,7 @@ from hnplan.planning.training.components import (
     _col,
     local_params,
     recompute_is,
+    with_etp,
 )
 from hnplan.vectorise import factorize, on_distinct
 
@@ -61,7 +63,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
-DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
+DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp", "etp")  # what the data-parallel collectives depend on
 
 
 def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
@@ -347,8 +349,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
     all-gather the updated bf16 parameters (with ``fp8_params`` or ``fp4_params`` the GEMM weights at the
     recipe's bytes, the embedding, head and norms still bf16: :func:`param_gather_bytes`); both over
-    ``dp x cp`` ranks (stride ``tp``), expert parameters over their ``dp cp / ep`` replicas (stride
-    ``tp ep``). Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
+    ``dp x cp`` ranks (stride ``tp``), expert parameters over their ``tp cp dp / (etp ep)`` replicas
+    (stride ``etp ep``: the expert layers' rank order, ETP innermost, then EP, then expert-DP; MoE
+    parallel folding, arXiv:2504.14960; ``dp cp / ep`` with stride ``tp ep`` at the default ``etp = tp``).
+    Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
     Megatron-Core's ``max(40M, 1M x dp cp)`` ([4]_), every bucket a collective with its own latency. With
     bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
     all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
@@ -361,8 +365,8 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     """
     ov = job.choices
 
-    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp)
-        tp, dp, cp, ep, z, pp = (_col(u, c) for c in DP_LAYOUT_KEYS)
+    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp, etp)
+        tp, dp, cp, ep, z, pp, etp = (_col(u, c) for c in DP_LAYOUT_KEYS)
         dense, expert = local_params(job, u)
         layers = stage_layers(job.model, pp).per_stage
         if ov.dp_bucket_params is None:  # Megatron-Core's default ([4]_)
@@ -372,7 +376,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         gather_dense, gather_expert = param_gather_bytes(job)
         groups = [(dense, dp * cp, tp, gather_dense)]
         if job.model.moe is not None:
-            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep, gather_expert))
+            groups.append((expert, expert_dp(tp, dp, cp, ep, etp), etp * ep, gather_expert))
 
         def coll(op, nbytes_per_param):
             """(all buckets, one bucket) of a collective over every group [s]; ``nbytes_per_param`` None:
@@ -392,7 +396,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
         return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
-    codes, layouts = factorize(df, list(DP_LAYOUT_KEYS))
+    codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
     t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
