@@ -32,7 +32,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 from hnplan.labels import quantity_text
 
-VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable")
+VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable", "undecided")
 SEED_FILES = {"000": "000_14d202129fb34c3d.txt", "001": "001_baa31eb37780e878.txt", "002": "002_2d5e16c6f36d2699.txt"}
 JSON_KEYS = ("id", "seed_file", "claim", "experiment", "verdict", "condition", "numbers", "points")
 
@@ -280,6 +280,8 @@ class AuditSetup:
     cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)  # offered loads spanning the claims' 40-92 % utilisation range
     cluster_mix: str = "default"
     cluster_seed: int = 0
+    # independent job streams per point (hnplan.cluster.replicate): a verdict on a 95 % interval, not one seed
+    cluster_replications: int = 5
 
 
 def _experiments():
@@ -389,6 +391,7 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         loads=tuple(setup.cluster_loads),
         jobs=setup.cluster_jobs,
         seed=setup.cluster_seed,
+        replications=setup.cluster_replications,
         catalog=catalog,
     )
     pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond, gpus=gpus)
