@@ -145,7 +145,9 @@ def test_the_mix_run_time_is_the_expectation_of_the_weighted_run_time():
 
 def _one(mix, c):
     """The mix with only class ``c`` (share 1)."""
-    return mix.model_copy(update={"classes": [c.model_copy(update={"share": c.share.model_copy(update={"value": 1.0})})]})
+    return mix.model_copy(
+        update={"classes": [c.model_copy(update={"share": c.share.model_copy(update={"value": 1.0})})]}
+    )
 
 
 def test_following_the_steady_state_advice_does_not_ask_for_more():
@@ -155,7 +157,9 @@ def test_following_the_steady_state_advice_does_not_ask_for_more():
     advice = {re.search(r"--days ([\d.]+)", n["steady_state_note"]).group(1) for n in notes}
     assert len(advice) == 1 and not notes[0]["steady_state"]
     days = float(advice.pop())
-    assert days * 86400 >= 5 * mix_run_time_weighted_s(cluster_mix("default"), 64) > (days - 1) * 86400  # 13.3 days, up to 14
+    assert (
+        days * 86400 >= 5 * mix_run_time_weighted_s(cluster_mix("default"), 64) > (days - 1) * 86400
+    )  # 13.3 days, up to 14
     s = simulate_cluster(SYSTEM, 64, days=days, seed=0).summary
     assert s["steady_state"] and s["steady_state_note"].startswith("yes") and "--days" not in s["steady_state_note"]
     assert s["run_time_weighted_basis"] == "mix" and s["run_time_weighted_drawn_s"] != s["run_time_weighted_s"]

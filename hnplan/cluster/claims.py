@@ -12,6 +12,7 @@ offered load: :func:`audit_points`).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pandas as pd
@@ -214,7 +215,9 @@ def audit_points(
         out = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
         for k in ("utilisation", "concurrent_jobs"):
             c = mean_ci([r[k] for r in rs])
-            out[f"{k}_low"], out[f"{k}_high"] = (c["low"], c["high"]) if c["low"] is not None else (c["mean"],) * 2
+            lo, hi = (c["low"], c["high"]) if c["low"] is not None else (c["mean"],) * 2
+            top = 1.0 if k == "utilisation" else math.inf  # the interval clipped to the quantity's range
+            out[f"{k}_low"], out[f"{k}_high"] = max(lo, 0.0), min(hi, top)
         out["replications"] = len(rs)
         return out
 
@@ -303,7 +306,7 @@ def _condition(claim_id, pts, gpus, mix, jobs, seed, loads, reps: int = 1) -> st
     def fig(r) -> str:
         if r.replications == 1:
             return f"{r.design} {r.utilisation:.0%}"
-        return f"{r.design} {r.utilisation:.0%} ({r.utilisation_low:.0%}-{r.utilisation_high:.0%})"
+        return f"{r.design} {r.utilisation:.0%} ({r.utilisation_low:.0%} to {r.utilisation_high:.0%})"
 
     nums = "; ".join(
         f"{x:.0%} load: " + ", ".join(fig(r) for r in g.itertuples()) for x, g in pts.groupby("offered_load", sort=True)

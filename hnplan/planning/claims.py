@@ -8,7 +8,10 @@ grid point, and a verdict computed from those numbers by :func:`decide`:
 * ``does not hold``: it is true at none (the condition names the point that comes closest);
 * ``holds under conditions``: true at some points; the condition names the region
   ("holds for models of at least 145.6B parameters at 2,304 GPUs or more");
-* ``not testable``: a quantity the test needs is missing, and the condition names it.
+* ``not testable``: a quantity the test needs is missing, and the condition names it;
+* ``undecided``: (the shared-cluster claims, simulated over independent job streams) at every point the
+  95 % interval of the metric straddles the threshold; a point whose interval straddles it decides
+  nothing, and a claim that holds wherever it is decided but is undecided elsewhere holds under conditions.
 
 Claims about the architecture compare the supernode with a **same-chip baseline**: the 8-GPU server
 design carrying the supernode's own accelerator and scale-out NIC (:func:`same_chip_baseline`), so that
