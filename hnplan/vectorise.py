@@ -9,16 +9,16 @@ integer codes of each column computed once per table). No physics here.
 
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
-try:  # pandas >= 3.0: a DataFrame from its blocks, without the constructor's per-column inference
-    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
-except ImportError:  # pragma: no cover - older pandas: the constructor
-    _from_blocks = None
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples
 _TABLE_KEYS = 1 << 16
@@ -108,7 +108,26 @@ class Columns:
 
     def frame(self) -> pd.DataFrame:
         """The table as a DataFrame (categorical columns decoded)."""
+        import pandas as pd
+
         return pd.DataFrame({k: self[k] for k in self})
+
+
+def is_frame(x) -> bool:
+    """Whether ``x`` is a :class:`pandas.DataFrame`, without importing pandas (a process that has not
+    imported it holds none)."""
+    pd = sys.modules.get("pandas")
+    return pd is not None and isinstance(x, pd.DataFrame)
+
+
+@functools.cache
+def _from_blocks():
+    """pandas >= 3.0's DataFrame from its blocks (without the constructor's per-column inference), else None."""
+    try:
+        from pandas.api.internals import create_dataframe_from_blocks
+    except ImportError:  # pragma: no cover - older pandas: the constructor
+        return None
+    return create_dataframe_from_blocks
 
 
 def frame_of(columns: Mapping[str, object], n: int) -> pd.DataFrame:
@@ -132,17 +151,20 @@ def frame_of(columns: Mapping[str, object], n: int) -> pd.DataFrame:
     >>> frame_of({"a": np.arange(3), "b": 2.5}, 3).to_dict("list")
     {'a': [0, 1, 2], 'b': [2.5, 2.5, 2.5]}
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     arrays = {k: np.full(n, x) if np.ndim(x) == 0 else x for k, x in columns.items()}
     plain = all(
         (isinstance(x, np.ndarray) and x.dtype.kind in "biuf") or isinstance(x, pd.api.extensions.ExtensionArray)
         for x in arrays.values()
     )
-    if _from_blocks is None or not plain or any(len(x) != n or np.ndim(x) != 1 for x in arrays.values()):
+    from_blocks = _from_blocks()
+    if from_blocks is None or not plain or any(len(x) != n or np.ndim(x) != 1 for x in arrays.values()):
         return pd.DataFrame(arrays, copy=False)
     blocks = [
         (x.reshape(1, -1) if isinstance(x, np.ndarray) else x, np.array([i])) for i, x in enumerate(arrays.values())
     ]
-    return _from_blocks(blocks, index=pd.RangeIndex(n), columns=pd.Index(list(arrays)))
+    return from_blocks(blocks, index=pd.RangeIndex(n), columns=pd.Index(list(arrays)))
 
 
 def column(table, key: str) -> np.ndarray:
@@ -155,6 +177,8 @@ def distinct_values(table, key: str) -> list:
     if isinstance(table, Columns):
         _, uniq = table.factorize([key])  # cached on the table
         return uniq[key].tolist()
+    import pandas as pd
+
     return list(pd.unique(table[key]))
 
 
@@ -175,6 +199,8 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present = np.flatnonzero(seen)
             lookup = np.cumsum(seen) - 1
             return lookup[offset], (present + base).astype(a.dtype)
+    import pandas as pd
+
     codes, uniq = pd.factorize(a, sort=False)
     return codes, np.asarray(uniq)
 
@@ -185,6 +211,8 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
         return np.zeros(0, np.int64), tuple(np.zeros(0, np.int64) for _ in sizes)
     n_keys = math.prod(sizes)  # Python integers: exact
     if n_keys >= 2**62:  # too many combinations for one int64: pair them up
+        import pandas as pd
+
         flat, _ = pd.factorize(pd.MultiIndex.from_arrays(codes), sort=False)
         first = np.unique(flat, return_index=True)[1]
         return flat, tuple(c[first] for c in codes)
@@ -199,6 +227,8 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
         lookup = np.cumsum(seen) - 1
         out = lookup[flat]
     else:
+        import pandas as pd
+
         out, uflat = pd.factorize(flat, sort=False)
     return out, np.unravel_index(uflat, sizes)
 
@@ -212,12 +242,15 @@ def factorize(df, keys: list[str]):
     (ndarray, table)
         ``codes[i]`` is the row of the distinct-tuple table that row ``i`` of ``df`` has.
 
+    >>> import pandas as pd
     >>> codes, uniq = factorize(pd.DataFrame({"a": [1, 2, 1], "b": [0, 0, 0]}), ["a", "b"])
     >>> codes.tolist(), uniq.to_dict("list")
     ([0, 1, 0], {'a': [1, 2], 'b': [0, 0]})
     """
     if isinstance(df, Columns):
         return df.factorize(keys)
+    import pandas as pd
+
     per = [_column_codes(df[k]) for k in keys]
     codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], len(df))
     uniq = pd.DataFrame({k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)})
@@ -227,6 +260,8 @@ def factorize(df, keys: list[str]):
 def _column_codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Codes and code values of one DataFrame column: a categorical column by its codes, anything else
     as :func:`_array_codes`."""
+    import pandas as pd
+
     if isinstance(col.dtype, pd.CategoricalDtype):  # codes kept by the column
         return col.cat.codes.to_numpy().astype(np.int64), np.asarray(col.cat.categories)
     return _array_codes(col.to_numpy())
@@ -237,6 +272,7 @@ def on_distinct(df, keys: list[str], fn: Callable) -> tuple:
     of ``df`` (a DataFrame or :class:`Columns`) and gather each result back to its rows (element-wise
     functions of those columns only: the result equals ``fn(df[keys])``).
 
+    >>> import pandas as pd
     >>> df = pd.DataFrame({"a": [1, 2, 1, 1], "b": [0, 0, 0, 5]})
     >>> [x.tolist() for x in on_distinct(df, ["a", "b"], lambda u: (u["a"].to_numpy() * 10 + u["b"].to_numpy(),))]
     [[10, 20, 10, 15]]
@@ -262,6 +298,8 @@ def memo(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None
         res.append(cache[u])
     if isinstance(uniq, Columns):
         return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+    import pandas as pd
+
     out = pd.DataFrame(res)
     return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)
 
@@ -297,9 +335,15 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
                 fresh.setdefault(k, np.empty(len(tuples)))[rows] = v
     if fresh:
         out_cols = {k: v[codes] for k, v in fresh.items()}
-        return Columns(out_cols) if isinstance(uniq, Columns) else pd.DataFrame(out_cols, copy=False)
+        if isinstance(uniq, Columns):
+            return Columns(out_cols)
+        import pandas as pd
+
+        return pd.DataFrame(out_cols, copy=False)
     res = [cache[u] for u in tuples]
     if isinstance(uniq, Columns):
         return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+    import pandas as pd
+
     out = pd.DataFrame(res)
     return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)

@@ -133,9 +133,9 @@ def test_trial_reads_the_planners_fastest_fitting_row(tmp_path, monkeypatch):
     trials = []
     columns = calibrate_module.evaluate_columns
 
-    def spy(job, cols, plans):
+    def spy(job, cols, plans, **kw):
         trials.append(job)
-        return columns(job, cols, plans)
+        return columns(job, cols, plans, **kw)
 
     monkeypatch.setattr(calibrate_module, "evaluate_columns", spy)
     cat = load_catalog()
@@ -155,6 +155,37 @@ def test_trial_reads_the_planners_fastest_fitting_row(tmp_path, monkeypatch):
         assert all(row[k] == want[k] for k in df.columns)
         assert row["tokens_per_s_per_gpu"] == want["tokens_per_s"] / 16
     assert len(trials) == 3 and len({r["step_time_s"] for r in m._memo.values()}) == 3
+
+
+@pytest.mark.parametrize(
+    "stack,gpus,fixed",
+    [
+        ("megatron-core", 16, dict(tp=4, pp=1)),
+        ("nemo-mlperf-v50", 32, None),  # ZeRO-1 only: the stack's filter on the candidates
+        ("pytorch-eager", 16, dict(recompute="full")),
+        ("megatron-lm-2021", 16, None),  # no selective recomputation: the filter on the modes
+    ],
+)
+def test_fitting_plans_are_the_rankings_fitting_rows(stack, gpus, fixed):
+    """The pandas-free candidates a calibration evaluates (fitting_plans) are rank_plans' fitting rows, in its
+    order, and evaluate to the same numbers; candidate_columns holds candidate_frame's rows."""
+    from hnplan.planning.training import PLAN_FIELDS, candidate_frame, make_job, rank_plans
+    from hnplan.planning.training.candidates import candidate_columns, candidate_table
+    from hnplan.planning.training.evaluate import evaluate_columns
+    from hnplan.planning.training.search import fitting_plans
+
+    cat = load_catalog()
+    job = make_job("llama3.1-8b", SYSTEM, gpus, 4096, 64, "bf16", cat, stack=stack)
+    ranked = rank_plans(job, fixed)
+    want = ranked[ranked["fits"]].reset_index(drop=True)
+    cols, plans = fitting_plans(job, fixed)
+    assert len(plans) == len(want) > 0
+    for k in PLAN_FIELDS:
+        assert list(cols[k]) == list(want[k]), k
+    got = evaluate_columns(job, cols, plans)
+    assert np.array_equal(np.broadcast_to(got["step_time_s"], len(want)), want["step_time_s"].to_numpy())
+    args = (job.model, job.system, gpus, 4096, 64, fixed)
+    assert candidate_table(*candidate_columns(*args)).equals(candidate_frame(*args))
 
 
 def test_one_run_fits_one_parameter(tmp_path):

@@ -4,6 +4,7 @@ root lists for it."""
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -182,6 +183,18 @@ def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
+
+
+def test_calibrate_imports_no_pandas(tmp_path):
+    """`calibrate` on the README's example runs fits with scipy's least_squares and evaluates its trials
+    through the planner's columns (:func:`hnplan.planning.training.search.fitting_plans`): no pandas frame,
+    so no pandas (about a quarter of a second of start-up), and its table is printed from plain rows."""
+    runs = Path(__file__).resolve().parents[1] / "docs" / "examples" / "calibration_runs.yaml"
+    mods = _main_modules(
+        ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(tmp_path / "s.yaml")]
+    )
+    assert "hnplan.planning.calibrate" in mods and "scipy" in mods  # the probe ran the fit
+    assert not {"pandas", "pyarrow", "networkx", "plotly", "simpy", "dask"} & mods
 
 
 BLAS_PROBE = """

@@ -1,6 +1,8 @@
-"""Transformer Engine's userbuffers TP overlap runs the overlapped GEMMs as tp chunks
-(:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`): the rows of a stack with ``tp_comm``, derived by hand
-for Llama 3.1 8B at TP 2 on the 2,048-token slice of MLPerf v5.1's 512-GB200 run (TP 2, CP 4, sequence 8,192)."""
+"""Transformer Engine's userbuffers TP overlap runs the overlapped GEMMs in chunks
+(:mod:`hnplan.compute.tp_overlap`): the rows of a stack with ``tp_comm``, derived by hand for Llama 3.1 8B at
+TP 2 on the 2,048-token slice of MLPerf v5.1's 512-GB200 run (TP 2, CP 4, sequence 8,192), whose userbuffers
+configuration (``gb200tp2mbs1.yaml``, the nemo-mlperf-v50 stack's GB200 TP 2 entry) runs all six chunkable
+GEMMs as a ring exchange: ``tp`` = 2 chunks each."""
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ TOKENS = 8192 // 4  # CP 4
 
 def _rows(cat, tp_comm, tp=2, cp=4):
     m, acc = cat.model("llama3.1-8b"), cat.accelerator("gb200")
-    ch = StackChoices(tp_comm=tp_comm, fp8_recipe="current")
+    ch = StackChoices(tp_comm=tp_comm, fp8_recipe="current", tp_overlap_cfg=cat.stack("nemo-mlperf-v50").tp_overlap_cfg)
     rows = _raw_rows(m, "train", 1, 8192, 0, tp, cp, 1, "fp8", "none", "executed", acc=acc, stack=ch)
     return {(r[0], r[3]): r for r in rows}, rows, acc
 

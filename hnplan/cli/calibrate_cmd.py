@@ -74,20 +74,20 @@ def calibrate(
             print_json({**cal.to_dict(), "written": written})
             return
         pct = lambda v: "n/a" if v is None or math.isnan(v) else f"{v:+.1f}%"  # noqa: E731
-        t = Table(title=f"{len(cal.runs)} measured run(s), stack {cal.stack.id}")
+        t = Table(title=f"{len(cal.run_rows)} measured run(s), stack {cal.stack.id}")
         for col in ("run", "GPUs", "metric", "published", "before", "after", "error before", "after", "LOO error"):
             t.add_column(col, justify="left" if col in ("run", "metric") else "right")
-        for r in cal.runs.itertuples():
+        for r in cal.run_rows:
             t.add_row(
-                r.id,
-                f"{r.gpus:,}",
-                r.metric,
-                f"{r.published:,.4g}",
-                f"{r.before:,.4g}",
-                f"{r.after:,.4g}",
-                pct(r.error_before_pct),
-                pct(r.error_after_pct),
-                pct(r.loo_error_pct),
+                r["id"],
+                f"{r['gpus']:,}",
+                r["metric"],
+                f"{r['published']:,.4g}",
+                f"{r['before']:,.4g}",
+                f"{r['after']:,.4g}",
+                pct(r["error_before_pct"]),
+                pct(r["error_after_pct"]),
+                pct(r["loo_error_pct"]),
             )
         console.print(t)
         if cal.comm is not None:

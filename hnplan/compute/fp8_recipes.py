@@ -82,6 +82,7 @@ from hnplan import units
 from hnplan.catalog.schemas import Accelerator, StackChoices
 from hnplan.compute._op import _ew, above_one
 from hnplan.compute.counts import achievable_hbm_Bps
+from hnplan.compute.tp_overlap import ub_config
 from hnplan.errors import InputError
 
 FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise", "nvfp4")
@@ -113,8 +114,9 @@ class StepKernels:
     :class:`hnplan.catalog.schemas.StackChoices`), which sets the permutation bytes. ``cp_algorithm``:
     ``p2p_ring`` (attention as Transformer Engine's ring of ``cp`` kernels) or ``allgather`` (one kernel over
     the gathered K/V). ``tp_overlap_chunks``: the stack overlaps TP communication with Transformer Engine's
-    userbuffers (``tp_comm``), which run the overlapped GEMMs as ``tp`` chunks
-    (:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`).
+    userbuffers (``tp_comm``), which run the overlapped GEMMs in chunks; ``tp_overlap_cfg``: the stack's
+    userbuffers configurations by TP degree (:func:`hnplan.compute.tp_overlap.ub_config`), which set the
+    chunk count of each overlapped GEMM (:func:`hnplan.compute.tp_overlap.overlap_chunks`).
     """
 
     fp8_recipe: str = "delayed"
@@ -127,6 +129,7 @@ class StepKernels:
     cp_algorithm: str = "p2p_ring"
     nvfp4_rht: bool = True
     tp_overlap_chunks: bool = False
+    tp_overlap_cfg: tuple = ()
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -145,6 +148,7 @@ class StepKernels:
             ch.cp_algorithm,
             ch.nvfp4_rht,
             ch.tp_comm,
+            ub_config(ch.tp_overlap_cfg),
         )
 
 

@@ -46,6 +46,7 @@ from hnplan.compute.fp8_recipes import kernel_class as _recipe_class
 from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
 from hnplan.compute.layer_ops import _layer_ops, _once_ops
 from hnplan.compute.layout import check_split
+from hnplan.compute.tp_overlap import CHUNKED_GEMMS, UB_LAYERS, overlap_chunks
 from hnplan.errors import InputError, check_choice
 
 PHASES = ("train", "prefill", "decode")
@@ -54,19 +55,10 @@ ATTENTION_DTYPE = "bf16"  # attention core and element-wise operators stay in bf
 GEMM_KINDS = ("gemm", "gemm-bf16")
 # Transformer Engine userbuffers overlap (Megatron-Core / NeMo ``tp_comm_overlap``) of the GEMMs whose input
 # is all-gathered over TP (column-parallel forward; the row-parallel data gradient) or whose output is
-# reduce-scattered (row-parallel forward): the ring-exchange method runs the GEMM as ``tp`` chunks of
-# ``m / tp`` rows, one GEMM kernel each, the chunk's exchange beside the next chunk's GEMM ([1]_
-# ``CommOverlapP2PBase::split_overlap_ag`` / ``split_overlap_rs``; the pipelined reduce-scatter splits into
-# ``num_splits`` chunks, 2 and 4 in the TP 2 and TP 4 configurations, and ``aggregate`` pairs chunks: ``tp``
-# chunks is the ring exchange's count). The weight and input-gradient GEMMs of the column-parallel layers
-# overlap a bulk all-gather or reduce-scatter instead and stay whole ([1]_ ``CommOverlapBase::bulk_overlap``).
-# {GEMM: the row phases that run chunked}
-TP_OVERLAP_CHUNKED = {
-    "qkv_proj": ("fwd", "recompute"),
-    "mlp_up": ("fwd", "recompute"),
-    "o_proj": ("fwd", "recompute", "bwd-data"),
-    "mlp_down": ("fwd", "recompute", "bwd-data"),
-}
+# reduce-scattered (row-parallel forward): each runs as chunks, one GEMM kernel each, as many as the overlap
+# method of its userbuffers layer sets (:mod:`hnplan.compute.tp_overlap`: ring exchange ``tp``, or ``tp / 2``
+# with ``aggregate``; pipeline ``num_splits``; bulk 1). {GEMM: the row phases that can run chunked}
+TP_OVERLAP_CHUNKED = {g: tuple(ph for name, ph in UB_LAYERS if name == g) for g in sorted(CHUNKED_GEMMS)}
 
 
 def _check(
@@ -228,6 +220,7 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     sp_tp = tp if (phase == "train" and sequence_parallel) else 1  # tp = 1: no shard
     # userbuffers overlap needs sequence parallelism (Megatron-Core: --tp-comm-overlap with --sequence-parallel)
     chunked = kn.tp_overlap_chunks and phase == "train" and sequence_parallel
+    acc_id = None if acc is None else acc.id  # the stack's userbuffers configurations may differ by chip
 
     def expand(op, count):
         # the ring's off-diagonal steps in the chip's slower shape (cp: a number, or an array over shapes;
@@ -235,8 +228,10 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
         if acc is not None and (op.cp > 1 if isinstance(op.cp, int) else np.any(op.cp > 1)):
             op = slower_ring_step(acc, op)
         out = _rows(op, phase, recompute, convention, count, ring_once)
-        if chunked and op.kind == "gemm" and op.name in TP_OVERLAP_CHUNKED and op.scope.endswith("layer"):
-            out = _chunked(out, op, sp_tp, TP_OVERLAP_CHUNKED[op.name])
+        if chunked and op.kind == "gemm" and op.name in CHUNKED_GEMMS and op.scope.endswith("layer"):
+            out = _chunked(
+                out, op, lambda ph: overlap_chunks(kn.tp_overlap_cfg, UB_LAYERS[(op.name, ph)], sp_tp, acc_id)
+            )
         if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
         return out
@@ -244,14 +239,16 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
     return expand
 
 
-def _chunked(rows: list, op: _Op, chunks, phases) -> list:
-    """``rows`` of a GEMM with those of ``phases`` split into ``chunks`` kernels of ``m / chunks`` rows
-    (:data:`TP_OVERLAP_CHUNKED`; ``chunks`` a number or an array over shapes, 1: unchanged): each chunk
-    reads the whole weight and its share of the activations, the FLOPs split evenly."""
+def _chunked(rows: list, op: _Op, chunks_of) -> list:
+    """``rows`` of a GEMM with those of the chunkable phases (:data:`TP_OVERLAP_CHUNKED`) split into
+    ``chunks_of(phase)`` kernels of ``m / chunks`` rows (a number or an array over shapes, 1: unchanged;
+    :func:`hnplan.compute.tp_overlap.overlap_chunks`): each chunk reads the whole weight and its share of
+    the activations, the FLOPs split evenly."""
     out = []
     for r in rows:
-        if r[3] in phases:
+        if (op.name, r[3]) in UB_LAYERS:
             name, scope, kind, ph, count, flops, nbytes, m, n, k, groups = r
+            chunks = chunks_of(ph)
             act = nbytes - op.w_bytes
             r = (
                 name,

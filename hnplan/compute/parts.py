@@ -17,8 +17,9 @@ for the ring's off-diagonal step, 1 otherwise), by which its time and host launc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
@@ -29,6 +30,9 @@ from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
 from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
@@ -100,6 +104,8 @@ def training_part_times(
     cols = ["microbatch_size", "tp", "cp", "ep"]
     shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
     names, table = part_time_table(model, acc, shp, seq_len, dtype, attention, sequence_parallel, stack)
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     return pd.DataFrame(table, columns=names)  # one float block
 
 

@@ -15,8 +15,9 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.schemas import Model
 from hnplan.errors import check_choice
@@ -39,7 +40,10 @@ from hnplan.memory.recompute import (
     offload_kept_layers,
     recomputed_share,
 )
-from hnplan.vectorise import Columns, column, distinct_values, memo_batched, on_distinct
+from hnplan.vectorise import Columns, column, distinct_values, is_frame, memo_batched, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # the columns of a plan table the activation functions read
 ACTIVATION_COLUMNS = ("tp", "pp", "cp", "microbatch_size", "num_microbatches", "virtual_stages", "recompute")
@@ -79,7 +83,7 @@ def layer_activation_table(
         recompute_modules=recompute_modules,
     )
     return memo_batched(  # mb, tp and cp as arrays over the shapes of one recompute mode
-        plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans,
+        plans.reset_index(drop=True) if is_frame(plans) else plans,
         ["microbatch_size", "tp", "cp", "recompute"],
         lambda mb, tp, cp, rc: {
             "dense": activation_bytes_per_layer(model, seq_len, mb, tp, cp, recompute=rc, moe_layer=False, **kw),
@@ -157,7 +161,7 @@ def stage_activation_table(
         For an unknown recompute mode or stage.
     """
     check_choice("stage", stage, ("first", "last"))
-    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    df = plans.reset_index(drop=True) if is_frame(plans) else plans
     for rc in distinct_values(df, "recompute"):
         _check_recompute(rc)
     if per_layer is None:
@@ -274,6 +278,8 @@ def stage_activation_bytes(
     InputError
         For an unknown recompute mode or stage.
     """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     plan = pd.DataFrame(
         [
             dict(

@@ -417,10 +417,7 @@ def model_state_table(
     for z in np.unique(zero):
         check_choice("zero stage", int(z), ZERO_STAGES)
     a = accounting(recipe)
-    # imported here: `hnplan.memory` itself imports no pandas (start-up time, benchmarks/bench_startup.py)
-    import pandas as pd
-
-    inv, upp = pd.factorize(pp.ravel())
+    upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)
     per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
     dense = np.array([s.dense for s in per_pp])[inv] / tp

@@ -12,9 +12,9 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -24,7 +24,10 @@ from hnplan.memory.activations import layer_activation_table, stage_activation_t
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import StateAccounting, model_state_table
-from hnplan.vectorise import Columns, column, on_distinct
+from hnplan.vectorise import Columns, column, is_frame, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,7 @@ def training_memory_table(
         )
     else:
         fp8 = fp8_gemm_inputs
-    df = plans.reset_index(drop=True) if isinstance(plans, pd.DataFrame) else plans
+    df = plans.reset_index(drop=True) if is_frame(plans) else plans
     pp = column(df, "pp")
 
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
@@ -220,6 +223,8 @@ def training_memory_table(
     assert best is not None
     if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
         return Columns(best, {"stage": (last_stage.astype(np.int8), np.array(["first", "last"], dtype=object))})
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
     return pd.DataFrame(best)
 
@@ -312,6 +317,8 @@ def training_memory(
     """
     if ep > 1 and (dp * cp) % ep:
         raise PlanRuleError(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     plan = pd.DataFrame(
         [
             dict(

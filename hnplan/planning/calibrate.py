@@ -36,9 +36,9 @@ import datetime as _dt
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
@@ -48,8 +48,14 @@ from hnplan.errors import HnplanError, InputError
 from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
-from hnplan.planning.training import PLAN_FIELDS, make_job, rank_plans
-from hnplan.planning.training.evaluate import evaluate_columns, plan_table
+from hnplan.planning.training import PLAN_FIELDS, make_job
+from hnplan.planning.training.components import memory_per_gpu
+from hnplan.planning.training.evaluate import evaluate_columns
+from hnplan.planning.training.search import fitting_plans
+from hnplan.vectorise import frame_of
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]; assumption: wide enough for
 #: any production stack (Llama 3, arXiv:2407.21783 Table 4: 38-43 % MFU, so GEMMs below 0.2 mean a broken run)
@@ -64,7 +70,8 @@ EXAMPLE_COLLECTIVES = EXAMPLES / "nccl_tests.csv"
 
 class _RunModel:
     """One run's prediction as a function of the parameters: the job and its fitting candidates
-    built once, the planner's evaluator per trial (:func:`evaluate_columns`: the columns of
+    built once (:func:`~hnplan.planning.training.search.fitting_plans`: :func:`rank_plans`' fitting rows
+    without pandas), the planner's evaluator per trial (:func:`evaluate_columns`: the columns of
     :func:`~hnplan.planning.training.evaluate_plans` without the DataFrame; memoised on the values)."""
 
     def __init__(self, run: TrainingRun, stack: SoftwareStack, cat: Catalog):
@@ -72,21 +79,25 @@ class _RunModel:
         self.job = make_job(
             run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack
         )
-        ranked = rank_plans(self.job, run.fixed)
-        if not ranked.attrs["feasible"]:
+        self._table = fitting_plans(self.job, run.fixed)  # the plan columns, read by every trial
+        if not len(self._table[1]):
             raise InputError(
                 f"no plan of {run.model} on {run.gpus:,} x {run.system} with {run.fixed or 'nothing'} "
                 "pinned fits in memory in hnplan's model, so it cannot be calibrated against"
             )
-        self.candidates = ranked[ranked["fits"]][list(PLAN_FIELDS)].reset_index(drop=True)
-        # the ranking's attrs (units of every column) would ride along: pandas deep-copies attrs on every
-        # column read, about a tenth of a trial's evaluation time for these few candidates
-        self.candidates.attrs = {}
-        self._table = plan_table(self.job, self.candidates)  # the plan columns, read by every trial
+        # the candidates' memory: the same in every trial that keeps the stack's choices (GEMM efficiencies
+        # and link bandwidths do not change what a GPU holds)
+        self._memory = memory_per_gpu(self.job, self._table[1])
         acc = self.job.acc
         self.matmul_key = f"matmul_efficiency.{acc.id}.{run.dtype}"
         self.matmul_initial = (acc.gemm_efficiency or {}).get(run.dtype, acc.matmul_efficiency[run.dtype])
         self._memo: dict = {}
+
+    @property
+    def candidates(self) -> pd.DataFrame:
+        """The fitting candidates as a table (columns :data:`PLAN_FIELDS`), fastest first at the stack's values."""
+        cols = self._table[0]
+        return frame_of({k: cols[k] for k in PLAN_FIELDS}, len(cols["tp"]))
 
     def best(self, values: dict[str, float], link_scales: dict[tuple[str, str], float]) -> dict:
         """The fastest fitting plan's row at these parameter values and link scales: ``{column: value}``
@@ -119,7 +130,7 @@ class _RunModel:
             trial = replace(job, **upd) if upd else job
             if upd:
                 _share_memo(job, trial, links="links" in upd, choices="choices" in upd)
-            cols = evaluate_columns(trial, *self._table)
+            cols = evaluate_columns(trial, *self._table, memory=None if "choices" in upd else self._memory)
             i = int(np.nanargmin(cols["step_time_s"]))  # the first of equal step times, as idxmin
             row = {k: v[i] if np.ndim(v) else v for k, v in cols.items()}
             row["tokens_per_s_per_gpu"] = row["tokens_per_s"] / self.run.gpus
@@ -188,10 +199,11 @@ class Calibration:
         The stack with the fitted values and their provenance (:func:`write_calibration` writes it).
     parameters : list of Parameter
         Every candidate efficiency of the stack (and of the network with a sweep): fitted or fixed, why.
-    runs : pandas.DataFrame
+    run_rows : list of dict
         Per run: ``id, model, system, gpus, metric, published, before, after, loo`` (the run predicted
         by a fit to the other runs), ``error_before_pct, error_after_pct, loo_error_pct``
-        (``100 (predicted / published - 1)``; LOO NaN with a single run), ``loo_note``, ``plan``.
+        (``100 (predicted / published - 1)``; LOO NaN with a single run), ``loo_note``, ``plan``;
+        :attr:`runs` is the same as a table.
     comm : CommCalibration or None
         The nccl-tests fit, when a sweep was given.
     excluded : list of str
@@ -206,7 +218,7 @@ class Calibration:
     stack: SoftwareStack
     calibrated: SoftwareStack
     parameters: list[Parameter]
-    runs: pd.DataFrame
+    run_rows: list[dict]
     comm: CommCalibration | None
     excluded: list[str]
     runs_path: str
@@ -214,13 +226,25 @@ class Calibration:
     date: str
     solver: dict = field(default_factory=dict)
 
+    @property
+    def runs(self) -> pd.DataFrame:
+        """:attr:`run_rows` as a table (``attrs["units"]`` names the units of the error columns)."""
+        import pandas as pd  # here, not at the top: the command line prints the rows without pandas
+
+        table = pd.DataFrame(self.run_rows)
+        table.attrs["units"] = {"error_before_pct": "%", "error_after_pct": "%", "loo_error_pct": "%"}
+        return table
+
     def rms_pct(self, column: str) -> float:
         """Root-mean-square of an error column of :attr:`runs` (NaN rows skipped) [%]."""
-        v = self.runs[column].dropna().to_numpy()
+        v = np.array([r[column] for r in self.run_rows], dtype=float)
+        v = v[~np.isnan(v)]
         return float(np.sqrt(np.mean(v**2))) if v.size else math.nan
 
     def parameters_table(self) -> pd.DataFrame:
         """One row per parameter: ``name, initial, value, lower, upper, fitted, at_bound, note``."""
+        import pandas as pd  # here, not at the top: the command line prints the rows without pandas
+
         df = pd.DataFrame([p.as_dict() for p in self.parameters])
         df.attrs["units"] = {k: "fraction" for k in ("initial", "value", "lower", "upper")}
         return df
@@ -235,7 +259,7 @@ class Calibration:
             date=self.date,
             method=METHOD,
             parameters=[p.as_dict() for p in self.parameters],
-            runs=self.runs.to_dict(orient="records"),
+            runs=[dict(r) for r in self.run_rows],
             collectives=None if self.comm is None else self.comm.table.to_dict(orient="records"),
             rms_error_before_pct=self.rms_pct("error_before_pct"),
             rms_error_after_pct=self.rms_pct("error_after_pct"),
@@ -355,41 +379,47 @@ def calibrate(
                 ),
             )
         )
-    table = pd.DataFrame(rows)
-    table.attrs["units"] = {"error_before_pct": "%", "error_after_pct": "%", "loo_error_pct": "%"}
     all_params = params + (comm.parameters if comm is not None else [])
-    calibrated = calibrated_stack(st, params, table, str(runs_path), day, collectives_path)
+    calibrated = calibrated_stack(st, params, rows, str(runs_path), day, collectives_path)
     sweep = None if collectives_path is None else str(collectives_path)
-    return Calibration(st, calibrated, all_params, table, comm, excluded, str(runs_path), sweep, day, solver)
+    return Calibration(st, calibrated, all_params, rows, comm, excluded, str(runs_path), sweep, day, solver)
 
 
-def _residual_text(table: pd.DataFrame) -> str:
+def _residual_text(rows: list[dict]) -> str:
     return "; ".join(
-        f"{r.id} {r.metric} {r.published:g}: {r.error_before_pct:+.1f} % -> {r.error_after_pct:+.1f} %"
-        + ("" if math.isnan(r.loo_error_pct) else f" (leave-one-out {r.loo_error_pct:+.1f} %)")
-        for r in table.itertuples()
+        f"{r['id']} {r['metric']} {r['published']:g}: {r['error_before_pct']:+.1f} % -> {r['error_after_pct']:+.1f} %"
+        + ("" if math.isnan(r["loo_error_pct"]) else f" (leave-one-out {r['loo_error_pct']:+.1f} %)")
+        for r in rows
     )
 
 
 def calibrated_stack(
-    stack: SoftwareStack, params: list[Parameter], table: pd.DataFrame, runs_path: str, day: str, collectives_path=None
+    stack: SoftwareStack,
+    params: list[Parameter],
+    table: pd.DataFrame | list[dict],
+    runs_path: str,
+    day: str,
+    collectives_path=None,
 ) -> SoftwareStack:
     """The stack with the fitted values, id ``<stack>-calibrated``, and the provenance of each
     fitted field: the runs file, the date, the method, the residuals before and after and the
     leave-one-out errors (``field_sources``; a fitted field's assumption, if any, is dropped).
+
+    ``table`` holds the runs as :attr:`Calibration.runs` (a table) or :attr:`Calibration.run_rows` (dicts).
 
     Raises
     ------
     InputError
         If the result does not validate as a :class:`SoftwareStack` (a bug: the bounds keep it valid).
     """
+    rows = table if isinstance(table, list) else table.to_dict(orient="records")
     d = stack.model_dump(mode="json", exclude_unset=True)
     fitted = [p for p in params if p.fitted]
-    runs = ", ".join(table["id"])
+    runs = ", ".join(r["id"] for r in rows)
     net = f"; the network as fitted to the nccl-tests sweep {collectives_path}" if collectives_path else ""
     prov = (
         f"fitted by hnplan calibrate on {day} to the measured runs {runs} of {runs_path} ({METHOD}{net}): "
-        f"{_residual_text(table)}"
+        f"{_residual_text(rows)}"
     )
     d["id"] = f"{stack.id}-calibrated"
     d["name"] = f"{stack.name}, calibrated to {Path(runs_path).name}"
@@ -417,7 +447,7 @@ def calibrated_stack(
     done = "; ".join(f"{p.name} {p.initial:g} -> {round(p.value, 4):g}" for p in fitted) or "nothing identified"
     kept = "; ".join(f"{p.name} = {p.initial:g} ({p.note})" for p in fixed)
     d["notes"] = (
-        f"{stack.id} calibrated on {day} to {len(table)} measured run(s) of {runs_path} ({runs}){net}: fitted "
+        f"{stack.id} calibrated on {day} to {len(rows)} measured run(s) of {runs_path} ({runs}){net}: fitted "
         f"{done}. " + (f"Kept at {stack.id}'s values: {kept}. " if kept else "") + f"Every other field is "
         f"{stack.id}'s (its notes describe the stack's configuration)."
     )

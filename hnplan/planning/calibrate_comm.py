@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import ALGORITHMS, OPS, GroupPlacement, busbw_factor, collective, place_group
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: bounds of a fitted fabric bandwidth efficiency [fraction of the per-direction line rate]; assumption:
 #: a wide prior, the catalog's measured efficiencies (0.69-0.96) well inside it
@@ -190,6 +193,8 @@ def fit_collectives(
     x1 = np.array([p.value for p in params])
     t0, t1 = times(x0, rows), times(x1, rows)
     measured = np.array([r.measured_s for r in rows])
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     table = pd.DataFrame(
         dict(
             line=[r.line for r in rows],

@@ -15,6 +15,7 @@ from hnplan.catalog.schemas.base import (
     Positive,
     _Strict,
 )
+from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
 
 class StackChoices(_Strict):
@@ -28,8 +29,15 @@ class StackChoices(_Strict):
     ----------
     tp_comm : bool
         TP collectives overlap the layer's GEMMs (Transformer Engine ``--tp-comm-overlap``, opt-in), which
-        then run the overlapped GEMMs as ``tp`` chunks (:data:`hnplan.compute.operator_rows.TP_OVERLAP_CHUNKED`);
+        then run the overlapped GEMMs in chunks (:mod:`hnplan.compute.tp_overlap`, ``tp_overlap_cfg``);
         default False: exposed, as in Megatron-LM 2021 (Narayanan et al., SC21, arXiv:2104.04473).
+    tp_overlap_cfg : dict
+        With ``tp_comm``, the Transformer Engine userbuffers configurations the stack ships, by accelerator id
+        (or ``default``) and TP degree: ``{acc: {tp: {layer: TPOverlapLayer}}}``; the entry of the largest TP
+        key not above the run's TP applies, and
+        layers it leaves out (and TPs below every key) take ``initialize_ub``'s defaults (ring exchange for
+        the all-gathers, pipeline in 4 splits for the reduce-scatters). Default empty: the defaults, as
+        Megatron-LM's ``--tp-comm-overlap`` without ``--tp-comm-overlap-cfg`` runs.
     ep_comm : bool
         Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
         default False.
@@ -215,6 +223,10 @@ class StackChoices(_Strict):
     """
 
     tp_comm: bool = Field(default=False, description="TP collectives overlap the layer's GEMMs")
+    tp_overlap_cfg: dict[str, dict[PosInt, dict[UbLayer, TPOverlapLayer]]] = Field(
+        default_factory=dict,
+        description="userbuffers overlap method per layer, by accelerator id (or default) and the TP it applies from",
+    )
     ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
     cp_comm: bool = Field(default=True, description="context-parallel K/V exchange overlaps attention")
     cp_algorithm: Literal["p2p_ring", "allgather"] = Field(
@@ -354,10 +366,14 @@ class StackChoices(_Strict):
         default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
     )
 
+    def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items
+        return hash(tuple(frozen(v) for v in self.__dict__.values()))
+
     @model_validator(mode="after")
     def _moments_need_precision_aware(self):
         if self.adam_moment_bytes != 4 and not self.precision_aware_optimizer:
             raise ValueError("adam_moment_bytes 2 (bf16 moments) needs precision_aware_optimizer: true")
+        check_tp_overlap_cfg(self.tp_overlap_cfg)
         return self
 
 

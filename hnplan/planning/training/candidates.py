@@ -26,8 +26,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from hnplan.catalog.schemas import Model, System
 from hnplan.compute import RECOMPUTE_MODES
@@ -44,6 +42,8 @@ from hnplan.planning.training.plan import (
 from hnplan.vectorise import frame_of
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from hnplan.planning.training.components import Job
 
 MAX_CP = 32
@@ -124,6 +124,47 @@ def candidate_frame(
     >>> sorted(set(zip(df.tp, df.pp, df.dp, df.cp)))[:4]
     [(1, 1, 1, 8), (1, 1, 2, 4), (1, 1, 4, 2), (1, 1, 8, 1)]
     """
+    cols, modes = candidate_columns(
+        model,
+        system,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        fixed,
+        zero_with_pipeline=zero_with_pipeline,
+        balanced_ends=balanced_ends,
+    )
+    return candidate_table(cols, modes)
+
+
+def candidate_table(cols: dict, modes: list) -> pd.DataFrame:
+    """The table of :func:`candidate_frame` from the arrays of :func:`candidate_columns` (``recompute`` as
+    codes into ``modes``)."""
+    out = {k: cols[k] for k in (*PLAN_FIELDS, "num_microbatches")}
+    out["recompute"] = _strings(modes, cols["recompute"])
+    return frame_of(out, len(cols["tp"]))
+
+
+def candidate_columns(
+    model: Model,
+    system: System,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    fixed: dict | None = None,
+    *,
+    zero_with_pipeline: bool = False,
+    balanced_ends: bool = False,
+) -> tuple[dict, list]:
+    """:func:`candidate_frame` as plain arrays, without pandas (parameters and errors as there).
+
+    Returns
+    -------
+    (dict of str to ndarray, list of str)
+        The columns :data:`PLAN_FIELDS` and ``num_microbatches`` (int64, one row per candidate, in
+        :func:`candidate_frame`'s order) with ``recompute`` as codes into the recompute modes searched,
+        and those modes.
+    """
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
     if "recompute" in fixed or "zero_stage" in fixed:
         check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
@@ -171,13 +212,16 @@ def candidate_frame(
     row, pair = np.nonzero(pairs)
     cols = {k: a[row] for k, a in cols.items()}
     cols["zero_stage"] = z_in[pair]
-    cols["recompute"] = _strings(rc_names, rc_in[pair])
+    cols["recompute"] = rc_in[pair]
     cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
-    return frame_of({k: cols[k] for k in (*PLAN_FIELDS, "num_microbatches")}, len(cols["tp"]))
+    return cols, rc_names
 
 
 def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray:
     """A string column of ``names[codes]`` (pandas' default string dtype), built from its dictionary."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+    import pyarrow as pa
+
     dictionary = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.large_string()))
     return pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))
 

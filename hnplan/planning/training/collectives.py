@@ -35,8 +35,9 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time
@@ -54,6 +55,9 @@ from hnplan.planning.training.components import (
     recompute_is,
 )
 from hnplan.vectorise import factorize, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
 DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on

@@ -45,9 +45,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
@@ -72,6 +72,9 @@ from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute
     stage_kinds,
 )
 from hnplan.vectorise import Columns, column, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 PARAM_GATHER_BYTES = 2.0  # bf16 parameters all-gathered by the distributed optimizer / ZeRO-3
 # Adam step per local parameter: read fp32 master, m, v, gradient (16 B); write master, m, v (12 B)
@@ -300,7 +303,12 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
 def flops_per_token(job: Job, df: pd.DataFrame):
     """Model and hardware training FLOPs per token (by recompute mode; selective re-runs the stack's
     ``recompute_modules``) [arrays of FLOP]."""
-    codes, modes = df.codes("recompute") if isinstance(df, Columns) else pd.factorize(df["recompute"])
+    if isinstance(df, Columns):
+        codes, modes = df.codes("recompute")
+    else:
+        import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
+        codes, modes = pd.factorize(df["recompute"])
     f = [training_flops_per_token(job.model, job.seq_len, r, job.choices.recompute_modules) for r in modes]
     return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
 

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from hnplan import units
 from hnplan.compute import RECOMPUTE_MODES, peak_flops_per_s
@@ -24,6 +24,9 @@ from hnplan.planning.training.plan import (
 )
 from hnplan.planning.training.slowest import slowest_stage
 from hnplan.vectorise import Columns, frame_of, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BREAKDOWN = (
     "compute",
@@ -53,7 +56,14 @@ UNITS = {
     **dict.fromkeys(MEMORY_PARTS, "bytes"),
     **dict.fromkeys(("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes"), "bytes"),
 }
-_MODES = pa.array(RECOMPUTE_MODES, pa.large_string())  # the recompute modes as an Arrow set (_mode_codes)
+
+
+@functools.cache
+def _arrow_modes():
+    """The recompute modes as an Arrow set (:func:`_mode_codes`)."""
+    import pyarrow as pa
+
+    return pa.array(RECOMPUTE_MODES, pa.large_string())
 
 
 def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
@@ -85,6 +95,8 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
     """
     cols, plans = _plan_columns(job, candidates)
     if not len(plans):
+        import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
         return pd.DataFrame(cols)
     cols = evaluate_columns(job, cols, plans)
     df = frame_of(cols, len(plans))
@@ -98,7 +110,22 @@ def plan_table(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
     return _plan_columns(job, candidates)
 
 
-def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
+def plan_columns(job: c.Job, cols: dict, modes) -> tuple[dict, Columns]:
+    """:func:`plan_table` of candidates given as plain arrays, without pandas: ``cols`` holds
+    :data:`PLAN_FIELDS` as arrays with ``recompute`` as codes into ``modes`` (as
+    :func:`~hnplan.planning.training.candidates.candidate_columns` gives them, checked modes of
+    :data:`~hnplan.compute.RECOMPUTE_MODES`); the output's ``recompute`` column is an object array of the mode
+    names."""
+    at = np.array([RECOMPUTE_MODES.index(str(m)) for m in modes], dtype=np.int64)  # codes as _mode_codes gives
+    codes = at[np.asarray(cols["recompute"], dtype=np.int64)]
+    names = np.asarray(RECOMPUTE_MODES, dtype=object)
+    out: dict = {k: names[codes] if k == "recompute" else np.array(cols[k], copy=True) for k in PLAN_FIELDS}
+    out["num_microbatches"] = job.global_batch_seqs // (out["dp"] * out["microbatch_size"])
+    plans = Columns({k: x for k, x in out.items() if k != "recompute"}, {"recompute": (codes, names)})
+    return out, plans
+
+
+def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dict:
     """The columns of :func:`evaluate_plans` as plain arrays (or scalars for a column equal in every
     row), without building the DataFrame: for a caller that reads a few numbers of many evaluations
     (a calibration's trials).
@@ -108,6 +135,10 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
     job : Job
     cols, plans : dict, Columns
         :func:`plan_table` of the candidates (not modified: a repeated evaluation may pass the same ones).
+    memory : Columns, optional
+        :func:`~hnplan.planning.training.components.memory_per_gpu` of these plans and this job, when the
+        caller has it (it depends on the model, the plans, the dtype and the stack choices, not on the GEMM
+        efficiencies or the links a calibration's trials change; not modified); computed here otherwise.
 
     Returns
     -------
@@ -147,7 +178,7 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
         dp_comm_exposed=t_dp,
         optimizer=t_opt,
     )
-    mem = c.memory_per_gpu(job, plans)
+    mem = c.memory_per_gpu(job, plans) if memory is None else memory
     cols.update({f"t_{k}_s": parts[k] for k in BREAKDOWN[:-1]})
     cols.update({k: mem[k] for k in MEMORY_PARTS})
     cols["memory_per_gpu_bytes"] = mem["total_bytes"]
@@ -180,6 +211,8 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns) -> dict:
 def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
     """The output columns of the plan (:data:`PLAN_FIELDS`, ``recompute`` as strings, and
     ``num_microbatches``) and the plan table the cost models read (the recompute mode as codes)."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     cols: dict = {}
     for k in PLAN_FIELDS:
         cols[k] = candidates[k].astype(str).array if k == "recompute" else candidates[k].to_numpy(copy=True)
@@ -198,9 +231,13 @@ def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     pyarrow's ``index_in`` for an Arrow-backed string column of known modes (pandas' default string dtype,
     as :func:`candidate_frame` builds it), else by :func:`pandas.factorize` (an unknown mode is reported
     by the cost models)."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if hasattr(rc.array, "__arrow_array__"):
         try:
-            at = pc.index_in(rc.array.__arrow_array__(), value_set=_MODES)
+            at = pc.index_in(rc.array.__arrow_array__(), value_set=_arrow_modes())
         except (pa.ArrowException, TypeError):  # not strings: pandas' codes (the cost models name the error)
             at = None
         if at is not None and at.null_count == 0:

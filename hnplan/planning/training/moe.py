@@ -9,13 +9,17 @@ References
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.comm.messages import ep_token_bytes
 from hnplan.planning.training.collectives import collective_s
 from hnplan.planning.training.components import Job, _col, busiest_rank_load, recompute_is
 from hnplan.vectorise import memo, on_distinct
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def ep_overlap_share(df: pd.DataFrame, num_microbatches) -> np.ndarray:

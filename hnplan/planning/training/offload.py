@@ -15,11 +15,15 @@ tier never makes an offloaded plan slower.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.memory.tiers import TRAIN_OFFLOAD_TIERS, memory_tiers, offload_tiers, tier_latency_s, training_offload
 from hnplan.planning.training import components as c
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ALLOWED = TRAIN_OFFLOAD_TIERS  # parts that may move, in order, and their tiers (activations only to host)
 COLUMNS = ("offloaded_bytes", "offload_host_bytes", "offload_pooled_bytes", "offload_transfer_s")

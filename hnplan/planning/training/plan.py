@@ -13,15 +13,18 @@ References
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.schemas import Model
 from hnplan.compute import RECOMPUTE_MODES
 from hnplan.compute.layout import rule_fields, split_rules
 from hnplan.errors import InputError, PlanRuleError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -53,6 +56,8 @@ class ParallelPlan:
 
 def plans_frame(plans) -> pd.DataFrame:
     """A candidate table (one row per plan, columns :data:`PLAN_FIELDS`) from ParallelPlans."""
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     return pd.DataFrame([asdict(p) for p in plans], columns=list(PLAN_FIELDS))
 
 

@@ -14,8 +14,9 @@ evaluated candidate reaches, so the search returns the same plans, in the same o
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.errors import InfeasiblePlan
@@ -23,6 +24,9 @@ from hnplan.formatting import counted
 from hnplan.planning.training import components as c
 from hnplan.planning.training import evaluate as ev
 from hnplan.planning.training.stage_compute import stage_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: relative slack on the bound, so that rounding in the sum of the step's parts never prunes a tie
 BOUND_SLACK = 1e-9
@@ -105,6 +109,8 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     rest = rest[bound[rest] <= cut]  # the others are slower than ``top`` evaluated plans
     if len(rest):
         frames.append(ev.evaluate_plans(job, cands.iloc[rest]))
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
     at = np.concatenate([probe, rest])  # each row's place among the candidates: ties go to the earlier
     best = np.lexsort((at, df["step_time_s"].to_numpy()))[:top]

@@ -6,8 +6,9 @@ and build the job once (:func:`hnplan.planning.training.job.make_job`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
@@ -16,10 +17,22 @@ from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.formatting import counted
 from hnplan.planning.training import components as c
 from hnplan.planning.training import prune
-from hnplan.planning.training.candidates import candidate_frame, explain_empty
-from hnplan.planning.training.evaluate import UNITS, estimate_from_row, estimate_plan, evaluate_plans
+from hnplan.planning.training.candidates import candidate_columns, candidate_table, explain_empty
+from hnplan.planning.training.evaluate import (
+    UNITS,
+    estimate_from_row,
+    estimate_plan,
+    evaluate_columns,
+    evaluate_plans,
+    plan_columns,
+)
 from hnplan.planning.training.job import make_job
 from hnplan.planning.training.plan import PLAN_FIELDS, ParallelPlan, TrainingEstimate, check_knobs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hnplan.vectorise import Columns
 
 
 def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
@@ -53,14 +66,45 @@ def rank_plans(job: c.Job, fixed: dict | None = None) -> pd.DataFrame:
     return df
 
 
+def fitting_plans(job: c.Job, fixed: dict | None = None) -> tuple[dict, Columns]:
+    """The candidates of :func:`rank_plans` that fit, in its order (by step time, the first of equal ones
+    first), as :func:`~hnplan.planning.training.evaluate.plan_table` gives them, without pandas: for a
+    caller that evaluates the same candidates many times (:func:`evaluate_columns`; a calibration's trials).
+
+    Returns
+    -------
+    (dict, Columns)
+        The plan's output columns (``recompute`` as an object array of mode names) and the plan table;
+        no rows when no candidate fits.
+
+    Raises
+    ------
+    PlanRuleError, InputError
+        As :func:`rank_plans`.
+    """
+    cols, modes = _candidate_columns(job, fixed)
+    ev = evaluate_columns(job, *plan_columns(job, cols, modes))
+    n = len(cols["tp"])
+    fits = np.broadcast_to(np.asarray(ev["fits"], dtype=bool), (n,))
+    step = np.broadcast_to(np.asarray(ev["step_time_s"], dtype=float), (n,))
+    rows = np.flatnonzero(fits)
+    rows = rows[np.argsort(step[rows], kind="stable")]  # rank_plans' order of the fitting rows
+    return plan_columns(job, {k: a[rows] for k, a in cols.items()}, modes)
+
+
 def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
     """The candidates :func:`rank_plans` evaluates (errors as there)."""
+    return candidate_table(*_candidate_columns(job, fixed))
+
+
+def _candidate_columns(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
+    """:func:`_search_candidates` as the arrays of :func:`candidate_columns` (errors as there)."""
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
     unknown = set(fixed) - set(PLAN_FIELDS)
     if unknown:
         raise InputError(f"unknown plan fields {sorted(unknown)}; allowed: {', '.join(PLAN_FIELDS)}")
     check_knobs(fixed.get("recompute", "none"), fixed.get("zero_stage", 1))
-    cands = candidate_frame(
+    cols, modes = candidate_columns(
         job.model,
         job.system,
         job.gpus,
@@ -73,10 +117,12 @@ def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
     if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
         for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
             if allowed is not None and knob not in fixed:
-                cands = cands[cands[knob].isin(allowed)].reset_index(drop=True)
-    if cands.empty:
+                values = [i for i, m in enumerate(modes) if m in allowed] if knob == "recompute" else allowed
+                keep = np.isin(cols[knob], values)  # recompute: codes into the modes searched
+                cols = {k: a[keep] for k, a in cols.items()}
+    if not len(cols["tp"]):
         explain_empty(job, fixed)
-    return cands
+    return cols, modes
 
 
 def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.comm.messages import random_routing_peak
@@ -26,6 +25,8 @@ from hnplan.planning.training.partial import block_mix
 from hnplan.vectorise import Columns, column, factorize
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from hnplan.planning.training.components import Job
 
 
@@ -41,6 +42,8 @@ def recompute_is(df: pd.DataFrame | Columns, mode: str) -> np.ndarray:
         hit = np.flatnonzero(values == mode)
         return codes == hit[0] if len(hit) else np.zeros(len(codes), dtype=bool)
     rc = df["recompute"]
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     if isinstance(rc.dtype, pd.CategoricalDtype):
         cats = list(rc.cat.categories)
         codes = rc.cat.codes.to_numpy()
@@ -157,6 +160,8 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
         return stack
     slowest = np.argmax(stack[:, 0, :], axis=0)
     pick = stack[slowest, :, np.arange(stack.shape[2])]  # [candidate, quantity]
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
     return pd.DataFrame(pick, columns=list(STAGE_QUANTITIES))
 
 
