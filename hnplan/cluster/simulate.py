@@ -101,9 +101,10 @@ class ClusterResult:
         ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
         at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
-        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs``, ``steady_short``
-        (:func:`steady_state_of`: false when the window is shorter than five GPU-time-weighted run
-        times or the offered load is 100 % or more), ``steady_state_note`` (:func:`steady_text`: the
+        ``run_time_weighted_s``, ``run_time_weighted_basis``, ``run_time_weighted_drawn_s``,
+        ``steady_window_s``, ``steady_jobs``, ``steady_short`` (:func:`steady_state_of`: false when the
+        window is shorter than five GPU-time-weighted run times or the offered load is 100 % or more;
+        for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
