@@ -94,10 +94,21 @@ def test_the_interval_shrinks_with_the_replications():
     assert [r.summary["utilisation"] for r in many.runs[:3]] == [r.summary["utilisation"] for r in few.runs]
 
 
+def test_workers_do_not_change_the_answer():
+    one = replicate_cluster(SYSTEM, 64, 3, n_jobs=150, seed=2)
+    two = replicate_cluster(SYSTEM, 64, 3, n_jobs=150, seed=2, workers=2)
+    assert one.ci95 == two.ci95 and one.seeds == two.seeds
+    with pytest.raises(InputError, match="workers"):
+        replicate_cluster(SYSTEM, 64, 2, n_jobs=10, workers=0)
+
+
 def test_cli_reports_the_mean_and_interval():
     res = CliRunner().invoke(
         app,
-        ["cluster", "simulate", "--system", SYSTEM, "--gpus", "64", "--jobs", "200", "--replications", "3", "--json"],
+        [
+            *("cluster", "simulate", "--system", SYSTEM, "--gpus", "64", "--jobs", "200"),
+            *("--replications", "3", "--workers", "2", "--json"),
+        ],
     )
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)

@@ -51,6 +51,7 @@ def simulate(
         max=1000,
         help="independent runs (seeds spawned from --seed); figures are their mean with a 95 % confidence interval",
     ),
+    workers: int = typer.Option(1, "--workers", min=1, max=256, help="processes running replications side by side"),
     load: float = typer.Option(
         None,
         "--load",
@@ -147,7 +148,7 @@ def simulate(
         )
         if json_ or not console.is_terminal:
             r = (
-                replicate_cluster(system, gpus, replications, **kw)
+                replicate_cluster(system, gpus, replications, workers=workers, **kw)
                 if replications > 1
                 else simulate_cluster(system, gpus, **kw)
             )
@@ -165,7 +166,12 @@ def simulate(
                 task = bar.add_task("sim", total=1.0)
                 if replications > 1:
                     r = replicate_cluster(
-                        system, gpus, replications, progress=lambda x: bar.update(task, completed=x), **kw
+                        system,
+                        gpus,
+                        replications,
+                        workers=workers,
+                        progress=lambda x: bar.update(task, completed=x),
+                        **kw,
                     )
                 else:
                     r = simulate_cluster(

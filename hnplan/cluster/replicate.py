@@ -138,12 +138,20 @@ class ReplicatedResult:
         return out
 
 
+def _one_run(system, gpus: int, seed: int, root: str | None, kw: dict) -> ClusterResult:
+    """One replication in a worker process, its catalog loaded from ``root``."""
+    from hnplan.catalog.loader import load_catalog
+
+    return simulate_cluster(system, gpus, seed=seed, catalog=load_catalog(root), **kw)
+
+
 def replicate_cluster(
     system,
     gpus: int,
     replications: int = 5,
     *,
     seed: int = 0,
+    workers: int = 1,
     progress: Callable[[float], None] | None = None,
     **kw,
 ) -> ReplicatedResult:
@@ -160,8 +168,12 @@ def replicate_cluster(
         Runs, 1 to :data:`MAX_REPLICATIONS`; each costs a whole simulation.
     seed : int
         The root seed (:func:`replication_seeds`).
+    workers : int
+        Processes that run replications side by side (``concurrent.futures.ProcessPoolExecutor``);
+        1 (default): one after another in this process. The results do not depend on it.
     progress : callable, optional
-        Called with the share of the total work done [0-1] as the runs advance.
+        Called with the share of the total work done [0-1] as the runs advance (with several
+        workers, as runs finish).
 
     Returns
     -------
@@ -183,11 +195,27 @@ def replicate_cluster(
     """
     if not 1 <= replications <= MAX_REPLICATIONS:
         raise InputError(f"replications must be 1 to {MAX_REPLICATIONS:,}; got {replications}")
+    if workers < 1:
+        raise InputError(f"workers must be >= 1; got {workers}")
     seeds = replication_seeds(seed, replications)
-    runs = []
-    for i, s in enumerate(seeds):
-        hook = None if progress is None else (lambda now, end, i=i: progress((i + min(now / end, 1.0)) / len(seeds)))
-        runs.append(simulate_cluster(system, gpus, seed=s, progress=hook, **kw))
+    runs: list[ClusterResult] = []
+    if workers > 1 and len(seeds) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(workers, len(seeds))) as pool:
+            cat = kw.pop("catalog", None)  # a catalog does not pickle: each worker loads it from its root
+            root = None if cat is None else str(cat.root)
+            futures = [pool.submit(_one_run, system, gpus, s, root, kw) for s in seeds]
+            for i, f in enumerate(futures):
+                runs.append(f.result())
+                if progress is not None:
+                    progress((i + 1) / len(seeds))
+    else:
+        for i, s in enumerate(seeds):
+            hook = (
+                None if progress is None else (lambda now, end, i=i: progress((i + min(now / end, 1.0)) / len(seeds)))
+            )
+            runs.append(simulate_cluster(system, gpus, seed=s, progress=hook, **kw))
     ci: dict = {}
     summary = _aggregate([r.summary for r in runs], "", ci)
     summary.update(replications=replications, seeds=list(seeds))
