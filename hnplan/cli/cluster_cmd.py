@@ -202,7 +202,7 @@ def simulate(
             ("offered load", load_row[0] + interval("offered_load", top=None) + " ".join(["", *load_row[1:]])),
             (
                 "demand in the window",
-                f"{s['offered_load_window']:.1%}{interval('offered_load_window')} (the jobs' GPU-time inside the "
+                f"{s['offered_load_window']:.1%}{interval('offered_load_window', top=None)} (the jobs' GPU-time inside the "
                 "measuring window: the utilisation it approaches when nothing queues)",
             ),
             ("steady state", s["steady_state_note"]),
