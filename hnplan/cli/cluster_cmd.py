@@ -196,6 +196,9 @@ def simulate(
 
         load_row = load_text(s).split(" ", 1)  # the figure, then its notes
 
+        def n(v) -> str:  # a count: as it is, or the mean of the replications' to one decimal
+            return str(v) if isinstance(v, int) else f"{v:.1f}"
+
         rows = [
             ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
             ("allocation rate", f"{s['allocation_rate']:.1%}" + interval("allocation_rate")),
@@ -224,13 +227,13 @@ def simulate(
             ),
             (
                 "preemptions / interruptions",
-                f"{s['preemptions']:,.6g} / {s['interruptions']:,.6g} ({s['hardware_failures']:,.6g} hardware failures)",
+                f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
             ),
-            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {s['concurrent_jobs']['max']:,.6g}"),
+            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {n(s['concurrent_jobs']['max'])}"),
             (
                 "jobs",
                 ", ".join(
-                    f"{k} {v:,.6g}"
+                    f"{k} {n(v)}"
                     + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
                     + (" (no node of a GPU model they accept is large enough)" if k == "unplaceable" else "")
                     for k, v in s["jobs"].items()
