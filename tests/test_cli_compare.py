@@ -118,6 +118,13 @@ def test_cli_token_bound_is_the_schema_s():
     assert CLI_MAX == MAX_TRAINING_TOKENS
 
 
+def test_cli_dtypes_are_the_planner_s():
+    from hnplan.cli.compare_cmd import TRAIN_DTYPES as CLI_DTYPES
+    from hnplan.planning.training import TRAIN_DTYPES
+
+    assert CLI_DTYPES == TRAIN_DTYPES
+
+
 def test_a_design_without_a_plan_keeps_its_row_with_the_reason():
     """Llama 3.1 70B on 8 GPUs: 8 x 80 GB H100 hold no plan (the smallest needs about 158 GiB per GPU), 8 x 186
     GB GB200 do; the comparison answers (exit 0) with the H100 row's reason and no plan columns."""

@@ -453,3 +453,17 @@ def test_infeasible_pinned_knob_names_the_flag(extra, needle):
     out = res.stdout + res.stderr
     assert res.exit_code == 3 and "Traceback" not in out, out
     assert needle in _one_line(res.stderr)
+
+
+@pytest.mark.parametrize(
+    "only,needle",
+    [
+        ([""], "--only needs a claim id; got an empty one; ids: comm-share-traditional, "),
+        (["foo"], "--only: unknown claim id 'foo'; ids: comm-share-traditional, "),
+        (["foo", "bar", "comm-share-traditional"], "--only: unknown claim ids 'bar', 'foo'; ids: "),
+    ],
+)
+def test_claims_only_names_what_is_wrong_with_the_id(only, needle):
+    # `--only ""` (an unset shell variable) said "unknown claim id(s) ;", naming nothing
+    res = runner.invoke(app, ["claims", *[a for c in only for a in ("--only", c)]])
+    _check(res, needle)

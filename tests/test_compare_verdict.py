@@ -155,3 +155,53 @@ def test_moe_dispatch_gap_is_said_from_the_validation_runs(cat):
 
 def _pct(x):
     return f"{round(100 * x):+d} %"
+
+
+def test_the_fabric_is_compared_per_gpu_where_the_gpu_counts_differ():
+    # whole units bought: the rack trains on 1,024 GPUs (64 of each of 16 72-GPU racks), the servers on 1,152;
+    # a days ratio alone would credit the fabric with the servers' extra 128 GPUs' work. By hand: 45 / 20 = 2.25x
+    # as fast; per GPU (45 x 1,152) / (20 x 1,024) = 2.53125x; over the 2,500 / 2,400 = 1.0417x peak the fabric
+    # and rest of the rack account for 2.53125 x 0.96 = 2.43x per GPU (not 2.25 / 1.0417 = 2.16x)
+    df = _rows().assign(gpus=[1024, 1152, 1152], days=[20.0, 45.0, 110.0])
+    fabric, chip = fabric_and_chip(df).split("\n\n")
+    assert "**rack** trains 2.25x as fast as **new-server**" in fabric
+    assert "(20.0 against 45.0 days, on 1,024 GPUs against 1,152: 2.53x the speed per GPU)" in fabric
+    assert "so per GPU the fabric and the rest of the rack account for about 2.43x" in fabric
+    # both servers train on 1,152 GPUs: no per-GPU clause; 110 / 45 = 2.44x
+    assert "**new-server** trains 2.44x as fast as **old-server** (45.0 against 110.0 days) with a 2.40x" in chip
+    assert "**rack** trains fastest (20.0 days at 50% MFU on 1,024 GPUs)" in verdict(df)
+    assert "costs least to buy ($200M capex)" in verdict(df.assign(gpus_bought=1152))  # the same GPUs bought
+    # the designs buy different counts (whole units): the cheapest says for how many GPUs
+    assert "costs least to buy ($200M capex for 1,024 GPUs)" in verdict(df.assign(gpus_bought=[1152, 1152, 1024]))
+    # equal counts: the days ratio is the per-GPU ratio and the sentence is as before
+    same = fabric_and_chip(_rows().assign(gpus=1152))
+    assert (
+        "(20.0 against 44.0 days);" in same and "so the fabric and the rest of the rack account for about 2.11x" in same
+    )
+
+
+def test_one_design_is_described_not_ranked():
+    # old-server alone: 110 days at 40% MFU, $200M capex, $20M per run, $2.00 per million tokens (the rows above)
+    one = verdict(_rows().iloc[[2]])
+    assert one == (
+        "**old-server** is the one design compared, so there is nothing to rank: it trains in 110.0 days at 40% MFU, "
+        "costs $200M to buy and $20M per training run at its TCO per GPU-hour ($2.00 per million tokens)."
+    )
+    failed = _rows().iloc[[0, 2]].assign(status=["no plan: does not fit", "ok"])
+    assert verdict(failed).startswith("**old-server** is the only one of 2 designs with a plan, so there is nothing")
+    assert "fastest" not in one and "least" not in verdict(failed)
+
+
+def test_compare_with_one_system_says_so():
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    argv = ["compare", "--model", "llama3.1-8b", "--gpus", "8", "--tokens", "1e11", "--systems", "hgx-h100-ib-ndr"]
+    res = CliRunner().invoke(app, [*argv, "--no-trust", "--json"])
+    assert res.exit_code == 0, res.output
+    said = json.loads(res.stdout)["verdict"]
+    assert said.startswith("**hgx-h100-ib-ndr** is the one design compared, so there is nothing to rank")
+    assert "fastest" not in said and "costs least" not in said

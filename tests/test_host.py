@@ -29,6 +29,9 @@ def test_kernels_per_row_by_hand():
     # Transformer Engine GroupedLinear: one GEMM per local expert; a grouped GEMM launches one
     assert kernels_per_row("expert_down", "moe-layer", "gemm", 16.0, ch) == 16.0
     assert kernels_per_row("expert_up_x_mxfp8", "moe-layer", "elementwise", 16.0, ch) == 16.0
+    # the fused multi-tensor fp8 cast-transpose: 64 splits a launch (the weights are cast one by one)
+    assert kernels_per_row("expert_down_dy_fp8", "moe-layer", "elementwise", 65.0, ch, True) == 2.0
+    assert kernels_per_row("expert_down_w_fp8", "moe-layer", "elementwise", 65.0, ch, True) == 65.0
     assert kernels_per_row("expert_up", "moe-layer", "gemm", 16.0, StackChoices(expert_gemm_launch="grouped")) == 1.0
     assert kernels_per_row("expert_act", "moe-layer", "elementwise", 16.0, ch) == 1.0  # one pass over all rows
     # eager RMSNorm: to(fp32), pow, mean, add, rsqrt, mul, to(bf16), mul by the weight = 8 kernels
@@ -111,6 +114,31 @@ def test_qwen3_moe_layer_host_time_by_hand(cat):
     assert t0["moe_host_fwd"] == pytest.approx((75 + 2 + 16) * LAUNCH_S)
     # the micro-batch is host-bound in that layer: launching takes longer than the kernels run
     assert t["moe_host_fwd"] > t["moe_fwd"]
+
+
+def test_delayed_scaling_casts_expert_splits_in_one_fused_launch_on_hopper(cat):
+    # Transformer Engine's split_quantize: per-tensor delayed scaling with transposed copies (Hopper) runs the
+    # fused multi-tensor cast-transpose, up to 64 splits a launch; without transposes (Blackwell) each split is
+    # its own cast. Qwen3-30B-A3B at EP 8 holds 16 local experts: the forward casts the inputs of expert_up and
+    # expert_down (2 x 16 kernels on B200, 2 x 1 on H100), the backward their output gradients (the same):
+    # 2 x (16 - 1) = 30 launches fewer each way on H100. The rest is launched alike, but for the transpose of
+    # the QKV input that H100 adds in the forward (the norm writes the row-wise fp8 copy, 1 kernel): 29 and 30
+    ch = stack_choices(cat.stack("megatron-core"))
+    assert ch.fp8_recipe == "delayed" and ch.fp8_cast_transpose_fusion
+    shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
+    m = cat.model("qwen3-30b-a3b")
+    t = {
+        a: training_part_times(m, cat.accelerator(a), shapes, 4096, "fp8", "flash", True, ch).iloc[0]
+        for a in ("h100-sxm", "b200")
+    }
+    for part, fewer in (("moe_host_fwd", 29), ("moe_host_bwd", 30)):
+        assert t["b200"][part] - t["h100-sxm"][part] == pytest.approx(fewer * LAUNCH_S)
+    # current scaling has no fused path: an amax and a cast kernel per split, 2 x (2 x 16 - 1) more launches,
+    # and an amax before the casts of the QKV and output-projection inputs (the QKV cast no longer fused into
+    # the norm: its amax, then one cast-transpose where delayed scaling ran the transpose alone): 2 more
+    cur = ch.model_copy(update={"fp8_recipe": "current"})
+    tc = training_part_times(m, cat.accelerator("h100-sxm"), shapes, 4096, "fp8", "flash", True, cur).iloc[0]
+    assert tc["moe_host_fwd"] - t["h100-sxm"]["moe_host_fwd"] == pytest.approx((2 * (2 * 16 - 1) + 2) * LAUNCH_S)
 
 
 def _qwen3(cat, system, mb, **over):

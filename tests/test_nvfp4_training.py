@@ -279,12 +279,13 @@ def test_fp4_turns_tp_overlap_off(cat):
     job4 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50")
     assert job8.choices.tp_comm and not job4.choices.tp_comm
     assert job4.provenance["tp_comm"].startswith("dtype fp4")
-    # with the overlap off, a TP plan's step takes the TP collectives exposed: slower than with it
+    # with the overlap off, a TP plan's step takes the TP collectives exposed (the step itself need not be
+    # slower: the NVFP4 all-gathers are small, and the overlap runs the GEMMs chunked and slowed)
     from dataclasses import replace
 
     from hnplan.planning.training import ParallelPlan, evaluate_plans, plans_frame
 
     plan = plans_frame([ParallelPlan(tp=4, pp=1, dp=2, microbatch_size=1, zero_stage=1, recompute="none")])
     job_on = replace(job4, choices=job4.choices.model_copy(update={"tp_comm": True}))
-    t_off, t_on = (evaluate_plans(j, plan)["step_time_s"].iloc[0] for j in (job4, job_on))
-    assert t_on < t_off
+    t_off, t_on = (evaluate_plans(j, plan)["t_tp_comm_exposed_s"].iloc[0] for j in (job4, job_on))
+    assert 0 < t_on < t_off

@@ -1,9 +1,11 @@
-"""The on-disk cache of per-run speed errors behind the "how far to trust it" notes: the same text with and
-without it, invalidated by a catalog change, and silently ignored when its file is corrupt or its folder
-cannot be written."""
+"""The on-disk caches of predictions: per-run speed errors behind the "how far to trust it" notes (the same text
+with and without it, invalidated by a catalog change, and silently ignored when its file is corrupt or its
+folder cannot be written), plan points of the claims audit and of compare's designs, and the published runs."""
 
 import json
+import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -140,3 +142,106 @@ def test_the_cache_folder_follows_xdg(monkeypatch, tmp_path):
     assert prediction_cache.cache_dir() == tmp_path / "hnplan"
     monkeypatch.setenv("HNPLAN_CACHE_DIR", str(tmp_path / "x"))
     assert prediction_cache.cache_dir() == tmp_path / "x"
+
+
+# -- plan points (the claims audit's grid, compare's designs) and the published runs themselves -----------
+
+
+def test_a_plan_point_reads_back_bit_for_bit(cache_dir, cat):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"gpus": np.int64(8), "step_time_s": np.float64(0.1) + 0.2, "mfu": float("nan"), "plan": "TP1 PP1"}
+
+    digest = prediction_cache.point_digest(cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), 8, 4096)
+    first = prediction_cache.cached_point(digest, cat, compute)
+    prediction_cache._POINTS.clear()  # as a new process: read from the file
+    again = prediction_cache.cached_point(digest, cat, compute)
+    assert calls == [1]
+    assert first["step_time_s"] == again["step_time_s"] == 0.30000000000000004  # 0.1 + 0.2, the same double
+    assert type(again["gpus"]) is int and math.isnan(again["mfu"]) and again["plan"] == "TP1 PP1"
+
+
+def test_a_plan_point_digest_follows_the_entrys_fields_not_its_id(cat):
+    m = cat.model("llama3.1-8b")
+    deeper = m.model_copy(update={"layers": m.layers + 1})  # the same id, another model
+    assert prediction_cache.point_digest(m, 8) == prediction_cache.point_digest(cat.model("llama3.1-8b"), 8)
+    assert prediction_cache.point_digest(m, 8) != prediction_cache.point_digest(deeper, 8)
+    assert prediction_cache.point_digest(m, 8) != prediction_cache.point_digest(m, 16)
+
+
+def test_no_cache_plans_every_point_and_writes_nothing(cache_dir, cat, monkeypatch):
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    calls = []
+    for _ in range(2):
+        prediction_cache.cached_point("abc", cat, lambda: calls.append(1) or {"x": 1.0})
+    assert len(calls) == 2 and not cache_dir.exists()
+
+
+def test_claims_plan_point_is_the_same_planned_or_read_back(cache_dir, cat, monkeypatch):
+    from hnplan.planning import claims_grid
+    from hnplan.planning.claims import AuditSetup
+
+    s = AuditSetup()
+    point = (cat, "megatron-1.7b", "gb200-nvl72", 72, s)
+    key = (str(cat.root), "megatron-1.7b", "gb200-nvl72", 72, s.seq_len, s.seqs_per_gpu, s.dtype)
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    planned = claims_grid.plan_point(*point)
+    monkeypatch.delenv("HNPLAN_NO_CACHE")
+    claims_grid._CACHE.pop(key)
+    cold = claims_grid.plan_point(*point)
+    claims_grid._CACHE.pop(key)
+    prediction_cache._POINTS.clear()
+    warm = claims_grid.plan_point(*point)
+    assert planned == cold == warm
+    assert planned["plan"].startswith("TP") and 0 < planned["mfu"] < 1
+
+
+def test_compare_designs_are_the_same_planned_or_read_back(cache_dir, cat, monkeypatch):
+    from hnplan.planning.compare import compare_training_designs
+
+    args = ("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr", "cloudmatrix-384"], 128, 1e12, 4096, 256, "fp8")
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    planned = compare_training_designs(*args, catalog=cat)
+    monkeypatch.delenv("HNPLAN_NO_CACHE")
+    cold = compare_training_designs(*args, catalog=cat)
+    prediction_cache._POINTS.clear()
+    warm = compare_training_designs(*args, catalog=cat)
+    pd.testing.assert_frame_equal(planned, cold)
+    pd.testing.assert_frame_equal(cold, warm)
+    assert json.loads((cache_dir / prediction_cache.POINTS_FILE_NAME).read_text())["rows"]
+    assert warm["status"].str.startswith("ok").all()
+
+
+def test_cached_training_runs_are_the_runs_field_for_field(cache_dir):
+    cold = prediction_cache.cached_training_runs()
+    assert (cache_dir / prediction_cache.RUNS_FILE_NAME).exists()
+    warm = prediction_cache.cached_training_runs()
+    runs = training_runs()
+    assert cold == warm == runs
+    for a, b in zip(warm, runs, strict=True):
+        assert a.model_fields_set == b.model_fields_set
+        assert a.model_dump_json() == b.model_dump_json()  # the speed-error cache's run digest, key order included
+        for f in type(a).model_fields:
+            assert type(getattr(a, f)) is type(getattr(b, f)), (a.id, f)
+
+
+def test_a_cache_of_runs_under_another_key_is_not_read(cache_dir):
+    cache_dir.mkdir()
+    path = cache_dir / prediction_cache.RUNS_FILE_NAME
+    path.write_text(json.dumps({"key": {"format": 0}, "runs": [{"id": "made-up"}]}))
+    assert prediction_cache.cached_training_runs() == training_runs()
+    assert json.loads(path.read_text())["key"]["format"] == prediction_cache.FORMAT
+
+
+def test_a_repeat_call_plans_no_run_again(cache_dir, monkeypatch):
+    # the first call reads the runs from their file, the second from the cache: the same runs, the same digests
+    designs = pd.DataFrame([dict(system="hgx-h200-ib-ndr", accelerator="h200-sxm", status="ok")])
+    cold = trust_notes(designs, "llama3.1-70b")
+
+    def refuse(runs, catalog):
+        raise AssertionError(f"planned again: {[r.id for r in runs]}")
+
+    monkeypatch.setattr(trust, "_planned_errors", refuse)
+    assert trust_notes(designs, "llama3.1-70b") == cold

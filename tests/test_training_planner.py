@@ -105,6 +105,7 @@ def test_memory_term_equals_the_memory_models_training_memory(cat, model, system
             r.recompute,
             r.num_microbatches,
             virtual_stages=r.virtual_stages,
+            etp=r.etp,
             recipe=memory_recipe(dtype, job.choices),
             dropout=job.model.dropout,
             balanced=job.choices.pipeline_balanced_ends,

@@ -155,23 +155,37 @@ def test_candidates_are_the_product_that_obeys_the_rules(cat, model, gpus, seq, 
     d = divisors(gpus).tolist()
     eps = [e for e in divisors(m.moe.experts).tolist() if gpus % e == 0] if m.moe else [1]
     rows = []
-    for tp, cp, pp, ep, mb, v, z, rc in product(
+    # expert tensor parallelism: etp = tp (Megatron-Core's default), then, for an MoE model at tp > 1, etp = 1
+    for tp, cp, pp, ep, folded, mb, v, z, rc in product(
         [t for t in d if t <= s.scaleup_domain_gpus],
         [c for c in d if c <= MAX_CP and c & (c - 1) == 0],
         [p for p in d if p <= m.layers],
         eps,
+        [False, True] if m.moe else [False],
         MICROBATCH_SIZES,
         VIRTUAL_STAGES,
         ZERO_STAGES,
         RECOMPUTE_MODES,
     ):
-        if gpus % (tp * cp * pp) or (not zwp and z > 1 and pp > 1):
+        if gpus % (tp * cp * pp) or (not zwp and z > 1 and pp > 1) or (folded and tp == 1):
             continue
         dp = gpus // (tp * cp * pp)
         if "dp" in fixed and dp != fixed["dp"]:
             continue
+        etp = 1 if folded else tp
         rows.append(
-            dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatch_size=mb, virtual_stages=v, zero_stage=z, recompute=rc)
+            dict(
+                tp=tp,
+                pp=pp,
+                dp=dp,
+                cp=cp,
+                ep=ep,
+                microbatch_size=mb,
+                virtual_stages=v,
+                zero_stage=z,
+                recompute=rc,
+                etp=etp,
+            )
         )
     ref = pd.DataFrame(rows)
     ref = ref[valid_mask({k: ref[k].to_numpy() for k in ref}, m, gpus, seq, batch)].reset_index(drop=True)

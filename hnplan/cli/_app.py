@@ -16,8 +16,15 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from hnplan.cli._help_fold import long_words_fold_in_help
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
-from hnplan.cli._options import MAX_COUNT, check_finite, name_option, path_option  # noqa: F401 - re-exported
-from hnplan.cli._usage import required_arguments_plain
+from hnplan.cli._options import (  # noqa: F401 - re-exported: the commands import them from here
+    MAX_COUNT,
+    check_finite,
+    count,
+    decimal_hint,
+    name_option,
+    path_option,
+)
+from hnplan.cli._usage import TYPED_ARGS, required_arguments_plain, show_usage_error, usage_error_text
 from hnplan.errors import HnplanError, InfeasiblePlan
 
 if TYPE_CHECKING:
@@ -229,9 +236,31 @@ class LazyGroup(TyperGroup):
     import still work. A closed stdout (``| head``) ends any command quietly with exit 0
     (:func:`stdout_closed`)."""
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run the command line; a usage error (an unknown option or command, a value that does not parse)
+        is one line on stderr, exit 2 (:func:`~hnplan.cli._usage.show_usage_error`), instead of click's usage
+        and rich box. Click's standalone handling is otherwise kept: ``Abort`` is ``Aborted!``, exit 1; an
+        ``Exit`` ends with its code. With ``standalone_mode=False`` (``--json``, :func:`run_json`) errors
+        propagate to the caller."""
+        run = super().main
+        if not standalone_mode:
+            return run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        exceptions = _click_module("exceptions")
+        try:
+            rv = run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except exceptions.ClickException as exc:
+            sys.exit(show_usage_error(exc))
+        except exceptions.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code; a command itself returns None
+
     def make_context(self, info_name, args, parent=None, **extra):
+        typed = list(args)  # click's parser consumes the list it is given
         with _closed_stdout_is_success():  # the root's --help prints while parsing
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        ctx.meta[TYPED_ARGS] = typed  # a refused value is quoted in the one-line usage error
+        return ctx
 
     def invoke(self, ctx):
         with _closed_stdout_is_success():
@@ -328,58 +357,6 @@ def _click_module(name: str):
     raise ImportError(f"neither typer._click nor click provides {name}")
 
 
-def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = ""):
-    """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
-    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad, too small or too large value (above
-    ``maximum``, with ``why`` it is the bound) is refused with one line naming the option (exit 2).
-
-    >>> count(integer=True)("16M"), count()("15T")
-    (16000000, 15000000000000.0)
-    """
-    from hnplan.units import parse_count
-
-    def parse(text):
-        import math
-
-        try:  # inf and nan pass to check_finite, which names the option the same way for every float flag
-            if not math.isfinite(float(text)):
-                return float(text)
-        except (TypeError, ValueError):
-            pass
-        try:
-            value = parse_count(text, integer=integer)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
-        if value < minimum:
-            raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
-        if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
-            raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
-        if maximum is not None and value > maximum:
-            raise typer.BadParameter(f"must be at most {maximum:.0e}{' (' + why + ')' if why else ''}; got {text}")
-        return value
-
-    parse.__name__ = "count" if integer else "number"
-    return parse
-
-
-def decimal_hint(tokens: int) -> str:
-    """A hint for a token count that looks decimal where a power of two was meant (``16M`` = 16,000,000;
-    ``16Mi`` = 16,777,216 = 2,048 x 8,192); empty for any other count.
-
-    >>> decimal_hint(16_000_000)
-    ' (16M is 16,000,000; 16Mi is 16 x 2**20)'
-    """
-    from hnplan.units import GIGA, KILO, MEGA, TERA
-
-    for scale, name in ((TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")):
-        if tokens >= scale and tokens % scale == 0:
-            n = int(tokens // scale)
-            binary = "Ki" if name == "k" else f"{name}i"
-            power = {"k": 10, "M": 20, "G": 30, "T": 40}[name]
-            return f" ({n}{name} is {tokens:,}; {n}{binary} is {n} x 2**{power})"
-    return ""
-
-
 def current_context():
     """The running sub-command's click context (its parsed ``params``), or None outside one."""
     return _click_module("globals").get_current_context(silent=True)
@@ -453,15 +430,15 @@ def handle_errors():
 
 
 def run_json(argv: list[str]) -> int:
-    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr and
-    ``{"error": {"kind": "usage", ...}}`` on stdout, exit 2. Returns the exit code."""
+    """Run the CLI on ``argv`` (which asked for ``--json``); a usage error becomes one line on stderr
+    (:func:`~hnplan.cli._usage.usage_error_text`) and the same line in ``{"error": {"kind": "usage",
+    "exit_code": 2, "message": ...}}`` on stdout, exit 2. Returns the exit code."""
     errors = _click_module("exceptions").ClickException
     try:
         rv = app(args=argv, prog_name="hnplan", standalone_mode=False)
     except errors as exc:
-        message = exc.format_message()
-        code = getattr(exc, "exit_code", EXIT_INPUT)
-        err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
+        code = show_usage_error(exc)
+        message = usage_error_text(exc)
         print_json({"error": {"kind": "usage", "exit_code": code, "message": message}})
         return code
     return rv if isinstance(rv, int) else 0

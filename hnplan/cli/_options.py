@@ -1,9 +1,12 @@
-"""Checks of a sub-command's parsed options, and planner messages put in the user's words: the option's flag
-(``--seq-len``), not the planner's parameter name (``seq_len``)."""
+"""Checks of a sub-command's parsed options, the parser of count options (``15T``, ``16Mi``), and planner
+messages put in the user's words: the option's flag (``--seq-len``), not the planner's parameter name
+(``seq_len``)."""
 
 from __future__ import annotations
 
 import re
+
+import typer
 
 from hnplan.errors import InputError
 
@@ -102,3 +105,55 @@ def path_option(ctx, path: str) -> str | None:
                 if given == target or target in given.parents:
                     return _option_name(ctx, name)
     return None
+
+
+def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = ""):
+    """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
+    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad, too small or too large value (above
+    ``maximum``, with ``why`` it is the bound) is refused with one line naming the option (exit 2).
+
+    >>> count(integer=True)("16M"), count()("15T")
+    (16000000, 15000000000000.0)
+    """
+    from hnplan.units import parse_count
+
+    def parse(text):
+        import math
+
+        try:  # inf and nan pass to check_finite, which names the option the same way for every float flag
+            if not math.isfinite(float(text)):
+                return float(text)
+        except (TypeError, ValueError):
+            pass
+        try:
+            value = parse_count(text, integer=integer)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+        if value < minimum:
+            raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")
+        if integer and value > MAX_COUNT:  # a whole count beyond it overflows the planners' 64-bit integers
+            raise typer.BadParameter(f"must be at most 2**53 = {MAX_COUNT:.2g}; got {text}")
+        if maximum is not None and value > maximum:
+            raise typer.BadParameter(f"must be at most {maximum:.0e}{' (' + why + ')' if why else ''}; got {text}")
+        return value
+
+    parse.__name__ = "count" if integer else "number"
+    return parse
+
+
+def decimal_hint(tokens: int) -> str:
+    """A hint for a token count that looks decimal where a power of two was meant (``16M`` = 16,000,000;
+    ``16Mi`` = 16,777,216 = 2,048 x 8,192); empty for any other count.
+
+    >>> decimal_hint(16_000_000)
+    ' (16M is 16,000,000; 16Mi is 16 x 2**20)'
+    """
+    from hnplan.units import GIGA, KILO, MEGA, TERA
+
+    for scale, name in ((TERA, "T"), (GIGA, "G"), (MEGA, "M"), (KILO, "k")):
+        if tokens >= scale and tokens % scale == 0:
+            n = int(tokens // scale)
+            binary = "Ki" if name == "k" else f"{name}i"
+            power = {"k": 10, "M": 20, "G": 30, "T": 40}[name]
+            return f" ({n}{name} is {tokens:,}; {n}{binary} is {n} x 2**{power})"
+    return ""

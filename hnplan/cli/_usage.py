@@ -1,4 +1,4 @@
-"""The usage line of typer's help, as click writes it."""
+"""The usage line of typer's help, as click writes it, and a usage error as one line."""
 
 from __future__ import annotations
 
@@ -20,3 +20,94 @@ def required_arguments_plain() -> None:
 
     _usage_display_name._hnplan_plain = True  # type: ignore[attr-defined]
     TyperArgument._usage_display_name = _usage_display_name  # type: ignore[method-assign]
+
+
+def usage_error_text(exc) -> str:
+    """One line for a click usage error (``exc``, a ``ClickException``): the command as typed after ``hnplan``,
+    click's message (which names the option in quotes, ``'--gpus'``) with its line breaks joined, and where
+    the help lies.
+
+    Click and typer print a usage error as several lines (the usage, a ``Try ... --help`` line, then the
+    message in a rich box); hnplan prints every bad input as one line, as ``handle_errors`` does for its own.
+
+    >>> from types import SimpleNamespace as NS
+    >>> root = NS(info_name="python -m hnplan", parent=None)
+    >>> train = NS(info_name="train", parent=root, command=NS(get_help_option=lambda ctx: object()))
+    >>> exc = NS(ctx=train, format_message=lambda: "Invalid value for '--gpus':\\n'abc' is not a valid integer.")
+    >>> usage_error_text(exc)
+    "hnplan train: Invalid value for '--gpus': 'abc' is not a valid integer; see 'hnplan train --help'"
+    >>> exc = NS(ctx=train, format_message=lambda: "No such option: --bogus\\nDid you mean --gpus?")
+    >>> usage_error_text(exc)
+    "hnplan train: No such option: --bogus. Did you mean --gpus? See 'hnplan train --help'"
+    """
+    ctx = getattr(exc, "ctx", None)
+    names = []
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program as run (python -m hnplan)
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    path = " ".join(["hnplan", *reversed([n for n in names if n])])
+    message = ""
+    for line in exc.format_message().splitlines():  # click 8.1: "No such option: --x\nDid you mean --gpus?"
+        line = " ".join(line.split())
+        if line:
+            message += ("" if not message else " " if message.endswith((".", ":", ";", ",", "?")) else ". ") + line
+    message = message.rstrip(".")
+    value = typed_value(exc)
+    if value is not None and value not in message:  # typer 0.29: "Input should be a valid integer, ..."
+        message += f"; got {value!r}"
+    ctx = getattr(exc, "ctx", None)
+    helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
+    if not helped:
+        return f"{path}: {message}"
+    return f"{path}: {message}" + (" See" if message.endswith("?") else "; see") + f" '{path} --help'"
+
+
+def show_usage_error(exc) -> int:
+    """Print a click usage error as one line on stderr (:func:`usage_error_text`) and return its exit code (2).
+    Click's ``NoArgsIsHelpError`` (a group run without a sub-command) is the group's help, which typer has
+    already printed; click's text, if any, is shown as click shows it."""
+    code = getattr(exc, "exit_code", 2)
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        if exc.format_message().strip():
+            exc.show()
+        return code
+    from hnplan.cli._app import err_console, escape
+
+    err_console.print(f"[bold red]error:[/] {escape(usage_error_text(exc))}", highlight=False, markup=True)
+    return code
+
+
+#: the key of click's ``Context.meta`` (shared by a context and its sub-commands') under which
+#: :class:`~hnplan.cli._app.LazyGroup` keeps the arguments as typed
+TYPED_ARGS = "hnplan.typed_args"
+
+
+def typed_value(exc) -> str | None:
+    """The value the user typed for the option a click ``BadParameter`` refused (``abc`` of ``--gpus abc`` or
+    ``--gpus=abc``; the last one given, the one click keeps), or ``None``: another error, an option given
+    several times on purpose (``multiple``), or no typed arguments kept.
+
+    >>> from types import SimpleNamespace as NS
+    >>> gpus = NS(opts=["--gpus"], param_type_name="option", multiple=False)
+    >>> ctx = NS(meta={TYPED_ARGS: ["train", "--gpus", "8", "--gpus=abc"]})
+    >>> class BadParameter(Exception): ...
+    >>> exc = BadParameter(); exc.param, exc.ctx = gpus, ctx
+    >>> typed_value(exc)
+    'abc'
+    """
+    param, ctx = getattr(exc, "param", None), getattr(exc, "ctx", None)
+    if type(exc).__name__ != "BadParameter" or param is None or ctx is None:
+        return None
+    if getattr(param, "param_type_name", "") != "option" or getattr(param, "multiple", False):
+        return None
+    args = getattr(ctx, "meta", {}).get(TYPED_ARGS) or []
+    value = None
+    for i, token in enumerate(args):
+        if token == "--":
+            break
+        for opt in getattr(param, "opts", None) or []:
+            if token == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif token.startswith(opt + "="):
+                value = token[len(opt) + 1 :]
+    return value

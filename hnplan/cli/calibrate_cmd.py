@@ -35,6 +35,11 @@ def _flag_named(paths: dict[str, str | None]):
         raise type(exc)(f"{flag}: {text}") from None
 
 
+#: where the calibrated files go without --out (the folder is made): one folder for the stack file and, with a
+#: sweep, the system and fabric files beside it, not the current folder
+DEFAULT_FOLDER = "calibration"
+
+
 @app.command()
 def calibrate(
     runs: str = typer.Option(
@@ -51,14 +56,21 @@ def calibrate(
         help="nccl-tests sweep CSV (op, gpus, size_bytes, busbw_GBps or time_us[, algorithm, system]) as "
         "docs/examples/nccl_tests.csv: fits the fabrics' bandwidth efficiency first",
     ),
-    out: str = typer.Option(None, "--out", help="stack YAML to write; default ./<stack>-calibrated.yaml"),
+    out: str = typer.Option(
+        None,
+        "--out",
+        help=f"stack YAML to write; default {DEFAULT_FOLDER}/<stack>-calibrated.yaml. With --collectives the "
+        "calibrated system and fabric YAMLs are written beside it. A file there that an earlier calibrate run did "
+        "not write for the same path is never replaced (exit 2)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Fit a stack's GEMM efficiency and overlap to measured runs; print each run's leave-one-out error.
 
     Only the efficiencies the runs identify are fitted (at most one per run); the answer says which were
     kept and why. Writes the calibrated stack YAML (with provenance) for `hnplan train --stack`, and
-    with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency.
+    with --collectives a system YAML whose fabrics carry the measured bandwidth efficiency, by default all
+    under ./calibration/; each file written is listed, and one that replaced an earlier run's is said.
     """
     with handle_errors():
         from hnplan.catalog.checks import check_refs
@@ -68,8 +80,14 @@ def calibrate(
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
             cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)
-        with _flag_named({"--out": out}):
-            written = write_calibration(cal, out)
+        from pathlib import Path
+
+        target = Path(out) if out is not None else Path(DEFAULT_FOLDER) / f"{cal.calibrated.id}.yaml"
+        there = {p.resolve() for p in target.parent.glob("*.yaml")} if target.parent.is_dir() else set()
+        with _flag_named({"--out": str(target.resolve()) if out is not None else None}):
+            written = write_calibration(cal, target)
+        files = [written["stack"], *written.get("systems", []), *written.get("interconnects", [])]
+        written = {**written, "replaced": [f for f in files if Path(f) in there]}
         if json_:
             print_json({**cal.to_dict(), "written": written})
             return
@@ -132,7 +150,18 @@ def calibrate(
         use = f"hnplan train --stack {written['stack']}"
         if written.get("systems"):
             use += f" --system {written['systems'][0]}"
-        console.print(
-            f"wrote {', '.join([written['stack'], *written.get('systems', []), *written.get('interconnects', [])])}"
-        )
+        console.print(f"wrote {', '.join(_relative(f) for f in files)}")
+        if written["replaced"]:
+            said = ", ".join(_relative(f) for f in written["replaced"])
+            console.print(f"replaced the files an earlier calibration wrote for the same stack file: {said}")
         console.print(f"use: {use} ...")
+
+
+def _relative(path: str) -> str:
+    """``path`` relative to the current folder where it lies under it (``calibration/x.yaml``), else as is."""
+    from pathlib import Path
+
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path

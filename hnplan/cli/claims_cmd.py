@@ -29,15 +29,22 @@ def claims(
     json_: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim"),
 ):
     """Audit every numeric claim of the seed documents: the experiment, the verdict computed from the
-    planners' numbers (holds / does not hold / holds under conditions / not testable / undecided) and its condition."""
+    planners' numbers (holds / does not hold / holds under conditions / not testable / undecided) and its condition.
+
+    Each grid point's best plan is kept in an on-disk cache while the catalog and the code are unchanged
+    ($XDG_CACHE_HOME/hnplan, else ~/.cache/hnplan); HNPLAN_NO_CACHE=1 plans every point again."""
     with handle_errors():
         from hnplan.errors import InputError
         from hnplan.planning.claims import audit, claim_ids
 
         if only:
+            ids = ", ".join(claim_ids())
+            if any(not c.strip() for c in only):  # --only "" (an unset shell variable)
+                raise InputError(f"--only needs a claim id; got an empty one; ids: {ids}")
             unknown = sorted(set(only) - set(claim_ids()))
             if unknown:
-                raise InputError(f"unknown claim id(s) {', '.join(unknown)}; ids: {', '.join(claim_ids())}")
+                s = "s" if len(unknown) > 1 else ""
+                raise InputError(f"--only: unknown claim id{s} {', '.join(map(repr, unknown))}; ids: {ids}")
         result = audit(only=only or None)
         if json_:
             print_json([c.as_dict() for c in result])

@@ -12,6 +12,9 @@ from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_er
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
 #: schemas (tests/test_cli_compare.py checks they agree)
 MAX_TRAINING_TOKENS = 1e18
+#: hnplan.planning.training.TRAIN_DTYPES, written out so that a call whose designs' plans are cached does not import
+#: the training planner (tests/test_cli_compare.py checks they agree)
+TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 #: the scenario whose design comparison gives the defaults of --systems, --seq-len and --global-batch-tokens
 DEFAULT_SCENARIO = "default"
 _NOTEBOOK = "design_comparison"
@@ -60,7 +63,8 @@ def compare(
         True,
         "--trust/--no-trust",
         help="say how far to trust the comparison (plans every published run on the designs' accelerators, "
-        "about 0.7 s the first time, then read from a cache; HNPLAN_NO_CACHE=1: plan them every time); "
+        "about 0.6 s the first time, then read from a cache, as the designs' best plans are; HNPLAN_NO_CACHE=1: "
+        "plan them every time); "
         "--no-trust: the table and the verdict only",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -78,7 +82,6 @@ def compare(
     from hnplan.catalog.checks import check_refs
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import compare_training_designs, trust_notes, verdict
-    from hnplan.planning.training import TRAIN_DTYPES
     from hnplan.units import format_count
 
     with handle_errors():

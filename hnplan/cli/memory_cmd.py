@@ -29,6 +29,9 @@ def memory(
     pp: int = typer.Option(1, "--pp", min=1, help="pipeline-parallel degree"),
     dp: int = typer.Option(1, "--dp", min=1, help="data-parallel degree"),
     ep: int = typer.Option(1, "--ep", min=1, help="expert-parallel degree"),
+    etp: int = typer.Option(
+        None, "--etp", min=1, help="expert tensor-parallel degree (default tp; 1 folds EP over the TP ranks)"
+    ),
     cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
     microbatch_size: int = typer.Option(1, "--microbatch-size", min=1, help="sequences per micro-batch"),
     num_microbatches: int = typer.Option(None, "--num-microbatches", min=1, help="micro-batches per step (default pp)"),
@@ -104,6 +107,7 @@ def memory(
             gpu_memory_utilization=gpu_memory_utilization,
             kv_budget_gib=kv_budget_gib,
             stack=stack,
+            etp=etp,
         )
         if json_:
             print_json(d)

@@ -19,7 +19,15 @@ def train(
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree"),
     dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),
     cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
-    ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree, divides dp x cp (default 1)"),
+    ep: int = typer.Option(
+        None, "--ep", min=1, help="expert-parallel degree; ep x etp divides tp x cp x dp (default 1)"
+    ),
+    etp: int = typer.Option(
+        None,
+        "--etp",
+        min=1,
+        help="expert tensor-parallel degree (default tp; 1 folds EP over the TP ranks)",
+    ),
     global_batch_tokens: int = typer.Option(
         None,
         "--global-batch-tokens",
@@ -117,6 +125,7 @@ def train(
             dp=dp,
             cp=cp,
             ep=ep,
+            etp=etp,
             microbatch_size=microbatch_size,
             virtual_stages=virtual_stages,
             recompute=recompute,
@@ -149,11 +158,11 @@ def train(
             "provenance": job.provenance,
             "matmul_efficiency_from": job.provenance["matmul_efficiency"],
         }
-        # everything given (CP and EP default to 1, virtual stages to 1 at PP 1, the only count one stage
+        # everything given (CP and EP default to 1, ETP to TP, virtual stages to 1 at PP 1, the only count one stage
         # takes): evaluate that plan; otherwise search the rest
         if pp == 1 and virtual_stages is None:
             given["virtual_stages"] = knobs["virtual_stages"] = 1
-        all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep"))
+        all_given = all(v is not None for k, v in knobs.items() if k not in ("cp", "ep", "etp"))
         if all_given:
             ests = [estimate_plan(job, ParallelPlan(**{**dict(cp=1, ep=1), **given}))]
             searched = feasible = None
@@ -187,7 +196,9 @@ def train(
                 ),
                 (
                     "plan",
-                    f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}, {p['num_microbatches']} "
+                    f"TP {p['tp']} PP {p['pp']} DP {p['dp']} CP {p['cp']} EP {p['ep']}"
+                    + (f" ETP {p['etp']}" if p["ep"] > 1 and p["etp"] != p["tp"] else "")
+                    + f", {p['num_microbatches']} "
                     f"micro-batch{'es' * (p['num_microbatches'] != 1)} of {p['microbatch_size']} "
                     f"sequence{'s' * (p['microbatch_size'] != 1)}, virtual stages {p['virtual_stages']}, "
                     f"ZeRO {p['zero_stage']}, "

@@ -14,7 +14,13 @@ launch, is not counted). Kernels per operator row of :mod:`hnplan.compute.operat
 
 * the routed-expert GEMMs and their quantisation under ``expert_gemm_launch: per_expert``: one per local expert
   (Transformer Engine ``GroupedLinear`` runs ``general_grouped_gemm``, one cuBLAS GEMM per expert on a few
-  streams, and quantises each expert's split on its own);
+  streams, and quantises each expert's split on its own), except the input and output-gradient splits under
+  per-tensor delayed scaling where the GEMMs need transposed copies (Hopper) and the cast-transpose is fused:
+  ``split_quantize`` then runs Transformer Engine's fused multi-tensor cast-transpose, one kernel per
+  :data:`MULTI_CAST_TRANSPOSE_TENSORS` splits (``transformer_engine/pytorch/csrc/extensions/cast.cpp``,
+  ``multi_tensor_quantize_impl``: the fused path for ``Float8Quantizer`` outputs with row- and column-wise
+  data, every other quantiser one kernel per split; ``transformer_engine/common/transpose/
+  multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64`` tensors in one launch's arguments);
 * eager norm and rotary chains (``norm_kernel`` / ``rope_kernel: eager``): :data:`EAGER_CHAIN_KERNELS`;
 * the router and the dispatcher's preprocess of an MoE layer, whose element-wise chain hnplan times as one row
   or not at all: :data:`ROUTER_PREPROCESS_KERNELS` per pass (forward; the backward assumed the same).
@@ -36,6 +42,8 @@ Assumptions (labelled, not measured): a sync costs :data:`SYNC_LATENCY_S` plus o
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hnplan import units
@@ -55,6 +63,10 @@ EAGER_CHAIN_KERNELS = {"norm": 8.0, "rope": 10.0}
 ROUTER_PREPROCESS_KERNELS = {"alltoall": 31.0, "flex": 17.0}
 GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
 _ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")
+#: tensors one launch of Transformer Engine's fused multi-tensor fp8 cast-transpose takes
+#: (``transformer_engine/common/transpose/multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64``, its
+#: arguments kept under the 4 KB kernel-parameter limit)
+MULTI_CAST_TRANSPOSE_TENSORS = 64
 
 
 def graph_scope(name: str, part_scope: str) -> str | None:
@@ -83,15 +95,27 @@ def graph_scope(name: str, part_scope: str) -> str | None:
     return "attn"
 
 
-def kernels_per_row(name: str, part_scope: str, kind: str, groups: float, ch: StackChoices) -> float:
-    """Kernels one operator row launches per occurrence (module docstring) [-].
+def kernels_per_row(
+    name: str, part_scope: str, kind: str, groups: float, ch: StackChoices, multi_cast_transpose: bool = False
+) -> float:
+    """Kernels one operator row launches per occurrence (module docstring) [-]. ``multi_cast_transpose``: the
+    routed experts' fp8 input and output-gradient splits are quantised by the fused multi-tensor cast-transpose
+    (per-tensor delayed scaling with transposed copies and the cast-transpose fused; the caller knows the chip).
 
     >>> kernels_per_row("expert_up", "moe-layer", "gemm", 16.0, StackChoices())
     16.0
     >>> kernels_per_row("attn_norm", "dense-layer", "elementwise", 1.0, StackChoices(norm_kernel="eager"))
     8.0
+
+    128 local experts (Qwen3-235B-A22B at EP 1): their input splits in 128 cast kernels, or in
+    ``ceil(128 / 64) = 2`` fused launches:
+
+    >>> [kernels_per_row("expert_up_x_fp8", "moe-layer", "elementwise", 128.0, StackChoices(), f) for f in (0, 1)]
+    [128.0, 2.0]
     """
     if ch.expert_gemm_launch == "per_expert" and name.startswith(("expert_up", "expert_down")):
+        if multi_cast_transpose and kind != "gemm" and name.endswith(("_x_fp8", "_dy_fp8")):
+            return float(math.ceil(max(groups, 1.0) / MULTI_CAST_TRANSPOSE_TENSORS))
         return float(max(groups, 1.0))
     if name.endswith("_norm") and kind == "elementwise" and ch.norm_kernel == "eager":
         return EAGER_CHAIN_KERNELS["norm"]
@@ -107,12 +131,19 @@ def captured(scope: str | None, ch: StackChoices) -> bool:
     return "full_iteration" in scopes or (scope is not None and scope in scopes)
 
 
-def row_host_s(rows: list, ch: StackChoices, local_experts: float = 1.0, memo: dict | None = None) -> np.ndarray:
+def row_host_s(
+    rows: list,
+    ch: StackChoices,
+    local_experts: float = 1.0,
+    memo: dict | None = None,
+    multi_cast_transpose: bool = False,
+) -> np.ndarray:
     """Host time of each raw operator row (name, scope, kind, phase, ..., groups) per occurrence [s].
 
     ``local_experts``: routed experts on the rank, for the expert quantisation rows (which carry no groups).
     Evaluated once per distinct (name, scope, kind, groups, local_experts), a few dozen per model; ``memo``: a
-    dict to share those between calls with the same ``ch``.
+    dict to share those between calls with the same ``ch`` and ``multi_cast_transpose``
+    (:func:`kernels_per_row`).
     """
     memo = {} if memo is None else memo
     launch_s = units.us_to_s(ch.kernel_launch_us)
@@ -120,7 +151,8 @@ def row_host_s(rows: list, ch: StackChoices, local_experts: float = 1.0, memo: d
     def one(name, scope, kind, groups) -> float:
         if captured(graph_scope(name, scope), ch):
             return 0.0
-        return kernels_per_row(name, scope, kind, groups if kind == "gemm" else local_experts, ch) * launch_s
+        per = groups if kind == "gemm" else local_experts
+        return kernels_per_row(name, scope, kind, per, ch, multi_cast_transpose) * launch_s
 
     out = []
     for r in rows:

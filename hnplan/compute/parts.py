@@ -101,7 +101,7 @@ def training_part_times(
     InputError
         As :func:`hnplan.compute.operator_table` for a shape (tp not dividing the heads, ...).
     """
-    cols = ["microbatch_size", "tp", "cp", "ep"]
+    cols = ["microbatch_size", "tp", "cp", "ep"] + (["etp"] if "etp" in shapes else [])
     shp = list(zip(*(shapes[k].to_numpy().astype(np.int64).tolist() for k in cols)))
     names, table = part_time_table(model, acc, shp, seq_len, dtype, attention, sequence_parallel, stack)
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
@@ -112,21 +112,27 @@ def training_part_times(
 def part_time_table(
     model: Model,
     acc: Accelerator,
-    shp: list[tuple[int, int, int, int]],
+    shp: list[tuple[int, ...]],
     seq_len: int,
     dtype: str = "bf16",
     attention: str = "flash",
     sequence_parallel: bool = True,
     stack: StackChoices | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """:func:`training_part_times` for a list of ``(microbatch_size, tp, cp, ep)`` integer tuples, without
+    """:func:`training_part_times` for a list of ``(microbatch_size, tp, cp, ep[, etp])`` integer tuples, without
     the frames (the planner's path): the column names and the ``[shape, column]`` float array [s].
+
+    ``etp`` (default ``tp``) is the expert layers' tensor parallelism: the routed experts of a rank run the
+    ``b s / cp x etp / tp`` tokens of its expert-TP group through ``1 / etp`` of each expert (``etp = tp``:
+    the TP group's tokens through ``1 / tp``; ``etp = 1``, MoE parallel folding, arXiv:2504.14960: the
+    rank's own sequence-parallel tokens through whole experts; the same FLOPs, other GEMM shapes).
 
     Raises
     ------
     InputError
         As :func:`training_part_times`.
     """
+    shp = [s if len(s) > 4 else (*s, s[1]) for s in shp]  # etp defaults to tp
     _check_shapes(model, shp, seq_len, dtype, attention)
     kw = dict(attention=attention, sequence_parallel=sequence_parallel, acc=acc, stack=stack)
     moe = model.moe is not None and model.moe.first_dense_layers < model.layers
@@ -151,17 +157,21 @@ def part_time_table(
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
             r = [x for x in r if x[0] not in routed]
         shared.append((r, owners, 1.0))
-    # the routed experts' rows depend on the shape through the tokens of a CP rank, tp and ep: once each
-    routed_key = {(mb * seq_len / cp, tp, ep): (mb, cp) for mb, tp, cp, ep in shp}
+
+    # the routed experts' rows depend on the shape through the tokens of an expert-TP group, etp and ep: once each
+    def routed(mb, tp, cp, ep, etp):
+        return (mb * seq_len / cp if etp == tp else mb * seq_len / cp * etp / tp), etp, ep
+
+    routed_key = {routed(*s): s for s in shp}
     routed_index = {k: i for i, k in enumerate(routed_key)}
-    routed_of = np.array([routed_index[mb * seq_len / cp, tp, ep] for mb, tp, cp, ep in shp], dtype=np.int64)
+    routed_of = np.array([routed_index[routed(*s)] for s in shp], dtype=np.int64)
     experts = []
     if moe:
         keys = list(routed_key)
         for _, owners in _groups(keys, lambda k: 0, by_tp).items():
             tokens = np.array([keys[i][0] for i in owners])
-            tp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
-            r = _expert_rows(model, tokens, 1, tp, 1, ep, dtype, sequence_parallel, acc, kn)
+            etp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
+            r = _expert_rows(model, tokens, 1, etp, 1, ep, dtype, sequence_parallel, acc, kn)
             experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
     per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
@@ -188,12 +198,12 @@ def _groups(keys: list, split, by_tp: bool) -> dict:
 
 
 def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
-    """:func:`hnplan.compute.operators._check` of every ``(micro-batch, tp, cp, ep)`` shape: the choices
+    """:func:`hnplan.compute.operators._check` of every ``(micro-batch, tp, cp, ep, etp)`` shape: the choices
     once, the degrees of all shapes at once (the first shape that breaks a rule raises its error)."""
     if not shapes:
         return
-    mb, tp, cp, ep = (np.array(x) for x in zip(*shapes))
-    ok = np.minimum.reduce([mb, tp, cp, ep]) >= 1
+    mb, tp, cp, ep, etp = (np.array(x) for x in zip(*shapes))
+    ok = np.minimum.reduce([mb, tp, cp, ep, etp]) >= 1
     ok &= np.logical_and.reduce(np.broadcast_arrays(*split_rules(model, tp, 1, ep, training=False).values()))
     first = shapes[int(np.argmin(ok))] if not ok.all() else shapes[0]
     _check(model, "train", first[0], seq_len, 0, first[1], first[2], first[3], dtype, "full", "executed", attention)
@@ -242,7 +252,14 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
         return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols)
-    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch)
+    # the routed experts' fp8 splits in Transformer Engine's fused multi-tensor cast-transpose (host.py)
+    multi = (
+        ch is not None
+        and ch.fp8_recipe == "delayed"
+        and ch.fp8_cast_transpose_fusion
+        and needs_transpose(acc, "delayed")
+    )
+    host = np.zeros(len(t)) if ch is None else _host_s(blocks, cols, ch, multi)
     # a row's kernel runs ``count`` times in one occurrence of its part (a ring's off-diagonal steps)
     t, host = t * cols["count"], host * cols["count"]
     name, scope, kind, phase = (cols[f] for f in ("name", "scope", "kind", "phase"))
@@ -282,7 +299,7 @@ def _wide(x) -> bool:
     return isinstance(x, np.ndarray) and x.ndim > 0
 
 
-def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
+def _host_s(blocks, cols: dict, ch: StackChoices, multi_cast_transpose: bool = False) -> np.ndarray:
     """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns` (each row over its block's
     owners, row by row): once per distinct (name, scope, kind, groups of a GEMM or the local experts of another
     row), a few dozen; a row whose number is the same for all its owners is repeated over them."""
@@ -291,7 +308,8 @@ def _host_s(blocks, cols: dict, ch: StackChoices) -> np.ndarray:
     def one(r, per: float, local: float) -> float:
         key = (r[0], r[1], r[2], per, local)
         if key not in memo:
-            memo[key] = float(row_host_s([(r[0], r[1], r[2], *[0.0] * 7, per)], ch, local)[0])
+            row = [(r[0], r[1], r[2], *[0.0] * 7, per)]
+            memo[key] = float(row_host_s(row, ch, local, multi_cast_transpose=multi_cast_transpose)[0])
         return memo[key]
 
     values, reps = [], []

@@ -287,6 +287,7 @@ def stage_params(
     stage: str = "first",
     balanced: bool = False,
     mtp_embedding: bool = True,
+    etp: int | None = None,
 ) -> StageParams:
     """Parameters on one accelerator of the first or last pipeline stage [parameters].
 
@@ -295,8 +296,10 @@ def stage_params(
     norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
     Megatron-LM does. A model's multi-token-prediction modules sit on the last stage: one more layer
     each plus :func:`hnplan.memory.recompute.mtp_extra_params` ([6]_). Everything is split over ``tp``
-    (vocabulary-parallel embeddings); routed experts over ``tp x ep`` (shared experts and the router are
-    whole on every expert-parallel rank). ``mtp_embedding=False``: the MTP
+    (vocabulary-parallel embeddings); routed experts over ``etp x ep`` (``etp``, the expert
+    tensor-parallel degree, defaults to ``tp`` as in Megatron-Core; ``etp = 1`` keeps each expert whole,
+    MoE parallel folding, Liu et al. 2025, arXiv:2504.14960; shared experts and the router are whole on
+    every expert-parallel rank). ``mtp_embedding=False``: the MTP
     modules share an embedding the rank already holds (DualPipe puts the first and the last stage on one
     rank and the MTP module shares the main model's embedding and output head there, [6]_ Sec. 3.2.3), so
     no copy is added.
@@ -330,7 +333,9 @@ def stage_params(
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
-    return StageParams(dense=dense / tp, expert=expert / (tp * ep), layers=len(rng), moe_layers=moe)
+    return StageParams(
+        dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe
+    )
 
 
 def model_state_bytes_per_gpu(
@@ -344,18 +349,22 @@ def model_state_bytes_per_gpu(
     cp: int = 1,
     stage: str = "first",
     balanced: bool = False,
+    etp: int | None = None,
 ):
     """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes].
 
     Non-expert parameters of the stage (:func:`stage_params`) are sharded by ZeRO over the
     data-parallel group ``dp x cp`` (Megatron-LM reduces gradients over data and context parallel
-    ranks together); routed-expert parameters over their own data-parallel group ``dp x cp / ep``.
+    ranks together); routed-expert parameters over their own data-parallel group
+    ``tp x cp x dp / (etp x ep)`` (:func:`expert_dp`; ``dp x cp / ep`` at the default ``etp = tp``).
 
     Parameters
     ----------
     model : Model
     tp, pp, dp, ep, cp : int
         Tensor, pipeline, data, expert and context parallel degrees.
+    etp : int, optional
+        Expert tensor-parallel degree (default ``tp``).
     zero : {0, 1, 2, 3}
     recipe : str or StateAccounting
         Accounting name in :data:`ACCOUNTINGS`, or a stack's (:func:`stack_accounting`).
@@ -373,9 +382,9 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage, balanced)
+    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
     dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
-    expert = zero_model_state_bytes(sp.expert, max(1, dp * cp // ep), zero, recipe)
+    expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
     return tuple(d + e for d, e in zip(dense, expert))
 
 
@@ -391,17 +400,20 @@ def model_state_table(
     stage: str = "first",
     balanced: bool = False,
     mtp_embedding: bool = True,
+    etp=None,
 ) -> tuple:
     """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element).
 
     The stage's parameters (:func:`stage_params`) are counted once per distinct ``pp`` and split over
-    ``tp`` (and ``tp x ep`` for routed experts) as arrays; ZeRO shards them as
+    ``tp`` (and ``etp x ep`` for routed experts) as arrays; ZeRO shards them as
     :func:`zero_model_state_bytes` does.
 
     Parameters
     ----------
     tp, pp, dp, ep, zero, cp : array of int
         One entry per plan (broadcast together).
+    etp : array of int, optional
+        Expert tensor-parallel degrees (default ``tp``).
 
     Returns
     -------
@@ -413,7 +425,10 @@ def model_state_table(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    tp, pp, dp, ep, zero, cp = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64) for x in (tp, pp, dp, ep, zero, cp)))
+    etp = tp if etp is None else etp
+    tp, pp, dp, ep, zero, cp, etp = np.broadcast_arrays(
+        *(np.asarray(x, dtype=np.int64) for x in (tp, pp, dp, ep, zero, cp, etp))
+    )
     for z in np.unique(zero):
         check_choice("zero stage", int(z), ZERO_STAGES)
     a = accounting(recipe)
@@ -421,7 +436,8 @@ def model_state_table(
     inv = inv.reshape(pp.shape)
     per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
     dense = np.array([s.dense for s in per_pp])[inv] / tp
-    expert = np.array([s.expert for s in per_pp])[inv] / (tp * ep)
+    expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
     for bytes_per_param, sharded in (
         (a.weight_bytes, zero >= 3),
@@ -429,6 +445,26 @@ def model_state_table(
         (a.optimizer_bytes, zero >= 1),
     ):
         d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
-        e = bytes_per_param * expert / np.where(sharded, np.maximum(1, dp * cp // ep), 1)
+        e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
     return tuple(out)
+
+
+def expert_dp(tp, dp, cp, ep, etp=None):
+    """Ranks of the routed experts' data-parallel group: ``tp x cp x dp / (etp x ep)``, at least 1.
+
+    Megatron-Core builds the expert layers' groups from the same ranks as the dense layers' TP x CP x DP
+    of a pipeline stage (``parallel_state.initialize_model_parallel``, its expert ``RankGenerator``
+    of order ``tp-ep-dp-pp``): ``etp x ep x expert-dp = tp x cp x dp`` (MoE parallel folding, Liu et al.
+    2025, arXiv:2504.14960, Sec. 3). ``etp`` defaults to ``tp`` (Megatron-Core's default), which gives
+    ``dp x cp / ep``.
+
+    >>> int(expert_dp(2, 16, 1, 32, 1))   # Qwen3-235B-A22B, TP2 DP16 EP32 ETP1: 32 / 32
+    1
+    >>> int(expert_dp(4, 8, 1, 8))        # ETP = TP 4: dp x cp / ep = 8 / 8
+    1
+    >>> int(expert_dp(4, 8, 1, 8, 1))     # ETP 1: 4 x 8 / 8
+    4
+    """
+    etp = tp if etp is None else etp
+    return np.maximum(1, (np.asarray(tp) * np.asarray(cp) * np.asarray(dp)) // (np.asarray(etp) * np.asarray(ep)))

@@ -131,7 +131,8 @@ def training_memory_table(
     ----------
     model : Model
     plans : DataFrame
-        Columns :data:`PLAN_COLUMNS`, one row per plan (``num_microbatches``: micro-batches per step).
+        Columns :data:`PLAN_COLUMNS`, one row per plan (``num_microbatches``: micro-batches per step),
+        and optionally ``etp``, the expert tensor-parallel degree (default ``tp``).
     seq_len : int
         [tokens]
     recipe : str or StateAccounting
@@ -171,13 +172,17 @@ def training_memory_table(
         else:
             o = [np.zeros(len(u)), np.zeros(len(u))]
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
+        etp = column(u, "etp") if has_etp else None
         for stage in ("first", "last"):
-            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced))
+            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
-            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False))
+            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False, etp=etp))
         return o
 
-    o_fixed, o_slope, *states = on_distinct(df, ["tp", "pp", "dp", "cp", "ep", "zero_stage"], per_layout)
+    # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
+    has_etp = "etp" in df  # a DataFrame (its columns) or Columns
+    layout = ["tp", "pp", "dp", "cp", "ep", "zero_stage"] + (["etp"] if has_etp else [])
+    o_fixed, o_slope, *states = on_distinct(df, layout, per_layout)
     act_kw = dict(
         sequence_parallel=sequence_parallel,
         flash_attention=flash_attention,
@@ -243,6 +248,7 @@ def training_memory(
     num_microbatches: int | None = None,
     flash_attention: bool = True,
     *,
+    etp: int | None = None,
     virtual_stages: int = 1,
     recipe: str | StateAccounting = "zero-paper",
     sequence_parallel: bool = True,
@@ -273,7 +279,10 @@ def training_memory(
     microbatch : int
         Sequences per micro-batch.
     tp, pp, dp, cp, ep : int
-        Parallel degrees (``ep`` divides ``dp x cp``).
+        Parallel degrees (``ep x etp`` divides ``tp x cp x dp``).
+    etp : int, optional
+        Expert tensor-parallel degree (default ``tp``, Megatron-Core's; ``1`` keeps each expert whole:
+        MoE parallel folding, :func:`hnplan.memory.states.expert_dp`).
     zero : {0, 1, 2, 3}
     recompute : {"none", "selective", "full"}
     num_microbatches : int, optional
@@ -313,10 +322,13 @@ def training_memory(
     InputError
         For an unknown ZeRO stage, recompute mode or accounting.
     PlanRuleError
-        When ``ep`` does not divide ``dp x cp`` (an :class:`hnplan.errors.InfeasiblePlan`).
+        When ``ep x etp`` does not divide ``tp x cp x dp`` (an :class:`hnplan.errors.InfeasiblePlan`).
     """
-    if ep > 1 and (dp * cp) % ep:
-        raise PlanRuleError(f"expert parallel degree {ep} does not divide dp x cp = {dp * cp}")
+    etp = tp if etp is None else etp
+    if (tp * cp * dp) % (ep * etp):
+        raise PlanRuleError(
+            f"expert parallel x expert tensor parallel {ep} x {etp} does not divide tp x cp x dp = {tp * cp * dp}"
+        )
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
     plan = pd.DataFrame(
@@ -327,6 +339,7 @@ def training_memory(
                 dp=dp,
                 cp=cp,
                 ep=ep,
+                etp=etp,
                 microbatch_size=microbatch,
                 num_microbatches=pp if num_microbatches is None else num_microbatches,
                 virtual_stages=virtual_stages,

@@ -86,8 +86,10 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
     Raises
     ------
     InputError
-        If a network file of that name exists and was written for another stack file (or not by
-        hnplan calibrate), or if a written file does not read back as a valid catalog entry.
+        If the stack file exists and was not written by hnplan calibrate for that path, if a network file
+        of that name exists and was written for another stack file (or not by hnplan calibrate), or if a
+        written file does not read back as a valid catalog entry. Nothing is written then (the checks come
+        first). A file an earlier calibration wrote for the same stack file is replaced.
     OSError
         If the folder cannot be written.
     """
@@ -99,6 +101,11 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
     sys_ids = dict.fromkeys(sys_id for (sys_id, _), _ in fitted)
     plan = [path.parent / f"{comm.fabrics[k]}-{k[0]}-{tag}.yaml" for k, _ in fitted] if comm else []
     plan += [path.parent / f"{s}-{tag}.yaml" for s in sys_ids]
+    if _owner(path) not in (None, str(path)):  # the user's own file (or a calibration written elsewhere)
+        raise InputError(
+            f"{path}: a file not written by hnplan calibrate for this path is there; not overwriting it "
+            "(give --out another file, or remove it)"
+        )
     for target in plan:  # before anything is written
         _check_free(target, path)
     header = f"{HEADER} on {cal.date}{_FOR}{path}; use: hnplan train --stack {path}"

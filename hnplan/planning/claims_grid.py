@@ -1,6 +1,7 @@
 """Claims audit, the shared pieces of the planner-based experiments (:mod:`hnplan.planning.claims_training`):
 the designs they compare (the same-chip baseline, a NIC rate, the 10T stand-in model), one planner call per
-grid point (:func:`plan_point`, cached per model, design and GPU count) and its grids, and a claim from a
+grid point (:func:`plan_point`, cached per model, design and GPU count, in memory and on disk by
+:func:`hnplan.planning.prediction_cache.cached_point`) and its grids, and a claim from a
 grid of points (:func:`_claim`).
 
 Every point is planned with :func:`hnplan.planning.training.best_plan` (each design its own fastest plan
@@ -19,7 +20,7 @@ from hnplan.catalog.schemas import Model, System
 from hnplan.compute import param_counts
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, decide, seed_files, verdict_points
-from hnplan.planning.training import best_plan
+from hnplan.planning.prediction_cache import cached_point, point_digest
 
 COMM_PARTS = {
     "tp_comm_exposed": "tp",
@@ -84,58 +85,66 @@ def standin_10t(cat: Catalog) -> Model:
 
 # -- planner calls ---------------------------------------------------------------------------------
 def plan_point(cat: Catalog, model, system, gpus: int, s: AuditSetup) -> dict:
-    """Best plan of one grid point, summarised (cached): step time, tokens/s, MFU, compute and exposed
+    """Best plan of one grid point, summarised (cached in this process and on disk, under the catalog's and the
+    code's hashes: :func:`hnplan.planning.prediction_cache.cached_point`): step time, tokens/s, MFU, compute and exposed
     communication seconds, their shares, the cross-node (outside the scale-up domain) share and the plan.
     NaN metrics when no plan divides or fits."""
     model, system = cat.model(model), cat.system(system)
     key = (str(cat.root), model.id, system.id, int(gpus), s.seq_len, s.seqs_per_gpu, s.dtype)
     if key not in _CACHE:
-        row = {"model": model.id, "params": float(param_counts(model).total), "system": system.id, "gpus": int(gpus)}
-        try:
-            (est,), _, _ = best_plan(
-                model, system, int(gpus), s.seq_len, int(gpus) * s.seqs_per_gpu, s.dtype, catalog=cat
-            )
-        except InfeasiblePlan:
-            est = None
-        if est is None:
-            row.update(
-                {
-                    k: np.nan
-                    for k in (
-                        "step_time_s",
-                        "tokens_per_s",
-                        "mfu",
-                        "compute_s",
-                        "comm_s",
-                        "scaleout_comm_s",
-                        "comm_share",
-                        "scaleout_share",
-                        "comm_to_compute",
-                    )
-                }
-            )
-            row["plan"] = "none fits"
-        else:
-            b = est.breakdown_s
-            comm = sum(b[k] for k in COMM_PARTS)
-            out = sum(b[k] for k, g in COMM_PARTS.items() if est.placement[g]["domains"] > 1)
-            p = est.plan
-            row.update(
-                step_time_s=est.step_time_s,
-                tokens_per_s=est.tokens_per_s,
-                mfu=est.mfu,
-                compute_s=b["compute"],
-                comm_s=comm,
-                scaleout_comm_s=out,
-                comm_share=comm / est.step_time_s,
-                scaleout_share=out / est.step_time_s,
-                comm_to_compute=comm / b["compute"],
-                plan=f"TP{p.tp} PP{p.pp} DP{p.dp}"
-                + (f" EP{p.ep}" if p.ep > 1 else "")
-                + f" ZeRO-{p.zero_stage} {p.recompute}",
-            )
+        digest = point_digest(model, system, int(gpus), s.seq_len, s.seqs_per_gpu, s.dtype)
+        row = cached_point(digest, cat, lambda: _plan_point_row(cat, model, system, int(gpus), s))
         _CACHE[key] = row
     return dict(_CACHE[key])
+
+
+def _plan_point_row(cat: Catalog, model: Model, system: System, gpus: int, s: AuditSetup) -> dict:
+    """:func:`plan_point`'s row, planned now (the training planner imported here: a cached point needs none)."""
+    from hnplan.planning.training import best_plan
+
+    row = {"model": model.id, "params": float(param_counts(model).total), "system": system.id, "gpus": int(gpus)}
+    try:
+        (est,), _, _ = best_plan(model, system, int(gpus), s.seq_len, int(gpus) * s.seqs_per_gpu, s.dtype, catalog=cat)
+    except InfeasiblePlan:
+        est = None
+    if est is None:
+        row.update(
+            {
+                k: np.nan
+                for k in (
+                    "step_time_s",
+                    "tokens_per_s",
+                    "mfu",
+                    "compute_s",
+                    "comm_s",
+                    "scaleout_comm_s",
+                    "comm_share",
+                    "scaleout_share",
+                    "comm_to_compute",
+                )
+            }
+        )
+        row["plan"] = "none fits"
+    else:
+        b = est.breakdown_s
+        comm = sum(b[k] for k in COMM_PARTS)
+        out = sum(b[k] for k, g in COMM_PARTS.items() if est.placement[g]["domains"] > 1)
+        p = est.plan
+        row.update(
+            step_time_s=est.step_time_s,
+            tokens_per_s=est.tokens_per_s,
+            mfu=est.mfu,
+            compute_s=b["compute"],
+            comm_s=comm,
+            scaleout_comm_s=out,
+            comm_share=comm / est.step_time_s,
+            scaleout_share=out / est.step_time_s,
+            comm_to_compute=comm / b["compute"],
+            plan=f"TP{p.tp} PP{p.pp} DP{p.dp}"
+            + (f" EP{p.ep}" if p.ep > 1 else "")
+            + f" ZeRO-{p.zero_stage} {p.recompute}",
+        )
+    return row
 
 
 def grid(cat: Catalog, s: AuditSetup, systems, models, gpus) -> pd.DataFrame:

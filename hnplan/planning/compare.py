@@ -9,10 +9,8 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning import trust
-from hnplan.planning.design import cost_or_gap
-from hnplan.planning.sizing_search import job_gpu_options
-from hnplan.planning.training import best_plan
+from hnplan.planning import prediction_cache, trust
+from hnplan.planning.design import cost_or_gap, job_gpu_options
 from hnplan.power import design_power, run_energy
 
 
@@ -62,7 +60,8 @@ def compare_training_designs(
         every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
         power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
         and energy assume no failures, as ``hnplan size --no-goodput``), plus the
-        step-time breakdown ``t_<part>_s``. A system with no feasible plan keeps its row with the
+        step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
+        than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
         in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
@@ -81,27 +80,17 @@ def compare_training_designs(
             row["dtype"] = run_dtype
         unit = system.unit_gpus
         bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
-        est, used = None, gpus
-        errors: list[HnplanError] = []
+        est: dict | None = None
+        used = gpus
+        errors: list[str] = []
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
         for g in (gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)):
-            try:
-                (e,), _, _ = best_plan(
-                    model,
-                    system,
-                    g,
-                    seq_len,
-                    global_batch_seqs,
-                    run_dtype,
-                    catalog=cat,
-                    stack=stack,
-                    overrides={"offload": offload},
-                )
-            except HnplanError as exc:
-                errors.append(exc)
+            e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload)
+            if "error" in e:
+                errors.append(e["error"])
                 continue
-            if est is None or e.tokens_per_s > est.tokens_per_s:
+            if est is None or e["tokens_per_s"] > est["tokens_per_s"]:
                 est, used = e, g
         if est is None:
             row["status"] = f"no plan: {errors[0]}"
@@ -118,20 +107,13 @@ def compare_training_designs(
         if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
             note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
             row["cost_note"] = f"n/a: {gap}"
-        seconds = tokens / est.tokens_per_s
-        p = est.plan
+        seconds = tokens / est["tokens_per_s"]
+        row.update({k: est[k] for k in _PLAN_KEYS})
         row.update(
-            tp=p.tp,
-            pp=p.pp,
-            dp=p.dp,
-            cp=p.cp,
-            ep=p.ep,
-            microbatch_size=p.microbatch_size,
-            recompute=p.recompute,
-            step_time_s=est.step_time_s,
-            tokens_per_s=est.tokens_per_s,
-            mfu=est.mfu,
-            memory_per_gpu_gib=units.to_GiB(est.memory_per_gpu_bytes),
+            step_time_s=est["step_time_s"],
+            tokens_per_s=est["tokens_per_s"],
+            mfu=est["mfu"],
+            memory_per_gpu_gib=units.to_GiB(est["memory_per_gpu_bytes"]),
             days=units.s_to_days(seconds),
             racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w),
@@ -149,7 +131,9 @@ def compare_training_designs(
             run_musd=run_usd / units.MEGA,
             usd_per_million_tokens=run_usd / tokens * units.MEGA,
         )
-        row.update({f"t_{k}_s": v for k, v in est.breakdown_s.items()})
+        row.update({f"t_{k}_s": v for k, v in est["breakdown_s"]})
+        # fp8/fp4 slower than bf16 on this design: why (bf16's plan does not fit, or the recipe's passes)
+        row["dtype_note"] = est.get("dtype_note", "")
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = {
@@ -172,6 +156,69 @@ def compare_training_designs(
     return df
 
 
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "recompute")
+
+
+def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str, stack, offload):
+    """The fastest plan of one design at ``gpus`` (:func:`hnplan.planning.training.best_plan`), as the numbers
+    :func:`compare_training_designs` reads: the plan's knobs, ``step_time_s, tokens_per_s, mfu,
+    memory_per_gpu_bytes`` and ``breakdown_s`` (pairs, in the estimate's order); ``{"error": message}`` when no
+    plan runs. Cached on disk (:func:`hnplan.planning.prediction_cache.cached_point`) under the model, system
+    and stack entries' fields, the job and the catalog's and code's hashes; a reference that does not resolve
+    is planned uncached, so that its error reads as ``best_plan`` gives it."""
+
+    def plan() -> dict:
+        from hnplan.planning.training import best_plan  # imported only to plan: a cached design needs none
+
+        try:
+            (e,), _, _ = best_plan(
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                dtype,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
+            )
+        except HnplanError as exc:
+            return {"error": str(exc)}
+        note = ""
+        if dtype != "bf16":  # why a low-precision plan is slower than bf16's, where it is
+            from hnplan.planning.dtype_gap import dtype_gap_note
+
+            note = dtype_gap_note(
+                model,
+                system,
+                gpus,
+                seq_len,
+                global_batch_seqs,
+                dtype,
+                e,
+                catalog=cat,
+                stack=stack,
+                overrides={"offload": offload},
+            )
+        p = e.plan
+        return {
+            **{k: getattr(p, k) for k in _PLAN_KEYS},
+            "step_time_s": e.step_time_s,
+            "tokens_per_s": e.tokens_per_s,
+            "mfu": e.mfu,
+            "memory_per_gpu_bytes": e.memory_per_gpu_bytes,
+            "breakdown_s": list(e.breakdown_s.items()),
+            "dtype_note": note,
+        }
+
+    try:
+        entries = (cat.model(model), system, None if stack is None else cat.stack(stack))
+    except HnplanError:
+        return prediction_cache.as_cached(plan())
+    digest = prediction_cache.point_digest("compare", *entries, gpus, seq_len, global_batch_seqs, dtype, offload)
+    return prediction_cache.cached_point(digest, cat, plan)
+
+
 def _peak(dense_tflops: dict, dtype: str) -> float:
     """Dense peak of ``dtype`` [TFLOP/s] (the catalog's dict is keyed by the Dtype literal)."""
     return float(dense_tflops[dtype])
@@ -184,6 +231,24 @@ SAME_GENERATION_PEAK_RATIO = 1.25
 
 def _name(row) -> str:
     return f"**{row['system']}**"
+
+
+def _per_gpu(fast, slow) -> tuple[float, str]:
+    """How many times as fast ``fast`` trains as ``slow`` per GPU, and the words that say so where the two train
+    on different GPU counts (whole racks and servers bought: 1,024 of 1,152 GPUs of 72-GPU racks against 1,152
+    on 8-GPU servers); ``(days ratio, "")`` where the counts agree or the table has none.
+
+    Per GPU the speed is tokens/s over GPUs, so the ratio is ``(days_slow x gpus_slow) / (days_fast x gpus_fast)``
+    (the job's tokens cancel). Divided by the ratio of the GPUs' dense peaks it is the ratio of MFUs.
+
+    >>> _per_gpu({"days": 20.0, "gpus": 1024}, {"days": 45.0, "gpus": 1152})
+    (2.53125, ', on 1,024 GPUs against 1,152: 2.53x the speed per GPU')
+    """
+    speed = slow["days"] / fast["days"]
+    if "gpus" not in fast or "gpus" not in slow or fast["gpus"] == slow["gpus"]:
+        return speed, ""
+    per_gpu = speed * slow["gpus"] / fast["gpus"]
+    return per_gpu, f", on {fast['gpus']:,} GPUs against {slow['gpus']:,}: {per_gpu:.2f}x the speed per GPU"
 
 
 def fabric_and_chip(df: pd.DataFrame) -> str:
@@ -216,16 +281,20 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
         sv = peers.loc[distance.idxmin()]
         speed = sv["days"] / sn["days"]
         chip = sn["peak_tflops"] / sv["peak_tflops"]
+        # like with like: where the designs train on different GPU counts, the fabric's part is per GPU
+        per_gpu, counts = _per_gpu(sn, sv)
         text = (
             f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days)"
+            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days{counts})"
         )
         if abs(chip - 1) > 0.02:
             text += (
                 f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
-                f"{sv['peak_tflops']:,.0f} TFLOP/s), so the fabric and the rest of the rack account for "
-                f"about {speed / chip:.2f}x"
+                f"{sv['peak_tflops']:,.0f} TFLOP/s), so {'per GPU ' if counts else ''}the fabric and the rest of "
+                f"the rack account for about {per_gpu / chip:.2f}x"
             )
+        elif counts:
+            text += f"; per GPU the fabric and the rest of the rack account for about {per_gpu:.2f}x"
         if "run_musd" in ok:
             text += (
                 f". The run costs {units.format_usd(sn['run_musd'] * units.MEGA)} on {sn['system']} against "
@@ -238,7 +307,8 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
             text = (
                 f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
                 f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
-                f"{old['days']:.1f} days) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x dense peak"
+                f"{old['days']:.1f} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
+                "dense peak"
             )
             if "run_musd" in ok:
                 text += (
@@ -255,14 +325,21 @@ def verdict(df: pd.DataFrame) -> str:
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
     if ok.empty:
         return "No design has a feasible plan for this job."
+    if len(ok) == 1:
+        return _only_design(ok.iloc[0], len(df))
     fast = ok.loc[ok["days"].idxmin()]
     priced = ok[ok["capex_musd"].notna()]
-    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU)"
+    on = f" on {fast['gpus']:,} GPUs" if "gpus" in ok and ok["gpus"].nunique() > 1 else ""
+    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
     if priced.empty:
         text += "; no design has a price, so every cost is n/a."
     else:
         cheap = priced.loc[priced["capex_musd"].idxmin()]
-        text += f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex)."
+        # whole units bought: say for how many GPUs where the designs buy different counts
+        bought = f" for {cheap['gpus_bought']:,} GPUs" if priced.get("gpus_bought", pd.Series()).nunique() > 1 else ""
+        text += (
+            f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
+        )
     if len(priced) < len(ok):
         text += (
             " "
@@ -284,6 +361,23 @@ def verdict(df: pd.DataFrame) -> str:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
     split = fabric_and_chip(df)
     return text + ("\n\n" + split if split else "")
+
+
+def _only_design(row, designs: int) -> str:
+    """The verdict of a table with one design that has a plan: what it does, no ranking (it is the fastest and
+    the cheapest of one)."""
+    only = "the one design compared" if designs == 1 else f"the only one of {designs} designs with a plan"
+    text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {row['days']:.1f} days at {row['mfu']:.0%} MFU"
+    if pd.notna(row.get("capex_musd")):
+        text += f", costs {units.format_usd(row['capex_musd'] * units.MEGA)} to buy"
+        if pd.notna(row.get("run_musd")):
+            text += (
+                f" and {units.format_usd(row['run_musd'] * units.MEGA)} per training run at its TCO per GPU-hour "
+                f"({units.format_usd(row['usd_per_million_tokens'])} per million tokens)"
+            )
+    else:
+        text += "; cost n/a: it has no price (give its file `unit_price_usd` or `price_item`)"
+    return text + "."
 
 
 # published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
@@ -328,6 +422,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
       CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
       "the enlarged MoE set");
+    * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
+      :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
       tolerance where another dispatch matched the same run: the two errors and the stacks with the other
       dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
@@ -349,8 +445,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     str
         Markdown sentences, one paragraph; empty when no design has a plan.
     """
-    from hnplan.catalog.runs import training_runs
     from hnplan.catalog.schemas.software import StackChoices
+    from hnplan.planning.prediction_cache import cached_training_runs
 
     cat = catalog or load_catalog()
     ok = df[df["status"].str.startswith("ok")] if "status" in df else df
@@ -360,7 +456,7 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         return ""
     accs = list(dict.fromkeys(ok["accelerator"]))
     runs_on: dict[str, list] = {a: [] for a in accs}
-    for run in training_runs():
+    for run in cached_training_runs():
         acc = cat.system(run.system).accelerator
         if acc in runs_on:
             runs_on[acc].append(run)
@@ -368,6 +464,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         "Every figure here is a model's prediction, not a measurement; the `validation` report "
         "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
     ]
+    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
+        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
     counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
     if counted:
         parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")

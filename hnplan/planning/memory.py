@@ -71,6 +71,7 @@ def memory_summary(
     gpu_memory_utilization: float | None = None,
     kv_budget_gib: float | None = None,
     stack="megatron-core",
+    etp: int | None = None,
 ) -> dict:
     """Per-GPU memory of a training plan (``mode="train"``) or a serving replica (``"inference"``).
 
@@ -83,7 +84,9 @@ def memory_summary(
     ``stack``): the footprint of :func:`hnplan.planning.training.components.memory_per_gpu` (the stack's
     bytes per parameter unless ``accounting`` names others, the model's dropout unless ``dropout`` says,
     the stack's attention kernel, sequence parallelism, end-stage split, recomputed modules and pipeline
-    schedule), ``dtype`` the training dtype (bf16 or fp8); with ``system`` the plan's step is evaluated
+    schedule), ``dtype`` the training dtype (bf16 or fp8), ``etp`` the expert layers' tensor-parallel degree
+    (default ``tp``; 1 keeps each expert whole, :func:`hnplan.memory.states.expert_dp`); with ``system`` the
+    plan's step is evaluated
     with ``offload: auto`` and what does not fit moves as the planner moves it
     (:func:`hnplan.memory.tiers.training_offload`, behind that step's compute and optimizer windows):
     ``spill.compute_time_s`` is the step's compute, ``spill.exposed_s`` what ``hnplan train --offload
@@ -153,6 +156,7 @@ def memory_summary(
             dualpipe=ch.pipeline_schedule == "dualpipe",
             recompute_num_layers=ch.recompute_num_layers,
             offload_layers=ch.cpu_offload_layers,
+            etp=etp,
         )
         out.update(
             parallel=dict(
@@ -161,6 +165,7 @@ def memory_summary(
                 dp=dp,
                 cp=cp,
                 ep=ep,
+                etp=tp if etp is None else etp,
                 microbatch_size=microbatch_size,
                 num_microbatches=m_count,
                 virtual_stages=virtual_stages,
@@ -218,6 +223,7 @@ def memory_summary(
             virtual_stages=virtual_stages,
             zero_stage=zero,
             recompute=recompute,
+            etp=etp,
         )
         validate_plan(
             job.model, job.gpus, p, job.global_batch_seqs, seq_len, balanced_ends=job.choices.pipeline_balanced_ends

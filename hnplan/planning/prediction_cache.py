@@ -1,15 +1,29 @@
-"""An on-disk cache of hnplan's speed error on each published training run, for the "how far to trust it" notes.
+"""On-disk caches of deterministic predictions: hnplan's speed error on each published training run, for the "how
+far to trust it" notes, and the best-plan summary of each grid point of the claims audit
+(:func:`hnplan.planning.claims_grid.plan_point`) and of each design of a comparison
+(:func:`hnplan.planning.compare.compare_training_designs`).
 
 A run's prediction is a deterministic function of the run's own fields, the catalog (``data/``) and hnplan's
 code, so it is stored under a key of those three and reused until one of them changes: the catalog's content
 hash (:meth:`hnplan.catalog.Catalog.content_hash`, the sweep's provenance hash, every data file's bytes), a
 fingerprint of the code (the SHA-256 of every file of the ``hnplan`` package, which also pins its version, with
 the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 77 published runs of
-a three-design comparison takes about 0.7 s of CPU; reading them back takes a few milliseconds, most of it the
+a three-design comparison takes about 0.6 s of CPU; reading them back takes a few milliseconds, most of it the
 two hashes.
 
-The cache is one JSON file, ``$HNPLAN_CACHE_DIR/speed_errors.json`` (default ``$XDG_CACHE_HOME/hnplan``, else
-``~/.cache/hnplan``), written whole or not at all (:func:`hnplan.files.atomic_write`). A file that cannot be
+A grid point's summary is likewise a function of its model and system entries (their fields, so a derived
+entry such as a same-chip baseline is keyed by what it holds; a design's stack entry too), its GPU count,
+sequence, batch and dtype, the catalog and the code: the twelve best-plan searches behind one claim take about
+0.4 s of CPU, reading them back a few milliseconds. The catalog's hash is taken once per catalog object, which
+itself keeps the entries it has parsed.
+
+The published runs themselves (:func:`hnplan.catalog.runs.training_runs`, a YAML file parsed, each run
+validated and its ids checked against the catalog: about 60 ms) are kept too, as the validated fields of each run,
+under the default data folder's hash and the code's: read back as the same runs in a few milliseconds.
+
+Each cache is one JSON file in ``$HNPLAN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/hnplan``, else
+``~/.cache/hnplan``): ``speed_errors.json``, ``plan_points.json`` and ``training_runs.json``, written whole or not
+at all (:func:`hnplan.files.atomic_write`). A file that cannot be
 read, is not valid JSON, has another key or the wrong shape is ignored; a folder that cannot be written leaves
 the cache unwritten: in every such case the runs are planned as without a cache, silently.
 ``HNPLAN_NO_CACHE=1`` bypasses it (nothing read, nothing written).
@@ -30,6 +44,8 @@ from hnplan.catalog.runs import TrainingRun
 from hnplan.files import atomic_write
 
 FILE_NAME = "speed_errors.json"
+POINTS_FILE_NAME = "plan_points.json"
+RUNS_FILE_NAME = "training_runs.json"
 FORMAT = 1  # the layout of the file; a file of another layout is ignored
 
 
@@ -115,3 +131,132 @@ def cached_speed_errors(
         except OSError:
             pass  # a read-only or full cache folder: the runs were planned, the next call plans them again
     return {r.id: (fresh[r.id] if r.id in fresh else stored[digest[r.id]]) for r in runs}
+
+
+#: the plan points read from or written to each cache file in this process: (path, key) -> digest -> row
+_POINTS: dict[tuple[str, str], dict[str, dict]] = {}
+_KEYS: dict[int, tuple[Catalog, dict]] = {}  # id(catalog) -> (catalog, key of its plan points)
+
+
+def _key(catalog: Catalog) -> dict:
+    """The key of ``catalog``'s plan points and runs: layout, catalog hash and code fingerprint (the hash once
+    per catalog object: it reads every data file)."""
+    if id(catalog) not in _KEYS:
+        _KEYS[id(catalog)] = (
+            catalog,
+            {"format": FORMAT, "catalog": catalog.content_hash(), "source": source_fingerprint()},
+        )
+    return _KEYS[id(catalog)][1]
+
+
+def _read_rows(path: Path, key: dict) -> dict[str, dict]:
+    """The stored rows when ``path`` holds a well-formed plan-point cache of ``key``, else an empty dict."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("key") != key or not isinstance(raw.get("rows"), dict):
+        return {}
+    rows = raw["rows"]
+    if not all(isinstance(k, str) and isinstance(v, dict) for k, v in rows.items()):
+        return {}
+    return rows
+
+
+def as_cached(row: dict) -> dict:
+    """``row`` as the cache gives it back: through JSON (NumPy floats become Python floats of the same value,
+    tuples lists), so that a row planned now and one read back are alike."""
+    return json.loads(json.dumps(row, default=_native))
+
+
+def _native(value):
+    """A NumPy scalar as the Python number it holds (for :func:`json.dumps`); anything else is refused."""
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not stored in the cache")
+
+
+def point_digest(*parts) -> str:
+    """SHA-256 (first 16 hex digits) of a grid point's inputs: catalog entries by their fields (JSON), the
+    rest by ``repr``."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update((p.model_dump_json() if hasattr(p, "model_dump_json") else repr(p)).encode())
+        h.update(b"\x1f")
+    return h.hexdigest()[:16]
+
+
+def cached_point(digest: str, catalog: Catalog, compute: Callable[[], dict]) -> dict:
+    """The row of one grid point, from the cache where it holds ``digest``, else from ``compute()`` (then stored).
+
+    Parameters
+    ----------
+    digest : str
+        :func:`point_digest` of everything the row depends on besides the catalog and the code.
+    catalog : Catalog
+        The catalog the point is planned on (its content hash is part of the key).
+    compute : callable
+        ``compute() -> dict`` of floats, integers and strings (NaN allowed).
+
+    Returns
+    -------
+    dict
+        A copy of the row ``compute()`` gives (JSON keeps floats bit for bit; NumPy floats come back as
+        Python floats of the same value).
+    """
+    if not enabled():
+        return as_cached(compute())
+    key = _key(catalog)
+    path = cache_dir() / POINTS_FILE_NAME
+    slot = (str(path), json.dumps(key, sort_keys=True))
+    if slot not in _POINTS:
+        _POINTS[slot] = _read_rows(path, key)
+    rows = _POINTS[slot]
+    if digest not in rows:
+        rows[digest] = as_cached(compute())
+        try:  # keys in their order: a row's mappings read back as they were built
+            atomic_write(path, json.dumps({"key": key, "rows": rows}))
+        except OSError:
+            pass  # a read-only or full cache folder: the point was planned, the next process plans it again
+    return dict(rows[digest])
+
+
+def cached_training_runs() -> list[TrainingRun]:
+    """:func:`hnplan.catalog.runs.training_runs` (the default data folder's), from the cache when it holds them
+    under the same data and code, else parsed and checked now (then stored).
+
+    Returns
+    -------
+    list of TrainingRun
+        Equal to ``training_runs()``, field for field: the cache holds each run's validated fields (JSON keeps
+        their values and types), rebuilt without validating again (:meth:`pydantic.BaseModel.model_construct`).
+
+    Raises
+    ------
+    CatalogError
+        As :func:`~hnplan.catalog.runs.training_runs`, when the file is read (a cache never holds an invalid file:
+        it is written only after the runs validate).
+    """
+    from hnplan.catalog.loader import load_catalog
+    from hnplan.catalog.runs import training_runs
+
+    if not enabled():
+        return training_runs()
+    key = _key(load_catalog())
+    path = cache_dir() / RUNS_FILE_NAME
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raw = None
+    if isinstance(raw, dict) and raw.get("key") == key and isinstance(raw.get("runs"), list):
+        try:
+            return [TrainingRun.model_construct(**fields) for fields in raw["runs"]]
+        except TypeError:
+            pass  # not a list of mappings: planned as without a cache
+    runs = training_runs()
+    data = {"key": key, "runs": [r.model_dump(mode="json", exclude_unset=True) for r in runs]}
+    try:  # keys in their order: a run's mappings (fixed, overrides) read back as given, so its digest is the same
+        atomic_write(path, json.dumps(data))
+    except OSError:
+        pass
+    return runs

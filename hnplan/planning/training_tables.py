@@ -175,7 +175,9 @@ def _knob_difference(kept, other) -> str:
 def plan_label(row) -> str:
     """``TP8 PP16 DP128 CP1 EP1, mb 1 x 16, v 6, ZeRO 1, recompute full``."""
     return (
-        f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])} CP{int(row['cp'])} EP{int(row['ep'])}, "
+        f"TP{int(row['tp'])} PP{int(row['pp'])} DP{int(row['dp'])} CP{int(row['cp'])} EP{int(row['ep'])}"
+        + (f" ETP{int(row['etp'])}" if int(row["ep"]) > 1 and int(row.get("etp", row["tp"])) != int(row["tp"]) else "")
+        + ", "
         f"mb {int(row['microbatch_size'])} x {int(row['num_microbatches'])}, v {int(row['virtual_stages'])}, "
         f"ZeRO {int(row['zero_stage'])}, recompute {row['recompute']}"
     )

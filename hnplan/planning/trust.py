@@ -300,7 +300,7 @@ def moe_dispatch_sentence(model, stack=None, catalog: Catalog | None = None, ove
         Empty for a dense model, or when no such pair of runs speaks against the plan's dispatch.
     """
     from hnplan.catalog import load_catalog
-    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.prediction_cache import cached_training_runs
 
     cat = catalog or load_catalog()
     m = cat.model(model)
@@ -308,7 +308,7 @@ def moe_dispatch_sentence(model, stack=None, catalog: Catalog | None = None, ove
         return ""
     entry = None if stack is None else cat.stack(stack)
     mine = _dispatch(entry, overrides)
-    runs = [r for r in training_runs() if cat.model(r.model).moe is not None]
+    runs = [r for r in cached_training_runs() if cat.model(r.model).moe is not None]
     of = {r.id: _dispatch(cat.stack(r.stack), r.overrides) for r in runs}
     jobs: dict[tuple, list[TrainingRun]] = {}
     for r in runs:

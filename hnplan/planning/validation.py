@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
 from hnplan.planning.training import components as c
-from hnplan.planning.training import search_plans
+from hnplan.planning.training import evaluate_plans, search_candidates
 from hnplan.planning.training.job import make_job
 
 
@@ -31,16 +32,18 @@ def run_job(run: TrainingRun, catalog: Catalog | None = None) -> c.Job:
 def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     """The planner's best plan for a run's stated configuration (the rest searched) with the run's
     software stack, as a Series of :func:`hnplan.planning.training.evaluate_plans` columns plus
-    ``tokens_per_s_per_gpu``."""
-    df = search_plans(
-        *_run_args(run),
-        fixed=run.fixed,
-        catalog=catalog,
-        stack=run.stack,
-        overrides=run.overrides or None,
-    )
-    best = df.iloc[0].copy()
-    best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
+    ``tokens_per_s_per_gpu``: the first row of :func:`hnplan.planning.training.rank_plans` (the fastest plan
+    that fits, ties in candidate order; the fastest of all when none fits), picked without sorting the table.
+    """
+    job = run_job(run, catalog)
+    df = evaluate_plans(job, search_candidates(job, run.fixed))
+    fits = df["fits"].to_numpy(dtype=bool)
+    rows = np.flatnonzero(fits) if fits.any() else np.arange(len(df))
+    first = rows[np.argsort(df["step_time_s"].to_numpy()[rows], kind="stable")[0]]
+    df["tokens_per_s_per_gpu"] = df["tokens_per_s"] / run.gpus
+    best = df.iloc[first]
+    best.name = 0  # rank_plans' first row
+    best.attrs.update(searched=len(df), feasible=int(fits.sum()))
     return best
 
 
@@ -81,7 +84,9 @@ def validation_table(
                 gap_bound_pct=run.gap_bound_pct,
                 gap_reason=run.gap_reason,
                 plan=(
-                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep} mb{b.microbatch_size} "
+                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep}"
+                    + (f" ETP{b.etp}" if b.ep > 1 and b.etp != b.tp else "")
+                    + f" mb{b.microbatch_size} "
                     f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}{_layer_choices(run, cat, b)}"
                 ),
                 fits=bool(b.fits),

@@ -77,6 +77,11 @@ class StackChoices(_Strict):
         fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
         weights live in the (distributed) optimizer. Default False.
+    fp4_params : bool
+        fp4 (NVFP4) training keeps the GEMM weights as NVFP4 tensors and the distributed optimizer
+        all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
+        Engine >= 2.14 NVFP4 primary weights; :func:`hnplan.compute.fp8_recipes.param_gather_bytes`).
+        Default False.
     fp8_weight_cache : bool
         With bf16 weights and fp8 GEMMs, Transformer Engine keeps each weight's fp8 cast and its
         transpose from the first micro-batch of a step to the last (``is_first_microbatch`` caching in
@@ -255,6 +260,9 @@ class StackChoices(_Strict):
         default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
     )
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
+    fp4_params: bool = Field(
+        default=False, description="fp4 training keeps GEMM weights as NVFP4 and gathers them packed (fp4 param gather)"
+    )
     fp8_weight_cache: bool = Field(
         default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches"
     )

@@ -51,5 +51,6 @@ from hnplan.planning.training.search import (  # noqa: F401
     estimate_training_step,
     rank_plans,
     search_best,
+    search_candidates,
     search_plans,
 )

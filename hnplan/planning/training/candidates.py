@@ -11,7 +11,11 @@ Pruning choices (documented, not calibrations):
   stages :data:`VIRTUAL_STAGES` (NeMo's published H100 configurations use 1-20 [2]_).
 * ZeRO stages 2 and 3 only without pipeline parallelism: DeepSpeed's pipeline engine rejects them
   and Megatron-LM's distributed optimizer is ZeRO-1 ([3]_).
-* Expert-parallel degrees: the divisors of the experts that divide ``dp x cp``.
+* Expert-parallel degrees: the divisors of the experts that divide the GPUs (the rules keep those
+  with ``ep x etp`` dividing ``tp x cp x dp``); expert tensor parallelism ``etp = tp`` (Megatron-Core's
+  default) and, for an MoE model with ``tp > 1``, ``etp = 1`` (MoE parallel folding, Liu et al. 2025,
+  arXiv:2504.14960: the EP group folds over the TP ranks, as the Megatron-Bridge and Megatron-MoE
+  recipes of DeepSeek-V3 and Qwen3 run it).
 
 References
 ----------
@@ -178,6 +182,8 @@ def candidate_columns(
         ep = _axis(fixed, "ep", [1])
     else:
         ep = _axis(fixed, "ep", [e for e in divisors(model.moe.experts) if gpus % e == 0])
+    # expert tensor parallelism: 0 stands for ``etp = tp`` (Megatron-Core's default), then 1 (folded)
+    etp = _axis(fixed, "etp", [0] if model.moe is None else [0, 1])
     mb = _axis(fixed, "microbatch_size", MICROBATCH_SIZES)
     v = _axis(fixed, "virtual_stages", VIRTUAL_STAGES)
     z = _axis(fixed, "zero_stage", ZERO_STAGES)
@@ -185,12 +191,14 @@ def candidate_columns(
     rc = np.arange(len(rc_names))
     # the product in row-major order (TP slowest): first the degrees whose product divides the GPUs,
     # then each of those with every (micro-batch, virtual stages, ZeRO, recompute)
-    outer = [g.ravel().astype(np.int64) for g in np.meshgrid(tp, cp, pp, ep, indexing="ij")]
-    divides = gpus % (outer[0] * outer[1] * outer[2]) == 0
+    outer = [g.ravel().astype(np.int64) for g in np.meshgrid(tp, cp, pp, ep, etp, indexing="ij")]
+    # the folded choice (etp 1) is the default one (etp = tp) where tp is 1: keep it once
+    divides = (gpus % (outer[0] * outer[1] * outer[2]) == 0) & ((outer[4] != 1) | (outer[0] > 1) | ("etp" in fixed))
     outer = [a[divides] for a in outer]
+    outer[4] = np.where(outer[4] == 0, outer[0], outer[4])
     # the rules that hold for every micro-batch and virtual-stage count hold for 1 and 1: prune by them first
     ones = np.ones(len(outer[0]), dtype=np.int64)
-    deg = dict(zip(("tp", "cp", "pp", "ep"), outer), dp=gpus // (outer[0] * outer[1] * outer[2]))
+    deg = dict(zip(("tp", "cp", "pp", "ep", "etp"), outer), dp=gpus // (outer[0] * outer[1] * outer[2]))
     divides = valid_mask(
         {**deg, "microbatch_size": ones, "virtual_stages": ones}, model, gpus, seq_len, global_batch_seqs
     )
@@ -198,8 +206,10 @@ def candidate_columns(
     # then each of those with every (micro-batch, virtual stages): the rules need nothing else
     n_out, n_mv = len(outer[0]), len(mb) * len(v)
     mb_, v_ = (np.tile(g.ravel().astype(np.int64), n_out) for g in np.meshgrid(mb, v, indexing="ij"))
-    tp_, cp_, pp_, ep_ = (np.repeat(a, n_mv) for a in outer)
-    cols = dict(tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_)
+    tp_, cp_, pp_, ep_, etp_ = (np.repeat(a, n_mv) for a in outer)
+    cols = dict(
+        tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_, etp=etp_
+    )
     ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends)
     if "dp" in fixed:
         ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
@@ -238,7 +248,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     mb = fixed.get("microbatch_size")
     if mb is not None and job.global_batch_seqs % mb:  # dp x micro-batch must divide the batch
         raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs:,} sequences")
-    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep") if k in fixed}
+    degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp") if k in fixed}
     if degrees:
         base: dict[str, Any] = dict(
             tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none"

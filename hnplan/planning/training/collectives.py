@@ -43,7 +43,9 @@ from hnplan import units
 from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
+from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
 from hnplan.compute.layout import stage_layers
+from hnplan.memory.states import expert_dp
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
     BUCKET_PER_DP_PARAMS,
@@ -53,6 +55,7 @@ from hnplan.planning.training.components import (
     _col,
     local_params,
     recompute_is,
+    with_etp,
 )
 from hnplan.vectorise import factorize, on_distinct
 
@@ -60,7 +63,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
-DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp")  # what the data-parallel collectives depend on
+DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp", "etp")  # what the data-parallel collectives depend on
 
 
 def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
@@ -111,23 +114,55 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     return out
 
 
-def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
+def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers, quantised: bool = True) -> np.ndarray:
     """TP collectives of one micro-batch on a stage of ``layers`` layers [s].
 
     Per layer two all-reduces forward and two backward of ``b s / cp x h`` bf16 activations (with
     sequence parallelism each is a reduce-scatter plus an all-gather of the same volume [2]_); full
     recomputation repeats the two forward ones. TP ranks are innermost (stride 1).
+
+    In fp8 or fp4 training with sequence parallelism Transformer Engine gathers the quantised tensors
+    ([8]_, :func:`hnplan.compute.fp8_recipes.sp_gather_bytes`): forward the inputs of the QKV and MLP-up
+    GEMMs, backward the output gradients of the output projection and MLP down, at the recipe's bytes
+    per element, the reduce-scatters staying bf16. Each pair is then timed as the all-reduce scaled by
+    ``(RS(S) + AG(S q / 2)) / (RS(S) + AG(S))``, the reduce-scatter and the all-gather of the message
+    ``S`` timed on the same group (bf16 times unchanged where hnplan counts the pair as one all-reduce).
+    An MoE layer's MLP pair is the token dispatcher's bf16 gather, not a Transformer Engine GEMM input:
+    only its attention pair is quantised. ``quantised=False``: every pair in bf16 (the layers an fp8
+    stack keeps in bf16, ``fp8_bf16_end_layers``).
     """
+    q = _sp_gather_bytes(job) if quantised else None
+    share = 0.5 if job.model.moe is not None else 1.0  # the pairs per layer whose all-gather is quantised
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
-        # forward and backward, and the forward again under full recomputation
-        n_coll = TP_COLLECTIVES_PER_PASS * (2 + recompute_is(u, "full"))
+        again = recompute_is(u, "full")  # the forward again under full recomputation
         msg = tp_message_bytes(job.model, mb, job.seq_len, cp)
-        return n_coll, collective_s(job, "allreduce", msg, tp, 1)
+        ar = collective_s(job, "allreduce", msg, tp, 1)
+        if q is None:
+            return (TP_COLLECTIVES_PER_PASS * (2 + again) * ar,)
+        rs, ag = collective_s(job, "reducescatter", msg, tp, 1), collective_s(job, "allgather", msg, tp, 1)
+        pair = rs + ag
+        fwd, bwd = (
+            np.where(
+                pair > 0,
+                (rs + collective_s(job, "allgather", msg * b / ACT_BYTES, tp, 1)) / np.where(pair > 0, pair, 1.0),
+                1.0,
+            )
+            for b in q
+        )
+        fwd, bwd = (share * r + (1.0 - share) for r in (fwd, bwd))
+        return (TP_COLLECTIVES_PER_PASS * ((1 + again) * fwd + bwd) * ar,)
 
-    n_coll, t = on_distinct(df, COMM_SHAPE_KEYS, per_shape)
-    return layers * n_coll * t
+    return layers * on_distinct(df, COMM_SHAPE_KEYS, per_shape)[0]
+
+
+def _sp_gather_bytes(job: Job) -> tuple[float, float] | None:
+    """The bytes per element of the job's quantised sequence-parallel all-gathers (forward, backward), or
+    None where they are bf16 (bf16 training, no sequence parallelism)."""
+    if not (job.choices.sequence_parallel and units.dtype_bytes(job.dtype) < ACT_BYTES):
+        return None
+    return sp_gather_bytes(job.choices.fp8_recipe)
 
 
 AMAX_REDUCTIONS_PER_PASS = 2  # per layer and pass: the two GEMM inputs gathered over the TP ranks ([8]_)
@@ -144,11 +179,14 @@ def fp8_amax_per_microbatch(job: Job, df: pd.DataFrame, layers) -> np.ndarray:
     then casts ([8]_). Per layer that is the QKV and MLP-up inputs forward and the output-projection and
     MLP-down output gradients backward (two per pass; the forward two again under full recomputation),
     each a 4-byte all-reduce between the amax kernel and the cast, on the compute stream: its latency is
-    exposed (no GEMM runs beside it). 0 without TP, without sequence parallelism, or with another recipe
-    (delayed scaling reduces its amax history once per step; MXFP8 and blockwise scales are local).
+    exposed (no GEMM runs beside it). NVFP4 does the same for its per-tensor scale
+    (``_customize_quantizers_nvfp4``, [8]_). 0 without TP, without sequence parallelism, or with another
+    recipe (delayed scaling reduces its amax history once per step; MXFP8 and blockwise scales are local).
     """
     ch = job.choices
-    if not (ch.fp8_recipe == "current" and ch.sequence_parallel and units.dtype_bytes(job.dtype) < ACT_BYTES):
+    if not (
+        ch.fp8_recipe in ("current", "nvfp4") and ch.sequence_parallel and units.dtype_bytes(job.dtype) < ACT_BYTES
+    ):
         return np.zeros(len(df))
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
@@ -284,32 +322,37 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
 def param_gather_bytes(job: Job) -> tuple[float, float]:
     """Bytes per parameter the distributed optimizer all-gathers: ``(dense, expert)``.
 
-    bf16 (:data:`~hnplan.planning.training.components.PARAM_GATHER_BYTES`, 2) unless the stack keeps fp8
-    weights (``fp8_params``) in fp8 training (in fp4 training still 2: the fp4 weights' gather is not
-    modelled): then the GEMM weights of the layers travel as fp8, one byte
-    each, and the rest of the dense parameters (embedding, output layer, norms: not Transformer Engine
-    GEMM weights) as bf16, so the dense group averages ``2 - (GEMM weights / dense parameters)`` and the
-    routed experts 1 (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather``: "all-gather
-    parameters in fp8"; Transformer Engine ``fp8_model_init`` makes fp8 weights of its GEMM modules only).
-
+    bf16 (:data:`~hnplan.planning.training.components.PARAM_GATHER_BYTES`, 2) unless the stack keeps
+    low-precision weights (``fp8_params`` in fp8 training, ``fp4_params`` in fp4 training): then the GEMM
+    weights of the layers travel at the recipe's bytes
+    (:func:`hnplan.compute.fp8_recipes.param_gather_bytes_per_weight`: fp8 1 byte, MXFP8 2 as it is gathered
+    in bf16, NVFP4 packed) and the rest of the dense parameters (embedding, output layer, norms: not
+    Transformer Engine GEMM weights) as bf16, so the dense group averages
+    ``2 - (GEMM weights / dense parameters) x (2 - gathered bytes)`` and the routed experts the gathered
+    bytes (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather`` / ``fp4_param_gather``;
+    Transformer Engine ``fp8_model_init`` makes low-precision weights of its GEMM modules only).
     """
-    if not (job.choices.fp8_params and units.dtype_bytes(job.dtype) == 1.0):  # fp8 training (fp4: not modelled)
+    ch = job.choices
+    by = param_gather_bytes_per_weight(ch.fp8_recipe, job.dtype, ch.fp8_params, ch.fp4_params)
+    if by == PARAM_GATHER_BYTES:
         return PARAM_GATHER_BYTES, PARAM_GATHER_BYTES
     pc = job.params
     dense = pc.total - pc.expert_params
     gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
-    fp8_share = gemm_dense / dense if dense > 0 else 0.0
-    return PARAM_GATHER_BYTES - fp8_share * (PARAM_GATHER_BYTES - 1.0), 1.0
+    lowp_share = gemm_dense / dense if dense > 0 else 0.0
+    return PARAM_GATHER_BYTES - lowp_share * (PARAM_GATHER_BYTES - by), by
 
 
 def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
     """Exposed data-parallel communication of one step [s].
 
     ZeRO 0 all-reduces the gradients; ZeRO 1-2 (distributed optimizer) reduce-scatter them and
-    all-gather the updated bf16 parameters (with ``fp8_params`` in fp8 training the GEMM weights as fp8,
-    one byte each, the embedding, head and norms still bf16: :func:`param_gather_bytes`); both over
-    ``dp x cp`` ranks (stride ``tp``), expert parameters over their ``dp cp / ep`` replicas (stride
-    ``tp ep``). Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
+    all-gather the updated bf16 parameters (with ``fp8_params`` or ``fp4_params`` the GEMM weights at the
+    recipe's bytes, the embedding, head and norms still bf16: :func:`param_gather_bytes`); both over
+    ``dp x cp`` ranks (stride ``tp``), expert parameters over their ``tp cp dp / (etp ep)`` replicas
+    (stride ``etp ep``: the expert layers' rank order, ETP innermost, then EP, then expert-DP; MoE
+    parallel folding, arXiv:2504.14960; ``dp cp / ep`` with stride ``tp ep`` at the default ``etp = tp``).
+    Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
     Megatron-Core's ``max(40M, 1M x dp cp)`` ([4]_), every bucket a collective with its own latency. With
     bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
     all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
@@ -322,8 +365,8 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     """
     ov = job.choices
 
-    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp)
-        tp, dp, cp, ep, z, pp = (_col(u, c) for c in DP_LAYOUT_KEYS)
+    def per_layout(u):  # the collectives once per distinct (tp, dp, cp, ep, zero, pp, etp)
+        tp, dp, cp, ep, z, pp, etp = (_col(u, c) for c in DP_LAYOUT_KEYS)
         dense, expert = local_params(job, u)
         layers = stage_layers(job.model, pp).per_stage
         if ov.dp_bucket_params is None:  # Megatron-Core's default ([4]_)
@@ -333,7 +376,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         gather_dense, gather_expert = param_gather_bytes(job)
         groups = [(dense, dp * cp, tp, gather_dense)]
         if job.model.moe is not None:
-            groups.append((expert, np.maximum(dp * cp // ep, 1), tp * ep, gather_expert))
+            groups.append((expert, expert_dp(tp, dp, cp, ep, etp), etp * ep, gather_expert))
 
         def coll(op, nbytes_per_param):
             """(all buckets, one bucket) of a collective over every group [s]; ``nbytes_per_param`` None:
@@ -353,7 +396,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
         return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
-    codes, layouts = factorize(df, list(DP_LAYOUT_KEYS))
+    codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
     t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
     grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad

@@ -59,7 +59,7 @@ from hnplan.compute.clocks import sustained_accelerator
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
-from hnplan.memory.states import StateAccounting, stack_accounting
+from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
     SHAPE_KEYS,
     STAGE_QUANTITIES,
@@ -70,6 +70,7 @@ from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute
     part_times,
     recompute_is,
     stage_kinds,
+    with_etp,
 )
 from hnplan.vectorise import Columns, column, on_distinct
 
@@ -163,19 +164,23 @@ class Job:
         return self._groups[key]
 
 
-def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int) -> dict:
+def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int, etp: int | None = None) -> dict:
     """Where each parallel group of one plan sits: ``{group: {ranks, per_domain, domains, level, bw_GBps}}``
-    for ``tp, cp, ep, dp, pp`` (Megatron order; DP reduces over ``dp x cp``); ``level`` is the smallest
+    for ``tp, cp, ep, dp, pp`` (Megatron order; DP reduces over ``dp x cp``) and, for an MoE plan
+    (``ep > 1``), ``edp``, the routed experts' data-parallel group; ``level`` is the smallest
     network level holding the group (``domain``, ``leaf``, ``pod``, ``fabric``) and ``bw_GBps`` the
-    per-rank bandwidth of the slowest tier it uses [GB/s, per direction]."""
+    per-rank bandwidth of the slowest tier it uses [GB/s, per direction].
+
+    The expert layers order the same ranks ETP innermost, then EP, then expert-DP (Megatron-Core's expert
+    ``RankGenerator``, order ``tp-ep-dp-pp``; MoE parallel folding, arXiv:2504.14960): the EP group is
+    ``ep`` ranks spaced ``etp`` apart (``etp`` default ``tp``; with ``etp = 1`` EP 8 at TP 8 is the 8 ranks
+    of one NVLink domain) and expert-DP ``tp cp dp / (etp ep)`` ranks spaced ``etp ep`` apart."""
+    etp = tp if etp is None else etp
     out = {}
-    for name, size, stride in (
-        ("tp", tp, 1),
-        ("cp", cp, tp),
-        ("ep", ep, tp),
-        ("dp", dp * cp, tp),
-        ("pp", pp, tp * cp * dp),
-    ):
+    groups = [("tp", tp, 1), ("cp", cp, tp), ("ep", ep, etp), ("dp", dp * cp, tp), ("pp", pp, tp * cp * dp)]
+    if ep > 1:
+        groups.append(("edp", int(expert_dp(tp, dp, cp, ep, etp)), etp * ep))
+    for name, size, stride in groups:
         g = job.group(int(size), int(stride))
         link = g.up if g.domains == 1 else g.out
         out[name] = dict(
@@ -219,33 +224,35 @@ def overlapped_comm(t_comm, t_compute, fraction, slowdown: float):
 
 
 def local_params(job: Job, df: pd.DataFrame):
-    """Parameters on one GPU of the fullest stage: ``(dense, expert)`` [arrays of parameters]."""
+    """Parameters on one GPU of the fullest stage: ``(dense, expert)`` [arrays of parameters]; routed
+    experts split over ``etp x ep`` (:func:`hnplan.memory.states.stage_params`)."""
     pc = job.params
-    tp, pp, ep = _col(df, "tp"), _col(df, "pp"), _col(df, "ep")
-    return (pc.total - pc.expert_params) / (tp * pp), pc.expert_params / (tp * pp * ep)
+    df = with_etp(df)
+    tp, pp, ep, etp = _col(df, "tp"), _col(df, "pp"), _col(df, "ep"), _col(df, "etp")
+    return (pc.total - pc.expert_params) / (tp * pp), pc.expert_params / (etp * pp * ep)
 
 
 def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
     """Per-step kernels, memory-bound [s]: the Adam step and the gradient norm of clipping on the local
-    (ZeRO >= 1: sharded over ``dp x cp``) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
+    (ZeRO >= 1: sharded over ``dp x cp``, routed experts over their ``tp cp dp / (etp ep)`` replicas) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
     and in fp8 training the weight cast a stack caches for the whole step, on the local GEMM weights
     (:func:`hnplan.compute.fp8_recipes.weight_cast_step_s`)."""
 
-    def per_layout(u):  # once per distinct (tp, pp, dp, cp, ep, zero)
+    def per_layout(u):  # once per distinct (tp, pp, dp, cp, ep, etp, zero)
         dense, expert = local_params(job, u)
-        tp, pp, dp, cp, ep, z = (_col(u, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage"))
+        tp, pp, dp, cp, ep, z, etp = (_col(u, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage", "etp"))
         shard_d = np.where(z >= 1, dp * cp, 1)
-        shard_e = np.where(z >= 1, np.maximum(dp * cp // ep, 1), 1)
+        shard_e = np.where(z >= 1, expert_dp(tp, dp, cp, ep, etp), 1)
         local = dense / shard_d + expert / shard_e
         t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
         if units.dtype_bytes(job.dtype) < ACT_BYTES:
             pc = job.params
             gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
-            fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (tp * pp * ep)
+            fp8_w = gemm_dense / (tp * pp) + pc.expert_params / (etp * pp * ep)
             t = t + weight_cast_step_s(job.acc, StepKernels.of(job.choices, job.dtype), fp8_w)
         return (np.broadcast_to(t, len(tp)),)
 
-    return on_distinct(df, ["tp", "dp", "cp", "ep", "zero_stage", "pp"], per_layout)[0]
+    return on_distinct(with_etp(df), ["tp", "dp", "cp", "ep", "zero_stage", "pp", "etp"], per_layout)[0]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -215,7 +215,10 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
 
     cols: dict = {}
     for k in PLAN_FIELDS:
-        cols[k] = candidates[k].astype(str).array if k == "recompute" else candidates[k].to_numpy(copy=True)
+        if k == "etp" and k not in candidates:  # a table without it: Megatron-Core's default, etp = tp
+            cols[k] = candidates["tp"].to_numpy(copy=True)
+        else:
+            cols[k] = candidates[k].astype(str).array if k == "recompute" else candidates[k].to_numpy(copy=True)
     rc = candidates["recompute"]
     if isinstance(rc.dtype, pd.CategoricalDtype):
         codes, modes = rc.cat.codes.to_numpy(), np.asarray(rc.cat.categories, dtype=object)
@@ -258,6 +261,7 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
         virtual_stages=int(row["virtual_stages"]),
         zero_stage=int(row["zero_stage"]),
         recompute=str(row["recompute"]),
+        etp=int(row["etp"]) if "etp" in row else None,
     )
     mem = {k.replace("_bytes", "_gib"): units.to_GiB(float(row[k])) for k in MEMORY_PARTS}
     mem["total_gib"] = units.to_GiB(float(row["memory_per_gpu_bytes"]))
@@ -286,7 +290,7 @@ def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
         hbm_bytes=c.hbm_bytes(job.acc),
         fits=bool(row["fits"]),
         breakdown_s={k: float(row[f"t_{k}_s"]) for k in BREAKDOWN},
-        placement=c.placement_summary(job, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep),
+        placement=c.placement_summary(job, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.etp),
     )
 
 

@@ -121,7 +121,8 @@ def make_job(
     dtype : {"bf16", "fp8", "fp4"}
         GEMM dtype; ``fp4`` trains with the NVFP4 recipe (the stack's ``fp8_recipe`` becomes ``nvfp4``,
         :mod:`hnplan.compute.fp8_recipes`), bf16 weights (``fp8_params`` off: Transformer Engine has no fp4
-        parameters, and the MLPerf v5.1 NVFP4 submissions set ``FP8_PARAM_GATHER=False``), TP collectives
+        parameters, and the MLPerf v5.1 NVFP4 submissions set ``FP8_PARAM_GATHER=False``; NVFP4 weights only
+        with the stack's ``fp4_params``, Megatron-Core ``fp4_param_gather``), TP collectives
         not overlapped (``tp_comm`` off: Transformer Engine's Userbuffers all-gather takes per-tensor FP8 and
         MXFP8 tensors only, ``fill_userbuffers_buffer_for_all_gather`` in
         ``transformer_engine/pytorch/module/base.py`` v2.9-v2.12 raises "Unsupported quantizer for

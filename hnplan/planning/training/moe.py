@@ -15,7 +15,7 @@ import numpy as np
 
 from hnplan.comm.messages import ep_token_bytes
 from hnplan.planning.training.collectives import collective_s
-from hnplan.planning.training.components import Job, _col, busiest_rank_load, recompute_is
+from hnplan.planning.training.components import Job, _col, busiest_rank_load, recompute_is, with_etp
 from hnplan.vectorise import memo, on_distinct
 
 if TYPE_CHECKING:
@@ -48,7 +48,10 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     forward pair again with full recomputation.
 
     A rank holds ``T = b s / (cp tp)`` tokens, each sent to ``k`` experts: a pairwise all-to-all of
-    ``T k`` token copies over the EP group (carved from ``dp x cp``, stride ``tp``), each copy
+    ``T k`` token copies over the EP group (``ep`` ranks spaced ``etp`` apart: the expert layers order
+    the ``tp cp dp`` ranks ETP innermost, then EP, Megatron-Core's expert ``RankGenerator``; with the
+    default ``etp = tp`` the group is carved from ``dp x cp``, with ``etp = 1`` it folds over the TP ranks
+    first, MoE parallel folding, arXiv:2504.14960), each copy
     :func:`hnplan.comm.messages.ep_token_bytes` wide: bf16, or FP8 with its scales for the dispatch
     and its mirror when the stack dispatches in FP8 (``ep_dispatch_fp8``, fp8 training only); the busiest
     rank carries :func:`~hnplan.planning.training.components.busiest_rank_load` times the mean (the stack's
@@ -78,11 +81,12 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     fp8 = bool(ch.ep_dispatch_fp8) and job.dtype == "fp8"
     widths = (ep_token_bytes(job.model.hidden, fp8), ep_token_bytes(job.model.hidden, False))
 
-    def per_shape(u):  # once per distinct (ep, tp, cp, micro-batch, recompute)
+    def per_shape(u):  # once per distinct (ep, tp, etp, cp, micro-batch, recompute)
         ep, tp, cp, mb = _col(u, "ep"), _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
+        stride = _col(u, "etp")  # EP ranks sit etp apart
         tokens = mb * job.seq_len / (cp * tp) * busiest_rank_load(job, u)
         if flex:
-            shape = memo(u, ["ep", "tp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
+            shape = memo(u, ["ep", "etp"], lambda e, s: dict(zip(("q", "d"), _domains(job, e, s))))
             q, d = _col(shape, "q"), _col(shape, "d")
             spans = (ep > 1) & (d > 1)
             reach = expected_domains(moe.experts, moe.active_experts, moe.expert_groups, moe.groups_per_token, d)
@@ -93,15 +97,15 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
             copies = np.full(len(u), float(moe.active_experts))
         t = np.zeros(len(u))
         for row_bytes in widths:  # one dispatch and one combine
-            one = collective_s(job, "alltoall", tokens * copies * row_bytes, ep, tp)
+            one = collective_s(job, "alltoall", tokens * copies * row_bytes, ep, stride)
             if flex:
-                cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), tp * q)
-                inside = collective_s(job, "alltoall", tokens * copies * row_bytes, np.where(spans, q, 1), tp)
+                cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), stride * q)
+                inside = collective_s(job, "alltoall", tokens * copies * row_bytes, np.where(spans, q, 1), stride)
                 one = np.where(spans, np.maximum(cross, inside), one)
             t = t + one
         return 2 + recompute_is(u, "full"), t
 
-    passes, t = on_distinct(df, ["ep", "tp", "cp", "microbatch_size", "recompute"], per_shape)
+    passes, t = on_distinct(with_etp(df), ["ep", "tp", "etp", "cp", "microbatch_size", "recompute"], per_shape)
     return np.where(_col(df, "ep") > 1, moe_layers * passes * t, 0.0)
 
 

@@ -1,13 +1,21 @@
 """A parallel plan, the validity rules every plan obeys (vectorised), and the estimate of one plan.
 
 Degrees follow Megatron-LM ([1]_ Sec. 3): ``tp x pp x dp x cp = gpus``, ranks ordered TP innermost,
-then CP, then DP, then PP; expert-parallel groups are carved out of the ``dp x cp`` ranks (``ep``
-divides ``dp x cp``).
+then CP, then DP, then PP. The expert layers decompose the same ``tp x cp x dp`` ranks of a pipeline
+stage their own way ([2]_): ``etp x ep x expert-dp``, ranks ordered ETP innermost, then EP, then
+expert-DP, so ``ep x etp`` divides ``tp x cp x dp``. ``etp`` defaults to ``tp`` (Megatron-Core's
+default; EP groups are then carved out of the ``dp x cp`` ranks); ``etp = 1`` keeps each expert whole
+and lets the EP group fold over the TP ranks (EP 8 at TP 8 fills one NVLink domain).
 
 References
 ----------
 .. [1] Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
    Megatron-LM", SC21, arXiv:2104.04473.
+.. [2] Liu et al., "MoE Parallel Folding: Heterogeneous Parallelism Mappings for Efficient Large-Scale
+   MoE Model Training with Megatron Core", arXiv:2504.14960; Megatron-Core
+   ``parallel_state.initialize_model_parallel`` (``expert_tensor_parallel_size``, the expert
+   ``RankGenerator`` of order ``tp-ep-dp-pp``, ``expert_tensor_parallel_size`` defaulting to
+   ``tensor_model_parallel_size``).
 """
 
 from __future__ import annotations
@@ -28,13 +36,14 @@ if TYPE_CHECKING:
 
 TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 ZERO_STAGES = (0, 1, 2, 3)
-PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
+PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute", "etp")
 
 
 @dataclass(frozen=True)
 class ParallelPlan:
     """A parallel layout and its knobs (degrees are rank counts; ``recompute`` one of
-    :data:`hnplan.compute.RECOMPUTE_MODES`)."""
+    :data:`hnplan.compute.RECOMPUTE_MODES`; ``etp``, the expert layers' tensor-parallel degree,
+    None: ``tp``, as Megatron-Core defaults it)."""
 
     tp: int = 1
     pp: int = 1
@@ -45,6 +54,11 @@ class ParallelPlan:
     virtual_stages: int = 1
     zero_stage: int = 1
     recompute: str = "none"
+    etp: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.etp is None:
+            object.__setattr__(self, "etp", self.tp)
 
     @property
     def gpus(self) -> int:
@@ -101,25 +115,32 @@ def plan_rules(
         explain a violation. Rules: degrees >= 1; ``tp pp dp cp = gpus``; ``pp v <= layers`` (``+ 2``
         with ``balanced_ends``);
         the model's split (:func:`hnplan.compute.layout.split_rules`: ``tp`` divides the heads and
-        the KV heads, no empty pipeline stage, ``ep`` divides the experts); ``ep`` divides ``dp cp``;
+        the KV heads, no empty pipeline stage, ``ep`` divides the experts); ``ep x etp`` divides
+        ``tp cp dp`` (the expert layers' ranks, [2]_; without an ``etp`` column ``etp = tp``, so ``ep``
+        divides ``dp cp``);
         ``dp x microbatch``
         divides the batch; the interleaved schedule (``v > 1``) needs ``pp > 1`` and micro-batches
         divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
         ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
     """
     tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
+    etp = np.asarray(df["etp"]) if "etp" in df else tp
     mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
     m = global_batch_seqs // np.maximum(dp * mb, 1)
     places = model.layers + (2 if balanced_ends else 0)  # chunks a pipeline can fill
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
-            "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, microbatch {microbatch_size}, "
-            "virtual stages {virtual_stages})": (np.minimum.reduce([tp, pp, dp, cp, ep, mb, v]) >= 1),
+            "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, etp {etp}, microbatch "
+            "{microbatch_size}, virtual stages {virtual_stages})": (
+                np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1
+            ),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
             + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
-            "ep = {ep} must divide dp x cp = {dpcp} (expert groups are carved from them)": (dp * cp) % np.maximum(ep, 1)
+            "expert degrees ep x etp = {ep} x {etp} must divide tp x cp x dp = {tpcpdp}: the expert layers split "
+            "those ranks (etp defaults to tp; etp 1 folds EP over the TP ranks)": (tp * cp * dp)
+            % np.maximum(ep * etp, 1)
             == 0,
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
             % np.maximum(dp * mb, 1)
@@ -171,7 +192,7 @@ def validate_plan(
                     **{**rule_fields(model, p.tp, p.pp, p.ep), **asdict(p)},
                     product=p.gpus,
                     gpus=gpus,
-                    dpcp=p.dp * p.cp,
+                    tpcpdp=p.tp * p.cp * p.dp,
                     batch=global_batch_seqs,
                     m=m,
                     seq_len=seq_len,

@@ -97,6 +97,9 @@ def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
     return candidate_table(*_candidate_columns(job, fixed))
 
 
+search_candidates = _search_candidates  # public: the candidates a caller evaluates itself (validation.predict_run)
+
+
 def _candidate_columns(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
     """:func:`_search_candidates` as the arrays of :func:`candidate_columns` (errors as there)."""
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hnplan import units
+from hnplan.compute import ACT_BYTES
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
@@ -20,7 +22,12 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
     A stage's micro-batch is its compute plus its exposed TP (with fp8 current scaling's amax
     all-reduces, :func:`hnplan.planning.training.collectives.fp8_amax_per_microbatch`), CP and EP collectives (per layer, each
     times the layers it holds, those of the layers it re-runs included) plus the pipeline transfers
-    ``t_pp``; the EP all-to-all hides behind the compute in the share ``ep_share`` of the passes that
+    ``t_pp``. An MoE layer whose experts are whole on each rank (``etp = 1`` with ``tp > 1``, MoE
+    parallel folding, arXiv:2504.14960) and that has no shared expert pays only its attention's TP
+    collectives: the router and the token dispatcher work on the rank's own sequence-parallel tokens, so
+    the MLP's all-gather and reduce-scatter (one of the two per pass) do not run (Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher`` gathers over the expert TP group only when ``etp > 1``); a shared expert
+    is a TP-split MLP and keeps them. The EP all-to-all hides behind the compute in the share ``ep_share`` of the passes that
     have a partner pass (:func:`hnplan.planning.training.moe.ep_overlap_share`). Everything but the EP
     overlap and ``t_pp`` depends only on the rows of
     :func:`hnplan.planning.training.stage_compute.stage_table`, so it is evaluated once per such row
@@ -45,16 +52,28 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
     codes, uniq, table = stage_table(job, plans)  # [stage, quantity, distinct row]
     # per layer (TP, CP) and per MoE layer (EP); each stage pays them for the layers it holds
     t_tp_layer = coll.tp_comm_per_microbatch(job, uniq, 1)
+    n_end = ch.fp8_bf16_end_layers if units.dtype_bytes(job.dtype) < ACT_BYTES else 0
+    # the layers an fp8 stack keeps in bf16 gather their inputs in bf16: the extra time of one such layer
+    t_tp_end = coll.tp_comm_per_microbatch(job, uniq, 1, quantised=False) - t_tp_layer if n_end else 0.0
+    pp = c._col(uniq, "pp")
+    ends = (n_end * (1.0 + (pp == 1)), 0.0, n_end * (pp > 1))  # bf16 end layers on the first, middle, last stage
     t_amax_layer = coll.fp8_amax_per_microbatch(job, uniq, 1)  # on the compute stream: never hidden
     t_cp_layer = coll.cp_comm_per_layer(job, uniq)
     t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)
     full = c.recompute_is(uniq, "full")
     dense = job.model.moe is None  # no EP traffic: t_ep is 0 on every row
+    # an MoE layer whose experts fold (etp 1) has no MLP pair of TP collectives: its bf16 time comes off
+    t_tp_folded = np.zeros(len(full))
+    if job.model.moe is not None and not job.model.moe.shared_experts and "etp" in uniq:
+        folded = (c._col(uniq, "etp") == 1) & (c._col(uniq, "tp") > 1)
+        if folded.any():  # one of the layer's TP_COLLECTIVES_PER_PASS pairs, in bf16
+            pair = coll.tp_comm_per_microbatch(job, uniq, 1, quantised=False) / coll.TP_COLLECTIVES_PER_PASS
+            t_tp_folded = np.where(folded, pair, 0.0)
     per_stage, t_mb = [], []
-    for st in table:
+    for st, n_bf16 in zip(table, ends):
         t_comp, layers, moe_layers = st[0], st[4], st[5]
         again = partial.rerun_scale(ch, uniq, layers, full)  # block recomputation re-runs some layers' collectives
-        t_tp = layers * t_tp_layer * again
+        t_tp = (layers * t_tp_layer + n_bf16 * t_tp_end - moe_layers * t_tp_folded) * again
         if ch.tp_comm:
             t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
         t_tp = t_tp + layers * t_amax_layer * again

@@ -74,7 +74,17 @@ def stage_kinds(job: Job, pp):
     return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
 
 
-SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep"]  # what the operator-level part times depend on
+SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep", "etp"]  # what the operator-level part times depend on
+
+
+def with_etp(df):
+    """``df`` with an ``etp`` column (expert tensor parallelism): as it is where it has one, else ``etp = tp``,
+    Megatron-Core's default (a table built before the column existed, or by hand)."""
+    if "etp" in df:
+        return df
+    if isinstance(df, Columns):
+        return Columns({**{k: df[k] for k in df}, "etp": df["tp"]})
+    return df.assign(etp=np.asarray(df["tp"]))
 
 
 def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
@@ -107,7 +117,7 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
         names, new = part_time_table(
             job.model,
             job.kernel_acc,
-            [(int(b), int(t), int(c), int(e)) for b, t, c, e in missing],
+            [(int(b), int(t), int(c), int(e), int(x)) for b, t, c, e, x in missing],
             job.seq_len,
             dtype,
             ch.attention,
@@ -138,7 +148,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     """Compute time of one micro-batch on the slowest pipeline stage, with its parts [s].
 
     Operator-level times per layer, embedding and head (:func:`hnplan.compute.parts.training_part_times`,
-    once per distinct ``(micro-batch, tp, cp, ep)``) times the layers of each stage
+    once per distinct ``(micro-batch, tp, cp, ep, etp)``) times the layers of each stage
     (:func:`stage_kinds`); recomputation adds the re-run forward (``full``) or attention core
     (``selective``).
 
@@ -166,8 +176,9 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
 
 
 def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.DataFrame | Columns, np.ndarray]:
-    """:func:`compute_per_microbatch`'s per-stage quantities once per distinct ``(micro-batch, tp, cp, ep,
-    recompute, pp)`` (and ``virtual_stages`` where the stack recomputes only some layers) of ``df``.
+    """:func:`compute_per_microbatch`'s per-stage quantities once per distinct ``(micro-batch, tp, cp, ep, etp,
+    recompute, pp)`` (and ``virtual_stages`` where the stack recomputes only some layers) of ``df`` (without an
+    ``etp`` column: ``etp = tp``).
 
     Returns
     -------
@@ -178,7 +189,7 @@ def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.Da
         ``compute_per_microbatch(job, df, per_stage=True)`` is ``table.take(codes, axis=2)``.
     """
     block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
-    codes, uniq = factorize(df, [*SHAPE_KEYS, "recompute", "pp", *block])
+    codes, uniq = factorize(with_etp(df), [*SHAPE_KEYS, "recompute", "pp", *block])
     return codes, uniq, _stage_table(job, uniq)
 
 

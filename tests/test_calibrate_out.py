@@ -1,0 +1,67 @@
+"""Where ``hnplan calibrate`` writes: without ``--out`` every file of a run under ``./calibration/`` (not four
+files in the current folder), an earlier run's files replaced and said so, a file it did not write never
+replaced."""
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+runner = CliRunner()
+EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
+# the README's example: Meta's two Llama 3 405B runs on H100 and the nccl-tests sweep of an 8 x H100 node
+ARGV = ["calibrate", "--runs", str(EXAMPLES / "calibration_runs.yaml"), "--stack", "megatron-core"]
+SWEEP = ["--collectives", str(EXAMPLES / "nccl_tests.csv")]
+
+
+def test_default_out_is_one_folder_and_a_second_run_says_what_it_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*ARGV, *SWEEP, "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    written = json.loads(res.stdout)["written"]
+    folder = tmp_path / "calibration"
+    # the stack file and, the sweep having fitted both fabrics of hgx-h100-ib-ndr, its system and two fabrics
+    names = [
+        "megatron-core-calibrated.yaml",
+        "hgx-h100-ib-ndr-for-megatron-core-calibrated.yaml",
+        "nvlink4-hgx-h100-ib-ndr-for-megatron-core-calibrated.yaml",
+        "ib-ndr-400-hgx-h100-ib-ndr-for-megatron-core-calibrated.yaml",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["calibration"]  # nothing else in the current folder
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)
+    assert written["stack"] == str(folder / names[0]) and written["replaced"] == []
+    again = runner.invoke(app, [*ARGV, *SWEEP])
+    assert again.exit_code == 0, again.stdout + again.stderr
+    out = " ".join(again.stdout.split())
+    assert f"wrote calibration/{names[0]}, calibration/{names[1]}" in out
+    assert f"replaced the files an earlier calibration wrote for the same stack file: calibration/{names[0]}" in out
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names)  # the same four, no temporary file left
+
+
+def test_a_file_calibrate_did_not_write_is_never_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / "my-stack.yaml"
+    mine.write_text("id: my-own-stack\n")
+    res = runner.invoke(app, [*ARGV, "--out", "my-stack.yaml"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == [
+        f"error: --out: {mine}: a file not written by hnplan calibrate for this path is there; not overwriting it "
+        "(give --out another file, or remove it)"
+    ]
+    assert mine.read_text() == "id: my-own-stack\n" and [p.name for p in tmp_path.iterdir()] == ["my-stack.yaml"]
+    # the default path too: a hand-made calibration/megatron-core-calibrated.yaml is left as it was
+    hand = tmp_path / "calibration" / "megatron-core-calibrated.yaml"
+    hand.parent.mkdir()
+    hand.write_text("# mine\n")
+    res = runner.invoke(app, ARGV)
+    assert res.exit_code == 2 and f"{hand}: a file not written by hnplan calibrate" in res.stderr
+    assert hand.read_text() == "# mine\n"
+
+
+def test_help_says_where_the_files_go():
+    res = runner.invoke(app, ["calibrate", "--help"], env={"COLUMNS": "250"})
+    text = " ".join(res.stdout.split())
+    assert "default calibration/<stack>-calibrated.yaml" in text and "is never replaced" in text
