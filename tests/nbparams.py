@@ -32,6 +32,7 @@ SMALL_PARAMS = {
         cluster_gpus=288,
         cluster_jobs=1500,
         cluster_loads=[0.5, 0.9],
+        cluster_replications=3,
     ),
 }
 

@@ -8,7 +8,13 @@ from rich.table import Table
 from hnplan.cli._app import app, console, escape, handle_errors, print_json
 from hnplan.labels import quantity_text
 
-_COLOUR = {"holds": "green", "does not hold": "red", "holds under conditions": "yellow", "not testable": "dim"}
+_COLOUR = {
+    "holds": "green",
+    "does not hold": "red",
+    "holds under conditions": "yellow",
+    "not testable": "dim",
+    "undecided": "magenta",
+}
 
 
 def _num(v) -> str:
@@ -23,7 +29,7 @@ def claims(
     json_: bool = typer.Option(False, "--json", help="print a JSON list, one object per claim"),
 ):
     """Audit every numeric claim of the seed documents: the experiment, the verdict computed from the
-    planners' numbers (holds / does not hold / holds under conditions / not testable) and its condition.
+    planners' numbers (holds / does not hold / holds under conditions / not testable / undecided) and its condition.
 
     Each grid point's best plan is kept in an on-disk cache while the catalog and the code are unchanged
     ($XDG_CACHE_HOME/hnplan, else ~/.cache/hnplan); HNPLAN_NO_CACHE=1 plans every point again."""

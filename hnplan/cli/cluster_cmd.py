@@ -44,6 +44,14 @@ def simulate(
         help="... or this many jobs (10k, 10000; default: 1 day)",
     ),
     seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
+    replications: int = typer.Option(
+        1,
+        "--replications",
+        min=1,
+        max=1000,
+        help="independent runs (seeds spawned from --seed); figures are their mean with a 95 % confidence interval",
+    ),
+    workers: int = typer.Option(1, "--workers", min=1, max=256, help="processes running replications side by side"),
     load: float = typer.Option(
         None,
         "--load",
@@ -92,7 +100,7 @@ def simulate(
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
-    from hnplan.cluster import load_text, simulate_cluster
+    from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -119,13 +127,13 @@ def simulate(
             if not model_id or services[-1][1] <= 0:
                 raise InputError(f"--serve takes MODEL:QPS with QPS > 0; got {item!r}")
         kw = dict(
+            seed=seed,
             serve=services,
             trace=trace,
             mix=mix,
             policy=policy,
             days=days,
             n_jobs=jobs,
-            seed=seed,
             offered_load=load,
             backfill=backfill,
             preemption=preemption,
@@ -139,12 +147,16 @@ def simulate(
             catalog=cat,
         )
         if json_ or not console.is_terminal:
-            r = simulate_cluster(system, gpus, **kw)
+            r = (
+                replicate_cluster(system, gpus, replications, workers=workers, **kw)
+                if replications > 1
+                else simulate_cluster(system, gpus, **kw)
+            )
         else:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             with Progress(
-                TextColumn("simulating"),
+                TextColumn("simulating" if replications == 1 else f"simulating {replications} replications"),
                 BarColumn(),
                 TextColumn("{task.percentage:>3.0f}%"),
                 TimeElapsedColumn(),
@@ -152,44 +164,76 @@ def simulate(
                 transient=True,
             ) as bar:
                 task = bar.add_task("sim", total=1.0)
-                r = simulate_cluster(
-                    system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)), **kw
-                )
+                if replications > 1:
+                    r = replicate_cluster(
+                        system,
+                        gpus,
+                        replications,
+                        workers=workers,
+                        progress=lambda x: bar.update(task, completed=x),
+                        **kw,
+                    )
+                else:
+                    r = simulate_cluster(
+                        system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)), **kw
+                    )
         d = r.to_json()
         if json_:
             print_json(d)
             return
         s = d
+        ci = d.get("ci95", {})
+
+        def interval(key: str, fmt: str = ".1%", top: float | None = 1.0) -> str:
+            """' (95 % CI a to b)' over the replications; a share's interval clipped to [0, top]."""
+            c = ci.get(key)
+            if not c or c["low"] is None:
+                return ""
+            lo, hi = c["low"], c["high"]
+            if fmt.endswith("%"):
+                lo, hi = max(lo, 0.0), hi if top is None else min(hi, top)
+            return f" (95 % CI {lo:{fmt}} to {hi:{fmt}})"
+
+        load_row = load_text(s).split(" ", 1)  # the figure, then its notes
+
+        def n(v) -> str:  # a count: as it is, or the mean of the replications' to one decimal
+            return str(v) if isinstance(v, int) else f"{v:.1f}"
+
         rows = [
-            ("utilisation (productive)", f"{s['utilisation']:.1%}"),
-            ("allocation rate", f"{s['allocation_rate']:.1%}"),
-            ("offered load", load_text(s)),
+            ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
+            ("allocation rate", f"{s['allocation_rate']:.1%}" + interval("allocation_rate")),
+            ("offered load", load_row[0] + interval("offered_load", top=None) + " ".join(["", *load_row[1:]])),
             (
                 "demand in the window",
-                f"{s['offered_load_window']:.1%} (the jobs' GPU-time inside the measuring window: "
-                "the utilisation it approaches when nothing queues)",
+                f"{s['offered_load_window']:.1%}{interval('offered_load_window', top=None)} (the jobs' GPU-time inside the "
+                "measuring window: the utilisation it approaches when nothing queues)",
             ),
             ("steady state", s["steady_state_note"]),
             (
                 "fragmentation",
-                f"{s['fragmentation']:.1%} of GPUs free but unusable by any queued job (max {s['fragmentation_max']:.1%})",
+                f"{s['fragmentation']:.1%}{interval('fragmentation')} of GPUs free but unusable by any queued job "
+                f"(max {s['fragmentation_max']:.1%})",
             ),
-            ("goodput", f"{s['goodput']:.1%} of allocated GPU-time" if s["goodput"] is not None else "-"),
+            (
+                "goodput",
+                f"{s['goodput']:.1%}{interval('goodput')} of allocated GPU-time" if s["goodput"] is not None else "-",
+            ),
             (
                 "JCT slowdown",
-                f"mean {s['jct_slowdown']['mean']:.2f}, p95 {s['jct_slowdown']['p95']:.2f}"
+                f"mean {s['jct_slowdown']['mean']:.2f}{interval('jct_slowdown.mean', '.2f')}, "
+                f"p95 {s['jct_slowdown']['p95']:.2f}"
                 if s["jct_slowdown"]["mean"] is not None
                 else "-",
             ),
             (
                 "preemptions / interruptions",
-                f"{s['preemptions']} / {s['interruptions']} ({s['hardware_failures']} hardware failures)",
+                f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
             ),
-            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {s['concurrent_jobs']['max']}"),
+            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {n(s['concurrent_jobs']['max'])}"),
             (
                 "jobs",
                 ", ".join(
-                    f"{k} {v}"
+                    f"{k} {n(v)}"
                     + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
                     + (" (no node of a GPU model they accept is large enough)" if k == "unplaceable" else "")
                     for k, v in s["jobs"].items()
@@ -225,10 +269,25 @@ def simulate(
         if nodes is None and r.gpus != gpus:  # the cluster is built of whole scale-up domains: say the rounding
             dom = cat.system(system).scaleup_domain_gpus
             size += f" ({gpus:,} asked, rounded up to whole {dom:,}-GPU scale-up domains)"
+        if replications > 1:
+            rows.append(
+                (
+                    "replications",
+                    f"{replications} independent runs (seeds spawned from {seed}); each figure is their mean, "
+                    "a queueing or slowdown percentile the mean of the runs' percentiles",
+                )
+            )
         console.print(kv_table(f"{size}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")
         for cls, q in s["queue_delay_s"].items():
-            t.add_row(cls, *(f"{q[k]:,.0f}" for k in ("p50", "p95", "p99")))
+            t.add_row(
+                cls,
+                *(
+                    f"{q[k]:,.0f}"
+                    + (f" ± {c['half_width']:,.0f}" if (c := ci.get(f"queue_delay_s.{cls}.{k}")) and c["n"] > 1 else "")
+                    for k in ("p50", "p95", "p99")
+                ),
+            )
         console.print(t)

@@ -7,13 +7,15 @@
   topology-aware, fragmentation-aware).
 * :mod:`.runtime`: the adapter to the training planner and the reliability model.
 * :mod:`.engine`: the event simulation (:mod:`.backfill`: EASY backfilling's reservation);
-  :mod:`.simulate`: :func:`simulate_cluster` and its result; :mod:`.load`: offered load and steady state.
+  :mod:`.simulate`: :func:`simulate_cluster` and its result; :mod:`.load`: offered load and steady state;
+  :mod:`.replicate`: :func:`replicate_cluster`, independent replications with 95 % confidence intervals.
 
 See docs/cluster.md.
 """
 
 from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, synthetic_jobs  # noqa: F401
 from hnplan.cluster.policies import POLICIES, place  # noqa: F401
+from hnplan.cluster.replicate import ReplicatedResult, mean_ci, replicate_cluster  # noqa: F401
 from hnplan.cluster.simulate import ClusterResult, load_text, offered_load_of, resolve_jobs, simulate_cluster  # noqa: F401
 from hnplan.cluster.topology import ClusterTopology, build_topology  # noqa: F401
 from hnplan.cluster.traces import read_acme, read_helios, read_philly, read_trace  # noqa: F401

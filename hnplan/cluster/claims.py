@@ -12,11 +12,13 @@ offered load: :func:`audit_points`).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.cluster.replicate import mean_ci, replication_seeds
 from hnplan.cluster.simulate import resolve_jobs, simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import check_choice
@@ -103,7 +105,17 @@ AUDIT_CLAIMS = ("utilisation-40-to-70", "fragmentation-below-30", "utilisation-b
 
 @functools.lru_cache(maxsize=512)
 def _run(
-    system: str, gpus: int, mix: str, load: float, policy: str, backfill: bool, jobs: int, seed: int, lines: int, root
+    system: str,
+    gpus: int,
+    mix: str,
+    load: float,
+    policy: str,
+    backfill: bool,
+    jobs: int,
+    seed: int,
+    lines: int,
+    root,
+    bf_interval_s: float = 0.0,
 ) -> dict:
     """One cached run (the audit's claims share them): the summary numbers the audit reads.
 
@@ -121,7 +133,9 @@ def _run(
     for part, g in parts:
         if part.empty:
             continue
-        r = simulate_cluster(system, g, part, policy=policy, backfill=backfill, seed=seed, catalog=cat)
+        r = simulate_cluster(
+            system, g, part, policy=policy, backfill=backfill, seed=seed, bf_interval_s=bf_interval_s, catalog=cat
+        )
         rows.append((r.gpus, r.summary))
     total = sum(g for g, _ in rows)
     return {
@@ -146,6 +160,8 @@ def audit_points(
     jobs: int = 10000,
     seed: int = 0,
     lines: int = 4,
+    replications: int = 1,
+    bf_interval_s: float = 0.0,
     catalog: Catalog | None = None,
 ) -> tuple[pd.DataFrame, str, str, float, str]:
     """The grid of one cluster claim of the audit, simulated on the same job stream for every row.
@@ -160,14 +176,25 @@ def audit_points(
         Cluster size [GPUs], job mix id, offered loads [fraction of the GPUs], jobs per run, seed.
     lines : int
         Business lines of the partitioned cluster (``fragmentation-below-30``).
+    replications : int
+        Independent job streams per point (:func:`hnplan.cluster.replicate.replication_seeds` of
+        ``seed``; 1: the stream of ``seed`` itself). With more than one, a point's figures are the mean
+        over the streams with a 95 % Student-t interval (``utilisation_low``/``_high``,
+        ``concurrent_jobs_low``/``_high``), and it holds only when the whole interval is on the claim's
+        side of the threshold, fails when the whole interval is on the other side, and is undecided
+        (``holds`` NaN, ``verdict_ci`` ``undecided``) when it straddles the threshold.
+    bf_interval_s : float
+        Seconds between backfill passes (:func:`hnplan.cluster.simulate_cluster`; 0: at every event).
 
     Returns
     -------
     (points, metric, op, threshold, condition)
         ``points``: one row per grid point with ``offered_load``, ``design``, ``utilisation``,
         ``offered_load_window`` (the demand inside the measuring window: utilisation cannot exceed it
-        for long), ``fragmentation``, ``concurrent_jobs`` and a boolean ``holds``; ``condition`` a
-        sentence naming the job mix, policy, cluster size and where the claim holds or fails.
+        for long), ``fragmentation``, ``concurrent_jobs``, their intervals, ``replications``, a
+        ``holds`` (bool; NaN for a row shown for context or undecided) and ``verdict_ci`` (``holds``,
+        ``fails``, ``undecided`` or None); ``condition`` a sentence naming the job mix, policy, cluster
+        size and where the claim holds, fails or is undecided.
 
     Raises
     ------
@@ -178,14 +205,36 @@ def audit_points(
     cat = catalog or load_catalog()
     root = str(cat.root)
 
+    seeds = replication_seeds(seed, replications)
+
     def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
-        return _run(system, gpus, mix, float(load), policy, backfill, jobs, seed, n_lines, root)
+        rs = [
+            _run(system, gpus, mix, float(load), policy, backfill, jobs, s, n_lines, root, float(bf_interval_s))
+            for s in seeds
+        ]
+        out = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
+        for k in ("utilisation", "concurrent_jobs"):
+            c = mean_ci([r[k] for r in rs])
+            lo, hi = (c["low"], c["high"]) if c["low"] is not None else (c["mean"],) * 2
+            top = 1.0 if k == "utilisation" else math.inf  # the interval clipped to the quantity's range
+            out[f"{k}_low"], out[f"{k}_high"] = max(lo, 0.0), min(hi, top)
+        out["replications"] = len(rs)
+        return out
+
+    def side(r, key, op, thr):  # True: the interval holds, False: it fails, None: it straddles the threshold
+        lo, hi = r[f"{key}_low"], r[f"{key}_high"]
+        if op == "<":
+            return True if hi < thr else False if lo >= thr else None
+        return True if lo >= thr else False if hi < thr else None
+
+    def both(*xs):  # the conjunction of interval verdicts
+        return False if any(x is False for x in xs) else True if all(x is True for x in xs) else None
 
     rows = []
     if claim_id == "utilisation-40-to-70":
         for load in loads:
             t, s = run(traditional, load), run(supernode, load)
-            ok = t["utilisation"] < 0.40 and s["utilisation"] >= 0.70
+            ok = both(side(t, "utilisation", "<", 0.40), side(s, "utilisation", ">=", 0.70))
             rows += [dict(offered_load=load, design=d, **r, holds=ok) for d, r in ((traditional, t), (supernode, s))]
         metric, op, thr = "utilisation", ">=", 0.70
     elif claim_id == "fragmentation-below-30":
@@ -199,7 +248,7 @@ def audit_points(
                         offered_load=load,
                         design=d,
                         **r,
-                        holds=None if d.endswith("pooled") else r["utilisation"] < 0.30,
+                        holds="context" if d.endswith("pooled") else side(r, "utilisation", "<", 0.30),
                     )
                 )
         metric, op, thr = "utilisation", "<=", 0.30
@@ -211,43 +260,56 @@ def audit_points(
                 (f"{traditional}, topology-aware, backfill", "topology-aware", True),
             ):
                 r = run(traditional, load, pol, bf)
-                rows.append(dict(offered_load=load, design=d, **r, holds=r["utilisation"] < 0.50))
+                rows.append(dict(offered_load=load, design=d, **r, holds=side(r, "utilisation", "<", 0.50)))
         metric, op, thr = "utilisation", "<=", 0.50
     else:
         for load in loads:
             r = run(supernode, load)
-            rows.append(
-                dict(
-                    offered_load=load,
-                    design=supernode,
-                    **r,
-                    holds=r["concurrent_jobs"] >= 512 and r["utilisation"] >= 0.92,
-                )
-            )
+            ok = both(side(r, "concurrent_jobs", ">=", 512), side(r, "utilisation", ">=", 0.92))
+            rows.append(dict(offered_load=load, design=supernode, **r, holds=ok))
         metric, op, thr = "utilisation", ">=", 0.92
+    for r in rows:  # the interval verdict in words; `holds` bool where decided, NaN otherwise
+        h = r["holds"]
+        r["verdict_ci"] = None if h == "context" else "undecided" if h is None else "holds" if h else "fails"
+        r["holds"] = h if isinstance(h, bool) else np.nan
     pts = pd.DataFrame(rows)
-    return pts, metric, op, thr, _condition(claim_id, pts, gpus, mix, jobs, seed, loads)
+    pts["holds"] = pts["holds"].astype(object).where(pts["holds"].notna(), None)
+    return pts, metric, op, thr, _condition(claim_id, pts, gpus, mix, jobs, seed, loads, len(seeds))
 
 
-def _condition(claim_id, pts, gpus, mix, jobs, seed, loads) -> str:
-    setup = (
-        f"job mix '{mix}', {jobs:,} jobs per run on {gpus:,} GPUs per design (seed {seed}), offered loads "
-        + ", ".join(f"{x:.0%}" for x in loads)
+def _where(g: pd.DataFrame) -> str:
+    return "; ".join(
+        f"{d} at {', '.join(f'{x:.0%}' for x in h['offered_load'])} offered load"
+        for d, h in g.groupby("design", sort=False)
+    )
+
+
+def _condition(claim_id, pts, gpus, mix, jobs, seed, loads, reps: int = 1) -> str:
+    runs = f"seed {seed}" if reps == 1 else f"the mean of {reps} independent streams from seed {seed}, 95 % intervals"
+    setup = f"job mix '{mix}', {jobs:,} jobs per run on {gpus:,} GPUs per design ({runs}), offered loads " + ", ".join(
+        f"{x:.0%}" for x in loads
     )
     ev = pts[pts["holds"].notna()]
     ok = ev[ev["holds"].astype(bool)]
-    if ok.empty:
+    if ev.empty:
+        verdict = "decided at no point"
+    elif ok.empty:
         verdict = "holds at no point"
     elif len(ok) == len(ev):
-        verdict = "holds at every point"
+        verdict = "holds at every point" + ("" if (pts["verdict_ci"] != "undecided").all() else " decided")
     else:
-        verdict = "holds only for " + "; ".join(
-            f"{d} at {', '.join(f'{x:.0%}' for x in g['offered_load'])} offered load"
-            for d, g in ok.groupby("design", sort=False)
-        )
+        verdict = "holds only for " + _where(ok)
+    und = pts[pts["verdict_ci"] == "undecided"]
+    if not und.empty:
+        verdict += "; undecided (the interval straddles the threshold) for " + _where(und)
+
+    def fig(r) -> str:
+        if r.replications == 1:
+            return f"{r.design} {r.utilisation:.0%}"
+        return f"{r.design} {r.utilisation:.0%} ({r.utilisation_low:.0%} to {r.utilisation_high:.0%})"
+
     nums = "; ".join(
-        f"{x:.0%} load: " + ", ".join(f"{r.design} {r.utilisation:.0%}" for r in g.itertuples())
-        for x, g in pts.groupby("offered_load", sort=True)
+        f"{x:.0%} load: " + ", ".join(fig(r) for r in g.itertuples()) for x, g in pts.groupby("offered_load", sort=True)
     )
     demand = pts.groupby("offered_load")["offered_load_window"].first()
     tail = " The demand inside the measuring window (the jobs' GPU-time in it) is "

@@ -208,22 +208,40 @@ def _draw(dist, n: int, rng: np.random.Generator) -> np.ndarray:
     return x if dist.max is None else np.minimum(x, dist.max)
 
 
-def _mean(dist, cap: float | None = None) -> float:
-    """Mean of a distribution cut at ``max`` and at ``cap`` (a log-normal's ``E[min(X, c)]`` in
-    closed form)."""
+def _moment(dist, k: int = 1, cap: float | None = None) -> float:
+    """``E[min(X, c)^k]`` of a distribution cut at ``max`` and at ``cap``; for a log-normal in closed form,
+    ``exp(k mu + k^2 sigma^2 / 2) Phi(z - k sigma) + c^k (1 - Phi(z))`` with ``z = (ln c - mu) / sigma``
+    (the partial moments of the log-normal: Johnson, Kotz and Balakrishnan, *Continuous Univariate
+    Distributions*, vol. 1, 2nd ed. 1994, ch. 14)."""
     c = dist.max if cap is None else (cap if dist.max is None else min(dist.max, cap))
     if dist.kind == "discrete":
         v, w = np.asarray(dist.values, float), np.asarray(dist.weights, float)
         v = v if c is None else np.minimum(v, c)
-        return float(np.dot(v, w) / w.sum())
+        return float(np.dot(v**k, w) / w.sum())
     from scipy import stats
 
     mu, s = dist.mu, dist.sigma
-    full = np.exp(mu + s * s / 2)
+    full = np.exp(k * mu + k * k * s * s / 2)
     if c is None or s == 0:
-        return float(full if c is None else min(full, c))
+        return float(full if c is None else min(full, c**k))
     z = (np.log(c) - mu) / s
-    return float(full * stats.norm.cdf(z - s) + c * stats.norm.sf(z))
+    return float(full * stats.norm.cdf(z - k * s) + c**k * stats.norm.sf(z))
+
+
+def _mean(dist, cap: float | None = None) -> float:
+    """Mean of a distribution cut at ``max`` and at ``cap`` (a log-normal's ``E[min(X, c)]`` in
+    closed form)."""
+    return _moment(dist, 1, cap)
+
+
+def _gpus_held(c, max_gpus: int | None) -> float:
+    """Expected GPUs a job of class ``c`` holds (count x share) [GPU], counts cut at ``max_gpus``."""
+    eg = _mean(c.gpus, max_gpus)
+    if c.fractional is not None and c.gpu_milli is not None and c.gpus.kind == "discrete":
+        w = np.asarray(c.gpus.weights, float)
+        w1 = w[np.asarray(c.gpus.values) == 1].sum() / w.sum()
+        eg -= w1 * c.fractional.value * (1 - min(_mean(c.gpu_milli), MILLI) / MILLI)
+    return float(eg)
 
 
 def mean_gpu_seconds(mix, max_gpus: int | None = None) -> float:
@@ -231,15 +249,22 @@ def mean_gpu_seconds(mix, max_gpus: int | None = None) -> float:
     weighted by the class shares; log-normal mean ``exp(mu + sigma^2 / 2)``), with GPU counts cut at
     ``max_gpus`` as :func:`synthetic_jobs` cuts them to the cluster (a 1,024-GPU draw on a 64-GPU
     cluster asks for 64)."""
-    total = 0.0
-    for c in mix.classes:
-        eg = _mean(c.gpus, max_gpus)
-        if c.fractional is not None and c.gpu_milli is not None and c.gpus.kind == "discrete":
-            w = np.asarray(c.gpus.weights, float)
-            w1 = w[np.asarray(c.gpus.values) == 1].sum() / w.sum()
-            eg -= w1 * c.fractional.value * (1 - min(_mean(c.gpu_milli), MILLI) / MILLI)
-        total += c.share.value * eg * _mean(c.duration_s)
-    return float(total)
+    return float(sum(c.share.value * _gpus_held(c, max_gpus) * _mean(c.duration_s) for c in mix.classes))
+
+
+def mix_run_time_weighted_s(mix, max_gpus: int | None = None) -> float:
+    """The mix's expected run time weighted by GPU-time [s]: ``E[g d^2] / E[g d]`` over its jobs, ``g``
+    the GPUs a job holds and ``d`` its run time, drawn independently within a class (so
+    ``E[g d^k] = E[g] E[d^k]`` per class, weighted by the class shares; ``E[d^2]`` of the cut
+    log-normal by :func:`_moment`). The expectation of what :func:`hnplan.cluster.load.run_time_weighted_s`
+    measures on a drawn table, the time scale of a steady-state run that does not move with the draw.
+
+    >>> from hnplan.catalog.mixes import cluster_mix
+    >>> round(mix_run_time_weighted_s(cluster_mix("default"), 1152) / 3600, 1)  # hours
+    65.9
+    """
+    num = sum(c.share.value * _gpus_held(c, max_gpus) * _moment(c.duration_s, 2) for c in mix.classes)
+    return float(num / mean_gpu_seconds(mix, max_gpus))
 
 
 def synthetic_jobs(

@@ -66,66 +66,114 @@ def run_time_weighted_s(jobs: pd.DataFrame) -> float:
     return float((gpu_s * d).sum() / gpu_s.sum()) if gpu_s.sum() > 0 else 0.0
 
 
-def steady_state_of(jobs: pd.DataFrame, load: float, window_s: float, warmup: float = 0.2) -> dict:
+def mix_steady_basis(mix, cluster_gpus: int, load: float) -> dict:
+    """The steady-state test's inputs from a job mix's expectations (:func:`steady_state_of`'s keywords):
+    ``run_s``, its GPU-time-weighted run time [s] (:func:`hnplan.cluster.jobs.mix_run_time_weighted_s`),
+    ``jobs_per_s``, its arrival rate ``load x G / E[GPU s per job]`` [1/s] as
+    :func:`hnplan.cluster.jobs.synthetic_jobs` draws it, and ``load_asked``, the offered load it aims at
+    [fraction]; GPU counts cut at the cluster's ``cluster_gpus``."""
+    from hnplan.cluster.jobs import mean_gpu_seconds, mix_run_time_weighted_s
+
+    return {
+        "run_s": mix_run_time_weighted_s(mix, cluster_gpus),
+        "jobs_per_s": load * cluster_gpus / mean_gpu_seconds(mix, cluster_gpus),
+        "load_asked": load,
+    }
+
+
+def steady_state_of(
+    jobs: pd.DataFrame,
+    load: float,
+    window_s: float,
+    warmup: float = 0.2,
+    *,
+    run_s: float | None = None,
+    jobs_per_s: float | None = None,
+    load_asked: float | None = None,
+) -> dict:
     """Whether a run's figures are steady-state ones, and what run would give them.
 
     A run is in steady state when (1) its arrival window ``window_s`` is at least
-    :func:`steady_window_s` of the jobs' :func:`run_time_weighted_s` (the warm-up covers one run time,
-    the measured part four), and (2) its offered load (:func:`offered_load_of`) is below 1: at or
-    above it the queue grows for as long as jobs arrive, and a queue has a steady state only when
-    work arrives more slowly than the servers complete it (Harchol-Balter, *Performance Modeling and
-    Design of Computer Systems*, 2013, ch. 2, stability).
+    :func:`steady_window_s` of the jobs' GPU-time-weighted run time (the warm-up covers one run time,
+    the measured part four), and (2) its offered load is below 1: at or above it the queue grows for
+    as long as jobs arrive, and a queue has a steady state only when work arrives more slowly than
+    the servers complete it (Harchol-Balter, *Performance Modeling and Design of Computer Systems*,
+    2013, ch. 2, stability).
+
+    Both are properties of the process that generates the jobs. For a job mix the caller passes the
+    mix's expectations (``run_s``: :func:`hnplan.cluster.jobs.mix_run_time_weighted_s`; ``jobs_per_s``:
+    its arrival rate; ``load_asked``: the load it aims at), so the verdict and the remedy do not move
+    with the draw and a run that follows the remedy meets it. A heavy-tailed draw's own
+    :func:`run_time_weighted_s` is mostly below its expectation (the ratio is carried by rare long,
+    large jobs: on the default mix one day, 19,000 jobs and nine days read 41.3, 43.1 and 32.1 h
+    against 65.9 h) and moves from run to run; it is used only for a trace or a given table.
 
     Returns
     -------
     dict
-        ``steady_state`` (bool), ``run_time_weighted_s`` [s], ``steady_window_s`` (the window
-        condition (1) needs [s]), ``steady_jobs`` (the jobs the run's arrival rate brings in that
-        window, rounded up to two digits; a ``--jobs`` draw of a heavy-tailed mix sets its rate from the
-        jobs drawn, so its window may come out shorter: ``--days`` is the sure remedy) and
-        ``steady_short`` (condition (1) fails).
+        ``steady_state`` (bool), ``run_time_weighted_s`` [s] (the time scale used),
+        ``run_time_weighted_basis`` (``"mix"`` or ``"jobs"``), ``run_time_weighted_drawn_s`` (the drawn
+        jobs' own [s]), ``steady_window_s`` (the window condition (1) needs [s]), ``steady_jobs`` (the
+        jobs the arrival rate brings in that window, rounded up to two digits; a ``--jobs`` draw of a
+        heavy-tailed mix sets its rate from the jobs drawn, so its window may come out shorter:
+        ``--days`` is the sure remedy) and ``steady_short`` (condition (1) fails).
 
     >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
     >>> d = steady_state_of(j, 0.5, 600.0)  # two jobs in 10 minutes, GPU-time-weighted run time 9.18 h
     >>> d["steady_state"], round(d["steady_window_s"] / 3600, 1), d["steady_jobs"]  # 5 x 9.18 h; 2 x 165,278 / 600
     (False, 45.9, 560)
     """
-    run_s = run_time_weighted_s(jobs)
+    drawn = run_time_weighted_s(jobs)
+    basis = "jobs" if run_s is None else "mix"
+    run_s = drawn if run_s is None else run_s
     need = steady_window_s(run_s, warmup)
     short = window_s < need
+    rate = len(jobs) / window_s if jobs_per_s is None else jobs_per_s
+    stable = (load if load_asked is None else load_asked) < 1.0
     return {
-        "steady_state": bool(not short and load < 1.0),
+        "steady_state": bool(not short and stable),
         "run_time_weighted_s": run_s,
+        "run_time_weighted_basis": basis,
+        "run_time_weighted_drawn_s": drawn,
         "steady_window_s": need,
-        "steady_jobs": _round_up(max(len(jobs), len(jobs) * need / window_s)),
+        "steady_jobs": _round_up(max(len(jobs), rate * need)),
         "steady_short": bool(short),
     }
 
 
 def steady_text(summary: dict) -> str:
-    """Whether a run's summary is in steady state, why not, and the remedy, in one line.
+    """Whether a run's summary is in steady state, why not, and the remedy, in one line. The remedy's
+    days are rounded up (two digits), so a run that follows it is long enough.
 
     >>> steady_text({"steady_state": False, "steady_short": True, "window_s": 86400.0, "offered_load": 1.93,
     ...     "run_time_weighted_s": 148629.0, "steady_window_s": 743145.0, "steady_jobs": 19000})
     ... # doctest: +NORMALIZE_WHITESPACE
     "no: the 24 h arrival window is 0.58x the jobs' GPU-time-weighted run time (41.3 h), under the 5x that
     steady state needs (a warm-up of one run time, four measured), so its figures are mostly warm-up; and
-    the jobs offer 193% of the capacity, a queue that grows while they arrive; simulate --days 8.6 or
+    the jobs offer 193% of the capacity, a queue that grows while they arrive; simulate --days 8.7 or
     about 19,000 jobs (--jobs)"
     """
     w, run_s, load = summary["window_s"], summary["run_time_weighted_s"], summary["offered_load"]
+    mix = summary.get("run_time_weighted_basis") == "mix"
+    asked = summary.get("offered_load_asked")
+    rho = asked if mix and asked is not None else load  # the process's load for a mix, the table's otherwise
+    who = "the mix's" if mix else "the jobs'"
+    offer = (
+        f"the mix offers {rho:.0%} of the capacity (this draw {load:.0%})"
+        if mix and asked is not None
+        else f"the jobs offer {load:.0%} of the capacity"
+    )
     need = summary["steady_window_s"]
     span = f"{units.s_to_days(w):,.3g}-day" if w >= 2 * units.DAY else f"{units.s_to_hours(w):,.3g} h"
     run = f"{units.s_to_hours(run_s):,.3g} h"
     if summary["steady_state"]:
         return (
-            f"yes: the {span} arrival window is {w / run_s:,.2g}x the jobs' GPU-time-weighted run time ({run}) "
-            f"and the jobs offer {load:.0%} of the capacity"
+            f"yes: the {span} arrival window is {w / run_s:,.2g}x {who} GPU-time-weighted run time ({run}) and {offer}"
         )
     why = []
     if summary["steady_short"]:
         why.append(
-            f"the {span} arrival window is {w / run_s:.2g}x the jobs' GPU-time-weighted run time ({run}), under "
+            f"the {span} arrival window is {w / run_s:.2g}x {who} GPU-time-weighted run time ({run}), under "
             f"the {need / run_s:.2g}x that steady state needs (a warm-up of one run time, four measured), so "
             + (
                 "its figures are mostly warm-up"
@@ -133,13 +181,26 @@ def steady_text(summary: dict) -> str:
                 else "the empty start and the work cut at its end bias them"
             )
         )
-    if load >= 1.0:
-        why.append(f"the jobs offer {load:.0%} of the capacity, a queue that grows while they arrive")
+    if rho >= 1.0:
+        why.append(f"{offer}, a queue that grows while they arrive")
     if summary["steady_short"]:
-        fix = f"simulate --days {units.s_to_days(need):,.2g} or about {summary['steady_jobs']:,} jobs (--jobs)"
+        days = _ceil_digits(units.s_to_days(need))
+        fix = f"simulate --days {days:,g} or about {int(summary['steady_jobs']):,} jobs (--jobs)"
     else:
         fix = "lower the load (--load) or simulate more GPUs (--gpus)"
     return "no: " + "; and ".join(why) + "; " + fix
+
+
+def _ceil_digits(x: float, digits: int = 2) -> float:
+    """``x`` rounded up to ``digits`` significant digits (8.64 -> 8.7, 13.7 -> 14).
+
+    >>> _ceil_digits(8.64), _ceil_digits(13.7), _ceil_digits(0.123), _ceil_digits(8.6)
+    (8.7, 14.0, 0.13, 8.6)
+    """
+    if x <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    return round(math.ceil(round(x / step, 9)) * step, 12)
 
 
 def _round_up(n: float) -> int:

@@ -19,6 +19,7 @@ from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster
     MEASURE_RUN_TIMES,
     _window_demand,
     load_text,
+    mix_steady_basis,
     offered_load_of,
     run_time_weighted_s,
     steady_state_of,
@@ -100,9 +101,10 @@ class ClusterResult:
         ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
         at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
-        ``run_time_weighted_s``, ``steady_window_s``, ``steady_jobs``, ``steady_short``
-        (:func:`steady_state_of`: false when the window is shorter than five GPU-time-weighted run
-        times or the offered load is 100 % or more), ``steady_state_note`` (:func:`steady_text`: the
+        ``run_time_weighted_s``, ``run_time_weighted_basis``, ``run_time_weighted_drawn_s``,
+        ``steady_window_s``, ``steady_jobs``, ``steady_short`` (:func:`steady_state_of`: false when the
+        window is shorter than five GPU-time-weighted run times or the offered load is 100 % or more;
+        for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
@@ -306,7 +308,7 @@ def simulate_cluster(
     else:
         check_choice("nodes", nodes, NODE_LISTS)
         topo = node_list(nodes, gpus)
-    asked = None  # the load a mix aims its arrivals at (a trace or a given table aims at none)
+    asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
     if jobs is None:
         jobs = resolve_jobs(
             topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
@@ -314,7 +316,9 @@ def simulate_cluster(
         if trace is None:
             from hnplan.catalog.mixes import cluster_mix
 
-            asked = offered_load if offered_load is not None else cluster_mix(mix, cat).offered_load.value
+            m = cluster_mix(mix, cat)
+            asked = offered_load if offered_load is not None else m.offered_load.value
+            basis = mix_steady_basis(m, topo.gpus, asked)
     else:
         jobs = check_jobs(jobs)
     serving: list[dict] = []  # what each --serve deployment holds, for the summary
@@ -369,7 +373,7 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked)
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked, basis)
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     if serving:
@@ -378,7 +382,15 @@ def simulate_cluster(
 
 
 def _result(
-    sim: ClusterSim, jobs: pd.DataFrame, topo, policy: str, window: float, warm: float, end: float, asked=None
+    sim: ClusterSim,
+    jobs: pd.DataFrame,
+    topo,
+    policy: str,
+    window: float,
+    warm: float,
+    end: float,
+    asked=None,
+    basis: dict | None = None,
 ) -> ClusterResult:
     cols = [
         "time_s",
@@ -422,7 +434,7 @@ def _result(
         "offered_load": load,
         "oversubscribed": load > 1,
         "offered_load_window": _window_demand(jobs, warm, window) / cap,
-        **steady_state_of(jobs, load, window, warm / window),
+        **steady_state_of(jobs, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,

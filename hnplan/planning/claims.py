@@ -8,7 +8,10 @@ grid point, and a verdict computed from those numbers by :func:`decide`:
 * ``does not hold``: it is true at none (the condition names the point that comes closest);
 * ``holds under conditions``: true at some points; the condition names the region
   ("holds for models of at least 145.6B parameters at 2,304 GPUs or more");
-* ``not testable``: a quantity the test needs is missing, and the condition names it.
+* ``not testable``: a quantity the test needs is missing, and the condition names it;
+* ``undecided``: (the shared-cluster claims, simulated over independent job streams) at every point the
+  95 % interval of the metric straddles the threshold; a point whose interval straddles it decides
+  nothing, and a claim that holds wherever it is decided but is undecided elsewhere holds under conditions.
 
 Claims about the architecture compare the supernode with a **same-chip baseline**: the 8-GPU server
 design carrying the supernode's own accelerator and scale-out NIC (:func:`same_chip_baseline`), so that
@@ -32,7 +35,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 from hnplan.labels import quantity_text
 
-VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable")
+VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable", "undecided")
 SEED_FILES = {"000": "000_14d202129fb34c3d.txt", "001": "001_baa31eb37780e878.txt", "002": "002_2d5e16c6f36d2699.txt"}
 JSON_KEYS = ("id", "seed_file", "claim", "experiment", "verdict", "condition", "numbers", "points")
 
@@ -280,6 +283,8 @@ class AuditSetup:
     cluster_loads: tuple = (0.5, 0.7, 0.9, 1.0)  # offered loads spanning the claims' 40-92 % utilisation range
     cluster_mix: str = "default"
     cluster_seed: int = 0
+    # independent job streams per point (hnplan.cluster.replicate): a verdict on a 95 % interval, not one seed
+    cluster_replications: int = 5
 
 
 def _experiments():
@@ -389,6 +394,7 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         loads=tuple(setup.cluster_loads),
         jobs=setup.cluster_jobs,
         seed=setup.cluster_seed,
+        replications=setup.cluster_replications,
         catalog=catalog,
     )
     pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond, gpus=gpus)

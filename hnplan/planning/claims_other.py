@@ -394,13 +394,17 @@ def _cluster_claim(spec: tuple, text: str):
         a = pts.attrs
         metric, op, thr = a["metric"], a["op"], a["threshold"]
         verdict, _ = decide(pts, ["offered_load", "design"], metric, op, thr)
-        m = pts.loc[pts["holds"].notna(), metric].astype(float)
+        undecided = pts.get("verdict_ci", pd.Series(dtype=object)).eq("undecided")
+        if undecided.any():  # a point whose 95 % interval straddles the threshold decides nothing
+            verdict = {"not testable": "undecided", "holds": "holds under conditions"}.get(verdict, verdict)
+        m = pts.loc[pts["holds"].notna() | undecided, metric].astype(float)
         nums = {
             "threshold": thr,
             f"{metric}_min": float(m.min()),
             f"{metric}_max": float(m.max()),
             "points": int(pts["holds"].notna().sum()),
             "points_holding": int(pts["holds"].eq(True).sum()),
+            "points_undecided": int(undecided.sum()),
         }
         exp = f"{text} {s.cluster_jobs:,} jobs of mix '{s.cluster_mix}' per run on {a['gpus']:,} GPUs"
         return Claim(

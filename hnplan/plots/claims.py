@@ -13,6 +13,7 @@ _VERDICT_COLOURS = {
     "does not hold": "#cf222e",
     "holds under conditions": "#9a6700",
     "not testable": "#6e7781",
+    "undecided": "#8250df",
 }
 _LABELS = {
     "gpus": "GPUs",
