@@ -234,9 +234,9 @@ def training_memory_table(
         if best is None:
             best = st
         else:  # the last stage where pp > 1 (not under DualPipe: the first rank holds it); a middle one where pp > 2
-            exists = (pp > 2) if stage == "middle" else (pp > 1) & ~dual
+            exists = (pp > 2) if stage == "middle" else (pp > 1) & ~dual if dualpipe else pp > 1
             fuller = exists & (st["total_bytes"] > best["total_bytes"])
-            fullest = np.where(fuller, np.int8(STAGES.index(stage)), fullest).astype(np.int8)
+            fullest[fuller] = STAGES.index(stage)
             best = {k: np.where(fuller, st[k], best[k]) for k in st}
     assert best is not None
     if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
