@@ -128,7 +128,9 @@ def training_memory_table(
     overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
     tensors; :func:`overhead_terms`). The largest stage total wins (the first on a tie; only the first when
     ``pp = 1``, no middle stage when ``pp = 2``; under DualPipe the first rank holds the first and the last
-    stage and a middle rank two middle ones).
+    stage and a middle rank two middle ones). A dense model's middle stage, without balanced ends or DualPipe,
+    never exceeds the first (the same layers without the embedding, no more micro-batches in flight) and is
+    not evaluated.
 
     Parameters
     ----------
