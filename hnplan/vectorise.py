@@ -20,7 +20,7 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
-#: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples
+#: distinct key tuples counted through a lookup table (no hashing) up to this many possible tuples, or 16 per row
 _TABLE_KEYS = 1 << 16
 
 
@@ -196,13 +196,22 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             offset = (a - base).astype(np.int64, copy=False) if base or a.dtype != np.int64 else a
             seen = np.zeros(int(hi - base) + 1, dtype=bool)
             seen[offset] = True
-            present = np.flatnonzero(seen)
-            lookup = np.cumsum(seen) - 1
+            present, lookup = _ranks(seen)
             return lookup[offset], (present + base).astype(a.dtype)
     import pandas as pd
 
     codes, uniq = pd.factorize(a, sort=False)
     return codes, np.asarray(uniq)
+
+
+def _ranks(seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The indices of the True entries of a boolean table and a lookup table holding, at each of them, its
+    rank among them (``cumsum(seen) - 1`` there; undefined elsewhere): written only where a value is present,
+    not a pass over the whole table."""
+    present = np.flatnonzero(seen)
+    lookup = np.empty(len(seen), dtype=np.int64)
+    lookup[present] = np.arange(len(present), dtype=np.int64)
+    return present, lookup
 
 
 def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.ndarray, tuple]:
@@ -220,11 +229,10 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
     for c, s in zip(codes[1:], sizes[1:]):
         flat *= s
         flat += c
-    if n_keys <= max(4 * n, _TABLE_KEYS):  # few possible tuples: a lookup table, no hashing
+    if n_keys <= max(16 * n, _TABLE_KEYS):  # few possible tuples: a lookup table, no hashing
         seen = np.zeros(n_keys, dtype=bool)
         seen[flat] = True
-        uflat = np.flatnonzero(seen)
-        lookup = np.cumsum(seen) - 1
+        uflat, lookup = _ranks(seen)
         out = lookup[flat]
     else:
         import pandas as pd
