@@ -155,8 +155,9 @@ def _ring(g: GroupPlacement, passes: int, data, allreduce: bool, model: bool = F
     lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
     cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps) if model else None
     bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps, cap)
-    if isinstance(data, float):  # the planners' scalar path
-        return min(lat + data / b for lat, b in zip(lats, bws))
+    if isinstance(data, float):  # the planners' scalar path: LL, LL128 and Simple
+        (l0, l1, l2), (b0, b1, b2) = lats, bws
+        return min(l0 + data / b0, l1 + data / b1, l2 + data / b2)
     return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
 
 
@@ -318,8 +319,10 @@ def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
     """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical where
     NCCL times the group (:func:`_nccl`): NCCL has neither (it reduces by ring, tree, NVLS, CollNet and, with
     one rank per node, PAT: src/graph/tuning.cc); they stay available when forced."""
-    algs = ALGORITHMS[op]
-    return tuple(a for a in algs if a not in ("rhd", "hierarchical")) if _nccl(group) else algs
+    return _NCCL_ALGORITHMS[op] if _nccl(group) else ALGORITHMS[op]
+
+
+_NCCL_ALGORITHMS = {op: tuple(a for a in algs if a not in ("rhd", "hierarchical")) for op, algs in ALGORITHMS.items()}
 
 
 def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
