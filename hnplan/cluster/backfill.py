@@ -28,13 +28,11 @@ class Reservation:
             return self._at[2].copy()
         at = np.where(self.free == MILLI, now, -np.inf)
         if self.running:
-            if self._held[0] != self.version:  # the running jobs' GPUs change only with the version
-                run = list(self.running)
-                flat = np.concatenate([self.alloc[r][0] * at.shape[1] + self.alloc[r][1] for r in run])
-                self._held = (self.version, run, flat, [len(self.alloc[r][0]) for r in run])
-            _, run, flat, counts = self._held
-            ends = np.repeat(np.maximum(self.exp_end[run], now), counts)
-            np.maximum.at(at.ravel(), flat, ends)  # at is C-contiguous: ravel() is a view
+            run = list(self.running)
+            nodes = np.concatenate([self.alloc[r][0] for r in run])
+            slots = np.concatenate([self.alloc[r][1] for r in run])
+            ends = np.repeat(np.maximum(self.exp_end[run], now), [len(self.alloc[r][0]) for r in run])
+            np.maximum.at(at, (nodes, slots), ends)
         at[np.isneginf(at)] = now
         at[~self.up] = math.inf
         if self.absent is not None:

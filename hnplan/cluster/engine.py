@@ -124,7 +124,6 @@ class ClusterSim(Reservation):
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
         self._at: tuple = (-1, -1.0, None)
-        self._held: tuple = (-1, [], None, [])  # (version, running jobs, their GPUs flat, GPUs per job)
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _advance(self):
