@@ -92,10 +92,13 @@ def test_llama31_405b_fp8_on_512_h200_fits(cat):
     m = cat.model("llama3.1-405b")
     job = make_job(m, "hgx-h200-ib-ndr", 512, 8192, 1152, "fp8", cat, stack="nemo-mlperf-v50")
     est = estimate_plan(job, ParallelPlan(tp=4, pp=8, dp=8, cp=2, virtual_stages=8, zero_stage=1, recompute="none"))
-    # first stage: 15 layers (ceil(128 / 8) - 1) of 405.85B / 126 parameters each, / TP 4, plus the
-    # vocabulary-parallel embedding; 2 bytes weights (fp8 + transpose), 2 bytes bf16 grads, 16 / (dp cp)
+    # the fullest stage is a middle one: 16 layers (ceil(128 / 8)) of 3.19B parameters each, / TP 4, against
+    # the first stage's 15 (ceil(128 / 8) - 1) plus the 2.10B-parameter vocabulary-parallel embedding;
+    # 2 bytes weights (fp8 + transpose), 2 bytes bf16 grads, 16 / (dp cp)
     layer = 2 * H * H + 2 * H * 1024 + 3 * H * F + 2 * H  # 3,187,703,808 parameters
-    n = (15 * layer + 128256 * H) / 4  # 12,479,225,856 a GPU
+    first = (15 * layer + 128256 * H) / 4  # 12,479,225,856 a GPU
+    n = 16 * layer / 4  # 12,750,815,232 a GPU
+    assert n > first
     r = training_memory(
         m,
         8192,

@@ -84,11 +84,14 @@ def test_tied_embeddings_copied_on_last_stage(cat):
 def test_deepseek_dense_layers_on_first_stage(cat):
     m = cat.model("deepseek-v3")  # first 3 of 61 layers are dense
     first, last = stage_params(m, 1, 16, ep=8, stage="first"), stage_params(m, 1, 16, ep=8, stage="last")
-    assert (first.layers, first.moe_layers, last.moe_layers) == (4, 1, 4)
+    middle = stage_params(m, 1, 16, ep=8, stage="middle")
+    # 61 layers on 16 stages: 4 a stage, 61 - 15 x 4 = 1 on the last (Megatron-Bridge's PP 16 layout)
+    assert (first.layers, first.moe_layers, middle.moe_layers, last.layers, last.moe_layers) == (4, 1, 4, 1, 1)
     pc = param_counts(m)
     # the last stage also trains the MTP module (arXiv:2412.19437 Sec. 2.2): one more MoE layer; EP shards
     # the 256 routed experts (3 x 7168 x 2048 each), not the shared expert and the router
-    assert last.expert == pytest.approx((4 + 1) * 256 * 3 * 7168 * 2048 / 8)
+    assert last.expert == pytest.approx((1 + 1) * 256 * 3 * 7168 * 2048 / 8)
+    assert middle.expert == pytest.approx(4 * 256 * 3 * 7168 * 2048 / 8)
     assert pc.moe_shared_per_layer == 3 * 7168 * 2048 + 7168 * 256
 
 

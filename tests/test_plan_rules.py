@@ -50,10 +50,17 @@ def test_stage_split_by_hand(cat, layers, pp, per, last, empty):
     assert (v.per_stage.tolist(), v.last.tolist(), v.empty.tolist()) == ([per, layers], [last, layers], [empty, 0])
 
 
-def test_stage_layer_range_is_the_fullest_stage(cat):
+def test_stage_layer_range_follows_the_split(cat):
+    # 126 layers on 16 stages: ceil(126 / 16) = 8 a stage, 126 - 15 x 8 = 6 on the last
     m = cat.model("llama3.1-405b")
     assert stage_layer_range(m, 16, "first") == range(0, 8)
-    assert stage_layer_range(m, 16, "last") == range(118, 126)  # the memory model's conservative last stage
+    assert stage_layer_range(m, 16, "middle") == range(112, 120)
+    assert stage_layer_range(m, 16, "last") == range(120, 126)
+    # DeepSeek-V3, 61 layers: Megatron-Bridge's PP 16 layout leaves the last stage 1 decoder layer, PP 8 five
+    ds = cat.model("deepseek-v3")
+    assert len(stage_layer_range(ds, 16, "last")) == 1 and len(stage_layer_range(ds, 8, "last")) == 5
+    assert stage_layer_range(ds, 2, "middle") == range(0, 0)  # two stages have no middle one
+    assert stage_layer_range(ds, 1, "last") == range(0, 61)
 
 
 # ---------------------------------------------------------------------------------------------

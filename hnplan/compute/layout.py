@@ -85,11 +85,29 @@ def stage_layers(model: Model, pp) -> StageSplit:
 
 
 def stage_layer_range(model: Model, pp: int, stage: str) -> range:
-    """The layer indices of the first or last pipeline stage, each taken as the fullest stage
-    (``ceil(L / pp)`` layers: the first ones, or the last ones): the memory model's conservative
-    convention for a stage whose size it does not know."""
-    n = stage_layers(model, int(pp)).per_stage
-    return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
+    """The layer indices of the first, the fullest middle or the last pipeline stage of the split of
+    :func:`stage_layers` (``ceil(L / pp)`` layers a stage, the last the rest).
+
+    ``first``: the first ``ceil(L / pp)`` layers; ``last``: the rest, ``L - (pp - 1) ceil(L / pp)``
+    layers (with ``pp = 1`` all of them); ``middle``: the ``ceil(L / pp)`` layers just before the last
+    stage, the middle stage with the most layers of an MoE model's later kind (empty with ``pp <= 2``,
+    which has no middle stage). Megatron-Bridge's DeepSeek-V3 layouts put the same split on the
+    last stage: 61 layers over 16 stages leave it one decoder layer beside the MTP module and the loss,
+    over 8 stages five (``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``, ``layout_map``).
+
+    >>> from types import SimpleNamespace
+    >>> m = SimpleNamespace(layers=61)
+    >>> stage_layer_range(m, 16, "first"), stage_layer_range(m, 16, "middle"), stage_layer_range(m, 16, "last")
+    (range(0, 4), range(56, 60), range(60, 61))
+    """
+    split = stage_layers(model, int(pp))
+    n, L = split.per_stage, int(model.layers)
+    if stage == "first" or int(pp) <= 1:
+        return range(0, n) if int(pp) > 1 else range(0, L)
+    last = max(split.last, 0)
+    if stage == "last":
+        return range(L - last, L)
+    return range(L - last - n, L - last) if int(pp) > 2 else range(0, 0)
 
 
 def _experts_text(model: Model) -> str:

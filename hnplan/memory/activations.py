@@ -116,13 +116,15 @@ def stage_activation_table(
     recompute_num_layers: int | None = None,
     offload_layers: int = 0,
 ) -> np.ndarray:
-    """Peak activation memory of one accelerator of the first or last pipeline stage, for every plan
+    """Peak activation memory of one accelerator of the first, the fullest middle or the last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
     case, :func:`hnplan.memory.training_memory_table` its user).
 
-    The stage's ``ceil(L / pp)`` layers (:func:`hnplan.compute.layout.stage_layer_range`: the first or
-    the last ones, so a DeepSeek-style model's leading dense layers sit on the first stage) times
-    :func:`hnplan.memory.pipeline.microbatches_in_flight`, plus the embedding dropout mask of every
+    The stage's layers (:func:`hnplan.memory.pipeline.end_stage_layers`: ``ceil(L / pp)`` on the first and
+    the fullest middle stage, the rest on the last; a DeepSeek-style model's leading dense layers sit on
+    the first stage, the middle stage is the one before the last) times
+    :func:`hnplan.memory.pipeline.microbatches_in_flight` (the middle stage: the second rank's count; with
+    ``balanced``, whose schedule evens the stages out, the first stage's layer-micro-batches), plus the embedding dropout mask of every
     micro-batch in flight on the first stage and the output layer of one micro-batch on the last ([1]_
     Sec. 4.3). With
     ``pp = 1`` the one stage holds both. A model's multi-token-prediction modules add their layer,
@@ -160,7 +162,7 @@ def stage_activation_table(
     InputError
         For an unknown recompute mode or stage.
     """
-    check_choice("stage", stage, ("first", "last"))
+    check_choice("stage", stage, ("first", "middle", "last"))
     df = plans.reset_index(drop=True) if is_frame(plans) else plans
     for rc in distinct_values(df, "recompute"):
         _check_recompute(rc)
@@ -179,14 +181,20 @@ def stage_activation_table(
     a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
     pp = column(df, "pp")
     L = model.layers
-    n = end_stage_layers(model, pp, balanced)
+    n = end_stage_layers(model, pp, balanced, stage)
+    n_last = end_stage_layers(model, pp, balanced, "last")
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
 
     def per_mb_of(where, a_dense=a_dense, a_moe=a_moe):  # one micro-batch of the stage's layers
-        if model.moe is None:  # every layer dense (n - nd = 0 MoE layers of 0 bytes): the same numbers
-            return n * a_dense
-        nd = np.minimum(n, dense_layers) if where == "first" else np.clip(dense_layers - (L - n), 0, n)
-        return (n - nd) * a_moe + nd * a_dense
+        k = end_stage_layers(model, pp, balanced, where)
+        if model.moe is None:  # every layer dense (k - nd = 0 MoE layers of 0 bytes): the same numbers
+            return k * a_dense
+        if where == "first":
+            nd = np.minimum(k, dense_layers)
+        else:  # the stage's layers end where the last stage's begin (middle) or at the model's end (last)
+            end = L - np.where((where == "middle") & (pp > 1), n_last, 0)
+            nd = np.clip(dense_layers - (end - k), 0, k)
+        return (k - nd) * a_moe + nd * a_dense
 
     per_mb = per_mb_of(stage)
     if recompute_num_layers is not None or offload_layers:
@@ -204,12 +212,20 @@ def stage_activation_table(
         tokens = seq_len / column(df, "cp") * column(df, "microbatch_size")
         tp_sp = column(df, "tp") if sequence_parallel else 1
         out = out + mtp_activation_bytes(model, tokens, tp_sp, a_moe if model.moe is not None else a_dense, out)
-    if dualpipe and stage == "first":
+    if dualpipe and stage in ("first", "middle"):
         dual = dualpipe_on(pp, column(df, "virtual_stages"))
         held = np.minimum(pp, column(df, "num_microbatches")) + 1.0
-        both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
+        if stage == "first":
+            both = np.maximum(per_mb_of("first"), per_mb_of("last")) * held + held * emb + out
+        else:  # a middle rank holds two middle stages, PP + 1 micro-batches of one ([3]_ Table 2)
+            both = per_mb * held
     if balanced and stage == "first":
         in_flight = balanced_in_flight(n, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
+    elif balanced and stage == "middle":  # the schedule balances the stages' activations: the first stage's
+        # layer-micro-batches (Llama 3 arXiv:2407.21783 Sec. 3.3.2), of the middle stage's layers
+        n_first = end_stage_layers(model, pp, balanced, "first")
+        held = balanced_in_flight(n_first, pp, column(df, "num_microbatches"), column(df, "virtual_stages"))
+        in_flight = held * n_first / np.maximum(n, 1)
     else:
         in_flight = on_distinct(  # once over arrays of the distinct (pp, micro-batches, virtual stages)
             df,
@@ -223,7 +239,7 @@ def stage_activation_table(
     total = per_mb * in_flight  # the embedding's on the first stage, the output layer's on the last (pp = 1: both)
     total = total + (in_flight * emb if stage == "first" else np.where(pp == 1, in_flight * emb, 0.0))
     total = total + (out if stage == "last" else np.where(pp == 1, out, 0.0))
-    if dualpipe and stage == "first":
+    if dualpipe and stage in ("first", "middle"):
         total = np.where(dual, both, total)
     return total
 

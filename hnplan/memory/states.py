@@ -265,17 +265,23 @@ class StageParams:
     moe_layers: int
 
 
-def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = False) -> range:
-    """Layer indices of the first or last pipeline stage.
+STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
 
-    Without ``balanced``: the fullest stage (:func:`hnplan.compute.layout.stage_layer_range`). With it,
-    the embedding and the loss each take one layer's place ([5]_; Megatron-Core's
-    ``account_for_embedding_in_pipeline_split``): ``ceil((L + 2) / pp) - 1`` layers on each end
-    (126 layers on 16 stages: 7 on the first and the last, 8 on the others).
+
+def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = False) -> range:
+    """Layer indices of the first, the fullest middle or the last pipeline stage.
+
+    Without ``balanced``: the split of :func:`hnplan.compute.layout.stage_layer_range` (``ceil(L / pp)``
+    layers a stage, the last the rest). With it, the embedding and the loss each take one layer's place
+    ([5]_; Megatron-Core's ``account_for_embedding_in_pipeline_split``): ``ceil((L + 2) / pp) - 1``
+    layers on each end and ``ceil((L + 2) / pp)`` on the middle stage (126 layers on 16 stages: 7 on
+    the first and the last, 8 on the others).
     """
     if not balanced or pp <= 1:
         return stage_layer_range(model, pp, stage)
     n = max(1, -(-(model.layers + 2) // pp) - 1)
+    if stage == "middle":
+        return range(max(model.layers - 2 * n - 1, 0), model.layers - n) if pp > 2 else range(0, 0)
     return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
 
 
@@ -289,9 +295,10 @@ def stage_params(
     mtp_embedding: bool = True,
     etp: int | None = None,
 ) -> StageParams:
-    """Parameters on one accelerator of the first or last pipeline stage [parameters].
+    """Parameters on one accelerator of the first, the fullest middle or the last pipeline stage
+    [parameters].
 
-    A stage holds ``ceil(L / pp)`` layers (the fullest stage when ``pp`` does not divide ``L``); the
+    A stage holds ``ceil(L / pp)`` layers and the last the rest (:func:`end_stage_layer_range`); the
     first stage also holds the input embedding (and learned positions), the last stage the final
     norm and the LM head, and with tied embeddings and ``pp > 1`` its own copy of the embedding, as
     Megatron-LM does. A model's multi-token-prediction modules sit on the last stage: one more layer
@@ -309,8 +316,8 @@ def stage_params(
     InputError
         For a stage other than ``first`` or ``last``.
     """
-    if stage not in ("first", "last"):
-        raise InputError(f"stage must be 'first' or 'last'; got {stage!r}")
+    if stage not in STAGES:
+        raise InputError(f"stage must be 'first', 'middle' or 'last'; got {stage!r}")
     pc = param_counts(model)
     first_moe = model.layers - pc.moe_layers
     rng = end_stage_layer_range(model, pp, stage, balanced)
@@ -368,7 +375,7 @@ def model_state_bytes_per_gpu(
     zero : {0, 1, 2, 3}
     recipe : str or StateAccounting
         Accounting name in :data:`ACCOUNTINGS`, or a stack's (:func:`stack_accounting`).
-    stage : {"first", "last"}
+    stage : {"first", "middle", "last"}
     balanced : bool
         Embedding and loss take one layer's place on the end stages (:func:`end_stage_layer_range`).
 

@@ -23,7 +23,7 @@ from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
-from hnplan.memory.states import StateAccounting, model_state_table
+from hnplan.memory.states import STAGES, StateAccounting, model_state_table
 from hnplan.vectorise import Columns, column, is_frame, on_distinct
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class TrainingMemory(MemoryBreakdown):
     """Per-accelerator training memory of the fullest pipeline stage [bytes]; ``stage`` names it
-    (``first`` or ``last``; ``first`` when ``pp = 1``)."""
+    (``first``, ``middle`` or ``last``; ``first`` when ``pp = 1``)."""
 
     stage: str = "first"
 
@@ -119,13 +119,16 @@ def training_memory_table(
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
 
-    For the first and the last stage: model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
+    For the first, the fullest middle and the last stage (:func:`hnplan.memory.states.end_stage_layer_range`:
+    ``ceil(L / pp)`` layers on the first and the middle one, the rest on the last): model states (:func:`hnplan.memory.model_state_bytes_per_gpu`,
     embeddings on the first stage, LM head on the last; once per distinct ``(tp, pp, dp, cp, ep,
     zero)``); the activations of the stage (:func:`hnplan.memory.stage_activation_table`: its
     ``ceil(L / pp)`` layers, the embedding dropout mask on the first stage and the output layer on the
     last, times the micro-batches in flight); runtime
     overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
-    tensors; :func:`overhead_terms`). The larger stage total wins (the first on a tie; only the first when ``pp = 1``).
+    tensors; :func:`overhead_terms`). The largest stage total wins (the first on a tie; only the first when
+    ``pp = 1``, no middle stage when ``pp = 2``; under DualPipe the first rank holds the first and the last
+    stage and a middle rank two middle ones).
 
     Parameters
     ----------
@@ -149,8 +152,8 @@ def training_memory_table(
     Returns
     -------
     DataFrame
-        Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first`` or
-        ``last``, categorical); a :class:`hnplan.vectorise.Columns` for one.
+        Aligned with ``plans``: :data:`TABLE_PARTS`, ``total_bytes`` [bytes] and ``stage`` (``first``,
+        ``middle`` or ``last``, categorical); a :class:`hnplan.vectorise.Columns` for one.
 
     Raises
     ------
@@ -173,7 +176,7 @@ def training_memory_table(
             o = [np.zeros(len(u)), np.zeros(len(u))]
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         etp = column(u, "etp") if has_etp else None
-        for stage in ("first", "last"):
+        for stage in STAGES:  # first, middle, last
             o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
             o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False, etp=etp))
@@ -195,16 +198,18 @@ def training_memory_table(
     # DualPipe ([4]_): the first rank holds the first and the last stage, two copies' worth of states
     dual = dualpipe_on(pp, column(df, "virtual_stages")) if dualpipe else np.zeros(len(df), dtype=bool)
     best: dict | None = None
-    last_stage = np.zeros(len(df), dtype=bool)  # where the last stage is the fuller one
-    for i, stage in enumerate(("first", "last")):
+    fullest = np.zeros(len(df), dtype=np.int8)  # the fuller stage: codes into STAGES
+    for i, stage in enumerate(STAGES):
         st = dict(zip(TABLE_PARTS[:3], states[3 * i : 3 * i + 3]))
-        if dualpipe:
-            st = {k: np.where(dual, states[j] + states[6 + j], st[k]) for j, k in enumerate(TABLE_PARTS[:3])}
+        if dualpipe and stage != "middle":  # the first rank holds the first and the last stage
+            st = {k: np.where(dual, states[j] + states[9 + j], st[k]) for j, k in enumerate(TABLE_PARTS[:3])}
+        elif dualpipe:  # a middle rank holds two middle stages
+            st = {k: np.where(dual, 2 * v, v) for k, v in st.items()}
         st["activations_bytes"] = stage_activation_table(
             model,
             df,
             seq_len,
-            "first" if dualpipe else stage,
+            "first" if dualpipe and stage == "last" else stage,
             per_layer=per_layer,
             balanced=balanced,
             dualpipe=dualpipe,
@@ -222,15 +227,17 @@ def training_memory_table(
         st["total_bytes"] = tensors + st["overhead_bytes"]
         if best is None:
             best = st
-        else:
-            last_stage = (pp > 1) & ~dual & (st["total_bytes"] > best["total_bytes"])
-            best = {k: np.where(last_stage, st[k], best[k]) for k in st}
+        else:  # the last stage where pp > 1 (not under DualPipe: the first rank holds it); a middle one where pp > 2
+            exists = (pp > 2) if stage == "middle" else (pp > 1) & ~dual
+            fuller = exists & (st["total_bytes"] > best["total_bytes"])
+            fullest = np.where(fuller, np.int8(i), fullest).astype(np.int8)
+            best = {k: np.where(fuller, st[k], best[k]) for k in st}
     assert best is not None
     if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
-        return Columns(best, {"stage": (last_stage.astype(np.int8), np.array(["first", "last"], dtype=object))})
+        return Columns(best, {"stage": (fullest, np.array(STAGES, dtype=object))})
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
-    best["stage"] = pd.Categorical.from_codes(last_stage.astype(np.int8), ["first", "last"])
+    best["stage"] = pd.Categorical.from_codes(fullest, list(STAGES))
     return pd.DataFrame(best)
 
 

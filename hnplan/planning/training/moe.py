@@ -15,7 +15,14 @@ import numpy as np
 
 from hnplan.comm.messages import ep_token_bytes
 from hnplan.planning.training.collectives import collective_s
-from hnplan.planning.training.components import Job, _col, busiest_rank_load, recompute_is, with_etp
+from hnplan.planning.training.components import (
+    Job,
+    _col,
+    busiest_rank_load,
+    overlapped_comm,
+    recompute_is,
+    with_etp,
+)
 from hnplan.vectorise import memo, on_distinct
 
 if TYPE_CHECKING:
@@ -29,17 +36,72 @@ def ep_overlap_share(df: pd.DataFrame, num_microbatches) -> np.ndarray:
     (arXiv:2412.19437 Sec. 3.2.1, Fig. 4-5); the warm-up forwards and cool-down backwards of the first
     stage run alone. Warm-up passes follow Megatron-Core's schedules
     (``megatron/core/pipeline_parallel/schedules.py``): ``pp - 1`` without virtual stages,
-    ``2 (pp - 1) + (v - 1) pp`` chunk passes with ``v``, out of ``m v``.
+    ``2 (pp - 1) + (v - 1) pp + 1`` chunk passes with ``v``, out of ``m v``: with the all-to-all overlap
+    the interleaved schedule runs one more warm-up forward so that every 1F1B step pairs independent
+    passes (``get_pp_rank_microbatches``: ``num_warmup_microbatches + 1`` when
+    ``overlap_moe_expert_parallel_comm``).
 
     >>> import pandas as pd
     >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[16], virtual_stages=[1])), 120)[0])  # 1 - 15/120
     0.875
-    >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[8], virtual_stages=[4])), 128)[0])   # 1 - 38/512
-    0.92578125
+    >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[8], virtual_stages=[4])), 128)[0])   # 1 - 39/512
+    0.923828125
     """
     pp, v = _col(df, "pp"), _col(df, "virtual_stages")
-    warm = np.where(v > 1, 2 * (pp - 1) + (v - 1) * pp, pp - 1)
+    warm = np.where(v > 1, 2 * (pp - 1) + (v - 1) * pp + 1, pp - 1)
     return np.clip(1.0 - warm / (np.asarray(num_microbatches, dtype=float) * v), 0.0, 1.0)
+
+
+def ep_paired_exposed(t_ep, t_fwd, t_bwd, t_wgrad, share, slowdown: float):
+    """Exposed expert all-to-all of a stage's micro-batch under the 1F1B all-to-all overlap [s]: each
+    communication phase hides only behind the compute of the partner pass that runs beside it.
+
+    Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``;
+    ``megatron/core/models/common/model_chunk_schedule_plan.py`` ``schedule_layer_1f1b``) runs, per
+    layer, one micro-batch's forward beside another's backward on a compute and a communication stream:
+    the forward's dispatch and combine beside the partner's MLP and attention data-gradient backward,
+    the backward's combine and dispatch (the mirrors) beside the partner's attention and MLP forward
+    and the weight gradients it delays there (``--delay-wgrad-compute``: ``mlp.dw`` after the backward
+    dispatch, ``attn.dw`` beside the next combine). So the forward half of the all-to-all hides
+    behind at most ``t_bwd - t_wgrad`` and the backward half behind at most ``t_fwd + t_wgrad``
+    (a stage's layers summed: per layer the same where a stage's layers are alike, an upper side of
+    what hides where dense and MoE layers mix), each
+    :func:`~hnplan.planning.training.components.overlapped_comm` at the fraction ``share`` (the
+    passes that have a partner, :func:`ep_overlap_share`, times the stack's
+    ``ep_comm_overlap_fraction``) and the stack's GEMM slowdown. DualPipe pairs the chunks alike
+    (arXiv:2412.19437 Sec. 3.2.1, Fig. 4). The two halves are equal: the backward moves the forward's
+    bytes back (:func:`ep_comm_per_microbatch`).
+
+    Parameters
+    ----------
+    t_ep : array_like
+        All-to-all time of the stage's micro-batch, all passes, before any overlap [s].
+    t_fwd, t_bwd, t_wgrad : array_like
+        The stage's forward, backward (weight gradient included) and weight-gradient compute of one
+        micro-batch [s].
+    share : array_like
+        Share of each half that can run beside its partner [0-1].
+    slowdown : float
+        The stack's ``overlap_gemm_slowdown``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Exposed time [s], broadcast shape of the inputs.
+
+    >>> # 2 ms of all-to-all; forward 1 ms, backward 2 ms of which 0.5 ms weight gradient; all paired, no slowdown:
+    >>> # the forward half (1 ms) hides behind 1.5 ms, the backward half (1 ms) behind 1.5 ms: nothing exposed
+    >>> float(ep_paired_exposed(2e-3, 1e-3, 2e-3, 0.5e-3, 1.0, 0.0))
+    0.0
+    >>> # 4 ms of all-to-all: 0.5 ms of each half stays out
+    >>> round(float(ep_paired_exposed(4e-3, 1e-3, 2e-3, 0.5e-3, 1.0, 0.0)), 9)
+    0.001
+    """
+    half = 0.5 * np.asarray(t_ep, dtype=float)
+    dgrad = np.asarray(t_bwd, dtype=float) - t_wgrad
+    return overlapped_comm(half, dgrad, share, slowdown) + overlapped_comm(
+        half, t_fwd + np.asarray(t_wgrad), share, slowdown
+    )
 
 
 def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray:

@@ -27,8 +27,10 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
     collectives: the router and the token dispatcher work on the rank's own sequence-parallel tokens, so
     the MLP's all-gather and reduce-scatter (one of the two per pass) do not run (Megatron-Core's
     ``MoEAlltoAllTokenDispatcher`` gathers over the expert TP group only when ``etp > 1``); a shared expert
-    is a TP-split MLP and keeps them. The EP all-to-all hides behind the compute in the share ``ep_share`` of the passes that
-    have a partner pass (:func:`hnplan.planning.training.moe.ep_overlap_share`). Everything but the EP
+    is a TP-split MLP and keeps them. The EP all-to-all hides in the share ``ep_share`` of the passes that
+    have a partner pass (:func:`hnplan.planning.training.moe.ep_overlap_share`), its forward half behind the
+    partner's backward and its backward half behind the partner's forward
+    (:func:`hnplan.planning.training.moe.ep_paired_exposed`). Everything but the EP
     overlap and ``t_pp`` depends only on the rows of
     :func:`hnplan.planning.training.stage_compute.stage_table`, so it is evaluated once per such row
     and gathered (element by element the same numbers as over the candidates).
@@ -83,8 +85,9 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
             t_mb.append((t_comp + t_tp + t_cp + t_ep)[codes] + t_pp)
         else:  # warm-up/cool-down passes run alone: the overlap share is per candidate
             t_ep = t_ep[codes]
-            if ch.ep_comm:
-                t_ep = c.overlapped_comm(t_ep, t_comp[codes], ep_share, ch.overlap_gemm_slowdown)
+            if ch.ep_comm:  # each half beside the partner pass's compute (moe.ep_paired_exposed)
+                fwd, bwd, wgrad = st[1][codes], st[2][codes], st[6][codes]
+                t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, ep_share, ch.overlap_gemm_slowdown)
             t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
     slowest, t_slowest = _slowest(t_mb)
