@@ -204,3 +204,46 @@ def test_expert_parallel_must_divide(cat):
 
     with pytest.raises(InfeasiblePlan, match="does not divide"):
         training_memory(cat.model("mixtral-8x7b"), 4096, 1, 1, 1, 6, ep=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(["llama3.1-405b", "llama3.1-8b", "gpt3-175b"]),
+    tp=st.sampled_from([1, 2, 8]),
+    pp=st.integers(3, 40),
+    dp=st.sampled_from([1, 4, 64]),
+    cp=st.sampled_from([1, 2]),
+    mb=st.integers(1, 4),
+    v=st.sampled_from([1, 2, 4]),
+    m=st.integers(1, 64),
+    zero=st.sampled_from([0, 1, 2, 3]),
+    recompute=st.sampled_from(["none", "selective", "full"]),
+    block=st.sampled_from([None, 1]),
+)
+def test_dense_middle_stage_never_fuller_than_the_first(cat, model, tp, pp, dp, cp, mb, v, m, zero, recompute, block):
+    """Why training_memory_table weighs a dense model's middle stage only with balanced ends or DualPipe: it
+    holds the first stage's ceil(L / pp) layers without the embedding and no more micro-batches in flight
+    (1F1B min(p - 1, m) <= min(p, m); interleaved ((v + 1) p - 3) / v < p + (p - 1) / v), so in every part,
+    and in floating point, it never exceeds the first stage."""
+    import numpy as np
+
+    from hnplan.memory.activations import stage_activation_table
+    from hnplan.memory.states import model_state_table
+    from hnplan.memory.training import overhead_terms
+    from hnplan.vectorise import Columns
+
+    mdl = cat.model(model)
+    one = dict(tp=tp, pp=pp, dp=dp, cp=cp, microbatch_size=mb, num_microbatches=m, virtual_stages=v)
+    plans = Columns(
+        {k: np.array([x]) for k, x in one.items()}, {"recompute": (np.array([0]), np.array([recompute], dtype=object))}
+    )
+    fixed, slope = overhead_terms([tp], [pp], [dp], [cp], [1], cat)
+    total = {}
+    for stage in ("first", "middle"):
+        states = model_state_table(mdl, [tp], [pp], [dp], [1], [zero], "zero-paper", [cp], stage)
+        acts = stage_activation_table(mdl, plans, 4096, stage, recompute_num_layers=block)
+        assert acts[0] <= total.get("acts", np.inf)
+        total["acts"] = acts[0]
+        tensors = states[0] + states[1] + states[2] + acts
+        total[stage] = (tensors + (fixed + slope * tensors))[0]
+    assert total["middle"] <= total["first"]

@@ -182,17 +182,18 @@ def stage_activation_table(
     pp = column(df, "pp")
     L = model.layers
     n = end_stage_layers(model, pp, balanced, stage)
-    n_last = end_stage_layers(model, pp, balanced, "last")
     dense_layers = L if model.moe is None else model.moe.first_dense_layers
 
     def per_mb_of(where, a_dense=a_dense, a_moe=a_moe):  # one micro-batch of the stage's layers
-        k = end_stage_layers(model, pp, balanced, where)
+        k = n if where == stage else end_stage_layers(model, pp, balanced, where)
         if model.moe is None:  # every layer dense (k - nd = 0 MoE layers of 0 bytes): the same numbers
             return k * a_dense
         if where == "first":
             nd = np.minimum(k, dense_layers)
-        else:  # the stage's layers end where the last stage's begin (middle) or at the model's end (last)
-            end = L - np.where((where == "middle") & (pp > 1), n_last, 0)
+        elif where == "last":  # the stage's layers end at the model's end
+            nd = np.clip(dense_layers - (L - k), 0, k)
+        else:  # the middle stage's layers end where the last stage's begin
+            end = L - np.where(pp > 1, end_stage_layers(model, pp, balanced, "last"), 0)
             nd = np.clip(dense_layers - (end - k), 0, k)
         return (k - nd) * a_moe + nd * a_dense
 

@@ -68,6 +68,16 @@ def end_stage_layers(model: Model, pp, balanced: bool = False, stage: str = "fir
     (embedding and loss each taking one layer's place, Llama 3 arXiv:2407.21783 Sec. 3.3.2)
     ``ceil((L + 2) / pp) - 1`` on each end and ``ceil((L + 2) / pp)`` on the middle where ``pp > 1``.
     """
+    if np.ndim(pp):  # few distinct degrees among many plans: the split of each degree up to the largest, looked up
+        safe = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+        top = int(safe.max()) if safe.size else 1
+        if safe.size > 64 and top <= max(4 * safe.size, 4096):  # a speed choice: both paths give the same numbers
+            return np.asarray(_end_stage_layers(model, np.arange(1, top + 1), balanced, stage))[safe - 1]
+    return _end_stage_layers(model, pp, balanced, stage)
+
+
+def _end_stage_layers(model: Model, pp, balanced: bool, stage: str):
+    """:func:`end_stage_layers` computed element by element."""
     split = stage_layers(model, pp)
     n = split.per_stage
     p = np.maximum(np.asarray(pp, dtype=np.int64), 1)

@@ -128,7 +128,9 @@ def training_memory_table(
     overheads (:func:`training_overheads`: a fixed part per group layout plus a fraction of the
     tensors; :func:`overhead_terms`). The largest stage total wins (the first on a tie; only the first when
     ``pp = 1``, no middle stage when ``pp = 2``; under DualPipe the first rank holds the first and the last
-    stage and a middle rank two middle ones).
+    stage and a middle rank two middle ones). A dense model's middle stage, without balanced ends or DualPipe,
+    never exceeds the first (the same layers without the embedding, no more micro-batches in flight) and is
+    not evaluated.
 
     Parameters
     ----------
@@ -176,12 +178,18 @@ def training_memory_table(
             o = [np.zeros(len(u)), np.zeros(len(u))]
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         etp = column(u, "etp") if has_etp else None
-        for stage in STAGES:  # first, middle, last
+        for stage in stages:  # first, (middle,) last
             o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
             o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False, etp=etp))
         return o
 
+    # A dense model's middle stage holds the first stage's layers without its embedding, and no more
+    # micro-batches in flight (min(p - 1, m) <= min(p, m); interleaved ((v + 1) p - 3) / v < p + (p - 1) / v):
+    # its total never exceeds the first stage's, so it is weighed only where it can be the fullest (an MoE
+    # model's later layers, the balanced ends' extra layer, DualPipe's two middle stages).
+    middle = model.moe is not None or balanced or dualpipe
+    stages = STAGES if middle else tuple(s for s in STAGES if s != "middle")
     # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
     has_etp = "etp" in df  # a DataFrame (its columns) or Columns
     layout = ["tp", "pp", "dp", "cp", "ep", "zero_stage"] + (["etp"] if has_etp else [])
@@ -199,7 +207,7 @@ def training_memory_table(
     dual = dualpipe_on(pp, column(df, "virtual_stages")) if dualpipe else np.zeros(len(df), dtype=bool)
     best: dict | None = None
     fullest = np.zeros(len(df), dtype=np.int8)  # the fuller stage: codes into STAGES
-    for i, stage in enumerate(STAGES):
+    for i, stage in enumerate(stages):
         st = dict(zip(TABLE_PARTS[:3], states[3 * i : 3 * i + 3]))
         if dualpipe and stage != "middle":  # the first rank holds the first and the last stage
             st = {k: np.where(dual, states[j] + states[9 + j], st[k]) for j, k in enumerate(TABLE_PARTS[:3])}
@@ -228,9 +236,9 @@ def training_memory_table(
         if best is None:
             best = st
         else:  # the last stage where pp > 1 (not under DualPipe: the first rank holds it); a middle one where pp > 2
-            exists = (pp > 2) if stage == "middle" else (pp > 1) & ~dual
+            exists = (pp > 2) if stage == "middle" else (pp > 1) & ~dual if dualpipe else pp > 1
             fuller = exists & (st["total_bytes"] > best["total_bytes"])
-            fullest = np.where(fuller, np.int8(i), fullest).astype(np.int8)
+            fullest[fuller] = STAGES.index(stage)
             best = {k: np.where(fuller, st[k], best[k]) for k in st}
     assert best is not None
     if isinstance(plans, Columns):  # a planner's plain arrays in, plain arrays out
