@@ -11,8 +11,8 @@ offered load: :func:`audit_points`).
 
 from __future__ import annotations
 
-import functools
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -101,9 +101,16 @@ def utilisation_claims(
 
 # -- the claims audit's cluster experiments (hnplan.planning.claims.cluster_utilisation) ----------
 AUDIT_CLAIMS = ("utilisation-40-to-70", "fragmentation-below-30", "utilisation-below-50", "concurrent-512-jobs-92")
+#: the most processes the audit's runs take side by side (each a Python process with the simulation loaded)
+MAX_AUDIT_WORKERS = 8
 
 
-@functools.lru_cache(maxsize=512)
+def audit_workers() -> int:
+    """Processes for the audit's runs by default: the machine's cores (``os.cpu_count()``), at most
+    :data:`MAX_AUDIT_WORKERS`."""
+    return max(1, min(os.cpu_count() or 1, MAX_AUDIT_WORKERS))
+
+
 def _run(
     system: str,
     gpus: int,
@@ -117,7 +124,7 @@ def _run(
     root,
     bf_interval_s: float = 0.0,
 ) -> dict:
-    """One cached run (the audit's claims share them): the summary numbers the audit reads.
+    """One run of the audit (its claims share them: :func:`_runs`): the summary numbers the audit reads.
 
     With ``lines > 1`` the job stream is split at random into ``lines`` business lines, each on its
     own cluster of ``gpus / lines`` GPUs (whole scale-up domains); the numbers are then the totals
@@ -149,6 +156,48 @@ def _run(
     }
 
 
+#: the runs of this process, by their arguments (:func:`_run`'s)
+_DONE: dict[tuple, dict] = {}
+
+
+def _runs(args: list[tuple], catalog: Catalog, workers: int) -> list[dict]:
+    """:func:`_run` of each argument tuple, from this process's runs, else from the on-disk cache
+    (:func:`hnplan.planning.prediction_cache.cached_points`: keyed by the arguments, the catalog's content
+    hash and the code), else run now, on up to ``workers`` processes side by side
+    (``concurrent.futures.ProcessPoolExecutor``). Each run is a function of its arguments alone (its own
+    seed), so the numbers do not depend on ``workers`` or on the order the runs finish in."""
+    from hnplan.planning.prediction_cache import cached_points, point_digest
+
+    todo = [a for a in dict.fromkeys(args) if a not in _DONE]
+    if todo:
+        # the catalog folder (last but one argument) is left out: the cache's key holds the catalog's content
+        digests = [point_digest("cluster-audit-run", *a[:-2], a[-1]) for a in todo]
+
+        def compute(idx: list[int]) -> list[dict]:
+            sel = [todo[i] for i in idx]
+            n = min(workers, len(sel))
+            if n <= 1:
+                return [_run(*a) for a in sel]
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(max_workers=n) as pool:
+                return list(pool.map(_run, *zip(*sel, strict=True)))
+
+        for a, row in zip(todo, cached_points(digests, catalog, compute), strict=True):
+            _DONE[a] = row
+    return [_DONE[a] for a in args]
+
+
+def _configs(claim_id: str, traditional: str, supernode: str, lines: int) -> list[tuple]:
+    """``(system, policy, backfill, lines)`` of every design a claim's grid runs at each load."""
+    ta = (traditional, "topology-aware", True, 1)
+    return {
+        "utilisation-40-to-70": [ta, (supernode, "topology-aware", True, 1)],
+        "fragmentation-below-30": [ta, (traditional, "topology-aware", True, lines)],
+        "utilisation-below-50": [(traditional, "first-fit", False, 1), (traditional, "first-fit", True, 1), ta],
+    }.get(claim_id, [(supernode, "topology-aware", True, 1)])
+
+
 def audit_points(
     claim_id: str,
     traditional: str,
@@ -163,6 +212,7 @@ def audit_points(
     replications: int = 1,
     bf_interval_s: float = 0.0,
     catalog: Catalog | None = None,
+    workers: int | None = None,
 ) -> tuple[pd.DataFrame, str, str, float, str]:
     """The grid of one cluster claim of the audit, simulated on the same job stream for every row.
 
@@ -185,6 +235,12 @@ def audit_points(
         (``holds`` NaN, ``verdict_ci`` ``undecided``) when it straddles the threshold.
     bf_interval_s : float
         Seconds between backfill passes (:func:`hnplan.cluster.simulate_cluster`; 0: at every event).
+    catalog : Catalog, optional
+    workers : int, optional
+        Processes that run the grid's simulations side by side (default :func:`audit_workers`; 1: one
+        after another in this process). The numbers do not depend on it. Runs already made in this
+        process, or kept in the on-disk cache (:func:`hnplan.planning.prediction_cache.cached_points`;
+        ``HNPLAN_NO_CACHE=1`` bypasses it), are not run again.
 
     Returns
     -------
@@ -207,11 +263,20 @@ def audit_points(
 
     seeds = replication_seeds(seed, replications)
 
-    def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
-        rs = [
-            _run(system, gpus, mix, float(load), policy, backfill, jobs, s, n_lines, root, float(bf_interval_s))
+    def args(system, load, policy="topology-aware", backfill=True, n_lines=1):
+        return [
+            (system, gpus, mix, float(load), policy, backfill, jobs, s, n_lines, root, float(bf_interval_s))
             for s in seeds
         ]
+
+    # every run of the grid at once, so that they can run side by side
+    grid = [
+        a for load in loads for c in _configs(claim_id, traditional, supernode, lines) for a in args(c[0], load, *c[1:])
+    ]
+    done = dict(zip(grid, _runs(grid, cat, audit_workers() if workers is None else workers), strict=True))
+
+    def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
+        rs = [done[a] for a in args(system, load, policy, backfill, n_lines)]
         out = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
         for k in ("utilisation", "concurrent_jobs"):
             c = mean_ci([r[k] for r in rs])

@@ -279,14 +279,17 @@ def _place_multi_node(policy, free, w, topo: ClusterTopology, k: int, tp: int):
         lcap = np.bincount(dleaf, weights=dcap, minlength=topo.leaves)
         fit = np.flatnonzero(lcap >= k)
         leaves = fit[[np.argmin(lcap[fit])]] if len(fit) else np.argsort(-lcap, kind="stable")
-        doms = np.flatnonzero(np.isin(dleaf, leaves) & (dcap > 0))
+        # (one leaf that fits, else every leaf)
+        doms = np.flatnonzero(((dleaf == leaves[0]) if len(fit) else True) & (dcap > 0))
         # domains of the chosen leaves, leaf by leaf (most capacity first), fullest-free domains first
-        rank = {lf: i for i, lf in enumerate(leaves.tolist())}
-        doms = doms[np.lexsort((-dcap[doms], [rank[x] for x in dleaf[doms].tolist()]))]
+        rank = np.empty(topo.leaves, np.int64)
+        rank[leaves] = np.arange(len(leaves))
+        doms = doms[np.lexsort((-dcap[doms], rank[dleaf[doms]]))]
         chosen, dtake = _take(doms, dcap, k)
     out_n, out_g = [], []
     for d, t in zip(chosen.tolist(), dtake.tolist()):
-        nd = np.flatnonzero((topo.domain == d) & (w > 0))
+        nd = topo.domain_nodes[d]
+        nd = nd[w[nd] > 0]
         nodes, take = _take(nd[np.argsort(-w[nd], kind="stable")], w, t)
         a, b = _slots(free, nodes, take)
         out_n.append(a)

@@ -20,6 +20,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -87,6 +88,12 @@ class ClusterTopology:
     @property
     def nodes(self) -> int:
         return len(self.domain)
+
+    @functools.cached_property
+    def domain_nodes(self) -> tuple[np.ndarray, ...]:
+        """The nodes of every scale-up domain, ascending (index: the domain)."""
+        order = np.argsort(self.domain, kind="stable")
+        return tuple(np.split(order, np.cumsum(np.bincount(self.domain, minlength=self.domains))[:-1]))
 
     @property
     def domains(self) -> int:

@@ -285,6 +285,8 @@ class AuditSetup:
     cluster_seed: int = 0
     # independent job streams per point (hnplan.cluster.replicate): a verdict on a 95 % interval, not one seed
     cluster_replications: int = 5
+    # processes running the cluster runs side by side; None: the cores (hnplan.cluster.claims.audit_workers)
+    cluster_workers: int | None = None
 
 
 def _experiments():
@@ -396,6 +398,7 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         seed=setup.cluster_seed,
         replications=setup.cluster_replications,
         catalog=catalog,
+        workers=setup.cluster_workers,
     )
     pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond, gpus=gpus)
     return pts

@@ -21,6 +21,10 @@ The published runs themselves (:func:`hnplan.catalog.runs.training_runs`, a YAML
 validated and its ids checked against the catalog: about 60 ms) are kept too, as the validated fields of each run,
 under the default data folder's hash and the code's: read back as the same runs in a few milliseconds.
 
+The claims audit's shared-cluster runs (:func:`hnplan.cluster.claims.audit_points`: one job stream per offered
+load, design and replication, a few seconds of CPU each) are kept the same way, each run's summary numbers under
+the SHA-256 of its arguments, in ``cluster_points.json`` (:func:`cached_points`).
+
 Each cache is one JSON file in ``$HNPLAN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/hnplan``, else
 ``~/.cache/hnplan``): ``speed_errors.json``, ``plan_points.json`` and ``training_runs.json``, written whole or not
 at all (:func:`hnplan.files.atomic_write`). A file that cannot be
@@ -46,6 +50,7 @@ from hnplan.files import atomic_write
 FILE_NAME = "speed_errors.json"
 POINTS_FILE_NAME = "plan_points.json"
 RUNS_FILE_NAME = "training_runs.json"
+CLUSTER_FILE_NAME = "cluster_points.json"
 FORMAT = 1  # the layout of the file; a file of another layout is ignored
 
 
@@ -219,6 +224,54 @@ def cached_point(digest: str, catalog: Catalog, compute: Callable[[], dict]) -> 
         except OSError:
             pass  # a read-only or full cache folder: the point was planned, the next process plans it again
     return dict(rows[digest])
+
+
+def cached_points(
+    digests: list[str],
+    catalog: Catalog,
+    compute: Callable[[list[int]], list[dict]],
+    file_name: str = CLUSTER_FILE_NAME,
+) -> list[dict]:
+    """The rows of several grid points, from the cache where it holds their digests, the rest computed in one
+    call (so that the caller may run them side by side) and then stored, in one write.
+
+    Parameters
+    ----------
+    digests : list of str
+        :func:`point_digest` of each point's inputs besides the catalog and the code.
+    catalog : Catalog
+        The catalog the points are computed on (its content hash is part of the key).
+    compute : callable
+        ``compute(indices) -> rows``: the rows (dicts of floats, integers and strings) of the points at
+        ``indices`` (positions in ``digests``), in that order.
+    file_name : str
+        The cache file in :func:`cache_dir` (default ``cluster_points.json``, the claims audit's cluster runs).
+
+    Returns
+    -------
+    list of dict
+        One row per digest, as :func:`as_cached` gives it: the same numbers whether computed now or read back.
+    """
+    if not enabled():
+        return [as_cached(r) for r in compute(list(range(len(digests))))]
+    key = _key(catalog)
+    path = cache_dir() / file_name
+    slot = (str(path), json.dumps(key, sort_keys=True))
+    if slot not in _POINTS:
+        _POINTS[slot] = _read_rows(path, key)
+    rows = _POINTS[slot]
+    missing: list[int] = []  # the first position of each digest the cache lacks
+    for i, d in enumerate(digests):
+        if d not in rows and d not in {digests[m] for m in missing}:
+            missing.append(i)
+    if missing:
+        for i, row in zip(missing, compute(missing), strict=True):
+            rows[digests[i]] = as_cached(row)
+        try:
+            atomic_write(path, json.dumps({"key": key, "rows": rows}))
+        except OSError:
+            pass  # a read-only or full cache folder: the points were computed, the next process computes them again
+    return [dict(rows[d]) for d in digests]
 
 
 def cached_training_runs() -> list[TrainingRun]:
