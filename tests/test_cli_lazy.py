@@ -222,3 +222,21 @@ def test_the_command_line_runs_blas_on_one_thread_unless_told(given, expected):
         env["OPENBLAS_NUM_THREADS"] = given
     out = subprocess.run([sys.executable, "-c", BLAS_PROBE], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip().splitlines()[-1] == expected
+
+
+def test_cluster_simulate_imports_no_scipy_stats():
+    # one run (no replications) needs no Student-t interval and its steady-state advice takes the normal cdf from
+    # math.erfc: scipy.stats (~0.37 s to import) stays off the typical call
+    mods = _modules_after(["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"])
+    assert "hnplan.cluster.jobs" in mods
+    assert "scipy.stats" not in mods
+
+
+def test_the_normal_cdf_of_the_log_normal_moments_is_scipys():
+    from scipy import stats
+
+    from hnplan.cluster.jobs import _norm_cdf
+
+    for x in (-6.0, -1.3, 0.0, 0.7, 3.2, 8.0):
+        assert _norm_cdf(x) == pytest.approx(stats.norm.cdf(x), rel=1e-12)
+        assert _norm_cdf(-x) == pytest.approx(stats.norm.sf(x), rel=1e-12)

@@ -23,6 +23,7 @@ column             unit         meaning
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -218,14 +219,19 @@ def _moment(dist, k: int = 1, cap: float | None = None) -> float:
         v, w = np.asarray(dist.values, float), np.asarray(dist.weights, float)
         v = v if c is None else np.minimum(v, c)
         return float(np.dot(v**k, w) / w.sum())
-    from scipy import stats
-
     mu, s = dist.mu, dist.sigma
     full = np.exp(k * mu + k * k * s * s / 2)
     if c is None or s == 0:
         return float(full if c is None else min(full, c**k))
     z = (np.log(c) - mu) / s
-    return float(full * stats.norm.cdf(z - k * s) + c**k * stats.norm.sf(z))
+    # the standard normal's cdf and survival function through the complementary error function (math.erfc:
+    # Phi(x) = erfc(-x / sqrt 2) / 2), which keeps scipy.stats (~0.37 s to import) off `cluster simulate`
+    return float(full * _norm_cdf(z - k * s) + c**k * _norm_cdf(-z))
+
+
+def _norm_cdf(x: float) -> float:
+    """Standard normal cdf ``Phi(x) = erfc(-x / sqrt(2)) / 2`` (Abramowitz and Stegun 1964, 26.2.29)."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
 def _mean(dist, cap: float | None = None) -> float:
