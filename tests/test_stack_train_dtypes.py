@@ -16,11 +16,15 @@ runner = CliRunner()
 # stack -> (dtypes its source trains in, a dtype it does not)
 # pytorch-eager: torch.autocast bf16, fp8 through Accelerate's torchao / Transformer Engine backends, no NVFP4;
 # deepseek-v3-dualpipe: arXiv:2412.19437 Sec. 3.3 (FP8 framework) and App. B.1 (validated against BF16);
-# llama3-meta: arXiv:2407.21783 Table 4 (BF16 MFU), FP8 only for inference (Sec. 6.2)
+# llama3-meta: arXiv:2407.21783 Table 4 (BF16 MFU), FP8 only for inference (Sec. 6.2);
 STACKS = {
     "pytorch-eager": (["bf16", "fp8"], "fp4"),
     "deepseek-v3-dualpipe": (["bf16", "fp8"], "fp4"),
     "llama3-meta": (["bf16"], "fp8"),
+    # SC21 and Korthikanti et al.: 16-bit mixed precision on A100, before FP8 recipes; NeMo 24.07: bf16 or TE 1.x FP8
+    "megatron-lm-2021": (["bf16"], "fp8"),
+    "megatron-lm-2022": (["bf16"], "fp8"),
+    "nemo-2407-fp8": (["bf16", "fp8"], "fp4"),
 }
 
 
