@@ -230,7 +230,9 @@ def _moment(dist, k: int = 1, cap: float | None = None) -> float:
 
 
 def _norm_cdf(x: float) -> float:
-    """Standard normal cdf ``Phi(x) = erfc(-x / sqrt(2)) / 2`` (Abramowitz and Stegun 1964, 26.2.29)."""
+    """Standard normal cdf ``Phi(x) = erfc(-x / sqrt(2)) / 2``, the identity scipy's own ``ndtr`` evaluates
+    (``scipy.special.ndtr`` costs about 0.23 s of import, the stdlib's ``math.erfc`` nothing); checked against
+    ``scipy.stats.norm`` in tests/test_cli_lazy.py."""
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
