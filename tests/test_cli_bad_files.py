@@ -10,6 +10,7 @@ import typer
 import typer.main
 from typer.testing import CliRunner
 
+from hnplan.cli import app
 from hnplan.cli._app import LazyGroup
 
 try:  # click before 8.2 mixes stderr into the output unless told not to
@@ -33,6 +34,36 @@ def _openb_with(tmp_path, line: int, old: str, new: str) -> Path:
     path = tmp_path / "pods.csv"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@pytest.mark.parametrize(
+    "old,new,said",
+    [
+        # creation_time of pod 0003 (file line 3): was a ValueError from pandas, then an AttributeError
+        # about click's Abort from the handler, two tracebacks
+        ("2690044,12902960", "xyz,12902960", "column creation_time must be a number; line 3 has 'xyz'"),
+        (",1,460,", ",one,460,", "column num_gpu must be a number; line 3 has 'one'"),  # was a TypeError
+        (",1,460,", ",,460,", "column num_gpu must be a number; line 3 is empty"),
+    ],
+)
+def test_an_openb_trace_cell_that_is_no_number_is_one_line(tmp_path, old, new, said):
+    path = _openb_with(tmp_path, 3, old, new)
+    res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert _one_line(res.stderr) == f"error: {path}: {said}"
+
+
+def test_hnplans_own_trace_format_names_the_row_of_a_bad_cell(tmp_path):
+    path = tmp_path / "jobs.csv"
+    path.write_text(
+        "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+        "0,8,1000,3600,training,inf,8\n"
+        "10,eight,1000,3600,training,600,8\n"
+    )
+    res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == f"error: {path}: column gpus must be a number; row 2 has 'eight'"
 
 
 def test_an_unexpected_error_shows_its_own_traceback_and_abort_exits_1(capsys):
