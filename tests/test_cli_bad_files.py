@@ -86,3 +86,23 @@ def test_an_unexpected_error_shows_its_own_traceback_and_abort_exits_1(capsys):
         group.main(args=["stop"], prog_name="demo")
     assert stopped.value.code == 1
     assert capsys.readouterr().err.strip() == "Aborted!"
+
+
+RUNS = ROOT / "docs" / "examples" / "calibration_runs.yaml"
+
+
+def test_calibrate_refuses_tflops_above_the_peak_and_writes_nothing(tmp_path):
+    # 4,300 model TFLOP/s per GPU on an H100 (dense bf16 peak 989.4): a figure per node or mistyped; the fit
+    # drove the GEMM efficiency to its bound 1 and wrote the stack file
+    runs = tmp_path / "runs.yaml"
+    text = RUNS.read_text()
+    assert text.count("published: 430\n") == 1
+    runs.write_text(text.replace("published: 430\n", "published: 4300\n"))
+    out = tmp_path / "cal" / "mine.yaml"
+    res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        f"error: --runs: {runs}: run llama3-405b-8k-gpus: field published: 4300 TFLOP/s per GPU is above "
+        "h100-sxm's dense bf16 peak of 989.4 TFLOP/s; give the measured model_tflops_per_gpu of one GPU"
+    )
+    assert not out.parent.exists()
