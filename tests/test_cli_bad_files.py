@@ -106,3 +106,15 @@ def test_calibrate_refuses_tflops_above_the_peak_and_writes_nothing(tmp_path):
         "h100-sxm's dense bf16 peak of 989.4 TFLOP/s; give the measured model_tflops_per_gpu of one GPU"
     )
     assert not out.parent.exists()
+
+
+def test_report_with_a_bad_parameter_file_leaves_no_output_folder(tmp_path):
+    params = tmp_path / "p.yaml"
+    params.write_text("gpus: 0\n")
+    out = tmp_path / "reports"
+    res = runner.invoke(app, ["report", "--params", str(params), "--out", str(out)])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        f"error: --params {params}: notebook 'design_comparison', parameter 'gpus': must be a positive number; got 0"
+    )
+    assert not out.exists()  # it made the folder before checking the parameters
