@@ -118,3 +118,30 @@ def test_report_with_a_bad_parameter_file_leaves_no_output_folder(tmp_path):
         f"error: --params {params}: notebook 'design_comparison', parameter 'gpus': must be a positive number; got 0"
     )
     assert not out.exists()  # it made the folder before checking the parameters
+
+
+def test_a_file_of_another_kind_is_named_as_that_kind(tmp_path):
+    # a model file given as --system listed the 54 allowed system keys once per model key (11 times) and every
+    # missing system field: about 10,000 characters
+    model = tmp_path / "my-8b.yaml"
+    model.write_text((ROOT / "data" / "models" / "llama3.1-8b.yaml").read_text())
+    argv = ["train", "--model", "llama3.1-8b", "--system", str(model), "--gpus", "8", "--seq-len", "8192"]
+    res = runner.invoke(app, [*argv, "--global-batch-size", "8"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        f"error: --system: {model}: entry 'llama3.1-8b' is a Model entry (data/models/: its keys layers, hidden, "
+        "ffn_hidden, heads, ... are Model fields), not a System"
+    )
+    # catalog show still names the kind the file is (it tries every kind)
+    assert runner.invoke(app, ["catalog", "show", str(model)]).stdout.startswith("models: llama3.1-8b")
+
+
+def test_unknown_keys_with_no_near_name_list_the_allowed_keys_once(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("id: m\nname: m\nsource: a paper\nfoo: 1\nbar: 2\n")
+    res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "models"])
+    assert res.exit_code == 2
+    text = _one_line(res.stdout + res.stderr)
+    assert "field 'foo': unknown key (allowed keys: id, name, source," in text
+    assert "field 'bar': unknown key (allowed keys as above)" in text
+    assert text.count("allowed keys: ") == 1

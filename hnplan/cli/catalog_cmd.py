@@ -63,7 +63,10 @@ def show(
         if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
             # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
             # e.g. a model file with one bad field, not "no catalog entry" for every kind
-            closest = min(errors, key=lambda e: str(e).count("field "))
+            # (an error saying the file is of another kind is about a kind the file does not fit)
+            closest = min(
+                errors, key=lambda e: (bool(re.search(r" entry \(data/\w+/: ", str(e))), str(e).count("field "))
+            )
             if all("expected one mapping of" in str(e) for e in errors):  # empty, a list: no kind is closer
                 raise CatalogError(re.sub(r"of \w+ fields", "of an entry's fields", str(closest)), path=ref)
             raise closest
