@@ -145,3 +145,29 @@ def test_unknown_keys_with_no_near_name_list_the_allowed_keys_once(tmp_path):
     assert "field 'foo': unknown key (allowed keys: id, name, source," in text
     assert "field 'bar': unknown key (allowed keys as above)" in text
     assert text.count("allowed keys: ") == 1
+
+
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["trian"], "hnplan: No such command 'trian'. Did you mean 'train'? See 'hnplan --help'"),
+        (
+            ["cluster", "simulat"],
+            "hnplan cluster: No such command 'simulat'. Did you mean 'simulate'? See 'hnplan cluster --help'",
+        ),
+        (["xyzzy"], "hnplan: No such command 'xyzzy'; see 'hnplan --help'"),  # nothing near: no guess
+    ],
+)
+def test_a_mistyped_sub_command_gets_the_nearest_one(argv, said):
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == f"error: {said}"
+
+
+def test_a_refused_value_that_appears_in_the_bound_is_still_quoted():
+    # "greater than or equal to 0.01" holds the typed "0", so the value was left out of the message
+    res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "72", "--years", "0"])
+    assert res.exit_code == 2
+    assert "Input should be greater than or equal to 0.01; got '0'; see 'hnplan tco --help'" in _one_line(res.stderr)
+    res = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "0"])
+    assert res.exit_code == 2 and _one_line(res.stderr).count("got") == 1  # a message that says it once
