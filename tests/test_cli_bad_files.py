@@ -3,6 +3,7 @@ TFLOP/s is above the chip's peak, a parameter file with a bad value): one line n
 field and the line, exit 2, nothing written; and an error no command expects shows its own traceback, not
 one about the handler."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,18 @@ def test_a_refused_value_that_appears_in_the_bound_is_still_quoted():
     assert "Input should be greater than or equal to 0.01; got '0'; see 'hnplan tco --help'" in _one_line(res.stderr)
     res = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "0"])
     assert res.exit_code == 2 and _one_line(res.stderr).count("got") == 1  # a message that says it once
+
+
+def test_a_runs_file_whose_plan_does_not_make_its_gpus_names_the_field(tmp_path):
+    runs = tmp_path / "runs.yaml"
+    text = RUNS.read_text()
+    assert text.count("gpus: 8192\n") == 1
+    runs.write_text(text.replace("gpus: 8192\n", "gpus: 8000\n"))
+    res = runner.invoke(
+        app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(tmp_path / "c")]
+    )
+    assert res.exit_code == 3
+    assert _one_line(res.stderr) == (
+        f"infeasible: --runs: {runs}: run llama3-405b-8k-gpus: tp x pp x dp x cp = 8 x 16 x 64 x 1 = 8192, "
+        "not its gpus 8000"
+    )
