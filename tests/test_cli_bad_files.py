@@ -187,3 +187,15 @@ def test_a_runs_file_whose_plan_does_not_make_its_gpus_names_the_field(tmp_path)
         f"infeasible: --runs: {runs}: run llama3-405b-8k-gpus: tp x pp x dp x cp = 8 x 16 x 64 x 1 = 8192, "
         "not its gpus 8000"
     )
+
+
+def test_a_memory_need_in_thousands_of_gib_has_separators(tmp_path):
+    text = (ROOT / "data" / "models" / "llama3.1-8b.yaml").read_text()
+    path = tmp_path / "wide.yaml"
+    path.write_text(
+        text.replace("hidden: 4096\n", "hidden: 409600\n").replace("ffn_hidden: 14336\n", "ffn_hidden: 1433600\n")
+    )
+    argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
+    res = runner.invoke(app, [*argv, "--global-batch-size", "64"])
+    assert res.exit_code == 3
+    assert re.search(r"the smallest needs \d{1,3}(,\d{3})+\.\d GiB per GPU\)$", _one_line(res.stderr))
