@@ -199,3 +199,27 @@ def test_a_memory_need_in_thousands_of_gib_has_separators(tmp_path):
     res = runner.invoke(app, [*argv, "--global-batch-size", "64"])
     assert res.exit_code == 3
     assert re.search(r"the smallest needs \d{1,3}(,\d{3})+\.\d GiB per GPU\)$", _one_line(res.stderr))
+
+
+@pytest.mark.parametrize(
+    "replace,said",
+    [
+        (
+            ("model: llama3.1-405b", "modle: llama3.1-405b"),
+            "has no parameter(s) ['modle']: 'modle' (did you mean 'model'?)",
+        ),
+        (("notebook: design_comparison", "notebook: design_comparisn"), "unknown notebook 'design_comparisn'"),
+        (("gpus: 16384", "gpus: 0"), "parameter 'gpus': must be a positive number; got 0"),
+    ],
+)
+def test_catalog_validate_checks_a_scenario_as_report_does(tmp_path, replace, said):
+    # `catalog validate s.yaml --kind scenarios` said "valid" for all three, which `report --scenario` refuses
+    text = (ROOT / "data" / "scenarios" / "default.yaml").read_text()
+    assert replace[0] in text
+    path = tmp_path / "mine.yaml"
+    path.write_text(text.replace(replace[0], replace[1], 1))
+    res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "scenarios"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr).startswith(f"invalid: {path}: ") and said in _one_line(res.stderr)
+    ok = runner.invoke(app, ["catalog", "validate", str(ROOT / "data" / "scenarios" / "default.yaml")])
+    assert ok.exit_code == 0 and ok.stdout.strip().endswith("default.yaml: valid")

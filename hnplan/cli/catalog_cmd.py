@@ -14,7 +14,7 @@ from hnplan.catalog import KINDS, load_catalog, validate_file
 from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
-from hnplan.errors import CatalogError
+from hnplan.errors import CatalogError, ScenarioError
 
 catalog_app = typer.Typer(
     help="List, show and validate the hardware, network and model catalogs.", no_args_is_help=True
@@ -116,8 +116,13 @@ def validate(
         raise typer.Exit(EXIT_INPUT)
     if path is not None and not path.is_dir():
         try:
-            validate_file(path, kind)
-        except CatalogError as exc:
+            entry = validate_file(path, kind)
+            if (kind or path.resolve().parent.name) == "scenarios":
+                # what `report` checks before it runs: the notebooks, their parameters, the catalog ids
+                from hnplan.reports import validate_scenario
+
+                validate_scenario(entry, source=str(path))
+        except (CatalogError, ScenarioError) as exc:
             err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
         console.print(f"{path}: valid")
