@@ -223,3 +223,27 @@ def test_catalog_validate_checks_a_scenario_as_report_does(tmp_path, replace, sa
     assert _one_line(res.stderr).startswith(f"invalid: {path}: ") and said in _one_line(res.stderr)
     ok = runner.invoke(app, ["catalog", "validate", str(ROOT / "data" / "scenarios" / "default.yaml")])
     assert ok.exit_code == 0 and ok.stdout.strip().endswith("default.yaml: valid")
+
+
+def test_a_sweep_spec_with_an_unknown_dtype_is_refused_before_it_runs(tmp_path):
+    # `dtype: [fp9]` ran, failed every point in the dataset and exited 0
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "id: s\nname: s\nsampling: grid\n"
+        "fixed: {model: llama3.1-8b, tokens: 1.0e+12, seq_len: 8192, global_batch_tokens: 1048576}\n"
+        "axes:\n  system: [hgx-h100-ib-ndr]\n  gpus: [64]\n  dtype: [bf16, fp9]\n"
+    )
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--workers", "1"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        f"error: {spec}: entry 's' (SweepSpec) is invalid: axes.dtype[1]: expected one of bf16, fp8, fp4, got 'fp9'"
+    )
+    assert not out.exists()
+
+
+def test_the_sweep_dtypes_are_the_training_planners():
+    from hnplan.catalog.sweeps import TRAIN_DTYPES
+    from hnplan.planning.training import TRAIN_DTYPES as PLANNER
+
+    assert tuple(TRAIN_DTYPES) == tuple(PLANNER)
