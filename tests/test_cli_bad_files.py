@@ -247,3 +247,11 @@ def test_the_sweep_dtypes_are_the_training_planners():
     from hnplan.planning.training import TRAIN_DTYPES as PLANNER
 
     assert tuple(TRAIN_DTYPES) == tuple(PLANNER)
+
+
+def test_a_mistyped_claim_id_gets_the_nearest_one():
+    res = runner.invoke(app, ["claims", "--only", "comm-reduction-8"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr).startswith(
+        "error: --only: unknown claim id 'comm-reduction-8' (did you mean 'comm-reduction-80'?); ids: comm-share-"
+    )
