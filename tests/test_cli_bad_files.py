@@ -255,3 +255,11 @@ def test_a_mistyped_claim_id_gets_the_nearest_one():
     assert _one_line(res.stderr).startswith(
         "error: --only: unknown claim id 'comm-reduction-8' (did you mean 'comm-reduction-80'?); ids: comm-share-"
     )
+
+
+def test_compare_names_the_recomputation_in_its_plan_column():
+    res = runner.invoke(
+        app, ["compare", "--model", "llama3.1-8b", "--gpus", "8", "--tokens", "1e9"], env={"COLUMNS": "300"}
+    )
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert re.search(r"TP\d+ PP\d+ DP\d+ CP\d+ EP\d+ mb\d+ rc-(none|selective|full)", res.stdout)
