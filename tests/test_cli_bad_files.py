@@ -263,3 +263,26 @@ def test_compare_names_the_recomputation_in_its_plan_column():
     )
     assert res.exit_code == 0, res.stdout + res.stderr
     assert re.search(r"TP\d+ PP\d+ DP\d+ CP\d+ EP\d+ mb\d+ rc-(none|selective|full)", res.stdout)
+
+
+def test_a_sweep_whose_scheduler_cannot_be_reached_leaves_no_folder(tmp_path, monkeypatch):
+    import dask.distributed
+
+    def unreachable(*args, **kwargs):
+        raise OSError("Timed out trying to connect to tcp://nohost:1 after 20 s")
+
+    monkeypatch.setattr(dask.distributed, "Client", unreachable)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "id: s\nname: s\nsampling: grid\n"
+        "fixed: {model: llama3.1-8b, tokens: 1.0e+12, seq_len: 8192, global_batch_tokens: 1048576}\n"
+        "axes:\n  system: [hgx-h100-ib-ndr]\n  gpus: [64]\n"
+    )
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--scheduler", "tcp://nohost:1"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        "error: --scheduler tcp://nohost:1: cannot reach a Dask scheduler there "
+        "(Timed out trying to connect to tcp://nohost:1 after 20 s)"
+    )
+    assert not out.exists()  # it made the folder, then could not reach the scheduler
