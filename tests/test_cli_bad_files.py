@@ -286,3 +286,24 @@ def test_a_sweep_whose_scheduler_cannot_be_reached_leaves_no_folder(tmp_path, mo
         "(Timed out trying to connect to tcp://nohost:1 after 20 s)"
     )
     assert not out.exists()  # it made the folder, then could not reach the scheduler
+
+
+def test_a_folder_given_as_shapes_file_names_that_flag(tmp_path, monkeypatch):
+    # the folder is a parent of the working folder, under which the id "h100-sxm" also reads as a path:
+    # the message named --accelerator
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(tmp_path)])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == f"error: --shapes-json {tmp_path}: Is a directory"
+
+
+def test_an_unknown_dtype_in_a_shapes_file_names_the_file_and_item(tmp_path):
+    path = tmp_path / "shapes.json"
+    path.write_text('[["bf16", 8, 8, 8], ["fp9", 8, 8, 8]]')
+    res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(path)])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        f"error: --shapes-json {path}: item 1: unknown dtype 'fp9'; allowed: fp32, tf32, bf16, fp16, fp8, int8, fp4, int4"
+    )
