@@ -307,3 +307,38 @@ def test_an_unknown_dtype_in_a_shapes_file_names_the_file_and_item(tmp_path):
     assert _one_line(res.stderr) == (
         f"error: --shapes-json {path}: item 1: unknown dtype 'fp9'; allowed: fp32, tf32, bf16, fp16, fp8, int8, fp4, int4"
     )
+
+
+def test_a_trace_run_is_not_told_to_simulate_more_days_or_load(tmp_path):
+    # the steady-state note said "simulate --days 2.1 or about 3,400 jobs (--jobs)", which only cut a trace;
+    # and --load was silently ignored with a trace
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+        + "".join(f"{60 * i},1,1000,36000,training,3600,1\n" for i in range(10))
+    )
+    args = [
+        "cluster",
+        "simulate",
+        "--system",
+        "hgx-h100-ib-ndr",
+        "--gpus",
+        "16",
+        "--trace",
+        str(trace),
+        "--no-failures",
+    ]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    import json
+
+    d = json.loads(res.stdout)
+    assert d["jobs_from"] == "trace"
+    assert d["steady_state_note"].endswith(
+        "replay a trace of 2.1 days or about 3,400 jobs (--days and --jobs only cut this one)"
+    )
+    res = runner.invoke(app, [*args, "--load", "0.5"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        "error: --load scales a mix's arrivals; a trace's jobs arrive when it recorded them (drop --load)"
+    )
