@@ -23,6 +23,9 @@ once per kernel family, to calibrations that hold the short-run clock:
   the sustained clock already: those dtypes keep the measured rate (``held_gemm_dtypes``), while attention
   and the other dtypes still take the fraction.
 
+A die measured at one power limit is carried to another by :func:`power_scaled_fraction` (the cube law of
+dynamic power above the idle floor): the 1,400 W GB300 from the 1,100 W B300, the same Blackwell Ultra die.
+
 The training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, while MFU
 keeps the datasheet peak; ``hnplan gemm`` and the inference planner keep the short-run rates.
 
