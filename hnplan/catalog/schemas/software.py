@@ -1,5 +1,4 @@
-"""Software kinds: training stacks (their choices and the knobs they implement); serving engines live in
-:mod:`hnplan.catalog.schemas.serving` and are re-exported here."""
+"""Software kinds: training stacks (their choices and the knobs they implement); serving engines in serving.py."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from hnplan.catalog.schemas.base import (
     Positive,
     _Strict,
 )
-from hnplan.catalog.schemas.serving import ServingEngine  # noqa: F401  (re-exported: its import path)
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
 # the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
@@ -215,6 +213,12 @@ class StackChoices(_Strict):
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
         (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host
         (x86); the planner scales it by the system's ``host_dispatch_factor`` (a Grace host).
+    moe_host_us_per_kernel : float
+        Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
+        routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
+        host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
+        Default 43.0, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
+        MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
     cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
         What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
         --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.
@@ -364,6 +368,11 @@ class StackChoices(_Strict):
     )
     kernel_launch_us: NonNegative = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
+    )
+    moe_host_us_per_kernel: NonNegative = Field(
+        default=43.0,
+        description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
+        "experts launched outside a CUDA graph [us] (calibration; not scaled by host_dispatch_factor)",
     )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
         Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
