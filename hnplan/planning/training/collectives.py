@@ -308,12 +308,24 @@ def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     """Pipeline point-to-point of one micro-batch [s]: activation forward and gradient backward at each
     of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
-    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
+    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``).
+
+    Without sequence parallelism the next layer needs the whole tensor on every TP rank, so the receiver
+    rebuilds it with an all-gather of ``b s / cp x h`` over the TP group after each transfer ([1]_ Sec.
+    4.1 and Fig. 9: the full tensor is re-materialised at the receiver by an all-gather over NVLink;
+    Megatron-LM's ``p2p_communication._communicate`` gathers the received chunk with
+    ``gather_split_1d_tensor`` before returning it to the schedule, so it is on the critical path). With
+    sequence parallelism the received shard is what the layer takes ([2]_): no gather.
+    """
+    gather = not job.choices.sequence_parallel
 
     def per_shape(u):  # one transfer once per distinct layout and micro-batch
         tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
-        msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-        return (collective_s(job, "sendrecv", msg, pp, tp * cp * dp),)
+        whole = _col(u, "microbatch_size") * job.seq_len / cp * job.model.hidden * ACT_BYTES
+        t = collective_s(job, "sendrecv", whole / tp, pp, tp * cp * dp)
+        if gather:  # the TP group is innermost (stride 1); 0 at tp 1
+            t = t + np.where(pp > 1, collective_s(job, "allgather", whole, tp, 1), 0.0)
+        return (t,)
 
     t = on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size"], per_shape)[0]
     return np.where(_col(df, "pp") > 1, 2 * _col(df, "virtual_stages") * t, 0.0)
