@@ -197,10 +197,8 @@ class StackChoices(_Strict):
         Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
         ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
     distributed_optimizer : {"megatron-core", "apex"}
-        Which ZeRO-1 optimizer keeps the states: ``megatron-core`` (default, ``distrib_optimizer.py``) or
-        ``apex``, NeMo 1's ``distributed_fused_adam`` (Apex ``DistributedFusedAdam``: 16-bit master-weight
-        remainders beside bf16 weights, its own reduce-scattered gradient shard at ``grad_reduce_bytes``).
-        Bytes: :func:`hnplan.memory.states.stack_accounting`.
+        The ZeRO-1 optimizer: Megatron-Core's (default) or NeMo 1's ``distributed_fused_adam`` (Apex
+        ``DistributedFusedAdam``). Bytes: :func:`hnplan.memory.states.stack_accounting`.
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
@@ -361,9 +359,7 @@ class StackChoices(_Strict):
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
     )
     dp_bucket_params: PosInt | None = Field(
-        default=None,
-        description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: Megatron-Core's "
-        "default max(40M, 1M x dp)",
+        None, description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: max(40M, 1M x dp)"
     )
     nccl_nvls: bool = Field(
         default=True,
@@ -371,15 +367,11 @@ class StackChoices(_Strict):
         "false: NCCL_NVLS_ENABLE=0",
     )
     precision_aware_optimizer: bool = Field(
-        default=False,
-        description="Megatron-Core --use-precision-aware-optimizer: no fp32 gradient copy and 16-bit "
-        "master-weight remainders with bf16 weights",
+        False, description="Megatron-Core --use-precision-aware-optimizer: no fp32 gradient copy, 16-bit remainders"
     )
-    adam_moment_bytes: Literal[2, 4] = Field(
-        default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
-    )
+    adam_moment_bytes: Literal[2, 4] = Field(4, description="bytes of each Adam moment (4 fp32, 2 bf16)")
     distributed_optimizer: Literal["megatron-core", "apex"] = Field(
-        default="megatron-core", description="ZeRO-1 optimizer: Megatron-Core's, or Apex DistributedFusedAdam (NeMo 1)"
+        "megatron-core", description="ZeRO-1 optimizer: Megatron-Core's, or NeMo 1's Apex distributed_fused_adam"
     )
 
     def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items
