@@ -1,4 +1,4 @@
-"""Software kinds: training stacks (their choices and the knobs they implement) and serving engines."""
+"""Software kinds: training stacks (their choices and the knobs they implement); serving engines in serving.py."""
 
 from __future__ import annotations
 
@@ -197,13 +197,21 @@ class StackChoices(_Strict):
         Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
         ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
     distributed_optimizer : {"megatron-core", "apex"}
-        The ZeRO-1 optimizer: Megatron-Core's (default) or NeMo 1's ``distributed_fused_adam`` (Apex
-        ``DistributedFusedAdam``). Bytes: :func:`hnplan.memory.states.stack_accounting`.
+        Which ZeRO-1 optimizer keeps the states: ``megatron-core`` (default, ``distrib_optimizer.py``) or
+        ``apex``, NeMo 1's ``distributed_fused_adam`` (Apex ``DistributedFusedAdam``: 16-bit master-weight
+        remainders beside bf16 weights, its own reduce-scattered gradient shard at ``grad_reduce_bytes``,
+        fp32 gradients for the word embeddings). Bytes: :func:`hnplan.memory.states.stack_accounting`.
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
         (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host
         (x86); the planner scales it by the system's ``host_dispatch_factor`` (a Grace host).
+    moe_host_us_per_kernel : float
+        Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
+        routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
+        host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
+        Default 43.0, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
+        MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
     cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
         What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
         --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.
@@ -348,6 +356,11 @@ class StackChoices(_Strict):
     kernel_launch_us: NonNegative = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
     )
+    moe_host_us_per_kernel: NonNegative = Field(
+        default=43.0,
+        description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
+        "experts launched outside a CUDA graph [us] (calibration; not scaled by host_dispatch_factor)",
+    )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
         Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
     )
@@ -359,7 +372,9 @@ class StackChoices(_Strict):
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
     )
     dp_bucket_params: PosInt | None = Field(
-        None, description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: max(40M, 1M x dp)"
+        default=None,
+        description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: Megatron-Core's "
+        "default max(40M, 1M x dp)",
     )
     nccl_nvls: bool = Field(
         default=True,
@@ -367,11 +382,16 @@ class StackChoices(_Strict):
         "false: NCCL_NVLS_ENABLE=0",
     )
     precision_aware_optimizer: bool = Field(
-        False, description="Megatron-Core --use-precision-aware-optimizer: no fp32 gradient copy, 16-bit remainders"
+        default=False,
+        description="Megatron-Core --use-precision-aware-optimizer: no fp32 gradient copy and 16-bit "
+        "master-weight remainders with bf16 weights",
     )
-    adam_moment_bytes: Literal[2, 4] = Field(4, description="bytes of each Adam moment (4 fp32, 2 bf16)")
+    adam_moment_bytes: Literal[2, 4] = Field(
+        default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
+    )
     distributed_optimizer: Literal["megatron-core", "apex"] = Field(
-        "megatron-core", description="ZeRO-1 optimizer: Megatron-Core's, or NeMo 1's Apex distributed_fused_adam"
+        default="megatron-core",
+        description="ZeRO-1 optimizer: Megatron-Core's, or NeMo 1's Apex distributed_fused_adam",
     )
 
     def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items
@@ -439,62 +459,3 @@ class SoftwareStack(Entry, StackChoices):
     )
 
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
-
-
-class ServingEngine(Entry):
-    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
-
-    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
-    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
-    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
-    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
-    sampling, input preparation) that the engine does not overlap with the forward pass. ``nccl_nvls``
-    false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
-    needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
-    ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
-    size (:func:`hnplan.planning.inference.tp_allreduce_path`).
-    """
-
-    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
-    max_num_batched_tokens: PosInt = Field(
-        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]"
-    )
-    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
-    memory_utilization: Fraction = Field(
-        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
-        "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)"
-    )
-    memory_rule: Literal["total", "free"] = Field(
-        default="total",
-        description="total: the fraction of the visible HBM holds weights, workspace and KV "
-        "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
-        "weights, workspace and overheads (TensorRT-LLM)",
-    )
-    iteration_overhead_s: NonNegative = Field(
-        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]"
-    )
-    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
-    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
-    dequant_overhead: dict[Dtype, NonNegative] = Field(
-        default_factory=dict,
-        description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
-        "(de)quantisation not fused into the kernels [-]; absent: 0",
-    )
-    nccl_nvls: bool = Field(
-        default=True,
-        description="the engine's NCCL may reduce in the scale-up switches (NVLink SHARP) where the system "
-        "enables it; false: NCCL_NVLS_ENABLE=0 or NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem)",
-    )
-    tp_allreduce_custom_max_bytes: dict[PosInt, Positive] = Field(
-        default_factory=dict,
-        description="TP degree -> largest TP all-reduce message the engine hands to its own one-shot / two-shot "
-        "kernels inside an NVLink domain (peer loads from registered buffers), larger ones going to NCCL "
-        "[bytes]; a TP degree not listed: not recorded, NCCL assumed",
-    )
-    cuda_graph_batch_sizes: list[PosInt] = Field(
-        default_factory=list,
-        description="batch sizes the engine captures its decode step at, with padding: a generation-only "
-        "iteration of b sequences runs the graph of the smallest captured size >= b, dummy sequences filling "
-        "the rest (sizes above min(max_num_seqs, max_num_batched_tokens) fall back to that cap); empty: no "
-        "padding [sequences]",
-    )
