@@ -28,6 +28,14 @@ References
    (``decoupled_grad``: the shard of the gradient buffer, no fp32 copy) @ 92c8482e6dcd; Transformer Engine
    ``transformer_engine/pytorch/optimizers/fused_adam.py`` v2.9 (``store_param_remainders``: the trailing 16
    bits of the fp32 master weight, the rest is the bf16 weight).
+.. [8] NVIDIA Apex ``apex/contrib/optimizers/distributed_fused_adam.py`` @ b7a4acc1 (2024-08-30):
+   ``StateBucket`` (``param_remainders_shard`` int16 with ``store_param_remainders``, ``exp_avg_shard`` and
+   ``exp_avg_sq_shard`` in the optimizer dtype), ``_init_grad_buffer`` (the contiguous gradient buffer in
+   ``grad_sync_dtype``) and ``_start_bucket_grad_sync`` (each bucket's reduce-scatter writes a new
+   ``sync_grads_shard``, kept as ``grads_shard`` until the step); NVIDIA NeMo v2.0.0 (the 24.09 container)
+   ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py`` ``setup_optimization`` (fp32
+   optimizer, bf16 model with ``megatron_amp_O2``: ``store_params=False``, ``store_param_remainders=True``) and
+   ``nemo/core/optim/distributed_adam.py`` (sharded over the data-parallel group with context parallelism).
 """
 
 from __future__ import annotations
@@ -53,6 +61,9 @@ class StateAccounting:
 
     ``optimizer_bytes`` is everything the optimizer step keeps besides the working weights and
     gradients: fp32 master weights, fp32 gradient copies, Adam's momentum and variance.
+    ``embedding_grad_extra`` and ``embedding_optimizer_extra``: bytes a word-embedding parameter
+    (:attr:`StageParams.embedding`) keeps beyond these in its gradient buffer and in the sharded optimizer
+    part (NeMo 1 reduces the embeddings' gradients in fp32 beside bf16 ones, [8]_); 0 by default.
     """
 
     name: str
@@ -60,6 +71,8 @@ class StateAccounting:
     grad_bytes: float
     optimizer_bytes: float
     source: str
+    embedding_grad_extra: float = 0.0
+    embedding_optimizer_extra: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -119,6 +132,7 @@ def stack_accounting(
     precision_aware: bool = False,
     moment_bytes: float = 4.0,
     fp8_recipe: str = "delayed",
+    optimizer: str = "megatron-core",
 ) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
@@ -134,6 +148,11 @@ def stack_accounting(
       precision-aware optimizer ([7]_) in bf16 training or with fp8 delayed scaling, Transformer Engine's
       ``FusedAdam`` reads the gradient buffer in place (no copy) and, for bf16 weights, keeps only the
       16 low bits of each fp32 master weight (its high 16 bits are the bf16 weight): 2 bytes.
+
+    ``optimizer="apex"``: NeMo 1's ``distributed_fused_adam`` ([8]_) instead of Megatron-Core's: fp32 master
+    weights as 16-bit remainders beside bf16 weights (4 bytes with ``fp8_params``: NeMo stores them whole),
+    fp32 moments, and the reduce-scatter's own gradient shard at ``grad_bytes`` (no fp32 copy); ``precision_aware``
+    and ``moment_bytes`` are Megatron-Core options and do not apply.
 
     Examples
     --------
@@ -154,6 +173,11 @@ def stack_accounting(
     >>> a = stack_accounting("bf16", 2.0, precision_aware=True, moment_bytes=2.0)
     >>> (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
     (2.0, 2.0, 6.0)
+
+    NeMo 24.09's Llama 3.1 recipes (Apex distributed Adam, ``grad_sync_dtype: bf16``): 2 + 2 + (2 + 8 + 2) / d.
+
+    >>> a = stack_accounting("bf16", 2.0, optimizer="apex"); (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
+    (2.0, 2.0, 12.0)
     """
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
     fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
@@ -169,6 +193,21 @@ def stack_accounting(
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
+    if optimizer == "apex":  # [8]: remainders unless fp8 params (store_params), fp32 moments, own grad shard
+        master = 4.0 if (fp8 and fp8_params) else 2.0
+        emb = max(0.0, 4.0 - g)  # [8]: the word embeddings' buckets reduce in fp32 (with_fp32_embedding_grads)
+        return StateAccounting(
+            f"stack-{dtype}-g{g:g}" + ("-fp8params" if fp8 and fp8_params else "") + "-apex",
+            w,
+            g,
+            master + 8.0 + g,
+            f"Apex DistributedFusedAdam [8]: {wsrc}; {g:g}-byte gradient buffer; fp32 master weights"
+            + (" as 16-bit remainders" if master == 2.0 else "")
+            + f", fp32 Adam moments and the reduce-scattered {g:g}-byte gradient shard"
+            + ("; fp32 gradients for the word embeddings" if emb else ""),
+            emb,
+            emb,
+        )
     in_place = precision_aware and (
         not fp8 or (dtype == "fp8" and fp8_recipe == "delayed")
     )  # [7]: decoupled_grad, TE master weights
@@ -263,6 +302,7 @@ class StageParams:
     expert: float
     layers: int
     moe_layers: int
+    embedding: float = 0.0  # of ``dense``: the word (and position) embeddings the stage holds
 
 
 STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
@@ -332,6 +372,9 @@ def stage_params(
     if first:
         dense += pc.embedding + pc.position
     expert = moe * routed
+    embedding = (pc.embedding + pc.position) if first else 0.0
+    if last and model.tied_embeddings and pp > 1:  # the last stage's copy of a tied embedding
+        embedding += pc.embedding
     if last:
         dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
@@ -341,7 +384,11 @@ def stage_params(
                 dense -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(
-        dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe
+        dense=dense / tp,
+        expert=expert / ((tp if etp is None else etp) * ep),
+        layers=len(rng),
+        moe_layers=moe,
+        embedding=embedding / tp,
     )
 
 
@@ -392,7 +439,13 @@ def model_state_bytes_per_gpu(
     sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
     dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
     expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
-    return tuple(d + e for d, e in zip(dense, expert))
+    a = accounting(recipe)
+    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra)
+        0.0,
+        a.embedding_grad_extra * sp.embedding / (dp * cp if zero >= 2 else 1),
+        a.embedding_optimizer_extra * sp.embedding / (dp * cp if zero >= 1 else 1),
+    )
+    return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
 
 
 def model_state_table(
@@ -444,14 +497,15 @@ def model_state_table(
     per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
     dense = np.array([s.dense for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    emb = np.array([s.embedding for s in per_pp])[inv] / tp
     edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
-    for bytes_per_param, sharded in (
-        (a.weight_bytes, zero >= 3),
-        (a.grad_bytes, zero >= 2),
-        (a.optimizer_bytes, zero >= 1),
+    for bytes_per_param, emb_extra, sharded in (
+        (a.weight_bytes, 0.0, zero >= 3),
+        (a.grad_bytes, a.embedding_grad_extra, zero >= 2),
+        (a.optimizer_bytes, a.embedding_optimizer_extra, zero >= 1),
     ):
-        d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
+        d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
     return tuple(out)
