@@ -17,6 +17,9 @@ from hnplan.catalog.schemas.base import (
 )
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
+# the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
+OverlapComm = Literal["dp", "tp", "ep"]
+
 
 class StackChoices(_Strict):
     """A training software stack's choices: which communication overlaps compute, the attention
@@ -72,7 +75,16 @@ class StackChoices(_Strict):
     overlap_gemm_slowdown : float
         Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
         communication kernels take and the HBM bandwidth they share): a hidden second of communication
-        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files). Applies to
+        the communicator classes ``overlap_comm_ctas`` leaves out.
+    overlap_comm_ctas : dict
+        SMs (CTAs) the communication kernels of an overlapped class hold while they run, by class: ``dp``
+        (the distributed optimizer's reduce-scatters and all-gathers, or the gradient all-reduce: NCCL's
+        channel count of the data-parallel communicator, one CTA each), ``tp`` (Transformer Engine
+        userbuffers' ``num_sm``), ``ep`` (the expert all-to-all's SM budget). A listed class slows the compute
+        beside it by ``compute_units / (compute_units - ctas) - 1`` of the job's accelerator
+        (:func:`hnplan.compute.sm_share.sm_share_slowdown`) in place of ``overlap_gemm_slowdown``. Default
+        empty: every class at ``overlap_gemm_slowdown``.
     fp8_params : bool
         fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
@@ -264,6 +276,12 @@ class StackChoices(_Strict):
     )
     overlap_gemm_slowdown: float = Field(
         default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
+    )
+    overlap_comm_ctas: dict[OverlapComm, PosInt] = Field(
+        default_factory=dict,
+        description="SMs (CTAs) an overlapped class's communication kernels hold (dp: NCCL channels of the DP "
+        "communicator; tp: userbuffers num_sm; ep: the all-to-all's SMs); the compute beside them slows by "
+        "SMs / (SMs - CTAs) - 1 in place of overlap_gemm_slowdown",
     )
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
     fp4_params: bool = Field(
