@@ -1,5 +1,6 @@
 """What a serving engine's decode step runs beyond one token per sequence over NCCL: speculative decoding
-(multi-token prediction) and the expert all-to-all kernel it picks.
+(multi-token prediction), the expert all-to-all kernel it picks, how much of it two micro-batches hide, and
+the CUDA-graph batch it pads to.
 
 Speculative decoding
     Each decode step verifies ``1 + k`` tokens per sequence: the next token and ``k`` drafts (DeepSeek-V3's
@@ -19,10 +20,26 @@ Expert all-to-all of a decode step
     ``oneshot_alltoall_efficiency`` of the scale-out line rate, :func:`hnplan.comm.collectives.
     oneshot_alltoall_time`). Prefill keeps the pairwise exchange at the fabric's all-to-all bandwidth
     (DeepEP's normal kernels, which the fabric's ``alltoall_efficiency`` records).
+
+Two-micro-batch overlap of a decode step
+    With the replica's ``overlap`` a decode step runs as two micro-batches of half the sequences (DeepSeek's
+    decode overlap, deepseek-ai/profile-data; SGLang's two-batch overlap): each reads the weights, the
+    collectives carry the same bytes (:func:`hnplan.planning.inference.decode_step`), and while one computes
+    the other's all-to-all is in flight. The low-latency kernels hold SMs while they send and receive, and a
+    receive waits for the slowest of the ``p`` ranks (LMSYS, "Deploying DeepSeek with PD Disaggregation and
+    Large-scale Expert Parallelism on 96 H100 GPUs", May 2025: dispatch about 0.17 ms per layer in both
+    DeepSeek's and SGLang's decode profiles where DeepEP's unit test needs 0.06 ms, mostly waiting for
+    data), so the overlap hides only part of the smaller term: ``t = C + A - e min(C, A)`` with the
+    engine's ``decode_overlap_efficiency`` ``e`` (:func:`overlapped_step_s`; 1 without one, the
+    ``max(C, A)`` upper bound).
+
+CUDA-graph padding
+    :func:`graph_batch`: the batch a generation-only iteration is padded to.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import replace
 
 from hnplan import units
@@ -93,3 +110,40 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
         one = _oneshot_group(s, g)
         return layers * sum(float(algorithm_time("alltoall", "oneshot", b, one)) for b in (dispatch, combine))
     return layers * (best_time("alltoall", dispatch, g)[0] + best_time("alltoall", combine, g)[0])
+
+
+def decode_overlap_efficiency(s: Setup) -> float:
+    """Share of the smaller of a decode step's compute and communication the engine's two-micro-batch
+    overlap hides: its ``decode_overlap_efficiency``, 1 (all of it) without an engine or the field [-]."""
+    e = s.engine
+    return 1.0 if e is None or e.decode_overlap_efficiency is None else e.decode_overlap_efficiency
+
+
+def overlapped_step_s(compute_s: float, comm_s: float, efficiency: float = 1.0) -> float:
+    """Time of a pass whose compute and communication overlap in part [s]:
+    ``C + A - e min(C, A)``; ``e = 1`` gives ``max(C, A)``, ``e = 0`` the serial sum.
+
+    >>> overlapped_step_s(0.04, 0.06, 0.5)  # 0.04 + 0.06 - 0.5 x 0.04
+    0.08
+    """
+    return compute_s + comm_s - efficiency * min(compute_s, comm_s)
+
+
+def graph_batch(s: Setup, batch_per_group: int) -> int:
+    """Sequences a generation-only iteration of ``batch_per_group`` runs as [-]: the smallest batch the
+    engine captured a CUDA graph at that holds it (``ServingEngine.cuda_graph_batch_sizes``; captured
+    sizes above ``min(max_num_seqs, max_num_batched_tokens)`` fall back to that cap), the batch itself
+    at or above the largest, or without an engine or its graph sizes.
+
+    Source: TensorRT-LLM ``CUDAGraphRunner.pad_batch`` and ``_filter_cuda_graph_batch_sizes``
+    (tensorrt_llm/_torch/pyexecutor), with the sizes of its perf-overview throughput runs.
+    """
+    e = s.engine
+    if e is None or not e.cuda_graph_batch_sizes:
+        return batch_per_group
+    cap = min(e.max_num_seqs, e.max_num_batched_tokens)
+    sizes = sorted({g for g in e.cuda_graph_batch_sizes if g <= cap} | {cap})
+    if max(e.cuda_graph_batch_sizes) < cap:
+        sizes.remove(cap)
+    i = bisect.bisect_left(sizes, batch_per_group)
+    return batch_per_group if i == len(sizes) else sizes[i]
