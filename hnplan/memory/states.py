@@ -1,41 +1,16 @@
 """Model states per accelerator: weights, gradients and optimizer states, sharded by ZeRO, TP, PP and EP.
 
-Each *accounting* (a precision recipe) fixes the bytes per parameter of weights, gradients and
-optimizer states (everything the optimizer step keeps: fp32 master weights, fp32 gradient copies,
-Adam moments). ZeRO stage 1 shards the optimizer part over the data-parallel group, stage 2 also the
-gradients, stage 3 also the weights ([1]_ Sec. 5); Megatron's distributed optimizer is stage 1 ([3]_).
+The bytes per parameter of each precision recipe and software stack, and their ZeRO sharding, are
+:mod:`hnplan.memory.state_accounting` (re-exported here); this module splits a model's parameters over
+pipeline stages and the tensor-, expert- and data-parallel groups, and weighs the first, the fullest middle
+and the last stage.
 
 References
 ----------
-.. [1] Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
-   SC20, arXiv:1910.02054, Sec. 3.1 (2 + 2 + 12 bytes per parameter), Sec. 5 and Fig. 1.
-.. [2] DeepSpeed pull request #5099 (deepspeed/runtime/zero/stage_1_and_2.py,
-   ``estimate_zero2_model_states_mem_needs``: ``2 + 18 / N`` with an fp32 gradient copy);
-   Rajbhandari et al., "ZeRO-Infinity", SC21, arXiv:2104.07857, Sec. 3 (20 bytes per parameter).
-.. [3] Megatron Core developer guide, "Distributed Optimizer" (bytes per parameter: fp16 params and
-   grads 20 = 4 + 16/d; bf16 params, fp32 grads 18 = 6 + 12/d; fp32 params and grads 16 = 8 + 8/d).
-.. [4] NVIDIA Megatron-LM, ``megatron/core/distributed/param_and_grad_buffer.py`` (one contiguous
-   ``main_grad`` buffer, fp32 with ``grad_reduce_in_fp32`` else the parameter dtype) and
-   ``megatron/core/optimizer/distrib_optimizer.py`` (fp32 main parameters of the shard, their fp32
-   gradients, Adam moments); Transformer Engine ``transformer_engine/pytorch/module/linear.py``
-   (fp8 weight and transpose workspaces cached across micro-batches).
 .. [5] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (one layer fewer on
    the first and the last pipeline stage to balance memory).
 .. [6] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.2 (multi-token-prediction
    modules), 3.2.3 (embedding and output head shared with the MTP module on one DualPipe rank) and :mod:`hnplan.memory.recompute` (their parameters on the last stage).
-.. [7] NVIDIA Megatron-LM ``megatron/core/optimizer/optimizer_config.py`` (``use_precision_aware_optimizer``,
-   ``store_param_remainders``, ``exp_avg_dtype``), ``optimizer/__init__.py`` and ``distrib_optimizer.py``
-   (``decoupled_grad``: the shard of the gradient buffer, no fp32 copy) @ 92c8482e6dcd; Transformer Engine
-   ``transformer_engine/pytorch/optimizers/fused_adam.py`` v2.9 (``store_param_remainders``: the trailing 16
-   bits of the fp32 master weight, the rest is the bf16 weight).
-.. [8] NVIDIA Apex ``apex/contrib/optimizers/distributed_fused_adam.py`` @ b7a4acc1 (2024-08-30):
-   ``StateBucket`` (``param_remainders_shard`` int16 with ``store_param_remainders``, ``exp_avg_shard`` and
-   ``exp_avg_sq_shard`` in the optimizer dtype), ``_init_grad_buffer`` (the contiguous gradient buffer in
-   ``grad_sync_dtype``) and ``_start_bucket_grad_sync`` (each bucket's reduce-scatter writes a new
-   ``sync_grads_shard``, kept as ``grads_shard`` until the step); NVIDIA NeMo v2.0.0 (the 24.09 container)
-   ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py`` ``setup_optimization`` (fp32
-   optimizer, bf16 model with ``megatron_amp_O2``: ``store_params=False``, ``store_param_remainders=True``) and
-   ``nemo/core/optim/distributed_adam.py`` (sharded over the data-parallel group with context parallelism).
 """
 
 from __future__ import annotations
