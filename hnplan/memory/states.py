@@ -38,7 +38,7 @@ import numpy as np
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
-from hnplan.compute.fp8_recipes import NVFP4_COPY
+from hnplan.compute.fp8_recipes import NVFP4_COPY, quantised_weight_bytes
 from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.recompute import mtp_extra_params
@@ -53,6 +53,10 @@ class StateAccounting:
 
     ``optimizer_bytes`` is everything the optimizer step keeps besides the working weights and
     gradients: fp32 master weights, fp32 gradient copies, Adam's momentum and variance.
+    ``unquantised_weight_bytes`` is the weight bytes of the parameters outside the low-precision GEMMs
+    (embeddings, output head, norms, and every weight of the ``bf16_end_layers`` Transformer layers at
+    each end of the model) where they differ from ``weight_bytes`` (low-precision parameters: those stay
+    bf16); None: the same.
     """
 
     name: str
@@ -60,6 +64,8 @@ class StateAccounting:
     grad_bytes: float
     optimizer_bytes: float
     source: str
+    unquantised_weight_bytes: float | None = None
+    bf16_end_layers: int = 0
 
     @property
     def total_bytes(self) -> float:
@@ -119,13 +125,20 @@ def stack_accounting(
     precision_aware: bool = False,
     moment_bytes: float = 4.0,
     fp8_recipe: str = "delayed",
+    fp4_params: bool = False,
+    bf16_end_layers: int = 0,
 ) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
-      transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
-      transpose (1 + 1), no bf16 copy; in fp4 training (NVFP4, no fp4 parameters) bf16 weights plus the
-      cached row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
+      transpose (+2) when ``fp8_weight_cache``; in fp4 training (NVFP4) bf16 weights plus the cached
+      row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
+    * with low-precision parameters (``fp8_params`` in fp8, ``fp4_params`` in fp4 training; Megatron-Core
+      ``fp8_param_gather`` / ``fp4_param_gather``) only the quantised GEMM weights the forward and the
+      data-gradient GEMMs read, no bf16 copy (:func:`hnplan.compute.fp8_recipes.quantised_weight_bytes`:
+      per-tensor fp8 1 + 1 transpose, kept on Blackwell too; NVFP4 2 x (1/2 + 1/16)); embeddings, head,
+      norms and the ``bf16_end_layers`` layers at each end stay bf16 (``unquantised_weight_bytes`` 2;
+      docs/memory.md gives the Megatron-Core and Transformer Engine sources);
     * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
       ``grad_reduce_in_fp32``; 2: bf16);
     * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights (4) and Adam's two
@@ -144,10 +157,13 @@ def stack_accounting(
     >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
     (4.0, 2.0)
 
-    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes:
+    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes;
+    NVFP4 parameters: the two NVFP4 copies alone, the embeddings, head and norms in bf16:
 
     >>> stack_accounting("fp4", 4.0).weight_bytes
     3.125
+    >>> a = stack_accounting("fp4", 4.0, fp4_params=True); (a.weight_bytes, a.unquantised_weight_bytes)
+    (1.125, 2.0)
 
     DeepSeek-V3's Megatron-Bridge recipe (bf16 gradients, bf16 moments, precision-aware): 2 + 2 + 6.
 
@@ -156,14 +172,19 @@ def stack_accounting(
     (2.0, 2.0, 6.0)
     """
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
-    fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
-    if dtype == "fp4" and fp8_weight_cache:  # no fp4 parameters; the cast: two NVFP4 copies (fp8_recipes)
+    fp8_params = (fp8_params and dtype == "fp8") or (fp4_params and dtype == "fp4")  # low-precision parameters
+    w_other = None
+    if fp8_params:
+        recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
+        w, w_other = quantised_weight_bytes(recipe), 2.0
+        wsrc = (
+            f"{recipe} GEMM weights only, row-wise and column-wise ({dtype} param gather); embeddings, head, norms bf16"
+        )
+    elif dtype == "fp4" and fp8_weight_cache:  # bf16 weights; the cast: two NVFP4 copies (fp8_recipes)
         w, wsrc = (
             2.0 + 2.0 * NVFP4_COPY,
             "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
         )
-    elif fp8 and fp8_params:
-        w, wsrc = 2.0, "fp8 weights and their cached fp8 transposes (fp8 param gather)"
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
     else:
@@ -178,7 +199,7 @@ def stack_accounting(
     opt = master + 2.0 * float(moment_bytes) + grad_copy
     name = (
         f"stack-{dtype}-g{g:g}"
-        + ("-fp8params" if fp8 and fp8_params else "")
+        + (f"-{dtype}params" if fp8 and fp8_params else "")
         + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
         + ("-precaware" if precision_aware else "")
         + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
@@ -193,6 +214,8 @@ def stack_accounting(
         + (" as 16-bit remainders [7]" if remainders else "")
         + f" and {float(moment_bytes):g}-byte Adam moments"
         + (", fp32 copy of the gradient shard" if grad_copy else ""),
+        w_other,
+        bf16_end_layers if fp8_params else 0,
     )
 
 
@@ -257,12 +280,17 @@ def zero_model_state_bytes(
 
 @dataclass(frozen=True)
 class StageParams:
-    """Parameters one accelerator of a pipeline stage holds [parameters], split by how they shard."""
+    """Parameters one accelerator of a pipeline stage holds [parameters], split by how they shard;
+    ``unquantised`` (``unquantised_expert``) is the part of ``dense`` (``expert``) outside the quantised
+    GEMMs (embeddings, output head, norms, the MTP modules' extras, the bf16 end layers), which
+    low-precision parameters leave in bf16."""
 
     dense: float
     expert: float
     layers: int
     moe_layers: int
+    unquantised: float = 0.0
+    unquantised_expert: float = 0.0
 
 
 STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
@@ -294,6 +322,7 @@ def stage_params(
     balanced: bool = False,
     mtp_embedding: bool = True,
     etp: int | None = None,
+    bf16_end_layers: int = 0,
 ) -> StageParams:
     """Parameters on one accelerator of the first, the fullest middle or the last pipeline stage
     [parameters].
@@ -327,21 +356,34 @@ def stage_params(
     per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
     routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
+    unq = len(rng) * pc.norms_per_layer  # outside the GEMMs (the router's few weights are not split off)
+    ends = [i for i in rng if i < bf16_end_layers or i >= model.layers - bf16_end_layers]  # whole in bf16
+    moe_ends = sum(1 for i in ends if i >= first_moe)
+    unq += (len(ends) - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
+        unq += pc.embedding + pc.position
     expert = moe * routed
     if last:
-        dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        ends = pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        dense, unq = dense + ends, unq + ends
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
             layer = per_moe_shared if pc.moe_layers else per_dense
             dense += model.mtp_modules * layer + mtp_extra_params(model)
+            unq += model.mtp_modules * pc.norms_per_layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
+                unq -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(
-        dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe
+        dense=dense / tp,
+        expert=expert / ((tp if etp is None else etp) * ep),
+        layers=len(rng),
+        moe_layers=moe,
+        unquantised=unq / tp,
+        unquantised_expert=moe_ends * routed / ((tp if etp is None else etp) * ep),
     )
 
 
@@ -389,10 +431,22 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
-    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
-    expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
-    return tuple(d + e for d, e in zip(dense, expert))
+    a = accounting(recipe)
+    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp, bf16_end_layers=a.bf16_end_layers)
+    edp = int(expert_dp(tp, dp, cp, ep, etp))
+    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, a)
+    expert = zero_model_state_bytes(sp.expert, edp, zero, a)
+    w, g, o = (d + e for d, e in zip(dense, expert))
+    w += _unquantised_weight_extra(a, sp.unquantised, dp * cp, zero >= 3)
+    return float(w + _unquantised_weight_extra(a, sp.unquantised_expert, edp, zero >= 3)), g, o
+
+
+def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
+    """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
+    than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
+    if a.unquantised_weight_bytes is None:
+        return 0.0
+    return (a.unquantised_weight_bytes - a.weight_bytes) * unquantised / np.where(sharded, shards, 1)
 
 
 def model_state_table(
@@ -441,9 +495,12 @@ def model_state_table(
     a = accounting(recipe)
     upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)
-    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
+    # before TP / EP
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding, None, a.bf16_end_layers) for p in upp]
     dense = np.array([s.dense for s in per_pp])[inv] / tp
+    unq = np.array([s.unquantised for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    unq_e = np.array([s.unquantised_expert for s in per_pp])[inv] / (etp * ep)
     edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
     for bytes_per_param, sharded in (
@@ -454,6 +511,8 @@ def model_state_table(
         d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)
 
 
