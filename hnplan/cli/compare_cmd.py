@@ -59,6 +59,13 @@ def compare(
         help="software stack id or YAML path (data/stacks/), as hnplan train takes it; default: the planner's "
         "defaults (the design comparison notebook's)",
     ),
+    goodput: bool = typer.Option(
+        True,
+        "--goodput/--no-goodput",
+        help="divide each design's throughput by the goodput of the reliability model (failures, restarts, "
+        "checkpoint stalls), as hnplan size does; --no-goodput: no failures",
+    ),
+    checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
     trust: bool = typer.Option(
         True,
         "--trust/--no-trust",
@@ -72,8 +79,10 @@ def compare(
     """Which design trains the job best: per system its fastest plan that fits, step time, MFU, days, racks,
     power, energy, capex and cost per million tokens, then the verdict and how far to trust it.
 
-    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). The
-    verdict names the fastest design, the cheapest to buy and per run, and what the supernode
+    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). Days, energy
+    and the run's cost are after the goodput of the reliability model on the GPUs that train (failures,
+    restarts, checkpoint stalls; --checkpoint sync or async), as in hnplan size; --no-goodput leaves
+    failures out. The verdict names the fastest design, the cheapest to buy and per run, and what the supernode
     fabric buys apart from the newer chip; the notes say how well the validation set covers each
     accelerator. Exit 3 when no design can run the job.
     """
@@ -82,6 +91,7 @@ def compare(
     from hnplan.catalog.checks import check_refs
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import compare_training_designs, trust_notes, verdict
+    from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.units import format_count
 
     with handle_errors():
@@ -95,6 +105,7 @@ def compare(
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
         check_choice("--offload", offload, ("none", "auto"))
+        check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -115,6 +126,8 @@ def compare(
             catalog=cat,
             offload=offload,
             stack=stack,
+            goodput=goodput,
+            mode=checkpoint,
         )
         rows = [_clean(r) for r in df.to_dict("records")]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
@@ -131,6 +144,8 @@ def compare(
                     "dtype": dtype,
                     "offload": offload,
                     "stack": stack,
+                    "goodput": goodput,
+                    "checkpoint": checkpoint,
                     "units": df.attrs["units"],
                     "designs": [_json_row(r) for r in rows],
                     "verdict": said,
@@ -234,6 +249,7 @@ def _table(rows: list[dict], title: str):
         "step [s]",
         mfu,
         "days",
+        "goodput",
         "racks",
         "IT / facility [MW]",
         "energy [MWh]",
@@ -253,6 +269,7 @@ def _table(rows: list[dict], title: str):
             f"{r['step_time_s']:,.3f}",
             f"{r['mfu']:.1%}",
             f"{r['days']:,.1f}",
+            f"{r['goodput']:.1%}" if r["goodput_mode"] != "off" else "off",
             f"{r['racks']:,}",
             f"{r['it_power_mw']:,.2f} / {r['facility_power_mw']:,.2f}",
             f"{r['energy_mwh']:,.0f}",
