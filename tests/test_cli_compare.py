@@ -60,6 +60,8 @@ def test_each_design_is_the_best_plan_of_train(answer, system):
     d = next(d for d in answer["designs"] if d["system"] == system)
     p = t["parallel"]
     assert (d["tp"], d["pp"], d["dp"], d["cp"], d["ep"]) == (p["tp"], p["pp"], p["dp"], p["cp"], p["ep"])
+    # the expert layers' tensor parallelism too (a dense model's is its TP)
+    assert d["etp"] == p["etp"] == p["tp"] and isinstance(d["etp"], int)
     assert (d["microbatch_size"], d["recompute"]) == (p["microbatch_size"], p["recompute"])
     assert d["step_time_s"] == pytest.approx(t["step_time_s"], rel=1e-9)
     assert d["mfu"] == pytest.approx(t["mfu"], rel=1e-9)

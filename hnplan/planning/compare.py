@@ -64,7 +64,7 @@ def compare_training_designs(
     -------
     pandas.DataFrame
         Columns ``system, kind, gpus`` (the GPUs the job trains on), ``gpus_bought`` (the units' GPUs),
-        ``tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
+        ``tp, pp, dp, cp, ep, etp`` (the expert layers' tensor-parallel degree), ``microbatch_size, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
         dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`) for
@@ -172,7 +172,7 @@ def compare_training_designs(
     return df
 
 
-_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "recompute")
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
 
 
 def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict) -> float:
