@@ -231,14 +231,17 @@ def _money(x: float, per_token: bool = False) -> str:
 
 
 def _plan_text(r: dict) -> str:
-    """``TP2 PP9 DP32 CP2 EP1 mb1 none``: the degrees, micro-batch size and recomputation of a plan; the expert
-    tensor parallelism where experts are split (EP > 1) and it is not TP (``TP2 PP4 DP8 CP1 EP8 ETP1 mb1 none``).
+    """``TP2 PP9 DP32 CP2 EP1 mb1 rc-none``: the degrees, micro-batch size and recomputation of a plan (``rc-``,
+    as the validation table writes it: a bare ``none`` named nothing); the expert tensor parallelism where experts
+    are split (EP > 1) and it is not TP (``TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none``).
 
     >>> _plan_text({"tp": 2, "pp": 4, "dp": 8, "cp": 1, "ep": 8, "etp": 1, "microbatch_size": 1, "recompute": "none"})
-    'TP2 PP4 DP8 CP1 EP8 ETP1 mb1 none'
+    'TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none'
     """
     etp = f" ETP{r['etp']}" if r["ep"] > 1 and r.get("etp", r["tp"]) != r["tp"] else ""
-    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']}{etp} mb{r['microbatch_size']} {r['recompute']}"
+    return (
+        f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']}{etp} mb{r['microbatch_size']} rc-{r['recompute']}"
+    )
 
 
 def _table(rows: list[dict], title: str):

@@ -17,6 +17,9 @@ from hnplan.catalog.schemas.base import (
 )
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
+# the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
+OverlapComm = Literal["dp", "tp", "ep"]
+
 
 class StackChoices(_Strict):
     """A training software stack's choices: which communication overlaps compute, the attention
@@ -72,7 +75,16 @@ class StackChoices(_Strict):
     overlap_gemm_slowdown : float
         Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
         communication kernels take and the HBM bandwidth they share): a hidden second of communication
-        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files). Applies to
+        the communicator classes ``overlap_comm_ctas`` leaves out.
+    overlap_comm_ctas : dict
+        SMs (CTAs) the communication kernels of an overlapped class hold while they run, by class: ``dp``
+        (the distributed optimizer's reduce-scatters and all-gathers, or the gradient all-reduce: NCCL's
+        channel count of the data-parallel communicator, one CTA each), ``tp`` (Transformer Engine
+        userbuffers' ``num_sm``), ``ep`` (the expert all-to-all's SM budget). A listed class slows the compute
+        beside it by ``compute_units / (compute_units - ctas) - 1`` of the job's accelerator
+        (:func:`hnplan.compute.sm_share.sm_share_slowdown`) in place of ``overlap_gemm_slowdown``. Default
+        empty: every class at ``overlap_gemm_slowdown``.
     fp8_params : bool
         fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
@@ -197,6 +209,11 @@ class StackChoices(_Strict):
     adam_moment_bytes : float
         Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
         ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
+    distributed_optimizer : {"megatron-core", "apex"}
+        Which ZeRO-1 optimizer keeps the states: ``megatron-core`` (default, ``distrib_optimizer.py``) or
+        ``apex``, NeMo 1's ``distributed_fused_adam`` (Apex ``DistributedFusedAdam``: 16-bit master-weight
+        remainders beside bf16 weights, its own reduce-scattered gradient shard at ``grad_reduce_bytes``,
+        fp32 gradients for the word embeddings). Bytes: :func:`hnplan.memory.states.stack_accounting`.
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
@@ -265,6 +282,12 @@ class StackChoices(_Strict):
     )
     overlap_gemm_slowdown: float = Field(
         default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
+    )
+    overlap_comm_ctas: dict[OverlapComm, PosInt] = Field(
+        default_factory=dict,
+        description="SMs (CTAs) an overlapped class's communication kernels hold (dp: NCCL channels of the DP "
+        "communicator; tp: userbuffers num_sm; ep: the all-to-all's SMs); the compute beside them slows by "
+        "SMs / (SMs - CTAs) - 1 in place of overlap_gemm_slowdown",
     )
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
     fp4_params: bool = Field(
@@ -384,6 +407,10 @@ class StackChoices(_Strict):
     )
     adam_moment_bytes: Literal[2, 4] = Field(
         default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
+    )
+    distributed_optimizer: Literal["megatron-core", "apex"] = Field(
+        default="megatron-core",
+        description="ZeRO-1 optimizer: Megatron-Core's, or NeMo 1's Apex distributed_fused_adam",
     )
 
     def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items

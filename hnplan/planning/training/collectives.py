@@ -54,6 +54,7 @@ from hnplan.planning.training.components import (
     Job,
     _col,
     local_params,
+    overlap_slowdown,
     recompute_is,
     with_etp,
 )
@@ -371,9 +372,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
-    slowed by the stack's ``overlap_gemm_slowdown`` per second hidden (the communication kernels hold
-    SMs and share HBM bandwidth), as for TP and EP overlap
-    (:func:`hnplan.planning.training.components.overlapped_comm`).
+    slowed per second hidden by the SM share of the DP communicator's NCCL channels where the choices
+    give them (``overlap_comm_ctas["dp"]``), else by the stack's ``overlap_gemm_slowdown`` (the
+    communication kernels hold SMs and share HBM bandwidth), as for TP and EP overlap
+    (:func:`hnplan.planning.training.components.overlap_slowdown`, ``overlapped_comm``).
     """
     ov = job.choices
 
@@ -416,11 +418,12 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
     # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
     hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
-    exposed = grad_exp + param_exp + ov.overlap_gemm_slowdown * hidden
+    slowdown = overlap_slowdown(job, "dp")  # the DP communicator's CTAs, or the stack's flat value
+    exposed = grad_exp + param_exp + slowdown * hidden
     at = np.flatnonzero(per[6][codes])  # the ZeRO 3 candidates
     if len(at):
         per_mb_z3, ag1 = (x[codes[at]] for x in per[4:6])
         z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
-        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden)
+        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + slowdown * z3_hidden)
     return exposed
