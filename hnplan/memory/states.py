@@ -45,6 +45,10 @@ class StageParams:
     layers: int
     moe_layers: int
     embedding: float = 0.0  # of ``dense``: the word (and position) embeddings the stage holds
+    # of ``dense`` (``expert``): outside the quantised GEMMs (embeddings, output head, norms, the MTP modules'
+    # extras, the bf16 end layers), which low-precision parameters leave in bf16
+    unquantised: float = 0.0
+    unquantised_expert: float = 0.0
 
 
 STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
@@ -76,6 +80,7 @@ def stage_params(
     balanced: bool = False,
     mtp_embedding: bool = True,
     etp: int | None = None,
+    bf16_end_layers: int = 0,
 ) -> StageParams:
     """Parameters on one accelerator of the first, the fullest middle or the last pipeline stage
     [parameters].
@@ -109,21 +114,29 @@ def stage_params(
     per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
     routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
+    unq = len(rng) * pc.norms_per_layer  # outside the GEMMs (the router's few weights are not split off)
+    ends = [i for i in rng if i < bf16_end_layers or i >= model.layers - bf16_end_layers]  # whole in bf16
+    moe_ends = sum(1 for i in ends if i >= first_moe)
+    unq += (len(ends) - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
+        unq += pc.embedding + pc.position
     expert = moe * routed
     embedding = (pc.embedding + pc.position) if first else 0.0
     if last and model.tied_embeddings and pp > 1:  # the last stage's copy of a tied embedding
         embedding += pc.embedding
     if last:
-        dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        head = pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        dense, unq = dense + head, unq + head
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
             layer = per_moe_shared if pc.moe_layers else per_dense
             dense += model.mtp_modules * layer + mtp_extra_params(model)
+            unq += model.mtp_modules * pc.norms_per_layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
+                unq -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(
         dense=dense / tp,
@@ -131,6 +144,8 @@ def stage_params(
         layers=len(rng),
         moe_layers=moe,
         embedding=embedding / tp,
+        unquantised=unq / tp,
+        unquantised_expert=moe_ends * routed / ((tp if etp is None else etp) * ep),
     )
 
 
@@ -178,16 +193,29 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
-    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
-    expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
     a = accounting(recipe)
-    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra)
-        0.0,
+    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp, bf16_end_layers=a.bf16_end_layers)
+    edp = int(expert_dp(tp, dp, cp, ep, etp))
+    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, a)
+    expert = zero_model_state_bytes(sp.expert, edp, zero, a)
+    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra); bf16 weights beside
+        # low-precision ones (StateAccounting.unquantised_weight_bytes)
+        float(
+            _unquantised_weight_extra(a, sp.unquantised, dp * cp, zero >= 3)
+            + _unquantised_weight_extra(a, sp.unquantised_expert, edp, zero >= 3)
+        ),
         a.embedding_grad_extra * sp.embedding / (dp * cp if zero >= 2 else 1),
         a.embedding_optimizer_extra * sp.embedding / (dp * cp if zero >= 1 else 1),
     )
     return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
+
+
+def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
+    """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
+    than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
+    if a.unquantised_weight_bytes is None:
+        return 0.0
+    return (a.unquantised_weight_bytes - a.weight_bytes) * unquantised / np.where(sharded, shards, 1)
 
 
 def model_state_table(
@@ -236,9 +264,12 @@ def model_state_table(
     a = accounting(recipe)
     upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)
-    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
+    # before TP / EP
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding, None, a.bf16_end_layers) for p in upp]
     dense = np.array([s.dense for s in per_pp])[inv] / tp
+    unq = np.array([s.unquantised for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    unq_e = np.array([s.unquantised_expert for s in per_pp])[inv] / (etp * ep)
     emb = np.array([s.embedding for s in per_pp])[inv] / tp
     edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
@@ -250,6 +281,8 @@ def model_state_table(
         d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)
 
 

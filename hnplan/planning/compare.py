@@ -10,7 +10,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache, trust
-from hnplan.planning.design import cost_or_gap, job_gpu_options
+from hnplan.planning.design import cost_or_gap, estimate_reliability, job_gpu_options
 from hnplan.power import design_power, run_energy
 
 
@@ -25,6 +25,9 @@ def compare_training_designs(
     catalog: Catalog | None = None,
     offload: str = "none",
     stack=None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -48,18 +51,27 @@ def compare_training_designs(
     stack : str or SoftwareStack, optional
         Software stack every design is planned under (:func:`hnplan.planning.training.make_job`: its choices,
         GEMM efficiency and the ZeRO stages and recomputation modes searched); None: the planner's defaults.
+    goodput : bool
+        Divide each design's throughput by the goodput of the reliability model on the GPUs that train
+        (:func:`hnplan.planning.design.estimate_reliability`: failures, restarts, checkpoint stalls), as
+        :func:`hnplan.planning.time_to_train.time_to_train` and ``hnplan size`` do (default); ``False``: no
+        failures. Days, energy and the run's cost follow it; of the GPU counts weighed the one with the most
+        tokens per second after the goodput is kept (the fewest days, as ``hnplan size``).
+    mode : {"sync", "async"}
+        Checkpoint mode of the goodput.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``system, kind, gpus`` (the GPUs the job trains on), ``gpus_bought`` (the units' GPUs),
-        ``tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
+        ``tp, pp, dp, cp, ep, etp`` (the expert layers' tensor-parallel degree), ``microbatch_size, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
         dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`) for
         every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
-        power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
-        and energy assume no failures, as ``hnplan size --no-goodput``), plus the
+        power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``,
+        energy and the run's cost are after the goodput, ``goodput`` the fraction applied (1.0 when off) and
+        ``goodput_mode`` the checkpoint mode or ``off``), plus the
         step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
         than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
@@ -81,7 +93,7 @@ def compare_training_designs(
         unit = system.unit_gpus
         bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
         est: dict | None = None
-        used = gpus
+        used, good = gpus, 1.0
         errors: list[str] = []
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
@@ -90,8 +102,9 @@ def compare_training_designs(
             if "error" in e:
                 errors.append(e["error"])
                 continue
-            if est is None or e["tokens_per_s"] > est["tokens_per_s"]:
-                est, used = e, g
+            gp = _goodput(cat, system, g, model, mode, e) if goodput else 1.0
+            if est is None or e["tokens_per_s"] * gp > est["tokens_per_s"] * good:
+                est, used, good = e, g, gp
         if est is None:
             row["status"] = f"no plan: {errors[0]}"
             rows.append(row)
@@ -107,7 +120,7 @@ def compare_training_designs(
         if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
             note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
             row["cost_note"] = f"n/a: {gap}"
-        seconds = tokens / est["tokens_per_s"]
+        seconds = tokens / (est["tokens_per_s"] * good)
         row.update({k: est[k] for k in _PLAN_KEYS})
         row.update(
             step_time_s=est["step_time_s"],
@@ -115,6 +128,8 @@ def compare_training_designs(
             mfu=est["mfu"],
             memory_per_gpu_gib=units.to_GiB(est["memory_per_gpu_bytes"]),
             days=units.s_to_days(seconds),
+            goodput=good,
+            goodput_mode=mode if goodput else "off",
             racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w),
             facility_power_mw=units.w_to_mw(pw.facility_w),
@@ -143,6 +158,7 @@ def compare_training_designs(
         "gpus": "GPUs the job trains on",
         "gpus_bought": "GPUs bought (whole units)",
         "days": "days",
+        "goodput": "fraction of the wall time that trains (1.0: failures left out)",
         "it_power_mw": "MW",
         "facility_power_mw": "MW",
         "energy_mwh": "MWh",
@@ -156,7 +172,15 @@ def compare_training_designs(
     return df
 
 
-_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "recompute")
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
+
+
+def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict) -> float:
+    """Goodput of a design's job on ``gpus`` GPUs at its best plan's throughput and step time, as
+    :func:`hnplan.planning.time_to_train.time_to_train` takes it [fraction]."""
+    return estimate_reliability(
+        system, gpus, model, mode, cat, tokens_per_s=est["tokens_per_s"], step_s=est["step_time_s"]
+    ).goodput
 
 
 def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str, stack, offload):
