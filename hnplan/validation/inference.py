@@ -56,7 +56,7 @@ _TP_STEP = (
 )
 _LARGE_EP = (
     "NCCL's pairwise all-to-all stands in for the DeepEP low-latency kernels and MTP the sources run: with them "
-    "the large-EP decode step comes out 13-33 % too fast even at the two-batch overlap SGLang measured (a "
+    "the large-EP decode step comes out 9-29 % too fast even at the two-batch overlap SGLang measured (a "
     "per-step floor the model lacks, docs/inference.md)"
 )
 

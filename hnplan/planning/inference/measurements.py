@@ -229,8 +229,8 @@ def measurements() -> list[Measurement]:
             batch=round(13200 / 144 * 128),
             note="modelled with EP128 (the 128 non-redundant ranks), two-micro-batch overlap and NCCL's pairwise "
             "all-to-all; the source's MTP and DeepEP low-latency kernels (engine options ep_decode_alltoall, "
-            "speculative_tokens) would make it +79 %, +33 % at the overlap SGLang measured "
-            "(decode_overlap_efficiency 0.62): the measured step has a floor the model lacks (docs/inference.md)",
+            "speculative_tokens) would make it +75 %, +29 % at the overlap SGLang measured "
+            "(decode_overlap_efficiency 0.63): the measured step has a floor the model lacks (docs/inference.md)",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -277,7 +277,7 @@ def measurements() -> list[Measurement]:
             note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
             "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
             "published (1000 assumed for memory sizing only); overlap and NCCL's pairwise all-to-all modelled; with "
-            "DeepEP's low-latency kernels and MTP (engine options) +77 %, +32 % at SGLang's measured overlap "
+            "DeepEP's low-latency kernels and MTP (engine options) +73 %, +28 % at SGLang's measured overlap "
             "(docs/inference.md)",
             family="DeepSeek production",
             overlap=True,
@@ -305,7 +305,7 @@ def measurements() -> list[Measurement]:
             note="modelled with EP64 (the 256 routed experts on 8 nodes; the source's EP72 holds 288 with the "
             "redundant copies); output length not stated (100 assumed for memory sizing, the source's EPLB case "
             "study); SGLang's two-batch overlap at its measured efficiency and NCCL's pairwise all-to-all: the "
-            "DeepEP low-latency kernels (engine option ep_decode_alltoall) would make it +19 % (docs/inference.md)",
+            "DeepEP low-latency kernels (engine option ep_decode_alltoall) would make it +15 % (docs/inference.md)",
             family="LMSYS SGLang DeepSeek-V3",
             overlap=True,
             engine="sglang",

@@ -45,6 +45,7 @@ from dataclasses import replace
 from hnplan import units
 from hnplan.comm import best_time
 from hnplan.comm.algorithms import algorithm_time
+from hnplan.comm.messages import random_routing_peak
 from hnplan.comm.placement import GroupPlacement
 from hnplan.compute import ACT_BYTES
 from hnplan.planning.inference.core import Setup
@@ -93,7 +94,8 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
     """Dispatch and combine all-to-alls of one pass over all MoE layers [s].
 
     Each of the ``T / tp`` tokens of an EP rank goes to its ``k`` experts at the GEMM dtype (at least one
-    byte: FP8 dispatch, DeepEP) and returns in bf16 (combine). A decode pass with an engine whose
+    byte: FP8 dispatch, DeepEP) and returns in bf16 (combine); the busiest rank receives
+    :func:`routing_peak` times the mean, and the exchange ends when it has. A decode pass with an engine whose
     ``ep_decode_alltoall`` is ``oneshot`` runs both on the one-shot kernel; otherwise (prefill, no engine,
     ``pairwise``) the tuner's pairwise exchange.
     """
@@ -102,7 +104,8 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
         return 0.0
     m, r = s.model, s.replica
     assert m.moe is not None  # an EP group exists only for an MoE model (resolve)
-    copies = tokens_per_group / r.tp * m.moe.active_experts * m.hidden
+    # the busiest rank receives the routing peak times the mean, and every rank waits for it
+    copies = tokens_per_group / r.tp * m.moe.active_experts * m.hidden * routing_peak(s, tokens_per_group)
     dispatch = copies * max(units.dtype_bytes(r.dtype), 1.0)
     combine = copies * ACT_BYTES
     layers = m.layers - m.moe.first_dense_layers
@@ -147,3 +150,23 @@ def graph_batch(s: Setup, batch_per_group: int) -> int:
         sizes.remove(cap)
     i = bisect.bisect_left(sizes, batch_per_group)
     return batch_per_group if i == len(sizes) else sizes[i]
+
+
+def routing_peak(s: Setup, tokens_per_group: float) -> float:
+    """Routed token copies of the busiest expert-parallel rank over the mean in a pass of
+    ``tokens_per_group`` tokens [-]: the peak of random routing over the ``ep`` ranks
+    (:func:`hnplan.comm.messages.random_routing_peak`; the floor of any real router, whose skew EPLB's
+    redundant experts reduce but per-step fluctuation stays), 1 for a dense model or ``ep = 1``.
+
+    DeepSeek-V3 at EP128 with 92 sequences per rank: ``1 + 2.6 sigma / mu`` with ``mu = 736`` copies:
+
+    >>> from hnplan.catalog import load_catalog
+    >>> from hnplan.planning.inference import Replica, resolve
+    >>> s = resolve("deepseek-v3", "hgx-h800-ib", Replica(tp=1, ep=128, dtype="fp8"), load_catalog())
+    >>> round(routing_peak(s, 92), 3), round(routing_peak(s, 4096), 3)
+    (1.094, 1.014)
+    """
+    moe, r = s.model.moe, s.replica
+    if moe is None or r.ep <= 1:
+        return 1.0
+    return float(random_routing_peak(tokens_per_group / r.tp, moe.active_experts, moe.experts, r.ep)[0])

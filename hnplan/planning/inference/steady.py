@@ -19,6 +19,7 @@ from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns, totals
+from hnplan.compute.parts import ROUTED_OPS
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -36,6 +37,7 @@ from hnplan.planning.inference.speculative import (
     ep_alltoall_s,
     graph_batch,
     overlapped_step_s,
+    routing_peak,
     tokens_per_step,
     verified_tokens,
 )
@@ -148,9 +150,23 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
 
 def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
     """Operator totals of ``b`` sequences run as ``bp`` (CUDA-graph padding), ``v`` query tokens each
-    (speculative decoding: each sequence's KV read once)."""
+    (speculative decoding: each sequence's KV read once), on the busiest expert-parallel rank: its routed
+    experts run :func:`.speculative.routing_peak` times the mean tokens."""
     r = s.replica
     cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    peak = routing_peak(s, bp * v)
+    if peak > 1.0:
+        busy = operator_columns(
+            s.model, s.acc, "decode", math.ceil(peak * bp * v), ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype
+        )
+        routed = np.array([str(n).startswith(ROUTED_OPS) for n in cols["name"]])
+        cols = {
+            **cols,
+            **{
+                k: np.where(routed, busy[k], cols[k])
+                for k in ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s")
+            },
+        }
     saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
     cols = _retime_attention(cols, saved, b / bp)
     return totals(cols)
