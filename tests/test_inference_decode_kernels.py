@@ -194,6 +194,11 @@ def test_busiest_rank_sets_the_decode_step(cat):
 
     s = resolve("deepseek-v3", "hgx-h800-ib", Replica(tp=1, ep=128, dtype="fp8"), cat)
     assert routing_peak(s, 92) == pytest.approx(1.0935, abs=5e-4)
+    from hnplan.comm.messages import random_routing_peak
+
+    for t, ep in ((92, 128), (8, 128), (2000, 64)):  # the training planner's vectorised formula
+        r = resolve("deepseek-v3", "hgx-h800-ib", Replica(tp=1, ep=ep, dtype="fp8"), cat)
+        assert routing_peak(r, t) == pytest.approx(float(random_routing_peak(t, 8, 256, ep)[0]), rel=1e-12)
     assert routing_peak(resolve("llama3.1-8b", "hgx-h800-ib", Replica(dtype="fp8"), cat), 92) == 1.0
     one = dataclasses.replace(s, engine=_engine(cat, ep_decode_alltoall="oneshot", oneshot_alltoall_efficiency=0.76))
     g = one.placements["ep"]

@@ -33,19 +33,21 @@ Two-micro-batch overlap of a decode step
     engine's ``decode_overlap_efficiency`` ``e`` (:func:`overlapped_step_s`; 1 without one, the
     ``max(C, A)`` upper bound).
 
-CUDA-graph padding
-    :func:`graph_batch`: the batch a generation-only iteration is padded to.
+CUDA-graph padding and the engine's per-pass costs
+    :func:`graph_batch`: the batch a generation-only iteration is padded to; :func:`dequant_share` and
+    :func:`iteration_overhead_s`: unfused (de)quantisation and host time per iteration.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import replace
+from statistics import NormalDist
 
 from hnplan import units
 from hnplan.comm import best_time
 from hnplan.comm.algorithms import algorithm_time
-from hnplan.comm.messages import random_routing_peak
 from hnplan.comm.placement import GroupPlacement
 from hnplan.compute import ACT_BYTES
 from hnplan.planning.inference.core import Setup
@@ -169,4 +171,22 @@ def routing_peak(s: Setup, tokens_per_group: float) -> float:
     moe, r = s.model.moe, s.replica
     if moe is None or r.ep <= 1:
         return 1.0
-    return float(random_routing_peak(tokens_per_group / r.tp, moe.active_experts, moe.experts, r.ep)[0])
+    # random_routing_peak's formula for one scalar, with the standard library's normal quantile: the serving
+    # CLI then starts without scipy (about 0.1 s)
+    t, k, ep = tokens_per_group / r.tp, moe.active_experts, r.ep
+    share = 1.0 / ep
+    v = k * share * (1.0 - share) * (moe.experts - k) / max(moe.experts - 1, 1)
+    z = NormalDist().inv_cdf(max((ep - 0.375) / (ep + 0.25), 0.5))
+    return 1.0 + z * math.sqrt(ep * t * v) / (t * k)
+
+
+def dequant_share(s: Setup) -> float:
+    """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
+    if s.engine is None:
+        return 0.0
+    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
+
+
+def iteration_overhead_s(s: Setup) -> float:
+    """Host time per iteration the GPU waits for (the engine's ``iteration_overhead_s``; 0 without one) [s]."""
+    return 0.0 if s.engine is None else s.engine.iteration_overhead_s

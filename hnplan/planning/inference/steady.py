@@ -33,9 +33,11 @@ from hnplan.planning.inference.core import (
 )
 from hnplan.planning.inference.speculative import (
     decode_overlap_efficiency,
+    dequant_share,
     draft_share,
     ep_alltoall_s,
     graph_batch,
+    iteration_overhead_s,
     overlapped_step_s,
     routing_peak,
     tokens_per_step,
@@ -143,7 +145,7 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
     # latency is about 1 % of its time at these sizes; the pairwise exchange's p - 1 latencies are already
     # a pessimistic stand-in, docs/inference.md)
     comm = _comm_time_s(s, bp * v, decode=True)
-    out = _pass_times(tot, comm, micro_batched, _dequant(s), decode_overlap_efficiency(s))
+    out = _pass_times(tot, comm, micro_batched, dequant_share(s), decode_overlap_efficiency(s))
     draft = draft_share(s)
     return out if draft == 0.0 else {k: val * (1.0 + draft) for k, val in out.items()}
 
@@ -172,18 +174,6 @@ def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
     return totals(cols)
 
 
-def _dequant(s: Setup) -> float:
-    """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
-    if s.engine is None:
-        return 0.0
-    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
-
-
-def iteration_overhead_s(s: Setup) -> float:
-    """Host time per iteration the GPU waits for (the engine's ``iteration_overhead_s``; 0 without one) [s]."""
-    return 0.0 if s.engine is None else s.engine.iteration_overhead_s
-
-
 def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0, hidden: float = 1.0) -> dict:
     tot = {**tot, "time_s": tot["time_s"] * (1.0 + dequant)}
     out = {
@@ -204,7 +194,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
     tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
-    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
+    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, dequant_share(s))
 
 
 def prefill_per_request_s(
