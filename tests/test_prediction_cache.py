@@ -245,3 +245,40 @@ def test_a_repeat_call_plans_no_run_again(cache_dir, monkeypatch):
 
     monkeypatch.setattr(trust, "_planned_errors", refuse)
     assert trust_notes(designs, "llama3.1-70b") == cold
+
+
+def test_the_seed_holds_every_published_run_and_a_first_compare_plans_none(cache_dir, monkeypatch):
+    # what make's environment step stores: a first trust note afterwards reads every error back, the same text
+    designs = pd.DataFrame([dict(system="gb200-nvl72", accelerator="gb200", status="ok")])
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    assert prediction_cache.seed() == {"runs": 0, "speed_errors": 0}  # bypassed: nothing planned or written
+    planned = trust_notes(designs, "llama3.1-405b")
+    assert not cache_dir.exists()
+    monkeypatch.delenv("HNPLAN_NO_CACHE")
+    n = len(training_runs())
+    assert prediction_cache.seed() == {"runs": n, "speed_errors": n}
+    assert len(json.loads((cache_dir / prediction_cache.FILE_NAME).read_text())["errors"]) == n
+    prediction_cache._KEYS.clear()  # as a new process
+    monkeypatch.setattr(trust, "_planned_errors", lambda runs, cat: pytest.fail(f"planned {len(runs)} runs again"))
+    assert trust_notes(designs, "llama3.1-405b") == planned
+    assert "gb200 median" in planned
+
+
+def test_the_seed_is_a_miss_once_the_catalog_or_the_code_changes(cache_dir, data_copy, monkeypatch):
+    prediction_cache.seed()
+    runs = prediction_cache.cached_training_runs()
+    plan = Planner()
+    # the same data in another folder has the same content hash: the seed is read
+    prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
+    assert plan.asked == []
+    # one byte more in one catalog file: every run is planned again
+    acc = data_copy / "accelerators" / "h100-sxm.yaml"
+    acc.write_text(acc.read_text() + "# edited\n")
+    errors = prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
+    assert plan.asked == [[r.id for r in runs]]
+    assert errors == {r.id: 0.01 * r.gpus for r in runs}
+    # another code fingerprint (an edited hnplan file) on the seeded catalog: planned again too
+    monkeypatch.setattr(prediction_cache, "source_fingerprint", lambda: "0123456789abcdef")
+    prediction_cache._KEYS.clear()
+    prediction_cache.cached_speed_errors(runs[:3], load_catalog(), plan)
+    assert plan.asked[-1] == [r.id for r in runs[:3]]
