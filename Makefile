@@ -24,8 +24,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (hnplan)" >/dev/null
 	touch $(STAMP)
 
-# the published runs' predictions a first `hnplan compare` reads (its trust notes), planned into the user's cache
-# (~/.cache/hnplan) after every change to the code or the data; stored under their hashes, so never stale
+# what a first `hnplan compare` (its trust notes: every published run's prediction) and a first `hnplan claims`
+# (the planners' grid points) read, planned into the user's cache (~/.cache/hnplan) after every change to the code
+# or the data, about 5 s of CPU; stored under the catalog's and the code's hashes, so never read stale
 $(SEED): $(STAMP) $(shell find hnplan data -type f ! -path '*/__pycache__/*' 2>/dev/null)
 	$(BIN)/python tools/seed_prediction_cache.py
 	touch $(SEED)

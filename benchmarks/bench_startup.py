@@ -12,9 +12,9 @@ is dropped for the children), so the figures are those of an installed package w
 That warm-up also fills the on-disk caches of predictions (:mod:`hnplan.planning.prediction_cache`): the
 per-run errors behind ``compare``'s trust notes and the best plans of its designs, and the best-plan summaries
 of the grid points behind ``claims``: their typical calls are repeats; a second row of each times the first
-call, with the cache bypassed, and for ``compare`` a third the first call after ``make``, whose environment step
-seeds the cache with every published run's speed error (``tools/seed_prediction_cache.py``): each of its runs
-starts from a cache that holds only that seed.
+call, with the cache bypassed, and a third the first call after ``make``, whose environment step seeds the cache
+with every published run's speed error and the planners' claims' grid points (``tools/seed_prediction_cache.py``):
+each of its runs starts from a cache that holds only that seed.
 
 Usage: .venv/bin/python benchmarks/bench_startup.py [--runs N] [--only NAME ...]
 """
@@ -159,7 +159,10 @@ MORE_CALLS = {
         ("first call after make: the cache holds only make's seed", TYPICAL["compare"], None, "seeded"),
     ],
     # likewise the claim's twelve best-plan summaries are read back from the cache in the typical call
-    "claims": [("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["claims"], {"HNPLAN_NO_CACHE": "1"})],
+    "claims": [
+        ("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["claims"], {"HNPLAN_NO_CACHE": "1"}),
+        ("first call after make: the cache holds only make's seed", TYPICAL["claims"], None, "seeded"),
+    ],
 }  # fmt: skip
 # typical calls whose own work is not start-up: judged, but marked
 OWN_WORK = {
