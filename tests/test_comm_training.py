@@ -52,3 +52,27 @@ def test_supernode_keeps_the_tp_group_inside_its_domain(cat):
     ratio = est["gb200-nvl72"].breakdown_s["tp_comm_exposed"] / est["hgx-h100-ib-ndr"].breakdown_s["tp_comm_exposed"]
     assert ratio == pytest.approx(191.1 / 344.2, rel=0.01)
     assert math.isfinite(est["gb200-nvl72"].step_time_s)
+
+
+def test_pipeline_gather_without_sequence_parallelism(cat):
+    # Narayanan et al. SC21 Sec. 4.1: each TP rank sends 1/t of the activation to the next stage over its own
+    # NIC, and the receiver re-materialises the whole tensor with an all-gather over NVLink; with sequence
+    # parallelism (Megatron-LM 2022) the received shard is what the next layer takes. GPT-3 175B, TP 8, PP 12,
+    # DP 4, v 2 on 384 A100 (the SC21 Table 2 layout): 384 micro-batches, 2 v = 4 transfers each
+    d = cat.design("dgx-a100-hdr")
+    whole = 2048 * 12288 * 2.0  # one micro-batch of bf16 activations, 50.3 MB
+    t_send, alg = best_time("sendrecv", whole / 8, place_group(d, 12, 32, 384))  # PP ranks 32 apart: across servers
+    t_gather, _ = best_time("allgather", whole, place_group(d, 8, 1, 384))
+    assert alg == "p2p"
+    # 6.29 MB over one HDR 200G NIC (25 GB/s): about 0.27 ms; 7/8 x 50.3 MB over NVLink 3: about 0.25 ms
+    assert t_send == pytest.approx(0.267e-3, rel=0.01) and t_gather == pytest.approx(0.245e-3, rel=0.01)
+    plan = ParallelPlan(tp=8, pp=12, dp=4, virtual_stages=2, recompute="full")
+    pp_s = {
+        st: estimate_training_step("gpt3-175b", "dgx-a100-hdr", 384, plan, 2048, 1536, catalog=cat, stack=st)
+        for st in ("megatron-lm-2021", "megatron-lm-2022")
+    }
+    assert pp_s["megatron-lm-2021"].num_microbatches == 384
+    assert pp_s["megatron-lm-2021"].breakdown_s["pp_comm_exposed"] == pytest.approx(
+        384 * 4 * (t_send + t_gather), rel=1e-9
+    )  # 0.79 s
+    assert pp_s["megatron-lm-2022"].breakdown_s["pp_comm_exposed"] == pytest.approx(384 * 4 * t_send, rel=1e-9)

@@ -1,4 +1,5 @@
-"""fp8 against bf16: at one plan fp8 is never slower for DeepSeek-V3; where the search's fp8 plan is slower than
+"""fp8 against bf16: at one plan fp8 is never slower for DeepSeek-V3 on the GPU side (the MoE layers' host work
+aside, which can make its per-expert casts cost more than its GEMMs save); where the search's fp8 plan is slower than
 bf16's, the note says why (bf16's plan does not fit once the fp8 weight copies are cached)."""
 
 import pytest
@@ -64,8 +65,12 @@ def test_at_one_plan_fp8_is_faster_than_bf16(cat, system, plan, stack):
     fp8 than in bf16 at the same plan, and no communication part grows (DeepSeek-V3 trained in FP8,
     arXiv:2412.19437 Sec. 3.3)."""
     seq, batch = (8192, 2048) if system == JOB[1] else (4096, 15360)
+    # the GPU side: with the launches alone (the MoE layers' fitted host work, moe_host_us_per_kernel, makes the
+    # first plan host-bound in its MoE layers, where fp8's per-expert casts cost more host time than its GEMMs
+    # save: 6.925 against 6.918 s; docs/training.md, "The MoE layer's host work, fitted")
+    over = {"moe_host_us_per_kernel": 0.0}
     steps = {
-        d: estimate_plan(make_job("deepseek-v3", system, 2048, seq, batch, d, cat, stack=stack), plan)
+        d: estimate_plan(make_job("deepseek-v3", system, 2048, seq, batch, d, cat, stack=stack, overrides=over), plan)
         for d in ("bf16", "fp8")
     }
     assert steps["fp8"].step_time_s < steps["bf16"].step_time_s
@@ -77,7 +82,7 @@ def test_at_one_plan_fp8_is_faster_than_bf16(cat, system, plan, stack):
 def test_the_note_says_bf16_s_plan_does_not_fit_in_fp8_and_what_the_fp8_plan_pays(cat):
     (fp8,), _, _ = best_plan(*NOTE_JOB, "fp8", catalog=cat)
     (bf16,), _, _ = best_plan(*NOTE_JOB, "bf16", catalog=cat)
-    assert (bf16.plan.tp, bf16.plan.pp, bf16.plan.ep, bf16.plan.recompute) == (2, 16, 4, "full")
+    assert (bf16.plan.tp, bf16.plan.pp, bf16.plan.ep, bf16.plan.recompute) == (2, 16, 8, "full")
     same = estimate_plan(make_job(*NOTE_JOB, "fp8", cat), bf16.plan)
     assert fp8.step_time_s > bf16.step_time_s > same.step_time_s  # slower searched, faster at bf16's plan
     assert not same.fits

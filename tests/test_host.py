@@ -22,6 +22,7 @@ from hnplan.planning.training import ParallelPlan, estimate_training_step
 from hnplan.planning.training.components import stack_choices
 
 LAUNCH_S = 13.1e-6  # the megatron-core stacks' kernel_launch_us
+MOE_KERNEL_S = (13.1 + 43.0) * 1e-6  # their kernel_launch_us + moe_host_us_per_kernel: a kernel of the MoE scopes
 
 
 def test_kernels_per_row_by_hand():
@@ -55,8 +56,9 @@ def test_graph_scopes_follow_megatron_layer_halves():
     full = StackChoices(cuda_graph_scope=("full_iteration",))
     assert captured("attn", full) and captured(None, full)
     # router and preprocess kernels the rows do not list: 17 with DeepEP less hnplan's router row
-    assert router_host_s(StackChoices(ep_dispatcher="flex")) == pytest.approx(16 * LAUNCH_S)
-    assert router_host_s(StackChoices()) == pytest.approx((ROUTER_PREPROCESS_KERNELS["alltoall"] - 1) * LAUNCH_S)
+    # (each at the launch and the default stack's MoE host work per kernel)
+    assert router_host_s(StackChoices(ep_dispatcher="flex")) == pytest.approx(16 * MOE_KERNEL_S)
+    assert router_host_s(StackChoices()) == pytest.approx((ROUTER_PREPROCESS_KERNELS["alltoall"] - 1) * MOE_KERNEL_S)
     assert router_host_s(ch) == 0.0
     assert sync_s(StackChoices()) == pytest.approx(SYNC_LATENCY_S + LAUNCH_S)
 
@@ -94,12 +96,19 @@ def test_qwen3_moe_layer_host_time_by_hand(cat):
     # Qwen3-30B-A3B on a B200, micro-batch 1 of 4,096 tokens, EP 8: 128 / 8 = 16 local experts. The forward of
     # an MoE layer launches, outside the stack's moe_router / moe_preprocess graphs: attn_norm, qkv_proj and its
     # MXFP8 cast, rope, attention, o_proj and its cast, attn_residual (8), the permute, expert_up and expert_down
-    # with their casts one per expert (4 x 16 = 64), expert_act, mlp_residual (3): 75 kernels at 13.1 us
+    # with their casts one per expert (4 x 16 = 64), expert_act, mlp_residual (3): 75 kernels. The 8 of the
+    # attention half cost the launch alone (13.1 us), the 67 of the MoE scopes the launch and the stack's MoE host
+    # work per kernel (13.1 + 43.0 us): 8 x 13.1 + 67 x 56.1 = 3,863.5 us
     ch = stack_choices(cat.stack("megatron-bridge-2511-mxfp8"))
+    assert ch.moe_host_us_per_kernel == 43.0
     shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
     acc = cat.accelerator("b200")
     t = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, ch).iloc[0]
-    assert t["moe_host_fwd"] == pytest.approx(75 * LAUNCH_S)
+    assert t["moe_host_fwd"] == pytest.approx(8 * LAUNCH_S + 67 * MOE_KERNEL_S)
+    assert t["moe_host_fwd"] == pytest.approx(3863.5e-6)
+    launches = ch.model_copy(update={"moe_host_us_per_kernel": 0.0})  # the launches alone: 75 x 13.1 us
+    tl = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, launches).iloc[0]
+    assert tl["moe_host_fwd"] == pytest.approx(75 * LAUNCH_S)
     # without the graphs: + mlp_norm and the router row, + 16 more router/preprocess kernels of DeepEP (17 - 1)
     t0 = training_part_times(
         cat.model("qwen3-30b-a3b"),
@@ -111,7 +120,7 @@ def test_qwen3_moe_layer_host_time_by_hand(cat):
         True,
         ch.model_copy(update={"cuda_graph_scope": ()}),
     ).iloc[0]
-    assert t0["moe_host_fwd"] == pytest.approx((75 + 2 + 16) * LAUNCH_S)
+    assert t0["moe_host_fwd"] == pytest.approx(8 * LAUNCH_S + (67 + 2 + 16) * MOE_KERNEL_S)
     # the micro-batch is host-bound in that layer: launching takes longer than the kernels run
     assert t["moe_host_fwd"] > t["moe_fwd"]
 
@@ -123,7 +132,7 @@ def test_delayed_scaling_casts_expert_splits_in_one_fused_launch_on_hopper(cat):
     # expert_down (2 x 16 kernels on B200, 2 x 1 on H100), the backward their output gradients (the same):
     # 2 x (16 - 1) = 30 launches fewer each way on H100. The rest is launched alike, but for the transpose of
     # the QKV input that H100 adds in the forward (the norm writes the row-wise fp8 copy, 1 kernel): 29 and 30
-    ch = stack_choices(cat.stack("megatron-core"))
+    ch = stack_choices(cat.stack("megatron-core")).model_copy(update={"moe_host_us_per_kernel": 0.0})  # launches
     assert ch.fp8_recipe == "delayed" and ch.fp8_cast_transpose_fusion
     shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
     m = cat.model("qwen3-30b-a3b")
@@ -141,6 +150,9 @@ def test_delayed_scaling_casts_expert_splits_in_one_fused_launch_on_hopper(cat):
     assert tc["moe_host_fwd"] - t["h100-sxm"]["moe_host_fwd"] == pytest.approx((2 * (2 * 16 - 1) + 2) * LAUNCH_S)
 
 
+NO_HOST = dict(kernel_launch_us=0.0, moe_host_us_per_kernel=0.0, moe_host_syncs_per_layer=0)
+
+
 def _qwen3(cat, system, mb, **over):
     plan = ParallelPlan(tp=1, pp=1, dp=8, ep=8, microbatch_size=mb, zero_stage=1)
     return estimate_training_step(
@@ -154,7 +166,7 @@ def test_host_time_slows_small_micro_batches_more(cat):
     slow = {}
     for mb in (1, 4):
         with_host = _qwen3(cat, "dgx-b200-ib-ndr", mb).step_time_s
-        without = _qwen3(cat, "dgx-b200-ib-ndr", mb, kernel_launch_us=0.0, moe_host_syncs_per_layer=0).step_time_s
+        without = _qwen3(cat, "dgx-b200-ib-ndr", mb, **NO_HOST).step_time_s
         assert with_host > without
         slow[mb] = with_host / without
     assert slow[1] > slow[4]
@@ -162,9 +174,7 @@ def test_host_time_slows_small_micro_batches_more(cat):
     steps = [_qwen3(cat, "dgx-b200-ib-ndr", 1, kernel_launch_us=us).step_time_s for us in (0.0, 5.0, 13.1, 30.0)]
     assert np.all(np.diff(steps) > 0)
     graphed = _qwen3(cat, "dgx-b200-ib-ndr", 1, cuda_graph_scope=["full_iteration"], moe_host_syncs_per_layer=0)
-    assert graphed.step_time_s == pytest.approx(
-        _qwen3(cat, "dgx-b200-ib-ndr", 1, kernel_launch_us=0.0, moe_host_syncs_per_layer=0).step_time_s
-    )
+    assert graphed.step_time_s == pytest.approx(_qwen3(cat, "dgx-b200-ib-ndr", 1, **NO_HOST).step_time_s)
 
 
 def test_large_dense_layers_hide_their_launches(cat):
@@ -219,3 +229,83 @@ def test_grace_hosts_dispatch_slower(cat):
     assert job.provenance["kernel_launch_us"].endswith("x 2.75 (system gb200-nvl72 host_dispatch_factor)")
     # the sync's idle grows with the launch after it: 10 us + 36.0 us on Grace
     assert sync_s(job.choices) == pytest.approx(SYNC_LATENCY_S + 36.025e-6)
+
+
+def test_moe_host_work_per_kernel_by_hand():
+    # one MoE layer's forward rows as the operator table lists them, 16 local experts, nothing captured, launch
+    # 13.1 us, MoE host work 43 us a kernel: qkv_proj (attention half: 13.1 us), router (moe_router, 56.1 us),
+    # shared_expert_up (moe_preprocess, 56.1 us), expert_up (moe, 16 GEMMs: 16 x 56.1 = 897.6 us); the router and
+    # all-to-all preprocess kernels the rows do not list: 30 x 56.1 = 1,683 us a pass
+    from hnplan.compute.host import MOE_SCOPES, moe_kernel_host_s, row_host_s
+
+    ch = StackChoices(kernel_launch_us=13.1, moe_host_us_per_kernel=43.0)
+    rows = [
+        (name, "moe-layer", kind, "fwd", *[0.0] * 6, g)
+        for name, kind, g in (
+            ("qkv_proj", "gemm", 1.0),
+            ("router", "gemm", 1.0),
+            ("shared_expert_up", "gemm", 1.0),
+            ("expert_up", "gemm", 16.0),
+        )
+    ]
+    assert [graph_scope(r[0], r[1]) for r in rows] == ["attn", *MOE_SCOPES]
+    got = row_host_s(rows, ch, 16.0)
+    assert got * 1e6 == pytest.approx([13.1, 56.1, 56.1, 897.6])
+    assert moe_kernel_host_s(ch) == pytest.approx(56.1e-6)
+    assert router_host_s(ch) == pytest.approx(1683e-6)
+    # a dense layer's rows and a captured scope take none of it
+    dense = [("mlp_up", "dense-layer", "gemm", "fwd", *[0.0] * 6, 1.0)]
+    assert row_host_s(dense, ch)[0] == pytest.approx(13.1e-6)
+    moe_graph = ch.model_copy(update={"cuda_graph_scope": ("moe",)})
+    assert row_host_s(rows, moe_graph, 16.0)[3] == 0.0
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.floats(0.0, 150.0), st.floats(0.0, 150.0))
+def test_more_moe_host_work_never_makes_a_step_faster(cat, a, b):
+    lo, hi = sorted((a, b))
+    steps = [_qwen3(cat, "dgx-b200-ib-ndr", 1, moe_host_us_per_kernel=us).step_time_s for us in (lo, hi)]
+    assert steps[1] >= steps[0]
+
+
+def test_moe_host_work_leaves_dense_and_graphed_steps_alone(cat):
+    # a dense model has no MoE scope; a full-iteration graph captures the MoE layer's kernels
+    plan = ParallelPlan(tp=8, pp=1, dp=1, microbatch_size=1, zero_stage=1)
+    dense = [
+        estimate_training_step(
+            "llama3.1-8b", "dgx-b200-ib-ndr", 8, plan, 8192, 8, "bf16", cat, overrides={"moe_host_us_per_kernel": us}
+        ).step_time_s
+        for us in (0.0, 1000.0)
+    ]
+    assert dense[0] == dense[1]
+    graphed = [
+        _qwen3(cat, "dgx-b200-ib-ndr", 1, cuda_graph_scope=["full_iteration"], moe_host_us_per_kernel=us).step_time_s
+        for us in (0.0, 1000.0)
+    ]
+    assert graphed[0] == graphed[1]
+
+
+def test_moe_host_work_carries_its_fit(cat):
+    # one value for the Megatron-Core family, fitted by least squares over their published eager MoE runs, with
+    # its rows, leave-one-out errors and the published per-call host costs that bound it; not scaled on Grace
+    from hnplan.planning.training.job import host_scaled
+
+    family = (
+        "megatron-core",
+        "megatron-core-ep-overlap",
+        "megatron-bridge-2511",
+        "megatron-bridge-2511-mxfp8",
+        "megatron-bridge-2608-mxfp8",
+    )
+    for sid in family:
+        s = cat.stack(sid)
+        assert s.moe_host_us_per_kernel == 43.0
+        assert "least squares" in s.field_sources["moe_host_us_per_kernel"] or sid == "megatron-core"
+    src = cat.stack("megatron-core").field_sources["moe_host_us_per_kernel"]
+    for needle in ("least_squares", "leave-one-out", "21 published runs", "issue 2053", "issue 1499", "PR 924"):
+        assert needle in src
+    # the default choices are the megatron-core stack's; DeepSeek's own framework keeps the launches alone
+    assert StackChoices().moe_host_us_per_kernel == 43.0
+    assert cat.stack("deepseek-v3-dualpipe").moe_host_us_per_kernel == 0.0
+    ch = StackChoices(moe_host_us_per_kernel=43.0)
+    assert host_scaled(ch, cat.system("gb200-nvl72")).moe_host_us_per_kernel == 43.0

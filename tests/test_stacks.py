@@ -49,6 +49,7 @@ def test_stacks_load_and_map_onto_overlap(cat):
         pipeline_schedule="dualpipe",
         recompute_modules=("layernorm", "mla_up_proj"),
         expert_gemm_launch="grouped",
+        moe_host_us_per_kernel=0.0,
     )
 
 

@@ -14,7 +14,8 @@ Without ids: every validation row of an MoE model. For each row it prints the pl
 * ``a2a``: the expert all-to-all of one layer and micro-batch, all four passes, before any overlap
   (:func:`hnplan.planning.training.moe.ep_comm_per_microbatch`);
 * ``kern`` / ``host``: the kernels the host launches for that layer outside CUDA graphs (forward + backward)
-  and their host time at the stack's ``kernel_launch_us`` (:mod:`hnplan.compute.host`);
+  and their host time at the stack's ``kernel_launch_us``, plus ``moe_host_us_per_kernel`` for those of the MoE
+  scopes (:mod:`hnplan.compute.host`);
 * ``drain``: what the forward's device-host sync costs beyond the planner's ``max(GPU, host)`` per stretch when the
   kernels that follow it are launched one by one into an empty queue: one host thread, one stream, kernel
   ``i`` starts at ``max(its launch, the end of kernel i - 1)``, so a stretch takes
@@ -24,8 +25,9 @@ Without ids: every validation row of an MoE model. For each row it prints the pl
   to the next layer's sync, each row's kernels in the operator table's order, the all-to-alls as GPU work
   of one launch each (the sync's own 10 us and launch are in the planner already).
 
-With ``--close``: the ``kernel_launch_us`` that would bring the row to its published figure (bisection on
-the stack override), a sensitivity, not a calibration; none for a row the model already finds slower. ``--fixed`` replaces entries of the row's fixed plan
+With ``--close``: the ``moe_host_us_per_kernel`` that would bring the row alone to its published figure
+(bisection on the stack override; the catalog's value is one fit over all eager rows, ``tools/fit_moe_host.py``);
+none for a row the model finds slower without it. ``--fixed`` replaces entries of the row's fixed plan
 (e.g. the preset file's ``microbatch_size=1,virtual_stages=12`` for the H100 Qwen3 row).
 """
 
@@ -39,10 +41,12 @@ from hnplan import units
 from hnplan.catalog.runs import training_runs
 from hnplan.compute import operator_table
 from hnplan.compute.host import (
+    MOE_SCOPES,
     ROUTER_PREPROCESS_KERNELS,
     captured,
     graph_scope,
     kernels_per_row,
+    moe_kernel_host_s,
 )
 from hnplan.planning.training.moe import ep_comm_per_microbatch
 from hnplan.planning.validation import predict_run, run_job
@@ -62,18 +66,19 @@ def fifo_s(launches: list[tuple[float, float]]) -> float:
 
 def _kernels(df: pd.DataFrame, ch, local_experts: float, phases, a2a: float) -> list[tuple[float, float]]:
     """The launches of one MoE layer's rows of ``phases`` in table order (the forward from the sync on)."""
-    launch = units.us_to_s(ch.kernel_launch_us)
+    launch, moe_launch = units.us_to_s(ch.kernel_launch_us), moe_kernel_host_s(ch)
     out: list[tuple[float, float]] = []
     pre: list[tuple[float, float]] = []  # the forward up to the sync: attention, router, preprocess
     for r in df.itertuples():
         if r.phase not in phases:
             continue
         n = max(1, round(kernels_per_row(r.name, r.scope, r.kind, local_experts, ch)))
-        cost = 0.0 if captured(graph_scope(r.name, r.scope), ch) else launch
+        g = graph_scope(r.name, r.scope)
+        cost = 0.0 if captured(g, ch) else (moe_launch if g in MOE_SCOPES else launch)
         rows = [(cost, r.time_s / n)] * n
         if r.name == "router" and r.phase in ("fwd", "bwd-data"):  # its other kernels, once per pass
             if not (captured("moe_router", ch) and captured("moe_preprocess", ch)):
-                rows += [(launch, 0.0)] * int(ROUTER_PREPROCESS_KERNELS[ch.ep_dispatcher] - 1)
+                rows += [(moe_launch, 0.0)] * int(ROUTER_PREPROCESS_KERNELS[ch.ep_dispatcher] - 1)
         if r.name == "router" and phases == FWD:
             pre, out = out + rows, [(launch, a2a)]  # the sync: the dispatch opens the next stretch
             continue
@@ -102,7 +107,7 @@ def breakdown(run, close: bool, fixed: dict | None) -> None:
     fwd, bwd = _kernels(df, ch, local, FWD, one), _kernels(df, ch, local, BWD, one)
     g_f, h_f = sum(g for _, g in fwd), sum(h for h, _ in fwd)
     g_b, h_b = sum(g for _, g in bwd), sum(h for h, _ in bwd)
-    launch = units.us_to_s(ch.kernel_launch_us)
+    n_kern = sum(1 for h, _ in fwd + bwd if h > 0)
     drain = fifo_s(fwd) - max(g_f, h_f)  # the backward has no sync: one stretch, max(G, H) in the planner
     step = run.global_batch_seqs * run.seq_len / (run.gpus * run.published)
     budget = step / (float(b["num_microbatches"]) * job.model.layers / pp)
@@ -112,28 +117,29 @@ def breakdown(run, close: bool, fixed: dict | None) -> None:
     print(
         f"  {job.kernel_acc.id} TP{tp} PP{pp} EP{ep} mb{mb} v{b.virtual_stages} m{b.num_microbatches} "
         f"rc-{b.recompute}; dispatcher {ch.ep_dispatcher}, graphs {list(ch.cuda_graph_scope) or '-'}, "
-        f"launch {ch.kernel_launch_us} us; step {step:.2f} s published; {parts}"
+        f"launch {ch.kernel_launch_us:g} us, MoE host {ch.moe_host_us_per_kernel:g} us a kernel; step {step:.2f} s published; {parts}"
     )
     print(
         f"  per MoE layer and micro-batch [ms]: budget {budget * ms:.2f} | gpu {(g_f + g_b - 2 * one) * ms:.2f}"
-        f" (fwd {(g_f - 2 * one) * ms:.2f}) | a2a {a2a_all * ms:.2f} | kern {round((h_f + h_b) / launch)}"
+        f" (fwd {(g_f - 2 * one) * ms:.2f}) | a2a {a2a_all * ms:.2f} | kern {n_kern}"
         f" host {(h_f + h_b) * ms:.2f} | drain {drain * ms:.2f}"
     )
     if close:
-        us = _closing_launch_us(run)
-        f = job.system.host_dispatch_factor or 1.0  # the stack's figure is per call on x86; the host's is f x it
-        here = f" ({us * f:.0f} us a call on this system's host)" if f != 1.0 and us == us else ""
-        print(f"  kernel_launch_us closing the row: {'none (not optimistic)' if us != us else f'{us:.0f} us'}{here}")
+        us = _closing_moe_host_us(run)
+        print(
+            f"  moe_host_us_per_kernel closing the row (catalog {ch.moe_host_us_per_kernel:g} us): "
+            f"{'none (not optimistic without it)' if us != us else 'beyond 300 us' if us == float('inf') else f'{us:.0f} us'}"
+        )
 
 
-def _closing_launch_us(run, lo: float = 1.0, hi: float = 300.0) -> float:
+def _closing_moe_host_us(run, lo: float = 0.0, hi: float = 300.0) -> float:
     def err(us: float) -> float:
-        r = run.model_copy(update={"overrides": {**(run.overrides or {}), "kernel_launch_us": us}})
+        r = run.model_copy(update={"overrides": {**(run.overrides or {}), "moe_host_us_per_kernel": us}})
         return float(predict_run(r)[run.metric]) / run.published - 1.0
 
     if err(hi) > 0:
         return float("inf")
-    if err(lo) < 0:  # slower than published even with (almost) free launches
+    if err(lo) < 0:  # slower than published even without the MoE host work
         return float("nan")
     for _ in range(12):
         mid = 0.5 * (lo + hi)

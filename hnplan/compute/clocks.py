@@ -23,6 +23,9 @@ once per kernel family, to calibrations that hold the short-run clock:
   the sustained clock already: those dtypes keep the measured rate (``held_gemm_dtypes``), while attention
   and the other dtypes still take the fraction.
 
+A die measured at one power limit is carried to another by :func:`power_scaled_fraction` (the cube law of
+dynamic power above the idle floor): the 1,400 W GB300 from the 1,100 W B300, the same Blackwell Ultra die.
+
 The training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, while MFU
 keeps the datasheet peak; ``hnplan gemm`` and the inference planner keep the short-run rates.
 
@@ -84,3 +87,65 @@ def sustained_accelerator(acc: Accelerator, held_gemm_dtypes: Iterable[str] = ()
         if acc.gemm_efficiency is not None:
             update["gemm_efficiency"] = {k: v / f if k in held else v for k, v in acc.gemm_efficiency.items()}
     return acc.model_copy(update=update)
+
+
+def power_scaled_fraction(
+    fraction_ref: float, clock_share: float, power_ref_w: float, power_w: float, idle_w: float
+) -> float:
+    """The sustained compute fraction of a die at another board power limit, from the same die at a known one.
+
+    Dynamic power is ``C V^2 f`` with the voltage following the clock in the DVFS range, so the power above the
+    idle floor grows as the cube of the SM clock: at a limit of ``power_w`` the sustained clock is the reference
+    one times ``((power_w - idle_w) / (power_ref_w - idle_w))^(1/3)`` (at most the boost clock). Only
+    ``clock_share`` of a kernel's throughput follows the clock (the rest is bound by HBM or latency, whose clocks
+    the governor does not lower):
+
+    ``clock_ref = 1 - (1 - fraction_ref) / clock_share``,
+    ``clock = min(1, clock_ref ((power_w - idle_w) / (power_ref_w - idle_w))^(1/3))``,
+    ``fraction = 1 - clock_share (1 - clock)``.
+
+    Parameters
+    ----------
+    fraction_ref : float
+        Sustained fraction of the short-run compute rate at ``power_ref_w`` (dimensionless, in (0, 1]).
+    clock_share : float
+        Share of the throughput that follows the SM clock, in (0, 1]: 0.750 on a B200, whose back-to-back
+        FlashAttention-4 kernels lost 14.7 % of their rate while the clock fell 19.6 % (1,450 -> 1,237 TFLOP/s,
+        1,965 -> about 1,580 MHz; flashinfer-ai/flashinfer pull request 2899).
+    power_ref_w, power_w : float
+        Board power limits (W) of the reference and of the target; both above ``idle_w``.
+    idle_w : float
+        Idle power of the board (W), the floor below which no clock is bought: 182-197 W on a Blackwell Ultra
+        B300 SXM6 AC, whose NVML minimum limit is 200 W (ademeure/QuickRunCUDA b300_clean/16_power_clock.md).
+
+    Returns
+    -------
+    float
+        The sustained fraction at ``power_w``, at most 1.
+
+    Raises
+    ------
+    ValueError
+        When a power limit is not above the idle floor or a fraction or share is outside (0, 1].
+
+    Notes
+    -----
+    The cube law was checked on one die: a B300 capped at 600 W runs random-data FP8 cuBLAS GEMMs at 3,087
+    against 3,983 TFLOP/s at its 1,100 W default, 0.775, where ``((600 - 200) / (1100 - 200))^(1/3)`` = 0.763
+    (ademeure/QuickRunCUDA b300_clean/B300_TRUE_REFERENCE.md). Used to carry the B300's fraction to the
+    1,400 W GB300 (``data/accelerators/gb300.yaml``); docs/compute.md, "Blackwell Ultra at 1,400 W".
+
+    >>> round(power_scaled_fraction(1237 / 1450, 0.750, 1100.0, 1400.0, 200.0), 3)  # B300 -> GB300
+    0.914
+    >>> power_scaled_fraction(0.853, 0.750, 1100.0, 1100.0, 200.0)  # the same limit: the same fraction
+    0.853
+    """
+    if not (0.0 < fraction_ref <= 1.0 and 0.0 < clock_share <= 1.0):
+        raise ValueError(f"fraction_ref {fraction_ref} and clock_share {clock_share} must lie in (0, 1]")
+    if min(power_ref_w, power_w) <= idle_w:
+        raise ValueError(f"power limits {power_ref_w} W and {power_w} W must exceed the idle floor {idle_w} W")
+    if power_w == power_ref_w:
+        return fraction_ref
+    clock_ref = 1.0 - (1.0 - fraction_ref) / clock_share
+    clock = min(1.0, clock_ref * ((power_w - idle_w) / (power_ref_w - idle_w)) ** (1.0 / 3.0))
+    return 1.0 - clock_share * (1.0 - clock)

@@ -31,10 +31,20 @@ layer forward (again when full recomputation re-runs it; the backward reuses the
 passes of the MoE layers are cut into sync-delimited stretches, one per layer and sync; the rest of a
 micro-batch (dense layers, backward, embedding and head) is one stretch in which the host may run ahead.
 
+MoE layers' host work: the kernels of an MoE layer's own scopes (:data:`MOE_SCOPES`: router, dispatcher
+preprocess, shared experts, routed experts and permutes) launched outside a CUDA graph cost
+``kernel_launch_us + moe_host_us_per_kernel`` each: the host-only work of Megatron-Core's router and token
+dispatcher and of Transformer Engine's ``GroupedLinear`` between them (tensor allocations, splits, Python; NVIDIA/
+TransformerEngine issue 1499: ``torch.split`` and ``2 x num_gemms`` ``torch.empty`` per forward), spread over the
+kernels hnplan lists. The Megatron-Core stacks carry a value fitted by least squares to their published eager
+MoE runs (``tools/fit_moe_host.py``; data/stacks/megatron-core.yaml ``field_sources``); a captured scope takes
+none of it, and the attention half and dense layers keep the launch alone.
+
 Host CPU: ``kernel_launch_us`` is per call on the x86 servers it was measured on; the planner scales it by the
 system's ``host_dispatch_factor`` (:func:`hnplan.planning.training.job.host_scaled`; 2.75 on GB200's Grace:
 NVIDIA/TransformerEngine issue 2053 times a torch.nn.Linear forward at 37.08 us of CPU there, 13.48 us on a DGX
-H100), so the functions here take the scaled choices.
+H100), so the functions here take the scaled choices. ``moe_host_us_per_kernel`` is not scaled: the Grace
+rows of the fit do not support it (they land further from their published runs with it scaled; docs/training.md).
 
 Assumptions (labelled, not measured): a sync costs :data:`SYNC_LATENCY_S` plus one launch; the sync-delimited stretches of a layer are alike, so
 ``s`` stretches of a layer take ``max(g, h) + s x sync``.
@@ -62,6 +72,9 @@ EAGER_CHAIN_KERNELS = {"norm": 8.0, "rope": 10.0}
 #: and preprocess with DeepEP's fused preprocess, the flex dispatcher); hnplan's own router row is one of them
 ROUTER_PREPROCESS_KERNELS = {"alltoall": 31.0, "flex": 17.0}
 GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration")
+#: the graph scopes of an MoE layer's own work (router and dispatcher preprocess, shared experts, routed experts
+#: with their quantisation, permutes and residual), whose kernels carry ``moe_host_us_per_kernel`` beside the launch
+MOE_SCOPES = ("moe_router", "moe_preprocess", "moe")
 _ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")
 #: tensors one launch of Transformer Engine's fused multi-tensor fp8 cast-transpose takes
 #: (``transformer_engine/common/transpose/multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64``, its
@@ -148,11 +161,15 @@ def row_host_s(
     memo = {} if memo is None else memo
     launch_s = units.us_to_s(ch.kernel_launch_us)
 
+    moe_kernel_s = moe_kernel_host_s(ch)
+
     def one(name, scope, kind, groups) -> float:
-        if captured(graph_scope(name, scope), ch):
+        g = graph_scope(name, scope)
+        if captured(g, ch):
             return 0.0
         per = groups if kind == "gemm" else local_experts
-        return kernels_per_row(name, scope, kind, per, ch, multi_cast_transpose) * launch_s
+        cost = moe_kernel_s if g in MOE_SCOPES else launch_s
+        return kernels_per_row(name, scope, kind, per, ch, multi_cast_transpose) * cost
 
     out = []
     for r in rows:
@@ -164,12 +181,24 @@ def row_host_s(
     return np.array(out, dtype=float)
 
 
+def moe_kernel_host_s(ch: StackChoices) -> float:
+    """Host time of one kernel of an MoE layer's own scopes (:data:`MOE_SCOPES`) launched outside a CUDA
+    graph [s]: the launch (``kernel_launch_us``) and the MoE layer's host work beyond it spread over its
+    kernels (``moe_host_us_per_kernel``).
+
+    >>> round(moe_kernel_host_s(StackChoices(kernel_launch_us=13.1, moe_host_us_per_kernel=40.0)) * 1e6, 6)
+    53.1
+    """
+    return units.us_to_s(ch.kernel_launch_us + ch.moe_host_us_per_kernel)
+
+
 def router_host_s(ch: StackChoices) -> float:
     """Host time of the router and dispatcher preprocess kernels of one MoE layer per pass that the operator
-    rows do not list (:data:`ROUTER_PREPROCESS_KERNELS` less hnplan's router row) [s]; 0 when captured."""
+    rows do not list (:data:`ROUTER_PREPROCESS_KERNELS` less hnplan's router row, each at
+    :func:`moe_kernel_host_s`) [s]; 0 when captured."""
     if captured("moe_router", ch) and captured("moe_preprocess", ch):
         return 0.0
-    return (ROUTER_PREPROCESS_KERNELS[ch.ep_dispatcher] - 1.0) * units.us_to_s(ch.kernel_launch_us)
+    return (ROUTER_PREPROCESS_KERNELS[ch.ep_dispatcher] - 1.0) * moe_kernel_host_s(ch)
 
 
 def sync_s(ch: StackChoices) -> float:

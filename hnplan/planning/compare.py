@@ -420,8 +420,8 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
       whether it is assumed), on which the cost ranking rests;
     * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
-      CUDA graph: published MoE runs of that kind were measured slower than hnplan predicts (docs/training.md,
-      "the enlarged MoE set");
+      CUDA graph: the host work of such MoE layers is one value fitted to published runs, with their
+      remaining errors (docs/training.md, "The MoE layer's host work, fitted");
     * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
       :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
@@ -529,8 +529,10 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         parts.append(
             f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
             "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
-            "host) were measured slower than hnplan predicts, on x86 hosts above all, so its step times may be "
-            'optimistic by host time it does not count (docs/training.md, "the enlarged MoE set").'
+            "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
+            "as one value fitted to those runs (moe_host_us_per_kernel, 43 us a kernel), which leaves them "
+            "between 27 % slower and 71 % faster than measured, the bf16 runs up to 28 % faster "
+            '(docs/training.md, "The MoE layer\'s host work, fitted").'
         )
     if said := trust.moe_dispatch_sentence(m, stack, cat):
         parts.append(said)

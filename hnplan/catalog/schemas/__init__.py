@@ -33,8 +33,9 @@ from hnplan.catalog.schemas.cluster import *  # noqa: F401,F403
 from hnplan.catalog.schemas.economics import *  # noqa: F401,F403
 from hnplan.catalog.schemas.hardware import *  # noqa: F401,F403
 from hnplan.catalog.schemas.hardware import Accelerator, Interconnect, Storage, Switch, System
+from hnplan.catalog.schemas.serving import ServingEngine
 from hnplan.catalog.schemas.software import *  # noqa: F401,F403
-from hnplan.catalog.schemas.software import ServingEngine, SoftwareStack
+from hnplan.catalog.schemas.software import SoftwareStack
 from hnplan.catalog.schemas.workload import *  # noqa: F401,F403
 from hnplan.catalog.schemas.workload import Model
 

@@ -1,4 +1,4 @@
-"""Software kinds: training stacks (their choices and the knobs they implement) and serving engines."""
+"""Software kinds: training stacks (their choices and the knobs they implement); serving engines in serving.py."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ from hnplan.catalog.schemas.base import (
     _Strict,
 )
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
+
+# the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
+OverlapComm = Literal["dp", "tp", "ep"]
 
 
 class StackChoices(_Strict):
@@ -72,7 +75,16 @@ class StackChoices(_Strict):
     overlap_gemm_slowdown : float
         Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
         communication kernels take and the HBM bandwidth they share): a hidden second of communication
-        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files).
+        costs this many seconds of compute. Default 0.14 (16 of 132 SMs, see the stack files). Applies to
+        the communicator classes ``overlap_comm_ctas`` leaves out.
+    overlap_comm_ctas : dict
+        SMs (CTAs) the communication kernels of an overlapped class hold while they run, by class: ``dp``
+        (the distributed optimizer's reduce-scatters and all-gathers, or the gradient all-reduce: NCCL's
+        channel count of the data-parallel communicator, one CTA each), ``tp`` (Transformer Engine
+        userbuffers' ``num_sm``), ``ep`` (the expert all-to-all's SM budget). A listed class slows the compute
+        beside it by ``compute_units / (compute_units - ctas) - 1`` of the job's accelerator
+        (:func:`hnplan.compute.sm_share.sm_share_slowdown`) in place of ``overlap_gemm_slowdown``. Default
+        empty: every class at ``overlap_gemm_slowdown``.
     fp8_params : bool
         fp8 training keeps the weights only as fp8 tensors (Megatron-Core ``--fp8-param-gather``, NeMo
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
@@ -201,6 +213,12 @@ class StackChoices(_Strict):
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
         (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host
         (x86); the planner scales it by the system's ``host_dispatch_factor`` (a Grace host).
+    moe_host_us_per_kernel : float
+        Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
+        routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
+        host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
+        Default 43.0, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
+        MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
     cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
         What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
         --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.
@@ -258,6 +276,12 @@ class StackChoices(_Strict):
     )
     overlap_gemm_slowdown: float = Field(
         default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
+    )
+    overlap_comm_ctas: dict[OverlapComm, PosInt] = Field(
+        default_factory=dict,
+        description="SMs (CTAs) an overlapped class's communication kernels hold (dp: NCCL channels of the DP "
+        "communicator; tp: userbuffers num_sm; ep: the all-to-all's SMs); the compute beside them slows by "
+        "SMs / (SMs - CTAs) - 1 in place of overlap_gemm_slowdown",
     )
     fp8_params: bool = Field(default=False, description="fp8 training keeps weights only as fp8 (fp8 param gather)")
     fp4_params: bool = Field(
@@ -344,6 +368,11 @@ class StackChoices(_Strict):
     )
     kernel_launch_us: NonNegative = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
+    )
+    moe_host_us_per_kernel: NonNegative = Field(
+        default=43.0,
+        description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
+        "experts launched outside a CUDA graph [us] (calibration; not scaled by host_dispatch_factor)",
     )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
         Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
@@ -439,62 +468,3 @@ class SoftwareStack(Entry, StackChoices):
     )
 
     _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
-
-
-class ServingEngine(Entry):
-    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
-
-    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
-    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
-    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
-    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
-    sampling, input preparation) that the engine does not overlap with the forward pass. ``nccl_nvls``
-    false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
-    needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
-    ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
-    size (:func:`hnplan.planning.inference.tp_allreduce_path`).
-    """
-
-    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
-    max_num_batched_tokens: PosInt = Field(
-        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]"
-    )
-    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
-    memory_utilization: Fraction = Field(
-        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
-        "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)"
-    )
-    memory_rule: Literal["total", "free"] = Field(
-        default="total",
-        description="total: the fraction of the visible HBM holds weights, workspace and KV "
-        "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
-        "weights, workspace and overheads (TensorRT-LLM)",
-    )
-    iteration_overhead_s: NonNegative = Field(
-        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]"
-    )
-    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
-    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
-    dequant_overhead: dict[Dtype, NonNegative] = Field(
-        default_factory=dict,
-        description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
-        "(de)quantisation not fused into the kernels [-]; absent: 0",
-    )
-    nccl_nvls: bool = Field(
-        default=True,
-        description="the engine's NCCL may reduce in the scale-up switches (NVLink SHARP) where the system "
-        "enables it; false: NCCL_NVLS_ENABLE=0 or NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem)",
-    )
-    tp_allreduce_custom_max_bytes: dict[PosInt, Positive] = Field(
-        default_factory=dict,
-        description="TP degree -> largest TP all-reduce message the engine hands to its own one-shot / two-shot "
-        "kernels inside an NVLink domain (peer loads from registered buffers), larger ones going to NCCL "
-        "[bytes]; a TP degree not listed: not recorded, NCCL assumed",
-    )
-    cuda_graph_batch_sizes: list[PosInt] = Field(
-        default_factory=list,
-        description="batch sizes the engine captures its decode step at, with padding: a generation-only "
-        "iteration of b sequences runs the graph of the smallest captured size >= b, dummy sequences filling "
-        "the rest (sizes above min(max_num_seqs, max_num_batched_tokens) fall back to that cap); empty: no "
-        "padding [sequences]",
-    )

@@ -54,6 +54,7 @@ from hnplan.planning.training.components import (
     Job,
     _col,
     local_params,
+    overlap_slowdown,
     recompute_is,
     with_etp,
 )
@@ -308,12 +309,24 @@ def _ring_kernels(job: Job, kernels: dict, mb, tp, cp) -> None:
 def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     """Pipeline point-to-point of one micro-batch [s]: activation forward and gradient backward at each
     of the ``v`` chunk boundaries, ``b s / (cp tp) x h`` bf16 (scatter/gather across TP ranks,
-    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``)."""
+    [1]_ Sec. 4.1); the PP group is outermost (stride ``tp cp dp``).
+
+    Without sequence parallelism the next layer needs the whole tensor on every TP rank, so the receiver
+    rebuilds it with an all-gather of ``b s / cp x h`` over the TP group after each transfer ([1]_ Sec.
+    4.1 and Fig. 9: the full tensor is re-materialised at the receiver by an all-gather over NVLink;
+    Megatron-LM's ``p2p_communication._communicate`` gathers the received chunk with
+    ``gather_split_1d_tensor`` before returning it to the schedule, so it is on the critical path). With
+    sequence parallelism the received shard is what the layer takes ([2]_): no gather.
+    """
+    gather = not job.choices.sequence_parallel
 
     def per_shape(u):  # one transfer once per distinct layout and micro-batch
         tp, cp, dp, pp = _col(u, "tp"), _col(u, "cp"), _col(u, "dp"), _col(u, "pp")
-        msg = _col(u, "microbatch_size") * job.seq_len / (cp * tp) * job.model.hidden * ACT_BYTES
-        return (collective_s(job, "sendrecv", msg, pp, tp * cp * dp),)
+        whole = _col(u, "microbatch_size") * job.seq_len / cp * job.model.hidden * ACT_BYTES
+        t = collective_s(job, "sendrecv", whole / tp, pp, tp * cp * dp)
+        if gather:  # the TP group is innermost (stride 1); 0 at tp 1
+            t = t + np.where(pp > 1, collective_s(job, "allgather", whole, tp, 1), 0.0)
+        return (t,)
 
     t = on_distinct(df, ["tp", "cp", "dp", "pp", "microbatch_size"], per_shape)[0]
     return np.where(_col(df, "pp") > 1, 2 * _col(df, "virtual_stages") * t, 0.0)
@@ -359,9 +372,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
-    slowed by the stack's ``overlap_gemm_slowdown`` per second hidden (the communication kernels hold
-    SMs and share HBM bandwidth), as for TP and EP overlap
-    (:func:`hnplan.planning.training.components.overlapped_comm`).
+    slowed per second hidden by the SM share of the DP communicator's NCCL channels where the choices
+    give them (``overlap_comm_ctas["dp"]``), else by the stack's ``overlap_gemm_slowdown`` (the
+    communication kernels hold SMs and share HBM bandwidth), as for TP and EP overlap
+    (:func:`hnplan.planning.training.components.overlap_slowdown`, ``overlapped_comm``).
     """
     ov = job.choices
 
@@ -404,11 +418,12 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
     # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
     hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
-    exposed = grad_exp + param_exp + ov.overlap_gemm_slowdown * hidden
+    slowdown = overlap_slowdown(job, "dp")  # the DP communicator's CTAs, or the stack's flat value
+    exposed = grad_exp + param_exp + slowdown * hidden
     at = np.flatnonzero(per[6][codes])  # the ZeRO 3 candidates
     if len(at):
         per_mb_z3, ag1 = (x[codes[at]] for x in per[4:6])
         z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
-        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + ov.overlap_gemm_slowdown * z3_hidden)
+        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + slowdown * z3_hidden)
     return exposed

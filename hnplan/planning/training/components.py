@@ -52,12 +52,14 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Accelerator, Model, SoftwareStack, StackChoices, System
+from hnplan.catalog.schemas.software import OverlapComm
 from hnplan.comm.placement import GroupPlacement, place_group
 from hnplan.comm.topology import SystemLinks
 from hnplan.compute import ACT_BYTES, param_counts, training_flops_per_token
 from hnplan.compute.clocks import sustained_accelerator
 from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cast_step_s
 from hnplan.compute.gemm import with_matmul_efficiency
+from hnplan.compute.sm_share import sm_share_slowdown
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
@@ -221,6 +223,24 @@ def overlapped_comm(t_comm, t_compute, fraction, slowdown: float):
     """
     hidden = np.minimum(fraction * np.asarray(t_comm, dtype=float), t_compute)
     return t_comm - (1.0 - slowdown) * hidden
+
+
+def overlap_slowdown(job: Job, comm: OverlapComm) -> float:
+    """Slowdown of the compute beside an overlapped collective of class ``comm`` (``dp``, ``tp`` or ``ep``)
+    [-]: with the class in the choices' ``overlap_comm_ctas`` and the accelerator's SM count known,
+    ``compute_units / (compute_units - ctas) - 1`` (:func:`hnplan.compute.sm_share.sm_share_slowdown`: the
+    communication CTAs hold that many SMs); otherwise the stack's flat ``overlap_gemm_slowdown``.
+
+    >>> from hnplan.planning.training import make_job
+    >>> job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 16, overrides=dict(overlap_comm_ctas={"dp": 32}))
+    >>> round(overlap_slowdown(job, "dp"), 4), overlap_slowdown(job, "tp")   # 148 / 116 - 1; tp: the flat 0.14
+    (0.2759, 0.14)
+    """
+    ch = job.choices
+    ctas, sms = ch.overlap_comm_ctas.get(comm), job.acc.compute_units
+    if ctas is None or sms is None:
+        return ch.overlap_gemm_slowdown
+    return sm_share_slowdown(sms, ctas)
 
 
 def local_params(job: Job, df: pd.DataFrame):

@@ -76,6 +76,18 @@ def host_scaled(ch: StackChoices, system, provenance: dict[str, str] | None = No
     return ch.model_copy(update={"kernel_launch_us": ch.kernel_launch_us * factor})
 
 
+def check_comm_ctas(choices: StackChoices, acc: Accelerator) -> None:
+    """Raise InputError where ``overlap_comm_ctas`` gives a class at least as many CTAs as the accelerator
+    has SMs (``compute_units``): no SM would be left to the compute beside it."""
+    sms = acc.compute_units
+    for comm, ctas in sorted(choices.overlap_comm_ctas.items()):
+        if sms is not None and ctas >= sms:
+            raise InputError(
+                f"stack choice overlap_comm_ctas.{comm}: {ctas} CTAs leave none of accelerator {acc.id}'s {sms} SMs "
+                "to the compute beside them"
+            )
+
+
 def job_links(links: SystemLinks, choices: StackChoices) -> SystemLinks:
     """The system's links as the job's collectives see them: with ``nccl_nvls`` off
     (``NCCL_NVLS_ENABLE=0``) the scale-up tier has no in-network reduction, so an all-reduce inside an
@@ -153,7 +165,8 @@ def make_job(
     InputError
         For an unknown dtype, a dtype the accelerator has no peak for or the stack has no recipe for
         (``train_dtypes``), an unknown choice or attention
-        implementation, non-positive sizes, or a sequence longer than the model's ``max_seq``.
+        implementation, non-positive sizes, a sequence longer than the model's ``max_seq``, or
+        ``overlap_comm_ctas`` at or above the accelerator's SM count.
     CatalogError
         For unknown ids.
 
@@ -192,6 +205,7 @@ def make_job(
     check_choice("dtype", dtype, TRAIN_DTYPES)
     check_dtype_peak(acc, system.id, dtype)
     check_stack_dtype(st, dtype)
+    check_comm_ctas(ch, acc)
     if dtype in DTYPE_RECIPE:  # fp4: the NVFP4 recipe and bf16 weights, whatever fp8 choices the stack names
         ch = ch.model_copy(update={"fp8_recipe": DTYPE_RECIPE[dtype], "fp8_params": False, "tp_comm": False})
         provenance["fp8_recipe"] = f"dtype {dtype} (NVFP4BlockScaling)"

@@ -82,7 +82,8 @@ def ep_paired_exposed(t_ep, t_fwd, t_bwd, t_wgrad, share, slowdown: float):
     share : array_like
         Share of each half that can run beside its partner [0-1].
     slowdown : float
-        The stack's ``overlap_gemm_slowdown``.
+        Slowdown of the compute beside the all-to-all (:func:`hnplan.planning.training.components.overlap_slowdown`
+        of class ``ep``: the stack's ``overlap_gemm_slowdown`` or the SM share of ``overlap_comm_ctas["ep"]``).
 
     Returns
     -------

@@ -77,7 +77,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
         again = partial.rerun_scale(ch, uniq, layers, full)  # block recomputation re-runs some layers' collectives
         t_tp = (layers * t_tp_layer + n_bf16 * t_tp_end - moe_layers * t_tp_folded) * again
         if ch.tp_comm:
-            t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, ch.overlap_gemm_slowdown)
+            t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, c.overlap_slowdown(job, "tp"))
         t_tp = t_tp + layers * t_amax_layer * again
         t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
         t_ep = moe_layers * t_ep_layer * again
@@ -87,7 +87,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
             t_ep = t_ep[codes]
             if ch.ep_comm:  # each half beside the partner pass's compute (moe.ep_paired_exposed)
                 fwd, bwd, wgrad = st[1][codes], st[2][codes], st[6][codes]
-                t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, ep_share, ch.overlap_gemm_slowdown)
+                t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, ep_share, c.overlap_slowdown(job, "ep"))
             t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
     slowest, t_slowest = _slowest(t_mb)

@@ -1,0 +1,68 @@
+"""Serving engines: the scheduler limits and per-iteration costs the inference planner applies."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+
+
+class ServingEngine(Entry):
+    """A serving engine's scheduler limits and per-iteration costs, as the inference planner applies them.
+
+    ``max_num_seqs`` caps the concurrent sequences of one scheduler (one attention group: a replica, or
+    one data-parallel attention rank with expert parallelism) below what the KV cache holds;
+    ``max_num_batched_tokens`` is the token budget of one iteration (the prefill chunk with chunked
+    prefill); ``iteration_overhead_s`` is host time per iteration the GPU waits for (scheduling,
+    sampling, input preparation) that the engine does not overlap with the forward pass. ``nccl_nvls``
+    false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
+    needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
+    ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
+    size (:func:`hnplan.planning.inference.tp_allreduce_path`).
+    """
+
+    max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
+    max_num_batched_tokens: PosInt = Field(
+        description="token budget of one iteration; the prefill chunk when chunked_prefill [tokens]"
+    )
+    chunked_prefill: bool = Field(description="prompts are split into chunks batched with decodes (Sarathi-Serve)")
+    memory_utilization: Fraction = Field(
+        description="fraction of device memory the engine sizes itself from (vLLM gpu_memory_utilization, "
+        "SGLang mem_fraction_static, TensorRT-LLM free_gpu_memory_fraction)"
+    )
+    memory_rule: Literal["total", "free"] = Field(
+        default="total",
+        description="total: the fraction of the visible HBM holds weights, workspace and KV "
+        "(vLLM, SGLang); free: the KV cache takes the fraction of what is free after "
+        "weights, workspace and overheads (TensorRT-LLM)",
+    )
+    iteration_overhead_s: NonNegative = Field(
+        description="host time per iteration not overlapped with the GPU (scheduler, sampling, inputs) [s]"
+    )
+    weight_dtypes: list[Dtype] = Field(min_length=1, description="weight / GEMM dtypes the engine serves")
+    kv_dtypes: list[Dtype] = Field(min_length=1, description="KV-cache dtypes the engine supports")
+    dequant_overhead: dict[Dtype, NonNegative] = Field(
+        default_factory=dict,
+        description="dtype -> extra fraction of the GEMM-and-attention time per pass for "
+        "(de)quantisation not fused into the kernels [-]; absent: 0",
+    )
+    nccl_nvls: bool = Field(
+        default=True,
+        description="the engine's NCCL may reduce in the scale-up switches (NVLink SHARP) where the system "
+        "enables it; false: NCCL_NVLS_ENABLE=0 or NCCL_CUMEM_ENABLE=0 (NVLS needs cuMem)",
+    )
+    tp_allreduce_custom_max_bytes: dict[PosInt, Positive] = Field(
+        default_factory=dict,
+        description="TP degree -> largest TP all-reduce message the engine hands to its own one-shot / two-shot "
+        "kernels inside an NVLink domain (peer loads from registered buffers), larger ones going to NCCL "
+        "[bytes]; a TP degree not listed: not recorded, NCCL assumed",
+    )
+    cuda_graph_batch_sizes: list[PosInt] = Field(
+        default_factory=list,
+        description="batch sizes the engine captures its decode step at, with padding: a generation-only "
+        "iteration of b sequences runs the graph of the smallest captured size >= b, dummy sequences filling "
+        "the rest (sizes above min(max_num_seqs, max_num_batched_tokens) fall back to that cap); empty: no "
+        "padding [sequences]",
+    )
