@@ -122,11 +122,11 @@ def _main_modules(argv):
 
 def test_fully_given_train_json_imports_only_what_it_needs():
     """The start-up path of issue 16: a fully given `train --json` imports no statistics, graph, plotting,
-    simulation or console library, no other sub-command and no other planner (it does need numpy and
-    pandas for the evaluator, and pydantic for the catalog)."""
+    simulation or console library, no other sub-command and no other planner, and no pandas: its one plan is
+    checked and evaluated as plain columns (it does need numpy for the evaluator, and pydantic for the catalog)."""
     mods = _main_modules(TRAIN_JSON)
     assert "hnplan.planning.training" in mods  # the probe ran the planner
-    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib"} & mods
+    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib", "pandas"} & mods
     assert {m for m in mods if m.endswith("_cmd")} == {"hnplan.cli.train_cmd"}
     others = {m for m in mods if m.startswith("hnplan.planning.") and not m.startswith("hnplan.planning.training")}
     assert not others
