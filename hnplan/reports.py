@@ -203,9 +203,6 @@ def run_reports(
     """
     cat = catalog or load_catalog()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryFile(dir=out):  # an unwritable folder fails here, before any notebook runs
-        pass
     chash = cat.content_hash()
     where = f"--params {params_source}" if params_source else "--params"
     tasks = []
@@ -235,6 +232,11 @@ def run_reports(
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})
         raise ScenarioError(f"no scenario here runs notebook {only!r}; these run: {', '.join(ran)}")
+    # the folder is made once the input is known good (bad input leaves nothing behind); an unwritable
+    # folder fails here, before any notebook runs
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=out):
+        pass
     results: list[ReportResult | None] = [None] * len(tasks)
     from rich.progress import Progress
 

@@ -181,7 +181,28 @@ def measured_runs(path, stack: str) -> list[TrainingRun]:
         out.append(run)
     cat = load_catalog()
     _check_run_refs(path, out, cat, ("model", "system"))
+    _check_below_peak(path, out, cat)
     return out
+
+
+def _check_below_peak(path, runs, cat) -> None:
+    """A published ``model_tflops_per_gpu`` or ``hardware_tflops_per_gpu`` is at most the dense peak of its
+    system's accelerator in the run's dtype (the fastest math the run can use): above it the figure is in
+    another unit (per node, per step, sparse TFLOP/s) or mistyped, and a fit to it would drive the GEMM
+    efficiency to its bound."""
+    for run in runs:
+        if run.metric not in ("model_tflops_per_gpu", "hardware_tflops_per_gpu"):
+            continue
+        acc = cat.accelerator(cat.system(run.system).accelerator)
+        peak = acc.dense_tflops.get(run.dtype)
+        if peak is not None and run.published > peak:
+            raise CatalogError(
+                f"{path}: run {run.id}: field published: {run.published:g} TFLOP/s per GPU is above {acc.id}'s "
+                f"dense {run.dtype} peak of {peak:g} TFLOP/s; give the measured {run.metric} of one GPU",
+                path=path,
+                entry=run.id,
+                field="published",
+            )
 
 
 def collective_measurements(path) -> list[dict]:

@@ -38,6 +38,8 @@ REQUIRED_AXES = ("system", "model", "gpus", "seq_len", "tokens")
 #: planner inputs that are whole counts >= 1, and the ones that are catalog ids (or YAML paths)
 COUNT_INPUTS = ("gpus", "seq_len", "global_batch_tokens", "global_batch_seqs")
 ID_INPUTS = {"system": "system", "model": "model", "stack": "stack"}
+#: the dtypes the training planner runs (hnplan.planning.training.TRAIN_DTYPES; a test keeps them equal)
+TRAIN_DTYPES = ("bf16", "fp8", "fp4")
 SAMPLINGS = ("grid", "monte-carlo", "latin-hypercube")
 DISTRIBUTIONS = ("uniform", "triangular", "loguniform", "catalog")
 
@@ -160,7 +162,9 @@ def _value_problem(name: str, value) -> str | None:
     and the what-if inputs finite numbers (``tokens`` > 0), ids and ``dtype`` strings. YAML reads
     ``15T`` as a string: the message says to write ``15.0e+12``."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if name in ID_INPUTS or name == "dtype":
+    if name == "dtype":
+        return None if value in TRAIN_DTYPES else f"expected one of {', '.join(TRAIN_DTYPES)}, got {value!r}"
+    if name in ID_INPUTS:
         return None if isinstance(value, str) else f"expected an id (a string), got {value!r}"
     if not number:
         return f"expected a number, got {value!r} (write 15T tokens as 15.0e+12: YAML has no unit suffixes)"

@@ -218,8 +218,24 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
         other.append((field, f"field {q(field)}: {msg}"))
+    unknown = _merge_unknown(unknown)
     both = unknown + other
     return (both[0][0] if both else "(entry)"), [t for _, t in both]
+
+
+def _merge_unknown(unknown: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Unknown keys of one mapping with no near name list its allowed keys once, at the first of them
+    (``field 'a': unknown key (allowed keys: ...); field 'b': unknown key (allowed keys as above)``)."""
+    out, said = [], set()
+    for field, text in unknown:
+        at = text.find("(allowed keys: ")
+        if at >= 0 and text.endswith(")"):
+            if text[at:] in said:
+                text = text[:at] + "(allowed keys as above)"
+            else:
+                said.add(text[at:])
+        out.append((field, text))
+    return out
 
 
 _BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
@@ -271,7 +287,31 @@ def parse_entry(raw, schema: type[T], path) -> T:
     try:
         return schema.model_validate(raw)
     except ValidationError as exc:
+        other = _other_kind(raw, schema)
+        if other is not None:
+            kind, theirs = other
+            foreign = [k for k in raw if k not in schema.model_fields]
+            raise CatalogError(
+                f"{path}: entry {entry!r} is a {theirs.__name__} entry (data/{kind}/: its keys "
+                f"{', '.join(map(str, foreign[:4]))}{', ...' if len(foreign) > 4 else ''} are {theirs.__name__} "
+                f"fields), not a {schema.__name__}",
+                path=path,
+                entry=entry,
+            ) from None
         raise _format_validation(exc, schema, path, entry) from None
+
+
+def _other_kind(raw: dict, schema: type[BaseModel]) -> tuple[str, type[BaseModel]] | None:
+    """The catalog kind (name, schema) whose fields hold every key of ``raw`` when three or more of them are
+    not ``schema``'s: a file of another kind given where ``schema`` is expected (a model file as --system)."""
+    if sum(k not in schema.model_fields for k in raw) < 3:
+        return None
+    from hnplan.catalog.schemas import KINDS
+
+    for kind, theirs in KINDS.items():
+        if theirs is not schema and all(k in theirs.model_fields for k in raw):
+            return kind, theirs
+    return None
 
 
 def _singular(kind: str) -> str:

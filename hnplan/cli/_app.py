@@ -250,7 +250,7 @@ class LazyGroup(TyperGroup):
             rv = run(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except exceptions.ClickException as exc:
             sys.exit(show_usage_error(exc))
-        except exceptions.Abort:
+        except typer.Abort:  # typer 0.2x's own Abort (its vendored click has none), click's before
             typer.echo("Aborted!", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)  # an Exit's code; a command itself returns None

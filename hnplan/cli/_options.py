@@ -97,13 +97,21 @@ def path_option(ctx, path: str) -> str | None:
     if ctx is None or not path:
         return None
     target = Path(path).absolute()
-    for name, value in ctx.params.items():
-        values = value if isinstance(value, (list, tuple)) else [value]
-        for v in values:
-            if isinstance(v, (str, Path)) and v:
-                given = Path(v).absolute()
-                if given == target or target in given.parents:
-                    return _option_name(ctx, name)
+    given = [
+        (name, str(v), Path(v).absolute())
+        for name, value in ctx.params.items()
+        for v in (value if isinstance(value, (list, tuple)) else [value])
+        if isinstance(v, (str, Path)) and v
+    ]
+    # the path itself first, then a folder of a value written as a path: an id (h100-sxm) also reads as a
+    # path under the working folder, which lies under the failing path when that is one of its parents
+    # (--shapes-json /tmp named --accelerator)
+    for name, _, g in given:
+        if g == target:
+            return _option_name(ctx, name)
+    for name, raw, g in given:
+        if "/" in raw and target in g.parents:
+            return _option_name(ctx, name)
     return None
 
 

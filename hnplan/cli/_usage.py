@@ -22,6 +22,20 @@ def required_arguments_plain() -> None:
     TyperArgument._usage_display_name = _usage_display_name  # type: ignore[method-assign]
 
 
+def _nearest_command(message: str, ctx) -> str:
+    """``. Did you mean 'train'?`` after click's ``No such command 'trian'`` (click suggests near options
+    but not near sub-commands), or ""."""
+    import difflib
+    import re
+
+    typed = re.match(r"No such command '(.+)'$", message)
+    lister = getattr(getattr(ctx, "command", None), "list_commands", None)
+    if typed is None or lister is None:
+        return ""
+    near = difflib.get_close_matches(typed.group(1), lister(ctx), n=1, cutoff=0.6)
+    return f". Did you mean {near[0]!r}?" if near else ""
+
+
 def usage_error_text(exc) -> str:
     """One line for a click usage error (``exc``, a ``ClickException``): the command as typed after ``hnplan``,
     click's message (which names the option in quotes, ``'--gpus'``) with its line breaks joined, and where
@@ -52,8 +66,10 @@ def usage_error_text(exc) -> str:
         if line:
             message += ("" if not message else " " if message.endswith((".", ":", ";", ",", "?")) else ". ") + line
     message = message.rstrip(".")
+    message += _nearest_command(message, getattr(exc, "ctx", None))
     value = typed_value(exc)
-    if value is not None and value not in message:  # typer 0.29: "Input should be a valid integer, ..."
+    # typer 0.29: "Input should be a valid integer, ..." names no value; "... equal to 0.01" holds a typed "0"
+    if value is not None and repr(value) not in message and f"got {value}" not in message:
         message += f"; got {value!r}"
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)

@@ -14,7 +14,7 @@ from hnplan.catalog import KINDS, load_catalog, validate_file
 from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
-from hnplan.errors import CatalogError
+from hnplan.errors import CatalogError, ScenarioError
 
 catalog_app = typer.Typer(
     help="List, show and validate the hardware, network and model catalogs.", no_args_is_help=True
@@ -63,7 +63,10 @@ def show(
         if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
             # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
             # e.g. a model file with one bad field, not "no catalog entry" for every kind
-            closest = min(errors, key=lambda e: str(e).count("field "))
+            # (an error saying the file is of another kind is about a kind the file does not fit)
+            closest = min(
+                errors, key=lambda e: (bool(re.search(r" entry \(data/\w+/: ", str(e))), str(e).count("field "))
+            )
             if all("expected one mapping of" in str(e) for e in errors):  # empty, a list: no kind is closer
                 raise CatalogError(re.sub(r"of \w+ fields", "of an entry's fields", str(closest)), path=ref)
             raise closest
@@ -113,8 +116,13 @@ def validate(
         raise typer.Exit(EXIT_INPUT)
     if path is not None and not path.is_dir():
         try:
-            validate_file(path, kind)
-        except CatalogError as exc:
+            entry = validate_file(path, kind)
+            if (kind or path.resolve().parent.name) == "scenarios":
+                # what `report` checks before it runs: the notebooks, their parameters, the catalog ids
+                from hnplan.reports import validate_scenario
+
+                validate_scenario(entry, source=str(path))
+        except (CatalogError, ScenarioError) as exc:
             err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
         console.print(f"{path}: valid")

@@ -43,8 +43,15 @@ def claims(
                 raise InputError(f"--only needs a claim id; got an empty one; ids: {ids}")
             unknown = sorted(set(only) - set(claim_ids()))
             if unknown:
+                from hnplan.catalog.yaml_io import nearest_name
+
                 s = "s" if len(unknown) > 1 else ""
-                raise InputError(f"--only: unknown claim id{s} {', '.join(map(repr, unknown))}; ids: {ids}")
+                near = [n for u in unknown if (n := nearest_name(u, claim_ids()))]
+                raise InputError(
+                    f"--only: unknown claim id{s} {', '.join(map(repr, unknown))}"
+                    + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
+                    + f"; ids: {ids}"
+                )
         result = audit(only=only or None)
         if json_:
             print_json([c.as_dict() for c in result])

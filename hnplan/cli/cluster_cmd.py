@@ -109,6 +109,10 @@ def simulate(
             raise InputError("give --days or --jobs, not both")
         if days is not None and days <= 0:
             raise InputError(f"--days must be > 0; got {days}")
+        if load is not None and trace is not None:
+            raise InputError(
+                "--load scales a mix's arrivals; a trace's jobs arrive when it recorded them (drop --load)"
+            )
         if load is not None and load <= 0:
             raise InputError(f"--load must be > 0; got {load:g}")
         if load is not None and load > MAX_LOAD:  # a percentage typed for a fraction: 85 for 0.85

@@ -216,8 +216,9 @@ def _money(x: float, per_token: bool = False) -> str:
 
 
 def _plan_text(r: dict) -> str:
-    """``TP2 PP9 DP32 CP2 EP1 mb1 none``: the degrees, micro-batch size and recomputation of a plan."""
-    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mb{r['microbatch_size']} {r['recompute']}"
+    """``TP2 PP9 DP32 CP2 EP1 mb1 rc-none``: the degrees, micro-batch size and recomputation of a plan (``rc-``,
+    as the validation table writes it: a bare ``none`` named nothing)."""
+    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mb{r['microbatch_size']} rc-{r['recompute']}"
 
 
 def _table(rows: list[dict], title: str):

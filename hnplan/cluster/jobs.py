@@ -65,6 +65,9 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
         )
     if jobs.empty:
         raise InputError(f"{where}: no jobs")
+    jobs = jobs.copy()
+    for col in ("arrival_s", "gpus", "gpu_milli", "duration_s", "checkpoint_s", "tp"):
+        jobs[col] = numeric_column(jobs, col, where)
     bad = set(jobs["cls"].unique()) - set(CLASSES)
     if bad:
         raise InputError(f"{where}: class must be one of {', '.join(CLASSES)}; got {sorted(bad)[0]!r}")
@@ -148,6 +151,29 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     return raw
 
 
+def numeric_column(table: pd.DataFrame, col: str, where: str, line_offset: int = 1) -> pd.Series:
+    """Column ``col`` of ``table`` as numbers; a cell that is not one (text, an empty cell, a value the CSV
+    reader left as text) is bad input.
+
+    ``line_offset`` turns a row's position into the number named in the error: 2 for a CSV file's line
+    (its header is line 1), 1 for a table's row.
+
+    Raises
+    ------
+    InputError
+        One line naming ``where``, the column and the first offending line (or row) with its value.
+    """
+    num = pd.to_numeric(table[col], errors="coerce")
+    bad = num.isna().to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        what = "line" if line_offset == 2 else "row"
+        value = table[col].iloc[row]
+        has = "is empty" if pd.isna(value) else f"has {value!r}"
+        raise InputError(f"{where}: column {col} must be a number; {what} {row + line_offset} {has}")
+    return num
+
+
 def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFrame:
     """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
 
@@ -176,6 +202,8 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     """
     path = Path(path)
     raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
+    for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"):
+        raw[col] = numeric_column(raw, col, str(path), line_offset=2)
     g = raw[raw["num_gpu"] > 0]
     if g.empty:
         raise InputError(f"{path}: no pod requests a GPU")

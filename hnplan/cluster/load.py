@@ -183,11 +183,17 @@ def steady_text(summary: dict) -> str:
         )
     if rho >= 1.0:
         why.append(f"{offer}, a queue that grows while they arrive")
+    recorded = summary.get("jobs_from") == "trace"  # --days and --jobs only cut a trace, --load does not scale it
     if summary["steady_short"]:
         days = _ceil_digits(units.s_to_days(need))
-        fix = f"simulate --days {days:,g} or about {int(summary['steady_jobs']):,} jobs (--jobs)"
+        fix = (
+            f"replay a trace of {days:,g} days or about {int(summary['steady_jobs']):,} jobs (--days and --jobs "
+            "only cut this one)"
+            if recorded
+            else f"simulate --days {days:,g} or about {int(summary['steady_jobs']):,} jobs (--jobs)"
+        )
     else:
-        fix = "lower the load (--load) or simulate more GPUs (--gpus)"
+        fix = "simulate more GPUs (--gpus)" if recorded else "lower the load (--load) or simulate more GPUs (--gpus)"
     return "no: " + "; and ".join(why) + "; " + fix
 
 

@@ -99,7 +99,8 @@ class ClusterResult:
         (allocated / installed), ``offered_load`` (:func:`offered_load_of`: the GPU-hours the jobs demand
         per GPU-hour of capacity over the arrival window; above 1 the cluster is oversubscribed),
         ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
-        at, the mix's or ``offered_load``; None for a trace or a given job table), ``offered_load_window`` (the part of it inside the measuring window, had every job
+        at, the mix's or ``offered_load``; None for a trace or a given job table), ``jobs_from`` (``"mix"``,
+        ``"trace"`` or ``"table"``: where the jobs came from), ``offered_load_window`` (the part of it inside the measuring window, had every job
         started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
         ``run_time_weighted_s``, ``run_time_weighted_basis``, ``run_time_weighted_drawn_s``,
         ``steady_window_s``, ``steady_jobs``, ``steady_short`` (:func:`steady_state_of`: false when the
@@ -309,6 +310,7 @@ def simulate_cluster(
         check_choice("nodes", nodes, NODE_LISTS)
         topo = node_list(nodes, gpus)
     asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
+    jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
     if jobs is None:
         jobs = resolve_jobs(
             topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
@@ -373,7 +375,7 @@ def simulate_cluster(
         progress=None if progress is None else (lambda now: progress(now, window)),
     )
     end = sim.run(horizon)
-    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked, basis)
+    out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked, basis, jobs_from)
     if nodes is not None:
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     if serving:
@@ -391,6 +393,7 @@ def _result(
     end: float,
     asked=None,
     basis: dict | None = None,
+    jobs_from: str = "table",
 ) -> ClusterResult:
     cols = [
         "time_s",
@@ -461,6 +464,7 @@ def _result(
         },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
         "offered_load_asked": asked,
+        "jobs_from": jobs_from,
     }
     summary["steady_state_note"] = steady_text(summary)
     if sim.by_model is not None:

@@ -334,7 +334,9 @@ def calibrate(
         try:
             models.append(_RunModel(r, st, cat))
         except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
-            raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
+            # the run's GPU count is its field ``gpus``, not the --gpus flag the plan rules name for train
+            said = str(exc).replace(", not --gpus ", ", not its gpus ")
+            raise type(exc)(f"{runs_path}: run {r.id}: {said}") from None
     params, solver = _fit_runs(models, _candidates(models, st), scales)
     if st.tp_comm or st.ep_comm:
         v = st.overlap_gemm_slowdown

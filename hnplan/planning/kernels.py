@@ -75,6 +75,10 @@ def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
             )
         if max(item[1:]) > MAX_GEMM_DIM:
             raise InputError(f"--shapes-json: item {i}: {_too_large(*item[1:])}")
+        if item[0] not in units.DTYPE_BYTES:
+            raise InputError(
+                f"--shapes-json: item {i}: unknown dtype {item[0]!r}; allowed: {', '.join(units.DTYPE_BYTES)}"
+            )
         out.append((item[0], item[1], item[2], item[3]))
     return out
 

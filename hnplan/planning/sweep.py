@@ -378,6 +378,7 @@ def run_sweep(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     groups = plan_groups(todo, spec.chunk_size)
     summary.plans = len(groups)
@@ -388,6 +389,8 @@ def run_sweep(
             try:
                 client = stack.enter_context(Client(scheduler, timeout="20s"))
             except (OSError, TimeoutError, ValueError) as exc:
+                if made:  # nothing was written: leave no empty folder behind
+                    out.rmdir()
                 raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
         else:
             with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them

@@ -292,6 +292,7 @@ def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccou
         ch.precision_aware_optimizer,
         ch.adam_moment_bytes,
         ch.fp8_recipe,
+        ch.distributed_optimizer,
     )
 
 

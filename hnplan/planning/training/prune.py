@@ -97,7 +97,7 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
             f"({counted(searched, 'candidate')} searched; the smallest needs "
-            f"{units.to_GiB(float(mem.min())):.1f} GiB per GPU)"
+            f"{units.to_GiB(float(mem.min())):,.1f} GiB per GPU)"
         )
     rows = np.flatnonzero(fits)
     order = np.argsort(bound[rows], kind="stable")

@@ -152,7 +152,7 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
             f"({counted(searched, 'candidate')} searched; the smallest needs "
-            f"{units.to_GiB(least):.1f} GiB per GPU)"
+            f"{units.to_GiB(least):,.1f} GiB per GPU)"
         )
     # the first rows of rank_plans' order (fitting plans by step time, ties in candidate order) without
     # sorting the whole frame: a stable argsort of the fitting rows' step times
