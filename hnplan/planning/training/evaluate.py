@@ -307,10 +307,14 @@ def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
     validate_plan(
         job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len, balanced_ends=job.choices.pipeline_balanced_ends
     )
-    # the one row as plain arrays (plan_columns, evaluate_columns): the same numbers as evaluate_plans' frame,
-    # without importing pandas for one plan (the fully given `hnplan train`)
+    return estimate_from_row(job, plan_row(job, plan))
+
+
+def plan_row(job: c.Job, plan: ParallelPlan) -> dict:
+    """The row of :func:`evaluate_plans` for one plan (that obeys the plan rules), ``{column: value}``, from plain
+    one-row columns (:func:`plan_columns`, :func:`evaluate_columns`): the same numbers as the frame's row, without
+    importing pandas for one plan (a fully given ``hnplan train``, ``hnplan memory --system``)."""
     fields = asdict(plan)
     cols = {k: np.array([0 if k == "recompute" else fields[k]]) for k in PLAN_FIELDS}
     out, plans = plan_columns(job, cols, [plan.recompute])
-    row = {k: v[0] if np.ndim(v) else v for k, v in evaluate_columns(job, out, plans).items()}
-    return estimate_from_row(job, row)
+    return {k: v[0] if np.ndim(v) else v for k, v in evaluate_columns(job, out, plans).items()}
