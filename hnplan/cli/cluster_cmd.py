@@ -238,8 +238,18 @@ def simulate(
                 "jobs",
                 ", ".join(
                     f"{k} {n(v)}"
-                    + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
-                    + (" (no node of a GPU model they accept is large enough)" if k == "unplaceable" else "")
+                    + (
+                        f" (larger than the cluster's {s['gpus']:,} GPUs; {s['rejected_gpu_hours']:,.0f} GPU-hours "
+                        "left out of the offered load)"
+                        if k == "rejected" and v
+                        else ""
+                    )
+                    + (
+                        f" (no node of a GPU model they accept is large enough; {s['unplaceable_gpu_hours']:,.0f} "
+                        "GPU-hours left out of the offered load)"
+                        if k == "unplaceable"
+                        else ""
+                    )
                     for k, v in s["jobs"].items()
                     if v or k != "unplaceable"
                 ),

@@ -18,6 +18,7 @@ from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jo
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
+    admitted_jobs,
     load_text,
     mix_steady_basis,
     offered_load_of,
@@ -425,7 +426,8 @@ def _result(
     sd = done["slowdown"].to_numpy()
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
-    load = offered_load_of(jobs, topo.gpus, window)
+    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"], topo.gpus)
+    load = offered_load_of(admitted, topo.gpus, window)
     summary = {
         "system": topo.system_id,
         "gpus": topo.gpus,
@@ -436,8 +438,8 @@ def _result(
         "end_s": float(end),
         "offered_load": load,
         "oversubscribed": load > 1,
-        "offered_load_window": _window_demand(jobs, warm, window) / cap,
-        **steady_state_of(jobs, load, window, warm / window, **(basis or {})),
+        "offered_load_window": _window_demand(admitted, warm, window) / cap,
+        **steady_state_of(admitted, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
@@ -463,6 +465,7 @@ def _result(
             "max": int(in_window["running"].max()) if len(in_window) else 0,
         },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
+        **turned_gpu_h,
         "offered_load_asked": asked,
         "jobs_from": jobs_from,
     }

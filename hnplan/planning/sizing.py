@@ -59,8 +59,9 @@ def size_table(
     -------
     pandas.DataFrame
         Columns of :func:`time_to_train` plus ``units, gpus_bought`` (``gpus`` is the job's count), with
-        ``deadline_days, slack_days, evaluated, skipped`` when sizing and ``gpus_choice, gpu_options`` for
-        ``gpus`` (:func:`time_on_purchase`), and ``status``; ``attrs["units"]`` maps columns to units.
+        ``deadline_days, slack_days, evaluated, skipped`` when sizing and ``gpu_options`` for
+        ``gpus`` (:func:`time_on_purchase`), ``gpus_choice`` (the count kept and why, in words; "" where no
+        count has a plan) and ``status``; ``attrs["units"]`` maps columns to units.
 
     Raises
     ------
@@ -107,7 +108,7 @@ def size_table(
                 )
             row["status"] = "ok"
         except InfeasiblePlan as exc:
-            row = dict(system=sid, status=f"no plan: {exc}")
+            row = dict(system=sid, status=f"no plan: {exc}", gpus_choice="")
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = dict(TIME_UNITS)
@@ -134,7 +135,9 @@ def time_on_purchase(
     unit's GPU count is not a power of two the job is also planned on the largest power of two of each
     unit's GPUs when that is fewer than ``gpus`` (8,192 of 9,216 GB200 NVL72 GPUs: 64 of each 72-GPU rack,
     :func:`hnplan.planning.sizing_search.job_gpu_options`, as ``hnplan compare`` does); the option with the
-    fewest days is kept.
+    fewest days is kept. Where no layout divides ``gpus`` itself (100 GB200 GPUs: the factor 25), the other
+    counts the units bought hold are weighed too, up to all of them (144, and 128 = 64 of each rack, and
+    the largest power of two of the GPUs bought).
 
     Parameters
     ----------
@@ -160,29 +163,41 @@ def time_on_purchase(
     sys_ = cat.system(system)
     unit = sys_.unit_gpus
     n_units = -(-gpus // unit)  # whole units that hold the GPUs asked for
-    options = (gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus))
+    bought = n_units * unit
+    options: list[int] = [gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus)]
     answers: list[dict | InfeasiblePlan] = []
-    for g in options:
-        try:
-            answers.append(
-                time_to_train(
-                    model,
-                    sys_,
-                    g,
-                    tokens,
-                    seq_len,
-                    global_batch_seqs,
-                    dtype,
-                    cat,
-                    goodput=goodput,
-                    mode=mode,
-                    offload=offload,
-                    stack=stack,
-                    gpus_bought=n_units * unit,
+
+    def weigh(counts) -> None:
+        for g in counts:
+            try:
+                answers.append(
+                    time_to_train(
+                        model,
+                        sys_,
+                        g,
+                        tokens,
+                        seq_len,
+                        global_batch_seqs,
+                        dtype,
+                        cat,
+                        goodput=goodput,
+                        mode=mode,
+                        offload=offload,
+                        stack=stack,
+                        gpus_bought=bought,
+                    )
                 )
-            )
-        except InfeasiblePlan as exc:
-            answers.append(exc)
+            except InfeasiblePlan as exc:
+                answers.append(exc)
+
+    weigh(options)
+    if not isinstance(answers[0], dict):
+        # no layout of the count asked for: the other counts the units bought hold (all their GPUs, the
+        # largest power of two of each unit's, the largest power of two of them all), up to the GPUs bought
+        more = [g for g in (*job_gpu_options(unit, n_units), 1 << (bought.bit_length() - 1)) if g not in options]
+        more = sorted(set(more), reverse=True)
+        options += more
+        weigh(more)
     done = [a for a in answers if isinstance(a, dict)]
     if not done:
         first = answers[0]
@@ -194,18 +209,37 @@ def time_on_purchase(
         {"gpus": g, "days": a["days"]} if isinstance(a, dict) else {"gpus": g, "reason": str(a)}
         for g, a in zip(options, answers, strict=True)
     ]
-    choice = ""
-    if len(options) > 1:
-        per_unit = options[1] // n_units
-        other = next(w for w in weighed if w["gpus"] != best["gpus"])
-        why = f"{other['days']:,.1f} days" if "days" in other else f"no plan: {other['reason']}"
-        choice = (
-            f"{best['gpus']:,} GPUs train ("
-            + (f"{per_unit} of each {unit}-GPU unit" if best["gpus"] != gpus else f"all {gpus:,} asked for")
-            + f"), {best['days']:,.1f} days; on {other['gpus']:,}: {why}"
-        )
-    out.update(units=n_units, gpus_bought=n_units * unit, gpu_options=weighed, gpus_choice=choice)
+    out.update(units=n_units, gpus_bought=bought, gpu_options=weighed, gpus_choice=_choice(weighed, best, gpus, unit))
     return out
+
+
+def _choice(weighed: list[dict], best: dict, gpus: int, unit: int) -> str:
+    """The count :func:`time_on_purchase` kept and why, in one sentence; "" where one count was weighed.
+
+    >>> w = [{"gpus": 100, "reason": "no plan divides: ..."}, {"gpus": 144, "reason": "x"}, {"gpus": 128, "days": 90.0}]
+    >>> _choice(w, {"gpus": 128, "days": 90.0}, 100, 72)
+    '128 GPUs train (64 of each 72-GPU unit), 90.0 days: the 100 asked for have no plan (no plan divides); on 144: no plan'
+    """
+    if len(weighed) == 1:
+        return ""
+    g, days = best["gpus"], best["days"]
+    n_units = -(-gpus // unit)
+    if g == gpus:
+        where = f"all {gpus:,} asked for"
+    elif g == n_units * unit:
+        where = f"all of the {n_units:,} whole {unit}-GPU unit{'s' * (n_units > 1)} bought"
+    elif g % n_units == 0:
+        where = f"{g // n_units} of each {unit}-GPU unit"
+    else:
+        where = f"of the {n_units * unit:,} in the {n_units:,} whole {unit}-GPU units bought"
+    text = f"{g:,} GPUs train ({where}), {days:,.1f} days"
+    asked = weighed[0]
+    if "reason" in asked:
+        text += f": the {gpus:,} asked for have no plan ({asked['reason'].split(': ', 1)[0]})"
+    others = [w for w in weighed if w["gpus"] != g and not (w is asked and "reason" in w)]  # the asked's said above
+    return "; ".join(
+        [text, *(f"on {w['gpus']:,}: " + (f"{w['days']:,.1f} days" if "days" in w else "no plan") for w in others)]
+    )
 
 
 TIME_UNITS = {

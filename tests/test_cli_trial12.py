@@ -1,0 +1,84 @@
+"""What a new-user trial of the command line found: each a CLI run asserting the exit code and the figure or the
+one-line message."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+CLUSTER = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_job_larger_than_the_cluster_is_left_out_of_the_offered_load(tmp_path):
+    # a pod of 0.46 GPU for 1 h arriving at 0 and one of 100 GPUs for 10,000 h at 10 s on 8 GPUs: the second is
+    # rejected at submission; the load is the first's 0.46 x 3,600 GPU s over 8 GPUs x the 10 s window = 20.7
+    # (it read 4.5 x 10^7 with the rejected job's 10^6 GPU-hours counted)
+    path = tmp_path / "pods.csv"
+    path.write_text(
+        HEADER + "p1,6000,12288,1,460,LS,Running,0,3600,0\np2,6000,12288,100,1000,LS,Running,10,36000010,10\n"
+    )
+    res = runner.invoke(app, [*CLUSTER, "--trace", str(path), "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    s = json.loads(res.stdout)
+    assert s["jobs"]["rejected"] == 1 and s["jobs"]["done"] == 1
+    assert s["offered_load"] == pytest.approx(0.46 * 3600 / (8 * 10))
+    assert s["rejected_gpu_hours"] == pytest.approx(100 * 10_000)
+    assert s["unplaceable_gpu_hours"] == 0.0
+    assert s["run_time_weighted_s"] == pytest.approx(3600.0)  # the admitted pod's run time alone
+    assert "offer 2070%" in s["steady_state_note"]
+
+
+def test_a_trace_whose_every_job_is_larger_than_the_cluster_is_refused(tmp_path):
+    path = tmp_path / "pods.csv"
+    path.write_text(HEADER + "p2,6000,12288,100,1000,LS,Running,10,36000010,10\n")
+    res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        "error: the only job is larger than the cluster's 8 GPUs or than every node it may run on (largest 100 "
+        "GPUs): nothing to simulate; give more GPUs (--gpus)"
+    )
+
+
+def _size(*args: str) -> dict:
+    res = runner.invoke(app, ["size", "--model", "llama3.1-405b", "--tokens", "15T", *args, "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["results"]
+
+
+def test_size_on_a_count_without_a_layout_runs_on_the_counts_its_whole_racks_hold():
+    # 100 GB200 GPUs buy two 72-GPU racks, 144 GPUs; 100 = 4 x 25 has no layout of the 405B (the batch of 2,048
+    # sequences and the 126 layers take no factor 25), so the racks' own counts are weighed: all 144 (TP4 PP9 DP2
+    # CP2) and 64 of each rack, 128; the faster is kept (it was "infeasible", exit 3)
+    (r,) = _size("--system", "gb200-nvl72", "--gpus", "100")
+    assert (r["gpus_bought"], r["units"]) == (144, 2)
+    weighed = {o["gpus"]: o for o in r["gpu_options"]}
+    assert list(weighed) == [100, 144, 128]  # the count asked for first
+    assert "reason" in weighed[100] and "days" in weighed[144] and "days" in weighed[128]
+    assert r["gpus"] == min((144, 128), key=lambda g: weighed[g]["days"]) == 144
+    assert r["gpus_choice"] == (
+        f"144 GPUs train (all of the 2 whole 72-GPU units bought), {weighed[144]['days']:,.1f} days: the 100 asked "
+        f"for have no plan (no plan of llama3.1-405b on 100 x gb200-nvl72 divides); on 128: "
+        f"{weighed[128]['days']:,.1f} days"
+    )
+
+
+def test_size_json_always_says_which_count_and_why():
+    rows = _size("--system", "gb200-nvl72", "--system", "hgx-h100-ib-ndr", "--deadline-days", "90")
+    for r in rows:
+        assert r["gpus_choice"].startswith(f"{r['gpus']:,} GPUs")
+        assert f"the fewest the search found that train in 90 days ({r['days']:,.1f}; " in r["gpus_choice"]
+    (h100,) = _size("--system", "hgx-h100-ib-ndr", "--gpus", "1024")  # 8-GPU servers: one count, no choice
+    assert h100["gpus_choice"] == ""
