@@ -82,3 +82,72 @@ def test_size_json_always_says_which_count_and_why():
         assert f"the fewest the search found that train in 90 days ({r['days']:,.1f}; " in r["gpus_choice"]
     (h100,) = _size("--system", "hgx-h100-ib-ndr", "--gpus", "1024")  # 8-GPU servers: one count, no choice
     assert h100["gpus_choice"] == ""
+
+
+@pytest.mark.parametrize(
+    "argv,flag",
+    [
+        (
+            ["train", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192", "--global-batch-size", "64"],
+            "--ep",
+        ),
+        (
+            ["train", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192", "--global-batch-size", "64"],
+            "--etp",
+        ),
+        (["memory", "--mode", "train", "--seq-len", "8192"], "--ep"),
+        (["infer", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000", "--output-tokens", "100"], "--ep"),
+        (["roofline", "--accelerator", "h100-sxm", "--phase", "prefill", "--batch", "1", "--seq-len", "1024"], "--ep"),
+    ],
+)
+def test_an_expert_degree_on_a_dense_model_is_bad_input(argv, flag):
+    # a dense model has no experts to split: the flag is the user's mistake (exit 2), not an infeasible plan (3)
+    res = runner.invoke(app, [*argv, "--model", "llama3.1-8b", flag, "2"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert (
+        _one_line(res.stderr) == f"error: {flag} 2: llama3.1-8b is a dense model, with no experts to split; drop {flag}"
+    )
+
+
+def test_infer_qps_zero_names_the_zero_before_the_slos():
+    argv = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000", "--qps", "0"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == "error: --qps must be > 0; got 0"
+
+
+def test_a_calibration_rerun_without_the_sweep_lists_the_earlier_network_files_as_stale(tmp_path, monkeypatch):
+    examples = ROOT / "docs" / "examples"
+    argv = ["calibrate", "--runs", str(examples / "calibration_runs.yaml"), "--stack", "megatron-core"]
+    monkeypatch.chdir(tmp_path)
+    first = runner.invoke(app, [*argv, "--collectives", str(examples / "nccl_tests.csv"), "--json"])
+    assert first.exit_code == 0, first.stdout + first.stderr
+    w1 = json.loads(first.stdout)["written"]
+    network = sorted([*w1["systems"], *w1["interconnects"]])
+    assert len(network) == 3 and w1["stale"] == []
+    again = runner.invoke(app, [*argv, "--json"])
+    assert again.exit_code == 0, again.stdout + again.stderr
+    w2 = json.loads(again.stdout)["written"]
+    assert "systems" not in w2 and w2["stale"] == network  # left beside the new stack, with the old sweep's fabrics
+    text = _one_line(runner.invoke(app, argv).stdout)
+    stale = ", ".join(str(Path(f).relative_to(tmp_path)) for f in network)
+    assert (
+        f"stale: {stale}, written for this stack file by an earlier calibration with a sweep and not by this one"
+        in text
+    )
+
+
+def test_a_price_item_without_a_price_names_the_flag_that_gave_the_file(tmp_path):
+    import yaml
+
+    from hnplan.catalog import load_catalog
+
+    raw = yaml.safe_load(load_catalog().path_of("systems", "gb200-nvl72").read_text())
+    raw.update(id="my-rack", price_item="gb200-nvl7")
+    path = tmp_path / "my-rack.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    res = runner.invoke(app, ["tco", "--system", str(path), "--gpus", "144"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr).startswith(
+        f"error: --system: {path}: system 'my-rack', field 'price_item': no price for 'gb200-nvl7' in "
+    )
