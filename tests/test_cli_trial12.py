@@ -69,7 +69,7 @@ def test_size_on_a_count_without_a_layout_runs_on_the_counts_its_whole_racks_hol
     assert "reason" in weighed[100] and "days" in weighed[144] and "days" in weighed[128]
     assert r["gpus"] == min((144, 128), key=lambda g: weighed[g]["days"]) == 144
     assert r["gpus_choice"] == (
-        f"144 GPUs train (all of the 2 whole 72-GPU units bought), {weighed[144]['days']:,.1f} days: the 100 asked "
+        f"144 GPUs train (all the GPUs of the 2 whole 72-GPU units bought), {weighed[144]['days']:,.1f} days: the 100 asked "
         f"for have no plan (no plan of llama3.1-405b on 100 x gb200-nvl72 divides); on 128: "
         f"{weighed[128]['days']:,.1f} days"
     )
@@ -151,3 +151,34 @@ def test_a_price_item_without_a_price_names_the_flag_that_gave_the_file(tmp_path
     assert _one_line(res.stderr).startswith(
         f"error: --system: {path}: system 'my-rack', field 'price_item': no price for 'gb200-nvl7' in "
     )
+
+
+def test_a_model_file_whose_dimensions_miss_its_published_count_is_refused(tmp_path):
+    # Llama 3.1 8B with hidden 40960 for 4096: 32 layers of attention (Q, O 40960 x 40960; K, V 40960 x 8 x 1280)
+    # and a SwiGLU MLP of 3 x 40960 x 14336, plus two 128,256 x 40960 embeddings: 201.1B, not the published 8B
+    text = (ROOT / "data" / "models" / "llama3.1-8b.yaml").read_text()
+    assert "\nhidden: 4096\n" in text
+    path = tmp_path / "my-8b.yaml"
+    path.write_text(text.replace("\nhidden: 4096\n", "\nhidden: 40960\n"))
+    h, ffn, vocab, layers, kv = 40960, 14336, 128256, 32, 8
+    attn = 2 * h * h + 2 * h * kv * (h // 32)
+    total = layers * (attn + 3 * h * ffn + 2 * h) + 2 * vocab * h + h
+    assert f"{total / 1e9:.4g}" == "201.1"
+    res = runner.invoke(app, ["memory", "--model", str(path), "--mode", "train", "--seq-len", "8192"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        f"error: --model: {path}: entry 'llama3.1-8b' (Model) is invalid: the dimensions (layers 32, hidden 40960, "
+        "ffn_hidden 14336, vocab 128256) give 201.1B parameters, 25.1x params_b_published (8B); they must agree "
+        "within 10%: check the dimensions for a typo (a model of your own: give it its own params_b_published, or none)"
+    )
+
+
+def test_every_catalog_model_agrees_with_its_published_count_within_four_percent():
+    from hnplan.catalog import load_catalog
+    from hnplan.catalog.params import param_counts
+
+    cat = load_catalog()
+    for mid in cat.ids("models"):
+        m = cat.model(mid)
+        if m.params_b_published is not None:
+            assert param_counts(m).total / 1e9 / m.params_b_published == pytest.approx(1, abs=0.04), mid

@@ -135,9 +135,10 @@ def time_on_purchase(
     unit's GPU count is not a power of two the job is also planned on the largest power of two of each
     unit's GPUs when that is fewer than ``gpus`` (8,192 of 9,216 GB200 NVL72 GPUs: 64 of each 72-GPU rack,
     :func:`hnplan.planning.sizing_search.job_gpu_options`, as ``hnplan compare`` does); the option with the
-    fewest days is kept. Where no layout divides ``gpus`` itself (100 GB200 GPUs: the factor 25), the other
-    counts the units bought hold are weighed too, up to all of them (144, and 128 = 64 of each rack, and
-    the largest power of two of the GPUs bought).
+    fewest days is kept. Where the count asked for has no plan (100 GB200 GPUs: the factor 25 that neither
+    the batch nor the layers take), the counts the units bought hold are weighed instead, up to all of them:
+    those layouts (144, and 128 = 64 of each rack), then, if neither has a plan, whole units fewer, largest
+    first, down to the first count with a plan (1,000 H100 GPUs for Llama 3.1 70B: 896, TP8 PP7 DP16).
 
     Parameters
     ----------
@@ -192,12 +193,19 @@ def time_on_purchase(
 
     weigh(options)
     if not isinstance(answers[0], dict):
-        # no layout of the count asked for: the other counts the units bought hold (all their GPUs, the
-        # largest power of two of each unit's, the largest power of two of them all), up to the GPUs bought
-        more = [g for g in (*job_gpu_options(unit, n_units), 1 << (bought.bit_length() - 1)) if g not in options]
-        more = sorted(set(more), reverse=True)
+        # no plan on the count asked for: the counts the units bought hold, up to all of them. First the
+        # layouts the deadline search weighs (all their GPUs, the largest power of two of each unit's); if
+        # none has a plan, whole units fewer, largest first, down to the first count with a plan
+        more = [g for g in job_gpu_options(unit, n_units) if g not in options]
         options += more
         weigh(more)
+        per = sorted({unit, *(g // n_units for g in job_gpu_options(unit, n_units))}, reverse=True)
+        walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - set(options), reverse=True)
+        for g in walk:
+            if any(isinstance(a, dict) for a in answers):
+                break
+            options.append(g)
+            weigh([g])
     done = [a for a in answers if isinstance(a, dict)]
     if not done:
         first = answers[0]
@@ -218,28 +226,37 @@ def _choice(weighed: list[dict], best: dict, gpus: int, unit: int) -> str:
 
     >>> w = [{"gpus": 100, "reason": "no plan divides: ..."}, {"gpus": 144, "reason": "x"}, {"gpus": 128, "days": 90.0}]
     >>> _choice(w, {"gpus": 128, "days": 90.0}, 100, 72)
-    '128 GPUs train (64 of each 72-GPU unit), 90.0 days: the 100 asked for have no plan (no plan divides); on 144: no plan'
+    '128 GPUs train (64 of each 72-GPU unit), 90.0 days: the 100 asked for have no plan (no plan divides); no plan on 144'
     """
     if len(weighed) == 1:
         return ""
     g, days = best["gpus"], best["days"]
     n_units = -(-gpus // unit)
+    units_bought = f"{n_units:,} whole {unit}-GPU unit{'s' * (n_units > 1)} bought"
     if g == gpus:
         where = f"all {gpus:,} asked for"
-    elif g == n_units * unit:
-        where = f"all of the {n_units:,} whole {unit}-GPU unit{'s' * (n_units > 1)} bought"
-    elif g % n_units == 0:
+    elif g % unit == 0:
+        where = f"all the GPUs of the {units_bought}" if g == n_units * unit else f"{g // unit:,} of the {units_bought}"
+    else:  # the largest power of two of each unit's GPUs
         where = f"{g // n_units} of each {unit}-GPU unit"
-    else:
-        where = f"of the {n_units * unit:,} in the {n_units:,} whole {unit}-GPU units bought"
     text = f"{g:,} GPUs train ({where}), {days:,.1f} days"
     asked = weighed[0]
     if "reason" in asked:
         text += f": the {gpus:,} asked for have no plan ({asked['reason'].split(': ', 1)[0]})"
-    others = [w for w in weighed if w["gpus"] != g and not (w is asked and "reason" in w)]  # the asked's said above
-    return "; ".join(
-        [text, *(f"on {w['gpus']:,}: " + (f"{w['days']:,.1f} days" if "days" in w else "no plan") for w in others)]
-    )
+    others = [w for w in weighed[1:] if w["gpus"] != g]
+    parts = [text, *(f"on {w['gpus']:,}: {w['days']:,.1f} days" for w in others if "days" in w)]
+    if "days" in asked and g != gpus:
+        parts.insert(1, f"on {gpus:,}: {asked['days']:,.1f} days")
+    none = [w["gpus"] for w in others if "days" not in w]
+    if none:
+        parts.append(
+            f"no plan on {none[0]:,}"
+            if len(none) == 1
+            else f"no plan on {none[0]:,} or {none[1]:,}"
+            if len(none) == 2
+            else f"no plan on the {len(none)} counts from {none[0]:,} to {none[-1]:,}"
+        )
+    return "; ".join(parts)
 
 
 TIME_UNITS = {
