@@ -182,3 +182,34 @@ def test_every_catalog_model_agrees_with_its_published_count_within_four_percent
         m = cat.model(mid)
         if m.params_b_published is not None:
             assert param_counts(m).total / 1e9 / m.params_b_published == pytest.approx(1, abs=0.04), mid
+
+
+def test_tco_simulated_utilisation_is_a_steady_state_run():
+    # the default mix's GPU-time-weighted run time is 65.9 h; steady state needs 5 of them (a warm-up of one, four
+    # measured): 13.7 days, 14 rounded up; a 3,000-job run (14 h of arrivals on 1,024 GPUs) was priced before
+    from hnplan.cluster.utilisation import simulated_utilisation, steady_days
+
+    days, jobs = steady_days("default", 64)
+    assert days == 14.0 and 5 * 65.9 / 24 == pytest.approx(13.7, abs=0.05)
+    sim = simulated_utilisation("hgx-h100-ib-ndr", 64)
+    assert sim["steady_state"] and sim["days"] == 14.0 and sim["window_s"] == 14 * 86400
+    assert sim["jobs_drawn"] == pytest.approx(jobs, rel=0.1)  # a Poisson draw of the expected count
+    res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    text = _one_line(res.stdout)
+    assert f"simulated: 14 days of arrivals ({sim['jobs_drawn']:,} jobs, the mix's steady-state length)" in text
+    assert "not in steady state" not in text
+
+
+def test_tco_simulated_on_a_mix_without_steady_state_is_refused(tmp_path):
+    text = (ROOT / "data" / "cluster_mixes" / "default.yaml").read_text()
+    assert "\n  value: 0.85\n" in text
+    path = tmp_path / "busy.yaml"
+    path.write_text(text.replace("id: default", "id: busy").replace("\n  value: 0.85\n", "\n  value: 1.2\n"))
+    argv = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated", "--mix", str(path)]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        "error: mix busy offers 120% of the capacity: its queue grows while jobs arrive and has no steady-state "
+        "utilisation to price; give --utilisation a number, or a mix below 100 %"
+    )

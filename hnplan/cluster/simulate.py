@@ -112,7 +112,9 @@ class ClusterResult:
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
-        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``concurrent_jobs``
+        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
+        ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
+        and the steady-state test: :func:`hnplan.cluster.load.admitted_jobs`), ``concurrent_jobs``
         (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
         (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
     timeseries : DataFrame
