@@ -47,8 +47,8 @@ def test_a_trace_whose_every_job_is_larger_than_the_cluster_is_refused(tmp_path)
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2, res.stdout + res.stderr
     assert _one_line(res.stderr) == (
-        "error: the only job is larger than the cluster's 8 GPUs or than every node it may run on (largest 100 "
-        "GPUs): nothing to simulate; give more GPUs (--gpus)"
+        "error: every job is larger than the cluster's 8 GPUs or than every node it may run on (rejected 1): "
+        "nothing ran; give more GPUs (--gpus)"
     )
 
 

@@ -11,10 +11,9 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.cluster.topology import MILLI
-from hnplan.errors import InputError
 
 
-def admitted_jobs(jobs: pd.DataFrame, status: pd.Series, cluster_gpus: int) -> tuple[pd.DataFrame, dict]:
+def admitted_jobs(jobs: pd.DataFrame, status: pd.Series) -> tuple[pd.DataFrame, dict]:
     """The jobs a run admitted, and the GPU-hours of those it turned away at submission.
 
     A job larger than the cluster (``rejected``) or than every node of a GPU model it accepts
@@ -28,31 +27,20 @@ def admitted_jobs(jobs: pd.DataFrame, status: pd.Series, cluster_gpus: int) -> t
         The run's job table (``gpus``, ``gpu_milli``, ``duration_s`` [s]).
     status : Series
         Each job's final status, aligned with ``jobs`` (``"rejected"``, ``"unplaceable"``, ...).
-    cluster_gpus : int
-        The cluster's GPUs, for the error.
 
     Returns
     -------
     admitted : DataFrame
-        The rows of ``jobs`` neither rejected nor unplaceable.
+        The rows of ``jobs`` neither rejected nor unplaceable (empty when every job was turned away: a load
+        of 0, and the steady-state test then takes its time scale from all the jobs).
     turned : dict
         ``rejected_gpu_hours`` and ``unplaceable_gpu_hours`` [GPU h]: ``gpus x share x run time`` summed.
 
-    Raises
-    ------
-    InputError
-        When every job was turned away: there is nothing to simulate.
     """
     st = np.asarray(status)
     gpu_h = units.s_to_hours((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).to_numpy(float))
     turned = {s: st == s for s in ("rejected", "unplaceable")}
     admitted = jobs[~(turned["rejected"] | turned["unplaceable"])]
-    if admitted.empty:
-        raise InputError(
-            ("the only job is" if len(jobs) == 1 else f"every one of the {len(jobs):,} jobs is")
-            + f" larger than the cluster's {cluster_gpus:,} GPUs or than every "
-            f"node it may run on (largest {int(jobs['gpus'].max()):,} GPUs): nothing to simulate; give more GPUs (--gpus)"
-        )
     return admitted, {f"{s}_gpu_hours": float(gpu_h[m].sum()) for s, m in turned.items()}
 
 

@@ -428,7 +428,7 @@ def _result(
     sd = done["slowdown"].to_numpy()
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
-    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"], topo.gpus)
+    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"])
     load = offered_load_of(admitted, topo.gpus, window)
     summary = {
         "system": topo.system_id,
@@ -441,7 +441,7 @@ def _result(
         "offered_load": load,
         "oversubscribed": load > 1,
         "offered_load_window": _window_demand(admitted, warm, window) / cap,
-        **steady_state_of(admitted, load, window, warm / window, **(basis or {})),
+        **steady_state_of(jobs if admitted.empty else admitted, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
