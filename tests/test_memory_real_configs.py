@@ -121,6 +121,62 @@ def test_llama31_405b_fp8_on_512_h200_fits(cat):
     assert est.memory_per_gpu_bytes < hbm_capacity_bytes(cat.accelerator("h200-sxm"))
 
 
+def test_apex_distributed_adam_bytes_per_parameter():
+    # NeMo 1 distributed_fused_adam (Apex): bf16 weights and gradient buffer; sharded 16-bit master-weight
+    # remainders + fp32 moments + the reduce-scattered bf16 gradient shard: 4 + 12/d; fp8 params: fp32 masters
+    a = stack_accounting("bf16", 2.0, optimizer="apex")
+    assert (a.weight_bytes, a.grad_bytes, a.optimizer_bytes) == (2, 2, 2 + 8 + 2)
+    assert (a.embedding_grad_extra, a.embedding_optimizer_extra) == (2, 2)  # the embeddings' fp32 gradients
+    assert stack_accounting("fp8", 2.0, fp8_params=True, optimizer="apex").optimizer_bytes == 4 + 8 + 2
+    assert stack_accounting("bf16", 4.0, optimizer="apex").embedding_grad_extra == 0
+
+
+@pytest.mark.parametrize("dp", [4, 16])
+def test_nemo_2409_llama31_405b_as_run_fits_on_h100(cat, dp):
+    # NVIDIA/dgxc-benchmarking llama3.1_405b.yaml (NeMo 24.09): TP 8, PP 9, VP 7, CP 2, micro-batch 1,
+    # GA 63, distributed_fused_adam with grad_sync_dtype bf16, no recomputation; ran on 576 and 2,304 H100
+    m = cat.model("llama3.1-405b")
+    layer = 2 * H * H + 2 * H * 1024 + 3 * H * F + 2 * H  # 3,187,703,808 parameters
+    emb = 128256 * H / 8  # the first stage's vocabulary-parallel embedding a GPU
+    n = 14 * layer / 8 + emb  # the first stage: ceil(126 / 9) = 14 layers and the embedding
+    d = dp * 2  # the optimizer shards over data x context parallel ranks
+    job = make_job(m, "hgx-h100-ib-ndr", 8 * 9 * 2 * dp, 8192, 63 * dp, "bf16", cat, stack="nemo-2409")
+    r = training_memory(
+        m,
+        8192,
+        1,
+        8,
+        9,
+        dp,
+        cp=2,
+        zero=1,
+        recompute="none",
+        num_microbatches=63,
+        virtual_stages=7,
+        recipe=memory_recipe("bf16", job.choices),
+        dropout=False,
+        catalog=cat,
+    )
+    # weights 2; gradient buffer 2 (fp32 for the embedding: + 2); shard (2 + 8 + 2) / d (+ 2 / d embedding)
+    assert (r.params_bytes, r.grads_bytes, r.optimizer_bytes) == pytest.approx(
+        (2 * n, 2 * n + 2 * emb, (12 * n + 2 * emb) / d)
+    )
+    # interleaved 1F1B, first stage: p (1 + (p - 1) / (p v)) = 9 + 8 / 7 micro-batches of 14 layers, 4,096
+    # tokens each (CP 2)
+    assert r.activations_bytes == pytest.approx(14 * (9 + 8 / 7) * 4096 * LLAMA_TOKEN_LAYER / 8)
+    assert units.to_GiB(r.total_bytes) == pytest.approx({4: 71.94, 16: 65.46}[dp], abs=0.01)
+    assert r.total_bytes < hbm_capacity_bytes(cat.accelerator("h100-sxm"))
+    est = estimate_plan(job, ParallelPlan(tp=8, pp=9, dp=dp, cp=2, virtual_stages=7, zero_stage=1, recompute="none"))
+    assert est.memory_per_gpu_bytes == pytest.approx(r.total_bytes)
+    # Megatron-Core's distributed optimizer with fp32 gradients (6 + 12/d) would not fit at DP 4
+    if dp == 4:
+        mc = training_memory(
+            m, 8192, 1, 8, 9, dp, cp=2, zero=1, recompute="none", num_microbatches=63, virtual_stages=7,
+            recipe=stack_accounting("bf16", 4.0), dropout=False, catalog=cat,
+        )  # fmt: skip
+        assert mc.total_bytes > hbm_capacity_bytes(cat.accelerator("h100-sxm"))
+
+
 # ---- overlap as it is (issue 13 item 3) ----
 
 

@@ -52,6 +52,10 @@ inr                 in-network reduction. In a domain whose switches reduce (NVL
 pairwise            all-to-all by pairwise exchange: ``(q-1) a_u + (p-q) a_o + max((q-1)/p S/B_u,
                     (p-q)/p S/B_o)``; a GPU's inter-domain traffic goes through its own NIC share
                     (NICs do not aggregate for one GPU)
+oneshot             all-to-all written to every peer at once (an EP library's low-latency kernel,
+                    DeepEP): ``a + max((q-1)/p S/B_u, (p-q)/p S/B_o)``, ``a = a_o`` across domains
+                    (:func:`~hnplan.comm.collectives.oneshot_alltoall_time`); never the tuner's
+                    choice (NCCL has no such kernel), chosen by the serving engine
 ring (broadcast)    pipelined chain: ``(p-D) a_u + (D-1) a_o + S / B_ring``; tree: binomial,
                     ``ceil(log2 p)(a + S/B)``
 p2p (sendrecv)      ``a + S / B``, B = B_u in one domain, else ``min(B_u, B_o)``
@@ -93,7 +97,7 @@ import math
 import numpy as np
 
 from hnplan.comm import nccl, nccl_bw
-from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor
+from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor, oneshot_alltoall_time
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
@@ -101,7 +105,7 @@ ALGORITHMS = {
     "allreduce": ("ring", "tree", "rhd", "hierarchical", "inr"),
     "reducescatter": ("ring", "rhd", "pat"),
     "allgather": ("ring", "rhd", "pat"),
-    "alltoall": ("pairwise",),
+    "alltoall": ("pairwise", "oneshot"),
     "broadcast": ("ring", "tree"),
     "sendrecv": ("p2p",),
 }
@@ -259,6 +263,8 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
         return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
+    elif op == "alltoall" and alg == "oneshot":
+        return oneshot_alltoall_time(s, p, q, g.up.a2a_Bps, g.out.a2a_Bps, au if d == 1 else ao)
     elif op == "broadcast":
         if alg == "ring":
             return _ring(g, 1, s, False)
@@ -316,13 +322,15 @@ def algorithm_table(op: str, n_bytes, group: GroupPlacement) -> dict:
 
 
 def _tuned(op: str, group: GroupPlacement) -> tuple[str, ...]:
-    """The algorithms the tuner weighs for ``op`` on ``group``: all of them, less rhd and hierarchical where
+    """The algorithms the tuner weighs for ``op`` on ``group``: all of them but the engine-chosen one-shot
+    all-to-all, less rhd and hierarchical where
     NCCL times the group (:func:`_nccl`): NCCL has neither (it reduces by ring, tree, NVLS, CollNet and, with
     one rank per node, PAT: src/graph/tuning.cc); they stay available when forced."""
-    return _NCCL_ALGORITHMS[op] if _nccl(group) else ALGORITHMS[op]
+    return _NCCL_ALGORITHMS[op] if _nccl(group) else _ALL_TUNED[op]
 
 
-_NCCL_ALGORITHMS = {op: tuple(a for a in algs if a not in ("rhd", "hierarchical")) for op, algs in ALGORITHMS.items()}
+_ALL_TUNED = {op: tuple(a for a in algs if a != "oneshot") for op, algs in ALGORITHMS.items()}
+_NCCL_ALGORITHMS = {op: tuple(a for a in algs if a not in ("rhd", "hierarchical")) for op, algs in _ALL_TUNED.items()}
 
 
 def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):

@@ -74,6 +74,42 @@ def pairwise_alltoall_time(n_bytes, p, bw_Bps, alpha_s):
     return ring_reducescatter_time(n_bytes, p, bw_Bps, alpha_s)
 
 
+def oneshot_alltoall_time(n_bytes, p, q, bw_up_Bps, bw_out_Bps, alpha_s):
+    """One-shot all-to-all of ``n`` bytes per rank (``n/p`` to each peer), every peer written at once:
+    ``alpha + max((q-1)/p n / B_u, (p-q)/p n / B_o)`` [s], one message latency and the busier of the
+    scale-up and scale-out shares at their bandwidths.
+
+    The expert-parallel kernels that issue a put to every peer in one launch (DeepEP's low-latency
+    dispatch and combine over IBGDA, deepseek-ai/DeepEP docs/legacy.md; CloudMatrix-Infer's
+    dispatch/combine over UB, arXiv:2506.12708 Sec 4.3) pay no sequential step per peer, unlike the
+    pairwise exchange (:func:`pairwise_alltoall_time`).
+
+    Parameters
+    ----------
+    n_bytes : float or array
+        Send buffer per rank [bytes].
+    p, q : int
+        Ranks in the group and ranks of the group in each scale-up domain (``q <= p``).
+    bw_up_Bps, bw_out_Bps : float
+        Per-direction bandwidth of one rank's scale-up link and of its scale-out share [bytes/s].
+    alpha_s : float
+        Latency of one message [s].
+
+    Examples
+    --------
+    128 ranks, 8 per domain, 7.5 MB per rank, 200 GB/s up, 40 GB/s out, 5 us:
+    5 us + max(7/128 x 7.5e6 / 2e11, 120/128 x 7.5e6 / 4e10) = 5 + 175.8 us.
+
+    >>> round(oneshot_alltoall_time(7.5e6, 128, 8, 2e11, 4e10, 5e-6) * 1e6, 2)
+    180.78
+    """
+    _check(p)
+    p, q = np.asarray(p, dtype=float), np.asarray(q, dtype=float)
+    n = np.asarray(n_bytes, dtype=float)
+    t = alpha_s + np.maximum((q - 1) / p * n / bw_up_Bps, (p - q) / p * n / bw_out_Bps)
+    return _out(np.where(p > 1, t, 0.0))
+
+
 def sendrecv_time(n_bytes, bw_Bps, alpha_s):
     """Point-to-point message: ``alpha + n / B`` [s]."""
     return _out(alpha_s + np.asarray(n_bytes) / bw_Bps)

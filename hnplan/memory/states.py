@@ -1,33 +1,16 @@
 """Model states per accelerator: weights, gradients and optimizer states, sharded by ZeRO, TP, PP and EP.
 
-Each *accounting* (a precision recipe) fixes the bytes per parameter of weights, gradients and
-optimizer states (everything the optimizer step keeps: fp32 master weights, fp32 gradient copies,
-Adam moments). ZeRO stage 1 shards the optimizer part over the data-parallel group, stage 2 also the
-gradients, stage 3 also the weights ([1]_ Sec. 5); Megatron's distributed optimizer is stage 1 ([3]_).
+The bytes per parameter of each precision recipe and software stack, and their ZeRO sharding, are
+:mod:`hnplan.memory.state_accounting` (re-exported here); this module splits a model's parameters over
+pipeline stages and the tensor-, expert- and data-parallel groups, and weighs the first, the fullest middle
+and the last stage.
 
 References
 ----------
-.. [1] Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
-   SC20, arXiv:1910.02054, Sec. 3.1 (2 + 2 + 12 bytes per parameter), Sec. 5 and Fig. 1.
-.. [2] DeepSpeed pull request #5099 (deepspeed/runtime/zero/stage_1_and_2.py,
-   ``estimate_zero2_model_states_mem_needs``: ``2 + 18 / N`` with an fp32 gradient copy);
-   Rajbhandari et al., "ZeRO-Infinity", SC21, arXiv:2104.07857, Sec. 3 (20 bytes per parameter).
-.. [3] Megatron Core developer guide, "Distributed Optimizer" (bytes per parameter: fp16 params and
-   grads 20 = 4 + 16/d; bf16 params, fp32 grads 18 = 6 + 12/d; fp32 params and grads 16 = 8 + 8/d).
-.. [4] NVIDIA Megatron-LM, ``megatron/core/distributed/param_and_grad_buffer.py`` (one contiguous
-   ``main_grad`` buffer, fp32 with ``grad_reduce_in_fp32`` else the parameter dtype) and
-   ``megatron/core/optimizer/distrib_optimizer.py`` (fp32 main parameters of the shard, their fp32
-   gradients, Adam moments); Transformer Engine ``transformer_engine/pytorch/module/linear.py``
-   (fp8 weight and transpose workspaces cached across micro-batches).
 .. [5] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (one layer fewer on
    the first and the last pipeline stage to balance memory).
 .. [6] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.2 (multi-token-prediction
    modules), 3.2.3 (embedding and output head shared with the MTP module on one DualPipe rank) and :mod:`hnplan.memory.recompute` (their parameters on the last stage).
-.. [7] NVIDIA Megatron-LM ``megatron/core/optimizer/optimizer_config.py`` (``use_precision_aware_optimizer``,
-   ``store_param_remainders``, ``exp_avg_dtype``), ``optimizer/__init__.py`` and ``distrib_optimizer.py``
-   (``decoupled_grad``: the shard of the gradient buffer, no fp32 copy) @ 92c8482e6dcd; Transformer Engine
-   ``transformer_engine/pytorch/optimizers/fused_adam.py`` v2.9 (``store_param_remainders``: the trailing 16
-   bits of the fp32 master weight, the rest is the bf16 weight).
 """
 
 from __future__ import annotations
@@ -38,221 +21,19 @@ import numpy as np
 
 from hnplan.catalog.schemas import Model
 from hnplan.compute import param_counts
-from hnplan.compute.fp8_recipes import NVFP4_COPY
 from hnplan.compute.layout import stage_layer_range
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.recompute import mtp_extra_params
-
-ZERO_STAGES = (0, 1, 2, 3)
-STAGES = ("worst", "first", "last")
-
-
-@dataclass(frozen=True)
-class StateAccounting:
-    """Bytes per parameter of a training precision recipe [bytes/parameter].
-
-    ``optimizer_bytes`` is everything the optimizer step keeps besides the working weights and
-    gradients: fp32 master weights, fp32 gradient copies, Adam's momentum and variance.
-    """
-
-    name: str
-    weight_bytes: float
-    grad_bytes: float
-    optimizer_bytes: float
-    source: str
-
-    @property
-    def total_bytes(self) -> float:
-        return self.weight_bytes + self.grad_bytes + self.optimizer_bytes
-
-
-ACCOUNTINGS = {
-    a.name: a
-    for a in (
-        StateAccounting(
-            "zero-paper",
-            2.0,
-            2.0,
-            12.0,
-            "ZeRO [1] Sec. 3.1: fp16 weights and gradients; fp32 master weights, momentum, variance",
-        ),
-        StateAccounting(
-            "fp32-grad-accum",
-            2.0,
-            2.0,
-            16.0,
-            "DeepSpeed fp16 optimizer [2]: fp16 weights and gradients; fp32 gradients, master "
-            "weights, momentum, variance (ZeRO-2: 2 + 18/N)",
-        ),
-        StateAccounting(
-            "megatron-bf16",
-            2.0,
-            4.0,
-            12.0,
-            "Megatron Core distributed optimizer [3]: bf16 weights, fp32 main gradients (6 + 12/d)",
-        ),
-        StateAccounting(
-            "fp32",
-            4.0,
-            4.0,
-            8.0,
-            "fp32 weights and gradients, Adam momentum and variance, no master copy [3] (8 + 8/d)",
-        ),
-        StateAccounting(
-            "fp8",
-            2.0,
-            4.0,
-            12.0,
-            "fp8 GEMMs with Transformer Engine: the model states of megatron-bf16 (bf16 weights, "
-            "fp32 main gradients); the fp8 casts of the weights are transient, one layer at a time "
-            "(labelled assumption); activations keep fp8 GEMM inputs",
-        ),
-    )
-}
-
-
-def stack_accounting(
-    dtype: str,
-    grad_bytes: float = 4.0,
-    fp8_params: bool = False,
-    fp8_weight_cache: bool = True,
-    precision_aware: bool = False,
-    moment_bytes: float = 4.0,
-    fp8_recipe: str = "delayed",
-) -> StateAccounting:
-    """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
-
-    * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
-      transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
-      transpose (1 + 1), no bf16 copy; in fp4 training (NVFP4, no fp4 parameters) bf16 weights plus the
-      cached row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
-    * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
-      ``grad_reduce_in_fp32``; 2: bf16);
-    * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights (4) and Adam's two
-      moments (``2 x moment_bytes``), plus an fp32 copy of the gradient shard (4) when the buffer is not
-      fp32 ([3]_: ``4 + 16/d`` for 16-bit gradients, ``6 + 12/d`` for fp32 ones). With the
-      precision-aware optimizer ([7]_) in bf16 training or with fp8 delayed scaling, Transformer Engine's
-      ``FusedAdam`` reads the gradient buffer in place (no copy) and, for bf16 weights, keeps only the
-      16 low bits of each fp32 master weight (its high 16 bits are the bf16 weight): 2 bytes.
-
-    Examples
-    --------
-    >>> a = stack_accounting("bf16", 4.0); (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
-    (2.0, 4.0, 12.0)
-    >>> a = stack_accounting("fp8", 2.0, fp8_params=True); (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
-    (2.0, 2.0, 16.0)
-    >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
-    (4.0, 2.0)
-
-    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes:
-
-    >>> stack_accounting("fp4", 4.0).weight_bytes
-    3.125
-
-    DeepSeek-V3's Megatron-Bridge recipe (bf16 gradients, bf16 moments, precision-aware): 2 + 2 + 6.
-
-    >>> a = stack_accounting("bf16", 2.0, precision_aware=True, moment_bytes=2.0)
-    >>> (a.weight_bytes, a.grad_bytes, a.optimizer_bytes)
-    (2.0, 2.0, 6.0)
-    """
-    fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
-    fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
-    if dtype == "fp4" and fp8_weight_cache:  # no fp4 parameters; the cast: two NVFP4 copies (fp8_recipes)
-        w, wsrc = (
-            2.0 + 2.0 * NVFP4_COPY,
-            "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
-        )
-    elif fp8 and fp8_params:
-        w, wsrc = 2.0, "fp8 weights and their cached fp8 transposes (fp8 param gather)"
-    elif fp8 and fp8_weight_cache:
-        w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
-    else:
-        w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
-    g = float(grad_bytes)
-    in_place = precision_aware and (
-        not fp8 or (dtype == "fp8" and fp8_recipe == "delayed")
-    )  # [7]: decoupled_grad, TE master weights
-    remainders = in_place and not (fp8 and fp8_params)  # store_param_remainders needs bf16 weights
-    master = 2.0 if remainders else 4.0
-    grad_copy = 4.0 if (g < 4.0 and not in_place) else 0.0
-    opt = master + 2.0 * float(moment_bytes) + grad_copy
-    name = (
-        f"stack-{dtype}-g{g:g}"
-        + ("-fp8params" if fp8 and fp8_params else "")
-        + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
-        + ("-precaware" if precision_aware else "")
-        + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
-    )
-    return StateAccounting(
-        name,
-        w,
-        g,
-        opt,
-        f"Megatron-Core distributed optimizer [3][4]: {wsrc}; {g:g}-byte "
-        f"main-grad buffer; fp32 master weights"
-        + (" as 16-bit remainders [7]" if remainders else "")
-        + f" and {float(moment_bytes):g}-byte Adam moments"
-        + (", fp32 copy of the gradient shard" if grad_copy else ""),
-    )
-
-
-def accounting(name: str | StateAccounting) -> StateAccounting:
-    """The :class:`StateAccounting` of a name in :data:`ACCOUNTINGS`.
-
-    Raises
-    ------
-    InputError
-        For an unknown name; the message lists the known ones.
-    """
-    if isinstance(name, StateAccounting):
-        return name
-    check_choice("accounting", name, ACCOUNTINGS)
-    return ACCOUNTINGS[name]
-
-
-def zero_model_state_bytes(
-    n_params, dp: int, zero: int, recipe: str | StateAccounting = "zero-paper"
-) -> tuple[float, float, float]:
-    """Model states per data-parallel rank, ``(weights, grads, optimizer)`` [bytes].
-
-    ``n_params`` parameters [parameters] replicated over ``dp`` ranks at ZeRO stage ``zero``: stage 0
-    keeps every byte of the accounting, stage 1 shards the optimizer part, stage 2 also the gradients,
-    stage 3 also the weights ([1]_ Sec. 5).
-
-    Parameters
-    ----------
-    n_params : float or array
-        Parameters held by the rank before ZeRO sharding [parameters].
-    dp : int
-        Ranks that share the states (data-parallel group size).
-    zero : {0, 1, 2, 3}
-    recipe : str
-        A name in :data:`ACCOUNTINGS` (default the ZeRO paper's 2 + 2 + 12).
-
-    Returns
-    -------
-    tuple of float
-        ``(weights, grads, optimizer)`` [bytes].
-
-    Raises
-    ------
-    InputError
-        For a ZeRO stage outside 0-3 or an unknown accounting.
-
-    Examples
-    --------
-    The ZeRO paper's Fig. 1 (7.5B parameters, 64-way data parallel, in GB):
-
-    >>> [round(sum(zero_model_state_bytes(7.5e9, 64, z)) / 1e9, 1) for z in (0, 1, 2, 3)]
-    [120.0, 31.4, 16.6, 1.9]
-    """
-    check_choice("zero stage", zero, ZERO_STAGES)
-    a = accounting(recipe)
-    return (
-        a.weight_bytes * n_params / (dp if zero >= 3 else 1),
-        a.grad_bytes * n_params / (dp if zero >= 2 else 1),
-        a.optimizer_bytes * n_params / (dp if zero >= 1 else 1),
-    )
+from hnplan.memory.state_accounting import (  # re-exported: the accounting lived here
+    ACCOUNTINGS as ACCOUNTINGS,
+)
+from hnplan.memory.state_accounting import (
+    ZERO_STAGES,
+    StateAccounting,
+    accounting,
+    zero_model_state_bytes,
+)
+from hnplan.memory.state_accounting import stack_accounting as stack_accounting
 
 
 @dataclass(frozen=True)
@@ -263,6 +44,11 @@ class StageParams:
     expert: float
     layers: int
     moe_layers: int
+    embedding: float = 0.0  # of ``dense``: the word (and position) embeddings the stage holds
+    # of ``dense`` (``expert``): outside the quantised GEMMs (embeddings, output head, norms, the MTP modules'
+    # extras, the bf16 end layers), which low-precision parameters leave in bf16
+    unquantised: float = 0.0
+    unquantised_expert: float = 0.0
 
 
 STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
@@ -294,6 +80,7 @@ def stage_params(
     balanced: bool = False,
     mtp_embedding: bool = True,
     etp: int | None = None,
+    bf16_end_layers: int = 0,
 ) -> StageParams:
     """Parameters on one accelerator of the first, the fullest middle or the last pipeline stage
     [parameters].
@@ -327,21 +114,38 @@ def stage_params(
     per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
     routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
+    unq = len(rng) * pc.norms_per_layer  # outside the GEMMs (the router's few weights are not split off)
+    ends = [i for i in rng if i < bf16_end_layers or i >= model.layers - bf16_end_layers]  # whole in bf16
+    moe_ends = sum(1 for i in ends if i >= first_moe)
+    unq += (len(ends) - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
+        unq += pc.embedding + pc.position
     expert = moe * routed
+    embedding = (pc.embedding + pc.position) if first else 0.0
+    if last and model.tied_embeddings and pp > 1:  # the last stage's copy of a tied embedding
+        embedding += pc.embedding
     if last:
-        dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        head = pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        dense, unq = dense + head, unq + head
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
             layer = per_moe_shared if pc.moe_layers else per_dense
             dense += model.mtp_modules * layer + mtp_extra_params(model)
+            unq += model.mtp_modules * pc.norms_per_layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
+                unq -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(
-        dense=dense / tp, expert=expert / ((tp if etp is None else etp) * ep), layers=len(rng), moe_layers=moe
+        dense=dense / tp,
+        expert=expert / ((tp if etp is None else etp) * ep),
+        layers=len(rng),
+        moe_layers=moe,
+        embedding=embedding / tp,
+        unquantised=unq / tp,
+        unquantised_expert=moe_ends * routed / ((tp if etp is None else etp) * ep),
     )
 
 
@@ -389,10 +193,29 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
-    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
-    expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
-    return tuple(d + e for d, e in zip(dense, expert))
+    a = accounting(recipe)
+    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp, bf16_end_layers=a.bf16_end_layers)
+    edp = int(expert_dp(tp, dp, cp, ep, etp))
+    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, a)
+    expert = zero_model_state_bytes(sp.expert, edp, zero, a)
+    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra); bf16 weights beside
+        # low-precision ones (StateAccounting.unquantised_weight_bytes)
+        float(
+            _unquantised_weight_extra(a, sp.unquantised, dp * cp, zero >= 3)
+            + _unquantised_weight_extra(a, sp.unquantised_expert, edp, zero >= 3)
+        ),
+        a.embedding_grad_extra * sp.embedding / (dp * cp if zero >= 2 else 1),
+        a.embedding_optimizer_extra * sp.embedding / (dp * cp if zero >= 1 else 1),
+    )
+    return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
+
+
+def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
+    """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
+    than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
+    if a.unquantised_weight_bytes is None:
+        return 0.0
+    return (a.unquantised_weight_bytes - a.weight_bytes) * unquantised / np.where(sharded, shards, 1)
 
 
 def model_state_table(
@@ -441,19 +264,25 @@ def model_state_table(
     a = accounting(recipe)
     upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)
-    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
+    # before TP / EP
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding, None, a.bf16_end_layers) for p in upp]
     dense = np.array([s.dense for s in per_pp])[inv] / tp
+    unq = np.array([s.unquantised for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    unq_e = np.array([s.unquantised_expert for s in per_pp])[inv] / (etp * ep)
+    emb = np.array([s.embedding for s in per_pp])[inv] / tp
     edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
-    for bytes_per_param, sharded in (
-        (a.weight_bytes, zero >= 3),
-        (a.grad_bytes, zero >= 2),
-        (a.optimizer_bytes, zero >= 1),
+    for bytes_per_param, emb_extra, sharded in (
+        (a.weight_bytes, 0.0, zero >= 3),
+        (a.grad_bytes, a.embedding_grad_extra, zero >= 2),
+        (a.optimizer_bytes, a.embedding_optimizer_extra, zero >= 1),
     ):
-        d = bytes_per_param * dense / np.where(sharded, dp * cp, 1)
+        d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
 
@@ -20,7 +20,12 @@ class ServingEngine(Entry):
     false: the engine's NCCL runs without NVLink SHARP (``NCCL_NVLS_ENABLE=0``, or cuMem off, which NVLS
     needs), so its TP all-reduces inside an NVLink domain run on NCCL's rings and trees.
     ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
-    size (:func:`hnplan.planning.inference.tp_allreduce_path`).
+    size (:func:`hnplan.planning.inference.tp_allreduce_path`). ``ep_decode_alltoall`` names the expert
+    all-to-all kernel of a decode step (``oneshot``: an EP library's low-latency kernel that writes to every
+    peer at once, at ``oneshot_alltoall_efficiency`` of the scale-out line rate; prefill keeps the pairwise
+    exchange at the fabric's all-to-all bandwidth, the high-throughput kernels). ``speculative_tokens``
+    draft tokens (multi-token prediction, a draft model) are verified by each decode step, each accepted
+    with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.tokens_per_step`).
     """
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
@@ -66,3 +71,32 @@ class ServingEngine(Entry):
         "the rest (sizes above min(max_num_seqs, max_num_batched_tokens) fall back to that cap); empty: no "
         "padding [sequences]",
     )
+    ep_decode_alltoall: Literal["pairwise", "oneshot"] = Field(
+        default="pairwise",
+        description="expert all-to-all of a decode step: pairwise exchange (NCCL, p - 1 sequential steps) or "
+        "oneshot (an EP library's low-latency kernel writing to every peer at once, DeepEP low-latency mode)",
+    )
+    oneshot_alltoall_efficiency: Fraction | None = Field(
+        default=None,
+        description="fraction of the scale-out per-direction line rate the oneshot all-to-all reaches; required "
+        "with ep_decode_alltoall oneshot (calibration)",
+    )
+    speculative_tokens: Annotated[int, Field(ge=0, le=16)] = Field(
+        default=0,
+        description="draft tokens each decode step verifies besides the next token (multi-token prediction "
+        "or a draft model); 0: no speculative decoding [tokens]",
+    )
+    acceptance_rate: Fraction | None = Field(
+        default=None,
+        description="probability a draft token is accepted given the one before it was; required when "
+        "speculative_tokens > 0 (calibration)",
+    )
+    _calibrations: ClassVar[tuple[str, ...]] = ("oneshot_alltoall_efficiency", "acceptance_rate")
+
+    @model_validator(mode="after")
+    def _kernels(self):
+        if self.ep_decode_alltoall == "oneshot" and self.oneshot_alltoall_efficiency is None:
+            raise ValueError("ep_decode_alltoall is oneshot: give oneshot_alltoall_efficiency (with its provenance)")
+        if self.speculative_tokens > 0 and self.acceptance_rate is None:
+            raise ValueError("speculative_tokens > 0: give acceptance_rate (with its provenance)")
+        return self

@@ -90,8 +90,9 @@ class StackChoices(_Strict):
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
         weights live in the (distributed) optimizer. Default False.
     fp4_params : bool
-        fp4 (NVFP4) training keeps the GEMM weights as NVFP4 tensors and the distributed optimizer
-        all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
+        fp4 (NVFP4) training keeps the GEMM weights only as NVFP4 tensors (row- and column-wise, 1.125
+        bytes a weight, no bf16 copy: :func:`hnplan.memory.states.stack_accounting`) and the distributed
+        optimizer all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
         Engine >= 2.14 NVFP4 primary weights; :func:`hnplan.compute.fp8_recipes.param_gather_bytes`).
         Default False.
     fp8_weight_cache : bool
@@ -208,6 +209,11 @@ class StackChoices(_Strict):
     adam_moment_bytes : float
         Bytes per element of each of Adam's two moments: 4 (fp32, the default) or 2 (bf16:
         ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype``, which need ``precision_aware_optimizer``).
+    distributed_optimizer : {"megatron-core", "apex"}
+        Which ZeRO-1 optimizer keeps the states: ``megatron-core`` (default, ``distrib_optimizer.py``) or
+        ``apex``, NeMo 1's ``distributed_fused_adam`` (Apex ``DistributedFusedAdam``: 16-bit master-weight
+        remainders beside bf16 weights, its own reduce-scattered gradient shard at ``grad_reduce_bytes``,
+        fp32 gradients for the word embeddings). Bytes: :func:`hnplan.memory.states.stack_accounting`.
     kernel_launch_us : float
         Host time per kernel launched outside a CUDA graph [us]: Python, the PyTorch dispatcher and the CUDA
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
@@ -401,6 +407,10 @@ class StackChoices(_Strict):
     )
     adam_moment_bytes: Literal[2, 4] = Field(
         default=4, description="bytes per element of each Adam moment (4 fp32; 2 bf16 with precision_aware_optimizer)"
+    )
+    distributed_optimizer: Literal["megatron-core", "apex"] = Field(
+        default="megatron-core",
+        description="ZeRO-1 optimizer: Megatron-Core's, or NeMo 1's Apex distributed_fused_adam",
     )
 
     def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items

@@ -285,7 +285,7 @@ def plan_for_rate(
             best_tpot = min(best_tpot, p.tpot_s)
             if p.tpot_s > tpot_slo_s:
                 continue
-            hold = o_mean * p.iteration_s  # seconds a request holds a slot
+            hold = o_mean * p.tpot_s  # seconds a request holds a slot
             n_min = math.floor(qps * hold / p.batch) + 1
             if n_min * r.gpus > fabric_gpus and p.ttft_s <= ttft_slo_s:
                 beyond += 1
@@ -366,7 +366,7 @@ def _finish(d, m, sys_, qps, tr, disaggregated, searched, feasible, cat) -> Capa
     tokens_per_s = qps * tr["output_mean"]
     it_w, fac_w = attributed_power_w(sys_, gpus, cat)
     rate = usd_per_gpu_hour(sys_, gpus, cat)
-    util = qps * tr["output_mean"] * p.iteration_s / (n * p.batch)
+    util = qps * tr["output_mean"] * p.tpot_s / (n * p.batch)
     # every GPU of the plan at the decode replicas' utilisation x their slot occupancy (prefill pools alike)
     energy = serving_power(resolve(m, sys_, r, cat), p, load=util, gpus=gpus)
     energy["joules_per_token"] = energy["replica_power_w"] / tokens_per_s

@@ -226,8 +226,9 @@ def measurements() -> list[Measurement]:
             context_tokens=4096 + 1024,
             tpot_bound_s=1 / 20,
             batch=round(13200 / 144 * 128),
-            note="modelled with EP128 (the 128 non-redundant ranks) and two-micro-batch overlap; MTP "
-            "speculative decoding and one-shot all-to-all kernels (DeepEP) are not modelled",
+            note="modelled with EP128 (the 128 non-redundant ranks), two-micro-batch overlap and NCCL's pairwise "
+            "all-to-all; the source's MTP and DeepEP low-latency kernels (engine options ep_decode_alltoall, "
+            "speculative_tokens) would make it +96 %: the measured step has a floor the model lacks (docs/inference.md)",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -273,7 +274,8 @@ def measurements() -> list[Measurement]:
             batch=round(14800 / 8 / 21 * 128),
             note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
             "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
-            "published (1000 assumed for memory sizing only); overlap modelled, MTP not",
+            "published (1000 assumed for memory sizing only); overlap and NCCL's pairwise all-to-all modelled; with "
+            "DeepEP's low-latency kernels and MTP (engine options) +95 % (docs/inference.md)",
             family="DeepSeek production",
             overlap=True,
         ),

@@ -19,7 +19,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
-from hnplan.compute import ACT_BYTES, operator_columns, totals
+from hnplan.compute import operator_columns, totals
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -31,28 +31,22 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
+from hnplan.planning.inference.speculative import draft_share, ep_alltoall_s, tokens_per_step, verified_tokens
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
 # --- time of one pass ----------------------------------------------------------------------------------
-def _comm_time_s(s: Setup, tokens_per_group: float) -> dict:
-    """Exposed communication of one pass over all layers for ``tokens_per_group`` tokens [s]."""
+def _comm_time_s(s: Setup, tokens_per_group: float, decode: bool = False) -> dict:
+    """Exposed communication of one pass over all layers for ``tokens_per_group`` tokens [s]; a ``decode``
+    pass runs its expert all-to-all on the engine's decode kernel (:func:`.speculative.ep_alltoall_s`)."""
     m, r, groups = s.model, s.replica, s.placements
     msg = tp_message_bytes(m, tokens_per_group, 1)
     out = {"tp_allreduce": 0.0, "ep_alltoall": 0.0, "pp_send": 0.0}
     if groups["tp"] is not None:
         out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, groups["tp"])[0]
-    if groups["ep"] is not None:
-        g = groups["ep"]
-        assert m.moe is not None  # an EP group exists only for an MoE model (resolve)
-        k = m.moe.active_experts
-        moe_layers = m.layers - m.moe.first_dense_layers
-        # dispatch sends each token to its top-k experts at the GEMM dtype (>= 1 byte), combine returns bf16
-        dispatch = tokens_per_group / r.tp * k * m.hidden * max(units.dtype_bytes(r.dtype), 1.0)
-        combine = tokens_per_group / r.tp * k * m.hidden * ACT_BYTES
-        out["ep_alltoall"] = moe_layers * (best_time("alltoall", dispatch, g)[0] + best_time("alltoall", combine, g)[0])
+    out["ep_alltoall"] = ep_alltoall_s(s, tokens_per_group, decode)
     if groups["pp"] is not None:
         out["pp_send"] = (r.pp - 1) * best_time("sendrecv", msg / r.tp, groups["pp"])[0]
     return out
@@ -76,6 +70,12 @@ def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
         return 0.0
     per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
     return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
+
+
+def _kv_bytes_read(s: Setup, batch: int, context_tokens: int) -> float:
+    """Bytes per layer ``batch`` sequences of ``context_tokens`` read from a KV cache at its dtype [bytes]."""
+    per_layer = kv_cache_bytes_per_token(s.model, s.replica.kv, s.replica.tp) / s.model.layers
+    return batch * context_tokens * per_layer
 
 
 def _retime_attention(cols: dict, saved_bytes: float, share: float) -> dict:
@@ -117,9 +117,14 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
     b = max(1, int(math.ceil(batch_per_group)))
     bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
-    cols = operator_columns(s.model, s.acc, "decode", bp, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    cols = _retime_attention(cols, _kv_bytes_saved(s, bp, ctx), b / bp)
-    return _pass_times(totals(cols), _comm_time_s(s, bp), r.overlap, _dequant(s))
+    v = verified_tokens(s)
+    # speculative decoding: v = 1 + k query tokens per sequence, each sequence's KV read once
+    cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
+    cols = _retime_attention(cols, saved, b / bp)
+    out = _pass_times(totals(cols), _comm_time_s(s, bp * v, decode=True), r.overlap, _dequant(s))
+    draft = draft_share(s)
+    return out if draft == 0.0 else {k: val * (1.0 + draft) for k, val in out.items()}
 
 
 def graph_batch(s: Setup, batch_per_group: int) -> int:
@@ -265,7 +270,9 @@ def steady_state(
         ``ttft_s`` without queueing: the prefill of the request plus the decode step of the iteration
         that carries it and the engine's host time, ``t_prefill(1, I) + t_decode(B) + t_host``; with
         chunks, ``t_prefill(1, I) + ceil(I / chunk) (t_decode(B) + t_host)``; disaggregated,
-        ``t_prefill(1, I) + t_host``. ``tpot_s`` is the iteration, host time included. See
+        ``t_prefill(1, I) + t_host``. ``tpot_s`` is the iteration, host time included, over the
+        tokens a sequence emits per step (more than 1 with the engine's speculative decoding,
+        :func:`.speculative.tokens_per_step`). See
         :mod:`hnplan.planning.inference.capacity` for queueing at a request rate.
 
     Raises
@@ -292,9 +299,11 @@ def steady_state(
     if chunked_prefill is None and eng is not None and eng.chunked_prefill:
         chunked_prefill = eng.max_num_batched_tokens
     host = iteration_overhead_s(s)
+    per_step = tokens_per_step(s)  # output tokens per sequence and step (speculative decoding: > 1)
     b_group = math.ceil(batch / r.groups)
     dec = dec_eager = decode_step(s, b_group, ctx)
-    admitted = 0.0 if disaggregated else batch / output_tokens / r.groups  # requests per iteration and group
+    # requests per iteration and group
+    admitted = 0.0 if disaggregated else batch * per_step / output_tokens / r.groups
     b_graph = graph_batch(s, b_group)
     if b_graph > b_group and admitted < 1.0:
         # iterations that carry a prefill run eagerly at the batch itself; the generation-only ones (at
@@ -312,15 +321,15 @@ def steady_state(
         )
     pf_req, pf_single, pf_flops, pf_bytes = cache[key]
     # prefill work spreads over the ``groups`` attention groups that run in parallel
-    pf_iter = 0.0 if disaggregated else batch / output_tokens * pf_req / r.groups
+    pf_iter = 0.0 if disaggregated else batch * per_step / output_tokens * pf_req / r.groups
     t_it = dec["time_s"] + pf_iter + host
-    tps = batch / t_it
+    tps = batch * per_step / t_it
     # the first token: the request's prefill plus the decode step of the iteration that carries it
     ttft = pf_single + host + (0.0 if disaggregated else dec_eager["time_s"])
     if chunked_prefill is not None and not disaggregated:
         if chunked_prefill < 1:
             raise InputError(f"chunked_prefill must be >= 1 token; got {chunked_prefill}")
-        per_iter = batch / r.groups * input_tokens / output_tokens
+        per_iter = batch * per_step / r.groups * input_tokens / output_tokens
         if check_chunk and per_iter > chunked_prefill:
             raise InfeasiblePlan(
                 f"batch {batch} admits {per_iter:.0f} prompt tokens per iteration and attention "
@@ -352,9 +361,9 @@ def steady_state(
         prefill_per_request_s=pf_req,
         prefill_single_s=pf_single,
         iteration_s=t_it,
-        tpot_s=t_it,
+        tpot_s=t_it / per_step,
         ttft_s=ttft,
-        e2e_s=ttft + (output_tokens - 1) * t_it,
+        e2e_s=ttft + (output_tokens - 1) * t_it / per_step,
         tokens_per_s=tps,
         tokens_per_s_per_gpu=tps / r.gpus,
         requests_per_s=tps / output_tokens,
