@@ -241,7 +241,8 @@ class StackChoices(_Strict):
         ``i % streams``, so at most that many run at once and the SMs fill in rounds of that many GEMMs
         (:func:`hnplan.compute.gemm.multi_stream_gemm_time_s`). Default 4: Transformer Engine 2.x's
         ``num_compute_streams`` (``transformer_engine/common/util/multi_stream.cpp``) used by
-        ``nvte_multi_stream_cublas_gemm`` (``common/gemm/cublaslt_gemm.cu``).
+        ``nvte_multi_stream_cublas_gemm`` (``common/gemm/cublaslt_gemm.cu``; the path unless
+        ``NVTE_USE_CUTLASS_GROUPED_GEMM=1`` on Hopper, a CUTLASS grouped kernel: ``grouped``).
     dp_bucket_params : int or None
         Parameters per data-parallel bucket (Megatron-Core ``DistributedDataParallelConfig.bucket_size``):
         each bucket's gradient reduce-scatter (all-reduce) and parameter all-gather is one collective; the
