@@ -272,9 +272,15 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             steps = np.ceil(np.log2(p))
             return _base(g) + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
-        b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
+        a, b = p2p_terms(g)
         return a + s / b
     raise InputError(f"unknown {op} algorithm {alg!r}; allowed: {', '.join(ALGORITHMS.get(op, ()))}")
+
+
+def p2p_terms(g: GroupPlacement) -> tuple[float, float]:
+    """``(alpha [s], bw [B/s])`` of a send/receive in the group, ``alpha + S / bw`` (``p2p``, sendrecv's one
+    algorithm): the scale-up link in one domain, else the slower link at the scale-out latency."""
+    return (g.up.alpha_s, g.up.bw_Bps) if g.domains == 1 else (g.out.alpha_s, min(g.up.bw_Bps, g.out.bw_Bps))
 
 
 def algorithm_time(op: str, algorithm: str, n_bytes, group: GroupPlacement):
