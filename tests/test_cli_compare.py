@@ -32,8 +32,9 @@ def test_json_keys_units_and_the_arithmetic_between_them(answer):
         assert {"tp", "pp", "dp", "cp", "ep", "step_time_s", "mfu", "days", "racks", "it_power_mw"} <= set(d)
         assert {"facility_power_mw", "energy_mwh", "capex_musd", "usd_per_million_tokens", "breakdown_s"} <= set(d)
         assert d["tp"] * d["pp"] * d["dp"] * d["cp"] == 72
-        # days = tokens / (tokens per step / step time) / 86,400 s
-        assert d["days"] == pytest.approx(1e11 / (1179648 / d["step_time_s"]) / 86400, rel=1e-9)
+        # days = tokens / (tokens per step / step time x goodput) / 86,400 s
+        assert 0.9 < d["goodput"] < 1 and d["goodput_mode"] == "async"
+        assert d["days"] == pytest.approx(1e11 / (1179648 / d["step_time_s"] * d["goodput"]) / 86400, rel=1e-9)
         assert d["facility_power_mw"] > d["it_power_mw"] > 0
         # the run's cost over its tokens, per million
         assert d["usd_per_million_tokens"] == pytest.approx(d["run_musd"] * 1e6 / 1e11 * 1e6, rel=1e-9)
@@ -59,6 +60,8 @@ def test_each_design_is_the_best_plan_of_train(answer, system):
     d = next(d for d in answer["designs"] if d["system"] == system)
     p = t["parallel"]
     assert (d["tp"], d["pp"], d["dp"], d["cp"], d["ep"]) == (p["tp"], p["pp"], p["dp"], p["cp"], p["ep"])
+    # the expert layers' tensor parallelism too (a dense model's is its TP)
+    assert d["etp"] == p["etp"] == p["tp"] and isinstance(d["etp"], int)
     assert (d["microbatch_size"], d["recompute"]) == (p["microbatch_size"], p["recompute"])
     assert d["step_time_s"] == pytest.approx(t["step_time_s"], rel=1e-9)
     assert d["mfu"] == pytest.approx(t["mfu"], rel=1e-9)
@@ -90,6 +93,7 @@ def test_default_systems_and_shape_are_the_default_scenario_s():
         (["--systems", " , "], 2, "--systems names no system"),
         (["--dtype", "fp16"], 2, "--dtype must be one of bf16, fp8, fp4"),
         (["--offload", "some"], 2, "--offload must be one of none, auto"),
+        (["--checkpoint", "never"], 2, "--checkpoint must be one of sync, async"),
         (["--global-batch-tokens", "1000000"], 2, "is not a multiple of --seq-len 8192"),
         (["--tokens", "1e5"], 2, "is less than one step"),
         (["--tokens", "inf"], 2, "--tokens"),
@@ -149,3 +153,28 @@ def test_no_trust_leaves_the_notes_out():
     assert d["trust"] is None and "trains fastest" in d["verdict"]
     table = runner.invoke(app, [*BASE, "--no-trust"])
     assert table.exit_code == 0 and "How far to trust it" not in table.stdout
+
+
+def test_goodput_is_the_reliability_model_s_as_in_size(answer):
+    """Days, energy and cost follow the goodput `hnplan size` applies (the reliability model on the GPUs that
+    train, at the plan's throughput and step time); --no-goodput leaves failures out, and only days, energy and
+    cost move."""
+    from hnplan.planning.design import estimate_reliability
+
+    off = json.loads(runner.invoke(app, [*BASE, "--json", "--no-goodput", "--no-trust"]).stdout)
+    assert answer["goodput"] is True and off["goodput"] is False and off["checkpoint"] == "async"
+    for on, no in zip(answer["designs"], off["designs"]):
+        g = estimate_reliability(
+            on["system"], on["gpus"], "llama3.1-8b", "async", tokens_per_s=on["tokens_per_s"], step_s=on["step_time_s"]
+        ).goodput
+        assert on["goodput"] == pytest.approx(g, rel=1e-12)
+        assert (no["goodput"], no["goodput_mode"]) == (1.0, "off")
+        assert no["days"] == pytest.approx(1e11 / (1179648 / no["step_time_s"]) / 86400, rel=1e-9)
+        assert (on["step_time_s"], on["tp"], on["dp"]) == (no["step_time_s"], no["tp"], no["dp"])
+        for k in ("days", "energy_mwh", "run_musd"):
+            assert on[k] == pytest.approx(no[k] / g, rel=1e-9), k
+        assert on["capex_musd"] == no["capex_musd"]
+    sync = json.loads(runner.invoke(app, [*BASE, "--json", "--checkpoint", "sync", "--no-trust"]).stdout)
+    assert all(s["goodput"] <= a["goodput"] for s, a in zip(sync["designs"], answer["designs"]))
+    table = runner.invoke(app, [*BASE, "--no-trust", "--no-goodput"])
+    assert table.exit_code == 0 and "goodput" in table.stdout and " off " in table.stdout

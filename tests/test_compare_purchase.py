@@ -54,6 +54,9 @@ def test_compare_and_size_agree_on_one_rack():
     assert (s["units"], s["gpus_bought"], s["gpus"]) == (1, 72, 64)
     assert (r["gpus_bought"], r["gpus"]) == (72, 64)
     assert r["step_time_s"] == pytest.approx(s["step_time_s"], rel=1e-12)
+    # both after the same goodput (the reliability model on the 64 GPUs that train): the same days
+    assert r["goodput"] == pytest.approx(s["goodput"], rel=1e-12) and r["goodput"] < 1
+    assert r["days"] == pytest.approx(s["days"], rel=1e-12)
     assert r["tp"] * r["pp"] * r["dp"] * r["cp"] == 64
     assert "64 of 72 GPUs bought train (64 of each 72-GPU unit, faster than all 72)" in r["status"]
     # all 72 GPUs bought are charged: power and cost of one rack

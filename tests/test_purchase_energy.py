@@ -61,7 +61,7 @@ def test_size_and_compare_count_the_same_energy_on_nine_racks():
     args = ["--model", "llama3.1-8b", "--gpus", "648", "--tokens", "1e11", "--seq-len", "8192"]
     args += ["--global-batch-tokens", str(2304 * 8192), "--json"]
     rs = runner.invoke(app, ["size", "--system", "gb200-nvl72", *args, "--no-goodput"])
-    rc = runner.invoke(app, ["compare", "--systems", "gb200-nvl72", *args, "--no-trust"])
+    rc = runner.invoke(app, ["compare", "--systems", "gb200-nvl72", *args, "--no-trust", "--no-goodput"])
     assert rs.exit_code == 0 and rc.exit_code == 0, rs.output + rc.output
     s, c = json.loads(rs.stdout)["results"][0], json.loads(rc.stdout)["designs"][0]
     assert (s["gpus"], s["gpus_bought"]) == (c["gpus"], c["gpus_bought"]) == (576, 648)
@@ -72,13 +72,21 @@ def test_size_and_compare_count_the_same_energy_on_nine_racks():
     draw_w = 1.1 * (0.76 * p.it_w - 72 * (0.76 * 1200.0 - 120.0))
     assert c["energy_mwh"] == pytest.approx(draw_w * units.days_to_s(c["days"]) / 3.6e9, rel=1e-12)
     assert c["energy_mwh"] == pytest.approx(2.077, abs=1e-3)
+    # with the goodput (both commands' default) they agree too
+    rs = runner.invoke(app, ["size", "--system", "gb200-nvl72", *args])
+    rc = runner.invoke(app, ["compare", "--systems", "gb200-nvl72", *args, "--no-trust"])
+    sg, cg = json.loads(rs.stdout)["results"][0], json.loads(rc.stdout)["designs"][0]
+    assert sg["goodput"] == pytest.approx(cg["goodput"], rel=1e-12) and cg["goodput"] < 1
+    for k in ("days", "energy_mwh"):
+        assert sg[k] == pytest.approx(cg[k], rel=1e-12) and cg[k] == pytest.approx(c[k] / cg["goodput"], rel=1e-9)
 
 
 def test_deadline_sizing_counts_the_units_it_buys_as_compare_does():
     # as tests/test_compare_purchase.py: one rack meets 2 days, the job on 64 of its 72 GPUs
     cat = load_catalog()
     s = size_for_deadline("llama3.1-8b", "gb200-nvl72", 1e11, 2.0, 8192, 2048, catalog=cat, goodput=False)
-    r = compare_training_designs("llama3.1-8b", ["gb200-nvl72"], 72, 1e11, 8192, 2048, catalog=cat).iloc[0]
+    r = compare_training_designs("llama3.1-8b", ["gb200-nvl72"], 72, 1e11, 8192, 2048, catalog=cat, goodput=False)
+    r = r.iloc[0]
     assert (s["gpus"], s["gpus_bought"]) == (r["gpus"], r["gpus_bought"]) == (64, 72)
     assert s["energy_mwh"] == pytest.approx(r["energy_mwh"], rel=1e-12)
     e = purchase_energy(cat.design("gb200-nvl72"), 64, 72, units.days_to_s(s["days"]), 1e11)

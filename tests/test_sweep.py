@@ -161,6 +161,8 @@ def test_two_worker_local_cluster_run_resume_and_failures(tmp_path):
     assert np.allclose(good["days_to_train"], days)
     assert np.allclose(good["facility_power_w"], good["it_power_w"] * good["pue"])
     assert (good["tp"] * good["pp"] * good["dp"] * good["cp"] == 16).all()
+    # the expert layers' tensor parallelism beside the other degrees: a dense model's is its TP
+    assert "etp" in df and (good["etp"] == good["tp"]).all()
     # the same plan for every draw; the failure factor changes goodput and time only
     assert good["tokens_per_s"].nunique() == 1
     assert good["catalog_hash"].eq(load_catalog().content_hash()).all() and (good["spec_id"] == "tiny").all()
@@ -172,6 +174,22 @@ def test_two_worker_local_cluster_run_resume_and_failures(tmp_path):
     bigger = _write(tmp_path, {**TINY, "axes": {**TINY["axes"], "model": models}}, "bigger.yaml")
     more = run_sweep(bigger, out, workers=2, processes=False, progress=False)
     assert (more.skipped, more.evaluated) == (6, 3) and len(read_sweep(out)) == 9
+
+
+def test_a_dataset_begun_before_etp_reads_it_as_missing(tmp_path):
+    """A chunk written before the ``etp`` column existed reads back beside a new one: its etp is missing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hnplan.planning.sweep_io import _schema, write_chunk
+
+    row = {c: None for c in COLUMNS} | {"point_id": "new", "system": "gb200-nvl72", "tp": 2, "etp": 1}
+    write_chunk(pd.DataFrame([row]), tmp_path, "new")
+    old = pa.schema([f for f in _schema() if f.name not in ("etp", "system")])  # system: the folder's name
+    old_row = {k: v for k, v in row.items() if k not in ("etp", "system")} | {"point_id": "old"}
+    pq.write_table(pa.Table.from_pylist([old_row], schema=old), tmp_path / "system=gb200-nvl72" / "old-0.parquet")
+    df = read_sweep(tmp_path).set_index("point_id")
+    assert df.loc["new", "etp"] == 1 and pd.isna(df.loc["old", "etp"]) and df.loc["old", "tp"] == 2
 
 
 def test_cli_bad_spec_is_one_line_exit_2(tmp_path):

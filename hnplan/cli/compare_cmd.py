@@ -59,6 +59,13 @@ def compare(
         help="software stack id or YAML path (data/stacks/), as hnplan train takes it; default: the planner's "
         "defaults (the design comparison notebook's)",
     ),
+    goodput: bool = typer.Option(
+        True,
+        "--goodput/--no-goodput",
+        help="divide each design's throughput by the goodput of the reliability model (failures, restarts, "
+        "checkpoint stalls), as hnplan size does; --no-goodput: no failures",
+    ),
+    checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
     trust: bool = typer.Option(
         True,
         "--trust/--no-trust",
@@ -72,8 +79,10 @@ def compare(
     """Which design trains the job best: per system its fastest plan that fits, step time, MFU, days, racks,
     power, energy, capex and cost per million tokens, then the verdict and how far to trust it.
 
-    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). The
-    verdict names the fastest design, the cheapest to buy and per run, and what the supernode
+    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). Days, energy
+    and the run's cost are after the goodput of the reliability model on the GPUs that train (failures,
+    restarts, checkpoint stalls; --checkpoint sync or async), as in hnplan size; --no-goodput leaves
+    failures out. The verdict names the fastest design, the cheapest to buy and per run, and what the supernode
     fabric buys apart from the newer chip; the notes say how well the validation set covers each
     accelerator. Exit 3 when no design can run the job.
     """
@@ -82,6 +91,7 @@ def compare(
     from hnplan.catalog.checks import check_refs
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import compare_training_designs, trust_notes, verdict
+    from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.units import format_count
 
     with handle_errors():
@@ -95,6 +105,7 @@ def compare(
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
         check_choice("--offload", offload, ("none", "auto"))
+        check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -115,6 +126,8 @@ def compare(
             catalog=cat,
             offload=offload,
             stack=stack,
+            goodput=goodput,
+            mode=checkpoint,
         )
         rows = [_clean(r) for r in df.to_dict("records")]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
@@ -131,6 +144,8 @@ def compare(
                     "dtype": dtype,
                     "offload": offload,
                     "stack": stack,
+                    "goodput": goodput,
+                    "checkpoint": checkpoint,
                     "units": df.attrs["units"],
                     "designs": [_json_row(r) for r in rows],
                     "verdict": said,
@@ -176,7 +191,7 @@ def _system_list(text: str) -> list[str]:
     return names
 
 
-_WHOLE = ("gpus", "tp", "pp", "dp", "cp", "ep", "microbatch_size", "racks")
+_WHOLE = ("gpus", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
 
 
 def _clean(r: dict) -> dict:
@@ -217,8 +232,16 @@ def _money(x: float, per_token: bool = False) -> str:
 
 def _plan_text(r: dict) -> str:
     """``TP2 PP9 DP32 CP2 EP1 mb1 rc-none``: the degrees, micro-batch size and recomputation of a plan (``rc-``,
-    as the validation table writes it: a bare ``none`` named nothing)."""
-    return f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']} mb{r['microbatch_size']} rc-{r['recompute']}"
+    as the validation table writes it: a bare ``none`` named nothing); the expert tensor parallelism where experts
+    are split (EP > 1) and it is not TP (``TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none``).
+
+    >>> _plan_text({"tp": 2, "pp": 4, "dp": 8, "cp": 1, "ep": 8, "etp": 1, "microbatch_size": 1, "recompute": "none"})
+    'TP2 PP4 DP8 CP1 EP8 ETP1 mb1 rc-none'
+    """
+    etp = f" ETP{r['etp']}" if r["ep"] > 1 and r.get("etp", r["tp"]) != r["tp"] else ""
+    return (
+        f"TP{r['tp']} PP{r['pp']} DP{r['dp']} CP{r['cp']} EP{r['ep']}{etp} mb{r['microbatch_size']} rc-{r['recompute']}"
+    )
 
 
 def _table(rows: list[dict], title: str):
@@ -235,6 +258,7 @@ def _table(rows: list[dict], title: str):
         "step [s]",
         mfu,
         "days",
+        "goodput",
         "racks",
         "IT / facility [MW]",
         "energy [MWh]",
@@ -254,6 +278,7 @@ def _table(rows: list[dict], title: str):
             f"{r['step_time_s']:,.3f}",
             f"{r['mfu']:.1%}",
             f"{r['days']:,.1f}",
+            f"{r['goodput']:.1%}" if r["goodput_mode"] != "off" else "off",
             f"{r['racks']:,}",
             f"{r['it_power_mw']:,.2f} / {r['facility_power_mw']:,.2f}",
             f"{r['energy_mwh']:,.0f}",

@@ -180,6 +180,32 @@ LOWP_PARAM_GATHER_BYTES = {
 }
 
 
+def quantised_weight_bytes(recipe: str, tn_only: bool = True) -> float:
+    """Bytes per GEMM weight of the quantised weight Transformer Engine keeps for the forward and the
+    data-gradient GEMMs of a step [bytes] ([1]_, [3]_, [6]_, [9]_): the row-wise copy and, where the
+    data-gradient GEMM needs another layout, the column-wise one.
+
+    * per-tensor fp8 (``delayed``, ``current``): 1 byte; on chips whose fp8 GEMMs take only the TN layout
+      (Hopper, ``tn_only``) plus the fp8 transpose, 1 more (``Float8Quantizer``: the ``_transpose`` is made
+      only where ``is_non_tn_fp8_gemm_supported`` is false);
+    * ``mxfp8`` and ``blockwise``: a row-wise and a column-wise copy, each 1 byte plus its scales
+      (``1/32``: one E8M0 byte per 32 elements; ``4/128``: one fp32 per 128);
+    * ``nvfp4``: a row-wise and a column-wise copy (the transpose of the 16 x 16-block quantised weight,
+      Transformer Engine ``post_all_gather_processing``), each ``1/2 + 1/16`` bytes (the per-tensor fp32
+      scale is a few bytes a tensor, not counted).
+
+    >>> quantised_weight_bytes("current"), quantised_weight_bytes("current", tn_only=False)
+    (2.0, 1.0)
+    >>> quantised_weight_bytes("mxfp8", tn_only=False)   # 2 x (1 + 1/32)
+    2.0625
+    >>> quantised_weight_bytes("nvfp4", tn_only=False)   # 2 x (1/2 + 1/16)
+    1.125
+    """
+    if recipe in PER_TENSOR:
+        return FP8 * (2.0 if tn_only else 1.0)
+    return 2.0 * (NVFP4_COPY if recipe == "nvfp4" else FP8 + BLOCK_SCALE_BYTES[recipe])
+
+
 def param_gather_bytes_per_weight(recipe: str, dtype: str, fp8_params: bool, fp4_params: bool) -> float:
     """Bytes per GEMM weight the distributed optimizer all-gathers [bytes]: bf16 (2) unless the stack
     keeps low-precision parameters of the training ``dtype`` (``fp8_params`` in fp8, ``fp4_params`` in

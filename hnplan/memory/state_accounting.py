@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hnplan.compute.fp8_recipes import NVFP4_COPY
+from hnplan.compute.fp8_recipes import NVFP4_COPY, quantised_weight_bytes
 from hnplan.errors import check_choice
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -59,6 +59,10 @@ class StateAccounting:
     ``embedding_grad_extra`` and ``embedding_optimizer_extra``: bytes a word-embedding parameter
     (:attr:`StageParams.embedding`) keeps beyond these in its gradient buffer and in the sharded optimizer
     part (NeMo 1 reduces the embeddings' gradients in fp32 beside bf16 ones, [8]_); 0 by default.
+    ``unquantised_weight_bytes``: the weight bytes of the parameters outside the low-precision GEMMs
+    (embeddings, output head, norms, and every weight of the ``bf16_end_layers`` Transformer layers at each
+    end of the model) where they differ from ``weight_bytes`` (low-precision parameters: those stay bf16);
+    None: the same.
     """
 
     name: str
@@ -68,6 +72,8 @@ class StateAccounting:
     source: str
     embedding_grad_extra: float = 0.0
     embedding_optimizer_extra: float = 0.0
+    unquantised_weight_bytes: float | None = None
+    bf16_end_layers: int = 0
 
     @property
     def total_bytes(self) -> float:
@@ -128,13 +134,20 @@ def stack_accounting(
     moment_bytes: float = 4.0,
     fp8_recipe: str = "delayed",
     optimizer: str = "megatron-core",
+    fp4_params: bool = False,
+    bf16_end_layers: int = 0,
 ) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
-      transpose (+2) when ``fp8_weight_cache``; with ``fp8_params`` only the fp8 weight and its
-      transpose (1 + 1), no bf16 copy; in fp4 training (NVFP4, no fp4 parameters) bf16 weights plus the
-      cached row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
+      transpose (+2) when ``fp8_weight_cache``; in fp4 training (NVFP4) bf16 weights plus the cached
+      row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
+    * with low-precision parameters (``fp8_params`` in fp8, ``fp4_params`` in fp4 training; Megatron-Core
+      ``fp8_param_gather`` / ``fp4_param_gather``) only the quantised GEMM weights the forward and the
+      data-gradient GEMMs read, no bf16 copy (:func:`hnplan.compute.fp8_recipes.quantised_weight_bytes`:
+      per-tensor fp8 1 + 1 transpose, kept on Blackwell too; NVFP4 2 x (1/2 + 1/16)); embeddings, head,
+      norms and the ``bf16_end_layers`` layers at each end stay bf16 (``unquantised_weight_bytes`` 2;
+      docs/memory.md gives the Megatron-Core and Transformer Engine sources);
     * gradients: the contiguous ``main_grad`` buffer at ``grad_bytes`` a parameter (4: fp32,
       ``grad_reduce_in_fp32``; 2: bf16);
     * optimizer (sharded by ZeRO >= 1 / the distributed optimizer): fp32 main weights (4) and Adam's two
@@ -158,10 +171,13 @@ def stack_accounting(
     >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
     (4.0, 2.0)
 
-    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes:
+    NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes;
+    NVFP4 parameters: the two NVFP4 copies alone, the embeddings, head and norms in bf16:
 
     >>> stack_accounting("fp4", 4.0).weight_bytes
     3.125
+    >>> a = stack_accounting("fp4", 4.0, fp4_params=True); (a.weight_bytes, a.unquantised_weight_bytes)
+    (1.125, 2.0)
 
     DeepSeek-V3's Megatron-Bridge recipe (bf16 gradients, bf16 moments, precision-aware): 2 + 2 + 6.
 
@@ -175,24 +191,30 @@ def stack_accounting(
     (2.0, 2.0, 12.0)
     """
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
-    fp8_params = fp8_params and dtype == "fp8"  # no fp4 parameters: fp4 training keeps bf16 weights
-    if dtype == "fp4" and fp8_weight_cache:  # no fp4 parameters; the cast: two NVFP4 copies (fp8_recipes)
+    fp8_params = (fp8_params and dtype == "fp8") or (fp4_params and dtype == "fp4")  # low-precision parameters
+    w_other = None
+    if fp8_params:
+        recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
+        w, w_other = quantised_weight_bytes(recipe), 2.0
+        wsrc = (
+            f"{recipe} GEMM weights only, row-wise and column-wise ({dtype} param gather); embeddings, head, norms bf16"
+        )
+    elif dtype == "fp4" and fp8_weight_cache:  # bf16 weights; the cast: two NVFP4 copies (fp8_recipes)
         w, wsrc = (
             2.0 + 2.0 * NVFP4_COPY,
             "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
         )
-    elif fp8 and fp8_params:
-        w, wsrc = 2.0, "fp8 weights and their cached fp8 transposes (fp8 param gather)"
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
+    lowp = (w_other, bf16_end_layers if fp8_params else 0)  # StateAccounting's last two fields
     if optimizer == "apex":  # [8]: remainders unless fp8 params (store_params), fp32 moments, own grad shard
         master = 4.0 if (fp8 and fp8_params) else 2.0
         emb = max(0.0, 4.0 - g)  # [8]: the word embeddings' buckets reduce in fp32 (with_fp32_embedding_grads)
         return StateAccounting(
-            f"stack-{dtype}-g{g:g}" + ("-fp8params" if fp8 and fp8_params else "") + "-apex",
+            f"stack-{dtype}-g{g:g}" + (f"-{dtype}params" if fp8 and fp8_params else "") + "-apex",
             w,
             g,
             master + 8.0 + g,
@@ -202,6 +224,7 @@ def stack_accounting(
             + ("; fp32 gradients for the word embeddings" if emb else ""),
             emb,
             emb,
+            *lowp,
         )
     in_place = precision_aware and (
         not fp8 or (dtype == "fp8" and fp8_recipe == "delayed")
@@ -212,7 +235,7 @@ def stack_accounting(
     opt = master + 2.0 * float(moment_bytes) + grad_copy
     name = (
         f"stack-{dtype}-g{g:g}"
-        + ("-fp8params" if fp8 and fp8_params else "")
+        + (f"-{dtype}params" if fp8 and fp8_params else "")
         + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
         + ("-precaware" if precision_aware else "")
         + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
@@ -227,6 +250,9 @@ def stack_accounting(
         + (" as 16-bit remainders [7]" if remainders else "")
         + f" and {float(moment_bytes):g}-byte Adam moments"
         + (", fp32 copy of the gradient shard" if grad_copy else ""),
+        0.0,
+        0.0,
+        *lowp,
     )
 
 

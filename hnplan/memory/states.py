@@ -1,41 +1,16 @@
 """Model states per accelerator: weights, gradients and optimizer states, sharded by ZeRO, TP, PP and EP.
 
-Each *accounting* (a precision recipe) fixes the bytes per parameter of weights, gradients and
-optimizer states (everything the optimizer step keeps: fp32 master weights, fp32 gradient copies,
-Adam moments). ZeRO stage 1 shards the optimizer part over the data-parallel group, stage 2 also the
-gradients, stage 3 also the weights ([1]_ Sec. 5); Megatron's distributed optimizer is stage 1 ([3]_).
+The bytes per parameter of each precision recipe and software stack, and their ZeRO sharding, are
+:mod:`hnplan.memory.state_accounting` (re-exported here); this module splits a model's parameters over
+pipeline stages and the tensor-, expert- and data-parallel groups, and weighs the first, the fullest middle
+and the last stage.
 
 References
 ----------
-.. [1] Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
-   SC20, arXiv:1910.02054, Sec. 3.1 (2 + 2 + 12 bytes per parameter), Sec. 5 and Fig. 1.
-.. [2] DeepSpeed pull request #5099 (deepspeed/runtime/zero/stage_1_and_2.py,
-   ``estimate_zero2_model_states_mem_needs``: ``2 + 18 / N`` with an fp32 gradient copy);
-   Rajbhandari et al., "ZeRO-Infinity", SC21, arXiv:2104.07857, Sec. 3 (20 bytes per parameter).
-.. [3] Megatron Core developer guide, "Distributed Optimizer" (bytes per parameter: fp16 params and
-   grads 20 = 4 + 16/d; bf16 params, fp32 grads 18 = 6 + 12/d; fp32 params and grads 16 = 8 + 8/d).
-.. [4] NVIDIA Megatron-LM, ``megatron/core/distributed/param_and_grad_buffer.py`` (one contiguous
-   ``main_grad`` buffer, fp32 with ``grad_reduce_in_fp32`` else the parameter dtype) and
-   ``megatron/core/optimizer/distrib_optimizer.py`` (fp32 main parameters of the shard, their fp32
-   gradients, Adam moments); Transformer Engine ``transformer_engine/pytorch/module/linear.py``
-   (fp8 weight and transpose workspaces cached across micro-batches).
 .. [5] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (one layer fewer on
    the first and the last pipeline stage to balance memory).
 .. [6] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 2.2 (multi-token-prediction
    modules), 3.2.3 (embedding and output head shared with the MTP module on one DualPipe rank) and :mod:`hnplan.memory.recompute` (their parameters on the last stage).
-.. [7] NVIDIA Megatron-LM ``megatron/core/optimizer/optimizer_config.py`` (``use_precision_aware_optimizer``,
-   ``store_param_remainders``, ``exp_avg_dtype``), ``optimizer/__init__.py`` and ``distrib_optimizer.py``
-   (``decoupled_grad``: the shard of the gradient buffer, no fp32 copy) @ 92c8482e6dcd; Transformer Engine
-   ``transformer_engine/pytorch/optimizers/fused_adam.py`` v2.9 (``store_param_remainders``: the trailing 16
-   bits of the fp32 master weight, the rest is the bf16 weight).
-.. [8] NVIDIA Apex ``apex/contrib/optimizers/distributed_fused_adam.py`` @ b7a4acc1 (2024-08-30):
-   ``StateBucket`` (``param_remainders_shard`` int16 with ``store_param_remainders``, ``exp_avg_shard`` and
-   ``exp_avg_sq_shard`` in the optimizer dtype), ``_init_grad_buffer`` (the contiguous gradient buffer in
-   ``grad_sync_dtype``) and ``_start_bucket_grad_sync`` (each bucket's reduce-scatter writes a new
-   ``sync_grads_shard``, kept as ``grads_shard`` until the step); NVIDIA NeMo v2.0.0 (the 24.09 container)
-   ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py`` ``setup_optimization`` (fp32
-   optimizer, bf16 model with ``megatron_amp_O2``: ``store_params=False``, ``store_param_remainders=True``) and
-   ``nemo/core/optim/distributed_adam.py`` (sharded over the data-parallel group with context parallelism).
 """
 
 from __future__ import annotations
@@ -70,6 +45,10 @@ class StageParams:
     layers: int
     moe_layers: int
     embedding: float = 0.0  # of ``dense``: the word (and position) embeddings the stage holds
+    # of ``dense`` (``expert``): outside the quantised GEMMs (embeddings, output head, norms, the MTP modules'
+    # extras, the bf16 end layers), which low-precision parameters leave in bf16
+    unquantised: float = 0.0
+    unquantised_expert: float = 0.0
 
 
 STAGES = ("first", "middle", "last")  # the pipeline stages the memory model weighs
@@ -101,6 +80,7 @@ def stage_params(
     balanced: bool = False,
     mtp_embedding: bool = True,
     etp: int | None = None,
+    bf16_end_layers: int = 0,
 ) -> StageParams:
     """Parameters on one accelerator of the first, the fullest middle or the last pipeline stage
     [parameters].
@@ -134,21 +114,29 @@ def stage_params(
     per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
     routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
+    unq = len(rng) * pc.norms_per_layer  # outside the GEMMs (the router's few weights are not split off)
+    ends = [i for i in rng if i < bf16_end_layers or i >= model.layers - bf16_end_layers]  # whole in bf16
+    moe_ends = sum(1 for i in ends if i >= first_moe)
+    unq += (len(ends) - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
         dense += pc.embedding + pc.position
+        unq += pc.embedding + pc.position
     expert = moe * routed
     embedding = (pc.embedding + pc.position) if first else 0.0
     if last and model.tied_embeddings and pp > 1:  # the last stage's copy of a tied embedding
         embedding += pc.embedding
     if last:
-        dense += pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        head = pc.final_norm + (pc.lm_head if not model.tied_embeddings else (pc.embedding if pp > 1 else 0.0))
+        dense, unq = dense + head, unq + head
         if model.mtp_modules:  # [6]: one more layer each, its projection and norms, the stage's embedding copy
             layer = per_moe_shared if pc.moe_layers else per_dense
             dense += model.mtp_modules * layer + mtp_extra_params(model)
+            unq += model.mtp_modules * pc.norms_per_layer + mtp_extra_params(model)
             if (pp == 1 or not mtp_embedding) and not model.tied_embeddings:  # the rank holds it already
                 dense -= pc.embedding
+                unq -= pc.embedding
             expert += model.mtp_modules * (routed if pc.moe_layers else 0.0)
     return StageParams(
         dense=dense / tp,
@@ -156,6 +144,8 @@ def stage_params(
         layers=len(rng),
         moe_layers=moe,
         embedding=embedding / tp,
+        unquantised=unq / tp,
+        unquantised_expert=moe_ends * routed / ((tp if etp is None else etp) * ep),
     )
 
 
@@ -203,16 +193,29 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp)
-    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, recipe)
-    expert = zero_model_state_bytes(sp.expert, int(expert_dp(tp, dp, cp, ep, etp)), zero, recipe)
     a = accounting(recipe)
-    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra)
-        0.0,
+    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp, bf16_end_layers=a.bf16_end_layers)
+    edp = int(expert_dp(tp, dp, cp, ep, etp))
+    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, a)
+    expert = zero_model_state_bytes(sp.expert, edp, zero, a)
+    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra); bf16 weights beside
+        # low-precision ones (StateAccounting.unquantised_weight_bytes)
+        float(
+            _unquantised_weight_extra(a, sp.unquantised, dp * cp, zero >= 3)
+            + _unquantised_weight_extra(a, sp.unquantised_expert, edp, zero >= 3)
+        ),
         a.embedding_grad_extra * sp.embedding / (dp * cp if zero >= 2 else 1),
         a.embedding_optimizer_extra * sp.embedding / (dp * cp if zero >= 1 else 1),
     )
     return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
+
+
+def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
+    """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
+    than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
+    if a.unquantised_weight_bytes is None:
+        return 0.0
+    return (a.unquantised_weight_bytes - a.weight_bytes) * unquantised / np.where(sharded, shards, 1)
 
 
 def model_state_table(
@@ -261,9 +264,12 @@ def model_state_table(
     a = accounting(recipe)
     upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)
-    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding) for p in upp]  # before TP / EP
+    # before TP / EP
+    per_pp = [stage_params(model, 1, int(p), 1, stage, balanced, mtp_embedding, None, a.bf16_end_layers) for p in upp]
     dense = np.array([s.dense for s in per_pp])[inv] / tp
+    unq = np.array([s.unquantised for s in per_pp])[inv] / tp
     expert = np.array([s.expert for s in per_pp])[inv] / (etp * ep)
+    unq_e = np.array([s.unquantised_expert for s in per_pp])[inv] / (etp * ep)
     emb = np.array([s.embedding for s in per_pp])[inv] / tp
     edp = expert_dp(tp, dp, cp, ep, etp)
     out = []
@@ -275,6 +281,8 @@ def model_state_table(
         d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
+    out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)
 
 

@@ -140,11 +140,27 @@ def _plan_point_row(cat: Catalog, model: Model, system: System, gpus: int, s: Au
             comm_share=comm / est.step_time_s,
             scaleout_share=out / est.step_time_s,
             comm_to_compute=comm / b["compute"],
-            plan=f"TP{p.tp} PP{p.pp} DP{p.dp}"
-            + (f" EP{p.ep}" if p.ep > 1 else "")
-            + f" ZeRO-{p.zero_stage} {p.recompute}",
+            plan=plan_text(p),
         )
     return row
+
+
+def plan_text(p) -> str:
+    """A claim point's plan in words: ``TP8 PP4 DP16 ZeRO-1 full``; EP where experts are split, and the experts'
+    tensor parallelism where it is not TP (MoE parallel folding, :class:`hnplan.planning.training.ParallelPlan`).
+
+    >>> from hnplan.planning.training.plan import ParallelPlan
+    >>> plan_text(ParallelPlan(tp=2, pp=4, dp=16, ep=8, etp=1, recompute="selective"))
+    'TP2 PP4 DP16 EP8 ETP1 ZeRO-1 selective'
+    >>> plan_text(ParallelPlan(tp=2, pp=4, dp=16, ep=8))
+    'TP2 PP4 DP16 EP8 ZeRO-1 none'
+    """
+    return (
+        f"TP{p.tp} PP{p.pp} DP{p.dp}"
+        + (f" EP{p.ep}" if p.ep > 1 else "")
+        + (f" ETP{p.etp}" if p.ep > 1 and p.etp != p.tp else "")
+        + f" ZeRO-{p.zero_stage} {p.recompute}"
+    )
 
 
 def grid(cat: Catalog, s: AuditSetup, systems, models, gpus) -> pd.DataFrame:

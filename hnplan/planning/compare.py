@@ -9,8 +9,9 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning import prediction_cache, trust
-from hnplan.planning.design import cost_or_gap, job_gpu_options
+from hnplan.planning import prediction_cache
+from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
+from hnplan.planning.design import cost_or_gap, estimate_reliability, job_gpu_options
 from hnplan.power import design_power, run_energy
 
 
@@ -25,6 +26,9 @@ def compare_training_designs(
     catalog: Catalog | None = None,
     offload: str = "none",
     stack=None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -48,18 +52,27 @@ def compare_training_designs(
     stack : str or SoftwareStack, optional
         Software stack every design is planned under (:func:`hnplan.planning.training.make_job`: its choices,
         GEMM efficiency and the ZeRO stages and recomputation modes searched); None: the planner's defaults.
+    goodput : bool
+        Divide each design's throughput by the goodput of the reliability model on the GPUs that train
+        (:func:`hnplan.planning.design.estimate_reliability`: failures, restarts, checkpoint stalls), as
+        :func:`hnplan.planning.time_to_train.time_to_train` and ``hnplan size`` do (default); ``False``: no
+        failures. Days, energy and the run's cost follow it; of the GPU counts weighed the one with the most
+        tokens per second after the goodput is kept (the fewest days, as ``hnplan size``).
+    mode : {"sync", "async"}
+        Checkpoint mode of the goodput.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``system, kind, gpus`` (the GPUs the job trains on), ``gpus_bought`` (the units' GPUs),
-        ``tp, pp, dp, ep, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
+        ``tp, pp, dp, cp, ep, etp`` (the expert layers' tensor-parallel degree), ``microbatch_size, recompute, step_time_s, tokens_per_s, mfu`` (of ``peak_tflops``, the dtype's dense peak),
         days, racks, it_power_mw, facility_power_mw, energy_mwh, capex_musd, status``, ``accelerator`` and its
         dense ``peak_tflops`` in the run's dtype and HBM capacity ``hbm_gb`` [GB], the cost of the run ``run_musd`` [million USD] and per million
         tokens ``usd_per_million_tokens`` [USD] at the design's TCO per GPU-hour (:meth:`DesignCost.usd_for`) for
         every GPU bought (power, energy and costs count ``gpus_bought``, the GPUs that do not train at their idle
-        power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``
-        and energy assume no failures, as ``hnplan size --no-goodput``), plus the
+        power, :func:`hnplan.power.training_draw_w`, as ``hnplan size``; ``status`` says when fewer train; ``days``,
+        energy and the run's cost are after the goodput, ``goodput`` the fraction applied (1.0 when off) and
+        ``goodput_mode`` the checkpoint mode or ``off``), plus the
         step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
         than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
@@ -81,7 +94,7 @@ def compare_training_designs(
         unit = system.unit_gpus
         bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
         est: dict | None = None
-        used = gpus
+        used, good = gpus, 1.0
         errors: list[str] = []
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
@@ -90,8 +103,9 @@ def compare_training_designs(
             if "error" in e:
                 errors.append(e["error"])
                 continue
-            if est is None or e["tokens_per_s"] > est["tokens_per_s"]:
-                est, used = e, g
+            gp = _goodput(cat, system, g, model, mode, e) if goodput else 1.0
+            if est is None or e["tokens_per_s"] * gp > est["tokens_per_s"] * good:
+                est, used, good = e, g, gp
         if est is None:
             row["status"] = f"no plan: {errors[0]}"
             rows.append(row)
@@ -107,7 +121,7 @@ def compare_training_designs(
         if gap is not None:  # no price: time and power stand, every cost is n/a with the reason
             note += f"; cost n/a: {system.id} has no price (unit_price_usd or price_item in its file)"
             row["cost_note"] = f"n/a: {gap}"
-        seconds = tokens / est["tokens_per_s"]
+        seconds = tokens / (est["tokens_per_s"] * good)
         row.update({k: est[k] for k in _PLAN_KEYS})
         row.update(
             step_time_s=est["step_time_s"],
@@ -115,6 +129,8 @@ def compare_training_designs(
             mfu=est["mfu"],
             memory_per_gpu_gib=units.to_GiB(est["memory_per_gpu_bytes"]),
             days=units.s_to_days(seconds),
+            goodput=good,
+            goodput_mode=mode if goodput else "off",
             racks=pw.racks,
             it_power_mw=units.w_to_mw(pw.it_w),
             facility_power_mw=units.w_to_mw(pw.facility_w),
@@ -143,6 +159,7 @@ def compare_training_designs(
         "gpus": "GPUs the job trains on",
         "gpus_bought": "GPUs bought (whole units)",
         "days": "days",
+        "goodput": "fraction of the wall time that trains (1.0: failures left out)",
         "it_power_mw": "MW",
         "facility_power_mw": "MW",
         "energy_mwh": "MWh",
@@ -156,7 +173,15 @@ def compare_training_designs(
     return df
 
 
-_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "recompute")
+_PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
+
+
+def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict) -> float:
+    """Goodput of a design's job on ``gpus`` GPUs at its best plan's throughput and step time, as
+    :func:`hnplan.planning.time_to_train.time_to_train` takes it [fraction]."""
+    return estimate_reliability(
+        system, gpus, model, mode, cat, tokens_per_s=est["tokens_per_s"], step_s=est["step_time_s"]
+    ).goodput
 
 
 def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str, stack, offload):
@@ -378,162 +403,3 @@ def _only_design(row, designs: int) -> str:
     else:
         text += "; cost n/a: it has no price (give its file `unit_price_usd` or `price_item`)"
     return text + "."
-
-
-# published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
-# per token at the run's sequence length
-_MFU_METRICS = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_s_per_gpu": "tokens/s per GPU"}
-
-
-def _run_mfu(run, model, cat: Catalog) -> float:
-    """MFU of a published run [-]: its model FLOP/s per GPU over the dense peak of its dtype (PaLM's definition,
-    :func:`hnplan.compute.mfu`)."""
-    from hnplan.compute import mfu, peak_flops_per_s, training_flops_per_token
-
-    peak = peak_flops_per_s(cat.accelerator(cat.system(run.system).accelerator), run.dtype)
-    if run.metric == "model_tflops_per_gpu":
-        return run.published * units.TERA / peak
-    return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
-
-
-def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=None) -> str:
-    """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
-
-    These kinds, each only where it applies to a design of ``df`` (the rows of
-    :func:`compare_training_designs` whose status is ok):
-
-    * how many published training runs on the design's accelerator the validation set holds
-      (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
-      with none is not validated;
-    * hnplan's speed error over those runs per accelerator, and which way an accelerator's designs likely err
-      where its runs lean one way (:func:`hnplan.planning.trust.error_sentences`);
-    * where the same job was published on two of the accelerators: the measured speed ratio beside hnplan's,
-      and whether hnplan likely understates or overstates the lead (:func:`hnplan.planning.trust.paired_sentences`);
-    * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
-      dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
-      (:func:`_run_mfu`) beside the plan's;
-    * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
-      short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
-      :mod:`hnplan.compute.clocks`);
-    * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
-      (:func:`hnplan.planning.trust.assumption_sentence`);
-    * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
-      whether it is assumed), on which the cost ranking rests;
-    * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
-      CUDA graph: the host work of such MoE layers is one value fitted to published runs, with their
-      remaining errors (docs/training.md, "The MoE layer's host work, fitted");
-    * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
-      :func:`compare_training_designs`): why, first after the opening sentence;
-    * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
-      tolerance where another dispatch matched the same run: the two errors and the stacks with the other
-      dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
-        ``gpus``, ``mfu`` and ``dtype`` where present), or any table of designs with ``system`` and ``status``
-        (:func:`hnplan.planning.sizing.size_designs`): the accelerator is then the system's.
-    model : id or entry
-        The model it compared.
-    catalog : Catalog, optional
-    stack : id, path or entry, optional
-        The software stack the designs were planned with; default the planner's defaults.
-
-    Returns
-    -------
-    str
-        Markdown sentences, one paragraph; empty when no design has a plan.
-    """
-    from hnplan.catalog.schemas.software import StackChoices
-    from hnplan.planning.prediction_cache import cached_training_runs
-
-    cat = catalog or load_catalog()
-    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
-    if "accelerator" not in ok and "system" in ok and not ok.empty:  # e.g. the table of sizing.size_designs
-        ok = ok.assign(accelerator=[cat.system(s).accelerator for s in ok["system"]])
-    if ok.empty or "accelerator" not in ok:
-        return ""
-    accs = list(dict.fromkeys(ok["accelerator"]))
-    runs_on: dict[str, list] = {a: [] for a in accs}
-    for run in cached_training_runs():
-        acc = cat.system(run.system).accelerator
-        if acc in runs_on:
-            runs_on[acc].append(run)
-    parts = [
-        "Every figure here is a model's prediction, not a measurement; the `validation` report "
-        "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
-    ]
-    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
-        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
-    counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
-    if counted:
-        parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
-    for a, r in runs_on.items():
-        if not r:
-            names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
-            parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
-    if counted:
-        errors = trust.speed_errors([r for rs in runs_on.values() for r in rs], cat)
-        parts.extend(trust.error_sentences(runs_on, errors))
-        parts.extend(trust.paired_sentences(runs_on, errors))
-    m = cat.model(model)
-    planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
-    for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
-        # the same dtype only: an fp8 run's MFU is of the fp8 peak, twice the bf16 one on these chips
-        same = [
-            r
-            for r in runs_on[row["accelerator"]]
-            if r.model == m.id and r.metric in _MFU_METRICS and r.dtype == row.get("dtype")
-        ]
-        if same:
-            run = min(same, key=lambda r: abs(math.log(r.gpus / row["gpus"])))
-            parts.append(
-                f"The nearest published run of {m.id} on {row['accelerator']}, {run.id} ({run.gpus:,} GPUs of "
-                f"{run.system}, {run.dtype}), measured {run.published:,.0f} {_MFU_METRICS[run.metric]}, "
-                f"{_run_mfu(run, m, cat):.1%} MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the "
-                "plans need not be the same)."
-            )
-    clocks: dict[float, list[str]] = {}
-    for a in accs:
-        frac = cat.accelerator(a).sustained_compute_fraction
-        if frac is not None and frac < 1:
-            clocks.setdefault(frac, []).append(a)
-    if clocks:
-        said = "; ".join(f"{frac:.3g} on {' and '.join(a)}" for frac, a in clocks.items())
-        parts.append(
-            "Compute-bound kernels run at the share of the short-run rates their laws were fitted to that the "
-            "power-limited clock sustains through a training step (the accelerators' "
-            f"`sustained_compute_fraction`, each with its source): {said}."
-        )
-    if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok), cat):
-        parts.append(said)
-    priced = []
-    for system in dict.fromkeys(ok["system"]):  # the cost ranking rests on one system price per design
-        try:
-            p = cat.design(system).prices.system
-        except HnplanError:
-            continue
-        if p is not None:
-            priced.append(
-                f"{system} {units.format_usd(p.usd)} per {p.per}, as of {p.as_of}"
-                + (" (assumed)" if p.assumption else "")
-            )
-    if priced:
-        parts.append(
-            "The costs and their ranking rest on one dated system price per design (`data/prices.yaml`, each "
-            f"with its source): {'; '.join(priced)}."
-        )
-    scope = set(StackChoices().cuda_graph_scope)
-    if m.moe is not None and not scope & {"moe", "full_iteration"}:
-        parts.append(
-            f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
-            "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
-            "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
-            "as one value fitted to those runs (moe_host_us_per_kernel, 43 us a kernel), which leaves them "
-            "between 27 % slower and 71 % faster than measured, the bf16 runs up to 28 % faster "
-            '(docs/training.md, "The MoE layer\'s host work, fitted").'
-        )
-    if said := trust.moe_dispatch_sentence(m, stack, cat):
-        parts.append(said)
-    return " ".join(parts)

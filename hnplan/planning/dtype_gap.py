@@ -29,8 +29,10 @@ _PART_GROWTH_S = 0.05
 
 
 def _label(p: ParallelPlan) -> str:
-    """``TP2 PP16 DP32 CP2 EP4 mb1 none``, as the compare table writes a plan."""
-    return f"TP{p.tp} PP{p.pp} DP{p.dp} CP{p.cp} EP{p.ep} mb{p.microbatch_size} {p.recompute}"
+    """``TP2 PP16 DP32 CP2 EP4 mb1 none`` (``EP4 ETP1`` where the experts' TP is not TP), as the compare table
+    writes a plan."""
+    etp = f" ETP{p.etp}" if p.ep > 1 and p.etp != p.tp else ""
+    return f"TP{p.tp} PP{p.pp} DP{p.dp} CP{p.cp} EP{p.ep}{etp} mb{p.microbatch_size} {p.recompute}"
 
 
 def _grown(slow: TrainingEstimate, fast: TrainingEstimate, n: int = 2) -> str:

@@ -203,7 +203,18 @@ def plan_task(key: dict, data_root: str | None = None) -> dict:
         feasible=feasible,
         **{
             k: p[k]
-            for k in ("tp", "pp", "dp", "cp", "ep", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
+            for k in (
+                "tp",
+                "pp",
+                "dp",
+                "cp",
+                "ep",
+                "etp",
+                "microbatch_size",
+                "virtual_stages",
+                "zero_stage",
+                "recompute",
+            )
         },
     )
 

@@ -25,6 +25,7 @@ PLAN_OUTPUTS = (
     "dp",
     "cp",
     "ep",
+    "etp",
     "microbatch_size",
     "virtual_stages",
     "zero_stage",
@@ -179,7 +180,8 @@ def read_sweep(out: str | Path) -> pd.DataFrame:
     out = Path(out)
     if not out.is_dir() or not any(out.rglob("*.parquet")):
         raise InputError(f"{out}: no sweep dataset here (run `hnplan sweep SPEC --out {out}`)")
-    df = ds.dataset(out, format="parquet", partitioning="hive").to_table().to_pandas()
+    # the dataset's schema, not the first file's: a dataset begun before a column was added reads it as null
+    df = ds.dataset(out, schema=_schema(), format="parquet", partitioning="hive").to_table().to_pandas()
     df["system"] = df["system"].astype(str)
     df = df[[c for c in COLUMNS if c in df.columns]].sort_values("point_id", ignore_index=True)
     df.attrs["units"] = dict(UNITS)

@@ -90,8 +90,9 @@ class StackChoices(_Strict):
         ``FP8_PARAMS``): 1 byte a weight plus its cached fp8 transpose, no bf16 copy; the fp32 master
         weights live in the (distributed) optimizer. Default False.
     fp4_params : bool
-        fp4 (NVFP4) training keeps the GEMM weights as NVFP4 tensors and the distributed optimizer
-        all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
+        fp4 (NVFP4) training keeps the GEMM weights only as NVFP4 tensors (row- and column-wise, 1.125
+        bytes a weight, no bf16 copy: :func:`hnplan.memory.states.stack_accounting`) and the distributed
+        optimizer all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
         Engine >= 2.14 NVFP4 primary weights; :func:`hnplan.compute.fp8_recipes.param_gather_bytes`).
         Default False.
     fp8_weight_cache : bool

@@ -282,7 +282,8 @@ def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccounting:
     """Bytes per parameter a stack keeps for a training dtype (:func:`hnplan.memory.states.stack_accounting`
-    of its gradient buffer width, fp8 weight fields and optimizer precision; default: hnplan's default stack)."""
+    of its gradient buffer width, fp8 weight fields, fp4 parameters and optimizer precision; default: hnplan's
+    default stack)."""
     ch = StackChoices() if choices is None else choices
     return stack_accounting(
         dtype,
@@ -293,6 +294,8 @@ def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccou
         ch.adam_moment_bytes,
         ch.fp8_recipe,
         ch.distributed_optimizer,
+        fp4_params=ch.fp4_params,
+        bf16_end_layers=ch.fp8_bf16_end_layers,
     )
 
 

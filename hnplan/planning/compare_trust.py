@@ -1,0 +1,174 @@
+"""How far to trust a design comparison, as sentences: :func:`trust_notes`, printed after ``hnplan compare``'s verdict.
+
+Split from :mod:`hnplan.planning.compare` (which re-exports :func:`trust_notes`); the sentences themselves are
+built in :mod:`hnplan.planning.trust`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hnplan import units
+from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.errors import HnplanError
+from hnplan.planning import trust
+
+# published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
+# per token at the run's sequence length
+_MFU_METRICS = {"model_tflops_per_gpu": "model TFLOP/s per GPU", "tokens_per_s_per_gpu": "tokens/s per GPU"}
+
+
+def _run_mfu(run, model, cat: Catalog) -> float:
+    """MFU of a published run [-]: its model FLOP/s per GPU over the dense peak of its dtype (PaLM's definition,
+    :func:`hnplan.compute.mfu`)."""
+    from hnplan.compute import mfu, peak_flops_per_s, training_flops_per_token
+
+    peak = peak_flops_per_s(cat.accelerator(cat.system(run.system).accelerator), run.dtype)
+    if run.metric == "model_tflops_per_gpu":
+        return run.published * units.TERA / peak
+    return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
+
+
+def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=None) -> str:
+    """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
+
+    These kinds, each only where it applies to a design of ``df`` (the rows of
+    :func:`compare_training_designs` whose status is ok):
+
+    * how many published training runs on the design's accelerator the validation set holds
+      (``data/validation/training_runs.yaml``, :func:`hnplan.catalog.runs.training_runs`), and that a design
+      with none is not validated;
+    * hnplan's speed error over those runs per accelerator, and which way an accelerator's designs likely err
+      where its runs lean one way (:func:`hnplan.planning.trust.error_sentences`);
+    * where the same job was published on two of the accelerators: the measured speed ratio beside hnplan's,
+      and whether hnplan likely understates or overstates the lead (:func:`hnplan.planning.trust.paired_sentences`);
+    * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
+      dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
+      (:func:`_run_mfu`) beside the plan's;
+    * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
+      short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
+      :mod:`hnplan.compute.clocks`);
+    * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
+      (:func:`hnplan.planning.trust.assumption_sentence`);
+    * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
+      whether it is assumed), on which the cost ranking rests;
+    * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
+      CUDA graph: the host work of such MoE layers is one value fitted to published runs, with their
+      remaining errors (docs/training.md, "The MoE layer's host work, fitted");
+    * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
+      :func:`compare_training_designs`): why, first after the opening sentence;
+    * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
+      tolerance where another dispatch matched the same run: the two errors and the stacks with the other
+      dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
+        ``gpus``, ``mfu`` and ``dtype`` where present), or any table of designs with ``system`` and ``status``
+        (:func:`hnplan.planning.sizing.size_designs`): the accelerator is then the system's.
+    model : id or entry
+        The model it compared.
+    catalog : Catalog, optional
+    stack : id, path or entry, optional
+        The software stack the designs were planned with; default the planner's defaults.
+
+    Returns
+    -------
+    str
+        Markdown sentences, one paragraph; empty when no design has a plan.
+    """
+    from hnplan.catalog.schemas.software import StackChoices
+    from hnplan.planning.prediction_cache import cached_training_runs
+
+    cat = catalog or load_catalog()
+    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
+    if "accelerator" not in ok and "system" in ok and not ok.empty:  # e.g. the table of sizing.size_designs
+        ok = ok.assign(accelerator=[cat.system(s).accelerator for s in ok["system"]])
+    if ok.empty or "accelerator" not in ok:
+        return ""
+    accs = list(dict.fromkeys(ok["accelerator"]))
+    runs_on: dict[str, list] = {a: [] for a in accs}
+    for run in cached_training_runs():
+        acc = cat.system(run.system).accelerator
+        if acc in runs_on:
+            runs_on[acc].append(run)
+    parts = [
+        "Every figure here is a model's prediction, not a measurement; the `validation` report "
+        "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
+    ]
+    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
+        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
+    counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
+    if counted:
+        parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
+    for a, r in runs_on.items():
+        if not r:
+            names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
+            parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    if counted:
+        errors = trust.speed_errors([r for rs in runs_on.values() for r in rs], cat)
+        parts.extend(trust.error_sentences(runs_on, errors))
+        parts.extend(trust.paired_sentences(runs_on, errors))
+    m = cat.model(model)
+    planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
+    for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
+        # the same dtype only: an fp8 run's MFU is of the fp8 peak, twice the bf16 one on these chips
+        same = [
+            r
+            for r in runs_on[row["accelerator"]]
+            if r.model == m.id and r.metric in _MFU_METRICS and r.dtype == row.get("dtype")
+        ]
+        if same:
+            run = min(same, key=lambda r: abs(math.log(r.gpus / row["gpus"])))
+            parts.append(
+                f"The nearest published run of {m.id} on {row['accelerator']}, {run.id} ({run.gpus:,} GPUs of "
+                f"{run.system}, {run.dtype}), measured {run.published:,.0f} {_MFU_METRICS[run.metric]}, "
+                f"{_run_mfu(run, m, cat):.1%} MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the "
+                "plans need not be the same)."
+            )
+    clocks: dict[float, list[str]] = {}
+    for a in accs:
+        frac = cat.accelerator(a).sustained_compute_fraction
+        if frac is not None and frac < 1:
+            clocks.setdefault(frac, []).append(a)
+    if clocks:
+        said = "; ".join(f"{frac:.3g} on {' and '.join(a)}" for frac, a in clocks.items())
+        parts.append(
+            "Compute-bound kernels run at the share of the short-run rates their laws were fitted to that the "
+            "power-limited clock sustains through a training step (the accelerators' "
+            f"`sustained_compute_fraction`, each with its source): {said}."
+        )
+    if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok), cat):
+        parts.append(said)
+    priced = []
+    for system in dict.fromkeys(ok["system"]):  # the cost ranking rests on one system price per design
+        try:
+            p = cat.design(system).prices.system
+        except HnplanError:
+            continue
+        if p is not None:
+            priced.append(
+                f"{system} {units.format_usd(p.usd)} per {p.per}, as of {p.as_of}"
+                + (" (assumed)" if p.assumption else "")
+            )
+    if priced:
+        parts.append(
+            "The costs and their ranking rest on one dated system price per design (`data/prices.yaml`, each "
+            f"with its source): {'; '.join(priced)}."
+        )
+    scope = set(StackChoices().cuda_graph_scope)
+    if m.moe is not None and not scope & {"moe", "full_iteration"}:
+        parts.append(
+            f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
+            "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
+            "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
+            "as one value fitted to those runs (moe_host_us_per_kernel, 43 us a kernel), which leaves them "
+            "between 27 % slower and 71 % faster than measured, the bf16 runs up to 28 % faster "
+            '(docs/training.md, "The MoE layer\'s host work, fitted").'
+        )
+    if said := trust.moe_dispatch_sentence(m, stack, cat):
+        parts.append(said)
+    return " ".join(parts)
