@@ -12,7 +12,9 @@ is dropped for the children), so the figures are those of an installed package w
 That warm-up also fills the on-disk caches of predictions (:mod:`hnplan.planning.prediction_cache`): the
 per-run errors behind ``compare``'s trust notes and the best plans of its designs, and the best-plan summaries
 of the grid points behind ``claims``: their typical calls are repeats; a second row of each times the first
-call, with the cache bypassed.
+call, with the cache bypassed, and a third the first call after ``make``, whose environment step seeds the cache
+with every published run's speed error and the planners' claims' grid points (``tools/seed_prediction_cache.py``):
+each of its runs starts from a cache that holds only that seed.
 
 Usage: .venv/bin/python benchmarks/bench_startup.py [--runs N] [--only NAME ...]
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -151,9 +154,15 @@ MORE_CALLS = {
     ],
     # the typical call above runs after a warm-up that fills the cache of per-run predictions behind the trust
     # notes, so it is a repeat call; this one plans the published runs every time, as a first call does
-    "compare": [("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["compare"], {"HNPLAN_NO_CACHE": "1"})],
+    "compare": [
+        ("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["compare"], {"HNPLAN_NO_CACHE": "1"}),
+        ("first call after make: the cache holds only make's seed", TYPICAL["compare"], None, "seeded"),
+    ],
     # likewise the claim's twelve best-plan summaries are read back from the cache in the typical call
-    "claims": [("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["claims"], {"HNPLAN_NO_CACHE": "1"})],
+    "claims": [
+        ("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["claims"], {"HNPLAN_NO_CACHE": "1"}),
+        ("first call after make: the cache holds only make's seed", TYPICAL["claims"], None, "seeded"),
+    ],
 }  # fmt: skip
 # typical calls whose own work is not start-up: judged, but marked
 OWN_WORK = {
@@ -173,8 +182,31 @@ COMMAND_TARGET_S = 0.6
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | {"COLUMNS": "120"}
 
 
-def _once(argv: list[str], env: dict | None = None) -> tuple[float, float, int]:
-    """Wall [s], CPU [s] (user + system of the child) and exit code of one run (``env``: variables added)."""
+_SEED: dict[str, Path] = {}
+
+
+def _seeded_cache() -> dict:
+    """The environment of a run whose cache folder holds only what ``make`` seeds: a fresh folder each call, the
+    seed planned once per benchmark (so under this code and data, as ``make`` would after a change)."""
+    if not _SEED:
+        _SEED["seed"] = Path(tempfile.mkdtemp(prefix="hnplan-bench-seed-"))
+        _SEED["run"] = Path(tempfile.mkdtemp(prefix="hnplan-bench-first-")) / "cache"
+        subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "seed_prediction_cache.py")],
+            env=CHILD_ENV | {"HNPLAN_CACHE_DIR": str(_SEED["seed"])},
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    shutil.rmtree(_SEED["run"], ignore_errors=True)
+    shutil.copytree(_SEED["seed"], _SEED["run"])
+    return {"HNPLAN_CACHE_DIR": str(_SEED["run"])}
+
+
+def _once(argv: list[str], env: dict | None = None, reset: str | None = None) -> tuple[float, float, int]:
+    """Wall [s], CPU [s] (user + system of the child) and exit code of one run (``env``: variables added;
+    ``reset="seeded"``: the run starts from a cache folder holding only make's seed, prepared outside the timing)."""
+    if reset == "seeded":
+        env = (env or {}) | _seeded_cache()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     rc = subprocess.run(
@@ -185,10 +217,10 @@ def _once(argv: list[str], env: dict | None = None) -> tuple[float, float, int]:
     return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, rc
 
 
-def timed(argv: list[str], runs: int, env: dict | None = None) -> tuple[float, float, int]:
+def timed(argv: list[str], runs: int, env: dict | None = None, reset: str | None = None) -> tuple[float, float, int]:
     """Median wall [s] and CPU [s] of ``runs`` runs after one warm-up, and the last exit code."""
-    _once(argv, env)  # warms the file cache, writes the bytecode and fills hnplan's cache of predictions
-    results = [_once(argv, env) for _ in range(runs)]
+    _once(argv, env, reset)  # warms the file cache, writes the bytecode and fills hnplan's cache of predictions
+    results = [_once(argv, env, reset) for _ in range(runs)]
     return statistics.median(r[0] for r in results), statistics.median(r[1] for r in results), results[-1][2]
 
 
@@ -260,7 +292,7 @@ def main(runs: int = 5, only: list[str] | None = None) -> dict:
             misses.append(f"{name} --help")
         print(f"{name:12} {h[0]:10.3f}s {h[1]:6.3f}s {hv}   {call}")
         for label, argv, *env in MORE_CALLS.get(name, []):
-            m = timed(HNPLAN + argv, runs, *env)
+            m = timed(HNPLAN + argv, runs, *env)  # env: variables added[, reset]
             mv = verdict(m[1], COMMAND_TARGET_S)
             out[f"{name}: {label}"] = dict(call_wall=m[0], call_cpu=m[1])
             print(f"{'':12} {'':>11} {'':>7}      {m[0]:11.3f}s {m[1]:6.3f}s {mv}  {m[2]}  ({name}: {label})")

@@ -122,11 +122,11 @@ def _main_modules(argv):
 
 def test_fully_given_train_json_imports_only_what_it_needs():
     """The start-up path of issue 16: a fully given `train --json` imports no statistics, graph, plotting,
-    simulation or console library, no other sub-command and no other planner (it does need numpy and
-    pandas for the evaluator, and pydantic for the catalog)."""
+    simulation or console library, no other sub-command and no other planner, and no pandas: its one plan is
+    checked and evaluated as plain columns (it does need numpy for the evaluator, and pydantic for the catalog)."""
     mods = _main_modules(TRAIN_JSON)
     assert "hnplan.planning.training" in mods  # the probe ran the planner
-    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib"} & mods
+    assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib", "pandas"} & mods
     assert {m for m in mods if m.endswith("_cmd")} == {"hnplan.cli.train_cmd"}
     others = {m for m in mods if m.startswith("hnplan.planning.") and not m.startswith("hnplan.planning.training")}
     assert not others
@@ -173,14 +173,37 @@ def test_sub_command_help_imports_no_planner(name):
             ],
             {"pandas", "scipy"},
         ),
+        (
+            ["memory", "--model", "llama3.1-70b", "--tp", "8", "--pp", "4", "--dp", "8", "--seq-len", "8192"],
+            {"pandas", "scipy"},
+        ),
+        (
+            [
+                "memory",
+                "--model",
+                "llama3.1-405b",
+                "--system",
+                "gb200-nvl72",
+                "--tp",
+                "8",
+                "--pp",
+                "16",
+                "--dp",
+                "128",
+                "--seq-len",
+                "8192",
+            ],
+            {"pandas", "scipy"},
+        ),
     ],
-    ids=["reliability", "tco", "topology", "gemm", "infer"],
+    ids=["reliability", "tco", "topology", "gemm", "infer", "memory", "memory-system"],
 )
 def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
     builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
-    activation table or operator table (pandas frames), and the serving planner times its passes from the
-    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame."""
+    activation table or operator table (pandas frames), the serving planner times its passes from the
+    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame, and `memory` gives its one
+    plan to the memory table (and with a system to the training evaluator) as plain columns."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
 

@@ -61,10 +61,15 @@ def test_h200_long_context_rows_within_tolerance(cat):
 def test_deepseek_serving_reports_within_tolerance(cat):
     rows = [m for m in measurements() if m.model == "deepseek-v3" and m.system != "cloudmatrix-384"]
     df = validation_table(rows, cat).set_index("id")
-    assert len(df) == 3
+    assert len(df) == 4
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
-    # the known gaps all point one way: MTP and one-shot all-to-all kernels are missing, so decode is slower
-    assert (df.loc[["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode"], "error_pct"] < 0).all()
+    # the known gaps all point one way: the pairwise all-to-all stands in for the one-shot kernels and the
+    # step's unmodelled floor (docs/inference.md), so decode is slower, never faster
+    decode = ["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode", "lmsys-sglang-deepseek-v3-decode"]
+    assert (df.loc[decode, "error_pct"] < 0).all()
+    # SGLang on 96 x H100 (LMSYS, May 2025): 22,282 tokens/s per node = 2,785 per GPU at 256 sequences per GPU
+    row = df.loc["lmsys-sglang-deepseek-v3-decode"]
+    assert (row["published"], row["batch"], row["engine"]) == (22282 / 8, 256 * 64, "sglang")
 
 
 def test_cloudmatrix_infer_int8_decode_row(cat):

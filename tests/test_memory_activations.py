@@ -247,3 +247,39 @@ def test_dense_middle_stage_never_fuller_than_the_first(cat, model, tp, pp, dp, 
         tensors = states[0] + states[1] + states[2] + acts
         total[stage] = (tensors + (fixed + slope * tensors))[0]
     assert total["middle"] <= total["first"]
+
+
+@pytest.mark.parametrize(
+    "model,degrees,kw",
+    [
+        ("llama3.1-70b", dict(tp=8, pp=4, dp=8), dict(recompute="selective")),
+        ("llama3.1-405b", dict(tp=8, pp=16, dp=128), dict(recompute="full", balanced=True, virtual_stages=2)),
+        ("deepseek-v3", dict(tp=1, pp=16, dp=128, ep=64), dict(dualpipe=True, recipe="fp8", num_microbatches=7)),
+        ("deepseek-v3", dict(tp=8, pp=8, dp=16, ep=64, etp=1), dict(zero=3, recompute="full", recompute_num_layers=2)),
+        ("llama3.1-8b", dict(tp=2, pp=1, dp=16, cp=2), dict(zero=0, overheads=False)),
+    ],
+    ids=["70b", "405b-balanced-interleaved", "dsv3-dualpipe-fp8", "dsv3-folded-zero3", "8b-cp"],
+)
+def test_one_plan_memory_is_the_tables_frame_row_exactly(cat, model, degrees, kw):
+    # training_memory passes its one plan to the table as plain columns (no pandas); the frame path's row is the
+    # same bits, stage included
+    import pandas as pd
+
+    from hnplan.memory.training import TABLE_PARTS, training_memory, training_memory_table
+
+    m = cat.model(model)
+    one = training_memory(m, 8192, 1, catalog=cat, **degrees, **kw)
+    table_kw = {k: v for k, v in kw.items() if k not in ("zero", "recompute", "num_microbatches", "virtual_stages")}
+    row = {**dict(tp=1, pp=1, dp=1, cp=1, ep=1), **degrees}
+    row.setdefault("etp", row["tp"])
+    row.update(
+        microbatch_size=1,
+        num_microbatches=kw.get("num_microbatches", row["pp"]),
+        virtual_stages=kw.get("virtual_stages", 1),
+        zero_stage=kw.get("zero", 1),
+        recompute=kw.get("recompute", "none"),
+    )
+    framed = training_memory_table(m, pd.DataFrame([row]), 8192, catalog=cat, **table_kw).iloc[0]
+    assert [getattr(one, k) for k in TABLE_PARTS] == [float(framed[k]) for k in TABLE_PARTS]
+    assert one.stage == str(framed["stage"])
+    assert one.params_bytes > 0 and one.activations_bytes > 0

@@ -245,3 +245,57 @@ def test_a_repeat_call_plans_no_run_again(cache_dir, monkeypatch):
 
     monkeypatch.setattr(trust, "_planned_errors", refuse)
     assert trust_notes(designs, "llama3.1-70b") == cold
+
+
+def test_the_seed_holds_what_a_first_compare_and_a_first_claim_read(cache_dir, monkeypatch):
+    # what make's environment step stores: afterwards a first trust note reads every error back and a first
+    # claim every best plan, the same text and numbers as planned without a cache
+    from hnplan.planning import claims_grid
+    from hnplan.planning.claims import audit, claim_ids
+    from hnplan.planning.claims_other import CLUSTER_CLAIM_IDS
+
+    designs = pd.DataFrame([dict(system="gb200-nvl72", accelerator="gb200", status="ok")])
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    assert set(prediction_cache.seed().values()) == {0}  # bypassed: nothing planned or written
+    planned = trust_notes(designs, "llama3.1-405b")
+    claim = audit(only=["storage-1m-iops"])[0]
+    assert not cache_dir.exists()
+    monkeypatch.delenv("HNPLAN_NO_CACHE")
+    n = len(training_runs())
+    claims_grid._CACHE.clear()  # the points planned above, kept in this process: the seed plans them again
+    seeded = prediction_cache.seed()
+    assert seeded["runs"] == seeded["speed_errors"] == n
+    assert seeded["claims"] == len(claim_ids()) - len(CLUSTER_CLAIM_IDS) == 24
+    assert seeded["plan_points"] == len(json.loads((cache_dir / prediction_cache.POINTS_FILE_NAME).read_text())["rows"])
+    assert len(json.loads((cache_dir / prediction_cache.FILE_NAME).read_text())["errors"]) == n
+    # as a new process: nothing kept in memory, nothing planned
+    prediction_cache._KEYS.clear()
+    prediction_cache._POINTS.clear()
+    claims_grid._CACHE.clear()
+    monkeypatch.setattr(trust, "_planned_errors", lambda runs, cat: pytest.fail(f"planned {len(runs)} runs again"))
+    monkeypatch.setattr(claims_grid, "_plan_point_row", lambda *a: pytest.fail(f"planned {a[1].id} again"))
+    assert trust_notes(designs, "llama3.1-405b") == planned
+    assert "gb200 median" in planned
+    again = audit(only=["storage-1m-iops"])[0]
+    assert json.dumps(again.as_dict()) == json.dumps(claim.as_dict())
+    assert claim.verdict in ("holds", "does not hold", "holds under conditions")
+
+
+def test_the_seed_is_a_miss_once_the_catalog_or_the_code_changes(cache_dir, data_copy, monkeypatch):
+    prediction_cache.seed()
+    runs = prediction_cache.cached_training_runs()
+    plan = Planner()
+    # the same data in another folder has the same content hash: the seed is read
+    prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
+    assert plan.asked == []
+    # one byte more in one catalog file: every run is planned again
+    acc = data_copy / "accelerators" / "h100-sxm.yaml"
+    acc.write_text(acc.read_text() + "# edited\n")
+    errors = prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
+    assert plan.asked == [[r.id for r in runs]]
+    assert errors == {r.id: 0.01 * r.gpus for r in runs}
+    # another code fingerprint (an edited hnplan file) on the seeded catalog: planned again too
+    monkeypatch.setattr(prediction_cache, "source_fingerprint", lambda: "0123456789abcdef")
+    prediction_cache._KEYS.clear()
+    prediction_cache.cached_speed_errors(runs[:3], load_catalog(), plan)
+    assert plan.asked[-1] == [r.id for r in runs[:3]]

@@ -355,3 +355,37 @@ def test_size_tries_the_power_of_two_below_a_count_whose_odd_factor_slows_it(cat
     at_4096 = time_to_train("deepseek-v3", "hgx-h100-ib-ndr", 4096, 14.8e12, 8192, 2048, catalog=cat)
     assert at_4096["days"] <= 60.0
     assert r["gpus"] <= 4096 and r["days"] <= 60.0
+
+
+@pytest.mark.parametrize(
+    "model,system,gpus,seq_len,batch,dtype,plan,choices",
+    [
+        (
+            "llama3.1-405b",
+            "hgx-h100-ib-ndr",
+            16384,
+            8192,
+            2048,
+            "bf16",
+            dict(tp=8, pp=16, dp=128, recompute="full"),
+            {},
+        ),
+        ("llama3.1-8b", "hgx-h100-ib-ndr", 64, 32768, 128, "bf16", dict(tp=2, dp=16, cp=2, zero_stage=3), {}),
+        ("llama3.1-70b", "gb200-nvl72", 1152, 8192, 1152, "bf16", dict(tp=4, pp=4, dp=72, virtual_stages=2), {}),
+        ("deepseek-v3", "hgx-h100-ib-ndr", 1024, 4096, 15360, "fp8", dict(tp=8, pp=8, dp=16, ep=64, etp=1), {}),
+        ("llama3.1-405b", "gb200-nvl72", 16384, 8192, 2048, "bf16", dict(tp=8, pp=16, dp=128), {"offload": "auto"}),
+    ],
+    ids=["405b-3d", "8b-cp-zero3", "70b-interleaved", "dsv3-folded-fp8", "405b-offload"],
+)
+def test_the_one_plan_estimate_is_the_evaluators_row_exactly(
+    cat, model, system, gpus, seq_len, batch, dtype, plan, choices
+):
+    # `hnplan train` estimates one plan from plain columns (no pandas frame); the search's frame gives the same bits
+    from hnplan.planning.training.evaluate import estimate_from_row, estimate_plan
+
+    job = make_job(model, system, gpus, seq_len, batch, dtype, cat, overrides=choices or None)
+    p = ParallelPlan(**{**KNOBS, **plan})
+    one = estimate_plan(job, p)
+    framed = estimate_from_row(job, evaluate_plans(job, plans_frame([p])).iloc[0])
+    assert one == framed
+    assert one.step_time_s > 0 and sum(one.breakdown_s.values()) == pytest.approx(one.step_time_s, rel=1e-12)

@@ -267,7 +267,11 @@ def _table(rows: list[dict], title: str):
         "status",
     )
     for col in cols:
-        t.add_column(escape(col), justify="left" if col in ("system", "plan", "status") else "right")
+        t.add_column(
+            escape(col),
+            justify="left" if col in ("system", "plan", "status") else "right",
+            no_wrap=col in ("system", "plan"),  # an id or a plan is never broken across lines
+        )
     for r in rows:
         if not str(r["status"]).startswith("ok"):
             t.add_row(escape(r["system"]), *["-"] * (len(cols) - 2), escape(str(r["status"])))

@@ -347,7 +347,7 @@ sequence_parallel, stack
     Returns
     -------
     dict
-        ``kind``, ``bound`` (str arrays), ``count``, ``flops`` [FLOP], ``bytes`` [bytes],
+        ``name``, ``kind``, ``bound`` (str arrays), ``count``, ``flops`` [FLOP], ``bytes`` [bytes],
         ``compute_time_s``, ``memory_time_s``, ``time_s`` [s] (number arrays), one element per row of
         :func:`operator_table` in its order; :func:`totals` accepts it.
 
@@ -359,6 +359,7 @@ sequence_parallel, stack
     _, rows, (compute_s, memory_s, time_s, _) = _timed_rows(**locals())
     return {
         # the numbers' dtypes inferred from the rows as the frame's are (integers stay integers)
+        "name": np.array([r[0] for r in rows], dtype=object),
         "kind": np.array([r[2] for r in rows], dtype=object),
         "count": np.array([r[4] for r in rows]),
         "flops": np.array([r[5] for r in rows]),

@@ -344,11 +344,12 @@ def training_memory(
         raise PlanRuleError(
             f"expert parallel x expert tensor parallel {ep} x {etp} does not divide tp x cp x dp = {tp * cp * dp}"
         )
-    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
-
-    plan = pd.DataFrame(
-        [
-            dict(
+    # the one plan as plain one-row columns (the recompute mode as a code, as the planners give it): the table's
+    # plain-arrays path, no pandas for one plan
+    plan = Columns(
+        {
+            k: np.array([v])
+            for k, v in dict(
                 tp=tp,
                 pp=pp,
                 dp=dp,
@@ -359,9 +360,9 @@ def training_memory(
                 num_microbatches=pp if num_microbatches is None else num_microbatches,
                 virtual_stages=virtual_stages,
                 zero_stage=zero,
-                recompute=recompute,
-            )
-        ]
+            ).items()
+        },
+        {"recompute": (np.array([0]), np.array([recompute], dtype=object))},
     )
     row = training_memory_table(
         model,
@@ -379,6 +380,6 @@ def training_memory(
         dualpipe=dualpipe,
         recompute_num_layers=recompute_num_layers,
         offload_layers=offload_layers,
-    ).iloc[0]
-    params, grads, opt, acts, over = (float(row[k]) for k in TABLE_PARTS)
-    return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"]))
+    )
+    params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
+    return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

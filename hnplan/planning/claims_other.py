@@ -375,6 +375,8 @@ FRAG = (
 )
 UTIL50 = ("utilisation-below-50", ("002",), "Fragmented scheduling keeps utilisation below 50% for long periods")
 CONC512 = ("concurrent-512-jobs-92", ("000",), "A supernode runs 512 simulation jobs at once at 92% utilisation")
+#: the claims decided by the shared-cluster simulation (hnplan.cluster: minutes of CPU), not the planners
+CLUSTER_CLAIM_IDS = tuple(spec[0] for spec in (UTIL, FRAG, UTIL50, CONC512))
 
 
 def _cluster_claim(spec: tuple, text: str):

@@ -109,13 +109,12 @@ def memory_summary(
         TRAIN_DTYPES,
         ParallelPlan,
         StackChoices,
-        evaluate_plans,
         make_job,
-        plans_frame,
         stack_choices,
         validate_plan,
     )
     from hnplan.planning.training.components import memory_recipe
+    from hnplan.planning.training.evaluate import plan_row
 
     check_choice("mode", mode, MODES)
     cat = catalog or load_catalog()
@@ -228,7 +227,7 @@ def memory_summary(
         validate_plan(
             job.model, job.gpus, p, job.global_batch_seqs, seq_len, balanced_ends=job.choices.pipeline_balanced_ends
         )
-        row = evaluate_plans(job, plans_frame([p])).iloc[0]
+        row = plan_row(job, p)  # the evaluator's row of the one plan, without a pandas frame
         design = cat.design(sys_)
         plan = spill_plan(
             mem,

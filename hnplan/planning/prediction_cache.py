@@ -31,6 +31,13 @@ at all (:func:`hnplan.files.atomic_write`). A file that cannot be
 read, is not valid JSON, has another key or the wrong shape is ignored; a folder that cannot be written leaves
 the cache unwritten: in every such case the runs are planned as without a cache, silently.
 ``HNPLAN_NO_CACHE=1`` bypasses it (nothing read, nothing written).
+
+:func:`seed` fills them ahead of use (``make``'s environment step runs it after every change to the code or the
+data): every published run and hnplan's speed error on each, so that the first ``compare`` after installing reads
+its trust notes back instead of planning them, and the grid points of every claim the planners decide, so that a
+first ``claims --only ID`` reads its best plans back (the shared-cluster claims' simulations, minutes of CPU, are
+left to their first use). The seed is an ordinary entry of the same files, under the same key: a later change to
+the catalog or the code makes it a miss like any other entry.
 """
 
 from __future__ import annotations
@@ -313,3 +320,41 @@ def cached_training_runs() -> list[TrainingRun]:
     except OSError:
         pass
     return runs
+
+
+def seed() -> dict[str, int]:
+    """Fill the caches a first :func:`~hnplan.planning.compare.trust_notes` and a first claims audit read, on the
+    default catalog, under its content hash and the code's fingerprint: the published runs
+    (:func:`cached_training_runs`), hnplan's speed error on every one of them
+    (:func:`hnplan.planning.trust.speed_errors`, each run planned with its stated configuration) and the grid
+    points of every claim but the shared-cluster ones (:func:`hnplan.planning.claims.audit` with the default
+    :class:`~hnplan.planning.claims.AuditSetup`).
+
+    Planning the 133 published runs takes about 1.5 s of CPU, the claims' grid points about 3.5 s, once; a
+    comparison's notes then read the errors of the runs on its designs' accelerators back, whichever they are,
+    and a claim its best plans.
+
+    Returns
+    -------
+    dict
+        ``{"runs": published runs, "speed_errors": errors in the cache, "claims": claims audited, "plan_points":
+        grid points in the cache}``; all 0 when ``HNPLAN_NO_CACHE`` is set (nothing planned, nothing written).
+
+    Raises
+    ------
+    CatalogError
+        When the published runs do not validate (:func:`hnplan.catalog.runs.training_runs`).
+    """
+    from hnplan.catalog.loader import load_catalog
+    from hnplan.planning.claims import audit, claim_ids
+    from hnplan.planning.claims_other import CLUSTER_CLAIM_IDS
+    from hnplan.planning.trust import speed_errors
+
+    if not enabled():
+        return {"runs": 0, "speed_errors": 0, "claims": 0, "plan_points": 0}
+    cat = load_catalog()
+    runs = cached_training_runs()
+    errors = speed_errors(runs, cat)
+    claims = audit(catalog=cat, only=[c for c in claim_ids() if c not in CLUSTER_CLAIM_IDS])
+    points = _POINTS.get((str(cache_dir() / POINTS_FILE_NAME), json.dumps(_key(cat), sort_keys=True)), {})
+    return {"runs": len(runs), "speed_errors": len(errors), "claims": len(claims), "plan_points": len(points)}

@@ -26,6 +26,9 @@ class ServingEngine(Entry):
     exchange at the fabric's all-to-all bandwidth, the high-throughput kernels). ``speculative_tokens``
     draft tokens (multi-token prediction, a draft model) are verified by each decode step, each accepted
     with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.tokens_per_step`).
+    ``decode_overlap_efficiency`` is the share of the smaller of a decode step's compute and communication
+    that the engine's two-micro-batch overlap hides (with ``Replica.overlap``;
+    :func:`hnplan.planning.inference.speculative.overlapped_step_s`); absent: all of it (an upper bound).
     """
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
@@ -91,7 +94,17 @@ class ServingEngine(Entry):
         description="probability a draft token is accepted given the one before it was; required when "
         "speculative_tokens > 0 (calibration)",
     )
-    _calibrations: ClassVar[tuple[str, ...]] = ("oneshot_alltoall_efficiency", "acceptance_rate")
+    decode_overlap_efficiency: Fraction | None = Field(
+        default=None,
+        description="share of the smaller of a decode step's compute and communication that two-micro-batch "
+        "overlap hides (with the replica's overlap); absent: all of it, max(compute, communication) "
+        "(calibration)",
+    )
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "oneshot_alltoall_efficiency",
+        "acceptance_rate",
+        "decode_overlap_efficiency",
+    )
 
     @model_validator(mode="after")
     def _kernels(self):

@@ -1,5 +1,6 @@
 """What a serving engine's decode step runs beyond one token per sequence over NCCL: speculative decoding
-(multi-token prediction) and the expert all-to-all kernel it picks.
+(multi-token prediction), the expert all-to-all kernel it picks, how much of it two micro-batches hide, and
+the CUDA-graph batch it pads to.
 
 Speculative decoding
     Each decode step verifies ``1 + k`` tokens per sequence: the next token and ``k`` drafts (DeepSeek-V3's
@@ -19,11 +20,30 @@ Expert all-to-all of a decode step
     ``oneshot_alltoall_efficiency`` of the scale-out line rate, :func:`hnplan.comm.collectives.
     oneshot_alltoall_time`). Prefill keeps the pairwise exchange at the fabric's all-to-all bandwidth
     (DeepEP's normal kernels, which the fabric's ``alltoall_efficiency`` records).
+
+Two-micro-batch overlap of a decode step
+    With the replica's ``overlap`` a decode step runs as two micro-batches of half the sequences (DeepSeek's
+    decode overlap, deepseek-ai/profile-data; SGLang's two-batch overlap): each reads the weights, the
+    collectives carry the same bytes (:func:`hnplan.planning.inference.decode_step`), and while one computes
+    the other's all-to-all is in flight. The low-latency kernels hold SMs while they send and receive, and a
+    receive waits for the slowest of the ``p`` ranks (LMSYS, "Deploying DeepSeek with PD Disaggregation and
+    Large-scale Expert Parallelism on 96 H100 GPUs", May 2025: dispatch about 0.17 ms per layer in both
+    DeepSeek's and SGLang's decode profiles where DeepEP's unit test needs 0.06 ms, mostly waiting for
+    data), so the overlap hides only part of the smaller term: ``t = C + A - e min(C, A)`` with the
+    engine's ``decode_overlap_efficiency`` ``e`` (:func:`overlapped_step_s`; 1 without one, the
+    ``max(C, A)`` upper bound).
+
+CUDA-graph padding and the engine's per-pass costs
+    :func:`graph_batch`: the batch a generation-only iteration is padded to; :func:`dequant_share` and
+    :func:`iteration_overhead_s`: unfused (de)quantisation and host time per iteration.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from dataclasses import replace
+from statistics import NormalDist
 
 from hnplan import units
 from hnplan.comm import best_time
@@ -76,7 +96,8 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
     """Dispatch and combine all-to-alls of one pass over all MoE layers [s].
 
     Each of the ``T / tp`` tokens of an EP rank goes to its ``k`` experts at the GEMM dtype (at least one
-    byte: FP8 dispatch, DeepEP) and returns in bf16 (combine). A decode pass with an engine whose
+    byte: FP8 dispatch, DeepEP) and returns in bf16 (combine); the busiest rank receives
+    :func:`routing_peak` times the mean, and the exchange ends when it has. A decode pass with an engine whose
     ``ep_decode_alltoall`` is ``oneshot`` runs both on the one-shot kernel; otherwise (prefill, no engine,
     ``pairwise``) the tuner's pairwise exchange.
     """
@@ -85,7 +106,8 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
         return 0.0
     m, r = s.model, s.replica
     assert m.moe is not None  # an EP group exists only for an MoE model (resolve)
-    copies = tokens_per_group / r.tp * m.moe.active_experts * m.hidden
+    # the busiest rank receives the routing peak times the mean, and every rank waits for it
+    copies = tokens_per_group / r.tp * m.moe.active_experts * m.hidden * routing_peak(s, tokens_per_group)
     dispatch = copies * max(units.dtype_bytes(r.dtype), 1.0)
     combine = copies * ACT_BYTES
     layers = m.layers - m.moe.first_dense_layers
@@ -93,3 +115,78 @@ def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:
         one = _oneshot_group(s, g)
         return layers * sum(float(algorithm_time("alltoall", "oneshot", b, one)) for b in (dispatch, combine))
     return layers * (best_time("alltoall", dispatch, g)[0] + best_time("alltoall", combine, g)[0])
+
+
+def decode_overlap_efficiency(s: Setup) -> float:
+    """Share of the smaller of a decode step's compute and communication the engine's two-micro-batch
+    overlap hides: its ``decode_overlap_efficiency``, 1 (all of it) without an engine or the field [-]."""
+    e = s.engine
+    return 1.0 if e is None or e.decode_overlap_efficiency is None else e.decode_overlap_efficiency
+
+
+def overlapped_step_s(compute_s: float, comm_s: float, efficiency: float = 1.0) -> float:
+    """Time of a pass whose compute and communication overlap in part [s]:
+    ``C + A - e min(C, A)``; ``e = 1`` gives ``max(C, A)``, ``e = 0`` the serial sum.
+
+    >>> overlapped_step_s(0.04, 0.06, 0.5)  # 0.04 + 0.06 - 0.5 x 0.04
+    0.08
+    """
+    return compute_s + comm_s - efficiency * min(compute_s, comm_s)
+
+
+def graph_batch(s: Setup, batch_per_group: int) -> int:
+    """Sequences a generation-only iteration of ``batch_per_group`` runs as [-]: the smallest batch the
+    engine captured a CUDA graph at that holds it (``ServingEngine.cuda_graph_batch_sizes``; captured
+    sizes above ``min(max_num_seqs, max_num_batched_tokens)`` fall back to that cap), the batch itself
+    at or above the largest, or without an engine or its graph sizes.
+
+    Source: TensorRT-LLM ``CUDAGraphRunner.pad_batch`` and ``_filter_cuda_graph_batch_sizes``
+    (tensorrt_llm/_torch/pyexecutor), with the sizes of its perf-overview throughput runs.
+    """
+    e = s.engine
+    if e is None or not e.cuda_graph_batch_sizes:
+        return batch_per_group
+    cap = min(e.max_num_seqs, e.max_num_batched_tokens)
+    sizes = sorted({g for g in e.cuda_graph_batch_sizes if g <= cap} | {cap})
+    if max(e.cuda_graph_batch_sizes) < cap:
+        sizes.remove(cap)
+    i = bisect.bisect_left(sizes, batch_per_group)
+    return batch_per_group if i == len(sizes) else sizes[i]
+
+
+def routing_peak(s: Setup, tokens_per_group: float) -> float:
+    """Routed token copies of the busiest expert-parallel rank over the mean in a pass of
+    ``tokens_per_group`` tokens [-]: the peak of random routing over the ``ep`` ranks
+    (:func:`hnplan.comm.messages.random_routing_peak`; the floor of any real router, whose skew EPLB's
+    redundant experts reduce but per-step fluctuation stays), 1 for a dense model or ``ep = 1``.
+
+    DeepSeek-V3 at EP128 with 92 sequences per rank: ``1 + 2.6 sigma / mu`` with ``mu = 736`` copies:
+
+    >>> from hnplan.catalog import load_catalog
+    >>> from hnplan.planning.inference import Replica, resolve
+    >>> s = resolve("deepseek-v3", "hgx-h800-ib", Replica(tp=1, ep=128, dtype="fp8"), load_catalog())
+    >>> round(routing_peak(s, 92), 3), round(routing_peak(s, 4096), 3)
+    (1.094, 1.014)
+    """
+    moe, r = s.model.moe, s.replica
+    if moe is None or r.ep <= 1:
+        return 1.0
+    # random_routing_peak's formula for one scalar, with the standard library's normal quantile: the serving
+    # CLI then starts without scipy (about 0.1 s)
+    t, k, ep = tokens_per_group / r.tp, moe.active_experts, r.ep
+    share = 1.0 / ep
+    v = k * share * (1.0 - share) * (moe.experts - k) / max(moe.experts - 1, 1)
+    z = NormalDist().inv_cdf(max((ep - 0.375) / (ep + 0.25), 0.5))
+    return 1.0 + z * math.sqrt(ep * t * v) / (t * k)
+
+
+def dequant_share(s: Setup) -> float:
+    """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
+    if s.engine is None:
+        return 0.0
+    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
+
+
+def iteration_overhead_s(s: Setup) -> float:
+    """Host time per iteration the GPU waits for (the engine's ``iteration_overhead_s``; 0 without one) [s]."""
+    return 0.0 if s.engine is None else s.engine.iteration_overhead_s

@@ -8,7 +8,6 @@ Agrawal et al. OSDI 2024).
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns, totals
+from hnplan.compute.parts import ROUTED_OPS
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
@@ -31,7 +31,18 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
-from hnplan.planning.inference.speculative import draft_share, ep_alltoall_s, tokens_per_step, verified_tokens
+from hnplan.planning.inference.speculative import (
+    decode_overlap_efficiency,
+    dequant_share,
+    draft_share,
+    ep_alltoall_s,
+    graph_batch,
+    iteration_overhead_s,
+    overlapped_step_s,
+    routing_peak,
+    tokens_per_step,
+    verified_tokens,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,63 +114,67 @@ def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to
 
     ``padded_to`` (a CUDA graph's batch, :func:`graph_batch`) runs the step as that many sequences: the
     GEMMs, norms, activations and collectives see the padded batch, the attention only the real
-    sequences' KV (a padding sequence holds one token).
+    sequences' KV (a padding sequence holds one token). With ``Replica.overlap`` and at least two
+    sequences the step runs as two micro-batches of half the batch each (DeepSeek's decode overlap,
+    SGLang's two-batch overlap): each reads the weights, and the engine's overlap hides part of the
+    smaller of compute and communication
+    (:func:`.speculative.overlapped_step_s`).
 
     Returns
     -------
     dict
-        ``compute_s`` (operator roofline over all layers of one accelerator's shard), ``bytes``
-        [bytes] read and written per accelerator, the collectives ``tp_allreduce_s``,
-        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum, or the larger of compute and
-        communication with ``Replica.overlap``).
+        ``compute_s`` (operator roofline over all layers of one accelerator's shard, both micro-batches),
+        ``bytes`` [bytes] read and written per accelerator, the collectives ``tp_allreduce_s``,
+        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum, or the overlapped step with
+        ``Replica.overlap`` and two or more sequences).
     """
     r = s.replica
     b = max(1, int(math.ceil(batch_per_group)))
     bp = max(b, int(padded_to or b))
     ctx = max(1, int(round(context_tokens)))
     v = verified_tokens(s)
-    # speculative decoding: v = 1 + k query tokens per sequence, each sequence's KV read once
-    cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
-    cols = _retime_attention(cols, saved, b / bp)
-    out = _pass_times(totals(cols), _comm_time_s(s, bp * v, decode=True), r.overlap, _dequant(s))
+    micro_batched = r.overlap and b >= 2  # one sequence cannot be split: nothing to overlap with
+    if micro_batched:
+        first, second = (b - b // 2, bp - bp // 2), (b // 2, bp // 2)
+        parts = [_decode_work(s, *first, ctx, v)]
+        parts.append(parts[0] if second == first else _decode_work(s, *second, ctx, v))
+        tot = {k: parts[0][k] + parts[1][k] for k in ("time_s", "bytes", "flops")}
+    else:
+        tot = _decode_work(s, b, bp, ctx, v)
+    # the collectives carry the whole batch's bytes; timed as one exchange per layer (the one-shot kernel's
+    # latency is about 1 % of its time at these sizes; the pairwise exchange's p - 1 latencies are already
+    # a pessimistic stand-in, docs/inference.md)
+    comm = _comm_time_s(s, bp * v, decode=True)
+    out = _pass_times(tot, comm, micro_batched, dequant_share(s), decode_overlap_efficiency(s))
     draft = draft_share(s)
     return out if draft == 0.0 else {k: val * (1.0 + draft) for k, val in out.items()}
 
 
-def graph_batch(s: Setup, batch_per_group: int) -> int:
-    """Sequences a generation-only iteration of ``batch_per_group`` runs as [-]: the smallest batch the
-    engine captured a CUDA graph at that holds it (``ServingEngine.cuda_graph_batch_sizes``; captured
-    sizes above ``min(max_num_seqs, max_num_batched_tokens)`` fall back to that cap), the batch itself
-    at or above the largest, or without an engine or its graph sizes.
-
-    Source: TensorRT-LLM ``CUDAGraphRunner.pad_batch`` and ``_filter_cuda_graph_batch_sizes``
-    (tensorrt_llm/_torch/pyexecutor), with the sizes of its perf-overview throughput runs.
-    """
-    e = s.engine
-    if e is None or not e.cuda_graph_batch_sizes:
-        return batch_per_group
-    cap = min(e.max_num_seqs, e.max_num_batched_tokens)
-    sizes = sorted({g for g in e.cuda_graph_batch_sizes if g <= cap} | {cap})
-    if max(e.cuda_graph_batch_sizes) < cap:
-        sizes.remove(cap)
-    i = bisect.bisect_left(sizes, batch_per_group)
-    return batch_per_group if i == len(sizes) else sizes[i]
-
-
-def _dequant(s: Setup) -> float:
-    """The engine's unfused (de)quantisation cost at the replica's dtype [fraction of operator time]."""
-    if s.engine is None:
-        return 0.0
-    return next((v for k, v in s.engine.dequant_overhead.items() if k == s.replica.dtype), 0.0)
+def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
+    """Operator totals of ``b`` sequences run as ``bp`` (CUDA-graph padding), ``v`` query tokens each
+    (speculative decoding: each sequence's KV read once), on the busiest expert-parallel rank: its routed
+    experts run :func:`.speculative.routing_peak` times the mean tokens."""
+    r = s.replica
+    cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
+    peak = routing_peak(s, bp * v)
+    if peak > 1.0:
+        busy = operator_columns(
+            s.model, s.acc, "decode", math.ceil(peak * bp * v), ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype
+        )
+        routed = np.array([str(n).startswith(ROUTED_OPS) for n in cols["name"]])
+        cols = {
+            **cols,
+            **{
+                k: np.where(routed, busy[k], cols[k])
+                for k in ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s")
+            },
+        }
+    saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
+    cols = _retime_attention(cols, saved, b / bp)
+    return totals(cols)
 
 
-def iteration_overhead_s(s: Setup) -> float:
-    """Host time per iteration the GPU waits for (the engine's ``iteration_overhead_s``; 0 without one) [s]."""
-    return 0.0 if s.engine is None else s.engine.iteration_overhead_s
-
-
-def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0) -> dict:
+def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0, hidden: float = 1.0) -> dict:
     tot = {**tot, "time_s": tot["time_s"] * (1.0 + dequant)}
     out = {
         "compute_s": tot["time_s"],
@@ -168,7 +183,7 @@ def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0) -> d
         **{f"{k}_s": v for k, v in comm.items()},
     }
     c = sum(comm.values())
-    out["time_s"] = max(tot["time_s"], c) if overlap else tot["time_s"] + c
+    out["time_s"] = overlapped_step_s(tot["time_s"], c, hidden) if overlap else tot["time_s"] + c
     return out
 
 
@@ -179,7 +194,7 @@ def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
     n = max(1, int(sequences))
     p = max(1, int(round(prompt_tokens)))
     tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
-    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, _dequant(s))
+    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, dequant_share(s))
 
 
 def prefill_per_request_s(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,6 @@ from hnplan.planning.training.plan import (
     PLAN_FIELDS,
     ParallelPlan,
     TrainingEstimate,
-    plans_frame,
     validate_plan,
 )
 from hnplan.planning.training.slowest import slowest_stage
@@ -307,4 +307,14 @@ def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
     validate_plan(
         job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len, balanced_ends=job.choices.pipeline_balanced_ends
     )
-    return estimate_from_row(job, evaluate_plans(job, plans_frame([plan])).iloc[0])
+    return estimate_from_row(job, plan_row(job, plan))
+
+
+def plan_row(job: c.Job, plan: ParallelPlan) -> dict:
+    """The row of :func:`evaluate_plans` for one plan (that obeys the plan rules), ``{column: value}``, from plain
+    one-row columns (:func:`plan_columns`, :func:`evaluate_columns`): the same numbers as the frame's row, without
+    importing pandas for one plan (a fully given ``hnplan train``, ``hnplan memory --system``)."""
+    fields = asdict(plan)
+    cols = {k: np.array([0 if k == "recompute" else fields[k]]) for k in PLAN_FIELDS}
+    out, plans = plan_columns(job, cols, [plan.recompute])
+    return {k: v[0] if np.ndim(v) else v for k, v in evaluate_columns(job, out, plans).items()}

@@ -182,8 +182,8 @@ def validate_plan(
         For an unknown recompute mode or ZeRO stage.
     """
     check_knobs(plan.recompute, plan.zero_stage)
-    df = plans_frame([plan])
-    for template, ok in plan_rules(df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends).items():
+    row = {k: np.array([v]) for k, v in asdict(plan).items()}  # one row as plain arrays: no pandas for one plan
+    for template, ok in plan_rules(row, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends).items():
         if not ok[0]:
             p = plan
             m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
