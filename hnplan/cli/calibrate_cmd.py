@@ -35,6 +35,24 @@ def _flag_named(paths: dict[str, str | None]):
         raise type(exc)(f"{flag}: {text}") from None
 
 
+@contextmanager
+def _long_lived_imports():
+    """Import the fit's modules (scipy.optimize, the planner) without the cyclic garbage collector, then
+    move what they made to the collector's permanent generation (:func:`gc.freeze`): module objects live
+    as long as the process, so scanning them is wasted work (about 0.03 s of CPU here, 3 gen-0, gen-1
+    and gen-2 passes over some 10^5 objects each). The collector runs as usual for the fit."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was:
+            gc.enable()
+
+
 #: where the calibrated files go without --out (the folder is made): one folder for the stack file and, with a
 #: sweep, the system and fabric files beside it, not the current folder
 DEFAULT_FOLDER = "calibration"
@@ -73,9 +91,10 @@ def calibrate(
     under ./calibration/; each file written is listed, and one that replaced an earlier run's is said.
     """
     with handle_errors():
-        from hnplan.catalog.checks import check_refs
-        from hnplan.planning.calibrate import calibrate as fit_stack
-        from hnplan.planning.calibrate import write_calibration
+        with _long_lived_imports():
+            from hnplan.catalog.checks import check_refs
+            from hnplan.planning.calibrate import calibrate as fit_stack
+            from hnplan.planning.calibrate import write_calibration
 
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
