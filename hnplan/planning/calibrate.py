@@ -45,7 +45,6 @@ from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_r
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, make_job
@@ -56,6 +55,8 @@ from hnplan.vectorise import frame_of
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from hnplan.planning.calibrate_comm import CommCalibration
 
 #: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]; assumption: wide enough for
 #: any production stack (Llama 3, arXiv:2407.21783 Table 4: 38-43 % MFU, so GEMMs below 0.2 mean a broken run)
@@ -325,6 +326,8 @@ def calibrate(
     comm = None
     if collectives_path is not None:
         systems = sorted({r.system for r in runs})
+        from hnplan.planning.calibrate_comm import fit_collectives  # here: only a sweep needs it
+
         comm = fit_collectives(
             collective_measurements(collectives_path),
             systems[0] if len(systems) == 1 else None,
