@@ -104,3 +104,90 @@ def test_queue_depth_out_of_range_is_refused():
 
     with pytest.raises(InputError, match="queue_depth"):
         simulate_cluster("hgx-h100-ib-ndr", 8, n_jobs=5, queue_depth=0)
+
+
+def _whole_cluster_behind_inference() -> pd.DataFrame:
+    """Two 8-GPU servers. t = 0: a 4-GPU inference service of 1,000 s. t = 1: a 16-GPU training job
+    of 500 s (the whole cluster): blocked, its reservation at t = 1,000 s when the service ends.
+    From t = 2 a 1-GPU inference job every 10 s (120 of them) for 5,000 s each (so each would outlast the
+    reservation), and at t = 3 one 1-GPU inference job of 100 s (ends at 103 s, before it)."""
+    n = 120
+    jobs = pd.DataFrame(
+        {
+            "arrival_s": [0.0, 1.0, 3.0, *(2.0 + 10.0 * np.arange(n))],
+            "gpus": [4, 16, 1, *[1] * n],
+            "gpu_milli": 1000,
+            "duration_s": [1000.0, 500.0, 100.0, *[5000.0] * n],
+            "cls": ["inference", "training", "inference", *["inference"] * n],
+            "checkpoint_s": math.inf,
+            "tp": [1, 8, 1, *[1] * n],
+        }
+    )
+    return jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True)  # rows: 0, 1, 2 s, 3 s, ...
+
+
+def test_a_whole_cluster_job_starts_by_its_shadow_time_behind_higher_priority_arrivals():
+    """EASY's guarantee holds against later arrivals of a higher class: the 16-GPU training job starts
+    at t = 1,000 s, when the service ahead of it ends (its shadow time), although 120 production
+    inference jobs arrive after it and ahead of it in priority. The one that ends before the
+    reservation starts at once (backfilled: arrival 3 s, start 3 s); those that would outlast it start
+    after the training job ends (1,000 + 500 = 1,500 s). An earlier version let every later
+    inference job take the GPUs the drain freed, and the training job never started."""
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, _whole_cluster_behind_inference(), failures=False, preemption=False, seed=0
+    )
+    j = r.jobs
+    assert j.loc[1, "start_s"] == pytest.approx(1000.0)
+    assert j.loc[1, "end_s"] == pytest.approx(1500.0)
+    short = j["duration_s"] == 100.0
+    assert j.loc[short, "start_s"].item() == pytest.approx(3.0)
+    assert (j.loc[j["duration_s"] == 5000.0, "start_s"] >= 1500.0 - 1e-6).all()
+    # while it waits, the GPUs the drain frees are blocked capacity, not fragmentation: at t = 200 s,
+    # 12 of 16 GPUs are idle (the 4-GPU service runs; the 100-s job ended at 103 s)
+    ts = r.timeseries
+    row = ts[(ts["time_s"] > 150.0) & (ts["time_s"] < 950.0)].iloc[0]
+    assert row["blocked"] == pytest.approx(12 / 16)
+    assert row["fragmentation"] == 0.0
+    after = ts[(ts["time_s"] > 1000.0) & (ts["time_s"] < 1500.0)]
+    assert (after["blocked"] == 0.0).all()
+
+
+def test_with_preemption_production_inference_preempts_the_whole_cluster_job():
+    """With preemption (the default), the reservation still holds until the training job starts at
+    1,000 s; the next production inference job that finds no GPU then preempts it (t = 1,002 s: the
+    arrivals at 2 + 10 k s), so it is requeued with its work since the last checkpoint lost (no
+    checkpoint: all 2 s)."""
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, _whole_cluster_behind_inference(), failures=False, preemption=True, seed=0
+    )
+    j = r.jobs
+    assert j.loc[1, "start_s"] == pytest.approx(1000.0)
+    assert j.loc[1, "preemptions"] >= 1
+    assert j.loc[j["duration_s"] == 100.0, "start_s"].item() == pytest.approx(3.0)
+
+
+def test_a_node_in_repair_counts_from_the_end_of_its_repair():
+    """A down node's GPUs become free at the repair's end in the shadow time (not never, which let
+    every job backfill past the reservation while any node was in repair)."""
+    from types import SimpleNamespace
+
+    from hnplan.cluster.topology import build_topology
+
+    jobs = _whole_cluster_behind_inference().iloc[:2]
+    sim = engine.ClusterSim(
+        build_topology("hgx-h100-ib-ndr", 16),
+        jobs,
+        "topology-aware",
+        speed_fn=lambda *a: 1.0,
+        rates=SimpleNamespace(hardware_per_gpu_s=0.0, software_per_gpu_s=0.0, restart_s=0.0, repair_s=7200.0),
+        seed=0,
+        backfill=True,
+        preemption=False,
+        failures=False,
+        queue_depth=500,
+        sample_s=100.0,
+        window_s=10.0,
+    )
+    sim.up[1] = False
+    sim.repair_end[1] = 7200.0
+    assert sim._shadow_time(1)[0] == pytest.approx(7200.0)

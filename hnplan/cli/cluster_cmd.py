@@ -230,6 +230,11 @@ def simulate(
                 f"(max {s['fragmentation_max']:.1%})",
             ),
             (
+                "blocked capacity",
+                f"{s['blocked']:.1%}{interval('blocked')} of GPUs free while a reserved job waits for the rest "
+                "of its GPUs (the drain for a gang job; not in fragmentation)",
+            ),
+            (
                 "goodput",
                 f"{s['goodput']:.1%}{interval('goodput')} of allocated GPU-time" if s["goodput"] is not None else "-",
             ),

@@ -22,7 +22,7 @@ class Reservation:
 
     def _release_at(self) -> np.ndarray:
         """When each GPU becomes whole-free if running jobs end as expected [s], shape (nodes, node_gpus):
-        now for a free GPU, the latest expected end of the jobs on it, infinity on a down node."""
+        now for a free GPU, the latest expected end of the jobs on it, the end of its repair on a down node."""
         now = self.env.now
         if self._at[:2] == (self.version, now):
             return self._at[2].copy()
@@ -34,7 +34,8 @@ class Reservation:
             ends = np.repeat(np.maximum(self.exp_end[run], now), [len(self.alloc[r][0]) for r in run])
             np.maximum.at(at, (nodes, slots), ends)
         at[np.isneginf(at)] = now
-        at[~self.up] = math.inf
+        # a node in repair frees its GPUs when the repair ends (the failure process's fixed repair time)
+        at[~self.up] = np.maximum(at[~self.up], self.repair_end[~self.up, None])
         if self.absent is not None:
             at[self.absent] = math.inf
         self._at = (self.version, now, at)
@@ -44,7 +45,9 @@ class Reservation:
         topo, g = self.topo, int(self.gpus[j])
         typed_head = self.spec is not None and self.spec[j] != 0
         if typed_head:  # only nodes of the models it accepts
-            at = np.where(type_ok(int(self.spec[j]), topo.models)[:, None], at, math.inf)
+            ok = type_ok(int(self.spec[j]), topo.models)
+            typed_head = not ok.all()  # a spec every node meets is no constraint
+            at = np.where(ok[:, None], at, math.inf)
         if g <= topo.node_gpus:
             t = float(np.sort(at, axis=1)[:, g - 1].min())
         else:
@@ -68,7 +71,7 @@ class Reservation:
         Counted in the units the job's placement needs: a GPU is whole-free once every job on it has
         ended; a job that fits one node needs that many GPUs on one node; a topology-aware job with
         TP groups needs whole groups of free GPUs inside scale-up domains (so small jobs scattered
-        over the servers delay it, as they do in the placement itself). Down nodes never count.
+        over the servers delay it, as they do in the placement itself). A node in repair counts from the end of its repair.
         """
         if self._shadow[:2] == (j, self.version):
             return self._shadow[2]

@@ -58,6 +58,7 @@ class ClusterSim(Reservation):
         self.free = topo.initial_free()
         self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
+        self.repair_end = np.zeros(topo.nodes)  # when a node in repair comes back [s]
         n = len(jobs)
         self.n = n
         self.arrival = jobs["arrival_s"].to_numpy(float)
@@ -123,6 +124,7 @@ class ClusterSim(Reservation):
         self.hw_failures = 0
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
+        self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
         self._at: tuple = (-1, -1.0, None)
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -204,6 +206,10 @@ class ClusterSim(Reservation):
             elif len(q):
                 strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus)
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
+            # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
+            # for a gang job), beyond what the fragmentation figure already counts
+            waiting = self.reserved >= 0 and self.status[self.reserved] == QUEUED
+            blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
             self.samples.append(
                 (
                     self.env.now,
@@ -215,6 +221,7 @@ class ClusterSim(Reservation):
                     free_gpus / total,
                     len(self.running),
                     float(self.topo.gpus_on(~self.up)) / total,
+                    blocked / total,
                 )
             )
             if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
@@ -240,6 +247,8 @@ class ClusterSim(Reservation):
             for j in hit:
                 self._stop(j, "failure")
             self.up[scope] = False
+            self.repair_end[scope] = self.env.now + self.rates.repair_s
+            self.version += 1
             self.env.process(self._repair(scope))
             self._kick()
 
@@ -250,6 +259,7 @@ class ClusterSim(Reservation):
         self.down_gpu_s += (self.env.now - t0) * lost
         self.up[scope] = True
         self.epoch += 1
+        self.version += 1
         self._kick()
 
     def _job(self, j: int):
@@ -331,6 +341,9 @@ class ClusterSim(Reservation):
         if np.isnan(self.first_start[j]):
             self.first_start[j] = self.env.now
         self.alloc_at[j] = self.env.now
+        # expected end now (the job's process sets it again when it runs): a reservation made in this
+        # same pass must not see its GPUs as held for ever
+        self.exp_end[j] = self.env.now + self.pending_restart[j] + (self.dur[j] - self.done[j]) / spd
         self.level_alloc += self.share[j]
         self.level_prod += self.share[j] * spd
         if self.by_model is not None:
@@ -407,16 +420,27 @@ class ClusterSim(Reservation):
 
     def _pass(self, backfill: bool):
         """One scheduler pass over the first ``queue_depth`` queued jobs: start them in priority order, and
-        with ``backfill`` the later ones that do not delay the first blocked job (EASY)."""
+        with ``backfill`` the later ones that do not delay the first blocked job (EASY).
+
+        The first blocked job keeps its reservation until it starts: a job queued after it, of any
+        priority, starts before it only if that does not delay it (EASY's guarantee, Mu'alem and
+        Feitelson 2001 Sec. 2); production inference included, which may still preempt lower classes
+        for a placement that ends before the reservation."""
         head = None
         shadow, extra = math.inf, 0.0
+        if self.reserved >= 0 and self.status[self.reserved] != QUEUED:
+            self.reserved = -1
+        if self.reserved >= 0:
+            head = self.reserved
+            shadow, extra = self._shadow_time(head)
         for key in list(self.queue[: self.queue_depth]):
             j = key[2]
             if self.status[j] != QUEUED:
                 continue
+            bound = head is not None and j != head
             # behind a blocked job: only jobs that end before its reservation, or fit in the GPUs it
             # leaves spare then, may start
-            late = head is not None and self.env.now + (self.dur[j] - self.done[j]) > shadow
+            late = bound and self.env.now + (self.dur[j] - self.done[j]) > shadow
             if late and self.share[j] > extra:
                 continue
             got = None
@@ -427,23 +451,25 @@ class ClusterSim(Reservation):
             if got is not None:
                 spd = self._speed_on(j, got[0])
                 run_s = (self.dur[j] - self.done[j]) / spd
-                if head is not None and self.env.now + run_s > shadow:
+                if bound and self.env.now + run_s > shadow:
                     # it would outlast the reservation: only on GPUs the blocked job does not need then
                     late = True
                     if self.share[j] > extra or self._delays(head, shadow, j, *got, run_s):
                         continue
                 self._start(j, *got, speed=spd)
-                if late:
+                if j == head:  # the reserved job started: the next blocked one gets the reservation
+                    self.reserved, head, shadow, extra = -1, None, math.inf, 0.0
+                elif late:
                     extra -= self.share[j]
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
                     continue
                 self.preempt_failed[j] = self.version
+            if not backfill:
+                return
             if head is None:
-                if not backfill:
-                    return
-                head = j
+                head = self.reserved = j
                 shadow, extra = self._shadow_time(j)
 
     # -- run ------------------------------------------------------------------------------------

@@ -66,6 +66,7 @@ SERIES_UNITS = {
     "free": "fraction of GPUs",
     "running": "jobs",
     "down": "fraction of GPUs",
+    "blocked": "fraction of GPUs",
 }
 JOB_UNITS = {
     "arrival_s": "s",
@@ -108,7 +109,8 @@ class ClusterResult:
         window is shorter than five GPU-time-weighted run times or the offered load is 100 % or more;
         for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
-        no queued job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
+        no queued job), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
+        while the job holding the backfill reservation waits: the drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
@@ -408,6 +410,7 @@ def _result(
         "free",
         "running",
         "down",
+        "blocked",
     ]
     ts = pd.DataFrame(sim.samples, columns=cols)
     ts.attrs["units"] = SERIES_UNITS
@@ -446,6 +449,7 @@ def _result(
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
         "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
+        "blocked": float(in_window["blocked"].mean()) if len(in_window) else 0.0,
         "queue_delay_s": {
             c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
             for c in CLASSES
