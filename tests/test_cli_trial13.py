@@ -44,3 +44,19 @@ def test_size_choice_names_the_count_asked_for_in_one_clause():
         f"{r['gpus']} GPUs train (all the GPUs of the 1 whole 72-GPU unit bought), {r['days']:,.1f} days: the 1 asked "
         "for has no plan (no plan of llama3.1-70b on 1 GPU fits in memory); on 64: "
     )
+
+
+def test_size_json_keys_as_the_readme_lists_them():
+    # the README's command table listed `skipped` for every size row; a --gpus row has `units` and
+    # `gpu_options` instead (the counts weighed, each with its days or the reason it has no plan)
+    common = ["size", "--model", "llama3.1-70b", "--tokens", "1T", "--system", "gb200-nvl72", "--json"]
+    keys = "system gpus gpus_bought days gpu_hours energy_mwh goodput goodput_mode parallel gpus_choice".split()
+    res = runner.invoke(app, [*common, "--gpus", "100"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    (r,) = json.loads(res.stdout)["results"]
+    assert set(keys) | {"units", "gpu_options"} <= set(r)
+    assert all(set(o) in ({"gpus", "days"}, {"gpus", "reason"}) for o in r["gpu_options"])
+    res = runner.invoke(app, [*common, "--deadline-days", "30"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    (r,) = json.loads(res.stdout)["results"]
+    assert set(keys) | {"skipped"} <= set(r)
