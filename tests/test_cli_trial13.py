@@ -3,8 +3,10 @@ figure or the one-line message."""
 
 import json
 
+import yaml
 from typer.testing import CliRunner
 
+from hnplan.catalog.loader import load_catalog
 from hnplan.cli import app
 
 try:  # click before 8.2 mixes stderr into the output unless told not to
@@ -60,3 +62,43 @@ def test_size_json_keys_as_the_readme_lists_them():
     assert res.exit_code == 0, res.stdout + res.stderr
     (r,) = json.loads(res.stdout)["results"]
     assert set(keys) | {"skipped"} <= set(r)
+
+
+def _engine_file(tmp_path, **fields):
+    """SGLang's catalog entry under a new id with ``fields`` set, each with a provenance line."""
+    entry = load_catalog().get("engines", "sglang").model_dump(mode="json", exclude_none=True)
+    entry.update(id="my-engine", **fields)
+    entry["field_sources"] = {**entry.get("field_sources", {}), **{k: "a measurement (test)" for k in fields}}
+    path = tmp_path / "my-engine.yaml"
+    path.write_text(yaml.safe_dump(entry, sort_keys=False))
+    return path
+
+
+INFER = [
+    *("infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr"),
+    *("--batch", "8", "--input-tokens", "1000", "--output-tokens", "200"),
+]
+
+
+def test_an_engine_value_that_would_change_nothing_is_bad_input(tmp_path):
+    # an acceptance rate without draft tokens, a one-shot kernel efficiency with the pairwise all-to-all: both
+    # were read and silently ignored (the same TPOT as without them)
+    for fields, message in (
+        (
+            {"acceptance_rate": 0.8},
+            "acceptance_rate is given but speculative_tokens is 0: give the draft tokens or drop it",
+        ),
+        (
+            {"oneshot_alltoall_efficiency": 0.7},
+            "oneshot_alltoall_efficiency is given but ep_decode_alltoall is pairwise: set it to oneshot or drop it",
+        ),
+    ):
+        path = _engine_file(tmp_path, **fields)
+        res = runner.invoke(app, [*INFER, "--engine", str(path)])
+        assert res.exit_code == 2, res.stdout + res.stderr
+        assert _one_line(res.stderr) == (
+            f"error: --engine: {path}: entry 'my-engine' (ServingEngine) is invalid: {message}"
+        )
+    path = _engine_file(tmp_path, speculative_tokens=1, acceptance_rate=0.8)
+    res = runner.invoke(app, [*INFER, "--engine", str(path), "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
