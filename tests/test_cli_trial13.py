@@ -102,3 +102,13 @@ def test_an_engine_value_that_would_change_nothing_is_bad_input(tmp_path):
     path = _engine_file(tmp_path, speculative_tokens=1, acceptance_rate=0.8)
     res = runner.invoke(app, [*INFER, "--engine", str(path), "--json"])
     assert res.exit_code == 0, res.stdout + res.stderr
+
+
+def test_tco_mix_without_a_simulated_utilisation_is_bad_input():
+    # --mix chooses the job mix of --utilisation simulated; with a given utilisation (1.0 by default) it was
+    # neither used nor checked: an unknown mix id printed a TCO as if nothing were wrong
+    res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--mix", "heavy"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        "error: --mix heavy: a job mix applies only with --utilisation simulated; got --utilisation 1.0"
+    )
