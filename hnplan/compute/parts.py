@@ -222,8 +222,9 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     """The columns of :func:`hnplan.compute.operator_rows._columns` and the owner of each row for blocks
     ``[(rows, owners, local_experts)]``: each block's rows hold numbers or arrays over its ``owners``
     (shapes), flattened row by row (a shape's rows stay in their order)."""
-    labels = [[r[i] for rows, *_ in blocks for r in rows] for i in range(4)]
-    reps = np.array([len(own) for rows, own, _ in blocks for _ in rows], dtype=np.int64)
+    every = [r for rows, *_ in blocks for r in rows]
+    labels = list(zip(*every))[:4] if every else [()] * 4
+    reps = np.repeat([len(own) for _, own, _ in blocks], [len(rows) for rows, *_ in blocks])
     cols: dict = {}
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
@@ -231,11 +232,15 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     nums, width = [], len(ROW_FIELDS) - 4
     for rows, own, _ in blocks:
         values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
-        wide = np.array([isinstance(v, np.ndarray) and v.ndim > 0 for v in values], dtype=bool)
+        # Python booleans (as _wide; the filters below read them, not numpy scalars)
+        wide = [isinstance(v, np.ndarray) and v.ndim > 0 for v in values]
         a = np.empty((len(values), len(own)))
-        a[~wide] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
-        if wide.any():
-            a[wide] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        if any(wide):
+            mask = np.array(wide, dtype=bool)
+            a[~mask] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
+            a[mask] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        else:
+            a[:] = np.array(values, dtype=float)[:, None]
         nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
     cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
     owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
