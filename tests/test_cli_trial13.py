@@ -112,3 +112,16 @@ def test_tco_mix_without_a_simulated_utilisation_is_bad_input():
     assert _one_line(res.stderr) == (
         "error: --mix heavy: a job mix applies only with --utilisation simulated; got --utilisation 1.0"
     )
+
+
+def test_a_checkpoint_mode_with_no_goodput_is_bad_input():
+    # the checkpoint mode only sets the goodput's stalls; with --no-goodput it was accepted and changed nothing
+    for cmd in (
+        ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15T", "--no-trust"],
+        ["size", "--model", "llama3.1-70b", "--tokens", "1T", "--system", "gb200-nvl72", "--gpus", "72"],
+    ):
+        res = runner.invoke(app, [*cmd, "--checkpoint", "sync", "--no-goodput"])
+        assert res.exit_code == 2, res.stdout + res.stderr
+        assert _one_line(res.stderr) == (
+            "error: --checkpoint sync: the checkpoint mode sets the goodput; --no-goodput leaves it out"
+        )
