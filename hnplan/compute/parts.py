@@ -29,7 +29,16 @@ from hnplan.compute.fp8_recipes import StepKernels, needs_transpose
 from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
+from hnplan.compute.operator_rows import (
+    ROW_FIELDS,
+    _check,
+    _expander,
+    _label_is,
+    _labels,
+    _raw_rows,
+    _times,
+    expert_streams,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,7 +184,8 @@ def part_time_table(
             experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
     per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
-    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)  # [part, group, routed key]
+    streams = expert_streams(stack)  # the routed experts' GEMMs as the stack launches them
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch, streams)  # [part, group, routed key]
     # every (part, group) column gathered to the shapes at once; the MoE layer's routed experts added
     table = per_sub[:, :, sub_of] + 0.0
     i_moe = list(PARTS.values()).index("moe")
@@ -247,16 +257,17 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
 
-def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> np.ndarray:
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None, streams=None) -> np.ndarray:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: the array ``[part (PARTS),
     group (GROUPS then HOST_GROUPS), owner]`` [s];
     ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
     recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
-    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without)."""
+    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without); ``streams``: the
+    routed experts' GEMMs one per expert on that many streams (:func:`hnplan.compute.operator_rows.expert_streams`)."""
     if not any(b[0] for b in blocks):
         return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
-    _, _, t, _ = _times(None, acc, dtype, cols)
+    _, _, t, _ = _times(None, acc, dtype, cols, streams)
     # the routed experts' fp8 splits in Transformer Engine's fused multi-tensor cast-transpose (host.py)
     multi = (
         ch is not None
