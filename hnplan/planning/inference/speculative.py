@@ -156,7 +156,7 @@ def graph_batch(s: Setup, batch_per_group: int) -> int:
 def routing_peak(s: Setup, tokens_per_group: float) -> float:
     """Routed token copies of the busiest expert-parallel rank over the mean in a pass of
     ``tokens_per_group`` tokens [-]: the peak of random routing over the ``ep`` ranks
-    (:func:`hnplan.comm.messages.random_routing_peak`; the floor of any real router, whose skew EPLB's
+    (:func:`hnplan.comm.messages.random_routing_peak_one`, without scipy; the floor of any real router, whose skew EPLB's
     redundant experts reduce but per-step fluctuation stays), 1 for a dense model or ``ep = 1``.
 
     DeepSeek-V3 at EP128 with 92 sequences per rank: ``1 + 2.6 sigma / mu`` with ``mu = 736`` copies:
