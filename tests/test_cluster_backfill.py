@@ -162,7 +162,9 @@ def test_with_preemption_production_inference_preempts_the_whole_cluster_job():
     )
     j = r.jobs
     assert j.loc[1, "start_s"] == pytest.approx(1000.0)
-    assert j.loc[1, "preemptions"] >= 1
+    assert j.loc[1, "preemptions"] == 1 and j.loc[1, "lost_work_s"] == pytest.approx(2.0)
+    held = (j["duration_s"] == 5000.0) & (j["arrival_s"] < 1000.0)
+    assert (j.loc[held, "start_s"] >= 1002.0 - 1e-6).all()  # held by the reservation until 1,002 s
     assert j.loc[j["duration_s"] == 100.0, "start_s"].item() == pytest.approx(3.0)
 
 
