@@ -134,7 +134,8 @@ def plan_rules(
             "{microbatch_size}, virtual stages {virtual_stages})": (
                 np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1
             ),
-            "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not {gpus_name} {gpus}": tp * pp * dp * cp == gpus,
+            "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not {gpus_name} {gpus}": tp * pp * dp * cp
+            == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
             + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
