@@ -167,7 +167,7 @@ def test_gpus_bought_counts_the_idle_trays_as_hot_spares(cat):
     r = runner.invoke(app, [*args, "--gpus-bought", "144"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
-    assert (d["gpus_bought"], d["spare_nodes"]) == (144, 2)
+    assert (d["gpus_bought"], d["spare_nodes"], d["spare_gpus"]) == (144, 2, 0)  # no spare rack needed (tco)
     design = cat.design("gb200-nvl72")
     rates = interruption_rates_per_h(design, 128)
     drained = drained_per_failure(design)
