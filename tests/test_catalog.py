@@ -91,6 +91,7 @@ def test_unknown_id_suggests_nearest(cat):
 def test_entry_by_path(cat, tmp_path):
     raw = _load(cat.path_of("models", "llama3.1-8b"))
     raw.update(id="my-model", layers=16)
+    raw.pop("params_b_published")  # half the layers: not the published 8B (a file keeping it is refused)
     p = tmp_path / "my-model.yaml"
     p.write_text(yaml.safe_dump(raw))
     m = cat.model(str(p))

@@ -193,7 +193,9 @@ def test_a_memory_need_in_thousands_of_gib_has_separators(tmp_path):
     text = (ROOT / "data" / "models" / "llama3.1-8b.yaml").read_text()
     path = tmp_path / "wide.yaml"
     path.write_text(
-        text.replace("hidden: 4096\n", "hidden: 409600\n").replace("ffn_hidden: 14336\n", "ffn_hidden: 1433600\n")
+        text.replace("hidden: 4096\n", "hidden: 409600\n")
+        .replace("ffn_hidden: 14336\n", "ffn_hidden: 1433600\n")
+        .replace("params_b_published: 8\n", "")  # a model of its own, not the published 8B
     )
     argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
     res = runner.invoke(app, [*argv, "--global-batch-size", "64"])

@@ -55,7 +55,8 @@ def test_tco_simulated_utilisation(cat):
     d = json.loads(r.output)
     sim = simulated_utilisation("hgx-h100-ib-ndr", 64, catalog=cat)
     assert d["utilisation"] == pytest.approx(sim["utilisation"]) and 0 < d["utilisation"] < 1
-    assert d["utilisation_source"].startswith("simulated: 3,000 jobs of mix 'default'")
+    assert d["utilisation_source"].startswith("simulated: 14 days of arrivals (")  # the mix's steady-state length
+    assert "the mix's steady-state length) of mix 'default' at 85% offered load" in d["utilisation_source"]
     ref = tco_summary(cat.system("hgx-h100-ib-ndr"), 64, cat, utilisation=sim["utilisation"])
     assert d["usd_per_gpu_hour"] == pytest.approx(ref["usd_per_gpu_hour"])
 

@@ -48,4 +48,4 @@ def test_procurement_whatif_notebook(tmp_path):
     assert "{'" not in text  # no Python dict in prose
     assert plotly_divs(html) == 5  # two tornados, two histograms, the mix
     assert "binding constraint" in html
-    assert f"Utilisation {case.utilisation:.0%} (simulated: 3,000 jobs of mix" in html  # not a sampled range
+    assert f"Utilisation {case.utilisation:.0%} (simulated: 14 days of arrivals (" in html  # not a sampled range

@@ -115,7 +115,7 @@ def test_price_item_with_no_price_is_bad_input(tmp_path):
     err = json.loads(res.stdout)["error"]
     assert (err["kind"], err["field"], err["entry"]) == ("input", "price_item", "my-rack")
     assert "no price for 'gb200-nvl7'" in err["message"] and "nearest: gb200-nvl72" in err["message"]
-    assert err["message"].startswith(path)
+    assert err["message"].startswith(f"--system: {path}: ")  # the flag that named the file, as check_refs says it
     res = runner.invoke(app, ["infer", "--model", "llama3.1-8b", "--system", path, "--input-tokens", "100"])
     assert res.exit_code == 2 and "field 'price_item'" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["catalog", "validate", path, "--kind", "systems"])

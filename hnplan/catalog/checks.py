@@ -152,7 +152,7 @@ def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = No
         ``{label: (kind, ref)}``: the label names where the reference came from (``"--model"``), the kind
         is a catalog kind (``models``, ``systems``, ``stacks``, ...), the ref an id, a YAML path or an
         entry. ``None`` refs are skipped (an option left at no value). A system's own references
-        (accelerator, fabrics, switches, storage) are checked with it.
+        (accelerator, fabrics, switches, storage, and a ``price_item``'s price) are checked with it.
     catalog : Catalog, optional
         Default :func:`hnplan.catalog.load_catalog`.
 
@@ -176,6 +176,8 @@ def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = No
         if ref is None:
             continue
         try:
-            cat.system(ref) if kind == "systems" else cat.get(kind, ref)
+            entry = cat.system(ref) if kind == "systems" else cat.get(kind, ref)
+            if kind == "systems" and entry.price_item is not None:  # a price_item prices.yaml lacks is bad input
+                cat.design(ref).prices  # noqa: B018  (the ref: the error names the file)
         except CatalogError as exc:
             raise CatalogError(f"{label}: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None

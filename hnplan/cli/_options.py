@@ -165,3 +165,23 @@ def decimal_hint(tokens: int) -> str:
             power = {"k": 10, "M": 20, "G": 30, "T": 40}[name]
             return f" ({n}{name} is {tokens:,}; {n}{binary} is {n} x 2**{power})"
     return ""
+
+
+def check_expert_flags(model: str, **degrees: int | None) -> None:
+    """Refuse an expert-parallel degree above 1 (``ep=2``, ``etp=2``) on a model without experts: a dense
+    model has no experts to split, so the flag is bad input (exit 2), not an infeasible plan (exit 3).
+
+    Raises
+    ------
+    InputError
+        Naming the first such flag and the model.
+    """
+    from hnplan.catalog import load_catalog
+
+    m = load_catalog().model(model)
+    if m.moe is not None:
+        return
+    for name, v in degrees.items():
+        if v is not None and v > 1:
+            flag = "--" + name.replace("_", "-")
+            raise InputError(f"{flag} {v}: {m.id} is a dense model, with no experts to split; drop {flag}")

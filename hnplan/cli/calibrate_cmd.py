@@ -154,6 +154,12 @@ def calibrate(
         if written["replaced"]:
             said = ", ".join(_relative(f) for f in written["replaced"])
             console.print(f"replaced the files an earlier calibration wrote for the same stack file: {said}")
+        if written.get("stale"):
+            said = ", ".join(_relative(f) for f in written["stale"])
+            console.print(
+                f"stale: {said}, written for this stack file by an earlier calibration with a sweep and not by this "
+                "one: their fabrics are that sweep's (remove them, or calibrate with --collectives again)"
+            )
         console.print(f"use: {use} ...")
 
 

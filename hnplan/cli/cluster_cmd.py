@@ -22,6 +22,11 @@ cluster_app = typer.Typer(
 app.add_typer(cluster_app, name="cluster")
 
 
+def n_jobs_text(jobs: dict) -> str:
+    """``rejected 1`` / ``rejected 3, unplaceable 2``: the turned-away counts of a summary's ``jobs``."""
+    return ", ".join(f"{k} {v:,.0f}" for k in ("rejected", "unplaceable") if (v := jobs[k]))
+
+
 @cluster_app.command("simulate")
 def simulate(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
@@ -182,6 +187,12 @@ def simulate(
                         system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)), **kw
                     )
         d = r.to_json()
+        turned = d["jobs"]["rejected"] + d["jobs"]["unplaceable"]
+        if turned and turned == sum(d["jobs"].values()):  # nothing ran: no figure below means anything
+            raise InputError(
+                f"every job is larger than the cluster's {d['gpus']:,} GPUs or than every node it may run on "
+                f"({n_jobs_text(d['jobs'])}): nothing ran; give more GPUs (--gpus)"
+            )
         if json_:
             print_json(d)
             return
@@ -238,8 +249,18 @@ def simulate(
                 "jobs",
                 ", ".join(
                     f"{k} {n(v)}"
-                    + (f" (larger than the cluster's {s['gpus']:,} GPUs)" if k == "rejected" and v else "")
-                    + (" (no node of a GPU model they accept is large enough)" if k == "unplaceable" else "")
+                    + (
+                        f" (larger than the cluster's {s['gpus']:,} GPUs; {s['rejected_gpu_hours']:,.0f} GPU-hours "
+                        "left out of the offered load)"
+                        if k == "rejected" and v
+                        else ""
+                    )
+                    + (
+                        f" (no node of a GPU model they accept is large enough; {s['unplaceable_gpu_hours']:,.0f} "
+                        "GPU-hours left out of the offered load)"
+                        if k == "unplaceable"
+                        else ""
+                    )
                     for k, v in s["jobs"].items()
                     if v or k != "unplaceable"
                 ),

@@ -6,6 +6,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
+from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError
 from hnplan.labels import column_header
 
@@ -109,14 +110,7 @@ def infer(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
-        if batch is not None and qps is not None:
-            raise InputError("give at most one of --batch and --qps")
-        if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
-            raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
-        if qps is None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
-            raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
-        if disaggregate and qps is None:
-            raise InputError("--disaggregate applies to --qps planning")
+        check_expert_flags(model, ep=ep)
         for flag, value in (
             ("--qps", qps),
             ("--ttft-slo-ms", ttft_slo_ms),
@@ -125,6 +119,14 @@ def infer(
         ):
             if value is not None and not value > 0:
                 raise InputError(f"{flag} must be > 0; got {value:g}")
+        if batch is not None and qps is not None:
+            raise InputError("give at most one of --batch and --qps")
+        if qps is not None and (ttft_slo_ms is None or tpot_slo_ms is None):
+            raise InputError("--qps needs --ttft-slo-ms and --tpot-slo-ms")
+        if qps is None and (ttft_slo_ms is not None or tpot_slo_ms is not None):
+            raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
+        if disaggregate and qps is None:
+            raise InputError("--disaggregate applies to --qps planning")
         cat = load_catalog()
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:

@@ -7,6 +7,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
@@ -80,6 +81,7 @@ def memory(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
+        check_expert_flags(model, ep=ep, etp=etp)
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._options import check_expert_flags
 
 
 @app.command()
@@ -52,6 +53,7 @@ def roofline(
         check_refs(
             {"--accelerator": ("accelerators", accelerator), "--model": ("models", model), "--stack": ("stacks", stack)}
         )
+        check_expert_flags(model, ep=ep)
         ans = roofline_answer(
             model,
             accelerator,

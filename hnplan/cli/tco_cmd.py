@@ -36,8 +36,8 @@ def tco(
     utilisation: str = typer.Option(
         "1.0",
         "--utilisation",
-        help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a short "
-        "cached simulation of the design under --mix",
+        help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a cached "
+        "steady-state simulation of the design under --mix (14 days of the default mix, seconds)",
     ),
     mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, kv_table, print_json
+from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -108,6 +109,7 @@ def train(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
+        check_expert_flags(model, ep=ep, etp=etp)
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):

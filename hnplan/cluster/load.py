@@ -13,6 +13,37 @@ from hnplan import units
 from hnplan.cluster.topology import MILLI
 
 
+def admitted_jobs(jobs: pd.DataFrame, status: pd.Series) -> tuple[pd.DataFrame, dict]:
+    """The jobs a run admitted, and the GPU-hours of those it turned away at submission.
+
+    A job larger than the cluster (``rejected``) or than every node of a GPU model it accepts
+    (``unplaceable``) never asks the cluster for GPU-time, so it is left out of the offered load, the
+    demand in the window and the steady-state test (kept in, one 100-GPU job of 10,000 h on an 8-GPU
+    cluster read as a load of 4.5 x 10^7 %); its demand is reported apart.
+
+    Parameters
+    ----------
+    jobs : DataFrame
+        The run's job table (``gpus``, ``gpu_milli``, ``duration_s`` [s]).
+    status : Series
+        Each job's final status, aligned with ``jobs`` (``"rejected"``, ``"unplaceable"``, ...).
+
+    Returns
+    -------
+    admitted : DataFrame
+        The rows of ``jobs`` neither rejected nor unplaceable (empty when every job was turned away: a load
+        of 0, and the steady-state test then takes its time scale from all the jobs).
+    turned : dict
+        ``rejected_gpu_hours`` and ``unplaceable_gpu_hours`` [GPU h]: ``gpus x share x run time`` summed.
+
+    """
+    st = np.asarray(status)
+    gpu_h = units.s_to_hours((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).to_numpy(float))
+    turned = {s: st == s for s in ("rejected", "unplaceable")}
+    admitted = jobs[~(turned["rejected"] | turned["unplaceable"])]
+    return admitted, {f"{s}_gpu_hours": float(gpu_h[m].sum()) for s, m in turned.items()}
+
+
 def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
     """GPU-seconds the jobs would occupy inside ``[start, end]`` had each started on arrival at full
     speed [GPU s]: the most GPU-time a scheduler could fill in the measuring window (work arriving

@@ -18,6 +18,7 @@ from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jo
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
+    admitted_jobs,
     load_text,
     mix_steady_basis,
     offered_load_of,
@@ -111,7 +112,9 @@ class ClusterResult:
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
-        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``concurrent_jobs``
+        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
+        ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
+        and the steady-state test: :func:`hnplan.cluster.load.admitted_jobs`), ``concurrent_jobs``
         (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
         (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
     timeseries : DataFrame
@@ -425,7 +428,8 @@ def _result(
     sd = done["slowdown"].to_numpy()
     in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
     alloc_total = float(out["allocated_gpu_s"].sum())
-    load = offered_load_of(jobs, topo.gpus, window)
+    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"])
+    load = offered_load_of(admitted, topo.gpus, window)
     summary = {
         "system": topo.system_id,
         "gpus": topo.gpus,
@@ -436,8 +440,8 @@ def _result(
         "end_s": float(end),
         "offered_load": load,
         "oversubscribed": load > 1,
-        "offered_load_window": _window_demand(jobs, warm, window) / cap,
-        **steady_state_of(jobs, load, window, warm / window, **(basis or {})),
+        "offered_load_window": _window_demand(admitted, warm, window) / cap,
+        **steady_state_of(jobs if admitted.empty else admitted, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
         "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
@@ -463,6 +467,7 @@ def _result(
             "max": int(in_window["running"].max()) if len(in_window) else 0,
         },
         "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
+        **turned_gpu_h,
         "offered_load_asked": asked,
         "jobs_from": jobs_from,
     }

@@ -80,7 +80,9 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
     -------
     dict
         ``{"stack": path}`` plus ``{"systems": [paths], "interconnects": [paths]}`` when a fabric was
-        fitted (named ``<system>-for-<stack file stem>``, ``<fabric>-<system>-for-<stack file stem>``).
+        fitted (named ``<system>-for-<stack file stem>``, ``<fabric>-<system>-for-<stack file stem>``), and
+        ``"stale"``: the network files an earlier calibration wrote for the same stack file that this one did
+        not replace (a re-run without the sweep leaves them, with the earlier sweep's fabrics).
         ``hnplan train --stack <stack> [--system <system>]`` reads them.
 
     Raises
@@ -112,8 +114,20 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
     _atomic_write(path, _dump(cal.calibrated.model_dump(mode="json", exclude_unset=True), header))
     cat.stack(str(path))  # reads back as a stack (raises CatalogError otherwise)
     written: dict = {"stack": str(path)}
-    if not fitted or comm is None:
-        return written
+    if fitted and comm is not None:
+        _write_network(cal, comm, fitted, path, tag, cat, written)
+    # network files an earlier calibration wrote for this stack file that this one did not (a re-run without
+    # the sweep, or a sweep of other systems): their fabrics are the earlier sweep's, not this run's
+    now = {*written.get("systems", []), *written.get("interconnects", [])}
+    written["stale"] = [
+        str(f) for f in sorted(path.parent.glob(f"*-{tag}.yaml")) if str(f) not in now and _owner(f) == str(path)
+    ]
+    return written
+
+
+def _write_network(cal: Calibration, comm, fitted: list, path: Path, tag: str, cat: Catalog, written: dict) -> None:
+    """Write each fitted fabric's interconnect YAML and the system YAMLs that use them beside the stack file
+    ``path``; their paths go into ``written`` (``systems``, ``interconnects``)."""
     sweep = Path(str(cal.collectives_path)).name
     systems: dict[str, dict] = {}
     ics = []
@@ -162,4 +176,3 @@ def write_calibration(cal: Calibration, out=None, catalog: Catalog | None = None
         cat.system(str(sys_path))
         written.setdefault("systems", []).append(str(sys_path))
     written["interconnects"] = ics
-    return written

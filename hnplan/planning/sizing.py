@@ -59,8 +59,9 @@ def size_table(
     -------
     pandas.DataFrame
         Columns of :func:`time_to_train` plus ``units, gpus_bought`` (``gpus`` is the job's count), with
-        ``deadline_days, slack_days, evaluated, skipped`` when sizing and ``gpus_choice, gpu_options`` for
-        ``gpus`` (:func:`time_on_purchase`), and ``status``; ``attrs["units"]`` maps columns to units.
+        ``deadline_days, slack_days, evaluated, skipped`` when sizing and ``gpu_options`` for
+        ``gpus`` (:func:`time_on_purchase`), ``gpus_choice`` (the count kept and why, in words; "" where no
+        count has a plan) and ``status``; ``attrs["units"]`` maps columns to units.
 
     Raises
     ------
@@ -107,7 +108,7 @@ def size_table(
                 )
             row["status"] = "ok"
         except InfeasiblePlan as exc:
-            row = dict(system=sid, status=f"no plan: {exc}")
+            row = dict(system=sid, status=f"no plan: {exc}", gpus_choice="")
         rows.append(row)
     df = pd.DataFrame(rows)
     df.attrs["units"] = dict(TIME_UNITS)
@@ -134,7 +135,10 @@ def time_on_purchase(
     unit's GPU count is not a power of two the job is also planned on the largest power of two of each
     unit's GPUs when that is fewer than ``gpus`` (8,192 of 9,216 GB200 NVL72 GPUs: 64 of each 72-GPU rack,
     :func:`hnplan.planning.sizing_search.job_gpu_options`, as ``hnplan compare`` does); the option with the
-    fewest days is kept.
+    fewest days is kept. Where the count asked for has no plan (100 GB200 GPUs: the factor 25 that neither
+    the batch nor the layers take), the counts the units bought hold are weighed instead, up to all of them:
+    those layouts (144, and 128 = 64 of each rack), then, if neither has a plan, whole units fewer, largest
+    first, down to the first count with a plan (1,000 H100 GPUs for Llama 3.1 70B: 896, TP8 PP7 DP16).
 
     Parameters
     ----------
@@ -160,29 +164,48 @@ def time_on_purchase(
     sys_ = cat.system(system)
     unit = sys_.unit_gpus
     n_units = -(-gpus // unit)  # whole units that hold the GPUs asked for
-    options = (gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus))
+    bought = n_units * unit
+    options: list[int] = [gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus)]
     answers: list[dict | InfeasiblePlan] = []
-    for g in options:
-        try:
-            answers.append(
-                time_to_train(
-                    model,
-                    sys_,
-                    g,
-                    tokens,
-                    seq_len,
-                    global_batch_seqs,
-                    dtype,
-                    cat,
-                    goodput=goodput,
-                    mode=mode,
-                    offload=offload,
-                    stack=stack,
-                    gpus_bought=n_units * unit,
+
+    def weigh(counts) -> None:
+        for g in counts:
+            try:
+                answers.append(
+                    time_to_train(
+                        model,
+                        sys_,
+                        g,
+                        tokens,
+                        seq_len,
+                        global_batch_seqs,
+                        dtype,
+                        cat,
+                        goodput=goodput,
+                        mode=mode,
+                        offload=offload,
+                        stack=stack,
+                        gpus_bought=bought,
+                    )
                 )
-            )
-        except InfeasiblePlan as exc:
-            answers.append(exc)
+            except InfeasiblePlan as exc:
+                answers.append(exc)
+
+    weigh(options)
+    if not isinstance(answers[0], dict):
+        # no plan on the count asked for: the counts the units bought hold, up to all of them. First the
+        # layouts the deadline search weighs (all their GPUs, the largest power of two of each unit's); if
+        # none has a plan, whole units fewer, largest first, down to the first count with a plan
+        more = [g for g in job_gpu_options(unit, n_units) if g not in options]
+        options += more
+        weigh(more)
+        per = sorted({unit, *(g // n_units for g in job_gpu_options(unit, n_units))}, reverse=True)
+        walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - set(options), reverse=True)
+        for g in walk:
+            if any(isinstance(a, dict) for a in answers):
+                break
+            options.append(g)
+            weigh([g])
     done = [a for a in answers if isinstance(a, dict)]
     if not done:
         first = answers[0]
@@ -194,18 +217,46 @@ def time_on_purchase(
         {"gpus": g, "days": a["days"]} if isinstance(a, dict) else {"gpus": g, "reason": str(a)}
         for g, a in zip(options, answers, strict=True)
     ]
-    choice = ""
-    if len(options) > 1:
-        per_unit = options[1] // n_units
-        other = next(w for w in weighed if w["gpus"] != best["gpus"])
-        why = f"{other['days']:,.1f} days" if "days" in other else f"no plan: {other['reason']}"
-        choice = (
-            f"{best['gpus']:,} GPUs train ("
-            + (f"{per_unit} of each {unit}-GPU unit" if best["gpus"] != gpus else f"all {gpus:,} asked for")
-            + f"), {best['days']:,.1f} days; on {other['gpus']:,}: {why}"
-        )
-    out.update(units=n_units, gpus_bought=n_units * unit, gpu_options=weighed, gpus_choice=choice)
+    out.update(units=n_units, gpus_bought=bought, gpu_options=weighed, gpus_choice=_choice(weighed, best, gpus, unit))
     return out
+
+
+def _choice(weighed: list[dict], best: dict, gpus: int, unit: int) -> str:
+    """The count :func:`time_on_purchase` kept and why, in one sentence; "" where one count was weighed.
+
+    >>> w = [{"gpus": 100, "reason": "no plan divides: ..."}, {"gpus": 144, "reason": "x"}, {"gpus": 128, "days": 90.0}]
+    >>> _choice(w, {"gpus": 128, "days": 90.0}, 100, 72)
+    '128 GPUs train (64 of each 72-GPU unit), 90.0 days: the 100 asked for have no plan (no plan divides); no plan on 144'
+    """
+    if len(weighed) == 1:
+        return ""
+    g, days = best["gpus"], best["days"]
+    n_units = -(-gpus // unit)
+    units_bought = f"{n_units:,} whole {unit}-GPU unit{'s' * (n_units > 1)} bought"
+    if g == gpus:
+        where = f"all {gpus:,} asked for"
+    elif g % unit == 0:
+        where = f"all the GPUs of the {units_bought}" if g == n_units * unit else f"{g // unit:,} of the {units_bought}"
+    else:  # the largest power of two of each unit's GPUs
+        where = f"{g // n_units} of each {unit}-GPU unit"
+    text = f"{g:,} GPUs train ({where}), {days:,.1f} days"
+    asked = weighed[0]
+    if "reason" in asked:
+        text += f": the {gpus:,} asked for have no plan ({asked['reason'].split(': ', 1)[0]})"
+    others = [w for w in weighed[1:] if w["gpus"] != g]
+    parts = [text, *(f"on {w['gpus']:,}: {w['days']:,.1f} days" for w in others if "days" in w)]
+    if "days" in asked and g != gpus:
+        parts.insert(1, f"on {gpus:,}: {asked['days']:,.1f} days")
+    none = [w["gpus"] for w in others if "days" not in w]
+    if none:
+        parts.append(
+            f"no plan on {none[0]:,}"
+            if len(none) == 1
+            else f"no plan on {none[0]:,} or {none[1]:,}"
+            if len(none) == 2
+            else f"no plan on the {len(none)} counts from {none[0]:,} to {none[-1]:,}"
+        )
+    return "; ".join(parts)
 
 
 TIME_UNITS = {

@@ -139,8 +139,8 @@ def size_for_deadline(
     dict
         :func:`hnplan.planning.time_to_train.time_to_train`'s keys (``goodput`` and ``goodput_mode``
         among them; ``gpus`` the job's) plus ``units``, ``gpus_bought`` (units x unit GPUs), ``deadline_days``, ``slack_days`` (deadline - days) [days],
-        ``evaluated`` (counts whose plans were searched) and ``skipped``: ``[{"gpus", "reason"}]`` for the counts that
-        had no valid plan (a plan rule) or no plan that fits.
+        ``evaluated`` (counts whose plans were searched), ``gpus_choice`` (the count kept and why, in words) and
+        ``skipped``: ``[{"gpus", "reason"}]`` for the counts that had no valid plan (a plan rule) or no plan that fits.
 
     Raises
     ------
@@ -285,6 +285,16 @@ def size_for_deadline(
         deadline_days=deadline_days,
         slack_days=deadline_days - out["days"],
         evaluated=searched(),
+        gpus_choice=(
+            f"{out['gpus']:,} GPUs"
+            + (
+                f" ({out['gpus'] // hit:,} of each of the {hit:,} {u}-GPU units bought)"
+                if out["gpus"] != hit * u
+                else ""
+            )
+            + f": the fewest the search found that train in {deadline_days:g} days ({out['days']:,.1f}; "
+            f"{searched():,} counts searched)"
+        ),
         skipped=[{"gpus": g, "reason": str(r)} for g, r in sorted(runs.items()) if isinstance(r, InfeasiblePlan)],
     )
     return out

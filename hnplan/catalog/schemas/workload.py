@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from hnplan.catalog.params import param_counts
 from hnplan.catalog.schemas.base import (
     ID_PATTERN,
     Entry,
@@ -88,6 +89,12 @@ class MLA(_Strict):
     v_head_dim: HeadDim
 
 
+#: how far the parameter count a model's dimensions give (:func:`hnplan.catalog.params.param_counts`) may lie
+#: from its ``params_b_published``: the catalog's models agree within 4 % (Llama 2 7B: 6.74B against the
+#: rounded 7B, -3.7 %), a mistyped width moves it by tens of per cent or more
+PUBLISHED_PARAMS_TOLERANCE = 0.10
+
+
 class Model(Entry):
     """A transformer model's architecture, as in its published config."""
 
@@ -110,7 +117,10 @@ class Model(Entry):
     )
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
-    params_b_published: Positive | None = Field(default=None, description="published parameter count [1e9]")
+    params_b_published: Positive | None = Field(
+        default=None,
+        description="published parameter count [1e9]; the dimensions must give it within 10 % (a typo check)",
+    )
     mtp_modules: int = Field(
         default=0,
         ge=0,
@@ -131,6 +141,16 @@ class Model(Entry):
                 f"layers ({self.layers}), hidden ({self.hidden}) and the MLP sizes give about {params:.2g} "
                 f"parameters, above the {MAX_PARAMS:.0e} this planner accepts; check them for a typo"
             )
+        if self.params_b_published is not None:  # a mistyped dimension must not give another model silently
+            derived = param_counts(self).total / 1e9
+            if abs(derived / self.params_b_published - 1) > PUBLISHED_PARAMS_TOLERANCE:
+                raise ValueError(
+                    f"the dimensions (layers {self.layers}, hidden {self.hidden}, ffn_hidden {self.ffn_hidden}, "
+                    f"vocab {self.vocab}{', moe' if self.moe is not None else ''}) give {derived:,.4g}B parameters, "
+                    f"{derived / self.params_b_published:.3g}x params_b_published ({self.params_b_published:g}B); "
+                    f"they must agree within {PUBLISHED_PARAMS_TOLERANCE:.0%}: check the dimensions for a typo (a model of "
+                    "your own: give it its own params_b_published, or none)"
+                )
         return self
 
     def params_bound(self) -> float:
