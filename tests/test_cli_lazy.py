@@ -278,3 +278,15 @@ def test_compare_from_its_cache_imports_no_pandas(json_):
     mods = _main_modules(argv)
     assert "hnplan.planning.compare" in mods and "hnplan.planning.compare_trust" in mods  # it compared, with notes
     assert not {"pandas", "scipy", "hnplan.planning.training"} & mods, sorted(mods)
+
+
+def test_size_imports_no_pandas():
+    """`size` searches each GPU count's best plan on plain columns (:func:`hnplan.planning.training.search_best`,
+    pruned or not) and prints the rows of :func:`hnplan.planning.sizing.size_rows`: no pandas frame, so no
+    pandas (about a quarter of a second of start-up)."""
+    mods = _main_modules(
+        ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e12", "--gpus", "64"]
+        + ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--json"]
+    )
+    assert "hnplan.planning.sizing" in mods and "hnplan.planning.training" in mods  # it planned
+    assert not {"pandas", "pyarrow", "scipy"} & mods, sorted({"pandas", "pyarrow", "scipy"} & mods)
