@@ -280,13 +280,21 @@ def test_compare_from_its_cache_imports_no_pandas(json_):
     assert not {"pandas", "scipy", "hnplan.planning.training"} & mods, sorted(mods)
 
 
-def test_size_imports_no_pandas():
+SIZE_CALLS = {
+    "gpus": ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e12", "--gpus", "64"]
+    + ["--seq-len", "4096", "--global-batch-tokens", "1048576"],
+    # the README's example: a deadline search over two designs, whose pruned searches count distinct layouts
+    # beyond the lookup table's reach (factorized by a sort, vectorise.factorize_ints)
+    "deadline": ["size", "--model", "llama3.1-405b", "--tokens", "15T", "--deadline-days", "60"]
+    + ["--system", "gb200-nvl72", "--system", "hgx-h100-ib-ndr"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIZE_CALLS))
+def test_size_imports_no_pandas(name):
     """`size` searches each GPU count's best plan on plain columns (:func:`hnplan.planning.training.search_best`,
     pruned or not) and prints the rows of :func:`hnplan.planning.sizing.size_rows`: no pandas frame, so no
     pandas (about a quarter of a second of start-up)."""
-    mods = _main_modules(
-        ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e12", "--gpus", "64"]
-        + ["--seq-len", "4096", "--global-batch-tokens", "1048576", "--json"]
-    )
+    mods = _main_modules([*SIZE_CALLS[name], "--json"])
     assert "hnplan.planning.sizing" in mods and "hnplan.planning.training" in mods  # it planned
     assert not {"pandas", "pyarrow", "scipy"} & mods, sorted({"pandas", "pyarrow", "scipy"} & mods)
