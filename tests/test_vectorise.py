@@ -293,7 +293,7 @@ def test_wide_keys_without_pandas_give_the_same_search(cat, monkeypatch):
         ways = {}
         for by_sort in (False, True):
             calls = []
-            monkeypatch.setattr(vec, "factorize_ints", lambda a, b=None, s=by_sort: calls.append(1) or real(a, s))
+            monkeypatch.setattr(vec, "factorize_ints", lambda a, b=None, s=by_sort, n=calls: n.append(1) or real(a, s))
             job = make_job("llama3.1-405b", system, gpus, 8192, 2048, "bf16", cat)  # a fresh job: no memo
             ways[by_sort] = search_best(job, top=3)
             assert calls  # the wide-key path ran
