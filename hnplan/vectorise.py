@@ -10,6 +10,7 @@ integer codes of each column computed once per table). No physics here.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -345,7 +346,9 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
     """:func:`memo` with ``fn`` called on arrays: once per distinct value of the ``by`` keys (passed as
     numbers), the other keys as arrays over the distinct key tuples not in ``cache`` with those values;
     ``fn`` returns ``{name: array}`` element by element equal to the one-tuple results (element-wise
-    functions of its array arguments). The result and ``cache`` are as :func:`memo`'s.
+    functions of its array arguments). The result is as :func:`memo`'s; ``cache`` holds, per key tuple,
+    ``(names, numbers)`` (the result names and that tuple's numbers as floats, in their order): filled
+    from the batch's arrays without a dictionary per tuple.
     """
     codes, uniq = factorize(df, keys)
     cache = {} if cache is None else cache
@@ -364,23 +367,21 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
     for fixed, rows in batches.items():
         args = [fixed[at.index(i)] if i in at else np.array([values[i][j] for j in rows]) for i in range(len(keys))]
         got = {k: np.broadcast_to(np.asarray(v, dtype=float), (len(rows),)) for k, v in fn(*args).items()}
-        names = list(got)
-        for j, numbers in zip(rows, zip(*(v.tolist() for v in got.values()))):  # each tuple's numbers as floats
-            cache[tuples[j]] = dict(zip(names, numbers))
+        names = tuple(got)
+        numbers = zip(*(v.tolist() for v in got.values()))  # each tuple's numbers as floats
+        cache.update(zip([tuples[j] for j in rows], zip(itertools.repeat(names), numbers)))
         if len(missing) == len(tuples):
             for k, v in got.items():
                 fresh.setdefault(k, np.empty(len(tuples)))[rows] = v
     if fresh:
         out_cols = {k: v[codes] for k, v in fresh.items()}
-        if isinstance(uniq, Columns):
-            return Columns(out_cols)
-        import pandas as pd
-
-        return pd.DataFrame(out_cols, copy=False)
-    res = [cache[u] for u in tuples]
+    else:
+        res = [cache[u] for u in tuples]
+        names = res[0][0] if res else ()
+        table = np.array([r[1] for r in res], dtype=float).reshape(len(res), len(names))
+        out_cols = {k: table[:, i][codes] for i, k in enumerate(names)}
     if isinstance(uniq, Columns):
-        return Columns({k: np.array([r[k] for r in res], dtype=float)[codes] for k in (res[0] if res else ())})
+        return Columns(out_cols)
     import pandas as pd
 
-    out = pd.DataFrame(res)
-    return pd.DataFrame({k: out[k].to_numpy()[codes] for k in out.columns}, copy=False)
+    return pd.DataFrame(out_cols, copy=False)

@@ -76,3 +76,34 @@ def test_pipeline_gather_without_sequence_parallelism(cat):
         384 * 4 * (t_send + t_gather), rel=1e-9
     )  # 0.79 s
     assert pp_s["megatron-lm-2022"].breakdown_s["pp_comm_exposed"] == pytest.approx(384 * 4 * t_send, rel=1e-9)
+
+
+def test_sendrecv_messages_timed_at_once_equal_the_scalar_tuner(cat):
+    """collective_s times every send/receive of a call at once (alpha + S / bw of p2p_terms, numpy); each time
+    equals best_time's on floats bit for bit, groups inside one domain and across domains, and a group of one
+    rank costs nothing. The other ops keep the scalar/array tuner path; an all-reduce checks that too."""
+    import numpy as np
+
+    from hnplan.comm.algorithms import p2p_terms
+    from hnplan.planning.training import make_job
+    from hnplan.planning.training.collectives import collective_s
+
+    job = make_job("llama3.1-405b", "hgx-h100-ib-ndr", 16384, 8192, 2048, catalog=cat)
+    size = np.array([2, 2, 4, 16, 16, 1, 8, 2])
+    stride = np.array([1, 8, 8, 1024, 1024, 8, 2, 4096])
+    n = np.array([1e3, 6.7e7, 3.3e7, 1.2e8, 2.4e8, 5e6, 4096.0, 1.0])
+    t = collective_s(job, "sendrecv", n, size, stride)
+    want = [0.0 if p == 1 else best_time("sendrecv", x, job.group(p, s))[0] for x, p, s in zip(n, size, stride)]
+    assert t.tolist() == want
+    assert t[5] == 0.0
+    inside, across = job.group(2, 1), job.group(16, 1024)
+    assert (inside.domains, across.domains) == (1, 16)
+    # inside a domain the NVLink link: 1 kB at its latency and bandwidth; across domains the slower link
+    a, b = p2p_terms(inside)
+    assert t[0] == a + 1e3 / b and b == inside.up.bw_Bps
+    a, b = p2p_terms(across)
+    assert t[3] == a + 1.2e8 / b and b == min(across.up.bw_Bps, across.out.bw_Bps) and a == across.out.alpha_s
+    ar = collective_s(job, "allreduce", n, size, stride)
+    assert ar.tolist() == [
+        0.0 if p == 1 else best_time("allreduce", x, job.group(p, s))[0] for x, p, s in zip(n, size, stride)
+    ]

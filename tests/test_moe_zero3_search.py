@@ -1,4 +1,4 @@
-"""Why Qwen3-235B-A22B on 64 H100 in fp8 is planned as ZeRO-3 TP2 DP32 with about 198 s of DP traffic exposed a
+"""Why Qwen3-235B-A22B on 64 H100 in fp8 is planned as ZeRO-3 TP2 DP32 with about 195 s of DP traffic exposed a
 step (sequence 8,192, 2,048 sequences: the compare command's default shape), by hand: the bytes ZeRO-3 moves
 every micro-batch, and the memory that rules the faster bf16 plan out in fp8."""
 
@@ -45,7 +45,7 @@ def test_zero3_moves_every_parameter_three_times_a_micro_batch(cat):
     backward of every micro-batch and reduce-scatters its fp32 gradients: per micro-batch 2 x 2 + 4 = 8 bytes a
     parameter, 940 GB for the 117.5B a TP rank holds. Over 32 ranks, four a server, at about 185 GB/s of bus
     bandwidth (4 NICs of 47 GB/s a server for the group) that is 4.9 s, and a step has 2,048 / 32 = 64
-    micro-batches: 316 s of DP traffic, of which what the 2.1 s of compute per micro-batch cannot hide is
+    micro-batches: 316 s of DP traffic, of which what the 2.2 s of compute per micro-batch cannot hide is
     exposed, plus the stack's 14 % slowdown of the compute the hidden part runs beside."""
     job = make_job(*JOB, "fp8", cat, overrides=GPU_SIDE)
     per_rank = (DENSE + EXPERT) / 2
@@ -60,21 +60,22 @@ def test_zero3_moves_every_parameter_three_times_a_micro_batch(cat):
     est = estimate_plan(job, ZERO3)
     m = est.num_microbatches
     assert m == 64
-    t_c = est.breakdown_s["compute"] / m  # 2.1 s
+    t_c = est.breakdown_s["compute"] / m  # 2.2 s
     hand = m * (per_mb - t_c) + job.choices.overlap_gemm_slowdown * m * t_c
     assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(hand, rel=0.02)
-    assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(198.4, abs=0.5)
+    assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(194.7, abs=0.5)
 
 
 def test_fp8_weight_copies_force_zero3_and_fp8_params_lift_it(cat):
-    """bf16's best plan (TP2 PP32, no ZeRO, 164 s) fits in bf16 but not in fp8, whose cached fp8 weight and
+    """bf16's best plan (TP2 PP16 DP2 EP2, ZeRO-1, 168 s; TP2 PP32 EP1 without ZeRO is 0.3 % behind, its 128 local
+    experts' GEMMs in 32 rounds of Transformer Engine's four streams) fits in bf16 but not in fp8, whose cached fp8 weight and
     transpose add 2 bytes a parameter; with fp8 parameters (no bf16 copy) it fits again and beats ZeRO-3 by
     about 2x. So the search's ZeRO-3 answer is memory, not a rule: the published H100 recipe for this model
     runs on 256 GPUs (Megatron-Bridge qwen3_workload_base_configs.py: TP2 PP8 VP4 EP32)."""
     (fp8,), _, _ = best_plan(*JOB, "fp8", catalog=cat, overrides=GPU_SIDE)
     (bf16,), _, _ = best_plan(*JOB, "bf16", catalog=cat, overrides=GPU_SIDE)
     assert (fp8.plan.tp, fp8.plan.pp, fp8.plan.dp, fp8.plan.zero_stage) == (2, 1, 32, 3)
-    assert (bf16.plan.tp, bf16.plan.pp, bf16.plan.zero_stage) == (2, 32, 0)
+    assert (bf16.plan.tp, bf16.plan.pp, bf16.plan.ep, bf16.plan.zero_stage) == (2, 16, 2, 1)
     same = estimate_plan(make_job(*JOB, "fp8", cat, overrides=GPU_SIDE), bf16.plan)
     assert not same.fits and same.memory_breakdown_gib["params_gib"] == pytest.approx(
         2 * bf16.memory_breakdown_gib["params_gib"], rel=1e-6

@@ -84,7 +84,12 @@ def test_imbalance_scales_the_routed_experts_only(cat):
     from hnplan.compute.parts import training_part_times
 
     lt = training_part_times(
-        cat.model("deepseek-v3"), jobs[1.0].kernel_acc, df[["microbatch_size", "tp", "cp", "ep"]], 4096, "fp8"
+        cat.model("deepseek-v3"),
+        jobs[1.0].kernel_acc,
+        df[["microbatch_size", "tp", "cp", "ep"]],
+        4096,
+        "fp8",
+        stack=jobs[1.0].choices,  # the job's stack: its expert GEMMs per expert on four streams
     )
     routed = float(lt["moe_routed_fwd"].iloc[0] + lt["moe_routed_bwd"].iloc[0])
     assert 0 < routed < float(lt["moe_fwd"].iloc[0] + lt["moe_bwd"].iloc[0])

@@ -196,7 +196,7 @@ def _tree_data(g: GroupPlacement, s):
     q = g.per_domain
     chain = (2.0 if q > 2 else 1.0) * s / g.up.bw_Bps if q > 1 else 0.0 * s
     cross, a_cross = _cross_tree(g, s)
-    return np.maximum(chain, cross), a_cross
+    return nccl_bw.at_least(chain, cross), a_cross  # floats stay floats (the planners' scalar path)
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):
@@ -234,13 +234,13 @@ def _allreduce(alg: str, g: GroupPlacement, s):
             head = g.up.inr_tree_head_busbw_Bps
             if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
                 heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
-                cross = np.maximum(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
+                cross = nccl_bw.at_least(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
         lat = a_in + a_cross
         if _nccl(g):
             nvls = bool(e_u) and q > 1
             kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
             lat = nccl.inr_latency_s(g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind)
-        return lat + np.maximum(intra, cross)
+        return lat + nccl_bw.at_least(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 
 
@@ -262,7 +262,7 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
-        return (q - 1) * au + (p - q) * ao + np.maximum(intra, cross)
+        return (q - 1) * au + (p - q) * ao + nccl_bw.at_least(intra, cross)
     elif op == "alltoall" and alg == "oneshot":
         return oneshot_alltoall_time(s, p, q, g.up.a2a_Bps, g.out.a2a_Bps, au if d == 1 else ao)
     elif op == "broadcast":
@@ -272,9 +272,15 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             steps = np.ceil(np.log2(p))
             return _base(g) + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
-        b, a = (bu, au) if d == 1 else (min(bu, bo), ao)
+        a, b = p2p_terms(g)
         return a + s / b
     raise InputError(f"unknown {op} algorithm {alg!r}; allowed: {', '.join(ALGORITHMS.get(op, ()))}")
+
+
+def p2p_terms(g: GroupPlacement) -> tuple[float, float]:
+    """``(alpha [s], bw [B/s])`` of a send/receive in the group, ``alpha + S / bw`` (``p2p``, sendrecv's one
+    algorithm): the scale-up link in one domain, else the slower link at the scale-out latency."""
+    return (g.up.alpha_s, g.up.bw_Bps) if g.domains == 1 else (g.out.alpha_s, min(g.up.bw_Bps, g.out.bw_Bps))
 
 
 def algorithm_time(op: str, algorithm: str, n_bytes, group: GroupPlacement):

@@ -218,6 +218,72 @@ def gemm_device_time_s(acc: Accelerator, dtype: str, m, n, k, groups=1.0, nbytes
     return _scalar(tc), _scalar(nbytes / bw), _scalar(t)
 
 
+def multi_stream_gemm_time_s(acc: Accelerator, dtype: str, m, n, k, groups, streams: int, nbytes=None):
+    """Device time of ``groups`` equal GEMMs launched one per group on ``streams`` CUDA streams [s].
+
+    Transformer Engine's ``GroupedLinear`` runs an MoE layer's local experts through ``general_grouped_gemm``
+    -> ``nvte_multi_stream_cublas_gemm``, one cuBLAS GEMM per expert, expert ``i`` on compute stream
+    ``i % streams`` ([5]_; ``streams`` = 4). At most ``streams`` expert GEMMs run at once, so the GEMMs
+    fill the SMs in rounds of ``streams`` concurrent kernels, each round with its own tile and wave
+    quantisation, streamed bytes and kernel overhead, instead of one pool of ``groups`` x tiles as in a
+    grouped kernel::
+
+        t = floor(g / S) t_law(S groups) + t_law(g - S floor(g / S) groups)     S = min(streams, g)
+
+    with the bytes split evenly over the groups. The concurrent GEMMs share the SMs as one pool in a round
+    (assumption: the hardware scheduler places the blocks of the ``S`` kernels side by side). Never below
+    one grouped kernel over all the groups (:func:`gemm_device_time_s` with ``groups``): a split-K that the
+    round's few tiles would allow does not make separate kernels faster than the single grouped kernel.
+
+    Parameters
+    ----------
+    m, n, k : float or array
+        Shape per group [elements]; ``m`` may be fractional (mean tokens per expert).
+    groups : float or array
+        GEMMs (local experts that receive tokens; may be fractional, an expected count) [-], >= 1.
+    streams : int
+        Concurrent CUDA streams [-], >= 1.
+    nbytes : float or array, optional
+        HBM bytes of all the groups [bytes]; default as :func:`gemm_device_time_s`.
+
+    Returns
+    -------
+    float or array
+        Device time of all the groups [s].
+
+    Raises
+    ------
+    InputError
+        If the accelerator has no ``dtype`` peak.
+
+    References
+    ----------
+    .. [5] NVIDIA/TransformerEngine, ``transformer_engine/common/gemm/cublaslt_gemm.cu``
+       (``nvte_multi_stream_cublas_gemm``: GEMM ``i`` on ``get_compute_stream(i % num_streams)``) and
+       ``transformer_engine/common/util/multi_stream.cpp`` (``num_compute_streams = 4``), TE 2.x.
+
+    Examples
+    --------
+    >>> from hnplan.catalog import load_catalog
+    >>> h200 = load_catalog().accelerator("h200-sxm")
+    >>> one = gemm_device_time_s(h200, "bf16", 512, 1536, 2048, 16)[2]
+    >>> bool(multi_stream_gemm_time_s(h200, "bf16", 512, 1536, 2048, 16, 4) > one)
+    True
+    """
+    g = np.maximum(np.asarray(groups, dtype=float), 1.0)
+    m, n, k = (np.asarray(x, dtype=float) for x in (m, n, k))
+    if nbytes is None:
+        nbytes = g * (m * k + k * n) * units.dtype_bytes(dtype) + 2.0 * g * m * n
+    per = np.asarray(nbytes, dtype=float) / g  # bytes of one group
+    s = np.minimum(float(streams), g)
+    rounds = np.floor(g / s)
+    rest = g - rounds * s
+    t_round = gemm_device_time_s(acc, dtype, m, n, k, s, per * s, 2.0 * s * m * n)[2]
+    t_rest = gemm_device_time_s(acc, dtype, m, n, k, np.maximum(rest, 1e-9), per * rest, 2.0 * rest * m * n)[2]
+    t = rounds * t_round + np.where(rest > 1e-9, t_rest, 0.0)
+    return _scalar(np.maximum(t, gemm_device_time_s(acc, dtype, m, n, k, g, nbytes)[2]))
+
+
 def _overlap(acc: Accelerator, t_c, t_m):
     """The law's smooth roofline of a compute and a streamed-memory time, ``(t_c^p + t_m^p)^(1/p)`` [s]."""
     p = acc.gemm_overlap_exponent

@@ -43,7 +43,7 @@ from hnplan.compute.counts import (
 )
 from hnplan.compute.fp8_recipes import BF16_GEMMS, StepKernels, fp8_gemm_rows
 from hnplan.compute.fp8_recipes import kernel_class as _recipe_class
-from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
+from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s, multi_stream_gemm_time_s
 from hnplan.compute.layer_ops import _layer_ops, _once_ops
 from hnplan.compute.layout import check_split
 from hnplan.compute.tp_overlap import CHUNKED_GEMMS, UB_LAYERS, overlap_chunks
@@ -328,11 +328,22 @@ def _columns(rows) -> dict:
     return out
 
 
-def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None):
+def expert_streams(stack: StackChoices | None) -> int | None:
+    """The CUDA streams the stack's routed-expert GEMMs run on, one GEMM per local expert
+    (``expert_gemm_launch: per_expert``: ``expert_gemm_streams``), or None for one grouped kernel (a
+    ``grouped`` stack, or no stack: the inference engines' fused MoE kernels)."""
+    if stack is None or stack.expert_gemm_launch != "per_expert":
+        return None
+    return stack.expert_gemm_streams
+
+
+def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, streams: int | None = None):
     """Vectorised times of raw rows: (compute_s, memory_s, time_s, gemm_eff) arrays. GEMMs (and the unfused
     attention's batched GEMMs, in bf16) follow the GEMM law of :mod:`hnplan.compute.gemm` on the row's bytes;
     the other operators ``max(compute, memory) + kernel overhead``. ``columns``: :func:`_columns` of the
-    rows, when the caller has it."""
+    rows, when the caller has it; ``streams`` (:func:`expert_streams`): the routed experts' GEMMs run one
+    per expert on that many CUDA streams (:func:`hnplan.compute.gemm.multi_stream_gemm_time_s`), None:
+    as one grouped kernel."""
     c = _columns(rows) if columns is None else columns
     kind, phase = c["kind"], c["phase"]
     flops, nbytes, m, n, k, g = (c[f] for f in ("flops", "bytes", "m", "n", "k", "groups"))
@@ -361,4 +372,11 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None):
             tc, tm_, t = gemm_device_time_s(acc, dt, m[sel], n[sel], k[sel], g[sel], nbytes[sel])
             compute_s[sel], memory_s[sel], total[sel] = tc, tm_, t
             eff[sel] = flops[sel] / tc / peak_flops_per_s(acc, dt)
+    if streams is not None:
+        sel = is_gemm & _label_is(c["name"], *EXPERT_GEMMS)
+        if sel.any():
+            total[sel] = multi_stream_gemm_time_s(acc, dtype, m[sel], n[sel], k[sel], g[sel], streams, nbytes[sel])
     return compute_s, memory_s, total, eff
+
+
+EXPERT_GEMMS = ("expert_up", "expert_down")  # the routed experts' GEMM rows (every pass)

@@ -108,6 +108,7 @@ from hnplan.compute.operator_rows import (  # noqa: F401  (re-exported: the row 
     _raw_rows,
     _rows,
     _times,
+    expert_streams,
     kernel_class,
     memory_kernel_fractions,
 )
@@ -291,7 +292,7 @@ def _timed_rows(
         acc=acc,
         stack=stack,
     )
-    return kv_len, rows, _times(rows, acc, dtype)
+    return kv_len, rows, _times(rows, acc, dtype, streams=expert_streams(stack))
 
 
 def totals(df: pd.DataFrame | dict) -> dict:
@@ -432,7 +433,7 @@ def training_stage_time_s(
         )
         rows = [r for r in rows if r[3] != "step"]
         if rows:
-            _, _, t, _ = _times(rows, acc, dtype)
+            _, _, t, _ = _times(rows, acc, dtype, streams=expert_streams(stack))
             slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))
     return slowest
 

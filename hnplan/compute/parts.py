@@ -29,7 +29,16 @@ from hnplan.compute.fp8_recipes import StepKernels, needs_transpose
 from hnplan.compute.host import router_host_s, row_host_s
 from hnplan.compute.layer_ops import _expert_mlp
 from hnplan.compute.layout import split_rules
-from hnplan.compute.operator_rows import ROW_FIELDS, _check, _expander, _label_is, _labels, _raw_rows, _times
+from hnplan.compute.operator_rows import (
+    ROW_FIELDS,
+    _check,
+    _expander,
+    _label_is,
+    _labels,
+    _raw_rows,
+    _times,
+    expert_streams,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -175,7 +184,8 @@ def part_time_table(
             experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     modules = ("core_attn",) if stack is None else stack.recompute_modules
     per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
-    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch)  # [part, group, routed key]
+    streams = expert_streams(stack)  # the routed experts' GEMMs as the stack launches them
+    per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch, streams)  # [part, group, routed key]
     # every (part, group) column gathered to the shapes at once; the MoE layer's routed experts added
     table = per_sub[:, :, sub_of] + 0.0
     i_moe = list(PARTS.values()).index("moe")
@@ -222,8 +232,9 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     """The columns of :func:`hnplan.compute.operator_rows._columns` and the owner of each row for blocks
     ``[(rows, owners, local_experts)]``: each block's rows hold numbers or arrays over its ``owners``
     (shapes), flattened row by row (a shape's rows stay in their order)."""
-    labels = [[r[i] for rows, *_ in blocks for r in rows] for i in range(4)]
-    reps = np.array([len(own) for rows, own, _ in blocks for _ in rows], dtype=np.int64)
+    every = [r for rows, *_ in blocks for r in rows]
+    labels = list(zip(*every))[:4] if every else [()] * 4
+    reps = np.repeat([len(own) for _, own, _ in blocks], [len(rows) for rows, *_ in blocks])
     cols: dict = {}
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
@@ -231,27 +242,32 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     nums, width = [], len(ROW_FIELDS) - 4
     for rows, own, _ in blocks:
         values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
-        wide = np.array([isinstance(v, np.ndarray) and v.ndim > 0 for v in values], dtype=bool)
+        # Python booleans (as _wide; the filters below read them, not numpy scalars)
+        wide = [isinstance(v, np.ndarray) and v.ndim > 0 for v in values]
         a = np.empty((len(values), len(own)))
-        a[~wide] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
-        if wide.any():
-            a[wide] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        if any(wide):
+            mask = np.array(wide, dtype=bool)
+            a[~mask] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
+            a[mask] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        else:
+            a[:] = np.array(values, dtype=float)[:, None]
         nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
     cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
     owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
 
-def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None) -> np.ndarray:
+def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None, streams=None) -> np.ndarray:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: the array ``[part (PARTS),
     group (GROUPS then HOST_GROUPS), owner]`` [s];
     ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
     recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
-    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without)."""
+    (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without); ``streams``: the
+    routed experts' GEMMs one per expert on that many streams (:func:`hnplan.compute.operator_rows.expert_streams`)."""
     if not any(b[0] for b in blocks):
         return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
-    _, _, t, _ = _times(None, acc, dtype, cols)
+    _, _, t, _ = _times(None, acc, dtype, cols, streams)
     # the routed experts' fp8 splits in Transformer Engine's fused multi-tensor cast-transpose (host.py)
     multi = (
         ch is not None

@@ -45,7 +45,6 @@ from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_r
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.errors import HnplanError, InputError
-from hnplan.planning.calibrate_comm import CommCalibration, fit_collectives
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, make_job
@@ -56,6 +55,8 @@ from hnplan.vectorise import frame_of
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from hnplan.planning.calibrate_comm import CommCalibration
 
 #: bounds of a fitted in-training GEMM efficiency [fraction of the dense peak]; assumption: wide enough for
 #: any production stack (Llama 3, arXiv:2407.21783 Table 4: 38-43 % MFU, so GEMMs below 0.2 mean a broken run)
@@ -168,9 +169,12 @@ def _candidates(models: list[_RunModel], stack: SoftwareStack) -> list[Parameter
     return out
 
 
-def _fit_runs(models: list[_RunModel], params: list[Parameter], scales: dict) -> tuple[list[Parameter], dict]:
+def _fit_runs(
+    models: list[_RunModel], params: list[Parameter], scales: dict, start: dict[str, float] | None = None
+) -> tuple[list[Parameter], dict]:
     """Identify and fit ``params`` on the runs of ``models``; parameters that none of them uses are
-    fixed (another accelerator or dtype)."""
+    fixed (another accelerator or dtype). ``start``: where the solver starts (:func:`fit`), the fit to
+    all runs for a leave-one-out fit."""
     used = {m.matmul_key for m in models}
     own = [p for p in params if not p.name.startswith("matmul_efficiency.") or p.name in used]
     names = [p.name for p in own]
@@ -181,7 +185,7 @@ def _fit_runs(models: list[_RunModel], params: list[Parameter], scales: dict) ->
         return np.log(np.array([m.predict(vals, scales) for m in models]) / published)
 
     own = identify(residuals, own, what="runs")
-    own, solver = fit(residuals, own)
+    own, solver = fit(residuals, own, start)
     by_name = {p.name: p for p in own}
     note = "fixed: no run left uses this accelerator and dtype"
     return [by_name.get(p.name, replace(p, value=p.initial, fitted=False, note=note)) for p in params], solver
@@ -322,6 +326,8 @@ def calibrate(
     comm = None
     if collectives_path is not None:
         systems = sorted({r.system for r in runs})
+        from hnplan.planning.calibrate_comm import fit_collectives  # here: only a sweep needs it
+
         comm = fit_collectives(
             collective_measurements(collectives_path),
             systems[0] if len(systems) == 1 else None,
@@ -346,11 +352,14 @@ def calibrate(
         )
         params.append(Parameter("overlap_gemm_slowdown", v, 0.0, 1.0, value=v, fitted=False, note=note))
     values = {p.name: p.value for p in params}
+    # each leave-one-out fit starts from the fit to all runs, near its answer: the first trials (the
+    # values and the Jacobian's step there) are already evaluated, and fewer iterations follow
+    start = {p.name: p.value for p in params if p.fitted}
     rows = []
     for i, m in enumerate(models):
         others = models[:i] + models[i + 1 :]
         if others:
-            loo_params, _ = _fit_runs(others, _candidates(models, st), scales)
+            loo_params, _ = _fit_runs(others, _candidates(models, st), scales, start)
             loo = m.predict({p.name: p.value for p in loo_params}, scales)
             fitted = [p.name for p in loo_params if p.fitted]
             loo_note = f"fit to the other {len(others)} run(s): {', '.join(fitted) or 'nothing identified'}"

@@ -236,6 +236,13 @@ class StackChoices(_Strict):
         ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
         expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
         expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
+    expert_gemm_streams : int
+        Under ``per_expert``, the CUDA streams the expert GEMMs are spread over: expert ``i`` on stream
+        ``i % streams``, so at most that many run at once and the SMs fill in rounds of that many GEMMs
+        (:func:`hnplan.compute.gemm.multi_stream_gemm_time_s`). Default 4: Transformer Engine 2.x's
+        ``num_compute_streams`` (``transformer_engine/common/util/multi_stream.cpp``) used by
+        ``nvte_multi_stream_cublas_gemm`` (``common/gemm/cublaslt_gemm.cu``; the path unless
+        ``NVTE_USE_CUTLASS_GROUPED_GEMM=1`` on Hopper, a CUTLASS grouped kernel: ``grouped``).
     dp_bucket_params : int or None
         Parameters per data-parallel bucket (Megatron-Core ``DistributedDataParallelConfig.bucket_size``):
         each bucket's gradient reduce-scatter (all-reduce) and parameter all-gather is one collective; the
@@ -389,6 +396,11 @@ class StackChoices(_Strict):
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
+    )
+    expert_gemm_streams: PosInt = Field(
+        default=4,
+        description="per_expert: CUDA streams the expert GEMMs run on, expert i on stream i % streams "
+        "(Transformer Engine num_compute_streams = 4)",
     )
     dp_bucket_params: PosInt | None = Field(
         default=None,

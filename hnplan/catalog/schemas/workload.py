@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from hnplan import units
 from hnplan.catalog.params import param_counts
 from hnplan.catalog.schemas.base import (
     ID_PATTERN,
@@ -142,7 +143,7 @@ class Model(Entry):
                 f"parameters, above the {MAX_PARAMS:.0e} this planner accepts; check them for a typo"
             )
         if self.params_b_published is not None:  # a mistyped dimension must not give another model silently
-            derived = param_counts(self).total / 1e9
+            derived = param_counts(self).total / units.GIGA  # [billion parameters]
             if abs(derived / self.params_b_published - 1) > PUBLISHED_PARAMS_TOLERANCE:
                 raise ValueError(
                     f"the dimensions (layers {self.layers}, hidden {self.hidden}, ffn_hidden {self.ffn_hidden}, "

@@ -27,6 +27,7 @@ References
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
@@ -61,8 +62,11 @@ def divisors(n: int) -> np.ndarray:
     >>> divisors(12).tolist()
     [1, 2, 3, 4, 6, 12]
     """
-    r = np.arange(1, int(n) + 1)
-    return r[int(n) % r == 0]
+    n = int(n)
+    if n < 1:
+        return np.zeros(0, dtype=np.int64)
+    small = [i for i in range(1, math.isqrt(n) + 1) if n % i == 0]  # each pair once, up to sqrt(n)
+    return np.array(small + [n // i for i in reversed(small) if i * i != n], dtype=np.int64)
 
 
 def _obeys(rules: dict) -> np.ndarray:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan import units
-from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time
+from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time, p2p_terms
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
@@ -104,12 +104,16 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     if len(miss):  # each group placed once; its messages timed on floats, or together where it has many
         u_pair, inv, count = np.unique(pair[miss], return_inverse=True, return_counts=True)
         placed = [job.group(p // base, p % base) for p in u_pair.tolist()]
-        few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
-        at = miss[few]
-        res[at] = [best_time(op, x, placed[i])[0] for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
-        for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
-            at = miss[inv == i]
-            res[at] = fastest_time(op, u_n[at], placed[i])
+        if op == "sendrecv":  # its one algorithm, alpha + S / bw (p2p_terms): every group's messages at once
+            alpha, bw = (np.array(x, dtype=float) for x in zip(*map(p2p_terms, placed)))
+            res[miss] = alpha[inv] + u_n[miss] / bw[inv]
+        else:
+            few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
+            at = miss[few]
+            res[at] = [best_time(op, x, placed[i])[0] for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
+            for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
+                at = miss[inv == i]
+                res[at] = fastest_time(op, u_n[at], placed[i])
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
@@ -240,8 +244,10 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
         block = mb * job.seq_len / cp * _kv_width(job, tp) * ACT_BYTES
-        t1 = collective_s(job, "sendrecv", block, cp, tp)
-        t2 = collective_s(job, "sendrecv", 2 * block, cp, tp)
+        # the one-block and two-block messages timed in one call
+        t1, t2 = collective_s(
+            job, "sendrecv", np.concatenate([block, 2 * block]), np.tile(cp, 2), np.tile(tp, 2)
+        ).reshape(2, -1)
         again = recompute_is(u, "full") | (recompute_is(u, "selective") & ("core_attn" in rerun))
         out = np.zeros(len(u))
         if overlap:
