@@ -65,7 +65,9 @@ def compare(
         help="divide each design's throughput by the goodput of the reliability model (failures, restarts, "
         "checkpoint stalls), as hnplan size does; --no-goodput: no failures",
     ),
-    checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", help="checkpoint mode of the goodput: sync or async; default: async"
+    ),
     trust: bool = typer.Option(
         True,
         "--trust/--no-trust",
@@ -105,6 +107,11 @@ def compare(
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
         check_choice("--offload", offload, ("none", "auto"))
+        if checkpoint is not None and not goodput:  # the mode sets the goodput, which --no-goodput leaves out
+            raise InputError(
+                f"--checkpoint {checkpoint}: the checkpoint mode sets the goodput; --no-goodput leaves it out"
+            )
+        checkpoint = checkpoint or "async"
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
         if global_batch_tokens % seq_len:
             raise InputError(

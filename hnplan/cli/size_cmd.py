@@ -48,7 +48,9 @@ def size(
         help="divide the throughput by the goodput of the reliability model (failures, "
         "restarts, checkpoint stalls); --no-goodput: no failures",
     ),
-    checkpoint: str = typer.Option("async", "--checkpoint", help="checkpoint mode of the goodput: sync or async"),
+    checkpoint: str | None = typer.Option(
+        None, "--checkpoint", help="checkpoint mode of the goodput: sync or async; default: async"
+    ),
     offload: str = typer.Option(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
     ),
@@ -75,6 +77,11 @@ def size(
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
+        if checkpoint is not None and not goodput:  # the mode sets the goodput, which --no-goodput leaves out
+            raise InputError(
+                f"--checkpoint {checkpoint}: the checkpoint mode sets the goodput; --no-goodput leaves it out"
+            )
+        checkpoint = checkpoint or "async"
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)  # before any search, not per design
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")

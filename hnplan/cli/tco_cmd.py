@@ -39,7 +39,9 @@ def tco(
         help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a cached "
         "steady-state simulation of the design under --mix (14 days of the default mix, seconds)",
     ),
-    mix: str = typer.Option("default", "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/)"),
+    mix: str | None = typer.Option(
+        None, "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/); default: default"
+    ),
     electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
     staff: float = typer.Option(
         0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year], at most 1e10 (ten billion)"
@@ -74,8 +76,12 @@ def tco(
                 f"--staff-usd-per-year must be <= {MAX_STAFF_USD_PER_YEAR:.0e} (ten billion USD a year); got {staff:g}"
             )
         check_refs({"--system": ("systems", system)})
+        if mix is not None and str(utilisation).strip().lower() != "simulated":  # it would change nothing
+            raise InputError(
+                f"--mix {mix}: a job mix applies only with --utilisation simulated; got --utilisation {utilisation}"
+            )
         cat = load_catalog()
-        u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix, cat)
+        u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix or "default", cat)
         d = tco_summary(
             cat.design(system),
             gpus,

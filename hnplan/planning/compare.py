@@ -199,7 +199,7 @@ def _design_rows(
             if "error" in e:
                 errors.append(e["error"])
                 continue
-            gp = _goodput(cat, system, g, model, mode, e) if goodput else 1.0
+            gp = _goodput(cat, system, g, model, mode, e, bought) if goodput else 1.0
             if est is None or e["tokens_per_s"] * gp > est["tokens_per_s"] * good:
                 est, used, good = e, g, gp
         if est is None:
@@ -253,11 +253,11 @@ def _design_rows(
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
 
 
-def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict) -> float:
-    """Goodput of a design's job on ``gpus`` GPUs at its best plan's throughput and step time, as
-    :func:`hnplan.planning.time_to_train.time_to_train` takes it [fraction]."""
+def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict, bought: int) -> float:
+    """Goodput of a design's job on ``gpus`` of ``bought`` GPUs (the idle ones hot spares) at its best plan's
+    throughput and step time, as :func:`hnplan.planning.time_to_train.time_to_train` takes it [fraction]."""
     return estimate_reliability(
-        system, gpus, model, mode, cat, tokens_per_s=est["tokens_per_s"], step_s=est["step_time_s"]
+        system, gpus, model, mode, cat, tokens_per_s=est["tokens_per_s"], step_s=est["step_time_s"], gpus_bought=bought
     ).goodput
 
 

@@ -163,6 +163,7 @@ def estimate_reliability(
     tokens_per_s: float | None = None,
     checkpoint_storage_share: float | None = None,
     step_s: float | None = None,
+    gpus_bought: int | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job
     (:func:`hnplan.reliability.reliability_estimate` on the resolved design and model).
@@ -192,6 +193,10 @@ def estimate_reliability(
         at least the write time over it. Default reliability.yaml's (a labelled assumption).
     step_s : float, optional
         The job's step time [s]: the interval is at least one step, in whole steps.
+    gpus_bought : int, optional
+        GPUs of the whole units bought (>= ``gpus``): their idle nodes are hot spares inside the unit's
+        scale-up domain (64 of each NVL72 rack's 72 train: two spare trays), so a failure they cover costs
+        the restart but not the repair wait (:mod:`hnplan.reliability.spares`). Default none idle.
 
     Returns
     -------
@@ -219,6 +224,7 @@ def estimate_reliability(
         tokens_per_s=tokens_per_s,
         checkpoint_storage_share=checkpoint_storage_share,
         step_s=step_s,
+        gpus_bought=gpus_bought,
     )
 
 

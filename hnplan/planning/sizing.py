@@ -238,7 +238,7 @@ def time_on_purchase(
     Raises
     ------
     InfeasiblePlan
-        When no option has a plan: the reason of the count asked for.
+        When no option has a plan: the reason of the count asked for, and the other counts tried.
     """
     cat = catalog or load_catalog()
     sys_ = cat.system(system)
@@ -290,7 +290,14 @@ def time_on_purchase(
     if not done:
         first = answers[0]
         assert isinstance(first, InfeasiblePlan)
-        raise first
+        if len(options) == 1:
+            raise first
+        counts = [f"{g:,}" for g in options[1:]]
+        tried = counts[0] if len(counts) == 1 else f"{', '.join(counts[:-1])} or {counts[-1]}"
+        raise InfeasiblePlan(
+            f"{first}; nor on {tried} GPUs of the {n_units:,} whole {unit}-GPU unit{'s' * (n_units > 1)} "
+            f"bought ({bought:,} GPUs)"
+        ) from first
     best = min(done, key=lambda a: a["days"])  # ties: the count asked for (listed first)
     out = dict(best)
     weighed = [
@@ -322,7 +329,8 @@ def _choice(weighed: list[dict], best: dict, gpus: int, unit: int) -> str:
     text = f"{g:,} GPUs train ({where}), {days:,.1f} days"
     asked = weighed[0]
     if "reason" in asked:
-        text += f": the {gpus:,} asked for have no plan ({asked['reason'].split(': ', 1)[0]})"
+        why = asked["reason"].split(": ", 1)[0].split(" (", 1)[0]  # the reason's first clause
+        text += f": the {gpus:,} asked for {'has' if gpus == 1 else 'have'} no plan ({why})"
     others = [w for w in weighed[1:] if w["gpus"] != g]
     parts = [text, *(f"on {w['gpus']:,}: {w['days']:,.1f} days" for w in others if "days" in w)]
     if "days" in asked and g != gpus:

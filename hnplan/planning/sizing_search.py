@@ -176,12 +176,12 @@ def size_for_deadline(
             f"scale-out fabric joins is {cap * u:,} ({switch})"
         )
     tried: dict[int, dict | InfeasiblePlan] = {}  # units -> the faster job's answer, or why there is none
-    runs: dict[int, dict | InfeasiblePlan] = {}  # job GPUs -> time_to_train's answer, or why there is none
+    runs: dict[tuple[int, int], dict | InfeasiblePlan] = {}  # (job, bought) GPUs -> time_to_train's answer, or why not
 
-    def run(g: int) -> dict | InfeasiblePlan:
-        if g not in runs:
+    def run(g: int, bought: int) -> dict | InfeasiblePlan:
+        if (g, bought) not in runs:
             try:
-                runs[g] = time_to_train(
+                runs[g, bought] = time_to_train(
                     mdl,
                     sys_,
                     g,
@@ -194,16 +194,17 @@ def size_for_deadline(
                     mode=mode,
                     offload=offload,
                     stack=stack,
+                    gpus_bought=bought,  # the idle GPUs of the units are hot spares in the goodput
                 )
             except InfeasiblePlan as exc:
-                runs[g] = exc
-        return runs[g]
+                runs[g, bought] = exc
+        return runs[g, bought]
 
     def days_at(n: int) -> float:
         """Days at ``n`` units (inf where no plan divides or fits): the job on all their GPUs or on the
         largest power of two of each unit's, whichever is faster."""
         if n not in tried:
-            answers = [run(g) for g in job_gpu_options(u, n)]  # 72 and 64 GPUs of a 72-GPU rack
+            answers = [run(g, n * u) for g in job_gpu_options(u, n)]  # 72 and 64 GPUs of a 72-GPU rack
             done = [a for a in answers if isinstance(a, dict)]
             if done:
                 tried[n] = min(done, key=lambda a: a["days"])
@@ -295,6 +296,6 @@ def size_for_deadline(
             + f": the fewest the search found that train in {deadline_days:g} days ({out['days']:,.1f}; "
             f"{searched():,} counts searched)"
         ),
-        skipped=[{"gpus": g, "reason": str(r)} for g, r in sorted(runs.items()) if isinstance(r, InfeasiblePlan)],
+        skipped=[{"gpus": g, "reason": str(r)} for (g, _), r in sorted(runs.items()) if isinstance(r, InfeasiblePlan)],
     )
     return out

@@ -120,7 +120,7 @@ def time_to_train(
     gpus_bought : int, optional
         GPUs of the purchase the job runs on (>= ``gpus``; default the whole units that hold ``gpus``): the
         energy counts all of them, the ones that do not train at their idle power
-        (:func:`hnplan.power.training_draw_w`).
+        (:func:`hnplan.power.training_draw_w`), and the goodput counts their idle nodes as hot spares.
 
     Returns
     -------
@@ -148,7 +148,14 @@ def time_to_train(
     (est,), _, _ = search_best(job, fixed)
     g = (
         estimate_reliability(
-            job.system, gpus, job.model, mode, cat, tokens_per_s=est.tokens_per_s, step_s=est.step_time_s
+            job.system,
+            gpus,
+            job.model,
+            mode,
+            cat,
+            tokens_per_s=est.tokens_per_s,
+            step_s=est.step_time_s,
+            gpus_bought=gpus_bought,
         ).goodput
         if goodput
         else 1.0

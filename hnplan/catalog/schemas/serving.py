@@ -112,4 +112,10 @@ class ServingEngine(Entry):
             raise ValueError("ep_decode_alltoall is oneshot: give oneshot_alltoall_efficiency (with its provenance)")
         if self.speculative_tokens > 0 and self.acceptance_rate is None:
             raise ValueError("speculative_tokens > 0: give acceptance_rate (with its provenance)")
+        if self.speculative_tokens == 0 and self.acceptance_rate is not None:  # a rate that would change nothing
+            raise ValueError("acceptance_rate is given but speculative_tokens is 0: give the draft tokens or drop it")
+        if self.ep_decode_alltoall == "pairwise" and self.oneshot_alltoall_efficiency is not None:
+            raise ValueError(
+                "oneshot_alltoall_efficiency is given but ep_decode_alltoall is pairwise: set it to oneshot or drop it"
+            )
         return self

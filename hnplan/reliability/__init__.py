@@ -63,6 +63,7 @@ from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import param_counts
 from hnplan.errors import InputError, check_choice
 from hnplan.memory import zero_model_state_bytes
+from hnplan.reliability.spares import poisson_pmf, short_probability, spare_pools
 
 CHECKPOINT_MODES = ("sync", "async")
 HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
@@ -163,11 +164,24 @@ def drained_per_failure(design: Design, repair_hours: float | None = None) -> di
     return out
 
 
-def gpus_in_repair(design: Design, gpus: int, rate_factor: float = 1.0, repair_hours: float | None = None) -> float:
+def gpus_in_repair(
+    design: Design,
+    gpus: int,
+    rate_factor: float = 1.0,
+    repair_hours: float | None = None,
+    gpus_bought: int | None = None,
+) -> float:
     """Mean accelerators out of service for repair on behalf of a job of ``gpus`` (Little's law:
-    ``sum_k lambda_k x drained_k x repair_k`` over hardware kinds, :func:`drained_per_failure`)."""
+    ``sum_k lambda_k x drained_k x repair_k`` over hardware kinds, :func:`drained_per_failure`). With
+    ``gpus_bought``, idle nodes of the units bought stand in for failed ones while they last: the sum is
+    multiplied by the probability a failure finds its pool's spares all in repair
+    (:mod:`hnplan.reliability.spares`)."""
     rates = interruption_rates_per_h(design, gpus, rate_factor)
-    return sum(rates[k] * g * h for k, (g, h) in drained_per_failure(design, repair_hours).items())
+    drained = drained_per_failure(design, repair_hours)
+    held = sum(rates[k] * g * h for k, (g, h) in drained.items())
+    pools, spares = spare_pools(design.system, gpus, gpus_bought)
+    in_repair_per_pool = sum(rates[k] * h for k, (_, h) in drained.items()) / pools  # nodes, Poisson mean
+    return held * short_probability(in_repair_per_pool, spares)
 
 
 def spare_gpus(
@@ -203,27 +217,6 @@ def spare_gpus(
         scaled[::size] = counts
         pmf = np.convolve(pmf, scaled)
     return int(np.searchsorted(np.cumsum(pmf), quantile - 1e-12))
-
-
-def poisson_pmf(mean: float, tail: float = 1e-12) -> np.ndarray:
-    """Probabilities of 0, 1, ..., K events of a Poisson count with ``mean`` [-], K the first count whose
-    upper tail is at most ``tail``: ``p_k = exp(k ln(mean) - mean - ln k!)`` (the log-space form, finite
-    for large means; ``ln k! = lgamma(k + 1)``), the tail summed from the smallest terms up. Written out rather than taken from
-    ``scipy.stats``, whose import costs about 0.5 s of CPU to every command that sizes spares;
-    tests compare it with ``scipy.stats.poisson``.
-
-    >>> [round(float(p), 4) for p in poisson_pmf(1.0)[:3]]
-    [0.3679, 0.3679, 0.1839]
-    """
-    if mean <= 0:
-        return np.ones(1)
-    k_hi = int(mean + 12.0 * math.sqrt(mean) + 40.0)  # > 1e-12 upper tail for every mean (Chernoff bound)
-    k = np.arange(k_hi + 1)
-    log_fact = np.array([math.lgamma(i + 1.0) for i in range(k_hi + 1)])
-    p = np.exp(k * math.log(mean) - mean - log_fact)
-    above = np.cumsum(p[::-1])[::-1] - p  # P(N > k), the small terms added first
-    k_ppf = int(np.argmax(above <= tail))  # scipy's poisson.ppf(1 - tail): the first k with P(N > k) <= tail
-    return p[: min(k_ppf + 1, k_hi) + 1]
 
 
 # -- checkpoints --------------------------------------------------------------------------------
@@ -336,6 +329,8 @@ class ReliabilityEstimate:
     checkpoint_storage_share: float = 1.0
     checkpoint_host_link_GBps: float | None = None  # the first tier of an async save (None: sync, or no figure)
     step_s: float | None = None
+    gpus_bought: int | None = None  # the units' GPUs, idle ones included (None: the job's alone)
+    spare_nodes: int = 0  # idle whole nodes per pool that stand in for failed ones (hnplan.reliability.spares)
 
     def goodput_at(self, interval_s: float) -> float:
         """Goodput [fraction] had the job checkpointed every ``interval_s`` of work instead: Daly's eq. 13
@@ -369,6 +364,7 @@ def reliability_estimate(
     tokens_per_s: float | None = None,
     checkpoint_storage_share: float | None = None,
     step_s: float | None = None,
+    gpus_bought: int | None = None,
 ) -> ReliabilityEstimate:
     """Interruptions, checkpoint interval, restart time and goodput of a job.
 
@@ -410,6 +406,9 @@ def reliability_estimate(
     step_s : float, optional
         The job's training step time [s]: checkpoints are taken between steps, so the interval is at
         least one step and rounded up to whole steps.
+    gpus_bought : int, optional
+        GPUs of the whole units bought (>= ``gpus``): their idle nodes stand in for failed ones, so the
+        GPUs in repair count only the failures that find no spare (:mod:`hnplan.reliability.spares`).
 
     Returns
     -------
@@ -466,7 +465,7 @@ def reliability_estimate(
             interval = math.ceil(interval / step_s - 1e-9) * step_s
         goodput = daly_goodput(interval, stall, restart, m)
     goodput *= max(0.0, 1.0 - planned * units.s_to_hours(restart))
-    in_repair = gpus_in_repair(design, gpus, rate_factor)
+    in_repair = gpus_in_repair(design, gpus, rate_factor, gpus_bought=gpus_bought)
     return ReliabilityEstimate(
         system=system.id,
         model=model.id,
@@ -491,4 +490,6 @@ def reliability_estimate(
         checkpoint_storage_share=ck_share,
         checkpoint_host_link_GBps=system.host_link_GBps_per_gpu if mode == "async" else None,
         step_s=step_s,
+        gpus_bought=gpus_bought,
+        spare_nodes=spare_pools(system, gpus, gpus_bought)[1],
     )
