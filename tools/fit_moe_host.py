@@ -72,10 +72,12 @@ def predict(run, us: float, grace_scaled: bool = False) -> float:
 
 
 def residuals(rows: list, us: float, grace_scaled: bool = False) -> np.ndarray:
+    """``ln(predicted / published)`` of each row at ``moe_host_us_per_kernel = us`` [-], one per row."""
     return np.array([math.log(predict(r, us, grace_scaled) / r.published) for r in rows])
 
 
 def fit_value(rows: list, grace_scaled: bool = False) -> float:
+    """The ``moe_host_us_per_kernel`` [us] that minimises the squared :func:`residuals` of ``rows``."""
     p = Parameter("moe_host_us_per_kernel", START_US, *BOUNDS_US, fitted=True)
     out, _ = fit(lambda x: residuals(rows, float(x[0]), grace_scaled), [p])
     return out[0].value
@@ -90,6 +92,8 @@ def _pct(e: float) -> str:
 
 
 def main(argv: list[str]) -> None:
+    """Print the fitted value, the rms error without and with it, each row's error (``--loo``: its leave-one-out
+    fit), a scan over the bounds and the rows left out; ``--grace-scaled`` scales the value by the host factor."""
     grace = "--grace-scaled" in argv
     rows = eager_moe_rows()
     v = fit_value(rows, grace)

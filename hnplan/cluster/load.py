@@ -216,7 +216,7 @@ def steady_text(summary: dict) -> str:
         why.append(f"{offer}, a queue that grows while they arrive")
     recorded = summary.get("jobs_from") == "trace"  # --days and --jobs only cut a trace, --load does not scale it
     if summary["steady_short"]:
-        days = _ceil_digits(units.s_to_days(need))
+        days = steady_window_days(need)
         fix = (
             f"replay a trace of {days:,g} days or about {int(summary['steady_jobs']):,} jobs (--days and --jobs "
             "only cut this one)"
@@ -226,6 +226,17 @@ def steady_text(summary: dict) -> str:
     else:
         fix = "simulate more GPUs (--gpus)" if recorded else "lower the load (--load) or simulate more GPUs (--gpus)"
     return "no: " + "; and ".join(why) + "; " + fix
+
+
+def steady_window_days(window_s: float) -> float:
+    """A steady-state window of ``window_s`` [s] in days, rounded up to two significant digits [days]: the
+    arrival days :func:`steady_text`'s remedy names and the simulated utilisation runs
+    (:func:`hnplan.cluster.utilisation.steady_days`).
+
+    >>> steady_window_days(743145.0)   # 8.60 days
+    8.7
+    """
+    return _ceil_digits(units.s_to_days(window_s))
 
 
 def _ceil_digits(x: float, digits: int = 2) -> float:

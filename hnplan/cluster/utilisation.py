@@ -9,7 +9,7 @@ import functools
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.mixes import cluster_mix
-from hnplan.cluster.load import _ceil_digits, mix_steady_basis, steady_window_s
+from hnplan.cluster.load import mix_steady_basis, steady_window_days, steady_window_s
 from hnplan.cluster.simulate import simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import InputError
@@ -53,7 +53,7 @@ def steady_days(mix, gpus: int, catalog: Catalog | None = None) -> tuple[float, 
             "steady-state utilisation to price; give --utilisation a number, or a mix below 100 %"
         )
     basis = mix_steady_basis(m, gpus, load)
-    days = _ceil_digits(units.s_to_days(steady_window_s(basis["run_s"])))
+    days = steady_window_days(steady_window_s(basis["run_s"]))
     return days, basis["jobs_per_s"] * units.days_to_s(days)
 
 

@@ -97,7 +97,7 @@ import math
 import numpy as np
 
 from hnplan.comm import nccl, nccl_bw
-from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor, oneshot_alltoall_time
+from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor, oneshot_alltoall_time, sendrecv_time
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
@@ -273,7 +273,7 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
             return _base(g) + steps * ((au if d == 1 else ao) + s / (bu if d == 1 else min(bu, bo)))
     elif op == "sendrecv" and alg == "p2p":
         a, b = p2p_terms(g)
-        return a + s / b
+        return sendrecv_time(s, b, a)
     raise InputError(f"unknown {op} algorithm {alg!r}; allowed: {', '.join(ALGORITHMS.get(op, ()))}")
 
 

@@ -95,6 +95,16 @@ def oneshot_alltoall_time(n_bytes, p, q, bw_up_Bps, bw_out_Bps, alpha_s):
     alpha_s : float
         Latency of one message [s].
 
+    Returns
+    -------
+    float or numpy.ndarray
+        Time of the exchange [s]; 0 where ``p = 1``.
+
+    Raises
+    ------
+    InputError
+        When a group size ``p`` is below 1.
+
     Examples
     --------
     128 ranks, 8 per domain, 7.5 MB per rank, 200 GB/s up, 40 GB/s out, 5 us:

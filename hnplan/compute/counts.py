@@ -24,7 +24,6 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.params import (  # noqa: F401  (the parameter counts, re-exported for the cost models)
     ParamCounts,
-    _attention_params,
     _mla_up_params,
     _mlp_params,
     head_dim,

@@ -150,6 +150,17 @@ BF16_GEMMS = frozenset({"lm_head", "router"})
 PER_TENSOR = ("delayed", "current")  # one scale per tensor: the row-wise fp8 data alone is gathered
 
 
+def scaled_copy_bytes(recipe: str) -> float:
+    """Bytes per element of one row-wise or column-wise copy of a tensor quantised with a block-scaled
+    ``recipe`` [bytes]: ``mxfp8`` and ``blockwise`` 1 byte plus their scales (:data:`BLOCK_SCALE_BYTES`),
+    ``nvfp4`` :data:`NVFP4_COPY`.
+
+    >>> scaled_copy_bytes("mxfp8"), scaled_copy_bytes("nvfp4")   # 1 + 1/32; 1/2 + 1/16
+    (1.03125, 0.5625)
+    """
+    return NVFP4_COPY if recipe == "nvfp4" else FP8 + BLOCK_SCALE_BYTES[recipe]
+
+
 def sp_gather_bytes(recipe: str) -> tuple[float, float]:
     """Bytes per element of Transformer Engine's sequence-parallel all-gathers in a low-precision
     ``recipe`` ([8]_, [9]_; module docstring): ``(forward input of a column-parallel GEMM, backward
@@ -164,7 +175,7 @@ def sp_gather_bytes(recipe: str) -> tuple[float, float]:
     """
     if recipe in PER_TENSOR:
         return FP8, FP8
-    copy = NVFP4_COPY if recipe == "nvfp4" else FP8 + BLOCK_SCALE_BYTES[recipe]
+    copy = scaled_copy_bytes(recipe)
     return copy, 2.0 * copy
 
 
@@ -203,7 +214,7 @@ def quantised_weight_bytes(recipe: str, tn_only: bool = True) -> float:
     """
     if recipe in PER_TENSOR:
         return FP8 * (2.0 if tn_only else 1.0)
-    return 2.0 * (NVFP4_COPY if recipe == "nvfp4" else FP8 + BLOCK_SCALE_BYTES[recipe])
+    return 2.0 * scaled_copy_bytes(recipe)
 
 
 def param_gather_bytes_per_weight(recipe: str, dtype: str, fp8_params: bool, fp4_params: bool) -> float:
@@ -319,7 +330,7 @@ def quantise(
         return _nvfp4(name, local, k.nvfp4_rht and not weight)
     fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
     if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
-        copy = FP8 + BLOCK_SCALE_BYTES[k.fp8_recipe]
+        copy = scaled_copy_bytes(k.fp8_recipe)
         by = (0.0 if fuse_norm else BF16 + copy) + copy
         return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
     fused_t = transpose and k.cast_transpose_fusion and not above_one(shard)

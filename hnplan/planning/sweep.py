@@ -42,6 +42,7 @@ from hnplan.catalog.sweeps import SweepSpec, load_sweep_spec
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-exported
     COLUMNS,
+    LAYOUT_OUTPUTS,
     OUTPUTS,
     PLAN_KEY,
     PLAN_OUTPUTS,
@@ -201,21 +202,7 @@ def plan_task(key: dict, data_root: str | None = None) -> dict:
         step_time_s=est.step_time_s,
         searched=searched,
         feasible=feasible,
-        **{
-            k: p[k]
-            for k in (
-                "tp",
-                "pp",
-                "dp",
-                "cp",
-                "ep",
-                "etp",
-                "microbatch_size",
-                "virtual_stages",
-                "zero_stage",
-                "recompute",
-            )
-        },
+        **{k: p[k] for k in LAYOUT_OUTPUTS},
     )
 
 

@@ -16,10 +16,8 @@ from hnplan.errors import InputError
 
 #: the plan inputs that key one training search (``tokens`` only scales time-to-train)
 PLAN_KEY = ("system", "model", "gpus", "seq_len", "global_batch_seqs", "stack", "dtype")
-PLAN_OUTPUTS = (
-    "tokens_per_s",
-    "mfu",
-    "step_time_s",
+#: the parallel layout the training search chose, one column each (Megatron-LM's terms)
+LAYOUT_OUTPUTS = (
     "tp",
     "pp",
     "dp",
@@ -30,9 +28,8 @@ PLAN_OUTPUTS = (
     "virtual_stages",
     "zero_stage",
     "recompute",
-    "searched",
-    "feasible",
 )
+PLAN_OUTPUTS = ("tokens_per_s", "mfu", "step_time_s", *LAYOUT_OUTPUTS, "searched", "feasible")
 OUTPUTS = (
     "goodput",
     "days_to_train",

@@ -41,13 +41,12 @@ CUDA-graph padding and the engine's per-pass costs
 from __future__ import annotations
 
 import bisect
-import math
 from dataclasses import replace
-from statistics import NormalDist
 
 from hnplan import units
 from hnplan.comm import best_time
 from hnplan.comm.algorithms import algorithm_time
+from hnplan.comm.messages import random_routing_peak_one
 from hnplan.comm.placement import GroupPlacement
 from hnplan.compute import ACT_BYTES
 from hnplan.planning.inference.core import Setup
@@ -157,7 +156,7 @@ def graph_batch(s: Setup, batch_per_group: int) -> int:
 def routing_peak(s: Setup, tokens_per_group: float) -> float:
     """Routed token copies of the busiest expert-parallel rank over the mean in a pass of
     ``tokens_per_group`` tokens [-]: the peak of random routing over the ``ep`` ranks
-    (:func:`hnplan.comm.messages.random_routing_peak`; the floor of any real router, whose skew EPLB's
+    (:func:`hnplan.comm.messages.random_routing_peak_one`, without scipy; the floor of any real router, whose skew EPLB's
     redundant experts reduce but per-step fluctuation stays), 1 for a dense model or ``ep = 1``.
 
     DeepSeek-V3 at EP128 with 92 sequences per rank: ``1 + 2.6 sigma / mu`` with ``mu = 736`` copies:
@@ -171,13 +170,7 @@ def routing_peak(s: Setup, tokens_per_group: float) -> float:
     moe, r = s.model.moe, s.replica
     if moe is None or r.ep <= 1:
         return 1.0
-    # random_routing_peak's formula for one scalar, with the standard library's normal quantile: the serving
-    # CLI then starts without scipy (about 0.1 s)
-    t, k, ep = tokens_per_group / r.tp, moe.active_experts, r.ep
-    share = 1.0 / ep
-    v = k * share * (1.0 - share) * (moe.experts - k) / max(moe.experts - 1, 1)
-    z = NormalDist().inv_cdf(max((ep - 0.375) / (ep + 0.25), 0.5))
-    return 1.0 + z * math.sqrt(ep * t * v) / (t * k)
+    return random_routing_peak_one(tokens_per_group / r.tp, moe.active_experts, moe.experts, r.ep)
 
 
 def dequant_share(s: Setup) -> float:

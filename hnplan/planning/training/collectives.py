@@ -41,6 +41,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time, p2p_terms
+from hnplan.comm.collectives import sendrecv_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
@@ -106,7 +107,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         placed = [job.group(p // base, p % base) for p in u_pair.tolist()]
         if op == "sendrecv":  # its one algorithm, alpha + S / bw (p2p_terms): every group's messages at once
             alpha, bw = (np.array(x, dtype=float) for x in zip(*map(p2p_terms, placed)))
-            res[miss] = alpha[inv] + u_n[miss] / bw[inv]
+            res[miss] = sendrecv_time(u_n[miss], bw[inv], alpha[inv])
         else:
             few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
             at = miss[few]

@@ -77,8 +77,14 @@ def host_scaled(ch: StackChoices, system, provenance: dict[str, str] | None = No
 
 
 def check_comm_ctas(choices: StackChoices, acc: Accelerator) -> None:
-    """Raise InputError where ``overlap_comm_ctas`` gives a class at least as many CTAs as the accelerator
-    has SMs (``compute_units``): no SM would be left to the compute beside it."""
+    """Check the stack's ``overlap_comm_ctas`` against the accelerator's SM count (``compute_units``).
+
+    Raises
+    ------
+    InputError
+        One line naming the field, when a communicator class holds at least as many CTAs as the accelerator
+        has SMs: no SM would be left to the compute beside it (:func:`hnplan.compute.sm_share.sm_share_slowdown`).
+    """
     sms = acc.compute_units
     for comm, ctas in sorted(choices.overlap_comm_ctas.items()):
         if sms is not None and ctas >= sms:
