@@ -158,6 +158,14 @@ MORE_CALLS = {
         ("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["compare"], {"HNPLAN_NO_CACHE": "1"}),
         ("first call after make: the cache holds only make's seed", TYPICAL["compare"], None, "seeded"),
     ],
+    # the README's example: a deadline search over two designs (a best-plan search per GPU count tried)
+    "size": [
+        (
+            "README's deadline search, llama3.1-405b on two designs",
+            ["size", "--model", "llama3.1-405b", "--tokens", "15T", "--deadline-days", "60", "--system",
+             "gb200-nvl72", "--system", "hgx-h100-ib-ndr"],
+        ),
+    ],
     # likewise the claim's twelve best-plan summaries are read back from the cache in the typical call
     "claims": [
         ("first call: cache bypassed, HNPLAN_NO_CACHE=1", TYPICAL["claims"], {"HNPLAN_NO_CACHE": "1"}),

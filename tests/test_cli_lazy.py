@@ -263,3 +263,38 @@ def test_the_normal_cdf_of_the_log_normal_moments_is_scipys():
     for x in (-6.0, -1.3, 0.0, 0.7, 3.2, 8.0):
         assert _norm_cdf(x) == pytest.approx(stats.norm.cdf(x), rel=1e-12)
         assert _norm_cdf(-x) == pytest.approx(stats.norm.sf(x), rel=1e-12)
+
+
+@pytest.mark.parametrize("json_", [True, False], ids=["json", "table"])
+def test_compare_from_its_cache_imports_no_pandas(json_):
+    """A repeat `compare` reads its designs' best plans and the published runs' errors from the prediction cache
+    (the session's HNPLAN_CACHE_DIR, tests/conftest.py) and builds its table, verdict and trust notes from plain
+    rows (:func:`hnplan.planning.compare.compare_design_rows`): no pandas, no training planner. The first call
+    plans, and its search builds frames."""
+    argv = ["compare", "--model", "llama3.1-8b", "--gpus", "128", "--tokens", "1e11", "--systems"]
+    argv += ["gb200-nvl72,hgx-h100-ib-ndr", "--seq-len", "4096", "--global-batch-tokens", "1048576"]
+    argv += ["--json"] if json_ else []
+    _main_modules(argv)  # fills the cache (or finds it filled)
+    mods = _main_modules(argv)
+    assert "hnplan.planning.compare" in mods and "hnplan.planning.compare_trust" in mods  # it compared, with notes
+    assert not {"pandas", "scipy", "hnplan.planning.training"} & mods, sorted(mods)
+
+
+SIZE_CALLS = {
+    "gpus": ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e12", "--gpus", "64"]
+    + ["--seq-len", "4096", "--global-batch-tokens", "1048576"],
+    # the README's example: a deadline search over two designs, whose pruned searches count distinct layouts
+    # beyond the lookup table's reach (factorized by a sort, vectorise.factorize_ints)
+    "deadline": ["size", "--model", "llama3.1-405b", "--tokens", "15T", "--deadline-days", "60"]
+    + ["--system", "gb200-nvl72", "--system", "hgx-h100-ib-ndr"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIZE_CALLS))
+def test_size_imports_no_pandas(name):
+    """`size` searches each GPU count's best plan on plain columns (:func:`hnplan.planning.training.search_best`,
+    pruned or not) and prints the rows of :func:`hnplan.planning.sizing.size_rows`: no pandas frame, so no
+    pandas (about a quarter of a second of start-up)."""
+    mods = _main_modules([*SIZE_CALLS[name], "--json"])
+    assert "hnplan.planning.sizing" in mods and "hnplan.planning.training" in mods  # it planned
+    assert not {"pandas", "pyarrow", "scipy"} & mods, sorted({"pandas", "pyarrow", "scipy"} & mods)

@@ -49,14 +49,15 @@ def test_gb200_is_not_scaled():
 def test_same_recipe_b300_and_gb300_steps_are_not_overstated():
     """MLPerf v5.1 Llama 3.1 8B NVFP4, one layout and recipe (TP 1, micro-batch 2, FP8 attention, 16 sequences
     on 8 GPUs): NVIDIA's GB300 0.3466 s, Nebius's B300 0.394 s (Nebius/benchmarks/llama31_8b/configs/nebius_b300_n1),
-    1.137x. Not fitted: the law puts the GB300 1.12x ahead (1.08x at the B300's fraction), short of the
-    measured ratio, so a GB300 against B300 comparison stays on the conservative side."""
+    1.137x. Not fitted: the law puts the GB300 1.10x ahead (1.08x at the B300's fraction; 1.12x while the GB300
+    entry streamed its HBM3e 3.9 % faster than the B300 on the same memory), short of the measured ratio, so a
+    GB300 against B300 comparison stays on the conservative side."""
     gb300 = next(r for r in training_runs() if r.id == "mlperf-v51-nvidia-gb300-llama31-8b-8")
     b300 = gb300.model_copy(update={"id": "nebius-b300", "system": "dgx-b300", "published": 0.394})
     t_gb300 = float(predict_run(gb300, CAT)["step_time_s"])
     t_b300 = float(predict_run(b300, CAT)["step_time_s"])
     assert 0.394 / 0.3466 == pytest.approx(1.137, abs=5e-4)
-    assert t_b300 / t_gb300 == pytest.approx(1.12, abs=0.01)
+    assert t_b300 / t_gb300 == pytest.approx(1.10, abs=0.01)
     assert t_b300 / t_gb300 < 0.394 / 0.3466
 
 

@@ -1,6 +1,7 @@
 """`hnplan reliability`: --help smoke test, JSON keys and values equal to the library's."""
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -152,3 +153,34 @@ def test_restart_time_is_written_with_thousands_separators(cat):
     restart = json.loads(runner.invoke(app, [*args, "--json"]).output)["restart_s"]
     assert restart >= 1000
     assert f"{restart:,.0f} s" in r.output and "," in f"{restart:,.0f}"
+
+
+def test_gpus_bought_counts_the_idle_trays_as_hot_spares(cat):
+    """Llama 3.1 70B on 128 of the 144 GPUs of two GB200 NVL72 racks (64 of each 72 train, as `compare` lays it
+    out): each rack keeps (72 - 64) / 4 = 2 idle compute trays. A rack's failures are half the job's, each
+    takes a tray for the 24 h repair: a = sum(lambda_k) x 24 h / 2 trays of a rack in repair on average, and a
+    failure drains the 72-GPU rack only when both spares are out, P(N >= 2) = 1 - e^-a (1 + a). Without
+    --gpus-bought (= --gpus) no GPU is idle and every failure drains its rack."""
+    from hnplan.reliability import drained_per_failure, gpus_in_repair, interruption_rates_per_h
+
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "128", "--model", "llama3.1-70b", "--json"]
+    r = runner.invoke(app, [*args, "--gpus-bought", "144"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert (d["gpus_bought"], d["spare_nodes"], d["spare_gpus"]) == (144, 2, 0)  # no spare rack needed (tco)
+    design = cat.design("gb200-nvl72")
+    rates = interruption_rates_per_h(design, 128)
+    drained = drained_per_failure(design)
+    assert {(g, h) for g, h in drained.values()} == {(72, 24)}
+    a = sum(rates[k] for k in drained) * 24 / 2
+    without = sum(rates[k] for k in drained) * 72 * 24  # GPUs held in repair when every failure drains its rack
+    assert d["gpus_in_repair"] == pytest.approx(without * (1 - math.exp(-a) * (1 + a)), rel=1e-9)
+    assert d["goodput"] == pytest.approx(d["job_goodput"] * 128 / (128 + d["gpus_in_repair"]), rel=1e-9)
+    bare = json.loads(runner.invoke(app, args).output)  # default: --gpus-bought = --gpus
+    assert (bare["gpus_bought"], bare["spare_nodes"]) == (128, 0)
+    assert bare["gpus_in_repair"] == pytest.approx(without, rel=1e-9) == gpus_in_repair(design, 128)
+    assert bare["goodput"] < d["goodput"] <= d["job_goodput"] == bare["job_goodput"]
+    text = " ".join(runner.invoke(app, args[:-1] + ["--gpus-bought", "144"]).output.split())
+    assert "16 of 144 GPUs bought idle: 2 whole nodes per pool stand in for failed ones" in text
+    r = runner.invoke(app, [*args, "--gpus-bought", "100"])
+    assert r.exit_code == 2 and "--gpus-bought (100) must be at least --gpus (128)" in r.output

@@ -87,3 +87,26 @@ def test_compare_counts_the_idle_trays_of_the_racks_bought(cat):
     assert r["goodput"] == pytest.approx(spared.goodput, rel=1e-12)
     assert bare.goodput < spared.goodput <= spared.job_goodput
     assert spared.spare_nodes == 2
+
+
+def test_tco_availability_counts_the_idle_trays_of_the_racks_bought(cat):
+    """128 GB200 GPUs buy two 72-GPU racks: 64 train in each (the job spread evenly), 2 idle trays a rack.
+    Without them every hardware failure drains its rack for 24 h: racks in repair ~ Poisson(m), m = sum(lambda_k)
+    x 24 h, and 99 % availability needs a spare rack when e^-m < 0.99. With them a failure drains the rack only
+    when both trays of its rack are out, P = 1 - e^-a (1 + a), a = m / 2: the drains are Poisson(m P), and
+    e^-(m P) >= 0.99 needs no spare rack, as `compare` and `size` count the same trays in the goodput."""
+    from hnplan.planning.design import tco_summary
+    from hnplan.reliability import spare_gpus
+
+    design = cat.design("gb200-nvl72")
+    rates = interruption_rates_per_h(design, 128)
+    m = sum(rates[k] for k in drained_per_failure(design)) * 24
+    short = 1 - math.exp(-m / 2) * (1 + m / 2)
+    assert math.exp(-m) < 0.99 <= math.exp(-m * short)  # one spare rack without the trays, none with them
+    assert spare_gpus(design, 128) == 72 and spare_gpus(design, 128, gpus_bought=144) == 0
+    d = tco_summary("gb200-nvl72", 128, cat, availability=0.99)
+    assert (d["spare_gpus"], d["gpus_bought"]) == (0, 144)
+    # a job that fills its racks leaves no idle tray: the spare racks stay (8,208 GPUs hold 8,192 packed)
+    assert tco_summary("gb200-nvl72", 8192, cat, availability=0.99)["spare_gpus"] == spare_gpus(design, 8192) > 0
+    est = estimate_reliability("gb200-nvl72", 128, "llama3.1-70b", catalog=cat, gpus_bought=144)
+    assert est.spare_gpus == 0  # the reliability answer says the same

@@ -22,6 +22,7 @@ from hnplan.planning.training import (
     ParallelPlan,
     StackChoices,
     candidate_frame,
+    estimate_from_row,
     estimate_training_step,
     evaluate_plans,
     make_job,
@@ -342,6 +343,8 @@ def test_search_best_is_the_head_of_the_ranking(cat, model, gpus, fixed):
     assert [(e.plan.tp, e.plan.pp, e.plan.dp, e.plan.recompute) for e in ests] == list(
         zip(head["tp"], head["pp"], head["dp"], head["recompute"])
     )
+    # the search reads plain columns (no frame): every field of each estimate is the frame row's
+    assert ests == [estimate_from_row(job, row) for _, row in head.iterrows()]
 
 
 def test_size_tries_the_power_of_two_below_a_count_whose_odd_factor_slows_it(cat):

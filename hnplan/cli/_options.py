@@ -167,9 +167,11 @@ def decimal_hint(tokens: int) -> str:
     return ""
 
 
-def check_expert_flags(model: str, **degrees: int | None) -> None:
+def check_expert_flags(model: str, tp: int | None = None, **degrees: int | None) -> None:
     """Refuse an expert-parallel degree above 1 (``ep=2``, ``etp=2``) on a model without experts: a dense
-    model has no experts to split, so the flag is bad input (exit 2), not an infeasible plan (exit 3).
+    model has no experts to split, so the flag is bad input (exit 2), not an infeasible plan (exit 3). A dense
+    model's ``etp`` is its ``tp`` (what ``train``, ``memory``, ``compare`` and ``sweep`` report for it), so
+    ``--etp`` equal to the given ``--tp`` is accepted (it changes nothing) and any other ``--etp`` refused.
 
     Raises
     ------
@@ -182,6 +184,12 @@ def check_expert_flags(model: str, **degrees: int | None) -> None:
     if m.moe is not None:
         return
     for name, v in degrees.items():
-        if v is not None and v > 1:
-            flag = "--" + name.replace("_", "-")
+        if v is None or (name == "etp" and v == tp):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name == "etp" and tp is not None:
+            raise InputError(
+                f"{flag} {v}: {m.id} is a dense model, with no experts to split: its etp is its tp ({tp}); drop {flag}"
+            )
+        if v > 1 or name == "etp":
             raise InputError(f"{flag} {v}: {m.id} is a dense model, with no experts to split; drop {flag}")

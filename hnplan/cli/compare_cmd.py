@@ -88,11 +88,11 @@ def compare(
     fabric buys apart from the newer chip; the notes say how well the validation set covers each
     accelerator. Exit 3 when no design can run the job.
     """
-    # the planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    # the planners (numpy, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
-    from hnplan.planning.compare import compare_training_designs, trust_notes, verdict
+    from hnplan.planning.compare import UNITS, compare_design_rows, trust_notes, verdict
     from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.units import format_count
 
@@ -122,7 +122,7 @@ def compare(
             raise InputError(
                 f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"
             )
-        df = compare_training_designs(
+        table = compare_design_rows(  # the frame's rows without pandas: a repeat call reads them from a cache
             model,
             names,
             gpus,
@@ -136,10 +136,10 @@ def compare(
             goodput=goodput,
             mode=checkpoint,
         )
-        rows = [_clean(r) for r in df.to_dict("records")]
+        rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(df), (trust_notes(df, model, cat) if trust else None)
+        said, notes = verdict(table), (trust_notes(table, model, cat) if trust else None)
         if json_:
             print_json(
                 {
@@ -153,7 +153,7 @@ def compare(
                     "stack": stack,
                     "goodput": goodput,
                     "checkpoint": checkpoint,
-                    "units": df.attrs["units"],
+                    "units": UNITS,
                     "designs": [_json_row(r) for r in rows],
                     "verdict": said,
                     "trust": notes,

@@ -81,7 +81,7 @@ def memory(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
-        check_expert_flags(model, ep=ep, etp=etp)
+        check_expert_flags(model, tp=tp, ep=ep, etp=etp)
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:

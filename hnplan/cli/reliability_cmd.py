@@ -12,6 +12,13 @@ from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_
 def reliability(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the job"),
+    gpus_bought: int = typer.Option(
+        None,
+        "--gpus-bought",
+        min=1,
+        help="GPUs of the units bought (default --gpus): the idle whole nodes stand in for failed ones "
+        "(64 of each NVL72 rack's 72 train: 2 spare trays a rack)",
+    ),
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     mode: str = typer.Option("async", "--mode", help="checkpoint mode: sync or async"),
     rate_factor: float = typer.Option(1.0, "--rate-factor", min=0.0, help="multiplies every failure rate"),
@@ -42,9 +49,12 @@ def reliability(
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.cli.tco_cmd import check_economics
+    from hnplan.errors import InputError
     from hnplan.planning.design import SPARE_QUANTILE, estimate_reliability
 
     with handle_errors():
+        if gpus_bought is not None and gpus_bought < gpus:
+            raise InputError(f"--gpus-bought ({gpus_bought:,}) must be at least --gpus ({gpus:,})")
         check_economics(
             {
                 "--rate-factor": ("rate_factor", rate_factor),
@@ -64,6 +74,7 @@ def reliability(
             storage_units=storage_units,
             tokens_per_s=tokens_per_s,
             checkpoint_storage_share=checkpoint_storage_share,
+            gpus_bought=gpus if gpus_bought is None else gpus_bought,
         )
         d = est.to_dict()
         if json_:
@@ -78,6 +89,7 @@ def reliability(
                 "failure unit",
                 f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for {SPARE_QUANTILE:.0%} availability",
             ),
+            *_idle_spares(d),
             ("checkpoint", _checkpoint_text(d, gpus)),
             ("checkpoint interval", _interval_text(d)),
             *_why_so_often(d, est.goodput_at(WHAT_IF_INTERVAL_S)),
@@ -97,6 +109,19 @@ def reliability(
                 )
             )
         console.print(kv_table(f"{d['model']} on {gpus:,} x {d['system']}", rows))
+
+
+def _idle_spares(d: dict) -> list[tuple[str, str]]:
+    """One row, when GPUs beyond the job's were bought: the idle whole nodes that stand in for failed ones."""
+    if d["gpus_bought"] == d["gpus"]:
+        return []
+    return [
+        (
+            "idle spares",
+            f"{d['gpus_bought'] - d['gpus']:,} of {d['gpus_bought']:,} GPUs bought idle: {d['spare_nodes']:,} whole "
+            "nodes per pool stand in for failed ones",
+        )
+    ]
 
 
 #: a checkpoint interval a reader would expect (half an hour): the goodput had the job used it is shown beside

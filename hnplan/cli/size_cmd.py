@@ -65,11 +65,11 @@ def size(
     """Days, GPU-hours and energy per design: the smallest GPU count meeting --deadline-days, or the
     time --gpus take (best parallel plan each, after the goodput unless --no-goodput). Counts with
     no valid plan are skipped and listed."""
-    # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
+    # planners (numpy, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.planning.design import CHECKPOINT_MODES
-    from hnplan.planning.sizing import size_table
+    from hnplan.planning.sizing import size_rows
 
     systems = list(dict.fromkeys(systems))  # a design named twice is sized once
     with handle_errors():
@@ -96,7 +96,7 @@ def size(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
                 + decimal_hint(global_batch_tokens)
             )
-        df = size_table(
+        table = size_rows(  # the frame's rows, without pandas
             model,
             systems,
             tokens,
@@ -110,9 +110,7 @@ def size(
             offload=offload,
             stack=stack,
         )
-        rows = [
-            {k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in df.to_dict("records")
-        ]
+        rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in table]
         if not any(r.get("status") == "ok" for r in rows):  # no design has an answer: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
         note = ""

@@ -109,7 +109,7 @@ def train(
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
-        check_expert_flags(model, ep=ep, etp=etp)
+        check_expert_flags(model, tp=tp, ep=ep, etp=etp)
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):

@@ -77,9 +77,9 @@ class _RunModel:
 
     def __init__(self, run: TrainingRun, stack: SoftwareStack, cat: Catalog):
         self.run = run
-        self.job = make_job(
-            run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack
-        )
+        # the run's GPU count is its field ``gpus``, not the --gpus flag of train: messages name the field
+        job = make_job(run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack)
+        self.job = replace(job, gpus_name="its gpus")
         self._table = fitting_plans(self.job, run.fixed)  # the plan columns, read by every trial
         if not len(self._table[1]):
             raise InputError(
@@ -340,9 +340,7 @@ def calibrate(
         try:
             models.append(_RunModel(r, st, cat))
         except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
-            # the run's GPU count is its field ``gpus``, not the --gpus flag the plan rules name for train
-            said = str(exc).replace(", not --gpus ", ", not its gpus ")
-            raise type(exc)(f"{runs_path}: run {r.id}: {said}") from None
+            raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
     params, solver = _fit_runs(models, _candidates(models, st), scales)
     if st.tp_comm or st.ep_comm:
         v = st.overlap_gemm_slowdown

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -12,7 +11,30 @@ from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
 from hnplan.planning.design import cost_or_gap, estimate_reliability, job_gpu_options
+from hnplan.planning.records import as_records, first_max, first_min, frame_records, is_na, n_unique
 from hnplan.power import design_power, run_energy
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+UNITS = {
+    "step_time_s": "s",
+    "tokens_per_s": "tokens/s",
+    "mfu": "fraction of peak_tflops (the dense peak in the row's dtype)",
+    "gpus": "GPUs the job trains on",
+    "gpus_bought": "GPUs bought (whole units)",
+    "days": "days",
+    "goodput": "fraction of the wall time that trains (1.0: failures left out)",
+    "it_power_mw": "MW",
+    "facility_power_mw": "MW",
+    "energy_mwh": "MWh",
+    "capex_musd": "million USD",
+    "memory_per_gpu_gib": "GiB",
+    "peak_tflops": "TFLOP/s",
+    "hbm_gb": "GB",
+    "run_musd": "million USD",
+    "usd_per_million_tokens": "USD per 1e6 tokens",
+}
 
 
 def compare_training_designs(
@@ -77,8 +99,82 @@ def compare_training_designs(
         than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
         plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
-        in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units.
+        in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units (:data:`UNITS`).
     """
+    import pandas as pd  # here, not at the top: the command line reads the rows (compare_design_rows)
+
+    df = pd.DataFrame(
+        _design_rows(
+            model,
+            systems,
+            gpus,
+            tokens,
+            seq_len,
+            global_batch_seqs,
+            dtype,
+            catalog,
+            offload,
+            stack,
+            goodput=goodput,
+            mode=mode,
+        )
+    )
+    df.attrs["units"] = dict(UNITS)
+    return df
+
+
+def compare_design_rows(
+    model,
+    systems,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str = "bf16",
+    catalog: Catalog | None = None,
+    offload: str = "none",
+    stack=None,
+    *,
+    goodput: bool = True,
+    mode: str = "async",
+) -> list[dict]:
+    """:func:`compare_training_designs` as plain rows, without pandas: ``df.to_dict("records")`` of its frame
+    (:func:`hnplan.planning.records.frame_records`: the same columns, values and NaN), what ``hnplan compare``
+    prints; the units are :data:`UNITS`. Parameters and errors as there."""
+    return frame_records(
+        _design_rows(
+            model,
+            systems,
+            gpus,
+            tokens,
+            seq_len,
+            global_batch_seqs,
+            dtype,
+            catalog,
+            offload,
+            stack,
+            goodput=goodput,
+            mode=mode,
+        )
+    )
+
+
+def _design_rows(
+    model,
+    systems,
+    gpus: int,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str,
+    catalog: Catalog | None,
+    offload: str,
+    stack,
+    *,
+    goodput: bool,
+    mode: str,
+) -> list[dict]:
+    """The rows of :func:`compare_training_designs`, each with the keys its design has."""
     cat = catalog or load_catalog()
     if not systems:
         raise InputError("systems is empty: name at least one system id (data/systems)")
@@ -151,26 +247,7 @@ def compare_training_designs(
         # fp8/fp4 slower than bf16 on this design: why (bf16's plan does not fit, or the recipe's passes)
         row["dtype_note"] = est.get("dtype_note", "")
         rows.append(row)
-    df = pd.DataFrame(rows)
-    df.attrs["units"] = {
-        "step_time_s": "s",
-        "tokens_per_s": "tokens/s",
-        "mfu": "fraction of peak_tflops (the dense peak in the row's dtype)",
-        "gpus": "GPUs the job trains on",
-        "gpus_bought": "GPUs bought (whole units)",
-        "days": "days",
-        "goodput": "fraction of the wall time that trains (1.0: failures left out)",
-        "it_power_mw": "MW",
-        "facility_power_mw": "MW",
-        "energy_mwh": "MWh",
-        "capex_musd": "million USD",
-        "memory_per_gpu_gib": "GiB",
-        "peak_tflops": "TFLOP/s",
-        "hbm_gb": "GB",
-        "run_musd": "million USD",
-        "usd_per_million_tokens": "USD per 1e6 tokens",
-    }
-    return df
+    return rows
 
 
 _PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "recompute")
@@ -276,34 +353,47 @@ def _per_gpu(fast, slow) -> tuple[float, str]:
     return per_gpu, f", on {fast['gpus']:,} GPUs against {slow['gpus']:,}: {per_gpu:.2f}x the speed per GPU"
 
 
-def fabric_and_chip(df: pd.DataFrame) -> str:
+def ok_rows(rows: list[dict]) -> list[dict]:
+    """The rows whose ``status`` starts with ``ok`` (all of them in a table without ``status``)."""
+    return [r for r in rows if "status" not in r or (isinstance(r["status"], str) and r["status"].startswith("ok"))]
+
+
+def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
     """What the supernode fabric buys and what the newer chip buys, told apart from the numbers.
 
     The fabric: a supernode against a server cluster whose GPU is of the same generation (dense bf16 peaks
     within :data:`SAME_GENERATION_PEAK_RATIO`; of several, the nearest in peak and HBM capacity), e.g. GB200
     NVL72 against HGX B200 and GB300 NVL72 against DGX B300; the part of the speed-up
     the supernode's own GPU peak explains is said. The chip: two server clusters with different GPUs, e.g.
-    HGX B200 against HGX H100, same kind of fabric. Empty when the table has no such pair.
+    HGX B200 against HGX H100, same kind of fabric. Empty when the table has no such pair. ``table``: the frame
+    of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read alike.
     """
-    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
-    if ok.empty or "peak_tflops" not in ok or "kind" not in ok:
+    rows = as_records(table)
+    columns = set(rows[0]) if rows else set()
+    ok = ok_rows(rows)
+    if not ok or "peak_tflops" not in columns or "kind" not in columns:
         return ""
     parts = []
-    servers = ok[ok["kind"] != "supernode"]
-    for _, sn in ok[ok["kind"] == "supernode"].iterrows():
-        peers = servers[
-            (servers["peak_tflops"] / sn["peak_tflops"]).between(
-                1 / SAME_GENERATION_PEAK_RATIO, SAME_GENERATION_PEAK_RATIO
-            )
+    servers = [r for r in ok if r["kind"] != "supernode"]
+    for sn in (r for r in ok if r["kind"] == "supernode"):
+        peers = [
+            r
+            for r in servers
+            if 1 / SAME_GENERATION_PEAK_RATIO <= r["peak_tflops"] / sn["peak_tflops"] <= SAME_GENERATION_PEAK_RATIO
         ]
-        if peers.empty:
+        if not peers:
             continue
         # the nearest chip: peak, then (where given) HBM capacity, which sets the plans that fit (GB300 against
         # B300, 288 and 270 GB, rather than B200, 180 GB, at the same 2,250 TFLOP/s bf16)
-        distance = (peers["peak_tflops"] / sn["peak_tflops"]).map(math.log).abs()
-        if "hbm_gb" in peers:
-            distance = distance + (peers["hbm_gb"] / sn["hbm_gb"]).map(math.log).abs()
-        sv = peers.loc[distance.idxmin()]
+        distance = [
+            {
+                "row": r,
+                "d": abs(math.log(r["peak_tflops"] / sn["peak_tflops"]))
+                + (abs(math.log(r["hbm_gb"] / sn["hbm_gb"])) if "hbm_gb" in columns else 0.0),
+            }
+            for r in peers
+        ]
+        sv = first_min(distance, "d")["row"]
         speed = sv["days"] / sn["days"]
         chip = sn["peak_tflops"] / sv["peak_tflops"]
         # like with like: where the designs train on different GPU counts, the fabric's part is per GPU
@@ -320,14 +410,14 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
             )
         elif counts:
             text += f"; per GPU the fabric and the rest of the rack account for about {per_gpu:.2f}x"
-        if "run_musd" in ok:
+        if "run_musd" in columns:
             text += (
                 f". The run costs {units.format_usd(sn['run_musd'] * units.MEGA)} on {sn['system']} against "
                 f"{units.format_usd(sv['run_musd'] * units.MEGA)} on {sv['system']}"
             )
         parts.append(text + ".")
     if len(servers) > 1:
-        new, old = servers.loc[servers["peak_tflops"].idxmax()], servers.loc[servers["peak_tflops"].idxmin()]
+        new, old = first_max(servers, "peak_tflops"), first_min(servers, "peak_tflops")
         if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
             text = (
                 f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
@@ -335,7 +425,7 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
                 f"{old['days']:.1f} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
                 "dense peak"
             )
-            if "run_musd" in ok:
+            if "run_musd" in columns:
                 text += (
                     f"; the run costs {units.format_usd(new['run_musd'] * units.MEGA)} against "
                     f"{units.format_usd(old['run_musd'] * units.MEGA)}"
@@ -344,24 +434,28 @@ def fabric_and_chip(df: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def verdict(df: pd.DataFrame) -> str:
+def verdict(table: pd.DataFrame | list[dict]) -> str:
     """A paragraph naming the fastest design, the cheapest to buy and per training run, and (where the table
-    allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`)."""
-    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
-    if ok.empty:
+    allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`).
+    ``table``: the frame of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read
+    alike."""
+    rows = as_records(table)
+    columns = set(rows[0]) if rows else set()
+    ok = ok_rows(rows)
+    if not ok:
         return "No design has a feasible plan for this job."
     if len(ok) == 1:
-        return _only_design(ok.iloc[0], len(df))
-    fast = ok.loc[ok["days"].idxmin()]
-    priced = ok[ok["capex_musd"].notna()]
-    on = f" on {fast['gpus']:,} GPUs" if "gpus" in ok and ok["gpus"].nunique() > 1 else ""
+        return _only_design(ok[0], len(rows))
+    fast = first_min(ok, "days")
+    priced = [r for r in ok if not is_na(r["capex_musd"])]
+    on = f" on {fast['gpus']:,} GPUs" if "gpus" in columns and n_unique(ok, "gpus") > 1 else ""
     text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
-    if priced.empty:
+    if not priced:
         text += "; no design has a price, so every cost is n/a."
     else:
-        cheap = priced.loc[priced["capex_musd"].idxmin()]
+        cheap = first_min(priced, "capex_musd")
         # whole units bought: say for how many GPUs where the designs buy different counts
-        bought = f" for {cheap['gpus_bought']:,} GPUs" if priced.get("gpus_bought", pd.Series()).nunique() > 1 else ""
+        bought = f" for {cheap['gpus_bought']:,} GPUs" if n_unique(priced, "gpus_bought") > 1 else ""
         text += (
             f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
         )
@@ -370,32 +464,33 @@ def verdict(df: pd.DataFrame) -> str:
             " "
             + "; ".join(
                 f"cost n/a for {r['system']}: it has no price (give its file `unit_price_usd` or `price_item`)"
-                for _, r in ok[ok["capex_musd"].isna()].iterrows()
+                for r in ok
+                if is_na(r["capex_musd"])
             )
             + "."
         )
-    if "run_musd" in priced and not priced.empty:
-        run = priced.loc[priced["run_musd"].idxmin()]
+    if "run_musd" in columns and priced:
+        run = first_min(priced, "run_musd")
         text += (
             f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
             f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
             f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
         )
     if len(ok) > 1:
-        slow = ok.loc[ok["days"].idxmax()]
+        slow = first_max(ok, "days")
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
-    split = fabric_and_chip(df)
+    split = fabric_and_chip(rows)
     return text + ("\n\n" + split if split else "")
 
 
-def _only_design(row, designs: int) -> str:
+def _only_design(row: dict, designs: int) -> str:
     """The verdict of a table with one design that has a plan: what it does, no ranking (it is the fastest and
     the cheapest of one)."""
     only = "the one design compared" if designs == 1 else f"the only one of {designs} designs with a plan"
     text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {row['days']:.1f} days at {row['mfu']:.0%} MFU"
-    if pd.notna(row.get("capex_musd")):
+    if not is_na(row.get("capex_musd")):
         text += f", costs {units.format_usd(row['capex_musd'] * units.MEGA)} to buy"
-        if pd.notna(row.get("run_musd")):
+        if not is_na(row.get("run_musd")):
             text += (
                 f" and {units.format_usd(row['run_musd'] * units.MEGA)} per training run at its TCO per GPU-hour "
                 f"({units.format_usd(row['usd_per_million_tokens'])} per million tokens)"

@@ -7,13 +7,16 @@ built in :mod:`hnplan.planning.trust`.
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 from hnplan.planning import trust
+from hnplan.planning.records import as_records
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # published metrics a run's MFU follows from: model TFLOP/s per GPU, or tokens/s per GPU times the model's FLOPs
 # per token at the run's sequence length
@@ -31,7 +34,7 @@ def _run_mfu(run, model, cat: Catalog) -> float:
     return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
 
 
-def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=None) -> str:
+def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
     These kinds, each only where it applies to a design of ``df`` (the rows of
@@ -65,10 +68,11 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
 
     Parameters
     ----------
-    df : pandas.DataFrame
+    df : pandas.DataFrame or list of dict
         The table of :func:`compare_training_designs` (columns ``system``, ``accelerator``, ``status``;
         ``gpus``, ``mfu`` and ``dtype`` where present), or any table of designs with ``system`` and ``status``
-        (:func:`hnplan.planning.sizing.size_designs`): the accelerator is then the system's.
+        (:func:`hnplan.planning.sizing.size_designs`): the accelerator is then the system's; or its rows
+        (:func:`hnplan.planning.compare.compare_design_rows`), read alike.
     model : id or entry
         The model it compared.
     catalog : Catalog, optional
@@ -84,12 +88,15 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
     from hnplan.planning.prediction_cache import cached_training_runs
 
     cat = catalog or load_catalog()
-    ok = df[df["status"].str.startswith("ok")] if "status" in df else df
-    if "accelerator" not in ok and "system" in ok and not ok.empty:  # e.g. the table of sizing.size_designs
-        ok = ok.assign(accelerator=[cat.system(s).accelerator for s in ok["system"]])
-    if ok.empty or "accelerator" not in ok:
+    rows = as_records(df)
+    columns = set(rows[0]) if rows else set()
+    ok = [r for r in rows if "status" not in r or (isinstance(r["status"], str) and r["status"].startswith("ok"))]
+    if "accelerator" not in columns and "system" in columns and ok:  # e.g. the table of sizing.size_designs
+        ok = [{**r, "accelerator": cat.system(r["system"]).accelerator} for r in ok]
+        columns.add("accelerator")
+    if not ok or "accelerator" not in columns:
         return ""
-    accs = list(dict.fromkeys(ok["accelerator"]))
+    accs = list(dict.fromkeys(r["accelerator"] for r in ok))
     runs_on: dict[str, list] = {a: [] for a in accs}
     for run in cached_training_runs():
         acc = cat.system(run.system).accelerator
@@ -99,22 +106,22 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
         "Every figure here is a model's prediction, not a measurement; the `validation` report "
         "(`hnplan report --scenario audit`) puts hnplan beside each published run with its error."
     ]
-    if "dtype_note" in ok:  # a low-precision plan slower than bf16's: the reason before anything else
-        parts.extend(n for n in ok["dtype_note"] if isinstance(n, str) and n)
+    if "dtype_note" in columns:  # a low-precision plan slower than bf16's: the reason before anything else
+        parts.extend(n for r in ok if isinstance(n := r["dtype_note"], str) and n)
     counted = [f"{len(r)} on {a}" for a, r in runs_on.items() if r]
     if counted:
         parts.append(f"Published training runs in the validation set: {', '.join(counted)}.")
     for a, r in runs_on.items():
         if not r:
-            names = ", ".join(ok.loc[ok["accelerator"] == a, "system"])
+            names = ", ".join(r["system"] for r in ok if r["accelerator"] == a)
             parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
     if counted:
         errors = trust.speed_errors([r for rs in runs_on.values() for r in rs], cat)
         parts.extend(trust.error_sentences(runs_on, errors))
         parts.extend(trust.paired_sentences(runs_on, errors))
     m = cat.model(model)
-    planned = ok if {"gpus", "mfu"} <= set(ok) else ok.iloc[:0]
-    for _, row in planned.iterrows():  # the same model on the same accelerator, measured: its MFU beside ours
+    planned = ok if {"gpus", "mfu"} <= columns else []
+    for row in planned:  # the same model on the same accelerator, measured: its MFU beside ours
         # the same dtype only: an fp8 run's MFU is of the fp8 peak, twice the bf16 one on these chips
         same = [
             r
@@ -141,10 +148,10 @@ def trust_notes(df: pd.DataFrame, model, catalog: Catalog | None = None, stack=N
             "power-limited clock sustains through a training step (the accelerators' "
             f"`sustained_compute_fraction`, each with its source): {said}."
         )
-    if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok), cat):
+    if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok) if "dtype" in columns else {}, cat):
         parts.append(said)
     priced = []
-    for system in dict.fromkeys(ok["system"]):  # the cost ranking rests on one system price per design
+    for system in dict.fromkeys(r["system"] for r in ok):  # the cost ranking rests on one system price per design
         try:
             p = cat.design(system).prices.system
         except HnplanError:

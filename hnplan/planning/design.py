@@ -77,7 +77,9 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
     :func:`hnplan.cost.design_cost` (``years``, ``pue``, ``utilisation``, ...). With ``availability``
     (a probability in (0, 1)), the spare accelerators that keep ``gpus`` whole with that probability
     (:func:`hnplan.reliability.spare_gpus`, which depends on hot swap and the failure unit) are
-    bought too.
+    bought too; the idle GPUs of the whole units that hold ``gpus`` count toward them as the spares model
+    counts them (:mod:`hnplan.reliability.spares`: the job spread evenly over its units, each unit's idle whole
+    nodes standing in for its failed ones), so only the failures they cannot cover need spares beside.
 
     Returns
     -------
@@ -93,7 +95,8 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
     design = _design(system, catalog)
     system = design.system
     if availability is not None:
-        kwargs["spare_gpus"] = spare_gpus(design, gpus, quantile=availability)
+        held = -(-gpus // system.unit_gpus) * system.unit_gpus  # the whole units of the job, idle GPUs included
+        kwargs["spare_gpus"] = spare_gpus(design, gpus, quantile=availability, gpus_bought=held)
     c, gap = cost_or_gap(design, gpus, **kwargs)
     spares = kwargs.get("spare_gpus", 0) if c is None else c.spare_gpus
     pw = design_power(design, gpus + spares, kwargs.get("pue"))

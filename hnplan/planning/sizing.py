@@ -14,12 +14,13 @@ of each 72-GPU rack, :func:`hnplan.planning.sizing_search.job_gpu_options`).
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.design import cost_or_gap
+from hnplan.planning.records import frame_records
 from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public here too)
     MAX_EVALS,
     REFINE_STEPS,
@@ -30,6 +31,9 @@ from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public
 )
 from hnplan.planning.time_to_train import time_to_train
 from hnplan.power import design_power
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def size_table(
@@ -68,6 +72,84 @@ def size_table(
     InputError
         Unless exactly one of ``deadline_days`` and ``gpus`` is given.
     """
+    import pandas as pd  # here, not at the top: the command line reads the rows (size_rows)
+
+    df = pd.DataFrame(
+        _size_rows(
+            model,
+            systems,
+            tokens,
+            seq_len,
+            global_batch_seqs,
+            deadline_days=deadline_days,
+            gpus=gpus,
+            dtype=dtype,
+            goodput=goodput,
+            mode=mode,
+            catalog=catalog,
+            offload=offload,
+            stack=stack,
+        )
+    )
+    df.attrs["units"] = dict(TIME_UNITS)
+    return df
+
+
+def size_rows(
+    model,
+    systems,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    *,
+    deadline_days: float | None = None,
+    gpus: int | None = None,
+    dtype: str = "bf16",
+    goodput: bool = True,
+    mode: str = "async",
+    catalog: Catalog | None = None,
+    offload: str = "none",
+    stack=None,
+) -> list[dict]:
+    """:func:`size_table` as plain rows, without pandas: ``df.to_dict("records")`` of its frame
+    (:func:`hnplan.planning.records.frame_records`: the same columns, values and NaN), what ``hnplan size``
+    prints; the units are :data:`TIME_UNITS`. Parameters and errors as there."""
+    return frame_records(
+        _size_rows(
+            model,
+            systems,
+            tokens,
+            seq_len,
+            global_batch_seqs,
+            deadline_days=deadline_days,
+            gpus=gpus,
+            dtype=dtype,
+            goodput=goodput,
+            mode=mode,
+            catalog=catalog,
+            offload=offload,
+            stack=stack,
+        )
+    )
+
+
+def _size_rows(
+    model,
+    systems,
+    tokens: float,
+    seq_len: int,
+    global_batch_seqs: int,
+    *,
+    deadline_days: float | None,
+    gpus: int | None,
+    dtype: str,
+    goodput: bool,
+    mode: str,
+    catalog: Catalog | None,
+    offload: str,
+    stack,
+) -> list[dict]:
+    """The rows of :func:`size_table`, each with the keys its design has."""
     if (deadline_days is None) == (gpus is None):
         raise InputError("give exactly one of a deadline (days) and a GPU count")
     cat = catalog or load_catalog()
@@ -110,9 +192,7 @@ def size_table(
         except InfeasiblePlan as exc:
             row = dict(system=sid, status=f"no plan: {exc}", gpus_choice="")
         rows.append(row)
-    df = pd.DataFrame(rows)
-    df.attrs["units"] = dict(TIME_UNITS)
-    return df
+    return rows
 
 
 def time_on_purchase(
@@ -398,6 +478,8 @@ def size_designs(
             )
         except InfeasiblePlan as exc:
             rows.append({"system": sid, "status": f"infeasible: {exc}"})
+    import pandas as pd  # here, not at the top: hnplan size reads plain rows (size_rows)
+
     df = pd.DataFrame(rows)
     df.attrs["units"] = {
         **TIME_UNITS,
@@ -413,6 +495,8 @@ def size_designs(
 
 def sizing_verdict(df: pd.DataFrame) -> str:
     """A Markdown sentence per design of a :func:`size_designs` table: what it takes, and the cheapest."""
+    import pandas as pd  # here, not at the top: hnplan size reads plain rows (size_rows)
+
     ok = df[df["status"] == "ok"]
     if ok.empty:
         return "No design meets the deadline with this global batch; relax the deadline or raise the batch."

@@ -12,8 +12,6 @@ from __future__ import annotations
 import math
 from statistics import median
 
-import pandas as pd
-
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
 
@@ -257,11 +255,10 @@ def _and(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def frame_dtypes(ok: pd.DataFrame) -> dict[str, str]:
-    """Accelerator id -> the dtype of its first planned design in a comparison table (none without ``dtype``)."""
-    if "dtype" not in ok:
-        return {}
-    return {a: d for a, d in zip(ok["accelerator"][::-1], ok["dtype"][::-1]) if isinstance(d, str)}
+def frame_dtypes(ok: list[dict]) -> dict[str, str]:
+    """Accelerator id -> the dtype of its first planned design in a comparison table's rows (with ``accelerator``;
+    none where a row has no ``dtype``)."""
+    return {r["accelerator"]: d for r in ok[::-1] if isinstance(d := r.get("dtype"), str)}
 
 
 def _dispatch(stack, overrides: dict | None = None) -> tuple[bool, str]:

@@ -63,7 +63,7 @@ from hnplan.comm.topology import scaleout_bom
 from hnplan.compute import param_counts
 from hnplan.errors import InputError, check_choice
 from hnplan.memory import zero_model_state_bytes
-from hnplan.reliability.spares import poisson_pmf, short_probability, spare_pools
+from hnplan.reliability.spares import drain_share, poisson_pmf, spare_pools
 
 CHECKPOINT_MODES = ("sync", "async")
 HARDWARE = ("accelerator", "host", "nic", "scaleout-link")
@@ -179,9 +179,7 @@ def gpus_in_repair(
     rates = interruption_rates_per_h(design, gpus, rate_factor)
     drained = drained_per_failure(design, repair_hours)
     held = sum(rates[k] * g * h for k, (g, h) in drained.items())
-    pools, spares = spare_pools(design.system, gpus, gpus_bought)
-    in_repair_per_pool = sum(rates[k] * h for k, (_, h) in drained.items()) / pools  # nodes, Poisson mean
-    return held * short_probability(in_repair_per_pool, spares)
+    return held * drain_share(design.system, gpus, gpus_bought, rates, drained)
 
 
 def spare_gpus(
@@ -190,6 +188,7 @@ def spare_gpus(
     quantile: float = SPARE_QUANTILE,
     repair_hours: float | None = None,
     rate_factor: float = 1.0,
+    gpus_bought: int | None = None,
 ) -> int:
     """Spare accelerators that keep a job of ``gpus`` whole with probability ``quantile``.
 
@@ -197,7 +196,9 @@ def spare_gpus(
     (:func:`drained_per_failure`); failures of a kind in repair are Poisson with mean
     ``lambda_k x repair_k`` (Little's law), so the accelerators out are a compound Poisson sum;
     spares = its ``quantile`` (exact, by convolving the scaled Poisson distributions). With one
-    unit size this is the Poisson quantile x the failure-unit size.
+    unit size this is the Poisson quantile x the failure-unit size. With ``gpus_bought``, the idle nodes of
+    the units bought count toward them as :func:`gpus_in_repair` counts them: only the failures that find
+    none left (:func:`hnplan.reliability.spares.drain_share`) drain a unit, their means thinned by that share.
 
     Raises
     ------
@@ -207,9 +208,11 @@ def spare_gpus(
     if not 0 < quantile < 1:
         raise InputError(f"quantile must be in (0, 1); got {quantile}")
     rates = interruption_rates_per_h(design, gpus, rate_factor)
+    drained = drained_per_failure(design, repair_hours)
+    share = drain_share(design.system, gpus, gpus_bought, rates, drained)
     by_size: dict[int, float] = {}
-    for k, (g, h) in drained_per_failure(design, repair_hours).items():
-        by_size[g] = by_size.get(g, 0.0) + rates[k] * h
+    for k, (g, h) in drained.items():
+        by_size[g] = by_size.get(g, 0.0) + rates[k] * h * share
     pmf = np.ones(1)
     for size, mean in by_size.items():
         counts = poisson_pmf(mean)
@@ -474,7 +477,7 @@ def reliability_estimate(
         mtbi_s=m,
         planned_per_h=planned,
         failure_unit_gpus=min(failure_unit_gpus(system), gpus),  # a job smaller than the unit loses only itself
-        spare_gpus=spare_gpus(design, gpus, rate_factor=rate_factor),
+        spare_gpus=spare_gpus(design, gpus, rate_factor=rate_factor, gpus_bought=gpus_bought),
         checkpoint_bytes=n_bytes,
         checkpoint_write_s=ck["write_s"],
         checkpoint_stall_s=stall,

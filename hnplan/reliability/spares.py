@@ -77,6 +77,15 @@ def spare_pools(system: System, gpus: int, gpus_bought: int | None) -> tuple[int
     return 1, (gpus_bought - gpus) // node
 
 
+def drain_share(system: System, gpus: int, gpus_bought: int | None, rates: dict, drained: dict) -> float:
+    """Share of a job's hardware failures that find no idle node of their pool and drain their failure unit
+    for the repair [-]: :func:`short_probability` of the pool's mean nodes in repair, ``sum_k lambda_k h_k``
+    over the pools of :func:`spare_pools` (``rates``: failures per hour by kind, ``drained``: ``(gpus, hours)``
+    by kind, as :func:`hnplan.reliability.drained_per_failure`); 1 without idle nodes."""
+    pools, spares = spare_pools(system, gpus, gpus_bought)
+    return short_probability(sum(rates[k] * h for k, (_, h) in drained.items()) / pools, spares)
+
+
 def short_probability(mean_in_repair: float, spares: int) -> float:
     """Probability that a failure finds all ``spares`` of its pool in repair, ``P(N >= spares)`` for
     ``N ~ Poisson(mean_in_repair)`` (M/G/infinity repairs, PASTA) [-]; 1 without spares.

@@ -267,6 +267,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
             job.global_batch_seqs,
             job.seq_len,
             balanced_ends=job.choices.pipeline_balanced_ends,
+            gpus_name=job.gpus_name,
         )
     raise PlanRuleError(
         f"no plan of {job.model.id} on {job.gpus:,} x {job.system.id} divides"

@@ -142,6 +142,8 @@ class Job:
     # where each choice and the GEMM efficiency came from: {"matmul_efficiency": ..., "tp_comm": ...}
     provenance: dict[str, str] = field(default_factory=dict, compare=False)
     _groups: dict = field(default_factory=dict, compare=False, repr=False)
+    #: what a message calls the job's GPU count: the CLI flag, or a runs file's field (a calibration)
+    gpus_name: str = field(default="--gpus", compare=False)
     #: results a repeated evaluation of the job reuses (collective times, cache keys); not carried over
     #: by ``dataclasses.replace`` (a job with other links or another accelerator starts afresh)
     memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)

@@ -249,8 +249,21 @@ def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.asarray(modes, dtype=object)
 
 
+def full_column(values, n: int, dtype) -> np.ndarray:
+    """A column of :func:`evaluate_columns` (an array, or a scalar for a column equal in every row) as ``n``
+    values of ``dtype``, as the frame of :func:`evaluate_plans` holds it."""
+    return np.broadcast_to(np.asarray(values, dtype=dtype), (n,))
+
+
+def column_row(cols: dict, i: int) -> dict:
+    """Row ``i`` of the columns of :func:`evaluate_columns` as ``{column: value}`` (a scalar column's value in
+    every row): what :func:`estimate_from_row` reads, without a frame."""
+    return {k: v[i] if np.ndim(v) else v for k, v in cols.items()}
+
+
 def estimate_from_row(job: c.Job, row) -> TrainingEstimate:
-    """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans`."""
+    """A :class:`TrainingEstimate` from one row of :func:`evaluate_plans` (a Series, or a dict of
+    :func:`column_row`)."""
     plan = ParallelPlan(
         tp=int(row["tp"]),
         pp=int(row["pp"]),
@@ -317,4 +330,4 @@ def plan_row(job: c.Job, plan: ParallelPlan) -> dict:
     fields = asdict(plan)
     cols = {k: np.array([0 if k == "recompute" else fields[k]]) for k in PLAN_FIELDS}
     out, plans = plan_columns(job, cols, [plan.recompute])
-    return {k: v[0] if np.ndim(v) else v for k, v in evaluate_columns(job, out, plans).items()}
+    return column_row(evaluate_columns(job, out, plans), 0)

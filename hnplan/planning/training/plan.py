@@ -134,7 +134,8 @@ def plan_rules(
             "{microbatch_size}, virtual stages {virtual_stages})": (
                 np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1
             ),
-            "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not --gpus {gpus}": tp * pp * dp * cp == gpus,
+            "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not {gpus_name} {gpus}": tp * pp * dp * cp
+            == gpus,
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
             + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
@@ -169,9 +170,11 @@ def validate_plan(
     seq_len: int = 2,
     *,
     balanced_ends: bool = False,
+    gpus_name: str = "--gpus",
 ) -> int:
     """Check that one plan divides; return its number of micro-batches (``balanced_ends``: as
-    :func:`plan_rules`).
+    :func:`plan_rules`; ``gpus_name``: what the message calls ``gpus``, the CLI flag by default, a runs
+    file's field ``its gpus`` in a calibration).
 
     Raises
     ------
@@ -192,6 +195,7 @@ def validate_plan(
                     **{**rule_fields(model, p.tp, p.pp, p.ep), **asdict(p)},
                     product=p.gpus,
                     gpus=gpus,
+                    gpus_name=gpus_name,
                     tpcpdp=p.tp * p.cp * p.dp,
                     batch=global_batch_seqs,
                     m=m,

@@ -14,8 +14,6 @@ evaluated candidate reaches, so the search returns the same plans, in the same o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from hnplan import units
@@ -24,9 +22,6 @@ from hnplan.formatting import counted
 from hnplan.planning.training import components as c
 from hnplan.planning.training import evaluate as ev
 from hnplan.planning.training.stage_compute import stage_table
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 #: relative slack on the bound, so that rounding in the sum of the step's parts never prunes a tie
 BOUND_SLACK = 1e-9
@@ -66,18 +61,19 @@ def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndar
     return bound * (1.0 - BOUND_SLACK), mem, mem <= c.hbm_bytes(job.acc)
 
 
-def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
+def search_pruned(job: c.Job, cols: dict, modes, top: int):
     """:func:`~hnplan.planning.training.search_best` with the bound of :func:`step_lower_bound` (the same
     plans, the same counts): the :data:`PRUNE_PROBE` (at least ``top``) fitting candidates of least bound
     are evaluated; a candidate whose bound exceeds the ``top``-th step time among them cannot be among the
     ``top`` fastest; the fitting ones left below it are evaluated too, and all ranked by step time, ties in
-    candidate order.
+    candidate order. The candidates stay plain columns throughout (no pandas frame).
 
     Parameters
     ----------
     job : Job
-    cands : pandas.DataFrame
-        The search's candidates (``search._search_candidates``).
+    cols, modes : dict, list
+        The search's candidates as the arrays of
+        :func:`~hnplan.planning.training.candidates.candidate_columns` (``search._candidate_columns``).
     top : int
 
     Returns
@@ -90,9 +86,9 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     InfeasiblePlan
         If no candidate fits in memory (the message of the full search).
     """
-    _, plans = ev._plan_columns(job, cands)
+    _, plans = ev.plan_columns(job, cols, modes)
     bound, mem, fits = step_lower_bound(job, plans)
-    searched, feasible = len(cands), int(fits.sum())
+    searched, feasible = len(cols["tp"]), int(fits.sum())
     if not feasible:
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
@@ -103,15 +99,30 @@ def search_pruned(job: c.Job, cands: pd.DataFrame, top: int):
     order = np.argsort(bound[rows], kind="stable")
     n_probe = max(PRUNE_PROBE, top)
     probe = np.sort(rows[order[:n_probe]])
-    frames = [ev.evaluate_plans(job, cands.iloc[probe])]
-    cut = np.sort(frames[0]["step_time_s"].to_numpy())[min(top, len(probe)) - 1]
+    parts = [_evaluate(job, cols, modes, probe)]
+    cut = np.sort(ev.full_column(parts[0]["step_time_s"], len(probe), float))[min(top, len(probe)) - 1]
     rest = np.sort(rows[order[n_probe:]])
     rest = rest[bound[rest] <= cut]  # the others are slower than ``top`` evaluated plans
     if len(rest):
-        frames.append(ev.evaluate_plans(job, cands.iloc[rest]))
-    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
-
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0].reset_index(drop=True)
+        parts.append(_evaluate(job, cols, modes, rest))
     at = np.concatenate([probe, rest])  # each row's place among the candidates: ties go to the earlier
-    best = np.lexsort((at, df["step_time_s"].to_numpy()))[:top]
-    return [ev.estimate_from_row(job, df.iloc[i]) for i in best], searched, feasible
+    step = np.concatenate(
+        [ev.full_column(parts[0]["step_time_s"], len(probe), float)]
+        + ([ev.full_column(parts[1]["step_time_s"], len(rest), float)] if len(rest) else [])
+    )
+    best = np.lexsort((at, step))[:top]
+    return (
+        [
+            ev.estimate_from_row(
+                job, ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe))
+            )
+            for i in best
+        ],
+        searched,
+        feasible,
+    )
+
+
+def _evaluate(job: c.Job, cols: dict, modes, rows: np.ndarray) -> dict:
+    """:func:`~hnplan.planning.training.evaluate.evaluate_columns` of the candidates at ``rows``."""
+    return ev.evaluate_columns(job, *ev.plan_columns(job, {k: a[rows] for k, a in cols.items()}, modes))

@@ -20,10 +20,12 @@ from hnplan.planning.training import prune
 from hnplan.planning.training.candidates import candidate_columns, candidate_table, explain_empty
 from hnplan.planning.training.evaluate import (
     UNITS,
+    column_row,
     estimate_from_row,
     estimate_plan,
     evaluate_columns,
     evaluate_plans,
+    full_column,
     plan_columns,
 )
 from hnplan.planning.training.job import make_job
@@ -141,24 +143,26 @@ def search_best(job: c.Job, fixed: dict | None = None, top: int = 1):
     InfeasiblePlan
         If no candidate obeys the rules (a :class:`PlanRuleError`) or none fits in memory.
     """
-    cands = _search_candidates(job, fixed)
-    if prune.prunable(job) and len(cands) > prune.PRUNE_FROM:
-        return prune.search_pruned(job, cands, top)
-    df = evaluate_plans(job, cands)
-    fits = df["fits"].to_numpy(dtype=bool)
-    searched, feasible = len(df), int(fits.sum())
+    cols, modes = _candidate_columns(job, fixed)
+    if prune.prunable(job) and len(cols["tp"]) > prune.PRUNE_FROM:
+        return prune.search_pruned(job, cols, modes, top)
+    # the candidates as plain columns (as rank_plans' frame holds them, without pandas)
+    ev = evaluate_columns(job, *plan_columns(job, cols, modes))
+    searched = len(cols["tp"])
+    fits = full_column(ev["fits"], searched, bool)
+    feasible = int(fits.sum())
     if not feasible:
-        least = df["memory_per_gpu_bytes"].min()
+        least = full_column(ev["memory_per_gpu_bytes"], searched, float).min()
         raise InfeasiblePlan(
             f"no plan of {job.model.id} on {counted(job.gpus, 'GPU')} fits in memory "
             f"({counted(searched, 'candidate')} searched; the smallest needs "
             f"{units.to_GiB(least):,.1f} GiB per GPU)"
         )
     # the first rows of rank_plans' order (fitting plans by step time, ties in candidate order) without
-    # sorting the whole frame: a stable argsort of the fitting rows' step times
+    # sorting the whole table: a stable argsort of the fitting rows' step times
     rows = np.flatnonzero(fits)
-    rows = rows[np.argsort(df["step_time_s"].to_numpy()[rows], kind="stable")[:top]]
-    ests = [estimate_from_row(job, df.iloc[i]) for i in rows]
+    rows = rows[np.argsort(full_column(ev["step_time_s"], searched, float)[rows], kind="stable")[:top]]
+    ests = [estimate_from_row(job, column_row(ev, int(i))) for i in rows]
     return ests, searched, feasible
 
 
