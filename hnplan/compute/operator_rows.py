@@ -24,6 +24,8 @@ References
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from hnplan import units
@@ -185,8 +187,9 @@ def _raw_rows(
     acc: Accelerator | None = None,
     stack: StackChoices | None = None,
     occurrence: bool = False,
+    only: tuple[str, ...] | None = None,
 ):
-    """Raw rows of a pass; with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
+    """Raw rows of a pass (``only``: of the layers' operators whose names start with one of these prefixes); with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
     stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
     be integer arrays over micro-batch shapes (:mod:`hnplan.compute.parts`), and with ``occurrence`` ``cp`` too
     (all above 1, or the number 1): the rows' numbers are then arrays over the shapes, element by element those
@@ -205,7 +208,10 @@ def _raw_rows(
             for op in _layer_ops(
                 model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
             ):
-                rows += expand(op, count)
+                if only is None or op.name.startswith(only):
+                    rows += expand(op, count)
+    if only is not None:
+        return rows
     emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel, kn)
     for op in (emb if embedding else []) + (hd if head else []):
         rows += expand(op, 1)
@@ -267,6 +273,7 @@ def _chunked(rows: list, op: _Op, chunks_of) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen distinct (name, kind) pairs, asked for in every pass
 def kernel_class(name: str, kind: str) -> str | None:
     """The memory-bound kernel class of an element-wise operator (keys of the accelerator's
     ``memory_kernel_efficiency``), or None for plain copies (embedding lookup, KV-cache write, MoE permute)."""

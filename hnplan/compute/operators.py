@@ -269,10 +269,12 @@ def _timed_rows(
     attention,
     sequence_parallel,
     stack,
+    only=None,
 ) -> tuple:
     """The one row engine behind :func:`operator_table` and :func:`operator_columns` (called with their
     parameters): the inputs checked (:func:`_check`), the raw rows of one pass and their times
-    (:func:`_times`). Returns ``(kv_len, rows, (compute_s, memory_s, time_s, gemm_efficiency))``."""
+    (:func:`_times`); ``only``: the rows whose names start with one of these prefixes. Returns
+    ``(kv_len, rows, (compute_s, memory_s, time_s, gemm_efficiency))``."""
     kv_len = seq_len if kv_len is None else kv_len
     _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
     rows = _raw_rows(
@@ -291,7 +293,10 @@ def _timed_rows(
         sequence_parallel=sequence_parallel,
         acc=acc,
         stack=stack,
+        only=None if only is None else tuple(only),
     )
+    if only is not None:  # each row is timed on its own fields, so a subset times as it does in the whole pass
+        rows = [r for r in rows if str(r[0]).startswith(tuple(only))]
     return kv_len, rows, _times(rows, acc, dtype, streams=expert_streams(stack))
 
 
@@ -332,6 +337,7 @@ def operator_columns(
     attention: str = "flash",
     sequence_parallel: bool = True,
     stack: StackChoices | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> dict:
     """The columns of :func:`operator_table` that :func:`totals` reads, as numpy arrays, without the frame.
 
@@ -344,6 +350,9 @@ def operator_columns(
     model, acc, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, \
 sequence_parallel, stack
         As :func:`operator_table`.
+    only : tuple of str, optional
+        Only the rows whose names start with one of these prefixes (in the table's order), each with the
+        numbers it has in the whole pass (every row is timed on its own fields); default every row.
 
     Returns
     -------
@@ -461,3 +470,24 @@ def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:
             "dtype": dtype,
         }
     )
+
+
+def replace_rows(cols: dict, sub: dict, prefixes: tuple[str, ...]) -> dict:
+    """:func:`operator_columns` ``cols`` with the rows whose names start with one of ``prefixes`` replaced by
+    ``sub`` (:func:`operator_columns` of another pass with ``only=prefixes``: the same rows in the same order),
+    in the timed columns (``flops``, ``bytes``, ``compute_time_s``, ``memory_time_s``, ``time_s``; each in the
+    dtype ``numpy.where`` would give).
+
+    Raises
+    ------
+    ValueError
+        When ``sub`` does not hold one row per selected row of ``cols``.
+    """
+    where = np.array([str(n).startswith(prefixes) for n in cols["name"]], dtype=bool)
+    if int(where.sum()) != len(sub["name"]):
+        raise ValueError(f"{len(sub['name'])} replacement rows for {int(where.sum())} selected rows")
+    out = dict(cols)
+    for k in ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s"):
+        out[k] = cols[k].astype(np.result_type(cols[k], sub[k]), copy=True)
+        out[k][where] = sub[k]
+    return out

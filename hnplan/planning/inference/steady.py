@@ -19,6 +19,7 @@ from hnplan.catalog.loader import Catalog
 from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns, totals
+from hnplan.compute.operators import replace_rows
 from hnplan.compute.parts import ROUTED_OPS
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.memory import kv_cache_bytes_per_token
@@ -158,17 +159,9 @@ def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
     cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
     peak = routing_peak(s, bp * v)
     if peak > 1.0:
-        busy = operator_columns(
-            s.model, s.acc, "decode", math.ceil(peak * bp * v), ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype
-        )
-        routed = np.array([str(n).startswith(ROUTED_OPS) for n in cols["name"]])
-        cols = {
-            **cols,
-            **{
-                k: np.where(routed, busy[k], cols[k])
-                for k in ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s")
-            },
-        }
+        busy_tokens = math.ceil(peak * bp * v)  # the routed rows alone, at the busiest rank's tokens
+        kw = dict(kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype, only=ROUTED_OPS)
+        cols = replace_rows(cols, operator_columns(s.model, s.acc, "decode", busy_tokens, ctx, **kw), ROUTED_OPS)
     saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
     cols = _retime_attention(cols, saved, b / bp)
     return totals(cols)
