@@ -101,7 +101,7 @@ def simulated_utilisation(
     Runs :func:`hnplan.cluster.simulate_cluster` (topology-aware placement with backfill,
     preemption and failures) on ``min(gpus, CLUSTER_GPUS)`` GPUs for the arrival days the mix's
     steady-state test needs (:func:`steady_days`; 14 days of the default mix, some 27,000 jobs on
-    1,024 GPUs, 10-20 s), or for ``jobs`` jobs where given (a short run, labelled when it is not in
+    1,024 GPUs, 6-20 s a run), or for ``jobs`` jobs where given (a short run, labelled when it is not in
     steady state: a 3,000-job run of the default mix on 1,024 H100 reads 58 % against 48 % over the
     14 days, whose seed-0 draw offers 113 % and is labelled so: a draw heavier than its mix is no
     steady state either); ``replications`` such runs on independent seeds
