@@ -191,17 +191,24 @@ def test_tco_simulated_utilisation_is_a_steady_state_run():
 
     days, jobs = steady_days("default", 64)
     assert days == 14.0 and 5 * 65.9 / 24 == pytest.approx(13.7, abs=0.05)
-    sim = simulated_utilisation("hgx-h100-ib-ndr", 64)
+    one = simulated_utilisation("hgx-h100-ib-ndr", 64, replications=1)
     # the window is long enough, but seed 0 draws large jobs worth 146 % of 64 GPUs (the mix aims at 85 %):
     # the figure is labelled as an overloaded draw, not passed off as steady state
-    assert not sim["steady_state"] and sim["offered_load"] > 1 and "this draw 146%" in sim["steady_state_note"]
-    assert sim["days"] == 14.0 and sim["window_s"] == 14 * 86400
-    assert sim["jobs_drawn"] == pytest.approx(jobs, rel=0.1)  # a Poisson draw of the expected count
+    assert not one["steady_state"] and one["offered_load"] > 1 and "this draw 146%" in one["steady_state_note"]
+    assert one["days"] == 14.0 and one["window_s"] == 14 * 86400
+    assert one["jobs_drawn"] == pytest.approx(jobs, rel=0.1)  # a Poisson draw of the expected count
+    # the price uses the mean of 3 replications: their draws offer 81 % on average, one of them 112 %
+    # (so not every run is in steady state, and the figure says so)
+    sim = simulated_utilisation("hgx-h100-ib-ndr", 64)
+    assert sim["replications"] == 3 and sim["offered_load"] == pytest.approx(0.81, abs=0.005)
+    assert not sim["steady_state"] and "this draw 112%" in sim["steady_state_note"]
     res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated"])
     assert res.exit_code == 0, res.stdout + res.stderr
     text = _one_line(res.stdout)
     assert f"simulated: 14 days of arrivals ({sim['jobs_drawn']:,} jobs, the mix's steady-state length)" in text
-    assert "this draw 146%" in text and "oversubscribed" in text and "not in steady state" in text
+    assert "81% offered load (not in steady state)" in text
+    ci = sim["utilisation_ci95"]
+    assert f"mean of 3 replications (seeds spawned from 0), 95 % CI {ci['low']:.1%} to {ci['high']:.1%}" in text
 
 
 def test_tco_simulated_on_a_mix_without_steady_state_is_refused(tmp_path):

@@ -233,7 +233,7 @@ def test_preemption_serves_inference_first(cat):
             "tp": 1,
         }
     )
-    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, failures=False, catalog=cat)
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, failures=False, preempt_exempt_s=0.0, catalog=cat)
     assert r.summary["preemptions"] == 4
     inf = r.jobs[r.jobs["cls"] == "inference"]
     assert (inf["queue_delay_s"] == 0).all()
@@ -243,6 +243,11 @@ def test_preemption_serves_inference_first(cat):
     off = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, failures=False, preemption=False, catalog=cat)
     assert off.summary["preemptions"] == 0
     assert (off.jobs.loc[off.jobs["cls"] == "inference", "queue_delay_s"] > 0).all()
+    # the default exempt time (1 h) outlasts the 1,000-s development jobs: none is preempted and the
+    # inference jobs wait for them to end (1,000 - 10 = 990 s)
+    exempt = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, failures=False, catalog=cat)
+    assert exempt.summary["preemptions"] == 0
+    assert exempt.jobs.loc[exempt.jobs["cls"] == "inference", "queue_delay_s"].tolist() == pytest.approx([990.0] * 4)
 
 
 @settings(max_examples=8, deadline=None)

@@ -152,13 +152,19 @@ def test_a_whole_cluster_job_starts_by_its_shadow_time_behind_higher_priority_ar
     assert (after["blocked"] == 0.0).all()
 
 
-def test_with_preemption_production_inference_preempts_the_whole_cluster_job():
-    """With preemption (the default), the reservation still holds until the training job starts at
-    1,000 s; the next production inference job that finds no GPU then preempts it (t = 1,002 s: the
-    arrivals at 2 + 10 k s), so it is requeued with its work since the last checkpoint lost (no
-    checkpoint: all 2 s)."""
+def test_without_exemption_production_inference_preempts_the_whole_cluster_job():
+    """With preemption and no exempt time (Slurm's default), the reservation still holds until the
+    training job starts at 1,000 s; the next production inference job that finds no GPU then preempts
+    it (t = 1,002 s: the arrivals at 2 + 10 k s), so it is requeued with its work since the last
+    checkpoint lost (no checkpoint: all 2 s)."""
     r = simulate_cluster(
-        "hgx-h100-ib-ndr", 16, _whole_cluster_behind_inference(), failures=False, preemption=True, seed=0
+        "hgx-h100-ib-ndr",
+        16,
+        _whole_cluster_behind_inference(),
+        failures=False,
+        preemption=True,
+        preempt_exempt_s=0.0,
+        seed=0,
     )
     j = r.jobs
     assert j.loc[1, "start_s"] == pytest.approx(1000.0)
@@ -166,6 +172,31 @@ def test_with_preemption_production_inference_preempts_the_whole_cluster_job():
     held = (j["duration_s"] == 5000.0) & (j["arrival_s"] < 1000.0)
     assert (j.loc[held, "start_s"] >= 1002.0 - 1e-6).all()  # held by the reservation until 1,002 s
     assert j.loc[j["duration_s"] == 100.0, "start_s"].item() == pytest.approx(3.0)
+
+
+def test_the_exempt_time_protects_the_drained_job_until_it_ends():
+    """Slurm's PreemptExemptTime: a job is not preempted before it has run that long. With 200 s the
+    training job (start 1,000 s) is exempt until 1,200 s: the inference arrivals at 1,002 ... 1,192 s
+    wait, and at 1,200 s (no arrival then: the pass at the exemption's end) one preempts it, losing
+    1,200 - 1,000 = 200 s (no checkpoint). With the default hour the 500-s job ends at 1,500 s
+    unpreempted, and the held inference jobs start then."""
+    jobs = _whole_cluster_behind_inference()
+    kw = dict(failures=False, preemption=True, seed=0)
+    short = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, preempt_exempt_s=200.0, **kw).jobs
+    assert short.loc[1, "start_s"] == pytest.approx(1000.0)
+    assert short.loc[1, "preemptions"] == 1 and short.loc[1, "lost_work_s"] == pytest.approx(200.0)
+    assert short.loc[short["duration_s"] == 5000.0, "start_s"].min() == pytest.approx(1200.0)
+    j = simulate_cluster("hgx-h100-ib-ndr", 16, jobs, **kw).jobs  # the default, PREEMPT_EXEMPT_S = 1 h
+    assert j.loc[1, "start_s"] == pytest.approx(1000.0) and j.loc[1, "end_s"] == pytest.approx(1500.0)
+    assert j.loc[1, "preemptions"] == 0 and j.loc[1, "lost_work_s"] == 0.0
+    assert j.loc[j["duration_s"] == 5000.0, "start_s"].min() == pytest.approx(1500.0)
+
+
+def test_a_bad_exempt_time_is_refused():
+    from hnplan.errors import InputError
+
+    with pytest.raises(InputError, match="preempt_exempt_s"):
+        simulate_cluster("hgx-h100-ib-ndr", 8, n_jobs=5, preempt_exempt_s=-1.0)
 
 
 def test_a_node_in_repair_counts_from_the_end_of_its_repair():

@@ -192,3 +192,26 @@ def test_a_trace_keeps_its_own_run_time_and_rounding_goes_up():
         "steady_jobs": 19000,
     }
     assert "--days 8.7 " in steady_text(s)
+
+
+def test_the_simulated_cost_utilisation_is_a_mean_over_replications():
+    """``tco --utilisation simulated`` prices the mean of REPLICATIONS (3) runs on the spawned seeds:
+    each one the plain single run of its seed, the mean their arithmetic mean, the interval Student-t
+    (t_{2, 0.975} = 4.303 x s / sqrt(3)); the source sentence states it."""
+    from hnplan.cluster.utilisation import REPLICATIONS, simulated_utilisation
+
+    sim = simulated_utilisation("hgx-h100-ib-ndr", 64, jobs=300)
+    seeds = replication_seeds(0, REPLICATIONS)
+    assert REPLICATIONS == 3 and sim["seeds"] == seeds
+    each = [
+        simulated_utilisation("hgx-h100-ib-ndr", 64, jobs=300, seed=k, replications=1)["utilisation"] for k in seeds
+    ]
+    assert sim["utilisation"] == pytest.approx(sum(each) / 3)
+    hw = 4.303 * float(np.std(each, ddof=1)) / math.sqrt(3)
+    ci = sim["utilisation_ci95"]
+    assert ci["n"] == 3 and ci["half_width"] == pytest.approx(hw, rel=1e-3)
+    assert (
+        f"mean of 3 replications (seeds spawned from 0), 95 % CI {ci['low']:.1%} to {ci['high']:.1%}" in sim["source"]
+    )
+    with pytest.raises(InputError, match="replications"):
+        simulated_utilisation("hgx-h100-ib-ndr", 64, jobs=300, replications=0)

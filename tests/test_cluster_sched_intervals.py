@@ -48,13 +48,23 @@ def test_a_backfill_candidate_arriving_between_passes_waits_for_the_next():
     r = simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), **SLURM)
     assert r.jobs["start_s"].tolist() == [0.0, 1000.0, 60.0]
     assert r.jobs["queue_delay_s"].tolist() == [0.0, 995.0, 13.0]
-    assert r.summary["scheduler"] == {"bf_interval_s": 30.0, "sched_interval_s": 60.0, "defer": False}
+    assert r.summary["scheduler"] == {
+        "bf_interval_s": 30.0,
+        "sched_interval_s": 60.0,
+        "defer": False,
+        "preempt_exempt_s": 3600.0,
+    }
     # a 45-s interval: passes at 45, 90: it starts at 90, 43 s after arriving
     assert simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), bf_interval_s=45.0, **KW).jobs["start_s"].iloc[2] == 90.0
     # backfilling at every event (bf_interval_s = 0, the default): at its arrival
     every_event = simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), **KW)
     assert every_event.jobs["start_s"].iloc[2] == 47.0
-    assert every_event.summary["scheduler"] == {"bf_interval_s": 0.0, "sched_interval_s": 60.0, "defer": False}
+    assert every_event.summary["scheduler"] == {
+        "bf_interval_s": 0.0,
+        "sched_interval_s": 60.0,
+        "defer": False,
+        "preempt_exempt_s": 3600.0,
+    }
     # without backfilling it waits behind j1: 1,000 + 500
     assert simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), backfill=False, **KW).jobs["start_s"].iloc[2] == 1500.0
 
@@ -97,6 +107,16 @@ def test_cli_takes_slurms_intervals():
     args = ["cluster", "simulate", "--system", SYSTEM, "--gpus", "64", "--jobs", "50", "--json"]
     r = CliRunner().invoke(app, [*args, "--bf-interval", "30", "--defer"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["scheduler"] == {"bf_interval_s": 30.0, "sched_interval_s": 60.0, "defer": True}
+    assert json.loads(r.stdout)["scheduler"] == {
+        "bf_interval_s": 30.0,
+        "sched_interval_s": 60.0,
+        "defer": True,
+        "preempt_exempt_s": 3600.0,
+    }
     r = CliRunner().invoke(app, args)
-    assert json.loads(r.stdout)["scheduler"] == {"bf_interval_s": 0.0, "sched_interval_s": 60.0, "defer": False}
+    assert json.loads(r.stdout)["scheduler"] == {
+        "bf_interval_s": 0.0,
+        "sched_interval_s": 60.0,
+        "defer": False,
+        "preempt_exempt_s": 3600.0,
+    }

@@ -56,7 +56,11 @@ def test_tco_simulated_utilisation(cat):
     sim = simulated_utilisation("hgx-h100-ib-ndr", 64, catalog=cat)
     assert d["utilisation"] == pytest.approx(sim["utilisation"]) and 0 < d["utilisation"] < 1
     assert d["utilisation_source"].startswith("simulated: 14 days of arrivals (")  # the mix's steady-state length
-    assert "the mix's steady-state length) of mix 'default' at 85% offered load" in d["utilisation_source"]
+    assert (
+        f"the mix's steady-state length) of mix 'default' at {sim['offered_load']:.0%} offered load"
+        in (d["utilisation_source"])
+    )
+    assert "mean of 3 replications" in d["utilisation_source"]
     ref = tco_summary(cat.system("hgx-h100-ib-ndr"), 64, cat, utilisation=sim["utilisation"])
     assert d["usd_per_gpu_hour"] == pytest.approx(ref["usd_per_gpu_hour"])
 

@@ -88,6 +88,13 @@ def simulate(
     defer: bool = typer.Option(
         False, "--defer", help="Slurm's SchedulerParameters=defer: no scheduler pass when a job is submitted"
     ),
+    preempt_exempt: float = typer.Option(
+        3600.0,
+        "--preempt-exempt",
+        min=0.0,
+        help="seconds a job runs after it (re)starts before inference may preempt it (Slurm's PreemptExemptTime; "
+        "default 3600, an assumption: one checkpoint period; 0: at once)",
+    ),
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
@@ -151,6 +158,7 @@ def simulate(
             bf_interval_s=bf_interval,
             sched_interval_s=sched_interval,
             defer=defer,
+            preempt_exempt_s=preempt_exempt,
             slicing=slicing,
             nodes=nodes,
             catalog=cat,

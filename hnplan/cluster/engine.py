@@ -47,6 +47,7 @@ class ClusterSim(Reservation):
         bf_interval_s: float = 0.0,
         sched_interval_s: float = 0.0,
         defer: bool = False,
+        preempt_exempt_s: float = 0.0,
         window_s: float,
         warmup_s: float = 0.0,
         snapshot_s: float | None = None,
@@ -76,6 +77,7 @@ class ClusterSim(Reservation):
         self.queue_depth, self.sample_s, self.window_s = queue_depth, sample_s, window_s
         self.warmup_s = warmup_s
         self.bf_interval_s, self.sched_interval_s, self.defer = bf_interval_s, sched_interval_s, defer
+        self.preempt_exempt_s, self.exempt_wakes = preempt_exempt_s, set()  # Slurm's PreemptExemptTime
         self.kicks = 0  # events that may let a job start (arrival, end, failure, repair)
         self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
@@ -398,7 +400,15 @@ class ClusterSim(Reservation):
         )
 
     def _preempt_for(self, j: int) -> bool:
-        victims = [v for v in self.running if self.prio[v] < self.prio[j]]
+        lower = [v for v in self.running if self.prio[v] < self.prio[j]]
+        # a job is exempt until it has run preempt_exempt_s since it (re)started (Slurm's PreemptExemptTime);
+        # a pass runs again when the first exemption ends
+        victims = [v for v in lower if self.env.now - self.alloc_at[v] >= self.preempt_exempt_s]
+        if len(victims) < len(lower):
+            t = min(float(self.alloc_at[v]) for v in lower if self.env.now - self.alloc_at[v] < self.preempt_exempt_s)
+            if t not in self.exempt_wakes:
+                self.exempt_wakes.add(t)
+                self.env.process(self._wake_at(t + self.preempt_exempt_s))
         if not victims:
             return False
         victims.sort(key=lambda v: (self.prio[v], -self.alloc_at[v]))
@@ -417,6 +427,11 @@ class ClusterSim(Reservation):
                 self._start(j, *got)
                 return True
         return False
+
+    def _wake_at(self, t: float):
+        yield self.env.timeout(max(t - self.env.now, 0.0))
+        self.version += 1  # a job became preemptible: the preemption trials run again
+        self._kick()
 
     def _pass(self, backfill: bool):
         """One scheduler pass over the first ``queue_depth`` queued jobs: start them in priority order, and

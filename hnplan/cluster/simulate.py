@@ -46,6 +46,13 @@ BF_INTERVAL_S = 30.0
 the seconds between backfill iterations, default 30). With it a job that only backfilling can start (behind
 a blocked higher-priority job) waits for the next multiple of it. Not the simulation's default, which
 backfills at every event (0): see docs/cluster.md, "Pass intervals", for why and what it moves."""
+PREEMPT_EXEMPT_S = units.HOUR
+"""Seconds a job runs after it starts (or restarts) before production inference may preempt it: Slurm's
+``PreemptExemptTime`` (slurm.conf(5): the minimum run time of a job before it is considered for
+preemption; unset by default, no exemption). hnplan's default, one hour, is an assumption: at least one
+checkpoint period of the default mix's training (30 min) and fine-tuning (1 h) jobs, so a preempted job has
+saved progress, and a whole-cluster job that drained the cluster for its reservation is not thrown out by
+the next inference arrival; 0 gives Slurm's default."""
 SCHED_INTERVAL_S = 60.0
 """Seconds between the main scheduler's full-queue passes: Slurm's ``sched_interval`` default
 (slurm.conf(5), SchedulerParameters, default 60). Slurm's main scheduler also runs at every event
@@ -208,6 +215,7 @@ def simulate_cluster(
     bf_interval_s: float = 0.0,
     sched_interval_s: float = SCHED_INTERVAL_S,
     defer: bool = False,
+    preempt_exempt_s: float = PREEMPT_EXEMPT_S,
     samples: int = 400,
     warmup: float = 0.2,
     slicing: str = "fractional",
@@ -256,6 +264,9 @@ def simulate_cluster(
     defer : bool
         Slurm's ``SchedulerParameters=defer``: no pass when a job is submitted; it waits for the next periodic
         pass (main, or backfill with ``bf_interval_s > 0``) or another event (a job ending).
+    preempt_exempt_s : float
+        Seconds a job runs after it (re)starts before it may be preempted (Slurm's ``PreemptExemptTime``;
+        default :data:`PREEMPT_EXEMPT_S`, one hour; 0: at once).
     samples : int
         Time-series rows.
     slicing : str
@@ -302,9 +313,13 @@ def simulate_cluster(
         raise InputError(
             f"queue_depth must be 1 to {QUEUE_DEPTH_MAX:,} jobs (Slurm's bf_max_job_test range); got {queue_depth}"
         )
-    for name, v in (("bf_interval_s", bf_interval_s), ("sched_interval_s", sched_interval_s)):
+    for name, v in (
+        ("bf_interval_s", bf_interval_s),
+        ("sched_interval_s", sched_interval_s),
+        ("preempt_exempt_s", preempt_exempt_s),
+    ):
         if not 0 <= v < math.inf:
-            raise InputError(f"{name} must be a finite number of seconds >= 0 (0: at every event); got {v}")
+            raise InputError(f"{name} must be a finite number of seconds >= 0; got {v}")
     cat = catalog or load_catalog()
     sid = cat.system(system).id
     if nodes is None:
@@ -373,6 +388,7 @@ def simulate_cluster(
         bf_interval_s=bf_interval_s,
         sched_interval_s=sched_interval_s,
         defer=defer,
+        preempt_exempt_s=preempt_exempt_s,
         sample_s=max(window / samples, 1.0),
         window_s=window,
         warmup_s=warmup * window,
@@ -437,7 +453,12 @@ def _result(
         "system": topo.system_id,
         "gpus": topo.gpus,
         "policy": policy,
-        "scheduler": {"bf_interval_s": sim.bf_interval_s, "sched_interval_s": sim.sched_interval_s, "defer": sim.defer},
+        "scheduler": {
+            "bf_interval_s": sim.bf_interval_s,
+            "sched_interval_s": sim.sched_interval_s,
+            "defer": sim.defer,
+            "preempt_exempt_s": sim.preempt_exempt_s,
+        },
         "window_s": float(window),
         "warmup_s": float(warm),
         "end_s": float(end),

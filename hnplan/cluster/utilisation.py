@@ -10,6 +10,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.mixes import cluster_mix
 from hnplan.cluster.load import mix_steady_basis, steady_window_days, steady_window_s
+from hnplan.cluster.replicate import mean_ci, replication_seeds
 from hnplan.cluster.simulate import simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import InputError
@@ -22,6 +23,10 @@ MAX_STEADY_JOBS = 200_000
 """The most jobs a steady-state cost figure simulates [-] (about 0.3 ms a job: a minute or two); a mix
 whose steady state needs more is refused with the run to make instead (assumption, a time budget)."""
 POLICY = "topology-aware"
+REPLICATIONS = 3
+"""Independent replications a simulated cost figure averages (:mod:`hnplan.cluster.replicate`): a run of a
+heavy-tailed mix is one draw, whose few long training jobs move its utilisation by points; three give a
+Student-t 95 % interval at three times one run's time (assumption, a time budget: 20-60 s a design)."""
 
 
 def steady_days(mix, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
@@ -88,6 +93,7 @@ def simulated_utilisation(
     mix: str = "default",
     jobs: int | None = DEFAULT_JOBS,
     seed: int = 0,
+    replications: int = REPLICATIONS,
     catalog: Catalog | None = None,
 ) -> dict:
     """Useful utilisation of ``gpus`` accelerators of a design under a job mix, simulated.
@@ -95,10 +101,13 @@ def simulated_utilisation(
     Runs :func:`hnplan.cluster.simulate_cluster` (topology-aware placement with backfill,
     preemption and failures) on ``min(gpus, CLUSTER_GPUS)`` GPUs for the arrival days the mix's
     steady-state test needs (:func:`steady_days`; 14 days of the default mix, some 27,000 jobs on
-    1,024 GPUs, 10-20 s), or for ``jobs`` jobs where given (a short run, labelled when it is not in
+    1,024 GPUs, 6-20 s a run), or for ``jobs`` jobs where given (a short run, labelled when it is not in
     steady state: a 3,000-job run of the default mix on 1,024 H100 reads 58 % against 48 % over the
     14 days, whose seed-0 draw offers 113 % and is labelled so: a draw heavier than its mix is no
-    steady state either); cached per argument set.
+    steady state either); ``replications`` such runs on independent seeds
+    (:func:`hnplan.cluster.replicate.replication_seeds` of ``seed``; one: the plain run of ``seed``),
+    each cached, their figures averaged with the utilisation's Student-t 95 % interval
+    (:func:`hnplan.cluster.replicate.mean_ci`).
 
     Returns
     -------
@@ -106,7 +115,10 @@ def simulated_utilisation(
         ``utilisation`` (useful GPU-time / installed GPU-time [fraction]), ``allocation_rate``,
         ``offered_load``, ``offered_load_asked``, ``offered_load_window``, ``steady_state``, ``steady_state_note``, ``window_s``,
         ``jobs_drawn``, ``gpus_simulated``, ``mix``, ``jobs`` (as given), ``days`` (simulated, None for a
-        ``jobs`` run), ``seed``, ``policy`` and ``source`` (one sentence stating the conditions).
+        ``jobs`` run), ``seed``, ``policy`` and ``source`` (one sentence stating the conditions): means over
+        the replications (``steady_state`` only if every run's is; ``jobs_drawn`` the first run's), with
+        ``replications``, ``seeds`` and ``utilisation_ci95`` (``mean, low, high, half_width, n``; no interval
+        for one run).
 
     Raises
     ------
@@ -127,19 +139,45 @@ def simulated_utilisation(
                 f"cluster simulate --system {sid} --gpus {g} --mix {mix} --days {days:g} and give its utilisation "
                 "as --utilisation"
             )
-    s = _simulate(sid, g, str(mix), None if jobs is None else int(jobs), days, int(seed), str(cat.root))
+    if not 1 <= int(replications) <= 30:
+        raise InputError(f"replications must be 1 to 30 for a cost figure; got {replications}")
+    seeds = replication_seeds(int(seed), int(replications))
+    n_jobs = None if jobs is None else int(jobs)
+    runs = [_simulate(sid, g, str(mix), n_jobs, days, k, str(cat.root)) for k in seeds]
+    s = _mean_of(runs)
     out = dict(s, gpus_simulated=s["gpus"], mix=str(mix), jobs=jobs, days=days, seed=int(seed))
     out.pop("gpus")
-    out["policy"] = POLICY
+    out.update(
+        policy=POLICY, replications=len(seeds), seeds=seeds, utilisation_ci95=mean_ci(r["utilisation"] for r in runs)
+    )
     length = (
         f"{days:g} days of arrivals ({s['jobs_drawn']:,} jobs, the mix's steady-state length)"
         if days is not None
         else f"{int(jobs or 0):,} jobs"
     )
+    ci = out["utilisation_ci95"]
+    reps = (
+        f"seed {seed}"
+        if ci["n"] == 1
+        else f"mean of {ci['n']} replications (seeds spawned from {seed}), 95 % CI {ci['low']:.1%} to {ci['high']:.1%}"
+    )
     out["source"] = (
         f"simulated: {length} of mix '{mix}' at {_load_text(s)}{_load_note(s)} on "
-        f"{out['gpus_simulated']:,} GPUs of {sid}, {POLICY} placement with backfill, preemption and failures, seed {seed}"
+        f"{out['gpus_simulated']:,} GPUs of {sid}, {POLICY} placement with backfill, preemption and failures, {reps}"
     )
+    return out
+
+
+def _mean_of(runs: list[dict]) -> dict:
+    """The replications' figures: numbers averaged, ``steady_state`` only if every run's is, the rest
+    (text, the window of a ``days`` run) the first run's."""
+    out = dict(runs[0])
+    for k in ("utilisation", "allocation_rate", "offered_load", "offered_load_window"):
+        vals = [r[k] for r in runs if r[k] is not None]
+        out[k] = sum(vals) / len(vals) if vals else None
+    out["steady_state"] = all(r["steady_state"] for r in runs)
+    if not out["steady_state"]:
+        out["steady_state_note"] = next(r["steady_state_note"] for r in runs if not r["steady_state"])
     return out
 
 
