@@ -160,8 +160,10 @@ def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
     peak = routing_peak(s, bp * v)
     if peak > 1.0:
         busy_tokens = math.ceil(peak * bp * v)  # the routed rows alone, at the busiest rank's tokens
-        kw = dict(kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype, only=ROUTED_OPS)
-        cols = replace_rows(cols, operator_columns(s.model, s.acc, "decode", busy_tokens, ctx, **kw), ROUTED_OPS)
+        busy = operator_columns(
+            s.model, s.acc, "decode", busy_tokens, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype, only=ROUTED_OPS
+        )
+        cols = replace_rows(cols, busy, ROUTED_OPS)
     saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
     cols = _retime_attention(cols, saved, b / bp)
     return totals(cols)
