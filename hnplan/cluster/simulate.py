@@ -4,17 +4,15 @@ outcomes as a frozen :class:`ClusterResult` (summary, time series, per-job table
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
-from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, ClusterSim
-from hnplan.cluster.gpu_types import NODE_LISTS, by_model_summary, node_list
-from hnplan.cluster.jobs import CLASSES, apply_slicing, check_jobs, synthetic_jobs
+from hnplan.cluster.engine import ClusterSim
+from hnplan.cluster.gpu_types import NODE_LISTS, node_list
+from hnplan.cluster.jobs import apply_slicing, check_jobs, synthetic_jobs
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
@@ -28,7 +26,16 @@ from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster
     steady_window_s,
 )
 from hnplan.cluster.policies import POLICIES
-from hnplan.cluster.topology import MILLI, ClusterTopology, build_topology
+from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.cluster.simulate)
+    JOB_UNITS,
+    SERIES_UNITS,
+    STATUS,
+    ClusterResult,
+    _pct,
+    _plain,
+    _result,
+)
+from hnplan.cluster.topology import ClusterTopology, build_topology
 from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
 
@@ -62,109 +69,6 @@ QUEUE_DEPTH_MAX = 1_000_000
 """The largest queue depth accepted: Slurm's own maximum for ``bf_max_job_test`` (slurm.conf(5);
 ``DEF_BF_MAX_JOB_TEST 500`` and ``MAX_BF_MAX_JOB_TEST 1000000`` in SchedMD/slurm,
 src/plugins/sched/backfill/backfill.c)."""
-
-SERIES_UNITS = {
-    "time_s": "s",
-    "allocation": "fraction of GPUs",
-    "utilisation": "fraction of GPUs",
-    "queued": "jobs",
-    **{f"queued_{c}": "jobs" for c in CLASSES},
-    "fragmentation": "fraction of GPUs",
-    "free": "fraction of GPUs",
-    "running": "jobs",
-    "down": "fraction of GPUs",
-    "blocked": "fraction of GPUs",
-}
-JOB_UNITS = {
-    "arrival_s": "s",
-    "duration_s": "s",
-    "start_s": "s",
-    "end_s": "s",
-    "queue_delay_s": "s",
-    "lost_work_s": "s",
-    "allocated_gpu_s": "GPU s",
-    "useful_gpu_s": "GPU s",
-    "slowdown": "x",
-    "speed": "fraction",
-}
-STATUS = {
-    DONE: "done",
-    RUNNING: "running",
-    QUEUED: "queued",
-    REJECTED: "rejected",
-    UNPLACEABLE: "unplaceable",
-    0: "not arrived",
-}
-
-
-@dataclass(frozen=True)
-class ClusterResult:
-    """Outcomes of one simulated cluster.
-
-    Attributes
-    ----------
-    summary : dict
-        ``utilisation`` (productive GPU-time / installed GPU-time over the window), ``allocation_rate``
-        (allocated / installed), ``offered_load`` (:func:`offered_load_of`: the GPU-hours the jobs demand
-        per GPU-hour of capacity over the arrival window; above 1 the cluster is oversubscribed),
-        ``oversubscribed`` (``offered_load > 1``), ``offered_load_asked`` (the load a mix aims its arrivals
-        at, the mix's or ``offered_load``; None for a trace or a given job table), ``jobs_from`` (``"mix"``,
-        ``"trace"`` or ``"table"``: where the jobs came from), ``offered_load_window`` (the part of it inside the measuring window, had every job
-        started on arrival: the bound utilisation approaches when nothing queues), ``steady_state``,
-        ``run_time_weighted_s``, ``run_time_weighted_basis``, ``run_time_weighted_drawn_s``,
-        ``steady_window_s``, ``steady_jobs``, ``steady_short`` (:func:`steady_state_of`: false when the
-        window is shorter than five GPU-time-weighted run times or the offered load is 100 % or more;
-        for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
-        verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
-        no queued job), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
-        while the job holding the backfill reservation waits: the drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
-        with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
-        finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
-        ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
-        ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
-        ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
-        and the steady-state test: :func:`hnplan.cluster.load.admitted_jobs`), ``concurrent_jobs``
-        (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
-        (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
-    timeseries : DataFrame
-        One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``).
-    jobs : DataFrame
-        One row per job: the input columns plus ``status, start_s, end_s, queue_delay_s, lost_work_s,
-        allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
-    snapshot : DataFrame or None
-        With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
-        domain, leaf, rack, used`` [fraction of the GPU], ``up`` (and ``gpu_model`` on a cluster of
-        several models); ``attrs["time_s"]``.
-    """
-
-    system: str
-    gpus: int
-    policy: str
-    summary: dict
-    timeseries: pd.DataFrame = field(repr=False)
-    jobs: pd.DataFrame = field(repr=False)
-    snapshot: pd.DataFrame | None = field(default=None, repr=False)
-
-    def to_json(self) -> dict:
-        """The summary as plain JSON types."""
-        return _plain(self.summary)
-
-
-def _plain(o):
-    if isinstance(o, dict):
-        return {k: _plain(v) for k, v in o.items()}
-    if isinstance(o, (np.floating, float)):
-        return None if not math.isfinite(float(o)) else float(o)
-    if isinstance(o, np.integer):
-        return int(o)
-    return o
-
-
-def _pct(x: np.ndarray) -> dict:
-    if not len(x):
-        return {"p50": None, "p95": None, "p99": None}
-    p = np.percentile(x, [50, 95, 99])
-    return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
 
 
 def resolve_jobs(
@@ -402,121 +306,3 @@ def simulate_cluster(
     if serving:
         out.summary["serving"] = serving
     return out
-
-
-def _result(
-    sim: ClusterSim,
-    jobs: pd.DataFrame,
-    topo,
-    policy: str,
-    window: float,
-    warm: float,
-    end: float,
-    asked=None,
-    basis: dict | None = None,
-    jobs_from: str = "table",
-) -> ClusterResult:
-    cols = [
-        "time_s",
-        "allocation",
-        "utilisation",
-        "queued",
-        *[f"queued_{c}" for c in CLASSES],
-        "fragmentation",
-        "free",
-        "running",
-        "down",
-        "blocked",
-    ]
-    ts = pd.DataFrame(sim.samples, columns=cols)
-    ts.attrs["units"] = SERIES_UNITS
-    out = jobs.copy()
-    out["status"] = [STATUS[s] for s in sim.status]
-    out["start_s"], out["end_s"] = sim.first_start, sim.end
-    out["queue_delay_s"] = sim.queued_s
-    out["lost_work_s"] = sim.lost_s
-    out["allocated_gpu_s"] = sim.alloc_gpu_s
-    out["useful_gpu_s"] = sim.done * sim.share
-    out["slowdown"] = (sim.end - sim.arrival) / sim.dur
-    out["speed"] = sim.speed
-    out["preemptions"], out["interruptions"] = sim.preempted, sim.interrupted
-    out.attrs["units"] = JOB_UNITS
-    cap = topo.gpus * (window - warm)
-    waited = out[out["status"].isin(["done", "running", "queued"])]
-    done = out[out["status"] == "done"]
-    sd = done["slowdown"].to_numpy()
-    in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
-    alloc_total = float(out["allocated_gpu_s"].sum())
-    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"])
-    load = offered_load_of(admitted, topo.gpus, window)
-    summary = {
-        "system": topo.system_id,
-        "gpus": topo.gpus,
-        "policy": policy,
-        "scheduler": {
-            "bf_interval_s": sim.bf_interval_s,
-            "sched_interval_s": sim.sched_interval_s,
-            "defer": sim.defer,
-            "preempt_exempt_s": sim.preempt_exempt_s,
-        },
-        "window_s": float(window),
-        "warmup_s": float(warm),
-        "end_s": float(end),
-        "offered_load": load,
-        "oversubscribed": load > 1,
-        "offered_load_window": _window_demand(admitted, warm, window) / cap,
-        **steady_state_of(jobs if admitted.empty else admitted, load, window, warm / window, **(basis or {})),
-        "utilisation": float(sim.int_prod / cap),
-        "allocation_rate": float(sim.int_alloc / cap),
-        "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
-        "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
-        "blocked": float(in_window["blocked"].mean()) if len(in_window) else 0.0,
-        "queue_delay_s": {
-            c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
-            for c in CLASSES
-            if (waited["cls"] == c).any()
-        },
-        "jct_slowdown": {
-            "mean": float(sd.mean()) if len(sd) else None,
-            "p50": float(np.median(sd)) if len(sd) else None,
-            "p95": float(np.percentile(sd, 95)) if len(sd) else None,
-        },
-        "goodput": float(out["useful_gpu_s"].sum()) / alloc_total if alloc_total > 0 else None,
-        "preemptions": int(sim.preempted.sum()),
-        "interruptions": int(sim.interrupted.sum()),
-        "hardware_failures": sim.hw_failures,
-        "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
-        "down_gpu_s": sim.down_gpu_s,
-        "concurrent_jobs": {
-            "mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
-            "max": int(in_window["running"].max()) if len(in_window) else 0,
-        },
-        "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
-        **turned_gpu_h,
-        "offered_load_asked": asked,
-        "jobs_from": jobs_from,
-    }
-    summary["steady_state_note"] = steady_text(summary)
-    if sim.by_model is not None:
-        summary["by_gpu_model"] = by_model_summary(topo, sim.by_model, window - warm)
-    snap = None
-    if sim.snapshot is not None:
-        t, free, up = sim.snapshot
-        n, g = np.divmod(np.arange(free.size), free.shape[1])
-        snap = pd.DataFrame(
-            {
-                "node": n,
-                "gpu": g,
-                "domain": topo.domain[n],
-                "leaf": topo.leaf[n],
-                "rack": topo.rack[n],
-                "used": 1 - free.ravel() / MILLI,
-                "up": up[n],
-            }
-        )
-        if len(topo.gpu_models) > 1:
-            snap["gpu_model"] = np.asarray(topo.gpu_models)[topo.models[n]]
-        if topo.node_slots is not None:  # slots a smaller node lacks are no GPUs
-            snap = snap[g < topo.node_slots[n]].reset_index(drop=True)
-        snap.attrs["time_s"] = t
-    return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)
