@@ -367,12 +367,13 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:
         names, kinds = ({v: i for i, v in c[f][1].items()} for f in ("name", "kind"))
-        pair = c["name"][0] * len(kinds) + kind[0]  # each distinct (name, kind) once
-        upair, at = np.unique(pair, return_inverse=True)
-        frac = memory_kernel_fractions(
-            acc, [names[p // len(kinds)] for p in upair], [kinds[p % len(kinds)] for p in upair]
+        nk = len(kinds)
+        pairs = (c["name"][0] * nk + kind[0]).tolist()  # each distinct (name, kind) once, then a lookup per row
+        upair = list(dict.fromkeys(pairs))  # a few dozen: a dict is cheaper than numpy.unique here
+        frac = dict(
+            zip(upair, memory_kernel_fractions(acc, [names[p // nk] for p in upair], [kinds[p % nk] for p in upair]))
         )
-        memory_s = memory_s / frac[at]
+        memory_s = memory_s / np.fromiter(map(frac.__getitem__, pairs), dtype=float, count=len(pairs))
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():
