@@ -9,6 +9,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
+from hnplan.catalog.schemas.software import StackChoices
 from hnplan.catalog.yaml_io import nearest_name, unknown_field_text, validation_problems
 from hnplan.errors import CatalogError
 
@@ -73,6 +74,14 @@ class TrainingRun(_Strict):
                 f"published {self.metric} is a fraction of the peak in (0, 1]; got {self.published:g} "
                 f"(a percentage? write {self.published / 100:g})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _known_overrides(self):
+        # a mistyped stack choice must fail here, naming the file and the run, not when the run is planned
+        for key in self.overrides:
+            if key not in StackChoices.model_fields:
+                raise ValueError(f"overrides: {unknown_field_text(key, StackChoices.model_fields)}")
         return self
 
     @model_validator(mode="after")

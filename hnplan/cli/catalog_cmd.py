@@ -129,12 +129,21 @@ def validate(
         return
     cat = Catalog(path) if path is not None else load_catalog()
     problems = cat.validate()
+    runs_file = Path(cat.root) / "validation" / "training_runs.yaml"
+    if not problems and runs_file.is_file():  # the published runs the model is validated against
+        from hnplan.catalog.runs import training_runs
+
+        try:
+            runs = len(training_runs(runs_file))
+        except CatalogError as exc:
+            problems = [str(exc)]
     if problems:
         for p in problems:
             err_console.print(f"[bold red]invalid:[/] {escape(p)}", highlight=False)
         raise typer.Exit(EXIT_INPUT)
     n = sum(len(cat.ids(k)) for k in KINDS)
-    console.print(f"{cat.root}: {n} entries valid, {len(cat.prices)} prices, {len(cat.scenario_ids())} scenarios")
+    said = f", {runs} validation runs" if runs_file.is_file() else ""
+    console.print(f"{cat.root}: {n} entries valid, {len(cat.prices)} prices, {len(cat.scenario_ids())} scenarios{said}")
 
 
 @catalog_app.command("schema")
