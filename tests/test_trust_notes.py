@@ -38,10 +38,34 @@ def test_speed_errors_read_a_step_time_as_its_inverse(monkeypatch):
     # a step predicted 25 % longer than measured is a speed 1 / 1.25 - 1 = -20 %; a throughput 10 % low is -10 %
     import hnplan.planning.validation as validation
 
-    table = pd.DataFrame(dict(id=["a", "b"], metric=["step_time_s", "tokens_per_s_per_gpu"], error_pct=[25.0, -10.0]))
-    monkeypatch.setattr(validation, "validation_table", lambda runs, cat: table)
-    errors = trust.speed_errors([object()], None)
+    runs = [_run("a", "hgx-h100-ib-ndr", "step_time_s", 2.0), _run("b", "hgx-h100-ib-ndr", "tokens_per_s_per_gpu", 1e3)]
+    predicted = {"step_time_s": 2.5, "tokens_per_s_per_gpu": 900.0}
+    monkeypatch.setattr(validation, "best_row", lambda run, cat: {run.metric: predicted[run.metric]})
+    errors = trust.speed_errors(runs, None)
     assert errors == pytest.approx({"a": -0.20, "b": -0.10})
+
+
+def test_speed_errors_plan_each_run_as_the_validation_table_does():
+    # the trust notes plan the runs without pandas (validation.best_row); the validation table's error of each
+    # run, read as a speed, is the same number to the last bit: a dense run pinned to one plan, a run searched
+    # over thousands of plans, mixture-of-experts runs with the all-to-all and DeepEP (flex) dispatchers
+    from hnplan.planning.validation import predict_run, validation_table
+
+    cat = load_catalog()
+    ids = [
+        "mlperf-v50-nvidia-h100-llama31-405b-512",
+        "dgxc2409-h100-llama31-8b-8-bf16-searched",
+        "mbridge2511-gb200-deepseek-v3-256-fp8",
+        "moezoo-h100-qwen3-235b-a22b-256-deepep",
+    ]
+    runs = [r for r in training_runs() if r.id in ids]
+    assert len(runs) == len(ids)
+    table = validation_table(runs, cat)
+    errors = trust._planned_errors(runs, cat)  # planned now, not read from the cache
+    for run, err_pct in zip(runs, table["error_pct"]):
+        ratio = 1.0 + err_pct / 100.0
+        assert errors[run.id] == (1.0 / ratio if run.metric == "step_time_s" else ratio) - 1.0
+        assert table.set_index("id").loc[run.id, "predicted"] == float(predict_run(run, cat)[run.metric])
 
 
 def test_error_sentences_give_the_median_the_range_and_the_lean():
