@@ -92,6 +92,8 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     if not live.any():
         return out
     idx = np.flatnonzero(live)
+    if len(idx) <= SCALAR_SIZES:  # a few plans (a published run's): each on floats, without the array passes
+        return _few_collectives(job, op, out, idx, size, stride, n)
     # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
     base = int(stride.max()) + 1
     n_uniq, n_codes = np.unique(n[idx], return_inverse=True)
@@ -117,6 +119,24 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
                 res[at] = fastest_time(op, u_n[at], placed[i])
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
+    return out
+
+
+def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n) -> np.ndarray:
+    """:func:`collective_s` of at most :data:`~hnplan.comm.algorithms.SCALAR_SIZES` live plans (rows ``idx``),
+    one by one on floats: the same memo entries and the same numbers as its distinct-message path."""
+    memo = job.memo.setdefault(("collective_s", op), {})
+    for i, key in zip(idx.tolist(), zip(size[idx].tolist(), stride[idx].tolist(), n[idx].tolist())):
+        t = memo.get(key)
+        if t is None:
+            g = job.group(key[0], key[1])
+            if op == "sendrecv":
+                alpha, bw = p2p_terms(g)
+                t = float(sendrecv_time(np.array([key[2]]), np.array([bw], dtype=float), np.array([alpha]))[0])
+            else:
+                t = best_time(op, key[2], g)[0]
+            memo[key] = t
+        out[i] = t
     return out
 
 
