@@ -30,6 +30,7 @@ from hnplan.planning.inference.passes import (  # noqa: F401  (the pass function
     _comm_time_s,
     _kv_dtype_reads,
     decode_step,
+    decode_steps,
     prefill_pass,
     prefill_per_request_s,
 )
@@ -152,15 +153,12 @@ def steady_state(
         chunked_prefill = eng.max_num_batched_tokens
     host = iteration_overhead_s(s)
     per_step = tokens_per_step(s)  # output tokens per sequence and step (speculative decoding: > 1)
-    b_group = math.ceil(batch / r.groups)
-    dec = dec_eager = decode_step(s, b_group, ctx)
-    # requests per iteration and group
-    admitted = 0.0 if disaggregated else batch * per_step / output_tokens / r.groups
-    b_graph = graph_batch(s, b_group)
-    if b_graph > b_group and admitted < 1.0:
+    b_group, admitted, b_graph = _decode_batches(s, batch, output_tokens, disaggregated)
+    dec = dec_eager = _decode(s, cache, b_group, ctx, None)
+    if b_graph is not None:
         # iterations that carry a prefill run eagerly at the batch itself; the generation-only ones (at
         # least 1 - admitted of them) replay the CUDA graph of the padded batch
-        padded = decode_step(s, b_group, ctx, padded_to=b_graph)
+        padded = _decode(s, cache, b_group, ctx, b_graph)
         dec = {k: admitted * v + (1.0 - admitted) * padded[k] for k, v in dec_eager.items()}
     key = ("prefill", input_tokens, max_batched_tokens)
     if key not in cache:
@@ -228,6 +226,74 @@ def steady_state(
     )
 
 
+def _decode_batches(s: Setup, batch: int, output_tokens: float, disaggregated: bool) -> tuple[int, float, int | None]:
+    """The decode steps an iteration of :func:`steady_state` at ``batch`` runs: the sequences of one attention
+    group, the requests each iteration admits per group, and the CUDA graph's batch its generation-only
+    iterations are padded to (None when none are: no graph above the batch, or every iteration carries a
+    prefill)."""
+    r = s.replica
+    b_group = math.ceil(batch / r.groups)
+    # requests per iteration and group
+    admitted = 0.0 if disaggregated else batch * tokens_per_step(s) / output_tokens / r.groups
+    b_graph = graph_batch(s, b_group)
+    return b_group, admitted, (b_graph if b_graph > b_group and admitted < 1.0 else None)
+
+
+def _decode(s: Setup, cache: dict, b_group: int, ctx: float, padded_to: int | None) -> dict:
+    """:func:`decode_step`, kept in the replica's ``cache`` (where :func:`steady_states` puts a batch grid's)."""
+    key = ("decode", b_group, ctx, padded_to)
+    if key not in cache:
+        cache[key] = decode_step(s, b_group, ctx, padded_to=padded_to)
+    return cache[key]
+
+
+def steady_states(s: Setup, batches, input_tokens: float, output_tokens: float, _cache: dict | None = None, **kwargs):
+    """:func:`steady_state` at each of ``batches``, their decode steps timed in one vectorised pass
+    (:func:`time_decode_steps`): the same operating points, for a batch grid.
+
+    Returns
+    -------
+    dict
+        ``{batch: OperatingPoint}`` in the order of ``batches``.
+
+    Raises
+    ------
+    InfeasiblePlan, InputError
+        As :func:`steady_state`, for the first batch that raises.
+    """
+    cache = {} if _cache is None else _cache
+    time_decode_steps(s, batches, input_tokens, output_tokens, cache, **kwargs)
+    return {int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs) for b in batches}
+
+
+def time_decode_steps(
+    s: Setup,
+    batches,
+    input_tokens: float,
+    output_tokens: float,
+    cache: dict,
+    *,
+    context_tokens: float | None = None,
+    disaggregated: bool = False,
+    **_,
+) -> None:
+    """Time the decode steps :func:`steady_state` needs at each of ``batches`` (its other arguments as
+    there) in one vectorised pass (:func:`hnplan.planning.inference.passes.decode_steps`) and keep them in
+    the replica's ``cache``, the ``_cache`` of the calls that follow; batches that fit nowhere are timed all
+    the same (their :func:`steady_state` raises), invalid arguments left for :func:`steady_state` to name."""
+    if input_tokens < 1 or output_tokens < 1:
+        return
+    ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
+    want: list[tuple[int, int | None]] = []
+    for b in (int(b) for b in batches if int(b) >= 1):
+        b_group, _admitted, b_graph = _decode_batches(s, b, output_tokens, disaggregated)
+        want += [(b_group, None)] + ([] if b_graph is None else [(b_group, b_graph)])
+    want = [w for w in dict.fromkeys(want) if ("decode", w[0], ctx, w[1]) not in cache]
+    if want:
+        steps = decode_steps(s, [w[0] for w in want], ctx, [w[1] for w in want])
+        cache.update({("decode", w[0], ctx, w[1]): d for w, d in zip(want, steps)})
+
+
 def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
     """Batches to evaluate: multiples of ``groups`` on a geometric grid from ``groups`` to ``max_b``
     (both included) [-]."""
@@ -272,10 +338,10 @@ def frontier(
     s = resolve(model, system, replica, catalog)
     mb = max_batch(s, input_tokens + output_tokens)
     bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
-    cache: dict = {}
     rows = []
+    pts = steady_states(s, bs, input_tokens, output_tokens, **kwargs)
     for b in bs:
-        p = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        p = pts[int(b)]
         pw = serving_power(s, p)
         rows.append(
             {
@@ -322,15 +388,11 @@ def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **
     unbounded request rate measure (a grid over batch, then the neighbourhood of the best)."""
     mb = max_batch(s, input_tokens + output_tokens)
     cache: dict = {}
-    pts = {
-        int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
-        for b in batch_grid(mb, s.replica.groups, 16)
-    }
+    pts = steady_states(s, batch_grid(mb, s.replica.groups, 16), input_tokens, output_tokens, cache, **kwargs)
     best = max(pts, key=lambda b: pts[b].tokens_per_s)
     keys = sorted(pts)
     i = keys.index(best)
     lo, hi = keys[max(i - 1, 0)], keys[min(i + 1, len(keys) - 1)]
-    for b in batch_grid(hi, s.replica.groups, 64):
-        if lo < b < hi and int(b) not in pts:
-            pts[int(b)] = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+    finer = [int(b) for b in batch_grid(hi, s.replica.groups, 64) if lo < b < hi and int(b) not in pts]
+    pts.update(steady_states(s, finer, input_tokens, output_tokens, cache, **kwargs))
     return pts[max(pts, key=lambda b: pts[b].tokens_per_s)]
