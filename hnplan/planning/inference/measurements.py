@@ -298,17 +298,18 @@ def measurements() -> list[Measurement]:
             "GPUs' (SGLang team, May 2025), Evaluation: decode on 9 nodes (EP72, DP attention, DeepEP low-latency "
             "kernels, two-batch overlap, EPLB with 32 redundant experts) at 22,282 output tokens/s per node for "
             "2K inputs, 256 sequences per GPU with a 2,000-token KV cache (Profile Results table), no MTP",
-            -35.0,
+            -10.0,
             5.0,
             context_tokens=2000,
             batch=256 * 64,
             note="modelled with EP64 (the 256 routed experts on 8 nodes; the source's EP72 holds 288 with the "
             "redundant copies); output length not stated (100 assumed for memory sizing, the source's EPLB case "
-            "study); SGLang's two-batch overlap at its measured efficiency and NCCL's pairwise all-to-all: the "
-            "DeepEP low-latency kernels (engine option ep_decode_alltoall) would make it +15 % (docs/inference.md)",
+            "study); engine sglang-large-ep: DeepEP's low-latency all-to-all, two-batch overlap at its measured "
+            "efficiency and the busiest rank under EPLB's real routing (1.18x random routing, the blog's prefill "
+            "comparison)",
             family="LMSYS SGLang DeepSeek-V3",
             overlap=True,
-            engine="sglang",
+            engine="sglang-large-ep",
         ),
         Measurement(
             "cloudmatrix-infer-deepseek-r1-decode",
