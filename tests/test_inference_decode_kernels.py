@@ -3,7 +3,7 @@
 import dataclasses
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hnplan.catalog.schemas.serving import ServingEngine
@@ -272,3 +272,15 @@ def test_busiest_rank_sets_the_decode_step(cat):
     copies = 92 * 8 * 7168 * routing_peak(s, 92)
     per_layer = sum(float(algorithm_time("alltoall", "oneshot", copies * w, fast)) for w in (1, 2))
     assert decode_step(one, 92, 4096)["ep_alltoall_s"] == pytest.approx(58 * per_layer, rel=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(1.0, 2.0), st.floats(0.0, 0.5), st.sampled_from([8, 92, 256]))
+def test_more_expert_imbalance_never_speeds_a_step(cat, g, dg, b):
+    """The busiest rank's share only adds work: a larger expert_load_imbalance never shortens a decode step."""
+    s = resolve("deepseek-v3", "hgx-h800-ib", Replica(tp=1, ep=128, dtype="fp8", overlap=True), cat)
+    t = [
+        decode_step(dataclasses.replace(s, engine=_large_ep(cat, expert_load_imbalance=x)), b, 4096)["time_s"]
+        for x in (g, g + dg)
+    ]
+    assert t[1] >= t[0] * (1 - 1e-12)
