@@ -7,8 +7,8 @@ A run's prediction is a deterministic function of the run's own fields, the cata
 code, so it is stored under a key of those three and reused until one of them changes: the catalog's content
 hash (:meth:`hnplan.catalog.Catalog.content_hash`, the sweep's provenance hash, every data file's bytes), a
 fingerprint of the code (the SHA-256 of every file of the ``hnplan`` package, which also pins its version, with
-the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 77 published runs of
-a three-design comparison takes about 0.6 s of CPU; reading them back takes a few milliseconds, most of it the
+the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 92 published runs of
+a three-design comparison takes about 0.3 s of CPU; reading them back takes a few milliseconds, most of it the
 two hashes.
 
 A grid point's summary is likewise a function of its model and system entries (their fields, so a derived
