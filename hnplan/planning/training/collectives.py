@@ -85,15 +85,15 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         Group size and rank stride per candidate.
     """
     size = np.asarray(size, dtype=np.int64)
-    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
-    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
     out = np.zeros(size.shape)
     live = size > 1
     if not live.any():
         return out
     idx = np.flatnonzero(live)
     if len(idx) <= SCALAR_SIZES:  # a few plans (a published run's): each on floats, without the array passes
-        return _few_collectives(job, op, out, idx, size, stride, n)
+        return _few_collectives(job, op, out, idx, size, stride, n_bytes)
+    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
+    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
     # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
     base = int(stride.max()) + 1
     n_uniq, n_codes = np.unique(n[idx], return_inverse=True)
@@ -122,11 +122,12 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     return out
 
 
-def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n) -> np.ndarray:
+def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n_bytes) -> np.ndarray:
     """:func:`collective_s` of at most :data:`~hnplan.comm.algorithms.SCALAR_SIZES` live plans (rows ``idx``),
     one by one on floats: the same memo entries and the same numbers as its distinct-message path."""
     memo = job.memo.setdefault(("collective_s", op), {})
-    for i, key in zip(idx.tolist(), zip(size[idx].tolist(), stride[idx].tolist(), n[idx].tolist())):
+    at = [_at(np.asarray(x, dtype=t), size.shape, idx) for x, t in ((stride, np.int64), (n_bytes, float))]
+    for i, key in zip(idx.tolist(), zip(size[idx].tolist(), *at)):
         t = memo.get(key)
         if t is None:
             g = job.group(key[0], key[1])
@@ -138,6 +139,11 @@ def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, 
             memo[key] = t
         out[i] = t
     return out
+
+
+def _at(a: np.ndarray, shape: tuple, idx: np.ndarray) -> list:
+    """The values of ``a`` broadcast to ``shape`` at rows ``idx``, as Python numbers."""
+    return a[idx].tolist() if a.shape == shape else np.broadcast_to(a, shape)[idx].tolist()
 
 
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers, quantised: bool = True) -> np.ndarray:
