@@ -95,20 +95,21 @@ def test_stage_times_never_below_the_gpu_nor_the_host(g, h, frac, n):
 def test_qwen3_moe_layer_host_time_by_hand(cat):
     # Qwen3-30B-A3B on a B200, micro-batch 1 of 4,096 tokens, EP 8: 128 / 8 = 16 local experts. The forward of
     # an MoE layer launches, outside the stack's moe_router / moe_preprocess graphs: attn_norm, qkv_proj and its
-    # MXFP8 cast, rope, attention, o_proj and its cast, attn_residual (8), the permute, expert_up and expert_down
-    # with their casts one per expert (4 x 16 = 64), expert_act, mlp_residual (3): 75 kernels. The 8 of the
-    # attention half cost the launch alone (13.1 us), the 67 of the MoE scopes the launch and the stack's MoE host
-    # work per kernel (13.1 + 43.0 us): 8 x 13.1 + 67 x 56.1 = 3,863.5 us
+    # MXFP8 cast, the query and key head norms (Qwen3's QK-norm), rope, attention, o_proj and its cast,
+    # attn_residual (10), the permute, expert_up and expert_down with their casts one per expert (4 x 16 = 64),
+    # expert_act, mlp_residual (3): 77 kernels. The 10 of the attention half cost the launch alone (13.1 us), the
+    # 67 of the MoE scopes the launch and the stack's MoE host work per kernel (13.1 + 43.0 us):
+    # 10 x 13.1 + 67 x 56.1 = 3,889.7 us
     ch = stack_choices(cat.stack("megatron-bridge-2511-mxfp8"))
     assert ch.moe_host_us_per_kernel == 43.0
     shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
     acc = cat.accelerator("b200")
     t = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, ch).iloc[0]
-    assert t["moe_host_fwd"] == pytest.approx(8 * LAUNCH_S + 67 * MOE_KERNEL_S)
-    assert t["moe_host_fwd"] == pytest.approx(3863.5e-6)
-    launches = ch.model_copy(update={"moe_host_us_per_kernel": 0.0})  # the launches alone: 75 x 13.1 us
+    assert t["moe_host_fwd"] == pytest.approx(10 * LAUNCH_S + 67 * MOE_KERNEL_S)
+    assert t["moe_host_fwd"] == pytest.approx(3889.7e-6)
+    launches = ch.model_copy(update={"moe_host_us_per_kernel": 0.0})  # the launches alone: 77 x 13.1 us
     tl = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, launches).iloc[0]
-    assert tl["moe_host_fwd"] == pytest.approx(75 * LAUNCH_S)
+    assert tl["moe_host_fwd"] == pytest.approx(77 * LAUNCH_S)
     # without the graphs: + mlp_norm and the router row, + 16 more router/preprocess kernels of DeepEP (17 - 1)
     t0 = training_part_times(
         cat.model("qwen3-30b-a3b"),
@@ -120,7 +121,7 @@ def test_qwen3_moe_layer_host_time_by_hand(cat):
         True,
         ch.model_copy(update={"cuda_graph_scope": ()}),
     ).iloc[0]
-    assert t0["moe_host_fwd"] == pytest.approx(8 * LAUNCH_S + (67 + 2 + 16) * MOE_KERNEL_S)
+    assert t0["moe_host_fwd"] == pytest.approx(10 * LAUNCH_S + (67 + 2 + 16) * MOE_KERNEL_S)
     # the micro-batch is host-bound in that layer: launching takes longer than the kernels run
     assert t["moe_host_fwd"] > t["moe_fwd"]
 
