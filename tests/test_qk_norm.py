@@ -63,7 +63,9 @@ def test_head_norms_never_speed_up_a_step(cat):
     m = cat.model("qwen3-30b-a3b")
     plan = ParallelPlan(tp=1, pp=1, dp=8, ep=8, microbatch_size=1)
     t = {
-        q: estimate_training_step(m.model_copy(update={"qk_norm": q}), "hgx-h100-ib-ndr", 8, plan, 4096, 64, "bf16", cat)
+        q: estimate_training_step(
+            m.model_copy(update={"qk_norm": q}), "hgx-h100-ib-ndr", 8, plan, 4096, 64, "bf16", cat
+        )
         for q in (False, True)
     }
     assert t[True].step_time_s > t[False].step_time_s
