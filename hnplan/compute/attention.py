@@ -245,7 +245,9 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     ``f_pass`` = 1 forward, 2.5 backward ([2]_; the backward's keys and tail take 2.5 for MLA's 2.6 too, 4 %
     in these small terms), ``eta_pass`` the pass's ceiling (``attention_efficiency``) and ``wave`` the split
     along the keys when there are fewer units than SMs (decode; :func:`wave_efficiency`). Without the law's
-    fields: the bf16 GEMM ceiling, ``c0 = tau = 0``.
+    fields: the bf16 GEMM ceiling, ``c0 = tau = 0``. The softmax exponentials run on their own pipeline: ``t``
+    is multiplied by :func:`exp_pipeline_factor` (1 without the chip's SFU rate) and, for FP8 kernels, divided by
+    the pass's ``attention_fp8_ratio``.
 
     The backward keeps four fp32 accumulators per work unit on chip: the scores ``S``/``P`` and their gradient
     ``dP``/``dS`` (``tq`` columns each) and ``dK``, ``dV`` (``d_qk + d_v = 2 d`` columns), in the SM's
