@@ -104,7 +104,9 @@ def validate(
     path: Path = typer.Argument(
         None, metavar="PATH", help="a data folder or one YAML file; default: the project's data/"
     ),
-    kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}"),
+    kind: str = typer.Option(
+        None, "--kind", help=f"catalog of a single file outside data/ (default: told by its keys): {', '.join(KINDS)}"
+    ),
 ):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
     if path is not None and not path.exists():
@@ -125,7 +127,9 @@ def validate(
         except (CatalogError, ScenarioError) as exc:
             err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
-        console.print(f"{path}: valid")
+        # a file outside the catalog folders, its kind told by its keys: say which it was read as
+        told = kind is None and path.resolve().parent.name not in KINDS and type(entry) in KINDS.values()
+        console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
         return
     cat = Catalog(path) if path is not None else load_catalog()
     problems = cat.validate()

@@ -1,0 +1,60 @@
+"""What a third new-user trial of the command line found: each a CLI run asserting the exit code and the
+figure or the one-line message."""
+
+import yaml
+from typer.testing import CliRunner
+
+from hnplan.catalog.checks import kind_of_keys
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+MODEL = {  # a user's own dense model, written beside their notes rather than under data/models/
+    "id": "my-50b",
+    "name": "My 50B dense",
+    "source": "hand-written",
+    "layers": 64,
+    "hidden": 7168,
+    "ffn_hidden": 24576,
+    "heads": 56,
+    "kv_heads": 8,
+    "vocab": 128256,
+    "max_seq": 8192,
+    "activation": "swiglu",
+    "position_embedding": "rope",
+    "tied_embeddings": False,
+}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_catalog_validate_tells_a_loose_files_kind_by_its_keys(tmp_path):
+    # a model file in a folder of no catalog kind was refused until --kind models was given, though
+    # `train --model my-50b.yaml` reads it as a model: its keys say what it is
+    path = tmp_path / "my-50b.yaml"
+    path.write_text(yaml.safe_dump(MODEL))
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert _one_line(res.stdout) == f"{path}: valid (a Model entry, told by its keys)"
+    # a mistyped key still reads as a model, so the message names the typo and the field it meant
+    path.write_text(yaml.safe_dump({**{k: v for k, v in MODEL.items() if k != "layers"}, "layerz": 64}))
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 2
+    assert "field 'layerz': unknown key (did you mean 'layers'?)" in _one_line(res.stderr)
+    # keys of no kind (a sweep spec): the message asks for --kind, as before
+    path.write_text(yaml.safe_dump({"id": "s", "name": "s", "sampling": "grid", "axes": {"gpus": [8]}}))
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 2
+    assert "nor do its keys say); pass the kind (--kind)" in _one_line(res.stderr)
+
+
+def test_kind_of_keys_needs_two_own_fields_and_a_clear_winner():
+    assert kind_of_keys(MODEL) == "models"
+    assert kind_of_keys({"id": "x", "name": "x", "source": "s"}) is None  # keys every kind has
+    assert kind_of_keys({"id": "x", "layers": 2}) is None  # one own field is not enough
+    assert kind_of_keys([MODEL]) is None
