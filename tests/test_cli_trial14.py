@@ -1,6 +1,8 @@
 """What a third new-user trial of the command line found: each a CLI run asserting the exit code and the
 figure or the one-line message."""
 
+import re
+
 import yaml
 from typer.testing import CliRunner
 
@@ -58,3 +60,31 @@ def test_kind_of_keys_needs_two_own_fields_and_a_clear_winner():
     assert kind_of_keys({"id": "x", "name": "x", "source": "s"}) is None  # keys every kind has
     assert kind_of_keys({"id": "x", "layers": 2}) is None  # one own field is not enough
     assert kind_of_keys([MODEL]) is None
+
+
+def test_calibrate_refuses_a_figure_in_another_unit(tmp_path):
+    # a step time typed in ms (2,804 for 2.8 s) fitted the GEMM efficiency to its bound 0.2 and wrote a
+    # stack file "calibrated" to a run 1,000x off; hnplan's 2.80 s at the stack's values is the yardstick
+    run = dict(
+        id="r8", model="llama3.1-8b", system="hgx-h100-ib-ndr", gpus=8, seq_len=4096, global_batch_seqs=64,
+        dtype="bf16", fixed=dict(tp=1, pp=1), metric="step_time_s", published=2804,
+    )  # fmt: skip
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump([run]))
+    out = tmp_path / "cal" / "mine.yaml"
+    res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = _one_line(res.stderr)
+    # hnplan's figures move with the physics: the message is held to its form, the ratio to about 1,000
+    said = re.search(
+        rf"{re.escape(str(runs))}: run r8: field published: step_time_s 2,804 is ([\d,]+)x hnplan's ", line
+    )
+    assert said and 800 <= int(said[1].replace(",", "")) <= 1250, line
+    assert line.endswith("beyond the 5x a calibration can move it; step_time_s is seconds per step (not ms)")
+    assert not out.parent.exists()
+    # tokens/s of the whole 8-GPU job given as one GPU's: 8x
+    runs.write_text(yaml.safe_dump([{**run, "metric": "tokens_per_s_per_gpu", "published": 64 * 4096 / 2.804}]))
+    res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
+    assert res.exit_code == 2
+    assert re.search(r"tokens_per_s_per_gpu 93,489 is [6-9]\.?\d?x hnplan's [\d,]+ for", _one_line(res.stderr))
+    assert "tokens/s of one GPU (not of a node or the job)" in _one_line(res.stderr)
