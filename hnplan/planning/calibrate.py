@@ -158,8 +158,9 @@ METRIC_UNITS = {
 }
 
 
-def _check_scale(m: _RunModel, runs_path) -> None:
-    """A run's published figure within :data:`UNIT_FACTOR` of the model's at the stack's own values; beyond
+def _check_scale(m: _RunModel, runs_path, link_scales: dict) -> None:
+    """A run's published figure within :data:`UNIT_FACTOR` of the model's at the stack's own values (on the
+    fabric a sweep fitted, ``link_scales``); beyond
     it no fitted efficiency reaches it and the fit would stop at a bound, so it is refused as a likely unit
     slip, naming the file, the run, the field and the unit the metric is read in.
 
@@ -168,7 +169,7 @@ def _check_scale(m: _RunModel, runs_path) -> None:
     InputError
         When published / predicted is above UNIT_FACTOR or below its inverse.
     """
-    run, before = m.run, m.predict({}, {})
+    run, before = m.run, m.predict({}, link_scales)
     ratio = run.published / before
     if 1.0 / UNIT_FACTOR <= ratio <= UNIT_FACTOR:
         return
@@ -384,7 +385,7 @@ def calibrate(
             models.append(_RunModel(r, st, cat))
         except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
             raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
-        _check_scale(models[-1], runs_path)
+        _check_scale(models[-1], runs_path, scales)
     params, solver = _fit_runs(models, _candidates(models, st), scales)
     if st.tp_comm or st.ep_comm:
         v = st.overlap_gemm_slowdown
