@@ -88,3 +88,19 @@ def test_calibrate_refuses_a_figure_in_another_unit(tmp_path):
     assert res.exit_code == 2
     assert re.search(r"tokens_per_s_per_gpu 93,489 is [6-9]\.?\d?x hnplan's [\d,]+ for", _one_line(res.stderr))
     assert "tokens/s of one GPU (not of a node or the job)" in _one_line(res.stderr)
+
+
+def test_a_refused_choice_names_the_flag_typed():
+    # `train --cp-algorithm ring` said "stack choice cp_algorithm: Input should be 'p2p_ring' or 'allgather'",
+    # and `infer --dtype fp4` on an H100 named neither the flag nor that it was the dtype asked for
+    train = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
+    res = runner.invoke(app, [*train, "--global-batch-tokens", "1Mi", "--cp-algorithm", "ring"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == "error: --cp-algorithm must be one of p2p_ring, allgather; got 'ring'"
+    infer = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000"]
+    res = runner.invoke(app, [*infer, "--output-tokens", "100", "--dtype", "fp4"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        "error: --dtype fp4 is not available: accelerator 'h100-sxm' of system 'hgx-h100-ib-ndr' has no fp4 peak "
+        "(dense_tflops lists fp32, tf32, bf16, fp16, fp8); choose one of those"
+    )

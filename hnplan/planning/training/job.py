@@ -5,6 +5,7 @@ for the evaluator (:mod:`hnplan.planning.training.evaluate`) and the search (:mo
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import get_args
 
 from pydantic import ValidationError
 
@@ -51,6 +52,11 @@ def resolve_choices(
             base = StackChoices(**{**base.model_dump(), **given})
         except ValidationError as exc:
             err = exc.errors()[0]
+            allowed = get_args(StackChoices.model_fields[err["loc"][0]].annotation) if len(err["loc"]) == 1 else ()
+            if err["type"] == "literal_error" and allowed:  # as the planner's other choices say it (the CLI's flag)
+                raise InputError(
+                    f"{err['loc'][0]} must be one of {', '.join(map(str, allowed))}; got {err.get('input')!r}"
+                ) from None
             raise InputError(
                 f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
             ) from None
