@@ -104,3 +104,16 @@ def test_a_refused_choice_names_the_flag_typed():
         "error: --dtype fp4 is not available: accelerator 'h100-sxm' of system 'hgx-h100-ib-ndr' has no fp4 peak "
         "(dense_tflops lists fp32, tf32, bf16, fp16, fp8); choose one of those"
     )
+
+
+def test_a_folder_given_as_a_trace_is_called_a_folder(tmp_path):
+    # `--trace some/folder` said "trace file some/folder not found", though the folder is there
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(tmp_path)]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert (
+        _one_line(res.stderr)
+        == f"error: trace file {tmp_path} is a folder, not a file: give the trace's CSV or JSON log"
+    )
+    res = runner.invoke(app, [*argv[:-1], str(tmp_path / "nope.csv")])
+    assert res.exit_code == 2 and _one_line(res.stderr) == f"error: trace file {tmp_path / 'nope.csv'} not found"
