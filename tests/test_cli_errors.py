@@ -359,13 +359,15 @@ def test_planner_range_message_names_the_flag():
 
 
 def test_catalog_validate_unknown_kind_names_the_flag(tmp_path):
-    """``--kind system`` (one letter short) was reported as the file's folder being no catalog."""
+    """``--kind system`` (one letter short) was reported as the file's folder being no catalog; the command
+    line now takes the singular, and refuses a kind it cannot read with the allowed ones."""
     from hnplan.catalog import validate_file
 
     entry = Path(__file__).parents[1] / "data" / "systems" / "gb200-nvl72.yaml"
-    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"])
+    assert runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"]).exit_code == 0
+    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "sytem"])
     _check(res, "--kind must be one of accelerators, interconnects, switches, systems,")
-    assert "got 'system'" in res.stderr and "folder" not in res.stderr
+    assert "got 'sytem'" in res.stderr and "folder" not in res.stderr
     with pytest.raises(CatalogError, match="kind must be one of .*; got 'system'"):
         validate_file(entry, "system")
 

@@ -117,3 +117,17 @@ def test_a_folder_given_as_a_trace_is_called_a_folder(tmp_path):
     )
     res = runner.invoke(app, [*argv[:-1], str(tmp_path / "nope.csv")])
     assert res.exit_code == 2 and _one_line(res.stderr) == f"error: trace file {tmp_path / 'nope.csv'} not found"
+
+
+def test_catalog_kinds_are_taken_singular_or_plural():
+    # `catalog list system` answered "unknown catalog kind 'system'" though the kind's table is titled systems
+    for argv in (
+        ["list", "system"],
+        ["list", "switch"],
+        ["schema", "model"],
+        ["show", "gb200", "--kind", "accelerator"],
+    ):
+        res = runner.invoke(app, ["catalog", *argv])
+        assert res.exit_code == 0, res.stdout + res.stderr
+    res = runner.invoke(app, ["catalog", "list", "sytem"])
+    assert res.exit_code == 2 and "unknown catalog kind 'sytem'; allowed: accelerators" in _one_line(res.stderr)

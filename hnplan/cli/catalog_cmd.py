@@ -22,6 +22,18 @@ catalog_app = typer.Typer(
 app.add_typer(catalog_app, name="catalog")
 
 
+def _kind(kind: str | None) -> str | None:
+    """A catalog kind as typed, singular or plural (``system`` for ``systems``, ``switch`` for ``switches``);
+    anything else unchanged, for the catalog to refuse with the allowed kinds.
+
+    >>> [_kind(k) for k in ("system", "switch", "storage", "models", "sytem", None)]
+    ['systems', 'switches', 'storage', 'models', 'sytem', None]
+    """
+    if kind is None or kind in KINDS:
+        return kind
+    return next((k for k in (kind + "s", kind + "es") if k in KINDS), kind)
+
+
 @catalog_app.command("list")
 def list_(
     kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted"),
@@ -30,7 +42,7 @@ def list_(
     """List catalog ids (with names) of one kind or of all kinds."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [kind] if kind else list(KINDS)
+        kinds = [_kind(kind)] if kind else list(KINDS)
         out = {k: [{"id": e.id, "name": e.name} for e in cat.entries(k)] for k in kinds}
         if json_:
             print_json(out)
@@ -53,7 +65,7 @@ def show(
     """Show one entry: every field with its unit in the key, and its sources and assumptions."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [kind] if kind else list(KINDS)
+        kinds = [_kind(kind)] if kind else list(KINDS)
         found, errors = [], []
         for k in kinds:
             try:
@@ -109,6 +121,7 @@ def validate(
     ),
 ):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
+    kind = _kind(kind)
     if path is not None and not path.exists():
         err_console.print(f"[bold red]error:[/] {escape(str(path))}: no such file or folder", highlight=False)
         raise typer.Exit(EXIT_INPUT)
@@ -154,5 +167,5 @@ def validate(
 def schema(kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted")):
     """Print the fields of a catalog kind (units in the names) as a Markdown table."""
     with handle_errors():
-        for k in [kind] if kind else list(KINDS):
+        for k in [_kind(kind)] if kind else list(KINDS):
             console.print(schema_markdown(k) + "\n", markup=False, highlight=False, soft_wrap=True)
