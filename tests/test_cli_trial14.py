@@ -131,3 +131,14 @@ def test_catalog_kinds_are_taken_singular_or_plural():
         assert res.exit_code == 0, res.stdout + res.stderr
     res = runner.invoke(app, ["catalog", "list", "sytem"])
     assert res.exit_code == 2 and "unknown catalog kind 'sytem'; allowed: accelerators" in _one_line(res.stderr)
+
+
+def test_train_and_size_say_which_peak_mfu_is_of():
+    # MFU is of the dense peak in the run's dtype (fp8: 2x bf16's on Hopper and Blackwell); `train --dtype fp8`
+    # printed "MFU / HFU 42.2%" with no peak named, where `compare` heads its column "MFU (bf16 peak)"
+    train = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
+    res = runner.invoke(app, [*train, "--global-batch-tokens", "1Mi", "--dtype", "fp8"], env={"COLUMNS": "160"})
+    assert res.exit_code == 0 and "MFU / HFU (fp8 peak)" in res.stdout, res.stdout + res.stderr
+    size = ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--tokens", "1e9"]
+    res = runner.invoke(app, size, env={"COLUMNS": "160"})
+    assert res.exit_code == 0 and "MFU (bf16 peak)" in res.stdout, res.stdout + res.stderr

@@ -41,7 +41,7 @@ def size(
         metavar="COUNT",
         help="tokens per step (16Mi = 16,777,216)",
     ),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp8 or fp4 (NVFP4 recipe, Blackwell); MFU is of its peak"),
     goodput: bool = typer.Option(
         True,
         "--goodput/--no-goodput",
@@ -141,7 +141,7 @@ def size(
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
-        for col in (*cols, "MFU", "goodput", "plan"):
+        for col in (*cols, f"MFU ({dtype} peak)", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
         cat = load_catalog()
