@@ -142,3 +142,24 @@ def test_train_and_size_say_which_peak_mfu_is_of():
     size = ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--tokens", "1e9"]
     res = runner.invoke(app, size, env={"COLUMNS": "160"})
     assert res.exit_code == 0 and "MFU (bf16 peak)" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_sweep_spec_hints_at_yaml_numbers_only_for_a_suffixed_count(tmp_path):
+    # 'eight' for seq_len was told to "write 15T tokens as 15.0e+12"; '4Mi' is now told its own number
+    spec = {
+        "id": "s", "name": "s", "sampling": "grid",
+        "fixed": {"model": "llama3.1-8b", "tokens": 1.0e12, "seq_len": 8192, "global_batch_tokens": "4Mi"},
+        "axes": {"system": ["hgx-h100-ib-ndr"], "gpus": [8]},
+    }  # fmt: skip
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = _one_line(res.stderr)
+    assert line.endswith(
+        "fixed.global_batch_tokens: expected a number, got '4Mi' (YAML has no unit suffixes: write 4Mi as 4194304)"
+    )
+    spec["fixed"].update(global_batch_tokens=4194304, seq_len="eight")
+    path.write_text(yaml.safe_dump(spec))
+    res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert res.exit_code == 2 and _one_line(res.stderr).endswith("fixed.seq_len: expected a number, got 'eight'")
