@@ -163,3 +163,22 @@ def test_a_sweep_spec_hints_at_yaml_numbers_only_for_a_suffixed_count(tmp_path):
     path.write_text(yaml.safe_dump(spec))
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"])
     assert res.exit_code == 2 and _one_line(res.stderr).endswith("fixed.seq_len: expected a number, got 'eight'")
+
+
+def test_a_percentage_or_seconds_typed_for_a_fraction_or_milliseconds_is_named():
+    # `tco --utilisation 85` said only "must be in (0, 1]"; `infer --tpot-slo-ms 0.05` (50 ms typed in
+    # seconds) said only that nothing meets it
+    tco = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation"]
+    res = runner.invoke(app, [*tco, "85"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == "error: --utilisation must be in (0, 1] (a percentage? 85 % is 0.85); got '85'"
+    res = runner.invoke(app, [*tco, "85%"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == (
+        "error: --utilisation must be a number in (0, 1] or 'simulated' (85 % is 0.85); got '85%'"
+    )
+    infer = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000"]
+    res = runner.invoke(app, [*infer, "--output-tokens", "100", "--qps", "10", "--ttft-slo-ms", "1000"] + [
+        "--tpot-slo-ms", "0.05"])  # fmt: skip
+    assert res.exit_code == 3, res.stdout + res.stderr
+    assert _one_line(res.stderr).endswith("; --tpot-slo-ms 0.05 is milliseconds (seconds typed? 0.05 s is 50)")

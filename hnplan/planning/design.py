@@ -259,9 +259,12 @@ def resolve_utilisation(
     try:
         u = float(utilisation)
     except (TypeError, ValueError):
-        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
+        pct = str(utilisation).strip().rstrip("%").strip() if str(utilisation).strip().endswith("%") else None
+        hint = f" ({pct} % is {float(pct) / 100:g})" if pct and pct.replace(".", "", 1).isdigit() else ""
+        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'{hint}; got {utilisation!r}") from None
     if not 0 < u <= 1:
-        raise InputError(f"utilisation must be in (0, 1]; got {utilisation!r}")
+        hint = f" (a percentage? {u:g} % is {u / 100:g})" if 2 <= u <= 100 else ""  # 1.5: no guess
+        raise InputError(f"utilisation must be in (0, 1]{hint}; got {utilisation!r}")
     return u, "given"
 
 
