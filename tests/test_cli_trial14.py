@@ -182,3 +182,19 @@ def test_a_percentage_or_seconds_typed_for_a_fraction_or_milliseconds_is_named()
         "--tpot-slo-ms", "0.05"])  # fmt: skip
     assert res.exit_code == 3, res.stdout + res.stderr
     assert _one_line(res.stderr).endswith("; --tpot-slo-ms 0.05 is milliseconds (seconds typed? 0.05 s is 50)")
+
+
+def test_calibrate_out_a_folder_writes_the_default_name_in_it(tmp_path):
+    # `--out cal` with cal/ an existing folder failed after the fit with "--out .../cal: Is a directory"
+    run = dict(
+        id="r8", model="llama3.1-8b", system="hgx-h100-ib-ndr", gpus=8, seq_len=4096, global_batch_seqs=64,
+        dtype="bf16", fixed=dict(tp=1, pp=1), metric="step_time_s", published=3.0,
+    )  # fmt: skip
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(yaml.safe_dump([run]))
+    (tmp_path / "cal").mkdir()
+    for out in (tmp_path / "cal", f"{tmp_path / 'new'}/"):
+        res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
+        assert res.exit_code == 0, res.stdout + res.stderr
+        written = tmp_path / str(out).rstrip("/") / "megatron-core-calibrated.yaml"
+        assert written.is_file() and yaml.safe_load(written.read_text())["id"] == "megatron-core-calibrated"
