@@ -198,3 +198,13 @@ def test_calibrate_out_a_folder_writes_the_default_name_in_it(tmp_path):
         assert res.exit_code == 0, res.stdout + res.stderr
         written = tmp_path / str(out).rstrip("/") / "megatron-core-calibrated.yaml"
         assert written.is_file() and yaml.safe_load(written.read_text())["id"] == "megatron-core-calibrated"
+
+
+def test_memory_mode_takes_the_sub_commands_name():
+    # `memory --mode infer` (the command is `infer`) was refused: "must be one of train, inference"
+    argv = ["memory", "--model", "llama3.1-8b", "--tp", "1", "--seq-len", "4096", "--batch", "4", "--json"]
+    a = runner.invoke(app, [*argv, "--mode", "infer"])
+    b = runner.invoke(app, [*argv, "--mode", "inference"])
+    assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
+    res = runner.invoke(app, [*argv[:-1], "--mode", "inferr"])
+    assert res.exit_code == 2 and "--mode must be one of train, inference; got 'inferr'" in _one_line(res.stderr)
