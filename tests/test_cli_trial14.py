@@ -2,6 +2,7 @@
 figure or the one-line message."""
 
 import re
+from pathlib import Path
 
 import yaml
 from typer.testing import CliRunner
@@ -208,3 +209,20 @@ def test_memory_mode_takes_the_sub_commands_name():
     assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
     res = runner.invoke(app, [*argv[:-1], "--mode", "inferr"])
     assert res.exit_code == 2 and "--mode must be one of train, inference; got 'inferr'" in _one_line(res.stderr)
+
+
+def test_a_mix_whose_shares_do_not_sum_to_one_says_what_they_sum_to(tmp_path):
+    # a training share typed as 5 (per cent) for 0.05 said only "class shares must sum to 1"
+    mix = yaml.safe_load((Path(__file__).parents[1] / "data" / "cluster_mixes" / "default.yaml").read_text())
+    shares = [c["share"]["value"] for c in mix["classes"]]
+    mix["classes"][1]["share"]["value"] = 5
+    path = tmp_path / "mix.yaml"
+    path.write_text(yaml.safe_dump(mix))
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--mix", str(path), "--jobs", "10"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    total = sum(shares) - shares[1] + 5
+    assert (
+        f"class shares (fractions of jobs) must sum to 1; they sum to {total:g} (inference {shares[0]:g}, training 5,"
+        in (_one_line(res.stderr))
+    )
