@@ -226,3 +226,17 @@ def test_a_mix_whose_shares_do_not_sum_to_one_says_what_they_sum_to(tmp_path):
         f"class shares (fractions of jobs) must sum to 1; they sum to {total:g} (inference {shares[0]:g}, training 5,"
         in (_one_line(res.stderr))
     )
+
+
+def test_a_system_file_with_an_unknown_reference_is_named(tmp_path):
+    # a copied system file whose accelerator is mistyped said "--system: system 'hgx-h200-ib-ndr', field
+    # 'accelerator': unknown ..." without the file, which still carries the id it was copied from
+    raw = yaml.safe_load((Path(__file__).parents[1] / "data" / "systems" / "hgx-h200-ib-ndr.yaml").read_text())
+    path = tmp_path / "my-h200.yaml"
+    path.write_text(yaml.safe_dump({**raw, "accelerator": "h200"}))
+    for argv in (["tco", "--system", str(path), "--gpus", "64"], ["topology", "--system", str(path), "--gpus", "64"]):
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2, res.stdout + res.stderr
+        assert _one_line(res.stderr).startswith(
+            f"error: --system: {path}: system 'hgx-h200-ib-ndr', field 'accelerator': unknown accelerator id 'h200'"
+        )
