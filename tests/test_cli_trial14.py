@@ -1,14 +1,17 @@
 """What a third new-user trial of the command line found: each a CLI run asserting the exit code and the
 figure or the one-line message."""
 
+import json
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from hnplan.catalog.checks import kind_of_keys
 from hnplan.cli import app
+from hnplan.formatting import format_usd
 
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
@@ -240,3 +243,27 @@ def test_a_system_file_with_an_unknown_reference_is_named(tmp_path):
         assert _one_line(res.stderr).startswith(
             f"error: --system: {path}: system 'hgx-h200-ib-ndr', field 'accelerator': unknown accelerator id 'h200'"
         )
+
+
+def test_size_weighs_each_purchase_against_a_budget_and_a_power_cap():
+    # an architect sizing to a deadline "within a budget and a power cap" had no way to say either to `size`
+    # (only compare's capex column and the procurement notebook); the purchase's capex and facility power are
+    # tco's for the GPUs bought
+    size = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+    tco = json.loads(runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--json"]).stdout)
+    res = runner.invoke(app, [*size, "--budget-usd", "1M", "--power-cap-mw", "0.01", "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    d = json.loads(res.stdout)
+    (r,) = d["results"]
+    assert (d["budget_usd"], d["power_cap_mw"]) == (1e6, 0.01)
+    assert r["capex_usd"] == pytest.approx(tco["capex_usd"]) and r["capex_usd"] > 1e6
+    assert r["facility_power_mw"] == pytest.approx(tco["facility_power_kw"] / 1000) and r["facility_power_mw"] > 0.01
+    assert r["within_budget"] is False and r["within_power_cap"] is False
+    res = runner.invoke(app, [*size, "--budget-usd", "1e9", "--power-cap-mw", "10"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert (
+        f"hgx-h100-ib-ndr: within the $1B budget ({format_usd(tco['capex_usd'])} capex); within the 10 MW power cap"
+        in (_one_line(res.stdout))
+    )
+    res = runner.invoke(app, [*size, "--power-cap-mw", "-1"])
+    assert res.exit_code == 2 and "--power-cap-mw must be > 0; got -1" in _one_line(res.stderr)

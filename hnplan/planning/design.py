@@ -31,6 +31,7 @@ __all__ = [
     "deployment_time",
     "design_of",
     "estimate_reliability",
+    "purchase_fields",
     "tco_summary",
 ]
 
@@ -53,6 +54,56 @@ def cost_or_gap(design: Design, gpus: int, **kwargs) -> tuple[DesignCost | None,
     if missing:
         return None, "; ".join(missing.values())
     return design_cost(design, gpus, **kwargs), None
+
+
+def purchase_fields(
+    design: Design,
+    gpus: int,
+    days: float,
+    budget_usd: float | None = None,
+    power_cap_mw: float | None = None,
+) -> dict:
+    """What buying ``gpus`` accelerators of a design (whole units) and running them ``days`` comes to, and
+    whether it keeps to a capex budget and a facility power cap.
+
+    Parameters
+    ----------
+    design : Design
+    gpus : int
+        GPUs bought (whole purchasable units: the job's spares included).
+    days : float
+        Run time [days], for ``run_usd`` at the design's TCO rate.
+    budget_usd : float, optional
+        Capex budget [USD]: ``within_budget`` is capex at most it (None without a budget or a price).
+    power_cap_mw : float, optional
+        Facility power cap [MW]: ``within_power_cap`` is the facility power (IT x PUE, at full load) at
+        most it (None without a cap).
+
+    Returns
+    -------
+    dict
+        ``racks, it_power_mw, facility_power_mw, capex_usd, opex_usd_per_year, tco_usd, run_usd`` [MW, USD],
+        ``within_budget``, ``within_power_cap``, and ``cost_note`` (``n/a: why``) where the design has no
+        price (its costs NaN: :func:`cost_or_gap`).
+    """
+    pw = design_power(design, gpus)
+    cost, gap = cost_or_gap(design, gpus)
+    nan = float("nan")
+    facility_mw = units.w_to_mw(pw.facility_w)
+    out = dict(
+        racks=pw.racks,
+        it_power_mw=units.w_to_mw(pw.it_w),
+        facility_power_mw=facility_mw,
+        capex_usd=cost.capex_usd if cost else nan,
+        opex_usd_per_year=cost.opex_usd_per_year if cost else nan,
+        tco_usd=cost.tco_usd if cost else nan,
+        run_usd=cost.usd_for(gpus, units.days_to_s(days)) if cost else nan,
+        within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
+        within_power_cap=None if power_cap_mw is None else bool(facility_mw <= power_cap_mw),
+    )
+    if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
+        out["cost_note"] = f"n/a: {gap}"
+    return out
 
 
 _COST_KEYS = (
