@@ -176,7 +176,7 @@ def _check_scale(m: _RunModel, runs_path, link_scales: dict) -> None:
     raise InputError(
         f"{runs_path}: run {run.id}: field published: {run.metric} {_figure(run.published)} is "
         f"{f'{ratio:,.0f}' if ratio >= 10 else f'{ratio:.2g}'}x hnplan's "
-        f"{_figure(before)} for this run at stack {m.job.stack.id}'s own values, beyond the {UNIT_FACTOR:g}x a "
+        f"{_figure(before)} for this run at stack {m.run.stack}'s own values, beyond the {UNIT_FACTOR:g}x a "
         f"calibration can move it; {run.metric} is {METRIC_UNITS[run.metric]}"
     )
 

@@ -52,10 +52,12 @@ def resolve_choices(
             base = StackChoices(**{**base.model_dump(), **given})
         except ValidationError as exc:
             err = exc.errors()[0]
-            allowed = get_args(StackChoices.model_fields[err["loc"][0]].annotation) if len(err["loc"]) == 1 else ()
+            field = str(err["loc"][0]) if err["loc"] else ""
+            info = StackChoices.model_fields.get(field) if len(err["loc"]) == 1 else None
+            allowed = get_args(info.annotation) if info is not None else ()
             if err["type"] == "literal_error" and allowed:  # as the planner's other choices say it (the CLI's flag)
                 raise InputError(
-                    f"{err['loc'][0]} must be one of {', '.join(map(str, allowed))}; got {err.get('input')!r}"
+                    f"{field} must be one of {', '.join(map(str, allowed))}; got {err.get('input')!r}"
                 ) from None
             raise InputError(
                 f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
