@@ -63,13 +63,15 @@ def test_deepseek_serving_reports_within_tolerance(cat):
     df = validation_table(rows, cat).set_index("id")
     assert len(df) == 4
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
-    # the known gaps all point one way: the pairwise all-to-all stands in for the one-shot kernels and the
-    # step's unmodelled floor (docs/inference.md), so decode is slower, never faster
-    decode = ["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode", "lmsys-sglang-deepseek-v3-decode"]
+    # the H800 reports keep the pairwise all-to-all as a stand-in for their unmodelled share (the acceptance
+    # rate of their MTP, docs/inference.md), so they are slower, never faster
+    decode = ["rtp-llm-deepseek-v3-decode", "deepseek-v3-production-decode"]
     assert (df.loc[decode, "error_pct"] < 0).all()
-    # SGLang on 96 x H100 (LMSYS, May 2025): 22,282 tokens/s per node = 2,785 per GPU at 256 sequences per GPU
+    # SGLang on 96 x H100 (LMSYS, May 2025): 22,282 tokens/s per node = 2,785 per GPU at 256 sequences per GPU,
+    # modelled as it ran (DeepEP low-latency kernels, two-batch overlap, EPLB's real routing): within 2 %
     row = df.loc["lmsys-sglang-deepseek-v3-decode"]
-    assert (row["published"], row["batch"], row["engine"]) == (22282 / 8, 256 * 64, "sglang")
+    assert (row["published"], row["batch"], row["engine"]) == (22282 / 8, 256 * 64, "sglang-large-ep")
+    assert abs(row["error_pct"]) < 2.0
 
 
 def test_cloudmatrix_infer_int8_decode_row(cat):

@@ -29,6 +29,10 @@ class ServingEngine(Entry):
     ``decode_overlap_efficiency`` is the share of the smaller of a decode step's compute and communication
     that the engine's two-micro-batch overlap hides (with ``Replica.overlap``;
     :func:`hnplan.planning.inference.speculative.overlapped_step_s`); absent: all of it (an upper bound).
+    ``expert_load_imbalance`` is the busiest expert-parallel rank's routed tokens over what random routing puts
+    there, under the engine's expert placement and a real router (EPLB's redundant experts balance the mean
+    load, not all of it; :func:`hnplan.planning.inference.speculative.routing_peak`); absent: 1 (random
+    routing, the floor of any router).
     """
 
     max_num_seqs: PosInt = Field(description="most concurrent sequences one scheduler runs [-]")
@@ -100,10 +104,16 @@ class ServingEngine(Entry):
         "overlap hides (with the replica's overlap); absent: all of it, max(compute, communication) "
         "(calibration)",
     )
+    expert_load_imbalance: Annotated[float, Field(ge=1.0, le=8.0)] | None = Field(
+        default=None,
+        description="routed tokens of the busiest expert-parallel rank over the peak of random routing, under "
+        "the engine's expert placement (EPLB) and a real router; absent: 1, random routing (calibration)",
+    )
     _calibrations: ClassVar[tuple[str, ...]] = (
         "oneshot_alltoall_efficiency",
         "acceptance_rate",
         "decode_overlap_efficiency",
+        "expert_load_imbalance",
     )
 
     @model_validator(mode="after")

@@ -59,6 +59,7 @@ from hnplan.planning.inference.steady import (
     batch_grid,
     prefill_pass,
     steady_state,
+    time_decode_steps,
 )
 
 if TYPE_CHECKING:
@@ -170,7 +171,10 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_pref
         return []
     cache: dict = {}
     out = []
-    for b in batch_grid(mb, s.replica.groups, 12):
+    grid = batch_grid(mb, s.replica.groups, 12)
+    shape = dict(context_tokens=tr["context_mean"], disaggregated=disaggregated)
+    time_decode_steps(s, grid, tr["input_mean"], tr["output_mean"], cache, **shape)  # the grid's decode steps at once
+    for b in grid:
         try:
             out.append(
                 steady_state(

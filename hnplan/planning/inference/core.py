@@ -1,7 +1,7 @@
 """One serving replica: what it is (:class:`Replica`), its resolved setup and its memory per
-accelerator; the times of its passes, continuous batching in steady state, the throughput-latency
-frontier and the maximum-throughput operating point are in :mod:`hnplan.planning.inference.steady`,
-which implements the equations below.
+accelerator; the times of its passes are in :mod:`hnplan.planning.inference.passes`, continuous batching
+in steady state, the throughput-latency frontier and the maximum-throughput operating point in
+:mod:`hnplan.planning.inference.steady`, which implements the equations below.
 
 A replica is a model on ``tp x ep x pp`` accelerators (:class:`Replica`). Attention and dense MLPs are
 tensor-parallel over ``tp``; with ``ep > 1`` the replica holds ``ep`` attention groups of ``tp``

@@ -228,9 +228,9 @@ def measurements() -> list[Measurement]:
             tpot_bound_s=1 / 20,
             batch=round(13200 / 144 * 128),
             note="modelled with EP128 (the 128 non-redundant ranks), two-micro-batch overlap and NCCL's pairwise "
-            "all-to-all; the source's MTP and DeepEP low-latency kernels (engine options ep_decode_alltoall, "
-            "speculative_tokens) would make it +75 %, +29 % at the overlap SGLang measured "
-            "(decode_overlap_efficiency 0.63): the measured step has a floor the model lacks (docs/inference.md)",
+            "all-to-all; the source's MTP and DeepEP low-latency kernels with SGLang's measured overlap and EPLB "
+            "routing (engine sglang-large-ep) would make it +20 % at 85 % MTP acceptance, +10 % at 70 %, +4 % at "
+            "60 %: the acceptance is not published (docs/inference.md)",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -277,8 +277,8 @@ def measurements() -> list[Measurement]:
             note="a day's production average (cache hits, varying lengths); concurrency by Little's law "
             "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
             "published (1000 assumed for memory sizing only); overlap and NCCL's pairwise all-to-all modelled; with "
-            "DeepEP's low-latency kernels and MTP (engine options) +73 %, +28 % at SGLang's measured overlap "
-            "(docs/inference.md)",
+            "DeepEP's low-latency kernels, SGLang's measured overlap and EPLB routing and MTP +19 % at 85 % "
+            "acceptance, +3 % at 60 % (docs/inference.md)",
             family="DeepSeek production",
             overlap=True,
         ),
@@ -298,17 +298,18 @@ def measurements() -> list[Measurement]:
             "GPUs' (SGLang team, May 2025), Evaluation: decode on 9 nodes (EP72, DP attention, DeepEP low-latency "
             "kernels, two-batch overlap, EPLB with 32 redundant experts) at 22,282 output tokens/s per node for "
             "2K inputs, 256 sequences per GPU with a 2,000-token KV cache (Profile Results table), no MTP",
-            -35.0,
+            -10.0,
             5.0,
             context_tokens=2000,
             batch=256 * 64,
             note="modelled with EP64 (the 256 routed experts on 8 nodes; the source's EP72 holds 288 with the "
             "redundant copies); output length not stated (100 assumed for memory sizing, the source's EPLB case "
-            "study); SGLang's two-batch overlap at its measured efficiency and NCCL's pairwise all-to-all: the "
-            "DeepEP low-latency kernels (engine option ep_decode_alltoall) would make it +15 % (docs/inference.md)",
+            "study); engine sglang-large-ep: DeepEP's low-latency all-to-all, two-batch overlap at its measured "
+            "efficiency and the busiest rank under EPLB's real routing (1.18x random routing, the blog's prefill "
+            "comparison)",
             family="LMSYS SGLang DeepSeek-V3",
             overlap=True,
-            engine="sglang",
+            engine="sglang-large-ep",
         ),
         Measurement(
             "cloudmatrix-infer-deepseek-r1-decode",

@@ -1,9 +1,9 @@
-"""Time of one serving pass and the operating points of a replica: prefill and decode passes, continuous
-batching in steady state, the throughput-latency frontier over batch size and the maximum-throughput point.
+"""Continuous batching in steady state and the operating points of a replica: the throughput-latency frontier
+over batch size and the maximum-throughput point.
 
 The replica, its resolved setup and its memory live in :mod:`hnplan.planning.inference.core`, whose module
 docstring gives the steady-state equations implemented here (Orca, Yu et al. OSDI 2022; Sarathi-Serve,
-Agrawal et al. OSDI 2024).
+Agrawal et al. OSDI 2024); the time of one prefill or decode pass in :mod:`hnplan.planning.inference.passes`.
 """
 
 from __future__ import annotations
@@ -16,13 +16,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
-from hnplan.comm import best_time
-from hnplan.comm.messages import tp_message_bytes
-from hnplan.compute import operator_columns, totals
-from hnplan.compute.operators import replace_rows
-from hnplan.compute.parts import ROUTED_OPS
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
     Replica,
@@ -32,173 +26,22 @@ from hnplan.planning.inference.core import (
     resolve,
     usable_bytes_per_gpu,
 )
-from hnplan.planning.inference.speculative import (
-    decode_overlap_efficiency,
-    dequant_share,
-    draft_share,
-    ep_alltoall_s,
+from hnplan.planning.inference.passes import (  # noqa: F401  (the pass functions lived here: re-exported)
+    _comm_time_s,
+    _kv_dtype_reads,
+    decode_step,
+    decode_steps,
+    prefill_pass,
+    prefill_per_request_s,
+)
+from hnplan.planning.inference.speculative import (  # noqa: F401  (graph_batch: re-exported)
     graph_batch,
     iteration_overhead_s,
-    overlapped_step_s,
-    routing_peak,
     tokens_per_step,
-    verified_tokens,
 )
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-# --- time of one pass ----------------------------------------------------------------------------------
-def _comm_time_s(s: Setup, tokens_per_group: float, decode: bool = False) -> dict:
-    """Exposed communication of one pass over all layers for ``tokens_per_group`` tokens [s]; a ``decode``
-    pass runs its expert all-to-all on the engine's decode kernel (:func:`.speculative.ep_alltoall_s`)."""
-    m, r, groups = s.model, s.replica, s.placements
-    msg = tp_message_bytes(m, tokens_per_group, 1)
-    out = {"tp_allreduce": 0.0, "ep_alltoall": 0.0, "pp_send": 0.0}
-    if groups["tp"] is not None:
-        out["tp_allreduce"] = 2 * m.layers * best_time("allreduce", msg, groups["tp"])[0]
-    out["ep_alltoall"] = ep_alltoall_s(s, tokens_per_group, decode)
-    if groups["pp"] is not None:
-        out["pp_send"] = (r.pp - 1) * best_time("sendrecv", msg / r.tp, groups["pp"])[0]
-    return out
-
-
-def _kv_dtype_reads(cols: dict, s: Setup, batch: int, context_tokens: int) -> dict:
-    """Re-time the decode attention rows of an operator table for the replica's KV dtype.
-
-    The operator table (:func:`hnplan.compute.operator_columns`) reads the KV cache in bf16; a KV cache in
-    fp8 (or fp4) moves ``b x ctx x KV bytes/token/layer`` at its own width. The memory time of the attention
-    rows scales with their new byte count; compute time and the fixed kernel term stay; ``bound`` stays as
-    the table had it. (To move into :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
-    """
-    return _retime_attention(cols, _kv_bytes_saved(s, batch, context_tokens), 1.0)
-
-
-def _kv_bytes_saved(s: Setup, batch: int, context_tokens: int) -> float:
-    """Bytes per layer a KV cache narrower than bf16 does not read in a decode step [bytes]."""
-    kvb = units.dtype_bytes(s.replica.kv)
-    if kvb == units.dtype_bytes("bf16"):
-        return 0.0
-    per_layer_bf16 = kv_cache_bytes_per_token(s.model, "bf16", s.replica.tp) / s.model.layers
-    return batch * context_tokens * per_layer_bf16 * (1.0 - kvb / units.dtype_bytes("bf16"))
-
-
-def _kv_bytes_read(s: Setup, batch: int, context_tokens: int) -> float:
-    """Bytes per layer ``batch`` sequences of ``context_tokens`` read from a KV cache at its dtype [bytes]."""
-    per_layer = kv_cache_bytes_per_token(s.model, s.replica.kv, s.replica.tp) / s.model.layers
-    return batch * context_tokens * per_layer
-
-
-def _retime_attention(cols: dict, saved_bytes: float, share: float) -> dict:
-    """The attention rows of :func:`hnplan.compute.operator_columns` with ``saved_bytes`` fewer bytes read,
-    then ``share`` of their work (the real sequences of a padded step): memory time scales with the bytes,
-    compute with the work, the fixed kernel term stays; ``bound`` stays as the table had it."""
-    if saved_bytes == 0.0 and share == 1.0:
-        return cols
-    att = cols["kind"] == "attention"
-    t, comp, mem, byt, fl = (
-        np.array(cols[k], dtype=float) for k in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
-    )
-    fixed = t[att] - np.maximum(comp[att], mem[att])
-    new_bytes = (byt[att] - saved_bytes) * share
-    mem[att] = mem[att] * new_bytes / byt[att]
-    comp[att] = comp[att] * share
-    fl[att] = fl[att] * share
-    byt[att] = new_bytes
-    t[att] = np.maximum(comp[att], mem[att]) + fixed
-    return {**cols, "time_s": t, "compute_time_s": comp, "memory_time_s": mem, "bytes": byt, "flops": fl}
-
-
-def decode_step(s: Setup, batch_per_group: int, context_tokens: float, padded_to: int | None = None) -> dict:
-    """One decode step of ``batch_per_group`` sequences through the whole replica [s].
-
-    ``padded_to`` (a CUDA graph's batch, :func:`graph_batch`) runs the step as that many sequences: the
-    GEMMs, norms, activations and collectives see the padded batch, the attention only the real
-    sequences' KV (a padding sequence holds one token). With ``Replica.overlap`` and at least two
-    sequences the step runs as two micro-batches of half the batch each (DeepSeek's decode overlap,
-    SGLang's two-batch overlap): each reads the weights, and the engine's overlap hides part of the
-    smaller of compute and communication
-    (:func:`.speculative.overlapped_step_s`).
-
-    Returns
-    -------
-    dict
-        ``compute_s`` (operator roofline over all layers of one accelerator's shard, both micro-batches),
-        ``bytes`` [bytes] read and written per accelerator, the collectives ``tp_allreduce_s``,
-        ``ep_alltoall_s``, ``pp_send_s`` and ``time_s`` (their sum, or the overlapped step with
-        ``Replica.overlap`` and two or more sequences).
-    """
-    r = s.replica
-    b = max(1, int(math.ceil(batch_per_group)))
-    bp = max(b, int(padded_to or b))
-    ctx = max(1, int(round(context_tokens)))
-    v = verified_tokens(s)
-    micro_batched = r.overlap and b >= 2  # one sequence cannot be split: nothing to overlap with
-    if micro_batched:
-        first, second = (b - b // 2, bp - bp // 2), (b // 2, bp // 2)
-        parts = [_decode_work(s, *first, ctx, v)]
-        parts.append(parts[0] if second == first else _decode_work(s, *second, ctx, v))
-        tot = {k: parts[0][k] + parts[1][k] for k in ("time_s", "bytes", "flops")}
-    else:
-        tot = _decode_work(s, b, bp, ctx, v)
-    # the collectives carry the whole batch's bytes; timed as one exchange per layer (the one-shot kernel's
-    # latency is about 1 % of its time at these sizes; the pairwise exchange's p - 1 latencies are already
-    # a pessimistic stand-in, docs/inference.md)
-    comm = _comm_time_s(s, bp * v, decode=True)
-    out = _pass_times(tot, comm, micro_batched, dequant_share(s), decode_overlap_efficiency(s))
-    draft = draft_share(s)
-    return out if draft == 0.0 else {k: val * (1.0 + draft) for k, val in out.items()}
-
-
-def _decode_work(s: Setup, b: int, bp: int, ctx: int, v: int) -> dict:
-    """Operator totals of ``b`` sequences run as ``bp`` (CUDA-graph padding), ``v`` query tokens each
-    (speculative decoding: each sequence's KV read once), on the busiest expert-parallel rank: its routed
-    experts run :func:`.speculative.routing_peak` times the mean tokens."""
-    r = s.replica
-    cols = operator_columns(s.model, s.acc, "decode", bp * v, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype)
-    peak = routing_peak(s, bp * v)
-    if peak > 1.0:
-        busy_tokens = math.ceil(peak * bp * v)  # the routed rows alone, at the busiest rank's tokens
-        busy = operator_columns(
-            s.model, s.acc, "decode", busy_tokens, ctx, kv_len=ctx, tp=r.tp, ep=r.ep, dtype=r.dtype, only=ROUTED_OPS
-        )
-        cols = replace_rows(cols, busy, ROUTED_OPS)
-    saved = _kv_bytes_saved(s, bp * v, ctx) + (v - 1) / v * _kv_bytes_read(s, bp * v, ctx)
-    cols = _retime_attention(cols, saved, b / bp)
-    return totals(cols)
-
-
-def _pass_times(tot: dict, comm: dict, overlap: bool, dequant: float = 0.0, hidden: float = 1.0) -> dict:
-    tot = {**tot, "time_s": tot["time_s"] * (1.0 + dequant)}
-    out = {
-        "compute_s": tot["time_s"],
-        "bytes": tot["bytes"],
-        "flops": tot["flops"],
-        **{f"{k}_s": v for k, v in comm.items()},
-    }
-    c = sum(comm.values())
-    out["time_s"] = overlapped_step_s(tot["time_s"], c, hidden) if overlap else tot["time_s"] + c
-    return out
-
-
-def prefill_pass(s: Setup, sequences: int, prompt_tokens: float) -> dict:
-    """Prefill of ``sequences`` prompts of ``prompt_tokens`` in one attention group [s]; keys as
-    :func:`decode_step`."""
-    r = s.replica
-    n = max(1, int(sequences))
-    p = max(1, int(round(prompt_tokens)))
-    tot = totals(operator_columns(s.model, s.acc, "prefill", n, p, tp=r.tp, ep=r.ep, dtype=r.dtype))
-    return _pass_times(tot, _comm_time_s(s, n * p), r.overlap, dequant_share(s))
-
-
-def prefill_per_request_s(
-    s: Setup, prompt_tokens: float, max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS
-) -> float:
-    """Prefill time per request when the scheduler fills its token budget [s/request]:
-    ``t_prefill(n, I) / n`` with ``n = max(1, floor(budget / I))`` prompts per pass."""
-    n = max(1, int(max_batched_tokens // max(prompt_tokens, 1)))
-    return prefill_pass(s, n, prompt_tokens)["time_s"] / n
 
 
 # --- steady state --------------------------------------------------------------------------------------
@@ -310,15 +153,12 @@ def steady_state(
         chunked_prefill = eng.max_num_batched_tokens
     host = iteration_overhead_s(s)
     per_step = tokens_per_step(s)  # output tokens per sequence and step (speculative decoding: > 1)
-    b_group = math.ceil(batch / r.groups)
-    dec = dec_eager = decode_step(s, b_group, ctx)
-    # requests per iteration and group
-    admitted = 0.0 if disaggregated else batch * per_step / output_tokens / r.groups
-    b_graph = graph_batch(s, b_group)
-    if b_graph > b_group and admitted < 1.0:
+    b_group, admitted, b_graph = _decode_batches(s, batch, output_tokens, disaggregated)
+    dec = dec_eager = _decode(s, cache, b_group, ctx, None)
+    if b_graph is not None:
         # iterations that carry a prefill run eagerly at the batch itself; the generation-only ones (at
         # least 1 - admitted of them) replay the CUDA graph of the padded batch
-        padded = decode_step(s, b_group, ctx, padded_to=b_graph)
+        padded = _decode(s, cache, b_group, ctx, b_graph)
         dec = {k: admitted * v + (1.0 - admitted) * padded[k] for k, v in dec_eager.items()}
     key = ("prefill", input_tokens, max_batched_tokens)
     if key not in cache:
@@ -386,6 +226,74 @@ def steady_state(
     )
 
 
+def _decode_batches(s: Setup, batch: int, output_tokens: float, disaggregated: bool) -> tuple[int, float, int | None]:
+    """The decode steps an iteration of :func:`steady_state` at ``batch`` runs: the sequences of one attention
+    group, the requests each iteration admits per group, and the CUDA graph's batch its generation-only
+    iterations are padded to (None when none are: no graph above the batch, or every iteration carries a
+    prefill)."""
+    r = s.replica
+    b_group = math.ceil(batch / r.groups)
+    # requests per iteration and group
+    admitted = 0.0 if disaggregated else batch * tokens_per_step(s) / output_tokens / r.groups
+    b_graph = graph_batch(s, b_group)
+    return b_group, admitted, (b_graph if b_graph > b_group and admitted < 1.0 else None)
+
+
+def _decode(s: Setup, cache: dict, b_group: int, ctx: float, padded_to: int | None) -> dict:
+    """:func:`decode_step`, kept in the replica's ``cache`` (where :func:`steady_states` puts a batch grid's)."""
+    key = ("decode", b_group, ctx, padded_to)
+    if key not in cache:
+        cache[key] = decode_step(s, b_group, ctx, padded_to=padded_to)
+    return cache[key]
+
+
+def steady_states(s: Setup, batches, input_tokens: float, output_tokens: float, _cache: dict | None = None, **kwargs):
+    """:func:`steady_state` at each of ``batches``, their decode steps timed in one vectorised pass
+    (:func:`time_decode_steps`): the same operating points, for a batch grid.
+
+    Returns
+    -------
+    dict
+        ``{batch: OperatingPoint}`` in the order of ``batches``.
+
+    Raises
+    ------
+    InfeasiblePlan, InputError
+        As :func:`steady_state`, for the first batch that raises.
+    """
+    cache = {} if _cache is None else _cache
+    time_decode_steps(s, batches, input_tokens, output_tokens, cache, **kwargs)
+    return {int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs) for b in batches}
+
+
+def time_decode_steps(
+    s: Setup,
+    batches,
+    input_tokens: float,
+    output_tokens: float,
+    cache: dict,
+    *,
+    context_tokens: float | None = None,
+    disaggregated: bool = False,
+    **_,
+) -> None:
+    """Time the decode steps :func:`steady_state` needs at each of ``batches`` (its other arguments as
+    there) in one vectorised pass (:func:`hnplan.planning.inference.passes.decode_steps`) and keep them in
+    the replica's ``cache``, the ``_cache`` of the calls that follow; batches that fit nowhere are timed all
+    the same (their :func:`steady_state` raises), invalid arguments left for :func:`steady_state` to name."""
+    if input_tokens < 1 or output_tokens < 1:
+        return
+    ctx = input_tokens + output_tokens / 2 if context_tokens is None else context_tokens
+    want: list[tuple[int, int | None]] = []
+    for b in (int(b) for b in batches if int(b) >= 1):
+        b_group, _admitted, b_graph = _decode_batches(s, b, output_tokens, disaggregated)
+        want += [(b_group, None)] + ([] if b_graph is None else [(b_group, b_graph)])
+    want = [w for w in dict.fromkeys(want) if ("decode", w[0], ctx, w[1]) not in cache]
+    if want:
+        steps = decode_steps(s, [w[0] for w in want], ctx, [w[1] for w in want])
+        cache.update({("decode", w[0], ctx, w[1]): d for w, d in zip(want, steps)})
+
+
 def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
     """Batches to evaluate: multiples of ``groups`` on a geometric grid from ``groups`` to ``max_b``
     (both included) [-]."""
@@ -430,10 +338,10 @@ def frontier(
     s = resolve(model, system, replica, catalog)
     mb = max_batch(s, input_tokens + output_tokens)
     bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
-    cache: dict = {}
     rows = []
+    pts = steady_states(s, bs, input_tokens, output_tokens, **kwargs)
     for b in bs:
-        p = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+        p = pts[int(b)]
         pw = serving_power(s, p)
         rows.append(
             {
@@ -480,15 +388,11 @@ def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **
     unbounded request rate measure (a grid over batch, then the neighbourhood of the best)."""
     mb = max_batch(s, input_tokens + output_tokens)
     cache: dict = {}
-    pts = {
-        int(b): steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
-        for b in batch_grid(mb, s.replica.groups, 16)
-    }
+    pts = steady_states(s, batch_grid(mb, s.replica.groups, 16), input_tokens, output_tokens, cache, **kwargs)
     best = max(pts, key=lambda b: pts[b].tokens_per_s)
     keys = sorted(pts)
     i = keys.index(best)
     lo, hi = keys[max(i - 1, 0)], keys[min(i + 1, len(keys) - 1)]
-    for b in batch_grid(hi, s.replica.groups, 64):
-        if lo < b < hi and int(b) not in pts:
-            pts[int(b)] = steady_state(s, int(b), input_tokens, output_tokens, _cache=cache, **kwargs)
+    finer = [int(b) for b in batch_grid(hi, s.replica.groups, 64) if lo < b < hi and int(b) not in pts]
+    pts.update(steady_states(s, finer, input_tokens, output_tokens, cache, **kwargs))
     return pts[max(pts, key=lambda b: pts[b].tokens_per_s)]
