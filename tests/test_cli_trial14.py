@@ -267,3 +267,26 @@ def test_size_weighs_each_purchase_against_a_budget_and_a_power_cap():
     )
     res = runner.invoke(app, [*size, "--power-cap-mw", "-1"])
     assert res.exit_code == 2 and "--power-cap-mw must be > 0; got -1" in _one_line(res.stderr)
+
+
+def test_a_scenario_listing_a_notebook_twice_is_refused_before_anything_runs(tmp_path):
+    # two design_comparison entries (a 405B and an 8B job) both wrote mine/design_comparison.html: the
+    # second replaced the first and the index listed two reports with one link
+    entry = {"notebook": "design_comparison", "parameters": {"model": "llama3.1-8b", "gpus": 64}}
+    scenario = {"id": "mine", "name": "mine", "notebooks": [entry, {**entry, "parameters": {"gpus": 128}}]}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    res = runner.invoke(app, ["report", "--scenario", str(path), "--out", str(tmp_path / "reports")])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        f"error: {path}: notebook 'design_comparison' is listed more than once (entries 1, 2); each run writes "
+        "mine/design_comparison.html, so one would replace the other: put the other parameters in a second "
+        "scenario file"
+    )
+    assert not (tmp_path / "reports").exists()
+    # catalog validate tells a scenario file outside data/scenarios/ by its notebooks and checks it as report does
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 2 and "is listed more than once" in _one_line(res.stderr)
+    path.write_text(yaml.safe_dump({**scenario, "notebooks": [entry]}))
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 0 and _one_line(res.stdout) == f"{path}: valid (a Scenario entry, told by its keys)"

@@ -117,6 +117,8 @@ def validate_file(path: str | Path, kind: str | None = None):
         return [parse_entry(item, UncertainInput, path) for item in raw]
     if path.name == "memory.yaml":
         return parse_entry(raw, MemoryOverheads, path)
+    if kind not in KINDS and kind != "scenarios" and isinstance(raw, dict) and "notebooks" in raw:
+        kind = "scenarios"  # a scenario file outside data/scenarios/, told by its notebooks
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:

@@ -132,7 +132,7 @@ def validate(
     if path is not None and not path.is_dir():
         try:
             entry = validate_file(path, kind)
-            if (kind or path.resolve().parent.name) == "scenarios":
+            if type(entry).__name__ == "Scenario":  # in data/scenarios/, --kind scenarios, or told by its keys
                 # what `report` checks before it runs: the notebooks, their parameters, the catalog ids
                 from hnplan.reports import validate_scenario
 
@@ -141,7 +141,11 @@ def validate(
             err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
         # a file outside the catalog folders, its kind told by its keys: say which it was read as
-        told = kind is None and path.resolve().parent.name not in KINDS and type(entry) in KINDS.values()
+        told = (
+            kind is None
+            and path.resolve().parent.name not in (*KINDS, "scenarios")
+            and (type(entry) in KINDS.values() or type(entry).__name__ == "Scenario")
+        )
         console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
         return
     cat = Catalog(path) if path is not None else load_catalog()
