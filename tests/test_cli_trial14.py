@@ -290,3 +290,17 @@ def test_a_scenario_listing_a_notebook_twice_is_refused_before_anything_runs(tmp
     path.write_text(yaml.safe_dump({**scenario, "notebooks": [entry]}))
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 0 and _one_line(res.stdout) == f"{path}: valid (a Scenario entry, told by its keys)"
+
+
+def test_catalog_validate_of_a_folder_checks_its_scenarios_as_report_does(tmp_path):
+    # a copy of data/ whose default scenario names a mistyped notebook passed `catalog validate` ("8 scenarios")
+    # and failed only at `report`
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(Path(__file__).parents[1] / "data", data)
+    path = data / "scenarios" / "default.yaml"
+    path.write_text(path.read_text().replace("notebook: design_comparison", "notebook: design_comparisn", 1))
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr).startswith(f"invalid: {path}: unknown notebook 'design_comparisn'; available: ")

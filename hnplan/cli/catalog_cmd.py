@@ -150,6 +150,14 @@ def validate(
         return
     cat = Catalog(path) if path is not None else load_catalog()
     problems = cat.validate()
+    if not problems:  # each scenario as `report` checks it: its notebooks, their parameters, the ids
+        from hnplan.reports import validate_scenario
+
+        for sid in cat.scenario_ids():
+            try:
+                validate_scenario(cat.scenario(sid), cat, source=str(Path(cat.root) / "scenarios" / f"{sid}.yaml"))
+            except (CatalogError, ScenarioError) as exc:
+                problems.append(str(exc))
     runs_file = Path(cat.root) / "validation" / "training_runs.yaml"
     if not problems and runs_file.is_file():  # the published runs the model is validated against
         from hnplan.catalog.runs import training_runs
