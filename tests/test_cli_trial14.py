@@ -304,3 +304,18 @@ def test_catalog_validate_of_a_folder_checks_its_scenarios_as_report_does(tmp_pa
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
     assert _one_line(res.stderr).startswith(f"invalid: {path}: unknown notebook 'design_comparisn'; available: ")
+
+
+def test_hnplan_data_naming_no_folder_is_said(tmp_path, monkeypatch):
+    # HNPLAN_DATA=typo read an empty catalog: "unknown model id 'llama3.1-8b'; valid ids: " with none listed,
+    # and `catalog list systems` printed an empty table with exit 0
+    monkeypatch.setenv("HNPLAN_DATA", str(tmp_path / "nope"))
+    want = f"error: HNPLAN_DATA={tmp_path / 'nope'}: no such folder (point it at a copy of hnplan's data/)"
+    for argv in (
+        ["catalog", "list", "systems"],
+        ["catalog", "validate"],
+        ["tco", "--system", "gb200-nvl72", "--gpus", "72"],
+    ):
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2, res.stdout + res.stderr
+        assert _one_line(res.stderr) == want

@@ -24,8 +24,19 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
 def data_dir() -> Path:
-    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root."""
-    return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
+    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root.
+
+    Raises
+    ------
+    CatalogError
+        When ``$HNPLAN_DATA`` names no folder (every id would otherwise be "unknown", with no valid ids).
+    """
+    given = os.environ.get("HNPLAN_DATA")
+    if given is None:
+        return DEFAULT_DATA_DIR
+    if not Path(given).is_dir():
+        raise CatalogError(f"HNPLAN_DATA={given}: no such folder (point it at a copy of hnplan's data/)", path=given)
+    return Path(given)
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]

@@ -148,7 +148,11 @@ def validate(
         )
         console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
         return
-    cat = Catalog(path) if path is not None else load_catalog()
+    try:
+        cat = Catalog(path) if path is not None else load_catalog()
+    except CatalogError as exc:  # HNPLAN_DATA naming no folder
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_INPUT) from None
     problems = cat.validate()
     if not problems:  # each scenario as `report` checks it: its notebooks, their parameters, the ids
         from hnplan.reports import validate_scenario
