@@ -319,3 +319,14 @@ def test_hnplan_data_naming_no_folder_is_said(tmp_path, monkeypatch):
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, res.stdout + res.stderr
         assert _one_line(res.stderr) == want
+
+
+def test_an_id_not_in_kebab_case_is_told_the_form(tmp_path):
+    # "field 'id': String should match pattern '^[a-z0-9]+(?:[.-][a-z0-9]+)*$'" for the id 'My Model'
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump({**MODEL, "id": "My Model"}))
+    res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "models"])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr).endswith(
+        "field 'id': an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got 'My Model'"
+    )

@@ -16,6 +16,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hnplan.catalog.schemas.base import ID_PATTERN
 from hnplan.errors import CatalogError
 
 T = TypeVar("T", bound=BaseModel)
@@ -228,6 +229,8 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
                 continue
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
+        if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == ID_PATTERN:
+            msg = f"an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got {err['input']!r}"
         other.append((field, f"field {q(field)}: {msg}"))
     unknown = _merge_unknown(unknown)
     both = unknown + other
