@@ -330,3 +330,21 @@ def test_an_id_not_in_kebab_case_is_told_the_form(tmp_path):
     assert _one_line(res.stderr).endswith(
         "field 'id': an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got 'My Model'"
     )
+
+
+def test_a_date_in_another_form_is_told_the_iso_form(tmp_path):
+    # a price dated "14 May 2020" said only "invalid character in year"
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(Path(__file__).parents[1] / "data", data)
+    prices = data / "prices.yaml"
+    text = prices.read_text()
+    first = re.search(r"as_of: (\S+)", text)
+    prices.write_text(text.replace(first[0], "as_of: 14 May 2020", 1))
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2
+    assert "field 'as_of': Input should be a valid date or datetime, invalid character in year (write YYYY-MM-DD, " in (
+        _one_line(res.stderr)
+    )
+    assert _one_line(res.stderr).endswith("e.g. 2025-06-01); got '14 May 2020'")

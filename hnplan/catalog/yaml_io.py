@@ -229,6 +229,8 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
                 continue
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
+        if err["type"].startswith("date_"):  # "invalid character in year" for 14 May 2020
+            msg += f" (write YYYY-MM-DD, e.g. 2025-06-01); got {err['input']!r}"
         if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == ID_PATTERN:
             msg = f"an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got {err['input']!r}"
         other.append((field, f"field {q(field)}: {msg}"))
