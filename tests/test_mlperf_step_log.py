@@ -51,6 +51,24 @@ def test_parse_hand_derived():
     assert t.parse(nemo2, 2048) == t.StepLog([14.2], [], [])
 
 
+def test_parse_two_records_a_step():
+    # MLPerf v6.0 DeepSeek-V3 logs (NeMo 26.04, e.g. NVIDIA/results/theia_ngpu256_ngc26.04_nemo/
+    # deepseekv3_671b/result_0.txt, step 42): the logging callback's record (39.1097 s, no loss) and the timing
+    # callback's (39.0652 s, with reduced_train_loss) for the same step, then validation. Only the second counts:
+    # one step, not two; the validation record breaks the pair, so no host gap.
+    t = _tool()
+    lines = [
+        _line(1778676729055, "tracked_stats", {"train_step_time": 39.0652, "reduced_train_loss": 3.766}, lineno=341),
+        _line(1778676729060, "tracked_stats", {"train_step_time": 39.1097}, lineno=299),
+        _line(1778676730373, "tracked_stats", {"validation_time": 1.313}, lineno=310),
+        _line(1778676769309, "tracked_stats", {"train_step_time": 38.9361}, lineno=299),
+        _line(1778676769300, "tracked_stats", {"train_step_time": 38.8911, "reduced_train_loss": 3.743}, lineno=341),
+    ]
+    log = t.parse(lines, 15360 * 4096)
+    assert log.timed == [39.0652, 38.8911]
+    assert log.host_gap == []
+
+
 def _timing():
     return load_catalog().reference("mlperf_step_timing")
 

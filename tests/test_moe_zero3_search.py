@@ -13,7 +13,7 @@ from hnplan.planning.training.plan import plans_frame
 
 JOB = ("qwen3-235b-a22b", "hgx-h100-ib-ndr", 64, 8192, 2048)
 # the launches alone: at EP 1 the 128 local experts' kernels carry the default stack's fitted MoE host work
-# (moe_host_us_per_kernel, 43 us each), which makes every such plan host-bound; these tests isolate ZeRO-3's
+# (moe_host_us_per_kernel, 36.1 us each), which makes every such plan host-bound; these tests isolate ZeRO-3's
 # traffic and the fp8 weight copies' memory
 GPU_SIDE = {"moe_host_us_per_kernel": 0.0}
 ZERO3 = ParallelPlan(tp=2, pp=1, dp=32, microbatch_size=1, zero_stage=3, recompute="full")
@@ -63,7 +63,7 @@ def test_zero3_moves_every_parameter_three_times_a_micro_batch(cat):
     t_c = est.breakdown_s["compute"] / m  # 2.2 s
     hand = m * (per_mb - t_c) + job.choices.overlap_gemm_slowdown * m * t_c
     assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(hand, rel=0.02)
-    assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(194.7, abs=0.5)
+    assert est.breakdown_s["dp_comm_exposed"] == pytest.approx(193.3, abs=0.5)
 
 
 def test_fp8_weight_copies_force_zero3_and_fp8_params_lift_it(cat):

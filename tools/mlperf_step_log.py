@@ -8,7 +8,9 @@ steps (data loader, callbacks, logging), which a per-GPU work model does not con
 ``block_start``/``block_stop`` intervals, divided by their steps (``epoch_count`` tokens over
 ``global_batch x seq_len``), give the step time ``data/reference/mlperf_training_steps.csv`` transcribes (both
 clocks together, validation excluded). The median of a run hides a drift; the first and last steps and the
-per-block series show it.
+per-block series show it. The v6.0 logs (NeMo 26.04) carry two timed records per step, one from the MLPerf
+logging callback and one, with ``reduced_train_loss``, from the training loop's timing callback (about 0.04 s
+shorter); where a log has both kinds only the latter are kept, so each step counts once.
 
 Usage: ``python tools/mlperf_step_log.py TOKENS_PER_STEP RESULT_LOG [RESULT_LOG ...] [--series K]``
 (``TOKENS_PER_STEP`` = global batch x sequence length; ``--series K`` prints medians over every ``K`` steps).
@@ -38,7 +40,9 @@ def parse(lines, tokens_per_step: int) -> StepLog:
     """Read the MLLOG records of a result log (an iterable of lines) into a :class:`StepLog`.
 
     A host gap is taken only between two consecutive training records (a validation record in between
-    breaks the pair); a block's step time is its interval over ``epoch_count / tokens_per_step`` steps.
+    breaks the pair); a block's step time is its interval over ``epoch_count / tokens_per_step`` steps. Where
+    a log times each step twice (records with and without ``reduced_train_loss``), only the records with it
+    are kept.
     """
     records, blocks, start = [], [], None
     for line in lines:
@@ -49,15 +53,18 @@ def parse(lines, tokens_per_step: int) -> StepLog:
         if key == "tracked_stats" and isinstance(value, dict):
             timed = next((value[k] for k in TIMED_KEYS if k in value), None)
             if timed is not None:
-                records.append((e["time_ms"], float(timed)))
+                records.append((e["time_ms"], float(timed), "reduced_train_loss" in value))
             elif any(k.startswith("validation") for k in value):
-                records.append((e["time_ms"], None))
+                records.append((e["time_ms"], None, False))
         elif key == "block_start":  # logs without an epoch_count (NeMo 2) give no block steps
             count = e.get("metadata", {}).get("epoch_count")
             start = (e["time_ms"], count) if count else None
         elif key == "block_stop" and start is not None:
             blocks.append((e["time_ms"] - start[0]) / 1000.0 / (start[1] / tokens_per_step))
             start = None
+    if any(r[2] for r in records) and any(r[1] is not None and not r[2] for r in records):
+        records = [r for r in records if r[1] is None or r[2]]  # one record a step: the loss-carrying one
+    records = [(t, s) for t, s, _ in records]
     timed = [t for _, t in records if t is not None]
     gaps = [
         (b[0] - a[0]) / 1000.0 - b[1] for a, b in zip(records, records[1:]) if a[1] is not None and b[1] is not None

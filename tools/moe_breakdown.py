@@ -109,7 +109,10 @@ def breakdown(run, close: bool, fixed: dict | None) -> None:
     g_b, h_b = sum(g for _, g in bwd), sum(h for h, _ in bwd)
     n_kern = sum(1 for h, _ in fwd + bwd if h > 0)
     drain = fifo_s(fwd) - max(g_f, h_f)  # the backward has no sync: one stretch, max(G, H) in the planner
-    step = run.global_batch_seqs * run.seq_len / (run.gpus * run.published)
+    if run.metric == "step_time_s":  # the published step itself (the MLPerf rows)
+        step = run.published
+    else:  # tokens/s per GPU
+        step = run.global_batch_seqs * run.seq_len / (run.gpus * run.published)
     budget = step / (float(b["num_microbatches"]) * job.model.layers / pp)
     ms = 1e3
     parts = "  ".join(f"{k[2:-2]}={float(v):.2f}" for k, v in b.items() if k.startswith("t_") and k.endswith("_s"))

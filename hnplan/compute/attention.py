@@ -245,7 +245,9 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     ``f_pass`` = 1 forward, 2.5 backward ([2]_; the backward's keys and tail take 2.5 for MLA's 2.6 too, 4 %
     in these small terms), ``eta_pass`` the pass's ceiling (``attention_efficiency``) and ``wave`` the split
     along the keys when there are fewer units than SMs (decode; :func:`wave_efficiency`). Without the law's
-    fields: the bf16 GEMM ceiling, ``c0 = tau = 0``.
+    fields: the bf16 GEMM ceiling, ``c0 = tau = 0``. The softmax exponentials run on their own pipeline: ``t``
+    is multiplied by :func:`exp_pipeline_factor` (1 without the chip's SFU rate) and, for FP8 kernels, divided by
+    the pass's ``attention_fp8_ratio``.
 
     The backward keeps four fp32 accumulators per work unit on chip: the scores ``S``/``P`` and their gradient
     ``dP``/``dS`` (``tq`` columns each) and ``dK``, ``dV`` (``d_qk + d_v = 2 d`` columns), in the SM's
@@ -287,7 +289,47 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     if tau and tq is not None and acc.compute_units is not None:
         rows = np.minimum(np.maximum(s_q, 1.0), tq)
         t = t + tau * 4.0 * rows * d * (s_kv + c0) * f_pass / (peak * eta / acc.compute_units)
+    t = t * exp_pipeline_factor(acc, d, backward, eta)
+    r8 = acc.attention_fp8_ratio
+    if r8:  # FP8 kernels: the measured FP8 / bf16 rate of the whole kernel
+        t = t / np.where(backward, r8.get("bwd", 1.0), r8.get("fwd", 1.0))
     return t
+
+
+def exp_share(acc: Accelerator, d, backward, eta):
+    """Time of a fused attention kernel's softmax exponentials over its tensor-core time [-], per score.
+
+    A forward score element costs ``2 (d_qk + d_v) = 4 d`` tensor FLOPs and one exponential, a backward one
+    ``2.5 x 4 d`` FLOPs ([2]_) and one exponential (``P`` recomputed from the saved log-sum-exp; FlashAttention-2
+    Algorithm 2, FlashAttention-3 arXiv:2407.08608 Sec. 3): with ``F`` = ``tensor_flops_per_clk_per_sm`` and
+    ``X`` = ``sfu_exp_per_clk_per_sm`` (the same clock and SMs)::
+
+        rho = (1 / X) / (4 d f_pass / (F eta))  =  F eta / (4 d f_pass X)
+
+    with ``eta`` the pass's tensor ceiling (fraction of the peak). Hopper at head dimension 128 forward: ``4096 x
+    eta / (512 x 16)`` = ``0.5 eta``; Blackwell ``8192 / (512 x 16)`` = ``eta``, Blackwell Ultra ``0.5 eta``
+    (twice the MUFU.EX2 rate). Zero without the two rates."""
+    f_tc, x = acc.tensor_flops_per_clk_per_sm, acc.sfu_exp_per_clk_per_sm
+    if not (f_tc and x):
+        return np.zeros(np.shape(d))
+    f_pass = np.where(backward, FLASH_BWD_FACTOR, 1.0)
+    return f_tc * np.asarray(eta, dtype=float) / (4.0 * np.asarray(d, dtype=float) * f_pass * x)
+
+
+def exp_pipeline_factor(acc: Accelerator, d, backward, eta):
+    """Time of the tensor-core and exponential pipelines of a fused attention kernel over the tensor time alone
+    [-]: ``(1 + rho^p)^(1/p)`` with ``rho`` = :func:`exp_share` and ``p`` the pass's
+    ``attention_exp_overlap_exponent`` (absent: ``max(1, rho)``, the exponentials fully hidden below the tensor
+    time). Both pipelines run each score element once; FlashAttention-3/4 and cuDNN overlap the softmax of one
+    tile with the MMAs of another (arXiv:2407.08608 Sec. 3.1-3.2, arXiv:2603.05451), the forward more
+    fully than the backward, whose recomputed ``P`` sits between the ``S`` and ``dV``/``dS`` matmuls."""
+    rho = exp_share(acc, d, backward, eta)
+    p_by_pass = acc.attention_exp_overlap_exponent
+    if not p_by_pass:
+        return np.maximum(1.0, rho)
+    p = np.where(backward, p_by_pass.get("bwd", np.inf), p_by_pass.get("fwd", np.inf))
+    with np.errstate(over="ignore"):
+        return np.where(np.isinf(p), np.maximum(1.0, rho), (1.0 + rho**p) ** (1.0 / np.where(np.isinf(p), 1.0, p)))
 
 
 _FWD_BWD_2 = np.array([False, True, False, True])  # (forward, backward) of two kernel shapes

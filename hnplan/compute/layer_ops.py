@@ -145,6 +145,11 @@ def _layer_ops(
     else:
         d = head_dim(model)
         ops.append(_gemm("qkv_proj", scope, tokens, (hq + 2 * hkv) * d, h, wb))
+        if model.qk_norm:  # one norm per query head and per key head, over head_dim, on the rank's heads
+            ops += [
+                norm_op("q_head_norm", scope, tokens * hq * d, kn, NORM_FLOPS),
+                norm_op("k_head_norm", scope, tokens * hkv * d, kn, NORM_FLOPS),
+            ]
         if model.position_embedding == "rope":
             ops.append(rope_op(scope, tokens * (hq + hkv) * d, kn, ROPE_FLOPS))
         if phase != "train":

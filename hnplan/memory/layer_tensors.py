@@ -115,6 +115,8 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         # fewer KV heads than ranks: each rank keeps one (tp may be an array over plans)
         kv = np.maximum(model.kv_heads, tp) if np.ndim(tp) else max(model.kv_heads, tp)
         split = ACT_BYTES * (a * d + kv * d * 2 + a * d)  # Q, K, V, attention output
+        if model.qk_norm:  # the per-head norms' inputs (the projection's Q and K, kept for their backward)
+            split = split + ACT_BYTES * (a + kv) * d
         g_split = ACT_BYTES * a * d
     rep += ACT_BYTES * h * 2 + mask  # MLP: layer-norm input, first GEMM / router input, mask
     g_rep += ACT_BYTES * h

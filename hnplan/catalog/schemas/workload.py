@@ -116,6 +116,12 @@ class Model(Entry):
         "the backward, Korthikanti et al. arXiv:2205.05198 Sec. 4.1); "
         "False for recipes with zero dropout (Llama)",
     )
+    qk_norm: bool = Field(
+        default=False,
+        description="an RMSNorm over each query and key head after the QKV projection, before the rotary "
+        "embedding (Qwen3: q_norm and k_norm of head_dim, Hugging Face transformers modeling_qwen3_moe.py "
+        "Qwen3MoeAttention; Megatron-Core qk_layernorm)",
+    )
     moe: MoE | None = Field(default=None, description="mixture-of-experts fields (experts, active_experts, ...)")
     mla: MLA | None = Field(default=None, description="multi-head latent attention ranks (DeepSeek-V2/V3)")
     params_b_published: Positive | None = Field(

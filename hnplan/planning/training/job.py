@@ -256,9 +256,10 @@ def make_job(
 
 
 def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict[str, str]) -> Accelerator:
-    """The accelerator with FP8 attention ceilings: the (bf16) ceilings in ``acc.attention_efficiency`` times
-    the stack's FP8 / bf16 attention ratio for ``acc`` (``SoftwareStack.attention_fp8_ratio``: two rates of
-    one benchmark run, so clock and harness divide out); ``provenance["attention_fp8_ratio"]`` says which applied.
+    """The accelerator with FP8 attention: the kernel times of the (bf16) attention law divided by the stack's
+    FP8 / bf16 attention ratio for ``acc`` (``SoftwareStack.attention_fp8_ratio``: two rates of one benchmark run,
+    so clock and harness divide out), set as ``Accelerator.attention_fp8_ratio``; ``provenance["attention_fp8_ratio"]``
+    says which applied.
 
     Raises
     ------
@@ -271,9 +272,10 @@ def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict
     if not ratio or not acc.attention_efficiency:
         provenance["attention_fp8_ratio"] = f"no FP8 / bf16 attention ratio for {acc.id}: attention timed in bf16"
         return acc
-    eff = {k: v * ratio.get(k, 1.0) for k, v in acc.attention_efficiency.items()}
     provenance["attention_fp8_ratio"] = f"stack {st.id} (FP8 / bf16 attention ratio of its kernel on {acc.id})"
-    return acc.model_copy(update={"attention_efficiency": eff})
+    # the ratio is of whole-kernel rates: it divides the kernel's time, leaving the balance of its tensor-core and
+    # exponential pipelines (hnplan.compute.attention.exp_pipeline_factor) as the bf16 ceilings set it
+    return acc.model_copy(update={"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}})
 
 
 def check_stack_dtype(stack, dtype: str) -> None:
