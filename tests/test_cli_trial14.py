@@ -348,3 +348,16 @@ def test_a_date_in_another_form_is_told_the_iso_form(tmp_path):
         _one_line(res.stderr)
     )
     assert _one_line(res.stderr).endswith("e.g. 2025-06-01); got '14 May 2020'")
+
+
+def test_compare_on_a_count_without_a_plan_runs_on_what_the_units_hold_as_size_does():
+    # 1,000 GPUs of 8-GPU servers: compare said "no plan" where `size --gpus` trains on 896 of them; on 100
+    # H100 (13 servers) both now train Llama 3.1 8B on 96 GPUs of the 104 bought, in the same days
+    job = ["--model", "llama3.1-8b", "--gpus", "100", "--tokens", "1T"]
+    cmp_ = runner.invoke(app, ["compare", *job, "--systems", "hgx-h100-ib-ndr", "--no-trust", "--json"])
+    size = runner.invoke(app, ["size", *job, "--system", "hgx-h100-ib-ndr", "--json"])
+    assert cmp_.exit_code == size.exit_code == 0, cmp_.stdout + cmp_.stderr + size.stderr
+    (c,), (s,) = json.loads(cmp_.stdout)["designs"], json.loads(size.stdout)["results"]
+    assert (c["gpus"], c["gpus_bought"]) == (s["gpus"], s["gpus_bought"]) == (96, 104)
+    assert c["days"] == pytest.approx(s["days"], rel=1e-9)
+    assert c["status"] == "ok; 96 of 104 GPUs bought train (the 100 asked for have no plan)"

@@ -347,3 +347,20 @@ def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
     """
     per_unit = (1 << (unit_gpus.bit_length() - 1),) if unit_gpus & (unit_gpus - 1) else ()
     return (n_units * unit_gpus, *(n_units * p for p in per_unit))
+
+
+def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int], list[int]]:
+    """GPU counts to weigh when the count asked for (and ``tried``) has no plan, within the ``n_units`` whole
+    units bought: first the layouts :func:`job_gpu_options` gives (all their GPUs, the largest power of two
+    of each unit's), then whole units fewer, largest first (to be weighed down to the first with a plan).
+
+    >>> layouts, walk = fallback_job_counts(8, 125, [1000])
+    >>> layouts, walk[:3], walk[-1]
+    ([], [992, 984, 976], 8)
+    >>> fallback_job_counts(72, 2, [100])
+    ([144, 128], [72, 64])
+    """
+    layouts = [g for g in job_gpu_options(unit_gpus, n_units) if g not in tried]
+    per = {unit_gpus, *(g // n_units for g in job_gpu_options(unit_gpus, n_units))}
+    walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - {*tried, *layouts}, reverse=True)
+    return layouts, walk

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.design import purchase_fields
+from hnplan.planning.design import fallback_job_counts, purchase_fields
 from hnplan.planning.records import frame_records
 from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public here too)
     MAX_EVALS,
@@ -275,11 +275,9 @@ def time_on_purchase(
         # no plan on the count asked for: the counts the units bought hold, up to all of them. First the
         # layouts the deadline search weighs (all their GPUs, the largest power of two of each unit's); if
         # none has a plan, whole units fewer, largest first, down to the first count with a plan
-        more = [g for g in job_gpu_options(unit, n_units) if g not in options]
+        more, walk = fallback_job_counts(unit, n_units, options)
         options += more
         weigh(more)
-        per = sorted({unit, *(g // n_units for g in job_gpu_options(unit, n_units))}, reverse=True)
-        walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - set(options), reverse=True)
         for g in walk:
             if any(isinstance(a, dict) for a in answers):
                 break
