@@ -361,3 +361,18 @@ def test_compare_on_a_count_without_a_plan_runs_on_what_the_units_hold_as_size_d
     assert (c["gpus"], c["gpus_bought"]) == (s["gpus"], s["gpus_bought"]) == (96, 104)
     assert c["days"] == pytest.approx(s["days"], rel=1e-9)
     assert c["status"] == "ok; 96 of 104 GPUs bought train (the 100 asked for have no plan)"
+
+
+def test_gemm_and_roofline_name_the_dtype_flag_a_chip_has_no_peak_for():
+    # `gemm --dtype fp4` on an H100 said "accelerator 'h100-sxm' has no fp4 peak", not which flag asked for it
+    want = (
+        "error: --dtype fp4 is not available: accelerator 'h100-sxm' has no fp4 peak "
+        "(dense_tflops lists fp32, tf32, bf16, fp16, fp8); choose one of those"
+    )
+    gemm = ["gemm", "--accelerator", "h100-sxm", "--shape", "4096x4096x4096", "--dtype", "fp4"]
+    roofline = ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-8b", "--phase", "decode"]
+    roofline += ["--batch", "8", "--seq-len", "1", "--kv-len", "1024", "--dtype", "fp4"]
+    for argv in (gemm, roofline):
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2, res.stdout + res.stderr
+        assert _one_line(res.stderr) == want
