@@ -54,7 +54,7 @@ def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
     if not small:
         return ""
     given = ", ".join(f"{flag} {v:g}" for flag, v in small)
-    return f"; {given} {'are' if len(small) > 1 else 'is'} milliseconds (seconds typed? {small[0][1]:g} s is {small[0][1] * 1000:g})"
+    return f"; {given} {'are' if len(small) > 1 else 'is'} milliseconds (seconds typed? {small[0][1]:g} s is {units.s_to_ms(small[0][1]):g})"
 
 
 def _cell(v) -> str:
