@@ -86,6 +86,11 @@ def test_calibrate_refuses_a_figure_in_another_unit(tmp_path):
     assert said and 800 <= int(said[1].replace(",", "")) <= 1250, line
     assert line.endswith("beyond the 5x a calibration can move it; step_time_s is seconds per step (not ms)")
     assert not out.parent.exists()
+    res = runner.invoke(
+        app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out), "--json"]
+    )
+    err = json.loads(res.stdout)["error"]
+    assert (err["exit_code"], err["path"], err["entry"], err["field"]) == (2, str(runs), "r8", "published")
     # tokens/s of the whole 8-GPU job given as one GPU's: 8x
     runs.write_text(yaml.safe_dump([{**run, "metric": "tokens_per_s_per_gpu", "published": 64 * 4096 / 2.804}]))
     res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])

@@ -44,7 +44,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
-from hnplan.errors import HnplanError, InputError
+from hnplan.errors import CatalogError, HnplanError, InputError
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, make_job
@@ -160,24 +160,28 @@ METRIC_UNITS = {
 
 def _check_scale(m: _RunModel, runs_path, link_scales: dict) -> None:
     """A run's published figure within :data:`UNIT_FACTOR` of the model's at the stack's own values (on the
-    fabric a sweep fitted, ``link_scales``); beyond
-    it no fitted efficiency reaches it and the fit would stop at a bound, so it is refused as a likely unit
-    slip, naming the file, the run, the field and the unit the metric is read in.
+    fabric a sweep fitted, ``link_scales``); beyond it no fitted efficiency reaches it and the fit would stop
+    at a bound, so it is refused as a likely unit slip, naming the file, the run, the field and the unit the
+    metric is read in.
 
     Raises
     ------
-    InputError
-        When published / predicted is above UNIT_FACTOR or below its inverse.
+    CatalogError
+        When published / predicted is above UNIT_FACTOR or below its inverse (an input error naming the
+        runs file, the run and the field).
     """
     run, before = m.run, m.predict({}, link_scales)
     ratio = run.published / before
     if 1.0 / UNIT_FACTOR <= ratio <= UNIT_FACTOR:
         return
-    raise InputError(
+    raise CatalogError(
         f"{runs_path}: run {run.id}: field published: {run.metric} {_figure(run.published)} is "
         f"{f'{ratio:,.0f}' if ratio >= 10 else f'{ratio:.2g}'}x hnplan's "
         f"{_figure(before)} for this run at stack {m.run.stack}'s own values, beyond the {UNIT_FACTOR:g}x a "
-        f"calibration can move it; {run.metric} is {METRIC_UNITS[run.metric]}"
+        f"calibration can move it; {run.metric} is {METRIC_UNITS[run.metric]}",
+        path=runs_path,
+        entry=run.id,
+        field="published",
     )
 
 
