@@ -70,3 +70,27 @@ def test_expert_gradient_reduce_scatter_crosses_racks_through_two_nics_by_hand()
     gb300 = next(r for r in training_runs() if r.id == "mlperf-v60-coreweave-gb300-deepseek-v3-8192")
     t300 = float(collective_s(run_job(gb300), "reducescatter", np.array([s]), np.array([64]), np.array([32]))[0])
     assert t300 == pytest.approx(63 / 64 * s / (2 * 94e9), rel=0.03)
+
+
+def test_embedding_gradient_all_reduce_between_the_end_stages_by_hand():
+    from hnplan.planning.training.collectives import embedding_grad_allreduce_s
+    from hnplan.planning.training.search import search_candidates
+
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+    plans = search_candidates(job, run.fixed)
+    t = embedding_grad_allreduce_s(job, plans)
+    assert len(t) == len(plans) and np.ptp(t) == 0.0  # one layout: TP 2, PP 4, DP 1,024
+    # DeepSeek-V3's MTP module keeps the embedding on the last stage: its gradient, 129,280 x 7,168 / TP 2
+    # elements in bf16 = 926.7 MB, all-reduced between the first and last stages (another rack): half each
+    # way twice over one GB200's 400G NIC, 47 GB/s
+    s = 129280 * 7168 / 2 * 2.0
+    assert s == pytest.approx(926.7e6, rel=1e-4)
+    assert t[0] == pytest.approx(s / 47e9, rel=0.02)  # 19.7 ms, the rest two point-to-point latencies
+    # a model with its own output layer and no MTP (Llama 3.1 405B), or one pipeline stage: none
+    llama = next(r for r in training_runs() if r.id == "mlperf-v60-azure-gb200-llama31-405b-8192")
+    j2 = run_job(llama)
+    assert not embedding_grad_allreduce_s(j2, search_candidates(j2, llama.fixed)).any()
+    one_stage = plans.copy()
+    one_stage["pp"] = 1
+    assert not embedding_grad_allreduce_s(job, one_stage).any()
