@@ -89,6 +89,12 @@ class Columns:
         A key set inside one already factorised with few distinct tuples is factorised on those
         tuples and its codes gathered through theirs (one pass over the rows instead of several)."""
         tk = frozenset(keys)
+        if self._n == 1 and tk not in self._distinct:  # one row is its own distinct tuple: no codes to find
+            one = Columns(
+                {k: self._data[k] for k in keys if k not in self._cats},
+                {k: self._cats[k] for k in keys if k in self._cats},
+            )
+            self._distinct[tk] = (np.zeros(1, dtype=np.int64), one)
         if tk not in self._distinct:
             sup = [v for s, v in self._distinct.items() if tk < s and len(v[1]) * 4 <= self._n]
             if sup:

@@ -72,13 +72,16 @@ def test_memory_bound_part_cannot_close_the_gb300_gap(cat):
     assert mem300 == pytest.approx(mem200, rel=1e-9)
     assert mem200 == pytest.approx(142.6, rel=0.01)
     assert mem200 / t200 == pytest.approx(0.26, abs=0.01)
-    assert t200 / t300 == pytest.approx(1.074, abs=0.005)
-    # were it bound by the SM clock instead: 0.885 x 2,032 MHz (GB300) over 0.804 x 1,965 MHz (GB200) = 1.14x
-    clock_ratio = 0.885 * 2032 / (0.804 * 1965)
-    assert clock_ratio == pytest.approx(1.138, abs=0.001)
+    # the GB300 at its boost clock through the step (sustained_compute_fraction 1.0, fitted to its 20 rows,
+    # tools/fit_gb300_clock.py), the GB200 at 0.853: 1.143x (1.074x at the power law's 0.914)
+    assert t200 / t300 == pytest.approx(1.143, abs=0.005)
+    # were the memory-bound part bound by the SM clock instead: 2,032 MHz (GB300 at boost) over 0.804 x 1,965 MHz
+    # (GB200) = 1.29x, which would overshoot the measured ratios; the bytes bind it (docs/compute.md)
+    clock_ratio = 2032 / (0.804 * 1965)
+    assert clock_ratio == pytest.approx(1.286, abs=0.001)
     at_clock = t200 / (t300 - mem300 * (1 - 1 / clock_ratio))
-    assert at_clock == pytest.approx(1.112, abs=0.005)
-    assert at_clock < 1.17  # MLPerf v5.1 8B NVFP4; Megatron-Bridge 1.19
-    # to reach 1.17-1.19 the memory-bound part alone would have to run 1.41-1.52x faster on the GB300
+    assert at_clock == pytest.approx(1.226, abs=0.005)
+    assert at_clock > 1.19  # MLPerf v5.1 8B NVFP4 1.17; Megatron-Bridge 1.19
+    # to reach 1.17-1.19 the memory-bound part alone would have to run 1.08-1.15x faster on the GB300
     need = [mem300 / (mem300 - (t300 - t200 / r)) for r in (1.17, 1.19)]
-    assert need == pytest.approx([1.41, 1.52], abs=0.01)
+    assert need == pytest.approx([1.08, 1.15], abs=0.01)

@@ -14,6 +14,8 @@ from hnplan.catalog.runs import TrainingRun, training_runs
 from hnplan.planning import prediction_cache, trust
 from hnplan.planning.compare import trust_notes
 
+ROOT_DATA = load_catalog().root
+
 
 def _run(rid: str, gpus: int = 8) -> TrainingRun:
     return TrainingRun.model_validate(
@@ -101,6 +103,41 @@ def test_a_changed_catalog_file_invalidates_the_cache(cache_dir, data_copy):
     acc.write_text(acc.read_text() + "# edited\n")
     prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
     assert len(plan.asked) == 2
+
+
+def test_an_edited_published_run_leaves_the_others_cached(cache_dir, data_copy):
+    # the published runs (validation/) are outside the key: each run's digest holds its fields, so a run added
+    # or edited there is planned alone while the others read back; a catalog entry edited is still a miss
+    plan = Planner()
+    runs = [_run("a"), _run("b", 16)]
+    prediction_cache.cached_speed_errors(runs, Catalog(data_copy), plan)
+    published = data_copy / "validation" / "training_runs.yaml"
+    published.write_text(published.read_text() + "# a run added here\n")
+    cat = Catalog(data_copy)
+    assert cat.content_hash() != Catalog(ROOT_DATA).content_hash()
+    assert prediction_cache.cached_speed_errors([*runs, _run("c", 32)], cat, plan) == {"a": 0.08, "b": 0.16, "c": 0.32}
+    assert plan.asked == [["a", "b"], ["c"]]
+
+
+def test_the_planners_read_no_published_run(cat, data_copy):
+    # why the published runs may stay outside the key: planning runs and a grid point on a data folder without
+    # validation/ gives the same numbers, to the last bit
+    import shutil
+
+    from hnplan.planning.claims import AuditSetup
+    from hnplan.planning.claims_grid import _plan_point_row
+    from hnplan.planning.validation import best_row
+
+    shutil.rmtree(data_copy / "validation")
+    bare = Catalog(data_copy)
+    assert prediction_cache.planning_hash(data_copy) == prediction_cache.planning_hash(ROOT_DATA)
+    ids = ["mlperf-v50-nvidia-h100-llama31-405b-512", "mbridge2511-gb200-deepseek-v3-256-fp8"]
+    for run in (r for r in training_runs() if r.id in ids):
+        assert best_row(run, bare)[run.metric] == best_row(run, cat)[run.metric]
+    s = AuditSetup()
+    assert json.dumps(_plan_point_row(bare, bare.model("megatron-18.4b"), bare.system(s.supernode), 576, s)) == (
+        json.dumps(_plan_point_row(cat, cat.model("megatron-18.4b"), cat.system(s.supernode), 576, s))
+    )
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"key": {}, "errors": {}}', ""])

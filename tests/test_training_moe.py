@@ -212,6 +212,37 @@ def _router_domains(rng, tokens, experts, k, groups, g, per_domain):
     return float(np.mean(1 + (np.diff(dom, axis=1) > 0).sum(axis=1)))
 
 
+def test_comb_is_scipys_to_the_last_bit():
+    # the generalised binomial coefficient of expected_domains, multiplied up as scipy.special.comb does for a
+    # whole k under 20: the same floats over whole and fractional n (experts less experts a domain, groups less
+    # groups a domain), n below k (0) and negative n (0); C(256, 8) = 409,663,695,276,000 by hand
+    from scipy.special import comb as scipy_comb
+
+    assert float(moe.comb(256.0, 8.0)[0]) == 409_663_695_276_000.0
+    rng = np.random.default_rng(3)
+    n = np.concatenate(
+        [np.arange(0.0, 520.0), rng.uniform(0, 520, 2000), 256 - 256 / np.arange(1, 300), 8 - np.arange(300) / 37]
+    )
+    n = np.append(n, [-1.0, -2.5])
+    for k in range(20):
+        assert np.array_equal(moe.comb(n, float(k)), scipy_comb(n, float(k)))
+    assert np.array_equal(moe.comb(n, 2.5), scipy_comb(n, 2.5))  # not a whole k: scipy's own answer
+
+
+def test_random_routing_quantile_is_scipys_within_rounding():
+    # Blom's normal quantile of the busiest of ep ranks, by the standard library (AS 241) rather than
+    # scipy.special.ndtri: within a few units in the last place for every EP size up to 4,096
+    from scipy.special import ndtri
+
+    from hnplan.comm.messages import _blom_probability, _normal_quantile, random_routing_peak_one
+
+    ep = np.arange(2.0, 4097.0)
+    p = _blom_probability(ep)
+    assert np.allclose(_normal_quantile(p), ndtri(p), rtol=1e-14, atol=0)
+    for e in (2, 8, 64, 256):  # the scalar form the serving path takes gives the same numbers
+        assert random_routing_peak_one(4096.0, 8, 256, e) == float(random_routing_peak(4096.0, 8, 256, e)[0])
+
+
 @pytest.mark.parametrize("domains", [2, 4, 8, 16, 32])
 def test_expected_domains_against_the_router(domains):
     # DeepSeek-V3's router: 256 experts in 8 groups, top-8 from the best 4 groups; the closed form is within

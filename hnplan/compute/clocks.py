@@ -24,7 +24,9 @@ once per kernel family, to calibrations that hold the short-run clock:
   and the other dtypes still take the fraction.
 
 A die measured at one power limit is carried to another by :func:`power_scaled_fraction` (the cube law of
-dynamic power above the idle floor): the 1,400 W GB300 from the 1,100 W B300, the same Blackwell Ultra die.
+dynamic power above the idle floor): the 1,400 W GB300 from the 1,100 W B300, the same Blackwell Ultra die, gives
+0.914, the prior of the GB300's value, which is now fitted to its published training rows (1.0, at the fit's bound:
+``tools/fit_gb300_clock.py``, data/accelerators/gb300.yaml).
 
 The training planner times the kernels of a step on :func:`sustained_accelerator` of the chip, while MFU
 keeps the datasheet peak; ``hnplan gemm`` and the inference planner keep the short-run rates.
@@ -133,7 +135,8 @@ def power_scaled_fraction(
     The cube law was checked on one die: a B300 capped at 600 W runs random-data FP8 cuBLAS GEMMs at 3,087
     against 3,983 TFLOP/s at its 1,100 W default, 0.775, where ``((600 - 200) / (1100 - 200))^(1/3)`` = 0.763
     (ademeure/QuickRunCUDA b300_clean/B300_TRUE_REFERENCE.md). Used to carry the B300's fraction to the
-    1,400 W GB300 (``data/accelerators/gb300.yaml``); docs/compute.md, "Blackwell Ultra at 1,400 W".
+    1,400 W GB300, the prior of the value fitted to its rows (``tools/fit_gb300_clock.py``); docs/compute.md,
+    "Blackwell Ultra at 1,400 W".
 
     >>> round(power_scaled_fraction(1237 / 1450, 0.750, 1100.0, 1400.0, 200.0), 3)  # B300 -> GB300
     0.914

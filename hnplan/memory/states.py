@@ -259,8 +259,8 @@ def model_state_table(
     tp, pp, dp, ep, zero, cp, etp = np.broadcast_arrays(
         *(np.asarray(x, dtype=np.int64) for x in (tp, pp, dp, ep, zero, cp, etp))
     )
-    for z in np.unique(zero):
-        check_choice("zero stage", int(z), ZERO_STAGES)
+    for z in sorted(set(zero.ravel().tolist())):  # not numpy.unique: on a plain array it imports numpy.ma (10 ms)
+        check_choice("zero stage", z, ZERO_STAGES)
     a = accounting(recipe)
     upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once (no pandas: start-up time)
     inv = inv.reshape(pp.shape)

@@ -4,11 +4,13 @@ far to trust it" notes, and the best-plan summary of each grid point of the clai
 (:func:`hnplan.planning.compare.compare_training_designs`).
 
 A run's prediction is a deterministic function of the run's own fields, the catalog (``data/``) and hnplan's
-code, so it is stored under a key of those three and reused until one of them changes: the catalog's content
-hash (:meth:`hnplan.catalog.Catalog.content_hash`, the sweep's provenance hash, every data file's bytes), a
+code, so it is stored under a key of those three and reused until one of them changes: the hash of the data the
+planners read (:func:`planning_hash`: every data file's bytes, as the catalog's content hash
+:meth:`hnplan.catalog.Catalog.content_hash`, but the published runs of ``validation/``, which no planner reads and
+whose fields each entry's own digest holds: a run added or edited there is planned alone, the others read back), a
 fingerprint of the code (the SHA-256 of every file of the ``hnplan`` package, which also pins its version, with
-the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 77 published runs of
-a three-design comparison takes about 0.6 s of CPU; reading them back takes a few milliseconds, most of it the
+the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 97 published runs of
+a three-design comparison takes about 0.3 s of CPU; reading them back takes a few milliseconds, most of it the
 two hashes.
 
 A grid point's summary is likewise a function of its model and system entries (their fields, so a derived
@@ -19,7 +21,8 @@ itself keeps the entries it has parsed.
 
 The published runs themselves (:func:`hnplan.catalog.runs.training_runs`, a YAML file parsed, each run
 validated and its ids checked against the catalog: about 60 ms) are kept too, as the validated fields of each run,
-under the default data folder's hash and the code's: read back as the same runs in a few milliseconds.
+under the default data folder's whole content hash and the code's: read back as the same runs in a few
+milliseconds.
 
 The claims audit's shared-cluster runs (:func:`hnplan.cluster.claims.audit_points`: one job stream per offered
 load, design and replication, a few seconds of CPU each) are kept the same way, each run's summary numbers under
@@ -130,7 +133,7 @@ def cached_speed_errors(
     runs = list(runs)
     if not enabled():
         return plan(runs)
-    key = {"format": FORMAT, "catalog": catalog.content_hash(), "source": source_fingerprint()}
+    key = _key(catalog)
     path = cache_dir() / FILE_NAME
     stored = _read(path, key)
     digest = {r.id: _run_digest(r) for r in runs}
@@ -147,18 +150,38 @@ def cached_speed_errors(
 
 #: the plan points read from or written to each cache file in this process: (path, key) -> digest -> row
 _POINTS: dict[tuple[str, str], dict[str, dict]] = {}
-_KEYS: dict[int, tuple[Catalog, dict]] = {}  # id(catalog) -> (catalog, key of its plan points)
+_KEYS: dict[tuple[int, bool], tuple[Catalog, dict]] = {}  # (id(catalog), whole) -> (catalog, its key)
 
 
-def _key(catalog: Catalog) -> dict:
-    """The key of ``catalog``'s plan points and runs: layout, catalog hash and code fingerprint (the hash once
-    per catalog object: it reads every data file)."""
-    if id(catalog) not in _KEYS:
-        _KEYS[id(catalog)] = (
-            catalog,
-            {"format": FORMAT, "catalog": catalog.content_hash(), "source": source_fingerprint()},
-        )
-    return _KEYS[id(catalog)][1]
+#: the data folder's sub-folder of published measurements, which no planner reads (each cached entry that stands
+#: for one of them holds its fields in its digest)
+MEASURED_DIR = "validation"
+
+
+def planning_hash(root: Path) -> str:
+    """SHA-256 (first 12 hex digits) of the data the planners read: every YAML file of the data folder ``root``
+    (path and bytes, as :func:`hnplan.catalog.checks.content_hash`) but those of ``validation/``, the published
+    runs the planners are validated against (tests/test_prediction_cache.py plans runs on a data folder without
+    it)."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.y*ml")):
+        rel = path.relative_to(root)
+        if rel.parts[0] != MEASURED_DIR:
+            h.update(str(rel).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _key(catalog: Catalog, whole: bool = False) -> dict:
+    """The key of ``catalog``'s speed errors and plan points: layout, the hash of the data the planners read
+    (:func:`planning_hash`) and code fingerprint; ``whole``: the catalog's whole content hash instead (the
+    published runs themselves, :func:`cached_training_runs`). Each hash once per catalog object: it reads every
+    data file."""
+    slot = (id(catalog), whole)
+    if slot not in _KEYS:
+        data = catalog.content_hash() if whole else planning_hash(Path(catalog.root))
+        _KEYS[slot] = (catalog, {"format": FORMAT, "catalog": data, "source": source_fingerprint()})
+    return _KEYS[slot][1]
 
 
 def _read_rows(path: Path, key: dict) -> dict[str, dict]:
@@ -302,7 +325,7 @@ def cached_training_runs() -> list[TrainingRun]:
 
     if not enabled():
         return training_runs()
-    key = _key(load_catalog())
+    key = _key(load_catalog(), whole=True)
     path = cache_dir() / RUNS_FILE_NAME
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))

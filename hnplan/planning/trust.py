@@ -51,14 +51,16 @@ def speed_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, 
 
 
 def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, float]:
-    """:func:`speed_errors` of ``runs``, each planned now."""
-    from hnplan.planning.validation import validation_table
+    """:func:`speed_errors` of ``runs``, each planned now as :func:`hnplan.planning.validation.validation_table`
+    plans it (:func:`~hnplan.planning.validation.best_row`, without pandas: the same numbers)."""
+    from hnplan.catalog.loader import load_catalog
+    from hnplan.planning.validation import best_row, error_pct
 
-    table = validation_table(runs, catalog)
+    cat = catalog or load_catalog()
     out = {}
-    for rid, metric, err_pct in zip(table["id"], table["metric"], table["error_pct"]):
-        ratio = 1.0 + err_pct / 100.0
-        out[rid] = float((1.0 / ratio if metric == "step_time_s" else ratio) - 1.0)
+    for run in runs:
+        ratio = 1.0 + error_pct(float(best_row(run, cat)[run.metric]), run.published) / 100.0
+        out[run.id] = float((1.0 / ratio if run.metric == "step_time_s" else ratio) - 1.0)
     return out
 
 

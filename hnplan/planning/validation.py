@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
+from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
-from hnplan.planning.training import evaluate_plans, search_candidates
+from hnplan.planning.training.evaluate import column_row, evaluate_columns, full_column, plan_columns
 from hnplan.planning.training.job import make_job
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _run_args(run: TrainingRun) -> tuple[str, str, int, int, int, str]:
@@ -47,6 +52,29 @@ def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:
     return best
 
 
+def best_row(run: TrainingRun, catalog: Catalog | None = None) -> dict:
+    """:func:`predict_run`'s plan as ``{column: value}``, the same numbers, without building a frame or importing
+    pandas: the candidates' columns evaluated at once (:func:`~hnplan.planning.training.evaluate.evaluate_columns`),
+    the fastest that fits (ties in candidate order; the fastest of all when none fits) picked by a stable argsort.
+    What :func:`validation_table` and the trust notes of ``hnplan compare`` (:mod:`hnplan.planning.trust`) read.
+
+    Raises
+    ------
+    InputError
+        As :func:`run_job`.
+    """
+    job = run_job(run, catalog)
+    cols, modes = candidate_arrays(job, run.fixed)
+    ev = evaluate_columns(job, *plan_columns(job, cols, modes))
+    n = len(cols["tp"])
+    fits = full_column(ev["fits"], n, bool)
+    rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
+    first = rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]]
+    best = column_row(ev, int(first))
+    best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
+    return best
+
+
 def validation_table(
     runs: list[TrainingRun] | None = None, catalog: Catalog | None = None, ids: list[str] | None = None
 ) -> pd.DataFrame:
@@ -59,13 +87,15 @@ def validation_table(
         published - 1)``), ``tolerance_pct``, ``tolerance_reason``, ``within`` (bool), ``plan`` (the knobs used),
         ``fits``, ``expect`` (``within`` or ``gap``), ``gap_bound_pct``, ``gap_reason``, ``source``.
     """
+    import pandas as pd  # here, not at the top: the trust notes read best_row without pandas
+
     cat = catalog or load_catalog()
     rows = []
     runs = runs if runs is not None else training_runs()
     for run in (r for r in runs if ids is None or r.id in ids):
-        b = predict_run(run, cat)
+        b = best_row(run, cat)
         pred = float(b[run.metric])
-        err = 100.0 * (pred / run.published - 1.0)
+        err = error_pct(pred, run.published)
         rows.append(
             dict(
                 id=run.id,
@@ -84,12 +114,12 @@ def validation_table(
                 gap_bound_pct=run.gap_bound_pct,
                 gap_reason=run.gap_reason,
                 plan=(
-                    f"TP{b.tp} PP{b.pp} DP{b.dp} CP{b.cp} EP{b.ep}"
-                    + (f" ETP{b.etp}" if b.ep > 1 and b.etp != b.tp else "")
-                    + f" mb{b.microbatch_size} "
-                    f"v{b.virtual_stages} ZeRO{b.zero_stage} rc-{b.recompute}{_layer_choices(run, cat, b)}"
+                    f"TP{b['tp']} PP{b['pp']} DP{b['dp']} CP{b['cp']} EP{b['ep']}"
+                    + (f" ETP{b['etp']}" if b["ep"] > 1 and b["etp"] != b["tp"] else "")
+                    + f" mb{b['microbatch_size']} v{b['virtual_stages']} ZeRO{b['zero_stage']} "
+                    f"rc-{b['recompute']}{_layer_choices(run, cat, b)}"
                 ),
-                fits=bool(b.fits),
+                fits=bool(b["fits"]),
                 source=run.source,
             )
         )
@@ -98,15 +128,20 @@ def validation_table(
     return df
 
 
-def _layer_choices(run: TrainingRun, cat: Catalog, best) -> str:
+def error_pct(predicted: float, published: float) -> float:
+    """A run's error, ``100 (predicted / published - 1)`` [%]."""
+    return 100.0 * (predicted / published - 1.0)
+
+
+def _layer_choices(run: TrainingRun, cat: Catalog, best: dict) -> str:
     """``/N`` for full recomputation of ``N`` layers a chunk, `` offload-N`` for ``N`` layers' activations
     offloaded (the run's or its stack's ``recompute_num_layers`` / ``cpu_offload_layers`` where they apply)."""
     ov = run.overrides or {}
     stack = cat.stack(run.stack) if run.stack else None
     n_rc = ov.get("recompute_num_layers", getattr(stack, "recompute_num_layers", None))
     n_off = ov.get("cpu_offload_layers", getattr(stack, "cpu_offload_layers", 0))
-    out = f"/{n_rc}" if n_rc and best.recompute == "full" else ""
-    return out + (f" offload-{n_off}" if n_off and best.pp == 1 and best.recompute == "none" else "")
+    out = f"/{n_rc}" if n_rc and best["recompute"] == "full" else ""
+    return out + (f" offload-{n_off}" if n_off and best["pp"] == 1 and best["recompute"] == "none" else "")
 
 
 RUNS_BEGIN = "<!-- BEGIN TRAINING RUNS (generated by tools/update_readme_validation.py; tests check it is current) -->"

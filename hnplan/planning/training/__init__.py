@@ -48,6 +48,7 @@ from hnplan.planning.training.plan import (  # noqa: F401
 )
 from hnplan.planning.training.search import (  # noqa: F401
     best_plan,
+    candidate_arrays,
     estimate_training_step,
     rank_plans,
     search_best,

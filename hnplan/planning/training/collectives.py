@@ -90,13 +90,15 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         Group size and rank stride per candidate.
     """
     size = np.asarray(size, dtype=np.int64)
-    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
-    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
     out = np.zeros(size.shape)
     live = size > 1
     if not live.any():
         return out
     idx = np.flatnonzero(live)
+    if len(idx) <= SCALAR_SIZES:  # a few plans (a published run's): each on floats, without the array passes
+        return _few_collectives(job, op, out, idx, size, stride, n_bytes)
+    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
+    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
     # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
     base = int(stride.max()) + 1
     n_uniq, n_codes = np.unique(n[idx], return_inverse=True)
@@ -123,6 +125,30 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
+
+
+def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n_bytes) -> np.ndarray:
+    """:func:`collective_s` of at most :data:`~hnplan.comm.algorithms.SCALAR_SIZES` live plans (rows ``idx``),
+    one by one on floats: the same memo entries and the same numbers as its distinct-message path."""
+    memo = job.memo.setdefault(("collective_s", op), {})
+    at = [_at(np.asarray(x, dtype=t), size.shape, idx) for x, t in ((stride, np.int64), (n_bytes, float))]
+    for i, key in zip(idx.tolist(), zip(size[idx].tolist(), *at)):
+        t = memo.get(key)
+        if t is None:
+            g = job.group(key[0], key[1])
+            if op == "sendrecv":
+                alpha, bw = p2p_terms(g)
+                t = float(sendrecv_time(np.array([key[2]]), np.array([bw], dtype=float), np.array([alpha]))[0])
+            else:
+                t = best_time(op, key[2], g)[0]
+            memo[key] = t
+        out[i] = t
+    return out
+
+
+def _at(a: np.ndarray, shape: tuple, idx: np.ndarray) -> list:
+    """The values of ``a`` broadcast to ``shape`` at rows ``idx``, as Python numbers."""
+    return a[idx].tolist() if a.shape == shape else np.broadcast_to(a, shape)[idx].tolist()
 
 
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers, quantised: bool = True) -> np.ndarray:
@@ -258,7 +284,9 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
         out = np.zeros(len(u))
         if overlap:
             _ring_kernels(job, kernels, mb[cp > 1], tp[cp > 1], cp[cp > 1])
-        for n in np.unique(cp[cp > 1]).tolist():  # the shapes of one ring length at once: [shape, step]
+        # the shapes of one ring length at once: [shape, step] (the lengths sorted as numpy.unique gives them, which
+        # on a plain array imports numpy.ma, about 10 ms of a command's start-up)
+        for n in sorted(set(cp[cp > 1].tolist())):
             at = np.flatnonzero(cp == n)
             fwd_msgs = np.zeros((len(at), n))
             fwd_msgs[:, : n - 1] = t1[at, None]

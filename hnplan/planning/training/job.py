@@ -109,9 +109,11 @@ def _kernel_clock(acc, held_dtypes=()) -> str:
     held = f"; {'/'.join(sorted(held_dtypes))} GEMMs at the stack's in-training efficiency (its clock included)"
     held = held if held_dtypes else ""
     f = acc.sustained_compute_fraction
+    how = "measured" if "sustained_compute_fraction" in acc.field_sources else "assumed"
+    if f == 1.0 and "sustained_compute_fraction" in {**acc.field_sources, **acc.assumptions}:
+        return f"accelerator {acc.id}: short-run (boost-clock) rates, held through the step at its power limit ({how}){held}"
     if f is None or f == 1.0:
         return f"accelerator {acc.id}: short-run (boost-clock) rates, no sustained measurement{held}"
-    how = "measured" if "sustained_compute_fraction" in acc.field_sources else "assumed"
     return f"accelerator {acc.id}: {f} of the short-run compute rate at its power-limited clock ({how}){held}"
 
 

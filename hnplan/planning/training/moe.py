@@ -177,6 +177,44 @@ def _domains(job: Job, size: int, stride: int) -> tuple[int, int]:
     return g.per_domain, g.domains
 
 
+def comb(n, k: float) -> np.ndarray:
+    """The binomial coefficient ``C(n, k)`` generalised to real ``n`` (0 unless ``0 <= k <= n``), for a
+    whole number ``k``: ``prod_{i=1..k} (n - k + i) / prod_{i=1..k} i``, numerator and denominator each
+    multiplied up in that order (with ``k`` replaced by ``n - k`` for a whole ``n < 2k``), which are the
+    operations of :func:`scipy.special.comb` (``exact=False``, whose ``binom`` uses this product for a
+    whole ``k`` under 20), so the two agree to the last bit (tests/test_training_moe.py). Other ``k`` go
+    to scipy. Here, not scipy's: ``scipy.special`` costs about 0.15 s of CPU to import, more than planning
+    a few dozen published runs (``hnplan compare``'s trust notes).
+
+    Parameters
+    ----------
+    n : float or array
+    k : float
+        Whole and under 20, else :func:`scipy.special.comb` answers.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``C(n, k)``, shaped as ``n`` (at least 1-D).
+    """
+    n = np.atleast_1d(np.asarray(n, dtype=float))
+    k = float(k)
+    if k != np.floor(k) or not 0 <= k < 20 or np.any((np.abs(n) <= 1e-8) & (n != 0)):
+        from scipy.special import comb as scipy_comb
+
+        return np.atleast_1d(scipy_comb(n, k))
+    whole = (n == np.floor(n)) & (k > np.floor(n) / 2) & (n > 0)
+    kx = np.where(whole, np.floor(n) - k, k)  # by symmetry: fewer factors
+    num, den = np.ones_like(n), np.ones_like(n)
+    for i in range(1, int(k) + 1):
+        on = i <= kx  # the rows that still have a factor i
+        num = np.where(on, num * ((i + n) - kx), num)
+        den = np.where(on, den * i, den)
+        big = np.abs(num) > 1e50
+        num, den = np.where(big, num / den, num), np.where(big, 1.0, den)
+    return np.where((k <= n) & (n >= 0), num / den, 0.0)
+
+
 def expected_domains(experts: int, k: int, groups: int | None, groups_per_token: int | None, domains) -> np.ndarray:
     """Expected number of distinct scale-up domains a token's ``k`` experts sit on, over an EP group
     spread evenly across ``domains`` domains [-].
@@ -226,9 +264,6 @@ def expected_domains(experts: int, k: int, groups: int | None, groups_per_token:
     >>> round(float(expected_domains(8, 2, None, None, 4)[0]), 4)  # Mixtral on 4 nodes: 4 x (1 - C(6,2)/C(8,2))
     1.8571
     """
-    # imported here: scipy.special costs about 0.1 s of start-up (benchmarks/bench_startup.py)
-    from scipy.special import comb
-
     d = np.atleast_1d(np.asarray(domains, dtype=float))
     e = experts / d  # experts a domain holds
     if groups is None or groups_per_token is None:

@@ -102,6 +102,12 @@ def _search_candidates(job: c.Job, fixed: dict | None) -> pd.DataFrame:
 search_candidates = _search_candidates  # public: the candidates a caller evaluates itself (validation.predict_run)
 
 
+def candidate_arrays(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
+    """:func:`search_candidates` as the arrays of :func:`candidate_columns` (``recompute`` as codes into the
+    modes returned beside them), without pandas: for :func:`plan_columns` (errors as :func:`rank_plans`)."""
+    return _candidate_columns(job, fixed)
+
+
 def _candidate_columns(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
     """:func:`_search_candidates` as the arrays of :func:`candidate_columns` (errors as there)."""
     fixed = {k: v for k, v in (fixed or {}).items() if v is not None}
