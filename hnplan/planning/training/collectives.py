@@ -481,10 +481,12 @@ def embedding_grad_allreduce_s(job: Job, df: pd.DataFrame) -> np.ndarray:
     two-rank all-reduce moves half of it each way twice, timed as two point-to-point transfers of ``S / 2`` on
     the pipeline group's placement (stride ``tp cp dp``: across the scale-out fabric wherever adjacent
     stages are, the first and last stages being at least as far apart). 0 without PP or without a shared
-    embedding.
+    embedding, and under DualPipe, which puts the shallowest layers with the embedding and the deepest with
+    the output head on the same rank so that the MTP module shares them physically (arXiv:2412.19437,
+    Sec. 2.2).
     """
     m = job.model
-    if not (m.tied_embeddings or m.mtp_modules > 0):
+    if not (m.tied_embeddings or m.mtp_modules > 0) or job.choices.pipeline_schedule == "dualpipe":
         return np.zeros(len(df))
 
     def per_layout(u):  # once per distinct (tp, cp, dp, pp)

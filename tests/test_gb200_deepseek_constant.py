@@ -94,3 +94,7 @@ def test_embedding_gradient_all_reduce_between_the_end_stages_by_hand():
     one_stage = plans.copy()
     one_stage["pp"] = 1
     assert not embedding_grad_allreduce_s(job, one_stage).any()
+    # DualPipe keeps the embedding and the output head on one rank (arXiv:2412.19437 Sec. 2.2): none
+    dual = next(r for r in training_runs() if r.id == "deepseek-v3-2048-dualpipe")
+    j3 = run_job(dual)
+    assert not embedding_grad_allreduce_s(j3, search_candidates(j3, dual.fixed)).any()
