@@ -399,6 +399,14 @@ def _fail(kind: str, exc: BaseException, code: int, as_json: bool, text: str | N
     raise typer.Exit(code)
 
 
+def exit_infeasible(text: str) -> None:
+    """End a command whose user-given plan was evaluated and reported but cannot run (it does not fit in
+    memory): one ``infeasible: ...`` line on stderr after the report, exit 3. The report (table or
+    ``--json`` object) stays on stdout, so the user still sees why."""
+    err_console.print(f"[bold red]infeasible:[/] {escape(text)}", highlight=False, markup=True)
+    raise typer.Exit(EXIT_INFEASIBLE)
+
+
 @contextmanager
 def handle_errors():
     """Turn every error a user can cause into one message on stderr and an exit code: 2 for bad input

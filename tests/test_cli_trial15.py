@@ -1,0 +1,73 @@
+"""What a fourth new-user trial of the command line found: each a CLI run asserting the exit code and the
+figure or the one-line message."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+# Llama 3.1 405B on one 8-GPU H100 server at TP 8, full recomputation, ZeRO-1: the bf16 weights alone are
+# 405e9 x 2 B / 8 = 94 GiB per GPU, more than the 79.1 GiB an H100 SXM shows a program
+TRAIN_405B_ON_8 = [
+    "train",
+    "--model",
+    "llama3.1-405b",
+    "--system",
+    "hgx-h100-ib-ndr",
+    "--gpus",
+    "8",
+    "--seq-len",
+    "8192",
+    "--global-batch-size",
+    "8",
+    *("--tp", "8", "--pp", "1", "--dp", "1", "--microbatch-size", "1", "--recompute", "full", "--zero", "1"),
+]
+
+
+def test_a_fully_given_train_plan_that_does_not_fit_is_reported_then_exits_3():
+    # it printed the table with "does NOT fit" and exited 0: a script could not tell it from a plan that runs
+    res = runner.invoke(app, TRAIN_405B_ON_8)
+    assert res.exit_code == 3
+    assert "does NOT fit" in res.stdout and "step time" in res.stdout  # the breakdown still says why
+    line = _one_line(res.stderr)
+    assert line.startswith("infeasible: the plan given does not fit in memory (per GPU: ")
+    assert "of 79.1 GiB" in line and "--offload auto" in line
+    res = runner.invoke(app, [*TRAIN_405B_ON_8, "--json"])
+    assert res.exit_code == 3
+    d = json.loads(res.stdout)  # one object on stdout, the plan's, not an error object
+    assert d["fits"] is False and d["memory_per_gpu_gib"] > 94 and d["hbm_gib"] < 80
+    assert "error" not in d
+
+
+def test_a_search_with_no_plan_that_fits_still_exits_3_with_one_line():
+    argv = [a for a in TRAIN_405B_ON_8[:11]]  # model, system, 8 GPUs, sequence and batch: the layout searched
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 3 and res.stdout == ""
+    assert _one_line(res.stderr).startswith("infeasible: no plan of llama3.1-405b on 8 GPUs fits in memory")
+
+
+def test_memory_that_does_not_fit_even_spilled_exits_3_after_the_table():
+    # 405B at TP 8 alone: 960 GiB per GPU; the host takes 256 GiB of optimizer states, 625 GiB has nowhere to go
+    argv = ["memory", "--model", "llama3.1-405b", "--mode", "train", "--system", "hgx-h100-ib-ndr"]
+    argv += ["--seq-len", "8192", "--tp", "8"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 3
+    d = json.loads(res.stdout)
+    assert d["status"] == "does-not-fit" and d["total_gib"] > 94 and d["spill"]["unplaced_gib"] > 0
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 3 and "does-not-fit" in res.stdout
+    assert _one_line(res.stderr) == (
+        f"infeasible: llama3.1-405b needs {d['total_gib']:.2f} GiB per GPU; hgx-h100-ib-ndr has 79.11 GiB of HBM; "
+        f"{d['spill']['unplaced_gib']:.2f} GiB of it finds no room on the slower tiers either"
+    )
