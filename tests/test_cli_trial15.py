@@ -3,6 +3,7 @@ figure or the one-line message."""
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
@@ -71,3 +72,53 @@ def test_memory_that_does_not_fit_even_spilled_exits_3_after_the_table():
         f"infeasible: llama3.1-405b needs {d['total_gib']:.2f} GiB per GPU; hgx-h100-ib-ndr has 79.11 GiB of HBM; "
         f"{d['spill']['unplaced_gib']:.2f} GiB of it finds no room on the slower tiers either"
     )
+
+
+CLUSTER = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
+JOBS_HEAD = "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,3600,training,3600,8\n"
+
+
+@pytest.mark.parametrize(
+    ("row", "said"),
+    [  # the bad job is on the file's third line: a spreadsheet shows it as row 3 (the header is row 1)
+        ("10,0,1000,3600,training,3600,1", "row 3, column gpus: must be > 0; has 0"),
+        ("10,eight,1000,3600,training,3600,1", "row 3, column gpus: must be a number; has 'eight'"),
+        ("10,2,1000,,training,3600,1", "row 3, column duration_s: must be a number; is empty"),
+        (
+            "10,2,1000,60,batch,3600,1",
+            "row 3, column cls: the class must be one of inference, training, fine-tuning, development; has 'batch'",
+        ),
+        ("10,1,1500,60,training,3600,1", "row 3, column gpu_milli: must be <= 1000; has 1500"),
+        (
+            "10,2,500,60,training,3600,1",
+            "row 3, column gpu_milli: a fractional GPU (gpu_milli 500 < 1000) needs gpus = 1; the row has gpus = 2",
+        ),
+        (
+            "10,12,1000,60,training,3600,8",
+            "row 3, column tp: tp = 8 must divide the job's 12 GPUs (its tensor-parallel groups)",
+        ),
+    ],
+)
+def test_a_bad_cell_of_a_trace_names_the_file_row_and_column(tmp_path, row, said):
+    # "column gpus must be > 0 in every row" left the user to hunt for the row in a file of thousands
+    path = tmp_path / "jobs.csv"
+    path.write_text(JOBS_HEAD + row + "\n")
+    res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
+    assert res.exit_code == 2
+    assert _one_line(res.stderr) == f"error: {path}: {said}"
+
+
+def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
+    # the CPU job on row 2 is dropped before the job table is checked; the 5-GPU job on 2 nodes (row 3) has
+    # tp = ceil(5 / 2) = 3 GPUs per node, which does not divide 5: the error names row 3 of the file, not row 1
+    from hnplan.cluster.traces import read_helios
+    from hnplan.errors import InputError
+
+    head = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(
+        head + "1,u,vc,0,4,1,COMPLETED,2020-06-09 18:41:01,,,60,0\n2,u,vc,5,4,2,COMPLETED,2020-06-09 18:42:01,,,60,0\n"
+    )
+    with pytest.raises(InputError) as e:
+        read_helios(path)
+    assert str(e.value) == f"{path}: row 3, column tp: tp = 3 must divide the job's 5 GPUs (its tensor-parallel groups)"

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv
+from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv, row_error
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -66,9 +66,8 @@ def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[
     for col in ("gpu_num", "node_num", "duration"):
         num = pd.to_numeric(raw[col], errors="coerce")
         bad = num.isna() & raw[col].notna() | (num < 0)
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(f"{path}: column {col} must be a number >= 0; line {row + 2} has {raw[col].iloc[row]!r}")
+        if bad.any():  # a spreadsheet shows the header as row 1
+            raise row_error(str(path), raw.index.to_numpy() + 2, bad, col, "must be a number >= 0", raw[col].to_numpy())
         raw[col] = num
     keep = (raw["gpu_num"] > 0) & (raw["duration"] > 0)
     if states is not None:
@@ -82,8 +81,10 @@ def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[
         raise InputError(f"{path}: no GPU job with duration > 0 in the states kept")
     submit = pd.to_datetime(g["submit_time"], errors="coerce", utc=True, format="mixed")
     if submit.isna().any():
-        row = int(np.flatnonzero(submit.isna().to_numpy())[0])
-        raise InputError(f"{path}: column submit_time must be a date-time; got {g['submit_time'].iloc[row]!r}")
+        rows = g.index.to_numpy() + 2
+        raise row_error(
+            str(path), rows, submit.isna(), "submit_time", "must be a date-time", g["submit_time"].to_numpy()
+        )
     g["arrival_s"] = (submit - submit.min()).dt.total_seconds().to_numpy(float)
     return g
 
@@ -103,7 +104,7 @@ def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str
             "tp": np.maximum(-(-gpus // nodes), 1),
         }
     )
-    return check_jobs(jobs, where)
+    return check_jobs(jobs, where, rows=g.index.to_numpy() + 2)  # the kept jobs' rows in the file
 
 
 def read_helios(
@@ -177,9 +178,10 @@ def read_acme(
     path = Path(path)
     g = _slurm_log(path, ACME_COLUMNS, "Acme job trace", states)
     types = g["type"].astype(str)
-    bad = sorted(set(types) - set(ACME_CLASS))
-    if bad:
-        raise InputError(f"{path}: column type must be one of {', '.join(ACME_CLASS)}; got {bad[0]!r}")
+    bad = ~types.isin(ACME_CLASS).to_numpy()
+    if bad.any():
+        rows = g.index.to_numpy() + 2
+        raise row_error(str(path), rows, bad, "type", f"must be one of {', '.join(ACME_CLASS)}", g["type"].to_numpy())
     return _job_table(g, types.map(ACME_CLASS).to_numpy(object), checkpoint_s, str(path))
 
 
@@ -304,4 +306,5 @@ def read_trace(path: str | Path) -> pd.DataFrame:
         return read_openb(path)
     if {"gpu_num", "submit_time"} <= head:
         return read_acme(path) if "type" in head else read_helios(path)
-    return check_jobs(pd.read_csv(path), str(path))
+    table = pd.read_csv(path)
+    return check_jobs(table, str(path), rows=np.arange(2, len(table) + 2))  # rows as a spreadsheet shows them
