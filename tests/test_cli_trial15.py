@@ -122,3 +122,58 @@ def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
     with pytest.raises(InputError) as e:
         read_helios(path)
     assert str(e.value) == f"{path}: row 3, column tp: tp = 3 must divide the job's 5 GPUs (its tensor-parallel groups)"
+
+
+def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
+    # three replications of 200 jobs on 64 GPUs: fragmentation's runs spread around a mean under 1 %, and
+    # t(2, 0.975) = 4.30 takes the Student-t interval below 0; it printed "95 % CI 0.0% to ..." (clipped)
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "1"]
+    argv += ["--replications", "3"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.stderr
+    c = json.loads(res.stdout)["ci95"]["fragmentation"]
+    assert c["low"] < 0 < c["bounded_low"] < c["mean"] < c["bounded_high"] < 1  # the logit interval stays inside
+    res = runner.invoke(app, argv, env={"COLUMNS": "400"})
+    text = _one_line(res.stdout)
+    assert (
+        f"{c['mean']:.1%} (95 % CI {c['bounded_low']:.1%} to {c['bounded_high']:.1%}, Student-t on the logit scale; "
+        f"the plain interval, {c['low']:.1%} to {c['high']:.1%}, crosses 0% with 3 replications)"
+    ) in text
+
+
+def test_simulated_utilisation_reports_progress_and_is_cached_on_disk(monkeypatch):
+    from hnplan.cluster import utilisation
+
+    monkeypatch.setattr(utilisation, "_DONE", {})
+    kw = dict(jobs=300, seed=4242, replications=2)  # a seed no other test runs: not in the cache yet
+    seen: list[float] = []
+    first = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    assert seen[-1] == 1.0 and any(0 <= x < 1 for x in seen) and seen == sorted(seen)
+    monkeypatch.setattr(utilisation, "_DONE", {})  # a new process: the runs come back from the disk cache
+    seen.clear()
+    again = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    assert seen == [1.0] and again == first
+
+
+def test_simulation_seconds_is_the_steady_jobs_times_three_runs_at_half_a_millisecond():
+    # the default mix on 1,024 GPUs: about 27,000 jobs of 14 days a run (steady_days), 3 runs x 0.5 ms a job
+    from hnplan.cluster.utilisation import simulation_seconds, steady_days
+
+    _, jobs = steady_days("default", 1024)
+    assert simulation_seconds("hgx-h100-ib-ndr", 1024) == jobs * 3 * 0.5e-3
+    assert 35 < simulation_seconds("hgx-h100-ib-ndr", 1024) < 45
+
+
+def test_the_lazy_console_takes_a_rich_progress_bar(capsys):
+    # `cluster simulate` on a terminal drew its bar on err_console and failed at once: "TypeError:
+    # '_LazyConsole' object does not support the context manager protocol" (rich enters the console)
+    from rich.progress import Progress
+
+    from hnplan.cli._app import _LazyConsole
+
+    lazy = _LazyConsole(stderr=True, force_terminal=True)
+    with lazy as inner:
+        assert inner is lazy._console
+    with Progress(console=lazy, transient=True) as bar:
+        print("a line while the bar is drawn")  # rich's proxy of stdout prints it inside `with console:`
+        bar.update(bar.add_task("x", total=1.0), completed=1.0)

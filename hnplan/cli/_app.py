@@ -307,6 +307,14 @@ class _LazyConsole:
             self._console = Console(**kw)
         return getattr(self._console, attr)
 
+    # rich's live displays (progress bars) enter the console as a context; special methods are looked up on
+    # the class, not through __getattr__
+    def __enter__(self):
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc):
+        return self.__getattr__("__exit__")(*exc)
+
 
 # piped or captured output is not cut to 80 columns (numbers and ids must survive)
 console = _LazyConsole(auto_width=True)
