@@ -177,3 +177,16 @@ def test_the_lazy_console_takes_a_rich_progress_bar(capsys):
     with Progress(console=lazy, transient=True) as bar:
         print("a line while the bar is drawn")  # rich's proxy of stdout prints it inside `with console:`
         bar.update(bar.add_task("x", total=1.0), completed=1.0)
+
+
+def test_memory_says_no_kv_cache_fits_instead_of_a_negative_size():
+    # 405B at TP 1 for inference: 756 GiB of bf16 weights on one 79 GiB H100; "KV cache that fits [GiB]
+    # -688.22" read as a size
+    argv = ["memory", "--model", "llama3.1-405b", "--mode", "infer", "--system", "hgx-h100-ib-ndr"]
+    argv += ["--seq-len", "1000", "--tp", "1"]
+    d = json.loads(runner.invoke(app, [*argv, "--json"]).stdout)
+    over = -d["kv_capacity"]["kv_cache_gib"]
+    assert over > 600 and d["kv_capacity"]["max_tokens"] == 0
+    res = runner.invoke(app, argv, env={"COLUMNS": "200"})
+    assert res.exit_code == 0  # it spills to host and NVMe: slow, but it runs (status spills)
+    assert f"none (weights and overheads {over:.2f} GiB over)" in res.stdout

@@ -135,7 +135,13 @@ def memory(
                 rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))
             if mode == "inference":
                 c = d["kv_capacity"]
-                rows.append(("KV cache that fits [GiB]", f"{c['kv_cache_gib']:.2f}"))
+                kv = c["kv_cache_gib"]  # negative: the weights and overheads alone exceed what the engine may use
+                rows.append(
+                    (
+                        "KV cache that fits [GiB]",
+                        f"{kv:.2f}" if kv >= 0 else f"none (weights and overheads {-kv:.2f} GiB over)",
+                    )
+                )
                 rows.append(("tokens that fit", f"{c['max_tokens']:,}"))
                 rows.append((f"sequences of {seq_len:,} tokens", f"{c['max_batch_at_seq_len']:,}"))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
