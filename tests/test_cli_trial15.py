@@ -110,7 +110,8 @@ def test_a_bad_cell_of_a_trace_names_the_file_row_and_column(tmp_path, row, said
 
 def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
     # the CPU job on row 2 is dropped before the job table is checked; the 5-GPU job on 2 nodes (row 3) has
-    # tp = ceil(5 / 2) = 3 GPUs per node, which does not divide 5: the error names row 3 of the file, not row 1
+    # ceil(5 / 2) = 3 GPUs per node, which does not divide 5: the error names row 3 of the file (not row 1)
+    # and the file's columns (not tp, which the loader derives)
     from hnplan.cluster.traces import read_helios
     from hnplan.errors import InputError
 
@@ -121,7 +122,10 @@ def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
     )
     with pytest.raises(InputError) as e:
         read_helios(path)
-    assert str(e.value) == f"{path}: row 3, column tp: tp = 3 must divide the job's 5 GPUs (its tensor-parallel groups)"
+    assert str(e.value) == (
+        f"{path}: row 3, columns gpu_num and node_num: 5 GPUs on 2 nodes do not split into equal groups of "
+        "ceil(5 / 2) = 3 GPUs per node, as the simulation places a job"
+    )
 
 
 def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
@@ -190,3 +194,29 @@ def test_memory_says_no_kv_cache_fits_instead_of_a_negative_size():
     res = runner.invoke(app, argv, env={"COLUMNS": "200"})
     assert res.exit_code == 0  # it spills to host and NVMe: slow, but it runs (status spills)
     assert f"none (weights and overheads {over:.2f} GiB over)" in res.stdout
+
+
+def test_a_philly_job_is_named_by_its_id_not_a_row(tmp_path):
+    # a JSON log has no rows: the job on three GPUs of one machine and two of another (5 on 2 machines,
+    # ceil(5 / 2) = 3 per machine) is named by its jobid and where its sizes come from
+    from hnplan.cluster.traces import read_philly
+    from hnplan.errors import InputError
+
+    def machine(n):
+        return {"ip": "m", "gpus": [f"gpu{i}" for i in range(n)]}
+
+    job = {
+        "status": "Pass",
+        "jobid": "application_5",
+        "submitted_time": "2017-10-07 01:11:39",
+        "attempts": [{"start_time": "2017-10-07 01:12:09", "end_time": "2017-10-07 02:12:09", "detail": []}],
+    }
+    job["attempts"][0]["detail"] = [machine(3), machine(2)]
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps([job]))
+    with pytest.raises(InputError) as e:
+        read_philly(path)
+    assert str(e.value) == (
+        f"{path}: job application_5, attempts[0].detail (its machines' gpus): 5 GPUs on 2 nodes do not split into "
+        "equal groups of ceil(5 / 2) = 3 GPUs per node, as the simulation places a job"
+    )

@@ -59,7 +59,12 @@ def row_error(where: str, names, mask, col: str, rule: str, values=None) -> Inpu
     numbers them) and the column, what the column must hold and what that cell holds."""
     i = int(np.flatnonzero(np.asarray(mask))[0])
     cell = "" if values is None else f"; {_cell_text(values[i])}"
-    return InputError(f"{where}: row {names[i]}, column {col}: {rule}{cell}")
+    return InputError(f"{where}: {_label(names[i])}, column {col}: {rule}{cell}")
+
+
+def _label(name) -> str:
+    """``row 5`` for a row number, a label as given (``job 1234`` of a JSON log)."""
+    return name if isinstance(name, str) else f"row {name}"
 
 
 def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFrame:
@@ -71,9 +76,10 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
         The job table (:data:`JOB_COLUMNS`, ``job_id`` optional).
     where : str
         What the errors name first: the file's path, or ``jobs``.
-    rows : array of int, optional
+    rows : array of int or str, optional
         The number each row is named by in an error: for a table read from a CSV file, the row a spreadsheet
-        shows it on (the header is row 1, the first job row 2); default the table's rows 1..n.
+        shows it on (the header is row 1, the first job row 2); default the table's rows 1..n. A string is
+        the name itself (``job 1234`` of a JSON log).
 
     Raises
     ------
@@ -110,14 +116,14 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"{where}: row {names[i]}, column gpu_milli: a fractional GPU (gpu_milli {int(jobs['gpu_milli'].iloc[i])} "
+            f"{where}: {_label(names[i])}, column gpu_milli: a fractional GPU (gpu_milli {int(jobs['gpu_milli'].iloc[i])} "
             f"< {MILLI}) needs gpus = 1; the row has gpus = {int(jobs['gpus'].iloc[i])}"
         )
     tp = np.minimum(jobs["tp"].to_numpy(dtype=np.int64), jobs["gpus"].to_numpy(dtype=np.int64))
     if (tp < 1).any() or (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0).any():
         row = int(np.flatnonzero((tp < 1) | (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0))[0])
         raise InputError(
-            f"{where}: row {names[row]}, column tp: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
+            f"{where}: {_label(names[row])}, column tp: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
             f"{int(jobs['gpus'].iloc[row])} GPUs (its tensor-parallel groups)"
         )
     out = jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True).copy()

@@ -89,9 +89,29 @@ def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[
     return g
 
 
-def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str) -> pd.DataFrame:
+def _job_table(
+    g: pd.DataFrame,
+    cls: np.ndarray,
+    checkpoint_s: float,
+    where: str,
+    names=None,
+    sizes: str = "columns gpu_num and node_num",
+) -> pd.DataFrame:
+    """The job table of a Slurm log's kept rows ``g`` (or a JSON log's jobs), each named in an error by
+    ``names`` (default its row in the CSV file: ``g``'s index + 2, the header being row 1); ``sizes`` names
+    the fields the GPU and node counts come from."""
+    names = [f"row {int(r) + 2}" for r in g.index] if names is None else list(names)
     gpus = g["gpu_num"].to_numpy().astype(np.int64)
     nodes = np.maximum(g["node_num"].to_numpy().astype(np.int64), 1)
+    per_node = np.maximum(-(-gpus // nodes), 1)
+    uneven = gpus % per_node != 0
+    if uneven.any():  # the job's GPUs are placed in equal groups, one per node: name the file's columns
+        i = int(np.flatnonzero(uneven)[0])
+        raise InputError(
+            f"{where}: {names[i]}, {sizes}: {gpus[i]} GPUs on {nodes[i]} nodes "
+            f"do not split into equal groups of ceil({gpus[i]} / {nodes[i]}) = {per_node[i]} GPUs per node, as the "
+            "simulation places a job"
+        )
     ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s, np.where(cls == "inference", 0.0, np.inf))
     jobs = pd.DataFrame(
         {
@@ -101,10 +121,10 @@ def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str
             "duration_s": g["duration"].to_numpy(float),
             "cls": cls,
             "checkpoint_s": ckpt,
-            "tp": np.maximum(-(-gpus // nodes), 1),
+            "tp": per_node,
         }
     )
-    return check_jobs(jobs, where, rows=g.index.to_numpy() + 2)  # the kept jobs' rows in the file
+    return check_jobs(jobs, where, rows=names)
 
 
 def read_helios(
@@ -273,13 +293,20 @@ def read_philly(
         gpus = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
         if start is None or end is None or gpus == 0 or end <= start:
             continue
-        rows.append((submit, gpus, len(detail), (end - start).total_seconds()))
+        rows.append((submit, gpus, len(detail), (end - start).total_seconds(), f"job {jid}"))
     if not rows:
         raise InputError(f"{path}: no finished GPU job in the statuses kept")
-    submit_t, gpus_a, nodes_a, dur = (np.array(c) for c in zip(*rows, strict=True))
+    submit_t, gpus_a, nodes_a, dur, names = (np.array(c) for c in zip(*rows, strict=True))
     arrival = (pd.DatetimeIndex(submit_t) - pd.DatetimeIndex(submit_t).min()).total_seconds().to_numpy(float)
     g = pd.DataFrame({"arrival_s": arrival, "gpu_num": gpus_a, "node_num": nodes_a, "duration": dur})
-    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+    return _job_table(
+        g,
+        np.full(len(g), cls, dtype=object),
+        checkpoint_s,
+        str(path),
+        names=names.tolist(),
+        sizes="attempts[0].detail (its machines' gpus)",
+    )
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
