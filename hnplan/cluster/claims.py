@@ -11,14 +11,13 @@ offered load: :func:`audit_points`).
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.cluster.replicate import mean_ci, replication_seeds
+from hnplan.cluster.replicate import ci_range, mean_ci, replication_seeds
 from hnplan.cluster.simulate import resolve_jobs, simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import check_choice
@@ -230,7 +229,9 @@ def audit_points(
         Independent job streams per point (:func:`hnplan.cluster.replicate.replication_seeds` of
         ``seed``; 1: the stream of ``seed`` itself). With more than one, a point's figures are the mean
         over the streams with a 95 % Student-t interval (``utilisation_low``/``_high``,
-        ``concurrent_jobs_low``/``_high``), and it holds only when the whole interval is on the claim's
+        ``concurrent_jobs_low``/``_high``; where it leaves the quantity's range, [0, 1] for the
+        utilisation and >= 0 for the jobs, the interval on the logit or log scale,
+        :func:`hnplan.cluster.replicate.ci_range`, never a clipped one), and it holds only when the whole interval is on the claim's
         side of the threshold, fails when the whole interval is on the other side, and is undecided
         (``holds`` NaN, ``verdict_ci`` ``undecided``) when it straddles the threshold.
     bf_interval_s : float
@@ -278,11 +279,11 @@ def audit_points(
     def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
         rs = [done[a] for a in args(system, load, policy, backfill, n_lines)]
         out = {k: float(np.mean([r[k] for r in rs])) for k in rs[0]}
-        for k in ("utilisation", "concurrent_jobs"):
-            c = mean_ci([r[k] for r in rs])
-            lo, hi = (c["low"], c["high"]) if c["low"] is not None else (c["mean"],) * 2
-            top = 1.0 if k == "utilisation" else math.inf  # the interval clipped to the quantity's range
-            out[f"{k}_low"], out[f"{k}_high"] = max(lo, 0.0), min(hi, top)
+        for k, bounds in (("utilisation", (0.0, 1.0)), ("concurrent_jobs", (0.0, None))):
+            # where the Student-t interval leaves the quantity's range, the one on the logit (log) scale
+            c = mean_ci([r[k] for r in rs], bounds=bounds)
+            lo, hi = ci_range(c, bounds)
+            out[f"{k}_low"], out[f"{k}_high"] = (c["mean"], c["mean"]) if lo is None else (lo, hi)
         out["replications"] = len(rs)
         return out
 

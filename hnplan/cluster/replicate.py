@@ -116,12 +116,41 @@ def _bounded(x: np.ndarray, t: float, lower: float, upper: float | None) -> dict
     z = np.log(y / (1 - y)) if upper is not None else np.log(y)
     hw = t * float(z.std(ddof=1)) / math.sqrt(len(z))
     lo, hi = float(z.mean()) - hw, float(z.mean()) + hw
-    if upper is not None:
+    if upper is not None:  # expit does not overflow for a wide interval on the logit scale
+        from scipy.special import expit
+
         return {
-            "bounded_low": lower + (upper - lower) / (1 + math.exp(-lo)),
-            "bounded_high": lower + (upper - lower) / (1 + math.exp(-hi)),
+            "bounded_low": lower + (upper - lower) * float(expit(lo)),
+            "bounded_high": lower + (upper - lower) * float(expit(hi)),
         }
-    return {"bounded_low": lower + math.exp(lo), "bounded_high": lower + math.exp(hi)}
+    with np.errstate(over="ignore"):  # a log-scale interval past e^709 reads inf
+        return {"bounded_low": lower + float(np.exp(lo)), "bounded_high": lower + float(np.exp(hi))}
+
+
+def ci_range(c: dict | None, bounds: tuple[float, float | None] | None = (0.0, 1.0)) -> tuple:
+    """``(low, high)`` of a :func:`mean_ci` as a figure's interval: the plain Student-t interval, or where it
+    leaves ``bounds`` the interval on the logit (or log) scale (``bounded_low``, ``bounded_high``), never a
+    clipped one. Where neither is inside the bounds (a run on the bound: no bounded interval) the plain one
+    is returned as it is, so a caller can say it crosses; ``(None, None)`` without an interval.
+
+    >>> lo, hi = ci_range(mean_ci([0.40, 0.50, 0.60], bounds=(0.0, 1.0)))  # inside [0, 1]: the plain interval
+    >>> round(lo, 4), round(hi, 4)
+    (0.2516, 0.7484)
+    >>> lo, hi = ci_range(mean_ci([0.001, 0.002, 0.008], bounds=(0.0, 1.0)))  # plain -0.0057 to 0.0131
+    >>> round(lo, 5), round(hi, 4)
+    (0.00018, 0.0342)
+    """
+    if not c or c.get("low") is None:
+        return None, None
+    lo, hi = c["low"], c["high"]
+    if bounds is None:
+        return lo, hi
+    lower, upper = bounds
+    tol = 1e-9 * max(1.0, abs(lower), abs(upper or 0.0))
+    out = lo < lower - tol or (upper is not None and hi > upper + tol)
+    if out and c.get("bounded_low") is not None:
+        return c["bounded_low"], c["bounded_high"]
+    return lo, hi
 
 
 def ci_text(c: dict | None, fmt: str = ".1%", bounds: tuple[float, float | None] | None = (0.0, 1.0)) -> str:

@@ -1,0 +1,47 @@
+"""95 % intervals of bounded cluster figures are not clipped to their range: where the Student-t interval
+of a few replications leaves it (a utilisation below 0, a queueing delay below 0 s), the interval on the
+logit (log) scale is used (Law, Simulation Modeling and Analysis, 5th ed. 2015, Sec. 9.4)."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hnplan.cluster import claims as cluster_claims
+from hnplan.cluster.replicate import ci_range, mean_ci, replication_seeds
+
+
+def test_audit_interval_of_a_small_utilisation_is_the_logit_one_not_clipped(monkeypatch):
+    # three streams with utilisation 0.1 %, 0.2 %, 0.8 %: mean 0.367 %, s 0.379 %, t(2, 0.975) = 4.303, so the
+    # plain interval is -0.57 % to 1.31 % (it was clipped to 0 %); logits -6.907, -6.213, -4.820: mean -5.980,
+    # s 1.0625, half-width 2.640, expit(-8.620) = 0.018 % to expit(-3.340) = 3.42 %
+    seeds = replication_seeds(0, 3)
+    util = dict(zip(seeds, (0.001, 0.002, 0.008), strict=True))
+    conc = dict(zip(seeds, (1.0, 2.0, 30.0), strict=True))
+
+    def fake_runs(args, catalog, workers):
+        row = dict(gpus=64, allocation_rate=0.5, offered_load_window=0.5, fragmentation=0.0, rejected_jobs=0)
+        return [dict(row, utilisation=util[a[7]], concurrent_jobs=conc[a[7]]) for a in args]
+
+    monkeypatch.setattr(cluster_claims, "_runs", fake_runs)
+    pts = cluster_claims.audit_points(
+        "concurrent-512-jobs-92", "hgx-h100-ib-ndr", "gb200-nvl72", loads=(0.5,), replications=3
+    )[0]
+    r = pts.iloc[0]
+    assert round(r["utilisation_low"], 5) == 0.00018 and round(r["utilisation_high"], 4) == 0.0342
+    # jobs 1, 2, 30: plain 11 +- 4.303 x 16.46 / sqrt(3) = 11 +- 40.9 goes below 0; logs 0, 0.693, 3.401: mean
+    # 1.365, s 1.797, half-width 4.464: exp(-3.099) = 0.045 to exp(5.829) = 340
+    assert round(r["concurrent_jobs_low"], 3) == 0.045 and round(r["concurrent_jobs_high"]) == 340
+    assert r["verdict_ci"] == "fails"  # the whole interval is below 92 %
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(1e-6, 1 - 1e-6), min_size=2, max_size=8))
+def test_a_share_interval_stays_in_0_1_when_runs_are_inside(xs):
+    lo, hi = ci_range(mean_ci(xs, bounds=(0.0, 1.0)), (0.0, 1.0))
+    assert 0.0 <= lo <= hi <= 1.0
+
+
+def test_a_log_scale_interval_too_wide_for_a_float_reads_inf_not_an_error():
+    # runs 1 s and 1e-300 s: logs 0 and -690.8, s 488.5, t(1, 0.975) = 12.71, half-width 4,390 on the log scale:
+    # exp(-690.8 / 2 + 4,390) overflows a float (it raised OverflowError)
+    c = mean_ci([1.0, 1e-300], bounds=(0.0, None))
+    assert c["bounded_high"] == float("inf") and 0.0 <= c["bounded_low"] < 1e-300
