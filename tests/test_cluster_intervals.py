@@ -2,11 +2,17 @@
 of a few replications leaves it (a utilisation below 0, a queueing delay below 0 s), the interval on the
 logit (log) scale is used (Law, Simulation Modeling and Analysis, 5th ed. 2015, Sec. 9.4)."""
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from hnplan.cli import app
 from hnplan.cluster import claims as cluster_claims
-from hnplan.cluster.replicate import ci_range, mean_ci, replication_seeds
+from hnplan.cluster.replicate import ci_range, mean_ci, replication_seeds, spread_text
+
+runner = CliRunner()
 
 
 def test_audit_interval_of_a_small_utilisation_is_the_logit_one_not_clipped(monkeypatch):
@@ -38,6 +44,28 @@ def test_audit_interval_of_a_small_utilisation_is_the_logit_one_not_clipped(monk
 def test_a_share_interval_stays_in_0_1_when_runs_are_inside(xs):
     lo, hi = ci_range(mean_ci(xs, bounds=(0.0, 1.0)), (0.0, 1.0))
     assert 0.0 <= lo <= hi <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.0, 1e6), min_size=2, max_size=8))
+def test_a_delay_cell_never_reads_as_a_negative_delay(xs):
+    c = mean_ci(xs, bounds=(0.0, None))
+    text = spread_text(c)
+    if text.startswith(" ± "):  # mean - h >= 0 (within rounding of the cell)
+        assert c["low"] >= -1e-9 * max(1.0, c["mean"])
+    elif " to " in text:
+        assert 0.0 <= ci_range(c, (0.0, None))[0]
+    else:
+        assert text.endswith("crosses 0)") and min(xs) == 0.0
+
+
+def test_queueing_table_of_replications_implies_no_negative_delay():
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "1"]
+    res = runner.invoke(app, [*argv, "--replications", "3"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    cells = re.findall(r"([\d,]+) ± ([\d,]+)", res.output.split("queueing delay")[1])
+    assert cells and all(int(m.replace(",", "")) >= int(h.replace(",", "")) for m, h in cells)
+    assert "crosses 0" in res.output  # this run's p95s: one run at 0 s, Student-t half-width above the mean
 
 
 def test_a_log_scale_interval_too_wide_for_a_float_reads_inf_not_an_error():

@@ -113,7 +113,7 @@ def simulate(
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
-    from hnplan.cluster.replicate import BOUNDS, ci_text
+    from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -212,7 +212,7 @@ def simulate(
             """' (95 % CI a to b)' over the replications; where the Student-t interval leaves the figure's range
             (a share below 0 % with few replications) the interval on the bounded scale, and why
             (:func:`hnplan.cluster.replicate.ci_text`)."""
-            text = ci_text(ci.get(key), fmt, BOUNDS.get(key))
+            text = ci_text(ci.get(key), fmt, bounds_of(key))
             return f" ({text})" if text else ""
 
         load_row = load_text(s).split(" ", 1)  # the figure, then its notes
@@ -315,15 +315,16 @@ def simulate(
             )
         console.print(kv_table(f"{size}, {policy}, arrival window {span}", rows))
         t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
+        if replications > 1:
+            t.caption = (
+                "mean of the runs' percentiles; ± h: 95 % Student-t half-width; (a to b): the interval on the log "
+                "scale where mean - h < 0; (± h crosses 0): a run at 0 s, too few runs for this spread"
+            )
         for col in ("class", "p50", "p95", "p99"):
             t.add_column(col, justify="left" if col == "class" else "right")
         for cls, q in s["queue_delay_s"].items():
             t.add_row(
                 cls,
-                *(
-                    f"{q[k]:,.0f}"
-                    + (f" ± {c['half_width']:,.0f}" if (c := ci.get(f"queue_delay_s.{cls}.{k}")) and c["n"] > 1 else "")
-                    for k in ("p50", "p95", "p99")
-                ),
+                *(f"{q[k]:,.0f}" + spread_text(ci.get(f"queue_delay_s.{cls}.{k}")) for k in ("p50", "p95", "p99")),
             )
         console.print(t)

@@ -56,7 +56,24 @@ BOUNDS = {
     "jct_slowdown.mean": (1.0, None),
 }
 """The range of the summary figures whose interval is also given on a bounded scale (:func:`mean_ci`'s
-``bounds``): shares of GPU-time in [0, 1], loads >= 0, a slowdown >= 1."""
+``bounds``): shares of GPU-time in [0, 1], loads >= 0, a slowdown >= 1; a class's queueing delay
+percentiles (``queue_delay_s.<class>.p95``) are >= 0 and the slowdown percentiles >= 1 (:func:`bounds_of`)."""
+
+
+def bounds_of(path: str) -> tuple[float, float | None] | None:
+    """The range of the summary figure at ``path`` (:data:`BOUNDS`; a queueing delay >= 0 s, a JCT slowdown
+    percentile >= 1), None for a figure without one.
+
+    >>> bounds_of("utilisation"), bounds_of("queue_delay_s.training.p95"), bounds_of("jct_slowdown.p95")
+    ((0.0, 1.0), (0.0, None), (1.0, None))
+    """
+    if path in BOUNDS:
+        return BOUNDS[path]
+    if path.startswith("queue_delay_s."):
+        return (0.0, None)
+    if path.startswith("jct_slowdown."):
+        return (1.0, None)
+    return None
 
 
 def mean_ci(values, confidence: float = CONFIDENCE, bounds: tuple[float, float | None] | None = None) -> dict:
@@ -153,6 +170,37 @@ def ci_range(c: dict | None, bounds: tuple[float, float | None] | None = (0.0, 1
     return lo, hi
 
 
+def spread_text(c: dict | None, fmt: str = ",.0f", bounds: tuple[float, float | None] | None = (0.0, None)) -> str:
+    """The interval beside a table cell's mean: `` ± h`` (Student-t half-width) where ``mean ± h`` stays inside
+    ``bounds``; where it leaves them, `` (a to b)``, the interval on the log (or logit) scale
+    (:func:`ci_range`); where that is undefined too (a run on the bound), `` (± h crosses b)``, so the cell
+    never implies a value outside the figure's range (a negative queueing delay). ``""`` for one run.
+
+    >>> spread_text(mean_ci([300.0, 400.0, 500.0], bounds=(0.0, None)))  # s = 100: h = 4.303 x 100 / sqrt(3)
+    ' ± 248'
+    >>> # mean 433 - h 1,225 < 0; logs 4.605, 5.298, 6.908: mean 5.604, s 1.181, h 2.935; exp(2.669) = 14 to
+    >>> # exp(8.538) = 5,106
+    >>> spread_text(mean_ci([100.0, 200.0, 1000.0], bounds=(0.0, None)))
+    ' (14 to 5,106)'
+    >>> spread_text(mean_ci([0.0, 0.0, 600.0], bounds=(0.0, None)))  # s = 346.4: h = 860.7 > mean 200
+    ' (± 861 crosses 0)'
+    """
+    if not c or c.get("low") is None or c.get("n", 0) < 2:
+        return ""
+    lo, hi = ci_range(c, bounds)
+    if (lo, hi) == (c["low"], c["high"]):
+        lower, upper = bounds if bounds is not None else (None, None)
+        crossed = [
+            b
+            for b, out in ((lower, lower is not None and lo < lower), (upper, upper is not None and hi > upper))
+            if out
+        ]
+        if not crossed:
+            return f" ± {c['half_width']:{fmt}}"
+        return f" (± {c['half_width']:{fmt}} crosses {' and '.join(f'{b:g}' for b in crossed)})"
+    return f" ({lo:{fmt}} to {hi:{fmt}})"
+
+
 def ci_text(c: dict | None, fmt: str = ".1%", bounds: tuple[float, float | None] | None = (0.0, 1.0)) -> str:
     """``95 % CI a to b`` of a :func:`mean_ci` (``""`` without an interval). Where the plain Student-t interval
     leaves ``bounds`` (few replications against a wide spread) it is not clipped: the interval on the bounded
@@ -202,7 +250,7 @@ def _aggregate(values: list, path: str, ci: dict):
         }
     nums = [float(v) for v in values if _number(v) and math.isfinite(float(v))]
     if _number(first) and nums:
-        ci[path] = mean_ci(nums, bounds=BOUNDS.get(path))
+        ci[path] = mean_ci(nums, bounds=bounds_of(path))
         return ci[path]["mean"]
     if isinstance(first, (bool, np.bool_)):  # steady state: only if every run is; too short: if any is
         return bool(any(values)) if path.endswith("_short") else bool(all(values))
