@@ -4,7 +4,8 @@ after every change; backfilling with it or every ``bf_interval_s``, and with ``d
 repair, and the integrals and samples the outcomes are computed from.
 
 SimPy (https://simpy.readthedocs.io) is the event engine; placement is :mod:`hnplan.cluster.policies`,
-backfilling's reservation :mod:`hnplan.cluster.backfill`, runtime and failures come from
+backfilling's reservation :mod:`hnplan.cluster.backfill`, the choice of preempted jobs
+:mod:`hnplan.cluster.preempt`, runtime and failures come from
 :mod:`hnplan.cluster.runtime`.
 """
 
@@ -20,13 +21,14 @@ from hnplan.cluster import gpu_types
 from hnplan.cluster.backfill import Reservation
 from hnplan.cluster.jobs import CLASSES, PRIORITY
 from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
+from hnplan.cluster.preempt import Preemption
 from hnplan.cluster.topology import MILLI, ClusterTopology
 
 QUEUED, RUNNING, DONE, REJECTED, WAITING, UNPLACEABLE = 1, 2, 3, 4, 0, 5
 TRAINING_CLASSES = ("training", "fine-tuning")
 
 
-class ClusterSim(Reservation):
+class ClusterSim(Reservation, Preemption):
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
@@ -398,40 +400,6 @@ class ClusterSim(Reservation):
             node_type=self.node_type,
             spec=0 if self.spec is None else int(self.spec[j]),
         )
-
-    def _preempt_for(self, j: int) -> bool:
-        lower = [v for v in self.running if self.prio[v] < self.prio[j]]
-        # a job is exempt until it has run preempt_exempt_s since it (re)started (Slurm's PreemptExemptTime);
-        # a pass runs again when the first exemption ends
-        victims = [v for v in lower if self.env.now - self.alloc_at[v] >= self.preempt_exempt_s]
-        if len(victims) < len(lower):
-            t = min(float(self.alloc_at[v]) for v in lower if self.env.now - self.alloc_at[v] < self.preempt_exempt_s)
-            if t not in self.exempt_wakes:
-                self.exempt_wakes.add(t)
-                self.env.process(self._wake_at(t + self.preempt_exempt_s))
-        if not victims:
-            return False
-        victims.sort(key=lambda v: (self.prio[v], -self.alloc_at[v]))
-        free = self.free.copy()
-        chosen = []
-        for v in victims[:256]:
-            nodes, slots = self.alloc[v]
-            np.add.at(free, (nodes, slots), self.milli[v])
-            chosen.append(v)
-            if self._try(j, free) is not None:
-                for x in chosen:
-                    self._stop(x, "preempt")
-                got = self._try(j)
-                if got is None:  # cannot happen: the same state as the trial
-                    return False
-                self._start(j, *got)
-                return True
-        return False
-
-    def _wake_at(self, t: float):
-        yield self.env.timeout(max(t - self.env.now, 0.0))
-        self.version += 1  # a job became preemptible: the preemption trials run again
-        self._kick()
 
     def _pass(self, backfill: bool):
         """One scheduler pass over the first ``queue_depth`` queued jobs: start them in priority order, and

@@ -1,0 +1,67 @@
+"""Preemption stops only the lower-class jobs whose GPUs the inference job's placement uses (Slurm's
+preemption guide: the low-priority jobs on the resources the high-priority job is allocated), and a run
+with preemption, failures and requeues conserves GPU-time and jobs."""
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hnplan.cluster import simulate_cluster
+
+H = 3600.0
+COLS = ["arrival_s", "gpus", "gpu_milli", "duration_s", "cls", "checkpoint_s", "tp"]
+
+
+def test_a_candidate_freed_in_the_trial_but_not_under_the_placement_keeps_running():
+    # two 8-GPU servers, first-fit: server 0 holds training A (7 GPUs, t = 0) and development D (1 GPU,
+    # t = 1 s); server 1 holds training B (8 GPUs, t = 10 s). Inference I (8 GPUs, one server) arrives at 2 h.
+    # Candidates lowest class first: D, then B (later start than A). Freeing D leaves server 0 one GPU: no fit;
+    # freeing B too, I fits on server 1. Only B is on I's GPUs: D ran on (it had been preempted too).
+    jobs = pd.DataFrame(
+        [
+            (0.0, 7, 1000, 10 * H, "training", H, 1),
+            (1.0, 1, 1000, 10 * H, "development", H, 1),
+            (10.0, 8, 1000, 10 * H, "training", H, 8),
+            (2 * H, 8, 1000, H, "inference", 0, 8),
+        ],
+        columns=COLS,
+    )
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, policy="first-fit", seed=0)
+    j = r.jobs.set_index("job_id")
+    assert j["preemptions"].tolist() == [0, 0, 1, 0]
+    assert j.loc[1, "end_s"] == 1.0 + 10 * H  # D: uninterrupted, ends 10 h after its start
+    assert j.loc[3, "start_s"] == 2 * H and j.loc[3, "end_s"] == 3 * H  # I starts on arrival
+
+
+job = st.tuples(
+    st.floats(0.0, 20 * H),
+    st.sampled_from([1, 2, 8, 16, 72, 144]),
+    st.floats(0.2 * H, 12 * H),
+    st.sampled_from(["inference", "training", "fine-tuning", "development"]),
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(job, min_size=3, max_size=25), st.sampled_from(["gb200-nvl72", "hgx-b200-ib-xdr"]))
+def test_preemption_and_failures_conserve_gpu_time_and_jobs(rows, system):
+    jobs = pd.DataFrame(
+        [(t, g, 1000, d, c, 0.0 if c == "inference" else H, min(g, 8)) for t, g, d, c in rows], columns=COLS
+    )
+    kw = dict(jobs=jobs, failures=True, preempt_exempt_s=0.0, policy="topology-aware", seed=3)
+    r = simulate_cluster(system, 144, **kw)
+    s, j, ts = r.summary, r.jobs, r.timeseries
+    # every job is counted once: done, running, queued, rejected or unplaceable
+    assert sum(s["jobs"].values()) == len(jobs) and j["status"].isin(list(s["jobs"])).all()
+    # allocated + free + down GPUs are the installed GPUs at every sample
+    np.testing.assert_allclose(ts["allocation"] + ts["free"] + ts["down"], 1.0, atol=1e-9)
+    assert 0.0 <= s["utilisation"] <= s["allocation_rate"] + 1e-12 <= 1.0 + 1e-12
+    done = j[j["status"] == "done"]
+    # a job completes no sooner than its ideal run time after it arrives, and starts after it arrives
+    assert ((done["end_s"] - done["arrival_s"]) >= done["duration_s"] * (1 - 1e-9)).all()
+    assert (done["start_s"] >= done["arrival_s"]).all()
+    # useful GPU-time is the work asked of the finished jobs, at most what they were allocated
+    np.testing.assert_allclose(done["useful_gpu_s"], done["duration_s"] * done["gpus"], rtol=1e-9)
+    assert (done["useful_gpu_s"] <= done["allocated_gpu_s"] * (1 + 1e-9)).all()
+    again = simulate_cluster(system, 144, **kw)  # the same seed reproduces the run
+    assert again.summary == s and again.jobs.equals(j)
