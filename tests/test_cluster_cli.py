@@ -150,7 +150,8 @@ def test_runs_beyond_the_job_limit_are_refused_before_drawing(flag, value, cat):
     """``--days 1e9`` once drew ~2e12 arrival times (a MemoryError) and ``--jobs 1e8`` ran for hours: a run
     is limited to MAX_JOBS jobs, refused in one line naming the flag and the limit's reason."""
     from hnplan.catalog.mixes import cluster_mix
-    from hnplan.cluster.jobs import MAX_JOBS, mean_gpu_seconds
+    from hnplan.cluster.jobs import MAX_JOBS
+    from hnplan.cluster.synthetic import mean_gpu_seconds
 
     r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", flag, value])
     assert r.exit_code == 2, r.output

@@ -10,7 +10,7 @@ from hnplan import units
 from hnplan.catalog.schemas.cluster import ClusterMix
 from hnplan.cli import app
 from hnplan.cluster import load_text, offered_load_of, synthetic_jobs
-from hnplan.cluster.jobs import mean_gpu_seconds
+from hnplan.cluster.synthetic import mean_gpu_seconds
 
 runner = CliRunner()
 SRC = "test mix: hand-derivable shares"

@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 from hnplan.catalog.mixes import cluster_mix
 from hnplan.cli import app
 from hnplan.cluster import mean_ci, replicate_cluster, simulate_cluster
-from hnplan.cluster.jobs import _moment, mean_gpu_seconds, mix_run_time_weighted_s, synthetic_jobs
 from hnplan.cluster.load import offered_load_of, steady_text
 from hnplan.cluster.replicate import replication_seeds
+from hnplan.cluster.synthetic import _moment, mean_gpu_seconds, mix_run_time_weighted_s, synthetic_jobs
 from hnplan.errors import InputError
 
 SYSTEM = "hgx-h100-ib-ndr"  # 8-GPU servers

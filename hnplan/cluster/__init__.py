@@ -13,9 +13,10 @@
 See docs/cluster.md.
 """
 
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, synthetic_jobs  # noqa: F401
+from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb  # noqa: F401
 from hnplan.cluster.policies import POLICIES, place  # noqa: F401
 from hnplan.cluster.replicate import ReplicatedResult, mean_ci, replicate_cluster  # noqa: F401
 from hnplan.cluster.simulate import ClusterResult, load_text, offered_load_of, resolve_jobs, simulate_cluster  # noqa: F401
+from hnplan.cluster.synthetic import synthetic_jobs  # noqa: F401
 from hnplan.cluster.topology import ClusterTopology, build_topology  # noqa: F401
 from hnplan.cluster.traces import read_acme, read_helios, read_philly, read_trace  # noqa: F401

@@ -99,11 +99,11 @@ def run_time_weighted_s(jobs: pd.DataFrame) -> float:
 
 def mix_steady_basis(mix, cluster_gpus: int, load: float) -> dict:
     """The steady-state test's inputs from a job mix's expectations (:func:`steady_state_of`'s keywords):
-    ``run_s``, its GPU-time-weighted run time [s] (:func:`hnplan.cluster.jobs.mix_run_time_weighted_s`),
+    ``run_s``, its GPU-time-weighted run time [s] (:func:`hnplan.cluster.synthetic.mix_run_time_weighted_s`),
     ``jobs_per_s``, its arrival rate ``load x G / E[GPU s per job]`` [1/s] as
-    :func:`hnplan.cluster.jobs.synthetic_jobs` draws it, and ``load_asked``, the offered load it aims at
+    :func:`hnplan.cluster.synthetic.synthetic_jobs` draws it, and ``load_asked``, the offered load it aims at
     [fraction]; GPU counts cut at the cluster's ``cluster_gpus``."""
-    from hnplan.cluster.jobs import mean_gpu_seconds, mix_run_time_weighted_s
+    from hnplan.cluster.synthetic import mean_gpu_seconds, mix_run_time_weighted_s
 
     return {
         "run_s": mix_run_time_weighted_s(mix, cluster_gpus),
@@ -134,7 +134,7 @@ def steady_state_of(
     GPUs, seed 0) queues work for the whole window, so its figures are an overloaded cluster's.
 
     Both are properties of the process that generates the jobs. For a job mix the caller passes the
-    mix's expectations (``run_s``: :func:`hnplan.cluster.jobs.mix_run_time_weighted_s`; ``jobs_per_s``:
+    mix's expectations (``run_s``: :func:`hnplan.cluster.synthetic.mix_run_time_weighted_s`; ``jobs_per_s``:
     its arrival rate; ``load_asked``: the load it aims at), so the verdict and the remedy do not move
     with the draw and a run that follows the remedy meets it. A heavy-tailed draw's own
     :func:`run_time_weighted_s` is mostly below its expectation (the ratio is carried by rare long,

@@ -12,7 +12,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import ClusterSim
 from hnplan.cluster.gpu_types import NODE_LISTS, node_list
-from hnplan.cluster.jobs import apply_slicing, check_jobs, synthetic_jobs
+from hnplan.cluster.jobs import apply_slicing, check_jobs
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
@@ -35,6 +35,7 @@ from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.clust
     _plain,
     _result,
 )
+from hnplan.cluster.synthetic import synthetic_jobs
 from hnplan.cluster.topology import ClusterTopology, build_topology
 from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
