@@ -84,8 +84,8 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
     Raises
     ------
     InputError
-        For a missing column, an unknown class, a non-positive size or duration, or a fraction of a
-        GPU on a multi-GPU job (one line naming ``where``, the row and the column).
+        For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
+        size, duration or tp, a negative checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row and the column).
     """
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
@@ -109,6 +109,15 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
         bad = (jobs[col] <= 0).to_numpy() | jobs[col].isna().to_numpy()
         if bad.any():
             raise row_error(where, names, bad, col, "must be > 0", jobs[col].to_numpy())
+    # a job of infinite run time would hold its GPUs past any horizon: the simulation would never end
+    for col in ("arrival_s", "gpus", "duration_s", "tp"):
+        bad = ~np.isfinite(jobs[col].to_numpy(float))
+        if bad.any():
+            raise row_error(where, names, bad, col, "must be finite", jobs[col].to_numpy())
+    bad = (jobs["checkpoint_s"] < 0).to_numpy()
+    if bad.any():
+        rule = "must be >= 0 (0: stateless, inf: never checkpointed)"
+        raise row_error(where, names, bad, "checkpoint_s", rule, jobs["checkpoint_s"].to_numpy())
     bad = (jobs["gpu_milli"] > MILLI).to_numpy()
     if bad.any():
         raise row_error(where, names, bad, "gpu_milli", f"must be <= {MILLI}", jobs["gpu_milli"].to_numpy())
