@@ -62,8 +62,9 @@ class ReportResult:
 
 
 def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source: str = "") -> None:
-    """Check a scenario before anything runs: notebooks exist, parameter names are declared in the
-    notebook's ``parameters`` cell, and catalog ids resolve.
+    """Check a scenario before anything runs: notebooks exist, each is listed once (its report is
+    ``<scenario>/<notebook>.html``), parameter names are declared in the notebook's ``parameters`` cell, and
+    catalog ids resolve.
 
     Raises
     ------
@@ -72,6 +73,15 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
     """
     cat = catalog or load_catalog()
     where = source or scenario.id
+    names = [item.notebook for item in scenario.notebooks]
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:  # both would write <scenario>/<notebook>.html: the second replaced the first
+        at = ", ".join(str(i + 1) for i, n in enumerate(names) if n == twice)
+        raise ScenarioError(
+            f"{where}: notebook {twice!r} is listed more than once (entries {at}); each run writes "
+            f"{scenario.id}/{twice}.html, so one would replace the other: put the other parameters in a second "
+            "scenario file"
+        )
     for item in scenario.notebooks:
         try:
             notebook_path(item.notebook)  # raises, listing the notebooks, if absent

@@ -9,6 +9,7 @@ and leave an earlier report exactly as it was.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -197,13 +198,24 @@ def test_report_scenario_file_not_found(tmp_path):
     assert "unknown scenario" not in res.stderr
 
 
+def _write_tdp(tmp_path: Path) -> Path:
+    """An accelerator file whose tdp_w is below its bound, whose message ends in the unit ``[W]``."""
+    src = Path(__file__).parents[1] / "data" / "accelerators" / "h100-sxm.yaml"
+    p = tmp_path / "accelerators" / "h100-sxm.yaml"
+    p.parent.mkdir(exist_ok=True)
+    p.write_text(re.sub(r"(?m)^tdp_w: .*$", "tdp_w: 1", src.read_text()))
+    return p
+
+
 def test_schema_pattern_printed_whole(tmp_path):
     p = tmp_path / "models" / "Bad_Id.yaml"
     p.parent.mkdir()
     p.write_text("id: Bad_Id\nname: x\n")
     res = runner.invoke(app, ["catalog", "validate", str(p)])
     assert res.exit_code == 2
-    assert "[a-z0-9]" in res.stderr  # the pattern's character classes are not eaten as markup
+    # the id's form in words (the pattern's character classes were printed, and must not be eaten as markup)
+    assert "field 'id': an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them" in " ".join(res.stderr.split())
+    assert "[W]" in runner.invoke(app, ["catalog", "validate", str(_write_tdp(tmp_path))]).stderr  # a unit: not markup
 
 
 # -- the fuzz test ------------------------------------------------------------------------------------------
@@ -359,13 +371,15 @@ def test_planner_range_message_names_the_flag():
 
 
 def test_catalog_validate_unknown_kind_names_the_flag(tmp_path):
-    """``--kind system`` (one letter short) was reported as the file's folder being no catalog."""
+    """``--kind system`` (one letter short) was reported as the file's folder being no catalog; the command
+    line now takes the singular, and refuses a kind it cannot read with the allowed ones."""
     from hnplan.catalog import validate_file
 
     entry = Path(__file__).parents[1] / "data" / "systems" / "gb200-nvl72.yaml"
-    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"])
+    assert runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "system"]).exit_code == 0
+    res = runner.invoke(app, ["catalog", "validate", str(entry), "--kind", "sytem"])
     _check(res, "--kind must be one of accelerators, interconnects, switches, systems,")
-    assert "got 'system'" in res.stderr and "folder" not in res.stderr
+    assert "got 'sytem'" in res.stderr and "folder" not in res.stderr
     with pytest.raises(CatalogError, match="kind must be one of .*; got 'system'"):
         validate_file(entry, "system")
 

@@ -77,3 +77,14 @@ def test_no_option_with_a_plan_gives_the_reason_of_the_count_asked_for():
     # and 18 bytes each, 184 GiB with activations and overheads.)
     with pytest.raises(InfeasiblePlan, match="on 72 GPUs fits in memory"):
         time_on_purchase("deepseek-v3", "gb200-nvl72", 72, 1e12, 8192, 2048, "fp8")
+
+
+def test_a_job_count_two_purchases_reach_is_skipped_once():
+    """Llama 3.1 70B in 30 days on GB200 NVL72 at 2,048 sequences: 2,880 GPUs are all of 40 racks and 64 of
+    each of 45; no layout divides it for the batch of 2**11 sequences, and the count is listed once, not twice."""
+    from hnplan.planning.sizing import size_for_deadline
+
+    r = size_for_deadline("llama3.1-70b", "gb200-nvl72", 15e12, 30.0, 8192, 2048)
+    gpus = [s["gpus"] for s in r["skipped"]]
+    assert 2880 in gpus
+    assert len(gpus) == len(set(gpus)) and gpus == sorted(gpus)

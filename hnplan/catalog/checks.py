@@ -95,7 +95,8 @@ def content_hash(root: Path) -> str:
 
 
 def validate_file(path: str | Path, kind: str | None = None):
-    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted. A system's or a
+    """Validate one YAML file; ``kind`` is inferred from its parent folder when omitted, and from its keys
+    (:func:`kind_of_keys`) when that folder is no catalog's. A system's or a
     stack's references (accelerators, interconnects, switches) are checked against the data folder the
     file sits in, or the default one.
 
@@ -116,14 +117,19 @@ def validate_file(path: str | Path, kind: str | None = None):
         return [parse_entry(item, UncertainInput, path) for item in raw]
     if path.name == "memory.yaml":
         return parse_entry(raw, MemoryOverheads, path)
+    if kind not in KINDS and kind != "scenarios" and isinstance(raw, dict) and "notebooks" in raw:
+        kind = "scenarios"  # a scenario file outside data/scenarios/, told by its notebooks
     if kind == "scenarios":
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
-        raise CatalogError(
-            f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them); "
-            f"pass the kind (--kind), one of: {', '.join(KINDS)}",
-            path=path,
-        )
+        guessed = kind_of_keys(raw)
+        if guessed is None:
+            raise CatalogError(
+                f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them, "
+                f"nor do its keys say); pass the kind (--kind), one of: {', '.join(KINDS)}",
+                path=path,
+            )
+        kind = guessed
     from hnplan.catalog.loader import Catalog, load_catalog  # the loader imports this module
 
     entry = parse_entry(raw, KINDS[kind], path)
@@ -140,6 +146,27 @@ def validate_file(path: str | Path, kind: str | None = None):
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}", path=path, entry=entry.id, field=exc.field) from None
     return entry
+
+
+def kind_of_keys(raw) -> str | None:
+    """The catalog kind a file of no catalog folder holds, told by its keys: the one kind whose own fields
+    (beyond the ``id, name, source, notes, field_sources, assumptions`` every kind has) hold the most of
+    them, at least two and more than any other kind's; ``None`` when no kind stands out (or not a mapping).
+    A mistyped key still points at its kind when the others do, so validation then names the typo.
+
+    >>> kind_of_keys({"id": "m", "layers": 2, "hidden": 64, "heads": 4})
+    'models'
+    >>> kind_of_keys({"id": "x", "name": "x"}) is None
+    True
+    """
+    if not isinstance(raw, dict):
+        return None
+    common = set.intersection(*(set(schema.model_fields) for schema in KINDS.values()))
+    own = [k for k in raw if k not in common]
+    score = {kind: sum(k in schema.model_fields for k in own) for kind, schema in KINDS.items()}
+    ranked = sorted(score.items(), key=lambda kv: -kv[1])
+    (best, top), (_, second) = ranked[0], ranked[1]
+    return best if top >= 2 and top > second else None
 
 
 def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = None) -> None:

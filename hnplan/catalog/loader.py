@@ -182,9 +182,15 @@ class Catalog(SingleFiles):
         return self.get("switches", ref)
 
     def system(self, ref) -> System:
-        """A :class:`System` by id or file path; its references are checked to exist."""
+        """A :class:`System` by id or file path; its references are checked to exist (an unknown one
+        raises, naming the file when ``ref`` is a path)."""
         sys_ = self.get("systems", ref)
-        self._check_system_refs(sys_)
+        try:
+            self._check_system_refs(sys_)
+        except CatalogError as exc:
+            if isinstance(ref, (str, Path)) and _looks_like_path(str(ref)):
+                raise CatalogError(f"{ref}: {exc}", path=ref, entry=exc.entry, field=exc.field) from None
+            raise
         return sys_
 
     def design(self, ref) -> Design:

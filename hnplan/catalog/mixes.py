@@ -42,8 +42,15 @@ def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
             )
         path = Path(ref)
     mix = parse_entry(_read_yaml(path), ClusterMix, path)
-    if abs(sum(c.share.value for c in mix.classes) - 1.0) > 1e-6:
-        raise CatalogError(f"{path}: class shares must sum to 1", path=path, entry=mix.id, field="classes")
+    total = sum(c.share.value for c in mix.classes)
+    if abs(total - 1.0) > 1e-6:
+        shares = ", ".join(f"{c.cls} {c.share.value:g}" for c in mix.classes)
+        raise CatalogError(
+            f"{path}: class shares (fractions of jobs) must sum to 1; they sum to {total:g} ({shares})",
+            path=path,
+            entry=mix.id,
+            field="classes",
+        )
     return mix
 
 

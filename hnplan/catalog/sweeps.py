@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ID_PATTERN, WHATIF_INPUTS, _Strict, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
@@ -157,6 +158,27 @@ class SweepSpec(_Strict):
         return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
 
 
+def _suffix_hint(value) -> str:
+    """For a count written with the command line's suffix (``15T``, ``4Mi``), which YAML reads as a string:
+    the number to write instead; for anything else (``eight``) nothing.
+
+    >>> _suffix_hint("15T"), _suffix_hint("4Mi"), _suffix_hint("eight")
+    (' (YAML has no unit suffixes: write 15T as 15.0e+12)', ' (YAML has no unit suffixes: write 4Mi as 4194304)', '')
+    """
+    if not isinstance(value, str):
+        return ""
+    try:
+        n = units.parse_count(value)
+    except ValueError:
+        return ""
+    e = 3 * int(math.log10(n) // 3) if n >= 1e6 else 0
+    if e and round(n / 10**e, 1) * 10**e == n:  # 15.0e+12: a number in YAML 1.1 (PyYAML) and 1.2 alike
+        text = f"{n / 10**e:.1f}e+{e:02d}"
+    else:
+        text = f"{int(n)}" if n.is_integer() else f"{n:g}"
+    return f" (YAML has no unit suffixes: write {value} as {text})"
+
+
 def _value_problem(name: str, value) -> str | None:
     """Why ``value`` cannot be input ``name`` (None if it can): counts are whole numbers >= 1, ``tokens``
     and the what-if inputs finite numbers (``tokens`` > 0), ids and ``dtype`` strings. YAML reads
@@ -167,7 +189,7 @@ def _value_problem(name: str, value) -> str | None:
     if name in ID_INPUTS:
         return None if isinstance(value, str) else f"expected an id (a string), got {value!r}"
     if not number:
-        return f"expected a number, got {value!r} (write 15T tokens as 15.0e+12: YAML has no unit suffixes)"
+        return f"expected a number, got {value!r}" + _suffix_hint(value)
     if not math.isfinite(value):
         return f"expected a finite number, got {value!r}"
     if name in COUNT_INPUTS and not (value >= 1 and float(value).is_integer()):

@@ -16,6 +16,7 @@ from typing import TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from hnplan.catalog.schemas.base import ID_PATTERN
 from hnplan.errors import CatalogError
 
 T = TypeVar("T", bound=BaseModel)
@@ -24,8 +25,19 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
 def data_dir() -> Path:
-    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root."""
-    return Path(os.environ.get("HNPLAN_DATA", DEFAULT_DATA_DIR))
+    """The data folder: ``$HNPLAN_DATA`` if set, else ``data/`` at the project root.
+
+    Raises
+    ------
+    CatalogError
+        When ``$HNPLAN_DATA`` names no folder (every id would otherwise be "unknown", with no valid ids).
+    """
+    given = os.environ.get("HNPLAN_DATA")
+    if given is None:
+        return DEFAULT_DATA_DIR
+    if not Path(given).is_dir():
+        raise CatalogError(f"HNPLAN_DATA={given}: no such folder (point it at a copy of hnplan's data/)", path=given)
+    return Path(given)
 
 
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -217,6 +229,10 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
                 continue
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
+        if err["type"].startswith("date_"):  # "invalid character in year" for 14 May 2020
+            msg += f" (write YYYY-MM-DD, e.g. 2025-06-01); got {err['input']!r}"
+        if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == ID_PATTERN:
+            msg = f"an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got {err['input']!r}"
         other.append((field, f"field {q(field)}: {msg}"))
     unknown = _merge_unknown(unknown)
     both = unknown + other

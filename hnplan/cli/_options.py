@@ -193,3 +193,27 @@ def check_expert_flags(model: str, tp: int | None = None, **degrees: int | None)
             )
         if v > 1 or name == "etp":
             raise InputError(f"{flag} {v}: {m.id} is a dense model, with no experts to split; drop {flag}")
+
+
+def check_dtype_flag(accelerator: str, dtype: str) -> None:
+    """Refuse ``--dtype`` where the accelerator has no dense peak in it (fp4 on an H100), naming the flag, as
+    ``train`` and ``infer`` do; a dtype hnplan does not know is left to the planner's own message.
+
+    Raises
+    ------
+    InputError
+        ``--dtype fp4 is not available: accelerator 'h100-sxm' has no fp4 peak (dense_tflops lists ...)``.
+    """
+    from hnplan import units
+    from hnplan.catalog import load_catalog
+
+    try:
+        units.dtype_bytes(dtype)
+    except ValueError:
+        return
+    acc = load_catalog().accelerator(accelerator)
+    if dtype not in acc.dense_tflops:
+        raise InputError(
+            f"--dtype {dtype} is not available: accelerator {acc.id!r} has no {dtype} peak "
+            f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
+        )

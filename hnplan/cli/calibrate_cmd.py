@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from contextlib import contextmanager
 
@@ -83,7 +84,8 @@ def calibrate(
     out: str = typer.Option(
         None,
         "--out",
-        help=f"stack YAML to write; default {DEFAULT_FOLDER}/<stack>-calibrated.yaml. With --collectives the "
+        help=f"stack YAML to write, or a folder for <stack>-calibrated.yaml; default {DEFAULT_FOLDER}/"
+        "<stack>-calibrated.yaml. With --collectives the "
         "calibrated system and fabric YAMLs are written beside it. A file there that an earlier calibrate run did "
         "not write for the same path is never replaced (exit 2)",
     ),
@@ -107,7 +109,10 @@ def calibrate(
             cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)
         from pathlib import Path
 
-        target = Path(out) if out is not None else Path(DEFAULT_FOLDER) / f"{cal.calibrated.id}.yaml"
+        name = f"{cal.calibrated.id}.yaml"
+        target = Path(out) if out is not None else Path(DEFAULT_FOLDER) / name
+        if out is not None and (target.is_dir() or out.endswith(("/", os.sep))):  # a folder: the default name in it
+            target = target / name
         there = {p.resolve() for p in target.parent.glob("*.yaml")} if target.parent.is_dir() else set()
         with _flag_named({"--out": str(target.resolve()) if out is not None else None}):
             written = write_calibration(cal, target)

@@ -22,6 +22,18 @@ catalog_app = typer.Typer(
 app.add_typer(catalog_app, name="catalog")
 
 
+def _kind(kind: str | None) -> str | None:
+    """A catalog kind as typed, singular or plural (``system`` for ``systems``, ``switch`` for ``switches``);
+    anything else unchanged, for the catalog to refuse with the allowed kinds.
+
+    >>> [_kind(k) for k in ("system", "switch", "storage", "models", "sytem", None)]
+    ['systems', 'switches', 'storage', 'models', 'sytem', None]
+    """
+    if kind is None or kind in KINDS:
+        return kind
+    return next((k for k in (kind + "s", kind + "es") if k in KINDS), kind)
+
+
 @catalog_app.command("list")
 def list_(
     kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted"),
@@ -30,7 +42,7 @@ def list_(
     """List catalog ids (with names) of one kind or of all kinds."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [kind] if kind else list(KINDS)
+        kinds = [_kind(kind)] if kind else list(KINDS)
         out = {k: [{"id": e.id, "name": e.name} for e in cat.entries(k)] for k in kinds}
         if json_:
             print_json(out)
@@ -53,7 +65,7 @@ def show(
     """Show one entry: every field with its unit in the key, and its sources and assumptions."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [kind] if kind else list(KINDS)
+        kinds = [_kind(kind)] if kind else list(KINDS)
         found, errors = [], []
         for k in kinds:
             try:
@@ -104,9 +116,12 @@ def validate(
     path: Path = typer.Argument(
         None, metavar="PATH", help="a data folder or one YAML file; default: the project's data/"
     ),
-    kind: str = typer.Option(None, "--kind", help=f"catalog of a single file outside data/: {', '.join(KINDS)}"),
+    kind: str = typer.Option(
+        None, "--kind", help=f"catalog of a single file outside data/ (default: told by its keys): {', '.join(KINDS)}"
+    ),
 ):
     """Validate every catalog file (or one file); list every problem with file, entry and field."""
+    kind = _kind(kind)
     if path is not None and not path.exists():
         err_console.print(f"[bold red]error:[/] {escape(str(path))}: no such file or folder", highlight=False)
         raise typer.Exit(EXIT_INPUT)
@@ -117,7 +132,7 @@ def validate(
     if path is not None and not path.is_dir():
         try:
             entry = validate_file(path, kind)
-            if (kind or path.resolve().parent.name) == "scenarios":
+            if type(entry).__name__ == "Scenario":  # in data/scenarios/, --kind scenarios, or told by its keys
                 # what `report` checks before it runs: the notebooks, their parameters, the catalog ids
                 from hnplan.reports import validate_scenario
 
@@ -125,10 +140,28 @@ def validate(
         except (CatalogError, ScenarioError) as exc:
             err_console.print(f"[bold red]invalid:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(EXIT_INPUT) from None
-        console.print(f"{path}: valid")
+        # a file outside the catalog folders, its kind told by its keys: say which it was read as
+        told = (
+            kind is None
+            and path.resolve().parent.name not in (*KINDS, "scenarios")
+            and (type(entry) in KINDS.values() or type(entry).__name__ == "Scenario")
+        )
+        console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
         return
-    cat = Catalog(path) if path is not None else load_catalog()
+    try:
+        cat = Catalog(path) if path is not None else load_catalog()
+    except CatalogError as exc:  # HNPLAN_DATA naming no folder
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(EXIT_INPUT) from None
     problems = cat.validate()
+    if not problems:  # each scenario as `report` checks it: its notebooks, their parameters, the ids
+        from hnplan.reports import validate_scenario
+
+        for sid in cat.scenario_ids():
+            try:
+                validate_scenario(cat.scenario(sid), cat, source=str(Path(cat.root) / "scenarios" / f"{sid}.yaml"))
+            except (CatalogError, ScenarioError) as exc:
+                problems.append(str(exc))
     runs_file = Path(cat.root) / "validation" / "training_runs.yaml"
     if not problems and runs_file.is_file():  # the published runs the model is validated against
         from hnplan.catalog.runs import training_runs
@@ -150,5 +183,5 @@ def validate(
 def schema(kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted")):
     """Print the fields of a catalog kind (units in the names) as a Markdown table."""
     with handle_errors():
-        for k in [kind] if kind else list(KINDS):
+        for k in [_kind(kind)] if kind else list(KINDS):
             console.print(schema_markdown(k) + "\n", markup=False, highlight=False, soft_wrap=True)

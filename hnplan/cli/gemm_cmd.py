@@ -33,8 +33,11 @@ def gemm(
 
     with handle_errors():
         check_refs({"--accelerator": ("accelerators", accelerator)})
+        from hnplan.cli._options import check_dtype_flag
         from hnplan.planning.kernels import gemm_kernels, parse_shape, parse_shapes_json
 
+        if shape:
+            check_dtype_flag(accelerator, dtype)
         shapes = [(dtype, *parse_shape(s)) for s in (shape or [])]
         if shapes_json is not None:
             if shapes_json.lstrip().startswith(("[", "{")):  # JSON text

@@ -7,7 +7,7 @@ import typer
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.cli._options import check_expert_flags
-from hnplan.errors import InputError
+from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.labels import column_header
 
 # rows whose generic header would mislead here: the plan's utilisation is the share of batch slots busy,
@@ -39,6 +39,22 @@ _HEADER = {
 
 #: what the planner assumes without --engine (docs/inference.md, Serving engines)
 NO_ENGINE = "memory alone caps the batch, no host time per step, whole-prompt prefill"
+
+
+def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
+    """For SLOs that nothing meets, a hint when one is under 1 ms, as seconds typed for milliseconds would be
+    (no LLM decodes a token in under a millisecond: a weights pass reads gigabytes of HBM at a few TB/s).
+
+    >>> _seconds_hint(0.5, 0.05)
+    '; --ttft-slo-ms 0.5, --tpot-slo-ms 0.05 are milliseconds (seconds typed? 0.5 s is 500)'
+    >>> _seconds_hint(1000, 50)
+    ''
+    """
+    small = [(flag, v) for flag, v in (("--ttft-slo-ms", ttft_slo_ms), ("--tpot-slo-ms", tpot_slo_ms)) if v < 1]
+    if not small:
+        return ""
+    given = ", ".join(f"{flag} {v:g}" for flag, v in small)
+    return f"; {given} {'are' if len(small) > 1 else 'is'} milliseconds (seconds typed? {small[0][1]:g} s is {units.s_to_ms(small[0][1]):g})"
 
 
 def _cell(v) -> str:
@@ -152,22 +168,25 @@ def infer(
             out.update(model=cat.model(model).id, system=cat.system(system).id, input_tokens=input_tokens)
             title = "short requests"
         elif qps is not None:
-            plan = plan_for_rate(
-                model,
-                system,
-                qps,
-                Traffic(input_tokens, output_tokens),
-                units.MILLI * ttft_slo_ms,
-                units.MILLI * tpot_slo_ms,
-                dtype=dtype,
-                kv_dtype=kv_dtype,
-                fixed=fixed,
-                disaggregated=disaggregate,
-                chunked_prefill=chunked_prefill,
-                overlap=overlap,
-                catalog=cat,
-                settings=settings,
-            )
+            try:
+                plan = plan_for_rate(
+                    model,
+                    system,
+                    qps,
+                    Traffic(input_tokens, output_tokens),
+                    units.MILLI * ttft_slo_ms,
+                    units.MILLI * tpot_slo_ms,
+                    dtype=dtype,
+                    kv_dtype=kv_dtype,
+                    fixed=fixed,
+                    disaggregated=disaggregate,
+                    chunked_prefill=chunked_prefill,
+                    overlap=overlap,
+                    catalog=cat,
+                    settings=settings,
+                )
+            except InfeasiblePlan as exc:
+                raise InfeasiblePlan(str(exc) + _seconds_hint(ttft_slo_ms, tpot_slo_ms)) from None
             out = plan.to_dict()
             title = f"{qps:g} requests/s"
         else:

@@ -24,7 +24,7 @@ _PART_WORDS = {
 @app.command()
 def memory(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
-    mode: str = typer.Option("train", "--mode", help="train or inference"),
+    mode: str = typer.Option("train", "--mode", help="train or inference (infer, training: the same)"),
     seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence length [tokens] (inference: prompt + output)"),
     tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
     pp: int = typer.Option(1, "--pp", min=1, help="pipeline-parallel degree"),
@@ -82,6 +82,7 @@ def memory(
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         check_expert_flags(model, tp=tp, ep=ep, etp=etp)
+        mode = {"infer": "inference", "training": "train"}.get(mode, mode)  # the sub-commands' names, or words
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:

@@ -8,7 +8,7 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, print_json
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_dtype_flag, check_expert_flags
 
 
 @app.command()
@@ -54,6 +54,7 @@ def roofline(
             {"--accelerator": ("accelerators", accelerator), "--model": ("models", model), "--stack": ("stacks", stack)}
         )
         check_expert_flags(model, ep=ep)
+        check_dtype_flag(accelerator, dtype)
         ans = roofline_answer(
             model,
             accelerator,

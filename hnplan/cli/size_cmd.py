@@ -11,7 +11,7 @@ from rich.table import Table
 
 from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
-from hnplan.units import format_count
+from hnplan.units import format_count, format_usd
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
 DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
@@ -41,7 +41,7 @@ def size(
         metavar="COUNT",
         help="tokens per step (16Mi = 16,777,216)",
     ),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16 or fp8"),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp8 or fp4 (NVFP4 recipe, Blackwell); MFU is of its peak"),
     goodput: bool = typer.Option(
         True,
         "--goodput/--no-goodput",
@@ -59,6 +59,18 @@ def size(
         "--stack",
         help="software stack id or YAML path (data/stacks/, or what hnplan calibrate wrote), as hnplan train "
         "takes it; default: the planner's defaults",
+    ),
+    budget_usd: float = typer.Option(
+        None,
+        "--budget-usd",
+        parser=count(),
+        metavar="USD",
+        help="capex budget [USD] (300M, 3e8): each design's capex and whether the purchase keeps to it",
+    ),
+    power_cap_mw: float = typer.Option(
+        None,
+        "--power-cap-mw",
+        help="facility power cap [MW] (> 0): each design's facility power and whether it keeps to it",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
@@ -110,6 +122,19 @@ def size(
             offload=offload,
             stack=stack,
         )
+        if power_cap_mw is not None and not power_cap_mw > 0:
+            raise InputError(f"--power-cap-mw must be > 0; got {power_cap_mw:g}")
+        limits = budget_usd is not None or power_cap_mw is not None
+        if limits:  # what each purchase costs and draws, against the budget and the cap
+            from hnplan.planning.design import design_of, purchase_fields
+
+            by_id = {load_catalog().system(ref).id: ref for ref in systems}
+            for r in table:
+                if r.get("status") == "ok":
+                    bought = int(r.get("gpus_bought") or r["gpus"])
+                    r.update(
+                        purchase_fields(design_of(by_id[r["system"]]), bought, r["days"], budget_usd, power_cap_mw)
+                    )
         rows = [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in table]
         if not any(r.get("status") == "ok" for r in rows):  # no design has an answer: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
@@ -130,6 +155,8 @@ def size(
                     "goodput": goodput,
                     "checkpoint": checkpoint,
                     "stack": stack,
+                    **({"budget_usd": budget_usd} if budget_usd is not None else {}),
+                    **({"power_cap_mw": power_cap_mw} if power_cap_mw is not None else {}),
                     "results": rows,
                     **({"moe_dispatch_note": note} if note else {}),
                 }
@@ -141,14 +168,15 @@ def size(
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
-        for col in (*cols, "MFU", "goodput", "plan"):
+        money = ("capex", "facility [MW]") if limits else ()
+        for col in (*cols, *money, f"MFU ({dtype} peak)", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
         cat = load_catalog()
         units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:
             if r.get("status") != "ok":
-                t.add_row(r["system"], *["-"] * (len(cols) + 1), r.get("status", ""))
+                t.add_row(r["system"], *["-"] * (len(cols) + len(money) + 1), r.get("status", ""))
                 continue
             p = r["parallel"]
             slack = (_amount(r["slack_days"], 1) if "slack_days" in r else "-",) if sizing else ()
@@ -159,6 +187,11 @@ def size(
                 *slack,
                 _amount(r["gpu_hours"], 0),
                 _amount(r["energy_mwh"], 0),
+                *(
+                    (format_usd(r["capex_usd"]) if "capex_usd" in r else "n/a", f"{r['facility_power_mw']:.2f}")
+                    if limits
+                    else ()
+                ),
                 f"{r['mfu']:.1%}",
                 f"{r['goodput']:.2%}" if goodput else "off",
                 f"TP{p['tp']} PP{p['pp']} DP{p['dp']} CP{p['cp']} EP{p['ep']}",
@@ -178,11 +211,45 @@ def size(
                 )
             if r.get("gpus_choice"):  # --gpus on units whose GPU count is not a power of two: the faster job
                 notes.append(f"{r['system']}: {r['gpus_choice']}")
+            if limits:
+                notes += _limit_lines(r, budget_usd, power_cap_mw, sizing)
         console.print(t)
         if note:
             notes.append(note)
         for line in notes:
             console.print(line, highlight=False, markup=False)
+
+
+def _limit_lines(r: dict, budget_usd: float | None, power_cap_mw: float | None, sizing: bool) -> list[str]:
+    """Whether a design's purchase keeps to the budget and the power cap, in words; for a deadline, that the
+    count the search found (the fewest that meet it) breaks them where it does.
+
+    >>> r = {"system": "s", "gpus_bought": 1152, "capex_usd": 8.04e7, "within_budget": False,
+    ...      "facility_power_mw": 2.41, "within_power_cap": True}
+    >>> _limit_lines(r, 5e7, 3.0, True)[0].split("; ")
+    ['s: over budget: 1,152 GPUs bought cost $80.4M capex, above the $50M budget', 'within the 3 MW power cap (2.41 MW facility power)', 'the fewest GPUs the search found to meet the deadline break the budget']
+    """
+    said, broken = [], []
+    if r.get("within_budget") is False:
+        broken.append("the budget")
+        said.append(
+            f"over budget: {int(r['gpus_bought'] if 'gpus_bought' in r else r['gpus']):,} GPUs bought cost "
+            f"{format_usd(r['capex_usd'])} capex, above the {format_usd(budget_usd)} budget"
+        )
+    elif r.get("within_budget"):
+        said.append(f"within the {format_usd(budget_usd)} budget ({format_usd(r['capex_usd'])} capex)")
+    elif budget_usd is not None:
+        said.append(f"budget not checked: cost {r.get('cost_note', 'n/a')}")
+    if r.get("within_power_cap") is False:
+        broken.append("the power cap")
+        said.append(
+            f"over the power cap: {r['facility_power_mw']:.2f} MW facility power, above the {power_cap_mw:g} MW cap"
+        )
+    elif r.get("within_power_cap"):
+        said.append(f"within the {power_cap_mw:g} MW power cap ({r['facility_power_mw']:.2f} MW facility power)")
+    if sizing and broken:
+        said.append(f"the fewest GPUs the search found to meet the deadline break {' and '.join(broken)}")
+    return [f"{r['system']}: {'; '.join(said)}"] if said else []
 
 
 def _amount(x: float, decimals: int) -> str:

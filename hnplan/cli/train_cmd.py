@@ -208,7 +208,7 @@ def train(
                 ),
                 ("step time", f"{d['step_time_s']:.3f} s"),
                 ("throughput", f"{d['tokens_per_s']:,.0f} tokens/s"),
-                ("MFU / HFU", f"{d['mfu']:.1%} / {d['hfu']:.1%}"),
+                (f"MFU / HFU ({dtype} peak)", f"{d['mfu']:.1%} / {d['hfu']:.1%}"),  # of the dtype's dense peak
                 ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:.1f}"),
                 (
                     "memory per GPU",

@@ -131,6 +131,20 @@ def openb_class(qos) -> np.ndarray:
     return cls
 
 
+def check_trace_file(path: Path) -> None:
+    """Refuse a trace path that is no file, saying whether it is missing or a folder.
+
+    Raises
+    ------
+    InputError
+        ``trace file PATH not found``, or ``trace file PATH is a folder, not a file``.
+    """
+    if path.is_dir():
+        raise InputError(f"trace file {path} is a folder, not a file: give the trace's CSV or JSON log")
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+
+
 def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
 
@@ -139,8 +153,7 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     InputError
         For a missing file, a file that is not CSV, or a missing column.
     """
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
+    check_trace_file(path)
     try:
         raw = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:

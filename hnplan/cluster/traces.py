@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import CLASSES, check_jobs, read_openb, read_trace_csv
+from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -243,8 +243,7 @@ def read_philly(
             f"states must be among {', '.join(PHILLY_STATES)}; got {sorted(wanted - set(PHILLY_STATES))[0]!r}"
         )
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
+    check_trace_file(path)
     try:
         log = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -293,8 +292,7 @@ def read_trace(path: str | Path) -> pd.DataFrame:
         For a missing file or a file in none of these formats.
     """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
+    check_trace_file(path)
     with path.open("rb") as f:
         if f.read(4096).lstrip()[:1] == b"[":
             return read_philly(path)

@@ -44,7 +44,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
-from hnplan.errors import HnplanError, InputError
+from hnplan.errors import CatalogError, HnplanError, InputError
 from hnplan.planning.calibrate_fit import METHOD, Parameter, fit, identify
 from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 from hnplan.planning.training import PLAN_FIELDS, make_job
@@ -140,6 +140,54 @@ class _RunModel:
 
     def predict(self, values: dict[str, float], link_scales: dict) -> float:
         return float(self.best(values, link_scales)[self.run.metric])
+
+
+#: the most a measured run may differ from the model at the stack's own values (either way) before its
+#: figure is taken for another unit: the fitted GEMM efficiency moves the GEMMs at most 1 / 0.2 = 5x from a
+#: perfect kernel (MATMUL_BOUNDS), and a figure in ms for s, per job or node for per GPU, or in percent is
+#: 8-1,000x off
+UNIT_FACTOR = 5.0
+#: the unit each metric is read in, named when a figure looks like another one
+METRIC_UNITS = {
+    "step_time_s": "seconds per step (not ms)",
+    "tokens_per_s_per_gpu": "tokens/s of one GPU (not of a node or the job)",
+    "model_tflops_per_gpu": "TFLOP/s of one GPU (not of a node or the job)",
+    "hardware_tflops_per_gpu": "TFLOP/s of one GPU (not of a node or the job)",
+    "mfu": "a fraction of the dense peak (0.42, not 42)",
+    "hfu": "a fraction of the dense peak (0.42, not 42)",
+}
+
+
+def _check_scale(m: _RunModel, runs_path, link_scales: dict) -> None:
+    """A run's published figure within :data:`UNIT_FACTOR` of the model's at the stack's own values (on the
+    fabric a sweep fitted, ``link_scales``); beyond it no fitted efficiency reaches it and the fit would stop
+    at a bound, so it is refused as a likely unit slip, naming the file, the run, the field and the unit the
+    metric is read in.
+
+    Raises
+    ------
+    CatalogError
+        When published / predicted is above UNIT_FACTOR or below its inverse (an input error naming the
+        runs file, the run and the field).
+    """
+    run, before = m.run, m.predict({}, link_scales)
+    ratio = run.published / before
+    if 1.0 / UNIT_FACTOR <= ratio <= UNIT_FACTOR:
+        return
+    raise CatalogError(
+        f"{runs_path}: run {run.id}: field published: {run.metric} {_figure(run.published)} is "
+        f"{f'{ratio:,.0f}' if ratio >= 10 else f'{ratio:.2g}'}x hnplan's "
+        f"{_figure(before)} for this run at stack {m.run.stack}'s own values, beyond the {UNIT_FACTOR:g}x a "
+        f"calibration can move it; {run.metric} is {METRIC_UNITS[run.metric]}",
+        path=runs_path,
+        entry=run.id,
+        field="published",
+    )
+
+
+def _figure(x: float) -> str:
+    """A measured or predicted figure as a message gives it: 2,804, 93,498, 2.804, 0.42."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
 
 
 def _share_memo(job, trial, links: bool, choices: bool) -> None:
@@ -341,6 +389,7 @@ def calibrate(
             models.append(_RunModel(r, st, cat))
         except HnplanError as exc:  # name the file and the run, keep the kind (exit 2 input, 3 infeasible)
             raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
+        _check_scale(models[-1], runs_path, scales)
     params, solver = _fit_runs(models, _candidates(models, st), scales)
     if st.tp_comm or st.ep_comm:
         v = st.overlap_gemm_slowdown

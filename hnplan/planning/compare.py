@@ -10,7 +10,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
-from hnplan.planning.design import cost_or_gap, estimate_reliability, job_gpu_options
+from hnplan.planning.design import cost_or_gap, estimate_reliability, fallback_job_counts, job_gpu_options
 from hnplan.planning.records import as_records, first_max, first_min, frame_records, is_na, n_unique
 from hnplan.power import design_power, run_energy
 
@@ -192,10 +192,17 @@ def _design_rows(
         est: dict | None = None
         used, good = gpus, 1.0
         errors: list[str] = []
+        asked: dict = {}  # the estimate on the count asked for
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
-        # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase
-        for g in (gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)):
+        # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase; where the count asked
+        # for has no plan, the counts the units hold, down to the first with one (time_on_purchase's walk)
+        counts = [gpus, *(g for g in job_gpu_options(unit, bought // unit) if g < gpus)]
+        layouts, walk = fallback_job_counts(unit, bought // unit, counts)
+        for g in counts + layouts + walk:
+            if (g in layouts and "error" not in asked) or (g in walk and est is not None):
+                break
             e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload)
+            asked = e if g == gpus else asked
             if "error" in e:
                 errors.append(e["error"])
                 continue
@@ -210,7 +217,8 @@ def _design_rows(
             why = (
                 f"{used // (bought // unit)} of each {unit}-GPU unit, faster than all {gpus:,}" if used != gpus else ""
             )
-            note += f"; {used:,} of {bought:,} GPUs bought train ({why or 'the rest idle'})"
+            why = f"the {gpus:,} asked for have no plan" if "error" in asked else why or "the rest idle"
+            note += f"; {used:,} of {bought:,} GPUs bought train ({why})"
         row.update(gpus=used, gpus_bought=bought)
         pw = design_power(cat.design(system), bought)
         cost, gap = cost_or_gap(cat.design(system), bought)

@@ -31,6 +31,7 @@ __all__ = [
     "deployment_time",
     "design_of",
     "estimate_reliability",
+    "purchase_fields",
     "tco_summary",
 ]
 
@@ -53,6 +54,56 @@ def cost_or_gap(design: Design, gpus: int, **kwargs) -> tuple[DesignCost | None,
     if missing:
         return None, "; ".join(missing.values())
     return design_cost(design, gpus, **kwargs), None
+
+
+def purchase_fields(
+    design: Design,
+    gpus: int,
+    days: float,
+    budget_usd: float | None = None,
+    power_cap_mw: float | None = None,
+) -> dict:
+    """What buying ``gpus`` accelerators of a design (whole units) and running them ``days`` comes to, and
+    whether it keeps to a capex budget and a facility power cap.
+
+    Parameters
+    ----------
+    design : Design
+    gpus : int
+        GPUs bought (whole purchasable units: the job's spares included).
+    days : float
+        Run time [days], for ``run_usd`` at the design's TCO rate.
+    budget_usd : float, optional
+        Capex budget [USD]: ``within_budget`` is capex at most it (None without a budget or a price).
+    power_cap_mw : float, optional
+        Facility power cap [MW]: ``within_power_cap`` is the facility power (IT x PUE, at full load) at
+        most it (None without a cap).
+
+    Returns
+    -------
+    dict
+        ``racks, it_power_mw, facility_power_mw, capex_usd, opex_usd_per_year, tco_usd, run_usd`` [MW, USD],
+        ``within_budget``, ``within_power_cap``, and ``cost_note`` (``n/a: why``) where the design has no
+        price (its costs NaN: :func:`cost_or_gap`).
+    """
+    pw = design_power(design, gpus)
+    cost, gap = cost_or_gap(design, gpus)
+    nan = float("nan")
+    facility_mw = units.w_to_mw(pw.facility_w)
+    out = dict(
+        racks=pw.racks,
+        it_power_mw=units.w_to_mw(pw.it_w),
+        facility_power_mw=facility_mw,
+        capex_usd=cost.capex_usd if cost else nan,
+        opex_usd_per_year=cost.opex_usd_per_year if cost else nan,
+        tco_usd=cost.tco_usd if cost else nan,
+        run_usd=cost.usd_for(gpus, units.days_to_s(days)) if cost else nan,
+        within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
+        within_power_cap=None if power_cap_mw is None else bool(facility_mw <= power_cap_mw),
+    )
+    if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
+        out["cost_note"] = f"n/a: {gap}"
+    return out
 
 
 _COST_KEYS = (
@@ -259,9 +310,12 @@ def resolve_utilisation(
     try:
         u = float(utilisation)
     except (TypeError, ValueError):
-        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'; got {utilisation!r}") from None
+        pct = str(utilisation).strip().rstrip("%").strip() if str(utilisation).strip().endswith("%") else None
+        hint = f" ({pct} % is {float(pct) / 100:g})" if pct and pct.replace(".", "", 1).isdigit() else ""
+        raise InputError(f"utilisation must be a number in (0, 1] or 'simulated'{hint}; got {utilisation!r}") from None
     if not 0 < u <= 1:
-        raise InputError(f"utilisation must be in (0, 1]; got {utilisation!r}")
+        hint = f" (a percentage? {u:g} % is {u / 100:g})" if 2 <= u <= 100 else ""  # 1.5: no guess
+        raise InputError(f"utilisation must be in (0, 1]{hint}; got {utilisation!r}")
     return u, "given"
 
 
@@ -293,3 +347,20 @@ def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
     """
     per_unit = (1 << (unit_gpus.bit_length() - 1),) if unit_gpus & (unit_gpus - 1) else ()
     return (n_units * unit_gpus, *(n_units * p for p in per_unit))
+
+
+def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int], list[int]]:
+    """GPU counts to weigh when the count asked for (and ``tried``) has no plan, within the ``n_units`` whole
+    units bought: first the layouts :func:`job_gpu_options` gives (all their GPUs, the largest power of two
+    of each unit's), then whole units fewer, largest first (to be weighed down to the first with a plan).
+
+    >>> layouts, walk = fallback_job_counts(8, 125, [1000])
+    >>> layouts, walk[:3], walk[-1]
+    ([], [992, 984, 976], 8)
+    >>> fallback_job_counts(72, 2, [100])
+    ([144, 128], [72, 64])
+    """
+    layouts = [g for g in job_gpu_options(unit_gpus, n_units) if g not in tried]
+    per = {unit_gpus, *(g // n_units for g in job_gpu_options(unit_gpus, n_units))}
+    walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - {*tried, *layouts}, reverse=True)
+    return layouts, walk

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan, InputError
-from hnplan.planning.design import cost_or_gap
+from hnplan.planning.design import fallback_job_counts, purchase_fields
 from hnplan.planning.records import frame_records
 from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public here too)
     MAX_EVALS,
@@ -30,7 +30,6 @@ from hnplan.planning.sizing_search import (  # noqa: F401  (the search is public
     size_for_deadline,
 )
 from hnplan.planning.time_to_train import time_to_train
-from hnplan.power import design_power
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -276,11 +275,9 @@ def time_on_purchase(
         # no plan on the count asked for: the counts the units bought hold, up to all of them. First the
         # layouts the deadline search weighs (all their GPUs, the largest power of two of each unit's); if
         # none has a plan, whole units fewer, largest first, down to the first count with a plan
-        more = [g for g in job_gpu_options(unit, n_units) if g not in options]
+        more, walk = fallback_job_counts(unit, n_units, options)
         options += more
         weigh(more)
-        per = sorted({unit, *(g // n_units for g in job_gpu_options(unit, n_units))}, reverse=True)
-        walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - set(options), reverse=True)
         for g in walk:
             if any(isinstance(a, dict) for a in answers):
                 break
@@ -413,24 +410,10 @@ def size_design(
         offload=offload,
         stack=stack,
     )
-    gpus = row["gpus_bought"]  # the units bought, the job's spares included (power and costs)
-    design = cat.design(sys_)
-    pw = design_power(design, gpus)
-    cost, gap = cost_or_gap(design, gpus)
-    nan = float("nan")
-    row.update(
-        racks=pw.racks,
-        it_power_mw=units.w_to_mw(pw.it_w),
-        facility_power_mw=units.w_to_mw(pw.facility_w),
-        capex_usd=cost.capex_usd if cost else nan,
-        opex_usd_per_year=cost.opex_usd_per_year if cost else nan,
-        tco_usd=cost.tco_usd if cost else nan,
-        run_usd=cost.usd_for(gpus, units.days_to_s(row["days"])) if cost else nan,
-        within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
-        status="ok",
-    )
-    if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
-        row["cost_note"] = f"n/a: {gap}"
+    # the units bought, the job's spares included (power and costs)
+    fields = purchase_fields(cat.design(sys_), row["gpus_bought"], row["days"], budget_usd)
+    fields.pop("within_power_cap")
+    row.update(fields, status="ok")
     return row
 
 

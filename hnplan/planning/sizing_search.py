@@ -296,6 +296,16 @@ def size_for_deadline(
             + f": the fewest the search found that train in {deadline_days:g} days ({out['days']:,.1f}; "
             f"{searched():,} counts searched)"
         ),
-        skipped=[{"gpus": g, "reason": str(r)} for (g, _), r in sorted(runs.items()) if isinstance(r, InfeasiblePlan)],
+        skipped=_skipped(runs),
     )
     return out
+
+
+def _skipped(runs: dict) -> list[dict]:
+    """``[{"gpus", "reason"}]`` for the job counts without a valid plan, in order, each once: a count reached
+    from two purchases (2,880 GPUs: all of 40 72-GPU racks, or 64 of each of 45) has one reason."""
+    why: dict[int, str] = {}
+    for (g, _), r in sorted(runs.items()):
+        if isinstance(r, InfeasiblePlan):
+            why.setdefault(g, str(r))
+    return [{"gpus": g, "reason": r} for g, r in why.items()]

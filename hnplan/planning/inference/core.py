@@ -213,7 +213,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
     check_choice("--dtype", r.dtype, SERVE_DTYPES)
     if r.dtype not in acc.dense_tflops:
         raise InputError(
-            f"accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
+            f"--dtype {r.dtype} is not available: accelerator {acc.id!r} of system {system.id!r} has no {r.dtype} peak "
             f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
         )
     try:

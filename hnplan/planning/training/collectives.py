@@ -28,6 +28,11 @@ References
    the column-parallel input quantizer and the row-parallel grad-output quantizer get
    ``with_amax_reduction = True`` over ``tp_group``), ``tensor/float8_tensor.py``
    (``Float8CurrentScalingQuantizer``: amax, all-reduce over ``amax_reduction_group``, then the cast).
+.. [9] NVIDIA Megatron-Core, ``distributed/finalize_model_grads.py`` (``finalize_model_grads``: after
+   ``finish_grad_sync``, ``_allreduce_word_embedding_grads`` all-reduces the word-embedding gradient over the
+   embedding group, the first and last pipeline stages, when ``share_embeddings_and_output_weights`` or
+   ``mtp_num_layers``: the last stage keeps a copy of the embedding for the output layer or the multi-token
+   prediction module).
 .. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
    K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
    critical path, small because GQA makes K/V much smaller than Q).
@@ -410,7 +415,8 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     slowed per second hidden by the SM share of the DP communicator's NCCL channels where the choices
     give them (``overlap_comm_ctas["dp"]``), else by the stack's ``overlap_gemm_slowdown`` (the
     communication kernels hold SMs and share HBM bandwidth), as for TP and EP overlap
-    (:func:`hnplan.planning.training.components.overlap_slowdown`, ``overlapped_comm``).
+    (:func:`hnplan.planning.training.components.overlap_slowdown`, ``overlapped_comm``). The step's
+    embedding-gradient all-reduce between the end stages (:func:`embedding_grad_allreduce_s`) is added.
     """
     ov = job.choices
 
@@ -461,4 +467,31 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
         exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + slowdown * z3_hidden)
-    return exposed
+    return exposed + embedding_grad_allreduce_s(job, df)
+
+
+def embedding_grad_allreduce_s(job: Job, df: pd.DataFrame) -> np.ndarray:
+    """Exposed all-reduce of the word-embedding gradient between the first and last pipeline stages [s].
+
+    With PP > 1 a model whose output layer shares the input embedding (``tied_embeddings``) or whose
+    multi-token prediction modules on the last stage use it (``mtp_modules``) keeps the embedding on both
+    end stages; Megatron-Core all-reduces its gradient over these two ranks once a step, after the
+    data-parallel gradient sync and before the optimizer, with no computation beside it ([9]_). The
+    message is the rank's ``vocab / tp x hidden`` gradient buffer at the stack's ``grad_reduce_bytes``; a
+    two-rank all-reduce moves half of it each way twice, timed as two point-to-point transfers of ``S / 2`` on
+    the pipeline group's placement (stride ``tp cp dp``: across the scale-out fabric wherever adjacent
+    stages are, the first and last stages being at least as far apart). 0 without PP or without a shared
+    embedding, and under DualPipe, which puts the shallowest layers with the embedding and the deepest with
+    the output head on the same rank so that the MTP module shares them physically (arXiv:2412.19437,
+    Sec. 2.2).
+    """
+    m = job.model
+    if not (m.tied_embeddings or m.mtp_modules > 0) or job.choices.pipeline_schedule == "dualpipe":
+        return np.zeros(len(df))
+
+    def per_layout(u):  # once per distinct (tp, cp, dp, pp)
+        tp, cp, dp, pp = (_col(u, c) for c in ("tp", "cp", "dp", "pp"))
+        half = m.vocab * m.hidden / tp * job.choices.grad_reduce_bytes / 2
+        return (np.where(pp > 1, 2 * collective_s(job, "sendrecv", half, pp, tp * cp * dp), 0.0),)
+
+    return on_distinct(df, ["tp", "cp", "dp", "pp"], per_layout)[0]

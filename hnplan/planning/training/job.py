@@ -5,6 +5,7 @@ for the evaluator (:mod:`hnplan.planning.training.evaluate`) and the search (:mo
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import get_args
 
 from pydantic import ValidationError
 
@@ -51,6 +52,13 @@ def resolve_choices(
             base = StackChoices(**{**base.model_dump(), **given})
         except ValidationError as exc:
             err = exc.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else ""
+            info = StackChoices.model_fields.get(field) if len(err["loc"]) == 1 else None
+            allowed = get_args(info.annotation) if info is not None else ()
+            if err["type"] == "literal_error" and allowed:  # as the planner's other choices say it (the CLI's flag)
+                raise InputError(
+                    f"{field} must be one of {', '.join(map(str, allowed))}; got {err.get('input')!r}"
+                ) from None
             raise InputError(
                 f"stack choice {'.'.join(map(str, err['loc']))}: {err['msg']}; got {err.get('input')!r}"
             ) from None

@@ -1,0 +1,100 @@
+"""The per-step constant of the MLPerf v6.0 DeepSeek-V3 GB200 runs and the sizes of its candidates
+(docs/training.md, "The GB200 constant, candidate by candidate")."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hnplan.catalog.runs import training_runs
+from hnplan.planning.training.collectives import collective_s
+from hnplan.planning.validation import run_job
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "scale_split.py"
+ROW = "mlperf-v60-nvidia-gb200-deepseek-v3-{}"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("scale_split", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _split(line: str) -> tuple[float, float]:
+    w, f = line.split("W/N = ")[1].split(" s, F = ")
+    return float(w), float(f.split(" s")[0])
+
+
+@pytest.mark.parametrize(
+    ("small", "large", "steps", "ratio"),
+    [
+        # 512 / 2,048 GPUs at one global batch of 15,360 sequences: 4x the sequences per GPU; the
+        # 512-GPU step of its fastest log (result_0, 30.834 s), the 2,048-GPU published median 8.893 s
+        ("512", "2048", (30.834, 8.893), 4.0),
+        # 4,096 / 8,192 GPUs at 16,384 sequences: 2x; the published medians 5.374 and 3.470 s
+        ("4096", "8192", (5.374, 3.470), 2.0),
+    ],
+)
+def test_gb200_steps_split_into_the_models_work_and_a_missing_constant(capsys, small, large, steps, ratio):
+    tool = _tool()
+    tool.main(ROW.format(small), ROW.format(large), steps=steps)
+    given, modelled = capsys.readouterr().out.splitlines()
+    t1, t2 = steps
+    w_by_hand = (t1 - t2) / (ratio - 1.0)  # W / N2 = (T1 - T2) / (ratio - 1), F = T2 - W / N2
+    w, f = _split(given)
+    assert w == pytest.approx(w_by_hand, abs=0.002) and f == pytest.approx(t2 - w_by_hand, abs=0.002)
+    # 7.314 s and 1.579 s; 1.904 s and 1.566 s: the constant is about 1.6 s at both ends of the range
+    assert f == pytest.approx(1.57, abs=0.02)
+    # the work of a micro-batch is the model's within 4 % (docs/training.md's table: 7.301 and 1.904 s)
+    w_model, _ = _split(modelled)
+    assert w_model == pytest.approx(w, rel=0.04)
+
+
+def test_expert_gradient_reduce_scatter_crosses_racks_through_two_nics_by_hand():
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+    # DeepSeek-V3: 58 MoE layers of 256 routed experts, each 3 x 7,168 x 2,048 weights, over PP 4 x EP 32
+    expert_params = 256 * 58 * 3 * 7168 * 2048 / (4 * 32)
+    assert expert_params == pytest.approx(5.107e9, rel=1e-3)
+    s = 2.0 * expert_params  # bf16 gradients [bytes]
+    # the expert-DP group: TP 2 x DP 1,024 / (ETP 1 x EP 32) = 64 ranks at stride ETP x EP = 32, two in each
+    # 64-GPU rack segment: its rings leave a rack through those two GPUs' 400G NICs,
+    # 2 x 47 GB/s (the catalog's NDR per-NIC ring rate); a ring reduce-scatter moves (p - 1) / p of S
+    t = float(collective_s(job, "reducescatter", np.array([s]), np.array([64]), np.array([32]))[0])
+    by_hand = 63 / 64 * s / (2 * 47e9)
+    assert by_hand == pytest.approx(0.107, abs=0.001)
+    assert t == pytest.approx(by_hand, rel=0.02)  # the rest: the ring's latency over 32 racks
+    # the same group on the GB300 runs' 800G ConnectX-8: twice the rate
+    gb300 = next(r for r in training_runs() if r.id == "mlperf-v60-coreweave-gb300-deepseek-v3-8192")
+    t300 = float(collective_s(run_job(gb300), "reducescatter", np.array([s]), np.array([64]), np.array([32]))[0])
+    assert t300 == pytest.approx(63 / 64 * s / (2 * 94e9), rel=0.03)
+
+
+def test_embedding_gradient_all_reduce_between_the_end_stages_by_hand():
+    from hnplan.planning.training.collectives import embedding_grad_allreduce_s
+    from hnplan.planning.training.search import search_candidates
+
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+    plans = search_candidates(job, run.fixed)
+    t = embedding_grad_allreduce_s(job, plans)
+    assert len(t) == len(plans) and np.ptp(t) == 0.0  # one layout: TP 2, PP 4, DP 1,024
+    # DeepSeek-V3's MTP module keeps the embedding on the last stage: its gradient, 129,280 x 7,168 / TP 2
+    # elements in bf16 = 926.7 MB, all-reduced between the first and last stages (another rack): half each
+    # way twice over one GB200's 400G NIC, 47 GB/s
+    s = 129280 * 7168 / 2 * 2.0
+    assert s == pytest.approx(926.7e6, rel=1e-4)
+    assert t[0] == pytest.approx(s / 47e9, rel=0.02)  # 19.7 ms, the rest two point-to-point latencies
+    # a model with its own output layer and no MTP (Llama 3.1 405B), or one pipeline stage: none
+    llama = next(r for r in training_runs() if r.id == "mlperf-v60-azure-gb200-llama31-405b-8192")
+    j2 = run_job(llama)
+    assert not embedding_grad_allreduce_s(j2, search_candidates(j2, llama.fixed)).any()
+    one_stage = plans.copy()
+    one_stage["pp"] = 1
+    assert not embedding_grad_allreduce_s(job, one_stage).any()
+    # DualPipe keeps the embedding and the output head on one rank (arXiv:2412.19437 Sec. 2.2): none
+    dual = next(r for r in training_runs() if r.id == "deepseek-v3-2048-dualpipe")
+    j3 = run_job(dual)
+    assert not embedding_grad_allreduce_s(j3, search_candidates(j3, dual.fixed)).any()
