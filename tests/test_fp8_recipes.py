@@ -70,11 +70,14 @@ def test_current_scaling_adds_an_amax_read_and_cannot_fuse_the_norm(cat):
 
 
 def test_mxfp8_on_blackwell_hand_derived(cat):
-    r = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    r = _rows(cat, acc="b200", fp8_recipe="mxfp8", norm_cudnn=True)
     # bf16 read, row-wise and column-wise fp8 copies with one scale byte per 32 elements each
     assert r.loc[("o_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((2 + 2 * (1 + 1 / 32)) * TOKENS * H)
-    # fused into the norm: only the column-wise copy remains
+    # cuDNN's norm writes the row-wise MXFP8 copy (normalization.cpp Impl::FULLY_FUSED): only the column-wise remains
     assert r.loc[("qkv_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((1 + 1 / 32) * TOKENS * H)
+    # Transformer Engine's own norm writes bf16 (Impl::UNFUSED): the cast reads it and writes both copies
+    te_norm = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    assert te_norm.loc[("qkv_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((2 + 2 * (1 + 1 / 32)) * TOKENS * H)
     names = r.index.get_level_values(0)
     assert not names.str.endswith(("_amax", "_fp8_t")).any()
 

@@ -29,7 +29,8 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
   write the quantised copies), then one kernel reads bf16 and writes a row-wise and a column-wise copy
   (``<name>_nvfp4``: ``2 + 2 x (1/2 + 1/16)`` bytes). Where the tensor is the output of a Transformer
   Engine norm or activation kernel, that kernel returns the amax of the bf16 it writes and the amax pass
-  goes away ([11]_: ``FUSED_NORM_AMAX_NVFP4`` of ``LayerNormLinear``'s norm, ``FUSED_ACTIVATION_AMAX_NVFP4``
+  goes away ([11]_: ``FUSED_NORM_AMAX_NVFP4`` of ``LayerNormLinear``'s norm, Transformer Engine's own norm
+  kernel only, not cuDNN's (``norm_cudnn``), ``FUSED_ACTIVATION_AMAX_NVFP4``
   of the SwiGLU forward and backward when the op fuser runs it, ``fp8_act_cast_fusion``), unless Hadamard
   transforms are on (the column-wise scale then comes from the amax after the transform, which the
   quantiser reads itself). Of the eight bf16 tensors a Llama layer quantises per micro-batch (the inputs
@@ -49,7 +50,9 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
 * with ``fp8_norm_cast_fusion`` (``LayerNormLinear``/``LayerNormMLP``) the norm before the QKV/MLP-up
   GEMM writes the quantised input itself: the cast's bf16 read and row-wise write go away, what
   remains is the transposed (Hopper) or column-wise (MXFP8) copy; a current-scaling cast cannot fuse
-  (it needs the finished tensor's amax);
+  (it needs the finished tensor's amax), and an MXFP8 one only where the stack runs cuDNN's norm
+  kernels (``norm_cudnn``, ``NVTE_NORM_FWD_USE_CUDNN=1``): Transformer Engine's own norm writes bf16
+  and the cast follows [11]_;
 * the weight ``W`` is cast the same way (``<gemm>_w_fp8``; its transpose feeds the data-gradient GEMM)
   once per micro-batch, once per optimizer step when Transformer Engine caches the cast across the
   step's micro-batches (``fp8_weight_cache``; phase ``step``), or never with fp8 parameters
@@ -126,7 +129,9 @@ References
 .. [11] NVIDIA Transformer Engine v2.8-v2.14, ``transformer_engine/pytorch/csrc/extensions/normalization.cpp``
    (``layernorm_fwd`` / ``rmsnorm_fwd``: ``Impl::FUSED_NORM_AMAX_NVFP4``, the norm writes bf16 and its amax,
    then ``NVFP4Quantizer::quantize_with_amax``; ``Impl::UNFUSED`` when ``with_rht`` and
-   ``with_post_rht_amax``), ``activation.cpp`` (``activation_helper`` / ``dactivation_helper``:
+   ``with_post_rht_amax`` or when ``NVTE_NORM_FWD_USE_CUDNN`` is set; an MXFP8 quantizer is
+   ``Impl::FULLY_FUSED``, the norm writing the MXFP8 copies, only with ``NVTE_NORM_FWD_USE_CUDNN`` and
+   ``Impl::UNFUSED`` otherwise), ``activation.cpp`` (``activation_helper`` / ``dactivation_helper``:
    ``FUSED_ACTIVATION_AMAX_NVFP4`` likewise), ``quantizer.cpp`` (``NVFP4Quantizer::quantize_impl``: a
    separate ``nvte_compute_amax`` otherwise) and ``ops/basic/activation.py`` (the op fuser's ``SwiGLU`` passes
    ``next_op_input_quantizer`` and ``prev_op_grad_output_quantizer`` to ``tex.swiglu`` / ``tex.dswiglu``);
@@ -268,7 +273,8 @@ class StepKernels:
     userbuffers configurations by TP degree (:func:`hnplan.compute.tp_overlap.ub_config`), which set the
     chunk count of each overlapped GEMM (:func:`hnplan.compute.tp_overlap.overlap_chunks`).
     ``act_cast_fusion``: the SwiGLU runs in Transformer Engine with the next GEMM's quantizer
-    (``fp8_act_cast_fusion``).
+    (``fp8_act_cast_fusion``). ``norm_cudnn``: Transformer Engine's norms run cuDNN's kernels
+    (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_.
     """
 
     fp8_recipe: str = "delayed"
@@ -283,6 +289,7 @@ class StepKernels:
     tp_overlap_chunks: bool = False
     tp_overlap_cfg: tuple = ()
     act_cast_fusion: bool = False
+    norm_cudnn: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -303,6 +310,7 @@ class StepKernels:
             ch.tp_comm,
             ub_config(ch.tp_overlap_cfg),
             ch.fp8_act_cast_fusion,
+            ch.norm_cudnn,
         )
 
 
@@ -355,7 +363,9 @@ def quantise(
     local = elems / shard
     if k.fp8_recipe == "nvfp4":
         return _nvfp4(name, local, k.nvfp4_rht and not weight, amax_fused)
+    # a current-scaling cast needs the finished tensor's amax; an MXFP8 one is written by cuDNN's norm only [11]_
     fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
+    fuse_norm = fuse_norm and (k.fp8_recipe != "mxfp8" or k.norm_cudnn)
     if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
         copy = scaled_copy_bytes(k.fp8_recipe)
         by = (0.0 if fuse_norm else BF16 + copy) + copy
@@ -406,7 +416,7 @@ def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: f
     w = op.w_bytes / op.in_bytes
     fed = op.name in NORM_FED
     # the producer of the tensor returns its amax (nvfp4 [11]_): a LayerNormLinear norm, the op fuser's SwiGLU
-    x_amax = (fed and k.norm_cast_fusion) or (op.name in ACT_FED and k.act_cast_fusion)
+    x_amax = (fed and k.norm_cast_fusion and not k.norm_cudnn) or (op.name in ACT_FED and k.act_cast_fusion)
     dy_amax = op.name in ACT_GRAD and k.act_cast_fusion
     per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0, amax_fused=x_amax)]
     dy_shard = sp_tp if op.name in ROW_PARALLEL else 1.0

@@ -133,12 +133,10 @@ class StackChoices(_Strict):
     fp8_cast_transpose_fusion : bool
         Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
         transpose (Transformer Engine ``cast_transpose``). Default True.
-    fp8_act_cast_fusion : bool
-        The MLP's SwiGLU runs in Transformer Engine with the quantizer of the GEMM it feeds (the op fuser,
-        Megatron-Core ``use_transformer_engine_op_fuser``, NeMo ``USE_TE_OPS``): under ``nvfp4`` without
-        Hadamard transforms the activation forward and backward kernels return the amax of their output, so
-        the MLP-down input and the MLP-up output gradient need no amax pass. Default False (Megatron-Core's
-        own MLP runs its SwiGLU outside Transformer Engine).
+    fp8_act_cast_fusion, norm_cudnn : bool
+        The SwiGLU runs in Transformer Engine with the next GEMM's quantizer (op fuser, NeMo ``USE_TE_OPS``), and
+        its kernels return the amax of NVFP4 inputs they write; the norms are cuDNN's (``NVTE_NORM_FWD_USE_CUDNN=1``:
+        they write MXFP8 inputs, Transformer Engine's own return NVFP4 amaxes). Default False, False.
     norm_kernel, rope_kernel : {"fused", "eager"}
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
@@ -333,10 +331,9 @@ class StackChoices(_Strict):
     fp8_cast_transpose_fusion: bool = Field(
         default=True, description="one kernel writes an fp8 cast and its transpose (where transposes are needed)"
     )
+    norm_cudnn: bool = Field(default=False, description="norms run cuDNN's kernels (NVTE_NORM_FWD_USE_CUDNN=1)")
     fp8_act_cast_fusion: bool = Field(
-        default=False,
-        description="the SwiGLU runs in Transformer Engine with the next GEMM's quantizer (op fuser): its "
-        "forward and backward kernels return the amax of their output (nvfp4 without Hadamard transforms)",
+        default=False, description="the op fuser's SwiGLU returns the amax of the NVFP4 GEMM inputs it writes"
     )
     norm_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
