@@ -135,8 +135,9 @@ References
    ``FUSED_ACTIVATION_AMAX_NVFP4`` likewise), ``quantizer.cpp`` (``NVFP4Quantizer::quantize_impl``: a
    separate ``nvte_compute_amax`` otherwise) and ``ops/basic/activation.py`` (the op fuser's ``SwiGLU`` passes
    ``next_op_input_quantizer`` and ``prev_op_grad_output_quantizer`` to ``tex.swiglu`` / ``tex.dswiglu``);
-   both fused paths arrived with the NVFP4 recipe in v2.8 (absent from v2.7; for current scaling they are
-   pull requests #2004 and #2013, not modelled: the stacks do not record their Transformer Engine release).
+   both fused paths arrived in v2.8, with the NVFP4 recipe (absent from v2.7), and for current scaling
+   (``FUSED_NORM_AMAX_FP8``, ``FUSED_ACTIVATION_AMAX_FP8``; pull requests #2004 and #2013) in the same release,
+   which a stack states with ``fp8_current_amax_fusion``.
 """
 
 from __future__ import annotations
@@ -274,7 +275,8 @@ class StepKernels:
     chunk count of each overlapped GEMM (:func:`hnplan.compute.tp_overlap.overlap_chunks`).
     ``act_cast_fusion``: the SwiGLU runs in Transformer Engine with the next GEMM's quantizer
     (``fp8_act_cast_fusion``). ``norm_cudnn``: Transformer Engine's norms run cuDNN's kernels
-    (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_.
+    (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_. ``current_amax_fusion``:
+    the norm and activation kernels return the amax for current scaling as well (Transformer Engine 2.8+).
     """
 
     fp8_recipe: str = "delayed"
@@ -290,6 +292,7 @@ class StepKernels:
     tp_overlap_cfg: tuple = ()
     act_cast_fusion: bool = False
     norm_cudnn: bool = False
+    current_amax_fusion: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -311,6 +314,7 @@ class StepKernels:
             ub_config(ch.tp_overlap_cfg),
             ch.fp8_act_cast_fusion,
             ch.norm_cudnn,
+            ch.fp8_current_amax_fusion,
         )
 
 
@@ -359,7 +363,8 @@ def quantise(
     the fp8 output gradient of a row-parallel one), so the cast and amax read that share and the
     transpose, which needs the gathered tensor, is its own kernel over all ``elems``. ``weight``: the
     tensor is a GEMM weight (no Hadamard transform under ``nvfp4``: weights are no weight-gradient input).
-    ``amax_fused``: the Transformer Engine kernel that wrote the tensor returned its amax (``nvfp4``; [11]_)."""
+    ``amax_fused``: the Transformer Engine kernel that wrote the tensor returned its amax (``nvfp4``, and
+    ``current`` with ``current_amax_fusion``; [11]_)."""
     local = elems / shard
     if k.fp8_recipe == "nvfp4":
         return _nvfp4(name, local, k.nvfp4_rht and not weight, amax_fused)
@@ -372,7 +377,7 @@ def quantise(
         return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
     fused_t = transpose and k.cast_transpose_fusion and not above_one(shard)
     out = []
-    if k.fp8_recipe == "current":
+    if k.fp8_recipe == "current" and not (amax_fused and k.current_amax_fusion):
         out.append((f"{name}_amax", "amax", BF16 * local))
     if not fuse_norm:
         out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
