@@ -42,9 +42,9 @@ def _openb_with(tmp_path, line: int, old: str, new: str) -> Path:
     [
         # creation_time of pod 0003 (file line 3): was a ValueError from pandas, then an AttributeError
         # about click's Abort from the handler, two tracebacks
-        ("2690044,12902960", "xyz,12902960", "column creation_time must be a number; line 3 has 'xyz'"),
-        (",1,460,", ",one,460,", "column num_gpu must be a number; line 3 has 'one'"),  # was a TypeError
-        (",1,460,", ",,460,", "column num_gpu must be a number; line 3 is empty"),
+        ("2690044,12902960", "xyz,12902960", "row 3, column creation_time: must be a number; has 'xyz'"),
+        (",1,460,", ",one,460,", "row 3, column num_gpu: must be a number; has 'one'"),  # was a TypeError
+        (",1,460,", ",,460,", "row 3, column num_gpu: must be a number; is empty"),
     ],
 )
 def test_an_openb_trace_cell_that_is_no_number_is_one_line(tmp_path, old, new, said):
@@ -64,7 +64,7 @@ def test_hnplans_own_trace_format_names_the_row_of_a_bad_cell(tmp_path):
     )
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == f"error: {path}: column gpus must be a number; row 2 has 'eight'"
+    assert _one_line(res.stderr) == f"error: {path}: row 3, column gpus: must be a number; has 'eight'"
 
 
 def test_an_unexpected_error_shows_its_own_traceback_and_abort_exits_1(capsys):

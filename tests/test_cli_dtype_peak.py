@@ -71,7 +71,7 @@ def test_divisibility_message_writes_the_batch_with_separators():
     text = _one_line(res.stderr)
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "dp x micro-batch dividing the batch of 2,048 sequences" in text
-    assert "such as 2,100 sequences (a multiple of 100)" in text  # 2,048 rounded up to a multiple of 100
+    assert "such as 2,100 sequences, 21 per GPU" in text  # 2,048 rounded up to a multiple of 100: 21 x 100
 
 
 def test_divisibility_hint_writes_the_gpu_count_with_separators():
@@ -84,4 +84,5 @@ def test_divisibility_hint_writes_the_gpu_count_with_separators():
     text = _one_line(res.stderr)
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "the batch of 1,024 sequences" in text
-    assert "a batch with the factor 75, such as 1,200 sequences (a multiple of 1,200)" in text
+    assert "on 1,200 x hgx-h100-ib-ndr" in text
+    assert "a batch with the factor 75, such as 1,200 sequences, one per GPU" in text

@@ -148,12 +148,12 @@ def test_slos_no_configuration_meets_are_written_as_given():
 def test_a_fully_given_plan_at_pp_1_is_evaluated_without_virtual_stages():
     # every degree and knob given but --virtual-stages (help: "default 1"), PP 1: it searched the one candidate
     # and failed, "infeasible: no plan ... fits in memory (1 candidates searched ...)", exit 3, where the
-    # README promises the plan evaluated with fits: false. Llama 3.1 8B on 8 H100, DP 8, no recompute:
-    # 99.9 GiB per GPU (catalog of 2026-12-01) against 79.1 GiB visible
+    # README promises the plan evaluated with fits: false (then exit 3: an infeasible plan). Llama 3.1 8B on 8
+    # H100, DP 8, no recompute: 99.9 GiB per GPU (catalog of 2026-12-01) against 79.1 GiB visible
     argv = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
     given = ["--tp", "1", "--pp", "1", "--dp", "8", "--microbatch-size", "1", "--recompute", "none", "--zero", "1"]
     res = runner.invoke(app, [*argv, "--global-batch-size", "64", *given, "--json"])
-    assert res.exit_code == 0, res.stderr
+    assert res.exit_code == 3, res.stderr
     d = json.loads(res.stdout)
     assert d["fits"] is False and d["memory_per_gpu_gib"] > 79.1 and d["parallel"]["virtual_stages"] == 1
     assert "searched" not in d or d["searched"] is None

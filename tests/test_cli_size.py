@@ -304,17 +304,17 @@ def test_size_lists_the_skipped_counts_of_one_reason_on_one_line():
 
     reason = (
         "no plan on {0} GPUs divides; try a GPU count with more factors of two, or a batch with the factor {1},"
-        " such as {2} sequences (a multiple of {0})"
+        " such as {2} sequences, one per GPU"
     )
     skipped = [{"gpus": n, "reason": reason.format(n, f, f"{n:,}")} for n, f in [(7680, 15), (7776, 243)]]
     assert _skipped_lines("hgx-h100-ib-ndr", skipped) == [
         "hgx-h100-ib-ndr: skipped 7,680, 7,776 GPUs: no plan on N GPUs divides; try a GPU count with more factors"
-        " of two, or a batch with N's odd factor, such as N sequences (a multiple of N)"
+        " of two, or a batch with N's odd factor, such as N sequences, one per GPU"
     ]
     # one count keeps its own numbers (with thousands separators) and its own factor
     assert _skipped_lines("s", skipped[:1]) == [
         "s: skipped 7,680 GPUs: no plan on 7,680 GPUs divides; try a GPU count with more factors of two, or a"
-        " batch with the factor 15, such as 7,680 sequences (a multiple of 7,680)"
+        " batch with the factor 15, such as 7,680 sequences, one per GPU"
     ]
 
 

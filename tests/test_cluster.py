@@ -348,6 +348,6 @@ def test_tp_must_divide_a_jobs_gpus():
             "tp": [8, 8],
         }
     )
-    with pytest.raises(InputError, match=r"row 2: tp = 8 must divide the job's 12 GPUs"):
+    with pytest.raises(InputError, match=r"row 2, column tp: tp = 8 must divide the job's 12 GPUs"):
         check_jobs(jobs)
     assert list(check_jobs(jobs.assign(tp=[8, 4]))["tp"]) == [8, 4]

@@ -77,7 +77,9 @@ def test_a_hand_built_timeline_replicates_exactly():
     r = replicate_cluster(SYSTEM, 8, 4, jobs=_jobs(rows), seed=3, **KW)
     assert r.seeds == tuple(replication_seeds(3, 4)) and len(r.runs) == 4
     assert r.summary["utilisation"] == pytest.approx(0.5)
-    assert r.ci95["utilisation"] == pytest.approx({"mean": 0.5, "low": 0.5, "high": 0.5, "half_width": 0.0, "n": 4})
+    assert r.ci95["utilisation"] == pytest.approx(
+        {"mean": 0.5, "low": 0.5, "high": 0.5, "half_width": 0.0, "n": 4, "bounded_low": None, "bounded_high": None}
+    )  # no spread: no interval on the logit scale either
     assert r.ci95["queue_delay_s.development.p99"]["half_width"] == 0.0
     assert [run.jobs["queue_delay_s"].tolist() for run in r.runs] == [[0.0, 995.0, 0.0]] * 4
     j = r.to_json()

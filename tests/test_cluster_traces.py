@@ -211,10 +211,18 @@ def test_cli_simulates_a_helios_log(tmp_path):
     [
         (HELIOS.replace(",duration,", ",runtime,"), read_helios, r"missing column\(s\) duration of the Helios"),
         (SEREN.replace(",type,", ",kind,"), read_acme, r"missing column\(s\) type of the Acme"),
-        (HELIOS.replace(",4,16,1,FAILED", ",four,16,1,FAILED"), read_helios, r"column gpu_num .* line 3 has 'four'"),
-        (HELIOS.replace(",249,0", ",-249,0"), read_helios, "column duration must be a number >= 0"),
-        (HELIOS.replace(",2020-06-09 18:41:27,", ",yesterday,"), read_helios, "column submit_time .* 'yesterday'"),
-        (SEREN.replace(",SFT,", ",RLHF,"), read_acme, "column type must be one of .* 'RLHF'"),
+        (
+            HELIOS.replace(",4,16,1,FAILED", ",four,16,1,FAILED"),
+            read_helios,
+            r"t.csv: row 3, column gpu_num: .* has 'four'",
+        ),
+        (HELIOS.replace(",249,0", ",-249,0"), read_helios, "row 3, column duration: must be a number >= 0; has -249$"),
+        (
+            HELIOS.replace(",2020-06-09 18:41:27,", ",yesterday,"),
+            read_helios,
+            "row 3, column submit_time: .* 'yesterday'",
+        ),
+        (SEREN.replace(",SFT,", ",RLHF,"), read_acme, "row 5, column type: must be one of .* 'RLHF'"),
         (HELIOS_HEAD + "1,u,vc,0,4,1,COMPLETED,2020-06-09 18:41:01,,,60,0\n", read_helios, "no GPU job"),
     ],
 )

@@ -69,12 +69,32 @@ def test_current_scaling_adds_an_amax_read_and_cannot_fuse_the_norm(cat):
     )
 
 
+def test_current_scaling_amax_from_te_norm_and_op_fuser_hand_derived(cat):
+    # Transformer Engine 2.8+ (FUSED_NORM_AMAX_FP8, FUSED_ACTIVATION_AMAX_FP8): its own norm returns the amax of the
+    # QKV and MLP-up inputs, the op fuser's SwiGLU that of the MLP-down input and of the MLP-up output gradient
+    r = _rows(cat, acc="b200", fp8_recipe="current", fp8_current_amax_fusion=True, fp8_act_cast_fusion=True)
+    amax = {n: b for (n, ph), b in r["bytes"].items() if n.endswith("_amax") and ph != "step"}
+    # left: o_proj x (4,096), dy of qkv (6,144), o_proj (4,096), mlp_down (4,096): 2 bytes an element
+    assert sorted(amax) == ["mlp_down_dy_amax", "o_proj_dy_amax", "o_proj_x_amax", "qkv_proj_dy_amax"]
+    assert sum(amax.values()) == 2 * TOKENS * (6144 + 3 * H)
+    # the cast is unchanged (bf16 read, fp8 write: 3 bytes on Blackwell, no transpose)
+    assert r.loc[("qkv_proj_x_fp8", "fwd"), "bytes"] == 3 * TOKENS * H
+    # cuDNN's norm returns none; without the flag (Transformer Engine before 2.8) all eight passes stay
+    cudnn = _rows(cat, acc="b200", fp8_recipe="current", fp8_current_amax_fusion=True, norm_cudnn=True)
+    assert ("qkv_proj_x_amax", "fwd") in cudnn.index and ("mlp_down_x_amax", "fwd") in cudnn.index
+    old = _rows(cat, acc="b200", fp8_recipe="current", fp8_act_cast_fusion=True)
+    assert old.index.get_level_values(0).str.endswith("_amax").sum() == 8 + 4  # 8 tensors + 4 weights (phase step)
+
+
 def test_mxfp8_on_blackwell_hand_derived(cat):
-    r = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    r = _rows(cat, acc="b200", fp8_recipe="mxfp8", norm_cudnn=True)
     # bf16 read, row-wise and column-wise fp8 copies with one scale byte per 32 elements each
     assert r.loc[("o_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((2 + 2 * (1 + 1 / 32)) * TOKENS * H)
-    # fused into the norm: only the column-wise copy remains
+    # cuDNN's norm writes the row-wise MXFP8 copy (normalization.cpp Impl::FULLY_FUSED): only the column-wise remains
     assert r.loc[("qkv_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((1 + 1 / 32) * TOKENS * H)
+    # Transformer Engine's own norm writes bf16 (Impl::UNFUSED): the cast reads it and writes both copies
+    te_norm = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    assert te_norm.loc[("qkv_proj_x_mxfp8", "fwd"), "bytes"] == pytest.approx((2 + 2 * (1 + 1 / 32)) * TOKENS * H)
     names = r.index.get_level_values(0)
     assert not names.str.endswith(("_amax", "_fp8_t")).any()
 

@@ -307,6 +307,14 @@ class _LazyConsole:
             self._console = Console(**kw)
         return getattr(self._console, attr)
 
+    # rich's live displays (progress bars) enter the console as a context; special methods are looked up on
+    # the class, not through __getattr__
+    def __enter__(self):
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc):
+        return self.__getattr__("__exit__")(*exc)
+
 
 # piped or captured output is not cut to 80 columns (numbers and ids must survive)
 console = _LazyConsole(auto_width=True)
@@ -397,6 +405,14 @@ def _fail(kind: str, exc: BaseException, code: int, as_json: bool, text: str | N
         obj["error"]["message"] = text
         print_json(obj)
     raise typer.Exit(code)
+
+
+def exit_infeasible(text: str) -> None:
+    """End a command whose user-given plan was evaluated and reported but cannot run (it does not fit in
+    memory): one ``infeasible: ...`` line on stderr after the report, exit 3. The report (table or
+    ``--json`` object) stays on stdout, so the user still sees why."""
+    err_console.print(f"[bold red]infeasible:[/] {escape(text)}", highlight=False, markup=True)
+    raise typer.Exit(EXIT_INFEASIBLE)
 
 
 @contextmanager

@@ -113,6 +113,7 @@ def simulate(
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
+    from hnplan.cluster.replicate import BOUNDS, ci_text
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -207,15 +208,12 @@ def simulate(
         s = d
         ci = d.get("ci95", {})
 
-        def interval(key: str, fmt: str = ".1%", top: float | None = 1.0) -> str:
-            """' (95 % CI a to b)' over the replications; a share's interval clipped to [0, top]."""
-            c = ci.get(key)
-            if not c or c["low"] is None:
-                return ""
-            lo, hi = c["low"], c["high"]
-            if fmt.endswith("%"):
-                lo, hi = max(lo, 0.0), hi if top is None else min(hi, top)
-            return f" (95 % CI {lo:{fmt}} to {hi:{fmt}})"
+        def interval(key: str, fmt: str = ".1%") -> str:
+            """' (95 % CI a to b)' over the replications; where the Student-t interval leaves the figure's range
+            (a share below 0 % with few replications) the interval on the bounded scale, and why
+            (:func:`hnplan.cluster.replicate.ci_text`)."""
+            text = ci_text(ci.get(key), fmt, BOUNDS.get(key))
+            return f" ({text})" if text else ""
 
         load_row = load_text(s).split(" ", 1)  # the figure, then its notes
 
@@ -225,10 +223,10 @@ def simulate(
         rows = [
             ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
             ("allocation rate", f"{s['allocation_rate']:.1%}" + interval("allocation_rate")),
-            ("offered load", load_row[0] + interval("offered_load", top=None) + " ".join(["", *load_row[1:]])),
+            ("offered load", load_row[0] + interval("offered_load") + " ".join(["", *load_row[1:]])),
             (
                 "demand in the window",
-                f"{s['offered_load_window']:.1%}{interval('offered_load_window', top=None)} (the jobs' GPU-time inside the "
+                f"{s['offered_load_window']:.1%}{interval('offered_load_window')} (the jobs' GPU-time inside the "
                 "measuring window: the utilisation it approaches when nothing queues)",
             ),
             ("steady state", s["steady_state_note"]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, exit_infeasible, handle_errors, kv_table, print_json
 from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
@@ -114,6 +114,7 @@ def memory(
         )
         if json_:
             print_json(d)
+            _exit_if_not_fit(d)
             return
         rows = [(f"{_PART_WORDS.get(p, p.replace('_', ' '))} [GiB]", f"{d[f'{p}_gib']:.2f}") for p in PARTS]
         rows.append(("total [GiB]", f"{d['total_gib']:.2f}"))
@@ -134,8 +135,26 @@ def memory(
                 rows.append(("  exposed transfer", f"{d['spill']['exposed_s']:.3f} s/step"))
             if mode == "inference":
                 c = d["kv_capacity"]
-                rows.append(("KV cache that fits [GiB]", f"{c['kv_cache_gib']:.2f}"))
+                kv = c["kv_cache_gib"]  # negative: the weights and overheads alone exceed what the engine may use
+                rows.append(
+                    (
+                        "KV cache that fits [GiB]",
+                        f"{kv:.2f}" if kv >= 0 else f"none (weights and overheads {-kv:.2f} GiB over)",
+                    )
+                )
                 rows.append(("tokens that fit", f"{c['max_tokens']:,}"))
                 rows.append((f"sequences of {seq_len:,} tokens", f"{c['max_batch_at_seq_len']:,}"))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
+        _exit_if_not_fit(d)
+
+
+def _exit_if_not_fit(d: dict) -> None:
+    """Exit 3 (after the report) when the plan does not fit even with what spills to the slower tiers; a plan
+    that fits or spills can run."""
+    if d.get("status") == "does-not-fit":
+        left = d["spill"].get("unplaced_gib")
+        where = f"; {left:.2f} GiB of it finds no room on the slower tiers either" if left else ""
+        exit_infeasible(
+            f"{d['model']} needs {d['total_gib']:.2f} GiB per GPU; {d['system']} has {d['hbm_gib']:.2f} GiB of HBM{where}"
+        )

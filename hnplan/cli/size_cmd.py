@@ -267,10 +267,10 @@ def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
     count, written with or without thousands separators, where several share it; the batch factor the
     reason suggests, which is the count's own odd factor, said as such where it differs between them).
 
-    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences"
+    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences, one per GPU"
     >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536")},
     ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280")}])
-    ["s: skipped 1,536, 1,280 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as N sequences"]
+    ["s: skipped 1,536, 1,280 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as N sequences, one per GPU"]
     """
     mark, fmark = "\x00", "\x01"
     factor = re.compile(r"with the factor (\d+)")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import typer
 
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
+from hnplan.cli._app import app, console, err_console, handle_errors, kv_table, print_json, whole_units_text
+from hnplan.errors import HnplanError
 from hnplan.units import format_usd as usd
 
 
@@ -81,7 +84,12 @@ def tco(
                 f"--mix {mix}: a job mix applies only with --utilisation simulated; got --utilisation {utilisation}"
             )
         cat = load_catalog()
-        u, source = resolve_utilisation(utilisation, cat.system(system).id, gpus, mix or "default", cat)
+        sid = cat.system(system).id
+        if str(utilisation).strip().lower() == "simulated":
+            with _simulation_progress(sid, gpus, mix or "default", cat) as progress:
+                u, source = resolve_utilisation(utilisation, sid, gpus, mix or "default", cat, progress=progress)
+        else:
+            u, source = resolve_utilisation(utilisation, sid, gpus, mix or "default", cat)
         d = tco_summary(
             cat.design(system),
             gpus,
@@ -136,3 +144,45 @@ def tco(
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
         if "cost_note" in d:  # no price: the costs above are n/a, and why
             console.print(f"cost {d['cost_note']}", highlight=False, markup=False)
+
+
+@contextmanager
+def _simulation_progress(system: str, gpus: int, mix: str, cat):
+    """A progress bar on stderr (a terminal only) for the runs of ``--utilisation simulated`` that are not cached,
+    with the time they take about; nothing when every run is read back. Yields the callback."""
+    from hnplan.cluster.utilisation import REPLICATIONS, simulation_seconds
+
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    try:
+        about = f", about {simulation_seconds(system, gpus, mix, cat):.0f} s the first time (then cached)"
+    except HnplanError:  # the simulation says why it cannot run
+        about = ""
+    bar = Progress(
+        TextColumn(f"simulating the utilisation of mix {mix}: {REPLICATIONS} runs{about}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = bar.add_task("sim", total=1.0)
+    started = False
+
+    def progress(done: float) -> None:
+        nonlocal started
+        if not started:
+            if done >= 1.0:  # every run read back from the cache: no bar
+                return
+            bar.start()
+            started = True
+        bar.update(task, completed=done)
+
+    try:
+        yield progress
+    finally:
+        if started:
+            bar.stop()

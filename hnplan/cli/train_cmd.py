@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, kv_table, print_json
+from hnplan.cli._app import (
+    app,
+    console,
+    count,
+    decimal_hint,
+    exit_infeasible,
+    handle_errors,
+    kv_table,
+    print_json,
+)
 from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
@@ -185,6 +194,8 @@ def train(
                 if top > 1:
                     out["top"] = [{**e.to_dict(), "stack": stack_info} for e in ests]
             print_json(out)
+            if all_given and not out["fits"]:
+                exit_infeasible(_not_fit_text(out, offload))
             return
         for i, est in enumerate(ests):
             d = est.to_dict()
@@ -233,6 +244,17 @@ def train(
             console.print(f"searched {searched} candidates, {feasible} feasible")
         if note:
             console.print(note, highlight=False, markup=False)
+        if all_given and not ests[0].fits:  # the plan given was reported: now say it cannot run, exit 3
+            exit_infeasible(_not_fit_text(ests[0].to_dict(), offload))
+
+
+def _not_fit_text(d: dict, offload: str | None) -> str:
+    """The one line after a fully given plan that does not fit: what it needs per GPU against the HBM,
+    and how to get a plan that does (a search, or offload)."""
+    hint = "; leave a degree or knob out to search for a plan that fits"
+    if offload != "auto":
+        hint += ", or --offload auto"
+    return f"the plan given does not fit in memory (per GPU: {_memory_text(d).replace(' (does NOT fit)', '')}){hint}"
 
 
 def _memory_text(d: dict) -> str:

@@ -47,14 +47,45 @@ MAX_JOBS = 1_000_000
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
-def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
+def _cell_text(value) -> str:
+    """What a cell holds, as an error says it: ``is empty``, ``has 0``, ``has 'x'``."""
+    if pd.isna(value):
+        return "is empty"
+    return f"has {value.item() if isinstance(value, np.generic) else value!r}"
+
+
+def row_error(where: str, names, mask, col: str, rule: str, values=None) -> InputError:
+    """One line naming ``where``, the first row of ``mask`` (by ``names``: a file's rows as a spreadsheet
+    numbers them) and the column, what the column must hold and what that cell holds."""
+    i = int(np.flatnonzero(np.asarray(mask))[0])
+    cell = "" if values is None else f"; {_cell_text(values[i])}"
+    return InputError(f"{where}: {_label(names[i])}, column {col}: {rule}{cell}")
+
+
+def _label(name) -> str:
+    """``row 5`` for a row number, a label as given (``job 1234`` of a JSON log)."""
+    return name if isinstance(name, str) else f"row {name}"
+
+
+def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFrame:
     """Validate a job table and return it sorted by arrival with ``job_id`` 0..n-1.
+
+    Parameters
+    ----------
+    jobs : DataFrame
+        The job table (:data:`JOB_COLUMNS`, ``job_id`` optional).
+    where : str
+        What the errors name first: the file's path, or ``jobs``.
+    rows : array of int or str, optional
+        The number each row is named by in an error: for a table read from a CSV file, the row a spreadsheet
+        shows it on (the header is row 1, the first job row 2); default the table's rows 1..n. A string is
+        the name itself (``job 1234`` of a JSON log).
 
     Raises
     ------
     InputError
         For a missing column, an unknown class, a non-positive size or duration, or a fraction of a
-        GPU on a multi-GPU job (one line naming ``where`` and the column).
+        GPU on a multi-GPU job (one line naming ``where``, the row and the column).
     """
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
@@ -65,24 +96,34 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs") -> pd.DataFrame:
         )
     if jobs.empty:
         raise InputError(f"{where}: no jobs")
+    names = np.arange(1, len(jobs) + 1) if rows is None else np.asarray(rows)
     jobs = jobs.copy()
     for col in ("arrival_s", "gpus", "gpu_milli", "duration_s", "checkpoint_s", "tp"):
-        jobs[col] = numeric_column(jobs, col, where)
-    bad = set(jobs["cls"].unique()) - set(CLASSES)
-    if bad:
-        raise InputError(f"{where}: class must be one of {', '.join(CLASSES)}; got {sorted(bad)[0]!r}")
+        jobs[col] = numeric_column(jobs, col, where, rows=names)
+    bad = ~jobs["cls"].isin(CLASSES).to_numpy()
+    if bad.any():
+        raise row_error(
+            where, names, bad, "cls", f"the class must be one of {', '.join(CLASSES)}", jobs["cls"].to_numpy()
+        )
     for col in ("gpus", "gpu_milli", "duration_s"):
-        if (jobs[col] <= 0).any() or jobs[col].isna().any():
-            raise InputError(f"{where}: column {col} must be > 0 in every row")
-    if (jobs["gpu_milli"] > MILLI).any():
-        raise InputError(f"{where}: gpu_milli must be <= {MILLI}")
-    if ((jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)).any():
-        raise InputError(f"{where}: a fractional GPU (gpu_milli < {MILLI}) needs gpus = 1")
+        bad = (jobs[col] <= 0).to_numpy() | jobs[col].isna().to_numpy()
+        if bad.any():
+            raise row_error(where, names, bad, col, "must be > 0", jobs[col].to_numpy())
+    bad = (jobs["gpu_milli"] > MILLI).to_numpy()
+    if bad.any():
+        raise row_error(where, names, bad, "gpu_milli", f"must be <= {MILLI}", jobs["gpu_milli"].to_numpy())
+    bad = ((jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{where}: {_label(names[i])}, column gpu_milli: a fractional GPU (gpu_milli {int(jobs['gpu_milli'].iloc[i])} "
+            f"< {MILLI}) needs gpus = 1; the row has gpus = {int(jobs['gpus'].iloc[i])}"
+        )
     tp = np.minimum(jobs["tp"].to_numpy(dtype=np.int64), jobs["gpus"].to_numpy(dtype=np.int64))
     if (tp < 1).any() or (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0).any():
         row = int(np.flatnonzero((tp < 1) | (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0))[0])
         raise InputError(
-            f"{where}: row {row + 1}: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
+            f"{where}: {_label(names[row])}, column tp: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
             f"{int(jobs['gpus'].iloc[row])} GPUs (its tensor-parallel groups)"
         )
     out = jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True).copy()
@@ -164,26 +205,24 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     return raw
 
 
-def numeric_column(table: pd.DataFrame, col: str, where: str, line_offset: int = 1) -> pd.Series:
+def numeric_column(table: pd.DataFrame, col: str, where: str, line_offset: int = 1, rows=None) -> pd.Series:
     """Column ``col`` of ``table`` as numbers; a cell that is not one (text, an empty cell, a value the CSV
     reader left as text) is bad input.
 
-    ``line_offset`` turns a row's position into the number named in the error: 2 for a CSV file's line
-    (its header is line 1), 1 for a table's row.
+    ``line_offset`` turns a row's position into the number named in the error: 2 for a CSV file read whole
+    (a spreadsheet shows its header as row 1), 1 for a table's row; ``rows``, where given, names each row
+    instead (a filtered table's rows in the file).
 
     Raises
     ------
     InputError
-        One line naming ``where``, the column and the first offending line (or row) with its value.
+        One line naming ``where``, the first offending row and the column, with the cell's value.
     """
     num = pd.to_numeric(table[col], errors="coerce")
     bad = num.isna().to_numpy()
     if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        what = "line" if line_offset == 2 else "row"
-        value = table[col].iloc[row]
-        has = "is empty" if pd.isna(value) else f"has {value!r}"
-        raise InputError(f"{where}: column {col} must be a number; {what} {row + line_offset} {has}")
+        names = np.arange(line_offset, len(table) + line_offset) if rows is None else np.asarray(rows)
+        raise row_error(where, names, bad, col, "must be a number", table[col].to_numpy())
     return num
 
 
@@ -237,7 +276,7 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     )
     if GPU_SPEC in g and g[GPU_SPEC].notna().any() and (g[GPU_SPEC].fillna("").astype(str).str.strip() != "").any():
         jobs[GPU_SPEC] = g[GPU_SPEC].to_numpy(object)
-    return check_jobs(jobs, str(path))
+    return check_jobs(jobs, str(path), rows=g.index.to_numpy() + 2)  # the pods' rows in the file
 
 
 # -- synthetic jobs ---------------------------------------------------------------------------

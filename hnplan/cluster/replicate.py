@@ -44,33 +44,118 @@ def replication_seeds(seed: int, replications: int) -> list[int]:
     return [int(c.generate_state(1)[0]) for c in np.random.SeedSequence(seed).spawn(replications)]
 
 
-def mean_ci(values, confidence: float = CONFIDENCE) -> dict:
+BOUNDS = {
+    "utilisation": (0.0, 1.0),
+    "allocation_rate": (0.0, 1.0),
+    "fragmentation": (0.0, 1.0),
+    "fragmentation_max": (0.0, 1.0),
+    "blocked": (0.0, 1.0),
+    "goodput": (0.0, 1.0),
+    "offered_load": (0.0, None),
+    "offered_load_window": (0.0, None),
+    "jct_slowdown.mean": (1.0, None),
+}
+"""The range of the summary figures whose interval is also given on a bounded scale (:func:`mean_ci`'s
+``bounds``): shares of GPU-time in [0, 1], loads >= 0, a slowdown >= 1."""
+
+
+def mean_ci(values, confidence: float = CONFIDENCE, bounds: tuple[float, float | None] | None = None) -> dict:
     """The mean of independent replications and its Student-t confidence interval.
 
     ``mean +- t_{n-1, (1 + confidence) / 2} x s / sqrt(n)`` with ``s`` the sample standard deviation
     (``scipy.stats.t``; Law 2015, Sec. 9.4.1). One value has no interval (``low``/``high`` None).
 
+    With ``bounds = (a, b)`` (a quantity that cannot leave ``[a, b]``, ``b`` None: no upper bound) the same
+    interval is also taken on the transformed scale where the quantity is unbounded and mapped back,
+    ``bounded_low`` and ``bounded_high``: the logit of ``(x - a) / (b - a)``, or the log of ``x - a``
+    (the transformation method for a bounded mean, e.g. Law 2015, Sec. 9.4; asymmetric and always inside
+    the bounds). With three replications ``t_{2, 0.975}`` = 4.30, so a share whose runs spread by a few
+    points around a small mean has a plain interval reaching below 0; the bounded one stays inside. It is
+    None where a value lies on a bound (the transform is infinite there) or all values are equal.
+
     Returns
     -------
     dict
-        ``mean``, ``low``, ``high``, ``half_width`` (same unit as the values) and ``n``.
+        ``mean``, ``low``, ``high``, ``half_width`` (same unit as the values) and ``n``; with ``bounds``,
+        also ``bounded_low`` and ``bounded_high``.
 
     >>> d = mean_ci([0.40, 0.50, 0.60])  # s = 0.1, t_{2, 0.975} = 4.303: half-width 0.1 x 4.303 / sqrt(3)
     >>> round(d["mean"], 3), round(d["half_width"], 4), round(d["low"], 4), round(d["high"], 4)
     (0.5, 0.2484, 0.2516, 0.7484)
+    >>> # mean 0.00367, s 0.00379: 0.00367 - 4.303 x 0.00379 / sqrt(3) = -0.0057 < 0; logits -6.907, -6.213,
+    >>> # -4.820: mean -5.980, s 1.0625, half-width 2.640, so expit(-8.620) = 0.00018 to expit(-3.340) = 0.0342
+    >>> d = mean_ci([0.001, 0.002, 0.008], bounds=(0.0, 1.0))
+    >>> round(d["low"], 4), round(d["bounded_low"], 5), round(d["bounded_high"], 4)
+    (-0.0057, 0.00018, 0.0342)
     """
     x = np.asarray([float(v) for v in values], float)
     n = len(x)
+    extra = {} if bounds is None else {"bounded_low": None, "bounded_high": None}
     if n == 0:
-        return {"mean": None, "low": None, "high": None, "half_width": None, "n": 0}
+        return {"mean": None, "low": None, "high": None, "half_width": None, "n": 0, **extra}
     m = float(x.mean())
     if n < 2:
-        return {"mean": m, "low": None, "high": None, "half_width": None, "n": 1}
+        return {"mean": m, "low": None, "high": None, "half_width": None, "n": 1, **extra}
     from scipy import stats
 
-    sem = float(x.std(ddof=1) / math.sqrt(n))
-    hw = float(stats.t.ppf((1 + confidence) / 2, n - 1) * sem)
-    return {"mean": m, "low": m - hw, "high": m + hw, "half_width": hw, "n": n}
+    t = float(stats.t.ppf((1 + confidence) / 2, n - 1))
+    hw = float(t * x.std(ddof=1) / math.sqrt(n))
+    if bounds is not None:
+        extra = _bounded(x, t, *bounds)
+    return {"mean": m, "low": m - hw, "high": m + hw, "half_width": hw, "n": n, **extra}
+
+
+def _bounded(x: np.ndarray, t: float, lower: float, upper: float | None) -> dict:
+    """The Student-t interval of ``x`` on the logit (two bounds) or log (a lower bound) scale, mapped back."""
+    none = {"bounded_low": None, "bounded_high": None}
+    y = x - lower
+    if upper is not None:
+        y = y / (upper - lower)
+    if not ((y > 0).all() and (upper is None or (y < 1).all())) or np.ptp(x) <= 1e-12 * max(1.0, abs(float(x[0]))):
+        return none
+    z = np.log(y / (1 - y)) if upper is not None else np.log(y)
+    hw = t * float(z.std(ddof=1)) / math.sqrt(len(z))
+    lo, hi = float(z.mean()) - hw, float(z.mean()) + hw
+    if upper is not None:
+        return {
+            "bounded_low": lower + (upper - lower) / (1 + math.exp(-lo)),
+            "bounded_high": lower + (upper - lower) / (1 + math.exp(-hi)),
+        }
+    return {"bounded_low": lower + math.exp(lo), "bounded_high": lower + math.exp(hi)}
+
+
+def ci_text(c: dict | None, fmt: str = ".1%", bounds: tuple[float, float | None] | None = (0.0, 1.0)) -> str:
+    """``95 % CI a to b`` of a :func:`mean_ci` (``""`` without an interval). Where the plain Student-t interval
+    leaves ``bounds`` (few replications against a wide spread) it is not clipped: the interval on the bounded
+    scale is given, and the plain one beside it with the bound it crosses; without a bounded interval (a run
+    on the bound), the plain one with that note.
+
+    >>> ci_text(mean_ci([0.40, 0.50, 0.60], bounds=(0.0, 1.0)))
+    '95 % CI 25.2% to 74.8%'
+    >>> ci_text(mean_ci([0.001, 0.002, 0.008], bounds=(0.0, 1.0)), ".2%")
+    '95 % CI 0.02% to 3.42%, Student-t on the logit scale; the plain interval, -0.57% to 1.31%, crosses 0% with 3 replications'
+    >>> ci_text(mean_ci([0.0, 0.002, 0.008], bounds=(0.0, 1.0)), ".2%")
+    '95 % CI -0.70% to 1.37%, crossing 0%: 3 replications are too few for this spread'
+    """
+    if not c or c.get("low") is None:
+        return ""
+    lo, hi = c["low"], c["high"]
+    plain = f"{lo:{fmt}} to {hi:{fmt}}"
+    if bounds is None:
+        return f"95 % CI {plain}"
+    lower, upper = bounds
+    tol = 1e-9 * max(1.0, abs(lower), abs(upper or 0.0))  # rounding of runs that all sit on a bound
+    crossed = [b for b, out in ((lower, lo < lower - tol), (upper, upper is not None and hi > upper + tol)) if out]
+    if not crossed:
+        return f"95 % CI {plain}"
+    edge = " and ".join(f"{b:.0%}" if fmt.endswith("%") else f"{b:g}" for b in crossed)
+    if c.get("bounded_low") is None:
+        return f"95 % CI {plain}, crossing {edge}: {c['n']} replications are too few for this spread"
+    scale = "logit" if upper is not None else "log"
+    return (
+        f"95 % CI {c['bounded_low']:{fmt}} to {c['bounded_high']:{fmt}}, Student-t on the {scale} scale; the plain "
+        f"interval, {plain}, crosses {edge} with {c['n']} replications"
+    )
 
 
 def _number(v) -> bool:
@@ -88,7 +173,7 @@ def _aggregate(values: list, path: str, ci: dict):
         }
     nums = [float(v) for v in values if _number(v) and math.isfinite(float(v))]
     if _number(first) and nums:
-        ci[path] = mean_ci(nums)
+        ci[path] = mean_ci(nums, bounds=BOUNDS.get(path))
         return ci[path]["mean"]
     if isinstance(first, (bool, np.bool_)):  # steady state: only if every run is; too short: if any is
         return bool(any(values)) if path.endswith("_short") else bool(all(values))

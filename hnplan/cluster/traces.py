@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv
+from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv, row_error
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -66,9 +66,8 @@ def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[
     for col in ("gpu_num", "node_num", "duration"):
         num = pd.to_numeric(raw[col], errors="coerce")
         bad = num.isna() & raw[col].notna() | (num < 0)
-        if bad.any():
-            row = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(f"{path}: column {col} must be a number >= 0; line {row + 2} has {raw[col].iloc[row]!r}")
+        if bad.any():  # a spreadsheet shows the header as row 1
+            raise row_error(str(path), raw.index.to_numpy() + 2, bad, col, "must be a number >= 0", raw[col].to_numpy())
         raw[col] = num
     keep = (raw["gpu_num"] > 0) & (raw["duration"] > 0)
     if states is not None:
@@ -82,15 +81,37 @@ def _slurm_log(path: Path, columns: tuple[str, ...], fmt: str, states: Iterable[
         raise InputError(f"{path}: no GPU job with duration > 0 in the states kept")
     submit = pd.to_datetime(g["submit_time"], errors="coerce", utc=True, format="mixed")
     if submit.isna().any():
-        row = int(np.flatnonzero(submit.isna().to_numpy())[0])
-        raise InputError(f"{path}: column submit_time must be a date-time; got {g['submit_time'].iloc[row]!r}")
+        rows = g.index.to_numpy() + 2
+        raise row_error(
+            str(path), rows, submit.isna(), "submit_time", "must be a date-time", g["submit_time"].to_numpy()
+        )
     g["arrival_s"] = (submit - submit.min()).dt.total_seconds().to_numpy(float)
     return g
 
 
-def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str) -> pd.DataFrame:
+def _job_table(
+    g: pd.DataFrame,
+    cls: np.ndarray,
+    checkpoint_s: float,
+    where: str,
+    names=None,
+    sizes: str = "columns gpu_num and node_num",
+) -> pd.DataFrame:
+    """The job table of a Slurm log's kept rows ``g`` (or a JSON log's jobs), each named in an error by
+    ``names`` (default its row in the CSV file: ``g``'s index + 2, the header being row 1); ``sizes`` names
+    the fields the GPU and node counts come from."""
+    names = [f"row {int(r) + 2}" for r in g.index] if names is None else list(names)
     gpus = g["gpu_num"].to_numpy().astype(np.int64)
     nodes = np.maximum(g["node_num"].to_numpy().astype(np.int64), 1)
+    per_node = np.maximum(-(-gpus // nodes), 1)
+    uneven = gpus % per_node != 0
+    if uneven.any():  # the job's GPUs are placed in equal groups, one per node: name the file's columns
+        i = int(np.flatnonzero(uneven)[0])
+        raise InputError(
+            f"{where}: {names[i]}, {sizes}: {gpus[i]} GPUs on {nodes[i]} nodes "
+            f"do not split into equal groups of ceil({gpus[i]} / {nodes[i]}) = {per_node[i]} GPUs per node, as the "
+            "simulation places a job"
+        )
     ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s, np.where(cls == "inference", 0.0, np.inf))
     jobs = pd.DataFrame(
         {
@@ -100,10 +121,10 @@ def _job_table(g: pd.DataFrame, cls: np.ndarray, checkpoint_s: float, where: str
             "duration_s": g["duration"].to_numpy(float),
             "cls": cls,
             "checkpoint_s": ckpt,
-            "tp": np.maximum(-(-gpus // nodes), 1),
+            "tp": per_node,
         }
     )
-    return check_jobs(jobs, where)
+    return check_jobs(jobs, where, rows=names)
 
 
 def read_helios(
@@ -177,9 +198,10 @@ def read_acme(
     path = Path(path)
     g = _slurm_log(path, ACME_COLUMNS, "Acme job trace", states)
     types = g["type"].astype(str)
-    bad = sorted(set(types) - set(ACME_CLASS))
-    if bad:
-        raise InputError(f"{path}: column type must be one of {', '.join(ACME_CLASS)}; got {bad[0]!r}")
+    bad = ~types.isin(ACME_CLASS).to_numpy()
+    if bad.any():
+        rows = g.index.to_numpy() + 2
+        raise row_error(str(path), rows, bad, "type", f"must be one of {', '.join(ACME_CLASS)}", g["type"].to_numpy())
     return _job_table(g, types.map(ACME_CLASS).to_numpy(object), checkpoint_s, str(path))
 
 
@@ -271,13 +293,20 @@ def read_philly(
         gpus = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
         if start is None or end is None or gpus == 0 or end <= start:
             continue
-        rows.append((submit, gpus, len(detail), (end - start).total_seconds()))
+        rows.append((submit, gpus, len(detail), (end - start).total_seconds(), f"job {jid}"))
     if not rows:
         raise InputError(f"{path}: no finished GPU job in the statuses kept")
-    submit_t, gpus_a, nodes_a, dur = (np.array(c) for c in zip(*rows, strict=True))
+    submit_t, gpus_a, nodes_a, dur, names = (np.array(c) for c in zip(*rows, strict=True))
     arrival = (pd.DatetimeIndex(submit_t) - pd.DatetimeIndex(submit_t).min()).total_seconds().to_numpy(float)
     g = pd.DataFrame({"arrival_s": arrival, "gpu_num": gpus_a, "node_num": nodes_a, "duration": dur})
-    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+    return _job_table(
+        g,
+        np.full(len(g), cls, dtype=object),
+        checkpoint_s,
+        str(path),
+        names=names.tolist(),
+        sizes="attempts[0].detail (its machines' gpus)",
+    )
 
 
 def read_trace(path: str | Path) -> pd.DataFrame:
@@ -304,4 +333,5 @@ def read_trace(path: str | Path) -> pd.DataFrame:
         return read_openb(path)
     if {"gpu_num", "submit_time"} <= head:
         return read_acme(path) if "type" in head else read_helios(path)
-    return check_jobs(pd.read_csv(path), str(path))
+    table = pd.read_csv(path)
+    return check_jobs(table, str(path), rows=np.arange(2, len(table) + 2))  # rows as a spreadsheet shows them

@@ -4,13 +4,13 @@ of an assumed figure."""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.mixes import cluster_mix
 from hnplan.cluster.load import mix_steady_basis, steady_window_days, steady_window_s
-from hnplan.cluster.replicate import mean_ci, replication_seeds
+from hnplan.cluster.replicate import BOUNDS, ci_text, mean_ci, replication_seeds
 from hnplan.cluster.simulate import simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import InputError
@@ -27,6 +27,28 @@ REPLICATIONS = 3
 """Independent replications a simulated cost figure averages (:mod:`hnplan.cluster.replicate`): a run of a
 heavy-tailed mix is one draw, whose few long training jobs move its utilisation by points; three give a
 Student-t 95 % interval at three times one run's time (assumption, a time budget: 20-60 s a design)."""
+
+
+SECONDS_PER_JOB = 0.5e-3
+"""Event-simulation time per job on one CPU core [s] (0.45 ms measured for 19,000 jobs on 1,024 H100, as
+:data:`hnplan.cluster.jobs.MAX_JOBS` says), for the time a simulated cost figure takes."""
+
+
+def simulation_seconds(system, gpus: int, mix: str = "default", catalog: Catalog | None = None) -> float:
+    """About how long :func:`simulated_utilisation` takes when none of its runs is cached [s]: the jobs of the
+    mix's steady-state length (:func:`steady_days`) on ``min(gpus, CLUSTER_GPUS)`` GPUs, times
+    :data:`REPLICATIONS` runs, times :data:`SECONDS_PER_JOB` (the default mix on 1,024 GPUs: about 27,000
+    jobs a run, some 40 s).
+
+    Raises
+    ------
+    InputError
+        As :func:`steady_days`.
+    """
+    cat = catalog or load_catalog()
+    cat.system(system)
+    _, jobs = steady_days(mix, min(int(gpus), CLUSTER_GPUS), cat)
+    return jobs * REPLICATIONS * SECONDS_PER_JOB
 
 
 def steady_days(mix, gpus: int, catalog: Catalog | None = None) -> tuple[float, float]:
@@ -62,10 +84,61 @@ def steady_days(mix, gpus: int, catalog: Catalog | None = None) -> tuple[float, 
     return days, basis["jobs_per_s"] * units.days_to_s(days)
 
 
-@functools.lru_cache(maxsize=64)
-def _simulate(system_id: str, gpus: int, mix: str, jobs: int | None, days: float | None, seed: int, root: str) -> dict:
+def _runs(
+    cat: Catalog,
+    sid: str,
+    gpus: int,
+    mix: str,
+    jobs: int | None,
+    days: float | None,
+    seeds: list[int],
+    progress: Callable[[float], None] | None = None,
+) -> list[dict]:
+    """The summary of each seed's run: from this process's runs, else from the on-disk cache
+    (:func:`hnplan.planning.prediction_cache.cached_points`, keyed by the system, GPUs, mix, length and seed,
+    the catalog's content hash and the code; ``HNPLAN_NO_CACHE=1`` bypasses it), else simulated now, with
+    ``progress`` called with the share of the missing runs done [0-1]."""
+    from hnplan.planning.prediction_cache import cached_points, point_digest
+
+    args = [(sid, gpus, mix, jobs, days, int(k), str(cat.root)) for k in seeds]
+    todo = [a for a in args if a not in _DONE]
+    if todo:
+        digests = [point_digest("simulated-utilisation", POLICY, *a[:-1]) for a in todo]
+
+        def compute(idx: list[int]) -> list[dict]:
+            rows = []
+            for j, i in enumerate(idx):
+                hook = None
+                if progress is not None:
+                    hook = lambda now, end, j=j: progress((j + min(now / end, 1.0)) / len(idx))  # noqa: E731
+                rows.append(_simulate(*todo[i], progress=hook))
+            return rows
+
+        for a, row in zip(todo, cached_points(digests, cat, compute), strict=True):
+            _DONE[a] = row
+    if progress is not None:
+        progress(1.0)
+    return [dict(_DONE[a]) for a in args]
+
+
+_DONE: dict[tuple, dict] = {}
+"""The runs made or read back in this process, by their arguments (the catalog by its folder)."""
+
+
+def _simulate(
+    system_id: str,
+    gpus: int,
+    mix: str,
+    jobs: int | None,
+    days: float | None,
+    seed: int,
+    root: str,
+    progress: Callable[[float, float], None] | None = None,
+) -> dict:
     cat = load_catalog(root)
-    r = simulate_cluster(system_id, gpus, mix=mix, n_jobs=jobs, days=days, policy=POLICY, seed=seed, catalog=cat)
+    r = simulate_cluster(
+        system_id, gpus, mix=mix, n_jobs=jobs, days=days, policy=POLICY, seed=seed, catalog=cat, progress=progress
+    )
     s = r.summary
     return {
         "jobs_drawn": int(sum(s["jobs"].values())),
@@ -95,6 +168,7 @@ def simulated_utilisation(
     seed: int = 0,
     replications: int = REPLICATIONS,
     catalog: Catalog | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> dict:
     """Useful utilisation of ``gpus`` accelerators of a design under a job mix, simulated.
 
@@ -106,8 +180,12 @@ def simulated_utilisation(
     14 days, whose seed-0 draw offers 113 % and is labelled so: a draw heavier than its mix is no
     steady state either); ``replications`` such runs on independent seeds
     (:func:`hnplan.cluster.replicate.replication_seeds` of ``seed``; one: the plain run of ``seed``),
-    each cached, their figures averaged with the utilisation's Student-t 95 % interval
-    (:func:`hnplan.cluster.replicate.mean_ci`).
+    each kept in this process and in the on-disk cache (keyed by the system, GPUs, mix, length, seed, the
+    catalog's content hash and the code: a later process reads them back in milliseconds), their figures
+    averaged with the utilisation's Student-t 95 % interval (:func:`hnplan.cluster.replicate.mean_ci`; where
+    that interval leaves 0-100 %, the interval of the logit is stated too, :func:`~hnplan.cluster.replicate.ci_text`).
+    ``progress``, where given, is called with the share of the runs to simulate done [0-1] (not at all when
+    every run is read back); :func:`simulation_seconds` says about how long they take.
 
     Returns
     -------
@@ -143,12 +221,15 @@ def simulated_utilisation(
         raise InputError(f"replications must be 1 to 30 for a cost figure; got {replications}")
     seeds = replication_seeds(int(seed), int(replications))
     n_jobs = None if jobs is None else int(jobs)
-    runs = [_simulate(sid, g, str(mix), n_jobs, days, k, str(cat.root)) for k in seeds]
+    runs = _runs(cat, sid, g, str(mix), n_jobs, days, seeds, progress)
     s = _mean_of(runs)
     out = dict(s, gpus_simulated=s["gpus"], mix=str(mix), jobs=jobs, days=days, seed=int(seed))
     out.pop("gpus")
     out.update(
-        policy=POLICY, replications=len(seeds), seeds=seeds, utilisation_ci95=mean_ci(r["utilisation"] for r in runs)
+        policy=POLICY,
+        replications=len(seeds),
+        seeds=seeds,
+        utilisation_ci95=mean_ci((r["utilisation"] for r in runs), bounds=BOUNDS["utilisation"]),
     )
     length = (
         f"{days:g} days of arrivals ({s['jobs_drawn']:,} jobs, the mix's steady-state length)"
@@ -159,7 +240,7 @@ def simulated_utilisation(
     reps = (
         f"seed {seed}"
         if ci["n"] == 1
-        else f"mean of {ci['n']} replications (seeds spawned from {seed}), 95 % CI {ci['low']:.1%} to {ci['high']:.1%}"
+        else f"mean of {ci['n']} replications (seeds spawned from {seed}), {ci_text(ci, '.1%', BOUNDS['utilisation'])}"
     )
     out["source"] = (
         f"simulated: {length} of mix '{mix}' at {_load_text(s)}{_load_note(s)} on "

@@ -25,9 +25,19 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
 * ``nvfp4`` (``NVFP4BlockScaling``, Blackwell, with the training dtype ``fp4`` [6]_, [7]_): FP4 E2M1
   elements in blocks of 16 with one FP8 E4M3 scale each and one fp32 scale per tensor, the GEMMs of the
   forward, data-gradient and weight-gradient passes all in FP4. The per-tensor scale needs the tensor's
-  amax before the cast (``<name>_amax``: 2 bytes at the ``amax`` class, as ``current``; so no fusion into
-  the norm), then one kernel reads bf16 and writes a row-wise and a column-wise copy
-  (``<name>_nvfp4``: ``2 + 2 x (1/2 + 1/16)`` bytes). With random Hadamard transforms on the
+  amax before the cast (``<name>_amax``: 2 bytes at the ``amax`` class, as ``current``; so the norm cannot
+  write the quantised copies), then one kernel reads bf16 and writes a row-wise and a column-wise copy
+  (``<name>_nvfp4``: ``2 + 2 x (1/2 + 1/16)`` bytes). Where the tensor is the output of a Transformer
+  Engine norm or activation kernel, that kernel returns the amax of the bf16 it writes and the amax pass
+  goes away ([11]_: ``FUSED_NORM_AMAX_NVFP4`` of ``LayerNormLinear``'s norm, Transformer Engine's own norm
+  kernel only, not cuDNN's (``norm_cudnn``), ``FUSED_ACTIVATION_AMAX_NVFP4``
+  of the SwiGLU forward and backward when the op fuser runs it, ``fp8_act_cast_fusion``), unless Hadamard
+  transforms are on (the column-wise scale then comes from the amax after the transform, which the
+  quantiser reads itself). Of the eight bf16 tensors a Llama layer quantises per micro-batch (the inputs
+  of QKV, output projection, MLP up and down, and the output gradients of the four) the norm returns the
+  amax of the QKV and MLP-up inputs, and with the op fuser the SwiGLU that of the MLP-down input and its
+  backward that of the MLP-up output gradient: 4 of 8 amax passes, among them the two widest (``ffn`` and
+  ``2 x ffn`` columns). With random Hadamard transforms on the
   weight-gradient inputs (``nvfp4_rht``: activations and output gradients, not weights; the 16 x 16
   transform is applied to the column-wise copy only) the column-wise copy is written by a kernel of its
   own that reads the bf16 tensor again (``<name>_nvfp4_rht``: ``2 + 1/2 + 1/16`` bytes; the row-wise
@@ -40,7 +50,9 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
 * with ``fp8_norm_cast_fusion`` (``LayerNormLinear``/``LayerNormMLP``) the norm before the QKV/MLP-up
   GEMM writes the quantised input itself: the cast's bf16 read and row-wise write go away, what
   remains is the transposed (Hopper) or column-wise (MXFP8) copy; a current-scaling cast cannot fuse
-  (it needs the finished tensor's amax);
+  (it needs the finished tensor's amax), and an MXFP8 one only where the stack runs cuDNN's norm
+  kernels (``norm_cudnn``, ``NVTE_NORM_FWD_USE_CUDNN=1``): Transformer Engine's own norm writes bf16
+  and the cast follows [11]_;
 * the weight ``W`` is cast the same way (``<gemm>_w_fp8``; its transpose feeds the data-gradient GEMM)
   once per micro-batch, once per optimizer step when Transformer Engine caches the cast across the
   step's micro-batches (``fp8_weight_cache``; phase ``step``), or never with fp8 parameters
@@ -114,6 +126,18 @@ References
    ``src/megatron/bridge/training/mixed_precision.py`` @ v0.5.1 (``bf16_with_nvfp4_mixed``:
    ``fp4_param_gather = True``; ``bf16_with_mxfp8_mixed``: ``fp8_param_gather``,
    ``reuse_grad_buf_for_mxfp8_param_ag``).
+.. [11] NVIDIA Transformer Engine v2.8-v2.14, ``transformer_engine/pytorch/csrc/extensions/normalization.cpp``
+   (``layernorm_fwd`` / ``rmsnorm_fwd``: ``Impl::FUSED_NORM_AMAX_NVFP4``, the norm writes bf16 and its amax,
+   then ``NVFP4Quantizer::quantize_with_amax``; ``Impl::UNFUSED`` when ``with_rht`` and
+   ``with_post_rht_amax`` or when ``NVTE_NORM_FWD_USE_CUDNN`` is set; an MXFP8 quantizer is
+   ``Impl::FULLY_FUSED``, the norm writing the MXFP8 copies, only with ``NVTE_NORM_FWD_USE_CUDNN`` and
+   ``Impl::UNFUSED`` otherwise), ``activation.cpp`` (``activation_helper`` / ``dactivation_helper``:
+   ``FUSED_ACTIVATION_AMAX_NVFP4`` likewise), ``quantizer.cpp`` (``NVFP4Quantizer::quantize_impl``: a
+   separate ``nvte_compute_amax`` otherwise) and ``ops/basic/activation.py`` (the op fuser's ``SwiGLU`` passes
+   ``next_op_input_quantizer`` and ``prev_op_grad_output_quantizer`` to ``tex.swiglu`` / ``tex.dswiglu``);
+   both fused paths arrived in v2.8, with the NVFP4 recipe (absent from v2.7), and for current scaling
+   (``FUSED_NORM_AMAX_FP8``, ``FUSED_ACTIVATION_AMAX_FP8``; pull requests #2004 and #2013) in the same release,
+   which a stack states with ``fp8_current_amax_fusion``.
 """
 
 from __future__ import annotations
@@ -139,6 +163,9 @@ NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module 
 ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
 # GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)
 NORM_FED = frozenset({"qkv_proj", "q_proj", "q_down", "kv_down", "mlp_up", "shared_expert_up"})
+# the dense MLP's GEMMs next to its SwiGLU: the down projection's input is the activation's output, the up
+# projection's output gradient the activation backward's (with the op fuser, both Transformer Engine kernels [11]_)
+ACT_FED, ACT_GRAD = frozenset({"mlp_down"}), frozenset({"mlp_up"})
 # row-parallel GEMMs whose output (and so output gradient) is sequence-sharded under sequence parallelism
 ROW_PARALLEL = frozenset({"o_proj", "mlp_down", "shared_expert_down"})
 # GEMMs that stay in bf16 in fp8 training: the LM head (Megatron-Core's output layer is a plain
@@ -246,6 +273,10 @@ class StepKernels:
     userbuffers (``tp_comm``), which run the overlapped GEMMs in chunks; ``tp_overlap_cfg``: the stack's
     userbuffers configurations by TP degree (:func:`hnplan.compute.tp_overlap.ub_config`), which set the
     chunk count of each overlapped GEMM (:func:`hnplan.compute.tp_overlap.overlap_chunks`).
+    ``act_cast_fusion``: the SwiGLU runs in Transformer Engine with the next GEMM's quantizer
+    (``fp8_act_cast_fusion``). ``norm_cudnn``: Transformer Engine's norms run cuDNN's kernels
+    (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_. ``current_amax_fusion``:
+    the norm and activation kernels return the amax for current scaling as well (Transformer Engine 2.8+).
     """
 
     fp8_recipe: str = "delayed"
@@ -259,6 +290,9 @@ class StepKernels:
     nvfp4_rht: bool = True
     tp_overlap_chunks: bool = False
     tp_overlap_cfg: tuple = ()
+    act_cast_fusion: bool = False
+    norm_cudnn: bool = False
+    current_amax_fusion: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -278,6 +312,9 @@ class StepKernels:
             ch.nvfp4_rht,
             ch.tp_comm,
             ub_config(ch.tp_overlap_cfg),
+            ch.fp8_act_cast_fusion,
+            ch.norm_cudnn,
+            ch.fp8_current_amax_fusion,
         )
 
 
@@ -317,6 +354,7 @@ def quantise(
     norm_fused: bool = False,
     shard: float = 1.0,
     weight: bool = False,
+    amax_fused: bool = False,
 ) -> list:
     """The kernels quantising one bf16 tensor of ``elems`` elements to fp8: ``[(row name, kernel class,
     bytes)]`` (module docstring). ``norm_fused``: the preceding norm already wrote the row-wise copy.
@@ -324,18 +362,22 @@ def quantise(
     in fp8 (sequence parallelism: Transformer Engine gathers the fp8 input of a column-parallel GEMM and
     the fp8 output gradient of a row-parallel one), so the cast and amax read that share and the
     transpose, which needs the gathered tensor, is its own kernel over all ``elems``. ``weight``: the
-    tensor is a GEMM weight (no Hadamard transform under ``nvfp4``: weights are no weight-gradient input)."""
+    tensor is a GEMM weight (no Hadamard transform under ``nvfp4``: weights are no weight-gradient input).
+    ``amax_fused``: the Transformer Engine kernel that wrote the tensor returned its amax (``nvfp4``, and
+    ``current`` with ``current_amax_fusion``; [11]_)."""
     local = elems / shard
     if k.fp8_recipe == "nvfp4":
-        return _nvfp4(name, local, k.nvfp4_rht and not weight)
+        return _nvfp4(name, local, k.nvfp4_rht and not weight, amax_fused)
+    # a current-scaling cast needs the finished tensor's amax; an MXFP8 one is written by cuDNN's norm only [11]_
     fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
+    fuse_norm = fuse_norm and (k.fp8_recipe != "mxfp8" or k.norm_cudnn)
     if k.fp8_recipe in BLOCK_SCALE_BYTES:  # blocks along either axis are local to a shard of tokens
         copy = scaled_copy_bytes(k.fp8_recipe)
         by = (0.0 if fuse_norm else BF16 + copy) + copy
         return [(f"{name}_{k.fp8_recipe}", "fp8_cast", by * local)]
     fused_t = transpose and k.cast_transpose_fusion and not above_one(shard)
     out = []
-    if k.fp8_recipe == "current":
+    if k.fp8_recipe == "current" and not (amax_fused and k.current_amax_fusion):
         out.append((f"{name}_amax", "amax", BF16 * local))
     if not fuse_norm:
         out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
@@ -344,18 +386,22 @@ def quantise(
     return out
 
 
-def _nvfp4(name: str, elems: float, rht: bool) -> list:
+def _nvfp4(name: str, elems: float, rht: bool, amax_fused: bool = False) -> list:
     """The NVFP4 quantisation of ``elems`` local bf16 elements (module docstring; blocks of 16 along either
     axis are local to a shard, so a sequence-parallel tensor is quantised on its shard): the amax pass
     for the per-tensor scale, then the cast to a row-wise and a column-wise copy, or with ``rht`` the
-    row-wise cast and the Hadamard-transformed column-wise cast as two kernels.
+    row-wise cast and the Hadamard-transformed column-wise cast as two kernels. ``amax_fused``: the producing
+    kernel returned the amax (no amax pass), honoured without ``rht`` only (the post-transform amax is the
+    quantiser's own, [11]_).
 
     >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, False)]
     [('x_amax', 'amax', 2.0), ('x_nvfp4', 'fp8_cast', 3.125)]
     >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, True)]
     [('x_amax', 'amax', 2.0), ('x_nvfp4', 'fp8_cast', 2.5625), ('x_nvfp4_rht', 'fp8_cast', 2.5625)]
+    >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, False, amax_fused=True)]
+    [('x_nvfp4', 'fp8_cast', 3.125)]
     """
-    out = [(f"{name}_amax", "amax", BF16 * elems)]
+    out = [] if amax_fused and not rht else [(f"{name}_amax", "amax", BF16 * elems)]
     if rht:
         out.append((f"{name}_nvfp4", "fp8_cast", (BF16 + NVFP4_COPY) * elems))
         out.append((f"{name}_nvfp4_rht", "fp8_cast", (BF16 + NVFP4_COPY) * elems))
@@ -374,8 +420,12 @@ def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: f
     x, dy = op.groups * op.m * op.k, op.groups * op.m * op.n
     w = op.w_bytes / op.in_bytes
     fed = op.name in NORM_FED
-    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0)]
-    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=sp_tp if op.name in ROW_PARALLEL else 1.0)]
+    # the producer of the tensor returns its amax (nvfp4 [11]_): a LayerNormLinear norm, the op fuser's SwiGLU
+    x_amax = (fed and k.norm_cast_fusion and not k.norm_cudnn) or (op.name in ACT_FED and k.act_cast_fusion)
+    dy_amax = op.name in ACT_GRAD and k.act_cast_fusion
+    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0, amax_fused=x_amax)]
+    dy_shard = sp_tp if op.name in ROW_PARALLEL else 1.0
+    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=dy_shard, amax_fused=dy_amax)]
     if k.weight_cast != "none":
         per += [
             ("fwd" if k.weight_cast == "microbatch" else "step", r)

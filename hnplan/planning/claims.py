@@ -25,19 +25,50 @@ simulator).
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
 from hnplan.labels import quantity_text
+from hnplan.planning.records import as_records, first_max, first_min, frame_records, is_na
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported by the functions that build frames, not here: `hnplan claims` on a claim whose experiment
+# builds plain rows (the storage claim) runs without it (pandas' import is about 0.25 s of CPU)
 
 VERDICTS = ("holds", "does not hold", "holds under conditions", "not testable", "undecided")
 SEED_FILES = {"000": "000_14d202129fb34c3d.txt", "001": "001_baa31eb37780e878.txt", "002": "002_2d5e16c6f36d2699.txt"}
 JSON_KEYS = ("id", "seed_file", "claim", "experiment", "verdict", "condition", "numbers", "points")
+
+
+class _Points:
+    """:attr:`Claim.points`: a DataFrame, or plain rows (a list of dicts, the values a DataFrame of them holds)
+    kept as they are until the frame is asked for; :meth:`Claim.as_dict` reads the rows without building it.
+    A data descriptor, so that the dataclass's ``__init__`` stores the value given (default: no rows)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self._name = f"_{name}"
+
+    def __get__(self, obj, owner=None) -> Any:
+        if obj is None:
+            return ()  # the dataclass's default: no rows
+        value = obj.__dict__[self._name]
+        if isinstance(value, (list, tuple)):
+            import pandas as pd
+
+            value = obj.__dict__[self._name] = pd.DataFrame(list(value))
+        return value
+
+    def __set__(self, obj, value: Any) -> None:
+        obj.__dict__[self._name] = value
 
 
 @dataclass
@@ -47,6 +78,8 @@ class Claim:
     ``points`` is the experiment's grid (one row per point, the claim's metric and a boolean ``holds``
     column; rows shown for context have ``holds`` None); ``numbers`` the headline numbers (threshold,
     best and worst metric, ...); ``metric``, ``op`` and ``axes`` say which column the verdict reads.
+    ``points`` may be given as a DataFrame or as plain rows (a list of dicts): it reads as a DataFrame either
+    way, built from the rows on first use.
     """
 
     id: str
@@ -56,14 +89,20 @@ class Claim:
     verdict: str
     condition: str
     numbers: dict = field(default_factory=dict)
-    points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    points: pd.DataFrame = _Points()  # a DataFrame or rows (a list of dicts), read as a DataFrame
     metric: str = ""  # the points' column the verdict reads ("" when not testable)
     op: str = ""  # ">=" or "<="
     axes: tuple = ()  # the grid's axes, in the order the condition names them
 
+    def point_rows(self) -> list[dict]:
+        """``points`` as rows: the values its DataFrame holds (``to_dict("records")``), from the rows themselves
+        where they were given as rows (:func:`hnplan.planning.records.frame_records`: no DataFrame built)."""
+        value = self.__dict__["_points"]
+        return frame_records(list(value)) if isinstance(value, (list, tuple)) else value.to_dict("records")
+
     def as_dict(self) -> dict:
         """The JSON shape of ``hnplan claims --json`` (keys :data:`JSON_KEYS`)."""
-        pts = self.points.replace({np.nan: None}).to_dict("records") if len(self.points) else []
+        pts = [{k: None if is_na(v) else v for k, v in r.items()} for r in self.point_rows()]
         return {
             "id": self.id,
             "seed_file": self.seed_file,
@@ -129,31 +168,27 @@ def _bound_text(axis: str, op: str, value) -> str:
     return " ".join(p for p in (pre, word, v, post) if p)
 
 
-def describe_region(points: pd.DataFrame, axes: list[str]) -> str:
+def describe_region(points: pd.DataFrame | list[dict], axes: list[str]) -> str:
     """The grid points where ``holds`` is true, in words.
 
     First tries a single threshold per axis (an orthant: ``holds == AND_i (axis_i op_i X_i)`` over the
     evaluated points, with at most one threshold per axis); otherwise lists, per value of the first
-    axes, the values of the last axis where the claim holds.
+    axes, the values of the last axis where the claim holds. ``points``: a DataFrame or its rows.
     """
-    pts = points[points["holds"].notna()]
-    ok = pts["holds"].astype(bool).to_numpy()
+    pts = [r for r in as_records(points) if not is_na(r["holds"])]
+    ok = [bool(r["holds"]) for r in pts]
     choices = []
     for a in axes:
-        vals = np.sort(pts[a].unique())
         opts: list[tuple[str | None, object]] = [(None, None)]
-        for v in vals:
+        for v in sorted({r[a] for r in pts}):
             opts += [(">=", v), ("<=", v)]
         choices.append(opts)
     best = None
     for combo in _product(choices):
-        mask = np.ones(len(pts), bool)
-        for a, (op, v) in zip(axes, combo):
-            if op == ">=":
-                mask &= pts[a].to_numpy() >= v
-            elif op == "<=":
-                mask &= pts[a].to_numpy() <= v
-        if np.array_equal(mask, ok):
+        mask = [
+            all(op is None or (r[a] >= v if op == ">=" else r[a] <= v) for a, (op, v) in zip(axes, combo)) for r in pts
+        ]
+        if mask == ok:
             n = sum(op is not None for op, _ in combo)
             if best is None or n < best[0]:
                 best = (n, combo)
@@ -161,11 +196,13 @@ def describe_region(points: pd.DataFrame, axes: list[str]) -> str:
         parts = [_bound_text(a, op, v) for a, (op, v) in zip(axes, best[1]) if op is not None]
         return "holds for " + " and ".join(parts) + " (within the grid)"
     last, rest = axes[-1], axes[:-1]
+    groups: dict[tuple, list[dict]] = {}
+    for r in pts:  # the rows per value of the first axes, in sorted order (DataFrame.groupby(rest, sort=True))
+        groups.setdefault(tuple(r[a] for a in rest), []).append(r)
     lines = []
-    for key, g in pts.groupby(rest, sort=True) if rest else [((), pts)]:
-        good = g[g["holds"].astype(bool)][last].tolist()
+    for key in sorted(groups):
+        good = [r[last] for r in groups[key] if bool(r["holds"])]
         if good:
-            key = key if isinstance(key, tuple) else (key,)
             head = ", ".join(fmt_axis(a, k) for a, k in zip(rest, key))
             lines.append(
                 (head + ": " if head else "")
@@ -185,15 +222,15 @@ def _product(choices):
 
 
 def decide(
-    points: pd.DataFrame, axes: list[str], metric: str, op: str, threshold: float, unit: str = ""
+    points: pd.DataFrame | list[dict], axes: list[str], metric: str, op: str, threshold: float, unit: str = ""
 ) -> tuple[str, str]:
     """The verdict and its condition from a grid with a boolean (or NaN) ``holds`` column.
 
     Parameters
     ----------
-    points : DataFrame
+    points : DataFrame or list of dict
         One row per grid point: the ``axes`` columns, the ``metric`` column and ``holds`` (NaN where
-        the point could not be evaluated, e.g. no plan fits).
+        the point could not be evaluated, e.g. no plan fits); or its rows.
     axes : list of str
         The grid's axes, in the order the condition names them.
     metric, op, threshold, unit
@@ -204,28 +241,36 @@ def decide(
     -------
     (verdict, condition)
     """
-    pts = points[points["holds"].notna()]
-    if pts.empty:
+    pts = [r for r in as_records(points) if not is_na(r["holds"])]
+    if not pts:
         return "not testable", "no point of the grid could be evaluated (no plan fits or divides)"
-    ok = pts["holds"].astype(bool)
+    ok = [bool(r["holds"]) for r in pts]
     thr = quantity_text(metric, f"{op} {units.format_count(threshold)}", unit)  # 1M, not 1e+06; in words
-    if ok.all():
+    if all(ok):
         return "holds", f"{thr} at every one of the {len(pts)} points evaluated"
-    if not ok.any():
-        m = pts[metric].astype(float)
-        i = m.idxmax() if op == ">=" else m.idxmin()
-        where = ", ".join(
-            f"{fmt_axis(a, pts.at[i, a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "") for a in axes
-        )
+    if not any(ok):
+        m = [{**r, metric: float(r[metric])} for r in pts]
+        i = first_max(m, metric) if op == ">=" else first_min(m, metric)  # the first of equal ones, NaN skipped
+        where = ", ".join(f"{fmt_axis(a, i[a])}" + (f" {_AXIS_WORDS[a][1]}" if a in _AXIS_WORDS else "") for a in axes)
         return "does not hold", (
             f"{thr} at none of the {len(pts)} points; closest at {where}: "
-            + quantity_text(metric, f"= {units.format_count(m[i])}", unit)
+            + quantity_text(metric, f"= {units.format_count(i[metric])}", unit)
         )
     return "holds under conditions", f"{thr}: " + describe_region(points, axes)
 
 
-def verdict_points(df: pd.DataFrame, metric: str, op: str, threshold: float) -> pd.DataFrame:
-    """Add the ``holds`` column (``metric op threshold``; NaN where the metric is NaN)."""
+def verdict_points(df: pd.DataFrame | list[dict], metric: str, op: str, threshold: float) -> pd.DataFrame | list[dict]:
+    """Add the ``holds`` column (``metric op threshold``; NaN where the metric is NaN); to a DataFrame, or to
+    each of its rows (a list of dicts: new rows are returned, a lacking metric read as NaN)."""
+    if isinstance(df, list):
+        out = []
+        for r in df:
+            x = r.get(metric, math.nan)
+            v = math.nan if is_na(x) else float(x)
+            out.append(
+                {**r, "holds": math.nan if math.isnan(v) else (v >= threshold if op == ">=" else v <= threshold)}
+            )
+        return out
     v = df[metric].astype(float)
     holds = (v >= threshold) if op == ">=" else (v <= threshold)
     df = df.copy()
@@ -323,6 +368,8 @@ def audit(
 
 def claims_table(claims: list[Claim]) -> pd.DataFrame:
     """The audit as a table: ``id, seed_file, claim, experiment, verdict, condition``."""
+    import pandas as pd
+
     return pd.DataFrame([{k: getattr(c, k) for k in JSON_KEYS[:6]} for c in claims])
 
 
@@ -330,7 +377,7 @@ def audit_headline(claims: list[Claim]) -> str:
     """The short "What this means" that opens the report, generated from the verdicts: how many claims
     got each verdict and, where the audit ran both baselines, the speed-up the same chip gives against
     the one an older chip gives (what the fabric buys apart from what the chip buys)."""
-    counts = pd.Series([c.verdict for c in claims]).value_counts()
+    counts = Counter(c.verdict for c in claims)
     lines = [f"Of {len(claims)} claims: " + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts.get(v, 0)) + "."]
     for c in claims:
         if "same_chip_speedup" in c.numbers and "chip_and_fabric_speedup" in c.numbers:

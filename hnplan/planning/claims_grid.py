@@ -12,8 +12,10 @@ the cross-node share.
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.schemas import Model, System
@@ -21,6 +23,10 @@ from hnplan.compute import param_counts
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import AuditSetup, Claim, decide, seed_files, verdict_points
 from hnplan.planning.prediction_cache import cached_point, point_digest
+from hnplan.planning.records import as_records, is_na
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COMM_PARTS = {
     "tp_comm_exposed": "tp",
@@ -165,7 +171,14 @@ def plan_text(p) -> str:
 
 def grid(cat: Catalog, s: AuditSetup, systems, models, gpus) -> pd.DataFrame:
     """:func:`plan_point` over ``systems x models x gpus``."""
-    return pd.DataFrame([plan_point(cat, m, sy, g, s) for sy in systems for m in models for g in gpus])
+    import pandas as pd  # here, not at the top: an experiment on plain rows (grid_rows) needs no pandas
+
+    return pd.DataFrame(grid_rows(cat, s, systems, models, gpus))
+
+
+def grid_rows(cat: Catalog, s: AuditSetup, systems, models, gpus) -> list[dict]:
+    """:func:`grid`'s rows: :func:`plan_point` over ``systems x models x gpus``, as a list of dicts."""
+    return [plan_point(cat, m, sy, g, s) for sy in systems for m in models for g in gpus]
 
 
 def traditional_grid(cat: Catalog, s: AuditSetup, models, gpus) -> pd.DataFrame:
@@ -177,6 +190,8 @@ def traditional_grid(cat: Catalog, s: AuditSetup, models, gpus) -> pd.DataFrame:
         g = grid(cat, s, [with_nic(base, r)], models, gpus)
         g["nic_gbps"] = float(r)
         out.append(g)
+    import pandas as pd  # here, not at the top: an experiment on plain rows (grid_rows) needs no pandas
+
     return pd.concat(out, ignore_index=True)
 
 
@@ -191,15 +206,19 @@ def pair_grid(cat: Catalog, s: AuditSetup, models, gpus, baseline=None) -> pd.Da
 
 
 def _claim(cid, seeds, text, experiment, pts, axes, metric, op, thr, numbers=None, unit="") -> Claim:
+    """A claim from its grid (a DataFrame, or its rows as a list of dicts: the claim's points are then those
+    rows, read as a DataFrame only when asked for): the ``holds`` column, the verdict and the headline numbers."""
     pts = verdict_points(pts, metric, op, thr)
     verdict, cond = decide(pts, axes, metric, op, thr, unit)
-    m = pts[metric].astype(float)
+    rows = as_records(pts)
+    m = [float(r[metric]) for r in rows if not is_na(r[metric])]  # NaN skipped (Series.min, max)
+    holds = [r["holds"] for r in rows if not is_na(r["holds"])]
     nums = {
         "threshold": thr,
-        f"{metric}_min": float(m.min()),
-        f"{metric}_max": float(m.max()),
-        "points": int(pts["holds"].notna().sum()),
-        "points_holding": int(pts["holds"].eq(True).sum()),
+        f"{metric}_min": min(m) if m else math.nan,
+        f"{metric}_max": max(m) if m else math.nan,
+        "points": len(holds),
+        "points_holding": sum(bool(h) for h in holds),
     }
     nums.update(numbers or {})
     return Claim(

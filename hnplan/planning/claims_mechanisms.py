@@ -4,8 +4,9 @@ in the training planner (see :mod:`hnplan.planning.claims`)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
@@ -19,6 +20,9 @@ HOTSWAP = (
     "A failed card is replaced without stopping: hot swap and online expansion",
 )
 
+if TYPE_CHECKING:
+    pass
+
 
 def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
     """Downtime a synchronous training job suffers per hardware interruption (restart + half a checkpoint
@@ -26,6 +30,8 @@ def hot_swap(cat: Catalog, s: AuditSetup) -> Claim:
     and the same node without them (a failure drains the 40-card node for the default repair time); with
     the GPUs held in repair on the job's behalf, the goodput that charges them, and the spare GPUs each
     keeps for 99% availability."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     from hnplan.planning.design import estimate_reliability
 
     sy = cat.system(s.seed_supernode)
@@ -82,6 +88,8 @@ def deploy(cat: Catalog, s: AuditSetup) -> Claim:
     optical modules, switches at the install rates of reliability.yaml, crews by IT power, then burn-in;
     hnplan.deployment), at the GPU counts of the trillion-parameter grid; the claim holds where it is at most
     one day."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     from hnplan.planning.design import deployment_time
 
     rows = []
@@ -136,6 +144,8 @@ def cxl_pool(cat: Catalog, s: AuditSetup) -> Claim:
     x16 CXL 2.0 port of 64 GB/s per node, ~270 ns); the claim holds where the pool makes the model
     trainable or its best plan at least 5 % faster (a pool that changes nothing is not "shared memory" for
     training; the 5 % is an assumption: about the planner's own step-time uncertainty, not a seed figure)."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     from hnplan.planning.claims_grid import standin_10t
     from hnplan.planning.training import best_plan
 
@@ -215,6 +225,8 @@ def tiering(cat: Catalog, s: AuditSetup) -> Claim:
     transfers leave exposed after layer-by-layer prefetch behind compute. The claim holds where that share is
     at most 5 % (assumption: "hides" read as within the planner's own step-time uncertainty). SSD is not a
     training offload target (NVMe is a tier of inference spills only)."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     from hnplan.planning.training import best_plan
 
     rows = []

@@ -4,8 +4,10 @@ arithmetic, and the claims that cannot be tested, each naming the missing quanti
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import storage as sto
 from hnplan import units
@@ -21,8 +23,12 @@ from hnplan.planning.claims import (
     doc,
     seed_files,
 )
-from hnplan.planning.claims_grid import _claim, grid, same_chip_baseline
+from hnplan.planning.claims_grid import _claim, grid_rows, same_chip_baseline
 from hnplan.planning.claims_mechanisms import CXL, DEPLOY, HOTSWAP, TIERS, cxl_pool, deploy, hot_swap, tiering
+from hnplan.planning.records import is_na
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NOT_TESTABLE = "not testable"
 
@@ -44,7 +50,7 @@ def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None
         NOT_TESTABLE,
         missing,
         numbers or {},
-        points if points is not None else pd.DataFrame(),
+        points if points is not None else [],  # no rows: an empty DataFrame when read
     )
 
 
@@ -77,6 +83,8 @@ def _alpha_s(ic) -> float:
 def rdma_tcp_grid(cat: Catalog, s: AuditSetup, tcp) -> pd.DataFrame:
     """Ring all-reduce time at 100 Gb/s per rank over RDMA (``roce-400g``'s efficiency and latencies) and
     over ``tcp``, over buffer size (1 MiB to 1 GiB) and ranks (8 to 512): ``speedup`` = TCP / RDMA time."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     rdma = cat.interconnect("roce-400g")
     line = units.gbps_to_Bps(100.0)
     rows = []
@@ -174,6 +182,8 @@ def _seed_derived(acc, field: str) -> bool:
 def seed_node(cat: Catalog, s: AuditSetup) -> Claim:
     """The node's peak and memory as sums over its cards (40 x dense FP8 peak >= 28 PFLOPS, 40 x HBM >= 5.76
     TB), when the card's figures come from a source other than the seed; the PUE needs a metered value."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     sysm = cat.system(s.seed_supernode)
     acc = cat.accelerator(sysm.accelerator)
     accs = [a for a in cat.entries("accelerators") if a.id != sysm.accelerator]
@@ -227,6 +237,8 @@ def compute_density(cat: Catalog, s: AuditSetup) -> Claim:
     """Dense FP8 PFLOPS per rack of the supernode over the same-generation server design, over the servers
     one rack holds: from one up to what the facility's rack power limit allows air-cooled and liquid-cooled
     (facility.yaml rack_limit_kw_air / rack_limit_kw_liquid over the server's unit power)."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     sup, srv = cat.system(s.supernode), cat.system(s.traditional)
     pf = {sy.id: cat.accelerator(sy.accelerator).dense_tflops.get("fp8", np.nan) / units.KILO for sy in (sup, srv)}
     sup_rack = pf[sup.id] * sup.gpus_per_rack
@@ -267,6 +279,8 @@ SCORING = (
 def scoring(cat: Catalog, s: AuditSetup) -> Claim:
     """Requests per second per scale-up domain (the supernode's node; a server for the baseline) with every
     request answered within 8 ms, over model size: one forward pass per request."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     from hnplan.compute import param_counts
     from hnplan.planning.inference.points import scoring_capacity
 
@@ -317,24 +331,23 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
     """Read IOPS the data loader needs at the supernode's best-plan throughput, over model size and GPU count,
     for two data shapes: pre-tokenized text in 1 MiB reads, and one ImageNet-sized JPEG per 196-token image
     (128 KiB reads); with the storage units that serve it."""
-    pts = grid(cat, s, [s.supernode], s.iops_models, s.gpus)
     store = cat.get("storage", s.storage)
-    rows = []
-    for _, p in pts.iterrows():
+    rows = []  # plain rows, not a DataFrame: `hnplan claims --only storage-1m-iops` runs without pandas
+    for p in grid_rows(cat, s, [s.supernode], s.iops_models, s.gpus):
         for shape, kw in (
             ("text shards", dict(bytes_per_token=sto.TEXT_BYTES_PER_TOKEN, io_kib=sto.TEXT_READ_KIB)),
             ("images", dict(tokens_per_sample=IMAGE_TOKENS, bytes_per_sample=IMAGE_BYTES, io_kib=IMAGE_READ_KIB)),
         ):
-            need = sto.loader_need(p["tokens_per_s"], **kw) if np.isfinite(p["tokens_per_s"]) else None
+            need = sto.loader_need(p["tokens_per_s"], **kw) if math.isfinite(p["tokens_per_s"]) else None
             r = {
                 "model": p["model"],
                 "params": p["params"],
                 "gpus": p["gpus"],
                 "data": shape,
                 "tokens_per_s": p["tokens_per_s"],
-                "read_GBps": np.nan,
-                "iops": np.nan,
-                "storage_units": np.nan,
+                "read_GBps": math.nan,
+                "iops": math.nan,
+                "storage_units": math.nan,
             }
             if need is not None:
                 r.update(
@@ -343,8 +356,8 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
                     storage_units=sto.units_needed(store, read_Bps=need["read_Bps"], iops=need["iops"])["units"],
                 )
             rows.append(r)
-    df = pd.DataFrame(rows)
-    img = df[df["data"] == "images"].drop(columns="data").reset_index(drop=True)
+    img = [{k: v for k, v in r.items() if k != "data"} for r in rows if r["data"] == "images"]
+    text = [r for r in rows if r["data"] == "text shards"]
     c = _claim(
         *IOPS,
         f"{doc(storage_iops)} {s.supernode}; {s.storage} units; the claim holds where the need "
@@ -355,11 +368,12 @@ def storage_iops(cat: Catalog, s: AuditSetup) -> Claim:
         ">=",
         1e6,
         {
-            "text_iops_max": float(df.loc[df["data"] == "text shards", "iops"].max()),
+            "text_iops_max": float(max((r["iops"] for r in text if not is_na(r["iops"])), default=math.nan)),
             "units_for_1m_iops": sto.units_needed(store, iops=1e6)["units"],
         },
     )
-    c.points = pd.concat([c.points.assign(data="images"), df[df["data"] == "text shards"]], ignore_index=True)
+    # the image rows (with their verdicts), then the text rows: the columns of both, in that order
+    c.points = [{**r, "data": "images"} for r in c.point_rows()] + text
     return c
 
 
@@ -381,6 +395,8 @@ CLUSTER_CLAIM_IDS = tuple(spec[0] for spec in (UTIL, FRAG, UTIL50, CONC512))
 
 def _cluster_claim(spec: tuple, text: str):
     def run(cat: Catalog, s: AuditSetup) -> Claim:
+        import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
         pts = cluster_utilisation(cat, s, spec[0])
         if pts is None:
             what = "the audit does not run hnplan.cluster's simulation" if cluster_available() else "hnplan has none"

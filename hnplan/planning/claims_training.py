@@ -10,8 +10,9 @@ are in :mod:`hnplan.planning.claims_grid`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog
@@ -36,6 +37,9 @@ COMM_TRAD = (
     ("000",),
     "Training a trillion-parameter model on a traditional design, communication is more than 60% of the time",
 )
+
+if TYPE_CHECKING:
+    pass
 
 
 def comm_share_traditional(cat: Catalog, s: AuditSetup) -> Claim:
@@ -251,6 +255,8 @@ TRILLION = (
 def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
     """Days on the supernode for the token budget that takes the same-chip baseline 30 days on 4,096 GPUs,
     over supernode GPU counts (1,296 = 18 racks is the nearest to the seed's 1,280)."""
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     base = same_chip_baseline(cat, s.traditional, s.supernode)
     ref = plan_point(cat, s.trillion_model, base, 4096, s)
     tokens = ref["tokens_per_s"] * units.days_to_s(30)
@@ -287,6 +293,8 @@ def trillion_llm(cat: Catalog, s: AuditSetup) -> Claim:
 
 
 def _nic(cat, s):
+    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
+
     base = same_chip_baseline(cat, s.traditional, s.supernode)
     rows = []
     top = max(s.nic_gbps)

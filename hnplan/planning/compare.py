@@ -1,4 +1,5 @@
-"""Compare designs for one training job: best plan per system, time, power, energy and cost."""
+"""Compare designs for one training job: best plan per system, time, power, energy and cost (the verdict in
+words: :mod:`hnplan.planning.compare_verdict`, re-exported here)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,14 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
+from hnplan.planning.compare_verdict import (  # re-exported: they lived here
+    SAME_GENERATION_PEAK_RATIO as SAME_GENERATION_PEAK_RATIO,
+)
+from hnplan.planning.compare_verdict import fabric_and_chip as fabric_and_chip
+from hnplan.planning.compare_verdict import ok_rows as ok_rows
+from hnplan.planning.compare_verdict import verdict as verdict
 from hnplan.planning.design import cost_or_gap, estimate_reliability, fallback_job_counts, job_gpu_options
-from hnplan.planning.records import as_records, first_max, first_min, frame_records, is_na, n_unique
+from hnplan.planning.records import frame_records
 from hnplan.power import design_power, run_energy
 
 if TYPE_CHECKING:
@@ -332,177 +339,3 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
 def _peak(dense_tflops: dict, dtype: str) -> float:
     """Dense peak of ``dtype`` [TFLOP/s] (the catalog's dict is keyed by the Dtype literal)."""
     return float(dense_tflops[dtype])
-
-
-# two accelerators are one generation when their dense bf16 peaks differ by less than this factor (GB200's
-# GPU and B200: 2,500 vs 2,250 TFLOP/s, datasheets in data/accelerators; H100: 989)
-SAME_GENERATION_PEAK_RATIO = 1.25
-
-
-def _name(row) -> str:
-    return f"**{row['system']}**"
-
-
-def _per_gpu(fast, slow) -> tuple[float, str]:
-    """How many times as fast ``fast`` trains as ``slow`` per GPU, and the words that say so where the two train
-    on different GPU counts (whole racks and servers bought: 1,024 of 1,152 GPUs of 72-GPU racks against 1,152
-    on 8-GPU servers); ``(days ratio, "")`` where the counts agree or the table has none.
-
-    Per GPU the speed is tokens/s over GPUs, so the ratio is ``(days_slow x gpus_slow) / (days_fast x gpus_fast)``
-    (the job's tokens cancel). Divided by the ratio of the GPUs' dense peaks it is the ratio of MFUs.
-
-    >>> _per_gpu({"days": 20.0, "gpus": 1024}, {"days": 45.0, "gpus": 1152})
-    (2.53125, ', on 1,024 GPUs against 1,152: 2.53x the speed per GPU')
-    """
-    speed = slow["days"] / fast["days"]
-    if "gpus" not in fast or "gpus" not in slow or fast["gpus"] == slow["gpus"]:
-        return speed, ""
-    per_gpu = speed * slow["gpus"] / fast["gpus"]
-    return per_gpu, f", on {fast['gpus']:,} GPUs against {slow['gpus']:,}: {per_gpu:.2f}x the speed per GPU"
-
-
-def ok_rows(rows: list[dict]) -> list[dict]:
-    """The rows whose ``status`` starts with ``ok`` (all of them in a table without ``status``)."""
-    return [r for r in rows if "status" not in r or (isinstance(r["status"], str) and r["status"].startswith("ok"))]
-
-
-def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
-    """What the supernode fabric buys and what the newer chip buys, told apart from the numbers.
-
-    The fabric: a supernode against a server cluster whose GPU is of the same generation (dense bf16 peaks
-    within :data:`SAME_GENERATION_PEAK_RATIO`; of several, the nearest in peak and HBM capacity), e.g. GB200
-    NVL72 against HGX B200 and GB300 NVL72 against DGX B300; the part of the speed-up
-    the supernode's own GPU peak explains is said. The chip: two server clusters with different GPUs, e.g.
-    HGX B200 against HGX H100, same kind of fabric. Empty when the table has no such pair. ``table``: the frame
-    of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read alike.
-    """
-    rows = as_records(table)
-    columns = set(rows[0]) if rows else set()
-    ok = ok_rows(rows)
-    if not ok or "peak_tflops" not in columns or "kind" not in columns:
-        return ""
-    parts = []
-    servers = [r for r in ok if r["kind"] != "supernode"]
-    for sn in (r for r in ok if r["kind"] == "supernode"):
-        peers = [
-            r
-            for r in servers
-            if 1 / SAME_GENERATION_PEAK_RATIO <= r["peak_tflops"] / sn["peak_tflops"] <= SAME_GENERATION_PEAK_RATIO
-        ]
-        if not peers:
-            continue
-        # the nearest chip: peak, then (where given) HBM capacity, which sets the plans that fit (GB300 against
-        # B300, 288 and 270 GB, rather than B200, 180 GB, at the same 2,250 TFLOP/s bf16)
-        distance = [
-            {
-                "row": r,
-                "d": abs(math.log(r["peak_tflops"] / sn["peak_tflops"]))
-                + (abs(math.log(r["hbm_gb"] / sn["hbm_gb"])) if "hbm_gb" in columns else 0.0),
-            }
-            for r in peers
-        ]
-        sv = first_min(distance, "d")["row"]
-        speed = sv["days"] / sn["days"]
-        chip = sn["peak_tflops"] / sv["peak_tflops"]
-        # like with like: where the designs train on different GPU counts, the fabric's part is per GPU
-        per_gpu, counts = _per_gpu(sn, sv)
-        text = (
-            f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days{counts})"
-        )
-        if abs(chip - 1) > 0.02:
-            text += (
-                f"; its GPU peaks {chip:.2f}x as high ({sn['peak_tflops']:,.0f} against "
-                f"{sv['peak_tflops']:,.0f} TFLOP/s), so {'per GPU ' if counts else ''}the fabric and the rest of "
-                f"the rack account for about {per_gpu / chip:.2f}x"
-            )
-        elif counts:
-            text += f"; per GPU the fabric and the rest of the rack account for about {per_gpu:.2f}x"
-        if "run_musd" in columns:
-            text += (
-                f". The run costs {units.format_usd(sn['run_musd'] * units.MEGA)} on {sn['system']} against "
-                f"{units.format_usd(sv['run_musd'] * units.MEGA)} on {sv['system']}"
-            )
-        parts.append(text + ".")
-    if len(servers) > 1:
-        new, old = first_max(servers, "peak_tflops"), first_min(servers, "peak_tflops")
-        if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
-            text = (
-                f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
-                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
-                f"{old['days']:.1f} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
-                "dense peak"
-            )
-            if "run_musd" in columns:
-                text += (
-                    f"; the run costs {units.format_usd(new['run_musd'] * units.MEGA)} against "
-                    f"{units.format_usd(old['run_musd'] * units.MEGA)}"
-                )
-            parts.append(text + ".")
-    return "\n\n".join(parts)
-
-
-def verdict(table: pd.DataFrame | list[dict]) -> str:
-    """A paragraph naming the fastest design, the cheapest to buy and per training run, and (where the table
-    allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`).
-    ``table``: the frame of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read
-    alike."""
-    rows = as_records(table)
-    columns = set(rows[0]) if rows else set()
-    ok = ok_rows(rows)
-    if not ok:
-        return "No design has a feasible plan for this job."
-    if len(ok) == 1:
-        return _only_design(ok[0], len(rows))
-    fast = first_min(ok, "days")
-    priced = [r for r in ok if not is_na(r["capex_musd"])]
-    on = f" on {fast['gpus']:,} GPUs" if "gpus" in columns and n_unique(ok, "gpus") > 1 else ""
-    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
-    if not priced:
-        text += "; no design has a price, so every cost is n/a."
-    else:
-        cheap = first_min(priced, "capex_musd")
-        # whole units bought: say for how many GPUs where the designs buy different counts
-        bought = f" for {cheap['gpus_bought']:,} GPUs" if n_unique(priced, "gpus_bought") > 1 else ""
-        text += (
-            f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
-        )
-    if len(priced) < len(ok):
-        text += (
-            " "
-            + "; ".join(
-                f"cost n/a for {r['system']}: it has no price (give its file `unit_price_usd` or `price_item`)"
-                for r in ok
-                if is_na(r["capex_musd"])
-            )
-            + "."
-        )
-    if "run_musd" in columns and priced:
-        run = first_min(priced, "run_musd")
-        text += (
-            f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
-            f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
-            f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
-        )
-    if len(ok) > 1:
-        slow = first_max(ok, "days")
-        text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
-    split = fabric_and_chip(rows)
-    return text + ("\n\n" + split if split else "")
-
-
-def _only_design(row: dict, designs: int) -> str:
-    """The verdict of a table with one design that has a plan: what it does, no ranking (it is the fastest and
-    the cheapest of one)."""
-    only = "the one design compared" if designs == 1 else f"the only one of {designs} designs with a plan"
-    text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {row['days']:.1f} days at {row['mfu']:.0%} MFU"
-    if not is_na(row.get("capex_musd")):
-        text += f", costs {units.format_usd(row['capex_musd'] * units.MEGA)} to buy"
-        if not is_na(row.get("run_musd")):
-            text += (
-                f" and {units.format_usd(row['run_musd'] * units.MEGA)} per training run at its TCO per GPU-hour "
-                f"({units.format_usd(row['usd_per_million_tokens'])} per million tokens)"
-            )
-    else:
-        text += "; cost n/a: it has no price (give its file `unit_price_usd` or `price_item`)"
-    return text + "."

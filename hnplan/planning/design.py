@@ -8,6 +8,8 @@ hand the resolved :class:`~hnplan.catalog.design.Design` to :mod:`hnplan.power`,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
@@ -290,10 +292,16 @@ def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
 
 
 def resolve_utilisation(
-    utilisation: float | str | None, system: str, gpus: int, mix: str = "default", catalog: Catalog | None = None
+    utilisation: float | str | None,
+    system: str,
+    gpus: int,
+    mix: str = "default",
+    catalog: Catalog | None = None,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[float | None, str]:
     """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
-    in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation.
+    in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation
+    (:func:`hnplan.cluster.utilisation.simulated_utilisation`, ``progress`` passed on).
 
     Raises
     ------
@@ -305,7 +313,7 @@ def resolve_utilisation(
     if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
         from hnplan.cluster.utilisation import simulated_utilisation
 
-        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog)
+        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog, progress=progress)
         return float(sim["utilisation"]), sim["source"]
     try:
         u = float(utilisation)

@@ -133,6 +133,10 @@ class StackChoices(_Strict):
     fp8_cast_transpose_fusion : bool
         Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
         transpose (Transformer Engine ``cast_transpose``). Default True.
+    fp8_act_cast_fusion, norm_cudnn, fp8_current_amax_fusion : bool
+        The SwiGLU runs in Transformer Engine with the next GEMM's quantizer (op fuser, NeMo ``USE_TE_OPS``) and
+        returns the amax of NVFP4 inputs it writes; norms are cuDNN's (``NVTE_NORM_FWD_USE_CUDNN=1``: they write MXFP8
+        inputs, TE's own return NVFP4 amaxes); TE 2.8+ returns current-scaling amaxes too. Default False (all).
     norm_kernel, rope_kernel : {"fused", "eager"}
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
@@ -327,6 +331,9 @@ class StackChoices(_Strict):
     fp8_cast_transpose_fusion: bool = Field(
         default=True, description="one kernel writes an fp8 cast and its transpose (where transposes are needed)"
     )
+    norm_cudnn: bool = Field(default=False, description="norms run cuDNN's kernels (NVTE_NORM_FWD_USE_CUDNN=1)")
+    fp8_act_cast_fusion: bool = Field(default=False, description="the op fuser's SwiGLU returns its output's amax")
+    fp8_current_amax_fusion: bool = Field(default=False, description="as for nvfp4, current scaling (TE 2.8+)")
     norm_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
     )

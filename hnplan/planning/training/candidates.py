@@ -286,14 +286,17 @@ def divisibility_hint(gpus: int, batch: int, unit_gpus: int, system_id: str) -> 
     split by it.
 
     >>> divisibility_hint(144, 2048, 72, "gb200-nvl72")
-    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences (a multiple of 144)'
+    'every count of gb200-nvl72 has the factor 9 (units of 72 GPUs): try a batch with that factor, such as 2,160 sequences, 15 per GPU'
     >>> divisibility_hint(40, 2048, 8, "hgx-h100-ib-ndr")
-    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences (a multiple of 40)'
+    'try a GPU count with more factors of two, or a batch with the factor 5, such as 2,080 sequences, 52 per GPU'
+    >>> divisibility_hint(1200, 1024, 8, "hgx-h100-ib-ndr")
+    'try a GPU count with more factors of two, or a batch with the factor 75, such as 1,200 sequences, one per GPU'
     """
     odd = gpus // (gpus & -gpus)  # the count's odd part
     if odd == 1 or batch % odd == 0:
         return "try a GPU count with more factors of two"
-    batch_hint = f"such as {-(-batch // gpus) * gpus:,} sequences (a multiple of {gpus:,})"
+    per_gpu = -(-batch // gpus)  # the smallest batch at least as large that every GPU count's DP can split
+    batch_hint = f"such as {per_gpu * gpus:,} sequences, {'one' if per_gpu == 1 else f'{per_gpu:,}'} per GPU"
     unit_odd = unit_gpus // (unit_gpus & -unit_gpus)
     if unit_odd > 1 and odd % unit_odd == 0:
         return (
