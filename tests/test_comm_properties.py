@@ -216,3 +216,28 @@ def test_nvls_tree_heads_bound_busbw_and_more_heads_never_slower(q, d, bu, au, b
     assert float(algorithm_time("allreduce", "inr", s, more)) <= t * (1 + 1e-12)
     free = replace(g, up=replace(up, inr_tree_head_busbw_Bps=None))
     assert float(algorithm_time("allreduce", "inr", s, free)) <= t * (1 + 1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(q_st, d_st, bw, alpha, bw, alpha, st.lists(st.floats(1, 1e10), min_size=1, max_size=8))
+def test_reduce_scatter_and_all_gather_take_the_same_time(q, d, bu, au, bo, ao, sizes):
+    """One pass of the same algorithms: the planner times a reduce-scatter and an all-gather of one size on one
+    group once (hnplan.planning.training.collectives.SAME_TIME), so their tuner times must agree exactly."""
+    from hnplan.comm.algorithms import best_time
+
+    g = _group(q, d, bu, au, bo, ao)
+    s = np.array(sizes)
+    assert fastest_time("reducescatter", s, g).tolist() == fastest_time("allgather", s, g).tolist()
+    assert [best_time("reducescatter", x, g) for x in sizes] == [best_time("allgather", x, g) for x in sizes]
+
+
+@pytest.mark.parametrize("system", ["hgx-h100-ib-ndr", "gb200-nvl72", "hgx-h100-roce-400g", "dgx-a100-hdr"])
+def test_reduce_scatter_and_all_gather_take_the_same_time_on_nccl_fabrics(cat, system):
+    """As above on catalog systems (NCCL's latencies and protocols, PAT with one rank per domain)."""
+    from hnplan.comm.algorithms import best_time
+
+    s = np.geomspace(1e3, 1e10, 15)
+    for size, stride in ((8, 1), (64, 1), (16, 8), (128, 8), (64, 72), (1024, 4)):
+        g = place_group(cat.design(system), size, stride, 8192)
+        assert fastest_time("reducescatter", s, g).tolist() == fastest_time("allgather", s, g).tolist()
+        assert [best_time("reducescatter", x, g) for x in s] == [best_time("allgather", x, g) for x in s]

@@ -133,6 +133,30 @@ def test_warm_and_partial_searches_give_the_cold_numbers(cat):
     assert (dp >= full["t_dp_comm_exposed_s"]).all() and (dp > full["t_dp_comm_exposed_s"]).any()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("llama3.1-405b", "hgx-h100-ib-ndr", 16384, 8192, 2048),  # the planner benchmark's dense search
+        ("deepseek-v3", "hgx-h800-ib", 256, 4096, 1920),  # MoE: expert all-to-alls, expert-DP collectives
+    ],
+)
+def test_cold_search_equals_the_warm_one_exactly(cat, args):
+    """A search on a fresh catalog (no part times on its Design, no collective times on its job) gives bit for
+    bit the numbers of the same search repeated on a warm job, and the same ranking."""
+    from hnplan.catalog import Catalog
+    from hnplan.planning.training import rank_plans
+
+    fresh = Catalog()
+    job = make_job(*args, catalog=fresh)
+    cands = candidate_frame(job.model, job.system, *args[2:])
+    cold = evaluate_plans(job, cands)
+    warm = evaluate_plans(job, cands)
+    pd.testing.assert_frame_equal(cold, warm, check_exact=True)
+    pd.testing.assert_frame_equal(cold, evaluate_plans(make_job(*args, catalog=cat), cands), check_exact=True)
+    ranked_cold = rank_plans(make_job(*args, catalog=Catalog()))
+    pd.testing.assert_frame_equal(ranked_cold, rank_plans(job), check_exact=True)
+
+
 def test_distinct_tuples_beyond_one_int64():
     from hnplan.vectorise import _distinct
 

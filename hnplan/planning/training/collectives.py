@@ -77,6 +77,11 @@ if TYPE_CHECKING:
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
 DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp", "etp")  # what the data-parallel collectives depend on
+#: ops whose time equals another op's at every size on every group, timed once under that op's memo entry:
+#: a reduce-scatter is an all-gather's pass in reverse: the same algorithms (ring, rhd, PAT) with the same time
+#: and tuner estimate in :mod:`hnplan.comm.algorithms` (NVIDIA/nccl src/graph/tuning.cc counts ``nRanks - 1``
+#: steps for both; tested)
+SAME_TIME = {"reducescatter": "allgather"}
 
 
 def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
@@ -84,7 +89,9 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
     pod level) and timed with the fastest applicable algorithm for every candidate's message size
     (:func:`hnplan.comm.algorithms.fastest_time`, the NCCL-tuner choice); 0 for groups of one rank.
-    Each time is remembered on the job (``job.memo``): a repeated search times only new messages.
+    Each time is remembered on the job (``job.memo``): a repeated search times only new messages; a
+    reduce-scatter and an all-gather of the same size on the same group share their entry (one pass of
+    the same algorithms with the same times, :data:`SAME_TIME`).
 
     Parameters
     ----------
@@ -111,7 +118,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
     ukey, codes = np.unique(key, return_inverse=True)
     pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
-    memo = job.memo.setdefault(("collective_s", op), {})  # {(size, stride, bytes): time}
+    memo = job.memo.setdefault(("collective_s", SAME_TIME.get(op, op)), {})  # {(size, stride, bytes): time}
     keys = list(zip((pair // base).tolist(), (pair % base).tolist(), u_n.tolist()))
     res = np.array([memo.get(k, np.nan) for k in keys])
     miss = np.flatnonzero(np.isnan(res))
@@ -136,7 +143,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
 def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n_bytes) -> np.ndarray:
     """:func:`collective_s` of at most :data:`~hnplan.comm.algorithms.SCALAR_SIZES` live plans (rows ``idx``),
     one by one on floats: the same memo entries and the same numbers as its distinct-message path."""
-    memo = job.memo.setdefault(("collective_s", op), {})
+    memo = job.memo.setdefault(("collective_s", SAME_TIME.get(op, op)), {})
     at = [_at(np.asarray(x, dtype=t), size.shape, idx) for x, t in ((stride, np.int64), (n_bytes, float))]
     for i, key in zip(idx.tolist(), zip(size[idx].tolist(), *at)):
         t = memo.get(key)
