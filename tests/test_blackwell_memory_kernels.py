@@ -68,13 +68,14 @@ def test_memory_bound_part_cannot_close_the_gb300_gap(cat):
     mem200 = sum(gb200[c] for c in MEMORY_CLASSES)
     mem300 = sum(gb300[c] for c in MEMORY_CLASSES)
     t200, t300 = sum(gb200.values()), sum(gb300.values())
-    # one memory: the memory-bound part is the same on both, 142.6 ms of the GB200's 539.0 ms (26 %)
+    # one memory: the memory-bound part is the same on both, 137.9 ms of the GB200's 534.2 ms (26 %; 142.6 ms
+    # before the stack's current-scaling amax fusion, Transformer Engine 2.8+, removed the norm's and SwiGLU's amax)
     assert mem300 == pytest.approx(mem200, rel=1e-9)
-    assert mem200 == pytest.approx(142.6, rel=0.01)
+    assert mem200 == pytest.approx(137.9, rel=0.01)
     assert mem200 / t200 == pytest.approx(0.26, abs=0.01)
     # the GB300 at its boost clock through the step (sustained_compute_fraction 1.0, fitted to its 20 rows,
-    # tools/fit_gb300_clock.py), the GB200 at 0.853: 1.143x (1.074x at the power law's 0.914)
-    assert t200 / t300 == pytest.approx(1.143, abs=0.005)
+    # tools/fit_gb300_clock.py), the GB200 at 0.853: 1.145x (1.074x at the power law's 0.914)
+    assert t200 / t300 == pytest.approx(1.145, abs=0.005)
     # were the memory-bound part bound by the SM clock instead: 2,032 MHz (GB300 at boost) over 0.804 x 1,965 MHz
     # (GB200) = 1.29x, which would overshoot the measured ratios; the bytes bind it (docs/compute.md)
     clock_ratio = 2032 / (0.804 * 1965)

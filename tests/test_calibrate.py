@@ -352,7 +352,7 @@ def test_fit_from_a_start_reaches_the_same_minimum_sooner():
 def test_leave_one_out_fits_start_from_the_full_fit(monkeypatch):
     """The README's example: each leave-one-out fit starts where the fit to both runs ended, so its first
     trials are ones that fit already evaluated; the printed values are those of a cold start (a fit to the
-    one other run: 0.8148 and 0.7972, +1.6 % and -1.5 %)."""
+    one other run: +0.6 % and -0.6 %)."""
     import hnplan.planning.calibrate as cal_mod
 
     starts = []
@@ -365,10 +365,10 @@ def test_leave_one_out_fits_start_from_the_full_fit(monkeypatch):
     monkeypatch.setattr(cal_mod, "fit", spy)
     cal = calibrate(cal_mod.EXAMPLE_RUNS, "megatron-core")
     full = cal.parameters[0].value
-    assert f"{full:.4f}" == "0.8056"
+    assert f"{full:.4f}" == "0.7889"
     assert starts == [None, {cal.parameters[0].name: full}, {cal.parameters[0].name: full}]
-    assert [f"{r['loo_error_pct']:+.1f}" for r in cal.run_rows] == ["+1.6", "-1.5"]
-    assert [f"{r['error_after_pct']:+.1f}" for r in cal.run_rows] == ["+0.8", "-0.8"]
+    assert [f"{r['loo_error_pct']:+.1f}" for r in cal.run_rows] == ["+0.6", "-0.6"]
+    assert [f"{r['error_after_pct']:+.1f}" for r in cal.run_rows] == ["+0.3", "-0.3"]
 
 
 def test_fit_stays_within_bounds():

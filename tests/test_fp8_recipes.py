@@ -221,3 +221,19 @@ def test_bf16_end_layers_slow_the_end_stages_by_the_bf16_minus_fp8_layer_time(ca
     }
     assert t[1] - t[0] == pytest.approx(2 * float(layer["bf16"].iloc[0] - layer["fp8"].iloc[0]), rel=1e-9)
     assert t[1] > t[0]
+
+
+def test_mxfp8_output_projection_hand_derived(cat):
+    # Megatron-Core fp8_output_proj (MLPerf v6.0 DeepSeek-V3 GB300 configs, FP8_OUTPUT_PROJ=True): the LM head is an
+    # MXFP8 Transformer Engine GEMM with its input's cast; Llama 3.1 8B's head: 8,192 tokens x 128,256 x 4,096
+    base = _rows(cat, acc="b200", fp8_recipe="mxfp8")
+    head = _rows(cat, acc="b200", fp8_recipe="mxfp8", fp8_output_proj=True)
+    assert base.loc[("lm_head", "fwd"), "kind"] == "gemm-bf16"
+    assert head.loc[("lm_head", "fwd"), "kind"] == "gemm"
+    assert head.loc[("lm_head", "fwd"), "flops"] == base.loc[("lm_head", "fwd"), "flops"] == 2 * TOKENS * 128_256 * H
+    assert any(n.startswith("lm_head_") for n in head.index.get_level_values(0))  # its quantisation rows
+    assert not any(n.startswith("lm_head_") for n in base.index.get_level_values(0))
+    # the GEMM at the fp8 ceiling (twice bf16's on a B200), at an efficiency a little below bf16's: about half
+    # the bf16 GEMM's compute time
+    ratio = head.loc[("lm_head", "fwd"), "compute_time_s"] / base.loc[("lm_head", "fwd"), "compute_time_s"]
+    assert ratio == pytest.approx(0.5, rel=0.05)

@@ -13,7 +13,10 @@ def test_as_run_schedule_by_hand(gpus, dp, m):
     b = est.breakdown_s
     assert est.num_microbatches == m and est.fits  # 2,048 sequences / DP at micro-batch 1
     t_mb = (b["compute"] + b["tp_comm_exposed"] + b["pp_comm_exposed"]) / m  # the slowest stage's micro-batch
-    # interleaved 1F1B: (p - 1) / v micro-batch times of bubble (Narayanan et al. SC21 Sec. 2.2.2; Llama 3 Sec. 3.3.2)
-    assert b["pp_bubble"] == pytest.approx(15 / 8 * t_mb, rel=1e-9)
-    # the bubble's share of the ideal step is (p - 1) / (v m): 5.9 % on 8,192 GPUs, 11.7 % on 16,384
-    assert b["pp_bubble"] / (m * t_mb) == pytest.approx(15 / (8 * m), rel=1e-9)
+    # interleaved 1F1B: (p - 1) / v micro-batch times of bubble (Narayanan et al. SC21 Sec. 2.2.2; Llama 3 Sec. 3.3.2),
+    # each the other stage's own: 14 stages of 8 layers as the slowest, the last one 6 layers and the output layer
+    # (2 x 16,384 x 128,256 FLOP a token, 0.65 of a layer's 2 x 3.2e9): (14 + 6.65 / 8) / 8 = 1.85 micro-batch times
+    assert (14 + 6 / 8) / 8 * t_mb < b["pp_bubble"] < 15 / 8 * t_mb
+    assert b["pp_bubble"] == pytest.approx((14 + 6.65 / 8) / 8 * t_mb, rel=0.01)
+    # the bubble's share of the ideal step is about (p - 1) / (v m): 5.8 % on 8,192 GPUs, 11.6 % on 16,384
+    assert b["pp_bubble"] / (m * t_mb) == pytest.approx(15 / (8 * m), rel=0.015)

@@ -336,3 +336,25 @@ def test_the_seed_is_a_miss_once_the_catalog_or_the_code_changes(cache_dir, data
     prediction_cache._KEYS.clear()
     prediction_cache.cached_speed_errors(runs[:3], load_catalog(), plan)
     assert plan.asked[-1] == [r.id for r in runs[:3]]
+
+
+def test_the_code_fingerprint_hashes_every_package_file_but_bytecode_in_path_order(tmp_path):
+    # the definition written out: every file under the package but those of __pycache__ folders, sorted as paths
+    # (by their parts), each relative path then its bytes, after the Python and numpy versions; a folder's own
+    # bytecode and a file beside it change nothing and everything respectively
+    import hashlib
+    import sys
+    from pathlib import Path
+
+    root = Path(prediction_cache.__file__).resolve().parents[1]
+    h = hashlib.sha256(f"{sys.version}|numpy {np.__version__}".encode())
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    assert prediction_cache.source_fingerprint.__wrapped__() == h.hexdigest()[:16]
+    # a package of three files, one of them in a sub-folder and one in bytecode: the bytecode is not listed,
+    # "a-b" sorts after "a/" as the paths' parts do
+    (tmp_path / "a" / "__pycache__").mkdir(parents=True)
+    for rel in ("a/x.py", "a-b.py", "a/__pycache__/x.cpython-311.pyc"):
+        (tmp_path / rel).write_text(rel)
+    assert sorted(prediction_cache._source_files(tmp_path)) == [("a", "x.py"), ("a-b.py",)]

@@ -116,15 +116,19 @@ def test_memory_term_equals_the_memory_models_training_memory(cat, model, system
         assert r.memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-12)
 
 
-def test_interleaved_bubble_is_p_minus_1_over_v_m(cat):
-    # step = (m + (p-1)/v) t_mb + t_dp + t_opt: the bubble is (p-1)/v micro-batch times
+def test_interleaved_bubble_is_the_other_stages_over_v(cat):
+    # step = m t_mb + bubble + t_dp + t_opt, t_mb the slowest stage's (the last: 10 layers and the output
+    # layer); the bubble is the fill and drain through the other 7 stages, a model chunk each: (p-1)/v of
+    # their micro-batch times, 10 layers each (the embedding lookup is no GEMM). Llama 3.1 70B: a layer
+    # 2 x 0.86e9 FLOP a token, the output layer 2 x 8,192 x 128,256 = 2.1e9, 1.2 layers: the other stages
+    # take 10 / 11.2 = 0.89 of the slowest's time, within 10 / 12 and 1 whatever the attention adds
     for v in (1, 2, 4):
         est = estimate_training_step(
             "llama3.1-70b", "hgx-h100-ib-ndr", 64, ParallelPlan(tp=8, pp=8, virtual_stages=v), 4096, 64, catalog=cat
         )
         b = est.breakdown_s
-        t_mb = (est.step_time_s - b["dp_comm_exposed"] - b["optimizer"]) / (64 + 7 / v)
-        assert b["pp_bubble"] == pytest.approx(7 / v * t_mb, rel=1e-12)
+        t_mb = (est.step_time_s - b["dp_comm_exposed"] - b["optimizer"] - b["pp_bubble"]) / 64
+        assert 10 / 12 * 7 / v * t_mb < b["pp_bubble"] < 7 / v * t_mb
 
 
 def test_dp_overlap_hides_all_but_the_last_bucket(cat):

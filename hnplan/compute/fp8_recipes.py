@@ -277,6 +277,8 @@ class StepKernels:
     (``fp8_act_cast_fusion``). ``norm_cudnn``: Transformer Engine's norms run cuDNN's kernels
     (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_. ``current_amax_fusion``:
     the norm and activation kernels return the amax for current scaling as well (Transformer Engine 2.8+).
+    ``fp8_head``: the LM head is an fp8 GEMM with its quantisation rows, not one of :data:`BF16_GEMMS`
+    (``fp8_output_proj``).
     """
 
     fp8_recipe: str = "delayed"
@@ -293,6 +295,7 @@ class StepKernels:
     act_cast_fusion: bool = False
     norm_cudnn: bool = False
     current_amax_fusion: bool = False
+    fp8_head: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -315,6 +318,7 @@ class StepKernels:
             ch.fp8_act_cast_fusion,
             ch.norm_cudnn,
             ch.fp8_current_amax_fusion,
+            ch.fp8_output_proj,
         )
 
 

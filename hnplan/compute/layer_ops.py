@@ -219,7 +219,7 @@ def _once_ops(
     # The LM head stays bf16 under low-precision weights: in fp8 training (hnplan.compute.fp8_recipes) and
     # in serving checkpoints, which quantise only the linear layers inside the transformer blocks
     # (hnplan.memory.inference.weight_bytes_per_gpu gives the sources).
-    if wb < ACT_BYTES:
+    if wb < ACT_BYTES and not kernels.fp8_head:  # fp8_output_proj: an MXFP8 Transformer Engine GEMM
         lm_head = replace(_gemm("lm_head", "head", logits_tokens, model.vocab / tp, h, ACT_BYTES), kind="gemm-bf16")
     head = [norm_op("final_norm", "head", t_norm * h, kernels, NORM_FLOPS), lm_head]
     if phase == "train":

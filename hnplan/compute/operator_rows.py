@@ -238,7 +238,7 @@ def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, k
             out = _chunked(
                 out, op, lambda ph: overlap_chunks(kn.tp_overlap_cfg, UB_LAYERS[(op.name, ph)], sp_tp, acc_id)
             )
-        if fp8 and op.kind == "gemm" and op.name not in BF16_GEMMS:
+        if fp8 and op.kind == "gemm" and (op.name not in BF16_GEMMS or (op.name == "lm_head" and kn.fp8_head)):
             out += fp8_gemm_rows(op, acc, kn, recompute, count, sp_tp)
         return out
 

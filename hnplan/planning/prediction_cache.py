@@ -83,15 +83,30 @@ def enabled() -> bool:
 @cache
 def source_fingerprint() -> str:
     """SHA-256 (first 16 hex digits) of every file of the ``hnplan`` package (path and bytes, compiled
-    bytecode left out), the Python version and numpy's: any change to the code that plans a run changes it."""
+    bytecode left out), the Python version and numpy's: any change to the code that plans a run changes it.
+
+    About 3 ms of CPU once numpy is imported (as every command that reads the caches imports it): the package's
+    200 files read and hashed, the ``__pycache__`` folders not walked."""
     import numpy
 
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(f"{sys.version}|numpy {numpy.__version__}".encode())
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
+    for parts in sorted(_source_files(root)):  # in the order of their path parts, as sorted paths
+        rel = os.path.join(*parts)
+        h.update(rel.encode())
+        h.update(Path(root, rel).read_bytes())
     return h.hexdigest()[:16]
+
+
+def _source_files(root: Path) -> list[tuple[str, ...]]:
+    """The path parts (relative to ``root``) of every file under ``root`` outside ``__pycache__`` folders,
+    following no links to folders (as :meth:`pathlib.Path.rglob`)."""
+    out: list[tuple[str, ...]] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(folder, d))]
+        rel = Path(folder).relative_to(root).parts
+        out.extend((*rel, f) for f in files if os.path.isfile(os.path.join(folder, f)))
+    return out
 
 
 def _run_digest(run: TrainingRun) -> str:

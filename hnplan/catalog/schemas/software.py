@@ -42,8 +42,7 @@ class StackChoices(_Strict):
         the all-gathers, pipeline in 4 splits for the reduce-scatters). Default empty: the defaults, as
         Megatron-LM's ``--tp-comm-overlap`` without ``--tp-comm-overlap-cfg`` runs.
     ep_comm : bool
-        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1);
-        default False.
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1); default False.
     cp_comm : bool
         Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
         implementation); default True. Applies to ``cp_algorithm="p2p_ring"``.
@@ -133,10 +132,11 @@ class StackChoices(_Strict):
     fp8_cast_transpose_fusion : bool
         Where per-tensor fp8 GEMMs need transposed copies (Hopper), one kernel writes the cast and its
         transpose (Transformer Engine ``cast_transpose``). Default True.
-    fp8_act_cast_fusion, norm_cudnn, fp8_current_amax_fusion : bool
+    fp8_act_cast_fusion, norm_cudnn, fp8_current_amax_fusion, fp8_output_proj : bool
         The SwiGLU runs in Transformer Engine with the next GEMM's quantizer (op fuser, NeMo ``USE_TE_OPS``) and
         returns the amax of NVFP4 inputs it writes; norms are cuDNN's (``NVTE_NORM_FWD_USE_CUDNN=1``: they write MXFP8
-        inputs, TE's own return NVFP4 amaxes); TE 2.8+ returns current-scaling amaxes too. Default False (all).
+        inputs, TE's own return NVFP4 amaxes); TE 2.8+ returns current-scaling amaxes too; the LM head (shared by the
+        MTP modules) is an MXFP8 TE GEMM (Megatron-Core ``TransformerConfig.fp8_output_proj``). Default False (all).
     norm_kernel, rope_kernel : {"fused", "eager"}
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
@@ -333,6 +333,7 @@ class StackChoices(_Strict):
     )
     norm_cudnn: bool = Field(default=False, description="norms run cuDNN's kernels (NVTE_NORM_FWD_USE_CUDNN=1)")
     fp8_act_cast_fusion: bool = Field(default=False, description="the op fuser's SwiGLU returns its output's amax")
+    fp8_output_proj: bool = Field(default=False, description="the LM head in MXFP8 (Megatron-Core fp8_output_proj)")
     fp8_current_amax_fusion: bool = Field(default=False, description="as for nvfp4, current scaling (TE 2.8+)")
     norm_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"

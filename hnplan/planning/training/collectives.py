@@ -33,6 +33,12 @@ References
    embedding group, the first and last pipeline stages, when ``share_embeddings_and_output_weights`` or
    ``mtp_num_layers``: the last stage keeps a copy of the embedding for the output layer or the multi-token
    prediction module).
+.. [10] NVIDIA Megatron-Core, ``pipeline_parallel/schedules.py``
+   (``forward_backward_pipelining_with_interleaving``: ``is_last_microbatch_for_model_chunk``,
+   ``get_model_chunk_id``, the ``grad_sync_func`` of a model chunk called after its last backward with
+   ``grad_sync_virtual_microbatch_id = virtual_microbatch_id - pipeline_parallel_rank``; the remaining
+   chunks' syncs launched after the cool-down) and ``distributed/distributed_data_parallel_config.py``
+   (``align_grad_reduce``).
 .. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
    K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
    critical path, small because GQA makes K/V much smaller than Q).
@@ -414,8 +420,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     parallel folding, arXiv:2504.14960; ``dp cp / ep`` with stride ``tp ep`` at the default ``etp = tp``).
     Each runs as buckets of the stack's ``dp_bucket_params`` parameters, by default
     Megatron-Core's ``max(40M, 1M x dp cp)`` ([4]_), every bucket a collective with its own latency. With
-    bucketed overlap the reduce-scatter hides behind the last micro-batch's backward and the
-    all-gather behind the first forward, exposing ``max(t - window, one bucket)``. ZeRO 3 gathers
+    bucketed overlap the reduce-scatter hides behind the last micro-batch's backward (each model chunk's
+    behind the backwards after its last one under the interleaved schedule,
+    :func:`interleaved_grad_exposed`) and the all-gather behind the first forward, exposing at least one
+    bucket each. ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
@@ -461,7 +469,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
     t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
-    grad_exp = np.maximum(t_grad - t_bwd_mb, last_grad) if ov.dp_grad_reduce else t_grad
+    if ov.dp_grad_reduce:  # per model chunk, behind the backward that follows its last micro-batch
+        grad_exp = np.maximum(interleaved_grad_exposed(df, t_grad, t_bwd_mb), last_grad)
+    else:
+        grad_exp = t_grad
     param_exp = np.maximum(t_param - t_fwd_mb, last_param) if ov.dp_param_gather else t_param
     # what is hidden still slows the compute it runs beside (the NCCL kernels take SMs and HBM bandwidth),
     # at the stack's overlap slowdown, as for TP and EP overlap (components.overlapped_comm)
@@ -475,6 +486,44 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
         exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + slowdown * z3_hidden)
     return exposed + embedding_grad_allreduce_s(job, df)
+
+
+def interleaved_grad_exposed(df: pd.DataFrame, t_grad, t_bwd_mb) -> np.ndarray:
+    """Exposed part [s] of a stage's overlapped gradient reduction ``t_grad`` under the (interleaved) 1F1B
+    schedule, before the one-bucket floor.
+
+    Each of the stage's ``v`` model chunks reduces its own gradients (``t_grad / v``) once its last
+    micro-batch's backward has run: Megatron-Core enables the chunk's gradient sync for that backward only
+    (``is_last_microbatch_for_model_chunk``; with ``align_grad_reduce`` the chunk's ``grad_sync_func`` is
+    called right after it, offset by the pipeline rank) ([10]_). The cool-down runs the backwards in groups
+    of ``g = min(p, m)`` micro-batches a chunk, the deepest chunk first (``get_model_chunk_id``,
+    ``microbatch_group_size_per_vp_stage`` = ``p`` by default), so on the first stage, which finishes last,
+    chunk ``j`` (0 the shallowest) ends its backwards ``j g`` chunk backwards (``t_bwd_mb / v`` each)
+    before the step's last one. The reductions queue on one communicator, so the last of them ends
+    ``max_k ((k + 1) t_grad / v - k g t_bwd_mb / v)`` after that last backward, less the part of the last
+    chunk's backward its first buckets hide behind (``t_bwd_mb / v``)::
+
+        exposed = max(t_grad - (1 + (v - 1) g) t_bwd_mb / v, (t_grad - t_bwd_mb) / v)
+
+    (``k = v - 1`` and ``k = 0``). At ``v = 1`` both terms are ``t_grad - t_bwd_mb``, the reduction behind
+    the last micro-batch's backward, with or without a pipeline; at ``v > 1`` never more than that. Idle
+    time of the cool-down (a stage waiting for a later stage's gradient) would hide more: not counted.
+
+    Examples
+    --------
+    Hand-derived: 0.214 s of reduce-scatter over 4 chunks of a stage whose micro-batch backward takes
+    0.13 s, 8 micro-batches on 4 stages: ``max(0.084, 0.214 - 13 x 0.0325, 0.021) = 0.021`` s; with one
+    chunk 0.084 s.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"pp": [4, 4], "virtual_stages": [4, 1], "num_microbatches": [8, 8]})
+    >>> [round(float(x), 4) for x in interleaved_grad_exposed(df, 0.214, 0.13)]
+    [0.021, 0.084]
+    """
+    v = np.maximum(_col(df, "virtual_stages"), 1).astype(float)
+    g = np.minimum(_col(df, "pp"), _col(df, "num_microbatches")).astype(float)
+    t, b = np.asarray(t_grad, dtype=float), np.asarray(t_bwd_mb, dtype=float)
+    return np.maximum(t - (1.0 + (v - 1.0) * g) * b / v, (t - b) / v)
 
 
 def embedding_grad_allreduce_s(job: Job, df: pd.DataFrame) -> np.ndarray:

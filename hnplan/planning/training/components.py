@@ -11,14 +11,17 @@ model states of a stage) are evaluated once per distinct shape with the cost-mod
 
 Step model (Narayanan et al. SC21 [1]_ Sec. 2.2, 3.3):
 
-``step = (m + (p - 1) / v) * t_mb + t_dp_exposed + t_opt``
+``step = m * t_mb + t_bubble + t_dp_exposed + t_opt``
 
 * ``t_mb``: one micro-batch on the slowest pipeline stage: operator-level compute (forward, backward,
   recomputation) + exposed TP, CP and EP communication + PP point-to-point.
-* bubble ``(p - 1) / v`` micro-batch times: 1F1B ``(p - 1) / m`` of the ideal time, interleaved
-  with ``v`` model chunks per stage ``(p - 1) / (v m)`` ([1]_ Sec. 2.2.1-2.2.2).
+* ``t_bubble``: ``(p - 1) / v`` micro-batch times where the stages are alike: 1F1B ``(p - 1) / m`` of
+  the ideal time, interleaved with ``v`` model chunks per stage ``(p - 1) / (v m)`` ([1]_ Sec.
+  2.2.1-2.2.2); the fill and drain run through each other stage once a chunk, so each counts its own
+  micro-batch time (``t_others / v``, :func:`hnplan.planning.training.slowest.slowest_stage`).
 * ``t_dp_exposed``: gradient reduce-scatter (all-reduce without a distributed optimizer) bucketed
-  against the backward of the last micro-batch, and the parameter all-gather against the forward of
+  against the backward of the last micro-batch (each model chunk's against the cool-down's later
+  backwards under the interleaved schedule), and the parameter all-gather against the forward of
   the first; only what the compute cannot hide, and at least the last bucket (Megatron-Core
   ``--overlap-grad-reduce`` / ``--overlap-param-gather`` [4]_).
 * ``t_opt``: per-step kernels, memory-bound: the Adam step (:data:`ADAM_STEP_BYTES_PER_PARAM`) and the

@@ -89,7 +89,8 @@ def evaluate_plans(job: c.Job, candidates: pd.DataFrame) -> pd.DataFrame:
 
     Notes
     -----
-    ``step = (m + (p - 1) / v) t_mb + t_dp + t_opt + t_offload`` with the components of
+    ``step = m t_mb + t_others / v + t_dp + t_opt + t_offload`` (``t_others``: the other stages'
+    micro-batch times, ``(p - 1) t_mb`` where they are alike) with the components of
     :mod:`hnplan.planning.training.components` and the exposed offload transfers of
     :mod:`hnplan.planning.training.offload` (0 unless the stack choice ``offload`` is ``auto``).
     """
@@ -150,19 +151,22 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dic
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
     if job.model.moe is None:  # no expert all-to-all to hide
-        ep_share = np.zeros(len(plans))
-    else:  # once per distinct (pp, micro-batches, virtual stages)
+        ep_share = (np.zeros(len(plans)),) * 3
+    else:  # once per distinct (pp, micro-batches, virtual stages); the first, middle and last stage's warm-up
         ep_share = on_distinct(
             plans,
             ["pp", "num_microbatches", "virtual_stages"],
-            lambda u: (ch.ep_comm_overlap_fraction * moe.ep_overlap_share(u, u["num_microbatches"]),),
-        )[0]
+            lambda u: tuple(
+                ch.ep_comm_overlap_fraction * moe.ep_overlap_share(u, u["num_microbatches"], s)
+                for s in ("first", "middle", "last")
+            ),
+        )
     pick = slowest_stage(job, plans, t_pp, ep_share)
-    t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers = pick
+    t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers, t_others = pick
     full = c.recompute_is(plans, "full")
     comp = dict(layers=stage_layers, t_bwd_mb=t_bwd_mb)  # the slowest stage, for the offload model
     pp, v = plans["pp"], plans["virtual_stages"]
-    bubble = (pp - 1) / v * t_mb
+    bubble = t_others / v  # the fill and drain through the other stages, (pp - 1) / v t_mb where they are alike
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
         bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)

@@ -29,26 +29,31 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def ep_overlap_share(df: pd.DataFrame, num_microbatches) -> np.ndarray:
+def ep_overlap_share(df: pd.DataFrame, num_microbatches, stage: str = "first") -> np.ndarray:
     """Share of a stage's micro-batch passes that have a partner pass to hide an expert all-to-all
     behind [0-1]: Megatron-Core's 1F1B all-to-all overlap runs one micro-batch's forward beside another's
     backward (``--overlap-moe-expert-parallel-comm``), as DualPipe pairs forward and backward chunks
-    (arXiv:2412.19437 Sec. 3.2.1, Fig. 4-5); the warm-up forwards and cool-down backwards of the first
-    stage run alone. Warm-up passes follow Megatron-Core's schedules
-    (``megatron/core/pipeline_parallel/schedules.py``): ``pp - 1`` without virtual stages,
-    ``2 (pp - 1) + (v - 1) pp + 1`` chunk passes with ``v``, out of ``m v``: with the all-to-all overlap
-    the interleaved schedule runs one more warm-up forward so that every 1F1B step pairs independent
-    passes (``get_pp_rank_microbatches``: ``num_warmup_microbatches + 1`` when
-    ``overlap_moe_expert_parallel_comm``).
+    (arXiv:2412.19437 Sec. 3.2.1, Fig. 4-5); the stage's warm-up forwards and cool-down backwards run
+    alone. Warm-up passes follow Megatron-Core's schedules
+    (``megatron/core/pipeline_parallel/schedules.py``): ``pp - 1`` without virtual stages (the first
+    stage's count, for every stage), ``2 (pp - 1 - r) + (v - 1) pp + 1`` chunk passes with ``v`` on
+    pipeline rank ``r``, out of ``m v``: with the all-to-all overlap the interleaved schedule runs one
+    more warm-up forward so that every 1F1B step pairs independent passes (``get_pp_rank_microbatches``:
+    ``num_warmup_microbatches + 1`` when ``overlap_moe_expert_parallel_comm``). ``stage``: ``first``
+    (rank 0), ``middle`` (the fullest middle stage, rank ``pp - 2``, :func:`~hnplan.compute.layout.
+    stage_layer_range`) or ``last`` (rank ``pp - 1``).
 
     >>> import pandas as pd
     >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[16], virtual_stages=[1])), 120)[0])  # 1 - 15/120
     0.875
     >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[8], virtual_stages=[4])), 128)[0])   # 1 - 39/512
     0.923828125
+    >>> float(ep_overlap_share(pd.DataFrame(dict(pp=[4], virtual_stages=[4])), 8, "last")[0])   # 1 - 13/32
+    0.59375
     """
     pp, v = _col(df, "pp"), _col(df, "virtual_stages")
-    warm = np.where(v > 1, 2 * (pp - 1) + (v - 1) * pp + 1, pp - 1)
+    rank = {"first": 0 * pp, "middle": np.maximum(pp - 2, 0), "last": pp - 1}[stage]
+    warm = np.where(v > 1, 2 * (pp - 1 - rank) + (v - 1) * pp + 1, pp - 1)
     return np.clip(1.0 - warm / (np.asarray(num_microbatches, dtype=float) * v), 0.0, 1.0)
 
 

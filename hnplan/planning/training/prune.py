@@ -3,10 +3,12 @@ candidate's step time from its compute alone, so that the full evaluation (colle
 data-parallel overlap) runs only on the candidates that could still be among the fastest.
 
 The bound follows from the step of :func:`hnplan.planning.training.evaluate_plans`,
-``step = (m + (p - 1) / v) t_mb + t_dp + t_opt + t_offload``, where ``t_mb`` is the slowest stage's compute
-plus its exposed TP/CP/EP/PP communication: every communication part is non-negative
-(:func:`hnplan.planning.training.components.overlapped_comm` hides at most the whole transfer), so
-``t_mb >= max over stages of the stage's compute`` and ``step >= (m + (p - 1) / v) max_stage t_comp``.
+``step = m t_mb + t_others / v + t_dp + t_opt + t_offload``, where ``t_mb`` is the slowest stage's compute
+plus its exposed TP/CP/EP/PP communication and ``t_others`` the other stages' micro-batch times summed
+(the first, ``p - 2`` middle ones, the last, less the slowest): every communication part is non-negative
+(:func:`hnplan.planning.training.components.overlapped_comm` hides at most the whole transfer), so each
+stage's micro-batch is at least its compute, and both ``max`` and "the sum less the largest" grow with
+every stage's time: ``step >= m max_stage t_comp + (sum_stage t_comp - max_stage t_comp) / v``.
 Under DualPipe the bubble is another expression (arXiv:2412.19437 Table 2), so the bound keeps only
 ``m max_stage t_comp``. Pruning is exact: a pruned candidate's step time is above a step time some
 evaluated candidate reaches, so the search returns the same plans, in the same order, as a full one.
@@ -50,13 +52,16 @@ def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndar
         ``(bound_s, memory_per_gpu_bytes, fits)``, one entry per candidate.
     """
     codes, _, stages = stage_table(job, plans)  # [stage, quantity, distinct row]
-    t_comp = np.max(stages[:, 0, :], axis=0)[codes]
+    per_stage = stages[:, 0, :][:, codes]  # first, middle, last stage's compute per candidate
+    t_comp = np.max(per_stage, axis=0)
     m = np.asarray(plans["num_microbatches"], dtype=float)
     if job.choices.pipeline_schedule == "dualpipe":
         bound = m * t_comp
-    else:
+    else:  # the bubble through the other stages, as slowest_stage sums it, on their compute alone
         pp, v = np.asarray(plans["pp"], dtype=float), np.asarray(plans["virtual_stages"], dtype=float)
-        bound = (m + (pp - 1) / v) * t_comp
+        every = per_stage[0] + np.maximum(pp - 2, 0) * per_stage[1] + per_stage[2]
+        others = np.where(pp > 1, np.maximum(every - t_comp, 0.0), 0.0)
+        bound = m * t_comp + others / v
     mem = np.asarray(c.memory_per_gpu(job, plans)["total_bytes"], dtype=float)
     return bound * (1.0 - BOUND_SLACK), mem, mem <= c.hbm_bytes(job.acc)
 

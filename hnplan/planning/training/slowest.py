@@ -15,9 +15,13 @@ from hnplan.planning.training.stage_compute import stage_table
 from hnplan.vectorise import Columns
 
 
-def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.ndarray) -> list[np.ndarray]:
+def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> list[np.ndarray]:
     """Per candidate, the slowest pipeline stage's (largest micro-batch time; the earlier stage on a tie)
-    ``t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, layers`` [s, layers].
+    ``t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, layers`` [s, layers], and ``t_others``
+    [s], the micro-batch times of the other ``pp - 1`` stages summed (the first, ``pp - 2`` times the
+    fullest middle one and the last, less the slowest): the pipeline's fill and drain run through each of
+    them once a model chunk, so the bubble is ``t_others / v`` (Narayanan et al., arXiv:2104.04473
+    Sec. 2.2.2: ``(p - 1)`` model-chunk times where the stages are alike; here each stage's own).
 
     A stage's micro-batch is its compute plus its exposed TP (with fp8 current scaling's amax
     all-reduces, :func:`hnplan.planning.training.collectives.fp8_amax_per_microbatch`), CP and EP collectives (per layer, each
@@ -42,13 +46,14 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
         The plan table of :func:`hnplan.planning.training.evaluate_plans` (``n`` candidates).
     t_pp : numpy.ndarray
         Pipeline point-to-point time of one micro-batch, shape ``(n,)`` [s].
-    ep_share : numpy.ndarray
-        Overlapped share of the EP all-to-all, shape ``(n,)`` [0-1].
+    ep_share : tuple of three numpy.ndarray
+        Overlapped share of the EP all-to-all on the first, the middle and the last stage (each its own
+        pipeline rank's warm-up, :func:`hnplan.planning.training.moe.ep_overlap_share`), shape ``(n,)`` [0-1].
 
     Returns
     -------
     list of numpy.ndarray
-        Nine float arrays of shape ``(n,)``, in the order above.
+        Ten float arrays of shape ``(n,)``, in the order above.
     """
     ch = job.choices
     codes, uniq, table = stage_table(job, plans)  # [stage, quantity, distinct row]
@@ -72,7 +77,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
             pair = coll.tp_comm_per_microbatch(job, uniq, 1, quantised=False) / coll.TP_COLLECTIVES_PER_PASS
             t_tp_folded = np.where(folded, pair, 0.0)
     per_stage, t_mb = [], []
-    for st, n_bf16 in zip(table, ends):
+    for st, n_bf16, share in zip(table, ends, ep_share):
         t_comp, layers, moe_layers = st[0], st[4], st[5]
         again = partial.rerun_scale(ch, uniq, layers, full)  # block recomputation re-runs some layers' collectives
         t_tp = (layers * t_tp_layer + n_bf16 * t_tp_end - moe_layers * t_tp_folded) * again
@@ -87,7 +92,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
             t_ep = t_ep[codes]
             if ch.ep_comm:  # each half beside the partner pass's compute (moe.ep_paired_exposed)
                 fwd, bwd, wgrad = st[1][codes], st[2][codes], st[6][codes]
-                t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, ep_share, c.overlap_slowdown(job, "ep"))
+                t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, share, c.overlap_slowdown(job, "ep"))
             t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
     slowest, t_slowest = _slowest(t_mb)
@@ -98,6 +103,9 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share: np.nda
             out.append(np.take_along_axis(np.array(q, dtype=float), slowest[None, :], axis=0)[0])
         else:
             out.append(np.array(q, dtype=float).reshape(-1)[at])
+    p = c._col(plans, "pp")
+    every = t_mb[0] + np.maximum(p - 2, 0) * t_mb[1] + t_mb[2]  # first, pp - 2 middle ones (the fullest), last
+    out.append(np.where(p > 1, np.maximum(every - t_slowest, 0.0), 0.0))
     return out
 
 
