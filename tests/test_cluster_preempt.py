@@ -59,7 +59,8 @@ def test_preemption_and_failures_conserve_gpu_time_and_jobs(rows, system):
     done = j[j["status"] == "done"]
     # a job completes no sooner than its ideal run time after it arrives, and starts after it arrives
     assert ((done["end_s"] - done["arrival_s"]) >= done["duration_s"] * (1 - 1e-9)).all()
-    assert (done["start_s"] >= done["arrival_s"]).all()
+    # (to the clock's rounding: SimPy's time is a sum of float delays, 2e-12 s off an arrival at 8,195 s was seen)
+    assert (done["start_s"] >= done["arrival_s"] * (1 - 1e-12) - 1e-9).all()
     # useful GPU-time is the work asked of the finished jobs, at most what they were allocated
     np.testing.assert_allclose(done["useful_gpu_s"], done["duration_s"] * done["gpus"], rtol=1e-9)
     assert (done["useful_gpu_s"] <= done["allocated_gpu_s"] * (1 + 1e-9)).all()
