@@ -258,7 +258,7 @@ def test_cluster_simulate_imports_no_scipy_stats():
 def test_the_normal_cdf_of_the_log_normal_moments_is_scipys():
     from scipy import stats
 
-    from hnplan.cluster.jobs import _norm_cdf
+    from hnplan.cluster.synthetic import _norm_cdf
 
     for x in (-6.0, -1.3, 0.0, 0.7, 3.2, 8.0):
         assert _norm_cdf(x) == pytest.approx(stats.norm.cdf(x), rel=1e-12)
