@@ -27,6 +27,16 @@ def test_ratio_is_the_best_train_plans_ratio(cat):
     assert ratio == pytest.approx(2.108, abs=1e-3)
     assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 72, catalog=cat) == pytest.approx(1 / ratio)
     assert 3600 / ratio / 60 == pytest.approx(28.5, abs=0.05)
+    assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, "llama3.1-70b", cat) == ratio
+
+
+def test_unknown_ids_are_refused(cat):
+    from hnplan.errors import CatalogError
+
+    with pytest.raises(CatalogError):
+        runtime.design_speed_ratio(SUPERNODE, "no-such-system", 72, catalog=cat)
+    with pytest.raises(CatalogError):
+        runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, "no-such-model", cat)
 
 
 @settings(max_examples=12, deadline=None)

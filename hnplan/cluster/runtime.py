@@ -164,7 +164,7 @@ def design_speed_ratio(system, reference, gpus: int, model: str | None = None, c
     """
     cat = catalog or load_catalog()
     sid, rid = cat.system(system).id, cat.system(reference).id
-    m = model or representative_model(int(gpus))
+    m = cat.model(model).id if model is not None else representative_model(int(gpus))
     return _design_ratio(sid, rid, int(gpus), m, str(cat.root))
 
 
