@@ -107,6 +107,12 @@ def simulate(
         help="openb: the Alibaba trace's 1,213 nodes of seven GPU models in place of the system's "
         "(--gpus 6212 as listed, fewer scales the node counts; --system gives failure rates)",
     ),
+    reference_system: str = typer.Option(
+        None,
+        "--reference-system",
+        help="system id the jobs' durations were measured on: training and fine-tuning jobs run "
+        "duration x (best-plan tokens/s there / on --system) at their GPU count (default: none, durations as given)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
@@ -118,6 +124,10 @@ def simulate(
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
+        if reference_system is not None:
+            check_refs({"--reference-system": ("systems", reference_system)})
+            if nodes is not None:
+                raise InputError("--reference-system compares catalog designs; --nodes replaces the design: drop one")
         if days is not None and jobs is not None:
             raise InputError("give --days or --jobs, not both")
         if days is not None and days <= 0:
@@ -164,6 +174,8 @@ def simulate(
             nodes=nodes,
             catalog=cat,
         )
+        if reference_system is not None:  # absent otherwise: the call is today's, bit for bit
+            kw["reference_system"] = reference_system
         if json_ or not console.is_terminal:
             r = (
                 replicate_cluster(system, gpus, replications, workers=workers, **kw)
@@ -277,6 +289,21 @@ def simulate(
                 ),
             ),
         ]
+        if "reference_system" in s:  # durations carried from the reference design
+            speed = s["design_speed"]
+            rows.append(
+                (
+                    "design speed",
+                    (f"{speed:.2f}x" if speed is not None else "-")
+                    + f" the speed on {s['reference_system']} (training jobs' best-plan tokens/s, weighted by GPU-time); "
+                    "JCT "
+                    + (
+                        f"mean {units.s_to_hours(s['jct_s']['mean']):,.2f} h, p95 {units.s_to_hours(s['jct_s']['p95']):,.2f} h"
+                        if s["jct_s"]["mean"] is not None
+                        else "-"
+                    ),
+                )
+            )
         if "serving" in s:  # the --serve deployments, held from the start: what the mix's jobs share the rest with
             rows.append(
                 (

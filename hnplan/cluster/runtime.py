@@ -12,6 +12,9 @@ Other packages are refactored in parallel; a signature change there touches only
   plan search (the framework re-plans for what it got, e.g. a smaller TP). Taking the fewest GPUs in
   any one domain for all of them is pessimistic for uneven splits. Results are cached per
   ``(system, model, gpus, r, spans leaves)``.
+* :func:`design_speed_ratio`: how much faster a training job runs on one design than on a reference
+  design at the same GPU count, from the same planner (best plan on each design's ideal allocation),
+  so trace durations measured on the reference can be carried to the design simulated.
 * :func:`failure_rates`: hardware and software interruption rates per GPU [1/s] and the restart
   time, from :mod:`hnplan.reliability` and ``data/reliability.yaml``.
 * :func:`serving_jobs`: a serving deployment's replicas, from the inference planner
@@ -116,6 +119,66 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
         )
     except HnplanError:  # no plan divides this GPU count: no planner figure, the job runs at full speed
         return 1.0
+
+
+@functools.lru_cache(maxsize=4096)
+def _design_ratio(system_id: str, reference_id: str, gpus: int, model: str, root: str) -> float:
+    if system_id == reference_id:
+        return 1.0
+    try:
+        target = _best_tokens_per_s(system_id, model, gpus, None, True, root)
+        ref = _best_tokens_per_s(reference_id, model, gpus, None, True, root)
+    except HnplanError:  # no plan divides this GPU count on one of them: no planner figure
+        return 1.0
+    return target / ref if target > 0 and ref > 0 else 1.0
+
+
+def design_speed_ratio(system, reference, gpus: int, model: str | None = None, catalog: Catalog | None = None) -> float:
+    """Speed of a training job on ``gpus`` of ``system`` over its speed on ``gpus`` of ``reference``.
+
+    The ratio of the best training plans' throughputs (:func:`hnplan.planning.training.search_plans`,
+    the fastest plan that fits) of ``model`` (default :func:`representative_model` of ``gpus``) on each
+    design's ideal allocation: the catalog's scale-up domain, a non-blocking fabric (the allocation
+    :func:`training_speed` compares with). A trace's ``duration_s`` measured on ``reference`` becomes
+    ``duration_s / ratio`` on ``system``. Cached per ``(system, reference, gpus, model)``.
+
+    Parameters
+    ----------
+    system, reference : str or System
+    gpus : int
+        The job's GPUs (>= 1).
+    model : str, optional
+    catalog : Catalog, optional
+
+    Returns
+    -------
+    float
+        Tokens/s on ``system`` over tokens/s on ``reference`` (> 0); exactly 1.0 when the two are the
+        same system, and 1.0 (the job keeps its traced duration, as without a reference) when no plan
+        of the model fits on ``gpus`` of either design or no plan divides the GPU count.
+
+    Raises
+    ------
+    CatalogError
+        For an unknown system or model.
+    """
+    cat = catalog or load_catalog()
+    sid, rid = cat.system(system).id, cat.system(reference).id
+    m = cat.model(model).id if model is not None else representative_model(int(gpus))
+    return _design_ratio(sid, rid, int(gpus), m, str(cat.root))
+
+
+def design_speeds(system, reference, jobs, catalog: Catalog | None = None) -> np.ndarray:
+    """:func:`design_speed_ratio` of each job of a job table (:mod:`hnplan.cluster.jobs`), shape ``(n,)``:
+    the training classes' (``training``, ``fine-tuning``) by their GPU count, 1.0 for the others
+    (inference and development keep their traced durations)."""
+    cat = catalog or load_catalog()
+    out = np.ones(len(jobs))
+    trains = jobs["cls"].isin(("training", "fine-tuning")).to_numpy()
+    gpus = jobs["gpus"].to_numpy()
+    for g in np.unique(gpus[trains]):
+        out[trains & (gpus == g)] = design_speed_ratio(system, reference, int(g), catalog=cat)
+    return out
 
 
 @dataclass(frozen=True)

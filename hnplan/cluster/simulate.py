@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from hnplan import units
@@ -127,6 +128,7 @@ def simulate_cluster(
     snapshot_at: float | None = None,
     serve: list | None = None,
     nodes: str | ClusterTopology | None = None,
+    reference_system=None,
     catalog: Catalog | None = None,
     progress=None,
 ) -> ClusterResult:
@@ -190,6 +192,14 @@ def simulate_cluster(
         counts scaled by ``gpus / 6212``), or a topology built by hand, in place of the system's
         nodes (``gpus`` then unused); ``system`` still gives the failure rates, repair times and
         training speeds. Jobs with a ``gpu_spec`` go only to nodes of the models it names.
+    reference_system : str or System, optional
+        The design the jobs' ``duration_s`` were measured on (default None: on ``system`` itself, every
+        duration as given). With it each training-class job's ideal duration on ``system`` is
+        ``duration_s / ratio`` (:func:`hnplan.cluster.runtime.design_speed_ratio` at its GPU count);
+        inference and development jobs keep theirs. The summary then has ``reference_system``,
+        ``design_speed`` (the training classes' ratio weighted by their reference GPU-time) and ``jct_s``
+        (mean/p50/p95 of finished jobs' completion times [s]); the per-job table a ``design_speed`` column.
+        Not with ``nodes`` (a node list is not a catalog design).
     progress : callable, optional
         Called with ``(now_s, end_s)`` as the run advances.
 
@@ -201,7 +211,8 @@ def simulate_cluster(
     ------
     InputError
         For an unknown policy or node list, ``gpus < 1``, a queue depth outside 1 to
-        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, or bad jobs.
+        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs, or
+        ``reference_system`` with ``nodes``.
     CatalogError
         For an unknown system or mix.
 
@@ -267,6 +278,15 @@ def simulate_cluster(
         ]
         jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
     jobs = apply_slicing(jobs, slicing)
+    ratio = None
+    if reference_system is not None:  # durations measured on the reference: carried to this design
+        if nodes is not None:
+            raise InputError("a reference system compares catalog designs; a node list (nodes) is not one: drop one")
+        ratio = runtime.design_speeds(sid, reference_system, jobs, cat)
+        ref_gpu_s = (jobs["duration_s"] * jobs["gpus"]).to_numpy()
+        jobs = jobs.assign(duration_s=jobs["duration_s"] / ratio)
+        if (ratio != 1.0).any():  # the mix's load and run times are the reference's: judge the jobs as run here
+            asked, basis = None, {}
     horizon = units.days_to_s(days) if days is not None else None
     last_arrival = float(jobs["arrival_s"].max())
     window = horizon if horizon is not None else max(last_arrival, 1.0)
@@ -306,4 +326,17 @@ def simulate_cluster(
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     if serving:
         out.summary["serving"] = serving
+    if ratio is not None:
+        out.jobs["design_speed"] = ratio
+        trains = out.jobs["cls"].isin(("training", "fine-tuning")).to_numpy()
+        done = out.jobs[out.jobs["status"] == "done"]
+        jct = (done["end_s"] - done["arrival_s"]).to_numpy()
+        out.summary["reference_system"] = cat.system(reference_system).id
+        w = ref_gpu_s[trains]
+        out.summary["design_speed"] = float((ratio[trains] * w).sum() / w.sum()) if w.sum() > 0 else None
+        out.summary["jct_s"] = {
+            "mean": float(jct.mean()) if len(jct) else None,
+            "p50": float(np.median(jct)) if len(jct) else None,
+            "p95": float(np.percentile(jct, 95)) if len(jct) else None,
+        }
     return out

@@ -1,0 +1,137 @@
+"""Trace durations measured on a reference design, carried to the design simulated
+(:func:`hnplan.cluster.runtime.design_speed_ratio`, ``simulate_cluster(reference_system=...)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pandas.testing import assert_frame_equal
+
+from hnplan.cluster import runtime, simulate_cluster
+
+SUPERNODE, SERVERS = "gb200-nvl72", "hgx-h100-ib-ndr"
+
+
+def test_ratio_is_the_best_train_plans_ratio(cat):
+    """72 GPUs of each design, the representative 70B model, 4,096-token sequences, 1,024 per step:
+    ``hnplan train --model llama3.1-70b --gpus 72 --seq-len 4096 --global-batch-size 1024`` gives as
+    best plan 192,071 tokens/s on GB200 NVL72 (TP 1, PP 9, DP 8, MFU 47.9 %) and 91,119 tokens/s on
+    HGX H100 (TP 2 inside the 8-GPU server, PP 9, MFU 57.5 %): the NVL72 job runs 192,071 / 91,119 =
+    2.108x as fast, so a trace duration of 1 h measured on H100 servers is 28.5 min on the rack."""
+    assert runtime.representative_model(72) == "llama3.1-70b"
+    ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, catalog=cat)
+    assert ratio == pytest.approx(192_071.46 / 91_118.71, rel=1e-3)
+    assert ratio == pytest.approx(2.108, abs=1e-3)
+    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 72, catalog=cat) == pytest.approx(1 / ratio)
+    assert 3600 / ratio / 60 == pytest.approx(28.5, abs=0.05)
+    assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, "llama3.1-70b", cat) == ratio
+
+
+def test_unknown_ids_are_refused(cat):
+    from hnplan.errors import CatalogError
+
+    with pytest.raises(CatalogError):
+        runtime.design_speed_ratio(SUPERNODE, "no-such-system", 72, catalog=cat)
+    with pytest.raises(CatalogError):
+        runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, "no-such-model", cat)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    system=st.sampled_from([SUPERNODE, SERVERS, "dgx-b200-ib-ndr"]),
+    gpus=st.sampled_from([1, 8, 16, 72, 256, 512]),
+)
+def test_ratio_of_a_design_to_itself_is_one(system, gpus):
+    assert runtime.design_speed_ratio(system, system, gpus) == 1.0
+
+
+def test_no_plan_on_either_keeps_the_traced_duration(cat):
+    """8B on one H100 (80 GB) fits no plan: no planner figure for the pair, the duration stays (ratio 1)."""
+    assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-8b", 1, None, True, str(cat.root)))
+    assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, catalog=cat) == 1.0
+
+
+def test_off_or_self_reference_is_bit_identical(cat):
+    """Without a reference a run is today's; with the system as its own reference every ratio is 1.0 and
+    the run is the same, bit for bit (same seed)."""
+    kw = dict(n_jobs=300, seed=3, catalog=cat)
+    off = simulate_cluster(SERVERS, 64, **kw)
+    none = simulate_cluster(SERVERS, 64, reference_system=None, **kw)
+    itself = simulate_cluster(SERVERS, 64, reference_system=SERVERS, **kw)
+    assert off.summary == none.summary
+    assert "reference_system" not in off.summary and "design_speed" not in off.jobs
+    assert_frame_equal(off.jobs, none.jobs)
+    assert (itself.jobs["design_speed"] == 1.0).all()
+    assert_frame_equal(off.jobs, itself.jobs.drop(columns="design_speed"))
+    assert_frame_equal(off.timeseries, itself.timeseries)
+    assert itself.summary["design_speed"] == 1.0
+    extra = ("reference_system", "design_speed", "jct_s")
+    assert {k: v for k, v in itself.summary.items() if k not in extra} == off.summary
+
+
+def test_faster_design_finishes_the_trace_sooner(cat):
+    """Twenty 72-GPU training jobs of 2 h measured on H100 servers, one every 30 min, on 144 GPUs of
+    each design, no failures: on the servers each job takes its 2 h (two run at once, a queue builds);
+    on NVL72 racks 2 h / 2.108 = 57 min, so the mean JCT falls and every finished job's run time is
+    the traced one over the ratio."""
+    n = 20
+    trace = pd.DataFrame(
+        {
+            "arrival_s": np.arange(n) * 1800.0,
+            "gpus": 72,
+            "gpu_milli": 1000,
+            "duration_s": 7200.0,
+            "cls": "training",
+            "checkpoint_s": 1800.0,
+            "tp": 8,
+        }
+    )
+    kw = dict(failures=False, reference_system=SERVERS, catalog=cat)
+    runs = {s: simulate_cluster(s, 144, trace, **kw) for s in (SERVERS, SUPERNODE)}
+    ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, catalog=cat)
+    rack, servers = runs[SUPERNODE], runs[SERVERS]
+    assert rack.summary["design_speed"] == pytest.approx(ratio)
+    assert servers.summary["design_speed"] == 1.0
+    assert rack.summary["jobs"]["done"] == servers.summary["jobs"]["done"] == n
+    run_s = rack.jobs["end_s"] - rack.jobs["start_s"]
+    assert run_s.to_numpy() == pytest.approx(7200.0 / ratio)  # whole racks: the ideal allocation
+    # servers: arrivals every 0.5 h, 2 h each, room for 2 at once -> the queue grows by 0.5 h per job
+    assert servers.summary["jct_s"]["mean"] > 2 * rack.summary["jct_s"]["mean"]
+    assert rack.summary["jct_s"]["mean"] == pytest.approx(7200.0 / ratio, rel=1e-6)  # 57 min, no queue
+
+
+def test_reference_with_node_list_is_refused(cat):
+    from hnplan.errors import InputError
+
+    with pytest.raises(InputError, match="reference system"):
+        simulate_cluster(SERVERS, 64, n_jobs=10, nodes="openb", reference_system=SUPERNODE, catalog=cat)
+
+
+def test_cli_reference_system(cat):
+    """--reference-system: stated in --help with its default; the JSON equals the library's; a bad id or
+    one with --nodes exits 2 with one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    runner = CliRunner()
+    h = runner.invoke(app, ["cluster", "simulate", "--help"], env={"COLUMNS": "200"})
+    assert h.exit_code == 0 and "--reference-system" in h.output and "default: none" in h.output
+    base = ["cluster", "simulate", "--system", SUPERNODE, "--gpus", "144", "--jobs", "200", "--seed", "2"]
+    r = runner.invoke(app, [*base, "--reference-system", SERVERS, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    lib = simulate_cluster(SUPERNODE, 144, n_jobs=200, seed=2, reference_system=SERVERS, catalog=cat).to_json()
+    assert d["reference_system"] == SERVERS and d["design_speed"] == pytest.approx(lib["design_speed"])
+    assert d["jct_s"] == pytest.approx(lib["jct_s"]) and d["utilisation"] == pytest.approx(lib["utilisation"])
+    table = runner.invoke(app, [*base, "--reference-system", SERVERS], env={"COLUMNS": "250"})
+    assert table.exit_code == 0 and "design speed" in table.output
+    bad = runner.invoke(app, [*base, "--reference-system", "no-such-system"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    both = runner.invoke(app, [*base, "--reference-system", SERVERS, "--nodes", "openb"])
+    assert both.exit_code == 2 and "--nodes" in both.output
