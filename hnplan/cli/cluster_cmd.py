@@ -95,6 +95,13 @@ def simulate(
         help="seconds a job runs after it (re)starts before inference may preempt it (Slurm's PreemptExemptTime; "
         "default 3600, an assumption: one checkpoint period; 0: at once)",
     ),
+    inference_reserve: int = typer.Option(
+        0,
+        "--inference-reserve-gpus",
+        min=0,
+        help="GPUs only inference may use (a serving partition or quota), rounded up to whole nodes: inference "
+        "takes them first and preempts training only when they are full; training never sees them (default 0: none)",
+    ),
     slicing: str = typer.Option(
         "fractional", "--slicing", help="GPU shares: fractional, mig (profiles of 1/7) or whole"
     ),
@@ -176,6 +183,8 @@ def simulate(
         )
         if reference_system is not None:  # absent otherwise: the call is today's, bit for bit
             kw["reference_system"] = reference_system
+        if inference_reserve:
+            kw["inference_reserve_gpus"] = inference_reserve
         if json_ or not console.is_terminal:
             r = (
                 replicate_cluster(system, gpus, replications, workers=workers, **kw)
@@ -251,6 +260,18 @@ def simulate(
                 "blocked capacity",
                 f"{s['blocked']:.1%}{interval('blocked')} of GPUs free while a reserved job waits for the rest "
                 "of its GPUs (the drain for a gang job; not in fragmentation)",
+            ),
+            *(
+                [
+                    (
+                        "inference reserve",
+                        f"{s['reserve']['note']}; {s['reserve']['utilisation']:.1%}"
+                        f"{interval('reserve.utilisation')} of it allocated (in the cluster's allocation too; "
+                        "blocked capacity counts shared GPUs only)",
+                    )
+                ]
+                if s.get("reserve")
+                else []
             ),
             (
                 "goodput",

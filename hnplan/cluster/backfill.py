@@ -43,6 +43,7 @@ class Reservation:
 
     def _shadow_of(self, j: int, at: np.ndarray) -> tuple[float, float]:
         topo, g = self.topo, int(self.gpus[j])
+        at = self._reserve_view(j, at)
         typed_head = self.spec is not None and self.spec[j] != 0
         if typed_head:  # only nodes of the models it accepts
             ok = type_ok(int(self.spec[j]), topo.models)

@@ -22,13 +22,14 @@ from hnplan.cluster.backfill import Reservation
 from hnplan.cluster.jobs import CLASSES, PRIORITY
 from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
 from hnplan.cluster.preempt import Preemption
+from hnplan.cluster.reserve import InferenceReserve
 from hnplan.cluster.topology import MILLI, ClusterTopology
 
 QUEUED, RUNNING, DONE, REJECTED, WAITING, UNPLACEABLE = 1, 2, 3, 4, 0, 5
 TRAINING_CLASSES = ("training", "fine-tuning")
 
 
-class ClusterSim(Reservation, Preemption):
+class ClusterSim(Reservation, Preemption, InferenceReserve):
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
@@ -54,6 +55,7 @@ class ClusterSim(Reservation, Preemption):
         warmup_s: float = 0.0,
         snapshot_s: float | None = None,
         progress=None,
+        reserve: np.ndarray | None = None,
     ):
         self.env = simpy.Environment()
         self.topo, self.policy = topo, policy
@@ -130,6 +132,7 @@ class ClusterSim(Reservation, Preemption):
         self._shadow = (-1, -1, math.inf)
         self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
         self._at: tuple = (-1, -1.0, None)
+        self._init_reserve(reserve)  # inference-only nodes (None: none)
 
     # -- bookkeeping ----------------------------------------------------------------------------
     def _advance(self):
@@ -140,6 +143,7 @@ class ClusterSim(Reservation, Preemption):
             dt = now - self.t_last
             self.int_alloc += self.level_alloc * dt
             self.int_prod += self.level_prod * dt
+            self.int_reserve += self.level_reserve * dt
             if self.by_model is not None:
                 self.by_model.advance(dt)
             self.t_last = now
@@ -166,7 +170,8 @@ class ClusterSim(Reservation, Preemption):
             dt = self.arrival[j] - self.env.now
             if dt > 0:
                 yield self.env.timeout(dt)
-            if self.share[j] > self.topo.gpus or self.gpus[j] > self.topo.gpus:
+            cap = self._capacity_for(j)  # the cluster's GPUs, less the inference reserve for other classes
+            if self.share[j] > cap or self.gpus[j] > cap:
                 self.status[j] = REJECTED
                 self._finish_count()
                 continue
@@ -213,6 +218,8 @@ class ClusterSim(Reservation, Preemption):
             # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
             # for a gang job), beyond what the fragmentation figure already counts
             waiting = self.reserved >= 0 and self.status[self.reserved] == QUEUED
+            if waiting and self.reserve is not None and self.cls[self.reserved] != CLASSES.index("inference"):
+                strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
             blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
             self.samples.append(
                 (
@@ -350,6 +357,7 @@ class ClusterSim(Reservation, Preemption):
         self.exp_end[j] = self.env.now + self.pending_restart[j] + (self.dur[j] - self.done[j]) / spd
         self.level_alloc += self.share[j]
         self.level_prod += self.share[j] * spd
+        self._reserve_start(j)
         if self.by_model is not None:
             self.by_model.start(j, nodes, int(self.milli[j]), spd)
         self.in_restart[j] = False
@@ -357,6 +365,7 @@ class ClusterSim(Reservation, Preemption):
 
     def _release(self, j: int):
         self._advance()
+        self._reserve_release(j)
         nodes, slots = self.alloc.pop(j)
         np.add.at(self.free, (nodes, slots), self.milli[j])
         self.running.discard(j)
@@ -388,10 +397,13 @@ class ClusterSim(Reservation, Preemption):
 
     # -- the scheduler pass ---------------------------------------------------------------------
     def _try(self, j: int, free=None):
+        return self._place_for(j, self.free if free is None else free)
+
+    def _place(self, j: int, free, up):
         return place(
             self.policy,
-            self.free if free is None else free,
-            self.up,
+            free,
+            up,
             self.topo,
             int(self.gpus[j]),
             int(self.milli[j]),
@@ -472,6 +484,8 @@ class ClusterSim(Reservation, Preemption):
         for j in list(self.running):  # close the open allocations at the end (progress kept, not lost)
             total = self.done[j] + (0 if self.in_restart[j] else (env.now - self.seg_start[j]) * self.speed[j])
             self.alloc_gpu_s[j] += (env.now - self.alloc_at[j]) * self.share[j]
+            if self.reserve is not None:
+                self.reserve_gpu_s[j] += (env.now - self.alloc_at[j]) * self._on_reserve(j)
             self.done[j] = min(total, self.dur[j])
         for j in [k[2] for k in self.queue]:
             self.queued_s[j] += env.now - self.enqueued_at[j]

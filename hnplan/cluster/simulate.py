@@ -27,6 +27,7 @@ from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster
     steady_window_s,
 )
 from hnplan.cluster.policies import POLICIES
+from hnplan.cluster.reserve import reserve_nodes, reserve_summary
 from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     JOB_UNITS,
     SERIES_UNITS,
@@ -129,6 +130,7 @@ def simulate_cluster(
     serve: list | None = None,
     nodes: str | ClusterTopology | None = None,
     reference_system=None,
+    inference_reserve_gpus: int = 0,
     catalog: Catalog | None = None,
     progress=None,
 ) -> ClusterResult:
@@ -200,6 +202,13 @@ def simulate_cluster(
         ``design_speed`` (the training classes' ratio weighted by their reference GPU-time) and ``jct_s``
         (mean/p50/p95 of finished jobs' completion times [s]); the per-job table a ``design_speed`` column.
         Not with ``nodes`` (a node list is not a catalog design).
+    inference_reserve_gpus : int
+        GPUs only inference jobs may use (a serving partition or quota), rounded up to whole nodes, the
+        cluster's last (:mod:`hnplan.cluster.reserve`); inference takes them first and preempts lower
+        classes only when neither they nor the shared GPUs fit it. Default 0: no reserve (today's run,
+        bit for bit). With one, the summary has ``reserve`` (``gpus``, ``nodes``, ``utilisation``: its
+        allocated share over the window, ``note``) and the per-job table a ``reserve_gpu_s`` column; the
+        ``blocked`` figure counts shared GPUs only while a training-class job holds the reservation.
     progress : callable, optional
         Called with ``(now_s, end_s)`` as the run advances.
 
@@ -210,7 +219,7 @@ def simulate_cluster(
     Raises
     ------
     InputError
-        For an unknown policy or node list, ``gpus < 1``, a queue depth outside 1 to
+        For an unknown policy or node list, ``gpus < 1``, a negative reserve or one without a shared node left, a queue depth outside 1 to
         :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs, or
         ``reference_system`` with ``nodes``.
     CatalogError
@@ -245,6 +254,7 @@ def simulate_cluster(
     else:
         check_choice("nodes", nodes, NODE_LISTS)
         topo = node_list(nodes, gpus)
+    reserve = reserve_nodes(topo, inference_reserve_gpus)
     asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
     jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
     if jobs is None:
@@ -319,6 +329,7 @@ def simulate_cluster(
         warmup_s=warmup * window,
         snapshot_s=None if snapshot_at is None else snapshot_at * window,
         progress=None if progress is None else (lambda now: progress(now, window)),
+        reserve=reserve,
     )
     end = sim.run(horizon)
     out = _result(sim, jobs, topo, policy, window, warmup * window, end, asked, basis, jobs_from)
@@ -326,6 +337,8 @@ def simulate_cluster(
         out.summary["rates_system"] = sid  # the catalog system the failure rates and speeds are of
     if serving:
         out.summary["serving"] = serving
+    if reserve is not None:
+        reserve_summary(out, sim, topo, inference_reserve_gpus, window - warmup * window)
     if ratio is not None:
         out.jobs["design_speed"] = ratio
         trains = out.jobs["cls"].isin(("training", "fine-tuning")).to_numpy()
