@@ -124,3 +124,23 @@ def test_a_bad_reserve_is_refused():
         simulate_cluster("hgx-h100-ib-ndr", 16, n_jobs=5, inference_reserve_gpus=-1)
     with pytest.raises(InputError, match="shared pool"):
         simulate_cluster("hgx-h100-ib-ndr", 16, n_jobs=5, inference_reserve_gpus=16)
+
+
+def test_the_cli_flag_reports_the_reserve(tmp_path):
+    """``--inference-reserve-gpus`` reaches the simulation: the hand-checked case above from a CSV trace,
+    its JSON summary with the reserve's figures; a reserve of the whole cluster exits 2 with one line."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    path = tmp_path / "jobs.csv"
+    _training_behind_inference(136).to_csv(path, index=False)
+    args = ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--trace", str(path), "--no-failures"]
+    r = CliRunner().invoke(app, [*args, "--inference-reserve-gpus", "6", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["preemptions"] == 0 and d["reserve"]["gpus"] == 8 and "asked 6" in d["reserve"]["note"]
+    bad = CliRunner().invoke(app, [*args, "--inference-reserve-gpus", "144"])
+    assert bad.exit_code == 2 and "shared pool" in bad.output

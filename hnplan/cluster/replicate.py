@@ -51,6 +51,7 @@ BOUNDS = {
     "fragmentation_max": (0.0, 1.0),
     "blocked": (0.0, 1.0),
     "goodput": (0.0, 1.0),
+    "reserve.utilisation": (0.0, 1.0),
     "offered_load": (0.0, None),
     "offered_load_window": (0.0, None),
     "jct_slowdown.mean": (1.0, None),
