@@ -1,0 +1,98 @@
+"""What a trial of bad input to the fields and flags added in this round found: each a CLI run on a copied
+data folder (or with a bad flag) asserting exit 2 and the one line that names the file and field (or flag)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _copy_with(tmp_path: Path, rel: str, old: str, new: str) -> tuple[Path, Path]:
+    """A copy of data/ with the first ``old`` of file ``rel`` replaced by ``new``: (folder, file)."""
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    path = data / rel
+    text = path.read_text()
+    assert old in text, f"{rel} no longer holds {old!r}"
+    path.write_text(text.replace(old, new, 1))
+    return data, path
+
+
+def test_a_price_item_prices_yaml_lacks_is_refused_by_catalog_validate_of_a_folder(tmp_path):
+    # `catalog validate DIR` said "... entries valid" (exit 0) although every command naming the system then
+    # refused it: only the one-file validation and the commands' own checks looked the price up
+    data, path = _copy_with(
+        tmp_path, "systems/gb200-nvl72-roce-400g.yaml", "price_item: gb200-nvl72\n", "price_item: gb200-nvl7\n"
+    )
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = _one_line(res.stderr)
+    assert line.startswith(f"invalid: {path}: system 'gb200-nvl72-roce-400g', field 'price_item': no price for ")
+    assert "'gb200-nvl7'" in line and "nearest: gb200-nvl72" in line
+    assert line.count(str(path)) == 1  # the file named once, not prefixed a second time
+    assert line.count(f"invalid: {data}") == 1  # one problem
+
+
+def test_the_data_folder_as_shipped_still_validates():
+    res = runner.invoke(app, ["catalog", "validate", str(DATA)])
+    assert res.exit_code == 0, res.stderr
+    assert "validation runs" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("rel", "old", "new", "said"),
+    [
+        (
+            "engines/sglang-large-ep.yaml",
+            "expert_load_imbalance: 1.18",
+            "expert_load_imbalance: 0.5",
+            "field 'expert_load_imbalance': Input should be greater than or equal to 1",
+        ),
+        (
+            "stacks/megatron-bridge-2511-mxfp8.yaml",
+            "norm_cudnn: true",
+            "norm_cudn: true",
+            "field 'norm_cudn': unknown key (did you mean 'norm_cudnn'?)",
+        ),
+        (
+            "models/qwen3-30b-a3b.yaml",
+            "qk_norm: true",
+            "qk_norm: rms",
+            "field 'qk_norm': Input should be a valid boolean",
+        ),
+        (
+            "accelerators/b200.yaml",
+            "sfu_exp_per_clk_per_sm: 16",
+            "sfu_exp_per_clk_per_sm: -16",
+            "field 'sfu_exp_per_clk_per_sm': Input should be greater than 0",
+        ),
+        (
+            "accelerators/b200.yaml",
+            "  fwd: 2.42",
+            "  fwd: 0.5",
+            "field 'attention_exp_overlap_exponent.fwd': Input should be greater than or equal to 1",
+        ),
+    ],
+)
+def test_the_new_catalog_fields_refuse_a_typo_a_wrong_type_or_range_in_one_line(tmp_path, rel, old, new, said):
+    # these already held: kept so a loosened schema is noticed
+    data, path = _copy_with(tmp_path, rel, old, new)
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = _one_line(res.stderr)
+    assert line.startswith(f"invalid: {path}: entry ") and said in line
+    assert line.count(f"invalid: {data}") == 1  # one problem
