@@ -47,6 +47,38 @@ def test_a_price_item_prices_yaml_lacks_is_refused_by_catalog_validate_of_a_fold
     assert line.count(f"invalid: {data}") == 1  # one problem
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        # each passed `catalog validate` (exit 0): only the key was checked, and a bad value surfaced when
+        # the run was planned (or never, where the planner reads the value without a check)
+        ("    nccl_nvls: false", "    nccl_nvls: sometimes", "field nccl_nvls: Input should be a valid boolean"),
+        (
+            "    dp_bucket_params: 104857600",
+            "    dp_bucket_params: -5",
+            "field dp_bucket_params: Input should be greater than 0",
+        ),
+        (
+            "    overlap_comm_ctas: {dp: 8}",
+            "    overlap_comm_ctas: {dp: -8}",
+            "field overlap_comm_ctas.dp: Input should be greater than 0",
+        ),
+        (
+            "    cuda_graph_scope: [attn, mlp]",
+            "    cuda_graph_scope: [attn, mpl]",
+            "field cuda_graph_scope.1: Input should be 'attn', 'mlp'",
+        ),
+    ],
+)
+def test_a_validation_runs_override_of_a_wrong_type_or_range_names_the_run_and_field(tmp_path, old, new, said):
+    data, path = _copy_with(tmp_path, "validation/training_runs.yaml", old, new)
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = _one_line(res.stderr)
+    assert line.startswith(f"invalid: {path}: run ") and f": overrides: {said}" in line
+    assert line.count(f"invalid: {data}") == 1 and "Traceback" not in res.stderr
+
+
 def test_the_data_folder_as_shipped_still_validates():
     res = runner.invoke(app, ["catalog", "validate", str(DATA)])
     assert res.exit_code == 0, res.stderr
