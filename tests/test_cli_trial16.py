@@ -128,3 +128,14 @@ def test_the_new_catalog_fields_refuse_a_typo_a_wrong_type_or_range_in_one_line(
     line = _one_line(res.stderr)
     assert line.startswith(f"invalid: {path}: entry ") and said in line
     assert line.count(f"invalid: {data}") == 1  # one problem
+
+
+def test_an_inference_reserve_taking_every_node_names_the_flag():
+    # "inference_reserve_gpus 64 takes ...": the planner's parameter, not the --inference-reserve-gpus typed
+    res = runner.invoke(
+        app,
+        ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "50"]
+        + ["--inference-reserve-gpus", "64", "--json"],
+    )
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert "--inference-reserve-gpus 64 takes 8 of the cluster's 8 8-GPU nodes" in _one_line(res.stdout + res.stderr)
