@@ -79,6 +79,12 @@ def test_a_validation_runs_override_of_a_wrong_type_or_range_names_the_run_and_f
     assert line.count(f"invalid: {data}") == 1 and "Traceback" not in res.stderr
 
 
+def test_a_null_override_leaves_the_stacks_choice_as_the_planner_reads_it(tmp_path):
+    data, _ = _copy_with(tmp_path, "validation/training_runs.yaml", "    nccl_nvls: false", "    nccl_nvls: null")
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 0, res.stderr
+
+
 def test_the_data_folder_as_shipped_still_validates():
     res = runner.invoke(app, ["catalog", "validate", str(DATA)])
     assert res.exit_code == 0, res.stderr

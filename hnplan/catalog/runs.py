@@ -83,7 +83,8 @@ class TrainingRun(_Strict):
             if key not in StackChoices.model_fields:
                 raise ValueError(f"overrides: {unknown_field_text(key, StackChoices.model_fields)}")
         try:  # each value as the stack's own field takes it (type, range, allowed names)
-            StackChoices.model_validate(self.overrides)
+            # null leaves the stack's choice, as the planner reads it (hnplan.planning.training.job)
+            StackChoices.model_validate({k: v for k, v in self.overrides.items() if v is not None})
         except ValidationError as exc:
             # a combination with the stack's other choices is the planner's to judge (it merges the two)
             if any(e["loc"] for e in exc.errors()):
