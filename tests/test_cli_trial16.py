@@ -1,6 +1,7 @@
 """What a trial of bad input to the fields and flags added in this round found: each a CLI run on a copied
 data folder (or with a bad flag) asserting exit 2 and the one line that names the file and field (or flag)."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -145,3 +146,18 @@ def test_an_inference_reserve_taking_every_node_names_the_flag():
     )
     assert res.exit_code == 2, res.stdout + res.stderr
     assert "--inference-reserve-gpus 64 takes 8 of the cluster's 8 8-GPU nodes" in _one_line(res.stdout + res.stderr)
+
+
+def test_gpus_bought_that_are_not_whole_units_are_refused_with_the_whole_counts():
+    # 100 GPUs of NVL72 racks for a 64-GPU job read as two whole racks (40 idle GPUs, 10 trays a rack as spares)
+    # while the table said "36 of 100 GPUs bought idle": the spares of 144 GPUs credited to 100
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "64", "--model", "llama3.1-8b", "--json"]
+    res = runner.invoke(app, [*args, "--gpus-bought", "100"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert "--gpus-bought 100 is not a whole number of gb200-nvl72 units (72 GPUs each); give 72 or 144" in (
+        _one_line(res.stdout + res.stderr)
+    )
+    # two whole racks, the job spread over both: 72 - 32 = 40 idle GPUs a rack, 10 trays of 4 GPUs (spares.py)
+    res = runner.invoke(app, [*args, "--gpus-bought", "144"])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["spare_nodes"] == 10
