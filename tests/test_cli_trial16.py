@@ -161,3 +161,13 @@ def test_gpus_bought_that_are_not_whole_units_are_refused_with_the_whole_counts(
     res = runner.invoke(app, [*args, "--gpus-bought", "144"])
     assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["spare_nodes"] == 10
+
+
+def test_an_inference_reserve_on_a_mixed_node_list_names_the_flag():
+    res = runner.invoke(
+        app,
+        ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "50"]
+        + ["--nodes", "openb", "--inference-reserve-gpus", "8", "--json"],
+    )
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert "--inference-reserve-gpus 8 needs nodes of equal size" in _one_line(res.stdout + res.stderr)
