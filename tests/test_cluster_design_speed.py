@@ -99,6 +99,9 @@ def test_faster_design_finishes_the_trace_sooner(cat):
     run_s = rack.jobs["end_s"] - rack.jobs["start_s"]
     assert run_s.to_numpy() == pytest.approx(7200.0 / ratio)  # whole racks: the ideal allocation
     # servers: arrivals every 0.5 h, 2 h each, room for 2 at once -> the queue grows by 0.5 h per job
+    # by hand: job k (arriving at k/2 h) starts at k h if k is even, k - 1/2 h if odd, so it waits k/2 or
+    # k/2 - 1/2 h; over k = 0..19 the waits sum to 45 + 45 = 90 h, 4.5 h a job: mean JCT 4.5 + 2 = 6.5 h
+    assert servers.summary["jct_s"]["mean"] == pytest.approx(6.5 * 3600, rel=1e-9)
     assert servers.summary["jct_s"]["mean"] > 2 * rack.summary["jct_s"]["mean"]
     assert rack.summary["jct_s"]["mean"] == pytest.approx(7200.0 / ratio, rel=1e-6)  # 57 min, no queue
 

@@ -66,3 +66,14 @@ def test_preemption_and_failures_conserve_gpu_time_and_jobs(rows, system):
     assert (done["useful_gpu_s"] <= done["allocated_gpu_s"] * (1 + 1e-9)).all()
     again = simulate_cluster(system, 144, **kw)  # the same seed reproduces the run
     assert again.summary == s and again.jobs.equals(j)
+
+
+def test_preempt_exempt_default_is_the_simulators():
+    # the CLI default (units.HOUR) and hnplan.cluster.simulate.PREEMPT_EXEMPT_S are one assumption: one hour
+    import inspect
+
+    from hnplan.cli import cluster_cmd
+    from hnplan.cluster.simulate import PREEMPT_EXEMPT_S
+
+    default = inspect.signature(cluster_cmd.simulate).parameters["preempt_exempt"].default.default
+    assert default == PREEMPT_EXEMPT_S == 3600.0

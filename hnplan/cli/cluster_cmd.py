@@ -89,7 +89,7 @@ def simulate(
         False, "--defer", help="Slurm's SchedulerParameters=defer: no scheduler pass when a job is submitted"
     ),
     preempt_exempt: float = typer.Option(
-        3600.0,
+        units.HOUR,  # hnplan.cluster.simulate.PREEMPT_EXEMPT_S (not imported here: the simulator loads pandas)
         "--preempt-exempt",
         min=0.0,
         help="seconds a job runs after it (re)starts before inference may preempt it (Slurm's PreemptExemptTime; "

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-#: the most candidates one preemption trial frees
+#: the most candidates one preemption trial frees [jobs]: a bound on the trial's cost per blocked inference job
+#: (assumption, not a Slurm setting; an inference job that needs more lower-class jobs stopped waits instead)
 MAX_CANDIDATES = 256
 
 

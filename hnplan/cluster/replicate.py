@@ -161,14 +161,19 @@ def ci_range(c: dict | None, bounds: tuple[float, float | None] | None = (0.0, 1
     if not c or c.get("low") is None:
         return None, None
     lo, hi = c["low"], c["high"]
-    if bounds is None:
-        return lo, hi
-    lower, upper = bounds
-    tol = 1e-9 * max(1.0, abs(lower), abs(upper or 0.0))
-    out = lo < lower - tol or (upper is not None and hi > upper + tol)
-    if out and c.get("bounded_low") is not None:
+    if _crossed(lo, hi, bounds) and c.get("bounded_low") is not None:
         return c["bounded_low"], c["bounded_high"]
     return lo, hi
+
+
+def _crossed(lo: float, hi: float, bounds: tuple[float, float | None] | None) -> list[float]:
+    """The bounds the interval ``lo`` to ``hi`` leaves, lower first (``[]`` inside them or without bounds). A
+    bound is crossed only past a relative 1e-9, the rounding of runs that all sit on it."""
+    if bounds is None:
+        return []
+    lower, upper = bounds
+    tol = 1e-9 * max(1.0, abs(lower), abs(upper or 0.0))
+    return [b for b, out in ((lower, lo < lower - tol), (upper, upper is not None and hi > upper + tol)) if out]
 
 
 def spread_text(c: dict | None, fmt: str = ",.0f", bounds: tuple[float, float | None] | None = (0.0, None)) -> str:
@@ -190,12 +195,7 @@ def spread_text(c: dict | None, fmt: str = ",.0f", bounds: tuple[float, float | 
         return ""
     lo, hi = ci_range(c, bounds)
     if (lo, hi) == (c["low"], c["high"]):
-        lower, upper = bounds if bounds is not None else (None, None)
-        crossed = [
-            b
-            for b, out in ((lower, lower is not None and lo < lower), (upper, upper is not None and hi > upper))
-            if out
-        ]
+        crossed = _crossed(lo, hi, bounds)
         if not crossed:
             return f" ± {c['half_width']:{fmt}}"
         return f" (± {c['half_width']:{fmt}} crosses {' and '.join(f'{b:g}' for b in crossed)})"
@@ -219,17 +219,13 @@ def ci_text(c: dict | None, fmt: str = ".1%", bounds: tuple[float, float | None]
         return ""
     lo, hi = c["low"], c["high"]
     plain = f"{lo:{fmt}} to {hi:{fmt}}"
-    if bounds is None:
-        return f"95 % CI {plain}"
-    lower, upper = bounds
-    tol = 1e-9 * max(1.0, abs(lower), abs(upper or 0.0))  # rounding of runs that all sit on a bound
-    crossed = [b for b, out in ((lower, lo < lower - tol), (upper, upper is not None and hi > upper + tol)) if out]
+    crossed = _crossed(lo, hi, bounds)
     if not crossed:
         return f"95 % CI {plain}"
     edge = " and ".join(f"{b:.0%}" if fmt.endswith("%") else f"{b:g}" for b in crossed)
     if c.get("bounded_low") is None:
         return f"95 % CI {plain}, crossing {edge}: {c['n']} replications are too few for this spread"
-    scale = "logit" if upper is not None else "log"
+    scale = "logit" if bounds is not None and bounds[1] is not None else "log"
     return (
         f"95 % CI {c['bounded_low']:{fmt}} to {c['bounded_high']:{fmt}}, Student-t on the {scale} scale; the plain "
         f"interval, {plain}, crosses {edge} with {c['n']} replications"

@@ -45,6 +45,9 @@ JOB_UNITS = {
     "useful_gpu_s": "GPU s",
     "slowdown": "x",
     "speed": "fraction",
+    # columns present only with --inference-reserve-gpus / --reference-system
+    "reserve_gpu_s": "GPU s",
+    "design_speed": "x (training speed on the simulated design over the reference system)",
 }
 STATUS = {
     DONE: "done",

@@ -199,7 +199,7 @@ def simulate_cluster(
         duration as given). With it each training-class job's ideal duration on ``system`` is
         ``duration_s / ratio`` (:func:`hnplan.cluster.runtime.design_speed_ratio` at its GPU count);
         inference and development jobs keep theirs. The summary then has ``reference_system``,
-        ``design_speed`` (the training classes' ratio weighted by their reference GPU-time) and ``jct_s``
+        ``design_speed`` (the training classes' ratio [x], weighted by their reference GPU-time) and ``jct_s``
         (mean/p50/p95 of finished jobs' completion times [s]); the per-job table a ``design_speed`` column.
         Not with ``nodes`` (a node list is not a catalog design).
     inference_reserve_gpus : int
@@ -207,8 +207,8 @@ def simulate_cluster(
         cluster's last (:mod:`hnplan.cluster.reserve`); inference takes them first and preempts lower
         classes only when neither they nor the shared GPUs fit it. Default 0: no reserve (today's run,
         bit for bit). With one, the summary has ``reserve`` (``gpus``, ``nodes``, ``utilisation``: its
-        allocated share over the window, ``note``) and the per-job table a ``reserve_gpu_s`` column; the
-        ``blocked`` figure counts shared GPUs only while a training-class job holds the reservation.
+        allocated share over the window [fraction], ``note``) and the per-job table a ``reserve_gpu_s`` column
+        [GPU s]; the ``blocked`` figure counts shared GPUs only while a training-class job holds the reservation.
     progress : callable, optional
         Called with ``(now_s, end_s)`` as the run advances.
 

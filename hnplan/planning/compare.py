@@ -3,11 +3,11 @@ words: :mod:`hnplan.planning.compare_verdict`, re-exported here)."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import whole_units
 from hnplan.errors import HnplanError, InputError
 from hnplan.planning import prediction_cache
 from hnplan.planning.compare_trust import trust_notes as trust_notes  # re-exported: it lived here
@@ -195,7 +195,7 @@ def _design_rows(
             run_dtype, note = "bf16", f" ({dtype} unavailable on {acc.id}: bf16)"
             row["dtype"] = run_dtype
         unit = system.unit_gpus
-        bought = math.ceil(gpus / unit) * unit  # the design's whole units that hold the GPUs asked for
+        bought = whole_units(cat.design(system), gpus)  # the design's whole units that hold the GPUs asked for
         est: dict | None = None
         used, good = gpus, 1.0
         errors: list[str] = []

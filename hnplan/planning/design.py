@@ -13,6 +13,7 @@ from collections.abc import Callable
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice
@@ -148,7 +149,7 @@ def tco_summary(system, gpus: int, catalog: Catalog | None = None, availability:
     design = _design(system, catalog)
     system = design.system
     if availability is not None:
-        held = -(-gpus // system.unit_gpus) * system.unit_gpus  # the whole units of the job, idle GPUs included
+        held = whole_units(design, gpus)  # the whole units of the job, idle GPUs included
         kwargs["spare_gpus"] = spare_gpus(design, gpus, quantile=availability, gpus_bought=held)
     c, gap = cost_or_gap(design, gpus, **kwargs)
     spares = kwargs.get("spare_gpus", 0) if c is None else c.spare_gpus

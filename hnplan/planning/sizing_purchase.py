@@ -5,6 +5,7 @@ weighs at each count, and the count kept in words (split out of :mod:`hnplan.pla
 from __future__ import annotations
 
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import whole_units
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.design import fallback_job_counts
 from hnplan.planning.sizing_search import job_gpu_options
@@ -61,8 +62,8 @@ def time_on_purchase(
     cat = catalog or load_catalog()
     sys_ = cat.system(system)
     unit = sys_.unit_gpus
-    n_units = -(-gpus // unit)  # whole units that hold the GPUs asked for
-    bought = n_units * unit
+    bought = whole_units(cat.design(sys_), gpus)  # the whole units that hold the GPUs asked for
+    n_units = bought // unit
     options: list[int] = [gpus, *(g for g in job_gpu_options(unit, n_units) if g < gpus)]
     answers: list[dict | InfeasiblePlan] = []
 

@@ -183,15 +183,20 @@ class Accelerator(Entry):
     )
 
     # softmax exponentials of fused attention on their own pipeline (hnplan.compute.attention); absent rates: none
-    tensor_flops_per_clk_per_sm: Positive | None = Field(None, description="dense bf16 tensor FLOP per clock per SM")
-    sfu_exp_per_clk_per_sm: Positive | None = Field(None, description="MUFU.EX2 exponentials per clock per SM [-]")
+    tensor_flops_per_clk_per_sm: Positive | None = Field(
+        None, description="dense bf16 tensor FLOP per clock per SM [FLOP/clk/SM]"
+    )
+    sfu_exp_per_clk_per_sm: Positive | None = Field(
+        None, description="MUFU.EX2 exponentials per clock per SM [1/clk/SM]"
+    )
     attention_exp_overlap_exponent: dict[Literal["fwd", "bwd"], Annotated[float, Field(ge=1.0)]] | None = Field(
         default=None,
         description="p of (t_tensor^p + t_exp^p)^(1/p), the attention kernel's overlap of its tensor-core time and "
         "its softmax exponentials per pass [-]: 1 in series; absent: max(t_tensor, t_exp) (calibration)",
     )
     attention_fp8_ratio: dict[Literal["fwd", "bwd"], Positive] | None = Field(
-        default=None, description="FP8 / bf16 attention kernel rate per pass, set from the stack's for FP8 attention"
+        default=None,
+        description="FP8 / bf16 attention kernel rate per pass [-], set from the stack's for FP8 attention",
     )
     _calibrations: ClassVar[tuple[str, ...]] = (
         "matmul_efficiency",

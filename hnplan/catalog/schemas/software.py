@@ -393,7 +393,8 @@ class StackChoices(_Strict):
     moe_host_us_per_kernel: NonNegative = Field(
         default=36.1,
         description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
-        "experts launched outside a CUDA graph [us] (calibration; not scaled by host_dispatch_factor)",
+        "experts launched outside a CUDA graph [us] (fitted to the Megatron-Core family's eager MoE runs: "
+        "data/stacks/megatron-core.yaml field_sources; not scaled by host_dispatch_factor)",
     )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
         Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
