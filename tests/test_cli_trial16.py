@@ -171,3 +171,17 @@ def test_an_inference_reserve_on_a_mixed_node_list_names_the_flag():
     )
     assert res.exit_code == 2, res.stdout + res.stderr
     assert "--inference-reserve-gpus 8 needs nodes of equal size" in _one_line(res.stdout + res.stderr)
+
+
+def test_a_stack_calibrating_attention_for_an_unknown_accelerator_is_refused(tmp_path):
+    # matmul_efficiency's accelerator ids were checked, attention_efficiency's and attention_fp8_ratio's not:
+    # a mistyped id validated and its calibration silently never applied
+    data, path = _copy_with(
+        tmp_path, "stacks/nemo-mlperf-v50.yaml", "  b200: {fwd: 1.135, bwd: 1.292}", "  b2000: {fwd: 1.135, bwd: 1.292}"
+    )
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert _one_line(res.stderr) == (
+        f"invalid: {path}: stack nemo-mlperf-v50: field 'attention_fp8_ratio': unknown accelerator id 'b2000'; "
+        "nearest: b200, gb200, b300"
+    )
