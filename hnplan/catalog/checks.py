@@ -54,8 +54,11 @@ def validate_catalog(cat: Catalog) -> list[str]:
         for s in cat.entries("systems"):
             try:
                 cat._check_system_refs(s)
+                if s.price_item is not None:  # a price_item prices.yaml lacks is bad input (design.py)
+                    cat.design(s.id).prices  # noqa: B018
             except CatalogError as exc:
-                problems.append(f"{cat.path_of('systems', s.id)}: {exc}")
+                where = str(cat.path_of("systems", s.id))
+                problems.append(str(exc) if str(exc).startswith(where) else f"{where}: {exc}")
         for st in cat.entries("stacks"):
             try:
                 cat.stack(st.id)

@@ -265,6 +265,12 @@ class Catalog(SingleFiles):
                     entry=st.id,
                     field=f"matmul_efficiency.{acc_id}",
                 )
+        for cal in ("attention_efficiency", "attention_fp8_ratio"):  # keyed by accelerator id as well
+            for acc_id in getattr(st, cal) or {}:
+                try:
+                    self.accelerator(acc_id)
+                except CatalogError as exc:
+                    raise CatalogError(f"stack {st.id}: field '{cal}': {exc}", entry=st.id, field=cal) from None
         return st
 
     def _check_system_refs(self, s: System):

@@ -82,6 +82,14 @@ class TrainingRun(_Strict):
         for key in self.overrides:
             if key not in StackChoices.model_fields:
                 raise ValueError(f"overrides: {unknown_field_text(key, StackChoices.model_fields)}")
+        try:  # each value as the stack's own field takes it (type, range, allowed names)
+            # null leaves the stack's choice, as the planner reads it (hnplan.planning.training.job)
+            StackChoices.model_validate({k: v for k, v in self.overrides.items() if v is not None})
+        except ValidationError as exc:
+            # a combination with the stack's other choices is the planner's to judge (it merges the two)
+            if any(e["loc"] for e in exc.errors()):
+                _, problems = validation_problems(exc, StackChoices, quote=False)
+                raise ValueError(f"overrides: {next(p for p in problems if '(entry)' not in p)}") from None
         return self
 
     @model_validator(mode="after")

@@ -95,7 +95,7 @@ def simulate(
         help="seconds a job runs after it (re)starts before inference may preempt it (Slurm's PreemptExemptTime; "
         "default 3600, an assumption: one checkpoint period; 0: at once)",
     ),
-    inference_reserve: int = typer.Option(
+    inference_reserve_gpus: int = typer.Option(
         0,
         "--inference-reserve-gpus",
         min=0,
@@ -183,8 +183,8 @@ def simulate(
         )
         if reference_system is not None:  # absent otherwise: the call is today's, bit for bit
             kw["reference_system"] = reference_system
-        if inference_reserve:
-            kw["inference_reserve_gpus"] = inference_reserve
+        if inference_reserve_gpus:
+            kw["inference_reserve_gpus"] = inference_reserve_gpus
         if json_ or not console.is_terminal:
             r = (
                 replicate_cluster(system, gpus, replications, workers=workers, **kw)

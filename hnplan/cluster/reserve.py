@@ -52,7 +52,9 @@ def reserve_nodes(topo: ClusterTopology, gpus: int) -> np.ndarray | None:
     if gpus == 0:
         return None
     if topo.node_slots is not None:
-        raise InputError("inference_reserve_gpus needs nodes of equal size; a node list of mixed sizes has none")
+        raise InputError(
+            f"inference_reserve_gpus {gpus} needs nodes of equal size; a node list of mixed sizes has none"
+        )
     nodes = math.ceil(gpus / topo.node_gpus)
     if nodes >= topo.nodes:
         raise InputError(
