@@ -38,8 +38,9 @@ def test_pai_stack_is_megatron_core_with_flashattention2_on_hopper(cat):
 
 def test_flashattention2_ceilings_against_the_flashattention3_paper(cat):
     """Shah et al., FlashAttention-3, arXiv:2407.08608 Fig. 5-6, FlashAttention-2 on H100 SXM5, head dimension 128,
-    16K tokens a batch (2 x 8,192): forward 333 TFLOP/s causal and 370 without the mask, backward 318 without it.
-    The law at the stack's ceilings lands 3-8 % under each (the cudnn-frontend runs they come from were slower)."""
+    16K tokens a batch (2 x 8,192): forward 333 TFLOP/s causal and 370 without the mask, backward 318 (its backward
+    figure, held here against the law without the mask). The law at the stack's ceilings lands 3-8 % under each (the
+    cudnn-frontend runs the ceilings come from were slower)."""
     acc = stack_accelerator(cat.stack("pai-megatron-patch-2504"), cat.accelerator("h800-sxm"))
     s, b, h, d = 8192, 2, 16, 128
     full = 4.0 * b * h * s * s * d  # forward FLOPs without the mask, as the paper counts them
