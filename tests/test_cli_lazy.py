@@ -247,12 +247,16 @@ def test_the_command_line_runs_blas_on_one_thread_unless_told(given, expected):
     assert out.stdout.strip().splitlines()[-1] == expected
 
 
-def test_cluster_simulate_imports_no_scipy_stats():
-    # one run (no replications) needs no Student-t interval and its steady-state advice takes the normal cdf from
-    # math.erfc: scipy.stats (~0.37 s to import) stays off the typical call
-    mods = _modules_after(["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"])
-    assert "hnplan.cluster.jobs" in mods
-    assert "scipy.stats" not in mods
+@pytest.mark.parametrize("json_", [True, False], ids=["json", "table"])
+def test_cluster_simulate_imports_no_scipy_stats_and_no_pandas(json_):
+    """One run (no replications) needs no Student-t interval and its steady-state advice takes the normal cdf from
+    math.erfc: scipy.stats (~0.37 s to import) stays off the typical call. A mix is drawn, simulated and summed up
+    on numpy columns (:func:`hnplan.cluster.synthetic.synthetic_columns`); the per-job table and the time series
+    are DataFrames built when read (:class:`hnplan.cluster.simulate.ClusterResult`): no pandas (about 0.2 s)."""
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"]
+    mods = _main_modules(argv + (["--json"] if json_ else []))
+    assert "hnplan.cluster.jobs" in mods and "hnplan.cluster.engine" in mods  # it simulated
+    assert not {"scipy", "pandas", "pyarrow", "hnplan.planning"} & mods, sorted({"scipy", "pandas", "pyarrow"} & mods)
 
 
 def test_the_normal_cdf_of_the_log_normal_moments_is_scipys():
