@@ -195,15 +195,21 @@ def test_sub_command_help_imports_no_planner(name):
             ],
             {"pandas", "scipy"},
         ),
+        (
+            ["roofline", "--model", "llama3.1-70b", "--accelerator", "h100-sxm", "--phase", "prefill", "--batch", "1"]
+            + ["--seq-len", "4096"],
+            {"pandas", "scipy"},
+        ),
     ],
-    ids=["reliability", "tco", "topology", "gemm", "infer", "memory", "memory-system"],
+    ids=["reliability", "tco", "topology", "gemm", "infer", "memory", "memory-system", "roofline"],
 )
 def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
     builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
     activation table or operator table (pandas frames), the serving planner times its passes from the
-    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame, and `memory` gives its one
-    plan to the memory table (and with a system to the training evaluator) as plain columns."""
+    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame, as `roofline` prints its one
+    pass from them, and `memory` gives its one plan to the memory table (and with a system to the training
+    evaluator) as plain columns."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
 
