@@ -149,17 +149,23 @@ def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
 
 
 def test_simulated_utilisation_reports_progress_and_is_cached_on_disk(monkeypatch):
+    # the planner passes the on-disk cache in (the cluster package imports no planner's cache)
     from hnplan.cluster import utilisation
+    from hnplan.planning.design import simulated_utilisation_cached
 
     monkeypatch.setattr(utilisation, "_DONE", {})
     kw = dict(jobs=300, seed=4242, replications=2)  # a seed no other test runs: not in the cache yet
     seen: list[float] = []
-    first = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    first = simulated_utilisation_cached("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
     assert seen[-1] == 1.0 and any(0 <= x < 1 for x in seen) and seen == sorted(seen)
     monkeypatch.setattr(utilisation, "_DONE", {})  # a new process: the runs come back from the disk cache
     seen.clear()
-    again = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    again = simulated_utilisation_cached("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
     assert seen == [1.0] and again == first
+    monkeypatch.setattr(utilisation, "_DONE", {})  # without the planner's cache the runs are simulated again
+    seen.clear()
+    plain = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    assert seen[-1] == 1.0 and any(0 <= x < 1 for x in seen) and plain == first
 
 
 def test_simulation_seconds_is_the_steady_jobs_times_three_runs_at_half_a_millisecond():

@@ -19,7 +19,7 @@ import simpy
 
 from hnplan.cluster import gpu_types
 from hnplan.cluster.backfill import Reservation
-from hnplan.cluster.jobs import CLASSES, PRIORITY
+from hnplan.cluster.jobs import CLASSES, PRIORITY, job_count
 from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
 from hnplan.cluster.preempt import Preemption
 from hnplan.cluster.reserve import InferenceReserve
@@ -64,15 +64,15 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
         self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
         self.repair_end = np.zeros(topo.nodes)  # when a node in repair comes back [s]
-        n = len(jobs)
+        n = job_count(jobs)
         self.n = n
-        self.arrival = jobs["arrival_s"].to_numpy(float)
-        self.gpus = jobs["gpus"].to_numpy(np.int64)
-        self.milli = jobs["gpu_milli"].to_numpy(np.int64)
+        self.arrival = np.asarray(jobs["arrival_s"], float)
+        self.gpus = np.asarray(jobs["gpus"], np.int64)
+        self.milli = np.asarray(jobs["gpu_milli"], np.int64)
         self.share = self.gpus * self.milli / MILLI  # GPUs held [GPU]
-        self.dur = jobs["duration_s"].to_numpy(float)
-        self.ckpt = jobs["checkpoint_s"].to_numpy(float)
-        self.tp = jobs["tp"].to_numpy(np.int64)
+        self.dur = np.asarray(jobs["duration_s"], float)
+        self.ckpt = np.asarray(jobs["checkpoint_s"], float)
+        self.tp = np.asarray(jobs["tp"], np.int64)
         self.cls = np.array([CLASSES.index(c) for c in jobs["cls"]], dtype=np.int64)
         self.prio = np.array([PRIORITY[CLASSES[c]] for c in self.cls])
         self.trains = np.isin(self.cls, [CLASSES.index(c) for c in TRAINING_CLASSES])

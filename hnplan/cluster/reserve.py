@@ -139,4 +139,4 @@ def reserve_summary(out, sim, topo: ClusterTopology, asked: int, span_s: float) 
         "utilisation": float(sim.int_reserve / (gpus * span_s)) if span_s > 0 else 0.0,
         "note": reserve_note(topo, asked, sim.reserve),
     }
-    out.jobs["reserve_gpu_s"] = sim.reserve_gpu_s
+    out.job_columns["reserve_gpu_s"] = sim.reserve_gpu_s

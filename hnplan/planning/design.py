@@ -302,7 +302,7 @@ def resolve_utilisation(
 ) -> tuple[float | None, str]:
     """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
     in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation
-    (:func:`hnplan.cluster.utilisation.simulated_utilisation`, ``progress`` passed on).
+    (:func:`simulated_utilisation_cached`, ``progress`` passed on).
 
     Raises
     ------
@@ -312,9 +312,7 @@ def resolve_utilisation(
     if utilisation is None:
         return None, ""
     if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
-        from hnplan.cluster.utilisation import simulated_utilisation
-
-        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog, progress=progress)
+        sim = simulated_utilisation_cached(system, gpus, mix=mix, catalog=catalog, progress=progress)
         return float(sim["utilisation"]), sim["source"]
     try:
         u = float(utilisation)
@@ -326,6 +324,22 @@ def resolve_utilisation(
         hint = f" (a percentage? {u:g} % is {u / 100:g})" if 2 <= u <= 100 else ""  # 1.5: no guess
         raise InputError(f"utilisation must be in (0, 1]{hint}; got {utilisation!r}")
     return u, "given"
+
+
+def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None = None, **kw) -> dict:
+    """:func:`hnplan.cluster.utilisation.simulated_utilisation` (same arguments and result) with its runs kept in
+    the on-disk cache of predictions (:func:`hnplan.planning.prediction_cache.cached_points`, each run under the
+    digest of its key: system, GPUs, mix, length and seed, with the catalog's content hash and the code;
+    ``HNPLAN_NO_CACHE=1`` bypasses it): a later process reads a run back in milliseconds."""
+    from hnplan.cluster.utilisation import simulated_utilisation
+    from hnplan.planning.prediction_cache import cached_points, point_digest
+
+    cat = catalog or load_catalog()
+
+    def cache(keys: list[tuple], compute) -> list[dict]:
+        return cached_points([point_digest(*k) for k in keys], cat, compute)
+
+    return simulated_utilisation(system, gpus, catalog=cat, cache=cache, **kw)
 
 
 def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
