@@ -77,3 +77,30 @@ def test_preempt_exempt_default_is_the_simulators():
 
     default = inspect.signature(cluster_cmd.simulate).parameters["preempt_exempt"].default.default
     assert default == PREEMPT_EXEMPT_S == 3600.0
+
+
+def test_the_gpus_left_idle_for_a_preempted_gang_job_count_as_blocked_at_once():
+    # two 8-GPU servers, each held by an 8-GPU training job (TP 8: one server) from t = 0; inference of 4 GPUs
+    # arrives at 4,000 s, past the 3,600 s exempt time, and preempts one of them. The stopped job needs a whole
+    # server again: the 4 GPUs the inference job leaves free wait for it until the inference ends at 24,000 s,
+    # 4 / 16 = 0.25 of the cluster blocked. The pass that preempted had queued it behind its own snapshot of the
+    # queue, and no event came until 24,000 s: blocked read 0 all along (nor was the job reconsidered).
+    jobs = pd.DataFrame(
+        [
+            (0.0, 8, 1000, 100 * H, "training", H, 8),
+            (0.0, 8, 1000, 100 * H, "training", H, 8),
+            (4000.0, 4, 1000, 20000.0, "inference", 0.0, 1),
+            (30000.0, 1, 1000, 100.0, "development", 0.0, 1),  # the last arrival: a 30,000 s window
+        ],
+        columns=COLS,
+    )
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0)
+    ts, s = r.timeseries, r.summary
+    drain = ts[(ts["time_s"] >= 4000.0) & (ts["time_s"] < 24000.0)]
+    assert len(drain) > 0 and (drain["blocked"] == 0.25).all() and (drain["fragmentation"] == 0.0).all()
+    assert (ts.loc[ts["time_s"] > 24000.0, "blocked"] == 0.0).all()  # the job restarts when the inference ends
+    # the summary's time-mean over the measured window (warm-up 6,000 s to 30,000 s): 0.25 x 18,000 / 24,000,
+    # to one sample (window / 400 = 75 s) at each end of the drain
+    assert s["window_s"] == 30000.0 and s["warmup_s"] == 6000.0
+    assert abs(s["blocked"] - 0.1875) <= 2 * 0.25 * 75.0 / 24000.0
+    assert r.jobs["preemptions"].tolist() == [0, 1, 0, 0] or r.jobs["preemptions"].tolist() == [1, 0, 0, 0]
