@@ -257,7 +257,7 @@ def test_size_weighs_each_purchase_against_a_budget_and_a_power_cap():
     size = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
     tco = json.loads(runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--json"]).stdout)
     res = runner.invoke(app, [*size, "--budget-usd", "1M", "--power-cap-mw", "0.01", "--json"])
-    assert res.exit_code == 0, res.stdout + res.stderr
+    assert res.exit_code == 3, res.stdout + res.stderr  # the only design breaks both: reported, then infeasible
     d = json.loads(res.stdout)
     (r,) = d["results"]
     assert (d["budget_usd"], d["power_cap_mw"]) == (1e6, 0.01)
@@ -381,3 +381,32 @@ def test_gemm_and_roofline_name_the_dtype_flag_a_chip_has_no_peak_for():
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, res.stdout + res.stderr
         assert _one_line(res.stderr) == want
+
+
+def test_size_exits_3_in_one_line_when_no_design_keeps_to_the_budget_or_the_cap():
+    # 64 H100 are 8 servers: tco's capex for them (about $3.3M) is over a $3M budget, and a 72-GPU GB200 rack
+    # ($3.1M a rack in data/prices.yaml, plus its network) too; the table was printed with "over budget" notes
+    # and the command exited 0, as if the plan could be bought. Now: the report, then one line, exit 3.
+    size = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--gpus", "64", "--system", "hgx-h100-ib-ndr"]
+    capex = {
+        s: json.loads(runner.invoke(app, ["tco", "--system", s, "--gpus", "64", "--json"]).stdout)["capex_usd"]
+        for s in ("hgx-h100-ib-ndr", "gb200-nvl72")
+    }
+    assert 3e6 < min(capex.values())
+    res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", "3M"], env={"COLUMNS": "200"})
+    assert res.exit_code == 3, res.stdout + res.stderr
+    assert "hgx-h100-ib-ndr: over budget" in _one_line(res.stdout) and "Traceback" not in res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line == (
+        f"infeasible: no design keeps to the $3M budget: hgx-h100-ib-ndr: 64 GPUs bought cost "
+        f"{format_usd(capex['hgx-h100-ib-ndr'])}; gb200-nvl72: 72 GPUs bought cost {format_usd(capex['gb200-nvl72'])}"
+    )
+    # one design within both: an answer, exit 0
+    budget = f"{(capex['hgx-h100-ib-ndr'] + capex['gb200-nvl72']) / 2:.0f}"
+    res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", budget, "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    within = {r["system"]: r["within_budget"] for r in json.loads(res.stdout)["results"]}
+    assert within == {s: capex[s] <= float(budget) for s in capex} and any(within.values())
+    # a cap of 0 is bad input, refused before the search: exit 2
+    res = runner.invoke(app, [*size, "--power-cap-mw", "0", "--json"])
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"]["message"] == "--power-cap-mw must be > 0; got 0"
