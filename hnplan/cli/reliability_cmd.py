@@ -62,15 +62,7 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
-        if gpus_bought is not None and gpus_bought != gpus:  # the spares are the idle nodes of whole units
-            sys_ = load_catalog().system(system)
-            unit = sys_.unit_gpus
-            if gpus_bought % unit:
-                whole = [n * unit for n in (gpus_bought // unit, gpus_bought // unit + 1) if n * unit >= gpus]
-                raise InputError(
-                    f"--gpus-bought {gpus_bought:,} is not a whole number of {sys_.id} units ({unit:,} GPUs each); "
-                    f"give {' or '.join(f'{n:,}' for n in whole)}"
-                )
+        # a --gpus-bought of whole units, at most one scale-out fabric: the planner says which and why not
         est = estimate_reliability(
             system,
             gpus,
