@@ -85,7 +85,9 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
     ------
     InputError
         For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
-        size, duration or tp, a negative checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row and the column).
+        size, duration or tp, a count (gpus, gpu_milli, tp) that is not a whole number, a negative
+        checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row
+        and the column).
     """
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
@@ -114,6 +116,12 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
         bad = ~np.isfinite(jobs[col].to_numpy(float))
         if bad.any():
             raise row_error(where, names, bad, col, "must be finite", jobs[col].to_numpy())
+    # counts of GPUs, milli-GPUs and a TP group's GPUs are whole: 8.5 GPUs was read as 8
+    for col in ("gpus", "gpu_milli", "tp"):
+        v = jobs[col].to_numpy(float)
+        bad = np.isfinite(v) & (v != np.round(v))
+        if bad.any():
+            raise row_error(where, names, bad, col, "must be a whole number", jobs[col].to_numpy())
     bad = (jobs["checkpoint_s"] < 0).to_numpy()
     if bad.any():
         rule = "must be >= 0 (0: stateless, inf: never checkpointed)"
