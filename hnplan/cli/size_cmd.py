@@ -303,27 +303,46 @@ def _amount(x: float, decimals: int) -> str:
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
     """One line per reason for the counts a sizing skipped: the counts, then the reason once (N for the
     count, written with or without thousands separators, where several share it; the batch factor the
-    reason suggests, which is the count's own odd factor, said as such where it differs between them).
+    reason suggests, which is the count's own odd factor, said as such where it differs between them; the
+    example batch, K sequences per GPU on N GPUs, as N x K, or a multiple of N where K differs).
 
-    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences, one per GPU"
-    >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536")},
-    ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280")}])
+    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences, {3} per GPU"
+    >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536", "one")},
+    ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280", "one")}])
     ["s: skipped 1,536, 1,280 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as N sequences, one per GPU"]
+    >>> _skipped_lines("s", [{"gpus": 216, "reason": r.format(216, 27, "4,104", "19")},
+    ...                      {"gpus": 648, "reason": r.format(648, 81, "4,536", "7")}])
+    ["s: skipped 216, 648 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as a multiple of N sequences"]
     """
-    mark, fmark = "\x00", "\x01"
+    mark, fmark, emark = "\x00", "\x01", "\x02"
     factor = re.compile(r"with the factor (\d+)")
-    groups: dict[str, list[tuple[int, str]]] = {}
+    example = re.compile(r"such as ([\d,]+) sequences, (one|[\d,]+) per GPU")
+    groups: dict[str, list[tuple[int, str, int]]] = {}
     for s in skipped:
-        n = int(s["gpus"])
-        key = s["reason"].replace(f"{n:,}", mark).replace(str(n), mark)
+        n, reason, per_gpu = int(s["gpus"]), s["reason"], 0
+        ex = example.search(reason)
+        k = 1 if ex and ex[2] == "one" else int(ex[2].replace(",", "")) if ex else 0
+        if ex and int(ex[1].replace(",", "")) == k * n:  # K sequences a GPU on the N GPUs
+            per_gpu, reason = k, example.sub(emark, reason)
+        key = reason.replace(f"{n:,}", mark).replace(str(n), mark)
         found = factor.search(key)
-        groups.setdefault(factor.sub(f"with the factor {fmark}", key), []).append((n, found[1] if found else ""))
+        groups.setdefault(factor.sub(f"with the factor {fmark}", key), []).append(
+            (n, found[1] if found else "", per_gpu)
+        )
     lines = []
     for reason, members in groups.items():
-        counts, factors = [n for n, _ in members], {f for _, f in members}
+        counts, factors, per = [n for n, _, _ in members], {f for _, f, _ in members}, {k for _, _, k in members}
         text = reason.replace(mark, f"{counts[0]:,}" if len(counts) == 1 else "N")
         text = text.replace(
             f"the factor {fmark}", f"the factor {factors.pop()}" if len(factors) == 1 else "N's odd factor"
         )
-        lines.append(f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: {text}")
+        k = per.pop() if len(per) == 1 else 0  # 0: K differs between the counts
+        each = "one" if k == 1 else f"{k:,}"
+        if not k:
+            shown = "such as a multiple of N sequences"
+        elif len(counts) == 1:
+            shown = f"such as {k * counts[0]:,} sequences, {each} per GPU"
+        else:
+            shown = f"such as {'N' if k == 1 else f'N x {k:,}'} sequences, {each} per GPU"
+        lines.append(f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: {text.replace(emark, shown)}")
     return lines
