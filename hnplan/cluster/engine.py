@@ -489,4 +489,9 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             self.done[j] = min(total, self.dur[j])
         for j in [k[2] for k in self.queue]:
             self.queued_s[j] += env.now - self.enqueued_at[j]
+        # repairs still under way at the end: their GPUs' down time so far (a repair adds its whole time when
+        # it ends, after the end here)
+        for t_end in np.unique(self.repair_end[~self.up]):
+            nodes = np.flatnonzero(~self.up & (self.repair_end == t_end))
+            self.down_gpu_s += (env.now - (t_end - self.rates.repair_s)) * self.topo.gpus_on(nodes)
         return env.now
