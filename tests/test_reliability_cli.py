@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+from hnplan.errors import InputError
 from hnplan.planning.design import estimate_reliability
 
 runner = CliRunner()
@@ -209,3 +210,17 @@ def test_gpus_bought_is_bounded_by_the_scale_out_fabric(bought, said):
     assert said in " ".join(r.stderr.split()) and len(r.stderr.strip().splitlines()) == 1
     ok = runner.invoke(app, [*args, "--gpus-bought", "65520", "--json"])  # the largest fabric's worth: an answer
     assert ok.exit_code == 0 and json.loads(ok.stdout)["gpus_bought"] == 65520
+
+
+def test_a_purchase_beyond_the_fabric_is_the_topologys_message_where_no_flag_gave_it(cat):
+    # compare buys whole racks for --gpus 65,530: 911 racks, 65,592 GPUs, one rack over the fabric; the message is
+    # the topology's (no --gpus-bought was typed), as before the bound on the flag
+    want = "65,592 GPUs of gb200-nvl72 need 65,592 scale-out ports, more than a 3-tier fat-tree of 64-port qm9700"
+    with pytest.raises(InputError, match=want):
+        estimate_reliability("gb200-nvl72", 65530, "llama3.1-70b", catalog=cat, gpus_bought=65592)
+    r = runner.invoke(
+        app,
+        ["compare", "--model", "llama3.1-70b", "--gpus", "65530", "--tokens", "1T"]
+        + ["--systems", "gb200-nvl72", "--json"],
+    )
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"]["message"].startswith(want)
