@@ -4,6 +4,7 @@ with preemption, failures and requeues conserves GPU-time and jobs."""
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,12 +80,14 @@ def test_preempt_exempt_default_is_the_simulators():
     assert default == PREEMPT_EXEMPT_S == 3600.0
 
 
-def test_the_gpus_left_idle_for_a_preempted_gang_job_count_as_blocked_at_once():
+@pytest.mark.parametrize("backfill", [True, False])
+def test_the_gpus_left_idle_for_a_preempted_gang_job_count_as_blocked_at_once(backfill):
     # two 8-GPU servers, each held by an 8-GPU training job (TP 8: one server) from t = 0; inference of 4 GPUs
     # arrives at 4,000 s, past the 3,600 s exempt time, and preempts one of them. The stopped job needs a whole
     # server again: the 4 GPUs the inference job leaves free wait for it until the inference ends at 24,000 s,
     # 4 / 16 = 0.25 of the cluster blocked. The pass that preempted had queued it behind its own snapshot of the
-    # queue, and no event came until 24,000 s: blocked read 0 all along (nor was the job reconsidered).
+    # queue, and no event came until 24,000 s: blocked read 0 all along (nor was the job reconsidered). Without
+    # backfilling no job passes the stopped one either: the same GPUs wait for it (they read 0 there too).
     jobs = pd.DataFrame(
         [
             (0.0, 8, 1000, 100 * H, "training", H, 8),
@@ -94,7 +97,7 @@ def test_the_gpus_left_idle_for_a_preempted_gang_job_count_as_blocked_at_once():
         ],
         columns=COLS,
     )
-    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0)
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0, backfill=backfill)
     ts, s = r.timeseries, r.summary
     drain = ts[(ts["time_s"] >= 4000.0) & (ts["time_s"] < 24000.0)]
     assert len(drain) > 0 and (drain["blocked"] == 0.25).all() and (drain["fragmentation"] == 0.0).all()

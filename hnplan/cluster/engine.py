@@ -131,6 +131,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
         self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
+        self.fifo_head = -1  # without backfill: the blocked job the last pass stopped at, which every job waits for
         self._at: tuple = (-1, -1.0, None)
         self._init_reserve(reserve)  # inference-only nodes (None: none)
 
@@ -217,8 +218,10 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
             # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
             # for a gang job), beyond what the fragmentation figure already counts
-            waiting = self.reserved >= 0 and self.status[self.reserved] == QUEUED
-            if waiting and self.reserve is not None and self.cls[self.reserved] != CLASSES.index("inference"):
+            # without backfill no job passes the first blocked one: the GPUs left free wait for it alike
+            head = self.reserved if self.backfill else self.fifo_head
+            waiting = head >= 0 and self.status[head] == QUEUED
+            if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
                 strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
             blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
             self.samples.append(
@@ -462,6 +465,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
                     continue
                 self.preempt_failed[j] = self.version
             if not backfill:
+                self.fifo_head = j
                 return
             if head is None:
                 head = self.reserved = j
