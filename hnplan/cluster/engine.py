@@ -131,6 +131,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
         self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
+        self.fifo_head = -1  # without backfill: the blocked job the last pass stopped at, which every job waits for
         self._at: tuple = (-1, -1.0, None)
         self._init_reserve(reserve)  # inference-only nodes (None: none)
 
@@ -217,8 +218,10 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
             # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
             # for a gang job), beyond what the fragmentation figure already counts
-            waiting = self.reserved >= 0 and self.status[self.reserved] == QUEUED
-            if waiting and self.reserve is not None and self.cls[self.reserved] != CLASSES.index("inference"):
+            # without backfill no job passes the first blocked one: the GPUs left free wait for it alike
+            head = self.reserved if self.backfill else self.fifo_head
+            waiting = head >= 0 and self.status[head] == QUEUED
+            if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
                 strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
             blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
             self.samples.append(
@@ -462,6 +465,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
                     continue
                 self.preempt_failed[j] = self.version
             if not backfill:
+                self.fifo_head = j
                 return
             if head is None:
                 head = self.reserved = j
@@ -489,4 +493,9 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             self.done[j] = min(total, self.dur[j])
         for j in [k[2] for k in self.queue]:
             self.queued_s[j] += env.now - self.enqueued_at[j]
+        # repairs still under way at the end: their GPUs' down time so far (a repair adds its whole time when
+        # it ends, after the end here)
+        for t_end in np.unique(self.repair_end[~self.up]):
+            nodes = np.flatnonzero(~self.up & (self.repair_end == t_end))
+            self.down_gpu_s += (env.now - (t_end - self.rates.repair_s)) * self.topo.gpus_on(nodes)
         return env.now

@@ -136,7 +136,9 @@ def check_jobs(jobs, where: str = "jobs", rows=None):
     ------
     InputError
         For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
-        size, duration or tp, a negative checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row and the column).
+        size, duration or tp, a count (gpus, gpu_milli, tp) that is not a whole number, a negative
+        checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row
+        and the column).
     """
     out = _checked_columns(job_columns(jobs), where, rows)
     return job_frame(out) if hasattr(jobs, "columns") else out
@@ -171,6 +173,12 @@ def _checked_columns(jobs: dict, where: str, rows) -> dict:
         bad = ~np.isfinite(jobs[col].astype(float))
         if bad.any():
             raise row_error(where, names, bad, col, "must be finite", jobs[col])
+    # counts of GPUs, milli-GPUs and a TP group's GPUs are whole: 8.5 GPUs was read as 8
+    for col in ("gpus", "gpu_milli", "tp"):
+        v = jobs[col].astype(float)
+        bad = np.isfinite(v) & (v != np.round(v))
+        if bad.any():
+            raise row_error(where, names, bad, col, "must be a whole number", jobs[col])
     bad = jobs["checkpoint_s"] < 0
     if bad.any():
         rule = "must be >= 0 (0: stateless, inf: never checkpointed)"

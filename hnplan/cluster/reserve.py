@@ -70,7 +70,8 @@ def reserve_note(topo: ClusterTopology, asked: int, mask: np.ndarray) -> str:
     """One line saying what the reserve holds and whether the request was rounded up."""
     got = int(mask.sum()) * topo.node_gpus
     rounded = "" if got == asked else f" (asked {asked}: rounded up to whole {topo.node_gpus}-GPU nodes)"
-    return f"{got} GPUs on {int(mask.sum())} nodes for inference only{rounded}"
+    nodes = int(mask.sum())
+    return f"{got} GPUs on {nodes} node{'s' * (nodes != 1)} for inference only{rounded}"
 
 
 class InferenceReserve:

@@ -88,7 +88,8 @@ class ClusterResult:
         for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
-        while the job holding the backfill reservation waits: the drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
+        while the job holding the backfill reservation, or without backfilling the first blocked job, waits: the
+        drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
