@@ -49,6 +49,7 @@ from hnplan.planning.inference.steady import (
     OperatingPoint,
     max_throughput_point,
     prefill_pass,
+    queue_run_tokens_per_s,
     steady_state,
 )
 
@@ -102,10 +103,15 @@ def throughput_point(m: Measurement, catalog: Catalog | None = None) -> tuple[Se
 
 
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
-    """The planner's value of a measurement's quantity, in its unit."""
+    """The planner's value of a measurement's quantity, in its unit: a ``tokens_per_s`` row with
+    ``num_requests`` is the throughput of that finite run at the row's operating point
+    (:func:`hnplan.planning.inference.steady.queue_run_tokens_per_s`), otherwise the steady state's."""
     cat = catalog or load_catalog()
     if m.quantity == "tokens_per_s":
-        return throughput_point(m, cat)[1].tokens_per_s
+        s, point = throughput_point(m, cat)
+        if m.num_requests is None:
+            return point.tokens_per_s
+        return queue_run_tokens_per_s(s, point, m.num_requests)  # the run's ramp and its last, partial batch
     s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s_ratio":
         if m.ref_system is None or m.ref_dtype is None:
