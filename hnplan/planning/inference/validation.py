@@ -6,8 +6,8 @@ Every row names its source; the quantity compared is the one the source measured
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
   maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100 and H200, FP8 (NVIDIA/TensorRT-LLM
   docs/source/performance/perf-overview.md at commit 00f37686; the H100 column as in ``data/reference/
-  inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
-  technical blog).
+  inference_measurements.csv``; each the finite run of its dataset's requests, ``num_requests``), and
+  Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
   at the concurrency the source ran (published, or by Little's law: concurrency = throughput x TPOT).
 * ``prefill_s``: time of one prefill pass.
