@@ -51,6 +51,9 @@ def test_trtllm_bench_limits_hand_derived(cat):
     assert trtllm_bench_limits(big, 128, 4096) == (256, 2048)
     assert trtllm_bench_limits(big, 128, 2048) == (512, 2048)  # 478 sequences -> a multiple of 128
     assert trtllm_bench_limits(small, 128, 128) == (4096, 8192)
+    # 20000/2000: 64 sequences and 2,048 tokens by the rule, but without chunked prefill trtllm-bench raises
+    # max_num_tokens to the longest prompt plus max_batch_size (benchmark/utils/general.py): 20,000 + 64
+    assert trtllm_bench_limits(big, 20000, 2000) == (64, 20064)
 
 
 def test_h200_long_context_rows_within_tolerance(cat):

@@ -66,6 +66,10 @@ def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tupl
     per TP rank), at most 4,096 sequences per pipeline stage, rounded up to a multiple of 32 below 256 (at
     least 64), of 128 below 1,024 and of 256 above; ``max_num_tokens`` is that batch x ``(1 + I / O)``, at
     most 32,768, rounded up to 256 below 4,096 (at least 2,048), to 512 below 8,192 and to 1,024 above.
+    Without chunked prefill (an engine whose ``chunked_prefill`` is off: ``trtllm-bench throughput`` runs
+    without ``--enable_chunked_context`` unless asked) a whole prompt must fit one iteration, so
+    ``max_num_tokens`` is raised to at least ``I + max_batch_size`` (tensorrt_llm/bench/benchmark/utils/
+    general.py ``get_settings``); the engine then reserves the activations of that many tokens.
     The runtime then holds what its KV cache takes (:func:`predict` with ``engine_fills``).
     """
     r, gib = s.replica, float(2**30)
@@ -83,6 +87,8 @@ def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tupl
         tokens = max(2048, up(raw_tokens, 256))
     else:
         tokens = up(raw_tokens, 512) if raw_tokens < 8192 else up(raw_tokens, 1024)
+    if s.engine is None or not s.engine.chunked_prefill:  # a whole prompt must fit one iteration
+        tokens = max(tokens, input_tokens + bs)
     return bs, tokens
 
 
