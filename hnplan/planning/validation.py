@@ -10,7 +10,8 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
 from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
-from hnplan.planning.training.evaluate import column_row, evaluate_columns, full_column, plan_columns
+from hnplan.planning.training.evaluate import MEMORY_PARTS, column_row, evaluate_columns, full_column, plan_columns
+from hnplan.planning.training.prune import prunable
 from hnplan.planning.training.job import make_job
 
 if TYPE_CHECKING:
@@ -63,10 +64,35 @@ def best_row(run: TrainingRun, catalog: Catalog | None = None) -> dict:
     InputError
         As :func:`run_job`.
     """
+    return _best_row(run, catalog, memory=True)
+
+
+def predicted(run: TrainingRun, catalog: Catalog | None = None) -> float:
+    """The value of the run's ``metric`` in :func:`best_row`'s plan, the same number, with less work where the
+    memory model cannot change it: a run whose stated configuration leaves one candidate, on a stack that
+    offloads nothing (:func:`~hnplan.planning.training.prune.prunable`: memory then decides only ``fits``, and
+    the one candidate is the pick whether it fits or not), is evaluated without its memory per GPU. What the
+    trust notes of ``hnplan compare`` read (:mod:`hnplan.planning.trust`: every published run on the compared
+    accelerators, mostly such fixed plans).
+
+    Raises
+    ------
+    InputError
+        As :func:`run_job`.
+    """
+    return float(_best_row(run, catalog, memory=False)[run.metric])
+
+
+def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
+    """:func:`best_row`; without ``memory``, the memory columns of a lone candidate of a prunable job are NaN
+    (not evaluated) and its ``fits`` False."""
     job = run_job(run, catalog)
     cols, modes = candidate_arrays(job, run.fixed)
-    ev = evaluate_columns(job, *plan_columns(job, cols, modes))
     n = len(cols["tp"])
+    mem = None
+    if not memory and n == 1 and prunable(job):
+        mem = {k: np.full(n, np.nan) for k in (*MEMORY_PARTS, "total_bytes")}
+    ev = evaluate_columns(job, *plan_columns(job, cols, modes), memory=mem)
     fits = full_column(ev["fits"], n, bool)
     rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
     first = rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]]
