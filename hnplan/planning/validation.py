@@ -11,8 +11,8 @@ from hnplan.catalog.runs import TrainingRun, training_runs
 from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
 from hnplan.planning.training.evaluate import MEMORY_PARTS, column_row, evaluate_columns, full_column, plan_columns
-from hnplan.planning.training.prune import prunable
 from hnplan.planning.training.job import make_job
+from hnplan.planning.training.prune import prunable
 
 if TYPE_CHECKING:
     import pandas as pd
