@@ -24,17 +24,20 @@ def test_predicted_is_best_rows_metric_on_every_published_run(cat):
     assert lone > len(runs) / 2  # most runs state their whole plan: those skip the memory model
 
 
-def test_predicted_skips_the_memory_model_only_for_a_lone_candidate(cat, monkeypatch):
-    calls = []
-    real = components.memory_per_gpu
+def test_predicted_skips_the_memory_model_for_a_lone_candidate_and_prunes_a_search(cat, monkeypatch):
+    calls, pruned = [], []
+    real, real_rows = components.memory_per_gpu, prune.pruned_rows
     monkeypatch.setattr(components, "memory_per_gpu", lambda job, df: calls.append(len(df)) or real(job, df))
+    monkeypatch.setattr(validation, "pruned_rows", lambda *a: pruned.append(len(a[1]["tp"])) or real_rows(*a))
     runs = {r.id: r for r in training_runs()}
     fixed = runs["dgxc2409-h100-llama31-70b-2048-bf16"]  # its source states the whole plan: one candidate
     searched = runs["dgxc2409-h100-llama31-70b-64-bf16-searched"]  # the plan searched: thousands
     validation.predicted(fixed, cat)
     assert calls == []
+    assert pruned == []
     validation.predicted(searched, cat)
-    assert len(calls) == 1 and calls[0] > 1000
+    assert len(calls) == 1 and calls[0] > prune.PRUNE_FROM  # the bound pass; the evaluated rows read it
+    assert pruned == calls
 
 
 def test_a_pruned_search_computes_memory_once(cat, monkeypatch):

@@ -104,6 +104,15 @@ def search_pruned(job: c.Job, cols: dict, modes, top: int):
     InfeasiblePlan
         If no candidate fits in memory (the message of the full search).
     """
+    rows, searched, feasible = pruned_rows(job, cols, modes, top)
+    return [ev.estimate_from_row(job, row) for row in rows], searched, feasible
+
+
+def pruned_rows(job: c.Job, cols: dict, modes, top: int) -> tuple[list[dict], int, int]:
+    """:func:`search_pruned`'s plans as rows of :func:`~hnplan.planning.training.evaluate.evaluate_columns`'
+    columns (:func:`~hnplan.planning.training.evaluate.column_row`), best first, with the counts
+    ``searched, feasible``: for a caller that reads a few numbers of the best plan (the trust notes' published
+    runs, :func:`hnplan.planning.validation.predicted`). Parameters and errors as :func:`search_pruned`."""
     _, plans = ev.plan_columns(job, cols, modes)
     bound, memory = _bound_and_memory(job, plans)
     mem = np.asarray(memory["total_bytes"], dtype=float)
@@ -131,16 +140,8 @@ def search_pruned(job: c.Job, cols: dict, modes, top: int):
         + ([ev.full_column(parts[1]["step_time_s"], len(rest), float)] if len(rest) else [])
     )
     best = np.lexsort((at, step))[:top]
-    return (
-        [
-            ev.estimate_from_row(
-                job, ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe))
-            )
-            for i in best
-        ],
-        searched,
-        feasible,
-    )
+    rows = [ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe)) for i in best]
+    return rows, searched, feasible
 
 
 def _evaluate(job: c.Job, cols: dict, modes, rows: np.ndarray, memory: dict) -> dict:
