@@ -58,7 +58,7 @@ def best_row(run: TrainingRun, catalog: Catalog | None = None) -> dict:
     """:func:`predict_run`'s plan as ``{column: value}``, the same numbers, without building a frame or importing
     pandas: the candidates' columns evaluated at once (:func:`~hnplan.planning.training.evaluate.evaluate_columns`),
     the fastest that fits (ties in candidate order; the fastest of all when none fits) picked by a stable argsort.
-    What :func:`validation_table` and the trust notes of ``hnplan compare`` (:mod:`hnplan.planning.trust`) read.
+    What :func:`validation_table` reads; the trust notes of ``hnplan compare`` read its metric (:func:`predicted`).
 
     Raises
     ------

@@ -140,8 +140,8 @@ def pruned_rows(job: c.Job, cols: dict, modes, top: int) -> tuple[list[dict], in
         + ([ev.full_column(parts[1]["step_time_s"], len(rest), float)] if len(rest) else [])
     )
     best = np.lexsort((at, step))[:top]
-    rows = [ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe)) for i in best]
-    return rows, searched, feasible
+    picked = [ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe)) for i in best]
+    return picked, searched, feasible
 
 
 def _evaluate(job: c.Job, cols: dict, modes, rows: np.ndarray, memory: dict) -> dict:
