@@ -40,13 +40,13 @@ def test_speed_errors_read_a_step_time_as_its_inverse(monkeypatch):
 
     runs = [_run("a", "hgx-h100-ib-ndr", "step_time_s", 2.0), _run("b", "hgx-h100-ib-ndr", "tokens_per_s_per_gpu", 1e3)]
     predicted = {"step_time_s": 2.5, "tokens_per_s_per_gpu": 900.0}
-    monkeypatch.setattr(validation, "best_row", lambda run, cat: {run.metric: predicted[run.metric]})
+    monkeypatch.setattr(validation, "predicted", lambda run, cat: predicted[run.metric])
     errors = trust.speed_errors(runs, None)
     assert errors == pytest.approx({"a": -0.20, "b": -0.10})
 
 
 def test_speed_errors_plan_each_run_as_the_validation_table_does():
-    # the trust notes plan the runs without pandas (validation.best_row); the validation table's error of each
+    # the trust notes plan the runs without pandas (validation.predicted); the validation table's error of each
     # run, read as a speed, is the same number to the last bit: a dense run pinned to one plan, a run searched
     # over thousands of plans, mixture-of-experts runs with the all-to-all and DeepEP (flex) dispatchers
     from hnplan.planning.validation import predict_run, validation_table

@@ -52,14 +52,14 @@ def speed_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, 
 
 def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[str, float]:
     """:func:`speed_errors` of ``runs``, each planned now as :func:`hnplan.planning.validation.validation_table`
-    plans it (:func:`~hnplan.planning.validation.best_row`, without pandas: the same numbers)."""
+    plans it (:func:`~hnplan.planning.validation.predicted`, without pandas: the same numbers)."""
     from hnplan.catalog.loader import load_catalog
-    from hnplan.planning.validation import best_row, error_pct
+    from hnplan.planning.validation import error_pct, predicted
 
     cat = catalog or load_catalog()
     out = {}
     for run in runs:
-        ratio = 1.0 + error_pct(float(best_row(run, cat)[run.metric]), run.published) / 100.0
+        ratio = 1.0 + error_pct(predicted(run, cat), run.published) / 100.0
         out[run.id] = float((1.0 / ratio if run.metric == "step_time_s" else ratio) - 1.0)
     return out
 

@@ -8,10 +8,12 @@ import numpy as np
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, training_runs
+from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
-from hnplan.planning.training.evaluate import column_row, evaluate_columns, full_column, plan_columns
+from hnplan.planning.training.evaluate import MEMORY_PARTS, column_row, evaluate_columns, full_column, plan_columns
 from hnplan.planning.training.job import make_job
+from hnplan.planning.training.prune import PRUNE_FROM, prunable, pruned_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -56,17 +58,53 @@ def best_row(run: TrainingRun, catalog: Catalog | None = None) -> dict:
     """:func:`predict_run`'s plan as ``{column: value}``, the same numbers, without building a frame or importing
     pandas: the candidates' columns evaluated at once (:func:`~hnplan.planning.training.evaluate.evaluate_columns`),
     the fastest that fits (ties in candidate order; the fastest of all when none fits) picked by a stable argsort.
-    What :func:`validation_table` and the trust notes of ``hnplan compare`` (:mod:`hnplan.planning.trust`) read.
+    What :func:`validation_table` reads; the trust notes of ``hnplan compare`` read its metric (:func:`predicted`).
 
     Raises
     ------
     InputError
         As :func:`run_job`.
     """
+    return _best_row(run, catalog, memory=True)
+
+
+def predicted(run: TrainingRun, catalog: Catalog | None = None) -> float:
+    """The value of the run's ``metric`` in :func:`best_row`'s plan, the same number, with less work on a stack
+    that offloads nothing (:func:`~hnplan.planning.training.prune.prunable`: memory then decides only ``fits``): a
+    run whose stated configuration leaves one candidate is evaluated without its memory per GPU (the one candidate
+    is the pick whether it fits or not), and one that leaves more than
+    :data:`~hnplan.planning.training.prune.PRUNE_FROM` is searched with the exact pruning of
+    :func:`~hnplan.planning.training.prune.pruned_rows` (the fastest plan that fits, ties in candidate order; all
+    evaluated when none fits). What the trust notes of ``hnplan compare`` read (:mod:`hnplan.planning.trust`:
+    every published run on the compared accelerators, mostly fixed plans).
+
+    Raises
+    ------
+    InputError
+        As :func:`run_job`.
+    """
+    return float(_best_row(run, catalog, memory=False)[run.metric])
+
+
+def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
+    """:func:`best_row`; without ``memory``, for a prunable job, the memory columns of a lone candidate are NaN
+    (not evaluated) and its ``fits`` False, and many candidates are searched with pruning."""
     job = run_job(run, catalog)
     cols, modes = candidate_arrays(job, run.fixed)
-    ev = evaluate_columns(job, *plan_columns(job, cols, modes))
     n = len(cols["tp"])
+    mem = None
+    lean = not memory and prunable(job)
+    if lean and n > PRUNE_FROM:
+        try:
+            (best,), _, _ = pruned_rows(job, cols, modes, 1)
+        except InfeasiblePlan:  # none fits: the fastest of all, from every candidate's evaluation below
+            pass
+        else:
+            best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
+            return best
+    if lean and n == 1:
+        mem = {k: np.full(n, np.nan) for k in (*MEMORY_PARTS, "total_bytes")}
+    ev = evaluate_columns(job, *plan_columns(job, cols, modes), memory=mem)
     fits = full_column(ev["fits"], n, bool)
     rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
     first = rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]]

@@ -51,6 +51,17 @@ def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndar
     tuple of numpy.ndarray
         ``(bound_s, memory_per_gpu_bytes, fits)``, one entry per candidate.
     """
+    bound, mem = _bound_and_memory(job, plans)
+    total = np.asarray(mem["total_bytes"], dtype=float)
+    return bound, total, total <= c.hbm_bytes(job.acc)
+
+
+def _bound_and_memory(job: c.Job, plans) -> tuple[np.ndarray, dict]:
+    """:func:`step_lower_bound`'s bound [s] and each candidate's memory per GPU by part
+    (:data:`~hnplan.planning.training.evaluate.MEMORY_PARTS` and ``total_bytes`` [bytes], as
+    :func:`~hnplan.planning.training.components.memory_per_gpu` gives them: each candidate's own numbers, so
+    :func:`search_pruned` hands the rows it evaluates to :func:`~hnplan.planning.training.evaluate.evaluate_columns`
+    rather than have it compute them again)."""
     codes, _, stages = stage_table(job, plans)  # [stage, quantity, distinct row]
     per_stage = stages[:, 0, :][:, codes]  # first, middle, last stage's compute per candidate
     t_comp = np.max(per_stage, axis=0)
@@ -62,8 +73,10 @@ def step_lower_bound(job: c.Job, plans) -> tuple[np.ndarray, np.ndarray, np.ndar
         every = per_stage[0] + np.maximum(pp - 2, 0) * per_stage[1] + per_stage[2]
         others = np.where(pp > 1, np.maximum(every - t_comp, 0.0), 0.0)
         bound = m * t_comp + others / v
-    mem = np.asarray(c.memory_per_gpu(job, plans)["total_bytes"], dtype=float)
-    return bound * (1.0 - BOUND_SLACK), mem, mem <= c.hbm_bytes(job.acc)
+    per_gpu = c.memory_per_gpu(job, plans)
+    n = len(m)
+    mem = {k: np.broadcast_to(np.asarray(per_gpu[k]), (n,)) for k in (*ev.MEMORY_PARTS, "total_bytes")}
+    return bound * (1.0 - BOUND_SLACK), mem
 
 
 def search_pruned(job: c.Job, cols: dict, modes, top: int):
@@ -91,8 +104,19 @@ def search_pruned(job: c.Job, cols: dict, modes, top: int):
     InfeasiblePlan
         If no candidate fits in memory (the message of the full search).
     """
+    rows, searched, feasible = pruned_rows(job, cols, modes, top)
+    return [ev.estimate_from_row(job, row) for row in rows], searched, feasible
+
+
+def pruned_rows(job: c.Job, cols: dict, modes, top: int) -> tuple[list[dict], int, int]:
+    """:func:`search_pruned`'s plans as rows of :func:`~hnplan.planning.training.evaluate.evaluate_columns`'
+    columns (:func:`~hnplan.planning.training.evaluate.column_row`), best first, with the counts
+    ``searched, feasible``: for a caller that reads a few numbers of the best plan (the trust notes' published
+    runs, :func:`hnplan.planning.validation.predicted`). Parameters and errors as :func:`search_pruned`."""
     _, plans = ev.plan_columns(job, cols, modes)
-    bound, mem, fits = step_lower_bound(job, plans)
+    bound, memory = _bound_and_memory(job, plans)
+    mem = np.asarray(memory["total_bytes"], dtype=float)
+    fits = mem <= c.hbm_bytes(job.acc)
     searched, feasible = len(cols["tp"]), int(fits.sum())
     if not feasible:
         raise InfeasiblePlan(
@@ -104,30 +128,24 @@ def search_pruned(job: c.Job, cols: dict, modes, top: int):
     order = np.argsort(bound[rows], kind="stable")
     n_probe = max(PRUNE_PROBE, top)
     probe = np.sort(rows[order[:n_probe]])
-    parts = [_evaluate(job, cols, modes, probe)]
+    parts = [_evaluate(job, cols, modes, probe, memory)]
     cut = np.sort(ev.full_column(parts[0]["step_time_s"], len(probe), float))[min(top, len(probe)) - 1]
     rest = np.sort(rows[order[n_probe:]])
     rest = rest[bound[rest] <= cut]  # the others are slower than ``top`` evaluated plans
     if len(rest):
-        parts.append(_evaluate(job, cols, modes, rest))
+        parts.append(_evaluate(job, cols, modes, rest, memory))
     at = np.concatenate([probe, rest])  # each row's place among the candidates: ties go to the earlier
     step = np.concatenate(
         [ev.full_column(parts[0]["step_time_s"], len(probe), float)]
         + ([ev.full_column(parts[1]["step_time_s"], len(rest), float)] if len(rest) else [])
     )
     best = np.lexsort((at, step))[:top]
-    return (
-        [
-            ev.estimate_from_row(
-                job, ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe))
-            )
-            for i in best
-        ],
-        searched,
-        feasible,
-    )
+    picked = [ev.column_row(parts[0], i) if i < len(probe) else ev.column_row(parts[1], i - len(probe)) for i in best]
+    return picked, searched, feasible
 
 
-def _evaluate(job: c.Job, cols: dict, modes, rows: np.ndarray) -> dict:
-    """:func:`~hnplan.planning.training.evaluate.evaluate_columns` of the candidates at ``rows``."""
-    return ev.evaluate_columns(job, *ev.plan_columns(job, {k: a[rows] for k, a in cols.items()}, modes))
+def _evaluate(job: c.Job, cols: dict, modes, rows: np.ndarray, memory: dict) -> dict:
+    """:func:`~hnplan.planning.training.evaluate.evaluate_columns` of the candidates at ``rows``, with their
+    memory per GPU taken from ``memory`` (:func:`_bound_and_memory` of all the candidates)."""
+    picked = {k: a[rows] for k, a in memory.items()}
+    return ev.evaluate_columns(job, *ev.plan_columns(job, {k: a[rows] for k, a in cols.items()}, modes), memory=picked)
