@@ -98,3 +98,21 @@ def test_embedding_gradient_all_reduce_between_the_end_stages_by_hand():
     dual = next(r for r in training_runs() if r.id == "deepseek-v3-2048-dualpipe")
     j3 = run_job(dual)
     assert not embedding_grad_allreduce_s(j3, search_candidates(j3, dual.fixed)).any()
+
+
+def test_the_tp_pairs_step_end_all_reduce_is_milliseconds_by_hand():
+    """What TP 2 (GB200) adds once a step over TP 1 (GB300): the all-reduce over the TP pair of the gradients
+    of the weights every TP rank holds whole (docs/training.md, "GB200 against GB300, setting by setting")."""
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+    # a DeepSeek-V3 MoE layer (HF config.json): MLA q down-projection 7,168 x 1,536, kv down-projection
+    # 7,168 x (512 + 64), the router 256 x 7,168, the two RMSNorms (7,168) and the q / kv latent norms
+    per_layer = 7168 * 1536 + 7168 * (512 + 64) + 256 * 7168 + 2 * 7168 + 1536 + 512
+    assert per_layer == pytest.approx(16.99e6, rel=1e-3)
+    s = 16 * per_layer * 2.0  # a 16-layer stage, bf16 gradients: 0.54 GB
+    assert s == pytest.approx(0.544e9, rel=1e-3)
+    t = float(collective_s(job, "allreduce", np.array([s]), np.array([2]), np.array([1]))[0])
+    # two ranks: each sends and receives S / 2 twice, S in all, over NVLink 5 (900 GB/s a direction);
+    # the catalog's achievable rate puts it a little above that floor, far below the 1.2 s missing
+    assert s / 900e9 < t < 2.0 * s / 900e9
+    assert t < 0.002
