@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from hnplan.compute import attention_op, ring_step_times_s, totals
 from hnplan.compute.attention import attention_compute_s, slower_ring_step
-from hnplan.compute.context_parallel import ring_correction_bytes, ring_steps
+from hnplan.compute.context_parallel import ring_correction_bytes, ring_correction_kernels, ring_steps
+from hnplan.compute.counts import achievable_hbm_Bps
 from hnplan.compute.operators import operator_table
 from hnplan.planning.training import ParallelPlan, estimate_training_step
 from hnplan.planning.training.collectives import collective_s
@@ -59,8 +60,11 @@ def test_the_operator_table_times_the_ring_steps_and_keeps_model_flops(cat):
     assert sorted(set(attn["name"])) == ["attention_cp_diagonal", "attention_cp_step", "attn_cp_correction"]
     fwd = attn[(attn["phase"] == "fwd") & (attn["kind"] == "attention")]["flops"].sum()
     assert fwd == pytest.approx(2.0 * HQ * 4096 * 8192 * 2 * D * 0.5, rel=1e-12)
-    corr = attn[attn["name"] == "attn_cp_correction"].set_index("phase")["bytes"]
-    assert (corr["fwd"], corr["bwd"]) == pytest.approx((88_866_816, 98_566_144), rel=1e-12)
+    corr = attn[attn["name"] == "attn_cp_correction"].set_index("phase")
+    # each pass's bytes over its kernels: cp + 2 = 4 forward, 3 cp + 1 = 7 backward, in every one of 126 layers
+    assert (corr.loc["fwd", "count"], corr.loc["bwd", "count"]) == (126 * 4, 126 * 7)
+    layer = corr["bytes"] * corr["count"] / 126
+    assert (layer["fwd"], layer["bwd"]) == pytest.approx((88_866_816, 98_566_144), rel=1e-12)
     # the model convention (MFU) still counts one s/cp x s kernel: half the cp = 1 FLOPs
     one = totals(operator_table(m, acc, "train", 1, 8192, tp=8, convention="model"))["flops"]
     two = totals(operator_table(m, acc, "train", 1, 8192, tp=8, cp=2, convention="model"))["flops"]
@@ -155,10 +159,10 @@ def test_a_ring_counted_once_times_as_its_steps_listed(cat, recompute):
 
     listed = []
     for b, cp in zip(mbs.tolist(), cps.tolist()):
-        t, _ = timed(
+        t, c = timed(
             attention_rows(slower_ring_step(acc, attention_op(m, b, 8192, 8, cp)), "train", recompute, True, 1.0)
         )
-        listed.append(t.sum())
+        listed.append((t * c).sum())  # the corrections' rows count their kernels
     op = slower_ring_step(acc, attention_op(m, mbs, 8192, np.full(3, 8), cps))
     rows = attention_rows(op, "train", recompute, True, 1.0, ring_once=True)
     # each row split into one row per shape (its numbers, or the number all shapes share)
@@ -179,3 +183,23 @@ def test_ring_kernel_times_over_shapes_equal_each_shape(cat):
         fwd, bwd = ring_step_times_s(acc, attention_op(m, b, 8192, t, c))
         assert fwd.tolist() == [fd[i]] + [fs[i]] * (c - 1)
         assert bwd.tolist() == [bd[i]] + [bs[i]] * (c - 1)
+
+
+def test_ring_corrections_run_as_kernels_of_their_own(cat):
+    # Transformer Engine's AttnFuncWithCPAndKVP2P on rank cp - 1: forward the K/V concatenation, the cp output
+    # merges after the loop and the last log-sum-exp merge the stream waits for (cp + 2); backward the ring
+    # buffer's copy and a dQ, a dK and a dV copy or add at each of the cp steps (3 cp + 1)
+    assert ring_correction_kernels(2) == (4, 7) and ring_correction_kernels(4) == (6, 13)
+    # Llama 3.1 8B at TP 4 CP 4 on a GB200 (NVIDIA's 1,024-GPU MLPerf layout): each kernel pays the chip's
+    # 3.67 us beside its share of the bytes at the achievable HBM rate, so the forward's corrections of a layer
+    # take bytes / HBM + 6 x 3.67 us where one pass took bytes / HBM + 3.67 us
+    acc = cat.accelerator("gb200")
+    t = operator_table(cat.model("llama3.1-8b"), acc, "train", 1, 8192, tp=4, cp=4)
+    corr = t[t["name"] == "attn_cp_correction"].set_index("phase")
+    op = attention_op(cat.model("llama3.1-8b"), 1, 8192, 4, 4)
+    fwd_bytes, bwd_bytes = ring_correction_bytes(op, 4)
+    assert (corr.loc["fwd", "count"], corr.loc["bwd", "count"]) == (32 * 6, 32 * 13)
+    per_layer = corr["time_s"] * corr["count"] / 32
+    hbm = achievable_hbm_Bps(acc)
+    assert per_layer["fwd"] == pytest.approx(fwd_bytes / hbm + 6 * 3.67e-6, rel=1e-9)
+    assert per_layer["bwd"] == pytest.approx(bwd_bytes / hbm + 13 * 3.67e-6, rel=1e-9)

@@ -48,6 +48,9 @@ class _Op:
     # attention-elementwise: bytes per element of the forward and of the backward pass
     fwd_bytes_per_elem: float = 0.0
     bwd_bytes_per_elem: float = 0.0
+    # attention-elementwise: kernels each pass's bytes and FLOPs are split over (each pays the kernel overhead)
+    fwd_kernels: float = 1.0
+    bwd_kernels: float = 1.0
     # attention-gemm: names of the two backward GEMMs (gradients of the first and second operand)
     grad_names: tuple = ()
 

@@ -175,16 +175,17 @@ def attention_rows(
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out
-    if op.kind == "attention-elementwise":
+    if op.kind == "attention-elementwise":  # each pass as its kernels (fwd_kernels, bwd_kernels), sharing its bytes
         f = op.flops_per_out * op.e_out if executed else 0.0
+        nf, nb = op.fwd_kernels, op.bwd_kernels
         fwd = (
             op.name,
             op.scope,
             op.kind,
             phase if phase != "train" else "fwd",
-            count,
-            f,
-            op.e_out * op.fwd_bytes_per_elem,
+            count * nf,
+            f / nf,
+            op.e_out * op.fwd_bytes_per_elem / nf,
             0.0,
             0.0,
             0.0,
@@ -192,10 +193,8 @@ def attention_rows(
         )
         if phase != "train":
             return [fwd]
-        out += [
-            fwd,
-            (op.name, op.scope, op.kind, "bwd", count, 2.0 * f, op.e_out * op.bwd_bytes_per_elem, 0.0, 0.0, 0.0, 1.0),
-        ]
+        bwd_by = op.e_out * op.bwd_bytes_per_elem / nb
+        out += [fwd, (op.name, op.scope, op.kind, "bwd", count * nb, 2.0 * f / nb, bwd_by, 0.0, 0.0, 0.0, 1.0)]
         if recompute in ("full", "selective"):
             out.append((op.name, op.scope, op.kind, "recompute", *fwd[4:]))
         return out

@@ -30,6 +30,15 @@ Around the kernels, memory-bound passes in bf16 ([1]_: ``flash_attn_fwd_out_corr
 * backward: K/V copied into the ring buffer (read + write); dQ copied from the first step and added from
   each later one (read two, write one), dK and dV likewise.
 
+They run as kernels of their own ([1]_), each paying the chip's per-kernel overhead, not as one pass: on rank
+``cp - 1`` the forward's critical path holds the K/V concatenation (``torch.cat``), the ``cp`` output merges
+after the loop (``flash_attn_fwd_out_correction_init`` and ``flash_attn_fwd_out_correction``, one fused kernel
+each under ``jit_fuser``) and the last log-sum-exp merge, which the stream waits for: ``cp + 2`` kernels (the
+first ``cp - 1`` log-sum-exp kernels, the clone and the merges of steps ``1 .. cp - 2``, run on the other of
+the ring's two streams beside the next step's attention kernel and are not counted); the backward the ring
+buffer's ``copy_`` and at each of the ``cp`` steps one ``copy_`` or ``add_`` into dQ and one each into dK and
+dV: ``3 cp + 1`` (:func:`ring_correction_kernels`).
+
 The K/V block sent to the next rank at a forward step overlaps that step's kernel; in the backward the
 step sends K/V (step 0), K/V and the partial dK/dV travelling the other way round (steps ``1 .. cp - 2``)
 or dK/dV alone (step ``cp - 1``), each overlapping that step's backward kernel ([1]_). Which link carries
@@ -125,12 +134,24 @@ def ring_correction_bytes(op: _Op, cp: int) -> tuple[float, float]:
     return fwd, bwd
 
 
+def ring_correction_kernels(cp):
+    """Kernels of one layer's ring corrections on the critical path of rank ``cp - 1`` (module docstring),
+    (forward, backward): ``(cp + 2, 3 cp + 1)``; ``cp`` a number or an integer array over shapes.
+
+    >>> ring_correction_kernels(4)
+    (6, 13)
+    """
+    return cp + 2, 3 * cp + 1
+
+
 def ring_correction_op(op: _Op, cp: int) -> _Op:
     """The ring's memory-bound passes of one layer as one ``attention-elementwise`` operator
-    (``attn_cp_correction``) over the rank's output elements, bytes from :func:`ring_correction_bytes`;
-    it is part of the attention core (selective recomputation re-runs it with the kernels)."""
+    (``attn_cp_correction``) over the rank's output elements, bytes from :func:`ring_correction_bytes`, each
+    pass split over the kernels of :func:`ring_correction_kernels`; it is part of the attention core (selective
+    recomputation re-runs it with the kernels)."""
     o = op.b * op.s_q * op.hq * op.d_v
     fwd, bwd = ring_correction_bytes(op, cp)
+    n_fwd, n_bwd = ring_correction_kernels(cp)
     return _Op(
         "attn_cp_correction",
         "attention-elementwise",
@@ -139,4 +160,6 @@ def ring_correction_op(op: _Op, cp: int) -> _Op:
         fwd_bytes_per_elem=fwd / o,
         bwd_bytes_per_elem=bwd / o,
         flops_per_out=CORRECTION_FLOPS * (cp - 1),
+        fwd_kernels=n_fwd,
+        bwd_kernels=n_bwd,
     )

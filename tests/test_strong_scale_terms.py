@@ -1,0 +1,52 @@
+"""tools/strong_scale_terms.py: the communication of a row's plan with nothing hidden, against its measured step
+(docs/training.md, "Llama 3.1 8B strong scaling, candidate by candidate")."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "strong_scale_terms.py"
+ROW = "mlperf-v60-nvidia-gb200-llama31-8b-1024"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("strong_scale_terms", TOOL)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ms(text: str, label: str) -> float:
+    return float(re.search(rf"{label} ([0-9.]+) ms", text).group(1))
+
+
+def test_gb200_1024_ring_and_no_overlap_bound(capsys):
+    _tool().main([ROW])
+    out = capsys.readouterr().out
+    # TP 4, CP 4, 32 layers: Transformer Engine's ring sends cp - 1 = 3 K/V blocks forward and, backward, the K/V,
+    # cp - 2 = 2 messages of K/V with dK/dV and the dK/dV: 7 a layer, 224 a step
+    assert "224 messages" in out
+    # the block: 8,192 / 4 tokens x 2 (K and V) x ceil(8 KV heads / 4) x 128 x 2 bytes = 2 MiB over NVLink, the
+    # two-block message 4 MiB; hnplan's send/receive on the GB200's NVLink (alpha 1.9 us, 694.8 GB/s):
+    # 1.9 + 2,097,152 / 694.8e3 = 4.92 us and 1.9 + 4,194,304 / 694.8e3 = 7.94 us, so
+    # 32 x (3 x 4.92 + 2 x 4.92 + 2 x 7.94) us = 1.29 ms
+    assert _ms(out, "messages,") == pytest.approx(
+        32 * (5 * (1.9 + 2097152 / 694.8e3) + 2 * (1.9 + 4194304 / 694.8e3)) / 1e3, abs=0.01
+    )
+    measured = _ms(out, "measured")
+    assert measured == pytest.approx(72.1)
+    # every collective on the critical path still leaves the modelled step short of the measured one
+    no_overlap = _ms(out, "no overlap at all:")
+    parts = _ms(out, "compute") + sum(float(x) for x in re.findall(r"([0-9.]+) ms all", out))
+    assert no_overlap == pytest.approx(parts, abs=0.2)  # plus the optimizer's 0.05 ms, each printed to 0.01-0.1 ms
+    assert no_overlap < measured
+
+
+def test_refusals():
+    tool = _tool()
+    with pytest.raises(SystemExit, match="unknown run id"):
+        tool.main(["no-such-run"])
+    with pytest.raises(SystemExit, match="not a step time"):
+        tool.main(["nemo2407-h100-llama3-8b-8"])

@@ -1,0 +1,123 @@
+"""Size the communication terms of a validation row's plan with nothing hidden: an upper bound on what
+latency and bandwidth can add to its step.
+
+For each row the planner's best plan is broken into the collectives hnplan times (the same
+:func:`hnplan.planning.training.collectives.collective_s` and group placement as the step model) and the
+sum of each term is printed twice, as modelled (overlapped where the stack overlaps it) and with every
+message on the critical path:
+
+* CP: Transformer Engine's P2P ring (``AttnFuncWithCPAndKVP2P``): per layer ``cp - 1`` K/V messages forward,
+  and backward the K/V at the first step, K/V with the partial dK/dV (one message of two blocks) at steps
+  ``1 .. cp - 2`` and dK/dV at the last (:func:`hnplan.planning.training.collectives.cp_comm_per_layer`);
+* TP: the sequence-parallel all-gathers and reduce-scatters of every layer and pass, and the FP8 current
+  scaling amax all-reduces (``tp_comm_per_microbatch``, ``fp8_amax_per_microbatch``);
+* DP: the distributed optimizer's reduce-scatter and all-gather, every bucket of ``dp_bucket_params``
+  parameters over the ``dp x cp`` group (``dp_comm_exposed``'s buckets).
+
+The "no overlap" step is the modelled compute plus all of these: when it is still shorter than the measured
+step, the communication hnplan knows of cannot explain the gap at any overlap, and the rest is in the work
+of the kernels. ``kernels`` is the operator table's kernel count of one micro-batch (GEMM chunks counted
+one by one) and ``gap / kernel`` the time each would have to take longer to close the gap.
+
+Usage: ``python tools/strong_scale_terms.py RUN_ID [RUN_ID ...]``
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+import hnplan.planning.training.collectives as coll
+from hnplan.catalog.runs import training_runs
+from hnplan.compute import ACT_BYTES
+from hnplan.compute.operators import operator_table
+from hnplan.planning.training.components import local_params
+from hnplan.planning.validation import best_row, run_job
+
+
+def _cp_ring_s(job, row) -> tuple[float, int]:
+    """All CP ring messages of one micro-batch [s] and their count (nothing hidden)."""
+    tp, cp, mb = int(row["tp"]), int(row["cp"]), int(row["microbatch_size"])
+    if cp == 1:
+        return 0.0, 0
+    block = mb * job.seq_len / cp * float(coll._kv_width(job, tp)) * ACT_BYTES
+    t1, t2 = coll.collective_s(job, "sendrecv", np.array([block, 2 * block]), np.array([cp, cp]), np.array([tp, tp]))
+    per_layer = (cp - 1) * t1 + 2 * t1 + (cp - 2) * t2
+    return job.model.layers * float(per_layer), job.model.layers * (2 * cp - 1)
+
+
+def _dp_s(job, row) -> tuple[float, float]:
+    """All reduce-scatter and all-gather buckets of a step [s] (ZeRO 1-2 dense model) and one bucket's pair."""
+    df = pd.DataFrame([row])
+    tp, dp, cp = int(row["tp"]), int(row["dp"]), int(row["cp"])
+    dense = float(local_params(job, df)[0][0])
+    bucket = job.choices.dp_bucket_params or max(coll.BUCKET_MIN_PARAMS, coll.BUCKET_PER_DP_PARAMS * dp * cp)
+    nb = max(1.0, np.ceil(dense / bucket))
+    gather = coll.param_gather_bytes(job)[0]
+    rs = coll.collective_s(
+        job, "reducescatter", np.array([dense / nb * job.choices.grad_reduce_bytes]), [dp * cp], [tp]
+    )
+    ag = coll.collective_s(job, "allgather", np.array([dense / nb * gather]), [dp * cp], [tp])
+    return float(nb * (rs[0] + ag[0])), float(rs[0] + ag[0])
+
+
+def main(ids: list[str]) -> None:
+    runs = {r.id: r for r in training_runs()}
+    missing = [i for i in ids if i not in runs]
+    if missing:
+        raise SystemExit(f"unknown run id(s): {', '.join(missing)}")
+    for rid in ids:
+        run = runs[rid]
+        if run.metric != "step_time_s":
+            raise SystemExit(f"{rid}: metric {run.metric}, not a step time")
+        job, row = run_job(run), best_row(run)
+        if int(row["pp"]) > 1 or job.model.moe is not None:
+            raise SystemExit(f"{rid}: only dense models without a pipeline are sized here")
+        df = pd.DataFrame([row])
+        m = int(row["num_microbatches"])
+        layers = job.model.layers
+        tp_all = m * float(
+            coll.tp_comm_per_microbatch(job, df, layers)[0] + coll.fp8_amax_per_microbatch(job, df, layers)[0]
+        )
+        cp_one, n_cp = _cp_ring_s(job, row)
+        dp_all, dp_pair = _dp_s(job, row)
+        ops = operator_table(
+            job.model,
+            job.kernel_acc,
+            "train",
+            int(row["microbatch_size"]),
+            run.seq_len,
+            tp=int(row["tp"]),
+            cp=int(row["cp"]),
+            dtype=run.dtype,
+            recompute=str(row["recompute"]),
+            stack=job.choices,
+        )
+        kernels = m * int(ops["count"].sum())
+        comp, step = float(row["t_compute_s"]), float(row["step_time_s"])
+        no_overlap = comp + tp_all + m * cp_one + dp_all + float(row["t_optimizer_s"])
+        gap = run.published - step
+        ms = 1e3
+        print(f"{rid}: TP {int(row['tp'])} CP {int(row['cp'])} DP {int(row['dp'])}, {m} micro-batch(es)")
+        print(f"  measured {run.published * ms:.1f} ms, modelled {step * ms:.1f} ms, gap {gap * ms:+.1f} ms")
+        print(f"  compute {comp * ms:.1f} ms in {kernels:,} kernels: gap / kernel {gap / kernels * 1e6:.1f} us")
+        print(
+            f"  CP ring: {m * n_cp} messages, {m * cp_one * ms:.2f} ms all, {float(row['t_cp_comm_exposed_s']) * ms:.2f} ms modelled"
+        )
+        print(
+            f"  TP (SP collectives, amax): {tp_all * ms:.2f} ms all, {float(row['t_tp_comm_exposed_s']) * ms:.2f} ms modelled"
+        )
+        print(
+            f"  DP buckets: {dp_all * ms:.2f} ms all ({dp_pair * ms:.2f} ms a bucket's pair), {float(row['t_dp_comm_exposed_s']) * ms:.2f} ms modelled"
+        )
+        print(
+            f"  no overlap at all: {no_overlap * ms:.1f} ms ({(no_overlap / run.published - 1) * 100:+.1f} % of measured)"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__.strip().splitlines()[-1])
+    main(sys.argv[1:])
