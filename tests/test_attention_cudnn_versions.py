@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq, least_squares
 
+from hnplan.catalog.runs import training_runs
 from hnplan.compute.kernels import attention_time_s
 
 # (chip, batch, query heads, KV heads) -> {tokens: (forward, backward) TFLOP/s}, as published
@@ -123,6 +124,22 @@ def test_newer_kernels_are_faster_and_the_2026_stack_keeps_the_accelerators(cat)
         new, old = cat.accelerator(chip).attention_efficiency, cat.stack("nemo-mlperf-v50").attention_efficiency[chip]
         assert new["fwd"] > old["fwd"] and new["bwd"] > old["bwd"]
     assert cat.stack("megatron-bridge-2608-mxfp8").attention_efficiency is None
+
+
+def test_mlperf_v60_stack_is_the_v50_choices_in_a_cudnn_9_21_container(cat):
+    # MLPerf Training v6.0's NeMo / PyTorch 26.04 containers ship cuDNN 9.21.1 (the round's system descriptions), inside
+    # the 9.17-9.22 range of the accelerators' ceilings: the stack keeps the accelerators' attention and changes nothing
+    # else of nemo-mlperf-v50 (its bf16 attention needs no FP8 ratio: NVTE_DPA_FP8_RECIPE=F16)
+    v50, v60 = cat.stack("nemo-mlperf-v50"), cat.stack("nemo-mlperf-v60")
+    assert v60.attention_efficiency is None and v60.attention_fp8_ratio is None
+    entry = {"id", "name", "source", "notes", "field_sources", "assumptions"}
+    meta = entry | {"attention_efficiency", "attention_fp8_ratio"}
+    assert v60.model_dump(exclude=meta) == v50.model_dump(exclude=meta)
+    rows = {r.id: r.stack for r in training_runs()}
+    for rid in ("mlperf-v60-nvidia-gb300-llama31-405b-512", "mlperf-v60-nvidia-gb300-llama31-405b-2048",
+                "mlperf-v60-coreweave-gb300-llama31-405b-4096"):  # fmt: skip
+        assert rows[rid] == "nemo-mlperf-v60"
+    assert rows["mlperf-v60-azure-gb200-llama31-405b-8192"] == "nemo-mlperf-v50"  # Azure ran NeMo 25.09
 
 
 # PyTorch SDPA's FLASH_ATTENTION backend (FlashAttention-2) on a Hopper GPU at 1,980 MHz, causal bf16, 16 heads of

@@ -281,6 +281,7 @@ def test_short_run_stack_ceiling_takes_the_sustained_clock(cat):
 TE_NVFP4_STACKS = (
     "megatron-core",
     "nemo-mlperf-v50",
+    "nemo-mlperf-v60",
     "megatron-bridge-2511",
     "megatron-bridge-2511-mxfp8",
     "megatron-bridge-2608-mxfp8",
@@ -295,7 +296,7 @@ def test_every_transformer_engine_stack_carries_the_cublaslt_nvfp4_ceiling(cat, 
     assert st.matmul_efficiency == {"b200": {"fp4": 0.70}, "gb200": {"fp4": 0.66}}
     assert st.matmul_efficiency_short_run == ["fp4"]
     source = st.field_sources["matmul_efficiency.fp4"]
-    if stack_id in ("megatron-core", "nemo-mlperf-v50"):
+    if stack_id in ("megatron-core", "nemo-mlperf-v50", "nemo-mlperf-v60"):
         assert "pytorch/ao PR 2427" in source  # the derivation itself
     else:  # a pointer to it, with the container's Transformer Engine (>= 2.8, the first release with the recipe)
         assert source.startswith("cuBLASLt NVFP4 GEMM ceiling as the megatron-core stack")
