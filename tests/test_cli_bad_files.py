@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from hnplan.cli import app
 from hnplan.cli._app import LazyGroup
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
@@ -21,10 +23,6 @@ except TypeError:
 ROOT = Path(__file__).resolve().parents[1]
 OPENB = ROOT / "data" / "traces" / "alibaba-openb-gpu-sample.csv"
 CLUSTER = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _openb_with(tmp_path, line: int, old: str, new: str) -> Path:
@@ -52,7 +50,7 @@ def test_an_openb_trace_cell_that_is_no_number_is_one_line(tmp_path, old, new, s
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2, res.stdout + res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit)
-    assert _one_line(res.stderr) == f"error: {path}: {said}"
+    assert one_line(res.stderr) == f"error: {path}: {said}"
 
 
 def test_hnplans_own_trace_format_names_the_row_of_a_bad_cell(tmp_path):
@@ -64,7 +62,7 @@ def test_hnplans_own_trace_format_names_the_row_of_a_bad_cell(tmp_path):
     )
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == f"error: {path}: row 3, column gpus: must be a number; has 'eight'"
+    assert one_line(res.stderr) == f"error: {path}: row 3, column gpus: must be a number; has 'eight'"
 
 
 def test_an_unexpected_error_shows_its_own_traceback_and_abort_exits_1(capsys):
@@ -102,7 +100,7 @@ def test_calibrate_refuses_tflops_above_the_peak_and_writes_nothing(tmp_path):
     out = tmp_path / "cal" / "mine.yaml"
     res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: --runs: {runs}: run llama3-405b-8k-gpus: field published: 4300 TFLOP/s per GPU is above "
         "h100-sxm's dense bf16 peak of 989.4 TFLOP/s; give the measured model_tflops_per_gpu of one GPU"
     )
@@ -115,7 +113,7 @@ def test_report_with_a_bad_parameter_file_leaves_no_output_folder(tmp_path):
     out = tmp_path / "reports"
     res = runner.invoke(app, ["report", "--params", str(params), "--out", str(out)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: --params {params}: notebook 'design_comparison', parameter 'gpus': must be a positive number; got 0"
     )
     assert not out.exists()  # it made the folder before checking the parameters
@@ -129,7 +127,7 @@ def test_a_file_of_another_kind_is_named_as_that_kind(tmp_path):
     argv = ["train", "--model", "llama3.1-8b", "--system", str(model), "--gpus", "8", "--seq-len", "8192"]
     res = runner.invoke(app, [*argv, "--global-batch-size", "8"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: --system: {model}: entry 'llama3.1-8b' is a Model entry (data/models/: its keys layers, hidden, "
         "ffn_hidden, heads, ... are Model fields), not a System"
     )
@@ -142,7 +140,7 @@ def test_unknown_keys_with_no_near_name_list_the_allowed_keys_once(tmp_path):
     path.write_text("id: m\nname: m\nsource: a paper\nfoo: 1\nbar: 2\n")
     res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "models"])
     assert res.exit_code == 2
-    text = _one_line(res.stdout + res.stderr)
+    text = one_line(res.stdout + res.stderr)
     assert "field 'foo': unknown key (allowed keys: id, name, source," in text
     assert "field 'bar': unknown key (allowed keys as above)" in text
     assert text.count("allowed keys: ") == 1
@@ -162,16 +160,16 @@ def test_unknown_keys_with_no_near_name_list_the_allowed_keys_once(tmp_path):
 def test_a_mistyped_sub_command_gets_the_nearest_one(argv, said):
     res = runner.invoke(app, argv)
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == f"error: {said}"
+    assert one_line(res.stderr) == f"error: {said}"
 
 
 def test_a_refused_value_that_appears_in_the_bound_is_still_quoted():
     # "greater than or equal to 0.01" holds the typed "0", so the value was left out of the message
     res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "72", "--years", "0"])
     assert res.exit_code == 2
-    assert "Input should be greater than or equal to 0.01; got '0'; see 'hnplan tco --help'" in _one_line(res.stderr)
+    assert "Input should be greater than or equal to 0.01; got '0'; see 'hnplan tco --help'" in one_line(res.stderr)
     res = runner.invoke(app, ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "0"])
-    assert res.exit_code == 2 and _one_line(res.stderr).count("got") == 1  # a message that says it once
+    assert res.exit_code == 2 and one_line(res.stderr).count("got") == 1  # a message that says it once
 
 
 def test_a_runs_file_whose_plan_does_not_make_its_gpus_names_the_field(tmp_path):
@@ -183,7 +181,7 @@ def test_a_runs_file_whose_plan_does_not_make_its_gpus_names_the_field(tmp_path)
         app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(tmp_path / "c")]
     )
     assert res.exit_code == 3
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"infeasible: --runs: {runs}: run llama3-405b-8k-gpus: tp x pp x dp x cp = 8 x 16 x 64 x 1 = 8192, "
         "not its gpus 8000"
     )
@@ -200,7 +198,7 @@ def test_a_memory_need_in_thousands_of_gib_has_separators(tmp_path):
     argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
     res = runner.invoke(app, [*argv, "--global-batch-size", "64"])
     assert res.exit_code == 3
-    assert re.search(r"the smallest needs \d{1,3}(,\d{3})+\.\d GiB per GPU\)$", _one_line(res.stderr))
+    assert re.search(r"the smallest needs \d{1,3}(,\d{3})+\.\d GiB per GPU\)$", one_line(res.stderr))
 
 
 @pytest.mark.parametrize(
@@ -222,7 +220,7 @@ def test_catalog_validate_checks_a_scenario_as_report_does(tmp_path, replace, sa
     path.write_text(text.replace(replace[0], replace[1], 1))
     res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "scenarios"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr).startswith(f"invalid: {path}: ") and said in _one_line(res.stderr)
+    assert one_line(res.stderr).startswith(f"invalid: {path}: ") and said in one_line(res.stderr)
     ok = runner.invoke(app, ["catalog", "validate", str(ROOT / "data" / "scenarios" / "default.yaml")])
     assert ok.exit_code == 0 and ok.stdout.strip().endswith("default.yaml: valid")
 
@@ -238,7 +236,7 @@ def test_a_sweep_spec_with_an_unknown_dtype_is_refused_before_it_runs(tmp_path):
     out = tmp_path / "out"
     res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--workers", "1"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: {spec}: entry 's' (SweepSpec) is invalid: axes.dtype[1]: expected one of bf16, fp8, fp4, got 'fp9'"
     )
     assert not out.exists()
@@ -254,7 +252,7 @@ def test_the_sweep_dtypes_are_the_training_planners():
 def test_a_mistyped_claim_id_gets_the_nearest_one():
     res = runner.invoke(app, ["claims", "--only", "comm-reduction-8"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr).startswith(
+    assert one_line(res.stderr).startswith(
         "error: --only: unknown claim id 'comm-reduction-8' (did you mean 'comm-reduction-80'?); ids: comm-share-"
     )
 
@@ -283,7 +281,7 @@ def test_a_sweep_whose_scheduler_cannot_be_reached_leaves_no_folder(tmp_path, mo
     out = tmp_path / "out"
     res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--scheduler", "tcp://nohost:1"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: --scheduler tcp://nohost:1: cannot reach a Dask scheduler there "
         "(Timed out trying to connect to tcp://nohost:1 after 20 s)"
     )
@@ -298,7 +296,7 @@ def test_a_folder_given_as_shapes_file_names_that_flag(tmp_path, monkeypatch):
     monkeypatch.chdir(work)
     res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(tmp_path)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == f"error: --shapes-json {tmp_path}: Is a directory"
+    assert one_line(res.stderr) == f"error: --shapes-json {tmp_path}: Is a directory"
 
 
 def test_an_unknown_dtype_in_a_shapes_file_names_the_file_and_item(tmp_path):
@@ -306,7 +304,7 @@ def test_an_unknown_dtype_in_a_shapes_file_names_the_file_and_item(tmp_path):
     path.write_text('[["bf16", 8, 8, 8], ["fp9", 8, 8, 8]]')
     res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(path)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: --shapes-json {path}: item 1: unknown dtype 'fp9'; allowed: fp32, tf32, bf16, fp16, fp8, int8, fp4, int4"
     )
 
@@ -341,6 +339,6 @@ def test_a_trace_run_is_not_told_to_simulate_more_days_or_load(tmp_path):
     )
     res = runner.invoke(app, [*args, "--load", "0.5"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: --load scales a mix's arrivals; a trace's jobs arrive when it recorded them (drop --load)"
     )

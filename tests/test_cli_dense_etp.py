@@ -6,15 +6,13 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 runner = CliRunner()
 TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
 TRAIN += ["--global-batch-size", "8", "--tp", "8", "--pp", "1", "--dp", "1", "--json"]
 MEMORY = ["memory", "--model", "llama3.1-8b", "--mode", "train", "--tp", "8", "--pp", "1", "--dp", "1"]
 MEMORY += ["--seq-len", "8192", "--json"]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_a_dense_plan_reports_etp_as_its_tp_and_takes_it_back():
@@ -34,6 +32,6 @@ def test_a_dense_model_refuses_an_etp_other_than_its_tp():
     for argv, cmd in ((TRAIN, "train"), (MEMORY, "memory")):
         res = runner.invoke(app, [*argv, "--etp", "1"])
         assert res.exit_code == 2, (cmd, res.output)
-        assert _one_line(res.stderr).endswith(
+        assert one_line(res.stderr).endswith(
             "--etp 1: llama3.1-8b is a dense model, with no experts to split: its etp is its tp (8); drop --etp"
         )

@@ -13,6 +13,8 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 runner = CliRunner()
 
 TRAIN_H100 = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
@@ -20,10 +22,6 @@ H100_FP4 = (
     "--dtype fp4 is not available: accelerator 'h100-sxm' of system 'hgx-h100-ib-ndr' has no fp4 peak "
     "(dense_tflops lists fp32, tf32, bf16, fp16, fp8); choose one of those"
 )
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 @pytest.mark.parametrize(
@@ -53,7 +51,7 @@ def test_dtype_without_a_peak_names_the_flag_and_the_system(argv, needle, json_)
     res = runner.invoke(app, argv + (["--json"] if json_ else []))
     out = res.stdout + res.stderr
     assert res.exit_code == 2 and "Traceback" not in out, out
-    assert needle in _one_line(res.stderr)
+    assert needle in one_line(res.stderr)
     assert len(res.stderr.strip().splitlines()) == 1
     if json_:
         err = json.loads(res.stdout)["error"]
@@ -68,7 +66,7 @@ def test_divisibility_message_writes_the_batch_with_separators():
         ["train", "--model", "llama3.1-405b", "--system", "gb300-nvl72", "--gpus", "100", "--seq-len", "8192"]
         + ["--global-batch-tokens", "16Mi"],
     )
-    text = _one_line(res.stderr)
+    text = one_line(res.stderr)
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "dp x micro-batch dividing the batch of 2,048 sequences" in text
     assert "such as 2,100 sequences, 21 per GPU" in text  # 2,048 rounded up to a multiple of 100: 21 x 100
@@ -81,7 +79,7 @@ def test_divisibility_hint_writes_the_gpu_count_with_separators():
         ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1200", "--seq-len", "8192"]
         + ["--global-batch-tokens", "8Mi"],
     )
-    text = _one_line(res.stderr)
+    text = one_line(res.stderr)
     assert res.exit_code == 3 and "Traceback" not in res.output
     assert "the batch of 1,024 sequences" in text
     assert "on 1,200 x hgx-h100-ib-ndr" in text

@@ -22,6 +22,8 @@ from hnplan.catalog.loader import read_yaml
 from hnplan.cli import app
 from hnplan.errors import CatalogError
 
+from clitext import one_line
+
 runner = CliRunner()
 
 SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "1e12", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
@@ -29,19 +31,15 @@ TCO = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
 RELIABILITY = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--model", "llama3.1-8b"]
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _check(res, needle: str, json_: bool = False):
     out = res.stdout + res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit), repr(res.exception)
     assert "Traceback" not in out
     assert res.exit_code == 2, out
-    assert needle in _one_line(res.stderr), res.stderr
+    assert needle in one_line(res.stderr), res.stderr
     if json_:
         err = json.loads(res.stdout)["error"]
-        assert err["exit_code"] == 2 and needle in _one_line(err["message"])
+        assert err["exit_code"] == 2 and needle in one_line(err["message"])
 
 
 # -- the cases, one by one ---------------------------------------------------------------------------------
@@ -310,7 +308,7 @@ def test_fuzz_non_finite_flags(flag, value, json_):
     res = runner.invoke(app, argv + (["--json"] if json_ else []))
     out = res.stdout + res.stderr
     assert "Traceback" not in out and res.exit_code == 2, out
-    assert name in _one_line(res.stderr)  # click's range check or ours: either names the flag
+    assert name in one_line(res.stderr)  # click's range check or ours: either names the flag
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
@@ -441,7 +439,7 @@ def test_counts_beyond_64_bit_arithmetic_refused(argv, needle):
     the flag."""
     res = runner.invoke(app, argv, env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert needle in _one_line(res.output)
+    assert needle in one_line(res.output)
 
 
 TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "4096"]
@@ -466,7 +464,7 @@ def test_infeasible_pinned_knob_names_the_flag(extra, needle):
     res = runner.invoke(app, [*TRAIN, "--global-batch-size", "512", *extra])
     out = res.stdout + res.stderr
     assert res.exit_code == 3 and "Traceback" not in out, out
-    assert needle in _one_line(res.stderr)
+    assert needle in one_line(res.stderr)
 
 
 @pytest.mark.parametrize(

@@ -195,15 +195,21 @@ def test_sub_command_help_imports_no_planner(name):
             ],
             {"pandas", "scipy"},
         ),
+        (
+            ["roofline", "--model", "llama3.1-70b", "--accelerator", "h100-sxm", "--phase", "prefill", "--batch", "1"]
+            + ["--seq-len", "4096"],
+            {"pandas", "scipy"},
+        ),
     ],
-    ids=["reliability", "tco", "topology", "gemm", "infer", "memory", "memory-system"],
+    ids=["reliability", "tco", "topology", "gemm", "infer", "memory", "memory-system", "roofline"],
 )
 def test_typical_calls_skip_the_heavy_libraries_they_do_not_use(argv, absent):
     """Spares come from a log-space Poisson pmf (no scipy.stats, 0.5 s of start-up), the network planner
     builds graphs (networkx) and frames (pandas) only when asked, model states and the GEMM law need no
     activation table or operator table (pandas frames), the serving planner times its passes from the
-    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame, and `memory` gives its one
-    plan to the memory table (and with a system to the training evaluator) as plain columns."""
+    operator table's columns (:func:`hnplan.compute.operator_columns`), not a frame, as `roofline` prints its one
+    pass from them, and `memory` gives its one plan to the memory table (and with a system to the training
+    evaluator) as plain columns."""
     mods = _main_modules([*argv, "--json"])
     assert not absent & mods, sorted(absent & mods)
 
@@ -247,12 +253,16 @@ def test_the_command_line_runs_blas_on_one_thread_unless_told(given, expected):
     assert out.stdout.strip().splitlines()[-1] == expected
 
 
-def test_cluster_simulate_imports_no_scipy_stats():
-    # one run (no replications) needs no Student-t interval and its steady-state advice takes the normal cdf from
-    # math.erfc: scipy.stats (~0.37 s to import) stays off the typical call
-    mods = _modules_after(["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"])
-    assert "hnplan.cluster.jobs" in mods
-    assert "scipy.stats" not in mods
+@pytest.mark.parametrize("json_", [True, False], ids=["json", "table"])
+def test_cluster_simulate_imports_no_scipy_stats_and_no_pandas(json_):
+    """One run (no replications) needs no Student-t interval and its steady-state advice takes the normal cdf from
+    math.erfc: scipy.stats (~0.37 s to import) stays off the typical call. A mix is drawn, simulated and summed up
+    on numpy columns (:func:`hnplan.cluster.synthetic.synthetic_columns`); the per-job table and the time series
+    are DataFrames built when read (:class:`hnplan.cluster.simulate.ClusterResult`): no pandas (about 0.2 s)."""
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20"]
+    mods = _main_modules(argv + (["--json"] if json_ else []))
+    assert "hnplan.cluster.jobs" in mods and "hnplan.cluster.engine" in mods  # it simulated
+    assert not {"scipy", "pandas", "pyarrow", "hnplan.planning"} & mods, sorted({"scipy", "pandas", "pyarrow"} & mods)
 
 
 def test_the_normal_cdf_of_the_log_normal_moments_is_scipys():

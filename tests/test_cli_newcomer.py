@@ -9,11 +9,9 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 runner = CliRunner()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 @pytest.mark.parametrize(
@@ -31,7 +29,7 @@ def test_a_model_file_that_is_no_mapping_says_what_it_holds(tmp_path, content, s
     argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
     res = runner.invoke(app, [*argv, "--global-batch-tokens", "1Mi"])
     assert res.exit_code == 2
-    assert f"--model: {path}: expected one mapping of Model fields, {said}" in _one_line(res.stderr)
+    assert f"--model: {path}: expected one mapping of Model fields, {said}" in one_line(res.stderr)
     assert "Traceback" not in res.stdout + res.stderr
 
 
@@ -39,7 +37,7 @@ def test_why_so_often_does_not_set_a_goodput_against_itself():
     # 100 GPUs of GB200 NVL72 (two racks): one interruption every ~470 h, so half-hour checkpoints lose as good
     # as nothing and both goodputs print as 96.8 %; the row said "goodput 96.8%, not 96.8%"
     argv = ["reliability", "--system", "gb200-nvl72", "--gpus", "100", "--model", "llama3.1-70b"]
-    out = _one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
+    out = one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
     assert "why so often" in out
     assert re.search(r"goodput \d+\.\d%, the same to 0\.1 % \(the interruptions are too rare for it to matter\)", out)
     assert not re.search(r"goodput (\d+\.\d%), not \1", out)
@@ -72,10 +70,10 @@ def test_an_open_range_is_the_one_help_states_and_the_one_refused(argv, flag, va
     extra = ["--seq-len", "1024", "--batch", "1"] if argv is MEMORY else []
     res = runner.invoke(app, [*argv, *extra, flag, value])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert needle in _one_line(res.stderr)
+    assert needle in one_line(res.stderr)
     assert "Traceback" not in res.stdout + res.stderr and "Try '" not in res.stderr
     command = argv[:2] if argv is CLUSTER else argv[:1]
-    helptext = _one_line(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "250"}).stdout)
+    helptext = one_line(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "250"}).stdout)
     row = helptext[helptext.index(flag + " ") :][:200]
     assert "x>=" not in row and "<=x" not in row
     assert "(> 0" in row or "in (0, 1]" in row or "> 0 and at most 10" in row
@@ -85,7 +83,7 @@ def test_load_typed_as_a_percentage_is_refused_with_the_fraction_it_means():
     # --load 85 (meaning 85 %) simulated 85 times the cluster's capacity, an offered load of 8,500 %
     res = runner.invoke(app, [*CLUSTER, "--load", "85"])
     assert res.exit_code == 2
-    assert "--load is a fraction of the GPUs (0.85 = 85 %), at most 10; got 85 (8500% of the cluster)" in _one_line(
+    assert "--load is a fraction of the GPUs (0.85 = 85 %), at most 10; got 85 (8500% of the cluster)" in one_line(
         res.stderr
     )
     assert runner.invoke(app, [*CLUSTER, "--load", "1.5"]).exit_code == 0  # oversubscribed is a valid question
@@ -100,9 +98,9 @@ def test_infer_names_the_engine_it_assumed_also_when_none_was_given():
         res = runner.invoke(app, [*INFER, *qps, *extra, "--json"])
         assert res.exit_code == 0 and json.loads(res.stdout)["engine"] == engine
     for argv in ([*INFER, *qps], INFER):
-        out = _one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
+        out = one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
         assert "engine │ none (memory alone caps the batch, no host time per step, whole-prompt prefill)" in out
-    helptext = _one_line(runner.invoke(app, ["infer", "--help"], env={"COLUMNS": "250"}).stdout.replace("│", ""))
+    helptext = one_line(runner.invoke(app, ["infer", "--help"], env={"COLUMNS": "250"}).stdout.replace("│", ""))
     assert "default none: memory alone caps the batch, no host time per step, whole-prompt prefill" in helptext
 
 
@@ -111,7 +109,7 @@ def test_one_gpu_is_written_singular_and_large_counts_with_separators():
     argv = ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "1", "--seq-len", "8192"]
     res = runner.invoke(app, [*argv, "--global-batch-tokens", "1Mi"])
     assert res.exit_code == 3
-    assert "no plan of llama3.1-70b on 1 GPU fits in memory" in _one_line(res.stderr)
+    assert "no plan of llama3.1-70b on 1 GPU fits in memory" in one_line(res.stderr)
 
 
 def test_serving_summaries_count_one_row_and_one_gpu_singular():
@@ -142,7 +140,7 @@ def test_slos_no_configuration_meets_are_written_as_given():
     argv = [*INFER, "--output-tokens", "16", "--qps", "10", "--ttft-slo-ms", "0.001", "--tpot-slo-ms", "50"]
     res = runner.invoke(app, argv)
     assert res.exit_code == 3
-    assert "meets TTFT <= 0.001 ms and TPOT <= 50 ms at 10 requests/s" in _one_line(res.stderr)
+    assert "meets TTFT <= 0.001 ms and TPOT <= 50 ms at 10 requests/s" in one_line(res.stderr)
 
 
 def test_a_fully_given_plan_at_pp_1_is_evaluated_without_virtual_stages():
@@ -174,7 +172,7 @@ def test_cluster_simulate_says_what_each_serving_deployment_holds(cat):
     for v, (model, qps) in zip(got, [("llama3.1-70b", 30.0), ("llama3.1-8b", 5.0)], strict=True):
         jobs, plan = serving_jobs("hgx-h100-ib-ndr", model, qps, catalog=cat)  # the planner's own sizing
         assert v == {"model": model, "qps": qps, "replicas": len(jobs), "gpus": plan.gpus}
-    out = _one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
+    out = one_line(runner.invoke(app, argv, env={"COLUMNS": "250"}).stdout)
     first, second = got
     assert (
         f"serving (held throughout) │ llama3.1-70b at 30 requests/s: {first['replicas']} replicas, "
@@ -186,9 +184,9 @@ def test_cluster_simulate_says_what_each_serving_deployment_holds(cat):
 def test_serving_messages_name_the_flag_and_separate_thousands():
     # "kv dtype: unknown dtype 'int3'" named no flag; "exceeds the 2137 sequences of 2001 tokens"
     res = runner.invoke(app, [*INFER, "--kv-dtype", "int3"])
-    assert res.exit_code == 2 and "--kv-dtype: unknown dtype 'int3'; allowed:" in _one_line(res.stderr)
+    assert res.exit_code == 2 and "--kv-dtype: unknown dtype 'int3'; allowed:" in one_line(res.stderr)
     res = runner.invoke(app, [*INFER, "--output-tokens", "1872", "--batch", "100000"])
     assert res.exit_code == 3
     assert re.search(
-        r"--batch 100000 exceeds the \d{1,3},\d{3} sequences of 2,000 tokens that fit", _one_line(res.stderr)
+        r"--batch 100000 exceeds the \d{1,3},\d{3} sequences of 2,000 tokens that fit", one_line(res.stderr)
     )

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
@@ -16,10 +18,6 @@ except TypeError:
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
 CLUSTER = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_a_job_larger_than_the_cluster_is_left_out_of_the_offered_load(tmp_path):
@@ -46,7 +44,7 @@ def test_a_trace_whose_every_job_is_larger_than_the_cluster_is_refused(tmp_path)
     path.write_text(HEADER + "p2,6000,12288,100,1000,LS,Running,10,36000010,10\n")
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: every job is larger than the cluster's 8 GPUs or than every node it may run on (rejected 1): "
         "nothing ran; give more GPUs (--gpus)"
     )
@@ -105,7 +103,7 @@ def test_an_expert_degree_on_a_dense_model_is_bad_input(argv, flag):
     res = runner.invoke(app, [*argv, "--model", "llama3.1-8b", flag, "2"])
     assert res.exit_code == 2, res.stdout + res.stderr
     assert (
-        _one_line(res.stderr) == f"error: {flag} 2: llama3.1-8b is a dense model, with no experts to split; drop {flag}"
+        one_line(res.stderr) == f"error: {flag} 2: llama3.1-8b is a dense model, with no experts to split; drop {flag}"
     )
 
 
@@ -113,7 +111,7 @@ def test_infer_qps_zero_names_the_zero_before_the_slos():
     argv = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000", "--qps", "0"]
     res = runner.invoke(app, argv)
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == "error: --qps must be > 0; got 0"
+    assert one_line(res.stderr) == "error: --qps must be > 0; got 0"
 
 
 def test_a_calibration_rerun_without_the_sweep_lists_the_earlier_network_files_as_stale(tmp_path, monkeypatch):
@@ -129,7 +127,7 @@ def test_a_calibration_rerun_without_the_sweep_lists_the_earlier_network_files_a
     assert again.exit_code == 0, again.stdout + again.stderr
     w2 = json.loads(again.stdout)["written"]
     assert "systems" not in w2 and w2["stale"] == network  # left beside the new stack, with the old sweep's fabrics
-    text = _one_line(runner.invoke(app, argv).stdout)
+    text = one_line(runner.invoke(app, argv).stdout)
     stale = ", ".join(str(Path(f).relative_to(tmp_path)) for f in network)
     assert (
         f"stale: {stale}, written for this stack file by an earlier calibration with a sweep and not by this one"
@@ -148,7 +146,7 @@ def test_a_price_item_without_a_price_names_the_flag_that_gave_the_file(tmp_path
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     res = runner.invoke(app, ["tco", "--system", str(path), "--gpus", "144"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr).startswith(
+    assert one_line(res.stderr).startswith(
         f"error: --system: {path}: system 'my-rack', field 'price_item': no price for 'gb200-nvl7' in "
     )
 
@@ -166,7 +164,7 @@ def test_a_model_file_whose_dimensions_miss_its_published_count_is_refused(tmp_p
     assert f"{total / 1e9:.4g}" == "201.1"
     res = runner.invoke(app, ["memory", "--model", str(path), "--mode", "train", "--seq-len", "8192"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: --model: {path}: entry 'llama3.1-8b' (Model) is invalid: the dimensions (layers 32, hidden 40960, "
         "ffn_hidden 14336, vocab 128256) give 201.1B parameters, 25.1x params_b_published (8B); they must agree "
         "within 10%: check the dimensions for a typo (a model of your own: give it its own params_b_published, or none)"
@@ -204,7 +202,7 @@ def test_tco_simulated_utilisation_is_a_steady_state_run():
     assert not sim["steady_state"] and "this draw 112%" in sim["steady_state_note"]
     res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated"])
     assert res.exit_code == 0, res.stdout + res.stderr
-    text = _one_line(res.stdout)
+    text = one_line(res.stdout)
     assert f"simulated: 14 days of arrivals ({sim['jobs_drawn']:,} jobs, the mix's steady-state length)" in text
     assert "81% offered load (not in steady state)" in text
     ci = sim["utilisation_ci95"]
@@ -219,7 +217,7 @@ def test_tco_simulated_on_a_mix_without_steady_state_is_refused(tmp_path):
     argv = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "simulated", "--mix", str(path)]
     res = runner.invoke(app, argv)
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: mix busy offers 120% of the capacity: its queue grows while jobs arrive and has no steady-state "
         "utilisation to price; give --utilisation a number, or a mix below 100 %"
     )

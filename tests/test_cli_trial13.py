@@ -9,14 +9,12 @@ from typer.testing import CliRunner
 from hnplan.catalog.loader import load_catalog
 from hnplan.cli import app
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
     runner = CliRunner()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def test_size_on_a_count_without_a_plan_names_the_whole_units_it_also_tried():
@@ -27,7 +25,7 @@ def test_size_on_a_count_without_a_plan_names_the_whole_units_it_also_tried():
         app, ["size", "--model", "llama3.1-70b", "--tokens", "1T", "--system", "hgx-h100-ib-ndr", "--gpus", "12"]
     )
     assert res.exit_code == 3, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.startswith("infeasible: hgx-h100-ib-ndr: no plan of llama3.1-70b on 12 GPUs fits in memory (")
     assert line.endswith("; nor on 16 or 8 GPUs of the 2 whole 8-GPU units bought (16 GPUs)")
 
@@ -96,7 +94,7 @@ def test_an_engine_value_that_would_change_nothing_is_bad_input(tmp_path):
         path = _engine_file(tmp_path, **fields)
         res = runner.invoke(app, [*INFER, "--engine", str(path)])
         assert res.exit_code == 2, res.stdout + res.stderr
-        assert _one_line(res.stderr) == (
+        assert one_line(res.stderr) == (
             f"error: --engine: {path}: entry 'my-engine' (ServingEngine) is invalid: {message}"
         )
     path = _engine_file(tmp_path, speculative_tokens=1, acceptance_rate=0.8)
@@ -109,7 +107,7 @@ def test_tco_mix_without_a_simulated_utilisation_is_bad_input():
     # neither used nor checked: an unknown mix id printed a TCO as if nothing were wrong
     res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--mix", "heavy"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: --mix heavy: a job mix applies only with --utilisation simulated; got --utilisation 1.0"
     )
 
@@ -122,6 +120,6 @@ def test_a_checkpoint_mode_with_no_goodput_is_bad_input():
     ):
         res = runner.invoke(app, [*cmd, "--checkpoint", "sync", "--no-goodput"])
         assert res.exit_code == 2, res.stdout + res.stderr
-        assert _one_line(res.stderr) == (
+        assert one_line(res.stderr) == (
             "error: --checkpoint sync: the checkpoint mode sets the goodput; --no-goodput leaves it out"
         )

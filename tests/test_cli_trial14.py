@@ -13,6 +13,8 @@ from hnplan.catalog.checks import kind_of_keys
 from hnplan.cli import app
 from hnplan.formatting import format_usd
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
@@ -35,10 +37,6 @@ MODEL = {  # a user's own dense model, written beside their notes rather than un
 }
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def test_catalog_validate_tells_a_loose_files_kind_by_its_keys(tmp_path):
     # a model file in a folder of no catalog kind was refused until --kind models was given, though
     # `train --model my-50b.yaml` reads it as a model: its keys say what it is
@@ -46,17 +44,17 @@ def test_catalog_validate_tells_a_loose_files_kind_by_its_keys(tmp_path):
     path.write_text(yaml.safe_dump(MODEL))
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 0, res.stdout + res.stderr
-    assert _one_line(res.stdout) == f"{path}: valid (a Model entry, told by its keys)"
+    assert one_line(res.stdout) == f"{path}: valid (a Model entry, told by its keys)"
     # a mistyped key still reads as a model, so the message names the typo and the field it meant
     path.write_text(yaml.safe_dump({**{k: v for k, v in MODEL.items() if k != "layers"}, "layerz": 64}))
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 2
-    assert "field 'layerz': unknown key (did you mean 'layers'?)" in _one_line(res.stderr)
+    assert "field 'layerz': unknown key (did you mean 'layers'?)" in one_line(res.stderr)
     # keys of no kind (a sweep spec): the message asks for --kind, as before
     path.write_text(yaml.safe_dump({"id": "s", "name": "s", "sampling": "grid", "axes": {"gpus": [8]}}))
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 2
-    assert "nor do its keys say); pass the kind (--kind)" in _one_line(res.stderr)
+    assert "nor do its keys say); pass the kind (--kind)" in one_line(res.stderr)
 
 
 def test_kind_of_keys_needs_two_own_fields_and_a_clear_winner():
@@ -78,7 +76,7 @@ def test_calibrate_refuses_a_figure_in_another_unit(tmp_path):
     out = tmp_path / "cal" / "mine.yaml"
     res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     # hnplan's figures move with the physics: the message is held to its form, the ratio to about 1,000
     said = re.search(
         rf"{re.escape(str(runs))}: run r8: field published: step_time_s 2,804 is ([\d,]+)x hnplan's ", line
@@ -95,8 +93,8 @@ def test_calibrate_refuses_a_figure_in_another_unit(tmp_path):
     runs.write_text(yaml.safe_dump([{**run, "metric": "tokens_per_s_per_gpu", "published": 64 * 4096 / 2.804}]))
     res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(out)])
     assert res.exit_code == 2
-    assert re.search(r"tokens_per_s_per_gpu 93,489 is [6-9]\.?\d?x hnplan's [\d,]+ for", _one_line(res.stderr))
-    assert "tokens/s of one GPU (not of a node or the job)" in _one_line(res.stderr)
+    assert re.search(r"tokens_per_s_per_gpu 93,489 is [6-9]\.?\d?x hnplan's [\d,]+ for", one_line(res.stderr))
+    assert "tokens/s of one GPU (not of a node or the job)" in one_line(res.stderr)
 
 
 def test_a_refused_choice_names_the_flag_typed():
@@ -105,11 +103,11 @@ def test_a_refused_choice_names_the_flag_typed():
     train = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "8192"]
     res = runner.invoke(app, [*train, "--global-batch-tokens", "1Mi", "--cp-algorithm", "ring"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == "error: --cp-algorithm must be one of p2p_ring, allgather; got 'ring'"
+    assert one_line(res.stderr) == "error: --cp-algorithm must be one of p2p_ring, allgather; got 'ring'"
     infer = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000"]
     res = runner.invoke(app, [*infer, "--output-tokens", "100", "--dtype", "fp4"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: --dtype fp4 is not available: accelerator 'h100-sxm' of system 'hgx-h100-ib-ndr' has no fp4 peak "
         "(dense_tflops lists fp32, tf32, bf16, fp16, fp8); choose one of those"
     )
@@ -121,11 +119,11 @@ def test_a_folder_given_as_a_trace_is_called_a_folder(tmp_path):
     res = runner.invoke(app, argv)
     assert res.exit_code == 2, res.stdout + res.stderr
     assert (
-        _one_line(res.stderr)
+        one_line(res.stderr)
         == f"error: trace file {tmp_path} is a folder, not a file: give the trace's CSV or JSON log"
     )
     res = runner.invoke(app, [*argv[:-1], str(tmp_path / "nope.csv")])
-    assert res.exit_code == 2 and _one_line(res.stderr) == f"error: trace file {tmp_path / 'nope.csv'} not found"
+    assert res.exit_code == 2 and one_line(res.stderr) == f"error: trace file {tmp_path / 'nope.csv'} not found"
 
 
 def test_catalog_kinds_are_taken_singular_or_plural():
@@ -139,7 +137,7 @@ def test_catalog_kinds_are_taken_singular_or_plural():
         res = runner.invoke(app, ["catalog", *argv])
         assert res.exit_code == 0, res.stdout + res.stderr
     res = runner.invoke(app, ["catalog", "list", "sytem"])
-    assert res.exit_code == 2 and "unknown catalog kind 'sytem'; allowed: accelerators" in _one_line(res.stderr)
+    assert res.exit_code == 2 and "unknown catalog kind 'sytem'; allowed: accelerators" in one_line(res.stderr)
 
 
 def test_train_and_size_say_which_peak_mfu_is_of():
@@ -164,14 +162,14 @@ def test_a_sweep_spec_hints_at_yaml_numbers_only_for_a_suffixed_count(tmp_path):
     path.write_text(yaml.safe_dump(spec))
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"])
     assert res.exit_code == 2, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.endswith(
         "fixed.global_batch_tokens: expected a number, got '4Mi' (YAML has no unit suffixes: write 4Mi as 4194304)"
     )
     spec["fixed"].update(global_batch_tokens=4194304, seq_len="eight")
     path.write_text(yaml.safe_dump(spec))
     res = runner.invoke(app, ["sweep", str(path), "--out", str(tmp_path / "o"), "--workers", "1"])
-    assert res.exit_code == 2 and _one_line(res.stderr).endswith("fixed.seq_len: expected a number, got 'eight'")
+    assert res.exit_code == 2 and one_line(res.stderr).endswith("fixed.seq_len: expected a number, got 'eight'")
 
 
 def test_a_percentage_or_seconds_typed_for_a_fraction_or_milliseconds_is_named():
@@ -180,17 +178,17 @@ def test_a_percentage_or_seconds_typed_for_a_fraction_or_milliseconds_is_named()
     tco = ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation"]
     res = runner.invoke(app, [*tco, "85"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == "error: --utilisation must be in (0, 1] (a percentage? 85 % is 0.85); got '85'"
+    assert one_line(res.stderr) == "error: --utilisation must be in (0, 1] (a percentage? 85 % is 0.85); got '85'"
     res = runner.invoke(app, [*tco, "85%"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         "error: --utilisation must be a number in (0, 1] or 'simulated' (85 % is 0.85); got '85%'"
     )
     infer = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000"]
     res = runner.invoke(app, [*infer, "--output-tokens", "100", "--qps", "10", "--ttft-slo-ms", "1000"] + [
         "--tpot-slo-ms", "0.05"])  # fmt: skip
     assert res.exit_code == 3, res.stdout + res.stderr
-    assert _one_line(res.stderr).endswith("; --tpot-slo-ms 0.05 is milliseconds (seconds typed? 0.05 s is 50)")
+    assert one_line(res.stderr).endswith("; --tpot-slo-ms 0.05 is milliseconds (seconds typed? 0.05 s is 50)")
 
 
 def test_calibrate_out_a_folder_writes_the_default_name_in_it(tmp_path):
@@ -216,7 +214,7 @@ def test_memory_mode_takes_the_sub_commands_name():
     b = runner.invoke(app, [*argv, "--mode", "inference"])
     assert a.exit_code == b.exit_code == 0 and a.stdout == b.stdout
     res = runner.invoke(app, [*argv[:-1], "--mode", "inferr"])
-    assert res.exit_code == 2 and "--mode must be one of train, inference; got 'inferr'" in _one_line(res.stderr)
+    assert res.exit_code == 2 and "--mode must be one of train, inference; got 'inferr'" in one_line(res.stderr)
 
 
 def test_a_mix_whose_shares_do_not_sum_to_one_says_what_they_sum_to(tmp_path):
@@ -232,7 +230,7 @@ def test_a_mix_whose_shares_do_not_sum_to_one_says_what_they_sum_to(tmp_path):
     total = sum(shares) - shares[1] + 5
     assert (
         f"class shares (fractions of jobs) must sum to 1; they sum to {total:g} (inference {shares[0]:g}, training 5,"
-        in (_one_line(res.stderr))
+        in (one_line(res.stderr))
     )
 
 
@@ -245,7 +243,7 @@ def test_a_system_file_with_an_unknown_reference_is_named(tmp_path):
     for argv in (["tco", "--system", str(path), "--gpus", "64"], ["topology", "--system", str(path), "--gpus", "64"]):
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, res.stdout + res.stderr
-        assert _one_line(res.stderr).startswith(
+        assert one_line(res.stderr).startswith(
             f"error: --system: {path}: system 'hgx-h200-ib-ndr', field 'accelerator': unknown accelerator id 'h200'"
         )
 
@@ -257,7 +255,7 @@ def test_size_weighs_each_purchase_against_a_budget_and_a_power_cap():
     size = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
     tco = json.loads(runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--json"]).stdout)
     res = runner.invoke(app, [*size, "--budget-usd", "1M", "--power-cap-mw", "0.01", "--json"])
-    assert res.exit_code == 0, res.stdout + res.stderr
+    assert res.exit_code == 3, res.stdout + res.stderr  # the only design breaks both: reported, then infeasible
     d = json.loads(res.stdout)
     (r,) = d["results"]
     assert (d["budget_usd"], d["power_cap_mw"]) == (1e6, 0.01)
@@ -268,10 +266,10 @@ def test_size_weighs_each_purchase_against_a_budget_and_a_power_cap():
     assert res.exit_code == 0, res.stdout + res.stderr
     assert (
         f"hgx-h100-ib-ndr: within the $1B budget ({format_usd(tco['capex_usd'])} capex); within the 10 MW power cap"
-        in (_one_line(res.stdout))
+        in (one_line(res.stdout))
     )
     res = runner.invoke(app, [*size, "--power-cap-mw", "-1"])
-    assert res.exit_code == 2 and "--power-cap-mw must be > 0; got -1" in _one_line(res.stderr)
+    assert res.exit_code == 2 and "--power-cap-mw must be > 0; got -1" in one_line(res.stderr)
 
 
 def test_a_scenario_listing_a_notebook_twice_is_refused_before_anything_runs(tmp_path):
@@ -283,7 +281,7 @@ def test_a_scenario_listing_a_notebook_twice_is_refused_before_anything_runs(tmp
     path.write_text(yaml.safe_dump(scenario))
     res = runner.invoke(app, ["report", "--scenario", str(path), "--out", str(tmp_path / "reports")])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"error: {path}: notebook 'design_comparison' is listed more than once (entries 1, 2); each run writes "
         "mine/design_comparison.html, so one would replace the other: put the other parameters in a second "
         "scenario file"
@@ -291,10 +289,10 @@ def test_a_scenario_listing_a_notebook_twice_is_refused_before_anything_runs(tmp
     assert not (tmp_path / "reports").exists()
     # catalog validate tells a scenario file outside data/scenarios/ by its notebooks and checks it as report does
     res = runner.invoke(app, ["catalog", "validate", str(path)])
-    assert res.exit_code == 2 and "is listed more than once" in _one_line(res.stderr)
+    assert res.exit_code == 2 and "is listed more than once" in one_line(res.stderr)
     path.write_text(yaml.safe_dump({**scenario, "notebooks": [entry]}))
     res = runner.invoke(app, ["catalog", "validate", str(path)])
-    assert res.exit_code == 0 and _one_line(res.stdout) == f"{path}: valid (a Scenario entry, told by its keys)"
+    assert res.exit_code == 0 and one_line(res.stdout) == f"{path}: valid (a Scenario entry, told by its keys)"
 
 
 def test_catalog_validate_of_a_folder_checks_its_scenarios_as_report_does(tmp_path):
@@ -308,7 +306,7 @@ def test_catalog_validate_of_a_folder_checks_its_scenarios_as_report_does(tmp_pa
     path.write_text(path.read_text().replace("notebook: design_comparison", "notebook: design_comparisn", 1))
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr).startswith(f"invalid: {path}: unknown notebook 'design_comparisn'; available: ")
+    assert one_line(res.stderr).startswith(f"invalid: {path}: unknown notebook 'design_comparisn'; available: ")
 
 
 def test_hnplan_data_naming_no_folder_is_said(tmp_path, monkeypatch):
@@ -323,7 +321,7 @@ def test_hnplan_data_naming_no_folder_is_said(tmp_path, monkeypatch):
     ):
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, res.stdout + res.stderr
-        assert _one_line(res.stderr) == want
+        assert one_line(res.stderr) == want
 
 
 def test_an_id_not_in_kebab_case_is_told_the_form(tmp_path):
@@ -332,7 +330,7 @@ def test_an_id_not_in_kebab_case_is_told_the_form(tmp_path):
     path.write_text(yaml.safe_dump({**MODEL, "id": "My Model"}))
     res = runner.invoke(app, ["catalog", "validate", str(path), "--kind", "models"])
     assert res.exit_code == 2
-    assert _one_line(res.stderr).endswith(
+    assert one_line(res.stderr).endswith(
         "field 'id': an id is lower-kebab-case (a-z, 0-9, '-' or '.' between them, e.g. 'my-gpu'); got 'My Model'"
     )
 
@@ -350,9 +348,9 @@ def test_a_date_in_another_form_is_told_the_iso_form(tmp_path):
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2
     assert "field 'as_of': Input should be a valid date or datetime, invalid character in year (write YYYY-MM-DD, " in (
-        _one_line(res.stderr)
+        one_line(res.stderr)
     )
-    assert _one_line(res.stderr).endswith("e.g. 2025-06-01); got '14 May 2020'")
+    assert one_line(res.stderr).endswith("e.g. 2025-06-01); got '14 May 2020'")
 
 
 def test_compare_on_a_count_without_a_plan_runs_on_what_the_units_hold_as_size_does():
@@ -380,4 +378,33 @@ def test_gemm_and_roofline_name_the_dtype_flag_a_chip_has_no_peak_for():
     for argv in (gemm, roofline):
         res = runner.invoke(app, argv)
         assert res.exit_code == 2, res.stdout + res.stderr
-        assert _one_line(res.stderr) == want
+        assert one_line(res.stderr) == want
+
+
+def test_size_exits_3_in_one_line_when_no_design_keeps_to_the_budget_or_the_cap():
+    # 64 H100 are 8 servers: tco's capex for them (about $3.3M) is over a $3M budget, and a 72-GPU GB200 rack
+    # ($3.1M a rack in data/prices.yaml, plus its network) too; the table was printed with "over budget" notes
+    # and the command exited 0, as if the plan could be bought. Now: the report, then one line, exit 3.
+    size = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--gpus", "64", "--system", "hgx-h100-ib-ndr"]
+    capex = {
+        s: json.loads(runner.invoke(app, ["tco", "--system", s, "--gpus", "64", "--json"]).stdout)["capex_usd"]
+        for s in ("hgx-h100-ib-ndr", "gb200-nvl72")
+    }
+    assert 3e6 < min(capex.values())
+    res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", "3M"], env={"COLUMNS": "200"})
+    assert res.exit_code == 3, res.stdout + res.stderr
+    assert "hgx-h100-ib-ndr: over budget" in one_line(res.stdout) and "Traceback" not in res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line == (
+        f"infeasible: no design keeps to the $3M budget: hgx-h100-ib-ndr: 64 GPUs bought cost "
+        f"{format_usd(capex['hgx-h100-ib-ndr'])}; gb200-nvl72: 72 GPUs bought cost {format_usd(capex['gb200-nvl72'])}"
+    )
+    # one design within both: an answer, exit 0
+    budget = f"{(capex['hgx-h100-ib-ndr'] + capex['gb200-nvl72']) / 2:.0f}"
+    res = runner.invoke(app, [*size, "--system", "gb200-nvl72", "--budget-usd", budget, "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    within = {r["system"]: r["within_budget"] for r in json.loads(res.stdout)["results"]}
+    assert within == {s: capex[s] <= float(budget) for s in capex} and any(within.values())
+    # a cap of 0 is bad input, refused before the search: exit 2
+    res = runner.invoke(app, [*size, "--power-cap-mw", "0", "--json"])
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"]["message"] == "--power-cap-mw must be > 0; got 0"

@@ -8,14 +8,12 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
     runner = CliRunner()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 # Llama 3.1 405B on one 8-GPU H100 server at TP 8, full recomputation, ZeRO-1: the bf16 weights alone are
@@ -41,7 +39,7 @@ def test_a_fully_given_train_plan_that_does_not_fit_is_reported_then_exits_3():
     res = runner.invoke(app, TRAIN_405B_ON_8)
     assert res.exit_code == 3
     assert "does NOT fit" in res.stdout and "step time" in res.stdout  # the breakdown still says why
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.startswith("infeasible: the plan given does not fit in memory (per GPU: ")
     assert "of 79.1 GiB" in line and "--offload auto" in line
     res = runner.invoke(app, [*TRAIN_405B_ON_8, "--json"])
@@ -55,7 +53,7 @@ def test_a_search_with_no_plan_that_fits_still_exits_3_with_one_line():
     argv = [a for a in TRAIN_405B_ON_8[:11]]  # model, system, 8 GPUs, sequence and batch: the layout searched
     res = runner.invoke(app, argv)
     assert res.exit_code == 3 and res.stdout == ""
-    assert _one_line(res.stderr).startswith("infeasible: no plan of llama3.1-405b on 8 GPUs fits in memory")
+    assert one_line(res.stderr).startswith("infeasible: no plan of llama3.1-405b on 8 GPUs fits in memory")
 
 
 def test_memory_that_does_not_fit_even_spilled_exits_3_after_the_table():
@@ -71,7 +69,7 @@ def test_memory_that_does_not_fit_even_spilled_exits_3_after_the_table():
     assert d["spill"]["hbm_gib"] == 79.11 and d["spill"]["unplaced_gib"] == pytest.approx(625, abs=1)
     res = runner.invoke(app, argv)
     assert res.exit_code == 3 and "does-not-fit" in res.stdout
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"infeasible: llama3.1-405b needs {d['total_gib']:.2f} GiB per GPU; hgx-h100-ib-ndr has 79.11 GiB of HBM; "
         f"{d['spill']['unplaced_gib']:.2f} GiB of it finds no room on the slower tiers either"
     )
@@ -108,7 +106,7 @@ def test_a_bad_cell_of_a_trace_names_the_file_row_and_column(tmp_path, row, said
     path.write_text(JOBS_HEAD + row + "\n")
     res = runner.invoke(app, [*CLUSTER, "--trace", str(path)])
     assert res.exit_code == 2
-    assert _one_line(res.stderr) == f"error: {path}: {said}"
+    assert one_line(res.stderr) == f"error: {path}: {said}"
 
 
 def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
@@ -141,7 +139,7 @@ def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
     c = json.loads(res.stdout)["ci95"]["fragmentation"]
     assert c["low"] < 0 < c["bounded_low"] < c["mean"] < c["bounded_high"] < 1  # the logit interval stays inside
     res = runner.invoke(app, argv, env={"COLUMNS": "400"})
-    text = _one_line(res.stdout)
+    text = one_line(res.stdout)
     assert (
         f"{c['mean']:.1%} (95 % CI {c['bounded_low']:.1%} to {c['bounded_high']:.1%}, Student-t on the logit scale; "
         f"the plain interval, {c['low']:.1%} to {c['high']:.1%}, crosses 0% with 3 replications)"
@@ -149,17 +147,23 @@ def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
 
 
 def test_simulated_utilisation_reports_progress_and_is_cached_on_disk(monkeypatch):
+    # the planner passes the on-disk cache in (the cluster package imports no planner's cache)
     from hnplan.cluster import utilisation
+    from hnplan.planning.design import simulated_utilisation_cached
 
     monkeypatch.setattr(utilisation, "_DONE", {})
     kw = dict(jobs=300, seed=4242, replications=2)  # a seed no other test runs: not in the cache yet
     seen: list[float] = []
-    first = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    first = simulated_utilisation_cached("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
     assert seen[-1] == 1.0 and any(0 <= x < 1 for x in seen) and seen == sorted(seen)
     monkeypatch.setattr(utilisation, "_DONE", {})  # a new process: the runs come back from the disk cache
     seen.clear()
-    again = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    again = simulated_utilisation_cached("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
     assert seen == [1.0] and again == first
+    monkeypatch.setattr(utilisation, "_DONE", {})  # without the planner's cache the runs are simulated again
+    seen.clear()
+    plain = utilisation.simulated_utilisation("hgx-h100-ib-ndr", 64, progress=seen.append, **kw)
+    assert seen[-1] == 1.0 and any(0 <= x < 1 for x in seen) and plain == first
 
 
 def test_simulation_seconds_is_the_steady_jobs_times_three_runs_at_half_a_millisecond():

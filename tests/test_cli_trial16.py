@@ -10,16 +10,14 @@ from typer.testing import CliRunner
 
 from hnplan.cli import app
 
+from clitext import one_line
+
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
 except TypeError:
     runner = CliRunner()
 
 DATA = Path(__file__).parents[1] / "data"
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _copy_with(tmp_path: Path, rel: str, old: str, new: str) -> tuple[Path, Path]:
@@ -41,7 +39,7 @@ def test_a_price_item_prices_yaml_lacks_is_refused_by_catalog_validate_of_a_fold
     )
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.startswith(f"invalid: {path}: system 'gb200-nvl72-roce-400g', field 'price_item': no price for ")
     assert "'gb200-nvl7'" in line and "nearest: gb200-nvl72" in line
     assert line.count(str(path)) == 1  # the file named once, not prefixed a second time
@@ -75,7 +73,7 @@ def test_a_validation_runs_override_of_a_wrong_type_or_range_names_the_run_and_f
     data, path = _copy_with(tmp_path, "validation/training_runs.yaml", old, new)
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.startswith(f"invalid: {path}: run ") and f": overrides: {said}" in line
     assert line.count(f"invalid: {data}") == 1 and "Traceback" not in res.stderr
 
@@ -132,7 +130,7 @@ def test_the_new_catalog_fields_refuse_a_typo_a_wrong_type_or_range_in_one_line(
     data, path = _copy_with(tmp_path, rel, old, new)
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    line = _one_line(res.stderr)
+    line = one_line(res.stderr)
     assert line.startswith(f"invalid: {path}: entry ") and said in line
     assert line.count(f"invalid: {data}") == 1  # one problem
 
@@ -145,7 +143,7 @@ def test_an_inference_reserve_taking_every_node_names_the_flag():
         + ["--inference-reserve-gpus", "64", "--json"],
     )
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert "--inference-reserve-gpus 64 takes 8 of the cluster's 8 8-GPU nodes" in _one_line(res.stdout + res.stderr)
+    assert "--inference-reserve-gpus 64 takes 8 of the cluster's 8 8-GPU nodes" in one_line(res.stdout + res.stderr)
 
 
 def test_gpus_bought_that_are_not_whole_units_are_refused_with_the_whole_counts():
@@ -155,7 +153,7 @@ def test_gpus_bought_that_are_not_whole_units_are_refused_with_the_whole_counts(
     res = runner.invoke(app, [*args, "--gpus-bought", "100"])
     assert res.exit_code == 2, res.stdout + res.stderr
     assert "--gpus-bought 100 is not a whole number of gb200-nvl72 units (72 GPUs each); give 72 or 144" in (
-        _one_line(res.stdout + res.stderr)
+        one_line(res.stdout + res.stderr)
     )
     # two whole racks, the job spread over both: 72 - 32 = 40 idle GPUs a rack, 10 trays of 4 GPUs (spares.py)
     res = runner.invoke(app, [*args, "--gpus-bought", "144"])
@@ -170,7 +168,7 @@ def test_an_inference_reserve_on_a_mixed_node_list_names_the_flag():
         + ["--nodes", "openb", "--inference-reserve-gpus", "8", "--json"],
     )
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert "--inference-reserve-gpus 8 needs nodes of equal size" in _one_line(res.stdout + res.stderr)
+    assert "--inference-reserve-gpus 8 needs nodes of equal size" in one_line(res.stdout + res.stderr)
 
 
 def test_a_stack_calibrating_attention_for_an_unknown_accelerator_is_refused(tmp_path):
@@ -181,7 +179,7 @@ def test_a_stack_calibrating_attention_for_an_unknown_accelerator_is_refused(tmp
     )
     res = runner.invoke(app, ["catalog", "validate", str(data)])
     assert res.exit_code == 2, res.stdout + res.stderr
-    assert _one_line(res.stderr) == (
+    assert one_line(res.stderr) == (
         f"invalid: {path}: stack nemo-mlperf-v50: field 'attention_fp8_ratio': unknown accelerator id 'b2000'; "
         "nearest: b200, gb200, b300"
     )

@@ -27,3 +27,20 @@ def test_a_job_that_never_ends_or_checkpoints_backwards_is_refused(tmp_path, row
     res = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "72", "--trace", str(path)])
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [f"error: {path}: {says}"]
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        # 8.5 GPUs were read as 8 (and tp 8.5 as 8): the job ran on a size the file does not give
+        ("60,8.5,1000,3600,training,3600,1", "row 3, column gpus: must be a whole number; has 8.5"),
+        ("60,8,1000,3600,training,3600,8.5", "row 3, column tp: must be a whole number; has 8.5"),
+        ("60,1,500.5,3600,development,0,1", "row 3, column gpu_milli: must be a whole number; has 500.5"),
+    ],
+)
+def test_a_fraction_of_a_count_is_refused_not_truncated(tmp_path, row, says):
+    path = tmp_path / "jobs.csv"
+    path.write_text(HEAD + "0,8,1000,3600,training,3600,8.0\n" + row + "\n")  # row 2: 8.0 is a whole number
+    res = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "72", "--trace", str(path)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [f"error: {path}: {says}"]

@@ -92,6 +92,9 @@ def test_a_request_is_rounded_up_to_whole_nodes_and_a_job_larger_than_the_shared
     assert s["reserve"]["gpus"] == 8 and "asked 6: rounded up to whole 4-GPU nodes" in s["reserve"]["note"]
     assert r.jobs.loc[0, "status"] == "rejected" and s["jobs"]["rejected"] == 1
     assert s["jobs"]["done"] == 9
+    # 3 GPUs: one tray, said in the singular (it read "4 GPUs on 1 nodes")
+    note = _sim(_training_behind_inference(140), 3).summary["reserve"]["note"]
+    assert note == "4 GPUs on 1 node for inference only (asked 3: rounded up to whole 4-GPU nodes)"
 
 
 def test_no_reserve_is_todays_run_bit_for_bit():

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hnplan.catalog.schemas import StackChoices
 from hnplan.compute import (
     achievable_hbm_Bps,
     gemm_flops_per_s,
@@ -254,3 +255,31 @@ def test_operator_columns_are_the_tables_numbers(cat, model, phase, batch, seq, 
         assert np.array_equal(cols[k], df[k].to_numpy()), k
     assert list(cols["kind"]) == list(df["kind"]) and list(cols["bound"]) == list(df["bound"])
     assert totals(cols) == totals(df)
+
+
+@pytest.mark.parametrize(
+    "model,phase,kw",
+    [
+        ("llama3.1-70b", "prefill", {}),
+        ("llama3.1-8b", "train", {"tp": 2, "recompute": "full", "dtype": "fp8", "stack": "megatron-core"}),
+        ("deepseek-v3", "decode", {"tp": 8, "kv_len": 2048, "attention": "unfused"}),
+    ],
+)
+def test_the_roofline_answer_is_the_operator_table_without_the_frame(cat, model, phase, kw):
+    """`hnplan roofline` reads the operator table's columns (no pandas); its rows, totals and inputs are the frame's,
+    value for value and type for type (the JSON is the same bytes)."""
+    from hnplan.compute.operators import operator_table, table_attrs, totals
+    from hnplan.planning.roofline import OP_KEYS, roofline_answer
+
+    ans = roofline_answer(model, "h100-sxm", phase, 2, 4096, catalog=cat, **kw)
+    if "stack" in kw:
+        st = cat.stack(kw["stack"])
+        kw = dict(kw, stack=StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields}))
+    m, acc = cat.model(model), cat.accelerator("h100-sxm")
+    df = operator_table(m, acc, phase, 2, 4096, **kw)
+    assert ans["ops"] == df[list(OP_KEYS)].to_dict("records")
+    assert [type(v) for v in ans["ops"][0].values()] == [
+        type(v) for v in df[list(OP_KEYS)].to_dict("records")[0].values()
+    ]
+    assert {k: ans[k] for k in totals(df)} == totals(df)
+    assert table_attrs(m, acc, phase, 2, 4096, **kw) == {k: v for k, v in df.attrs.items() if k != "units"}

@@ -51,6 +51,9 @@ def test_trtllm_bench_limits_hand_derived(cat):
     assert trtllm_bench_limits(big, 128, 4096) == (256, 2048)
     assert trtllm_bench_limits(big, 128, 2048) == (512, 2048)  # 478 sequences -> a multiple of 128
     assert trtllm_bench_limits(small, 128, 128) == (4096, 8192)
+    # 20000/2000: 64 sequences and 2,048 tokens by the rule, but without chunked prefill trtllm-bench raises
+    # max_num_tokens to the longest prompt plus max_batch_size (benchmark/utils/general.py): 20,000 + 64
+    assert trtllm_bench_limits(big, 20000, 2000) == (64, 20064)
 
 
 def test_h200_long_context_rows_within_tolerance(cat):
@@ -102,3 +105,24 @@ def test_mlperf_llama2_rows_and_fp4_optimism(cat):
     # FP4 GEMMs at vLLM's measured 0.449 of peak (b200.yaml): below TensorRT-LLM's kernels, so the ratio is low
     # (the fp8 fraction assumed before gave +20 %); reported, not hidden
     assert -25 < ratio["error_pct"] < 0
+
+
+def test_queue_run_counts_the_last_partial_batch(cat):
+    # trtllm-bench's throughput is all output tokens over (last end - first start): N equal requests at batch B
+    # run N // B generations at B and one of N mod B. Llama 3.1 405B FP8 on 8 x H100 at 128/4096 holds B = 213
+    # sequences; the dataset has 1,500 requests: 7 generations of 213 and 9 left over, so
+    # tokens/s = 1500 / (7 t_iter(213) + t_iter(9)); a multiple of B gives the steady state back.
+    from hnplan.planning.inference import steady_state
+    from hnplan.planning.inference.steady import queue_run_tokens_per_s
+    from hnplan.planning.inference.validation import throughput_point
+
+    m = next(r for r in measurements() if r.id == "trtllm-llama3.1-405b-tp8-128-4096")
+    assert m.num_requests == 1500
+    s, p = throughput_point(m, cat)
+    assert p.batch == 213
+    tail = steady_state(s, 9, 128, 4096).iteration_s
+    assert queue_run_tokens_per_s(s, p, 1500) == pytest.approx(1500 / (7 * p.iteration_s + tail), rel=1e-12)
+    assert queue_run_tokens_per_s(s, p, 7 * 213) == pytest.approx(p.tokens_per_s, rel=1e-12)
+    # the 9-sequence tail steps cost half a full step (weights stream either way): the run is 5-7 % slower
+    assert 0.4 < tail / p.iteration_s < 0.6
+    assert 0.93 < queue_run_tokens_per_s(s, p, 1500) / p.tokens_per_s < 0.95

@@ -18,16 +18,14 @@ from hnplan.cli import app
 from hnplan.errors import CatalogError, InputError
 from hnplan.planning.kernels import MAX_GEMM_DIM, gemm_kernels, parse_shape, parse_shapes_json
 
+from clitext import one_line
+
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def cat():
     return load_catalog()
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _raw(cat, kind: str, ref: str) -> dict:
@@ -80,7 +78,7 @@ def test_catalog_rates_below_their_floor_are_refused_naming_the_field(cat, tmp_p
     p.write_text(yaml.safe_dump(raw))
     res = runner.invoke(app, ["catalog", "validate", str(p), "--kind", kind])
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert needle in _one_line(res.output), res.output
+    assert needle in one_line(res.output), res.output
     assert len(res.output.strip().splitlines()) == 1
 
 
@@ -127,7 +125,7 @@ def test_facility_and_reliability_values_in_range(cat, tmp_path, where, change, 
     p = tmp_path / where
     p.write_text(yaml.safe_dump(raw))
     res = runner.invoke(app, ["catalog", "validate", str(p)])
-    assert res.exit_code == 2 and needle in _one_line(res.output), res.output
+    assert res.exit_code == 2 and needle in one_line(res.output), res.output
 
 
 def test_negative_failure_rate_refused(cat, tmp_path):
@@ -137,7 +135,7 @@ def test_negative_failure_rate_refused(cat, tmp_path):
     p = tmp_path / "reliability.yaml"
     p.write_text(yaml.safe_dump(raw))
     res = runner.invoke(app, ["catalog", "validate", str(p)])
-    assert res.exit_code == 2 and f"{comp}: a rate per component-hour must be >= 0 and < 1" in _one_line(res.output)
+    assert res.exit_code == 2 and f"{comp}: a rate per component-hour must be >= 0 and < 1" in one_line(res.output)
 
 
 # -- GEMM shapes ---------------------------------------------------------------------------------------
@@ -156,7 +154,7 @@ def test_gemm_whose_operands_exceed_the_memory_is_refused():
         gemm_kernels("h100-sxm", [("bf16", 300_000, 300_000, 10)])
     res = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "300000x300000x10"])
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert "check --shape / --shapes-json" in _one_line(res.stderr)
+    assert "check --shape / --shapes-json" in one_line(res.stderr)
     # the largest square bf16 GEMM that fits (3 x 2 x 118,000**2 = 83.5 GB) is still timed
     ok = runner.invoke(app, ["gemm", "--accelerator", "h100-sxm", "--shape", "118000x118000x118000", "--json"])
     assert ok.exit_code == 0, ok.output
@@ -168,7 +166,7 @@ def test_size_tokens_past_any_corpus_refused(tokens):
     args = ["size", "--model", "llama3.1-8b", "--tokens", tokens, "--system", "hgx-h100-ib-ndr", "--gpus", "64"]
     res = runner.invoke(app, args, env={"COLUMNS": "200"})
     assert res.exit_code == 2 and "Traceback" not in res.output
-    assert f"'--tokens': must be at most 1e+18 (3,000 times all public human text); got {tokens}" in _one_line(
+    assert f"'--tokens': must be at most 1e+18 (3,000 times all public human text); got {tokens}" in one_line(
         res.output
     )
 

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+from hnplan.errors import InputError
 from hnplan.planning.design import estimate_reliability
 
 runner = CliRunner()
@@ -184,3 +185,42 @@ def test_gpus_bought_counts_the_idle_trays_as_hot_spares(cat):
     assert "16 of 144 GPUs bought idle: 2 whole nodes per pool stand in for failed ones" in text
     r = runner.invoke(app, [*args, "--gpus-bought", "100"])
     assert r.exit_code == 2 and "--gpus-bought (100) must be at least --gpus (128)" in r.output
+
+
+@pytest.mark.parametrize(
+    "bought,said",
+    [
+        # 64-port QM9700 switches: a 3-tier fat-tree of 64^3 / 4 = 65,536 ports; a GB200 compute tray of 4 GPUs
+        # takes 4 ports, so 16,384 trays = 65,536 GPUs, 910 whole 72-GPU racks = 65,520; the next rack, 65,592,
+        # cannot be wired in to stand in for failed nodes (any count was taken: 99,999,936 gave a goodput)
+        ("65592", "--gpus-bought 65592 exceeds the most GPUs of gb200-nvl72 one scale-out fabric joins, 65,520"),
+        ("99999936", "--gpus-bought 99999936 exceeds the most GPUs of gb200-nvl72 one scale-out fabric joins"),
+        ("100000000", "--gpus-bought 100000000 exceeds the most GPUs"),  # the bound before the whole units
+        (
+            "65519",
+            "--gpus-bought 65519 is not a whole number of gb200-nvl72 units (72 GPUs each); give 65,448 or 65,520",
+        ),
+    ],
+)
+def test_gpus_bought_is_bounded_by_the_scale_out_fabric(bought, said):
+    args = ["reliability", "--system", "gb200-nvl72", "--gpus", "128", "--model", "llama3.1-70b"]
+    r = runner.invoke(app, [*args, "--gpus-bought", bought, "--json"])
+    assert r.exit_code == 2, r.output
+    assert said in json.loads(r.stdout)["error"]["message"] and "Traceback" not in r.output
+    assert said in " ".join(r.stderr.split()) and len(r.stderr.strip().splitlines()) == 1
+    ok = runner.invoke(app, [*args, "--gpus-bought", "65520", "--json"])  # the largest fabric's worth: an answer
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["gpus_bought"] == 65520
+
+
+def test_a_purchase_beyond_the_fabric_is_the_topologys_message_where_no_flag_gave_it(cat):
+    # compare buys whole racks for --gpus 65,530: 911 racks, 65,592 GPUs, one rack over the fabric; the message is
+    # the topology's (no --gpus-bought was typed), as before the bound on the flag
+    want = "65,592 GPUs of gb200-nvl72 need 65,592 scale-out ports, more than a 3-tier fat-tree of 64-port qm9700"
+    with pytest.raises(InputError, match=want):
+        estimate_reliability("gb200-nvl72", 65530, "llama3.1-70b", catalog=cat, gpus_bought=65592)
+    r = runner.invoke(
+        app,
+        ["compare", "--model", "llama3.1-70b", "--gpus", "65530", "--tokens", "1T"]
+        + ["--systems", "gb200-nvl72", "--json"],
+    )
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"]["message"].startswith(want)

@@ -120,3 +120,21 @@ def test_price_item_with_no_price_is_bad_input(tmp_path):
     assert res.exit_code == 2 and "field 'price_item'" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["catalog", "validate", path, "--kind", "systems"])
     assert res.exit_code == 2 and "field 'price_item': no price for 'gb200-nvl7'" in " ".join(res.output.split())
+
+
+def test_a_price_item_of_another_unit_size_is_refused(tmp_path):
+    # an NVL72 rack copy costed as hgx-h100-ib-ndr: prices.yaml's $270k buys one 8-GPU server, and it was taken
+    # for each 72-GPU rack, 2 x $270k = $540k of systems for 144 GPUs (an H100 server costs $33,750 a GPU there)
+    path = _rack(tmp_path, price_item="hgx-h100-ib-ndr")
+    want = (
+        f"{path}: system 'my-rack', field 'price_item': 'hgx-h100-ib-ndr' is priced per unit of 8 GPUs, this "
+        "system's unit is 72; name a priced system of 72-GPU units, or give the file its own unit_price_usd"
+    )
+    for argv in (["tco", "--system", path, "--gpus", "144"], ["catalog", "validate", path]):
+        res = runner.invoke(app, argv, env={"COLUMNS": "1000"})  # no folds inside the path
+        assert res.exit_code == 2, res.output
+        assert want in " ".join(res.output.split()) and "Traceback" not in res.output
+    # its own quote still prices it (a file of its own: the catalog keeps a file it has read)
+    (quoted := tmp_path / "quoted").mkdir()
+    d = _tco(_rack(quoted, price_item="hgx-h100-ib-ndr", unit_price_usd=3.0e6))
+    assert d["systems_usd"] == pytest.approx(6e6)

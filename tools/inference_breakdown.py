@@ -5,8 +5,9 @@ the benchmark's limits, or the planner's maximum-throughput point) and the most 
 CUDA-graph batch a generation-only iteration runs at, the decode step split into GEMMs, attention, the
 other (element-wise) kernels and the TP all-reduce (with the decode message and the implementation the
 engine's rule picks for it, :func:`hnplan.planning.inference.tp_allreduce_path`), the prefill share and host time of the iteration,
-and the iteration the published throughput implies at that batch (``batch / published``) with the gap
-to the modelled one. A positive gap is time the model does not count.
+and the iteration the published throughput implies at that batch (``batch / published``; for a row
+with ``num_requests``, the full-batch iteration of the finite run, its last partial batch as modelled,
+``run_over_steady`` the run's throughput over the steady state's) with the gap to the modelled one. A positive gap is time the model does not count.
 
 Usage::
 
@@ -23,7 +24,14 @@ import pandas as pd
 from hnplan.catalog.loader import load_catalog
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns
-from hnplan.planning.inference import graph_batch, measurements, tp_allreduce_path
+from hnplan.planning.inference import (
+    graph_batch,
+    measurements,
+    queue_run_tokens_per_s,
+    steady_state,
+    tp_allreduce_path,
+)
+from hnplan.planning.inference.speculative import tokens_per_step
 from hnplan.planning.inference.steady import _kv_dtype_reads
 from hnplan.planning.inference.validation import throughput_point
 
@@ -52,11 +60,17 @@ def breakdown(select: str = "") -> pd.DataFrame:
         b = p.breakdown_s
         bg = math.ceil(p.batch / s.replica.groups)
         implied = p.batch / m.published * 1e3
+        run = p.tokens_per_s if m.num_requests is None else queue_run_tokens_per_s(s, p, m.num_requests)
+        full, rest = divmod(m.num_requests or 0, p.batch)
+        if full:  # the full-batch iteration the published run implies, its last partial batch as modelled
+            tail = steady_state(s, rest, m.input_tokens, m.output_tokens).iteration_s if rest else 0.0
+            implied = (m.num_requests * tokens_per_step(s) / m.published - tail) / full * 1e3
         msg = float(tp_message_bytes(s.model, graph_batch(s, bg), 1))  # one decode all-reduce [bytes]
         rows.append(
             {
                 "id": m.id,
-                "error_pct": 100 * (p.tokens_per_s - m.published) / m.published,
+                "error_pct": 100 * (run - m.published) / m.published,
+                "run_over_steady": run / p.tokens_per_s,
                 "batch": p.batch,
                 "max_batch": p.max_batch,
                 "graph_batch": graph_batch(s, bg),

@@ -227,14 +227,19 @@ def _own_price(system: System) -> Price | None:
     )
 
 
-def _prices(system: System, price: Callable[[str], Price], source: str = "") -> DesignPrices:
+def _prices(
+    system: System, price: Callable[[str], Price], source: str = "", get: Callable[[str, Any], Any] | None = None
+) -> DesignPrices:
     """The design's price items; a missing one is recorded (costs read n/a with the reason), except a
-    ``price_item`` the system names, which is bad input (a typo must not turn every cost into n/a).
+    ``price_item`` the system names, which is bad input (a typo must not turn every cost into n/a), as is
+    a ``price_item`` naming a catalog system of another unit size (its price buys that system's unit: an
+    8-GPU server's price for a 72-GPU rack would cost the rack as 8 GPUs).
 
     Raises
     ------
     CatalogError
-        If ``price_item`` is given and ``prices.yaml`` has no price for it.
+        If ``price_item`` is given and ``prices.yaml`` has no price for it, or it names a system whose
+        ``unit_gpus`` differs.
     """
     found: dict[str, Price | None] = {}
     missing: dict[str, str] = {}
@@ -261,6 +266,21 @@ def _prices(system: System, price: Callable[[str], Price], source: str = "") -> 
                     "; give the system file its own unit_price_usd [USD per unit], or price_item: "
                     "the id of a priced system it costs the same as"
                 )
+    if own is None and system.price_item is not None and get is not None:
+        try:
+            priced = get("systems", system.price_item)
+        except CatalogError:  # an item of prices.yaml that is no catalog system: its unit is not known here
+            priced = None
+        if priced is not None and priced.unit_gpus != system.unit_gpus:
+            where = f"{source}: " if source not in ("", "(entry)", system.id) else ""
+            raise CatalogError(
+                f"{where}system {system.id!r}, field 'price_item': {system.price_item!r} is priced per unit of "
+                f"{priced.unit_gpus} GPUs, this system's unit is {system.unit_gpus}; name a priced system of "
+                f"{system.unit_gpus}-GPU units, or give the file its own unit_price_usd [USD per unit]",
+                path=source if where else None,
+                entry=system.id,
+                field="price_item",
+            )
     return DesignPrices(found["system"], found["scaleout_switch"], found["transceiver"], missing)
 
 
@@ -275,7 +295,7 @@ def resolve_design(
     :meth:`hnplan.catalog.loader.Catalog.design`; references must already be checked). The entries
     are looked up now; the prices and the facility, reliability and memory defaults on first use."""
     lookups: dict[str, Callable[[], Any]] = {
-        "prices": partial(_prices, system, price, source),
+        "prices": partial(_prices, system, price, source, get),
         **{name: partial(defaults, name) for name in ("facility", "reliability", "memory_overheads")},
     }
     return Design(

@@ -50,7 +50,7 @@ def reliability(
     from hnplan.catalog.checks import check_refs
     from hnplan.cli.tco_cmd import check_economics
     from hnplan.errors import InputError
-    from hnplan.planning.design import SPARE_QUANTILE, estimate_reliability
+    from hnplan.planning.design import SPARE_QUANTILE, check_gpus_bought, estimate_reliability
 
     with handle_errors():
         if gpus_bought is not None and gpus_bought < gpus:
@@ -62,15 +62,8 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
-        if gpus_bought is not None and gpus_bought != gpus:  # the spares are the idle nodes of whole units
-            sys_ = load_catalog().system(system)
-            unit = sys_.unit_gpus
-            if gpus_bought % unit:
-                whole = [n * unit for n in (gpus_bought // unit, gpus_bought // unit + 1) if n * unit >= gpus]
-                raise InputError(
-                    f"--gpus-bought {gpus_bought:,} is not a whole number of {sys_.id} units ({unit:,} GPUs each); "
-                    f"give {' or '.join(f'{n:,}' for n in whole)}"
-                )
+        if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
+            check_gpus_bought(system, gpus, gpus_bought)
         est = estimate_reliability(
             system,
             gpus,

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hnplan.cli._app import app, console, count, decimal_hint, handle_errors, print_json
+from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.units import format_count, format_usd
 
@@ -108,6 +108,8 @@ def size(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
                 + decimal_hint(global_batch_tokens)
             )
+        if power_cap_mw is not None and not power_cap_mw > 0:  # bad input before the search
+            raise InputError(f"--power-cap-mw must be > 0; got {power_cap_mw:g}")
         table = size_rows(  # the frame's rows, without pandas
             model,
             systems,
@@ -122,8 +124,6 @@ def size(
             offload=offload,
             stack=stack,
         )
-        if power_cap_mw is not None and not power_cap_mw > 0:
-            raise InputError(f"--power-cap-mw must be > 0; got {power_cap_mw:g}")
         limits = budget_usd is not None or power_cap_mw is not None
         if limits:  # what each purchase costs and draws, against the budget and the cap
             from hnplan.planning.design import design_of, purchase_fields
@@ -161,6 +161,7 @@ def size(
                     **({"moe_dispatch_note": note} if note else {}),
                 }
             )
+            _exit_if_over_limits(rows, budget_usd, power_cap_mw)
             return
         t = Table(
             title=f"{model}: {format_count(tokens)} tokens"
@@ -218,6 +219,43 @@ def size(
             notes.append(note)
         for line in notes:
             console.print(line, highlight=False, markup=False)
+        _exit_if_over_limits(rows, budget_usd, power_cap_mw)
+
+
+def over_limits_text(rows: list[dict], budget_usd: float | None, power_cap_mw: float | None) -> str | None:
+    """Why no purchase keeps to the budget and the power cap, in one line; None when one design's does (or
+    may: a design without a price is not known to break the budget) or no limit was given.
+
+    >>> rows = [{"system": "a", "status": "ok", "gpus_bought": 1152, "capex_usd": 8.04e7, "within_budget": False,
+    ...          "facility_power_mw": 2.41, "within_power_cap": True},
+    ...         {"system": "b", "status": "ok", "gpus_bought": 1152, "capex_usd": 4e7, "within_budget": True,
+    ...          "facility_power_mw": 3.5, "within_power_cap": False}]
+    >>> over_limits_text(rows, 5e7, 3.0)
+    'no design keeps to the $50M budget and the 3 MW power cap: a: 1,152 GPUs bought cost $80.4M; b: 1,152 GPUs bought draw 3.50 MW'
+    >>> over_limits_text([dict(rows[0], within_budget=True)], 1e8, 3.0) is None  # a within both
+    True
+    """
+    if budget_usd is None and power_cap_mw is None:
+        return None
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if not ok or any(r.get("within_budget") is not False and r.get("within_power_cap") is not False for r in ok):
+        return None
+    limits = [f"the {format_usd(budget_usd)} budget"] if budget_usd is not None else []
+    limits += [f"the {power_cap_mw:g} MW power cap"] if power_cap_mw is not None else []
+    why = []
+    for r in ok:
+        bought = f"{int(r['gpus_bought'] if 'gpus_bought' in r else r['gpus']):,} GPUs bought"
+        over = [f"cost {format_usd(r['capex_usd'])}"] if r.get("within_budget") is False else []
+        over += [f"draw {r['facility_power_mw']:.2f} MW"] if r.get("within_power_cap") is False else []
+        why.append(f"{r['system']}: {bought} {' and '.join(over)}")
+    return f"no design keeps to {' and '.join(limits)}: {'; '.join(why)}"
+
+
+def _exit_if_over_limits(rows: list[dict], budget_usd: float | None, power_cap_mw: float | None) -> None:
+    """After the report: one ``infeasible:`` line and exit 3 when every design answered breaks a limit."""
+    text = over_limits_text(rows, budget_usd, power_cap_mw)
+    if text is not None:
+        exit_infeasible(text)
 
 
 def _limit_lines(r: dict, budget_usd: float | None, power_cap_mw: float | None, sizing: bool) -> list[str]:
@@ -265,27 +303,46 @@ def _amount(x: float, decimals: int) -> str:
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:
     """One line per reason for the counts a sizing skipped: the counts, then the reason once (N for the
     count, written with or without thousands separators, where several share it; the batch factor the
-    reason suggests, which is the count's own odd factor, said as such where it differs between them).
+    reason suggests, which is the count's own odd factor, said as such where it differs between them; the
+    example batch, K sequences per GPU on N GPUs, as N x K, or a multiple of N where K differs).
 
-    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences, one per GPU"
-    >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536")},
-    ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280")}])
+    >>> r = "no plan on {0} GPUs divides; try a batch with the factor {1}, such as {2} sequences, {3} per GPU"
+    >>> _skipped_lines("s", [{"gpus": 1536, "reason": r.format(1536, 3, "1,536", "one")},
+    ...                      {"gpus": 1280, "reason": r.format(1280, 5, "1,280", "one")}])
     ["s: skipped 1,536, 1,280 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as N sequences, one per GPU"]
+    >>> _skipped_lines("s", [{"gpus": 216, "reason": r.format(216, 27, "4,104", "19")},
+    ...                      {"gpus": 648, "reason": r.format(648, 81, "4,536", "7")}])
+    ["s: skipped 216, 648 GPUs: no plan on N GPUs divides; try a batch with N's odd factor, such as a multiple of N sequences"]
     """
-    mark, fmark = "\x00", "\x01"
+    mark, fmark, emark = "\x00", "\x01", "\x02"
     factor = re.compile(r"with the factor (\d+)")
-    groups: dict[str, list[tuple[int, str]]] = {}
+    example = re.compile(r"such as ([\d,]+) sequences, (one|[\d,]+) per GPU")
+    groups: dict[str, list[tuple[int, str, int]]] = {}
     for s in skipped:
-        n = int(s["gpus"])
-        key = s["reason"].replace(f"{n:,}", mark).replace(str(n), mark)
+        n, reason, per_gpu = int(s["gpus"]), s["reason"], 0
+        ex = example.search(reason)
+        k = 1 if ex and ex[2] == "one" else int(ex[2].replace(",", "")) if ex else 0
+        if ex and int(ex[1].replace(",", "")) == k * n:  # K sequences a GPU on the N GPUs
+            per_gpu, reason = k, example.sub(emark, reason)
+        key = reason.replace(f"{n:,}", mark).replace(str(n), mark)
         found = factor.search(key)
-        groups.setdefault(factor.sub(f"with the factor {fmark}", key), []).append((n, found[1] if found else ""))
+        groups.setdefault(factor.sub(f"with the factor {fmark}", key), []).append(
+            (n, found[1] if found else "", per_gpu)
+        )
     lines = []
     for reason, members in groups.items():
-        counts, factors = [n for n, _ in members], {f for _, f in members}
+        counts, factors, per = [n for n, _, _ in members], {f for _, f, _ in members}, {k for _, _, k in members}
         text = reason.replace(mark, f"{counts[0]:,}" if len(counts) == 1 else "N")
         text = text.replace(
             f"the factor {fmark}", f"the factor {factors.pop()}" if len(factors) == 1 else "N's odd factor"
         )
-        lines.append(f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: {text}")
+        k = per.pop() if len(per) == 1 else 0  # 0: K differs between the counts
+        each = "one" if k == 1 else f"{k:,}"
+        if not k:
+            shown = "such as a multiple of N sequences"
+        elif len(counts) == 1:
+            shown = f"such as {k * counts[0]:,} sequences, {each} per GPU"
+        else:
+            shown = f"such as {'N' if k == 1 else f'N x {k:,}'} sequences, {each} per GPU"
+        lines.append(f"{system}: skipped {', '.join(f'{c:,}' for c in counts)} GPUs: {text.replace(emark, shown)}")
     return lines

@@ -19,7 +19,7 @@ import simpy
 
 from hnplan.cluster import gpu_types
 from hnplan.cluster.backfill import Reservation
-from hnplan.cluster.jobs import CLASSES, PRIORITY
+from hnplan.cluster.jobs import CLASSES, PRIORITY, job_count
 from hnplan.cluster.policies import Workload, allocation_shape, place, stranded
 from hnplan.cluster.preempt import Preemption
 from hnplan.cluster.reserve import InferenceReserve
@@ -64,15 +64,15 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
         self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
         self.repair_end = np.zeros(topo.nodes)  # when a node in repair comes back [s]
-        n = len(jobs)
+        n = job_count(jobs)
         self.n = n
-        self.arrival = jobs["arrival_s"].to_numpy(float)
-        self.gpus = jobs["gpus"].to_numpy(np.int64)
-        self.milli = jobs["gpu_milli"].to_numpy(np.int64)
+        self.arrival = np.asarray(jobs["arrival_s"], float)
+        self.gpus = np.asarray(jobs["gpus"], np.int64)
+        self.milli = np.asarray(jobs["gpu_milli"], np.int64)
         self.share = self.gpus * self.milli / MILLI  # GPUs held [GPU]
-        self.dur = jobs["duration_s"].to_numpy(float)
-        self.ckpt = jobs["checkpoint_s"].to_numpy(float)
-        self.tp = jobs["tp"].to_numpy(np.int64)
+        self.dur = np.asarray(jobs["duration_s"], float)
+        self.ckpt = np.asarray(jobs["checkpoint_s"], float)
+        self.tp = np.asarray(jobs["tp"], np.int64)
         self.cls = np.array([CLASSES.index(c) for c in jobs["cls"]], dtype=np.int64)
         self.prio = np.array([PRIORITY[CLASSES[c]] for c in self.cls])
         self.trains = np.isin(self.cls, [CLASSES.index(c) for c in TRAINING_CLASSES])
@@ -131,6 +131,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
         self.down_gpu_s = 0.0
         self._shadow = (-1, -1, math.inf)
         self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
+        self.fifo_head = -1  # without backfill: the blocked job the last pass stopped at, which every job waits for
         self._at: tuple = (-1, -1.0, None)
         self._init_reserve(reserve)  # inference-only nodes (None: none)
 
@@ -217,8 +218,10 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
             # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
             # for a gang job), beyond what the fragmentation figure already counts
-            waiting = self.reserved >= 0 and self.status[self.reserved] == QUEUED
-            if waiting and self.reserve is not None and self.cls[self.reserved] != CLASSES.index("inference"):
+            # without backfill no job passes the first blocked one: the GPUs left free wait for it alike
+            head = self.reserved if self.backfill else self.fifo_head
+            waiting = head >= 0 and self.status[head] == QUEUED
+            if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
                 strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
             blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
             self.samples.append(
@@ -462,6 +465,7 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
                     continue
                 self.preempt_failed[j] = self.version
             if not backfill:
+                self.fifo_head = j
                 return
             if head is None:
                 head = self.reserved = j
@@ -489,4 +493,9 @@ class ClusterSim(Reservation, Preemption, InferenceReserve):
             self.done[j] = min(total, self.dur[j])
         for j in [k[2] for k in self.queue]:
             self.queued_s[j] += env.now - self.enqueued_at[j]
+        # repairs still under way at the end: their GPUs' down time so far (a repair adds its whole time when
+        # it ends, after the end here)
+        for t_end in np.unique(self.repair_end[~self.up]):
+            nodes = np.flatnonzero(~self.up & (self.repair_end == t_end))
+            self.down_gpu_s += (env.now - (t_end - self.rates.repair_s)) * self.topo.gpus_on(nodes)
         return env.now

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hnplan.cluster.jobs import GPU_SPEC, gpu_spec_mask
+from hnplan.cluster.jobs import GPU_SPEC, gpu_spec_mask, missing_cell
 from hnplan.cluster.policies import stranded, type_ok
 from hnplan.cluster.topology import MILLI, ClusterTopology
 from hnplan.errors import InputError
@@ -24,7 +24,7 @@ def is_typed(topo: ClusterTopology, jobs) -> bool:
     of the typed paths (its outcome is the same as without them)."""
     if len(topo.gpu_models) > 1 or topo.node_slots is not None:
         return True
-    return GPU_SPEC in jobs and bool((jobs[GPU_SPEC].fillna("").astype(str).str.strip() != "").any())
+    return GPU_SPEC in jobs and any(not missing_cell(s) and str(s).strip() for s in jobs[GPU_SPEC])
 
 
 def job_masks(topo: ClusterTopology, jobs) -> np.ndarray:

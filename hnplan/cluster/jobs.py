@@ -3,7 +3,9 @@
 :mod:`hnplan.cluster.traces`; the synthetic generator fitted to public traces in
 :mod:`hnplan.cluster.synthetic`).
 
-A job table is a pandas DataFrame, one row per job (:data:`JOB_COLUMNS`):
+A job table is a pandas DataFrame, one row per job (:data:`JOB_COLUMNS`), or, inside the simulation, the
+same columns as a mapping of column name to numpy array (:func:`job_columns`; :func:`job_frame` turns it back
+into a DataFrame), so a simulated mix never imports pandas (about 0.2 s of start-up):
 
 =================  ===========  ===============================================================
 column             unit         meaning
@@ -25,14 +27,17 @@ column             unit         meaning
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CLASSES = ("inference", "training", "fine-tuning", "development")
 """Priority classes, highest priority first (production inference preempts the others)."""
@@ -47,9 +52,20 @@ MAX_JOBS = 1_000_000
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
+def missing_cell(value) -> bool:
+    """Whether a cell is empty as pandas reads one: None, a float NaN, or pandas' NA and NaT."""
+    if value is None or (isinstance(value, (float, np.floating)) and value != value):
+        return True
+    if type(value).__module__.startswith("pandas"):  # pd.NA, pd.NaT: only a pandas table holds them
+        import pandas as pd
+
+        return bool(pd.isna(value))
+    return False
+
+
 def _cell_text(value) -> str:
     """What a cell holds, as an error says it: ``is empty``, ``has 0``, ``has 'x'``."""
-    if pd.isna(value):
+    if missing_cell(value):
         return "is empty"
     return f"has {value.item() if isinstance(value, np.generic) else value!r}"
 
@@ -67,13 +83,43 @@ def _label(name) -> str:
     return name if isinstance(name, str) else f"row {name}"
 
 
-def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFrame:
+def job_columns(jobs) -> dict:
+    """A job table's columns as numpy arrays (name -> shape ``(n,)``), in the table's column order: a
+    DataFrame's (``Series.to_numpy``), or a mapping's as given."""
+    if hasattr(jobs, "columns"):  # a pandas DataFrame
+        return {c: jobs[c].to_numpy() for c in jobs.columns}
+    return {c: np.asarray(v) for c, v in jobs.items()}
+
+
+def job_frame(columns: dict) -> pd.DataFrame:
+    """A job table's columns (:func:`job_columns`) as a pandas DataFrame (imports pandas)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def job_count(jobs) -> int:
+    """Rows of a job table, a DataFrame or a mapping of columns."""
+    return len(jobs) if hasattr(jobs, "columns") else len(next(iter(jobs.values()), ()))
+
+
+def take_rows(jobs, keep):
+    """The rows of a job table where the boolean array ``keep`` is true, of the table's kind (a DataFrame's
+    rows keep their index)."""
+    keep = np.asarray(keep, bool)
+    if hasattr(jobs, "columns"):
+        return jobs[keep]
+    return {c: np.asarray(v)[keep] for c, v in jobs.items()}
+
+
+def check_jobs(jobs, where: str = "jobs", rows=None):
     """Validate a job table and return it sorted by arrival with ``job_id`` 0..n-1.
 
     Parameters
     ----------
-    jobs : DataFrame
-        The job table (:data:`JOB_COLUMNS`, ``job_id`` optional).
+    jobs : DataFrame or mapping
+        The job table (:data:`JOB_COLUMNS`, ``job_id`` optional): a DataFrame, or a mapping of column
+        name to array (:func:`job_columns`).
     where : str
         What the errors name first: the file's path, or ``jobs``.
     rows : array of int or str, optional
@@ -81,70 +127,92 @@ def check_jobs(jobs: pd.DataFrame, where: str = "jobs", rows=None) -> pd.DataFra
         shows it on (the header is row 1, the first job row 2); default the table's rows 1..n. A string is
         the name itself (``job 1234`` of a JSON log).
 
+    Returns
+    -------
+    DataFrame or dict
+        Of the kind given: a DataFrame for a DataFrame, a mapping of column name to numpy array otherwise.
+
     Raises
     ------
     InputError
         For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
-        size, duration or tp, a negative checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row and the column).
+        size, duration or tp, a count (gpus, gpu_milli, tp) that is not a whole number, a negative
+        checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row
+        and the column).
     """
+    out = _checked_columns(job_columns(jobs), where, rows)
+    return job_frame(out) if hasattr(jobs, "columns") else out
+
+
+def _checked_columns(jobs: dict, where: str, rows) -> dict:
+    """:func:`check_jobs` on a mapping of column name to numpy array."""
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
     if missing:
-        extra = [str(c) for c in jobs.columns if c not in JOB_COLUMNS]
+        extra = [str(c) for c in jobs if c not in JOB_COLUMNS]
         typos = [f"{c} (did you mean {n}?)" for c in extra if (n := nearest_name(c, missing))]
         raise InputError(
             f"{where}: missing column(s) {', '.join(missing)}" + (f"; it has {', '.join(typos)}" if typos else "")
         )
-    if jobs.empty:
+    n = job_count(jobs)
+    if not n:
         raise InputError(f"{where}: no jobs")
-    names = np.arange(1, len(jobs) + 1) if rows is None else np.asarray(rows)
-    jobs = jobs.copy()
+    names = np.arange(1, n + 1) if rows is None else np.asarray(rows)
+    jobs = dict(jobs)
     for col in ("arrival_s", "gpus", "gpu_milli", "duration_s", "checkpoint_s", "tp"):
         jobs[col] = numeric_column(jobs, col, where, rows=names)
-    bad = ~jobs["cls"].isin(CLASSES).to_numpy()
+    cls = jobs["cls"]
+    bad = ~np.isin(cls, CLASSES)
     if bad.any():
-        raise row_error(
-            where, names, bad, "cls", f"the class must be one of {', '.join(CLASSES)}", jobs["cls"].to_numpy()
-        )
+        raise row_error(where, names, bad, "cls", f"the class must be one of {', '.join(CLASSES)}", cls)
     for col in ("gpus", "gpu_milli", "duration_s"):
-        bad = (jobs[col] <= 0).to_numpy() | jobs[col].isna().to_numpy()
+        bad = (jobs[col] <= 0) | np.isnan(jobs[col])
         if bad.any():
-            raise row_error(where, names, bad, col, "must be > 0", jobs[col].to_numpy())
+            raise row_error(where, names, bad, col, "must be > 0", jobs[col])
     # a job of infinite run time would hold its GPUs past any horizon: the simulation would never end
     for col in ("arrival_s", "gpus", "duration_s", "tp"):
-        bad = ~np.isfinite(jobs[col].to_numpy(float))
+        bad = ~np.isfinite(jobs[col].astype(float))
         if bad.any():
-            raise row_error(where, names, bad, col, "must be finite", jobs[col].to_numpy())
-    bad = (jobs["checkpoint_s"] < 0).to_numpy()
+            raise row_error(where, names, bad, col, "must be finite", jobs[col])
+    # counts of GPUs, milli-GPUs and a TP group's GPUs are whole: 8.5 GPUs was read as 8
+    for col in ("gpus", "gpu_milli", "tp"):
+        v = jobs[col].astype(float)
+        bad = np.isfinite(v) & (v != np.round(v))
+        if bad.any():
+            raise row_error(where, names, bad, col, "must be a whole number", jobs[col])
+    bad = jobs["checkpoint_s"] < 0
     if bad.any():
         rule = "must be >= 0 (0: stateless, inf: never checkpointed)"
-        raise row_error(where, names, bad, "checkpoint_s", rule, jobs["checkpoint_s"].to_numpy())
-    bad = (jobs["gpu_milli"] > MILLI).to_numpy()
+        raise row_error(where, names, bad, "checkpoint_s", rule, jobs["checkpoint_s"])
+    bad = jobs["gpu_milli"] > MILLI
     if bad.any():
-        raise row_error(where, names, bad, "gpu_milli", f"must be <= {MILLI}", jobs["gpu_milli"].to_numpy())
-    bad = ((jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)).to_numpy()
+        raise row_error(where, names, bad, "gpu_milli", f"must be <= {MILLI}", jobs["gpu_milli"])
+    bad = (jobs["gpu_milli"] < MILLI) & (jobs["gpus"] > 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"{where}: {_label(names[i])}, column gpu_milli: a fractional GPU (gpu_milli {int(jobs['gpu_milli'].iloc[i])} "
-            f"< {MILLI}) needs gpus = 1; the row has gpus = {int(jobs['gpus'].iloc[i])}"
+            f"{where}: {_label(names[i])}, column gpu_milli: a fractional GPU (gpu_milli {int(jobs['gpu_milli'][i])} "
+            f"< {MILLI}) needs gpus = 1; the row has gpus = {int(jobs['gpus'][i])}"
         )
-    tp = np.minimum(jobs["tp"].to_numpy(dtype=np.int64), jobs["gpus"].to_numpy(dtype=np.int64))
-    if (tp < 1).any() or (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0).any():
-        row = int(np.flatnonzero((tp < 1) | (jobs["gpus"].to_numpy(dtype=np.int64) % np.maximum(tp, 1) != 0))[0])
+    gpus = jobs["gpus"].astype(np.int64)
+    tp = np.minimum(jobs["tp"].astype(np.int64), gpus)
+    uneven = (tp < 1) | (gpus % np.maximum(tp, 1) != 0)
+    if uneven.any():
+        row = int(np.flatnonzero(uneven)[0])
         raise InputError(
-            f"{where}: {_label(names[row])}, column tp: tp = {int(jobs['tp'].iloc[row])} must divide the job's "
-            f"{int(jobs['gpus'].iloc[row])} GPUs (its tensor-parallel groups)"
+            f"{where}: {_label(names[row])}, column tp: tp = {int(jobs['tp'][row])} must divide the job's "
+            f"{int(jobs['gpus'][row])} GPUs (its tensor-parallel groups)"
         )
-    out = jobs.sort_values("arrival_s", kind="stable").reset_index(drop=True).copy()
-    out["job_id"] = np.arange(len(out))
+    order = np.argsort(jobs["arrival_s"], kind="stable")
+    out = {"job_id": np.arange(n)}
+    for col in JOB_COLUMNS[1:]:
+        out[col] = jobs[col][order]
     out["gpus"] = out["gpus"].astype(np.int64)
     out["gpu_milli"] = out["gpu_milli"].astype(np.int64)
     out["tp"] = np.minimum(out["tp"].astype(np.int64), out["gpus"])
     out["arrival_s"] = out["arrival_s"].astype(float) - float(out["arrival_s"].min())
-    if GPU_SPEC not in out:
-        return out[list(JOB_COLUMNS)]
-    out[GPU_SPEC] = [s.strip() if isinstance(s, str) else "" for s in out[GPU_SPEC]]
-    return out[[*JOB_COLUMNS, GPU_SPEC]]
+    if GPU_SPEC in jobs:
+        out[GPU_SPEC] = np.array([s.strip() if isinstance(s, str) else "" for s in jobs[GPU_SPEC][order]], dtype=object)
+    return out
 
 
 def gpu_spec_mask(spec, models) -> np.ndarray:
@@ -203,35 +271,48 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     InputError
         For a missing file, a file that is not CSV, or a missing column.
     """
+    import pandas as pd
+
     check_trace_file(path)
     try:
         raw = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
+        raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
     missing = [c for c in columns if c not in raw]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
     return raw
 
 
-def numeric_column(table: pd.DataFrame, col: str, where: str, line_offset: int = 1, rows=None) -> pd.Series:
-    """Column ``col`` of ``table`` as numbers; a cell that is not one (text, an empty cell, a value the CSV
-    reader left as text) is bad input.
+def numeric_column(table, col: str, where: str, line_offset: int = 1, rows=None) -> np.ndarray:
+    """Column ``col`` of ``table`` (a DataFrame or a mapping of columns) as numbers; a cell that is not one
+    (text, an empty cell, a value the CSV reader left as text) is bad input.
 
     ``line_offset`` turns a row's position into the number named in the error: 2 for a CSV file read whole
     (a spreadsheet shows its header as row 1), 1 for a table's row; ``rows``, where given, names each row
     instead (a filtered table's rows in the file).
+
+    Returns
+    -------
+    ndarray
+        The column as it is when it holds numbers already, else as ``pandas.to_numeric`` reads it.
 
     Raises
     ------
     InputError
         One line naming ``where``, the first offending row and the column, with the cell's value.
     """
-    num = pd.to_numeric(table[col], errors="coerce")
-    bad = num.isna().to_numpy()
+    values = np.asarray(table[col])
+    if values.dtype.kind in "biuf":  # numbers already: what pandas.to_numeric would return
+        num = values
+    else:
+        import pandas as pd
+
+        num = pd.to_numeric(values, errors="coerce")
+    bad = np.isnan(num) if num.dtype.kind == "f" else np.zeros(len(num), bool)
     if bad.any():
-        names = np.arange(line_offset, len(table) + line_offset) if rows is None else np.asarray(rows)
-        raise row_error(where, names, bad, col, "must be a number", table[col].to_numpy())
+        names = np.arange(line_offset, len(values) + line_offset) if rows is None else np.asarray(rows)
+        raise row_error(where, names, bad, col, "must be a number", values)
     return num
 
 
@@ -261,6 +342,8 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     InputError
         For a missing file or column, or no GPU pods.
     """
+    import pandas as pd
+
     path = Path(path)
     raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
     for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"):
@@ -294,14 +377,16 @@ MIG_SEVENTHS = (1, 2, 3, 4, 7)
 GPU User Guide, "Supported MIG Profiles")."""
 
 
-def apply_slicing(jobs: pd.DataFrame, slicing: str = "fractional") -> pd.DataFrame:
+def apply_slicing(jobs, slicing: str = "fractional"):
     """GPU shares as the cluster can grant them: ``fractional`` as asked (time-sliced sharing),
     ``mig`` rounded up to the next MIG profile (1/7, 2/7, 3/7, 4/7 or a whole GPU; the placement
     geometry of MIG slices is not modelled), ``whole`` a whole GPU per job.
 
-    >>> j = pd.DataFrame({"gpu_milli": [100, 300, 500, 600, 1000]})
+    >>> j = {"gpu_milli": np.array([100, 300, 500, 600, 1000])}
     >>> apply_slicing(j, "mig")["gpu_milli"].tolist()
     [143, 429, 572, 1000, 1000]
+
+    ``jobs`` is a DataFrame or a mapping of columns; the result is of the same kind (a copy).
 
     Raises
     ------
@@ -313,9 +398,9 @@ def apply_slicing(jobs: pd.DataFrame, slicing: str = "fractional") -> pd.DataFra
     check_choice("slicing", slicing, SLICING)
     out = jobs.copy()
     if slicing == "whole":
-        out["gpu_milli"] = MILLI
+        out["gpu_milli"] = np.full(job_count(jobs), MILLI, np.int64)
     elif slicing == "mig":
-        sevenths = np.ceil(out["gpu_milli"].to_numpy() * 7 / MILLI - 1e-9)
+        sevenths = np.ceil(np.asarray(out["gpu_milli"]) * 7 / MILLI - 1e-9)
         fit = np.array([min(s for s in MIG_SEVENTHS if s >= k) for k in sevenths.astype(int)])
         out["gpu_milli"] = np.where(fit >= 7, MILLI, np.ceil(fit * MILLI / 7)).astype(np.int64)
     return out

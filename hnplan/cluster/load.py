@@ -7,13 +7,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
+from hnplan.cluster.jobs import job_count, take_rows
 from hnplan.cluster.topology import MILLI
 
 
-def admitted_jobs(jobs: pd.DataFrame, status: pd.Series) -> tuple[pd.DataFrame, dict]:
+def _gpu_s(jobs) -> np.ndarray:
+    """GPU-seconds each job of a table demands, ``gpus x share x ideal run time`` [GPU s], shape ``(n,)``."""
+    return np.asarray(jobs["gpus"]) * np.asarray(jobs["gpu_milli"]) / MILLI * np.asarray(jobs["duration_s"])
+
+
+def admitted_jobs(jobs, status) -> tuple:
     """The jobs a run admitted, and the GPU-hours of those it turned away at submission.
 
     A job larger than the cluster (``rejected``) or than every node of a GPU model it accepts
@@ -23,34 +28,34 @@ def admitted_jobs(jobs: pd.DataFrame, status: pd.Series) -> tuple[pd.DataFrame, 
 
     Parameters
     ----------
-    jobs : DataFrame
-        The run's job table (``gpus``, ``gpu_milli``, ``duration_s`` [s]).
-    status : Series
+    jobs : DataFrame or mapping
+        The run's job table (``gpus``, ``gpu_milli``, ``duration_s`` [s]; :mod:`hnplan.cluster.jobs`).
+    status : array of str
         Each job's final status, aligned with ``jobs`` (``"rejected"``, ``"unplaceable"``, ...).
 
     Returns
     -------
-    admitted : DataFrame
-        The rows of ``jobs`` neither rejected nor unplaceable (empty when every job was turned away: a load
+    admitted : DataFrame or mapping
+        The rows of ``jobs`` (of its kind) neither rejected nor unplaceable (empty when every job was turned away: a load
         of 0, and the steady-state test then takes its time scale from all the jobs).
     turned : dict
         ``rejected_gpu_hours`` and ``unplaceable_gpu_hours`` [GPU h]: ``gpus x share x run time`` summed.
 
     """
     st = np.asarray(status)
-    gpu_h = units.s_to_hours((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).to_numpy(float))
+    gpu_h = units.s_to_hours(_gpu_s(jobs).astype(float))
     turned = {s: st == s for s in ("rejected", "unplaceable")}
-    admitted = jobs[~(turned["rejected"] | turned["unplaceable"])]
+    admitted = take_rows(jobs, ~(turned["rejected"] | turned["unplaceable"]))
     return admitted, {f"{s}_gpu_hours": float(gpu_h[m].sum()) for s, m in turned.items()}
 
 
-def _window_demand(jobs: pd.DataFrame, start: float, end: float) -> float:
+def _window_demand(jobs, start: float, end: float) -> float:
     """GPU-seconds the jobs would occupy inside ``[start, end]`` had each started on arrival at full
     speed [GPU s]: the most GPU-time a scheduler could fill in the measuring window (work arriving
     near its end runs past it; a heavy-tailed mix leaves much of ``offered_load`` outside)."""
-    a = jobs["arrival_s"].to_numpy(float)
-    inside = np.clip(np.minimum(a + jobs["duration_s"].to_numpy(float), end) - np.maximum(a, start), 0.0, None)
-    return float((jobs["gpus"].to_numpy() * jobs["gpu_milli"].to_numpy() / MILLI * inside).sum())
+    a = np.asarray(jobs["arrival_s"], float)
+    inside = np.clip(np.minimum(a + np.asarray(jobs["duration_s"], float), end) - np.maximum(a, start), 0.0, None)
+    return float((np.asarray(jobs["gpus"]) * np.asarray(jobs["gpu_milli"]) / MILLI * inside).sum())
 
 
 #: the measuring window (after the warm-up cut) must span this many GPU-time-weighted run times: jobs
@@ -84,16 +89,16 @@ def steady_window_s(run_s: float, warmup: float = 0.2) -> float:
     return need * run_s
 
 
-def run_time_weighted_s(jobs: pd.DataFrame) -> float:
+def run_time_weighted_s(jobs) -> float:
     """The jobs' ideal run time weighted by their GPU-time [s]: ``sum(g_i d_i^2) / sum(g_i d_i)`` with
     ``g_i`` the GPUs a job holds (count x share) and ``d_i`` its run time; 0 for no demand.
 
-    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
+    >>> j = {"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]}  # or a DataFrame
     >>> round(run_time_weighted_s(j))  # (8 x 3600^2 + 8 x 36000^2) / (8 x 3600 + 8 x 36000)
     33055
     """
-    d = jobs["duration_s"].to_numpy(float)
-    gpu_s = (jobs["gpus"] * jobs["gpu_milli"] / MILLI).to_numpy(float) * d
+    d = np.asarray(jobs["duration_s"], float)
+    gpu_s = (np.asarray(jobs["gpus"]) * np.asarray(jobs["gpu_milli"]) / MILLI).astype(float) * d
     return float((gpu_s * d).sum() / gpu_s.sum()) if gpu_s.sum() > 0 else 0.0
 
 
@@ -113,7 +118,7 @@ def mix_steady_basis(mix, cluster_gpus: int, load: float) -> dict:
 
 
 def steady_state_of(
-    jobs: pd.DataFrame,
+    jobs,
     load: float,
     window_s: float,
     warmup: float = 0.2,
@@ -151,7 +156,7 @@ def steady_state_of(
         heavy-tailed mix sets its rate from the jobs drawn, so its window may come out shorter:
         ``--days`` is the sure remedy) and ``steady_short`` (condition (1) fails).
 
-    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]})
+    >>> j = {"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 36000.0]}
     >>> d = steady_state_of(j, 0.5, 600.0)  # two jobs in 10 minutes, GPU-time-weighted run time 9.18 h
     >>> d["steady_state"], round(d["steady_window_s"] / 3600, 1), d["steady_jobs"]  # 5 x 9.18 h; 2 x 165,278 / 600
     (False, 45.9, 560)
@@ -161,7 +166,8 @@ def steady_state_of(
     run_s = drawn if run_s is None else run_s
     need = steady_window_s(run_s, warmup)
     short = window_s < need
-    rate = len(jobs) / window_s if jobs_per_s is None else jobs_per_s
+    n = job_count(jobs)
+    rate = n / window_s if jobs_per_s is None else jobs_per_s
     # the process's load (a mix's aim) and this draw's: a heavy-tailed draw that offers 100 % or more
     # overloads the cluster for this window whatever the mix aims at
     stable = max(load, 0.0 if load_asked is None else load_asked) < 1.0
@@ -171,7 +177,7 @@ def steady_state_of(
         "run_time_weighted_basis": basis,
         "run_time_weighted_drawn_s": drawn,
         "steady_window_s": need,
-        "steady_jobs": _round_up(max(len(jobs), rate * need)),
+        "steady_jobs": _round_up(max(n, rate * need)),
         "steady_short": bool(short),
     }
 
@@ -265,7 +271,7 @@ def _round_up(n: float) -> int:
     return int(math.ceil(n / step) * step)
 
 
-def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
+def offered_load_of(jobs, gpus: int, window_s: float) -> float:
     """Offered load of a job table on ``gpus`` GPUs [fraction]: the GPU-seconds the jobs demand
     (``gpus x share x ideal run time``, summed) per GPU-second of capacity over the arrival window
     ``window_s`` [s] (the simulated days, else up to the last arrival).
@@ -276,11 +282,11 @@ def offered_load_of(jobs: pd.DataFrame, gpus: int, window_s: float) -> float:
     however the run is sized (``--jobs``, ``--days`` or a trace). Above 1 the arrivals ask for more
     GPU-time than the cluster has while they arrive: the queue grows.
 
-    >>> j = pd.DataFrame({"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]})
+    >>> j = {"gpus": [8, 8], "gpu_milli": [1000, 1000], "duration_s": [3600.0, 3600.0]}
     >>> offered_load_of(j, 16, 7200.0)  # 16 GPU-hours asked of 16 GPUs over 2 hours
     0.5
     """
-    demand = float((jobs["gpus"] * jobs["gpu_milli"] / MILLI * jobs["duration_s"]).sum())
+    demand = float(_gpu_s(jobs).sum())
     return demand / (gpus * window_s)
 
 

@@ -55,6 +55,10 @@ class Preemption:
                 if np.isin(np.asarray(n, np.int64) * width + np.asarray(s, np.int64), used).any():
                     self._stop(x, "preempt")
             self._start(j, *got)
+            # the stopped jobs are requeued behind this pass's snapshot of the queue: a pass at once sees them
+            # (a job end is an event, as a failure's is), so one that cannot restart takes the backfill
+            # reservation and the GPUs left idle for it count as blocked, not as unexplained free capacity
+            self._kick()
             return True
         return False
 

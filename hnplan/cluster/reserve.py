@@ -70,7 +70,8 @@ def reserve_note(topo: ClusterTopology, asked: int, mask: np.ndarray) -> str:
     """One line saying what the reserve holds and whether the request was rounded up."""
     got = int(mask.sum()) * topo.node_gpus
     rounded = "" if got == asked else f" (asked {asked}: rounded up to whole {topo.node_gpus}-GPU nodes)"
-    return f"{got} GPUs on {int(mask.sum())} nodes for inference only{rounded}"
+    nodes = int(mask.sum())
+    return f"{got} GPUs on {nodes} node{'s' * (nodes != 1)} for inference only{rounded}"
 
 
 class InferenceReserve:
@@ -139,4 +140,4 @@ def reserve_summary(out, sim, topo: ClusterTopology, asked: int, span_s: float) 
         "utilisation": float(sim.int_reserve / (gpus * span_s)) if span_s > 0 else 0.0,
         "note": reserve_note(topo, asked, sim.reserve),
     }
-    out.jobs["reserve_gpu_s"] = sim.reserve_gpu_s
+    out.job_columns["reserve_gpu_s"] = sim.reserve_gpu_s

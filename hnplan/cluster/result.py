@@ -4,15 +4,16 @@ it is assembled from a finished :class:`hnplan.cluster.engine.ClusterSim` (split
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, ClusterSim
 from hnplan.cluster.gpu_types import by_model_summary
-from hnplan.cluster.jobs import CLASSES
+from hnplan.cluster.jobs import CLASSES, job_count
 from hnplan.cluster.load import (
     _window_demand,
     admitted_jobs,
@@ -21,6 +22,9 @@ from hnplan.cluster.load import (
     steady_text,
 )
 from hnplan.cluster.topology import MILLI
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SERIES_UNITS = {
     "time_s": "s",
@@ -49,6 +53,8 @@ JOB_UNITS = {
     "reserve_gpu_s": "GPU s",
     "design_speed": "x (training speed on the simulated design over the reference system)",
 }
+SERIES_COLUMNS = tuple(SERIES_UNITS)
+"""The time series' columns, in order."""
 STATUS = {
     DONE: "done",
     RUNNING: "running",
@@ -62,6 +68,9 @@ STATUS = {
 @dataclass(frozen=True)
 class ClusterResult:
     """Outcomes of one simulated cluster.
+
+    The summary is computed from numpy arrays; the time series and the per-job table are pandas DataFrames
+    built on first access (a run that prints its summary never imports pandas).
 
     Attributes
     ----------
@@ -79,7 +88,8 @@ class ClusterResult:
         for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
         no queued job), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
-        while the job holding the backfill reservation waits: the drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
+        while the job holding the backfill reservation, or without backfilling the first blocked job, waits: the
+        drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
@@ -89,10 +99,16 @@ class ClusterResult:
         (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
         (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
     timeseries : DataFrame
-        One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``).
+        One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``); from ``series_rows``.
     jobs : DataFrame
         One row per job: the input columns plus ``status, start_s, end_s, queue_delay_s, lost_work_s,
-        allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``).
+        allocated_gpu_s, useful_gpu_s, slowdown, speed, preemptions, interruptions`` (``attrs["units"]``); from
+        ``job_columns``.
+    series_rows : list of tuple
+        The time series' rows (:data:`SERIES_COLUMNS`).
+    job_columns : dict
+        The per-job table's columns (name -> array, ``status`` a list of str), the job table's first
+        (``input_columns`` of them); columns added here before ``jobs`` is first read appear in it.
     snapshot : DataFrame or None
         With ``snapshot_at``: one row per GPU at the first sample at or after that time: ``node, gpu,
         domain, leaf, rack, used`` [fraction of the GPU], ``up`` (and ``gpu_model`` on a cluster of
@@ -103,9 +119,29 @@ class ClusterResult:
     gpus: int
     policy: str
     summary: dict
-    timeseries: pd.DataFrame = field(repr=False)
-    jobs: pd.DataFrame = field(repr=False)
+    series_rows: list = field(repr=False)
+    job_columns: dict = field(repr=False)
+    input_columns: int = field(repr=False)
     snapshot: pd.DataFrame | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def timeseries(self) -> pd.DataFrame:
+        import pandas as pd
+
+        ts = pd.DataFrame(self.series_rows, columns=list(SERIES_COLUMNS))
+        ts.attrs["units"] = SERIES_UNITS
+        return ts
+
+    @functools.cached_property
+    def jobs(self) -> pd.DataFrame:
+        import pandas as pd
+
+        names = list(self.job_columns)
+        out = pd.DataFrame({c: self.job_columns[c] for c in names[: self.input_columns]})
+        for c in names[self.input_columns :]:  # added as the simulation's outcome columns
+            out[c] = self.job_columns[c]
+        out.attrs["units"] = JOB_UNITS
+        return out
 
     def to_json(self) -> dict:
         """The summary as plain JSON types."""
@@ -131,7 +167,7 @@ def _pct(x: np.ndarray) -> dict:
 
 def _result(
     sim: ClusterSim,
-    jobs: pd.DataFrame,
+    jobs: dict,
     topo,
     policy: str,
     window: float,
@@ -141,22 +177,10 @@ def _result(
     basis: dict | None = None,
     jobs_from: str = "table",
 ) -> ClusterResult:
-    cols = [
-        "time_s",
-        "allocation",
-        "utilisation",
-        "queued",
-        *[f"queued_{c}" for c in CLASSES],
-        "fragmentation",
-        "free",
-        "running",
-        "down",
-        "blocked",
-    ]
-    ts = pd.DataFrame(sim.samples, columns=cols)
-    ts.attrs["units"] = SERIES_UNITS
-    out = jobs.copy()
-    out["status"] = [STATUS[s] for s in sim.status]
+    out = dict(jobs)
+    n_input = len(out)
+    status = [STATUS[s] for s in sim.status]
+    out["status"] = status
     out["start_s"], out["end_s"] = sim.first_start, sim.end
     out["queue_delay_s"] = sim.queued_s
     out["lost_work_s"] = sim.lost_s
@@ -165,15 +189,18 @@ def _result(
     out["slowdown"] = (sim.end - sim.arrival) / sim.dur
     out["speed"] = sim.speed
     out["preemptions"], out["interruptions"] = sim.preempted, sim.interrupted
-    out.attrs["units"] = JOB_UNITS
     cap = topo.gpus * (window - warm)
-    waited = out[out["status"].isin(["done", "running", "queued"])]
-    done = out[out["status"] == "done"]
-    sd = done["slowdown"].to_numpy()
-    in_window = ts[(ts["time_s"] >= warm) & (ts["time_s"] <= window)]
-    alloc_total = float(out["allocated_gpu_s"].sum())
-    admitted, turned_gpu_h = admitted_jobs(jobs, out["status"])
+    st = np.array(status, dtype=object)
+    waited = np.isin(st, ["done", "running", "queued"])
+    sd = out["slowdown"][st == "done"]
+    ts = np.array(sim.samples, dtype=float).reshape(len(sim.samples), len(SERIES_COLUMNS))
+    series = dict(zip(SERIES_COLUMNS, ts.T, strict=True))
+    in_window = (series["time_s"] >= warm) & (series["time_s"] <= window)
+    frag, blocked, running = (series[c][in_window] for c in ("fragmentation", "blocked", "running"))
+    alloc_total = float(np.nansum(out["allocated_gpu_s"]))  # a column's sum as pandas takes it: NaN skipped
+    admitted, turned_gpu_h = admitted_jobs(jobs, st)
     load = offered_load_of(admitted, topo.gpus, window)
+    cls, delay = np.asarray(jobs["cls"])[waited], out["queue_delay_s"][waited]
     summary = {
         "system": topo.system_id,
         "gpus": topo.gpus,
@@ -190,33 +217,29 @@ def _result(
         "offered_load": load,
         "oversubscribed": load > 1,
         "offered_load_window": _window_demand(admitted, warm, window) / cap,
-        **steady_state_of(jobs if admitted.empty else admitted, load, window, warm / window, **(basis or {})),
+        **steady_state_of(jobs if not job_count(admitted) else admitted, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
-        "fragmentation": float(in_window["fragmentation"].mean()) if len(in_window) else 0.0,
-        "fragmentation_max": float(in_window["fragmentation"].max()) if len(in_window) else 0.0,
-        "blocked": float(in_window["blocked"].mean()) if len(in_window) else 0.0,
-        "queue_delay_s": {
-            c: _pct(waited.loc[waited["cls"] == c, "queue_delay_s"].to_numpy())
-            for c in CLASSES
-            if (waited["cls"] == c).any()
-        },
+        "fragmentation": float(np.nanmean(frag)) if len(frag) else 0.0,
+        "fragmentation_max": float(np.nanmax(frag)) if len(frag) else 0.0,
+        "blocked": float(np.nanmean(blocked)) if len(blocked) else 0.0,
+        "queue_delay_s": {c: _pct(delay[cls == c]) for c in CLASSES if (cls == c).any()},
         "jct_slowdown": {
             "mean": float(sd.mean()) if len(sd) else None,
             "p50": float(np.median(sd)) if len(sd) else None,
             "p95": float(np.percentile(sd, 95)) if len(sd) else None,
         },
-        "goodput": float(out["useful_gpu_s"].sum()) / alloc_total if alloc_total > 0 else None,
+        "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),
         "hardware_failures": sim.hw_failures,
         "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
         "down_gpu_s": sim.down_gpu_s,
         "concurrent_jobs": {
-            "mean": float(in_window["running"].mean()) if len(in_window) else 0.0,
-            "max": int(in_window["running"].max()) if len(in_window) else 0,
+            "mean": float(running.mean()) if len(running) else 0.0,
+            "max": int(running.max()) if len(running) else 0,
         },
-        "jobs": {s: int((out["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
+        "jobs": {s: int((st == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
         **turned_gpu_h,
         "offered_load_asked": asked,
         "jobs_from": jobs_from,
@@ -226,6 +249,8 @@ def _result(
         summary["by_gpu_model"] = by_model_summary(topo, sim.by_model, window - warm)
     snap = None
     if sim.snapshot is not None:
+        import pandas as pd
+
         t, free, up = sim.snapshot
         n, g = np.divmod(np.arange(free.size), free.shape[1])
         snap = pd.DataFrame(
@@ -244,4 +269,4 @@ def _result(
         if topo.node_slots is not None:  # slots a smaller node lacks are no GPUs
             snap = snap[g < topo.node_slots[n]].reset_index(drop=True)
         snap.attrs["time_s"] = t
-    return ClusterResult(topo.system_id, topo.gpus, policy, summary, ts, out, snap)
+    return ClusterResult(topo.system_id, topo.gpus, policy, summary, sim.samples, out, n_input, snap)

@@ -173,9 +173,9 @@ def design_speeds(system, reference, jobs, catalog: Catalog | None = None) -> np
     the training classes' (``training``, ``fine-tuning``) by their GPU count, 1.0 for the others
     (inference and development keep their traced durations)."""
     cat = catalog or load_catalog()
-    out = np.ones(len(jobs))
-    trains = jobs["cls"].isin(("training", "fine-tuning")).to_numpy()
-    gpus = jobs["gpus"].to_numpy()
+    gpus = np.asarray(jobs["gpus"])
+    out = np.ones(len(gpus))
+    trains = np.isin(np.asarray(jobs["cls"]), ("training", "fine-tuning"))
     for g in np.unique(gpus[trains]):
         out[trains & (gpus == g)] = design_speed_ratio(system, reference, int(g), catalog=cat)
     return out

@@ -4,16 +4,16 @@ outcomes as a frozen :class:`ClusterResult` (summary, time series, per-job table
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import ClusterSim
 from hnplan.cluster.gpu_types import NODE_LISTS, node_list
-from hnplan.cluster.jobs import apply_slicing, check_jobs
+from hnplan.cluster.jobs import apply_slicing, check_jobs, job_columns, job_frame, take_rows
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
@@ -37,10 +37,12 @@ from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.clust
     _plain,
     _result,
 )
-from hnplan.cluster.synthetic import synthetic_jobs
+from hnplan.cluster.synthetic import synthetic_columns
 from hnplan.cluster.topology import ClusterTopology, build_topology
-from hnplan.cluster.traces import read_trace
 from hnplan.errors import InputError, check_choice
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QUEUE_DEPTH = 500
 """Queued jobs one scheduler pass considers, in priority then arrival order (the queue depth): Slurm's
@@ -85,22 +87,54 @@ def resolve_jobs(
     offered_load=None,
     catalog: Catalog | None = None,
 ) -> pd.DataFrame:
-    """The job table of a run: a trace file (cut to ``jobs`` or ``days`` if given), or ``mix`` drawn for
-    ``jobs`` jobs or ``days`` days (default 1 day)."""
+    """The job table of a run: a trace file or table (cut to ``jobs`` or ``days`` if given), or ``mix`` drawn
+    for ``jobs`` jobs or ``days`` days (default 1 day); :func:`resolve_job_columns` as a DataFrame."""
+    return job_frame(
+        resolve_job_columns(
+            cluster_gpus,
+            trace=trace,
+            mix=mix,
+            jobs=jobs,
+            days=days,
+            seed=seed,
+            offered_load=offered_load,
+            catalog=catalog,
+        )
+    )
+
+
+def resolve_job_columns(
+    cluster_gpus: int,
+    *,
+    trace=None,
+    mix="default",
+    jobs=None,
+    days=None,
+    seed=0,
+    offered_load=None,
+    catalog: Catalog | None = None,
+) -> dict:
+    """:func:`resolve_jobs` as a mapping of column name to numpy array (:func:`hnplan.cluster.jobs.job_columns`);
+    a mix's draw takes no pandas (a trace file is read with it)."""
     if trace is not None:
-        t = trace if isinstance(trace, pd.DataFrame) else read_trace(trace)
-        t = check_jobs(t, "trace")
+        if hasattr(trace, "columns"):  # a DataFrame
+            t = trace
+        else:
+            from hnplan.cluster.traces import read_trace
+
+            t = read_trace(trace)
+        t = check_jobs(job_columns(t), "trace")
         if days is not None:
-            t = t[t["arrival_s"] < units.days_to_s(days)]
+            t = take_rows(t, t["arrival_s"] < units.days_to_s(days))
         if jobs is not None:
-            t = t.head(jobs)
+            t = {c: v[:jobs] for c, v in t.items()}  # as DataFrame.head(jobs)
         return check_jobs(t, "trace")
     from hnplan.catalog.mixes import cluster_mix
 
     m = cluster_mix(mix, catalog)
     if jobs is None and days is None:
         days = 1.0
-    return synthetic_jobs(m, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load)
+    return synthetic_columns(m, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load)
 
 
 def simulate_cluster(
@@ -258,7 +292,7 @@ def simulate_cluster(
     asked, basis = None, {}  # the load a mix aims at and its steady-state expectations (none for a trace or table)
     jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
     if jobs is None:
-        jobs = resolve_jobs(
+        jobs = resolve_job_columns(
             topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
         )
         if trace is None:
@@ -268,10 +302,10 @@ def simulate_cluster(
             asked = offered_load if offered_load is not None else m.offered_load.value
             basis = mix_steady_basis(m, topo.gpus, asked)
     else:
-        jobs = check_jobs(jobs)
+        jobs = check_jobs(job_columns(jobs))
     serving: list[dict] = []  # what each --serve deployment holds, for the summary
     if serve:
-        span = units.days_to_s(days) if days is not None else max(float(jobs["arrival_s"].max()), units.days_to_s(7))
+        span = units.days_to_s(days) if days is not None else max(float(np.max(jobs["arrival_s"])), units.days_to_s(7))
         extra = [runtime.serving_jobs(sid, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
@@ -286,19 +320,21 @@ def simulate_cluster(
             {"model": m, "qps": float(q), "replicas": len(e), "gpus": int(e["gpus"].sum())}
             for (m, q), e in zip(serve, extra, strict=True)
         ]
-        jobs = check_jobs(pd.concat([jobs.drop(columns="job_id"), *extra], ignore_index=True))
+        import pandas as pd  # the serving planner's replicas are frames
+
+        jobs = check_jobs(job_columns(pd.concat([job_frame(jobs).drop(columns="job_id"), *extra], ignore_index=True)))
     jobs = apply_slicing(jobs, slicing)
     ratio = None
     if reference_system is not None:  # durations measured on the reference: carried to this design
         if nodes is not None:
             raise InputError("a reference system compares catalog designs; a node list (nodes) is not one: drop one")
         ratio = runtime.design_speeds(sid, reference_system, jobs, cat)
-        ref_gpu_s = (jobs["duration_s"] * jobs["gpus"]).to_numpy()
-        jobs = jobs.assign(duration_s=jobs["duration_s"] / ratio)
+        ref_gpu_s = jobs["duration_s"] * jobs["gpus"]
+        jobs = {**jobs, "duration_s": jobs["duration_s"] / ratio}
         if (ratio != 1.0).any():  # the mix's load and run times are the reference's: judge the jobs as run here
             asked, basis = None, {}
     horizon = units.days_to_s(days) if days is not None else None
-    last_arrival = float(jobs["arrival_s"].max())
+    last_arrival = float(np.max(jobs["arrival_s"]))
     window = horizon if horizon is not None else max(last_arrival, 1.0)
     rates = runtime.failure_rates(sid, topo.gpus, cat)
     if not 0 <= warmup < 1:
@@ -340,10 +376,11 @@ def simulate_cluster(
     if reserve is not None:
         reserve_summary(out, sim, topo, inference_reserve_gpus, window - warmup * window)
     if ratio is not None:
-        out.jobs["design_speed"] = ratio
-        trains = out.jobs["cls"].isin(("training", "fine-tuning")).to_numpy()
-        done = out.jobs[out.jobs["status"] == "done"]
-        jct = (done["end_s"] - done["arrival_s"]).to_numpy()
+        cols = out.job_columns
+        cols["design_speed"] = ratio
+        trains = np.isin(cols["cls"], ("training", "fine-tuning"))
+        done = np.array(cols["status"], dtype=object) == "done"
+        jct = cols["end_s"][done] - cols["arrival_s"][done]
         out.summary["reference_system"] = cat.system(reference_system).id
         w = ref_gpu_s[trains]
         out.summary["design_speed"] = float((ratio[trains] * w).sum() / w.sum()) if w.sum() > 0 else None

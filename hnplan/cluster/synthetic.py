@@ -6,14 +6,17 @@ times and classes fitted to public traces, and the mix's expected GPU-time and G
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import MAX_JOBS, check_jobs
+from hnplan.cluster.jobs import MAX_JOBS, check_jobs, job_frame
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 # -- synthetic jobs ---------------------------------------------------------------------------
@@ -102,7 +105,8 @@ def synthetic_jobs(
     offered_load: float | None = None,
     max_gpus: int | None = None,
 ) -> pd.DataFrame:
-    """Jobs drawn from a synthetic mix (:class:`hnplan.catalog.schemas.ClusterMix`).
+    """Jobs drawn from a synthetic mix (:class:`hnplan.catalog.schemas.ClusterMix`), a job table
+    (:mod:`hnplan.cluster.jobs`; :func:`synthetic_columns` gives the same as numpy columns, without pandas).
 
     Each job's class, GPU count, GPU share and duration are drawn independently from the class's
     distributions. Arrivals are Poisson with rate ``lambda = load x G / E[GPU s per job]`` [1/s] for
@@ -128,6 +132,25 @@ def synthetic_jobs(
         Unless exactly one of ``jobs``/``days`` is given and positive, for a load <= 0, or when the run
         would draw more than :data:`MAX_JOBS` jobs (``jobs`` above it, or ``days`` of arrivals expected to).
     """
+    return job_frame(
+        synthetic_columns(
+            mix, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load, max_gpus=max_gpus
+        )
+    )
+
+
+def synthetic_columns(
+    mix,
+    cluster_gpus: int,
+    *,
+    jobs: int | None = None,
+    days: float | None = None,
+    seed: int = 0,
+    offered_load: float | None = None,
+    max_gpus: int | None = None,
+) -> dict:
+    """:func:`synthetic_jobs` as a mapping of column name to numpy array (:func:`hnplan.cluster.jobs.job_columns`):
+    the same draw, checked and sorted, for the simulation, which reads columns and needs no pandas."""
     if (jobs is None) == (days is None):
         raise InputError("give exactly one of jobs and days")
     if (jobs is not None and jobs < 1) or (days is not None and days <= 0):
@@ -182,16 +205,14 @@ def synthetic_jobs(
         rate = load * cluster_gpus / float(np.mean(gpus * milli / MILLI * dur))
         arrivals = np.cumsum(rng.exponential(1.0 / rate, size=n))
     return check_jobs(
-        pd.DataFrame(
-            {
-                "arrival_s": arrivals,
-                "gpus": gpus,
-                "gpu_milli": milli,
-                "duration_s": dur,
-                "cls": cls,
-                "checkpoint_s": ckpt,
-                "tp": tp,
-            }
-        ),
+        {
+            "arrival_s": arrivals,
+            "gpus": gpus,
+            "gpu_milli": milli,
+            "duration_s": dur,
+            "cls": cls,
+            "checkpoint_s": ckpt,
+            "tp": tp,
+        },
         f"mix {mix.id}",
     )

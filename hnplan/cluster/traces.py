@@ -328,10 +328,10 @@ def read_trace(path: str | Path) -> pd.DataFrame:
     try:
         head = set(pd.read_csv(path, nrows=0).columns)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({exc})") from None
+        raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
     if "num_gpu" in head:
         return read_openb(path)
     if {"gpu_num", "submit_time"} <= head:
         return read_acme(path) if "type" in head else read_helios(path)
-    table = pd.read_csv(path)
+    table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
     return check_jobs(table, str(path), rows=np.arange(2, len(table) + 2))  # rows as a spreadsheet shows them

@@ -84,6 +84,13 @@ def steady_days(mix, gpus: int, catalog: Catalog | None = None) -> tuple[float, 
     return days, basis["jobs_per_s"] * units.days_to_s(days)
 
 
+RunCache = Callable[[list[tuple], Callable[[list[int]], list[dict]]], list[dict]]
+"""A store of simulated runs: ``cache(keys, compute) -> rows``, one summary row per key (a tuple of plain values
+naming the run: ``"simulated-utilisation"``, the policy, system, GPUs, mix, jobs, days and seed), those it does
+not hold from ``compute(indices)`` (positions in ``keys``); the planner's on-disk cache
+(:func:`hnplan.planning.design.simulated_utilisation_cached`)."""
+
+
 def _runs(
     cat: Catalog,
     sid: str,
@@ -93,17 +100,14 @@ def _runs(
     days: float | None,
     seeds: list[int],
     progress: Callable[[float], None] | None = None,
+    cache: RunCache | None = None,
 ) -> list[dict]:
-    """The summary of each seed's run: from this process's runs, else from the on-disk cache
-    (:func:`hnplan.planning.prediction_cache.cached_points`, keyed by the system, GPUs, mix, length and seed,
-    the catalog's content hash and the code; ``HNPLAN_NO_CACHE=1`` bypasses it), else simulated now, with
-    ``progress`` called with the share of the missing runs done [0-1]."""
-    from hnplan.planning.prediction_cache import cached_points, point_digest
-
+    """The summary of each seed's run: from this process's runs, else from ``cache`` where given (:data:`RunCache`),
+    else simulated now, with ``progress`` called with the share of the missing runs done [0-1]."""
     args = [(sid, gpus, mix, jobs, days, int(k), str(cat.root)) for k in seeds]
     todo = [a for a in args if a not in _DONE]
     if todo:
-        digests = [point_digest("simulated-utilisation", POLICY, *a[:-1]) for a in todo]
+        keys = [("simulated-utilisation", POLICY, *a[:-1]) for a in todo]
 
         def compute(idx: list[int]) -> list[dict]:
             rows = []
@@ -114,7 +118,8 @@ def _runs(
                 rows.append(_simulate(*todo[i], progress=hook))
             return rows
 
-        for a, row in zip(todo, cached_points(digests, cat, compute), strict=True):
+        rows = compute(list(range(len(todo)))) if cache is None else cache(keys, compute)
+        for a, row in zip(todo, rows, strict=True):
             _DONE[a] = row
     if progress is not None:
         progress(1.0)
@@ -169,6 +174,7 @@ def simulated_utilisation(
     replications: int = REPLICATIONS,
     catalog: Catalog | None = None,
     progress: Callable[[float], None] | None = None,
+    cache: RunCache | None = None,
 ) -> dict:
     """Useful utilisation of ``gpus`` accelerators of a design under a job mix, simulated.
 
@@ -180,8 +186,9 @@ def simulated_utilisation(
     14 days, whose seed-0 draw offers 113 % and is labelled so: a draw heavier than its mix is no
     steady state either); ``replications`` such runs on independent seeds
     (:func:`hnplan.cluster.replicate.replication_seeds` of ``seed``; one: the plain run of ``seed``),
-    each kept in this process and in the on-disk cache (keyed by the system, GPUs, mix, length, seed, the
-    catalog's content hash and the code: a later process reads them back in milliseconds), their figures
+    each kept in this process and in ``cache`` where given (:data:`RunCache`; the planner's on-disk cache, keyed
+    by the system, GPUs, mix, length, seed, the catalog's content hash and the code, from which a later process
+    reads them back in milliseconds: :func:`hnplan.planning.design.simulated_utilisation_cached`), their figures
     averaged with the utilisation's Student-t 95 % interval (:func:`hnplan.cluster.replicate.mean_ci`; where
     that interval leaves 0-100 %, the interval of the logit is stated too, :func:`~hnplan.cluster.replicate.ci_text`).
     ``progress``, where given, is called with the share of the runs to simulate done [0-1] (not at all when
@@ -221,7 +228,7 @@ def simulated_utilisation(
         raise InputError(f"replications must be 1 to 30 for a cost figure; got {replications}")
     seeds = replication_seeds(int(seed), int(replications))
     n_jobs = None if jobs is None else int(jobs)
-    runs = _runs(cat, sid, g, str(mix), n_jobs, days, seeds, progress)
+    runs = _runs(cat, sid, g, str(mix), n_jobs, days, seeds, progress, cache)
     s = _mean_of(runs)
     out = dict(s, gpus_simulated=s["gpus"], mix=str(mix), jobs=jobs, days=days, seed=int(seed))
     out.pop("gpus")

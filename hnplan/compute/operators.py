@@ -228,20 +228,22 @@ def operator_table(
     df["attained_flops_per_s"] = df["flops"] / df["time_s"]
     df = df[TABLE_COLUMNS]
     df.attrs = dict(
-        model=model.id,
-        accelerator=acc.id,
-        phase=phase,
-        batch=batch,
-        seq_len=seq_len,
-        kv_len=kv_len,
-        tp=tp,
-        cp=cp,
-        ep=ep,
-        dtype=dtype,
-        recompute=recompute,
-        convention=convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
+        table_attrs(
+            model,
+            acc,
+            phase,
+            batch,
+            seq_len,
+            kv_len=kv_len,
+            tp=tp,
+            cp=cp,
+            ep=ep,
+            dtype=dtype,
+            recompute=recompute,
+            convention=convention,
+            attention=attention,
+            sequence_parallel=sequence_parallel,
+        ),
         units={
             "flops": "FLOP",
             "bytes": "bytes",
@@ -251,6 +253,45 @@ def operator_table(
         },
     )
     return df
+
+
+def table_attrs(
+    model: Model,
+    acc: Accelerator,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    *,
+    kv_len: int | None = None,
+    tp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    dtype: str = "bf16",
+    recompute: str = "none",
+    convention: str = "executed",
+    attention: str = "flash",
+    sequence_parallel: bool = True,
+    stack: StackChoices | None = None,
+) -> dict:
+    """The inputs :func:`operator_table` keeps in its ``attrs`` for these arguments (less ``units``): the ids of
+    the model and accelerator, ``kv_len`` resolved (``seq_len`` when None) and the rest as given. ``stack`` is
+    not kept (taken so that the table's arguments pass through)."""
+    return dict(
+        model=model.id,
+        accelerator=acc.id,
+        phase=phase,
+        batch=batch,
+        seq_len=seq_len,
+        kv_len=seq_len if kv_len is None else kv_len,
+        tp=tp,
+        cp=cp,
+        ep=ep,
+        dtype=dtype,
+        recompute=recompute,
+        convention=convention,
+        attention=attention,
+        sequence_parallel=sequence_parallel,
+    )
 
 
 def _timed_rows(
@@ -357,9 +398,9 @@ sequence_parallel, stack
     Returns
     -------
     dict
-        ``name``, ``kind``, ``bound`` (str arrays), ``count``, ``flops`` [FLOP], ``bytes`` [bytes],
-        ``compute_time_s``, ``memory_time_s``, ``time_s`` [s] (number arrays), one element per row of
-        :func:`operator_table` in its order; :func:`totals` accepts it.
+        ``name``, ``scope``, ``kind``, ``phase``, ``bound`` (str arrays), ``count``, ``flops`` [FLOP], ``bytes``
+        [bytes], ``intensity`` [FLOP/byte], ``compute_time_s``, ``memory_time_s``, ``time_s`` [s] (number
+        arrays), one element per row of :func:`operator_table` in its order; :func:`totals` accepts it.
 
     Raises
     ------
@@ -367,13 +408,19 @@ sequence_parallel, stack
         As :func:`operator_table`.
     """
     _, rows, (compute_s, memory_s, time_s, _) = _timed_rows(**locals())
+    flops, n_bytes = np.array([r[5] for r in rows]), np.array([r[6] for r in rows])
+    with np.errstate(divide="ignore", invalid="ignore"):  # a row of no bytes: inf, as the frame's division gives
+        intensity = flops / n_bytes
     return {
         # the numbers' dtypes inferred from the rows as the frame's are (integers stay integers)
         "name": np.array([r[0] for r in rows], dtype=object),
+        "scope": np.array([r[1] for r in rows], dtype=object),
         "kind": np.array([r[2] for r in rows], dtype=object),
+        "phase": np.array([r[3] for r in rows], dtype=object),
         "count": np.array([r[4] for r in rows]),
-        "flops": np.array([r[5] for r in rows]),
-        "bytes": np.array([r[6] for r in rows]),
+        "flops": flops,
+        "bytes": n_bytes,
+        "intensity": intensity,
         "compute_time_s": compute_s,
         "memory_time_s": memory_s,
         "time_s": time_s,

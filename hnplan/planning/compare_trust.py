@@ -172,8 +172,8 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
             f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
             "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
             "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
-            "as one value fitted to those runs (moe_host_us_per_kernel, 36 us a kernel), which leaves them "
-            "between 22 % slower and 29 % faster than measured, the bf16 runs 19-29 % faster "
+            "as one value fitted to those runs (moe_host_us_per_kernel, 38 us a kernel), which leaves them "
+            "between 14 % slower and 19 % faster than measured, the bf16 Hopper Qwen3-30B-A3B runs 7-19 % faster "
             '(docs/training.md, "The MoE layer\'s host work, fitted").'
         )
     if said := trust.moe_dispatch_sentence(m, stack, cat):

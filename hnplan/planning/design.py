@@ -13,7 +13,7 @@ from collections.abc import Callable
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.comm.topology import whole_units
+from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice
@@ -262,14 +262,18 @@ def estimate_reliability(
     Raises
     ------
     InputError
-        For an unknown mode or a share outside (0, 1].
+        For an unknown mode, a share outside (0, 1], or ``gpus_bought`` above what the scale-out fabric
+        joins (the topology's message, :func:`hnplan.comm.topology.scaleout_bom`).
     CatalogError
         For an unknown system or model.
     """
     check_choice("mode", mode, CHECKPOINT_MODES)
     cat = catalog or load_catalog()
+    design = _design(system, cat)
+    if gpus_bought is not None and gpus_bought > gpus:  # the idle spares are wired in: one fabric holds them
+        scaleout_bom(design, gpus_bought)  # (raises InputError beyond its largest fat-tree)
     return reliability_estimate(
-        _design(system, cat),
+        design,
         gpus,
         cat.model(model),
         mode,
@@ -283,6 +287,34 @@ def estimate_reliability(
         step_s=step_s,
         gpus_bought=gpus_bought,
     )
+
+
+def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> None:
+    """Refuse a purchase the job's hot spares cannot come from (``hnplan reliability --gpus-bought``): fewer
+    GPUs than the job's, more than one scale-out fabric joins (the idle spares are wired in to stand in for
+    failed nodes; :func:`hnplan.comm.topology.max_scaleout_gpus`), or not whole units.
+
+    Raises
+    ------
+    InputError
+        Naming ``gpus_bought`` and its value, and for a count of part units the whole ones either side.
+    """
+    design = _design(system, catalog or load_catalog())
+    if gpus_bought < gpus:
+        raise InputError(f"gpus_bought {gpus_bought} must be at least the job's {gpus:,} GPUs")
+    if gpus_bought > (most := max_scaleout_gpus(design)) >= gpus:  # (a job over it: the topology says so)
+        sw = design.scaleout_switch
+        raise InputError(
+            f"gpus_bought {gpus_bought} exceeds the most GPUs of {design.system.id} one scale-out fabric joins, "
+            f"{most:,} (a 3-tier fat-tree of {sw.ports}-port {sw.id} switches), which the spares must be wired into"
+        )
+    unit = design.system.unit_gpus
+    if gpus_bought % unit:
+        whole = [n * unit for n in (gpus_bought // unit, gpus_bought // unit + 1) if gpus <= n * unit <= most]
+        raise InputError(
+            f"gpus_bought {gpus_bought} is not a whole number of {design.system.id} units ({unit:,} GPUs each); "
+            f"give {' or '.join(f'{n:,}' for n in whole)}"
+        )
 
 
 def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
@@ -302,7 +334,7 @@ def resolve_utilisation(
 ) -> tuple[float | None, str]:
     """``(value, source)`` of a utilisation input: None stays None (sampled), a number (or its text)
     in (0, 1] is taken as given, ``"simulated"`` runs the cached shared-cluster simulation
-    (:func:`hnplan.cluster.utilisation.simulated_utilisation`, ``progress`` passed on).
+    (:func:`simulated_utilisation_cached`, ``progress`` passed on).
 
     Raises
     ------
@@ -312,9 +344,7 @@ def resolve_utilisation(
     if utilisation is None:
         return None, ""
     if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
-        from hnplan.cluster.utilisation import simulated_utilisation
-
-        sim = simulated_utilisation(system, gpus, mix=mix, catalog=catalog, progress=progress)
+        sim = simulated_utilisation_cached(system, gpus, mix=mix, catalog=catalog, progress=progress)
         return float(sim["utilisation"]), sim["source"]
     try:
         u = float(utilisation)
@@ -326,6 +356,22 @@ def resolve_utilisation(
         hint = f" (a percentage? {u:g} % is {u / 100:g})" if 2 <= u <= 100 else ""  # 1.5: no guess
         raise InputError(f"utilisation must be in (0, 1]{hint}; got {utilisation!r}")
     return u, "given"
+
+
+def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None = None, **kw) -> dict:
+    """:func:`hnplan.cluster.utilisation.simulated_utilisation` (same arguments and result) with its runs kept in
+    the on-disk cache of predictions (:func:`hnplan.planning.prediction_cache.cached_points`, each run under the
+    digest of its key: system, GPUs, mix, length and seed, with the catalog's content hash and the code;
+    ``HNPLAN_NO_CACHE=1`` bypasses it): a later process reads a run back in milliseconds."""
+    from hnplan.cluster.utilisation import simulated_utilisation
+    from hnplan.planning.prediction_cache import cached_points, point_digest
+
+    cat = catalog or load_catalog()
+
+    def cache(keys: list[tuple], compute) -> list[dict]:
+        return cached_points([point_digest(*k) for k in keys], cat, compute)
+
+    return simulated_utilisation(system, gpus, catalog=cat, cache=cache, **kw)
 
 
 def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:

@@ -27,7 +27,7 @@ milliseconds.
 The claims audit's shared-cluster runs (:func:`hnplan.cluster.claims.audit_points`: one job stream per offered
 load, design and replication, a few seconds of CPU each) are kept the same way, each run's summary numbers under
 the SHA-256 of its arguments, in ``cluster_points.json`` (:func:`cached_points`), and so are the runs behind a
-simulated cost figure (:func:`hnplan.cluster.utilisation.simulated_utilisation`, ``hnplan tco --utilisation
+simulated cost figure (:func:`hnplan.planning.design.simulated_utilisation_cached`, ``hnplan tco --utilisation
 simulated``).
 
 Each cache is one JSON file in ``$HNPLAN_CACHE_DIR`` (default ``$XDG_CACHE_HOME/hnplan``, else

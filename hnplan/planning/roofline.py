@@ -7,16 +7,20 @@ the frames carry their units in ``attrs["units"]`` for :func:`hnplan.plots.roofl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import peak_flops_per_s
 from hnplan.compute.fp8_recipes import check_recipe
-from hnplan.compute.operators import operator_table, roofline_curve, totals
+from hnplan.compute.operators import operator_columns, operator_table, roofline_curve, table_attrs, totals
 from hnplan.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 INTENSITY_RANGE = (0.1, 1e5)  # FLOP/byte span of the plotted ceilings: covers element-wise to large GEMMs
 OP_KEYS = ("name", "phase", "kind", "scope", "count", "flops", "bytes", "intensity", "time_s", "bound")
@@ -49,8 +53,9 @@ def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len:
         As :func:`hnplan.compute.operator_table`.
     """
     kw = {k: v for k, v in kwargs.items() if k != "recompute"}
-    model_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
-    hw_f = totals(operator_table(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
+    # the operator table's columns, without the frame (the same rows and totals)
+    model_f = totals(operator_columns(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
+    hw_f = totals(operator_columns(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
     peak = peak_flops_per_s(acc, kwargs.get("dtype", "bf16"))
     return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak, "hfu": hw_f / time_s / peak}
 
@@ -93,6 +98,8 @@ def roofline_comparison(
     InputError
         As :func:`hnplan.compute.operator_table`; CatalogError for unknown ids.
     """
+    import pandas as pd
+
     cat = catalog or load_catalog()
     model = cat.model(model)
     accs = [cat.accelerator(a) for a in accelerators]
@@ -177,14 +184,17 @@ def roofline_answer(
         check_recipe(acc, kwargs["stack"].fp8_recipe)  # MXFP8 only on Blackwell
     if kwargs.get("dtype") == "fp4" and phase == "train":
         check_recipe(acc, "nvfp4")  # NVFP4 training needs an fp4 peak
-    df = operator_table(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
+    # the operator table's columns and inputs, without the frame: no pandas on the command's path
+    cols = operator_columns(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
+    attrs = table_attrs(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
-    out = {k: df.attrs[k] for k in keys}
-    out.update(totals(df))
-    kw = {k: df.attrs[k] for k in keys[5:]}
-    out.update(utilisation(m, acc, df.attrs["phase"], df.attrs["batch"], df.attrs["seq_len"], out["time_s"], **kw))
-    out.update(attention=df.attrs["attention"], sequence_parallel=df.attrs["sequence_parallel"])
-    out["ops"] = [{k: r[k] for k in OP_KEYS} for r in df.to_dict("records")]
+    out = {k: attrs[k] for k in keys}
+    out.update(totals(cols))
+    kw = {k: attrs[k] for k in keys[5:]}
+    out.update(utilisation(m, acc, attrs["phase"], attrs["batch"], attrs["seq_len"], out["time_s"], **kw))
+    out.update(attention=attrs["attention"], sequence_parallel=attrs["sequence_parallel"])
+    values = [cols[k].tolist() for k in OP_KEYS]  # numpy scalars as Python's, as DataFrame.to_dict gives them
+    out["ops"] = [dict(zip(OP_KEYS, row, strict=True)) for row in zip(*values, strict=True)]
     return out
 
 

@@ -60,9 +60,7 @@ from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.schemas import Model, Storage, System
 from hnplan.comm.topology import scaleout_bom
-from hnplan.compute import param_counts
 from hnplan.errors import InputError, check_choice
-from hnplan.memory import zero_model_state_bytes
 from hnplan.reliability.spares import drain_share, poisson_pmf, spare_pools
 
 CHECKPOINT_MODES = ("sync", "async")
@@ -231,6 +229,10 @@ def checkpoint_bytes(model: Model) -> float:
     >>> round(checkpoint_bytes(load_catalog().model("llama3.1-8b")) / 1e9)
     112
     """
+    # the model's state accounting, imported here: the interruption rates (the cluster simulation's) need neither
+    from hnplan.compute import param_counts
+    from hnplan.memory import zero_model_state_bytes
+
     weights, _, optimizer = zero_model_state_bytes(param_counts(model).total, 1, 0)
     return weights + optimizer
 

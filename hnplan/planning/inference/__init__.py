@@ -50,6 +50,7 @@ from hnplan.planning.inference.steady import (  # noqa: F401
     max_throughput_point,
     prefill_pass,
     prefill_per_request_s,
+    queue_run_tokens_per_s,
     steady_state,
 )
 from hnplan.planning.inference.validation import (  # noqa: F401

@@ -397,3 +397,38 @@ def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **
     finer = [int(b) for b in batch_grid(hi, s.replica.groups, 64) if lo < b < hi and int(b) not in pts]
     pts.update(steady_states(s, finer, input_tokens, output_tokens, cache, **kwargs))
     return pts[max(pts, key=lambda b: pts[b].tokens_per_s)]
+
+
+def queue_run_tokens_per_s(s: Setup, point: OperatingPoint, num_requests: int) -> float:
+    """Output tokens/s of a run that serves ``num_requests`` equal requests, all queued at once, at ``point``'s
+    batch, measured from the first request's start to the last one's end [tokens/s].
+
+    A throughput benchmark at an unbounded request rate (TensorRT-LLM ``trtllm-bench throughput``: every
+    request of the dataset submitted at the start, output throughput = all output tokens / (latest end -
+    earliest start), tensorrt_llm/bench/dataclasses/reporting.py ``generate_statistics_summary``) runs its
+    ``N`` requests of equal length (prepare_dataset.py ``token-norm-dist`` with stdev 0) in generations: the
+    engine holds ``B`` (``point.batch``) of them, and a finished one is replaced from the queue, so
+    ``G = N // B`` generations run at ``B`` and the last ``r = N - G B`` requests decode their ``O`` tokens
+    at a batch of ``r``::
+
+        T = (O / k) (G t_iter(B) + t_iter(r))      tokens/s = N O / T = N k / (G t_iter(B) + t_iter(r))
+
+    with ``k`` output tokens per sequence and step (:func:`tokens_per_step`) and ``t_iter`` the steady-state
+    iteration of :func:`steady_state` (its decode step and the prefill share it carries). As ``N / B`` grows
+    this tends to ``point.tokens_per_s``. Labelled assumption: the admissions of one generation are spread
+    over far fewer iterations than its ``O / k`` steps, so the tail runs at ``r`` for its whole length
+    (where prefill dominates the iteration, ``t_iter`` scales with the batch and the tail costs little either
+    way).
+
+    Raises
+    ------
+    InputError
+        If ``num_requests`` < 1.
+    """
+    if num_requests < 1:
+        raise InputError(f"num_requests must be >= 1; got {num_requests}")
+    full, rest = divmod(int(num_requests), point.batch)
+    t = full * point.iteration_s
+    if rest:
+        t += steady_state(s, rest, point.input_tokens, point.output_tokens).iteration_s
+    return num_requests * tokens_per_step(s) / t

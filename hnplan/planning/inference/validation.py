@@ -6,8 +6,8 @@ Every row names its source; the quantity compared is the one the source measured
 * ``tokens_per_s``: output tokens/s of the whole replica at an unbounded request rate (the
   maximum-throughput point), TensorRT-LLM ``trtllm-bench`` on H100 and H200, FP8 (NVIDIA/TensorRT-LLM
   docs/source/performance/perf-overview.md at commit 00f37686; the H100 column as in ``data/reference/
-  inference_measurements.csv``), and Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA
-  technical blog).
+  inference_measurements.csv``; each the finite run of its dataset's requests, ``num_requests``), and
+  Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
   at the concurrency the source ran (published, or by Little's law: concurrency = throughput x TPOT).
 * ``prefill_s``: time of one prefill pass.
@@ -49,6 +49,7 @@ from hnplan.planning.inference.steady import (
     OperatingPoint,
     max_throughput_point,
     prefill_pass,
+    queue_run_tokens_per_s,
     steady_state,
 )
 
@@ -65,6 +66,10 @@ def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tupl
     per TP rank), at most 4,096 sequences per pipeline stage, rounded up to a multiple of 32 below 256 (at
     least 64), of 128 below 1,024 and of 256 above; ``max_num_tokens`` is that batch x ``(1 + I / O)``, at
     most 32,768, rounded up to 256 below 4,096 (at least 2,048), to 512 below 8,192 and to 1,024 above.
+    Without chunked prefill (an engine whose ``chunked_prefill`` is off: ``trtllm-bench throughput`` runs
+    without ``--enable_chunked_context`` unless asked) a whole prompt must fit one iteration, so
+    ``max_num_tokens`` is raised to at least ``I + max_batch_size`` (tensorrt_llm/bench/benchmark/utils/
+    general.py ``get_settings``); the engine then reserves the activations of that many tokens.
     The runtime then holds what its KV cache takes (:func:`predict` with ``engine_fills``).
     """
     r, gib = s.replica, float(2**30)
@@ -82,6 +87,8 @@ def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tupl
         tokens = max(2048, up(raw_tokens, 256))
     else:
         tokens = up(raw_tokens, 512) if raw_tokens < 8192 else up(raw_tokens, 1024)
+    if s.engine is None or not s.engine.chunked_prefill:  # a whole prompt must fit one iteration
+        tokens = max(tokens, input_tokens + bs)
     return bs, tokens
 
 
@@ -102,10 +109,15 @@ def throughput_point(m: Measurement, catalog: Catalog | None = None) -> tuple[Se
 
 
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
-    """The planner's value of a measurement's quantity, in its unit."""
+    """The planner's value of a measurement's quantity, in its unit: a ``tokens_per_s`` row with
+    ``num_requests`` is the throughput of that finite run at the row's operating point
+    (:func:`hnplan.planning.inference.steady.queue_run_tokens_per_s`), otherwise the steady state's."""
     cat = catalog or load_catalog()
     if m.quantity == "tokens_per_s":
-        return throughput_point(m, cat)[1].tokens_per_s
+        s, point = throughput_point(m, cat)
+        if m.num_requests is None:
+            return point.tokens_per_s
+        return queue_run_tokens_per_s(s, point, m.num_requests)  # the run's ramp and its last, partial batch
     s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, overlap=m.overlap, engine=m.engine), cat)
     if m.quantity == "tokens_per_s_ratio":
         if m.ref_system is None or m.ref_dtype is None:
