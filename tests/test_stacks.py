@@ -47,6 +47,7 @@ def test_stacks_load_and_map_onto_overlap(cat):
         ep_dispatch_fp8=True,
         ep_dispatcher="flex",
         pipeline_schedule="dualpipe",
+        pp_p2p_sync=False,
         recompute_modules=("layernorm", "mla_up_proj"),
         expert_gemm_launch="grouped",
         moe_host_us_per_kernel=0.0,

@@ -40,6 +40,12 @@ class TrainingRun(_Strict):
         description="stack choices (StackChoices fields) the run's own configuration sets differently from its "
         "stack, e.g. {tp_comm: false} for a submission that turned TP-communication overlap off",
     )
+    mtp_modules: int | None = Field(
+        default=None,
+        ge=0,
+        description="multi-token-prediction modules the run trained where its configuration departs from the "
+        "model entry's ``mtp_modules`` (Megatron-Bridge ``mtp_num_layers=None`` trains none); None: the model's",
+    )
     metric: Literal[
         "hardware_tflops_per_gpu", "model_tflops_per_gpu", "tokens_per_s_per_gpu", "mfu", "hfu", "step_time_s"
     ]
@@ -97,6 +103,22 @@ class TrainingRun(_Strict):
         if self.expect == "gap" and (self.gap_bound_pct is None or not self.gap_reason):
             raise ValueError("a run with expect: gap needs gap_bound_pct and gap_reason")
         return self
+
+
+def run_model(run: TrainingRun, catalog=None):
+    """The model entry a run trained: the catalog's ``run.model`` with the run's own ``mtp_modules`` where it
+    sets one (Megatron-Bridge's DeepSeek-V3 recipe takes ``mtp_num_layers=None`` as none,
+    ``src/megatron/bridge/recipes/deepseek/deepseek_v3.py``), else the entry unchanged.
+
+    Raises
+    ------
+    CatalogError
+        For an unknown model id.
+    """
+    model = (catalog or load_catalog()).model(run.model)
+    if run.mtp_modules is None or run.mtp_modules == model.mtp_modules:
+        return model
+    return model.model_copy(update={"mtp_modules": run.mtp_modules})
 
 
 def training_runs(path=None) -> list[TrainingRun]:

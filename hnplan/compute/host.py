@@ -206,7 +206,9 @@ def sync_s(ch: StackChoices) -> float:
     return SYNC_LATENCY_S + units.us_to_s(ch.kernel_launch_us)
 
 
-def stage_times(g_fwd, g_bwd, h_fwd, h_bwd, g_sync, h_sync, n_sync, t_sync):
+def stage_times(
+    g_fwd, g_bwd, h_fwd, h_bwd, g_sync, h_sync, n_sync, t_sync, p2p_sync=False, tail_bwd=0.0, rc=(0.0, 0.0)
+):
     """Forward and backward time of one micro-batch on a stage with the host in the loop [s].
 
     Parameters
@@ -221,17 +223,34 @@ def stage_times(g_fwd, g_bwd, h_fwd, h_bwd, g_sync, h_sync, n_sync, t_sync):
         Device-host syncs in the micro-batch [-].
     t_sync : float
         GPU idle per sync [s].
+    p2p_sync : bool or array
+        Each pass ends in a device sync (the non-interleaved pipeline schedule's batched P2P exchange,
+        Megatron-Core ``p2p_communication.py``, ``torch.cuda.synchronize()``): forward and backward are then
+        stretches of their own, each one ``t_sync`` longer, and the backward lasts at least its host time plus
+        ``tail_bwd``.
+    tail_bwd : array
+        GPU time of the backward's last kernels, launched after the rest of its host work (the attention core
+        backward of the stage's first layer, a few launches after the layer's expert and MLP backward) [s].
+    rc : tuple of arrays
+        GPU and host time of the recomputation in ``g_fwd`` / ``h_fwd`` outside the synced stretches [s]: it runs
+        inside the backward (each layer's before its backward), so with ``p2p_sync`` it joins the backward's
+        stretch (and stays counted in the forward's time returned).
 
     Returns
     -------
     tuple of arrays
         ``(fwd, bwd)``: ``max(g_sync, h_sync) + n_sync t_sync`` for the synced stretches, ``max(g, h)`` for the
-        rest (one stretch), the idle of the rest shared between forward and backward by their host time.
+        rest (one stretch), the idle of the rest shared between forward and backward by their host time; with
+        ``p2p_sync`` the rest of the forward ``max(g, h) + t_sync`` and the backward
+        ``max(g_bwd, h_bwd + tail_bwd) + t_sync``: the lower bound of ``max_i(H_<=i + G_>=i)`` over a stretch
+        that ends in a sync (one host thread, one stream).
 
     >>> [float(x) for x in stage_times(1.0, 2.0, 0.5, 1.0, 0.0, 0.0, 0, 0.0)]   # GPU-bound: unchanged
     [1.0, 2.0]
     >>> [float(x) for x in stage_times(1.0, 1.0, 2.0, 2.0, 1.0, 2.0, 10, 0.01)]  # host-bound synced forward
     [2.1, 2.0]
+    >>> [round(float(x), 6) for x in stage_times(1.0, 2.0, 0.5, 2.5, 0.0, 0.0, 0, 0.01, True, 0.2)]  # P2P syncs
+    [1.01, 2.71]
     """
     sync_t = np.maximum(g_sync, h_sync) + n_sync * t_sync
     free_g, free_hf = g_fwd + g_bwd - g_sync, h_fwd - h_sync
@@ -240,4 +259,9 @@ def stage_times(g_fwd, g_bwd, h_fwd, h_bwd, g_sync, h_sync, n_sync, t_sync):
     share_f = np.divide(free_hf, free_h, out=np.zeros_like(np.asarray(free_h, dtype=float)), where=free_h > 0)
     fwd = g_fwd - g_sync + sync_t + idle * share_f
     bwd = g_bwd + idle * (1.0 - share_f)
-    return fwd, bwd
+    if not np.any(p2p_sync):
+        return fwd, bwd
+    g_rc, h_rc = rc
+    fwd_p = sync_t + np.maximum(g_fwd - g_sync - g_rc, free_hf - h_rc) + t_sync + g_rc
+    bwd_p = np.maximum(g_bwd + g_rc, h_bwd + h_rc + tail_bwd) + t_sync - g_rc
+    return np.where(p2p_sync, fwd_p, fwd), np.where(p2p_sync, bwd_p, bwd)

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head": "head"}
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
+GROUPS += ("attn_bwd",)  # the attention core's backward alone: a backward's last GPU work (host.stage_times)
 HOST_GROUPS = ("host_fwd", "host_bwd", "host_rc_full", "host_rc_sel")
 ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
@@ -98,7 +99,8 @@ def training_part_times(
         forward + backward), and ``<part>_routed_fwd`` / ``_routed_bwd`` / ``_routed_rc`` (the share of
         forward, backward and full recomputation spent in the routed experts and their permutation,
         :data:`ROUTED_OPS`: the work that grows with the tokens routed to a rank) and ``<part>_wgrad``
-        (the weight-gradient GEMMs, part of ``_bwd``) [s]; ``<part>_rc_sel`` re-runs the stack's
+        (the weight-gradient GEMMs, part of ``_bwd``) and ``<part>_attn_bwd`` (the attention core's backward, part
+        of ``_bwd`` and ``_attn``) [s]; ``<part>_rc_sel`` re-runs the stack's
         ``recompute_modules`` (:data:`MODULE_OPS`; default the attention core) and ``<part>_rc_attn`` is
         the attention core's share of a recomputation [s]; ``<part>_host_fwd`` / ``_host_bwd`` / ``_host_rc_full``
         / ``_host_rc_sel``: the host time launching those kernels (:mod:`hnplan.compute.host`, with the stack's
@@ -296,6 +298,7 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
         "routed_bwd": routed & bwd,
         "routed_rc": routed & rc,
         "wgrad": _label_is(phase, "bwd-weight"),
+        "attn_bwd": attn & bwd & ~rc,
     }
     # one sum per group over (part, owner) bins; rows of scopes outside PARTS fall in a last bin
     part_of = np.array([list(PARTS).index(sc) if sc in PARTS else len(PARTS) for sc in scope[1]], dtype=np.int64)

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs
+from hnplan.catalog.runs import TrainingRun, collective_measurements, measured_runs, run_model
 from hnplan.catalog.schemas import SoftwareStack
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.errors import CatalogError, HnplanError, InputError
@@ -78,7 +78,9 @@ class _RunModel:
     def __init__(self, run: TrainingRun, stack: SoftwareStack, cat: Catalog):
         self.run = run
         # the run's GPU count is its field ``gpus``, not the --gpus flag of train: messages name the field
-        job = make_job(run.model, run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack)
+        job = make_job(
+            run_model(run, cat), run.system, run.gpus, run.seq_len, run.global_batch_seqs, run.dtype, cat, stack=stack
+        )
         self.job = replace(job, gpus_name="its gpus")
         self._table = fitting_plans(self.job, run.fixed)  # the plan columns, read by every trial
         if not len(self._table[1]):

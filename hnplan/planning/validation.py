@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.runs import TrainingRun, training_runs
+from hnplan.catalog.runs import TrainingRun, run_model, training_runs
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
@@ -26,14 +26,16 @@ def _run_args(run: TrainingRun) -> tuple[str, str, int, int, int, str]:
 
 def run_job(run: TrainingRun, catalog: Catalog | None = None) -> c.Job:
     """The training job a validation run describes (:func:`hnplan.planning.training.job.make_job` with the
-    run's model, system, size, batch, dtype, stack and overrides), for tools that break its best plan down.
+    run's model (:func:`hnplan.catalog.runs.run_model`: its own ``mtp_modules`` where it sets one), system,
+    size, batch, dtype, stack and overrides), for tools that break its best plan down.
 
     Raises
     ------
     InputError
         Where the run names an id the catalog lacks or a combination :func:`make_job` rejects.
     """
-    return make_job(*_run_args(run), catalog, stack=run.stack, overrides=run.overrides or None)
+    model = run_model(run, catalog)  # the run's own multi-token-prediction depth where it sets one
+    return make_job(model, *_run_args(run)[1:], catalog, stack=run.stack, overrides=run.overrides or None)
 
 
 def predict_run(run: TrainingRun, catalog: Catalog | None = None) -> pd.Series:

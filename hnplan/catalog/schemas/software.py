@@ -6,15 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import (
-    Dtype,
-    Entry,
-    Fraction,
-    NonNegative,
-    PosInt,
-    Positive,
-    _Strict,
-)
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive, _Strict
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
 # the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
@@ -236,6 +228,9 @@ class StackChoices(_Strict):
         Device-host syncs per MoE layer forward: the dropless token dispatchers copy the tokens per expert to
         the host (Megatron-Core ``token_dispatcher.py``); 0 when sync-free (expert capacity with padding).
         Default 1.
+    pp_p2p_sync : bool
+        Without interleaving, ``torch.cuda.synchronize()`` after each batched P2P exchange (Megatron-Core
+        ``p2p_communication.py``, ``batch_p2p_comm`` and ``batch_p2p_sync``). Default on, as Megatron-Core.
     expert_gemm_launch : {"per_expert", "grouped"}
         ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
         expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
@@ -401,6 +396,7 @@ class StackChoices(_Strict):
     moe_host_syncs_per_layer: int = Field(
         default=1, ge=0, description="device-host syncs per MoE layer forward (tokens per expert to the host)"
     )
+    pp_p2p_sync: bool = Field(default=True, description="device sync after each P2P exchange without interleaving")
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",

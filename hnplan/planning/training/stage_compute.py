@@ -188,9 +188,44 @@ def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.Da
         ``[stage (first, middle, last), quantity (STAGE_QUANTITIES), distinct row]``; so
         ``compute_per_microbatch(job, df, per_stage=True)`` is ``table.take(codes, axis=2)``.
     """
-    block = ["virtual_stages"] if job.choices.recompute_num_layers is not None else []  # its share is per chunk
-    codes, uniq = factorize(with_etp(df), [*SHAPE_KEYS, "recompute", "pp", *block])
+    df, keys = with_etp(df), [*SHAPE_KEYS, "recompute", "pp"]
+    if job.choices.recompute_num_layers is not None:  # its share is per chunk
+        keys.append("virtual_stages")
+    elif _p2p_matters(job) and "virtual_stages" in df:  # the P2P syncs: pipelines without interleaving
+        df = _with_column(
+            df, "p2p_sync", (np.asarray(_col(df, "pp")) > 1) & (np.asarray(_col(df, "virtual_stages")) <= 1)
+        )
+        keys.append("p2p_sync")
+    codes, uniq = factorize(df, keys)
     return codes, uniq, _stage_table(job, uniq)
+
+
+def _p2p_terms(nd, nm, synced_rc, dense, moe, h_dense, h_moe):
+    """What a stage's P2P syncs expose: the GPU time its backward runs after its host work (the attention core
+    backward of its first layer, launched last) and the recomputation outside the synced stretches, GPU and host,
+    which runs inside the backward layer by layer (``synced_rc``: an MoE layer's full recomputation, already in its
+    synced forward stretches) [s]."""
+    tail = np.where(nd > 0, dense[4], moe[4])  # an MoE model's dense layers come first
+    rc = (
+        nd * dense[5] + nm * np.where(synced_rc, 0.0, moe[5]),
+        nd * h_dense[2] + nm * np.where(synced_rc, 0.0, h_moe[2]),
+    )
+    return tail, rc
+
+
+def _p2p_matters(job: Job) -> bool:
+    """Whether the pipeline's P2P syncs (stack choice ``pp_p2p_sync``) are timed: for MoE models, whose layers'
+    host work can match their GPU work; a dense layer's kernels run far longer than they take to launch, so the
+    syncs cost it two idles of ``sync_s`` a micro-batch (about 50 us of a micro-batch of 100 ms or more), left out
+    (the search's extra distinct rows would cost it more than they tell)."""
+    return job.choices.pp_p2p_sync and job.model.moe is not None
+
+
+def _with_column(df, name: str, values):
+    """``df`` (a DataFrame or :class:`~hnplan.vectorise.Columns`) with the column ``name`` added."""
+    if isinstance(df, Columns):
+        return Columns({**{k: df[k] for k in df}, name: values})
+    return df.assign(**{name: values})
 
 
 def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
@@ -204,7 +239,8 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     extra = busiest_rank_load(job, df) - 1.0  # the busiest EP rank's surplus of routed tokens
 
     def part(name, lt=lt, full=full):
-        fwd = lt(f"{name}_fwd") + np.where(full, lt(f"{name}_rc_full"), np.where(selective, lt(f"{name}_rc_sel"), 0.0))
+        rc = np.where(full, lt(f"{name}_rc_full"), np.where(selective, lt(f"{name}_rc_sel"), 0.0))
+        fwd = lt(f"{name}_fwd") + rc
         bwd = lt(f"{name}_bwd")
         if np.any(extra > 0):
             # routed-expert work (GEMMs at their tokens per expert, permutation) grows with the tokens
@@ -212,13 +248,13 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
             bwd = bwd + extra * lt(f"{name}_routed_bwd")
         # the attention core runs again when recomputed: the ring exchange can hide behind that too
         attn = lt(f"{name}_attn") + np.where(rerun_attn, lt(f"{name}_rc_attn"), 0.0)
-        return fwd, bwd, attn, lt(f"{name}_wgrad")
+        return fwd, bwd, attn, lt(f"{name}_wgrad"), lt(f"{name}_attn_bwd"), rc
 
     dense, moe, emb, head = part("dense"), part("moe"), part("emb"), part("head")
 
     def host(name, lt=lt, full=full):  # host time (fwd with recomputation, bwd) of a part [s], hnplan.compute.host
         rc = np.where(full, lt(f"{name}_host_rc_full"), np.where(selective, lt(f"{name}_host_rc_sel"), 0.0))
-        return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd")
+        return lt(f"{name}_host_fwd") + rc, lt(f"{name}_host_bwd"), rc
 
     h_dense, h_moe, h_emb, h_head = host("dense"), host("moe"), host("emb"), host("head")
     # an MoE layer's forward (and its full recomputation) runs between device-host syncs
@@ -232,6 +268,12 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
         layer = moe if job.model.moe is not None else dense
         head = tuple(h + (0.0 if i == 2 else mtp * (x + h)) for i, (h, x) in enumerate(zip(head, layer)))
     stages = stage_kinds(job, pp)
+    # Megatron-Core's non-interleaved schedule syncs the device after each batched P2P exchange (stack choice)
+    if "p2p_sync" in df:
+        p2p = np.asarray(_col(df, "p2p_sync"), dtype=bool)
+    else:
+        vp = np.asarray(_col(df, "virtual_stages")) if "virtual_stages" in df else np.ones_like(pp)
+        p2p = _p2p_matters(job) & (pp > 1) & (vp <= 1)
     whole = None  # block recomputation: the layers not recomputed, as without recomputation
     if job.choices.recompute_num_layers is not None and np.any(full):
         no = np.zeros_like(full)
@@ -273,9 +315,13 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
             if name == "last":
                 here = here * (pp > 1)
             nd, nm = (nd, nm + here) if job.model.moe is not None else (nd + here, nm)
-        # the host in the loop: launches slower than kernels, and the GPU idle after each device-host sync
+        # the host in the loop: launches slower than kernels, and the GPU idle after each device-host sync; a
+        # backward that ends in a P2P sync ends with its first layer's attention core, launched last
+        tail, rc = (
+            (0.0, (0.0, 0.0)) if not p2p.any() else _p2p_terms(nd, nm, full & bool(synced), dense, moe, h_dense, h_moe)
+        )
         fwd, bwd = stage_times(
-            fwd, bwd, hf, hb, nm_sync * g_sync, nm_sync * h_sync, nm_sync * syncs, sync_s(job.choices)
+            fwd, bwd, hf, hb, nm_sync * g_sync, nm_sync * h_sync, nm_sync * syncs, sync_s(job.choices), p2p, tail, rc
         )
         cols.append(np.broadcast_arrays(fwd + bwd, fwd, bwd, attn, nd + nm, nm, wgrad))
     return np.array(cols, dtype=float)  # [stage, quantity, plan]
