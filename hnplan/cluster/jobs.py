@@ -44,11 +44,11 @@ CLASSES = ("inference", "training", "fine-tuning", "development")
 PRIORITY = {c: len(CLASSES) - i for i, c in enumerate(CLASSES)}
 JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "gpu_milli", "duration_s", "cls", "checkpoint_s", "tp")
 GPU_SPEC = "gpu_spec"
+"""The optional job column of accepted GPU models (see the module notes)."""
 MAX_JOBS = 1_000_000
 """The most jobs one run draws from a mix: the event simulation takes about 0.5 ms a job on one CPU core
 (0.45 ms measured for 19,000 jobs on 1,024 H100), so the limit runs in about 10 minutes; the arrival count of
 ``--days 1e9`` (about 2e12 jobs on 1,024 GPUs) would not fit in memory."""
-"""The optional job column of accepted GPU models (see the module notes)."""
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
