@@ -37,6 +37,24 @@ def _trace(tmp_path: Path, sep: str = ",", name: str = "jobs.csv") -> Path:
     return path
 
 
+# -- 2. a file separated by ';' or tabs says so ---------------------------------------------------------
+@pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "tabs")])
+def test_a_trace_separated_by_semicolons_or_tabs_says_so(tmp_path, sep, said):
+    path = _trace(tmp_path, sep)
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(path)]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.stdout + res.stderr
+    line = one_line(res.stderr)
+    assert f"the file is separated by {said}, not commas" in line and "missing column" not in line
+    assert line.startswith(f"error: {path}: the header is one column")
+
+
+def test_a_table_read_with_the_wrong_separator_says_so_rather_than_listing_columns():
+    table = pd.DataFrame({"arrival_s;gpus;tp": ["0;8;8"]})
+    with pytest.raises(InputError, match="jobs: the header is one column, .* separated by ';'"):
+        check_jobs(table)
+
+
 # -- 4. the GPU_SPEC and MAX_JOBS docstrings --------------------------------------------------------------
 def test_the_job_module_constants_carry_their_own_docstrings():
     tree = ast.parse((ROOT / "hnplan" / "cluster" / "jobs.py").read_text())

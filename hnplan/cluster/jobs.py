@@ -147,6 +147,8 @@ def check_jobs(jobs, where: str = "jobs", rows=None):
 def _checked_columns(jobs: dict, where: str, rows) -> dict:
     """:func:`check_jobs` on a mapping of column name to numpy array."""
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
+    if missing and (hint := separator_hint(list(jobs))):
+        raise InputError(f"{where}: {hint}")
     if missing:
         extra = [str(c) for c in jobs if c not in JOB_COLUMNS]
         typos = [f"{c} (did you mean {n}?)" for c in extra if (n := nearest_name(c, missing))]
@@ -263,13 +265,36 @@ def check_trace_file(path: Path) -> None:
         raise InputError(f"trace file {path} not found")
 
 
+def separator_hint(columns) -> str | None:
+    """What is wrong with a CSV header read as one column holding ``;`` or a tab: the file is separated by
+    that character (a spreadsheet's export where the comma is the decimal mark uses ``;``), not by commas.
+    None for any other header.
+
+    >>> separator_hint(["arrival_s;gpus;tp"])
+    "the header is one column, 'arrival_s;gpus;tp': the file is separated by ';', not commas; save it as comma-separated CSV"
+    >>> separator_hint(["arrival_s", "gpus"]) is None
+    True
+    """
+    cols = [str(c) for c in columns]
+    if len(cols) != 1:
+        return None
+    for sep, name in ((";", "';'"), ("\t", "tabs")):
+        if sep in cols[0]:
+            return (
+                f"the header is one column, {cols[0]!r}: the file is separated by {name}, not commas; save it as "
+                "comma-separated CSV"
+            )
+    return None
+
+
 def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
 
     Raises
     ------
     InputError
-        For a missing file, a file that is not CSV, or a missing column.
+        For a missing file, a file that is not CSV, a file separated by ``;`` or tabs (:func:`separator_hint`),
+        or a missing column.
     """
     import pandas as pd
 
@@ -278,6 +303,8 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
         raw = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
+    if hint := separator_hint(raw.columns):
+        raise InputError(f"{path}: {hint}")
     missing = [c for c in columns if c not in raw]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
