@@ -37,6 +37,61 @@ def _trace(tmp_path: Path, sep: str = ",", name: str = "jobs.csv") -> Path:
     return path
 
 
+# -- 1. a TP group larger than the scale-up domain is refused, naming the row, column and domain -----
+def test_a_tp_group_larger_than_the_domain_is_refused_with_its_row_and_the_domain(tmp_path):
+    path = _trace(tmp_path)
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "256", "--trace", str(path)]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    # the header is row 1 of a spreadsheet, the TP-72 job row 3; HGX H100's domain is its 8-GPU server
+    want = f"{path}: row 3, column tp: a TP group of 72 GPUs does not fit the design's 8-GPU scale-up domain"
+    assert json.loads(res.stdout)["error"]["message"].startswith(want)
+    assert one_line(res.stderr).startswith(f"error: {want}") and "Traceback" not in res.stderr
+
+
+def test_the_same_trace_fits_a_72_gpu_domain_unchanged(tmp_path):
+    jobs = read_trace(_trace(tmp_path), domain_gpus=72)  # GB200 NVL72: one 72-GPU NVLink domain per rack
+    assert jobs["tp"].tolist() == [8, 72] and jobs["gpus"].tolist() == [8, 144]
+    with pytest.raises(InputError, match="row 3, column tp: a TP group of 72 GPUs .* 8-GPU scale-up domain"):
+        read_trace(_trace(tmp_path), domain_gpus=8)
+
+
+def test_a_job_larger_than_the_cluster_is_rejected_and_counted_whatever_its_tp_group(tmp_path):
+    # 144 GPUs on a 64-GPU cluster: rejected at submission (counted, left out of the offered load), as any job
+    # larger than the cluster; its TP group is not judged, since it never runs
+    path = _trace(tmp_path)
+    jobs = read_trace(path, domain_gpus=8, cluster_gpus=64)
+    assert jobs["tp"].tolist() == [8, 72]
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(path), "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["jobs"]["rejected"] == 1
+
+
+def test_a_helios_job_of_more_gpus_per_node_than_the_domain_names_the_columns_it_came_from(tmp_path):
+    # tp of a Slurm log is gpu_num / node_num: 32 GPUs on 2 nodes = 16 per node, over an 8-GPU domain
+    path = tmp_path / "cluster_log.csv"
+    path.write_text(
+        "job_id,gpu_num,node_num,state,submit_time,duration\n"
+        "1,8,1,COMPLETED,2020-06-09 18:41:01,100\n"
+        "2,32,2,COMPLETED,2020-06-09 18:42:01,100\n"
+    )
+    with pytest.raises(InputError, match=r"row 3, columns gpu_num and node_num: a TP group of 16 GPUs .* 8-GPU"):
+        read_trace(path, domain_gpus=8)
+    assert read_trace(path, domain_gpus=72)["tp"].tolist() == [8, 16]
+
+
+def test_a_mix_class_whose_tp_gpus_exceeds_the_domain_is_refused(tmp_path):
+    mix = tmp_path / "mix.yaml"
+    text = (ROOT / "data" / "cluster_mixes" / "default.yaml").read_text()
+    assert "tp_gpus: 8" in text
+    mix.write_text(text.replace("tp_gpus: 8", "tp_gpus: 16", 1))
+    with pytest.raises(InputError, match="field tp_gpus: a TP group of 16 GPUs does not fit the design's 8-GPU"):
+        resolve_job_columns(64, mix=str(mix), jobs=20, domain_gpus=8)
+    jobs = resolve_job_columns(64, mix=str(mix), jobs=20, domain_gpus=72)
+    assert jobs["tp"].max() <= 16
+
+
 # -- 2. a file separated by ';' or tabs says so ---------------------------------------------------------
 @pytest.mark.parametrize(("sep", "said"), [(";", "';'"), ("\t", "tabs")])
 def test_a_trace_separated_by_semicolons_or_tabs_says_so(tmp_path, sep, said):
