@@ -110,6 +110,38 @@ def test_a_table_read_with_the_wrong_separator_says_so_rather_than_listing_colum
         check_jobs(table)
 
 
+# -- 3. --gpus past the fabric names the flag and the limit -----------------------------------------------
+# 64-port switches, three tiers: 64^3 / 4 = 65,536 ports; HGX H100 has one NIC per GPU -> 65,536 GPUs; GB200
+# trays have 4 NICs per 4 GPUs -> 65,536 GPUs, down to whole 72-GPU racks: 910 x 72 = 65,520
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["tco"],
+        ["topology"],
+        ["reliability", "--model", "llama3.1-8b"],
+        ["size", "--model", "llama3.1-8b", "--tokens", "1T"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("system", "gpus", "most"), [("hgx-h100-ib-ndr", 65537, "65,536"), ("gb200-nvl72", 65530, "65,520")]
+)
+def test_gpus_past_the_fabric_name_the_flag_and_the_limit(command, system, gpus, most):
+    res = runner.invoke(app, [*command, "--system", system, "--gpus", str(gpus), "--json"])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    want = (
+        f"--gpus {gpus} exceeds the {most} GPUs of {system} one scale-out fabric joins "
+        f"(a 3-tier fat-tree of 64-port qm9700 switches); give at most {most}"
+    )
+    assert json.loads(res.stdout)["error"]["message"] == want
+    assert one_line(res.stderr) == f"error: {want}"
+
+
+def test_the_fabric_s_largest_count_is_still_an_answer():
+    res = runner.invoke(app, ["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "65536", "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["gpus"] == 65536
+
+
 # -- 4. the GPU_SPEC and MAX_JOBS docstrings --------------------------------------------------------------
 def test_the_job_module_constants_carry_their_own_docstrings():
     tree = ast.parse((ROOT / "hnplan" / "cluster" / "jobs.py").read_text())

@@ -50,7 +50,7 @@ def reliability(
     from hnplan.catalog.checks import check_refs
     from hnplan.cli.tco_cmd import check_economics
     from hnplan.errors import InputError
-    from hnplan.planning.design import SPARE_QUANTILE, check_gpus_bought, estimate_reliability
+    from hnplan.planning.design import SPARE_QUANTILE, check_fabric_gpus, check_gpus_bought, estimate_reliability
 
     with handle_errors():
         if gpus_bought is not None and gpus_bought < gpus:
@@ -62,6 +62,7 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
+        check_fabric_gpus(system, gpus, "--gpus")
         if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
             check_gpus_bought(system, gpus, gpus_bought)
         est = estimate_reliability(

@@ -317,6 +317,32 @@ def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | No
         )
 
 
+def check_fabric_gpus(system, gpus: int, name: str = "gpus", catalog: Catalog | None = None) -> None:
+    """Refuse a GPU count larger than one scale-out fabric of the design joins
+    (:func:`hnplan.comm.topology.max_scaleout_gpus`: a 3-tier fat-tree of ``k``-port switches, ``k^3/4``
+    ports), naming the count as ``name`` (the flag that gave it: ``--gpus``) and the limit, before any
+    bill of materials is drawn.
+
+    >>> check_fabric_gpus("hgx-h100-ib-ndr", 70000, "--gpus")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --gpus 70000 exceeds the 65,536 GPUs of hgx-h100-ib-ndr one scale-out fabric joins (a 3-tier fat-tree of 64-port qm9700 switches); give at most 65,536
+
+    Raises
+    ------
+    InputError
+        One line naming ``name``, its value, the system and the limit.
+    """
+    design = _design(system, catalog or load_catalog())
+    most = max_scaleout_gpus(design)
+    if gpus > most:
+        sw = design.scaleout_switch
+        raise InputError(
+            f"{name} {gpus} exceeds the {most:,} GPUs of {design.system.id} one scale-out fabric joins (a 3-tier "
+            f"fat-tree of {sw.ports}-port {sw.id} switches); give at most {most:,}"
+        )
+
+
 def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
     """Deployment time of ``gpus`` accelerators of a design derived from its bill of materials
     (:func:`hnplan.deployment.deploy_time` on the resolved design): item counts, technician-hours,
