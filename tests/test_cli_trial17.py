@@ -154,3 +154,19 @@ def test_the_job_module_constants_carry_their_own_docstrings():
     assert doc["MAX_JOBS"].startswith("The most jobs one run draws")
 
 
+# -- 5. the blocked-capacity row as each mode runs --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("flag", "said", "not_said"),
+    [
+        ("--backfill", "free while a reserved job waits for the rest of its GPUs", "first blocked job"),
+        ("--no-backfill", "free while the first blocked job waits for the rest of its GPUs", "reserved job"),
+    ],
+)
+def test_the_blocked_capacity_row_names_what_waits_in_each_mode(flag, said, not_said):
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "100", flag]
+    res = runner.invoke(app, args, env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.stderr
+    row = next(line for line in res.stdout.splitlines() if "blocked capacity" in line)
+    assert said in row and not_said not in row
+
+
