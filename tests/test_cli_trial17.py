@@ -170,3 +170,37 @@ def test_the_blocked_capacity_row_names_what_waits_in_each_mode(flag, said, not_
     assert said in row and not_said not in row
 
 
+# -- 6. failure rates measured on H100, carried to other accelerators -------------------------------------
+@pytest.mark.parametrize(
+    ("system", "carried"), [("gb200-nvl72", "gb200"), ("hgx-b200-ib-xdr", "b200"), ("hgx-h100-ib-ndr", None)]
+)
+def test_reliability_says_where_the_failure_rates_are_carried_from_h100(system, carried):
+    args = ["reliability", "--system", system, "--gpus", "1152", "--model", "llama3.1-8b"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.stderr
+    basis = json.loads(res.stdout)["failure_rates"]
+    assert basis["measured_on"] == ["h100-sxm"] and basis["carried"] == (carried is not None)
+    table = runner.invoke(app, args, env={"COLUMNS": "400"}).stdout
+    if carried:
+        assert basis["note"] == (
+            f"measured on h100-sxm (llama3-h100); carried unchanged to {carried}, an assumption: no published "
+            "rates for it"
+        )
+        assert basis["note"] in table
+    else:
+        assert basis["note"] is None and "failure rates" not in table
+
+
+def test_the_carry_over_is_a_labelled_assumption_in_the_data(tmp_path):
+    from hnplan.catalog import load_catalog
+
+    rel = load_catalog().reliability
+    assert rel.measured_on == ["h100-sxm"] and "B200" in rel.assumptions["rates"]
+    # a mistyped accelerator id would label every system as carried: catalog validate refuses it
+    data = tmp_path / "data"
+    shutil.copytree(ROOT / "data", data)
+    path = data / "reliability.yaml"
+    path.write_text(path.read_text().replace("measured_on: [h100-sxm]", "measured_on: [h100-sx]", 1))
+    res = runner.invoke(app, ["catalog", "validate", str(data)])
+    assert res.exit_code == 2, res.stdout + res.stderr
+    assert "field 'measured_on': unknown accelerator id 'h100-sx'" in one_line(res.stderr)

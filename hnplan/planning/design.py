@@ -289,6 +289,30 @@ def estimate_reliability(
     )
 
 
+def failure_rates_basis(system, catalog: Catalog | None = None) -> dict:
+    """What the failure rates a system gets were measured on: ``measured_on`` (accelerator ids of
+    reliability.yaml's ``measured_on``), ``carried`` (True when the system's accelerator is not among them,
+    so the rates are carried unchanged from another accelerator: an assumption) and ``note`` (one line
+    saying so, None otherwise).
+
+    >>> failure_rates_basis("gb200-nvl72")["note"]
+    'measured on h100-sxm (llama3-h100); carried unchanged to gb200, an assumption: no published rates for it'
+    >>> failure_rates_basis("hgx-h100-ib-ndr")["carried"]
+    False
+    """
+    design = _design(system, catalog or load_catalog())
+    rel, acc = design.reliability, design.accelerator.id
+    measured = list(rel.measured_on)
+    carried = bool(measured) and acc not in measured
+    note = (
+        f"measured on {', '.join(measured)} ({rel.id}); carried unchanged to {acc}, an assumption: no published "
+        "rates for it"
+        if carried
+        else None
+    )
+    return {"measured_on": measured, "carried": carried, "note": note}
+
+
 def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> None:
     """Refuse a purchase the job's hot spares cannot come from (``hnplan reliability --gpus-bought``): fewer
     GPUs than the job's, more than one scale-out fabric joins (the idle spares are wired in to stand in for
