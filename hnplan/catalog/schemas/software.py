@@ -368,7 +368,11 @@ class SoftwareStack(Entry, StackChoices):
     published in-training measurement with this stack exists; accelerators it does not list keep
     their own. ``attention_efficiency`` does the same for the attention law's per-pass ceilings
     (``Accelerator.attention_efficiency``) where the stack's attention kernel is an older or slower
-    one than the kernels the catalog's law was fitted on.
+    one than the kernels the catalog's law was fitted on. ``ep_comm_overlap_fraction_by_accelerator`` replaces
+    the choice ``ep_comm_overlap_fraction`` on the accelerators it lists: how much of the expert all-to-all an
+    overlap hides is measured per chip family (the SMs the communication takes, the HBM and L2 it shares with
+    the compute beside it), so a stack carries one value per family, each with its own provenance, and the
+    scalar for the chips it lists not (a job's explicit choice or override of the fraction wins over both).
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -412,4 +416,16 @@ class SoftwareStack(Entry, StackChoices):
         "(same benchmark run), applied to the attention ceilings when fp8_attention is on (calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
+    ep_comm_overlap_fraction_by_accelerator: dict[str, Fraction] | None = Field(
+        default=None,
+        description="accelerator id -> share of the expert all-to-all time hidden behind compute when ep_comm, "
+        "measured on that chip family with this stack's overlap; replaces ep_comm_overlap_fraction there "
+        "(calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "matmul_efficiency",
+        "attention_efficiency",
+        "attention_fp8_ratio",
+        "ep_comm_overlap_fraction_by_accelerator",
+    )
