@@ -73,3 +73,18 @@ def test_the_mapping_needs_its_own_provenance(cat, tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(CatalogError, match="ep_comm_overlap_fraction_by_accelerator"):
         validate_file(tmp_path / "s.yaml", kind="stacks")
+
+
+def test_a_calibrated_fraction_is_not_shadowed_by_the_chip_family_values(cat):
+    # fitting the fraction to one's own runs (hnplan calibrate) writes the scalar: the per-chip-family values, which
+    # would replace it on their chips, leave the calibrated stack with their provenance
+    from hnplan.planning.calibrate import calibrated_stack
+    from hnplan.planning.calibrate_fit import Parameter
+
+    st = cat.stack("megatron-bridge-2511").model_copy(update={"ep_comm": True})
+    fitted = Parameter("ep_comm_overlap_fraction", 0.44, 0.0, 1.0, value=0.6, fitted=True)
+    row = dict(id="r", metric="tokens_per_s_per_gpu", published=1.0, error_before_pct=5.0, error_after_pct=0.0)
+    out = calibrated_stack(st, [fitted], [{**row, "loo_error_pct": float("nan")}], "runs.yaml", "2026-12-01")
+    assert out.ep_comm_overlap_fraction == 0.6 and out.ep_comm_overlap_fraction_by_accelerator is None
+    assert not [k for k in (*out.field_sources, *out.assumptions) if k.startswith("ep_comm_overlap_fraction_by")]
+    assert "was 0.44" in out.field_sources["ep_comm_overlap_fraction"]
