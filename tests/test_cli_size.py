@@ -203,7 +203,7 @@ def test_size_beyond_the_largest_fabric_is_one_line_exit_3():
     assert err["kind"] == "infeasible" and "65,536" in err["message"] and "100 % MFU" in err["message"]
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.output
     topo = runner.invoke(app, ["topology", "--system", "hgx-h100-ib-ndr", "--gpus", "65544"])
-    assert topo.exit_code == 2 and "the most it joins is 65,536 GPUs" in topo.stderr
+    assert topo.exit_code == 2 and "--gpus 65544 exceeds the 65,536 GPUs of hgx-h100-ib-ndr" in topo.stderr
 
 
 def test_size_past_the_fabric_tries_its_largest_count():

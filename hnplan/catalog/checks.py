@@ -80,6 +80,16 @@ def validate_catalog(cat: Catalog) -> list[str]:
             getter()
         except CatalogError as exc:
             problems.append(str(exc))
+    try:  # (a reliability.yaml that does not parse is reported above)
+        measured_on = cat.reliability.measured_on
+    except CatalogError:
+        measured_on = []
+    for ref in measured_on:  # the accelerators the rates were measured on: a typo would label every system carried
+        if ref not in cat.ids("accelerators"):  # an id only: a bad accelerator file is its own problem
+            try:
+                cat.get("accelerators", ref)
+            except CatalogError as exc:
+                problems.append(f"{cat.root / 'reliability.yaml'}: field 'measured_on': {exc}")
     for sid in cat.scenario_ids():
         try:
             cat.scenario(sid)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from hnplan.catalog.loader import _read_yaml, data_dir, load_catalog
 from hnplan.catalog.schemas import ID_PATTERN, PosInt, Positive, Source, _Strict
@@ -81,6 +81,15 @@ class TrainingRun(_Strict):
                 f"(a percentage? write {self.published / 100:g})"
             )
         return self
+
+    @field_validator("overrides", mode="after")
+    @classmethod
+    def _overrides_as_json(cls, v: dict) -> dict:
+        # held in their JSON form (mapping keys as strings: a userbuffers table's TP size 8 as "8"), the form the
+        # prediction cache stores and reads back; the planner validates them into the stack's field types
+        import json
+
+        return json.loads(json.dumps(v))
 
     @model_validator(mode="after")
     def _known_overrides(self):

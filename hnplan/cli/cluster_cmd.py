@@ -258,8 +258,14 @@ def simulate(
             ),
             (
                 "blocked capacity",
-                f"{s['blocked']:.1%}{interval('blocked')} of GPUs free while a reserved job waits for the rest "
-                "of its GPUs (the drain for a gang job; not in fragmentation)",
+                f"{s['blocked']:.1%}{interval('blocked')} of GPUs free while "
+                + (
+                    "a reserved job waits for the rest of its GPUs (the drain for a gang job"
+                    if backfill
+                    else "the first blocked job waits for the rest of its GPUs (no backfill: every job behind it "
+                    "waits too"
+                )
+                + "; not in fragmentation)",
             ),
             *(
                 [

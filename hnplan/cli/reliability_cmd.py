@@ -50,7 +50,13 @@ def reliability(
     from hnplan.catalog.checks import check_refs
     from hnplan.cli.tco_cmd import check_economics
     from hnplan.errors import InputError
-    from hnplan.planning.design import SPARE_QUANTILE, check_gpus_bought, estimate_reliability
+    from hnplan.planning.design import (
+        SPARE_QUANTILE,
+        check_fabric_gpus,
+        check_gpus_bought,
+        estimate_reliability,
+        failure_rates_basis,
+    )
 
     with handle_errors():
         if gpus_bought is not None and gpus_bought < gpus:
@@ -62,6 +68,7 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
+        check_fabric_gpus(system, gpus, "--gpus")
         if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
             check_gpus_bought(system, gpus, gpus_bought)
         est = estimate_reliability(
@@ -79,6 +86,7 @@ def reliability(
             gpus_bought=gpus if gpus_bought is None else gpus_bought,
         )
         d = est.to_dict()
+        d["failure_rates"] = failure_rates_basis(system)  # measured on which accelerator; carried where not
         if json_:
             print_json(d)
             return
@@ -87,6 +95,7 @@ def reliability(
                 "mean time between interruptions",
                 f"{d['mtbi_h']:,.2f} h ({d['interruptions_per_day']:.2g} per day incl. planned)",
             ),
+            *([("failure rates", d["failure_rates"]["note"])] if d["failure_rates"]["carried"] else []),
             (
                 "failure unit",
                 f"{d['failure_unit_gpus']:,} GPUs; {d['spare_gpus']:,} spare GPUs for {SPARE_QUANTILE:.0%} availability",

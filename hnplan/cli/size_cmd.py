@@ -97,6 +97,11 @@ def size(
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)  # before any search, not per design
         if (deadline_days is None) == (gpus is None):
             raise InputError("give exactly one of --deadline-days and --gpus")
+        if gpus is not None:  # the flag and each design's limit, not the bill of materials' ports
+            from hnplan.planning.design import check_fabric_gpus
+
+            for ref in systems:
+                check_fabric_gpus(ref, gpus, "--gpus")
         if deadline_days is not None and not deadline_days > 0:
             raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
         if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens

@@ -64,7 +64,7 @@ def tco(
     from hnplan.catalog.checks import check_refs
     from hnplan.catalog.schemas import MAX_STAFF_USD_PER_YEAR
     from hnplan.errors import InputError
-    from hnplan.planning.design import resolve_utilisation, tco_summary
+    from hnplan.planning.design import check_fabric_gpus, resolve_utilisation, tco_summary
 
     with handle_errors():
         check_economics(
@@ -85,6 +85,7 @@ def tco(
             )
         cat = load_catalog()
         sid = cat.system(system).id
+        check_fabric_gpus(system, gpus, "--gpus", cat)  # before a simulated utilisation's run
         if str(utilisation).strip().lower() == "simulated":
             with _simulation_progress(sid, gpus, mix or "default", cat) as progress:
                 u, source = resolve_utilisation(utilisation, sid, gpus, mix or "default", cat, progress=progress)

@@ -17,10 +17,12 @@ def topology(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.planning.design import check_fabric_gpus
     from hnplan.planning.network import network_summary
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
+        check_fabric_gpus(system, gpus, "--gpus")  # the flag and the limit, not the bill of materials' ports
         design = load_catalog().design(system)
         sys_ = design.system
         d = network_summary(design, gpus)

@@ -44,11 +44,11 @@ CLASSES = ("inference", "training", "fine-tuning", "development")
 PRIORITY = {c: len(CLASSES) - i for i, c in enumerate(CLASSES)}
 JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "gpu_milli", "duration_s", "cls", "checkpoint_s", "tp")
 GPU_SPEC = "gpu_spec"
+"""The optional job column of accepted GPU models (see the module notes)."""
 MAX_JOBS = 1_000_000
 """The most jobs one run draws from a mix: the event simulation takes about 0.5 ms a job on one CPU core
 (0.45 ms measured for 19,000 jobs on 1,024 H100), so the limit runs in about 10 minutes; the arrival count of
 ``--days 1e9`` (about 2e12 jobs on 1,024 GPUs) would not fit in memory."""
-"""The optional job column of accepted GPU models (see the module notes)."""
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
@@ -112,7 +112,14 @@ def take_rows(jobs, keep):
     return {c: np.asarray(v)[keep] for c, v in jobs.items()}
 
 
-def check_jobs(jobs, where: str = "jobs", rows=None):
+def check_jobs(
+    jobs,
+    where: str = "jobs",
+    rows=None,
+    domain_gpus: int | None = None,
+    tp_source: str = "column tp",
+    cluster_gpus: int | None = None,
+):
     """Validate a job table and return it sorted by arrival with ``job_id`` 0..n-1.
 
     Parameters
@@ -126,6 +133,16 @@ def check_jobs(jobs, where: str = "jobs", rows=None):
         The number each row is named by in an error: for a table read from a CSV file, the row a spreadsheet
         shows it on (the header is row 1, the first job row 2); default the table's rows 1..n. A string is
         the name itself (``job 1234`` of a JSON log).
+    domain_gpus : int, optional
+        GPUs of the cluster's scale-up domain: a job whose TP group (``tp``, at most its ``gpus``) is larger
+        cannot keep the group inside one domain, so it is refused rather than run as smaller groups (a TP-72
+        job on 8-GPU HGX domains is not the job the row describes). None: not checked.
+    cluster_gpus : int, optional
+        GPUs of the cluster: a job larger is rejected at submission whatever its TP group (counted in the
+        run's ``rejected`` jobs), so only jobs of at most this many GPUs are held to ``domain_gpus``.
+    tp_source : str
+        What the error names as the origin of ``tp``: ``column tp``, or the trace's own columns a loader
+        derived it from (``columns gpu_num and node_num``).
 
     Returns
     -------
@@ -137,16 +154,18 @@ def check_jobs(jobs, where: str = "jobs", rows=None):
     InputError
         For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
         size, duration or tp, a count (gpus, gpu_milli, tp) that is not a whole number, a negative
-        checkpoint period, or a fraction of a GPU on a multi-GPU job (one line naming ``where``, the row
-        and the column).
+        checkpoint period, a fraction of a GPU on a multi-GPU job, or a TP group larger than ``domain_gpus``
+        (one line naming ``where``, the row and the column).
     """
-    out = _checked_columns(job_columns(jobs), where, rows)
+    out = _checked_columns(job_columns(jobs), where, rows, (domain_gpus, cluster_gpus), tp_source)
     return job_frame(out) if hasattr(jobs, "columns") else out
 
 
-def _checked_columns(jobs: dict, where: str, rows) -> dict:
+def _checked_columns(jobs: dict, where: str, rows, fit=(None, None), tp_source: str = "column tp") -> dict:
     """:func:`check_jobs` on a mapping of column name to numpy array."""
     missing = [c for c in JOB_COLUMNS if c != "job_id" and c not in jobs]
+    if missing and (hint := separator_hint(list(jobs))):
+        raise InputError(f"{where}: {hint}")
     if missing:
         extra = [str(c) for c in jobs if c not in JOB_COLUMNS]
         typos = [f"{c} (did you mean {n}?)" for c in extra if (n := nearest_name(c, missing))]
@@ -201,6 +220,15 @@ def _checked_columns(jobs: dict, where: str, rows) -> dict:
         raise InputError(
             f"{where}: {_label(names[row])}, column tp: tp = {int(jobs['tp'][row])} must divide the job's "
             f"{int(jobs['gpus'][row])} GPUs (its tensor-parallel groups)"
+        )
+    domain_gpus, cluster_gpus = fit  # a job larger than the cluster is rejected at submission, not judged here
+    over = np.zeros(n, bool) if domain_gpus is None else (tp > domain_gpus) & (gpus <= (cluster_gpus or np.inf))
+    if over.any():
+        i = int(np.flatnonzero(over)[0])
+        raise InputError(
+            f"{where}: {_label(names[i])}, {tp_source}: a TP group of {int(tp[i])} GPUs does not fit the design's "
+            f"{domain_gpus}-GPU scale-up domain (the group must share one domain); give tp <= {domain_gpus} or "
+            "a design with a larger domain"
         )
     order = np.argsort(jobs["arrival_s"], kind="stable")
     out = {"job_id": np.arange(n)}
@@ -263,13 +291,36 @@ def check_trace_file(path: Path) -> None:
         raise InputError(f"trace file {path} not found")
 
 
+def separator_hint(columns) -> str | None:
+    """What is wrong with a CSV header read as one column holding ``;`` or a tab: the file is separated by
+    that character (a spreadsheet's export where the comma is the decimal mark uses ``;``), not by commas.
+    None for any other header.
+
+    >>> separator_hint(["arrival_s;gpus;tp"])
+    "the header is one column, 'arrival_s;gpus;tp': the file is separated by ';', not commas; save it as comma-separated CSV"
+    >>> separator_hint(["arrival_s", "gpus"]) is None
+    True
+    """
+    cols = [str(c) for c in columns]
+    if len(cols) != 1:
+        return None
+    for sep, name in ((";", "';'"), ("\t", "tabs")):
+        if sep in cols[0]:
+            return (
+                f"the header is one column, {cols[0]!r}: the file is separated by {name}, not commas; save it as "
+                "comma-separated CSV"
+            )
+    return None
+
+
 def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
 
     Raises
     ------
     InputError
-        For a missing file, a file that is not CSV, or a missing column.
+        For a missing file, a file that is not CSV, a file separated by ``;`` or tabs (:func:`separator_hint`),
+        or a missing column.
     """
     import pandas as pd
 
@@ -278,6 +329,8 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
         raw = pd.read_csv(path)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
+    if hint := separator_hint(raw.columns):
+        raise InputError(f"{path}: {hint}")
     missing = [c for c in columns if c not in raw]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
@@ -316,7 +369,12 @@ def numeric_column(table, col: str, where: str, line_offset: int = 1, rows=None)
     return num
 
 
-def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFrame:
+def read_openb(
+    path: str | Path,
+    checkpoint_s: float = units.HOUR,
+    domain_gpus: int | None = None,
+    cluster_gpus: int | None = None,
+) -> pd.DataFrame:
     """Jobs from an Alibaba cluster-trace-gpu-v2023 ``openb_pod_list_*.csv`` file (GPU pods only).
 
     Parameters
@@ -328,6 +386,9 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     checkpoint_s : float
         Checkpoint period given to training and fine-tuning jobs [s] (the trace has none); default one hour
         (assumption: a common period for large-model training, not taken from the trace's workload).
+    domain_gpus, cluster_gpus : int, optional
+        The simulated design's scale-up domain and cluster [GPU]: a pod of more GPUs than the domain, and no
+        more than the cluster, is refused (:func:`check_jobs`).
 
     Returns
     -------
@@ -368,7 +429,10 @@ def read_openb(path: str | Path, checkpoint_s: float = units.HOUR) -> pd.DataFra
     )
     if GPU_SPEC in g and g[GPU_SPEC].notna().any() and (g[GPU_SPEC].fillna("").astype(str).str.strip() != "").any():
         jobs[GPU_SPEC] = g[GPU_SPEC].to_numpy(object)
-    return check_jobs(jobs, str(path), rows=g.index.to_numpy() + 2)  # the pods' rows in the file
+    rows = g.index.to_numpy() + 2  # the pods' rows in the file
+    return check_jobs(
+        jobs, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus, tp_source="column num_gpu"
+    )
 
 
 SLICING = ("fractional", "mig", "whole")

@@ -113,17 +113,21 @@ def resolve_job_columns(
     seed=0,
     offered_load=None,
     catalog: Catalog | None = None,
+    domain_gpus: int | None = None,
 ) -> dict:
     """:func:`resolve_jobs` as a mapping of column name to numpy array (:func:`hnplan.cluster.jobs.job_columns`);
-    a mix's draw takes no pandas (a trace file is read with it)."""
+    a mix's draw takes no pandas (a trace file is read with it). With ``domain_gpus`` (the design's scale-up
+    domain [GPU]) a trace job of at most ``cluster_gpus`` whose TP group is larger (a larger job is rejected at
+    submission and counted), or a mix class whose ``tp_gpus`` is, is refused
+    (:func:`hnplan.cluster.jobs.check_jobs`): the placement cannot keep such a group in one domain."""
     if trace is not None:
         if hasattr(trace, "columns"):  # a DataFrame
             t = trace
         else:
             from hnplan.cluster.traces import read_trace
 
-            t = read_trace(trace)
-        t = check_jobs(job_columns(t), "trace")
+            t = read_trace(trace, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+        t = check_jobs(job_columns(t), "trace", domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
         if days is not None:
             t = take_rows(t, t["arrival_s"] < units.days_to_s(days))
         if jobs is not None:
@@ -132,6 +136,13 @@ def resolve_job_columns(
     from hnplan.catalog.mixes import cluster_mix
 
     m = cluster_mix(mix, catalog)
+    for c in m.classes:
+        if domain_gpus is not None and c.tp_gpus > domain_gpus:
+            raise InputError(
+                f"mix {m.id}: class {c.cls}, field tp_gpus: a TP group of {c.tp_gpus} GPUs does not fit the design's "
+                f"{domain_gpus}-GPU scale-up domain (the group must share one domain); give tp_gpus <= {domain_gpus} "
+                "or a design with a larger domain"
+            )
     if jobs is None and days is None:
         days = 1.0
     return synthetic_columns(m, cluster_gpus, jobs=jobs, days=days, seed=seed, offered_load=offered_load)
@@ -254,7 +265,8 @@ def simulate_cluster(
     ------
     InputError
         For an unknown policy or node list, ``gpus < 1``, a negative reserve or one without a shared node left, a queue depth outside 1 to
-        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs, or
+        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs (a TP group larger than
+        the scale-up domain among them), or
         ``reference_system`` with ``nodes``.
     CatalogError
         For an unknown system or mix.
@@ -293,7 +305,15 @@ def simulate_cluster(
     jobs_from = "table" if jobs is not None else "trace" if trace is not None else "mix"
     if jobs is None:
         jobs = resolve_job_columns(
-            topo.gpus, trace=trace, mix=mix, jobs=n_jobs, days=days, seed=seed, offered_load=offered_load, catalog=cat
+            topo.gpus,
+            trace=trace,
+            mix=mix,
+            jobs=n_jobs,
+            days=days,
+            seed=seed,
+            offered_load=offered_load,
+            catalog=cat,
+            domain_gpus=topo.domain_gpus,
         )
         if trace is None:
             from hnplan.catalog.mixes import cluster_mix
@@ -302,7 +322,7 @@ def simulate_cluster(
             asked = offered_load if offered_load is not None else m.offered_load.value
             basis = mix_steady_basis(m, topo.gpus, asked)
     else:
-        jobs = check_jobs(job_columns(jobs))
+        jobs = check_jobs(job_columns(jobs), domain_gpus=topo.domain_gpus, cluster_gpus=topo.gpus)
     serving: list[dict] = []  # what each --serve deployment holds, for the summary
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(np.max(jobs["arrival_s"])), units.days_to_s(7))

@@ -96,10 +96,13 @@ def _job_table(
     where: str,
     names=None,
     sizes: str = "columns gpu_num and node_num",
+    domain_gpus: int | None = None,
+    cluster_gpus: int | None = None,
 ) -> pd.DataFrame:
     """The job table of a Slurm log's kept rows ``g`` (or a JSON log's jobs), each named in an error by
     ``names`` (default its row in the CSV file: ``g``'s index + 2, the header being row 1); ``sizes`` names
-    the fields the GPU and node counts come from."""
+    the fields the GPU and node counts come from; a job of more GPUs per node than ``domain_gpus`` (and no more
+    GPUs than ``cluster_gpus``) is refused."""
     names = [f"row {int(r) + 2}" for r in g.index] if names is None else list(names)
     gpus = g["gpu_num"].to_numpy().astype(np.int64)
     nodes = np.maximum(g["node_num"].to_numpy().astype(np.int64), 1)
@@ -124,7 +127,7 @@ def _job_table(
             "tp": per_node,
         }
     )
-    return check_jobs(jobs, where, rows=names)
+    return check_jobs(jobs, where, rows=names, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus, tp_source=sizes)
 
 
 def read_helios(
@@ -132,6 +135,8 @@ def read_helios(
     checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
     cls: str = "training",
+    domain_gpus: int | None = None,
+    cluster_gpus: int | None = None,
 ) -> pd.DataFrame:
     """Jobs from a Helios ``cluster_log.csv`` (SenseTime; Earth, Saturn, Uranus or Venus cluster).
 
@@ -148,6 +153,9 @@ def read_helios(
     cls : str
         Class of every job: the trace gives no purpose (Helios is a datacenter for developing
         deep-learning models, HeliosData README), so all are ``training`` unless told otherwise.
+    domain_gpus, cluster_gpus : int, optional
+        The simulated design's scale-up domain and cluster [GPU]: a job of more GPUs per node than the domain,
+        and no more GPUs than the cluster, is refused (:func:`hnplan.cluster.jobs.check_jobs`).
 
     Returns
     -------
@@ -164,13 +172,22 @@ def read_helios(
         raise InputError(f"class must be one of {', '.join(CLASSES)}; got {cls!r}")
     path = Path(path)
     g = _slurm_log(path, HELIOS_COLUMNS, "Helios cluster_log.csv", states)
-    return _job_table(g, np.full(len(g), cls, dtype=object), checkpoint_s, str(path))
+    return _job_table(
+        g,
+        np.full(len(g), cls, dtype=object),
+        checkpoint_s,
+        str(path),
+        domain_gpus=domain_gpus,
+        cluster_gpus=cluster_gpus,
+    )
 
 
 def read_acme(
     path: str | Path,
     checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = TERMINAL_STATES,
+    domain_gpus: int | None = None,
+    cluster_gpus: int | None = None,
 ) -> pd.DataFrame:
     """Jobs from an Acme ``trace_seren.csv`` or ``trace_kalos.csv`` (Shanghai AI Lab LLM clusters).
 
@@ -184,6 +201,8 @@ def read_acme(
         (assumption, as read_openb).
     states : iterable of str, optional
         End states kept (default all of :data:`TERMINAL_STATES`; ``None`` keeps every row).
+    domain_gpus, cluster_gpus : int, optional
+        As :func:`read_helios`.
 
     Returns
     -------
@@ -202,7 +221,14 @@ def read_acme(
     if bad.any():
         rows = g.index.to_numpy() + 2
         raise row_error(str(path), rows, bad, "type", f"must be one of {', '.join(ACME_CLASS)}", g["type"].to_numpy())
-    return _job_table(g, types.map(ACME_CLASS).to_numpy(object), checkpoint_s, str(path))
+    return _job_table(
+        g,
+        types.map(ACME_CLASS).to_numpy(object),
+        checkpoint_s,
+        str(path),
+        domain_gpus=domain_gpus,
+        cluster_gpus=cluster_gpus,
+    )
 
 
 # -- Philly (msr-fiddle/philly-traces, cluster_job_log) -------------------------------------------
@@ -224,6 +250,8 @@ def read_philly(
     checkpoint_s: float = units.HOUR,
     states: Iterable[str] | None = PHILLY_STATES,
     cls: str = "training",
+    domain_gpus: int | None = None,
+    cluster_gpus: int | None = None,
 ) -> pd.DataFrame:
     """Jobs from the Philly ``cluster_job_log`` (Microsoft; Jeon et al., "Analysis of Large-Scale
     Multi-Tenant GPU Clusters for DNN Training Workloads", USENIX ATC '19).
@@ -240,6 +268,8 @@ def read_philly(
         Statuses kept (default all of :data:`PHILLY_STATES`; ``None`` keeps every job).
     cls : str
         Class of every job (Philly's jobs are DNN training, README "Overview").
+    domain_gpus, cluster_gpus : int, optional
+        As :func:`read_helios` (GPUs per server of the first attempt).
 
     Returns
     -------
@@ -306,32 +336,41 @@ def read_philly(
         str(path),
         names=names.tolist(),
         sizes="attempts[0].detail (its machines' gpus)",
+        domain_gpus=domain_gpus,
+        cluster_gpus=cluster_gpus,
     )
 
 
-def read_trace(path: str | Path) -> pd.DataFrame:
+def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: int | None = None) -> pd.DataFrame:
     """A job table from a file, its format told by its content: a JSON list is the Philly
     ``cluster_job_log``; a CSV is Alibaba openb (a ``num_gpu`` column), Acme (``gpu_num``,
     ``submit_time`` and ``type``), Helios (``gpu_num`` and ``submit_time``), else hnplan's own
-    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional).
+    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional). With ``domain_gpus`` (the simulated
+    design's scale-up domain [GPU]) a job whose TP group is larger is refused, naming its row in the file
+    (unless it has more GPUs than ``cluster_gpus``: the simulation rejects it at submission and counts it).
 
     Raises
     ------
     InputError
-        For a missing file or a file in none of these formats.
+        For a missing file, a file in none of these formats, or a TP group larger than ``domain_gpus``.
     """
     path = Path(path)
     check_trace_file(path)
     with path.open("rb") as f:
         if f.read(4096).lstrip()[:1] == b"[":
-            return read_philly(path)
+            return read_philly(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     try:
         head = set(pd.read_csv(path, nrows=0).columns)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
     if "num_gpu" in head:
-        return read_openb(path)
+        return read_openb(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     if {"gpu_num", "submit_time"} <= head:
-        return read_acme(path) if "type" in head else read_helios(path)
+        return (
+            read_acme(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+            if "type" in head
+            else read_helios(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+        )
     table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
-    return check_jobs(table, str(path), rows=np.arange(2, len(table) + 2))  # rows as a spreadsheet shows them
+    rows = np.arange(2, len(table) + 2)  # as a spreadsheet shows them
+    return check_jobs(table, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)

@@ -289,6 +289,30 @@ def estimate_reliability(
     )
 
 
+def failure_rates_basis(system, catalog: Catalog | None = None) -> dict:
+    """What the failure rates a system gets were measured on: ``measured_on`` (accelerator ids of
+    reliability.yaml's ``measured_on``), ``carried`` (True when the system's accelerator is not among them,
+    so the rates are carried unchanged from another accelerator: an assumption) and ``note`` (one line
+    saying so, None otherwise).
+
+    >>> failure_rates_basis("gb200-nvl72")["note"]
+    'measured on h100-sxm (llama3-h100); carried unchanged to gb200, an assumption: no published rates for it'
+    >>> failure_rates_basis("hgx-h100-ib-ndr")["carried"]
+    False
+    """
+    design = _design(system, catalog or load_catalog())
+    rel, acc = design.reliability, design.accelerator.id
+    measured = list(rel.measured_on)
+    carried = bool(measured) and acc not in measured
+    note = (
+        f"measured on {', '.join(measured)} ({rel.id}); carried unchanged to {acc}, an assumption: no published "
+        "rates for it"
+        if carried
+        else None
+    )
+    return {"measured_on": measured, "carried": carried, "note": note}
+
+
 def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | None = None) -> None:
     """Refuse a purchase the job's hot spares cannot come from (``hnplan reliability --gpus-bought``): fewer
     GPUs than the job's, more than one scale-out fabric joins (the idle spares are wired in to stand in for
@@ -314,6 +338,32 @@ def check_gpus_bought(system, gpus: int, gpus_bought: int, catalog: Catalog | No
         raise InputError(
             f"gpus_bought {gpus_bought} is not a whole number of {design.system.id} units ({unit:,} GPUs each); "
             f"give {' or '.join(f'{n:,}' for n in whole)}"
+        )
+
+
+def check_fabric_gpus(system, gpus: int, name: str = "gpus", catalog: Catalog | None = None) -> None:
+    """Refuse a GPU count larger than one scale-out fabric of the design joins
+    (:func:`hnplan.comm.topology.max_scaleout_gpus`: a 3-tier fat-tree of ``k``-port switches, ``k^3/4``
+    ports), naming the count as ``name`` (the flag that gave it: ``--gpus``) and the limit, before any
+    bill of materials is drawn.
+
+    >>> check_fabric_gpus("hgx-h100-ib-ndr", 70000, "--gpus")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --gpus 70000 exceeds the 65,536 GPUs of hgx-h100-ib-ndr one scale-out fabric joins (a 3-tier fat-tree of 64-port qm9700 switches); give at most 65,536
+
+    Raises
+    ------
+    InputError
+        One line naming ``name``, its value, the system and the limit.
+    """
+    design = _design(system, catalog or load_catalog())
+    most = max_scaleout_gpus(design)
+    if gpus > most:
+        sw = design.scaleout_switch
+        raise InputError(
+            f"{name} {gpus} exceeds the {most:,} GPUs of {design.system.id} one scale-out fabric joins (a 3-tier "
+            f"fat-tree of {sw.ports}-port {sw.id} switches); give at most {most:,}"
         )
 
 

@@ -98,6 +98,11 @@ class Reliability(Entry):
         description="component -> unexpected interruptions per component-hour [1/h]"
     )
     planned_per_gpu_hour: SourcedValue = Field(description="planned interruptions per job GPU-hour [1/h]")
+    measured_on: list[str] = Field(
+        default_factory=list,
+        description="accelerator ids the rates were measured on; a system of another accelerator carries them "
+        "unchanged (an assumption its reliability output states); empty: not said",
+    )
     restart_overhead_s: SourcedValue = Field(
         description="job restart excluding the checkpoint read: detection, rescheduling, init [s]"
     )
