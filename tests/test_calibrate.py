@@ -127,17 +127,18 @@ def test_trial_reads_the_planners_fastest_fitting_row(tmp_path, monkeypatch):
     for number, the fastest fitting row of evaluate_plans for the same trial job (the first of equal step
     times): at the stack's values, with a fitted GEMM efficiency and TP overlap, and with scaled links."""
     import hnplan.planning.calibrate as calibrate_module
+    import hnplan.planning.calibrate_runs as runs_module  # where a trial calls the evaluator
     from hnplan.catalog.runs import measured_runs
     from hnplan.planning.training import evaluate_plans
 
     trials = []
-    columns = calibrate_module.evaluate_columns
+    columns = runs_module.evaluate_columns
 
     def spy(job, cols, plans, **kw):
         trials.append(job)
         return columns(job, cols, plans, **kw)
 
-    monkeypatch.setattr(calibrate_module, "evaluate_columns", spy)
+    monkeypatch.setattr(runs_module, "evaluate_columns", spy)
     cat = load_catalog()
     st = cat.stack("nemo-mlperf-v50")
     path = tmp_path / "runs.yaml"
