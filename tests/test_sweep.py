@@ -66,6 +66,12 @@ def _write(tmp_path, spec, name="spec.yaml"):
         ({"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-8bb"]}}, "axes.model[1]: unknown model id"),
         ({"fixed": {**TINY["fixed"], "system": "hgx-h100"}}, "fixed.system: unknown system id 'hgx-h100'; nearest"),
         ({"axes": {**TINY["axes"], "years": [5, 0]}}, "axes.years[1]: years must be > 0; got 0"),
+        # a repeated grid value made the same 3 points twice (one point_id, two rows each in the dataset)
+        (
+            {"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-405b", "llama3.1-8b"]}},
+            "axes.model[2]: 'llama3.1-8b' repeats axes.model[0] (the same points would run twice)",
+        ),
+        ({"axes": {**TINY["axes"], "years": [5, 5.0]}}, "axes.years[1]: 5.0 repeats axes.years[0]"),
         # 2 models x 500,001 draws: refused before a draw is made (samples: 1e9 stopped with a MemoryError)
         ({"samples": 500_001}, "1,000,002 points (grid combinations x samples) exceed the 1,000,000 a sweep takes"),
         (

@@ -126,6 +126,8 @@ class SweepSpec(_Strict):
                     raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
                 raise ValueError(f"axes.{name}: an empty list")
+            else:
+                _check_no_repeats(name, axis)
         if self.sampling == "grid" and self.samples != 1:
             raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
         points = self.samples * math.prod(len(a) for a in self.axes.values() if not isinstance(a, Distribution))
@@ -156,6 +158,20 @@ class SweepSpec(_Strict):
     def grid_axes(self) -> dict[str, list]:
         """The axes given as lists, in spec order."""
         return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
+
+
+def _check_no_repeats(name: str, values: list) -> None:
+    """Refuse a list axis that gives one value twice (``gpus: [512, 512]``, or ``512`` and ``512.0``): its
+    points would be the same points, evaluated and written twice under one ``point_id``, so every draw of
+    that combination would count double in the dataset's means, probabilities and Sobol indices."""
+    seen: dict = {}
+    for i, value in enumerate(values):
+        key = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if key in seen:
+            raise ValueError(
+                f"axes.{name}[{i}]: {value!r} repeats axes.{name}[{seen[key]}] (the same points would run twice)"
+            )
+        seen[key] = i
 
 
 def _suffix_hint(value) -> str:
