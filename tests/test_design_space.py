@@ -1,0 +1,89 @@
+"""Reading a sweep's dataset over two workloads: designs are compared within the model they train."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hnplan.errors import InputError
+from hnplan.planning import design_space as ds
+
+
+def _dataset() -> pd.DataFrame:
+    """Two designs x two models x 4 draws. Per design and model (days, TCO [USD], facility power [W]):
+    small cluster 8B (2, 40e6, 1e6), 70B (20, 40e6, 1e6); large cluster 8B (1, 80e6, 2e6), 70B (9, 80e6, 2e6):
+    TCO and power belong to the cluster bought, the days to what it trains. The draws add -0.5..+0.5 days."""
+    rows = []
+    for system, gpus, tco, power, days in (
+        ("small", 512, 40e6, 1e6, {"8b": 2, "70b": 20}),
+        ("large", 1024, 80e6, 2e6, {"8b": 1, "70b": 9}),
+    ):
+        for model, d in days.items():
+            for i, jitter in enumerate((-0.5, -0.2, 0.2, 0.5)):
+                rows.append(
+                    dict(
+                        system=system,
+                        gpus=gpus,
+                        model=model,
+                        global_batch_seqs=512,
+                        seq_len=8192,
+                        stack="megatron-core",
+                        dtype="bf16",
+                        tokens=1e12,
+                        days_to_train=d + jitter,
+                        tco_usd=tco * (1 + jitter / 10),
+                        facility_power_w=power,
+                        mfu=0.5,
+                        error=None,
+                        rate_factor=1 + jitter,
+                        hardware_price_factor=1 + jitter / 10,
+                        sample=i,
+                    )
+                )
+    return pd.DataFrame(rows)
+
+
+def test_pareto_front_and_cheapest_design_are_per_workload():
+    df = ds.with_design(_dataset())
+    summary = ds.design_summary(df)
+    front = ds.design_pareto(summary)
+    # across models the 8B designs dominated both 70B ones (same TCO and power, fewer days): within each
+    # model, the small cluster is cheaper and lower-power and the large one faster: both on each front
+    assert sorted(zip(front["workload"], front["gpus"])) == [("70b", 512), ("70b", 1024), ("8b", 512), ("8b", 1024)]
+    table = ds.deadline_table(df, 10.0)
+    with pytest.raises(InputError, match="2 workloads"):
+        ds.cheapest_meeting(table, 0.9)
+    # 8B: both meet 10 days in every draw, the small one is cheaper; 70B: only the large one (8.5-9.5 days)
+    assert ds.cheapest_meeting(table, 0.9, "8b")["gpus"] == 512
+    assert ds.cheapest_meeting(table, 0.9, "70b")["gpus"] == 1024
+    text = ds.summary_text(summary, front, ds.sobol_indices(df), table, 10.0, 0.9)
+    assert (
+        "For **70b**: the cheapest design that trains within 10 days with probability at least 90% is "
+        "**1,024 x large model=70b**" in text
+    )
+    assert (
+        "For **8b**: the cheapest design that trains within 10 days with probability at least 90% is "
+        "**512 x small model=8b**" in text
+    )
+    assert "2 of 2 designs are on the Pareto front" in text and "4 of 4" not in text
+
+
+def test_sobol_text_counts_the_draws_per_design():
+    # the text said "at 1 draws per design" (the rows per design of one output divided by the inputs)
+    df = ds.with_design(_dataset())
+    sobol = ds.sobol_indices(df)
+    assert (sobol["draws"] == 4).all()
+    assert np.allclose(sobol["noise_sd"], np.sqrt(2 * (2 - 1)) / 4)  # M = max(2, min(4 // 2, round(sqrt 4)))
+    text = ds.summary_text(
+        ds.design_summary(df), ds.design_pareto(ds.design_summary(df)), sobol, ds.deadline_table(df, 10.0), 10.0, 0.9
+    )
+    assert "at 4 draws per design" in text and "at 1 draws" not in text
+
+
+def test_sobol_bars_carry_the_noise_band():
+    from hnplan.plots.sweep import sobol_bars
+
+    sobol = ds.sobol_indices(ds.with_design(_dataset()))
+    fig = sobol_bars(sobol, "days_to_train", "time-to-train")
+    assert len(fig.data) == 4  # one bar group per design
+    for bar in fig.data:
+        assert np.allclose(bar.error_y.array, 2 * np.sqrt(2) / 4) and bar.error_y.visible
