@@ -133,3 +133,24 @@ def test_the_token_bound_is_the_command_line_s():
     from hnplan.cli.size_cmd import MAX_TRAINING_TOKENS as CLI_MAX
 
     assert CLI_MAX == MAX_TRAINING_TOKENS == 1e18
+
+
+@pytest.mark.parametrize("value,expected", [(0.85, 0.85), ("0.85", 0.85), (1, 1), ("simulated", "simulated")])
+def test_a_parameter_with_a_type_comment_takes_each_of_its_types(value, expected):
+    # procurement_whatif's utilisation is "simulated", a number or None (papermill's type comment says so):
+    # a number was refused as "expected str like its default"
+    assert check_parameters("procurement_whatif", {"utilisation": value}, "p.yaml") == {"utilisation": expected}
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        (1.5, "parameter 'utilisation': utilisation must be <= 1; got 1.5"),  # the what-if input's own range
+        (0, "utilisation must be > 0; got 0"),
+        ([0.5], "expected one of str, float, None, got list [0.5]"),
+        (True, "expected one of str, float, None, got bool True"),
+    ],
+)
+def test_a_parameter_with_a_type_comment_refuses_the_rest(value, needle):
+    with pytest.raises(ScenarioError, match=re.escape(needle)):
+        check_parameters("procurement_whatif", {"utilisation": value}, "p.yaml")
