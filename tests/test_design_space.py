@@ -87,3 +87,31 @@ def test_sobol_bars_carry_the_noise_band():
     assert len(fig.data) == 4  # one bar group per design
     for bar in fig.data:
         assert np.allclose(bar.error_y.array, 2 * np.sqrt(2) / 4) and bar.error_y.visible
+
+
+def test_rows_of_spec_leave_out_earlier_seeds(tmp_path):
+    # the dataset folder kept the seed-7 rows when the spec was re-run with seed 8: the notebook pooled both
+    # (12 "draws" per design, two Latin hypercubes side by side); only the spec's current points are read
+    import yaml
+
+    from hnplan.planning.sweep import sweep_points
+
+    spec = {
+        "id": "two-seeds",
+        "name": "two seeds",
+        "sampling": "latin-hypercube",
+        "samples": 3,
+        "seed": 7,
+        "fixed": {"model": "llama3.1-8b", "gpus": 64, "tokens": 1e11, "seq_len": 4096, "global_batch_seqs": 128},
+        "axes": {"system": ["hgx-h100-ib-ndr"], "rate_factor": {"distribution": "uniform", "low": 0.5, "high": 2.5}},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    old = sweep_points(path)
+    path.write_text(yaml.safe_dump({**spec, "seed": 8}))
+    new = sweep_points(path)
+    assert not set(old["point_id"]) & set(new["point_id"])
+    dataset = pd.concat([old, new.iloc[:2]], ignore_index=True)  # seed 8 stopped after two points
+    rows, left_out, missing = ds.rows_of_spec(dataset, new)
+    assert (len(rows), left_out, missing) == (2, 3, 1)
+    assert set(rows["point_id"]) == set(new["point_id"].iloc[:2])

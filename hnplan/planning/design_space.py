@@ -24,6 +24,25 @@ OBJECTIVES = ("days_to_train", "tco_usd", "facility_power_w")
 WORKLOAD_KEYS = ("model", "tokens", "seq_len", "global_batch_seqs")
 
 
+def rows_of_spec(df: pd.DataFrame, points: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """The dataset's rows of a spec's current points, with how many rows were left out and how many
+    points are not in the dataset yet.
+
+    A dataset folder keeps every point ever written to it: a spec re-run with another seed, sample count
+    or range adds its points beside the earlier ones, whose draws are no longer the spec's (and two Latin
+    hypercubes side by side are not one). ``points`` is :func:`hnplan.planning.sweep.sweep_points` of the
+    spec; rows are matched on ``point_id``.
+
+    Returns
+    -------
+    (rows, left_out, missing)
+        The matching rows, the count of other rows, and the count of the spec's points with no row.
+    """
+    keep = df["point_id"].isin(points["point_id"])
+    rows = df[keep]
+    return rows, int((~keep).sum()), int((~points["point_id"].isin(rows["point_id"])).sum())
+
+
 def with_design(df: pd.DataFrame) -> pd.DataFrame:
     """A copy with a ``design`` label: ``"<gpus> x <system>"`` plus whichever other planner inputs vary,
     and a ``workload`` label: the model id plus whichever of tokens, sequence and batch vary."""
