@@ -308,6 +308,29 @@ def _sigint_held():
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Raise SIGTERM (``timeout``, ``kill``, a batch scheduler's time limit) as ``KeyboardInterrupt("stopped by
+    SIGTERM")`` in the client, so the local cluster is closed as on Ctrl-C; by default the signal ended the
+    process at once, leaving the worker processes' semaphores to Python's resource tracker, which warned about
+    them on stderr. Off the main thread it does nothing; the previous handler is put back afterwards."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt("stopped by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_sweep(
     spec,
     out: str | Path,
@@ -382,7 +405,7 @@ def run_sweep(
     summary.plans = len(groups)
     prov = dict(spec_id=spec.id, sampling=spec.sampling, seed=spec.seed, hnplan_version=hnplan.__version__)
     root = None if scheduler else str(cat.root)
-    with contextlib.ExitStack() as stack:
+    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if scheduler:
             try:
                 client = stack.enter_context(Client(scheduler, timeout="20s"))
