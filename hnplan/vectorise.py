@@ -209,10 +209,35 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present, lookup = _ranks(seen)
             return lookup[offset], (present + base).astype(a.dtype)
         return factorize_ints(a)
+    if a.dtype.kind in "bOU" and "pandas" not in sys.modules and len(a) <= _SORT_ROWS:
+        by_sort = _sorted_codes(a)  # flags and names (a plan's recompute mode) without importing pandas for them
+        if by_sort is not None:
+            return by_sort
     import pandas as pd
 
     codes, uniq = pd.factorize(a, sort=False)
     return codes, np.asarray(uniq)
+
+
+def _sorted_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``pandas.factorize(a, sort=False)`` of an array of flags or strings by a sort: each value's code in order of first
+    appearance, and the values in that order (of the array's dtype, as pandas gives them); None where an element is not a string
+    (a missing value: pandas gives it code -1).
+
+    >>> codes, uniq = _sorted_codes(np.array(["full", "none", "full"], dtype=object))
+    >>> codes.tolist(), uniq.tolist(), uniq.dtype
+    ([0, 1, 0], ['full', 'none'], dtype('O'))
+    """
+    try:
+        uniq, first, inverse = np.unique(a, return_index=True, return_inverse=True)
+    except TypeError:  # mixed types (None among strings) do not sort
+        return None
+    if a.dtype.kind == "O" and not all(type(v) is str for v in uniq):
+        return None
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order), dtype=np.intp)
+    return rank[inverse.reshape(-1)], uniq[order]
 
 
 def factorize_ints(a: np.ndarray, by_sort: bool | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -290,6 +290,15 @@ def test_compare_from_its_cache_imports_no_pandas(json_):
     assert not {"pandas", "scipy", "hnplan.planning.training"} & mods, sorted(mods)
 
 
+def test_compare_with_the_cache_bypassed_imports_no_pandas(monkeypatch):
+    """A first `compare` (HNPLAN_NO_CACHE=1) searches its designs and plans the published runs behind the trust
+    notes on plain columns: the plans' recompute modes and flags are factorised by a sort
+    (:func:`hnplan.vectorise._sorted_codes`), so pandas (about 0.25 s of CPU) is not imported."""
+    monkeypatch.setenv("HNPLAN_NO_CACHE", "1")
+    mods = _main_modules(["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12", "--json"])
+    assert "hnplan.planning.compare_trust" in mods and "pandas" not in mods, sorted(mods)
+
+
 SIZE_CALLS = {
     "gpus": ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--tokens", "1e12", "--gpus", "64"]
     + ["--seq-len", "4096", "--global-batch-tokens", "1048576"],

@@ -48,14 +48,14 @@ def _tool():
 
 
 def test_gb300_fraction_is_the_fit_at_its_upper_bound():
-    """The 20 GB300 rows' rms ln error falls over the whole bounded range (0.117 at the law's 0.914, 0.093 at 1.0,
+    """The 20 GB300 rows' rms ln error falls over the whole bounded range (0.116 at the law's 0.914, 0.096 at 1.0,
     tools/fit_gb300_clock.py): the catalog holds the bound the fit stops at, with its provenance."""
     tool = _tool()
     gb300 = CAT.accelerator("gb300")
     rows = tool.gb300_rows()
     assert len(rows) == 20
     rms = [math.sqrt(sum(e**2 for e in tool.residuals(rows, f)) / len(rows)) for f in (tool.PRIOR, 0.96, 1.0)]
-    assert rms[0] == pytest.approx(0.117, abs=2e-3) and rms[2] == pytest.approx(0.093, abs=2e-3)
+    assert rms[0] == pytest.approx(0.116, abs=2e-3) and rms[2] == pytest.approx(0.096, abs=2e-3)
     assert rms[0] > rms[1] > rms[2]
     assert gb300.sustained_compute_fraction == tool.BOUNDS[1] == 1.0
     why = gb300.assumptions["sustained_compute_fraction"]

@@ -322,3 +322,21 @@ def test_wide_keys_without_pandas_give_the_same_search(cat, monkeypatch):
             ways[by_sort] = search_best(job, top=3)
             assert calls  # the wide-key path ran
         assert ways[True] == ways[False]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["full", "selective", "none", "attention"]), min_size=1, max_size=40), st.booleans())
+def test_names_and_flags_factorised_by_a_sort_are_pandas_factorize(values, as_flags):
+    """:func:`hnplan.vectorise._sorted_codes` gives ``pandas.factorize(a, sort=False)``'s codes (order of first
+    appearance) and values, dtype included, for object, str and bool arrays; a missing value is left to pandas."""
+    from hnplan.vectorise import _sorted_codes
+
+    arrays = (
+        [np.array([v == "full" for v in values])] if as_flags else [np.array(values, dtype=object), np.array(values)]
+    )
+    for a in arrays:
+        codes, uniq = _sorted_codes(a)
+        want_codes, want_uniq = pd.factorize(a, sort=False)
+        assert codes.tolist() == want_codes.tolist() and codes.dtype == want_codes.dtype
+        assert uniq.tolist() == list(want_uniq) and uniq.dtype == np.asarray(want_uniq).dtype
+    assert _sorted_codes(np.array(["full", None], dtype=object)) is None

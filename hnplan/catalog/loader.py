@@ -265,7 +265,8 @@ class Catalog(SingleFiles):
                     entry=st.id,
                     field=f"matmul_efficiency.{acc_id}",
                 )
-        for cal in ("attention_efficiency", "attention_fp8_ratio"):  # keyed by accelerator id as well
+        # keyed by accelerator id as well
+        for cal in ("attention_efficiency", "attention_fp8_ratio", "ep_comm_overlap_fraction_by_accelerator"):
             for acc_id in getattr(st, cal) or {}:
                 try:
                     self.accelerator(acc_id)

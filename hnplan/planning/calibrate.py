@@ -214,8 +214,8 @@ def _candidates(models: list[_RunModel], stack: SoftwareStack) -> list[Parameter
             seen.add(m.matmul_key)
             out.append(Parameter(m.matmul_key, m.matmul_initial, *MATMUL_BOUNDS))
     for name, switch in CHOICE_PARAMS:
-        if getattr(stack, switch):
-            out.append(Parameter(name, getattr(stack, name), 0.0, 1.0))
+        if getattr(stack, switch):  # started at the runs' value (a stack's per-chip-family one where it has it)
+            out.append(Parameter(name, getattr(models[0].job.choices if models else stack, name), 0.0, 1.0))
     return out
 
 
@@ -500,6 +500,9 @@ def calibrated_stack(
             d[p.name] = round(p.value, 4)
             fs[p.name] = f"{prov}{bound}; was {p.initial:g}"
             assumptions.pop(p.name, None)
+            for m in (fs, assumptions, d):  # a per-chip-family value would shadow the fitted one on its chips
+                for k in [k for k in m if k.split(".")[0] == f"{p.name}_by_accelerator"]:
+                    del m[k]
     if mm:
         d["matmul_efficiency"] = mm
     d["field_sources"], d["assumptions"] = fs, assumptions

@@ -33,6 +33,7 @@ from hnplan.catalog.schemas.cluster import *  # noqa: F401,F403
 from hnplan.catalog.schemas.economics import *  # noqa: F401,F403
 from hnplan.catalog.schemas.hardware import *  # noqa: F401,F403
 from hnplan.catalog.schemas.hardware import Accelerator, Interconnect, Storage, Switch, System
+from hnplan.catalog.schemas.moe_choices import *  # noqa: F401,F403
 from hnplan.catalog.schemas.serving import ServingEngine
 from hnplan.catalog.schemas.software import *  # noqa: F401,F403
 from hnplan.catalog.schemas.software import SoftwareStack

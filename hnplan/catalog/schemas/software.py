@@ -6,19 +6,22 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive, _Strict
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+from hnplan.catalog.schemas.moe_choices import MoEChoices
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
 # the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
 OverlapComm = Literal["dp", "tp", "ep"]
 
 
-class StackChoices(_Strict):
+class StackChoices(MoEChoices):
     """A training software stack's choices: which communication overlaps compute, the attention
     kernel, sequence parallelism and the gradient width on the wire. Declared once here:
     :class:`SoftwareStack` inherits these fields and the training planner's job carries one of these
     (``hnplan.planning.training.StackChoices``), so a new choice appears in both. Defaults: hnplan's
-    default stack (``data/stacks/megatron-core.yaml``).
+    default stack (``data/stacks/megatron-core.yaml``). The mixture-of-experts and expert-parallel choices
+    (the all-to-all's dispatcher and overlap, the MoE host work) are inherited from
+    :class:`~hnplan.catalog.schemas.moe_choices.MoEChoices`.
 
     Attributes
     ----------
@@ -33,8 +36,6 @@ class StackChoices(_Strict):
         layers it leaves out (and TPs below every key) take ``initialize_ub``'s defaults (ring exchange for
         the all-gathers, pipeline in 4 splits for the reduce-scatters). Default empty: the defaults, as
         Megatron-LM's ``--tp-comm-overlap`` without ``--tp-comm-overlap-cfg`` runs.
-    ep_comm : bool
-        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1); default False.
     cp_comm : bool
         Ring-attention K/V exchange overlaps attention (Liu et al., arXiv:2310.01889; Megatron-Core's
         implementation); default True. Applies to ``cp_algorithm="p2p_ring"``.
@@ -61,8 +62,6 @@ class StackChoices(_Strict):
     tp_comm_overlap_fraction : float
         With ``tp_comm``, the share of the TP collective time that runs concurrently with the layer's
         GEMMs [0-1]; the rest (the first or last chunk of a pipelined split) stays exposed. Default 0.75.
-    ep_comm_overlap_fraction : float
-        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
     overlap_gemm_slowdown : float
         Fractional slowdown of the compute that runs alongside an overlapped collective (the SMs the
         communication kernels take and the HBM bandwidth they share): a hidden second of communication
@@ -142,28 +141,6 @@ class StackChoices(_Strict):
         activations to host or pooled memory (ZeRO-Offload, arXiv:2101.06840; ZeRO-Infinity,
         arXiv:2104.07857), the transfers hidden behind the step's compute as far as it lasts
         (:mod:`hnplan.planning.training.offload`). Default ``none``.
-    ep_dispatch_fp8 : bool
-        With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
-        activation gradients sent back to the experts before the down-projection) travel in FP8 with one
-        fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
-        arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
-        (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
-    ep_dispatcher : {"alltoall", "flex"}
-        How tokens reach their experts (Megatron-Core ``--moe-token-dispatcher-type``). ``alltoall``
-        (default): NCCL all-to-all of every token copy (``k`` per token, none merged), after a global
-        permute that writes the ``k`` copies and before a local permute by expert, mirrored on the
-        combine side (``megatron/core/transformer/moe/token_dispatcher.py``,
-        ``MoEAlltoAllTokenDispatcher``). ``flex``: DeepEP / HybridEP kernels that fuse the global permute
-        into the communication and send a token across the scale-out network once per destination
-        domain, forwarding it to its experts over NVLink (deepseek-ai/DeepEP internode kernels;
-        NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.1); only the local
-        permute remains. Bytes: :mod:`hnplan.compute.layer_ops`; traffic:
-        :func:`hnplan.planning.training.moe.ep_comm_per_microbatch`.
-    moe_load_imbalance : float
-        Tokens routed to the busiest expert-parallel rank over the mean beyond the peak of random
-        routing, >= 1: the step waits for that rank, so its routed-expert GEMMs and its all-to-all traffic
-        scale by it times the random peak (:func:`hnplan.comm.messages.random_routing_peak`, about 1 %
-        with thousands of tokens a rank). 1 for force-balanced benchmark routing (random logits).
     pipeline_schedule : {"1f1b", "dualpipe"}
         The pipeline schedule. ``1f1b``: a bubble of ``(pp - 1) / v`` micro-batch times (Megatron-LM
         1F1B and interleaved). ``dualpipe``: DeepSeek-V3's bidirectional schedule, whose bubble is
@@ -215,33 +192,12 @@ class StackChoices(_Strict):
         launch. A stretch of the step between device-host syncs takes ``max(GPU time, host time)``
         (:mod:`hnplan.compute.host`). Default 13.1: the eager PyTorch floor per call measured on an H200 host
         (x86); the planner scales it by the system's ``host_dispatch_factor`` (a Grace host).
-    moe_host_us_per_kernel : float
-        Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
-        routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
-        host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
-        Default 37.7, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
-        MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
     cuda_graph_scope : tuple of {"attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"}
         What the stack captures in CUDA graphs (Megatron-Core ``--cuda-graph-impl transformer_engine
         --cuda-graph-scope``, or ``local`` ``full_iteration``): those kernels cost no host launch. Default none.
-    moe_host_syncs_per_layer : int
-        Device-host syncs per MoE layer forward: the dropless token dispatchers copy the tokens per expert to
-        the host (Megatron-Core ``token_dispatcher.py``); 0 when sync-free (expert capacity with padding).
-        Default 1.
     pp_p2p_sync : bool
         Without interleaving, ``torch.cuda.synchronize()`` after each batched P2P exchange (Megatron-Core
         ``p2p_communication.py``, ``batch_p2p_comm`` and ``batch_p2p_sync``). Default on, as Megatron-Core.
-    expert_gemm_launch : {"per_expert", "grouped"}
-        ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
-        expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
-        expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
-    expert_gemm_streams : int
-        Under ``per_expert``, the CUDA streams the expert GEMMs are spread over: expert ``i`` on stream
-        ``i % streams``, so at most that many run at once and the SMs fill in rounds of that many GEMMs
-        (:func:`hnplan.compute.gemm.multi_stream_gemm_time_s`). Default 4: Transformer Engine 2.x's
-        ``num_compute_streams`` (``transformer_engine/common/util/multi_stream.cpp``) used by
-        ``nvte_multi_stream_cublas_gemm`` (``common/gemm/cublaslt_gemm.cu``; the path unless
-        ``NVTE_USE_CUTLASS_GROUPED_GEMM=1`` on Hopper, a CUTLASS grouped kernel: ``grouped``).
     dp_bucket_params : int or None
         Parameters per data-parallel bucket (Megatron-Core ``DistributedDataParallelConfig.bucket_size``):
         each bucket's gradient reduce-scatter (all-reduce) and parameter all-gather is one collective; the
@@ -262,7 +218,6 @@ class StackChoices(_Strict):
         default_factory=dict,
         description="userbuffers overlap method per layer, by accelerator id (or default) and the TP it applies from",
     )
-    ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
     cp_comm: bool = Field(default=True, description="context-parallel K/V exchange overlaps attention")
     cp_algorithm: Literal["p2p_ring", "allgather"] = Field(
         default="p2p_ring",
@@ -282,9 +237,6 @@ class StackChoices(_Strict):
     )
     tp_comm_overlap_fraction: float = Field(
         default=0.75, ge=0.0, le=1.0, description="share of TP collective time hidden behind GEMMs when tp_comm"
-    )
-    ep_comm_overlap_fraction: float = Field(
-        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm"
     )
     overlap_gemm_slowdown: float = Field(
         default=0.14, ge=0.0, le=1.0, description="compute slowdown per second of communication it hides"
@@ -342,22 +294,6 @@ class StackChoices(_Strict):
     offload: Literal["none", "auto"] = Field(
         default="none", description="move what does not fit in HBM to host or pooled memory (ZeRO-Offload/Infinity)"
     )
-    ep_dispatch_fp8: bool = Field(
-        default=False,
-        description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
-        "scale per 128) and combines in bf16",
-    )
-    ep_dispatcher: Literal["alltoall", "flex"] = Field(
-        default="alltoall",
-        description="alltoall: NCCL all-to-all of every token copy with global and local permutes; flex: "
-        "DeepEP / HybridEP, one copy per destination domain over the scale-out network, global permute fused",
-    )
-    moe_load_imbalance: float = Field(
-        default=1.0,
-        ge=1.0,
-        description="tokens routed to the busiest expert-parallel rank over the mean, beyond the peak of random "
-        "routing (1 = random or force-balanced routing)",
-    )
     pipeline_schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b",
         description="1f1b: Megatron's 1F1B / interleaved schedule; dualpipe: DeepSeek's bidirectional schedule "
@@ -385,27 +321,10 @@ class StackChoices(_Strict):
     kernel_launch_us: NonNegative = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
     )
-    moe_host_us_per_kernel: NonNegative = Field(
-        default=37.7,
-        description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
-        "experts outside a CUDA graph [us] (fitted: data/stacks/megatron-core.yaml; not scaled by host_dispatch_factor)",
-    )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
         Field(default=(), description="what the stack captures in CUDA graphs (no host launch per kernel)")
     )
-    moe_host_syncs_per_layer: int = Field(
-        default=1, ge=0, description="device-host syncs per MoE layer forward (tokens per expert to the host)"
-    )
     pp_p2p_sync: bool = Field(default=True, description="device sync after each P2P exchange without interleaving")
-    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
-        default="per_expert",
-        description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
-    )
-    expert_gemm_streams: PosInt = Field(
-        default=4,
-        description="per_expert: CUDA streams the expert GEMMs run on, expert i on stream i % streams "
-        "(Transformer Engine num_compute_streams = 4)",
-    )
     dp_bucket_params: PosInt | None = Field(
         default=None,
         description="parameters per data-parallel bucket (Megatron-Core bucket_size); none: Megatron-Core's "
@@ -449,7 +368,11 @@ class SoftwareStack(Entry, StackChoices):
     published in-training measurement with this stack exists; accelerators it does not list keep
     their own. ``attention_efficiency`` does the same for the attention law's per-pass ceilings
     (``Accelerator.attention_efficiency``) where the stack's attention kernel is an older or slower
-    one than the kernels the catalog's law was fitted on.
+    one than the kernels the catalog's law was fitted on. ``ep_comm_overlap_fraction_by_accelerator`` replaces
+    the choice ``ep_comm_overlap_fraction`` on the accelerators it lists: how much of the expert all-to-all an
+    overlap hides is measured per chip family (the SMs the communication takes, the HBM and L2 it shares with
+    the compute beside it), so a stack carries one value per family, each with its own provenance, and the
+    scalar for the chips it lists not (a job's explicit choice or override of the fraction wins over both).
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -493,4 +416,16 @@ class SoftwareStack(Entry, StackChoices):
         "(same benchmark run), applied to the attention ceilings when fp8_attention is on (calibration)",
     )
 
-    _calibrations: ClassVar[tuple[str, ...]] = ("matmul_efficiency", "attention_efficiency", "attention_fp8_ratio")
+    ep_comm_overlap_fraction_by_accelerator: dict[str, Fraction] | None = Field(
+        default=None,
+        description="accelerator id -> share of the expert all-to-all time hidden behind compute when ep_comm, "
+        "measured on that chip family with this stack's overlap; replaces ep_comm_overlap_fraction there "
+        "(calibration)",
+    )
+
+    _calibrations: ClassVar[tuple[str, ...]] = (
+        "matmul_efficiency",
+        "attention_efficiency",
+        "attention_fp8_ratio",
+        "ep_comm_overlap_fraction_by_accelerator",
+    )

@@ -218,6 +218,7 @@ def make_job(
         provenance["attention_efficiency"] = f"stack {st.id} (its attention kernel)"
     if st is not None:
         acc = c.stack_accelerator(st, acc)
+        ch = stack_ep_overlap(ch, st, acc.id, provenance)
     check_choice("dtype", dtype, TRAIN_DTYPES)
     check_dtype_peak(acc, system.id, dtype)
     check_stack_dtype(st, dtype)
@@ -255,6 +256,26 @@ def make_job(
         st,
         dict(sorted(provenance.items())),
     )
+
+
+def stack_ep_overlap(ch: StackChoices, st: SoftwareStack, acc_id: str, provenance: dict[str, str]) -> StackChoices:
+    """The choices with the stack's expert all-to-all overlap fraction for accelerator ``acc_id``
+    (``SoftwareStack.ep_comm_overlap_fraction_by_accelerator``, measured per chip family) in place of its scalar
+    ``ep_comm_overlap_fraction``, where the stack lists the accelerator and the fraction came from the stack (a
+    value given in ``choices`` or as an override is kept); ``provenance["ep_comm_overlap_fraction"]`` says which.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> st, prov = load_catalog().stack("megatron-bridge-2511"), {"ep_comm_overlap_fraction": "stack megatron-bridge-2511"}
+    >>> stack_ep_overlap(c.stack_choices(st), st, "h100-sxm", prov).ep_comm_overlap_fraction   # Hopper: measured
+    0.44
+    >>> stack_ep_overlap(c.stack_choices(st), st, "gb200", prov).ep_comm_overlap_fraction      # not listed: scalar
+    1.0
+    """
+    frac = (st.ep_comm_overlap_fraction_by_accelerator or {}).get(acc_id)
+    if frac is None or not provenance.get("ep_comm_overlap_fraction", "").startswith(f"stack {st.id}"):
+        return ch
+    provenance["ep_comm_overlap_fraction"] = f"stack {st.id} (ep_comm_overlap_fraction_by_accelerator.{acc_id})"
+    return ch.model_copy(update={"ep_comm_overlap_fraction": frac})
 
 
 def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict[str, str]) -> Accelerator:

@@ -1,0 +1,106 @@
+"""The mixture-of-experts and expert-parallel choices of a training stack (:class:`MoEChoices`), which
+:class:`~hnplan.catalog.schemas.software.StackChoices` inherits."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hnplan.catalog.schemas.base import NonNegative, PosInt, _Strict
+
+
+class MoEChoices(_Strict):
+    """How a training stack runs mixture-of-experts layers: the expert all-to-all (its dispatcher, its overlap,
+    its wire dtype), the routing imbalance it waits for, and the host work and launches of its MoE layers.
+    Part of :class:`~hnplan.catalog.schemas.software.StackChoices` (a stack's and a job's choices); defaults:
+    hnplan's default stack (``data/stacks/megatron-core.yaml``).
+
+    Attributes
+    ----------
+    ep_comm : bool
+        Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1); default False.
+    ep_comm_overlap_fraction : float
+        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
+    ep_dispatch_fp8 : bool
+        With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
+        activation gradients sent back to the experts before the down-projection) travel in FP8 with one
+        fp32 scale per 128 elements; the combine and its mirror stay bf16 (DeepSeek-V3,
+        arXiv:2412.19437 Sec. 3.3.2; DeepEP's FP8 dispatch). False: every all-to-all in bf16
+        (Megatron-Core's all-to-all token dispatcher moves the bf16 hidden states and quantises after it).
+    ep_dispatcher : {"alltoall", "flex"}
+        How tokens reach their experts (Megatron-Core ``--moe-token-dispatcher-type``). ``alltoall``
+        (default): NCCL all-to-all of every token copy (``k`` per token, none merged), after a global
+        permute that writes the ``k`` copies and before a local permute by expert, mirrored on the
+        combine side (``megatron/core/transformer/moe/token_dispatcher.py``,
+        ``MoEAlltoAllTokenDispatcher``). ``flex``: DeepEP / HybridEP kernels that fuse the global permute
+        into the communication and send a token across the scale-out network once per destination
+        domain, forwarding it to its experts over NVLink (deepseek-ai/DeepEP internode kernels;
+        NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.1); only the local
+        permute remains. Bytes: :mod:`hnplan.compute.layer_ops`; traffic:
+        :func:`hnplan.planning.training.moe.ep_comm_per_microbatch`.
+    moe_load_imbalance : float
+        Tokens routed to the busiest expert-parallel rank over the mean beyond the peak of random
+        routing, >= 1: the step waits for that rank, so its routed-expert GEMMs and its all-to-all traffic
+        scale by it times the random peak (:func:`hnplan.comm.messages.random_routing_peak`, about 1 %
+        with thousands of tokens a rank). 1 for force-balanced benchmark routing (random logits).
+    moe_host_us_per_kernel : float
+        Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
+        routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
+        host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
+        Default 37.5, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
+        MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
+    moe_host_syncs_per_layer : int
+        Device-host syncs per MoE layer forward: the dropless token dispatchers copy the tokens per expert to
+        the host (Megatron-Core ``token_dispatcher.py``); 0 when sync-free (expert capacity with padding).
+        Default 1.
+    expert_gemm_launch : {"per_expert", "grouped"}
+        ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
+        expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
+        expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
+    expert_gemm_streams : int
+        Under ``per_expert``, the CUDA streams the expert GEMMs are spread over: expert ``i`` on stream
+        ``i % streams``, so at most that many run at once and the SMs fill in rounds of that many GEMMs
+        (:func:`hnplan.compute.gemm.multi_stream_gemm_time_s`). Default 4: Transformer Engine 2.x's
+        ``num_compute_streams`` (``transformer_engine/common/util/multi_stream.cpp``) used by
+        ``nvte_multi_stream_cublas_gemm`` (``common/gemm/cublaslt_gemm.cu``; the path unless
+        ``NVTE_USE_CUTLASS_GROUPED_GEMM=1`` on Hopper, a CUTLASS grouped kernel: ``grouped``).
+    """
+
+    ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
+    ep_comm_overlap_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm"
+    )
+    ep_dispatch_fp8: bool = Field(
+        default=False,
+        description="fp8 training dispatches tokens to their experts in FP8 (1 byte an element plus one fp32 "
+        "scale per 128) and combines in bf16",
+    )
+    ep_dispatcher: Literal["alltoall", "flex"] = Field(
+        default="alltoall",
+        description="alltoall: NCCL all-to-all of every token copy with global and local permutes; flex: "
+        "DeepEP / HybridEP, one copy per destination domain over the scale-out network, global permute fused",
+    )
+    moe_load_imbalance: float = Field(
+        default=1.0,
+        ge=1.0,
+        description="tokens routed to the busiest expert-parallel rank over the mean, beyond the peak of random "
+        "routing (1 = random or force-balanced routing)",
+    )
+    moe_host_us_per_kernel: NonNegative = Field(
+        default=37.5,
+        description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
+        "experts outside a CUDA graph [us] (fitted: data/stacks/megatron-core.yaml; not scaled by host_dispatch_factor)",
+    )
+    moe_host_syncs_per_layer: int = Field(
+        default=1, ge=0, description="device-host syncs per MoE layer forward (tokens per expert to the host)"
+    )
+    expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
+        default="per_expert",
+        description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
+    )
+    expert_gemm_streams: PosInt = Field(
+        default=4,
+        description="per_expert: CUDA streams the expert GEMMs run on, expert i on stream i % streams "
+        "(Transformer Engine num_compute_streams = 4)",
+    )
