@@ -37,6 +37,9 @@ _ID_PARAMS = {
     "accelerators": "accelerators",
     "stack": "stacks",
 }
+# parameters naming a sweep spec (an id in data/sweeps/ or a YAML path), and folders (always paths when given)
+_SPEC_PARAMS = ("spec",)
+_FOLDER_PARAMS = ("dataset",)
 # upper bounds of named parameters, as the command line has them (``hnplan size --tokens``)
 _MAXIMA = {"tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text")}
 
@@ -243,9 +246,10 @@ def _looks_like_path(ref) -> bool:
 
 
 def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
-    """The parameters with every catalog reference given as a relative file path (``model: ./dense1t.yaml``)
-    made absolute against ``base`` (default: the caller's working directory), so a notebook that runs in
-    ``notebooks/`` finds the same file."""
+    """The parameters with every catalog reference or sweep spec given as a relative file path
+    (``model: ./dense1t.yaml``, ``spec: ./mine.yaml``) and every folder (``dataset: mine``) made absolute
+    against ``base`` (default: the caller's working directory), so a notebook that runs in ``notebooks/``
+    finds the same file (a relative dataset was read and written under ``notebooks/``)."""
     root = Path(base) if base is not None else Path.cwd()
 
     def fix(ref):
@@ -255,13 +259,16 @@ def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
 
     out = dict(params)
     for key, value in params.items():
-        if key in _ID_PARAMS:
+        if key in _ID_PARAMS or key in _SPEC_PARAMS:
             out[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+        elif key in _FOLDER_PARAMS and isinstance(value, str) and value and not Path(value).is_absolute():
+            out[key] = str((root / value).resolve())
     return out
 
 
 def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
-    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries.
+    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries, and
+    that a sweep spec (``spec``) loads (:func:`hnplan.catalog.sweeps.load_sweep_spec`: its file and fields).
 
     Raises
     ------
@@ -270,6 +277,13 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
     """
     cat = catalog or load_catalog()
     for key, value in params.items():
+        if key in _SPEC_PARAMS and isinstance(value, str):
+            from hnplan.catalog.sweeps import load_sweep_spec
+
+            try:
+                load_sweep_spec(value, cat)
+            except CatalogError as exc:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
         kind = _ID_PARAMS.get(key)
         if kind is None:
             continue

@@ -154,3 +154,20 @@ def test_a_parameter_with_a_type_comment_takes_each_of_its_types(value, expected
 def test_a_parameter_with_a_type_comment_refuses_the_rest(value, needle):
     with pytest.raises(ScenarioError, match=re.escape(needle)):
         check_parameters("procurement_whatif", {"utilisation": value}, "p.yaml")
+
+
+def test_a_sweep_spec_and_its_dataset_resolve_against_the_callers_folder(tmp_path, monkeypatch):
+    # the design_space notebook runs in notebooks/: `dataset: mine` read and wrote notebooks/mine, and
+    # `spec: ./mine.yaml` was not found there (the notebook failed, exit 1, after the others ran)
+    monkeypatch.chdir(tmp_path)
+    got = resolve_paths({"spec": "./mine.yaml", "dataset": "mine", "deadline_days": 10.0})
+    assert got == {"spec": str(tmp_path / "mine.yaml"), "dataset": str(tmp_path / "mine"), "deadline_days": 10.0}
+    assert resolve_paths({"spec": "example", "dataset": ""}) == {"spec": "example", "dataset": ""}  # id, default
+
+
+def test_a_mistyped_sweep_spec_is_refused_before_any_notebook_runs():
+    from hnplan.reports import check_ids
+
+    with pytest.raises(ScenarioError, match=r"p.yaml: notebook 'design_space', parameter 'spec': unknown sweep spec "):
+        check_ids("design_space", {"spec": "exampel"}, "p.yaml")
+    check_ids("design_space", {"spec": "example"}, "p.yaml")
