@@ -115,3 +115,16 @@ def test_rows_of_spec_leave_out_earlier_seeds(tmp_path):
     rows, left_out, missing = ds.rows_of_spec(dataset, new)
     assert (len(rows), left_out, missing) == (2, 3, 1)
     assert set(rows["point_id"]) == set(new["point_id"].iloc[:2])
+
+
+def test_a_dataset_without_the_specs_points_says_so():
+    points = pd.DataFrame({"point_id": ["new1", "new2"]})
+    with pytest.raises(InputError, match=r"holds none of the spec's 2 points \(1 rows of other specs"):
+        ds.rows_of_spec(pd.DataFrame({"point_id": ["old1"]}), points)
+
+
+def test_rows_of_another_catalog_are_counted():
+    from hnplan.catalog import load_catalog
+
+    now = load_catalog().content_hash()
+    assert ds.other_catalog_rows(pd.DataFrame({"catalog_hash": [now, "0123456789ab", now]})) == 1

@@ -305,3 +305,29 @@ def test_sigterm_closes_the_run_as_ctrl_c_does(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_mod, "run_sweep", killed)
     res = CliRunner().invoke(app, ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds")])
     assert res.exit_code == 130 and res.stderr.strip() == "interrupted: stopped by SIGTERM"
+
+
+def test_a_resume_says_which_rows_another_catalog_computed(tmp_path):
+    """A re-run skips the points already there whatever catalog computed them: after a catalog change the
+    dataset kept the old numbers without a word. The summary counts them and the command says what to do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    spec = _write(tmp_path, {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}})
+    first = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (first.evaluated, first.stale) == (2, 0)
+    for path in (tmp_path / "ds").rglob("*.parquet"):  # as if the rows came from an earlier catalog
+        t = pq.read_table(path)
+        i = t.schema.get_field_index("catalog_hash")
+        pq.write_table(t.set_column(i, "catalog_hash", pa.array(["0123456789ab"] * len(t))), path)
+    again = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (again.skipped, again.evaluated, again.stale, again.catalog_hash) == (2, 0, 2, first.catalog_hash)
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--no-progress"])
+    assert res.exit_code == 0
+    assert (
+        f"2 of the points already there were evaluated with another catalog than this one ({first.catalog_hash})"
+        in (" ".join(res.stdout.split()))
+    )

@@ -37,10 +37,29 @@ def rows_of_spec(df: pd.DataFrame, points: pd.DataFrame) -> tuple[pd.DataFrame, 
     -------
     (rows, left_out, missing)
         The matching rows, the count of other rows, and the count of the spec's points with no row.
+
+    Raises
+    ------
+    InputError
+        When the dataset holds none of the spec's points (nothing to read: run the sweep first).
     """
     keep = df["point_id"].isin(points["point_id"])
     rows = df[keep]
+    if rows.empty:
+        raise InputError(
+            f"the dataset holds none of the spec's {len(points):,} points ({len(df):,} rows of other specs or "
+            "earlier versions of it): run `hnplan sweep SPEC --out DIR` on it first, or let the report evaluate "
+            "them (run_missing)"
+        )
     return rows, int((~keep).sum()), int((~points["point_id"].isin(rows["point_id"])).sum())
+
+
+def other_catalog_rows(df: pd.DataFrame, catalog=None) -> int:
+    """Rows evaluated with another catalog than ``catalog``'s (default: the one loaded now), by their
+    ``catalog_hash``: a resumed sweep keeps the numbers its points were first evaluated with."""
+    from hnplan.catalog.loader import load_catalog
+
+    return int((df["catalog_hash"] != (catalog or load_catalog()).content_hash()).sum())
 
 
 def with_design(df: pd.DataFrame) -> pd.DataFrame:

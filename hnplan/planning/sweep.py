@@ -51,6 +51,7 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     _given,
     _schema,
     default_dataset,
+    done_catalogs,
     done_point_ids,
     read_sweep,
     write_chunk,
@@ -260,12 +261,15 @@ def evaluate_chunk(
 
 @dataclass
 class SweepSummary:
-    """What a run did: points in the spec, skipped (already in the dataset), evaluated, failed."""
+    """What a run did: points in the spec, skipped (already in the dataset; ``stale`` of them evaluated with
+    another catalog than ``catalog_hash``, this run's), evaluated, failed."""
 
     spec_id: str
     out: str
     points: int
     skipped: int
+    stale: int = 0
+    catalog_hash: str = ""
     evaluated: int = 0
     failed: int = 0
     plans: int = 0
@@ -389,9 +393,11 @@ def run_sweep(
     t0 = time.perf_counter()
     out = Path(out)
     pts = sweep_points(spec, cat)
-    done = done_point_ids(out)
+    done = done_catalogs(out)
     todo = pts[~pts["point_id"].isin(done)]
-    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo))
+    chash = cat.content_hash()
+    stale = sum(1 for p in pts["point_id"] if p in done and done[p] != chash)
+    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo), stale, chash)
     if todo.empty:
         summary.seconds = time.perf_counter() - t0
         return summary

@@ -168,11 +168,17 @@ def done_point_ids(out: str | Path) -> set[str]:
     InputError
         When a file of the dataset is not readable Parquet (named, with what to do).
     """
+    return set(done_catalogs(out))
+
+
+def done_catalogs(out: str | Path) -> dict[str, str]:
+    """``point_id -> catalog_hash`` of every row already in a dataset folder (empty if there is none): the
+    catalog each point was evaluated with. Raises as :func:`done_point_ids`."""
     out = Path(out)
     if not out.is_dir() or not any(out.rglob("*.parquet")):
-        return set()
-    table = _read_table(out, ["point_id"])
-    return set(table.column("point_id").to_pylist())
+        return {}
+    table = _read_table(out, ["point_id", "catalog_hash"])
+    return dict(zip(table.column("point_id").to_pylist(), table.column("catalog_hash").to_pylist(), strict=True))
 
 
 def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
