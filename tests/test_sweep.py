@@ -331,3 +331,32 @@ def test_a_resume_says_which_rows_another_catalog_computed(tmp_path):
         f"2 of the points already there were evaluated with another catalog than this one ({first.catalog_hash})"
         in (" ".join(res.stdout.split()))
     )
+
+
+def test_a_lost_task_is_not_written_and_the_next_run_evaluates_it(tmp_path, monkeypatch):
+    """A Dask task that fails as a task (a worker killed for memory: KilledWorker) stopped the sweep with
+    distributed's traceback; its points are now counted as lost, nothing of them is written, and the next
+    run evaluates them."""
+    import hnplan.planning.sweep as sweep_mod
+
+    spec = _write(tmp_path, {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}})
+    real = sweep_mod.evaluate_chunk
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(sweep_mod, "evaluate_chunk", dies)
+    s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (s.evaluated, s.lost, s.lost_reason) == (0, 2, "RuntimeError: worker lost")
+    assert not list((tmp_path / "ds").rglob("*.parquet"))
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--no-progress"])
+    assert res.exit_code == 0 and "2 points not evaluated (RuntimeError: worker lost): run the same command again" in (
+        " ".join(res.stdout.split())
+    )
+    monkeypatch.setattr(sweep_mod, "evaluate_chunk", real)
+    s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (s.skipped, s.evaluated, s.lost) == (0, 2, 0)

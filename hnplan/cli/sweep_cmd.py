@@ -37,6 +37,12 @@ def sweep(
         f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s",
         highlight=False,
     )
+    if s.lost:
+        console.print(
+            f"  {s.lost:,} points not evaluated ({s.lost_reason}): run the same command again to evaluate them",
+            highlight=False,
+            markup=False,
+        )
     if s.stale:
         console.print(
             f"  {s.stale:,} of the points already there were evaluated with another catalog than this one "

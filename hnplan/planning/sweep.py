@@ -262,7 +262,8 @@ def evaluate_chunk(
 @dataclass
 class SweepSummary:
     """What a run did: points in the spec, skipped (already in the dataset; ``stale`` of them evaluated with
-    another catalog than ``catalog_hash``, this run's), evaluated, failed."""
+    another catalog than ``catalog_hash``, this run's), evaluated, failed (written with their ``error``), and
+    ``lost``: points whose Dask task itself failed (a worker killed, ``lost_reason``), not written."""
 
     spec_id: str
     out: str
@@ -275,6 +276,8 @@ class SweepSummary:
     plans: int = 0
     seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
+    lost: int = 0  # points whose Dask task failed (a worker died): not written, evaluated by the next run
+    lost_reason: str = ""
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -452,7 +455,14 @@ def run_sweep(
             task = bar.add_task("points", total=len(todo))
             for f in as_completed(futures):
                 first_id, n_pts = futures[f]
-                df = f.result()
+                try:
+                    df = f.result()
+                except Exception as exc:  # noqa: BLE001 -- a worker lost (KilledWorker), not a point's failure
+                    # nothing is written: the next run evaluates these points again
+                    summary.lost += n_pts
+                    summary.lost_reason = summary.lost_reason or _message(exc)
+                    bar.advance(task, n_pts)
+                    continue
                 write_chunk(df, out, f"part-{first_id}")
                 errs = df["error"].dropna()
                 summary.evaluated += len(df)
