@@ -41,7 +41,10 @@ _ID_PARAMS = {
 _SPEC_PARAMS = ("spec",)
 _FOLDER_PARAMS = ("dataset",)
 # upper bounds of named parameters, as the command line has them (``hnplan size --tokens``)
-_MAXIMA = {"tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text")}
+_MAXIMA = {
+    "tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text"),
+    "probability": (1.0, "a probability"),  # design_space: the chance of meeting the deadline
+}
 
 
 def notebook_path(name: str) -> Path:

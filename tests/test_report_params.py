@@ -171,3 +171,10 @@ def test_a_mistyped_sweep_spec_is_refused_before_any_notebook_runs():
     with pytest.raises(ScenarioError, match=r"p.yaml: notebook 'design_space', parameter 'spec': unknown sweep spec "):
         check_ids("design_space", {"spec": "exampel"}, "p.yaml")
     check_ids("design_space", {"spec": "example"}, "p.yaml")
+
+
+def test_a_probability_above_one_is_refused_before_the_notebook_runs():
+    # design_space's probability: 1.5 passed the check (positive like its default) and failed in the notebook
+    with pytest.raises(ScenarioError, match=r"parameter 'probability': must be at most 1 \(a probability\); got 1.5"):
+        check_parameters("design_space", {"probability": 1.5}, "p.yaml")
+    assert check_parameters("design_space", {"probability": 1}, "p.yaml") == {"probability": 1.0}
