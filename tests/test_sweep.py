@@ -72,6 +72,12 @@ def _write(tmp_path, spec, name="spec.yaml"):
             "axes.model[2]: 'llama3.1-8b' repeats axes.model[0] (the same points would run twice)",
         ),
         ({"axes": {**TINY["axes"], "years": [5, 5.0]}}, "axes.years[1]: 5.0 repeats axes.years[0]"),
+        # a single value failed both branches of the axis union, each said in pydantic's words
+        (
+            {"axes": {**TINY["axes"], "years": 5}},
+            "axes.years: expected a list of values or a distribution mapping ({distribution: uniform, low: ..., "
+            "high: ...}), got 5; a single value goes under fixed",
+        ),
         # 2 models x 500,001 draws: refused before a draw is made (samples: 1e9 stopped with a MemoryError)
         ({"samples": 500_001}, "1,000,002 points (grid combinations x samples) exceed the 1,000,000 a sweep takes"),
         (

@@ -95,6 +95,19 @@ class SweepSpec(_Strict):
         default_factory=dict, description="input -> list of values (grid) or a distribution"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _axes_shape(cls, data):
+        # a single value under axes failed both union branches ("should be a valid list; ... a valid dictionary")
+        axes = data.get("axes") if isinstance(data, dict) else None
+        for name, axis in axes.items() if isinstance(axes, dict) else []:
+            if not isinstance(axis, list | dict):
+                raise ValueError(
+                    f"axes.{name}: expected a list of values or a distribution mapping "
+                    f"({{distribution: uniform, low: ..., high: ...}}), got {axis!r}; a single value goes under fixed"
+                )
+        return data
+
     @model_validator(mode="after")
     def _check(self):
         allowed = PLAN_AXES + WHATIF_INPUTS
