@@ -11,9 +11,11 @@ import functools
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.catalog.schemas import WHATIF_INPUTS, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
 from hnplan.errors import CatalogError, ScenarioError
 
@@ -35,8 +37,14 @@ _ID_PARAMS = {
     "accelerators": "accelerators",
     "stack": "stacks",
 }
+# parameters naming a sweep spec (an id in data/sweeps/ or a YAML path), and folders (always paths when given)
+_SPEC_PARAMS = ("spec",)
+_FOLDER_PARAMS = ("dataset",)
 # upper bounds of named parameters, as the command line has them (``hnplan size --tokens``)
-_MAXIMA = {"tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text")}
+_MAXIMA = {
+    "tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text"),
+    "probability": (1.0, "a probability"),  # design_space: the chance of meeting the deadline
+}
 
 
 def notebook_path(name: str) -> Path:
@@ -59,7 +67,9 @@ def _type_of_default(default: str):
 
 
 def notebook_parameters(notebook: str) -> dict[str, dict]:
-    """The parameters a notebook declares: name -> ``{"default": source text of the default}``, in order.
+    """The parameters a notebook declares: name -> ``{"default": source text of the default}``, in order,
+    with ``"types"`` (type names) for a parameter whose line carries papermill's type comment
+    (``utilisation = "simulated"  # type: str|float|None ...``): one that takes more than its default's type.
 
     Read with the notebook's JSON and Python's own parser (:mod:`ast`) from the one cell tagged
     ``parameters``, the same names ``papermill.inspect_notebook`` finds (a test checks it), without
@@ -79,13 +89,43 @@ def _parameters_of(path: Path, content: bytes) -> dict[str, dict]:
     if len(tagged) != 1:
         raise ScenarioError(f"{path}: expected one cell tagged 'parameters', found {len(tagged)}")
     src = "".join(tagged[0]["source"])
+    lines = src.splitlines()
     out = {}
     for node in ast.parse(src).body:
         if isinstance(node, ast.Assign | ast.AnnAssign):
+            comment = _TYPE_COMMENT.search(lines[(node.end_lineno or node.lineno) - 1])
             for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if isinstance(t, ast.Name):
                     out[t.id] = {"default": ast.get_source_segment(src, node.value)}
+                    if comment:
+                        out[t.id]["types"] = comment.group(1)
     return out
+
+
+#: papermill's type comment after a parameter (``# type: str|float|None``), its types without spaces
+_TYPE_COMMENT = re.compile(r"#\s*type:\s*(\S+)")
+_TYPE_NAMES = {"str": str, "float": float, "int": int, "bool": bool, "list": list, "None": type(None)}
+
+
+def _check_union(key: str, value, types: str, where: str, notebook: str):
+    """``value`` as one of a type comment's types (``str|float|None``; a number given as a string is a
+    number where ``float`` is allowed), a what-if input's number within its range (:data:`WHATIF_INPUTS`)."""
+    allowed = [_TYPE_NAMES[t] for t in types.split("|") if t in _TYPE_NAMES]
+    if float in allowed:
+        value = _as_number(value, float)
+    number = _is_number(value)
+    if not any(isinstance(value, t) and not (t in (int, float) and isinstance(value, bool)) for t in allowed) and not (
+        number and float in allowed
+    ):
+        raise ScenarioError(
+            f"{where}: notebook {notebook!r}, parameter {key!r}: expected one of {types.replace('|', ', ')}, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    if number and key in WHATIF_INPUTS:
+        problem = whatif_range_problem(key, float(value))
+        if problem:
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {problem}")
+    return value
 
 
 def _declared(notebook: str) -> set:
@@ -170,6 +210,11 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         want = _type_of_default(declared[key]["default"])
         if value is None:
             continue
+        if "types" in declared[key]:
+            value = _check_union(key, value, declared[key]["types"], where, notebook)
+            _check_range(key, value, None, where, notebook)
+            out[key] = value
+            continue
         if want is list and isinstance(value, list) and default:
             elem = type(default[0]) if _is_number(default[0]) else None
             value = [_as_number(v, elem) for v in value]
@@ -204,9 +249,10 @@ def _looks_like_path(ref) -> bool:
 
 
 def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
-    """The parameters with every catalog reference given as a relative file path (``model: ./dense1t.yaml``)
-    made absolute against ``base`` (default: the caller's working directory), so a notebook that runs in
-    ``notebooks/`` finds the same file."""
+    """The parameters with every catalog reference or sweep spec given as a relative file path
+    (``model: ./dense1t.yaml``, ``spec: ./mine.yaml``) and every folder (``dataset: mine``) made absolute
+    against ``base`` (default: the caller's working directory), so a notebook that runs in ``notebooks/``
+    finds the same file (a relative dataset was read and written under ``notebooks/``)."""
     root = Path(base) if base is not None else Path.cwd()
 
     def fix(ref):
@@ -216,13 +262,16 @@ def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
 
     out = dict(params)
     for key, value in params.items():
-        if key in _ID_PARAMS:
+        if key in _ID_PARAMS or key in _SPEC_PARAMS:
             out[key] = [fix(v) for v in value] if isinstance(value, list) else fix(value)
+        elif key in _FOLDER_PARAMS and isinstance(value, str) and value and not Path(value).is_absolute():
+            out[key] = str((root / value).resolve())
     return out
 
 
 def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
-    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries.
+    """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries, and
+    that a sweep spec (``spec``) loads (:func:`hnplan.catalog.sweeps.load_sweep_spec`: its file and fields).
 
     Raises
     ------
@@ -231,6 +280,13 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
     """
     cat = catalog or load_catalog()
     for key, value in params.items():
+        if key in _SPEC_PARAMS and isinstance(value, str):
+            from hnplan.catalog.sweeps import load_sweep_spec
+
+            try:
+                load_sweep_spec(value, cat)
+            except CatalogError as exc:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
         kind = _ID_PARAMS.get(key)
         if kind is None:
             continue

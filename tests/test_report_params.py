@@ -133,3 +133,48 @@ def test_the_token_bound_is_the_command_line_s():
     from hnplan.cli.size_cmd import MAX_TRAINING_TOKENS as CLI_MAX
 
     assert CLI_MAX == MAX_TRAINING_TOKENS == 1e18
+
+
+@pytest.mark.parametrize("value,expected", [(0.85, 0.85), ("0.85", 0.85), (1, 1), ("simulated", "simulated")])
+def test_a_parameter_with_a_type_comment_takes_each_of_its_types(value, expected):
+    # procurement_whatif's utilisation is "simulated", a number or None (papermill's type comment says so):
+    # a number was refused as "expected str like its default"
+    assert check_parameters("procurement_whatif", {"utilisation": value}, "p.yaml") == {"utilisation": expected}
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        (1.5, "parameter 'utilisation': utilisation must be <= 1; got 1.5"),  # the what-if input's own range
+        (0, "utilisation must be > 0; got 0"),
+        ([0.5], "expected one of str, float, None, got list [0.5]"),
+        (True, "expected one of str, float, None, got bool True"),
+    ],
+)
+def test_a_parameter_with_a_type_comment_refuses_the_rest(value, needle):
+    with pytest.raises(ScenarioError, match=re.escape(needle)):
+        check_parameters("procurement_whatif", {"utilisation": value}, "p.yaml")
+
+
+def test_a_sweep_spec_and_its_dataset_resolve_against_the_callers_folder(tmp_path, monkeypatch):
+    # the design_space notebook runs in notebooks/: `dataset: mine` read and wrote notebooks/mine, and
+    # `spec: ./mine.yaml` was not found there (the notebook failed, exit 1, after the others ran)
+    monkeypatch.chdir(tmp_path)
+    got = resolve_paths({"spec": "./mine.yaml", "dataset": "mine", "deadline_days": 10.0})
+    assert got == {"spec": str(tmp_path / "mine.yaml"), "dataset": str(tmp_path / "mine"), "deadline_days": 10.0}
+    assert resolve_paths({"spec": "example", "dataset": ""}) == {"spec": "example", "dataset": ""}  # id, default
+
+
+def test_a_mistyped_sweep_spec_is_refused_before_any_notebook_runs():
+    from hnplan.reports import check_ids
+
+    with pytest.raises(ScenarioError, match=r"p.yaml: notebook 'design_space', parameter 'spec': unknown sweep spec "):
+        check_ids("design_space", {"spec": "exampel"}, "p.yaml")
+    check_ids("design_space", {"spec": "example"}, "p.yaml")
+
+
+def test_a_probability_above_one_is_refused_before_the_notebook_runs():
+    # design_space's probability: 1.5 passed the check (positive like its default) and failed in the notebook
+    with pytest.raises(ScenarioError, match=r"parameter 'probability': must be at most 1 \(a probability\); got 1.5"):
+        check_parameters("design_space", {"probability": 1.5}, "p.yaml")
+    assert check_parameters("design_space", {"probability": 1}, "p.yaml") == {"probability": 1.0}

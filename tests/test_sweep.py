@@ -66,6 +66,18 @@ def _write(tmp_path, spec, name="spec.yaml"):
         ({"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-8bb"]}}, "axes.model[1]: unknown model id"),
         ({"fixed": {**TINY["fixed"], "system": "hgx-h100"}}, "fixed.system: unknown system id 'hgx-h100'; nearest"),
         ({"axes": {**TINY["axes"], "years": [5, 0]}}, "axes.years[1]: years must be > 0; got 0"),
+        # a repeated grid value made the same 3 points twice (one point_id, two rows each in the dataset)
+        (
+            {"axes": {**TINY["axes"], "model": ["llama3.1-8b", "llama3.1-405b", "llama3.1-8b"]}},
+            "axes.model[2]: 'llama3.1-8b' repeats axes.model[0] (the same points would run twice)",
+        ),
+        ({"axes": {**TINY["axes"], "years": [5, 5.0]}}, "axes.years[1]: 5.0 repeats axes.years[0]"),
+        # a single value failed both branches of the axis union, each said in pydantic's words
+        (
+            {"axes": {**TINY["axes"], "years": 5}},
+            "axes.years: expected a list of values or a distribution mapping ({distribution: uniform, low: ..., "
+            "high: ...}), got 5; a single value goes under fixed",
+        ),
         # 2 models x 500,001 draws: refused before a draw is made (samples: 1e9 stopped with a MemoryError)
         ({"samples": 500_001}, "1,000,002 points (grid combinations x samples) exceed the 1,000,000 a sweep takes"),
         (
@@ -272,3 +284,85 @@ def test_more_local_workers_than_the_machine_holds_is_refused(tmp_path, monkeypa
     with pytest.raises(InputError, match=r"--workers 9 is more than 4 per core of this machine's 2 \(at most 8\)"):
         run_sweep(_write(tmp_path, TINY), tmp_path / "ds", workers=9, progress=False)
     assert MAX_WORKERS_PER_CORE == 4 and not (tmp_path / "ds").exists()
+
+
+def test_sigterm_closes_the_run_as_ctrl_c_does(tmp_path, monkeypatch):
+    """``timeout`` or a batch scheduler's SIGTERM ended the client at once (no one-line message, and Python's
+    resource tracker warned about 12 leaked semaphores of the worker processes); it is raised as an
+    interruption, so the local cluster is closed and the command says so in one line, exit 130."""
+    import os
+    import signal
+
+    from typer.testing import CliRunner
+
+    import hnplan.planning.sweep as sweep_mod
+    from hnplan.cli import app
+
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGTERM"):
+        with sweep_mod._sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+    def killed(*args, **kwargs):
+        with sweep_mod._sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", killed)
+    res = CliRunner().invoke(app, ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds")])
+    assert res.exit_code == 130 and res.stderr.strip() == "interrupted: stopped by SIGTERM"
+
+
+def test_a_resume_says_which_rows_another_catalog_computed(tmp_path):
+    """A re-run skips the points already there whatever catalog computed them: after a catalog change the
+    dataset kept the old numbers without a word. The summary counts them and the command says what to do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    spec = _write(tmp_path, {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}})
+    first = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (first.evaluated, first.stale) == (2, 0)
+    for path in (tmp_path / "ds").rglob("*.parquet"):  # as if the rows came from an earlier catalog
+        t = pq.read_table(path)
+        i = t.schema.get_field_index("catalog_hash")
+        pq.write_table(t.set_column(i, "catalog_hash", pa.array(["0123456789ab"] * len(t))), path)
+    again = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (again.skipped, again.evaluated, again.stale, again.catalog_hash) == (2, 0, 2, first.catalog_hash)
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--no-progress"])
+    assert res.exit_code == 0
+    assert (
+        f"2 of the points already there were evaluated with another catalog than this one ({first.catalog_hash})"
+        in (" ".join(res.stdout.split()))
+    )
+
+
+def test_a_lost_task_is_not_written_and_the_next_run_evaluates_it(tmp_path, monkeypatch):
+    """A Dask task that fails as a task (a worker killed for memory: KilledWorker) stopped the sweep with
+    distributed's traceback; its points are now counted as lost, nothing of them is written, and the next
+    run evaluates them."""
+    import hnplan.planning.sweep as sweep_mod
+
+    spec = _write(tmp_path, {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}})
+    real = sweep_mod.evaluate_chunk
+
+    def dies(*args, **kwargs):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(sweep_mod, "evaluate_chunk", dies)
+    s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (s.evaluated, s.lost, s.lost_reason) == (0, 2, "RuntimeError: worker lost")
+    assert not list((tmp_path / "ds").rglob("*.parquet"))
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--no-progress"])
+    assert res.exit_code == 0 and "2 points not evaluated (RuntimeError: worker lost): run the same command again" in (
+        " ".join(res.stdout.split())
+    )
+    monkeypatch.setattr(sweep_mod, "evaluate_chunk", real)
+    s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert (s.skipped, s.evaluated, s.lost) == (0, 2, 0)

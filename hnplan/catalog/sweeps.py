@@ -95,6 +95,19 @@ class SweepSpec(_Strict):
         default_factory=dict, description="input -> list of values (grid) or a distribution"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _axes_shape(cls, data):
+        # a single value under axes failed both union branches ("should be a valid list; ... a valid dictionary")
+        axes = data.get("axes") if isinstance(data, dict) else None
+        for name, axis in axes.items() if isinstance(axes, dict) else []:
+            if not isinstance(axis, list | dict):
+                raise ValueError(
+                    f"axes.{name}: expected a list of values or a distribution mapping "
+                    f"({{distribution: uniform, low: ..., high: ...}}), got {axis!r}; a single value goes under fixed"
+                )
+        return data
+
     @model_validator(mode="after")
     def _check(self):
         allowed = PLAN_AXES + WHATIF_INPUTS
@@ -126,6 +139,8 @@ class SweepSpec(_Strict):
                     raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
                 raise ValueError(f"axes.{name}: an empty list")
+            else:
+                _check_no_repeats(name, axis)
         if self.sampling == "grid" and self.samples != 1:
             raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
         points = self.samples * math.prod(len(a) for a in self.axes.values() if not isinstance(a, Distribution))
@@ -156,6 +171,20 @@ class SweepSpec(_Strict):
     def grid_axes(self) -> dict[str, list]:
         """The axes given as lists, in spec order."""
         return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
+
+
+def _check_no_repeats(name: str, values: list) -> None:
+    """Refuse a list axis that gives one value twice (``gpus: [512, 512]``, or ``512`` and ``512.0``): its
+    points would be the same points, evaluated and written twice under one ``point_id``, so every draw of
+    that combination would count double in the dataset's means, probabilities and Sobol indices."""
+    seen: dict = {}
+    for i, value in enumerate(values):
+        key = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        if key in seen:
+            raise ValueError(
+                f"axes.{name}[{i}]: {value!r} repeats axes.{name}[{seen[key]}] (the same points would run twice)"
+            )
+        seen[key] = i
 
 
 def _suffix_hint(value) -> str:

@@ -437,7 +437,7 @@ def handle_errors():
     except OSError as exc:  # a path the user gave: unreadable, read-only, a folder, on a full disk
         _fail("os", exc, EXIT_INPUT, as_json, os_error_message(exc, ctx))
     except KeyboardInterrupt as exc:
-        _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, "stopped by Ctrl-C")
+        _fail("interrupted", exc, EXIT_INTERRUPTED, as_json, str(exc) or "stopped by Ctrl-C")  # or by SIGTERM
     except Exception as exc:
         # a notebook kernel's socket closed under Ctrl-C surfaces as zmq's error: an interruption, not a bug
         if type(exc).__module__.startswith("zmq"):

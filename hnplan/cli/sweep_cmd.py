@@ -37,5 +37,18 @@ def sweep(
         f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s",
         highlight=False,
     )
+    if s.lost:
+        console.print(
+            f"  {s.lost:,} points not evaluated ({s.lost_reason}): run the same command again to evaluate them",
+            highlight=False,
+            markup=False,
+        )
+    if s.stale:
+        console.print(
+            f"  {s.stale:,} of the points already there were evaluated with another catalog than this one "
+            f"({s.catalog_hash}): their rows keep those numbers; give a new --out (or delete {s.out}) to recompute",
+            highlight=False,
+            markup=False,
+        )
     for msg, n in sorted(s.errors.items(), key=lambda kv: -kv[1])[:5]:
         console.print(f"  {n:,} x {msg}", highlight=False, markup=False)

@@ -3,7 +3,10 @@ time-to-train vs TCO vs power, first-order Sobol indices of the sampled inputs, 
 that meets a deadline with a stated probability.
 
 A *design* is one combination of the sweep's planner inputs (system, GPU count, model, batch,
-sequence, stack, dtype, tokens); its rows are the draws of the sampled procurement inputs.
+sequence, stack, dtype, tokens); its rows are the draws of the sampled procurement inputs. A *workload*
+is what is to be trained (model, tokens, sequence, batch): designs are only compared within one, so a
+sweep over two models has a Pareto front and a cheapest design per model (a design that trains the
+smaller model is not a faster way to train the larger one).
 """
 
 from __future__ import annotations
@@ -17,17 +20,70 @@ from hnplan.errors import InputError
 
 DESIGN_KEYS = ("system", "gpus", "model", "global_batch_seqs", "seq_len", "stack", "dtype", "tokens")
 OBJECTIVES = ("days_to_train", "tco_usd", "facility_power_w")
+#: the planner inputs that say what is trained; the others (system, GPU count, stack, dtype) say how
+WORKLOAD_KEYS = ("model", "tokens", "seq_len", "global_batch_seqs")
+
+
+def rows_of_spec(df: pd.DataFrame, points: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """The dataset's rows of a spec's current points, with how many rows were left out and how many
+    points are not in the dataset yet.
+
+    A dataset folder keeps every point ever written to it: a spec re-run with another seed, sample count
+    or range adds its points beside the earlier ones, whose draws are no longer the spec's (and two Latin
+    hypercubes side by side are not one). ``points`` is :func:`hnplan.planning.sweep.sweep_points` of the
+    spec; rows are matched on ``point_id``.
+
+    Returns
+    -------
+    (rows, left_out, missing)
+        The matching rows, the count of other rows, and the count of the spec's points with no row.
+
+    Raises
+    ------
+    InputError
+        When the dataset holds none of the spec's points (nothing to read: run the sweep first).
+    """
+    keep = df["point_id"].isin(points["point_id"])
+    rows = df[keep]
+    if rows.empty:
+        raise InputError(
+            f"the dataset holds none of the spec's {len(points):,} points ({len(df):,} rows of other specs or "
+            "earlier versions of it): run `hnplan sweep SPEC --out DIR` on it first, or let the report evaluate "
+            "them (run_missing)"
+        )
+    return rows, int((~keep).sum()), int((~points["point_id"].isin(rows["point_id"])).sum())
+
+
+def other_catalog_rows(df: pd.DataFrame, catalog=None) -> int:
+    """Rows evaluated with another catalog than ``catalog``'s (default: the one loaded now), by their
+    ``catalog_hash``: a resumed sweep keeps the numbers its points were first evaluated with."""
+    from hnplan.catalog.loader import load_catalog
+
+    return int((df["catalog_hash"] != (catalog or load_catalog()).content_hash()).sum())
 
 
 def with_design(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy with a ``design`` label: ``"<gpus> x <system>"`` plus whichever other planner inputs vary."""
+    """A copy with a ``design`` label: ``"<gpus> x <system>"`` plus whichever other planner inputs vary,
+    and a ``workload`` label: the model id plus whichever of tokens, sequence and batch vary."""
     out = df.copy()
     varying = [k for k in DESIGN_KEYS[2:] if k in out and out[k].nunique() > 1]
     label = out["gpus"].map("{:,}".format) + " x " + out["system"].astype(str)
     for k in varying:
         label = label + f" {k}=" + out[k].astype(str)
     out["design"] = label
+    work = out["model"].astype(str) if "model" in out else pd.Series("", index=out.index)
+    for k in WORKLOAD_KEYS[1:]:
+        if k in out and out[k].nunique() > 1:
+            work = work + f" {k}=" + out[k].astype(str)
+    out["workload"] = work
     return out
+
+
+def _workloads(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(workload, rows)`` of a table, in order of first appearance (one group when it has no label)."""
+    if "workload" not in table:
+        return [("", table)]
+    return [(str(w), g) for w, g in table.groupby("workload", sort=False)]
 
 
 def design_summary(df: pd.DataFrame, q: float = 0.9) -> pd.DataFrame:
@@ -36,7 +92,7 @@ def design_summary(df: pd.DataFrame, q: float = 0.9) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ``design, system, gpus, points, failed, mfu, days_mean, days_p<q>, tco_mean_usd,
+        ``design, workload, system, gpus, points, failed, mfu, days_mean, days_p<q>, tco_mean_usd,
         facility_power_w`` (power is fixed by the design and the PUE draw: its mean), sorted by mean days.
     """
     d = with_design(df)
@@ -47,6 +103,7 @@ def design_summary(df: pd.DataFrame, q: float = 0.9) -> pd.DataFrame:
         rows.append(
             dict(
                 design=design,
+                workload=g["workload"].iloc[0],
                 system=g["system"].iloc[0],
                 gpus=int(g["gpus"].iloc[0]),
                 points=len(g),
@@ -84,8 +141,11 @@ def pareto_front(df: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
 
 
 def design_pareto(summary: pd.DataFrame) -> pd.DataFrame:
-    """The Pareto front of designs on mean time-to-train, mean TCO and facility power."""
-    return pareto_front(summary, ("days_mean", "tco_mean_usd", "facility_power_w"))
+    """The Pareto front of designs on mean time-to-train, mean TCO and facility power, within each
+    workload (the fronts of a sweep over two models side by side, in the summary's order of workloads)."""
+    objectives = ("days_mean", "tco_mean_usd", "facility_power_w")
+    fronts = [pareto_front(g, objectives) for _, g in _workloads(summary)]
+    return pd.concat(fronts, ignore_index=True) if fronts else summary.iloc[:0]
 
 
 def first_order_index(x, y, bins: int | None = None) -> float:
@@ -156,7 +216,8 @@ def sobol_indices(df: pd.DataFrame, outputs=("days_to_train", "tco_usd")) -> pd.
     Returns
     -------
     pandas.DataFrame
-        ``design, output, input, S1, noise_sd`` (:func:`first_order_noise_sd`), sorted by design,
+        ``design, output, input, S1, noise_sd`` (:func:`first_order_noise_sd`), ``draws`` (the design's
+        successful draws the index is estimated from), sorted by design,
         output and descending ``S1``; empty when no design has four or more successful draws.
 
     Notes
@@ -180,9 +241,10 @@ def sobol_indices(df: pd.DataFrame, outputs=("days_to_train", "tco_usd")) -> pd.
                         input=k,
                         S1=first_order_index(g[k], g[out]),
                         noise_sd=first_order_noise_sd(len(g)),
+                        draws=len(g),
                     )
                 )
-    res = pd.DataFrame(rows, columns=["design", "output", "input", "S1", "noise_sd"])
+    res = pd.DataFrame(rows, columns=["design", "output", "input", "S1", "noise_sd", "draws"])
     return res.sort_values(["design", "output", "S1"], ascending=[True, True, False], ignore_index=True)
 
 
@@ -192,8 +254,8 @@ def deadline_table(df: pd.DataFrame, deadline_days: float, cost: str = "tco_usd"
     Returns
     -------
     pandas.DataFrame
-        ``design, p_meet, cost_mean_usd, days_mean, failed`` sorted by cost (a design whose search
-        failed has ``p_meet`` 0).
+        ``design, workload, system, gpus, p_meet, cost_mean_usd, days_mean, failed`` sorted by cost (a
+        design whose search failed has ``p_meet`` 0).
     """
     if deadline_days <= 0:
         raise InputError(f"deadline must be > 0 days; got {deadline_days}")
@@ -204,6 +266,7 @@ def deadline_table(df: pd.DataFrame, deadline_days: float, cost: str = "tco_usd"
         rows.append(
             dict(
                 design=design,
+                workload=g["workload"].iloc[0],
                 system=g["system"].iloc[0],
                 gpus=int(g["gpus"].iloc[0]),
                 p_meet=float(met.mean()),
@@ -215,11 +278,25 @@ def deadline_table(df: pd.DataFrame, deadline_days: float, cost: str = "tco_usd"
     return pd.DataFrame(rows).sort_values("cost_mean_usd", ignore_index=True, na_position="last")
 
 
-def cheapest_meeting(table: pd.DataFrame, probability: float) -> pd.Series | None:
+def cheapest_meeting(table: pd.DataFrame, probability: float, workload: str | None = None) -> pd.Series | None:
     """The cheapest design of a :func:`deadline_table` that meets the deadline with at least
-    ``probability`` (None when none does)."""
+    ``probability`` (None when none does), among the designs of ``workload``.
+
+    Raises
+    ------
+    InputError
+        For a probability outside (0, 1], or no ``workload`` named while the table holds several (the
+        cheapest way to train one model is not found among designs that train another).
+    """
     if not 0 < probability <= 1:
         raise InputError(f"probability must be in (0, 1]; got {probability}")
+    groups = dict(_workloads(table))
+    if workload is None and len(groups) > 1:
+        raise InputError(f"the table holds {len(groups)} workloads ({', '.join(groups)}): name one")
+    if workload is not None:
+        if workload not in groups:
+            raise InputError(f"unknown workload {workload!r}; the table holds: {', '.join(groups)}")
+        table = groups[workload]
     ok = table[table["p_meet"] >= probability].sort_values("cost_mean_usd")
     return None if ok.empty else ok.iloc[0]
 
@@ -232,49 +309,61 @@ def summary_text(
     deadline_days: float,
     probability: float,
 ) -> str:
-    """A short Markdown reading of the design space, every figure from the tables passed in."""
+    """A short Markdown reading of the design space, every figure from the tables passed in; the Pareto
+    front, the fastest design and the cheapest one meeting the deadline are said per workload when the
+    sweep holds several."""
     lines = []
-    if len(front):
-        lines.append(
-            f"- {len(front)} of {len(summary)} designs are on the Pareto front of mean time-to-train, "
-            f"mean TCO and facility power: {', '.join(front['design'])}; every other design is beaten on "
-            "all three by one of them."
-        )
-    fastest = summary.dropna(subset=["days_mean"])
-    if len(fastest):
-        f = fastest.iloc[0]
-        lines.append(
-            f"- The fastest design is **{f['design']}**: {f['days_mean']:.1f} days on average "
-            f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / units.MEGA:,.1f}M, "
-            f"{f['facility_power_w'] / units.MEGA:.2f} MW."
-        )
+    works = _workloads(summary)
+    fronts, tables = dict(_workloads(front)), dict(_workloads(table))
+    for work, designs in works:
+        lead = f"- For **{work}**: " if len(works) > 1 else "- "
+        wfront = fronts.get(work, front.iloc[:0])
+        if len(wfront):
+            lines.append(
+                f"{lead}{len(wfront)} of {len(designs)} designs are on the Pareto front of mean time-to-train, "
+                f"mean TCO and facility power: {', '.join(wfront['design'])}; every other design is dominated by "
+                "one of them (no better on any of the three, worse on at least one)."
+            )
+        fastest = designs.dropna(subset=["days_mean"])
+        if len(fastest):
+            f = fastest.iloc[0]
+            lines.append(
+                f"{lead}{'the' if len(works) > 1 else 'The'} fastest design is **{f['design']}**: "
+                f"{f['days_mean']:.1f} days on average "
+                f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / units.MEGA:,.1f}M, "
+                f"{f['facility_power_w'] / units.MEGA:.2f} MW."
+            )
     for out, what in (("days_to_train", "time-to-train"), ("tco_usd", "TCO")):
         s = sobol[sobol["output"] == out]
         if len(s):
             top = s.groupby("input")["S1"].mean().sort_values(ascending=False)
             floor = 2 * s["noise_sd"].max()
-            draws = int(s.groupby("design").size().iloc[0] / max(1, s["input"].nunique()))
+            draws = int(s["draws"].min()) if "draws" in s else None
             rest = top.iloc[1:][top.iloc[1:] > floor]
             lines.append(
                 f"- Over the sampled inputs, {what} is driven most by **{top.index[0]}** (first-order "
                 f"Sobol index {top.iloc[0]:.2f}, averaged over designs)"
                 + (", then " + ", ".join(f"{k} ({v:.2f})" for k, v in rest.items()) if len(rest) else "")
-                + f"; indices below {floor:.2f} are within the estimator's noise at "
-                f"{draws} draws per design."
+                + f"; indices below {floor:.2f} are within the estimator's noise"
+                + (f" at {draws} draws per design." if draws is not None else ".")
             )
-    best = cheapest_meeting(table, probability)
-    if best is None:
-        hi = table.sort_values("p_meet", ascending=False).iloc[0] if len(table) else None
-        lines.append(
-            f"- **No design** trains within {deadline_days:g} days with probability {probability:.0%}"
-            + (f"; the likeliest is {hi['design']} at {hi['p_meet']:.0%}." if hi is not None else ".")
-        )
-    else:
-        lines.append(
-            f"- The cheapest design that trains within {deadline_days:g} days with probability at least "
-            f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
-            f"the draws; mean TCO ${best['cost_mean_usd'] / units.MEGA:,.1f}M)."
-        )
+    for work, _ in works:
+        rows = tables.get(work, table.iloc[:0])
+        lead = f"- For **{work}**: the" if len(works) > 1 else "- The"
+        best = cheapest_meeting(rows, probability)
+        if best is None:
+            hi = rows.sort_values("p_meet", ascending=False).iloc[0] if len(rows) else None
+            lines.append(
+                f"- **No design** trains {work + ' ' if len(works) > 1 else ''}within {deadline_days:g} days "
+                f"with probability {probability:.0%}"
+                + (f"; the likeliest is {hi['design']} at {hi['p_meet']:.0%}." if hi is not None else ".")
+            )
+        else:
+            lines.append(
+                f"{lead} cheapest design that trains within {deadline_days:g} days with probability at least "
+                f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
+                f"the draws; mean TCO ${best['cost_mean_usd'] / units.MEGA:,.1f}M)."
+            )
     failed = summary[summary["failed"] > 0]
     for _, r in failed.iterrows():
         lines.append(f"- {r['design']}: {r['failed']} of {r['points']} points failed ({r['error']}).")

@@ -51,6 +51,7 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     _given,
     _schema,
     default_dataset,
+    done_catalogs,
     done_point_ids,
     read_sweep,
     write_chunk,
@@ -260,17 +261,23 @@ def evaluate_chunk(
 
 @dataclass
 class SweepSummary:
-    """What a run did: points in the spec, skipped (already in the dataset), evaluated, failed."""
+    """What a run did: points in the spec, skipped (already in the dataset; ``stale`` of them evaluated with
+    another catalog than ``catalog_hash``, this run's), evaluated, failed (written with their ``error``), and
+    ``lost``: points whose Dask task itself failed (a worker killed, ``lost_reason``), not written."""
 
     spec_id: str
     out: str
     points: int
     skipped: int
+    stale: int = 0
+    catalog_hash: str = ""
     evaluated: int = 0
     failed: int = 0
     plans: int = 0
     seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)
+    lost: int = 0  # points whose Dask task failed (a worker died): not written, evaluated by the next run
+    lost_reason: str = ""
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -306,6 +313,29 @@ def _sigint_held():
         signal.signal(signal.SIGINT, handler)
         if mask is not None:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Raise SIGTERM (``timeout``, ``kill``, a batch scheduler's time limit) as ``KeyboardInterrupt("stopped by
+    SIGTERM")`` in the client, so the local cluster is closed as on Ctrl-C; by default the signal ended the
+    process at once, leaving the worker processes' semaphores to Python's resource tracker, which warned about
+    them on stderr. Off the main thread it does nothing; the previous handler is put back afterwards."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt("stopped by SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_sweep(
@@ -366,9 +396,11 @@ def run_sweep(
     t0 = time.perf_counter()
     out = Path(out)
     pts = sweep_points(spec, cat)
-    done = done_point_ids(out)
+    done = done_catalogs(out)
     todo = pts[~pts["point_id"].isin(done)]
-    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo))
+    chash = cat.content_hash()
+    stale = sum(1 for p in pts["point_id"] if p in done and done[p] != chash)
+    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo), stale, chash)
     if todo.empty:
         summary.seconds = time.perf_counter() - t0
         return summary
@@ -382,7 +414,7 @@ def run_sweep(
     summary.plans = len(groups)
     prov = dict(spec_id=spec.id, sampling=spec.sampling, seed=spec.seed, hnplan_version=hnplan.__version__)
     root = None if scheduler else str(cat.root)
-    with contextlib.ExitStack() as stack:
+    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if scheduler:
             try:
                 client = stack.enter_context(Client(scheduler, timeout="20s"))
@@ -423,7 +455,14 @@ def run_sweep(
             task = bar.add_task("points", total=len(todo))
             for f in as_completed(futures):
                 first_id, n_pts = futures[f]
-                df = f.result()
+                try:
+                    df = f.result()
+                except Exception as exc:  # noqa: BLE001 -- a worker lost (KilledWorker), not a point's failure
+                    # nothing is written: the next run evaluates these points again
+                    summary.lost += n_pts
+                    summary.lost_reason = summary.lost_reason or _message(exc)
+                    bar.advance(task, n_pts)
+                    continue
                 write_chunk(df, out, f"part-{first_id}")
                 errs = df["error"].dropna()
                 summary.evaluated += len(df)

@@ -136,32 +136,81 @@ def default_dataset(spec_id: str) -> Path:
     return Path(__file__).resolve().parents[2] / "sweeps" / spec_id
 
 
-def done_point_ids(out: str | Path) -> set[str]:
-    """``point_id`` of every row already in a dataset folder (empty if there is none)."""
+def _read_table(out: Path, columns: list[str] | None = None, **kw):
+    """The rows of a sweep folder as an Arrow table (``columns`` only, if given); a file that is not Parquet
+    (a chunk cut short by a killed run, written before chunk writes were atomic) is bad input naming it,
+    not pyarrow's traceback."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
+    try:
+        return ds.dataset(out, format="parquet", partitioning="hive", **kw).to_table(columns=columns)
+    except (pa.ArrowInvalid, OSError):
+        for path in sorted(out.rglob("*.parquet")):
+            if any(part.startswith((".", "_")) for part in path.relative_to(out).parts):
+                continue  # pyarrow leaves hidden files out of a dataset
+            try:
+                pq.read_metadata(path)
+            except (pa.ArrowInvalid, OSError):
+                raise InputError(
+                    f"{path}: not a readable Parquet file (a chunk cut short when a run was killed?); delete it "
+                    "and run the sweep again: its points are evaluated again"
+                ) from None
+        raise
+
+
+def done_point_ids(out: str | Path) -> set[str]:
+    """``point_id`` of every row already in a dataset folder (empty if there is none).
+
+    Raises
+    ------
+    InputError
+        When a file of the dataset is not readable Parquet (named, with what to do).
+    """
+    return set(done_catalogs(out))
+
+
+def done_catalogs(out: str | Path) -> dict[str, str]:
+    """``point_id -> catalog_hash`` of every row already in a dataset folder (empty if there is none): the
+    catalog each point was evaluated with. Raises as :func:`done_point_ids`."""
     out = Path(out)
     if not out.is_dir() or not any(out.rglob("*.parquet")):
-        return set()
-    table = ds.dataset(out, format="parquet", partitioning="hive").to_table(columns=["point_id"])
-    return set(table.column("point_id").to_pylist())
+        return {}
+    table = _read_table(out, ["point_id", "catalog_hash"])
+    return dict(zip(table.column("point_id").to_pylist(), table.column("catalog_hash").to_pylist(), strict=True))
 
 
 def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
-    """Append one chunk's rows to the dataset, partitioned by ``system`` (``system=<id>/<name>-0.parquet``)."""
+    """Append one chunk's rows to the dataset, partitioned by ``system`` (``system=<id>/<name>-0.parquet``).
+
+    Atomic: the files are written under a hidden folder of ``out`` (which Arrow readers leave out of the
+    dataset) and then renamed into place, so a run killed mid-write (SIGKILL, a lost node) leaves no cut-short
+    file in the dataset; a re-run evaluates that chunk's points again.
+    """
+    import shutil
+
     import pyarrow as pa
     import pyarrow.dataset as ds
 
+    out = Path(out)
+    tmp = out / f".writing-{name}"
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a run killed mid-write
     table = pa.Table.from_pandas(df, schema=_schema(), preserve_index=False)
     ds.write_dataset(
         table,
-        out,
+        tmp,
         format="parquet",
         partitioning=["system"],
         partitioning_flavor="hive",
         basename_template=f"{name}-{{i}}.parquet",
         existing_data_behavior="overwrite_or_ignore",
     )
+    for path in sorted(tmp.rglob("*.parquet")):
+        dest = out / path.relative_to(tmp)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        path.replace(dest)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def read_sweep(out: str | Path) -> pd.DataFrame:
@@ -170,15 +219,13 @@ def read_sweep(out: str | Path) -> pd.DataFrame:
     Raises
     ------
     InputError
-        If the folder holds no Parquet files.
+        If the folder holds no Parquet files, or a file that is not readable Parquet (named).
     """
-    import pyarrow.dataset as ds
-
     out = Path(out)
     if not out.is_dir() or not any(out.rglob("*.parquet")):
         raise InputError(f"{out}: no sweep dataset here (run `hnplan sweep SPEC --out {out}`)")
     # the dataset's schema, not the first file's: a dataset begun before a column was added reads it as null
-    df = ds.dataset(out, schema=_schema(), format="parquet", partitioning="hive").to_table().to_pandas()
+    df = _read_table(out, schema=_schema()).to_pandas()
     df["system"] = df["system"].astype(str)
     df = df[[c for c in COLUMNS if c in df.columns]].sort_values("point_id", ignore_index=True)
     df.attrs["units"] = dict(UNITS)

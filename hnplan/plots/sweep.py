@@ -57,11 +57,20 @@ def pareto_figure(
 
 
 def sobol_bars(sobol: pd.DataFrame, output: str, label: str) -> go.Figure:
-    """First-order Sobol indices of the sampled inputs for one output, one bar group per design."""
+    """First-order Sobol indices of the sampled inputs for one output, one bar group per design, each bar
+    with two ``noise_sd`` either side (the estimator's spread for an input that does not matter)."""
     s = sobol[sobol["output"] == output]
     fig = go.Figure()
     for design, g in s.groupby("design", sort=False):
-        fig.add_trace(go.Bar(x=g["input"], y=g["S1"], name=design))
+        fig.add_trace(
+            go.Bar(
+                x=g["input"],
+                y=g["S1"],
+                name=design,
+                error_y=dict(type="data", array=2 * g["noise_sd"], visible=True),
+                hovertemplate=design + "<br>%{x}: S1 %{y:.2f}<extra></extra>",
+            )
+        )
     fig.update_layout(
         title=f"What drives {label}: first-order Sobol indices",
         barmode="group",

@@ -1,0 +1,39 @@
+"""The sweep dataset on disk: chunk writes are atomic, and a file cut short is named, not a traceback."""
+
+import pandas as pd
+import pytest
+
+from hnplan.errors import InputError
+from hnplan.planning.sweep_io import COLUMNS, done_point_ids, read_sweep, write_chunk
+
+
+def _chunk(ids, system="gb200-nvl72") -> pd.DataFrame:
+    df = pd.DataFrame({c: [None] * len(ids) for c in COLUMNS})
+    df["point_id"], df["system"], df["days_to_train"] = list(ids), system, [10.0 + i for i in range(len(ids))]
+    return df
+
+
+def test_chunks_land_whole_and_leave_no_scratch(tmp_path):
+    write_chunk(_chunk(["a1", "a2"]), tmp_path, "part-a1")
+    write_chunk(_chunk(["b1"], "hgx-h100-ib-ndr"), tmp_path, "part-b1")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "system=gb200-nvl72/part-a1-0.parquet",
+        "system=hgx-h100-ib-ndr/part-b1-0.parquet",
+    ]
+    # a run killed mid-write leaves its scratch folder (hidden: Arrow readers skip it), never a dataset file
+    scratch = tmp_path / ".writing-part-c1" / "system=gb200-nvl72"
+    scratch.mkdir(parents=True)
+    (scratch / "part-c1-0.parquet").write_bytes(b"PAR1 cut short")
+    assert done_point_ids(tmp_path) == {"a1", "a2", "b1"}
+    assert read_sweep(tmp_path)["days_to_train"].tolist() == [10.0, 11.0, 10.0]
+
+
+def test_a_file_cut_short_is_named(tmp_path):
+    # a chunk truncated by a killed writer stopped the resume with pyarrow's "magic bytes" traceback
+    write_chunk(_chunk(["a1"]), tmp_path, "part-a1")
+    bad = tmp_path / "system=gb200-nvl72" / "part-b1-0.parquet"
+    good = (tmp_path / "system=gb200-nvl72" / "part-a1-0.parquet").read_bytes()
+    bad.write_bytes(good[: len(good) // 2])
+    for read in (done_point_ids, read_sweep):
+        with pytest.raises(InputError, match=f"{bad}: not a readable Parquet file .*delete it and run the sweep again"):
+            read(tmp_path)
