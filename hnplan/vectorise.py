@@ -83,6 +83,27 @@ class Columns:
             self._codes[key] = self._cats[key] if key in self._cats else _array_codes(self._data[key])
         return self._codes[key]
 
+    def with_flag(self, name: str, flags: np.ndarray, coded: tuple[str, ...] = ()) -> Columns:
+        """This table with a boolean column ``name`` added (or replacing one), kept as codes in order of first
+        appearance (as :func:`_array_codes` codes a boolean array); the other columns as they are (categorical
+        ones stay coded) with the codes found for them so far, and first those of the columns ``coded`` (kept on
+        this table too): factorising a key set with the flag then finds only the flag's codes, not every
+        column's again (a table of many rows)."""
+        flags = np.asarray(flags, dtype=bool)
+        if flags.shape != (self._n,):
+            raise ValueError(f"a column of {flags.shape} for a table of {self._n} rows")
+        for k in coded:
+            self.codes(k)
+        new = Columns({k: v for k, v in self._data.items() if k not in self._cats and k != name}, self._cats)
+        if self._n:  # pandas.factorize's codes and values of a boolean array, without hashing it
+            codes = (flags != flags[0]).astype(np.int64)
+            values = np.array([flags[0], not flags[0]] if codes.any() else [flags[0]], dtype=bool)
+        else:
+            codes, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        new._cats[name] = (codes, values)
+        new._codes.update((k, v) for k, v in self._codes.items() if k != name)
+        return new
+
     def factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
         """Codes of the distinct ``keys`` tuples and a table of those tuples (cached per set of keys).
 

@@ -340,3 +340,29 @@ def test_names_and_flags_factorised_by_a_sort_are_pandas_factorize(values, as_fl
         assert codes.tolist() == want_codes.tolist() and codes.dtype == want_codes.dtype
         assert uniq.tolist() == list(want_uniq) and uniq.dtype == np.asarray(want_uniq).dtype
     assert _sorted_codes(np.array(["full", None], dtype=object)) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows, st.data())
+def test_a_flag_added_to_columns_factorises_as_a_plain_column(data, draw):
+    """:meth:`Columns.with_flag`: the flag's codes and values are ``pandas.factorize``'s (first appearance, bool),
+    the factorisation of any key set with it is the one of a table built with the flag as a plain column, row for
+    row (the distinct tuples in any order), and the table it came from keeps its columns and the codes found for
+    ``coded``."""
+    df, cols = _table(*data)
+    flags = np.array(draw.draw(st.lists(st.booleans(), min_size=len(df), max_size=len(df))))
+    cols.codes("b")  # codes found before: carried over
+    flagged = cols.with_flag("f", flags, coded=("a", "recompute"))
+    assert "a" in cols._codes and "f" not in cols and "f" not in cols._codes
+    plain = Columns({"a": cols["a"], "b": cols["b"], "recompute": cols["recompute"], "f": flags})
+    codes, values = flagged.codes("f")
+    want_codes, want_values = pd.factorize(flags, sort=False)
+    assert codes.tolist() == want_codes.tolist() and values.tolist() == list(want_values) and values.dtype == bool
+    for keys in (["f"], ["a", "f"], ["a", "b", "recompute", "f"]):
+        got, uniq = flagged.factorize(keys)
+        want, want_uniq = plain.factorize(keys)
+        rows_got = list(zip(*(uniq[k][got].tolist() for k in keys)))
+        assert rows_got == list(zip(*(want_uniq[k][want].tolist() for k in keys)))
+        assert len(uniq) == len(want_uniq) and uniq["f"].dtype == bool
+    with pytest.raises(ValueError):
+        cols.with_flag("f", flags[:-1])

@@ -192,9 +192,8 @@ def stage_table(job: Job, df: pd.DataFrame | Columns) -> tuple[np.ndarray, pd.Da
     if job.choices.recompute_num_layers is not None:  # its share is per chunk
         keys.append("virtual_stages")
     elif _p2p_matters(job) and "virtual_stages" in df:  # the P2P syncs: pipelines without interleaving
-        df = _with_column(
-            df, "p2p_sync", (np.asarray(_col(df, "pp")) > 1) & (np.asarray(_col(df, "virtual_stages")) <= 1)
-        )
+        flag = (np.asarray(_col(df, "pp")) > 1) & (np.asarray(_col(df, "virtual_stages")) <= 1)
+        df = _with_column(df, "p2p_sync", flag, keys)
         keys.append("p2p_sync")
     codes, uniq = factorize(df, keys)
     return codes, uniq, _stage_table(job, uniq)
@@ -221,10 +220,12 @@ def _p2p_matters(job: Job) -> bool:
     return job.choices.pp_p2p_sync and job.model.moe is not None
 
 
-def _with_column(df, name: str, values):
-    """``df`` (a DataFrame or :class:`~hnplan.vectorise.Columns`) with the column ``name`` added."""
+def _with_column(df, name: str, values, keys: list[str]):
+    """``df`` (a DataFrame or :class:`~hnplan.vectorise.Columns`) with the boolean column ``name`` added; a
+    Columns table finds the codes of ``keys`` on ``df`` first, where the planner's other factorisations of the
+    same plans read them (:meth:`~hnplan.vectorise.Columns.with_flag`)."""
     if isinstance(df, Columns):
-        return Columns({**{k: df[k] for k in df}, name: values})
+        return df.with_flag(name, values, tuple(keys))
     return df.assign(**{name: values})
 
 
