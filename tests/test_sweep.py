@@ -1,6 +1,8 @@
 """Design-space sweeps (issue 16): the spec, the points, a two-worker LocalCluster run into Parquet,
 resuming, per-point failures, and the Pareto front."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -286,6 +288,23 @@ def test_more_local_workers_than_the_machine_holds_is_refused(tmp_path, monkeypa
     assert MAX_WORKERS_PER_CORE == 4 and not (tmp_path / "ds").exists()
 
 
+@pytest.mark.parametrize("flag", [["--workers", "2"], ["--threads"]])
+def test_local_worker_flags_with_a_scheduler_are_refused(tmp_path, flag):
+    """``--workers 2 --scheduler ADDRESS`` ran on the scheduler's workers and ignored the 2 without a word: a Dask
+    client does not size a cluster it connects to. Refused in one line before anything is written, exit 2."""
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds"), "--scheduler", "tcp://127.0.0.1:1"]
+    res = CliRunner().invoke(app, [*args, *flag])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert f"error: {flag[0]} " in res.stderr and "with --scheduler the points run on that cluster's own workers" in (
+        res.stderr
+    )
+    assert not (tmp_path / "ds").exists()
+
+
 def test_sigterm_closes_the_run_as_ctrl_c_does(tmp_path, monkeypatch):
     """``timeout`` or a batch scheduler's SIGTERM ended the client at once (no one-line message, and Python's
     resource tracker warned about 12 leaked semaphores of the worker processes); it is raised as an
@@ -360,9 +379,12 @@ def test_a_lost_task_is_not_written_and_the_next_run_evaluates_it(tmp_path, monk
     from hnplan.cli import app
 
     res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--no-progress"])
-    assert res.exit_code == 0 and "2 points not evaluated (RuntimeError: worker lost): run the same command again" in (
-        " ".join(res.stdout.split())
+    # the run did not finish its work: exit 1 (as a report that failed), one line on stderr saying how many
+    assert res.exit_code == 1 and res.stderr.strip() == (
+        "incomplete: 2 points not evaluated (RuntimeError: worker lost): run the same command again to evaluate them"
     )
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["lost"] == 2
     monkeypatch.setattr(sweep_mod, "evaluate_chunk", real)
     s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
     assert (s.skipped, s.evaluated, s.lost) == (0, 2, 0)

@@ -357,7 +357,7 @@ def run_sweep(
         The dataset folder (created; a re-run resumes it).
     workers : int, optional
         Workers of the local cluster (one thread each); default: the machine's cores; at most
-        :data:`MAX_WORKERS_PER_CORE` per core.
+        :data:`MAX_WORKERS_PER_CORE` per core; refused with ``scheduler`` (its cluster has its own workers).
     scheduler : str, optional
         Address of an existing Dask scheduler (``tcp://host:8786``); its workers need hnplan and the
         same catalog (each row records the catalog hash its worker saw).
@@ -386,8 +386,15 @@ def run_sweep(
     spec = load_sweep_spec(spec, cat)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    if workers is not None and scheduler is not None:
+        # a Dask client does not size a cluster it connects to: the scheduler runs tasks on the workers that
+        # joined it (``dask worker --nworkers``), so the number would be silently ignored
+        raise InputError(
+            f"--workers {workers} sizes the local cluster only; with --scheduler the points run on that cluster's "
+            "own workers (`dask worker ADDRESS --nworkers N`): give one or the other"
+        )
     cores = os.cpu_count() or 1
-    if workers is not None and scheduler is None and workers > MAX_WORKERS_PER_CORE * cores:
+    if workers is not None and workers > MAX_WORKERS_PER_CORE * cores:
         raise InputError(
             f"--workers {workers} is more than {MAX_WORKERS_PER_CORE} per core of this machine's {cores} "
             f"(at most {MAX_WORKERS_PER_CORE * cores}): the planner is CPU-bound, so local workers beyond the "
