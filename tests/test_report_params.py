@@ -150,7 +150,10 @@ def test_a_parameter_with_a_type_comment_takes_each_of_its_types(value, expected
         ([0.5], "expected one of str, float, None, got list [0.5]"),
         (True, "expected one of str, float, None, got bool True"),
         # a misspelt word ran the notebook into the planner's error (exit 1); the planner's own check, before any
-        ("simualted", "parameter 'utilisation': utilisation must be a number in (0, 1] or 'simulated'; got 'simualted'"),
+        (
+            "simualted",
+            "parameter 'utilisation': utilisation must be a number in (0, 1] or 'simulated'; got 'simualted'",
+        ),
         ("85%", "utilisation must be a number in (0, 1] or 'simulated' (85 % is 0.85); got '85%'"),
     ],
 )

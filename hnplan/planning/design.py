@@ -394,7 +394,7 @@ def resolve_utilisation(
     u = parse_utilisation(utilisation)
     if u is None:
         return None, ""
-    if u == "simulated":
+    if isinstance(u, str):  # "simulated"
         sim = simulated_utilisation_cached(system, gpus, mix=mix, catalog=catalog, progress=progress)
         return float(sim["utilisation"]), sim["source"]
     return u, "given"
