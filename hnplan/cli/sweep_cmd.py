@@ -26,13 +26,19 @@ def sweep(
     threads: bool = typer.Option(
         False, "--threads", help="local workers as threads of this process; not with --scheduler"
     ),
+    retry_failed: bool = typer.Option(
+        False,
+        "--retry-failed",
+        help="also evaluate again the points whose row has an error (after fixing its cause); their rows are "
+        "replaced, file by file",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="progress bar on stderr"),
     json_: bool = typer.Option(False, "--json", help="print the run's summary as one JSON object"),
 ):
     """Run every point of a sweep spec through the training planner and the procurement model on Dask
     and append inputs, outputs and provenance to a Parquet dataset (points already there are skipped;
-    a point that fails keeps its row with the message in `error`). Exit 1 when points were lost (a worker
-    died): the same command evaluates them."""
+    a point that fails keeps its row with the message in `error`; --retry-failed evaluates those again).
+    Exit 1 when points were lost (a worker died): the same command evaluates them."""
     with handle_errors():
         from hnplan.errors import InputError
         from hnplan.planning.sweep import run_sweep
@@ -43,13 +49,23 @@ def sweep(
                 "that cluster's own workers: give one or the other"
             )
 
-        s = run_sweep(spec, out, workers=workers, scheduler=scheduler, processes=not threads, progress=progress)
+        s = run_sweep(
+            spec,
+            out,
+            workers=workers,
+            scheduler=scheduler,
+            processes=not threads,
+            progress=progress,
+            retry_failed=retry_failed,
+        )
     if json_:
         print_json(s.as_dict())
         _exit_if_lost(s)
         return
     console.print(
-        f"sweep {s.spec_id}: {s.points} points, {s.skipped} already in {s.out}, {s.evaluated} evaluated "
+        f"sweep {s.spec_id}: {s.points} points, {s.skipped} already in {s.out}, "
+        + (f"{s.retried} failed ones retried, " if s.retried else "")
+        + f"{s.evaluated} evaluated "
         f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s",
         highlight=False,
     )
@@ -57,6 +73,14 @@ def sweep(
         console.print(
             f"  {s.stale:,} of the points already there were evaluated with another catalog than this one "
             f"({s.catalog_hash}): their rows keep those numbers; give a new --out (or delete {s.out}) to recompute",
+            highlight=False,
+            markup=False,
+        )
+    if s.other_code:
+        console.print(
+            f"  {s.other_code:,} of the points already there were computed by other hnplan code than this one "
+            f"({s.code_fingerprint}; or before rows recorded it): their rows keep those numbers; give a new --out "
+            f"(or delete {s.out}) to recompute",
             highlight=False,
             markup=False,
         )
