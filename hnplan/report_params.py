@@ -125,6 +125,15 @@ def _check_union(key: str, value, types: str, where: str, notebook: str):
         problem = whatif_range_problem(key, float(value))
         if problem:
             raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {problem}")
+    if key == "utilisation" and isinstance(value, str):
+        # a word the planner does not take ("simualted") failed inside the notebook, exit 1
+        from hnplan.errors import InputError
+        from hnplan.planning.design import parse_utilisation
+
+        try:
+            parse_utilisation(value)
+        except InputError as exc:
+            raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
     return value
 
 

@@ -128,3 +128,7 @@ def test_rows_of_another_catalog_are_counted():
 
     now = load_catalog().content_hash()
     assert ds.other_catalog_rows(pd.DataFrame({"catalog_hash": [now, "0123456789ab", now]})) == 1
+    from hnplan.planning.prediction_cache import source_fingerprint
+
+    code = source_fingerprint()  # a row written before the column (None) is not known to be this code's
+    assert ds.other_code_rows(pd.DataFrame({"code_fingerprint": [code, "fedcba9876543210", None]})) == 2

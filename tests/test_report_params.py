@@ -149,6 +149,12 @@ def test_a_parameter_with_a_type_comment_takes_each_of_its_types(value, expected
         (0, "utilisation must be > 0; got 0"),
         ([0.5], "expected one of str, float, None, got list [0.5]"),
         (True, "expected one of str, float, None, got bool True"),
+        # a misspelt word ran the notebook into the planner's error (exit 1); the planner's own check, before any
+        (
+            "simualted",
+            "parameter 'utilisation': utilisation must be a number in (0, 1] or 'simulated'; got 'simualted'",
+        ),
+        ("85%", "utilisation must be a number in (0, 1] or 'simulated' (85 % is 0.85); got '85%'"),
     ],
 )
 def test_a_parameter_with_a_type_comment_refuses_the_rest(value, needle):
@@ -178,3 +184,16 @@ def test_a_probability_above_one_is_refused_before_the_notebook_runs():
     with pytest.raises(ScenarioError, match=r"parameter 'probability': must be at most 1 \(a probability\); got 1.5"):
         check_parameters("design_space", {"probability": 1.5}, "p.yaml")
     assert check_parameters("design_space", {"probability": 1}, "p.yaml") == {"probability": 1.0}
+
+
+def test_a_misspelt_utilisation_word_is_refused_before_any_notebook_runs(tmp_path, monkeypatch):
+    """`utilisation: simualted` in --params ran the procurement notebook into the planner's error (exit 1); the
+    parameter check refuses it in one line, exit 2, and no report folder is written."""
+    monkeypatch.chdir(tmp_path)
+    Path("p.yaml").write_text("utilisation: simualted\n")
+    res = runner.invoke(app, ["report", "--scenario", "procurement", "--params", "p.yaml", "--out", "out"])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert "parameter 'utilisation': utilisation must be a number in (0, 1] or 'simulated'; got 'simualted'" in (
+        res.stderr
+    )
+    assert not list((tmp_path / "out").rglob("*.html"))

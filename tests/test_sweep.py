@@ -1,6 +1,8 @@
 """Design-space sweeps (issue 16): the spec, the points, a two-worker LocalCluster run into Parquet,
 resuming, per-point failures, and the Pareto front."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -286,6 +288,23 @@ def test_more_local_workers_than_the_machine_holds_is_refused(tmp_path, monkeypa
     assert MAX_WORKERS_PER_CORE == 4 and not (tmp_path / "ds").exists()
 
 
+@pytest.mark.parametrize("flag", [["--workers", "2"], ["--threads"]])
+def test_local_worker_flags_with_a_scheduler_are_refused(tmp_path, flag):
+    """``--workers 2 --scheduler ADDRESS`` ran on the scheduler's workers and ignored the 2 without a word: a Dask
+    client does not size a cluster it connects to. Refused in one line before anything is written, exit 2."""
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds"), "--scheduler", "tcp://127.0.0.1:1"]
+    res = CliRunner().invoke(app, [*args, *flag])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert f"error: {flag[0]} " in res.stderr and "with --scheduler the points run on that cluster's own workers" in (
+        res.stderr
+    )
+    assert not (tmp_path / "ds").exists()
+
+
 def test_sigterm_closes_the_run_as_ctrl_c_does(tmp_path, monkeypatch):
     """``timeout`` or a batch scheduler's SIGTERM ended the client at once (no one-line message, and Python's
     resource tracker warned about 12 leaked semaphores of the worker processes); it is raised as an
@@ -321,21 +340,32 @@ def test_a_resume_says_which_rows_another_catalog_computed(tmp_path):
     from typer.testing import CliRunner
 
     from hnplan.cli import app
+    from hnplan.planning.prediction_cache import source_fingerprint
 
     spec = _write(tmp_path, {**TINY, "samples": 2, "axes": {**TINY["axes"], "model": ["llama3.1-8b"]}})
     first = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
-    assert (first.evaluated, first.stale) == (2, 0)
-    for path in (tmp_path / "ds").rglob("*.parquet"):  # as if the rows came from an earlier catalog
+    assert (first.evaluated, first.stale, first.other_code) == (2, 0, 0)
+    # hnplan_version is the same for every change of the code: the rows also carry the code's own hash
+    assert read_sweep(tmp_path / "ds")["code_fingerprint"].eq(source_fingerprint()).all()
+    assert first.code_fingerprint == source_fingerprint()
+    for path in (tmp_path / "ds").rglob("*.parquet"):  # as if the rows came from an earlier catalog and code
         t = pq.read_table(path)
-        i = t.schema.get_field_index("catalog_hash")
-        pq.write_table(t.set_column(i, "catalog_hash", pa.array(["0123456789ab"] * len(t))), path)
+        for col, value in (("catalog_hash", "0123456789ab"), ("code_fingerprint", "fedcba9876543210")):
+            t = t.set_column(t.schema.get_field_index(col), col, pa.array([value] * len(t)))
+        pq.write_table(t, path)
     again = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
     assert (again.skipped, again.evaluated, again.stale, again.catalog_hash) == (2, 0, 2, first.catalog_hash)
+    assert again.other_code == 2
     res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--no-progress"])
     assert res.exit_code == 0
+    text = " ".join(res.stdout.split())
     assert (
         f"2 of the points already there were evaluated with another catalog than this one ({first.catalog_hash})"
-        in (" ".join(res.stdout.split()))
+        in (text)
+    )
+    assert (
+        f"2 of the points already there were computed by other hnplan code than this one ({source_fingerprint()};"
+        in (text)
     )
 
 
@@ -360,9 +390,57 @@ def test_a_lost_task_is_not_written_and_the_next_run_evaluates_it(tmp_path, monk
     from hnplan.cli import app
 
     res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--no-progress"])
-    assert res.exit_code == 0 and "2 points not evaluated (RuntimeError: worker lost): run the same command again" in (
-        " ".join(res.stdout.split())
+    # the run did not finish its work: exit 1 (as a report that failed), one line on stderr saying how many
+    assert res.exit_code == 1 and res.stderr.strip() == (
+        "incomplete: 2 points not evaluated (RuntimeError: worker lost): run the same command again to evaluate them"
     )
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--threads", "--json"])
+    assert res.exit_code == 1 and json.loads(res.stdout)["lost"] == 2
     monkeypatch.setattr(sweep_mod, "evaluate_chunk", real)
     s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
     assert (s.skipped, s.evaluated, s.lost) == (0, 2, 0)
+
+
+def test_retry_failed_replaces_the_failed_rows_in_place(tmp_path, monkeypatch):
+    """A resume skipped the points whose row has an error, even after their cause was fixed; ``--retry-failed``
+    evaluates them again and puts their new rows in place of the old ones (each point still one row, the
+    files holding them replaced whole), while new points of a grown spec land in files of their own."""
+    from typer.testing import CliRunner
+
+    import hnplan.planning.sweep as sweep_mod
+    from hnplan.cli import app
+
+    real = sweep_mod.plan_task
+
+    def broken(key, data_root=None):  # a cause since fixed, for the 8B points only
+        return {"error": "a cause since fixed"} if key["model"] == "llama3.1-8b" else real(key, data_root)
+
+    path, out = _write(tmp_path, TINY), tmp_path / "ds"
+    monkeypatch.setattr(sweep_mod, "plan_task", broken)
+    s = run_sweep(path, out, workers=1, processes=False, progress=False)
+    assert (s.evaluated, s.failed) == (6, 6)
+    files = {p.relative_to(out) for p in out.rglob("*.parquet")}
+    assert len(files) == 4  # two models x chunks of 2 + 1 draws
+    monkeypatch.setattr(sweep_mod, "plan_task", real)
+    again = run_sweep(path, out, workers=1, processes=False, progress=False)
+    assert (again.skipped, again.evaluated, again.retried) == (6, 0, 0)
+    # one more draw: its chunk begins with a retried point, whose name a file already has
+    grown = _write(tmp_path, {**TINY, "samples": 4}, "grown.yaml")
+    r = run_sweep(grown, out, workers=1, processes=False, progress=False, retry_failed=True)
+    assert (r.points, r.skipped, r.retried, r.evaluated, r.failed) == (8, 0, 6, 8, 4)
+    df = read_sweep(out)
+    assert len(df) == 8 and df["point_id"].is_unique
+    good, bad = df[df["model"] == "llama3.1-8b"], df[df["model"] == "llama3.1-405b"]
+    assert good["error"].isna().all() and good["tokens_per_s"].gt(0).all() and good["tco_usd"].gt(0).all()
+    assert bad["error"].str.contains("fits in memory").all()  # still failing: the cause is real
+    now = {p.relative_to(out) for p in out.rglob("*.parquet")}
+    assert files < now and len(now) == 6 and not [p for p in out.rglob("*") if p.name.startswith(".")]
+    # the command line: the same again retries the 4 that still fail
+    args = ["sweep", str(grown), "--out", str(out), "--threads", "--no-progress", "--retry-failed"]
+    res = CliRunner().invoke(app, args)
+    assert (
+        res.exit_code == 0
+        and "8 points, 4 already in" in res.stdout
+        and "4 failed ones retried, 4 evaluated" in (" ".join(res.stdout.split()))
+    )
+    assert len(read_sweep(out)) == 8

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from hnplan.errors import InputError
-from hnplan.planning.sweep_io import COLUMNS, done_point_ids, read_sweep, write_chunk
+from hnplan.planning.sweep_io import COLUMNS, done_point_ids, done_rows, read_sweep, replace_rows, write_chunk
 
 
 def _chunk(ids, system="gb200-nvl72") -> pd.DataFrame:
@@ -37,3 +37,32 @@ def test_a_file_cut_short_is_named(tmp_path):
     for read in (done_point_ids, read_sweep):
         with pytest.raises(InputError, match=f"{bad}: not a readable Parquet file .*delete it and run the sweep again"):
             read(tmp_path)
+
+
+def test_rows_replaced_file_by_file_and_never_twice(tmp_path, monkeypatch):
+    """A retried point's new row takes the place of its failed one inside the file that held it; a run killed
+    before the rename leaves the old file as it was (each point in one row) and a hidden scratch file that
+    readers leave out."""
+    import os
+
+    df = _chunk(["a1", "a2"])
+    df["error"] = [None, "a cause since fixed"]
+    write_chunk(df, tmp_path, "part-a1")
+    rows = done_rows(tmp_path).set_index("point_id")
+    assert rows["failed"].tolist() == [False, True] and pd.isna(rows.loc["a1", "code_fingerprint"])
+    new = _chunk(["a2"])
+    new["days_to_train"] = [42.0]
+
+    def killed(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        replace_rows(new, tmp_path, rows["file"].to_dict())
+    assert read_sweep(tmp_path)["days_to_train"].tolist() == [10.0, 11.0]
+    monkeypatch.undo()
+    replace_rows(new, tmp_path, rows["file"].to_dict())
+    got = read_sweep(tmp_path)
+    assert got["point_id"].tolist() == ["a1", "a2"] and got["days_to_train"].tolist() == [10.0, 42.0]
+    assert got["error"].isna().all() and got["system"].eq("gb200-nvl72").all()
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["part-a1-0.parquet"]

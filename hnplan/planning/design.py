@@ -391,11 +391,29 @@ def resolve_utilisation(
     InputError
         For anything else.
     """
-    if utilisation is None:
+    u = parse_utilisation(utilisation)
+    if u is None:
         return None, ""
-    if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
+    if isinstance(u, str):  # "simulated"
         sim = simulated_utilisation_cached(system, gpus, mix=mix, catalog=catalog, progress=progress)
         return float(sim["utilisation"]), sim["source"]
+    return u, "given"
+
+
+def parse_utilisation(utilisation: float | str | None) -> float | str | None:
+    """A utilisation input checked without simulating: None, ``"simulated"`` (any case, spaces around), or the
+    number (or its text) in (0, 1], as :func:`resolve_utilisation` takes it; a report's parameter check calls it
+    before any notebook runs.
+
+    Raises
+    ------
+    InputError
+        For anything else (a percentage is named as such: ``85%`` is 0.85).
+    """
+    if utilisation is None:
+        return None
+    if isinstance(utilisation, str) and utilisation.strip().lower() == "simulated":
+        return "simulated"
     try:
         u = float(utilisation)
     except (TypeError, ValueError):
@@ -405,7 +423,7 @@ def resolve_utilisation(
     if not 0 < u <= 1:
         hint = f" (a percentage? {u:g} % is {u / 100:g})" if 2 <= u <= 100 else ""  # 1.5: no guess
         raise InputError(f"utilisation must be in (0, 1]{hint}; got {utilisation!r}")
-    return u, "given"
+    return u
 
 
 def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None = None, **kw) -> dict:

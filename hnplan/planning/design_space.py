@@ -62,6 +62,14 @@ def other_catalog_rows(df: pd.DataFrame, catalog=None) -> int:
     return int((df["catalog_hash"] != (catalog or load_catalog()).content_hash()).sum())
 
 
+def other_code_rows(df: pd.DataFrame) -> int:
+    """Rows computed by other hnplan code than the one running now, by their ``code_fingerprint``
+    (:func:`hnplan.planning.prediction_cache.source_fingerprint`); a row written before the column counts."""
+    from hnplan.planning.prediction_cache import source_fingerprint
+
+    return int((df["code_fingerprint"] != source_fingerprint()).sum())
+
+
 def with_design(df: pd.DataFrame) -> pd.DataFrame:
     """A copy with a ``design`` label: ``"<gpus> x <system>"`` plus whichever other planner inputs vary,
     and a ``workload`` label: the model id plus whichever of tokens, sequence and batch vary."""

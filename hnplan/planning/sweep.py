@@ -40,6 +40,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.catalog.sweeps import SweepSpec, load_sweep_spec
 from hnplan.errors import HnplanError, InputError
+from hnplan.planning.prediction_cache import source_fingerprint
 from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-exported
     COLUMNS,
     LAYOUT_OUTPUTS,
@@ -53,9 +54,12 @@ from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-
     default_dataset,
     done_catalogs,
     done_point_ids,
+    done_rows,
     read_sweep,
+    replace_rows,
     write_chunk,
 )
+from hnplan.planning.sweep_signals import _sigint_held, _sigterm_as_interrupt
 
 #: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
 #: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
@@ -228,6 +232,7 @@ def evaluate_chunk(
     prov = {
         **(provenance or {}),
         "catalog_hash": chash,
+        "code_fingerprint": source_fingerprint(),  # this worker's code: a remote one may run another
         "evaluated_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
     rows = []
@@ -262,8 +267,10 @@ def evaluate_chunk(
 @dataclass
 class SweepSummary:
     """What a run did: points in the spec, skipped (already in the dataset; ``stale`` of them evaluated with
-    another catalog than ``catalog_hash``, this run's), evaluated, failed (written with their ``error``), and
-    ``lost``: points whose Dask task itself failed (a worker killed, ``lost_reason``), not written."""
+    another catalog than ``catalog_hash``, this run's, and ``other_code`` by other code than ``code_fingerprint``
+    or before rows recorded it), ``retried`` (failed rows evaluated again), evaluated, failed (written with
+    their ``error``), and ``lost``: points whose Dask task itself failed (a worker killed, ``lost_reason``),
+    not written."""
 
     spec_id: str
     out: str
@@ -271,6 +278,9 @@ class SweepSummary:
     skipped: int
     stale: int = 0
     catalog_hash: str = ""
+    other_code: int = 0
+    code_fingerprint: str = ""
+    retried: int = 0
     evaluated: int = 0
     failed: int = 0
     plans: int = 0
@@ -283,61 +293,6 @@ class SweepSummary:
         return dict(self.__dict__)
 
 
-@contextlib.contextmanager
-def _sigint_held():
-    """Ignore SIGINT while a local Dask cluster starts its worker processes, so that they ignore it for
-    good; the client's process handles Ctrl-C alone.
-
-    Ctrl-C at a terminal signals every process of the foreground group, Dask's worker processes too;
-    each would then die with its own ``KeyboardInterrupt`` traceback while the client is already
-    shutting the cluster down (:func:`run_sweep`'s ``ExitStack`` closes it). An ignored signal stays
-    ignored across ``fork`` and ``exec`` (POSIX ``execve``), and a Python started with SIGINT ignored
-    installs no ``KeyboardInterrupt`` handler, so the workers are started under ``SIG_IGN`` and the
-    client's handler is put back afterwards. SIGINT is also blocked in this thread meanwhile: Linux keeps
-    a blocked signal pending even when it is ignored, so a Ctrl-C pressed while the workers start is
-    raised as ``KeyboardInterrupt`` once the handler and the mask are restored. Off the main thread, or
-    where a handler was not set from Python, it does nothing.
-    """
-    import signal
-    import threading
-
-    handler = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() or handler is None:
-        yield
-        return
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """Raise SIGTERM (``timeout``, ``kill``, a batch scheduler's time limit) as ``KeyboardInterrupt("stopped by
-    SIGTERM")`` in the client, so the local cluster is closed as on Ctrl-C; by default the signal ended the
-    process at once, leaving the worker processes' semaphores to Python's resource tracker, which warned about
-    them on stderr. Off the main thread it does nothing; the previous handler is put back afterwards."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def _raise(signum, frame):
-        raise KeyboardInterrupt("stopped by SIGTERM")
-
-    previous = signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_sweep(
     spec,
     out: str | Path,
@@ -347,6 +302,7 @@ def run_sweep(
     processes: bool = True,
     progress: bool = True,
     catalog: Catalog | None = None,
+    retry_failed: bool = False,
 ) -> SweepSummary:
     """Evaluate every point of a spec not yet in ``out`` on Dask and append the rows to the dataset.
 
@@ -357,7 +313,7 @@ def run_sweep(
         The dataset folder (created; a re-run resumes it).
     workers : int, optional
         Workers of the local cluster (one thread each); default: the machine's cores; at most
-        :data:`MAX_WORKERS_PER_CORE` per core.
+        :data:`MAX_WORKERS_PER_CORE` per core; refused with ``scheduler`` (its cluster has its own workers).
     scheduler : str, optional
         Address of an existing Dask scheduler (``tcp://host:8786``); its workers need hnplan and the
         same catalog (each row records the catalog hash its worker saw).
@@ -365,6 +321,9 @@ def run_sweep(
         Local workers as processes (default) or threads of this process.
     progress : bool
         Show a progress bar (on stderr).
+    retry_failed : bool
+        Also evaluate again the spec's points whose row has an ``error``; each file holding such rows is
+        replaced whole, its retried rows by their new ones (:func:`~hnplan.planning.sweep_io.replace_rows`).
 
     Returns
     -------
@@ -386,8 +345,15 @@ def run_sweep(
     spec = load_sweep_spec(spec, cat)
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
+    if workers is not None and scheduler is not None:
+        # a Dask client does not size a cluster it connects to: the scheduler runs tasks on the workers that
+        # joined it (``dask worker --nworkers``), so the number would be silently ignored
+        raise InputError(
+            f"--workers {workers} sizes the local cluster only; with --scheduler the points run on that cluster's "
+            "own workers (`dask worker ADDRESS --nworkers N`): give one or the other"
+        )
     cores = os.cpu_count() or 1
-    if workers is not None and scheduler is None and workers > MAX_WORKERS_PER_CORE * cores:
+    if workers is not None and workers > MAX_WORKERS_PER_CORE * cores:
         raise InputError(
             f"--workers {workers} is more than {MAX_WORKERS_PER_CORE} per core of this machine's {cores} "
             f"(at most {MAX_WORKERS_PER_CORE * cores}): the planner is CPU-bound, so local workers beyond the "
@@ -396,11 +362,24 @@ def run_sweep(
     t0 = time.perf_counter()
     out = Path(out)
     pts = sweep_points(spec, cat)
-    done = done_catalogs(out)
-    todo = pts[~pts["point_id"].isin(done)]
-    chash = cat.content_hash()
-    stale = sum(1 for p in pts["point_id"] if p in done and done[p] != chash)
-    summary = SweepSummary(spec.id, str(out), len(pts), len(pts) - len(todo), stale, chash)
+    done = done_rows(out)
+    done = done[done["point_id"].isin(pts["point_id"])]
+    retry = done[done["failed"]] if retry_failed else done.iloc[:0]
+    kept = done[~done["point_id"].isin(retry["point_id"])]
+    todo = pts[~pts["point_id"].isin(kept["point_id"])]
+    chash, code = cat.content_hash(), source_fingerprint()
+    summary = SweepSummary(
+        spec.id,
+        str(out),
+        len(pts),
+        len(pts) - len(todo),
+        stale=int((kept["catalog_hash"] != chash).sum()),
+        catalog_hash=chash,
+        other_code=int((kept["code_fingerprint"] != code).sum()),  # None (not recorded) counts
+        code_fingerprint=code,
+        retried=len(retry),
+    )
+    retry_files = dict(zip(retry["point_id"], retry["file"], strict=True))
     if todo.empty:
         summary.seconds = time.perf_counter() - t0
         return summary
@@ -441,7 +420,7 @@ def run_sweep(
             plan_f = client.submit(plan_task, key, root, pure=False)
             for chunk in chunks:
                 f = client.submit(evaluate_chunk, chunk, plan_f, root, prov, pure=False)
-                futures[f] = (chunk["point_id"].iloc[0], len(chunk))
+                futures[f] = len(chunk)
         bar = Progress(
             TextColumn(f"sweep {spec.id}"),
             BarColumn(),
@@ -454,7 +433,7 @@ def run_sweep(
         with bar:
             task = bar.add_task("points", total=len(todo))
             for f in as_completed(futures):
-                first_id, n_pts = futures[f]
+                n_pts = futures[f]
                 try:
                     df = f.result()
                 except Exception as exc:  # noqa: BLE001 -- a worker lost (KilledWorker), not a point's failure
@@ -463,7 +442,11 @@ def run_sweep(
                     summary.lost_reason = summary.lost_reason or _message(exc)
                     bar.advance(task, n_pts)
                     continue
-                write_chunk(df, out, f"part-{first_id}")
+                again = df["point_id"].isin(retry_files)
+                if again.any():  # in place of their failed rows, file by file
+                    replace_rows(df[again], out, retry_files)
+                if not again.all():  # named by a point of its own: a retried point's name is a file already
+                    write_chunk(df[~again], out, f"part-{df.loc[~again, 'point_id'].iloc[0]}")
                 errs = df["error"].dropna()
                 summary.evaluated += len(df)
                 summary.failed += len(errs)

@@ -40,7 +40,18 @@ OUTPUTS = (
     "facility_power_w",
     "energy_mwh",
 )
-PROVENANCE = ("spec_id", "sampling", "seed", "sample", "hnplan_version", "catalog_hash", "evaluated_at")
+#: ``code_fingerprint``: :func:`hnplan.planning.prediction_cache.source_fingerprint` on the worker (hnplan's code,
+#: Python's and numpy's versions), which ``hnplan_version`` alone does not tell apart between releases
+PROVENANCE = (
+    "spec_id",
+    "sampling",
+    "seed",
+    "sample",
+    "hnplan_version",
+    "catalog_hash",
+    "code_fingerprint",
+    "evaluated_at",
+)
 
 
 def _schema():
@@ -73,6 +84,7 @@ def _schema():
         ("sample", i64),
         ("hnplan_version", s),
         ("catalog_hash", s),
+        ("code_fingerprint", s),
         ("evaluated_at", s),
     ]
     return pa.schema(cols)
@@ -174,11 +186,24 @@ def done_point_ids(out: str | Path) -> set[str]:
 def done_catalogs(out: str | Path) -> dict[str, str]:
     """``point_id -> catalog_hash`` of every row already in a dataset folder (empty if there is none): the
     catalog each point was evaluated with. Raises as :func:`done_point_ids`."""
+    rows = done_rows(out)
+    return dict(zip(rows["point_id"], rows["catalog_hash"], strict=True))
+
+
+def done_rows(out: str | Path) -> pd.DataFrame:
+    """What a resume needs of every row already in a dataset folder: ``point_id``, ``catalog_hash``,
+    ``code_fingerprint`` (None in a row written before the column), ``failed`` (the row has an ``error``) and
+    ``file`` (the Parquet file holding it); no rows if there is none. Raises as :func:`done_point_ids`."""
+    cols = ["point_id", "catalog_hash", "code_fingerprint", "error"]
     out = Path(out)
     if not out.is_dir() or not any(out.rglob("*.parquet")):
-        return {}
-    table = _read_table(out, ["point_id", "catalog_hash"])
-    return dict(zip(table.column("point_id").to_pylist(), table.column("catalog_hash").to_pylist(), strict=True))
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in [*cols[:3], "failed", "file"]})
+    # the dataset's schema, not the first file's: a column added since reads as null in older files
+    table = _read_table(out, [*cols, "__filename"], schema=_schema())
+    df = pd.DataFrame({c: table.column(c).to_pylist() for c in cols[:3]})
+    df["failed"] = table.column("error").is_valid().to_numpy(zero_copy_only=False)
+    df["file"] = table.column("__filename").to_pylist()
+    return df
 
 
 def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
@@ -211,6 +236,44 @@ def write_chunk(df: pd.DataFrame, out: str | Path, name: str) -> None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         path.replace(dest)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_rows(df: pd.DataFrame, out: str | Path, files: dict[str, str]) -> None:
+    """Put the rows of ``df`` in place of the rows of the same ``point_id`` in the files ``files`` names
+    (``point_id -> file``, as :func:`done_rows` gives them): a retry of failed points.
+
+    Atomic per file: each file is written whole under a hidden name in ``out`` (which Arrow readers leave out)
+    and renamed over the old one (``os.replace``, atomic on POSIX within a file system), so a run killed
+    meanwhile leaves every point in exactly one row, its old one or its new one. A file written before a
+    column was added gets the column (null in its other rows).
+    """
+    import os
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    schema = pa.schema([f for f in _schema() if f.name != "system"])  # the partition key is the folder's name
+    new = pa.Table.from_pandas(df.drop(columns="system"), schema=schema, preserve_index=False)
+    by_file: dict[str, list[str]] = {}
+    for pid in df["point_id"]:
+        by_file.setdefault(files[pid], []).append(pid)
+    for name, ids in by_file.items():
+        path, id_set = Path(name), pa.array(ids, pa.string())
+        old = pq.ParquetFile(path).read()
+        old = pa.table(
+            [
+                old.column(f.name).cast(f.type) if f.name in old.column_names else pa.nulls(len(old), f.type)
+                for f in schema
+            ],
+            schema=schema,
+        )
+        keep = old.filter(pc.invert(pc.is_in(old.column("point_id"), value_set=id_set)))
+        mine = new.filter(pc.is_in(new.column("point_id"), value_set=id_set))
+        tmp = out / f".replacing-{path.parent.name}-{path.name}"
+        pq.write_table(pa.concat_tables([keep, mine]), tmp)
+        os.replace(tmp, path)
 
 
 def read_sweep(out: str | Path) -> pd.DataFrame:
