@@ -1,24 +1,18 @@
 """tools/clock_mix.py: the compute-bound share of a validation row's step, next to its error
 (docs/compute.md, "Does the sustained clock follow the step's mix?")."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from toolmod import load_tool
 
 from hnplan.catalog import load_catalog
 from hnplan.catalog.runs import training_runs
 from hnplan.planning.validation import validation_table
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "clock_mix.py"
 SMALL, LARGE = "mbridge2511-b200-llama3-8b-8", "mlperf-v51-uf-b200-llama31-405b-256"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("clock_mix", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("clock_mix")
 
 
 @pytest.fixture(scope="module")

@@ -1,25 +1,19 @@
 """The per-step constant of the MLPerf v6.0 DeepSeek-V3 GB200 runs and the sizes of its candidates
 (docs/training.md, "The GB200 constant, candidate by candidate")."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from toolmod import load_tool
 
 from hnplan.catalog.runs import training_runs
 from hnplan.planning.training.collectives import collective_s
 from hnplan.planning.validation import run_job
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "scale_split.py"
 ROW = "mlperf-v60-nvidia-gb200-deepseek-v3-{}"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("scale_split", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("scale_split")
 
 
 def _split(line: str) -> tuple[float, float]:

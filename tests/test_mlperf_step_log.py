@@ -4,12 +4,11 @@ scale")."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from toolmod import load_tool
 
 from hnplan.catalog import load_catalog
 
@@ -17,11 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("mlperf_step_log", ROOT / "tools" / "mlperf_step_log.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, mod)  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("mlperf_step_log")
 
 
 def _line(time_ms, key, value=None, **metadata):

@@ -2,13 +2,12 @@
 (hnplan.compute.clocks.power_scaled_fraction, the prior), and the value fitted to every GB300 training row at once
 (tools/fit_gb300_clock.py; docs/compute.md, "Blackwell Ultra at 1,400 W")."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from toolmod import load_tool
 
 from hnplan.catalog import load_catalog
 from hnplan.catalog.runs import training_runs
@@ -17,7 +16,6 @@ from hnplan.planning.training.job import make_job
 from hnplan.planning.validation import predict_run
 
 CAT = load_catalog()
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "fit_gb300_clock.py"
 # flashinfer-ai/flashinfer pull request 2899, a B200 at 1,000 W: 1,450 -> 1,237 TFLOP/s while the SM clock
 # falls 1,965 -> about 1,580 MHz, so 0.750 of the throughput follows the clock
 SHARE = (1 - 1237 / 1450) / (1 - 1580 / 1965)
@@ -41,10 +39,7 @@ def test_power_law_prior_from_the_b300_at_1400_w():
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("fit_gb300_clock", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("fit_gb300_clock")
 
 
 def test_gb300_fraction_is_the_fit_at_its_upper_bound():

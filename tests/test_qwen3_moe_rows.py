@@ -2,10 +2,10 @@
 (stack pai-megatron-patch-2504) and the GB300 preset's micro-batch 8, and the MoE host work refitted over the
 Megatron-Core family's eager MoE rows with them (tools/fit_moe_host.py)."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from toolmod import load_tool
 
 from hnplan.catalog.runs import training_runs
 from hnplan.compute.kernels import attention_time_s
@@ -70,9 +70,7 @@ def test_gb300_row_runs_its_presets_microbatch_and_the_table_layout_cannot_tell_
 
 
 def test_moe_host_work_is_the_fit_over_the_family_rows(cat):
-    spec = importlib.util.spec_from_file_location("fit_moe_host", ROOT / "tools" / "fit_moe_host.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("fit_moe_host")
     rows = tool.eager_moe_rows()
     assert len(rows) == 22 and {r.id for r in rows} >= set(PAI_ROWS)
     us = tool.fit_value(rows)

@@ -1,19 +1,12 @@
 """tools/scale_split.py: one job's step at two sizes split into shared work and a per-step constant,
 ``T = W / N + F`` (docs/training.md, "What grows with scale")."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "scale_split.py"
+from toolmod import load_tool
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("scale_split", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("scale_split")
 
 
 def test_llama3_as_run_pair_by_hand(capsys):

@@ -1,21 +1,16 @@
 """tools/strong_scale_terms.py: the communication of a row's plan with nothing hidden, against its measured step
 (docs/training.md, "Llama 3.1 8B strong scaling, candidate by candidate")."""
 
-import importlib.util
 import re
-from pathlib import Path
 
 import pytest
+from toolmod import load_tool
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "strong_scale_terms.py"
 ROW = "mlperf-v60-nvidia-gb200-llama31-8b-1024"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("strong_scale_terms", TOOL)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("strong_scale_terms")
 
 
 def _ms(text: str, label: str) -> float:
