@@ -250,15 +250,12 @@ def _sorted_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     ([0, 1, 0], ['full', 'none'], dtype('O'))
     """
     try:
-        uniq, first, inverse = np.unique(a, return_index=True, return_inverse=True)
+        codes, uniq = _codes_by_sort(a)
     except TypeError:  # mixed types (None among strings) do not sort
         return None
     if a.dtype.kind == "O" and not all(type(v) is str for v in uniq):
         return None
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order), dtype=np.intp)
-    return rank[inverse.reshape(-1)], uniq[order]
+    return codes, uniq
 
 
 def factorize_ints(a: np.ndarray, by_sort: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -281,6 +278,13 @@ def factorize_ints(a: np.ndarray, by_sort: bool | None = None) -> tuple[np.ndarr
 
         codes, uniq = pd.factorize(a, sort=False)
         return codes, np.asarray(uniq)
+    return _codes_by_sort(a)
+
+
+def _codes_by_sort(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's code in order of first appearance and the distinct values in that order, by a sort
+    (:func:`numpy.unique`, its first indices ranked): ``pandas.factorize(a, sort=False)`` for values that
+    sort (no missing ones). Raises TypeError for values that do not sort (None among strings)."""
     uniq, first, inverse = np.unique(a, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")  # the distinct values in order of first appearance
     rank = np.empty(len(order), dtype=np.intp)
