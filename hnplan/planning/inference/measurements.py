@@ -113,8 +113,17 @@ MLPERF_ROWS = [
 ]
 # Labelled assumption: the mean prompt of the MLPerf OpenOrca set (24,576 samples, prompts and answers
 # capped at 1,024 tokens by language/llama2-70b/processorca.py --seqlen_limit 1024) is not published in a
-# source found; half the cap is taken. The B200 / H200 ratio moves by under 5 % between 300 and 1,024.
-MLPERF_LLAMA2_INPUT_TOKENS = 512
+# source found (the reference README gives only the outputs' 294.45 tokens per sample). It is bounded by the
+# batch the H200 submission ran: configs/llama2-70b/Offline H200_SXM_141GBx1 (which H200_SXM_141GBx8
+# inherits) sets gpu_batch_size 806 with kvcache_free_gpu_mem_frac 0.90, and an in-flight batch of 806
+# sequences at a mean KV length of I + O/2 (O = 291, the log's tokens per sample) fits the H200's FP8 KV cache
+# (70.6 GB after 69.5 GB of weights, 163,840 bytes per token: 806 x (I + 145.5) x 163,840 <= 70.6e9) only for
+# I <= 389 tokens (tests/test_inference_validation.py checks it against the memory model). The largest
+# prompt consistent with the batch that ran is taken: a longer one contradicts the submission (at the
+# previous 512, half the cap, only 655 sequences fit), a shorter one would only make the rows faster. The
+# B200 / H200 ratio moves by under 5 % between 300 and 1,024.
+MLPERF_LLAMA2_INPUT_TOKENS = 389
+MLPERF_H200_OFFLINE_BATCH = 806  # gpu_batch_size of configs/llama2-70b/Offline H200_SXM_141GBx1 (v4.1)
 
 
 @dataclass(frozen=True)
@@ -373,7 +382,9 @@ def _mlperf_rows() -> list[Measurement]:
     ratio per GPU per scenario (the figure that low-precision optimism inflates)."""
     note = (
         f"mean output {{o}} tokens per sample (tokens/s / samples/s of the log); mean prompt "
-        f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published); each GPU a TP1 replica at its "
+        f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published: the longest at which the H200 submission's "
+        f"{MLPERF_H200_OFFLINE_BATCH}-sequence batch fits its KV cache; at 300 the H200 rows would be about -2 %, "
+        "the B200 rows -13 %); each GPU a TP1 replica at its "
         "maximum-throughput point (the Server scenario's TTFT <= 2 s / TPOT <= 200 ms p99 bounds are not applied)"
     )
     out, per_gpu = [], {}
