@@ -262,7 +262,8 @@ def measurements() -> list[Measurement]:
             note="modelled with EP128 (the 128 non-redundant ranks), two-micro-batch overlap and NCCL's pairwise "
             "all-to-all; the source's MTP and DeepEP low-latency kernels with SGLang's measured overlap and EPLB "
             "routing (engine sglang-large-ep) would make it +20 % at 85 % MTP acceptance, +10 % at 70 %, +4 % at "
-            "60 %: the acceptance is not published (docs/inference.md)",
+            "60 %: the acceptance is not published (docs/inference.md). Step split (decode_split): operators "
+            "35.2 ms, pairwise dispatch + combine 94.2 ms; DeepEP's low-latency kernels would take 29.8 ms",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -310,7 +311,8 @@ def measurements() -> list[Measurement]:
             "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
             "published (1000 assumed for memory sizing only); overlap and NCCL's pairwise all-to-all modelled; with "
             "DeepEP's low-latency kernels, SGLang's measured overlap and EPLB routing and MTP +19 % at 85 % "
-            "acceptance, +3 % at 60 % (docs/inference.md)",
+            "acceptance, +3 % at 60 % (docs/inference.md). Step split (decode_split): operators 34.4 ms, "
+            "pairwise dispatch + combine 93.6 ms; DeepEP's low-latency kernels would take 28.9 ms",
             family="DeepSeek production",
             overlap=True,
         ),
@@ -367,7 +369,9 @@ def measurements() -> list[Measurement]:
             "experts per NPU; the paper's EP320 over the 320 dies also holds shared-expert and redundant "
             "copies); concurrency by Little's law (1,943 tokens/s x 50 ms = 97 sequences per NPU, derived); "
             "KV length about 4K and output 1,024 tokens assumed (not stated); microbatch pipelining modelled as "
-            "overlap, speculative decoding not",
+            "overlap, speculative decoding not. Step split (decode_split): operators 33.3 ms, dispatch + combine "
+            "65.1 ms on the pairwise exchange over UB; the paper's fused UB dispatch/combine kernels are not "
+            "catalogued (no per-call time found), and its MTP would make the row faster (+15 % at 60 % acceptance)",
             family="CloudMatrix-Infer DeepSeek-R1",
             overlap=True,
             engine="cloudmatrix-infer",
