@@ -63,3 +63,14 @@ def test_split_rejects_empty_batch(cat):
     s = resolve("llama2-70b", "hgx-h200-ib-ndr", Replica(tp=1, dtype="fp8"), cat)
     with pytest.raises(ValueError, match="batch and context"):
         decode_split(s, 0, 100)
+
+
+def test_split_rows_tool_covers_the_large_batch_rows():
+    from tests.toolmod import load_tool
+
+    df = load_tool("decode_split_rows").split_rows().set_index("id")
+    assert len(df) == 8  # RTP-LLM, DeepSeek day-6, SGLang, CloudMatrix decode; four MLPerf rows
+    ds = df.loc["deepseek-v3-production-decode"]
+    # 14,800 / 8 / 21 x 128 = 11,276 sequences over 128 attention groups: 89 per GPU
+    assert ds["batch_per_group"] == 89 and ds["micro_batches"] == 2
+    assert ds["step_ms"] == pytest.approx(ds["time_ms"] + ds["host_ms"])
