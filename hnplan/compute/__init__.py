@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from hnplan.compute.operators import (  # noqa: F401
         CONVENTIONS,
         PHASES,
+        OperatorOptions,
         operator_columns,
         operator_table,
         roofline_curve,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 _OPERATORS = (
     "CONVENTIONS",
     "PHASES",
+    "OperatorOptions",
     "operator_columns",
     "operator_table",
     "roofline_curve",
