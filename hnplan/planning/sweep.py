@@ -416,7 +416,7 @@ def run_sweep(
                     raise InputError(f"--scheduler {scheduler}: not a Dask address ({exc})") from None
                 raise InputError(
                     f"--scheduler {scheduler}: cannot reach a Dask scheduler there within --connect-timeout "
-                    f"{connect_timeout_s:g} s ({_message(exc)})"
+                    f"{connect_timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
                 ) from None
         else:
             with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them
