@@ -70,6 +70,7 @@ from hnplan.planning.training.components import (
     recompute_is,
     with_etp,
 )
+from hnplan.planning.training.stage_compute import content_memo
 from hnplan.vectorise import factorize, on_distinct
 
 if TYPE_CHECKING:
@@ -129,15 +130,53 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
             alpha, bw = (np.array(x, dtype=float) for x in zip(*map(p2p_terms, placed)))
             res[miss] = sendrecv_time(u_n[miss], bw[inv], alpha[inv])
         else:
-            few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
-            at = miss[few]
-            res[at] = [best_time(op, x, placed[i])[0] for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
-            for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
-                at = miss[inv == i]
-                res[at] = fastest_time(op, u_n[at], placed[i])
+            _tuner_times(op, res, miss, u_n, inv, count, placed)
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
     out[idx] = res[codes]
     return out
+
+
+#: at most this many placements in the tuner times every job shares (:func:`_shared_times`)
+SHARED_GROUPS = 10_000
+
+
+def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, inv: np.ndarray, count, placed) -> None:
+    """Fill ``res[miss]`` with the tuner's time of ``op`` for sizes ``u_n[miss]`` on groups ``placed[inv]``:
+    a group's sizes on floats (:func:`_kept_time`), or together where it has many
+    (:func:`~hnplan.comm.algorithms.fastest_time`), kept for every job of the process (:func:`_shared_times`)."""
+    shared = _shared_times(op)
+    kept = [shared.setdefault(g, {}) for g in placed]  # each placement looked up once
+    few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
+    at = miss[few]
+    if len(at):
+        res[at] = [_kept_time(kept[i], op, x, placed[i]) for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
+    for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
+        at = miss[inv == i]
+        sizes = tuple(u_n[at].tolist())  # the group's sizes together, as fastest_time times them
+        times = kept[i].get(sizes)
+        if times is None:
+            times = kept[i][sizes] = fastest_time(op, u_n[at], placed[i])
+        res[at] = times
+
+
+def _shared_times(op: str) -> dict:
+    """The tuner times of ``op`` that every job of the process shares, ``{placement: {bytes: time}}`` on floats
+    and ``{placement: {sizes: times}}`` of a group's sizes together (:func:`content_memo`): a time depends on
+    the group's placement (its numbers: size, ranks per domain, level, links) and the size alone, so another
+    job, or a new catalog, that places a group alike reuses it. Emptied past :data:`SHARED_GROUPS` placements."""
+    shared = content_memo(("collective_s", SAME_TIME.get(op, op)))
+    if len(shared) > SHARED_GROUPS:
+        shared.clear()
+    return shared
+
+
+def _kept_time(kept: dict, op: str, n_bytes: float, group) -> float:
+    """:func:`~hnplan.comm.algorithms.best_time` of ``op`` for one size on one group [s], kept in ``kept`` (the
+    group's entry of :func:`_shared_times`)."""
+    t = kept.get(n_bytes)
+    if t is None:
+        t = kept[n_bytes] = best_time(op, n_bytes, group)[0]
+    return t
 
 
 def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n_bytes) -> np.ndarray:
@@ -153,7 +192,7 @@ def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, 
                 alpha, bw = p2p_terms(g)
                 t = float(sendrecv_time(np.array([key[2]]), np.array([bw], dtype=float), np.array([alpha]))[0])
             else:
-                t = best_time(op, key[2], g)[0]
+                t = _kept_time(_shared_times(op).setdefault(g, {}), op, key[2], g)
             memo[key] = t
         out[i] = t
     return out
@@ -271,20 +310,20 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     again) + AG + RS``. That the backward re-gathers rather than keeps the gathered K/V is an assumption
     (the paper does not say; keeping them would hold ``cp`` times the rank's K/V per layer in memory).
     """
-    m = job.model
     if job.choices.cp_algorithm == "allgather":
         return _cp_allgather_per_layer(job, df)
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
-    # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
+    # the ring's kernel times once per (micro-batch, tp, cp), kept under the numbers they depend on for repeated
+    # searches (content_memo)
     if "cp_ring_key" not in job.memo:  # the entries serialised once per job
         job.memo["cp_ring_key"] = (
             "cp_ring_kernels",
-            m.model_dump_json(),
-            job.kernel_acc.model_dump_json(),
+            job.model_json,
+            job.kernel_acc_json,
             job.seq_len,
         )
-    kernels: dict = job.catalog.design(job.system).memo(job.memo["cp_ring_key"], dict)
+    kernels = content_memo(job.memo["cp_ring_key"])
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
