@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from hnplan.catalog import Catalog
-from hnplan.planning.training import candidate_frame, collectives, evaluate_plans, make_job, stage_compute
+from hnplan.planning.training import candidate_frame, collective_time, evaluate_plans, make_job, stage_compute
 
 CASE = ("llama3.1-8b", "hgx-h100-ib-ndr", 256, 8192, 512)  # TP, PP, DP and CP searched: every table used
 
@@ -22,7 +22,7 @@ def _search(catalog=None, **kw):
 def counted(monkeypatch):
     """Calls of the operator-level part times and of the tuner's float path."""
     calls = {"parts": 0, "tuner": 0}
-    parts, best = stage_compute.part_time_table, collectives.best_time
+    parts, best = stage_compute.part_time_table, collective_time.best_time
 
     def part_time_table(*a, **k):
         calls["parts"] += 1
@@ -33,7 +33,7 @@ def counted(monkeypatch):
         return best(*a, **k)
 
     monkeypatch.setattr(stage_compute, "part_time_table", part_time_table)
-    monkeypatch.setattr(collectives, "best_time", best_time)
+    monkeypatch.setattr(collective_time, "best_time", best_time)
     return calls
 
 
