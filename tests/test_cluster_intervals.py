@@ -23,7 +23,7 @@ def test_audit_interval_of_a_small_utilisation_is_the_logit_one_not_clipped(monk
     util = dict(zip(seeds, (0.001, 0.002, 0.008), strict=True))
     conc = dict(zip(seeds, (1.0, 2.0, 30.0), strict=True))
 
-    def fake_runs(args, catalog, workers):
+    def fake_runs(args, workers, cache=None):
         row = dict(gpus=64, allocation_rate=0.5, offered_load_window=0.5, fragmentation=0.0, rejected_jobs=0)
         return [dict(row, utilisation=util[a[7]], concurrent_jobs=conc[a[7]]) for a in args]
 

@@ -432,14 +432,10 @@ def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None =
     digest of its key: system, GPUs, mix, length and seed, with the catalog's content hash and the code;
     ``HNPLAN_NO_CACHE=1`` bypasses it): a later process reads a run back in milliseconds."""
     from hnplan.cluster.utilisation import simulated_utilisation
-    from hnplan.planning.prediction_cache import cached_points, point_digest
+    from hnplan.planning.prediction_cache import run_cache
 
     cat = catalog or load_catalog()
-
-    def cache(keys: list[tuple], compute) -> list[dict]:
-        return cached_points([point_digest(*k) for k in keys], cat, compute)
-
-    return simulated_utilisation(system, gpus, catalog=cat, cache=cache, **kw)
+    return simulated_utilisation(system, gpus, catalog=cat, cache=run_cache(cat), **kw)
 
 
 def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
