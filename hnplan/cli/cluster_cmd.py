@@ -127,8 +127,8 @@ def simulate(
     from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
     from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
+    from hnplan.cluster.topology import check_cluster_gpus
     from hnplan.errors import InputError
-    from hnplan.planning.design import check_fabric_gpus
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
@@ -152,7 +152,7 @@ def simulate(
                 f"({load:.0%} of the cluster)"
             )
         cat = load_catalog()
-        check_fabric_gpus(system, gpus, "--gpus", cat)  # the flag and the design's bound, before any simulation
+        check_cluster_gpus(system, gpus, "--gpus", cat)  # the flag and the design's bound, before any simulation
         services = []
         for item in serve or []:
             model_id, _, qps = item.rpartition(":")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import check_fabric_gpus as fabric_check
 from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
@@ -357,14 +358,7 @@ def check_fabric_gpus(system, gpus: int, name: str = "gpus", catalog: Catalog | 
     InputError
         One line naming ``name``, its value, the system and the limit.
     """
-    design = _design(system, catalog or load_catalog())
-    most = max_scaleout_gpus(design)
-    if gpus > most:
-        sw = design.scaleout_switch
-        raise InputError(
-            f"{name} {gpus} exceeds the {most:,} GPUs of {design.system.id} one scale-out fabric joins (a 3-tier "
-            f"fat-tree of {sw.ports}-port {sw.id} switches); give at most {most:,}"
-        )
+    fabric_check(_design(system, catalog or load_catalog()), gpus, name)
 
 
 def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
