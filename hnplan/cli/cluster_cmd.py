@@ -325,11 +325,16 @@ def simulate(
                     "design speed",
                     (f"{speed:.2f}x" if speed is not None else "-")
                     + f" the speed on {s['reference_system']} (training jobs' best-plan tokens/s, weighted by GPU-time); "
-                    "JCT "
+                    "JCT of the finished jobs "
                     + (
                         f"mean {units.s_to_hours(s['jct_s']['mean']):,.2f} h, p95 {units.s_to_hours(s['jct_s']['p95']):,.2f} h"
                         if s["jct_s"]["mean"] is not None
                         else "-"
+                    )
+                    + (
+                        f"; training jobs mean {units.s_to_hours(s['jct_s']['training_mean']):,.2f} h"
+                        if s["jct_s"].get("training_mean") is not None
+                        else ""
                     ),
                 )
             )
