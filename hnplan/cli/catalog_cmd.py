@@ -146,7 +146,9 @@ def validate(
             and path.resolve().parent.name not in (*KINDS, "scenarios")
             and (type(entry) in KINDS.values() or type(entry).__name__ == "Scenario")
         )
-        console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
+        name = type(entry).__name__
+        article = "an" if name[0] in "AEIOU" else "a"  # an Accelerator, an Interconnect
+        console.print(f"{path}: valid" + (f" ({article} {name} entry, told by its keys)" if told else ""))
         return
     try:
         cat = Catalog(path) if path is not None else load_catalog()

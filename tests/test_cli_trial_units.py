@@ -1,0 +1,67 @@
+"""What a new user's trial with catalog files of their own found: device memory visible to programs
+larger than the package's HBM (GB typed where GiB is read) accepted, and a grammar slip in `catalog
+validate`'s answer for a loose accelerator file."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from hnplan.catalog.schemas import Accelerator
+from hnplan.cli import app
+
+from clitext import one_line
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+ROOT = Path(__file__).parents[1]
+H100 = yaml.safe_load((ROOT / "data" / "accelerators" / "h100-sxm.yaml").read_text())
+
+
+def _acc_file(tmp_path, **changes) -> Path:
+    path = tmp_path / "my-h100.yaml"
+    path.write_text(yaml.safe_dump({**H100, "id": "my-h100", **changes}))
+    return path
+
+
+@pytest.mark.parametrize(
+    "visible",
+    [
+        84.94,  # the H100's 79.11 GiB written in GB (79.11 x 2**30 / 1e9)
+        81.559,  # nvidia-smi's 81,559 MiB divided by 1,000
+    ],
+)
+def test_visible_memory_above_the_package_is_refused(tmp_path, visible):
+    # more visible memory than hbm_gb makes plans fit that do not: an optimistic unit slip, not a chip
+    path = _acc_file(tmp_path, hbm_visible_gib=visible)
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    msg = one_line(res.stderr)
+    assert f"field 'hbm_visible_gib': {visible:g} GiB is more than the 80 GB of hbm_gb" in msg, msg
+    assert msg.endswith("not GB")
+    system = yaml.safe_load((ROOT / "data" / "systems" / "hgx-h100-ib-ndr.yaml").read_text())
+    sys_path = tmp_path / "my-sys.yaml"
+    sys_path.write_text(yaml.safe_dump({**system, "id": "my-sys", "accelerator": str(path)}))
+    argv = ["train", "--model", "llama3.1-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch-size", "64"]
+    res = runner.invoke(app, [*argv, "--system", str(sys_path)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr).startswith(f"error: --system: {sys_path}: system 'my-sys', field 'accelerator'")
+    assert "field 'hbm_visible_gib'" in res.stderr
+
+
+def test_every_catalog_accelerator_shows_at_most_its_hbm():
+    # the bound holds for every accelerator measured (H100 80 GB: 79.11 GiB visible; GB300 288 GB: 277.55 GiB)
+    for f in sorted((ROOT / "data" / "accelerators").glob("*.yaml")):
+        acc = Accelerator.model_validate(yaml.safe_load(f.read_text()))
+        assert acc.hbm_visible_gib is None or acc.hbm_visible_gib <= acc.hbm_gb, f.name
+
+
+def test_catalog_validate_names_an_accelerator_with_its_article(tmp_path):
+    path = _acc_file(tmp_path)
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert one_line(res.stdout) == f"{path}: valid (an Accelerator entry, told by its keys)"
