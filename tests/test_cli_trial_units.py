@@ -1,7 +1,8 @@
 """What a new user's trial with catalog files of their own found: device memory visible to programs
-larger than the package's HBM (GB typed where GiB is read) accepted, and a grammar slip in `catalog
-validate`'s answer for a loose accelerator file."""
+larger than the package's HBM (GB typed where GiB is read) accepted, a grammar slip in `catalog
+validate`'s answer for a loose accelerator file, and nccl-tests' op names refused by `collective --op`."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,17 @@ def test_catalog_validate_names_an_accelerator_with_its_article(tmp_path):
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 0, res.stdout + res.stderr
     assert one_line(res.stdout) == f"{path}: valid (an Accelerator entry, told by its keys)"
+
+
+@pytest.mark.parametrize("spelt", ["all_reduce", "All-Reduce", "allreduce"])
+def test_collective_takes_nccl_tests_op_names(spelt):
+    # nccl-tests names its binaries all_reduce_perf; a sweep's CSV took all_reduce while --op refused it.
+    # 2^30 B on 16 H100: the same time whichever spelling
+    argv = ["collective", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--size", "1GiB", "--json"]
+    res = runner.invoke(app, [*argv, "--op", spelt])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    ans = json.loads(res.stdout)
+    ref = json.loads(runner.invoke(app, [*argv, "--op", "allreduce"]).stdout)
+    assert ans["op"] == "allreduce" and ans["results"] == ref["results"]
+    bad = runner.invoke(app, [*argv, "--op", "all_sum"])
+    assert bad.exit_code == 2 and one_line(bad.stderr).startswith("error: --op must be one of allreduce, reducescatter")
