@@ -14,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
@@ -154,13 +155,24 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _as_number(value, want):
-    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects; other values unchanged."""
+#: token counts, read as the command line reads --tokens and --global-batch-tokens (15T, 16Mi)
+_COUNT_PARAMS = ("tokens", "global_batch_tokens")
+
+
+def _as_number(value, want, key: str | None = None):
+    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects, and a token count with
+    the command line's suffixes (``tokens: 15T``, ``global_batch_tokens: 16Mi``,
+    :func:`hnplan.units.parse_count`); other values unchanged."""
     if want in (int, float) and isinstance(value, str):
         try:
             num = float(value.replace("_", ""))
         except ValueError:
-            return value
+            if key not in _COUNT_PARAMS:
+                return value
+            try:
+                num = units.parse_count(value)
+            except ValueError:
+                return value
         return int(num) if want is int and num.is_integer() else num
     return value
 
@@ -227,7 +239,7 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         if want is list and isinstance(value, list) and default:
             elem = type(default[0]) if _is_number(default[0]) else None
             value = [_as_number(v, elem) for v in value]
-        value = _as_number(value, want)
+        value = _as_number(value, want, key)
         if want is not None:
             numeric = want in (int, float)
             ok = (
@@ -251,6 +263,30 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         _check_range(key, value, default, where, notebook)
         out[key] = value
     return out
+
+
+def check_batch(notebook: str, params: dict, where: str) -> None:
+    """A notebook's ``global_batch_tokens`` a whole number of ``seq_len`` sequences (each given, or its
+    default), as ``hnplan train --global-batch-tokens`` requires: the notebooks plan ``global_batch_tokens //
+    seq_len`` sequences, so 16,000,000 at 8,192 planned 1,953 sequences (15,998,976 tokens) unsaid.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook and both values.
+    """
+    declared = notebook_parameters(notebook)
+    if "global_batch_tokens" not in declared or "seq_len" not in declared:
+        return
+    gbt, seq = (
+        params[k] if params.get(k) is not None else _literal(declared[k]["default"])
+        for k in ("global_batch_tokens", "seq_len")
+    )
+    if _is_number(gbt) and _is_number(seq) and seq > 0 and gbt % seq:
+        raise ScenarioError(
+            f"{where}: notebook {notebook!r}, parameter 'global_batch_tokens': {gbt:,} is not a multiple of "
+            f"seq_len {seq:,} (tokens per step are whole sequences; 16M is 16,000,000, 16Mi 16 x 2**20)"
+        )
 
 
 def _looks_like_path(ref) -> bool:

@@ -80,3 +80,48 @@ def test_collective_takes_nccl_tests_op_names(spelt):
     assert ans["op"] == "allreduce" and ans["results"] == ref["results"]
     bad = runner.invoke(app, [*argv, "--op", "all_sum"])
     assert bad.exit_code == 2 and one_line(bad.stderr).startswith("error: --op must be one of allreduce, reducescatter")
+
+
+def test_params_file_reads_token_counts_as_the_command_line():
+    # `hnplan size --tokens 15T` worked while `tokens: 15T` in a --params file was refused as a string
+    from hnplan.errors import ScenarioError
+    from hnplan.report_params import check_parameters
+
+    got = check_parameters("design_comparison", {"tokens": "15T", "global_batch_tokens": "16Mi"}, "p.yaml")
+    assert got == {"tokens": 15e12, "global_batch_tokens": 16 * 2**20}
+    assert isinstance(got["global_batch_tokens"], int)
+    with pytest.raises(ScenarioError, match="parameter 'gpus': expected int like its default"):
+        check_parameters("design_comparison", {"gpus": "16k"}, "p.yaml")  # not a token count: as before
+    with pytest.raises(ScenarioError, match="parameter 'tokens': expected float"):
+        check_parameters("design_comparison", {"tokens": "15 trillion"}, "p.yaml")
+
+
+@pytest.mark.parametrize("gbt", ["16M", 16_000_000])
+def test_params_batch_not_whole_sequences_is_refused_before_any_notebook(tmp_path, gbt):
+    # 16,000,000 tokens at sequence 8,192 ran the notebooks on 1,953 sequences (15,998,976 tokens) unsaid,
+    # where `hnplan compare --global-batch-tokens 16M` refuses it
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"global_batch_tokens": gbt}))
+    out = tmp_path / "reports"
+    res = runner.invoke(app, ["report", "--scenario", "default", "--params", str(params), "--out", str(out)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr) == (
+        f"error: --params {params}: notebook 'design_comparison', parameter 'global_batch_tokens': 16,000,000 is "
+        "not a multiple of seq_len 8,192 (tokens per step are whole sequences; 16M is 16,000,000, 16Mi 16 x 2**20)"
+    )
+    assert not out.exists()
+
+
+def test_scenario_batch_not_whole_sequences_is_refused(tmp_path):
+    sc = yaml.safe_load((ROOT / "data" / "scenarios" / "default.yaml").read_text())
+    sc["id"] = "mine"
+    sc["notebooks"][1]["parameters"]["seq_len"] = 3000  # 16,777,216 tokens are not whole 3,000-token sequences
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    res = runner.invoke(app, ["report", "--scenario", str(path), "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    msg = one_line(res.stderr)
+    assert (
+        "notebook 'training_plan', parameter 'global_batch_tokens': 16,777,216 is not a multiple of seq_len 3,000"
+        in msg
+    )
