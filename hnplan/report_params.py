@@ -14,10 +14,10 @@ import os
 import re
 from pathlib import Path
 
-from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
+from hnplan.catalog.sweeps import _suffix_hint
 from hnplan.errors import CatalogError, ScenarioError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -155,24 +155,13 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-#: token counts, read as the command line reads --tokens and --global-batch-tokens (15T, 16Mi)
-_COUNT_PARAMS = ("tokens", "global_batch_tokens")
-
-
-def _as_number(value, want, key: str | None = None):
-    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects, and a token count with
-    the command line's suffixes (``tokens: 15T``, ``global_batch_tokens: 16Mi``,
-    :func:`hnplan.units.parse_count`); other values unchanged."""
+def _as_number(value, want):
+    """``"1e12"`` (a string to YAML 1.1 readers) as the number the notebook expects; other values unchanged."""
     if want in (int, float) and isinstance(value, str):
         try:
             num = float(value.replace("_", ""))
         except ValueError:
-            if key not in _COUNT_PARAMS:
-                return value
-            try:
-                num = units.parse_count(value)
-            except ValueError:
-                return value
+            return value
         return int(num) if want is int and num.is_integer() else num
     return value
 
@@ -239,7 +228,7 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         if want is list and isinstance(value, list) and default:
             elem = type(default[0]) if _is_number(default[0]) else None
             value = [_as_number(v, elem) for v in value]
-        value = _as_number(value, want, key)
+        value = _as_number(value, want)
         if want is not None:
             numeric = want in (int, float)
             ok = (
@@ -251,7 +240,7 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
                 raise ScenarioError(
                     f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
                     f"like its default {declared[key]['default']}, got {type(value).__name__} "
-                    f"{value!r}"
+                    f"{value!r}" + (_suffix_hint(value) if want in (int, float) else "")
                 )
             if want is int and isinstance(value, float):
                 value = int(value)
@@ -285,7 +274,8 @@ def check_batch(notebook: str, params: dict, where: str) -> None:
     if _is_number(gbt) and _is_number(seq) and seq > 0 and gbt % seq:
         raise ScenarioError(
             f"{where}: notebook {notebook!r}, parameter 'global_batch_tokens': {gbt:,} is not a multiple of "
-            f"seq_len {seq:,} (tokens per step are whole sequences; 16M is 16,000,000, 16Mi 16 x 2**20)"
+            f"seq_len {seq:,}: tokens per step are whole sequences, such as {gbt // seq * seq:,} or "
+            f"{(gbt // seq + 1) * seq:,}"
         )
 
 
