@@ -124,3 +124,27 @@ def test_scenario_batch_not_whole_sequences_is_refused(tmp_path):
         "notebook 'training_plan', parameter 'global_batch_tokens': 16,777,216 is not a multiple of seq_len 3,000"
         in msg
     )
+
+
+@pytest.mark.parametrize(
+    "price,per_gpu",
+    [
+        (270, "$33.75"),  # an 8-GPU server's $270k typed in thousands
+        (2.7e11, "$3.375e+10"),  # three zeros too many, twice
+    ],
+)
+def test_own_unit_price_in_another_unit_is_refused(tmp_path, price, per_gpu):
+    # a $270 server made every cost of the design about 1,000x too low, with exit 0
+    system = yaml.safe_load((ROOT / "data" / "systems" / "hgx-h100-ib-ndr.yaml").read_text())
+    path = tmp_path / "my-h100.yaml"
+    path.write_text(yaml.safe_dump({**system, "id": "my-h100", "unit_price_usd": price}))
+    for argv in (["catalog", "validate", str(path)], ["tco", "--system", str(path), "--gpus", "64"]):
+        res = runner.invoke(app, argv)
+        assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+        assert f"field 'unit_price_usd': ${price:,.0f} for a unit of 8 GPUs is {per_gpu} a GPU, outside" in one_line(
+            res.stderr
+        )
+    # the catalog's priced systems lie inside the range: $21k-69k a GPU
+    path.write_text(yaml.safe_dump({**system, "id": "my-h100", "unit_price_usd": 270_000}))
+    res = runner.invoke(app, ["tco", "--system", str(path), "--gpus", "64", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["systems_usd"] == 8 * 270_000

@@ -8,6 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+from hnplan.catalog.schemas.plausibility import hbm_visible_problem, unit_price_problem
 
 # -- upper bounds of hardware figures ----------------------------------------------------------------
 # Generous bounds, one to two orders of magnitude above any shipping part (wafer-scale included), so a
@@ -214,13 +215,8 @@ class Accelerator(Entry):
             raise ValueError(f"matmul_efficiency lacks dtypes {sorted(missing)} that dense_tflops lists")
         if self.idle_w is not None and self.idle_w >= self.tdp_w:
             raise ValueError(f"idle_w ({self.idle_w:g} W) must be below tdp_w ({self.tdp_w:g} W)")
-        # at most the package's memory: datasheets print GiB as GB (H100 "80 GB": 80 GiB, 79.11 visible)
-        if self.hbm_visible_gib is not None and self.hbm_visible_gib > self.hbm_gb:
-            raise ValueError(
-                f"field 'hbm_visible_gib': {self.hbm_visible_gib:g} GiB is more than the {self.hbm_gb:g} GB of "
-                "hbm_gb the package holds; hbm_visible_gib is GiB (2**30 bytes: nvidia-smi's memory.total in MiB "
-                "/ 1024), not GB"
-            )
+        if problem := hbm_visible_problem(self.hbm_visible_gib, self.hbm_gb):
+            raise ValueError(problem)
         return self
 
 
@@ -466,6 +462,8 @@ class System(Entry):
                 f"scale-up domain ({domain_nics} = {self.scaleup_domain_gpus // self.node_gpus} nodes x "
                 f"{self.nics_per_node})"
             )
+        if problem := unit_price_problem(self.unit_price_usd, self.unit_gpus):
+            raise ValueError(problem)
         return self
 
 
