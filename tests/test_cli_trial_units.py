@@ -148,3 +148,13 @@ def test_own_unit_price_in_another_unit_is_refused(tmp_path, price, per_gpu):
     path.write_text(yaml.safe_dump({**system, "id": "my-h100", "unit_price_usd": 270_000}))
     res = runner.invoke(app, ["tco", "--system", str(path), "--gpus", "64", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["systems_usd"] == 8 * 270_000
+
+
+def test_catalog_validate_of_a_folder_that_is_no_catalog_is_one_line(tmp_path):
+    # an empty folder (or one of notes) listed a missing facility.yaml, reliability.yaml and memory.yaml
+    (tmp_path / "notes.txt").write_text("not a catalog\n")
+    res = runner.invoke(app, ["catalog", "validate", str(tmp_path)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr).startswith(f"error: {tmp_path}: not a catalog folder (none of accelerators/,")
+    data = runner.invoke(app, ["catalog", "validate", str(ROOT / "data")])
+    assert data.exit_code == 0 and "entries valid" in data.stdout

@@ -150,6 +150,14 @@ def validate(
         article = "an" if name[0] in "AEIOU" else "a"  # an Accelerator, an Interconnect
         console.print(f"{path}: valid" + (f" ({article} {name} entry, told by its keys)" if told else ""))
         return
+    if path is not None and not any((path / k).is_dir() for k in KINDS) and not (path / "facility.yaml").is_file():
+        # a folder of something else: one line, not one per defaults file it lacks
+        err_console.print(
+            f"[bold red]error:[/] {escape(str(path))}: not a catalog folder (none of {', '.join(f'{k}/' for k in KINDS)} "
+            "or facility.yaml in it); give one YAML file, or a folder laid out as the project's data/",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_INPUT)
     try:
         cat = Catalog(path) if path is not None else load_catalog()
     except CatalogError as exc:  # HNPLAN_DATA naming no folder
