@@ -107,6 +107,21 @@ def test_mlperf_llama2_rows_and_fp4_optimism(cat):
     assert -25 < ratio["error_pct"] < 0
 
 
+def test_mlperf_prompt_is_the_longest_the_submitted_batch_fits(cat):
+    # NVIDIA's v4.1 H200 Offline config keeps up to 806 sequences in flight on each H200 (gpu_batch_size). In
+    # steady state a sequence holds I + O/2 tokens of FP8 KV (O = 291 from the log): 806 x (I + 145.5) x
+    # 80 layers x 8 KV heads x 128 x 2 (K, V) x 1 byte <= the 70.6 GB KV budget gives I <= 389.
+    from hnplan.planning.inference import Replica, kv_budget_bytes, max_batch, resolve
+    from hnplan.planning.inference.measurements import MLPERF_H200_OFFLINE_BATCH, MLPERF_LLAMA2_INPUT_TOKENS
+
+    s = resolve("llama2-70b", "hgx-h200-ib-ndr", Replica(tp=1, dtype="fp8", engine="tensorrt-llm"), cat)
+    per_token = 80 * 8 * 128 * 2 * 1
+    assert kv_budget_bytes(s) == pytest.approx(70.6e9, rel=2e-3)
+    assert int(kv_budget_bytes(s) / (MLPERF_H200_OFFLINE_BATCH * per_token) - 291 / 2) == MLPERF_LLAMA2_INPUT_TOKENS
+    i = MLPERF_LLAMA2_INPUT_TOKENS
+    assert max_batch(s, i + 291 / 2) >= MLPERF_H200_OFFLINE_BATCH > max_batch(s, i + 1 + 291 / 2)
+
+
 def test_queue_run_counts_the_last_partial_batch(cat):
     # trtllm-bench's throughput is all output tokens over (last end - first start): N equal requests at batch B
     # run N // B generations at B and one of N mod B. Llama 3.1 405B FP8 on 8 x H100 at 128/4096 holds B = 213

@@ -113,8 +113,17 @@ MLPERF_ROWS = [
 ]
 # Labelled assumption: the mean prompt of the MLPerf OpenOrca set (24,576 samples, prompts and answers
 # capped at 1,024 tokens by language/llama2-70b/processorca.py --seqlen_limit 1024) is not published in a
-# source found; half the cap is taken. The B200 / H200 ratio moves by under 5 % between 300 and 1,024.
-MLPERF_LLAMA2_INPUT_TOKENS = 512
+# source found (the reference README gives only the outputs' 294.45 tokens per sample). It is bounded by the
+# batch the H200 submission ran: configs/llama2-70b/Offline H200_SXM_141GBx1 (which H200_SXM_141GBx8
+# inherits) sets gpu_batch_size 806 with kvcache_free_gpu_mem_frac 0.90, and an in-flight batch of 806
+# sequences at a mean KV length of I + O/2 (O = 291, the log's tokens per sample) fits the H200's FP8 KV cache
+# (70.6 GB after 69.5 GB of weights, 163,840 bytes per token: 806 x (I + 145.5) x 163,840 <= 70.6e9) only for
+# I <= 389 tokens (tests/test_inference_validation.py checks it against the memory model). The largest
+# prompt consistent with the batch that ran is taken: a longer one contradicts the submission (at the
+# previous 512, half the cap, only 655 sequences fit), a shorter one would only make the rows faster. The
+# B200 / H200 ratio moves by under 5 % between 300 and 1,024.
+MLPERF_LLAMA2_INPUT_TOKENS = 389
+MLPERF_H200_OFFLINE_BATCH = 806  # gpu_batch_size of configs/llama2-70b/Offline H200_SXM_141GBx1 (v4.1)
 
 
 @dataclass(frozen=True)
@@ -253,7 +262,8 @@ def measurements() -> list[Measurement]:
             note="modelled with EP128 (the 128 non-redundant ranks), two-micro-batch overlap and NCCL's pairwise "
             "all-to-all; the source's MTP and DeepEP low-latency kernels with SGLang's measured overlap and EPLB "
             "routing (engine sglang-large-ep) would make it +20 % at 85 % MTP acceptance, +10 % at 70 %, +4 % at "
-            "60 %: the acceptance is not published (docs/inference.md)",
+            "60 %: the acceptance is not published (docs/inference.md). Step split (decode_split): operators "
+            "35.2 ms, pairwise dispatch + combine 94.2 ms; DeepEP's low-latency kernels would take 29.8 ms",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -301,7 +311,8 @@ def measurements() -> list[Measurement]:
             "(1,850 tokens/s per GPU x 1/21 s = 88 sequences per GPU, derived); output length not "
             "published (1000 assumed for memory sizing only); overlap and NCCL's pairwise all-to-all modelled; with "
             "DeepEP's low-latency kernels, SGLang's measured overlap and EPLB routing and MTP +19 % at 85 % "
-            "acceptance, +3 % at 60 % (docs/inference.md)",
+            "acceptance, +3 % at 60 % (docs/inference.md). Step split (decode_split): operators 34.4 ms, "
+            "pairwise dispatch + combine 93.6 ms; DeepEP's low-latency kernels would take 28.9 ms",
             family="DeepSeek production",
             overlap=True,
         ),
@@ -358,7 +369,9 @@ def measurements() -> list[Measurement]:
             "experts per NPU; the paper's EP320 over the 320 dies also holds shared-expert and redundant "
             "copies); concurrency by Little's law (1,943 tokens/s x 50 ms = 97 sequences per NPU, derived); "
             "KV length about 4K and output 1,024 tokens assumed (not stated); microbatch pipelining modelled as "
-            "overlap, speculative decoding not",
+            "overlap, speculative decoding not. Step split (decode_split): operators 33.3 ms, dispatch + combine "
+            "65.1 ms on the pairwise exchange over UB; the paper's fused UB dispatch/combine kernels are not "
+            "catalogued (no per-call time found), and its MTP would make the row faster (+15 % at 60 % acceptance)",
             family="CloudMatrix-Infer DeepSeek-R1",
             overlap=True,
             engine="cloudmatrix-infer",
@@ -373,7 +386,9 @@ def _mlperf_rows() -> list[Measurement]:
     ratio per GPU per scenario (the figure that low-precision optimism inflates)."""
     note = (
         f"mean output {{o}} tokens per sample (tokens/s / samples/s of the log); mean prompt "
-        f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published); each GPU a TP1 replica at its "
+        f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published: the longest at which the H200 submission's "
+        f"{MLPERF_H200_OFFLINE_BATCH}-sequence batch fits its KV cache; at 300 the H200 rows would be about -2 %, "
+        "the B200 rows -13 %); each GPU a TP1 replica at its "
         "maximum-throughput point (the Server scenario's TTFT <= 2 s / TPOT <= 200 ms p99 bounds are not applied)"
     )
     out, per_gpu = [], {}
