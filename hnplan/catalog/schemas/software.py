@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -226,7 +226,10 @@ class StackChoices(MoEChoices):
     )
     dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
     dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
-    grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
+    # 1 (fp8) to 4 (fp32) bytes: a width in bits (32) or a fraction is another unit
+    grad_reduce_bytes: Annotated[float, Field(ge=1.0, le=4.0)] = Field(
+        default=4.0, description="bytes per gradient element on the wire (4 fp32, 2 bf16; not bits) [bytes]"
+    )
     attention: Literal["flash", "unfused"] = Field(
         default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
     )
