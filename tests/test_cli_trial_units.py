@@ -160,13 +160,20 @@ def test_catalog_validate_of_a_folder_that_is_no_catalog_is_one_line(tmp_path):
     assert data.exit_code == 0 and "entries valid" in data.stdout
 
 
-@pytest.mark.parametrize("value,bound", [(32, "less than or equal to 4"), (0.5, "greater than or equal to 1")])
-def test_stack_gradient_width_in_bits_is_refused(tmp_path, value, bound):
+@pytest.mark.parametrize(
+    "field,value,bound",
+    [
+        ("grad_reduce_bytes", 32, "less than or equal to 4"),
+        ("grad_reduce_bytes", 0.5, "greater than or equal to 1"),
+        ("kernel_launch_us", 13_100, "less than or equal to 1000"),  # 13.1 us in ns: a 2.8 s step read 15.7 s
+    ],
+)
+def test_stack_figure_in_another_unit_is_refused(tmp_path, field, value, bound):
     # grad_reduce_bytes: 32 (fp32 written in bits) planned every gradient reduction 8x too long, exit 0
     stack = yaml.safe_load((ROOT / "data" / "stacks" / "megatron-core.yaml").read_text())
     path = tmp_path / "my-stack.yaml"
-    path.write_text(yaml.safe_dump({**stack, "id": "my-stack", "grad_reduce_bytes": value}))
+    path.write_text(yaml.safe_dump({**stack, "id": "my-stack", field: value}))
     argv = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
     res = runner.invoke(app, [*argv, "--global-batch-size", "64", "--stack", str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
-    assert f"field 'grad_reduce_bytes': Input should be {bound}" in one_line(res.stderr)
+    assert f"field '{field}': Input should be {bound}" in one_line(res.stderr)
