@@ -672,3 +672,14 @@ def test_sweep_system_and_size_errors_name_the_line(tmp_path, row, needle):
     err = " ".join(res.stderr.split())
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr, err
     assert err.startswith(f"error: --collectives: {sweep}: {needle}"), err
+
+
+def test_sweep_column_given_twice_is_refused(tmp_path):
+    # csv.DictReader kept the second of two busbw_GBps columns (200) and dropped the first (300) unsaid
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps,busbw_GBps\nallgather,8,1073741824,300,200\n")
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert " ".join(res.stderr.split()) == f"error: --collectives: {sweep}: column busbw_GBps given twice in the header"

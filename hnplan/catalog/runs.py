@@ -278,11 +278,16 @@ def collective_measurements(path) -> list[dict]:
 
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            header = reader.fieldnames or []
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError, csv.Error) as exc:
         raise CatalogError(f"{path}: cannot read as a CSV text file ({exc})", path=path) from None
+    twice = next((c for c in header if header.count(c) > 1), None)
+    if twice is not None:  # csv.DictReader keeps the last of two same-named columns: one figure read, one not
+        raise CatalogError(f"{path}: column {twice} given twice in the header", path=path, field=twice)
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
     cols = {c for c in rows[0] if c is not None}  # a line longer than the header adds the key None
