@@ -683,3 +683,19 @@ def test_sweep_column_given_twice_is_refused(tmp_path):
     res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert " ".join(res.stderr.split()) == f"error: --collectives: {sweep}: column busbw_GBps given twice in the header"
+
+
+def test_sweep_line_numbers_are_the_files_and_comments_are_skipped(tmp_path):
+    # blank lines shifted every later line number down (the reader skips them), and a '#' line, as nccl-tests
+    # prints its headers, was read as a row with empty gpus
+    from hnplan.catalog.runs import collective_measurements
+
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text(
+        "op,gpus,size_bytes,busbw_GBps\n\nall_gather,8,1073741824,300\n\n# nccl-tests comment\nall_gather,8,1e9,fast\n"
+    )
+    with pytest.raises(CatalogError, match=r"sweep.csv: line 6: column busbw_GBps: expected a positive number"):
+        collective_measurements(sweep)
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps\n#  size  count\n\nall_gather,8,1073741824,300\n")
+    (row,) = collective_measurements(sweep)
+    assert row["line"] == 4 and row["op"] == "allgather" and row["busbw_GBps"] == 300.0

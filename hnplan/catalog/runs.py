@@ -259,7 +259,8 @@ def collective_measurements(path) -> list[dict]:
     ``gpus`` (ranks), ``size_bytes`` (nccl-tests' size S) and ``busbw_GBps`` (nccl-tests' busbw
     [GB/s, 1e9 bytes/s]) or ``time_us`` (nccl-tests' time [us]); optional ``system`` (a system id) and
     ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``; empty: NCCL's tuner chose). Other
-    columns (a ``source`` or a note) are ignored.
+    columns (a ``source`` or a note) are ignored, and so are blank lines and lines starting with ``#``
+    (nccl-tests' comments); a line number in a message is the file's.
 
     Returns
     -------
@@ -279,7 +280,13 @@ def collective_measurements(path) -> list[dict]:
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh)
-            rows = list(reader)
+            rows, lines = [], []
+            for row in reader:  # the line a row ends on: blank lines, which the reader skips, still count
+                first = row.get(reader.fieldnames[0]) if reader.fieldnames else None
+                if (first or "").lstrip().startswith("#"):  # a comment line, as nccl-tests prints its headers
+                    continue
+                rows.append(row)
+                lines.append(reader.line_num)
             header = reader.fieldnames or []
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
@@ -302,7 +309,7 @@ def collective_measurements(path) -> list[dict]:
                 field=col,
             )
     out = []
-    for i, row in enumerate(rows, start=2):
+    for i, row in zip(lines, rows, strict=True):
 
         def num(col, line=i, row=row):
             text = (row.get(col) or "").strip()
