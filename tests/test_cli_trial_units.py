@@ -177,3 +177,22 @@ def test_stack_figure_in_another_unit_is_refused(tmp_path, field, value, bound):
     res = runner.invoke(app, [*argv, "--global-batch-size", "64", "--stack", str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert f"field '{field}': Input should be {bound}" in one_line(res.stderr)
+
+
+def test_readme_calibration_example_numbers_are_current():
+    # the README's "With the example files" sentence read 0.80, -8.4 % / -9.4 % -> +0.7 % / -0.8 % and 1.5 %
+    # while the command printed 0.785, -7.6 % / -7.9 % -> +0.3 % / -0.3 % and 0.6 %
+    from hnplan.planning.calibrate import EXAMPLE_COLLECTIVES, EXAMPLE_RUNS, calibrate
+
+    cal = calibrate(EXAMPLE_RUNS, "megatron-core", collectives_path=EXAMPLE_COLLECTIVES)
+    mm, nvlink, _ = (p.value for p in cal.parameters)
+    (a, b) = cal.run_rows
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    loo = max(abs(a["loo_error_pct"]), abs(b["loo_error_pct"]))
+    said = (
+        f"comes out {mm:.3f} (the catalog's GEMM law: 0.74 at boost clock, 0.71 at the sustained one); the two runs "
+        f"move from {a['error_before_pct']:+.1f} % and {b['error_before_pct']:+.1f} % to {a['error_after_pct']:+.1f} % "
+        f"and {b['error_after_pct']:+.1f} %, each predicted from the other within {loo:.1f} %; the NVLink ring "
+        f"efficiency {nvlink:.3f} (catalog 0.82)"
+    )
+    assert said in readme, said
