@@ -196,3 +196,14 @@ def test_readme_calibration_example_numbers_are_current():
         f"efficiency {nvlink:.3f} (catalog 0.82)"
     )
     assert said in readme, said
+
+
+def test_engine_overhead_in_milliseconds_is_refused(tmp_path):
+    # vLLM's 4 ms host time per iteration typed as 4 (the field is seconds) planned every decode step 4 s long
+    engine = yaml.safe_load((ROOT / "data" / "engines" / "vllm.yaml").read_text())
+    path = tmp_path / "my-vllm.yaml"
+    path.write_text(yaml.safe_dump({**engine, "id": "my-vllm", "iteration_overhead_s": 4}))
+    argv = ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000"]
+    res = runner.invoke(app, [*argv, "--output-tokens", "500", "--engine", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert "field 'iteration_overhead_s': Input should be less than or equal to 1 [s]" in one_line(res.stderr)
