@@ -207,3 +207,39 @@ def test_engine_overhead_in_milliseconds_is_refused(tmp_path):
     res = runner.invoke(app, [*argv, "--output-tokens", "500", "--engine", str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert "field 'iteration_overhead_s': Input should be less than or equal to 1 [s]" in one_line(res.stderr)
+
+
+def _model_file(tmp_path, **changes) -> Path:
+    model = yaml.safe_load((ROOT / "data" / "models" / "llama3.1-70b.yaml").read_text())
+    path = tmp_path / "my-70b.yaml"
+    path.write_text(yaml.safe_dump({**model, "id": "my-70b", **changes}))
+    return path
+
+
+def test_tp_must_divide_the_dense_mlp():
+    # ffn_hidden 28,670 = 2 x 14,335: Megatron's ColumnParallelLinear and vLLM's MergedColumnParallelLinear
+    # assert the columns divide by the TP size, so TP 8 cannot run it; it was planned with 3,583.75 columns a rank
+    import types
+
+    from hnplan.compute.layout import check_split
+    from hnplan.errors import PlanRuleError
+
+    m = types.SimpleNamespace(id="m", layers=80, heads=64, kv_heads=8, moe=None, ffn_hidden=28_670)
+    check_split(m, tp=2)
+    with pytest.raises(PlanRuleError, match=r"tp = 8 does not divide the 28670 columns of m's dense MLP"):
+        check_split(m, tp=8)
+    with pytest.raises(PlanRuleError, match=r"tp = 4 does not divide the 28670 columns"):
+        check_split(m, tp=4, training=False)
+    # an MoE model without dense layers has no dense MLP to split: its ffn_hidden is not checked
+    moe = types.SimpleNamespace(first_dense_layers=0, experts=8)
+    check_split(types.SimpleNamespace(**{**vars(m), "moe": moe}), tp=8)
+
+
+def test_tp_not_dividing_the_dense_mlp_exits_3(tmp_path):
+    path = _model_file(tmp_path, ffn_hidden=28_670, params_b_published=None)
+    argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "8192"]
+    res = runner.invoke(app, [*argv, "--global-batch-size", "512", "--tp", "8", "--pp", "1", "--dp", "8"])
+    assert res.exit_code == 3 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr).startswith("infeasible: tp = 8 does not divide the 28670 columns of my-70b's dense MLP")
+    searched = runner.invoke(app, [*argv, "--global-batch-size", "512", "--json"])
+    assert searched.exit_code == 0 and json.loads(searched.stdout)["parallel"]["tp"] in (1, 2)
