@@ -243,3 +243,20 @@ def test_tp_not_dividing_the_dense_mlp_exits_3(tmp_path):
     assert one_line(res.stderr).startswith("infeasible: tp = 8 does not divide the 28670 columns of my-70b's dense MLP")
     searched = runner.invoke(app, [*argv, "--global-batch-size", "512", "--json"])
     assert searched.exit_code == 0 and json.loads(searched.stdout)["parallel"]["tp"] in (1, 2)
+
+
+def test_etp_must_divide_each_experts_mlp(tmp_path):
+    # expert_ffn_hidden 770 at etp 4 was planned with 192.5 columns a rank; Megatron's expert layers divide
+    # the columns by the expert-TP size and assert it divides. TP 4 with etp 2 (770 = 2 x 385) runs.
+    model = yaml.safe_load((ROOT / "data" / "models" / "qwen3-30b-a3b.yaml").read_text())
+    model = {**model, "id": "my-moe", "moe": {**model["moe"], "expert_ffn_hidden": 770}}
+    model.pop("params_b_published", None)
+    path = tmp_path / "my-moe.yaml"
+    path.write_text(yaml.safe_dump(model))
+    argv = ["train", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--seq-len", "4096"]
+    argv += ["--global-batch-size", "64", "--tp", "4", "--pp", "1", "--dp", "4"]
+    res = runner.invoke(app, [*argv, "--ep", "4", "--etp", "4"])
+    assert res.exit_code == 3 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr).startswith("infeasible: etp = 4 does not divide the 770 columns of each expert's MLP")
+    ok = runner.invoke(app, [*argv, "--ep", "8", "--etp", "2", "--json"])
+    assert ok.exit_code == 0, ok.stdout + ok.stderr

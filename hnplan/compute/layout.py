@@ -171,6 +171,7 @@ def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
         per_stage=split.per_stage,
         empty=split.empty,
         ffn_hidden=getattr(model, "ffn_hidden", None),
+        expert_ffn_hidden=None if getattr(model, "moe", None) is None else model.moe.expert_ffn_hidden,
     )
 
 
