@@ -4,10 +4,11 @@ read in."""
 
 from __future__ import annotations
 
-#: the range a system file's own ``unit_price_usd`` may span per GPU of its unit [USD]: about 20x below and
-#: above the catalog's priced systems ($21k-69k a GPU in data/prices.yaml, CloudMatrix 384 to DGX B300), so a
-#: price typed in thousands ($270 for $270k) or with three zeros too many is refused, not costed
-USD_PER_GPU_RANGE = (1e3, 1e6)
+#: the range a system file's own ``unit_price_usd`` may span per GPU of its unit [USD]: 200x below and 14x
+#: above the catalog's priced systems ($21k-69k a GPU in data/prices.yaml, CloudMatrix 384 to DGX B300; a used
+#: data-centre GPU still costs hundreds), so a price typed in thousands ($270 for $270k) or with three zeros too
+#: many is refused, not costed
+USD_PER_GPU_RANGE = (1e2, 1e6)
 
 
 def hbm_visible_problem(hbm_visible_gib: float | None, hbm_gb: float) -> str | None:
@@ -36,7 +37,7 @@ def unit_price_problem(unit_price_usd: float | None, unit_gpus: int) -> str | No
     >>> unit_price_problem(270_000, 8) is None
     True
     >>> unit_price_problem(270, 8)
-    "field 'unit_price_usd': $270 for a unit of 8 GPUs is $33.75 a GPU, outside $1,000-1,000,000; it is US dollars per unit (not thousands)"
+    "field 'unit_price_usd': $270 for a unit of 8 GPUs is $33.75 a GPU, outside $100-1,000,000; it is US dollars per unit (not thousands)"
     """
     if unit_price_usd is None:
         return None
