@@ -260,3 +260,13 @@ def test_etp_must_divide_each_experts_mlp(tmp_path):
     assert one_line(res.stderr).startswith("infeasible: etp = 4 does not divide the 770 columns of each expert's MLP")
     ok = runner.invoke(app, [*argv, "--ep", "8", "--etp", "2", "--json"])
     assert ok.exit_code == 0, ok.stdout + ok.stderr
+
+
+def test_fabric_overhead_in_nanoseconds_is_refused(tmp_path):
+    # NDR's 4 us per collective step typed in ns (4,000) made every small all-reduce step 4 ms long
+    fabric = yaml.safe_load((ROOT / "data" / "interconnects" / "ib-ndr-400.yaml").read_text())
+    path = tmp_path / "my-ndr.yaml"
+    path.write_text(yaml.safe_dump({**fabric, "id": "my-ndr", "software_overhead_us": 4000}))
+    res = runner.invoke(app, ["catalog", "validate", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert "field 'software_overhead_us': Input should be less than or equal to 1000" in one_line(res.stderr)
