@@ -270,3 +270,17 @@ def test_fabric_overhead_in_nanoseconds_is_refused(tmp_path):
     res = runner.invoke(app, ["catalog", "validate", str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert "field 'software_overhead_us': Input should be less than or equal to 1000" in one_line(res.stderr)
+
+
+def test_hnplan_data_naming_a_folder_that_is_no_catalog(tmp_path, monkeypatch):
+    # an existing folder of something else read as an empty catalog: "unknown model id 'llama3.1-8b'; valid ids: "
+    monkeypatch.setenv("HNPLAN_DATA", str(tmp_path))
+    argv = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--seq-len", "4096"]
+    res = runner.invoke(app, [*argv, "--global-batch-size", "64"])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr) == (
+        f"error: HNPLAN_DATA={tmp_path}: not a catalog folder (no systems/, models/, accelerators/ or facility.yaml "
+        "in it; point it at a copy of hnplan's data/)"
+    )
+    monkeypatch.setenv("HNPLAN_DATA", str(ROOT / "data"))
+    assert runner.invoke(app, ["catalog", "list", "models"]).exit_code == 0
