@@ -284,3 +284,13 @@ def test_hnplan_data_naming_a_folder_that_is_no_catalog(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("HNPLAN_DATA", str(ROOT / "data"))
     assert runner.invoke(app, ["catalog", "list", "models"]).exit_code == 0
+
+
+def test_astronomical_figures_print_with_an_exponent():
+    # a utilisation of 1e-300 (in (0, 1], so accepted) printed a cost per GPU-hour of some 300 digits
+    from hnplan.formatting import format_number, format_usd
+
+    assert format_usd(1.44e300) == "$1.44e+300" and format_usd(2.5e12) == "$2.5T"
+    assert format_number(7.5e302) == "7.5e+302" and format_number(16930.4) == "16,930"
+    res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "1e-300"])
+    assert res.exit_code == 0 and "$1.44e+300" in res.stdout and len(max(res.stdout.splitlines(), key=len)) < 200
