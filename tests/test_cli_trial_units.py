@@ -294,3 +294,14 @@ def test_astronomical_figures_print_with_an_exponent():
     assert format_number(7.5e302) == "7.5e+302" and format_number(16930.4) == "16,930"
     res = runner.invoke(app, ["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--utilisation", "1e-300"])
     assert res.exit_code == 0 and "$1.44e+300" in res.stdout and len(max(res.stdout.splitlines(), key=len)) < 200
+
+
+def test_data_loader_beyond_the_storage_says_by_how_much():
+    # "the storage (6 GB/s read) cannot sustain the data loader" named neither the rate asked nor what it needs:
+    # 2e12 tokens/s x 4 bytes a token = 8,000 GB/s against 18 GB200 trays' storage reads
+    argv = ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-8b", "--tokens-per-s", "2T"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert one_line(res.stderr).startswith(
+        "error: tokens_per_s 2e+12: the data loader reads 8000 GB/s of text (4 bytes a token), more than the storage's"
+    )
