@@ -248,20 +248,26 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
         cols[f] = (np.repeat(codes, reps), index)
-    nums, width = [], len(ROW_FIELDS) - 4
+    width = len(ROW_FIELDS) - 4
+    # [field, row x owner]: each block's rows field by field (a field's rows, each over its owners, side by side)
+    nums = np.empty((width, int(np.dot([len(rows) for rows, *_ in blocks], [len(own) for _, own, _ in blocks]))))
+    at = 0
     for rows, own, _ in blocks:
-        values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
-        # Python booleans (as _wide; the filters below read them, not numpy scalars)
-        wide = [isinstance(v, np.ndarray) and v.ndim > 0 for v in values]
-        a = np.empty((len(values), len(own)))
-        if any(wide):
-            mask = np.array(wide, dtype=bool)
-            a[~mask] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
-            a[mask] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        n = len(own)
+        values = [r[j] for j in range(4, 4 + width) for r in rows]  # a number or an array over the owners
+        # the numbers that are arrays over the owners (as _wide), the rest broadcast over them
+        wide = [i for i, v in enumerate(values) if isinstance(v, np.ndarray) and v.ndim > 0]
+        a = np.empty((len(values), n))
+        if wide:
+            narrow = np.ones(len(values), dtype=bool)
+            narrow[wide] = False
+            a[wide] = np.concatenate([values[i] for i in wide]).reshape(-1, n)
+            a[narrow] = np.array([v for v, keep in zip(values, narrow.tolist()) if keep], dtype=float)[:, None]
         else:
             a[:] = np.array(values, dtype=float)[:, None]
-        nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
-    cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
+        nums[:, at : at + len(rows) * n] = a.reshape(width, -1)
+        at += len(rows) * n
+    cols.update(zip(ROW_FIELDS[4:], nums))
     owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
