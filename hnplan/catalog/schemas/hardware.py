@@ -8,13 +8,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import (
-    Entry,
-    Fraction,
-    NonNegative,
-    PosInt,
-    Positive,
-)
+from hnplan.catalog.schemas.base import Entry, Fraction, NonNegative, PosInt, Positive
 from hnplan.catalog.schemas.devices import (  # noqa: F401 - the devices and the bounds re-exported
     MAX_CAPACITY_TB,
     MAX_GPUS_PER_BLOCK,
@@ -42,6 +36,7 @@ from hnplan.catalog.schemas.devices import (  # noqa: F401 - the devices and the
     Switch,
     Tflops,
 )
+from hnplan.catalog.schemas.plausibility import unit_price_problem
 
 
 class System(Entry):
@@ -206,6 +201,8 @@ class System(Entry):
                 f"scale-up domain ({domain_nics} = {self.scaleup_domain_gpus // self.node_gpus} nodes x "
                 f"{self.nics_per_node})"
             )
+        if problem := unit_price_problem(self.unit_price_usd, self.unit_gpus):
+            raise ValueError(problem)
         return self
 
 
