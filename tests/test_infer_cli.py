@@ -250,3 +250,18 @@ def test_pinned_degree_the_search_cannot_use_says_why(args, needle):
     res = runner.invoke(app, BASE[:-2] + args)  # without --tp 1
     assert res.exit_code == 3, res.output
     assert needle in " ".join(res.output.split())
+
+
+def test_token_counts_take_the_clis_suffixes():
+    # `--input-tokens 2k` was refused ("unable to parse string as an integer") while --global-batch-tokens and
+    # the scenario files read 15T-style counts: the token flags share hnplan.units.parse_count (k = 1,000)
+    base = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--batch", "8", "--json"]
+    a = runner.invoke(app, [*base, "--input-tokens", "2k", "--output-tokens", "0.5k"])
+    b = runner.invoke(app, [*base, "--input-tokens", "2000", "--output-tokens", "500"])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    da, db = json.loads(a.output), json.loads(b.output)
+    assert (da["input_tokens"], da["output_tokens"]) == (2000, 500) and da["ttft_s"] == db["ttft_s"]
+    bad = runner.invoke(app, [*base, "--input-tokens", "2.5"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "--input-tokens" in bad.output and "count must be whole" in " ".join(bad.output.split())
+
