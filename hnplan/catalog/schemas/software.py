@@ -388,6 +388,8 @@ class SoftwareStack(Entry, StackChoices):
     overlap hides is measured per chip family (the SMs the communication takes, the HBM and L2 it shares with
     the compute beside it), so a stack carries one value per family, each with its own provenance, and the
     scalar for the chips it lists not (a job's explicit choice or override of the fraction wins over both).
+    ``choices_by_accelerator`` does the same for any choice the stack's recipes set per accelerator (the
+    dispatcher, the CUDA-graph scope, the norm kernel of Megatron-Bridge's B200 recipes).
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -438,9 +440,27 @@ class SoftwareStack(Entry, StackChoices):
         "(calibration)",
     )
 
+    choices_by_accelerator: dict[str, dict[str, object]] | None = Field(
+        default=None,
+        description="accelerator id -> {choice: value}: choices (StackChoices fields) the stack's recipes set "
+        "otherwise on that accelerator (Megatron-Bridge writes its performance recipes per GPU type); they replace "
+        "the stack's own there (a job's explicit choices or overrides win)",
+    )
+
     _calibrations: ClassVar[tuple[str, ...]] = (
         "matmul_efficiency",
         "attention_efficiency",
         "attention_fp8_ratio",
         "ep_comm_overlap_fraction_by_accelerator",
+        "choices_by_accelerator",
     )
+
+    @model_validator(mode="after")
+    def _accelerator_choices_valid(self):
+        own = {k: getattr(self, k) for k in StackChoices.model_fields}
+        for acc_id, values in (self.choices_by_accelerator or {}).items():
+            unknown = sorted(set(values) - set(StackChoices.model_fields))
+            if unknown:
+                raise ValueError(f"choices_by_accelerator.{acc_id} names unknown choice {unknown[0]!r}")
+            StackChoices(**{**own, **values})  # each value as its field allows
+        return self
