@@ -278,7 +278,7 @@ def test_virtual_stages_must_divide_each_stages_layers():
     pipeline rank: 5 must be divisible by virtual pipeline parallel degree 3". v 5 runs (one layer a chunk).
     A stack whose recipes lay out the virtual stages themselves (pipeline_layout) is not held to it."""
     args = ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "512", "--seq-len", "8192"]
-    args += ["--global-batch-size", "1024", "--tp", "8", "--pp", "16", "--dp", "4", "--stack", "nemo-2409"]
+    args += ["--global-batch-size", "1024", "--tp", "8", "--pp", "16", "--dp", "4", "--stack", "megatron-lm-2022"]
     res = runner.invoke(app, [*args, "--virtual-stages", "3"])
     assert res.exit_code == 3 and "Traceback" not in res.output
     msg = " ".join(res.output.split())
@@ -296,7 +296,7 @@ def test_virtual_stages_must_divide_each_stages_layers():
             ParallelPlan(tp=8, pp=16, dp=64, virtual_stages=4),
             8192,
             2048,
-            stack="nemo-2409",
+            stack="megatron-lm-2022",
         )
 
 

@@ -98,9 +98,11 @@ class StackChoices(MoEChoices):
     pipeline_layout : bool
         The stack's recipes place the layers of each virtual pipeline stage themselves (Megatron-Core
         ``--pipeline-model-parallel-layout``, Megatron-Bridge's ``layout_map``, or first/last-stage layer
-        counts), so a stage's layers need not split evenly over its virtual stages. Default False:
-        Megatron-Core's automatic split, whose ``TransformerConfig`` refuses a stage's layers that the
-        virtual-stage count does not divide (:func:`hnplan.planning.training.plan_rules`).
+        counts), so a stage's layers need not split evenly over its virtual stages. Default True
+        (hnplan's default stack: Megatron-Core accepts such a layout). False: every virtual stage holds
+        the same whole number of layers, as Megatron-Core's automatic split (its ``TransformerConfig``
+        refuses a stage whose layers the virtual-stage count does not divide) and Megatron-LM before it
+        build them (:func:`hnplan.planning.training.plan_rules`).
     fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
@@ -267,7 +269,7 @@ class StackChoices(MoEChoices):
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
     )
     pipeline_layout: bool = Field(
-        default=False,
+        default=True,
         description="the recipes lay out each virtual stage's layers themselves (pipeline_model_parallel_layout), "
         "so a stage's layers need not divide by its virtual stages",
     )
