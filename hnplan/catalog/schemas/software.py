@@ -95,6 +95,14 @@ class StackChoices(MoEChoices):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    pipeline_layout : bool
+        The stack's recipes place the layers of each virtual pipeline stage themselves (Megatron-Core
+        ``--pipeline-model-parallel-layout``, Megatron-Bridge's ``layout_map``, or first/last-stage layer
+        counts), so a stage's layers need not split evenly over its virtual stages. Default True
+        (hnplan's default stack: Megatron-Core accepts such a layout). False: every virtual stage holds
+        the same whole number of layers, as Megatron-Core's automatic split (its ``TransformerConfig``
+        refuses a stage whose layers the virtual-stage count does not divide) and Megatron-LM before it
+        build them (:func:`hnplan.planning.training.plan_rules`).
     fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
@@ -259,6 +267,11 @@ class StackChoices(MoEChoices):
     )
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
+    )
+    pipeline_layout: bool = Field(
+        default=True,
+        description="the recipes lay out each virtual stage's layers themselves (pipeline_model_parallel_layout), "
+        "so a stage's layers need not divide by its virtual stages",
     )
     fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] = Field(
         default="delayed",
