@@ -266,12 +266,12 @@ def test_compare_names_the_recomputation_in_its_plan_column():
 
 
 def test_a_sweep_whose_scheduler_cannot_be_reached_leaves_no_folder(tmp_path, monkeypatch):
-    import dask.distributed
+    import hnplan.planning.sweep
 
-    def unreachable(*args, **kwargs):
-        raise OSError("Timed out trying to connect to tcp://nohost:1 after 20 s")
+    def unreachable(address, timeout_s):
+        raise OSError(f"Timed out trying to connect to {address} after {timeout_s:g} s")
 
-    monkeypatch.setattr(dask.distributed, "Client", unreachable)
+    monkeypatch.setattr(hnplan.planning.sweep, "_reach", unreachable)
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "id: s\nname: s\nsampling: grid\n"
@@ -282,8 +282,8 @@ def test_a_sweep_whose_scheduler_cannot_be_reached_leaves_no_folder(tmp_path, mo
     res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--scheduler", "tcp://nohost:1"])
     assert res.exit_code == 2
     assert one_line(res.stderr) == (
-        "error: --scheduler tcp://nohost:1: cannot reach a Dask scheduler there "
-        "(Timed out trying to connect to tcp://nohost:1 after 20 s)"
+        "error: --scheduler tcp://nohost:1: cannot reach a Dask scheduler there within --connect-timeout 5 s "
+        "(Timed out trying to connect to tcp://nohost:1 after 5 s)"
     )
     assert not out.exists()  # it made the folder, then could not reach the scheduler
 

@@ -232,6 +232,39 @@ def test_existing_scheduler(tmp_path):
     assert read_sweep(tmp_path / "ds")["tokens_per_s"].gt(0).all()
 
 
+def _free_port() -> int:
+    """A local TCP port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("given", [("--connect-timeout", "1"), ()])
+def test_unreachable_scheduler_is_one_line_within_the_connect_timeout(tmp_path, given):
+    """A scheduler address nothing answers at was named only after Dask's 20 s connect timeout; the wait is
+    --connect-timeout (default 5 s), then one line naming the flag and the address, exit 2."""
+    import time
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds"), "--scheduler", address, *given]
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(app, args)
+    elapsed = time.perf_counter() - t0
+    wait = float(given[1]) if given else 5.0
+    assert res.exit_code == 2 and "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+    assert f"--scheduler {address}: cannot reach a Dask scheduler there within --connect-timeout {wait:g} s" in (
+        res.stderr
+    )
+    assert 0.9 * wait <= elapsed < wait + 8  # loose: the spec's load and Dask's import come first
+    assert not (tmp_path / "ds").exists()
+
+
 def _sigint_ignored() -> bool:
     import signal
 

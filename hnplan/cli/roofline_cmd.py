@@ -47,7 +47,7 @@ def roofline(
     """
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog.checks import check_refs
-    from hnplan.planning.roofline import roofline_answer
+    from hnplan.planning.roofline import OperatorOptions, roofline_answer
 
     with handle_errors():
         check_refs(
@@ -55,12 +55,7 @@ def roofline(
         )
         check_expert_flags(model, ep=ep)
         check_dtype_flag(accelerator, dtype)
-        ans = roofline_answer(
-            model,
-            accelerator,
-            phase,
-            batch,
-            seq_len,
+        options = OperatorOptions(
             kv_len=kv_len,
             tp=tp,
             cp=cp,
@@ -69,8 +64,8 @@ def roofline(
             recompute=recompute,
             attention=attention,
             sequence_parallel=sequence_parallel,
-            stack=stack,
         )
+        ans = roofline_answer(model, accelerator, phase, batch, seq_len, options, stack=stack)
         if json_:
             print_json(ans)
             return

@@ -23,6 +23,12 @@ def sweep(
     scheduler: str = typer.Option(
         None, "--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster)"
     ),
+    connect_timeout: float = typer.Option(
+        5.0,
+        "--connect-timeout",
+        metavar="SECONDS",
+        help="seconds to wait for --scheduler to answer before giving up (default 5)",
+    ),
     threads: bool = typer.Option(
         False, "--threads", help="local workers as threads of this process; not with --scheduler"
     ),
@@ -57,6 +63,7 @@ def sweep(
             processes=not threads,
             progress=progress,
             retry_failed=retry_failed,
+            connect_timeout_s=connect_timeout,
         )
     if json_:
         print_json(s.as_dict())

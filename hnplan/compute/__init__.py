@@ -7,7 +7,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
 * :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
 * :mod:`hnplan.compute.context_parallel`: context parallelism as Transformer Engine's P2P ring runs it.
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per
-  phase, and the compute time of one pipeline stage per micro-batch.
+  phase; :mod:`hnplan.compute.stage_time`: the compute time of one pipeline stage per micro-batch.
 * :mod:`hnplan.compute.operator_rows`: the raw rows of a pass and their vectorised times (the engine
   under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
   micro-batch shapes (the training planner).
@@ -54,31 +54,33 @@ if TYPE_CHECKING:
     from hnplan.compute.operators import (  # noqa: F401
         CONVENTIONS,
         PHASES,
+        OperatorOptions,
         operator_columns,
         operator_table,
         roofline_curve,
         totals,
-        training_stage_time_s,
     )
+    from hnplan.compute.stage_time import training_stage_time_s  # noqa: F401
 
 # The operator table is a pandas frame: its module is imported on first use of one of its names, so a
 # command that needs parameter counts or the GEMM law (`hnplan gemm`) does not import pandas (start-up time, benchmarks/bench_startup.py).
 _OPERATORS = (
     "CONVENTIONS",
     "PHASES",
+    "OperatorOptions",
     "operator_columns",
     "operator_table",
     "roofline_curve",
     "totals",
-    "training_stage_time_s",
 )
+_LAZY = dict.fromkeys(_OPERATORS, "operators") | {"training_stage_time_s": "stage_time"}
 
 
 def __getattr__(name: str):
-    if name in _OPERATORS:
-        from hnplan.compute import operators
+    if name in _LAZY:
+        import importlib
 
-        value = getattr(operators, name)
+        value = getattr(importlib.import_module(f"hnplan.compute.{_LAZY[name]}"), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'hnplan.compute' has no attribute {name!r}")

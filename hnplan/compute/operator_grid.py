@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hnplan.catalog.schemas import Accelerator, Model, StackChoices
-from hnplan.compute.operator_rows import _check, _columns, _raw_rows, _times, expert_streams
+from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute.operator_rows import _columns, _times, expert_streams
+from hnplan.compute.operators import OperatorOptions, _pass_rows, operator_options
 from hnplan.compute.parts import _block_columns
 
 #: the number columns of :func:`operator_grid`, each ``[row, batch]``
@@ -27,18 +28,10 @@ def operator_grid(
     phase: str,
     batches,
     seq_len: int,
+    options: OperatorOptions | None = None,
     *,
-    kv_len: int | None = None,
-    tp: int = 1,
-    cp: int = 1,
-    ep: int = 1,
-    dtype: str = "bf16",
-    recompute: str = "none",
-    convention: str = "executed",
-    attention: str = "flash",
-    sequence_parallel: bool = True,
-    stack: StackChoices | None = None,
     only: tuple[str, ...] | None = None,
+    **overrides,
 ) -> dict:
     """:func:`hnplan.compute.operator_columns` of one pass at each of ``batches``, in one call.
 
@@ -46,9 +39,9 @@ def operator_grid(
     ----------
     batches : sequence of int
         Batch sizes [sequences] (each >= 1), one column of the result each.
-    model, acc, phase, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, \
-sequence_parallel, stack, only
-        As :func:`hnplan.compute.operator_columns`: the same for every batch.
+    model, acc, phase, seq_len, options, only, **overrides
+        As :func:`hnplan.compute.operator_columns` (the options: :class:`hnplan.compute.operators.OperatorOptions`):
+        the same for every batch.
 
     Returns
     -------
@@ -60,42 +53,20 @@ sequence_parallel, stack, only
 
     Raises
     ------
-    InputError, PlanRuleError
+    InputError, PlanRuleError, TypeError
         As :func:`hnplan.compute.operator_columns` (a batch below 1 is named).
     """
+    o = operator_options(options, **overrides)
     b = np.asarray(batches, dtype=np.int64).reshape(-1)
     if b.size == 0:
         raise ValueError("operator_grid needs at least one batch")
     smallest = int(b.min())
-    _check(
-        model, phase, smallest, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel
-    )
-    kv_len = seq_len if kv_len is None else kv_len
-    prefixes = None if only is None else tuple(only)
-    rows = _raw_rows(
-        model,
-        phase,
-        b if b.size > 1 else smallest,  # one batch: the scalar path's rows
-        seq_len,
-        kv_len,
-        tp,
-        cp,
-        ep,
-        dtype,
-        recompute,
-        convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
-        acc=acc,
-        stack=stack,
-        only=prefixes,
-    )
-    if prefixes is not None:
-        rows = [r for r in rows if str(r[0]).startswith(prefixes)]
+    # one batch: the scalar path's rows; the inputs checked at the smallest batch
+    rows = _pass_rows(model, acc, phase, b if b.size > 1 else smallest, seq_len, o, only, check_batch=smallest)
     n = b.size
     # row by row, the batches of each row together (one batch: the plain rows' columns, the cheaper build)
     cols = _columns(rows) if n == 1 else _block_columns([(rows, np.arange(n), 1.0)])[0]
-    compute_s, memory_s, time_s, _ = _times(None, acc, dtype, cols, streams=expert_streams(stack))
+    compute_s, memory_s, time_s, _ = _times(None, acc, o.dtype, cols, streams=expert_streams(o.stack))
     shape = (len(rows), n)
     out = {
         "name": np.array([r[0] for r in rows], dtype=object),

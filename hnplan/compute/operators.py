@@ -77,6 +77,7 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -94,7 +95,6 @@ from hnplan.compute.layer_ops import (  # noqa: F401  (re-exported: the layer op
     _mlp,
     _once_ops,
 )
-from hnplan.compute.layout import stage_layers
 from hnplan.compute.operator_rows import (  # noqa: F401  (re-exported: the row engine lives there)
     ATTENTION_DTYPE,
     CONVENTIONS,
@@ -104,7 +104,6 @@ from hnplan.compute.operator_rows import (  # noqa: F401  (re-exported: the row 
     _expander,
     _label_is,
     _labels,
-    _layer_counts,
     _raw_rows,
     _rows,
     _times,
@@ -137,23 +136,72 @@ TABLE_COLUMNS = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorOptions:
+    """The options of one pass's operator rows, beyond the pass itself (model, accelerator, phase, batch, length).
+
+    Every function of the operator table (:func:`operator_table`, :func:`operator_columns`, :func:`table_attrs`,
+    :func:`hnplan.compute.operator_grid.operator_grid`) and the roofline planner take one of these, or its
+    fields as keywords (:func:`operator_options`). Unchecked here: the table checks them (:func:`_check`).
+
+    Attributes
+    ----------
+    kv_len : int or None
+        Cached tokens per sequence in decode [tokens]; None (default): the pass's ``seq_len``.
+    tp, cp, ep : int
+        Tensor-, context- and expert-parallel degrees [-], default 1; the shapes are per GPU.
+    dtype : str
+        GEMM dtype (``bf16`` default, ``fp8``, ``fp4``, ...): GEMMs at that peak, the rest in bf16.
+    recompute : {"none", "selective", "full"}
+        Activation recomputation, training only; default ``none``.
+    convention : {"executed", "model"}
+        FLOP convention (module docstring): ``executed`` (default) for time, ``model`` for MFU counts.
+    attention : {"flash", "unfused"}
+        Attention implementation (module docstring): fused FlashAttention (default) or materialised scores.
+    sequence_parallel : bool
+        Training with ``tp > 1``: norms, residual adds and the final norm run on ``tokens / tp`` (Megatron
+        sequence parallelism, Korthikanti et al. 2022 Sec. 4.2.2; default True) or on every token on every
+        TP rank (False: Megatron-LM before 2022).
+    stack : StackChoices or None
+        The software stack's kernel choices (None: hnplan's default stack): in fp8 training the quantisation
+        kernels of its ``fp8_recipe`` follow each fp8 GEMM (phase ``step`` for a weight cast cached across a
+        step's micro-batches) and the LM head runs in bf16; ``norm_kernel`` / ``rope_kernel`` ``eager`` turn
+        the norms and the rotary embedding into PyTorch eager chains (:mod:`hnplan.compute.fp8_recipes`).
+    """
+
+    kv_len: int | None = None
+    tp: int = 1
+    cp: int = 1
+    ep: int = 1
+    dtype: str = "bf16"
+    recompute: str = "none"
+    convention: str = "executed"
+    attention: str = "flash"
+    sequence_parallel: bool = True
+    stack: StackChoices | None = None
+
+
+def operator_options(options: OperatorOptions | None = None, **overrides) -> OperatorOptions:
+    """``options`` (default :class:`OperatorOptions`'s defaults) with the fields named in ``overrides`` replaced.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is not a field of :class:`OperatorOptions`.
+    """
+    if options is None:
+        return OperatorOptions(**overrides)
+    return replace(options, **overrides) if overrides else options
+
+
 def operator_table(
     model: Model,
     acc: Accelerator,
     phase: str,
     batch: int,
     seq_len: int,
-    *,
-    kv_len: int | None = None,
-    tp: int = 1,
-    cp: int = 1,
-    ep: int = 1,
-    dtype: str = "bf16",
-    recompute: str = "none",
-    convention: str = "executed",
-    attention: str = "flash",
-    sequence_parallel: bool = True,
-    stack: StackChoices | None = None,
+    options: OperatorOptions | None = None,
+    **overrides,
 ) -> pd.DataFrame:
     """The operator table of a model's pass on one GPU of an accelerator.
 
@@ -166,28 +214,12 @@ def operator_table(
         Sequences (micro-batch in training; concurrent requests in decode) [-].
     seq_len : int
         Sequence / prompt length [tokens] (train, prefill).
-    kv_len : int, optional
-        Cached tokens per sequence in decode [tokens]; defaults to ``seq_len``.
-    tp, cp, ep : int
-        Tensor, context and expert parallel degrees (shapes are per GPU).
-    dtype : str
-        GEMM dtype (``bf16``, ``fp8``, ...): GEMMs at that peak, the rest in bf16.
-    recompute : {"none", "selective", "full"}
-        Training only.
-    convention : {"executed", "model"}
-        FLOP convention (see module docstring): ``executed`` for time, ``model`` for MFU counts.
-    attention : {"flash", "unfused"}
-        Attention implementation (see module docstring): fused FlashAttention, or materialised scores.
-    sequence_parallel : bool
-        Training with ``tp > 1``: norms, residual adds and the final norm run on ``tokens / tp``
-        (Megatron sequence parallelism, Korthikanti et al. 2022 Sec. 4.2.2; default) or on every token
-        on every TP rank (``False``: Megatron-LM before 2022).
-    stack : StackChoices, optional
-        The software stack's kernel choices (default: hnplan's default stack): in fp8 training the
-        quantisation kernels of its ``fp8_recipe`` follow each fp8 GEMM (phase ``step`` for a weight cast
-        cached across a step's micro-batches) and the LM head runs in bf16; ``norm_kernel`` /
-        ``rope_kernel`` ``eager`` turn the norms and the rotary embedding into PyTorch eager chains
-        (:mod:`hnplan.compute.fp8_recipes`).
+    options : OperatorOptions, optional
+        ``kv_len``, ``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``, ``convention``, ``attention``,
+        ``sequence_parallel``, ``stack``: their meanings, units and defaults in :class:`OperatorOptions`.
+    **overrides
+        Fields of :class:`OperatorOptions` by keyword, replacing those of ``options``
+        (``operator_table(model, acc, "train", 1, 4096, tp=8)``).
 
     Returns
     -------
@@ -197,7 +229,8 @@ def operator_table(
         ``intensity`` [FLOP/byte], ``compute_time_s``, ``memory_time_s``, ``time_s`` [s],
         ``bound`` (``compute``/``memory``), ``gemm_efficiency`` (fraction of the dense peak the
         operator's shape can reach) [-], ``attained_flops_per_s`` [FLOP/s], and the GEMM shape
-        ``m, n, k`` [elements]. ``df.attrs`` holds the inputs and units. Totals: :func:`totals`.
+        ``m, n, k`` [elements]. ``df.attrs`` holds the inputs (:func:`table_attrs`) and units.
+        Totals: :func:`totals`.
 
     Raises
     ------
@@ -207,6 +240,8 @@ def operator_table(
     PlanRuleError
         For a ``tp`` that does not divide the heads or an ``ep`` that does not divide the experts
         (:func:`hnplan.compute.layout.check_split`).
+    TypeError
+        For a keyword that is not a field of :class:`OperatorOptions`.
 
     Examples
     --------
@@ -216,7 +251,8 @@ def operator_table(
     >>> set(df["bound"])
     {'memory'}
     """
-    kv_len, rows, (compute_s, memory_s, time_s, eff) = _timed_rows(**locals())
+    opts = operator_options(options, **overrides)
+    rows, (compute_s, memory_s, time_s, eff) = _timed_rows(model, acc, phase, batch, seq_len, opts)
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
     df = pd.DataFrame(
@@ -228,22 +264,7 @@ def operator_table(
     df["attained_flops_per_s"] = df["flops"] / df["time_s"]
     df = df[TABLE_COLUMNS]
     df.attrs = dict(
-        table_attrs(
-            model,
-            acc,
-            phase,
-            batch,
-            seq_len,
-            kv_len=kv_len,
-            tp=tp,
-            cp=cp,
-            ep=ep,
-            dtype=dtype,
-            recompute=recompute,
-            convention=convention,
-            attention=attention,
-            sequence_parallel=sequence_parallel,
-        ),
+        table_attrs(model, acc, phase, batch, seq_len, opts),
         units={
             "flops": "FLOP",
             "bytes": "bytes",
@@ -261,84 +282,61 @@ def table_attrs(
     phase: str,
     batch: int,
     seq_len: int,
-    *,
-    kv_len: int | None = None,
-    tp: int = 1,
-    cp: int = 1,
-    ep: int = 1,
-    dtype: str = "bf16",
-    recompute: str = "none",
-    convention: str = "executed",
-    attention: str = "flash",
-    sequence_parallel: bool = True,
-    stack: StackChoices | None = None,
+    options: OperatorOptions | None = None,
+    **overrides,
 ) -> dict:
     """The inputs :func:`operator_table` keeps in its ``attrs`` for these arguments (less ``units``): the ids of
-    the model and accelerator, ``kv_len`` resolved (``seq_len`` when None) and the rest as given. ``stack`` is
-    not kept (taken so that the table's arguments pass through)."""
+    the model and accelerator, ``kv_len`` resolved (``seq_len`` when None) and the other options as given, less
+    ``stack`` (:class:`OperatorOptions`)."""
+    o = operator_options(options, **overrides)
     return dict(
         model=model.id,
         accelerator=acc.id,
         phase=phase,
         batch=batch,
         seq_len=seq_len,
-        kv_len=seq_len if kv_len is None else kv_len,
-        tp=tp,
-        cp=cp,
-        ep=ep,
-        dtype=dtype,
-        recompute=recompute,
-        convention=convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
+        kv_len=seq_len if o.kv_len is None else o.kv_len,
+        tp=o.tp,
+        cp=o.cp,
+        ep=o.ep,
+        dtype=o.dtype,
+        recompute=o.recompute,
+        convention=o.convention,
+        attention=o.attention,
+        sequence_parallel=o.sequence_parallel,
     )
 
 
-def _timed_rows(
-    model,
-    acc,
-    phase,
-    batch,
-    seq_len,
-    kv_len,
-    tp,
-    cp,
-    ep,
-    dtype,
-    recompute,
-    convention,
-    attention,
-    sequence_parallel,
-    stack,
-    only=None,
-) -> tuple:
-    """The one row engine behind :func:`operator_table` and :func:`operator_columns` (called with their
-    parameters): the inputs checked (:func:`_check`), the raw rows of one pass and their times
-    (:func:`_times`); ``only``: the rows whose names start with one of these prefixes. Returns
-    ``(kv_len, rows, (compute_s, memory_s, time_s, gemm_efficiency))``."""
-    kv_len = seq_len if kv_len is None else kv_len
-    _check(model, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, sequence_parallel)
+def _pass_rows(model, acc, phase, batch, seq_len, o: OperatorOptions, only=None, check_batch=None) -> list:
+    """The raw rows of one pass with options ``o`` (:func:`_raw_rows`; ``batch`` an int or an integer array), the
+    inputs checked first (:func:`_check`, at ``check_batch``: default ``batch``); ``only``: the rows whose names
+    start with one of these prefixes."""
+    kv_len = seq_len if o.kv_len is None else o.kv_len
+    shared = (seq_len, kv_len, o.tp, o.cp, o.ep, o.dtype, o.recompute, o.convention)  # both signatures' order
+    _check(model, phase, batch if check_batch is None else check_batch, *shared, o.attention, o.sequence_parallel)
+    prefixes = None if only is None else tuple(only)
     rows = _raw_rows(
         model,
         phase,
         batch,
-        seq_len,
-        kv_len,
-        tp,
-        cp,
-        ep,
-        dtype,
-        recompute,
-        convention,
-        attention=attention,
-        sequence_parallel=sequence_parallel,
+        *shared,
+        attention=o.attention,
+        sequence_parallel=o.sequence_parallel,
         acc=acc,
-        stack=stack,
-        only=None if only is None else tuple(only),
+        stack=o.stack,
+        only=prefixes,
     )
-    if only is not None:  # each row is timed on its own fields, so a subset times as it does in the whole pass
-        rows = [r for r in rows if str(r[0]).startswith(tuple(only))]
-    return kv_len, rows, _times(rows, acc, dtype, streams=expert_streams(stack))
+    if prefixes is not None:  # each row is timed on its own fields, so a subset times as it does in the whole pass
+        rows = [r for r in rows if str(r[0]).startswith(prefixes)]
+    return rows
+
+
+def _timed_rows(model, acc, phase, batch, seq_len, o: OperatorOptions, only=None) -> tuple:
+    """The one row engine behind :func:`operator_table` and :func:`operator_columns`: the checked rows of one
+    pass (:func:`_pass_rows`) and their times (:func:`_times`). Returns
+    ``(rows, (compute_s, memory_s, time_s, gemm_efficiency))``."""
+    rows = _pass_rows(model, acc, phase, batch, seq_len, o, only)
+    return rows, _times(rows, acc, o.dtype, streams=expert_streams(o.stack))
 
 
 def totals(df: pd.DataFrame | dict) -> dict:
@@ -367,18 +365,10 @@ def operator_columns(
     phase: str,
     batch: int,
     seq_len: int,
+    options: OperatorOptions | None = None,
     *,
-    kv_len: int | None = None,
-    tp: int = 1,
-    cp: int = 1,
-    ep: int = 1,
-    dtype: str = "bf16",
-    recompute: str = "none",
-    convention: str = "executed",
-    attention: str = "flash",
-    sequence_parallel: bool = True,
-    stack: StackChoices | None = None,
     only: tuple[str, ...] | None = None,
+    **overrides,
 ) -> dict:
     """The columns of :func:`operator_table` that :func:`totals` reads, as numpy arrays, without the frame.
 
@@ -388,9 +378,8 @@ def operator_columns(
 
     Parameters
     ----------
-    model, acc, phase, batch, seq_len, kv_len, tp, cp, ep, dtype, recompute, convention, attention, \
-sequence_parallel, stack
-        As :func:`operator_table`.
+    model, acc, phase, batch, seq_len, options, **overrides
+        As :func:`operator_table` (the options: :class:`OperatorOptions`).
     only : tuple of str, optional
         Only the rows whose names start with one of these prefixes (in the table's order), each with the
         numbers it has in the whole pass (every row is timed on its own fields); default every row.
@@ -404,10 +393,11 @@ sequence_parallel, stack
 
     Raises
     ------
-    InputError, PlanRuleError
+    InputError, PlanRuleError, TypeError
         As :func:`operator_table`.
     """
-    _, rows, (compute_s, memory_s, time_s, _) = _timed_rows(**locals())
+    opts = operator_options(options, **overrides)
+    rows, (compute_s, memory_s, time_s, _) = _timed_rows(model, acc, phase, batch, seq_len, opts, only)
     flops, n_bytes = np.array([r[5] for r in rows]), np.array([r[6] for r in rows])
     with np.errstate(divide="ignore", invalid="ignore"):  # a row of no bytes: inf, as the frame's division gives
         intensity = flops / n_bytes
@@ -426,72 +416,6 @@ sequence_parallel, stack
         "time_s": time_s,
         "bound": np.where(compute_s >= memory_s, "compute", "memory"),
     }
-
-
-def training_stage_time_s(
-    model: Model,
-    acc: Accelerator,
-    microbatch: int,
-    seq_len: int,
-    *,
-    tp: int = 1,
-    cp: int = 1,
-    ep: int = 1,
-    pp: int = 1,
-    dtype: str = "bf16",
-    recompute: str = "none",
-    attention: str = "flash",
-    sequence_parallel: bool = True,
-    stack: StackChoices | None = None,
-) -> float:
-    """Compute time of one micro-batch (forward + backward + recomputation) on the slowest pipeline stage [s].
-
-    Stages hold ``ceil(layers / pp)`` consecutive layers (the last stage the rest); the first adds the
-    embedding, the last the final norm, LM head and loss. Communication is not included. ``attention``:
-    ``flash`` or ``unfused``, ``sequence_parallel``, ``stack``: as :func:`operator_table` (a weight cast done
-    once per optimizer step is not part of a micro-batch).
-
-    Raises
-    ------
-    InputError
-        As :func:`operator_table`.
-    """
-    _check(model, "train", microbatch, seq_len, 0, tp, cp, ep, dtype, recompute, "executed", attention)
-    per = stage_layers(model, pp).per_stage
-    slowest = 0.0
-    seen = set()
-    for i in range(pp):
-        start = i * per
-        layers = range(start, min(start + per, model.layers))
-        key = (tuple(_layer_counts(model, layers).values()), i == 0, i == pp - 1)
-        if key in seen:
-            continue
-        seen.add(key)
-        rows = _raw_rows(
-            model,
-            "train",
-            microbatch,
-            seq_len,
-            0,
-            tp,
-            cp,
-            ep,
-            dtype,
-            recompute,
-            "executed",
-            layers=layers,
-            embedding=i == 0,
-            head=i == pp - 1,
-            attention=attention,
-            sequence_parallel=sequence_parallel,
-            acc=acc,
-            stack=stack,
-        )
-        rows = [r for r in rows if r[3] != "step"]
-        if rows:
-            _, _, t, _ = _times(rows, acc, dtype, streams=expert_streams(stack))
-            slowest = max(slowest, float(np.dot(t, [r[4] for r in rows])))
-    return slowest
 
 
 def roofline_curve(acc: Accelerator, dtype: str, intensity) -> pd.DataFrame:

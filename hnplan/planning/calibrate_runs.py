@@ -158,11 +158,11 @@ def _figure(x: float) -> str:
 def _share_memo(job, trial, links: bool, choices: bool) -> None:
     """Hand ``trial`` (``job`` with fitted values) the parts of ``job.memo`` that do not depend on what
     changed, so that a trial does not redo them: the collective times (functions of the message, the
-    group's placement and the links only: kept unless the links are scaled) and the activation-memory
-    tables (functions of the model, the plan and the stack choices: kept unless a choice is fitted). The
-    entries are shared dicts (``job``'s ranking made them): what one trial adds, the next ones read. Kernel
-    times are not shared: they depend on the GEMM efficiency (``stage_compute.part_times`` keys them on the
-    accelerator)."""
+    group's placement and the links only: kept unless the links are scaled). The entries are shared dicts
+    (``job``'s ranking made them): what one trial adds, the next ones read. The kernel times and the
+    activation-memory tables are kept under the numbers they depend on for every job
+    (``stage_compute.content_memo``: the accelerator with its GEMM efficiency, the model, the stack's choices),
+    so a trial finds them there where those are the same. ``choices``: whether a stack choice is fitted."""
     for key, entry in job.memo.items():
-        if (not links and isinstance(key, tuple) and key[0] == "collective_s") or (not choices and key == "memory"):
+        if not links and isinstance(key, tuple) and key[0] == "collective_s":
             trial.memo[key] = entry

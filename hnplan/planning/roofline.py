@@ -16,7 +16,15 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import peak_flops_per_s
 from hnplan.compute.fp8_recipes import check_recipe
-from hnplan.compute.operators import operator_columns, operator_table, roofline_curve, table_attrs, totals
+from hnplan.compute.operators import (  # OperatorOptions: also the CLI's, which imports no cost model
+    OperatorOptions,
+    operator_columns,
+    operator_options,
+    operator_table,
+    roofline_curve,
+    table_attrs,
+    totals,
+)
 from hnplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -36,11 +44,22 @@ SUMMARY_UNITS = {
 }
 
 
-def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len: int, time_s: float, **kwargs) -> dict:
+def utilisation(
+    model: Model,
+    acc: Accelerator,
+    phase: str,
+    batch: int,
+    seq_len: int,
+    time_s: float,
+    options: OperatorOptions | None = None,
+    **overrides,
+) -> dict:
     """MFU and HFU of a pass that takes ``time_s`` on one GPU (PaLM Appendix B conventions).
 
-    Model FLOPs use ``convention="model"`` without recomputation; hardware FLOPs add the
-    recomputation of ``kwargs["recompute"]``; both over the dense peak of the GEMM dtype.
+    Model FLOPs use ``convention="model"`` without recomputation; hardware FLOPs add the recomputation of
+    the options' ``recompute``; both over the dense peak of the GEMM dtype. ``options``, ``**overrides``: as
+    :func:`hnplan.compute.operator_table` (:class:`hnplan.compute.operators.OperatorOptions`; their
+    ``convention`` is not read).
 
     Returns
     -------
@@ -52,11 +71,11 @@ def utilisation(model: Model, acc: Accelerator, phase: str, batch: int, seq_len:
     InputError
         As :func:`hnplan.compute.operator_table`.
     """
-    kw = {k: v for k, v in kwargs.items() if k != "recompute"}
+    hw = operator_options(options, **overrides, convention="model")
     # the operator table's columns, without the frame (the same rows and totals)
-    model_f = totals(operator_columns(model, acc, phase, batch, seq_len, convention="model", **kw))["flops"]
-    hw_f = totals(operator_columns(model, acc, phase, batch, seq_len, convention="model", **kwargs))["flops"]
-    peak = peak_flops_per_s(acc, kwargs.get("dtype", "bf16"))
+    model_f = totals(operator_columns(model, acc, phase, batch, seq_len, hw, recompute="none"))["flops"]
+    hw_f = totals(operator_columns(model, acc, phase, batch, seq_len, hw))["flops"]
+    peak = peak_flops_per_s(acc, hw.dtype)
     return {"model_flops": model_f, "hardware_flops": hw_f, "mfu": model_f / time_s / peak, "hfu": hw_f / time_s / peak}
 
 
@@ -67,7 +86,8 @@ def roofline_comparison(
     batch: int,
     seq_len: int,
     catalog: Catalog | None = None,
-    **kwargs,
+    options: OperatorOptions | None = None,
+    **overrides,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Operator tables, ceilings and totals of one pass on each accelerator.
 
@@ -77,8 +97,8 @@ def roofline_comparison(
         A model, or its catalog id or YAML path.
     accelerators : list of Accelerator or str
         Accelerators, or their ids or YAML paths.
-    phase, batch, seq_len, **kwargs
-        As :func:`hnplan.compute.operator_table` (``kv_len``, ``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``).
+    phase, batch, seq_len, options, **overrides
+        As :func:`hnplan.compute.operator_table` (the options: :class:`hnplan.compute.operators.OperatorOptions`).
 
     Returns
     -------
@@ -103,13 +123,13 @@ def roofline_comparison(
     cat = catalog or load_catalog()
     model = cat.model(model)
     accs = [cat.accelerator(a) for a in accelerators]
-    dtype = kwargs.get("dtype", "bf16")
+    opts = operator_options(options, **overrides)
     x = np.logspace(np.log10(INTENSITY_RANGE[0]), np.log10(INTENSITY_RANGE[1]), 200)
     tables, curves, rows = [], [], []
     for acc in accs:
-        df = operator_table(model, acc, phase, batch, seq_len, **kwargs)
+        df = operator_table(model, acc, phase, batch, seq_len, opts)
         tables.append(df.assign(accelerator=acc.id))
-        curves.append(roofline_curve(acc, dtype, x))
+        curves.append(roofline_curve(acc, opts.dtype, x))
         t = totals(df)
         tokens = (batch if phase == "decode" else batch * seq_len) / (df.attrs["tp"] * df.attrs["cp"])
         rows.append(
@@ -122,7 +142,7 @@ def roofline_comparison(
                 "attained_flops_per_s": t["attained_flops_per_s"],
                 "compute_bound_share": t["compute_bound_time_s"] / t["time_s"],
                 "tokens_per_s": tokens / t["time_s"],
-                "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], **kwargs)["mfu"],
+                "mfu": utilisation(model, acc, phase, batch, seq_len, t["time_s"], opts)["mfu"],
             }
         )
     ops, curves_df, summary = (
@@ -142,9 +162,11 @@ def roofline_answer(
     phase: str,
     batch: int,
     seq_len: int,
-    kv_len: int | None = None,
+    options: OperatorOptions | None = None,
     catalog: Catalog | None = None,
-    **kwargs,
+    *,
+    stack: str | StackChoices | None = None,
+    **overrides,
 ) -> dict:
     """The answer of ``hnplan roofline``: the inputs, totals, MFU/HFU and one dict per operator row.
 
@@ -152,9 +174,10 @@ def roofline_answer(
     ----------
     model, accelerator : str or path
         Catalog ids or YAML paths.
-    phase, batch, seq_len, kv_len, **kwargs
-        As :func:`hnplan.compute.operator_table` (``tp``, ``cp``, ``ep``, ``dtype``, ``recompute``,
-        ``attention``, ``sequence_parallel``; ``stack``: a software stack id, whose kernel choices apply).
+    phase, batch, seq_len, options, **overrides
+        As :func:`hnplan.compute.operator_table` (the options: :class:`hnplan.compute.operators.OperatorOptions`).
+    stack : str or StackChoices, optional
+        A software stack id, whose kernel choices apply, or the choices themselves; default the options'.
 
     Returns
     -------
@@ -172,26 +195,29 @@ def roofline_answer(
     """
     cat = catalog or load_catalog()
     m, acc = cat.model(model), cat.accelerator(accelerator)
+    opts = operator_options(options, **overrides)
+    kv_len = opts.kv_len
     if seq_len + (kv_len or 0) > m.max_seq:
         raise InputError(
             f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
             f"length {m.max_seq} (field max_seq)"
         )
-    if isinstance(kwargs.get("stack"), str):  # a catalog stack id: its kernel choices (fp8 recipe, eager norms)
-        st = cat.stack(kwargs["stack"])
-        kwargs["stack"] = StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields})
-    if kwargs.get("stack") is not None and kwargs.get("dtype") == "fp8":
-        check_recipe(acc, kwargs["stack"].fp8_recipe)  # MXFP8 only on Blackwell
-    if kwargs.get("dtype") == "fp4" and phase == "train":
+    if isinstance(stack, str):  # a catalog stack id: its kernel choices (fp8 recipe, eager norms)
+        st = cat.stack(stack)
+        stack = StackChoices(**{k: getattr(st, k) for k in StackChoices.model_fields})
+    if stack is not None:
+        opts = operator_options(opts, stack=stack)
+    if opts.stack is not None and opts.dtype == "fp8":
+        check_recipe(acc, opts.stack.fp8_recipe)  # MXFP8 only on Blackwell
+    if opts.dtype == "fp4" and phase == "train":
         check_recipe(acc, "nvfp4")  # NVFP4 training needs an fp4 peak
     # the operator table's columns and inputs, without the frame: no pandas on the command's path
-    cols = operator_columns(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
-    attrs = table_attrs(m, acc, phase, batch, seq_len, kv_len=kv_len, **kwargs)
+    cols = operator_columns(m, acc, phase, batch, seq_len, opts)
+    attrs = table_attrs(m, acc, phase, batch, seq_len, opts)
     keys = ("model", "accelerator", "phase", "batch", "seq_len", "kv_len", "tp", "cp", "ep", "dtype", "recompute")
     out = {k: attrs[k] for k in keys}
     out.update(totals(cols))
-    kw = {k: attrs[k] for k in keys[5:]}
-    out.update(utilisation(m, acc, attrs["phase"], attrs["batch"], attrs["seq_len"], out["time_s"], **kw))
+    out.update(utilisation(m, acc, phase, batch, seq_len, out["time_s"], opts))
     out.update(attention=attrs["attention"], sequence_parallel=attrs["sequence_parallel"])
     values = [cols[k].tolist() for k in OP_KEYS]  # numpy scalars as Python's, as DataFrame.to_dict gives them
     out["ops"] = [dict(zip(OP_KEYS, row, strict=True)) for row in zip(*values, strict=True)]

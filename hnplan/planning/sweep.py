@@ -64,6 +64,11 @@ from hnplan.planning.sweep_signals import _sigint_held, _sigterm_as_interrupt
 #: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
 #: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
 MAX_WORKERS_PER_CORE = 4
+#: seconds a sweep waits for a ``--scheduler`` address to answer before it gives up (Dask's own default,
+#: ``distributed.comm.timeouts.connect``, is 30 s: a mistyped host or port answered only after that)
+CONNECT_TIMEOUT_S = 5.0
+#: seconds the Dask client, once connected, may take to connect again after losing the scheduler
+RECONNECT_TIMEOUT_S = 20.0
 DEFAULT_STACK = "megatron-core"  # as ``hnplan train``; ``none`` plans without a stack's overlaps and calibration
 
 
@@ -303,6 +308,7 @@ def run_sweep(
     progress: bool = True,
     catalog: Catalog | None = None,
     retry_failed: bool = False,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
 ) -> SweepSummary:
     """Evaluate every point of a spec not yet in ``out`` on Dask and append the rows to the dataset.
 
@@ -324,6 +330,9 @@ def run_sweep(
     retry_failed : bool
         Also evaluate again the spec's points whose row has an ``error``; each file holding such rows is
         replaced whole, its retried rows by their new ones (:func:`~hnplan.planning.sweep_io.replace_rows`).
+    connect_timeout_s : float
+        Seconds to wait for ``scheduler`` to answer (default :data:`CONNECT_TIMEOUT_S`); once connected,
+        the client may take :data:`RECONNECT_TIMEOUT_S` to connect again after a lost connection.
 
     Returns
     -------
@@ -343,6 +352,8 @@ def run_sweep(
 
     cat = catalog or load_catalog()
     spec = load_sweep_spec(spec, cat)
+    if not connect_timeout_s > 0:
+        raise InputError(f"--connect-timeout must be > 0 seconds; got {connect_timeout_s:g}")
     if workers is not None and workers < 1:
         raise InputError(f"--workers must be >= 1; got {workers}")
     if workers is not None and scheduler is not None:
@@ -396,11 +407,17 @@ def run_sweep(
     with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
         if scheduler:
             try:
-                client = stack.enter_context(Client(scheduler, timeout="20s"))
+                _reach(scheduler, connect_timeout_s)
+                client = stack.enter_context(Client(scheduler, timeout=f"{RECONNECT_TIMEOUT_S}s"))
             except (OSError, TimeoutError, ValueError) as exc:
                 if made:  # nothing was written: leave no empty folder behind
                     out.rmdir()
-                raise InputError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})") from None
+                if isinstance(exc, ValueError):
+                    raise InputError(f"--scheduler {scheduler}: not a Dask address ({exc})") from None
+                raise InputError(
+                    f"--scheduler {scheduler}: cannot reach a Dask scheduler there within --connect-timeout "
+                    f"{connect_timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+                ) from None
         else:
             with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them
                 cluster = stack.enter_context(
@@ -455,3 +472,30 @@ def run_sweep(
                 bar.advance(task, n_pts)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _reach(address: str, timeout_s: float) -> None:
+    """Open and close one connection to a Dask scheduler, waiting at most ``timeout_s`` seconds.
+
+    The Dask client's own ``timeout`` bounds both its first connection and its reconnection after a lost
+    one; a short wait for the first is checked here so that the reconnection keeps its longer window.
+    Runs in a thread of its own (its own event loop), so it works under a running loop (Jupyter) too.
+
+    Raises
+    ------
+    OSError
+        When nothing answered in time (``distributed.comm.connect`` retries until the timeout).
+    ValueError
+        For an address Dask cannot parse.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect
+
+    async def probe() -> None:
+        comm = await connect(address, timeout=timeout_s)
+        await comm.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, probe()).result()

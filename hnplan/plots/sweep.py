@@ -57,19 +57,40 @@ def pareto_figure(
 
 
 def sobol_bars(sobol: pd.DataFrame, output: str, label: str) -> go.Figure:
-    """First-order Sobol indices of the sampled inputs for one output, one bar group per design, each bar
-    with two ``noise_sd`` either side (the estimator's spread for an input that does not matter)."""
+    """First-order Sobol indices of the sampled inputs for one output, one bar group per design, over a
+    grey band up to the noise floor (``noise_floor`` of
+    :func:`hnplan.planning.design_space.sobol_indices`: the index an input that does not matter stays
+    below in 95 % of samples of this size; not a confidence interval). A bar at or below its design's
+    floor is hatched and faded: not distinguishable from zero."""
     s = sobol[sobol["output"] == output]
     fig = go.Figure()
     for design, g in s.groupby("design", sort=False):
+        noise = ~g["above_noise"].to_numpy(bool)
         fig.add_trace(
             go.Bar(
                 x=g["input"],
                 y=g["S1"],
                 name=design,
-                error_y=dict(type="data", array=2 * g["noise_sd"], visible=True),
-                hovertemplate=design + "<br>%{x}: S1 %{y:.2f}<extra></extra>",
+                marker=dict(
+                    pattern=dict(shape=["/" if n else "" for n in noise]),
+                    opacity=[0.45 if n else 1.0 for n in noise],
+                ),
+                customdata=["not distinguishable from zero" if n else "above the noise floor" for n in noise],
+                hovertemplate=design + "<br>%{x}: S1 %{y:.2f}, %{customdata}<extra></extra>",
             )
+        )
+    if len(s):
+        floor, draws = s["noise_floor"].max(), int(s["draws"].min())
+        fig.add_hrect(
+            y0=0,
+            y1=floor,
+            fillcolor="grey",
+            opacity=0.2,
+            line_width=0,
+            layer="below",
+            annotation_text=f"noise floor {floor:.2f} at {draws} draws per design (hatched bars: not distinguishable "
+            "from zero)",
+            annotation_position="top right",
         )
     fig.update_layout(
         title=f"What drives {label}: first-order Sobol indices",

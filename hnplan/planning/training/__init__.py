@@ -4,8 +4,8 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 * :mod:`.plan`: :class:`ParallelPlan`, the divisibility rules (vectorised), :class:`TrainingEstimate`.
 * :mod:`.candidates`: the candidate generator (numpy).
 * :mod:`.components`: the step-time components over arrays (compute, overlap, bubble, optimizer,
-  memory); :mod:`.collectives`: the TP/CP/PP/DP collectives with their placement; :mod:`.moe`: EP;
-  :mod:`.partial`: recomputation of some layers and activation offloading (stack choices).
+  memory); :mod:`.collectives`: the TP/CP/PP/DP collectives, each timed by :mod:`.collective_time` on its
+  placed group; :mod:`.moe`: EP; :mod:`.partial`: recomputation of some layers and activation offloading (stack choices).
 * :mod:`.job`: :func:`make_job` (the one place a job is assembled from ids, a software stack and
   explicit overrides, with the provenance of each choice).
 * :mod:`.evaluate`: :func:`evaluate_plans` (a DataFrame per

@@ -2,9 +2,9 @@
 micro-batch and the exposed data-parallel gradient and parameter collectives of a step.
 
 Each group is placed on the system once (:func:`hnplan.comm.placement.place_group`) and each distinct
-message timed once (:func:`collective_s`); each function evaluates its arithmetic once per distinct
-sub-key of the plans it depends on (:func:`hnplan.vectorise.on_distinct`) and gathers it back. The step
-model that adds them up is in :mod:`hnplan.planning.training.components`.
+message timed once (:func:`hnplan.planning.training.collective_time.collective_s`); each function evaluates
+its arithmetic once per distinct sub-key of the plans it depends on (:func:`hnplan.vectorise.on_distinct`)
+and gathers it back. The step model that adds them up is in :mod:`hnplan.planning.training.components`.
 
 References
 ----------
@@ -51,13 +51,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan import units
-from hnplan.comm.algorithms import SCALAR_SIZES, best_time, fastest_time, p2p_terms
-from hnplan.comm.collectives import sendrecv_time
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
 from hnplan.compute.layout import stage_layers
 from hnplan.memory.states import expert_dp
+from hnplan.planning.training.collective_time import SAME_TIME, collective_s  # noqa: F401  (re-exported)
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
     BUCKET_PER_DP_PARAMS,
@@ -70,6 +69,7 @@ from hnplan.planning.training.components import (
     recompute_is,
     with_etp,
 )
+from hnplan.planning.training.stage_compute import content_memo
 from hnplan.vectorise import factorize, on_distinct
 
 if TYPE_CHECKING:
@@ -77,91 +77,6 @@ if TYPE_CHECKING:
 
 COMM_SHAPE_KEYS = ["tp", "cp", "microbatch_size", "recompute"]  # what TP and CP traffic depends on
 DP_LAYOUT_KEYS = ("tp", "dp", "cp", "ep", "zero_stage", "pp", "etp")  # what the data-parallel collectives depend on
-#: ops whose time equals another op's at every size on every group, timed once under that op's memo entry:
-#: a reduce-scatter is an all-gather's pass in reverse: the same algorithms (ring, rhd, PAT) with the same time
-#: and tuner estimate in :mod:`hnplan.comm.algorithms` (NVIDIA/nccl src/graph/tuning.cc counts ``nRanks - 1``
-#: steps for both; tested)
-SAME_TIME = {"reducescatter": "allgather"}
-
-
-def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
-    """Time of one collective per candidate [s]: each distinct ``(size, stride)`` group is placed on
-    the system once (:func:`hnplan.comm.placement.place_group`: Megatron rank order, domain / leaf /
-    pod level) and timed with the fastest applicable algorithm for every candidate's message size
-    (:func:`hnplan.comm.algorithms.fastest_time`, the NCCL-tuner choice); 0 for groups of one rank.
-    Each time is remembered on the job (``job.memo``): a repeated search times only new messages; a
-    reduce-scatter and an all-gather of the same size on the same group share their entry (one pass of
-    the same algorithms with the same times, :data:`SAME_TIME`).
-
-    Parameters
-    ----------
-    op : str
-        ``allreduce``, ``reducescatter``, ``allgather``, ``alltoall`` or ``sendrecv``.
-    n_bytes : array
-        nccl-tests size S per candidate [bytes].
-    size, stride : array of int
-        Group size and rank stride per candidate.
-    """
-    size = np.asarray(size, dtype=np.int64)
-    out = np.zeros(size.shape)
-    live = size > 1
-    if not live.any():
-        return out
-    idx = np.flatnonzero(live)
-    if len(idx) <= SCALAR_SIZES:  # a few plans (a published run's): each on floats, without the array passes
-        return _few_collectives(job, op, out, idx, size, stride, n_bytes)
-    stride = np.broadcast_to(np.asarray(stride, dtype=np.int64), size.shape)
-    n = np.broadcast_to(np.asarray(n_bytes, dtype=float), size.shape)
-    # each distinct (size, stride, bytes) once: candidates share a few message sizes per group
-    base = int(stride.max()) + 1
-    n_uniq, n_codes = np.unique(n[idx], return_inverse=True)
-    key = (size[idx] * base + stride[idx]) * len(n_uniq) + n_codes
-    ukey, codes = np.unique(key, return_inverse=True)
-    pair, u_n = ukey // len(n_uniq), n_uniq[ukey % len(n_uniq)]
-    memo = job.memo.setdefault(("collective_s", SAME_TIME.get(op, op)), {})  # {(size, stride, bytes): time}
-    keys = list(zip((pair // base).tolist(), (pair % base).tolist(), u_n.tolist()))
-    res = np.array([memo.get(k, np.nan) for k in keys])
-    miss = np.flatnonzero(np.isnan(res))
-    if len(miss):  # each group placed once; its messages timed on floats, or together where it has many
-        u_pair, inv, count = np.unique(pair[miss], return_inverse=True, return_counts=True)
-        placed = [job.group(p // base, p % base) for p in u_pair.tolist()]
-        if op == "sendrecv":  # its one algorithm, alpha + S / bw (p2p_terms): every group's messages at once
-            alpha, bw = (np.array(x, dtype=float) for x in zip(*map(p2p_terms, placed)))
-            res[miss] = sendrecv_time(u_n[miss], bw[inv], alpha[inv])
-        else:
-            few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
-            at = miss[few]
-            res[at] = [best_time(op, x, placed[i])[0] for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
-            for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
-                at = miss[inv == i]
-                res[at] = fastest_time(op, u_n[at], placed[i])
-        memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
-    out[idx] = res[codes]
-    return out
-
-
-def _few_collectives(job: Job, op: str, out: np.ndarray, idx: np.ndarray, size, stride, n_bytes) -> np.ndarray:
-    """:func:`collective_s` of at most :data:`~hnplan.comm.algorithms.SCALAR_SIZES` live plans (rows ``idx``),
-    one by one on floats: the same memo entries and the same numbers as its distinct-message path."""
-    memo = job.memo.setdefault(("collective_s", SAME_TIME.get(op, op)), {})
-    at = [_at(np.asarray(x, dtype=t), size.shape, idx) for x, t in ((stride, np.int64), (n_bytes, float))]
-    for i, key in zip(idx.tolist(), zip(size[idx].tolist(), *at)):
-        t = memo.get(key)
-        if t is None:
-            g = job.group(key[0], key[1])
-            if op == "sendrecv":
-                alpha, bw = p2p_terms(g)
-                t = float(sendrecv_time(np.array([key[2]]), np.array([bw], dtype=float), np.array([alpha]))[0])
-            else:
-                t = best_time(op, key[2], g)[0]
-            memo[key] = t
-        out[i] = t
-    return out
-
-
-def _at(a: np.ndarray, shape: tuple, idx: np.ndarray) -> list:
-    """The values of ``a`` broadcast to ``shape`` at rows ``idx``, as Python numbers."""
-    return a[idx].tolist() if a.shape == shape else np.broadcast_to(a, shape)[idx].tolist()
 
 
 def tp_comm_per_microbatch(job: Job, df: pd.DataFrame, layers, quantised: bool = True) -> np.ndarray:
@@ -271,20 +186,20 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     again) + AG + RS``. That the backward re-gathers rather than keeps the gathered K/V is an assumption
     (the paper does not say; keeping them would hold ``cp`` times the rank's K/V per layer in memory).
     """
-    m = job.model
     if job.choices.cp_algorithm == "allgather":
         return _cp_allgather_per_layer(job, df)
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
-    # the ring's kernel times once per (micro-batch, tp, cp), kept on the design for repeated searches
+    # the ring's kernel times once per (micro-batch, tp, cp), kept under the numbers they depend on for repeated
+    # searches (content_memo)
     if "cp_ring_key" not in job.memo:  # the entries serialised once per job
         job.memo["cp_ring_key"] = (
             "cp_ring_kernels",
-            m.model_dump_json(),
-            job.kernel_acc.model_dump_json(),
+            job.model_json,
+            job.kernel_acc_json,
             job.seq_len,
         )
-    kernels: dict = job.catalog.design(job.system).memo(job.memo["cp_ring_key"], dict)
+    kernels = content_memo(job.memo["cp_ring_key"])
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")

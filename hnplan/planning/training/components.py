@@ -72,6 +72,7 @@ from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute
     _taken,
     busiest_rank_load,
     compute_per_microbatch,
+    content_memo,
     part_times,
     recompute_is,
     stage_kinds,
@@ -154,6 +155,17 @@ class Job:
     @cached_property
     def params(self):
         return param_counts(self.model)
+
+    @cached_property
+    def model_json(self) -> str:
+        """The model's fields as JSON: part of the key of the per-shape tables every job shares
+        (:func:`~hnplan.planning.training.stage_compute.content_memo`)."""
+        return self.model.model_dump_json()
+
+    @cached_property
+    def kernel_acc_json(self) -> str:
+        """:attr:`kernel_acc`'s fields as JSON (as :attr:`model_json`)."""
+        return self.kernel_acc.model_dump_json()
 
     @cached_property
     def kernel_acc(self) -> Accelerator:
@@ -330,10 +342,17 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         balanced=ch.pipeline_balanced_ends,
         recompute_modules=ch.recompute_modules,
         dualpipe=ch.pipeline_schedule == "dualpipe",
-        cache=job.memo.setdefault("memory", {}),
+        cache=memory_cache(job),
         recompute_num_layers=ch.recompute_num_layers,
         offload_layers=ch.cpu_offload_layers,
     )
+
+
+def memory_cache(job: Job) -> dict:
+    """The per-shape activation bytes of the job's model (the ``cache`` of
+    :func:`hnplan.memory.training_memory_table`: one model's, keyed inside by the sequence and the flags),
+    shared by every job of the process with the same model (:func:`content_memo`)."""
+    return content_memo(("memory", job.model_json))
 
 
 def flops_per_token(job: Job, df: pd.DataFrame):

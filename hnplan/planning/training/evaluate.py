@@ -189,7 +189,7 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dic
     cols["fits"] = cols["memory_per_gpu_bytes"] <= c.hbm_bytes(job.acc)
     apply_offload(job, cols, comp)  # t_offload_exposed_s; offloaded plans that now fit (stack choice offload)
     if ch.cpu_offload_layers:  # activation offloading of some layers (stack choice cpu_offload_layers)
-        memo = job.memo.setdefault("memory", {})
+        memo = c.memory_cache(job)
         t_act, host = partial.activation_offload(job, plans, stage_layers, t_fwd_mb, t_bwd_mb, memo)
         cols["t_offload_exposed_s"] = cols["t_offload_exposed_s"] + m * t_act
         cols["fits"] = cols["fits"] & (host <= partial.host_bytes_per_gpu(job))

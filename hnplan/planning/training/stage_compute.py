@@ -1,8 +1,8 @@
 """Compute time of one micro-batch on each pipeline stage of every candidate plan, over numpy arrays.
 
 The operator-level part times of a layer, the embedding and the head (:func:`hnplan.compute.parts.part_time_table`)
-depend on a few distinct ``(micro-batch, tp, cp, ep)`` shapes; they are evaluated once per shape (memoised on
-the system's design, :func:`part_times`) and combined with the layers each stage holds (:func:`stage_kinds`),
+depend on a few distinct ``(micro-batch, tp, cp, ep)`` shapes; they are evaluated once per shape (memoised by the
+numbers they depend on, :func:`content_memo`, :func:`part_times`) and combined with the layers each stage holds (:func:`stage_kinds`),
 the recomputation mode, the busiest expert-parallel rank's load and the host model
 (:mod:`hnplan.compute.host`) into :func:`compute_per_microbatch`, the ``t_mb`` compute term of the step model
 of :mod:`hnplan.planning.training.components` (Narayanan et al. SC21, arXiv:2104.04473, Sec. 3.3).
@@ -11,6 +11,8 @@ The names are re-exported by :mod:`hnplan.planning.training.components`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +34,37 @@ if TYPE_CHECKING:
 
 def _col(df, name):
     return column(df, name)
+
+
+#: at most this many keys in :func:`content_memo` (a few per model, accelerator, sequence and stack in use)
+CONTENT_MEMO_KEYS = 32
+_CONTENT_MEMO: OrderedDict = OrderedDict()
+_CONTENT_LOCK = threading.Lock()  # a sweep's threads may search at once
+
+
+def content_memo(key: tuple) -> dict:
+    """The dict of results stored under ``key``, a tuple naming what they are and everything they depend on (the
+    model's and accelerator's fields as JSON, the sequence, the dtype, the stack's choices), shared by every job
+    of the process: the operator-level part times (:func:`part_times`), the context-parallel ring's kernel times,
+    the per-shape activation bytes and the collective tuner's times by group placement. Another job, a new
+    catalog of the same data, or another system with the same accelerator reuses what an earlier search
+    computed; the first search in a process computes it (:func:`clear_content_memo` forgets it all). Holds the
+    :data:`CONTENT_MEMO_KEYS` keys used last."""
+    with _CONTENT_LOCK:
+        d = _CONTENT_MEMO.get(key)
+        if d is None:
+            d = _CONTENT_MEMO[key] = {}
+            while len(_CONTENT_MEMO) > CONTENT_MEMO_KEYS:
+                _CONTENT_MEMO.popitem(last=False)
+        else:
+            _CONTENT_MEMO.move_to_end(key)
+        return d
+
+
+def clear_content_memo() -> None:
+    """Forget every :func:`content_memo` entry (the next search computes everything afresh, as a process's first)."""
+    with _CONTENT_LOCK:
+        _CONTENT_MEMO.clear()
 
 
 def recompute_is(df: pd.DataFrame | Columns, mode: str) -> np.ndarray:
@@ -89,9 +122,10 @@ def with_etp(df):
 
 def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     """:func:`hnplan.compute.parts.training_part_times` of the job's model, accelerator, sequence and
-    stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape on the
-    system's :class:`~hnplan.catalog.design.Design` (:meth:`~hnplan.catalog.design.Design.memo`): a
-    repeated search (sizing loops, sweeps) times only the shapes it has not seen. Each shape's row is
+    stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape under the
+    numbers they depend on (:func:`content_memo`; not the system's network): a repeated search (sizing loops,
+    sweeps over designs with the same accelerator, a new catalog of the same data) times only the shapes it
+    has not seen. Each shape's row is
     independent of the others, so the result equals one call over ``shapes``.
 
     Returns
@@ -103,13 +137,13 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     if ("part_times_key", dtype) not in job.memo:
         job.memo["part_times_key", dtype] = (
             "training_part_times",
-            job.model.model_dump_json(),
-            job.kernel_acc.model_dump_json(),
+            job.model_json,
+            job.kernel_acc_json,
             job.seq_len,
             dtype,
             ch,
         )
-    cache: dict = job.catalog.design(job.system).memo(job.memo["part_times_key", dtype], dict)
+    cache = content_memo(job.memo["part_times_key", dtype])
     cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
