@@ -226,6 +226,62 @@ def test_calibrate_imports_no_pandas(tmp_path):
     assert not {"pandas", "pyarrow", "networkx", "plotly", "simpy", "dask"} & mods
 
 
+BAD_INPUT_PROBE = """
+import contextlib, io, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", *{argv!r}]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code
+print(code, ",".join(sorted(m for m in sys.modules if m.startswith(("scipy", "hnplan.planning")))))
+"""
+
+
+@pytest.mark.parametrize("fault", ["unknown model", "missing file"])
+def test_calibrate_answers_a_bad_runs_file_before_importing_scipy(tmp_path, fault):
+    """scipy.optimize (its package import is about 0.25 s of CPU: every solver, scipy.linalg, scipy.special) is
+    imported by the fit, after the runs are read and checked: a bad runs file exits 2 without it."""
+    example = Path(__file__).resolve().parents[1] / "docs" / "examples" / "calibration_runs.yaml"
+    runs = tmp_path / "runs.yaml"
+    if fault == "unknown model":
+        runs.write_text(example.read_text().replace("model: llama3.1-405b", "model: llama3.1-4o5b"))
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", str(tmp_path / "s.yaml")]
+    out = subprocess.run(
+        [sys.executable, "-c", BAD_INPUT_PROBE.format(argv=argv)], capture_output=True, text=True, check=True
+    )
+    code, mods = out.stdout.strip().splitlines()[-1].split(" ")
+    assert code == "2"
+    assert "hnplan.planning.calibrate" in mods.split(",")  # the runs were read by the planner, which refused them
+    assert not [m for m in mods.split(",") if m.startswith("scipy")]
+
+
+FREEZE_PROBE = """
+import atexit, contextlib, gc, io, sys
+from hnplan.cli import main
+atexit.register(lambda: print("frozen", gc.get_freeze_count(), "tracked", len(gc.get_objects())))
+sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
+for _ in range(2):  # a second call registers nothing more
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, exc.code
+print("done")
+"""
+
+
+def test_objects_are_frozen_at_exit_so_finalization_does_not_trace_them():
+    """:func:`hnplan.cli.main` freezes what is left at exit (before the interpreter's finalization collects
+    everything): the hook registered before main runs after it and finds nothing tracked."""
+    out = subprocess.run([sys.executable, "-c", FREEZE_PROBE], capture_output=True, text=True, check=True)
+    done, hook = out.stdout.strip().splitlines()[-2:]
+    assert done == "done"
+    _, frozen, _, tracked = hook.split()
+    assert int(frozen) > 10_000 and int(tracked) == 0
+
+
 BLAS_PROBE = """
 import contextlib, io, os, sys
 from hnplan.cli import main

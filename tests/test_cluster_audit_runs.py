@@ -28,8 +28,12 @@ def _fresh():
 
 
 def _grid(claim, **kw):
+    """The grid as the planner asks for it: with its on-disk cache passed in."""
+    from hnplan.catalog import load_catalog
+
     _fresh()
-    pts, *rest = cc.audit_points(claim, *DESIGNS, **SMALL, **kw)
+    cache = prediction_cache.run_cache(load_catalog())
+    pts, *rest = cc.audit_points(claim, *DESIGNS, **SMALL, cache=cache, **kw)
     return pts, rest
 
 
@@ -58,6 +62,16 @@ def test_a_second_audit_reads_its_runs_back_without_simulating(cache_dir, monkey
     monkeypatch.setattr(cc, "_run", lambda *a: calls.append(a) or real(*a))
     _grid("utilisation-40-to-70", workers=1)
     assert {a[0] for a in calls} == {"gb200-nvl72"} and len(calls) == 2 * 2  # loads x streams
+
+
+def test_without_a_cache_passed_in_the_simulation_keeps_runs_in_memory_only(cache_dir, monkeypatch):
+    # the simulation keeps no cache of its own (it imports no planner): only the planner's cache writes a file
+    _fresh()
+    first = cc.audit_points("concurrent-512-jobs-92", *DESIGNS, **SMALL, workers=1)[0]
+    assert not cache_dir.exists()
+    monkeypatch.setattr(cc, "_run", lambda *a: (_ for _ in ()).throw(AssertionError("simulated again")))
+    again = cc.audit_points("concurrent-512-jobs-92", *DESIGNS, **SMALL, workers=1)[0]  # this process's runs
+    assert again.equals(first)
 
 
 def test_no_cache_writes_nothing(cache_dir, monkeypatch):

@@ -115,6 +115,27 @@ def test_progress_reaches_the_end_of_the_window(cat):
     assert seen[-1][0] >= seen[-1][1] == r.summary["window_s"]
 
 
+@pytest.mark.parametrize(
+    ("system", "gpus", "most"),
+    [
+        # 64-port QM9700: a 3-tier fat-tree of 64^3 / 4 = 65,536 ports; an HGX node takes 8 ports for 8 GPUs
+        ("hgx-h100-ib-ndr", 65537, "65,536"),
+        # a GB200 tray takes 4 ports for 4 GPUs, 65,536 GPUs, down to whole 72-GPU racks: 910 x 72 = 65,520
+        ("gb200-nvl72", 65521, "65,520"),
+    ],
+)
+def test_cluster_gpus_beyond_one_fabric_are_refused_naming_the_flag(system, gpus, most):
+    """A design's scale-out fabric bounds its GPU count (as compare, reliability, tco, size and topology say):
+    one line naming --gpus and the bound, exit 2, before any simulation."""
+    r = runner.invoke(app, ["cluster", "simulate", "--system", system, "--gpus", str(gpus), "--jobs", "5", "--json"])
+    assert r.exit_code == 2, r.output
+    assert json.loads(r.stdout)["error"]["message"] == (
+        f"--gpus {gpus} exceeds the {most} GPUs of {system} one scale-out fabric joins (a 3-tier fat-tree of "
+        f"64-port qm9700 switches); give at most {most}"
+    )
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
 def test_cluster_table_title_keeps_its_unit():
     # "[s]" in a rich title is markup unless escaped: the queueing-delay table must say its unit
     r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "50"])

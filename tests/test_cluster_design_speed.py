@@ -102,6 +102,7 @@ def test_faster_design_finishes_the_trace_sooner(cat):
     # by hand: job k (arriving at k/2 h) starts at k h if k is even, k - 1/2 h if odd, so it waits k/2 or
     # k/2 - 1/2 h; over k = 0..19 the waits sum to 45 + 45 = 90 h, 4.5 h a job: mean JCT 4.5 + 2 = 6.5 h
     assert servers.summary["jct_s"]["mean"] == pytest.approx(6.5 * 3600, rel=1e-9)
+    assert servers.summary["jct_s"]["training_mean"] == servers.summary["jct_s"]["mean"]  # all are training jobs
     assert servers.summary["jct_s"]["mean"] > 2 * rack.summary["jct_s"]["mean"]
     assert rack.summary["jct_s"]["mean"] == pytest.approx(7200.0 / ratio, rel=1e-6)  # 57 min, no queue
 

@@ -23,7 +23,7 @@ def test_audit_interval_of_a_small_utilisation_is_the_logit_one_not_clipped(monk
     util = dict(zip(seeds, (0.001, 0.002, 0.008), strict=True))
     conc = dict(zip(seeds, (1.0, 2.0, 30.0), strict=True))
 
-    def fake_runs(args, catalog, workers):
+    def fake_runs(args, workers, cache=None):
         row = dict(gpus=64, allocation_rate=0.5, offered_load_window=0.5, fragmentation=0.0, rejected_jobs=0)
         return [dict(row, utilisation=util[a[7]], concurrent_jobs=conc[a[7]]) for a in args]
 
@@ -73,3 +73,20 @@ def test_a_log_scale_interval_too_wide_for_a_float_reads_inf_not_an_error():
     # exp(-690.8 / 2 + 4,390) overflows a float (it raised OverflowError)
     c = mean_ci([1.0, 1e-300], bounds=(0.0, None))
     assert c["bounded_high"] == float("inf") and 0.0 <= c["bounded_low"] < 1e-300
+
+
+def test_a_run_within_rounding_of_a_bound_is_on_it():
+    # three runs' goodput on 144 H100 (1,500 jobs of the default mix, seeds spawned from 0): the second lost no
+    # work, but its ratio of sums rounds to 1 - 6e-16, whose logit (35.1) stretched the logit interval to
+    # 0.0% to 100.0%. On the bound, there is no bounded interval; the plain one, mean 0.99255 +- 4.303 x
+    # s 0.010376 / sqrt(3) = +- 0.02578, is given with the bound it crosses
+    from hnplan.cluster.replicate import ci_text
+
+    c = mean_ci([0.9807006001396447, 0.9999999999999994, 0.9969561087131262], bounds=(0.0, 1.0))
+    assert c["bounded_low"] is None and c["bounded_high"] is None
+    assert round(c["half_width"], 5) == 0.02578
+    assert ci_text(c) == "95 % CI 96.7% to 101.8%, crossing 100%: 3 replications are too few for this spread"
+    # a slowdown of 1 + 2e-16 (a job that never waited) is on the bound 1 of the log scale alike
+    assert mean_ci([1.0000000000000002, 1.5, 2.0], bounds=(1.0, None))["bounded_low"] is None
+    # one well inside keeps its logit interval
+    assert mean_ci([0.98, 0.99, 0.995], bounds=(0.0, 1.0))["bounded_high"] < 1.0

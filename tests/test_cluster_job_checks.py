@@ -44,3 +44,19 @@ def test_a_fraction_of_a_count_is_refused_not_truncated(tmp_path, row, says):
     res = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "72", "--trace", str(path)])
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [f"error: {path}: {says}"]
+
+
+def test_a_tp_group_larger_than_the_job_is_refused_not_lowered(tmp_path):
+    # a TP-8 group of a 4-GPU job is not a job that can run: it was silently run as one TP-4 group
+    path = tmp_path / "jobs.csv"
+    path.write_text(HEAD + "0,8,1000,3600,training,3600,8\n60,4,1000,3600,training,3600,8\n")
+    res = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "72", "--trace", str(path)])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines() == [
+        f"error: {path}: row 3, column tp: a TP group of 8 GPUs is larger than the job's 4 GPUs; give tp <= gpus"
+    ]
+    # tp equal to the job's GPUs is one group of all of them, kept as given
+    from hnplan.cluster.jobs import check_jobs
+
+    jobs = {"arrival_s": [0.0], "gpus": [4], "gpu_milli": [1000], "duration_s": [60.0], "cls": ["training"]}
+    assert check_jobs({**jobs, "checkpoint_s": [0.0], "tp": [4]})["tp"].tolist() == [4]

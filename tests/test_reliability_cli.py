@@ -212,15 +212,18 @@ def test_gpus_bought_is_bounded_by_the_scale_out_fabric(bought, said):
     assert ok.exit_code == 0 and json.loads(ok.stdout)["gpus_bought"] == 65520
 
 
-def test_a_purchase_beyond_the_fabric_is_the_topologys_message_where_no_flag_gave_it(cat):
-    # compare buys whole racks for --gpus 65,530: 911 racks, 65,592 GPUs, one rack over the fabric; the message is
-    # the topology's (no --gpus-bought was typed), as before the bound on the flag
+def test_a_purchase_beyond_the_fabric_names_the_flag_that_gave_it(cat):
+    # compare buys whole racks for --gpus 65,530: 911 racks, 65,592 GPUs, one rack over the fabric. The planner,
+    # where no flag gave the count, says the topology's ports; compare names its flag and the bound, as
+    # reliability, tco, size and topology do: 64^3 / 4 = 65,536 ports, 4 per 4-GPU tray, 16,384 trays = 65,536
+    # GPUs, down to whole 72-GPU racks: 910 x 72 = 65,520
     want = "65,592 GPUs of gb200-nvl72 need 65,592 scale-out ports, more than a 3-tier fat-tree of 64-port qm9700"
     with pytest.raises(InputError, match=want):
         estimate_reliability("gb200-nvl72", 65530, "llama3.1-70b", catalog=cat, gpus_bought=65592)
-    r = runner.invoke(
-        app,
-        ["compare", "--model", "llama3.1-70b", "--gpus", "65530", "--tokens", "1T"]
-        + ["--systems", "gb200-nvl72", "--json"],
+    args = ["compare", "--model", "llama3.1-70b", "--tokens", "1T", "--systems", "gb200-nvl72", "--json"]
+    r = runner.invoke(app, [*args, "--gpus", "65530"])
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"]["message"] == (
+        "--gpus 65530 exceeds the 65,520 GPUs of gb200-nvl72 one scale-out fabric joins (a 3-tier fat-tree of "
+        "64-port qm9700 switches); give at most 65,520"
     )
-    assert r.exit_code == 2 and json.loads(r.stdout)["error"]["message"].startswith(want)
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output

@@ -38,12 +38,13 @@ def _flag_named(paths: dict[str, str | None]):
 
 @contextmanager
 def _long_lived_imports():
-    """Import the fit's modules (scipy.optimize, the planners) without the cyclic garbage collector, then
-    move what exists to the collector's permanent generation (:func:`gc.freeze`): module objects live as
-    long as the process, so scanning them again and again is wasted work (on the README's example, about
-    100 young-generation passes, 10 middle and one full one over them: about 0.04 s of CPU of 0.75 s).
-    The collector runs as usual for the fit. Only on the first import in a process (the command line's):
-    a program that calls the command again, or has the modules already, keeps its collector as it is."""
+    """Import the fit's modules (the planners) without the cyclic garbage collector, then move what exists to
+    the collector's permanent generation (:func:`gc.freeze`): module objects live as long as the process, so
+    scanning them again and again is wasted work. The collector runs as usual for the fit, which imports
+    scipy.optimize itself (:func:`hnplan.planning.calibrate_fit.fit`) once the runs are read and checked, so
+    a bad input is answered without that import. Only on the first import in a process (the command
+    line's): a program that calls the command again, or has the modules already, keeps its collector as it
+    is."""
     import gc
     import sys
 

@@ -127,6 +127,7 @@ def simulate(
     from hnplan.catalog.checks import check_refs
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
     from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
+    from hnplan.cluster.topology import check_cluster_gpus
     from hnplan.errors import InputError
 
     with handle_errors():
@@ -151,6 +152,7 @@ def simulate(
                 f"({load:.0%} of the cluster)"
             )
         cat = load_catalog()
+        check_cluster_gpus(system, gpus, "--gpus", cat)  # the flag and the design's bound, before any simulation
         services = []
         for item in serve or []:
             model_id, _, qps = item.rpartition(":")
@@ -323,11 +325,16 @@ def simulate(
                     "design speed",
                     (f"{speed:.2f}x" if speed is not None else "-")
                     + f" the speed on {s['reference_system']} (training jobs' best-plan tokens/s, weighted by GPU-time); "
-                    "JCT "
+                    "JCT of the finished jobs "
                     + (
                         f"mean {units.s_to_hours(s['jct_s']['mean']):,.2f} h, p95 {units.s_to_hours(s['jct_s']['p95']):,.2f} h"
                         if s["jct_s"]["mean"] is not None
                         else "-"
+                    )
+                    + (
+                        f"; training jobs mean {units.s_to_hours(s['jct_s']['training_mean']):,.2f} h"
+                        if s["jct_s"].get("training_mean") is not None
+                        else ""
                     ),
                 )
             )

@@ -93,7 +93,7 @@ def compare(
     from hnplan.catalog.checks import check_refs
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import UNITS, compare_design_rows, trust_notes, verdict
-    from hnplan.planning.design import CHECKPOINT_MODES
+    from hnplan.planning.design import CHECKPOINT_MODES, check_fabric_gpus
     from hnplan.units import format_count
 
     with handle_errors():
@@ -105,6 +105,8 @@ def compare(
             global_batch_tokens = int(defaults["global_batch_tokens"])
         refs = {"--model": ("models", model), **{f"--systems {s}": ("systems", s) for s in names}}
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
+        for name in names:  # the flag and each design's bound, not the bill of materials' ports
+            check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
         check_choice("--offload", offload, ("none", "auto"))
         if checkpoint is not None and not goodput:  # the mode sets the goodput, which --no-goodput leaves out

@@ -12,6 +12,7 @@ offered load: :func:`audit_points`).
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from hnplan.cluster.replicate import ci_range, mean_ci, replication_seeds
 from hnplan.cluster.simulate import resolve_jobs, simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import check_choice
+
+if TYPE_CHECKING:
+    from hnplan.cluster.utilisation import RunCache
 
 
 def utilisation_claims(
@@ -159,18 +163,17 @@ def _run(
 _DONE: dict[tuple, dict] = {}
 
 
-def _runs(args: list[tuple], catalog: Catalog, workers: int) -> list[dict]:
-    """:func:`_run` of each argument tuple, from this process's runs, else from the on-disk cache
-    (:func:`hnplan.planning.prediction_cache.cached_points`: keyed by the arguments, the catalog's content
-    hash and the code), else run now, on up to ``workers`` processes side by side
-    (``concurrent.futures.ProcessPoolExecutor``). Each run is a function of its arguments alone (its own
-    seed), so the numbers do not depend on ``workers`` or on the order the runs finish in."""
-    from hnplan.planning.prediction_cache import cached_points, point_digest
-
+def _runs(args: list[tuple], workers: int, cache: RunCache | None = None) -> list[dict]:
+    """:func:`_run` of each argument tuple, from this process's runs, else from ``cache`` where given
+    (:data:`hnplan.cluster.utilisation.RunCache`, keyed by ``"cluster-audit-run"`` and the arguments but the
+    catalog folder: the planner's on-disk cache keys by the catalog's content), else run now, on up to
+    ``workers`` processes side by side (``concurrent.futures.ProcessPoolExecutor``). Each run is a function of
+    its arguments alone (its own seed), so the numbers do not depend on ``workers`` or on the order the runs
+    finish in."""
     todo = [a for a in dict.fromkeys(args) if a not in _DONE]
     if todo:
         # the catalog folder (last but one argument) is left out: the cache's key holds the catalog's content
-        digests = [point_digest("cluster-audit-run", *a[:-2], a[-1]) for a in todo]
+        keys = [("cluster-audit-run", *a[:-2], a[-1]) for a in todo]
 
         def compute(idx: list[int]) -> list[dict]:
             sel = [todo[i] for i in idx]
@@ -182,7 +185,8 @@ def _runs(args: list[tuple], catalog: Catalog, workers: int) -> list[dict]:
             with ProcessPoolExecutor(max_workers=n) as pool:
                 return list(pool.map(_run, *zip(*sel, strict=True)))
 
-        for a, row in zip(todo, cached_points(digests, catalog, compute), strict=True):
+        rows = compute(list(range(len(todo)))) if cache is None else cache(keys, compute)
+        for a, row in zip(todo, rows, strict=True):
             _DONE[a] = row
     return [_DONE[a] for a in args]
 
@@ -212,6 +216,7 @@ def audit_points(
     bf_interval_s: float = 0.0,
     catalog: Catalog | None = None,
     workers: int | None = None,
+    cache: RunCache | None = None,
 ) -> tuple[pd.DataFrame, str, str, float, str]:
     """The grid of one cluster claim of the audit, simulated on the same job stream for every row.
 
@@ -240,8 +245,12 @@ def audit_points(
     workers : int, optional
         Processes that run the grid's simulations side by side (default :func:`audit_workers`; 1: one
         after another in this process). The numbers do not depend on it. Runs already made in this
-        process, or kept in the on-disk cache (:func:`hnplan.planning.prediction_cache.cached_points`;
-        ``HNPLAN_NO_CACHE=1`` bypasses it), are not run again.
+        process are not run again.
+    cache : RunCache, optional
+        A store of runs (:data:`hnplan.cluster.utilisation.RunCache`): those it holds are not run again. The
+        planner passes its on-disk cache (:func:`hnplan.planning.claims.cluster_utilisation`,
+        :func:`hnplan.planning.prediction_cache.run_cache`; ``HNPLAN_NO_CACHE=1`` bypasses it); none: runs
+        are kept in this process only.
 
     Returns
     -------
@@ -274,7 +283,7 @@ def audit_points(
     grid = [
         a for load in loads for c in _configs(claim_id, traditional, supernode, lines) for a in args(c[0], load, *c[1:])
     ]
-    done = dict(zip(grid, _runs(grid, cat, audit_workers() if workers is None else workers), strict=True))
+    done = dict(zip(grid, _runs(grid, audit_workers() if workers is None else workers, cache), strict=True))
 
     def run(system, load, policy="topology-aware", backfill=True, n_lines=1):
         rs = [done[a] for a in args(system, load, policy, backfill, n_lines)]

@@ -134,7 +134,7 @@ def check_jobs(
         shows it on (the header is row 1, the first job row 2); default the table's rows 1..n. A string is
         the name itself (``job 1234`` of a JSON log).
     domain_gpus : int, optional
-        GPUs of the cluster's scale-up domain: a job whose TP group (``tp``, at most its ``gpus``) is larger
+        GPUs of the cluster's scale-up domain: a job whose TP group (``tp``) is larger
         cannot keep the group inside one domain, so it is refused rather than run as smaller groups (a TP-72
         job on 8-GPU HGX domains is not the job the row describes). None: not checked.
     cluster_gpus : int, optional
@@ -154,8 +154,9 @@ def check_jobs(
     InputError
         For a missing column, an unknown class, a non-positive size or duration, an infinite arrival,
         size, duration or tp, a count (gpus, gpu_milli, tp) that is not a whole number, a negative
-        checkpoint period, a fraction of a GPU on a multi-GPU job, or a TP group larger than ``domain_gpus``
-        (one line naming ``where``, the row and the column).
+        checkpoint period, a fraction of a GPU on a multi-GPU job, a TP group larger than the job's own
+        ``gpus`` (refused, not lowered: a TP-8 row of a 4-GPU job is not a job that can run) or than
+        ``domain_gpus`` (one line naming ``where``, the row and the column).
     """
     out = _checked_columns(job_columns(jobs), where, rows, (domain_gpus, cluster_gpus), tp_source)
     return job_frame(out) if hasattr(jobs, "columns") else out
@@ -213,7 +214,16 @@ def _checked_columns(jobs: dict, where: str, rows, fit=(None, None), tp_source: 
             f"< {MILLI}) needs gpus = 1; the row has gpus = {int(jobs['gpus'][i])}"
         )
     gpus = jobs["gpus"].astype(np.int64)
-    tp = np.minimum(jobs["tp"].astype(np.int64), gpus)
+    tp = jobs["tp"].astype(np.int64)
+    # a TP group larger than the job is not the job the row describes (a TP-8 group of a 4-GPU job): refused,
+    # not lowered to the job's size
+    big = tp > gpus
+    if big.any():
+        i = int(np.flatnonzero(big)[0])
+        raise InputError(
+            f"{where}: {_label(names[i])}, {tp_source}: a TP group of {int(tp[i])} GPUs is larger than the job's "
+            f"{int(gpus[i])} GPUs; give tp <= gpus"
+        )
     uneven = (tp < 1) | (gpus % np.maximum(tp, 1) != 0)
     if uneven.any():
         row = int(np.flatnonzero(uneven)[0])
@@ -236,7 +246,7 @@ def _checked_columns(jobs: dict, where: str, rows, fit=(None, None), tp_source: 
         out[col] = jobs[col][order]
     out["gpus"] = out["gpus"].astype(np.int64)
     out["gpu_milli"] = out["gpu_milli"].astype(np.int64)
-    out["tp"] = np.minimum(out["tp"].astype(np.int64), out["gpus"])
+    out["tp"] = out["tp"].astype(np.int64)
     out["arrival_s"] = out["arrival_s"].astype(float) - float(out["arrival_s"].min())
     if GPU_SPEC in jobs:
         out[GPU_SPEC] = np.array([s.strip() if isinstance(s, str) else "" for s in jobs[GPU_SPEC][order]], dtype=object)

@@ -89,7 +89,8 @@ def mean_ci(values, confidence: float = CONFIDENCE, bounds: tuple[float, float |
     (the transformation method for a bounded mean, e.g. Law 2015, Sec. 9.4; asymmetric and always inside
     the bounds). With three replications ``t_{2, 0.975}`` = 4.30, so a share whose runs spread by a few
     points around a small mean has a plain interval reaching below 0; the bounded one stays inside. It is
-    None where a value lies on a bound (the transform is infinite there) or all values are equal.
+    None where a value lies on a bound, or within a relative 1e-9 of a non-zero one (the transform is
+    infinite there, or so large that the interval spans the whole range), or all values are equal.
 
     Returns
     -------
@@ -129,7 +130,14 @@ def _bounded(x: np.ndarray, t: float, lower: float, upper: float | None) -> dict
     y = x - lower
     if upper is not None:
         y = y / (upper - lower)
-    if not ((y > 0).all() and (upper is None or (y < 1).all())) or np.ptp(x) <= 1e-12 * max(1.0, abs(float(x[0]))):
+    # a run within rounding of a non-zero bound (a goodput of 1 - 6e-16: no work lost; a slowdown of 1 + 2e-16)
+    # is on it: its logit (35) or log (-36) would stretch the interval over the whole range; a relative 1e-9 of
+    # the bound, as a crossed bound (:func:`_crossed`). Near a bound of 0 a small value is no rounding (a delay
+    # of 1e-300 s is above 0)
+    span = 1.0 if upper is None else upper - lower
+    tol_low, tol_high = 1e-9 * abs(lower) / span, 1e-9 * abs(upper or 0.0) / span
+    inside = (y > tol_low).all() and (upper is None or (y < 1 - tol_high).all())
+    if not inside or np.ptp(x) <= 1e-12 * max(1.0, abs(float(x[0]))):
         return none
     z = np.log(y / (1 - y)) if upper is not None else np.log(y)
     hw = t * float(z.std(ddof=1)) / math.sqrt(len(z))

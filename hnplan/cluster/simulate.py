@@ -245,7 +245,8 @@ def simulate_cluster(
         ``duration_s / ratio`` (:func:`hnplan.cluster.runtime.design_speed_ratio` at its GPU count);
         inference and development jobs keep theirs. The summary then has ``reference_system``,
         ``design_speed`` (the training classes' ratio [x], weighted by their reference GPU-time) and ``jct_s``
-        (mean/p50/p95 of finished jobs' completion times [s]); the per-job table a ``design_speed`` column.
+        (mean/p50/p95 of finished jobs' completion times [s], ``training_mean`` that of the finished training
+        jobs, None without one); the per-job table a ``design_speed`` column.
         Not with ``nodes`` (a node list is not a catalog design).
     inference_reserve_gpus : int
         GPUs only inference jobs may use (a serving partition or quota), rounded up to whole nodes, the
@@ -401,6 +402,7 @@ def simulate_cluster(
         trains = np.isin(cols["cls"], ("training", "fine-tuning"))
         done = np.array(cols["status"], dtype=object) == "done"
         jct = cols["end_s"][done] - cols["arrival_s"][done]
+        training = np.asarray(cols["cls"])[done] == "training"  # the class whose JCT the design speed moves most
         out.summary["reference_system"] = cat.system(reference_system).id
         w = ref_gpu_s[trains]
         out.summary["design_speed"] = float((ratio[trains] * w).sum() / w.sum()) if w.sum() > 0 else None
@@ -408,5 +410,6 @@ def simulate_cluster(
             "mean": float(jct.mean()) if len(jct) else None,
             "p50": float(np.median(jct)) if len(jct) else None,
             "p95": float(np.percentile(jct, 95)) if len(jct) else None,
+            "training_mean": float(jct[training].mean()) if training.any() else None,
         }
     return out

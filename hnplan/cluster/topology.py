@@ -157,6 +157,28 @@ def leaf_nodes(system, catalog: Catalog | None = None) -> int:
     return max(1, down // per_node)
 
 
+def check_cluster_gpus(system, gpus: int, name: str = "gpus", catalog: Catalog | None = None) -> None:
+    """Refuse a cluster of more GPUs than one scale-out fabric of the design joins, naming the count as
+    ``name`` (``--gpus`` for ``hnplan cluster simulate``) and the bound: the check of ``compare`` and
+    ``reliability`` (:func:`hnplan.comm.topology.check_fabric_gpus`; a 3-tier fat-tree of ``k``-port switches,
+    ``k^3/4`` ports, in whole units).
+
+    >>> check_cluster_gpus("gb200-nvl72", 65521, "--gpus")
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --gpus 65521 exceeds the 65,520 GPUs of gb200-nvl72 one scale-out fabric joins (a 3-tier fat-tree of 64-port qm9700 switches); give at most 65,520
+
+    Raises
+    ------
+    InputError
+        One line naming ``name``, its value, the system and the bound.
+    """
+    from hnplan.comm.topology import check_fabric_gpus
+
+    cat = catalog or load_catalog()
+    check_fabric_gpus(cat.design(system), gpus, name)
+
+
 def build_topology(system, gpus: int, catalog: Catalog | None = None) -> ClusterTopology:
     """The placement structure of ``gpus`` accelerators of a catalog system.
 

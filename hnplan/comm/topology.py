@@ -370,6 +370,25 @@ def max_scaleout_gpus(design: Design) -> int:
     return gpus // system.unit_gpus * system.unit_gpus
 
 
+def check_fabric_gpus(design: Design, gpus: int, name: str = "gpus") -> None:
+    """Refuse a GPU count larger than one scale-out fabric of the design joins (:func:`max_scaleout_gpus`),
+    naming the count as ``name`` (the flag that gave it: ``--gpus``) and the limit, before any bill of
+    materials is drawn.
+
+    Raises
+    ------
+    InputError
+        One line naming ``name``, its value, the system and the limit.
+    """
+    most = max_scaleout_gpus(design)
+    if gpus > most:
+        sw = design.scaleout_switch
+        raise InputError(
+            f"{name} {gpus} exceeds the {most:,} GPUs of {design.system.id} one scale-out fabric joins (a 3-tier "
+            f"fat-tree of {sw.ports}-port {sw.id} switches); give at most {most:,}"
+        )
+
+
 def _scaleout_bom(design: Design, gpus: int) -> NetworkBOM:
     system, sw = design.system, design.scaleout_switch
     nodes = math.ceil(gpus / system.node_gpus)

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import least_squares
 
 METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 #: a parameter that moves no prediction by more than this across its bounds (in ln units, ~2 %) is
@@ -199,6 +198,11 @@ def fit(
         x = x0.copy()
         x[free] = z
         return x
+
+    # imported here, when there is something to fit: the package's import (scipy.optimize's ``__init__`` loads
+    # every solver, about 0.25 s of CPU) then follows the reading and checking of the measurements, so a bad
+    # input file is answered without it, and a fit that identifies nothing never pays it
+    from scipy.optimize import least_squares
 
     res = least_squares(
         lambda z: residuals(full(z)),

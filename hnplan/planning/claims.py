@@ -432,6 +432,7 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         return None
     from hnplan.cluster.claims import audit_points
     from hnplan.cluster.topology import CLUSTER_GPUS
+    from hnplan.planning.prediction_cache import run_cache
 
     gpus = setup.cluster_gpus or CLUSTER_GPUS
     pts, metric, op, thr, cond = audit_points(
@@ -446,6 +447,7 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
         replications=setup.cluster_replications,
         catalog=catalog,
         workers=setup.cluster_workers,
+        cache=run_cache(catalog),  # the runs kept on disk (HNPLAN_NO_CACHE=1: none)
     )
     pts.attrs.update(metric=metric, op=op, threshold=thr, condition=cond, gpus=gpus)
     return pts

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
+from hnplan.comm.topology import check_fabric_gpus as fabric_check
 from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
@@ -357,14 +358,7 @@ def check_fabric_gpus(system, gpus: int, name: str = "gpus", catalog: Catalog | 
     InputError
         One line naming ``name``, its value, the system and the limit.
     """
-    design = _design(system, catalog or load_catalog())
-    most = max_scaleout_gpus(design)
-    if gpus > most:
-        sw = design.scaleout_switch
-        raise InputError(
-            f"{name} {gpus} exceeds the {most:,} GPUs of {design.system.id} one scale-out fabric joins (a 3-tier "
-            f"fat-tree of {sw.ports}-port {sw.id} switches); give at most {most:,}"
-        )
+    fabric_check(_design(system, catalog or load_catalog()), gpus, name)
 
 
 def deployment_time(system, gpus: int, catalog: Catalog | None = None) -> dict:
@@ -432,14 +426,10 @@ def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None =
     digest of its key: system, GPUs, mix, length and seed, with the catalog's content hash and the code;
     ``HNPLAN_NO_CACHE=1`` bypasses it): a later process reads a run back in milliseconds."""
     from hnplan.cluster.utilisation import simulated_utilisation
-    from hnplan.planning.prediction_cache import cached_points, point_digest
+    from hnplan.planning.prediction_cache import run_cache
 
     cat = catalog or load_catalog()
-
-    def cache(keys: list[tuple], compute) -> list[dict]:
-        return cached_points([point_digest(*k) for k in keys], cat, compute)
-
-    return simulated_utilisation(system, gpus, catalog=cat, cache=cache, **kw)
+    return simulated_utilisation(system, gpus, catalog=cat, cache=run_cache(cat), **kw)
 
 
 def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:

@@ -26,7 +26,8 @@ milliseconds.
 
 The claims audit's shared-cluster runs (:func:`hnplan.cluster.claims.audit_points`: one job stream per offered
 load, design and replication, a few seconds of CPU each) are kept the same way, each run's summary numbers under
-the SHA-256 of its arguments, in ``cluster_points.json`` (:func:`cached_points`), and so are the runs behind a
+the SHA-256 of its arguments, in ``cluster_points.json`` (:func:`cached_points`; the simulation gets the cache
+from its caller, :func:`run_cache`), and so are the runs behind a
 simulated cost figure (:func:`hnplan.planning.design.simulated_utilisation_cached`, ``hnplan tco --utilisation
 simulated``).
 
@@ -319,6 +320,19 @@ def cached_points(
         except OSError:
             pass  # a read-only or full cache folder: the points were computed, the next process computes them again
     return [dict(rows[d]) for d in digests]
+
+
+def run_cache(catalog: Catalog) -> Callable[[list[tuple], Callable[[list[int]], list[dict]]], list[dict]]:
+    """The on-disk cache of simulated cluster runs as the simulation takes it
+    (:data:`hnplan.cluster.utilisation.RunCache`): ``cache(keys, compute) -> rows``, each key (a tuple of plain
+    values naming a run) stored under its :func:`point_digest`, with ``catalog``'s content hash and the code
+    (:func:`cached_points`). The planners pass it in (:func:`hnplan.planning.claims.cluster_utilisation`,
+    :func:`hnplan.planning.design.simulated_utilisation_cached`): the simulation keeps no cache of its own."""
+
+    def store(keys: list[tuple], compute: Callable[[list[int]], list[dict]]) -> list[dict]:
+        return cached_points([point_digest(*k) for k in keys], catalog, compute)
+
+    return store
 
 
 def cached_training_runs() -> list[TrainingRun]:
