@@ -68,12 +68,13 @@ def test_memory_bound_part_cannot_close_the_gb300_gap(cat):
     mem200 = sum(gb200[c] for c in MEMORY_CLASSES)
     mem300 = sum(gb300[c] for c in MEMORY_CLASSES)
     t200, t300 = sum(gb200.values()), sum(gb300.values())
-    # one memory: the memory-bound part is the same on both, 115.6 ms of the GB200's 511.9 ms (23 %; 137.9 ms of
+    # one memory: the memory-bound part is the same on both, 114.5 ms of the GB200's 510.8 ms (22 %; 115.6 ms of
+    # 511.9 ms with the H200's PyTorch cast and amax classes before the B300 measurement of Transformer Engine's; 137.9 ms of
     # 534.2 ms with the amax at eager PyTorch's three passes, 142.6 ms before the stack's current-scaling amax fusion,
     # Transformer Engine 2.8+, removed the norm's and SwiGLU's amax)
     assert mem300 == pytest.approx(mem200, rel=1e-9)
-    assert mem200 == pytest.approx(115.6, rel=0.01)
-    assert mem200 / t200 == pytest.approx(0.23, abs=0.01)
+    assert mem200 == pytest.approx(114.5, rel=0.005)
+    assert mem200 / t200 == pytest.approx(0.224, abs=0.005)
     # the GB300 at its boost clock through the step (sustained_compute_fraction 1.0, fitted to its 20 rows,
     # tools/fit_gb300_clock.py), the GB200 at 0.853: 1.152x (1.145x with the three-pass amax; 1.074x at the power
     # law's 0.914)
