@@ -451,7 +451,12 @@ def reliability_estimate(
         loader = units.GBps_to_Bps(design.storage_read_GBps_per_node) * nodes
         share = 1.0 - (tokens_per_s or 0.0) * sto.TEXT_BYTES_PER_TOKEN / loader
         if share <= 0:
-            raise InputError(f"the storage ({units.Bps_to_GBps(loader):.0f} GB/s read) cannot sustain the data loader")
+            need = units.Bps_to_GBps((tokens_per_s or 0.0) * sto.TEXT_BYTES_PER_TOKEN)
+            raise InputError(
+                f"tokens_per_s {tokens_per_s:.4g}: the data loader reads {need:.4g} GB/s of text "
+                f"({sto.TEXT_BYTES_PER_TOKEN:g} bytes a token), more than the storage's {units.Bps_to_GBps(loader):.0f} "
+                "GB/s read"
+            )
         write_s = ck["write_s"] / share
     ck["write_s"] = ck["sync_stall_s"] = write_s
     ck["async_stall_s"] = min(ck["async_stall_s"], write_s)

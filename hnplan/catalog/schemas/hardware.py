@@ -7,14 +7,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import (
-    Dtype,
-    Entry,
-    Fraction,
-    NonNegative,
-    PosInt,
-    Positive,
-)
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+from hnplan.catalog.schemas.plausibility import hbm_visible_problem, unit_price_problem
 
 # -- upper bounds of hardware figures ----------------------------------------------------------------
 # Generous bounds, one to two orders of magnitude above any shipping part (wafer-scale included), so a
@@ -221,6 +215,8 @@ class Accelerator(Entry):
             raise ValueError(f"matmul_efficiency lacks dtypes {sorted(missing)} that dense_tflops lists")
         if self.idle_w is not None and self.idle_w >= self.tdp_w:
             raise ValueError(f"idle_w ({self.idle_w:g} W) must be below tdp_w ({self.tdp_w:g} W)")
+        if problem := hbm_visible_problem(self.hbm_visible_gib, self.hbm_gb):
+            raise ValueError(problem)
         return self
 
 
@@ -234,7 +230,7 @@ class Interconnect(Entry):
     )
     link_latency_ns: NonNegative = Field(description="one link's propagation + serdes latency [ns]")
     switch_latency_ns: NonNegative = Field(description="one switch hop's latency [ns]")
-    software_overhead_us: NonNegative = Field(
+    software_overhead_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(  # 1.4-4 us measured; ns above 1 ms
         description="per-step software/launch overhead of a collective algorithm step [us]"
     )
     in_network_reduction: bool = Field(
@@ -466,6 +462,8 @@ class System(Entry):
                 f"scale-up domain ({domain_nics} = {self.scaleup_domain_gpus // self.node_gpus} nodes x "
                 f"{self.nics_per_node})"
             )
+        if problem := unit_price_problem(self.unit_price_usd, self.unit_gpus):
+            raise ValueError(problem)
         return self
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, PosInt, Positive
 from hnplan.catalog.schemas.moe_choices import MoEChoices
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
@@ -234,7 +234,10 @@ class StackChoices(MoEChoices):
     )
     dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
     dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
-    grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
+    # 1 (fp8) to 4 (fp32) bytes: a width in bits (32) or a fraction is another unit
+    grad_reduce_bytes: Annotated[float, Field(ge=1.0, le=4.0)] = Field(
+        default=4.0, description="bytes per gradient element on the wire (4 fp32, 2 bf16; not bits) [bytes]"
+    )
     attention: Literal["flash", "unfused"] = Field(
         default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
     )
@@ -333,7 +336,8 @@ class StackChoices(MoEChoices):
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
     )
-    kernel_launch_us: NonNegative = Field(
+    # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
+    kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
     )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
