@@ -158,6 +158,7 @@ def test_the_supernode_ratio_at_equal_batch_with_hybridep_on_b200(release):
     assert published == pytest.approx(1.48, abs=0.015)
     assert gb200 / b200 == pytest.approx(published, abs=0.05)
     # the software, not the supernode: the same GB200 / B200 question asked of 25.11 is 1.71x
-    assert gb200 / b200 < best_row(RUNS[GB200_GBS2048])["tokens_per_s_per_gpu"] / best_row(RUNS[B200])[
-        "tokens_per_s_per_gpu"
-    ] - 0.15
+    assert (
+        gb200 / b200
+        < best_row(RUNS[GB200_GBS2048])["tokens_per_s_per_gpu"] / best_row(RUNS[B200])["tokens_per_s_per_gpu"] - 0.15
+    )
