@@ -60,7 +60,8 @@ def test_the_accelerator_choices_need_known_names_values_and_accelerators(cat, t
     raw = yaml.safe_load((cat.root / "stacks" / f"{STACK}.yaml").read_text())
     for bad, match in (
         ({"b200": {"ep_dispatch": "alltoall"}}, "unknown choice 'ep_dispatch'"),
-        ({"b200": {"ep_dispatcher": "nccl"}}, "ep_dispatcher"),
+        ({"b200": {"ep_dispatcher": "nccl"}}, "choices_by_accelerator.b200.ep_dispatcher: Input should be"),
+        ({"b200": {"amax_passes": 7}}, "choices_by_accelerator.b200.amax_passes: Input should be less than"),
         ({"b201": {"ep_dispatcher": "alltoall"}}, "field 'choices_by_accelerator': unknown accelerator id"),
     ):
         (tmp_path / "s.yaml").write_text(yaml.safe_dump({**raw, "choices_by_accelerator": bad}))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, PosInt, Positive
 from hnplan.catalog.schemas.moe_choices import MoEChoices
@@ -479,5 +479,10 @@ class SoftwareStack(Entry, StackChoices):
             unknown = sorted(set(values) - set(StackChoices.model_fields))
             if unknown:
                 raise ValueError(f"choices_by_accelerator.{acc_id} names unknown choice {unknown[0]!r}")
-            StackChoices(**{**own, **values})  # each value as its field allows
+            try:  # each value as its field allows, named by where it sits
+                StackChoices(**{**own, **values})
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                where = "".join(f".{x}" for x in e["loc"])
+                raise ValueError(f"choices_by_accelerator.{acc_id}{where}: {e['msg']}") from None
         return self
