@@ -23,9 +23,14 @@ def _finite(x) -> bool:
 
 
 def _sig(x: float, digits: int) -> str:
-    """``x`` to ``digits`` significant digits without an exponent (63.95 -> '64', 9.3 -> '9.3')."""
+    """``x`` to ``digits`` significant digits without an exponent (63.95 -> '64', 9.3 -> '9.3'), up to 1e15;
+    an exponent beyond, rather than hundreds of digits (a utilisation of 1e-300 costs 1.4e+300 per GPU-hour).
+
+    >>> _sig(63.95, 3), _sig(123456.7, 3), _sig(1.44e300, 3)
+    ('64', '123,457', '1.44e+300')
+    """
     text = f"{x:.{digits}g}"
-    if "e" in text:
+    if "e" in text and abs(x) < 1e15:
         text = f"{x:,.0f}"
     return text
 
@@ -71,6 +76,8 @@ def format_usd(usd, digits: int = 3) -> str:
     usd = abs(usd)
     if usd < 1e3:
         return f"{sign}${usd:,.2f}"
+    if usd >= 1e15:  # a thousand trillion and up: an exponent, not "$1.44e+288T"
+        return f"{sign}${_sig(usd, digits)}"
     for scale, suffix in _COUNT_PREFIXES:
         if usd >= scale:
             return f"{sign}${_sig(usd / scale, digits)}{suffix}"
@@ -148,4 +155,4 @@ def format_number(value, digits: int = 4) -> str:
     if not _finite(value):
         return "n/a"
     v = float(value)
-    return f"{v:,.0f}" if abs(v) >= 10 ** (digits - 1) else _sig(v, digits)
+    return f"{v:,.0f}" if 10 ** (digits - 1) <= abs(v) < 1e15 else _sig(v, digits)

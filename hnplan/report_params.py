@@ -17,6 +17,7 @@ from pathlib import Path
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS, whatif_range_problem
 from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS
+from hnplan.catalog.sweeps import _suffix_hint
 from hnplan.errors import CatalogError, ScenarioError
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
@@ -239,7 +240,7 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
                 raise ScenarioError(
                     f"{where}: notebook {notebook!r}, parameter {key!r}: expected {want.__name__} "
                     f"like its default {declared[key]['default']}, got {type(value).__name__} "
-                    f"{value!r}"
+                    f"{value!r}" + (_suffix_hint(value) if want in (int, float) else "")
                 )
             if want is int and isinstance(value, float):
                 value = int(value)
@@ -251,6 +252,31 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
         _check_range(key, value, default, where, notebook)
         out[key] = value
     return out
+
+
+def check_batch(notebook: str, params: dict, where: str) -> None:
+    """A notebook's ``global_batch_tokens`` a whole number of ``seq_len`` sequences (each given, or its
+    default), as ``hnplan train --global-batch-tokens`` requires: the notebooks plan ``global_batch_tokens //
+    seq_len`` sequences, so 16,000,000 at 8,192 planned 1,953 sequences (15,998,976 tokens) unsaid.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook and both values.
+    """
+    declared = notebook_parameters(notebook)
+    if "global_batch_tokens" not in declared or "seq_len" not in declared:
+        return
+    gbt, seq = (
+        params[k] if params.get(k) is not None else _literal(declared[k]["default"])
+        for k in ("global_batch_tokens", "seq_len")
+    )
+    if _is_number(gbt) and _is_number(seq) and seq > 0 and gbt % seq:
+        raise ScenarioError(
+            f"{where}: notebook {notebook!r}, parameter 'global_batch_tokens': {gbt:,} is not a multiple of "
+            f"seq_len {seq:,}: tokens per step are whole sequences, such as {gbt // seq * seq:,} or "
+            f"{(gbt // seq + 1) * seq:,}"
+        )
 
 
 def _looks_like_path(ref) -> bool:

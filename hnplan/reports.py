@@ -40,6 +40,7 @@ from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resol
     NOTEBOOK_DIR,
     _declared,
     _looks_like_path,
+    check_batch,
     check_ids,
     check_parameters,
     notebook_parameters,
@@ -89,6 +90,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
             raise ScenarioError(f"{where}: {exc}") from None
         item.parameters.update(resolve_paths(check_parameters(item.notebook, item.parameters, where)))
         check_ids(item.notebook, item.parameters, where, cat)
+        check_batch(item.notebook, item.parameters, where)
 
 
 def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
@@ -224,6 +226,7 @@ def run_reports(
             override = resolve_paths(check_parameters(item.notebook, override, where))
             check_ids(item.notebook, override, where, cat)
             params = {**item.parameters, **override}
+            check_batch(item.notebook, params, where)
             run_id, title = sc.id, sc.name
             if params_override:
                 run_id, title = params_run_name(sc, params_override, params_label)

@@ -610,3 +610,92 @@ def test_errors_name_the_flag_first(tmp_path, extra, start, json_):
     if json_:
         assert json.loads(res.stdout)["error"]["message"].startswith(start.replace("RUNS", str(runs)))
     assert not (tmp_path / "o.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "row,column,ratio",
+    [
+        # 2^30 B all-reduce on 16 H100 (two servers): the model's 454.4 GB/s busbw at the catalog's
+        # efficiencies; a measured 350 GB/s typed in Gb/s (2,800) is 2,800 / 454.4 = 6.2x it
+        ("all_reduce,16,1073741824,2800,", "busbw_GBps", "6.2x"),
+        # the same 5.8 ms typed as 5.8 in the us column: busbw = 2^30 / 5.8e-6 x 2 x 15/16 = 347,115 GB/s,
+        # 347,115 / 454.4 = 764x
+        ("all_reduce,16,1073741824,,5.8", "time_us", "764x"),
+        # 5.8 ms typed in ns (5,800,000 in the us column): 0.347 GB/s, 1 / 1,309 of the model
+        ("all_reduce,16,1073741824,,5800000", "time_us", "0.00076x"),
+    ],
+)
+def test_sweep_row_in_another_unit_is_refused(tmp_path, row, column, ratio):
+    """A fitted sweep row more than 5x from the model at the catalog's efficiencies (a fitted efficiency
+    moves it at most 1 / 0.69 = 1.45x up) is a unit slip, not a measurement: one line naming the file,
+    the line and the column, exit 2 (the runs' figures have the same check, tests/test_cli_trial14.py)."""
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text(f"op,gpus,size_bytes,busbw_GBps,time_us\n{row}\n")
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    err = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr, err
+    assert err.startswith(f"error: --collectives: {sweep}: line 2: column {column}: a busbw of "), err
+    assert f"{ratio} hnplan's 454.4 GB/s" in err and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_sweep_row_rates_as_measured_pass_the_unit_check():
+    """Rows at 347 GB/s (0.76x the model) and small latency-bound rows a 5x rule does not judge are fitted
+    or reported as before; the check only refuses what no efficiency reaches."""
+    from hnplan.planning.calibrate_comm import fit_collectives
+
+    cat = load_catalog()
+    base = dict(op="allreduce", gpus=16, busbw_GBps=None, system=None, algorithm=None)
+    rows = [
+        dict(base, line=2, size_bytes=2.0**30, time_us=5800.0),
+        dict(base, line=3, size_bytes=8.0, time_us=3000.0),  # 100x the model's latency: reported only
+    ]
+    res = fit_collectives(rows, SYSTEM, cat, "sweep.csv")
+    assert list(res.table["in_fit"]) == [True, False]
+
+
+@pytest.mark.parametrize(
+    "row,needle",
+    [
+        ("allreduce,16,1073741824,300,gb200", "line 2: column system: unknown system id 'gb200'; nearest: gb200-nvl72"),
+        ("allreduce,100000,1073741824,300,", "line 2: column gpus: 100,000 GPUs of hgx-h100-ib-ndr need"),
+    ],
+)
+def test_sweep_system_and_size_errors_name_the_line(tmp_path, row, needle):
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text(f"op,gpus,size_bytes,busbw_GBps,system\n{row}\n")
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    err = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr, err
+    assert err.startswith(f"error: --collectives: {sweep}: {needle}"), err
+
+
+def test_sweep_column_given_twice_is_refused(tmp_path):
+    # csv.DictReader kept the second of two busbw_GBps columns (200) and dropped the first (300) unsaid
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps,busbw_GBps\nallgather,8,1073741824,300,200\n")
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    assert " ".join(res.stderr.split()) == f"error: --collectives: {sweep}: column busbw_GBps given twice in the header"
+
+
+def test_sweep_line_numbers_are_the_files_and_comments_are_skipped(tmp_path):
+    # blank lines shifted every later line number down (the reader skips them), and a '#' line, as nccl-tests
+    # prints its headers, was read as a row with empty gpus
+    from hnplan.catalog.runs import collective_measurements
+
+    sweep = tmp_path / "sweep.csv"
+    sweep.write_text(
+        "op,gpus,size_bytes,busbw_GBps\n\nall_gather,8,1073741824,300\n\n# nccl-tests comment\nall_gather,8,1e9,fast\n"
+    )
+    with pytest.raises(CatalogError, match=r"sweep.csv: line 6: column busbw_GBps: expected a positive number"):
+        collective_measurements(sweep)
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps\n#  size  count\n\nall_gather,8,1073741824,300\n")
+    (row,) = collective_measurements(sweep)
+    assert row["line"] == 4 and row["op"] == "allgather" and row["busbw_GBps"] == 300.0

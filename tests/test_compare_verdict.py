@@ -206,3 +206,21 @@ def test_compare_with_one_system_says_so():
     said = json.loads(res.stdout)["verdict"]
     assert said.startswith("**hgx-h100-ib-ndr** is the one design compared, so there is nothing to rank")
     assert "fastest" not in said and "costs least" not in said
+
+
+def test_designs_that_tie_are_named_together_not_fastest_and_slowest():
+    # a copy of a catalog system (its own file, no price) trains in the same days as the catalog's: the verdict
+    # named the copy fastest and, the same row, "the slowest, ..., takes 1.00x as long"
+    from hnplan.planning.compare_verdict import verdict
+
+    row = dict(
+        system="hgx-h100-ib-ndr", kind="server-cluster", status="ok", days=16.6, mfu=0.64, gpus=64, gpus_bought=64,
+        capex_musd=3.26, run_musd=0.0376, usd_per_million_tokens=0.0376, peak_tflops=989.4,
+    )  # fmt: skip
+    copy = {**row, "system": "my-h100", "capex_musd": None, "run_musd": None, "usd_per_million_tokens": None}
+    text = verdict([copy, row])
+    assert text.startswith("**my-h100** and **hgx-h100-ib-ndr** train fastest (16.6 days at 64% MFU)")
+    assert "slowest" not in text
+    slower = {**row, "system": "other", "days": 16.6 * 1.01}  # 1 % slower: ranked as before
+    text = verdict([row, slower])
+    assert text.startswith("**hgx-h100-ib-ndr** trains fastest") and "The slowest, other, takes 1.01x as long." in text

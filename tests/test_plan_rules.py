@@ -71,7 +71,10 @@ def test_stage_layer_range_follows_the_split(cat):
 def test_tp_must_divide_the_kv_heads_in_training(cat):
     # a 48-head model with 16 KV heads: TP 6 divides the heads but not the 16 KV heads (Megatron's
     # divide(num_query_groups, tp) refuses it); inference replicates KV heads, so it is allowed there
-    m = cat.model("llama3.1-8b").model_copy(update={"id": "gqa-48-16", "heads": 48, "kv_heads": 16, "hidden": 6144})
+    # (an MLP of 16,128 columns, which TP 6 and 8 divide: the 8B's 14,336 has no factor 3)
+    m = cat.model("llama3.1-8b").model_copy(
+        update={"id": "gqa-48-16", "heads": 48, "kv_heads": 16, "hidden": 6144, "ffn_hidden": 16128}
+    )
     with pytest.raises(PlanRuleError, match=r"^tp = 6 does not divide the 16 KV heads of gqa-48-16 \(Megatron"):
         check_split(m, tp=6)
     check_split(m, tp=6, training=False)

@@ -266,7 +266,12 @@ class Catalog(SingleFiles):
                     field=f"matmul_efficiency.{acc_id}",
                 )
         # keyed by accelerator id as well
-        for cal in ("attention_efficiency", "attention_fp8_ratio", "ep_comm_overlap_fraction_by_accelerator"):
+        for cal in (
+            "attention_efficiency",
+            "attention_fp8_ratio",
+            "ep_comm_overlap_fraction_by_accelerator",
+            "choices_by_accelerator",
+        ):
             for acc_id in getattr(st, cal) or {}:
                 try:
                     self.accelerator(acc_id)

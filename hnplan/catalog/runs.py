@@ -259,7 +259,8 @@ def collective_measurements(path) -> list[dict]:
     ``gpus`` (ranks), ``size_bytes`` (nccl-tests' size S) and ``busbw_GBps`` (nccl-tests' busbw
     [GB/s, 1e9 bytes/s]) or ``time_us`` (nccl-tests' time [us]); optional ``system`` (a system id) and
     ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``; empty: NCCL's tuner chose). Other
-    columns (a ``source`` or a note) are ignored.
+    columns (a ``source`` or a note) are ignored, and so are blank lines and lines starting with ``#``
+    (nccl-tests' comments); a line number in a message is the file's.
 
     Returns
     -------
@@ -278,11 +279,22 @@ def collective_measurements(path) -> list[dict]:
 
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows, lines = [], []
+            for row in reader:  # the line a row ends on: blank lines, which the reader skips, still count
+                first = row.get(reader.fieldnames[0]) if reader.fieldnames else None
+                if (first or "").lstrip().startswith("#"):  # a comment line, as nccl-tests prints its headers
+                    continue
+                rows.append(row)
+                lines.append(reader.line_num)
+            header = reader.fieldnames or []
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError, csv.Error) as exc:
         raise CatalogError(f"{path}: cannot read as a CSV text file ({exc})", path=path) from None
+    twice = next((c for c in header if header.count(c) > 1), None)
+    if twice is not None:  # csv.DictReader keeps the last of two same-named columns: one figure read, one not
+        raise CatalogError(f"{path}: column {twice} given twice in the header", path=path, field=twice)
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
     cols = {c for c in rows[0] if c is not None}  # a line longer than the header adds the key None
@@ -297,7 +309,7 @@ def collective_measurements(path) -> list[dict]:
                 field=col,
             )
     out = []
-    for i, row in enumerate(rows, start=2):
+    for i, row in zip(lines, rows, strict=True):
 
         def num(col, line=i, row=row):
             text = (row.get(col) or "").strip()

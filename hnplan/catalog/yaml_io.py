@@ -30,13 +30,21 @@ def data_dir() -> Path:
     Raises
     ------
     CatalogError
-        When ``$HNPLAN_DATA`` names no folder (every id would otherwise be "unknown", with no valid ids).
+        When ``$HNPLAN_DATA`` names no folder, or one without the catalog's folders (every id would otherwise
+        be "unknown", with no valid ids).
     """
     given = os.environ.get("HNPLAN_DATA")
     if given is None:
         return DEFAULT_DATA_DIR
     if not Path(given).is_dir():
         raise CatalogError(f"HNPLAN_DATA={given}: no such folder (point it at a copy of hnplan's data/)", path=given)
+    if not any((Path(given) / name).exists() for name in ("systems", "models", "accelerators", "facility.yaml")):
+        # a folder of something else: every id would be "unknown" with an empty list of valid ids
+        raise CatalogError(
+            f"HNPLAN_DATA={given}: not a catalog folder (no systems/, models/, accelerators/ or facility.yaml in it; "
+            "point it at a copy of hnplan's data/)",
+            path=given,
+        )
     return Path(given)
 
 

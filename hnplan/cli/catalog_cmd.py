@@ -146,8 +146,18 @@ def validate(
             and path.resolve().parent.name not in (*KINDS, "scenarios")
             and (type(entry) in KINDS.values() or type(entry).__name__ == "Scenario")
         )
-        console.print(f"{path}: valid" + (f" (a {type(entry).__name__} entry, told by its keys)" if told else ""))
+        name = type(entry).__name__
+        article = "an" if name[0] in "AEIOU" else "a"  # an Accelerator, an Interconnect
+        console.print(f"{path}: valid" + (f" ({article} {name} entry, told by its keys)" if told else ""))
         return
+    if path is not None and not any((path / k).is_dir() for k in KINDS) and not (path / "facility.yaml").is_file():
+        # a folder of something else: one line, not one per defaults file it lacks
+        err_console.print(
+            f"[bold red]error:[/] {escape(str(path))}: not a catalog folder (none of {', '.join(f'{k}/' for k in KINDS)} "
+            "or facility.yaml in it); give one YAML file, or a folder laid out as the project's data/",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_INPUT)
     try:
         cat = Catalog(path) if path is not None else load_catalog()
     except CatalogError as exc:  # HNPLAN_DATA naming no folder

@@ -16,7 +16,7 @@ from hnplan.planning.network import ALGORITHMS, OPS, collective_on, parse_sweep
 @app.command()
 def collective(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
-    op: str = typer.Option(..., "--op", help=f"collective: {', '.join(OPS)}"),
+    op: str = typer.Option(..., "--op", help=f"collective: {', '.join(OPS)} (or nccl-tests' all_reduce ...)"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="ranks in the group (consecutive accelerators)"),
     size: str = typer.Option(None, "--size", help="message size, e.g. 1GiB (nccl-tests' S)"),
     sweep: str = typer.Option(None, "--sweep", help="MIN:MAX sizes, doubling, e.g. 8B:8GiB"),
@@ -35,6 +35,8 @@ def collective(
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
+        if (spelt := op.lower().replace("_", "").replace("-", "")) in OPS:
+            op = spelt  # nccl-tests' names (all_reduce_perf: all_reduce), as a sweep's CSV takes them
         check_choice("--op", op, OPS)
         if (size is None) == (sweep is None):
             raise InputError("give exactly one of --size and --sweep")

@@ -59,15 +59,18 @@ def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
 
 def _cell(v) -> str:
     """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
-    whole numbers with thousands separators from 10,000 up (not ``1.687e+04``).
+    whole numbers with thousands separators from 10,000 up (not ``1.687e+04``) to 1e15, an exponent beyond
+    (a request rate of 1e-300 per second gave a 300-digit energy per request).
 
-    >>> [_cell(x) for x in (16870.4, 33300.0, 8325.2, 0.6204, float("nan"), True, None)]
-    ['16,870', '33,300', '8,325', '0.6204', 'n/a', 'yes', '-']
+    >>> [_cell(x) for x in (16870.4, 33300.0, 8325.2, 0.6204, float("nan"), True, None, 7.5475e302)]
+    ['16,870', '33,300', '8,325', '0.6204', 'n/a', 'yes', '-', '7.547e+302']
     """
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return "n/a" if v != v else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
+        if v != v:
+            return "n/a"
+        return f"{v:.4g}" if abs(v) >= 1e15 else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
     return "-" if v is None else str(v)
 
 

@@ -124,7 +124,9 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
         :func:`rule_fields`. Rules: ``tp`` divides the heads; in training ``tp`` divides the KV heads;
         ``pp`` leaves no stage empty (training: ``ceil(L / pp)`` layers a stage fill all ``pp``;
         inference, where serving engines spread the remainder: ``pp <= L``); ``ep`` divides the
-        experts (``ep = 1`` on a dense model).
+        experts (``ep = 1`` on a dense model); ``tp`` divides ``ffn_hidden`` where a dense MLP exists
+        (Megatron-LM ``ColumnParallelLinear`` and vLLM ``MergedColumnParallelLinear`` divide the output
+        columns by the TP size and assert it divides).
     """
     tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
     experts = 0 if model.moe is None else model.moe.experts
@@ -145,6 +147,12 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
     rules["ep = {ep} needs a number of experts divisible by it; {model} has {experts_text}"] = (ep == 1) | (
         (experts > 0) & (experts % np.maximum(ep, 1) == 0)
     )
+    ffn = getattr(model, "ffn_hidden", None)
+    if ffn is not None and (model.moe is None or model.moe.first_dense_layers > 0):  # a dense MLP exists
+        rules[
+            "tp = {tp} does not divide the {ffn_hidden} columns of {model}'s dense MLP (ffn_hidden; Megatron's and "
+            "vLLM's column-parallel layers split them evenly over the TP ranks)"
+        ] = ffn % np.maximum(tp, 1) == 0
     return rules
 
 
@@ -162,6 +170,8 @@ def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
         experts_text=_experts_text(model),
         per_stage=split.per_stage,
         empty=split.empty,
+        ffn_hidden=getattr(model, "ffn_hidden", None),
+        expert_ffn_hidden=None if getattr(model, "moe", None) is None else model.moe.expert_ffn_hidden,
     )
 
 

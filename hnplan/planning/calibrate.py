@@ -366,6 +366,8 @@ def calibrated_stack(
             for m in (fs, assumptions, d):  # a per-chip-family value would shadow the fitted one on its chips
                 for k in [k for k in m if k.split(".")[0] == f"{p.name}_by_accelerator"]:
                     del m[k]
+            for values in (d.get("choices_by_accelerator") or {}).values():  # nor a per-accelerator choice
+                values.pop(p.name, None)
     if mm:
         d["matmul_efficiency"] = mm
     d["field_sources"], d["assumptions"] = fs, assumptions

@@ -29,7 +29,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.comm import ALGORITHMS, OPS, GroupPlacement, busbw_factor, collective, place_group
-from hnplan.errors import InputError, check_choice
+from hnplan.errors import CatalogError, InputError, check_choice
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
 
 if TYPE_CHECKING:
@@ -45,6 +45,17 @@ TIERS = ("scaleup", "scaleout")
 #: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
 #: (``Interconnect.alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
 NOT_FITTED_OPS = ("alltoall",)
+#: the most a fitted row's measured busbw may differ from the model's at the catalog's efficiencies (either way)
+#: before its figure is taken for another unit: a fitted efficiency stays in BW_BOUNDS, so it moves a
+#: bandwidth-bound row at most 1 / 0.69 = 1.45x up from the catalog's measured efficiencies (0.69-0.96) and
+#: about 5-10x down, while a busbw in Gb/s is 8x, a time in ms 1,000x and one in s 1e6x off; the same factor
+#: as a run's (:data:`hnplan.planning.calibrate_runs.UNIT_FACTOR`)
+UNIT_FACTOR = 5.0
+#: what each measured column is read in, named when a row looks like another unit
+COLUMN_UNITS = {
+    "busbw_GBps": "gigabytes per second as nccl-tests prints it (Gb/s / 8)",
+    "time_us": "microseconds as nccl-tests prints it (not ms or s)",
+}
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,7 @@ class _Row:
     measured_s: float
     group: GroupPlacement
     algorithm: str | None
+    column: str = "busbw_GBps"
 
 
 def _rows(measurements: list[dict], default_system: str | None, cat: Catalog, path) -> list[_Row]:
@@ -70,10 +82,18 @@ def _rows(measurements: list[dict], default_system: str | None, cat: Catalog, pa
             raise InputError(
                 f"{where}: column system: empty, and the runs are on several systems; name the system of each row"
             )
-        design = cat.design(sys_id)
+        try:
+            design = cat.design(sys_id)
+        except CatalogError as exc:  # an id in the sweep, named with its file and line
+            raise CatalogError(
+                f"{where}: column system: {exc}", path=path, entry=f"line {m['line']}", field="system"
+            ) from None
         if m["gpus"] < 2:
             raise InputError(f"{where}: column gpus: a collective needs at least 2 ranks, got {m['gpus']}")
-        group = place_group(design, m["gpus"], 1, m["gpus"])
+        try:
+            group = place_group(design, m["gpus"], 1, m["gpus"])
+        except InputError as exc:  # more ranks than the system's fabric joins
+            raise InputError(f"{where}: column gpus: {exc}") from None
         if m["time_us"] is not None:
             t = units.us_to_s(m["time_us"])
         else:
@@ -86,8 +106,37 @@ def _rows(measurements: list[dict], default_system: str | None, cat: Catalog, pa
                 collective(m["op"], m["size_bytes"], group, alg)
             except InputError as exc:
                 raise InputError(f"{where}: column algorithm: {exc}") from None
-        out.append(_Row(m["line"], design.id, m["op"], m["gpus"], m["size_bytes"], t, group, alg))
+        column = "time_us" if m["time_us"] is not None else "busbw_GBps"
+        out.append(_Row(m["line"], design.id, m["op"], m["gpus"], m["size_bytes"], t, group, alg, column))
     return out
+
+
+def _check_scale(rows: list[_Row], predicted_s: np.ndarray, path) -> None:
+    """Each fitted row's measured busbw within :data:`UNIT_FACTOR` of the model's at the catalog's
+    efficiencies (``predicted_s``, the rows' times); beyond it no fitted efficiency reaches it, so the row
+    is refused as a likely unit slip (a busbw in Gb/s, a time in ms), naming the file, the line, the
+    column and the unit it is read in.
+
+    Raises
+    ------
+    CatalogError
+        When measured / predicted busbw is above UNIT_FACTOR or below its inverse.
+    """
+    for r, t in zip(rows, predicted_s):
+        ratio = t / r.measured_s  # measured busbw over the model's
+        if 1.0 / UNIT_FACTOR <= ratio <= UNIT_FACTOR:
+            continue
+        measured, model = (f"{b:,.0f}" if b >= 1000 else f"{b:.4g}" for b in (_busbw(r, r.measured_s), _busbw(r, t)))
+        raise CatalogError(
+            f"{path}: line {r.line}: column {r.column}: a busbw of {measured} GB/s for {r.op} of "
+            f"{r.size_bytes:,.0f} bytes on {r.gpus} GPUs of {r.system} is "
+            f"{f'{ratio:,.0f}' if ratio >= 10 else f'{ratio:.2g}'}x hnplan's {model} GB/s at the catalog's "
+            f"bw_efficiency, beyond the {UNIT_FACTOR:g}x a calibration can move it; {r.column} is "
+            f"{COLUMN_UNITS[r.column]}",
+            path=path,
+            entry=f"line {r.line}",
+            field=r.column,
+        )
 
 
 def _scaled(group: GroupPlacement, scale_up: float, scale_out: float) -> GroupPlacement:
@@ -153,8 +202,9 @@ def fit_collectives(
     Raises
     ------
     InputError
-        For an unknown op, fewer than 2 ranks, a row without a system when there is no default, or an
-        unknown system id (:class:`~hnplan.errors.CatalogError`).
+        For an unknown op, fewer than 2 ranks or more than the system's fabric joins, a row without a system
+        when there is no default, an unknown system id, or a fitted row more than :data:`UNIT_FACTOR` from the
+        model at the catalog's efficiencies (:class:`~hnplan.errors.CatalogError`, naming the line and column).
     """
     rows = _rows(measurements, default_system, cat, path)
     fabrics: dict[tuple[str, str], str] = {}
@@ -168,7 +218,8 @@ def fit_collectives(
     keys = list(fabrics)
     # all-to-all rows are reported, not fitted: their rate is the expert-parallel library's
     # (interconnect alltoall_efficiency, DeepEP-measured), not the fabric's bandwidth efficiency
-    fitted_rows = [r for r in rows if r.size_bytes >= min_fit_bytes and r.op not in NOT_FITTED_OPS]
+    in_fit = [r.size_bytes >= min_fit_bytes and r.op not in NOT_FITTED_OPS for r in rows]
+    fitted_rows = [r for r, f in zip(rows, in_fit) if f]
 
     def times(x, which) -> np.ndarray:
         s = dict(zip(keys, np.asarray(x) / np.array([p.initial for p in params])))
@@ -182,6 +233,9 @@ def fit_collectives(
     def residuals(x):
         return np.log(times(x, fitted_rows) / np.array([r.measured_s for r in fitted_rows]))
 
+    x0 = np.array([p.initial for p in params])
+    t0 = times(x0, rows)
+    _check_scale(fitted_rows, t0[np.array(in_fit, dtype=bool)], path)
     if fitted_rows:
         params = identify(residuals, params, what="nccl-tests rows")
         params, solver = fit(residuals, params)
@@ -189,9 +243,8 @@ def fit_collectives(
         note = f"fixed: no row at or above {units.to_MiB(min_fit_bytes):g} MiB (the bandwidth regime)"
         params = [replace(p, value=p.initial, note=note) for p in params]
         solver = dict(nfev=0, cost=None, status=None, message="")
-    x0 = np.array([p.initial for p in params])
     x1 = np.array([p.value for p in params])
-    t0, t1 = times(x0, rows), times(x1, rows)
+    t1 = times(x1, rows)
     measured = np.array([r.measured_s for r in rows])
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
 
@@ -207,7 +260,7 @@ def fit_collectives(
             after_busbw_GBps=[_busbw(r, t) for r, t in zip(rows, t1)],
             error_before_pct=100.0 * (measured / t0 - 1.0),
             error_after_pct=100.0 * (measured / t1 - 1.0),
-            in_fit=[r.size_bytes >= min_fit_bytes and r.op not in NOT_FITTED_OPS for r in rows],
+            in_fit=in_fit,
             algorithm=[r.algorithm or "tuner" for r in rows],
         )
     )

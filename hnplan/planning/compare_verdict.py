@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 # two accelerators are one generation when their dense bf16 peaks differ by less than this factor (GB200's
 # GPU and B200: 2,500 vs 2,250 TFLOP/s, datasheets in data/accelerators; H100: 989)
 SAME_GENERATION_PEAK_RATIO = 1.25
+# designs whose days to train differ by less than this factor train in the same time as the verdict prints it
+# (the ratio it gives to two decimals would read 1.00x)
+TIE_RATIO = 1.005
 
 
 def _name(row) -> str:
@@ -136,7 +139,13 @@ def verdict(table: pd.DataFrame | list[dict]) -> str:
     fast = first_min(ok, "days")
     priced = [r for r in ok if not is_na(r["capex_musd"])]
     on = f" on {fast['gpus']:,} GPUs" if "gpus" in columns and n_unique(ok, "gpus") > 1 else ""
-    text = f"{_name(fast)} trains fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
+    # designs within TIE_RATIO of the fastest (a copy of a catalog system with its own price) are named
+    # together: the first of equal days was named fastest and, with every design tied, slowest too
+    tied = [r for r in ok if r["days"] <= fast["days"] * TIE_RATIO]
+    names = ", ".join(_name(r) for r in tied[:-1]) + f" and {_name(tied[-1])}" if len(tied) > 1 else _name(fast)
+    text = (
+        f"{names} train{'s' if len(tied) == 1 else ''} fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
+    )
     if not priced:
         text += "; no design has a price, so every cost is n/a."
     else:
@@ -163,8 +172,8 @@ def verdict(table: pd.DataFrame | list[dict]) -> str:
             f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
             f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
         )
-    if len(ok) > 1:
-        slow = first_max(ok, "days")
+    slow = first_max(ok, "days")
+    if slow["days"] > fast["days"] * TIE_RATIO:
         text += f" The slowest, {slow['system']}, takes {slow['days'] / fast['days']:.2f}x as long."
     split = fabric_and_chip(rows)
     return text + ("\n\n" + split if split else "")

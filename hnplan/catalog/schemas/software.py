@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
+from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, PosInt, Positive
 from hnplan.catalog.schemas.moe_choices import MoEChoices
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
 
@@ -226,7 +226,10 @@ class StackChoices(MoEChoices):
     )
     dp_grad_reduce: bool = Field(default=True, description="bucketed gradient reduce overlaps the backward")
     dp_param_gather: bool = Field(default=True, description="bucketed parameter all-gather overlaps the forward")
-    grad_reduce_bytes: Positive = Field(default=4.0, description="bytes per gradient element on the wire [bytes]")
+    # 1 (fp8) to 4 (fp32) bytes: a width in bits (32) or a fraction is another unit
+    grad_reduce_bytes: Annotated[float, Field(ge=1.0, le=4.0)] = Field(
+        default=4.0, description="bytes per gradient element on the wire (4 fp32, 2 bf16; not bits) [bytes]"
+    )
     attention: Literal["flash", "unfused"] = Field(
         default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
     )
@@ -318,7 +321,8 @@ class StackChoices(MoEChoices):
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
     )
-    kernel_launch_us: NonNegative = Field(
+    # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
+    kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
     )
     cuda_graph_scope: tuple[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iteration"], ...] = (
@@ -373,6 +377,8 @@ class SoftwareStack(Entry, StackChoices):
     overlap hides is measured per chip family (the SMs the communication takes, the HBM and L2 it shares with
     the compute beside it), so a stack carries one value per family, each with its own provenance, and the
     scalar for the chips it lists not (a job's explicit choice or override of the fraction wins over both).
+    ``choices_by_accelerator`` does the same for any choice the stack's recipes set per accelerator (the
+    dispatcher, the CUDA-graph scope, the norm kernel of Megatron-Bridge's B200 recipes).
     """
 
     zero_stages: list[Literal[0, 1, 2, 3]] | None = Field(
@@ -423,9 +429,27 @@ class SoftwareStack(Entry, StackChoices):
         "(calibration)",
     )
 
+    choices_by_accelerator: dict[str, dict[str, object]] | None = Field(
+        default=None,
+        description="accelerator id -> {choice: value}: choices (StackChoices fields) the stack's recipes set "
+        "otherwise on that accelerator (Megatron-Bridge writes its performance recipes per GPU type); they replace "
+        "the stack's own there (a job's explicit choices or overrides win)",
+    )
+
     _calibrations: ClassVar[tuple[str, ...]] = (
         "matmul_efficiency",
         "attention_efficiency",
         "attention_fp8_ratio",
         "ep_comm_overlap_fraction_by_accelerator",
+        "choices_by_accelerator",
     )
+
+    @model_validator(mode="after")
+    def _accelerator_choices_valid(self):
+        own = {k: getattr(self, k) for k in StackChoices.model_fields}
+        for acc_id, values in (self.choices_by_accelerator or {}).items():
+            unknown = sorted(set(values) - set(StackChoices.model_fields))
+            if unknown:
+                raise ValueError(f"choices_by_accelerator.{acc_id} names unknown choice {unknown[0]!r}")
+            StackChoices(**{**own, **values})  # each value as its field allows
+        return self

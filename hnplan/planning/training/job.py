@@ -201,8 +201,10 @@ def make_job(
     st = cat.stack(stack) if stack is not None else None
     ch, provenance = resolve_choices(st, choices, overrides)
     model, system = cat.model(model), cat.system(system)
-    ch = host_scaled(ch, system, provenance)
     acc = cat.accelerator(system.accelerator)
+    if st is not None:
+        ch = stack_accelerator_choices(ch, st, acc.id, provenance)
+    ch = host_scaled(ch, system, provenance)
     if st is not None and dtype in (st.matmul_efficiency or {}).get(acc.id, {}):
         key = f"matmul_efficiency.{dtype}"
         source = st.field_sources.get(key, st.field_sources.get("matmul_efficiency", "")).split(": ")[0]
@@ -256,6 +258,30 @@ def make_job(
         st,
         dict(sorted(provenance.items())),
     )
+
+
+def stack_accelerator_choices(
+    ch: StackChoices, st: SoftwareStack, acc_id: str, provenance: dict[str, str]
+) -> StackChoices:
+    """The choices with those the stack's recipes set on accelerator ``acc_id``
+    (``SoftwareStack.choices_by_accelerator``) in place of the stack's own, each only where the value came from
+    the stack (a choice given in ``choices`` or as an override is kept); ``provenance`` names the entry.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> st = load_catalog().stack("megatron-bridge-2511-mxfp8")
+    >>> prov = {k: f"stack {st.id}" for k in ("ep_dispatcher", "cuda_graph_scope")}
+    >>> ch = stack_accelerator_choices(c.stack_choices(st), st, "b200", prov)   # its B200 recipes
+    >>> ch.ep_dispatcher, ch.cuda_graph_scope, prov["ep_dispatcher"]
+    ('alltoall', (), 'stack megatron-bridge-2511-mxfp8 (choices_by_accelerator.b200)')
+    >>> stack_accelerator_choices(c.stack_choices(st), st, "gb200", prov).ep_dispatcher   # not listed
+    'flex'
+    """
+    values = (st.choices_by_accelerator or {}).get(acc_id) or {}
+    take = {k: v for k, v in values.items() if provenance.get(k, "").startswith(f"stack {st.id}")}
+    if not take:
+        return ch
+    provenance.update({k: f"stack {st.id} (choices_by_accelerator.{acc_id})" for k in take})
+    return StackChoices(**{**ch.model_dump(), **take})
 
 
 def stack_ep_overlap(ch: StackChoices, st: SoftwareStack, acc_id: str, provenance: dict[str, str]) -> StackChoices:

@@ -117,7 +117,7 @@ def plan_rules(
         the model's split (:func:`hnplan.compute.layout.split_rules`: ``tp`` divides the heads and
         the KV heads, no empty pipeline stage, ``ep`` divides the experts); ``ep x etp`` divides
         ``tp cp dp`` (the expert layers' ranks, [2]_; without an ``etp`` column ``etp = tp``, so ``ep``
-        divides ``dp cp``);
+        divides ``dp cp``); ``etp`` divides an expert's ``expert_ffn_hidden``;
         ``dp x microbatch``
         divides the batch; the interleaved schedule (``v > 1``) needs ``pp > 1`` and micro-batches
         divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
@@ -143,6 +143,12 @@ def plan_rules(
             "those ranks (etp defaults to tp; etp 1 folds EP over the TP ranks)": (tp * cp * dp)
             % np.maximum(ep * etp, 1)
             == 0,
+            "etp = {etp} does not divide the {expert_ffn_hidden} columns of each expert's MLP of {model} "
+            "(expert_ffn_hidden; Megatron's expert layers split them evenly over the expert-TP ranks)": (
+                np.ones(np.shape(etp), bool)
+                if model.moe is None
+                else model.moe.expert_ffn_hidden % np.maximum(etp, 1) == 0
+            ),
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
             % np.maximum(dp * mb, 1)
             == 0,

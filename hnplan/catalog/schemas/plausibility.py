@@ -1,0 +1,51 @@
+"""Cross-field checks of hardware entries that catch a figure written in another unit, each returning the
+problem as one line (or None) for a schema validator to raise: the field, the value and the unit it is
+read in."""
+
+from __future__ import annotations
+
+#: the range a system file's own ``unit_price_usd`` may span per GPU of its unit [USD]: 200x below and 14x
+#: above the catalog's priced systems ($21k-69k a GPU in data/prices.yaml, CloudMatrix 384 to DGX B300; a used
+#: data-centre GPU still costs hundreds), so a price typed in thousands ($270 for $270k) or with three zeros too
+#: many is refused, not costed
+USD_PER_GPU_RANGE = (1e2, 1e6)
+
+
+def hbm_visible_problem(hbm_visible_gib: float | None, hbm_gb: float) -> str | None:
+    """Device memory visible to programs above the package's HBM: a GB figure written where GiB is read.
+
+    Datasheets print binary capacities as GB (the H100's "80 GB" is 80 GiB, 79.11 GiB of it visible:
+    ``data/accelerators/h100-sxm.yaml``), so ``hbm_gb`` read as GiB bounds the visible memory under
+    either reading.
+
+    >>> hbm_visible_problem(79.11, 80) is None
+    True
+    >>> hbm_visible_problem(84.94, 80)[:47]
+    "field 'hbm_visible_gib': 84.94 GiB is more than"
+    """
+    if hbm_visible_gib is None or hbm_visible_gib <= hbm_gb:
+        return None
+    return (
+        f"field 'hbm_visible_gib': {hbm_visible_gib:g} GiB is more than the {hbm_gb:g} GB of hbm_gb the package "
+        "holds; hbm_visible_gib is GiB (2**30 bytes: nvidia-smi's memory.total in MiB / 1024), not GB"
+    )
+
+
+def unit_price_problem(unit_price_usd: float | None, unit_gpus: int) -> str | None:
+    """A system's own unit price outside :data:`USD_PER_GPU_RANGE` per GPU of the unit.
+
+    >>> unit_price_problem(270_000, 8) is None
+    True
+    >>> unit_price_problem(270, 8)
+    "field 'unit_price_usd': $270 for a unit of 8 GPUs is $33.75 a GPU, outside $100-1,000,000; it is US dollars per unit (not thousands)"
+    """
+    if unit_price_usd is None:
+        return None
+    per_gpu = unit_price_usd / unit_gpus
+    lo, hi = USD_PER_GPU_RANGE
+    if lo <= per_gpu <= hi:
+        return None
+    return (
+        f"field 'unit_price_usd': ${unit_price_usd:,.0f} for a unit of {unit_gpus} GPUs is ${per_gpu:,.4g} a GPU, "
+        f"outside ${lo:,.0f}-{hi:,.0f}; it is US dollars per unit (not thousands)"
+    )
