@@ -128,9 +128,9 @@ def cluster_verdict(table: pd.DataFrame) -> str:
             f"{int(r['preemptions'])} preemptions."
         )
     lines.append(
-        "- **Reading it**: the GPU-time idle while jobs queue is most of the gap between offered load and "
-        "utilisation; its drained part is the cost of starting large gang jobs (EASY backfilling holds GPUs free "
-        "for the reserved job), which smaller or shorter large jobs, or a separate partition for them, would cut. "
+        "- **Reading it**: GPU-time idle while jobs queue is demand the cluster could not serve though GPUs were "
+        "free; its drained part is the cost of starting large gang jobs (EASY backfilling holds GPUs free for the "
+        "reserved job), its fragmented part the cost of placement. "
         "Slowdown is the bounded one (Feitelson et al. 1997, tau 10 s): the plain mean is set by jobs of seconds "
         "that waited minutes, so it ranks designs by their shortest jobs' luck."
     )

@@ -336,7 +336,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
-                    if head is not None:
+                    if head is not None and self.strict_priority:  # the GPUs it took may have been the drain's
                         shadow, extra = self._shadow_time(head)
                     continue
                 self.preempt_failed[j] = self.version
