@@ -699,3 +699,36 @@ def test_sweep_line_numbers_are_the_files_and_comments_are_skipped(tmp_path):
     sweep.write_text("op,gpus,size_bytes,busbw_GBps\n#  size  count\n\nall_gather,8,1073741824,300\n")
     (row,) = collective_measurements(sweep)
     assert row["line"] == 4 and row["op"] == "allgather" and row["busbw_GBps"] == 300.0
+
+
+def test_fitted_sweep_rows_still_far_off_after_the_fit_are_marked(tmp_path):
+    """Four all-gather / reduce-scatter rows at NVLink 0.70 and one all-gather row at 0.7 x that busbw: the
+    log-time least squares puts the scale at about 0.7**(1/5) = 0.931 of the truth (bandwidth regime), so
+    the four read about 0.931 - 1 = -6.9 % after the fit (within 10 %) and the odd one 0.931 / 0.7 - 1 =
+    +33 %: it was listed "fitted" like the others; now it is marked OFF, with a note under the table."""
+    from pathlib import Path
+
+    from hnplan.planning.calibrate_comm import OFF_AFTER_FIT_PCT
+
+    csv = _nvlink_sweep(tmp_path, 0.70)
+    lines = [ln for ln in Path(csv).read_text().splitlines() if ln.split(",")[2] != str(2**20)]  # drop 1 MiB rows
+    op, gpus, size, busbw, algo = lines[2].split(",")  # all-gather 1 GiB, measured again at 0.7 x its busbw
+    assert (op, size) == ("allgather", str(2**30))
+    lines.append(f"{op},{gpus},{size},{float(busbw) * 0.7},{algo}")
+    odd = tmp_path / "odd.csv"
+    odd.write_text("\n".join(lines) + "\n")
+    runs = _measured_runs(tmp_path, "megatron-core", runs=RUNS[:1])
+    cal = calibrate(runs, "megatron-core", collectives_path=str(odd))
+    t = cal.comm.table
+    assert OFF_AFTER_FIT_PCT == 10.0 and t["in_fit"].all()
+    assert list(t["off_after_fit"]) == [False] * 4 + [True]
+    assert t["error_after_pct"].iloc[-1] == pytest.approx(100 * (0.7**-0.8 - 1), abs=2.0)  # +33 %
+    assert np.abs(t["error_after_pct"].iloc[:4]).max() == pytest.approx(100 * (1 - 0.7**0.2), abs=1.0)  # 6.9 %
+    res = runner.invoke(
+        app,
+        ["calibrate", "--runs", runs, "--stack", "megatron-core", "--collectives", str(odd)]
+        + ["--out", str(tmp_path / "st.yaml")],
+    )
+    assert res.exit_code == 0, res.stdout + res.stderr
+    out = " ".join(res.stdout.split())
+    assert out.count("yes, OFF") == 1 and "OFF: 1 fitted row(s) still more than 10 % from the measured busbw" in out

@@ -194,6 +194,10 @@ def test_report_scenario_file_not_found(tmp_path):
     res = runner.invoke(app, ["report", "--scenario", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "o")])
     _check(res, "file not found")
     assert "unknown scenario" not in res.stderr
+    # the line names the flag, as every other command's missing file does
+    assert one_line(res.stderr) == f"error: --scenario: scenario file {tmp_path / 'nope.yaml'}: file not found"
+    res = runner.invoke(app, ["report", "--scenario", "defualt", "--out", str(tmp_path / "o")])
+    _check(res, "--scenario: unknown scenario 'defualt'; nearest: default")
 
 
 def _write_tdp(tmp_path: Path) -> Path:

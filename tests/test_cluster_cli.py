@@ -184,3 +184,21 @@ def test_runs_beyond_the_job_limit_are_refused_before_drawing(flag, value, cat):
         per_day = 0.85 * 1024 / mean_gpu_seconds(m, 1024) * 86_400
         assert 1_800 < per_day < 2_000  # ~1,900 jobs a day; MAX_JOBS / per_day ~ 520 days
         assert f"at most {MAX_JOBS / per_day:.3g} " in r.output
+
+
+@pytest.mark.parametrize(
+    "extra,said",
+    [
+        (["--mix", "./nope.yaml"], "error: --mix: nope.yaml: file not found"),
+        (["--mix", "defualt"], "error: --mix: unknown cluster mix id 'defualt'; nearest: default"),
+        (["--serve", "llama3.1-7b:3"], "error: --serve llama3.1-7b:3: unknown model id 'llama3.1-7b'; nearest: "),
+    ],
+)
+def test_missing_mix_and_unknown_serving_model_name_the_flag(extra, said):
+    # a new user's missing mix file said "nope.yaml: file not found" and an unknown --serve model
+    # "unknown model id 'llama3.1-7b'", naming no flag; both are refused before any simulation runs
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", *extra])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert " ".join(r.output.split()).startswith(said)
+    if "--serve" in extra:
+        assert "llama3.1-8b" in r.output  # the nearest ids include the one meant

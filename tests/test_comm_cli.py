@@ -101,3 +101,31 @@ def test_units_in_table_headers_survive_rich_markup(args, header):
     r = runner.invoke(app, args, terminal_width=200)
     assert r.exit_code == 0, r.output
     assert header in r.stdout
+
+
+def test_collective_sweep_beyond_a_gpus_memory_is_refused():
+    # 8B:1e30 was accepted: 97 doublings up to 6.3e29 B, a message no GPU's memory holds (the catalog's largest: 288 GB)
+    r = runner.invoke(
+        app, ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8", "--sweep", "8B:1e30"]
+    )
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    msg = " ".join(r.output.split())
+    assert "--sweep '8B:1e30': MAX 1e+30 bytes exceeds 1 TiB" in msg and "write MAX as 1TiB or less" in msg
+    ok = runner.invoke(
+        app,
+        [
+            "collective",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--op",
+            "allreduce",
+            "--gpus",
+            "8",
+            "--sweep",
+            "8B:1TiB",
+            "--json",
+        ],
+    )
+    assert ok.exit_code == 0, ok.output
+    sizes = [row["size_bytes"] for row in json.loads(ok.output)["results"]]
+    assert len(sizes) == 38 and sizes[-1] == 2**40  # 8 B = 2**3 to 2**40: 38 doublings' points

@@ -64,9 +64,34 @@ def test_current_scaling_adds_an_amax_read_and_cannot_fuse_the_norm(cat):
     assert r.loc[("qkv_proj_x_amax", "fwd"), "bytes"] == 2 * TOKENS * H
     assert r.loc[("qkv_proj_x_fp8", "fwd"), "bytes"] == 4 * TOKENS * H
     h100 = cat.accelerator("h100-sxm")
+    # Transformer Engine's amax (the default stack): one read at the per-pass amax class (0.835)
     assert r.loc[("qkv_proj_x_amax", "fwd"), "memory_time_s"] == pytest.approx(
-        2 * TOKENS * H / (h100.hbm_bw_TBps * 1e12 * h100.hbm_efficiency * 0.278)
+        2 * TOKENS * H / (h100.hbm_bw_TBps * 1e12 * h100.hbm_efficiency * 0.835)
     )
+
+
+def test_amax_passes_are_the_stacks_and_the_class_is_one_pass_of_the_h200_measurement(cat):
+    # the H200 amax: 8,192 x 14,336 bf16 (234.9 MB read once) in 200.0 us; as eager PyTorch's max(abs(x)) it streams
+    # three passes (abs reads and writes, the reduction reads): 3 x 234.9 MB / (200.0 - 2.85 us) / 4,278 GB/s
+    h200 = cat.accelerator("h200-sxm")
+    by = 8192 * 14336 * 2
+    per_pass = 3 * by / ((200.0 - h200.kernel_overhead_us) * 1e-6) / 4278e9
+    assert per_pass == pytest.approx(0.8355, abs=5e-4)
+    assert h200.memory_kernel_efficiency["amax"] == pytest.approx(per_pass, abs=1e-3)
+    # one rule per stack family: Transformer Engine and compiled torchao one pass, eager PyTorch three
+    assert {s: cat.stack(s).amax_passes for s in ("megatron-bridge-2511", "nemo-mlperf-v60", "torchtitan-2506")} == {
+        "megatron-bridge-2511": 1,
+        "nemo-mlperf-v60": 1,
+        "torchtitan-2506": 1,
+    }
+    assert cat.stack("pytorch-eager").amax_passes == 3
+    one = _rows(cat, acc="h200-sxm", fp8_recipe="current")
+    three = _rows(cat, acc="h200-sxm", fp8_recipe="current", amax_passes=3)
+    key = ("mlp_down_x_amax", "fwd")  # the down projection's input: 8,192 x 14,336, the tensor timed
+    assert three.loc[key, "bytes"] == 3 * one.loc[key, "bytes"] == 3 * by
+    # the eager amax costs what was measured (memory time plus the model's kernel overhead), TE's a third of the bytes
+    assert three.loc[key, "memory_time_s"] + h200.kernel_overhead_us * 1e-6 == pytest.approx(200.0e-6, rel=2e-3)
+    assert one.loc[key, "memory_time_s"] == pytest.approx(three.loc[key, "memory_time_s"] / 3, rel=1e-12)
 
 
 def test_current_scaling_amax_from_te_norm_and_op_fuser_hand_derived(cat):
@@ -151,9 +176,11 @@ def test_per_step_kernels_hand_derived(cat):
     # delayed scaling, weights cached per step: cast + transpose, 2 + 1 + 1 bytes at the fp8_cast class (0.774)
     delayed = StepKernels.of(StackChoices())
     assert weight_cast_step_s(h100, delayed, 1e9) == pytest.approx(1e9 * 4 / (copy * 0.774))
-    # current scaling adds the 2-byte amax read at the amax class (0.278)
+    # current scaling adds the 2-byte amax read, one pass at the per-pass amax class (0.835); eager, three passes
     current = StepKernels.of(StackChoices(fp8_recipe="current"))
-    assert weight_cast_step_s(h100, current, 1e9) == pytest.approx(1e9 * (4 / (copy * 0.774) + 2 / (copy * 0.278)))
+    assert weight_cast_step_s(h100, current, 1e9) == pytest.approx(1e9 * (4 / (copy * 0.774) + 2 / (copy * 0.835)))
+    eager = StepKernels.of(StackChoices(fp8_recipe="current", amax_passes=3))
+    assert weight_cast_step_s(h100, eager, 1e9) == pytest.approx(1e9 * (4 / (copy * 0.774) + 6 / (copy * 0.835)))
     # fp8 parameters: no cast; uncached: the casts are operator rows of every micro-batch instead
     assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_params=True)), 1e9) == 0.0
     assert weight_cast_step_s(h100, StepKernels.of(StackChoices(fp8_weight_cache=False)), 1e9) == 0.0

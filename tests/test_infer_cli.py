@@ -250,3 +250,40 @@ def test_pinned_degree_the_search_cannot_use_says_why(args, needle):
     res = runner.invoke(app, BASE[:-2] + args)  # without --tp 1
     assert res.exit_code == 3, res.output
     assert needle in " ".join(res.output.split())
+
+
+def test_token_counts_take_the_clis_suffixes():
+    # `--input-tokens 2k` was refused ("unable to parse string as an integer") while --global-batch-tokens and
+    # the scenario files read 15T-style counts: the token flags share hnplan.units.parse_count (k = 1,000)
+    base = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--batch", "8", "--json"]
+    a = runner.invoke(app, [*base, "--input-tokens", "2k", "--output-tokens", "0.5k"])
+    b = runner.invoke(app, [*base, "--input-tokens", "2000", "--output-tokens", "500"])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    da, db = json.loads(a.output), json.loads(b.output)
+    assert (da["input_tokens"], da["output_tokens"]) == (2000, 500) and da["ttft_s"] == db["ttft_s"]
+    bad = runner.invoke(app, [*base, "--input-tokens", "2.5"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert "--input-tokens" in bad.output and "count must be whole" in " ".join(bad.output.split())
+
+
+def test_tp_must_divide_each_experts_mlp_in_serving(tmp_path):
+    # serving splits every expert's expert_ffn_hidden columns over the TP ranks (vLLM FusedMoE's
+    # intermediate_size_per_partition): 770 = 2 x 5 x 7 x 11 at TP 4 was planned with 192.5 columns a rank
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).parents[1]
+    model = yaml.safe_load((root / "data" / "models" / "qwen3-30b-a3b.yaml").read_text())
+    model = {**model, "id": "my-moe", "moe": {**model["moe"], "expert_ffn_hidden": 770}}
+    model.pop("params_b_published", None)
+    path = tmp_path / "my-moe.yaml"
+    path.write_text(yaml.safe_dump(model))
+    base = ["infer", "--model", str(path), "--system", "hgx-h100-ib-ndr", "--input-tokens", "1000"]
+    res = runner.invoke(app, [*base, "--tp", "4"])
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    msg = " ".join(res.output.split())
+    assert "infeasible: tp = 4 does not divide the 770 columns of each expert's MLP of my-moe" in msg
+    searched = runner.invoke(app, [*base, "--json"])  # the search keeps to TP 1 and 2 (770 = 2 x 385)
+    assert searched.exit_code == 0, searched.output
+    assert json.loads(searched.output)["tp"] in (1, 2)

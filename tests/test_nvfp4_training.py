@@ -8,12 +8,17 @@ copies; random Hadamard transforms on the weight-gradient inputs).
 
 import pytest
 
+from hnplan import units
 from hnplan.compute.fp8_recipes import (
+    BF16,
+    FP8,
+    NVFP4_COPY,
     StepKernels,
     class_Bps,
     fp8_gemm_rows,
     kernel_class,
     quantise,
+    scaled_copy_bytes,
     weight_cast_bytes_per_param,
 )
 from hnplan.compute.gemm import gemm_time_s
@@ -135,13 +140,74 @@ def test_fp4_gemm_runs_at_the_fp4_rate(cat):
     assert ratio == pytest.approx(expected, rel=0.03)
 
 
+# the 12 GEMMs of Transformer Engine's B300 benchmark layer (hidden 4,096, QKV 12,288, FFN 16,384, 15,872 tokens) as
+# (M, K, N): fprop, dgrad, wgrad of QKV, attention out, MLP up, MLP down (gemm_profiling.rst, "Full Backward Table")
+_TE_B300_TOKENS, _H, _Q, _F = 15872, 4096, 12288, 16384
+_TE_B300_SHAPES = [
+    (_TE_B300_TOKENS, _H, _Q),
+    (_TE_B300_TOKENS, _H, _H),
+    (_TE_B300_TOKENS, _H, _F),
+    (_TE_B300_TOKENS, _F, _H),
+    (_TE_B300_TOKENS, _Q, _H),
+    (_TE_B300_TOKENS, _H, _H),
+    (_TE_B300_TOKENS, _F, _H),
+    (_TE_B300_TOKENS, _H, _F),
+    (_H, _TE_B300_TOKENS, _Q),
+    (_H, _TE_B300_TOKENS, _H),
+    (_H, _TE_B300_TOKENS, _F),
+    (_F, _TE_B300_TOKENS, _H),
+]
+
+
+def _te_b300_quant_s(acc, rows_per_call):
+    """hnplan's time of the quantisation Transformer Engine's B300 benchmark adds to its 12 te.Linear forwards
+    under autocast: ``rows_per_call(input_elems, weight_elems)`` gives one call's ``(class, bytes)`` kernels, each
+    at its class's bandwidth plus the kernel overhead the model adds."""
+    t = 0.0
+    for m, k, n in _TE_B300_SHAPES:
+        rows = rows_per_call(m * k, k * n)
+        t += sum(b / class_Bps(acc, c) for c, b in rows) + len(rows) * units.us_to_s(acc.kernel_overhead_us)
+    return t
+
+
+def test_blackwell_quantisation_classes_are_the_te_b300_benchmark(cat):
+    """The Blackwell ``fp8_cast`` and ``amax`` classes reproduce what Transformer Engine's GEMM benchmark on a B300
+    SXM6 AC adds to its pre-quantised GEMMs when it quantises in autocast (NVIDIA/TransformerEngine @ 8f2e635,
+    docs/examples/gemm_profiling/gemm_profiling.rst, benchmarks/gemm/benchmark_gemm.py; data/accelerators/b300.yaml
+    field_sources). Each timed call is a te.Linear forward: its input quantised row- and column-wise (saved for
+    the backward), its weight row-wise (the input needs no gradient), every call. By hand: MXFP8 1.823 ms measured
+    for 9.07 GB (0.754 of the 6.93 TB/s copy after 24 x 3.67 us); current scaling 2.335 ms for the casts (7.45 GB at
+    0.754) and the one-pass amaxes (4.97 GB, 0.977 of the copy); the same fractions on every Blackwell chip."""
+    b300 = cat.accelerator("b300")
+    for a in ("b200", "b300", "gb200", "gb300"):
+        mk = cat.accelerator(a).memory_kernel_efficiency
+        assert (mk["fp8_cast"], mk["amax"]) == (0.754, 0.977), a
+    assert units.TBps_to_Bps(7.7) * 0.90 == pytest.approx(class_Bps(b300, "residual"))  # the copy, 6.93 TB/s
+    mx = scaled_copy_bytes("mxfp8")  # 1 + 1/32
+
+    def mxfp8(a, w):  # one kernel a tensor: bf16 in, row- and column-wise copies of the input, row-wise of the weight
+        return [("fp8_cast", (BF16 + 2 * mx) * a), ("fp8_cast", (BF16 + mx) * w)]
+
+    def current(a, w):  # Blackwell keeps one row-wise copy (no transpose); amax, then cast, for each tensor
+        return [("amax", BF16 * a), ("fp8_cast", (BF16 + FP8) * a), ("amax", BF16 * w), ("fp8_cast", (BF16 + FP8) * w)]
+
+    assert _te_b300_quant_s(b300, mxfp8) == pytest.approx(8.984e-3 - 7.161e-3, rel=0.005)
+    assert _te_b300_quant_s(b300, current) == pytest.approx(9.147e-3 - 6.812e-3, rel=0.005)
+
+
 def test_te_nvfp4_gemm_benchmark_on_b300(cat):
     """Transformer Engine's GEMM benchmark on a B300 SXM6 AC (docs/examples/gemm_profiling/gemm_profiling.rst,
     NVIDIA/TransformerEngine @ 8f2e635): the 12 GEMMs of a layer of hidden 4,096, FFN 16,384, QKV 12,288 at
     15,872 tokens take 3.764 ms in NVFP4 with pre-quantised inputs (bf16: 13.102 ms) and 6.453 ms with
-    Transformer Engine's quantisation (autocast: amax, casts, Hadamard transforms; weights cast every call).
-    The GEMM ceiling is the B200 inference kernel's fraction carried (0.449): the law runs these GEMMs 12 %
-    faster than measured (bf16 8 %), and the recipe's kernels add 2.4 ms where the benchmark adds 2.7."""
+    Transformer Engine's quantisation (autocast). The GEMM ceiling is the B200 inference kernel's fraction carried
+    (0.449): the law runs these GEMMs 12 % faster than measured (bf16 8 %). The 2.689 ms of quantisation are 12
+    te.Linear forwards' (benchmarks/gemm/benchmark_gemm.py): each input quantised row-wise and, Hadamard-transformed,
+    column-wise, each weight row-wise in 16 x 16 blocks, every call (12.2 GB, not the 8.4 GB of a training layer's
+    x, dy and w). hnplan counts the Hadamard cast as a row-wise and a column-wise cast each reading the bf16 input
+    (Transformer Engine 2.8-2.10's two kernels) at the fp8_cast class and the amaxes at one pass of the amax class,
+    both measured in this benchmark's MXFP8 and current-scaling runs (above): 2.905 ms, 8.0 % slower
+    than measured. Counted as one plain cast, the fused row-and-Hadamard kernel (8f2e635) would be 2.288 ms, 15 %
+    fast: the transform costs the second read hnplan counts, so no kernel class of its own."""
     acc = cat.accelerator("b300")
     tokens, h, q, f = 15872, 4096, 12288, 16384
     proj = [(q, h), (h, h), (f, h), (h, f)]  # (out, in) of QKV, attention out, MLP up, MLP down
@@ -159,13 +225,19 @@ def test_te_nvfp4_gemm_benchmark_on_b300(cat):
     assert gemm_bf16 == pytest.approx(13.102e-3, rel=0.10)
     assert gemm_bf16 / gemm_fp4 == pytest.approx(13.102 / 3.764, rel=0.08)  # 3.48x measured
     k = StepKernels(fp8_recipe="nvfp4", weight_cast="microbatch", nvfp4_rht=True)
-    quant = 0.0
-    for n, kk in proj:
-        rows = quantise("x", tokens * kk, k, False) + quantise("dy", tokens * n, k, False)
-        rows += quantise("w", n * kk, k, False, weight=True)
-        quant += sum(b / class_Bps(acc, c) for _, c, b in rows)
-    assert quant == pytest.approx(6.453e-3 - 3.764e-3, rel=0.2)
-    assert gemm_fp4 + quant == pytest.approx(6.453e-3, rel=0.15)
+
+    def nvfp4(a, w):  # the input with its Hadamard column-wise copy; the weight's amax and row-wise cast
+        rows = [(c, b) for _, c, b in quantise("x", a, k, False)]
+        return rows + [("amax", BF16 * w), ("fp8_cast", (BF16 + NVFP4_COPY) * w)]
+
+    def fused_as_plain(a, w):
+        return [("amax", BF16 * a), ("fp8_cast", (BF16 + 2 * NVFP4_COPY) * a)] + nvfp4(0.0, w)[-2:]
+
+    quant = _te_b300_quant_s(acc, nvfp4)
+    assert quant == pytest.approx(2.905e-3, rel=0.005)
+    assert quant / (6.453e-3 - 3.764e-3) - 1 == pytest.approx(0.080, abs=0.005)  # conservative, reported
+    assert _te_b300_quant_s(acc, fused_as_plain) / (6.453e-3 - 3.764e-3) - 1 == pytest.approx(-0.149, abs=0.005)
+    assert (gemm_fp4 + quant) / 6.453e-3 - 1 == pytest.approx(-0.037, abs=0.01)  # the layer (reported)
 
 
 def test_fp4_weights_stay_bf16_with_cached_nvfp4_casts():
@@ -200,13 +272,15 @@ def test_fp4_step_is_faster_than_fp8_and_nvfp4_rows_are_not_optimistic(cat):
         if r.metric != "step_time_s":
             continue  # Megatron-Bridge: 405B on 256 GB200 -18 % (slower), 70B on 64 GB200 +1 % (within its band)
         b = predict_run(r, cat)
-        # no NVFP4 MLPerf submission on GB200 / GB300 comes out more than 1 % faster than measured, each inside its
-        # band. Reported optimistic: Oracle's 8 B200 at -5 % since the 8B recipe's op fuser and Transformer Engine
-        # norm return the amax of four of the eight tensors a layer quantises (before: -0.1 % with those amax
-        # passes counted); the B200's NVFP4 ceiling (0.70, a cuBLAS benchmark) is the likely cause, CoreWeave's
-        # 64 B200 row is -3 % without the fusions
+        # no NVFP4 MLPerf submission on GB200 / GB300 comes out more than 2.5 % faster than measured, each inside
+        # its band: with Transformer Engine's one-pass amax (amax_passes 1) the 5,120-GPU GB200 405B row is -2.3 %
+        # and the 8 GB200 8B row -1.6 % (reported optimistic; both within 1 % with the amax at eager PyTorch's three
+        # passes). Reported optimistic: Oracle's 8 B200 at -7.7 % (-5.1 % at three passes; -0.1 % before the 8B
+        # recipe's op fuser and Transformer Engine norm returned the amax of four of the eight tensors a layer
+        # quantises); the B200's NVFP4 ceiling (0.70, a cuBLAS benchmark) is the likely cause, CoreWeave's 64 B200
+        # row is -9.9 % (-2.9 % at three passes)
         band = r.gap_bound_pct or r.tolerance_pct
-        low = 0.94 if cat.system(r.system).accelerator == "b200" else 0.99
+        low = 0.92 if cat.system(r.system).accelerator == "b200" else 0.975
         assert low * r.published < b["step_time_s"] < r.published * (1 + band / 100), r.id
     job4 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp4", cat, stack="nemo-mlperf-v50")
     job8 = make_job("llama3.1-8b", "gb300-nvl72", 8, 8192, 16, "fp8", cat, stack="nemo-mlperf-v50")

@@ -262,4 +262,53 @@ def test_balanced_ends_give_the_embedding_and_the_loss_a_chunk_each(cat):
     fixed = dict(tp=8, pp=16, dp=64, microbatch_size=1)
     v_plain = set(candidate_frame(m, s, 8192, 8192, 2048, fixed)["virtual_stages"])
     v_balanced = set(candidate_frame(m, s, 8192, 8192, 2048, fixed, balanced_ends=True)["virtual_stages"])
-    assert max(v_plain) == 6 and v_balanced - v_plain == {8}  # 16 x 8 = 128 <= 126 + 2; 16 x 10 does not fit
+    # plain split: 8 layers a stage and 6 on the last, so v divides both (Megatron-Core's whole layers per
+    # model chunk): 1 or 2; the balanced ends leave the stack's own layout to decide, up to 16 x 8 = 128 places
+    assert v_plain == {1, 2} and max(v_balanced) == 8  # 16 x 10 does not fit 126 + 2
+
+
+# ---------------------------------------------------------------------------------------------
+# virtual stages hold whole layers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_virtual_stages_must_divide_each_stages_layers():
+    """Llama 3.1 70B: 80 layers over 16 stages are 5 a stage (and 5 on the last), so the interleaved
+    schedule's v must divide 5: Megatron-Core's TransformerConfig refuses "number of layers on each middle
+    pipeline rank: 5 must be divisible by virtual pipeline parallel degree 3". v 5 runs (one layer a chunk).
+    A stack whose recipes lay out the virtual stages themselves (pipeline_layout) is not held to it."""
+    args = ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "512", "--seq-len", "8192"]
+    args += ["--global-batch-size", "1024", "--tp", "8", "--pp", "16", "--dp", "4", "--stack", "megatron-lm-2022"]
+    res = runner.invoke(app, [*args, "--virtual-stages", "3"])
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    msg = " ".join(res.output.split())
+    assert "virtual_stages = 3 (--virtual-stages) does not divide the layers of each pipeline stage" in msg
+    assert "llama3.1-70b's 80 layers over pp = 16 stages put 5 on a stage" in msg
+    ok = runner.invoke(app, [*args, "--virtual-stages", "5", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output)["parallel"]["virtual_stages"] == 5
+    # 126 layers over 16 stages: 8 a stage and 6 on the last; v 4 divides 8 but not 6 (Megatron's last-stage check)
+    with pytest.raises(PlanRuleError, match=r"8 on a stage and 6 on the last"):
+        estimate_training_step(
+            "llama3.1-405b",
+            "hgx-h100-ib-ndr",
+            8192,
+            ParallelPlan(tp=8, pp=16, dp=64, virtual_stages=4),
+            8192,
+            2048,
+            stack="megatron-lm-2022",
+        )
+
+
+def test_search_proposes_only_whole_layer_chunks():
+    from hnplan.catalog import load_catalog
+
+    cat = load_catalog()
+    m, s = cat.model("llama3.1-70b"), cat.system("hgx-h100-ib-ndr")
+    df = candidate_frame(m, s, 512, 8192, 1024, dict(tp=8, microbatch_size=1))
+    per = -(-80 // df["pp"])  # ceil(80 / pp) layers a stage
+    last = 80 - (df["pp"] - 1) * per
+    assert len(df) and ((per % df["virtual_stages"] == 0) & (last % df["virtual_stages"] == 0)).all()
+    assert set(df.loc[df["pp"] == 16, "virtual_stages"]) == {1, 5}  # 5 layers a stage: v 1 or 5
+    laid_out = candidate_frame(m, s, 512, 8192, 1024, dict(tp=8, microbatch_size=1), pipeline_layout=True)
+    assert {3, 4} <= set(laid_out.loc[laid_out["pp"] == 16, "virtual_stages"])  # an explicit layout runs them

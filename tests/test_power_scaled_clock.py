@@ -43,14 +43,16 @@ def _tool():
 
 
 def test_gb300_fraction_is_the_fit_at_its_upper_bound():
-    """The 20 GB300 rows' rms ln error falls over the whole bounded range (0.116 at the law's 0.914, 0.096 at 1.0,
-    tools/fit_gb300_clock.py): the catalog holds the bound the fit stops at, with its provenance."""
+    """The 20 GB300 rows' rms ln error falls from the law's 0.914 (0.107) towards 1.0 (0.095, tools/fit_gb300_clock.py).
+    Since Transformer Engine's amax is one pass (amax_passes) the fit's minimum is 0.989 (0.0952, against 0.0954 at
+    1.0; 0.0951 / 0.0953 with the Blackwell quantisation classes measured on a B300; before, the fit stopped at the bound, 0.116 / 0.096): not adopted, the catalog holds the bound, with its
+    provenance."""
     tool = _tool()
     gb300 = CAT.accelerator("gb300")
     rows = tool.gb300_rows()
     assert len(rows) == 20
     rms = [math.sqrt(sum(e**2 for e in tool.residuals(rows, f)) / len(rows)) for f in (tool.PRIOR, 0.96, 1.0)]
-    assert rms[0] == pytest.approx(0.116, abs=2e-3) and rms[2] == pytest.approx(0.096, abs=2e-3)
+    assert rms[0] == pytest.approx(0.107, abs=2e-3) and rms[2] == pytest.approx(0.095, abs=2e-3)
     assert rms[0] > rms[1] > rms[2]
     assert gb300.sustained_compute_fraction == tool.BOUNDS[1] == 1.0
     why = gb300.assumptions["sustained_compute_fraction"]
@@ -73,15 +75,16 @@ def test_same_recipe_b300_and_gb300_steps():
     """MLPerf v5.1 Llama 3.1 8B NVFP4, one layout and recipe (TP 1, micro-batch 2, FP8 attention, 16 sequences
     on 8 GPUs): NVIDIA's GB300 0.3466 s, Nebius's B300 0.394 s (Nebius/benchmarks/llama31_8b/configs/nebius_b300_n1),
     1.137x. Not fitted (the B300 row is not a GB300 row): with the fitted GB300 fraction hnplan puts the GB300
-    1.169x ahead, 2.8 % above the measured ratio, while both steps stay slower than measured (GB300 +3.6 %, B300
-    +6.6 %; 1.157x, +11.8 % and +13.8 % before the amax the recipe's norm and op fuser return was counted)."""
+    1.175x ahead, 3.3 % above the measured ratio, while both steps stay slower than measured (GB300 +0.3 %, B300
+    +3.7 %; 1.169x, +3.6 % and +6.6 % with each amax at eager PyTorch's three passes, before the stack's amax_passes;
+    1.157x, +11.8 % and +13.8 % before the amax the recipe's norm and op fuser return was counted)."""
     gb300 = next(r for r in training_runs() if r.id == "mlperf-v51-nvidia-gb300-llama31-8b-8")
     b300 = gb300.model_copy(update={"id": "nebius-b300", "system": "dgx-b300", "published": 0.394})
     t_gb300 = float(predict_run(gb300, CAT)["step_time_s"])
     t_b300 = float(predict_run(b300, CAT)["step_time_s"])
     assert 0.394 / 0.3466 == pytest.approx(1.137, abs=5e-4)
-    assert t_b300 / t_gb300 == pytest.approx(1.169, abs=0.005)
-    assert t_gb300 / 0.3466 == pytest.approx(1.036, abs=0.005) and t_b300 / 0.394 == pytest.approx(1.066, abs=0.005)
+    assert t_b300 / t_gb300 == pytest.approx(1.175, abs=0.005)
+    assert t_gb300 / 0.3466 == pytest.approx(1.003, abs=0.005) and t_b300 / 0.394 == pytest.approx(1.037, abs=0.005)
 
 
 def test_same_limit_and_bad_input():

@@ -104,6 +104,7 @@ def calibrate(
             from hnplan.catalog.checks import check_refs
             from hnplan.planning.calibrate import calibrate as fit_stack
             from hnplan.planning.calibrate import write_calibration
+            from hnplan.planning.calibrate_comm import OFF_AFTER_FIT_PCT
 
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
@@ -153,9 +154,16 @@ def calibrate(
                     f"{r.before_busbw_GBps:.1f}",
                     f"{r.after_busbw_GBps:.1f}",
                     pct(r.error_after_pct),
-                    "yes" if r.in_fit else "no",
+                    ("yes, OFF" if r.off_after_fit else "yes") if r.in_fit else "no",
                 )
             console.print(c)
+            off = int(cal.comm.table["off_after_fit"].sum())
+            if off:
+                console.print(
+                    f"OFF: {off} fitted row(s) still more than {OFF_AFTER_FIT_PCT:g} % from the measured busbw after "
+                    "the fit: one efficiency per fabric tier does not describe them (check their unit, algorithm "
+                    "and ranks; the fitted efficiencies average over them)"
+                )
         p = Table(title="efficiencies")
         for col in ("parameter", "before", "after", "bounds", "status"):
             p.add_column(col, justify="left" if col in ("parameter", "status") else "right")

@@ -132,10 +132,11 @@ def simulate(
     """Simulate a shared cluster: how busy it is, how long jobs wait, how many GPUs are stranded."""
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
+    from hnplan.catalog.mixes import cluster_mix
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
     from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
     from hnplan.cluster.topology import check_cluster_gpus
-    from hnplan.errors import InputError
+    from hnplan.errors import CatalogError, InputError
 
     with handle_errors():
         check_refs({"--system": ("systems", system)})
@@ -160,6 +161,11 @@ def simulate(
             )
         cat = load_catalog()
         check_cluster_gpus(system, gpus, "--gpus", cat)  # the flag and the design's bound, before any simulation
+        if trace is None:  # the mix the jobs are drawn from: a missing file or unknown id names the flag
+            try:
+                cluster_mix(mix, cat)
+            except CatalogError as exc:
+                raise CatalogError(f"--mix: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
         services = []
         for item in serve or []:
             model_id, _, qps = item.rpartition(":")
@@ -169,6 +175,7 @@ def simulate(
                 raise InputError(f"--serve takes MODEL:QPS (e.g. llama3.1-70b:30); got {item!r}") from None
             if not model_id or services[-1][1] <= 0:
                 raise InputError(f"--serve takes MODEL:QPS with QPS > 0; got {item!r}")
+            check_refs({f"--serve {item}": ("models", model_id)}, cat)  # an unknown model: the nearest ids
         kw = dict(
             seed=seed,
             serve=services,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, kv_table, print_json, whole_units_text
+from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json, whole_units_text
 from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.labels import column_header
@@ -78,8 +78,12 @@ def _cell(v) -> str:
 def infer(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
-    input_tokens: int = typer.Option(..., "--input-tokens", min=1, help="prompt length [tokens]"),
-    output_tokens: int = typer.Option(1, "--output-tokens", min=1, help="generated tokens per request"),
+    input_tokens: int = typer.Option(
+        ..., "--input-tokens", parser=count(integer=True), metavar="COUNT", help="prompt length [tokens] (2k = 2,000)"
+    ),
+    output_tokens: int = typer.Option(
+        1, "--output-tokens", parser=count(integer=True), metavar="COUNT", help="generated tokens per request"
+    ),
     tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree (searched if omitted)"),
     ep: int = typer.Option(None, "--ep", min=1, help="expert-parallel degree (MoE; searched if omitted)"),
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree (default: smallest that fits)"),
@@ -94,7 +98,11 @@ def infer(
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
     overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
     chunked_prefill: int = typer.Option(
-        None, "--chunked-prefill", min=1, help="prefill chunk per iteration [tokens] (default: whole prompts)"
+        None,
+        "--chunked-prefill",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="prefill chunk per iteration [tokens] (default: whole prompts)",
     ),
     score_latency_ms: float = typer.Option(
         None, "--score-latency-ms", help="short scoring requests: requests/s per node within this latency [ms] (> 0)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, exit_infeasible, handle_errors, kv_table, print_json
+from hnplan.cli._app import app, console, count, exit_infeasible, handle_errors, kv_table, print_json
 from hnplan.cli._options import check_expert_flags
 from hnplan.errors import InputError
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
@@ -25,7 +25,13 @@ _PART_WORDS = {
 def memory(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     mode: str = typer.Option("train", "--mode", help="train or inference (infer, training: the same)"),
-    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence length [tokens] (inference: prompt + output)"),
+    seq_len: int = typer.Option(
+        ...,
+        "--seq-len",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="sequence length [tokens] (inference: prompt + output)",
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
     pp: int = typer.Option(1, "--pp", min=1, help="pipeline-parallel degree"),
     dp: int = typer.Option(1, "--dp", min=1, help="data-parallel degree"),

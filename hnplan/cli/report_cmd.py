@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from hnplan.catalog.loader import read_yaml
 from hnplan.cli._app import app, console, handle_errors
-from hnplan.errors import InputError
+from hnplan.errors import CatalogError, InputError
 from hnplan.reports import DEFAULT_OUT, load_scenarios, run_reports
 
 
@@ -34,7 +34,10 @@ def report(
             overrides = read_yaml(params, "--params")
             if not isinstance(overrides, dict):
                 raise InputError(f"--params {params}: expected a mapping of parameter names to values")
-        scenarios = load_scenarios(scenario)
+        try:
+            scenarios = load_scenarios(scenario)
+        except CatalogError as exc:  # a missing file, an unknown id or a bad field: name the flag too
+            raise CatalogError(f"--scenario: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
         results = run_reports(
             scenarios,
             out,

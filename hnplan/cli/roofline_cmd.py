@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan import units
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._app import app, console, count, handle_errors, print_json
 from hnplan.cli._options import check_dtype_flag, check_expert_flags
 
 
@@ -17,7 +17,9 @@ def roofline(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     phase: str = typer.Option(..., "--phase", help="train, prefill or decode"),
     batch: int = typer.Option(..., "--batch", min=1, help="sequences (micro-batch, or concurrent requests)"),
-    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence / prompt length [tokens]"),
+    seq_len: int = typer.Option(
+        ..., "--seq-len", parser=count(integer=True), metavar="COUNT", help="sequence / prompt length [tokens]"
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="tensor-parallel degree"),
     cp: int = typer.Option(1, "--cp", min=1, help="context-parallel degree"),
     ep: int = typer.Option(1, "--ep", min=1, help="expert-parallel degree"),

@@ -33,7 +33,9 @@ def size(
     systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
     deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
-    seq_len: int = typer.Option(DEFAULT_SEQ_LEN, "--seq-len", min=1, help="sequence length [tokens]"),
+    seq_len: int = typer.Option(
+        DEFAULT_SEQ_LEN, "--seq-len", parser=count(integer=True), metavar="COUNT", help="sequence length [tokens]"
+    ),
     global_batch_tokens: int = typer.Option(
         DEFAULT_BATCH_TOKENS,
         "--global-batch-tokens",

@@ -24,7 +24,9 @@ def train(
     model: str = typer.Option(..., "--model", help="model id or YAML path"),
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the job"),
-    seq_len: int = typer.Option(..., "--seq-len", min=1, help="sequence length [tokens]"),
+    seq_len: int = typer.Option(
+        ..., "--seq-len", parser=count(integer=True), metavar="COUNT", help="sequence length [tokens]"
+    ),
     tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree"),
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree"),
     dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),

@@ -12,9 +12,8 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
   need the transposed copy for the weight-gradient GEMM: one more fp8 byte written by the fused
   cast-transpose kernel (``cast_transpose``), or a separate transpose (``<name>_t``: read 1, write 1);
 * ``current`` scaling (``Float8CurrentScaling``) reads each tensor once more for its amax before the
-  cast (``<name>_amax``: 2 bytes at the ``amax`` class: the amax timed on the H200, 1,174 GB/s, where a
-  plain read-and-reduce streams at 4,266 GB/s, so Transformer Engine's own amax kernel may be faster than
-  counted); ``delayed`` scaling (``DelayedScaling``)
+  cast (``<name>_amax``: ``amax_passes`` x 2 bytes at the ``amax`` class, see *The amax pass* below);
+  ``delayed`` scaling (``DelayedScaling``)
   computes the amax inside the cast and takes the scale from the amax history (the per-step history
   update touches a few numbers per tensor and is not counted);
 * ``mxfp8`` (``MXFP8BlockScaling``, Blackwell [3]_): read bf16, write a row-wise and a column-wise
@@ -25,7 +24,7 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
 * ``nvfp4`` (``NVFP4BlockScaling``, Blackwell, with the training dtype ``fp4`` [6]_, [7]_): FP4 E2M1
   elements in blocks of 16 with one FP8 E4M3 scale each and one fp32 scale per tensor, the GEMMs of the
   forward, data-gradient and weight-gradient passes all in FP4. The per-tensor scale needs the tensor's
-  amax before the cast (``<name>_amax``: 2 bytes at the ``amax`` class, as ``current``; so the norm cannot
+  amax before the cast (``<name>_amax``: ``amax_passes`` x 2 bytes at the ``amax`` class, as ``current``; so the norm cannot
   write the quantised copies), then one kernel reads bf16 and writes a row-wise and a column-wise copy
   (``<name>_nvfp4``: ``2 + 2 x (1/2 + 1/16)`` bytes). Where the tensor is the output of a Transformer
   Engine norm or activation kernel, that kernel returns the amax of the bf16 it writes and the amax pass
@@ -57,6 +56,16 @@ fp8 pass, with ``e`` the elements of the tensor quantised:
   once per micro-batch, once per optimizer step when Transformer Engine caches the cast across the
   step's micro-batches (``fp8_weight_cache``; phase ``step``), or never with fp8 parameters
   (``fp8_params``: the optimizer writes fp8 weights).
+
+The amax pass ([12]_, [13]_): an amax row moves the stack's ``amax_passes`` streaming passes over the tensor's bf16
+bytes at the ``amax`` class, the bandwidth of one pass. Transformer Engine 2.8-2.14 (``nvte_compute_amax``, called by
+the current-scaling and NVFP4 quantizers) reads the tensor once, abs and max in registers, a block reduction and one
+atomic per block: 1 pass; so does torchao's ``max(abs(x))`` compiled by Inductor (the abs fused into the reduction);
+eager PyTorch runs ``abs`` (read and write) and the reduction (read): 3. The class is calibrated on the amax timed on
+the H200 (``data/reference/h200_kernels.csv``: 8,192 x 14,336 bf16, 234.9 MB, 200.0 us, 1,174 GB/s on the bytes read
+once) as PyTorch's eager op (inferred: the table does not name the call, and a one-pass read-and-reduce streams at
+4,266 GB/s on the same chip, ``read_reduce``): ``3 x 234.9 MB / (200.0 - 2.85 us) / 4,278 GB/s = 0.835`` of the
+copy a pass, less the kernel overhead the model adds to each row.
 
 Bytes on the wire ([8]_, [9]_, [10]_). With sequence parallelism Transformer Engine all-gathers the
 quantised tensors, not the bf16 ones (:func:`sp_gather_bytes`): the forward input of a column-parallel
@@ -138,6 +147,12 @@ References
    both fused paths arrived in v2.8, with the NVFP4 recipe (absent from v2.7), and for current scaling
    (``FUSED_NORM_AMAX_FP8``, ``FUSED_ACTIVATION_AMAX_FP8``; pull requests #2004 and #2013) in the same release,
    which a stack states with ``fp8_current_amax_fusion``.
+.. [12] NVIDIA Transformer Engine v2.8, v2.9, v2.14, ``transformer_engine/common/recipe/current_scaling.cu``
+   (``amax_kernel``, ``launch_amax_kernel``, ``nvte_compute_amax``) and ``pytorch/csrc/quantizer.cpp``
+   (``Float8CurrentScalingQuantizer``, ``NVFP4Quantizer``: ``nvte_compute_amax_with_config`` before the cast).
+.. [13] pytorch/ao ``torchao/float8/float8_utils.py`` (``tensor_to_amax``: ``torch.max(torch.abs(x))``); pytorch/ao
+   pull request 905 (the eager ``torch.max(torch.abs)`` runs three kernels); pytorch/pytorch issue 153103 (Inductor
+   computes the tensorwise amax in two kernels: block maxima read from the tensor, then their reduction).
 """
 
 from __future__ import annotations
@@ -278,7 +293,7 @@ class StepKernels:
     (``NVTE_NORM_FWD_USE_CUDNN=1``), which write MXFP8 but return no amax [11]_. ``current_amax_fusion``:
     the norm and activation kernels return the amax for current scaling as well (Transformer Engine 2.8+).
     ``fp8_head``: the LM head is an fp8 GEMM with its quantisation rows, not one of :data:`BF16_GEMMS`
-    (``fp8_output_proj``).
+    (``fp8_output_proj``). ``amax_passes``: streaming passes of an amax over its tensor (module docstring).
     """
 
     fp8_recipe: str = "delayed"
@@ -296,6 +311,7 @@ class StepKernels:
     norm_cudnn: bool = False
     current_amax_fusion: bool = False
     fp8_head: bool = False
+    amax_passes: int = 1
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -319,6 +335,7 @@ class StepKernels:
             ch.norm_cudnn,
             ch.fp8_current_amax_fusion,
             ch.fp8_output_proj,
+            ch.amax_passes,
         )
 
 
@@ -371,7 +388,7 @@ def quantise(
     ``current`` with ``current_amax_fusion``; [11]_)."""
     local = elems / shard
     if k.fp8_recipe == "nvfp4":
-        return _nvfp4(name, local, k.nvfp4_rht and not weight, amax_fused)
+        return _nvfp4(name, local, k.nvfp4_rht and not weight, amax_fused, k.amax_passes)
     # a current-scaling cast needs the finished tensor's amax; an MXFP8 one is written by cuDNN's norm only [11]_
     fuse_norm = norm_fused and k.norm_cast_fusion and k.fp8_recipe != "current"
     fuse_norm = fuse_norm and (k.fp8_recipe != "mxfp8" or k.norm_cudnn)
@@ -382,7 +399,7 @@ def quantise(
     fused_t = transpose and k.cast_transpose_fusion and not above_one(shard)
     out = []
     if k.fp8_recipe == "current" and not (amax_fused and k.current_amax_fusion):
-        out.append((f"{name}_amax", "amax", BF16 * local))
+        out.append((f"{name}_amax", "amax", k.amax_passes * BF16 * local))
     if not fuse_norm:
         out.append((f"{name}_fp8", "fp8_cast", (BF16 + FP8 + (FP8 if fused_t else 0.0)) * local))
     if transpose and not (fused_t and not fuse_norm):
@@ -390,13 +407,13 @@ def quantise(
     return out
 
 
-def _nvfp4(name: str, elems: float, rht: bool, amax_fused: bool = False) -> list:
+def _nvfp4(name: str, elems: float, rht: bool, amax_fused: bool = False, passes: int = 1) -> list:
     """The NVFP4 quantisation of ``elems`` local bf16 elements (module docstring; blocks of 16 along either
     axis are local to a shard, so a sequence-parallel tensor is quantised on its shard): the amax pass
     for the per-tensor scale, then the cast to a row-wise and a column-wise copy, or with ``rht`` the
     row-wise cast and the Hadamard-transformed column-wise cast as two kernels. ``amax_fused``: the producing
     kernel returned the amax (no amax pass), honoured without ``rht`` only (the post-transform amax is the
-    quantiser's own, [11]_).
+    quantiser's own, [11]_). ``passes``: the stack's streaming passes of an amax (``amax_passes``).
 
     >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, False)]
     [('x_amax', 'amax', 2.0), ('x_nvfp4', 'fp8_cast', 3.125)]
@@ -405,7 +422,7 @@ def _nvfp4(name: str, elems: float, rht: bool, amax_fused: bool = False) -> list
     >>> [(n, c, round(b, 4)) for n, c, b in _nvfp4("x", 1.0, False, amax_fused=True)]
     [('x_nvfp4', 'fp8_cast', 3.125)]
     """
-    out = [] if amax_fused and not rht else [(f"{name}_amax", "amax", BF16 * elems)]
+    out = [] if amax_fused and not rht else [(f"{name}_amax", "amax", passes * BF16 * elems)]
     if rht:
         out.append((f"{name}_nvfp4", "fp8_cast", (BF16 + NVFP4_COPY) * elems))
         out.append((f"{name}_nvfp4_rht", "fp8_cast", (BF16 + NVFP4_COPY) * elems))

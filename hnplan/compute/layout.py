@@ -114,6 +114,32 @@ def _experts_text(model: Model) -> str:
     return "no experts" if model.moe is None else f"{model.moe.experts} experts"
 
 
+def expert_split_rule(model: Model, degree, name: str = "etp") -> dict[str, np.ndarray]:
+    """The rule that the tensor-parallel degree of the expert layers (``name``: ``etp`` in training,
+    ``tp`` in serving, where each expert is split over the TP ranks) divides the ``expert_ffn_hidden``
+    columns of each expert's MLP: Megatron-Core's expert layers (``TEGroupedMLP``/``SequentialMLP``)
+    and vLLM's ``FusedMoE`` (``intermediate_size_per_partition``) divide them by that size. Always
+    obeyed by a dense model.
+
+    Returns
+    -------
+    dict
+        ``{message template: boolean array}`` as :func:`split_rules` (formatted with :func:`rule_fields`
+        and ``{name}``).
+    """
+    degree = np.asarray(degree, dtype=np.int64)
+    ok = (
+        np.ones(np.shape(degree), bool)
+        if model.moe is None
+        else model.moe.expert_ffn_hidden % np.maximum(degree, 1) == 0
+    )
+    return {
+        f"{name} = {{{name}}} does not divide the {{expert_ffn_hidden}} columns of each expert's MLP of {{model}} "
+        "(expert_ffn_hidden; Megatron's expert layers and vLLM's fused MoE split them evenly over the expert's "
+        "TP ranks)": ok
+    }
+
+
 def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str, np.ndarray]:
     """The rules of a model's split, evaluated on arrays (or scalars) of degrees.
 
@@ -126,7 +152,8 @@ def split_rules(model: Model, tp, pp, ep, *, training: bool = True) -> dict[str,
         inference, where serving engines spread the remainder: ``pp <= L``); ``ep`` divides the
         experts (``ep = 1`` on a dense model); ``tp`` divides ``ffn_hidden`` where a dense MLP exists
         (Megatron-LM ``ColumnParallelLinear`` and vLLM ``MergedColumnParallelLinear`` divide the output
-        columns by the TP size and assert it divides).
+        columns by the TP size and assert it divides). The expert layers' split is
+        :func:`expert_split_rule`'s.
     """
     tp, pp, ep = (np.asarray(x, dtype=np.int64) for x in (tp, pp, ep))
     experts = 0 if model.moe is None else model.moe.experts
@@ -173,6 +200,14 @@ def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
         ffn_hidden=getattr(model, "ffn_hidden", None),
         expert_ffn_hidden=None if getattr(model, "moe", None) is None else model.moe.expert_ffn_hidden,
     )
+
+
+def check_expert_split(model: Model, degree: int, name: str = "etp") -> None:
+    """Raise :class:`hnplan.errors.PlanRuleError` when :func:`expert_split_rule` fails (``name``: the
+    degree's name in the message, ``tp`` for serving, where every expert is split over the TP ranks)."""
+    for template, ok in expert_split_rule(model, degree, name).items():
+        if not ok:
+            raise PlanRuleError(template.format(**{**rule_fields(model), name: degree}))
 
 
 def check_split(model: Model, tp: int = 1, pp: int = 1, ep: int = 1, *, training: bool = True) -> None:

@@ -368,12 +368,15 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
     if acc.memory_kernel_efficiency:
         names, kinds = ({v: i for i, v in c[f][1].items()} for f in ("name", "kind"))
         nk = len(kinds)
-        pairs = (c["name"][0] * nk + kind[0]).tolist()  # each distinct (name, kind) once, then a lookup per row
-        upair = list(dict.fromkeys(pairs))  # a few dozen: a dict is cheaper than numpy.unique here
-        frac = dict(
-            zip(upair, memory_kernel_fractions(acc, [names[p // nk] for p in upair], [kinds[p % nk] for p in upair]))
-        )
-        memory_s = memory_s / np.fromiter(map(frac.__getitem__, pairs), dtype=float, count=len(pairs))
+        # each distinct (name, kind) pair once (a few dozen), then one gather over the rows (thousands where the
+        # rows hold many shapes, :mod:`hnplan.compute.parts`): a table indexed by the pair's code
+        pairs = c["name"][0] * nk + kind[0]
+        present = np.zeros(len(names) * nk, dtype=bool)
+        present[pairs] = True
+        upair = np.flatnonzero(present).tolist()
+        lut = np.ones(len(present))
+        lut[upair] = memory_kernel_fractions(acc, [names[p // nk] for p in upair], [kinds[p % nk] for p in upair])
+        memory_s = memory_s / lut[pairs]
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():

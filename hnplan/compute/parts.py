@@ -169,6 +169,21 @@ def part_time_table(
             r = [x for x in r if x[0] not in routed]
         shared.append((r, owners, 1.0))
 
+    modules = ("core_attn",) if stack is None else stack.recompute_modules
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
+    # every (part, group) column gathered to the shapes at once
+    table = per_sub[:, :, sub_of] + 0.0
+    if moe:  # the MoE layer's routed experts added (a model without MoE layers has none: its moe columns are 0)
+        _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, by_tp, modules, ch, stack)
+    names = [f"{part}_{g}" for part in PARTS.values() for g in GROUPS + HOST_GROUPS]
+    return names, np.ascontiguousarray(table.reshape(len(names), len(shp)).T)
+
+
+def _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, by_tp, modules, ch, stack) -> None:
+    """Add to the MoE layer's columns of ``table`` (``[part, group, shape]``, :func:`part_time_table`) the times of
+    its routed experts and, in every pass that runs them, the router and dispatcher-preprocess kernels the rows do
+    not list (:func:`hnplan.compute.host.router_host_s`)."""
+
     # the routed experts' rows depend on the shape through the tokens of an expert-TP group, etp and ep: once each
     def routed(mb, tp, cp, ep, etp):
         return (mb * seq_len / cp if etp == tp else mb * seq_len / cp * etp / tp), etp, ep
@@ -177,27 +192,19 @@ def part_time_table(
     routed_index = {k: i for i, k in enumerate(routed_key)}
     routed_of = np.array([routed_index[routed(*s)] for s in shp], dtype=np.int64)
     experts = []
-    if moe:
-        keys = list(routed_key)
-        for _, owners in _groups(keys, lambda k: 0, by_tp).items():
-            tokens = np.array([keys[i][0] for i in owners])
-            etp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
-            r = _expert_rows(model, tokens, 1, etp, 1, ep, dtype, sequence_parallel, acc, kn)
-            experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
-    modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
+    keys = list(routed_key)
+    for _, owners in _groups(keys, lambda k: 0, by_tp).items():
+        tokens = np.array([keys[i][0] for i in owners])
+        etp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
+        r = _expert_rows(model, tokens, 1, etp, 1, ep, dtype, sequence_parallel, acc, kn)
+        experts.append((r, owners, model.moe.experts / ep))  # the expert rows' host time: local experts
     streams = expert_streams(stack)  # the routed experts' GEMMs as the stack launches them
     per_routed = _grouped(experts, len(routed_key), acc, dtype, modules, ch, streams)  # [part, group, routed key]
-    # every (part, group) column gathered to the shapes at once; the MoE layer's routed experts added
-    table = per_sub[:, :, sub_of] + 0.0
     i_moe = list(PARTS.values()).index("moe")
-    table[i_moe] = per_sub[i_moe][:, sub_of] + per_routed[i_moe][:, routed_of]
-    if moe:  # the router and dispatcher-preprocess kernels the rows do not list, in every pass that runs them
-        extra = router_host_s(ch)
-        for g in ("host_fwd", "host_bwd", "host_rc_full"):
-            table[i_moe, (GROUPS + HOST_GROUPS).index(g)] += extra
-    names = [f"{part}_{g}" for part in PARTS.values() for g in GROUPS + HOST_GROUPS]
-    return names, np.ascontiguousarray(table.reshape(len(names), len(shp)).T)
+    table[i_moe] += per_routed[i_moe][:, routed_of]
+    extra = router_host_s(ch)
+    for g in ("host_fwd", "host_bwd", "host_rc_full"):
+        table[i_moe, (GROUPS + HOST_GROUPS).index(g)] += extra
 
 
 def _groups(keys: list, split, by_tp: bool) -> dict:
@@ -241,20 +248,26 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     for f, values in zip(ROW_FIELDS[:4], labels):
         codes, index = _labels(values)
         cols[f] = (np.repeat(codes, reps), index)
-    nums, width = [], len(ROW_FIELDS) - 4
+    width = len(ROW_FIELDS) - 4
+    # [field, row x owner]: each block's rows field by field (a field's rows, each over its owners, side by side)
+    nums = np.empty((width, int(np.dot([len(rows) for rows, *_ in blocks], [len(own) for _, own, _ in blocks]))))
+    at = 0
     for rows, own, _ in blocks:
-        values = [v for r in rows for v in r[4:]]  # row by row, a number or an array over the shapes
-        # Python booleans (as _wide; the filters below read them, not numpy scalars)
-        wide = [isinstance(v, np.ndarray) and v.ndim > 0 for v in values]
-        a = np.empty((len(values), len(own)))
-        if any(wide):
-            mask = np.array(wide, dtype=bool)
-            a[~mask] = np.array([v for v, w in zip(values, wide) if not w], dtype=float)[:, None]
-            a[mask] = np.concatenate([v for v, w in zip(values, wide) if w]).reshape(-1, len(own))
+        n = len(own)
+        values = [r[j] for j in range(4, 4 + width) for r in rows]  # a number or an array over the owners
+        # the numbers that are arrays over the owners (as _wide), the rest broadcast over them
+        wide = [i for i, v in enumerate(values) if isinstance(v, np.ndarray) and v.ndim > 0]
+        a = np.empty((len(values), n))
+        if wide:
+            narrow = np.ones(len(values), dtype=bool)
+            narrow[wide] = False
+            a[wide] = np.concatenate([values[i] for i in wide]).reshape(-1, n)
+            a[narrow] = np.array([v for v, keep in zip(values, narrow.tolist()) if keep], dtype=float)[:, None]
         else:
             a[:] = np.array(values, dtype=float)[:, None]
-        nums.append(a.reshape(len(rows), width, len(own)).transpose(1, 0, 2).reshape(width, -1))
-    cols.update(zip(ROW_FIELDS[4:], np.concatenate(nums, axis=1)))
+        nums[:, at : at + len(rows) * n] = a.reshape(width, -1)
+        at += len(rows) * n
+    cols.update(zip(ROW_FIELDS[4:], nums))
     owner = [np.tile(own, len(rows)) for rows, own, _ in blocks if rows]
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 

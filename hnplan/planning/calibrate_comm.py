@@ -42,6 +42,11 @@ BW_BOUNDS = (0.1, 1.0)
 #: nccl-tests busbw curves start to flatten, so the latency term no longer dominates the time
 MIN_FIT_BYTES = 16 * units.MiB
 TIERS = ("scaleup", "scaleout")
+#: a fitted row whose busbw after the fit is still further than this from the measured one is flagged
+#: ``off_after_fit`` [%]; assumption: the catalog's fabric efficiencies reproduce published nccl-tests
+#: bandwidth-regime busbw within about 10 % (the comm validation rows' tolerances), so a row beyond it after
+#: fitting one efficiency per tier is one the model does not describe (another unit, algorithm or fabric)
+OFF_AFTER_FIT_PCT = 10.0
 #: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
 #: (``Interconnect.alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
 NOT_FITTED_OPS = ("alltoall",)
@@ -160,7 +165,8 @@ class CommCalibration:
     table : pandas.DataFrame
         One row per measurement: ``line, system, op, gpus, size_bytes, measured_busbw_GBps,
         before_busbw_GBps, after_busbw_GBps, error_before_pct, error_after_pct`` (busbw error,
-        ``100 (model / measured - 1)``), ``in_fit``, ``algorithm`` (the row's, or ``tuner``: the model's fastest).
+        ``100 (model / measured - 1)``), ``in_fit``, ``off_after_fit`` (in the fit and still more than
+        :data:`OFF_AFTER_FIT_PCT` off after it), ``algorithm`` (the row's, or ``tuner``: the model's fastest).
     solver : dict
         :func:`hnplan.planning.calibrate_fit.fit`'s report.
     """
@@ -261,6 +267,7 @@ def fit_collectives(
             error_before_pct=100.0 * (measured / t0 - 1.0),
             error_after_pct=100.0 * (measured / t1 - 1.0),
             in_fit=in_fit,
+            off_after_fit=np.array(in_fit, dtype=bool) & (np.abs(100.0 * (measured / t1 - 1.0)) > OFF_AFTER_FIT_PCT),
             algorithm=[r.algorithm or "tuner" for r in rows],
         )
     )

@@ -225,7 +225,13 @@ def memory_summary(
             etp=etp,
         )
         validate_plan(
-            job.model, job.gpus, p, job.global_batch_seqs, seq_len, balanced_ends=job.choices.pipeline_balanced_ends
+            job.model,
+            job.gpus,
+            p,
+            job.global_batch_seqs,
+            seq_len,
+            balanced_ends=job.choices.pipeline_balanced_ends,
+            pipeline_layout=job.choices.pipeline_layout,
         )
         row = plan_row(job, p)  # the evaluator's row of the one plan, without a pandas frame
         design = cat.design(sys_)

@@ -123,6 +123,12 @@ def network_summary(system, gpus: int, catalog: Catalog | None = None) -> dict:
     }
 
 
+# The largest MAX of a sweep [bytes]: a collective's buffers live in each GPU's memory, and the
+# catalog's largest holds 288 GB (B300), so 1 TiB bounds any message a collective can move; nccl-tests'
+# own default sweeps stop far below (-e 8G in its README's examples).
+MAX_SWEEP_BYTES = units.TiB
+
+
 def parse_sweep(text: str) -> np.ndarray:
     """Sizes of a sweep ``MIN:MAX`` doubling from MIN to MAX, as nccl-tests' ``-b MIN -e MAX -f 2``
     [bytes].
@@ -130,7 +136,7 @@ def parse_sweep(text: str) -> np.ndarray:
     Raises
     ------
     InputError
-        For a malformed sweep or MIN > MAX.
+        For a malformed sweep, MIN > MAX or MAX above :data:`MAX_SWEEP_BYTES` (1 TiB).
 
     >>> parse_sweep("8B:64B").tolist()
     [8.0, 16.0, 32.0, 64.0]
@@ -143,6 +149,11 @@ def parse_sweep(text: str) -> np.ndarray:
         raise InputError(f"--sweep expects MIN:MAX such as 8B:8GiB ({exc})") from None
     if lo < 1 or hi < lo:
         raise InputError(f"--sweep {text!r}: need 1 <= MIN <= MAX")
+    if hi > MAX_SWEEP_BYTES:
+        raise InputError(
+            f"--sweep {text!r}: MAX {hi:.3g} bytes exceeds 1 TiB (a collective's buffers live in one GPU's "
+            "memory, 288 GB at most in the catalog); write MAX as 1TiB or less"
+        )
     n = int(np.floor(np.log2(hi / lo))) + 1
     return lo * 2.0 ** np.arange(n)
 

@@ -164,7 +164,7 @@ def kernel_rows(cat) -> list[Row]:
         grouped_gemm_time_s,
         memory_pass_time_s,
     )
-    from hnplan.validation.gemm_fit import ATTENTION_FIT_MODELS
+    from hnplan.validation.gemm_fit import ATTENTION_FIT_MODELS, MEASURED_PASSES
 
     acc = cat.accelerator("h200-sxm")
     mk = acc.memory_kernel_efficiency or {}
@@ -226,6 +226,7 @@ def kernel_rows(cat) -> list[Row]:
             if r.op == "cross_entropy_fwd_fp32":  # the operator model's forward bytes: bf16 logits in and out
                 nbytes = 4.0 * sh["tokens"] * 128256
             cls = MEMORY_KERNEL_OPS.get(r.op)
+            nbytes *= MEASURED_PASSES.get(cls, 1)  # the passes of the op as timed (the eager amax: three)
             t = memory_pass_time_s(acc, nbytes, bandwidth_fraction=mk.get(cls, 1.0) if cls else 1.0, eager=True)
             case = f"{r.op} ({r.shape}) on H200"
             if r.op == "d2d_copy":

@@ -210,13 +210,18 @@ MEMORY_KERNEL_ROWS = {
     "amax": "amax",
     "optimizer": "adamw_fused_fp32",
 }
+# streaming passes over its minimum bytes of each measured op: the amax timed is PyTorch's eager max(abs(x)), ``abs``
+# reading and writing the tensor and the reduction reading it again (hnplan.compute.fp8_recipes, "The amax pass")
+MEASURED_PASSES = {"amax": 3}
 LOSS_BYTES_PER_LOGIT = 12.0  # the operator model's loss: bf16 logits read + written forward, twice that backward
 
 
 def memory_kernel_calibration(catalog: Catalog | None = None) -> dict:
     """The accelerator's ``memory_kernel_efficiency`` read from ``h200_kernels.csv``: each class's measured
-    GB/s, less the kernel overhead the model adds (``kernel_overhead_us``), over the copy's (``d2d_copy``); ``cross_entropy`` is the fp32 loss forward + backward over 8,192 tokens x
-    128,256 classes at :data:`LOSS_BYTES_PER_LOGIT` (the operator model's bytes) over the copy bandwidth."""
+    GB/s, less the kernel overhead the model adds (``kernel_overhead_us``), over the copy's (``d2d_copy``), per
+    streaming pass of the op as measured (:data:`MEASURED_PASSES`: ``amax`` is the bandwidth of one of its three
+    passes); ``cross_entropy`` is the fp32 loss forward + backward over 8,192 tokens x 128,256 classes at
+    :data:`LOSS_BYTES_PER_LOGIT` (the operator model's bytes) over the copy bandwidth."""
     cat = catalog or load_catalog()
     ref = cat.reference("h200_kernels").set_index("op")
     launch = units.us_to_s(cat.accelerator(FIT_ACCELERATOR).kernel_overhead_us)  # the model adds it to every kernel
@@ -225,7 +230,8 @@ def memory_kernel_calibration(catalog: Catalog | None = None) -> dict:
     for cls, op in MEMORY_KERNEL_ROWS.items():
         t = float(ref.loc[op, "time_s"])
         # at most the copy: a kernel streaming as fast as it (the residual add) is a copy
-        out[cls] = min(1.0, units.GBps_to_Bps(float(ref.loc[op, "GBps"])) * t / (t - launch) / copy)
+        passes = MEASURED_PASSES.get(cls, 1)
+        out[cls] = min(1.0, passes * units.GBps_to_Bps(float(ref.loc[op, "GBps"])) * t / (t - launch) / copy)
     ce_s = float(ref.loc["cross_entropy_fwd_bwd_fp32", "time_s"]) - 2 * launch  # forward and backward kernels
     out["cross_entropy"] = 8192 * 128256 * LOSS_BYTES_PER_LOGIT / ce_s / copy
     return out

@@ -95,6 +95,14 @@ class StackChoices(MoEChoices):
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
         Megatron-Core ``--account-for-embedding-in-pipeline-split`` and
         ``--account-for-loss-in-pipeline-split``). Default False (Megatron-Core's default).
+    pipeline_layout : bool
+        The stack's recipes place the layers of each virtual pipeline stage themselves (Megatron-Core
+        ``--pipeline-model-parallel-layout``, Megatron-Bridge's ``layout_map``, or first/last-stage layer
+        counts), so a stage's layers need not split evenly over its virtual stages. Default True
+        (hnplan's default stack: Megatron-Core accepts such a layout). False: every virtual stage holds
+        the same whole number of layers, as Megatron-Core's automatic split (its ``TransformerConfig``
+        refuses a stage whose layers the virtual-stage count does not divide) and Megatron-LM before it
+        build them (:func:`hnplan.planning.training.plan_rules`).
     fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
@@ -128,6 +136,14 @@ class StackChoices(MoEChoices):
         returns the amax of NVFP4 inputs it writes; norms are cuDNN's (``NVTE_NORM_FWD_USE_CUDNN=1``: they write MXFP8
         inputs, TE's own return NVFP4 amaxes); TE 2.8+ returns current-scaling amaxes too; the LM head (shared by the
         MTP modules) is an MXFP8 TE GEMM (Megatron-Core ``TransformerConfig.fp8_output_proj``). Default False (all).
+    amax_passes : int
+        Streaming passes over a bf16 tensor of the amax its per-tensor scale needs (``current`` and ``nvfp4``; the
+        ``<name>_amax`` rows of :mod:`hnplan.compute.fp8_recipes`, each pass the tensor's bf16 bytes at the
+        accelerator's per-pass ``amax`` class): 1 where one kernel reads the tensor and reduces (Transformer
+        Engine ``nvte_compute_amax``, ``transformer_engine/common/recipe/current_scaling.cu``; Inductor's
+        compiled ``max(abs(x))``), 3 where eager PyTorch runs ``torch.max(torch.abs(x))`` (``abs`` reads and
+        writes the tensor, the reduction reads it again; torchao ``float8_utils.tensor_to_amax``). Default 1
+        (Transformer Engine, hnplan's default stack).
     norm_kernel, rope_kernel : {"fused", "eager"}
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
@@ -260,6 +276,11 @@ class StackChoices(MoEChoices):
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"
     )
+    pipeline_layout: bool = Field(
+        default=True,
+        description="the recipes lay out each virtual stage's layers themselves (pipeline_model_parallel_layout), "
+        "so a stage's layers need not divide by its virtual stages",
+    )
     fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] = Field(
         default="delayed",
         description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128); "
@@ -285,6 +306,13 @@ class StackChoices(MoEChoices):
     fp8_act_cast_fusion: bool = Field(default=False, description="the op fuser's SwiGLU returns its output's amax")
     fp8_output_proj: bool = Field(default=False, description="the LM head in MXFP8 (Megatron-Core fp8_output_proj)")
     fp8_current_amax_fusion: bool = Field(default=False, description="as for nvfp4, current scaling (TE 2.8+)")
+    amax_passes: int = Field(
+        default=1,
+        ge=1,
+        le=3,
+        description="streaming passes over a tensor of its per-tensor amax: 1 (Transformer Engine's read-and-reduce "
+        "kernel, or compiled), 3 (eager PyTorch max(abs(x)))",
+    )
     norm_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
     )

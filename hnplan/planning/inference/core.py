@@ -46,7 +46,7 @@ from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, ServingEngine, System
 from hnplan.comm import GroupPlacement, SystemLinks, place_group, system_links
-from hnplan.compute.layout import check_split
+from hnplan.compute.layout import check_expert_split, check_split
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
@@ -228,6 +228,7 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
         if getattr(r, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(r, name)}")
     check_split(model, r.tp, r.pp, r.ep, training=False)  # PlanRuleError naming the rule
+    check_expert_split(model, r.tp, "tp")  # serving splits every expert over the TP ranks (etp = tp)
     eng = None
     if r.engine is not None:
         eng = cat.get("engines", r.engine)

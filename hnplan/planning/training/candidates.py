@@ -87,6 +87,7 @@ def candidate_frame(
     *,
     zero_with_pipeline: bool = False,
     balanced_ends: bool = False,
+    pipeline_layout: bool = False,
 ) -> pd.DataFrame:
     """All valid plans for a job, as a table.
 
@@ -111,6 +112,9 @@ def candidate_frame(
     balanced_ends : bool, optional
         The stack's ``pipeline_balanced_ends``: the embedding and the loss each take a model chunk's
         place, so up to ``layers + 2`` chunks (:func:`hnplan.planning.training.plan.plan_rules`).
+    pipeline_layout : bool, optional
+        The stack's ``pipeline_layout``: its recipes lay out each virtual stage's layers, so a stage's
+        layers need not divide by the virtual stages (otherwise they must: :func:`plan_rules`).
 
     Returns
     -------
@@ -141,6 +145,7 @@ def candidate_frame(
         fixed,
         zero_with_pipeline=zero_with_pipeline,
         balanced_ends=balanced_ends,
+        pipeline_layout=pipeline_layout,
     )
     return candidate_table(cols, modes)
 
@@ -163,6 +168,7 @@ def candidate_columns(
     *,
     zero_with_pipeline: bool = False,
     balanced_ends: bool = False,
+    pipeline_layout: bool = False,
 ) -> tuple[dict, list]:
     """:func:`candidate_frame` as plain arrays, without pandas (parameters and errors as there).
 
@@ -214,7 +220,9 @@ def candidate_columns(
     cols = dict(
         tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_, etp=etp_
     )
-    ok = valid_mask(cols, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends)
+    ok = valid_mask(
+        cols, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+    )
     if "dp" in fixed:
         ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
     cols = {k: a[ok] for k, a in cols.items()}
@@ -268,6 +276,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
             job.seq_len,
             balanced_ends=job.choices.pipeline_balanced_ends,
             gpus_name=job.gpus_name,
+            pipeline_layout=job.choices.pipeline_layout,
         )
     raise PlanRuleError(
         f"no plan of {job.model.id} on {job.gpus:,} x {job.system.id} divides"

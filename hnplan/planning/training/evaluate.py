@@ -322,7 +322,13 @@ def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
         For an unknown recompute mode or ZeRO stage.
     """
     validate_plan(
-        job.model, job.gpus, plan, job.global_batch_seqs, job.seq_len, balanced_ends=job.choices.pipeline_balanced_ends
+        job.model,
+        job.gpus,
+        plan,
+        job.global_batch_seqs,
+        job.seq_len,
+        balanced_ends=job.choices.pipeline_balanced_ends,
+        pipeline_layout=job.choices.pipeline_layout,
     )
     return estimate_from_row(job, plan_row(job, plan))
 

@@ -28,7 +28,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.schemas import Model
 from hnplan.compute import RECOMPUTE_MODES
-from hnplan.compute.layout import rule_fields, split_rules
+from hnplan.compute.layout import expert_split_rule, rule_fields, split_rules, stage_layers
 from hnplan.errors import InputError, PlanRuleError
 
 if TYPE_CHECKING:
@@ -85,8 +85,22 @@ def check_knobs(recompute, zero_stage) -> None:
         raise InputError(f"zero stage must be one of 0, 1, 2, 3; got {sorted(badz)[0]!r}")
 
 
+def _stage_split_text(model: Model, pp: int) -> str:
+    """The pipeline split of :func:`hnplan.compute.layout.stage_layers` in words, for a rule's message."""
+    split = stage_layers(model, pp)
+    rest = "" if split.last == split.per_stage else f" and {split.last} on the last"
+    return f"{model.id}'s {model.layers} layers over pp = {pp} stages put {split.per_stage} on a stage{rest}"
+
+
 def plan_rules(
-    df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int, *, balanced_ends: bool = False
+    df: pd.DataFrame,
+    model: Model,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    *,
+    balanced_ends: bool = False,
+    pipeline_layout: bool = False,
 ) -> dict:
     """The divisibility rules of a training plan, evaluated on every row of a candidate table.
 
@@ -106,6 +120,9 @@ def plan_rules(
         first stage has only the embedding, and the last model chunk on the last stage has only output
         projection and loss calculation"): ``pp v`` chunks then hold ``layers + 2`` places, so
         ``pp v <= layers + 2`` (Llama 3 405B: 16 x 8 = 128 chunks for 126 layers).
+    pipeline_layout : bool
+        The stack lays out each virtual stage's layers itself (``SoftwareStack.pipeline_layout``): a
+        stage's layers need not divide by ``virtual_stages``.
 
     Returns
     -------
@@ -120,7 +137,14 @@ def plan_rules(
         divides ``dp cp``); ``etp`` divides an expert's ``expert_ffn_hidden``;
         ``dp x microbatch``
         divides the batch; the interleaved schedule (``v > 1``) needs ``pp > 1`` and micro-batches
-        divisible by ``pp`` ([1]_ Sec. 2.2.2); context parallelism splits each sequence into
+        divisible by ``pp`` ([1]_ Sec. 2.2.2) and ``v`` dividing the layers of every stage
+        (:func:`hnplan.compute.layout.stage_layers`: ``ceil(layers / pp)`` and the last stage's rest): Megatron-Core's
+        ``TransformerConfig.__post_init__`` raises "number of layers on each middle pipeline rank ...
+        must be divisible by virtual pipeline parallel degree" (and the same for an uneven first or
+        last stage), so every model chunk holds a whole number of layers. Not checked with
+        ``pipeline_layout`` (the recipe's layout decides) nor with ``balanced_ends`` (Megatron-Core then
+        asks ``v`` to divide ``(layers + 2) / pp``, which a published run of a stack that sets it breaks:
+        MLPerf v4.0 GPT-3 175B, 96 layers at PP 6 VP 8 under ``nemo-mlperf-v50``); context parallelism splits each sequence into
         ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
     """
     tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))
@@ -128,6 +152,7 @@ def plan_rules(
     mb, v = np.asarray(df["microbatch_size"]), np.asarray(df["virtual_stages"])
     m = global_batch_seqs // np.maximum(dp * mb, 1)
     places = model.layers + (2 if balanced_ends else 0)  # chunks a pipeline can fill
+    split = stage_layers(model, np.maximum(pp, 1))  # ceil(L / pp) a stage, the last the rest
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, etp {etp}, microbatch "
@@ -143,27 +168,38 @@ def plan_rules(
             "those ranks (etp defaults to tp; etp 1 folds EP over the TP ranks)": (tp * cp * dp)
             % np.maximum(ep * etp, 1)
             == 0,
-            "etp = {etp} does not divide the {expert_ffn_hidden} columns of each expert's MLP of {model} "
-            "(expert_ffn_hidden; Megatron's expert layers split them evenly over the expert-TP ranks)": (
-                np.ones(np.shape(etp), bool)
-                if model.moe is None
-                else model.moe.expert_ffn_hidden % np.maximum(etp, 1) == 0
-            ),
+            **expert_split_rule(model, etp),
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
             % np.maximum(dp * mb, 1)
             == 0,
             "interleaved schedule (virtual_stages {virtual_stages}) needs pp > 1 and micro-batches ({m}) "
             "divisible by pp ({pp})": (v == 1) | ((pp > 1) & (m % np.maximum(pp, 1) == 0)),
+            "virtual_stages = {virtual_stages} (--virtual-stages) does not divide the layers of each pipeline stage: "
+            "{stage_split} (Megatron-Core builds the same whole number of layers in every model chunk of a stage)": (
+                v <= 1
+            )
+            | balanced_ends
+            | pipeline_layout
+            | ((split.per_stage % np.maximum(v, 1) == 0) & (split.last % np.maximum(v, 1) == 0)),
             "context parallelism cp = {cp} needs seq_len ({seq_len}) divisible by 2 x cp": (cp == 1)
             | (seq_len % np.maximum(2 * cp, 1) == 0),
         }
 
 
 def valid_mask(
-    df: pd.DataFrame, model: Model, gpus: int, seq_len: int, global_batch_seqs: int, *, balanced_ends: bool = False
+    df: pd.DataFrame,
+    model: Model,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    *,
+    balanced_ends: bool = False,
+    pipeline_layout: bool = False,
 ) -> np.ndarray:
     """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
-    rules = plan_rules(df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends)
+    rules = plan_rules(
+        df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+    )
     n = len(np.asarray(df["tp"]))
     return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
 
@@ -177,6 +213,7 @@ def validate_plan(
     *,
     balanced_ends: bool = False,
     gpus_name: str = "--gpus",
+    pipeline_layout: bool = False,
 ) -> int:
     """Check that one plan divides; return its number of micro-batches (``balanced_ends``: as
     :func:`plan_rules`; ``gpus_name``: what the message calls ``gpus``, the CLI flag by default, a runs
@@ -192,7 +229,10 @@ def validate_plan(
     """
     check_knobs(plan.recompute, plan.zero_stage)
     row = {k: np.array([v]) for k, v in asdict(plan).items()}  # one row as plain arrays: no pandas for one plan
-    for template, ok in plan_rules(row, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends).items():
+    rules = plan_rules(
+        row, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+    )
+    for template, ok in rules.items():
         if not ok[0]:
             p = plan
             m = global_batch_seqs // max(p.dp * p.microbatch_size, 1)
@@ -206,6 +246,7 @@ def validate_plan(
                     batch=global_batch_seqs,
                     m=m,
                     seq_len=seq_len,
+                    stage_split=_stage_split_text(model, p.pp),
                 )
             )
     return global_batch_seqs // (plan.dp * plan.microbatch_size)
