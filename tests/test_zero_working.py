@@ -72,3 +72,14 @@ def test_training_memory_counts_the_working_set(llama8b):
     z1 = training_memory(llama8b, 8192, 1, 1, 1, 8, zero=1, **kw)
     w1, g1, _ = model_state_table(llama8b, 1, 1, 8, 1, 1, kw["recipe"])
     assert (z1.params_bytes, z1.grads_bytes) == pytest.approx((float(w1[()]), float(g1[()])))
+
+
+def test_cached_fp8_casts_stay_off_the_embedding_unit(llama8b):
+    # Transformer Engine's cached fp8 cast and transpose (4 bytes a parameter) belong to the layers' GEMMs; the
+    # embedding and head units are gathered in bf16 (2 bytes)
+    a = stack_accounting("fp8", 4.0)
+    assert a.weight_bytes == 4.0
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "middle")
+    assert float(w) == pytest.approx(2 * 4.0 * LAYER)
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "first")
+    assert float(w) == pytest.approx(2 * max(4.0 * LAYER, 2.0 * EMB))

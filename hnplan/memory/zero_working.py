@@ -130,6 +130,8 @@ def zero_working_bytes(
     zero = np.asarray(zero)
     layer, end = largest_unit_params(model, tp, ep, etp, stage, pp)
     w_end = a.weight_bytes if a.unquantised_weight_bytes is None else a.unquantised_weight_bytes
+    if a.unquantised_weight_bytes is None and a.name.startswith(("stack-fp8", "stack-fp4")):
+        w_end = min(w_end, 2.0)  # the embedding and head are no low-precision GEMMs: bf16, no cached cast
     g = 2.0 * a.grad_bytes if unsharded_grad_bytes is None else float(unsharded_grad_bytes)
     weights = np.where(zero >= 3, gathered_units * np.maximum(a.weight_bytes * layer, w_end * end), 0.0)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
