@@ -64,8 +64,20 @@ def bench_case(case, repeat: int) -> dict:
     """Time one search case: cold (best of ``repeat`` fresh catalogs) and warm (best of ``repeat``)."""
     _, _, gpus, seq, batch = case
 
+    def candidates(job):  # the candidate set the search itself generates (search.py: the stack's plan rules)
+        return candidate_frame(
+            job.model,
+            job.system,
+            gpus,
+            seq,
+            batch,
+            zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
+            balanced_ends=job.choices.pipeline_balanced_ends,
+            pipeline_layout=job.choices.pipeline_layout,
+        )
+
     def cold(job):
-        cands, gen_s, gen_cpu = _timed(lambda: candidate_frame(job.model, job.system, gpus, seq, batch))
+        cands, gen_s, gen_cpu = _timed(lambda: candidates(job))
         return cands, gen_s, gen_cpu, *_timed(lambda: evaluate_plans(job, cands))[1:]
 
     firsts = []
@@ -80,7 +92,7 @@ def bench_case(case, repeat: int) -> dict:
     cands, gen_s, gen_cpu = cold(job)[:3]
 
     def gen():
-        return candidate_frame(job.model, job.system, gpus, seq, batch)
+        return candidates(job)
 
     warm = [_timed(lambda: evaluate_plans(job, cands))[1:] for _ in range(repeat)]
     warm_s, warm_cpu = min(w for w, _ in warm), min(c for _, c in warm)
