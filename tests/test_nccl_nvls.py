@@ -59,7 +59,7 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
     # (rows dgxc2409-*), the MLPerf NeMo implementations' config_common.sh (NVIDIA, Oracle, CoreWeave,
     # University of Florida, Cisco, Lambda, Dell; Nebius comments the line out) and Megatron-Bridge's
     # scripts/performance/utils/executors.py (25.11: the megatron-bridge-2511 stacks; 25.09: the row's override;
-    # 26.04.01: executors.py @ v0.4.2; 26.06: executors.py @ v0.5.1; 26.08: the recipes' env_vars in
+    # 26.02 and 26.04: executors.py @ v0.3.0 and v0.4.0; 26.04.01: executors.py @ v0.4.2; 26.06: executors.py @ v0.5.1; 26.08: the recipes' env_vars in
     # src/megatron/bridge/perf_recipes/*/*.py) and Megatron-LM's MoE recipes (ENV_VARS NCCL_NVLS_ENABLE: '0' in
     # examples/moe_recipes/qwen3_30b/gb200/bf16_16GPU_TP1PP1EP16.yaml and mxfp8_16GPU_TP1PP1EP16_partial_cg.yaml)
     def nvls(r):
@@ -75,8 +75,9 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
         or r.id.startswith(("mbridge25", "mbridge26", "mlm26"))
     }
     # 12 dgxc rows (9 BF16, 3 FP8), 41 MLPerf v4.0-v5.1 rows (7 of them NVFP4) and 18 of v6.0 (Dell's v6.0 B300
-    # configuration exports NCCL_NVLS_ENABLE=1), 25 Megatron-Bridge 25.x rows, 10 of 26.04-26.08, 2 Megatron-LM 26.03
-    assert len(expected) == 12 + 41 + 18 + 25 + 10 + 2 and off == expected
+    # configuration exports NCCL_NVLS_ENABLE=1), 25 Megatron-Bridge 25.x rows, 10 of 26.04-26.08, 6 DeepSeek-V3
+    # rows of 26.02 and 26.04, 2 Megatron-LM 26.03
+    assert len(expected) == 12 + 41 + 18 + 25 + 10 + 6 + 2 and off == expected
     assert all("NCCL_NVLS_ENABLE=0" in r.source for r in runs if r.id.startswith("dgxc2409-"))
     bridge = {r.stack for r in runs if r.stack.startswith("megatron-bridge-2511")}
     assert all("NCCL_NVLS_ENABLE=0" in cat.stack(s).field_sources["nccl_nvls"] for s in bridge)

@@ -37,6 +37,7 @@ FAMILY = (
     "megatron-bridge-2511",
     "megatron-bridge-2511-mxfp8",
     "megatron-bridge-2608-mxfp8",
+    "megatron-bridge-2604-mxfp8",
     "pai-megatron-patch-2504",
 )
 #: rows left out, with the reason

@@ -83,7 +83,7 @@ class StackChoices(MoEChoices):
         fp4 (NVFP4) training keeps the GEMM weights only as NVFP4 tensors (row- and column-wise, 1.125
         bytes a weight, no bf16 copy: :func:`hnplan.memory.states.stack_accounting`) and the distributed
         optimizer all-gathers them packed, half a byte a weight (Megatron-Core ``fp4_param_gather``, Transformer
-        Engine >= 2.14 NVFP4 primary weights; :func:`hnplan.compute.fp8_recipes.param_gather_bytes`).
+        Engine >= 2.14 NVFP4 primary weights; :func:`hnplan.compute.lowp_bytes.param_gather_bytes_per_weight`).
         Default False.
     fp8_weight_cache : bool
         With bf16 weights and fp8 GEMMs, Transformer Engine keeps each weight's fp8 cast and its

@@ -95,7 +95,9 @@ BUCKET_PER_DP_PARAMS = 1_000_000
 # Megatron-LM 2021 (SC21): no DP overlap, no distributed optimizer, unfused attention (FlashAttention was
 # published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
 # choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
-MEGATRON_2021 = StackChoices(dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False)
+MEGATRON_2021 = StackChoices(
+    dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False, pipeline_layout=False
+)
 
 
 def stack_choices(stack: SoftwareStack) -> StackChoices:
