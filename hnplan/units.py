@@ -293,7 +293,8 @@ _COUNT_SUFFIXES = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "B": GIG
 # Binary multiples for counts that are powers of two in practice (Llama 3's "16M tokens" per step is
 # 2,048 sequences x 8,192 = 16 x 2**20): Ki, Mi, Gi, Ti (IEC 80000-13 prefixes).
 _COUNT_SUFFIXES.update({"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB})
-_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?i?)\s*$")
+# a sign is read so that a negative count is refused as such, not as something unreadable
+_COUNT_RE = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?i?)\s*$")
 
 
 def parse_count(text: str | int | float, integer: bool = False) -> float:
@@ -336,6 +337,7 @@ def parse_count(text: str | int | float, integer: bool = False) -> float:
         value = float(m.group(1)) * _COUNT_SUFFIXES[m.group(2)]
     if not value >= 0 or value == float("inf"):
         raise ValueError(f"count must be a non-negative finite number, got {text!r}")
+    value = abs(value)  # -0 reads as 0
     if integer:
         if not value.is_integer():
             raise ValueError(f"count must be whole, got {text!r} = {value:g}")

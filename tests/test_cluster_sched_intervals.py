@@ -53,6 +53,7 @@ def test_a_backfill_candidate_arriving_between_passes_waits_for_the_next():
         "sched_interval_s": 60.0,
         "defer": False,
         "preempt_exempt_s": 3600.0,
+        "strict_priority": False,
     }
     # a 45-s interval: passes at 45, 90: it starts at 90, 43 s after arriving
     assert simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), bf_interval_s=45.0, **KW).jobs["start_s"].iloc[2] == 90.0
@@ -64,6 +65,7 @@ def test_a_backfill_candidate_arriving_between_passes_waits_for_the_next():
         "sched_interval_s": 60.0,
         "defer": False,
         "preempt_exempt_s": 3600.0,
+        "strict_priority": False,
     }
     # without backfilling it waits behind j1: 1,000 + 500
     assert simulate_cluster(SYSTEM, 8, _jobs(BLOCKED), backfill=False, **KW).jobs["start_s"].iloc[2] == 1500.0
@@ -112,6 +114,7 @@ def test_cli_takes_slurms_intervals():
         "sched_interval_s": 60.0,
         "defer": True,
         "preempt_exempt_s": 3600.0,
+        "strict_priority": False,
     }
     r = CliRunner().invoke(app, args)
     assert json.loads(r.stdout)["scheduler"] == {
@@ -119,4 +122,5 @@ def test_cli_takes_slurms_intervals():
         "sched_interval_s": 60.0,
         "defer": False,
         "preempt_exempt_s": 3600.0,
+        "strict_priority": False,
     }

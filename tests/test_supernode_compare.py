@@ -38,6 +38,15 @@ def test_a_b200_job_takes_the_25_11_b200_recipes_choices(cat, stack):
     assert gb200.provenance["ep_dispatcher"] == f"stack {stack}"
 
 
+@pytest.mark.parametrize("stack", [STACK, "megatron-bridge-2511"])
+def test_a_b300_job_takes_the_all_to_all_dispatcher_of_25_11(cat, stack):
+    # the same flex_dispatcher_backend.py check keeps HybridEP off the B300 in 25.11; graphs stay the stack's
+    job = _job(cat, "dgx-b300", stack)
+    assert job.choices.ep_dispatcher == "alltoall"
+    assert job.provenance["ep_dispatcher"] == f"stack {stack} (choices_by_accelerator.b300)"
+    assert job.choices.cuda_graph_scope == ("moe_router", "moe_preprocess")
+
+
 def test_an_override_wins_over_the_accelerator_choice(cat):
     job = _job(cat, "dgx-b200-ib-ndr", ep_dispatcher="flex")
     assert job.choices.ep_dispatcher == "flex" and job.provenance["ep_dispatcher"] == "override"
@@ -60,7 +69,8 @@ def test_the_accelerator_choices_need_known_names_values_and_accelerators(cat, t
     raw = yaml.safe_load((cat.root / "stacks" / f"{STACK}.yaml").read_text())
     for bad, match in (
         ({"b200": {"ep_dispatch": "alltoall"}}, "unknown choice 'ep_dispatch'"),
-        ({"b200": {"ep_dispatcher": "nccl"}}, "ep_dispatcher"),
+        ({"b200": {"ep_dispatcher": "nccl"}}, "choices_by_accelerator.b200.ep_dispatcher: Input should be"),
+        ({"b200": {"amax_passes": 7}}, "choices_by_accelerator.b200.amax_passes: Input should be less than"),
         ({"b201": {"ep_dispatcher": "alltoall"}}, "field 'choices_by_accelerator': unknown accelerator id"),
     ):
         (tmp_path / "s.yaml").write_text(yaml.safe_dump({**raw, "choices_by_accelerator": bad}))

@@ -265,6 +265,20 @@ def test_unreachable_scheduler_is_one_line_within_the_connect_timeout(tmp_path, 
     assert not (tmp_path / "ds").exists()
 
 
+def test_connect_timeout_without_a_scheduler_is_refused(tmp_path):
+    """``--connect-timeout`` bounds only the wait for ``--scheduler``; without one it was ignored without a word
+    (the local cluster has no such wait). Refused in one line before anything is written, exit 2."""
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "ds"), "--connect-timeout", "3"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 2 and "Traceback" not in res.output and len(res.stderr.strip().splitlines()) == 1
+    assert "error: --connect-timeout bounds the wait for --scheduler" in res.stderr
+    assert not (tmp_path / "ds").exists()
+
+
 def _sigint_ignored() -> bool:
     import signal
 

@@ -126,6 +126,16 @@ def test_parse_count_rejects(bad):
         units.parse_count(bad)
 
 
+def test_parse_count_negative_says_so():
+    # a negative count is refused as negative, not as unreadable text (--seq-len -3 on the command line)
+    with pytest.raises(ValueError, match="non-negative"):
+        units.parse_count("-3")
+    with pytest.raises(ValueError, match="non-negative"):
+        units.parse_count("-1.5k")
+    assert units.parse_count("-0", integer=True) == 0
+    assert units.parse_count("+2k", integer=True) == 2000
+
+
 def test_parse_count_integer():
     assert units.parse_count("16M", integer=True) == 16_000_000
     with pytest.raises(ValueError, match="whole"):

@@ -24,10 +24,10 @@ def sweep(
         None, "--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a LocalCluster)"
     ),
     connect_timeout: float = typer.Option(
-        5.0,
+        None,
         "--connect-timeout",
         metavar="SECONDS",
-        help="seconds to wait for --scheduler to answer before giving up (default 5)",
+        help="seconds to wait for --scheduler to answer before giving up (default 5); only with --scheduler",
     ),
     threads: bool = typer.Option(
         False, "--threads", help="local workers as threads of this process; not with --scheduler"
@@ -47,8 +47,13 @@ def sweep(
     Exit 1 when points were lost (a worker died): the same command evaluates them."""
     with handle_errors():
         from hnplan.errors import InputError
-        from hnplan.planning.sweep import run_sweep
+        from hnplan.planning.sweep import CONNECT_TIMEOUT_S, run_sweep
 
+        if connect_timeout is not None and scheduler is None:
+            raise InputError(
+                "--connect-timeout bounds the wait for --scheduler to answer; without --scheduler the sweep starts "
+                "its own local cluster: give --scheduler ADDRESS or drop --connect-timeout"
+            )
         if threads and scheduler is not None:
             raise InputError(
                 "--threads makes the local cluster's workers threads; with --scheduler the points run on "
@@ -63,7 +68,7 @@ def sweep(
             processes=not threads,
             progress=progress,
             retry_failed=retry_failed,
-            connect_timeout_s=connect_timeout,
+            connect_timeout_s=CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout,
         )
     if json_:
         print_json(s.as_dict())

@@ -59,6 +59,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         sched_interval_s: float = 0.0,
         defer: bool = False,
         preempt_exempt_s: float = 0.0,
+        strict_priority: bool = False,
         window_s: float,
         warmup_s: float = 0.0,
         snapshot_s: float | None = None,
@@ -90,6 +91,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.warmup_s = warmup_s
         self.bf_interval_s, self.sched_interval_s, self.defer = bf_interval_s, sched_interval_s, defer
         self.preempt_exempt_s, self.exempt_wakes = preempt_exempt_s, set()  # Slurm's PreemptExemptTime
+        self.strict_priority = strict_priority  # a reservation binds only jobs of its priority or lower
         self.kicks = 0  # events that may let a job start (arrival, end, failure, repair)
         self.snapshot_s, self.snapshot = snapshot_s, None
         self.progress = progress
@@ -232,6 +234,10 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
                 strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
             blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
+            # free GPUs with jobs queued that neither count: a queued job fits them but has not started (it
+            # waits for the next scheduler pass, lies beyond the queue depth or is held by a reservation's
+            # shadow time without being the reserved job); 0 with the queue empty
+            other = max(free_gpus - min(strand, free_gpus) - blocked, 0.0) if len(q) else 0.0
             self.samples.append(
                 (
                     self.env.now,
@@ -244,6 +250,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                     len(self.running),
                     float(self.topo.gpus_on(~self.up)) / total,
                     blocked / total,
+                    other / total,
                 )
             )
             if self.snapshot is None and self.snapshot_s is not None and self.env.now >= self.snapshot_s:
@@ -276,10 +283,18 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         """One scheduler pass over the first ``queue_depth`` queued jobs: start them in priority order, and
         with ``backfill`` the later ones that do not delay the first blocked job (EASY).
 
-        The first blocked job keeps its reservation until it starts: a job queued after it, of any
-        priority, starts before it only if that does not delay it (EASY's guarantee, Mu'alem and
-        Feitelson 2001 Sec. 2); production inference included, which may still preempt lower classes
-        for a placement that ends before the reservation."""
+        The first blocked job keeps its reservation until it starts: a job queued after it starts before
+        it only if that does not delay it (EASY's guarantee, Mu'alem and Feitelson 2001 Sec. 2), production
+        inference included, which may still preempt lower classes for a placement that ends before the
+        reservation. With ``strict_priority`` a job of higher priority (production inference over training)
+        is not bound by it, and a higher-priority job left blocked takes the reservation over: Slurm evaluates jobs in strict priority order and its backfill
+        starts lower-priority jobs only where they do not delay the expected start of higher-priority ones
+        (Slurm's Scheduling Configuration Guide, https://slurm.schedmd.com/sched_config.html, and sched/backfill
+        in slurm.conf(5)), so a higher-priority job takes free GPUs first, those drained for a training job's
+        reservation included, and preempts (:mod:`hnplan.cluster.preempt`; Slurm's preemption guide,
+        https://slurm.schedmd.com/preempt.html) only when the free GPUs cannot hold it; Slurm's backfill
+        reserves for the highest-priority pending job first. A stream of long inference services then keeps
+        moving a near-whole-cluster job's reservation back while its drain holds the GPUs idle."""
         head = None
         shadow, extra = math.inf, 0.0
         if self.reserved >= 0 and self.status[self.reserved] != QUEUED:
@@ -291,7 +306,8 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             j = key[2]
             if self.status[j] != QUEUED:
                 continue
-            bound = head is not None and j != head
+            # a reservation binds only jobs of its holder's priority or lower
+            bound = head is not None and j != head and (not self.strict_priority or self.prio[j] <= self.prio[head])
             # behind a blocked job: only jobs that end before its reservation, or fit in the GPUs it
             # leaves spare then, may start
             late = bound and self.env.now + (self.dur[j] - self.done[j]) > shadow
@@ -315,15 +331,19 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                     self.reserved, head, shadow, extra = -1, None, math.inf, 0.0
                 elif late:
                     extra -= self.share[j]
+                elif head is not None and not bound:  # a higher-priority job took GPUs: the reservation moves
+                    shadow, extra = self._shadow_time(head)
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
+                    if head is not None and self.strict_priority:  # the GPUs it took may have been the drain's
+                        shadow, extra = self._shadow_time(head)
                     continue
                 self.preempt_failed[j] = self.version
             if not backfill:
                 self.fifo_head = j
                 return
-            if head is None:
+            if head is None or (self.strict_priority and self.prio[j] > self.prio[head]):
                 head = self.reserved = j
                 shadow, extra = self._shadow_time(j)
 

@@ -72,8 +72,10 @@ def bounds_of(path: str) -> tuple[float, float | None] | None:
         return BOUNDS[path]
     if path.startswith("queue_delay_s."):
         return (0.0, None)
-    if path.startswith("jct_slowdown."):
+    if path.startswith(("jct_slowdown.", "jct_bounded_slowdown.")) and not path.endswith(".tau_s"):
         return (1.0, None)
+    if path.startswith("capacity_gpu_s.share."):
+        return (0.0, 1.0)
     return None
 
 

@@ -37,6 +37,7 @@ SERIES_UNITS = {
     "running": "jobs",
     "down": "fraction of GPUs",
     "blocked": "fraction of GPUs",
+    "queued_free": "fraction of GPUs",
 }
 JOB_UNITS = {
     "arrival_s": "s",
@@ -48,11 +49,31 @@ JOB_UNITS = {
     "allocated_gpu_s": "GPU s",
     "useful_gpu_s": "GPU s",
     "slowdown": "x",
+    "bounded_slowdown": "x",
     "speed": "fraction",
     # columns present only with --inference-reserve-gpus / --reference-system
     "reserve_gpu_s": "GPU s",
     "design_speed": "x (training speed on the simulated design over the reference system)",
 }
+#: the run time below which the bounded slowdown divides by this instead [s] (Feitelson et al. 1997 Sec. 4.2
+#: and Feitelson 2001: 10 s, "interactive" jobs for which waiting counts less than for batch ones)
+BOUNDED_SLOWDOWN_TAU_S = 10.0
+SUMMARY_UNITS = {
+    "utilisation": "fraction of installed GPU-time",
+    "allocation_rate": "fraction of installed GPU-time",
+    "offered_load": "fraction of installed GPU-time",
+    "fragmentation": "fraction of GPUs (time mean)",
+    "blocked": "fraction of GPUs (time mean)",
+    "queue_delay_s": "s",
+    "jct_slowdown": "x (completion time over ideal run time, finished jobs)",
+    "jct_bounded_slowdown": "x (max(1, completion time over max(ideal run time, tau_s)), finished jobs); tau_s in s",
+    "capacity_gpu_s": "GPU s over the measuring window (sampled); shares: fraction of installed GPU-time",
+    "goodput": "fraction of allocated GPU-time",
+    "lost_work_gpu_s": "GPU s",
+    "down_gpu_s": "GPU s",
+    "preemptions": "count",
+}
+"""Units of the summary's figures (also ``summary["units"]`` and the ``--json`` output's ``units``)."""
 SERIES_COLUMNS = tuple(SERIES_UNITS)
 """The time series' columns, in order."""
 STATUS = {
@@ -91,7 +112,11 @@ class ClusterResult:
         while the job holding the backfill reservation, or without backfilling the first blocked job, waits: the
         drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
         with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
-        finished jobs), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
+        finished jobs; unbounded: a job of seconds that waited minutes counts hundreds), ``jct_bounded_slowdown``
+        (:func:`bounded_slowdown`, tau 10 s: mean/p50/p95 and ``tau_s``; the figure to compare designs and
+        policies by), ``capacity_gpu_s`` (:func:`capacity_split`: installed GPU-time split into busy, drained
+        for a reservation, fragmented, other idle with jobs queued, idle with the queue empty and down, with
+        ``blocked`` their sum while jobs are queued, and each as a share), ``units`` (:data:`SUMMARY_UNITS`), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
         ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
         ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
@@ -165,6 +190,67 @@ def _pct(x: np.ndarray) -> dict:
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
 
 
+def bounded_slowdown(wait_s, run_s, tau_s: float = BOUNDED_SLOWDOWN_TAU_S) -> np.ndarray:
+    """The bounded slowdown of jobs, ``max(1, (wait + run) / max(run, tau))`` [x], shape of the inputs.
+
+    The plain slowdown ``(wait + run) / run`` of a 1-second job that waited 10 minutes is 601; a few such
+    jobs make its mean, while its median stays 1. Bounding the divisor by ``tau`` (10 s: shorter jobs count as
+    if they ran 10 s) keeps the mean a measure of the jobs users wait for (Feitelson, Rudolph, Schwiegelshohn,
+    Sevcik and Wong, "Theory and practice in parallel job scheduling", JSSPP 1997, Sec. 4.2; Feitelson,
+    "Metrics for parallel job scheduling and their convergence", JSSPP 2001, which uses tau = 10 s).
+
+    Parameters
+    ----------
+    wait_s, run_s : array_like
+        Time from submission to start and run time [s].
+    tau_s : float
+        The least run time the slowdown divides by [s].
+
+    >>> bounded_slowdown([600.0, 600.0, 0.0, 3600.0], [1.0, 100.0, 5.0, 3600.0]).tolist()  # 601/10; 700/100; 1; 2
+    [60.1, 7.0, 1.0, 2.0]
+    """
+    w, r = np.asarray(wait_s, float), np.asarray(run_s, float)
+    return np.maximum((w + r) / np.maximum(r, tau_s), 1.0)
+
+
+def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
+    """Installed GPU-time over ``[warm, window]`` split into where it went [GPU s], from the sampled series.
+
+    Each sample holds from its time to the next (the last to the window's end). Per sample the GPUs are
+    ``busy`` (allocated) + ``down`` (in repair) + free, and the free ones, while jobs are queued, are
+    ``drained`` (idle while the job holding the backfill reservation, or without backfilling the first blocked
+    job, waits for the rest of its GPUs: EASY's drain, Mu'alem and Feitelson 2001 Sec. 2), ``fragmented``
+    (free but no queued job fits them, :func:`hnplan.cluster.policies.stranded`) or ``other_queued`` (a
+    queued job fits but has not started yet); with the queue empty they are ``idle_empty_queue``. So
+    ``busy + drained + fragmented + other_queued + idle_empty_queue + down = gpus x (window - warm)``;
+    ``blocked`` is ``drained + fragmented + other_queued`` (idle while jobs wait).
+
+    Returns
+    -------
+    dict
+        Those GPU-seconds, ``total``, and ``share`` (each over ``total``).
+    """
+    t = np.asarray(series["time_s"], float)
+    edges = np.clip(np.append(t, max(window, t[-1] if len(t) else window)), warm, window)
+    dt = np.diff(edges)  # the time each sample holds inside the window [s]
+    free = np.asarray(series["free"], float)
+    queued = np.asarray(series["queued"], float) > 0
+    frag = np.minimum(np.asarray(series["fragmentation"], float), free)
+    parts = {
+        "busy": np.asarray(series["allocation"], float),
+        "drained": np.where(queued, np.asarray(series["blocked"], float), 0.0),
+        "fragmented": np.where(queued, frag, 0.0),
+        "other_queued": np.where(queued, np.asarray(series["queued_free"], float), 0.0),
+        "idle_empty_queue": np.where(queued, 0.0, free),
+        "down": np.asarray(series["down"], float),
+    }
+    out = {k: float((v * dt).sum()) * gpus for k, v in parts.items()}
+    out["blocked"] = out["drained"] + out["fragmented"] + out["other_queued"]
+    out["total"] = float(gpus * (window - warm))
+    out["share"] = {k: v / out["total"] if out["total"] > 0 else 0.0 for k, v in out.items() if k != "total"}
+    return out
+
+
 def _result(
     sim: ClusterSim,
     jobs: dict,
@@ -187,12 +273,15 @@ def _result(
     out["allocated_gpu_s"] = sim.alloc_gpu_s
     out["useful_gpu_s"] = sim.done * sim.share
     out["slowdown"] = (sim.end - sim.arrival) / sim.dur
+    # wait + ideal run time = completion time; the run time the ideal one, as in the plain slowdown
+    out["bounded_slowdown"] = bounded_slowdown(sim.end - sim.arrival - sim.dur, sim.dur)
     out["speed"] = sim.speed
     out["preemptions"], out["interruptions"] = sim.preempted, sim.interrupted
     cap = topo.gpus * (window - warm)
     st = np.array(status, dtype=object)
     waited = np.isin(st, ["done", "running", "queued"])
     sd = out["slowdown"][st == "done"]
+    bsd = out["bounded_slowdown"][st == "done"]
     ts = np.array(sim.samples, dtype=float).reshape(len(sim.samples), len(SERIES_COLUMNS))
     series = dict(zip(SERIES_COLUMNS, ts.T, strict=True))
     in_window = (series["time_s"] >= warm) & (series["time_s"] <= window)
@@ -210,6 +299,7 @@ def _result(
             "sched_interval_s": sim.sched_interval_s,
             "defer": sim.defer,
             "preempt_exempt_s": sim.preempt_exempt_s,
+            "strict_priority": sim.strict_priority,
         },
         "window_s": float(window),
         "warmup_s": float(warm),
@@ -229,6 +319,13 @@ def _result(
             "p50": float(np.median(sd)) if len(sd) else None,
             "p95": float(np.percentile(sd, 95)) if len(sd) else None,
         },
+        "jct_bounded_slowdown": {
+            "mean": float(bsd.mean()) if len(bsd) else None,
+            "p50": float(np.median(bsd)) if len(bsd) else None,
+            "p95": float(np.percentile(bsd, 95)) if len(bsd) else None,
+            "tau_s": BOUNDED_SLOWDOWN_TAU_S,
+        },
+        "capacity_gpu_s": capacity_split(series, topo.gpus, warm, window),
         "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),
@@ -243,6 +340,7 @@ def _result(
         **turned_gpu_h,
         "offered_load_asked": asked,
         "jobs_from": jobs_from,
+        "units": dict(SUMMARY_UNITS),
     }
     summary["steady_state_note"] = steady_text(summary)
     if sim.by_model is not None:

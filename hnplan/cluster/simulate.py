@@ -168,6 +168,7 @@ def simulate_cluster(
     sched_interval_s: float = SCHED_INTERVAL_S,
     defer: bool = False,
     preempt_exempt_s: float = PREEMPT_EXEMPT_S,
+    strict_priority: bool = False,
     samples: int = 400,
     warmup: float = 0.2,
     slicing: str = "fractional",
@@ -221,6 +222,11 @@ def simulate_cluster(
     preempt_exempt_s : float
         Seconds a job runs after it (re)starts before it may be preempted (Slurm's ``PreemptExemptTime``;
         default :data:`PREEMPT_EXEMPT_S`, one hour; 0: at once).
+    strict_priority : bool
+        Whether a job of higher priority than the one holding the backfill reservation (production
+        inference over a training job) may take the GPUs drained for it, as Slurm's strict priority order
+        does (:meth:`hnplan.cluster.engine.ClusterSim._pass`); default False: the reservation binds every
+        later job until its job starts (EASY's guarantee; docs/cluster.md, "Utilisation against offered load").
     samples : int
         Time-series rows.
     slicing : str
@@ -381,6 +387,7 @@ def simulate_cluster(
         sched_interval_s=sched_interval_s,
         defer=defer,
         preempt_exempt_s=preempt_exempt_s,
+        strict_priority=strict_priority,
         sample_s=max(window / samples, 1.0),
         window_s=window,
         warmup_s=warmup * window,

@@ -203,8 +203,14 @@ def rule_fields(model: Model, tp: int = 1, pp: int = 1, ep: int = 1) -> dict:
 
 
 def check_expert_split(model: Model, degree: int, name: str = "etp") -> None:
-    """Raise :class:`hnplan.errors.PlanRuleError` when :func:`expert_split_rule` fails (``name``: the
-    degree's name in the message, ``tp`` for serving, where every expert is split over the TP ranks)."""
+    """Check that ``degree`` splits every expert of ``model`` (:func:`expert_split_rule`; ``name``: the
+    degree's name in the message, ``tp`` for serving, where every expert is split over the TP ranks).
+
+    Raises
+    ------
+    PlanRuleError
+        Naming the first rule of :func:`expert_split_rule` the degree breaks.
+    """
     for template, ok in expert_split_rule(model, degree, name).items():
         if not ok:
             raise PlanRuleError(template.format(**{**rule_fields(model), name: degree}))

@@ -24,6 +24,7 @@ from hnplan.memory.activations import layer_activation_table, stage_activation_t
 from hnplan.memory.breakdown import MemoryBreakdown
 from hnplan.memory.recompute import DEFAULT_MODULES, dualpipe_on
 from hnplan.memory.states import STAGES, StateAccounting, model_state_table
+from hnplan.memory.zero_working import GATHERED_UNITS, zero_working_bytes
 from hnplan.vectorise import Columns, column, is_frame, on_distinct
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ def training_memory_table(
     dualpipe: bool = False,
     recompute_num_layers: int | None = None,
     offload_layers: int = 0,
+    zero3_gathered_units: int = GATHERED_UNITS,
+    zero_unsharded_grad_bytes: float | None = None,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -145,7 +148,7 @@ def training_memory_table(
         :func:`hnplan.memory.states.stack_accounting`).
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
         As :func:`training_memory`.
-    recompute_num_layers, offload_layers :
+    recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes :
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -179,7 +182,12 @@ def training_memory_table(
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         etp = column(u, "etp") if has_etp else None
         for stage in stages:  # first, (middle,) last
-            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp))
+            w, g, opt = model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp)
+            # ZeRO 2 / 3: the gathered units and their unsharded gradients in flight (hnplan.memory.zero_working)
+            gw, gg = zero_working_bytes(
+                model, degrees[0], degrees[1], degrees[3], degrees[4], recipe, stage, etp, *zero_working
+            )
+            o.extend((w + gw, g + gg, opt))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
             o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False, etp=etp))
         return o
@@ -192,6 +200,7 @@ def training_memory_table(
     stages = STAGES if middle else tuple(s for s in STAGES if s != "middle")
     # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
     has_etp = "etp" in df  # a DataFrame (its columns) or Columns
+    zero_working = (zero3_gathered_units, zero_unsharded_grad_bytes)
     layout = ["tp", "pp", "dp", "cp", "ep", "zero_stage"] + (["etp"] if has_etp else [])
     o_fixed, o_slope, *states = on_distinct(df, layout, per_layout)
     act_kw = dict(
@@ -276,6 +285,8 @@ def training_memory(
     dualpipe: bool = False,
     recompute_num_layers: int | None = None,
     offload_layers: int = 0,
+    zero3_gathered_units: int = GATHERED_UNITS,
+    zero_unsharded_grad_bytes: float | None = None,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -327,6 +338,12 @@ def training_memory(
     offload_layers : int
         Layers whose activations go to host memory (with ``pp = 1`` and ``recompute="none"`` only;
         :func:`hnplan.memory.recompute.offload_kept_layers`); default 0.
+    zero3_gathered_units : int
+        ZeRO 3: units (Transformer layers, the embedding, the head) whose gathered parameters are resident at
+        once, counted in ``params`` (:func:`hnplan.memory.zero_working.zero_working_bytes`); default 2.
+    zero_unsharded_grad_bytes : float, optional
+        ZeRO 2 and 3: bytes per parameter of the largest unit's unsharded gradient buffers alive at once,
+        counted in ``grads``; default two units at the accounting's gradient width.
 
     Returns
     -------
@@ -380,6 +397,8 @@ def training_memory(
         dualpipe=dualpipe,
         recompute_num_layers=recompute_num_layers,
         offload_layers=offload_layers,
+        zero3_gathered_units=zero3_gathered_units,
+        zero_unsharded_grad_bytes=zero_unsharded_grad_bytes,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

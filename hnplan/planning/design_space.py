@@ -236,6 +236,11 @@ def first_order_noise_floor(n: int, bins: int | None = None, level: float = NOIS
     float
         The floor in [0, 1).
 
+    Raises
+    ------
+    InputError
+        For fewer than 4 samples or a ``level`` outside (0, 1).
+
     Notes
     -----
     For an output independent of the input, the input's ``M`` classes are a partition of the samples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, PosInt, Positive
 from hnplan.catalog.schemas.moe_choices import MoEChoices
@@ -188,6 +188,14 @@ class StackChoices(MoEChoices):
         ``AsyncDoubleBufferGroupOffloadHandler``). Megatron-Core allows it only without pipeline
         parallelism and without recomputation (``transformer_config.py``), so it applies to plans with
         ``pp = 1`` and ``recompute: none``. Default 0. Memory and time: :mod:`hnplan.memory.recompute`.
+    zero3_gathered_units : int
+        ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
+        resident at once: the unit computing and the one prefetched, 2 (PyTorch FSDP's rate limiter,
+        Megatron-FSDP's one-successor prefetch). Memory: :mod:`hnplan.memory.zero_working`.
+    zero_unsharded_grad_bytes : float or None
+        ZeRO 2 and 3: bytes per parameter of the unit-sized gradient buffers alive at the backward's peak,
+        summed over the units (the unit computing its gradients and the one being reduce-scattered); None:
+        ``2 x grad_reduce_bytes``. Memory: :mod:`hnplan.memory.zero_working`.
     precision_aware_optimizer : bool
         Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
         ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
@@ -349,6 +357,14 @@ class StackChoices(MoEChoices):
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
     )
+    zero3_gathered_units: int = Field(
+        default=2, ge=1, le=8, description="ZeRO 3: units whose gathered parameters are resident at once"
+    )
+    zero_unsharded_grad_bytes: Annotated[float, Field(ge=0.0, le=32.0)] | None = Field(
+        default=None,
+        description="ZeRO 2/3: bytes per parameter of the unit-sized unsharded gradient buffers alive at once "
+        "(summed over units; none: 2 x grad_reduce_bytes) [bytes]",
+    )
     # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
     kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
         default=13.1, description="host time per kernel launched outside a CUDA graph [us]"
@@ -479,5 +495,10 @@ class SoftwareStack(Entry, StackChoices):
             unknown = sorted(set(values) - set(StackChoices.model_fields))
             if unknown:
                 raise ValueError(f"choices_by_accelerator.{acc_id} names unknown choice {unknown[0]!r}")
-            StackChoices(**{**own, **values})  # each value as its field allows
+            try:  # each value as its field allows, named by where it sits
+                StackChoices(**{**own, **values})
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                where = "".join(f".{x}" for x in e["loc"])
+                raise ValueError(f"choices_by_accelerator.{acc_id}{where}: {e['msg']}") from None
         return self

@@ -347,6 +347,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         cache=memory_cache(job),
         recompute_num_layers=ch.recompute_num_layers,
         offload_layers=ch.cpu_offload_layers,
+        zero3_gathered_units=ch.zero3_gathered_units,
+        zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
     )
 
 

@@ -1,0 +1,138 @@
+"""The working set of sharded data parallelism: the gathered units and their unsharded gradients in flight.
+
+ZeRO stage 3 (FSDP) keeps ``1 / N`` of each parameter on a rank, but a unit (an FSDP-wrapped module: one
+Transformer layer, the embedding, the output head) computes on its whole parameters, all-gathered before its
+forward and again before its backward; the next unit's all-gather is issued while the current one computes
+(prefetching), so two units' gathered parameters are resident at once ([1]_ Sec. 3.3 and the rate limiter,
+Sec. 4.4; [2]_ ``limit_all_gathers``: "GPU memory usage from only two consecutive FSDP instances (the current
+instance running computation and the next instance whose all-gather is prefetched)"; [3]_ Megatron-FSDP
+``SchedulePolicy``: one successor prefetched by default; [4]_ DeepSpeed caps the gathered parameters at
+``stage3_max_live_parameters``, default 1e9). In the backward pass the unit's gradients exist whole before its
+reduce-scatter shards them (stages 2 and 3), and the reduce-scatter of one unit overlaps the backward of the
+next, so two units' unsharded gradients coexist ([1]_ Sec. 3.3, Fig. 5; [3]_).
+
+The model states of :mod:`hnplan.memory.state_accounting` count the shards alone; this module adds, for the
+largest unit a rank computes (a Transformer layer's parameters after TP / EP splitting, or the embedding or
+the output head on the stages that hold them):
+
+* stage 3: ``gathered_units x unit x weight_bytes`` (bf16, or the quantised weights of an fp8 parameter
+  gather; the embedding and head units at the unquantised width);
+* stages 2 and 3: ``unit x unsharded_grad_bytes``, the bytes per parameter of the unit-sized gradient
+  buffers alive at the backward's peak, summed over the units (default two units at the reduce width).
+
+The largest unit stands for every unit (conservative by the difference between it and its neighbour).
+
+References
+----------
+.. [1] Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", VLDB 2023,
+   arXiv:2304.11277, Sec. 3.3 (backward and forward prefetching), Sec. 4.4 (the rate limiter: at most two
+   in-flight all-gathers), Fig. 5.
+.. [2] PyTorch documentation, ``torch.distributed.fsdp.FullyShardedDataParallel`` (``limit_all_gathers``,
+   ``backward_prefetch``) and "FSDP Notes" (implicit forward prefetching); FSDP2 ``fully_shard``
+   (``reshard_after_forward``, ``MixedPrecisionPolicy(param_dtype, reduce_dtype)``).
+.. [3] NVIDIA Megatron-LM, ``megatron/core/distributed/fsdp/src/megatron_fsdp`` (``fsdp_unit_modules``: one
+   Transformer layer per unit; ``SchedulePolicy.forward_prefetch_size`` / ``backward_prefetch_size``: "None
+   prefetches one successor"; ``fp8_param_gather``: the all-gather in fp8).
+.. [4] DeepSpeed configuration documentation, ZeRO: ``stage3_max_live_parameters`` (1e9),
+   ``stage3_prefetch_bucket_size`` (5e8 parameters).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hnplan.catalog.schemas import Model
+from hnplan.compute import param_counts
+from hnplan.memory.state_accounting import StateAccounting, accounting
+
+GATHERED_UNITS = 2  # the unit computing and the next one prefetched ([1]_ Sec. 4.4, [2]_, [3]_)
+GRAD_UNITS = 2  # the unit whose gradients are computed and the one being reduce-scattered ([1]_ Fig. 5, [3]_)
+
+
+def largest_unit_params(model: Model, tp, ep, etp, stage: str, pp) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters of the largest FSDP unit one rank computes, ``(layer, end)`` [parameters].
+
+    ``layer``: the largest Transformer layer after TP (``tp``) and expert (``etp x ep``) splitting (a dense
+    layer, or an MoE layer's attention, norms and shared experts over ``tp`` plus its routed experts over
+    ``etp x ep``); ``end``: the embedding on the first stage (and with ``pp = 1``), the output head on the last,
+    over ``tp`` (vocabulary-parallel); 0 elsewhere. Arrays broadcast over the plans.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> m = load_catalog().model("llama3.1-8b")
+    >>> layer, end = largest_unit_params(m, 1, 1, 1, "first", 1)
+    >>> round(float(layer[()]) / 1e6, 1), round(float(end[()]) / 1e6, 1)  # 4096 x (2 x 4096 + 2 x 1024) + 3 x 4096 x 14336
+    (218.1, 525.3)
+    """
+    pc = param_counts(model)
+    tp, ep, etp, pp = (np.asarray(x, dtype=np.float64) for x in (tp, ep, etp, pp))
+    dense = (pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer) / tp
+    dense = np.where(model.layers > pc.moe_layers, dense, 0.0)
+    routed = pc.moe_total_per_layer - pc.moe_shared_per_layer
+    moe = (pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer) / tp + routed / (etp * ep)
+    layer = np.maximum(dense, np.where(pc.moe_layers > 0, moe, 0.0))
+    first = (stage == "first") | (pp == 1)
+    last = (stage == "last") | (pp == 1)
+    head = pc.final_norm + (pc.lm_head if not model.tied_embeddings else 0.0)
+    end = np.maximum(np.where(first, pc.embedding + pc.position, 0.0), np.where(last, head, 0.0)) / tp
+    return layer, end
+
+
+def zero_working_bytes(
+    model: Model,
+    tp,
+    pp,
+    ep,
+    zero,
+    recipe: str | StateAccounting,
+    stage: str = "first",
+    etp=None,
+    gathered_units: int = GATHERED_UNITS,
+    unsharded_grad_bytes: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Working set of ZeRO stages 2 and 3 on one rank, ``(gathered weights, unsharded gradients)`` [bytes].
+
+    Stage 3: ``gathered_units`` units' whole parameters at the gathered width (``weight_bytes`` of the
+    accounting for a layer, ``unquantised_weight_bytes`` for the embedding or head unit); stages 2 and 3: one
+    unit's parameters times ``unsharded_grad_bytes`` (default ``2 x grad_bytes``: two units' gradients at the
+    reduce width). Stages 0 and 1 keep whole weights and gradients already (the model states count them):
+    zero. The larger of the layer unit and the end unit (:func:`largest_unit_params`) is taken by bytes.
+
+    Parameters
+    ----------
+    tp, pp, ep, zero, etp : array of int
+        One entry per plan (broadcast); ``etp`` defaults to ``tp``.
+    recipe : str or StateAccounting
+    stage : {"first", "middle", "last"}
+    gathered_units : int
+        Units whose gathered parameters are resident at once (the stack's ``zero3_gathered_units``).
+    unsharded_grad_bytes : float, optional
+        Bytes per parameter of the unit-sized gradient buffers alive at the backward's peak, summed.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(weights, grads)`` [bytes] per plan.
+
+    Examples
+    --------
+    Llama 3.1 8B, bf16 weights, fp32 gradients, ZeRO-3 without TP or PP: the largest unit is the embedding
+    (128,256 x 4,096 = 525.3 M parameters), two units gathered at 2 bytes, two units' gradients at 4 bytes:
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> from hnplan.memory.state_accounting import stack_accounting
+    >>> m = load_catalog().model("llama3.1-8b")
+    >>> w, g = zero_working_bytes(m, 1, 1, 1, 3, stack_accounting("bf16", 4.0))
+    >>> round(float(w[()]) / 1e9, 2), round(float(g[()]) / 1e9, 2)  # 2 x 525.3e6 x 2, 525.3e6 x 8
+    (2.1, 4.2)
+    """
+    a = accounting(recipe)
+    etp = tp if etp is None else etp
+    zero = np.asarray(zero)
+    layer, end = largest_unit_params(model, tp, ep, etp, stage, pp)
+    w_end = a.weight_bytes if a.unquantised_weight_bytes is None else a.unquantised_weight_bytes
+    if a.unquantised_weight_bytes is None and a.name.startswith(("stack-fp8", "stack-fp4")):
+        w_end = min(w_end, 2.0)  # the embedding and head are no low-precision GEMMs: bf16, no cached cast
+    g = 2.0 * a.grad_bytes if unsharded_grad_bytes is None else float(unsharded_grad_bytes)
+    weights = np.where(zero >= 3, gathered_units * np.maximum(a.weight_bytes * layer, w_end * end), 0.0)
+    grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
+    return weights, grads

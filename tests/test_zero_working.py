@@ -1,0 +1,85 @@
+"""The ZeRO-2/3 working set: gathered units and unsharded gradients in flight (hnplan.memory.zero_working)."""
+
+import numpy as np
+import pytest
+
+from hnplan.catalog.loader import load_catalog
+from hnplan.memory import training_memory
+from hnplan.memory.states import model_state_table, stack_accounting
+from hnplan.memory.zero_working import largest_unit_params, zero_working_bytes
+
+# Llama 3.1 8B (hidden 4,096, 8 KV heads of 128, FFN 14,336, vocabulary 128,256, untied embeddings):
+EMB = 128_256 * 4_096  # 525,336,576: the embedding unit
+HEAD = EMB + 4_096  # the output head and the final norm: one unit
+# attention q, k, v, o: 4,096 x (4,096 + 1,024 + 1,024 + 4,096); SwiGLU 3 x 4,096 x 14,336; two norms
+LAYER = 4_096 * 10_240 + 3 * 4_096 * 14_336 + 2 * 4_096  # 218,112,000
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_catalog().model("llama3.1-8b")
+
+
+def test_units_by_hand(llama8b):
+    layer, end = largest_unit_params(llama8b, 2, 1, 2, "first", 1)  # pp 1: the embedding and the head
+    assert float(layer) == pytest.approx(LAYER / 2)
+    assert float(end) == pytest.approx(HEAD / 2)
+    layer, end = largest_unit_params(llama8b, 2, 1, 2, "middle", 4)  # a middle stage: layers only
+    assert float(end) == 0.0 and float(layer) == pytest.approx(LAYER / 2)
+    _, end = largest_unit_params(llama8b, 1, 1, 1, "first", 4)  # the first stage: the embedding
+    assert float(end) == pytest.approx(EMB)
+
+
+def test_working_bytes_by_hand(llama8b):
+    bf16 = stack_accounting("bf16", 4.0)  # 2-byte weights, 4-byte gradients
+    # ZeRO 3, TP 2, pp 1: the head unit (largest), two gathered at 2 bytes, two units' gradients at 4 bytes
+    w, g = zero_working_bytes(llama8b, 2, 1, 1, 3, bf16)
+    assert float(w) == pytest.approx(2 * 2 * HEAD / 2)
+    assert float(g) == pytest.approx(2 * 4 * HEAD / 2)
+    # a middle stage of pp 4: a Transformer layer; torchtitan's FSDP2 gradients: bf16 2 + fp32 4 = 6 bytes
+    w, g = zero_working_bytes(llama8b, 1, 4, 1, 3, bf16, "middle", unsharded_grad_bytes=6.0)
+    assert (float(w), float(g)) == pytest.approx((2 * 2 * LAYER, 6 * LAYER))
+    # ZeRO 2 gathers nothing (whole weights), but its unit's gradients exist whole before the reduce-scatter
+    w, g = zero_working_bytes(llama8b, 1, 4, 1, 2, bf16, "middle")
+    assert (float(w), float(g)) == pytest.approx((0.0, 8 * LAYER))
+    # ZeRO 0 and 1 keep whole weights and gradients already: nothing more
+    w, g = zero_working_bytes(llama8b, 1, 4, 1, np.array([0, 1]), bf16, "middle")
+    assert w.tolist() == [0.0, 0.0] and g.tolist() == [0.0, 0.0]
+
+
+def test_fp8_gather_width(llama8b):
+    # fp8 parameters gathered in fp8 (per-tensor fp8 and its transpose: 2 bytes); the head unit stays bf16
+    a = stack_accounting("fp8", 4.0, fp8_params=True, fp8_recipe="current")
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "middle")
+    assert float(w) == pytest.approx(2 * a.weight_bytes * LAYER)
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "last")
+    assert float(w) == pytest.approx(2 * max(a.weight_bytes * LAYER, 2.0 * HEAD))
+
+
+def test_moe_unit_shrinks_with_expert_parallelism():
+    m = load_catalog().model("deepseek-v3")
+    units = [float(largest_unit_params(m, 1, ep, 1, "middle", 4)[0]) for ep in (8, 16, 32, 64)]
+    assert all(a > b for a, b in zip(units, units[1:]))
+
+
+def test_training_memory_counts_the_working_set(llama8b):
+    kw = dict(recipe=stack_accounting("bf16", 4.0), overheads=False)
+    z3 = training_memory(llama8b, 8192, 1, 1, 1, 8, zero=3, **kw)
+    w, g, _ = model_state_table(llama8b, 1, 1, 8, 1, 3, kw["recipe"])
+    # pp 1: the head unit; 2 x 2 bytes gathered and 2 x 4 bytes of gradients on top of the 1/8 shards
+    assert z3.params_bytes == pytest.approx(float(w[()]) + 4 * HEAD)
+    assert z3.grads_bytes == pytest.approx(float(g[()]) + 8 * HEAD)
+    z1 = training_memory(llama8b, 8192, 1, 1, 1, 8, zero=1, **kw)
+    w1, g1, _ = model_state_table(llama8b, 1, 1, 8, 1, 1, kw["recipe"])
+    assert (z1.params_bytes, z1.grads_bytes) == pytest.approx((float(w1[()]), float(g1[()])))
+
+
+def test_cached_fp8_casts_stay_off_the_embedding_unit(llama8b):
+    # Transformer Engine's cached fp8 cast and transpose (4 bytes a parameter) belong to the layers' GEMMs; the
+    # embedding and head units are gathered in bf16 (2 bytes)
+    a = stack_accounting("fp8", 4.0)
+    assert a.weight_bytes == 4.0
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "middle")
+    assert float(w) == pytest.approx(2 * 4.0 * LAYER)
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "first")
+    assert float(w) == pytest.approx(2 * max(4.0 * LAYER, 2.0 * EMB))
