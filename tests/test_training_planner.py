@@ -280,6 +280,22 @@ def test_stage_layers_uneven_split(cat):
     assert s["first"][0].tolist() == [8, 126] and s["last"][0].tolist() == [6, 126]
 
 
+def test_stage_layers_balanced_ends(cat):
+    # Megatron-Core's account_for_embedding/loss_in_pipeline_split: 126 layers + 2 places = 128 over 16 stages,
+    # 8 places each; the embedding and the loss take one each on the first and the last: 7 + 14 x 8 + 7 = 126.
+    # Over 6 stages ceil(128 / 6) = 22 places: 21 layers on the first, 22 on each of 4 middle stages and the
+    # rest 126 - 21 - 4 x 22 = 17 on the last; one stage (pp 1) holds all 126 (and has no middle stage).
+    from hnplan.planning.training.components import stage_kinds
+
+    job = make_job(
+        "llama3.1-405b", "hgx-h100-ib-ndr", 16, 8192, 16, catalog=cat, overrides={"pipeline_balanced_ends": True}
+    )
+    s = stage_kinds(job, np.array([16, 6, 1]))
+    assert s["first"][0].tolist() == [7, 21, 126]
+    assert s["middle"][0].tolist()[:2] == [8, 22]
+    assert s["last"][0].tolist() == [7, 17, 126]
+
+
 def test_group_limited_routing_sends_a_token_once_per_domain(cat):
     # DeepSeek-V3 (n_group 8, topk_group 4), EP 64 over 8 H800 servers: a token crosses InfiniBand to at
     # most 4 servers, once each, and reaches its 8 experts over NVLink; the phases overlap (max)

@@ -143,8 +143,9 @@ def plan_rules(
         must be divisible by virtual pipeline parallel degree" (and the same for an uneven first or
         last stage), so every model chunk holds a whole number of layers. Not checked with
         ``pipeline_layout`` (the recipe's layout decides) nor with ``balanced_ends`` (Megatron-Core then
-        asks ``v`` to divide ``(layers + 2) / pp``, which a published run of a stack that sets it breaks:
-        MLPerf v4.0 GPT-3 175B, 96 layers at PP 6 VP 8 under ``nemo-mlperf-v50``); context parallelism splits each sequence into
+        asks ``pp`` to divide ``layers + 2`` and ``v`` the quotient, ``TransformerConfig.__post_init__``;
+        every stack that sets ``pipeline_balanced_ends`` also lays out its stages, so the rule would not
+        apply); context parallelism splits each sequence into
         ``2 cp`` chunks (Megatron-Core's load-balanced causal split), so ``2 cp`` divides ``seq_len``.
     """
     tp, pp, dp, cp, ep = (np.asarray(df[c]) for c in ("tp", "pp", "dp", "cp", "ep"))

@@ -94,17 +94,34 @@ def stage_kinds(job: Job, pp):
 
     Stages hold ``ceil(L / pp)`` consecutive layers and the last one the rest
     (:func:`hnplan.compute.layout.stage_layers`); an MoE model's leading dense layers sit on the
-    first stage. Returns ``{stage: (dense layers, moe layers)}``.
+    first stage. With the stack's ``pipeline_balanced_ends`` (``pp > 1``) the input embedding and the loss
+    each take one layer's place in the split, as Megatron-Core builds them
+    (``account_for_embedding_in_pipeline_split`` / ``account_for_loss_in_pipeline_split``:
+    ``get_num_layers_to_build`` in ``megatron/core/transformer/transformer_block.py`` splits ``L + 2``
+    places and builds one layer fewer in the first model chunk of the first stage and the last chunk of
+    the last): ``ceil((L + 2) / pp)`` layers a middle stage, one fewer on the first and the rest on the
+    last (Llama 3.1 405B on 16 stages: 7, 8, 7), the split the memory model weighs
+    (:func:`hnplan.memory.states.end_stage_layer_range`). Returns ``{stage: (dense layers, moe layers)}``.
     """
     L = job.model.layers
     first_dense = L if job.model.moe is None else job.model.moe.first_dense_layers
     pp = np.asarray(pp)
     split = stage_layers(job.model, pp)
-    n, last = split.per_stage, np.maximum(split.last, 0)
-    d_first = np.minimum(n, first_dense)
-    mid_dense = np.clip(first_dense - n, 0, n)  # the second stage's dense layers (worst middle stage)
+    n_first, n, last = split.per_stage, split.per_stage, np.maximum(split.last, 0)
+    if job.choices.pipeline_balanced_ends:
+        multi = pp > 1
+        per = -(-(L + 2) // np.maximum(pp, 1))  # places a stage: L layers + the embedding + the loss
+        n_first = np.where(multi, np.minimum(per - 1, L), n_first)
+        n = np.where(multi, per, n)
+        last = np.where(multi, np.maximum(L - n_first - np.maximum(pp - 2, 0) * per, 0), last)
+    d_first = np.minimum(n_first, first_dense)
+    mid_dense = np.clip(first_dense - n_first, 0, n)  # the second stage's dense layers (worst middle stage)
     d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
-    return {"first": (d_first, n - d_first), "middle": (mid_dense, n - mid_dense), "last": (d_last, last - d_last)}
+    return {
+        "first": (d_first, n_first - d_first),
+        "middle": (mid_dense, n - mid_dense),
+        "last": (d_last, last - d_last),
+    }
 
 
 SHAPE_KEYS = ["microbatch_size", "tp", "cp", "ep", "etp"]  # what the operator-level part times depend on
