@@ -70,3 +70,13 @@ def test_megatron_bridge_fsdp_rows_drop_the_transpose(cat):
     a = memory_recipe("fp8", ch)
     assert a.zero3_whole_bytes == 0.0 and a.zero3_shard_bytes == 1.0
     assert np.isclose(a.zero3_weight_bytes(64), 1 / 64)
+
+
+def test_mxfp8_stack_runs_zero3_on_quantised_parameters(cat):
+    # Megatron-Bridge 25.11's MXFP8 precision sets fp8_param_gather: the distributed optimizer (ZeRO-1) keeps bf16
+    # weights and the cached MXFP8 cast (4 bytes), Megatron-FSDP (ZeRO-3) shards MXFP8 parameters, both layouts
+    a = memory_recipe("fp8", stack_choices(cat.stack("megatron-bridge-2511-mxfp8")))
+    assert a.weight_bytes == 4.0 and a.zero3_whole_bytes == 0.0
+    assert _weights(cat, a, 1) == pytest.approx(4.0 * (GEMM + UNQ))
+    assert _weights(cat, a, 3) == pytest.approx(GEMM * 2.0625 / 8 + UNQ * 2 / 8)
+    assert a.zero3_gathered_bytes == 2.0625  # a unit gathered as its two MXFP8 copies

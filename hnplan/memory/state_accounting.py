@@ -85,6 +85,8 @@ class StateAccounting:
     bf16_end_layers: int = 0
     zero3_shard_bytes: float | None = None
     zero3_whole_bytes: float = 0.0
+    zero3_gather_bytes: float | None = None
+    zero3_unquantised: float | None = None
 
     @property
     def total_bytes(self) -> float:
@@ -103,10 +105,16 @@ class StateAccounting:
         """Weight bytes per parameter outside the low-precision GEMMs (embeddings, head, norms, the bf16 end
         layers) at ZeRO stage 3 [bytes/parameter]: their bf16 (or ``unquantised_weight_bytes``) shard, no
         cached cast."""
-        u = self.unquantised_weight_bytes
-        if u is None:
-            u = self.weight_bytes if self.zero3_shard_bytes is None else self.zero3_shard_bytes
-        return u / shards
+        u = self.zero3_unquantised if self.zero3_unquantised is not None else self.unquantised_weight_bytes
+        return (self.weight_bytes if u is None else u) / shards
+
+    @property
+    def zero3_gathered_bytes(self) -> float:
+        """Bytes per low-precision GEMM parameter of a unit gathered at ZeRO stage 3 [bytes/parameter]:
+        ``zero3_gather_bytes``, by default ``weight_bytes`` less the caches kept whole."""
+        if self.zero3_gather_bytes is not None:
+            return self.zero3_gather_bytes
+        return self.weight_bytes - self.zero3_whole_bytes
 
 
 ACCOUNTINGS = {
@@ -166,6 +174,7 @@ def stack_accounting(
     fp4_params: bool = False,
     bf16_end_layers: int = 0,
     keep_fp8_transpose_cache: bool = False,
+    zero3_fp8_params: bool | None = None,
 ) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
@@ -191,7 +200,9 @@ def stack_accounting(
     but Transformer Engine's cached casts (``fp8_weight_cache``) are kept whole for every layer the rank computes;
     low-precision parameters are sharded as their row-wise data (MXFP8: row- and column-wise), the other layout
     is made after each all-gather and dropped after the unit's forward (the ZeRO-3 working set,
-    :mod:`hnplan.memory.zero_working`) unless ``keep_fp8_transpose_cache`` keeps it, whole.
+    :mod:`hnplan.memory.zero_working`) unless ``keep_fp8_transpose_cache`` keeps it, whole. ``zero3_fp8_params``
+    (default ``fp8_params``): whether fp8 training under ZeRO-3 runs on quantised parameters (Megatron-FSDP with
+    ``fp8_param_gather``, which a stack may set where its ZeRO-1 path keeps bf16 weights).
 
     ``optimizer="apex"``: NeMo 1's ``distributed_fused_adam`` ([8]_) instead of Megatron-Core's: fp32 master
     weights as 16-bit remainders beside bf16 weights (4 bytes with ``fp8_params``: NeMo stores them whole),
@@ -238,14 +249,19 @@ def stack_accounting(
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
     fp8_params = (fp8_params and dtype == "fp8") or (fp4_params and dtype == "fp4")  # low-precision parameters
     w_other = None
-    z3_shard, z3_whole = None, 0.0  # ZeRO-3: all of w sharded
+    z3_shard, z3_whole, z3_gather, z3_unq = None, 0.0, None, None  # ZeRO-3: all of w sharded
+    z3_params = fp8_params if (zero3_fp8_params is None or dtype != "fp8") else zero3_fp8_params
+    if z3_params:
+        # [9]: Megatron-FSDP shards the row-wise data (MXFP8: the column-wise too); the other layout is made
+        # after the all-gather and dropped after the unit's forward unless keep_fp8_transpose_cache
+        q_recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
+        z3_gather = quantised_weight_bytes(q_recipe)
+        z3_shard = z3_gather if q_recipe == "mxfp8" else (FP8 if q_recipe in PER_TENSOR else z3_gather / 2.0)
+        z3_whole, z3_unq = (z3_gather - z3_shard if keep_fp8_transpose_cache else 0.0), 2.0
+        z3_gather -= z3_whole  # a kept transpose is not gathered again
     if fp8_params:
         recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
         w, w_other = quantised_weight_bytes(recipe), 2.0
-        # [9]: Megatron-FSDP shards the row-wise data (MXFP8: the column-wise too); the other layout is made
-        # after the all-gather and dropped after the unit's forward unless keep_fp8_transpose_cache
-        z3_shard = w if recipe == "mxfp8" else (FP8 if recipe in PER_TENSOR else w / 2.0)
-        z3_whole = w - z3_shard if keep_fp8_transpose_cache else 0.0
         wsrc = (
             f"{recipe} GEMM weights only, row-wise and column-wise ({dtype} param gather); embeddings, head, norms bf16"
         )
@@ -254,21 +270,24 @@ def stack_accounting(
             2.0 + 2.0 * NVFP4_COPY,
             "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
         )
-        z3_shard, z3_whole = 2.0, w - 2.0  # [4][9]: the module's cached casts stay whole under ZeRO-3
+        if not z3_params:  # [4][9]: the module's cached casts stay whole under ZeRO-3
+            z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
-        z3_shard, z3_whole = 2.0, w - 2.0
+        if not z3_params:
+            z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
-    lowp = (w_other, bf16_end_layers if fp8_params else 0, z3_shard, z3_whole)  # StateAccounting's last fields
+    lowp = (w_other, bf16_end_layers if fp8_params else 0, z3_shard, z3_whole, z3_gather, z3_unq)  # last fields
     if optimizer == "apex":  # [8]: remainders unless fp8 params (store_params), fp32 moments, own grad shard
         master = 4.0 if (fp8 and fp8_params) else 2.0
         emb = max(0.0, 4.0 - g)  # [8]: the word embeddings' buckets reduce in fp32 (with_fp32_embedding_grads)
         return StateAccounting(
             f"stack-{dtype}-g{g:g}"
             + (f"-{dtype}params" if fp8 and fp8_params else "")
-            + ("-keept" if z3_whole and fp8_params else "")
+            + ("-keept" if z3_whole and z3_params else "")
+            + ("-z3params" if z3_params and not fp8_params else "")
             + "-apex",
             w,
             g,
@@ -292,7 +311,8 @@ def stack_accounting(
         f"stack-{dtype}-g{g:g}"
         + (f"-{dtype}params" if fp8 and fp8_params else "")
         + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
-        + ("-keept" if z3_whole and fp8_params else "")
+        + ("-keept" if z3_whole and z3_params else "")
+        + ("-z3params" if z3_params and not fp8_params else "")
         + ("-precaware" if precision_aware else "")
         + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
     )

@@ -134,7 +134,7 @@ def zero_working_bytes(
     if a.unquantised_weight_bytes is None and a.name.startswith(("stack-fp8", "stack-fp4")):
         w_end = min(w_end, 2.0)  # the embedding and head are no low-precision GEMMs: bf16, no cached cast
     g = 2.0 * a.grad_bytes if unsharded_grad_bytes is None else float(unsharded_grad_bytes)
-    w_layer = a.weight_bytes - a.zero3_whole_bytes  # the caches kept whole are in the model states already
+    w_layer = a.zero3_gathered_bytes  # the caches kept whole are in the model states already
     weights = np.where(zero >= 3, gathered_units * np.maximum(w_layer * layer, w_end * end), 0.0)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
     return weights, grads
