@@ -336,7 +336,11 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
                 if self._preempt_for(j):
-                    if head is not None and self.strict_priority:  # the GPUs it took may have been the drain's
+                    # the machine changed (victims stopped, the job started): the reservation is recomputed
+                    # (Mu'alem and Feitelson 2001, Sec. 2), with or without strict priority; the stopped jobs'
+                    # GPUs beyond the placement may bring it earlier, and a later job of this pass backfilled
+                    # against the old, later shadow time onto them would delay the blocked job
+                    if head is not None:
                         shadow, extra = self._shadow_time(head)
                     continue
                 self.preempt_failed[j] = self.version
