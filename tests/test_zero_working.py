@@ -75,11 +75,17 @@ def test_training_memory_counts_the_working_set(llama8b):
 
 
 def test_cached_fp8_casts_stay_off_the_embedding_unit(llama8b):
-    # Transformer Engine's cached fp8 cast and transpose (4 bytes a parameter) belong to the layers' GEMMs; the
-    # embedding and head units are gathered in bf16 (2 bytes)
+    # Transformer Engine's cached fp8 cast and transpose (2 of the 4 bytes a parameter) belong to the layers'
+    # GEMMs and are kept whole in the model states under ZeRO-3 (test_zero3_fp8_cache): the gathered unit is
+    # its bf16 weights alone; the embedding and head units are gathered in bf16 (2 bytes)
     a = stack_accounting("fp8", 4.0)
-    assert a.weight_bytes == 4.0
+    assert (a.weight_bytes, a.zero3_whole_bytes) == (4.0, 2.0)
     w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "middle")
-    assert float(w) == pytest.approx(2 * 4.0 * LAYER)
+    assert float(w) == pytest.approx(2 * 2.0 * LAYER)
     w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, a, "first")
-    assert float(w) == pytest.approx(2 * max(4.0 * LAYER, 2.0 * EMB))
+    assert float(w) == pytest.approx(2 * max(2.0 * LAYER, 2.0 * EMB))
+    # fp8 parameters with Megatron-FSDP's keep_fp8_transpose_cache: the transpose is kept whole, the unit is
+    # gathered row-wise (1 byte)
+    k = stack_accounting("fp8", 2.0, fp8_params=True, fp8_recipe="current", keep_fp8_transpose_cache=True)
+    w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, k, "middle")
+    assert float(w) == pytest.approx(2 * 1.0 * LAYER)

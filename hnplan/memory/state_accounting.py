@@ -38,6 +38,14 @@ References
    ``nemo/collections/nlp/models/language_modeling/megatron_base_model.py`` ``setup_optimization`` (fp32
    optimizer, bf16 model with ``megatron_amp_O2``: ``store_params=False``, ``store_param_remainders=True``) and
    ``nemo/core/optim/distributed_adam.py`` (sharded over the data-parallel group with context parallelism).
+.. [9] NVIDIA Megatron-LM @ d98e8a64ddf3, Megatron-FSDP: ``megatron_fsdp/param_and_grad_buffer.py`` (a
+   column-wise "transpose weight buffer" is sharded only for MXFP8, ``mixed_precision.fp8_need_transpose_data``),
+   ``megatron_fsdp.py`` ``release_module_parameters`` (after a unit's forward its parameters are resharded and,
+   unless ``keep_fp8_transpose_cache``, ``fp8_discard_transpose_cache`` drops the fp8 transpose), ``src/README.md``
+   (``keep_fp8_transpose_cache``: "number of parameter x 1 Byte" more memory); Megatron-Core
+   ``transformer/module.py`` ``set_is_first_microbatch`` (every Transformer Engine module of the wrapped model, with
+   or without FSDP) and Transformer Engine ``module/base.py`` ``get_weight_workspace`` (the cast kept in the
+   module's ``_fp8_workspaces``, whole: Megatron-FSDP passes no ``fsdp_group`` to Transformer Engine).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hnplan.compute.fp8_recipes import NVFP4_COPY, quantised_weight_bytes
+from hnplan.compute.lowp_bytes import FP8, PER_TENSOR
 from hnplan.errors import check_choice
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -74,10 +83,38 @@ class StateAccounting:
     embedding_optimizer_extra: float = 0.0
     unquantised_weight_bytes: float | None = None
     bf16_end_layers: int = 0
+    zero3_shard_bytes: float | None = None
+    zero3_whole_bytes: float = 0.0
+    zero3_gather_bytes: float | None = None
+    zero3_unquantised: float | None = None
 
     @property
     def total_bytes(self) -> float:
         return self.weight_bytes + self.grad_bytes + self.optimizer_bytes
+
+    def zero3_weight_bytes(self, shards) -> float:
+        """Weight bytes per low-precision GEMM parameter a rank keeps between micro-batches at ZeRO stage 3
+        [bytes/parameter]: ``zero3_shard_bytes / shards`` (the part ZeRO-3 shards: the bf16 weight, or the
+        quantised parameter's buffers Megatron-FSDP shards; default ``weight_bytes``) plus
+        ``zero3_whole_bytes`` (caches every rank keeps whole for the layers it computes:
+        :func:`stack_accounting`)."""
+        shard = self.weight_bytes if self.zero3_shard_bytes is None else self.zero3_shard_bytes
+        return shard / shards + self.zero3_whole_bytes
+
+    def zero3_unquantised_bytes(self, shards) -> float:
+        """Weight bytes per parameter outside the low-precision GEMMs (embeddings, head, norms, the bf16 end
+        layers) at ZeRO stage 3 [bytes/parameter]: their bf16 (or ``unquantised_weight_bytes``) shard, no
+        cached cast."""
+        u = self.zero3_unquantised if self.zero3_unquantised is not None else self.unquantised_weight_bytes
+        return (self.weight_bytes if u is None else u) / shards
+
+    @property
+    def zero3_gathered_bytes(self) -> float:
+        """Bytes per low-precision GEMM parameter of a unit gathered at ZeRO stage 3 [bytes/parameter]:
+        ``zero3_gather_bytes``, by default ``weight_bytes`` less the caches kept whole."""
+        if self.zero3_gather_bytes is not None:
+            return self.zero3_gather_bytes
+        return self.weight_bytes - self.zero3_whole_bytes
 
 
 ACCOUNTINGS = {
@@ -136,6 +173,8 @@ def stack_accounting(
     optimizer: str = "megatron-core",
     fp4_params: bool = False,
     bf16_end_layers: int = 0,
+    keep_fp8_transpose_cache: bool = False,
+    zero3_fp8_params: bool | None = None,
 ) -> StateAccounting:
     """Bytes per parameter as a Megatron-Core stack keeps them with the distributed optimizer ([3]_, [4]_, [7]_).
 
@@ -157,6 +196,14 @@ def stack_accounting(
       ``FusedAdam`` reads the gradient buffer in place (no copy) and, for bf16 weights, keeps only the
       16 low bits of each fp32 master weight (its high 16 bits are the bf16 weight): 2 bytes.
 
+    ZeRO stage 3 (:meth:`StateAccounting.zero3_weight_bytes`, Megatron-FSDP [9]_): the bf16 weights are sharded
+    but Transformer Engine's cached casts (``fp8_weight_cache``) are kept whole for every layer the rank computes;
+    low-precision parameters are sharded as their row-wise data (MXFP8: row- and column-wise), the other layout
+    is made after each all-gather and dropped after the unit's forward (the ZeRO-3 working set,
+    :mod:`hnplan.memory.zero_working`) unless ``keep_fp8_transpose_cache`` keeps it, whole. ``zero3_fp8_params``
+    (default ``fp8_params``): whether fp8 training under ZeRO-3 runs on quantised parameters (Megatron-FSDP with
+    ``fp8_param_gather``, which a stack may set where its ZeRO-1 path keeps bf16 weights).
+
     ``optimizer="apex"``: NeMo 1's ``distributed_fused_adam`` ([8]_) instead of Megatron-Core's: fp32 master
     weights as 16-bit remainders beside bf16 weights (4 bytes with ``fp8_params``: NeMo stores them whole),
     fp32 moments, and the reduce-scatter's own gradient shard at ``grad_bytes`` (no fp32 copy); ``precision_aware``
@@ -170,6 +217,15 @@ def stack_accounting(
     (2.0, 2.0, 16.0)
     >>> stack_accounting("fp8", 4.0).weight_bytes, stack_accounting("fp8", 4.0, fp8_weight_cache=False).weight_bytes
     (4.0, 2.0)
+
+    At ZeRO-3 over 64 ranks: the bf16 shard plus the whole cached fp8 cast and transpose; per-tensor fp8
+    parameters: the row-wise shard, plus the transpose, whole, with ``keep_fp8_transpose_cache``:
+
+    >>> stack_accounting("fp8", 4.0).zero3_weight_bytes(64)   # 2 / 64 + 2
+    2.03125
+    >>> p = stack_accounting("fp8", 2.0, fp8_params=True, fp8_recipe="current")
+    >>> p.zero3_weight_bytes(64), stack_accounting("fp8", 2.0, True, keep_fp8_transpose_cache=True).zero3_weight_bytes(64)
+    (0.015625, 1.015625)
 
     NVFP4 (``fp4``): bf16 weights plus the cached row- and column-wise NVFP4 casts, 2 x (1/2 + 1/16) bytes;
     NVFP4 parameters: the two NVFP4 copies alone, the embeddings, head and norms in bf16:
@@ -193,6 +249,16 @@ def stack_accounting(
     fp8 = dtype in ("fp8", "fp4")  # a low-precision GEMM dtype with Transformer Engine casts of the weights
     fp8_params = (fp8_params and dtype == "fp8") or (fp4_params and dtype == "fp4")  # low-precision parameters
     w_other = None
+    z3_shard, z3_whole, z3_gather, z3_unq = None, 0.0, None, None  # ZeRO-3: all of w sharded
+    z3_params = fp8_params if (zero3_fp8_params is None or dtype != "fp8") else zero3_fp8_params
+    if z3_params:
+        # [9]: Megatron-FSDP shards the row-wise data (MXFP8: the column-wise too); the other layout is made
+        # after the all-gather and dropped after the unit's forward unless keep_fp8_transpose_cache
+        q_recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
+        z3_gather = quantised_weight_bytes(q_recipe)
+        z3_shard = z3_gather if q_recipe == "mxfp8" else (FP8 if q_recipe in PER_TENSOR else z3_gather / 2.0)
+        z3_whole, z3_unq = (z3_gather - z3_shard if keep_fp8_transpose_cache else 0.0), 2.0
+        z3_gather -= z3_whole  # a kept transpose is not gathered again
     if fp8_params:
         recipe = "nvfp4" if dtype == "fp4" else fp8_recipe
         w, w_other = quantised_weight_bytes(recipe), 2.0
@@ -204,17 +270,25 @@ def stack_accounting(
             2.0 + 2.0 * NVFP4_COPY,
             "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
         )
+        if not z3_params:  # [4][9]: the module's cached casts stay whole under ZeRO-3
+            z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
+        if not z3_params:
+            z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
-    lowp = (w_other, bf16_end_layers if fp8_params else 0)  # StateAccounting's last two fields
+    lowp = (w_other, bf16_end_layers if fp8_params else 0, z3_shard, z3_whole, z3_gather, z3_unq)  # last fields
     if optimizer == "apex":  # [8]: remainders unless fp8 params (store_params), fp32 moments, own grad shard
         master = 4.0 if (fp8 and fp8_params) else 2.0
         emb = max(0.0, 4.0 - g)  # [8]: the word embeddings' buckets reduce in fp32 (with_fp32_embedding_grads)
         return StateAccounting(
-            f"stack-{dtype}-g{g:g}" + (f"-{dtype}params" if fp8 and fp8_params else "") + "-apex",
+            f"stack-{dtype}-g{g:g}"
+            + (f"-{dtype}params" if fp8 and fp8_params else "")
+            + ("-keept" if z3_whole and z3_params else "")
+            + ("-z3params" if z3_params and not fp8_params else "")
+            + "-apex",
             w,
             g,
             master + 8.0 + g,
@@ -237,6 +311,8 @@ def stack_accounting(
         f"stack-{dtype}-g{g:g}"
         + (f"-{dtype}params" if fp8 and fp8_params else "")
         + ("-nocache" if fp8 and not fp8_params and not fp8_weight_cache else "")
+        + ("-keept" if z3_whole and z3_params else "")
+        + ("-z3params" if z3_params and not fp8_params else "")
         + ("-precaware" if precision_aware else "")
         + (f"-m{float(moment_bytes):g}" if moment_bytes != 4 else "")
     )
@@ -309,7 +385,7 @@ def zero_model_state_bytes(
     check_choice("zero stage", zero, ZERO_STAGES)
     a = accounting(recipe)
     return (
-        a.weight_bytes * n_params / (dp if zero >= 3 else 1),
+        a.zero3_weight_bytes(dp) * n_params if zero >= 3 else a.weight_bytes * n_params,
         a.grad_bytes * n_params / (dp if zero >= 2 else 1),
         a.optimizer_bytes * n_params / (dp if zero >= 1 else 1),
     )

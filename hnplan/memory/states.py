@@ -213,9 +213,9 @@ def model_state_bytes_per_gpu(
 def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
     """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
     than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
-    if a.unquantised_weight_bytes is None:
-        return 0.0
-    return (a.unquantised_weight_bytes - a.weight_bytes) * unquantised / np.where(sharded, shards, 1)
+    whole = 0.0 if a.unquantised_weight_bytes is None else a.unquantised_weight_bytes - a.weight_bytes
+    zero3 = a.zero3_unquantised_bytes(shards) - a.zero3_weight_bytes(shards)  # no cached cast, bf16 shard
+    return np.where(sharded, zero3, whole) * unquantised
 
 
 def model_state_table(
@@ -281,6 +281,8 @@ def model_state_table(
         d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
+    z3 = zero >= 3  # ZeRO-3 weights: the sharded part and the caches kept whole (StateAccounting.zero3_weight_bytes)
+    out[0] = np.where(z3, a.zero3_weight_bytes(dp * cp) * dense + a.zero3_weight_bytes(edp) * expert, out[0])
     out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
     out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)

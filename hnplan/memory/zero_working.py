@@ -16,7 +16,8 @@ largest unit a rank computes (a Transformer layer's parameters after TP / EP spl
 the output head on the stages that hold them):
 
 * stage 3: ``gathered_units x unit x weight_bytes`` (bf16, or the quantised weights of an fp8 parameter
-  gather; the embedding and head units at the unquantised width);
+  gather with the transpose made after the gather; the embedding and head units at the unquantised width),
+  less ``StateAccounting.zero3_whole_bytes``, the cached casts the model states keep whole already;
 * stages 2 and 3: ``unit x unsharded_grad_bytes``, the bytes per parameter of the unit-sized gradient
   buffers alive at the backward's peak, summed over the units (default two units at the reduce width).
 
@@ -133,6 +134,7 @@ def zero_working_bytes(
     if a.unquantised_weight_bytes is None and a.name.startswith(("stack-fp8", "stack-fp4")):
         w_end = min(w_end, 2.0)  # the embedding and head are no low-precision GEMMs: bf16, no cached cast
     g = 2.0 * a.grad_bytes if unsharded_grad_bytes is None else float(unsharded_grad_bytes)
-    weights = np.where(zero >= 3, gathered_units * np.maximum(a.weight_bytes * layer, w_end * end), 0.0)
+    w_layer = a.zero3_gathered_bytes  # the caches kept whole are in the model states already
+    weights = np.where(zero >= 3, gathered_units * np.maximum(w_layer * layer, w_end * end), 0.0)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
     return weights, grads

@@ -91,7 +91,15 @@ class StackChoices(MoEChoices):
         With bf16 weights and fp8 GEMMs, Transformer Engine keeps each weight's fp8 cast and its
         transpose from the first micro-batch of a step to the last (``is_first_microbatch`` caching in
         ``transformer_engine/pytorch/module/linear.py``; Megatron-Core passes it unless
-        ``disable_parameter_transpose_cache``): 2 bytes a parameter. False: the casts are transient.
+        ``disable_parameter_transpose_cache``): 2 bytes a parameter, kept whole under ZeRO-3. False: transient.
+    keep_fp8_transpose_cache : bool
+        Megatron-FSDP's option (ZeRO-3 with fp8 parameters): keep each gathered fp8 parameter's transpose, whole,
+        across micro-batches (1 byte a parameter) instead of dropping it after the unit's forward
+        (:func:`hnplan.memory.states.stack_accounting`). Default False, Megatron-Core's default.
+    zero3_fp8_params : bool, optional
+        Whether fp8 training under ZeRO-3 runs on quantised parameters that Megatron-FSDP shards (its
+        ``fp8_param_gather``: MXFP8 both layouts, per-tensor fp8 the row-wise data) rather than bf16 weights with
+        Transformer Engine's cached casts kept whole. Default None: as ``fp8_params``.
     pipeline_balanced_ends : bool
         The input embedding and the loss each take one layer's place in the pipeline split, so the
         first and the last stage hold one layer fewer (Llama 3, arXiv:2407.21783 Sec. 3.3.2;
@@ -282,6 +290,12 @@ class StackChoices(MoEChoices):
     )
     fp8_weight_cache: bool = Field(
         default=True, description="Transformer Engine caches fp8 weight casts and transposes across micro-batches"
+    )
+    keep_fp8_transpose_cache: bool = Field(
+        default=False, description="Megatron-FSDP keeps fp8 parameters' transposes whole between micro-batches (ZeRO-3)"
+    )
+    zero3_fp8_params: bool | None = Field(
+        default=None, description="fp8 training under ZeRO-3 keeps quantised parameters (default: fp8_params)"
     )
     pipeline_balanced_ends: bool = Field(
         default=False, description="embedding and loss each take one layer's place on the first and last stage"

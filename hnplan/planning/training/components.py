@@ -315,6 +315,8 @@ def memory_recipe(dtype: str, choices: StackChoices | None = None) -> StateAccou
         ch.distributed_optimizer,
         fp4_params=ch.fp4_params,
         bf16_end_layers=ch.fp8_bf16_end_layers,
+        keep_fp8_transpose_cache=ch.keep_fp8_transpose_cache,
+        zero3_fp8_params=ch.zero3_fp8_params,
     )
 
 
