@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import typer
 from rich.table import Table
 
-from hnplan.cli._app import app, console, escape, handle_errors, print_json
+from hnplan.cli._app import app, console, err_console, escape, handle_errors, print_json
 from hnplan.labels import quantity_text
 
 _COLOUR = {
@@ -21,6 +23,42 @@ def _num(v) -> str:
     if isinstance(v, float):
         return f"{v:,.3g}" if abs(v) < 1e4 else f"{v:,.0f}"
     return str(v)
+
+
+@contextmanager
+def _run_progress():
+    """A progress bar on stderr (a terminal only) for the shared-cluster runs the audit simulates because no cache
+    holds them (minutes the first time after a change of code or catalog, then cached); nothing when every run is
+    read back. Yields the ``progress(done, total)`` callback, or None off a terminal."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("claims: simulating the shared-cluster experiments (then cached)"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("runs", total=total)
+        bar.update(task, completed=done, total=total)
+        if done >= total:  # one batch of runs finished; the next experiment may start another
+            bar.remove_task(task)
+            task = None
+
+    try:
+        yield progress
+    finally:
+        bar.stop()
 
 
 @app.command()
@@ -52,7 +90,8 @@ def claims(
                     + (f" (did you mean {', '.join(map(repr, near))}?)" if near else "")
                     + f"; ids: {ids}"
                 )
-        result = audit(only=only or None)
+        with _run_progress() as progress:
+            result = audit(only=only or None, progress=progress)
         if json_:
             print_json([c.as_dict() for c in result])
             return

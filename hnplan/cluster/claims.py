@@ -12,6 +12,7 @@ offered load: :func:`audit_points`).
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -161,6 +162,9 @@ def _run(
 
 #: the runs of this process, by their arguments (:func:`_run`'s)
 _DONE: dict[tuple, dict] = {}
+#: called as ``hook(done, total)`` while :func:`_runs` simulates the runs neither this process nor the cache holds
+#: (0 before the first, then after each): a caller's progress bar (``hnplan claims`` draws one on a terminal)
+RUN_PROGRESS: ContextVar = ContextVar("hnplan_cluster_audit_progress", default=None)
 
 
 def _runs(args: list[tuple], workers: int, cache: RunCache | None = None) -> list[dict]:
@@ -178,12 +182,26 @@ def _runs(args: list[tuple], workers: int, cache: RunCache | None = None) -> lis
         def compute(idx: list[int]) -> list[dict]:
             sel = [todo[i] for i in idx]
             n = min(workers, len(sel))
+            hook = RUN_PROGRESS.get()
+            out: list[dict] = []
+            if hook is not None:
+                hook(0, len(sel))
             if n <= 1:
-                return [_run(*a) for a in sel]
-            from concurrent.futures import ProcessPoolExecutor
+                rows = (_run(*a) for a in sel)
+            else:
+                from concurrent.futures import ProcessPoolExecutor
 
-            with ProcessPoolExecutor(max_workers=n) as pool:
-                return list(pool.map(_run, *zip(*sel, strict=True)))
+                pool = ProcessPoolExecutor(max_workers=n)
+                rows = pool.map(_run, *zip(*sel, strict=True))
+            try:
+                for row in rows:  # in order, as they finish
+                    out.append(row)
+                    if hook is not None:
+                        hook(len(out), len(sel))
+            finally:
+                if n > 1:
+                    pool.shutdown(cancel_futures=True)
+            return out
 
         rows = compute(list(range(len(todo)))) if cache is None else cache(keys, compute)
         for a, row in zip(todo, rows, strict=True):

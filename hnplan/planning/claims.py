@@ -347,12 +347,25 @@ def claim_ids() -> list[str]:
 
 
 def audit(
-    setup: AuditSetup | None = None, catalog: Catalog | None = None, only: list[str] | None = None
+    setup: AuditSetup | None = None,
+    catalog: Catalog | None = None,
+    only: list[str] | None = None,
+    progress=None,
 ) -> list[Claim]:
     """Run every experiment (or those whose claim id is in ``only``); an experiment that fails with an
-    hnplan error is returned as ``not testable`` with the error as its condition."""
+    hnplan error is returned as ``not testable`` with the error as its condition. ``progress``: called as
+    ``progress(done, total)`` while the shared-cluster experiments simulate runs no cache holds
+    (:data:`hnplan.cluster.claims.RUN_PROGRESS`; minutes on two cores, nothing when every run is cached)."""
     cat = catalog or load_catalog()
     s = setup or AuditSetup()
+    if progress is not None and cluster_available():
+        from hnplan.cluster.claims import RUN_PROGRESS
+
+        token = RUN_PROGRESS.set(progress)
+        try:
+            return audit(s, cat, only)
+        finally:
+            RUN_PROGRESS.reset(token)
     out = []
     for cid, seeds, text, fn in _experiments():
         if only and cid not in only:
