@@ -57,7 +57,7 @@ class LinkParams:
         busbw cap of the LL protocol inside one domain [bytes/s] (``ll_max_busbw_GBps``).
     nccl_generation : str or None
         GPU generation of NCCL's per-channel bandwidth caps (the scale-up fabric's ``nccl_generation``,
-        :data:`hnplan.comm.nccl.GENERATIONS`); None: no per-channel caps.
+        :data:`hnplan.comm.nccl_bw.GENERATIONS`); None: no per-channel caps.
     """
 
     bw_Bps: float

@@ -1,6 +1,6 @@
 """Network figures: topology drawings, busbw against message size, the domain boundary, BOM bars.
 
-Inputs are the tables of :mod:`hnplan.comm.tables`; nothing here computes a result.
+Inputs are the tables of :mod:`hnplan.planning.network`; nothing here computes a result.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _KIND_COLOURS = {
 
 
 def topology_figure(nodes: pd.DataFrame, edges: pd.DataFrame, title: str) -> go.Figure:
-    """Draw a graph laid out by :func:`hnplan.comm.tables.graph_layout` (one trace per link kind and
+    """Draw a graph laid out by :func:`hnplan.planning.network.graph_layout` (one trace per link kind and
     node kind)."""
     fig = go.Figure()
     for net, f in edges.groupby("net", sort=True):

@@ -25,7 +25,7 @@ class ServingEngine(Entry):
     peer at once, at ``oneshot_alltoall_efficiency`` of the scale-out line rate; prefill keeps the pairwise
     exchange at the fabric's all-to-all bandwidth, the high-throughput kernels). ``speculative_tokens``
     draft tokens (multi-token prediction, a draft model) are verified by each decode step, each accepted
-    with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.tokens_per_step`).
+    with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.speculative.tokens_per_step`).
     ``decode_overlap_efficiency`` is the share of the smaller of a decode step's compute and communication
     that the engine's two-micro-batch overlap hides (with ``Replica.overlap``;
     :func:`hnplan.planning.inference.speculative.overlapped_step_s`); absent: all of it (an upper bound).
