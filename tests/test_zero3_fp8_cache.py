@@ -95,3 +95,15 @@ def test_embedding_head_and_norms_keep_no_cached_cast(cat, zero):
     w = model_state_bytes_per_gpu(m, 1, 1, 8, 1, zero, stack_accounting("fp8", 4.0))[0]
     assert w == pytest.approx(4.0 * gemm + 2.0 * other)  # 27.9 GB + 2.1 GB, not 4 x 8.03e9 = 32.1 GB
     assert float(model_state_table(m, 1, 1, 8, 1, zero, stack_accounting("fp8", 4.0))[0][()]) == pytest.approx(w)
+
+
+@pytest.mark.parametrize("stack", ["megatron-bridge-2604-mxfp8", "megatron-bridge-2608-mxfp8"])
+def test_2026_mxfp8_stacks_shard_mxfp8_parameters_under_zero3(cat, stack):
+    # Megatron-Bridge mixed_precision.py bf16_with_mxfp8_mixed() @ f171d7d30 (26.04) and @ 067f987df03b (26.08):
+    # fp8_param_gather True, so Megatron-FSDP shards MXFP8 parameters, both layouts (2 x (1 + 1/32) / N), and
+    # scripts/performance/utils/overrides.py keeps no fp8 transpose cache for FSDP runs
+    ch = stack_choices(cat.stack(stack))
+    a = memory_recipe("fp8", ch)
+    assert not ch.keep_fp8_transpose_cache and a.zero3_whole_bytes == 0.0
+    assert a.zero3_weight_bytes(64) == pytest.approx(2.0625 / 64) and a.zero3_gathered_bytes == 2.0625
+    assert _weights(cat, a, 3) == pytest.approx(GEMM * 2.0625 / 8 + UNQ * 2 / 8)

@@ -157,7 +157,9 @@ def memory_summary(
             offload_layers=ch.cpu_offload_layers,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
-            alltoall_scale=nccl_alltoall_scale(cat.accelerator(cat.system(system).accelerator) if system else None, cat),
+            alltoall_scale=nccl_alltoall_scale(
+                cat.accelerator(cat.system(system).accelerator) if system else None, cat
+            ),
         )
         out.update(
             parallel=dict(
