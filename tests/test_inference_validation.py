@@ -78,12 +78,18 @@ def test_deepseek_serving_reports_within_tolerance(cat):
 
 
 def test_cloudmatrix_infer_int8_decode_row(cat):
-    # CloudMatrix-Infer serves DeepSeek-R1 in INT8 W8A8 on the 910C (arXiv:2506.12708): 1,943 tokens/s per NPU
-    (m,) = [m for m in measurements() if m.system == "cloudmatrix-384"]
-    assert (m.dtype, m.engine, m.published, m.batch) == ("int8", "cloudmatrix-infer", 1943.0, 97 * 128)
-    df = validation_table([m], cat)
+    # CloudMatrix-Infer serves DeepSeek-R1 in INT8 W8A8 on the 910C (arXiv:2506.12708): 1,943 tokens/s per NPU at
+    # 96 sequences per NPU and TPOT 49.4 ms (96 / 0.0494 = 1,943), 4K prompts, 256 output tokens
+    m, pre = [m for m in measurements() if m.system == "cloudmatrix-384"]
+    assert (m.dtype, m.engine, m.published, m.batch) == ("int8", "cloudmatrix-infer", 1943.0, 96 * 128)
+    assert (m.input_tokens, m.output_tokens, m.context_tokens) == (4096, 256, 4096)
+    # its prefill: 6,688 tokens/s per NPU with perfect EPLB, batches of 16,384 tokens: 2.45 s per pass of 4 x 4K
+    assert (pre.quantity, pre.ep, pre.batch, pre.published) == ("prefill_s", 16, 4, pytest.approx(2.4498, abs=1e-4))
+    df = validation_table([m, pre], cat)
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
-    assert df["error_pct"].iloc[0] < 0  # pessimistic, like the other large-EP DeepSeek decode rows
+    # the decode row runs the pairwise stand-in without MTP (pessimistic, like the H800 reports); the prefill row,
+    # bound by the 910C's operators, is optimistic: the shortfall both phases share (docs/inference.md)
+    assert df["error_pct"].iloc[0] < 0 and -35 < df["error_pct"].iloc[1] < -25
 
 
 def test_trtllm_rows_run_on_the_tensorrt_llm_engine():
