@@ -2,7 +2,7 @@
 the quantity it measured (:class:`Measurement`, :func:`measurements`); the predictions and the errors are
 :mod:`hnplan.planning.inference.validation`'s.
 
-Sources: TensorRT-LLM ``trtllm-bench`` on H100 and H200 (NVIDIA/TensorRT-LLM
+Sources: TensorRT-LLM ``trtllm-bench`` on H100, H200 and B200 (NVIDIA/TensorRT-LLM
 docs/source/performance/perf-overview.md at commit 00f37686), Llama 3.1 405B on 8 x H200 (NVIDIA technical
 blog), the DeepSeek-V3 serving reports, CloudMatrix-Infer, and MLPerf Inference v4.1 Llama 2 70B (NVIDIA's
 closed submissions' logs).
@@ -82,6 +82,16 @@ TRTLLM_H200_TOLERANCE_PCT = {
     "llama3.1-70b": (-10.0, 20.0),
     "llama3.1-405b": (-10.0, 25.0),
 }
+# The same perf-overview's B200 column (DGX B200, 180 GB): NVIDIA's NVFP4 checkpoints (Llama 3.3 70B at TP1,
+# Llama 3.1 405B at TP4), the same trtllm-bench runs; the FP4 GEMMs as TensorRT-LLM runs them on Blackwell
+TRTLLM_B200_ROWS = [
+    (m, tp, i, o, v)
+    for m, tp, values in (
+        ("llama3.1-70b", 1, (11147, 9922, 6831, 7762, 7007, 6271, 1339, 4783, 1459, 665)),
+        ("llama3.1-405b", 4, (6281, 8020, 6345, 6244, 5209, 4933, 749, 4212, 1048, 672)),
+    )
+    for (i, o), v in zip(_SHAPES, values, strict=True)
+]
 # Stated error bands per model [%] (model - published) / published
 TRTLLM_TOLERANCE_PCT = {"llama3.1-8b": (-10.0, 15.0), "llama3.1-70b": (-10.0, 20.0), "llama3.1-405b": (-10.0, 25.0)}
 # Requests in each synthetic dataset of the same perf-overview (its table of $num_requests per input/output
@@ -159,8 +169,8 @@ class Measurement:
 
 
 def measurements() -> list[Measurement]:
-    """Every validation row: the 30 TensorRT-LLM rows on H100 and 30 on H200, three Llama 3.1 405B rows on H200, the
-    DeepSeek-V3 serving reports (RTP-LLM, DeepSeek's day-6 overview, SGLang's 96 x H100 decode),
+    """Every validation row: the 30 TensorRT-LLM rows on H100, 30 on H200 and 20 on B200 (FP4), three Llama 3.1 405B
+    rows on H200, the DeepSeek-V3 serving reports (RTP-LLM, DeepSeek's day-6 overview, SGLang's 96 x H100 decode),
     CloudMatrix-Infer's INT8 decode and prefill on CloudMatrix 384 and the MLPerf
     Inference Llama 2 70B rows (:data:`MLPERF_ROWS`)."""
     out = [
@@ -186,28 +196,33 @@ def measurements() -> list[Measurement]:
         )
         for m, tp, i, o, v in TRTLLM_ROWS
     ]
+    columns = (  # the same table's H200 (FP8) and B200 (NVFP4) columns: (rows, gpu, system, dtype, column, bands)
+        (TRTLLM_H200_ROWS, "h200", "hgx-h200-ib-ndr", "fp8", "H200 SXM 141GB column", TRTLLM_H200_TOLERANCE_PCT),
+        (TRTLLM_B200_ROWS, "b200", "dgx-b200-ib-ndr", "fp4", "B200 180GB column, NVFP4 checkpoints", None),
+    )
     out += [
         Measurement(
-            f"trtllm-po-h200-{m}-tp{tp}-{i}-{o}",
+            f"trtllm-po-{gpu}-{m}-tp{tp}-{i}-{o}",
             "tokens_per_s",
             m,
-            "hgx-h200-ib-ndr",
+            system,
             tp,
             1,
-            "fp8",
+            dtype,
             i,
             o,
             float(v),
             "output tokens/s per TP group",
-            TRTLLM_SOURCE + " (H200 SXM 141GB column)",
-            *TRTLLM_H200_TOLERANCE_PCT[m],
+            f"{TRTLLM_SOURCE} ({column})",
+            *(bands[m] if bands else (-10.0, 20.0)),
             note="Llama 3.3 70B has the Llama 3.1 70B architecture" if m == "llama3.1-70b" else "",
-            family=f"TensorRT-LLM H200 {m}",
+            family=f"TensorRT-LLM {gpu.upper()} {m}",
             engine="tensorrt-llm",
             engine_fills=True,
             num_requests=TRTLLM_NUM_REQUESTS[i, o],
         )
-        for m, tp, i, o, v in TRTLLM_H200_ROWS
+        for rows, gpu, system, dtype, column, bands in columns
+        for m, tp, i, o, v in rows
     ]
     h200 = (
         "NVIDIA Technical Blog 'Boosting Llama 3.1 405B Performance up to 1.44x with NVIDIA TensorRT Model "
