@@ -8,6 +8,7 @@ import pytest
 
 from hnplan.comm.algorithms import algorithm_time
 from hnplan.planning.inference import Replica, decode_step, resolve
+from hnplan.planning.inference import speculative as sp
 from hnplan.planning.inference.speculative import ep_alltoall_s
 
 # arXiv:2506.12708, communication-operator table (against DeepEP on H800, the same benchmark: 128 tokens per rank,
@@ -87,3 +88,15 @@ def test_the_stack_as_run_is_optimistic_so_the_row_keeps_the_stand_in(cat):
     assert 96 * 1.7 / serial > 1943 * 1.15  # optimistic at any overlap
     without_mtp = decode_step(_as_run(cat, speculative_tokens=0, acceptance_rate=None), 96, 4096)
     assert without_mtp["compute_s"] / 61 < 0.874e-3 * 0.7  # per layer, against the measured 874 us
+
+
+def test_an_in_domain_oneshot_never_runs_above_the_fabric_all_to_all(cat):
+    """Inside one NVLink domain an efficiency measured over RDMA (SGLang's DeepEP 0.76) cannot beat the fabric:
+    on GB200 NVL72 (EP64) the exchange keeps NVLink's all-to-all bandwidth (0.64 of 900 GB/s), on 8 x H100 it
+    takes the slower 0.76 of 450 GB/s (NVLink's all-to-all: 0.82)."""
+    for system, ep, fabric, frac in (("gb200-nvl72", 64, 0.64, 0.64), ("hgx-h100-ib-ndr", 8, 0.82, 0.76)):
+        s = resolve("deepseek-v3", system, Replica(tp=1, ep=ep, dtype="fp8", engine="sglang-large-ep"), cat)
+        g = s.placements["ep"]
+        assert g.domains == 1 and g.up.a2a_Bps / g.up.line_rate_Bps == pytest.approx(fabric, abs=0.005)
+        one = sp._oneshot_group(s, g)
+        assert one.up.a2a_Bps == pytest.approx(frac * g.up.line_rate_Bps, rel=1e-3)

@@ -23,7 +23,7 @@ class ServingEngine(Entry):
     size (:func:`hnplan.planning.inference.tp_allreduce_path`). ``ep_decode_alltoall`` names the expert
     all-to-all kernel of a decode step (``oneshot``: an EP library's low-latency kernel that writes to every
     peer at once, at ``oneshot_alltoall_efficiency`` of the line rate of the tier it crosses: the scale-out share
-    across scale-up domains, the scale-up link inside one; prefill keeps the pairwise
+    across scale-up domains, the scale-up link inside one (at most its all-to-all bandwidth); prefill keeps the pairwise
     exchange at the fabric's all-to-all bandwidth, the high-throughput kernels). ``speculative_tokens``
     draft tokens (multi-token prediction, a draft model) are verified by each decode step, each accepted
     with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.speculative.tokens_per_step`).

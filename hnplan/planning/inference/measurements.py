@@ -483,10 +483,10 @@ def _mlperf_rows() -> list[Measurement]:
                 -25.0,
                 40.0,
                 note="the model runs FP4 GEMMs at 0.449 of the FP4 peak (b200.yaml, vLLM's CUTLASS NVFP4 GEMM measured "
-                "in vllm-project/vllm PR 20646, a configuration its authors call a starting point); the submission's "
-                "TensorRT-LLM FP4 kernels run faster, so the ratio comes out low; with the fp8 fraction (0.763) "
-                "assumed before, it came out +20 %. The submission's FP4 run reached about 0.63 of the H200 FP8 "
-                "run's fraction of peak (derived)",
+                "in vllm-project/vllm PR 20646); TensorRT-LLM's own NVFP4 runs on B200 (its perf-overview, 20 rows) "
+                "come out -8..+19 % at that rate, so the FP4 GEMMs do not set this ratio's error: the B200 rows carry "
+                "11-13 points more than the H200 rows at the same assumed prompt, not explained by a source "
+                "(docs/inference.md); with the fp8 fraction (0.763) assumed before, the ratio came out +20 %",
                 family="MLPerf v4.1 Llama 2 70B",
                 engine="tensorrt-llm",
                 ref_system=h_sys,

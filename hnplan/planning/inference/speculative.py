@@ -86,13 +86,15 @@ def draft_share(s: Setup) -> float:
 
 def _oneshot_group(s: Setup, g: GroupPlacement) -> GroupPlacement:
     """The EP group as the engine's one-shot kernel sees it: the tier its exchange crosses at
-    ``oneshot_alltoall_efficiency`` of that tier's line rate, the scale-out share of a group that spans
-    scale-up domains (DeepEP's low-latency kernels over RDMA), the scale-up link of a group inside one
-    domain (CloudMatrix-Infer's FusedDispatch / FusedCombine over UB, arXiv:2506.12708 Sec 4.2)."""
+    ``oneshot_alltoall_efficiency`` of that tier's line rate. Across scale-up domains, the scale-out share at
+    it (DeepEP's low-latency kernels over RDMA, where the efficiency was measured). Inside one domain, the
+    scale-up link at it but never above the fabric's own all-to-all bandwidth (the slower of kernel and
+    fabric: CloudMatrix-Infer's FusedDispatch / FusedCombine over UB, arXiv:2506.12708, run at 0.381 of the
+    line rate where UB's all-to-all reaches 0.84; an efficiency measured on RDMA does not speed up NVLink)."""
     eff = s.engine.oneshot_alltoall_efficiency if s.engine is not None else None
     assert eff is not None  # schema validator: oneshot needs its efficiency
     if g.domains == 1:
-        return replace(g, up=replace(g.up, alltoall_bw_Bps=g.up.line_rate_Bps * eff))
+        return replace(g, up=replace(g.up, alltoall_bw_Bps=min(g.up.line_rate_Bps * eff, g.up.a2a_Bps)))
     return replace(g, out=replace(g.out, alltoall_bw_Bps=g.out.line_rate_Bps * eff))
 
 
