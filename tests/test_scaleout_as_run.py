@@ -50,6 +50,10 @@ AS_RUN = {
     "mlperf-v60-nebius-b300-llama31-8b-64": ("ib", 800),
     # Nebius GB300 n18: host_networking empty; 18 trays of 4 are one NVL72 rack (the catalog's XDR rack)
     "mlperf-v60-nebius-gb300-llama31-8b-72": ("ib", 800),
+    # HPE GB300 NVL72: '4x ConnectX-8 IB XDR 800 Gb/s'
+    "mlperf-v60-hpe-gb300-llama31-8b-16": ("ib", 800),
+    "mlperf-v60-hpe-gb300-llama31-8b-32": ("ib", 800),
+    "mlperf-v60-hpe-gb300-llama31-8b-72": ("ib", 800),
 }
 
 TWINS = {
