@@ -269,7 +269,7 @@ def test_fp4_step_is_faster_than_fp8_and_nvfp4_rows_are_not_optimistic(cat):
     unseen = {"mlperf-v51-nebius-b300-llama31-8b-8", "mlperf-v51-lenovo-b300-llama31-8b-8"}
     runs = [r for r in fp4 if not r.id.startswith("mlperf-v60-") and r.id not in unseen]
     assert len(runs) == 9  # 7 MLPerf v5.1 submissions (step time), 2 Megatron-Bridge 26.04/26.06 recipes (tokens/s)
-    assert len(fp4) - len(runs) == 13 + 2
+    assert len(fp4) - len(runs) == 14 + 2
     for r in runs:
         if r.metric != "step_time_s":
             continue  # Megatron-Bridge: 405B on 256 GB200 -18 % (slower), 70B on 64 GB200 +1 % (within its band)

@@ -54,6 +54,8 @@ AS_RUN = {
     "mlperf-v60-hpe-gb300-llama31-8b-16": ("ib", 800),
     "mlperf-v60-hpe-gb300-llama31-8b-32": ("ib", 800),
     "mlperf-v60-hpe-gb300-llama31-8b-72": ("ib", 800),
+    # HPE GB200 NVL72: '4x ConnectX-7 IB NDR 400 Gb/s'
+    "mlperf-v60-hpe-gb200-llama31-8b-32": ("ib", 400),
 }
 
 TWINS = {
