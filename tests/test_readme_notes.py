@@ -56,3 +56,55 @@ def test_steady_state_example_is_what_the_command_says():
         assert "simulate --days 14 " in d["steady_state_note"]
         assert d["utilisation"] == pytest.approx(util, abs=0.001)
         assert d["offered_load"] == pytest.approx(load, abs=0.01)
+
+
+def test_deepseek_v3_gb200_over_b200_ratio_is_the_validation_rows():
+    """README, "What the table says": GB200 / B200 DeepSeek-V3 comes out 1.79x (4,028 / 2,248 tokens/s per GPU)
+    against the measured 1.88x; the B200 row 5 % fast, the GB200 one 0.3 % fast. By hand from the published
+    figures (Megatron-Bridge 25.11 performance summary): 4,018 / 2,139 = 1.878; from the two rows' predictions
+    4,028 / 2,248 = 1.792, and 2,248 / 2,139 - 1 = +5.1 %, 4,028 / 4,018 - 1 = +0.25 %."""
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.validation import predicted
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "comes out 1.79x (4,028 / 2,248 tokens/s per GPU) against the measured 1.88x" in readme
+    assert "the B200 row is 5% fast, the GB200 one 0.3% fast" in readme
+    runs = {r.id: r for r in training_runs()}
+    gb200 = runs["mbridge2511-gb200-deepseek-v3-256-fp8"]
+    b200 = runs["mbridge2511-b200-deepseek-v3-256-fp8"]
+    assert (gb200.published, b200.published) == (4018, 2139)
+    got = {"gb200": predicted(gb200), "b200": predicted(b200)}
+    assert round(got["gb200"]) == 4028 and round(got["b200"]) == 2248
+    assert got["gb200"] / got["b200"] == pytest.approx(1.79, abs=0.005)
+    assert gb200.published / b200.published == pytest.approx(1.88, abs=0.005)
+    assert got["b200"] / b200.published - 1 == pytest.approx(0.05, abs=0.005)
+    assert got["gb200"] / gb200.published - 1 == pytest.approx(0.003, abs=0.0005)
+
+
+def test_searched_405b_plan_against_the_paper_layout_as_docs_state():
+    """docs/training.md, "Searched plans against the published plans": Llama 3.1 405B on 16,384 H100, the
+    search's TP 8 PP 8 CP 2 VP 12 plan at 5.363 s (50.7 % MFU, 78.0 GiB) against the paper's layout as run
+    (stack llama3-meta, TP 8 PP 16 VP 8, no recompute) at 5.630 s (48.3 %, 70.4 GiB): a margin of
+    5.363 / 5.630 = 0.953, the search 5 % faster. MFU by hand: 6N + 12 l h s model FLOPs a token times
+    16,777,216 tokens / step / 16,384 GPUs / 989.4 TFLOP/s."""
+    from hnplan.planning.training.job import make_job
+    from hnplan.planning.training.search import rank_plans
+
+    doc = (ROOT / "docs" / "training.md").read_text()
+    assert "| searched: TP 8, PP 8, CP 2, VP 12, mb 1, ZeRO-1, no recompute | 5.363 | 50.7 % |" in doc
+    assert "TP 8, PP 16, CP 1, VP 8, no recompute) | 5.630 | 48.3 % | 4.199 |" in doc
+    assert "keeps the three margins (0.953, 0.942 and 0.967" in doc
+    args = ("llama3.1-405b", "hgx-h100-ib-ndr", 16384, 8192, 2048, "bf16")
+    searched = rank_plans(make_job(*args)).iloc[0]
+    as_run = rank_plans(
+        make_job(*args, stack="llama3-meta"),
+        dict(tp=8, pp=16, cp=1, recompute="none", virtual_stages=8, microbatch_size=1),
+    ).iloc[0]
+    assert (searched.tp, searched.pp, searched.cp, searched.virtual_stages) == (8, 8, 2, 12)
+    assert round(float(searched.step_time_s), 3) == 5.363 and round(float(as_run.step_time_s), 3) == 5.630
+    assert round(float(searched.memory_per_gpu_bytes) / 2**30, 1) == 78.0
+    assert round(float(as_run.memory_per_gpu_bytes) / 2**30, 1) == 70.4
+    for row, mfu in ((searched, 0.507), (as_run, 0.483)):
+        by_hand = float(row.model_flops_per_token) * 16_777_216 / float(row.step_time_s) / 16384 / 989.4e12
+        assert by_hand == pytest.approx(mfu, abs=0.0005) and float(row.mfu) == pytest.approx(by_hand, rel=1e-3)
+    assert float(searched.step_time_s / as_run.step_time_s) == pytest.approx(0.953, abs=0.0005)
