@@ -108,3 +108,50 @@ def test_searched_405b_plan_against_the_paper_layout_as_docs_state():
         by_hand = float(row.model_flops_per_token) * 16_777_216 / float(row.step_time_s) / 16384 / 989.4e12
         assert by_hand == pytest.approx(mfu, abs=0.0005) and float(row.mfu) == pytest.approx(by_hand, rel=1e-3)
     assert float(searched.step_time_s / as_run.step_time_s) == pytest.approx(0.953, abs=0.0005)
+
+
+def _cli_json(argv: list[str]) -> dict:
+    res = CliRunner().invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_cost_doc_checkpoint_interval_and_mtbi_are_what_reliability_prints():
+    """docs/cost.md, "Storage bound on the interval" and its validation table: Llama 3.1 405B on 16,384 H100,
+    async checkpoints: Daly alone would save every ~11 s with a 4.3 s write, the storage bound makes it 43 s; MTBI
+    3.1 h; job goodput 93.9 % (async) / 91.6 % (sync), the design's 93.6 % / 91.3 % with 53 GPUs in repair.
+    By hand: the checkpoint, 5.68e12 bytes, is written by 2,048 servers at 0.65 GB/s each:
+    5.682e12 / (2,048 x 0.65e9) = 4.27 s; at most 10 % of the storage's time, so every 4.27 / 0.1 = 42.7 s."""
+    doc = " ".join((ROOT / "docs" / "cost.md").read_text().split())
+    assert "would save every ~11 s for Llama 3.1 405B at 16,384 H100 with a 4.3 s write" in doc
+    assert "the bound makes it 43 s" in doc
+    assert "job goodput 93.9% (async) / 91.6% (sync)" in doc and "goodput is 93.6% / 91.3%" in doc
+    argv = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"]
+    a = _cli_json([*argv, "--mode", "async"])
+    s = _cli_json([*argv, "--mode", "sync"])
+    write_s = a["checkpoint_bytes"] / (2048 * 0.65e9)
+    assert a["checkpoint_write_s"] == pytest.approx(write_s, rel=1e-9) and round(write_s, 1) == 4.3
+    assert a["checkpoint_interval_bound"] == "storage"
+    assert a["checkpoint_interval_s"] == pytest.approx(write_s / 0.1, rel=1e-9)
+    assert round(a["checkpoint_daly_interval_s"]) == 11 and round(a["mtbi_h"], 1) == 3.1
+    assert (round(100 * a["job_goodput"], 1), round(100 * s["job_goodput"], 1)) == (93.9, 91.6)
+    assert (round(100 * a["goodput"], 1), round(100 * s["goodput"], 1)) == (93.6, 91.3)
+    assert round(a["gpus_in_repair"]) == 53
+
+
+def test_cost_doc_gpu_hour_figures_are_what_tco_prints():
+    """docs/cost.md, validation table: H100 capex per GPU with its InfiniBand fabric $40.8k (the $270k server is
+    $33,750 a GPU, the fabric the rest), $2.55 per GPU-hour over 3 years at PUE 1.58 on 16,384 H100, and $3.20
+    per GB200 chip-hour over 3 years on 16,416 GB200 (228 NVL72 racks); DDN storage for 1,024 H100: 32 AI400X2,
+    $9.6M, 64 kW (one 2 kW, $300k appliance per 32 GPUs)."""
+    doc = " ".join((ROOT / "docs" / "cost.md").read_text().split())
+    assert "| $40.8k (excl. facility) |" in doc and "| ~$2.3 | $2.55 (16k, PUE 1.58, 3 y) | +11% |" in doc
+    assert "| ~$3.2 | $3.20 | 0% |" in doc and "32 AI400X2, $9.6M, 64 kW" in doc
+    h100 = _cli_json(["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--years", "3", "--pue", "1.58"])
+    assert h100["systems_usd"] / 16384 == pytest.approx(270_000 / 8)
+    assert round((h100["systems_usd"] + h100["network_usd"]) / 16384 / 100) == 408
+    assert round(h100["usd_per_gpu_hour"], 2) == 2.55
+    gb200 = _cli_json(["tco", "--system", "gb200-nvl72", "--gpus", "16416", "--years", "3"])
+    assert round(gb200["usd_per_gpu_hour"], 2) == 3.20
+    ddn = _cli_json(["tco", "--system", str(ROOT / "docs" / "examples" / "hgx-h100-ib-ndr-ddn.yaml"), "--gpus", "1024"])
+    assert (ddn["storage_units"], ddn["storage_usd"], ddn["storage_kw"]) == (32, 9.6e6, 64.0)
