@@ -155,3 +155,24 @@ def test_cost_doc_gpu_hour_figures_are_what_tco_prints():
     assert round(gb200["usd_per_gpu_hour"], 2) == 3.20
     ddn = _cli_json(["tco", "--system", str(ROOT / "docs" / "examples" / "hgx-h100-ib-ndr-ddn.yaml"), "--gpus", "1024"])
     assert (ddn["storage_units"], ddn["storage_usd"], ddn["storage_kw"]) == (32, 9.6e6, 64.0)
+
+
+def test_memory_doc_footprints_of_runs_that_ran_are_what_the_planner_gives():
+    """docs/memory.md, validation table: configurations that ran fit, at the footprints the planner gives their
+    published plans: NeMo 24.07 Llama 3 8B on 8 H100 (CP 2, DP 4, 8k) 76.2 of 79.1 GiB; DeepSeek-V3 on 2,048
+    H800 with DualPipe and full recomputation 50.6 of 79.1; Megatron-Bridge Qwen3-30B-A3B on 8 GB200 167.6 of
+    185.0 (the HBM each device exposes: 79.11 GiB on an H100 / H800, 185.0 on a GB200)."""
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.validation import best_row
+
+    doc = " ".join((ROOT / "docs" / "memory.md").read_text().split())
+    expected = {
+        "nemo2407-h100-llama3-8b-8": ("NeMo Llama 3 8B (CP 2, DP 4, 8k): 76.2 of 79.1 GiB", 76.2),
+        "deepseek-v3-2048-dualpipe": ("50.6 of 79.1 GiB with full recomputation", 50.6),
+        "mbridge2511-gb200-qwen3-30b-a3b-8-fp8": ("| fits (ran) | 167.6 of 185.0 GiB |", 167.6),
+    }
+    runs = {r.id: r for r in training_runs()}
+    for run_id, (text, gib) in expected.items():
+        assert text in doc, run_id
+        row = best_row(runs[run_id])
+        assert row["fits"] and round(row["memory_per_gpu_bytes"] / 2**30, 1) == gib, run_id
