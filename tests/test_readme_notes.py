@@ -176,3 +176,43 @@ def test_memory_doc_footprints_of_runs_that_ran_are_what_the_planner_gives():
         assert text in doc, run_id
         row = best_row(runs[run_id])
         assert row["fits"] and round(row["memory_per_gpu_bytes"] / 2**30, 1) == gib, run_id
+
+
+def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
+    """README, "Calibrate to your own cluster": with the example files the H100 bf16 GEMM efficiency comes out
+    0.785 (0.737 before), the two Llama 3 runs move from -7.6 % and -7.9 % to +0.3 % and -0.3 % (each from the
+    other within 0.6 %), NVLink 0.840 (0.82), InfiniBand 0.945, one-sided; NeMo 24.07's two FP8 H100 runs
+    calibrated together leave +6.0 % and -5.2 % and +11.3 % and -11.1 % leave-one-out. Errors are
+    predicted / published - 1 of TFLOP/s a GPU: the 8B run's 789.6 before against 711 published is +11.1 %."""
+    import yaml
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "comes out 0.785 (the catalog's GEMM law: 0.74 at boost clock" in readme
+    assert "move from -7.6 % and -7.9 % to +0.3 % and -0.3 %, each predicted from the other within 0.6 %" in readme
+    assert "the NVLink ring efficiency 0.840 (catalog 0.82). The InfiniBand efficiency stays at 0.945" in readme
+    assert "leaves +6.0 % and -5.2 % after the fit and +11.3 % and -11.1 % leave-one-out" in readme
+
+    ex = ROOT / "docs" / "examples"
+    argv = ["calibrate", "--runs", str(ex / "calibration_runs.yaml"), "--stack", "megatron-core"]
+    d = _cli_json([*argv, "--collectives", str(ex / "nccl_tests.csv"), "--out", str(tmp_path / "a")])
+    params = {p["name"]: p for p in d["parameters"]}
+    gemm = params["matmul_efficiency.h100-sxm.bf16"]
+    assert (round(gemm["initial"], 3), round(gemm["value"], 3)) == (0.737, 0.785)
+    assert round(params["bw_efficiency.nvlink4@hgx-h100-ib-ndr"]["value"], 3) == 0.840
+    assert round(params["bw_efficiency.ib-ndr-400@hgx-h100-ib-ndr"]["value"], 3) == 0.945
+    errors = [(round(r["error_before_pct"], 1), round(r["error_after_pct"], 1)) for r in d["runs"]]
+    assert errors == [(-7.6, 0.3), (-7.9, -0.3)]
+    assert max(abs(r["loo_error_pct"]) for r in d["runs"]) == pytest.approx(0.6, abs=0.05)
+
+    rows = yaml.safe_load((ROOT / "data" / "validation" / "training_runs.yaml").read_text())
+    nemo = [r for r in rows if r["id"] in ("nemo2407-h100-llama3-8b-8", "nemo2407-h100-llama3-70b-64")]
+    (tmp_path / "nemo.yaml").write_text(yaml.safe_dump(nemo, sort_keys=False))
+    n = _cli_json(
+        ["calibrate", "--runs", str(tmp_path / "nemo.yaml"), "--stack", "nemo-2407-fp8"]
+        + ["--out", str(tmp_path / "b")]
+    )
+    by_id = {r["id"]: r for r in n["runs"]}
+    small, large = by_id["nemo2407-h100-llama3-8b-8"], by_id["nemo2407-h100-llama3-70b-64"]
+    assert small["error_before_pct"] == pytest.approx((small["before"] / 711 - 1) * 100, rel=1e-9)
+    assert (round(small["error_after_pct"], 1), round(large["error_after_pct"], 1)) == (6.0, -5.2)
+    assert (round(small["loo_error_pct"], 1), round(large["loo_error_pct"], 1)) == (11.3, -11.1)
