@@ -216,3 +216,19 @@ def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
     assert small["error_before_pct"] == pytest.approx((small["before"] / 711 - 1) * 100, rel=1e-9)
     assert (round(small["error_after_pct"], 1), round(large["error_after_pct"], 1)) == (6.0, -5.2)
     assert (round(small["loo_error_pct"], 1), round(large["loo_error_pct"], 1)) == (11.3, -11.1)
+
+
+def test_readme_id_lists_name_every_catalog_entry():
+    """README, "Catalogs": the ids listed for accelerators, systems, models, software stacks and serving engines
+    are the catalog's (`hnplan catalog list`); an entry added to data/ is added to the list too."""
+    from hnplan.catalog import load_catalog
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("Ids: accelerators")
+    listed = set(text[start : text.index("Every entry also has", start)].replace("`", " ").split())
+    # the weak-scaling GPTs between megatron-1.7b and megatron-1t are listed as "..."
+    elided = {f"megatron-{n}" for n in ("3.6b", "7.5b", "18.4b", "39.1b", "76.1b", "145.6b", "310.1b", "529.6b")}
+    cat = load_catalog()
+    for kind in ("accelerators", "systems", "models", "stacks", "engines"):
+        missing = sorted(set(cat.ids(kind)) - listed - elided)
+        assert not missing, f"README's Catalogs section does not list the {kind} {missing}"
