@@ -151,7 +151,7 @@ class Accelerator(Entry):
         default=None,
         description="rate of an MXFP8 GEMM (E8M0 scale per 32 elements, Blackwell block-scaled MMA) over a per-tensor "
         "FP8 GEMM of the same shape and library on this chip [-]; the fp8 ceiling of a training job whose recipe is "
-        "mxfp8 is scaled by it (hnplan.planning.training.job.mxfp8_gemm_accelerator); absent: 1 (calibration)",
+        "mxfp8 is scaled by it (hnplan.compute.fp8_recipes.mxfp8_gemm_accelerator); absent: 1 (calibration)",
     )
     fp8_tn_only: bool | None = Field(
         default=None,

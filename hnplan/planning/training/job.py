@@ -13,7 +13,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, SoftwareStack, StackChoices
 from hnplan.comm.topology import SystemLinks, system_links
 from hnplan.compute import ATTENTION_IMPLS
-from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe
+from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe, mxfp8_gemm_accelerator
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.plan import TRAIN_DTYPES
@@ -235,7 +235,7 @@ def make_job(
     if dtype != "bf16":
         check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell, NVFP4 only with an fp4 peak
     if dtype == "fp8" and ch.fp8_recipe == "mxfp8":
-        acc = mxfp8_gemm_accelerator(acc, provenance)
+        acc = mxfp8_gemm_accelerator(acc, provenance)  # MXFP8 GEMMs at the chip's block-scaled rate
     if ch.fp8_attention:
         acc = fp8_attention_accelerator(acc, st, dtype, provenance)
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
@@ -327,29 +327,6 @@ def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict
     # the ratio is of whole-kernel rates: it divides the kernel's time, leaving the balance of its tensor-core and
     # exponential pipelines (hnplan.compute.attention.exp_pipeline_factor) as the bf16 ceilings set it
     return acc.model_copy(update={"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}})
-
-
-def mxfp8_gemm_accelerator(acc: Accelerator, provenance: dict[str, str]) -> Accelerator:
-    """The accelerator whose fp8 GEMMs run as MXFP8 GEMMs: the fp8 ceilings (``gemm_efficiency`` and
-    ``matmul_efficiency``, per-tensor FP8 measurements, or the stack's) times the chip's ``mxfp8_gemm_ratio``, the
-    rate of a block-scaled GEMM over a per-tensor one of the same shape (Transformer Engine's cuBLASLt GEMMs on a
-    B300: 0.951, :mod:`hnplan.validation.mxfp8_gemm`); unchanged where the chip has none.
-    ``provenance["mxfp8_gemm_ratio"]`` says which applied.
-
-    >>> from hnplan.catalog.loader import load_catalog
-    >>> acc, prov = load_catalog().accelerator("gb200"), {}
-    >>> round(mxfp8_gemm_accelerator(acc, prov).gemm_efficiency["fp8"], 4), prov["mxfp8_gemm_ratio"]
-    (0.6315, 'accelerator gb200 (MXFP8 GEMMs at 0.951 of the per-tensor fp8 rate)')
-    """
-    ratio = acc.mxfp8_gemm_ratio
-    if ratio is None:
-        provenance["mxfp8_gemm_ratio"] = f"no MXFP8 / per-tensor fp8 GEMM ratio for {acc.id}: the fp8 ceiling"
-        return acc
-    provenance["mxfp8_gemm_ratio"] = f"accelerator {acc.id} (MXFP8 GEMMs at {ratio:g} of the per-tensor fp8 rate)"
-    update = {"matmul_efficiency": {**acc.matmul_efficiency, "fp8": acc.matmul_efficiency["fp8"] * ratio}}
-    if acc.gemm_efficiency is not None and "fp8" in acc.gemm_efficiency:
-        update["gemm_efficiency"] = {**acc.gemm_efficiency, "fp8": acc.gemm_efficiency["fp8"] * ratio}
-    return acc.model_copy(update=update)
 
 
 def check_stack_dtype(stack, dtype: str) -> None:
