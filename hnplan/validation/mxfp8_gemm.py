@@ -31,6 +31,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute.gemm import gemm_device_time_s
+from hnplan.validation import Row
 from hnplan.validation.gemm_fit import with_params
 
 TE_TABLE = "te_gemm_profiling"
@@ -64,8 +65,8 @@ def te_prequant_layer_s(catalog: Catalog | None = None) -> dict[str, float]:
     return {r.recipe: units.ms_to_s(float(r.time_ms)) for r in sel.itertuples()}
 
 
-def _law_layer_s(acc: Accelerator, dtype: str) -> float:
-    """The law's device time of the benchmark layer's 12 GEMMs, one call each [s]."""
+def law_layer_s(acc: Accelerator, dtype: str) -> float:
+    """The law's device time of the benchmark layer's 12 GEMMs (:func:`te_layer_gemms`), one call each [s]."""
     return float(sum(gemm_device_time_s(acc, dtype, m, n, k)[2] for m, n, k in te_layer_gemms(**TE_LAYER)))
 
 
@@ -78,10 +79,10 @@ def fp8_ceiling_for_ratio(acc: Accelerator, bf16_over_fp8: float) -> float:
     ValueError
         If no ceiling in (0.2, 1.0] reproduces the ratio.
     """
-    t_bf16 = _law_layer_s(acc, "bf16")
+    t_bf16 = law_layer_s(acc, "bf16")
     return float(
         brentq(
-            lambda e: t_bf16 / _law_layer_s(with_params(acc, {"gemm_efficiency.fp8": e}), "fp8") - bf16_over_fp8,
+            lambda e: t_bf16 / law_layer_s(with_params(acc, {"gemm_efficiency.fp8": e}), "fp8") - bf16_over_fp8,
             0.2,
             1.0,
         )
@@ -125,3 +126,70 @@ def torchao_grouped_gemm_check(catalog: Catalog | None = None, accelerator: Acce
     out["predicted_s"] = np.asarray(gemm_device_time_s(acc, "fp8", m, n, k, g)[2], dtype=float)
     out["tflops"] = units.flops_per_s_to_tflops(2.0 * g * m * n * k / out["time_s"])
     return out.assign(error=out["predicted_s"] / out["time_s"] - 1.0)
+
+
+TE_SRC = (
+    "data/reference/te_gemm_profiling.csv: NVIDIA/TransformerEngine docs/examples/gemm_profiling/gemm_profiling.rst "
+    "@ 8f2e635 (B300 SXM6 AC, benchmarks/gemm/benchmark_gemm.py --pre-quantize: the 12 cuBLASLt GEMMs of a "
+    "hidden-4,096, FFN-16,384 layer at 15,872 tokens, one run)"
+)
+TORCHAO_SRC = (
+    "data/reference/torchao_b200_mxfp8_moe.csv: pytorch/ao torchao/prototype/moe_training/README.md @ 2c2d402 "
+    "(B200 at 1,000 W, torch._scaled_grouped_mm, DeepSeek-V3 expert shapes, 8 groups of 16,384 tokens)"
+)
+
+
+def mxfp8_rows(cat) -> list[Row]:
+    """MXFP8 GEMMs on Blackwell as rows of the compute area (this module's fit and check): Transformer Engine's
+    same-run MXFP8 / per-tensor FP8 rate on a B300 (the row ``mxfp8_gemm_ratio`` is read from) and bf16 / MXFP8 rate
+    (the B300's per-tensor fp8 ceiling, its MAMF, times that ratio: a prediction of the bf16 frame), then torchao's
+    MXFP8 grouped GEMMs on a B200 (reported: another library's kernels)."""
+    t = te_prequant_layer_s(cat)
+    acc = cat.accelerator(TE_ACCELERATOR)
+    mx = with_params(acc, {"gemm_efficiency.fp8": acc.gemm_efficiency["fp8"] * acc.mxfp8_gemm_ratio})
+    law_bf16, law_cs, law_mx = law_layer_s(acc, "bf16"), law_layer_s(acc, "fp8"), law_layer_s(mx, "fp8")
+    name = acc.name.split(" (")[0]
+    out = [
+        Row(
+            "compute",
+            f"MXFP8 / per-tensor FP8 GEMM throughput, Transformer Engine layer on {name}",
+            "throughput ratio",
+            "-",
+            t["fp8_current"] / t["mxfp8"],
+            law_cs / law_mx,
+            "calibration",
+            0.02,
+            TE_SRC,
+            "mxfp8_gemm_ratio of the Blackwell chips is read from this row (hnplan.validation.mxfp8_gemm)",
+        ),
+        Row(
+            "compute",
+            f"bf16 / MXFP8 GEMM throughput, Transformer Engine layer on {name}",
+            "throughput ratio",
+            "-",
+            t["bf16"] / t["mxfp8"],
+            law_bf16 / law_mx,
+            "prediction",
+            0.05,
+            TE_SRC,
+            "the chip's per-tensor fp8 ceiling (its FP8 MAMF) times mxfp8_gemm_ratio, against its bf16 ceiling",
+        ),
+    ]
+    b200 = cat.accelerator("b200").name.split(" (")[0]
+    for _, r in torchao_grouped_gemm_check(cat).iterrows():
+        out.append(
+            Row(
+                "compute",
+                f"MXFP8 grouped GEMM torchao {int(r.groups)}x{int(r.m)}x{int(r.n)}x{int(r.k)} ({r['pass']}) on {b200}",
+                "kernel time",
+                "us",
+                units.s_to_us(r["time_s"]),
+                units.s_to_us(r["predicted_s"]),
+                "reported",
+                None,
+                TORCHAO_SRC,
+                "another library's grouped kernels than the cuBLASLt GEMMs Transformer Engine runs per expert; the "
+                "law at the B200's fp8 ceiling times mxfp8_gemm_ratio, short-run clock as the benchmark ran",
+            )
+        )
+    return out
