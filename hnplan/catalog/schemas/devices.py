@@ -153,6 +153,12 @@ class Accelerator(Entry):
         description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
         "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
     )
+    mxfp8_gemm_ratio: Fraction | None = Field(
+        default=None,
+        description="rate of an MXFP8 GEMM (E8M0 scale per 32 elements, Blackwell block-scaled MMA) over a per-tensor "
+        "FP8 GEMM of the same shape and library on this chip [-]; the fp8 ceiling of a training job whose recipe is "
+        "mxfp8 is scaled by it (hnplan.compute.fp8_recipes.mxfp8_gemm_accelerator); absent: 1 (calibration)",
+    )
     fp8_tn_only: bool | None = Field(
         default=None,
         description="per-tensor fp8 GEMMs take only the TN layout, so the weight- and data-gradient GEMMs need "
@@ -210,6 +216,7 @@ class Accelerator(Entry):
         "gemm_output_exposed",
         "host_dispatch_us",
         "sustained_compute_fraction",
+        "mxfp8_gemm_ratio",
     )
 
     @model_validator(mode="after")
