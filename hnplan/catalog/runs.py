@@ -272,8 +272,9 @@ def collective_measurements(path) -> list[dict]:
     Raises
     ------
     CatalogError
-        One line naming the file, the line and the column: unreadable file, missing column, a value that
-        is not a positive number, neither or both of busbw_GBps and time_us.
+        One line naming the file, the line and the column: unreadable file, missing column, a line with more
+        fields than the header (a number written with thousands separators), a value that is not a positive
+        number, neither or both of busbw_GBps and time_us.
     """
     import csv
 
@@ -310,6 +311,15 @@ def collective_measurements(path) -> list[dict]:
             )
     out = []
     for i, row in zip(lines, rows, strict=True):
+        if None in row:  # csv.DictReader files a line's fields beyond the header under the key None
+            extra = len(row[None])
+            raise CatalogError(
+                f"{path}: line {i}: {len(header) + extra} fields, the header names {len(header)}: a comma inside a "
+                "value shifts every column after it (a size written 1,073,741,824 reads as 1 byte); write numbers "
+                "without thousands separators (1073741824) and quote text that holds a comma",
+                path=path,
+                entry=f"line {i}",
+            )
 
         def num(col, line=i, row=row):
             text = (row.get(col) or "").strip()
