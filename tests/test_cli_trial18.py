@@ -1,0 +1,32 @@
+"""What a new-user trial of the command line found (session 13): each a CLI run asserting the exit code and
+the figure or the one-line message."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+
+def test_compare_table_prints_a_small_run_as_json_does_not_as_zero():
+    """Llama 3.1 8B on 8 H100 for 1B tokens: the table said 0 MWh and 0.01 / 0.01 MW where --json said
+    0.035 MWh and 0.0111 MW (``energy [MWh]`` printed with no decimals); ``size`` printed 0.035. Values that
+    would print 0 get two significant digits, as size's table does."""
+    argv = ["compare", "--model", "llama3.1-8b", "--gpus", "8", "--tokens", "1e9"]
+    argv += ["--systems", "hgx-h100-ib-ndr", "--no-trust", "--no-goodput"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.output
+    (d,) = json.loads(res.stdout)["designs"]
+    assert 0.01 < d["energy_mwh"] < 0.05 and 0.005 < d["it_power_mw"] < 0.05 and d["days"] < 0.5
+    res = runner.invoke(app, argv, terminal_width=400)
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.stdout.splitlines() if "hgx-h100-ib-ndr" in line and "TP" in line)
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    days, power, energy = cells[4], cells[7], cells[8]
+    assert days == f"{d['days']:.1f}" != "0.0" and energy == f"{d['energy_mwh']:.2g}", cells
+    assert power == f"{d['it_power_mw']:,.2f} / {d['facility_power_mw']:,.2f}" != "0.00 / 0.00", cells
