@@ -30,3 +30,24 @@ def test_compare_table_prints_a_small_run_as_json_does_not_as_zero():
     days, power, energy = cells[4], cells[7], cells[8]
     assert days == f"{d['days']:.1f}" != "0.0" and energy == f"{d['energy_mwh']:.2g}", cells
     assert power == f"{d['it_power_mw']:,.2f} / {d['facility_power_mw']:,.2f}" != "0.00 / 0.00", cells
+
+
+def test_memory_refuses_a_flag_of_the_other_mode():
+    """``memory --mode train --batch 4`` printed the training plan's memory as if the 4 had been read (40.96 GiB
+    either way), and ``--mode inference --stack ...`` ignored the stack: one line naming the flags, exit 2."""
+    base = ["memory", "--model", "llama3.1-70b", "--tp", "8", "--seq-len", "8192"]
+    res = runner.invoke(app, [*base, "--mode", "train", "--pp", "4", "--dp", "8", "--batch", "4"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        "error: --batch applies to --mode inference only; this is --mode train (drop it, or give --mode inference)"
+    )
+    res = runner.invoke(app, [*base, "--mode", "inference", "--stack", "megatron-core", "--no-dropout", "--json"])
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"]["message"] == (
+        "--dropout/--no-dropout, --stack apply to --mode train only; this is --mode inference (drop them, or give "
+        "--mode train)"
+    )
+    for argv in (
+        [*base, "--mode", "train", "--stack", "megatron-core"],
+        [*base, "--mode", "inference", "--batch", "4"],
+    ):
+        assert runner.invoke(app, argv).exit_code == 0
