@@ -51,3 +51,30 @@ def test_memory_refuses_a_flag_of_the_other_mode():
         [*base, "--mode", "inference", "--batch", "4"],
     ):
         assert runner.invoke(app, argv).exit_code == 0
+
+
+def test_roofline_refuses_a_flag_the_phase_does_not_read():
+    """``roofline --phase train --kv-len 100000`` printed the same training pass as without it (0.355 s), and
+    ``--recompute full`` in prefill or ``--no-sequence-parallel`` in decode changed nothing: refused, exit 2."""
+    base = ["roofline", "--accelerator", "h100-sxm", "--model", "llama3.1-70b", "--batch", "1", "--seq-len", "4096"]
+    for extra, message in (
+        (
+            ["--phase", "train", "--kv-len", "100000"],
+            "--kv-len applies to --phase decode only (the tokens a decode step reads from the KV cache); "
+            "this is --phase train: drop it",
+        ),
+        (
+            ["--phase", "prefill", "--recompute", "full"],
+            "--recompute applies to --phase train only (the forward recomputed in the backward pass); "
+            "this is --phase prefill: drop it",
+        ),
+        (
+            ["--phase", "decode", "--no-sequence-parallel"],
+            "--sequence-parallel/--no-sequence-parallel applies to --phase train only",
+        ),
+    ):
+        res = runner.invoke(app, [*base, *extra])
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert res.stderr.strip().startswith(f"error: {message}"), res.stderr
+    for extra in (["--phase", "decode", "--kv-len", "4096"], ["--phase", "train", "--recompute", "full"]):
+        assert runner.invoke(app, [*base, *extra, "--tp", "8"]).exit_code == 0
