@@ -78,3 +78,19 @@ def test_roofline_refuses_a_flag_the_phase_does_not_read():
         assert res.stderr.strip().startswith(f"error: {message}"), res.stderr
     for extra in (["--phase", "decode", "--kv-len", "4096"], ["--phase", "train", "--recompute", "full"]):
         assert runner.invoke(app, [*base, *extra, "--tp", "8"]).exit_code == 0
+
+
+def test_kv_cache_sized_both_ways_is_refused():
+    """``infer --gpu-memory-utilization 0.9 --kv-budget-gib 10`` ran as if the fraction had not been given (a KV
+    budget is set within the whole visible HBM): refused in one line by infer and memory alike, exit 2."""
+    both = ["--gpu-memory-utilization", "0.9", "--kv-budget-gib", "10"]
+    infer = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2000"]
+    memory = ["memory", "--model", "llama3.1-70b", "--mode", "inference", "--tp", "8", "--seq-len", "8192"]
+    for argv in ([*infer, "--output-tokens", "500"], [*memory, "--system", "hgx-h100-ib-ndr"]):
+        res = runner.invoke(app, [*argv, *both])
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert res.stderr.strip() == (
+            "error: give one of --gpu-memory-utilization and --kv-budget-gib: a KV budget is set directly within "
+            "the whole visible HBM, so the fraction would be ignored"
+        )
+        assert runner.invoke(app, [*argv, *both[2:]]).exit_code == 0

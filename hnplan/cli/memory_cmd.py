@@ -105,6 +105,10 @@ def memory(
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:
             raise InputError(f"--kv-budget-gib must be > 0; got {kv_budget_gib:g}")
+        if gpu_memory_utilization is not None and kv_budget_gib is not None:
+            from hnplan.planning.inference.core import MEMORY_FLAGS_CLASH
+
+            raise InputError(MEMORY_FLAGS_CLASH)
         d = memory_summary(
             model,
             mode,
