@@ -109,3 +109,22 @@ def test_gemm_dtype_with_only_a_shapes_json_is_refused(tmp_path):
     res = runner.invoke(app, [*base, "--dtype", "fp8", "--shape", "1x1x1"])  # with --shape it types those
     assert res.exit_code == 0 and [r["dtype"] for r in json.loads(res.stdout)["results"]] == ["fp8", "bf16"]
     assert runner.invoke(app, base).exit_code == 0
+
+
+def test_report_params_gpus_beyond_one_fabric_are_refused_before_any_notebook(tmp_path):
+    """``report --params`` with ``gpus: 1e6`` passed the parameter checks and ran design_comparison for over ten
+    minutes of CPU, where ``compare --gpus 1000000`` is refused at once: the count is checked against each design
+    the notebook plans on (GB200 NVL72: 65,520 GPUs in whole racks on 64-port switches), exit 2."""
+    params = tmp_path / "big.yaml"
+    params.write_text("gpus: 1.0e+6\nscaling_gpus: [1152, 70000]\n")
+    argv = ["report", "--scenario", "default", "--params", str(params), "--out", str(tmp_path / "r")]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert " ".join(res.stderr.split()) == (
+        f"error: --params {params}: notebook 'design_comparison', parameter 'gpus': 1000000 exceeds the 65,520 GPUs "
+        "of gb200-nvl72 one scale-out fabric joins (a 3-tier fat-tree of 64-port qm9700 switches); give at most 65,520"
+    )
+    assert not (tmp_path / "r").exists()
+    params.write_text("scaling_gpus: [1152, 70000]\n")  # training_plan's list, element by element
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "notebook 'training_plan', parameter 'scaling_gpus': 70000 exceeds" in res.stderr
