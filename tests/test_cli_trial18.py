@@ -128,3 +128,33 @@ def test_report_params_gpus_beyond_one_fabric_are_refused_before_any_notebook(tm
     params.write_text("scaling_gpus: [1152, 70000]\n")  # training_plan's list, element by element
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and "notebook 'training_plan', parameter 'scaling_gpus': 70000 exceeds" in res.stderr
+
+
+def test_a_file_in_the_way_of_an_out_folder_names_out_not_the_input_it_is(tmp_path):
+    """``calibrate --runs runs.yaml --out runs.yaml/x.yaml`` said '--runs .../runs.yaml: a file is there; a folder
+    is needed': the path is the runs file, but the folder was asked for by --out."""
+    import yaml
+
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "id": "r8",
+                    "model": "llama3.1-8b",
+                    "system": "hgx-h100-ib-ndr",
+                    "gpus": 8,
+                    "seq_len": 8192,
+                    "global_batch_seqs": 64,
+                    "dtype": "bf16",
+                    "fixed": {"tp": 1, "pp": 1, "dp": 8, "cp": 1},
+                    "metric": "tokens_per_s_per_gpu",
+                    "published": 10000,
+                }
+            ]
+        )
+    )
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--out", f"{runs}/x.yaml"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert res.stderr.strip() == f"error: --out {runs}: a file is there; a folder is needed"
