@@ -701,6 +701,19 @@ def test_sweep_line_longer_than_the_header_is_refused(tmp_path):
     assert not (tmp_path / "o.yaml").exists()
 
 
+def test_sweep_reads_nccl_algo_names_of_in_network_reduction(tmp_path):
+    # NCCL_ALGO=NVLS (or NVLSTree, CollNet) forced in nccl-tests was refused as 'not one of ring, tree, rhd,
+    # hierarchical, inr'; for an all-reduce they are hnplan's inr (NVLink SHARP, IB SHARP, NVLS + tree)
+    from hnplan.catalog.runs import collective_measurements
+
+    sweep = tmp_path / "sweep.csv"
+    rows = ["all_reduce,8,1073741824,470,NVLS", "all_reduce,16,1073741824,370,NVLS_TREE"]
+    rows += ["all_reduce,16,1073741824,370,CollNetDirect", "all_reduce,16,1073741824,370,Ring"]
+    rows += ["all_gather,8,1073741824,370,NVLS"]  # hnplan has no in-network all-gather: left as written
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps,algorithm\n" + "\n".join(rows) + "\n")
+    assert [r["algorithm"] for r in collective_measurements(sweep)] == ["inr", "inr", "inr", "ring", "nvls"]
+
+
 def test_sweep_line_numbers_are_the_files_and_comments_are_skipped(tmp_path):
     # blank lines shifted every later line number down (the reader skips them), and a '#' line, as nccl-tests
     # prints its headers, was read as a row with empty gpus
