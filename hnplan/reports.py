@@ -43,6 +43,7 @@ from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resol
     _declared,
     _looks_like_path,
     check_batch,
+    check_fabric,
     check_ids,
     check_parameters,
     notebook_parameters,
@@ -93,6 +94,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
         item.parameters.update(resolve_paths(check_parameters(item.notebook, item.parameters, where)))
         check_ids(item.notebook, item.parameters, where, cat)
         check_batch(item.notebook, item.parameters, where)
+        check_fabric(item.notebook, item.parameters, where, cat)
 
 
 def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
@@ -261,6 +263,7 @@ def run_reports(
             check_ids(item.notebook, override, where, cat)
             params = {**item.parameters, **override}
             check_batch(item.notebook, params, where)
+            check_fabric(item.notebook, params, where, cat)
             run_id, title = sc.id, sc.name
             if params_override:
                 run_id, title = params_run_name(sc, params_override, params_label)

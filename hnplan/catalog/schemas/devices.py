@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
-from hnplan.catalog.schemas.plausibility import hbm_visible_problem
+from hnplan.catalog.schemas.plausibility import hbm_visible_problem, memory_bandwidth_problem
 
 # -- upper bounds of hardware figures ----------------------------------------------------------------
 # Generous bounds, one to two orders of magnitude above any shipping part (wafer-scale included), so a
@@ -229,6 +229,8 @@ class Accelerator(Entry):
         if self.idle_w is not None and self.idle_w >= self.tdp_w:
             raise ValueError(f"idle_w ({self.idle_w:g} W) must be below tdp_w ({self.tdp_w:g} W)")
         if problem := hbm_visible_problem(self.hbm_visible_gib, self.hbm_gb):
+            raise ValueError(problem)
+        if problem := memory_bandwidth_problem(self.hbm_bw_TBps, self.dense_tflops["bf16"]):
             raise ValueError(problem)
         return self
 
