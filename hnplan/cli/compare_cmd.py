@@ -142,7 +142,7 @@ def compare(
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(table), (trust_notes(table, model, cat) if trust else None)
+        said, notes = verdict(table), (trust_notes(table, model, cat, stack) if trust else None)
         if json_:
             print_json(
                 {
