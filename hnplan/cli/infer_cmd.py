@@ -6,7 +6,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json, whole_units_text
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.labels import column_header
 
@@ -92,9 +92,14 @@ def infer(
     ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", help="mean time-to-first-token bound [ms] (> 0)"),
     tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", help="mean time-per-output-token bound [ms] (> 0)"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)",
     ),
-    kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
+    kv_dtype: str = typer.Option(
+        None, "--kv-dtype", callback=dtype_name, help="KV cache dtype (default bf16 for bf16, else fp8)"
+    ),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
     overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
     chunked_prefill: int = typer.Option(

@@ -14,7 +14,7 @@ from hnplan.cli._app import (
     kv_table,
     print_json,
 )
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -55,7 +55,10 @@ def train(
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="bf16, fp8 (GEMMs at the fp8 peak) or fp4 (NVFP4 recipe, Blackwell)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="bf16, fp8 (GEMMs at the fp8 peak) or fp4 (NVFP4 recipe, Blackwell)",
     ),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
     tp_overlap: bool = typer.Option(
