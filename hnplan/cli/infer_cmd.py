@@ -222,6 +222,12 @@ def infer(
                 settings=settings,
             )
             title = "batch " + str(batch) if batch else "maximum throughput"
+        from hnplan.planning.trust import uncalibrated_sentence
+
+        # the serving model times memory-bound kernels by the chip's memory_kernel_efficiency (no sustained clock)
+        calibration = uncalibrated_sentence([cat.system(system).accelerator], cat, ("memory_kernel_efficiency",))
+        if calibration:
+            out["calibration_note"] = calibration
         if json_:
             print_json(out)
             return
@@ -233,7 +239,7 @@ def infer(
                 return f"decode {h}"
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
-        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
         if "engine" in out and out["engine"] is None:  # the default, named: not "-"
             rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         unit = cat.system(system).unit_gpus
@@ -245,3 +251,5 @@ def infer(
         if split:
             rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
+        if calibration:
+            console.print(calibration, highlight=False, markup=False)

@@ -55,6 +55,8 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
       :mod:`hnplan.compute.clocks`);
     * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
       (:func:`hnplan.planning.trust.assumption_sentence`);
+    * which accelerators lack ``sustained_compute_fraction`` or ``memory_kernel_efficiency`` and are so
+      modelled at the ideal 1.0 (:func:`hnplan.planning.trust.uncalibrated_sentence`);
     * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
       whether it is assumed), on which the cost ranking rests;
     * for a mixture-of-experts model planned under a stack (``stack``, or the planner's defaults) that leaves
@@ -150,6 +152,8 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
             f"`sustained_compute_fraction`, each with its source): {said}."
         )
     if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok) if "dtype" in columns else {}, cat):
+        parts.append(said)
+    if said := trust.uncalibrated_sentence(accs, cat):
         parts.append(said)
     priced = []
     for system in dict.fromkeys(r["system"] for r in ok):  # the cost ranking rests on one system price per design
