@@ -205,7 +205,7 @@ def _moe_host_sentence(m, stack, accs: list[str], cat: Catalog) -> str:
     missing: dict[tuple[str, ...], list[str]] = {}
     for a in accs:
         over = ((entry.choices_by_accelerator or {}).get(a) or {}) if entry is not None else {}
-        scope = set(over.get("cuda_graph_scope", base.cuda_graph_scope))
+        scope = {str(s) for s in over.get("cuda_graph_scope", base.cuda_graph_scope)}  # type: ignore[attr-defined]
         if "full_iteration" in scope:
             continue
         left = tuple(s for s in MOE_SCOPES if s not in scope)
