@@ -69,7 +69,7 @@ from hnplan.planning.training.components import (
     recompute_is,
     with_etp,
 )
-from hnplan.planning.training.stage_compute import content_memo
+from hnplan.planning.training.stage_compute import ring_kernel_memo
 from hnplan.vectorise import factorize, on_distinct
 
 if TYPE_CHECKING:
@@ -191,15 +191,8 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
     # the ring's kernel times once per (micro-batch, tp, cp), kept under the numbers they depend on for repeated
-    # searches (content_memo)
-    if "cp_ring_key" not in job.memo:  # the entries serialised once per job
-        job.memo["cp_ring_key"] = (
-            "cp_ring_kernels",
-            job.model_json,
-            job.kernel_acc_json,
-            job.seq_len,
-        )
-    kernels = content_memo(job.memo["cp_ring_key"])
+    # searches (content_memo); those of the shapes whose part times a search computed come with them
+    kernels = ring_kernel_memo(job)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
