@@ -158,3 +158,18 @@ def test_a_file_in_the_way_of_an_out_folder_names_out_not_the_input_it_is(tmp_pa
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert res.stderr.strip() == f"error: --out {runs}: a file is there; a folder is needed"
+
+
+def test_gemm_shapes_json_dtype_is_read_as_dtype_is(tmp_path):
+    """``--dtype FP8`` is read as fp8; a ``--shapes-json`` GEMM named ``"FP8"`` was refused as an unknown dtype.
+    Both spellings now time the same fp8 GEMM on H100: 4096^3 is 2 * 4096**3 = 137.4 GFLOP, and the result
+    rows name the dtype as the catalog spells it."""
+    shapes = tmp_path / "s.json"
+    shapes.write_text('[[" FP8", 4096, 4096, 4096], ["Bf16", 4096, 4096, 4096]]')
+    argv = ["gemm", "--accelerator", "h100-sxm", "--shapes-json", str(shapes), "--json"]
+    res = runner.invoke(app, [*argv, "--shape", "4096x4096x4096", "--dtype", "FP8"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["results"]
+    assert [r["dtype"] for r in rows] == ["fp8", "fp8", "bf16"]
+    assert rows[0]["flops"] == 2 * 4096**3 == rows[1]["flops"]
+    assert rows[0]["time_s"] == rows[1]["time_s"] < rows[2]["time_s"]

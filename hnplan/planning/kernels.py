@@ -48,7 +48,7 @@ def _too_large(m: int, n: int, k: int) -> str:
 
 
 def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
-    """``'[["bf16", m, n, k], ...]'`` -> list of ``(dtype, m, n, k)``.
+    """``'[["bf16", m, n, k], ...]'`` -> list of ``(dtype, m, n, k)``, each dtype lower-cased as ``--dtype`` is.
 
     Raises
     ------
@@ -75,11 +75,12 @@ def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
             )
         if max(item[1:]) > MAX_GEMM_DIM:
             raise InputError(f"--shapes-json: item {i}: {_too_large(*item[1:])}")
-        if item[0] not in units.DTYPE_BYTES:
+        dtype = item[0].strip().lower()  # as --dtype reads it: "FP8" is fp8
+        if dtype not in units.DTYPE_BYTES:
             raise InputError(
                 f"--shapes-json: item {i}: unknown dtype {item[0]!r}; allowed: {', '.join(units.DTYPE_BYTES)}"
             )
-        out.append((item[0], item[1], item[2], item[3]))
+        out.append((dtype, item[1], item[2], item[3]))
     return out
 
 
