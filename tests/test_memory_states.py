@@ -186,3 +186,35 @@ def test_alltoall_buffers_follow_the_nvlink_channels(cat):
     }
     delta = on["hgx-h100-ib-ndr"]["overhead_gib"] - on["hgx-h800-ib"]["overhead_gib"]
     assert delta == pytest.approx(0.5 * o.nccl_alltoall_extra_gib.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("nccl_alltoall_channels_per_peer", "0", "a count must be a whole number >= 1; got 0"),
+        ("nccl_alltoall_channels_per_peer", "-32", "a count must be a whole number >= 1; got -32"),
+        ("cuda_context_gib", "-1.5", "memory in GiB must be >= 0; got -1.5"),
+        ("allocator_fragmentation_fraction", "1.2", "a fraction of tensor memory must be >= 0 and < 1; got 1.2"),
+        ("serving_memory_utilization", "0", "a fraction of device memory must be > 0 and <= 1; got 0"),
+    ],
+)
+def test_overheads_catalog_refuses_a_bad_value_naming_file_and_field(data_copy, monkeypatch, field, value, why):
+    """``nccl_alltoall_channels_per_peer: 0`` divided by zero in nccl_alltoall_scale (a traceback from
+    ``hnplan memory``), a negative one or a negative CUDA context handed memory back: each is one line naming
+    memory.yaml and the field, exit 2."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    p = data_copy / "memory.yaml"
+    text = p.read_text()
+    bad = re.sub(rf"({field}:\s*\n\s*value:\s*)\S+", rf"\g<1>{value}", text)
+    assert bad != text
+    p.write_text(bad)
+    monkeypatch.setenv("HNPLAN_DATA", str(data_copy))
+    argv = ["memory", "--model", "qwen3-30b-a3b", "--seq-len", "4096", "--ep", "8", "--dp", "8"]
+    res = CliRunner().invoke(app, [*argv, "--system", "hgx-h800-roce-400g"])
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert f"memory.yaml: entry 'default' (MemoryOverheads) is invalid: field '{field}': {why}" in res.output

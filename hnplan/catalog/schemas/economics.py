@@ -303,3 +303,31 @@ class MemoryOverheads(Entry):
     serving_max_batched_tokens: SourcedValue = Field(
         description="tokens in the largest forward pass the serving engine plans its activation workspace for"
     )
+
+    @field_validator("cuda_context_gib", "nccl_gib_per_communicator", "nccl_alltoall_extra_gib")
+    @classmethod
+    def _gib(cls, v: SourcedValue) -> SourcedValue:
+        if not (math.isfinite(v.value) and v.value >= 0.0):  # a negative buffer would hand memory back
+            raise ValueError(f"memory in GiB must be >= 0; got {v.value:g}")
+        return v
+
+    @field_validator("allocator_fragmentation_fraction")
+    @classmethod
+    def _fraction_of_tensors(cls, v: SourcedValue) -> SourcedValue:
+        if not (math.isfinite(v.value) and 0.0 <= v.value < 1.0):
+            raise ValueError(f"a fraction of tensor memory must be >= 0 and < 1; got {v.value:g}")
+        return v
+
+    @field_validator("serving_memory_utilization")
+    @classmethod
+    def _utilization(cls, v: SourcedValue) -> SourcedValue:
+        if not (math.isfinite(v.value) and 0.0 < v.value <= 1.0):
+            raise ValueError(f"a fraction of device memory must be > 0 and <= 1; got {v.value:g}")
+        return v
+
+    @field_validator("nccl_alltoall_channels_per_peer", "serving_max_batched_tokens")
+    @classmethod
+    def _count(cls, v: SourcedValue) -> SourcedValue:
+        if not (math.isfinite(v.value) and v.value >= 1.0 and v.value == int(v.value)):
+            raise ValueError(f"a count must be a whole number >= 1; got {v.value:g}")
+        return v
