@@ -113,3 +113,21 @@ def test_the_compute_area_reports_the_mxfp8_rows(cat):
     assert rows["prediction"].published == pytest.approx(13.102 / 7.161)
     assert rows["prediction"].predicted == pytest.approx(1.795, abs=0.002)
     assert sum(r.role == "reported" for r in mxfp8_rows(cat)) == 3
+
+
+def test_the_rows_of_a_catalog_without_the_ratio_report_the_gap(data_copy):
+    """A catalog (``HNPLAN_DATA``) whose B300 carries no ``mxfp8_gemm_ratio`` raised a TypeError (None times the
+    fp8 ceiling) in the compute area; absent is 1, as the planners read it: the law then runs MXFP8 at the
+    per-tensor rate (predicted ratio 1.0) against the measured 6.812 / 7.161 = 0.951, a 5 % gap the row reports."""
+    from hnplan.catalog import Catalog
+    from hnplan.validation.mxfp8_gemm import mxfp8_rows
+
+    p = data_copy / "accelerators" / "b300.yaml"
+    text = p.read_text()
+    kept = [ln for ln in text.splitlines() if not ln.startswith("mxfp8_gemm_ratio:")]
+    kept = [ln for ln in kept if not ln.startswith("  mxfp8_gemm_ratio:")]  # its field_sources entry
+    assert len(kept) == len(text.splitlines()) - 2
+    p.write_text("\n".join(kept) + "\n")
+    rows = {r.role: r for r in mxfp8_rows(Catalog(data_copy)) if r.role != "reported"}
+    assert rows["calibration"].predicted == pytest.approx(1.0)
+    assert rows["calibration"].published == pytest.approx(6.812 / 7.161)

@@ -139,14 +139,15 @@ TORCHAO_SRC = (
 )
 
 
-def mxfp8_rows(cat) -> list[Row]:
+def mxfp8_rows(cat: Catalog) -> list[Row]:
     """MXFP8 GEMMs on Blackwell as rows of the compute area (this module's fit and check): Transformer Engine's
     same-run MXFP8 / per-tensor FP8 rate on a B300 (the row ``mxfp8_gemm_ratio`` is read from) and bf16 / MXFP8 rate
     (the B300's per-tensor fp8 ceiling, its MAMF, times that ratio: a prediction of the bf16 frame), then torchao's
     MXFP8 grouped GEMMs on a B200 (reported: another library's kernels)."""
     t = te_prequant_layer_s(cat)
     acc = cat.accelerator(TE_ACCELERATOR)
-    mx = with_params(acc, {"gemm_efficiency.fp8": acc.gemm_efficiency["fp8"] * acc.mxfp8_gemm_ratio})
+    # a catalog without the ratio (absent: 1, as the planners read it) reports its rows, not a TypeError
+    mx = with_params(acc, {"gemm_efficiency.fp8": acc.gemm_efficiency["fp8"] * (acc.mxfp8_gemm_ratio or 1.0)})
     law_bf16, law_cs, law_mx = law_layer_s(acc, "bf16"), law_layer_s(acc, "fp8"), law_layer_s(mx, "fp8")
     name = acc.name.split(" (")[0]
     out = [
