@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from hnplan import units
 from hnplan.catalog.runs import training_runs
 from hnplan.planning.validation import LEADING_ERROR, leading_error, validation_table
 
@@ -51,7 +52,8 @@ def main() -> None:
                 continue
             first = SIGNED.search(text)
             lead = leading_error(text) if field == "gap_reason" else None
-            scale = 1e3 if "ms against" in text[:160] else 1.0
+            # the step times are in s; a text that quotes them in ms is compared in ms
+            shown = units.s_to_ms if "ms against" in text[:160] else float
             m = MODELLED.search(text[:160]) if lead is not None else None
             flag = "." if lead is None else _flag(lead, r.error_pct, a.points)
             out.append(
@@ -60,7 +62,7 @@ def main() -> None:
                     f"{r.id} [{field}] first {first.group().replace(' ', '') if first else '-'}, leading "
                     f"{'-' if lead is None else f'{lead:+.1f} %'}"
                     f"{f' (quoted model {m.group(1)})' if m else ''}; now {r.error_pct:+.1f} % "
-                    f"({r.metric} {r.predicted * scale:.4g} against {r.published * scale:.4g})",
+                    f"({r.metric} {shown(r.predicted):.4g} against {shown(r.published):.4g})",
                 )
             )
             for s in STANDS_AT.finditer(text):
