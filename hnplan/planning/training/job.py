@@ -181,8 +181,9 @@ def make_job(
     InputError
         For an unknown dtype, a dtype the accelerator has no peak for or the stack has no recipe for
         (``train_dtypes``), an unknown choice or attention
-        implementation, non-positive sizes, a sequence longer than the model's ``max_seq``, or
-        ``overlap_comm_ctas`` at or above the accelerator's SM count.
+        implementation, non-positive sizes, a sequence longer than the model's ``max_seq``,
+        ``overlap_comm_ctas`` at or above the accelerator's SM count, or (fp8 / fp4) more ``fp8_bf16_end_layers``
+        at the two ends than the model has layers.
     CatalogError
         For unknown ids.
 
@@ -245,6 +246,12 @@ def make_job(
         raise InputError(
             f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
             f"(field max_seq of its catalog entry)"
+        )
+    if dtype != "bf16" and 2 * ch.fp8_bf16_end_layers > model.layers:  # each end's layers counted once
+        raise InputError(
+            f"fp8_bf16_end_layers {ch.fp8_bf16_end_layers} ({provenance.get('fp8_bf16_end_layers', 'default')}) "
+            f"keeps {2 * ch.fp8_bf16_end_layers} layers in bf16, {ch.fp8_bf16_end_layers} at each end; "
+            f"{model.id} has {model.layers}: give at most {model.layers // 2}"
         )
     return c.Job(
         model,
