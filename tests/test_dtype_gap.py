@@ -27,11 +27,12 @@ def cat():
 
 def test_fp8_weight_cache_doubles_the_weight_bytes_of_the_fullest_stage(cat):
     """Megatron-Core keeps bf16 weights (2 bytes a parameter) and fp32 main gradients (4); Transformer Engine's
-    cached fp8 cast and transpose add 1 + 1 bytes. So on the stage that binds in fp8 the weights weigh as much
-    as the gradients (4 = 4), where without the cache they weigh half (2 against 4)."""
+    cached fp8 cast and transpose add 1 + 1 bytes to each fp8 GEMM's weight (not to the embedding, the head or the
+    norms). So on the stage that binds in fp8 the weights weigh nearly as much as the gradients (4 against 4 for
+    the GEMM weights), where without the cache they weigh half (2 against 4)."""
     cached = estimate_plan(make_job(*NOTE_JOB, "fp8", cat), NOTE_PLAN).memory_breakdown_gib
     plain = estimate_plan(make_job(*NOTE_JOB, "fp8", cat, overrides={"fp8_weight_cache": False}), NOTE_PLAN)
-    assert cached["params_gib"] == pytest.approx(cached["grads_gib"], rel=1e-9)
+    assert 0.9 * cached["grads_gib"] < cached["params_gib"] < cached["grads_gib"]
     assert plain.memory_breakdown_gib["params_gib"] == pytest.approx(cached["grads_gib"] / 2, rel=1e-9)
     # gradients, optimizer states and activations do not change: the cache is the difference (plus the
     # runtime overheads that grow with the footprint)

@@ -37,6 +37,19 @@ def test_trtllm_h200_rows_within_tolerance(cat, model):
     assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
 
 
+@pytest.mark.parametrize("model", ["llama3.1-70b", "llama3.1-405b"])
+def test_trtllm_b200_fp4_rows_within_tolerance(cat, model):
+    """The same table's B200 column (NVFP4, 70B at TP1, 405B at TP4): TensorRT-LLM's FP4 runs at the FP4 GEMM
+    rate vLLM measured on B200 (b200.yaml) come out -8..+19 %, no more pessimistic than the FP8 rows on Hopper:
+    the FP4 rate does not explain the MLPerf B200 rows' -21..-25 % (docs/inference.md)."""
+    rows = [m for m in measurements() if m.family == f"TensorRT-LLM B200 {model}"]
+    df = validation_table(rows, cat)
+    assert len(df) == 10 and {(m.system, m.dtype) for m in rows} == {("dgx-b200-ib-ndr", "fp4")}
+    bad = df[~df["within_tolerance"]]
+    assert bad.empty, bad[["id", "published", "modelled", "error_pct", "tol_lo_pct", "tol_hi_pct"]].to_string()
+    assert df["error_pct"].abs().mean() < 8.0
+
+
 def test_trtllm_bench_limits_hand_derived(cat):
     # tensorrt_llm/bench/build/tuning.py on 8 x H100 (79.11 GiB each), Llama 3.1 405B FP8 with FP8 KV, 128/4096:
     # weights 405.9e9 B = 378 GiB, free 8 x 79.11 - 378 = 255 GiB, one sequence 2 x 126 x 8 x 128 B x 4,224 =
@@ -78,17 +91,23 @@ def test_deepseek_serving_reports_within_tolerance(cat):
 
 
 def test_cloudmatrix_infer_int8_decode_row(cat):
-    # CloudMatrix-Infer serves DeepSeek-R1 in INT8 W8A8 on the 910C (arXiv:2506.12708): 1,943 tokens/s per NPU
-    (m,) = [m for m in measurements() if m.system == "cloudmatrix-384"]
-    assert (m.dtype, m.engine, m.published, m.batch) == ("int8", "cloudmatrix-infer", 1943.0, 97 * 128)
-    df = validation_table([m], cat)
+    # CloudMatrix-Infer serves DeepSeek-R1 in INT8 W8A8 on the 910C (arXiv:2506.12708): 1,943 tokens/s per NPU at
+    # 96 sequences per NPU and TPOT 49.4 ms (96 / 0.0494 = 1,943), 4K prompts, 256 output tokens
+    m, pre = [m for m in measurements() if m.system == "cloudmatrix-384"]
+    assert (m.dtype, m.engine, m.published, m.batch) == ("int8", "cloudmatrix-infer", 1943.0, 96 * 128)
+    assert (m.input_tokens, m.output_tokens, m.context_tokens) == (4096, 256, 4096)
+    # its prefill: 6,688 tokens/s per NPU with perfect EPLB, batches of 16,384 tokens: 2.45 s per pass of 4 x 4K
+    assert (pre.quantity, pre.ep, pre.batch, pre.published) == ("prefill_s", 16, 4, pytest.approx(2.4498, abs=1e-4))
+    df = validation_table([m, pre], cat)
     assert df["within_tolerance"].all(), df[["published", "modelled", "error_pct"]].to_string()
-    assert df["error_pct"].iloc[0] < 0  # pessimistic, like the other large-EP DeepSeek decode rows
+    # the decode row runs the pairwise stand-in without MTP (pessimistic, like the H800 reports); the prefill row,
+    # bound by the 910C's operators, is optimistic: the shortfall both phases share (docs/inference.md)
+    assert df["error_pct"].iloc[0] < 0 and -35 < df["error_pct"].iloc[1] < -25
 
 
 def test_trtllm_rows_run_on_the_tensorrt_llm_engine():
     trt = [m for m in measurements() if m.family.startswith("TensorRT-LLM") or m.family.startswith("MLPerf")]
-    assert len(trt) == 69 and {m.engine for m in trt} == {"tensorrt-llm"}
+    assert len(trt) == 89 and {m.engine for m in trt} == {"tensorrt-llm"}
 
 
 def test_mlperf_llama2_rows_and_fp4_optimism(cat):
@@ -102,8 +121,8 @@ def test_mlperf_llama2_rows_and_fp4_optimism(cat):
     b = df.loc["mlperf-v4.1-llama2-70b-dgx-b200-ib-ndr-fp4-offline", "modelled"]
     h = df.loc["mlperf-v4.1-llama2-70b-hgx-h200-ib-ndr-fp8-offline", "modelled"]
     assert ratio["modelled"] == pytest.approx(b / h)
-    # FP4 GEMMs at vLLM's measured 0.449 of peak (b200.yaml): below TensorRT-LLM's kernels, so the ratio is low
-    # (the fp8 fraction assumed before gave +20 %); reported, not hidden
+    # FP4 GEMMs at vLLM's measured 0.449 of peak (b200.yaml), which TensorRT-LLM's own B200 NVFP4 rows bear out
+    # (test_trtllm_b200_fp4_rows_within_tolerance): the ratio is low for another reason; reported, not hidden
     assert -25 < ratio["error_pct"] < 0
 
 

@@ -161,3 +161,28 @@ def test_overheads_by_parallel_group(cat):
     assert got["cuda_context"] == o.cuda_context_gib.value * gib
     assert got["fragmentation"] == pytest.approx(o.allocator_fragmentation_fraction.value * 100 * gib)
     assert training_overheads(1.0, catalog=cat)["nccl"] == 0
+
+
+def test_alltoall_buffers_follow_the_nvlink_channels(cat):
+    """NCCL (src/graph/paths.cc @ v2.26.3-1) opens 2 send/recv channels per NVLink to an NVLink peer, rounded up
+    to a power of two and at most the communicator's: the 8 x H100 reading of the all-to-all buffers (NVIDIA/nccl
+    issue #1685) has 32 a peer; an H800's 8 links open 16 (2 x 8), so its all-to-all holds half the buffers."""
+    from hnplan.memory.training import nccl_alltoall_scale
+    from hnplan.planning.training import ParallelPlan, estimate_plan, make_job
+
+    o, gib = cat.memory_overheads, units.GiB
+    h800, h100 = cat.accelerator("h800-sxm"), cat.accelerator("h100-sxm")
+    assert (h800.nvlink_links, h100.nvlink_links, o.nccl_alltoall_channels_per_peer.value) == (8, 18, 32)
+    assert nccl_alltoall_scale(h800, cat) == 16 / 32 and nccl_alltoall_scale(h100, cat) == 1.0  # pow2Up(36) > 32
+    assert nccl_alltoall_scale(cat.accelerator("mi300x"), cat) == 1.0  # no NVLink count: the reading
+    half = training_overheads(0.0, ep=8, catalog=cat, alltoall_scale=0.5)["nccl"]
+    assert half == pytest.approx((o.nccl_gib_per_communicator.value + 0.5 * o.nccl_alltoall_extra_gib.value) * gib)
+    # the planner passes the system's accelerator: the same plan on H800 and H100 servers differs by that 1.5 GiB
+    # (and the allocator's reserve of nothing more: the tensors are the same)
+    plan = ParallelPlan(tp=1, pp=2, dp=8, ep=8, microbatch_size=1, zero_stage=1, recompute="full")
+    on = {
+        s: estimate_plan(make_job("qwen3-30b-a3b", s, 16, 4096, 64, "bf16", cat), plan).memory_breakdown_gib
+        for s in ("hgx-h800-ib", "hgx-h100-ib-ndr")
+    }
+    delta = on["hgx-h100-ib-ndr"]["overhead_gib"] - on["hgx-h800-ib"]["overhead_gib"]
+    assert delta == pytest.approx(0.5 * o.nccl_alltoall_extra_gib.value)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from hnplan.catalog.loader import load_catalog
-from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import ParallelPlan, best_plan, estimate_plan, make_job
 from hnplan.planning.training import collectives as co
 from hnplan.planning.training import components as c
@@ -71,13 +70,14 @@ def test_zero3_moves_every_parameter_three_times_a_micro_batch(cat):
 def test_fp8_weight_copies_leave_no_plan_and_fp8_params_lift_it(cat):
     """bf16's best plan (TP2 PP16 DP2 EP2, ZeRO-1, 168 s; TP2 PP32 EP1 without ZeRO is 0.3 % behind, its 128 local
     experts' GEMMs in 32 rounds of Transformer Engine's four streams) fits in bf16 but not in fp8, whose cached fp8 weight and
-    transpose add 2 bytes a parameter; with fp8 parameters (no bf16 copy) it fits again and beats ZeRO-3 by
+    transpose add 2 bytes a GEMM weight; with fp8 parameters (no bf16 copy) it fits again and beats ZeRO-3 by
     about 2x. ZeRO-3 does not rescue fp8 on 64 GPUs either: ZeRO-3 shards the bf16 weights, but Transformer Engine's
     cached fp8 cast and transpose stay whole on every rank for every layer it computes (2 bytes a GEMM weight of
     the 117.5B a TP rank holds: Megatron-FSDP gives Transformer Engine no FSDP group, so the module's workspace is
     never resharded; hnplan.memory.state_accounting [9]); at TP2 EP1 one FSDP unit (a layer: its 128 experts and
     attention over TP 2) is 1.24B parameters a rank, two of them gathered in bf16 and two units' fp32 gradients in
-    flight (hnplan.memory.zero_working): no plan fits. The
+    flight (hnplan.memory.zero_working). The one fp8 plan that fits is TP4 PP16 without ZeRO, at the edge and
+    slower than bf16. The
     published H100 recipe for this model runs on 256 GPUs (Megatron-Bridge qwen3_workload_base_configs.py: TP2
     PP8 VP4 EP32)."""
     unit = (EXPERT / LAYERS + ATTN + H * 128 + 2 * H) / 2  # one layer on a TP-2 rank, EP 1: 1,243,877,376
@@ -91,13 +91,17 @@ def test_fp8_weight_copies_leave_no_plan_and_fp8_params_lift_it(cat):
     grads = rank / 32 * 4  # fp32 gradient shards
     assert z3.memory_breakdown_gib["grads_gib"] == pytest.approx((grads + 2 * 4 * unit) / 2**30, rel=1e-6)
     assert not z3.fits and z3.memory_breakdown_gib["total_gib"] == pytest.approx(315.2, abs=0.1)
-    with pytest.raises(InfeasiblePlan):
-        best_plan(*JOB, "fp8", catalog=cat, overrides=GPU_SIDE)
+    # in fp8 one plan fits, at the edge: TP 4, PP 16, no ZeRO (its embedding, head and norms keep no fp8 copy,
+    # Megatron-LM gpt_model.py: no Transformer Engine module), slower than bf16's best
+    (fp8,), _, _ = best_plan(*JOB, "fp8", catalog=cat, overrides=GPU_SIDE)
+    assert (fp8.plan.tp, fp8.plan.pp, fp8.plan.ep, fp8.plan.zero_stage) == (4, 16, 1, 0)
+    assert fp8.memory_breakdown_gib["total_gib"] == pytest.approx(79.0, abs=0.05)  # of the H100's 79.11
     (bf16,), _, _ = best_plan(*JOB, "bf16", catalog=cat, overrides=GPU_SIDE)
     assert (bf16.plan.tp, bf16.plan.pp, bf16.plan.ep, bf16.plan.zero_stage) == (2, 16, 2, 1)
+    assert fp8.step_time_s > 1.3 * bf16.step_time_s
     same = estimate_plan(fp8_job, bf16.plan)
-    assert not same.fits and same.memory_breakdown_gib["params_gib"] == pytest.approx(
-        2 * bf16.memory_breakdown_gib["params_gib"], rel=1e-6
-    )
+    # the cached cast doubles the GEMM weights' bytes; the embedding, head and norms stay at bf16's 2
+    assert not same.fits
+    assert 1.9 < same.memory_breakdown_gib["params_gib"] / bf16.memory_breakdown_gib["params_gib"] < 2.0
     lifted = estimate_plan(make_job(*JOB, "fp8", cat, overrides={**GPU_SIDE, "fp8_params": True}), bf16.plan)
     assert lifted.fits and lifted.step_time_s < z3.step_time_s / 2

@@ -15,6 +15,7 @@ from hnplan.compute import training_stage_time_s
 from hnplan.compute.clocks import sustained_accelerator
 from hnplan.errors import InfeasiblePlan
 from hnplan.memory import training_memory
+from hnplan.memory.training import nccl_alltoall_scale
 from hnplan.planning.sizing import _next_smooth, size_for_deadline
 from hnplan.planning.time_to_train import time_to_train
 from hnplan.planning.training import (
@@ -112,6 +113,7 @@ def test_memory_term_equals_the_memory_models_training_memory(cat, model, system
             dropout=job.model.dropout,
             balanced=job.choices.pipeline_balanced_ends,
             catalog=cat,
+            alltoall_scale=nccl_alltoall_scale(job.acc, cat),  # the H800's NVLinks: half the all-to-all buffers
         )
         assert r.memory_per_gpu_bytes == pytest.approx(ref.total_bytes, rel=1e-12)
 

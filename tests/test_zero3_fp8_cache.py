@@ -34,8 +34,9 @@ def _weights(cat, a, zero, dp=8):
 
 def test_bf16_weights_with_the_cached_cast(cat):
     a = stack_accounting("fp8", 4.0)  # bf16 weights + Transformer Engine's cached fp8 cast and transpose
-    # ZeRO 1: everything whole, the norms too at 4 bytes (the accounting's width)
-    assert _weights(cat, a, 1) == pytest.approx(4.0 * (GEMM + UNQ))
+    # ZeRO 1: everything whole; the norms run no fp8 GEMM, so no cached cast: bf16 alone (Megatron-LM @
+    # 6a6cd478839d, Transformer Engine caches GEMM weights only)
+    assert _weights(cat, a, 1) == pytest.approx(4.0 * GEMM + 2.0 * UNQ)
     # ZeRO 3 over 8: bf16 shards (2 / 8) plus the cache (2), whole, of the GEMM weights; norms 2 / 8
     assert _weights(cat, a, 3) == pytest.approx(GEMM * (2 / 8 + 2) + UNQ * 2 / 8)
     # without the cache: bf16 shards only
@@ -60,8 +61,8 @@ def test_zero3_weights_shrink_with_dp_to_the_whole_cache(cat):
     w = [_weights(cat, a, 3, dp) for dp in (1, 2, 8, 64, 512)]
     assert all(x > y for x, y in zip(w, w[1:]))
     assert w[-1] > 2.0 * GEMM  # never below the cache every rank keeps whole
-    # one rank: as ZeRO 1, less the cache ZeRO 1 counts on the norms too (the accounting's one width)
-    assert w[0] == pytest.approx(_weights(cat, a, 1, 1) - 2.0 * UNQ)
+    # one rank: as ZeRO 1 (the cache on the GEMM weights alone in both)
+    assert w[0] == pytest.approx(_weights(cat, a, 1, 1))
 
 
 def test_megatron_bridge_fsdp_rows_drop_the_transpose(cat):
@@ -77,6 +78,32 @@ def test_mxfp8_stack_runs_zero3_on_quantised_parameters(cat):
     # weights and the cached MXFP8 cast (4 bytes), Megatron-FSDP (ZeRO-3) shards MXFP8 parameters, both layouts
     a = memory_recipe("fp8", stack_choices(cat.stack("megatron-bridge-2511-mxfp8")))
     assert a.weight_bytes == 4.0 and a.zero3_whole_bytes == 0.0
-    assert _weights(cat, a, 1) == pytest.approx(4.0 * (GEMM + UNQ))
+    assert _weights(cat, a, 1) == pytest.approx(4.0 * GEMM + 2.0 * UNQ)
     assert _weights(cat, a, 3) == pytest.approx(GEMM * 2.0625 / 8 + UNQ * 2 / 8)
     assert a.zero3_gathered_bytes == 2.0625  # a unit gathered as its two MXFP8 copies
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_embedding_head_and_norms_keep_no_cached_cast(cat, zero):
+    """Megatron-LM @ 6a6cd478839d: the word embedding (VocabParallelEmbedding) and the output head
+    (tensor_parallel.ColumnParallelLinear) are no Transformer Engine modules and run no fp8 GEMM, and a norm weight
+    enters its fused norm in bf16: only the Transformer layers' GEMM weights carry the cached fp8 cast and transpose.
+    Llama 3.1 8B on one stage (TP 1, PP 1): 32 x 218,103,808 GEMM weights at 2 + 2 bytes, the 2 x 525,336,576
+    embedding and head weights and the 266,240 norm weights at 2, whatever ZeRO shards below stage 3."""
+    m = cat.model("llama3.1-8b")
+    gemm, other = 32 * 218_103_808, 2 * 128_256 * 4_096 + 65 * 4_096
+    w = model_state_bytes_per_gpu(m, 1, 1, 8, 1, zero, stack_accounting("fp8", 4.0))[0]
+    assert w == pytest.approx(4.0 * gemm + 2.0 * other)  # 27.9 GB + 2.1 GB, not 4 x 8.03e9 = 32.1 GB
+    assert float(model_state_table(m, 1, 1, 8, 1, zero, stack_accounting("fp8", 4.0))[0][()]) == pytest.approx(w)
+
+
+@pytest.mark.parametrize("stack", ["megatron-bridge-2604-mxfp8", "megatron-bridge-2608-mxfp8"])
+def test_2026_mxfp8_stacks_shard_mxfp8_parameters_under_zero3(cat, stack):
+    # Megatron-Bridge mixed_precision.py bf16_with_mxfp8_mixed() @ f171d7d30 (26.04) and @ 067f987df03b (26.08):
+    # fp8_param_gather True, so Megatron-FSDP shards MXFP8 parameters, both layouts (2 x (1 + 1/32) / N), and
+    # scripts/performance/utils/overrides.py keeps no fp8 transpose cache for FSDP runs
+    ch = stack_choices(cat.stack(stack))
+    a = memory_recipe("fp8", ch)
+    assert not ch.keep_fp8_transpose_cache and a.zero3_whole_bytes == 0.0
+    assert a.zero3_weight_bytes(64) == pytest.approx(2.0625 / 64) and a.zero3_gathered_bytes == 2.0625
+    assert _weights(cat, a, 3) == pytest.approx(GEMM * 2.0625 / 8 + UNQ * 2 / 8)

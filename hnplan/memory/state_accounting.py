@@ -46,6 +46,11 @@ References
    ``transformer/module.py`` ``set_is_first_microbatch`` (every Transformer Engine module of the wrapped model, with
    or without FSDP) and Transformer Engine ``module/base.py`` ``get_weight_workspace`` (the cast kept in the
    module's ``_fp8_workspaces``, whole: Megatron-FSDP passes no ``fsdp_group`` to Transformer Engine).
+.. [10] NVIDIA Megatron-LM @ 6a6cd478839d: ``models/gpt/gpt_model.py`` (the word embedding a
+   ``tensor_parallel.VocabParallelEmbedding``, the output head a ``tensor_parallel.ColumnParallelLinear``: no
+   Transformer Engine module, bf16 GEMMs and no fp8 cast) and ``fp8_utils.py`` ``get_fp8_context`` (no fp8 autocast
+   for the ``first_last_layers_bf16`` layers); Transformer Engine ``module/base.py`` ``get_weight_workspace`` (only
+   a module's GEMM weights are cast and cached in fp8; its norm weights enter the fused norm in bf16).
 """
 
 from __future__ import annotations
@@ -180,7 +185,9 @@ def stack_accounting(
 
     * weights: bf16 (2 bytes); in fp8 training plus Transformer Engine's cached fp8 cast and
       transpose (+2) when ``fp8_weight_cache``; in fp4 training (NVFP4) bf16 weights plus the cached
-      row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`);
+      row- and column-wise NVFP4 casts (+1.125, :data:`hnplan.compute.fp8_recipes.NVFP4_COPY`); the cache is
+      of the quantised GEMMs' weights only: embeddings, head, norms and the ``bf16_end_layers`` layers keep
+      their bf16 weights alone (``unquantised_weight_bytes`` 2, [10]_);
     * with low-precision parameters (``fp8_params`` in fp8, ``fp4_params`` in fp4 training; Megatron-Core
       ``fp8_param_gather`` / ``fp4_param_gather``) only the quantised GEMM weights the forward and the
       data-gradient GEMMs read, no bf16 copy (:func:`hnplan.compute.fp8_recipes.quantised_weight_bytes`:
@@ -270,16 +277,19 @@ def stack_accounting(
             2.0 + 2.0 * NVFP4_COPY,
             "bf16 weights plus Transformer Engine's cached NVFP4 row- and column-wise casts",
         )
+        w_other = 2.0  # [10]: the embeddings, head, norms (and bf16 end layers) run no quantised GEMM: no cast
         if not z3_params:  # [4][9]: the module's cached casts stay whole under ZeRO-3
             z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     elif fp8 and fp8_weight_cache:
         w, wsrc = 4.0, "bf16 weights plus Transformer Engine's cached fp8 casts and transposes"
+        w_other = 2.0  # [10]: the embeddings, head, norms (and bf16 end layers) run no fp8 GEMM: no cast
         if not z3_params:
             z3_shard, z3_whole, z3_unq = 2.0, w - 2.0, 2.0
     else:
         w, wsrc = 2.0, "bf16 weights" + (" (fp8 casts transient)" if fp8 else "")
     g = float(grad_bytes)
-    lowp = (w_other, bf16_end_layers if fp8_params else 0, z3_shard, z3_whole, z3_gather, z3_unq)  # last fields
+    # last fields; the bf16 end layers keep no low-precision copy, parameter or cache ([10])
+    lowp = (w_other, bf16_end_layers if w_other is not None else 0, z3_shard, z3_whole, z3_gather, z3_unq)
     if optimizer == "apex":  # [8]: remainders unless fp8 params (store_params), fp32 moments, own grad shard
         master = 4.0 if (fp8 and fp8_params) else 2.0
         emb = max(0.0, 4.0 - g)  # [8]: the word embeddings' buckets reduce in fp32 (with_fp32_embedding_grads)

@@ -5,6 +5,9 @@ References
 .. [1] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054.
 .. [2] Korthikanti et al., arXiv:2205.05198 (activations).
 .. [3] ``data/memory.yaml``: CUDA context, NCCL buffers and allocator fragmentation, each with its source.
+.. [5] NVIDIA/nccl ``src/graph/paths.cc`` @ v2.26.3-1: ``ncclTopoGetNchannels`` (2 send/recv channels per NVLink
+   to an NVLink peer, ``2 x path bandwidth / one link's``) and ``ncclTopoComputeP2pChannels`` (the channels per
+   peer: the power of two at or above the fewest any local peer allows, at most the communicator's p2p channels).
 .. [4] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.2.1 and Table 2 (DualPipe:
    parameters 2x, activations PP + 1); :mod:`hnplan.memory.recompute`.
 """
@@ -18,7 +21,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.schemas import Model
+from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
@@ -39,14 +42,47 @@ class TrainingMemory(MemoryBreakdown):
     stage: str = "first"
 
 
+# NCCL opens this many send/recv channels per NVLink to an NVLink peer ([5]_ ncclTopoGetNchannels)
+NCCL_P2P_CHANNELS_PER_NVLINK = 2
+
+
+def nccl_alltoall_scale(acc: Accelerator | None, catalog: Catalog | None = None) -> float:
+    """The share of the all-to-all buffer reading (``nccl_alltoall_extra_gib``, [3]_) an accelerator's NCCL
+    allocates [-].
+
+    The all-to-all connects every peer over ``c`` send/recv channels, each with its own buffers, so the
+    buffers scale with ``c``: ``c = min(c_ref, pow2Up(2 x nvlink_links))`` ([5]_) against the reading's
+    ``c_ref`` (``nccl_alltoall_channels_per_peer``, 32 on 8 x H100). An H800's 8 links give 16 channels a
+    peer: half the reading. 1.0 for an accelerator without ``nvlink_links`` (or none given).
+
+    >>> cat = load_catalog()
+    >>> nccl_alltoall_scale(cat.accelerator("h800-sxm")), nccl_alltoall_scale(cat.accelerator("h100-sxm"))
+    (0.5, 1.0)
+    """
+    if acc is None or acc.nvlink_links is None:
+        return 1.0
+    ref = (catalog or load_catalog()).memory_overheads.nccl_alltoall_channels_per_peer.value
+    wanted = NCCL_P2P_CHANNELS_PER_NVLINK * acc.nvlink_links
+    per_peer = 1 << (wanted - 1).bit_length()  # pow2Up
+    return min(ref, per_peer) / ref
+
+
 def training_overheads(
-    tensor_bytes: float, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1, ep: int = 1, catalog: Catalog | None = None
+    tensor_bytes: float,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    cp: int = 1,
+    ep: int = 1,
+    catalog: Catalog | None = None,
+    alltoall_scale: float = 1.0,
 ) -> dict:
     """Runtime overheads of one training process [bytes], by part ([3]_).
 
     ``cuda_context``; ``nccl``: one communicator per parallel group of more than one rank (TP, CP,
-    DP x CP, PP, and EP with its all-to-all buffers); ``fragmentation``: the allocator's unusable
-    reserve, a fraction of ``tensor_bytes`` (model states and activations).
+    DP x CP, PP, and EP with its all-to-all buffers, ``alltoall_scale`` of the reading:
+    :func:`nccl_alltoall_scale`); ``fragmentation``: the allocator's unusable reserve, a fraction of
+    ``tensor_bytes`` (model states and activations).
 
     Returns
     -------
@@ -55,7 +91,8 @@ def training_overheads(
     """
     o = (catalog or load_catalog()).memory_overheads
     groups = sum(1 for g in (tp, cp, dp * cp, pp, ep) if g > 1)
-    nccl = groups * o.nccl_gib_per_communicator.value + (o.nccl_alltoall_extra_gib.value if ep > 1 else 0.0)
+    a2a = o.nccl_alltoall_extra_gib.value * alltoall_scale
+    nccl = groups * o.nccl_gib_per_communicator.value + (a2a if ep > 1 else 0.0)
     return {
         "cuda_context": units.GiB_to_bytes(o.cuda_context_gib.value),
         "nccl": units.GiB_to_bytes(nccl),
@@ -63,7 +100,9 @@ def training_overheads(
     }
 
 
-def overhead_terms(tp, pp, dp, cp, ep, catalog: Catalog | None = None) -> tuple[np.ndarray, np.ndarray]:
+def overhead_terms(
+    tp, pp, dp, cp, ep, catalog: Catalog | None = None, alltoall_scale: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`training_overheads` over arrays of plans, summed: ``(fixed [bytes], slope [-])`` with
     ``sum(training_overheads(t, ...).values()) == fixed + slope * t`` (the same arithmetic, element by
     element).
@@ -75,7 +114,8 @@ def overhead_terms(tp, pp, dp, cp, ep, catalog: Catalog | None = None) -> tuple[
     o = (catalog or load_catalog()).memory_overheads
     tp, pp, dp, cp, ep = np.broadcast_arrays(*(np.asarray(x) for x in (tp, pp, dp, cp, ep)))
     groups = sum((g > 1).astype(np.int64) for g in (tp, cp, dp * cp, pp, ep))
-    nccl = groups * o.nccl_gib_per_communicator.value + np.where(ep > 1, o.nccl_alltoall_extra_gib.value, 0.0)
+    a2a = o.nccl_alltoall_extra_gib.value * alltoall_scale
+    nccl = groups * o.nccl_gib_per_communicator.value + np.where(ep > 1, a2a, 0.0)
     cuda, nccl_b = units.GiB_to_bytes(o.cuda_context_gib.value), units.GiB_to_bytes(nccl)
     frag = o.allocator_fragmentation_fraction.value
     fixed = cuda + nccl_b + frag * 0.0
@@ -118,6 +158,7 @@ def training_memory_table(
     offload_layers: int = 0,
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
+    alltoall_scale: float = 1.0,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -148,7 +189,7 @@ def training_memory_table(
         :func:`hnplan.memory.states.stack_accounting`).
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
         As :func:`training_memory`.
-    recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes :
+    recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes, alltoall_scale :
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -176,7 +217,7 @@ def training_memory_table(
 
     def per_layout(u):  # overheads and model states once per distinct (tp, pp, dp, cp, ep, zero)
         if overheads:
-            o = list(overhead_terms(*(column(u, k) for k in ("tp", "pp", "dp", "cp", "ep")), catalog))
+            o = list(overhead_terms(*(column(u, k) for k in ("tp", "pp", "dp", "cp", "ep")), catalog, alltoall_scale))
         else:
             o = [np.zeros(len(u)), np.zeros(len(u))]
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
@@ -287,6 +328,7 @@ def training_memory(
     offload_layers: int = 0,
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
+    alltoall_scale: float = 1.0,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -344,6 +386,9 @@ def training_memory(
     zero_unsharded_grad_bytes : float, optional
         ZeRO 2 and 3: bytes per parameter of the largest unit's unsharded gradient buffers alive at once,
         counted in ``grads``; default two units at the accounting's gradient width.
+    alltoall_scale : float
+        The share of the NCCL all-to-all buffer reading the accelerator allocates (:func:`nccl_alltoall_scale`);
+        default 1 (the reading's 8 x H100).
 
     Returns
     -------
@@ -399,6 +444,7 @@ def training_memory(
         offload_layers=offload_layers,
         zero3_gathered_units=zero3_gathered_units,
         zero_unsharded_grad_bytes=zero_unsharded_grad_bytes,
+        alltoall_scale=alltoall_scale,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

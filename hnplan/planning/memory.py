@@ -104,7 +104,7 @@ def memory_summary(
     PlanRuleError
         Training with ``system``: a plan that breaks a training plan rule (an infeasible plan).
     """
-    from hnplan.memory.training import training_memory
+    from hnplan.memory.training import nccl_alltoall_scale, training_memory
     from hnplan.planning.training import (
         TRAIN_DTYPES,
         ParallelPlan,
@@ -156,6 +156,10 @@ def memory_summary(
             recompute_num_layers=ch.recompute_num_layers,
             offload_layers=ch.cpu_offload_layers,
             etp=etp,
+            # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
+            alltoall_scale=nccl_alltoall_scale(
+                cat.accelerator(cat.system(system).accelerator) if system else None, cat
+            ),
         )
         out.update(
             parallel=dict(

@@ -67,6 +67,12 @@ class Accelerator(Entry):
     scaleup_bw_GBps_per_dir: LinkRate = Field(
         description="scale-up (NVLink / xGMI / UB) bandwidth of one accelerator, all links, one direction [GB/s]"
     )
+    nvlink_links: Annotated[int, Field(ge=1, le=72)] | None = Field(
+        default=None,
+        description="NVLink links of one accelerator; NCCL opens 2 send/recv channels a link to an NVLink peer, "
+        "so the all-to-all's buffers scale with it (hnplan.memory.training.nccl_alltoall_scale); None: as many "
+        "channels as the H100 reading of memory.yaml",
+    )
     tdp_w: Annotated[float, Field(ge=MIN_POWER_W, le=MAX_POWER_W)] = Field(
         description="thermal design power of the accelerator [W]"
     )

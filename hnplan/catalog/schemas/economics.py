@@ -290,6 +290,10 @@ class MemoryOverheads(Entry):
     nccl_alltoall_extra_gib: SourcedValue = Field(
         description="extra device buffers once a communicator runs all-to-all (all peers connected) [GiB]"
     )
+    nccl_alltoall_channels_per_peer: SourcedValue = Field(
+        description="send/recv channels per peer pair of the nccl_alltoall_extra_gib reading (the buffers scale "
+        "with them, hnplan.memory.training.nccl_alltoall_scale) [-]"
+    )
     allocator_fragmentation_fraction: SourcedValue = Field(
         description="memory the caching allocator reserves but cannot use, as a fraction of tensor memory"
     )

@@ -22,7 +22,8 @@ class ServingEngine(Entry):
     ``tp_allreduce_custom_max_bytes`` records which all-reduce implementation the engine runs by message
     size (:func:`hnplan.planning.inference.tp_allreduce_path`). ``ep_decode_alltoall`` names the expert
     all-to-all kernel of a decode step (``oneshot``: an EP library's low-latency kernel that writes to every
-    peer at once, at ``oneshot_alltoall_efficiency`` of the scale-out line rate; prefill keeps the pairwise
+    peer at once, at ``oneshot_alltoall_efficiency`` of the line rate of the tier it crosses: the scale-out share
+    across scale-up domains, the scale-up link inside one (at most its all-to-all bandwidth); prefill keeps the pairwise
     exchange at the fabric's all-to-all bandwidth, the high-throughput kernels). ``speculative_tokens``
     draft tokens (multi-token prediction, a draft model) are verified by each decode step, each accepted
     with ``acceptance_rate`` given the one before (:func:`hnplan.planning.inference.speculative.tokens_per_step`).
@@ -86,8 +87,8 @@ class ServingEngine(Entry):
     )
     oneshot_alltoall_efficiency: Fraction | None = Field(
         default=None,
-        description="fraction of the scale-out per-direction line rate the oneshot all-to-all reaches; required "
-        "with ep_decode_alltoall oneshot (calibration)",
+        description="fraction of the per-direction line rate the oneshot all-to-all reaches on the tier it crosses "
+        "(scale-out across domains, scale-up inside one); required with ep_decode_alltoall oneshot (calibration)",
     )
     speculative_tokens: Annotated[int, Field(ge=0, le=16)] = Field(
         default=0,

@@ -17,7 +17,8 @@ Expert all-to-all of a decode step
     ``pairwise`` (default): NCCL's pairwise exchange, ``p - 1`` sequential steps
     (:func:`hnplan.comm.best_time`). ``oneshot``: an EP library's low-latency kernel that writes to every
     peer at once (DeepEP low-latency mode: one message latency plus the bytes at
-    ``oneshot_alltoall_efficiency`` of the scale-out line rate, :func:`hnplan.comm.collectives.
+    ``oneshot_alltoall_efficiency`` of the line rate of the tier crossed, the scale-out share across scale-up
+    domains, the scale-up link inside one, :func:`hnplan.comm.collectives.
     oneshot_alltoall_time`). Prefill keeps the pairwise exchange at the fabric's all-to-all bandwidth
     (DeepEP's normal kernels, which the fabric's ``alltoall_efficiency`` records).
 
@@ -84,11 +85,17 @@ def draft_share(s: Setup) -> float:
 
 
 def _oneshot_group(s: Setup, g: GroupPlacement) -> GroupPlacement:
-    """The EP group as the engine's one-shot kernel sees it: its scale-out share at
-    ``oneshot_alltoall_efficiency`` of the line rate."""
-    assert s.engine is not None and s.engine.oneshot_alltoall_efficiency is not None  # schema validator
-    bw = g.out.line_rate_Bps * s.engine.oneshot_alltoall_efficiency
-    return replace(g, out=replace(g.out, alltoall_bw_Bps=bw))
+    """The EP group as the engine's one-shot kernel sees it: the tier its exchange crosses at
+    ``oneshot_alltoall_efficiency`` of that tier's line rate. Across scale-up domains, the scale-out share at
+    it (DeepEP's low-latency kernels over RDMA, where the efficiency was measured). Inside one domain, the
+    scale-up link at it but never above the fabric's own all-to-all bandwidth (the slower of kernel and
+    fabric: CloudMatrix-Infer's FusedDispatch / FusedCombine over UB, arXiv:2506.12708, run at 0.381 of the
+    line rate where UB's all-to-all reaches 0.84; an efficiency measured on RDMA does not speed up NVLink)."""
+    eff = s.engine.oneshot_alltoall_efficiency if s.engine is not None else None
+    assert eff is not None  # schema validator: oneshot needs its efficiency
+    if g.domains == 1:
+        return replace(g, up=replace(g.up, alltoall_bw_Bps=min(g.up.line_rate_Bps * eff, g.up.a2a_Bps)))
+    return replace(g, out=replace(g.out, alltoall_bw_Bps=g.out.line_rate_Bps * eff))
 
 
 def ep_alltoall_s(s: Setup, tokens_per_group: float, decode: bool) -> float:

@@ -65,6 +65,7 @@ from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.sm_share import sm_share_slowdown
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
 from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting
+from hnplan.memory.training import nccl_alltoall_scale
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
     SHAPE_KEYS,
     STAGE_QUANTITIES,
@@ -351,6 +352,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         offload_layers=ch.cpu_offload_layers,
         zero3_gathered_units=ch.zero3_gathered_units,
         zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
+        alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
     )
 
 
