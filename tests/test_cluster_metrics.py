@@ -81,7 +81,7 @@ def test_gpus_drained_for_a_gang_job_are_counted_and_the_split_conserves_gpu_tim
     assert c["busy"] / c["total"] == pytest.approx(s["allocation_rate"], rel=1e-12)
 
 
-def test_the_split_is_exact_between_samples():
+def test_the_split_is_exact_between_samples(monkeypatch):
     # one 8-GPU server, development jobs (one priority, first come first served), no failures. 100 samples over
     # the 1,000-s window put a sample every 10 s; the events fall between them.
     #   A (6 GPUs, 503 s) at 0 and B (1 GPU, 303 s) at 0 start at once: 1 GPU free. C (2 GPUs, 97 s) arrives at
@@ -111,6 +111,14 @@ def test_the_split_is_exact_between_samples():
     assert c["drained"] == pytest.approx(302.0, rel=1e-12)
     assert c["idle_empty_queue"] == pytest.approx(4183.0, rel=1e-12)
     assert c["fragmented"] == 0.0 and c["other_queued"] == 0.0 and c["down"] == 0.0
+    # the ledger packed into blocks of two rows reads the same
+    from hnplan.cluster.engine import ClusterSim
+
+    monkeypatch.setattr(ClusterSim, "LEDGER_BLOCK", 2)
+    again = simulate_cluster(
+        "hgx-h100-ib-ndr", 8, jobs=jobs, failures=False, seed=0, warmup=0.0, samples=100, policy="first-fit"
+    )
+    assert again.summary["capacity_gpu_s"] == c
 
 
 job = st.tuples(

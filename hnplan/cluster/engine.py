@@ -41,6 +41,10 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
+    #: ledger rows kept as Python tuples before they are packed into a float64 block (8 x 8 bytes a row: some
+    #: 3 rows a job, 200 MB at the 1,000,000-job limit)
+    LEDGER_BLOCK = 65536
+
     def __init__(
         self,
         topo: ClusterTopology,
@@ -131,6 +135,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         # the capacity split's state after every change (time, then GPUs allocated, free, stranded, drained,
         # other free while jobs queue, down, jobs queued > 0), each row holding until the next
         self.ledger: list[tuple] = []
+        self.ledger_blocks: list[np.ndarray] = []  # the earlier rows, packed
         self.running: set[int] = set()
         self.epoch = 0
         self.finished = 0
@@ -234,6 +239,14 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             self.ledger[-1] = row
         else:
             self.ledger.append(row)
+            if len(self.ledger) > self.LEDGER_BLOCK:  # keep the last row a tuple: a later one may replace it
+                self.ledger_blocks.append(np.array(self.ledger[:-1], dtype=float))
+                del self.ledger[:-1]
+
+    def ledger_rows(self) -> np.ndarray:
+        """The recorded states (:meth:`_note`), shape ``(rows, 8)``: time [s], GPUs allocated, free,
+        stranded, drained, other free while jobs queue, down [GPU], and 1.0 while jobs are queued."""
+        return np.vstack([*self.ledger_blocks, np.array(self.ledger, dtype=float).reshape(-1, 8)])
 
     # -- processes ----------------------------------------------------------------------------
     def _arrivals(self):

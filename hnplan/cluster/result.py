@@ -272,7 +272,7 @@ def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
 def ledger_series(sim: ClusterSim) -> dict:
     """The simulation's state after every change (``sim.ledger``) as the series :func:`capacity_split`
     integrates: ``time_s`` [s], ``queued`` (1 while jobs are queued), the rest fractions of the GPUs."""
-    rows = np.array(sim.ledger, dtype=float).reshape(len(sim.ledger), 8)
+    rows = sim.ledger_rows()
     t, alloc, free, strand, blocked, other, down, queued = rows.T
     total = sim.topo.gpus
     return {
