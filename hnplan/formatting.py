@@ -35,6 +35,18 @@ def _sig(x: float, digits: int) -> str:
     return text
 
 
+def format_amount(x: float, decimals: int) -> str:
+    """``x`` with thousands separators and ``decimals`` decimals, or two significant digits where that
+    would print 0 (a job of a few tokens is not 0 days, nor 0 MWh).
+
+    >>> format_amount(7393882812441706496.0, 1), format_amount(0.00042, 1), format_amount(11357.4, 0)
+    ('7,393,882,812,441,706,496.0', '0.00042', '11,357')
+    >>> format_amount(0.0, 1), format_amount(0.0922, 0)
+    ('0.0', '0.092')
+    """
+    return f"{x:.2g}" if 0 < abs(x) < 0.5 * 10**-decimals else f"{x:,.{decimals}f}"
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """A whole count and its noun, singular for one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``.
 

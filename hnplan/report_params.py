@@ -279,6 +279,49 @@ def check_batch(notebook: str, params: dict, where: str) -> None:
         )
 
 
+#: parameters naming the designs a notebook plans on
+_SYSTEM_PARAMS = ("systems", "system", "mix_systems", "supernode", "traditional", "seed_supernode")
+
+
+def check_fabric(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
+    """Every GPU count given (``gpus``, ``scaling_gpus``, any ``*_gpus``) within one scale-out fabric of each
+    design the notebook plans on (:func:`hnplan.planning.design.check_fabric_gpus`: a 3-tier fat-tree), as
+    ``hnplan compare``, ``size`` and ``tco`` refuse a ``--gpus`` beyond it: ``gpus: 1e6`` passed the checks
+    and ran ``design_comparison`` for over ten minutes of CPU. Counts left at the notebook's defaults are not
+    checked.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook, the parameter, its count, the design and the limit.
+    """
+    declared = notebook_parameters(notebook)
+    counts = [
+        (key, g)
+        for key, value in params.items()
+        if key in declared and (key == "gpus" or key.endswith("_gpus"))
+        for g in (value if isinstance(value, list) else [value])
+        if _is_number(g) and math.isfinite(g)
+    ]
+    if not counts:
+        return
+    systems: list = []
+    for key in _SYSTEM_PARAMS:
+        if key in declared:
+            value = params[key] if params.get(key) is not None else _literal(declared[key]["default"])
+            systems += value if isinstance(value, list) else [value]
+    from hnplan.errors import InputError
+    from hnplan.planning.design import check_fabric_gpus
+
+    cat = catalog or load_catalog()
+    for key, g in counts:
+        for system in (s for s in systems if isinstance(s, str)):
+            try:
+                check_fabric_gpus(system, int(g), f"parameter {key!r}:", cat)
+            except InputError as exc:
+                raise ScenarioError(f"{where}: notebook {notebook!r}, {exc}") from None
+
+
 def _looks_like_path(ref) -> bool:
     return isinstance(ref, str) and (ref.endswith((".yaml", ".yml")) or "/" in ref or os.sep in ref)
 

@@ -4,7 +4,8 @@
 executed notebook to HTML (nbconvert, code cells hidden, plotly embedded so pages open offline),
 and writes ``OUT/<scenario>/<notebook>.ipynb`` / ``.html`` atomically: a failed run never replaces
 an earlier good report. ``OUT/index.html`` lists every report with its status, run time and link.
-Runs are independent; with ``jobs > 1`` they run in worker processes.
+Runs are independent; with ``jobs > 1`` they run in worker processes. A report whose inputs (notebook,
+parameters, catalog, code) have not changed is skipped, decided in the calling process before any worker starts.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import datetime as dt
 import difflib
+import functools
 import hashlib
 import json
 import math
@@ -41,6 +43,7 @@ from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resol
     _declared,
     _looks_like_path,
     check_batch,
+    check_fabric,
     check_ids,
     check_parameters,
     notebook_parameters,
@@ -91,6 +94,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
         item.parameters.update(resolve_paths(check_parameters(item.notebook, item.parameters, where)))
         check_ids(item.notebook, item.parameters, where, cat)
         check_batch(item.notebook, item.parameters, where)
+        check_fabric(item.notebook, item.parameters, where, cat)
 
 
 def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
@@ -106,27 +110,58 @@ def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
 
 
 def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
+    """SHA-256 of a report's inputs: the notebook's bytes, its parameters, the catalog's content hash, hnplan's
+    version and its code (:func:`_code_digest`)."""
     h = hashlib.sha256()
     h.update(nb_path.read_bytes())
     h.update(json.dumps(params, sort_keys=True, default=str).encode())
     h.update(catalog_hash.encode())
     h.update(__version__.encode())
+    h.update(_code_digest().encode())
+    return h.hexdigest()
+
+
+@functools.cache
+def _code_digest() -> str:
+    """SHA-256 of every Python file of the ``hnplan`` package (in path order), once per process: a re-run of every
+    scenario hashed the package's 2 MB once per report (about 5 ms of CPU each). Not the prediction caches'
+    fingerprint (:func:`hnplan.planning.prediction_cache.source_fingerprint`), which imports numpy for its
+    version: a re-run with nothing to redo imports no numpy."""
+    h = hashlib.sha256()
     for src in sorted((Path(__file__).parent).rglob("*.py")):
         h.update(src.read_bytes())
     return h.hexdigest()
+
+
+def _up_to_date(
+    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+) -> ReportResult | None:
+    """The ``skipped`` result of a report whose page and stamp exist and whose inputs' digest is the stamp's
+    (:func:`_inputs_digest`), else None (``force``: always None)."""
+    if force:
+        return None
+    target = Path(out_dir) / scenario_id
+    html_path = target / f"{notebook}.html"
+    stamp = target / f".{notebook}.inputs"
+    if not (html_path.exists() and stamp.exists()):
+        return None
+    if stamp.read_text() != _inputs_digest(notebook_path(notebook), params, catalog_hash):
+        return None
+    return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)), title=title)
 
 
 def _run_one(
     scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
 ) -> ReportResult:
     t0 = time.perf_counter()
+    skipped = _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title)
+    if skipped is not None:
+        return skipped
     nb_path = notebook_path(notebook)
     target = Path(out_dir) / scenario_id
     html_path = target / f"{notebook}.html"
     stamp = target / f".{notebook}.inputs"
     digest = _inputs_digest(nb_path, params, catalog_hash)
-    if not force and html_path.exists() and stamp.exists() and stamp.read_text() == digest:
-        return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)), title=title)
     import nbformat  # only when a notebook runs: with papermill, seconds of imports a skip does not need
     import papermill
 
@@ -194,7 +229,8 @@ def run_reports(
     out_dir : path
         Output folder.
     jobs : int
-        Worker processes (1 runs in this process); no more are started than there are reports to run.
+        Worker processes (1 runs in this process); no more are started than there are reports to run (none
+        when every report is up to date).
     only : str, optional
         Run only this notebook.
     params_override : dict, optional
@@ -227,6 +263,7 @@ def run_reports(
             check_ids(item.notebook, override, where, cat)
             params = {**item.parameters, **override}
             check_batch(item.notebook, params, where)
+            check_fabric(item.notebook, params, where, cat)
             run_id, title = sc.id, sc.name
             if params_override:
                 run_id, title = params_run_name(sc, params_override, params_label)
@@ -255,14 +292,20 @@ def run_reports(
 
     with Progress(disable=not progress, transient=False) as bar:
         job = bar.add_task("reports", total=len(tasks))
+        # the reports with nothing to redo first, here: no worker process is started for them (none at all
+        # on a re-run with nothing to redo)
+        for i, t in enumerate(tasks):
+            results[i] = _safe_skip(*t)
+            bar.advance(job, int(results[i] is not None))
+        todo = [i for i, r in enumerate(results) if r is None]
         if jobs <= 1:
-            for i, t in enumerate(tasks):
-                results[i] = _safe_run(*t)
+            for i in todo:
+                results[i] = _safe_run(*tasks[i])
                 bar.advance(job)
-        else:
+        elif todo:
             # no more workers than reports: a pool forks all of its workers at once on Linux
-            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-                futs = {pool.submit(_safe_run, *t): i for i, t in enumerate(tasks)}
+            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
+                futs = {pool.submit(_safe_run, *tasks[i]): i for i in todo}
                 for fut in cf.as_completed(futs):
                     results[futs[fut]] = fut.result()
                     bar.advance(job)
@@ -289,6 +332,14 @@ def params_run_name(scenario: Scenario, overrides: dict, label: str | None = Non
 
     listed = ", ".join(f"{k}={show(v)}" for k, v in overrides.items())
     return f"{scenario.id}+{label}", f"{scenario.id} with {label}: {listed}"
+
+
+def _safe_skip(*args) -> ReportResult | None:
+    """:func:`_up_to_date`, None where it fails (the run then records the failure)."""
+    try:
+        return _up_to_date(*args)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _safe_run(*args) -> ReportResult:

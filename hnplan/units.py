@@ -246,6 +246,7 @@ _SIZE_UNITS = {
     "GIB": GiB,
     "TIB": TiB,
 }
+_BYTE_UNIT_NAMES = {u.upper(): u for u in ("B", "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB")}
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
@@ -266,7 +267,8 @@ def parse_size(text: str | int | float) -> int:
     Raises
     ------
     ValueError
-        If the text is not a non-negative number with one of the units above.
+        If the text is not a non-negative number with one of the units above (case aside, except that a
+        unit ending in a lower-case ``b``, ``1Gb`` or ``8b``, is bits and refused).
 
     Examples
     --------
@@ -278,6 +280,12 @@ def parse_size(text: str | int | float) -> int:
             raise ValueError(f"size must be a non-negative finite number, got {text}")
         return int(text)
     m = _SIZE_RE.match(str(text))
+    if m and m.group(2).endswith("b") and m.group(2).upper() in _SIZE_UNITS:  # Gb, Mb, b: bits (IEC 80000-13)
+        unit = _BYTE_UNIT_NAMES[m.group(2).upper()]
+        raise ValueError(
+            f"cannot read size {text!r}: a lower-case b is a bit; sizes are bytes: write {m.group(1)}{unit} for "
+            f"bytes, or {float(m.group(1)) / 8:g}{unit} for {m.group(1)} {m.group(2)[:-1]}bits"
+        )
     if not m or m.group(2).upper() not in _SIZE_UNITS:
         allowed = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G"
         raise ValueError(f"cannot read size {text!r}: expected a number with a unit ({allowed})")

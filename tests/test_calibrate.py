@@ -685,6 +685,35 @@ def test_sweep_column_given_twice_is_refused(tmp_path):
     assert " ".join(res.stderr.split()) == f"error: --collectives: {sweep}: column busbw_GBps given twice in the header"
 
 
+def test_sweep_line_longer_than_the_header_is_refused(tmp_path):
+    # a size typed with thousands separators, 1,073,741,824, split into four fields: the reader took
+    # size_bytes = 1 and busbw_GBps = 073 = 73 GB/s (a latency-bound row, reported without a word) and filed
+    # the rest under the key None
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "sweep.csv"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps\nall_reduce,8,1073741824,360\nall_reduce,8,1,073,741,824,360\n")
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    err = " ".join(res.stderr.split())
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr, err
+    assert err.startswith(f"error: --collectives: {sweep}: line 3: 7 fields, the header names 4: "), err
+    assert "without thousands separators (1073741824)" in err
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_sweep_reads_nccl_algo_names_of_in_network_reduction(tmp_path):
+    # NCCL_ALGO=NVLS (or NVLSTree, CollNet) forced in nccl-tests was refused as 'not one of ring, tree, rhd,
+    # hierarchical, inr'; for an all-reduce they are hnplan's inr (NVLink SHARP, IB SHARP, NVLS + tree)
+    from hnplan.catalog.runs import collective_measurements
+
+    sweep = tmp_path / "sweep.csv"
+    rows = ["all_reduce,8,1073741824,470,NVLS", "all_reduce,16,1073741824,370,NVLS_TREE"]
+    rows += ["all_reduce,16,1073741824,370,CollNetDirect", "all_reduce,16,1073741824,370,Ring"]
+    rows += ["all_gather,8,1073741824,370,NVLS"]  # hnplan has no in-network all-gather: left as written
+    sweep.write_text("op,gpus,size_bytes,busbw_GBps,algorithm\n" + "\n".join(rows) + "\n")
+    assert [r["algorithm"] for r in collective_measurements(sweep)] == ["inr", "inr", "inr", "ring", "nvls"]
+
+
 def test_sweep_line_numbers_are_the_files_and_comments_are_skipped(tmp_path):
     # blank lines shifted every later line number down (the reader skips them), and a '#' line, as nccl-tests
     # prints its headers, was read as a row with empty gpus

@@ -308,3 +308,35 @@ def test_catalog_modules_stay_small_and_keep_their_import_paths():
     folder = Path(hnplan.catalog.__file__).parent
     long = {p.name: n for p in folder.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
     assert not long, long
+
+
+def test_a_relative_path_in_a_system_file_found_beside_it_is_named(cat, tmp_path, monkeypatch):
+    """A system file naming ``accelerator: ./my-gpu.yaml`` is read from the working folder, as every path is;
+    run from elsewhere, the message said only 'my-gpu.yaml: file not found'. It now names the file beside the
+    system file and the path to write."""
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    acc = yaml.safe_load(Path(cat.path_of("accelerators", "h100-sxm")).read_text())
+    (mine / "my-gpu.yaml").write_text(yaml.safe_dump({**acc, "id": "my-gpu"}))
+    sys_ = yaml.safe_load(Path(cat.path_of("systems", "hgx-h100-ib-ndr")).read_text())
+    (mine / "my-cluster.yaml").write_text(
+        yaml.safe_dump({**sys_, "id": "my-cluster", "accelerator": "./my-gpu.yaml", "price_item": "hgx-h100-ib-ndr"})
+    )
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["catalog", "validate", "mine/my-cluster.yaml"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "Traceback" not in out, out
+    assert (
+        "field 'accelerator': my-gpu.yaml: file not found; a path in a file is read from the folder hnplan runs" in out
+    )
+    assert f"({tmp_path}), as on the command line, not from the file's folder: write mine/my-gpu.yaml" in out
+    argv = ["train", "--model", "llama3.1-8b", "--gpus", "8", "--seq-len", "8192", "--global-batch-size", "8"]
+    res = CliRunner().invoke(app, [*argv, "--system", "mine/my-cluster.yaml"])
+    assert res.exit_code == 2 and "write mine/my-gpu.yaml" in " ".join(res.output.split())
+    monkeypatch.chdir(mine)  # from the file's own folder the path holds
+    res = CliRunner().invoke(app, [*argv, "--system", "my-cluster.yaml", "--json"])
+    assert res.exit_code == 0, res.output

@@ -59,6 +59,9 @@ def test_collective_one_size_table():
         (["--op", "allreduce", "--gpus", "12", "--size", "1GiB", "--algorithm", "rhd"], "does not apply"),
         (["--op", "allreduce", "--gpus", "8", "--sweep", "8GiB:8B"], "MIN <= MAX"),
         (["--op", "allreduce", "--gpus", "8", "--sweep", "1e400:1e401"], "not a finite number of bytes"),
+        # a lower-case b is a bit: 1Gb was read as 1 GB, 8x the bytes meant
+        (["--op", "allreduce", "--gpus", "8", "--size", "8Gb"], "write 8GB for bytes, or 1GB for 8 Gbits"),
+        (["--op", "allreduce", "--gpus", "8", "--sweep", "8b:1GiB"], "a lower-case b is a bit"),
     ],
 )
 def test_collective_errors(args, msg):

@@ -22,7 +22,7 @@ from hnplan.planning.training import ParallelPlan, estimate_training_step
 from hnplan.planning.training.components import stack_choices
 
 LAUNCH_S = 13.1e-6  # the megatron-core stacks' kernel_launch_us
-MOE_KERNEL_S = (13.1 + 37.6) * 1e-6  # their kernel_launch_us + moe_host_us_per_kernel: a kernel of the MoE scopes
+MOE_KERNEL_S = (13.1 + 37.5) * 1e-6  # their kernel_launch_us + moe_host_us_per_kernel: a kernel of the MoE scopes
 
 
 def test_kernels_per_row_by_hand():
@@ -98,15 +98,15 @@ def test_qwen3_moe_layer_host_time_by_hand(cat):
     # MXFP8 cast, the query and key head norms (Qwen3's QK-norm), rope, attention, o_proj and its cast,
     # attn_residual (10), the permute, expert_up and expert_down with their casts one per expert (4 x 16 = 64),
     # expert_act, mlp_residual (3): 77 kernels. The 10 of the attention half cost the launch alone (13.1 us), the
-    # 67 of the MoE scopes the launch and the stack's MoE host work per kernel (13.1 + 37.6 us):
-    # 10 x 13.1 + 67 x 50.7 = 131.0 + 3,396.9 = 3,527.9 us
+    # 67 of the MoE scopes the launch and the stack's MoE host work per kernel (13.1 + 37.5 us):
+    # 10 x 13.1 + 67 x 50.6 = 131.0 + 3,390.2 = 3,521.2 us
     ch = stack_choices(cat.stack("megatron-bridge-2511-mxfp8"))
-    assert ch.moe_host_us_per_kernel == 37.6
+    assert ch.moe_host_us_per_kernel == 37.5
     shapes = pd.DataFrame([dict(microbatch_size=1, tp=1, cp=1, ep=8)])
     acc = cat.accelerator("b200")
     t = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, ch).iloc[0]
     assert t["moe_host_fwd"] == pytest.approx(10 * LAUNCH_S + 67 * MOE_KERNEL_S)
-    assert t["moe_host_fwd"] == pytest.approx(3527.9e-6)
+    assert t["moe_host_fwd"] == pytest.approx(3521.2e-6)
     launches = ch.model_copy(update={"moe_host_us_per_kernel": 0.0})  # the launches alone: 77 x 13.1 us
     tl = training_part_times(cat.model("qwen3-30b-a3b"), acc, shapes, 4096, "fp8", "flash", True, launches).iloc[0]
     assert tl["moe_host_fwd"] == pytest.approx(77 * LAUNCH_S)
@@ -301,13 +301,13 @@ def test_moe_host_work_carries_its_fit(cat):
     )
     for sid in family:
         s = cat.stack(sid)
-        assert s.moe_host_us_per_kernel == 37.6
+        assert s.moe_host_us_per_kernel == 37.5
         assert "least squares" in s.field_sources["moe_host_us_per_kernel"] or sid == "megatron-core"
     src = cat.stack("megatron-core").field_sources["moe_host_us_per_kernel"]
     for needle in ("least_squares", "leave-one-out", "30 published runs", "issue 2053", "issue 1499", "PR 924"):
         assert needle in src
     # the default choices are the megatron-core stack's; DeepSeek's own framework keeps the launches alone
-    assert StackChoices().moe_host_us_per_kernel == 37.6
+    assert StackChoices().moe_host_us_per_kernel == 37.5
     assert cat.stack("deepseek-v3-dualpipe").moe_host_us_per_kernel == 0.0
     ch = StackChoices(moe_host_us_per_kernel=43.0)
     assert host_scaled(ch, cat.system("gb200-nvl72")).moe_host_us_per_kernel == 43.0

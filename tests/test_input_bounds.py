@@ -89,6 +89,31 @@ def test_peak_below_one_tflops_is_refused(cat, tmp_path):
         parse_entry(raw, type(cat.accelerator("h100-sxm")), tmp_path / "h100-sxm.yaml")
 
 
+@pytest.mark.parametrize("acc_id", ["h100-sxm", "a100-sxm-80gb", "gb200", "mi300x"])
+def test_memory_bandwidth_typed_in_gb_per_s_is_refused(cat, tmp_path, acc_id):
+    """3,350 for the H100's 3.35 TB/s passed every bound (the field takes up to 1e5 TB/s, for wafer-scale SRAM)
+    and planned memory-bound kernels 1,000x fast: Llama 3.1 70B on 64 H100 ran 5.5 % faster (13.59 s against
+    14.36 s a step). A chip's bf16 peak is at least one FLOP per byte of its memory bandwidth (HBM GPUs
+    150-310, Groq's SRAM chip 2.4), and 1,000x the TB/s figure leaves 0.15-0.31."""
+    raw = _raw(cat, "accelerators", acc_id)
+    assert raw["dense_tflops"]["bf16"] / raw["hbm_bw_TBps"] > 150  # as shipped
+    raw["hbm_bw_TBps"] *= 1000
+    p = tmp_path / f"{acc_id}.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    res = runner.invoke(app, ["catalog", "validate", str(p)])
+    out = one_line(res.output)
+    assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1, out
+    assert f"field 'hbm_bw_TBps': {raw['hbm_bw_TBps']:,.4g} TB/s is more bytes per second than the" in out, out
+    assert "hbm_bw_TBps is terabytes per second (1e12 bytes/s)" in out
+
+
+def test_every_shipped_accelerator_has_at_least_a_flop_per_memory_byte(cat):
+    from hnplan.catalog.schemas.plausibility import MIN_FLOP_PER_MEMORY_BYTE
+
+    for acc in cat.entries("accelerators"):
+        assert acc.dense_tflops["bf16"] / acc.hbm_bw_TBps >= 100 * MIN_FLOP_PER_MEMORY_BYTE, acc.id
+
+
 def test_every_shipped_rate_is_far_above_its_floor(cat):
     """The floors are unit-slip guards, not estimates: every shipped figure is at least 5 times its floor
     (the closest: 4 KiB IOPS against the 0.5 KiB floor, 8 times)."""

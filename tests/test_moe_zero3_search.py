@@ -14,7 +14,7 @@ from hnplan.planning.training.plan import plans_frame
 
 JOB = ("qwen3-235b-a22b", "hgx-h100-ib-ndr", 64, 8192, 2048)
 # the launches alone: at EP 1 the 128 local experts' kernels carry the default stack's fitted MoE host work
-# (moe_host_us_per_kernel, 37.6 us each), which makes every such plan host-bound; these tests isolate ZeRO-3's
+# (moe_host_us_per_kernel, 37.5 us each), which makes every such plan host-bound; these tests isolate ZeRO-3's
 # traffic and the fp8 weight copies' memory
 GPU_SIDE = {"moe_host_us_per_kernel": 0.0}
 ZERO3 = ParallelPlan(tp=2, pp=1, dp=32, microbatch_size=1, zero_stage=3, recompute="full")

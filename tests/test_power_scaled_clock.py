@@ -48,13 +48,18 @@ def test_gb300_fraction_is_the_fit_at_its_upper_bound():
     1.0; 0.0951 / 0.0953 with the Blackwell quantisation classes measured on a B300; over 22 rows with the Megatron-Bridge 26.02 / 26.04
     DeepSeek-V3 MXFP8 rows 0.991, 0.0915 against 0.0917; before, the fit stopped at the bound, 0.116 / 0.096): not adopted, the catalog holds the bound, with its
     provenance. With the stages split as the recipes' account_for_embedding/loss_in_pipeline_split splits them, the
-    fit is at the bound again: 0.112 at 0.914, 0.096 at 1.0."""
+    fit is at the bound again: 0.112 at 0.914, 0.096 at 1.0; with MXFP8 GEMMs at 0.951 of the per-tensor fp8 rate
+    (mxfp8_gemm_ratio), still there: 0.117 at 0.914, 0.098 at 1.0; with megatron-bridge-2511's first and last layers in
+    fp8 as its performance scripts run them (fp8_bf16_end_layers 0), 0.114 at 0.914, 0.097 at 1.0."""
     tool = _tool()
     gb300 = CAT.accelerator("gb300")
     rows = tool.gb300_rows()
     assert len(rows) == 22
+    # the GB300 rows added later as unseen checks stay out of the fit (tools/fit_gb300_clock.py HELD_OUT)
+    ids = {r.id for r in training_runs()}
+    assert tool.HELD_OUT <= ids and not tool.HELD_OUT & {r.id for r in rows}
     rms = [math.sqrt(sum(e**2 for e in tool.residuals(rows, f)) / len(rows)) for f in (tool.PRIOR, 0.96, 1.0)]
-    assert rms[0] == pytest.approx(0.112, abs=2e-3) and rms[2] == pytest.approx(0.096, abs=2e-3)
+    assert rms[0] == pytest.approx(0.114, abs=2e-3) and rms[2] == pytest.approx(0.097, abs=2e-3)
     assert rms[0] > rms[1] > rms[2]
     assert gb300.sustained_compute_fraction == tool.BOUNDS[1] == 1.0
     why = gb300.assumptions["sustained_compute_fraction"]

@@ -74,10 +74,10 @@ def test_moe_host_work_is_the_fit_over_the_family_rows(cat):
     rows = tool.eager_moe_rows()
     assert len(rows) == 30 and {r.id for r in rows} >= set(PAI_ROWS)
     us = tool.fit_value(rows)
-    # 37.6 us since the stage split counts the embedding and the loss where the recipes do (the Qwen3-235B-A22B rows'
+    # 37.5 us since MXFP8 GEMMs run at 0.951 of the per-tensor fp8 rate (mxfp8_gemm_ratio); 37.6 since the stage split counts the embedding and the loss where the recipes do (the Qwen3-235B-A22B rows'
     # last stage 11 layers and the head); 37.5 since the six Megatron-Bridge 26.02 / 26.04 DeepSeek-V3 rows (stack megatron-bridge-2604-mxfp8) joined;
     # 37.9 over 24 rows since the Megatron-LM GB200 Qwen3-30B-A3B recipe pair joined the rows; 37.1 over 22 rows before them,
     # with the per-chip 1F1B all-to-all overlap on Hopper (stack ep_comm_overlap_fraction_by_accelerator); 37.5 before it, 37.7 over 21 rows before the B200 DeepSeek-V3 row's pipeline P2P syncs (host.stage_times)
-    assert us == pytest.approx(37.6, abs=0.05)
+    assert us == pytest.approx(37.5, abs=0.05)
     for sid in tool.FAMILY:
         assert cat.stack(sid).moe_host_us_per_kernel == pytest.approx(us, abs=0.05)

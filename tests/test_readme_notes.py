@@ -56,3 +56,179 @@ def test_steady_state_example_is_what_the_command_says():
         assert "simulate --days 14 " in d["steady_state_note"]
         assert d["utilisation"] == pytest.approx(util, abs=0.001)
         assert d["offered_load"] == pytest.approx(load, abs=0.01)
+
+
+def test_deepseek_v3_gb200_over_b200_ratio_is_the_validation_rows():
+    """README, "What the table says": GB200 / B200 DeepSeek-V3 comes out 1.76x (3,961 / 2,252 tokens/s per GPU)
+    against the measured 1.88x; the B200 row 5 % fast, the GB200 one 1.4 % slow. By hand from the published
+    figures (Megatron-Bridge 25.11 performance summary): 4,018 / 2,139 = 1.878; from the two rows' predictions
+    3,961 / 2,252 = 1.759, and 2,252 / 2,139 - 1 = +5.3 %, 3,961 / 4,018 - 1 = -1.4 %."""
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.validation import predicted
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "comes out 1.76x (3,961 / 2,252 tokens/s per GPU) against the measured 1.88x" in readme
+    assert "the B200 row is 5% fast, the GB200 one 1.4% slow" in readme
+    runs = {r.id: r for r in training_runs()}
+    gb200 = runs["mbridge2511-gb200-deepseek-v3-256-fp8"]
+    b200 = runs["mbridge2511-b200-deepseek-v3-256-fp8"]
+    assert (gb200.published, b200.published) == (4018, 2139)
+    got = {"gb200": predicted(gb200), "b200": predicted(b200)}
+    assert round(got["gb200"]) == 3961 and round(got["b200"]) == 2252
+    assert got["gb200"] / got["b200"] == pytest.approx(1.76, abs=0.005)
+    assert gb200.published / b200.published == pytest.approx(1.88, abs=0.005)
+    assert got["b200"] / b200.published - 1 == pytest.approx(0.05, abs=0.005)
+    assert got["gb200"] / gb200.published - 1 == pytest.approx(-0.014, abs=0.0005)
+
+
+def test_searched_405b_plan_against_the_paper_layout_as_docs_state():
+    """docs/training.md, "Searched plans against the published plans": Llama 3.1 405B on 16,384 H100, the
+    search's TP 8 PP 8 CP 2 VP 12 plan at 5.363 s (50.7 % MFU, 78.0 GiB) against the paper's layout as run
+    (stack llama3-meta, TP 8 PP 16 VP 8, no recompute) at 5.630 s (48.3 %, 70.4 GiB): a margin of
+    5.363 / 5.630 = 0.953, the search 5 % faster. MFU by hand: 6N + 12 l h s model FLOPs a token times
+    16,777,216 tokens / step / 16,384 GPUs / 989.4 TFLOP/s."""
+    from hnplan.planning.training.job import make_job
+    from hnplan.planning.training.search import rank_plans
+
+    doc = (ROOT / "docs" / "training.md").read_text()
+    assert "| searched: TP 8, PP 8, CP 2, VP 12, mb 1, ZeRO-1, no recompute | 5.363 | 50.7 % |" in doc
+    assert "TP 8, PP 16, CP 1, VP 8, no recompute) | 5.630 | 48.3 % | 4.199 |" in doc
+    assert "keeps the three margins (0.953, 0.942 and 0.967" in doc
+    args = ("llama3.1-405b", "hgx-h100-ib-ndr", 16384, 8192, 2048, "bf16")
+    searched = rank_plans(make_job(*args)).iloc[0]
+    as_run = rank_plans(
+        make_job(*args, stack="llama3-meta"),
+        dict(tp=8, pp=16, cp=1, recompute="none", virtual_stages=8, microbatch_size=1),
+    ).iloc[0]
+    assert (searched.tp, searched.pp, searched.cp, searched.virtual_stages) == (8, 8, 2, 12)
+    assert round(float(searched.step_time_s), 3) == 5.363 and round(float(as_run.step_time_s), 3) == 5.630
+    assert round(float(searched.memory_per_gpu_bytes) / 2**30, 1) == 78.0
+    assert round(float(as_run.memory_per_gpu_bytes) / 2**30, 1) == 70.4
+    for row, mfu in ((searched, 0.507), (as_run, 0.483)):
+        by_hand = float(row.model_flops_per_token) * 16_777_216 / float(row.step_time_s) / 16384 / 989.4e12
+        assert by_hand == pytest.approx(mfu, abs=0.0005) and float(row.mfu) == pytest.approx(by_hand, rel=1e-3)
+    assert float(searched.step_time_s / as_run.step_time_s) == pytest.approx(0.953, abs=0.0005)
+
+
+def _cli_json(argv: list[str]) -> dict:
+    res = CliRunner().invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_cost_doc_checkpoint_interval_and_mtbi_are_what_reliability_prints():
+    """docs/cost.md, "Storage bound on the interval" and its validation table: Llama 3.1 405B on 16,384 H100,
+    async checkpoints: Daly alone would save every ~11 s with a 4.3 s write, the storage bound makes it 43 s; MTBI
+    3.1 h; job goodput 93.9 % (async) / 91.6 % (sync), the design's 93.6 % / 91.3 % with 53 GPUs in repair.
+    By hand: the checkpoint, 5.68e12 bytes, is written by 2,048 servers at 0.65 GB/s each:
+    5.682e12 / (2,048 x 0.65e9) = 4.27 s; at most 10 % of the storage's time, so every 4.27 / 0.1 = 42.7 s."""
+    doc = " ".join((ROOT / "docs" / "cost.md").read_text().split())
+    assert "would save every ~11 s for Llama 3.1 405B at 16,384 H100 with a 4.3 s write" in doc
+    assert "the bound makes it 43 s" in doc
+    assert "job goodput 93.9% (async) / 91.6% (sync)" in doc and "goodput is 93.6% / 91.3%" in doc
+    argv = ["reliability", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--model", "llama3.1-405b"]
+    a = _cli_json([*argv, "--mode", "async"])
+    s = _cli_json([*argv, "--mode", "sync"])
+    write_s = a["checkpoint_bytes"] / (2048 * 0.65e9)
+    assert a["checkpoint_write_s"] == pytest.approx(write_s, rel=1e-9) and round(write_s, 1) == 4.3
+    assert a["checkpoint_interval_bound"] == "storage"
+    assert a["checkpoint_interval_s"] == pytest.approx(write_s / 0.1, rel=1e-9)
+    assert round(a["checkpoint_daly_interval_s"]) == 11 and round(a["mtbi_h"], 1) == 3.1
+    assert (round(100 * a["job_goodput"], 1), round(100 * s["job_goodput"], 1)) == (93.9, 91.6)
+    assert (round(100 * a["goodput"], 1), round(100 * s["goodput"], 1)) == (93.6, 91.3)
+    assert round(a["gpus_in_repair"]) == 53
+
+
+def test_cost_doc_gpu_hour_figures_are_what_tco_prints():
+    """docs/cost.md, validation table: H100 capex per GPU with its InfiniBand fabric $40.8k (the $270k server is
+    $33,750 a GPU, the fabric the rest), $2.55 per GPU-hour over 3 years at PUE 1.58 on 16,384 H100, and $3.20
+    per GB200 chip-hour over 3 years on 16,416 GB200 (228 NVL72 racks); DDN storage for 1,024 H100: 32 AI400X2,
+    $9.6M, 64 kW (one 2 kW, $300k appliance per 32 GPUs)."""
+    doc = " ".join((ROOT / "docs" / "cost.md").read_text().split())
+    assert "| $40.8k (excl. facility) |" in doc and "| ~$2.3 | $2.55 (16k, PUE 1.58, 3 y) | +11% |" in doc
+    assert "| ~$3.2 | $3.20 | 0% |" in doc and "32 AI400X2, $9.6M, 64 kW" in doc
+    h100 = _cli_json(["tco", "--system", "hgx-h100-ib-ndr", "--gpus", "16384", "--years", "3", "--pue", "1.58"])
+    assert h100["systems_usd"] / 16384 == pytest.approx(270_000 / 8)
+    assert round((h100["systems_usd"] + h100["network_usd"]) / 16384 / 100) == 408
+    assert round(h100["usd_per_gpu_hour"], 2) == 2.55
+    gb200 = _cli_json(["tco", "--system", "gb200-nvl72", "--gpus", "16416", "--years", "3"])
+    assert round(gb200["usd_per_gpu_hour"], 2) == 3.20
+    ddn = _cli_json(["tco", "--system", str(ROOT / "docs" / "examples" / "hgx-h100-ib-ndr-ddn.yaml"), "--gpus", "1024"])
+    assert (ddn["storage_units"], ddn["storage_usd"], ddn["storage_kw"]) == (32, 9.6e6, 64.0)
+
+
+def test_memory_doc_footprints_of_runs_that_ran_are_what_the_planner_gives():
+    """docs/memory.md, validation table: configurations that ran fit, at the footprints the planner gives their
+    published plans: NeMo 24.07 Llama 3 8B on 8 H100 (CP 2, DP 4, 8k) 76.2 of 79.1 GiB; DeepSeek-V3 on 2,048
+    H800 with DualPipe and full recomputation 50.6 of 79.1; Megatron-Bridge Qwen3-30B-A3B on 8 GB200 158.9 of
+    185.0 (the HBM each device exposes: 79.11 GiB on an H100 / H800, 185.0 on a GB200)."""
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.validation import best_row
+
+    doc = " ".join((ROOT / "docs" / "memory.md").read_text().split())
+    expected = {
+        "nemo2407-h100-llama3-8b-8": ("NeMo Llama 3 8B (CP 2, DP 4, 8k): 76.2 of 79.1 GiB", 76.2),
+        "deepseek-v3-2048-dualpipe": ("50.6 of 79.1 GiB with full recomputation", 50.6),
+        "mbridge2511-gb200-qwen3-30b-a3b-8-fp8": ("| fits (ran) | 158.9 of 185.0 GiB |", 158.9),
+    }
+    runs = {r.id: r for r in training_runs()}
+    for run_id, (text, gib) in expected.items():
+        assert text in doc, run_id
+        row = best_row(runs[run_id])
+        assert row["fits"] and round(row["memory_per_gpu_bytes"] / 2**30, 1) == gib, run_id
+
+
+def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
+    """README, "Calibrate to your own cluster": with the example files the H100 bf16 GEMM efficiency comes out
+    0.785 (0.737 before), the two Llama 3 runs move from -7.6 % and -7.9 % to +0.3 % and -0.3 % (each from the
+    other within 0.6 %), NVLink 0.840 (0.82), InfiniBand 0.945, one-sided; NeMo 24.07's two FP8 H100 runs
+    calibrated together leave +6.0 % and -5.2 % and +11.3 % and -11.1 % leave-one-out. Errors are
+    predicted / published - 1 of TFLOP/s a GPU: the 8B run's 789.6 before against 711 published is +11.1 %."""
+    import yaml
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "comes out 0.785 (the catalog's GEMM law: 0.74 at boost clock" in readme
+    assert "move from -7.6 % and -7.9 % to +0.3 % and -0.3 %, each predicted from the other within 0.6 %" in readme
+    assert "the NVLink ring efficiency 0.840 (catalog 0.82). The InfiniBand efficiency stays at 0.945" in readme
+    assert "leaves +6.0 % and -5.2 % after the fit and +11.3 % and -11.1 % leave-one-out" in readme
+
+    ex = ROOT / "docs" / "examples"
+    argv = ["calibrate", "--runs", str(ex / "calibration_runs.yaml"), "--stack", "megatron-core"]
+    d = _cli_json([*argv, "--collectives", str(ex / "nccl_tests.csv"), "--out", str(tmp_path / "a")])
+    params = {p["name"]: p for p in d["parameters"]}
+    gemm = params["matmul_efficiency.h100-sxm.bf16"]
+    assert (round(gemm["initial"], 3), round(gemm["value"], 3)) == (0.737, 0.785)
+    assert round(params["bw_efficiency.nvlink4@hgx-h100-ib-ndr"]["value"], 3) == 0.840
+    assert round(params["bw_efficiency.ib-ndr-400@hgx-h100-ib-ndr"]["value"], 3) == 0.945
+    errors = [(round(r["error_before_pct"], 1), round(r["error_after_pct"], 1)) for r in d["runs"]]
+    assert errors == [(-7.6, 0.3), (-7.9, -0.3)]
+    assert max(abs(r["loo_error_pct"]) for r in d["runs"]) == pytest.approx(0.6, abs=0.05)
+
+    rows = yaml.safe_load((ROOT / "data" / "validation" / "training_runs.yaml").read_text())
+    nemo = [r for r in rows if r["id"] in ("nemo2407-h100-llama3-8b-8", "nemo2407-h100-llama3-70b-64")]
+    (tmp_path / "nemo.yaml").write_text(yaml.safe_dump(nemo, sort_keys=False))
+    n = _cli_json(
+        ["calibrate", "--runs", str(tmp_path / "nemo.yaml"), "--stack", "nemo-2407-fp8"]
+        + ["--out", str(tmp_path / "b")]
+    )
+    by_id = {r["id"]: r for r in n["runs"]}
+    small, large = by_id["nemo2407-h100-llama3-8b-8"], by_id["nemo2407-h100-llama3-70b-64"]
+    assert small["error_before_pct"] == pytest.approx((small["before"] / 711 - 1) * 100, rel=1e-9)
+    assert (round(small["error_after_pct"], 1), round(large["error_after_pct"], 1)) == (6.0, -5.2)
+    assert (round(small["loo_error_pct"], 1), round(large["loo_error_pct"], 1)) == (11.3, -11.1)
+
+
+def test_readme_id_lists_name_every_catalog_entry():
+    """README, "Catalogs": the ids listed for accelerators, systems, models, software stacks and serving engines
+    are the catalog's (`hnplan catalog list`); an entry added to data/ is added to the list too."""
+    from hnplan.catalog import load_catalog
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("Ids: accelerators")
+    listed = set(text[start : text.index("Every entry also has", start)].replace("`", " ").split())
+    # the weak-scaling GPTs between megatron-1.7b and megatron-1t are listed as "..."
+    elided = {f"megatron-{n}" for n in ("3.6b", "7.5b", "18.4b", "39.1b", "76.1b", "145.6b", "310.1b", "529.6b")}
+    cat = load_catalog()
+    for kind in ("accelerators", "systems", "models", "stacks", "engines"):
+        missing = sorted(set(cat.ids(kind)) - listed - elided)
+        assert not missing, f"README's Catalogs section does not list the {kind} {missing}"

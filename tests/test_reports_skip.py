@@ -46,3 +46,63 @@ def test_skip_imports_no_notebook_machinery(tmp_path):
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "reports")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+def _stamp(out, scenario, item):
+    """A report of ``item`` whose inputs have not changed: its page and the stamp of its inputs' digest."""
+    from hnplan.catalog import load_catalog
+    from hnplan.reports import _inputs_digest, notebook_path
+
+    target = out / scenario.id
+    target.mkdir(parents=True, exist_ok=True)
+    (target / f"{item.notebook}.html").write_text("<html></html>")
+    digest = _inputs_digest(notebook_path(item.notebook), item.parameters, load_catalog().content_hash())
+    (target / f".{item.notebook}.inputs").write_text(digest)
+
+
+def test_skips_are_decided_before_any_worker_starts(tmp_path, monkeypatch):
+    """``--jobs 2`` with nothing to redo starts no worker process (a pool forks its workers at once, each of
+    which then hashed the code again only to skip); with one report to redo, one worker runs that one alone."""
+    import concurrent.futures as cf
+
+    from hnplan import reports
+    from hnplan.reports import load_scenarios
+
+    sizes, ran = [], []
+
+    class Recording(cf.ThreadPoolExecutor):  # in-process, so the stand-in run below is seen
+        def __init__(self, max_workers):
+            sizes.append(max_workers)
+            super().__init__(max_workers)
+
+    def run(scenario, notebook, *args):
+        ran.append(notebook)
+        return reports.ReportResult(scenario, notebook, "ok", 0.0, None)
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", Recording)
+    monkeypatch.setattr(reports, "_safe_run", run)
+    (sc,) = load_scenarios("default")
+    first, second = sc.notebooks
+    _stamp(tmp_path, sc, first)
+    _stamp(tmp_path, sc, second)
+    results = reports.run_reports([sc], tmp_path, jobs=2, progress=False)
+    assert [r.status for r in results] == ["skipped", "skipped"] and sizes == [] and ran == []
+
+    (tmp_path / sc.id / f".{second.notebook}.inputs").write_text("another digest")  # its inputs changed
+    results = reports.run_reports([sc], tmp_path, jobs=2, progress=False)
+    assert [(r.notebook, r.status) for r in results] == [(first.notebook, "skipped"), (second.notebook, "ok")]
+    assert sizes == [1] and ran == [second.notebook]
+
+
+def test_inputs_digest_follows_the_code(monkeypatch):
+    """The digest holds the code's (every Python file of the package, hashed once per process): other code,
+    another digest."""
+    from hnplan import reports
+
+    path = reports.notebook_path("design_comparison")
+    before = reports._inputs_digest(path, {"gpus": 8}, "abc")
+    assert reports._inputs_digest(path, {"gpus": 8}, "abc") == before
+    assert reports._inputs_digest(path, {"gpus": 16}, "abc") != before
+    assert reports._code_digest.cache_info().hits > 0  # hashed once, not per report
+    monkeypatch.setattr(reports, "_code_digest", lambda: "other code")
+    assert reports._inputs_digest(path, {"gpus": 8}, "abc") != before

@@ -42,6 +42,20 @@ AS_RUN = {
     "mlperf-v60-coreweave-b200-llama31-8b-64": ("ib", 400),
     # Dell B300: host_networking left empty in its systems file; the catalog's DGX B300 (XDR) stays
     "mlperf-v60-dell-b300-llama31-8b-16": ("ib", 800),
+    # Cisco B300, one server: the log's system description leaves host_networking empty; the DGX B300 stays
+    "mlperf-v60-cisco-b300-llama31-8b-8": ("ib", 800),
+    # Cisco H200: '8x NVIDIA B3140 BlueField-3 DPU 1x400Gb/s' (protocol not stated; the catalog's H200 server at 400G)
+    "mlperf-v60-cisco-h200-llama31-8b-16": ("ib", 400),
+    # Nebius B300: '8x ConnectX-8 IB XDR 800Gb/s'
+    "mlperf-v60-nebius-b300-llama31-8b-64": ("ib", 800),
+    # Nebius GB300 n18: host_networking empty; 18 trays of 4 are one NVL72 rack (the catalog's XDR rack)
+    "mlperf-v60-nebius-gb300-llama31-8b-72": ("ib", 800),
+    # HPE GB300 NVL72: '4x ConnectX-8 IB XDR 800 Gb/s'
+    "mlperf-v60-hpe-gb300-llama31-8b-16": ("ib", 800),
+    "mlperf-v60-hpe-gb300-llama31-8b-32": ("ib", 800),
+    "mlperf-v60-hpe-gb300-llama31-8b-72": ("ib", 800),
+    # HPE GB200 NVL72: '4x ConnectX-7 IB NDR 400 Gb/s'
+    "mlperf-v60-hpe-gb200-llama31-8b-32": ("ib", 400),
 }
 
 TWINS = {

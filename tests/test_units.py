@@ -35,6 +35,8 @@ def test_rates_and_time():
         ("1GiB", 2**30),
         ("256MB", 256e6),
         ("1.5MiB", 1.5 * 2**20),
+        ("1gB", 1e9),  # the unit's case aside, only a lower-case b (a bit) is refused
+        ("1kB", 1000),
         (42, 42),
     ],
 )
@@ -42,7 +44,10 @@ def test_parse_size(text, expected):
     assert units.parse_size(text) == expected
 
 
-@pytest.mark.parametrize("bad", ["", "GB", "1 parsec", "-5B", -1, "1e400B", "1e400", float("inf"), float("nan")])
+@pytest.mark.parametrize(
+    "bad",
+    ["", "GB", "1 parsec", "-5B", -1, "1e400B", "1e400", float("inf"), float("nan"), "1Gb", "8b", "1gib", "256mb"],
+)
 def test_parse_size_rejects(bad):
     with pytest.raises(ValueError):
         units.parse_size(bad)
@@ -140,3 +145,10 @@ def test_parse_count_integer():
     assert units.parse_count("16M", integer=True) == 16_000_000
     with pytest.raises(ValueError, match="whole"):
         units.parse_count("1.5", integer=True)
+
+
+def test_parse_size_names_bits_and_the_bytes_they_make():
+    with pytest.raises(
+        ValueError, match=r"'1Gb': a lower-case b is a bit; .* write 1GB for bytes, or 0.125GB for 1 Gbits"
+    ):
+        units.parse_size("1Gb")

@@ -153,7 +153,7 @@ def validate_file(path: str | Path, kind: str | None = None):
         if kind == "stacks":
             cat.stack(entry)
         elif isinstance(entry, System):  # kind == "systems"
-            cat._check_system_refs(entry)
+            cat._check_system_refs(entry, origin=path)
             if entry.price_item is not None:  # one prices.yaml does not price is refused (design.py)
                 cat.design(entry).prices  # noqa: B018
     except CatalogError as exc:

@@ -185,8 +185,9 @@ class Catalog(SingleFiles):
         """A :class:`System` by id or file path; its references are checked to exist (an unknown one
         raises, naming the file when ``ref`` is a path)."""
         sys_ = self.get("systems", ref)
+        from_file = isinstance(ref, (str, Path)) and _looks_like_path(str(ref))
         try:
-            self._check_system_refs(sys_)
+            self._check_system_refs(sys_, origin=ref if from_file else None)
         except CatalogError as exc:
             if isinstance(ref, (str, Path)) and _looks_like_path(str(ref)):
                 raise CatalogError(f"{ref}: {exc}", path=ref, entry=exc.entry, field=exc.field) from None
@@ -279,7 +280,10 @@ class Catalog(SingleFiles):
                     raise CatalogError(f"stack {st.id}: field '{cal}': {exc}", entry=st.id, field=cal) from None
         return st
 
-    def _check_system_refs(self, s: System):
+    def _check_system_refs(self, s: System, origin: str | Path | None = None):
+        """Check that the entries a system names exist; ``origin``, the system's own file, lets the message
+        of a relative path that is not found from the working folder name the file beside ``origin`` that
+        was likely meant (paths in a file are read from the working folder, as on the command line)."""
         for field, kind in (
             ("accelerator", "accelerators"),
             ("scaleup_fabric", "interconnects"),
@@ -294,7 +298,14 @@ class Catalog(SingleFiles):
             try:
                 self.get(kind, ref)
             except CatalogError as exc:
-                raise CatalogError(f"system {s.id!r}, field {field!r}: {exc}", entry=s.id, field=field) from None
+                hint = ""
+                beside = None if origin is None else Path(origin).parent / ref
+                if beside is not None and _looks_like_path(ref) and not Path(ref).exists() and beside.is_file():
+                    hint = (
+                        f"; a path in a file is read from the folder hnplan runs in ({Path.cwd()}), as on the "
+                        f"command line, not from the file's folder: write {beside} (or an absolute path)"
+                    )
+                raise CatalogError(f"system {s.id!r}, field {field!r}: {exc}{hint}", entry=s.id, field=field) from None
 
     # -- whole-catalog checks (hnplan.catalog.checks) -----------------------------------------
     def validate(self) -> list[str]:

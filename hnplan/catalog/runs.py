@@ -253,12 +253,19 @@ def _check_below_peak(path, runs, cat) -> None:
             )
 
 
+#: NCCL_ALGO's all-reduce algorithms that reduce in the switches, as nccl-tests runs force them (NVIDIA/nccl
+#: src/graph/tuning.cc names NVLS, NVLSTree, CollNetDirect and CollNetChain): hnplan's ``inr`` algorithm, which
+#: takes NVLink SHARP inside a domain, IB SHARP across domains where the system enables it, and NVLS + tree
+NCCL_INR_ALGOS = {name: "inr" for name in ("nvls", "nvlstree", "collnet", "collnetdirect", "collnetchain")}
+
+
 def collective_measurements(path) -> list[dict]:
     """An nccl-tests sweep of the user's cluster: a CSV with columns ``op`` (allreduce, allgather,
     reducescatter, alltoall, broadcast, sendrecv; nccl-tests' ``all_reduce`` spellings accepted),
     ``gpus`` (ranks), ``size_bytes`` (nccl-tests' size S) and ``busbw_GBps`` (nccl-tests' busbw
     [GB/s, 1e9 bytes/s]) or ``time_us`` (nccl-tests' time [us]); optional ``system`` (a system id) and
-    ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``; empty: NCCL's tuner chose). Other
+    ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``, NCCL's ``NVLS``, ``NVLSTree`` and
+    ``CollNet*`` all-reduce names read as ``inr``; empty: NCCL's tuner chose). Other
     columns (a ``source`` or a note) are ignored, and so are blank lines and lines starting with ``#``
     (nccl-tests' comments); a line number in a message is the file's.
 
@@ -272,8 +279,9 @@ def collective_measurements(path) -> list[dict]:
     Raises
     ------
     CatalogError
-        One line naming the file, the line and the column: unreadable file, missing column, a value that
-        is not a positive number, neither or both of busbw_GBps and time_us.
+        One line naming the file, the line and the column: unreadable file, missing column, a line with more
+        fields than the header (a number written with thousands separators), a value that is not a positive
+        number, neither or both of busbw_GBps and time_us.
     """
     import csv
 
@@ -310,6 +318,15 @@ def collective_measurements(path) -> list[dict]:
             )
     out = []
     for i, row in zip(lines, rows, strict=True):
+        if None in row:  # csv.DictReader files a line's fields beyond the header under the key None
+            extra = len(row[None])
+            raise CatalogError(
+                f"{path}: line {i}: {len(header) + extra} fields, the header names {len(header)}: a comma inside a "
+                "value shifts every column after it (a size written 1,073,741,824 reads as 1 byte); write numbers "
+                "without thousands separators (1073741824) and quote text that holds a comma",
+                path=path,
+                entry=f"line {i}",
+            )
 
         def num(col, line=i, row=row):
             text = (row.get(col) or "").strip()
@@ -345,6 +362,9 @@ def collective_measurements(path) -> list[dict]:
             )
         op = (row.get("op") or "").strip().lower().replace("_", "").replace("-", "")
         op = op.removesuffix("perf")
+        algorithm = (row.get("algorithm") or "").strip().lower() or None
+        if op == "allreduce" and algorithm is not None:  # NCCL_ALGO's names of hnplan's in-network reduction
+            algorithm = NCCL_INR_ALGOS.get(algorithm.replace("_", "").replace("-", ""), algorithm)
         out.append(
             dict(
                 line=i,
@@ -354,7 +374,7 @@ def collective_measurements(path) -> list[dict]:
                 busbw_GBps=busbw,
                 time_us=time_us,
                 system=(row.get("system") or "").strip() or None,
-                algorithm=(row.get("algorithm") or "").strip().lower() or None,
+                algorithm=algorithm,
             )
         )
     return out

@@ -390,9 +390,10 @@ def os_error_message(exc: OSError, ctx=None) -> str:
     if exc.filename is None:
         return what
     path = str(exc.filename)
-    if isinstance(exc, FileExistsError) and os.path.isfile(path):
+    folder_needed = isinstance(exc, FileExistsError) and os.path.isfile(path)
+    if folder_needed:
         what = "a file is there; a folder is needed"
-    flag = path_option(ctx, path)
+    flag = path_option(ctx, path, folder_needed=folder_needed)
     return f"{flag} {path}: {what}" if flag else f"{path}: {what}"
 
 

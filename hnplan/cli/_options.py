@@ -82,15 +82,21 @@ def name_option(ctx, text: str) -> str:
     return text if flag == name else flag + text[len(m.group(1)) :]
 
 
-def path_option(ctx, path: str) -> str | None:
+def path_option(ctx, path: str, folder_needed: bool = False) -> str | None:
     """The flag of the running command whose path value is ``path`` or lies under it (``--out x/y.yaml``
     when the folder ``x`` cannot be made), or ``None``: an operating-system error says which option gave
-    the path.
+    the path. ``folder_needed`` (a file stands where a folder was to be made): a value under ``path`` is
+    the one that asked for the folder, so it is named before a value that is ``path`` itself
+    (``--runs runs.yaml --out runs.yaml/x.yaml`` named ``--runs``).
 
     >>> from types import SimpleNamespace as NS
     >>> ctx = NS(params={"out": "runs/my.yaml", "gpus": 8}, command=NS(params=[NS(name="out", opts=["--out"])]))
     >>> path_option(ctx, "runs"), path_option(ctx, "runs/my.yaml"), path_option(ctx, "elsewhere")
     ('--out', '--out', None)
+    >>> opts = [NS(name="runs", opts=["--runs"]), NS(name="out", opts=["--out"])]
+    >>> ctx = NS(params={"runs": "r.yaml", "out": "r.yaml/x.yaml"}, command=NS(params=opts))
+    >>> path_option(ctx, "r.yaml"), path_option(ctx, "r.yaml", folder_needed=True)
+    ('--runs', '--out')
     """
     from pathlib import Path
 
@@ -106,12 +112,10 @@ def path_option(ctx, path: str) -> str | None:
     # the path itself first, then a folder of a value written as a path: an id (h100-sxm) also reads as a
     # path under the working folder, which lies under the failing path when that is one of its parents
     # (--shapes-json /tmp named --accelerator)
-    for name, _, g in given:
-        if g == target:
-            return _option_name(ctx, name)
-    for name, raw, g in given:
-        if "/" in raw and target in g.parents:
-            return _option_name(ctx, name)
+    exact = [name for name, _, g in given if g == target]
+    under = [name for name, raw, g in given if "/" in raw and target in g.parents]
+    for name in (under + exact) if folder_needed else (exact + under):
+        return _option_name(ctx, name)
     return None
 
 

@@ -8,6 +8,7 @@ import re
 import typer
 
 from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
+from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
 #: schemas (tests/test_cli_compare.py checks they agree)
@@ -290,11 +291,11 @@ def _table(rows: list[dict], title: str):
             _plan_text(r),
             f"{r['step_time_s']:,.3f}",
             f"{r['mfu']:.1%}",
-            f"{r['days']:,.1f}",
+            format_amount(r["days"], 1),  # two significant digits where the decimals would print 0
             f"{r['goodput']:.1%}" if r["goodput_mode"] != "off" else "off",
             f"{r['racks']:,}",
-            f"{r['it_power_mw']:,.2f} / {r['facility_power_mw']:,.2f}",
-            f"{r['energy_mwh']:,.0f}",
+            f"{format_amount(r['it_power_mw'], 2)} / {format_amount(r['facility_power_mw'], 2)}",
+            format_amount(r["energy_mwh"], 0),
             _money(r["capex_musd"]),
             _money(r["usd_per_million_tokens"], per_token=True),
             escape(str(r["status"])),

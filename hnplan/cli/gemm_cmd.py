@@ -15,7 +15,7 @@ from hnplan.errors import InputError
 @app.command()
 def gemm(
     accelerator: str = typer.Option(..., "--accelerator", help="accelerator id or YAML path"),
-    dtype: str = typer.Option("bf16", "--dtype", help="input dtype of the --shape GEMMs (bf16, fp8, ...)"),
+    dtype: str = typer.Option(None, "--dtype", help="input dtype of the --shape GEMMs (bf16, fp8, ...; default bf16)"),
     shape: list[str] = typer.Option(None, "--shape", help="MxNxK (tokens x output x input features); repeatable"),
     shapes_json: str = typer.Option(
         None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...], or the path of a file holding one'
@@ -36,6 +36,14 @@ def gemm(
         from hnplan.cli._options import check_dtype_flag
         from hnplan.planning.kernels import gemm_kernels, parse_shape, parse_shapes_json
 
+        if (
+            dtype is not None and not shape and shapes_json is not None
+        ):  # the file or text gives each of its GEMMs its own dtype
+            raise InputError(
+                f"--dtype {dtype} applies to --shape GEMMs; each --shapes-json GEMM names its own dtype "
+                '([["fp8", m, n, k], ...]): drop --dtype or give the shapes with --shape'
+            )
+        dtype = "bf16" if dtype is None else dtype
         if shape:
             check_dtype_flag(accelerator, dtype)
         shapes = [(dtype, *parse_shape(s)) for s in (shape or [])]

@@ -56,12 +56,12 @@ def memory(
         help="train: store dropout masks (default: the model's dropout field; GPT-style on, Llama-style off)",
     ),
     stack: str = typer.Option(
-        "megatron-core",
+        None,
         "--stack",
-        help="train: software stack id or YAML path (as hnplan train): attention kernel, sequence parallelism, "
-        "recomputed modules, pipeline schedule, bytes per parameter",
+        help="train: software stack id or YAML path (as hnplan train; default megatron-core): attention kernel, "
+        "sequence parallelism, recomputed modules, pipeline schedule, bytes per parameter",
     ),
-    batch: int = typer.Option(1, "--batch", min=1, help="inference: concurrent sequences"),
+    batch: int = typer.Option(None, "--batch", min=1, help="inference: concurrent sequences (default 1)"),
     dtype: str = typer.Option(
         "bf16", "--dtype", help="train: bf16, fp8 or fp4; inference: weight dtype (bf16, fp8, int8, int4)"
     ),
@@ -89,10 +89,26 @@ def memory(
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         check_expert_flags(model, tp=tp, ep=ep, etp=etp)
         mode = {"infer": "inference", "training": "train"}.get(mode, mode)  # the sub-commands' names, or words
+        _check_mode_flags(
+            mode,
+            train={"--accounting": accounting, "--dropout/--no-dropout": dropout, "--stack": stack},
+            inference={
+                "--batch": batch,
+                "--kv-dtype": kv_dtype,
+                "--gpu-memory-utilization": gpu_memory_utilization,
+                "--kv-budget-gib": kv_budget_gib,
+            },
+        )
+        batch = 1 if batch is None else batch
+        stack = "megatron-core" if stack is None else stack
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
             raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {gpu_memory_utilization:g}")
         if kv_budget_gib is not None and not kv_budget_gib > 0:
             raise InputError(f"--kv-budget-gib must be > 0; got {kv_budget_gib:g}")
+        if gpu_memory_utilization is not None and kv_budget_gib is not None:
+            from hnplan.planning.inference.core import MEMORY_FLAGS_CLASH
+
+            raise InputError(MEMORY_FLAGS_CLASH)
         d = memory_summary(
             model,
             mode,
@@ -153,6 +169,26 @@ def memory(
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
         _exit_if_not_fit(d)
+
+
+def _check_mode_flags(mode: str, train: dict, inference: dict) -> None:
+    """Refuse a flag of the other mode (given, not None): ``--mode train --batch 4`` printed the training plan's
+    memory as if the 4 had been read.
+
+    >>> _check_mode_flags("train", {"--stack": None}, {"--batch": None})
+    >>> _check_mode_flags("train", {}, {"--batch": 4})
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --batch applies to --mode inference only; this is --mode train (drop it, or give --mode inference)
+    """
+    other = {"train": inference, "inference": train}.get(mode, {})
+    given = [flag for flag, value in other.items() if value is not None]
+    if given:
+        rest = "inference" if mode == "train" else "train"
+        raise InputError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --mode {rest} only; this is --mode "
+            f"{mode} (drop {'it' if len(given) == 1 else 'them'}, or give --mode {rest})"
+        )
 
 
 def _exit_if_not_fit(d: dict) -> None:

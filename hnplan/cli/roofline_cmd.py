@@ -27,15 +27,15 @@ def roofline(
         None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"
     ),
     dtype: str = typer.Option("bf16", "--dtype", help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"),
-    recompute: str = typer.Option("none", "--recompute", help="training: none, selective or full"),
+    recompute: str = typer.Option(None, "--recompute", help="training: none (default), selective or full"),
     attention: str = typer.Option(
         "flash", "--attention", help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"
     ),
     sequence_parallel: bool = typer.Option(
-        True,
+        None,
         "--sequence-parallel/--no-sequence-parallel",
         help="training with --tp > 1: norms and residuals on tokens / tp "
-        "(Megatron sequence parallelism) or on every token",
+        "(Megatron sequence parallelism, the default) or on every token",
     ),
     stack: str = typer.Option(
         None, "--stack", help="software stack id: its fp8 recipe and kernel fusions (default: megatron-core)"
@@ -57,6 +57,9 @@ def roofline(
         )
         check_expert_flags(model, ep=ep)
         check_dtype_flag(accelerator, dtype)
+        _check_phase_flags(phase, kv_len=kv_len, recompute=recompute, sequence_parallel=sequence_parallel)
+        recompute = "none" if recompute is None else recompute
+        sequence_parallel = True if sequence_parallel is None else sequence_parallel
         options = OperatorOptions(
             kv_len=kv_len,
             tp=tp,
@@ -100,3 +103,36 @@ def roofline(
             f"{ans['time_s'] / units.MILLI:,.3f} ms, {ans['attained_flops_per_s'] / units.TERA:,.0f} TFLOP/s attained, "
             f"MFU {ans['mfu']:.1%}, HFU {ans['hfu']:.1%}"
         )
+
+
+def _check_phase_flags(phase: str, **given) -> None:
+    """Refuse a flag the phase does not read (given, not None): ``--phase prefill --kv-len 100000`` and
+    ``--phase train --kv-len 100000`` printed the same pass as without it, and ``--recompute full`` or
+    ``--no-sequence-parallel`` outside training changed nothing. An unknown phase is left to the planner's
+    message.
+
+    >>> _check_phase_flags("decode", kv_len=4096, recompute=None, sequence_parallel=None)
+    >>> _check_phase_flags("prefill", kv_len=4096, recompute=None, sequence_parallel=None)
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --kv-len applies to --phase decode only (the tokens a decode step reads from the KV cache); this is --phase prefill: drop it
+    """
+    from hnplan.errors import InputError
+
+    reads = {
+        "kv_len": ("--kv-len", ("decode",), "the tokens a decode step reads from the KV cache"),
+        "recompute": ("--recompute", ("train",), "the forward recomputed in the backward pass"),
+        "sequence_parallel": (
+            "--sequence-parallel/--no-sequence-parallel",
+            ("train",),
+            "Megatron's sequence parallelism of a training step",
+        ),
+    }
+    if phase not in ("train", "prefill", "decode"):
+        return
+    for key, value in given.items():
+        flag, phases, what = reads[key]
+        if value is not None and phase not in phases:
+            raise InputError(
+                f"{flag} applies to --phase {' or '.join(phases)} only ({what}); this is --phase {phase}: drop it"
+            )

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
+from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
 DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
@@ -295,16 +296,6 @@ def _limit_lines(r: dict, budget_usd: float | None, power_cap_mw: float | None, 
     if sizing and broken:
         said.append(f"the fewest GPUs the search found to meet the deadline break {' and '.join(broken)}")
     return [f"{r['system']}: {'; '.join(said)}"] if said else []
-
-
-def _amount(x: float, decimals: int) -> str:
-    """``x`` with thousands separators and ``decimals`` decimals, or two significant digits where that
-    would print 0 (a job of a few tokens is not 0 days).
-
-    >>> _amount(7393882812441706496.0, 1), _amount(0.00042, 1), _amount(11357.4, 0), _amount(0.0, 1)
-    ('7,393,882,812,441,706,496.0', '0.00042', '11,357', '0.0')
-    """
-    return f"{x:.2g}" if 0 < abs(x) < 0.5 * 10**-decimals else f"{x:,.{decimals}f}"
 
 
 def _skipped_lines(system: str, skipped: list[dict]) -> list[str]:

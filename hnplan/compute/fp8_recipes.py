@@ -242,6 +242,30 @@ def check_recipe(acc: Accelerator, recipe: str) -> None:
         )
 
 
+def mxfp8_gemm_accelerator(acc: Accelerator, provenance: dict[str, str] | None = None) -> Accelerator:
+    """The accelerator whose fp8 GEMMs run as MXFP8 GEMMs: the fp8 ceilings (``gemm_efficiency`` and
+    ``matmul_efficiency``: per-tensor FP8 measurements, or a stack's) times the chip's ``mxfp8_gemm_ratio``, the
+    rate of a block-scaled GEMM over a per-tensor one of the same shape (Transformer Engine's cuBLASLt GEMMs on a
+    B300: 0.951, :mod:`hnplan.validation.mxfp8_gemm`); unchanged where the chip has none. ``provenance`` (when
+    given) gets ``mxfp8_gemm_ratio``: which applied.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> acc, prov = load_catalog().accelerator("gb200"), {}
+    >>> round(mxfp8_gemm_accelerator(acc, prov).gemm_efficiency["fp8"], 4), prov["mxfp8_gemm_ratio"]
+    (0.6315, 'accelerator gb200 (MXFP8 GEMMs at 0.951 of the per-tensor fp8 rate)')
+    """
+    ratio = acc.mxfp8_gemm_ratio
+    prov = provenance if provenance is not None else {}
+    if ratio is None:
+        prov["mxfp8_gemm_ratio"] = f"no MXFP8 / per-tensor fp8 GEMM ratio for {acc.id}: the fp8 ceiling"
+        return acc
+    prov["mxfp8_gemm_ratio"] = f"accelerator {acc.id} (MXFP8 GEMMs at {ratio:g} of the per-tensor fp8 rate)"
+    update = {"matmul_efficiency": {**acc.matmul_efficiency, "fp8": acc.matmul_efficiency["fp8"] * ratio}}
+    if acc.gemm_efficiency is not None and "fp8" in acc.gemm_efficiency:
+        update["gemm_efficiency"] = {**acc.gemm_efficiency, "fp8": acc.gemm_efficiency["fp8"] * ratio}
+    return acc.model_copy(update=update)
+
+
 def needs_transpose(acc: Accelerator, recipe: str) -> bool:
     """Whether per-tensor fp8 GEMMs on ``acc`` need transposed fp8 copies (TN layout only; MXFP8 never)."""
     return recipe in ("delayed", "current") and acc.fp8_tn_only is not False

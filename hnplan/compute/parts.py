@@ -129,9 +129,17 @@ def part_time_table(
     attention: str = "flash",
     sequence_parallel: bool = True,
     stack: StackChoices | None = None,
+    ring_kernels: dict | None = None,
 ) -> tuple[list[str], np.ndarray]:
     """:func:`training_part_times` for a list of ``(microbatch_size, tp, cp, ep[, etp])`` integer tuples, without
     the frames (the planner's path): the column names and the ``[shape, column]`` float array [s].
+
+    ``ring_kernels`` (optional): a dict to which the kernel times of the context-parallel ring's steps are added,
+    ``{(microbatch_size, tp, cp): (diagonal fwd, off-diagonal fwd, diagonal bwd, off-diagonal bwd)}`` [s] for
+    each ``(microbatch_size, tp, cp)`` whose attention runs as a ring of fused kernels (:func:`_ring_step_times`):
+    the numbers :func:`hnplan.compute.attention.ring_pair_times_s` gives for that shape's attention operator, read
+    from the rows timed here (the same kernels, rows and law), so that a planner that also needs the ring's
+    steps one by one (:func:`hnplan.planning.training.collectives.cp_comm_per_layer`) does not time them again.
 
     ``etp`` (default ``tp``) is the expert layers' tensor parallelism: the routed experts of a rank run the
     ``b s / cp x etp / tp`` tokens of its expert-TP group through ``1 / etp`` of each expert (``etp = tp``:
@@ -170,7 +178,13 @@ def part_time_table(
         shared.append((r, owners, 1.0))
 
     modules = ("core_attn",) if stack is None else stack.recompute_modules
-    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch)  # [part, group, sub-shape]
+    timed: list | None = None if ring_kernels is None else []
+    per_sub = _grouped(shared, len(sub), acc, dtype, modules, ch, timed=timed)  # [part, group, sub-shape]
+    if timed and ring_kernels is not None:
+        # the attention operator the ring's kernels are read from (hnplan.compute.layer_ops.attention_op): an
+        # MoE model's MoE layer, else the dense layer
+        scope = "moe-layer" if model.moe is not None else "dense-layer"
+        ring_kernels.update(_ring_step_times(*timed[0], subs, scope))
     # every (part, group) column gathered to the shapes at once
     table = per_sub[:, :, sub_of] + 0.0
     if moe:  # the MoE layer's routed experts added (a model without MoE layers has none: its moe columns are 0)
@@ -272,17 +286,22 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
     return cols, (np.concatenate(owner) if owner else np.zeros(0, dtype=np.int64))
 
 
-def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None, streams=None) -> np.ndarray:
+def _grouped(
+    blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",), ch=None, streams=None, timed=None
+) -> np.ndarray:
     """Times of raw rows summed per owner (``0..n-1``), for each part and group: the array ``[part (PARTS),
     group (GROUPS then HOST_GROUPS), owner]`` [s];
     ``blocks``: ``[(rows, owners, local_experts)]`` as :func:`_block_columns`; ``modules``: what selective
     recomputation re-runs (:data:`MODULE_OPS`); ``ch``: the stack's choices, whose host time of each row
     (:func:`hnplan.compute.host.row_host_s`) is summed into :data:`HOST_GROUPS` (0 without); ``streams``: the
-    routed experts' GEMMs one per expert on that many streams (:func:`hnplan.compute.operator_rows.expert_streams`)."""
+    routed experts' GEMMs one per expert on that many streams (:func:`hnplan.compute.operator_rows.expert_streams`);
+    ``timed`` (a list, optional): ``(columns, time of one kernel [s], owner)`` of the rows appended to it."""
     if not any(b[0] for b in blocks):
         return np.zeros((len(PARTS), len(GROUPS + HOST_GROUPS), n))
     cols, owner = _block_columns(blocks)
     _, _, t, _ = _times(None, acc, dtype, cols, streams)
+    if timed is not None:
+        timed.append((cols, t, owner))
     # the routed experts' fp8 splits in Transformer Engine's fused multi-tensor cast-transpose (host.py)
     multi = (
         ch is not None
@@ -323,6 +342,38 @@ def _grouped(blocks, n: int, acc: Accelerator, dtype: str, modules=("core_attn",
         w = (t if i < len(GROUPS) else host)[sel]  # host groups: the host time
         out[:, i] = np.bincount(bins[sel], weights=w, minlength=(len(PARTS) + 1) * n).reshape(-1, n)[: len(PARTS)]
     return out
+
+
+#: the kernels of a context-parallel ring's steps, ``(row name, phase)``, in the order
+#: :func:`hnplan.compute.attention.ring_pair_times_s` returns their times
+RING_KERNELS = (
+    ("attention_cp_diagonal", "fwd"),
+    ("attention_cp_step", "fwd"),
+    ("attention_cp_diagonal", "bwd"),
+    ("attention_cp_step", "bwd"),
+)
+
+
+def _ring_step_times(cols: dict, t: np.ndarray, owner: np.ndarray, keys: list, scope: str) -> dict:
+    """``{keys[owner]: (diagonal fwd, off-diagonal fwd, diagonal bwd, off-diagonal bwd)}`` [s]: the time of one
+    kernel of each of the ring's steps (:data:`RING_KERNELS`) in ``scope``'s rows of :func:`_grouped` (``cols``,
+    ``t`` and ``owner`` as it times them), for each owner with exactly one row of each. A ring's rows are those of
+    :func:`hnplan.compute.attention.attention_rows` over :func:`hnplan.compute.context_parallel.ring_step_pair` of
+    the operator in the chip's slower step shape (:func:`hnplan.compute.attention.slower_ring_step`), timed as
+    ``max(attention law, bytes / HBM bandwidth) + kernel overhead`` (:func:`hnplan.compute.operator_rows._times`;
+    an attention row has no memory-kernel class): element by element the numbers of
+    :func:`hnplan.compute.attention.ring_pair_times_s` (tested)."""
+    name, sc, phase, kind = cols["name"], cols["scope"], cols["phase"], cols["kind"]
+    rows = _label_is(sc, scope) & _label_is(kind, "attention")
+    per = []
+    for nm, ph in RING_KERNELS:
+        at = np.flatnonzero(rows & _label_is(name, nm) & _label_is(phase, ph))
+        own = owner[at].tolist()
+        if len(set(own)) != len(own):  # not one kernel of the step per owner: leave the ring to its own timing
+            return {}
+        per.append(dict(zip(own, t[at].tolist())))
+    both = set(per[0]).intersection(*per[1:])
+    return {keys[o]: (per[0][o], per[1][o], per[2][o], per[3][o]) for o in sorted(both)}
 
 
 def _wide(x) -> bool:

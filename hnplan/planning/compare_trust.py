@@ -168,13 +168,13 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
         )
     default = StackChoices()
     if m.moe is not None and not set(default.cuda_graph_scope) & {"moe", "full_iteration"}:
-        # the range: the fitted rows' errors in the README's validation table at the fit over 30 rows (37.6 us)
+        # the range: the fitted rows' errors in the README's validation table at the fit over 30 rows (37.5 us)
         parts.append(
             f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
             "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
             "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
             f"as one value fitted to those runs (moe_host_us_per_kernel, {default.moe_host_us_per_kernel:g} us a "
-            "kernel), which leaves them between 19 % slower and 34 % faster than measured (the most, 17 % and 34 %, "
+            "kernel), which leaves them between 19 % slower and 33 % faster than measured (the most, 17 % and 33 %, "
             "NVIDIA/Megatron-LM's GPU-bound GB200 Qwen3-30B-A3B recipe pair), the bf16 Hopper Qwen3-30B-A3B runs "
             '7-13 % faster (docs/training.md, "The MoE layer\'s host work, fitted").'
         )

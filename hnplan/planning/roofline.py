@@ -15,7 +15,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model, StackChoices
 from hnplan.compute.counts import peak_flops_per_s
-from hnplan.compute.fp8_recipes import check_recipe
+from hnplan.compute.fp8_recipes import check_recipe, mxfp8_gemm_accelerator
 from hnplan.compute.operators import (  # OperatorOptions: also the CLI's, which imports no cost model
     OperatorOptions,
     operator_columns,
@@ -209,6 +209,8 @@ def roofline_answer(
         opts = operator_options(opts, stack=stack)
     if opts.stack is not None and opts.dtype == "fp8":
         check_recipe(acc, opts.stack.fp8_recipe)  # MXFP8 only on Blackwell
+        if opts.stack.fp8_recipe == "mxfp8":  # its GEMMs at the chip's block-scaled rate, as a training job's
+            acc = mxfp8_gemm_accelerator(acc)
     if opts.dtype == "fp4" and phase == "train":
         check_recipe(acc, "nvfp4")  # NVFP4 training needs an fp4 peak
     # the operator table's columns and inputs, without the frame: no pandas on the command's path

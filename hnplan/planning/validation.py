@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -166,6 +167,22 @@ def validation_table(
     df = pd.DataFrame(rows)
     df.attrs["units"] = {"error_pct": "%", "tolerance_pct": "%"}
     return df
+
+
+LEADING_ERROR = re.compile(
+    r"^reported, not asserted: (?:the model is (?:optimistic|pessimistic|within \d+ %) |within \d+ % "
+    r"|a public run new to the model \(MLPerf v\d\.\d\), )?\(?(?P<err>[+-]\d+(?:\.\d+)?) ?%(?=\s*[(:);,]| at )"
+)
+"""The leading form in which a ``gap_reason`` states its run's error now: ``reported, not asserted: the model is
+optimistic (-36.2 %: 46.0 ms against 72.1 ms ...``, ``reported, not asserted: within 3 % (-2.1 %: ...``,
+``reported, not asserted: a public run new to the model (MLPerf v6.0), +6.8 % (slow ...``, ``reported, not
+asserted: -13 % (slow) ...``; a figure followed by other words (``-14.3 % until ...``) is history, not this form."""
+
+
+def leading_error(text: str) -> float | None:
+    """The error [%] a ``gap_reason`` states in :data:`LEADING_ERROR`'s form, ``None`` where it has none."""
+    m = LEADING_ERROR.match(" ".join(text.split()))
+    return float(m.group("err")) if m else None
 
 
 def error_pct(predicted: float, published: float) -> float:

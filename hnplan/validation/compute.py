@@ -9,6 +9,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.compute import training_stage_time_s
 from hnplan.validation import Row, area
+from hnplan.validation.mxfp8_gemm import mxfp8_rows
 
 BOUND = 1.8  # largest roofline / measured ratio accepted: measured runs reach >= 55% of the roofline
 
@@ -25,9 +26,16 @@ CASES = [
 def rows(cat) -> list[Row]:
     """The training roofline bounds, then every kernel measured on the H200 (:func:`gemm_rows`,
     :func:`kernel_rows`), then the OpenXLA GEMM sweeps of Blackwell and Hopper (:func:`xla_rows`), then DeepGEMM's
-    FP8 GEMMs on the H800 (:func:`deepgemm_rows`) and TileLang's FP16 / FP8 K sweep on the H800 (:func:`tilelang_rows`)."""
+    FP8 GEMMs on the H800 (:func:`deepgemm_rows`), TileLang's FP16 / FP8 K sweep on the H800 (:func:`tilelang_rows`) and
+    MXFP8 GEMMs on Blackwell (:func:`mxfp8_rows`)."""
     return (
-        roofline_rows(cat) + gemm_rows(cat) + kernel_rows(cat) + xla_rows(cat) + deepgemm_rows(cat) + tilelang_rows(cat)
+        roofline_rows(cat)
+        + gemm_rows(cat)
+        + kernel_rows(cat)
+        + xla_rows(cat)
+        + deepgemm_rows(cat)
+        + tilelang_rows(cat)
+        + mxfp8_rows(cat)
     )
 
 

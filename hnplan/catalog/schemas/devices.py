@@ -8,7 +8,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import Dtype, Entry, Fraction, NonNegative, PosInt, Positive
-from hnplan.catalog.schemas.plausibility import hbm_visible_problem
+from hnplan.catalog.schemas.plausibility import hbm_visible_problem, memory_bandwidth_problem
 
 # -- upper bounds of hardware figures ----------------------------------------------------------------
 # Generous bounds, one to two orders of magnitude above any shipping part (wafer-scale included), so a
@@ -153,6 +153,12 @@ class Accelerator(Entry):
         description="bandwidth of memory-bound kernel classes as a fraction of the streaming copy "
         "(HBM x hbm_efficiency), on their minimum bytes; absent class: 1 (calibration)",
     )
+    mxfp8_gemm_ratio: Fraction | None = Field(
+        default=None,
+        description="rate of an MXFP8 GEMM (E8M0 scale per 32 elements, Blackwell block-scaled MMA) over a per-tensor "
+        "FP8 GEMM of the same shape and library on this chip [-]; the fp8 ceiling of a training job whose recipe is "
+        "mxfp8 is scaled by it (hnplan.compute.fp8_recipes.mxfp8_gemm_accelerator); absent: 1 (calibration)",
+    )
     fp8_tn_only: bool | None = Field(
         default=None,
         description="per-tensor fp8 GEMMs take only the TN layout, so the weight- and data-gradient GEMMs need "
@@ -210,6 +216,7 @@ class Accelerator(Entry):
         "gemm_output_exposed",
         "host_dispatch_us",
         "sustained_compute_fraction",
+        "mxfp8_gemm_ratio",
     )
 
     @model_validator(mode="after")
@@ -222,6 +229,8 @@ class Accelerator(Entry):
         if self.idle_w is not None and self.idle_w >= self.tdp_w:
             raise ValueError(f"idle_w ({self.idle_w:g} W) must be below tdp_w ({self.tdp_w:g} W)")
         if problem := hbm_visible_problem(self.hbm_visible_gib, self.hbm_gb):
+            raise ValueError(problem)
+        if problem := memory_bandwidth_problem(self.hbm_bw_TBps, self.dense_tflops["bf16"]):
             raise ValueError(problem)
         return self
 

@@ -48,7 +48,7 @@ class MoEChoices(_Strict):
         Host time beyond ``kernel_launch_us`` per kernel of an MoE layer's own scopes (router, preprocess, shared and
         routed experts, permutes: :data:`hnplan.compute.host.MOE_SCOPES`) launched outside a CUDA graph [us]: the
         host work of Megatron-Core's router and dispatcher and Transformer Engine's ``GroupedLinear`` between them.
-        Default 37.6, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
+        Default 37.5, the megatron-core stack's, fitted by least squares to the Megatron-Core family's published eager
         MoE runs (data/stacks/megatron-core.yaml ``field_sources``); not scaled by ``host_dispatch_factor``.
     moe_host_syncs_per_layer : int
         Device-host syncs per MoE layer forward: the dropless token dispatchers copy the tokens per expert to
@@ -88,7 +88,7 @@ class MoEChoices(_Strict):
         "routing (1 = random or force-balanced routing)",
     )
     moe_host_us_per_kernel: NonNegative = Field(
-        default=37.6,
+        default=37.5,
         description="host time beyond the launch per kernel of an MoE layer's router, preprocess, shared and routed "
         "experts outside a CUDA graph [us] (fitted: data/stacks/megatron-core.yaml; not scaled by host_dispatch_factor)",
     )

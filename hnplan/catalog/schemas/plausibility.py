@@ -31,6 +31,32 @@ def hbm_visible_problem(hbm_visible_gib: float | None, hbm_gb: float) -> str | N
     )
 
 
+#: the fewest dense bf16 FLOPs a chip may execute per byte of its memory bandwidth [FLOP/byte]: HBM GPUs run
+#: 150-310 (A100 312 TFLOP/s over 2.04 TB/s, H100 989 over 3.35, GB200 2,500 over 8), and the SRAM-only dataflow
+#: chips lowest of all, still above 1 (Groq's GroqChip 188 TFLOP/s FP16 over 80 TB/s of on-die SRAM, 2.4;
+#: Cerebras WSE-3 125 PFLOP/s over 21 PB/s, 6), so a bandwidth typed in GB/s where TB/s is read (3,350 for
+#: the H100's 3.35, 0.3 FLOP/byte) is refused instead of planning every memory-bound kernel 1,000x fast
+MIN_FLOP_PER_MEMORY_BYTE = 1.0
+
+
+def memory_bandwidth_problem(hbm_bw_TBps: float, bf16_tflops: float) -> str | None:
+    """A memory bandwidth above the bf16 dense peak in the same thousands (fewer than
+    :data:`MIN_FLOP_PER_MEMORY_BYTE` FLOP per byte): a figure in GB/s where TB/s is read.
+
+    >>> memory_bandwidth_problem(3.35, 989.4) is None
+    True
+    >>> memory_bandwidth_problem(3350, 989.4)[:56]
+    "field 'hbm_bw_TBps': 3,350 TB/s is more bytes per second"
+    """
+    if hbm_bw_TBps * MIN_FLOP_PER_MEMORY_BYTE <= bf16_tflops:
+        return None
+    return (
+        f"field 'hbm_bw_TBps': {hbm_bw_TBps:,.4g} TB/s is more bytes per second than the {bf16_tflops:,.4g} "
+        f"TFLOP/s bf16 peak has FLOPs ({bf16_tflops / hbm_bw_TBps:.2g} FLOP per byte; chips run 2-300, SRAM "
+        "dataflow chips included); hbm_bw_TBps is terabytes per second (1e12 bytes/s): 3.35 for 3,350 GB/s"
+    )
+
+
 def unit_price_problem(unit_price_usd: float | None, unit_gpus: int) -> str | None:
     """A system's own unit price outside :data:`USD_PER_GPU_RANGE` per GPU of the unit.
 

@@ -56,6 +56,12 @@ MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSe
 # docs "Tuning max batch size and max num tokens"); a scheduler parameter, not a calibration.
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 
+#: the message for a KV cache sized both ways: a budget takes the whole visible HBM, so the fraction was ignored
+MEMORY_FLAGS_CLASH = (
+    "give one of --gpu-memory-utilization and --kv-budget-gib: a KV budget is set directly within the whole "
+    "visible HBM, so the fraction would be ignored"
+)
+
 
 def default_kv_dtype(dtype: str) -> str:
     """KV-cache dtype that goes with a serving dtype: bf16 for bf16 and int8, fp8 for fp8 and fp4.
@@ -224,6 +230,8 @@ def resolve(model, system, replica: Replica, catalog: Catalog | None = None) -> 
         raise InputError(f"--gpu-memory-utilization must be in (0, 1]; got {r.memory_utilization}")
     if r.kv_budget_gib is not None and r.kv_budget_gib <= 0:
         raise InputError(f"--kv-budget-gib must be > 0; got {r.kv_budget_gib}")
+    if r.memory_utilization is not None and r.kv_budget_gib is not None:
+        raise InputError(MEMORY_FLAGS_CLASH)
     for name in ("tp", "ep", "pp"):
         if getattr(r, name) < 1:
             raise InputError(f"{name} must be >= 1, got {getattr(r, name)}")

@@ -251,7 +251,8 @@ def measurements() -> list[Measurement]:
         for i, o, v in ((2048, 128, 463.1), (32768, 2048, 320.1), (120000, 2048, 71.5))
     ]
     rtp = (
-        "alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': H800 RoCE, PD-disaggregated, TP1 DP=EP; "
+        "alibaba/rtp-llm docs 'RTP-LLM DeepSeek Reproduce Tech Report': Alibaba Cloud Lingjun H800 over RoCE "
+        "(system hgx-h800-roce-400g), PD-disaggregated, TP1 DP=EP; "
         "4K input / 2K output"
     )
     out += [
@@ -259,7 +260,7 @@ def measurements() -> list[Measurement]:
             "rtp-llm-deepseek-v3-decode",
             "tokens_per_s_per_gpu_at_batch",
             "deepseek-v3",
-            "hgx-h800-ib",
+            "hgx-h800-roce-400g",
             1,
             128,
             "fp8",
@@ -278,7 +279,8 @@ def measurements() -> list[Measurement]:
             "all-to-all; the source's MTP and DeepEP low-latency kernels with SGLang's measured overlap and EPLB "
             "routing (engine sglang-large-ep) would make it +20 % at 85 % MTP acceptance, +10 % at 70 %, +4 % at "
             "60 %: the acceptance is not published (docs/inference.md). Step split (decode_split): operators "
-            "35.2 ms, pairwise dispatch + combine 94.2 ms; DeepEP's low-latency kernels would take 29.8 ms",
+            "35.2 ms, pairwise dispatch + combine 92.0 ms over RoCE (94.2 ms on the InfiniBand hgx-h800-ib); DeepEP's "
+            "low-latency kernels would take 29.8 ms",
             family="RTP-LLM DeepSeek-V3",
             overlap=True,
         ),
@@ -286,7 +288,7 @@ def measurements() -> list[Measurement]:
             "rtp-llm-deepseek-v3-prefill",
             "prefill_s",
             "deepseek-v3",
-            "hgx-h800-ib",
+            "hgx-h800-roce-400g",
             1,
             32,
             "fp8",

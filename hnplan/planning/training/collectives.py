@@ -69,7 +69,7 @@ from hnplan.planning.training.components import (
     recompute_is,
     with_etp,
 )
-from hnplan.planning.training.stage_compute import content_memo
+from hnplan.planning.training.stage_compute import ring_kernel_memo
 from hnplan.vectorise import factorize, on_distinct
 
 if TYPE_CHECKING:
@@ -191,15 +191,8 @@ def cp_comm_per_layer(job: Job, df: pd.DataFrame) -> np.ndarray:
     overlap = job.choices.cp_comm
     rerun = tuple(job.choices.recompute_modules)
     # the ring's kernel times once per (micro-batch, tp, cp), kept under the numbers they depend on for repeated
-    # searches (content_memo)
-    if "cp_ring_key" not in job.memo:  # the entries serialised once per job
-        job.memo["cp_ring_key"] = (
-            "cp_ring_kernels",
-            job.model_json,
-            job.kernel_acc_json,
-            job.seq_len,
-        )
-    kernels = content_memo(job.memo["cp_ring_key"])
+    # searches (content_memo); those of the shapes whose part times a search computed come with them
+    kernels = ring_kernel_memo(job)
 
     def per_shape(u):  # once per distinct (tp, cp, micro-batch, recompute)
         tp, cp, mb = _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
@@ -363,19 +356,22 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         if job.model.moe is not None:
             groups.append((expert, expert_dp(tp, dp, cp, ep, etp), etp * ep, gather_expert))
 
-        def coll(op, nbytes_per_param):
-            """(all buckets, one bucket) of a collective over every group [s]; ``nbytes_per_param`` None:
-            the group's parameter gather bytes."""
+        def coll(op, nbytes_per_param, runs):
+            """(all buckets, one bucket) of a collective over every group [s] for the layouts that run it
+            (``runs``; 0 for the others, whose times below do not read it: a group of one rank is not timed);
+            ``nbytes_per_param`` None: the group's parameter gather bytes."""
             total, one = np.zeros(len(u)), np.zeros(len(u))
             for n, g, s, gather in groups:
                 nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
-                t1 = collective_s(job, op, n / nb * (gather if nbytes_per_param is None else nbytes_per_param), g, s)
+                size = np.where(runs, g, 1)
+                t1 = collective_s(job, op, n / nb * (gather if nbytes_per_param is None else nbytes_per_param), size, s)
                 total, one = total + nb * t1, np.maximum(one, t1)
             return total, one
 
-        ar, ar1 = coll("allreduce", ov.grad_reduce_bytes)
-        rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes)
-        ag, ag1 = coll("allgather", None)
+        # ZeRO 0 all-reduces; ZeRO 1-3 reduce-scatter and all-gather
+        ar, ar1 = coll("allreduce", ov.grad_reduce_bytes, z == 0)
+        rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes, z != 0)
+        ag, ag1 = coll("allgather", None, z != 0)
         t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
         t_param, last_param = np.where(z == 0, 0.0, ag), np.where(z == 0, 0.0, ag1)
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered

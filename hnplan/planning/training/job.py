@@ -13,7 +13,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, SoftwareStack, StackChoices
 from hnplan.comm.topology import SystemLinks, system_links
 from hnplan.compute import ATTENTION_IMPLS
-from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe
+from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe, mxfp8_gemm_accelerator
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.training import components as c
 from hnplan.planning.training.plan import TRAIN_DTYPES
@@ -234,6 +234,8 @@ def make_job(
         raise InputError(f"fp8 recipe {ch.fp8_recipe} is the recipe of dtype fp4; train with dtype fp4")
     if dtype != "bf16":
         check_recipe(acc, ch.fp8_recipe)  # MXFP8 only on Blackwell, NVFP4 only with an fp4 peak
+    if dtype == "fp8" and ch.fp8_recipe == "mxfp8":
+        acc = mxfp8_gemm_accelerator(acc, provenance)  # MXFP8 GEMMs at the chip's block-scaled rate
     if ch.fp8_attention:
         acc = fp8_attention_accelerator(acc, st, dtype, provenance)
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):

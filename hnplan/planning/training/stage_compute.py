@@ -165,6 +165,8 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     wanted = list(zip(*cols))
     missing = list(dict.fromkeys(s for s in wanted if s not in cache))
     if missing:
+        # the ring's step kernels come with the rows that time them, for the exposed CP exchange to read
+        ring: dict | None = {} if ch.cp_comm and ch.cp_algorithm != "allgather" else None
         names, new = part_time_table(
             job.model,
             job.kernel_acc,
@@ -174,12 +176,28 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
             ch.attention,
             ch.sequence_parallel,
             ch,
+            ring_kernels=ring,
         )
         cache.setdefault("columns", names)
         cache.update(zip(missing, new))
+        if ring:
+            kernels = ring_kernel_memo(job)
+            for key, times in ring.items():
+                kernels.setdefault(key, times)
     names = cache.get("columns", [])
     table = np.array([cache[s] for s in wanted]).reshape(len(wanted), len(names))
     return Columns({k: table[:, i] for i, k in enumerate(names)})
+
+
+def ring_kernel_memo(job: Job) -> dict:
+    """The context-parallel ring's step kernel times of the job's model, accelerator and sequence, ``{(micro-batch,
+    tp, cp): (diagonal fwd, off-diagonal fwd, diagonal bwd, off-diagonal bwd)}`` [s]
+    (:func:`hnplan.compute.attention.ring_pair_times_s` of the layer's attention operator), shared by every job
+    of the process (:func:`content_memo`): :func:`part_times` adds those of the shapes it times (read from the
+    same rows), :func:`hnplan.planning.training.collectives.cp_comm_per_layer` times the rest."""
+    if "cp_ring_key" not in job.memo:  # the entries serialised once per job
+        job.memo["cp_ring_key"] = ("cp_ring_kernels", job.model_json, job.kernel_acc_json, job.seq_len)
+    return content_memo(job.memo["cp_ring_key"])
 
 
 def busiest_rank_load(job: Job, df: pd.DataFrame) -> np.ndarray:
