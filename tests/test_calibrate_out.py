@@ -65,3 +65,40 @@ def test_help_says_where_the_files_go():
     res = runner.invoke(app, ["calibrate", "--help"], env={"COLUMNS": "250"})
     text = " ".join(res.stdout.split())
     assert "default calibration/<stack>-calibrated.yaml" in text and "is never replaced" in text
+
+
+def _worse(cal):
+    """The calibration with its runs' errors set as a fit that made them worse: +15 % and -15 % before (RMS 15 %),
+    +20 % and -20 % after (RMS 20 %)."""
+    from dataclasses import replace
+
+    rows = [
+        {**cal.run_rows[0], "error_before_pct": 15.0, "error_after_pct": 20.0},
+        {**cal.run_rows[0], "id": "copy", "error_before_pct": -15.0, "error_after_pct": -20.0},
+    ]
+    return replace(cal, run_rows=rows)
+
+
+def test_a_fit_worse_than_its_start_is_warned(tmp_path, monkeypatch):
+    """RMS 15 % before and 20 % after: a warning line on stderr and ``worse_than_start`` / ``warning`` in --json;
+    the README example (7.8 % -> 0.3 %) carries none."""
+    import hnplan.planning.calibrate as calibrate_mod
+
+    monkeypatch.chdir(tmp_path)
+    real = calibrate_mod.calibrate(EXAMPLES / "calibration_runs.yaml", "megatron-core")
+    assert real.fit_warning is None and real.to_dict()["worse_than_start"] is False
+    bad = _worse(real)
+    assert bad.rms_pct("error_before_pct") == 15.0 and bad.rms_pct("error_after_pct") == 20.0
+    assert bad.fit_warning == (
+        "the fitted stack megatron-core-calibrated predicts these runs worse than megatron-core did: RMS error 20.0% "
+        "after the fit against 15.0% before; keep --stack megatron-core, or check the runs (plan, metric, published "
+        "value) and the sweep before using it"
+    )
+    monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: bad)
+    res = runner.invoke(app, ARGV)
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert "warning: the fitted stack megatron-core-calibrated predicts these runs worse" in " ".join(
+        res.stderr.split()
+    )
+    answer = json.loads(runner.invoke(app, [*ARGV, "--json"]).stdout)
+    assert answer["worse_than_start"] is True and answer["warning"] == bad.fit_warning

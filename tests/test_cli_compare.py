@@ -178,3 +178,19 @@ def test_goodput_is_the_reliability_model_s_as_in_size(answer):
     assert all(s["goodput"] <= a["goodput"] for s, a in zip(sync["designs"], answer["designs"]))
     table = runner.invoke(app, [*BASE, "--no-trust", "--no-goodput"])
     assert table.exit_code == 0 and "goodput" in table.stdout and " off " in table.stdout
+
+
+def test_trust_notes_describe_the_stack_given():
+    """--stack reaches the trust notes: Qwen3-30B-A3B on 8 GPUs of a GB200 NVL72 under megatron-bridge-2511-mxfp8
+    (its recipes capture the router and dispatch preprocess in CUDA graphs) is not said to run on the default
+    stack; without --stack it is (the planner's defaults capture no MoE scope)."""
+    job = ["compare", "--model", "qwen3-30b-a3b", "--gpus", "8", "--tokens", "1e11", "--seq-len", "4096"]
+    job += ["--global-batch-tokens", "1048576", "--systems", "gb200-nvl72", "--json"]
+    given = runner.invoke(app, [*job, "--stack", "megatron-bridge-2511-mxfp8"])
+    assert given.exit_code == 0, given.output
+    notes = json.loads(given.stdout)["trust"]
+    assert "stack megatron-bridge-2511-mxfp8 launches the routed experts (moe) from the host" in notes
+    assert "default stack" not in notes and "planner's defaults" not in notes
+    plain = runner.invoke(app, job)
+    assert plain.exit_code == 0, plain.output
+    assert "the planner's default stack launches all its MoE kernels from the host" in json.loads(plain.stdout)["trust"]

@@ -227,3 +227,30 @@ def test_designs_that_tie_are_named_together_not_fastest_and_slowest():
     slower = {**row, "system": "other", "days": 16.6 * 1.01}  # 1 % slower: ranked as before
     text = verdict([row, slower])
     assert text.startswith("**hgx-h100-ib-ndr** trains fastest") and "The slowest, other, takes 1.01x as long." in text
+
+
+def test_moe_host_note_describes_the_stack_planned_with():
+    """The MoE host-work note names the stack the designs were planned with and what it leaves out of CUDA
+    graphs: the planner's defaults and megatron-core capture no MoE scope; megatron-bridge-2511-mxfp8 captures
+    the router and dispatch preprocess (``cuda_graph_scope: [moe_router, moe_preprocess]``, the Megatron-Bridge
+    25.11 DeepSeek-V3 GB200 recipe) but not the routed experts, and on B200 nothing (its ``choices_by_accelerator``);
+    deepseek-v3-dualpipe charges no MoE host work (``moe_host_us_per_kernel: 0``)."""
+    df = _designs(("gb200-nvl72", "gb200"), ("hgx-b200-ib-xdr", "b200"))
+    default = trust_notes(df, "deepseek-v3")
+    assert (
+        "deepseek-v3 is a mixture of experts and the planner's default stack launches all its MoE kernels from "
+        "the host, outside CUDA graphs"
+    ) in default
+    assert "deepseek-v3 is a mixture of experts planned on the planner's defaults, whose MoE dispatch" in default
+    bridge = trust_notes(df, "deepseek-v3", stack="megatron-bridge-2511-mxfp8")
+    assert "default stack" not in bridge and "planner's defaults" not in bridge
+    assert (
+        "deepseek-v3 is a mixture of experts and stack megatron-bridge-2511-mxfp8 launches the routed experts "
+        "(moe) on gb200; all its MoE kernels on b200 from the host, outside CUDA graphs"
+    ) in bridge
+    assert "(moe_host_us_per_kernel, 37.5 us a kernel)" in bridge
+    assert "launches all its MoE kernels from the host" in trust_notes(df, "deepseek-v3", stack="megatron-core")
+    assert "outside CUDA graphs" not in trust_notes(df, "deepseek-v3", stack="deepseek-v3-dualpipe")
+    # the dispatch gap is said of the stack used: megatron-core's exposed all-to-all on H800, by its id
+    h800 = _designs(("hgx-h800-ib", "h800-sxm"))
+    assert "planned on megatron-core, whose MoE dispatch" in trust_notes(h800, "deepseek-v3", stack="megatron-core")

@@ -491,3 +491,59 @@ def test_retry_failed_replaces_the_failed_rows_in_place(tmp_path, monkeypatch):
         and "4 failed ones retried, 4 evaluated" in (" ".join(res.stdout.split()))
     )
     assert len(read_sweep(out)) == 8
+
+
+def test_ctrl_c_mid_sweep_closes_quietly_and_resumes(tmp_path, monkeypatch, capfd):
+    """Ctrl-C while chunks come back (here: SIGINT sent to the client right after the first chunk is written,
+    deterministically) stops the sweep with KeyboardInterrupt and nothing else on stderr: no worker heartbeat
+    errors, no event-loop traceback (a NameError from distributed's ``sync`` cancelling a future not yet bound).
+    The loggers and the SIGINT handler are back afterwards, and a re-run evaluates only the points not written."""
+    import logging
+    import os
+    import signal
+
+    import hnplan.planning.sweep as sweep_mod
+    from hnplan.planning.sweep_signals import DASK_LOGGERS
+
+    path, out = _write(tmp_path, TINY), tmp_path / "ds"
+    write = sweep_mod.write_chunk
+
+    def write_then_interrupt(df, folder, name):
+        write(df, folder, name)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(sweep_mod, "write_chunk", write_then_interrupt)
+    levels = [logging.getLogger(n).level for n in DASK_LOGGERS]
+    handler = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(path, out, workers=2, progress=False)
+    assert signal.getsignal(signal.SIGINT) is handler
+    assert [logging.getLogger(n).level for n in DASK_LOGGERS] == levels
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "NameError" not in err and "heartbeat" not in err.lower(), err
+    written = len(read_sweep(out))
+    assert 1 <= written < 6  # the chunks written before the interruption, whole (2 points a chunk at most)
+    monkeypatch.setattr(sweep_mod, "write_chunk", write)
+    again = run_sweep(path, out, workers=2, processes=False, progress=False)
+    assert (again.skipped, again.evaluated) == (written, 6 - written) and len(read_sweep(out)) == 6
+
+
+def test_quiet_on_interrupt_silences_dask_loggers_then_raises():
+    """The SIGINT handler of a sweep raises the loggers of distributed, tornado and asyncio to CRITICAL before
+    raising KeyboardInterrupt (so the shutdown that follows logs nothing), and puts them back afterwards."""
+    import logging
+    import os
+    import signal
+
+    from hnplan.planning.sweep_signals import DASK_LOGGERS, _quiet_on_interrupt
+
+    before = [logging.getLogger(n).level for n in DASK_LOGGERS]
+    seen = []
+    with pytest.raises(KeyboardInterrupt):
+        with _quiet_on_interrupt():
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+            finally:
+                seen = [logging.getLogger(n).level for n in DASK_LOGGERS]
+    assert seen == [logging.CRITICAL] * len(DASK_LOGGERS)
+    assert [logging.getLogger(n).level for n in DASK_LOGGERS] == before

@@ -38,6 +38,16 @@ def check_finite(ctx) -> None:
                 raise InputError(f"{_option_name(ctx, name)} must be at most 2**53 = {MAX_COUNT:.2g}; got {v:.3g}")
 
 
+def dtype_name(value: str | None) -> str | None:
+    """A ``--dtype`` / ``--kv-dtype`` value as the catalog spells dtypes (lower case: ``FP8`` is ``fp8``,
+    ``BF16`` is ``bf16``), surrounding spaces dropped; ``None`` (the option's default) unchanged.
+
+    >>> dtype_name(" FP8"), dtype_name("Bf16"), dtype_name(None)
+    ('fp8', 'bf16', None)
+    """
+    return value.strip().lower() if isinstance(value, str) else value
+
+
 def name_option(ctx, text: str) -> str:
     """A planner's ``recompute must be one of ...; got 'foo'`` (any ``NAME must be ...; got VALUE``) or
     ``seq_len 200000 exceeds ...`` as the flag the user typed (``--recompute must be one of ...``) when the

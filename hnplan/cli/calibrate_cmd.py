@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import typer
 from rich.table import Table
 
-from hnplan.cli._app import app, console, handle_errors, print_json
+from hnplan.cli._app import app, console, err_console, escape, handle_errors, print_json
 
 
 @contextmanager
@@ -186,6 +186,8 @@ def calibrate(
                 else "no leave-one-out (one run)"
             )
         )
+        if cal.fit_warning:  # the fit did not improve on the stack it started from: say so before "use"
+            err_console.print(f"[bold yellow]warning:[/] {escape(cal.fit_warning)}", highlight=False)
         use = f"hnplan train --stack {written['stack']}"
         if written.get("systems"):
             use += f" --system {written['systems'][0]}"

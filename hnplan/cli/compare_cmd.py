@@ -8,6 +8,7 @@ import re
 import typer
 
 from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
+from hnplan.cli._options import dtype_name
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
@@ -49,7 +50,10 @@ def compare(
         help="tokens per step (16Mi = 16,777,216); default: the default scenario's",
     ),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="bf16, fp8 or fp4; a design whose GPU lacks it is planned in bf16 (said in status)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="bf16, fp8 or fp4; a design whose GPU lacks it is planned in bf16 (said in status)",
     ),
     offload: str = typer.Option(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"
@@ -142,7 +146,7 @@ def compare(
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(table), (trust_notes(table, model, cat) if trust else None)
+        said, notes = verdict(table), (trust_notes(table, model, cat, stack) if trust else None)
         if json_:
             print_json(
                 {

@@ -9,13 +9,16 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, escape, handle_errors, print_json
+from hnplan.cli._options import dtype_name
 from hnplan.errors import InputError
 
 
 @app.command()
 def gemm(
     accelerator: str = typer.Option(..., "--accelerator", help="accelerator id or YAML path"),
-    dtype: str = typer.Option(None, "--dtype", help="input dtype of the --shape GEMMs (bf16, fp8, ...; default bf16)"),
+    dtype: str = typer.Option(
+        None, "--dtype", callback=dtype_name, help="input dtype of the --shape GEMMs (bf16, fp8, ...; default bf16)"
+    ),
     shape: list[str] = typer.Option(None, "--shape", help="MxNxK (tokens x output x input features); repeatable"),
     shapes_json: str = typer.Option(
         None, "--shapes-json", help='JSON list [["bf16", m, n, k], ...], or the path of a file holding one'

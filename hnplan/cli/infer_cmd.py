@@ -6,7 +6,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, kv_table, print_json, whole_units_text
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.labels import column_header
 
@@ -92,9 +92,14 @@ def infer(
     ttft_slo_ms: float = typer.Option(None, "--ttft-slo-ms", help="mean time-to-first-token bound [ms] (> 0)"),
     tpot_slo_ms: float = typer.Option(None, "--tpot-slo-ms", help="mean time-per-output-token bound [ms] (> 0)"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="weights/GEMMs: bf16, fp8, int8 (W8A8) or fp4 (each needs that peak)",
     ),
-    kv_dtype: str = typer.Option(None, "--kv-dtype", help="KV cache dtype (default bf16 for bf16, else fp8)"),
+    kv_dtype: str = typer.Option(
+        None, "--kv-dtype", callback=dtype_name, help="KV cache dtype (default bf16 for bf16, else fp8)"
+    ),
     disaggregate: bool = typer.Option(False, "--disaggregate", help="separate prefill and decode pools (with --qps)"),
     overlap: bool = typer.Option(False, "--overlap", help="overlap collectives with compute (two micro-batches)"),
     chunked_prefill: int = typer.Option(
@@ -217,6 +222,12 @@ def infer(
                 settings=settings,
             )
             title = "batch " + str(batch) if batch else "maximum throughput"
+        from hnplan.planning.trust import uncalibrated_sentence
+
+        # the serving model times memory-bound kernels by the chip's memory_kernel_efficiency (no sustained clock)
+        calibration = uncalibrated_sentence([cat.system(system).accelerator], cat, ("memory_kernel_efficiency",))
+        if calibration:
+            out["calibration_note"] = calibration
         if json_:
             print_json(out)
             return
@@ -228,7 +239,7 @@ def infer(
                 return f"decode {h}"
             return "replicas (prefill + decode)" if split and k == "replicas" else h
 
-        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict)]
+        rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
         if "engine" in out and out["engine"] is None:  # the default, named: not "-"
             rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
         unit = cat.system(system).unit_gpus
@@ -240,3 +251,5 @@ def infer(
         if split:
             rows += [(f"prefill {column_header(k)}", _cell(v)) for k, v in out["prefill"].items()]
         console.print(kv_table(f"{out['model']} on {out['system']}: {title}", rows))
+        if calibration:
+            console.print(calibration, highlight=False, markup=False)

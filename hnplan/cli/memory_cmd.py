@@ -7,7 +7,7 @@ import typer
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, exit_infeasible, handle_errors, kv_table, print_json
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InputError
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
@@ -63,10 +63,16 @@ def memory(
     ),
     batch: int = typer.Option(None, "--batch", min=1, help="inference: concurrent sequences (default 1)"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="train: bf16, fp8 or fp4; inference: weight dtype (bf16, fp8, int8, int4)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="train: bf16, fp8 or fp4; inference: weight dtype (bf16, fp8, int8, int4)",
     ),
     kv_dtype: str = typer.Option(
-        None, "--kv-dtype", help="inference: KV-cache dtype (default as hnplan infer: bf16 for bf16, else fp8)"
+        None,
+        "--kv-dtype",
+        callback=dtype_name,
+        help="inference: KV-cache dtype (default as hnplan infer: bf16 for bf16, else fp8)",
     ),
     system: str = typer.Option(None, "--system", help="system id: adds fits, memory tiers and the spill plan"),
     gpu_memory_utilization: float = typer.Option(

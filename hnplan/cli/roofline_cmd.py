@@ -8,7 +8,7 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import app, console, count, handle_errors, print_json
-from hnplan.cli._options import check_dtype_flag, check_expert_flags
+from hnplan.cli._options import check_dtype_flag, check_expert_flags, dtype_name
 
 
 @app.command()
@@ -26,7 +26,9 @@ def roofline(
     kv_len: int = typer.Option(
         None, "--kv-len", min=0, help="cached tokens per sequence in decode (default: --seq-len)"
     ),
-    dtype: str = typer.Option("bf16", "--dtype", help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", callback=dtype_name, help="GEMM dtype (bf16, fp8, ...); the rest stays bf16"
+    ),
     recompute: str = typer.Option(None, "--recompute", help="training: none (default), selective or full"),
     attention: str = typer.Option(
         "flash", "--attention", help="flash (fused kernel) or unfused (s x s scores materialised, pre-2022)"

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
+from hnplan.cli._options import dtype_name
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
@@ -44,7 +45,9 @@ def size(
         metavar="COUNT",
         help="tokens per step (16Mi = 16,777,216)",
     ),
-    dtype: str = typer.Option("bf16", "--dtype", help="bf16, fp8 or fp4 (NVFP4 recipe, Blackwell); MFU is of its peak"),
+    dtype: str = typer.Option(
+        "bf16", "--dtype", callback=dtype_name, help="bf16, fp8 or fp4 (NVFP4 recipe, Blackwell); MFU is of its peak"
+    ),
     goodput: bool = typer.Option(
         True,
         "--goodput/--no-goodput",

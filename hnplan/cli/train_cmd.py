@@ -14,7 +14,7 @@ from hnplan.cli._app import (
     kv_table,
     print_json,
 )
-from hnplan.cli._options import check_expert_flags
+from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -55,7 +55,10 @@ def train(
     recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
     zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
     dtype: str = typer.Option(
-        "bf16", "--dtype", help="bf16, fp8 (GEMMs at the fp8 peak) or fp4 (NVFP4 recipe, Blackwell)"
+        "bf16",
+        "--dtype",
+        callback=dtype_name,
+        help="bf16, fp8 (GEMMs at the fp8 peak) or fp4 (NVFP4 recipe, Blackwell)",
     ),
     top: int = typer.Option(1, "--top", min=1, help="print the K best plans when searching"),
     tp_overlap: bool = typer.Option(
@@ -187,10 +190,16 @@ def train(
 
             dispatch = {"ep_comm": job.choices.ep_comm, "ep_dispatcher": job.choices.ep_dispatcher}
             note = moe_dispatch_sentence(job.model, job.stack, overrides=dispatch)
+        from hnplan.planning.trust import uncalibrated_sentence
+
+        # a chip without its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0: say so
+        calibration = uncalibrated_sentence([job.system.accelerator], job.catalog)
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info}
             if note:
                 out["moe_dispatch_note"] = note
+            if calibration:
+                out["calibration_note"] = calibration
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -246,6 +255,8 @@ def train(
             console.print(f"searched {searched} candidates, {feasible} feasible")
         if note:
             console.print(note, highlight=False, markup=False)
+        if calibration:
+            console.print(calibration, highlight=False, markup=False)
         if all_given and not ests[0].fits:  # the plan given was reported: now say it cannot run, exit 3
             exit_infeasible(_not_fit_text(ests[0].to_dict(), offload))
 

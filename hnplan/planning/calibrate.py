@@ -158,6 +158,23 @@ class Calibration:
         v = v[~np.isnan(v)]
         return float(np.sqrt(np.mean(v**2))) if v.size else math.nan
 
+    @property
+    def fit_warning(self) -> str | None:
+        """One line when the fitted stack predicts the user's runs worse than the stack it started from (RMS of
+        ``error_after_pct`` above that of ``error_before_pct``, as printed to 0.1 %), else None.
+
+        The fit minimises the runs' log errors at the plans found for them at the start, with the network held
+        at a sweep's fit where one was given; the errors after are of the fitted stack's own best plans with that
+        network, so they can end worse (a run whose best plan changes, a network fit the runs disagree with)."""
+        before, after = self.rms_pct("error_before_pct"), self.rms_pct("error_after_pct")
+        if math.isnan(before) or math.isnan(after) or round(after, 1) <= round(before, 1):
+            return None
+        return (
+            f"the fitted stack {self.calibrated.id} predicts these runs worse than {self.stack.id} did: RMS error "
+            f"{after:.1f}% after the fit against {before:.1f}% before; keep --stack {self.stack.id}, or check the "
+            "runs (plan, metric, published value) and the sweep before using it"
+        )
+
     def parameters_table(self) -> pd.DataFrame:
         """One row per parameter: ``name, initial, value, lower, upper, fitted, at_bound, note``."""
         import pandas as pd  # here, not at the top: the command line prints the rows without pandas
@@ -181,6 +198,8 @@ class Calibration:
             rms_error_before_pct=self.rms_pct("error_before_pct"),
             rms_error_after_pct=self.rms_pct("error_after_pct"),
             rms_loo_error_pct=self.rms_pct("loo_error_pct"),
+            worse_than_start=self.fit_warning is not None,
+            warning=self.fit_warning,
             excluded=self.excluded,
             solver=self.solver,
         )

@@ -55,11 +55,15 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
       :mod:`hnplan.compute.clocks`);
     * which accelerators' GEMM ceiling and sustained clock are labelled assumptions carried from another chip
       (:func:`hnplan.planning.trust.assumption_sentence`);
+    * which accelerators lack ``sustained_compute_fraction`` or ``memory_kernel_efficiency`` and are so
+      modelled at the ideal 1.0 (:func:`hnplan.planning.trust.uncalibrated_sentence`);
     * the system price each design is costed at (``data/prices.yaml``: amount, what it buys, date, and
       whether it is assumed), on which the cost ranking rests;
-    * for a mixture-of-experts model planned under the default stack, which captures no MoE kernel in a
-      CUDA graph: the host work of such MoE layers is one value fitted to published runs, with their
-      remaining errors (docs/training.md, "The MoE layer's host work, fitted");
+    * for a mixture-of-experts model planned under a stack (``stack``, or the planner's defaults) that leaves
+      some of its MoE kernels outside CUDA graphs on a design's accelerator (``cuda_graph_scope``, with the
+      stack's ``choices_by_accelerator``) and charges them host work (``moe_host_us_per_kernel`` > 0): that
+      host work is one value fitted to published runs, with their remaining errors (docs/training.md, "The
+      MoE layer's host work, fitted"; :func:`_moe_host_sentence`);
     * where a design's plan in fp8 or fp4 is slower than its plan in bf16 (``dtype_note`` of
       :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
@@ -84,7 +88,6 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
     str
         Markdown sentences, one paragraph; empty when no design has a plan.
     """
-    from hnplan.catalog.schemas.software import StackChoices
     from hnplan.planning.prediction_cache import cached_training_runs
 
     cat = catalog or load_catalog()
@@ -150,6 +153,8 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
         )
     if said := trust.assumption_sentence(accs, trust.frame_dtypes(ok) if "dtype" in columns else {}, cat):
         parts.append(said)
+    if said := trust.uncalibrated_sentence(accs, cat):
+        parts.append(said)
     priced = []
     for system in dict.fromkeys(r["system"] for r in ok):  # the cost ranking rests on one system price per design
         try:
@@ -166,18 +171,63 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
             "The costs and their ranking rest on one dated system price per design (`data/prices.yaml`, each "
             f"with its source): {'; '.join(priced)}."
         )
-    default = StackChoices()
-    if m.moe is not None and not set(default.cuda_graph_scope) & {"moe", "full_iteration"}:
-        # the range: the fitted rows' errors in the README's validation table at the fit over 30 rows (37.5 us)
-        parts.append(
-            f"{m.id} is a mixture of experts and the default stack captures none of its MoE kernels in CUDA "
-            "graphs: published MoE runs that ran that way (the router, permutes and dispatch launched from the "
-            "host) were slower than their kernel launches explain; hnplan adds the host work of their MoE layers "
-            f"as one value fitted to those runs (moe_host_us_per_kernel, {default.moe_host_us_per_kernel:g} us a "
-            "kernel), which leaves them between 19 % slower and 33 % faster than measured (the most, 17 % and 33 %, "
-            "NVIDIA/Megatron-LM's GPU-bound GB200 Qwen3-30B-A3B recipe pair), the bf16 Hopper Qwen3-30B-A3B runs "
-            '7-13 % faster (docs/training.md, "The MoE layer\'s host work, fitted").'
-        )
+    if said := _moe_host_sentence(m, stack, accs, cat):
+        parts.append(said)
     if said := trust.moe_dispatch_sentence(m, stack, cat):
         parts.append(said)
     return " ".join(parts)
+
+
+# what each MoE graph scope captures (hnplan.compute.host.graph_scope), in words
+_MOE_SCOPE_WORDS = {
+    "moe_router": "router",
+    "moe_preprocess": "dispatch preprocess and shared experts",
+    "moe": "routed experts",
+}
+
+
+def _moe_host_sentence(m, stack, accs: list[str], cat: Catalog) -> str:
+    """One sentence for a mixture-of-experts model whose stack launches some MoE kernels from the host: which
+    scopes of :data:`hnplan.compute.host.MOE_SCOPES` it leaves out of CUDA graphs on which accelerators, and
+    that their host work (``moe_host_us_per_kernel``) is one value fitted to published runs, with the errors
+    those runs keep (the README's validation table at the fit over 30 rows, 37.5 us). Empty for a dense model,
+    a stack that captures every MoE scope on every accelerator of ``accs``, or one with no MoE host work."""
+    from hnplan.catalog.schemas.software import StackChoices
+    from hnplan.compute.host import MOE_SCOPES
+
+    if m.moe is None:
+        return ""
+    entry = None if stack is None else cat.stack(stack)
+    base = StackChoices() if entry is None else entry
+    if base.moe_host_us_per_kernel <= 0:
+        return ""
+    where = "the planner's default stack" if entry is None else f"stack {entry.id}"
+    missing: dict[tuple[str, ...], list[str]] = {}
+    for a in accs:
+        over = ((entry.choices_by_accelerator or {}).get(a) or {}) if entry is not None else {}
+        scope = {str(s) for s in over.get("cuda_graph_scope", base.cuda_graph_scope)}  # type: ignore[attr-defined]
+        if "full_iteration" in scope:
+            continue
+        left = tuple(s for s in MOE_SCOPES if s not in scope)
+        if left:
+            missing.setdefault(left, []).append(a)
+    if not missing:
+        return ""
+    said = []
+    for left, on in missing.items():
+        what = (
+            "all its MoE kernels"
+            if len(left) == len(MOE_SCOPES)
+            else "the " + " and ".join(_MOE_SCOPE_WORDS[s] for s in left) + f" ({', '.join(left)})"
+        )
+        said.append(what if len(missing) == 1 and len(on) == len(accs) else f"{what} on {' and '.join(on)}")
+    # the range: the fitted rows' errors in the README's validation table at the fit over 30 rows (37.5 us)
+    return (
+        f"{m.id} is a mixture of experts and {where} launches {'; '.join(said)} from the host, outside CUDA graphs"
+        + ": published MoE runs that launched MoE kernels from the host were slower than their kernel launches "
+        "explain; hnplan adds the host work of their MoE layers as one value "
+        f"fitted to those runs (moe_host_us_per_kernel, {base.moe_host_us_per_kernel:g} us a kernel), which leaves "
+        "them between 19 % slower and 33 % faster than measured (the most, 17 % and 33 %, NVIDIA/Megatron-LM's "
+        "GPU-bound GB200 Qwen3-30B-A3B recipe pair), the bf16 Hopper Qwen3-30B-A3B runs 7-13 % faster "
+        '(docs/training.md, "The MoE layer\'s host work, fitted").'
+    )

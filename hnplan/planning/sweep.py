@@ -60,7 +60,7 @@ from hnplan.planning.sweep_points import (  # noqa: F401 - the points re-exporte
     point_id,
     sweep_points,
 )
-from hnplan.planning.sweep_signals import _sigint_held, _sigterm_as_interrupt
+from hnplan.planning.sweep_signals import _quiet_on_interrupt, _sigint_held, _sigterm_as_interrupt
 
 #: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
 #: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
@@ -305,7 +305,7 @@ def run_sweep(
     summary.plans = len(groups)
     prov = dict(spec_id=spec.id, sampling=spec.sampling, seed=spec.seed, hnplan_version=hnplan.__version__)
     root = None if scheduler else str(cat.root)
-    with _sigterm_as_interrupt(), contextlib.ExitStack() as stack:
+    with _quiet_on_interrupt() as quiet, _sigterm_as_interrupt(quiet), contextlib.ExitStack() as stack:
         if scheduler:
             try:
                 _reach(scheduler, connect_timeout_s)
@@ -329,10 +329,15 @@ def run_sweep(
                         # no dashboard, and its HTTP endpoint on a free port: with None distributed still binds
                         # 8787 and warns when another Dask cluster on the machine holds it
                         dashboard_address=":0",
-                        silence_logs=logging.ERROR,
+                        # the workers' own logs: a Ctrl-C closes the cluster under their heartbeats, whose failures
+                        # they log at ERROR; a worker lost for real is counted in the summary instead
+                        silence_logs=logging.CRITICAL,
                     )
                 )
             client = stack.enter_context(Client(cluster))
+        # closed in reverse: on an error (an interruption among them) silence the loggers, then close the client,
+        # then the cluster
+        stack.push(lambda kind, exc, tb: quiet() if kind is not None else None)
         futures = {}
         for key, chunks in groups:
             plan_f = client.submit(plan_task, key, root, pure=False)

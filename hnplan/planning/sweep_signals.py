@@ -1,9 +1,59 @@
 """Signals around a sweep's local Dask cluster: Ctrl-C and SIGTERM stop the client alone, which closes the
-cluster (:func:`hnplan.planning.sweep.run_sweep`)."""
+cluster (:func:`hnplan.planning.sweep.run_sweep`), quietly."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+from collections.abc import Callable
+
+#: the loggers that report a Dask client's and cluster's shutdown in this process: distributed's own (lost
+#: heartbeats, closed comms), and the event loop's (tornado's and asyncio's "Exception in callback")
+DASK_LOGGERS = ("distributed", "tornado", "asyncio")
+
+
+@contextlib.contextmanager
+def _quiet_on_interrupt():
+    """Silence :data:`DASK_LOGGERS` the moment the sweep is interrupted, before the client and the cluster close.
+
+    Ctrl-C lands in whatever the client's thread was doing, often distributed's ``sync`` waiting on its event
+    loop: that schedules a cancel on the loop thread, which may find the coroutine's future not yet bound and log
+    a ``NameError`` traceback there (distributed 2026.8 ``utils.sync``); closing the cluster while its workers
+    beat then logs their heartbeats' failures. None of it is the user's concern once the sweep is stopped (the
+    chunks written are whole, a re-run resumes from them), so the SIGINT handler installed here first raises
+    those loggers to CRITICAL and then raises ``KeyboardInterrupt`` as Python's default handler does. Yields the
+    silencing function (for SIGTERM, and for any other error that ends the run); the loggers' levels and the
+    previous handler are put back on exit. Off the main thread, or where SIGINT has no Python handler, it only yields the function.
+    """
+    import signal
+    import threading
+
+    loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
+    levels = [log.level for log in loggers]
+
+    def silence() -> None:
+        for log in loggers:
+            log.setLevel(logging.CRITICAL)
+
+    previous = signal.getsignal(signal.SIGINT)
+    # a Python handler (default_int_handler, or one a caller installed) is wrapped; SIG_IGN or SIG_DFL is left be
+    main = threading.current_thread() is threading.main_thread() and callable(previous)
+
+    def _interrupt(signum, frame):
+        silence()
+        if callable(previous):
+            previous(signum, frame)  # default_int_handler raises KeyboardInterrupt
+        raise KeyboardInterrupt
+
+    if main:
+        signal.signal(signal.SIGINT, _interrupt)
+    try:
+        yield silence
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -39,11 +89,12 @@ def _sigint_held():
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt():
+def _sigterm_as_interrupt(before: Callable[[], None] | None = None):
     """Raise SIGTERM (``timeout``, ``kill``, a batch scheduler's time limit) as ``KeyboardInterrupt("stopped by
     SIGTERM")`` in the client, so the local cluster is closed as on Ctrl-C; by default the signal ended the
     process at once, leaving the worker processes' semaphores to Python's resource tracker, which warned about
-    them on stderr. Off the main thread it does nothing; the previous handler is put back afterwards."""
+    them on stderr. ``before`` runs first (:func:`_quiet_on_interrupt`'s silencing). Off the main thread it does
+    nothing; the previous handler is put back afterwards."""
     import signal
     import threading
 
@@ -52,6 +103,8 @@ def _sigterm_as_interrupt():
         return
 
     def _raise(signum, frame):
+        if before is not None:
+            before()
         raise KeyboardInterrupt("stopped by SIGTERM")
 
     previous = signal.signal(signal.SIGTERM, _raise)
