@@ -129,7 +129,8 @@ def test_fully_given_train_json_imports_only_what_it_needs():
     assert not {"scipy", "plotly", "networkx", "simpy", "rich", "click", "dask", "matplotlib", "pandas"} & mods
     assert {m for m in mods if m.endswith("_cmd")} == {"hnplan.cli.train_cmd"}
     others = {m for m in mods if m.startswith("hnplan.planning.") and not m.startswith("hnplan.planning.training")}
-    assert not others
+    # the uncalibrated-accelerator sentence every plan may carry: a module that imports only the catalog
+    assert others <= {"hnplan.planning.calibration_note"}
     assert not {"hnplan.reliability", "hnplan.cost", "hnplan.power", "hnplan.plots", "hnplan.reports"} & mods
 
 

@@ -154,9 +154,10 @@ def test_a_whole_cluster_job_starts_by_its_shadow_time_behind_higher_priority_ar
 
 def test_without_exemption_production_inference_preempts_the_whole_cluster_job():
     """With preemption and no exempt time (Slurm's default), the reservation still holds until the
-    training job starts at 1,000 s; the next production inference job that finds no GPU then preempts
-    it (t = 1,002 s: the arrivals at 2 + 10 k s), so it is requeued with its work since the last
-    checkpoint lost (no checkpoint: all 2 s)."""
+    training job starts at 1,000 s; the inference jobs it held back are tried again in that same pass
+    (nothing is left to protect) and the first that finds no GPU preempts it at once: requeued, its
+    work since the last checkpoint lost (none: it ran 0 s), and 16 of the held jobs start at 1,000 s.
+    (An earlier version left them to the next event, the arrival at 1,002 s.)"""
     r = simulate_cluster(
         "hgx-h100-ib-ndr",
         16,
@@ -168,9 +169,10 @@ def test_without_exemption_production_inference_preempts_the_whole_cluster_job()
     )
     j = r.jobs
     assert j.loc[1, "start_s"] == pytest.approx(1000.0)
-    assert j.loc[1, "preemptions"] == 1 and j.loc[1, "lost_work_s"] == pytest.approx(2.0)
+    assert j.loc[1, "preemptions"] == 1 and j.loc[1, "lost_work_s"] == 0.0
     held = (j["duration_s"] == 5000.0) & (j["arrival_s"] < 1000.0)
-    assert (j.loc[held, "start_s"] >= 1002.0 - 1e-6).all()  # held by the reservation until 1,002 s
+    assert (j.loc[held, "start_s"] >= 1000.0).all()  # held by the reservation until it started
+    assert (j.loc[held, "start_s"] == 1000.0).sum() == 16  # then in the same pass, one per GPU
     assert j.loc[j["duration_s"] == 100.0, "start_s"].item() == pytest.approx(3.0)
 
 

@@ -1,10 +1,13 @@
 """A trace row whose run time is infinite (the simulation would never end) or whose checkpoint period is
-negative is refused with one line naming the file, the row and the column, exit 2."""
+negative is refused with one line naming the file, the row and the column, exit 2; a cluster larger than one
+scale-out fabric of the design is refused by the Python API as by the command line."""
 
 import pytest
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+from hnplan.cluster import simulate_cluster
+from hnplan.errors import InputError
 
 runner = CliRunner()
 HEAD = "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
@@ -60,3 +63,18 @@ def test_a_tp_group_larger_than_the_job_is_refused_not_lowered(tmp_path):
 
     jobs = {"arrival_s": [0.0], "gpus": [4], "gpu_milli": [1000], "duration_s": [60.0], "cls": ["training"]}
     assert check_jobs({**jobs, "checkpoint_s": [0.0], "tp": [4]})["tp"].tolist() == [4]
+
+
+@pytest.mark.parametrize(
+    ("system", "gpus", "most"), [("hgx-h100-ib-ndr", 65537, "65,536"), ("gb200-nvl72", 65521, "65,520")]
+)
+def test_the_python_api_refuses_gpus_beyond_one_fabric_as_the_cli_does(system, gpus, most):
+    # 64-port QM9700: a 3-tier fat-tree of 64^3 / 4 = 65,536 ports, one per GPU on HGX; GB200 in whole 72-GPU
+    # racks, 910 x 72 = 65,520: refused before any topology is built or job drawn, naming the argument
+    from hnplan.cluster import replicate_cluster
+
+    msg = f"gpus {gpus} exceeds the {most} GPUs of {system} one scale-out fabric joins"
+    with pytest.raises(InputError, match=msg):
+        simulate_cluster(system, gpus, n_jobs=5, seed=0)
+    with pytest.raises(InputError, match=msg):
+        replicate_cluster(system, gpus, 2, n_jobs=5, seed=0, workers=2)

@@ -69,16 +69,56 @@ def test_gpus_drained_for_a_gang_job_are_counted_and_the_split_conserves_gpu_tim
     s = r.summary
     assert s["window_s"] == 20000.0 and s["warmup_s"] == 4000.0
     c = s["capacity_gpu_s"]
-    step = 20000.0 / 400  # the sampling step [s]: each boundary is known to one sample
+    # integrated over the state changes, not sampled: every figure exact (to float rounding)
     assert c["total"] == 256000.0
-    assert c["busy"] == pytest.approx(64000.0, abs=2 * 16 * step)
-    assert c["drained"] == pytest.approx(48000.0, abs=2 * 8 * step)
-    assert c["idle_empty_queue"] == pytest.approx(144000.0, abs=2 * 16 * step)
-    assert c["fragmented"] == 0.0 and c["down"] == 0.0 and c["other_queued"] == pytest.approx(0.0, abs=8 * step)
+    assert c["busy"] == pytest.approx(64000.0, rel=1e-12)
+    assert c["drained"] == pytest.approx(48000.0, rel=1e-12)
+    assert c["idle_empty_queue"] == pytest.approx(144000.0, rel=1e-12)
+    assert c["fragmented"] == 0.0 and c["down"] == 0.0 and c["other_queued"] == 0.0
     assert c["blocked"] == pytest.approx(c["drained"] + c["fragmented"] + c["other_queued"])
-    assert c["share"]["drained"] == pytest.approx(48000.0 / 256000.0, abs=2 * 8 * step / 256000.0)
-    # the sampled busy GPU-time agrees with the exact allocation integral to the sampling
-    assert c["busy"] / c["total"] == pytest.approx(s["allocation_rate"], abs=2 * 16 * step / 256000.0)
+    assert c["share"]["drained"] == pytest.approx(48000.0 / 256000.0, rel=1e-12)
+    # the busy GPU-time is the allocation integral the utilisation is computed beside
+    assert c["busy"] / c["total"] == pytest.approx(s["allocation_rate"], rel=1e-12)
+
+
+def test_the_split_is_exact_between_samples(monkeypatch):
+    # one 8-GPU server, development jobs (one priority, first come first served), no failures. 100 samples over
+    # the 1,000-s window put a sample every 10 s; the events fall between them.
+    #   A (6 GPUs, 503 s) at 0 and B (1 GPU, 303 s) at 0 start at once: 1 GPU free. C (2 GPUs, 97 s) arrives at
+    #   1 s: it needs 2 whole GPUs, 1 is free (the free GPU could not hold it even packed: not fragmentation, and
+    #   C holds the reservation: the free GPU is drained for it) until B ends at 303 s; C runs 303-400 s.
+    #   D (1 GPU, 1 s) at 1,000 s is the last arrival: window 1,000 s, warm-up 0 (warmup=0).
+    #   busy     6 x 503 + 1 x 303 + 2 x 97 = 3,018 + 303 + 194 = 3,515
+    #   drained  1 x (303 - 1)                                  = 302
+    #   idle with the queue empty: 8 x 1,000 - 3,515 - 302       = 4,183 (1 GPU for 0-1 s, 1 for 400-503, ...)
+    jobs = pd.DataFrame(
+        [
+            (0.0, 6, 1000, 503.0, "development", 0.0, 1),
+            (0.0, 1, 1000, 303.0, "development", 0.0, 1),
+            (1.0, 2, 1000, 97.0, "development", 0.0, 1),
+            (1000.0, 1, 1000, 1.0, "development", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 8, jobs=jobs, failures=False, seed=0, warmup=0.0, samples=100, policy="first-fit"
+    )
+    j = r.jobs
+    assert j["start_s"].tolist() == [0.0, 0.0, 303.0, 1000.0]
+    c = r.summary["capacity_gpu_s"]
+    assert c["total"] == 8000.0
+    assert c["busy"] == pytest.approx(3515.0, rel=1e-12)
+    assert c["drained"] == pytest.approx(302.0, rel=1e-12)
+    assert c["idle_empty_queue"] == pytest.approx(4183.0, rel=1e-12)
+    assert c["fragmented"] == 0.0 and c["other_queued"] == 0.0 and c["down"] == 0.0
+    # the ledger packed into blocks of two rows reads the same
+    from hnplan.cluster.engine import ClusterSim
+
+    monkeypatch.setattr(ClusterSim, "LEDGER_BLOCK", 2)
+    again = simulate_cluster(
+        "hgx-h100-ib-ndr", 8, jobs=jobs, failures=False, seed=0, warmup=0.0, samples=100, policy="first-fit"
+    )
+    assert again.summary["capacity_gpu_s"] == c
 
 
 job = st.tuples(
@@ -132,7 +172,10 @@ def test_inference_takes_the_gpus_drained_for_a_training_reservation_instead_of_
     assert j.loc[2, "start_s"] == 2 * H and j.loc[2, "end_s"] == 22 * H
     assert j.loc[1, "start_s"] == 22 * H  # B: both servers free once A (10 h) and I (22 h) have ended
     # the default holds the reservation against every later job (EASY's guarantee): I, which would outlast the
-    # shadow time (10 h), waits; B starts at 10 h and I starts when B ends at 12 h (no event between to preempt at)
+    # shadow time (10 h), waits; B starts at 10 h. With the reservation gone I is tried again in that same pass:
+    # B holds all 16 GPUs and has run less than the exempt hour (PreemptExemptTime), so I preempts B when the
+    # hour ends, at 11 h (B's checkpoint at 1 h: no work lost), and runs to 31 h
     held = simulate_cluster("hgx-h100-ib-ndr", 16, **kw).jobs
-    assert held["preemptions"].tolist() == [0, 0, 0, 0]
-    assert held.loc[1, "start_s"] == 10 * H and held.loc[2, "start_s"] == 12 * H
+    assert held["preemptions"].tolist() == [0, 1, 0, 0]
+    assert held.loc[1, "start_s"] == 10 * H and held.loc[1, "lost_work_s"] == 0.0
+    assert held.loc[2, "start_s"] == 11 * H and held.loc[2, "end_s"] == 31 * H

@@ -4,6 +4,7 @@ job's GPUs against the old shadow time (Lifka 1995; Mu'alem and Feitelson, IEEE 
 reservation follows every change of the machine's state)."""
 
 import pandas as pd
+import pytest
 
 from hnplan.cluster import simulate_cluster
 
@@ -49,3 +50,84 @@ def test_a_preemption_moves_the_reservation_and_the_same_pass_honours_it():
     assert j.loc[3, "start_s"] == 11 * H  # B after R, not backfilled at 1 h
     assert j.loc[1, "start_s"] == 1.0  # V's first start (start_s is the first one)
     assert j.loc[3, "end_s"] == 23 * H
+
+
+def _bound_preemption_trace() -> pd.DataFrame:
+    # two 8-GPU servers, first-fit, no failures, no exempt time
+    # B: training, 4 GPUs, t = 0, 20 h           -> server 0, GPUs 0-3, ends 72,000 s
+    # C: training, 4 GPUs, t = 1 s, 2 h          -> server 0, GPUs 4-7, ends 7,201 s
+    # A: training, 8 GPUs, t = 2 s, 10 h         -> server 1, ends 36,002 s
+    # R: training, 8 GPUs on one server, t = 3 s -> blocked: the reservation, shadow time 36,002 s (server 1
+    #                                               when A ends; server 0 only at 72,000 s), extra 4 GPUs
+    #                                               (C's, free from 7,201 s)
+    # I: inference, 1 GPU, t = 1 h, 20 h         -> no GPU free; it would outlast the shadow time (75,600 s) but
+    #                                               fits the 4 extra GPUs. The preemption trial frees A first (the
+    #                                               latest-started): I would go to server 1 GPU 0 until 75,600 s and
+    #                                               R's shadow time would move to 72,000 s (server 0): refused, as
+    #                                               a backfilled job's placement would be. The trial then frees C:
+    #                                               I goes to server 0 GPU 4, so only C is stopped; R keeps 36,002 s.
+    # R runs 36,002-39,602 s on server 1. C (requeued, arrival 1 s: ahead of R) needs 4 GPUs on one server: at
+    # 36,002 s it would outlast R's shadow time (now) with 4 GPUs > 3 spare, so it waits; it starts at 39,602 s
+    # on server 1 when R ends, its 2 h again (no checkpoint reached: 1 h period, 3,599 s run) after the restart.
+    return pd.DataFrame(
+        [
+            (0.0, 4, 1000, 20 * H, "training", H, 4),
+            (1.0, 4, 1000, 2 * H, "training", H, 4),
+            (2.0, 8, 1000, 10 * H, "training", H, 8),
+            (3.0, 8, 1000, H, "training", H, 8),
+            (H, 1, 1000, 20 * H, "inference", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+
+
+def test_a_bound_inference_job_preempts_only_where_the_reservation_stays():
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr",
+        16,
+        jobs=_bound_preemption_trace(),
+        failures=False,
+        policy="first-fit",
+        preempt_exempt_s=0.0,
+        seed=0,
+    )
+    j = r.jobs.set_index("job_id")
+    assert j["preemptions"].tolist() == [0, 1, 0, 0, 0]  # C, not A
+    assert j.loc[4, "start_s"] == H and j.loc[4, "end_s"] == 21 * H  # I on arrival
+    assert j.loc[2, "end_s"] == 36002.0  # A runs undisturbed
+    assert j.loc[3, "start_s"] == 36002.0 and j.loc[3, "end_s"] == 36002.0 + H  # R at its shadow time
+    assert j.loc[1, "lost_work_s"] == pytest.approx(H - 1.0)
+    assert j.loc[1, "end_s"] > 39602.0 + 2 * H  # C after R, the whole 2 h again plus its restart
+
+
+def _reconsidered_trace() -> pd.DataFrame:
+    # two 8-GPU servers, first-fit, no failures, no preemption
+    # A: training, 8 GPUs, t = 0, 2 h       -> server 0, ends 7,200 s
+    # X: training, 7 GPUs, t = 1 s, 20 h    -> server 1, GPUs 0-6
+    # Y: training, 1 GPU, t = 2 s, 7,198 s  -> server 1, GPU 7, ends 7,200 s with A
+    # R: training, 8 GPUs on one server, t = 3 s, 1 h -> blocked: the reservation, shadow time 7,200 s, extra 1
+    # I: inference, 1 GPU, t = 100 s, 10 h  -> no GPU free; it waits
+    # At 7,200 s both servers free a GPU set: the pass takes I first (higher priority); first-fit puts it on
+    # server 0 GPU 0, which would move R's reservation to I's end (43,200 s): held back. R starts on server 0.
+    # With the reservation gone, I is tried again in the same pass and starts at 7,200 s on server 1 GPU 7
+    # (before: at R's end, 10,800 s, the next event).
+    return pd.DataFrame(
+        [
+            (0.0, 8, 1000, 2 * H, "training", H, 8),
+            (1.0, 7, 1000, 20 * H, "training", H, 1),
+            (2.0, 1, 1000, 7198.0, "training", H, 1),
+            (3.0, 8, 1000, H, "training", H, 8),
+            (100.0, 1, 1000, 10 * H, "inference", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+
+
+def test_a_job_the_reservation_held_back_starts_in_the_pass_that_starts_the_reserved_job():
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, jobs=_reconsidered_trace(), failures=False, preemption=False, policy="first-fit", seed=0
+    )
+    j = r.jobs.set_index("job_id")
+    assert j.loc[3, "start_s"] == 2 * H and j.loc[3, "end_s"] == 3 * H  # R when A and Y end
+    assert j.loc[4, "start_s"] == 2 * H and j.loc[4, "end_s"] == 12 * H  # I beside it, in the same pass
+    assert j["preemptions"].sum() == 0

@@ -222,7 +222,7 @@ def infer(
                 settings=settings,
             )
             title = "batch " + str(batch) if batch else "maximum throughput"
-        from hnplan.planning.trust import uncalibrated_sentence
+        from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # the serving model times memory-bound kernels by the chip's memory_kernel_efficiency (no sustained clock)
         calibration = uncalibrated_sentence([cat.system(system).accelerator], cat, ("memory_kernel_efficiency",))

@@ -190,7 +190,7 @@ def train(
 
             dispatch = {"ep_comm": job.choices.ep_comm, "ep_dispatcher": job.choices.ep_dispatcher}
             note = moe_dispatch_sentence(job.model, job.stack, overrides=dispatch)
-        from hnplan.planning.trust import uncalibrated_sentence
+        from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a chip without its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0: say so
         calibration = uncalibrated_sentence([job.system.accelerator], job.catalog)

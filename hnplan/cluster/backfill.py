@@ -20,15 +20,21 @@ from hnplan.cluster.topology import MILLI
 class Reservation:
     """The backfill reservation's methods of :class:`hnplan.cluster.engine.ClusterSim` (internal)."""
 
-    def _release_at(self) -> np.ndarray:
+    def _release_at(self, gone=()) -> np.ndarray:
         """When each GPU becomes whole-free if running jobs end as expected [s], shape (nodes, node_gpus):
-        now for a free GPU, the latest expected end of the jobs on it, the end of its repair on a down node."""
+        now for a free GPU, the latest expected end of the jobs on it, the end of its repair on a down node.
+        ``gone``: running jobs to count as stopped now (a preemption's trial)."""
         now = self.env.now
-        if self._at[:2] == (self.version, now):
+        if not gone and self._at[:2] == (self.version, now):
             return self._at[2].copy()
-        at = np.where(self.free == MILLI, now, -np.inf)
-        if self.running:
-            run = list(self.running)
+        free = self.free
+        if gone:
+            free = free.copy()
+            for g in gone:
+                np.add.at(free, self.alloc[g], self.milli[g])
+        at = np.where(free == MILLI, now, -np.inf)
+        run = [r for r in self.running if r not in gone]
+        if run:
             nodes = np.concatenate([self.alloc[r][0] for r in run])
             slots = np.concatenate([self.alloc[r][1] for r in run])
             ends = np.repeat(np.maximum(self.exp_end[run], now), [len(self.alloc[r][0]) for r in run])
@@ -38,6 +44,8 @@ class Reservation:
         at[~self.up] = np.maximum(at[~self.up], self.repair_end[~self.up, None])
         if self.absent is not None:
             at[self.absent] = math.inf
+        if gone:
+            return at
         self._at = (self.version, now, at)
         return at.copy()
 

@@ -41,6 +41,10 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
+    #: ledger rows kept as Python tuples before they are packed into a float64 block (8 x 8 bytes a row: some
+    #: 3 rows a job, 200 MB at the 1,000,000-job limit)
+    LEDGER_BLOCK = 65536
+
     def __init__(
         self,
         topo: ClusterTopology,
@@ -125,6 +129,13 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.alloc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.procs: dict[int, simpy.Process] = {}
         self.queue: list[tuple] = []
+        # the distinct (GPUs, share, GPU models) of the queued jobs and how many of each: what the stranded
+        # capacity depends on (a set function of the queue), kept as jobs enter and leave it
+        self.qtypes: dict[tuple, int] = {}
+        # the capacity split's state after every change (time, then GPUs allocated, free, stranded, drained,
+        # other free while jobs queue, down, jobs queued > 0), each row holding until the next
+        self.ledger: list[tuple] = []
+        self.ledger_blocks: list[np.ndarray] = []  # the earlier rows, packed
         self.running: set[int] = set()
         self.epoch = 0
         self.finished = 0
@@ -168,12 +179,74 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.status[j] = QUEUED
         self.enqueued_at[j] = self.env.now
         bisect.insort(self.queue, (-self.prio[j], self.arrival[j], j))
+        t = self._qtype(j)
+        self.qtypes[t] = self.qtypes.get(t, 0) + 1
 
     def _dequeue(self, j: int):
         key = (-self.prio[j], self.arrival[j], j)
         i = bisect.bisect_left(self.queue, key)
         del self.queue[i]
         self.queued_s[j] += self.env.now - self.enqueued_at[j]
+        t = self._qtype(j)
+        self.qtypes[t] -= 1
+        if not self.qtypes[t]:
+            del self.qtypes[t]
+
+    def _qtype(self, j: int) -> tuple:
+        return (int(self.gpus[j]), int(self.milli[j]), 0 if self.spec is None else int(self.spec[j]))
+
+    def _idle_split(self) -> tuple[float, float, float, float]:
+        """The free GPUs now and how they split [GPU]: ``(free, stranded, drained, other)``.
+
+        ``stranded``: free capacity no queued job can use (:func:`hnplan.cluster.policies.stranded`, per GPU
+        model on a typed run); ``drained``: the other free GPUs while the job holding the reservation (without
+        backfill the first blocked job) waits for the rest of its GPUs; ``other``: free GPUs a queued job fits
+        but that none holds yet (0 with the queue empty)."""
+        free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
+        if not self.qtypes:
+            return free_gpus, 0.0, 0.0, 0.0
+        strand = 0.0
+        if free_gpus > 0:
+            q = np.array(list(self.qtypes), dtype=np.int64)
+            if self.spec is not None:
+                strand = gpu_types.stranded_by_model(self.topo, self.free, self.up, q[:, 0], q[:, 1], q[:, 2])
+            else:
+                strand = stranded(self.free, self.up, q[:, 0], q[:, 1], self.topo.node_gpus)
+        # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
+        # for a gang job), beyond what the fragmentation figure already counts
+        # without backfill no job passes the first blocked one: the GPUs left free wait for it alike
+        head = self.reserved if self.backfill else self.fifo_head
+        waiting = head >= 0 and self.status[head] == QUEUED
+        if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
+            strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
+        blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
+        # free GPUs with jobs queued that neither count: a queued job fits them but has not started (it
+        # waits for the next scheduler pass, lies beyond the queue depth or is held by a reservation's
+        # shadow time without being the reserved job)
+        other = max(free_gpus - min(strand, free_gpus) - blocked, 0.0)
+        return free_gpus, strand, blocked, other
+
+    def _note(self):
+        """Record the capacity split's state now (after a scheduler pass, or a change no pass follows at
+        once); a row at the same time replaces the earlier one (it held for no time)."""
+        now = self.env.now
+        if self.ledger and self.ledger[-1][0] >= self.window_s and now > self.ledger[-1][0]:
+            return  # past the window: nothing more is integrated
+        free_gpus, strand, blocked, other = self._idle_split()
+        down = float(self.topo.gpus_on(~self.up)) if not self.up.all() else 0.0
+        row = (now, self.level_alloc, free_gpus, strand, blocked, other, down, float(bool(self.qtypes)))
+        if self.ledger and self.ledger[-1][0] == now:
+            self.ledger[-1] = row
+        else:
+            self.ledger.append(row)
+            if len(self.ledger) > self.LEDGER_BLOCK:  # keep the last row a tuple: a later one may replace it
+                self.ledger_blocks.append(np.array(self.ledger[:-1], dtype=float))
+                del self.ledger[:-1]
+
+    def ledger_rows(self) -> np.ndarray:
+        """The recorded states (:meth:`_note`), shape ``(rows, 8)``: time [s], GPUs allocated, free,
+        stranded, drained, other free while jobs queue, down [GPU], and 1.0 while jobs are queued."""
+        return np.vstack([*self.ledger_blocks, np.array(self.ledger, dtype=float).reshape(-1, 8)])
 
     # -- processes ----------------------------------------------------------------------------
     def _arrivals(self):
@@ -193,6 +266,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             self._enqueue(j)
             if self.defer:  # Slurm's defer: no pass at submission, the next periodic one sees the job
                 self.kicks += 1
+                self._note()
             else:
                 self._kick()
 
@@ -218,26 +292,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         while True:
             q = np.array([k[2] for k in self.queue], dtype=np.int64)
             qc = np.bincount(self.cls[q], minlength=len(CLASSES)) if len(q) else np.zeros(len(CLASSES), np.int64)
-            strand = 0.0
-            if len(q) and self.spec is not None:
-                strand = gpu_types.stranded_by_model(
-                    self.topo, self.free, self.up, self.gpus[q], self.milli[q], self.spec[q]
-                )
-            elif len(q):
-                strand = stranded(self.free, self.up, self.gpus[q], self.milli[q], self.topo.node_gpus)
-            free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
-            # blocked: free capacity idle while a reserved job waits for the rest of its GPUs (the drain
-            # for a gang job), beyond what the fragmentation figure already counts
-            # without backfill no job passes the first blocked one: the GPUs left free wait for it alike
-            head = self.reserved if self.backfill else self.fifo_head
-            waiting = head >= 0 and self.status[head] == QUEUED
-            if waiting and self.reserve is not None and self.cls[head] != CLASSES.index("inference"):
-                strand += self._reserve_free()  # the reserve's free GPUs are no drain for a training head
-            blocked = max(free_gpus - strand, 0.0) if waiting else 0.0
-            # free GPUs with jobs queued that neither count: a queued job fits them but has not started (it
-            # waits for the next scheduler pass, lies beyond the queue depth or is held by a reservation's
-            # shadow time without being the reserved job); 0 with the queue empty
-            other = max(free_gpus - min(strand, free_gpus) - blocked, 0.0) if len(q) else 0.0
+            free_gpus, strand, blocked, other = self._idle_split()
             self.samples.append(
                 (
                     self.env.now,
@@ -294,9 +349,22 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         reservation included, and preempts (:mod:`hnplan.cluster.preempt`; Slurm's preemption guide,
         https://slurm.schedmd.com/preempt.html) only when the free GPUs cannot hold it; Slurm's backfill
         reserves for the highest-priority pending job first. A stream of long inference services then keeps
-        moving a near-whole-cluster job's reservation back while its drain holds the GPUs idle."""
+        moving a near-whole-cluster job's reservation back while its drain holds the GPUs idle.
+
+        A job the reservation bound and skipped earlier in a pass whose reserved job then starts is
+        reconsidered in the same pass (the pass starts over in priority order): nothing is left to protect, and
+        Slurm's scheduler tries its queue in priority order on every pass (sched_config guide above), not
+        the next one."""
+        while self._pass_once(backfill):
+            pass
+        self._note()
+
+    def _pass_once(self, backfill: bool) -> bool:
+        """One sweep of the queue (:meth:`_pass`); True when the reserved job started after a job its
+        reservation held back in this sweep, so that the sweep must run again."""
         head = None
         shadow, extra = math.inf, 0.0
+        held = False  # a job skipped in this sweep because the reservation bound it
         if self.reserved >= 0 and self.status[self.reserved] != QUEUED:
             self.reserved = -1
         if self.reserved >= 0:
@@ -312,6 +380,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             # leaves spare then, may start
             late = bound and self.env.now + (self.dur[j] - self.done[j]) > shadow
             if late and self.share[j] > extra:
+                held = True
                 continue
             got = None
             if self.failed_epoch[j] != self.epoch:
@@ -325,17 +394,22 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                     # it would outlast the reservation: only on GPUs the blocked job does not need then
                     late = True
                     if self.share[j] > extra or self._delays(head, shadow, j, *got, run_s):
+                        held = True
                         continue
                 self._start(j, *got, speed=spd)
                 if j == head:  # the reserved job started: the next blocked one gets the reservation
                     self.reserved, head, shadow, extra = -1, None, math.inf, 0.0
+                    if held:
+                        return True
                 elif late:
                     extra -= self.share[j]
                 elif head is not None and not bound:  # a higher-priority job took GPUs: the reservation moves
                     shadow, extra = self._shadow_time(head)
                 continue
             if self.preemption and self.prio[j] == PRIORITY[CLASSES[0]] and self.preempt_failed[j] != self.version:
-                if self._preempt_for(j):
+                # a job the reservation binds preempts only for a placement that does not move it (EASY: nothing
+                # may start that delays the reserved job, Mu'alem and Feitelson 2001 Sec. 2)
+                if self._preempt_for(j, (head, shadow) if bound else None):
                     # the machine changed (victims stopped, the job started): the reservation is recomputed
                     # (Mu'alem and Feitelson 2001, Sec. 2), with or without strict priority; the stopped jobs'
                     # GPUs beyond the placement may bring it earlier, and a later job of this pass backfilled
@@ -344,12 +418,14 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                         shadow, extra = self._shadow_time(head)
                     continue
                 self.preempt_failed[j] = self.version
+                held = held or bound
             if not backfill:
                 self.fifo_head = j
-                return
+                return False
             if head is None or (self.strict_priority and self.prio[j] > self.prio[head]):
                 head = self.reserved = j
                 shadow, extra = self._shadow_time(j)
+        return False
 
     # -- run ------------------------------------------------------------------------------------
     def run(self, horizon_s: float | None):
@@ -363,8 +439,10 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         env.process(self._sampler())
         if self.failures:
             env.process(self._failures())
+        self._note()  # the empty cluster from time 0
         env.run(until=horizon_s if horizon_s is not None else self.all_done)
         self._advance()
+        self._note()  # the state the last event left (the run stops before the pass it kicked)
         for j in list(self.running):  # close the open allocations at the end (progress kept, not lost)
             total = self.done[j] + (0 if self.in_restart[j] else (env.now - self.seg_start[j]) * self.speed[j])
             self.alloc_gpu_s[j] += (env.now - self.alloc_at[j]) * self.share[j]

@@ -56,6 +56,10 @@ class JobLifecycle:
         self._kick()
 
     def _job(self, j: int):
+        if self.procs.get(j) is not self.env.active_process:
+            # stopped in the instant it started, before this process first ran (a preemption in the same pass):
+            # the stop has released it; its interruption finds the process ended
+            return
         try:
             if self.pending_restart[j] > 0:
                 self.exp_end[j] = self.env.now + self.pending_restart[j] + (self.dur[j] - self.done[j]) / self.speed[j]
@@ -134,6 +138,7 @@ class JobLifecycle:
         if np.isnan(self.first_start[j]):
             self.first_start[j] = self.env.now
         self.alloc_at[j] = self.env.now
+        self.seg_start[j] = self.env.now  # a stop before its process first runs (the same instant) loses nothing
         # expected end now (the job's process sets it again when it runs): a reservation made in this
         # same pass must not see its GPUs as held for ever
         self.exp_end[j] = self.env.now + self.pending_restart[j] + (self.dur[j] - self.done[j]) / spd

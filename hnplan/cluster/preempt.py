@@ -22,9 +22,14 @@ MAX_CANDIDATES = 256
 class Preemption:
     """The preemption methods of :class:`hnplan.cluster.engine.ClusterSim` (internal)."""
 
-    def _preempt_for(self, j: int) -> bool:
+    def _preempt_for(self, j: int, bound: tuple[int, float] | None = None) -> bool:
         """Start job ``j`` by preempting lower classes; False (nothing stopped) when no choice of the
-        candidates makes room."""
+        candidates makes room.
+
+        ``bound``: ``(head, shadow)`` when a backfill reservation binds ``j`` (the reserved job and its shadow
+        time [s]); a placement that would move the reservation later, counted with the candidates it stops
+        already gone, is passed over as a backfilled job's would be (EASY: nothing started behind the reserved job
+        may delay it; Lifka 1995; Mu'alem and Feitelson 2001, Sec. 2), and the trial frees the next candidate."""
         lower = [v for v in self.running if self.prio[v] < self.prio[j]]
         # a job is exempt until it has run preempt_exempt_s since it (re)started (Slurm's PreemptExemptTime);
         # a pass runs again when the first exemption ends
@@ -50,10 +55,15 @@ class Preemption:
             # in the trial, so the placement is free as found
             width = int(self.free.shape[1])
             used = np.asarray(got[0], np.int64) * width + np.asarray(got[1], np.int64)
+            stop = []
             for x in chosen:
                 n, s = self.alloc[x]
                 if np.isin(np.asarray(n, np.int64) * width + np.asarray(s, np.int64), used).any():
-                    self._stop(x, "preempt")
+                    stop.append(x)
+            if bound is not None and self._delays_after(bound, stop, j, got):
+                continue
+            for x in stop:
+                self._stop(x, "preempt")
             self._start(j, *got)
             # the stopped jobs are requeued behind this pass's snapshot of the queue: a pass at once sees them
             # (a job end is an event, as a failure's is), so one that cannot restart takes the backfill
@@ -61,6 +71,17 @@ class Preemption:
             self._kick()
             return True
         return False
+
+    def _delays_after(self, bound: tuple[int, float], stop: list[int], j: int, got) -> bool:
+        """Whether stopping ``stop`` and starting ``j`` on ``got`` moves the reservation ``bound`` =
+        ``(head, shadow)`` later (:meth:`hnplan.cluster.backfill.Reservation._delays` with those jobs gone)."""
+        head, shadow = bound
+        run_s = (self.dur[j] - self.done[j]) / self._speed_on(j, got[0])
+        if self.env.now + run_s <= shadow:  # it ends before the reservation: its GPUs are free by then
+            return False
+        at = self._release_at(stop)
+        np.maximum.at(at, (got[0], got[1]), self.env.now + run_s)
+        return self._shadow_of(head, at)[0] > shadow + 1e-9
 
     def _wake_at(self, t: float):
         yield self.env.timeout(max(t - self.env.now, 0.0))

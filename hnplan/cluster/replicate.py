@@ -21,6 +21,7 @@ import numpy as np
 
 from hnplan.cluster.load import steady_text
 from hnplan.cluster.simulate import ClusterResult, _plain, simulate_cluster
+from hnplan.cluster.topology import check_cluster_gpus
 from hnplan.errors import InputError
 
 #: the confidence level of the intervals
@@ -366,6 +367,8 @@ def replicate_cluster(
         raise InputError(f"replications must be 1 to {MAX_REPLICATIONS:,}; got {replications}")
     if workers < 1:
         raise InputError(f"workers must be >= 1; got {workers}")
+    if kw.get("nodes") is None:  # before any worker starts: the bound one scale-out fabric joins
+        check_cluster_gpus(system, gpus, "gpus", kw.get("catalog"))
     seeds = replication_seeds(seed, replications)
     runs: list[ClusterResult] = []
     if workers > 1 and len(seeds) > 1:

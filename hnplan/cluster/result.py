@@ -67,7 +67,7 @@ SUMMARY_UNITS = {
     "queue_delay_s": "s",
     "jct_slowdown": "x (completion time over ideal run time, finished jobs)",
     "jct_bounded_slowdown": "x (max(1, completion time over max(ideal run time, tau_s)), finished jobs); tau_s in s",
-    "capacity_gpu_s": "GPU s over the measuring window (sampled); shares: fraction of installed GPU-time",
+    "capacity_gpu_s": "GPU s over the measuring window (integrated over every state change); shares: fraction of installed GPU-time",
     "goodput": "fraction of allocated GPU-time",
     "lost_work_gpu_s": "GPU s",
     "down_gpu_s": "GPU s",
@@ -214,9 +214,10 @@ def bounded_slowdown(wait_s, run_s, tau_s: float = BOUNDED_SLOWDOWN_TAU_S) -> np
 
 
 def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
-    """Installed GPU-time over ``[warm, window]`` split into where it went [GPU s], from the sampled series.
+    """Installed GPU-time over ``[warm, window]`` split into where it went [GPU s], from the state after every
+    change (:func:`ledger_series`: piecewise constant between the simulation's events, so the integral is exact).
 
-    Each sample holds from its time to the next (the last to the window's end). Per sample the GPUs are
+    Each row holds from its time to the next (the last to the window's end). Per row the GPUs are
     ``busy`` (allocated) + ``down`` (in repair) + free, and the free ones, while jobs are queued, are
     ``drained`` (idle while the job holding the backfill reservation, or without backfilling the first blocked
     job, waits for the rest of its GPUs: EASY's drain, Mu'alem and Feitelson 2001 Sec. 2), ``fragmented``
@@ -225,10 +226,27 @@ def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
     ``busy + drained + fragmented + other_queued + idle_empty_queue + down = gpus x (window - warm)``;
     ``blocked`` is ``drained + fragmented + other_queued`` (idle while jobs wait).
 
+    Parameters
+    ----------
+    series : dict
+        Arrays of equal length, times ascending: ``time_s`` [s] and, as fractions of ``gpus``,
+        ``allocation``, ``free``, ``fragmentation``, ``blocked``, ``queued_free``, ``down``; ``queued``
+        (jobs queued, or any positive number while some are).
+    gpus : int
+        Installed GPUs.
+    warm, window : float
+        The measuring window's start and end [s].
+
     Returns
     -------
     dict
         Those GPU-seconds, ``total``, and ``share`` (each over ``total``).
+
+    >>> c = capacity_split({"time_s": [0.0, 10.0], "allocation": [0.5, 1.0], "free": [0.5, 0.0],
+    ...                     "fragmentation": [0.0, 0.0], "blocked": [0.5, 0.0], "queued_free": [0.0, 0.0],
+    ...                     "down": [0.0, 0.0], "queued": [1, 0]}, 8, 0.0, 30.0)
+    >>> c["busy"], c["drained"], c["total"]   # 4 GPUs x 10 s + 8 x 20 s; 4 x 10 s; 8 x 30 s
+    (200.0, 40.0, 240.0)
     """
     t = np.asarray(series["time_s"], float)
     edges = np.clip(np.append(t, max(window, t[-1] if len(t) else window)), warm, window)
@@ -249,6 +267,24 @@ def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
     out["total"] = float(gpus * (window - warm))
     out["share"] = {k: v / out["total"] if out["total"] > 0 else 0.0 for k, v in out.items() if k != "total"}
     return out
+
+
+def ledger_series(sim: ClusterSim) -> dict:
+    """The simulation's state after every change (``sim.ledger``) as the series :func:`capacity_split`
+    integrates: ``time_s`` [s], ``queued`` (1 while jobs are queued), the rest fractions of the GPUs."""
+    rows = sim.ledger_rows()
+    t, alloc, free, strand, blocked, other, down, queued = rows.T
+    total = sim.topo.gpus
+    return {
+        "time_s": t,
+        "allocation": alloc / total,
+        "free": free / total,
+        "fragmentation": strand / total,
+        "blocked": blocked / total,
+        "queued_free": other / total,
+        "down": down / total,
+        "queued": queued,
+    }
 
 
 def _result(
@@ -325,7 +361,7 @@ def _result(
             "p95": float(np.percentile(bsd, 95)) if len(bsd) else None,
             "tau_s": BOUNDED_SLOWDOWN_TAU_S,
         },
-        "capacity_gpu_s": capacity_split(series, topo.gpus, warm, window),
+        "capacity_gpu_s": capacity_split(ledger_series(sim), topo.gpus, warm, window),
         "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),

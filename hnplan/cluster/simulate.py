@@ -38,7 +38,7 @@ from hnplan.cluster.result import (  # noqa: F401  (public names of hnplan.clust
     _result,
 )
 from hnplan.cluster.synthetic import synthetic_columns
-from hnplan.cluster.topology import ClusterTopology, build_topology
+from hnplan.cluster.topology import ClusterTopology, build_topology, check_cluster_gpus
 from hnplan.errors import InputError, check_choice
 
 if TYPE_CHECKING:
@@ -271,7 +271,8 @@ def simulate_cluster(
     Raises
     ------
     InputError
-        For an unknown policy or node list, ``gpus < 1``, a negative reserve or one without a shared node left, a queue depth outside 1 to
+        For an unknown policy or node list, ``gpus < 1``, ``gpus`` above the GPUs one scale-out fabric of the
+        design joins (:func:`hnplan.cluster.topology.check_cluster_gpus`, naming ``gpus``), a negative reserve or one without a shared node left, a queue depth outside 1 to
         :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs (a TP group larger than
         the scale-up domain among them), or
         ``reference_system`` with ``nodes``.
@@ -301,6 +302,7 @@ def simulate_cluster(
     cat = catalog or load_catalog()
     sid = cat.system(system).id
     if nodes is None:
+        check_cluster_gpus(system, gpus, "gpus", cat)  # one scale-out fabric's bound, as the CLI's --gpus
         topo = build_topology(system, gpus, cat)
     elif isinstance(nodes, ClusterTopology):
         topo = nodes

@@ -14,6 +14,7 @@ from statistics import median
 
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
+from hnplan.planning.calibration_note import UNCALIBRATED_DEFAULTS, uncalibrated_sentence  # noqa: F401 (re-exported)
 
 # an accelerator's runs lean one way when at least this share of them misses on the same side, by a median
 # of at least _LEAN_PCT: below that the errors are scatter around the measurements, not a bias
@@ -250,58 +251,6 @@ def assumption_sentence(accs: list[str], dtypes: dict[str, str], catalog: Catalo
         "(the `assumptions` of `data/accelerators/<id>.yaml` give the value carried and why); step times on those "
         "chips "
         "move with them."
-    )
-
-
-#: the accelerator calibrations whose absence the planners read as the ideal 1.0, and what that default means
-UNCALIBRATED_DEFAULTS = {
-    "sustained_compute_fraction": "compute-bound kernels at the short-run (boost) clock their laws were fitted "
-    "at, none of the power-limited clock's slowdown through a training step",
-    "memory_kernel_efficiency": "memory-bound kernels (norms, activations, casts and the like) at the full "
-    "streaming-copy bandwidth",
-}
-
-
-def uncalibrated_sentence(
-    accs: list[str], catalog: Catalog, fields: tuple[str, ...] = tuple(UNCALIBRATED_DEFAULTS)
-) -> str:
-    """Which accelerators lack calibrations that the planners then take at their ideal default (1.0).
-
-    An absent ``sustained_compute_fraction`` runs compute-bound kernels at the clock of the short GEMM and
-    attention runs (:mod:`hnplan.compute.clocks`), an absent ``memory_kernel_efficiency`` runs every
-    memory-bound kernel class at the streaming copy's bandwidth (:mod:`hnplan.compute.operator_rows`): both
-    are the fastest a chip can be, so a plan on such a chip is likely optimistic beside one on a calibrated
-    chip (H800: 0.959 and measured kernel classes, data/accelerators/h800-sxm.yaml).
-
-    Parameters
-    ----------
-    accs : list of str
-        Accelerator ids the plans run on.
-    catalog : Catalog
-    fields : tuple of str
-        The calibrations the caller's planner applies (keys of :data:`UNCALIBRATED_DEFAULTS`); inference, for
-        one, has no sustained clock and names ``memory_kernel_efficiency`` only.
-
-    Returns
-    -------
-    str
-        Empty when every accelerator carries every field; otherwise one sentence naming, per accelerator, the
-        fields it lacks and what their default means.
-    """
-    missing: dict[tuple[str, ...], list[str]] = {}
-    for a in dict.fromkeys(accs):
-        acc = catalog.accelerator(a)
-        lacks = tuple(f for f in fields if getattr(acc, f) is None)
-        if lacks:
-            missing.setdefault(lacks, []).append(acc.id)
-    if not missing:
-        return ""
-    said = "; ".join(f"{_and([f'`{f}`' for f in lacks])} on {_and(on)}" for lacks, on in missing.items())
-    means = "; ".join(f"`{f}` 1.0: {UNCALIBRATED_DEFAULTS[f]}" for f in fields if any(f in k for k in missing))
-    return (
-        f"Not calibrated, modelled at the ideal default 1.0: {said} ({means}); predictions on those chips are "
-        "likely optimistic, faster than the chip would run, and not comparable with those on calibrated chips "
-        "(data/accelerators/<id>.yaml carries the calibrated fields with their sources)."
     )
 
 
