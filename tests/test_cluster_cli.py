@@ -202,3 +202,42 @@ def test_missing_mix_and_unknown_serving_model_name_the_flag(extra, said):
     assert " ".join(r.output.split()).startswith(said)
     if "--serve" in extra:
         assert "llama3.1-8b" in r.output  # the nearest ids include the one meant
+
+
+@pytest.mark.parametrize(
+    "extra,flags",
+    [
+        (["--no-backfill", "--bf-interval", "30"], ("--bf-interval", "--no-backfill")),
+        (["--no-backfill", "--bf-interval", "0"], ("--bf-interval", "--no-backfill")),  # typed, even at the default
+        (["--no-backfill", "--strict-priority"], ("--strict-priority", "--no-backfill")),
+        (["--no-preemption", "--preempt-exempt", "10"], ("--preempt-exempt", "--no-preemption")),
+        (["--sched-interval", "30"], ("--sched-interval", "--defer")),
+        (["--replications", "1", "--workers", "2"], ("--workers", "--replications")),
+        (["--workers", "2"], ("--workers", "--replications")),  # one replication by default
+        (["--trace", "jobs.csv", "--mix", "default"], ("--mix", "--trace")),
+    ],
+)
+def test_a_flag_that_means_nothing_beside_another_is_refused(extra, flags):
+    # a new user's `--no-backfill --bf-interval 30`, `--no-preemption --preempt-exempt 10` and `--replications 1
+    # --workers 2` ran and ignored the second flag without a word (no backfill pass to time, nothing preempted,
+    # one run in one process); likewise --sched-interval without --defer (the main pass runs at every event),
+    # --strict-priority without backfilling (no reservation to take over) and --mix with --trace (the trace's
+    # jobs are replayed). Each is refused in one line naming both flags, before any file is read or job drawn.
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", *extra])
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.output.startswith("error: ") and all(f in r.output for f in flags)
+
+
+def test_the_flags_beside_their_partner_are_taken():
+    # --sched-interval with --defer and --preempt-exempt with preemption on reach the simulator as given
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20", "--json"]
+    r = runner.invoke(app, [*args, "--defer", "--sched-interval", "30", "--preempt-exempt", "10", "--strict-priority"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["scheduler"] == {
+        "bf_interval_s": 0.0,
+        "sched_interval_s": 30.0,
+        "defer": True,
+        "preempt_exempt_s": 10.0,
+        "strict_priority": True,
+    }

@@ -231,3 +231,13 @@ def check_dtype_flag(accelerator: str, dtype: str) -> None:
             f"--dtype {dtype} is not available: accelerator {acc.id!r} has no {dtype} peak "
             f"(dense_tflops lists {', '.join(acc.dense_tflops)}); choose one of those"
         )
+
+
+def option_given(ctx, name: str) -> bool:
+    """Whether the running sub-command's option ``name`` (its parameter name, ``bf_interval``) was given by
+    the user rather than left at its default, so that a flag that means nothing beside another one can be
+    refused even where it was typed with its default value (``--no-backfill --bf-interval 0``)."""
+    if ctx is None:
+        return False
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")

@@ -9,7 +9,19 @@ import typer
 from rich.table import Table
 
 from hnplan import units
-from hnplan.cli._app import app, console, count, err_console, escape, handle_errors, kv_table, print_json
+from hnplan.cli._app import (
+    app,
+    console,
+    count,
+    current_context,
+    err_console,
+    escape,
+    handle_errors,
+    kv_table,
+    print_json,
+)
+from hnplan.cli._options import option_given
+from hnplan.errors import InputError
 from hnplan.formatting import counted
 
 #: the largest --load taken: ten times the cluster, a queue that only grows; more is a percentage typed for a
@@ -27,6 +39,47 @@ def n_jobs_text(jobs: dict) -> str:
     return ", ".join(f"{k} {v:,.0f}" for k in ("rejected", "unplaceable") if (v := jobs[k]))
 
 
+def check_pairs(*, trace: Path | None, replications: int, backfill: bool, preemption: bool, defer: bool) -> None:
+    """Refuse a flag of ``cluster simulate`` that means nothing beside another one the user gave (or its
+    default): one line naming both, :class:`hnplan.errors.InputError` (exit 2). Each pair was read and ignored
+    before: the simulator runs no backfill pass without backfilling (so no period and no reservation to take
+    over), exempts nothing from preemption when nothing is preempted, runs the main scheduler's periodic pass
+    only with ``defer`` (:data:`hnplan.cluster.simulate.SCHED_INTERVAL_S`: the pass at every event already
+    tests the queue), replays a trace's jobs in place of a mix's draw, and runs one replication in one process."""
+    ctx = current_context()
+
+    def given(name: str) -> bool:
+        return option_given(ctx, name)
+
+    if not backfill and given("bf_interval"):
+        raise InputError(
+            "--bf-interval sets the period of backfill passes; with --no-backfill there are none: "
+            "drop --bf-interval or --no-backfill"
+        )
+    if not backfill and given("strict_priority"):
+        raise InputError(
+            "--strict-priority lets inference take the GPUs drained for a backfill reservation; with --no-backfill "
+            "no reservation is made: drop --strict-priority or --no-backfill"
+        )
+    if not preemption and given("preempt_exempt"):
+        raise InputError(
+            "--preempt-exempt is how long a job runs before inference may preempt it; with --no-preemption no job "
+            "is preempted: drop --preempt-exempt or --no-preemption"
+        )
+    if not defer and given("sched_interval"):
+        raise InputError(
+            "--sched-interval is the period of the main scheduler's passes, which start jobs only with --defer "
+            "(without it the pass at every event tests the queue): give --defer or drop --sched-interval"
+        )
+    if replications == 1 and given("workers"):
+        raise InputError(
+            "--workers runs replications side by side; --replications 1 is one run in one process: "
+            "give --replications N (N > 1) or drop --workers"
+        )
+    if trace is not None and given("mix"):
+        raise InputError("--mix draws synthetic jobs; --trace replays the trace's jobs in their place: give one")
+
+
 @cluster_app.command("simulate")
 def simulate(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
@@ -36,7 +89,9 @@ def simulate(
         "--trace",
         help="job CSV: hnplan's columns, Alibaba openb_pod_list_*.csv, Helios cluster_log.csv, Acme trace_*.csv or Philly cluster_job_log",
     ),
-    mix: str = typer.Option("default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path"),
+    mix: str = typer.Option(
+        "default", "--mix", help="synthetic job mix id (data/cluster_mixes/) or YAML path; not with --trace"
+    ),
     policy: str = typer.Option(
         "topology-aware", "--policy", help="first-fit, best-fit, topology-aware or fragmentation-aware"
     ),
@@ -56,7 +111,13 @@ def simulate(
         max=1000,
         help="independent runs (seeds spawned from --seed); figures are their mean with a 95 % confidence interval",
     ),
-    workers: int = typer.Option(1, "--workers", min=1, max=256, help="processes running replications side by side"),
+    workers: int = typer.Option(
+        1,
+        "--workers",
+        min=1,
+        max=256,
+        help="processes running replications side by side (only with --replications > 1)",
+    ),
     load: float = typer.Option(
         None,
         "--load",
@@ -76,14 +137,15 @@ def simulate(
         0.0,
         "--bf-interval",
         min=0.0,
-        help="seconds between backfill passes (default 0: at every event; Slurm's bf_interval is 30)",
+        help="seconds between backfill passes (default 0: at every event; Slurm's bf_interval is 30); "
+        "not with --no-backfill",
     ),
     sched_interval: float = typer.Option(
         60.0,
         "--sched-interval",
         min=0.0,
         help="seconds between the main scheduler's periodic passes (default 60, Slurm's sched_interval); "
-        "they matter with --defer",
+        "only with --defer, where they start jobs",
     ),
     defer: bool = typer.Option(
         False, "--defer", help="Slurm's SchedulerParameters=defer: no scheduler pass when a job is submitted"
@@ -93,14 +155,14 @@ def simulate(
         "--preempt-exempt",
         min=0.0,
         help="seconds a job runs after it (re)starts before inference may preempt it (Slurm's PreemptExemptTime; "
-        "default 3600, an assumption: one checkpoint period; 0: at once)",
+        "default 3600, an assumption: one checkpoint period; 0: at once); not with --no-preemption",
     ),
     strict_priority: bool = typer.Option(
         False,
         "--strict-priority",
         help="production inference (higher priority) takes the GPUs drained for a training job's backfill "
         "reservation, as Slurm's strict priority order does, and preempts only when free GPUs cannot hold it "
-        "(default: the reservation binds every later job until its job starts)",
+        "(default: the reservation binds every later job until its job starts); not with --no-backfill",
     ),
     inference_reserve_gpus: int = typer.Option(
         0,
@@ -136,9 +198,10 @@ def simulate(
     from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
     from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
     from hnplan.cluster.topology import check_cluster_gpus
-    from hnplan.errors import CatalogError, InputError
+    from hnplan.errors import CatalogError
 
     with handle_errors():
+        check_pairs(trace=trace, replications=replications, backfill=backfill, preemption=preemption, defer=defer)
         check_refs({"--system": ("systems", system)})
         if reference_system is not None:
             check_refs({"--reference-system": ("systems", reference_system)})
