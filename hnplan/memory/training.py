@@ -110,6 +110,11 @@ def overhead_terms(
     >>> f, s = overhead_terms([1, 8], [1, 1], [1, 1], [1, 1], [1, 1])
     >>> bool(f[1] > f[0]), bool(np.isclose(s[0], s[1]))  # the TP communicator's buffers; the same reserve
     (True, True)
+    >>> o = training_overheads(80e9, tp=8)  # the slope is the fragmentation fraction, the rest is fixed
+    >>> bool(s[1] == load_catalog().memory_overheads.allocator_fragmentation_fraction.value)
+    True
+    >>> bool(f[1] + s[1] * 80e9 == sum(o.values())), bool(f[1] == o["cuda_context"] + o["nccl"])
+    (True, True)
     """
     o = (catalog or load_catalog()).memory_overheads
     tp, pp, dp, cp, ep = np.broadcast_arrays(*(np.asarray(x) for x in (tp, pp, dp, cp, ep)))
@@ -117,9 +122,9 @@ def overhead_terms(
     a2a = o.nccl_alltoall_extra_gib.value * alltoall_scale
     nccl = groups * o.nccl_gib_per_communicator.value + np.where(ep > 1, a2a, 0.0)
     cuda, nccl_b = units.GiB_to_bytes(o.cuda_context_gib.value), units.GiB_to_bytes(nccl)
-    frag = o.allocator_fragmentation_fraction.value
-    fixed = cuda + nccl_b + frag * 0.0
-    return fixed, (cuda + nccl_b + frag * 1.0) - fixed
+    fixed = cuda + nccl_b  # the CUDA context and NCCL buffers do not grow with the tensors
+    # the allocator's fragmentation reserve is the only part proportional to the tensor bytes
+    return fixed, np.full(np.shape(fixed), o.allocator_fragmentation_fraction.value)
 
 
 # the columns :func:`training_memory_table` reads, one row per plan
