@@ -134,10 +134,17 @@ def _code_digest() -> str:
 
 
 def _up_to_date(
-    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+    scenario_id: str,
+    notebook: str,
+    params: dict,
+    out_dir: str,
+    catalog_hash: str,
+    force: bool,
+    title: str = "",
+    digest: str | None = None,
 ) -> ReportResult | None:
     """The ``skipped`` result of a report whose page and stamp exist and whose inputs' digest is the stamp's
-    (:func:`_inputs_digest`), else None (``force``: always None)."""
+    (:func:`_inputs_digest`; ``digest`` when the caller has it already), else None (``force``: always None)."""
     if force:
         return None
     target = Path(out_dir) / scenario_id
@@ -145,7 +152,7 @@ def _up_to_date(
     stamp = target / f".{notebook}.inputs"
     if not (html_path.exists() and stamp.exists()):
         return None
-    if stamp.read_text() != _inputs_digest(notebook_path(notebook), params, catalog_hash):
+    if stamp.read_text() != (digest or _inputs_digest(notebook_path(notebook), params, catalog_hash)):
         return None
     return ReportResult(scenario_id, notebook, "skipped", 0.0, str(html_path.relative_to(out_dir)), title=title)
 
@@ -154,14 +161,14 @@ def _run_one(
     scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
 ) -> ReportResult:
     t0 = time.perf_counter()
-    skipped = _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title)
+    nb_path = notebook_path(notebook)
+    digest = _inputs_digest(nb_path, params, catalog_hash)  # once: the skip test's and the new stamp's
+    skipped = _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title, digest)
     if skipped is not None:
         return skipped
-    nb_path = notebook_path(notebook)
     target = Path(out_dir) / scenario_id
     html_path = target / f"{notebook}.html"
     stamp = target / f".{notebook}.inputs"
-    digest = _inputs_digest(nb_path, params, catalog_hash)
     import nbformat  # only when a notebook runs: with papermill, seconds of imports a skip does not need
     import papermill
 

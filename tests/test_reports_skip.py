@@ -106,3 +106,33 @@ def test_inputs_digest_follows_the_code(monkeypatch):
     assert reports._code_digest.cache_info().hits > 0  # hashed once, not per report
     monkeypatch.setattr(reports, "_code_digest", lambda: "other code")
     assert reports._inputs_digest(path, {"gpus": 8}, "abc") != before
+
+
+def test_a_report_hashes_its_inputs_once(tmp_path, monkeypatch):
+    """A report whose stamp no longer matches hashed its inputs (notebook, parameters, catalog, the package's
+    code) twice: once to decide it was not up to date, again for the new stamp. Once now, skipped or run."""
+    import papermill
+
+    from hnplan import reports
+
+    calls = []
+    digest = reports._inputs_digest
+
+    def counted(*args):
+        calls.append(args)
+        return digest(*args)
+
+    def fails(*args, **kwargs):  # the run itself is not under test: it fails at once and is recorded
+        raise RuntimeError("not run")
+
+    monkeypatch.setattr(reports, "_inputs_digest", counted)
+    monkeypatch.setattr(papermill, "execute_notebook", fails)
+    target = tmp_path / "s"
+    target.mkdir()
+    (target / "design_comparison.html").write_text("<html></html>")
+    (target / ".design_comparison.inputs").write_text("another digest")  # its inputs changed
+    args = ("s", "design_comparison", {"gpus": 8}, str(tmp_path), "abc", False)
+    assert reports._run_one(*args).status == "failed" and len(calls) == 1
+    (target / ".design_comparison.inputs").write_text(digest(*calls[0]))  # up to date: skipped
+    calls.clear()
+    assert reports._run_one(*args).status == "skipped" and len(calls) == 1
