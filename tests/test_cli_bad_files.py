@@ -342,3 +342,20 @@ def test_a_trace_run_is_not_told_to_simulate_more_days_or_load(tmp_path):
     assert one_line(res.stderr) == (
         "error: --load scales a mix's arrivals; a trace's jobs arrive when it recorded them (drop --load)"
     )
+
+
+def test_a_sweep_spec_takes_dtypes_in_any_case_as_the_cli_does(tmp_path):
+    # `--dtype FP8` reads as fp8 on the command line, while `dtype: FP8` in a sweep spec was refused
+    # ("expected one of bf16, fp8, fp4, got 'FP8'"); the spec lower-cases it too, under fixed and under axes
+    from hnplan.catalog.sweeps import load_sweep_spec
+
+    spec = tmp_path / "s.yaml"
+    head = "id: s\nname: s\nsampling: grid\nfixed: {model: llama3.1-8b, tokens: 1.0e+12, seq_len: 8192, "
+    spec.write_text(
+        head + "global_batch_tokens: 1048576, dtype: FP8}\naxes:\n  system: [hgx-h100-ib-ndr]\n  gpus: [64]\n"
+    )
+    assert load_sweep_spec(spec).fixed["dtype"] == "fp8"
+    spec.write_text(
+        head + "global_batch_tokens: 1048576}\naxes:\n  system: [hgx-h100-ib-ndr]\n  gpus: [64]\n  dtype: [BF16, Fp8]\n"
+    )
+    assert load_sweep_spec(spec).axes["dtype"] == ["bf16", "fp8"]

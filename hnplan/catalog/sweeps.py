@@ -78,6 +78,28 @@ class Distribution(_Strict):
 MAX_SWEEP_POINTS = 1_000_000
 
 
+def _dtype_lower_case(data):
+    """``data`` (a spec's mapping before validation) with its ``dtype`` values, under ``fixed`` or ``axes``, as the
+    catalog spells dtypes: lower case, surrounding spaces dropped (``FP8`` is ``fp8``, as ``--dtype`` takes it).
+
+    >>> _dtype_lower_case({"fixed": {"dtype": " FP8"}, "axes": {"dtype": ["BF16", "fp4"]}})
+    {'fixed': {'dtype': 'fp8'}, 'axes': {'dtype': ['bf16', 'fp4']}}
+    """
+    if not isinstance(data, dict):
+        return data
+
+    def low(v):
+        return v.strip().lower() if isinstance(v, str) else v
+
+    out = dict(data)
+    for where in ("fixed", "axes"):
+        block = data.get(where)
+        if isinstance(block, dict) and "dtype" in block:
+            value = block["dtype"]
+            out[where] = {**block, "dtype": [low(v) for v in value] if isinstance(value, list) else low(value)}
+    return out
+
+
 class SweepSpec(_Strict):
     """A design-space sweep: grid axes crossed with ``samples`` draws of the distribution axes."""
 
@@ -106,7 +128,7 @@ class SweepSpec(_Strict):
                     f"axes.{name}: expected a list of values or a distribution mapping "
                     f"({{distribution: uniform, low: ..., high: ...}}), got {axis!r}; a single value goes under fixed"
                 )
-        return data
+        return _dtype_lower_case(data)
 
     @model_validator(mode="after")
     def _check(self):
