@@ -215,14 +215,17 @@ def test_missing_mix_and_unknown_serving_model_name_the_flag(extra, said):
         (["--replications", "1", "--workers", "2"], ("--workers", "--replications")),
         (["--workers", "2"], ("--workers", "--replications")),  # one replication by default
         (["--trace", "jobs.csv", "--mix", "default"], ("--mix", "--trace")),
+        (["--trace", "jobs.csv", "--no-failures", "--seed", "3"], ("--seed", "--trace", "--no-failures")),
+        (["--trace", "jobs.csv", "--no-failures", "--replications", "5"], ("--replications", "--no-failures")),
     ],
 )
 def test_a_flag_that_means_nothing_beside_another_is_refused(extra, flags):
     # a new user's `--no-backfill --bf-interval 30`, `--no-preemption --preempt-exempt 10` and `--replications 1
     # --workers 2` ran and ignored the second flag without a word (no backfill pass to time, nothing preempted,
     # one run in one process); likewise --sched-interval without --defer (the main pass runs at every event),
-    # --strict-priority without backfilling (no reservation to take over) and --mix with --trace (the trace's
-    # jobs are replayed). Each is refused in one line naming both flags, before any file is read or job drawn.
+    # --strict-priority without backfilling (no reservation to take over), --mix with --trace (the trace's
+    # jobs are replayed) and --seed or --replications R with a trace and no failures (nothing is drawn: R runs
+    # alike, a zero-width interval; test_trace_without_failures_draws_nothing). Each is refused in one line naming both flags, before any file is read or job drawn.
     r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", *extra])
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
@@ -241,3 +244,16 @@ def test_the_flags_beside_their_partner_are_taken():
         "preempt_exempt_s": 10.0,
         "strict_priority": True,
     }
+
+
+def test_trace_without_failures_draws_nothing(cat):
+    # why --seed and --replications are refused with --trace --no-failures: two seeds give the same run, figure
+    # for figure (the trace's jobs are read, not drawn; the seed draws only failures and software restarts)
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[1] / "data/traces/alibaba-openb-gpu-sample.csv"
+    a, b = (
+        simulate_cluster("hgx-h100-ib-ndr", 64, trace=trace, n_jobs=300, failures=False, seed=s, catalog=cat)
+        for s in (0, 5)
+    )
+    assert a.to_json() == b.to_json() and a.jobs.equals(b.jobs)

@@ -39,13 +39,17 @@ def n_jobs_text(jobs: dict) -> str:
     return ", ".join(f"{k} {v:,.0f}" for k in ("rejected", "unplaceable") if (v := jobs[k]))
 
 
-def check_pairs(*, trace: Path | None, replications: int, backfill: bool, preemption: bool, defer: bool) -> None:
+def check_pairs(
+    *, trace: Path | None, replications: int, backfill: bool, preemption: bool, failures: bool, defer: bool
+) -> None:
     """Refuse a flag of ``cluster simulate`` that means nothing beside another one the user gave (or its
     default): one line naming both, :class:`hnplan.errors.InputError` (exit 2). Each pair was read and ignored
     before: the simulator runs no backfill pass without backfilling (so no period and no reservation to take
     over), exempts nothing from preemption when nothing is preempted, runs the main scheduler's periodic pass
     only with ``defer`` (:data:`hnplan.cluster.simulate.SCHED_INTERVAL_S`: the pass at every event already
-    tests the queue), replays a trace's jobs in place of a mix's draw, and runs one replication in one process."""
+    tests the queue), replays a trace's jobs in place of a mix's draw (drawing nothing then without failures:
+    :mod:`hnplan.cluster.lifecycle` is the only user of the run's random stream), and runs one replication in
+    one process."""
     ctx = current_context()
 
     def given(name: str) -> bool:
@@ -75,6 +79,13 @@ def check_pairs(*, trace: Path | None, replications: int, backfill: bool, preemp
         raise InputError(
             "--workers runs replications side by side; --replications 1 is one run in one process: "
             "give --replications N (N > 1) or drop --workers"
+        )
+    if trace is not None and not failures and (replications > 1 or given("seed")):
+        # a trace's jobs are read, not drawn; the seed draws only failures and software restarts
+        flag = "--seed" if replications == 1 else "--replications"
+        raise InputError(
+            f"{flag} draws the runs' failures and restarts; with --trace and --no-failures nothing is drawn "
+            f"(the trace's jobs are replayed), so every seed gives the same run: drop {flag} or --no-failures"
         )
     if trace is not None and given("mix"):
         raise InputError("--mix draws synthetic jobs; --trace replays the trace's jobs in their place: give one")
@@ -201,7 +212,14 @@ def simulate(
     from hnplan.errors import CatalogError
 
     with handle_errors():
-        check_pairs(trace=trace, replications=replications, backfill=backfill, preemption=preemption, defer=defer)
+        check_pairs(
+            trace=trace,
+            replications=replications,
+            backfill=backfill,
+            preemption=preemption,
+            failures=failures,
+            defer=defer,
+        )
         check_refs({"--system": ("systems", system)})
         if reference_system is not None:
             check_refs({"--reference-system": ("systems", reference_system)})
