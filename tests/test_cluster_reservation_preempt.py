@@ -131,3 +131,40 @@ def test_a_job_the_reservation_held_back_starts_in_the_pass_that_starts_the_rese
     assert j.loc[3, "start_s"] == 2 * H and j.loc[3, "end_s"] == 3 * H  # R when A and Y end
     assert j.loc[4, "start_s"] == 2 * H and j.loc[4, "end_s"] == 12 * H  # I beside it, in the same pass
     assert j["preemptions"].sum() == 0
+
+
+def _handover_trace() -> pd.DataFrame:
+    # two 8-GPU servers, first-fit, no failures, no preemption
+    # L: training, 8 GPUs, t = 0, 2 h         -> server 0, ends 7,200 s
+    # S: training, 8 GPUs, t = 1 s, 1 h       -> server 1, ends 3,601 s
+    # A: training, 16 GPUs, t = 2 s, 1 h      -> blocked: the reservation, shadow time 7,200 s (L's end), no extra
+    # B: training, 16 GPUs, t = 3 s, 1 h      -> queued behind A (same class, later)
+    # I: inference, 1 GPU, t = 100 s, 10 h    -> ahead of both in priority order; at 3,601 s server 1 is free, but
+    #                                            I would outlast A's shadow time with no GPU to spare: held (the drain)
+    # At 7,200 s A starts on both servers. I, held back by A's reservation, is tried again and finds no GPU: the
+    # first blocked job in priority order, it takes the reservation (shadow time A's end, 10,800 s), not B.
+    # At 10,800 s I starts (10 h, to 46,800 s); B, blocked by I's GPU, takes the reservation at I's end and
+    # starts at 46,800 s. The order is the priority order's: inference ahead of training.
+    # (A pass that did not try I again after A started gave the reservation to B, which started at 10,800 s,
+    # back to back with A, and I at B's end, 14,400 s.)
+    return pd.DataFrame(
+        [
+            (0.0, 8, 1000, 2 * H, "training", H, 8),
+            (1.0, 8, 1000, H, "training", H, 8),
+            (2.0, 16, 1000, H, "training", H, 8),
+            (3.0, 16, 1000, H, "training", H, 8),
+            (100.0, 1, 1000, 10 * H, "inference", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+
+
+def test_the_reservation_passes_to_the_first_blocked_job_in_priority_order_when_its_holder_starts():
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, jobs=_handover_trace(), failures=False, preemption=False, policy="first-fit", seed=0
+    )
+    j = r.jobs.set_index("job_id")
+    assert j.loc[2, "start_s"] == 2 * H  # A at its shadow time, L's end
+    assert j.loc[4, "start_s"] == 3 * H and j.loc[4, "end_s"] == 13 * H  # I when A ends, ahead of B
+    assert j.loc[3, "start_s"] == 13 * H and j.loc[3, "end_s"] == 14 * H  # B waits for I's GPU: 10 h, not 0
+    assert j["preemptions"].sum() == 0

@@ -354,7 +354,9 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         A job the reservation bound and skipped earlier in a pass whose reserved job then starts is
         reconsidered in the same pass (the pass starts over in priority order): nothing is left to protect, and
         Slurm's scheduler tries its queue in priority order on every pass (sched_config guide above), not
-        the next one."""
+        the next one. The first of them left blocked takes the reservation, as EASY gives it to the first queued
+        job that cannot start: often production inference, whose start at the reserved job's end sets the next
+        gang job's shadow time (docs/cluster.md, Jobs the reservation binds)."""
         while self._pass_once(backfill):
             pass
         self._note()
