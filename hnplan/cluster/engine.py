@@ -412,11 +412,15 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                 # a job the reservation binds preempts only for a placement that does not move it (EASY: nothing
                 # may start that delays the reserved job, Mu'alem and Feitelson 2001 Sec. 2)
                 if self._preempt_for(j, (head, shadow) if bound else None):
-                    # the machine changed (victims stopped, the job started): the reservation is recomputed
-                    # (Mu'alem and Feitelson 2001, Sec. 2), with or without strict priority; the stopped jobs'
-                    # GPUs beyond the placement may bring it earlier, and a later job of this pass backfilled
-                    # against the old, later shadow time onto them would delay the blocked job
-                    if head is not None:
+                    if j == head:  # the reserved job started by preempting: as on the start path above
+                        self.reserved, head, shadow, extra = -1, None, math.inf, 0.0
+                        if held:
+                            return True
+                    elif head is not None:
+                        # the machine changed (victims stopped, the job started): the reservation is recomputed
+                        # (Mu'alem and Feitelson 2001, Sec. 2), with or without strict priority; the stopped
+                        # jobs' GPUs beyond the placement may bring it earlier, and a later job of this pass
+                        # backfilled against the old, later shadow time onto them would delay the blocked job
                         shadow, extra = self._shadow_time(head)
                     continue
                 self.preempt_failed[j] = self.version
