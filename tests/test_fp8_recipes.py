@@ -264,3 +264,61 @@ def test_mxfp8_output_projection_hand_derived(cat):
     # the bf16 GEMM's compute time
     ratio = head.loc[("lm_head", "fwd"), "compute_time_s"] / base.loc[("lm_head", "fwd"), "compute_time_s"]
     assert ratio == pytest.approx(0.5, rel=0.05)
+
+
+def test_bf16_end_layers_are_charged_to_the_stages_that_hold_them(cat):
+    # Llama 3.1 8B (32 layers) on pp = 4 stages of 8 (tp 2): with n = 2 the first stage holds layers 0-1 and the
+    # last 30-31 in bf16, the middle stages none; with n = 10 (more than a stage's 8 layers) the first end is
+    # layers 0-9: 8 on the first stage and 2 on the second, the last end 22-31: 2 on the third and 8 on the last.
+    # Each such layer adds its bf16 - fp8 compute time and its TP all-gather/reduce-scatter's bf16 - fp8 time.
+    import numpy as np
+
+    from hnplan.compute.parts import training_part_times
+    from hnplan.planning.training import collectives as coll
+    from hnplan.planning.training.plan import plans_frame
+    from hnplan.planning.training.slowest import slowest_stage
+    from hnplan.planning.training.stage_compute import bf16_end_layers_held, compute_per_microbatch
+
+    plan = ParallelPlan(tp=2, pp=4, dp=1, microbatch_size=1, zero_stage=1, recompute="none")
+    df = plans_frame([plan])
+    z = np.zeros(1)
+    comp, out, jobs = {}, {}, {}
+    for n in (0, 2, 10):
+        over = {"fp8_bf16_end_layers": n, "pipeline_balanced_ends": False, "tp_comm": False}
+        jobs[n] = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 8, 4096, 64, "fp8", cat, overrides=over)
+        comp[n] = compute_per_microbatch(jobs[n], df, per_stage=True)[:, 0, 0]  # first, middle, last [s]
+        out[n] = [float(o[0]) for o in slowest_stage(jobs[n], df, z, (z, z, z))]
+    held = {
+        n: {k: (int(a[0]), int(b[0])) for k, (a, b) in bf16_end_layers_held(jobs[n], np.array([4])).items()}
+        for n in (2, 10)
+    }
+    assert held[2] == {"first": (2, 0), "middle": (0, 0), "last": (0, 2)}
+    assert held[10] == {"first": (8, 0), "middle": (2, 0), "last": (0, 8)}
+    shapes = df[["microbatch_size", "tp", "cp", "ep"]]
+    layer = {
+        dt: float(
+            training_part_times(cat.model("llama3.1-8b"), jobs[0].kernel_acc, shapes, 4096, dt)[
+                ["dense_fwd", "dense_bwd"]
+            ]
+            .sum(axis=1)
+            .iloc[0]
+        )
+        for dt in ("bf16", "fp8")
+    }
+    d_comp = layer["bf16"] - layer["fp8"]  # one layer's bf16 - fp8 forward + backward [s]
+    assert d_comp > 0
+    for n, counts in ((2, (2, 0, 2)), (10, (8, 2, 8))):
+        assert comp[n] - comp[0] == pytest.approx(np.array(counts) * d_comp, rel=1e-9, abs=1e-12)
+    job = jobs[2]
+    d_tp = float(
+        np.asarray(coll.tp_comm_per_microbatch(job, df, 1, quantised=False) - coll.tp_comm_per_microbatch(job, df, 1))[
+            0
+        ]
+    )
+    assert d_tp > 0
+    # the slowest stage is the last (it holds the output head): its exposed TP time grows by its bf16 layers'
+    assert out[2][2] - out[0][2] == pytest.approx(2 * d_tp, rel=1e-9)
+    assert out[10][2] - out[0][2] == pytest.approx(8 * d_tp, rel=1e-9)
+    # the other stages' micro-batches (the bubble's): the first and pp - 2 = 2 middle ones
+    assert out[2][-1] - out[0][-1] == pytest.approx(2 * (d_comp + d_tp), rel=1e-9)
+    assert out[10][-1] - out[0][-1] == pytest.approx((8 + 2 * 2) * (d_comp + d_tp), rel=1e-9)

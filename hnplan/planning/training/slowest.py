@@ -11,7 +11,7 @@ from hnplan.compute import ACT_BYTES
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
-from hnplan.planning.training.stage_compute import stage_table
+from hnplan.planning.training.stage_compute import bf16_end_layers_held, stage_table
 from hnplan.vectorise import Columns
 
 
@@ -62,8 +62,8 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
     n_end = ch.fp8_bf16_end_layers if units.dtype_bytes(job.dtype) < ACT_BYTES else 0
     # the layers an fp8 stack keeps in bf16 gather their inputs in bf16: the extra time of one such layer
     t_tp_end = coll.tp_comm_per_microbatch(job, uniq, 1, quantised=False) - t_tp_layer if n_end else 0.0
-    pp = c._col(uniq, "pp")
-    ends = (n_end * (1.0 + (pp == 1)), 0.0, n_end * (pp > 1))  # bf16 end layers on the first, middle, last stage
+    held = bf16_end_layers_held(job, c._col(uniq, "pp"))  # those each stage holds, of either end
+    ends = tuple(a + b for a, b in (held[s] for s in ("first", "middle", "last")))
     t_amax_layer = coll.fp8_amax_per_microbatch(job, uniq, 1)  # on the compute stream: never hidden
     t_cp_layer = coll.cp_comm_per_layer(job, uniq)
     t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)

@@ -106,6 +106,20 @@ def stage_kinds(job: Job, pp):
     L = job.model.layers
     first_dense = L if job.model.moe is None else job.model.moe.first_dense_layers
     pp = np.asarray(pp)
+    n_first, n, last = _stage_split(job, pp)
+    d_first = np.minimum(n_first, first_dense)
+    mid_dense = np.clip(first_dense - n_first, 0, n)  # the second stage's dense layers (worst middle stage)
+    d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
+    return {
+        "first": (d_first, n_first - d_first),
+        "middle": (mid_dense, n - mid_dense),
+        "last": (d_last, last - d_last),
+    }
+
+
+def _stage_split(job: Job, pp: np.ndarray) -> tuple:
+    """Layers of the first, a middle and the last stage of :func:`stage_kinds`'s split [arrays of counts]."""
+    L = job.model.layers
     split = stage_layers(job.model, pp)
     n_first, n, last = split.per_stage, split.per_stage, np.maximum(split.last, 0)
     if job.choices.pipeline_balanced_ends:
@@ -114,13 +128,52 @@ def stage_kinds(job: Job, pp):
         n_first = np.where(multi, np.minimum(per - 1, L), n_first)
         n = np.where(multi, per, n)
         last = np.where(multi, np.maximum(L - n_first - np.maximum(pp - 2, 0) * per, 0), last)
-    d_first = np.minimum(n_first, first_dense)
-    mid_dense = np.clip(first_dense - n_first, 0, n)  # the second stage's dense layers (worst middle stage)
-    d_last = np.where(pp == 1, first_dense, np.clip(first_dense - (L - last), 0, last))
+    return n_first, n, last
+
+
+def bf16_end_layers_held(job: Job, pp) -> dict:
+    """The layers an fp8 (or fp4) stack keeps in bf16 (``fp8_bf16_end_layers`` = ``n``: the model's first ``n``
+    and last ``n`` layers, Transformer Engine's ``first_last_layers_bf16``) that the first, a middle and the last
+    pipeline stage hold, on :func:`stage_kinds`'s split [arrays of counts].
+
+    Stage ``k`` holds a run of consecutive layers; its bf16 layers are the overlaps of that run with
+    ``[0, n)`` and ``[L - n, L)`` (``2 n <= L``, checked where the job is made). With ``pp = 1`` the one stage
+    (``first``) holds both ends and ``last`` none; the middle stage is the middle one holding the most of them
+    (the second stage, into which a first end longer than the first stage runs, or the last but one, into which
+    the last end runs; both the same stage at ``pp = 3``), none below ``pp = 3``. Returns
+    ``{stage: (layers of the first end, layers of the last end)}``; all zero in bf16 or with ``n = 0``.
+
+    Examples
+    --------
+    Llama 3.1 8B (32 layers) on 4 stages of 8 with ``n = 10``: the first stage holds 8 of the first end, the
+    second 2, the third 2 of the last end and the last stage 8; the middle stage reported is the second
+    (2 = 2, the earlier on a tie).
+    """
+    n = job.choices.fp8_bf16_end_layers if units.dtype_bytes(job.dtype) < ACT_BYTES else 0
+    pp = np.asarray(pp)
+    zero = np.zeros(pp.shape, dtype=np.int64)
+    if not n:
+        return {"first": (zero, zero), "middle": (zero, zero), "last": (zero, zero)}
+    L = job.model.layers
+    n_first, n_mid, last = _stage_split(job, pp)
+    one = pp == 1
+    n_first = np.where(one, L, n_first)  # the one stage holds every layer
+
+    def held(lo, hi):  # (first-end, last-end) layers of the run [lo, hi)
+        first_end = np.maximum(np.minimum(hi, n) - np.maximum(lo, 0), 0)
+        last_end = np.maximum(np.minimum(hi, L) - np.maximum(lo, L - n), 0)
+        return first_end, last_end
+
+    second = held(n_first, n_first + n_mid)
+    lo = n_first + np.maximum(pp - 3, 0) * n_mid
+    but_last = held(lo, lo + n_mid)
+    take_second = second[0] + second[1] >= but_last[0] + but_last[1]
+    mid = tuple(np.where(pp > 2, np.where(take_second, a, b), 0) for a, b in zip(second, but_last))
+    end = held(L - last, np.full(pp.shape, L))
     return {
-        "first": (d_first, n_first - d_first),
-        "middle": (mid_dense, n - mid_dense),
-        "last": (d_last, last - d_last),
+        "first": held(zero, n_first),
+        "middle": mid,
+        "last": tuple(np.where(one, 0, x) for x in end),
     }
 
 
@@ -332,7 +385,8 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
     synced = float(job.choices.moe_host_syncs_per_layer > 0)  # without syncs the MoE forward joins the rest
     g_sync = synced * (moe[0] - np.where(selective & ~full, lt("moe_rc_sel"), 0.0))
     h_sync = synced * (h_moe[0] - np.where(selective & ~full, lt("moe_host_rc_sel"), 0.0))
-    ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of bf16 layers
+    ends = _bf16_end_layers(job, uniq, codes, part, dense, moe)  # (first, last): extra (fwd, bwd) of a bf16 layer
+    held_bf16 = bf16_end_layers_held(job, pp)
     mtp = job.model.mtp_modules  # each one more layer and one more output head + loss, on the last stage
     if mtp:
         layer = moe if job.model.moe is not None else dense
@@ -374,12 +428,10 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
             fwd, bwd, wgrad, hf, hb = (np.where(pp > 2, x, 0.0) for x in (fwd, bwd, wgrad, hf, hb))
             nd, nm = np.where(pp > 2, nd, 0), np.where(pp > 2, nm, 0)
         nm_sync = nm  # the stage's MoE layers (the multi-token-prediction layers below are left out of the host model)
-        if ends is not None and name != "middle":  # the first (and with pp = 1 also the last) end layers
-            on = pp > 1 if name == "last" else True
+        if ends is not None:  # the bf16 layers of each end that the stage holds, each at its bf16 time
             (ff, fb), (lf, lb) = ends
-            add_f = (lf if name == "last" else ff + np.where(pp == 1, lf, 0.0)) * on
-            add_b = (lb if name == "last" else fb + np.where(pp == 1, lb, 0.0)) * on
-            fwd, bwd = fwd + add_f, bwd + add_b
+            a, b = held_bf16[name]
+            fwd, bwd = fwd + a * ff + b * lf, bwd + a * fb + b * lb
         if mtp and name != "middle":  # the multi-token-prediction layers communicate as the others do
             here = mtp * (np.ones_like(pp) if name == "last" else (pp == 1))
             if name == "last":
@@ -407,7 +459,8 @@ STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "l
 
 def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
     """Extra time of the layers an fp8 stack keeps in bf16 at each end of the model
-    (``fp8_bf16_end_layers``): ``((fwd, bwd) at the first end, (fwd, bwd) at the last end)`` [s], or None."""
+    (``fp8_bf16_end_layers``), one layer of each end: ``((fwd, bwd) at the first end, (fwd, bwd) at the last
+    end)`` [s], or None; each stage pays them for the layers it holds (:func:`bf16_end_layers_held`)."""
     n = job.choices.fp8_bf16_end_layers
     if not n or units.dtype_bytes(job.dtype) >= ACT_BYTES:
         return None
@@ -419,5 +472,5 @@ def _bf16_end_layers(job: Job, uniq, codes, part, dense, moe):
     out = []
     for kind in (first_kind, last_kind):
         f16, b16 = part(kind, lt16)[:2]
-        out.append((n * (f16 - fp8[kind][0]), n * (b16 - fp8[kind][1])))
+        out.append((f16 - fp8[kind][0], b16 - fp8[kind][1]))
     return tuple(out)
