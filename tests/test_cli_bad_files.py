@@ -359,3 +359,22 @@ def test_a_sweep_spec_takes_dtypes_in_any_case_as_the_cli_does(tmp_path):
         head + "global_batch_tokens: 1048576}\naxes:\n  system: [hgx-h100-ib-ndr]\n  gpus: [64]\n  dtype: [BF16, Fp8]\n"
     )
     assert load_sweep_spec(spec).axes["dtype"] == ["bf16", "fp8"]
+
+
+def test_a_runs_file_reads_its_dtype_in_any_case(tmp_path):
+    # dtype: BF16 was refused ("Input should be 'bf16', 'fp8' or 'fp4'") while --dtype, gemm --shapes-json and
+    # sweep specs read it in any case; the fit is the same as with bf16
+    import json
+
+    runs = tmp_path / "runs.yaml"
+    text = RUNS.read_text()
+    assert text.count("dtype: bf16\n") == 2
+    runs.write_text(text.replace("dtype: bf16\n", "dtype: ' BF16'\n", 1).replace("dtype: bf16\n", "dtype: Bf16\n"))
+    fits = []
+    for name, path in (("lower", RUNS), ("upper", runs)):
+        argv = ["calibrate", "--runs", str(path), "--stack", "megatron-core", "--json"]
+        res = runner.invoke(app, [*argv, "--out", str(tmp_path / name / "s.yaml")])
+        assert res.exit_code == 0, res.stdout + res.stderr
+        fits.append(json.loads(res.stdout))
+    assert [r["error_after_pct"] for r in fits[1]["runs"]] == [r["error_after_pct"] for r in fits[0]["runs"]]
+    assert fits[1]["rms_error_after_pct"] == fits[0]["rms_error_after_pct"] < 1.0

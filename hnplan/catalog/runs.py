@@ -82,6 +82,12 @@ class TrainingRun(_Strict):
             )
         return self
 
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _dtype_any_case(cls, v):
+        # a user's runs file reads dtypes as --dtype, gemm --shapes-json and sweep specs do: FP8 is fp8
+        return v.strip().lower() if isinstance(v, str) else v
+
     @field_validator("overrides", mode="after")
     @classmethod
     def _overrides_as_json(cls, v: dict) -> dict:
