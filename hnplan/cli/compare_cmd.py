@@ -147,6 +147,12 @@ def compare(
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
         said, notes = verdict(table), (trust_notes(table, model, cat, stack) if trust else None)
+        from hnplan.planning.calibration_note import uncalibrated_sentence
+
+        # a design whose chip lacks its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0
+        # and ranks optimistic: said with or without the trust notes (which repeat it), as train and infer say it
+        ran = [cat.system(r["system"]).accelerator for r in rows if str(r["status"]).startswith("ok")]
+        calibration = uncalibrated_sentence(ran, cat)
         if json_:
             print_json(
                 {
@@ -164,6 +170,7 @@ def compare(
                     "designs": [_json_row(r) for r in rows],
                     "verdict": said,
                     "trust": notes,
+                    **({"calibration_note": calibration} if calibration else {}),
                 }
             )
             return
@@ -173,6 +180,9 @@ def compare(
         if notes:
             console.print()
             console.print(_markup("**How far to trust it**: " + notes), highlight=False)
+        elif calibration:
+            console.print()
+            console.print(_markup(calibration), highlight=False)
 
 
 def _scenario_defaults(cat) -> dict:
