@@ -154,6 +154,13 @@ def size(
             from hnplan.planning.trust import moe_dispatch_sentence
 
             note = moe_dispatch_sentence(model, stack)
+        from hnplan.planning.calibration_note import uncalibrated_sentence
+
+        # a design whose chip lacks its sustained clock or memory-kernel efficiencies is sized at the ideal 1.0
+        # (too few GPUs, too few days): said as train and compare say it
+        cat = load_catalog()
+        acc_of = {cat.system(ref).id: cat.system(ref).accelerator for ref in systems}  # ids or YAML paths
+        calibration = uncalibrated_sentence([acc_of[r["system"]] for r in rows if r.get("status") == "ok"], cat)
         if json_:
             print_json(
                 {
@@ -170,6 +177,7 @@ def size(
                     **({"power_cap_mw": power_cap_mw} if power_cap_mw is not None else {}),
                     "results": rows,
                     **({"moe_dispatch_note": note} if note else {}),
+                    **({"calibration_note": calibration} if calibration else {}),
                 }
             )
             _exit_if_over_limits(rows, budget_usd, power_cap_mw)
@@ -184,7 +192,6 @@ def size(
         for col in (*cols, *money, f"MFU ({dtype} peak)", "goodput", "plan"):
             t.add_column(escape(col))  # "[days]" is not rich markup
         notes = []
-        cat = load_catalog()
         units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:
             if r.get("status") != "ok":
@@ -228,6 +235,8 @@ def size(
         console.print(t)
         if note:
             notes.append(note)
+        if calibration:
+            notes.append(calibration)
         for line in notes:
             console.print(line, highlight=False, markup=False)
         _exit_if_over_limits(rows, budget_usd, power_cap_mw)
