@@ -547,3 +547,29 @@ def test_quiet_on_interrupt_silences_dask_loggers_then_raises():
                 seen = [logging.getLogger(n).level for n in DASK_LOGGERS]
     assert seen == [logging.CRITICAL] * len(DASK_LOGGERS)
     assert [logging.getLogger(n).level for n in DASK_LOGGERS] == before
+
+
+def test_a_sweep_names_its_chips_planned_at_the_ideal_default(tmp_path):
+    """train, compare, size and infer say when a chip lacks its sustained clock and memory-kernel efficiencies
+    (planned at 1.0, optimistic); a sweep over such a chip said nothing. The summary and the command say it."""
+    from typer.testing import CliRunner
+
+    from hnplan.cli import app
+
+    axes = {"system": ["seed-40card", "hgx-h100-ib-ndr"], "model": ["llama3.1-8b"]}
+    spec = _write(tmp_path, {**TINY, "samples": 1, "fixed": {**TINY["fixed"], "system": None}, "axes": axes})
+    text = spec.read_text().replace("  system: null\n", "")
+    spec.write_text(text)
+    s = run_sweep(spec, tmp_path / "ds", workers=1, processes=False, progress=False)
+    assert s.evaluated == 2 and s.failed == 0
+    # seed-40card-accelerator carries neither field; h100-sxm both (data/accelerators/<id>.yaml)
+    assert "`sustained_compute_fraction` and `memory_kernel_efficiency` on seed-40card-accelerator (" in (
+        s.calibration_note
+    )
+    assert "h100-sxm" not in s.calibration_note
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--no-progress", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["calibration_note"] == s.calibration_note
+    res = CliRunner().invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds"), "--no-progress"])
+    assert res.exit_code == 0 and "Not calibrated, modelled at the ideal default 1.0" in " ".join(res.stdout.split())
+    h100 = _write(tmp_path, {**TINY, "samples": 1, "axes": {"model": ["llama3.1-8b"]}}, "h100.yaml")
+    assert run_sweep(h100, tmp_path / "h100", workers=1, processes=False, progress=False).calibration_note == ""

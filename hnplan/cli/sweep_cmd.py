@@ -98,6 +98,8 @@ def sweep(
         )
     for msg, n in sorted(s.errors.items(), key=lambda kv: -kv[1])[:5]:
         console.print(f"  {n:,} x {msg}", highlight=False, markup=False)
+    if s.calibration_note:
+        console.print(f"  {s.calibration_note}", highlight=False, markup=False)
     _exit_if_lost(s)
 
 

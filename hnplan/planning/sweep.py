@@ -35,6 +35,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.catalog.sweeps import load_sweep_spec
 from hnplan.errors import HnplanError, InputError
+from hnplan.planning.calibration_note import uncalibrated_sentence
 from hnplan.planning.prediction_cache import source_fingerprint
 from hnplan.planning.sweep_io import (  # noqa: F401 - the dataset functions re-exported
     COLUMNS,
@@ -194,6 +195,7 @@ class SweepSummary:
     errors: dict[str, int] = field(default_factory=dict)
     lost: int = 0  # points whose Dask task failed (a worker died): not written, evaluated by the next run
     lost_reason: str = ""
+    calibration_note: str = ""  # the spec's chips planned at the ideal default calibrations (optimistic)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -290,6 +292,7 @@ def run_sweep(
         other_code=int((kept["code_fingerprint"] != code).sum()),  # None (not recorded) counts
         code_fingerprint=code,
         retried=len(retry),
+        calibration_note=uncalibrated_sentence([cat.system(x).accelerator for x in pts["system"].unique()], cat),
     )
     retry_files = dict(zip(retry["point_id"], retry["file"], strict=True))
     if todo.empty:
