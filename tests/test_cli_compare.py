@@ -197,15 +197,15 @@ def test_trust_notes_describe_the_stack_given():
 
 
 def test_no_trust_still_names_a_design_planned_at_the_ideal_default():
-    # --no-trust dropped the only sentence saying that the A100 design (no sustained_compute_fraction, no
-    # memory_kernel_efficiency in data/accelerators/a100-sxm-80gb.yaml) is planned at 1.0 and ranks optimistic
+    # --no-trust dropped the only sentence saying that the A100 design (no sustained_compute_fraction
+    # in data/accelerators/a100-sxm-80gb.yaml) is planned at 1.0 and ranks optimistic
     argv = ["compare", "--model", "llama3.1-8b", "--gpus", "64", "--tokens", "1e11", "--seq-len", "4096"]
     argv += ["--global-batch-tokens", "1048576", "--systems", "dgx-a100-hdr,hgx-h100-ib-ndr", "--no-goodput"]
     off = json.loads(runner.invoke(app, [*argv, "--no-trust", "--json"]).stdout)
     on = json.loads(runner.invoke(app, [*argv, "--json"]).stdout)
     note = off["calibration_note"]
     assert off["trust"] is None and note == on["calibration_note"] and note in on["trust"]
-    assert "`sustained_compute_fraction` and `memory_kernel_efficiency` on a100-sxm-80gb (" in note
+    assert "`sustained_compute_fraction` on a100-sxm-80gb (" in note
     assert "h100-sxm" not in note  # calibrated: both fields in data/accelerators/h100-sxm.yaml
     table = runner.invoke(app, [*argv, "--no-trust"])
     assert table.exit_code == 0 and "How far to trust it" not in table.stdout

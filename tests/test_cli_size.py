@@ -359,14 +359,14 @@ def test_moe_plan_on_an_exposed_dispatch_names_the_stacks_that_matched():
 
 
 def test_size_names_a_design_sized_at_the_ideal_default():
-    # the A100 (no sustained_compute_fraction, no memory_kernel_efficiency in data/accelerators/a100-sxm-80gb.yaml)
+    # the A100 (no sustained_compute_fraction in data/accelerators/a100-sxm-80gb.yaml)
     # is planned at 1.0, so its days and GPU count are optimistic; size said nothing (train and compare do)
     argv = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--gpus", "64", "--seq-len", "4096"]
     argv += ["--global-batch-tokens", "1048576", "--system", "dgx-a100-hdr", "--system", "hgx-h100-ib-ndr"]
     res = runner.invoke(app, [*argv, "--no-goodput", "--json"])
     assert res.exit_code == 0, res.output
     note = json.loads(res.stdout)["calibration_note"]
-    assert "`sustained_compute_fraction` and `memory_kernel_efficiency` on a100-sxm-80gb (" in note
+    assert "`sustained_compute_fraction` on a100-sxm-80gb (" in note
     assert "h100-sxm" not in note  # calibrated: both fields in data/accelerators/h100-sxm.yaml
     table = runner.invoke(app, [*argv, "--no-goodput"])
     assert table.exit_code == 0 and "Not calibrated, modelled at the ideal default 1.0" in " ".join(

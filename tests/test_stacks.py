@@ -68,15 +68,16 @@ def test_every_stack_choice_has_its_provenance(cat):
 
 
 def test_the_a100_calibration_is_what_its_derivation_gives(cat):
-    # data/stacks/megatron-lm-2021.yaml says 0.715, solved from Korthikanti et al. Table 4 (7.7 ms forward)
+    # data/stacks/megatron-lm-2021.yaml says 0.736, solved from Korthikanti et al. Table 4 (7.7 ms forward)
     derived = a100_megatron_calibration(cat)
     for sid in ("megatron-lm-2021", "megatron-lm-2022"):
         assert cat.stack(sid).matmul_efficiency["a100-sxm-80gb"]["bf16"] == pytest.approx(derived, abs=0.005)
     # the catalog's large-shape GEMM ceiling (0.798: the 0.869 micro-benchmark maximum x the typical / maximum
-    # ratio of the H200 GEMM law fit) makes the same layer 7.5 % too fast: the in-training value is lower
+    # ratio of the H200 GEMM law fit) makes the same layer 4.3 % too fast (7.37 ms; 7.5 % before the A100 ran its
+    # memory-bound kernels at the H200-measured fractions of the copy bandwidth): the in-training value is lower
     L = LAYER_22B
     t_bench = layer_pass_time_s(layer_22b(cat), "dgx-a100-hdr", L["microbatch"], L["seq_len"], L["tp"], catalog=cat)
-    assert t_bench < 0.95 * TABLE4_S[("fwd", False)]
+    assert t_bench < 0.97 * TABLE4_S[("fwd", False)]
     assert derived < cat.accelerator("a100-sxm-80gb").matmul_efficiency["bf16"]
 
 
@@ -95,7 +96,7 @@ def test_derivation_round_trips_and_rejects_the_impossible(cat):
 def test_stack_efficiency_applies_only_to_the_accelerators_it_measured(cat):
     st21 = cat.stack("megatron-lm-2021")
     a100, h100 = cat.accelerator("a100-sxm-80gb"), cat.accelerator("h100-sxm")
-    assert stack_accelerator(st21, a100).matmul_efficiency["bf16"] == 0.715
+    assert stack_accelerator(st21, a100).matmul_efficiency["bf16"] == 0.736
     assert stack_accelerator(st21, a100).matmul_efficiency["tf32"] == a100.matmul_efficiency["tf32"]
     assert stack_accelerator(st21, h100) is h100
     assert stack_accelerator(cat.stack("megatron-core"), a100) is a100
@@ -166,7 +167,8 @@ def test_without_sequence_parallelism_norms_and_residuals_run_on_every_token(cat
 
 
 def test_sequence_parallel_saves_what_korthikanti_measured(cat):
-    # Table 4: forward 7.7 ms without, 7.2 ms with sequence parallelism (norms and dropouts on 1/t)
+    # Table 4: forward 7.7 ms without, 7.2 ms with sequence parallelism (norms and dropouts on 1/t); the table
+    # gives 0.1 ms, so the saving is 0.5 +- 0.1 ms (hnplan 0.59 ms with the A100's memory-kernel fractions)
     L, m = LAYER_22B, layer_22b(cat)
     t = {
         sp: layer_pass_time_s(
@@ -174,7 +176,7 @@ def test_sequence_parallel_saves_what_korthikanti_measured(cat):
         )
         for sp in (False, True)
     }
-    assert t[False] - t[True] == pytest.approx(0.5e-3, rel=0.15)
+    assert t[False] - t[True] == pytest.approx(0.5e-3, abs=0.1e-3)
 
 
 def test_train_cli_takes_a_stack(cat):

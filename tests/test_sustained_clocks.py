@@ -112,9 +112,9 @@ def test_stack_measured_in_training_keeps_its_gemm_rate_and_attention_slows():
 
 
 def test_a100_stack_in_training_efficiency_is_unchanged():
-    # megatron-lm-2021: bf16 0.715 measured in training on A100, which has no sustained fraction
+    # megatron-lm-2021: bf16 0.736 measured in training on A100, which has no sustained fraction
     job = make_job("gpt3-175b", "dgx-a100-hdr", 1024, 2048, 1536, "bf16", CAT, stack="megatron-lm-2021")
-    assert job.kernel_acc is job.acc and job.acc.gemm_efficiency["bf16"] == 0.715
+    assert job.kernel_acc is job.acc and job.acc.gemm_efficiency["bf16"] == 0.736
     assert job.provenance["kernel_clock"].endswith(
         "bf16/fp16 GEMMs at the stack's in-training efficiency (its clock included)"
     )

@@ -245,7 +245,7 @@ def layer_rows(cat) -> list[Row]:
             else "sequence parallelism: norms and dropouts on 1/t"
         )
         # tolerances: the calibration row only checks the algebra and the rounding of the derived value to
-        # the catalog's 0.715; predictions get 12 %: the paper's backward hides up to 2 x 0.86 ms of TP all-reduce behind
+        # the catalog's 0.736; predictions get 12 %: the paper's backward hides up to 2 x 0.86 ms of TP all-reduce behind
         # weight-gradient GEMMs (Sec. 6.2), 7-14 % of the 12-20 ms backwards, which hnplan exposes
         out.append(
             Row(
