@@ -51,7 +51,7 @@ def uncalibrated_sentence(
             missing.setdefault(lacks, []).append(acc.id)
     if not missing:
         return ""
-    said = "; ".join(f"{_and([f'`{f}`' for f in lacks])} on {_and(on)}" for lacks, on in missing.items())
+    said = "; ".join(f"{and_join([f'`{f}`' for f in lacks])} on {and_join(on)}" for lacks, on in missing.items())
     means = "; ".join(f"`{f}` 1.0: {UNCALIBRATED_DEFAULTS[f]}" for f in fields if any(f in k for k in missing))
     return (
         f"Not calibrated, modelled at the ideal default 1.0: {said} ({means}); predictions on those chips are "
@@ -60,5 +60,6 @@ def uncalibrated_sentence(
     )
 
 
-def _and(names: list[str]) -> str:
+def and_join(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``: names joined for a sentence (also used by :mod:`hnplan.planning.trust`)."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

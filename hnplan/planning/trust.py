@@ -14,7 +14,7 @@ from statistics import median
 
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
-from hnplan.planning.calibration_note import UNCALIBRATED_DEFAULTS, uncalibrated_sentence  # noqa: F401 (re-exported)
+from hnplan.planning.calibration_note import UNCALIBRATED_DEFAULTS, and_join, uncalibrated_sentence  # noqa: F401 (re-exported)
 
 # an accelerator's runs lean one way when at least this share of them misses on the same side, by a median
 # of at least _LEAN_PCT: below that the errors are scatter around the measurements, not a bias
@@ -123,12 +123,12 @@ def error_sentences(runs_on: dict[str, list[TrainingRun]], errors: dict[str, flo
     ]
     if slow:
         out.append(
-            f"On {_and(slow)} hnplan leans slow (at least two thirds of the runs slower than measured, median "
+            f"On {and_join(slow)} hnplan leans slow (at least two thirds of the runs slower than measured, median "
             "beyond 5 %): a design on it is likely faster and cheaper per token than this comparison shows."
         )
     if fast:
         out.append(
-            f"On {_and(fast)} hnplan leans fast (at least two thirds of the runs faster than measured, median "
+            f"On {and_join(fast)} hnplan leans fast (at least two thirds of the runs faster than measured, median "
             "beyond 5 %): a design on it is likely slower and dearer per token than this comparison shows."
         )
     return out
@@ -241,9 +241,9 @@ def assumption_sentence(accs: list[str], dtypes: dict[str, str], catalog: Catalo
             clock.append(a)
     said = []
     if gemm:
-        said.append(f"the GEMM ceiling (`matmul_efficiency`, a MAMF fraction) on {_and(gemm)}")
+        said.append(f"the GEMM ceiling (`matmul_efficiency`, a MAMF fraction) on {and_join(gemm)}")
     if clock:
-        said.append(f"the sustained clock (`sustained_compute_fraction`) on {_and(clock)}")
+        said.append(f"the sustained clock (`sustained_compute_fraction`) on {and_join(clock)}")
     if not said:
         return ""
     return (
@@ -252,10 +252,6 @@ def assumption_sentence(accs: list[str], dtypes: dict[str, str], catalog: Catalo
         "chips "
         "move with them."
     )
-
-
-def _and(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def frame_dtypes(ok: list[dict]) -> dict[str, str]:
