@@ -58,3 +58,17 @@ def test_rows_alone_would_close_below_and_above_the_fitted_moe_host_work(pair):
     # for less (its host-bound step is too long), the B200 row for more
     assert tool._closing_moe_host_us(g) == pytest.approx(24.0, abs=1.0)
     assert tool._closing_moe_host_us(b) == pytest.approx(49.0, abs=1.0)
+
+
+def test_blackwell_ultra_pair_is_gpu_bound_and_planned_at_its_measured_ratio():
+    runs = {r.id: r for r in training_runs()}
+    b, g = runs["mbridge2604-b300-qwen3-30b-a3b-8-fp8"], runs["mbridge2604-gb300-qwen3-30b-a3b-8-fp8"]
+    # the two presets are the same in every field: only the node differs
+    assert (b.fixed, b.overrides, b.stack) == (g.fixed, g.overrides, g.stack) and b.fixed["microbatch_size"] == 8
+    assert g.published / b.published == pytest.approx(31744 / 30720) == pytest.approx(1.033, abs=0.001)
+    pb, pg = best_row(b)["tokens_per_s_per_gpu"], best_row(g)["tokens_per_s_per_gpu"]
+    assert 100 * (pb / b.published - 1) == pytest.approx(5.8, abs=0.1)
+    assert 100 * (pg / g.published - 1) == pytest.approx(6.9, abs=0.1)
+    assert pg / pb == pytest.approx(1.045, abs=0.002)  # within 1.2 % of the measured 1.033
+    # the 25.11 run of the GB300 layout measured 28,934: the 26.04.01 software is 1.097x faster on the same plan
+    assert g.published / runs["mbridge2511-gb300-qwen3-30b-a3b-8-fp8"].published == pytest.approx(1.097, abs=0.001)
