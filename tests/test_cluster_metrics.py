@@ -121,6 +121,37 @@ def test_the_split_is_exact_between_samples(monkeypatch):
     assert again.summary["capacity_gpu_s"] == c
 
 
+def test_the_time_means_are_integrated_over_the_state_changes():
+    # two 8-GPU servers, first-fit, development jobs (one priority), no failures, warm-up 0. A (6 GPUs, 1,000 s)
+    # and B (6 GPUs, 2,000 s) arrive at 0: A on server 0, B on server 1, 2 GPUs free on each. C (4 GPUs, 500 s)
+    # arrives at 123 s: the 4 free GPUs could hold it packed, but no server has 4: all 4 are fragmented
+    # (4 / 16 = 0.25, nothing drained) until A ends at 1,000 s and C starts there. D (1 GPU, 1 s) at 4,000 s
+    # is the last arrival: window 4,000 s.
+    #   fragmentation  0.25 x (1,000 - 123) / 4,000       = 0.0548125, max 0.25
+    #   jobs running   (2 x 1,500 + 1 x 500) / 4,000      = 0.875 (A+B 0-1,000 s, B+C -1,500 s, B -2,000 s), max 2
+    # The 10 samples (every 400 s) would read 0.5 / 11 = 0.045 and 7 / 11 = 0.64.
+    jobs = pd.DataFrame(
+        [
+            (0.0, 6, 1000, 1000.0, "development", 0.0, 1),
+            (0.0, 6, 1000, 2000.0, "development", 0.0, 1),
+            (123.0, 4, 1000, 500.0, "development", 0.0, 1),
+            (4000.0, 1, 1000, 1.0, "development", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0, warmup=0.0, samples=10, policy="first-fit"
+    )
+    s = r.summary
+    assert r.jobs["start_s"].tolist() == [0.0, 0.0, 1000.0, 4000.0] and s["window_s"] == 4000.0
+    assert s["fragmentation"] == pytest.approx(0.25 * 877.0 / 4000.0, rel=1e-12)
+    assert s["fragmentation_max"] == 0.25 and s["blocked"] == 0.0
+    assert s["concurrent_jobs"] == {"mean": pytest.approx(0.875, rel=1e-12), "max": 2}
+    # the same integral as the GPU-time split's: fragmentation x GPUs x window = fragmented GPU-seconds
+    assert s["capacity_gpu_s"]["fragmented"] == pytest.approx(s["fragmentation"] * 16 * 4000.0, rel=1e-12)
+    assert len(r.timeseries) == 11  # the samples stay for the plotted series
+
+
 job = st.tuples(
     st.floats(0.0, 20 * H),
     st.sampled_from([1, 2, 8, 16, 72, 144]),
