@@ -71,7 +71,7 @@ def bounds_of(path: str) -> tuple[float, float | None] | None:
     """
     if path in BOUNDS:
         return BOUNDS[path]
-    if path.startswith("queue_delay_s."):
+    if path.startswith(("queue_delay_s.", "queue_delay_by_gpus_s.")):
         return (0.0, None)
     if path.startswith(("jct_slowdown.", "jct_bounded_slowdown.")) and not path.endswith(".tau_s"):
         return (1.0, None)

@@ -58,6 +58,10 @@ JOB_UNITS = {
 #: the run time below which the bounded slowdown divides by this instead [s] (Feitelson et al. 1997 Sec. 4.2
 #: and Feitelson 2001: 10 s, "interactive" jobs for which waiting counts less than for batch ones)
 BOUNDED_SLOWDOWN_TAU_S = 10.0
+#: the job-size classes of the queueing delay by size [GPUs asked, upper bound of each]: Jeon et al.'s 1, 2-4,
+#: 5-8 and more than 8 GPUs (USENIX ATC 2019, Sec. 3.1, the Philly trace), the last split at 64 and 512 GPUs
+#: for today's gang jobs; a share of one GPU counts as 1
+SIZE_CLASSES = ((1, "1"), (4, "2-4"), (8, "5-8"), (64, "9-64"), (512, "65-512"), (math.inf, "513+"))
 SUMMARY_UNITS = {
     "utilisation": "fraction of installed GPU-time",
     "allocation_rate": "fraction of installed GPU-time",
@@ -65,6 +69,7 @@ SUMMARY_UNITS = {
     "fragmentation": "fraction of GPUs (time mean)",
     "blocked": "fraction of GPUs (time mean)",
     "queue_delay_s": "s",
+    "queue_delay_by_gpus_s": "s (p50/p95/p99) and count (jobs), by GPUs asked",
     "jct_slowdown": "x (completion time over ideal run time, finished jobs)",
     "jct_bounded_slowdown": "x (max(1, completion time over max(ideal run time, tau_s)), finished jobs); tau_s in s",
     "capacity_gpu_s": "GPU s over the measuring window (integrated over every state change); shares: fraction of installed GPU-time",
@@ -112,7 +117,8 @@ class ClusterResult:
         change, :func:`time_means`), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
         while the job holding the backfill reservation, or without backfilling the first blocked job, waits: the
         drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
-        with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
+        with their wait so far), ``queue_delay_by_gpus_s`` (the same per job-size class, :func:`queue_delay_by_size`,
+        with ``jobs``), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs; unbounded: a job of seconds that waited minutes counts hundreds), ``jct_bounded_slowdown``
         (:func:`bounded_slowdown`, tau 10 s: mean/p50/p95 and ``tau_s``; the figure to compare designs and
         policies by), ``capacity_gpu_s`` (:func:`capacity_split`: installed GPU-time split into busy, drained
@@ -189,6 +195,40 @@ def _pct(x: np.ndarray) -> dict:
         return {"p50": None, "p95": None, "p99": None}
     p = np.percentile(x, [50, 95, 99])
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
+
+
+def size_class(gpus) -> np.ndarray:
+    """The size class (:data:`SIZE_CLASSES`) of jobs asking for ``gpus`` GPUs each, as labels, shape of ``gpus``.
+
+    >>> size_class([1, 2, 8, 9, 72, 1024]).tolist()
+    ['1', '2-4', '5-8', '9-64', '65-512', '513+']
+    """
+    edges = np.array([b for b, _ in SIZE_CLASSES[:-1]], float)
+    labels = np.array([name for _, name in SIZE_CLASSES], dtype=object)
+    return labels[np.searchsorted(edges, np.asarray(gpus, float), side="left")]
+
+
+def queue_delay_by_size(gpus, delay_s) -> dict:
+    """Queueing delay percentiles per job-size class: class -> ``jobs`` (count), ``p50``/``p95``/``p99`` [s];
+    only classes with jobs, smallest first.
+
+    Under gang scheduling a job waits until all its GPUs are free at once, so the wait grows with its size
+    (Jeon et al., USENIX ATC 2019, Sec. 3.1); the per-class figure mixes the sizes and hides it.
+
+    Parameters
+    ----------
+    gpus, delay_s : array_like
+        GPUs each job asks for and its time queued [s] (jobs that started or still wait), same shape.
+
+    >>> queue_delay_by_size([1, 1, 16], [0.0, 100.0, 3600.0])["9-64"]
+    {'jobs': 1, 'p50': 3600.0, 'p95': 3600.0, 'p99': 3600.0}
+    """
+    cls, d = size_class(gpus), np.asarray(delay_s, float)
+    return {
+        name: {"jobs": int((cls == name).sum()), **_pct(d[cls == name])}
+        for _, name in SIZE_CLASSES
+        if (cls == name).any()
+    }
 
 
 def bounded_slowdown(wait_s, run_s, tau_s: float = BOUNDED_SLOWDOWN_TAU_S) -> np.ndarray:
@@ -409,6 +449,7 @@ def _result(
         "allocation_rate": float(sim.int_alloc / cap),
         **{k: v for k, v in means.items() if k != "concurrent_jobs"},
         "queue_delay_s": {c: _pct(delay[cls == c]) for c in CLASSES if (cls == c).any()},
+        "queue_delay_by_gpus_s": queue_delay_by_size(np.asarray(jobs["gpus"])[waited], delay),
         "jct_slowdown": {
             "mean": float(sd.mean()) if len(sd) else None,
             "p50": float(np.median(sd)) if len(sd) else None,
