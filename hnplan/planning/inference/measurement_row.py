@@ -37,5 +37,6 @@ class Measurement:
     ref_system: str | None = None  # tokens_per_s_ratio: the baseline's system, dtype and output length
     ref_dtype: str | None = None
     ref_output_tokens: int | None = None
+    ref_batch: int | None = None  # tokens_per_s_ratio of Server runs: the baseline's concurrency per GPU
     engine_fills: bool = False  # the engine runs all the sequences its KV cache holds (trtllm-bench's limits)
     num_requests: int | None = None  # requests of the benchmark's run, all queued at once (None: steady state)

@@ -22,6 +22,7 @@ from hnplan.planning.inference.measurements_mlperf import (  # noqa: F401 - the 
     MLPERF_H200_OFFLINE_BATCH,
     MLPERF_LLAMA2_INPUT_TOKENS,
     MLPERF_ROWS,
+    MLPERF_SERVER_LOGS,
     MLPERF_V41,
     mlperf_rows,
 )
