@@ -9,6 +9,7 @@ Source: mlcommons/inference_results_v4.1, closed/NVIDIA/results: each submission
 
 from __future__ import annotations
 
+from hnplan import units
 from hnplan.planning.inference.measurement_row import Measurement
 
 MLPERF_V41 = "mlcommons/inference_results_v4.1 closed/NVIDIA/results"
@@ -68,8 +69,8 @@ def mlperf_rows() -> list[Measurement]:
             if log is None
             else (
                 f"{samples_s} samples/s x {log[0]:.2f} s mean latency / {n} GPU{'s' if n > 1 else ''} = {batch} sequences "
-                f"per GPU at a mean TPOT of {1e3 * log[1]:.1f} ms; p99 TPOT {1e3 * log[2]:.0f} ms and TTFT "
-                f"{1e3 * log[3]:.0f} ms, inside the 200 ms and 2 s bounds, so the arrival rate, not the bounds, set it"
+                f"per GPU at a mean TPOT of {units.s_to_ms(log[1]):.1f} ms; p99 TPOT {units.s_to_ms(log[2]):.0f} ms and TTFT "
+                f"{units.s_to_ms(log[3]):.0f} ms, inside the 200 ms and 2 s bounds, so the arrival rate, not the bounds, set it"
             )
         )
         out.append(
