@@ -240,25 +240,28 @@ def _speed_error(run, value: float) -> float:
 
 
 def test_blackwell_ultra_rows_are_as_the_readme_counts_them():
-    """README, "Blackwell Ultra": slow on 16 of the 28 GB300 rows (by 0.8-12 %) and on five of the six B300 rows
-    (by 0.6-2.6 %), fast on the other twelve GB300 rows and on Nebius's B300 8B on 64 (2 %). Slow is hnplan's
+    """README, "Blackwell Ultra": slow on 16 of the 29 GB300 rows (by 0.8-12 %) and on five of the seven B300 rows
+    (by 0.6-2.6 %), fast on the other thirteen GB300 rows, on Nebius's B300 8B on 64 (2 %) and on Megatron-Bridge
+    26.04.01's B300 Qwen3-30B-A3B on 8 (6 %). Slow is hnplan's
     step longer than measured (a + step-time error) or its tokens/s lower (a - throughput error)."""
     from hnplan.catalog import load_catalog
     from hnplan.planning.validation import validation_table
 
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "slow on 16 of the 28 GB300 rows (by 0.8-12%) and on five of the six B300 rows (by 0.6-2.6%)" in readme
-    assert "fast on Nebius's B300 8B on 64 (2%) and on twelve GB300 rows" in readme
+    assert "slow on 16 of the 29 GB300 rows (by 0.8-12%) and on five of the seven B300 rows (by 0.6-2.6%)" in readme
+    assert "fast on Nebius's B300 8B on 64 (2%), Megatron-Bridge 26.04.01's B300 Qwen3-30B-A3B on 8 (6%)" in readme
+    assert "and on thirteen GB300 rows" in readme
     cat = load_catalog()
     t = validation_table()
     acc = t["system"].map(lambda s: cat.system(s).accelerator)
     slow = t["error_pct"].where(t["metric"] == "step_time_s", -t["error_pct"])
-    for name, n, n_slow, lo, hi in (("gb300", 28, 16, 0.8, 12), ("b300", 6, 5, 0.6, 2.6)):
+    for name, n, n_slow, lo, hi in (("gb300", 29, 16, 0.8, 12), ("b300", 7, 5, 0.6, 2.6)):
         s = slow[acc == name]
         assert (len(s), int((s > 0).sum())) == (n, n_slow), name
         assert round(s[s > 0].min(), 1) == lo and round(s[s > 0].max(), 1 if name == "b300" else 0) == hi, name
     nebius = t.set_index("id").loc["mlperf-v60-nebius-b300-llama31-8b-64", "error_pct"]
     assert round(nebius) == -2  # step time 2 % short: fast
+    assert round(t.set_index("id").loc["mbridge2604-b300-qwen3-30b-a3b-8-fp8", "error_pct"]) == 6  # tokens/s: fast
 
 
 def test_gb300_lead_over_b300_and_gb200_is_the_rows():
@@ -286,18 +289,18 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
         assert a.metric == b.metric == "step_time_s" and (a.gpus, a.seq_len) == (b.gpus, b.seq_len)
         assert round(b.published / a.published, 2) == measured, fast
         assert round(predicted(b) / predicted(a), 2) == modelled, fast
-    # the trust notes' pairing (same model, GPUs, batch, dtype, metric and stack): 17 GB300 / GB200 jobs, a median
-    # ratio of predicted over measured lead 1 % short, 0.61 (1.221 / 2.007, DeepSeek-V3 on 8,192) to 1.23
-    # (1.498 / 1.217, Qwen3-30B-A3B); two GB300 / B300 jobs
+    # the trust notes' pairing (same model, GPUs, batch, dtype, metric and stack): 18 GB300 / GB200 jobs, a median
+    # ratio of predicted over measured lead 1 % short (0.993), 0.61 (1.221 / 2.007, DeepSeek-V3 on 8,192) to 1.23
+    # (1.498 / 1.217, Qwen3-30B-A3B 25.11) and 1.25 (1.523 / 1.216, 26.04.01); three GB300 / B300 jobs
     from hnplan.catalog import load_catalog
     from hnplan.planning.trust import paired_sentences, speed_errors
 
-    assert "the 17 jobs published on GB300 and GB200 it understates the GB300's lead by a median 1%" in readme
+    assert "the 18 jobs published on GB300 and GB200 it understates the GB300's lead by a median 1%" in readme
     cat = load_catalog()
     on = {a: [r for r in runs.values() if cat.system(r.system).accelerator == a] for a in ("gb200", "gb300", "b300")}
     (sentence,) = paired_sentences(on, speed_errors([r for rs in on.values() for r in rs], cat))
-    assert "gb300 over gb200 1.05-2.01x against 1.06-1.50x (17 jobs)" in sentence
-    assert "gb300 over b300 1.14-1.18x against 1.15-1.17x (2 jobs)" in sentence
+    assert "gb300 over gb200 1.05-2.01x against 1.06-1.52x (18 jobs)" in sentence
+    assert "gb300 over b300 1.03-1.18x against 1.04-1.17x (3 jobs)" in sentence
 
 
 def test_nvfp4_rows_with_three_amax_passes_are_the_readme_aside():
