@@ -18,8 +18,9 @@ from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.comm import collective, place_group
 from hnplan.errors import CatalogError, InputError
-from hnplan.planning.calibrate import calibrate, write_calibration
+from hnplan.planning.calibrate import calibrate
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
+from hnplan.planning.calibrate_write import write_calibration
 from hnplan.planning.training import search_plans
 
 runner = CliRunner()

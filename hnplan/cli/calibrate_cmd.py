@@ -103,8 +103,8 @@ def calibrate(
         with _long_lived_imports():
             from hnplan.catalog.checks import check_refs
             from hnplan.planning.calibrate import calibrate as fit_stack
-            from hnplan.planning.calibrate import write_calibration
             from hnplan.planning.calibrate_comm import OFF_AFTER_FIT_PCT
+            from hnplan.planning.calibrate_write import write_calibration
 
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
