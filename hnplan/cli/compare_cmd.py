@@ -152,7 +152,7 @@ def compare(
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(table), (trust_notes(table, model, cat, stack, ref_of) if trust else None)
+        said, notes = verdict(table), (trust_notes(table, model, cat, stack, names) if trust else None)
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a design whose chip lacks its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0

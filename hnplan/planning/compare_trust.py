@@ -35,7 +35,7 @@ def _run_mfu(run, model, cat: Catalog) -> float:
 
 
 def trust_notes(
-    df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems: dict | None = None
+    df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None
 ) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
@@ -84,9 +84,9 @@ def trust_notes(
     catalog : Catalog, optional
     stack : id, path or entry, optional
         The software stack the designs were planned with; default the planner's defaults.
-    systems : dict, optional
-        The reference each row's ``system`` id was given as (id -> id or YAML path): a design read from a
-        user's file is looked up by its path, since its id is not in the catalog. Default: the ids themselves.
+    systems : list of str, optional
+        The systems compared as they were given (ids or YAML paths): a design read from a user's file is looked
+        up by its path, since the catalog does not hold its id. Default: the rows' ids.
 
     Returns
     -------
@@ -99,7 +99,7 @@ def trust_notes(
     rows = as_records(df)
     columns = set(rows[0]) if rows else set()
     ok = [r for r in rows if "status" not in r or (isinstance(r["status"], str) and r["status"].startswith("ok"))]
-    ref = systems or {}
+    ref = {cat.system(s).id: s for s in systems or ()}  # each row's system id -> the id or path it was given as
     if "accelerator" not in columns and "system" in columns and ok:  # e.g. the table of sizing.size_designs
         ok = [{**r, "accelerator": cat.system(ref.get(r["system"], r["system"])).accelerator} for r in ok]
         columns.add("accelerator")
