@@ -34,9 +34,7 @@ def _run_mfu(run, model, cat: Catalog) -> float:
     return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
 
 
-def trust_notes(
-    df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None
-) -> str:
+def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
     These kinds, each only where it applies to a design of ``df`` (the rows of
