@@ -284,3 +284,17 @@ def test_a_system_from_the_user_s_file_is_simulated_as_its_catalog_twin(tmp_path
         outs.append(json.loads(r.stdout))
     assert outs[0]["system"] == "my-nvl72"
     assert {k: outs[0][k] for k in KEYS} == {k: outs[1][k] for k in KEYS}
+
+
+def test_the_table_s_mean_concurrency_keeps_its_fraction(tmp_path):
+    """One 8-GPU job over the 30 days measured after the warm-up (20 % of the window, days 6-30) that runs
+    days 0-14: busy 8 / 24 of the measured time, a mean of 0.333 jobs at once (sampled: 0.334; the table printed
+    "mean 0")."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,1209600,training,3600,8\n")
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    args += ["--days", "30", "--no-failures"]
+    d = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert d["concurrent_jobs"]["mean"] == pytest.approx(8 / 24, rel=1e-2)
+    text = " ".join(runner.invoke(app, args).stdout.split())
+    assert f"concurrent jobs │ mean {d['concurrent_jobs']['mean']:.3g}, max 1 │" in text
