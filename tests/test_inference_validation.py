@@ -126,6 +126,39 @@ def test_mlperf_llama2_rows_and_fp4_optimism(cat):
     assert -25 < ratio["error_pct"] < 0
 
 
+def test_mlperf_server_rows_run_at_the_concurrency_their_logs_give(cat):
+    # Little's law on the v4.1 Server logs (mlperf_log_summary.txt): completed samples/s x mean latency / GPUs.
+    # H200: 100.35 x 35.855 s / 8 = 449.8 -> 450 per GPU; B200: 39.25 x 35.976 s = 1,412.1 -> 1,412. The same
+    # from the tokens: tokens/s per GPU x mean TPOT = 3,653.5 x 0.1233 = 450 and 10,755.6 x 0.1315 = 1,415.
+    from hnplan.planning.inference import Replica, resolve
+    from hnplan.planning.inference.measurements import MLPERF_SERVER_LOGS
+    from hnplan.planning.inference.validation import concurrency_point
+
+    rows = {m.id: m for m in measurements() if m.family == "MLPerf v4.1 Llama 2 70B"}
+    h200 = rows["mlperf-v4.1-llama2-70b-hgx-h200-ib-ndr-fp8-server"]
+    b200 = rows["mlperf-v4.1-llama2-70b-dgx-b200-ib-ndr-fp4-server"]
+    assert (h200.quantity, h200.batch, b200.quantity, b200.batch) == (
+        "tokens_per_s_per_gpu_at_concurrency",
+        450,
+        "tokens_per_s_per_gpu_at_concurrency",
+        1412,
+    )
+    assert rows["mlperf-v4.1-llama2-70b-b200-fp4-over-h200-fp8-server"].batch == 1412
+    assert rows["mlperf-v4.1-llama2-70b-b200-fp4-over-h200-fp8-server"].ref_batch == 450
+    assert rows["mlperf-v4.1-llama2-70b-hgx-h200-ib-ndr-fp8-offline"].batch is None  # Offline: max throughput
+    for m, tpot in ((h200, 0.1233), (b200, 0.1315)):
+        assert m.published * tpot == pytest.approx(m.batch, rel=0.01)
+    # the scenario's bounds (p99 TTFT <= 2 s, p99 TPOT <= 200 ms) did not bind: the arrival rate set the batch
+    assert all(p99_tpot < 0.2 and p99_ttft < 2.0 for _, _, p99_tpot, p99_ttft in MLPERF_SERVER_LOGS.values())
+    # the modelled iteration at the run's own concurrency is slower than the log's mean TPOT (the rows are
+    # pessimistic; docs/inference.md sizes the shares): 140 ms against 123 on H200, 167 against 132 on B200
+    for m, tpot in ((h200, 0.123263268), (b200, 0.131536562)):
+        s = resolve(m.model, m.system, Replica(tp=1, dtype=m.dtype, engine=m.engine), cat)
+        p = concurrency_point(s, m.batch, m.input_tokens, m.output_tokens)
+        assert p.tokens_per_s_per_gpu == pytest.approx(m.batch / p.tpot_s)
+        assert 1.10 < p.tpot_s / tpot < 1.30
+
+
 def test_mlperf_prompt_is_the_longest_the_submitted_batch_fits(cat):
     # NVIDIA's v4.1 H200 Offline config keeps up to 806 sequences in flight on each H200 (gpu_batch_size). In
     # steady state a sequence holds I + O/2 tokens of FP8 KV (O = 291 from the log): 806 x (I + 145.5) x

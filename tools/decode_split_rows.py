@@ -21,7 +21,7 @@ from hnplan.planning.inference.validation import throughput_point
 
 
 def split_rows(select: str = "") -> pd.DataFrame:
-    """One row per ``tokens_per_s_per_gpu_at_batch`` row and per MLPerf ``tokens_per_s`` row whose id contains
+    """One row per ``tokens_per_s_per_gpu_at_batch`` row and per MLPerf ``tokens_per_s`` or Server row whose id contains
     ``select``: :func:`decode_split`'s keys (times in ms, bytes in GB) with ``id`` and ``batch_per_group``."""
     cat = load_catalog()
     out = []
@@ -37,6 +37,10 @@ def split_rows(select: str = "") -> pd.DataFrame:
             s, p = throughput_point(m, cat)
             b = math.ceil(p.batch / s.replica.groups)
             ctx, ctx_max = m.input_tokens + m.output_tokens / 2, m.input_tokens + m.output_tokens
+        elif m.quantity == "tokens_per_s_per_gpu_at_concurrency":  # MLPerf Server: the log's concurrency
+            s = resolve(m.model, m.system, Replica(tp=m.tp, ep=m.ep, dtype=m.dtype, engine=m.engine), cat)
+            b = m.batch or 1
+            ctx = ctx_max = m.input_tokens + m.output_tokens / 2
         else:
             continue
         sp = decode_split(s, b, ctx, ctx_max)

@@ -134,6 +134,15 @@ MLPERF_ROWS = [
 # B200 / H200 ratio moves by under 5 % between 300 and 1,024.
 MLPERF_LLAMA2_INPUT_TOKENS = 389
 MLPERF_H200_OFFLINE_BATCH = 806  # gpu_batch_size of configs/llama2-70b/Offline H200_SXM_141GBx1 (v4.1)
+# The Server runs' own latencies (the same mlperf_log_summary.txt files, "Additional Stats"): mean latency of a
+# sample, mean and p99 time per output token, p99 time to first token [s]. The run held samples/s x mean latency
+# sequences in flight (Little's law): 100.35 x 35.855 / 8 = 450 per H200, 39.25 x 35.976 = 1,412 on the B200.
+# Both stay well inside the scenario's bounds (TTFT p99 <= 2 s, TPOT p99 <= 200 ms: the logs' ttft_latency and
+# tpot_latency), so the bounds did not cap the batch: the arrival rate (target_qps 101 and 39.6) set it.
+MLPERF_SERVER_LOGS = {
+    "H200-SXM-141GBx8_TRT/llama2-70b-99/Server": (35.854894885, 0.123263268, 0.146040006, 0.452744202),
+    "B200-SXM-180GBx1_TRT/llama2-70b-99.9/Server": (35.975781094, 0.131536562, 0.151920554, 0.357223316),
+}
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,7 @@ class Measurement:
     ref_system: str | None = None  # tokens_per_s_ratio: the baseline's system, dtype and output length
     ref_dtype: str | None = None
     ref_output_tokens: int | None = None
+    ref_batch: int | None = None  # tokens_per_s_ratio of Server runs: the baseline's concurrency per GPU
     engine_fills: bool = False  # the engine runs all the sequences its KV cache holds (trtllm-bench's limits)
     num_requests: int | None = None  # requests of the benchmark's run, all queued at once (None: steady state)
 
@@ -436,16 +446,28 @@ def _mlperf_rows() -> list[Measurement]:
         f"{MLPERF_LLAMA2_INPUT_TOKENS} tokens assumed (not published: the longest at which the H200 submission's "
         f"{MLPERF_H200_OFFLINE_BATCH}-sequence batch fits its KV cache; at 300 the H200 rows would be about -2 %, "
         "the B200 rows -13 %); each GPU a TP1 replica at its "
-        "maximum-throughput point (the Server scenario's TTFT <= 2 s / TPOT <= 200 ms p99 bounds are not applied)"
+        "maximum-throughput point (Offline) or at the concurrency its Server run held (Little's law on the log: "
+        "{conc})"
     )
     out, per_gpu = [], {}
     for system, dtype, scenario, n, tok_s, samples_s, path in MLPERF_ROWS:
         o = round(tok_s / samples_s)
-        per_gpu[(dtype, scenario)] = (system, o, tok_s / n)
+        log = MLPERF_SERVER_LOGS.get(path)
+        batch = None if log is None else round(samples_s * log[0] / n)  # sequences in flight per GPU
+        per_gpu[(dtype, scenario)] = (system, o, tok_s / n, batch)
+        conc = (
+            "not a Server run"
+            if log is None
+            else (
+                f"{samples_s} samples/s x {log[0]:.2f} s mean latency / {n} GPU{'s' if n > 1 else ''} = {batch} sequences "
+                f"per GPU at a mean TPOT of {1e3 * log[1]:.1f} ms; p99 TPOT {1e3 * log[2]:.0f} ms and TTFT "
+                f"{1e3 * log[3]:.0f} ms, inside the 200 ms and 2 s bounds, so the arrival rate, not the bounds, set it"
+            )
+        )
         out.append(
             Measurement(
                 f"mlperf-v4.1-llama2-70b-{system}-{dtype}-{scenario.lower()}",
-                "tokens_per_s",
+                "tokens_per_s" if log is None else "tokens_per_s_per_gpu_at_concurrency",
                 "llama2-70b",
                 system,
                 1,
@@ -459,14 +481,15 @@ def _mlperf_rows() -> list[Measurement]:
                 f"on {n} GPU{'s' if n > 1 else ''}, TensorRT-LLM, {dtype.upper()}",
                 -50.0,
                 50.0,
-                note=note.format(o=o),
+                batch=batch,
+                note=note.format(o=o, conc=conc),
                 family="MLPerf v4.1 Llama 2 70B",
                 engine="tensorrt-llm",
             )
         )
     for scenario in ("Offline", "Server"):
-        b_sys, b_o, b = per_gpu[("fp4", scenario)]
-        h_sys, h_o, h = per_gpu[("fp8", scenario)]
+        b_sys, b_o, b, b_batch = per_gpu[("fp4", scenario)]
+        h_sys, h_o, h, h_batch = per_gpu[("fp8", scenario)]
         out.append(
             Measurement(
                 f"mlperf-v4.1-llama2-70b-b200-fp4-over-h200-fp8-{scenario.lower()}",
@@ -487,13 +510,16 @@ def _mlperf_rows() -> list[Measurement]:
                 note="the model runs FP4 GEMMs at 0.449 of the FP4 peak (b200.yaml, vLLM's CUTLASS NVFP4 GEMM measured "
                 "in vllm-project/vllm PR 20646); TensorRT-LLM's own NVFP4 runs on B200 (its perf-overview, 20 rows) "
                 "come out -8..+19 % at that rate, so the FP4 GEMMs do not set this ratio's error: the B200 rows carry "
-                "11-13 points more than the H200 rows at the same assumed prompt, not explained by a source "
+                "9-11 points more than the H200 rows at the same assumed prompt (Server: each GPU at its run's concurrency), "
+                "not explained by a source "
                 "(docs/inference.md); with the fp8 fraction (0.763) assumed before, the ratio came out +20 %",
                 family="MLPerf v4.1 Llama 2 70B",
                 engine="tensorrt-llm",
                 ref_system=h_sys,
                 ref_dtype="fp8",
                 ref_output_tokens=h_o,
+                batch=b_batch,
+                ref_batch=h_batch,
             )
         )
     return out

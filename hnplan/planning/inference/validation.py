@@ -10,6 +10,8 @@ Every row names its source; the quantity compared is the one the source measured
   Llama 3.1 405B on 8 x H200 up to 120K-token prompts (NVIDIA technical blog).
 * ``tokens_per_s_per_gpu_at_batch``: decode output tokens/s per GPU of a disaggregated decode pool
   at the concurrency the source ran (published, or by Little's law: concurrency = throughput x TPOT).
+* ``tokens_per_s_per_gpu_at_concurrency``: output tokens/s per GPU of a server run (prefills in the
+  iterations) at the sequences it held in flight, by Little's law on its log (MLPerf Server scenario).
 * ``prefill_s``: time of one prefill pass.
 
 Tolerances are stated per row (``tol_lo_pct``, ``tol_hi_pct``): the band the current model is known
@@ -108,6 +110,23 @@ def throughput_point(m: Measurement, catalog: Catalog | None = None) -> tuple[Se
     return s, steady_state(s, max_batch(s, m.input_tokens + m.output_tokens), m.input_tokens, m.output_tokens)
 
 
+def concurrency_point(s: Setup, batch_per_gpu: int, input_tokens: float, output_tokens: float) -> OperatingPoint:
+    """The steady state of a server run that held ``batch_per_gpu`` sequences in flight on each GPU (Little's law
+    on its log: completed samples/s x mean latency / GPUs), prefills sharing the iterations with the decodes.
+
+    The KV cache is sized for the mean in-flight length ``I + O/2``, as the MLPerf prompt bound is
+    (:data:`~hnplan.planning.inference.measurements.MLPERF_LLAMA2_INPUT_TOKENS`): what a run with variable
+    lengths actually holds, not the ``I + O`` a no-evict scheduler reserves for equal requests.
+
+    Raises
+    ------
+    InfeasiblePlan
+        When that many sequences of ``I + O/2`` tokens do not fit the KV cache.
+    """
+    ctx = input_tokens + output_tokens / 2
+    return steady_state(s, batch_per_gpu * s.replica.gpus, input_tokens, output_tokens, max_context_tokens=ctx)
+
+
 def predict(m: Measurement, catalog: Catalog | None = None) -> float:
     """The planner's value of a measurement's quantity, in its unit: a ``tokens_per_s`` row with
     ``num_requests`` is the throughput of that finite run at the row's operating point
@@ -123,9 +142,16 @@ def predict(m: Measurement, catalog: Catalog | None = None) -> float:
         if m.ref_system is None or m.ref_dtype is None:
             raise ValueError(f"{m.id}: a tokens_per_s_ratio row needs ref_system and ref_dtype")
         ref = resolve(m.model, m.ref_system, Replica(tp=m.tp, ep=m.ep, dtype=m.ref_dtype, engine=m.engine), cat)
+        ref_o = m.ref_output_tokens or m.output_tokens
+        if m.batch is not None and m.ref_batch is not None:  # two Server runs, each at its own concurrency
+            num = concurrency_point(s, m.batch, m.input_tokens, m.output_tokens).tokens_per_s_per_gpu
+            den = concurrency_point(ref, m.ref_batch, m.input_tokens, ref_o).tokens_per_s_per_gpu
+            return num / den
         num = max_throughput_point(s, m.input_tokens, m.output_tokens).tokens_per_s_per_gpu
-        den = max_throughput_point(ref, m.input_tokens, m.ref_output_tokens or m.output_tokens).tokens_per_s_per_gpu
+        den = max_throughput_point(ref, m.input_tokens, ref_o).tokens_per_s_per_gpu
         return num / den
+    if m.quantity == "tokens_per_s_per_gpu_at_concurrency":
+        return concurrency_point(s, m.batch or 1, m.input_tokens, m.output_tokens).tokens_per_s_per_gpu
     if m.quantity == "prefill_s":
         return prefill_pass(s, m.batch or 1, m.input_tokens)["time_s"]
     if m.quantity == "tokens_per_s_per_gpu_at_batch":
