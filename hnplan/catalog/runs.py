@@ -82,10 +82,11 @@ class TrainingRun(_Strict):
             )
         return self
 
-    @field_validator("dtype", mode="before")
+    @field_validator("dtype", "metric", mode="before")
     @classmethod
     def _dtype_any_case(cls, v):
-        # a user's runs file reads dtypes as --dtype, gemm --shapes-json and sweep specs do: FP8 is fp8
+        # a user's runs file reads dtypes as --dtype, gemm --shapes-json and sweep specs do: FP8 is fp8; and
+        # metrics alike (MFU is mfu)
         return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("overrides", mode="after")
