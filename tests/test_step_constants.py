@@ -2,6 +2,7 @@
 buckets and parameter gather bytes, and fp8 current scaling's TP amax all-reduces (docs/training.md,
 "What grows with scale")."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,3 +61,35 @@ def test_recipe_bucket_size_sets_the_exposed_last_bucket(cat):
     assert dp_exposed(bucket=40_000_000) == pytest.approx(default, rel=1e-12)
     with pytest.raises(ValueError):
         StackChoices(dp_bucket_params=0)
+
+
+def test_the_exposed_buckets_hold_the_embedding(cat):
+    # Llama 3.1 8B at TP 1: the input-embedding shard is 128,256 x 4,096 = 525.3M parameters, about four of the
+    # recipe's 134.2M-parameter buckets. Megatron-Core lays the parameters out in backward order and closes a
+    # bucket only after the parameter that fills it, so the reduce-scatter left after the backward and the
+    # all-gather needed before the forward move the whole shard: 1.05 GB of bf16 gradients and 1.05 GB of bf16
+    # embedding weights (the fp8 parameter gather covers the GEMM weights only). With everything else hidden
+    # behind a long compute at no slowdown, these two are what is exposed.
+    ov = dict(dp_bucket_params=134217728, fp8_params=True, overlap_gemm_slowdown=0.0)
+    job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 64, 8192, 64, "fp8", cat, overrides=ov)
+    df = pd.DataFrame(
+        {"tp": [1], "dp": [64], "cp": [1], "ep": [1], "zero_stage": [1], "pp": [1], "etp": [1], "num_microbatches": [1]}
+    )
+    df["virtual_stages"] = 1
+    emb = 128256 * 4096
+    rs = coll.collective_s(job, "reducescatter", emb * job.choices.grad_reduce_bytes, [64], [1])[0]
+    ag = coll.collective_s(job, "allgather", emb * 2.0, [64], [1])[0]
+    exposed = coll.dp_comm_exposed(job, df, 10.0, 10.0, 10.0)[0]
+    assert exposed == pytest.approx(rs + ag, rel=1e-9)
+    # a bucket of ~134M parameters alone would expose about a quarter of that
+    bucket = 8.03e9 / 60
+    one = coll.collective_s(job, "reducescatter", bucket * 2.0, [64], [1])[0]
+    assert rs > 3 * one
+    # buckets larger than the shard: one full bucket, the embedding in bf16 and the rest at the gather's bytes
+    big = make_job(
+        "llama3.1-8b", "hgx-h100-ib-ndr", 64, 8192, 64, "fp8", cat, overrides={**ov, "dp_bucket_params": 768000000}
+    )
+    n = big.params.total / np.ceil(big.params.total / 768000000)
+    g_bytes, a_bytes = coll.edge_bucket_bytes(big, 1, n, 2.0, coll.param_gather_bytes(big)[0])
+    assert g_bytes == pytest.approx(2.0 * n)
+    assert a_bytes == pytest.approx(2.0 * emb + (n - emb) * coll.param_gather_bytes(big)[0])

@@ -37,6 +37,25 @@ def test_gb200_1024_ring_and_no_overlap_bound(capsys):
     parts = _ms(out, "compute") + sum(float(x) for x in re.findall(r"([0-9.]+) ms all", out))
     assert no_overlap == pytest.approx(parts, abs=0.2)  # plus the optimizer's 0.05 ms, each printed to 0.01-0.1 ms
     assert no_overlap < measured
+    assert "communication cannot close the gap at any overlap fraction or SM slowdown up to 1" in out
+    # the operator table's kernel classes add up to the modelled compute (33.9 ms), and each alone would have to
+    # run (class + gap) / class times as long to close the 26.9 ms gap
+    classes = {k: float(v) for k, v in re.findall(r"(GEMMs|attention|other kernels) ([0-9.]+) ms", out)}
+    assert sum(classes.values()) == pytest.approx(_ms(out, "compute"), abs=0.3)
+    factor = float(re.search(r"GEMMs [0-9.]+ ms \(x([0-9.]+) to close", out).group(1))
+    gap = float(re.search(r"gap \+([0-9.]+) ms", out).group(1))
+    assert factor == pytest.approx((classes["GEMMs"] + gap) / classes["GEMMs"], abs=0.01)
+
+
+def test_rows_communication_can_close_print_the_share_to_expose(capsys):
+    # University of Florida, 256 B200 (CP 2): all collectives on the critical path overshoot the measured step, so
+    # the tool prints the share of the hidden communication that closing the gap would expose
+    _tool().main(["mlperf-v51-uf-b200-llama31-8b-256"])
+    out = capsys.readouterr().out
+    share = float(re.search(r"exposes ([0-9]+)% of what is hidden", out).group(1)) / 100
+    gap = float(re.search(r"gap \+([0-9.]+) ms", out).group(1))
+    hideable = _ms(out, "no overlap at all:") - float(re.search(r"modelled ([0-9.]+) ms", out).group(1))
+    assert share == pytest.approx(gap / hideable, abs=0.01)
 
 
 def test_refusals():

@@ -34,6 +34,7 @@ from hnplan.planning.training import (
     valid_mask,
     validate_plan,
 )
+from hnplan.planning.training import collectives as coll
 from hnplan.planning.training.components import memory_recipe
 
 KNOBS = dict(microbatch_size=1, recompute="none", zero_stage=1, virtual_stages=1)
@@ -134,9 +135,11 @@ def test_interleaved_bubble_is_the_other_stages_over_v(cat):
 
 
 def test_dp_overlap_hides_all_but_the_last_bucket(cat):
-    # 8B on 64 GPUs, DP 64: the reduce-scatter hides behind the backward of the last micro-batch, but a
-    # bucket of max(40M, 1M x 64) = 64M parameters stays exposed (Megatron-Core bucket default); the hidden
-    # rest slows the compute beside it by the stack's overlap slowdown (0.14 s per second hidden)
+    # 8B on 64 GPUs, DP 64: the reduce-scatter hides behind the backward of the last micro-batch and the
+    # all-gather behind the first forward, but the bucket holding the input embedding stays exposed each way:
+    # Megatron-Core's buckets (max(40M, 1M x 64) = 64M parameters) never split a parameter, so that bucket is
+    # the whole 128,256 x 4,096 = 525.3M-parameter shard; the hidden rest slows the compute beside it by the
+    # stack's overlap slowdown (0.14 s per second hidden)
     plan = ParallelPlan(dp=64, zero_stage=1)
     exposed = estimate_training_step("llama3.1-8b", "hgx-h100-ib-ndr", 64, plan, 4096, 512, catalog=cat)
     blocking = estimate_training_step(
@@ -149,12 +152,16 @@ def test_dp_overlap_hides_all_but_the_last_bucket(cat):
         catalog=cat,
         choices=StackChoices(dp_grad_reduce=False, dp_param_gather=False),
     )
-    params = 8.03e9
-    frac = 64e6 / params
+    job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 64, 4096, 512, catalog=cat)
+    emb = 128256 * 4096
+    grad = job.choices.grad_reduce_bytes  # the default stack's gradient buffer (fp32: 4 bytes)
+    edge = float(coll.collective_s(job, "reducescatter", emb * grad, [64], [1])[0])
+    edge += float(coll.collective_s(job, "allgather", emb * 2.0, [64], [1])[0])  # bf16 weights
     t_block = blocking.breakdown_s["dp_comm_exposed"]
-    assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(
-        frac * t_block + 0.14 * (1 - frac) * t_block, rel=0.01
-    )
+    assert exposed.breakdown_s["dp_comm_exposed"] == pytest.approx(edge + 0.14 * (t_block - edge), rel=0.01)
+    one = float(coll.collective_s(job, "reducescatter", 64e6 * grad, [64], [1])[0])
+    one += float(coll.collective_s(job, "allgather", 64e6 * 2.0, [64], [1])[0])
+    assert edge > 4 * one  # the embedding's bucket, 8.2 times the parameters of a 64M one
     assert exposed.step_time_s < blocking.step_time_s
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hnplan.units import MILLI
+
 TRTLLM_SOURCE = (
     "NVIDIA/TensorRT-LLM docs/source/performance/perf-overview.md (commit 00f37686): trtllm-bench, "
     "PyTorch backend, FP8, infinite request rate, output tokens/s of the TP group"
@@ -460,8 +462,8 @@ def _mlperf_rows() -> list[Measurement]:
             if log is None
             else (
                 f"{samples_s} samples/s x {log[0]:.2f} s mean latency / {n} GPU{'s' if n > 1 else ''} = {batch} sequences "
-                f"per GPU at a mean TPOT of {1e3 * log[1]:.1f} ms; p99 TPOT {1e3 * log[2]:.0f} ms and TTFT "
-                f"{1e3 * log[3]:.0f} ms, inside the 200 ms and 2 s bounds, so the arrival rate, not the bounds, set it"
+                f"per GPU at a mean TPOT of {log[1] / MILLI:.1f} ms; p99 TPOT {log[2] / MILLI:.0f} ms and TTFT "
+                f"{log[3] / MILLI:.0f} ms, inside the 200 ms and 2 s bounds, so the arrival rate, not the bounds, set it"
             )
         )
         out.append(

@@ -39,6 +39,11 @@ References
    ``grad_sync_virtual_microbatch_id = virtual_microbatch_id - pipeline_parallel_rank``; the remaining
    chunks' syncs launched after the cool-down) and ``distributed/distributed_data_parallel_config.py``
    (``align_grad_reduce``).
+.. [11] NVIDIA Megatron-Core, ``distributed/param_and_grad_buffer.py`` (``_ParamAndGradBuffer``: the
+   parameters are laid out ``params[::-1]``, in backward order from the output layer to the input embedding,
+   and a bucket is closed once it holds ``bucket_size`` elements, after the parameter that fills it: a
+   parameter never spans two buckets, so the last bucket of the backward, the first of the forward's
+   all-gathers, holds the whole embedding shard).
 .. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
    K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
    critical path, small because GQA makes K/V much smaller than Q).
@@ -317,6 +322,24 @@ def param_gather_bytes(job: Job) -> tuple[float, float]:
     return PARAM_GATHER_BYTES - lowp_share * (PARAM_GATHER_BYTES - by), by
 
 
+def edge_bucket_bytes(job: Job, tp, bucket_params, grad_bytes: float, gather_bytes: float):
+    """Bytes of the data-parallel bucket that holds the input embedding: ``(reduce-scatter, all-gather)``.
+
+    The bucket is the embedding shard ``E = vocab x hidden / tp`` (vocabulary-parallel) or, when the buckets
+    are larger, a full bucket of ``B`` parameters with it ([11]_): ``max(B, E) x grad_bytes`` reduced, and
+    ``2 E + max(B - E, 0) x gather_bytes`` gathered (the embedding is no Transformer Engine GEMM weight and
+    travels in bf16 when the layers' weights travel in fp8).
+
+    >>> from hnplan.planning.training import make_job
+    >>> job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 16)
+    >>> [round(float(b) / 1e9, 3) for b in edge_bucket_bytes(job, 1, 134_217_728, 2.0, 1.13)]  # 128,256 x 4,096
+    [1.051, 1.051]
+    """
+    emb = job.params.embedding / np.asarray(tp, dtype=float)
+    big = np.maximum(np.asarray(bucket_params, dtype=float), emb)
+    return big * grad_bytes, PARAM_GATHER_BYTES * emb + (big - emb) * gather_bytes
+
+
 def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
     """Exposed data-parallel communication of one step [s].
 
@@ -331,7 +354,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     bucketed overlap the reduce-scatter hides behind the last micro-batch's backward (each model chunk's
     behind the backwards after its last one under the interleaved schedule,
     :func:`interleaved_grad_exposed`) and the all-gather behind the first forward, exposing at least one
-    bucket each. ZeRO 3 gathers
+    bucket each: the bucket that holds the input embedding (its ``vocab x hidden / tp`` shard, gathered in
+    bf16 whatever the GEMM weights travel at), whose gradient the backward produces last and whose weights
+    the forward needs first, so that bucket is at least the embedding shard (:func:`edge_bucket_bytes`;
+    [11]_). ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
@@ -372,8 +398,17 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         ar, ar1 = coll("allreduce", ov.grad_reduce_bytes, z == 0)
         rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes, z != 0)
         ag, ag1 = coll("allgather", None, z != 0)
-        t_grad, last_grad = np.where(z == 0, ar, rs), np.where(z == 0, ar1, rs1)
-        t_param, last_param = np.where(z == 0, 0.0, ag), np.where(z == 0, 0.0, ag1)
+        # ZeRO 0-2: the exposed bucket of each pass is the one with the embedding shard, at least a bucket
+        n_dense, g_dense = groups[0][0], groups[0][1]
+        nb_dense = np.maximum(1.0, np.ceil(n_dense / bucket))
+        e_grad, e_gather = edge_bucket_bytes(job, tp, n_dense / nb_dense, ov.grad_reduce_bytes, gather_dense)
+        size = np.where(z == 3, 1, g_dense)
+        e_ar = collective_s(job, "allreduce", e_grad, np.where(z == 0, size, 1), tp)
+        e_rs = collective_s(job, "reducescatter", e_grad, np.where(z == 0, 1, size), tp)
+        e_ag = collective_s(job, "allgather", e_gather, np.where(z == 0, 1, size), tp)
+        last_grad = np.where(z == 0, np.maximum(ar1, e_ar), np.where(z == 3, rs1, np.maximum(rs1, e_rs)))
+        last_param = np.where(z == 0, 0.0, np.where(z == 3, ag1, np.maximum(ag1, e_ag)))
+        t_grad, t_param = np.where(z == 0, ar, rs), np.where(z == 0, 0.0, ag)
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
         return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
 
