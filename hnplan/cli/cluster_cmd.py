@@ -409,7 +409,7 @@ def simulate(
                 "preemptions / interruptions",
                 f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
             ),
-            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {n(s['concurrent_jobs']['max'])}"),
+            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.3g}, max {n(s['concurrent_jobs']['max'])}"),
             (
                 "jobs",
                 ", ".join(
