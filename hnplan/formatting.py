@@ -1,7 +1,8 @@
 """Numbers written for people (reports, verdicts, CLI tables): counts in the short scale (``15T``,
 ``405B``), money (``$63.9M``), SI-prefixed physical quantities (``9.3 MW``), shares as per cent, and a
 value in the unit a table names. No conversion happens here (:mod:`hnplan.units` is the only module
-that converts); these names are importable from :mod:`hnplan.units` as before.
+that converts, and writes the quantities whose figure needs one: energy in Wh, a value in its table's unit);
+these names are importable from :mod:`hnplan.units` as before.
 """
 
 from __future__ import annotations
@@ -114,47 +115,6 @@ def format_si(value, unit: str, digits: int = 3) -> str:
 def format_power(watts, digits: int = 3) -> str:
     """Power for people: ``9.3 MW``, ``120 kW``."""
     return format_si(watts, "W", digits)
-
-
-def format_energy(joules, digits: int = 3) -> str:
-    """Energy for people in watt-hours: ``format_energy(3.6e12) == '1 GWh'``."""
-    from hnplan.units import j_to_wh  # the conversion lives in units, which imports this module
-
-    return format_si(j_to_wh(joules) if _finite(joules) else joules, "Wh", digits)
-
-
-def format_quantity(value, unit: str = "", digits: int = 3) -> str:
-    """A value in the unit a table names, written for people: USD as money, W and J with SI prefixes
-    (J as Wh), ``tokens``/``GPUs``/``FLOP`` and unitless counts in the short scale, anything else with
-    ``digits`` significant digits and the unit.
-
-    >>> format_quantity(63947789.96, "USD"), format_quantity(9.3e6, "W"), format_quantity(1.5e13, "tokens")
-    ('$63.9M', '9.3 MW', '15T tokens')
-    >>> format_quantity(0.35, "USD/kWh"), format_quantity(9.3e6, "USD/MW"), format_quantity(1.25, "ratio")
-    ('$0.35/kWh', '$9.3M/MW', '1.25 ratio')
-    >>> format_quantity(0.02, "fraction per year"), format_quantity(0.7, "fraction")
-    ('2% per year', '70%')
-    """
-    if not _finite(value):
-        return "n/a"
-    u = (unit or "").strip()
-    if u.startswith("USD/"):  # a price per something: money, then the unit
-        v = float(value)
-        return f"{format_usd(v, digits) if abs(v) >= 1 else '$' + _sig(v, digits)}/{u[4:]}"
-    if u == "fraction" or u.startswith("fraction "):  # a share: per cent
-        return f"{_sig(float(value) * 100, digits)}%{u[len('fraction') :]}"
-    if u in ("USD", "$"):
-        return format_usd(value, digits)
-    if u == "W":
-        return format_power(value, digits)
-    if u == "J":
-        return format_energy(value, digits)
-    if u in ("", "tokens", "GPUs", "FLOP", "parameters", "requests"):
-        text = format_count(value, digits)
-        return f"{text} {u}" if u else text
-    v = float(value)
-    text = f"{v:,.0f}" if abs(v) >= 10**digits else _sig(v, digits)
-    return f"{text} {u}"
 
 
 def format_number(value, digits: int = 4) -> str:

@@ -378,3 +378,12 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
                 cat.get(kind, ref) if kind != "systems" else cat.system(ref)
             except CatalogError as exc:
                 raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {exc}") from None
+        seen: dict[str, str] = {}  # a YAML copy that kept a catalog id names its rows as that id: two of one id
+        for ref in value if isinstance(value, list) else []:
+            entry_id = cat.get(kind, ref).id
+            if entry_id in seen:
+                raise ScenarioError(
+                    f"{where}: notebook {notebook!r}, parameter {key!r}: {seen[entry_id]} and {ref} are both "
+                    f"'{entry_id}'; give each its own id"
+                )
+            seen[entry_id] = ref

@@ -16,7 +16,6 @@ import difflib
 import functools
 import hashlib
 import json
-import math
 import tempfile
 import time
 import traceback
@@ -37,6 +36,7 @@ from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report run
     quiet_kernel_manager,
     runner_log,
 )
+from hnplan.report_footer import provenance  # noqa: F401 - the notebooks' footer, imported from here
 from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resolve_paths re-exported
     DEFAULT_OUT,
     NOTEBOOK_DIR,
@@ -158,11 +158,20 @@ def _up_to_date(
 
 
 def _run_one(
-    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+    scenario_id: str,
+    notebook: str,
+    params: dict,
+    out_dir: str,
+    catalog_hash: str,
+    force: bool,
+    title: str = "",
+    digest: str | None = None,
 ) -> ReportResult:
+    """Run one report's notebook into its page unless it is up to date; ``digest``: its inputs' (the skip test's
+    and the new stamp's) where the caller hashed them already."""
     t0 = time.perf_counter()
     nb_path = notebook_path(notebook)
-    digest = _inputs_digest(nb_path, params, catalog_hash)  # once: the skip test's and the new stamp's
+    digest = digest or _inputs_digest(nb_path, params, catalog_hash)
     skipped = _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title, digest)
     if skipped is not None:
         return skipped
@@ -300,19 +309,20 @@ def run_reports(
     with Progress(disable=not progress, transient=False) as bar:
         job = bar.add_task("reports", total=len(tasks))
         # the reports with nothing to redo first, here: no worker process is started for them (none at all
-        # on a re-run with nothing to redo)
+        # on a re-run with nothing to redo); each report's inputs hashed once, here: the digest goes to its run
+        digests: list[str | None] = [None] * len(tasks)
         for i, t in enumerate(tasks):
-            results[i] = _safe_skip(*t)
+            results[i], digests[i] = _safe_skip(*t)
             bar.advance(job, int(results[i] is not None))
         todo = [i for i, r in enumerate(results) if r is None]
         if jobs <= 1:
             for i in todo:
-                results[i] = _safe_run(*tasks[i])
+                results[i] = _safe_run(*tasks[i], digests[i])
                 bar.advance(job)
         elif todo:
             # no more workers than reports: a pool forks all of its workers at once on Linux
             with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-                futs = {pool.submit(_safe_run, *tasks[i]): i for i in todo}
+                futs = {pool.submit(_safe_run, *tasks[i], digests[i]): i for i in todo}
                 for fut in cf.as_completed(futs):
                     results[futs[fut]] = fut.result()
                     bar.advance(job)
@@ -341,12 +351,16 @@ def params_run_name(scenario: Scenario, overrides: dict, label: str | None = Non
     return f"{scenario.id}+{label}", f"{scenario.id} with {label}: {listed}"
 
 
-def _safe_skip(*args) -> ReportResult | None:
-    """:func:`_up_to_date`, None where it fails (the run then records the failure)."""
+def _safe_skip(
+    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+) -> tuple[ReportResult | None, str | None]:
+    """:func:`_up_to_date` and the inputs' digest it tested; ``(None, None)`` where either fails (the run then
+    records the failure)."""
     try:
-        return _up_to_date(*args)
+        digest = _inputs_digest(notebook_path(notebook), params, catalog_hash)
+        return _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title, digest), digest
     except Exception:  # noqa: BLE001
-        return None
+        return None, None
 
 
 def _safe_run(*args) -> ReportResult:
@@ -409,62 +423,3 @@ def write_index(out_dir: Path, results: list[ReportResult], catalog_hash: str) -
     path = out_dir / "index.html"
     _atomic_write(path, html)
     return path
-
-
-def _short_literal(v) -> str:
-    """A parameter as a Python literal a person reads: ``1.5e13`` rather than ``15000000000000.0`` (still
-    exactly the same float), ``repr`` for everything else.
-
-    >>> _short_literal(15e12), _short_literal(3e8), _short_literal(8192.0), _short_literal(0.1), _short_literal("a")
-    ('1.5e13', '3e8', '8192', '0.1', "'a'")
-    """
-    if isinstance(v, float) and math.isfinite(v):
-        short = f"{v:.6g}"
-        if "e" in short:
-            mantissa, exponent = short.split("e")
-            short = f"{mantissa}e{int(exponent)}"
-        if float(short) == v:
-            return short
-    return repr(v)
-
-
-def _param_text(v) -> str:
-    """A parameter written for people in a report footer: numbers as short exact literals, text without
-    quotes, lists comma-separated, a mapping as ``key: value`` pairs and an empty one as 'none' (never a
-    Python ``{...}`` or ``[...]``).
-
-    >>> _param_text(15e12), _param_text("fp8"), _param_text(["a", "b"]), _param_text({"x": "int8"}), _param_text({})
-    ('1.5e13', 'fp8', 'a, b', 'x: int8', 'none')
-    """
-    if isinstance(v, dict):
-        return ", ".join(f"{_param_text(k)}: {_param_text(x)}" for k, x in v.items()) or "none"
-    if isinstance(v, list | tuple | set):
-        return ", ".join(_param_text(x) for x in v) or "none"
-    if v is None:
-        return "none"
-    if isinstance(v, str):
-        return v or "none"
-    return _short_literal(v)
-
-
-def provenance(parameters: dict | None = None) -> str:
-    """A Markdown footer: hnplan version, git commit, catalog content hash and the parameters."""
-    import subprocess
-
-    try:
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"],
-                cwd=Path(__file__).parent,
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout.strip()
-            or "unknown"
-        )
-    except (OSError, subprocess.SubprocessError):
-        commit = "unknown"
-    params = "; ".join(f"`{k}` = {_param_text(v)}" for k, v in (parameters or {}).items())
-    return f"---\n*hnplan {__version__}, commit `{commit}`, catalog `{load_catalog().content_hash()}`." + (
-        f" Parameters: {params}.*" if params else "*"
-    )

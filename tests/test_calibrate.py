@@ -18,8 +18,9 @@ from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.comm import collective, place_group
 from hnplan.errors import CatalogError, InputError
-from hnplan.planning.calibrate import calibrate, write_calibration
+from hnplan.planning.calibrate import calibrate
 from hnplan.planning.calibrate_fit import Parameter, fit, identify
+from hnplan.planning.calibrate_write import write_calibration
 from hnplan.planning.training import search_plans
 
 runner = CliRunner()
@@ -445,6 +446,49 @@ def test_bad_collectives_file_exits_2(tmp_path, csv, needle):
     res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
     assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
     assert needle in " ".join(res.stderr.split())
+
+
+NCCL_TESTS_PRINTOUT = """# nThread 1 nGpus 1 minBytes 134217728 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 20
+#
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+   134217728      33554432     float     sum      -1   1012.3  132.59  248.61      0   1010.1  132.88  249.14      0
+  1073741824     268435456     float     sum      -1   7020.1  152.95  286.79      0   7018.4  152.99  286.86      0
+# Avg bus bandwidth    : 267.3
+"""
+
+
+def test_comment_lines_above_the_header_are_skipped_and_lines_keep_their_numbers(tmp_path):
+    """Lines starting with # are comments wherever they stand: above the header one was read as the header
+    (every column then 'missing'). The line numbers in messages stay the file's."""
+    from hnplan.catalog.runs import collective_measurements
+
+    path = tmp_path / "sweep.csv"
+    path.write_text("# my cluster, 2026-11-30\n\nop,gpus,size_bytes,busbw_GBps\nall_reduce,16,1073741824,376\n")
+    (row,) = collective_measurements(path)
+    assert (row["line"], row["op"], row["gpus"], row["size_bytes"], row["busbw_GBps"]) == (
+        4,
+        "allreduce",
+        16,
+        2**30,
+        376,
+    )
+    path.write_text("# my cluster\nop,gpus,size_bytes,busbw_GBps\nall_reduce,16,1073741824,fast\n")
+    with pytest.raises(InputError, match="sweep.csv: line 3: column busbw_GBps: expected a positive number"):
+        collective_measurements(path)
+
+
+def test_an_nccl_tests_printout_is_named_with_the_csv_to_write(tmp_path):
+    """all_reduce_perf's own output is not the CSV: said so, with the columns to write, exit 2."""
+    runs, sweep = tmp_path / "runs.yaml", tmp_path / "all_reduce.log"
+    runs.write_text(yaml.safe_dump([GOOD]))
+    sweep.write_text(NCCL_TESTS_PRINTOUT)
+    argv = ["calibrate", "--runs", str(runs), "--stack", "megatron-core", "--collectives", str(sweep)]
+    res = runner.invoke(app, [*argv, "--out", str(tmp_path / "o.yaml")])
+    assert res.exit_code == 2 and "Traceback" not in res.stdout + res.stderr
+    said = " ".join(res.stderr.split())
+    assert "all_reduce.log: the printout of an nccl-tests binary" in said
+    assert "not a CSV: write one line per size as op,gpus,size_bytes,busbw_GBps" in said
 
 
 def test_run_that_breaks_a_plan_rule_exits_3(tmp_path):

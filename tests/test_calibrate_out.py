@@ -102,3 +102,13 @@ def test_a_fit_worse_than_its_start_is_warned(tmp_path, monkeypatch):
     )
     answer = json.loads(runner.invoke(app, [*ARGV, "--json"]).stdout)
     assert answer["worse_than_start"] is True and answer["warning"] == bad.fit_warning
+
+
+def test_a_new_out_name_without_a_suffix_is_a_folder(tmp_path, monkeypatch):
+    """`--out cal` names a folder to create, as --out of sweep and report do (before: a stack file named
+    `cal`, with the system and fabric files beside it in the current folder)."""
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*ARGV, "--out", "cal", "--json"])
+    assert res.exit_code == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["written"]["stack"] == str(tmp_path / "cal" / "megatron-core-calibrated.yaml")
+    assert [p.name for p in (tmp_path / "cal").iterdir()] == ["megatron-core-calibrated.yaml"]

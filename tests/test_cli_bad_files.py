@@ -361,14 +361,15 @@ def test_a_sweep_spec_takes_dtypes_in_any_case_as_the_cli_does(tmp_path):
     assert load_sweep_spec(spec).axes["dtype"] == ["bf16", "fp8"]
 
 
-def test_a_runs_file_reads_its_dtype_in_any_case(tmp_path):
+def test_a_runs_file_reads_its_dtype_and_metric_in_any_case(tmp_path):
     # dtype: BF16 was refused ("Input should be 'bf16', 'fp8' or 'fp4'") while --dtype, gemm --shapes-json and
-    # sweep specs read it in any case; the fit is the same as with bf16
+    # sweep specs read it in any case, and metric: MFU or Model_TFLOPs_per_GPU likewise; the fit is the same
     import json
 
     runs = tmp_path / "runs.yaml"
     text = RUNS.read_text()
-    assert text.count("dtype: bf16\n") == 2
+    assert text.count("dtype: bf16\n") == 2 and text.count("metric: model_tflops_per_gpu\n") == 2
+    text = text.replace("metric: model_tflops_per_gpu\n", "metric: Model_TFLOPs_per_GPU\n")
     runs.write_text(text.replace("dtype: bf16\n", "dtype: ' BF16'\n", 1).replace("dtype: bf16\n", "dtype: Bf16\n"))
     fits = []
     for name, path in (("lower", RUNS), ("upper", runs)):

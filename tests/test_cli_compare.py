@@ -213,3 +213,38 @@ def test_no_trust_still_names_a_design_planned_at_the_ideal_default():
     # a comparison on calibrated chips only carries no note
     calibrated = [a.replace("dgx-a100-hdr,", "") for a in argv]
     assert "calibration_note" not in json.loads(runner.invoke(app, [*calibrated, "--no-trust", "--json"]).stdout)
+
+
+def _own_system(tmp_path, sid: str, price_usd: int):
+    """A copy of hgx-h100-ib-ndr under its own id and with its own quote per 8-GPU server."""
+    text = (load_catalog().root / "systems" / "hgx-h100-ib-ndr.yaml").read_text()
+    path = tmp_path / f"{sid}.yaml"
+    path.write_text(text.replace("id: hgx-h100-ib-ndr", f"id: {sid}", 1) + f"unit_price_usd: {price_usd}\n")
+    return path
+
+
+def test_a_system_from_the_user_s_file_is_compared_and_priced(tmp_path):
+    """A design given as a YAML path has an id the catalog does not hold: the trust notes and the calibration
+    sentence look it up by its path (before, 'unknown system id' after the table was planned). The copy
+    differs from hgx-h100-ib-ndr only by its quote, $300k per server against $270k (data/prices.yaml): on
+    72 GPUs, 9 servers, its capex is 9 x $30k = $0.27M more, the rest equal."""
+    path = _own_system(tmp_path, "my-h100-quote", 300_000)
+    args = ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e11", "--seq-len", "8192"]
+    args += ["--global-batch-tokens", "1179648", "--systems", f"hgx-h100-ib-ndr,{path}", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    ours, catalog = out["designs"][1], out["designs"][0]
+    assert (catalog["system"], ours["system"]) == ("hgx-h100-ib-ndr", "my-h100-quote")
+    assert ours["capex_musd"] - catalog["capex_musd"] == pytest.approx(9 * 30_000 / 1e6, rel=1e-9)
+    assert ours["step_time_s"] == catalog["step_time_s"]
+    assert "my-h100-quote $300k per unit" in out["trust"]
+
+
+def test_two_designs_of_one_id_are_refused(tmp_path):
+    """The table, verdict and JSON name designs by id: a copy that kept a catalog id cannot be told apart."""
+    text = (load_catalog().root / "systems" / "hgx-h100-ib-ndr.yaml").read_text()
+    (tmp_path / "copy.yaml").write_text(text)
+    res = runner.invoke(app, [*BASE[:-2], "--systems", f"hgx-h100-ib-ndr,{tmp_path / 'copy.yaml'}"])
+    assert res.exit_code == 2
+    assert "are both system 'hgx-h100-ib-ndr'; give each its own id" in res.stderr

@@ -81,6 +81,30 @@ def test_size_names_a_design_once():
     assert [r["system"] for r in json.loads(res.stdout)["results"]] == ["hgx-h100-ib-ndr", "gb200-nvl72"]
 
 
+def test_size_names_the_model_by_id_and_refuses_two_designs_of_one_id(tmp_path):
+    """A model file is named by its id, as train and compare name it (the title and JSON said the path); a
+    system file copied from the catalog without a new id, beside the original, made two rows of one name."""
+    from hnplan.catalog import load_catalog
+
+    root = load_catalog().root
+    model = tmp_path / "my-8b.yaml"
+    model.write_text((root / "models" / "llama3.1-8b.yaml").read_text().replace("id: llama3.1-8b", "id: my-8b", 1))
+    args = [*SIZE, "--gpus", "64"]
+    args[args.index("llama3.1-8b")] = str(model)
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["model"] == "my-8b"
+    table = runner.invoke(app, [a for a in args if a != "--json"])
+    assert "my-8b: 200B tokens" in table.stdout and str(model) not in table.stdout
+    copy = tmp_path / "copy.yaml"
+    copy.write_text((root / "systems" / "hgx-h100-ib-ndr.yaml").read_text())
+    res = runner.invoke(app, [*SIZE, "--system", str(copy), "--gpus", "64"])
+    assert res.exit_code == 2
+    assert f"--system: hgx-h100-ib-ndr and {copy} are both system 'hgx-h100-ib-ndr'; give each its own id" in (
+        " ".join(res.stderr.split())
+    )
+
+
 def test_train_top_k_lists_ranked_plans():
     res = runner.invoke(
         app,

@@ -130,9 +130,11 @@ def test_a_helios_rows_number_counts_the_rows_the_loader_drops(tmp_path):
 
 
 def test_a_share_whose_interval_crosses_0_is_not_clipped_but_bounded_and_said():
-    # three replications of 200 jobs on 64 GPUs: fragmentation's runs spread around a mean under 1 %, and
-    # t(2, 0.975) = 4.30 takes the Student-t interval below 0; it printed "95 % CI 0.0% to ..." (clipped)
-    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "1"]
+    # three replications of 200 jobs on 64 GPUs: fragmentation's runs spread around a mean near 1 % (0.65, 0.65,
+    # 2.0 %), and t(2, 0.975) = 4.30 takes the Student-t interval below 0; it printed "95 % CI 0.0% to ..."
+    # (clipped). Seed 2: since the time means are integrated over the state changes, two of seed 1's runs read
+    # exactly 0 (no queued job was ever stranded; the samples caught moments between an arrival and its pass)
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "200", "--seed", "2"]
     argv += ["--replications", "3"]
     res = runner.invoke(app, [*argv, "--json"])
     assert res.exit_code == 0, res.stderr

@@ -257,3 +257,44 @@ def test_trace_without_failures_draws_nothing(cat):
         for s in (0, 5)
     )
     assert a.to_json() == b.to_json() and a.jobs.equals(b.jobs)
+
+
+def test_a_system_from_the_user_s_file_is_simulated_as_its_catalog_twin(tmp_path, cat):
+    """A design given as a YAML path (a copy of gb200-nvl72 under its own id): its failure rates and the
+    planner's speed of a fragmented allocation are looked up by the path, not by the id the catalog does not
+    hold (before: 'unknown system id', exit 2, and a speed of 1.0 for any allocation). The twin's figures are
+    the catalog entry's: a 64-GPU job on 8 GPUs of a domain runs at the same fraction (< 1) of its ideal."""
+    from hnplan.cluster import runtime
+
+    text = (cat.root / "systems" / "gb200-nvl72.yaml").read_text()
+    path = tmp_path / "my-nvl72.yaml"
+    path.write_text(text.replace("id: gb200-nvl72", "id: my-nvl72", 1))
+    speed = runtime.training_speed(str(path), 64, 8, 1, cat)
+    assert speed == runtime.training_speed("gb200-nvl72", 64, 8, 1, cat) < 1
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+        "0,8,1000,86400,training,3600,8\n60,1,500,3600,inference,0,1\n120,16,1000,7200,fine-tuning,1800,8\n"
+    )
+    outs = []
+    for system in (str(path), "gb200-nvl72"):
+        args = ["cluster", "simulate", "--system", system, "--gpus", "144", "--trace", str(trace), "--json"]
+        r = runner.invoke(app, args)
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(r.stdout))
+    assert outs[0]["system"] == "my-nvl72"
+    assert {k: outs[0][k] for k in KEYS} == {k: outs[1][k] for k in KEYS}
+
+
+def test_the_table_s_mean_concurrency_keeps_its_fraction(tmp_path):
+    """One 8-GPU job over the 30 days measured after the warm-up (20 % of the window, days 6-30) that runs
+    days 0-14: busy 8 / 24 of the measured time, a mean of 0.333 jobs at once (sampled: 0.334; the table printed
+    "mean 0")."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,1209600,training,3600,8\n")
+    args = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    args += ["--days", "30", "--no-failures"]
+    d = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    assert d["concurrent_jobs"]["mean"] == pytest.approx(8 / 24, rel=1e-2)
+    text = " ".join(runner.invoke(app, args).stdout.split())
+    assert f"concurrent jobs │ mean {d['concurrent_jobs']['mean']:.3g}, max 1 │" in text

@@ -18,6 +18,18 @@ HEAD = "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
     [
         ("60,1,1000,inf,inference,0,1", "row 3, column duration_s: must be finite; has inf"),
         ("inf,8,1000,3600,training,3600,8", "row 3, column arrival_s: must be finite; has inf"),
+        # finite but past any cluster's life (15 years = 15 x 365.25 x 86,400 s = 4.734e8 s): a unit mistake, and
+        # 1e300 overflowed the steady-state figures (a traceback)
+        (
+            "60,1,1000,1e300,inference,0,1",
+            "row 3, column duration_s: a run time over 15 years (4.734e+08 s) is no cluster job's (seconds "
+            "expected); has 1e+300",
+        ),
+        (  # an arrival of 1e300 s never ended (the simulation ran on)
+            "1e300,8,1000,3600,training,3600,8",
+            "row 3, column arrival_s: arrives more than 15 years (4.734e+08 s) after the first job (seconds "
+            "expected); has 1e+300",
+        ),
         (
             "60,8,1000,3600,training,-5,8",
             "row 3, column checkpoint_s: must be >= 0 (0: stateless, inf: never checkpointed); has -5.0",

@@ -121,6 +121,59 @@ def test_the_split_is_exact_between_samples(monkeypatch):
     assert again.summary["capacity_gpu_s"] == c
 
 
+def test_the_time_means_are_integrated_over_the_state_changes():
+    # two 8-GPU servers, first-fit, development jobs (one priority), no failures, warm-up 0. A (6 GPUs, 1,000 s)
+    # and B (6 GPUs, 2,000 s) arrive at 0: A on server 0, B on server 1, 2 GPUs free on each. C (4 GPUs, 500 s)
+    # arrives at 123 s: the 4 free GPUs could hold it packed, but no server has 4: all 4 are fragmented
+    # (4 / 16 = 0.25, nothing drained) until A ends at 1,000 s and C starts there. D (1 GPU, 1 s) at 4,000 s
+    # is the last arrival: window 4,000 s.
+    #   fragmentation  0.25 x (1,000 - 123) / 4,000       = 0.0548125, max 0.25
+    #   jobs running   (2 x 1,500 + 1 x 500) / 4,000      = 0.875 (A+B 0-1,000 s, B+C -1,500 s, B -2,000 s), max 2
+    # The 10 samples (every 400 s) would read 0.5 / 11 = 0.045 and 7 / 11 = 0.64.
+    jobs = pd.DataFrame(
+        [
+            (0.0, 6, 1000, 1000.0, "development", 0.0, 1),
+            (0.0, 6, 1000, 2000.0, "development", 0.0, 1),
+            (123.0, 4, 1000, 500.0, "development", 0.0, 1),
+            (4000.0, 1, 1000, 1.0, "development", 0.0, 1),
+        ],
+        columns=COLS,
+    )
+    r = simulate_cluster(
+        "hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0, warmup=0.0, samples=10, policy="first-fit"
+    )
+    s = r.summary
+    assert r.jobs["start_s"].tolist() == [0.0, 0.0, 1000.0, 4000.0] and s["window_s"] == 4000.0
+    assert s["fragmentation"] == pytest.approx(0.25 * 877.0 / 4000.0, rel=1e-12)
+    assert s["fragmentation_max"] == 0.25 and s["blocked"] == 0.0
+    assert s["concurrent_jobs"] == {"mean": pytest.approx(0.875, rel=1e-12), "max": 2}
+    # the same integral as the GPU-time split's: fragmentation x GPUs x window = fragmented GPU-seconds
+    assert s["capacity_gpu_s"]["fragmented"] == pytest.approx(s["fragmentation"] * 16 * 4000.0, rel=1e-12)
+    assert len(r.timeseries) == 11  # the samples stay for the plotted series
+
+
+def test_queueing_delay_by_job_size_of_a_hand_trace():
+    # two 8-GPU servers, first-fit, development jobs (one priority: first come first served), no failures.
+    # A (16 GPUs, 1,000 s) holds both servers from 0; B (1 GPU) at 0, C (1 GPU) at 500 s and D (4 GPUs) at 600 s
+    # (10 s each) wait for it and start at 1,000 s; E (16 GPUs, 10 s) at 700 s waits for them too: 1,010 s.
+    # F (half a GPU, 1 s) at 5,000 s starts at once. Waits: A 0, B 1,000, C 500, D 400, E 310, F 0 s.
+    #   1 GPU (B, C, F): sorted 0, 500, 1,000: p50 500, p95 500 + 0.9 x 500 = 950, p99 500 + 0.98 x 500 = 990
+    #   2-4 (D): 400;  9-64 (A, E): p50 155, p95 0.95 x 310 = 294.5, p99 0.99 x 310 = 306.9
+    # the class's figure mixes them: development p50 355 s, between the 1-GPU and the gang jobs' waits
+    rows = [(0.0, 16, 1000, 1000.0), (0.0, 1, 1000, 10.0), (500.0, 1, 1000, 10.0), (600.0, 4, 1000, 10.0)]
+    rows += [(700.0, 16, 1000, 10.0), (5000.0, 1, 500, 1.0)]
+    jobs = pd.DataFrame([(*r[:3], r[3], "development", 0.0, 1) for r in rows], columns=COLS)
+    r = simulate_cluster("hgx-h100-ib-ndr", 16, jobs=jobs, failures=False, seed=0, policy="first-fit")
+    assert r.jobs["queue_delay_s"].tolist() == [0.0, 1000.0, 500.0, 400.0, 310.0, 0.0]
+    q = r.summary["queue_delay_by_gpus_s"]
+    assert list(q) == ["1", "2-4", "9-64"]  # smallest first, only sizes with jobs
+    assert q["1"] == {"jobs": 3, "p50": 500.0, "p95": pytest.approx(950.0), "p99": pytest.approx(990.0)}
+    assert q["2-4"] == {"jobs": 1, "p50": 400.0, "p95": 400.0, "p99": 400.0}
+    assert q["9-64"] == {"jobs": 2, "p50": 155.0, "p95": pytest.approx(294.5), "p99": pytest.approx(306.9)}
+    assert r.summary["queue_delay_s"]["development"]["p50"] == 355.0
+    assert r.summary["units"]["queue_delay_by_gpus_s"].startswith("s")
+
+
 job = st.tuples(
     st.floats(0.0, 20 * H),
     st.sampled_from([1, 2, 8, 16, 72, 144]),

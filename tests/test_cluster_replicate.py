@@ -69,12 +69,34 @@ def test_seeds_are_spawned_and_one_replication_is_the_plain_run():
         replicate_cluster(SYSTEM, 8, 0, jobs=_jobs([(0.0, 1, 1.0)]))
 
 
-def test_a_hand_built_timeline_replicates_exactly():
-    # one 8-GPU server, no failures: j0 holds 4 GPUs from 0; j1 (8 GPUs, t = 5) waits for it until
-    # 1,000 s; j2 (2 GPUs, t = 47) backfills at once. Window = last arrival = 47 s, no warm-up cut:
-    # utilisation = 4 GPUs x 47 s / (8 x 47) = 0.5 in every replication, so the interval has no width
+def test_replications_of_a_given_table_without_failures_are_refused():
+    # a job table (or a trace) with failures off leaves the seed nothing to draw: R identical runs and an
+    # interval of zero width that reads as certainty; one run is the plain run
     rows = [(0.0, 4, 1000.0), (5.0, 8, 500.0), (47.0, 2, 100.0)]
-    r = replicate_cluster(SYSTEM, 8, 4, jobs=_jobs(rows), seed=3, **KW)
+    with pytest.raises(InputError, match=r"^replications draw .* with jobs given and failures=False .* the 2 runs"):
+        replicate_cluster(SYSTEM, 8, 2, jobs=_jobs(rows), seed=3, **KW)
+    trace = "data/traces/alibaba-openb-gpu-sample.csv"
+    with pytest.raises(InputError, match="with trace given and failures=False"):
+        replicate_cluster(SYSTEM, 64, 3, trace=trace, failures=False)
+    assert len(replicate_cluster(SYSTEM, 8, 1, jobs=_jobs(rows), seed=3, **KW).runs) == 1
+    # the CLI refuses the same (--trace with --no-failures and --replications)
+    res = CliRunner().invoke(
+        app,
+        ["cluster", "simulate", "--system", SYSTEM, "--gpus", "64", "--trace", trace, "--no-failures"]
+        + ["--replications", "3"],
+    )
+    assert res.exit_code == 2 and "--replications draws the runs' failures" in res.output
+
+
+def test_a_hand_built_timeline_replicates_exactly():
+    # one 8-GPU server: j0 holds 4 GPUs from 0; j1 (8 GPUs, t = 5) waits for it until 1,000 s; j2 (2 GPUs,
+    # t = 47) backfills at once. Window = last arrival = 47 s, no warm-up cut: utilisation = 4 GPUs x 47 s /
+    # (8 x 47) = 0.5 in every replication. Failures are on (replications of a given table draw only them), and
+    # none of these four seeds draws one on 8 GPUs in 1,500 s (some 5e-9 interruptions per GPU-second, Llama 3
+    # Table 5: 2.6e-4 expected over the four runs), so the interval has no width
+    rows = [(0.0, 4, 1000.0), (5.0, 8, 500.0), (47.0, 2, 100.0)]
+    r = replicate_cluster(SYSTEM, 8, 4, jobs=_jobs(rows), seed=3, **{**KW, "failures": True})
+    assert sum(run.summary["hardware_failures"] + run.summary["interruptions"] for run in r.runs) == 0
     assert r.seeds == tuple(replication_seeds(3, 4)) and len(r.runs) == 4
     assert r.summary["utilisation"] == pytest.approx(0.5)
     assert r.ci95["utilisation"] == pytest.approx(

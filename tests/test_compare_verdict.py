@@ -254,3 +254,19 @@ def test_moe_host_note_describes_the_stack_planned_with():
     # the dispatch gap is said of the stack used: megatron-core's exposed all-to-all on H800, by its id
     h800 = _designs(("hgx-h800-ib", "h800-sxm"))
     assert "planned on megatron-core, whose MoE dispatch" in trust_notes(h800, "deepseek-v3", stack="megatron-core")
+
+
+def test_trust_notes_look_up_a_design_of_the_user_s_file_by_its_path(tmp_path):
+    """A sizing table (system and status, no accelerator) of a design read from the user's YAML file: its id
+    is not the catalog's, so the notes take the systems as given (before: 'unknown system id', and the
+    hardware_sizing notebook failed). Its price is its own quote, $290k per 8-GPU server, and its chip the
+    copied system's, h100-sxm (48 published runs)."""
+    from hnplan.catalog import load_catalog
+
+    text = (load_catalog().root / "systems" / "hgx-h100-ib-ndr.yaml").read_text()
+    path = tmp_path / "my-h100.yaml"
+    path.write_text(text.replace("id: hgx-h100-ib-ndr", "id: my-h100", 1) + "unit_price_usd: 290000\n")
+    df = pd.DataFrame({"system": ["gb200-nvl72", "my-h100"], "status": "ok"})
+    notes = trust_notes(df, "llama3.1-70b", systems=["gb200-nvl72", str(path)])
+    assert "0.853 on gb200; 0.959 on h100-sxm." in notes
+    assert "gb200-nvl72 $3.1M per unit (72-GPU rack), as of 2025-06-01; my-h100 $290k per unit" in notes

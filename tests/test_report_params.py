@@ -127,6 +127,21 @@ def test_a_design_listed_twice_is_refused():
         check_ids("design_comparison", {"systems": ["gb200-nvl72", "hgx-h100-ib-ndr", "gb200-nvl72"]}, "p.yaml")
 
 
+def test_a_copy_that_kept_a_catalog_id_beside_it_is_refused(tmp_path):
+    """A system file copied from the catalog without a new id, listed beside the original: both rows read
+    hgx-h100-ib-ndr in the table and the verdict, though their numbers differ."""
+    from hnplan.reports import check_ids
+
+    copy = tmp_path / "copy.yaml"
+    copy.write_text((load_catalog().root / "systems" / "hgx-h100-ib-ndr.yaml").read_text())
+    with pytest.raises(
+        ScenarioError,
+        match=f"p.yaml: notebook 'design_comparison', parameter 'systems': {copy} and hgx-h100-ib-ndr are both "
+        "'hgx-h100-ib-ndr'; give each its own id",
+    ):
+        check_ids("design_comparison", {"systems": [str(copy), "gb200-nvl72", "hgx-h100-ib-ndr"]}, "p.yaml")
+
+
 def test_the_token_bound_is_the_command_line_s():
     """``hnplan size`` writes the bound out (its --help imports no catalog schema); the two agree."""
     from hnplan.catalog.schemas.workload import MAX_TRAINING_TOKENS

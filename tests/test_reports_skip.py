@@ -136,3 +136,32 @@ def test_a_report_hashes_its_inputs_once(tmp_path, monkeypatch):
     (target / ".design_comparison.inputs").write_text(digest(*calls[0]))  # up to date: skipped
     calls.clear()
     assert reports._run_one(*args).status == "skipped" and len(calls) == 1
+
+
+def test_run_reports_hashes_each_report_once(tmp_path, monkeypatch):
+    """``hnplan report`` hashed a report whose stamp no longer matched twice: in the skip test before the pool,
+    and again in the run. The digest of the skip test now goes with the report to its run."""
+    import papermill
+
+    from hnplan import reports
+
+    calls = []
+    digest = reports._inputs_digest
+
+    def counted(*args):
+        calls.append(args)
+        return digest(*args)
+
+    def fails(*args, **kwargs):  # the run itself is not under test: it fails at once and is recorded
+        raise RuntimeError("not run")
+
+    monkeypatch.setattr(reports, "_inputs_digest", counted)
+    monkeypatch.setattr(papermill, "execute_notebook", fails)
+    sc = reports.load_scenarios("default")
+    item = sc[0].notebooks[0]
+    target = tmp_path / sc[0].id
+    target.mkdir()
+    (target / f"{item.notebook}.html").write_text("<html></html>")
+    (target / f".{item.notebook}.inputs").write_text("another digest")  # its inputs changed
+    res = reports.run_reports(sc, tmp_path, only=item.notebook, progress=False)
+    assert [r.status for r in res] == ["failed"] and len(calls) == 1

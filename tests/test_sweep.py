@@ -471,6 +471,11 @@ def test_retry_failed_replaces_the_failed_rows_in_place(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep_mod, "plan_task", real)
     again = run_sweep(path, out, workers=1, processes=False, progress=False)
     assert (again.skipped, again.evaluated, again.retried) == (6, 0, 0)
+    assert again.failed_kept == 6  # the 6 that failed: the resume says so and names the flag
+    text = " ".join(
+        CliRunner().invoke(app, ["sweep", str(path), "--out", str(out), "--threads", "--no-progress"]).stdout.split()
+    )
+    assert "6 of the points already there failed (their rows keep the error): --retry-failed evaluates them" in text
     # one more draw: its chunk begins with a retried point, whose name a file already has
     grown = _write(tmp_path, {**TINY, "samples": 4}, "grown.yaml")
     r = run_sweep(grown, out, workers=1, processes=False, progress=False, retry_failed=True)

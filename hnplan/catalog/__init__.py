@@ -1,7 +1,8 @@
 """Catalogs: validated, typed entries loaded from ``data/`` (see :mod:`hnplan.catalog.schemas`)."""
 
+from hnplan.catalog.checks import validate_file
 from hnplan.catalog.design import Design, DesignPrices
-from hnplan.catalog.loader import Catalog, data_dir, load_catalog, parse_entry, validate_file
+from hnplan.catalog.loader import Catalog, data_dir, load_catalog, parse_entry
 from hnplan.catalog.schemas import (
     KINDS,
     MLA,

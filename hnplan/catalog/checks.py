@@ -1,16 +1,14 @@
-"""Whole-catalog checks: :func:`validate_catalog` (``Catalog.validate``: every file and cross-reference of
-a data folder), the content hash reports carry, :func:`validate_file` for one YAML file (``hnplan catalog validate``) and
-:func:`check_refs` for the ids a command is given.
-
-:class:`hnplan.catalog.loader.Catalog` calls these from its methods of the same names.
+"""Checks against a catalog: :func:`validate_file` for one YAML file (``hnplan catalog validate``) and
+:func:`check_refs` for the ids a command is given. They look entries up in a
+:class:`~hnplan.catalog.loader.Catalog`; the whole-catalog check is the catalog's own
+(:meth:`~hnplan.catalog.loader.Catalog.validate`).
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import (
     KINDS,
     Facility,
@@ -23,88 +21,6 @@ from hnplan.catalog.schemas import (
 )
 from hnplan.catalog.yaml_io import _read_yaml, parse_entry
 from hnplan.errors import CatalogError
-
-if TYPE_CHECKING:
-    from hnplan.catalog.loader import Catalog
-
-
-def validate_catalog(cat: Catalog) -> list[str]:
-    """Load every file of a catalog's data folder and check cross-references; return a list of problems
-    (empty if clean).
-
-    Never raises for bad data: each problem is one message naming file, entry and field.
-    """
-    problems: list[str] = []
-    for kind in KINDS:
-        try:
-            cat._load_kind(kind)
-        except CatalogError as exc:
-            problems.append(str(exc))
-            # load the remaining files one by one so every bad file is reported
-            for path in sorted(cat._kind_dir(kind).glob("*.y*ml")):
-                try:
-                    parse_entry(_read_yaml(path), KINDS[kind], path)
-                except CatalogError as e2:
-                    if str(e2) != str(exc):
-                        problems.append(str(e2))
-            cat._cache.pop(kind, None)
-            for key in [k for k in cat._one if k[0] == kind]:
-                del cat._one[key]
-    if not problems:
-        for s in cat.entries("systems"):
-            try:
-                cat._check_system_refs(s)
-                if s.price_item is not None:  # a price_item prices.yaml lacks is bad input (design.py)
-                    cat.design(s.id).prices  # noqa: B018
-            except CatalogError as exc:
-                where = str(cat.path_of("systems", s.id))
-                problems.append(str(exc) if str(exc).startswith(where) else f"{where}: {exc}")
-        for st in cat.entries("stacks"):
-            try:
-                cat.stack(st.id)
-            except CatalogError as exc:
-                problems.append(f"{cat.path_of('stacks', st.id)}: {exc}")
-        for sw in cat.entries("switches"):
-            try:
-                cat.get("interconnects", sw.fabric)
-            except CatalogError as exc:
-                problems.append(f"{cat.path_of('switches', sw.id)}: field 'fabric': {exc}")
-    for getter in (
-        lambda: cat.prices,
-        lambda: cat.facility,
-        lambda: cat.reliability,
-        lambda: cat.uncertainties,
-        lambda: cat.memory_overheads,
-    ):
-        try:
-            getter()
-        except CatalogError as exc:
-            problems.append(str(exc))
-    try:  # (a reliability.yaml that does not parse is reported above)
-        measured_on = cat.reliability.measured_on
-    except CatalogError:
-        measured_on = []
-    for ref in measured_on:  # the accelerators the rates were measured on: a typo would label every system carried
-        if ref not in cat.ids("accelerators"):  # an id only: a bad accelerator file is its own problem
-            try:
-                cat.get("accelerators", ref)
-            except CatalogError as exc:
-                problems.append(f"{cat.root / 'reliability.yaml'}: field 'measured_on': {exc}")
-    for sid in cat.scenario_ids():
-        try:
-            cat.scenario(sid)
-        except CatalogError as exc:
-            problems.append(str(exc))
-    return problems
-
-
-def content_hash(root: Path) -> str:
-    """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.y*ml")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:12]
 
 
 def validate_file(path: str | Path, kind: str | None = None):
@@ -143,8 +59,6 @@ def validate_file(path: str | Path, kind: str | None = None):
                 path=path,
             )
         kind = guessed
-    from hnplan.catalog.loader import Catalog, load_catalog  # the loader imports this module
-
     entry = parse_entry(raw, KINDS[kind], path)
     # references to other entries: checked against the data folder the file sits in, else the default one
     root = path.parent.parent if path.parent.name == kind else None
@@ -209,8 +123,6 @@ def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = No
     ...
     hnplan.errors.CatalogError: --model: unknown model id 'llama3.1-8bb'; nearest: llama3.1-8b, ...
     """
-    from hnplan.catalog.loader import load_catalog  # the loader imports this module
-
     cat = catalog or load_catalog()
     for label, (kind, ref) in refs.items():
         if ref is None:

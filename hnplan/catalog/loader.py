@@ -22,11 +22,11 @@ schema, so users can bring their own hardware or model without editing ``data/``
 from __future__ import annotations
 
 import functools
+import hashlib
 from pathlib import Path
 
 from pydantic import BaseModel
 
-from hnplan.catalog.checks import content_hash, validate_catalog, validate_file  # noqa: F401 - validate_file re-exported
 from hnplan.catalog.design import Design, resolve_design
 from hnplan.catalog.schemas import (
     KINDS,
@@ -307,17 +307,82 @@ class Catalog(SingleFiles):
                     )
                 raise CatalogError(f"system {s.id!r}, field {field!r}: {exc}{hint}", entry=s.id, field=field) from None
 
-    # -- whole-catalog checks (hnplan.catalog.checks) -----------------------------------------
+    # -- whole-catalog check and fingerprint --------------------------------------------------
     def validate(self) -> list[str]:
         """Load every file and check cross-references; return a list of problems (empty if clean).
 
         Never raises for bad data: each problem is one message naming file, entry and field.
         """
-        return validate_catalog(self)
+        problems: list[str] = []
+        for kind in KINDS:
+            try:
+                self._load_kind(kind)
+            except CatalogError as exc:
+                problems.append(str(exc))
+                # load the remaining files one by one so every bad file is reported
+                for path in sorted(self._kind_dir(kind).glob("*.y*ml")):
+                    try:
+                        parse_entry(_read_yaml(path), KINDS[kind], path)
+                    except CatalogError as e2:
+                        if str(e2) != str(exc):
+                            problems.append(str(e2))
+                self._cache.pop(kind, None)
+                for key in [k for k in self._one if k[0] == kind]:
+                    del self._one[key]
+        if not problems:
+            for s in self.entries("systems"):
+                try:
+                    self._check_system_refs(s)
+                    if s.price_item is not None:  # a price_item prices.yaml lacks is bad input (design.py)
+                        self.design(s.id).prices  # noqa: B018
+                except CatalogError as exc:
+                    where = str(self.path_of("systems", s.id))
+                    problems.append(str(exc) if str(exc).startswith(where) else f"{where}: {exc}")
+            for st in self.entries("stacks"):
+                try:
+                    self.stack(st.id)
+                except CatalogError as exc:
+                    problems.append(f"{self.path_of('stacks', st.id)}: {exc}")
+            for sw in self.entries("switches"):
+                try:
+                    self.get("interconnects", sw.fabric)
+                except CatalogError as exc:
+                    problems.append(f"{self.path_of('switches', sw.id)}: field 'fabric': {exc}")
+        for getter in (
+            lambda: self.prices,
+            lambda: self.facility,
+            lambda: self.reliability,
+            lambda: self.uncertainties,
+            lambda: self.memory_overheads,
+        ):
+            try:
+                getter()
+            except CatalogError as exc:
+                problems.append(str(exc))
+        try:  # (a reliability.yaml that does not parse is reported above)
+            measured_on = self.reliability.measured_on
+        except CatalogError:
+            measured_on = []
+        for ref in measured_on:  # the accelerators the rates were measured on: a typo would label every system carried
+            if ref not in self.ids("accelerators"):  # an id only: a bad accelerator file is its own problem
+                try:
+                    self.get("accelerators", ref)
+                except CatalogError as exc:
+                    problems.append(f"{self.root / 'reliability.yaml'}: field 'measured_on': {exc}")
+        for sid in self.scenario_ids():
+            try:
+                self.scenario(sid)
+            except CatalogError as exc:
+                problems.append(str(exc))
+        return problems
 
     def content_hash(self) -> str:
         """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""
-        return content_hash(self.root)
+        h = hashlib.sha256()
+        for path in sorted(self.root.rglob("*.y*ml")):
+            h.update(str(path.relative_to(self.root)).encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()[:12]
 
 
 @functools.lru_cache(maxsize=4)

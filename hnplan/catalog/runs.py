@@ -82,10 +82,11 @@ class TrainingRun(_Strict):
             )
         return self
 
-    @field_validator("dtype", mode="before")
+    @field_validator("dtype", "metric", mode="before")
     @classmethod
     def _dtype_any_case(cls, v):
-        # a user's runs file reads dtypes as --dtype, gemm --shapes-json and sweep specs do: FP8 is fp8
+        # a user's runs file reads dtypes as --dtype, gemm --shapes-json and sweep specs do: FP8 is fp8; and
+        # metrics alike (MFU is mfu)
         return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("overrides", mode="after")
@@ -273,7 +274,7 @@ def collective_measurements(path) -> list[dict]:
     ``algorithm`` (the one forced with ``NCCL_ALGO``, e.g. ``ring``, NCCL's ``NVLS``, ``NVLSTree`` and
     ``CollNet*`` all-reduce names read as ``inr``; empty: NCCL's tuner chose). Other
     columns (a ``source`` or a note) are ignored, and so are blank lines and lines starting with ``#``
-    (nccl-tests' comments); a line number in a message is the file's.
+    (nccl-tests' comments), above the header too; a line number in a message is the file's.
 
     Returns
     -------
@@ -287,21 +288,25 @@ def collective_measurements(path) -> list[dict]:
     CatalogError
         One line naming the file, the line and the column: unreadable file, missing column, a line with more
         fields than the header (a number written with thousands separators), a value that is not a positive
-        number, neither or both of busbw_GBps and time_us.
+        number, neither or both of busbw_GBps and time_us, an nccl-tests binary's own printout (its table is not
+        this CSV: the message says which columns to write).
     """
     import csv
 
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            rows, lines = [], []
-            for row in reader:  # the line a row ends on: blank lines, which the reader skips, still count
-                first = row.get(reader.fieldnames[0]) if reader.fieldnames else None
-                if (first or "").lstrip().startswith("#"):  # a comment line, as nccl-tests prints its headers
-                    continue
-                rows.append(row)
-                lines.append(reader.line_num)
-            header = reader.fieldnames or []
+            text = fh.readlines()
+        # comment and blank lines above the header are skipped, not read as the header
+        skip = next((k for k, t in enumerate(text) if t.strip() and not t.lstrip().startswith("#")), len(text))
+        reader = csv.DictReader(text[skip:])
+        rows, lines = [], []
+        for row in reader:  # the line a row ends on: blank lines, which the reader skips, still count
+            first = row.get(reader.fieldnames[0]) if reader.fieldnames else None
+            if (first or "").lstrip().startswith("#"):  # a comment line, as nccl-tests prints its headers
+                continue
+            rows.append(row)
+            lines.append(skip + reader.line_num)
+        header = reader.fieldnames or []
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError, csv.Error) as exc:
@@ -312,6 +317,13 @@ def collective_measurements(path) -> list[dict]:
     if not rows:
         raise CatalogError(f"{path}: no data lines (columns: op, gpus, size_bytes, busbw_GBps or time_us)", path=path)
     cols = {c for c in rows[0] if c is not None}  # a line longer than the header adds the key None
+    if "op" not in cols and any("algbw" in t and "busbw" in t for t in text[:skip]):  # nccl-tests' own printout
+        raise CatalogError(
+            f"{path}: the printout of an nccl-tests binary (its size, count, type, ..., algbw, busbw table), not a "
+            "CSV: write one line per size as op,gpus,size_bytes,busbw_GBps (op the binary's collective, gpus the "
+            "ranks it ran on, the out-of-place busbw), as docs/examples/nccl_tests.csv",
+            path=path,
+        )
     known = (*COLLECTIVE_COLUMNS, "busbw_GBps", "time_us", "algorithm", "system")
     for col in (*COLLECTIVE_COLUMNS, "busbw_GBps or time_us"):
         if col not in cols and not (col == "busbw_GBps or time_us" and {"busbw_GBps", "time_us"} & cols):

@@ -14,6 +14,7 @@ import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
+from hnplan.cli._console import _LazyConsole, console, err_console, escape  # noqa: F401 - public here as before
 from hnplan.cli._help_fold import long_words_fold_in_help
 from hnplan.cli._json import print_json  # noqa: F401 - the commands' JSON output, imported from here
 from hnplan.cli._options import (  # noqa: F401 - re-exported: the commands import them from here
@@ -290,45 +291,8 @@ app = typer.Typer(
 )
 
 
-class _LazyConsole:
-    """A rich ``Console`` made on first use: a command that prints JSON never imports rich's console."""
-
-    def __init__(self, **kwargs):
-        self._kwargs = kwargs
-        self._console = None
-
-    def __getattr__(self, attr):
-        if self._console is None:
-            from rich.console import Console
-
-            kw = dict(self._kwargs)
-            if kw.pop("auto_width", False):
-                kw["width"] = None if sys.stdout.isatty() else 200
-            self._console = Console(**kw)
-        return getattr(self._console, attr)
-
-    # rich's live displays (progress bars) enter the console as a context; special methods are looked up on
-    # the class, not through __getattr__
-    def __enter__(self):
-        return self.__getattr__("__enter__")()
-
-    def __exit__(self, *exc):
-        return self.__getattr__("__exit__")(*exc)
-
-
-# piped or captured output is not cut to 80 columns (numbers and ids must survive)
-console = _LazyConsole(auto_width=True)
-err_console = _LazyConsole(stderr=True, soft_wrap=True)  # never break a path or an id across lines
-
 EXIT_INPUT = 2
 EXIT_INFEASIBLE = 3
-
-
-def escape(text: str) -> str:
-    """``text`` with rich markup escaped (a schema pattern's ``[a-z]`` is printed, not eaten)."""
-    from rich.markup import escape as _escape
-
-    return _escape(text)
 
 
 def _version(value: bool) -> None:

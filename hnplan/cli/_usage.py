@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hnplan.cli._console import err_console, escape
+
 
 def required_arguments_plain() -> None:
     """Make the usage line show a required positional argument as its metavar (``SPEC``), as click does,
@@ -87,8 +89,6 @@ def show_usage_error(exc) -> int:
         if exc.format_message().strip():
             exc.show()
         return code
-    from hnplan.cli._app import err_console, escape
-
     err_console.print(f"[bold red]error:[/] {escape(usage_error_text(exc))}", highlight=False, markup=True)
     return code
 

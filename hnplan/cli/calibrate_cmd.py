@@ -85,7 +85,8 @@ def calibrate(
     out: str = typer.Option(
         None,
         "--out",
-        help=f"stack YAML to write, or a folder for <stack>-calibrated.yaml; default {DEFAULT_FOLDER}/"
+        help=f"stack YAML to write, or a folder for <stack>-calibrated.yaml (one there, or a new name without "
+        f"a suffix); default {DEFAULT_FOLDER}/"
         "<stack>-calibrated.yaml. With --collectives the "
         "calibrated system and fabric YAMLs are written beside it. A file there that an earlier calibrate run did "
         "not write for the same path is never replaced (exit 2)",
@@ -103,8 +104,8 @@ def calibrate(
         with _long_lived_imports():
             from hnplan.catalog.checks import check_refs
             from hnplan.planning.calibrate import calibrate as fit_stack
-            from hnplan.planning.calibrate import write_calibration
             from hnplan.planning.calibrate_comm import OFF_AFTER_FIT_PCT
+            from hnplan.planning.calibrate_write import write_calibration
 
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
@@ -113,7 +114,14 @@ def calibrate(
 
         name = f"{cal.calibrated.id}.yaml"
         target = Path(out) if out is not None else Path(DEFAULT_FOLDER) / name
-        if out is not None and (target.is_dir() or out.endswith(("/", os.sep))):  # a folder: the default name in it
+        # a folder (one there, one written with a trailing /, or a new name without a suffix, as `--out cal`):
+        # the default name in it; before, a new `--out cal` became a stack file named `cal`
+        folder = (
+            target.is_dir()
+            or out is not None
+            and (out.endswith(("/", os.sep)) or not (target.suffix or target.exists()))
+        )
+        if out is not None and folder:
             target = target / name
         there = {p.resolve() for p in target.parent.glob("*.yaml")} if target.parent.is_dir() else set()
         with _flag_named({"--out": str(target.resolve()) if out is not None else None}):

@@ -370,7 +370,7 @@ def simulate(
                 "idle while jobs queue",
                 "{blocked:.1%} of GPU-time: drained for a reservation {drained:.1%}, fragmented (free, no queued "
                 "job fits) {fragmented:.1%}, a queued job fits but not started yet {other_queued:.1%}; "
-                "idle with the queue empty {idle_empty_queue:.1%}, busy {busy:.1%}, down {down:.1%} (sampled)".format(
+                "idle with the queue empty {idle_empty_queue:.1%}, busy {busy:.1%}, down {down:.1%}".format(
                     **s["capacity_gpu_s"]["share"]
                 ),
             ),
@@ -409,7 +409,7 @@ def simulate(
                 "preemptions / interruptions",
                 f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
             ),
-            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.0f}, max {n(s['concurrent_jobs']['max'])}"),
+            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.3g}, max {n(s['concurrent_jobs']['max'])}"),
             (
                 "jobs",
                 ", ".join(
@@ -500,5 +500,16 @@ def simulate(
             t.add_row(
                 cls,
                 *(f"{q[k]:,.0f}" + spread_text(ci.get(f"queue_delay_s.{cls}.{k}")) for k in ("p50", "p95", "p99")),
+            )
+        console.print(t)
+        t = Table(title=escape("queueing delay by job size [s]"), caption=t.caption)  # gang jobs wait for all GPUs
+        for col in ("GPUs", "jobs", "p50", "p95", "p99"):
+            t.add_column(col, justify="left" if col == "GPUs" else "right")
+        for size, q in s["queue_delay_by_gpus_s"].items():
+            path = f"queue_delay_by_gpus_s.{size}"
+            t.add_row(
+                size,
+                n(q["jobs"]),
+                *(f"{q[k]:,.0f}" + spread_text(ci.get(f"{path}.{k}")) for k in ("p50", "p95", "p99")),
             )
         console.print(t)

@@ -110,6 +110,12 @@ def compare(
             global_batch_tokens = int(defaults["global_batch_tokens"])
         refs = {"--model": ("models", model), **{f"--systems {s}": ("systems", s) for s in names}}
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
+        ref_of: dict[str, str] = {}  # each design's id -> the id or YAML path it was given as
+        for name in names:
+            sid = cat.system(name).id
+            if sid in ref_of:  # the table, verdict and JSON name designs by id: two of one id cannot be told apart
+                raise InputError(f"--systems: {ref_of[sid]} and {name} are both system '{sid}'; give each its own id")
+            ref_of[sid] = name
         for name in names:  # the flag and each design's bound, not the bill of materials' ports
             check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
@@ -146,12 +152,12 @@ def compare(
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(table), (trust_notes(table, model, cat, stack) if trust else None)
+        said, notes = verdict(table), (trust_notes(table, model, cat, stack, names) if trust else None)
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a design whose chip lacks its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0
         # and ranks optimistic: said with or without the trust notes (which repeat it), as train and infer say it
-        ran = [cat.system(r["system"]).accelerator for r in rows if str(r["status"]).startswith("ok")]
+        ran = [cat.system(ref_of[r["system"]]).accelerator for r in rows if str(r["status"]).startswith("ok")]
         calibration = uncalibrated_sentence(ran, cat)
         if json_:
             print_json(

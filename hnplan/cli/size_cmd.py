@@ -108,6 +108,13 @@ def size(
 
             for ref in systems:
                 check_fabric_gpus(ref, gpus, "--gpus")
+        seen: dict[str, str] = {}  # the table and JSON name designs by id: a copy that kept a catalog id is refused
+        for ref in systems:
+            sid = load_catalog().system(ref).id
+            if sid in seen:
+                raise InputError(f"--system: {seen[sid]} and {ref} are both system '{sid}'; give each its own id")
+            seen[sid] = ref
+        model_id = load_catalog().model(model).id  # the table's title and the JSON name the model as train does
         if deadline_days is not None and not deadline_days > 0:
             raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
         if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
@@ -164,7 +171,7 @@ def size(
         if json_:
             print_json(
                 {
-                    "model": model,
+                    "model": model_id,
                     "tokens": tokens,
                     "seq_len": seq_len,
                     "global_batch_tokens": global_batch_tokens,
@@ -183,7 +190,7 @@ def size(
             _exit_if_over_limits(rows, budget_usd, power_cap_mw)
             return
         t = Table(
-            title=f"{model}: {format_count(tokens)} tokens"
+            title=f"{model_id}: {format_count(tokens)} tokens"
             + (f" within {deadline_days:g} days" if deadline_days else "")
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline

@@ -81,6 +81,13 @@ def sweep(
         f"({s.plans} training searches), {s.failed} failed, in {s.seconds:.1f} s",
         highlight=False,
     )
+    if s.failed_kept:
+        console.print(
+            f"  {s.failed_kept:,} of the points already there failed (their rows keep the error): "
+            "--retry-failed evaluates them again",
+            highlight=False,
+            markup=False,
+        )
     if s.stale:
         console.print(
             f"  {s.stale:,} of the points already there were evaluated with another catalog than this one "

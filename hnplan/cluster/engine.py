@@ -41,8 +41,8 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
     """One simulation run (build, :meth:`run`, then read the arrays). Internal: use
     :func:`hnplan.cluster.simulate_cluster`."""
 
-    #: ledger rows kept as Python tuples before they are packed into a float64 block (8 x 8 bytes a row: some
-    #: 3 rows a job, 200 MB at the 1,000,000-job limit)
+    #: ledger rows kept as Python tuples before they are packed into a float64 block (9 x 8 bytes a row: some
+    #: 3 rows a job, 220 MB at the 1,000,000-job limit)
     LEDGER_BLOCK = 65536
 
     def __init__(
@@ -133,7 +133,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         # capacity depends on (a set function of the queue), kept as jobs enter and leave it
         self.qtypes: dict[tuple, int] = {}
         # the capacity split's state after every change (time, then GPUs allocated, free, stranded, drained,
-        # other free while jobs queue, down, jobs queued > 0), each row holding until the next
+        # other free while jobs queue, down, jobs queued > 0, jobs running), each row holding until the next
         self.ledger: list[tuple] = []
         self.ledger_blocks: list[np.ndarray] = []  # the earlier rows, packed
         self.running: set[int] = set()
@@ -234,7 +234,8 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
             return  # past the window: nothing more is integrated
         free_gpus, strand, blocked, other = self._idle_split()
         down = float(self.topo.gpus_on(~self.up)) if not self.up.all() else 0.0
-        row = (now, self.level_alloc, free_gpus, strand, blocked, other, down, float(bool(self.qtypes)))
+        queued, running = float(bool(self.qtypes)), len(self.running)
+        row = (now, self.level_alloc, free_gpus, strand, blocked, other, down, queued, running)
         if self.ledger and self.ledger[-1][0] == now:
             self.ledger[-1] = row
         else:
@@ -244,9 +245,10 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
                 del self.ledger[:-1]
 
     def ledger_rows(self) -> np.ndarray:
-        """The recorded states (:meth:`_note`), shape ``(rows, 8)``: time [s], GPUs allocated, free,
-        stranded, drained, other free while jobs queue, down [GPU], and 1.0 while jobs are queued."""
-        return np.vstack([*self.ledger_blocks, np.array(self.ledger, dtype=float).reshape(-1, 8)])
+        """The recorded states (:meth:`_note`), shape ``(rows, 9)``: time [s], GPUs allocated, free,
+        stranded, drained, other free while jobs queue, down [GPU], 1.0 while jobs are queued, and the jobs
+        running."""
+        return np.vstack([*self.ledger_blocks, np.array(self.ledger, dtype=float).reshape(-1, 9)])
 
     # -- processes ----------------------------------------------------------------------------
     def _arrivals(self):

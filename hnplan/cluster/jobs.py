@@ -49,6 +49,10 @@ MAX_JOBS = 1_000_000
 """The most jobs one run draws from a mix: the event simulation takes about 0.5 ms a job on one CPU core
 (0.45 ms measured for 19,000 jobs on 1,024 H100), so the limit runs in about 10 minutes; the arrival count of
 ``--days 1e9`` (about 2e12 jobs on 1,024 GPUs) would not fit in memory."""
+MAX_JOB_YEARS = 15.0
+"""The longest run time a job table may give [years]: the longest amortisation period the cost
+model takes (``years`` of :data:`hnplan.catalog.schemas.WHATIF_RANGES`), longer than any cluster runs one job;
+a larger value is a unit mistake (and ``duration_s`` 1e300 overflowed the steady-state figures)."""
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
@@ -193,6 +197,11 @@ def _checked_columns(jobs: dict, where: str, rows, fit=(None, None), tp_source: 
         bad = ~np.isfinite(jobs[col].astype(float))
         if bad.any():
             raise row_error(where, names, bad, col, "must be finite", jobs[col])
+    longest = MAX_JOB_YEARS * units.YEAR
+    bad = jobs["duration_s"] > longest
+    if bad.any():
+        rule = f"a run time over {MAX_JOB_YEARS:g} years ({longest:.4g} s) is no cluster job's (seconds expected)"
+        raise row_error(where, names, bad, "duration_s", rule, jobs["duration_s"])
     # counts of GPUs, milli-GPUs and a TP group's GPUs are whole: 8.5 GPUs was read as 8
     for col in ("gpus", "gpu_milli", "tp"):
         v = jobs[col].astype(float)

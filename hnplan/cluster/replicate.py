@@ -71,7 +71,7 @@ def bounds_of(path: str) -> tuple[float, float | None] | None:
     """
     if path in BOUNDS:
         return BOUNDS[path]
-    if path.startswith("queue_delay_s."):
+    if path.startswith(("queue_delay_s.", "queue_delay_by_gpus_s.")):
         return (0.0, None)
     if path.startswith(("jct_slowdown.", "jct_bounded_slowdown.")) and not path.endswith(".tau_s"):
         return (1.0, None)
@@ -352,7 +352,9 @@ def replicate_cluster(
     Raises
     ------
     InputError
-        For ``replications`` outside 1 to :data:`MAX_REPLICATIONS`, and whatever
+        For ``replications`` outside 1 to :data:`MAX_REPLICATIONS`, ``replications > 1`` with ``jobs`` or
+        ``trace`` and ``failures=False`` (nothing random is left: identical runs, an interval of zero width that
+        is no certainty; the CLI refuses ``--replications`` with ``--trace --no-failures`` alike), and whatever
         :func:`hnplan.cluster.simulate_cluster` raises.
 
     Examples
@@ -367,6 +369,15 @@ def replicate_cluster(
         raise InputError(f"replications must be 1 to {MAX_REPLICATIONS:,}; got {replications}")
     if workers < 1:
         raise InputError(f"workers must be >= 1; got {workers}")
+    given = "jobs" if kw.get("jobs") is not None else "trace" if kw.get("trace") is not None else None
+    if replications > 1 and given and not kw.get("failures", True):
+        # the seed draws a mix's jobs, failures and software restarts; a given table or trace with failures off
+        # leaves nothing to draw: every replication is the same run and the interval's zero width no certainty
+        raise InputError(
+            f"replications draw independent failures and restarts; with {given} given and failures=False nothing "
+            f"is drawn (the jobs are replayed), so the {replications} runs would be identical and their interval "
+            "of zero width: give replications=1 or failures=True"
+        )
     if kw.get("nodes") is None:  # before any worker starts: the bound one scale-out fabric joins
         check_cluster_gpus(system, gpus, "gpus", kw.get("catalog"))
     seeds = replication_seeds(seed, replications)

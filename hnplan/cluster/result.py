@@ -58,6 +58,10 @@ JOB_UNITS = {
 #: the run time below which the bounded slowdown divides by this instead [s] (Feitelson et al. 1997 Sec. 4.2
 #: and Feitelson 2001: 10 s, "interactive" jobs for which waiting counts less than for batch ones)
 BOUNDED_SLOWDOWN_TAU_S = 10.0
+#: the job-size classes of the queueing delay by size [GPUs asked, upper bound of each]: Jeon et al.'s 1, 2-4,
+#: 5-8 and more than 8 GPUs (USENIX ATC 2019, Sec. 3.1, the Philly trace), the last split at 64 and 512 GPUs
+#: for today's gang jobs; a share of one GPU counts as 1
+SIZE_CLASSES = ((1, "1"), (4, "2-4"), (8, "5-8"), (64, "9-64"), (512, "65-512"), (math.inf, "513+"))
 SUMMARY_UNITS = {
     "utilisation": "fraction of installed GPU-time",
     "allocation_rate": "fraction of installed GPU-time",
@@ -65,6 +69,7 @@ SUMMARY_UNITS = {
     "fragmentation": "fraction of GPUs (time mean)",
     "blocked": "fraction of GPUs (time mean)",
     "queue_delay_s": "s",
+    "queue_delay_by_gpus_s": "s (p50/p95/p99) and count (jobs), by GPUs asked",
     "jct_slowdown": "x (completion time over ideal run time, finished jobs)",
     "jct_bounded_slowdown": "x (max(1, completion time over max(ideal run time, tau_s)), finished jobs); tau_s in s",
     "capacity_gpu_s": "GPU s over the measuring window (integrated over every state change); shares: fraction of installed GPU-time",
@@ -108,10 +113,12 @@ class ClusterResult:
         window is shorter than five GPU-time-weighted run times or the offered load is 100 % or more;
         for a mix both from the mix's expectations, so the remedy is the same for every seed), ``steady_state_note`` (:func:`steady_text`: the
         verdict, why and the remedy in one line), ``fragmentation`` (time-mean share of installed GPUs free but usable by
-        no queued job), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
+        no queued job; ``fragmentation_max`` its largest; these time means are integrated over every state
+        change, :func:`time_means`), ``blocked`` (time-mean share of installed GPUs free, not counted as fragmentation,
         while the job holding the backfill reservation, or without backfilling the first blocked job, waits: the
         drain for a gang job), ``queue_delay_s`` (class -> p50/p95/p99 [s]; jobs still queued at the end count
-        with their wait so far), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
+        with their wait so far), ``queue_delay_by_gpus_s`` (the same per job-size class, :func:`queue_delay_by_size`,
+        with ``jobs``), ``jct_slowdown`` (mean/p50/p95 of completion time over ideal run time,
         finished jobs; unbounded: a job of seconds that waited minutes counts hundreds), ``jct_bounded_slowdown``
         (:func:`bounded_slowdown`, tau 10 s: mean/p50/p95 and ``tau_s``; the figure to compare designs and
         policies by), ``capacity_gpu_s`` (:func:`capacity_split`: installed GPU-time split into busy, drained
@@ -121,7 +128,7 @@ class ClusterResult:
         ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
         ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
         and the steady-state test: :func:`hnplan.cluster.load.admitted_jobs`), ``concurrent_jobs``
-        (mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
+        (time mean, max), window and run metadata; on a cluster of several GPU models ``by_gpu_model``
         (model -> ``gpus``, ``utilisation``, ``allocation_rate`` of that model's GPUs).
     timeseries : DataFrame
         One row per sample: :data:`SERIES_UNITS` (``attrs["units"]``); from ``series_rows``.
@@ -190,6 +197,40 @@ def _pct(x: np.ndarray) -> dict:
     return {"p50": float(p[0]), "p95": float(p[1]), "p99": float(p[2])}
 
 
+def size_class(gpus) -> np.ndarray:
+    """The size class (:data:`SIZE_CLASSES`) of jobs asking for ``gpus`` GPUs each, as labels, shape of ``gpus``.
+
+    >>> size_class([1, 2, 8, 9, 72, 1024]).tolist()
+    ['1', '2-4', '5-8', '9-64', '65-512', '513+']
+    """
+    edges = np.array([b for b, _ in SIZE_CLASSES[:-1]], float)
+    labels = np.array([name for _, name in SIZE_CLASSES], dtype=object)
+    return labels[np.searchsorted(edges, np.asarray(gpus, float), side="left")]
+
+
+def queue_delay_by_size(gpus, delay_s) -> dict:
+    """Queueing delay percentiles per job-size class: class -> ``jobs`` (count), ``p50``/``p95``/``p99`` [s];
+    only classes with jobs, smallest first.
+
+    Under gang scheduling a job waits until all its GPUs are free at once, so the wait grows with its size
+    (Jeon et al., USENIX ATC 2019, Sec. 3.1); the per-class figure mixes the sizes and hides it.
+
+    Parameters
+    ----------
+    gpus, delay_s : array_like
+        GPUs each job asks for and its time queued [s] (jobs that started or still wait), same shape.
+
+    >>> queue_delay_by_size([1, 1, 16], [0.0, 100.0, 3600.0])["9-64"]
+    {'jobs': 1, 'p50': 3600.0, 'p95': 3600.0, 'p99': 3600.0}
+    """
+    cls, d = size_class(gpus), np.asarray(delay_s, float)
+    return {
+        name: {"jobs": int((cls == name).sum()), **_pct(d[cls == name])}
+        for _, name in SIZE_CLASSES
+        if (cls == name).any()
+    }
+
+
 def bounded_slowdown(wait_s, run_s, tau_s: float = BOUNDED_SLOWDOWN_TAU_S) -> np.ndarray:
     """The bounded slowdown of jobs, ``max(1, (wait + run) / max(run, tau))`` [x], shape of the inputs.
 
@@ -248,12 +289,10 @@ def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
     >>> c["busy"], c["drained"], c["total"]   # 4 GPUs x 10 s + 8 x 20 s; 4 x 10 s; 8 x 30 s
     (200.0, 40.0, 240.0)
     """
-    t = np.asarray(series["time_s"], float)
-    edges = np.clip(np.append(t, max(window, t[-1] if len(t) else window)), warm, window)
-    dt = np.diff(edges)  # the time each sample holds inside the window [s]
+    dt = _held_s(series, warm, window)
     free = np.asarray(series["free"], float)
     queued = np.asarray(series["queued"], float) > 0
-    frag = np.minimum(np.asarray(series["fragmentation"], float), free)
+    frag = _fragmented(series)
     parts = {
         "busy": np.asarray(series["allocation"], float),
         "drained": np.where(queued, np.asarray(series["blocked"], float), 0.0),
@@ -269,11 +308,74 @@ def capacity_split(series: dict, gpus: int, warm: float, window: float) -> dict:
     return out
 
 
+def _held_s(series: dict, warm: float, window: float) -> np.ndarray:
+    """The time each row of a piecewise constant series holds inside ``[warm, window]`` [s]: from its time to
+    the next row's, the last to the window's end."""
+    t = np.asarray(series["time_s"], float)
+    edges = np.clip(np.append(t, max(window, t[-1] if len(t) else window)), warm, window)
+    return np.diff(edges)
+
+
+def _fragmented(series: dict) -> np.ndarray:
+    """The fragmented share of the GPUs per row: stranded, at most the free ones (0 with the queue empty)."""
+    frag = np.minimum(np.asarray(series["fragmentation"], float), np.asarray(series["free"], float))
+    return np.where(np.asarray(series["queued"], float) > 0, frag, 0.0)
+
+
+def time_means(series: dict, warm: float, window: float) -> dict:
+    """The summary's time means and maxima over ``[warm, window]``, integrated exactly over the state after
+    every change (:func:`ledger_series`), as :func:`capacity_split` integrates the GPU-time.
+
+    A mean is the time-weighted one, sum(value x time held) / (window - warm); a maximum is taken over the
+    rows that hold for some time inside the window (a state replaced at the same instant never held).
+
+    Parameters
+    ----------
+    series : dict
+        As for :func:`capacity_split`, and ``running`` (jobs running).
+    warm, window : float
+        The measuring window's start and end [s].
+
+    Returns
+    -------
+    dict
+        ``fragmentation`` and ``fragmentation_max`` (:func:`capacity_split`'s fragmented GPUs as a fraction
+        of the installed ones: so ``fragmentation x gpus x (window - warm)`` is its ``fragmented``),
+        ``blocked`` (the drained fraction: its ``drained`` likewise), ``concurrent_jobs`` (``mean``, ``max``
+        jobs running); 0 for an empty window.
+
+    >>> m = time_means({"time_s": [0.0, 10.0], "fragmentation": [0.25, 0.0], "free": [0.5, 0.0],
+    ...                 "blocked": [0.25, 0.0], "queued": [1, 0], "running": [1, 3]}, 0.0, 40.0)
+    >>> m["fragmentation"], m["fragmentation_max"], m["concurrent_jobs"]  # 0.25 x 10 / 40; (1 x 10 + 3 x 30) / 40
+    (0.0625, 0.25, {'mean': 2.5, 'max': 3})
+    """
+    dt = _held_s(series, warm, window)
+    span = window - warm
+    held = dt > 0
+    frag = _fragmented(series)
+    drained = np.where(np.asarray(series["queued"], float) > 0, np.asarray(series["blocked"], float), 0.0)
+    running = np.asarray(series["running"], float)
+
+    def mean(x: np.ndarray) -> float:
+        return float((x * dt).sum() / span) if span > 0 else 0.0
+
+    def peak(x: np.ndarray) -> float:
+        return float(x[held].max()) if held.any() else 0.0
+
+    return {
+        "fragmentation": mean(frag),
+        "fragmentation_max": peak(frag),
+        "blocked": mean(drained),
+        "concurrent_jobs": {"mean": mean(running), "max": int(peak(running))},
+    }
+
+
 def ledger_series(sim: ClusterSim) -> dict:
     """The simulation's state after every change (``sim.ledger``) as the series :func:`capacity_split`
-    integrates: ``time_s`` [s], ``queued`` (1 while jobs are queued), the rest fractions of the GPUs."""
+    integrates: ``time_s`` [s], ``queued`` (1 while jobs are queued), ``running`` (jobs running), the rest
+    fractions of the GPUs."""
     rows = sim.ledger_rows()
-    t, alloc, free, strand, blocked, other, down, queued = rows.T
+    t, alloc, free, strand, blocked, other, down, queued, running = rows.T
     total = sim.topo.gpus
     return {
         "time_s": t,
@@ -284,6 +386,7 @@ def ledger_series(sim: ClusterSim) -> dict:
         "queued_free": other / total,
         "down": down / total,
         "queued": queued,
+        "running": running,
     }
 
 
@@ -318,10 +421,8 @@ def _result(
     waited = np.isin(st, ["done", "running", "queued"])
     sd = out["slowdown"][st == "done"]
     bsd = out["bounded_slowdown"][st == "done"]
-    ts = np.array(sim.samples, dtype=float).reshape(len(sim.samples), len(SERIES_COLUMNS))
-    series = dict(zip(SERIES_COLUMNS, ts.T, strict=True))
-    in_window = (series["time_s"] >= warm) & (series["time_s"] <= window)
-    frag, blocked, running = (series[c][in_window] for c in ("fragmentation", "blocked", "running"))
+    ledger = ledger_series(sim)
+    means = time_means(ledger, warm, window)
     alloc_total = float(np.nansum(out["allocated_gpu_s"]))  # a column's sum as pandas takes it: NaN skipped
     admitted, turned_gpu_h = admitted_jobs(jobs, st)
     load = offered_load_of(admitted, topo.gpus, window)
@@ -346,10 +447,9 @@ def _result(
         **steady_state_of(jobs if not job_count(admitted) else admitted, load, window, warm / window, **(basis or {})),
         "utilisation": float(sim.int_prod / cap),
         "allocation_rate": float(sim.int_alloc / cap),
-        "fragmentation": float(np.nanmean(frag)) if len(frag) else 0.0,
-        "fragmentation_max": float(np.nanmax(frag)) if len(frag) else 0.0,
-        "blocked": float(np.nanmean(blocked)) if len(blocked) else 0.0,
+        **{k: v for k, v in means.items() if k != "concurrent_jobs"},
         "queue_delay_s": {c: _pct(delay[cls == c]) for c in CLASSES if (cls == c).any()},
+        "queue_delay_by_gpus_s": queue_delay_by_size(np.asarray(jobs["gpus"])[waited], delay),
         "jct_slowdown": {
             "mean": float(sd.mean()) if len(sd) else None,
             "p50": float(np.median(sd)) if len(sd) else None,
@@ -361,17 +461,14 @@ def _result(
             "p95": float(np.percentile(bsd, 95)) if len(bsd) else None,
             "tau_s": BOUNDED_SLOWDOWN_TAU_S,
         },
-        "capacity_gpu_s": capacity_split(ledger_series(sim), topo.gpus, warm, window),
+        "capacity_gpu_s": capacity_split(ledger, topo.gpus, warm, window),
         "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),
         "hardware_failures": sim.hw_failures,
         "lost_work_gpu_s": float((sim.lost_s * sim.share).sum()),
         "down_gpu_s": sim.down_gpu_s,
-        "concurrent_jobs": {
-            "mean": float(running.mean()) if len(running) else 0.0,
-            "max": int(running.max()) if len(running) else 0,
-        },
+        "concurrent_jobs": means["concurrent_jobs"],
         "jobs": {s: int((st == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
         **turned_gpu_h,
         "offered_load_asked": asked,

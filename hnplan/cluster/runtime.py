@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -38,6 +39,16 @@ TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-4
 SEQ_LEN = 4096
 """Sequence length of a representative training job [tokens]: Llama 3's initial pre-training length
 (Dubey et al., arXiv:2407.21783 Sec. 3.4.1), the same source as :func:`_batch`."""
+
+
+def system_key(system, catalog: Catalog) -> str:
+    """The string the planner caches here key a system by, which :meth:`Catalog.system` reads back: the id of
+    a catalog system, the absolute path of a system given as a user's YAML file (whose id the catalog does
+    not hold; before, its lookups by id failed and every planner figure fell back to 1.0)."""
+    if isinstance(system, (str, Path)) and str(system) not in catalog.ids("systems"):
+        catalog.system(system)  # an unknown id or a bad file is reported as given
+        return str(Path(system).resolve())
+    return catalog.system(system).id
 
 
 def representative_model(gpus: int) -> str:
@@ -110,7 +121,7 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
         return 1.0
     try:
         return _speed(
-            s.id,
+            system_key(system, cat),
             representative_model(gpus),
             int(gpus),
             int(min(ranks_per_domain, ideal_r)),
@@ -163,7 +174,7 @@ def design_speed_ratio(system, reference, gpus: int, model: str | None = None, c
         For an unknown system or model.
     """
     cat = catalog or load_catalog()
-    sid, rid = cat.system(system).id, cat.system(reference).id
+    sid, rid = system_key(system, cat), system_key(reference, cat)
     m = cat.model(model).id if model is not None else representative_model(int(gpus))
     return _design_ratio(sid, rid, int(gpus), m, str(cat.root))
 

@@ -335,7 +335,7 @@ def simulate_cluster(
     serving: list[dict] = []  # what each --serve deployment holds, for the summary
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(np.max(jobs["arrival_s"])), units.days_to_s(7))
-        extra = [runtime.serving_jobs(sid, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        extra = [runtime.serving_jobs(system, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
             parts = ", ".join(
@@ -357,7 +357,7 @@ def simulate_cluster(
     if reference_system is not None:  # durations measured on the reference: carried to this design
         if nodes is not None:
             raise InputError("a reference system compares catalog designs; a node list (nodes) is not one: drop one")
-        ratio = runtime.design_speeds(sid, reference_system, jobs, cat)
+        ratio = runtime.design_speeds(system, reference_system, jobs, cat)
         ref_gpu_s = jobs["duration_s"] * jobs["gpus"]
         jobs = {**jobs, "duration_s": jobs["duration_s"] / ratio}
         if (ratio != 1.0).any():  # the mix's load and run times are the reference's: judge the jobs as run here
@@ -365,14 +365,14 @@ def simulate_cluster(
     horizon = units.days_to_s(days) if days is not None else None
     last_arrival = float(np.max(jobs["arrival_s"]))
     window = horizon if horizon is not None else max(last_arrival, 1.0)
-    rates = runtime.failure_rates(sid, topo.gpus, cat)
+    rates = runtime.failure_rates(system, topo.gpus, cat)
     if not 0 <= warmup < 1:
         raise InputError(f"warmup must be in [0, 1); got {warmup}")
     if not failures:
         rates = runtime.FailureRates(0.0, 0.0, rates.restart_s, rates.repair_s)
 
     def speed_fn(g, r, leaves):
-        return runtime.training_speed(sid, g, r, leaves, cat)
+        return runtime.training_speed(system, g, r, leaves, cat)
 
     sim = ClusterSim(
         topo,

@@ -34,7 +34,15 @@ import numpy as np
 import pandas as pd
 
 from hnplan import units
-from hnplan.cluster.jobs import CLASSES, check_jobs, check_trace_file, read_openb, read_trace_csv, row_error
+from hnplan.cluster.jobs import (
+    CLASSES,
+    MAX_JOB_YEARS,
+    check_jobs,
+    check_trace_file,
+    read_openb,
+    read_trace_csv,
+    row_error,
+)
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -373,4 +381,13 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
         )
     table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
     rows = np.arange(2, len(table) + 2)  # as a spreadsheet shows them
-    return check_jobs(table, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+    jobs = check_jobs(table, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+    # arrivals past any cluster's life (a Unix time beside a 0, 1e300) are a unit mistake; 1e300 never ended
+    if "arrival_s" in table and len(table):
+        arrival = pd.to_numeric(table["arrival_s"], errors="coerce").to_numpy(float)
+        longest = MAX_JOB_YEARS * units.YEAR
+        bad = arrival - np.nanmin(arrival) > longest
+        if bad.any():
+            rule = f"arrives more than {MAX_JOB_YEARS:g} years ({longest:.4g} s) after the first job (seconds expected)"
+            raise row_error(str(path), rows, bad, "arrival_s", rule, table["arrival_s"].to_numpy())
+    return jobs

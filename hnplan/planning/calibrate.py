@@ -52,7 +52,6 @@ from hnplan.planning.calibrate_runs import (  # noqa: F401  (UNIT_FACTOR, METRIC
     _check_scale,
     _RunModel,
 )
-from hnplan.planning.calibrate_write import write_calibration  # noqa: F401  (public here)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -113,7 +112,7 @@ class Calibration:
     stack : SoftwareStack
         The stack as it was.
     calibrated : SoftwareStack
-        The stack with the fitted values and their provenance (:func:`write_calibration` writes it).
+        The stack with the fitted values and their provenance (:func:`hnplan.planning.calibrate_write.write_calibration` writes it).
     parameters : list of Parameter
         Every candidate efficiency of the stack (and of the network with a sweep): fitted or fixed, why.
     run_rows : list of dict

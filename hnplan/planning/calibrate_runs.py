@@ -162,7 +162,13 @@ def _share_memo(job, trial, links: bool, choices: bool) -> None:
     (``job``'s ranking made them): what one trial adds, the next ones read. The kernel times and the
     activation-memory tables are kept under the numbers they depend on for every job
     (``stage_compute.content_memo``: the accelerator with its GEMM efficiency, the model, the stack's choices),
-    so a trial finds them there where those are the same. ``choices``: whether a stack choice is fitted."""
+    so a trial finds them there where those are the same. ``choices``: whether a stack choice is fitted. A trial
+    keeps ``job``'s model, so it takes the model's parameter counts and JSON (the key of those shared tables) as
+    ``job`` computed them (:class:`~hnplan.planning.training.components.Job`'s cached ``params`` and
+    ``model_json``) rather than counting and serialising the model again in every trial."""
     for key, entry in job.memo.items():
         if not links and isinstance(key, tuple) and key[0] == "collective_s":
             trial.memo[key] = entry
+    if trial.model is job.model:
+        for name in ("params", "model_json"):  # functools.cached_property values, kept in the instance's __dict__
+            vars(trial)[name] = getattr(job, name)

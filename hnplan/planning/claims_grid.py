@@ -239,3 +239,19 @@ def _base_text(cat, s, nics: bool = False) -> str:
     if nics:
         text += f", then every NIC at {', '.join(f'{r:g}' for r in s.traditional_nic_gbps)} Gb/s per GPU"
     return text + ")"
+
+
+NOT_TESTABLE = "not testable"
+
+
+def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None) -> Claim:
+    return Claim(
+        cid,
+        seed_files(*seeds),
+        text,
+        " ".join(experiment.split()),
+        NOT_TESTABLE,
+        missing,
+        numbers or {},
+        points if points is not None else [],  # no rows: an empty DataFrame when read
+    )

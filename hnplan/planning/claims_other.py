@@ -1,6 +1,7 @@
 """Claims audit, the experiments outside the training planner: storage, reliability, serving, catalog
-arithmetic, and the claims that cannot be tested, each naming the missing quantity (see
-:mod:`hnplan.planning.claims`)."""
+arithmetic, the cluster simulations, and the claims that cannot be tested, each naming the missing quantity
+(see :mod:`hnplan.planning.claims`); the network transport's (RDMA against TCP) are
+:mod:`hnplan.planning.claims_network`'s, listed here with the rest."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import numpy as np
 from hnplan import storage as sto
 from hnplan import units
 from hnplan.catalog.loader import Catalog
-from hnplan.comm.collectives import ring_allreduce_time
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.claims import (
     AuditSetup,
@@ -23,14 +23,13 @@ from hnplan.planning.claims import (
     doc,
     seed_files,
 )
-from hnplan.planning.claims_grid import _claim, grid_rows, same_chip_baseline
+from hnplan.planning.claims_grid import _claim, _untestable, grid_rows, same_chip_baseline
 from hnplan.planning.claims_mechanisms import CXL, DEPLOY, HOTSWAP, TIERS, cxl_pool, deploy, hot_swap, tiering
+from hnplan.planning.claims_network import GRAD, TCP, grad_sync, rdma_vs_tcp
 from hnplan.planning.records import is_na
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-NOT_TESTABLE = "not testable"
+    pass
 
 # Data-loading shapes of the IOPS experiment: pre-tokenized text as the storage model reads it
 # (hnplan.storage.TEXT_BYTES_PER_TOKEN, TEXT_READ_KIB: Megatron-LM's int32 token shards in large reads) and
@@ -39,131 +38,6 @@ NOT_TESTABLE = "not testable"
 IMAGE_BYTES = 108e3
 IMAGE_TOKENS = 196
 IMAGE_READ_KIB = 128.0  # assumption: a ~108 KB JPEG read whole in one request, rounded up to a 128 KiB I/O
-
-
-def _untestable(cid, seeds, text, experiment, missing, numbers=None, points=None) -> Claim:
-    return Claim(
-        cid,
-        seed_files(*seeds),
-        text,
-        " ".join(experiment.split()),
-        NOT_TESTABLE,
-        missing,
-        numbers or {},
-        points if points is not None else [],  # no rows: an empty DataFrame when read
-    )
-
-
-TCP = ("allreduce-rdma-5-8x-over-tcp", ("000",), "At 100 Gb/s, RDMA makes AllReduce 5-8x more efficient (than TCP/IP)")
-GRAD = (
-    "grad-sync-rdma-minus-65",
-    ("002",),
-    "With RDMA, gradient synchronisation time in distributed training falls by 65%",
-)
-TCP_MISSING = (
-    "missing: the bus-bandwidth efficiency and per-message overhead of NCCL over kernel TCP sockets (an "
-    "interconnect entry whose technology names TCP, from a published measurement, or "
-    "AuditSetup.tcp_interconnect)"
-)
-
-
-def tcp_transport(cat: Catalog, s: AuditSetup):
-    """The kernel-TCP transport the RDMA claims compare with: ``s.tcp_interconnect`` (id or YAML path), else
-    the first catalog interconnect whose ``technology`` names TCP, else None."""
-    if s.tcp_interconnect:
-        return cat.interconnect(s.tcp_interconnect)
-    return next((ic for ic in cat.entries("interconnects") if "tcp" in ic.technology.lower()), None)
-
-
-def _alpha_s(ic) -> float:
-    """Latency of one ring step over a two-tier network: software overhead, 4 link and 3 switch hops [s]."""
-    return units.us_to_s(ic.software_overhead_us) + units.ns_to_s(4 * ic.link_latency_ns + 3 * ic.switch_latency_ns)
-
-
-def rdma_tcp_grid(cat: Catalog, s: AuditSetup, tcp) -> pd.DataFrame:
-    """Ring all-reduce time at 100 Gb/s per rank over RDMA (``roce-400g``'s efficiency and latencies) and
-    over ``tcp``, over buffer size (1 MiB to 1 GiB) and ranks (8 to 512): ``speedup`` = TCP / RDMA time."""
-    import pandas as pd  # here, not at the top: a claim whose experiment builds plain rows needs no pandas
-
-    rdma = cat.interconnect("roce-400g")
-    line = units.gbps_to_Bps(100.0)
-    rows = []
-    for n in (2.0**20, 2.0**26, 2.0**30):
-        for p in (8, 64, 512):
-            t = {
-                k: ring_allreduce_time(n, p, line * ic.bw_efficiency, _alpha_s(ic))
-                for k, ic in (("rdma", rdma), ("tcp", tcp))
-            }
-            rows.append(
-                {
-                    "size_bytes": n,
-                    "ranks": p,
-                    "rdma_s": t["rdma"],
-                    "tcp_s": t["tcp"],
-                    "speedup": t["tcp"] / t["rdma"],
-                    "time_cut": 1 - t["rdma"] / t["tcp"],
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def rdma_vs_tcp(cat: Catalog, s: AuditSetup) -> Claim:
-    """Ring all-reduce time over kernel TCP / over RDMA at 100 Gb/s per rank, over buffer size and ranks."""
-    rdma = cat.interconnect("roce-400g")
-    eff = rdma.bw_efficiency
-    busbw = units.Bps_to_GBps(units.gbps_to_Bps(100.0)) * eff
-    nums = {
-        "rdma_busbw_GBps_at_100g": busbw,
-        "tcp_busbw_GBps_for_5x": busbw / 5,
-        "tcp_busbw_GBps_for_8x": busbw / 8,
-        "tcp_efficiency_for_5x": eff / 5,
-        "tcp_efficiency_for_8x": eff / 8,
-    }
-    tcp = tcp_transport(cat, s)
-    if tcp is None:
-        return _untestable(
-            *TCP,
-            f"{doc(rdma_vs_tcp)} RoCE bus-bandwidth efficiency {eff:g} (roce-400g).",
-            f"{TCP_MISSING}; for large buffers the claim holds if that efficiency is between "
-            f"{eff / 8:.3f} and {eff / 5:.3f} of line rate",
-            nums,
-        )
-    return _claim(
-        *TCP,
-        f"{doc(rdma_vs_tcp)} roce-400g against {tcp.id}",
-        rdma_tcp_grid(cat, s, tcp),
-        ["size_bytes", "ranks"],
-        "speedup",
-        ">=",
-        5.0,
-        nums,
-    )
-
-
-def grad_sync(cat: Catalog, s: AuditSetup) -> Claim:
-    """1 - ring all-reduce time over RDMA / over kernel TCP at 100 Gb/s per rank (the gradient
-    synchronisation of data parallelism), over buffer size and ranks."""
-    eff = cat.interconnect("roce-400g").bw_efficiency
-    nums = {"rdma_efficiency": eff, "tcp_efficiency_for_65pct": 0.35 * eff}
-    tcp = tcp_transport(cat, s)
-    if tcp is None:
-        return _untestable(
-            *GRAD,
-            doc(grad_sync),
-            f"{TCP_MISSING}; for bandwidth-bound gradients a 65% cut "
-            f"means TCP reaches {0.35 * eff:.3f} of line rate where RoCE reaches {eff:g}",
-            nums,
-        )
-    return _claim(
-        *GRAD,
-        f"{doc(grad_sync)} roce-400g against {tcp.id}",
-        rdma_tcp_grid(cat, s, tcp),
-        ["size_bytes", "ranks"],
-        "time_cut",
-        ">=",
-        0.65,
-        nums,
-    )
 
 
 SEED_NODE = ("seed-node-40-cards", ("001",), "One node of 40 cards: 28 PFLOPS FP8, 5.76 TB HBM3, 150 kW, PUE below 1.1")

@@ -34,7 +34,7 @@ def _run_mfu(run, model, cat: Catalog) -> float:
     return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
 
 
-def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None) -> str:
+def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
     These kinds, each only where it applies to a design of ``df`` (the rows of
@@ -82,6 +82,9 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
     catalog : Catalog, optional
     stack : id, path or entry, optional
         The software stack the designs were planned with; default the planner's defaults.
+    systems : list of str, optional
+        The systems compared as they were given (ids or YAML paths): a design read from a user's file is looked
+        up by its path, since the catalog does not hold its id. Default: the rows' ids.
 
     Returns
     -------
@@ -94,8 +97,9 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
     rows = as_records(df)
     columns = set(rows[0]) if rows else set()
     ok = [r for r in rows if "status" not in r or (isinstance(r["status"], str) and r["status"].startswith("ok"))]
+    ref = {cat.system(s).id: s for s in systems or ()}  # each row's system id -> the id or path it was given as
     if "accelerator" not in columns and "system" in columns and ok:  # e.g. the table of sizing.size_designs
-        ok = [{**r, "accelerator": cat.system(r["system"]).accelerator} for r in ok]
+        ok = [{**r, "accelerator": cat.system(ref.get(r["system"], r["system"])).accelerator} for r in ok]
         columns.add("accelerator")
     if not ok or "accelerator" not in columns:
         return ""
@@ -158,7 +162,7 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
     priced = []
     for system in dict.fromkeys(r["system"] for r in ok):  # the cost ranking rests on one system price per design
         try:
-            p = cat.design(system).prices.system
+            p = cat.design(ref.get(system, system)).prices.system
         except HnplanError:
             continue
         if p is not None:

@@ -178,7 +178,7 @@ MEASURED_DIR = "validation"
 
 def planning_hash(root: Path) -> str:
     """SHA-256 (first 12 hex digits) of the data the planners read: every YAML file of the data folder ``root``
-    (path and bytes, as :func:`hnplan.catalog.checks.content_hash`) but those of ``validation/``, the published
+    (path and bytes, as :meth:`hnplan.catalog.Catalog.content_hash`) but those of ``validation/``, the published
     runs the planners are validated against (tests/test_prediction_cache.py plans runs on a data folder without
     it)."""
     h = hashlib.sha256()

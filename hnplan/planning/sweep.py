@@ -175,7 +175,7 @@ def evaluate_chunk(
 class SweepSummary:
     """What a run did: points in the spec, skipped (already in the dataset; ``stale`` of them evaluated with
     another catalog than ``catalog_hash``, this run's, and ``other_code`` by other code than ``code_fingerprint``
-    or before rows recorded it), ``retried`` (failed rows evaluated again), evaluated, failed (written with
+    or before rows recorded it; ``failed_kept`` of them failed), ``retried`` (failed rows evaluated again), evaluated, failed (written with
     their ``error``), and ``lost``: points whose Dask task itself failed (a worker killed, ``lost_reason``),
     not written."""
 
@@ -188,6 +188,7 @@ class SweepSummary:
     other_code: int = 0
     code_fingerprint: str = ""
     retried: int = 0
+    failed_kept: int = 0  # skipped points whose row has an error (--retry-failed evaluates them again)
     evaluated: int = 0
     failed: int = 0
     plans: int = 0
@@ -292,6 +293,7 @@ def run_sweep(
         other_code=int((kept["code_fingerprint"] != code).sum()),  # None (not recorded) counts
         code_fingerprint=code,
         retried=len(retry),
+        failed_kept=int(kept["failed"].sum()),
         calibration_note=uncalibrated_sentence([cat.system(x).accelerator for x in pts["system"].unique()], cat),
     )
     retry_files = dict(zip(retry["point_id"], retry["file"], strict=True))

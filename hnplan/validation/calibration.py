@@ -47,7 +47,7 @@ from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.operators import operator_table
 from hnplan.errors import InputError, check_choice
 from hnplan.planning.training import TP_COLLECTIVES_PER_PASS, tp_message_bytes
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 PASSES = ("fwd", "bwd", "bwd+recompute")
 KORTHIKANTI_T4 = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 WENG = (
     "Weng et al., Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient "

@@ -15,8 +15,8 @@ import re
 from hnplan import units
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
-from hnplan.validation import Row, area
 from hnplan.validation.comm_mid_size import mid_size_rows
+from hnplan.validation.rows import Row, area
 
 LARGE = 8 * units.GiB
 TOL = 0.15  # the communication issue's tolerance on large-message busbw

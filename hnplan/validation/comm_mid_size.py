@@ -18,7 +18,7 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
-from hnplan.validation import Row
+from hnplan.validation.rows import Row
 
 TOL = 0.15
 

@@ -8,8 +8,8 @@ import pandas as pd
 
 from hnplan import units
 from hnplan.compute import training_stage_time_s
-from hnplan.validation import Row, area
 from hnplan.validation.mxfp8_gemm import mxfp8_rows
+from hnplan.validation.rows import Row, area
 
 BOUND = 1.8  # largest roofline / measured ratio accepted: measured runs reach >= 55% of the roofline
 

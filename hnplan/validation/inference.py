@@ -6,7 +6,7 @@ sources live in
 from __future__ import annotations
 
 from hnplan.planning.inference import validation_table as _serving_table
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 PREDICTION_BAND = 0.30  # rows whose stated band is within +-30% are asserted as predictions
 

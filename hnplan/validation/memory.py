@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hnplan import units
 from hnplan.memory import kv_cache_bytes_per_token, zero_model_state_bytes
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 ZERO_SRC = "Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Fig. 1 (7.5B parameters, 64-way data parallel)"
 

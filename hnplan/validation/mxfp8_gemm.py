@@ -31,8 +31,8 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute.gemm import gemm_device_time_s
-from hnplan.validation import Row
 from hnplan.validation.gemm_fit import with_params
+from hnplan.validation.rows import Row
 
 TE_TABLE = "te_gemm_profiling"
 TE_GPU = "B300 SXM6 AC"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hnplan import units
 from hnplan.planning.design import estimate_reliability
 from hnplan.reliability import mtbi_s
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 LLAMA3 = "The Llama 3 Herd of Models, arXiv:2407.21783, Sec. 3.3.4 and Table 5 (16,384 H100, 54 days)"
 RSC = "Kokolis et al., Revisiting Reliability in Large-Scale ML Research Clusters, arXiv:2410.21680 (job MTTF vs size)"

@@ -5,7 +5,7 @@ iteration times, NeMo on H100, Llama 3.1 405B, DeepSeek-V3); the runs live in ``
 from __future__ import annotations
 
 from hnplan.planning.validation import validation_table as _runs_table
-from hnplan.validation import Row, area
+from hnplan.validation.rows import Row, area
 
 UNITS = {
     "hardware_tflops_per_gpu": "TFLOP/s",

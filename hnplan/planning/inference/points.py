@@ -1,5 +1,5 @@
-"""Operating points of one design: a replica at a batch or at its maximum throughput, the frontier
-of the best layout per design, the best point under a TPOT bound, short scoring requests, and the
+"""Operating points of one design: a replica at a batch or at its maximum throughput, its throughput-latency
+frontier over batch size (:func:`frontier`), the frontier of the best layout per design, the best point under a TPOT bound, short scoring requests, and the
 power and $ attributed to the GPUs used.
 
 Cost: the TCO of the purchasable units (:func:`hnplan.cost.design_cost`: capex, energy, maintenance
@@ -27,10 +27,10 @@ from hnplan.planning.inference.core import (
 )
 from hnplan.planning.inference.steady import (
     batch_grid,
-    frontier,
     max_throughput_point,
     prefill_pass,
     steady_state,
+    steady_states,
 )
 from hnplan.power import accelerator_power_w, design_power
 
@@ -116,6 +116,82 @@ def serving_power(s: Setup, p, load: float = 1.0, gpus: int | None = None) -> di
         "joules_per_token": replica_w / tps,
         "joules_per_request": replica_w / tps * p.output_tokens,
     }
+
+
+def frontier(
+    model,
+    system,
+    replica: Replica,
+    input_tokens: float,
+    output_tokens: float,
+    batches=None,
+    catalog: Catalog | None = None,
+    **kwargs,
+) -> pd.DataFrame:
+    """The throughput-latency frontier of one replica over batch size.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per batch: ``batch, tpot_s, ttft_s, e2e_s, tokens_per_s, tokens_per_s_per_gpu,
+        tokens_per_s_per_user`` (= 1 / TPOT), ``memory_per_gpu_gib, hbm_gib, max_batch``, the power at
+        that load ``gpu_power_w, node_power_w, joules_per_token``
+        (:func:`serving_power`) plus ``system, model, tp, ep, pp, dtype``.
+        ``df.attrs['units']`` names the units.
+
+    Raises
+    ------
+    InfeasiblePlan
+        If the weights do not fit.
+    """
+    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
+
+    s = resolve(model, system, replica, catalog)
+    mb = max_batch(s, input_tokens + output_tokens)
+    bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
+    rows = []
+    pts = steady_states(s, bs, input_tokens, output_tokens, **kwargs)
+    for b in bs:
+        p = pts[int(b)]
+        pw = serving_power(s, p)
+        rows.append(
+            {
+                "system": s.system.id,
+                "model": s.model.id,
+                "tp": replica.tp,
+                "ep": replica.ep,
+                "pp": replica.pp,
+                "dtype": replica.dtype,
+                "batch": p.batch,
+                "tpot_s": p.tpot_s,
+                "ttft_s": p.ttft_s,
+                "e2e_s": p.e2e_s,
+                "tokens_per_s": p.tokens_per_s,
+                "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
+                "tokens_per_s_per_user": 1.0 / p.tpot_s,
+                "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
+                "hbm_gib": units.to_GiB(p.hbm_bytes),
+                "max_batch": p.max_batch,
+                "gpu_power_w": pw["gpu_power_w"],
+                "node_power_w": pw["node_power_w"],
+                "joules_per_token": pw["joules_per_token"],
+            }
+        )
+    df = pd.DataFrame(rows)
+    df.attrs["units"] = {
+        "tpot_s": "s",
+        "ttft_s": "s",
+        "e2e_s": "s",
+        "tokens_per_s": "output tokens/s",
+        "tokens_per_s_per_gpu": "output tokens/s/GPU",
+        "tokens_per_s_per_user": "tokens/s",
+        "memory_per_gpu_gib": "GiB",
+        "hbm_gib": "GiB",
+        "gpu_power_w": "W",
+        "node_power_w": "W",
+        "joules_per_token": "J/output token",
+    }
+    return df
 
 
 def usd_per_million_tokens(gpus: int, tokens_per_s: float, usd_gpu_h: float) -> float:

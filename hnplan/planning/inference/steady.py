@@ -1,5 +1,6 @@
-"""Continuous batching in steady state and the operating points of a replica: the throughput-latency frontier
-over batch size and the maximum-throughput point.
+"""Continuous batching in steady state and the operating points of a replica over batch size, and the
+maximum-throughput point (the frontier of a replica as a table, with its power, is
+:func:`hnplan.planning.inference.points.frontier`).
 
 The replica, its resolved setup and its memory live in :mod:`hnplan.planning.inference.core`, whose module
 docstring gives the steady-state equations implemented here (Orca, Yu et al. OSDI 2022; Sarathi-Serve,
@@ -10,20 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hnplan import units
-from hnplan.catalog.loader import Catalog
 from hnplan.errors import InfeasiblePlan, InputError
 from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
-    Replica,
     Setup,
     max_batch,
     memory_per_gpu_bytes,
-    resolve,
     usable_bytes_per_gpu,
 )
 from hnplan.planning.inference.passes import (  # noqa: F401  (the pass functions lived here: re-exported)
@@ -39,9 +36,6 @@ from hnplan.planning.inference.speculative import (  # noqa: F401  (graph_batch:
     iteration_overhead_s,
     tokens_per_step,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 # --- steady state --------------------------------------------------------------------------------------
@@ -304,84 +298,6 @@ def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
     g = g[(g >= 1) & (g <= max_b)]
     # sorted and distinct as numpy.unique gives them, which on a plain array imports numpy.ma (about 10 ms)
     return np.array(sorted(set(g.tolist()) | {int(max_b)}), dtype=g.dtype)
-
-
-def frontier(
-    model,
-    system,
-    replica: Replica,
-    input_tokens: float,
-    output_tokens: float,
-    batches=None,
-    catalog: Catalog | None = None,
-    **kwargs,
-) -> pd.DataFrame:
-    """The throughput-latency frontier of one replica over batch size.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per batch: ``batch, tpot_s, ttft_s, e2e_s, tokens_per_s, tokens_per_s_per_gpu,
-        tokens_per_s_per_user`` (= 1 / TPOT), ``memory_per_gpu_gib, hbm_gib, max_batch``, the power at
-        that load ``gpu_power_w, node_power_w, joules_per_token``
-        (:func:`~hnplan.planning.inference.points.serving_power`) plus ``system, model, tp, ep, pp, dtype``.
-        ``df.attrs['units']`` names the units.
-
-    Raises
-    ------
-    InfeasiblePlan
-        If the weights do not fit.
-    """
-    import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
-
-    from hnplan.planning.inference.points import serving_power  # points builds on this module
-
-    s = resolve(model, system, replica, catalog)
-    mb = max_batch(s, input_tokens + output_tokens)
-    bs = batch_grid(mb, replica.groups) if batches is None else [b for b in batches if b <= mb]
-    rows = []
-    pts = steady_states(s, bs, input_tokens, output_tokens, **kwargs)
-    for b in bs:
-        p = pts[int(b)]
-        pw = serving_power(s, p)
-        rows.append(
-            {
-                "system": s.system.id,
-                "model": s.model.id,
-                "tp": replica.tp,
-                "ep": replica.ep,
-                "pp": replica.pp,
-                "dtype": replica.dtype,
-                "batch": p.batch,
-                "tpot_s": p.tpot_s,
-                "ttft_s": p.ttft_s,
-                "e2e_s": p.e2e_s,
-                "tokens_per_s": p.tokens_per_s,
-                "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu,
-                "tokens_per_s_per_user": 1.0 / p.tpot_s,
-                "memory_per_gpu_gib": units.to_GiB(p.memory_per_gpu_bytes),
-                "hbm_gib": units.to_GiB(p.hbm_bytes),
-                "max_batch": p.max_batch,
-                "gpu_power_w": pw["gpu_power_w"],
-                "node_power_w": pw["node_power_w"],
-                "joules_per_token": pw["joules_per_token"],
-            }
-        )
-    df = pd.DataFrame(rows)
-    df.attrs["units"] = {
-        "tpot_s": "s",
-        "ttft_s": "s",
-        "e2e_s": "s",
-        "tokens_per_s": "output tokens/s",
-        "tokens_per_s_per_gpu": "output tokens/s/GPU",
-        "tokens_per_s_per_user": "tokens/s",
-        "memory_per_gpu_gib": "GiB",
-        "hbm_gib": "GiB",
-        "gpu_power_w": "W",
-        "node_power_w": "W",
-        "joules_per_token": "J/output token",
-    }
-    return df
 
 
 def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **kwargs) -> OperatingPoint:
