@@ -7,7 +7,9 @@ References
    parameters out ``params[::-1]``, in backward order from the output layer to the input embedding, and
    closes a bucket once it holds ``bucket_size`` elements, after the parameter that fills it: a parameter
    never spans two buckets. ``DistributedDataParallel`` keeps one buffer per (parameter, gradient) dtype,
-   Transformer Engine's quantised weights (``is_float8tensor``) in a ``torch.uint8`` buffer of their own, and
+   Transformer Engine's quantised weights (``is_float8tensor``: ``isinstance`` of Transformer Engine's
+   ``QuantizedTensor`` in ``megatron/core/fp8_utils.py``, so per-tensor fp8, MXFP8 and NVFP4 weights alike) in a
+   ``torch.uint8`` buffer of their own, and
    ``partition_buckets`` (case 3, "when using fp8 params, merge all non-fp8 buckets into the last fp8
    bucket group") puts every bucket of the other buffers (the bf16 embedding, output layer and norms) into
    the group of the last fp8 bucket: that group is reduced once its last gradient, the embedding's, is ready
