@@ -336,6 +336,7 @@ def simulate_cluster(
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(np.max(jobs["arrival_s"])), units.days_to_s(7))
         extra = [runtime.serving_jobs(system, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        serve = [(cat.model(m).id, q) for m, q in serve]  # a model from a file by its id, as train and size name it
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
             parts = ", ".join(
