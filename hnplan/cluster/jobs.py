@@ -59,6 +59,24 @@ MAX_JOB_YEARS = 15.0
 """The longest run time a job table may give [years]: the longest amortisation period the cost
 model takes (``years`` of :data:`hnplan.catalog.schemas.WHATIF_RANGES`), longer than any cluster runs one job;
 a larger value is a unit mistake (and ``duration_s`` 1e300 overflowed the steady-state figures)."""
+
+
+def check_days(days: float) -> None:
+    """Refuse a run of more days than :data:`MAX_JOB_YEARS` years (a trace's jobs are held to that span too).
+
+    Raises
+    ------
+    InputError
+        ``days must be at most 5,479 (15 years, ...); got 6000.0``.
+    """
+    longest = units.s_to_days(units.years_to_s(MAX_JOB_YEARS))
+    if days > longest:
+        raise InputError(
+            f"days must be at most {longest:,.0f} ({MAX_JOB_YEARS:g} years, the longest a trace's run times and "
+            f"arrivals may span and the cost model amortises a cluster over); got {days!r}"
+        )
+
+
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
