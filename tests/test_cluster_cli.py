@@ -298,3 +298,38 @@ def test_the_table_s_mean_concurrency_keeps_its_fraction(tmp_path):
     assert d["concurrent_jobs"]["mean"] == pytest.approx(8 / 24, rel=1e-2)
     text = " ".join(runner.invoke(app, args).stdout.split())
     assert f"concurrent jobs │ mean {d['concurrent_jobs']['mean']:.3g}, max 1 │" in text
+
+
+def test_a_serving_model_from_a_file_is_named_by_its_id(tmp_path, cat):
+    """``--serve ./model.yaml:5`` named the deployment by the file's path in the table and the JSON; train and
+    size name a model from a file by its id: so does the summary now, with the same replicas as the catalog's."""
+    path = tmp_path / "my-8b.yaml"
+    path.write_text((cat.root / "models" / "llama3.1-8b.yaml").read_text().replace("id: llama3.1-8b", "id: my-8b", 1))
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,86400,training,3600,8\n")
+    base = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    outs = []
+    for model in (str(path), "llama3.1-8b"):
+        r = runner.invoke(app, [*base, "--serve", f"{model}:5", "--json"])
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(r.stdout)["serving"])
+    assert outs[0] == [{**outs[1][0], "model": "my-8b"}]
+    r = runner.invoke(app, [*base, "--serve", f"{path}:5"])
+    assert r.exit_code == 0 and "my-8b at 5 requests/s" in r.output and str(path) not in r.output
+
+
+@pytest.mark.parametrize("gpus,trace", [(8, False), (8, True), (16, False)])
+def test_days_beyond_fifteen_years_are_refused_naming_the_flag(gpus, trace, tmp_path):
+    """A trace's run times and arrivals are held to 15 years (MAX_JOB_YEARS); ``--days`` with a mix was bounded
+    only by the job limit, which a small cluster (8 GPUs: about 60 jobs a day) never met before 16,000 days, and
+    with a trace not at all (a window of 27,000 years ran, its utilisation averaged over an empty cluster).
+    15 years = 15 x 365.25 = 5,478.75 days."""
+    extra = []
+    if trace:
+        path = tmp_path / "jobs.csv"
+        path.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,3600,training,3600,8\n")
+        extra = ["--trace", str(path)]
+    base = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", str(gpus), *extra]
+    r = runner.invoke(app, [*base, "--days", "5479"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error: --days must be at most 5,479 (15 years,") and "got 5479.0" in r.output

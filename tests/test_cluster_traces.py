@@ -261,3 +261,32 @@ def test_every_csv_trace_reader_refuses_alike(tmp_path):
     assert list(read_trace_csv(ok, ("a",), "test")["b"]) == [2]
     with pytest.raises(InputError, match=r"missing column\(s\) c of the test format"):
         read_trace_csv(ok, ("c",), "test")
+
+
+def test_comment_lines_and_spaces_around_cells_are_read_alike(tmp_path):
+    """A trace's CSV took `` 8 `` as 8 but refused `` training `` as a class, and a ``#`` line above the header
+    was read as the header ("missing column(s)"). Comment lines are skipped wherever they are, spaces around a
+    text cell and a header name are dropped as around a number, and a row named in an error is still the file's."""
+    head = "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+    plain = head + "0,8,1000,3600,training,3600,8\n10,4,1000,600,inference,0,4\n"
+    spaced = (
+        "# a cluster's jobs, exported by hand\n"
+        "arrival_s, gpus ,gpu_milli,duration_s, cls ,checkpoint_s,tp\n"
+        "0, 8 ,1000,3600, training ,3600,8\n"
+        "# the serving replica\n"
+        "10,4,1000,600,inference ,0,4\n"
+    )
+    want = read_trace(_write(tmp_path, "plain.csv", plain))
+    got = read_trace(_write(tmp_path, "spaced.csv", spaced))
+    assert got.reset_index(drop=True).equals(want.reset_index(drop=True))
+    assert got["cls"].tolist() == ["training", "inference"]
+    # a bad cell below a comment line: its row as a spreadsheet shows the file (the header row 2 here)
+    bad = _write(tmp_path, "bad.csv", spaced.replace("inference ,", "serving,"))
+    with pytest.raises(InputError, match=r"row 5, column cls: .*'serving'"):
+        read_trace(bad)
+    # the Slurm logs as well: a comment above Helios's header, a state with spaces
+    helios = _write(tmp_path, "h.csv", "# Venus\n" + HELIOS.replace(",FAILED,", ", FAILED ,"))
+    assert len(read_helios(helios)) == len(read_helios(_write(tmp_path, "h0.csv", HELIOS)))
+    bad = _write(tmp_path, "hb.csv", "# Venus\n" + HELIOS.replace(",249,0", ",-249,0"))
+    with pytest.raises(InputError, match="row 4, column duration: must be a number >= 0; has -249$"):
+        read_helios(bad)

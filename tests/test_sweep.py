@@ -578,3 +578,53 @@ def test_a_sweep_names_its_chips_planned_at_the_ideal_default(tmp_path):
     assert res.exit_code == 0 and "Not calibrated, modelled at the ideal default 1.0" in " ".join(res.stdout.split())
     h100 = _write(tmp_path, {**TINY, "samples": 1, "axes": {"model": ["llama3.1-8b"]}}, "h100.yaml")
     assert run_sweep(h100, tmp_path / "h100", workers=1, processes=False, progress=False).calibration_note == ""
+
+
+def test_an_edited_system_file_makes_its_points_run_again(tmp_path):
+    """A point's key hashed a system given by path as the path alone: after the file gained a price, a resume
+    skipped its points and kept the old cost. The file's bytes (and those of a file it names by path) are in
+    the key: an edit makes new points, which the resume evaluates; an unchanged file is skipped as before."""
+    from hnplan.catalog.loader import data_dir
+
+    system = tmp_path / "my-h100.yaml"
+    base = (data_dir() / "systems" / "hgx-h100-ib-ndr.yaml").read_text().replace("id: hgx-h100-ib-ndr", "id: my-h100")
+    system.write_text(base)
+    spec = _write(
+        tmp_path,
+        {**TINY, "samples": 2, "fixed": {**TINY["fixed"], "system": str(system)}, "axes": {"pue": TINY["axes"]["pue"]}},
+    )
+    spec_text = spec.read_text().replace("pue:", "model: [llama3.1-8b]\n  pue:", 1)
+    spec.write_text(spec_text)
+    out = tmp_path / "ds"
+    # a system of its own id has no catalog price: its points fail, saying to give the file a unit_price_usd
+    first = run_sweep(spec, out, workers=1, processes=False, progress=False)
+    assert (first.evaluated, first.failed) == (2, 2) and "give the system file its own unit_price_usd" in str(
+        first.errors
+    )
+    assert run_sweep(spec, out, workers=1, processes=False, progress=False).skipped == 2
+    # $400,000 for the 8-GPU server: $50,000 a GPU
+    system.write_text(base + "unit_price_usd: 400000\n")
+    priced = run_sweep(spec, out, workers=1, processes=False, progress=False)
+    assert (priced.skipped, priced.evaluated, priced.failed) == (0, 2, 0)
+    dear = read_sweep(out).set_index("point_id").loc[sweep_points(spec)["point_id"]]
+    system.write_text(base + "unit_price_usd: 300000\n")
+    repriced = run_sweep(spec, out, workers=1, processes=False, progress=False)
+    assert (repriced.skipped, repriced.evaluated, repriced.failed) == (0, 2, 0)
+    df = read_sweep(out).set_index("point_id").loc[sweep_points(spec)["point_id"]]
+    assert len(read_sweep(out)) == 6
+    # the same draws at three quarters of the hardware price: a lower cost, the same plan
+    assert (df["tco_usd"].to_numpy() < dear["tco_usd"].to_numpy()).all()
+    assert (df["tokens_per_s"].to_numpy() == dear["tokens_per_s"].to_numpy()).all()
+    # the same edit made again is the same points
+    assert run_sweep(spec, out, workers=1, processes=False, progress=False).skipped == 2
+    # a file the system names by path counts too
+    acc = tmp_path / "my-acc.yaml"
+    acc.write_text((data_dir() / "accelerators" / "h100-sxm.yaml").read_text())
+    system.write_text(base.replace("accelerator: h100-sxm", f"accelerator: {acc}"))
+    ids = set(sweep_points(spec)["point_id"])
+    acc.write_text(acc.read_text() + "\n# edited\n")
+    assert ids.isdisjoint(sweep_points(spec)["point_id"])
+    # a catalog id keeps the key of its value alone (the catalog's hash is in each row)
+    h100 = _write(tmp_path, {**TINY, "samples": 1, "axes": {"model": ["llama3.1-8b"]}}, "h100.yaml")
+    r = sweep_points(h100).iloc[0]
+    assert r["point_id"] == point_id(r.drop(["point_id", "sample"]).to_dict())

@@ -50,6 +50,16 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
 )
 from hnplan.errors import CatalogError
 
+#: the fields of a system that name other entries (an id or a file path), and the kind of each
+SYSTEM_REFS = (
+    ("accelerator", "accelerators"),
+    ("scaleup_fabric", "interconnects"),
+    ("scaleout_fabric", "interconnects"),
+    ("scaleout_switch", "switches"),
+    ("scaleup_switch", "switches"),
+    ("storage", "storage"),
+)
+
 
 class Catalog(SingleFiles):
     """Typed, validated access to the catalogs of one data folder.
@@ -230,12 +240,16 @@ class Catalog(SingleFiles):
             except CatalogError:
                 hit = None
             own = hit is not None and hit[0] is ref
-            key = ("id", ref.id) if own else ("entry", ref.model_dump_json())
+            key: tuple[str, ...] = ("id", ref.id) if own else ("entry", ref.model_dump_json())
             source = ref.id if own else "(entry)"
         else:
             text = str(ref)
             is_id = text in self._kind_files("systems")
-            key = ("id", text) if is_id else ("path", str(Path(text).resolve()))
+            path = Path(text)
+            # a file by its bytes too: a file edited since a design of it was made (in a notebook's kernel, a
+            # sweep's thread workers) is another design
+            raw = hashlib.sha256(path.read_bytes()).hexdigest() if not is_id and path.is_file() else ""
+            key = ("id", text) if is_id else ("path", str(path.resolve()), raw)
             source = text
         if key not in self._designs:
             sys_ = self.system(ref)
@@ -284,14 +298,7 @@ class Catalog(SingleFiles):
         """Check that the entries a system names exist; ``origin``, the system's own file, lets the message
         of a relative path that is not found from the working folder name the file beside ``origin`` that
         was likely meant (paths in a file are read from the working folder, as on the command line)."""
-        for field, kind in (
-            ("accelerator", "accelerators"),
-            ("scaleup_fabric", "interconnects"),
-            ("scaleout_fabric", "interconnects"),
-            ("scaleout_switch", "switches"),
-            ("scaleup_switch", "switches"),
-            ("storage", "storage"),
-        ):
+        for field, kind in SYSTEM_REFS:
             ref = getattr(s, field)
             if ref is None:
                 continue
@@ -375,6 +382,37 @@ class Catalog(SingleFiles):
             except CatalogError as exc:
                 problems.append(str(exc))
         return problems
+
+    def file_digest(self, kind: str, ref: str) -> str | None:
+        """SHA-256 (first 16 hex digits) of the bytes of the YAML file ``ref`` names and, for a system, of the
+        files its fields name by path (:data:`SYSTEM_REFS`); None when ``ref`` is a catalog id, which
+        :meth:`content_hash` covers.
+
+        Parameters
+        ----------
+        kind : str
+            A catalog kind (``systems``, ``models``, ``stacks``, ...).
+        ref : str
+            An id or a path, as lookups take it (a relative path is read from the working folder).
+
+        Raises
+        ------
+        CatalogError
+            For a file that does not load, as :meth:`get` (and :meth:`system`) raise.
+        """
+        if not _looks_like_path(ref):
+            return None
+        paths = [Path(ref)]
+        if kind == "systems":
+            sys_ = self.system(ref)
+            paths += [Path(r) for f, _ in SYSTEM_REFS if isinstance(r := getattr(sys_, f), str) and _looks_like_path(r)]
+        else:
+            self.get(kind, ref)
+        h = hashlib.sha256()
+        for path in paths:
+            h.update(str(path).encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()[:16]
 
     def content_hash(self) -> str:
         """SHA-256 (first 12 hex digits) of every data file's bytes, for report provenance."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import (
@@ -15,14 +14,11 @@ from hnplan.cli._app import (
     count,
     current_context,
     err_console,
-    escape,
     handle_errors,
-    kv_table,
     print_json,
 )
 from hnplan.cli._options import option_given
 from hnplan.errors import InputError
-from hnplan.formatting import counted
 
 #: the largest --load taken: ten times the cluster, a queue that only grows; more is a percentage typed for a
 #: fraction (85 for 0.85)
@@ -206,8 +202,7 @@ def simulate(
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
     from hnplan.catalog.mixes import cluster_mix
-    from hnplan.cluster import load_text, replicate_cluster, simulate_cluster
-    from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
+    from hnplan.cluster import replicate_cluster, simulate_cluster
     from hnplan.cluster.topology import check_cluster_gpus
     from hnplan.errors import CatalogError
 
@@ -325,191 +320,17 @@ def simulate(
         if json_:
             print_json(d)
             return
-        s = d
-        ci = d.get("ci95", {})
+        from hnplan.cli.cluster_text import print_simulation
 
-        def interval(key: str, fmt: str = ".1%") -> str:
-            """' (95 % CI a to b)' over the replications; where the Student-t interval leaves the figure's range
-            (a share below 0 % with few replications) the interval on the bounded scale, and why
-            (:func:`hnplan.cluster.replicate.ci_text`)."""
-            text = ci_text(ci.get(key), fmt, bounds_of(key))
-            return f" ({text})" if text else ""
-
-        load_row = load_text(s).split(" ", 1)  # the figure, then its notes
-
-        def n(v) -> str:  # a count: as it is, or the mean of the replications' to one decimal
-            return str(v) if isinstance(v, int) else f"{v:.1f}"
-
-        rows = [
-            ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
-            ("allocation rate", f"{s['allocation_rate']:.1%}" + interval("allocation_rate")),
-            ("offered load", load_row[0] + interval("offered_load") + " ".join(["", *load_row[1:]])),
-            (
-                "demand in the window",
-                f"{s['offered_load_window']:.1%}{interval('offered_load_window')} (the jobs' GPU-time inside the "
-                "measuring window: the utilisation it approaches when nothing queues)",
-            ),
-            ("steady state", s["steady_state_note"]),
-            (
-                "fragmentation",
-                f"{s['fragmentation']:.1%}{interval('fragmentation')} of GPUs free but unusable by any queued job "
-                f"(max {s['fragmentation_max']:.1%})",
-            ),
-            (
-                "blocked capacity",
-                f"{s['blocked']:.1%}{interval('blocked')} of GPUs free while "
-                + (
-                    "a reserved job waits for the rest of its GPUs (the drain for a gang job"
-                    if backfill
-                    else "the first blocked job waits for the rest of its GPUs (no backfill: every job behind it "
-                    "waits too"
-                )
-                + "; not in fragmentation)",
-            ),
-            (
-                "idle while jobs queue",
-                "{blocked:.1%} of GPU-time: drained for a reservation {drained:.1%}, fragmented (free, no queued "
-                "job fits) {fragmented:.1%}, a queued job fits but not started yet {other_queued:.1%}; "
-                "idle with the queue empty {idle_empty_queue:.1%}, busy {busy:.1%}, down {down:.1%}".format(
-                    **s["capacity_gpu_s"]["share"]
-                ),
-            ),
-            *(
-                [
-                    (
-                        "inference reserve",
-                        f"{s['reserve']['note']}; {s['reserve']['utilisation']:.1%}"
-                        f"{interval('reserve.utilisation')} of it allocated (in the cluster's allocation too; "
-                        "blocked capacity counts shared GPUs only)",
-                    )
-                ]
-                if s.get("reserve")
-                else []
-            ),
-            (
-                "goodput",
-                f"{s['goodput']:.1%}{interval('goodput')} of allocated GPU-time" if s["goodput"] is not None else "-",
-            ),
-            (
-                "JCT bounded slowdown",
-                f"mean {s['jct_bounded_slowdown']['mean']:.2f}{interval('jct_bounded_slowdown.mean', '.2f')}, "
-                f"p95 {s['jct_bounded_slowdown']['p95']:.2f} (max(1, completion / max(run, "
-                f"{s['jct_bounded_slowdown']['tau_s']:g} s)), Feitelson et al. 1997: the figure to compare by)"
-                if s["jct_bounded_slowdown"]["mean"] is not None
-                else "-",
-            ),
-            (
-                "JCT slowdown",
-                f"mean {s['jct_slowdown']['mean']:.2f}{interval('jct_slowdown.mean', '.2f')}, "
-                f"p95 {s['jct_slowdown']['p95']:.2f} (unbounded: its mean is set by short jobs that waited)"
-                if s["jct_slowdown"]["mean"] is not None
-                else "-",
-            ),
-            (
-                "preemptions / interruptions",
-                f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
-            ),
-            ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.3g}, max {n(s['concurrent_jobs']['max'])}"),
-            (
-                "jobs",
-                ", ".join(
-                    f"{k} {n(v)}"
-                    + (
-                        f" (larger than the cluster's {s['gpus']:,} GPUs; {s['rejected_gpu_hours']:,.0f} GPU-hours "
-                        "left out of the offered load)"
-                        if k == "rejected" and v
-                        else ""
-                    )
-                    + (
-                        f" (no node of a GPU model they accept is large enough; {s['unplaceable_gpu_hours']:,.0f} "
-                        "GPU-hours left out of the offered load)"
-                        if k == "unplaceable"
-                        else ""
-                    )
-                    for k, v in s["jobs"].items()
-                    if v or k != "unplaceable"
-                ),
-            ),
-        ]
-        if "reference_system" in s:  # durations carried from the reference design
-            speed = s["design_speed"]
-            rows.append(
-                (
-                    "design speed",
-                    (f"{speed:.2f}x" if speed is not None else "-")
-                    + f" the speed on {s['reference_system']} (training jobs' best-plan tokens/s, weighted by GPU-time); "
-                    "JCT of the finished jobs "
-                    + (
-                        f"mean {units.s_to_hours(s['jct_s']['mean']):,.2f} h, p95 {units.s_to_hours(s['jct_s']['p95']):,.2f} h"
-                        if s["jct_s"]["mean"] is not None
-                        else "-"
-                    )
-                    + (
-                        f"; training jobs mean {units.s_to_hours(s['jct_s']['training_mean']):,.2f} h"
-                        if s["jct_s"].get("training_mean") is not None
-                        else ""
-                    ),
-                )
-            )
-        if "serving" in s:  # the --serve deployments, held from the start: what the mix's jobs share the rest with
-            rows.append(
-                (
-                    "serving (held throughout)",
-                    "; ".join(
-                        f"{v['model']} at {v['qps']:g} requests/s: {counted(v['replicas'], 'replica')}, "
-                        f"{counted(v['gpus'], 'GPU')}"
-                        for v in s["serving"]
-                    ),
-                )
-            )
-        if "by_gpu_model" in s:
-            rows.append(
-                (
-                    "utilisation by GPU model",
-                    ", ".join(
-                        f"{m} {v['utilisation']:.1%} of {v['gpus']:,}"
-                        for m, v in s["by_gpu_model"].items()
-                        if v["gpus"]
-                    ),
-                )
-            )
-        w = s["window_s"]
-        span = f"{units.s_to_days(w):.1f} days" if units.s_to_days(w) >= 1 else f"{units.s_to_hours(w):.3g} h"
-        size = f"{r.gpus:,} x {r.system}"
-        if nodes is None and r.gpus != gpus:  # the cluster is built of whole scale-up domains: say the rounding
-            dom = cat.system(system).scaleup_domain_gpus
-            size += f" ({gpus:,} asked, rounded up to whole {dom:,}-GPU scale-up domains)"
-        if replications > 1:
-            rows.append(
-                (
-                    "replications",
-                    f"{replications} independent runs (seeds spawned from {seed}); each figure is their mean, "
-                    "a queueing or slowdown percentile the mean of the runs' percentiles",
-                )
-            )
-        console.print(kv_table(f"{size}, {policy}, arrival window {span}", rows))
-        t = Table(title=escape("queueing delay [s]"))  # "[s]" is not rich markup
-        if replications > 1:
-            t.caption = (
-                "mean of the runs' percentiles; ± h: 95 % Student-t half-width; (a to b): the interval on the log "
-                "scale where mean - h < 0; (± h crosses 0): a run at 0 s, too few runs for this spread"
-            )
-        for col in ("class", "p50", "p95", "p99"):
-            t.add_column(col, justify="left" if col == "class" else "right")
-        for cls, q in s["queue_delay_s"].items():
-            t.add_row(
-                cls,
-                *(f"{q[k]:,.0f}" + spread_text(ci.get(f"queue_delay_s.{cls}.{k}")) for k in ("p50", "p95", "p99")),
-            )
-        console.print(t)
-        t = Table(title=escape("queueing delay by job size [s]"), caption=t.caption)  # gang jobs wait for all GPUs
-        for col in ("GPUs", "jobs", "p50", "p95", "p99"):
-            t.add_column(col, justify="left" if col == "GPUs" else "right")
-        for size, q in s["queue_delay_by_gpus_s"].items():
-            path = f"queue_delay_by_gpus_s.{size}"
-            t.add_row(
-                size,
-                n(q["jobs"]),
-                *(f"{q[k]:,.0f}" + spread_text(ci.get(f"{path}.{k}")) for k in ("p50", "p95", "p99")),
-            )
-        console.print(t)
+        print_simulation(
+            r,
+            d,
+            system=system,
+            gpus=gpus,
+            policy=policy,
+            seed=seed,
+            replications=replications,
+            backfill=backfill,
+            nodes=nodes,
+            cat=cat,
+        )

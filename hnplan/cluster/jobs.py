@@ -34,6 +34,12 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.yaml_io import nearest_name
 from hnplan.cluster.topology import MILLI
+from hnplan.cluster.trace_csv import (  # noqa: F401 - the CSV reading re-exported
+    CSV_OPTIONS,
+    check_trace_file,
+    read_trace_csv,
+    separator_hint,
+)
 from hnplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -53,6 +59,24 @@ MAX_JOB_YEARS = 15.0
 """The longest run time a job table may give [years]: the longest amortisation period the cost
 model takes (``years`` of :data:`hnplan.catalog.schemas.WHATIF_RANGES`), longer than any cluster runs one job;
 a larger value is a unit mistake (and ``duration_s`` 1e300 overflowed the steady-state figures)."""
+
+
+def check_days(days: float) -> None:
+    """Refuse a run of more days than :data:`MAX_JOB_YEARS` years (a trace's jobs are held to that span too).
+
+    Raises
+    ------
+    InputError
+        ``days must be at most 5,479 (15 years, ...); got 6000.0``.
+    """
+    longest = units.s_to_days(units.years_to_s(MAX_JOB_YEARS))
+    if days > longest:
+        raise InputError(
+            f"days must be at most {longest:,.0f} ({MAX_JOB_YEARS:g} years, the longest a trace's run times and "
+            f"arrivals may span and the cost model amortises a cluster over); got {days!r}"
+        )
+
+
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
 
 
@@ -296,66 +320,6 @@ def openb_class(qos) -> np.ndarray:
     return cls
 
 
-def check_trace_file(path: Path) -> None:
-    """Refuse a trace path that is no file, saying whether it is missing or a folder.
-
-    Raises
-    ------
-    InputError
-        ``trace file PATH not found``, or ``trace file PATH is a folder, not a file``.
-    """
-    if path.is_dir():
-        raise InputError(f"trace file {path} is a folder, not a file: give the trace's CSV or JSON log")
-    if not path.is_file():
-        raise InputError(f"trace file {path} not found")
-
-
-def separator_hint(columns) -> str | None:
-    """What is wrong with a CSV header read as one column holding ``;`` or a tab: the file is separated by
-    that character (a spreadsheet's export where the comma is the decimal mark uses ``;``), not by commas.
-    None for any other header.
-
-    >>> separator_hint(["arrival_s;gpus;tp"])
-    "the header is one column, 'arrival_s;gpus;tp': the file is separated by ';', not commas; save it as comma-separated CSV"
-    >>> separator_hint(["arrival_s", "gpus"]) is None
-    True
-    """
-    cols = [str(c) for c in columns]
-    if len(cols) != 1:
-        return None
-    for sep, name in ((";", "';'"), ("\t", "tabs")):
-        if sep in cols[0]:
-            return (
-                f"the header is one column, {cols[0]!r}: the file is separated by {name}, not commas; save it as "
-                "comma-separated CSV"
-            )
-    return None
-
-
-def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
-    """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors).
-
-    Raises
-    ------
-    InputError
-        For a missing file, a file that is not CSV, a file separated by ``;`` or tabs (:func:`separator_hint`),
-        or a missing column.
-    """
-    import pandas as pd
-
-    check_trace_file(path)
-    try:
-        raw = pd.read_csv(path)
-    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
-        raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
-    if hint := separator_hint(raw.columns):
-        raise InputError(f"{path}: {hint}")
-    missing = [c for c in columns if c not in raw]
-    if missing:
-        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
-    return raw
-
-
 def numeric_column(table, col: str, where: str, line_offset: int = 1, rows=None) -> np.ndarray:
     """Column ``col`` of ``table`` (a DataFrame or a mapping of columns) as numbers; a cell that is not one
     (text, an empty cell, a value the CSV reader left as text) is bad input.
@@ -427,7 +391,7 @@ def read_openb(
     path = Path(path)
     raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
     for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"):
-        raw[col] = numeric_column(raw, col, str(path), line_offset=2)
+        raw[col] = numeric_column(raw, col, str(path), rows=raw.index.to_numpy() + 2)
     g = raw[raw["num_gpu"] > 0]
     if g.empty:
         raise InputError(f"{path}: no pod requests a GPU")

@@ -13,7 +13,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.cluster import runtime
 from hnplan.cluster.engine import ClusterSim
 from hnplan.cluster.gpu_types import NODE_LISTS, node_list
-from hnplan.cluster.jobs import apply_slicing, check_jobs, job_columns, job_frame, take_rows
+from hnplan.cluster.jobs import apply_slicing, check_days, check_jobs, job_columns, job_frame, take_rows
 from hnplan.cluster.load import (  # noqa: F401  (public names of hnplan.cluster.simulate)
     MEASURE_RUN_TIMES,
     _window_demand,
@@ -129,6 +129,7 @@ def resolve_job_columns(
             t = read_trace(trace, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
         t = check_jobs(job_columns(t), "trace", domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
         if days is not None:
+            check_days(days)  # a window beyond the trace's longest span averages over years of an empty cluster
             t = take_rows(t, t["arrival_s"] < units.days_to_s(days))
         if jobs is not None:
             t = {c: v[:jobs] for c, v in t.items()}  # as DataFrame.head(jobs)
@@ -336,6 +337,7 @@ def simulate_cluster(
     if serve:
         span = units.days_to_s(days) if days is not None else max(float(np.max(jobs["arrival_s"])), units.days_to_s(7))
         extra = [runtime.serving_jobs(system, m, float(q), duration_s=span, catalog=cat)[0] for m, q in serve]
+        serve = [(cat.model(m).id, q) for m, q in serve]  # a model from a file by its id, as train and size name it
         serving_gpus = sum(float(e["gpus"].sum()) for e in extra)
         if serving_gpus > topo.gpus:
             parts = ", ".join(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan import units
-from hnplan.cluster.jobs import MAX_JOBS, check_jobs, job_frame
+from hnplan.cluster.jobs import MAX_JOB_YEARS, MAX_JOBS, check_days, check_jobs, job_frame
 from hnplan.cluster.topology import MILLI
 from hnplan.errors import InputError
 
@@ -162,12 +162,14 @@ def synthetic_columns(
     cap = max_gpus or cluster_gpus
     if jobs is None:
         per_day = load * cluster_gpus / mean_gpu_seconds(mix, cap) * units.days_to_s(1.0)
-        if per_day * days > MAX_JOBS:
+        # the lower of the two bounds is named: the job limit on a large cluster, 15 years on a small one
+        if per_day * days > MAX_JOBS and MAX_JOBS / per_day <= units.s_to_days(units.years_to_s(MAX_JOB_YEARS)):
             raise InputError(
                 f"days must be at most {MAX_JOBS / per_day:.3g} for mix {mix.id} on {cluster_gpus:,} GPUs at "
                 f"load {load:.0%}: a day draws about {per_day:,.0f} jobs and a run is limited to {MAX_JOBS:,} jobs "
                 f"(the event simulation takes about 0.5 ms a job, some 10 minutes at the limit); got {days!r}"
             )
+        check_days(days)
         n = max(int(rng.poisson(per_day * days)), 1)
     else:
         if jobs > MAX_JOBS:

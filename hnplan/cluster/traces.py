@@ -36,6 +36,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.cluster.jobs import (
     CLASSES,
+    CSV_OPTIONS,
     MAX_JOB_YEARS,
     check_jobs,
     check_trace_file,
@@ -368,7 +369,7 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
         if f.read(4096).lstrip()[:1] == b"[":
             return read_philly(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     try:
-        head = set(pd.read_csv(path, nrows=0).columns)
+        head = {str(c).strip() for c in pd.read_csv(path, nrows=0, **CSV_OPTIONS).columns}
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
     if "num_gpu" in head:
@@ -380,7 +381,7 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
             else read_helios(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
         )
     table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
-    rows = np.arange(2, len(table) + 2)  # as a spreadsheet shows them
+    rows = table.index.to_numpy() + 2  # as a spreadsheet shows them
     jobs = check_jobs(table, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     # arrivals past any cluster's life (a Unix time beside a 0, 1e300) are a unit mistake; 1e300 never ended
     if "arrival_s" in table and len(table):

@@ -18,7 +18,7 @@ vectorised training search once; the points that share it are evaluated in chunk
 points, one task each, depending on their plan's task. The client writes each finished chunk to a
 hive-partitioned Parquet dataset (one folder per ``system``) as it arrives, so an interrupted sweep
 keeps what it finished; a re-run skips every ``point_id`` already in the dataset (the id hashes the
-point's spec-given inputs). A point that fails keeps its row with the message in ``error``.
+point's spec-given inputs and the bytes of each system, model or stack file given by path). A point that fails keeps its row with the message in ``error``.
 """
 
 from __future__ import annotations

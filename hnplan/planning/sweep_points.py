@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hnplan.catalog.loader import Catalog, load_catalog
-from hnplan.catalog.sweeps import SweepSpec, load_sweep_spec
+from hnplan.catalog.sweeps import ID_INPUTS, SweepSpec, load_sweep_spec
 from hnplan.errors import InputError
 from hnplan.planning.sweep_io import PLAN_KEY
 
@@ -60,7 +60,8 @@ def _uniforms(spec: SweepSpec, dims: int) -> np.ndarray:
 
 
 def point_id(point: dict) -> str:
-    """The key of a point in a dataset: SHA-256 (16 hex digits) of its spec-given inputs as sorted JSON."""
+    """The key of a point in a dataset: SHA-256 (16 hex digits) of its spec-given inputs as sorted JSON (with,
+    from :func:`sweep_points`, the content digest of each file an input names by path)."""
     payload = json.dumps({k: point[k] for k in sorted(point)}, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -110,7 +111,22 @@ def sweep_points(spec, catalog: Catalog | None = None) -> pd.DataFrame:
         pts[k] = pts[k].astype(int)
     pts["tokens"] = pts["tokens"].astype(float)
     given = [c for c in pts.columns if c != "sample"]
-    pts.insert(0, "point_id", [point_id(r) for r in pts[given].to_dict("records")])
+    # a system, model or stack given by path is keyed by its file's bytes too (and a system's by those of the
+    # files it names by path): an edited file makes new points, which a resume evaluates. Catalog ids keep the
+    # key of their values alone; their data is the catalog's hash, recorded in each row.
+    files = {
+        name: digests
+        for name, kind in ID_INPUTS.items()
+        if name in pts and (digests := {v: d for v in pts[name].unique() if (d := cat.file_digest(f"{kind}s", v))})
+    }
+    pts.insert(
+        0,
+        "point_id",
+        [
+            point_id({**r, **{f"{n}_file_sha256": d[r[n]] for n, d in files.items() if r[n] in d}})
+            for r in pts[given].to_dict("records")
+        ],
+    )
     return pts
 
 

@@ -1,0 +1,88 @@
+"""Reading a cluster trace's CSV file (:mod:`hnplan.cluster.jobs`, :mod:`hnplan.cluster.traces`): the file checked
+to exist, comment lines and the spaces around cells dropped, each row numbered as the file has it, one-line errors
+for a file that is not comma-separated CSV or lacks a column."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hnplan.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def check_trace_file(path: Path) -> None:
+    """Refuse a trace path that is no file, saying whether it is missing or a folder.
+
+    Raises
+    ------
+    InputError
+        ``trace file PATH not found``, or ``trace file PATH is a folder, not a file``.
+    """
+    if path.is_dir():
+        raise InputError(f"trace file {path} is a folder, not a file: give the trace's CSV or JSON log")
+    if not path.is_file():
+        raise InputError(f"trace file {path} not found")
+
+
+def separator_hint(columns) -> str | None:
+    """What is wrong with a CSV header read as one column holding ``;`` or a tab: the file is separated by
+    that character (a spreadsheet's export where the comma is the decimal mark uses ``;``), not by commas.
+    None for any other header.
+
+    >>> separator_hint(["arrival_s;gpus;tp"])
+    "the header is one column, 'arrival_s;gpus;tp': the file is separated by ';', not commas; save it as comma-separated CSV"
+    >>> separator_hint(["arrival_s", "gpus"]) is None
+    True
+    """
+    cols = [str(c) for c in columns]
+    if len(cols) != 1:
+        return None
+    for sep, name in ((";", "';'"), ("\t", "tabs")):
+        if sep in cols[0]:
+            return (
+                f"the header is one column, {cols[0]!r}: the file is separated by {name}, not commas; save it as "
+                "comma-separated CSV"
+            )
+    return None
+
+
+#: how a trace's CSV is read: lines starting with ``#`` are comments (above the header too) and the spaces after a
+#: comma are dropped (a cell ``" training "`` is ``training``, as ``" 8 "`` is 8); ``pandas.read_csv`` options
+CSV_OPTIONS = {"comment": "#", "skipinitialspace": True}
+
+
+def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
+    """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors), read with
+    :data:`CSV_OPTIONS`, the spaces around header names and text cells dropped. Its index is each row's line in
+    the file less 2, so ``index + 2`` is the row a spreadsheet shows (the header row 1), comment lines counted.
+
+    Raises
+    ------
+    InputError
+        For a missing file, a file that is not CSV, a file separated by ``;`` or tabs (:func:`separator_hint`),
+        or a missing column.
+    """
+    import pandas as pd
+
+    check_trace_file(path)
+    try:
+        raw = pd.read_csv(path, **CSV_OPTIONS)
+        with path.open(encoding="utf-8", errors="replace") as fh:  # the lines pandas reads as the header and rows
+            lines = [i for i, t in enumerate(fh, 1) if t.strip() and not t.lstrip().startswith("#")]
+    except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
+    if len(lines) == len(raw) + 1:  # (else a quoted cell spans lines: rows counted from the header)
+        raw.index = pd.Index(lines[1:]) - 2
+    raw.columns = [c.strip() if isinstance(c, str) else c for c in raw.columns]
+    for col in raw.columns:
+        if raw[col].dtype.kind == "O":  # text (pandas' str dtype or object)
+            raw[col] = raw[col].str.strip()
+    if hint := separator_hint(raw.columns):
+        raise InputError(f"{path}: {hint}")
+    missing = [c for c in columns if c not in raw]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)} of the {fmt} format")
+    return raw
