@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hnplan.cluster.daily import utilisation_by_day
 from hnplan.cluster.engine import DONE, QUEUED, REJECTED, RUNNING, UNPLACEABLE, ClusterSim
 from hnplan.cluster.gpu_types import by_model_summary
 from hnplan.cluster.jobs import CLASSES, job_count
@@ -77,6 +78,8 @@ SUMMARY_UNITS = {
     "lost_work_gpu_s": "GPU s",
     "down_gpu_s": "GPU s",
     "preemptions": "count",
+    "utilisation_by_day": "per calendar day from time 0: allocated and down as fractions of installed GPU-time, "
+    "start_s, length_s, measured_s in s",
 }
 """Units of the summary's figures (also ``summary["units"]`` and the ``--json`` output's ``units``)."""
 SERIES_COLUMNS = tuple(SERIES_UNITS)
@@ -123,7 +126,9 @@ class ClusterResult:
         (:func:`bounded_slowdown`, tau 10 s: mean/p50/p95 and ``tau_s``; the figure to compare designs and
         policies by), ``capacity_gpu_s`` (:func:`capacity_split`: installed GPU-time split into busy, drained
         for a reservation, fragmented, other idle with jobs queued, idle with the queue empty and down, with
-        ``blocked`` their sum while jobs are queued, and each as a share), ``units`` (:data:`SUMMARY_UNITS`), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
+        ``blocked`` their sum while jobs are queued, and each as a share), ``utilisation_by_day``
+        (:func:`hnplan.cluster.daily.utilisation_by_day`: allocated and down shares per calendar day from time 0,
+        warm-up included, integrated over the same states), ``units`` (:data:`SUMMARY_UNITS`), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
         ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
         ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
@@ -462,6 +467,7 @@ def _result(
             "tau_s": BOUNDED_SLOWDOWN_TAU_S,
         },
         "capacity_gpu_s": capacity_split(ledger, topo.gpus, warm, window),
+        "utilisation_by_day": utilisation_by_day(ledger, window, warm),
         "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),
