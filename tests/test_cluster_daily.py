@@ -104,3 +104,23 @@ def test_replications_are_averaged_day_by_day():
     r = replicate_cluster("hgx-h100-ib-ndr", 64, 2, n_jobs=100, seed=1)
     days = [x.summary["utilisation_by_day"] for x in r.runs]
     assert r.summary["utilisation_by_day"] == mean_by_day(days)
+
+
+def test_the_frames_and_figures_carry_the_summarys_numbers():
+    from hnplan.cluster.compare import compare_cluster, daily_frame, delay_by_size_frame
+    from hnplan.plots.cluster import daily_utilisation_figure, delay_by_size_figure
+
+    _, _, results = compare_cluster(["hgx-h100-ib-ndr"], 16, _hand_jobs(), ["first-fit"], failures=False)
+    daily = daily_frame(results)
+    assert daily["allocated"].tolist() == pytest.approx([1.0, 0.5, 0.125], rel=1e-12)
+    # the default warm-up (43,200 s) covers half of day 0: that bar is paler
+    fig = daily_utilisation_figure(daily)
+    alloc, down = fig.data
+    assert list(alloc.y) == daily["allocated"].tolist() and list(down.base) == daily["allocated"].tolist()
+    assert list(alloc.marker.opacity) == [0.45, 1.0, 1.0]
+    by_size = delay_by_size_frame(results)
+    # A waits 0 s; B and C start on arrival once A is gone: every class waited 0 s, shown at 1 s on the log axis
+    assert by_size["size"].tolist() == ["1", "2-4", "9-64"] and by_size["jobs"].tolist() == [1, 1, 1]
+    fig = delay_by_size_figure(by_size)
+    assert [t.name for t in fig.data] == ["hgx-h100-ib-ndr"] * 3 and list(fig.data[2].y) == [1.0, 1.0, 1.0]
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis3.type == "log"

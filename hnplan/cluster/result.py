@@ -78,8 +78,7 @@ SUMMARY_UNITS = {
     "lost_work_gpu_s": "GPU s",
     "down_gpu_s": "GPU s",
     "preemptions": "count",
-    "utilisation_by_day": "per calendar day from time 0: allocated and down as fractions of installed GPU-time, "
-    "start_s, length_s, measured_s in s",
+    "utilisation_by_day": "per calendar day from time 0: allocated, down [fraction of GPUs]; *_s in s",
 }
 """Units of the summary's figures (also ``summary["units"]`` and the ``--json`` output's ``units``)."""
 SERIES_COLUMNS = tuple(SERIES_UNITS)
@@ -126,9 +125,8 @@ class ClusterResult:
         (:func:`bounded_slowdown`, tau 10 s: mean/p50/p95 and ``tau_s``; the figure to compare designs and
         policies by), ``capacity_gpu_s`` (:func:`capacity_split`: installed GPU-time split into busy, drained
         for a reservation, fragmented, other idle with jobs queued, idle with the queue empty and down, with
-        ``blocked`` their sum while jobs are queued, and each as a share), ``utilisation_by_day``
-        (:func:`hnplan.cluster.daily.utilisation_by_day`: allocated and down shares per calendar day from time 0,
-        warm-up included, integrated over the same states), ``units`` (:data:`SUMMARY_UNITS`), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
+        ``blocked`` their sum while jobs are queued, and each as a share), ``utilisation_by_day`` (allocated and
+        down shares per calendar day, :func:`hnplan.cluster.daily.utilisation_by_day`), ``units`` (:data:`SUMMARY_UNITS`), ``goodput`` (useful / allocated GPU-time), ``preemptions``, ``interruptions``,
         ``hardware_failures``, ``jobs`` (status counts; ``rejected``: larger than the cluster,
         ``unplaceable``: no node of a GPU model the job accepts is large enough), ``rejected_gpu_hours`` and
         ``unplaceable_gpu_hours`` (their demand [GPU h], left out of the offered load, the demand in the window
