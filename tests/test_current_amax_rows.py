@@ -71,11 +71,12 @@ def test_uf_b200_8b_step_loses_four_amax_passes_a_layer_hand_derived():
     rid = "mlperf-v51-uf-b200-llama31-8b-8"
     on, off = best_row(RUNS[rid]), best_row(_off(rid))
     assert off["t_compute_s"] - on["t_compute_s"] == pytest.approx(by_hand, rel=1e-6)
-    # published 0.5441 s: +5.6 % with every amax pass, +4.1 % without the four (+5.3 / +3.8 % before the DP buckets
-    # holding the embedding were counted; +5.6 / +3.8 % at the H200's amax and cast classes, +10.2 / +5.0 % at three
-    # passes each, when first written)
-    assert off["step_time_s"] / RUNS[rid].published - 1 == pytest.approx(0.056, abs=1e-3)
-    assert on["step_time_s"] / RUNS[rid].published - 1 == pytest.approx(0.041, abs=1e-3)
+    # published 0.5441 s: +6.0 % with every amax pass, +4.5 % without the four (+5.6 / +4.1 % before every bf16
+    # parameter was counted in the last fp8 bucket's DP group, +5.3 / +3.8 % before the DP buckets holding the
+    # embedding were counted; +5.6 / +3.8 % at the H200's amax and cast classes, +10.2 / +5.0 % at three passes
+    # each, when first written)
+    assert off["step_time_s"] / RUNS[rid].published - 1 == pytest.approx(0.060, abs=1e-3)
+    assert on["step_time_s"] / RUNS[rid].published - 1 == pytest.approx(0.045, abs=1e-3)
 
 
 def test_cudnn_norms_without_the_op_fuser_keep_every_amax_pass():

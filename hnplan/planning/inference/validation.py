@@ -115,8 +115,11 @@ def concurrency_point(s: Setup, batch_per_gpu: int, input_tokens: float, output_
     on its log: completed samples/s x mean latency / GPUs), prefills sharing the iterations with the decodes.
 
     The KV cache is sized for the mean in-flight length ``I + O/2``, as the MLPerf prompt bound is
-    (:data:`~hnplan.planning.inference.measurements.MLPERF_LLAMA2_INPUT_TOKENS`): what a run with variable
-    lengths actually holds, not the ``I + O`` a no-evict scheduler reserves for equal requests.
+    (:data:`~hnplan.planning.inference.measurements.MLPERF_LLAMA2_INPUT_TOKENS`), not the ``I + O`` a no-evict
+    scheduler reserves for equal requests. ``I + O/2`` is the time average of one request of the mean lengths;
+    with variable lengths a sequence in flight is longer on average (``E[O (I + O/2)] / E[O]``, as the traffic
+    model has it), a bias the assumed ``I`` absorbs only because the Offline batch bounded it with the same
+    ``I + O/2``.
 
     Raises
     ------

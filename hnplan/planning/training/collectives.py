@@ -58,14 +58,13 @@ import numpy as np
 from hnplan import units
 from hnplan.comm.messages import tp_message_bytes  # the one definition (inference uses it too)
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
-from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
+from hnplan.compute.fp8_recipes import sp_gather_bytes
 from hnplan.compute.layout import stage_layers
 from hnplan.memory.states import expert_dp
 from hnplan.planning.training.collective_time import SAME_TIME, collective_s  # noqa: F401  (re-exported)
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
     BUCKET_PER_DP_PARAMS,
-    PARAM_GATHER_BYTES,
     TP_COLLECTIVES_PER_PASS,
     Job,
     _col,
@@ -74,6 +73,7 @@ from hnplan.planning.training.components import (
     recompute_is,
     with_etp,
 )
+from hnplan.planning.training.dp_buckets import edge_bucket_bytes, param_gather_bytes  # noqa: F401  (re-exported)
 from hnplan.planning.training.stage_compute import ring_kernel_memo
 from hnplan.vectorise import factorize, on_distinct
 
@@ -298,48 +298,6 @@ def pp_comm_per_microbatch(job: Job, df: pd.DataFrame) -> np.ndarray:
     return np.where(_col(df, "pp") > 1, 2 * _col(df, "virtual_stages") * t, 0.0)
 
 
-def param_gather_bytes(job: Job) -> tuple[float, float]:
-    """Bytes per parameter the distributed optimizer all-gathers: ``(dense, expert)``.
-
-    bf16 (:data:`~hnplan.planning.training.components.PARAM_GATHER_BYTES`, 2) unless the stack keeps
-    low-precision weights (``fp8_params`` in fp8 training, ``fp4_params`` in fp4 training): then the GEMM
-    weights of the layers travel at the recipe's bytes
-    (:func:`hnplan.compute.fp8_recipes.param_gather_bytes_per_weight`: fp8 1 byte, MXFP8 2 as it is gathered
-    in bf16, NVFP4 packed) and the rest of the dense parameters (embedding, output layer, norms: not
-    Transformer Engine GEMM weights) as bf16, so the dense group averages
-    ``2 - (GEMM weights / dense parameters) x (2 - gathered bytes)`` and the routed experts the gathered
-    bytes (Megatron-Core ``DistributedDataParallelConfig.fp8_param_gather`` / ``fp4_param_gather``;
-    Transformer Engine ``fp8_model_init`` makes low-precision weights of its GEMM modules only).
-    """
-    ch = job.choices
-    by = param_gather_bytes_per_weight(ch.fp8_recipe, job.dtype, ch.fp8_params, ch.fp4_params)
-    if by == PARAM_GATHER_BYTES:
-        return PARAM_GATHER_BYTES, PARAM_GATHER_BYTES
-    pc = job.params
-    dense = pc.total - pc.expert_params
-    gemm_dense = pc.layers_total - pc.expert_params - pc.norms_per_layer * (pc.dense_layers + pc.moe_layers)
-    lowp_share = gemm_dense / dense if dense > 0 else 0.0
-    return PARAM_GATHER_BYTES - lowp_share * (PARAM_GATHER_BYTES - by), by
-
-
-def edge_bucket_bytes(job: Job, tp, bucket_params, grad_bytes: float, gather_bytes: float):
-    """Bytes of the data-parallel bucket that holds the input embedding: ``(reduce-scatter, all-gather)``.
-
-    The bucket is the embedding shard ``E = vocab x hidden / tp`` (vocabulary-parallel) or, when the buckets
-    are larger, a full bucket of ``B`` parameters with it ([11]_): ``max(B, E) x grad_bytes`` reduced, and
-    ``2 E + max(B - E, 0) x gather_bytes`` gathered (the embedding is no Transformer Engine GEMM weight and
-    travels in bf16 when the layers' weights travel in fp8).
-
-    >>> from hnplan.planning.training import make_job
-    >>> job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 16)
-    >>> [round(float(b) / 1e9, 3) for b in edge_bucket_bytes(job, 1, 134_217_728, 2.0, 1.13)]  # 128,256 x 4,096
-    [1.051, 1.051]
-    """
-    emb = job.params.embedding / np.asarray(tp, dtype=float)
-    big = np.maximum(np.asarray(bucket_params, dtype=float), emb)
-    return big * grad_bytes, PARAM_GATHER_BYTES * emb + (big - emb) * gather_bytes
-
-
 def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb) -> np.ndarray:
     """Exposed data-parallel communication of one step [s].
 
@@ -356,8 +314,9 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     :func:`interleaved_grad_exposed`) and the all-gather behind the first forward, exposing at least one
     bucket each: the bucket that holds the input embedding (its ``vocab x hidden / tp`` shard, gathered in
     bf16 whatever the GEMM weights travel at), whose gradient the backward produces last and whose weights
-    the forward needs first, so that bucket is at least the embedding shard (:func:`edge_bucket_bytes`;
-    [11]_). ZeRO 3 gathers
+    the forward needs first, so that bucket is at least the embedding shard; with low-precision parameters
+    every bf16 parameter (embedding, untied output layer, norms) rides in the last fp8 bucket's group
+    (:func:`edge_bucket_bytes`; [11]_). ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
     compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
@@ -399,9 +358,8 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes, z != 0)
         ag, ag1 = coll("allgather", None, z != 0)
         # ZeRO 0-2: the exposed bucket of each pass is the one with the embedding shard, at least a bucket
-        n_dense, g_dense = groups[0][0], groups[0][1]
-        nb_dense = np.maximum(1.0, np.ceil(n_dense / bucket))
-        e_grad, e_gather = edge_bucket_bytes(job, tp, n_dense / nb_dense, ov.grad_reduce_bytes, gather_dense)
+        g_dense = groups[0][1]
+        e_grad, e_gather = edge_bucket_bytes(job, tp, pp, bucket, ov.grad_reduce_bytes)
         size = np.where(z == 3, 1, g_dense)
         e_ar = collective_s(job, "allreduce", e_grad, np.where(z == 0, size, 1), tp)
         e_rs = collective_s(job, "reducescatter", e_grad, np.where(z == 0, 1, size), tp)
