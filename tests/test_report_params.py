@@ -212,3 +212,53 @@ def test_a_misspelt_utilisation_word_is_refused_before_any_notebook_runs(tmp_pat
         res.stderr
     )
     assert not list((tmp_path / "out").rglob("*.html"))
+
+
+@pytest.mark.parametrize(
+    ("notebook", "params", "needle"),
+    [
+        # each ran its notebook into an error (exit 1), dtype and engine into a KeyError on a missing column
+        ("inference_capacity", {"dtype": "fp7"}, "'dtype': dtype must be one of bf16, fp8, int8, fp4; got 'fp7'"),
+        ("inference_capacity", {"engine": "nope"}, "'engine': unknown engine id 'nope'"),
+        ("hardware_sizing", {"mode": "weird"}, "'mode': mode must be one of sync, async; got 'weird'"),
+        ("cluster_operations", {"policies": ["best-fit", "nope"]}, "'policies': policies must be one of first-fit"),
+        ("cluster_operations", {"mix": "nosuchmix"}, "'mix': unknown cluster mix id 'nosuchmix'; valid ids: default"),
+        # a mistyped system key was ignored unsaid: the design served at the default dtype / engine
+        ("inference_capacity", {"system_dtypes": {"cloudmatrix-38": "int8"}}, "unknown system id 'cloudmatrix-38'"),
+        ("inference_capacity", {"system_dtypes": {"cloudmatrix-384": "int4"}}, "cloudmatrix-384's dtype must be one"),
+        ("inference_capacity", {"system_engines": {"cloudmatrix-384": "cm-infer"}}, "unknown engine id 'cm-infer'"),
+    ],
+)
+def test_fixed_choices_engines_mixes_and_system_maps_are_checked_before_any_notebook_runs(notebook, params, needle):
+    from hnplan.reports import check_ids
+
+    with pytest.raises(ScenarioError, match=re.escape(f"p.yaml: notebook {notebook!r}, parameter ") + ".*"):
+        check_ids(notebook, params, "p.yaml")
+    with pytest.raises(ScenarioError) as err:
+        check_ids(notebook, params, "p.yaml")
+    assert needle in str(err.value)
+
+
+def test_the_values_the_scenarios_use_still_pass():
+    from hnplan.reports import check_ids
+
+    check_ids(
+        "inference_capacity",
+        {
+            "dtype": "fp8",
+            "engine": None,
+            "system_dtypes": {"cloudmatrix-384": "int8"},
+            "system_engines": {"cloudmatrix-384": "cloudmatrix-infer"},
+        },
+        "p.yaml",
+    )
+    check_ids("cluster_operations", {"mix": "default", "policies": ["topology-aware", "best-fit"]}, "p.yaml")
+    check_ids("memory", {"mode": "train", "dtype": "bf16"}, "p.yaml")
+    check_ids("design_comparison", {"dtype": "fp8"}, "p.yaml")
+
+
+def test_the_fragmentation_maps_moment_is_a_fraction_of_the_window():
+    # map_at: 2 (a moment past the window's end) passed the check and the notebook ran its simulations with it
+    with pytest.raises(ScenarioError, match=r"parameter 'map_at': must be at most 1 \(a fraction of the arrival"):
+        check_parameters("cluster_operations", {"map_at": 2}, "p.yaml")
+    assert check_parameters("cluster_operations", {"map_at": 1}, "p.yaml") == {"map_at": 1.0}
