@@ -325,6 +325,32 @@ def check_fabric(notebook: str, params: dict, where: str, catalog: Catalog | Non
                 check_fabric_gpus(system, int(g), f"parameter {key!r}:", cat)
             except InputError as exc:
                 raise ScenarioError(f"{where}: notebook {notebook!r}, {exc}") from None
+    if notebook in _WHOLE_DOMAIN_NOTEBOOKS:
+        _check_whole_domains(notebook, counts, systems, where, cat)
+
+
+#: notebooks that draw one job list for a cluster of ``gpus`` and place it on each design: a count that is not
+#: whole scale-up domains capped the largest jobs at a size their TP groups do not divide (``gpus: 100``: "tp = 8
+#: must divide the job's 100 GPUs", exit 1), where ``hnplan cluster simulate --gpus`` takes whole domains
+_WHOLE_DOMAIN_NOTEBOOKS = ("cluster_operations",)
+
+
+def _check_whole_domains(notebook: str, counts: list, systems: list, where: str, cat: Catalog) -> None:
+    """Each count a whole number of every design's scale-up domain (``scaleup_domain_gpus``); the message names
+    the nearest counts that are (multiples of the domains' least common multiple)."""
+    domains = {s: cat.system(s).scaleup_domain_gpus for s in systems if isinstance(s, str)}
+    if not domains:
+        return
+    step = math.lcm(*domains.values())
+    for key, g in counts:
+        bad = [f"{s}'s {d}-GPU domains" for s, d in domains.items() if int(g) % d]
+        if bad:
+            below, above = int(g) // step * step, -(-int(g) // step) * step
+            near = " or ".join(f"{n:,}" for n in (below, above) if n > 0)
+            raise ScenarioError(
+                f"{where}: notebook {notebook!r}, parameter {key!r}: {int(g):,} GPUs are not whole scale-up "
+                f"domains ({', '.join(bad)}); give a multiple of {step:,}, such as {near}"
+            )
 
 
 def _looks_like_path(ref) -> bool:

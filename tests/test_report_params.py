@@ -262,3 +262,19 @@ def test_the_fragmentation_maps_moment_is_a_fraction_of_the_window():
     with pytest.raises(ScenarioError, match=r"parameter 'map_at': must be at most 1 \(a fraction of the arrival"):
         check_parameters("cluster_operations", {"map_at": 2}, "p.yaml")
     assert check_parameters("cluster_operations", {"map_at": 1}, "p.yaml") == {"map_at": 1.0}
+
+
+def test_a_cluster_of_part_of_a_scale_up_domain_is_refused_before_the_simulations():
+    # gpus: 100 drew jobs capped at 100 GPUs, which tp = 8 does not divide: the notebook failed, exit 1;
+    # hnplan cluster simulate takes whole domains. GB200 NVL72 (72) and HGX H100 (8): multiples of lcm = 72
+    from hnplan.reports import check_fabric
+
+    p = {"gpus": 100, "systems": ["gb200-nvl72", "hgx-h100-ib-ndr"]}
+    with pytest.raises(ScenarioError) as err:
+        check_fabric("cluster_operations", p, "p.yaml")
+    assert str(err.value) == (
+        "p.yaml: notebook 'cluster_operations', parameter 'gpus': 100 GPUs are not whole scale-up domains "
+        "(gb200-nvl72's 72-GPU domains, hgx-h100-ib-ndr's 8-GPU domains); give a multiple of 72, such as 72 or 144"
+    )
+    check_fabric("cluster_operations", {"gpus": 144}, "p.yaml")  # the defaults' designs, two racks
+    check_fabric("cluster_operations", {"gpus": 104, "systems": ["hgx-h100-ib-ndr"]}, "p.yaml")  # 13 servers
