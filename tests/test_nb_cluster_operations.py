@@ -33,5 +33,6 @@ def test_cluster_operations_notebook(tmp_path):
     for line in cluster_verdict(table).splitlines():  # the sentences come from the library's numbers
         assert line.split("**: ")[1].replace('"', "&quot;") in html or line.split("**: ")[1] in html
     assert "Weng et al." in html
-    # time series, delays, policy bars, one fragmentation map per design
-    assert plotly_divs(html) == 3 + len(SMALL["systems"])
+    # time series, utilisation by day, delays by class and by job size, policy bars, one fragmentation map per design
+    assert plotly_divs(html) == 5 + len(SMALL["systems"])
+    assert "Allocated GPUs by day" in html and "Queueing delay by job size" in html

@@ -127,6 +127,13 @@ def infer(
     kv_budget_gib: float = typer.Option(
         None, "--kv-budget-gib", help="KV cache per GPU set directly [GiB] (> 0; vLLM's kv_cache_memory_bytes)"
     ),
+    kv_reserve: str = typer.Option(
+        "full",
+        "--kv-reserve",
+        callback=dtype_name,
+        help="KV cache each sequence in flight holds against memory (without --qps): full, I + O (a static "
+        "reservation's worst case), or mean, I + O/2 (a paged cache's average, vLLM's PagedAttention)",
+    ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """TTFT, TPOT, throughput and max batch of a replica; with --qps and SLOs the replicas, GPUs, power
@@ -138,7 +145,14 @@ def infer(
     # planners (numpy, pandas, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
     from hnplan.catalog.checks import check_refs
-    from hnplan.planning.inference import Replica, Traffic, operating_point, plan_for_rate, scoring_capacity
+    from hnplan.planning.inference import (
+        KV_RESERVES,
+        Replica,
+        Traffic,
+        operating_point,
+        plan_for_rate,
+        scoring_capacity,
+    )
 
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--engine": ("engines", engine)})
@@ -159,6 +173,13 @@ def infer(
             raise InputError("--ttft-slo-ms and --tpot-slo-ms apply to --qps planning; give --qps too")
         if disaggregate and qps is None:
             raise InputError("--disaggregate applies to --qps planning")
+        if kv_reserve not in KV_RESERVES:
+            raise InputError(f"--kv-reserve must be one of {', '.join(KV_RESERVES)}; got {kv_reserve!r}")
+        if kv_reserve != "full" and (qps is not None or score_latency_ms is not None):
+            raise InputError(
+                "--kv-reserve mean applies without --qps and --score-latency-ms (the rate planner holds the "
+                "99th percentile of I + O of its traffic)"
+            )
         cat = load_catalog()
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:
@@ -220,6 +241,7 @@ def infer(
                 catalog=cat,
                 chunked_prefill=chunked_prefill,
                 settings=settings,
+                kv_reserve=kv_reserve,
             )
             title = "batch " + str(batch) if batch else "maximum throughput"
         from hnplan.planning.calibration_note import uncalibrated_sentence

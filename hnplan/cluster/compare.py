@@ -92,6 +92,28 @@ def delays_frame(results: dict) -> pd.DataFrame:
     )
 
 
+def daily_frame(results: dict) -> pd.DataFrame:
+    """Every run's utilisation per calendar day (``summary["utilisation_by_day"]``,
+    :func:`hnplan.cluster.daily.utilisation_by_day`), one row per run and day: ``system, policy, day``,
+    ``start_s, length_s, measured_s`` [s], ``allocated, down`` [fraction of installed GPUs]."""
+    return pd.concat(
+        [pd.DataFrame(r.summary["utilisation_by_day"]).assign(system=s, policy=p) for (s, p), r in results.items()],
+        ignore_index=True,
+    )
+
+
+def delay_by_size_frame(results: dict) -> pd.DataFrame:
+    """Every run's queueing delay by job size (``summary["queue_delay_by_gpus_s"]``,
+    :func:`hnplan.cluster.result.queue_delay_by_size`), one row per run and size class, smallest first:
+    ``system, policy, size, jobs``, ``p50, p95, p99`` [s]."""
+    rows = [
+        {"system": s, "policy": p, "size": size, **q}
+        for (s, p), r in results.items()
+        for size, q in r.summary["queue_delay_by_gpus_s"].items()
+    ]
+    return pd.DataFrame(rows, columns=["system", "policy", "size", "jobs", "p50", "p95", "p99"])
+
+
 def _load_note(row) -> str:
     over = ", oversubscribed" if row["offered_load"] > 1 else ""
     if not row["steady_state"]:  # a window shorter than 5 run times, or a load of 100 % or more (load.steady_state_of)

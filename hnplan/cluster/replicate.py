@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hnplan.cluster.daily import mean_by_day
 from hnplan.cluster.load import steady_text
 from hnplan.cluster.simulate import ClusterResult, _plain, simulate_cluster
 from hnplan.cluster.topology import check_cluster_gpus
@@ -278,7 +279,8 @@ class ReplicatedResult:
     summary : dict
         The runs' summaries averaged leaf by leaf (numbers: the mean over the runs, a class's queueing
         percentiles the mean of the per-run percentiles; flags such as ``steady_state``: true only if
-        every run's is; text: the first run's), plus ``replications`` and ``seeds``.
+        every run's is; text: the first run's; ``utilisation_by_day`` day by day,
+        :func:`hnplan.cluster.daily.mean_by_day`), plus ``replications`` and ``seeds``.
     ci95 : dict
         ``"utilisation"``, ``"queue_delay_s.training.p95"``, ...: the :func:`mean_ci` of every numeric
         summary figure (``mean, low, high, half_width, n``).
@@ -401,6 +403,7 @@ def replicate_cluster(
             runs.append(simulate_cluster(system, gpus, seed=s, progress=hook, **kw))
     ci: dict = {}
     summary = _aggregate([r.summary for r in runs], "", ci)
+    summary["utilisation_by_day"] = mean_by_day([r.summary["utilisation_by_day"] for r in runs])
     summary.update(replications=replications, seeds=list(seeds))
     summary["steady_state_note"] = steady_text(summary)  # of the mean window and load
     return ReplicatedResult(tuple(runs), tuple(seeds), summary, ci)

@@ -1,5 +1,5 @@
-"""Figures of the cluster simulation: time series per design, delay distributions, the
-fragmentation map of the racks, policies compared. Plotting only: every number comes from
+"""Figures of the cluster simulation: time series per design, utilisation by day, delay distributions (by class
+and by job size), the fragmentation map of the racks, policies compared. Plotting only: every number comes from
 :mod:`hnplan.cluster`."""
 
 from __future__ import annotations
@@ -46,6 +46,76 @@ def delay_figure(delays: pd.DataFrame, title: str = "Queueing delay by class") -
     fig.update_layout(
         title=title, boxmode="group", xaxis_title="class", yaxis_title="queueing delay [s]", yaxis_type="log"
     )
+    return fig
+
+
+def daily_utilisation_figure(daily: pd.DataFrame, title: str = "Allocated GPUs by day") -> go.Figure:
+    """Bars of the allocated share of the installed GPUs per calendar day, one colour per run, with the share in
+    repair stacked above each (hatched); days wholly or partly in the warm-up the summary leaves out are paler.
+    ``daily`` as :func:`hnplan.cluster.compare.daily_frame`."""
+    fig = go.Figure()
+    policies = daily["policy"].unique()
+    for i, ((s, p), g) in enumerate(daily.groupby(["system", "policy"], sort=False)):
+        c = design_colour(s) if len(policies) == 1 else PALETTE[i % len(PALETTE)]
+        name = _label(s, p, policies)
+        pale = (g["measured_s"] < g["length_s"]).map({True: 0.45, False: 1.0}).tolist()
+        hover = "day %{x}: %{y:.1%}<extra>" + name + "</extra>"
+        fig.add_bar(
+            x=g["day"],
+            y=g["allocated"],
+            name=f"{name} allocated",
+            offsetgroup=name,
+            marker=dict(color=c, opacity=pale),
+            hovertemplate=hover,
+        )
+        fig.add_bar(
+            x=g["day"],
+            y=g["down"],
+            base=g["allocated"],
+            name=f"{name} in repair",
+            offsetgroup=name,
+            marker=dict(color=c, opacity=0.5, pattern_shape="/"),
+            hovertemplate="in repair " + hover,
+        )
+    fig.update_layout(
+        title=title,
+        barmode="group",
+        xaxis_title="day of the window (paler: warm-up, left out of the means)",
+        yaxis_title="share of installed GPUs [fraction]",
+        yaxis_tickformat=".0%",
+        yaxis_range=[0, 1],
+    )
+    return fig
+
+
+def delay_by_size_figure(by_size: pd.DataFrame, title: str = "Queueing delay by job size") -> go.Figure:
+    """The p50, p95 and p99 queueing delay per job-size class (GPUs asked), one panel each, bars per run (log
+    scale; 0 s shown at 1 s; hover gives the jobs of the class). ``by_size`` as
+    :func:`hnplan.cluster.compare.delay_by_size_frame`."""
+    pcts = ("p50", "p95", "p99")
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=pcts, horizontal_spacing=0.03)
+    policies = by_size["policy"].unique()
+    for i, ((s, p), g) in enumerate(by_size.groupby(["system", "policy"], sort=False)):
+        c = design_colour(s) if len(policies) == 1 else PALETTE[i % len(PALETTE)]
+        name = _label(s, p, policies)
+        for j, q in enumerate(pcts):
+            fig.add_bar(
+                x=g["size"],
+                y=g[q].clip(lower=1),
+                name=name,
+                legendgroup=name,
+                showlegend=j == 0,
+                marker_color=c,
+                customdata=g[["jobs", q]].to_numpy(),
+                hovertemplate=f"{name}, %{{x}} GPUs: {q} %{{customdata[1]:,.0f}} s (%{{customdata[0]:,}} jobs)<extra></extra>",
+                row=1,
+                col=j + 1,
+            )
+    fig.update_yaxes(type="log", row=1, col=1, title_text="queueing delay [s]")
+    for j in (2, 3):
+        fig.update_yaxes(type="log", row=1, col=j)
+    fig.update_xaxes(title_text="GPUs asked", type="category")
+    fig.update_layout(title=title, barmode="group")
     return fig
 
 

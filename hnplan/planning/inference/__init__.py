@@ -43,6 +43,7 @@ from hnplan.planning.inference.points import (  # noqa: F401
 )
 from hnplan.planning.inference.queueing import Traffic, erlang_c, mgc_wait_s  # noqa: F401
 from hnplan.planning.inference.steady import (  # noqa: F401
+    KV_RESERVES,
     OperatingPoint,
     batch_grid,
     decode_step,
@@ -51,6 +52,7 @@ from hnplan.planning.inference.steady import (  # noqa: F401
     prefill_pass,
     prefill_per_request_s,
     queue_run_tokens_per_s,
+    reserved_context_tokens,
     steady_state,
 )
 from hnplan.planning.inference.validation import (  # noqa: F401

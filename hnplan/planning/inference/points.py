@@ -29,6 +29,7 @@ from hnplan.planning.inference.steady import (
     batch_grid,
     max_throughput_point,
     prefill_pass,
+    reserved_context_tokens,
     steady_state,
     steady_states,
 )
@@ -314,6 +315,7 @@ def operating_point(
     overlap: bool = False,
     catalog: Catalog | None = None,
     settings: dict | None = None,
+    kv_reserve: str = "full",
     **kwargs,
 ) -> dict:
     """One replica at a given batch, or at its maximum-throughput batch when ``batch`` is None.
@@ -321,11 +323,13 @@ def operating_point(
     Without ``replica`` the layouts of :func:`candidate_replicas` are tried (``fixed`` pins degrees;
     ``settings`` sets further :class:`Replica` fields such as ``memory_utilization``, ``kv_budget_gib``):
     the first that fits for a given batch, the one with the most output tokens/s per GPU otherwise.
+    ``kv_reserve``: the KV cache each sequence in flight holds against memory, ``full`` (``I + O``, the
+    default) or ``mean`` (``I + O/2``, a paged cache's average; :func:`.steady.reserved_context_tokens`).
 
     Returns
     -------
     dict
-        The JSON shape of ``hnplan infer`` without ``--qps``: ``ttft_s, tpot_s, e2e_latency_s,
+        The JSON shape of ``hnplan infer`` without ``--qps``: ``kv_reserve`` (as given), ``ttft_s, tpot_s, e2e_latency_s,
         tokens_per_s, tokens_per_s_per_gpu, tokens_per_s_per_user, max_batch, batch, replicas`` (1),
         ``gpus``, ``memory_per_gpu_gib``, ``hbm_gib``, ``usd_per_gpu_hour``,
         ``usd_per_million_tokens``, ``it_power_kw`` (rated), the load-dependent power and energy of
@@ -336,10 +340,15 @@ def operating_point(
     ------
     InfeasiblePlan
         If no layout fits (or the batch exceeds every layout's memory).
+    InputError
+        If ``kv_reserve`` is not ``full`` or ``mean``.
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
     settings = settings or {}
+    held = reserved_context_tokens(input_tokens, output_tokens, kv_reserve)  # refuses an unknown kv_reserve
+    if kv_reserve != "full":  # "full", I + O, is steady_state's own default
+        kwargs["max_context_tokens"] = held
     if replica is None:
         resolve(m, sys_, Replica(dtype=dtype, kv_dtype=kv_dtype, **settings), cat)
     reps = (
@@ -379,6 +388,7 @@ def operating_point(
         "kv_dtype": r.kv,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
+        "kv_reserve": kv_reserve,
         "batch": p.batch,
         "max_batch": p.max_batch,
         "ttft_s": p.ttft_s,

@@ -37,6 +37,36 @@ from hnplan.planning.inference.speculative import (  # noqa: F401  (graph_batch:
     tokens_per_step,
 )
 
+#: what the KV cache is sized for per sequence in flight (:func:`reserved_context_tokens`)
+KV_RESERVES = ("full", "mean")
+
+
+def reserved_context_tokens(input_tokens: float, output_tokens: float, kv_reserve: str = "full") -> float:
+    """KV cache held per sequence in flight when the memory bound on the batch is checked [tokens].
+
+    ``full``: ``I + O``, the whole sequence, what a static reservation (or a no-evict scheduler that reserves a
+    request's maximum length at admission) needs: the worst case, and the default. ``mean``: ``I + O/2``, what a
+    paged KV cache holds on average under continuous batching: blocks are allocated as tokens are generated
+    (vLLM's PagedAttention, Kwon et al., SOSP 2023, Sec. 4), so a sequence of the mean lengths holds its
+    prompt plus, averaged over its decode, half its output. ``mean`` is the time average of one request
+    of the mean lengths; with variable lengths a sequence in flight is longer on average
+    (``E[O (I + O/2)] / E[O]``, :meth:`hnplan.planning.inference.queueing.Traffic.summary`), and an engine
+    whose cache fills at that mean preempts or swaps sequences as some grow past it.
+
+    >>> reserved_context_tokens(389, 291), reserved_context_tokens(389, 291, "mean")
+    (680, 534.5)
+
+    Raises
+    ------
+    InputError
+        If ``kv_reserve`` is not one of :data:`KV_RESERVES`.
+    """
+    if kv_reserve == "full":
+        return input_tokens + output_tokens
+    if kv_reserve == "mean":
+        return input_tokens + output_tokens / 2
+    raise InputError(f"kv_reserve must be one of {', '.join(KV_RESERVES)}; got {kv_reserve!r}")
+
 
 # --- steady state --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -303,7 +333,7 @@ def batch_grid(max_b: int, groups: int = 1, points: int = 24) -> np.ndarray:
 def max_throughput_point(s: Setup, input_tokens: float, output_tokens: float, **kwargs) -> OperatingPoint:
     """The batch that maximises output tokens/s within memory, as throughput benchmarks at an
     unbounded request rate measure (a grid over batch, then the neighbourhood of the best)."""
-    mb = max_batch(s, input_tokens + output_tokens)
+    mb = max_batch(s, kwargs.get("max_context_tokens") or input_tokens + output_tokens)
     cache: dict = {}
     pts = steady_states(s, batch_grid(mb, s.replica.groups, 16), input_tokens, output_tokens, cache, **kwargs)
     best = max(pts, key=lambda b: pts[b].tokens_per_s)

@@ -52,6 +52,7 @@ from hnplan.planning.inference.steady import (
     max_throughput_point,
     prefill_pass,
     queue_run_tokens_per_s,
+    reserved_context_tokens,
     steady_state,
 )
 
@@ -126,7 +127,7 @@ def concurrency_point(s: Setup, batch_per_gpu: int, input_tokens: float, output_
     InfeasiblePlan
         When that many sequences of ``I + O/2`` tokens do not fit the KV cache.
     """
-    ctx = input_tokens + output_tokens / 2
+    ctx = reserved_context_tokens(input_tokens, output_tokens, "mean")  # as `hnplan infer --kv-reserve mean`
     return steady_state(s, batch_per_gpu * s.replica.gpus, input_tokens, output_tokens, max_context_tokens=ctx)
 
 
