@@ -278,3 +278,18 @@ def test_a_cluster_of_part_of_a_scale_up_domain_is_refused_before_the_simulation
     )
     check_fabric("cluster_operations", {"gpus": 144}, "p.yaml")  # the defaults' designs, two racks
     check_fabric("cluster_operations", {"gpus": 104, "systems": ["hgx-h100-ib-ndr"]}, "p.yaml")  # 13 servers
+
+
+def test_sequences_past_the_models_context_are_refused_before_any_notebook_runs():
+    # a 2,000,000-token prompt on Llama 3.1 70B (max_seq 131,072) was served at a 937 s TTFT; hnplan infer refuses it
+    from hnplan.reports import check_context
+
+    with pytest.raises(ScenarioError) as err:
+        check_context("inference_capacity", {"model": "llama3.1-70b", "input_tokens": 2_000_000}, "p.yaml")
+    assert str(err.value) == (
+        "p.yaml: notebook 'inference_capacity', parameter 'input_tokens' + 'output_tokens': 2,000,500 tokens "
+        "exceed llama3.1-70b's maximum sequence length 131,072 (field max_seq)"  # 500 output tokens: the default
+    )
+    with pytest.raises(ScenarioError, match=r"parameter 'seq_len': 262,144 tokens exceed llama3.1-8b's maximum"):
+        check_context("memory", {"model": "llama3.1-8b", "seq_len": 262_144}, "p.yaml")
+    check_context("inference_capacity", {"model": "llama3.1-70b", "input_tokens": 130_000, "output_tokens": 1_072}, "p")
