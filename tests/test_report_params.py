@@ -293,3 +293,9 @@ def test_sequences_past_the_models_context_are_refused_before_any_notebook_runs(
     with pytest.raises(ScenarioError, match=r"parameter 'seq_len': 262,144 tokens exceed llama3.1-8b's maximum"):
         check_context("memory", {"model": "llama3.1-8b", "seq_len": 262_144}, "p.yaml")
     check_context("inference_capacity", {"model": "llama3.1-70b", "input_tokens": 130_000, "output_tokens": 1_072}, "p")
+
+
+def test_a_sizing_deadline_takes_fractions_of_a_day():
+    # deadline_days: 7.5 was refused ("expected int like its default 14"), where hnplan size --deadline-days is a float
+    assert check_parameters("hardware_sizing", {"deadline_days": 7.5}, "p.yaml") == {"deadline_days": 7.5}
+    assert check_parameters("hardware_sizing", {"deadline_days": 60}, "p.yaml") == {"deadline_days": 60}
