@@ -299,3 +299,16 @@ def test_a_sizing_deadline_takes_fractions_of_a_day():
     # deadline_days: 7.5 was refused ("expected int like its default 14"), where hnplan size --deadline-days is a float
     assert check_parameters("hardware_sizing", {"deadline_days": 7.5}, "p.yaml") == {"deadline_days": 7.5}
     assert check_parameters("hardware_sizing", {"deadline_days": 60}, "p.yaml") == {"deadline_days": 60}
+
+
+@pytest.mark.parametrize(
+    ("notebook", "key", "value"),
+    [
+        ("inference_capacity", "tpot_slo_ms", 12.5),
+        ("inference_capacity", "ttft_slo_ms", 250.5),
+        ("procurement_whatif", "deadline_days", 45.5),
+    ],
+)
+def test_slos_and_deadlines_take_fractions(notebook, key, value):
+    # each was refused as "expected int like its default" (50 ms, 1000 ms, 30 days), where the command line takes floats
+    assert check_parameters(notebook, {key: value}, "p.yaml") == {key: value}
