@@ -50,6 +50,7 @@ _MAXIMA = {
     "tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text"),
     "probability": (1.0, "a probability"),  # design_space: the chance of meeting the deadline
     "map_at": (1.0, "a fraction of the arrival window"),  # cluster_operations: the fragmentation map's moment
+    "n_jobs": (1_000_000, "the jobs a cluster run is limited to"),  # hnplan.cluster.jobs.MAX_JOBS, without numpy
 }
 
 

@@ -312,3 +312,12 @@ def test_a_sizing_deadline_takes_fractions_of_a_day():
 def test_slos_and_deadlines_take_fractions(notebook, key, value):
     # each was refused as "expected int like its default" (50 ms, 1000 ms, 30 days), where the command line takes floats
     assert check_parameters(notebook, {key: value}, "p.yaml") == {key: value}
+
+
+def test_a_cluster_runs_jobs_are_bounded_as_the_simulation_bounds_them():
+    # n_jobs: 1e8 passed the check and failed in the notebook (exit 1) on the simulation's own bound
+    from hnplan.cluster.jobs import MAX_JOBS
+
+    with pytest.raises(ScenarioError, match=r"parameter 'n_jobs': must be at most 1e\+06 \(the jobs a cluster run"):
+        check_parameters("cluster_operations", {"n_jobs": 100_000_000}, "p.yaml")
+    assert check_parameters("cluster_operations", {"n_jobs": MAX_JOBS}, "p.yaml") == {"n_jobs": MAX_JOBS}
