@@ -84,16 +84,16 @@ def test_deepseek_v3_gb200_over_b200_ratio_is_the_validation_rows():
 def test_searched_405b_plan_against_the_paper_layout_as_docs_state():
     """docs/training.md, "Searched plans against the published plans": Llama 3.1 405B on 16,384 H100, the
     search's TP 8 PP 8 CP 2 VP 12 plan at 5.363 s (50.7 % MFU, 78.0 GiB) against the paper's layout as run
-    (stack llama3-meta, TP 8 PP 16 VP 8, no recompute) at 5.635 s (48.2 %, 70.4 GiB): a margin of
-    5.363 / 5.635 = 0.952, the search 5 % faster. MFU by hand: 6N + 12 l h s model FLOPs a token times
+    (stack llama3-meta, TP 8 PP 16 VP 8, no recompute) at 5.641 s (48.2 %, 70.4 GiB): a margin of
+    5.363 / 5.641 = 0.951, the search 5 % faster. MFU by hand: 6N + 12 l h s model FLOPs a token times
     16,777,216 tokens / step / 16,384 GPUs / 989.4 TFLOP/s."""
     from hnplan.planning.training.job import make_job
     from hnplan.planning.training.search import rank_plans
 
     doc = (ROOT / "docs" / "training.md").read_text()
     assert "| searched: TP 8, PP 8, CP 2, VP 12, mb 1, ZeRO-1, no recompute | 5.363 | 50.7 % |" in doc
-    assert "TP 8, PP 16, CP 1, VP 8, no recompute) | 5.635 | 48.2 % | 4.199 |" in doc
-    assert "keeps the three margins (0.952, 0.942 and 0.967" in doc
+    assert "TP 8, PP 16, CP 1, VP 8, no recompute) | 5.641 | 48.2 % | 4.199 |" in doc
+    assert "keeps the three margins (0.951, 0.942 and 0.967" in doc
     args = ("llama3.1-405b", "hgx-h100-ib-ndr", 16384, 8192, 2048, "bf16")
     searched = rank_plans(make_job(*args)).iloc[0]
     as_run = rank_plans(
@@ -101,13 +101,13 @@ def test_searched_405b_plan_against_the_paper_layout_as_docs_state():
         dict(tp=8, pp=16, cp=1, recompute="none", virtual_stages=8, microbatch_size=1),
     ).iloc[0]
     assert (searched.tp, searched.pp, searched.cp, searched.virtual_stages) == (8, 8, 2, 12)
-    assert round(float(searched.step_time_s), 3) == 5.363 and round(float(as_run.step_time_s), 3) == 5.635
+    assert round(float(searched.step_time_s), 3) == 5.363 and round(float(as_run.step_time_s), 3) == 5.641
     assert round(float(searched.memory_per_gpu_bytes) / 2**30, 1) == 78.0
     assert round(float(as_run.memory_per_gpu_bytes) / 2**30, 1) == 70.4
     for row, mfu in ((searched, 0.507), (as_run, 0.482)):
         by_hand = float(row.model_flops_per_token) * 16_777_216 / float(row.step_time_s) / 16384 / 989.4e12
         assert by_hand == pytest.approx(mfu, abs=0.0005) and float(row.mfu) == pytest.approx(by_hand, rel=1e-3)
-    assert float(searched.step_time_s / as_run.step_time_s) == pytest.approx(0.952, abs=0.0005)
+    assert float(searched.step_time_s / as_run.step_time_s) == pytest.approx(0.951, abs=0.0005)
 
 
 def _cli_json(argv: list[str]) -> dict:
@@ -180,17 +180,17 @@ def test_memory_doc_footprints_of_runs_that_ran_are_what_the_planner_gives():
 
 def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
     """README, "Calibrate to your own cluster": with the example files the H100 bf16 GEMM efficiency comes out
-    0.785 (0.737 before), the two Llama 3 runs move from -7.6 % and -7.9 % to +0.3 % and -0.3 % (each from the
+    0.785 (0.737 before), the two Llama 3 runs move from -7.6 % and -8.0 % to +0.3 % and -0.3 % (each from the
     other within 0.6 %), NVLink 0.840 (0.82), InfiniBand 0.945, one-sided; NeMo 24.07's two FP8 H100 runs
-    calibrated together leave +6.0 % and -5.2 % and +11.3 % and -11.0 % leave-one-out. Errors are
+    calibrated together leave +6.0 % and -5.2 % and +11.3 % and -11.1 % leave-one-out. Errors are
     predicted / published - 1 of TFLOP/s a GPU: the 8B run's 789.6 before against 711 published is +11.1 %."""
     import yaml
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "comes out 0.785 (the catalog's GEMM law: 0.74 at boost clock" in readme
-    assert "move from -7.6 % and -7.9 % to +0.3 % and -0.3 %, each predicted from the other within 0.6 %" in readme
+    assert "move from -7.6 % and -8.0 % to +0.3 % and -0.3 %, each predicted from the other within 0.6 %" in readme
     assert "the NVLink ring efficiency 0.840 (catalog 0.82). The InfiniBand efficiency stays at 0.945" in readme
-    assert "leaves +6.0 % and -5.2 % after the fit and +11.3 % and -11.0 % leave-one-out" in readme
+    assert "leaves +6.0 % and -5.2 % after the fit and +11.3 % and -11.1 % leave-one-out" in readme
 
     ex = ROOT / "docs" / "examples"
     argv = ["calibrate", "--runs", str(ex / "calibration_runs.yaml"), "--stack", "megatron-core"]
@@ -201,7 +201,7 @@ def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
     assert round(params["bw_efficiency.nvlink4@hgx-h100-ib-ndr"]["value"], 3) == 0.840
     assert round(params["bw_efficiency.ib-ndr-400@hgx-h100-ib-ndr"]["value"], 3) == 0.945
     errors = [(round(r["error_before_pct"], 1), round(r["error_after_pct"], 1)) for r in d["runs"]]
-    assert errors == [(-7.6, 0.3), (-7.9, -0.3)]
+    assert errors == [(-7.6, 0.3), (-8.0, -0.3)]
     assert max(abs(r["loo_error_pct"]) for r in d["runs"]) == pytest.approx(0.6, abs=0.05)
 
     rows = yaml.safe_load((ROOT / "data" / "validation" / "training_runs.yaml").read_text())
@@ -215,7 +215,7 @@ def test_calibrate_figures_are_what_calibrate_prints(tmp_path):
     small, large = by_id["nemo2407-h100-llama3-8b-8"], by_id["nemo2407-h100-llama3-70b-64"]
     assert small["error_before_pct"] == pytest.approx((small["before"] / 711 - 1) * 100, rel=1e-9)
     assert (round(small["error_after_pct"], 1), round(large["error_after_pct"], 1)) == (6.0, -5.2)
-    assert (round(small["loo_error_pct"], 1), round(large["loo_error_pct"], 1)) == (11.3, -11.0)
+    assert (round(small["loo_error_pct"], 1), round(large["loo_error_pct"], 1)) == (11.3, -11.1)
 
 
 def test_readme_id_lists_name_every_catalog_entry():
@@ -241,32 +241,32 @@ def _speed_error(run, value: float) -> float:
 
 def test_blackwell_ultra_rows_are_as_the_readme_counts_them():
     """README, "Blackwell Ultra": slow on 16 of the 29 GB300 rows (by 0.8-12 %) and on five of the seven B300 rows
-    (by 0.6-2.9 %), fast on the other thirteen GB300 rows, on Nebius's B300 8B on 64 (2 %) and on Megatron-Bridge
+    (by 0.9-3.0 %), fast on the other thirteen GB300 rows, on Nebius's B300 8B on 64 (1 %) and on Megatron-Bridge
     26.04.01's B300 Qwen3-30B-A3B on 8 (6 %). Slow is hnplan's
     step longer than measured (a + step-time error) or its tokens/s lower (a - throughput error)."""
     from hnplan.catalog import load_catalog
     from hnplan.planning.validation import validation_table
 
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "slow on 16 of the 29 GB300 rows (by 0.8-12%) and on five of the seven B300 rows (by 0.6-2.9%)" in readme
-    assert "fast on Nebius's B300 8B on 64 (2%), Megatron-Bridge 26.04.01's B300 Qwen3-30B-A3B on 8 (6%)" in readme
+    assert "slow on 16 of the 29 GB300 rows (by 0.8-12%) and on five of the seven B300 rows (by 0.9-3.0%)" in readme
+    assert "fast on Nebius's B300 8B on 64 (1%), Megatron-Bridge 26.04.01's B300 Qwen3-30B-A3B on 8 (6%)" in readme
     assert "and on thirteen GB300 rows" in readme
     cat = load_catalog()
     t = validation_table()
     acc = t["system"].map(lambda s: cat.system(s).accelerator)
     slow = t["error_pct"].where(t["metric"] == "step_time_s", -t["error_pct"])
-    for name, n, n_slow, lo, hi in (("gb300", 29, 16, 0.8, 12), ("b300", 7, 5, 0.6, 2.9)):
+    for name, n, n_slow, lo, hi in (("gb300", 29, 16, 0.8, 12), ("b300", 7, 5, 0.9, 3.0)):
         s = slow[acc == name]
         assert (len(s), int((s > 0).sum())) == (n, n_slow), name
         assert round(s[s > 0].min(), 1) == lo and round(s[s > 0].max(), 1 if name == "b300" else 0) == hi, name
     nebius = t.set_index("id").loc["mlperf-v60-nebius-b300-llama31-8b-64", "error_pct"]
-    assert round(nebius) == -2  # step time 2 % short: fast
+    assert round(nebius) == -1  # step time 1 % short: fast
     assert round(t.set_index("id").loc["mbridge2604-b300-qwen3-30b-a3b-8-fp8", "error_pct"]) == 6  # tokens/s: fast
 
 
 def test_gb300_lead_over_b300_and_gb200_is_the_rows():
     """README, "Blackwell Ultra": MLPerf's NVFP4 Llama 3.1 8B, GB300 over B300 per step, 1.15x in hnplan against
-    1.14x measured on 8 GPUs (NVIDIA v5.1 0.3466 s, Nebius v5.1 0.3941 s: 0.3941 / 0.3466 = 1.137) and 1.17x against
+    1.14x measured on 8 GPUs (NVIDIA v5.1 0.3466 s, Nebius v5.1 0.3941 s: 0.3941 / 0.3466 = 1.137) and 1.16x against
     1.18x on 16 (HPE v6.0 0.3364 s, Dell v6.0 0.3984 s: 1.184); GB300 / GB200 on MLPerf's 8B on 8 1.15x against 1.17x
     (0.4056 / 0.3466 = 1.170) and on MLPerf v6.0 DeepSeek-V3 on 512 1.39x against 1.64x (32.942 / 20.085 = 1.640)."""
     from hnplan.catalog.runs import training_runs
@@ -274,13 +274,13 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "It puts the GB300 1.15x ahead of the B300" in readme and "measure 1.14x (both rows slow)" in readme
-    assert "1.17x on 16 GPUs where HPE's GB300 and Dell's B300 measure 1.18x" in readme
+    assert "1.16x on 16 GPUs where HPE's GB300 and Dell's B300 measure 1.18x" in readme
     assert "1.15x against 1.17x on MLPerf's 8B NVFP4 on 8" in readme
     assert "1.39x against 1.64x on MLPerf v6.0's DeepSeek-V3 on 512" in readme
     runs = {r.id: r for r in training_runs()}
     pairs = {
         ("mlperf-v51-nvidia-gb300-llama31-8b-8", "mlperf-v51-nebius-b300-llama31-8b-8"): (1.14, 1.15),
-        ("mlperf-v60-hpe-gb300-llama31-8b-16", "mlperf-v60-dell-b300-llama31-8b-16"): (1.18, 1.17),
+        ("mlperf-v60-hpe-gb300-llama31-8b-16", "mlperf-v60-dell-b300-llama31-8b-16"): (1.18, 1.16),
         ("mlperf-v51-nvidia-gb300-llama31-8b-8", "mlperf-v51-nvidia-gb200-llama31-8b-8"): (1.17, 1.15),
         ("mlperf-v60-nvidia-gb300-deepseek-v3-512", "mlperf-v60-nvidia-gb200-deepseek-v3-512"): (1.64, 1.39),
     }
@@ -299,8 +299,8 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
     cat = load_catalog()
     on = {a: [r for r in runs.values() if cat.system(r.system).accelerator == a] for a in ("gb200", "gb300", "b300")}
     (sentence,) = paired_sentences(on, speed_errors([r for rs in on.values() for r in rs], cat))
-    assert "gb300 over gb200 1.05-2.01x against 1.07-1.52x (18 jobs)" in sentence
-    assert "gb300 over b300 1.03-1.18x against 1.04-1.17x (3 jobs)" in sentence
+    assert "gb300 over gb200 1.05-2.01x against 1.05-1.52x (18 jobs)" in sentence
+    assert "gb300 over b300 1.03-1.18x against 1.04-1.16x (3 jobs)" in sentence
 
 
 def test_nvfp4_rows_with_three_amax_passes_are_the_readme_aside():
@@ -337,27 +337,27 @@ def test_nvfp4_rows_with_three_amax_passes_are_the_readme_aside():
 
 def test_mlperf_rows_added_untuned_are_the_readme_summary():
     """README, training validation summary: the 14 MLPerf rows added untuned (held out of every fit) come out B300
-    NVFP4 8B -2..+2 %, GB300 NVFP4 8B -8..+3 % (HPE 16 / 32 +3 / +2 %, the 72-GPU rows -8 / -4 %), GB300 FP8 8B on
-    72 -1 % and on 512 -31 %, GB200 NVFP4 on 32 -4.5 %, H200 FP8 8B -16 % (64) and -10 % (16), Supermicro's GPT-3 on
+    NVFP4 8B -1..+2 %, GB300 NVFP4 8B -6..+3 % (HPE 16 / 32 +3 / +3 %, the 72-GPU rows -6 / -3 %), GB300 FP8 8B on
+    72 -2 % and on 512 -33 %, GB200 NVFP4 on 32 -4.0 %, H200 FP8 8B -16 % (64) and -10 % (16), Supermicro's GPT-3 on
     512 H100 -6 % (step time, - = hnplan faster); docs/training.md's held-out table gives the same rows to 0.1."""
     from hnplan.planning.validation import validation_table
 
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "the 14 added untuned (reported): B300 NVFP4 8B -2..+2 % (Nebius's 64 GPUs -2 %)" in readme
+    assert "the 14 added untuned (reported): B300 NVFP4 8B -1..+2 % (Nebius's 64 GPUs -1 %)" in readme
     err = validation_table().set_index("id")["error_pct"]
     b300 = [f"mlperf-v51-{s}-b300-llama31-8b-8" for s in ("nebius", "lenovo")]
     b300 += ["mlperf-v60-cisco-b300-llama31-8b-8", "mlperf-v60-nebius-b300-llama31-8b-64"]
-    assert (round(err[b300].min()), round(err[b300].max())) == (-2, 2)
+    assert (round(err[b300].min()), round(err[b300].max())) == (-1, 2)
     expected = {
         "mlperf-v60-hpe-gb300-llama31-8b-16": 3,
-        "mlperf-v60-hpe-gb300-llama31-8b-32": 2,
-        "mlperf-v60-nebius-gb300-llama31-8b-72": -8,
-        "mlperf-v60-hpe-gb300-llama31-8b-72": -4,
-        "mlperf-v51-nvidia-gb300-llama31-8b-72": -1,
-        "mlperf-v51-nvidia-gb300-llama31-8b-512": -31,
+        "mlperf-v60-hpe-gb300-llama31-8b-32": 3,
+        "mlperf-v60-nebius-gb300-llama31-8b-72": -6,
+        "mlperf-v60-hpe-gb300-llama31-8b-72": -3,
+        "mlperf-v51-nvidia-gb300-llama31-8b-72": -2,
+        "mlperf-v51-nvidia-gb300-llama31-8b-512": -33,
         "mlperf-v51-hpe-h200-llama31-8b-64": -16,
         "mlperf-v60-cisco-h200-llama31-8b-16": -10,
         "mlperf-v40-smc-h100-gpt3-512": -6,
     }
     assert {k: round(err[k]) for k in expected} == expected
-    assert round(err["mlperf-v60-hpe-gb200-llama31-8b-32"], 1) == -4.5
+    assert round(err["mlperf-v60-hpe-gb200-llama31-8b-32"], 1) == -4.0

@@ -2,7 +2,6 @@
 buckets and parameter gather bytes, and fp8 current scaling's TP amax all-reduces (docs/training.md,
 "What grows with scale")."""
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -73,43 +72,53 @@ def _dp64_edge(job):
 
 def test_the_exposed_buckets_hold_the_embedding(cat):
     # Llama 3.1 8B at TP 1, bf16 parameters (one buffer): the input-embedding shard is 128,256 x 4,096 = 525.3M
-    # parameters, about four of the recipe's 134.2M-parameter buckets. Megatron-Core lays the parameters out in
-    # backward order and closes a bucket only after the parameter that fills it, so the reduce-scatter left
-    # after the backward and the all-gather needed before the forward move the whole shard: 525.3M gradients
-    # and 1.05 GB of bf16 embedding weights. With everything else hidden at no slowdown, these two are exposed.
+    # parameters, about four of the recipe's 134.2M-parameter buckets. Megatron-Core walks the parameters from
+    # the last registered (output layer 525,336,576; final norm 4,096; then per layer linear_fc2 58,720,256,
+    # linear_fc1 117,440,512 and its norm 4,096, linear_qkv 25,165,824 and its norm 4,096, linear_proj
+    # 16,777,216) and closes a bucket after the parameter that brings it to 134,217,728: the output layer alone,
+    # layer 31's fc2 + fc1 (+ final norm), then (norm, qkv, norm, proj of layer k, fc2, fc1 of layer k - 1),
+    # 218.1M each, which leaves layer 0's qkv, proj and two norms (41,951,232) in the embedding's bucket:
+    # 567,287,808 gradients reduced after the backward and 1.13 GB of bf16 weights gathered before the forward.
+    # With everything else hidden at no slowdown, these two are exposed.
     ov = dict(dp_bucket_params=134217728, fp8_params=False, overlap_gemm_slowdown=0.0)
     job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 64, 8192, 64, "fp8", cat, overrides=ov)
     emb = 128256 * 4096
-    rs = coll.collective_s(job, "reducescatter", emb * job.choices.grad_reduce_bytes, [64], [1])[0]
-    ag = coll.collective_s(job, "allgather", emb * 2.0, [64], [1])[0]
+    edge = emb + 25165824 + 16777216 + 2 * 4096
+    assert edge == 567287808
+    rs = coll.collective_s(job, "reducescatter", edge * job.choices.grad_reduce_bytes, [64], [1])[0]
+    ag = coll.collective_s(job, "allgather", edge * 2.0, [64], [1])[0]
     assert _dp64_edge(job) == pytest.approx(rs + ag, rel=1e-9)
     # a bucket of ~134M parameters alone would expose about a quarter of that
     bucket = 8.03e9 / 60
     one = coll.collective_s(job, "reducescatter", bucket * job.choices.grad_reduce_bytes, [64], [1])[0]
     assert rs > 3 * one
-    # buckets larger than the shard: one full bucket (8.03G / 11 = 730.0M), the embedding in bf16, the rest
-    # at the dense gather bytes (2: bf16 parameters)
+    # buckets larger than the shard (768M): output layer, final norm, layer 31 and layer 30's fc2 (802.2M); layer
+    # 30's fc1 to layer 27's fc1 (771.8M); then (layer k's norms, qkv, proj, three whole layers, layer k - 4's
+    # fc2 and fc1), 872.4M each, down to layer 3: the last bucket is layer 3's qkv, proj and norms (41,951,232),
+    # layers 2 to 0 (3 x 218,112,000) and the embedding, 1,221,623,808 parameters, all bf16
     big = make_job(
         "llama3.1-8b", "hgx-h100-ib-ndr", 64, 8192, 64, "fp8", cat, overrides={**ov, "dp_bucket_params": 768000000}
     )
-    n = big.params.total / np.ceil(big.params.total / 768000000)
+    n = 41951232 + 3 * 218112000 + emb
+    assert n == 1221623808
     g_bytes, a_bytes = coll.edge_bucket_bytes(big, 1, 1, 768000000, 2.0)
-    assert g_bytes == pytest.approx(2.0 * n)
-    assert a_bytes == pytest.approx(2.0 * emb + (n - emb) * 2.0)
+    assert (float(g_bytes), float(a_bytes)) == (2.0 * n, 2.0 * n)
 
 
 def test_fp8_parameters_expose_every_bf16_parameter_with_the_last_fp8_bucket(cat):
     # Megatron-Core keeps Transformer Engine's fp8 weights in a uint8 buffer of their own and merges every
     # bucket of the bf16 buffer into the group of the last fp8 bucket (param_and_grad_buffer.py
     # partition_buckets, case 3). Llama 3.1 8B at TP 1, PP 1, 134,217,728-parameter buckets: the GEMM weights,
-    # 32 x 218,103,808 = 6,979,321,856 = 52 x 134,217,728, close their last bucket at exactly 134.2M; the bf16
-    # buffer holds the embedding and the untied output layer (2 x 525,336,576) and 65 norms of 4,096
-    # (266,240): the group reduces 1,185,157,120 gradients after the backward and gathers 134,217,728 fp8
-    # bytes (delayed scaling, 1 byte) and 1,050,939,392 x 2 bf16 bytes before the forward, 2.3x the embedding.
+    # walked from the last registered, close a bucket with layer 31's fc2 + fc1 (176,160,768), then with each
+    # (qkv, proj of layer k, fc2, fc1 of layer k - 1) (218,103,808), leaving layer 0's qkv + proj (41,943,040)
+    # last, not a full bucket; the bf16 buffer holds the embedding and the untied output layer
+    # (2 x 525,336,576) and 65 norms of 4,096 (266,240): the group reduces 1,092,882,432 gradients after the
+    # backward and gathers 41,943,040 fp8 bytes (delayed scaling, 1 byte) and 1,050,939,392 x 2 bf16 bytes
+    # before the forward.
     ov = dict(dp_bucket_params=134217728, fp8_params=True, overlap_gemm_slowdown=0.0)
     job = make_job("llama3.1-8b", "hgx-h100-ib-ndr", 64, 8192, 64, "fp8", cat, overrides=ov)
     assert job.choices.fp8_recipe == "delayed"
-    last_fp8, bf16 = 134217728, 2 * 525336576 + 65 * 4096
+    last_fp8, bf16 = 25165824 + 16777216, 2 * 525336576 + 65 * 4096
     g = job.choices.grad_reduce_bytes
     assert [float(x) for x in coll.edge_bucket_bytes(job, 1, 1, 134217728, g)] == pytest.approx(
         [(last_fp8 + bf16) * g, last_fp8 * 1.0 + bf16 * 2.0], rel=1e-12
@@ -118,7 +127,8 @@ def test_fp8_parameters_expose_every_bf16_parameter_with_the_last_fp8_bucket(cat
     ag = coll.collective_s(job, "allgather", last_fp8 * 1.0 + bf16 * 2.0, [64], [1])[0]
     assert _dp64_edge(job) == pytest.approx(rs + ag, rel=1e-9)
     # at PP 2 the first stage holds the embedding and its 16 layers' norms only (the output layer is on the
-    # last stage, which finishes its backward first and starts its forward last): 16 x 218.1M = 26 buckets
+    # last stage, which finishes its backward first and starts its forward last); its 16 layers walk as at PP 1
+    # and leave layer 0's qkv + proj last again
     g2, a2 = coll.edge_bucket_bytes(job, 1, 2, 134217728, g)
     bf16_first = 525336576 + 16 * 8192
     assert (float(g2), float(a2)) == pytest.approx(((last_fp8 + bf16_first) * g, last_fp8 + 2.0 * bf16_first))
