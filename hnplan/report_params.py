@@ -37,7 +37,11 @@ _ID_PARAMS = {
     "accelerator": "accelerators",
     "accelerators": "accelerators",
     "stack": "stacks",
+    "engine": "engines",
 }
+# parameters mapping system ids to a value (``system_engines: {cloudmatrix-384: cloudmatrix-infer}``): the
+# kind of their values (engines) or, for dtypes, a choice checked by :func:`_choices`
+_SYSTEM_MAPS = {"system_engines": "engines", "system_dtypes": None}
 # parameters naming a sweep spec (an id in data/sweeps/ or a YAML path), and folders (always paths when given)
 _SPEC_PARAMS = ("spec",)
 _FOLDER_PARAMS = ("dataset",)
@@ -45,6 +49,8 @@ _FOLDER_PARAMS = ("dataset",)
 _MAXIMA = {
     "tokens": (MAX_TRAINING_TOKENS, "3,000 times all public human text"),
     "probability": (1.0, "a probability"),  # design_space: the chance of meeting the deadline
+    "map_at": (1.0, "a fraction of the arrival window"),  # cluster_operations: the fragmentation map's moment
+    "n_jobs": (1_000_000, "the jobs a cluster run is limited to"),  # hnplan.cluster.jobs.MAX_JOBS, without numpy
 }
 
 
@@ -320,6 +326,32 @@ def check_fabric(notebook: str, params: dict, where: str, catalog: Catalog | Non
                 check_fabric_gpus(system, int(g), f"parameter {key!r}:", cat)
             except InputError as exc:
                 raise ScenarioError(f"{where}: notebook {notebook!r}, {exc}") from None
+    if notebook in _WHOLE_DOMAIN_NOTEBOOKS:
+        _check_whole_domains(notebook, counts, systems, where, cat)
+
+
+#: notebooks that draw one job list for a cluster of ``gpus`` and place it on each design: a count that is not
+#: whole scale-up domains capped the largest jobs at a size their TP groups do not divide (``gpus: 100``: "tp = 8
+#: must divide the job's 100 GPUs", exit 1), where ``hnplan cluster simulate --gpus`` takes whole domains
+_WHOLE_DOMAIN_NOTEBOOKS = ("cluster_operations",)
+
+
+def _check_whole_domains(notebook: str, counts: list, systems: list, where: str, cat: Catalog) -> None:
+    """Each count a whole number of every design's scale-up domain (``scaleup_domain_gpus``); the message names
+    the nearest counts that are (multiples of the domains' least common multiple)."""
+    domains = {s: cat.system(s).scaleup_domain_gpus for s in systems if isinstance(s, str)}
+    if not domains:
+        return
+    step = math.lcm(*domains.values())
+    for key, g in counts:
+        bad = [f"{s}'s {d}-GPU domains" for s, d in domains.items() if int(g) % d]
+        if bad:
+            below, above = int(g) // step * step, -(-int(g) // step) * step
+            near = " or ".join(f"{n:,}" for n in (below, above) if n > 0)
+            raise ScenarioError(
+                f"{where}: notebook {notebook!r}, parameter {key!r}: {int(g):,} GPUs are not whole scale-up "
+                f"domains ({', '.join(bad)}); give a multiple of {step:,}, such as {near}"
+            )
 
 
 def _looks_like_path(ref) -> bool:
@@ -347,9 +379,84 @@ def resolve_paths(params: dict, base: str | Path | None = None) -> dict:
     return out
 
 
+def _choices(notebook: str, key: str) -> tuple | None:
+    """The values a parameter may take where the notebook's planner allows a fixed set (``dtype``, checkpoint
+    ``mode``, placement ``policies``), from the planner's own constant; None for any other parameter. Imported
+    only when such a parameter is given."""
+    if key == "policies":
+        from hnplan.cluster.policies import POLICIES
+
+        return POLICIES
+    if key == "mode":
+        if notebook == "memory":
+            from hnplan.planning.memory import MODES
+
+            return MODES
+        from hnplan.reliability.checkpoint import CHECKPOINT_MODES
+
+        return CHECKPOINT_MODES
+    if key in ("dtype", "system_dtypes"):
+        if notebook == "inference_capacity":
+            from hnplan.planning.inference.core import SERVE_DTYPES
+
+            return SERVE_DTYPES
+        if notebook in ("design_comparison", "training_plan", "roofline"):
+            from hnplan.planning.training.plan import TRAIN_DTYPES
+
+            return TRAIN_DTYPES
+    return None
+
+
+def _check_choices_and_maps(notebook: str, params: dict, where: str, cat: Catalog) -> None:
+    """A fixed-set parameter one of its values, a cluster ``mix`` a mix the catalog holds, and the keys of
+    ``system_dtypes`` / ``system_engines`` system ids with valid values: each failed inside the notebook (a
+    ``KeyError`` for ``dtype: fp7`` or ``engine: nope``) or, for a mistyped system key, was ignored unsaid."""
+    from hnplan.errors import InputError, check_choice
+
+    def fail(key, msg):
+        raise ScenarioError(f"{where}: notebook {notebook!r}, parameter {key!r}: {msg}")
+
+    for key, value in params.items():
+        allowed = _choices(notebook, key)
+        if value is None:
+            continue
+        if key == "mix" and isinstance(value, str):
+            from hnplan.catalog.mixes import cluster_mix
+
+            try:
+                cluster_mix(value, cat)
+            except CatalogError as exc:
+                fail(key, exc)
+        if key in _SYSTEM_MAPS and isinstance(value, dict):
+            for system, v in value.items():
+                try:
+                    cat.system(system)
+                except CatalogError as exc:
+                    fail(key, exc)
+                if _SYSTEM_MAPS[key] is not None and v is not None:
+                    try:
+                        cat.get(_SYSTEM_MAPS[key], v)
+                    except CatalogError as exc:
+                        fail(key, f"{system}: {exc}")
+                elif allowed is not None:
+                    try:
+                        check_choice(f"{system}'s dtype", v, allowed)
+                    except InputError as exc:
+                        fail(key, exc)
+            continue
+        if allowed is not None:
+            for v in value if isinstance(value, list) else [value]:
+                try:
+                    check_choice(key, v, allowed)
+                except InputError as exc:
+                    fail(key, exc)
+
+
 def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
     """Check that parameters holding catalog ids (``model``, ``systems``, ...) name existing entries, and
-    that a sweep spec (``spec``) loads (:func:`hnplan.catalog.sweeps.load_sweep_spec`: its file and fields).
+    that a sweep spec (``spec``) loads (:func:`hnplan.catalog.sweeps.load_sweep_spec`: its file and fields),
+    a cluster ``mix`` exists, fixed-set parameters (``dtype``, ``mode``, ``policies``) hold one of their values
+    and ``system_dtypes`` / ``system_engines`` map system ids to valid values.
 
     Raises
     ------
@@ -357,6 +464,7 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
         Naming ``where``, the notebook, the parameter and the nearest ids.
     """
     cat = catalog or load_catalog()
+    _check_choices_and_maps(notebook, params, where, cat)
     for key, value in params.items():
         if key in _SPEC_PARAMS and isinstance(value, str):
             from hnplan.catalog.sweeps import load_sweep_spec

@@ -27,7 +27,7 @@ import jinja2
 from hnplan import __version__
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Scenario
-from hnplan.errors import ScenarioError
+from hnplan.errors import CatalogError, ScenarioError
 from hnplan.files import atomic_write as _atomic_write
 from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report runner's face
     KERNEL_ARGS,
@@ -36,6 +36,7 @@ from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report run
     quiet_kernel_manager,
     runner_log,
 )
+from hnplan.report_context import check_context
 from hnplan.report_footer import provenance  # noqa: F401 - the notebooks' footer, imported from here
 from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resolve_paths re-exported
     DEFAULT_OUT,
@@ -95,16 +96,34 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
         check_ids(item.notebook, item.parameters, where, cat)
         check_batch(item.notebook, item.parameters, where)
         check_fabric(item.notebook, item.parameters, where, cat)
+        check_context(item.notebook, item.parameters, where, cat)
 
 
-def load_scenarios(ref: str, catalog: Catalog | None = None) -> list[Scenario]:
-    """Scenarios named by ``ref``: an id, a YAML path, or ``all``; each validated."""
+def load_scenarios(ref: str, catalog: Catalog | None = None, errors: list[str] | None = None) -> list[Scenario]:
+    """Scenarios named by ``ref``: an id, a YAML path, or ``all``; each validated.
+
+    With ``errors`` (a list) and ``ref == "all"``, a scenario that fails its checks is left out and its one-line
+    message appended to ``errors`` (as the command line prints it), so the others still run (one broken file in ``data/scenarios/`` stopped
+    every report of ``--scenario all``); otherwise the first failure raises.
+
+    Raises
+    ------
+    CatalogError
+        A scenario that does not load or validate (:class:`~hnplan.errors.ScenarioError` for its notebooks and
+        parameters), unless collected in ``errors``.
+    """
     cat = catalog or load_catalog()
     refs = cat.scenario_ids() if ref == "all" else [ref]
     out = []
     for r in refs:
-        sc = cat.scenario(r)
-        validate_scenario(sc, cat, source=r)
+        try:
+            sc = cat.scenario(r)
+            validate_scenario(sc, cat, source=r)
+        except (CatalogError, ScenarioError) as exc:
+            if errors is None or ref != "all":
+                raise
+            errors.append(str(exc) if isinstance(exc, ScenarioError) else f"--scenario: {exc}")  # as raised
+            continue
         out.append(sc)
     return out
 
@@ -280,6 +299,7 @@ def run_reports(
             params = {**item.parameters, **override}
             check_batch(item.notebook, params, where)
             check_fabric(item.notebook, params, where, cat)
+            check_context(item.notebook, params, where, cat)
             run_id, title = sc.id, sc.name
             if params_override:
                 run_id, title = params_run_name(sc, params_override, params_label)

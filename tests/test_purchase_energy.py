@@ -71,7 +71,7 @@ def test_size_and_compare_count_the_same_energy_on_nine_racks():
     p = design_power(cat.design("gb200-nvl72"), 648)
     draw_w = 1.1 * (0.76 * p.it_w - 72 * (0.76 * 1200.0 - 120.0))
     assert c["energy_mwh"] == pytest.approx(draw_w * units.days_to_s(c["days"]) / 3.6e9, rel=1e-12)
-    assert c["energy_mwh"] == pytest.approx(2.086, abs=1e-3)
+    assert c["energy_mwh"] == pytest.approx(2.093, abs=1e-3)
     # with the goodput (both commands' default) they agree too
     rs = runner.invoke(app, ["size", "--system", "gb200-nvl72", *args])
     rc = runner.invoke(app, ["compare", "--systems", "gb200-nvl72", *args, "--no-trust"])

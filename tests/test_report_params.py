@@ -212,3 +212,112 @@ def test_a_misspelt_utilisation_word_is_refused_before_any_notebook_runs(tmp_pat
         res.stderr
     )
     assert not list((tmp_path / "out").rglob("*.html"))
+
+
+@pytest.mark.parametrize(
+    ("notebook", "params", "needle"),
+    [
+        # each ran its notebook into an error (exit 1), dtype and engine into a KeyError on a missing column
+        ("inference_capacity", {"dtype": "fp7"}, "'dtype': dtype must be one of bf16, fp8, int8, fp4; got 'fp7'"),
+        ("inference_capacity", {"engine": "nope"}, "'engine': unknown engine id 'nope'"),
+        ("hardware_sizing", {"mode": "weird"}, "'mode': mode must be one of sync, async; got 'weird'"),
+        ("cluster_operations", {"policies": ["best-fit", "nope"]}, "'policies': policies must be one of first-fit"),
+        ("cluster_operations", {"mix": "nosuchmix"}, "'mix': unknown cluster mix id 'nosuchmix'; valid ids: default"),
+        # a mistyped system key was ignored unsaid: the design served at the default dtype / engine
+        ("inference_capacity", {"system_dtypes": {"cloudmatrix-38": "int8"}}, "unknown system id 'cloudmatrix-38'"),
+        ("inference_capacity", {"system_dtypes": {"cloudmatrix-384": "int4"}}, "cloudmatrix-384's dtype must be one"),
+        ("inference_capacity", {"system_engines": {"cloudmatrix-384": "cm-infer"}}, "unknown engine id 'cm-infer'"),
+    ],
+)
+def test_fixed_choices_engines_mixes_and_system_maps_are_checked_before_any_notebook_runs(notebook, params, needle):
+    from hnplan.reports import check_ids
+
+    with pytest.raises(ScenarioError, match=re.escape(f"p.yaml: notebook {notebook!r}, parameter ") + ".*"):
+        check_ids(notebook, params, "p.yaml")
+    with pytest.raises(ScenarioError) as err:
+        check_ids(notebook, params, "p.yaml")
+    assert needle in str(err.value)
+
+
+def test_the_values_the_scenarios_use_still_pass():
+    from hnplan.reports import check_ids
+
+    check_ids(
+        "inference_capacity",
+        {
+            "dtype": "fp8",
+            "engine": None,
+            "system_dtypes": {"cloudmatrix-384": "int8"},
+            "system_engines": {"cloudmatrix-384": "cloudmatrix-infer"},
+        },
+        "p.yaml",
+    )
+    check_ids("cluster_operations", {"mix": "default", "policies": ["topology-aware", "best-fit"]}, "p.yaml")
+    check_ids("memory", {"mode": "train", "dtype": "bf16"}, "p.yaml")
+    check_ids("design_comparison", {"dtype": "fp8"}, "p.yaml")
+
+
+def test_the_fragmentation_maps_moment_is_a_fraction_of_the_window():
+    # map_at: 2 (a moment past the window's end) passed the check and the notebook ran its simulations with it
+    with pytest.raises(ScenarioError, match=r"parameter 'map_at': must be at most 1 \(a fraction of the arrival"):
+        check_parameters("cluster_operations", {"map_at": 2}, "p.yaml")
+    assert check_parameters("cluster_operations", {"map_at": 1}, "p.yaml") == {"map_at": 1.0}
+
+
+def test_a_cluster_of_part_of_a_scale_up_domain_is_refused_before_the_simulations():
+    # gpus: 100 drew jobs capped at 100 GPUs, which tp = 8 does not divide: the notebook failed, exit 1;
+    # hnplan cluster simulate takes whole domains. GB200 NVL72 (72) and HGX H100 (8): multiples of lcm = 72
+    from hnplan.reports import check_fabric
+
+    p = {"gpus": 100, "systems": ["gb200-nvl72", "hgx-h100-ib-ndr"]}
+    with pytest.raises(ScenarioError) as err:
+        check_fabric("cluster_operations", p, "p.yaml")
+    assert str(err.value) == (
+        "p.yaml: notebook 'cluster_operations', parameter 'gpus': 100 GPUs are not whole scale-up domains "
+        "(gb200-nvl72's 72-GPU domains, hgx-h100-ib-ndr's 8-GPU domains); give a multiple of 72, such as 72 or 144"
+    )
+    check_fabric("cluster_operations", {"gpus": 144}, "p.yaml")  # the defaults' designs, two racks
+    check_fabric("cluster_operations", {"gpus": 104, "systems": ["hgx-h100-ib-ndr"]}, "p.yaml")  # 13 servers
+
+
+def test_sequences_past_the_models_context_are_refused_before_any_notebook_runs():
+    # a 2,000,000-token prompt on Llama 3.1 70B (max_seq 131,072) was served at a 937 s TTFT; hnplan infer refuses it
+    from hnplan.reports import check_context
+
+    with pytest.raises(ScenarioError) as err:
+        check_context("inference_capacity", {"model": "llama3.1-70b", "input_tokens": 2_000_000}, "p.yaml")
+    assert str(err.value) == (
+        "p.yaml: notebook 'inference_capacity', parameter 'input_tokens' + 'output_tokens': 2,000,500 tokens "
+        "exceed llama3.1-70b's maximum sequence length 131,072 (field max_seq)"  # 500 output tokens: the default
+    )
+    with pytest.raises(ScenarioError, match=r"parameter 'seq_len': 262,144 tokens exceed llama3.1-8b's maximum"):
+        check_context("memory", {"model": "llama3.1-8b", "seq_len": 262_144}, "p.yaml")
+    check_context("inference_capacity", {"model": "llama3.1-70b", "input_tokens": 130_000, "output_tokens": 1_072}, "p")
+
+
+def test_a_sizing_deadline_takes_fractions_of_a_day():
+    # deadline_days: 7.5 was refused ("expected int like its default 14"), where hnplan size --deadline-days is a float
+    assert check_parameters("hardware_sizing", {"deadline_days": 7.5}, "p.yaml") == {"deadline_days": 7.5}
+    assert check_parameters("hardware_sizing", {"deadline_days": 60}, "p.yaml") == {"deadline_days": 60}
+
+
+@pytest.mark.parametrize(
+    ("notebook", "key", "value"),
+    [
+        ("inference_capacity", "tpot_slo_ms", 12.5),
+        ("inference_capacity", "ttft_slo_ms", 250.5),
+        ("procurement_whatif", "deadline_days", 45.5),
+    ],
+)
+def test_slos_and_deadlines_take_fractions(notebook, key, value):
+    # each was refused as "expected int like its default" (50 ms, 1000 ms, 30 days), where the command line takes floats
+    assert check_parameters(notebook, {key: value}, "p.yaml") == {key: value}
+
+
+def test_a_cluster_runs_jobs_are_bounded_as_the_simulation_bounds_them():
+    # n_jobs: 1e8 passed the check and failed in the notebook (exit 1) on the simulation's own bound
+    from hnplan.cluster.jobs import MAX_JOBS
+
+    with pytest.raises(ScenarioError, match=r"parameter 'n_jobs': must be at most 1e\+06 \(the jobs a cluster run"):
+        check_parameters("cluster_operations", {"n_jobs": 100_000_000}, "p.yaml")
+    assert check_parameters("cluster_operations", {"n_jobs": MAX_JOBS}, "p.yaml") == {"n_jobs": MAX_JOBS}

@@ -180,7 +180,7 @@ def weng_table(fill: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "quantity": f"unallocated GPUs, {p}",
-                "Weng et al. 2023": None,
+                "Weng et al. 2023": "-",  # the paper gives no per-policy count: None printed "None" in the report
                 "hnplan": f"{f.loc[p, 'unallocated_gpus']:.0f} ({f.loc[p, 'unallocated_fraction']:.1%})",
             }
         )

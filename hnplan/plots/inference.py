@@ -65,8 +65,23 @@ def gpus_vs_rate_figure(df: pd.DataFrame, title: str = "GPUs needed against requ
         yaxis_type="log",
         legend_title="design",
     )
+    if ok.empty:  # no rate served: the table has no gpus column (rates: [1e9] ran the notebook into a KeyError)
+        return _none_served(fig)
     log_ticks(fig, "x", ok["qps"])
     return log_ticks(fig, "y", ok["gpus"])
+
+
+def _none_served(fig: go.Figure) -> go.Figure:
+    """The empty chart says why it is empty: no design serves any of the rates within the SLOs."""
+    fig.add_annotation(
+        text="no design serves any of these rates within the SLOs (the table's status says why)",
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+    )
+    return fig
 
 
 def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output tokens") -> go.Figure:
@@ -87,6 +102,8 @@ def cost_per_token_figure(df: pd.DataFrame, title: str = "$ per million output t
         xaxis_type="log",
         legend_title="design",
     )
+    if _ok(df).empty:
+        return _none_served(fig)
     return log_ticks(fig, "x", _ok(df)["qps"])
 
 
