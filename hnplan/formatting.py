@@ -48,6 +48,17 @@ def format_amount(x: float, decimals: int) -> str:
     return f"{x:.2g}" if 0 < abs(x) < 0.5 * 10**-decimals else f"{x:,.{decimals}f}"
 
 
+def format_span(lo: float, hi: float, spec: str, suffix: str = "") -> str:
+    """The range ``lo``-``hi`` of a quantity, each end written with the format ``spec`` and ``suffix`` once at
+    the end; one value where the two ends print the same (``99.6%``, not ``99.6%-99.6%``).
+
+    >>> format_span(0.9962, 0.9958, ".1%"), format_span(0.981, 0.996, ".1%"), format_span(1.2, 1.61, ".2f", "x")
+    ('99.6%', '98.1%-99.6%', '1.20-1.61x')
+    """
+    a, b = f"{lo:{spec}}", f"{hi:{spec}}"
+    return f"{a}{suffix}" if a == b else f"{a}-{b}{suffix}"
+
+
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """A whole count and its noun, singular for one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``.
 

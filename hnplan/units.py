@@ -42,6 +42,7 @@ from hnplan.formatting import (  # noqa: F401  (public names of hnplan.units)
     format_number,
     format_power,
     format_si,
+    format_span,
     format_usd,
 )
 

@@ -270,3 +270,22 @@ def test_trust_notes_look_up_a_design_of_the_user_s_file_by_its_path(tmp_path):
     notes = trust_notes(df, "llama3.1-70b", systems=["gb200-nvl72", str(path)])
     assert "0.853 on gb200; 0.959 on h100-sxm." in notes
     assert "gb200-nvl72 $3.1M per unit (72-GPU rack), as of 2025-06-01; my-h100 $290k per unit" in notes
+
+
+def test_the_heading_says_the_gpus_each_design_was_planned_on():
+    # gpus: 7 headed the report "on 7 GPUs per design" while GB200 was bought as a whole 72-GPU NVL72 rack and
+    # H100 as one 8-GPU server: the heading takes the trained and bought counts from the planner's table
+    from hnplan.planning.compare import compare_training_designs, heading
+
+    df = compare_training_designs("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr"], 7, 1e11, 8192, 64, "bf16")
+    assert list(df["gpus_bought"]) == [72, 8]  # ceil(7 / 72) racks of 72, ceil(7 / 8) servers of 8
+    assert heading(df, "llama3.1-8b", 1e11, 7) == (
+        "## llama3.1-8b: 100B tokens, 7 GPUs asked per design; planned (GPUs trained on, of those bought as "
+        "whole units): gb200-nvl72 7 of 72, hgx-h100-ib-ndr 7 of 8"
+    )
+    df = compare_training_designs("llama3.1-8b", ["gb200-nvl72", "hgx-h100-ib-ndr"], 144, 1e11, 8192, 64, "bf16")
+    # 144 GPUs: 64 sequences per step divide over 128 of them (DP 128 at TP 1), on two racks or 18 servers
+    assert heading(df, "llama3.1-8b", 1e11, 144).endswith("units): gb200-nvl72 128 of 144, hgx-h100-ib-ndr 128 of 144")
+    assert (
+        heading(df.assign(gpus=144), "llama3.1-8b", 1e11, 144) == "## llama3.1-8b: 100B tokens on 144 GPUs per design"
+    )

@@ -34,6 +34,8 @@ def test_design_comparison_notebook(tmp_path):
         assert f"{r.run_musd:,.1f}" in html and f"{r.usd_per_million_tokens:.2f}" in html
     assert "What the supernode fabric buys" in html and "What the newer chip buys" in html
     assert "1e+11" not in html and "100B tokens" in html
+    # the heading says what was planned (heading(df, ...)): 288 sequences per step on all 144 GPUs of each design
+    assert "llama3.1-8b: 100B tokens on 144 GPUs per design" in html
     assert html.count("* plotly.js v") == 1  # plotly.js embedded once: the report opens offline
     assert "require.js" not in html and "cdnjs.cloudflare.com" not in html
     assert "trains fastest" in html or "train fastest" in html  # designs within 0.5 % of each other are named together

@@ -321,3 +321,18 @@ def test_a_cluster_runs_jobs_are_bounded_as_the_simulation_bounds_them():
     with pytest.raises(ScenarioError, match=r"parameter 'n_jobs': must be at most 1e\+06 \(the jobs a cluster run"):
         check_parameters("cluster_operations", {"n_jobs": 100_000_000}, "p.yaml")
     assert check_parameters("cluster_operations", {"n_jobs": MAX_JOBS}, "p.yaml") == {"n_jobs": MAX_JOBS}
+
+
+def test_monte_carlo_samples_are_bounded_before_any_notebook_runs(tmp_path, monkeypatch):
+    """`n_samples: 100000000` ran procurement_whatif's Monte Carlo for about ten hours (0.35 ms per sample, one
+    cost evaluation each); the parameter check refuses it in one line, exit 2, and no report folder is written."""
+    with pytest.raises(ScenarioError, match=r"parameter 'n_samples': must be at most 100000"):
+        check_parameters("procurement_whatif", {"n_samples": 100_000_000}, "p.yaml")
+    monkeypatch.chdir(tmp_path)
+    Path("ns.yaml").write_text("n_samples: 100000000\n")
+    args = ["report", "--scenario", "procurement", "--only", "procurement_whatif", "--params", "ns.yaml"]
+    res = runner.invoke(app, [*args, "--out", "out"])
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1, res.output
+    assert "parameter 'n_samples': must be at most 100000 (the Monte Carlo samples" in res.stderr
+    assert not list((tmp_path / "out").rglob("*.html"))
+    assert check_parameters("procurement_whatif", {"n_samples": 100_000}, "p.yaml") == {"n_samples": 100_000}

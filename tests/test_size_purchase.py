@@ -88,3 +88,18 @@ def test_a_job_count_two_purchases_reach_is_skipped_once():
     gpus = [s["gpus"] for s in r["skipped"]]
     assert 2880 in gpus
     assert len(gpus) == len(set(gpus)) and gpus == sorted(gpus)
+
+
+def test_the_verdict_writes_one_goodput_where_the_designs_agree_at_its_precision():
+    # two designs at 99.62 % and 99.58 % goodput printed "goodput 99.6%-99.6%"; both round to 99.6 % at one decimal
+    import pandas as pd
+
+    from hnplan.planning.sizing import sizing_verdict
+
+    row = {"status": "ok", "gpus": 1024, "gpus_bought": 1024, "racks": 32, "facility_power_mw": 1.8}
+    row |= {"capex_usd": 4e7, "days": 20.0, "within_budget": None, "goodput_mode": "on"}
+    df = pd.DataFrame([row | {"system": "a", "goodput": 0.9962}, row | {"system": "b", "goodput": 0.9958}])
+    assert "stalls (goodput 99.6%)." in sizing_verdict(df)
+    df.loc[1, "goodput"] = 0.981
+    assert "stalls (goodput 98.1%-99.6%)." in sizing_verdict(df)
+    assert units.format_span(1.2, 1.2049, ".2f", "x") == "1.20x"  # the trust note's speed-ratio span, same writer

@@ -15,6 +15,7 @@ from hnplan.planning.compare_verdict import (  # re-exported: they lived here
     SAME_GENERATION_PEAK_RATIO as SAME_GENERATION_PEAK_RATIO,
 )
 from hnplan.planning.compare_verdict import fabric_and_chip as fabric_and_chip
+from hnplan.planning.compare_verdict import heading as heading
 from hnplan.planning.compare_verdict import ok_rows as ok_rows
 from hnplan.planning.compare_verdict import verdict as verdict
 from hnplan.planning.design import cost_or_gap, estimate_reliability, fallback_job_counts, job_gpu_options

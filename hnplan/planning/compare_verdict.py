@@ -194,3 +194,31 @@ def _only_design(row: dict, designs: int) -> str:
     else:
         text += "; cost n/a: it has no price (give its file `unit_price_usd` or `price_item`)"
     return text + "."
+
+
+def heading(table: pd.DataFrame | list[dict], model: str, tokens: float, gpus: int) -> str:
+    """The Markdown heading of a design comparison: the model, the tokens and the GPUs each design was planned
+    on, taken from the table (its ``gpus`` and ``gpus_bought`` columns) rather than from the count asked.
+    A count that is not whole scale-up domains or servers of a design is bought as whole units (7 GPUs asked:
+    one 72-GPU GB200 NVL72 rack, one 8-GPU HGX server), and the job may train on fewer GPUs than asked (a
+    data-parallel degree that divides the global batch: 128 of 144); the heading then names, per design, the GPUs
+    trained on and bought.
+
+    >>> rows = [{"system": "gb200-nvl72", "gpus": 7, "gpus_bought": 72}, {"system": "hgx-h100", "gpus": 7,
+    ...          "gpus_bought": 8}]
+    >>> heading(rows, "llama3.1-8b", 1e11, 7)
+    '## llama3.1-8b: 100B tokens, 7 GPUs asked per design; planned (GPUs trained on, of those bought as whole units): gb200-nvl72 7 of 72, hgx-h100 7 of 8'
+    >>> heading([{"system": "a", "gpus": 1024, "gpus_bought": 1024}], "m", 1.5e13, 1024)
+    '## m: 15T tokens on 1,024 GPUs per design'
+    """
+    rows = as_records(table)
+    planned = []
+    for r in rows:
+        trained = gpus if is_na(r.get("gpus")) else int(r["gpus"])
+        bought = trained if is_na(r.get("gpus_bought")) else int(r["gpus_bought"])
+        planned.append((r["system"], trained, bought))
+    head = f"## {model}: {units.format_count(tokens)} tokens"
+    if all(trained == bought == gpus for _, trained, bought in planned):
+        return f"{head} on {gpus:,} GPUs per design"
+    items = ", ".join(f"{s} {t:,} of {b:,}" for s, t, b in planned)
+    return f"{head}, {gpus:,} GPUs asked per design; planned (GPUs trained on, of those bought as whole units): {items}"

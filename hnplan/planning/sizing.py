@@ -360,7 +360,7 @@ def sizing_verdict(df: pd.DataFrame) -> str:
     if "goodput_mode" in ok and (ok["goodput_mode"] != "off").all():
         lines.append(
             f"Days include failures, restarts and checkpoint stalls (goodput "
-            f"{ok['goodput'].min():.1%}-{ok['goodput'].max():.1%})."
+            f"{units.format_span(ok['goodput'].min(), ok['goodput'].max(), '.1%')})."
         )
     elif "goodput_mode" in ok:
         lines.append("Days leave failures out (goodput off).")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from statistics import median
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
 from hnplan.planning.calibration_note import UNCALIBRATED_DEFAULTS, and_join, uncalibrated_sentence  # noqa: F401 (re-exported)
@@ -202,7 +203,7 @@ def _pair_item(fast: str, slow: str, pairs: list[tuple[float, float]]) -> str:
     meas, pred = [m for m, _ in pairs], [p for _, p in pairs]
 
     def span(xs: list[float]) -> str:
-        return f"{xs[0]:.2f}x" if len(xs) == 1 else f"{min(xs):.2f}-{max(xs):.2f}x"
+        return units.format_span(min(xs), max(xs), ".2f", "x")
 
     text = f"{fast} over {slow} {span(meas)} against {span(pred)} ({len(pairs)} job{'s' if len(pairs) > 1 else ''}"
     lean = _lean([p / m - 1 for m, p in pairs])
