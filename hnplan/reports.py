@@ -36,7 +36,7 @@ from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report run
     quiet_kernel_manager,
     runner_log,
 )
-from hnplan.report_context import check_context
+from hnplan.report_context import check_context, check_fabric, check_ids  # noqa: F401 - re-exported
 from hnplan.report_footer import provenance  # noqa: F401 - the notebooks' footer, imported from here
 from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resolve_paths re-exported
     DEFAULT_OUT,
@@ -44,8 +44,6 @@ from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resol
     _declared,
     _looks_like_path,
     check_batch,
-    check_fabric,
-    check_ids,
     check_parameters,
     notebook_parameters,
     notebook_path,

@@ -71,7 +71,7 @@ def test_list_elements_checked():
 def test_the_sizing_notebooks_stack_is_checked_like_the_other_ids():
     """``stack`` (hardware_sizing, as ``hnplan size --stack``) names a catalog stack: a typo names the nearest
     ids; None leaves the planner's defaults."""
-    from hnplan.report_params import check_ids
+    from hnplan.report_context import check_ids
 
     check_ids("hardware_sizing", {"stack": None, "model": "llama3.1-8b"}, "p.yaml")
     check_ids("hardware_sizing", {"stack": "pytorch-eager"}, "p.yaml")
