@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import CatalogError, ScenarioError
 from hnplan.report_params import _ID_PARAMS, _SPEC_PARAMS, _SYSTEM_MAPS, _is_number, _literal, notebook_parameters
@@ -236,3 +237,56 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
                     f"'{entry_id}'; give each its own id"
                 )
             seen[entry_id] = ref
+
+
+#: the jobs one cluster_operations report may simulate in all (jobs drawn x designs x policies): the event
+#: simulation takes about 0.7-1 ms a job on one core (10,000 jobs on 2 designs x 2 policies: 27 s at the mix's
+#: load, 42 s at load 3, measured), so 400,000 take some 5-7 minutes
+MAX_REPORT_CLUSTER_JOBS = 400_000
+
+
+def check_cluster_jobs(notebook: str, params: dict, where: str, catalog: Catalog | None = None) -> None:
+    """The jobs a cluster report simulates at most :data:`MAX_REPORT_CLUSTER_JOBS`: ``n_jobs``, or with
+    ``days`` the mix's arrivals over them at the offered load (``load x gpus / E[GPU s a job]`` a second,
+    :func:`hnplan.cluster.synthetic.mean_gpu_seconds`), times the designs and the policies. With ``days`` the
+    draw grows with load x days: 30 days at load 3 on 1,152 GPUs draw about 228,000 jobs, 911,000 runs.
+
+    Raises
+    ------
+    ScenarioError
+        Naming ``where``, the notebook, the jobs it would simulate and the largest ``days`` (or ``n_jobs``).
+    """
+    declared = notebook_parameters(notebook)
+    if not {"n_jobs", "days", "offered_load", "policies", "systems"} <= set(declared):
+        return
+
+    def value(key):
+        return params[key] if key in params else _literal(declared[key]["default"])
+
+    systems, policies, days, trace = value("systems"), value("policies"), value("days"), value("trace")
+    if trace is not None or not isinstance(systems, list) or not isinstance(policies, list):
+        return
+    runs = max(len(systems), 1) * max(len(policies), 1)
+    if days is None:
+        jobs, name, per = value("n_jobs"), "n_jobs", 1.0
+    else:
+        from hnplan.catalog.mixes import cluster_mix
+        from hnplan.cluster.synthetic import mean_gpu_seconds
+
+        gpus, load = value("gpus"), value("offered_load")
+        if not _is_number(days) or not _is_number(gpus) or gpus < 1:
+            return
+        try:
+            mix = cluster_mix(value("mix"), catalog or load_catalog())
+        except CatalogError:  # check_ids names an unknown mix
+            return
+        load = mix.offered_load.value if load is None else load
+        per = load * gpus / mean_gpu_seconds(mix, int(gpus)) * units.days_to_s(1.0)
+        jobs, name = per * days, "days"
+    if not _is_number(jobs) or jobs * runs <= MAX_REPORT_CLUSTER_JOBS:
+        return
+    raise ScenarioError(
+        f"{where}: notebook {notebook!r}, parameter {name!r}: {jobs * runs:,.0f} jobs to simulate "
+        f"({jobs:,.0f} on each of {runs} design x policy runs), more than {MAX_REPORT_CLUSTER_JOBS:,} (about 1 ms "
+        f"a job, some 7 minutes); {name} at most {MAX_REPORT_CLUSTER_JOBS / runs / per:,.3g} here"
+    )

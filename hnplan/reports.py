@@ -36,7 +36,12 @@ from hnplan.notebook_runner import (  # noqa: F401 - re-exported: the report run
     quiet_kernel_manager,
     runner_log,
 )
-from hnplan.report_context import check_context, check_fabric, check_ids  # noqa: F401 - re-exported
+from hnplan.report_context import (  # noqa: F401 - re-exported
+    check_cluster_jobs,
+    check_context,
+    check_fabric,
+    check_ids,
+)
 from hnplan.report_footer import provenance  # noqa: F401 - the notebooks' footer, imported from here
 from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resolve_paths re-exported
     DEFAULT_OUT,
@@ -95,6 +100,7 @@ def validate_scenario(scenario: Scenario, catalog: Catalog | None = None, source
         check_batch(item.notebook, item.parameters, where)
         check_fabric(item.notebook, item.parameters, where, cat)
         check_context(item.notebook, item.parameters, where, cat)
+        check_cluster_jobs(item.notebook, item.parameters, where, cat)
 
 
 def load_scenarios(ref: str, catalog: Catalog | None = None, errors: list[str] | None = None) -> list[Scenario]:
@@ -298,6 +304,7 @@ def run_reports(
             check_batch(item.notebook, params, where)
             check_fabric(item.notebook, params, where, cat)
             check_context(item.notebook, params, where, cat)
+            check_cluster_jobs(item.notebook, params, where, cat)
             run_id, title = sc.id, sc.name
             if params_override:
                 run_id, title = params_run_name(sc, params_override, params_label)

@@ -336,3 +336,32 @@ def test_monte_carlo_samples_are_bounded_before_any_notebook_runs(tmp_path, monk
     assert "parameter 'n_samples': must be at most 100000 (the Monte Carlo samples" in res.stderr
     assert not list((tmp_path / "out").rglob("*.html"))
     assert check_parameters("procurement_whatif", {"n_samples": 100_000}, "p.yaml") == {"n_samples": 100_000}
+
+
+def test_a_cluster_report_that_would_simulate_too_many_jobs_is_refused_before_it_runs():
+    # cluster_operations with offered_load 3 ran for minutes with nothing shown: with `days` the draw grows with
+    # load x days (30 days at load 3 on 1,152 GPUs: ~228,000 jobs, on 2 designs x 2 policies ~911,000 simulated)
+    from hnplan.report_context import MAX_REPORT_CLUSTER_JOBS
+    from hnplan.reports import check_cluster_jobs
+
+    assert MAX_REPORT_CLUSTER_JOBS == 400_000
+    with pytest.raises(ScenarioError) as err:
+        check_cluster_jobs("cluster_operations", {"days": 30, "offered_load": 3}, "p.yaml")
+    msg = str(err.value)
+    assert msg.startswith("p.yaml: notebook 'cluster_operations', parameter 'days': ")
+    simulated = int(msg.split(": ")[2].split(" jobs")[0].replace(",", ""))
+    assert 850_000 < simulated < 980_000  # 4 runs of ~228,000 (a Poisson draw of 227,795 at seed 0)
+    # the largest days: 400,000 / 4 runs / ~7,600 jobs a day ~ 13 days
+    days_max = float(msg.rsplit("days at most ", 1)[1].split(" ")[0])
+    assert 12 < days_max < 14.5
+    # n_jobs: 10,000 x 4 runs passes; 200,000 x 4 does not (load does not change the count)
+    check_cluster_jobs("cluster_operations", {"offered_load": 3}, "p.yaml")
+    check_cluster_jobs("cluster_operations", {"days": 30}, "p.yaml")  # ~64,600 jobs at the mix's load: 258,000
+    with pytest.raises(ScenarioError, match=r"parameter 'n_jobs': 800,000 jobs to simulate \(200,000 on each of 4"):
+        check_cluster_jobs("cluster_operations", {"n_jobs": 200_000}, "p.yaml")
+    # one design and one policy: 30 days at load 3 are one run of ~228,000
+    check_cluster_jobs(
+        "cluster_operations",
+        {"days": 30, "offered_load": 3, "systems": ["hgx-h100-ib-ndr"], "policies": ["best-fit"]},
+        "p.yaml",
+    )
