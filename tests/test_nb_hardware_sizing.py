@@ -41,6 +41,10 @@ def test_hardware_sizing_notebook(tmp_path):
     for capex in df["capex_usd"]:
         assert f"{capex:,.0f}" in html
     assert 'id="key-table"' in html
+    # what sets each design's racks, from the planner (rack power limit or the rack's GPU slots)
+    assert "racks set by" in html
+    for bound in df["racks_bound_by"]:
+        assert bound in html
     assert "pytorch-eager" in html  # the stack is stated with the run's parameters
     # the verdict first, then the key table, then the charts (the browser test checks the first screen)
     assert html.index("What this means") < html.index('id="key-table"') < html.index("plotly-graph-div")

@@ -8,6 +8,7 @@ hand the resolved :class:`~hnplan.catalog.design.Design` to :mod:`hnplan.power`,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from hnplan import units
@@ -36,6 +37,7 @@ __all__ = [
     "design_of",
     "estimate_reliability",
     "purchase_fields",
+    "rack_constraint",
     "tco_summary",
 ]
 
@@ -105,9 +107,34 @@ def purchase_fields(
         within_budget=None if budget_usd is None or cost is None else bool(cost.capex_usd <= budget_usd),
         within_power_cap=None if power_cap_mw is None else bool(facility_mw <= power_cap_mw),
     )
+    out["racks_bound_by"] = rack_constraint(design, pw)
     if gap is not None:  # no price: the count, time and power stand; the costs are n/a, and why
         out["cost_note"] = f"n/a: {gap}"
     return out
+
+
+def rack_constraint(design: Design, pw) -> str:
+    """What sets a purchase's rack count (:func:`hnplan.power.design_power`: the larger of the space count and the
+    power count), in words: ``"power: 40 kW a rack, 3 servers of 10.2 kW"`` when the facility's per-rack power
+    limit for the system's cooling holds fewer nodes than the rack's slots (128 H100 in 8-GPU servers: 6 racks
+    by power against 4 by 32 GPUs a rack), else ``"space: 32 GPUs a rack"`` (the system's ``gpus_per_rack``).
+
+    Parameters
+    ----------
+    design : Design
+    pw : hnplan.power.DesignPower
+        The purchase's power and racks.
+    """
+    system = design.system
+    if pw.racks_by_power > pw.racks_by_space and math.isfinite(pw.rack_limit_w):
+        nodes = pw.units * system.unit_gpus / system.node_gpus
+        node_w = pw.compute_w / nodes
+        per_rack = max(1, math.floor(pw.rack_limit_w / node_w))
+        what = "servers" if system.node_gpus > 1 else "nodes"
+        return (
+            f"power: {units.w_to_kw(pw.rack_limit_w):g} kW a rack, {per_rack} {what} of {units.w_to_kw(node_w):.1f} kW"
+        )
+    return f"space: {system.gpus_per_rack} GPUs a rack"
 
 
 _COST_KEYS = (
