@@ -19,6 +19,7 @@ from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice
+from hnplan.planning.job_sizes import fallback_job_counts, job_gpu_options  # noqa: F401  (re-exported)
 from hnplan.power import design_power
 from hnplan.reliability import (
     CHECKPOINT_MODES,
@@ -457,50 +458,3 @@ def simulated_utilisation_cached(system, gpus: int, *, catalog: Catalog | None =
 
     cat = catalog or load_catalog()
     return simulated_utilisation(system, gpus, catalog=cat, cache=run_cache(cat), **kw)
-
-
-def job_gpu_options(unit_gpus: int, n_units: int) -> tuple[int, ...]:
-    """GPU counts a job can run on in ``n_units`` whole units of ``unit_gpus`` each: all their GPUs and,
-    for a unit whose GPU count is not a power of two, the largest power of two of each unit's GPUs (the
-    others idle as spares).
-
-    A count of 72-GPU racks always carries the factor 9, which a power-of-two batch or layer count cannot
-    divide; NVL72 jobs run on 64 GPUs of each rack (MLPerf Training v5.0 GB200 NVL72 submissions: 256-2,496
-    GPUs, 64 per rack). The sizing search (:func:`hnplan.planning.sizing_search.size_for_deadline`) and the design comparison
-    (:func:`hnplan.planning.compare.compare_training_designs`) keep the faster of these at a purchase.
-
-    Parameters
-    ----------
-    unit_gpus : int
-        GPUs per purchasable unit (a server, a rack, a supernode).
-    n_units : int
-        Units bought (>= 1).
-
-    Returns
-    -------
-    tuple of int
-        ``(n_units x unit_gpus,)``, plus ``n_units x 2**floor(log2 unit_gpus)`` when ``unit_gpus`` is not a
-        power of two.
-
-    >>> job_gpu_options(72, 128), job_gpu_options(8, 4)
-    ((9216, 8192), (32,))
-    """
-    per_unit = (1 << (unit_gpus.bit_length() - 1),) if unit_gpus & (unit_gpus - 1) else ()
-    return (n_units * unit_gpus, *(n_units * p for p in per_unit))
-
-
-def fallback_job_counts(unit_gpus: int, n_units: int, tried) -> tuple[list[int], list[int]]:
-    """GPU counts to weigh when the count asked for (and ``tried``) has no plan, within the ``n_units`` whole
-    units bought: first the layouts :func:`job_gpu_options` gives (all their GPUs, the largest power of two
-    of each unit's), then whole units fewer, largest first (to be weighed down to the first with a plan).
-
-    >>> layouts, walk = fallback_job_counts(8, 125, [1000])
-    >>> layouts, walk[:3], walk[-1]
-    ([], [992, 984, 976], 8)
-    >>> fallback_job_counts(72, 2, [100])
-    ([144, 128], [72, 64])
-    """
-    layouts = [g for g in job_gpu_options(unit_gpus, n_units) if g not in tried]
-    per = {unit_gpus, *(g // n_units for g in job_gpu_options(unit_gpus, n_units))}
-    walk = sorted({k * p for k in range(1, n_units + 1) for p in per} - {*tried, *layouts}, reverse=True)
-    return layouts, walk
