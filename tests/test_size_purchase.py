@@ -103,3 +103,18 @@ def test_the_verdict_writes_one_goodput_where_the_designs_agree_at_its_precision
     df.loc[1, "goodput"] = 0.981
     assert "stalls (goodput 98.1%-99.6%)." in sizing_verdict(df)
     assert units.format_span(1.2, 1.2049, ".2f", "x") == "1.20x"  # the trust note's speed-ratio span, same writer
+
+
+def test_sizing_verdict_names_a_power_bound_rack_count():
+    """128 H100 in 8-GPU servers: 6 racks by the facility's 40 kW a rack (3 servers of 10.2 kW) against 4 by
+    space (tests/test_rack_constraint.py); the sentence says so, and says nothing when space sets the count."""
+    import pandas as pd
+
+    from hnplan.planning.sizing import sizing_verdict
+
+    row = {"status": "ok", "gpus": 128, "gpus_bought": 128, "racks": 6, "facility_power_mw": 0.2}
+    row |= {"capex_usd": 5e6, "days": 20.0, "within_budget": None, "goodput_mode": "off", "system": "h"}
+    power = row | {"racks_bound_by": "power: 40 kW a rack, 3 servers of 10.2 kW"}
+    assert "in 6 racks (set by power: 40 kW a rack, 3 servers of 10.2 kW), " in sizing_verdict(pd.DataFrame([power]))
+    space = row | {"racks": 4, "racks_bound_by": "space: 32 GPUs a rack"}
+    assert "in 4 racks, " in sizing_verdict(pd.DataFrame([space]))

@@ -327,7 +327,8 @@ def size_designs(
 
 
 def sizing_verdict(df: pd.DataFrame) -> str:
-    """A Markdown sentence per design of a :func:`size_designs` table: what it takes, and the cheapest."""
+    """A Markdown sentence per design of a :func:`size_designs` table: what it takes (with what sets the rack count
+    when it is the facility's power per rack, :func:`hnplan.planning.design.rack_constraint`), and the cheapest."""
     import pandas as pd  # here, not at the top: hnplan size reads plain rows (size_rows)
 
     ok = df[df["status"] == "ok"]
@@ -340,7 +341,9 @@ def sizing_verdict(df: pd.DataFrame) -> str:
             if pd.notna(r.get("gpus_bought")) and int(r["gpus_bought"]) != int(r["gpus"])
             else ""
         )
-        + f" in {int(r['racks'])} racks, "
+        + f" in {int(r['racks'])} racks"
+        + (f" (set by {r['racks_bound_by']})" if str(r.get("racks_bound_by", "")).startswith("power") else "")
+        + ", "
         f"{r['facility_power_mw']:.1f} MW facility power, {units.format_usd(r['capex_usd'])} capex, "
         f"{r['days']:.1f} days"
         + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")
