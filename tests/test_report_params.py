@@ -365,3 +365,35 @@ def test_a_cluster_report_that_would_simulate_too_many_jobs_is_refused_before_it
         {"days": 30, "offered_load": 3, "systems": ["hgx-h100-ib-ndr"], "policies": ["best-fit"]},
         "p.yaml",
     )
+
+
+def test_every_none_default_parameter_declares_its_types():
+    """A parameter whose default is None says what else it takes (papermill's ``# type:`` comment): without one
+    the checks cannot type it, and ``days: thirty`` in cluster_operations failed inside the notebook with a
+    TypeError (exit 1) instead of one line naming the parameter (exit 2)."""
+    from hnplan.report_params import NOTEBOOK_DIR, notebook_parameters
+
+    untyped = [
+        f"{nb.stem}.{k}"
+        for nb in sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+        for k, v in notebook_parameters(nb.stem).items()
+        if v["default"] == "None" and "types" not in v
+    ]
+    assert untyped == []
+
+
+def test_days_typed_wrong_is_one_line_naming_it():
+    from hnplan.errors import ScenarioError
+    from hnplan.report_params import check_parameters
+
+    with pytest.raises(ScenarioError, match=r"parameter 'days': expected one of float, None, got str 'thirty'"):
+        check_parameters("cluster_operations", {"days": "thirty"}, "p.yaml")
+
+
+def test_report_job_limit_is_the_cluster_simulations():
+    """report_params keeps the cluster run's job limit as a literal (importing hnplan.cluster.jobs pulls numpy into
+    a re-run with nothing to do); it must stay the simulation's own MAX_JOBS."""
+    from hnplan.cluster.jobs import MAX_JOBS
+    from hnplan.report_params import _MAXIMA
+
+    assert _MAXIMA["n_jobs"][0] == MAX_JOBS
