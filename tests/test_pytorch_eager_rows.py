@@ -56,3 +56,12 @@ def test_flashattention2_slows_the_h100_rows(cat):
     fa2 = best_row(run, cat)["step_time_s"]
     cudnn = best_row(run.model_copy(update={"stack": "pytorch-eager"}), cat)["step_time_s"]
     assert 1.05 < fa2 / cudnn < 1.09
+
+
+def test_pytorch_eager_itself_has_a_published_row():
+    # torchtitan's April 2024 70B on 64 A100 (docs/performance.md @ 395a526276ee): eager RMSNorm with the fp32
+    # upcast, eager rotary, SDPA, FSDP2 with fp32 gradient reduction: the stack as it is, on a chip whose catalog
+    # attention ceilings are FlashAttention-2's
+    (run,) = [r for r in training_runs() if r.stack == "pytorch-eager"]
+    assert run.id == "torchtitan2404-a100-llama2-70b-64" and run.published == 353 and run.expect == "within"
+    assert run.fixed["recompute"] == "full" and run.global_batch_seqs == 2 * run.gpus == 128
