@@ -38,7 +38,9 @@ hierarchical        reduce-scatter inside the domain, ring all-reduce of the S/q
                     stages added
 inr                 in-network reduction. In a domain whose switches reduce (NVLink SHARP, NCCL
                     NVLS) each rank sends S and its 1/q shard once and receives the same:
-                    ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
+                    ``S (q+1)/q / (B_u e_u)``, in one domain plus NCCL's chunk steps below 128 KiB
+                    chunks (:func:`hnplan.comm.nccl.nvls_chunk_time_s`, the fabric's
+                    ``inr_chunk_step_us``); across domains a switch-reducing fabric (IB SHARP)
                     moves the S/q shard once per NIC, ``S / (q B_o e_o)``; without it a tree.
                     ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency; 0.85 for
                     CollNet on Hopper and later); only where the system enables it
