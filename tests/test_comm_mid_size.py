@@ -39,12 +39,44 @@ def test_ring_is_the_fastest_of_ll_ll128_and_simple(cat):
     assert t1g == pytest.approx(8.4e-6 + 14 * 3.4e-6 + 1.75 * 1024 * MiB / B_U, rel=1e-9)
 
 
-def test_nvls_pays_ncclS_25_us(cat):
+def test_nvls_pays_ncclS_25_us_and_its_chunk_steps(cat):
     g = _group(cat)
-    # 8 MiB: 25 us + 9/8 x 8 MiB / (369 GB/s x 0.85) = 25 + 30.08 = 55.08 us
+    # 8 MiB: 25 us + 9/8 x 8 MiB / (369 GB/s x 0.85) = 25 + 30.08 = 55.08 us, and the chunk steps: NCCL moves
+    # 8 MiB in 32 KiB chunks (not below 2 x 128 x 32 KiB = 8 MiB, below 8 x 128 x 64 KiB = 64 MiB; 16 channels x
+    # 8 heads), 2 steps per pipeline where 128 KiB chunks would take 0.5: 8 MiB / 128 x (1/32 KiB - 1/128 KiB)
+    # x 5.69 us = 1.5 x 5.69 = 8.53 us; 63.62 us in all
     t = float(collective("allreduce", 8 * MiB, g, "inr").time_s[0])
-    assert t == pytest.approx(25e-6 + 9 / 8 * 8 * MiB / (B_U * 0.85), rel=1e-9)
-    assert t == pytest.approx(55.08e-6, abs=0.01e-6)
+    chunk = 8 * MiB / 128 * (1 / 32768 - 1 / 131072) * 5.69e-6
+    assert chunk == pytest.approx(8.535e-6, abs=0.001e-6)
+    assert t == pytest.approx(25e-6 + 9 / 8 * 8 * MiB / (B_U * 0.85) + chunk, rel=1e-9)
+    assert t == pytest.approx(63.62e-6, abs=0.01e-6)
+    # 8 GiB: 128 KiB chunks, no extra steps (the large-message busbw inr_efficiency reproduces)
+    big = float(collective("allreduce", 8192 * MiB, g, "inr").time_s[0])
+    assert big == pytest.approx(25e-6 + 9 / 8 * 8192 * MiB / (B_U * 0.85), rel=1e-9)
+
+
+def test_nvls_chunk_rule_is_ncclS():
+    # NVIDIA/nccl src/enqueue.cc calcCollChunking, NVLS: 128 KiB, then 64 / 32 / 16 KiB below 64 / 8 / 2 x
+    # ops x chunk bytes; 8 H100: ops = 16 channels x 8 heads = 128
+    from hnplan.comm.nccl import nvls_chunk_bytes
+
+    sizes = [1, 7.99, 8, 63.99, 64, 1023.99, 1024]
+    assert [nvls_chunk_bytes(s * MiB, 128) for s in sizes] == [16384, 16384, 32768, 32768, 65536, 65536, 131072]
+    assert list(nvls_chunk_bytes([s * MiB for s in sizes], 128)) == [nvls_chunk_bytes(s * MiB, 128) for s in sizes]
+
+
+def test_nvls_chunk_step_is_solved_from_the_h200_curve(cat):
+    # the two bands of the measured 8 x H200 curve (NCCL 2.30.4): 2 -> 4 MiB, 12.48 us (16 KiB chunks) and
+    # 8 -> 32 MiB, 115.96 us (32 KiB chunks), against the step-free NVLS slope 9/8 / (369 GB/s x 0.85):
+    # (12.48 us - 7.52 us) / (2 MiB / 128 x (1/16 KiB - 1/128 KiB)) = 5.67 us and (115.96 - 90.25) /
+    # (24 MiB / 128 x (1/32 KiB - 1/128 KiB)) = 5.71 us; the mean 5.69 us is the fabric's inr_chunk_step_us
+    from hnplan.validation.comm_mid_size import nvls_chunk_step_us
+
+    t0 = nvls_chunk_step_us(cat)
+    assert t0 == pytest.approx(5.69, abs=0.005)
+    assert cat.get("interconnects", "nvlink4").inr_chunk_step_us == pytest.approx(t0, abs=0.005)
+    free16 = 9 / 8 * 2 * MiB / (B_U * 0.85)
+    assert (12.48e-6 - free16) / (2 * MiB / 128 * (1 / 16384 - 1 / 131072)) == pytest.approx(5.67e-6, abs=0.01e-6)
 
 
 def test_tuner_inside_a_node_weighs_ncclS_algorithms_only(cat):

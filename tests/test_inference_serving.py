@@ -300,6 +300,9 @@ def test_engine_without_nccl_nvls_reduces_on_rings(cat):
     s = 256 * 16384 * 2
     bu = 450e9 * 0.82
     nvls = 25e-6 + s * 9 / 8 / (bu * 0.85)  # NCCL's NVLS latency + S (q+1)/q / (B_u e): 55.09 us
+    # and NCCL's chunk steps: 8 MiB moves in 32 KiB chunks over 16 channels x 8 heads, 1.5 steps per pipeline
+    # more than 128 KiB chunks would take, at 5.69 us each (nvlink4 inr_chunk_step_us): 8.53 us, 63.62 us in all
+    nvls += s / 128 * (1 / 32768 - 1 / 131072) * 5.69e-6
     # ring on LL128 (NCCL's 14 + 14 x 1.9 us, 120 of 128 bytes per line carry data): 83.04 us (Simple 95.8 us,
     # LL 119 us, tree on LL128 89.9 us)
     ring = 14e-6 + 2 * 7 * 1.9e-6 + 2 * 7 / 8 * s / (bu * 120 / 128)

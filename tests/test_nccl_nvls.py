@@ -86,7 +86,9 @@ def test_runs_whose_launch_scripts_turn_nvls_off_are_evaluated_without_it(cat):
 def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
     # Llama 3.1 8B on one HGX H100, TP 8 without sequence parallelism, 16 micro-batches of 8,192 tokens:
     # 32 layers x 4 all-reduces (2 forward, 2 backward) x 16 = 2,048 all-reduces of 8,192 x 4,096 x 2 bytes
-    # = 64 MiB, all exposed. NVLS: 25 us + 1.125 x 64 MiB / 313.65 GB/s = 265.7 us each, 0.5442 s;
+    # = 64 MiB, all exposed. NVLS: 25 us + 1.125 x 64 MiB / 313.65 GB/s = 265.7 us, plus its chunk steps: NCCL
+    # moves 64 MiB in 64 KiB chunks over 16 channels x 8 heads (src/enqueue.cc), 8 steps each beyond the 4 of
+    # 128 KiB chunks, at 5.69 us a step (nvlink4 inr_chunk_step_us): 22.8 us, 288.5 us each, 0.5908 s;
     # --no-nvls: NCCL's ring on Simple, 8.4 us + 14 x 3.4 us + 1.75 x 64 MiB / 369 GB/s = 374.3 us each, 0.7666 s
     # (LL128: 14 + 14 x 1.9 us + 1.75 x 64 MiB / (369 GB/s x 120/128) = 380.1 us).
     argv = "train --model llama3.1-8b --system hgx-h100-ib-ndr --gpus 8 --tp 8 --dp 1 --pp 1 --seq-len 8192"
@@ -99,6 +101,10 @@ def test_train_cli_no_nvls_times_the_tp_all_reduces_on_nvlink():
     b_u, s, n = 450e9 * 0.82, 8192 * 4096 * 2, 32 * 4 * 16
     on, off = runs[""], runs[" --no-nvls"]
     assert on["stack"]["overlap"]["nccl_nvls"] and not off["stack"]["overlap"]["nccl_nvls"]
-    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (25e-6 + s * 9 / 8 / (b_u * 0.85)), rel=1e-6)
+    chunk = s / 128 * 5.69e-6 * (1 / 65536 - 1 / 131072)
+    assert chunk == pytest.approx(22.76e-6, abs=0.01e-6)
+    nvls = 25e-6 + s * 9 / 8 / (b_u * 0.85) + chunk
+    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * nvls, rel=1e-6)
+    assert on["breakdown_s"]["tp_comm_exposed"] == pytest.approx(0.5908, abs=1e-4)
     assert off["breakdown_s"]["tp_comm_exposed"] == pytest.approx(n * (8.4e-6 + 14 * 3.4e-6 + 1.75 * s / b_u), rel=1e-6)
     assert off["breakdown_s"]["compute"] == on["breakdown_s"]["compute"]

@@ -38,7 +38,9 @@ hierarchical        reduce-scatter inside the domain, ring all-reduce of the S/q
                     stages added
 inr                 in-network reduction. In a domain whose switches reduce (NVLink SHARP, NCCL
                     NVLS) each rank sends S and its 1/q shard once and receives the same:
-                    ``S (q+1)/q / (B_u e_u)``; across domains a switch-reducing fabric (IB SHARP)
+                    ``S (q+1)/q / (B_u e_u)``, in one domain plus NCCL's chunk steps below 128 KiB
+                    chunks (:func:`hnplan.comm.nccl.nvls_chunk_time_s`, the fabric's
+                    ``inr_chunk_step_us``); across domains a switch-reducing fabric (IB SHARP)
                     moves the S/q shard once per NIC, ``S / (q B_o e_o)``; without it a tree.
                     ``e`` = the fabric's ``inr_efficiency`` (NCCL's nvlsEfficiency; 0.85 for
                     CollNet on Hopper and later); only where the system enables it
@@ -200,6 +202,18 @@ def _tree_data(g: GroupPlacement, s):
     return nccl_bw.at_least(chain, cross), a_cross  # floats stay floats (the planners' scalar path)
 
 
+def _nvls_chunk_steps(g: GroupPlacement, s):
+    """Time NCCL's NVLS all-reduce in one domain spends on chunk steps smaller than 128 KiB [s]
+    (:func:`hnplan.comm.nccl.nvls_chunk_time_s`: one head per GPU, the generation's NVLS channels, the
+    fabric's ``inr_chunk_step_s``); 0 across domains (NVLS + tree chunks by its own rule), without in-switch
+    reduction, or on a fabric without the step time."""
+    up = g.up
+    channels = nccl.NVLS_CHANNELS.get(up.nccl_generation or "")
+    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not channels:
+        return 0.0 * s
+    return nccl.nvls_chunk_time_s(s, channels * min(g.per_domain, MAX_NVLS_HEADS), up.inr_chunk_step_s)
+
+
 def _allreduce(alg: str, g: GroupPlacement, s):
     p, q, d = g.size, g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
@@ -236,6 +250,7 @@ def _allreduce(alg: str, g: GroupPlacement, s):
             if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
                 heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
                 cross = nccl_bw.at_least(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
+        intra = intra + _nvls_chunk_steps(g, s)
         lat = a_in + a_cross
         if _nccl(g):
             nvls = bool(e_u) and q > 1

@@ -35,6 +35,11 @@ no more than NCCL's ``llMaxBws``; LL128 carries 120 data bytes in each 128-byte 
 Per-channel bandwidth caps, the tree all-reduce's 0.92, its size corrections and the channel counts a job
 sets: :mod:`hnplan.comm.nccl_bw`.
 
+NVLS inside one node moves smaller messages in smaller chunks (128 KiB down to 16 KiB, [3]_), and each
+chunk step costs a fixed time besides its bytes, so its bandwidth ramps with the message
+(:func:`nvls_chunk_time_s`; the step time is the scale-up fabric's ``inr_chunk_step_us``). NCCL's tuner
+does not model it: it times NVLS as ``25 us + S / bw`` at every size.
+
 Left out: the host-CPU dependence of the network overhead and of the multi-node LL cap (the Intel/Arm
 values are used; AMD hosts have 2 us and 22.5/19.0 GB/s), the ring Simple plateau's size condition (it
 applies from 64 bytes per channel and rank, so to every size where Simple can win) and the tree's 0.85 on
@@ -47,11 +52,21 @@ References
    algorithm), ``ncclTopoGetAlgoTime`` (ring Simple plateau factor 1.4 for compute capability >= 8.0).
 .. [2] NVIDIA/nccl ``src/device/prims_ll.h`` (8-byte lines: 4 bytes of data and a 4-byte flag) and
    ``src/device/prims_ll128.h`` (128-byte lines of 120 data bytes and an 8-byte flag).
+.. [3] NVIDIA/nccl ``src/enqueue.cc``, ``calcCollChunking`` (NCCL 2.19 to 2.30), the NVLS branch: the chunk
+   starts at ``nvlsChunkSize`` (``NCCL_NVLS_CHUNKSIZE``, 128 KiB) and drops to 64, 32 and 16 KiB below
+   64, 8 and 2 x ``nChannels x nvls.nHeads x chunk`` bytes; ``src/graph/search.cc``: a single-node NVLS
+   graph pulls from every GPU (``minChannels = maxChannels`` = the GPUs, one head each);
+   ``src/transport/nvls.cc``: ``NCCL_NVLS_NCHANNELS`` 16 on SM 9.0.
+.. [4] github.com/C-TC/multi-gpu-programming-models ``repro/thesis_microbench`` @ 383d0476 (README and
+   ``results/bench_default_all_reduce_t1-newcluster-20260504.log``): nccl-tests all_reduce_perf on 8 x H200,
+   NCCL 2.30.4, NVLS available and picked by the tuner from 2 MiB.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
+
+import numpy as np
 
 from hnplan import units
 
@@ -130,6 +145,52 @@ TREE_LL_FRACTION = 1.0 / 3.8
 
 TREE_LL128_FRACTION_ONE_NODE = 7.0 / 9.0
 """NCCL's tuner: tree LL128 inside one node at 7/9 of the tree bandwidth (120/128 across nodes, [1]_)."""
+
+NVLS_CHUNK_BYTES = 131072
+"""NCCL's NVLS chunk for large messages (``NCCL_NVLS_CHUNKSIZE`` default, 128 KiB, [3]_)."""
+
+NVLS_CHANNELS = {"hopper": 16}
+"""NVLS channels NCCL opens per GPU generation (``NCCL_NVLS_NCHANNELS`` default on SM 9.0, [3]_; logged as
+``NVLS tuning: nChannels 16 chunkSize 131072`` on 8 x H200 with NCCL 2.30.4, [4]_)."""
+
+NVLS_CHUNK_STEPS = ((64, 65536), (8, 32768), (2, 16384))
+"""NCCL's NVLS chunk shrink for smaller all-reduces, in order: below ``k x ops x chunk`` bytes (``ops`` =
+channels x heads) the chunk drops to the second value ([3]_)."""
+
+
+def nvls_chunk_bytes(n_bytes, ops: int):
+    """The chunk NCCL's NVLS all-reduce moves ``n_bytes`` [bytes] in, with ``ops`` = channels x heads
+    concurrent pipelines (one head per GPU in one node) [bytes]: 128 KiB, 64 KiB below ``64 ops x 128 KiB``,
+    32 KiB below ``8 ops x 64 KiB``, 16 KiB below ``2 ops x 32 KiB`` ([3]_; ``n_bytes`` a number or an array).
+
+    >>> [int(nvls_chunk_bytes(s * 2**20, 128)) // 1024 for s in (4, 8, 32, 64, 512, 1024)]
+    [16, 32, 32, 64, 64, 128]
+    """
+    if np.ndim(n_bytes) == 0:  # the planners' scalar path
+        size, c = float(n_bytes), float(NVLS_CHUNK_BYTES)
+        for k, smaller in NVLS_CHUNK_STEPS:
+            if size < k * ops * c and c > smaller:
+                c = float(smaller)
+        return c
+    chunk = np.full(np.shape(n_bytes), float(NVLS_CHUNK_BYTES))
+    for k, smaller in NVLS_CHUNK_STEPS:
+        chunk = np.where((np.asarray(n_bytes) < k * ops * chunk) & (chunk > smaller), float(smaller), chunk)
+    return chunk
+
+
+def nvls_chunk_time_s(n_bytes, ops: int, step_s: float):
+    """Time NCCL's single-node NVLS all-reduce of ``n_bytes`` [bytes] spends on its chunk steps beyond those
+    of 128 KiB chunks [s]: each of ``ops`` pipelines (channels x heads) moves ``n_bytes / ops`` in chunks
+    (:func:`nvls_chunk_bytes`) one after another, each chunk paying ``step_s`` [s] besides its bytes, so
+    ``n_bytes / ops x step_s x (1 / chunk - 1 / 128 KiB)``. The 128 KiB steps are inside the large-message
+    bandwidth the fabric's ``inr_efficiency`` reproduces; smaller messages move in smaller chunks and pay
+    more steps per byte.
+
+    >>> round(nvls_chunk_time_s(8 * 2**20, 128, 5.65e-6) * 1e6, 2)
+    8.47
+    """
+    chunk = nvls_chunk_bytes(n_bytes, ops)
+    return n_bytes / ops * step_s * (1.0 / chunk - 1.0 / NVLS_CHUNK_BYTES)
 
 
 def _ix(proto: str) -> int:

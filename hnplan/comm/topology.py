@@ -66,6 +66,9 @@ class LinkParams:
     nccl_generation : str or None
         GPU generation of NCCL's per-channel bandwidth caps (the scale-up fabric's ``nccl_generation``,
         :data:`hnplan.comm.nccl_bw.GENERATIONS`); None: no per-channel caps.
+    inr_chunk_step_s : float or None
+        Fixed time of one chunk step of NCCL's NVLS all-reduce inside the domain [s] (the fabric's
+        ``inr_chunk_step_us``, :func:`hnplan.comm.nccl.nvls_chunk_time_s`); None: no chunk term.
     """
 
     bw_Bps: float
@@ -78,6 +81,7 @@ class LinkParams:
     hop_latency_s: float = 0.0
     ll_max_busbw_Bps: float | None = None
     nccl_generation: str | None = None
+    inr_chunk_step_s: float | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -143,6 +147,7 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             up_hops,
             None if up.ll_max_busbw_GBps is None else units.GBps_to_Bps(up.ll_max_busbw_GBps),
             up.nccl_generation,
+            None if up.inr_chunk_step_us is None else units.us_to_s(up.inr_chunk_step_us),
         ),
         scaleout=LinkParams(
             out_line * out.bw_efficiency,

@@ -15,7 +15,7 @@ import re
 from hnplan import units
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
-from hnplan.validation.comm_mid_size import mid_size_rows
+from hnplan.validation.comm_mid_size import h200_rows, mid_size_rows
 from hnplan.validation.rows import Row, area
 
 LARGE = 8 * units.GiB
@@ -436,4 +436,5 @@ def rows(cat) -> list[Row]:
     )
     out += _at_scale(cat)
     out += mid_size_rows(cat)
+    out += h200_rows(cat)
     return out

@@ -11,11 +11,23 @@ rows are predicted with NVLS off and hnplan's default (NVLS on) is reported besi
 (``NCCL_CUMEM_ENABLE=0``), which NVLS needs (pull 24532 turns both on to use it); SGLang's server sets
 ``NCCL_NVLS_ENABLE=0`` outright (sgl-project/sglang python/sglang/srt/server.py, ``_set_envs_and_config``).
 Sizes below 1 MiB are outside the scope of these rows.
+
+The 8 x H200 curve (NCCL 2.30.4 through nccl-tests, C-TC/multi-gpu-programming-models; rows ``ctc_h200_8_*``)
+ran with NVLS available and picked from 2 MiB, yet its times sit at the ring's: NCCL moves a single-node NVLS
+all-reduce in chunks that shrink with the message (16 KiB below 8 MiB, 32 KiB below 64 MiB, 128 KiB from
+1 GiB; NVIDIA/nccl src/enqueue.cc), and each chunk step costs a fixed time besides its bytes
+(:func:`hnplan.comm.nccl.nvls_chunk_time_s`). :func:`nvls_chunk_step_us` solves that time from the curve's
+slopes; the NVLink 4 fabric carries it (``inr_chunk_step_us``). The same repository's CUDA-graph runs on
+registered buffers (``ctc_h200_8_graph_*``, NCCL's symmetric kernels, no launch per collective) are
+reported beside them: 1.5-2.5x faster than any NCCL path the model times.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from hnplan import units
+from hnplan.comm import nccl
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
 from hnplan.validation.rows import Row
@@ -83,4 +95,79 @@ def mid_size_rows(cat) -> list[Row]:
                 + "; the run reduced on rings (module docstring)",
             )
         )
+    return out
+
+
+def _ctc(cat, graph: bool):
+    ref = cat.reference("comm_at_scale")
+    pat = r"ctc_h200_8_graph_" if graph else r"ctc_h200_8_\d"
+    rows = ref[ref["id"].str.match(pat)]
+    return rows.iloc[np.argsort(rows["message_size_bytes"].astype(float).to_numpy())]
+
+
+def nvls_chunk_step_us(cat=None) -> float:
+    """The fixed time of one NVLS chunk step on NVLink 4 solved from the measured 8 x H200 curve [us].
+
+    In each band of one chunk size ``c`` (16 KiB at 2-4 MiB, 32 KiB at 8-32 MiB; NVIDIA/nccl
+    src/enqueue.cc, 16 channels x 8 heads = 128 pipelines) the measured time rises with the message at
+    ``1/B + t0 / 128 x (1/c - 1/128 KiB)`` per byte, ``B`` the 128 KiB-chunk NVLS bandwidth hnplan's
+    ``inr_efficiency`` gives; ``t0`` from each band's end points, the mean of the two returned
+    (``data/interconnects/nvlink4.yaml`` ``inr_chunk_step_us``; a test holds the two together).
+    """
+    from hnplan.catalog import load_catalog
+
+    cat = cat or load_catalog()
+    ref = _ctc(cat, graph=False)
+    rows = dict(zip(ref["message_size_bytes"].astype(float), ref["time_us"].astype(float)))
+    g = place_group(cat.design(cat.system("hgx-h200-ib-ndr")), 8, 1, 8)
+    ops = nccl.NVLS_CHANNELS[g.up.nccl_generation] * 8
+    steps = []
+    for lo, hi in ((2 * units.MiB, 4 * units.MiB), (8 * units.MiB, 32 * units.MiB)):
+        c = nccl.nvls_chunk_bytes(lo, ops)
+        assert c == nccl.nvls_chunk_bytes(hi - 1, ops)  # one chunk size across the band
+        free = [
+            float(collective("allreduce", s, g, "inr").time_s[0])
+            - nccl.nvls_chunk_time_s(s, ops, g.up.inr_chunk_step_s or 0.0)
+            for s in (lo, hi)
+        ]
+        measured = units.us_to_s(float(rows[hi] - rows[lo]))
+        per_step = (hi - lo) / ops * (1.0 / c - 1.0 / nccl.NVLS_CHUNK_BYTES)
+        steps.append((measured - (free[1] - free[0])) / per_step)
+    return units.s_to_us(float(np.mean(steps)))
+
+
+def h200_rows(cat) -> list[Row]:
+    """8 x H200 with NCCL 2.30.4, reported beside hnplan's default (NVLS on): the eager curve with NVLS
+    available (its slopes set the NVLS chunk step, :func:`nvls_chunk_step_us`, so it is not a prediction) and
+    the CUDA-graph curve on registered buffers (NCCL's symmetric kernels, which the model does not time)."""
+    out = []
+    for graph in (False, True):
+        for _, r in _ctc(cat, graph).iterrows():
+            size = float(r["message_size_bytes"])
+            t, alg = _time_us(cat, "hgx-h200-ib-ndr", 8, size)
+            ring, _ = _time_us(cat, "hgx-h200-ib-ndr", 8, size, scaleup_in_network_reduction=False)
+            mib = size / units.MiB
+            label = "CUDA graph, registered buffers" if graph else "NVLS available"
+            note = f"hnplan's {alg} (NVLS with its chunk steps; ring with NVLS off {ring:.1f} us); " + (
+                "NCCL 2.30.4's symmetric kernels on registered buffers inside CUDA graphs: no host launch "
+                "and no chunked copy through NCCL's buffers, not modelled"
+                if graph
+                else "the chunk step time is solved from this curve's slopes (2-4 and 8-32 MiB), not its level: "
+                "at 8-32 MiB the measured calls sit 18-20 us above the model (at 2-4 MiB 3 us, at 1 MiB on the LL "
+                "ring 10 us), a per-call cost of these launches that NCCL's tuner latencies do not carry"
+            )
+            out.append(
+                Row(
+                    "communication",
+                    f"8 x H200, all-reduce {mib:g} MiB, time, NCCL 2.30.4, {label}",
+                    "time",
+                    "us",
+                    float(r["time_us"]),
+                    t,
+                    "reported",
+                    TOL,
+                    str(r["source"]),
+                    note,
+                )
+            )
     return out

@@ -49,10 +49,10 @@ def rows(cat) -> list[Row]:
 
 
 _TP_STEP = (
-    "the modelled iteration misses a per-step time that grows with TP (about 0, 3 and 20 ms at 8B TP1, 70B TP2 "
-    "and 405B TP8, nearly independent of the batch: tools/inference_breakdown.py); its leading candidate is the "
-    "TP all-reduce at 1-16 MB, which framework kernels on H100 run in 1.6-3x the model's time (vllm-project/vllm "
-    "PR 24111, 6 GPUs: 16-25 us at 1 MB, 31-53 us at 4 MB)"
+    "the modelled iteration misses a per-step time that grows with TP (about 0, 0.3-3 and 5-13 ms at 8B TP1, 70B "
+    "TP2 and 405B TP8 on H100's decode-heavy rows: tools/inference_breakdown.py); the TP all-reduce now pays "
+    "NCCL's NVLS chunk steps (docs/network.md), and a measured 8 x H200 NCCL curve with NVLS on still sits "
+    "18-20 us per call above the model at 8-32 MiB when launched eagerly (C-TC/multi-gpu-programming-models)"
 )
 _LARGE_EP = (
     "NCCL's pairwise all-to-all stands in for the DeepEP low-latency kernels and MTP the sources run: with them, "

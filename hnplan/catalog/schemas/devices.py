@@ -271,6 +271,12 @@ class Interconnect(Entry):
         "all-reduce across scale-up domains (NCCL's NVLS_TREE), on two domains and on three or more [GB/s]; "
         "none: no such limit (calibration)",
     )
+    inr_chunk_step_us: Annotated[float, Field(gt=0.0, le=1000.0)] | None = Field(
+        default=None,
+        description="fixed time of one chunk step of NCCL's NVLS all-reduce inside one domain, besides its bytes "
+        "[us]: smaller messages move in smaller chunks (NVIDIA/nccl src/enqueue.cc) and pay more steps per byte "
+        "(hnplan.comm.nccl.nvls_chunk_time_s); none: no chunk term (calibration)",
+    )
     nccl_link: Literal["nvlink", "pci", "net"] | None = Field(
         default=None,
         description="the class NCCL's tuner gives these links for its per-step latencies (hwLatencies in "
@@ -294,6 +300,7 @@ class Interconnect(Entry):
         "inr_efficiency",
         "alltoall_efficiency",
         "inr_tree_head_busbw_GBps",
+        "inr_chunk_step_us",
         "ll_max_busbw_GBps",
     )
 
