@@ -48,20 +48,43 @@ def data_dir() -> Path:
     return Path(given)
 
 
+_STR = "tag:yaml.org,2002:str"
+
+
 class _StrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """PyYAML's safe loader (libyaml's C parser where built) that refuses a key given twice in one mapping and
     reads ``1e12`` as a number (YAML 1.2 floats; YAML 1.1 wants ``1.0e+12`` and PyYAML returns a string)."""
+
+    #: the tag each plain scalar resolved to, by its text and implicitness (:meth:`resolve`); bounded
+    _RESOLVED: dict = {}
+    _RESOLVED_MAX = 1 << 15
+
+    def resolve(self, kind, value, implicit):
+        """PyYAML's tag resolution, remembered for plain scalars: a catalog repeats its keys and values (``id``,
+        ``source``, ``bf16``) thousands of times, each otherwise matched against the resolvers' patterns again."""
+        if kind is not yaml.ScalarNode or self.yaml_path_resolvers:  # a path resolver's tag depends on the path
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = self._RESOLVED.get(key)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(self._RESOLVED) < self._RESOLVED_MAX and len(value) <= 64:
+                self._RESOLVED[key] = tag
+        return tag
 
     def construct_mapping(self, node, deep=False):
         seen: dict = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            try:
-                key = self.construct_object(key_node, deep=True)
-                hash(key)
-            except (TypeError, yaml.YAMLError):
-                continue
+            if key_node.tag == _STR and type(key_node) is yaml.ScalarNode:
+                key = key_node.value  # a string key constructs to its text (SafeConstructor.construct_yaml_str)
+            else:
+                try:
+                    key = self.construct_object(key_node, deep=True)
+                    hash(key)
+                except (TypeError, yaml.YAMLError):
+                    continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     "while reading a mapping",

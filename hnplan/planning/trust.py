@@ -60,10 +60,34 @@ def _planned_errors(runs: list[TrainingRun], catalog: Catalog | None) -> dict[st
 
     cat = catalog or load_catalog()
     out = {}
+    value: dict[str, float] = {}  # the prediction of each configuration: one published twice is planned once
     for run in runs:
-        ratio = 1.0 + error_pct(predicted(run, cat), run.published) / 100.0
+        key = _prediction_key(run)
+        if key not in value:
+            value[key] = predicted(run, cat)
+        ratio = 1.0 + error_pct(value[key], run.published) / 100.0
         out[run.id] = float((1.0 / ratio if run.metric == "step_time_s" else ratio) - 1.0)
     return out
+
+
+def _prediction_key(run: TrainingRun) -> str:
+    """What :func:`hnplan.planning.validation.predicted` reads of a run (its job, stated plan and metric), as one
+    string: two runs with the same key have the same prediction (two submissions of one configuration)."""
+    return run.model_dump_json(
+        include={
+            "model",
+            "system",
+            "gpus",
+            "seq_len",
+            "global_batch_seqs",
+            "dtype",
+            "fixed",
+            "stack",
+            "overrides",
+            "mtp_modules",
+            "metric",
+        }
+    )
 
 
 def _signed(x: float) -> str:

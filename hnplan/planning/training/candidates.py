@@ -74,7 +74,11 @@ def _obeys(rules: dict) -> np.ndarray:
 
 
 def _axis(fixed: dict, name: str, default) -> np.ndarray:
-    return np.atleast_1d(np.asarray(fixed[name])) if fixed.get(name) is not None else np.asarray(default)
+    """The values of one knob: the pinned ones, else ``default`` (a sequence, or a function giving it: the
+    defaults that take work are found only for the knobs left free, as a stated run's plan leaves few)."""
+    if fixed.get(name) is not None:
+        return np.atleast_1d(np.asarray(fixed[name]))
+    return np.asarray(default() if callable(default) else default)
 
 
 def candidate_frame(
@@ -185,13 +189,13 @@ def candidate_columns(
     d = divisors(gpus)
     # the model's split rules prune each axis before the product (valid_mask checks the rows again)
     tp_d, pp_d = d[d <= system.scaleup_domain_gpus], d[d <= model.layers]
-    tp = _axis(fixed, "tp", tp_d[_obeys(split_rules(model, tp_d, 1, 1))])
-    cp = _axis(fixed, "cp", [c for c in d if c <= MAX_CP and c & (c - 1) == 0])
-    pp = _axis(fixed, "pp", pp_d[_obeys(split_rules(model, 1, pp_d, 1))])
+    tp = _axis(fixed, "tp", lambda: tp_d[_obeys(split_rules(model, tp_d, 1, 1))])
+    cp = _axis(fixed, "cp", lambda: [c for c in d if c <= MAX_CP and c & (c - 1) == 0])
+    pp = _axis(fixed, "pp", lambda: pp_d[_obeys(split_rules(model, 1, pp_d, 1))])
     if model.moe is None:
         ep = _axis(fixed, "ep", [1])
     else:
-        ep = _axis(fixed, "ep", [e for e in divisors(model.moe.experts) if gpus % e == 0])
+        ep = _axis(fixed, "ep", lambda: [e for e in divisors(model.moe.experts) if gpus % e == 0])
     # expert tensor parallelism: 0 stands for ``etp = tp`` (Megatron-Core's default), then 1 (folded)
     etp = _axis(fixed, "etp", [0] if model.moe is None else [0, 1])
     mb = _axis(fixed, "microbatch_size", MICROBATCH_SIZES)
