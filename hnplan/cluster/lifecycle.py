@@ -130,6 +130,7 @@ class JobLifecycle:
         self._advance()
         np.subtract.at(self.free, (nodes, slots), self.milli[j])
         self.alloc[j] = (nodes, slots)
+        self.held.add(j, nodes, slots)
         self.version += 1
         spd = self._speed_on(j, nodes) if speed is None else speed
         self.speed[j] = spd
@@ -155,6 +156,7 @@ class JobLifecycle:
         self._reserve_release(j)
         nodes, slots = self.alloc.pop(j)
         np.add.at(self.free, (nodes, slots), self.milli[j])
+        self.held.remove(j)
         self.running.discard(j)
         self.procs.pop(j, None)
         self.level_alloc -= self.share[j]
