@@ -77,6 +77,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.free = topo.initial_free()
         self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
+        self.free_milli = int(self.free.sum())  # free milli-GPUs on nodes up, kept as jobs start and end and nodes fail
         self.repair_end = np.zeros(topo.nodes)  # when a node in repair comes back [s]
         n = job_count(jobs)
         self.n = n
@@ -205,7 +206,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         model on a typed run); ``drained``: the other free GPUs while the job holding the reservation (without
         backfill the first blocked job) waits for the rest of its GPUs; ``other``: free GPUs a queued job fits
         but that none holds yet (0 with the queue empty)."""
-        free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
+        free_gpus = self.free_milli / MILLI
         if not self.qtypes:
             return free_gpus, 0.0, 0.0, 0.0
         strand = 0.0
