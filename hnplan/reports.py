@@ -329,9 +329,18 @@ def run_reports(
     with tempfile.TemporaryFile(dir=out):
         pass
     results: list[ReportResult | None] = [None] * len(tasks)
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(disable=not progress, transient=False) as bar:
+    # the notebook running (a cluster simulation of 1,000,000 jobs runs minutes in one) and the time so far,
+    # redrawn while it runs: a long report shows it is under way
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not progress,
+        transient=False,
+    ) as bar:
         job = bar.add_task("reports", total=len(tasks))
         # the reports with nothing to redo first, here: no worker process is started for them (none at all
         # on a re-run with nothing to redo); each report's inputs hashed once, here: the digest goes to its run
@@ -342,15 +351,21 @@ def run_reports(
         todo = [i for i, r in enumerate(results) if r is None]
         if jobs <= 1:
             for i in todo:
+                bar.update(job, description=f"reports: {tasks[i][0]}/{tasks[i][1]}")
                 results[i] = _safe_run(*tasks[i], digests[i])
                 bar.advance(job)
         elif todo:
             # no more workers than reports: a pool forks all of its workers at once on Linux
-            with cf.ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
+            workers = min(jobs, len(todo))
+            with cf.ProcessPoolExecutor(max_workers=workers) as pool:
                 futs = {pool.submit(_safe_run, *tasks[i], digests[i]): i for i in todo}
+                left = len(futs)
+                bar.update(job, description=f"reports: {left} to run, {workers} at a time")
                 for fut in cf.as_completed(futs):
                     results[futs[fut]] = fut.result()
-                    bar.advance(job)
+                    left -= 1
+                    bar.update(job, advance=1, description=f"reports: {left} to run, {min(workers, left)} at a time")
+        bar.update(job, description="reports")
     final = [r for r in results if r is not None]
     write_index(out, final, chash)
     return final

@@ -115,6 +115,29 @@ def test_progress_reaches_the_end_of_the_window(cat):
     assert seen[-1][0] >= seen[-1][1] == r.summary["window_s"]
 
 
+def test_progress_bar_appears_only_once_a_run_has_lasted_its_delay(monkeypatch):
+    """The bar of ``hnplan cluster simulate`` on a terminal showed at once, so a run of a tenth of a second
+    flashed one; it now appears once the run has lasted ``PROGRESS_DELAY_S`` (1 s), updates or not, with the
+    share done, and is gone at the end (transient)."""
+    import io
+    import time
+
+    from rich.console import Console
+
+    from hnplan.cli import _progress
+
+    assert _progress.PROGRESS_DELAY_S == 1.0
+    out = io.StringIO()
+    monkeypatch.setattr(_progress, "err_console", Console(file=out, force_terminal=True, width=100))
+    with _progress.delayed_progress("simulating", delay_s=5.0) as update:
+        update(0.5)
+    assert out.getvalue() == ""  # over before the delay: nothing printed
+    with _progress.delayed_progress("simulating", delay_s=0.0) as update:
+        update(0.5)
+        time.sleep(0.3)
+    assert "simulating" in out.getvalue() and "50%" in out.getvalue()
+
+
 @pytest.mark.parametrize(
     ("system", "gpus", "most"),
     [

@@ -263,6 +263,34 @@ def test_every_csv_trace_reader_refuses_alike(tmp_path):
         read_trace_csv(ok, ("c",), "test")
 
 
+def test_a_trace_csv_is_read_once_and_its_rows_keep_their_lines(tmp_path, monkeypatch):
+    """The CSV was read twice, by pandas and again line by line to number the rows for errors; now its bytes
+    are read once and both come from them. Rows keep the lines a spreadsheet shows (header row 1) past comment
+    and blank lines and any line end (CRLF, a lone CR); without either, row i is on line i + 2."""
+    import builtins
+    import io
+
+    from hnplan.cluster.trace_csv import read_trace_csv
+
+    f = tmp_path / "t.csv"
+    # lines: 1 comment, 2 header, 3 blank, 4 a row (CRLF), 5 a comment (lone CR), 6 a row
+    f.write_bytes(b"# exported by hand\narrival_s,gpus\n\n0,1\r\n# a note\r5,2\n")
+    opened: list[str] = []
+    real = io.open
+
+    def spy(file, *args, **kw):
+        opened.append(str(file))
+        return real(file, *args, **kw)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(io, "open", spy)
+    raw = read_trace_csv(f, ("gpus",), "test")
+    assert opened.count(str(f)) == 1
+    assert (raw.index + 2).tolist() == [4, 6] and raw["gpus"].tolist() == [1, 2]
+    f.write_bytes(b"arrival_s,gpus\r\n0,1\r\n5,2\r\n")
+    assert (read_trace_csv(f, ("gpus",), "test").index + 2).tolist() == [2, 3]
+
+
 def test_comment_lines_and_spaces_around_cells_are_read_alike(tmp_path):
     """A trace's CSV took `` 8 `` as 8 but refused `` training `` as a class, and a ``#`` line above the header
     was read as the header ("missing column(s)"). Comment lines are skipped wherever they are, spaces around a

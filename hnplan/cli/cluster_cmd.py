@@ -13,7 +13,6 @@ from hnplan.cli._app import (
     console,
     count,
     current_context,
-    err_console,
     handle_errors,
     print_json,
 )
@@ -285,31 +284,15 @@ def simulate(
                 if replications > 1
                 else simulate_cluster(system, gpus, **kw)
             )
-        else:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        else:  # a bar on stderr once the run has lasted a second (reading, drawing and simulating alike)
+            from hnplan.cli._progress import delayed_progress
 
-            with Progress(
-                TextColumn("simulating" if replications == 1 else f"simulating {replications} replications"),
-                BarColumn(),
-                TextColumn("{task.percentage:>3.0f}%"),
-                TimeElapsedColumn(),
-                console=err_console,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("sim", total=1.0)
+            label = "simulating" if replications == 1 else f"simulating {replications} replications"
+            with delayed_progress(label) as update:
                 if replications > 1:
-                    r = replicate_cluster(
-                        system,
-                        gpus,
-                        replications,
-                        workers=workers,
-                        progress=lambda x: bar.update(task, completed=x),
-                        **kw,
-                    )
+                    r = replicate_cluster(system, gpus, replications, workers=workers, progress=update, **kw)
                 else:
-                    r = simulate_cluster(
-                        system, gpus, progress=lambda now, end: bar.update(task, completed=min(now / end, 1.0)), **kw
-                    )
+                    r = simulate_cluster(system, gpus, progress=lambda now, end: update(now / end), **kw)
         d = r.to_json()
         turned = d["jobs"]["rejected"] + d["jobs"]["unplaceable"]
         if turned and turned == sum(d["jobs"].values()):  # nothing ran: no figure below means anything

@@ -6,6 +6,7 @@
 * :mod:`.policies`: placement policies as pure numpy functions (first-fit, best-fit,
   topology-aware, fragmentation-aware).
 * :mod:`.runtime`: the adapter to the training planner and the reliability model.
+* :mod:`.occupancy`: the running jobs' GPUs as one list and the free GPUs' counts the scheduler pass reads.
 * :mod:`.engine`: the event simulation (:mod:`.backfill`: EASY backfilling's reservation);
   :mod:`.simulate`: :func:`simulate_cluster` and its result; :mod:`.load`: offered load and steady state;
   :mod:`.replicate`: :func:`replicate_cluster`, independent replications with 95 % confidence intervals.

@@ -32,13 +32,10 @@ class Reservation:
             free = free.copy()
             for g in gone:
                 np.add.at(free, self.alloc[g], self.milli[g])
+        held, owner = self.held.arrays(gone)  # the running jobs' GPUs (occupancy.HeldGPUs), those gone left out
         at = np.where(free == MILLI, now, -np.inf)
-        run = [r for r in self.running if r not in gone]
-        if run:
-            nodes = np.concatenate([self.alloc[r][0] for r in run])
-            slots = np.concatenate([self.alloc[r][1] for r in run])
-            ends = np.repeat(np.maximum(self.exp_end[run], now), [len(self.alloc[r][0]) for r in run])
-            np.maximum.at(at, (nodes, slots), ends)
+        if len(held):  # the latest expected end of the jobs on each GPU (max: the order of the entries is moot)
+            np.maximum.at(at.reshape(-1), held, np.maximum(self.exp_end[owner], now))
         at[np.isneginf(at)] = now
         # a node in repair frees its GPUs when the repair ends (the failure process's fixed repair time)
         at[~self.up] = np.maximum(at[~self.up], self.repair_end[~self.up, None])

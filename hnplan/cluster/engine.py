@@ -29,6 +29,7 @@ from hnplan.cluster.lifecycle import (  # noqa: F401  (DONE, RUNNING: the job st
     WAITING,
     JobLifecycle,
 )
+from hnplan.cluster.occupancy import HeldGPUs, fit_counts, may_fit
 from hnplan.cluster.policies import Workload, place, stranded
 from hnplan.cluster.preempt import Preemption
 from hnplan.cluster.reserve import InferenceReserve
@@ -76,6 +77,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.free = topo.initial_free()
         self.absent = None if topo.node_slots is None else self.free == 0  # slots a smaller node lacks
         self.up = np.ones(topo.nodes, bool)
+        self.free_milli = int(self.free.sum())  # free milli-GPUs on nodes up, kept as jobs start and end and nodes fail
         self.repair_end = np.zeros(topo.nodes)  # when a node in repair comes back [s]
         n = job_count(jobs)
         self.n = n
@@ -127,6 +129,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.preempt_failed = np.full(n, -1, np.int64)
         self.version = 0
         self.alloc: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.held = HeldGPUs(self.free.shape[1])  # the running jobs' GPUs as one list (the reservation reads it)
         self.procs: dict[int, simpy.Process] = {}
         self.queue: list[tuple] = []
         # the distinct (GPUs, share, GPU models) of the queued jobs and how many of each: what the stranded
@@ -154,6 +157,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         self.reserved = -1  # the job holding the backfill reservation (-1: none) until it starts
         self.fifo_head = -1  # without backfill: the blocked job the last pass stopped at, which every job waits for
         self._at: tuple = (-1, -1.0, None)
+        self._fit_at: tuple = (-1, 0, 0, 0)  # (version, occupancy.fit_counts) after a failed placement
         self._init_reserve(reserve)  # inference-only nodes (None: none)
 
     # -- bookkeeping ----------------------------------------------------------------------------
@@ -202,7 +206,7 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
         model on a typed run); ``drained``: the other free GPUs while the job holding the reservation (without
         backfill the first blocked job) waits for the rest of its GPUs; ``other``: free GPUs a queued job fits
         but that none holds yet (0 with the queue empty)."""
-        free_gpus = float((self.free * self.up[:, None]).sum()) / MILLI
+        free_gpus = self.free_milli / MILLI
         if not self.qtypes:
             return free_gpus, 0.0, 0.0, 0.0
         strand = 0.0
@@ -320,7 +324,18 @@ class ClusterSim(JobLifecycle, Reservation, Preemption, InferenceReserve):
 
     # -- the scheduler pass ---------------------------------------------------------------------
     def _try(self, j: int, free=None):
-        return self._place_for(j, self.free if free is None else free)
+        if free is not None:
+            return self._place_for(j, free)
+        # once a placement has failed since the free GPUs last changed, a job too large for their count is
+        # passed over without a search (occupancy.may_fit: place would return None); outcomes are unchanged
+        if self._fit_at[0] == self.version and not may_fit(
+            self._fit_at[1:], int(self.gpus[j]), int(self.milli[j]), self.topo.node_gpus
+        ):
+            return None
+        got = self._place_for(j, self.free)
+        if got is None and self._fit_at[0] != self.version:
+            self._fit_at = (self.version, *fit_counts(self.free, self.up))
+        return got
 
     def _place(self, j: int, free, up):
         return place(

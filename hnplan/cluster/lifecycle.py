@@ -39,6 +39,7 @@ class JobLifecycle:
             hit = [j for j in list(self.running) if np.isin(self.alloc[j][0], scope).any()]
             for j in hit:
                 self._stop(j, "failure")
+            self.free_milli -= int(self.free[scope][self.up[scope]].sum())  # their free GPUs go down with them
             self.up[scope] = False
             self.repair_end[scope] = self.env.now + self.rates.repair_s
             self.version += 1
@@ -50,6 +51,7 @@ class JobLifecycle:
         yield self.env.timeout(self.rates.repair_s)
         lost = len(scope) * self.topo.node_gpus if self.topo.node_slots is None else self.topo.gpus_on(scope)
         self.down_gpu_s += (self.env.now - t0) * lost
+        self.free_milli += int(self.free[scope][~self.up[scope]].sum())
         self.up[scope] = True
         self.epoch += 1
         self.version += 1
@@ -129,7 +131,9 @@ class JobLifecycle:
         self._dequeue(j)
         self._advance()
         np.subtract.at(self.free, (nodes, slots), self.milli[j])
+        self.free_milli -= int(self.milli[j]) * len(nodes)  # (placements are on nodes up)
         self.alloc[j] = (nodes, slots)
+        self.held.add(j, nodes, slots)
         self.version += 1
         spd = self._speed_on(j, nodes) if speed is None else speed
         self.speed[j] = spd
@@ -155,6 +159,8 @@ class JobLifecycle:
         self._reserve_release(j)
         nodes, slots = self.alloc.pop(j)
         np.add.at(self.free, (nodes, slots), self.milli[j])
+        self.free_milli += int(self.milli[j]) * int(self.up[nodes].sum())
+        self.held.remove(j)
         self.running.discard(j)
         self.procs.pop(j, None)
         self.level_alloc -= self.share[j]

@@ -61,8 +61,10 @@ JOB_UNITS = {
 #: and Feitelson 2001: 10 s, "interactive" jobs for which waiting counts less than for batch ones)
 BOUNDED_SLOWDOWN_TAU_S = 10.0
 #: the job-size classes of the queueing delay by size [GPUs asked, upper bound of each]: Jeon et al.'s 1, 2-4,
-#: 5-8 and more than 8 GPUs (USENIX ATC 2019, Sec. 3.1, the Philly trace), the last split at 64 and 512 GPUs
-#: for today's gang jobs; a share of one GPU counts as 1
+#: 5-8 and more than 8 GPUs (USENIX ATC 2019, Fig. 3, the queueing delay on the Philly trace; the classes as the
+#: authors' analysis notebook draws it, msr-fiddle/philly-traces analysis/Philly Trace Analysis.ipynb,
+#: get_bucket_from_num_gpus, @ 29a1b87fa2d9ed80b83c9e3a37f3a88d382b031d), the last split at 64 and 512 GPUs
+#: for today's gang jobs; a share of one GPU (Philly had none) counts as 1
 SIZE_CLASSES = ((1, "1"), (4, "2-4"), (8, "5-8"), (64, "9-64"), (512, "65-512"), (math.inf, "513+"))
 SUMMARY_UNITS = {
     "utilisation": "fraction of installed GPU-time",
@@ -217,7 +219,9 @@ def queue_delay_by_size(gpus, delay_s) -> dict:
     only classes with jobs, smallest first.
 
     Under gang scheduling a job waits until all its GPUs are free at once, so the wait grows with its size
-    (Jeon et al., USENIX ATC 2019, Sec. 3.1); the per-class figure mixes the sizes and hides it.
+    (Jeon et al., USENIX ATC 2019, Fig. 3: the queueing delay's CDF by job size on Philly); the per-class
+    figure mixes the sizes and hides it. The authors' notebook (:data:`SIZE_CLASSES`) counts each wait of a job (to its first attempt, and after a
+    failed attempt to the next) as its own sample; here a job's waits are added up (``queued_s``).
 
     Parameters
     ----------

@@ -4,6 +4,7 @@ for a file that is not comma-separated CSV or lacks a column."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,14 +69,18 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     import pandas as pd
 
     check_trace_file(path)
+    data = path.read_bytes()  # the file read once: pandas parses these bytes, the rows are numbered from them
     try:
-        raw = pd.read_csv(path, **CSV_OPTIONS)
-        with path.open(encoding="utf-8", errors="replace") as fh:  # the lines pandas reads as the header and rows
-            lines = [i for i, t in enumerate(fh, 1) if t.strip() and not t.lstrip().startswith("#")]
+        raw = pd.read_csv(io.BytesIO(data), **CSV_OPTIONS)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
-    if len(lines) == len(raw) + 1:  # (else a quoted cell spans lines: rows counted from the header)
-        raw.index = pd.Index(lines[1:]) - 2
+    # with no comment and as many lines as the header and rows (lines end at \n, \r\n or \r, as a file read as
+    # text splits them), row i is on line i + 2: the index pandas gives holds, and the lines need no scan
+    if b"#" in data or len(data.splitlines()) != len(raw) + 1:
+        text = io.StringIO(data.decode("utf-8", errors="replace"), newline=None)
+        lines = [i for i, t in enumerate(text, 1) if t.strip() and not t.lstrip().startswith("#")]
+        if len(lines) == len(raw) + 1:  # (else a quoted cell spans lines: rows counted from the header)
+            raw.index = pd.Index(lines[1:]) - 2
     raw.columns = [c.strip() if isinstance(c, str) else c for c in raw.columns]
     for col in raw.columns:
         if raw[col].dtype.kind == "O":  # text (pandas' str dtype or object)
