@@ -1,6 +1,7 @@
 """What a new-user trial of every sub-command found (session 15): each a CLI run asserting the exit code and
 the one-line message or the figure."""
 
+import json
 
 from typer.testing import CliRunner
 
@@ -22,3 +23,47 @@ def test_cluster_simulate_refuses_a_negative_seed():
         "error: hnplan cluster simulate: Invalid value for '--seed': Input should be greater than or equal to 0; "
         "got '-1'; see 'hnplan cluster simulate --help'"
     )
+
+
+def _designs(argv: list[str]) -> list[str]:
+    res = runner.invoke(app, [*argv, "--no-trust", "--no-goodput", "--json"])
+    assert res.exit_code == 0, res.output
+    return [d["system"] for d in json.loads(res.stdout)["designs"]]
+
+
+def test_compare_takes_systems_repeated_as_comma_separated():
+    """``compare --systems gb200-nvl72 --systems hgx-h100-ib-ndr`` compared hgx-h100-ib-ndr alone (a repeated
+    plain option keeps its last value), where ``size`` takes ``--system`` repeated: both designs now, as with
+    ``--systems gb200-nvl72,hgx-h100-ib-ndr``."""
+    base = ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e9"]
+    pair = ["gb200-nvl72", "hgx-h100-ib-ndr"]
+    assert _designs([*base, "--systems", pair[0], "--systems", pair[1]]) == pair
+    assert _designs([*base, "--systems", ",".join(pair)]) == pair
+
+
+def test_compare_seq_len_is_a_count_as_in_train_and_size():
+    """``compare --seq-len 8Ki`` was refused (``unable to parse string as an integer``) where ``train`` and
+    ``size`` read it as 8,192: the same count parser, so 8Ki plans as 8192 and 1.5 is refused as not whole."""
+    base = ["compare", "--model", "llama3.1-8b", "--gpus", "72", "--tokens", "1e9", "--systems", "gb200-nvl72"]
+    base += ["--global-batch-tokens", "4Mi", "--no-trust", "--no-goodput", "--json"]
+    a = runner.invoke(app, [*base, "--seq-len", "8Ki"])
+    b = runner.invoke(app, [*base, "--seq-len", "8192"])
+    assert a.exit_code == b.exit_code == 0, a.output
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    res = runner.invoke(app, [*base[:-1], "--seq-len", "1.5"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: hnplan compare: Invalid value for '--seq-len': count must be whole, got '1.5' = 1.5; "
+        "see 'hnplan compare --help'"
+    )
+
+
+def test_size_takes_comma_separated_systems_as_compare_does():
+    """``size --system gb200-nvl72,hgx-h100-ib-ndr`` was one unknown id (``unknown system id
+    'gb200-nvl72,hgx-h100-ib-ndr'; nearest: hgx-h100-ib-ndr, ...``): split as compare's --systems is."""
+    base = ["size", "--model", "llama3.1-8b", "--tokens", "1e9", "--gpus", "72", "--no-goodput", "--json"]
+    res = runner.invoke(app, [*base, "--system", "gb200-nvl72, hgx-h100-ib-ndr"])
+    assert res.exit_code == 0, res.output
+    assert [r["system"] for r in json.loads(res.stdout)["results"]] == ["gb200-nvl72", "hgx-h100-ib-ndr"]
+    res = runner.invoke(app, [*base[:-1], "--system", " , "])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: --system names no system; give an id (data/systems) or a YAML path"

@@ -32,7 +32,9 @@ def size(
         metavar="COUNT",
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
-    systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
+    systems: list[str] = typer.Option(
+        ..., "--system", help="system id or YAML path (repeat for several, or comma-separated as compare --systems)"
+    ),
     deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(
@@ -89,8 +91,11 @@ def size(
     from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.planning.sizing import size_rows
 
-    systems = list(dict.fromkeys(systems))  # a design named twice is sized once
+    # --system a --system b or --system a,b; a design named twice is sized once
+    systems = list(dict.fromkeys(s.strip() for text in systems for s in text.split(",") if s.strip()))
     with handle_errors():
+        if not systems:
+            raise InputError("--system names no system; give an id (data/systems) or a YAML path")
         refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
