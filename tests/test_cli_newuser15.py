@@ -39,6 +39,9 @@ def test_compare_takes_systems_repeated_as_comma_separated():
     pair = ["gb200-nvl72", "hgx-h100-ib-ndr"]
     assert _designs([*base, "--systems", pair[0], "--systems", pair[1]]) == pair
     assert _designs([*base, "--systems", ",".join(pair)]) == pair
+    res = runner.invoke(app, [*base, "--systems", " , "])  # moved from test_cli_compare: BASE names two designs
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: --systems names no system; give ids separated by commas (data/systems)"
 
 
 def test_compare_seq_len_is_a_count_as_in_train_and_size():
