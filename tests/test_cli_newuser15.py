@@ -70,3 +70,17 @@ def test_size_takes_comma_separated_systems_as_compare_does():
     res = runner.invoke(app, [*base[:-1], "--system", " , "])
     assert res.exit_code == 2
     assert res.stderr.strip() == "error: --system names no system; give an id (data/systems) or a YAML path"
+
+
+def test_train_prints_large_counts_with_thousands_separators():
+    """``train`` printed ``searched 12096 candidates, 5952 feasible`` and ``model TFLOP/s per GPU 1294.5`` where
+    every other count in the table has separators (``172,087 tokens/s``)."""
+    argv = ["train", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--gpus", "64", "--seq-len", "8192"]
+    argv += ["--global-batch-tokens", "16Mi"]
+    res = runner.invoke(app, argv, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    d = json.loads(runner.invoke(app, [*argv, "--json"]).stdout)
+    assert d["searched"] > 1000 and d["model_tflops_per_gpu"] > 1000
+    assert f"searched {d['searched']:,} candidates, {d['feasible']:,} feasible" in res.stdout
+    row = next(line for line in res.stdout.splitlines() if "model TFLOP/s per GPU" in line)
+    assert row.split("│")[2].strip() == f"{d['model_tflops_per_gpu']:,.1f}"
