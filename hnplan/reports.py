@@ -329,9 +329,12 @@ def run_reports(
     with tempfile.TemporaryFile(dir=out):
         pass
     results: list[ReportResult | None] = [None] * len(tasks)
-    from rich.progress import Progress
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(disable=not progress, transient=False) as bar:
+    # reports done of those to run and the time since the start (rich's default columns end in the time
+    # remaining, which a finished bar prints as 0:00:00, read as the run time)
+    columns = (TextColumn("reports"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not progress, transient=False) as bar:
         job = bar.add_task("reports", total=len(tasks))
         # the reports with nothing to redo first, here: no worker process is started for them (none at all
         # on a re-run with nothing to redo); each report's inputs hashed once, here: the digest goes to its run

@@ -84,3 +84,25 @@ def test_train_prints_large_counts_with_thousands_separators():
     assert f"searched {d['searched']:,} candidates, {d['feasible']:,} feasible" in res.stdout
     row = next(line for line in res.stdout.splitlines() if "model TFLOP/s per GPU" in line)
     assert row.split("│")[2].strip() == f"{d['model_tflops_per_gpu']:,.1f}"
+
+
+def test_report_progress_counts_reports_and_their_time(tmp_path, monkeypatch, capsys):
+    """``hnplan report``'s bar ended ``reports ━━━ 100% 0:00:00`` after 16 s of notebooks: rich's default last
+    column is the time remaining, which a finished bar prints as zero and reads as the run time. It now says
+    how many reports of how many are done and the time since the start (``2/2 0:00:16``)."""
+    import re
+
+    from hnplan import reports
+
+    def slow_run(scenario, notebook, *args):
+        import time
+
+        time.sleep(1.1)
+        return reports.ReportResult(scenario, notebook, "ok", 1.1, None)
+
+    monkeypatch.setattr(reports, "_safe_skip", lambda *args: (None, None))
+    monkeypatch.setattr(reports, "_safe_run", slow_run)
+    results = reports.run_reports(reports.load_scenarios("default"), tmp_path, jobs=1, progress=True)
+    assert [r.status for r in results] == ["ok", "ok"]
+    bar = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.fullmatch(r"reports ━+ 2/2 0:00:0[2-9]", bar), bar
