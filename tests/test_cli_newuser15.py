@@ -106,3 +106,24 @@ def test_report_progress_counts_reports_and_their_time(tmp_path, monkeypatch, ca
     assert [r.status for r in results] == ["ok", "ok"]
     bar = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"reports ━+ 2/2 0:00:0[2-9]", bar), bar
+
+
+def test_infer_says_when_the_kv_budget_asked_for_is_more_than_the_hbm_holds():
+    """``infer --kv-budget-gib 100000`` (a budget in MiB, say, or per node) answered as if it had been read: the
+    KV cache silently took what the HBM holds after the weights (117.3 GiB per GB200 GPU at TP 2, bf16 Llama
+    3.1 70B: 185.03 GiB visible less about 65.7 GiB of weights and the engine's workspace and overheads). A note says
+    so, in the table and in --json (``kv_budget_note``); a budget that fits has none."""
+    base = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2000"]
+    base += ["--output-tokens", "500", "--tp", "2", "--json"]
+    for extra in ([], ["--qps", "10", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]):
+        res = runner.invoke(app, [*base, *extra, "--kv-budget-gib", "100000"])
+        assert res.exit_code == 0, res.output
+        d = json.loads(res.stdout)
+        assert d["kv_budget_note"] == (
+            "--kv-budget-gib 100,000 is more than the 117.3 GiB per GPU left after weights, workspace and "
+            "overheads; the KV cache holds that"
+        )
+        res = runner.invoke(app, [*base, *extra, "--kv-budget-gib", "100"])
+        assert res.exit_code == 0 and "kv_budget_note" not in json.loads(res.stdout)
+    res = runner.invoke(app, [*base[:-1], "--kv-budget-gib", "100000"], terminal_width=250)
+    assert "│ KV budget note " in res.stdout

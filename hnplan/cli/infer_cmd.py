@@ -225,6 +225,11 @@ def infer(
             except InfeasiblePlan as exc:
                 raise InfeasiblePlan(str(exc) + _seconds_hint(ttft_slo_ms, tpot_slo_ms)) from None
             out = plan.to_dict()
+            if kv_budget_gib is not None:  # capped where the HBM left after the weights holds less (said, not silent)
+                from hnplan.planning.inference.core import resolve
+                from hnplan.planning.inference.points import kv_budget_note
+
+                out.update(kv_budget_note(resolve(cat.model(model), cat.system(system), plan.replica, cat)))
             title = f"{qps:g} requests/s"
         else:
             out = operating_point(
