@@ -145,3 +145,25 @@ def test_size_past_the_fabric_gives_the_days_at_the_largest_count_with_a_plan():
     res = runner.invoke(app, [*base, "hgx-h100-ib-ndr", "--tokens", "1T", "--deadline-days", "0.5"])
     assert res.exit_code == 3, res.output
     assert res.stderr.strip().endswith("within 0.5 days; at 65,536 GPUs it takes 1.5 days")
+
+
+def test_counts_read_thousands_separators_and_a_budget_its_dollar_sign():
+    """A count copied from hnplan's own output (``--global-batch-tokens 16,777,216``, ``--seq-len 8,192``) was
+    refused (``cannot read count '16,777,216'``), and ``--budget-usd '$1.5M'`` too: both read now, the same
+    plan and verdict as ``16Mi`` and ``1.5M``; a comma that is not a thousands separator (``1,5``) is still
+    refused, one line, exit 2."""
+    base = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--json"]
+    a = runner.invoke(app, [*base, "--seq-len", "8,192", "--global-batch-tokens", "1,048,576"])
+    b = runner.invoke(app, [*base, "--seq-len", "8192", "--global-batch-tokens", "1Mi"])
+    assert a.exit_code == b.exit_code == 0, a.output
+    assert json.loads(a.stdout) == json.loads(b.stdout)
+    res = runner.invoke(app, [*base[:-1], "--seq-len", "8192", "--global-batch-tokens", "1,5"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: hnplan train: Invalid value for '--global-batch-tokens': cannot read count '1,5': expected a number "
+        "with an optional k, M, G/B, T or Ki, Mi, Gi, Ti (15T, 15e12, 16Mi); see 'hnplan train --help'"
+    )
+    size = ["size", "--model", "llama3.1-8b", "--tokens", "1e9", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
+    for budget in ("$1.5M", "1,500,000", "1.5M"):
+        res = runner.invoke(app, [*size, "--no-goodput", "--budget-usd", budget, "--json"])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["budget_usd"] == 1.5e6

@@ -71,9 +71,10 @@ def size(
     budget_usd: float = typer.Option(
         None,
         "--budget-usd",
-        parser=count(),
+        parser=count(usd=True),
         metavar="USD",
-        help="capex budget [USD] (300M, 3e8): each design's capex and whether the purchase keeps to it",
+        help="capex budget [USD] (300M, 3e8, '$1.5B', 300,000,000): each design's capex and whether the purchase "
+        "keeps to it",
     ),
     power_cap_mw: float = typer.Option(
         None,
