@@ -167,3 +167,19 @@ def test_counts_read_thousands_separators_and_a_budget_its_dollar_sign():
         res = runner.invoke(app, [*size, "--no-goodput", "--budget-usd", budget, "--json"])
         assert res.exit_code == 0, res.output
         assert json.loads(res.stdout)["budget_usd"] == 1.5e6
+
+
+def test_size_table_right_aligns_its_figures():
+    """``size`` left-aligned its figures (``│ 8,192  │`` over ``│ 16,384 │``), so magnitudes did not line up as
+    they do in ``compare``'s table: every column but the design and the plan is right-aligned."""
+    argv = ["size", "--model", "llama3.1-8b", "--tokens", "1e10", "--gpus", "8", "--no-goodput"]
+    res = runner.invoke(app, [*argv, "--system", "hgx-h100-ib-ndr", "--system", "gb200-nvl72"], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    rows = [line.split("│")[1:-1] for line in res.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 2
+    for cells in rows:
+        assert cells[0].startswith(" ") and not cells[0].startswith("  ")  # the design, left
+        assert cells[-1].startswith(" ") and not cells[-1].startswith("  ")  # the plan, left
+        for cell in cells[1:-1]:
+            assert cell.endswith(" ") and not cell.endswith("  "), cells  # each figure, right
+    assert {len(r[1]) for r in rows} == {len(rows[0][1])}

@@ -203,7 +203,8 @@ def size(
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
         money = ("capex", "facility [MW]") if limits else ()
         for col in (*cols, *money, f"MFU ({dtype} peak)", "goodput", "plan"):
-            t.add_column(escape(col))  # "[days]" is not rich markup
+            # "[days]" is not rich markup; figures right-aligned, so that their magnitudes line up
+            t.add_column(escape(col), justify="left" if col in ("system", "plan") else "right")
         notes = []
         units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:
