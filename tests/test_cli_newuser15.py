@@ -183,3 +183,24 @@ def test_size_table_right_aligns_its_figures():
         for cell in cells[1:-1]:
             assert cell.endswith(" ") and not cell.endswith("  "), cells  # each figure, right
     assert {len(r[1]) for r in rows} == {len(rows[0][1])}
+
+
+def test_a_number_typed_with_a_unit_is_told_the_unit_is_in_the_option_name():
+    """``--kv-budget-gib 80GB``, ``--deadline-days 30d`` or ``--ttft-slo-ms 1s`` said only "Input should be a
+    valid number"; the line now says the option's unit is in its name (and what 80 GB is in GiB)."""
+    infer = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2000"]
+    res = runner.invoke(app, [*infer, "--kv-budget-gib", "80GB"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: hnplan infer: Invalid value for '--kv-budget-gib': Input should be a valid number, unable to parse "
+        "string as a number; got '80GB'; --kv-budget-gib is in GiB (2**30 bytes; 80 GB is 74.5 GiB): give the "
+        "number alone; see 'hnplan infer --help'"
+    )
+    size = ["size", "--model", "llama3.1-8b", "--tokens", "1e9", "--system", "hgx-h100-ib-ndr"]
+    res = runner.invoke(app, [*size, "--deadline-days", "30d"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: hnplan size: Invalid value for '--deadline-days': Input should be a valid number, unable to parse "
+        "string as a number; got '30d'; --deadline-days is in days: give the number alone; see 'hnplan size --help'"
+    )
+    # a count option's own message lists its suffixes (1.5B): no hint that would forbid them
+    res = runner.invoke(app, [*size, "--deadline-days", "30", "--budget-usd", "1.5Bn"])
+    assert res.exit_code == 2 and "give the number alone" not in res.stderr
