@@ -204,3 +204,15 @@ def test_a_number_typed_with_a_unit_is_told_the_unit_is_in_the_option_name():
     # a count option's own message lists its suffixes (1.5B): no hint that would forbid them
     res = runner.invoke(app, [*size, "--deadline-days", "30", "--budget-usd", "1.5Bn"])
     assert res.exit_code == 2 and "give the number alone" not in res.stderr
+
+
+def test_infer_table_prints_large_whole_numbers_with_separators():
+    """``infer --input-tokens 32000`` printed ``input tokens 32000`` where its float rows print ``16,870``: whole
+    numbers from 10,000 up take separators too (below, as before: ``output tokens 500``)."""
+    argv = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "32000"]
+    res = runner.invoke(app, [*argv, "--output-tokens", "500", "--tp", "1"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    cells = {
+        line.split("│")[1].strip(): line.split("│")[2].strip() for line in res.stdout.splitlines() if "│" in line
+    }
+    assert cells["input tokens"] == "32,000" and cells["output tokens"] == "500"
