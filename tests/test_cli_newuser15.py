@@ -212,7 +212,5 @@ def test_infer_table_prints_large_whole_numbers_with_separators():
     argv = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "32000"]
     res = runner.invoke(app, [*argv, "--output-tokens", "500", "--tp", "1"], terminal_width=200)
     assert res.exit_code == 0, res.output
-    cells = {
-        line.split("│")[1].strip(): line.split("│")[2].strip() for line in res.stdout.splitlines() if "│" in line
-    }
+    cells = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in res.stdout.splitlines() if "│" in line}
     assert cells["input tokens"] == "32,000" and cells["output tokens"] == "500"
