@@ -304,6 +304,9 @@ _COUNT_SUFFIXES = {"": 1.0, "k": KILO, "K": KILO, "M": MEGA, "G": GIGA, "B": GIG
 _COUNT_SUFFIXES.update({"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB})
 # a sign is read so that a negative count is refused as such, not as something unreadable
 _COUNT_RE = re.compile(r"^\s*([+-]?[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?i?)\s*$")
+# a count as hnplan prints it, with thousands separators (16,777,216): the commas are dropped; any other comma
+# (1,5 or 15,00) is left for the pattern above to refuse
+_THOUSANDS_RE = re.compile(r"^\s*[+-]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?\s*[A-Za-z]?i?\s*$")
 
 
 def parse_count(text: str | int | float, integer: bool = False) -> float:
@@ -314,7 +317,8 @@ def parse_count(text: str | int | float, integer: bool = False) -> float:
     text : str, int or float
         A non-negative number with an optional short-scale suffix: k (1e3), M (1e6), G or B (1e9),
         T (1e12); or a binary one: Ki (2**10), Mi (2**20), Gi (2**30), Ti (2**40). ``16M`` is 16,000,000
-        (unlike :func:`parse_size`'s binary ``M``); ``16Mi`` is 16,777,216.
+        (unlike :func:`parse_size`'s binary ``M``); ``16Mi`` is 16,777,216. Thousands separators as hnplan
+        prints counts (``16,777,216``) are read.
     integer : bool
         Require a whole count (a token count per step, a GPU count) and return an int.
 
@@ -332,13 +336,14 @@ def parse_count(text: str | int | float, integer: bool = False) -> float:
     --------
     >>> parse_count("15T"), parse_count("2.5k"), parse_count("16M", integer=True), parse_count("1e9")
     (15000000000000.0, 2500.0, 16000000, 1000000000.0)
-    >>> parse_count("16Mi", integer=True)
-    16777216
+    >>> parse_count("16Mi", integer=True), parse_count("16,777,216", integer=True), parse_count("1,500.5k")
+    (16777216, 16777216, 1500500.0)
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         value = float(text)
     else:
-        m = _COUNT_RE.match(str(text))
+        text = str(text)
+        m = _COUNT_RE.match(text.replace(",", "") if _THOUSANDS_RE.match(text) else text)
         if not m or m.group(2) not in _COUNT_SUFFIXES:
             raise ValueError(
                 f"cannot read count {text!r}: expected a number with an optional k, M, G/B, T or Ki, Mi, Gi, Ti (15T, 15e12, 16Mi)"

@@ -44,3 +44,13 @@ def test_training_plan_notebook(tmp_path):
     # one GPU of GB200 (Blackwell, 186 GB HBM3e) allocates more than one of H100 (80 GB)
     assert best["hbm_gib"].iloc[0] > best["hbm_gib"].iloc[1]
     assert (best["hbm_headroom_gib"] == best["hbm_gib"] - best["memory_per_gpu_gib"]).all()
+
+
+def test_training_plan_notebook_says_when_no_plan_fits(tmp_path):
+    """Llama 3.1 405B on 8 H100 (no plan fits in 80 GB): the candidates' heading read "The 0 fastest plans on
+    hgx-h100-ib-ndr" above an empty table; it now says no plan divides and fits, and shows no table."""
+    params = {**SMALL, "model": "llama3.1-405b", "systems": ["hgx-h100-ib-ndr"], "gpus": 8, "scaling_gpus": [8]}
+    params["validation_runs"] = ["llama3-405b-8192"]
+    nb, html = run_notebook("training_plan", params, tmp_path)
+    assert "No plan of llama3.1-405b on 8 GPUs of hgx-h100-ib-ndr divides and fits" in html
+    assert "fastest plans on" not in html and "same numbers as (other plans)" not in html

@@ -66,3 +66,18 @@ def test_rows_replaced_file_by_file_and_never_twice(tmp_path, monkeypatch):
     assert got["point_id"].tolist() == ["a1", "a2"] and got["days_to_train"].tolist() == [10.0, 42.0]
     assert got["error"].isna().all() and got["system"].eq("gb200-nvl72").all()
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["part-a1-0.parquet"]
+
+
+def test_other_files_in_the_folder_are_left_alone(tmp_path):
+    """A sweep written into a folder that holds other files (a README, the spec kept beside its dataset, an
+    empty file) ran once, then every resume ended in pyarrow's traceback (``Could not open Parquet input source
+    '.../spec.yaml': Parquet magic bytes not found``, exit 1): the dataset is its ``*.parquet`` files."""
+    (tmp_path / "spec.yaml").write_text("id: x\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "README.md").write_text("# runs\n")
+    write_chunk(_chunk(["a1", "a2"]), tmp_path, "part-a1")
+    assert done_point_ids(tmp_path) == {"a1", "a2"}
+    assert set(done_rows(tmp_path)["file"]) == {str(tmp_path / "system=gb200-nvl72" / "part-a1-0.parquet")}
+    df = read_sweep(tmp_path)
+    assert df["days_to_train"].tolist() == [10.0, 11.0] and df["system"].tolist() == ["gb200-nvl72"] * 2

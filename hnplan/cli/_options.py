@@ -129,18 +129,22 @@ def path_option(ctx, path: str, folder_needed: bool = False) -> str | None:
     return None
 
 
-def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = ""):
+def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = "", usd: bool = False):
     """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
-    ``8k`` or ``15e12`` (:func:`hnplan.units.parse_count`); a bad, too small or too large value (above
-    ``maximum``, with ``why`` it is the bound) is refused with one line naming the option (exit 2).
+    ``8k``, ``15e12`` or ``16,777,216`` (:func:`hnplan.units.parse_count`); with ``usd`` an amount of dollars
+    that may start with ``$`` (``$1.5B``). A bad, too small or too large value (above ``maximum``, with ``why``
+    it is the bound) is refused with one line naming the option (exit 2).
 
-    >>> count(integer=True)("16M"), count()("15T")
-    (16000000, 15000000000000.0)
+    >>> count(integer=True)("16M"), count()("15T"), count(usd=True)("$1.5B")
+    (16000000, 15000000000000.0, 1500000000.0)
     """
     from hnplan.units import parse_count
 
     def parse(text):
         import math
+
+        if usd and isinstance(text, str) and text.strip().startswith("$"):
+            text = text.strip()[1:]
 
         try:  # inf and nan pass to check_finite, which names the option the same way for every float flag
             if not math.isfinite(float(text)):

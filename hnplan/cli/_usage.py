@@ -73,11 +73,57 @@ def usage_error_text(exc) -> str:
     # typer 0.29: "Input should be a valid integer, ..." names no value; "... equal to 0.01" holds a typed "0"
     if value is not None and repr(value) not in message and f"got {value}" not in message:
         message += f"; got {value!r}"
+    if "cannot read count" not in message:  # a count option takes k, M, B, T: its own message lists them
+        message += _unit_hint(exc, value)
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
     if not helped:
         return f"{path}: {message}"
     return f"{path}: {message}" + (" See" if message.endswith("?") else "; see") + f" '{path} --help'"
+
+
+#: the unit an option's name ends in (``--kv-budget-gib``: GiB), for a value typed with a unit of its own
+_NAME_UNITS = (
+    ("-usd-per-kwh", "USD per kWh"),
+    ("-usd-per-year", "USD per year"),
+    ("-gib", "GiB"),
+    ("-ms", "ms"),
+    ("-mw", "MW"),
+    ("-days", "days"),
+    ("-usd", "USD"),
+    ("--years", "years"),
+    ("--days", "days"),
+)
+
+
+def _unit_hint(exc, value: str | None) -> str:
+    """A hint for a number typed with a unit (``--kv-budget-gib 80GB``, ``--deadline-days 30d``,
+    ``--ttft-slo-ms 1s``) where the option's name states its unit: ``; the unit is in the option's name
+    (GiB): give the number alone``; empty for anything else.
+
+    >>> from types import SimpleNamespace as NS
+    >>> exc = NS(param=NS(opts=["--kv-budget-gib"]))
+    >>> _unit_hint(exc, "80GB"), _unit_hint(exc, "abc"), _unit_hint(exc, None)
+    ('; --kv-budget-gib is in GiB (2**30 bytes; 80 GB is 74.5 GiB): give the number alone', '', '')
+    >>> _unit_hint(NS(param=NS(opts=["--ttft-slo-ms"])), "1 s")
+    '; --ttft-slo-ms is in ms: give the number alone'
+    """
+    import re
+
+    opts = getattr(getattr(exc, "param", None), "opts", None) or []
+    if value is None or not opts:
+        return ""
+    m = re.fullmatch(r"\s*[+-]?(?:[0-9]*\.)?[0-9]+(?:[eE][+-]?[0-9]+)?\s*([A-Za-z][A-Za-z/]*)\s*", value)
+    name = max(opts, key=len)
+    unit = next((u for suffix, u in _NAME_UNITS if name.endswith(suffix)), None)
+    if m is None or unit is None:
+        return ""
+    if unit == "GiB" and m.group(1).upper() == "GB":  # decimal gigabytes, as datasheets print them
+        from hnplan.units import GB, GiB
+
+        gb = float(value[: m.start(1)])
+        return f"; {name} is in GiB (2**30 bytes; {gb:g} GB is {gb * GB / GiB:.1f} GiB): give the number alone"
+    return f"; {name} is in {unit}: give the number alone"
 
 
 def show_usage_error(exc) -> int:

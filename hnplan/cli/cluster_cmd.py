@@ -109,7 +109,7 @@ def simulate(
         metavar="COUNT",
         help="... or this many jobs (10k, 10000; default: 1 day)",
     ),
-    seed: int = typer.Option(0, "--seed", help="random seed (a run is reproducible from it)"),
+    seed: int = typer.Option(0, "--seed", min=0, help="random seed, >= 0 (a run is reproducible from it)"),
     replications: int = typer.Option(
         1,
         "--replications",

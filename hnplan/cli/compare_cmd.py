@@ -33,14 +33,18 @@ def compare(
         metavar="COUNT",
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
-    systems: str = typer.Option(
+    systems: list[str] = typer.Option(
         None,
         "--systems",
-        help="system ids or YAML paths, comma-separated; default: the designs of the default scenario "
-        "(data/scenarios/default.yaml)",
+        help="system ids or YAML paths, comma-separated or the option repeated; default: the designs of the default "
+        "scenario (data/scenarios/default.yaml)",
     ),
     seq_len: int = typer.Option(
-        None, "--seq-len", min=1, help="sequence length [tokens]; default: the default scenario's"
+        None,
+        "--seq-len",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="sequence length [tokens] (8192, 8Ki); default: the default scenario's",
     ),
     global_batch_tokens: int = typer.Option(
         None,
@@ -103,8 +107,10 @@ def compare(
 
     with handle_errors():
         cat = load_catalog()
-        defaults = _scenario_defaults(cat) if None in (systems, seq_len, global_batch_tokens) else {}
-        names = _system_list(systems) if systems is not None else list(defaults["systems"])
+        # --systems a,b and --systems a --systems b alike (typer keeps only the last of a repeated plain option)
+        given = ",".join(systems) if systems else None
+        defaults = _scenario_defaults(cat) if None in (given, seq_len, global_batch_tokens) else {}
+        names = _system_list(given) if given is not None else list(defaults["systems"])
         seq_len = seq_len if seq_len is not None else int(defaults["seq_len"])
         if global_batch_tokens is None:
             global_batch_tokens = int(defaults["global_batch_tokens"])

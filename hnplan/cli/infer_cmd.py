@@ -64,6 +64,8 @@ def _cell(v) -> str:
 
     >>> [_cell(x) for x in (16870.4, 33300.0, 8325.2, 0.6204, float("nan"), True, None, 7.5475e302)]
     ['16,870', '33,300', '8,325', '0.6204', 'n/a', 'yes', '-', '7.547e+302']
+    >>> [_cell(x) for x in (32768, 2000)]  # whole numbers (--input-tokens 32768) as the floats
+    ['32,768', '2000']
     """
     if isinstance(v, bool):
         return "yes" if v else "no"
@@ -71,6 +73,8 @@ def _cell(v) -> str:
         if v != v:
             return "n/a"
         return f"{v:.4g}" if abs(v) >= 1e15 else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
+    if isinstance(v, int) and abs(v) >= 10_000:
+        return f"{v:,}"
     return "-" if v is None else str(v)
 
 
@@ -225,6 +229,11 @@ def infer(
             except InfeasiblePlan as exc:
                 raise InfeasiblePlan(str(exc) + _seconds_hint(ttft_slo_ms, tpot_slo_ms)) from None
             out = plan.to_dict()
+            if kv_budget_gib is not None:  # capped where the HBM left after the weights holds less (said, not silent)
+                from hnplan.planning.inference.core import resolve
+                from hnplan.planning.inference.points import kv_budget_note
+
+                out.update(kv_budget_note(resolve(cat.model(model), cat.system(system), plan.replica, cat)))
             title = f"{qps:g} requests/s"
         else:
             out = operating_point(

@@ -32,7 +32,9 @@ def size(
         metavar="COUNT",
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
-    systems: list[str] = typer.Option(..., "--system", help="system id (repeat for several)"),
+    systems: list[str] = typer.Option(
+        ..., "--system", help="system id or YAML path (repeat for several, or comma-separated as compare --systems)"
+    ),
     deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),
     seq_len: int = typer.Option(
@@ -69,9 +71,10 @@ def size(
     budget_usd: float = typer.Option(
         None,
         "--budget-usd",
-        parser=count(),
+        parser=count(usd=True),
         metavar="USD",
-        help="capex budget [USD] (300M, 3e8): each design's capex and whether the purchase keeps to it",
+        help="capex budget [USD] (300M, 3e8, '$1.5B', 300,000,000): each design's capex and whether the purchase "
+        "keeps to it",
     ),
     power_cap_mw: float = typer.Option(
         None,
@@ -89,8 +92,11 @@ def size(
     from hnplan.planning.design import CHECKPOINT_MODES
     from hnplan.planning.sizing import size_rows
 
-    systems = list(dict.fromkeys(systems))  # a design named twice is sized once
+    # --system a --system b or --system a,b; a design named twice is sized once
+    systems = list(dict.fromkeys(s.strip() for text in systems for s in text.split(",") if s.strip()))
     with handle_errors():
+        if not systems:
+            raise InputError("--system names no system; give an id (data/systems) or a YAML path")
         refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
@@ -197,7 +203,8 @@ def size(
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
         money = ("capex", "facility [MW]") if limits else ()
         for col in (*cols, *money, f"MFU ({dtype} peak)", "goodput", "plan"):
-            t.add_column(escape(col))  # "[days]" is not rich markup
+            # "[days]" is not rich markup; figures right-aligned, so that their magnitudes line up
+            t.add_column(escape(col), justify="left" if col in ("system", "plan") else "right")
         notes = []
         units_of = {cat.system(ref).id: cat.system(ref).unit_gpus for ref in systems}  # ids or YAML paths
         for r in rows:

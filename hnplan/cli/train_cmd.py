@@ -231,7 +231,7 @@ def train(
                 ("step time", f"{d['step_time_s']:.3f} s"),
                 ("throughput", f"{d['tokens_per_s']:,.0f} tokens/s"),
                 (f"MFU / HFU ({dtype} peak)", f"{d['mfu']:.1%} / {d['hfu']:.1%}"),  # of the dtype's dense peak
-                ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:.1f}"),
+                ("model TFLOP/s per GPU", f"{d['model_tflops_per_gpu']:,.1f}"),
                 (
                     "memory per GPU",
                     _memory_text(d),
@@ -252,7 +252,7 @@ def train(
             title = f"{d['model']} on {gpus:,} x {d['system']}" + (f" (#{i + 1})" if len(ests) > 1 else "")
             console.print(kv_table(title, rows))
         if searched is not None:
-            console.print(f"searched {searched} candidates, {feasible} feasible")
+            console.print(f"searched {searched:,} candidates, {feasible:,} feasible")
         if note:
             console.print(note, highlight=False, markup=False)
         if calibration:

@@ -220,9 +220,12 @@ def size_for_deadline(
     start = n
     while not hit:
         if n > cap:
-            last = max(tried, default=0)
+            # the days at the largest count with a plan (the last tried may be one no layout divides: 900 racks
+            # of 72 GPUs have the factor 9 a power-of-two batch never divides), else why the last has none
+            planned = [k for k, v in tried.items() if isinstance(v, dict)]
+            last = max(planned or tried, default=0)
             r = tried.get(last)
-            at_cap = f"; at {r['gpus']:,} GPUs it takes {r['days']:,.0f} days" if isinstance(r, dict) else ""
+            at_cap = f"; at {r['gpus']:,} GPUs it takes {r['days']:,.1f} days" if isinstance(r, dict) else ""
             at_cap = f"; at {last * u:,} GPUs: {r}" if isinstance(r, InfeasiblePlan) else at_cap
             raise InfeasiblePlan(
                 f"no count of {sys_.id} up to the most its scale-out fabric joins ({cap * u:,} GPUs, "

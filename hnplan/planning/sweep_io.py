@@ -149,19 +149,26 @@ def default_dataset(spec_id: str) -> Path:
 
 
 def _read_table(out: Path, columns: list[str] | None = None, **kw):
-    """The rows of a sweep folder as an Arrow table (``columns`` only, if given); a file that is not Parquet
-    (a chunk cut short by a killed run, written before chunk writes were atomic) is bad input naming it,
-    not pyarrow's traceback."""
+    """The rows of a sweep folder as an Arrow table (``columns`` only, if given): its ``*.parquet`` files, so
+    that other files in the folder (a README, a spec kept beside its dataset) are left alone rather than read
+    as Parquet; a ``.parquet`` file that is not Parquet (a chunk cut short by a killed run, written before chunk
+    writes were atomic) is bad input naming it, not pyarrow's traceback."""
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
+    files = [
+        path
+        for path in sorted(out.rglob("*.parquet"))
+        # pyarrow leaves hidden files out of a dataset (a chunk being written is staged under a hidden folder)
+        if not any(part.startswith((".", "_")) for part in path.relative_to(out).parts)
+    ]
     try:
-        return ds.dataset(out, format="parquet", partitioning="hive", **kw).to_table(columns=columns)
+        return ds.dataset(
+            [str(f) for f in files], format="parquet", partitioning="hive", partition_base_dir=str(out), **kw
+        ).to_table(columns=columns)
     except (pa.ArrowInvalid, OSError):
-        for path in sorted(out.rglob("*.parquet")):
-            if any(part.startswith((".", "_")) for part in path.relative_to(out).parts):
-                continue  # pyarrow leaves hidden files out of a dataset
+        for path in files:
             try:
                 pq.read_metadata(path)
             except (pa.ArrowInvalid, OSError):

@@ -21,6 +21,7 @@ from hnplan.planning.inference.core import (
     Replica,
     Setup,
     candidate_replicas,
+    kv_budget_bytes,
     max_batch,
     per_system,
     resolve,
@@ -408,6 +409,23 @@ def operating_point(
         "engine": r.engine,
         "breakdown_s": dict(p.breakdown_s),
         **({"cost_note": f"n/a: {price_gap(sys_, cat)}"} if rate != rate else {}),
+        **kv_budget_note(resolve(m, sys_, r, cat)),
+    }
+
+
+def kv_budget_note(s: Setup) -> dict:
+    """``{"kv_budget_note": ...}`` when :attr:`Replica.kv_budget_gib` asks for more KV cache than the visible
+    HBM holds after the weights, workspace and runtime overheads (:func:`.core.kv_budget_bytes` caps it there,
+    where vLLM's ``kv_cache_memory_bytes`` would fail to allocate); ``{}`` otherwise."""
+    asked = s.replica.kv_budget_gib
+    if asked is None:
+        return {}
+    held = units.to_GiB(kv_budget_bytes(s))
+    if units.GiB_to_bytes(asked) <= kv_budget_bytes(s):
+        return {}
+    return {
+        "kv_budget_note": f"--kv-budget-gib {asked:,g} is more than the {held:,.1f} GiB per GPU left after weights, "
+        "workspace and overheads; the KV cache holds that"
     }
 
 
