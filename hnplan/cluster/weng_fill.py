@@ -54,7 +54,7 @@ WENG_POLICIES = ("Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", 
 MAX_SPEC_CPU = 128_000  # milli-CPU, MaxSpecCpu (pkg/type/open-gpu-share/utils/const.go)
 MAX_SPEC_GPU = 8_000  # milli-GPU, MaxSpecGpu
 TUNE = 1.3  # GPUs requested / cluster GPUs when arrivals stop (-tune 1.3)
-_KINDS = {0: -1, 1: 1, 2: 2, 4: 3, 8: 4}  # GPU-pod kind (GpuAffinity tag) by GPUs; share is kind 0
+_KINDS = {1: 1, 2: 2, 4: 3, 8: 4}  # whole-GPU pod kind (GpuAffinity tag "<k>-gpu") by GPUs; a share is kind 0
 
 
 def arrival_order(tasks: pd.DataFrame, capacity_milli: float, rng: np.random.Generator, tune: float = TUNE):
@@ -220,8 +220,9 @@ def weng_fill(
                 cpu[n] -= c
                 mem[n] -= me
                 used += g * m
-                if g:
-                    kinds[n, 0 if m < MILLI else _KINDS.get(g, 4)] += 1
+                k = 0 if 0 < m < MILLI else _KINDS.get(g)
+                if g and k is not None:
+                    kinds[n, k] += 1
             alloc[j], failed[j] = used / cap, nfail
         frames.append(pd.DataFrame({"policy": policy, "arrived": arrived, "allocated": alloc, "failed": failed}))
     out = pd.concat(frames, ignore_index=True)
