@@ -214,3 +214,21 @@ def test_infer_table_prints_large_whole_numbers_with_separators():
     assert res.exit_code == 0, res.output
     cells = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in res.stdout.splitlines() if "│" in line}
     assert cells["input tokens"] == "32,000" and cells["output tokens"] == "500"
+
+
+def test_claims_off_a_terminal_says_when_it_simulates_for_minutes(capsys):
+    """``hnplan claims > audit.txt`` ran 23 minutes (its shared-cluster runs uncached, load average 12) with
+    nothing on stderr: the bar is drawn on a terminal only. Off one, a line as each batch of runs starts and one
+    as it ends."""
+    from hnplan.cli.claims_cmd import _run_progress
+
+    with _run_progress() as progress:
+        progress(0, 40)
+        progress(1, 40)
+        progress(40, 40)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "claims: simulating 40 shared-cluster runs no cache holds (minutes the first time after a change of code or "
+        "catalog, then cached)"
+    )
+    assert len(err) == 2 and err[1].startswith("claims: 40 runs simulated in ") and err[1].endswith(" s")
