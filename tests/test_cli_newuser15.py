@@ -232,3 +232,20 @@ def test_claims_off_a_terminal_says_when_it_simulates_for_minutes(capsys):
         "catalog, then cached)"
     )
     assert len(err) == 2 and err[1].startswith("claims: 40 runs simulated in ") and err[1].endswith(" s")
+
+
+def test_catalog_validate_says_a_file_is_empty_rather_than_of_no_kind(tmp_path):
+    """``catalog validate empty.yaml`` said it could not tell which catalog the file belongs to and asked for
+    --kind, which changes nothing for an empty file: it says the file is empty (a list, a bare value: what it
+    holds), as ``--model empty.yaml`` does; a mapping of no known kind still asks for --kind."""
+    empty, listed = tmp_path / "empty.yaml", tmp_path / "list.yaml"
+    empty.write_text("")
+    listed.write_text("- a\n- b\n")
+    for path, what in ((empty, "nothing (the file is empty)"), (listed, "a list of 2 items")):
+        res = runner.invoke(app, ["catalog", "validate", str(path)])
+        assert res.exit_code == 2
+        assert " ".join(res.stderr.split()) == f"invalid: {path}: expected one mapping of an entry's fields, got {what}"
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("colour: blue\n")
+    res = runner.invoke(app, ["catalog", "validate", str(odd)])
+    assert res.exit_code == 2 and "cannot tell which catalog this file belongs to" in res.stderr
