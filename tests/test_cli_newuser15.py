@@ -214,3 +214,38 @@ def test_infer_table_prints_large_whole_numbers_with_separators():
     assert res.exit_code == 0, res.output
     cells = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in res.stdout.splitlines() if "│" in line}
     assert cells["input tokens"] == "32,000" and cells["output tokens"] == "500"
+
+
+def test_claims_off_a_terminal_says_when_it_simulates_for_minutes(capsys):
+    """``hnplan claims > audit.txt`` ran 23 minutes (its shared-cluster runs uncached, load average 12) with
+    nothing on stderr: the bar is drawn on a terminal only. Off one, a line as each batch of runs starts and one
+    as it ends."""
+    from hnplan.cli.claims_cmd import _run_progress
+
+    with _run_progress() as progress:
+        progress(0, 40)
+        progress(1, 40)
+        progress(40, 40)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "claims: simulating 40 shared-cluster runs no cache holds (minutes the first time after a change of code or "
+        "catalog, then cached)"
+    )
+    assert len(err) == 2 and err[1].startswith("claims: 40 runs simulated in ") and err[1].endswith(" s")
+
+
+def test_catalog_validate_says_a_file_is_empty_rather_than_of_no_kind(tmp_path):
+    """``catalog validate empty.yaml`` said it could not tell which catalog the file belongs to and asked for
+    --kind, which changes nothing for an empty file: it says the file is empty (a list, a bare value: what it
+    holds), as ``--model empty.yaml`` does; a mapping of no known kind still asks for --kind."""
+    empty, listed = tmp_path / "empty.yaml", tmp_path / "list.yaml"
+    empty.write_text("")
+    listed.write_text("- a\n- b\n")
+    for path, what in ((empty, "nothing (the file is empty)"), (listed, "a list of 2 items")):
+        res = runner.invoke(app, ["catalog", "validate", str(path)])
+        assert res.exit_code == 2
+        assert " ".join(res.stderr.split()) == f"invalid: {path}: expected one mapping of an entry's fields, got {what}"
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("colour: blue\n")
+    res = runner.invoke(app, ["catalog", "validate", str(odd)])
+    assert res.exit_code == 2 and "cannot tell which catalog this file belongs to" in res.stderr

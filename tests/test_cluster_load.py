@@ -227,3 +227,27 @@ def test_one_day_of_the_default_mix_on_gb200_is_not_steady(cat):
         s["steady_state_note"].startswith("no: the ") and "so its figures are mostly warm-up" in s["steady_state_note"]
     )
     assert s["steady_state_note"].endswith(f"or about {s['steady_jobs']:,} jobs (--jobs)")
+
+
+def test_durations_of_a_thousand_hours_and_more_print_without_an_exponent():
+    """The committed Alibaba openb sample (3,000 pods over 144.4 days) printed its offered load ``over a
+    3.47e+03 h arrival window, too short to reach steady state (the jobs run 1.45e+03 h, ...)``: whole hours with
+    separators from 1,000 up, three significant digits below, in the load line and the steady-state note."""
+    from hnplan import units
+    from hnplan.cluster.load import load_text, steady_text
+
+    summary = {
+        "offered_load": 0.0012,
+        "window_s": units.hours_to_s(3466.4),
+        "run_time_weighted_s": units.hours_to_s(1451.6),
+        "steady_short": True,
+        "steady_state": False,
+        "steady_window_s": 5 * units.hours_to_s(1451.6),
+        "steady_jobs": 6300,
+        "jobs_from": "trace",
+    }
+    assert load_text(summary) == (
+        "0.1% (over a 3,466 h arrival window, too short to reach steady state (the jobs run 1,452 h, "
+        "GPU-time-weighted mean))"
+    )
+    assert "(1,452 h)" in steady_text(summary) and "e+0" not in steady_text(summary)

@@ -19,7 +19,7 @@ from hnplan.catalog.schemas import (
     System,
     UncertainInput,
 )
-from hnplan.catalog.yaml_io import _read_yaml, parse_entry
+from hnplan.catalog.yaml_io import _read_yaml, _what, parse_entry
 from hnplan.errors import CatalogError
 
 
@@ -52,6 +52,11 @@ def validate_file(path: str | Path, kind: str | None = None):
         return parse_entry(raw, Scenario, path)
     if kind not in KINDS:
         guessed = kind_of_keys(raw)
+        if guessed is None and not isinstance(raw, dict):  # empty, a list, a bare value: no keys to tell by
+            raise CatalogError(
+                f"{path}: expected one mapping of an entry's fields, got {_what(raw)}",
+                path=path,
+            )
         if guessed is None:
             raise CatalogError(
                 f"{path}: cannot tell which catalog this file belongs to (its folder {kind!r} is none of them, "

@@ -27,11 +27,32 @@ def _num(v) -> str:
 
 @contextmanager
 def _run_progress():
-    """A progress bar on stderr (a terminal only) for the shared-cluster runs the audit simulates because no cache
-    holds them (minutes the first time after a change of code or catalog, then cached); nothing when every run is
-    read back. Yields the ``progress(done, total)`` callback, or None off a terminal."""
+    """A progress bar on stderr for the shared-cluster runs the audit simulates because no cache holds them
+    (minutes the first time after a change of code or catalog, then cached); off a terminal (a log, a pipe) one
+    line as each batch of runs starts and one as it ends, so that a run of many minutes is not silent; nothing
+    when every run is read back. Yields the ``progress(done, total)`` callback."""
     if not err_console.is_terminal:
-        yield None
+        import time
+
+        started = [0.0]
+
+        def lines(done: int, total: int) -> None:
+            if done == 0:
+                started[0] = time.perf_counter()
+                err_console.print(
+                    f"claims: simulating {total:,} shared-cluster run{'s' * (total != 1)} no cache holds "
+                    "(minutes the first time after a change of code or catalog, then cached)",
+                    highlight=False,
+                    markup=False,
+                )
+            elif done >= total:
+                err_console.print(
+                    f"claims: {total:,} run{'s' * (total != 1)} simulated in {time.perf_counter() - started[0]:,.0f} s",
+                    highlight=False,
+                    markup=False,
+                )
+
+        yield lines
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -182,6 +182,16 @@ def steady_state_of(
     }
 
 
+def _figure(x: float) -> str:
+    """A duration's figure in the load and steady-state lines: three significant digits, and whole numbers with
+    separators from 1,000 up, where ``:.3g`` prints an exponent (a 144-day trace's window was ``3.47e+03 h``).
+
+    >>> [_figure(x) for x in (3466.4, 1451.0, 21.6, 0.000278, 144.4)]
+    ['3,466', '1,451', '21.6', '0.000278', '144']
+    """
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
+
+
 def steady_text(summary: dict) -> str:
     """Whether a run's summary is in steady state, why not, and the remedy, in one line. The remedy's
     days are rounded up (two digits), so a run that follows it is long enough.
@@ -205,8 +215,8 @@ def steady_text(summary: dict) -> str:
         else f"the jobs offer {load:.0%} of the capacity"
     )
     need = summary["steady_window_s"]
-    span = f"{units.s_to_days(w):,.3g}-day" if w >= 2 * units.DAY else f"{units.s_to_hours(w):,.3g} h"
-    run = f"{units.s_to_hours(run_s):,.3g} h"
+    span = f"{_figure(units.s_to_days(w))}-day" if w >= 2 * units.DAY else f"{_figure(units.s_to_hours(w))} h"
+    run = f"{_figure(units.s_to_hours(run_s))} h"
     if summary["steady_state"]:
         return (
             f"yes: the {span} arrival window is {w / run_s:,.2g}x {who} GPU-time-weighted run time ({run}) and {offer}"
@@ -307,10 +317,12 @@ def load_text(summary: dict) -> str:
         notes.append(f"the mix aims at {asked:.1%}; this draw offers {'more' if x > asked else 'less'}")
     short = summary.get("steady_short", False)
     if x > 1 and (not short or summary.get("offered_load_window", 0.0) > 1):  # a queue forms inside the window
-        notes.append(f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {window_h:,.3g} h arrival window")
+        notes.append(
+            f"oversubscribed: the jobs ask for {x:.2g}x the GPU-hours of the {_figure(window_h)} h arrival window"
+        )
     if short:  # the load counts GPU-time that lies past the window (steady_text says what would reach it)
         notes.append(
-            f"over a {window_h:,.3g} h arrival window, too short to reach steady state (the jobs run "
-            f"{units.s_to_hours(summary['run_time_weighted_s']):,.3g} h, GPU-time-weighted mean)"
+            f"over a {_figure(window_h)} h arrival window, too short to reach steady state (the jobs run "
+            f"{_figure(units.s_to_hours(summary['run_time_weighted_s']))} h, GPU-time-weighted mean)"
         )
     return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")
