@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -358,14 +359,12 @@ def audit(
     (:data:`hnplan.cluster.claims.RUN_PROGRESS`; minutes on two cores, nothing when every run is cached)."""
     cat = catalog or load_catalog()
     s = setup or AuditSetup()
-    if progress is not None and cluster_available():
-        from hnplan.cluster.claims import RUN_PROGRESS
-
-        token = RUN_PROGRESS.set(progress)
+    if progress is not None:  # handed to the cluster runs by cluster_utilisation, only if a cluster claim runs
+        token = _CLUSTER_PROGRESS.set(progress)
         try:
             return audit(s, cat, only)
         finally:
-            RUN_PROGRESS.reset(token)
+            _CLUSTER_PROGRESS.reset(token)
     out = []
     for cid, seeds, text, fn in _experiments():
         if only and cid not in only:
@@ -420,6 +419,12 @@ def audit_summary(claims: list[Claim]) -> str:
     return audit_headline(claims) + "\n\n" + audit_conditions(claims)
 
 
+#: the caller's ``progress(done, total)`` for the shared-cluster runs (:func:`audit`), handed to
+#: :data:`hnplan.cluster.claims.RUN_PROGRESS` by :func:`cluster_utilisation`: the simulation (and pandas) is
+#: imported only when a cluster claim runs, not for ``claims --only storage-1m-iops``
+_CLUSTER_PROGRESS: ContextVar = ContextVar("hnplan_claims_cluster_progress", default=None)
+
+
 def cluster_available() -> bool:
     """Whether hnplan has its shared-cluster simulation (``hnplan.cluster``)."""
     import importlib.util
@@ -448,6 +453,16 @@ def cluster_utilisation(catalog: Catalog, setup: AuditSetup, claim_id: str) -> p
     from hnplan.planning.prediction_cache import run_cache
 
     gpus = setup.cluster_gpus or CLUSTER_GPUS
+    hook = _CLUSTER_PROGRESS.get()
+    if hook is not None:
+        from hnplan.cluster.claims import RUN_PROGRESS
+
+        token, own = RUN_PROGRESS.set(hook), _CLUSTER_PROGRESS.set(None)
+        try:
+            return cluster_utilisation(catalog, setup, claim_id)
+        finally:
+            _CLUSTER_PROGRESS.reset(own)
+            RUN_PROGRESS.reset(token)
     pts, metric, op, thr, cond = audit_points(
         claim_id,
         setup.cluster_traditional,
