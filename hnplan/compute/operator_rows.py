@@ -335,7 +335,7 @@ def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
     codes, index = labels
     wanted = np.zeros(len(index) + 1, dtype=bool)  # a lookup per label code (a few dozen labels)
     wanted[[index[v] for v in values if v in index]] = True
-    return wanted[codes]
+    return wanted.take(codes)  # wanted[codes], gathered faster
 
 
 ROW_FIELDS = ("name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k", "groups")
