@@ -190,7 +190,7 @@ def part_time_table(
     ]
     others = [(rows(owners, False), owners) for owners in _groups(subs, lambda k: 0, by_tp).values()]
     shared = []
-    for i in range(len(others[0][0])):
+    for i in range(len(others[0][0]) if others else 0):  # no shapes: no rows
         shared += [(seg[i], owners, 1.0) for seg, owners in (others if i % 2 == 0 else cores) if seg[i]]
 
     modules = ("core_attn",) if stack is None else stack.recompute_modules
