@@ -64,7 +64,7 @@ class Columns:
         if key in self._data:
             return self._data[key]
         codes, values = self._cats[key]
-        out = values[codes]
+        out = values.take(codes)  # take: a gather faster than fancy indexing, the same values
         self._data[key] = out
         return out
 
@@ -121,7 +121,7 @@ class Columns:
             if sup:
                 outer, table = min(sup, key=lambda v: len(v[1]))
                 inner, uniq = table.factorize(keys)
-                self._distinct[tk] = (inner[outer], uniq)
+                self._distinct[tk] = (inner.take(outer), uniq)
             else:
                 self._distinct[tk] = self._factorize(keys)
         return self._distinct[tk]
@@ -228,7 +228,7 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             seen = np.zeros(int(hi - base) + 1, dtype=bool)
             seen[offset] = True
             present, lookup = _ranks(seen)
-            return lookup[offset], (present + base).astype(a.dtype)
+            return lookup.take(offset), (present + base).astype(a.dtype)
         return factorize_ints(a)
     if a.dtype.kind in "bOU" and "pandas" not in sys.modules and len(a) <= _SORT_ROWS:
         by_sort = _sorted_codes(a)  # flags and names (a plan's recompute mode) without importing pandas for them
@@ -321,7 +321,7 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
         seen = np.zeros(n_keys, dtype=bool)
         seen[flat] = True
         uflat, lookup = _ranks(seen)
-        out = lookup[flat]
+        out = lookup.take(flat)
     else:
         out, uflat = factorize_ints(flat)
     return out, np.unravel_index(uflat, sizes)
@@ -372,7 +372,7 @@ def on_distinct(df, keys: list[str], fn: Callable) -> tuple:
     [[10, 20, 10, 15]]
     """
     codes, uniq = factorize(df, keys)
-    return tuple(np.asarray(x)[codes] for x in fn(uniq))
+    return tuple(np.asarray(x).take(codes, axis=0) for x in fn(uniq))  # take: x[codes], gathered faster
 
 
 def memo(df, keys: list[str], fn: Callable[..., dict], cache: dict | None = None):
@@ -430,12 +430,12 @@ def memo_batched(df, keys: list[str], fn: Callable[..., dict], cache: dict | Non
             for k, v in got.items():
                 fresh.setdefault(k, np.empty(len(tuples)))[rows] = v
     if fresh:
-        out_cols = {k: v[codes] for k, v in fresh.items()}
+        out_cols = {k: v.take(codes) for k, v in fresh.items()}
     else:
         res = [cache[u] for u in tuples]
         names = res[0][0] if res else ()
         table = np.array([r[1] for r in res], dtype=float).reshape(len(res), len(names))
-        out_cols = {k: table[:, i][codes] for i, k in enumerate(names)}
+        out_cols = {k: table[:, i].take(codes) for i, k in enumerate(names)}
     if isinstance(uniq, Columns):
         return Columns(out_cols)
     import pandas as pd

@@ -99,3 +99,35 @@ def test_ring_kernels_over_shapes_equal_each_shape(cat):
         for j in range(4):
             f1, b1 = ring_step_times_s(acc, attention_op(m, int(mb[j]), 8192, int(tp[j]), cp))
             assert np.array_equal(fwd[:, j], f1) and np.array_equal(bwd[:, j], b1)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_row_segments_interleave_into_the_rows(cat, name):
+    # the other operators' rows built once over shapes of every cp (core=False) and the attention cores' rows of
+    # the cp = 1 and the ring shapes (core=True) interleave, segment by segment, into each set's whole rows: the
+    # same labels in the same order and every number bit for bit (the order each shape's part sums add them in)
+    m, acc, dtype, ch, shapes = _setup(cat, name)
+    kw = dict(attention=ch.attention, sequence_parallel=True, acc=acc, stack=ch, occurrence=True)
+    split = dtype == "fp8" and needs_transpose(acc, ch.fp8_recipe)
+    for sharded in (False, True):
+        group = [s for s in shapes if (split and s[1] > 1) == sharded]
+        if not group:
+            continue
+        mb, tp, cp = (np.array([s[i] for s in group], dtype=np.int64) for i in (0, 1, 2))
+        other = _raw_rows(m, "train", mb, 4096, 0, tp, cp, 1, dtype, "full", "executed", **kw, core=False)
+        assert all(not seg for seg in other[1::2])  # the cores' segments left empty
+        for ring in (False, True):
+            at = np.flatnonzero((cp > 1) == ring)
+            if not len(at):
+                continue
+            c = cp[at] if ring else 1
+            cores = _raw_rows(m, "train", mb[at], 4096, 0, tp[at], c, 1, dtype, "full", "executed", **kw, core=True)
+            whole = _raw_rows(m, "train", mb[at], 4096, 0, tp[at], c, 1, dtype, "full", "executed", **kw)
+            assert len(cores) == len(other) and all(not seg for seg in cores[0::2]) and any(cores[1::2])
+            merged = [(r, i % 2 == 0) for i in range(len(other)) for r in (other[i] if i % 2 == 0 else cores[i])]
+            assert [r[:4] for r, _ in merged] == [r[:4] for r in whole]
+            for (r, over_all), w in zip(merged, whole):
+                got = [np.broadcast_to(v, len(group))[at] if over_all else np.broadcast_to(v, len(at)) for v in r[4:]]
+                assert np.array_equal(
+                    np.array(got, dtype=float), np.array([np.broadcast_to(v, len(at)) for v in w[4:]])
+                )

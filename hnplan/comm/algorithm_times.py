@@ -156,16 +156,29 @@ def _ring(g: GroupPlacement, passes: int, data, allreduce: bool, model: bool = F
     the alpha latency of :func:`_ring_latency` plus ``data / B_ring``. ``model``: NCCL's tuner's estimate
     instead, LL128 also capped at the group's channels x perChMaxRingLL128Bws (what the tuner compares
     algorithms by, :func:`_tuner_key`)."""
-    bw = _ring_bw(g)
-    if not _nccl(g):
-        return passes * _ring_latency(g) + data / bw
-    lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
-    cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps) if model else None
-    bws = nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps, cap)
+    key = ("ring", passes, allreduce, model)
+    terms = g.derived.get(key)
+    if terms is None:  # the group's numbers, once per placement (many sizes are timed on one)
+        terms = g.derived[key] = _ring_terms(g, passes, allreduce, model)
+    lats, bws = terms
+    if len(lats) == 1:  # not NCCL's latency model: the alpha steps
+        return lats[0] + data / bws[0]
     if isinstance(data, float):  # the planners' scalar path: LL, LL128 and Simple
         (l0, l1, l2), (b0, b1, b2) = lats, bws
         return min(l0 + data / b0, l1 + data / b1, l2 + data / b2)
     return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
+
+
+def _ring_terms(g: GroupPlacement, passes: int, allreduce: bool, model: bool) -> tuple[tuple, tuple]:
+    """The numbers of :func:`_ring` that depend on the group alone, ``(latencies [s], bandwidths [B/s])``: off an
+    NCCL fabric the ``passes`` alpha steps of :func:`_ring_latency` and ``B_ring``; on one, NCCL's latency and
+    bandwidth of LL, LL128 and Simple."""
+    bw = _ring_bw(g)
+    if not _nccl(g):
+        return (passes * _ring_latency(g),), (bw,)
+    lats = nccl.ring_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.size, g.domains, passes, allreduce)
+    cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps) if model else None
+    return lats, nccl.ring_protocol_bws(bw, g.domains, g.up.ll_max_busbw_Bps, cap)
 
 
 def _cross_tree(g: GroupPlacement, s):
@@ -177,8 +190,12 @@ def _cross_tree(g: GroupPlacement, s):
     src/graph/trees.cc (ncclGetBtree, ncclGetDtree)."""
     if g.domains == 1:
         return 0.0 * s, 0.0
-    t = {2: 1.0, 3: 1.5}.get(g.domains, 2.0) * s / g.crossing_Bps
-    return t, 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
+    terms = g.derived.get("cross_tree")
+    if terms is None:  # the group's numbers, once per placement
+        depth = 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
+        terms = g.derived["cross_tree"] = ({2: 1.0, 3: 1.5}.get(g.domains, 2.0), g.crossing_Bps, depth)
+    per_s, crossing, a_cross = terms
+    return per_s * s / crossing, a_cross
 
 
 def _tree_protocols(g: GroupPlacement, s, data):
@@ -186,10 +203,14 @@ def _tree_protocols(g: GroupPlacement, s, data):
     (:func:`hnplan.comm.nccl.tree_latency_s`) and its fraction of the tree's bandwidth term ``data``
     (:func:`hnplan.comm.nccl.tree_protocol_fraction`); LL also no faster than NCCL's llMaxBws (tree busbw
     is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
-    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
-    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+    terms = g.derived.get("tree_protocols")
+    if terms is None:  # the group's numbers, once per placement
+        lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+        cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+        terms = g.derived["tree_protocols"] = (lats, cap, nccl.tree_protocol_fraction("LL128", g.domains))
+    lats, cap, ll128 = terms
     ll = nccl_bw.at_least(data / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
-    times = (lats[0] + ll, lats[1] + data / nccl.tree_protocol_fraction("LL128", g.domains), lats[2] + data)
+    times = (lats[0] + ll, lats[1] + data / ll128, lats[2] + data)
     return min(times) if isinstance(data, float) else np.minimum.reduce(times)
 
 
@@ -253,9 +274,13 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         intra = intra + _nvls_chunk_steps(g, s)
         lat = a_in + a_cross
         if _nccl(g):
-            nvls = bool(e_u) and q > 1
-            kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
-            lat = nccl.inr_latency_s(g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind)
+            lat = g.derived.get("inr_latency")
+            if lat is None:  # once per placement
+                nvls = bool(e_u) and q > 1
+                kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
+                lat = g.derived["inr_latency"] = nccl.inr_latency_s(
+                    g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind
+                )
         return lat + nccl_bw.at_least(intra, cross)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
 
@@ -273,8 +298,11 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
         if alg == "pat":  # NCCL's PAT: one rank per node only
             if not (_nccl(g) and q == 1 and d > 1):
                 return None
-            lat = nccl.pat_latency_s(g.out.hop_latency_s, p, d)
-            return lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * _ring_bw(g))
+            terms = g.derived.get("pat")
+            if terms is None:  # once per placement
+                terms = g.derived["pat"] = (nccl.pat_latency_s(g.out.hop_latency_s, p, d), _ring_bw(g))
+            lat, ring_bw = terms
+            return lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * ring_bw)
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps

@@ -48,8 +48,11 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
     if alg == "tree" and op == "allreduce":
         return nccl_bw.tree_estimate_s(g, s, _tree_data(g, s)[0])
     if alg == "ring":
-        cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
-        if cap is None or cap >= nccl.LL128_LINE_FRACTION * _ring_bw(g):  # the cap does not bind
+        binds = g.derived.get("ring_ll128_cap_binds")
+        if binds is None:  # once per placement (:attr:`~hnplan.comm.placement.GroupPlacement.derived`)
+            cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
+            binds = g.derived["ring_ll128_cap_binds"] = cap is not None and cap < nccl.LL128_LINE_FRACTION * _ring_bw(g)
+        if not binds:
             return t
         p = g.size
         if op == "allreduce":

@@ -159,15 +159,16 @@ def tree_estimate_s(g: GroupPlacement, s, data):
     there, so a cap C costs ``2 S / C``); LL at 1/3.8 of that and at most llMaxBws; LL128 at 7/9 (one
     domain) or 120/128 of it and at most channels x perChMaxTreeLL128Bws; each divided by
     :func:`tree_correction`."""
-    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
-    tree_cap = channel_cap(g, PER_CHANNEL_TREE_GBps)
+    terms = g.derived.get("tree_estimate")
+    if terms is None:  # the group's numbers, once per placement (:attr:`GroupPlacement.derived`)
+        lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+        cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+        caps = (channel_cap(g, PER_CHANNEL_TREE_GBps), cap, channel_cap(g, PER_CHANNEL_TREE_LL128_GBps))
+        terms = g.derived["tree_estimate"] = (lats, caps, nccl.tree_protocol_fraction("LL128", g.domains))
+    lats, (tree_cap, cap, ll128_cap), ll128_fraction = terms
     simple = at_least(data / TREE_ALLREDUCE_FRACTION, None if tree_cap is None else 2 * s / tree_cap)
-    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
     ll = at_least(simple / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
-    ll128_cap = channel_cap(g, PER_CHANNEL_TREE_LL128_GBps)
-    ll128 = at_least(
-        simple / nccl.tree_protocol_fraction("LL128", g.domains), None if ll128_cap is None else 2 * s / ll128_cap
-    )
+    ll128 = at_least(simple / ll128_fraction, None if ll128_cap is None else 2 * s / ll128_cap)
     c = tree_corrections(s)
     times = (lats[0] + ll / c[0], lats[1] + ll128 / c[1], lats[2] + simple / c[2])
     return min(times) if isinstance(data, float) else np.minimum.reduce(times)

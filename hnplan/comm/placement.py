@@ -9,7 +9,7 @@ outermost; Narayanan et al. SC21 Sec. 3): a group of ``size`` ranks spaced ``str
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 from hnplan.catalog.design import Design
 from hnplan.comm.topology import LinkParams, SystemLinks, scaleout_bom, split_group, system_links
@@ -54,6 +54,12 @@ class GroupPlacement:
         (NVIDIA/nccl src/graph/search.cc), so the NICs per domain its rings use, ``min(NICs serving the q
         ranks, n_ring)``; with the scale-up fabric's ``nccl_generation`` they set NCCL's per-channel
         bandwidth caps (:mod:`hnplan.comm.nccl_bw`). None: one domain, or no channel count (no cap).
+    derived : dict
+        Numbers the collective models derive from the fields above alone (a ring's protocol latencies and
+        bandwidths, the tuner's caps: :mod:`hnplan.comm.algorithm_times`, :mod:`hnplan.comm.nccl_bw`), kept
+        here the first time one is asked for, so that timing many message sizes on one placement derives
+        them once. Not part of the placement's identity (equality, hash) and not copied by
+        :func:`dataclasses.replace`, which makes a new placement.
     """
 
     size: int
@@ -65,6 +71,17 @@ class GroupPlacement:
     ring_lanes: float | None = None
     inr_heads: int | None = None
     channels: int | None = None
+    derived: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:
+        """The hash of the fields that make the placement (those :meth:`__eq__` compares), computed once: a
+        placement keys the tuner times every job shares (:mod:`hnplan.planning.training.collective_time`),
+        looked up for each collective timed on it (hashing the links' fields each time costs more than the
+        lookup)."""
+        h = self.derived.get("__hash__")
+        if h is None:
+            h = self.derived["__hash__"] = hash(tuple(getattr(self, name) for name in _COMPARED))
+        return h
 
     @property
     def crossing_Bps(self) -> float:
@@ -72,6 +89,9 @@ class GroupPlacement:
         from the next domain: ``min(q, ring_lanes) x B_o``."""
         lanes = self.per_domain if self.ring_lanes is None else min(self.per_domain, self.ring_lanes)
         return lanes * self.out.bw_Bps
+
+
+_COMPARED = tuple(f.name for f in fields(GroupPlacement) if f.compare)  # the fields a placement is hashed by
 
 
 def nodes_per_leaf(design: Design) -> int:

@@ -188,6 +188,7 @@ def _raw_rows(
     stack: StackChoices | None = None,
     occurrence: bool = False,
     only: tuple[str, ...] | None = None,
+    core: bool | None = None,
 ):
     """Raw rows of a pass (``only``: of the layers' operators whose names start with one of these prefixes); with ``acc`` and an fp8 ``dtype`` in training, the quantisation kernels of the
     stack's fp8 recipe follow each fp8 GEMM (:mod:`hnplan.compute.fp8_recipes`). ``batch`` and ``tp`` may
@@ -196,26 +197,40 @@ def _raw_rows(
     of each shape. With ``occurrence``
     the rows of one occurrence of each part (one layer of each kind present, the embedding, the head):
     ``count`` is then the times a row's kernel runs in it (1, or ``cp - 1`` for a ring's off-diagonal step,
-    listed once)."""
+    listed once).
+
+    ``core`` (True or False) splits the rows at the attention-core operators (kinds :data:`ATTENTION_KINDS`):
+    a list of segments, the rows between two attention cores (even indices: the first segment, before the first
+    core) and each core's rows (odd indices), in the order of the whole list; only those of the cores
+    (``core=True``) or of the other operators (``False``) are built, the other segments left empty. The other
+    operators' rows do not depend on whether a shape's attention runs as a ring (their numbers are those of
+    its ``b s / cp`` tokens), so ``cp`` may then mix 1 and above (``core=False``); the segments of two
+    calls over the same shapes interleave into the rows of one (:mod:`hnplan.compute.parts`)."""
     wb = units.dtype_bytes(dtype)
     kn = StepKernels.of(stack, dtype)
     expand = _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn, occurrence)
 
-    rows = []
+    rows: list = []
+    segments = [rows]
     for scope, count in _layer_counts(model, layers).items():
         if count:
             count = 1 if occurrence else count
             for op in _layer_ops(
                 model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
             ):
-                if only is None or op.name.startswith(only):
-                    rows += expand(op, count)
+                if core is not None and op.kind in ATTENTION_KINDS:  # a segment of its own, between two others
+                    rows = []
+                    segments += [expand(op, count) if core else [], rows]
+                elif only is None or op.name.startswith(only):
+                    if not core:
+                        rows += expand(op, count)
     if only is not None:
-        return rows
-    emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel, kn)
-    for op in (emb if embedding else []) + (hd if head else []):
-        rows += expand(op, 1)
-    return rows
+        return rows if core is None else segments
+    if not core:
+        emb, hd = _once_ops(model, phase, batch, seq_len, tp, cp, wb, sequence_parallel, kn)
+        for op in (emb if embedding else []) + (hd if head else []):
+            rows += expand(op, 1)
+    return rows if core is None else segments
 
 
 def _expander(phase, recompute, convention, tp, dtype, sequence_parallel, acc, kn: StepKernels, ring_once=False):
@@ -320,7 +335,7 @@ def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
     codes, index = labels
     wanted = np.zeros(len(index) + 1, dtype=bool)  # a lookup per label code (a few dozen labels)
     wanted[[index[v] for v in values if v in index]] = True
-    return wanted[codes]
+    return wanted.take(codes)  # wanted[codes], gathered faster
 
 
 ROW_FIELDS = ("name", "scope", "kind", "phase", "count", "flops", "bytes", "m", "n", "k", "groups")

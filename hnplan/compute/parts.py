@@ -6,11 +6,13 @@ builds the operator rows of :mod:`hnplan.compute.operators` for all shapes and t
 vectorised roofline call (every operator but the routed experts, which alone depend on EP, once per
 ``(micro-batch, tp, cp)``; the routed experts once per shape), so the result equals summing
 :func:`hnplan.compute.operator_table` rows shape by shape (to rounding; tested), at a fraction of the
-cost. The rows are built once per group of shapes that share a row set (``cp = 1``, or ``cp > 1``
-whose ring is one diagonal step, one off-diagonal step run ``cp - 1`` times and the corrections; and
-``tp = 1`` apart from ``tp > 1`` where a sequence-sharded fp8 input needs its own transpose kernel):
-the names, kinds and phases once, each number an array over the group's shapes (the same expressions as
-for one shape, element by element: every number equals the one-shape row bit for bit; tested). The rows
+cost. The rows are built once per group of shapes that share a row set: the attention cores' once for
+``cp = 1`` and once for all ``cp > 1`` (whose ring is one diagonal step, one off-diagonal step run ``cp - 1``
+times and the corrections), the other operators' once for every ``cp`` (the same rows at the shape's
+``b s / cp`` tokens), interleaved in each shape's order; and ``tp = 1`` apart from ``tp > 1`` where a
+sequence-sharded fp8 input needs its own transpose kernel: the names, kinds and phases once, each number an
+array over the group's shapes (the same expressions as for one shape, element by element: every number
+equals the one-shape row bit for bit; tested). The rows
 are those of one occurrence of each part; a row's ``count`` is the times its kernel runs there (``cp - 1``
 for the ring's off-diagonal step, 1 otherwise), by which its time and host launches are multiplied.
 """
@@ -166,16 +168,30 @@ def part_time_table(
     sub = {s[:3]: None for s in shp}
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
-    shared = []
     subs = list(sub)
-    for (ring, _), owners in _groups(subs, lambda k: k[2] > 1, by_tp).items():
+
+    def rows(owners, core: bool, ring: bool = False) -> list:
+        """The row segments (``_raw_rows``'s ``core``) of the sub-shapes ``owners``."""
         mb, tp, cp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1, 2))
-        cp = cp if ring else 1  # the ring's rows (diagonal, off-diagonal step x (cp - 1), corrections) for any cp
-        r = _raw_rows(model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True)
-        if moe:
+        cp = cp if ring or not core else 1  # the ring's rows (diagonal, off-diagonal x (cp - 1), corrections)
+        r = _raw_rows(
+            model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True, core=core
+        )
+        if moe and not core:
             routed = {x[0] for x in _expert_rows(model, mb, seq_len, tp, cp, 1, dtype, sequence_parallel, acc, kn)}
-            r = [x for x in r if x[0] not in routed]
-        shared.append((r, owners, 1.0))
+            r = [[x for x in seg if x[0] not in routed] for seg in r]
+        return r
+
+    # the attention cores once per group of shapes that share their row set (cp = 1; any cp > 1, as a ring), the
+    # other operators once over all the shapes (their rows have the same structure at every cp), interleaved in
+    # the order of each shape's rows (each shape's sums below add its rows in that order)
+    cores = [
+        (rows(owners, True, ring), owners) for (ring, _), owners in _groups(subs, lambda k: k[2] > 1, by_tp).items()
+    ]
+    others = [(rows(owners, False), owners) for owners in _groups(subs, lambda k: 0, by_tp).values()]
+    shared = []
+    for i in range(len(others[0][0]) if others else 0):  # no shapes: no rows
+        shared += [(seg[i], owners, 1.0) for seg, owners in (others if i % 2 == 0 else cores) if seg[i]]
 
     modules = ("core_attn",) if stack is None else stack.recompute_modules
     timed: list | None = None if ring_kernels is None else []

@@ -72,7 +72,7 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
         else:
             _tuner_times(op, res, miss, u_n, inv, count, placed)
         memo.update(zip((keys[i] for i in miss), res[miss].tolist()))
-    out[idx] = res[codes]
+    out[idx] = res.take(codes)
     return out
 
 

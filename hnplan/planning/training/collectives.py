@@ -372,7 +372,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
 
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
-    t_grad, last_grad, t_param, last_param = (x[codes] for x in per[:4])
+    t_grad, last_grad, t_param, last_param = (np.asarray(x).take(codes) for x in per[:4])  # x[codes], faster
     if ov.dp_grad_reduce:  # per model chunk, behind the backward that follows its last micro-batch
         grad_exp = np.maximum(interleaved_grad_exposed(df, t_grad, t_bwd_mb), last_grad)
     else:

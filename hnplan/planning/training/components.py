@@ -373,7 +373,9 @@ def flops_per_token(job: Job, df: pd.DataFrame):
 
         codes, modes = pd.factorize(df["recompute"])
     f = [training_flops_per_token(job.model, job.seq_len, r, job.choices.recompute_modules) for r in modes]
-    return np.array([v.model for v in f], dtype=float)[codes], np.array([v.hardware for v in f], dtype=float)[codes]
+    return np.array([v.model for v in f], dtype=float).take(codes), np.array([v.hardware for v in f], dtype=float).take(
+        codes
+    )
 
 
 def hbm_bytes(acc: Accelerator) -> float:

@@ -87,13 +87,13 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
         t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
         t_ep = moe_layers * t_ep_layer * again
         if dense:  # t_ep 0: the overlap hides nothing (0 - (1 - slowdown) min(0, t_comp))
-            t_mb.append((t_comp + t_tp + t_cp + t_ep)[codes] + t_pp)
+            t_mb.append((t_comp + t_tp + t_cp + t_ep).take(codes) + t_pp)  # take: [codes], gathered faster
         else:  # warm-up/cool-down passes run alone: the overlap share is per candidate
-            t_ep = t_ep[codes]
+            t_ep = t_ep.take(codes)
             if ch.ep_comm:  # each half beside the partner pass's compute (moe.ep_paired_exposed)
-                fwd, bwd, wgrad = st[1][codes], st[2][codes], st[6][codes]
+                fwd, bwd, wgrad = st[1].take(codes), st[2].take(codes), st[6].take(codes)
                 t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, share, c.overlap_slowdown(job, "ep"))
-            t_mb.append((t_comp + t_tp + t_cp)[codes] + t_ep + t_pp)
+            t_mb.append((t_comp + t_tp + t_cp).take(codes) + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
     slowest, t_slowest = _slowest(t_mb)
     at = slowest * table.shape[2] + codes  # the slowest stage's row in a [stage, distinct row] array
@@ -102,7 +102,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
         if i == 3 and not dense:  # t_ep, per candidate
             out.append(np.take_along_axis(np.array(q, dtype=float), slowest[None, :], axis=0)[0])
         else:
-            out.append(np.array(q, dtype=float).reshape(-1)[at])
+            out.append(np.array(q, dtype=float).reshape(-1).take(at))
     p = c._col(plans, "pp")
     every = t_mb[0] + np.maximum(p - 2, 0) * t_mb[1] + t_mb[2]  # first, pp - 2 middle ones (the fullest), last
     out.append(np.where(p > 1, np.maximum(every - t_slowest, 0.0), 0.0))

@@ -451,7 +451,7 @@ def _stage_table(job: Job, df: pd.DataFrame) -> np.ndarray:
 
 def _taken(table: Columns, codes: np.ndarray):
     """A column reader of ``table`` broadcast to the candidates (row ``codes[i]`` for candidate ``i``)."""
-    return lambda col: table[col][codes]
+    return lambda col: table[col].take(codes)  # table[col][codes], gathered faster
 
 
 STAGE_QUANTITIES = ("t_compute_mb", "t_fwd_mb", "t_bwd_mb", "attn_per_layer", "layers", "moe_layers", "t_wgrad_mb")
