@@ -240,8 +240,9 @@ def check_ids(notebook: str, params: dict, where: str, catalog: Catalog | None =
 
 
 #: the jobs one cluster_operations report may simulate in all (jobs drawn x designs x policies): the event
-#: simulation takes about 0.7-1 ms a job on one core (10,000 jobs on 2 designs x 2 policies: 27 s at the mix's
-#: load, 42 s at load 3, measured), so 400,000 take some 5-7 minutes
+#: simulation takes about 0.55-0.7 ms a job on one core (10,000 jobs on GB200 NVL72 and HGX H100 x topology-aware
+#: and best-fit, 1,152 GPUs: 22.2 s of CPU at the mix's load, 27.4 s at load 3, measured 2026-12-02), so 400,000
+#: take some 4-5 minutes
 MAX_REPORT_CLUSTER_JOBS = 400_000
 
 
@@ -287,6 +288,6 @@ def check_cluster_jobs(notebook: str, params: dict, where: str, catalog: Catalog
         return
     raise ScenarioError(
         f"{where}: notebook {notebook!r}, parameter {name!r}: {jobs * runs:,.0f} jobs to simulate "
-        f"({jobs:,.0f} on each of {runs} design x policy runs), more than {MAX_REPORT_CLUSTER_JOBS:,} (about 1 ms "
-        f"a job, some 7 minutes); {name} at most {MAX_REPORT_CLUSTER_JOBS / runs / per:,.3g} here"
+        f"({jobs:,.0f} on each of {runs} design x policy runs), more than {MAX_REPORT_CLUSTER_JOBS:,} (about 0.7 ms "
+        f"a job at most, some 5 minutes); {name} at most {MAX_REPORT_CLUSTER_JOBS / runs / per:,.3g} here"
     )

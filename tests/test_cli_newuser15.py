@@ -1,4 +1,4 @@
-"""What a new-user trial of every sub-command found (session 15): each a CLI run asserting the exit code and
+"""What a new-user trial of every sub-command found: each a CLI run asserting the exit code and
 the one-line message or the figure."""
 
 import json

@@ -1,4 +1,4 @@
-"""What a new-user trial of the command line found (session 13): each a CLI run asserting the exit code and
+"""What a new-user trial of the command line found: each a CLI run asserting the exit code and
 the figure or the one-line message."""
 
 import json

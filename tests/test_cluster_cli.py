@@ -200,7 +200,7 @@ def test_runs_beyond_the_job_limit_are_refused_before_drawing(flag, value, cat):
     r = runner.invoke(app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "1024", flag, value])
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
-    assert f"{flag} must be at most" in r.output and "0.5 ms a job" in r.output
+    assert f"{flag} must be at most" in r.output and "0.3 ms a job" in r.output
     if flag == "--days":
         # Little's law: arrivals a day = load x GPUs / E[GPU-seconds a job] x 86,400 s (default mix, load 0.85)
         m = cluster_mix("default", cat)

@@ -52,8 +52,9 @@ JOB_COLUMNS = ("job_id", "arrival_s", "gpus", "gpu_milli", "duration_s", "cls", 
 GPU_SPEC = "gpu_spec"
 """The optional job column of accepted GPU models (see the module notes)."""
 MAX_JOBS = 1_000_000
-"""The most jobs one run draws from a mix: the event simulation takes about 0.5 ms a job on one CPU core
-(0.45 ms measured for 19,000 jobs on 1,024 H100), so the limit runs in about 10 minutes; the arrival count of
+"""The most jobs one run draws from a mix: the event simulation takes about 0.3 ms a job on one CPU core (0.30 ms
+measured for 27,000 jobs of the default mix on 1,024 H100, 0.15 ms for 100,000 on 16,384; benchmarks/bench_cluster.py,
+2026-12-02), so the limit runs in about 5 minutes; the arrival count of
 ``--days 1e9`` (about 2e12 jobs on 1,024 GPUs) would not fit in memory."""
 MAX_JOB_YEARS = 15.0
 """The longest run time a job table may give [years]: the longest amortisation period the cost

@@ -167,7 +167,7 @@ def synthetic_columns(
             raise InputError(
                 f"days must be at most {MAX_JOBS / per_day:.3g} for mix {mix.id} on {cluster_gpus:,} GPUs at "
                 f"load {load:.0%}: a day draws about {per_day:,.0f} jobs and a run is limited to {MAX_JOBS:,} jobs "
-                f"(the event simulation takes about 0.5 ms a job, some 10 minutes at the limit); got {days!r}"
+                f"(the event simulation takes about 0.3 ms a job, some 5 minutes at the limit); got {days!r}"
             )
         check_days(days)
         n = max(int(rng.poisson(per_day * days)), 1)
@@ -175,7 +175,7 @@ def synthetic_columns(
         if jobs > MAX_JOBS:
             raise InputError(
                 f"jobs must be at most {MAX_JOBS:,}, the jobs a run is limited to (the event simulation takes "
-                f"about 0.5 ms a job, some 10 minutes at the limit); got {jobs!r}"
+                f"about 0.3 ms a job, some 5 minutes at the limit); got {jobs!r}"
             )
         n = jobs
     shares = np.array([c.share.value for c in mix.classes])

@@ -20,7 +20,7 @@ DEFAULT_JOBS = None
 """Jobs simulated per cost figure: None, the arrivals of the days the mix's steady-state test needs
 (:func:`steady_days`); a count gives a shorter run, labelled when it is not in steady state."""
 MAX_STEADY_JOBS = 200_000
-"""The most jobs a steady-state cost figure simulates [-] (about 0.3 ms a job: a minute or two); a mix
+"""The most jobs a steady-state cost figure simulates [-] (about 0.3 ms a job: a minute a run, three runs); a mix
 whose steady state needs more is refused with the run to make instead (assumption, a time budget)."""
 POLICY = "topology-aware"
 REPLICATIONS = 3
@@ -29,16 +29,18 @@ heavy-tailed mix is one draw, whose few long training jobs move its utilisation 
 Student-t 95 % interval at three times one run's time (assumption, a time budget: 20-60 s a design)."""
 
 
-SECONDS_PER_JOB = 0.5e-3
-"""Event-simulation time per job on one CPU core [s] (0.45 ms measured for 19,000 jobs on 1,024 H100, as
-:data:`hnplan.cluster.jobs.MAX_JOBS` says), for the time a simulated cost figure takes."""
+SECONDS_PER_JOB = 0.3e-3
+"""Event-simulation time per job on one CPU core [s], for the time a simulated cost figure takes: 0.31 ms
+measured for :func:`simulated_utilisation`'s three runs of the default mix on 1,024 H100 (26,657 jobs a run, 24.6 s
+of CPU; 2026-12-02), 0.30 ms for ``benchmarks/bench_cluster.py --gpus 1024 --jobs 27000`` (0.42 ms before
+:mod:`hnplan.cluster.occupancy`), as :data:`hnplan.cluster.jobs.MAX_JOBS` says."""
 
 
 def simulation_seconds(system, gpus: int, mix: str = "default", catalog: Catalog | None = None) -> float:
     """About how long :func:`simulated_utilisation` takes when none of its runs is cached [s]: the jobs of the
     mix's steady-state length (:func:`steady_days`) on ``min(gpus, CLUSTER_GPUS)`` GPUs, times
     :data:`REPLICATIONS` runs, times :data:`SECONDS_PER_JOB` (the default mix on 1,024 GPUs: about 27,000
-    jobs a run, some 40 s).
+    jobs a run, some 24 s).
 
     Raises
     ------
