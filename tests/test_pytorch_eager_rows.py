@@ -12,10 +12,14 @@ FMS = [r for r in training_runs() if r.id.startswith("fmsfsdp-")]
 
 def test_the_2024_stack_is_pytorch_eager_with_flashattention2_on_hopper(cat):
     old, now, titan = cat.stack("pytorch-eager-2403"), cat.stack("pytorch-eager"), cat.stack("torchtitan-2506")
-    # every choice as the plain-PyTorch stack's, so its rows validate that stack's kernels and overlaps
-    assert {k: getattr(old, k) for k in StackChoices.model_fields} == {
-        k: getattr(now, k) for k in StackChoices.model_fields
+    # every choice as the plain-PyTorch stack's, so its rows validate that stack's kernels and overlaps, but for the
+    # model code the fms-fsdp runs ran: foundation-model-stack's rotary and its K/V expansion for GQA
+    model_code = {"rope_kernel": ("eager_matrix", "eager"), "gqa_kv_copy": (True, False)}
+    assert {k: getattr(old, k) for k in StackChoices.model_fields if k not in model_code} == {
+        k: getattr(now, k) for k in StackChoices.model_fields if k not in model_code
     }
+    assert {k: (getattr(old, k), getattr(now, k)) for k in model_code} == model_code
+    assert old.norm_kernel == now.norm_kernel == "eager" and old.act_kernel == now.act_kernel == "eager"
     # SDPA's FLASH_ATTENTION backend is FlashAttention-2 on Hopper, the kernel torchtitan-2506 also runs there;
     # the A100's own ceilings are FlashAttention-2's already (data/accelerators/a100-sxm-80gb.yaml)
     assert old.attention_efficiency == {acc: titan.attention_efficiency[acc] for acc in ("h100-sxm", "h200-sxm")}
