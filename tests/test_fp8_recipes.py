@@ -35,8 +35,12 @@ def test_eager_rmsnorm_bytes_hand_derived(cat):
     fused = _rows(cat, dtype="bf16")
     assert eager.loc[("attn_norm_eager", "fwd"), "bytes"] == 36 * TOKENS * H
     assert fused.loc[("attn_norm", "fwd"), "bytes"] == 4 * TOKENS * H
-    # rotary over the 32 query + 8 key heads of 128: rotate_half 4, x cos 4, x sin 4, add 6 = 18 bytes
-    assert eager.loc[("rope_eager", "fwd"), "bytes"] == 18 * TOKENS * 40 * 128
+    # backward, the autograd function of each op (tests/test_eager_chain_bytes.py): 92 bytes per element
+    assert eager.loc[("attn_norm_eager", "bwd"), "bytes"] == 92 * TOKENS * H
+    # rotary over the 32 query + 8 key heads of 128: x cos 4, rotate_half's neg of half 2 and cat 4, x sin 4,
+    # add 6 = 20 bytes; backward 30
+    assert eager.loc[("rope_eager", "fwd"), "bytes"] == 20 * TOKENS * 40 * 128
+    assert eager.loc[("rope_eager", "bwd"), "bytes"] == 30 * TOKENS * 40 * 128
     # at the norm_eager class (0.637 of the copy) the eager norm takes 36 / 4 x 0.753 / 0.637 = 10.6x the
     # fused kernel's memory time; measured on the H200: 445.4 / 44.5 us = 10.0x with the launches
     ratio = eager.loc[("attn_norm_eager", "fwd"), "memory_time_s"] / fused.loc[("attn_norm", "fwd"), "memory_time_s"]

@@ -45,6 +45,7 @@ class _Op:
     e_out: float = 0.0
     flops_per_out: float = 0.0
     bytes_per_out: float = 0.0  # > 0: bytes moved per written element (kernel chains), instead of (e_in + e_out) x 2
+    bwd_bytes_per_out: float = 0.0  # > 0: backward bytes per forward-written element (derived chains), instead of 2x
     # attention-elementwise: bytes per element of the forward and of the backward pass
     fwd_bytes_per_elem: float = 0.0
     bwd_bytes_per_elem: float = 0.0
@@ -60,9 +61,16 @@ def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:
     return _Op(name, "gemm", scope, m=m, n=n, k=k, groups=groups, w_bytes=w, in_bytes=wb)
 
 
-def _ew(name, scope, e_in, e_out, flops_per_out, bytes_per_out=0.0) -> _Op:
+def _ew(name, scope, e_in, e_out, flops_per_out, bytes_per_out=0.0, bwd_bytes_per_out=0.0) -> _Op:
     return _Op(
-        name, "elementwise", scope, e_in=e_in, e_out=e_out, flops_per_out=flops_per_out, bytes_per_out=bytes_per_out
+        name,
+        "elementwise",
+        scope,
+        e_in=e_in,
+        e_out=e_out,
+        flops_per_out=flops_per_out,
+        bytes_per_out=bytes_per_out,
+        bwd_bytes_per_out=bwd_bytes_per_out,
     )
 
 

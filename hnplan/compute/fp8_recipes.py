@@ -67,16 +67,11 @@ once) as PyTorch's eager op (inferred: the table does not name the call, and a o
 4,266 GB/s on the same chip, ``read_reduce``): ``3 x 234.9 MB / (200.0 - 2.85 us) / 4,278 GB/s = 0.835`` of the
 copy a pass, less the kernel overhead the model adds to each row.
 
+Eager PyTorch chains (norms, rotary embeddings, the SwiGLU, the K/V copies of grouped-query attention) and the
+bytes they move: :mod:`hnplan.compute.eager_ops` (re-exported here).
+
 Bytes per element of the recipes' quantised copies, of the sequence-parallel all-gathers and of the
 distributed optimizer's parameter all-gather: :mod:`hnplan.compute.lowp_bytes` (re-exported here).
-
-Eager PyTorch chains ([4]_): Hugging Face's ``LlamaRMSNorm`` upcasts to fp32, squares, takes the mean,
-multiplies by the reciprocal square root, casts back and multiplies by the weight, each its own
-kernel: per element 6 (cast up) + 8 (square) + 4 (mean) + 8 (scale) + 6 (cast down) + 4 (weight) = 36
-bytes against the fused kernel's 4, timed at the ``norm_eager`` class fitted to the eager RMSNorm
-measured on an H200 (``data/reference/h200_kernels.csv``). ``apply_rotary_pos_emb`` computes
-``q cos + rotate_half(q) sin``: 4 (rotate_half: slice and concatenate) + 4 (x cos) + 4 (x sin) + 6
-(add) = 18 bytes per element against 4, four streaming kernels at the ``residual`` class.
 
 References
 ----------
@@ -86,8 +81,6 @@ References
 .. [3] Open Compute Project, "OCP Microscaling Formats (MX) Specification" v1.0 (32-element blocks,
    E8M0 scales); Transformer Engine ``transformer_engine/pytorch/utils.py``
    (``is_non_tn_fp8_gemm_supported``: compute capability 10.x and 11.x, Blackwell).
-.. [4] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
-   (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
 .. [5] DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, Sec. 3.3.2 (1 x 128 activation tiles,
    128 x 128 weight blocks, online scales).
 .. [6] NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149, Sec. 3-4 (16-element blocks,
@@ -121,8 +114,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hnplan.catalog.schemas import Accelerator, StackChoices
-from hnplan.compute._op import _ew, above_one
+from hnplan.compute._op import above_one
 from hnplan.compute.counts import achievable_hbm_Bps
+from hnplan.compute.eager_ops import (  # noqa: F401  (re-exported)
+    NORM_EAGER_BWD_BYTES,
+    NORM_EAGER_BYTES,
+    ROPE_CHAIN_BYTES,
+    ROPE_EAGER_BYTES,
+    SWIGLU_EAGER_BYTES,
+    act_op,
+    kv_expand_op,
+    norm_op,
+    rope_op,
+)
 from hnplan.compute.lowp_bytes import (  # noqa: F401  (re-exported: the per-recipe bytes live there)
     BF16,
     BLOCK_SCALE_BYTES,
@@ -141,8 +145,6 @@ from hnplan.compute.lowp_bytes import (  # noqa: F401  (re-exported: the per-rec
 from hnplan.compute.tp_overlap import ub_config
 from hnplan.errors import InputError
 
-NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module docstring)
-ROPE_EAGER_BYTES = 18.0  # bytes per element of the eager rotary chain (module docstring)
 # GEMMs whose input is the output of a norm (Transformer Engine LayerNormLinear / LayerNormMLP)
 NORM_FED = frozenset({"qkv_proj", "q_proj", "q_down", "kv_down", "mlp_up", "shared_expert_up"})
 # the dense MLP's GEMMs next to its SwiGLU: the down projection's input is the activation's output, the up
@@ -192,6 +194,8 @@ class StepKernels:
     current_amax_fusion: bool = False
     fp8_head: bool = False
     amax_passes: int = 1
+    act_kernel: str = "fused"
+    gqa_kv_copy: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -216,6 +220,8 @@ class StepKernels:
             ch.fp8_current_amax_fusion,
             ch.fp8_output_proj,
             ch.amax_passes,
+            ch.act_kernel,
+            ch.gqa_kv_copy,
         )
 
 
@@ -377,31 +383,16 @@ def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, f
 
 def kernel_class(name: str) -> str | None:
     """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``, ``*_nvfp4``,
-    ``*_norm_eager``, ``rope_eager``), or None."""
+    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``), or None."""
     if name.endswith("_amax"):
         return "amax"
     if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise", "_nvfp4", "_nvfp4_rht")):
         return "fp8_cast"
     if name.endswith("_norm_eager"):
         return "norm_eager"
-    if name == "rope_eager":
+    if name == "rope_eager" or name.endswith("_act_eager"):
         return "residual"
     return None
-
-
-def norm_op(name: str, scope: str, elems: float, k: StepKernels, flops: float):
-    """A norm over ``elems`` elements: the fused kernel (read + write bf16) or the eager chain
-    (``<name>_eager``, :data:`NORM_EAGER_BYTES` per element)."""
-    if k.norm_kernel == "eager":
-        return _ew(f"{name}_eager", scope, elems, elems, flops, NORM_EAGER_BYTES)
-    return _ew(name, scope, elems, elems, flops)
-
-
-def rope_op(scope: str, elems: float, k: StepKernels, flops: float):
-    """Rotary embedding of ``elems`` query and key elements: fused, or the eager chain (``rope_eager``)."""
-    if k.rope_kernel == "eager":
-        return _ew("rope_eager", scope, elems, elems, flops, ROPE_EAGER_BYTES)
-    return _ew("rope", scope, elems, elems, flops)
 
 
 def class_Bps(acc: Accelerator, kernel_class: str) -> float:

@@ -64,8 +64,10 @@ from hnplan.catalog.schemas import StackChoices
 SYNC_LATENCY_S = 10e-6
 #: kernels of an eager chain (Hugging Face transformers ``modeling_llama.py``): LlamaRMSNorm is
 #: to(float32), pow, mean, add eps, rsqrt, mul, to(dtype), mul by the weight (8); apply_rotary_pos_emb on q and
-#: k is, each, q * cos, neg, cat (rotate_half), * sin, add (5, 10 for both)
-EAGER_CHAIN_KERNELS = {"norm": 8.0, "rope": 10.0}
+#: k is, each, q * cos, neg, cat (rotate_half), * sin, add (5, 10 for both); foundation-model-stack's rotary
+#: float, mul, sum, type_as (4, 8 for both; fms/modules/positions.py), the complex one float, mul, type_as (3, 6);
+#: the eager SwiGLU silu and mul (2); the GQA expansion one copy each of K and V (2)
+EAGER_CHAIN_KERNELS = {"norm": 8.0, "rope": 10.0, "rope_matrix": 8.0, "rope_complex": 6.0, "swiglu": 2.0, "kv": 2.0}
 #: kernels of an MoE layer's router and dispatcher preprocess per pass, by dispatcher
 #: (NVIDIA/Megatron-LM docs/discussions/deepseek-v3-gb200-optimization Sec. 2.1.4 and 2.2: 31 in the router after
 #: ``--moe-router-fusion`` with the all-to-all dispatcher, whose preprocess adds more (not counted); 17 for router
@@ -75,7 +77,7 @@ GRAPH_SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "full_iter
 #: the graph scopes of an MoE layer's own work (router and dispatcher preprocess, shared experts, routed experts
 #: with their quantisation, permutes and residual), whose kernels carry ``moe_host_us_per_kernel`` beside the launch
 MOE_SCOPES = ("moe_router", "moe_preprocess", "moe")
-_ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")
+_ROUTED = ("expert_up", "expert_down", "expert_act", "moe_permute")  # name prefixes
 #: tensors one launch of Transformer Engine's fused multi-tensor fp8 cast-transpose takes
 #: (``transformer_engine/common/transpose/multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64``, its
 #: arguments kept under the 4 KB kernel-parameter limit)
@@ -130,10 +132,16 @@ def kernels_per_row(
         if multi_cast_transpose and kind != "gemm" and name.endswith(("_x_fp8", "_dy_fp8")):
             return float(math.ceil(max(groups, 1.0) / MULTI_CAST_TRANSPOSE_TENSORS))
         return float(max(groups, 1.0))
-    if name.endswith("_norm") and kind == "elementwise" and ch.norm_kernel == "eager":
+    if kind != "elementwise":
+        return 1.0
+    if name.endswith(("_norm", "_norm_eager")) and ch.norm_kernel == "eager":
         return EAGER_CHAIN_KERNELS["norm"]
-    if name == "rope" and ch.rope_kernel == "eager":
-        return EAGER_CHAIN_KERNELS["rope"]
+    if name in ("rope", "rope_eager") and ch.rope_kernel != "fused":
+        return EAGER_CHAIN_KERNELS[{"eager": "rope", "eager_matrix": "rope_matrix"}.get(ch.rope_kernel, "rope_complex")]
+    if name.endswith("_act_eager"):
+        return EAGER_CHAIN_KERNELS["swiglu"]
+    if name == "kv_expand":
+        return EAGER_CHAIN_KERNELS["kv"]
     return 1.0
 
 

@@ -16,7 +16,8 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import unfused_attention
 from hnplan.compute.counts import head_dim
-from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels, norm_op, rope_op
+from hnplan.compute.eager_ops import act_op, kv_expand_op, norm_op, rope_op
+from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels
 
 # Arithmetic operations per output element of element-wise operators: counts of the operations
 # in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
@@ -27,7 +28,7 @@ LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
 DROPOUT_MASK_BYTES = 1.0  # a bool mask per element (torch.bool), written forward and read backward
 
 
-def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None) -> list[_Op]:
+def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None, kn=DEFAULT_KERNELS) -> list[_Op]:
     """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
     h, gated = model.hidden, model.activation == "swiglu"
     up_n = (2 if gated else 1) * ffn_local
@@ -36,12 +37,14 @@ def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None)
     rows = tokens * ffn_local
     return [
         _gemm(f"{prefix}_up", scope, m, up_n, h, wb, groups, w_elems=wg * h * up_n),
-        _ew(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, ACT_FLOPS[model.activation]),
+        act_op(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, gated, kn, ACT_FLOPS[model.activation]),
         _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
     ]
 
 
-def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: float) -> list[_Op]:
+def _expert_mlp(
+    model: Model, scope: str, tokens: float, tp: int, ep: int, wb: float, kn: StepKernels = DEFAULT_KERNELS
+) -> list[_Op]:
     """The routed experts of an MoE layer on one GPU: ``tokens x active_experts`` rows (balanced routing)
     through the ``experts / ep`` local experts, as GEMMs grouped over the experts the tokens touch."""
     moe = model.moe
@@ -54,7 +57,7 @@ def _expert_mlp(model: Model, scope: str, tokens: float, tp: int, ep: int, wb: f
         touched = max(e_local * p_touched, min(1.0, e_local))
     else:  # arrays over shapes (hnplan.compute.parts): the same expression element by element
         touched = np.maximum(e_local * p_touched, np.minimum(1.0, e_local))
-    return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched)
+    return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched, kn=kn)
 
 
 def _layer_ops(
@@ -154,6 +157,10 @@ def _layer_ops(
             ops.append(rope_op(scope, tokens * (hq + hkv) * d, kn, ROPE_FLOPS))
         if phase != "train":
             ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
+        # K and V copied to every query head before an SDPA without grouped K/V (decode: the whole cache)
+        expand = kv_expand_op(scope, (batch * kv_len if decode else tokens) * 2 * hkv * d, hq, hkv, kn)
+        if expand is not None:
+            ops.append(expand)
         ops.append(
             _Op(
                 "attention",
@@ -187,11 +194,11 @@ def _layer_ops(
             _gemm("router", scope, tokens, moe.experts, h, wb),
             _ew("moe_permute", scope, *permute_elements(tokens, assigned, h, kn.ep_dispatcher, phase), 0.0),
         ]
-        ops += _expert_mlp(model, scope, tokens, tp, ep, wb)
+        ops += _expert_mlp(model, scope, tokens, tp, ep, wb, kn)
         if moe.shared_experts:
-            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb)
+            ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn)
     else:
-        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb)
+        ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb, kn=kn)
     ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b))
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]

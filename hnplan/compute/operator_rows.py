@@ -151,7 +151,9 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float, ri
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, 0.0, 0.0, 0.0, 1.0)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, 0.0, 0.0, 0.0, 1.0))
-    out.append((op.name, op.scope, op.kind, "bwd", count, 2.0 * f, 2.0 * by, 0.0, 0.0, 0.0, 1.0))
+    # the backward: a derived chain's own bytes (bwd_bytes_per_out), else twice the forward's (assumption)
+    bwd_by = op.e_out * op.bwd_bytes_per_out if op.bwd_bytes_per_out else 2.0 * by
+    out.append((op.name, op.scope, op.kind, "bwd", count, 2.0 * f, bwd_by, 0.0, 0.0, 0.0, 1.0))
     if recompute == "full" and op.scope.endswith("layer"):
         out.append((op.name, op.scope, op.kind, "recompute", count, f, by, 0.0, 0.0, 0.0, 1.0))
     return out

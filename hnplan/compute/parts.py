@@ -49,7 +49,13 @@ PARTS = {"dense-layer": "dense", "moe-layer": "moe", "embedding": "emb", "head":
 GROUPS = ("fwd", "bwd", "rc_full", "rc_sel", "rc_attn", "attn", "routed_fwd", "routed_bwd", "routed_rc", "wgrad")
 GROUPS += ("attn_bwd",)  # the attention core's backward alone: a backward's last GPU work (host.stage_times)
 HOST_GROUPS = ("host_fwd", "host_bwd", "host_rc_full", "host_rc_sel")
-ROUTED_OPS = ("moe_permute", "expert_up", "expert_act", "expert_down")  # what scales with the tokens a rank gets
+ROUTED_OPS = (
+    "moe_permute",
+    "expert_up",
+    "expert_act",
+    "expert_act_eager",
+    "expert_down",
+)  # what scales with the tokens a rank gets
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
 #: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows
 MODULE_OPS = {
@@ -263,7 +269,7 @@ def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, 
     :func:`hnplan.compute.layer_ops._expert_mlp` with their fp8 quantisation rows)."""
     expand = _expander("train", "full", "executed", tp, dtype, sequence_parallel, acc, kn)
     tokens = mb * seq_len / cp  # tokens of a micro-batch on one CP rank, as the layer's other operators
-    ops = _expert_mlp(model, "moe-layer", tokens, tp, ep, units.dtype_bytes(dtype))
+    ops = _expert_mlp(model, "moe-layer", tokens, tp, ep, units.dtype_bytes(dtype), kn)
     return [row for op in ops for row in expand(op, 1)]
 
 

@@ -154,10 +154,18 @@ class StackChoices(MoEChoices):
         compiled ``max(abs(x))``), 3 where eager PyTorch runs ``torch.max(torch.abs(x))`` (``abs`` reads and
         writes the tensor, the reduction reads it again; torchao ``float8_utils.tensor_to_amax``). Default 1
         (Transformer Engine, hnplan's default stack).
-    norm_kernel, rope_kernel : {"fused", "eager"}
+    norm_kernel, rope_kernel : {"fused", "eager"}, {"fused", "eager", "eager_matrix", "eager_complex"}
         ``fused`` (default): one kernel per norm / rotary embedding (Transformer Engine, Apex);
         ``eager``: the chain of PyTorch operators Hugging Face models run (RMSNorm with an fp32
-        upcast, rotary as ``q cos + rotate_half(q) sin``), bytes in :mod:`hnplan.compute.fp8_recipes`.
+        upcast, rotary as ``q cos + rotate_half(q) sin``); ``eager_matrix``: foundation-model-stack's rotary
+        (fp32 upcast, broadcast multiply by a 2 x 2 rotation, sum, cast back); ``eager_complex``: Meta's
+        Llama and torchtitan's (fp32 complex multiply); bytes in :mod:`hnplan.compute.fp8_recipes`.
+    act_kernel : {"fused", "eager"}
+        ``fused`` (default): a gated activation (SwiGLU) in one kernel; ``eager``: ``silu`` then the multiply,
+        two PyTorch kernels each way (Hugging Face ``LlamaMLP``, foundation-model-stack ``GatedLinearUnit``).
+    gqa_kv_copy : bool
+        K and V are copied to every query head before attention (an SDPA without ``enable_gqa``, PyTorch before
+        2.5: foundation-model-stack's and torchtitan's expand and reshape). Default False.
     fp8_bf16_end_layers : int
         In fp8 or fp4 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
         ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
@@ -340,8 +348,16 @@ class StackChoices(MoEChoices):
     norm_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused norm kernel, or PyTorch eager RMSNorm with fp32 upcast"
     )
-    rope_kernel: Literal["fused", "eager"] = Field(
-        default="fused", description="fused rotary kernel, or PyTorch eager q cos + rotate_half(q) sin"
+    rope_kernel: Literal["fused", "eager", "eager_matrix", "eager_complex"] = Field(
+        default="fused",
+        description="fused rotary kernel, or a PyTorch eager chain: q cos + rotate_half(q) sin (eager), "
+        "foundation-model-stack's 2 x 2 rotation in fp32 (eager_matrix), an fp32 complex multiply (eager_complex)",
+    )
+    act_kernel: Literal["fused", "eager"] = Field(
+        default="fused", description="fused gated activation, or PyTorch eager silu then multiply (two kernels)"
+    )
+    gqa_kv_copy: bool = Field(
+        default=False, description="K and V copied to every query head before attention (SDPA without enable_gqa)"
     )
     fp8_bf16_end_layers: int = Field(
         default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 or fp4 training"

@@ -1,0 +1,130 @@
+"""The element-wise chains eager PyTorch runs where a tuned stack runs one kernel, and the bytes each moves.
+
+Every op of a chain is its own kernel that reads its inputs and writes its output in HBM (bf16 2 bytes per
+element, fp32 4); the backward runs the autograd function of each forward op. Per-token tables (rotary
+frequencies) and per-row statistics (a norm's mean square) are small beside the activations and not counted.
+These are operators of :mod:`hnplan.compute.layer_ops`, chosen by the stack (``norm_kernel``, ``rope_kernel``,
+``act_kernel``, ``gqa_kv_copy`` of :class:`hnplan.catalog.schemas.StackChoices`, through
+:class:`hnplan.compute.fp8_recipes.StepKernels`); their kernel classes follow from their names
+(:func:`hnplan.compute.fp8_recipes.kernel_class`).
+
+Eager PyTorch chains ([1]_): Hugging Face's ``LlamaRMSNorm`` upcasts to fp32, squares, takes the mean,
+multiplies by the reciprocal square root, casts back and multiplies by the weight, each its own
+kernel: per element 6 (cast up) + 8 (square) + 4 (mean) + 8 (scale) + 6 (cast down) + 4 (weight) = 36
+bytes against the fused kernel's 4, timed at the ``norm_eager`` class fitted to the eager RMSNorm
+measured on an H200 (``data/reference/h200_kernels.csv``). Its backward runs the autograd function of each of
+those ops ([4]_; foundation-model-stack's ``LayerNormParameterized`` with ``use_high_precision_pow`` runs the
+same ops [2]_): the weight multiply's ``grad x weight`` 4 and ``grad x y`` 6 with its sum over the tokens 2; the
+cast back to fp32 6; the scale's ``grad x rsqrt`` 8 and ``grad x xf`` 12 with its sum over the row 4; the mean's
+expand divided by the width 4; the square's ``grad x (2 x xf.pow(1))`` 8 + 8 + 12; the sum of the two gradients
+of ``xf`` 12; the cast to bf16 6: 92 bytes per element (:data:`NORM_EAGER_BWD_BYTES`) against the 72 of twice the
+forward, at the same class (assumption: the backward kernels stream as the forward ones measured).
+``apply_rotary_pos_emb`` computes ``q cos + rotate_half(q) sin``: 4 (x cos), 2 (rotate_half's negation of half
+the elements), 4 (its concatenation), 4 (x sin), 6 (add) = 20 bytes per element against 4; backward 4 (grad x
+cos), 4 (grad x sin), 2 (the negation), 8 (each slice's backward writes a zeroed full-size gradient and copies
+its half in: 2 x 4) and 12 (two additions gathering the three gradients of q): 30; streaming kernels at the
+``residual`` class. Other model codes run other rotary chains (``rope_kernel``), counted the same way per
+element of q and k ([2]_, [3]_, [4]_):
+
+* ``eager_matrix`` (foundation-model-stack ``RotaryEmbedding.adjusted_qk``, as the fms-fsdp runs): ``q.float()``
+  6 (read 2, write 4), the broadcast multiply by the 2 x 2 rotation ``freqs.mul(q_.unsqueeze(-2))`` 12 (read 4,
+  write 8: two fp32 products per element; the rotation, per token and shared by the heads, not counted),
+  ``.sum(5)`` 12 (read 8, write 4), ``.type_as(q)`` 6 (read 4, write 2): 36 forward. Backward: the cast back 6,
+  the sum's backward an expand (a view), the multiply's ``grad x freqs`` 12 (read 4, write 8) and the sum over
+  the broadcast dimension 12 (read 8, write 4), the upcast's backward 6: 36, once the forward, not twice.
+* ``eager_complex`` (Meta's Llama and torchtitan ``apply_rotary_emb``): ``float()`` 6, the complex multiply by
+  ``freqs_cis`` 8 (read and write 4 bytes per real element), ``type_as`` 6: 20 forward; backward the casts 6 + 6
+  and ``grad x conj(freqs_cis)`` 8: 20.
+
+The SwiGLU ``act(gate) x up`` runs as two eager kernels wherever the model writes it so (Hugging Face
+``LlamaMLP``, foundation-model-stack ``GatedLinearUnit``, torchtitan ``FeedForward``; ``act_kernel: eager``):
+``silu`` 4 (read 2, write 2) and the multiply 6 (read 4, write 2) per output element, 10 against the fused
+kernel's 6; backward (PyTorch ``MulBackward0`` and ``silu_backward``) ``grad x up`` 6, ``grad x silu(gate)`` 6
+(the saved output) and ``silu_backward(grad, gate)`` 6: 18 against the fused 12. These plain streaming kernels run
+at the ``residual`` class (``<prefix>_act_eager``): the SwiGLU timed on the H200 (``swiglu_fwd``, 8,192 x 14,336
+outputs in 284.0 us) is PyTorch's, which has no fused SwiGLU operator, so two kernels: its 10 bytes per output
+stream at 4,135 GB/s, the residual add's 4,112 (inferred: the table does not name the call). The ``activation``
+class of a fused SwiGLU is fitted to the same timing at 6 bytes.
+
+Grouped-query attention on an SDPA without ``enable_gqa`` (PyTorch before 2.5; foundation-model-stack
+``MultiHeadAttention.forward`` and torchtitan's ``repeat_kv`` expand K and V to every query head before the call;
+``gqa_kv_copy``) copies them: per token ``2 x kv_heads x head_dim`` elements read and ``2 x heads x head_dim``
+written (``kv_expand``, two kernels), and the backward of the expand sums the copies back: the same bytes.
+
+References
+----------
+.. [1] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
+   (``LlamaRMSNorm.forward``, ``rotate_half``, ``apply_rotary_pos_emb``).
+.. [2] foundation-model-stack/foundation-model-stack @ 6440fee8, ``fms/modules/positions.py``
+   (``RotaryEmbedding.adjusted_qk``), ``fms/modules/feedforward.py`` (``GatedLinearUnit.forward``:
+   ``self.a(self.wg(x)) * self.w1(x)``), ``fms/modules/attention.py`` (``keys.unsqueeze(2).expand(...).flatten(1, 2)``
+   before ``F.scaled_dot_product_attention``).
+.. [3] pytorch/torchtitan @ 395a526276ee, ``torchtitan/models/llama/model.py`` (``apply_rotary_emb``:
+   ``view_as_complex(xq.float())``, ``xq_ * freqs_cis``, ``type_as``; ``repeat_kv``: ``expand`` then ``reshape``;
+   ``FeedForward``: ``F.silu(self.w1(x)) * self.w3(x)``).
+.. [4] pytorch/pytorch ``tools/autograd/derivatives.yaml`` (``mul``: ``grad * other`` and ``grad * self``;
+   ``silu``: ``silu_backward(grad, self)``; ``_to_copy``: the cast back; ``expand``: ``sum_to_size``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hnplan.compute._op import _ew, above_one
+from hnplan.compute.lowp_bytes import BF16
+
+if TYPE_CHECKING:
+    from hnplan.compute.fp8_recipes import StepKernels
+
+NORM_EAGER_BYTES = 36.0  # bytes per element of the eager RMSNorm chain (module docstring)
+NORM_EAGER_BWD_BYTES = 92.0  # bytes per element of its autograd backward (module docstring)
+ROPE_EAGER_BYTES = 20.0  # bytes per element of the eager rotate_half rotary chain (module docstring)
+#: eager rotary chains by ``rope_kernel``: (forward, backward) bytes per element of q and k (module docstring)
+ROPE_CHAIN_BYTES = {"eager": (ROPE_EAGER_BYTES, 30.0), "eager_matrix": (36.0, 36.0), "eager_complex": (20.0, 20.0)}
+#: the eager SwiGLU (silu, then the multiply): (forward, backward) bytes per output element (module docstring)
+SWIGLU_EAGER_BYTES = (10.0, 18.0)
+
+
+def norm_op(name: str, scope: str, elems: float, k: StepKernels, flops: float):
+    """A norm over ``elems`` elements: the fused kernel (read + write bf16) or the eager chain
+    (``<name>_eager``, :data:`NORM_EAGER_BYTES` per element, :data:`NORM_EAGER_BWD_BYTES` backward)."""
+    if k.norm_kernel == "eager":
+        return _ew(f"{name}_eager", scope, elems, elems, flops, NORM_EAGER_BYTES, NORM_EAGER_BWD_BYTES)
+    return _ew(name, scope, elems, elems, flops)
+
+
+def rope_op(scope: str, elems: float, k: StepKernels, flops: float):
+    """Rotary embedding of ``elems`` query and key elements: fused, or one of the eager chains of
+    :data:`ROPE_CHAIN_BYTES` (``rope_eager``).
+
+    >>> from hnplan.compute.fp8_recipes import StepKernels
+    >>> from hnplan.compute.operator_rows import _rows
+    >>> op = rope_op("dense-layer", 1.0, StepKernels(rope_kernel="eager_matrix"), 3.0)
+    >>> [r[6] for r in _rows(op, "train", "none", "executed", 1)]
+    [36.0, 36.0]
+    """
+    if k.rope_kernel in ROPE_CHAIN_BYTES:
+        fwd, bwd = ROPE_CHAIN_BYTES[k.rope_kernel]
+        return _ew("rope_eager", scope, elems, elems, flops, fwd, bwd)
+    return _ew("rope", scope, elems, elems, flops)
+
+
+def act_op(name: str, scope: str, e_in: float, e_out: float, gated: bool, k: StepKernels, flops: float):
+    """The MLP activation of ``e_out`` output elements from ``e_in`` inputs: one kernel, or for a gated
+    activation under ``act_kernel: eager`` the two eager kernels (``<name>_eager``, :data:`SWIGLU_EAGER_BYTES` per
+    output element)."""
+    if gated and k.act_kernel == "eager":
+        return _ew(f"{name}_eager", scope, e_in, e_out, flops, *SWIGLU_EAGER_BYTES)
+    return _ew(name, scope, e_in, e_out, flops)
+
+
+def kv_expand_op(scope: str, kv_elems: float, q_heads, kv_heads, k: StepKernels):
+    """The copy of K and V to every query head before attention (``gqa_kv_copy``, module docstring), or None
+    (no copy: the stack's attention takes grouped K/V, or there are as many K/V heads as query heads).
+    ``kv_elems``: K and V elements of the rank's keys (``tokens x 2 x kv_heads x head_dim``); its backward
+    (the sum of the copies) moves the forward's bytes."""
+    if not k.gqa_kv_copy or not above_one(q_heads / kv_heads):
+        return None
+    e_out = kv_elems * q_heads / kv_heads
+    per_out = (kv_elems + e_out) * BF16 / e_out
+    return _ew("kv_expand", scope, kv_elems, e_out, 0.0, per_out, per_out)
