@@ -105,6 +105,14 @@ def memory(
                 "--kv-budget-gib": kv_budget_gib,
             },
         )
+        if system is not None and dtype in units.DTYPE_BYTES and not dtype.startswith("int"):
+            # a floating dtype is the tensor cores' (train, infer, gemm and roofline refuse it where the accelerator
+            # has no peak in it: fp4 on an H100); int8 / int4 weights are counted as stored (weight-only)
+            from hnplan.catalog import load_catalog
+            from hnplan.planning.training.job import check_dtype_peak
+
+            design = load_catalog().design(system)
+            check_dtype_peak(design.accelerator, design.system.id, dtype)
         batch = 1 if batch is None else batch
         stack = "megatron-core" if stack is None else stack
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
