@@ -9,6 +9,7 @@ from hnplan import units
 from hnplan.cli._app import app, console, count, exit_infeasible, handle_errors, kv_table, print_json
 from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InputError
+from hnplan.formatting import format_amount
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
 # the parts of memory_summary (``params_gib``, ...) in the words of the command's help
@@ -210,7 +211,8 @@ def _exit_if_not_fit(d: dict) -> None:
     that fits or spills can run."""
     if d.get("status") == "does-not-fit":
         left = d["spill"].get("unplaced_gib")
-        where = f"; {left:.2f} GiB of it finds no room on the slower tiers either" if left else ""
+        where = f"; {format_amount(left, 2)} GiB of it finds no room on the slower tiers either" if left else ""
         exit_infeasible(
-            f"{d['model']} needs {d['total_gib']:.2f} GiB per GPU; {d['system']} has {d['hbm_gib']:.2f} GiB of HBM{where}"
+            f"{d['model']} needs {format_amount(d['total_gib'], 2)} GiB per GPU; {d['system']} has "
+            f"{format_amount(d['hbm_gib'], 2)} GiB of HBM{where}"
         )
