@@ -220,7 +220,7 @@ def test_catalog_show_a_bad_file_names_its_fields(tmp_path):
                 "8",
             ],
             2,
-            "exceeds llama3.1-8b's maximum sequence length 131072",
+            "exceeds llama3.1-8b's maximum sequence length 131,072",
         ),
         (
             [
@@ -254,12 +254,12 @@ def test_catalog_show_a_bad_file_names_its_fields(tmp_path):
                 "200000",
             ],
             2,
-            "maximum sequence length 131072",
+            "maximum sequence length 131,072",
         ),
         (
             ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--batch", "1", "--seq-len", "200000"],
             2,
-            "maximum sequence length 131072",
+            "maximum sequence length 131,072",
         ),
         (
             [

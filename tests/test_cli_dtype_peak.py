@@ -2,8 +2,9 @@
 
 NVFP4 needs Blackwell's FP4 tensor cores (NVIDIA Blackwell architecture technical brief: FP4 is new with
 Blackwell; the H100 datasheet lists FP8 as its narrowest dense format), FP8 needs Hopper (the A100 datasheet
-lists none). ``train`` and ``size`` refuse such a dtype in one line that names the flag typed, the accelerator
-and its system and the dtypes it has, exit 2, as ``infer`` does.
+lists none). ``train``, ``size`` and ``memory --system`` refuse such a dtype in one line that names the flag typed,
+the accelerator and its system and the dtypes it has, exit 2, as ``infer`` does (``memory`` accepted fp4 on an
+H100 for a serving replica while ``gemm`` and ``roofline`` refused it; int8 / int4 weights stay a storage format there).
 """
 
 import json
@@ -39,6 +40,15 @@ H100_FP4 = (
             H100_FP4,
         ),
         (
+            ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "4096"]
+            + ["--system", "hgx-h100-ib-ndr", "--dtype", "fp4"],
+            H100_FP4,
+        ),
+        (
+            ["memory", "--model", "llama3.1-8b", "--seq-len", "4096", "--system", "hgx-h100-ib-ndr", "--dtype", "fp4"],
+            H100_FP4,
+        ),
+        (
             ["train", "--model", "llama3.1-8b", "--system", "dgx-a100-hdr", "--gpus", "8", "--seq-len", "8192"]
             + ["--global-batch-tokens", "1Mi", "--dtype", "fp8"],
             "--dtype fp8 is not available: accelerator 'a100-sxm-80gb' of system 'dgx-a100-hdr' has no fp8 peak "
@@ -56,6 +66,20 @@ def test_dtype_without_a_peak_names_the_flag_and_the_system(argv, needle, json_)
     if json_:
         err = json.loads(res.stdout)["error"]
         assert err["kind"] == "input" and needle in err["message"]
+
+
+def test_memory_keeps_integer_weights_and_fp4_where_the_chip_has_it():
+    # int4 weights on an H100 are a storage format (weight-only quantisation): counted, not refused;
+    # fp4 on a GB200 has its peak; without --system there is no chip to ask
+    base = ["memory", "--model", "llama3.1-8b", "--mode", "inference", "--seq-len", "4096", "--json"]
+    for extra in (
+        ["--system", "hgx-h100-ib-ndr", "--dtype", "int4"],
+        ["--system", "gb200-nvl72", "--dtype", "fp4"],
+        ["--dtype", "fp4"],
+    ):
+        res = runner.invoke(app, base + extra)
+        assert res.exit_code == 0, res.stdout + res.stderr
+        assert json.loads(res.stdout)["params_gib"] > 0
 
 
 def test_divisibility_message_writes_the_batch_with_separators():

@@ -85,7 +85,7 @@ TRAIN = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gp
         (TRAIN + ["--global-batch-size", "64", "--dtype", "fp9"], "--dtype must be one of bf16, fp8, fp4; got 'fp9'"),
         (["memory", "--model", "llama3.1-8b", "--mode", "trian", "--seq-len", "8"], "--mode must be one of train"),
         (["gemm", "--accelerator", "h100-sxm", "--shape", "8x8x8", "--launch", "eagre"], "--launch must be one of"),
-        (TRAIN[:-1] + ["200000", "--global-batch-size", "8"], "--seq-len 200000 exceeds llama3.1-8b's maximum"),
+        (TRAIN[:-1] + ["200000", "--global-batch-size", "8"], "--seq-len 200,000 exceeds llama3.1-8b's maximum"),
     ],
 )
 @pytest.mark.parametrize("json_", [False, True])

@@ -68,6 +68,13 @@ def test_size_fixed_gpus_json():
         (["--deadline-days", "0"], "--deadline-days must be > 0; got 0"),
         # one rule for every non-positive deadline (the option parser said ">= 0" for -3, this check "> 0" for 0)
         (["--deadline-days", "-3"], "--deadline-days must be > 0; got -3"),
+        # 1e9 days was accepted (slack 999,999,937 days): bounded at 15 years x 365.25 days, the longest the cost
+        # model amortises a cluster over and cluster simulate's --days bound
+        (
+            ["--deadline-days", "1e9"],
+            "--deadline-days must be at most 5,478.75 (15 years, the longest the cost model amortises a cluster over); "
+            "got 1e+09",
+        ),
         (["--gpus", "8", "--tokens", "1M"], "--tokens 1M is less than one step of --global-batch-tokens 1,179,648"),
     ],
 )

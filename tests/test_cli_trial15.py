@@ -70,8 +70,8 @@ def test_memory_that_does_not_fit_even_spilled_exits_3_after_the_table():
     res = runner.invoke(app, argv)
     assert res.exit_code == 3 and "does-not-fit" in res.stdout
     assert one_line(res.stderr) == (
-        f"infeasible: llama3.1-405b needs {d['total_gib']:.2f} GiB per GPU; hgx-h100-ib-ndr has 79.11 GiB of HBM; "
-        f"{d['spill']['unplaced_gib']:.2f} GiB of it finds no room on the slower tiers either"
+        f"infeasible: llama3.1-405b needs {d['total_gib']:,.2f} GiB per GPU; hgx-h100-ib-ndr has 79.11 GiB of HBM; "
+        f"{d['spill']['unplaced_gib']:,.2f} GiB of it finds no room on the slower tiers either"
     )
 
 

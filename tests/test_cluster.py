@@ -118,6 +118,33 @@ def test_openb_sample_loads():
     assert jobs["arrival_s"].iloc[0] == 0.0
 
 
+def test_openb_pods_deleted_before_scheduling_are_left_out_and_counted(tmp_path):
+    """Three pods in the trace's format (the README's columns): one that ran 100 s, one deleted while
+    pending (blank scheduled_time, as openb-pod-0061 of openb_pod_list_default.csv), one whose
+    deletion_time precedes its scheduled_time. Only the first held a GPU; before, the other two each ran 1 s
+    (the duration floor)."""
+    f = tmp_path / "pods.csv"
+    f.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+        "p0,4000,15258,1,500,,LS,Succeeded,10,110,10\n"
+        "p1,11908,47104,1,1000,,BE,Pending,20,30,\n"
+        "p2,8000,30517,2,1000,,LS,Failed,40,45,50\n"
+    )
+    jobs = read_openb(f)
+    assert jobs["duration_s"].tolist() == [100.0]  # 110 - 10 s
+    assert (jobs["gpus"].tolist(), jobs["gpu_milli"].tolist()) == ([1], [500])
+    assert jobs.attrs["unscheduled_pods"] == 2
+    assert read_openb(SAMPLE).attrs["unscheduled_pods"] == 0  # the sample kept only scheduled pods
+    f.write_text(
+        f.read_text().replace("p0,4000,15258,1,500,,LS,Succeeded,10,110,10", "p0,4000,15258,0,0,,LS,Running,10,110,10")
+    )
+    with pytest.raises(InputError, match=r"every GPU pod \(2\) was deleted before it was scheduled"):
+        read_openb(f)
+    f.write_text(f.read_text().replace("40,45,50", "40,45,soon"))
+    with pytest.raises(InputError, match="scheduled_time"):  # text that is not blank is still a mistake
+        read_openb(f)
+
+
 def test_bad_jobs_and_trace(tmp_path):
     with pytest.raises(InputError, match="gpu_milli"):
         check_jobs(

@@ -18,12 +18,12 @@ SUPERNODE, SERVERS = "gb200-nvl72", "hgx-h100-ib-ndr"
 def test_ratio_is_the_best_train_plans_ratio(cat):
     """72 GPUs of each design, the representative 70B model, 4,096-token sequences, 1,024 per step:
     ``hnplan train --model llama3.1-70b --gpus 72 --seq-len 4096 --global-batch-size 1024`` gives as
-    best plan 192,071 tokens/s on GB200 NVL72 (TP 1, PP 9, DP 8, MFU 47.9 %) and 90,908 tokens/s on
-    HGX H100 (TP 2 and CP 2 inside the 8-GPU server, PP 9, MFU 57.3 %): the NVL72 job runs 192,071 / 90,908 =
-    2.113x as fast, so a trace duration of 1 h measured on H100 servers is 28.4 min on the rack."""
+    best plan 192,014 tokens/s on GB200 NVL72 (TP 1, PP 9, DP 8, MFU 47.9 %) and 90,897 tokens/s on
+    HGX H100 (TP 2 and CP 2 inside the 8-GPU server, PP 9, MFU 57.3 %): the NVL72 job runs 192,014 / 90,897 =
+    2.112x as fast, so a trace duration of 1 h measured on H100 servers is 28.4 min on the rack."""
     assert runtime.representative_model(72) == "llama3.1-70b"
     ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 72, catalog=cat)
-    assert ratio == pytest.approx(192_071.46 / 90_907.57, rel=1e-3)
+    assert ratio == pytest.approx(192_013.71 / 90_896.85, rel=1e-3)
     assert ratio == pytest.approx(2.113, abs=1e-3)
     assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 72, catalog=cat) == pytest.approx(1 / ratio)
     assert 3600 / ratio / 60 == pytest.approx(28.4, abs=0.05)

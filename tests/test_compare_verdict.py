@@ -191,6 +191,8 @@ def test_one_design_is_described_not_ranked():
         "**old-server** is the one design compared, so there is nothing to rank: it trains in 110.0 days at 40% MFU, "
         "costs $200M to buy and $20M per training run at its TCO per GPU-hour ($2.00 per million tokens)."
     )
+    # thousands of days are written as the rest of the CLI writes them (it said "5919.1 days")
+    assert "it trains in 5,919.1 days at 40% MFU" in verdict(_rows().iloc[[2]].assign(days=5919.1))
     failed = _rows().iloc[[0, 2]].assign(status=["no plan: does not fit", "ok"])
     assert verdict(failed).startswith("**old-server** is the only one of 2 designs with a plan, so there is nothing")
     assert "fastest" not in one and "least" not in verdict(failed)

@@ -84,9 +84,16 @@ def test_the_users_compare_gives_the_like_for_like_ratio():
     # MTP on both (Megatron-Bridge 25.11 performance summary): GB200 3,653 / B200 2,139 = 1.71x; the 1.88x pair
     # has the GB200 run at twice the batch without MTP, which one compare cannot ask. Before the stack carried
     # its B200 choices the compare gave 1.28x (B200 with HybridEP and captured router, which 25.11 does not run
-    # there). The searched plans: GB200 3,937 tokens/s per GPU (the recipe's plan: 3,829 in hnplan), B200 2,637 at
-    # micro-batch 4 with full recomputation (the recipe's micro-batch 1: 2,238); no published B200 run is at a
-    # micro-batch above 1, so the B200 side may be optimistic and the ratio low: held at 1.71x -15 % / +10 %.
+    # there). The searched plans: GB200 3,911 tokens/s per GPU (the recipe's plan: 3,770 in hnplan), B200 2,676 at
+    # PP 4, VP 8, micro-batch 4 with full recomputation (the recipe's micro-batch 1: 2,252): 1.46x. No published
+    # B200 run is at a micro-batch above 1, so the B200 side may be optimistic and the ratio low: held at
+    # 1.71x -15 % / +10 %. The lower margin: the one eager MoE row at micro-batch 8
+    # (mbridge2511-gb300-qwen3-30b-a3b-8-fp8) is +15 % optimistic, so the B200 plan may be too (1 / 1.15), and
+    # hnplan's ratio on the two recipes' plans is 1.67x against 1.71x measured (-2 %): 1.71 * 0.98 / 1.15 =
+    # 1.457. Below that the B200 side is more optimistic than any measured eager MoE row supports: find out why
+    # (or a published B200 run above micro-batch 1) before moving the band. The upper margin, 1.71 * 1.10 = 1.88,
+    # is the pair at twice the batch without MTP, which this compare must not reproduce (with the B200 at its
+    # recipe's plan the ratio would be 3,911 / 2,252 = 1.74x).
     df = compare_training_designs(
         "deepseek-v3",
         ["gb200-nvl72", "dgx-b200-ib-ndr"],

@@ -65,8 +65,8 @@ def name_option(ctx, text: str) -> str:
     >>> name_option(ctx, "share must be in (0, 1]; got 0.0")
     '--share must be in (0, 1]; got 0.0'
     >>> ctx = NS(params={"seq_len": 200000}, command=NS(params=[NS(name="seq_len", opts=["--seq-len"])]))
-    >>> name_option(ctx, "seq_len 200000 exceeds the model's maximum sequence length 131072")
-    "--seq-len 200000 exceeds the model's maximum sequence length 131072"
+    >>> name_option(ctx, "seq_len 200,000 exceeds the model's maximum sequence length 131,072")
+    "--seq-len 200,000 exceeds the model's maximum sequence length 131,072"
     >>> ctx = NS(params={"tp": 8}, command=NS(params=[NS(name="tp", opts=["--tp"])]))
     >>> name_option(ctx, "tp 3 does not divide --gpus 64"), name_option(ctx, "tp 8 does not divide --gpus 60")
     ('tp 3 does not divide --gpus 64', '--tp 8 does not divide --gpus 60')
@@ -83,7 +83,9 @@ def name_option(ctx, text: str) -> str:
         name, given = m.group(1).replace(" ", "_"), m.group(2)
     else:  # "seq_len 200000 exceeds ...": the parameter, then the value it was given
         m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
-        if m is None or m.group(2) != str(ctx.params.get(m.group(1))) or text[m.end() :].startswith("x "):
+        value = None if m is None else ctx.params.get(m.group(1))
+        written = {str(value), f"{value:,}"} if isinstance(value, int) else {str(value)}  # 200000 or 200,000
+        if m is None or m.group(2) not in written or text[m.end() :].startswith("x "):
             return text  # not a parameter and its value, or the first factor of a product (tp 8 x pp 4 ...)
         name, given = m.group(1), repr(ctx.params[m.group(1)])
     if name not in ctx.params or repr(ctx.params[name]) != given:

@@ -188,8 +188,8 @@ def infer(
         m = cat.model(model)
         if input_tokens + output_tokens > m.max_seq:
             raise InputError(
-                f"--input-tokens + --output-tokens = {input_tokens + output_tokens} exceeds "
-                f"{m.id}'s maximum sequence length {m.max_seq} (field max_seq)"
+                f"--input-tokens + --output-tokens = {input_tokens + output_tokens:,} exceeds "
+                f"{m.id}'s maximum sequence length {m.max_seq:,} (field max_seq)"
             )
         fixed = {k: v for k, v in dict(tp=tp, ep=ep, pp=pp).items() if v is not None}
         settings = {

@@ -9,6 +9,7 @@ from hnplan import units
 from hnplan.cli._app import app, console, count, exit_infeasible, handle_errors, kv_table, print_json
 from hnplan.cli._options import check_expert_flags, dtype_name
 from hnplan.errors import InputError
+from hnplan.formatting import format_amount
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
 
 # the parts of memory_summary (``params_gib``, ...) in the words of the command's help
@@ -105,6 +106,14 @@ def memory(
                 "--kv-budget-gib": kv_budget_gib,
             },
         )
+        if system is not None and dtype in units.DTYPE_BYTES and not dtype.startswith("int"):
+            # a floating dtype is the tensor cores' (train, infer, gemm and roofline refuse it where the accelerator
+            # has no peak in it: fp4 on an H100); int8 / int4 weights are counted as stored (weight-only)
+            from hnplan.catalog import load_catalog
+            from hnplan.planning.training.job import check_dtype_peak
+
+            design = load_catalog().design(system)
+            check_dtype_peak(design.accelerator, design.system.id, dtype)
         batch = 1 if batch is None else batch
         stack = "megatron-core" if stack is None else stack
         if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -202,7 +211,8 @@ def _exit_if_not_fit(d: dict) -> None:
     that fits or spills can run."""
     if d.get("status") == "does-not-fit":
         left = d["spill"].get("unplaced_gib")
-        where = f"; {left:.2f} GiB of it finds no room on the slower tiers either" if left else ""
+        where = f"; {format_amount(left, 2)} GiB of it finds no room on the slower tiers either" if left else ""
         exit_infeasible(
-            f"{d['model']} needs {d['total_gib']:.2f} GiB per GPU; {d['system']} has {d['hbm_gib']:.2f} GiB of HBM{where}"
+            f"{d['model']} needs {format_amount(d['total_gib'], 2)} GiB per GPU; {d['system']} has "
+            f"{format_amount(d['hbm_gib'], 2)} GiB of HBM{where}"
         )

@@ -123,6 +123,17 @@ def size(
         model_id = load_catalog().model(model).id  # the table's title and the JSON name the model as train does
         if deadline_days is not None and not deadline_days > 0:
             raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")
+        if deadline_days is not None:
+            from hnplan import units
+            from hnplan.catalog.schemas.economics import WHATIF_RANGES
+
+            years = WHATIF_RANGES["years"][2]  # the bound of cluster simulate --days and tco --years too
+            longest = units.s_to_days(units.years_to_s(years))
+            if deadline_days > longest:
+                raise InputError(
+                    f"--deadline-days must be at most {longest:,.2f} ({years:g} years, the longest the cost model "
+                    f"amortises a cluster over); got {deadline_days:g}"
+                )
         if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
             raise InputError(
                 f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"

@@ -79,6 +79,8 @@ def check_days(days: float) -> None:
 
 
 OPENB_COLUMNS = ("name", "num_gpu", "gpu_milli", "qos", "creation_time", "deletion_time", "scheduled_time")
+UNSCHEDULED = "unscheduled_pods"
+"""Key of :func:`read_openb`'s ``attrs``: the GPU pods left out as deleted before they were scheduled."""
 
 
 def missing_cell(value) -> bool:
@@ -378,24 +380,40 @@ def read_openb(
     -------
     DataFrame
         A job table (:func:`check_jobs`): arrival = ``creation_time``, duration =
-        ``deletion_time - scheduled_time`` (pods still running at the end of the trace are cut there),
-        classes from :func:`openb_class`, ``tp`` = the GPU count of multi-GPU pods (one node),
-        and ``gpu_spec`` (the GPU models a pod accepts) when some pod names one.
+        ``deletion_time - scheduled_time`` (pods still running at the end of the trace are cut there;
+        at least 1 s, the trace's resolution), classes from :func:`openb_class`, ``tp`` = the GPU count
+        of multi-GPU pods (one node), and ``gpu_spec`` (the GPU models a pod accepts) when some pod names
+        one. A GPU pod deleted before it was scheduled (a blank ``scheduled_time``, ``pod_phase`` Pending
+        in the trace, or a ``deletion_time`` before its ``scheduled_time``) was never bound to a node and
+        held no GPU (the trace README: ``scheduled_time`` is the "timestamp of being scheduled"): it is
+        left out, as the Helios and Acme loaders leave out jobs cancelled before they started, and
+        counted in ``attrs["unscheduled_pods"]``.
 
     Raises
     ------
     InputError
-        For a missing file or column, or no GPU pods.
+        For a missing file or column, a cell that is not a number, or no GPU pod that ran.
     """
     import pandas as pd
 
     path = Path(path)
     raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
-    for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time", "scheduled_time"):
+    for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time"):
         raw[col] = numeric_column(raw, col, str(path), rows=raw.index.to_numpy() + 2)
-    g = raw[raw["num_gpu"] > 0]
+    # a blank scheduled_time is a pod never scheduled (pod_phase Pending in the trace); other text is a mistake
+    blank = raw["scheduled_time"].isna().to_numpy()
+    sched = np.full(len(raw), np.nan)
+    sched[~blank] = numeric_column(raw[~blank], "scheduled_time", str(path), rows=np.flatnonzero(~blank) + 2)
+    raw["scheduled_time"] = sched
+    gpu = (raw["num_gpu"] > 0).to_numpy()
+    # deleted before it was scheduled (or never scheduled): the pod was never bound to a node and held no GPU
+    never_ran = gpu & (blank | (raw["deletion_time"].to_numpy(float) < sched))
+    g = raw[gpu & ~never_ran]
     if g.empty:
+        if never_ran.any():
+            raise InputError(f"{path}: every GPU pod ({int(never_ran.sum()):,}) was deleted before it was scheduled")
         raise InputError(f"{path}: no pod requests a GPU")
+    # scheduled and deleted within the same second: the trace's 1 s resolution is the floor
     dur = (g["deletion_time"] - g["scheduled_time"]).clip(lower=1).to_numpy(float)
     cls = openb_class(g["qos"])
     ckpt = np.where(np.isin(cls, ("training", "fine-tuning")), checkpoint_s, np.where(cls == "inference", 0.0, np.inf))
@@ -414,9 +432,11 @@ def read_openb(
     if GPU_SPEC in g and g[GPU_SPEC].notna().any() and (g[GPU_SPEC].fillna("").astype(str).str.strip() != "").any():
         jobs[GPU_SPEC] = g[GPU_SPEC].to_numpy(object)
     rows = g.index.to_numpy() + 2  # the pods' rows in the file
-    return check_jobs(
+    out = check_jobs(
         jobs, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus, tp_source="column num_gpu"
     )
+    out.attrs[UNSCHEDULED] = int(never_ran.sum())
+    return out
 
 
 SLICING = ("fractional", "mig", "whole")

@@ -8,6 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hnplan import units
+from hnplan.formatting import format_amount
 from hnplan.planning.records import as_records, first_max, first_min, is_na, n_unique
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
         per_gpu, counts = _per_gpu(sn, sv)
         text = (
             f"**What the supernode fabric buys**: {_name(sn)} trains {speed:.2f}x as fast as {_name(sv)}, "
-            f"GPUs of the same generation on 8-GPU servers ({sn['days']:.1f} against {sv['days']:.1f} days{counts})"
+            f"GPUs of the same generation on 8-GPU servers ({format_amount(sn['days'], 1)} against {format_amount(sv['days'], 1)} days{counts})"
         )
         if abs(chip - 1) > 0.02:
             text += (
@@ -111,8 +112,8 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
         if new["peak_tflops"] / old["peak_tflops"] >= SAME_GENERATION_PEAK_RATIO:
             text = (
                 f"**What the newer chip buys**: on the same kind of fabric (8-GPU servers), {_name(new)} trains "
-                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({new['days']:.1f} against "
-                f"{old['days']:.1f} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
+                f"{old['days'] / new['days']:.2f}x as fast as {_name(old)} ({format_amount(new['days'], 1)} against "
+                f"{format_amount(old['days'], 1)} days{_per_gpu(new, old)[1]}) with a {new['peak_tflops'] / old['peak_tflops']:.2f}x "
                 "dense peak"
             )
             if "run_musd" in columns:
@@ -143,9 +144,7 @@ def verdict(table: pd.DataFrame | list[dict]) -> str:
     # together: the first of equal days was named fastest and, with every design tied, slowest too
     tied = [r for r in ok if r["days"] <= fast["days"] * TIE_RATIO]
     names = ", ".join(_name(r) for r in tied[:-1]) + f" and {_name(tied[-1])}" if len(tied) > 1 else _name(fast)
-    text = (
-        f"{names} train{'s' if len(tied) == 1 else ''} fastest ({fast['days']:.1f} days at {fast['mfu']:.0%} MFU{on})"
-    )
+    text = f"{names} train{'s' if len(tied) == 1 else ''} fastest ({format_amount(fast['days'], 1)} days at {fast['mfu']:.0%} MFU{on})"
     if not priced:
         text += "; no design has a price, so every cost is n/a."
     else:
@@ -183,7 +182,7 @@ def _only_design(row: dict, designs: int) -> str:
     """The verdict of a table with one design that has a plan: what it does, no ranking (it is the fastest and
     the cheapest of one)."""
     only = "the one design compared" if designs == 1 else f"the only one of {designs} designs with a plan"
-    text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {row['days']:.1f} days at {row['mfu']:.0%} MFU"
+    text = f"{_name(row)} is {only}, so there is nothing to rank: it trains in {format_amount(row['days'], 1)} days at {row['mfu']:.0%} MFU"
     if not is_na(row.get("capex_musd")):
         text += f", costs {units.format_usd(row['capex_musd'] * units.MEGA)} to buy"
         if not is_na(row.get("run_musd")):

@@ -17,6 +17,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.errors import InputError
+from hnplan.formatting import format_amount
 
 DESIGN_KEYS = ("system", "gpus", "model", "global_batch_seqs", "seq_len", "stack", "dtype", "tokens")
 OBJECTIVES = ("days_to_train", "tco_usd", "facility_power_w")
@@ -411,7 +412,7 @@ def summary_text(
             f = fastest.iloc[0]
             lines.append(
                 f"{lead}{'the' if len(works) > 1 else 'The'} fastest design is **{f['design']}**: "
-                f"{f['days_mean']:.1f} days on average "
+                f"{format_amount(f['days_mean'], 1)} days on average "
                 f"(MFU {f['mfu']:.1%}), mean TCO ${f['tco_mean_usd'] / units.MEGA:,.1f}M, "
                 f"{f['facility_power_w'] / units.MEGA:.2f} MW."
             )

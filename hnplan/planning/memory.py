@@ -121,7 +121,7 @@ def memory_summary(
     m = cat.model(model)
     _check_degrees(m, mode, tp, pp, ep)
     if seq_len > m.max_seq:
-        raise InputError(f"seq_len {seq_len} exceeds {m.id}'s maximum sequence length {m.max_seq} (field max_seq)")
+        raise InputError(f"seq_len {seq_len:,} exceeds {m.id}'s maximum sequence length {m.max_seq:,} (field max_seq)")
     out = {"model": m.id, "mode": mode, "seq_len": seq_len}
     mem: MemoryBreakdown
     if mode == "train":

@@ -199,8 +199,8 @@ def roofline_answer(
     kv_len = opts.kv_len
     if seq_len + (kv_len or 0) > m.max_seq:
         raise InputError(
-            f"--seq-len + --kv-len = {seq_len + (kv_len or 0)} exceeds {m.id}'s maximum sequence "
-            f"length {m.max_seq} (field max_seq)"
+            f"--seq-len + --kv-len = {seq_len + (kv_len or 0):,} exceeds {m.id}'s maximum sequence "
+            f"length {m.max_seq:,} (field max_seq)"
         )
     if isinstance(stack, str):  # a catalog stack id: its kernel choices (fp8 recipe, eager norms)
         st = cat.stack(stack)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InfeasiblePlan, InputError
+from hnplan.formatting import format_amount
 from hnplan.planning.design import purchase_fields
 from hnplan.planning.records import frame_records
 from hnplan.planning.sizing_purchase import time_on_purchase as time_on_purchase  # re-exported: it lived here
@@ -345,7 +346,7 @@ def sizing_verdict(df: pd.DataFrame) -> str:
         + (f" (set by {r['racks_bound_by']})" if str(r.get("racks_bound_by", "")).startswith("power") else "")
         + ", "
         f"{r['facility_power_mw']:.1f} MW facility power, {units.format_usd(r['capex_usd'])} capex, "
-        f"{r['days']:.1f} days"
+        f"{format_amount(r['days'], 1)} days"
         + ("" if r["within_budget"] in (None, True) or pd.isna(r["within_budget"]) else " (over budget)")
         for _, r in ok.iterrows()
     ]

@@ -244,7 +244,7 @@ def make_job(
             raise InputError(f"{name} must be >= 1, got {v}")
     if seq_len > model.max_seq:
         raise InputError(
-            f"seq_len {seq_len} exceeds {model.id}'s maximum sequence length {model.max_seq} "
+            f"seq_len {seq_len:,} exceeds {model.id}'s maximum sequence length {model.max_seq:,} "
             f"(field max_seq of its catalog entry)"
         )
     if dtype != "bf16" and 2 * ch.fp8_bf16_end_layers > model.layers:  # each end's layers counted once
