@@ -150,40 +150,18 @@ def tco(
 @contextmanager
 def _simulation_progress(system: str, gpus: int, mix: str, cat):
     """A progress bar on stderr (a terminal only) for the runs of ``--utilisation simulated`` that are not cached,
-    with the time they take about; nothing when every run is read back. Yields the callback."""
+    with the time they take about (:func:`hnplan.cli._progress.delayed_progress`: shown once the runs have lasted
+    a second, so nothing when every run is read back). Yields the callback, or None off a terminal."""
     from hnplan.cluster.utilisation import REPLICATIONS, simulation_seconds
 
     if not err_console.is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from hnplan.cli._progress import delayed_progress
 
     try:
         about = f", about {simulation_seconds(system, gpus, mix, cat):.0f} s the first time (then cached)"
     except HnplanError:  # the simulation says why it cannot run
         about = ""
-    bar = Progress(
-        TextColumn(f"simulating the utilisation of mix {mix}: {REPLICATIONS} runs{about}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-    task = bar.add_task("sim", total=1.0)
-    started = False
-
-    def progress(done: float) -> None:
-        nonlocal started
-        if not started:
-            if done >= 1.0:  # every run read back from the cache: no bar
-                return
-            bar.start()
-            started = True
-        bar.update(task, completed=done)
-
-    try:
-        yield progress
-    finally:
-        if started:
-            bar.stop()
+    with delayed_progress(f"simulating the utilisation of mix {mix}: {REPLICATIONS} runs{about}") as update:
+        yield update
