@@ -146,16 +146,16 @@ TREE_LL_FRACTION = 1.0 / 3.8
 TREE_LL128_FRACTION_ONE_NODE = 7.0 / 9.0
 """NCCL's tuner: tree LL128 inside one node at 7/9 of the tree bandwidth (120/128 across nodes, [1]_)."""
 
-NVLS_CHUNK_BYTES = 131072
+NVLS_CHUNK_BYTES = 128 * units.KiB
 """NCCL's NVLS chunk for large messages (``NCCL_NVLS_CHUNKSIZE`` default, 128 KiB, [3]_)."""
 
 NVLS_CHANNELS = {"hopper": 16}
 """NVLS channels NCCL opens per GPU generation (``NCCL_NVLS_NCHANNELS`` default on SM 9.0, [3]_; logged as
 ``NVLS tuning: nChannels 16 chunkSize 131072`` on 8 x H200 with NCCL 2.30.4, [4]_)."""
 
-NVLS_CHUNK_STEPS = ((64, 65536), (8, 32768), (2, 16384))
+NVLS_CHUNK_STEPS = ((64, 64 * units.KiB), (8, 32 * units.KiB), (2, 16 * units.KiB))
 """NCCL's NVLS chunk shrink for smaller all-reduces, in order: below ``k x ops x chunk`` bytes (``ops`` =
-channels x heads) the chunk drops to the second value ([3]_)."""
+channels x heads) the chunk drops to the second value [bytes] ([3]_)."""
 
 
 def nvls_chunk_bytes(n_bytes, ops: int):
@@ -163,7 +163,7 @@ def nvls_chunk_bytes(n_bytes, ops: int):
     concurrent pipelines (one head per GPU in one node) [bytes]: 128 KiB, 64 KiB below ``64 ops x 128 KiB``,
     32 KiB below ``8 ops x 64 KiB``, 16 KiB below ``2 ops x 32 KiB`` ([3]_; ``n_bytes`` a number or an array).
 
-    >>> [int(nvls_chunk_bytes(s * 2**20, 128)) // 1024 for s in (4, 8, 32, 64, 512, 1024)]
+    >>> [int(nvls_chunk_bytes(s * units.MiB, 128) / units.KiB) for s in (4, 8, 32, 64, 512, 1024)]
     [16, 32, 32, 64, 64, 128]
     """
     if np.ndim(n_bytes) == 0:  # the planners' scalar path
@@ -186,7 +186,7 @@ def nvls_chunk_time_s(n_bytes, ops: int, step_s: float):
     bandwidth the fabric's ``inr_efficiency`` reproduces; smaller messages move in smaller chunks and pay
     more steps per byte.
 
-    >>> round(nvls_chunk_time_s(8 * 2**20, 128, 5.65e-6) * 1e6, 2)
+    >>> round(units.s_to_us(nvls_chunk_time_s(8 * units.MiB, 128, 5.65e-6)), 2)
     8.47
     """
     chunk = nvls_chunk_bytes(n_bytes, ops)
