@@ -24,7 +24,13 @@ the gap is printed. ``kernels`` is the operator table's kernel count of one micr
 one by one) and ``gap / kernel`` the time each would have to take longer to close the gap; the operator
 table's time by kernel class (GEMMs, fused attention, the rest) gives the factor each class alone would need.
 
-Usage: ``python tools/strong_scale_terms.py RUN_ID [RUN_ID ...]``
+``--per-kernel-us C`` adds a line per row: its step with ``C`` us more on every kernel of the operator table,
+``step + C x kernels`` (each kernel is on the compute stream's critical path; more compute can hide more of the
+communication, so the planner with ``kernel_overhead_us`` raised by ``C`` gives this or less: 2.9 points of the
+step less on University of Florida's 256-GPU row at 11.1 us, where the longer compute hides more DP traffic; docs/training.md, "The GPU-side cost of a kernel boundary"). Run over the rows of one recipe it shows
+whether one per-kernel cost can close the rows with little work per GPU without turning the others pessimistic.
+
+Usage: ``python tools/strong_scale_terms.py [--per-kernel-us C] RUN_ID [RUN_ID ...]``
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 import hnplan.planning.training.collectives as coll
+from hnplan import units
 from hnplan.catalog.runs import training_runs
 from hnplan.compute import ACT_BYTES
 from hnplan.compute.operators import operator_table
@@ -68,7 +75,7 @@ def _dp_s(job, row) -> tuple[float, float]:
     return float(nb * (rs[0] + ag[0])), float(rs[0] + ag[0])
 
 
-def main(ids: list[str]) -> None:
+def main(ids: list[str], per_kernel_us: float | None = None) -> None:
     runs = {r.id: r for r in training_runs()}
     missing = [i for i in ids if i not in runs]
     if missing:
@@ -137,9 +144,24 @@ def main(ids: list[str]) -> None:
             "  compute by kernel class: "
             + ", ".join(f"{name} {t * ms:.1f} ms (x{(t + gap) / t:.2f} to close)" for name, t in parts.items() if t > 0)
         )
+        if per_kernel_us is not None:
+            more = step + kernels * units.us_to_s(per_kernel_us)
+            print(
+                f"  with {per_kernel_us:g} us more per kernel: {more * ms:.1f} ms "
+                f"({(more / run.published - 1) * 100:+.1f} % of measured, now {(step / run.published - 1) * 100:+.1f} %)"
+            )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    per_kernel = None
+    if "--per-kernel-us" in args:
+        i = args.index("--per-kernel-us")
+        try:
+            per_kernel = float(args[i + 1])
+        except (IndexError, ValueError):
+            raise SystemExit("--per-kernel-us needs a number of microseconds") from None
+        del args[i : i + 2]
+    if not args:
         raise SystemExit(__doc__.strip().splitlines()[-1])
-    main(sys.argv[1:])
+    main(args, per_kernel)
