@@ -11,10 +11,12 @@ each taken from the code, not fitted:
   128 x 256 x 64, cooperative schedule (``KernelPtrArrayTmaWarpSpecializedCooperative``);
 * **the rows**: the tokens of a group sit in the tile's M (no swap-AB), so a group of ``m`` tokens computes
   ``ceil(m / tm)`` whole tiles of ``tm`` rows, and the 2 x 1 x 1 thread-block cluster rounds that count up to a
-  multiple of 2 (CUTLASS ``PersistentTileSchedulerSm90Group`` rounds each problem's M blocks up to the cluster's
-  M): at 32 tokens a group, 128 rows of MMA per 32 rows of output (the law's cuBLAS calls: 32 rows, swap-AB);
-* **no split-K, whole waves**: the persistent grouped scheduler walks the tiles of all the groups over the SMs
-  without stream-K or split-K, so a partial last wave costs a whole one (``gemm_wave_weight`` 1);
+  multiple of 2 (NVIDIA/cutlass ``include/cutlass/gemm/kernel/sm90_tile_scheduler_group.hpp`` at commit 9588870,
+  ``PersistentTileSchedulerSm90Group``: ``problem_blocks_m = round_up(ctas_along_m, cluster_shape.m())``): at 32
+  tokens a group, 128 rows of MMA per 32 rows of output (the law's cuBLAS calls: 32 rows, swap-AB);
+* **no split-K, whole waves**: the persistent grouped scheduler walks the tiles of all the groups over one CTA per
+  SM (PyTorch gives it no host problem shapes, so the grid is the SM count) without stream-K or split-K, so a
+  partial last wave costs a whole one (``gemm_wave_weight`` 1);
 * **the output write**: the cooperative schedule's two math warp groups share one tile and store it after its K
   loop, before the next tile (exposed, ``gemm_output_exposed`` 1); the ping-pong schedule stores one warp
   group's tile while the other runs its K loop (hidden, 0);
