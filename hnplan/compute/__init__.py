@@ -4,6 +4,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
 * :mod:`hnplan.compute.counts`: parameter counts, model / hardware FLOPs per token (PaLM, Megatron-LM),
   MFU, peaks and the roofline primitive.
 * :mod:`hnplan.compute.gemm`: the GEMM efficiency law (small-M streaming, tiles and waves, K depth, ceiling).
+* :mod:`hnplan.compute.grouped_gemm`: the law run as PyTorch's SM90 grouped kernel (``torch._grouped_mm``).
 * :mod:`hnplan.compute.attention`: the attention core, FlashAttention or unfused (materialised scores).
 * :mod:`hnplan.compute.context_parallel`: context parallelism as Transformer Engine's P2P ring runs it.
 * :mod:`hnplan.compute.operators`: the operator table (FLOPs, bytes, intensity, time, bound) per

@@ -129,6 +129,11 @@ class Accelerator(Entry):
         description="share of a GEMM's output write that is not hidden behind its K loop [-]: 1 when every "
         "tile writes its output after its main loop, 0 when the write overlaps the MMAs; absent: 0 (calibration)",
     )
+    grouped_gemm_overlap_exponent: Annotated[float, Field(ge=1.0)] | None = Field(
+        default=None,
+        description="p of the smooth roofline of PyTorch's SM90 CUTLASS grouped GEMM (torch._grouped_mm, "
+        "hnplan.compute.grouped_gemm) [-]; absent: gemm_overlap_exponent (calibration)",
+    )
     host_dispatch_us: NonNegative | None = Field(
         default=None,
         description="host time per operator call from an eager framework; back-to-back calls run no "
@@ -214,6 +219,7 @@ class Accelerator(Entry):
         "gemm_splitk_us",
         "gemm_wave_weight",
         "gemm_output_exposed",
+        "grouped_gemm_overlap_exponent",
         "host_dispatch_us",
         "sustained_compute_fraction",
         "mxfp8_gemm_ratio",
