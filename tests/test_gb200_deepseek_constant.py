@@ -110,3 +110,31 @@ def test_the_tp_pairs_step_end_all_reduce_is_milliseconds_by_hand():
     # the catalog's achievable rate puts it a little above that floor, far below the 1.2 s missing
     assert s / 900e9 < t < 2.0 * s / 900e9
     assert t < 0.002
+
+
+def test_the_releases_once_a_step_collectives_are_latency_and_under_a_millisecond():
+    """What the 26.04 Megatron-Core / Megatron-Bridge release runs once a step beyond the graph replay
+    (docs/training.md, "The release's once-a-step code, sized"), at 8,192 GB200s: the paged-stash runner's
+    overflow check, the expert-bias update and a micro-batch's per-sequence auxiliary-loss reductions."""
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+
+    def t(n_bytes, size):  # an all-reduce over `size` consecutive ranks [s]
+        return float(collective_s(job, "allreduce", np.array([float(n_bytes)]), np.array([size]), np.array([1]))[0])
+
+    # PagedStashRunner.check_moe_overflow: three int32 flags (stash overflow, token budget, host spill)
+    # all-reduced over every rank, then read with .item()
+    flags = t(3 * 4, 8192)
+    # get_updated_expert_bias: each MoE layer's tokens per expert (256, fp32) of a 16-layer stage, over the
+    # TP x DP x CP group of the stage (TP 2 x DP 1,024 = 2,048 consecutive ranks with PP outermost)
+    bias_bytes = 16 * 256 * 4
+    assert bias_bytes == 16384
+    bias = t(bias_bytes, 2 * 1024)
+    # _apply_seq_aux_loss: a layer's tokens per expert over the TP pair, once per MoE layer and micro-batch
+    aux = t(256 * 8, 2)
+    # latency-bound: the bytes at one 400G NIC's 47 GB/s are under 0.4 us, each collective tens of us or more
+    assert bias_bytes / 47e9 < 0.4e-6 and bias > 100 * bias_bytes / 47e9
+    assert 1e-4 < flags < 3e-4 and 1e-4 < bias < 3e-4  # 0.18 and 0.15 ms
+    assert aux < 2e-5  # 7.8 us over NVLink; 16 MoE layers a micro-batch: about 0.1 ms of its 0.119 s
+    # together, with a micro-batch's auxiliary-loss reductions, under a millisecond: not the 1.2 s missing
+    assert flags + bias + 16 * aux < 1e-3
