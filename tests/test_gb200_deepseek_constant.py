@@ -110,3 +110,65 @@ def test_the_tp_pairs_step_end_all_reduce_is_milliseconds_by_hand():
     # the catalog's achievable rate puts it a little above that floor, far below the 1.2 s missing
     assert s / 900e9 < t < 2.0 * s / 900e9
     assert t < 0.002
+
+
+def test_the_releases_once_a_step_collectives_are_latency_and_under_a_millisecond():
+    """What the 26.04 Megatron-Core / Megatron-Bridge release runs once a step beyond the graph replay
+    (docs/training.md, "The release's once-a-step code, sized"), at 8,192 GB200s: the paged-stash runner's
+    overflow check, the expert-bias update and a micro-batch's per-sequence auxiliary-loss reductions."""
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+
+    def t(n_bytes, size):  # an all-reduce over `size` consecutive ranks [s]
+        return float(collective_s(job, "allreduce", np.array([float(n_bytes)]), np.array([size]), np.array([1]))[0])
+
+    # PagedStashRunner.check_moe_overflow: three int32 flags (stash overflow, token budget, host spill)
+    # all-reduced over every rank, then read with .item()
+    flags = t(3 * 4, 8192)
+    # get_updated_expert_bias: each MoE layer's tokens per expert (256, fp32) of a 16-layer stage, over the
+    # TP x DP x CP group of the stage (TP 2 x DP 1,024 = 2,048 consecutive ranks with PP outermost)
+    bias_bytes = 16 * 256 * 4
+    assert bias_bytes == 16384
+    bias = t(bias_bytes, 2 * 1024)
+    # _apply_seq_aux_loss: a layer's tokens per expert over the TP pair, once per MoE layer and micro-batch
+    aux = t(256 * 8, 2)
+    # latency-bound: the bytes at one 400G NIC's 47 GB/s are under 0.4 us, each collective tens of us or more
+    assert bias_bytes / 47e9 < 0.4e-6 and bias > 100 * bias_bytes / 47e9
+    assert 1e-4 < flags < 3e-4 and 1e-4 < bias < 3e-4  # 0.18 and 0.15 ms
+    assert aux < 2e-5  # 7.8 us over NVLink; 16 MoE layers a micro-batch: about 0.1 ms of its 0.119 s
+    # together, with a micro-batch's auxiliary-loss reductions, under a millisecond: not the 1.2 s missing
+    assert flags + bias + 16 * aux < 1e-3
+
+
+def test_the_fill_path_bound_of_the_first_forward_gather_stalls_by_hand():
+    """The parameter all-gathers of each model chunk start in its first forward's pre-hook, behind its
+    first input; along the fill, 16 chunks (PP 4 x VP 4) stall in series at most (docs/training.md, "One
+    mechanism of the captured graph"): an upper bound, not modelled."""
+    from hnplan.planning.training.components import local_params
+    from hnplan.planning.training.dp_buckets import param_gather_bytes
+    from hnplan.planning.training.search import search_candidates
+    from hnplan.planning.validation import predict_run
+
+    run = next(r for r in training_runs() if r.id == ROW.format("8192"))
+    job = run_job(run)
+    dense, expert = (float(np.asarray(x)[0]) for x in local_params(job, search_candidates(job, run.fixed)))
+    assert dense == pytest.approx(2.14e9, rel=0.01) and expert == pytest.approx(5.107e9, rel=1e-3)
+    g_dense, g_expert = param_gather_bytes(job)  # MXFP8 weights gathered in bf16
+    assert g_dense == g_expert == 2.0
+    bucket = 134217728  # conf/deepseekv3_671b.yaml bucket_size
+
+    def gather(n, size, stride, nbytes):  # all buckets of one stage over its group [s]
+        nb = np.ceil(n / bucket)
+        one = collective_s(job, "allgather", np.array([n / nb * nbytes]), np.array([size]), np.array([stride]))
+        return nb * float(one[0])
+
+    t_dense = gather(dense, 1024, 2, g_dense)  # DP 1,024 at stride TP 2
+    t_expert = gather(expert, 64, 32, g_expert)  # expert-DP 64 at stride ETP x EP 32, 39 buckets
+    assert np.ceil(expert / bucket) == 39
+    assert t_dense == pytest.approx(0.043, abs=0.003) and t_expert == pytest.approx(0.124, abs=0.005)
+    t = t_dense + t_expert
+    t_fwd = float(predict_run(run).t_compute_s) / 16 / 3  # a forward: a third of a micro-batch's 0.111 s
+    stall = (t - t_fwd) / 4  # a chunk's gathers beyond its forward
+    assert stall == pytest.approx(0.033, abs=0.002)
+    counted = t - t_fwd  # hnplan: one stage's gathers beyond one forward (above its last bucket)
+    assert 16 * stall - counted == pytest.approx(0.40, abs=0.02)  # at most a third of the 1.2 s missing
