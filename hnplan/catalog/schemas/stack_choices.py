@@ -166,6 +166,12 @@ class StackChoices(MoEChoices):
     gqa_kv_copy : bool
         K and V are copied to every query head before attention (an SDPA without ``enable_gqa``, PyTorch before
         2.5: foundation-model-stack's and torchtitan's expand and reshape). Default False.
+    autograd_grad_sums : bool
+        The backward runs PyTorch autograd's gradient sums at the tensors the model code feeds to several ops, each
+        an element-wise add kernel (read both bf16 gradients, write one): the normed input of separate query, key
+        and value projections (two sums) and of separate gate and up projections (one), and each residual fork
+        (one; the residual add's backward passes the gradient through, no kernel), in place of the default backward
+        of the residual add (twice its forward) (:func:`hnplan.compute.eager_ops.grad_sum_op`). Default False.
     fp8_bf16_end_layers : int
         In fp8 or fp4 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
         ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
@@ -358,6 +364,10 @@ class StackChoices(MoEChoices):
     )
     gqa_kv_copy: bool = Field(
         default=False, description="K and V copied to every query head before attention (SDPA without enable_gqa)"
+    )
+    autograd_grad_sums: bool = Field(
+        default=False,
+        description="eager autograd's gradient sums at separate q/k/v and gate/up inputs and at residual forks",
     )
     fp8_bf16_end_layers: int = Field(
         default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 or fp4 training"
