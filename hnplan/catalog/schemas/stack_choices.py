@@ -212,6 +212,14 @@ class StackChoices(MoEChoices):
         ``AsyncDoubleBufferGroupOffloadHandler``). Megatron-Core allows it only without pipeline
         parallelism and without recomputation (``transformer_config.py``), so it applies to plans with
         ``pp = 1`` and ``recompute: none``. Default 0. Memory and time: :mod:`hnplan.memory.recompute`.
+    zero3_shard_ranks : int or None
+        HSDP (PyTorch FSDP ``HYBRID_SHARD``): a ZeRO 3 plan shards its dense parameters, gradients and optimizer
+        states over groups of this many consecutive data-parallel ranks (FSDP1's default: the GPUs of a server)
+        and replicates them across the ``dp x cp / zero3_shard_ranks`` groups; each unit's gradient is
+        reduce-scattered in its group, then its shard all-reduced across the replicas. A plan whose ``dp x cp``
+        it does not divide, or does not exceed, shards over all ``dp x cp`` ranks. None (default): no hybrid
+        sharding. Memory: :func:`hnplan.memory.states.zero_shard_ranks`; communication:
+        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
     zero3_gathered_units : int
         ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
         resident at once: the unit computing and the one prefetched, 2 (PyTorch FSDP's rate limiter,
@@ -398,6 +406,11 @@ class StackChoices(MoEChoices):
         ge=0,
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
+    )
+    zero3_shard_ranks: int | None = Field(
+        default=None,
+        ge=2,
+        description="HSDP: ZeRO 3 shards over groups of this many data-parallel ranks, replicated across groups",
     )
     zero3_gathered_units: int = Field(
         default=2, ge=1, le=8, description="ZeRO 3: units whose gathered parameters are resident at once"
