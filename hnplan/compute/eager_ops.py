@@ -64,7 +64,9 @@ add: one each, where the add's backward passes the gradient through to both inpu
 ``wv``) and ``FeedForward`` (``w1``, ``w3``) [3]_ fork alike. ``autograd_grad_sums`` counts these (backward
 rows ``qkv_grad_sum`` and ``mlp_up_grad_sum`` at the ``residual`` class, one kernel per sum) and times each
 residual add's backward as its fork's sum (6 bytes per element) instead of twice its forward (12); per layer
-and element of the hidden state 2 x 6 + 6 + 2 x 6 = 30 bytes of backward against the 24 of before.
+and element of the hidden state 2 x 6 + 6 + 2 x 6 = 30 bytes of backward against the 24 of before. In an MoE
+layer only the attention's sums are counted (the router's and the experts' forks of the MLP input are not), and
+the separate projections' GEMMs stay one GEMM each (``qkv_proj``, ``mlp_up``).
 
 References
 ----------
