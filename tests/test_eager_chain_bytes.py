@@ -3,12 +3,12 @@ model code runs and the autograd function of each (pytorch/pytorch tools/autogra
 reads its inputs and writes its output once (bf16 2 bytes, fp32 4), broadcast per-token tables and per-row
 statistics not counted. Sources: foundation-model-stack @ 6440fee8 (fms/modules/positions.py, layernorm.py,
 feedforward.py, attention.py), Hugging Face transformers modeling_llama.py, pytorch/torchtitan @ 395a526276ee
-(torchtitan/models/llama/model.py)."""
+(torchtitan/models/llama/model.py), pytorch/pytorch @ 4537ef6cfa51 (torch/csrc/autograd/input_buffer.cpp)."""
 
 import pytest
 
 from hnplan.catalog.schemas import StackChoices
-from hnplan.compute.eager_ops import act_op, kv_expand_op, norm_op, rope_op
+from hnplan.compute.eager_ops import act_op, grad_sum_op, kv_expand_op, norm_op, rope_op
 from hnplan.compute.fp8_recipes import StepKernels, kernel_class
 from hnplan.compute.host import kernels_per_row
 from hnplan.compute.layer_ops import _layer_ops
@@ -81,3 +81,44 @@ def test_gqa_kv_expansion_of_llama2_70b(cat):
     names = [o.name for o in ops]
     assert names.index("rope_eager") < names.index("kv_expand") < names.index("attention")
     assert "mlp_act_eager" in names and "attn_norm_eager" in names
+
+
+def _bwd_bytes(ops, names):
+    """Backward bytes of the named element-wise operators of a layer, summed."""
+    rows = [r for o in ops if o.name in names for r in _rows(o, "train", "none", "executed", 1)]
+    return sum(r[6] for r in rows if r[3] == "bwd")
+
+
+def test_autograd_gradient_sums_of_the_fms_llama_block(cat):
+    # LLaMABlock: the normed input feeds query, key and value (three nn.Linear): autograd adds the second and the
+    # third gradient into the first, two adds over tokens x hidden; the MLP norm's output feeds wg and w1: one add;
+    # each add reads two bf16 gradients and writes one (input_buffer.cpp accumulate, in place or not): 6 bytes
+    tokens, h = 2 * 4096, 4096  # Llama 2 7B, 2 sequences of 4,096 tokens
+    qkv = 2 * (2 + 2 + 2) * tokens * h
+    up = 1 * (2 + 2 + 2) * tokens * h
+    # x = x + residual: AddBackward0 hands the same gradient to both inputs (no kernel); the block input and the
+    # mid-block residual each feed a norm and the add, one sum each
+    forks = 2 * (2 + 2 + 2) * tokens * h
+    assert (qkv, up, forks) == (402653184, 201326592, 402653184)
+    kn = StepKernels.of(cat.stack("pytorch-eager-2403"))
+    assert kn.grad_sums and StepKernels.of(cat.stack("pytorch-eager")).grad_sums
+    ops = _layer_ops(cat.model("llama2-7b"), "dense-layer", "train", 2, 4096, 0, 1, 1, 1, 2.0, kernels=kn)
+    assert _bwd_bytes(ops, {"qkv_grad_sum"}) == qkv and _bwd_bytes(ops, {"mlp_up_grad_sum"}) == up
+    assert _bwd_bytes(ops, {"attn_residual", "mlp_residual"}) == forks
+    # the fused default: no sums counted, each residual add's backward twice its forward (read 2, write 1): 12
+    fused = _layer_ops(cat.model("llama2-7b"), "dense-layer", "train", 2, 4096, 0, 1, 1, 1, 2.0)
+    assert not any(o.name.endswith("_grad_sum") for o in fused)
+    assert _bwd_bytes(fused, {"attn_residual", "mlp_residual"}) == 2 * 12 * tokens * h
+    # per layer and element of the hidden state: 12 + 6 + 12 = 30 bytes of backward against 24
+    assert (qkv + up + forks) / (tokens * h) == 30
+
+
+def test_gradient_sums_are_backward_only_streaming_kernels():
+    op = grad_sum_op("qkv_grad_sum", "dense-layer", 10.0, 2, StepKernels(grad_sums=True))
+    rows = _rows(op, "train", "full", "executed", 1)  # no forward and no recomputation: the sums are autograd's
+    assert [(r[3], r[6]) for r in rows] == [("bwd", 2 * 6 * 10.0)]
+    assert _rows(op, "decode", "none", "executed", 1) == []
+    assert kernel_class(op.name) == "residual" and kernel_class("mlp_up_grad_sum") == "residual"
+    assert kernels_per_row(op.name, "dense-layer", "elementwise", 1.0, StackChoices(autograd_grad_sums=True)) == 2.0
+    assert kernels_per_row("mlp_up_grad_sum", "dense-layer", "elementwise", 1.0, StackChoices()) == 1.0
+    assert grad_sum_op("qkv_grad_sum", "dense-layer", 10.0, 2, StepKernels()) is None

@@ -54,6 +54,8 @@ class _Op:
     bwd_kernels: float = 1.0
     # attention-gemm: names of the two backward GEMMs (gradients of the first and second operand)
     grad_names: tuple = ()
+    # element-wise: a kernel of the backward only (autograd's gradient sums): no forward or recomputation row
+    bwd_only: bool = False
 
 
 def _gemm(name, scope, m, n, k, wb, groups=1.0, w_elems=None) -> _Op:

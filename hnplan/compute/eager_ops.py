@@ -51,6 +51,23 @@ Grouped-query attention on an SDPA without ``enable_gqa`` (PyTorch before 2.5; f
 ``gqa_kv_copy``) copies them: per token ``2 x kv_heads x head_dim`` elements read and ``2 x heads x head_dim``
 written (``kv_expand``, two kernels), and the backward of the expand sums the copies back: the same bytes.
 
+Autograd sums the gradients of a tensor that feeds several ops ([5]_, ``accumulate``: ``old_var.add_(var)`` in
+place when the engine holds the buffer's last reference, else ``old_var + var``; either kernel reads both bf16
+gradients and writes one, 6 bytes per element, :data:`GRAD_SUM_BYTES`). Foundation-model-stack's Llama block
+([2]_, ``LLaMABlock.forward``: ``residual = x; x = self.ln(x); x = self.attn(q=x, k=x, v=x, ...); x = x +
+residual``, then the same around ``ff_ln`` and ``ff_sub_layer``) feeds the attention norm's output to three
+separate ``nn.Linear`` (``query``, ``key``, ``value``): two sums over ``tokens x hidden`` elements; the MLP norm's
+output to ``wg`` and ``w1``: one; and each block input and mid-block residual to its norm and to the residual
+add: one each, where the add's backward passes the gradient through to both inputs (``add``: ``grad`` and
+``maybe_multiply(grad, alpha)``, no kernel at alpha 1 [4]_). Hugging Face's ``LlamaAttention`` (``q_proj``,
+``k_proj``, ``v_proj``), ``LlamaMLP`` (``gate_proj``, ``up_proj``) and torchtitan's ``Attention`` (``wq``, ``wk``,
+``wv``) and ``FeedForward`` (``w1``, ``w3``) [3]_ fork alike. ``autograd_grad_sums`` counts these (backward
+rows ``qkv_grad_sum`` and ``mlp_up_grad_sum`` at the ``residual`` class, one kernel per sum) and times each
+residual add's backward as its fork's sum (6 bytes per element) instead of twice its forward (12); per layer
+and element of the hidden state 2 x 6 + 6 + 2 x 6 = 30 bytes of backward against the 24 of before. In an MoE
+layer only the attention's sums are counted (the router's and the experts' forks of the MLP input are not), and
+the separate projections' GEMMs stay one GEMM each (``qkv_proj``, ``mlp_up``).
+
 References
 ----------
 .. [1] Hugging Face transformers, ``src/transformers/models/llama/modeling_llama.py``
@@ -63,11 +80,15 @@ References
    ``view_as_complex(xq.float())``, ``xq_ * freqs_cis``, ``type_as``; ``repeat_kv``: ``expand`` then ``reshape``;
    ``FeedForward``: ``F.silu(self.w1(x)) * self.w3(x)``).
 .. [4] pytorch/pytorch ``tools/autograd/derivatives.yaml`` (``mul``: ``grad * other`` and ``grad * self``;
-   ``silu``: ``silu_backward(grad, self)``; ``_to_copy``: the cast back; ``expand``: ``sum_to_size``).
+   ``silu``: ``silu_backward(grad, self)``; ``_to_copy``: the cast back; ``expand``: ``sum_to_size``; ``add``:
+   ``grad`` and ``maybe_multiply(grad, alpha.conj())``).
+.. [5] pytorch/pytorch @ 4537ef6cfa51, ``torch/csrc/autograd/input_buffer.cpp`` (``InputBuffer::add``,
+   ``accumulate``, ``can_accumulate_inplace``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hnplan.compute._op import _ew, above_one
@@ -83,6 +104,10 @@ ROPE_EAGER_BYTES = 20.0  # bytes per element of the eager rotate_half rotary cha
 ROPE_CHAIN_BYTES = {"eager": (ROPE_EAGER_BYTES, 30.0), "eager_matrix": (36.0, 36.0), "eager_complex": (20.0, 20.0)}
 #: the eager SwiGLU (silu, then the multiply): (forward, backward) bytes per output element (module docstring)
 SWIGLU_EAGER_BYTES = (10.0, 18.0)
+#: autograd's sum of two bf16 gradients: read both, write one, per element (module docstring)
+GRAD_SUM_BYTES = 3 * BF16
+#: the sums at the input of separate projections: query, key and value (three consumers), gate and up (two)
+QKV_GRAD_SUMS, GATE_UP_GRAD_SUMS = 2, 1
 
 
 def norm_op(name: str, scope: str, elems: float, k: StepKernels, flops: float):
@@ -128,3 +153,32 @@ def kv_expand_op(scope: str, kv_elems: float, q_heads, kv_heads, k: StepKernels)
     e_out = kv_elems * q_heads / kv_heads
     per_out = (kv_elems + e_out) * BF16 / e_out
     return _ew("kv_expand", scope, kv_elems, e_out, 0.0, per_out, per_out)
+
+
+def grad_sum_op(name: str, scope: str, elems: float, sums: int, k: StepKernels):
+    """Autograd's ``sums`` gradient sums at one tensor of ``elems`` elements that feeds ``sums + 1`` ops under
+    ``autograd_grad_sums`` (module docstring), a backward-only row of :data:`GRAD_SUM_BYTES` per element and sum,
+    or None (the choice off, or no sum).
+
+    The query, key and value projections of a Llama 2 7B layer at 2 x 4,096 tokens (hidden 4,096): two sums of
+    33.6 M elements, 6 bytes each:
+
+    >>> from hnplan.compute.fp8_recipes import StepKernels
+    >>> from hnplan.compute.operator_rows import _rows
+    >>> op = grad_sum_op("qkv_grad_sum", "dense-layer", 8192 * 4096, 2, StepKernels(grad_sums=True))
+    >>> [(r[3], r[6]) for r in _rows(op, "train", "full", "executed", 1)]
+    [('bwd', 402653184.0)]
+    >>> _rows(op, "prefill", "none", "executed", 1)
+    []
+    """
+    if not k.grad_sums or sums < 1:
+        return None
+    op = _ew(name, scope, 2 * sums * elems, sums * elems, 1.0, GRAD_SUM_BYTES)
+    return replace(op, bwd_only=True)
+
+
+def residual_bwd_bytes(k: StepKernels, dropout: bool) -> float:
+    """Backward bytes per element of a residual add: the sum of the two gradients at its fork under
+    ``autograd_grad_sums`` without dropout (:data:`GRAD_SUM_BYTES`; the add's own backward passes the gradient
+    through), else 0 (the default, twice the forward's bytes)."""
+    return GRAD_SUM_BYTES if k.grad_sums and not dropout else 0.0

@@ -176,6 +176,7 @@ class StepKernels:
     the norm and activation kernels return the amax for current scaling as well (Transformer Engine 2.8+).
     ``fp8_head``: the LM head is an fp8 GEMM with its quantisation rows, not one of :data:`BF16_GEMMS`
     (``fp8_output_proj``). ``amax_passes``: streaming passes of an amax over its tensor (module docstring).
+    ``grad_sums``: eager autograd's gradient sums (``autograd_grad_sums``, :func:`hnplan.compute.eager_ops.grad_sum_op`).
     """
 
     fp8_recipe: str = "delayed"
@@ -196,6 +197,7 @@ class StepKernels:
     amax_passes: int = 1
     act_kernel: str = "fused"
     gqa_kv_copy: bool = False
+    grad_sums: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -222,6 +224,7 @@ class StepKernels:
             ch.amax_passes,
             ch.act_kernel,
             ch.gqa_kv_copy,
+            ch.autograd_grad_sums,
         )
 
 
@@ -383,14 +386,14 @@ def weight_cast_bytes_per_param(acc: Accelerator, k: StepKernels) -> dict[str, f
 
 def kernel_class(name: str) -> str | None:
     """Kernel class of a row this module names (``*_amax``, ``*_fp8``, ``*_fp8_t``, ``*_mxfp8``, ``*_nvfp4``,
-    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``), or None."""
+    ``*_norm_eager``, ``rope_eager``, ``*_act_eager``, ``*_grad_sum``), or None."""
     if name.endswith("_amax"):
         return "amax"
     if name.endswith(("_fp8", "_fp8_t", "_mxfp8", "_blockwise", "_nvfp4", "_nvfp4_rht")):
         return "fp8_cast"
     if name.endswith("_norm_eager"):
         return "norm_eager"
-    if name == "rope_eager" or name.endswith("_act_eager"):
+    if name == "rope_eager" or name.endswith(("_act_eager", "_grad_sum")):
         return "residual"
     return None
 

@@ -22,6 +22,7 @@ launch, is not counted). Kernels per operator row of :mod:`hnplan.compute.operat
   data, every other quantiser one kernel per split; ``transformer_engine/common/transpose/
   multi_cast_transpose.cu``: ``kMaxTensorsPerKernel = 64`` tensors in one launch's arguments);
 * eager norm and rotary chains (``norm_kernel`` / ``rope_kernel: eager``): :data:`EAGER_CHAIN_KERNELS`;
+* autograd's gradient sums at the input of separate query, key and value projections (``qkv_grad_sum``): two;
 * the router and the dispatcher's preprocess of an MoE layer, whose element-wise chain hnplan times as one row
   or not at all: :data:`ROUTER_PREPROCESS_KERNELS` per pass (forward; the backward assumed the same).
 
@@ -58,6 +59,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.catalog.schemas import StackChoices
+from hnplan.compute.eager_ops import QKV_GRAD_SUMS
 
 # A device-to-host copy of a few bytes and the event the host waits on: about 10 us over PCIe or NVLink-C2C
 # (CUDA's small-transfer latency; assumed, not measured on the catalog's hosts).
@@ -142,6 +144,8 @@ def kernels_per_row(
         return EAGER_CHAIN_KERNELS["swiglu"]
     if name == "kv_expand":
         return EAGER_CHAIN_KERNELS["kv"]
+    if name == "qkv_grad_sum":  # two sums at the input of separate q, k, v projections (hnplan.compute.eager_ops)
+        return float(QKV_GRAD_SUMS)
     return 1.0
 
 

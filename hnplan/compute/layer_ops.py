@@ -16,7 +16,16 @@ from hnplan.catalog.schemas import Model
 from hnplan.compute._op import ACT_BYTES, _ew, _gemm, _Op
 from hnplan.compute.attention import unfused_attention
 from hnplan.compute.counts import head_dim
-from hnplan.compute.eager_ops import act_op, kv_expand_op, norm_op, rope_op
+from hnplan.compute.eager_ops import (
+    GATE_UP_GRAD_SUMS,
+    QKV_GRAD_SUMS,
+    act_op,
+    grad_sum_op,
+    kv_expand_op,
+    norm_op,
+    residual_bwd_bytes,
+    rope_op,
+)
 from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels
 
 # Arithmetic operations per output element of element-wise operators: counts of the operations
@@ -148,6 +157,9 @@ def _layer_ops(
     else:
         d = head_dim(model)
         ops.append(_gemm("qkv_proj", scope, tokens, (hq + 2 * hkv) * d, h, wb))
+        qkv_sums = grad_sum_op("qkv_grad_sum", scope, tokens * h, QKV_GRAD_SUMS, kn)  # separate q, k, v inputs
+        if qkv_sums is not None:
+            ops.append(qkv_sums)
         if model.qk_norm:  # one norm per query head and per key head, over head_dim, on the rank's heads
             ops += [
                 norm_op("q_head_norm", scope, tokens * hq * d, kn, NORM_FLOPS),
@@ -182,8 +194,9 @@ def _layer_ops(
         ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
     # hidden dropout (fused with the residual add, Megatron-LM bias_dropout_add): a 1-byte mask written
     res_b = (3 * ACT_BYTES + DROPOUT_MASK_BYTES) if (model.dropout and phase == "train") else 0.0
+    res_bwd = residual_bwd_bytes(kn, bool(model.dropout))  # eager autograd: the fork's gradient sum
     ops += [
-        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b),
+        _ew("attn_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b, res_bwd),
         norm_op("mlp_norm", scope, t_norm * h, kn, NORM_FLOPS),
     ]
     if scope == "moe-layer":
@@ -199,7 +212,10 @@ def _layer_ops(
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn)
     else:
         ops += _mlp("mlp", scope, model, tokens, model.ffn_hidden / tp, wb, kn=kn)
-    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b))
+        up_sums = grad_sum_op("mlp_up_grad_sum", scope, tokens * h, GATE_UP_GRAD_SUMS, kn)  # separate gate, up
+        if up_sums is not None and model.activation == "swiglu":
+            ops.append(up_sums)
+    ops.append(_ew("mlp_residual", scope, 2 * t_norm * h, t_norm * h, 1.0, res_b, res_bwd))
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops

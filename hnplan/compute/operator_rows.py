@@ -148,6 +148,8 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float, ri
         return attention_rows(op, phase, recompute, executed, count, ring_once)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
     by = op.e_out * op.bytes_per_out if op.bytes_per_out else (op.e_in + op.e_out) * ACT_BYTES
+    if op.bwd_only:  # a backward kernel with no forward (autograd's gradient sums): only its backward row
+        return [] if phase != "train" else [(op.name, op.scope, op.kind, "bwd", count, f, by, 0.0, 0.0, 0.0, 1.0)]
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, 0.0, 0.0, 0.0, 1.0)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, 0.0, 0.0, 0.0, 1.0))

@@ -210,6 +210,23 @@ def model_state_bytes_per_gpu(
     return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
 
 
+def zero_shard_ranks(dp_cp, zero, hsdp_ranks: int | None = None):
+    """Ranks ZeRO shards the dense model states over: the ``dp x cp`` data-parallel ranks, or under HSDP
+    (``hsdp_ranks``, the stack's ``zero3_shard_ranks``) at ZeRO 3 the shard group of ``hsdp_ranks`` ranks, where
+    it divides ``dp x cp`` and is smaller, the states replicated across the ``dp cp / hsdp_ranks`` groups
+    (PyTorch FSDP ``ShardingStrategy.HYBRID_SHARD``: the flat parameters sharded over the intra-node process
+    group, ``torch/distributed/fsdp/_init_utils.py`` ``_init_process_group_state_for_hybrid_shard``).
+
+    >>> [int(x) for x in zero_shard_ranks(np.array([128, 128, 12, 4]), np.array([3, 2, 3, 3]), 8)]
+    [8, 128, 12, 4]
+    """
+    dp_cp = np.asarray(dp_cp)
+    if not hsdp_ranks:
+        return dp_cp
+    hybrid = (np.asarray(zero) >= 3) & (dp_cp % hsdp_ranks == 0) & (dp_cp > hsdp_ranks)
+    return np.where(hybrid, hsdp_ranks, dp_cp)
+
+
 def _unquantised_weight_extra(a: StateAccounting, unquantised, shards, sharded):
     """Weight bytes to add for the ``unquantised`` parameters [parameters] an accounting keeps at other
     than its ``weight_bytes`` (low-precision parameters: bf16 embeddings, head and norms) [bytes]."""
@@ -231,8 +248,10 @@ def model_state_table(
     balanced: bool = False,
     mtp_embedding: bool = True,
     etp=None,
+    hsdp_ranks: int | None = None,
 ) -> tuple:
-    """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element).
+    """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element);
+    ``hsdp_ranks``: ZeRO 3 dense states sharded over HSDP groups of that many ranks (:func:`zero_shard_ranks`).
 
     The stage's parameters (:func:`stage_params`) are counted once per distinct ``pp`` and split over
     ``tp`` (and ``etp x ep`` for routed experts) as arrays; ZeRO shards them as
@@ -272,18 +291,19 @@ def model_state_table(
     unq_e = np.array([s.unquantised_expert for s in per_pp])[inv] / (etp * ep)
     emb = np.array([s.embedding for s in per_pp])[inv] / tp
     edp = expert_dp(tp, dp, cp, ep, etp)
+    shard = zero_shard_ranks(dp * cp, zero, hsdp_ranks)  # dp x cp, or the HSDP group at ZeRO 3
     out = []
     for bytes_per_param, emb_extra, sharded in (
         (a.weight_bytes, 0.0, zero >= 3),
         (a.grad_bytes, a.embedding_grad_extra, zero >= 2),
         (a.optimizer_bytes, a.embedding_optimizer_extra, zero >= 1),
     ):
-        d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, dp * cp, 1)
+        d = (bytes_per_param * dense + emb_extra * emb) / np.where(sharded, shard, 1)
         e = bytes_per_param * expert / np.where(sharded, edp, 1)
         out.append(d + e)
     z3 = zero >= 3  # ZeRO-3 weights: the sharded part and the caches kept whole (StateAccounting.zero3_weight_bytes)
-    out[0] = np.where(z3, a.zero3_weight_bytes(dp * cp) * dense + a.zero3_weight_bytes(edp) * expert, out[0])
-    out[0] = out[0] + _unquantised_weight_extra(a, unq, dp * cp, zero >= 3)
+    out[0] = np.where(z3, a.zero3_weight_bytes(shard) * dense + a.zero3_weight_bytes(edp) * expert, out[0])
+    out[0] = out[0] + _unquantised_weight_extra(a, unq, shard, zero >= 3)
     out[0] = out[0] + _unquantised_weight_extra(a, unq_e, edp, zero >= 3)
     return tuple(out)
 

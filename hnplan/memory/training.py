@@ -164,6 +164,7 @@ def training_memory_table(
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
     alltoall_scale: float = 1.0,
+    zero3_shard_ranks: int | None = None,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -195,6 +196,8 @@ def training_memory_table(
     flash_attention, sequence_parallel, dropout, fp8_gemm_inputs, overheads, balanced, recompute_modules, dualpipe :
         As :func:`training_memory`.
     recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes, alltoall_scale :
+        As :func:`training_memory`.
+    zero3_shard_ranks : int, optional
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -228,14 +231,28 @@ def training_memory_table(
         degrees = [column(u, k) for k in ("tp", "pp", "dp", "ep", "zero_stage")]
         etp = column(u, "etp") if has_etp else None
         for stage in stages:  # first, (middle,) last
-            w, g, opt = model_state_table(model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp)
+            w, g, opt = model_state_table(
+                model, *degrees, recipe, column(u, "cp"), stage, balanced, etp=etp, hsdp_ranks=zero3_shard_ranks
+            )
             # ZeRO 2 / 3: the gathered units and their unsharded gradients in flight (hnplan.memory.zero_working)
             gw, gg = zero_working_bytes(
                 model, degrees[0], degrees[1], degrees[3], degrees[4], recipe, stage, etp, *zero_working
             )
             o.extend((w + gw, g + gg, opt))
         if dualpipe:  # the last stage on the first rank: its MTP module shares the embedding there
-            o.extend(model_state_table(model, *degrees, recipe, column(u, "cp"), "last", balanced, False, etp=etp))
+            o.extend(
+                model_state_table(
+                    model,
+                    *degrees,
+                    recipe,
+                    column(u, "cp"),
+                    "last",
+                    balanced,
+                    False,
+                    etp=etp,
+                    hsdp_ranks=zero3_shard_ranks,
+                )
+            )
         return o
 
     # A dense model's middle stage holds the first stage's layers without its embedding, and no more
@@ -334,6 +351,7 @@ def training_memory(
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
     alltoall_scale: float = 1.0,
+    zero3_shard_ranks: int | None = None,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -391,6 +409,9 @@ def training_memory(
     zero_unsharded_grad_bytes : float, optional
         ZeRO 2 and 3: bytes per parameter of the largest unit's unsharded gradient buffers alive at once,
         counted in ``grads``; default two units at the accounting's gradient width.
+    zero3_shard_ranks : int, optional
+        HSDP: ZeRO 3 shards the dense model states over groups of this many data-parallel ranks
+        (:func:`hnplan.memory.states.zero_shard_ranks`); default all ``dp x cp``.
     alltoall_scale : float
         The share of the NCCL all-to-all buffer reading the accelerator allocates (:func:`nccl_alltoall_scale`);
         default 1 (the reading's 8 x H100).
@@ -450,6 +471,7 @@ def training_memory(
         zero3_gathered_units=zero3_gathered_units,
         zero_unsharded_grad_bytes=zero_unsharded_grad_bytes,
         alltoall_scale=alltoall_scale,
+        zero3_shard_ranks=zero3_shard_ranks,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

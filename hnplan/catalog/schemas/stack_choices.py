@@ -166,6 +166,12 @@ class StackChoices(MoEChoices):
     gqa_kv_copy : bool
         K and V are copied to every query head before attention (an SDPA without ``enable_gqa``, PyTorch before
         2.5: foundation-model-stack's and torchtitan's expand and reshape). Default False.
+    autograd_grad_sums : bool
+        The backward runs PyTorch autograd's gradient sums at the tensors the model code feeds to several ops, each
+        an element-wise add kernel (read both bf16 gradients, write one): the normed input of separate query, key
+        and value projections (two sums) and of separate gate and up projections (one), and each residual fork
+        (one; the residual add's backward passes the gradient through, no kernel), in place of the default backward
+        of the residual add (twice its forward) (:func:`hnplan.compute.eager_ops.grad_sum_op`). Default False.
     fp8_bf16_end_layers : int
         In fp8 or fp4 training, this many Transformer layers at each end of the model run in bf16 (Megatron-Core
         ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16`` / ``-at-end-``); they slow the
@@ -206,6 +212,16 @@ class StackChoices(MoEChoices):
         ``AsyncDoubleBufferGroupOffloadHandler``). Megatron-Core allows it only without pipeline
         parallelism and without recomputation (``transformer_config.py``), so it applies to plans with
         ``pp = 1`` and ``recompute: none``. Default 0. Memory and time: :mod:`hnplan.memory.recompute`.
+    zero3_shard_ranks : int or None
+        HSDP (PyTorch FSDP ``HYBRID_SHARD``): a ZeRO 3 plan shards its dense parameters, gradients and optimizer
+        states over groups of this many consecutive data-parallel ranks (FSDP1's default: the GPUs of a server)
+        and replicates them across the ``dp x cp / zero3_shard_ranks`` groups; each unit's gradient is
+        reduce-scattered in its group, then its shard all-reduced across the replicas. A plan whose ``dp x cp``
+        it does not divide, or does not exceed, shards over all ``dp x cp`` ranks. None (default): no hybrid
+        sharding. Routed experts keep their own data-parallel group. Memory (the planner's table;
+        :func:`hnplan.memory.model_state_bytes_per_gpu` shards over ``dp x cp``):
+        :func:`hnplan.memory.states.zero_shard_ranks`; communication:
+        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
     zero3_gathered_units : int
         ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
         resident at once: the unit computing and the one prefetched, 2 (PyTorch FSDP's rate limiter,
@@ -359,6 +375,10 @@ class StackChoices(MoEChoices):
     gqa_kv_copy: bool = Field(
         default=False, description="K and V copied to every query head before attention (SDPA without enable_gqa)"
     )
+    autograd_grad_sums: bool = Field(
+        default=False,
+        description="eager autograd's gradient sums at separate q/k/v and gate/up inputs and at residual forks",
+    )
     fp8_bf16_end_layers: int = Field(
         default=0, ge=0, description="Transformer layers kept in bf16 at each end of the model in fp8 or fp4 training"
     )
@@ -388,6 +408,11 @@ class StackChoices(MoEChoices):
         ge=0,
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
+    )
+    zero3_shard_ranks: int | None = Field(
+        default=None,
+        ge=2,
+        description="HSDP: ZeRO 3 shards over groups of this many data-parallel ranks, replicated across groups",
     )
     zero3_gathered_units: int = Field(
         default=2, ge=1, le=8, description="ZeRO 3: units whose gathered parameters are resident at once"

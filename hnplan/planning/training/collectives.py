@@ -44,6 +44,11 @@ References
    and a bucket is closed once it holds ``bucket_size`` elements, after the parameter that fills it: a
    parameter never spans two buckets, so the last bucket of the backward, the first of the forward's
    all-gathers, holds the whole embedding shard).
+.. [12] pytorch/pytorch ``torch/distributed/fsdp/_runtime_utils.py`` (``_reduce_grad``: under a hybrid sharding
+   strategy ``dist.reduce_scatter_tensor`` over ``state.process_group``, then ``dist.all_reduce(new_sharded_grad,
+   group=state._inter_node_pg)`` on ``state._all_reduce_stream``) and ``_init_utils.py``
+   (``_init_process_group_state_for_hybrid_shard``: ``_init_intra_and_inter_node_groups(default_group,
+   device_count())``, the intra-node group sharding and the inter-node group, one rank of each server, replicating).
 .. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
    K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
    critical path, small because GQA makes K/V much smaller than Q).
@@ -60,7 +65,7 @@ from hnplan.comm.messages import tp_message_bytes  # the one definition (inferen
 from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import sp_gather_bytes
 from hnplan.compute.layout import stage_layers
-from hnplan.memory.states import expert_dp
+from hnplan.memory.states import expert_dp, zero_shard_ranks
 from hnplan.planning.training.collective_time import SAME_TIME, collective_s  # noqa: F401  (re-exported)
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
@@ -319,7 +324,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     (:func:`edge_bucket_bytes`; [11]_). ZeRO 3 gathers
     each layer's parameters for every micro-batch's forward and backward and reduce-scatters its
     gradients ([6]_; one unit per layer, as FSDP wraps them), prefetched under that micro-batch's
-    compute; the first gather is exposed. The hidden part is not free: the compute it runs beside is
+    compute; the first gather is exposed. Under HSDP (``zero3_shard_ranks``, PyTorch FSDP ``HYBRID_SHARD``) the
+    gathers and reduce-scatters run in the shard group (:func:`hnplan.memory.states.zero_shard_ranks`, stride
+    ``tp``) and each layer's gradient shard, ``1 / shard`` of it, is then all-reduced across the ``dp cp / shard``
+    replicas (stride ``tp x shard``), on a stream of its own beside the backward ([12]_). The hidden part is not free: the compute it runs beside is
     slowed per second hidden by the SM share of the DP communicator's NCCL channels where the choices
     give them (``overlap_comm_ctas["dp"]``), else by the stack's ``overlap_gemm_slowdown`` (the
     communication kernels hold SMs and share HBM bandwidth), as for TP and EP overlap
@@ -337,7 +345,8 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         else:  # the recipe's bucket_size
             bucket = np.full(len(u), float(ov.dp_bucket_params))
         gather_dense, gather_expert = param_gather_bytes(job)
-        groups = [(dense, dp * cp, tp, gather_dense)]
+        shard = zero_shard_ranks(dp * cp, z, ov.zero3_shard_ranks)  # dp x cp, or the HSDP group at ZeRO 3
+        groups = [(dense, shard, tp, gather_dense)]
         if job.model.moe is not None:
             groups.append((expert, expert_dp(tp, dp, cp, ep, etp), etp * ep, gather_expert))
 
@@ -367,8 +376,13 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         last_grad = np.where(z == 0, np.maximum(ar1, e_ar), np.where(z == 3, rs1, np.maximum(rs1, e_rs)))
         last_param = np.where(z == 0, 0.0, np.where(z == 3, ag1, np.maximum(ag1, e_ag)))
         t_grad, t_param = np.where(z == 0, ar, rs), np.where(z == 0, 0.0, ag)
-        # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered
-        return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, z == 3
+        # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered; under HSDP
+        # each layer's gradient shard then all-reduced across the replicas (stride tp x shard; 0 without HSDP)
+        replicas = np.where(z == 3, dp * cp // shard, 1)
+        hsdp = layers * collective_s(
+            job, "allreduce", dense / layers * ov.grad_reduce_bytes / shard, replicas, tp * shard
+        )
+        return t_grad, last_grad, t_param, last_param, 2 * ag + rs + hsdp, ag1, z == 3
 
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)

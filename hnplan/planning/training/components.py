@@ -64,7 +64,7 @@ from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cas
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.sm_share import sm_share_slowdown
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
-from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting
+from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting, zero_shard_ranks
 from hnplan.memory.training import nccl_alltoall_scale
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
     SHAPE_KEYS,
@@ -274,14 +274,16 @@ def local_params(job: Job, df: pd.DataFrame):
 
 def optimizer_s(job: Job, df: pd.DataFrame) -> np.ndarray:
     """Per-step kernels, memory-bound [s]: the Adam step and the gradient norm of clipping on the local
-    (ZeRO >= 1: sharded over ``dp x cp``, routed experts over their ``tp cp dp / (etp ep)`` replicas) parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
+    (ZeRO >= 1: sharded over ``dp x cp``, under HSDP at ZeRO 3 over the shard group
+    (:func:`hnplan.memory.states.zero_shard_ranks`), routed experts over their ``tp cp dp / (etp ep)`` replicas)
+    parameters (:func:`hnplan.compute.fp8_recipes.optimizer_step_s`),
     and in fp8 training the weight cast a stack caches for the whole step, on the local GEMM weights
     (:func:`hnplan.compute.fp8_recipes.weight_cast_step_s`)."""
 
     def per_layout(u):  # once per distinct (tp, pp, dp, cp, ep, etp, zero)
         dense, expert = local_params(job, u)
         tp, pp, dp, cp, ep, z, etp = (_col(u, c) for c in ("tp", "pp", "dp", "cp", "ep", "zero_stage", "etp"))
-        shard_d = np.where(z >= 1, dp * cp, 1)
+        shard_d = np.where(z >= 1, zero_shard_ranks(dp * cp, z, job.choices.zero3_shard_ranks), 1)
         shard_e = np.where(z >= 1, expert_dp(tp, dp, cp, ep, etp), 1)
         local = dense / shard_d + expert / shard_e
         t = optimizer_step_s(job.acc, local, ADAM_STEP_BYTES_PER_PARAM, job.choices.grad_reduce_bytes)
@@ -353,6 +355,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         zero3_gathered_units=ch.zero3_gathered_units,
         zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
         alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
+        zero3_shard_ranks=ch.zero3_shard_ranks,
     )
 
 

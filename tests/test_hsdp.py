@@ -1,0 +1,91 @@
+"""HSDP, PyTorch FSDP's HYBRID_SHARD (``zero3_shard_ranks``): ZeRO 3 within a shard group, replicas across groups.
+
+Sources: pytorch/pytorch ``torch/distributed/fsdp/_init_utils.py`` (``_init_process_group_state_for_hybrid_shard``:
+with no process group given, the intra-node group of the server's GPUs shards, the inter-node group replicates)
+and ``_runtime_utils.py`` (``_reduce_grad``: reduce-scatter in the shard group, then ``all_reduce`` of the shard
+over the inter-node group); foundation-model-stack/fms-fsdp @ 4ffb9bdfa30e (README: the 7B ran HSDP;
+``fms_fsdp/utils/train_utils.py``: ``hsdp`` is ``ShardingStrategy.HYBRID_SHARD``; ``main_training.py`` passes no
+process group)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hnplan.catalog.runs import training_runs
+from hnplan.catalog.schemas import StackChoices
+from hnplan.memory.states import model_state_table, zero_shard_ranks
+from hnplan.planning.training import collectives as coll
+from hnplan.planning.training.job import make_job
+from hnplan.planning.validation import best_row
+
+FMS_7B = [r for r in training_runs() if r.id.startswith("fmsfsdp-") and "-7b-" in r.id]
+
+
+def test_the_shard_group_divides_the_data_parallel_ranks():
+    # ZeRO 3 at DP 128 with 8-GPU groups: 8; ZeRO 2 is not hybrid-sharded; DP 12 does not split into 8s and
+    # DP 4 is smaller than a group: both shard over all their ranks, as FSDP's FULL_SHARD
+    got = zero_shard_ranks(np.array([128, 128, 12, 4, 96]), np.array([3, 2, 3, 3, 3]), 8)
+    assert got.tolist() == [8, 128, 12, 4, 8]
+    assert zero_shard_ranks(np.array([128]), np.array([3])).tolist() == [128]  # no HSDP
+    with pytest.raises(ValueError):
+        StackChoices(zero3_shard_ranks=1)
+
+
+def test_hsdp_model_states_are_those_of_one_shard_group(cat):
+    # at ZeRO 3 every state is sharded: over 8 ranks a rank holds what FSDP over DP 8 gives it, 16x what FSDP over
+    # DP 128 gives it (Llama 2 7B, 6.74B parameters, the zero-paper 2 + 2 + 12 bytes: 26.95 GB / 16 = 1.68 GB)
+    m = cat.model("llama2-7b")
+    hsdp = model_state_table(m, 1, 1, 128, 1, 3, hsdp_ranks=8)
+    dp8 = model_state_table(m, 1, 1, 8, 1, 3)
+    fsdp = model_state_table(m, 1, 1, 128, 1, 3)
+    assert [float(x) for x in hsdp] == pytest.approx([float(x) for x in dp8], rel=1e-12)
+    assert [float(a / b) for a, b in zip(hsdp, fsdp)] == pytest.approx([16.0, 16.0, 16.0], rel=1e-12)
+    assert float(sum(hsdp)) == pytest.approx(16 * 6.738e9 / 8, rel=1e-3)
+
+
+def _z3(job, dp):
+    df = pd.DataFrame({"tp": [1], "dp": [dp], "cp": [1], "ep": [1], "zero_stage": [3], "pp": [1], "etp": [1]})
+    df["num_microbatches"], df["virtual_stages"] = 1, 1
+    long = np.array([10.0])  # hidden behind a long compute: the first gather and the slowdown exposed
+    return coll.dp_comm_exposed(job, df, long, long, long)[0]
+
+
+def test_hsdp_gathers_in_the_server_and_all_reduces_the_shard_across_servers(cat):
+    # Llama 2 7B on 16 DGX A100 (128 GPUs), bf16 gathers and reductions, no overlap slowdown: what is exposed is the
+    # first layer's all-gather, now over the 8 GPUs of a server (NVLink) instead of all 128; the work per layer and
+    # micro-batch is two all-gathers and a reduce-scatter of the layer's 2-byte parameters in the server, then an
+    # all-reduce of its eighth of the gradient over the 16 servers (one GPU of each: stride 8)
+    ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0)
+    fsdp = make_job("llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403", overrides=ov)
+    hsdp = make_job(
+        "llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403",
+        overrides={**ov, "zero3_shard_ranks": 8},
+    )  # fmt: skip
+    layer = (hsdp.params.total) / 32 * 2.0  # bytes of one layer's share of the parameters (bf16)
+    ag8 = coll.collective_s(hsdp, "allgather", layer, [8], [1])[0]
+    ag128 = coll.collective_s(fsdp, "allgather", layer, [128], [1])[0]
+    assert _z3(hsdp, 128) == pytest.approx(ag8, rel=1e-9) and _z3(fsdp, 128) == pytest.approx(ag128, rel=1e-9)
+    assert ag8 < ag128
+    # the replicas' group: 16 ranks 8 apart, one per server, across the InfiniBand fabric
+    g = hsdp.group(16, 8)
+    assert (g.domains, g.per_domain) == (16, 1)
+    # with the slowdown back, the hidden work is charged: the all-reduce of the eighth adds to the hidden time
+    slow = make_job(
+        "llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403",
+        overrides={**ov, "overlap_gemm_slowdown": 0.14, "zero3_shard_ranks": 8},
+    )  # fmt: skip
+    ar = coll.collective_s(slow, "allreduce", layer / 8, [16], [8])[0]
+    rs8 = coll.collective_s(slow, "reducescatter", layer, [8], [1])[0]
+    hidden = 32 * (2 * ag8 + rs8 + ar) - ag8
+    assert _z3(slow, 128) == pytest.approx(ag8 + 0.14 * hidden, rel=1e-6)
+
+
+@pytest.mark.parametrize("run", FMS_7B, ids=lambda r: r.id)
+def test_fms_fsdp_7b_runs_hsdp_within_each_server(cat, run):
+    assert run.overrides["zero3_shard_ranks"] == 8 and run.fixed["zero_stage"] == 3
+    hsdp = best_row(run, cat)
+    fsdp = best_row(run.model_copy(update={"overrides": {"grad_reduce_bytes": 2.0}}), cat)
+    # the AdamW step and the gradient norm run over an eighth of the model, not a 128th (96th): 16x (12x)
+    assert hsdp["t_optimizer_s"] / fsdp["t_optimizer_s"] == pytest.approx(run.gpus / 8, rel=1e-9)
+    assert hsdp["optimizer_bytes"] / fsdp["optimizer_bytes"] == pytest.approx(run.gpus / 8, rel=1e-6)
+    assert hsdp["fits"] and hsdp["step_time_s"] > fsdp["step_time_s"]
