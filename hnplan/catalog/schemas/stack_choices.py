@@ -214,6 +214,16 @@ class StackChoices(MoEChoices):
         ZeRO 2 and 3: bytes per parameter of the unit-sized gradient buffers alive at the backward's peak,
         summed over the units (the unit computing its gradients and the one being reduce-scattered); None:
         ``2 x grad_reduce_bytes``. Memory: :mod:`hnplan.memory.zero_working`.
+    zero3_max_live_params : int or None
+        ZeRO 3 as DeepSpeed runs it: each submodule's parameters gathered before it runs and released after, the
+        next ones prefetched while fewer than this many are gathered (``stage3_max_live_parameters``, 1e9 by
+        default); the gathered weights are then ``2 M + zero3_max_live_params`` parameters (``M`` the largest
+        submodule) in place of ``zero3_gathered_units`` layers. None: FSDP's layer units.
+        Memory: :mod:`hnplan.memory.zero_working`.
+    zero_reduce_bucket_params : int or None
+        ZeRO 2 and 3 as DeepSpeed runs them: gradients reduced through two buckets of this many elements
+        (``reduce_bucket_size``, 5e8 by default; ``overlap_comm``): ``M + 2 max(bucket, M)`` unsharded
+        gradients in the training dtype in place of ``zero_unsharded_grad_bytes`` units. None: FSDP's units.
     precision_aware_optimizer : bool
         Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
         ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
@@ -396,6 +406,16 @@ class StackChoices(MoEChoices):
         default=None,
         description="ZeRO 2/3: bytes per parameter of the unit-sized unsharded gradient buffers alive at once "
         "(summed over units; none: 2 x grad_reduce_bytes) [bytes]",
+    )
+    zero3_max_live_params: PosInt | None = Field(
+        default=None,
+        description="ZeRO 3 per submodule (DeepSpeed stage3_max_live_parameters): gathered parameters beyond the "
+        "module computing and one prefetched; none: zero3_gathered_units layers (FSDP) [parameters]",
+    )
+    zero_reduce_bucket_params: PosInt | None = Field(
+        default=None,
+        description="ZeRO 2/3 gradient buckets (DeepSpeed reduce_bucket_size, two with overlap_comm); none: "
+        "zero_unsharded_grad_bytes units (FSDP) [elements]",
     )
     # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
     kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(

@@ -352,6 +352,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         offload_layers=ch.cpu_offload_layers,
         zero3_gathered_units=ch.zero3_gathered_units,
         zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
+        zero3_max_live_params=ch.zero3_max_live_params,
+        zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
         alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
     )
 
