@@ -236,6 +236,7 @@ def memory_summary(
             seq_len,
             balanced_ends=job.choices.pipeline_balanced_ends,
             pipeline_layout=job.choices.pipeline_layout,
+            uneven_stages=job.choices.pipeline_uneven_stages,
         )
         row = plan_row(job, p)  # the evaluator's row of the one plan, without a pandas frame
         design = cat.design(sys_)

@@ -113,6 +113,13 @@ class StackChoices(MoEChoices):
         the same whole number of layers, as Megatron-Core's automatic split (its ``TransformerConfig``
         refuses a stage whose layers the virtual-stage count does not divide) and Megatron-LM before it
         build them (:func:`hnplan.planning.training.plan_rules`).
+    pipeline_uneven_stages : bool
+        The stack builds a last pipeline stage with fewer layers than the others (hnplan's split:
+        ``ceil(L / pp)`` a stage, the last the rest; Megatron-Core's ``--decoder-first-pipeline-num-layers`` /
+        ``--decoder-last-pipeline-num-layers``, NVIDIA/Megatron-LM merge request 1881 of 2024-09, in core 0.9).
+        Default True. False: ``pp`` must divide the layers, as Megatron-LM's ``ParallelTransformer`` (2021) and
+        ``mpu.get_num_layers`` (2022) assert and Megatron-Core 0.8's ``get_num_layers_to_build`` assumes (it
+        builds ``L // pp`` layers a stage); a plan that does not is infeasible (exit 3).
     fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
@@ -322,6 +329,11 @@ class StackChoices(MoEChoices):
         default=True,
         description="the recipes lay out each virtual stage's layers themselves (pipeline_model_parallel_layout), "
         "so a stage's layers need not divide by its virtual stages",
+    )
+    pipeline_uneven_stages: bool = Field(
+        default=True,
+        description="a last pipeline stage may hold fewer layers than the others (Megatron-Core 0.9+ "
+        "--decoder-last-pipeline-num-layers); false: pp must divide the layers",
     )
     fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] = Field(
         default="delayed",

@@ -97,7 +97,12 @@ BUCKET_PER_DP_PARAMS = 1_000_000
 # published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
 # choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
 MEGATRON_2021 = StackChoices(
-    dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False, pipeline_layout=False
+    dp_grad_reduce=False,
+    dp_param_gather=False,
+    attention="unfused",
+    sequence_parallel=False,
+    pipeline_layout=False,
+    pipeline_uneven_stages=False,
 )
 
 
