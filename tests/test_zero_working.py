@@ -114,3 +114,27 @@ def test_deepspeed_working_bytes_by_hand(llama8b):
     # ZeRO 2 gathers nothing; the buckets stay
     w2, g2 = zero_working_bytes(llama8b, 1, 4, 1, 2, acct, "middle", max_live_params=1e9, reduce_bucket_params=5e8)
     assert float(w2) == 0.0 and float(g2) == float(g)
+
+
+def test_memory_command_counts_the_stacks_working_set():
+    """``hnplan memory`` (memory_summary) takes the stack's ZeRO working-set fields as the planner does: torchtitan's
+    6-byte FSDP2 gradients, and DeepSpeed's submodules and buckets on a stack that sets them."""
+    from hnplan.planning.memory import memory_summary
+
+    cat = load_catalog()
+    kw = dict(tp=1, pp=1, dp=32, zero=3, catalog=cat)
+    tt = memory_summary("llama3.1-8b", "train", 8192, stack="torchtitan-2506", **kw)
+    fsdp = memory_summary("llama3.1-8b", "train", 8192, stack="megatron-core", **kw)
+    # the largest unit at pp 1 is the head with the final norm (HEAD): 6 bytes against the default 2 x 4
+    assert (tt["grads_gib"] - fsdp["grads_gib"]) * 2**30 == pytest.approx((6 - 8) * HEAD)
+    ds = cat.stack("megatron-lm-2021").model_copy(
+        update=dict(zero_stages=(0, 3), zero3_max_live_params=10**9, zero_reduce_bucket_params=5 * 10**8)
+    )
+    big = dict(seq_len=2048, dp=640, zero=3, microbatch_size=4, recompute="full", catalog=cat)
+    a = memory_summary("megatron-529.6b", "train", stack=ds, **big)
+    b = memory_summary("megatron-529.6b", "train", stack="megatron-lm-2021", **big)
+    m = 20_480 * 81_920  # the MLP's first linear layer; the layer unit is 12 h^2 + 2 h
+    assert (b["params_gib"] - a["params_gib"]) * 2**30 == pytest.approx(
+        2 * (12 * 20_480**2 + 2 * 20_480) * 2 - (2 * m + 1e9) * 2
+    )
+    assert a["total_gib"] < 79.15 < b["total_gib"]

@@ -155,6 +155,10 @@ def memory_summary(
             dualpipe=ch.pipeline_schedule == "dualpipe",
             recompute_num_layers=ch.recompute_num_layers,
             offload_layers=ch.cpu_offload_layers,
+            zero3_gathered_units=ch.zero3_gathered_units,
+            zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
+            zero3_max_live_params=ch.zero3_max_live_params,
+            zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(
