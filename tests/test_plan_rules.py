@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from hnplan.catalog import load_catalog
 from hnplan.cli import app
 from hnplan.compute.layout import check_split, split_rules, stage_layer_range, stage_layers
 from hnplan.errors import InfeasiblePlan, PlanRuleError
@@ -17,6 +18,7 @@ from hnplan.planning.training import (
     make_job,
     rank_plans,
     valid_mask,
+    validate_plan,
 )
 
 runner = CliRunner()
@@ -287,8 +289,13 @@ def test_virtual_stages_must_divide_each_stages_layers():
     ok = runner.invoke(app, [*args, "--virtual-stages", "5", "--json"])
     assert ok.exit_code == 0, ok.output
     assert json.loads(ok.output)["parallel"]["virtual_stages"] == 5
-    # 126 layers over 16 stages: 8 a stage and 6 on the last; v 4 divides 8 but not 6 (Megatron's last-stage check)
+    # 126 layers over 16 stages: 8 a stage and 6 on the last; v 4 divides 8 but not 6 (Megatron-Core's last-stage
+    # check, for a stack that builds the uneven last stage without laying out its virtual stages)
+    m405 = load_catalog().model("llama3.1-405b")
     with pytest.raises(PlanRuleError, match=r"8 on a stage and 6 on the last"):
+        validate_plan(m405, 8192, ParallelPlan(tp=8, pp=16, dp=64, virtual_stages=4), 2048, 8192)
+    # the Megatron-LM of 2022 builds no uneven last stage at all: pp 16 does not divide the 126 layers
+    with pytest.raises(PlanRuleError, match=r"^pp = 16 does not divide the 126 layers of llama3.1-405b"):
         estimate_training_step(
             "llama3.1-405b",
             "hgx-h100-ib-ndr",
@@ -312,3 +319,27 @@ def test_search_proposes_only_whole_layer_chunks():
     assert set(df.loc[df["pp"] == 16, "virtual_stages"]) == {1, 5}  # 5 layers a stage: v 1 or 5
     laid_out = candidate_frame(m, s, 512, 8192, 1024, dict(tp=8, microbatch_size=1), pipeline_layout=True)
     assert {3, 4} <= set(laid_out.loc[laid_out["pp"] == 16, "virtual_stages"])  # an explicit layout runs them
+
+
+def test_uneven_stages_only_where_the_stack_builds_them(cat):
+    # GPT-3 175B has 96 layers: PP 5 gives stages of 20, 20, 20, 20 and 16. Megatron-Core builds such a last stage
+    # (--decoder-last-pipeline-num-layers, core 0.9); the Megatron-LM of 2021 asserts num_layers % pp == 0
+    # (megatron/model/transformer.py ParallelTransformer), so its stack refuses the plan with exit 3 and one line
+    m = cat.model("gpt3-175b")
+    plan = ParallelPlan(tp=8, pp=5, dp=1)
+    assert validate_plan(m, 40, plan, 64, 2048) == 64  # the default stack's rule: no stage empty
+    with pytest.raises(PlanRuleError, match=r"^pp = 5 does not divide the 96 layers of gpt3-175b, and the stack"):
+        validate_plan(m, 40, plan, 64, 2048, uneven_stages=False)
+    assert not cat.stack("megatron-lm-2021").pipeline_uneven_stages
+    assert cat.stack("megatron-core").pipeline_uneven_stages
+    args = ["train", "--model", "gpt3-175b", "--system", "dgx-a100-hdr", "--gpus", "40", "--seq-len", "2048",
+            "--global-batch-size", "64", "--tp", "8", "--pp", "5", "--dp", "1", "--recompute", "full", "--zero", "0",
+            "--microbatch-size", "1", "--virtual-stages", "1"]  # fmt: skip
+    res = runner.invoke(app, [*args, "--stack", "megatron-lm-2021"])
+    assert res.exit_code == 3 and "Traceback" not in res.output
+    assert "pp = 5 does not divide the 96 layers" in res.stderr
+    assert len([x for x in res.stderr.splitlines() if x.strip()]) <= 2
+    # the search with that stack proposes only dividing pipelines
+    df = candidate_frame(m, cat.system("dgx-a100-hdr"), 480, 2048, 480, uneven_stages=False)
+    assert len(df) and (96 % df["pp"] == 0).all()
+    assert (96 % candidate_frame(m, cat.system("dgx-a100-hdr"), 480, 2048, 480)["pp"] != 0).any()

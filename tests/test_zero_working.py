@@ -6,7 +6,7 @@ import pytest
 from hnplan.catalog.loader import load_catalog
 from hnplan.memory import training_memory
 from hnplan.memory.states import model_state_table, stack_accounting
-from hnplan.memory.zero_working import largest_unit_params, zero_working_bytes
+from hnplan.memory.zero_working import largest_module_params, largest_unit_params, zero_working_bytes
 
 # Llama 3.1 8B (hidden 4,096, 8 KV heads of 128, FFN 14,336, vocabulary 128,256, untied embeddings):
 EMB = 128_256 * 4_096  # 525,336,576: the embedding unit
@@ -89,3 +89,52 @@ def test_cached_fp8_casts_stay_off_the_embedding_unit(llama8b):
     k = stack_accounting("fp8", 2.0, fp8_params=True, fp8_recipe="current", keep_fp8_transpose_cache=True)
     w, _ = zero_working_bytes(llama8b, 1, 4, 1, 3, k, "middle")
     assert float(w) == pytest.approx(2 * 1.0 * LAYER)
+
+
+def test_largest_module_by_hand(llama8b):
+    # DeepSpeed gathers submodules: Llama 3.1 8B's are the embedding (525.3M) on the first stage, the fused
+    # gate and up projection 2 x 4,096 x 14,336 = 117,440,512 elsewhere, the head on the last stage
+    assert float(largest_module_params(llama8b, 1, 1, 1, "first", 4)) == EMB
+    assert float(largest_module_params(llama8b, 1, 1, 1, "middle", 4)) == 2 * 4_096 * 14_336
+    assert float(largest_module_params(llama8b, 2, 1, 2, "middle", 4)) == 4_096 * 14_336  # TP 2
+    assert float(largest_module_params(llama8b, 1, 1, 1, "last", 4)) == EMB  # the untied head, V x h
+    # Qwen3-30B-A3B (h 2,048, 128 experts of 768, SwiGLU) at EP 8: 16 local experts' gate and up projections as
+    # one grouped module, 16 x 2 x 2,048 x 768 = 50,331,648, larger than the QKV 2,048 x (32 + 8) x 128 = 10.5M
+    qwen = load_catalog().model("qwen3-30b-a3b")
+    assert float(largest_module_params(qwen, 1, 8, 1, "middle", 2)) == 16 * 2 * 2_048 * 768
+    assert float(largest_module_params(qwen, 1, 8, 1, "first", 2)) == 151_936 * 2_048  # the embedding
+
+
+def test_deepspeed_working_bytes_by_hand(llama8b):
+    # a middle stage of Llama 3.1 8B at DeepSpeed's defaults, bf16 weights: M = 117,440,512
+    m, acct = 2 * 4_096 * 14_336, stack_accounting("bf16", 4.0)
+    w, g = zero_working_bytes(llama8b, 1, 4, 1, 3, acct, "middle", max_live_params=1e9, reduce_bucket_params=5e8)
+    assert float(w) == (2 * m + 1e9) * 2  # the module computing, the live cap and one module over it
+    assert float(g) == (m + 2 * 5e8) * 2  # the module's gradients and two buckets of 5e8
+    # ZeRO 2 gathers nothing; the buckets stay
+    w2, g2 = zero_working_bytes(llama8b, 1, 4, 1, 2, acct, "middle", max_live_params=1e9, reduce_bucket_params=5e8)
+    assert float(w2) == 0.0 and float(g2) == float(g)
+
+
+def test_memory_command_counts_the_stacks_working_set():
+    """``hnplan memory`` (memory_summary) takes the stack's ZeRO working-set fields as the planner does: torchtitan's
+    6-byte FSDP2 gradients, and DeepSpeed's submodules and buckets on a stack that sets them."""
+    from hnplan.planning.memory import memory_summary
+
+    cat = load_catalog()
+    kw = dict(tp=1, pp=1, dp=32, zero=3, catalog=cat)
+    tt = memory_summary("llama3.1-8b", "train", 8192, stack="torchtitan-2506", **kw)
+    fsdp = memory_summary("llama3.1-8b", "train", 8192, stack="megatron-core", **kw)
+    # the largest unit at pp 1 is the head with the final norm (HEAD): 6 bytes against the default 2 x 4
+    assert (tt["grads_gib"] - fsdp["grads_gib"]) * 2**30 == pytest.approx((6 - 8) * HEAD)
+    ds = cat.stack("megatron-lm-2021").model_copy(
+        update=dict(zero_stages=(0, 3), zero3_max_live_params=10**9, zero_reduce_bucket_params=5 * 10**8)
+    )
+    big = dict(seq_len=2048, dp=640, zero=3, microbatch_size=4, recompute="full", catalog=cat)
+    a = memory_summary("megatron-529.6b", "train", stack=ds, **big)
+    b = memory_summary("megatron-529.6b", "train", stack="megatron-lm-2021", **big)
+    m = 20_480 * 81_920  # the MLP's first linear layer; the layer unit is 12 h^2 + 2 h
+    assert (b["params_gib"] - a["params_gib"]) * 2**30 == pytest.approx(
+        2 * (12 * 20_480**2 + 2 * 20_480) * 2 - (2 * m + 1e9) * 2
+    )
+    assert a["total_gib"] < 79.15 < b["total_gib"]

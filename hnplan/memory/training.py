@@ -163,6 +163,8 @@ def training_memory_table(
     offload_layers: int = 0,
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
+    zero3_max_live_params: float | None = None,
+    zero_reduce_bucket_params: float | None = None,
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
 ) -> pd.DataFrame:
@@ -197,7 +199,7 @@ def training_memory_table(
         As :func:`training_memory`.
     recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes, alltoall_scale :
         As :func:`training_memory`.
-    zero3_shard_ranks : int, optional
+    zero3_max_live_params, zero_reduce_bucket_params, zero3_shard_ranks : optional
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -263,7 +265,7 @@ def training_memory_table(
     stages = STAGES if middle else tuple(s for s in STAGES if s != "middle")
     # ``etp`` (expert tensor parallelism) is optional: without the column it is ``tp`` (Megatron-Core's default)
     has_etp = "etp" in df  # a DataFrame (its columns) or Columns
-    zero_working = (zero3_gathered_units, zero_unsharded_grad_bytes)
+    zero_working = (zero3_gathered_units, zero_unsharded_grad_bytes, zero3_max_live_params, zero_reduce_bucket_params)
     layout = ["tp", "pp", "dp", "cp", "ep", "zero_stage"] + (["etp"] if has_etp else [])
     o_fixed, o_slope, *states = on_distinct(df, layout, per_layout)
     act_kw = dict(
@@ -350,6 +352,8 @@ def training_memory(
     offload_layers: int = 0,
     zero3_gathered_units: int = GATHERED_UNITS,
     zero_unsharded_grad_bytes: float | None = None,
+    zero3_max_live_params: float | None = None,
+    zero_reduce_bucket_params: float | None = None,
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
 ) -> TrainingMemory:
@@ -412,6 +416,10 @@ def training_memory(
     zero3_shard_ranks : int, optional
         HSDP: ZeRO 3 shards the dense model states over groups of this many data-parallel ranks
         (:func:`hnplan.memory.states.zero_shard_ranks`); default all ``dp x cp``.
+    zero3_max_live_params, zero_reduce_bucket_params : float, optional
+        DeepSpeed's module-granular ZeRO (``stage3_max_live_parameters``, ``reduce_bucket_size`` [parameters]):
+        the gathered weights and the unsharded gradients counted per submodule and bucket in place of the
+        units (:func:`hnplan.memory.zero_working.zero_working_bytes`); default None (FSDP's units).
     alltoall_scale : float
         The share of the NCCL all-to-all buffer reading the accelerator allocates (:func:`nccl_alltoall_scale`);
         default 1 (the reading's 8 x H100).
@@ -470,6 +478,8 @@ def training_memory(
         offload_layers=offload_layers,
         zero3_gathered_units=zero3_gathered_units,
         zero_unsharded_grad_bytes=zero_unsharded_grad_bytes,
+        zero3_max_live_params=zero3_max_live_params,
+        zero_reduce_bucket_params=zero_reduce_bucket_params,
         alltoall_scale=alltoall_scale,
         zero3_shard_ranks=zero3_shard_ranks,
     )

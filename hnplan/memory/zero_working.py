@@ -23,6 +23,19 @@ the output head on the stages that hold them):
 
 The largest unit stands for every unit (conservative by the difference between it and its neighbour).
 
+DeepSpeed's ZeRO 3 gathers finer: a submodule's own parameters (one linear layer, an embedding) before it runs,
+released after it ([5]_ ``PartitionedParameterCoordinator.fetch_sub_module`` / ``release_sub_module``), the
+next submodules' prefetched only while fewer than ``stage3_max_live_parameters`` are gathered
+(``prefetch_next_sub_modules``: the last parameter of a prefetch may overshoot the cap by a whole module), and
+reduces the gradients through buckets of ``reduce_bucket_size`` elements (``reduce_independent_p_g_buckets_and_
+remove_grads``; with ``overlap_comm``, on by default for stage 3, two buckets, one filling while the other
+reduces; a parameter larger than the bucket is reduced alone). A stack that sets ``zero3_max_live_params``
+and ``zero_reduce_bucket_params`` counts, with ``M`` the largest submodule (:func:`largest_module_params`):
+
+* stage 3: ``(2 M + max_live) x weight_bytes`` gathered (the module computing, the cap, one module over it);
+* stages 2 and 3: ``(M + 2 max(bucket, M)) x weight_bytes`` of unsharded gradients (the module's own, in the
+  training dtype as autograd makes them, and the two buckets, ``torch.half`` in [5]_).
+
 References
 ----------
 .. [1] Zhao et al., "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", VLDB 2023,
@@ -36,6 +49,9 @@ References
    prefetches one successor"; ``fp8_param_gather``: the all-gather in fp8).
 .. [4] DeepSpeed configuration documentation, ZeRO: ``stage3_max_live_parameters`` (1e9),
    ``stage3_prefetch_bucket_size`` (5e8 parameters).
+.. [5] microsoft/DeepSpeed ``deepspeed/runtime/zero/stage3.py`` and ``constants.py`` @ v0.3.15 (2c2a7f31bcc2,
+   April 2021; the same defaults in v0.5.0): ``stage3_max_live_parameters`` 1e9, ``stage3_prefetch_bucket_size``
+   5e7, ``reduce_bucket_size`` 5e8, ``overlap_comm`` on for stage 3.
 """
 
 from __future__ import annotations
@@ -43,11 +59,13 @@ from __future__ import annotations
 import numpy as np
 
 from hnplan.catalog.schemas import Model
-from hnplan.compute import param_counts
+from hnplan.compute import head_dim, param_counts
 from hnplan.memory.state_accounting import StateAccounting, accounting
 
 GATHERED_UNITS = 2  # the unit computing and the next one prefetched ([1]_ Sec. 4.4, [2]_, [3]_)
 GRAD_UNITS = 2  # the unit whose gradients are computed and the one being reduce-scattered ([1]_ Fig. 5, [3]_)
+DEEPSPEED_MAX_LIVE_PARAMS = 1_000_000_000  # stage3_max_live_parameters default ([5]_ constants.py)
+DEEPSPEED_REDUCE_BUCKET_PARAMS = 500_000_000  # reduce_bucket_size default, elements ([5]_ constants.py)
 
 
 def largest_unit_params(model: Model, tp, ep, etp, stage: str, pp) -> tuple[np.ndarray, np.ndarray]:
@@ -78,6 +96,44 @@ def largest_unit_params(model: Model, tp, ep, etp, stage: str, pp) -> tuple[np.n
     return layer, end
 
 
+def largest_module_params(model: Model, tp, ep, etp, stage: str, pp) -> np.ndarray:
+    """Parameters of the largest submodule with parameters of its own one rank computes [parameters].
+
+    The modules of a Megatron-style layer after TP (``tp``) and expert (``etp x ep``) splitting: the fused QKV
+    projection ``h (a + 2 a_kv) d / tp``, the output projection ``a d h / tp``, the MLP's first linear layer
+    ``h f / tp`` (``2 h f / tp`` gated: gate and up fused) and its second ``f h / tp``; an MoE layer's local
+    experts as one grouped module (``(E / ep) x`` an expert's first linear layer over ``etp``), its shared
+    experts' and the router ``h E``; an MLA model's attention as one module (an upper bound). The word
+    embedding on the first stage and the output head on the last, over ``tp`` (vocabulary-parallel), and a
+    learned position embedding. Arrays broadcast over the plans.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> m = load_catalog().model("megatron-529.6b")  # h 20,480, f 81,920 (GELU), V 51,200, tied
+    >>> int(largest_module_params(m, 1, 1, 1, "first", 1)[()])  # the MLP's first linear layer, 20,480 x 81,920
+    1677721600
+    """
+    pc = param_counts(model)
+    tp, ep, etp, pp = (np.asarray(x, dtype=np.float64) for x in (tp, ep, etp, pp))
+    h, gated = model.hidden, 2 if model.activation == "swiglu" else 1
+    if model.mla is not None:
+        attention = pc.attention_per_layer
+    else:
+        d = head_dim(model)
+        attention = max(h * (model.heads + 2 * model.kv_heads) * d, model.heads * d * h)
+    largest = attention / tp
+    if model.layers > pc.moe_layers:  # a dense MLP
+        largest = np.maximum(largest, gated * h * model.ffn_hidden / tp)
+    if model.moe is not None:
+        moe = model.moe
+        experts = moe.experts / ep * gated * h * moe.expert_ffn_hidden / etp
+        shared = moe.shared_experts * gated * h * moe.expert_ffn_hidden / tp
+        largest = np.maximum.reduce([largest, experts, shared, np.full(np.shape(largest), h * moe.experts)])
+    first = (stage == "first") | (pp == 1)
+    last = (stage == "last") | (pp == 1)
+    ends = np.maximum(np.where(first, max(pc.embedding, pc.position), 0.0), np.where(last, pc.lm_head, 0.0))
+    return np.maximum(largest, ends / tp)
+
+
 def zero_working_bytes(
     model: Model,
     tp,
@@ -89,6 +145,8 @@ def zero_working_bytes(
     etp=None,
     gathered_units: int = GATHERED_UNITS,
     unsharded_grad_bytes: float | None = None,
+    max_live_params: float | None = None,
+    reduce_bucket_params: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Working set of ZeRO stages 2 and 3 on one rank, ``(gathered weights, unsharded gradients)`` [bytes].
 
@@ -108,6 +166,12 @@ def zero_working_bytes(
         Units whose gathered parameters are resident at once (the stack's ``zero3_gathered_units``).
     unsharded_grad_bytes : float, optional
         Bytes per parameter of the unit-sized gradient buffers alive at the backward's peak, summed.
+    max_live_params, reduce_bucket_params : float, optional
+        DeepSpeed's module-granular ZeRO 3 (the stack's ``zero3_max_live_params`` and
+        ``zero_reduce_bucket_params``, [parameters]): when set, the gathered weights are
+        ``(2 M + max_live_params) x weight_bytes`` and the unsharded gradients
+        ``(M + 2 max(reduce_bucket_params, M)) x weight_bytes`` (``M``: :func:`largest_module_params`) in place
+        of the units' counts; each applies alone.
 
     Returns
     -------
@@ -125,6 +189,15 @@ def zero_working_bytes(
     >>> w, g = zero_working_bytes(m, 1, 1, 1, 3, stack_accounting("bf16", 4.0))
     >>> round(float(w[()]) / 1e9, 2), round(float(g[()]) / 1e9, 2)  # 2 x 525.3e6 x 2, 525.3e6 x 8
     (2.1, 4.2)
+
+    DeepSpeed's defaults on the 529.6B GPT without model parallelism: ``M`` = 1.678e9 (the MLP's first linear
+    layer), fp16 weights and gradients:
+
+    >>> m = load_catalog().model("megatron-529.6b")
+    >>> w, g = zero_working_bytes(m, 1, 1, 1, 3, stack_accounting("bf16", 4.0), max_live_params=1e9,
+    ...                           reduce_bucket_params=5e8)
+    >>> round(float(w[()]) / 1e9, 2), round(float(g[()]) / 1e9, 2)  # (2 M + 1e9) x 2, (M + 2 M) x 2
+    (8.71, 10.07)
     """
     a = accounting(recipe)
     etp = tp if etp is None else etp
@@ -137,4 +210,10 @@ def zero_working_bytes(
     w_layer = a.zero3_gathered_bytes  # the caches kept whole are in the model states already
     weights = np.where(zero >= 3, gathered_units * np.maximum(w_layer * layer, w_end * end), 0.0)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
+    if max_live_params is not None or reduce_bucket_params is not None:  # DeepSpeed: submodules and buckets ([5]_)
+        module = largest_module_params(model, tp, ep, etp, stage, pp)
+        if max_live_params is not None:
+            weights = np.where(zero >= 3, (2.0 * module + max_live_params) * a.weight_bytes, 0.0)
+        if reduce_bucket_params is not None:
+            grads = np.where(zero >= 2, (module + 2.0 * np.maximum(reduce_bucket_params, module)) * a.weight_bytes, 0.0)
     return weights, grads

@@ -155,6 +155,11 @@ def memory_summary(
             dualpipe=ch.pipeline_schedule == "dualpipe",
             recompute_num_layers=ch.recompute_num_layers,
             offload_layers=ch.cpu_offload_layers,
+            zero3_gathered_units=ch.zero3_gathered_units,
+            zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
+            zero3_max_live_params=ch.zero3_max_live_params,
+            zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
+            zero3_shard_ranks=ch.zero3_shard_ranks,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(
@@ -236,6 +241,7 @@ def memory_summary(
             seq_len,
             balanced_ends=job.choices.pipeline_balanced_ends,
             pipeline_layout=job.choices.pipeline_layout,
+            uneven_stages=job.choices.pipeline_uneven_stages,
         )
         row = plan_row(job, p)  # the evaluator's row of the one plan, without a pandas frame
         design = cat.design(sys_)

@@ -113,6 +113,13 @@ class StackChoices(MoEChoices):
         the same whole number of layers, as Megatron-Core's automatic split (its ``TransformerConfig``
         refuses a stage whose layers the virtual-stage count does not divide) and Megatron-LM before it
         build them (:func:`hnplan.planning.training.plan_rules`).
+    pipeline_uneven_stages : bool
+        The stack builds a last pipeline stage with fewer layers than the others (hnplan's split:
+        ``ceil(L / pp)`` a stage, the last the rest; Megatron-Core's ``--decoder-first-pipeline-num-layers`` /
+        ``--decoder-last-pipeline-num-layers``, NVIDIA/Megatron-LM merge request 1881 of 2024-09, in core 0.9).
+        Default True. False: ``pp`` must divide the layers, as Megatron-LM's ``ParallelTransformer`` (2021) and
+        ``mpu.get_num_layers`` (2022) assert and Megatron-Core 0.8's ``get_num_layers_to_build`` assumes (it
+        builds ``L // pp`` layers a stage); a plan that does not is infeasible (exit 3).
     fp8_recipe : {"delayed", "current", "mxfp8", "blockwise", "nvfp4"}
         How fp8 GEMM inputs are scaled (Transformer Engine recipes ``DelayedScaling``,
         ``Float8CurrentScaling``, ``MXFP8BlockScaling``): ``delayed`` (default; Megatron-LM
@@ -230,6 +237,16 @@ class StackChoices(MoEChoices):
         ZeRO 2 and 3: bytes per parameter of the unit-sized gradient buffers alive at the backward's peak,
         summed over the units (the unit computing its gradients and the one being reduce-scattered); None:
         ``2 x grad_reduce_bytes``. Memory: :mod:`hnplan.memory.zero_working`.
+    zero3_max_live_params : int or None
+        ZeRO 3 as DeepSpeed runs it: each submodule's parameters gathered before it runs and released after, the
+        next ones prefetched while fewer than this many are gathered (``stage3_max_live_parameters``, 1e9 by
+        default); the gathered weights are then ``2 M + zero3_max_live_params`` parameters (``M`` the largest
+        submodule) in place of ``zero3_gathered_units`` layers. None: FSDP's layer units.
+        Memory: :mod:`hnplan.memory.zero_working`.
+    zero_reduce_bucket_params : int or None
+        ZeRO 2 and 3 as DeepSpeed runs them: gradients reduced through two buckets of this many elements
+        (``reduce_bucket_size``, 5e8 by default; ``overlap_comm``): ``M + 2 max(bucket, M)`` unsharded
+        gradients in the training dtype in place of ``zero_unsharded_grad_bytes`` units. None: FSDP's units.
     precision_aware_optimizer : bool
         Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
         ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
@@ -329,6 +346,11 @@ class StackChoices(MoEChoices):
         description="the recipes lay out each virtual stage's layers themselves (pipeline_model_parallel_layout), "
         "so a stage's layers need not divide by its virtual stages",
     )
+    pipeline_uneven_stages: bool = Field(
+        default=True,
+        description="a last pipeline stage may hold fewer layers than the others (Megatron-Core 0.9+ "
+        "--decoder-last-pipeline-num-layers); false: pp must divide the layers",
+    )
     fp8_recipe: Literal["delayed", "current", "mxfp8", "blockwise", "nvfp4"] = Field(
         default="delayed",
         description="fp8 scaling recipe: delayed (amax history), current (per tensor), mxfp8, blockwise (1 x 128); "
@@ -421,6 +443,16 @@ class StackChoices(MoEChoices):
         default=None,
         description="ZeRO 2/3: bytes per parameter of the unit-sized unsharded gradient buffers alive at once "
         "(summed over units; none: 2 x grad_reduce_bytes) [bytes]",
+    )
+    zero3_max_live_params: PosInt | None = Field(
+        default=None,
+        description="ZeRO 3 per submodule (DeepSpeed stage3_max_live_parameters): gathered parameters beyond the "
+        "module computing and one prefetched; none: zero3_gathered_units layers (FSDP) [parameters]",
+    )
+    zero_reduce_bucket_params: PosInt | None = Field(
+        default=None,
+        description="ZeRO 2/3 gradient buckets (DeepSpeed reduce_bucket_size, two with overlap_comm); none: "
+        "zero_unsharded_grad_bytes units (FSDP) [elements]",
     )
     # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
     kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(

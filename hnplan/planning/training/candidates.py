@@ -92,6 +92,7 @@ def candidate_frame(
     zero_with_pipeline: bool = False,
     balanced_ends: bool = False,
     pipeline_layout: bool = False,
+    uneven_stages: bool = True,
 ) -> pd.DataFrame:
     """All valid plans for a job, as a table.
 
@@ -119,6 +120,9 @@ def candidate_frame(
     pipeline_layout : bool, optional
         The stack's ``pipeline_layout``: its recipes lay out each virtual stage's layers, so a stage's
         layers need not divide by the virtual stages (otherwise they must: :func:`plan_rules`).
+    uneven_stages : bool, optional
+        The stack's ``pipeline_uneven_stages``: a last stage may hold fewer layers (default); False: ``pp``
+        divides the layers (:func:`hnplan.planning.training.plan_rules`).
 
     Returns
     -------
@@ -150,6 +154,7 @@ def candidate_frame(
         zero_with_pipeline=zero_with_pipeline,
         balanced_ends=balanced_ends,
         pipeline_layout=pipeline_layout,
+        uneven_stages=uneven_stages,
     )
     return candidate_table(cols, modes)
 
@@ -173,6 +178,7 @@ def candidate_columns(
     zero_with_pipeline: bool = False,
     balanced_ends: bool = False,
     pipeline_layout: bool = False,
+    uneven_stages: bool = True,
 ) -> tuple[dict, list]:
     """:func:`candidate_frame` as plain arrays, without pandas (parameters and errors as there).
 
@@ -225,7 +231,14 @@ def candidate_columns(
         tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_, etp=etp_
     )
     ok = valid_mask(
-        cols, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+        cols,
+        model,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        balanced_ends=balanced_ends,
+        pipeline_layout=pipeline_layout,
+        uneven_stages=uneven_stages,
     )
     if "dp" in fixed:
         ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
@@ -281,6 +294,7 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
             balanced_ends=job.choices.pipeline_balanced_ends,
             gpus_name=job.gpus_name,
             pipeline_layout=job.choices.pipeline_layout,
+            uneven_stages=job.choices.pipeline_uneven_stages,
         )
     raise PlanRuleError(
         f"no plan of {job.model.id} on {job.gpus:,} x {job.system.id} divides"

@@ -97,7 +97,12 @@ BUCKET_PER_DP_PARAMS = 1_000_000
 # published in 2022, arXiv:2205.14135) and no sequence parallelism (arXiv:2205.05198, 2022); the same
 # choices as the catalog's software stack ``megatron-lm-2021`` (data/stacks/, tested equal)
 MEGATRON_2021 = StackChoices(
-    dp_grad_reduce=False, dp_param_gather=False, attention="unfused", sequence_parallel=False, pipeline_layout=False
+    dp_grad_reduce=False,
+    dp_param_gather=False,
+    attention="unfused",
+    sequence_parallel=False,
+    pipeline_layout=False,
+    pipeline_uneven_stages=False,
 )
 
 
@@ -354,6 +359,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         offload_layers=ch.cpu_offload_layers,
         zero3_gathered_units=ch.zero3_gathered_units,
         zero_unsharded_grad_bytes=ch.zero_unsharded_grad_bytes,
+        zero3_max_live_params=ch.zero3_max_live_params,
+        zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
         alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
         zero3_shard_ranks=ch.zero3_shard_ranks,
     )

@@ -329,6 +329,7 @@ def estimate_plan(job: c.Job, plan: ParallelPlan) -> TrainingEstimate:
         job.seq_len,
         balanced_ends=job.choices.pipeline_balanced_ends,
         pipeline_layout=job.choices.pipeline_layout,
+        uneven_stages=job.choices.pipeline_uneven_stages,
     )
     return estimate_from_row(job, plan_row(job, plan))
 

@@ -101,6 +101,7 @@ def plan_rules(
     *,
     balanced_ends: bool = False,
     pipeline_layout: bool = False,
+    uneven_stages: bool = True,
 ) -> dict:
     """The divisibility rules of a training plan, evaluated on every row of a candidate table.
 
@@ -123,6 +124,12 @@ def plan_rules(
     pipeline_layout : bool
         The stack lays out each virtual stage's layers itself (``SoftwareStack.pipeline_layout``): a
         stage's layers need not divide by ``virtual_stages``.
+    uneven_stages : bool
+        The stack builds a last stage with fewer layers than the others (``pipeline_uneven_stages``:
+        Megatron-Core's ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``, from
+        core 0.9); without it ``pp`` must divide the layers (Megatron-LM's ``ParallelTransformer`` of 2021
+        and ``mpu.get_num_layers`` of 2022 assert it; Megatron-Core 0.8's ``get_num_layers_to_build``
+        floors ``L / pp``).
 
     Returns
     -------
@@ -165,6 +172,10 @@ def plan_rules(
             "pp x virtual_stages = {pp} x {virtual_stages} exceeds the model's {layers} layers"
             + (" and the 2 end chunks (embedding, loss)" if balanced_ends else ""): pp * v <= places,
             **split_rules(model, tp, pp, ep, training=True),
+            "pp = {pp} does not divide the {layers} layers of {model}, and the stack builds equal stages only "
+            "(pipeline_uneven_stages: false; its Megatron-LM asserts the layers divide by the pipeline size)": (
+                uneven_stages | (model.layers % np.maximum(pp, 1) == 0)
+            ),
             "expert degrees ep x etp = {ep} x {etp} must divide tp x cp x dp = {tpcpdp}: the expert layers split "
             "those ranks (etp defaults to tp; etp 1 folds EP over the TP ranks)": (tp * cp * dp)
             % np.maximum(ep * etp, 1)
@@ -196,10 +207,18 @@ def valid_mask(
     *,
     balanced_ends: bool = False,
     pipeline_layout: bool = False,
+    uneven_stages: bool = True,
 ) -> np.ndarray:
     """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
     rules = plan_rules(
-        df, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+        df,
+        model,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        balanced_ends=balanced_ends,
+        pipeline_layout=pipeline_layout,
+        uneven_stages=uneven_stages,
     )
     n = len(np.asarray(df["tp"]))
     return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
@@ -215,6 +234,7 @@ def validate_plan(
     balanced_ends: bool = False,
     gpus_name: str = "--gpus",
     pipeline_layout: bool = False,
+    uneven_stages: bool = True,
 ) -> int:
     """Check that one plan divides; return its number of micro-batches (``balanced_ends``: as
     :func:`plan_rules`; ``gpus_name``: what the message calls ``gpus``, the CLI flag by default, a runs
@@ -231,7 +251,14 @@ def validate_plan(
     check_knobs(plan.recompute, plan.zero_stage)
     row = {k: np.array([v]) for k, v in asdict(plan).items()}  # one row as plain arrays: no pandas for one plan
     rules = plan_rules(
-        row, model, gpus, seq_len, global_batch_seqs, balanced_ends=balanced_ends, pipeline_layout=pipeline_layout
+        row,
+        model,
+        gpus,
+        seq_len,
+        global_batch_seqs,
+        balanced_ends=balanced_ends,
+        pipeline_layout=pipeline_layout,
+        uneven_stages=uneven_stages,
     )
     for template, ok in rules.items():
         if not ok[0]:

@@ -125,6 +125,7 @@ def _candidate_columns(job: c.Job, fixed: dict | None) -> tuple[dict, list]:
         zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
         balanced_ends=job.choices.pipeline_balanced_ends,
         pipeline_layout=job.choices.pipeline_layout,
+        uneven_stages=job.choices.pipeline_uneven_stages,
     )
     if job.stack is not None:  # knobs the stack does not implement are not searched (a pinned one is kept)
         for knob, allowed in (("zero_stage", job.stack.zero_stages), ("recompute", job.stack.recompute_modes)):
