@@ -8,7 +8,7 @@ import re
 import typer
 
 from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
-from hnplan.cli._options import dtype_name
+from hnplan.cli._options import check_seq_len, dtype_name
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
@@ -132,6 +132,7 @@ def compare(
             )
         checkpoint = checkpoint or "async"
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
+        check_seq_len(model, seq_len)  # before the batch's check, as train: bad input, not a plan per design
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -227,7 +228,7 @@ def _system_list(text: str) -> list[str]:
     return names
 
 
-_WHOLE = ("gpus", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
+_WHOLE = ("gpus", "gpus_bought", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
 
 
 def _clean(r: dict) -> dict:
