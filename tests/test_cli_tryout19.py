@@ -1,0 +1,104 @@
+"""What a new user's trial of the shared-cluster simulation, the sweep and the planners found: each a CLI run
+asserting the exit code and the one-line message or the figure."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+
+def test_cluster_text_separates_thousands_in_job_counts(tmp_path):
+    """The job counts of ``cluster simulate``'s table read ``done 20000`` and a job-size row ``18751`` beside
+    queueing delays written ``205,347``: counts are printed with thousands separators, as elsewhere in hnplan.
+    1,001 one-GPU jobs of 60 s, one every 10 s, on one 8-GPU server: at most 6 run at once (60 / 10), none
+    waits, every one is done."""
+    rows = ["arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp"]
+    rows += [f"{10 * i},1,1000,60,development,0,1" for i in range(1001)]
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("\n".join(rows) + "\n")
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--trace", str(trace)]
+    res = runner.invoke(app, [*argv, "--no-failures"])
+    assert res.exit_code == 0, res.output
+    text = res.stdout
+    assert "done 1,001, running 0, queued 0, rejected 0" in text
+    size_row = next(line for line in text.splitlines() if line.startswith("│ 1 "))
+    assert size_row.split("│")[2].strip() == "1,001"  # the jobs column of the 1-GPU row
+    assert "max 6" in text  # concurrent jobs: 60 s runs arriving 10 s apart
+
+
+def test_cluster_empty_trace_file_says_it_is_empty(tmp_path):
+    """An empty ``--trace`` file was refused as ``not a CSV file (No columns to parse from file)``, pandas'
+    words: it now says the file is empty and what to give, exit 2."""
+    trace = tmp_path / "empty.csv"
+    trace.write_text("")
+    res = runner.invoke(
+        app, ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--trace", str(trace)]
+    )
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        f"error: trace file {trace} is empty: give a CSV with a header row and one row per job"
+    )
+
+
+def test_compare_says_when_a_design_trains_on_another_count_than_asked():
+    """``compare --gpus 3`` planned GB200 NVL72 on its whole 72-GPU rack and HGX B200 on its 8-GPU server (the 3
+    GPUs asked for hold no plan of Llama 3.1 70B: 436.8 GiB per GPU on H100) but said only ``ok``, under a
+    title of 3 GPUs per design; the verdict said ``$896k capex for 8.0 GPUs`` and the JSON ``gpus_bought:
+    72.0`` (a float column, as the design without a plan has none). Now the status says the count trained
+    on and why, and the counts are whole."""
+    argv = ["compare", "--model", "llama3.1-70b", "--gpus", "3", "--tokens", "15e12", "--no-trust", "--json"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    by = {d["system"]: d for d in out["designs"]}
+    assert by["gb200-nvl72"]["status"] == "ok; 72 of 72 GPUs bought train (the 3 asked for have no plan)"
+    assert by["hgx-b200-ib-xdr"]["status"] == "ok; 8 of 8 GPUs bought train (the 3 asked for have no plan)"
+    assert by["gb200-nvl72"]["gpus_bought"] == 72 and isinstance(by["gb200-nvl72"]["gpus_bought"], int)
+    assert by["hgx-b200-ib-xdr"]["gpus_bought"] == 8 and isinstance(by["hgx-b200-ib-xdr"]["gpus_bought"], int)
+    assert by["hgx-h100-ib-ndr"]["status"].startswith("no plan: no plan of llama3.1-70b on 3 GPUs fits in memory")
+    assert "capex for 8 GPUs)" in out["verdict"] and "8.0 GPUs" not in out["verdict"]
+
+
+SEQ_TOO_LONG = (
+    "error: --seq-len {n} exceeds llama3.1-70b's maximum sequence length 131,072 (field max_seq of its catalog entry)"
+)
+
+
+@pytest.mark.parametrize(
+    "argv,seq",
+    [
+        # a batch of 16Mi tokens is a multiple of 262,144: compare planned it per design and said exit 3
+        (
+            ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12", "--seq-len", "262144"],
+            "262,144",
+        ),
+        # not a multiple of the default batch: compare and train named the batch, not the sequence
+        (
+            ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12", "--seq-len", "200000"],
+            "200,000",
+        ),
+        (
+            ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--seq-len", "200000"]
+            + ["--global-batch-tokens", "16Mi"],
+            "200,000",
+        ),
+        (
+            ["size", "--model", "llama3.1-70b", "--tokens", "15T", "--deadline-days", "60", "--system", "gb200-nvl72"]
+            + ["--seq-len", "200000"],
+            "200,000",
+        ),
+    ],
+)
+def test_a_sequence_beyond_the_models_max_seq_is_bad_input_first(argv, seq):
+    """Llama 3.1 70B's ``max_seq`` is 131,072 (its catalog entry): a longer ``--seq-len`` is bad input (exit 2)
+    named before the batch's checks, in train's words, in ``train``, ``size`` and ``compare`` alike."""
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == SEQ_TOO_LONG.format(n=seq)
