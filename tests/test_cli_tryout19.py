@@ -102,3 +102,22 @@ def test_a_sequence_beyond_the_models_max_seq_is_bad_input_first(argv, seq):
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr.strip() == SEQ_TOO_LONG.format(n=seq)
+
+
+@pytest.mark.parametrize("source", [["--jobs", "20"], ["--trace", "TRACE", "--no-failures"]])
+def test_openb_nodes_take_jobs_that_name_no_gpu_model(source, tmp_path):
+    """``--nodes openb`` with the default mix, or with a trace without a ``gpu_spec`` column (hnplan's own CSV,
+    the docs' ``alibaba-openb-gpu-sample.csv``), ended in ``IndexError: boolean index did not match`` (exit 1):
+    the jobs' model masks were counted with ``len`` of a mapping of columns, one per column. Every job accepts
+    any model (mask 0): the run ends with every job done."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(
+        "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n"
+        "0,8,1000,3600,training,1800,8\n60,1,500,600,inference,0,1\n300,4,1000,1200,fine-tuning,600,4\n"
+    )
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "6212", "--nodes", "openb", "--json"]
+    res = runner.invoke(app, argv + [str(trace) if a == "TRACE" else a for a in source])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["jobs"]["done"] == (20 if source[0] == "--jobs" else 3) and out["jobs"]["unplaceable"] == 0
+    assert set(out["by_gpu_model"]) == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
