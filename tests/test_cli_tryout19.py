@@ -121,3 +121,23 @@ def test_openb_nodes_take_jobs_that_name_no_gpu_model(source, tmp_path):
     out = json.loads(res.stdout)
     assert out["jobs"]["done"] == (20 if source[0] == "--jobs" else 3) and out["jobs"]["unplaceable"] == 0
     assert set(out["by_gpu_model"]) == {"A10", "G2", "G3", "P100", "T4", "V100M16", "V100M32"}
+
+
+def test_sigterm_while_the_local_cluster_starts_is_raised_after():
+    """``kill -TERM`` about 9 s into ``hnplan sweep data/sweeps/example.yaml --workers 2`` (while ``LocalCluster``
+    started its workers) exited 130 but printed distributed's ``close_clusters`` traceback (``AssertionError:
+    Status.init``: the interruption left the cluster half made). The signal is now held until the cluster is made,
+    then goes to the handler in place before (here ``_sigterm_as_interrupt``'s), so the cluster closes whole."""
+    import os
+    import signal
+
+    from hnplan.planning.sweep_signals import _sigterm_as_interrupt, _sigterm_held
+
+    previous = signal.getsignal(signal.SIGTERM)
+    reached = False
+    with pytest.raises(KeyboardInterrupt, match="stopped by SIGTERM"):
+        with _sigterm_as_interrupt():
+            with _sigterm_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                reached = True  # not raised here: held until the block ends
+    assert reached and signal.getsignal(signal.SIGTERM) is previous
