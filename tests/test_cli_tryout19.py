@@ -141,3 +141,21 @@ def test_sigterm_while_the_local_cluster_starts_is_raised_after():
                 os.kill(os.getpid(), signal.SIGTERM)
                 reached = True  # not raised here: held until the block ends
     assert reached and signal.getsignal(signal.SIGTERM) is previous
+
+
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (
+            ["cluster", "sim"],
+            "error: hnplan cluster: No such command 'sim'. Did you mean 'simulate'? See 'hnplan cluster --help'",
+        ),
+        (["catal", "list"], "error: hnplan: No such command 'catal'. Did you mean 'catalog'? See 'hnplan --help'"),
+        (["c"], "error: hnplan: No such command 'c'; see 'hnplan --help'"),  # six sub-commands begin with c
+    ],
+)
+def test_a_sub_command_typed_short_is_named(argv, said):
+    """``hnplan cluster sim`` said only ``No such command 'sim'``: too short for the close-match ratio (0.55 under
+    0.6). A word that begins one sub-command's name alone is named as the one meant, exit 2."""
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and res.stderr.strip() == said
