@@ -159,3 +159,16 @@ def test_a_sub_command_typed_short_is_named(argv, said):
     0.6). A word that begins one sub-command's name alone is named as the one meant, exit 2."""
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and res.stderr.strip() == said
+
+
+def test_compare_refuses_a_dtype_its_stack_cannot_train_once():
+    """``compare --dtype fp8 --stack megatron-lm-2021`` (a stack that trains in bf16 only) planned each design,
+    failed each with the stack's message and ended ``infeasible``, exit 3, the message three times; ``train`` and
+    ``size`` refuse it as bad input. One stack serves every design: one line, exit 2, as they say it."""
+    argv = ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12", "--dtype", "fp8"]
+    res = runner.invoke(app, [*argv, "--stack", "megatron-lm-2021"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        "error: --dtype fp8 is not available with stack 'megatron-lm-2021': it trains in bf16 only (field "
+        "train_dtypes of data/stacks/megatron-lm-2021.yaml); choose one of those or another stack"
+    )

@@ -99,7 +99,7 @@ def compare(
     """
     # the planners (numpy, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
-    from hnplan.catalog.checks import check_refs
+    from hnplan.catalog.checks import check_refs, check_stack_dtype
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import UNITS, compare_design_rows, trust_notes, verdict
     from hnplan.planning.design import CHECKPOINT_MODES, check_fabric_gpus
@@ -125,6 +125,8 @@ def compare(
         for name in names:  # the flag and each design's bound, not the bill of materials' ports
             check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
+        if stack is not None:  # one stack for every design: a dtype it has no recipe for is bad input, as in train
+            check_stack_dtype(cat.stack(stack), dtype)
         check_choice("--offload", offload, ("none", "auto"))
         if checkpoint is not None and not goodput:  # the mode sets the goodput, which --no-goodput leaves out
             raise InputError(
