@@ -172,3 +172,32 @@ def test_compare_refuses_a_dtype_its_stack_cannot_train_once():
         "error: --dtype fp8 is not available with stack 'megatron-lm-2021': it trains in bf16 only (field "
         "train_dtypes of data/stacks/megatron-lm-2021.yaml); choose one of those or another stack"
     )
+
+
+def test_cluster_progress_bar_follows_stderr_not_stdout(monkeypatch):
+    """``cluster simulate ... > result.txt`` at a terminal showed no bar however long the run (it asked whether
+    stdout was a terminal), where the bar is drawn on stderr, as ``claims`` and ``tco --utilisation simulated``
+    ask. With stderr a terminal and stdout captured, the run goes through the delayed bar; with ``--json`` not."""
+    import contextlib
+
+    import hnplan.cli._progress as progress
+    import hnplan.cli.cluster_cmd as cmd
+
+    labels = []
+
+    @contextlib.contextmanager
+    def bar(label, delay_s=1.0):
+        labels.append(label)
+        yield lambda done: None
+
+    class Terminal:
+        is_terminal = True
+
+    monkeypatch.setattr(cmd, "err_console", Terminal())
+    monkeypatch.setattr(progress, "delayed_progress", bar)
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "16", "--jobs", "20"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    assert labels == ["simulating"] and "utilisation (productive)" in res.stdout
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0 and labels == ["simulating"]
