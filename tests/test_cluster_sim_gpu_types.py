@@ -168,7 +168,7 @@ def test_cli_nodes_openb_and_unplaceable():
     r = runner.invoke(app, [*base, "--gpus", "60", "--nodes", "openb"])
     assert r.exit_code == 0 and "utilisation by GPU model" in r.output and "T4" in r.output
     r = runner.invoke(app, [*base, "--gpus", "64"])
-    assert r.exit_code == 0 and "unplaceable 1025" in r.output
+    assert r.exit_code == 0 and "unplaceable 1,025" in r.output  # counts thousands-separated
     r = runner.invoke(app, [*base, "--gpus", "64", "--nodes", "opnb"])
     assert r.exit_code == 2 and "--nodes must be one of openb" in r.output
     assert "Traceback" not in r.output

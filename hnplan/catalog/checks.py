@@ -20,7 +20,7 @@ from hnplan.catalog.schemas import (
     UncertainInput,
 )
 from hnplan.catalog.yaml_io import _read_yaml, _what, parse_entry
-from hnplan.errors import CatalogError
+from hnplan.errors import CatalogError, InputError
 
 
 def validate_file(path: str | Path, kind: str | None = None):
@@ -138,3 +138,23 @@ def check_refs(refs: dict[str, tuple[str, object]], catalog: Catalog | None = No
                 cat.design(ref).prices  # noqa: B018  (the ref: the error names the file)
         except CatalogError as exc:
             raise CatalogError(f"{label}: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
+
+
+def check_stack_dtype(stack, dtype: str) -> None:
+    """Refuse a training dtype the software stack has no recipe for (its ``train_dtypes``), e.g. fp4 with
+    torchtitan-2506, whose quantisation converters at its commit are torchao float8 and MXFP8 only.
+
+    The message starts ``dtype <value>`` (the CLI says it as ``--dtype <value>``) and names the stack. Here, beside
+    the catalog, so that ``compare`` refuses it once for every design without importing the training planner.
+
+    Raises
+    ------
+    InputError
+        If the stack lists ``train_dtypes`` and ``dtype`` is not among them.
+    """
+    allowed = stack.train_dtypes if stack is not None else None
+    if allowed is not None and dtype not in allowed:
+        raise InputError(
+            f"dtype {dtype} is not available with stack {stack.id!r}: it trains in {', '.join(allowed)} only "
+            f"(field train_dtypes of data/stacks/{stack.id}.yaml); choose one of those or another stack"
+        )

@@ -215,6 +215,27 @@ def check_expert_flags(model: str, tp: int | None = None, **degrees: int | None)
             raise InputError(f"{flag} {v}: {m.id} is a dense model, with no experts to split; drop {flag}")
 
 
+def check_seq_len(model: str, seq_len: int) -> None:
+    """Refuse ``--seq-len`` beyond the model's ``max_seq`` before any other check of the batch, in the words
+    ``train`` uses (``--global-batch-tokens 16Mi --seq-len 200000`` was refused as a batch that is not a
+    multiple of the sequence, and ``compare`` refused 262,144 per design as an infeasible plan, exit 3).
+
+    Raises
+    ------
+    InputError
+        ``--seq-len 262,144 exceeds llama3.1-70b's maximum sequence length 131,072 (field max_seq of its
+        catalog entry)``.
+    """
+    from hnplan.catalog import load_catalog
+
+    m = load_catalog().model(model)
+    if seq_len > m.max_seq:
+        raise InputError(
+            f"--seq-len {seq_len:,} exceeds {m.id}'s maximum sequence length {m.max_seq:,} "
+            "(field max_seq of its catalog entry)"
+        )
+
+
 def check_dtype_flag(accelerator: str, dtype: str) -> None:
     """Refuse ``--dtype`` where the accelerator has no dense peak in it (fp4 on an H100), naming the flag, as
     ``train`` and ``infer`` do; a dtype hnplan does not know is left to the planner's own message.

@@ -26,7 +26,14 @@ def required_arguments_plain() -> None:
 
 def _nearest_command(message: str, ctx) -> str:
     """``. Did you mean 'train'?`` after click's ``No such command 'trian'`` (click suggests near options
-    but not near sub-commands), or ""."""
+    but not near sub-commands), or "". A word that begins one sub-command's name alone (``cluster sim``) is
+    that sub-command, however short.
+
+    >>> from types import SimpleNamespace as NS
+    >>> ctx = NS(command=NS(list_commands=lambda ctx: ["simulate"]))
+    >>> _nearest_command("No such command 'sim'", ctx), _nearest_command("No such command 'xyz'", ctx)
+    (". Did you mean 'simulate'?", '')
+    """
     import difflib
     import re
 
@@ -34,7 +41,10 @@ def _nearest_command(message: str, ctx) -> str:
     lister = getattr(getattr(ctx, "command", None), "list_commands", None)
     if typed is None or lister is None:
         return ""
-    near = difflib.get_close_matches(typed.group(1), lister(ctx), n=1, cutoff=0.6)
+    names = list(lister(ctx))
+    near = [n for n in names if n.startswith(typed.group(1))]
+    if len(near) != 1:
+        near = difflib.get_close_matches(typed.group(1), names, n=1, cutoff=0.6)
     return f". Did you mean {near[0]!r}?" if near else ""
 
 

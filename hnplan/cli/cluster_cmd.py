@@ -10,9 +10,9 @@ import typer
 from hnplan import units
 from hnplan.cli._app import (
     app,
-    console,
     count,
     current_context,
+    err_console,
     handle_errors,
     print_json,
 )
@@ -278,7 +278,7 @@ def simulate(
             kw["strict_priority"] = True
         if inference_reserve_gpus:
             kw["inference_reserve_gpus"] = inference_reserve_gpus
-        if json_ or not console.is_terminal:
+        if json_ or not err_console.is_terminal:  # the bar goes to stderr: a table sent to a file keeps it
             r = (
                 replicate_cluster(system, gpus, replications, workers=workers, **kw)
                 if replications > 1

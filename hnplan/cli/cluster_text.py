@@ -9,7 +9,7 @@ from rich.table import Table
 
 from hnplan import units
 from hnplan.cli._app import console, escape, kv_table
-from hnplan.formatting import counted
+from hnplan.formatting import counted, format_number
 
 
 def print_simulation(
@@ -53,8 +53,8 @@ def print_simulation(
 
     load_row = load_text(s).split(" ", 1)  # the figure, then its notes
 
-    def n(v) -> str:  # a count: as it is, or the mean of the replications' to one decimal
-        return str(v) if isinstance(v, int) else f"{v:.1f}"
+    def n(v) -> str:  # a count (thousands separated, as hnplan prints counts), or the replications' mean to 0.1
+        return f"{v:,}" if isinstance(v, int) else f"{v:,.1f}"
 
     rows = [
         ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
@@ -124,7 +124,10 @@ def print_simulation(
             "preemptions / interruptions",
             f"{n(s['preemptions'])} / {n(s['interruptions'])} ({n(s['hardware_failures'])} hardware failures)",
         ),
-        ("concurrent jobs", f"mean {s['concurrent_jobs']['mean']:.3g}, max {n(s['concurrent_jobs']['max'])}"),
+        (
+            "concurrent jobs",
+            f"mean {format_number(s['concurrent_jobs']['mean'], 3)}, max {n(s['concurrent_jobs']['max'])}",
+        ),
         (
             "jobs",
             ", ".join(

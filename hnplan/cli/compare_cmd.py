@@ -8,7 +8,7 @@ import re
 import typer
 
 from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
-from hnplan.cli._options import dtype_name
+from hnplan.cli._options import check_seq_len, dtype_name
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
@@ -99,7 +99,7 @@ def compare(
     """
     # the planners (numpy, the catalog) are imported when the command runs, not for its --help
     from hnplan.catalog import load_catalog
-    from hnplan.catalog.checks import check_refs
+    from hnplan.catalog.checks import check_refs, check_stack_dtype
     from hnplan.errors import InfeasiblePlan, InputError, check_choice
     from hnplan.planning.compare import UNITS, compare_design_rows, trust_notes, verdict
     from hnplan.planning.design import CHECKPOINT_MODES, check_fabric_gpus
@@ -125,6 +125,8 @@ def compare(
         for name in names:  # the flag and each design's bound, not the bill of materials' ports
             check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
+        if stack is not None:  # one stack for every design: a dtype it has no recipe for is bad input, as in train
+            check_stack_dtype(cat.stack(stack), dtype)
         check_choice("--offload", offload, ("none", "auto"))
         if checkpoint is not None and not goodput:  # the mode sets the goodput, which --no-goodput leaves out
             raise InputError(
@@ -132,6 +134,7 @@ def compare(
             )
         checkpoint = checkpoint or "async"
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
+        check_seq_len(model, seq_len)  # before the batch's check, as train: bad input, not a plan per design
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
@@ -227,7 +230,7 @@ def _system_list(text: str) -> list[str]:
     return names
 
 
-_WHOLE = ("gpus", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
+_WHOLE = ("gpus", "gpus_bought", "tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "racks")
 
 
 def _clean(r: dict) -> dict:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
-from hnplan.cli._options import dtype_name
+from hnplan.cli._options import check_seq_len, dtype_name
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
@@ -138,6 +138,7 @@ def size(
             raise InputError(
                 f"--tokens {format_count(tokens)} is less than one step of --global-batch-tokens {global_batch_tokens:,}"
             )
+        check_seq_len(model, seq_len)  # before the batch's check: a sequence the model cannot take
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"

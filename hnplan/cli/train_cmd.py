@@ -14,7 +14,7 @@ from hnplan.cli._app import (
     kv_table,
     print_json,
 )
-from hnplan.cli._options import check_expert_flags, dtype_name
+from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -128,6 +128,7 @@ def train(
             check_choice("--offload", offload, ("none", "auto"))
         if (global_batch_tokens is None) == (global_batch_size is None):
             raise InputError("give exactly one of --global-batch-tokens and --global-batch-size")
+        check_seq_len(model, seq_len)  # before the batch's checks: a sequence the model cannot take
         if global_batch_tokens is not None:
             if global_batch_tokens % seq_len:
                 raise InputError(

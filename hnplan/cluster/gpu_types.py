@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hnplan.cluster.jobs import GPU_SPEC, gpu_spec_mask, missing_cell
+from hnplan.cluster.jobs import GPU_SPEC, gpu_spec_mask, job_count, missing_cell
 from hnplan.cluster.policies import stranded, type_ok
 from hnplan.cluster.topology import MILLI, ClusterTopology
 from hnplan.errors import InputError
@@ -28,9 +28,16 @@ def is_typed(topo: ClusterTopology, jobs) -> bool:
 
 
 def job_masks(topo: ClusterTopology, jobs) -> np.ndarray:
-    """Accepted-model bitmask of every job over ``topo.gpu_models`` (0 = any), shape ``(jobs,)``."""
+    """Accepted-model bitmask of every job over ``topo.gpu_models`` (0 = any), shape ``(jobs,)``; ``jobs`` a
+    DataFrame or a mapping of columns (:func:`hnplan.cluster.jobs.job_count`: a mapping's ``len`` is its
+    columns, which gave a mix's or a trace's jobs without ``gpu_spec`` on ``--nodes openb`` one mask per column).
+
+    >>> from hnplan.cluster.validation import openb_topology
+    >>> job_masks(openb_topology()[0], {"gpus": np.array([1, 2, 8]), "gpu_milli": np.array([1000] * 3)}).tolist()
+    [0, 0, 0]
+    """
     if GPU_SPEC not in jobs:
-        return np.zeros(len(jobs), np.int64)
+        return np.zeros(job_count(jobs), np.int64)
     return gpu_spec_mask(jobs[GPU_SPEC], topo.gpu_models)
 
 

@@ -20,12 +20,15 @@ def check_trace_file(path: Path) -> None:
     Raises
     ------
     InputError
-        ``trace file PATH not found``, or ``trace file PATH is a folder, not a file``.
+        ``trace file PATH not found``, ``trace file PATH is a folder, not a file``, or ``trace file PATH is
+        empty`` (pandas' ``No columns to parse from file`` said nothing of what to give).
     """
     if path.is_dir():
         raise InputError(f"trace file {path} is a folder, not a file: give the trace's CSV or JSON log")
     if not path.is_file():
         raise InputError(f"trace file {path} not found")
+    if path.stat().st_size == 0:
+        raise InputError(f"trace file {path} is empty: give a CSV with a header row and one row per job")
 
 
 def separator_hint(columns) -> str | None:

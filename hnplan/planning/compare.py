@@ -221,7 +221,7 @@ def _design_rows(
             row["status"] = f"no plan: {errors[0]}"
             rows.append(row)
             continue
-        if used != bought:  # the idle GPUs are bought, powered and paid for: say so
+        if used != bought or used != gpus:  # idle GPUs bought, or a count other than the one asked: say so
             why = (
                 f"{used // (bought // unit)} of each {unit}-GPU unit, faster than all {gpus:,}" if used != gpus else ""
             )

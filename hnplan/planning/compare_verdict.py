@@ -150,7 +150,7 @@ def verdict(table: pd.DataFrame | list[dict]) -> str:
     else:
         cheap = first_min(priced, "capex_musd")
         # whole units bought: say for how many GPUs where the designs buy different counts
-        bought = f" for {cheap['gpus_bought']:,} GPUs" if n_unique(priced, "gpus_bought") > 1 else ""
+        bought = f" for {int(cheap['gpus_bought']):,} GPUs" if n_unique(priced, "gpus_bought") > 1 else ""
         text += (
             f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
         )

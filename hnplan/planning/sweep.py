@@ -61,7 +61,7 @@ from hnplan.planning.sweep_points import (  # noqa: F401 - the points re-exporte
     point_id,
     sweep_points,
 )
-from hnplan.planning.sweep_signals import _quiet_on_interrupt, _sigint_held, _sigterm_as_interrupt
+from hnplan.planning.sweep_signals import _quiet_on_interrupt, _sigint_held, _sigterm_as_interrupt, _sigterm_held
 
 #: local Dask workers per core a sweep may start: each is a Python process with the planner loaded, and
 #: the planner's work is CPU-bound (1,000 workers on a 2-core machine did not start within 100 s)
@@ -325,7 +325,8 @@ def run_sweep(
                     f"{connect_timeout_s:g} s ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
                 ) from None
         else:
-            with _sigint_held():  # the worker processes ignore Ctrl-C: the client alone stops them
+            # the worker processes ignore Ctrl-C: the client alone stops them; a SIGTERM waits for the cluster
+            with _sigint_held(), _sigterm_held():
                 cluster = stack.enter_context(
                     LocalCluster(
                         n_workers=workers or os.cpu_count() or 1,

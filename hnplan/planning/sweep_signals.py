@@ -89,6 +89,33 @@ def _sigint_held():
 
 
 @contextlib.contextmanager
+def _sigterm_held():
+    """Hold SIGTERM while a local Dask cluster starts: the signal is recorded, and the handler in place before
+    (:func:`_sigterm_as_interrupt`'s) is called once the cluster is made, so that it is closed whole.
+
+    A SIGTERM raised as ``KeyboardInterrupt`` inside ``LocalCluster(...)`` left a cluster half made, which
+    distributed's exit hook (``close_clusters``) then failed to close, printing an ``AssertionError: Status.init``
+    traceback under the one ``interrupted`` line. The signal is not blocked (a blocked signal stays blocked in the
+    worker processes started meanwhile, which their nannies stop with SIGTERM), only deferred by a handler of this
+    process. Off the main thread it does nothing.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if got and callable(previous):  # only when the block ended normally: an error of its own goes first
+        previous(signal.SIGTERM, None)
+
+
+@contextlib.contextmanager
 def _sigterm_as_interrupt(before: Callable[[], None] | None = None):
     """Raise SIGTERM (``timeout``, ``kill``, a batch scheduler's time limit) as ``KeyboardInterrupt("stopped by
     SIGTERM")`` in the client, so the local cluster is closed as on Ctrl-C; by default the signal ended the

@@ -9,6 +9,7 @@ from typing import get_args
 
 from pydantic import ValidationError
 
+from hnplan.catalog.checks import check_stack_dtype
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, SoftwareStack, StackChoices
 from hnplan.comm.topology import SystemLinks, system_links
@@ -334,25 +335,6 @@ def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict
     # the ratio is of whole-kernel rates: it divides the kernel's time, leaving the balance of its tensor-core and
     # exponential pipelines (hnplan.compute.attention.exp_pipeline_factor) as the bf16 ceilings set it
     return acc.model_copy(update={"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}})
-
-
-def check_stack_dtype(stack, dtype: str) -> None:
-    """Refuse a training dtype the software stack has no recipe for (its ``train_dtypes``), e.g. fp4 with
-    torchtitan-2506, whose quantisation converters at its commit are torchao float8 and MXFP8 only.
-
-    The message starts ``dtype <value>`` (the CLI says it as ``--dtype <value>``) and names the stack.
-
-    Raises
-    ------
-    InputError
-        If the stack lists ``train_dtypes`` and ``dtype`` is not among them.
-    """
-    allowed = stack.train_dtypes if stack is not None else None
-    if allowed is not None and dtype not in allowed:
-        raise InputError(
-            f"dtype {dtype} is not available with stack {stack.id!r}: it trains in {', '.join(allowed)} only "
-            f"(field train_dtypes of data/stacks/{stack.id}.yaml); choose one of those or another stack"
-        )
 
 
 def check_dtype_peak(acc: Accelerator, system_id: str, dtype: str) -> None:
