@@ -223,15 +223,15 @@ def candidate_columns(
         {**deg, "microbatch_size": ones, "virtual_stages": ones}, model, gpus, seq_len, global_batch_seqs
     )
     outer = [a[divides] for a in outer]
-    # then each of those with every (micro-batch, virtual stages): the rules need nothing else
-    n_out, n_mv = len(outer[0]), len(mb) * len(v)
-    mb_, v_ = (np.tile(g.ravel().astype(np.int64), n_out) for g in np.meshgrid(mb, v, indexing="ij"))
-    tp_, cp_, pp_, ep_, etp_ = (np.repeat(a, n_mv) for a in outer)
-    cols = dict(
-        tp=tp_, pp=pp_, dp=gpus // (tp_ * cp_ * pp_), cp=cp_, ep=ep_, microbatch_size=mb_, virtual_stages=v_, etp=etp_
-    )
+    # then each of those with every (micro-batch, virtual stages): the rules need nothing else, evaluated on the
+    # degrees [degree tuple, 1] against the pairs [1, pair] broadcast (a rule of the degrees alone once per tuple)
+    n_mv = len(mb) * len(v)
+    mv = [g.ravel().astype(np.int64) for g in np.meshgrid(mb, v, indexing="ij")]
+    grid = {k: a[:, None] for k, a in zip(("tp", "cp", "pp", "ep", "etp"), outer)}
+    grid.update(dp=gpus // (grid["tp"] * grid["cp"] * grid["pp"]), microbatch_size=mv[0][None, :])
+    grid["virtual_stages"] = mv[1][None, :]
     ok = valid_mask(
-        cols,
+        grid,
         model,
         gpus,
         seq_len,
@@ -241,8 +241,20 @@ def candidate_columns(
         uneven_stages=uneven_stages,
     )
     if "dp" in fixed:
-        ok &= np.isin(cols["dp"], np.atleast_1d(fixed["dp"]))
-    cols = {k: a[ok] for k, a in cols.items()}
+        ok = ok & np.isin(grid["dp"], np.atleast_1d(fixed["dp"]))
+    # the rows that obey them, in row-major order (degree tuple, then micro-batch, then virtual stages)
+    row, at = np.divmod(np.flatnonzero(np.broadcast_to(ok, (len(outer[0]), n_mv))), n_mv)
+    tp_, cp_, pp_, ep_, etp_ = (a[row] for a in outer)
+    cols = dict(
+        tp=tp_,
+        pp=pp_,
+        dp=gpus // (tp_ * cp_ * pp_),
+        cp=cp_,
+        ep=ep_,
+        microbatch_size=mv[0][at],
+        virtual_stages=mv[1][at],
+        etp=etp_,
+    )
     # and each valid one with every (ZeRO, recompute), row-major (ZeRO-2/3 only without a pipeline)
     z_in, rc_in = (g.ravel().astype(np.int64) for g in np.meshgrid(z, rc, indexing="ij"))
     pairs = np.ones((len(cols["tp"]), len(z_in)), dtype=bool)

@@ -76,8 +76,44 @@ def collective_s(job: Job, op: str, n_bytes, size, stride) -> np.ndarray:
     return out
 
 
+def collectives_s(job: Job, requests: list[tuple]) -> list[np.ndarray]:
+    """:func:`collective_s` of several requests ``(op, n_bytes, size, stride)``, those of one op, or of ops
+    with the same time (:data:`SAME_TIME`), in one call over their rows put end to end: each distinct
+    message is timed once as there, so a caller with a few collectives of a few hundred layouts each pays the
+    per-call passes (the distinct messages, the memo look-ups) once per op rather than once per request.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The time of each request per row [s], shaped as its ``size`` broadcast with its ``n_bytes``.
+    """
+    shapes = [np.broadcast_shapes(np.shape(size), np.shape(n)) for _, n, size, _ in requests]
+    ops: dict = {}  # {op whose time it takes: [request index]}, in the order first asked for
+    for i, (op, *_) in enumerate(requests):
+        ops.setdefault(SAME_TIME.get(op, op), []).append(i)
+    out: list = [None] * len(requests)
+    for op, at in ops.items():
+        parts = [
+            [np.broadcast_to(np.asarray(x, dtype=t), shapes[i]).ravel() for x, t in zip(requests[i][1:], dtypes)]
+            for i in at
+            for dtypes in ((float, np.int64, np.int64),)
+        ]
+        n, size, stride = (np.concatenate(col) for col in zip(*parts))
+        t = collective_s(job, op, n, size, stride)
+        ends = np.cumsum([int(np.prod(shapes[i])) for i in at])[:-1]
+        for i, piece in zip(at, np.split(t, ends)):
+            out[i] = piece.reshape(shapes[i])
+    return out
+
+
 #: at most this many placements in the tuner times every job shares (:func:`_shared_times`)
 SHARED_GROUPS = 10_000
+
+#: up to this many new sizes on one group, :func:`_tuner_times` times each on floats (:func:`_kept_time`), above it
+#: the group's sizes together (:func:`~hnplan.comm.algorithms.fastest_time`): the same numbers either way (tested);
+#: a speed choice, not physics: on the planners' groups (a few to 15 sizes each) the float path costs about 5 us
+#: a size and the array path about 50 us a call, whatever its sizes up to a few dozen
+TUNER_FLOAT_SIZES = 16
 
 
 def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, inv: np.ndarray, count, placed) -> None:
@@ -86,11 +122,11 @@ def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, in
     (:func:`~hnplan.comm.algorithms.fastest_time`), kept for every job of the process (:func:`_shared_times`)."""
     shared = _shared_times(op)
     kept = [shared.setdefault(g, {}) for g in placed]  # each placement looked up once
-    few = count[inv] <= SCALAR_SIZES  # fastest_time's float path, without its per-call array overhead
+    few = count[inv] <= TUNER_FLOAT_SIZES  # on floats, without fastest_time's per-call array overhead
     at = miss[few]
     if len(at):
         res[at] = [_kept_time(kept[i], op, x, placed[i]) for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
-    for i in np.flatnonzero(count > SCALAR_SIZES).tolist():
+    for i in np.flatnonzero(count > TUNER_FLOAT_SIZES).tolist():
         at = miss[inv == i]
         sizes = tuple(u_n[at].tolist())  # the group's sizes together, as fastest_time times them
         times = kept[i].get(sizes)

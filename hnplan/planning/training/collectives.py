@@ -66,7 +66,7 @@ from hnplan.compute import ACT_BYTES, attention_op, head_dim, ring_pair_times_s
 from hnplan.compute.fp8_recipes import sp_gather_bytes
 from hnplan.compute.layout import stage_layers
 from hnplan.memory.states import expert_dp, zero_shard_ranks
-from hnplan.planning.training.collective_time import SAME_TIME, collective_s  # noqa: F401  (re-exported)
+from hnplan.planning.training.collective_time import SAME_TIME, collective_s, collectives_s  # noqa: F401  (re-exported)
 from hnplan.planning.training.components import (
     BUCKET_MIN_PARAMS,
     BUCKET_PER_DP_PARAMS,
@@ -350,29 +350,40 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         if job.model.moe is not None:
             groups.append((expert, expert_dp(tp, dp, cp, ep, etp), etp * ep, gather_expert))
 
-        def coll(op, nbytes_per_param, runs):
-            """(all buckets, one bucket) of a collective over every group [s] for the layouts that run it
-            (``runs``; 0 for the others, whose times below do not read it: a group of one rank is not timed);
-            ``nbytes_per_param`` None: the group's parameter gather bytes."""
-            total, one = np.zeros(len(u)), np.zeros(len(u))
-            for n, g, s, gather in groups:
-                nb = np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket)))
-                size = np.where(runs, g, 1)
-                t1 = collective_s(job, op, n / nb * (gather if nbytes_per_param is None else nbytes_per_param), size, s)
-                total, one = total + nb * t1, np.maximum(one, t1)
-            return total, one
-
-        # ZeRO 0 all-reduces; ZeRO 1-3 reduce-scatter and all-gather
-        ar, ar1 = coll("allreduce", ov.grad_reduce_bytes, z == 0)
-        rs, rs1 = coll("reducescatter", ov.grad_reduce_bytes, z != 0)
-        ag, ag1 = coll("allgather", None, z != 0)
+        # ZeRO 0 all-reduces; ZeRO 1-3 reduce-scatter and all-gather: each over every group for the layouts that
+        # run it (a group of one rank for the others, not timed: the times below do not read theirs), as buckets
+        # of the group's parameters (``None``: its parameter gather bytes)
+        passes = (
+            ("allreduce", ov.grad_reduce_bytes, z == 0),
+            ("reducescatter", ov.grad_reduce_bytes, z != 0),
+            ("allgather", None, z != 0),
+        )
+        buckets = [np.where(z == 3, layers, np.maximum(1.0, np.ceil(n / bucket))) for n, *_ in groups]
+        requests = [
+            (op, n / nb * (gather if per_param is None else per_param), np.where(runs, g, 1), s)
+            for op, per_param, runs in passes
+            for (n, g, s, gather), nb in zip(groups, buckets)
+        ]
         # ZeRO 0-2: the exposed bucket of each pass is the one with the embedding shard, at least a bucket
         g_dense = groups[0][1]
         e_grad, e_gather = edge_bucket_bytes(job, tp, pp, bucket, ov.grad_reduce_bytes)
         size = np.where(z == 3, 1, g_dense)
-        e_ar = collective_s(job, "allreduce", e_grad, np.where(z == 0, size, 1), tp)
-        e_rs = collective_s(job, "reducescatter", e_grad, np.where(z == 0, 1, size), tp)
-        e_ag = collective_s(job, "allgather", e_gather, np.where(z == 0, 1, size), tp)
+        requests += [
+            ("allreduce", e_grad, np.where(z == 0, size, 1), tp),
+            ("reducescatter", e_grad, np.where(z == 0, 1, size), tp),
+            ("allgather", e_gather, np.where(z == 0, 1, size), tp),
+        ]
+        times = collectives_s(job, requests)  # each op's requests in one call
+        e_ar, e_rs, e_ag = times[-3:]
+
+        def coll(k):
+            """(all buckets, one bucket) of pass ``k`` over every group [s]."""
+            total, one = np.zeros(len(u)), np.zeros(len(u))
+            for nb, t1 in zip(buckets, times[k * len(groups) : (k + 1) * len(groups)]):
+                total, one = total + nb * t1, np.maximum(one, t1)
+            return total, one
+
+        (ar, ar1), (rs, rs1), (ag, ag1) = coll(0), coll(1), coll(2)
         last_grad = np.where(z == 0, np.maximum(ar1, e_ar), np.where(z == 3, rs1, np.maximum(rs1, e_rs)))
         last_param = np.where(z == 0, 0.0, np.where(z == 3, ag1, np.maximum(ag1, e_ag)))
         t_grad, t_param = np.where(z == 0, ar, rs), np.where(z == 0, 0.0, ag)

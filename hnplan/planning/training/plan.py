@@ -20,6 +20,7 @@ References
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -108,7 +109,8 @@ def plan_rules(
     Parameters
     ----------
     df : DataFrame or dict of arrays
-        Columns :data:`PLAN_FIELDS` (``recompute`` and ``zero_stage`` unused), one row per candidate.
+        Columns :data:`PLAN_FIELDS` (``recompute`` and ``zero_stage`` unused), one row per candidate, or arrays
+        that broadcast together (each rule then has their broadcast shape, or a shape it broadcasts to).
     model : Model
     gpus : int
     seq_len : int
@@ -165,7 +167,7 @@ def plan_rules(
         return {
             "degrees must be >= 1 (tp {tp}, pp {pp}, dp {dp}, cp {cp}, ep {ep}, etp {etp}, microbatch "
             "{microbatch_size}, virtual stages {virtual_stages})": (
-                np.minimum.reduce([tp, pp, dp, cp, ep, etp, mb, v]) >= 1
+                functools.reduce(np.minimum, (tp, pp, dp, cp, ep, etp, mb, v)) >= 1
             ),
             "tp x pp x dp x cp = {tp} x {pp} x {dp} x {cp} = {product}, not {gpus_name} {gpus}": tp * pp * dp * cp
             == gpus,
@@ -209,7 +211,11 @@ def valid_mask(
     pipeline_layout: bool = False,
     uneven_stages: bool = True,
 ) -> np.ndarray:
-    """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array]."""
+    """Rows of a candidate table that obey every rule of :func:`plan_rules` [bool array].
+
+    The columns may be arrays that broadcast together (a candidate generator's degrees ``[tuple, 1]`` against its
+    micro-batch and virtual-stage counts ``[1, pair]``: each rule of the degrees alone is then evaluated once per
+    degree tuple); the mask has their broadcast shape, element by element that of the expanded rows."""
     rules = plan_rules(
         df,
         model,
@@ -220,8 +226,9 @@ def valid_mask(
         pipeline_layout=pipeline_layout,
         uneven_stages=uneven_stages,
     )
-    n = len(np.asarray(df["tp"]))
-    return np.logical_and.reduce(list(rules.values())) if n else np.zeros(0, bool)
+    if not np.size(df["tp"]):
+        return np.zeros(np.shape(df["tp"]), bool)
+    return functools.reduce(np.logical_and, rules.values())  # broadcast together (columns of other shapes)
 
 
 def validate_plan(
