@@ -72,7 +72,7 @@ def _data_files_digest(root: str) -> str:
     """SHA-256 of the catalog folder's files other than its YAML (which
     :meth:`hnplan.catalog.loader.Catalog.content_hash` covers): ``reference/*.csv``, the published measurements
     the validation report reads, and ``traces/*.csv``, the job traces of the cluster reports; once per process
-    and folder (about 0.5 MB)."""
+    and folder (about 1 MB)."""
     return _tree_digest(Path(root), skip_suffixes=(".yaml", ".yml", ".pyc"))
 
 
