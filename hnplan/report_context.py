@@ -143,7 +143,10 @@ def _choices(notebook: str, key: str) -> tuple | None:
 
             return SERVE_DTYPES
         if notebook in ("design_comparison", "training_plan", "roofline"):
-            from hnplan.planning.training.plan import TRAIN_DTYPES
+            # the catalog's copy (equal to hnplan.planning.training.TRAIN_DTYPES, tests/test_cli_bad_files.py): the
+            # planner's import brought the training planner (about 0.05 s of CPU) into every report run, one with
+            # nothing to redo too
+            from hnplan.catalog.sweeps import TRAIN_DTYPES
 
             return TRAIN_DTYPES
     return None

@@ -5,7 +5,8 @@ executed notebook to HTML (nbconvert, code cells hidden, plotly embedded so page
 and writes ``OUT/<scenario>/<notebook>.ipynb`` / ``.html`` atomically: a failed run never replaces
 an earlier good report. ``OUT/index.html`` lists every report with its status, run time and link.
 Runs are independent; with ``jobs > 1`` they run in worker processes. A report whose inputs (notebook,
-parameters, catalog, code) have not changed is skipped, decided in the calling process before any worker starts.
+parameters, the files those name, catalog, code: :mod:`hnplan.report_inputs`) have not changed is skipped, decided in
+the calling process before any worker starts.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import datetime as dt
 import difflib
-import functools
-import hashlib
 import json
 import tempfile
 import time
@@ -43,6 +42,11 @@ from hnplan.report_context import (  # noqa: F401 - re-exported
     check_ids,
 )
 from hnplan.report_footer import provenance  # noqa: F401 - the notebooks' footer, imported from here
+from hnplan.report_inputs import (  # noqa: F401 - the skip test's digests, read (and replaced in tests) here
+    _code_digest,
+    _data_files_digest,
+    _inputs_digest,
+)
 from hnplan.report_params import (  # noqa: F401 - notebook_parameters and resolve_paths re-exported
     DEFAULT_OUT,
     NOTEBOOK_DIR,
@@ -130,30 +134,6 @@ def load_scenarios(ref: str, catalog: Catalog | None = None, errors: list[str] |
             continue
         out.append(sc)
     return out
-
-
-def _inputs_digest(nb_path: Path, params: dict, catalog_hash: str) -> str:
-    """SHA-256 of a report's inputs: the notebook's bytes, its parameters, the catalog's content hash, hnplan's
-    version and its code (:func:`_code_digest`)."""
-    h = hashlib.sha256()
-    h.update(nb_path.read_bytes())
-    h.update(json.dumps(params, sort_keys=True, default=str).encode())
-    h.update(catalog_hash.encode())
-    h.update(__version__.encode())
-    h.update(_code_digest().encode())
-    return h.hexdigest()
-
-
-@functools.cache
-def _code_digest() -> str:
-    """SHA-256 of every Python file of the ``hnplan`` package (in path order), once per process: a re-run of every
-    scenario hashed the package's 2 MB once per report (about 5 ms of CPU each). Not the prediction caches'
-    fingerprint (:func:`hnplan.planning.prediction_cache.source_fingerprint`), which imports numpy for its
-    version: a re-run with nothing to redo imports no numpy."""
-    h = hashlib.sha256()
-    for src in sorted((Path(__file__).parent).rglob("*.py")):
-        h.update(src.read_bytes())
-    return h.hexdigest()
 
 
 def _up_to_date(
@@ -346,7 +326,7 @@ def run_reports(
         # on a re-run with nothing to redo); each report's inputs hashed once, here: the digest goes to its run
         digests: list[str | None] = [None] * len(tasks)
         for i, t in enumerate(tasks):
-            results[i], digests[i] = _safe_skip(*t)
+            results[i], digests[i] = _safe_skip(*t, str(cat.root))
             bar.advance(job, int(results[i] is not None))
         todo = [i for i, r in enumerate(results) if r is None]
         if jobs <= 1:
@@ -392,12 +372,19 @@ def params_run_name(scenario: Scenario, overrides: dict, label: str | None = Non
 
 
 def _safe_skip(
-    scenario_id: str, notebook: str, params: dict, out_dir: str, catalog_hash: str, force: bool, title: str = ""
+    scenario_id: str,
+    notebook: str,
+    params: dict,
+    out_dir: str,
+    catalog_hash: str,
+    force: bool,
+    title: str = "",
+    data_root: str | None = None,
 ) -> tuple[ReportResult | None, str | None]:
-    """:func:`_up_to_date` and the inputs' digest it tested; ``(None, None)`` where either fails (the run then
-    records the failure)."""
+    """:func:`_up_to_date` and the inputs' digest it tested (``data_root``: the catalog's folder, see
+    :func:`_inputs_digest`); ``(None, None)`` where either fails (the run then records the failure)."""
     try:
-        digest = _inputs_digest(notebook_path(notebook), params, catalog_hash)
+        digest = _inputs_digest(notebook_path(notebook), params, catalog_hash, data_root)
         return _up_to_date(scenario_id, notebook, params, out_dir, catalog_hash, force, title, digest), digest
     except Exception:  # noqa: BLE001
         return None, None

@@ -38,14 +38,15 @@ target.mkdir(parents=True)
     _inputs_digest(notebook_path(item.notebook), item.parameters, load_catalog().content_hash()))
 res = run_reports(sc, out, only=item.notebook, progress=False)
 assert [r.status for r in res] == ["skipped"], res
-print("papermill" in sys.modules, "nbformat" in sys.modules)
+print("papermill" in sys.modules, "nbformat" in sys.modules, "hnplan.planning.training" in sys.modules)
 """
 
 
 def test_skip_imports_no_notebook_machinery(tmp_path):
     out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "reports")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "False"]
+    # nor the training planner: the default scenario's dtype is checked against the catalog's copy of its dtypes
+    assert out.stdout.split() == ["False", "False", "False"]
 
 
 def _stamp(out, scenario, item):
@@ -97,14 +98,14 @@ def test_skips_are_decided_before_any_worker_starts(tmp_path, monkeypatch):
 def test_inputs_digest_follows_the_code(monkeypatch):
     """The digest holds the code's (every Python file of the package, hashed once per process): other code,
     another digest."""
-    from hnplan import reports
+    from hnplan import report_inputs, reports
 
     path = reports.notebook_path("design_comparison")
     before = reports._inputs_digest(path, {"gpus": 8}, "abc")
     assert reports._inputs_digest(path, {"gpus": 8}, "abc") == before
     assert reports._inputs_digest(path, {"gpus": 16}, "abc") != before
     assert reports._code_digest.cache_info().hits > 0  # hashed once, not per report
-    monkeypatch.setattr(reports, "_code_digest", lambda: "other code")
+    monkeypatch.setattr(report_inputs, "_code_digest", lambda: "other code")
     assert reports._inputs_digest(path, {"gpus": 8}, "abc") != before
 
 
@@ -165,3 +166,101 @@ def test_run_reports_hashes_each_report_once(tmp_path, monkeypatch):
     (target / f".{item.notebook}.inputs").write_text("another digest")  # its inputs changed
     res = reports.run_reports(sc, tmp_path, only=item.notebook, progress=False)
     assert [r.status for r in res] == ["failed"] and len(calls) == 1
+
+
+def test_inputs_digest_follows_every_input(tmp_path):
+    """A report re-runs when any of its inputs changes: the notebook's bytes, a parameter, the catalog's YAML
+    (its content hash), the catalog folder's other files (the published measurements' CSV), a file a parameter
+    names by path, and the package's files beyond its Python (the page's template)."""
+    import shutil
+
+    from hnplan import reports
+
+    nb = tmp_path / "design_comparison.ipynb"
+    shutil.copy(reports.notebook_path("design_comparison"), nb)
+    data = tmp_path / "data"
+    (data / "reference").mkdir(parents=True)
+    (data / "reference" / "runs.csv").write_text("run,step_s\na,1.0\n")
+    (data / "models").mkdir()
+    (data / "models" / "m.yaml").write_text("id: m\n")
+    model = tmp_path / "dense1t.yaml"
+    model.write_text("id: dense1t\nlayers: 100\n")
+    params = {"model": str(model), "gpus": 8}
+
+    def digest():
+        reports._data_files_digest.cache_clear()  # once per process in a run; here the files change between calls
+        return reports._inputs_digest(nb, params, "abc", str(data))
+
+    seen = {digest()}
+    assert digest() in seen  # nothing changed: the same digest, the report is skipped
+    changes = [
+        lambda: nb.write_bytes(nb.read_bytes().replace(b"Markdown", b"Markdown ", 1)),  # the notebook
+        lambda: params.update(gpus=16),  # a parameter
+        lambda: (data / "reference" / "runs.csv").write_text("run,step_s\na,1.1\n"),  # a published measurement
+        lambda: (data / "reference" / "more.csv").write_text("run,step_s\n"),  # a new file in the catalog folder
+        lambda: model.write_text("id: dense1t\nlayers: 120\n"),  # the model file the parameter names, same name
+    ]
+    for change in changes:
+        change()
+        now = digest()
+        assert now not in seen
+        seen.add(now)
+    # the catalog's YAML is its content hash's (read once for the index too), not hashed a second time here
+    (data / "models" / "m.yaml").write_text("id: m\nlayers: 2\n")
+    assert digest() in seen
+    assert reports._inputs_digest(nb, params, "abd", str(data)) not in seen  # another content hash
+
+
+def test_code_digest_covers_the_template(tmp_path):
+    """The package's digest holds every file of it (path and bytes), the report page's Jinja template as much as
+    the Python; compiled bytecode is left out."""
+    from hnplan import report_inputs
+
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "report.html.j2").write_text("<html>{{ body }}</html>")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    before = report_inputs._tree_digest(tmp_path, (".pyc",))
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.cpython-312.pyc").write_bytes(b"\0")
+    (tmp_path / "b.pyc").write_bytes(b"\0")
+    assert report_inputs._tree_digest(tmp_path, (".pyc",)) == before
+    (tmp_path / "templates" / "report.html.j2").write_text("<html><main>{{ body }}</main></html>")
+    assert report_inputs._tree_digest(tmp_path, (".pyc",)) != before
+    (tmp_path / "a.py").rename(tmp_path / "c.py")  # the same bytes under another name
+    assert report_inputs._tree_digest(tmp_path, (".pyc",)) != before
+    assert any(p.suffix == ".j2" for p in (report_inputs.Path(report_inputs.__file__).parent / "templates").iterdir())
+
+
+def test_a_changed_measurement_re_runs_its_report(tmp_path, monkeypatch):
+    """End to end: with the default scenario's reports up to date, a changed CSV in the catalog folder (which the
+    catalog's content hash leaves out) re-runs both of them; nothing else changed, neither."""
+    import shutil
+
+    from hnplan import reports
+    from hnplan.catalog.loader import Catalog, data_dir
+
+    data = tmp_path / "data"
+    shutil.copytree(data_dir(), data)
+    cat = Catalog(data)
+    ran = []
+
+    def run(scenario, notebook, *args):
+        ran.append(notebook)
+        return reports.ReportResult(scenario, notebook, "ok", 0.0, None)
+
+    monkeypatch.setattr(reports, "_safe_run", run)
+    (sc,) = reports.load_scenarios("default", catalog=cat)
+    out = tmp_path / "reports"
+    (out / sc.id).mkdir(parents=True)
+    for item in sc.notebooks:
+        (out / sc.id / f"{item.notebook}.html").write_text("<html></html>")
+        digest = reports._inputs_digest(
+            reports.notebook_path(item.notebook), item.parameters, cat.content_hash(), str(data)
+        )
+        (out / sc.id / f".{item.notebook}.inputs").write_text(digest)
+    assert [r.status for r in reports.run_reports([sc], out, progress=False, catalog=cat)] == ["skipped"] * 2
+    csv = data / "reference" / "training_measurements.csv"
+    csv.write_text(csv.read_text() + "\n")
+    reports._data_files_digest.cache_clear()  # a new process: the file changed since the last run
+    assert [r.status for r in reports.run_reports([sc], out, progress=False, catalog=cat)] == ["ok"] * 2
+    assert ran == [i.notebook for i in sc.notebooks]
