@@ -74,6 +74,7 @@ def bench_case(case, repeat: int) -> dict:
             zero_with_pipeline=job.stack is not None and job.stack.zero_with_pipeline,
             balanced_ends=job.choices.pipeline_balanced_ends,
             pipeline_layout=job.choices.pipeline_layout,
+            uneven_stages=job.choices.pipeline_uneven_stages,
         )
 
     def cold(job):

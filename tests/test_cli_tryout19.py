@@ -143,6 +143,29 @@ def test_sigterm_while_the_local_cluster_starts_is_raised_after():
     assert reached and signal.getsignal(signal.SIGTERM) is previous
 
 
+def test_sigterm_held_under_the_default_handler_still_ends_the_process():
+    """Held, not swallowed: with no handler of Python's own in place (SIG_DFL) the signal recorded inside the block
+    ends the process once the block is left, as it would have without the block (exit by SIGTERM, -15), and the
+    line after the block never runs. An ignored SIGTERM (SIG_IGN) stays ignored."""
+    import signal
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal\n"
+        "from hnplan.planning.sweep_signals import _sigterm_held\n"
+        "signal.signal(signal.SIGTERM, signal.{handler})\n"
+        "with _sigterm_held():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    print('held', flush=True)\n"
+        "print('after', flush=True)\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", code.format(handler="SIG_DFL")], capture_output=True, text=True)
+    assert ended.returncode == -signal.SIGTERM and ended.stdout.split() == ["held"]
+    ignored = subprocess.run([sys.executable, "-c", code.format(handler="SIG_IGN")], capture_output=True, text=True)
+    assert ignored.returncode == 0 and ignored.stdout.split() == ["held", "after"]
+
+
 @pytest.mark.parametrize(
     "argv,said",
     [

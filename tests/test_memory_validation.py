@@ -126,11 +126,16 @@ def test_deepspeed_zero3_529b_on_640_by_hand(cat):
     ds = _zero3(cat, "megatron-529.6b", 640, 4, **DEEPSPEED)
     assert ds.params_bytes == 2 * n + (2 * M + 1e9) * 2  # the shard + the module, the live cap, one over it
     assert ds.grads_bytes == 2 * n + (M + 2 * max(5e8, M)) * 2  # the shard + the module's and two buckets
-    # FSDP's two Transformer-layer units (5.04e9 parameters each) at the same settings: 20.3 and 20.3 GB where
-    # DeepSpeed's submodules give 10.4 and 11.7 GB; 93.5 GiB with them, 72.5 GiB of the 79.15 the card exposes
+    # FSDP's two Transformer-layer units (5.03e9 parameters each) at the same settings: weights and gradients
+    # 21.8 and 21.8 GB (20.3 GiB each) where DeepSpeed's submodules give 10.4 and 11.7 GB; 93.5 GiB with the units,
+    # 72.5 GiB with the submodules, of the 79.15 the card exposes
     fsdp = _zero3(cat, "megatron-529.6b", 640, 4)
     layer = 12 * 20_480**2 + 2 * 20_480  # QKV, projection, MLP (4h) and two norms' weights (biases left out)
     assert fsdp.params_bytes == 2 * n + 2 * layer * 2
+    assert fsdp.params_bytes / 1e9 == pytest.approx(21.79, abs=0.005) and ds.params_bytes / 1e9 == pytest.approx(
+        10.37, abs=0.005
+    )
+    assert fsdp.total_bytes / 2**30 == pytest.approx(93.5, abs=0.05)
     cap = hbm_capacity_bytes(cat.accelerator("a100-sxm-80gb"))
     assert fsdp.total_bytes > cap > ds.total_bytes
     assert ds.total_bytes / 2**30 == pytest.approx(72.5, abs=0.05)

@@ -81,3 +81,16 @@ def test_refusals():
         tool.main(["no-such-run"])
     with pytest.raises(SystemExit, match="not a step time"):
         tool.main(["nemo2407-h100-llama3-8b-8"])
+
+
+def test_command_line_is_parsed_by_argparse(capsys):
+    tool = _tool()
+    a = tool.parse_args(["--per-kernel-us", "11.1", ROW, "mlperf-v51-nvidia-gb200-llama31-8b-72"])
+    assert a.ids == [ROW, "mlperf-v51-nvidia-gb200-llama31-8b-72"] and a.per_kernel_us == 11.1
+    assert tool.parse_args([ROW, "--per-kernel-us", "2"]).per_kernel_us == 2.0  # the flag anywhere
+    assert tool.parse_args([ROW]).per_kernel_us is None
+    for bad in ([], [ROW, "--per-kernel-us", "x"], [ROW, "--per-kernel-us"]):  # bad input: usage, exit 2
+        with pytest.raises(SystemExit) as e:
+            tool.parse_args(bad)
+        assert e.value.code == 2
+    assert "usage: strong_scale_terms.py" in capsys.readouterr().err

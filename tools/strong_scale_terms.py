@@ -152,16 +152,17 @@ def main(ids: list[str], per_kernel_us: float | None = None) -> None:
             )
 
 
+def parse_args(argv: list[str]):
+    """The command line (module docstring): ``ids`` and ``per_kernel_us`` (None unless given); argparse refuses
+    a missing id or a non-number after ``--per-kernel-us`` with its usage line, exit 2."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="strong_scale_terms.py", description=__doc__.strip().splitlines()[0])
+    p.add_argument("ids", nargs="+", metavar="RUN_ID", help="training_runs.yaml ids")
+    p.add_argument("--per-kernel-us", type=float, default=None, metavar="C", help="us more on every kernel")
+    return p.parse_args(argv)
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    per_kernel = None
-    if "--per-kernel-us" in args:
-        i = args.index("--per-kernel-us")
-        try:
-            per_kernel = float(args[i + 1])
-        except (IndexError, ValueError):
-            raise SystemExit("--per-kernel-us needs a number of microseconds") from None
-        del args[i : i + 2]
-    if not args:
-        raise SystemExit(__doc__.strip().splitlines()[-1])
-    main(args, per_kernel)
+    a = parse_args(sys.argv[1:])
+    main(a.ids, a.per_kernel_us)

@@ -217,6 +217,21 @@ def zero_shard_ranks(dp_cp, zero, hsdp_ranks: int | None = None):
     (PyTorch FSDP ``ShardingStrategy.HYBRID_SHARD``: the flat parameters sharded over the intra-node process
     group, ``torch/distributed/fsdp/_init_utils.py`` ``_init_process_group_state_for_hybrid_shard``).
 
+    Parameters
+    ----------
+    dp_cp : array of int
+        Data-parallel times context-parallel ranks of each plan, shape ``(plans,)`` (or a scalar).
+    zero : array of int
+        ZeRO stage of each plan, broadcast against ``dp_cp``.
+    hsdp_ranks : int, optional
+        Ranks of an HSDP shard group (>= 2, the schema's bound); None or 0: no HSDP.
+
+    Returns
+    -------
+    ndarray of int
+        Ranks the dense model states are sharded over, the broadcast shape of ``dp_cp`` and ``zero``; ``dp_cp``
+        itself without HSDP. No error is raised: a group that does not divide ``dp x cp`` falls back to it.
+
     >>> [int(x) for x in zero_shard_ranks(np.array([128, 128, 12, 4]), np.array([3, 2, 3, 3]), 8)]
     [8, 128, 12, 4]
     """

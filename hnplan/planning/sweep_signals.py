@@ -97,7 +97,8 @@ def _sigterm_held():
     distributed's exit hook (``close_clusters``) then failed to close, printing an ``AssertionError: Status.init``
     traceback under the one ``interrupted`` line. The signal is not blocked (a blocked signal stays blocked in the
     worker processes started meanwhile, which their nannies stop with SIGTERM), only deferred by a handler of this
-    process. Off the main thread it does nothing.
+    process. A previous handler that is not a function gets its own behaviour then: the default one ends the
+    process with the signal (re-raised), an ignored signal stays ignored. Off the main thread it does nothing.
     """
     import signal
     import threading
@@ -111,8 +112,11 @@ def _sigterm_held():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if got and callable(previous):  # only when the block ended normally: an error of its own goes first
-        previous(signal.SIGTERM, None)
+    if got:  # only when the block ended normally: an error of its own goes first
+        if callable(previous):
+            previous(signal.SIGTERM, None)
+        elif previous == signal.SIG_DFL:  # held, not swallowed: the default action (end the process) now
+            signal.raise_signal(signal.SIGTERM)
 
 
 @contextlib.contextmanager
