@@ -14,7 +14,17 @@ class HnplanError(Exception):
 
 
 class InputError(HnplanError, ValueError):
-    """Invalid user input: a flag, a parameter or a file."""
+    """Invalid user input: a flag, a parameter or a file.
+
+    Attributes
+    ----------
+    path : str or None
+        The file at fault, where there is one (a trace's CSV): ``--json`` errors carry it as ``path``.
+    """
+
+    def __init__(self, *args, path=None):
+        super().__init__(*args)
+        self.path = None if path is None else str(path)
 
 
 class CatalogError(InputError):

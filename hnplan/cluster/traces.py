@@ -361,9 +361,20 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
     Raises
     ------
     InputError
-        For a missing file, a file in none of these formats, or a TP group larger than ``domain_gpus``.
+        For a missing file, a file in none of these formats, or a TP group larger than ``domain_gpus``; its
+        ``path`` is the file's.
     """
     path = Path(path)
+    try:
+        return _read_trace(path, domain_gpus, cluster_gpus)
+    except InputError as exc:
+        if exc.path is None:  # every error of a trace is the file's (``--json`` gives it as the error's path)
+            exc.path = str(path)
+        raise
+
+
+def _read_trace(path: Path, domain_gpus: int | None, cluster_gpus: int | None) -> pd.DataFrame:
+    """:func:`read_trace` on a :class:`~pathlib.Path`."""
     check_trace_file(path)
     with path.open("rb") as f:
         if f.read(4096).lstrip()[:1] == b"[":
