@@ -37,3 +37,22 @@ def test_a_missing_trace_names_the_flag_and_its_json_error_the_path(tmp_path):
     err = json.loads(res.stdout)["error"]
     assert err["message"] == f"{bad}: row 2, column duration_s: must be > 0; has -5"
     assert err["path"] == str(bad)
+
+
+def test_a_repeated_job_id_in_a_trace_is_refused(tmp_path):
+    """hnplan's job CSV takes an optional ``job_id`` (jobs are renumbered 0..n-1 by arrival); a repeated id was
+    accepted silently, so two rows meant for one job ran as two. Refused, naming the file, the column, the id and
+    both rows (the header is row 1), exit 2; empty ids are not compared."""
+    trace = tmp_path / "jobs.csv"
+    rows = ["7,0,8,1000,60,training,0,1", ",5,8,1000,60,training,0,1", ",6,8,1000,60,training,0,1"]
+    rows += ["9,7,8,1000,60,training,0,1", "7,9,8,1000,60,training,0,1"]
+    trace.write_text("\n".join([f"job_id,{HEADER}", *rows]) + "\n")
+    res = runner.invoke(app, [*SIMULATE, "--trace", str(trace), "--no-failures"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert one_line(res.stderr) == (
+        f"error: {trace}: row 6, column job_id: id 7 is row 2's too; each job_id must be unique (or drop the "
+        "column: jobs are numbered by arrival)"
+    )
+    trace.write_text("\n".join([f"job_id,{HEADER}", *rows[:4]]) + "\n")  # unique ids and two empty ones run
+    res = runner.invoke(app, [*SIMULATE, "--trace", str(trace), "--no-failures", "--json"])
+    assert res.exit_code == 0, res.output
