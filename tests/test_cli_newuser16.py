@@ -56,3 +56,47 @@ def test_a_repeated_job_id_in_a_trace_is_refused(tmp_path):
     trace.write_text("\n".join([f"job_id,{HEADER}", *rows[:4]]) + "\n")  # unique ids and two empty ones run
     res = runner.invoke(app, [*SIMULATE, "--trace", str(trace), "--no-failures", "--json"])
     assert res.exit_code == 0, res.output
+
+
+SPEC = """id: bad
+name: two problems of each kind
+fixed:
+  model: llama3.1-8b
+  gpus: {gpus}
+  tokens: {tokens}
+  seq_len: 4096
+  global_batch_seqs: 128
+axes:
+  system: [{systems}]
+"""
+
+
+def test_an_invalid_sweep_spec_reports_every_problem_one_a_line(tmp_path):
+    """``hnplan sweep BAD.yaml`` named only the spec's first problem, so each fix met the next: every problem is
+    reported, a header line then one line each naming its field path, exit 2; ``--json`` keeps the first field."""
+    spec, out = tmp_path / "bad.yaml", tmp_path / "out"
+    spec.write_text(SPEC.format(gpus=1.5, tokens="15T", systems="hgx-h100-ib-ndr"))
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(out), "--json"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.rstrip().splitlines() == [
+        f"error: {spec}: entry 'bad' (SweepSpec) has 2 problems:",
+        "  fixed.gpus: expected a whole number >= 1, got 1.5",
+        "  fixed.tokens: expected a number, got '15T' (YAML has no unit suffixes: write 15T as 15.0e+12)",
+    ]
+    assert json.loads(res.stdout)["error"]["path"] == str(spec)
+    # the catalog's ids, checked once the fields are valid: both unknown systems named
+    spec.write_text(SPEC.format(gpus=8, tokens=1.0e11, systems="hgx-h100-ib-nd, hgx-h100-ib-ndr, nope-sys"))
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(out)])
+    assert res.exit_code == 2
+    lines = res.stderr.rstrip().splitlines()
+    assert lines[0] == f"error: {spec}: entry 'bad' (SweepSpec) has 2 problems:"
+    assert lines[1].startswith("  axes.system[0]: unknown system id 'hgx-h100-ib-nd'; nearest: hgx-h100-ib-ndr")
+    assert lines[2].startswith("  axes.system[2]: unknown system id 'nope-sys'")
+    assert not out.exists()  # refused before any point ran
+    # one problem stays one line, as before
+    spec.write_text(SPEC.format(gpus=1.5, tokens=1.0e11, systems="hgx-h100-ib-ndr"))
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.rstrip().splitlines() == [
+        f"error: {spec}: entry 'bad' (SweepSpec) is invalid: fixed.gpus: expected a whole number >= 1, got 1.5"
+    ]
