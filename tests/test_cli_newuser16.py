@@ -100,3 +100,20 @@ def test_an_invalid_sweep_spec_reports_every_problem_one_a_line(tmp_path):
     assert res.stderr.rstrip().splitlines() == [
         f"error: {spec}: entry 'bad' (SweepSpec) is invalid: fixed.gpus: expected a whole number >= 1, got 1.5"
     ]
+
+
+def test_infer_separates_thousands_in_counts_as_in_figures():
+    """``hnplan infer`` printed ``input tokens 2000`` beside ``output throughput 9,801``: counts under 10,000 had no
+    thousands separator while figures did. Every number from 1,000 up is separated; ``--json`` keeps numbers."""
+    argv = ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2000"]
+    res = runner.invoke(app, [*argv, "--output-tokens", "1500", "--batch", "8"])
+    assert res.exit_code == 0, res.output
+    cells = {}
+    for line in res.stdout.splitlines():
+        parts = [p.strip() for p in line.split("│")]
+        if len(parts) == 4:
+            cells[parts[1]] = parts[2]
+    assert (cells["input tokens"], cells["output tokens"], cells["batch"]) == ("2,000", "1,500", "8")
+    res = runner.invoke(app, [*argv, "--output-tokens", "1500", "--batch", "8", "--json"])
+    out = json.loads(res.stdout)
+    assert (out["input_tokens"], out["output_tokens"]) == (2000, 1500)
