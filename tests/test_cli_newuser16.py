@@ -2,6 +2,7 @@
 message (and, under ``--json``, the error object) or the figure."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -117,3 +118,28 @@ def test_infer_separates_thousands_in_counts_as_in_figures():
     res = runner.invoke(app, [*argv, "--output-tokens", "1500", "--batch", "8", "--json"])
     out = json.loads(res.stdout)
     assert (out["input_tokens"], out["output_tokens"]) == (2000, 1500)
+
+
+def test_a_sigterm_while_the_sweep_loads_stops_it_in_one_line(tmp_path, monkeypatch):
+    """A SIGTERM in a sweep's first seconds, while Dask, pandas and the planners load (before ``run_sweep`` put its
+    handler in place), ended the process by the default action, exit 143 and no message, where docs/sweep.md says
+    one line and exit 130. The command's guard is in place from its start: the signal sent where ``run_sweep``
+    begins stops the run in one line, exit 130, and the previous handler is put back."""
+    import os
+    import signal
+
+    import hnplan.planning.sweep as sweep_mod
+
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def killed(*args, **kwargs):
+        # without a Python handler here the signal would end the test process: refuse to send it
+        assert callable(signal.getsignal(signal.SIGTERM)), "no SIGTERM handler while the sweep loads"
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(sweep_mod, "run_sweep", killed)
+    spec = Path(__file__).parent / "sweep_small.yaml"
+    res = runner.invoke(app, ["sweep", str(spec), "--out", str(tmp_path / "ds")])
+    assert res.exit_code == 130
+    assert res.stderr.strip() == "interrupted: stopped by SIGTERM"
+    assert signal.getsignal(signal.SIGTERM) is previous
