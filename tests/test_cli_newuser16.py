@@ -143,3 +143,15 @@ def test_a_sigterm_while_the_sweep_loads_stops_it_in_one_line(tmp_path, monkeypa
     assert res.exit_code == 130
     assert res.stderr.strip() == "interrupted: stopped by SIGTERM"
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_compare_gives_the_whole_units_reason_when_neither_count_has_a_plan():
+    """``compare --gpus 3`` buys HGX H100 as one 8-GPU server and weighs a plan on its 8 GPUs too; when neither
+    count runs the job, only the 3 GPUs' reason was given. Llama 3.1 405B's weights alone are 810 GB in bf16
+    (405e9 x 2 bytes), more than 8 x 80 GB of HBM: both counts are refused, each with its reason, exit 3."""
+    argv = ["compare", "--model", "llama3.1-405b", "--gpus", "3", "--tokens", "1T", "--systems", "hgx-h100-ib-ndr"]
+    res = runner.invoke(app, [*argv, "--no-trust", "--no-goodput"])
+    assert res.exit_code == 3, res.output
+    text = one_line(res.stderr)
+    assert text.startswith("infeasible: hgx-h100-ib-ndr: no plan of llama3.1-405b on 3 GPUs fits in memory (")
+    assert "; on the 8 GPUs bought (1 whole unit of 8): no plan of llama3.1-405b on 8 GPUs fits in memory (" in text
