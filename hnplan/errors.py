@@ -14,7 +14,17 @@ class HnplanError(Exception):
 
 
 class InputError(HnplanError, ValueError):
-    """Invalid user input: a flag, a parameter or a file."""
+    """Invalid user input: a flag, a parameter or a file.
+
+    Attributes
+    ----------
+    path : str or None
+        The file at fault, where there is one (a trace's CSV): ``--json`` errors carry it as ``path``.
+    """
+
+    def __init__(self, *args, path=None):
+        super().__init__(*args)
+        self.path = None if path is None else str(path)
 
 
 class CatalogError(InputError):
@@ -28,13 +38,16 @@ class CatalogError(InputError):
         The entry id.
     field : str or None
         The dotted field name.
+    problems : list of str
+        Each problem apart (one sentence naming its field), where the message joins several; else empty.
     """
 
-    def __init__(self, message: str, *, path=None, entry=None, field=None):
+    def __init__(self, message: str, *, path=None, entry=None, field=None, problems=None):
         super().__init__(message)
         self.path = None if path is None else str(path)
         self.entry = entry
         self.field = field
+        self.problems: list[str] = list(problems or [])
 
 
 class ScenarioError(InputError):

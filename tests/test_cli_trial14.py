@@ -120,10 +120,12 @@ def test_a_folder_given_as_a_trace_is_called_a_folder(tmp_path):
     assert res.exit_code == 2, res.stdout + res.stderr
     assert (
         one_line(res.stderr)
-        == f"error: trace file {tmp_path} is a folder, not a file: give the trace's CSV or JSON log"
+        == f"error: --trace: trace file {tmp_path} is a folder, not a file: give the trace's CSV or JSON log"
     )
     res = runner.invoke(app, [*argv[:-1], str(tmp_path / "nope.csv")])
-    assert res.exit_code == 2 and one_line(res.stderr) == f"error: trace file {tmp_path / 'nope.csv'} not found"
+    assert (
+        res.exit_code == 2 and one_line(res.stderr) == f"error: --trace: trace file {tmp_path / 'nope.csv'} not found"
+    )
 
 
 def test_catalog_kinds_are_taken_singular_or_plural():

@@ -43,7 +43,7 @@ def test_cluster_empty_trace_file_says_it_is_empty(tmp_path):
     )
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr.strip() == (
-        f"error: trace file {trace} is empty: give a CSV with a header row and one row per job"
+        f"error: --trace: trace file {trace} is empty: give a CSV with a header row and one row per job"
     )
 
 

@@ -100,6 +100,15 @@ def _dtype_lower_case(data):
     return out
 
 
+class SpecProblems(ValueError):
+    """Every problem a spec's cross-field checks found (``problems``: one sentence each, naming its field path), so
+    a spec is refused once with all of them rather than once per fix."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)
+
+
 class SweepSpec(_Strict):
     """A design-space sweep: grid axes crossed with ``samples`` draws of the distribution axes."""
 
@@ -132,49 +141,57 @@ class SweepSpec(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
+        """Every cross-field problem of the spec (unknown or repeated inputs, a missing one, axes and values out of
+        range), each a sentence naming its field path; raised together as :class:`SpecProblems`."""
+        problems = []
         allowed = PLAN_AXES + WHATIF_INPUTS
         for where, names in (("axes", self.axes), ("fixed", self.fixed)):
             bad = sorted(set(names) - set(allowed))
             if bad:
                 near = [f"{b} (did you mean {n}?)" for b in bad if (n := nearest_name(b, allowed))]
                 hint = f": {', '.join(near)}" if near else ""
-                raise ValueError(f"{where}: unknown input {', '.join(bad)}{hint}; allowed: {', '.join(allowed)}")
+                problems.append(f"{where}: unknown input {', '.join(bad)}{hint}; allowed: {', '.join(allowed)}")
         both = sorted(set(self.axes) & set(self.fixed))
         if both:
-            raise ValueError(f"{', '.join(both)} given both in axes and in fixed")
+            problems.append(f"{', '.join(both)} given both in axes and in fixed")
         given = set(self.axes) | set(self.fixed)
         missing = [a for a in REQUIRED_AXES if a not in given]
         if missing:
-            raise ValueError(f"missing input {', '.join(missing)} (in axes or fixed)")
+            problems.append(f"missing input {', '.join(missing)} (in axes or fixed)")
         batch = {"global_batch_tokens", "global_batch_seqs"} & given
         if len(batch) != 1:
-            raise ValueError("give exactly one of global_batch_tokens and global_batch_seqs (in axes or fixed)")
+            problems.append("give exactly one of global_batch_tokens and global_batch_seqs (in axes or fixed)")
         for name, axis in self.axes.items():
+            if name not in allowed:  # named above; its values have no range to check
+                continue
             if isinstance(axis, Distribution):
                 if name in PLAN_AXES:
-                    raise ValueError(f"axes.{name}: a planner input is discrete; give a list of values")
+                    problems.append(f"axes.{name}: a planner input is discrete; give a list of values")
+                    continue
                 for bound in (axis.low, axis.high):  # a draw outside the input's range has no meaning
                     problem = None if bound is None else whatif_range_problem(name, bound)
                     if problem:
-                        raise ValueError(f"axes.{name}: {problem}")
+                        problems.append(f"axes.{name}: {problem}")
                 if self.sampling == "grid":
-                    raise ValueError(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
+                    problems.append(f"axes.{name} is a distribution: set sampling to monte-carlo or latin-hypercube")
             elif not axis:
-                raise ValueError(f"axes.{name}: an empty list")
-            else:
-                _check_no_repeats(name, axis)
+                problems.append(f"axes.{name}: an empty list")
+            elif repeat := _repeat_problem(name, axis):
+                problems.append(repeat)
         if self.sampling == "grid" and self.samples != 1:
-            raise ValueError("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
+            problems.append("samples is for monte-carlo or latin-hypercube sampling; a grid takes samples: 1")
         points = self.samples * math.prod(len(a) for a in self.axes.values() if not isinstance(a, Distribution))
         if points > MAX_SWEEP_POINTS:
-            raise ValueError(
+            problems.append(
                 f"{points:,} points (grid combinations x samples) exceed the {MAX_SWEEP_POINTS:,} a sweep takes "
                 "(its points are drawn and held in memory at once): lower samples or split the spec"
             )
         for where, name, value in self.given_values():
-            problem = _value_problem(name, value)
+            problem = _value_problem(name, value) if name in allowed else None
             if problem:
-                raise ValueError(f"{where}: {problem}")
+                problems.append(f"{where}: {problem}")
+        if problems:
+            raise SpecProblems(problems)
         return self
 
     def given_values(self):
@@ -195,18 +212,17 @@ class SweepSpec(_Strict):
         return {k: v for k, v in self.axes.items() if not isinstance(v, Distribution)}
 
 
-def _check_no_repeats(name: str, values: list) -> None:
-    """Refuse a list axis that gives one value twice (``gpus: [512, 512]``, or ``512`` and ``512.0``): its
+def _repeat_problem(name: str, values: list) -> str | None:
+    """Why a list axis gives one value twice (``gpus: [512, 512]``, or ``512`` and ``512.0``), or None: its
     points would be the same points, evaluated and written twice under one ``point_id``, so every draw of
     that combination would count double in the dataset's means, probabilities and Sobol indices."""
     seen: dict = {}
     for i, value in enumerate(values):
         key = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
         if key in seen:
-            raise ValueError(
-                f"axes.{name}[{i}]: {value!r} repeats axes.{name}[{seen[key]}] (the same points would run twice)"
-            )
+            return f"axes.{name}[{i}]: {value!r} repeats axes.{name}[{seen[key]}] (the same points would run twice)"
         seen[key] = i
+    return None
 
 
 def _suffix_hint(value) -> str:
@@ -279,20 +295,43 @@ def load_sweep_spec(ref, catalog: Catalog | None = None) -> SweepSpec:
     path = Path(ref) if _looks_like_path(ref) else cat.root / "sweeps" / f"{ref}.yaml"
     if not _looks_like_path(ref) and not path.exists():
         raise CatalogError(f"unknown sweep spec {ref!r}; available: {', '.join(sweep_ids(cat)) or 'none'}", entry=ref)
-    spec = parse_entry(_read_yaml(path), SweepSpec, path)
+    try:
+        spec = parse_entry(_read_yaml(path), SweepSpec, path)
+    except CatalogError as exc:
+        if len(exc.problems) < 2:
+            raise
+        raise _spec_error(path, exc.entry, exc.field, exc.problems) from None
+    found: list[tuple[str, str]] = []  # (field, problem): every one, so one run names them all
     for where, name, value in spec.given_values():  # a mistyped id stops the sweep before any point runs
         if name in ID_INPUTS and not (name == "stack" and value == "none"):
             try:
                 getattr(cat, ID_INPUTS[name])(value)
             except CatalogError as exc:
-                raise CatalogError(f"{path}: {where}: {exc}", path=path, entry=spec.id, field=where) from None
+                found.append((where, f"{where}: {exc}"))
     for name, axis in spec.distribution_axes().items():
         if axis.distribution == "catalog" and name not in cat.uncertainties:
-            raise CatalogError(
-                f"{path}: axes.{name}: 'catalog' distribution, but {cat.root / 'uncertainty.yaml'} "
-                f"has no range for {name}; it has: {', '.join(cat.uncertainties)}",
-                path=path,
-                entry=spec.id,
-                field=f"axes.{name}",
+            found.append(
+                (
+                    f"axes.{name}",
+                    f"axes.{name}: 'catalog' distribution, but {cat.root / 'uncertainty.yaml'} has no range for "
+                    f"{name}; it has: {', '.join(cat.uncertainties)}",
+                )
             )
+    if len(found) == 1:
+        raise CatalogError(f"{path}: {found[0][1]}", path=path, entry=spec.id, field=found[0][0])
+    if found:
+        raise _spec_error(path, spec.id, found[0][0], [text for _, text in found])
     return spec
+
+
+def _spec_error(path: Path, entry, field, problems: list[str]) -> CatalogError:
+    """A spec's several problems as one error: a line naming the file, the entry and their count, then one
+    indented line per problem (each naming its field path), so none hides behind the first."""
+    lines = "".join(f"\n  {p}" for p in problems)
+    return CatalogError(
+        f"{path}: entry {entry!r} (SweepSpec) has {len(problems)} problems:{lines}",
+        path=path,
+        entry=entry,
+        field=field,
+        problems=problems,
+    )

@@ -212,7 +212,8 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
     is usually why a required one is missing); and the first field named. ``quote=False`` writes
     ``field x``."""
     q = repr if quote else str
-    unknown, other = [], []
+    unknown: list[tuple[str, str]] = []
+    other: list[tuple[str, str]] = []
     errors = exc.errors()
     # a union field (a list, or a distribution mapping) reports every branch: its branch tags
     # ("list[...]", "function-after[...]") are no field, and a branch's "should be a valid list" beside
@@ -255,8 +256,9 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
             msg = "required field is missing" + (f" ({desc.description})" if desc and desc.description else "")
         if err["type"] == "value_error":  # a validator's own sentence: pydantic's "Value error, " prefix says nothing
             msg = msg.removeprefix("Value error, ")
-            if field == "(entry)":  # an entry-wide check names its fields itself
-                other.append((field, msg))
+            if field == "(entry)":  # an entry-wide check names its fields itself, each of its problems apart
+                found = getattr(err.get("ctx", {}).get("error"), "problems", None) or [msg]
+                other.extend((field, text) for text in found)
                 continue
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
@@ -307,6 +309,7 @@ def _format_validation(exc: ValidationError, schema: type[BaseModel], path, entr
         path=path,
         entry=entry,
         field=first_field,
+        problems=problems,
     )
 
 

@@ -241,6 +241,13 @@ def simulate(
                 cluster_mix(mix, cat)
             except CatalogError as exc:
                 raise CatalogError(f"--mix: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
+        else:  # a missing file, a folder or an empty file names the flag too, before the catalog's work
+            from hnplan.cluster.trace_csv import check_trace_file
+
+            try:
+                check_trace_file(trace)
+            except InputError as exc:
+                raise InputError(f"--trace: {exc}", path=trace) from None
         services = []
         for item in serve or []:
             model_id, _, qps = item.rpartition(":")

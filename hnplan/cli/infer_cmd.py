@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import typer
 
 from hnplan import units
@@ -59,13 +61,14 @@ def _seconds_hint(ttft_slo_ms: float, tpot_slo_ms: float) -> str:
 
 def _cell(v) -> str:
     """A value as the table prints it: yes/no, n/a for NaN (no price), - for none, 4 significant digits, and
-    whole numbers with thousands separators from 10,000 up (not ``1.687e+04``) to 1e15, an exponent beyond
-    (a request rate of 1e-300 per second gave a 300-digit energy per request).
+    thousands separated from 1,000 up (``8,325``; whole from 10,000, not ``1.687e+04``) to 1e15, an exponent
+    beyond (a request rate of 1e-300 per second gave a 300-digit energy per request). Counts (input tokens,
+    batch) are separated as the floats are: ``2,000``, not ``2000`` beside a throughput of ``9,801``.
 
     >>> [_cell(x) for x in (16870.4, 33300.0, 8325.2, 0.6204, float("nan"), True, None, 7.5475e302)]
     ['16,870', '33,300', '8,325', '0.6204', 'n/a', 'yes', '-', '7.547e+302']
-    >>> [_cell(x) for x in (32768, 2000)]  # whole numbers (--input-tokens 32768) as the floats
-    ['32,768', '2000']
+    >>> [_cell(x) for x in (32768, 2000, 291)]  # whole numbers (--input-tokens 32768) as the floats
+    ['32,768', '2,000', '291']
     """
     if isinstance(v, bool):
         return "yes" if v else "no"
@@ -73,8 +76,8 @@ def _cell(v) -> str:
         if v != v:
             return "n/a"
         return f"{v:.4g}" if abs(v) >= 1e15 else f"{v:,.0f}" if abs(v) >= 1e4 else f"{v:,.4g}"
-    if isinstance(v, int) and abs(v) >= 10_000:
-        return f"{v:,}"
+    if isinstance(v, numbers.Integral):  # a Python or numpy integer
+        return f"{int(v):,}"
     return "-" if v is None else str(v)
 
 

@@ -46,30 +46,35 @@ def sweep(
     a point that fails keeps its row with the message in `error`; --retry-failed evaluates those again).
     Exit 1 when points were lost (a worker died): the same command evaluates them."""
     with handle_errors():
-        from hnplan.errors import InputError
-        from hnplan.planning.sweep import CONNECT_TIMEOUT_S, run_sweep
+        from hnplan.planning.sweep_signals import sigterm_as_interrupt
 
-        if connect_timeout is not None and scheduler is None:
-            raise InputError(
-                "--connect-timeout bounds the wait for --scheduler to answer; without --scheduler the sweep starts "
-                "its own local cluster: give --scheduler ADDRESS or drop --connect-timeout"
-            )
-        if threads and scheduler is not None:
-            raise InputError(
-                "--threads makes the local cluster's workers threads; with --scheduler the points run on "
-                "that cluster's own workers: give one or the other"
-            )
+        # SIGTERM stops the run as Ctrl-C does (one line, exit 130) from here on, the seconds spent loading Dask,
+        # pandas and the planners included; run_sweep puts its own handler in place around the cluster
+        with sigterm_as_interrupt():
+            from hnplan.errors import InputError
+            from hnplan.planning.sweep import CONNECT_TIMEOUT_S, run_sweep
 
-        s = run_sweep(
-            spec,
-            out,
-            workers=workers,
-            scheduler=scheduler,
-            processes=not threads,
-            progress=progress,
-            retry_failed=retry_failed,
-            connect_timeout_s=CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout,
-        )
+            if connect_timeout is not None and scheduler is None:
+                raise InputError(
+                    "--connect-timeout bounds the wait for --scheduler to answer; without --scheduler the sweep starts "
+                    "its own local cluster: give --scheduler ADDRESS or drop --connect-timeout"
+                )
+            if threads and scheduler is not None:
+                raise InputError(
+                    "--threads makes the local cluster's workers threads; with --scheduler the points run on "
+                    "that cluster's own workers: give one or the other"
+                )
+
+            s = run_sweep(
+                spec,
+                out,
+                workers=workers,
+                scheduler=scheduler,
+                processes=not threads,
+                progress=progress,
+                retry_failed=retry_failed,
+                connect_timeout_s=CONNECT_TIMEOUT_S if connect_timeout is None else connect_timeout,
+            )
     if json_:
         print_json(s.as_dict())
         _exit_if_lost(s)

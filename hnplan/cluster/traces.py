@@ -354,16 +354,27 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
     """A job table from a file, its format told by its content: a JSON list is the Philly
     ``cluster_job_log``; a CSV is Alibaba openb (a ``num_gpu`` column), Acme (``gpu_num``,
     ``submit_time`` and ``type``), Helios (``gpu_num`` and ``submit_time``), else hnplan's own
-    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional). With ``domain_gpus`` (the simulated
+    (:data:`hnplan.cluster.jobs.JOB_COLUMNS`, ``job_id`` optional and unique). With ``domain_gpus`` (the simulated
     design's scale-up domain [GPU]) a job whose TP group is larger is refused, naming its row in the file
     (unless it has more GPUs than ``cluster_gpus``: the simulation rejects it at submission and counts it).
 
     Raises
     ------
     InputError
-        For a missing file, a file in none of these formats, or a TP group larger than ``domain_gpus``.
+        For a missing file, a file in none of these formats, a ``job_id`` repeated in hnplan's own CSV, or a
+        TP group larger than ``domain_gpus``; its ``path`` is the file's.
     """
     path = Path(path)
+    try:
+        return _read_trace(path, domain_gpus, cluster_gpus)
+    except InputError as exc:
+        if exc.path is None:  # every error of a trace is the file's (``--json`` gives it as the error's path)
+            exc.path = str(path)
+        raise
+
+
+def _read_trace(path: Path, domain_gpus: int | None, cluster_gpus: int | None) -> pd.DataFrame:
+    """:func:`read_trace` on a :class:`~pathlib.Path`."""
     check_trace_file(path)
     with path.open("rb") as f:
         if f.read(4096).lstrip()[:1] == b"[":
@@ -382,6 +393,19 @@ def read_trace(path: str | Path, domain_gpus: int | None = None, cluster_gpus: i
         )
     table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
     rows = table.index.to_numpy() + 2  # as a spreadsheet shows them
+    if "job_id" in table:  # optional, renumbered 0..n-1 by arrival: a repeated id is two rows for one job
+        ids = table["job_id"]
+        again = (ids.duplicated() & ids.notna()).to_numpy()
+        if again.any():
+            i = int(np.flatnonzero(again)[0])
+            first = int(np.flatnonzero((ids == ids.iloc[i]).to_numpy())[0])
+            value = ids.iloc[i].item() if hasattr(ids.iloc[i], "item") else ids.iloc[i]
+            if isinstance(value, float) and value.is_integer():  # a column with an empty cell is read as floats
+                value = int(value)
+            raise InputError(
+                f"{path}: row {rows[i]}, column job_id: id {value!r} is row {rows[first]}'s too; each job_id must "
+                "be unique (or drop the column: jobs are numbered by arrival)"
+            )
     jobs = check_jobs(table, str(path), rows=rows, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     # arrivals past any cluster's life (a Unix time beside a 0, 1e300) are a unit mistake; 1e300 never ended
     if "arrival_s" in table and len(table):

@@ -200,6 +200,7 @@ def _design_rows(
         est: dict | None = None
         used, good = gpus, 1.0
         errors: list[str] = []
+        refused: dict[int, str] = {}  # count -> why it has no plan
         asked: dict = {}  # the estimate on the count asked for
         # the count asked for, and where fewer, the sizing planner's other options on the same units (64 of
         # each 72-GPU rack): the faster is kept, as `hnplan size` does at a purchase; where the count asked
@@ -213,12 +214,18 @@ def _design_rows(
             asked = e if g == gpus else asked
             if "error" in e:
                 errors.append(e["error"])
+                refused[g] = e["error"]
                 continue
             gp = _goodput(cat, system, g, model, mode, e, bought) if goodput else 1.0
             if est is None or e["tokens_per_s"] * gp > est["tokens_per_s"] * good:
                 est, used, good = e, g, gp
         if est is None:
-            row["status"] = f"no plan: {errors[0]}"
+            status = f"no plan: {errors[0]}"
+            if bought != gpus and bought in refused:  # the whole units' count fails too: say why, as the GPUs bought
+                n = bought // unit
+                whole = f"{n:,} whole unit{'s' if n != 1 else ''} of {unit:,}"
+                status += f"; on the {bought:,} GPUs bought ({whole}): {refused[bought]}"
+            row["status"] = status
             rows.append(row)
             continue
         if used != bought or used != gpus:  # idle GPUs bought, or a count other than the one asked: say so
