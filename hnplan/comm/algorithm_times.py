@@ -223,16 +223,21 @@ def _tree_data(g: GroupPlacement, s):
     return nccl_bw.at_least(chain, cross), a_cross  # floats stay floats (the planners' scalar path)
 
 
+def nvls_pipelines(g: GroupPlacement) -> int:
+    """NVLS pipelines of a single-domain all-reduce: the generation's NVLS channels x one head per GPU (at
+    most ``MAX_NVLS_HEADS``); 0 where the generation has no NVLS channel count (:data:`nccl.NVLS_CHANNELS`)."""
+    return nccl.NVLS_CHANNELS.get(g.up.nccl_generation or "", 0) * min(g.per_domain, MAX_NVLS_HEADS)
+
+
 def _nvls_chunk_steps(g: GroupPlacement, s):
     """Time NCCL's NVLS all-reduce in one domain spends on chunk steps smaller than 128 KiB [s]
     (:func:`hnplan.comm.nccl.nvls_chunk_time_s`: one head per GPU, the generation's NVLS channels, the
     fabric's ``inr_chunk_step_s``); 0 across domains (NVLS + tree chunks by its own rule), without in-switch
     reduction, or on a fabric without the step time."""
-    up = g.up
-    channels = nccl.NVLS_CHANNELS.get(up.nccl_generation or "")
-    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not channels:
+    up, ops = g.up, nvls_pipelines(g)
+    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not ops:
         return 0.0 * s
-    return nccl.nvls_chunk_time_s(s, channels * min(g.per_domain, MAX_NVLS_HEADS), up.inr_chunk_step_s)
+    return nccl.nvls_chunk_time_s(s, ops, up.inr_chunk_step_s)
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):

@@ -28,6 +28,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.comm import nccl
+from hnplan.comm.algorithm_times import nvls_pipelines
 from hnplan.comm.algorithms import collective
 from hnplan.comm.placement import place_group
 from hnplan.validation.rows import Row
@@ -120,7 +121,7 @@ def nvls_chunk_step_us(cat=None) -> float:
     ref = _ctc(cat, graph=False)
     rows = dict(zip(ref["message_size_bytes"].astype(float), ref["time_us"].astype(float)))
     g = place_group(cat.design(cat.system("hgx-h200-ib-ndr")), 8, 1, 8)
-    ops = nccl.NVLS_CHANNELS[g.up.nccl_generation] * 8
+    ops = nvls_pipelines(g)  # 16 channels x 8 heads, as the planner's collectives count them
     steps = []
     for lo, hi in ((2 * units.MiB, 4 * units.MiB), (8 * units.MiB, 32 * units.MiB)):
         c = nccl.nvls_chunk_bytes(lo, ops)
