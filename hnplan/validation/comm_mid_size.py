@@ -120,7 +120,7 @@ def nvls_chunk_step_us(cat=None) -> float:
     ref = _ctc(cat, graph=False)
     rows = dict(zip(ref["message_size_bytes"].astype(float), ref["time_us"].astype(float)))
     g = place_group(cat.design(cat.system("hgx-h200-ib-ndr")), 8, 1, 8)
-    ops = nccl.NVLS_CHANNELS[g.up.nccl_generation] * 8
+    ops = nccl.NVLS_CHANNELS[g.up.nccl_generation] * g.per_domain  # one head per GPU of the node, as the model
     steps = []
     for lo, hi in ((2 * units.MiB, 4 * units.MiB), (8 * units.MiB, 32 * units.MiB)):
         c = nccl.nvls_chunk_bytes(lo, ops)
