@@ -232,8 +232,8 @@ def nvls_pipelines(g: GroupPlacement) -> int:
 def _nvls_chunk_steps(g: GroupPlacement, s):
     """Time NCCL's NVLS all-reduce in one domain spends on chunk steps smaller than 128 KiB [s]
     (:func:`hnplan.comm.nccl.nvls_chunk_time_s`: one head per GPU, the generation's NVLS channels, the
-    fabric's ``inr_chunk_step_s``); 0 across domains (NVLS + tree chunks by its own rule), without in-switch
-    reduction, or on a fabric without the step time."""
+    scale-up link's ``inr_chunk_step_s``, from the fabric's ``inr_chunk_step_us``); 0 across domains (NVLS +
+    tree chunks by its own rule), without in-switch reduction, or on a fabric without the step time."""
     up, ops = g.up, nvls_pipelines(g)
     if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not ops:
         return 0.0 * s

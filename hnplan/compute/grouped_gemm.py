@@ -37,6 +37,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator
 from hnplan.compute.gemm import gemm_device_time_s, kernel_overhead_s
+from hnplan.compute.lowp_bytes import BF16
 
 # GroupMM.cu @ 117b863, dispatch_bf16_grouped_kernel_on_tile_size (SM90): (tile M, N, K), the schedule
 SMALL_TILE = (64, 128, 128)  # ping-pong, M <= 128 or N <= 128
@@ -123,7 +124,7 @@ def grouped_mm_time_s(acc: Accelerator, dtype: str, groups: int, m: int, n: int,
     """
     a = grouped_mm_accelerator(acc, m, n)
     rows = grouped_mm_rows(m, a.gemm_tile_mnk[0])
-    out_bytes = 2.0 * groups * m * n
+    out_bytes = BF16 * groups * m * n  # the kernel writes bf16 whatever the input
     nbytes = groups * (m * k + k * n) * units.dtype_bytes(dtype) + out_bytes
     t = float(gemm_device_time_s(a, dtype, rows, n, k, groups, nbytes, out_bytes)[2]) + kernel_overhead_s(acc)
     return max(t, units.us_to_s(acc.host_dispatch_us or 0.0)) if eager else t

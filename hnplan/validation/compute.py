@@ -221,8 +221,8 @@ def kernel_rows(cat) -> list[Row]:
                 note = (
                     "PyTorch's SM90 CUTLASS grouped kernel (aten/src/ATen/native/cuda/GroupMM.cu @ 117b863; "
                     "hnplan.compute.grouped_gemm): 64x128x128 ping-pong tiles at <= 128 tokens a group, else "
-                    "128x256x64 cooperative with the output write exposed, the tokens in the tile's M (32 tokens: "
-                    "64 rows) and M blocks rounded up to the 2x1 cluster, whole waves, no split-K, a preparation "
+                    "128x256x64 cooperative with the output write exposed, the tokens in the tile's M and M blocks "
+                    "rounded up to the 2x1 cluster (32 tokens: 128 rows), whole waves, no split-K, a preparation "
                     "kernel; "
                     + (
                         "grouped_gemm_overlap_exponent fitted to the DeepSeek-V3 rows"
