@@ -67,7 +67,8 @@ def rows(cat) -> list[Row]:
             None,
             WENG_2023_ARTIFACT["source"],
             (
-                "hnplan's FGD (its own task types, exact fragmentation deltas) against the paper's; "
+                "hnplan's FGD placement over the paper's typical pods, ranked by the paper's integer score "
+                "(fgd_score), against the paper's result; "
                 if policy == "FGD"
                 else "the artifact's scoring rule re-implemented; "
             )
