@@ -48,9 +48,13 @@ import pandas as pd
 
 from hnplan.cluster.policies import Workload, fgd_score, node_fragmentation, place, type_ok
 from hnplan.cluster.topology import MILLI
+from hnplan.errors import InputError
 
 WENG_POLICIES = ("Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD")
 """The paper's six schedulers (``experiments/run_scripts/generate_run_scripts.py``), its names."""
+
+TASK_COLUMNS = ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")
+"""The pod-list columns :func:`weng_fill` reads (``gpu_spec`` optional)."""
 
 MAX_SPEC_CPU = 128_000  # milli-CPU, MaxSpecCpu (pkg/type/open-gpu-share/utils/const.go)
 MAX_SPEC_GPU = 8_000  # milli-GPU, MaxSpecGpu
@@ -111,7 +115,7 @@ def _scores(policy, free, cpu, c, g, m, kinds, nodes, slots) -> np.ndarray:
         left_pct = (used * 100 // MILLI).sum(1)
         score = np.where(taken_full > 0, np.maximum(50 - taken_full, 33), np.maximum(100 - left_pct // 10, 50))
         return np.where(all_free, np.maximum(33 - full, full), score).astype(float)
-    raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(WENG_POLICIES)}")
+    raise InputError(f"unknown policy {policy!r}; expected one of {', '.join(WENG_POLICIES)}")
 
 
 def _gpus(free_row: np.ndarray, g: int, m: int, rng, random_share: bool) -> np.ndarray:
@@ -160,14 +164,18 @@ def weng_fill(
 
     Raises
     ------
-    ValueError
-        For a policy not in :data:`WENG_POLICIES`.
+    InputError
+        For a policy not in :data:`WENG_POLICIES`, or ``tasks`` without one of the columns
+        :data:`TASK_COLUMNS`.
     """
     from hnplan.cluster.validation import gpu_spec_mask, openb_nodes, openb_topology
 
     bad = [p for p in policies if p not in WENG_POLICIES]
     if bad:
-        raise ValueError(f"unknown policy {bad[0]!r}; expected one of {', '.join(WENG_POLICIES)}")
+        raise InputError(f"unknown policy {bad[0]!r}; expected one of {', '.join(WENG_POLICIES)}")
+    lack = [c for c in TASK_COLUMNS if c not in tasks.columns]
+    if lack:
+        raise InputError(f"pod list: column {lack[0]} missing; the fill reads {', '.join(TASK_COLUMNS)}")
     topo, free0, cpu0, mem0, model = openb_topology(scale, openb_nodes() if scale == 1 else None)
     # pods of more than 8 GPUs (the largest node's) are left out, where the artifact would count them as
     # arrived and failed; the default pod list has none (its largest asks for 8)
