@@ -17,6 +17,7 @@ from hnplan.cluster.validation import (
     openb_topology,
 )
 from hnplan.cluster.weng_fill import _scores, allocation_at, arrival_order, weng_fill
+from hnplan.errors import InputError
 
 
 def _node(free, cpu=64000.0):
@@ -103,8 +104,10 @@ def test_small_fill_is_consistent():
         assert (np.diff(d["allocated"]) >= 0).all() and (d["allocated"] <= d["arrived"] + 1e-12).all()
     a = allocation_at(curves, (100,))[100]
     assert a["FGD"] > a["BestFit"] > a["Random"]  # the paper's order (Fig. 9(a))
-    with pytest.raises(ValueError, match="unknown policy"):
+    with pytest.raises(InputError, match="unknown policy 'best-fit'"):  # hnplan's name, not the paper's BestFit
         weng_fill(tasks, ("best-fit",))
+    with pytest.raises(InputError, match="column cpu_milli missing"):
+        weng_fill(tasks.drop(columns="cpu_milli"), ("BestFit",))
 
 
 def test_artifact_numbers():

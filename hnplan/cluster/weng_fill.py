@@ -27,8 +27,9 @@ Source of every rule here: hkust-adsl/kubernetes-scheduler-simulator @ 8f3d64173
     kind (share, 1-, 2-, 4- or 8-GPU), 50 on one that has that kind among others, 25 on a node with no GPU
     pod, 0 otherwise; 0 for a CPU-only pod.
   - ``GpuPacking``: a node with every GPU free ``max(33 - free GPUs, free GPUs)``; one whose placement
-    takes fully free GPUs ``max(50 - those taken, 33)``; else ``max(100 - sum(left of the GPUs used) / 100,
-    50)`` [left in percent of a GPU]; 0 for a CPU-only pod.
+    takes fully free GPUs ``max(50 - those taken, 33)``; else ``max(100 - sum(free of the GPUs used) // 10,
+    50)`` [free before the placement, in whole percent of a GPU: ``milli x 100 // 1000``]; 0 for a CPU-only
+    pod (``getPackingScore``, ``gpu_packing_score.go``).
   - ``BestFit``: ``100 (1 - ((cpu - c) / 128000 + (gpu - r) / 8000) / 2)`` (its min-max normalisation keeps
     the same best nodes).
   - ``FGD``: hnplan's fragmentation-aware placement (:func:`hnplan.cluster.policies.place`, scored by
@@ -47,9 +48,13 @@ import pandas as pd
 
 from hnplan.cluster.policies import Workload, fgd_score, node_fragmentation, place, type_ok
 from hnplan.cluster.topology import MILLI
+from hnplan.errors import InputError
 
 WENG_POLICIES = ("Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD")
 """The paper's six schedulers (``experiments/run_scripts/generate_run_scripts.py``), its names."""
+
+TASK_COLUMNS = ("num_gpu", "gpu_milli", "cpu_milli", "memory_mib")
+"""The pod-list columns :func:`weng_fill` reads (``gpu_spec`` optional)."""
 
 MAX_SPEC_CPU = 128_000  # milli-CPU, MaxSpecCpu (pkg/type/open-gpu-share/utils/const.go)
 MAX_SPEC_GPU = 8_000  # milli-GPU, MaxSpecGpu
@@ -66,6 +71,8 @@ def arrival_order(tasks: pd.DataFrame, capacity_milli: float, rng: np.random.Gen
     if room <= 0:
         return order
     mean = max(demand.mean(), 1.0)
+    # draw three times the expected count (+64) and cut at the room: a bound on the draws, not a calibration
+    # (assumption); a draw that stays short of the room would end arrivals early, with odds of about zero
     extra = rng.integers(len(tasks), size=int(3 * room / mean) + 64)
     over = np.flatnonzero(np.cumsum(demand[extra]) > room)
     return np.concatenate([order, extra[: over[0] if len(over) else len(extra)]])
@@ -108,7 +115,7 @@ def _scores(policy, free, cpu, c, g, m, kinds, nodes, slots) -> np.ndarray:
         left_pct = (used * 100 // MILLI).sum(1)
         score = np.where(taken_full > 0, np.maximum(50 - taken_full, 33), np.maximum(100 - left_pct // 10, 50))
         return np.where(all_free, np.maximum(33 - full, full), score).astype(float)
-    raise ValueError(f"unknown policy {policy!r}; expected one of {', '.join(WENG_POLICIES)}")
+    raise InputError(f"unknown policy {policy!r}; expected one of {', '.join(WENG_POLICIES)}")
 
 
 def _gpus(free_row: np.ndarray, g: int, m: int, rng, random_share: bool) -> np.ndarray:
@@ -157,15 +164,21 @@ def weng_fill(
 
     Raises
     ------
-    ValueError
-        For a policy not in :data:`WENG_POLICIES`.
+    InputError
+        For a policy not in :data:`WENG_POLICIES`, or ``tasks`` without one of the columns
+        :data:`TASK_COLUMNS`.
     """
     from hnplan.cluster.validation import gpu_spec_mask, openb_nodes, openb_topology
 
     bad = [p for p in policies if p not in WENG_POLICIES]
     if bad:
-        raise ValueError(f"unknown policy {bad[0]!r}; expected one of {', '.join(WENG_POLICIES)}")
+        raise InputError(f"unknown policy {bad[0]!r}; expected one of {', '.join(WENG_POLICIES)}")
+    lack = [c for c in TASK_COLUMNS if c not in tasks.columns]
+    if lack:
+        raise InputError(f"pod list: column {lack[0]} missing; the fill reads {', '.join(TASK_COLUMNS)}")
     topo, free0, cpu0, mem0, model = openb_topology(scale, openb_nodes() if scale == 1 else None)
+    # pods of more than 8 GPUs (the largest node's) are left out, where the artifact would count them as
+    # arrived and failed; the default pod list has none (its largest asks for 8)
     t = tasks[tasks["num_gpu"] <= 8].reset_index(drop=True)
     gpus = t["num_gpu"].to_numpy(np.int64)
     milli = np.where(gpus > 1, MILLI, np.where(gpus == 0, 0, t["gpu_milli"].to_numpy(np.int64)))
