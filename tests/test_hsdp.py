@@ -33,13 +33,15 @@ def test_the_shard_group_divides_the_data_parallel_ranks():
 
 def test_hsdp_model_states_are_those_of_one_shard_group(cat):
     # at ZeRO 3 every state is sharded: over 8 ranks a rank holds what FSDP over DP 8 gives it, 16x what FSDP over
-    # DP 128 gives it (Llama 2 7B, 6.74B parameters, the zero-paper 2 + 2 + 12 bytes: 26.95 GB / 16 = 1.68 GB)
+    # DP 128 gives it (Llama 2 7B, 6.738e9 parameters, the ZeRO paper's 2 + 2 + 12 bytes: weights and gradients
+    # 6.738e9 x 2 / 8 = 1.68 GB each, the optimizer 6.738e9 x 12 / 8 = 10.1 GB, 13.48 GB in all; 0.84 GB over 128)
     m = cat.model("llama2-7b")
     hsdp = model_state_table(m, 1, 1, 128, 1, 3, hsdp_ranks=8)
     dp8 = model_state_table(m, 1, 1, 8, 1, 3)
     fsdp = model_state_table(m, 1, 1, 128, 1, 3)
     assert [float(x) for x in hsdp] == pytest.approx([float(x) for x in dp8], rel=1e-12)
     assert [float(a / b) for a, b in zip(hsdp, fsdp)] == pytest.approx([16.0, 16.0, 16.0], rel=1e-12)
+    assert float(hsdp[0]) == pytest.approx(2 * 6.738e9 / 8, rel=1e-3)
     assert float(sum(hsdp)) == pytest.approx(16 * 6.738e9 / 8, rel=1e-3)
 
 

@@ -11,6 +11,7 @@ PTD-P runs predate Megatron's distributed optimizer (ZeRO stage 0), the ZeRO-3 r
 import pytest
 
 from hnplan.memory import hbm_capacity_bytes, training_memory
+from hnplan.memory.zero_working import DEEPSPEED_MAX_LIVE_PARAMS, DEEPSPEED_REDUCE_BUCKET_PARAMS
 
 # run_id, model id, seq_len, tp, pp, dp, cp, mbs, vp, zero, recompute, accounting, accelerator
 RUNS = [
@@ -99,7 +100,14 @@ ZERO3_RUNS = [
 ]
 # DeepSpeed's defaults (deepspeed/runtime/zero/constants.py @ v0.3.15, April 2021, as in v0.5.0): the paper states
 # no ZeRO settings
-DEEPSPEED = dict(zero3_max_live_params=1e9, zero_reduce_bucket_params=5e8)
+DEEPSPEED = dict(
+    zero3_max_live_params=DEEPSPEED_MAX_LIVE_PARAMS, zero_reduce_bucket_params=DEEPSPEED_REDUCE_BUCKET_PARAMS
+)
+
+
+def test_deepspeed_defaults_are_the_published_ones():
+    # deepspeed/runtime/zero/constants.py @ v0.3.15: stage3_max_live_parameters 1e9, reduce_bucket_size 5e8
+    assert (DEEPSPEED_MAX_LIVE_PARAMS, DEEPSPEED_REDUCE_BUCKET_PARAMS) == (10**9, 5 * 10**8)
 
 
 def _zero3(cat, mid, dp, mbs, **kw):

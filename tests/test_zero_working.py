@@ -6,7 +6,13 @@ import pytest
 from hnplan.catalog.loader import load_catalog
 from hnplan.memory import training_memory
 from hnplan.memory.states import model_state_table, stack_accounting
-from hnplan.memory.zero_working import largest_module_params, largest_unit_params, zero_working_bytes
+from hnplan.memory.zero_working import (
+    DEEPSPEED_MAX_LIVE_PARAMS,
+    DEEPSPEED_REDUCE_BUCKET_PARAMS,
+    largest_module_params,
+    largest_unit_params,
+    zero_working_bytes,
+)
 
 # Llama 3.1 8B (hidden 4,096, 8 KV heads of 128, FFN 14,336, vocabulary 128,256, untied embeddings):
 EMB = 128_256 * 4_096  # 525,336,576: the embedding unit
@@ -128,7 +134,11 @@ def test_memory_command_counts_the_stacks_working_set():
     # the largest unit at pp 1 is the head with the final norm (HEAD): 6 bytes against the default 2 x 4
     assert (tt["grads_gib"] - fsdp["grads_gib"]) * 2**30 == pytest.approx((6 - 8) * HEAD)
     ds = cat.stack("megatron-lm-2021").model_copy(
-        update=dict(zero_stages=(0, 3), zero3_max_live_params=10**9, zero_reduce_bucket_params=5 * 10**8)
+        update=dict(
+            zero_stages=(0, 3),
+            zero3_max_live_params=DEEPSPEED_MAX_LIVE_PARAMS,
+            zero_reduce_bucket_params=DEEPSPEED_REDUCE_BUCKET_PARAMS,
+        )
     )
     big = dict(seq_len=2048, dp=640, zero=3, microbatch_size=4, recompute="full", catalog=cat)
     a = memory_summary("megatron-529.6b", "train", stack=ds, **big)

@@ -48,7 +48,8 @@ References
    Transformer layer per unit; ``SchedulePolicy.forward_prefetch_size`` / ``backward_prefetch_size``: "None
    prefetches one successor"; ``fp8_param_gather``: the all-gather in fp8).
 .. [4] DeepSpeed configuration documentation, ZeRO: ``stage3_max_live_parameters`` (1e9),
-   ``stage3_prefetch_bucket_size`` (5e8 parameters).
+   ``stage3_prefetch_bucket_size`` (5e8 parameters on the page; the code's default is 5e7, [5]_ ``constants.py``;
+   hnplan models the prefetch through ``stage3_max_live_parameters`` and reads neither).
 .. [5] microsoft/DeepSpeed ``deepspeed/runtime/zero/stage3.py`` and ``constants.py`` @ v0.3.15 (2c2a7f31bcc2,
    April 2021; the same defaults in v0.5.0): ``stage3_max_live_parameters`` 1e9, ``stage3_prefetch_bucket_size``
    5e7, ``reduce_bucket_size`` 5e8, ``overlap_comm`` on for stage 3.

@@ -277,6 +277,7 @@ class Interconnect(Entry):
         "all-reduce across scale-up domains (NCCL's NVLS_TREE), on two domains and on three or more [GB/s]; "
         "none: no such limit (calibration)",
     )
+    # at most 1 ms, 175x the 5.69 us solved for NVLink 4 (data/interconnects/nvlink4.yaml): a figure in ns is another unit
     inr_chunk_step_us: Annotated[float, Field(gt=0.0, le=1000.0)] | None = Field(
         default=None,
         description="fixed time of one chunk step of NCCL's NVLS all-reduce inside one domain, besides its bytes "

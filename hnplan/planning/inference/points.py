@@ -420,9 +420,10 @@ def kv_budget_note(s: Setup) -> dict:
     asked = s.replica.kv_budget_gib
     if asked is None:
         return {}
-    held = units.to_GiB(kv_budget_bytes(s))
-    if units.GiB_to_bytes(asked) <= kv_budget_bytes(s):
+    held_bytes = kv_budget_bytes(s)  # the budget asked, capped at what the HBM holds after the rest
+    if units.GiB_to_bytes(asked) <= held_bytes:
         return {}
+    held = units.to_GiB(held_bytes)
     return {
         "kv_budget_note": f"--kv-budget-gib {asked:,g} is more than the {held:,.1f} GiB per GPU left after weights, "
         "workspace and overheads; the KV cache holds that"
