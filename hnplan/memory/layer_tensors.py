@@ -56,9 +56,12 @@ from hnplan.memory.recompute import (
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
 # Assumption: fp32 router scores and routing weights, as the fine-grained MoE recipes run them
-# (``--moe-router-dtype fp32``, e.g. radixark/miles scripts/models/qwen3-30B-A3B.sh @122af30);
-# Megatron-Core's default (``moe_router_dtype`` None, ``transformer_config.py``) keeps the activations'
-# dtype, 2 bytes, so for such a run this over-counts the router's small share.
+# (``--moe-router-dtype fp32``, e.g. radixark/miles scripts/models/qwen3-30B-A3B.sh @122af30).
+# With Megatron-Core's default (``moe_router_dtype`` None, ``transformer_config.py``) the aux-loss scores
+# stay fp32 (Megatron-LM 6a6cd478839d ``transformer/moe/router.py`` ``compute_routing_scores_for_aux_loss``:
+# softmax with ``dtype=torch.float32``, kept for its backward), and only the routing weights take the
+# logits' dtype (``moe_utils.py`` ``topk_softmax_with_capacity``: ``.type_as(logits)``), 2 bytes: this
+# over-counts 2 bytes a routed copy for such a run.
 ROUTER_BYTES = 4.0
 
 
