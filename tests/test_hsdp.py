@@ -13,7 +13,7 @@ import pytest
 
 from hnplan.catalog.runs import training_runs
 from hnplan.catalog.schemas import StackChoices
-from hnplan.memory.states import model_state_table, zero_shard_ranks
+from hnplan.memory.states import model_state_bytes_per_gpu, model_state_table, zero_shard_ranks
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training.job import make_job
 from hnplan.planning.validation import best_row
@@ -43,6 +43,13 @@ def test_hsdp_model_states_are_those_of_one_shard_group(cat):
     assert [float(a / b) for a, b in zip(hsdp, fsdp)] == pytest.approx([16.0, 16.0, 16.0], rel=1e-12)
     assert float(hsdp[0]) == pytest.approx(2 * 6.738e9 / 8, rel=1e-3)
     assert float(sum(hsdp)) == pytest.approx(16 * 6.738e9 / 8, rel=1e-3)
+    # one plan through model_state_bytes_per_gpu: the same shard group (one implementation), and without HSDP the
+    # 128-rank shards; ZeRO 2 is not hybrid-sharded (FSDP's HYBRID_SHARD is ZeRO 3 here)
+    one = model_state_bytes_per_gpu(m, 1, 1, 128, 1, 3, hsdp_ranks=8)
+    assert one == tuple(float(x) for x in hsdp) == tuple(float(x) for x in dp8)
+    assert model_state_bytes_per_gpu(m, 1, 1, 128, 1, 3) == tuple(float(x) for x in fsdp)
+    z2 = model_state_bytes_per_gpu(m, 1, 1, 128, 1, 2, hsdp_ranks=8)
+    assert z2 == tuple(float(x) for x in model_state_table(m, 1, 1, 128, 1, 2))
 
 
 def _z3(job, dp, mb=1):

@@ -28,9 +28,9 @@ class ZeroChoices(MoEChoices):
         and replicates them across the ``dp x cp / zero3_shard_ranks`` groups; each unit's gradient is
         reduce-scattered in its group, then its shard all-reduced across the replicas. A plan whose ``dp x cp``
         it does not divide, or does not exceed, shards over all ``dp x cp`` ranks. None (default): no hybrid
-        sharding. Routed experts keep their own data-parallel group. Memory (the planner's table;
-        :func:`hnplan.memory.model_state_bytes_per_gpu` shards over ``dp x cp``):
-        :func:`hnplan.memory.states.zero_shard_ranks`; communication:
+        sharding. Routed experts keep their own data-parallel group. Memory
+        (:func:`hnplan.memory.states.model_state_table` and, one plan of it,
+        :func:`hnplan.memory.model_state_bytes_per_gpu`): :func:`hnplan.memory.states.zero_shard_ranks`; communication:
         :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
     zero3_gathered_units : int
         ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
