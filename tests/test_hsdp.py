@@ -13,7 +13,7 @@ import pytest
 
 from hnplan.catalog.runs import training_runs
 from hnplan.catalog.schemas import StackChoices
-from hnplan.memory.states import model_state_table, zero_shard_ranks
+from hnplan.memory.states import model_state_bytes_per_gpu, model_state_table, zero_shard_ranks
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training.job import make_job
 from hnplan.planning.validation import best_row
@@ -43,43 +43,84 @@ def test_hsdp_model_states_are_those_of_one_shard_group(cat):
     assert [float(a / b) for a, b in zip(hsdp, fsdp)] == pytest.approx([16.0, 16.0, 16.0], rel=1e-12)
     assert float(hsdp[0]) == pytest.approx(2 * 6.738e9 / 8, rel=1e-3)
     assert float(sum(hsdp)) == pytest.approx(16 * 6.738e9 / 8, rel=1e-3)
+    # one plan through model_state_bytes_per_gpu: the same shard group (one implementation), and without HSDP the
+    # 128-rank shards; ZeRO 2 is not hybrid-sharded (FSDP's HYBRID_SHARD is ZeRO 3 here)
+    one = model_state_bytes_per_gpu(m, 1, 1, 128, 1, 3, hsdp_ranks=8)
+    assert one == tuple(float(x) for x in hsdp) == tuple(float(x) for x in dp8)
+    assert model_state_bytes_per_gpu(m, 1, 1, 128, 1, 3) == tuple(float(x) for x in fsdp)
+    z2 = model_state_bytes_per_gpu(m, 1, 1, 128, 1, 2, hsdp_ranks=8)
+    assert z2 == tuple(float(x) for x in model_state_table(m, 1, 1, 128, 1, 2))
 
 
-def _z3(job, dp):
+def _z3(job, dp, mb=1):
     df = pd.DataFrame({"tp": [1], "dp": [dp], "cp": [1], "ep": [1], "zero_stage": [3], "pp": [1], "etp": [1]})
-    df["num_microbatches"], df["virtual_stages"] = 1, 1
+    df["num_microbatches"], df["virtual_stages"] = mb, 1
     long = np.array([10.0])  # hidden behind a long compute: the first gather and the slowdown exposed
     return coll.dp_comm_exposed(job, df, long, long, long)[0]
 
 
 def test_hsdp_gathers_in_the_server_and_all_reduces_the_shard_across_servers(cat):
-    # Llama 2 7B on 16 DGX A100 (128 GPUs), bf16 gathers and reductions, no overlap slowdown: what is exposed is the
-    # first layer's all-gather, now over the 8 GPUs of a server (NVLink) instead of all 128; the work per layer and
+    # Llama 2 7B on 16 DGX A100 (128 GPUs), bf16 gathers and reductions, no overlap slowdown: the work per layer and
     # micro-batch is two all-gathers and a reduce-scatter of the layer's 2-byte parameters in the server, then an
-    # all-reduce of its eighth of the gradient over the 16 servers (one GPU of each: stride 8)
+    # all-reduce of its eighth of the gradient over the 16 servers (one GPU of each: stride 8). What is exposed is
+    # the first layer's all-gather, now over the 8 GPUs of a server (NVLink) instead of all 128, and, as FSDP1's
+    # _post_backward_final_callback waits for the post-backward and all-reduce streams at the end of the backward
+    # (the stack's zero3_grad_wait: microbatch), the last layer's reduce-scatter and its HSDP all-reduce
     ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0)
     fsdp = make_job("llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403", overrides=ov)
     hsdp = make_job(
         "llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403",
         overrides={**ov, "zero3_shard_ranks": 8},
     )  # fmt: skip
+    assert hsdp.choices.zero3_grad_wait == "microbatch"
     layer = (hsdp.params.total) / 32 * 2.0  # bytes of one layer's share of the parameters (bf16)
-    ag8 = coll.collective_s(hsdp, "allgather", layer, [8], [1])[0]
-    ag128 = coll.collective_s(fsdp, "allgather", layer, [128], [1])[0]
-    assert _z3(hsdp, 128) == pytest.approx(ag8, rel=1e-9) and _z3(fsdp, 128) == pytest.approx(ag128, rel=1e-9)
-    assert ag8 < ag128
+    ag8, rs8 = (coll.collective_s(hsdp, op, layer, [8], [1])[0] for op in ("allgather", "reducescatter"))
+    ag128, rs128 = (coll.collective_s(fsdp, op, layer, [128], [1])[0] for op in ("allgather", "reducescatter"))
+    ar = coll.collective_s(hsdp, "allreduce", layer / 8, [16], [8])[0]  # the eighth across the 16 servers
+    assert _z3(hsdp, 128) == pytest.approx(ag8 + rs8 + ar, rel=1e-9)
+    assert _z3(fsdp, 128) == pytest.approx(ag128 + rs128, rel=1e-9)  # no replicas: no all-reduce
+    assert ag8 < ag128 and ar > 0
     # the replicas' group: 16 ranks 8 apart, one per server, across the InfiniBand fabric
     g = hsdp.group(16, 8)
     assert (g.domains, g.per_domain) == (16, 1)
-    # with the slowdown back, the hidden work is charged: the all-reduce of the eighth adds to the hidden time
+    # with the slowdown back, the hidden work is charged: the 32 layers' collectives less the exposed floor
     slow = make_job(
         "llama2-7b", "dgx-a100-hdr", 128, 4096, 256, "bf16", cat, stack="pytorch-eager-2403",
         overrides={**ov, "overlap_gemm_slowdown": 0.14, "zero3_shard_ranks": 8},
     )  # fmt: skip
-    ar = coll.collective_s(slow, "allreduce", layer / 8, [16], [8])[0]
-    rs8 = coll.collective_s(slow, "reducescatter", layer, [8], [1])[0]
-    hidden = 32 * (2 * ag8 + rs8 + ar) - ag8
-    assert _z3(slow, 128) == pytest.approx(ag8 + 0.14 * hidden, rel=1e-6)
+    floor = ag8 + rs8 + ar
+    hidden = 32 * (2 * ag8 + rs8 + ar) - floor
+    assert _z3(slow, 128) == pytest.approx(floor + 0.14 * hidden, rel=1e-6)
+
+
+def test_zero3_waits_for_the_last_gradients_per_micro_batch_or_once_a_step(cat):
+    # 4 micro-batches hidden behind a long compute, no slowdown. PyTorch FSDP (zero3_grad_wait: microbatch) waits
+    # at the end of every backward: 4 x (AG1 + RS1 + AR1); Megatron-FSDP (step) reduce-scatters every backward but
+    # waits once, in finish_grad_sync before the optimizer: 4 x AG1 + RS1 + AR1 (AG1, RS1: one layer's gather and
+    # reduce-scatter in the 8-GPU shard group; AR1: its eighth all-reduced over the 16 servers)
+    ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0, zero3_shard_ranks=8)
+    jobs = {
+        wait: make_job(
+            "llama2-7b",
+            "dgx-a100-hdr",
+            128,
+            4096,
+            256,
+            "bf16",
+            cat,
+            stack="pytorch-eager-2403",
+            overrides={**ov, "zero3_grad_wait": wait},
+        )  # fmt: skip
+        for wait in ("microbatch", "step")
+    }
+    job = jobs["step"]
+    layer = job.params.total / 32 * 2.0
+    ag1, rs1 = (coll.collective_s(job, op, layer, [8], [1])[0] for op in ("allgather", "reducescatter"))
+    ar1 = coll.collective_s(job, "allreduce", layer / 8, [16], [8])[0]
+    assert _z3(jobs["microbatch"], 128, mb=4) == pytest.approx(4 * (ag1 + rs1 + ar1), rel=1e-9)
+    assert _z3(jobs["step"], 128, mb=4) == pytest.approx(4 * ag1 + rs1 + ar1, rel=1e-9)
+    # one micro-batch: the same either way
+    assert _z3(jobs["step"], 128) == pytest.approx(_z3(jobs["microbatch"], 128), rel=1e-12)
 
 
 @pytest.mark.parametrize("run", FMS_7B, ids=lambda r: r.id)

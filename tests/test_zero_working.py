@@ -11,6 +11,7 @@ from hnplan.memory.zero_working import (
     DEEPSPEED_REDUCE_BUCKET_PARAMS,
     largest_module_params,
     largest_unit_params,
+    rank_stage_params,
     zero_working_bytes,
 )
 
@@ -120,6 +121,26 @@ def test_deepspeed_working_bytes_by_hand(llama8b):
     # ZeRO 2 gathers nothing; the buckets stay
     w2, g2 = zero_working_bytes(llama8b, 1, 4, 1, 2, acct, "middle", max_live_params=1e9, reduce_bucket_params=5e8)
     assert float(w2) == 0.0 and float(g2) == float(g)
+
+
+def test_deepspeed_gathers_no_more_than_the_rank_holds(llama8b):
+    # DeepSpeed gathers a parameter only while NOT_AVAILABLE and counts it once (stage3.py @ v0.3.15,
+    # fetch_sub_module / prefetch_next_sub_modules): the cap of 1e9 live parameters cannot hold more than the
+    # stage. Llama 3.1 8B on 16 stages: the first holds 2 layers and the embedding, 2 x 218,112,000 + 525,336,576 =
+    # 961,560,576 parameters, below 2 M + 1e9 = 2 x 525,336,576 + 1e9 = 2,050,673,152 (M: the embedding)
+    m, acct = EMB, stack_accounting("bf16", 4.0)
+    stage = 2 * LAYER + EMB
+    assert float(rank_stage_params(llama8b, 1, 1, 1, "first", 16)) == stage
+    assert 2 * m + 1e9 > stage
+    w, _ = zero_working_bytes(llama8b, 1, 16, 1, 3, acct, "first", max_live_params=1e9)
+    assert float(w) == stage * 2  # the whole stage in bf16, 1.92 GB, not (2 M + 1e9) x 2 = 4.10 GB
+    # at TP 2 each rank holds half of it (vocabulary-parallel embedding): 480,780,288 x 2 bytes
+    w2, _ = zero_working_bytes(llama8b, 2, 16, 1, 3, acct, "first", max_live_params=1e9)
+    assert float(w2) == stage / 2 * 2
+    # a middle stage's 2 layers, 436,224,000, below 2 x 117,440,512 + 1e9; on 4 stages (8 layers, 1.745e9) the cap
+    # binds first and the count is (2 M + 1e9) as before
+    w3, _ = zero_working_bytes(llama8b, 1, np.array([16, 4]), 1, 3, acct, "middle", max_live_params=1e9)
+    assert w3.tolist() == [2 * LAYER * 2, (2 * 2 * 4_096 * 14_336 + 1e9) * 2]
 
 
 def test_memory_command_counts_the_stacks_working_set():

@@ -31,9 +31,9 @@ from hnplan.memory.state_accounting import (
     ZERO_STAGES,
     StateAccounting,
     accounting,
-    zero_model_state_bytes,
 )
 from hnplan.memory.state_accounting import stack_accounting as stack_accounting
+from hnplan.memory.state_accounting import zero_model_state_bytes as zero_model_state_bytes  # re-exported
 
 
 @dataclass(frozen=True)
@@ -161,12 +161,15 @@ def model_state_bytes_per_gpu(
     stage: str = "first",
     balanced: bool = False,
     etp: int | None = None,
+    hsdp_ranks: int | None = None,
 ):
-    """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes].
+    """Weights, gradients and optimizer states on one accelerator of a pipeline stage [bytes]: one plan of
+    :func:`model_state_table` (one implementation, which the planners run over arrays of plans).
 
     Non-expert parameters of the stage (:func:`stage_params`) are sharded by ZeRO over the
     data-parallel group ``dp x cp`` (Megatron-LM reduces gradients over data and context parallel
-    ranks together); routed-expert parameters over their own data-parallel group
+    ranks together), or at ZeRO 3 under HSDP (``hsdp_ranks``, the stack's ``zero3_shard_ranks``) over the shard
+    group (:func:`zero_shard_ranks`); routed-expert parameters over their own data-parallel group
     ``tp x cp x dp / (etp x ep)`` (:func:`expert_dp`; ``dp x cp / ep`` at the default ``etp = tp``).
 
     Parameters
@@ -182,6 +185,8 @@ def model_state_bytes_per_gpu(
     stage : {"first", "middle", "last"}
     balanced : bool
         Embedding and loss take one layer's place on the end stages (:func:`end_stage_layer_range`).
+    hsdp_ranks : int, optional
+        Ranks of an HSDP shard group (>= 2); None: ZeRO shards over ``dp x cp``.
 
     Returns
     -------
@@ -193,21 +198,8 @@ def model_state_bytes_per_gpu(
     InputError
         For a ZeRO stage outside 0-3, an unknown accounting or stage.
     """
-    a = accounting(recipe)
-    sp = stage_params(model, tp, pp, ep, stage, balanced, etp=etp, bf16_end_layers=a.bf16_end_layers)
-    edp = int(expert_dp(tp, dp, cp, ep, etp))
-    dense = zero_model_state_bytes(sp.dense, dp * cp, zero, a)
-    expert = zero_model_state_bytes(sp.expert, edp, zero, a)
-    extra = (  # the embeddings' wider gradients (StateAccounting.embedding_grad_extra); bf16 weights beside
-        # low-precision ones (StateAccounting.unquantised_weight_bytes)
-        float(
-            _unquantised_weight_extra(a, sp.unquantised, dp * cp, zero >= 3)
-            + _unquantised_weight_extra(a, sp.unquantised_expert, edp, zero >= 3)
-        ),
-        a.embedding_grad_extra * sp.embedding / (dp * cp if zero >= 2 else 1),
-        a.embedding_optimizer_extra * sp.embedding / (dp * cp if zero >= 1 else 1),
-    )
-    return tuple(d + e + x for d, e, x in zip(dense, expert, extra))
+    out = model_state_table(model, tp, pp, dp, ep, zero, recipe, cp, stage, balanced, etp=etp, hsdp_ranks=hsdp_ranks)
+    return tuple(float(x) for x in out)
 
 
 def zero_shard_ranks(dp_cp, zero, hsdp_ranks: int | None = None):
@@ -265,8 +257,9 @@ def model_state_table(
     etp=None,
     hsdp_ranks: int | None = None,
 ) -> tuple:
-    """:func:`model_state_bytes_per_gpu` over arrays of plans (the same arithmetic, element by element);
-    ``hsdp_ranks``: ZeRO 3 dense states sharded over HSDP groups of that many ranks (:func:`zero_shard_ranks`).
+    """The model states of one accelerator of a pipeline stage over arrays of plans [bytes] (one plan:
+    :func:`model_state_bytes_per_gpu`); ``hsdp_ranks``: ZeRO 3 dense states sharded over HSDP groups of that many
+    ranks (:func:`zero_shard_ranks`).
 
     The stage's parameters (:func:`stage_params`) are counted once per distinct ``pp`` and split over
     ``tp`` (and ``etp x ep`` for routed experts) as arrays; ZeRO shards them as

@@ -32,7 +32,11 @@ remove_grads``; with ``overlap_comm``, on by default for stage 3, two buckets, o
 reduces; a parameter larger than the bucket is reduced alone). A stack that sets ``zero3_max_live_params``
 and ``zero_reduce_bucket_params`` counts, with ``M`` the largest submodule (:func:`largest_module_params`):
 
-* stage 3: ``(2 M + max_live) x weight_bytes`` gathered (the module computing, the cap, one module over it);
+* stage 3: ``(2 M + max_live) x weight_bytes`` gathered (the module computing, the cap, one module over it), at
+  most the rank's whole stage ``S`` (:func:`rank_stage_params`): ``fetch_sub_module`` and
+  ``prefetch_next_sub_modules`` gather only parameters whose ``ds_status`` is ``NOT_AVAILABLE`` and count each
+  gathered parameter once in ``total_available_parameter_numel`` ([5]_), so a small model or a deep pipeline's
+  stage, smaller than the cap, is gathered whole and no more;
 * stages 2 and 3: ``(M + 2 max(bucket, M)) x weight_bytes`` of unsharded gradients (the module's own, in the
   training dtype as autograd makes them, and the two buckets, ``torch.half`` in [5]_).
 
@@ -52,7 +56,10 @@ References
    hnplan models the prefetch through ``stage3_max_live_parameters`` and reads neither).
 .. [5] microsoft/DeepSpeed ``deepspeed/runtime/zero/stage3.py`` and ``constants.py`` @ v0.3.15 (2c2a7f31bcc2,
    April 2021; the same defaults in v0.5.0): ``stage3_max_live_parameters`` 1e9, ``stage3_prefetch_bucket_size``
-   5e7, ``reduce_bucket_size`` 5e8, ``overlap_comm`` on for stage 3.
+   5e7, ``reduce_bucket_size`` 5e8, ``overlap_comm`` on for stage 3; ``PartitionedParameterCoordinator``
+   (``fetch_sub_module`` all-gathers a module's parameters whose ``ds_status`` is ``NOT_AVAILABLE`` and skips those
+   ``AVAILABLE`` or ``INFLIGHT``, ``prefetch_next_sub_modules`` prefetches while ``total_available_parameter_numel``
+   is below the cap, each gathered parameter counted once).
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ import numpy as np
 from hnplan.catalog.schemas import Model
 from hnplan.compute import head_dim, param_counts
 from hnplan.memory.state_accounting import StateAccounting, accounting
+from hnplan.memory.states import stage_params
 
 GATHERED_UNITS = 2  # the unit computing and the next one prefetched ([1]_ Sec. 4.4, [2]_, [3]_)
 GRAD_UNITS = 2  # the unit whose gradients are computed and the one being reduce-scattered ([1]_ Fig. 5, [3]_)
@@ -135,6 +143,25 @@ def largest_module_params(model: Model, tp, ep, etp, stage: str, pp) -> np.ndarr
     return np.maximum(largest, ends / tp)
 
 
+def rank_stage_params(model: Model, tp, ep, etp, stage: str, pp) -> np.ndarray:
+    """Parameters of the pipeline stage one rank holds whole before ZeRO shards them [parameters]: the
+    stage's dense parameters over ``tp`` and its routed experts over ``etp x ep``
+    (:func:`hnplan.memory.states.stage_params`, unbalanced ends, the first stage's ``ceil(L / pp)`` layers).
+    Arrays broadcast over the plans.
+
+    >>> from hnplan.catalog.loader import load_catalog
+    >>> m = load_catalog().model("llama3.1-8b")  # 32 x 218.1M layers, 525.3M embedding, on 4 stages: 8 layers
+    >>> round(float(rank_stage_params(m, 1, 1, 1, "first", 4)[()]) / 1e9, 3)  # 8 x 218.1e6 + 525.3e6
+    2.27
+    """
+    tp, ep, etp, pp = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (tp, ep, etp, pp)))
+    upp, inv = np.unique(pp.ravel(), return_inverse=True)  # each distinct pp once
+    per_pp = [stage_params(model, 1, int(p), 1, stage) for p in upp]
+    dense = np.array([sp.dense for sp in per_pp])[inv].reshape(pp.shape)
+    expert = np.array([sp.expert for sp in per_pp])[inv].reshape(pp.shape)
+    return dense / tp + expert / (etp * ep)
+
+
 def zero_working_bytes(
     model: Model,
     tp,
@@ -170,7 +197,8 @@ def zero_working_bytes(
     max_live_params, reduce_bucket_params : float, optional
         DeepSpeed's module-granular ZeRO 3 (the stack's ``zero3_max_live_params`` and
         ``zero_reduce_bucket_params``, [parameters]): when set, the gathered weights are
-        ``(2 M + max_live_params) x weight_bytes`` and the unsharded gradients
+        ``min(2 M + max_live_params, S) x weight_bytes`` (``S``: the rank's whole stage,
+        :func:`rank_stage_params`) and the unsharded gradients
         ``(M + 2 max(reduce_bucket_params, M)) x weight_bytes`` (``M``: :func:`largest_module_params`) in place
         of the units' counts; each applies alone.
 
@@ -213,8 +241,9 @@ def zero_working_bytes(
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
     if max_live_params is not None or reduce_bucket_params is not None:  # DeepSpeed: submodules and buckets ([5]_)
         module = largest_module_params(model, tp, ep, etp, stage, pp)
-        if max_live_params is not None:
-            weights = np.where(zero >= 3, (2.0 * module + max_live_params) * a.weight_bytes, 0.0)
+        if max_live_params is not None:  # never more than the rank's whole stage: a parameter is gathered once
+            live = np.minimum(2.0 * module + max_live_params, rank_stage_params(model, tp, ep, etp, stage, pp))
+            weights = np.where(zero >= 3, live * a.weight_bytes, 0.0)
         if reduce_bucket_params is not None:
             grads = np.where(zero >= 2, (module + 2.0 * np.maximum(reduce_bucket_params, module)) * a.weight_bytes, 0.0)
     return weights, grads

@@ -1,6 +1,7 @@
 """The choices of a training software stack (:class:`StackChoices`: overlaps, kernels, recipes, memory
 and schedule choices), which :class:`~hnplan.catalog.schemas.software.SoftwareStack` and a job carry; the
-mixture-of-experts choices it inherits are in :mod:`hnplan.catalog.schemas.moe_choices`."""
+mixture-of-experts and ZeRO choices it inherits are in :mod:`hnplan.catalog.schemas.moe_choices` and
+:mod:`hnplan.catalog.schemas.zero_choices`."""
 
 from __future__ import annotations
 
@@ -9,21 +10,22 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from hnplan.catalog.schemas.base import PosInt
-from hnplan.catalog.schemas.moe_choices import MoEChoices
 from hnplan.catalog.schemas.userbuffers import TPOverlapLayer, UbLayer, check_tp_overlap_cfg, frozen
+from hnplan.catalog.schemas.zero_choices import ZeroChoices
 
 # the communicator classes whose overlapped collectives slow the compute beside them (StackChoices.overlap_comm_ctas)
 OverlapComm = Literal["dp", "tp", "ep"]
 
 
-class StackChoices(MoEChoices):
+class StackChoices(ZeroChoices):
     """A training software stack's choices: which communication overlaps compute, the attention
     kernel, sequence parallelism and the gradient width on the wire. Declared once here:
     :class:`SoftwareStack` inherits these fields and the training planner's job carries one of these
     (``hnplan.planning.training.StackChoices``), so a new choice appears in both. Defaults: hnplan's
     default stack (``data/stacks/megatron-core.yaml``). The mixture-of-experts and expert-parallel choices
     (the all-to-all's dispatcher and overlap, the MoE host work) are inherited from
-    :class:`~hnplan.catalog.schemas.moe_choices.MoEChoices`.
+    :class:`~hnplan.catalog.schemas.moe_choices.MoEChoices`, the ZeRO ones (HSDP, the gathered and unsharded
+    buffers, where ZeRO 3 waits) from :class:`~hnplan.catalog.schemas.zero_choices.ZeroChoices`.
 
     Attributes
     ----------
@@ -219,34 +221,6 @@ class StackChoices(MoEChoices):
         ``AsyncDoubleBufferGroupOffloadHandler``). Megatron-Core allows it only without pipeline
         parallelism and without recomputation (``transformer_config.py``), so it applies to plans with
         ``pp = 1`` and ``recompute: none``. Default 0. Memory and time: :mod:`hnplan.memory.recompute`.
-    zero3_shard_ranks : int or None
-        HSDP (PyTorch FSDP ``HYBRID_SHARD``): a ZeRO 3 plan shards its dense parameters, gradients and optimizer
-        states over groups of this many consecutive data-parallel ranks (FSDP1's default: the GPUs of a server)
-        and replicates them across the ``dp x cp / zero3_shard_ranks`` groups; each unit's gradient is
-        reduce-scattered in its group, then its shard all-reduced across the replicas. A plan whose ``dp x cp``
-        it does not divide, or does not exceed, shards over all ``dp x cp`` ranks. None (default): no hybrid
-        sharding. Routed experts keep their own data-parallel group. Memory (the planner's table;
-        :func:`hnplan.memory.model_state_bytes_per_gpu` shards over ``dp x cp``):
-        :func:`hnplan.memory.states.zero_shard_ranks`; communication:
-        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
-    zero3_gathered_units : int
-        ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
-        resident at once: the unit computing and the one prefetched, 2 (PyTorch FSDP's rate limiter,
-        Megatron-FSDP's one-successor prefetch). Memory: :mod:`hnplan.memory.zero_working`.
-    zero_unsharded_grad_bytes : float or None
-        ZeRO 2 and 3: bytes per parameter of the unit-sized gradient buffers alive at the backward's peak,
-        summed over the units (the unit computing its gradients and the one being reduce-scattered); None:
-        ``2 x grad_reduce_bytes``. Memory: :mod:`hnplan.memory.zero_working`.
-    zero3_max_live_params : int or None
-        ZeRO 3 as DeepSpeed runs it: each submodule's parameters gathered before it runs and released after, the
-        next ones prefetched while fewer than this many are gathered (``stage3_max_live_parameters``, 1e9 by
-        default); the gathered weights are then ``2 M + zero3_max_live_params`` parameters (``M`` the largest
-        submodule) in place of ``zero3_gathered_units`` layers. None: FSDP's layer units.
-        Memory: :mod:`hnplan.memory.zero_working`.
-    zero_reduce_bucket_params : int or None
-        ZeRO 2 and 3 as DeepSpeed runs them: gradients reduced through two buckets of this many elements
-        (``reduce_bucket_size``, 5e8 by default; ``overlap_comm``): ``M + 2 max(bucket, M)`` unsharded
-        gradients in the training dtype in place of ``zero_unsharded_grad_bytes`` units. None: FSDP's units.
     precision_aware_optimizer : bool
         Megatron-Core ``--use-precision-aware-optimizer`` (distributed optimizer with Transformer Engine's
         ``FusedAdam``): with bf16 weights (and fp8 delayed scaling) the optimizer reads the gradient buffer
@@ -430,29 +404,6 @@ class StackChoices(MoEChoices):
         ge=0,
         description="layers whose activations go to host memory and back (Megatron-Core / TE cpu_offloading; "
         "pp 1 and recompute none only)",
-    )
-    zero3_shard_ranks: int | None = Field(
-        default=None,
-        ge=2,
-        description="HSDP: ZeRO 3 shards over groups of this many data-parallel ranks, replicated across groups",
-    )
-    zero3_gathered_units: int = Field(
-        default=2, ge=1, le=8, description="ZeRO 3: units whose gathered parameters are resident at once"
-    )
-    zero_unsharded_grad_bytes: Annotated[float, Field(ge=0.0, le=32.0)] | None = Field(
-        default=None,
-        description="ZeRO 2/3: bytes per parameter of the unit-sized unsharded gradient buffers alive at once "
-        "(summed over units; none: 2 x grad_reduce_bytes) [bytes]",
-    )
-    zero3_max_live_params: PosInt | None = Field(
-        default=None,
-        description="ZeRO 3 per submodule (DeepSpeed stage3_max_live_parameters): gathered parameters beyond the "
-        "module computing and one prefetched; none: zero3_gathered_units layers (FSDP) [parameters]",
-    )
-    zero_reduce_bucket_params: PosInt | None = Field(
-        default=None,
-        description="ZeRO 2/3 gradient buckets (DeepSpeed reduce_bucket_size, two with overlap_comm); none: "
-        "zero_unsharded_grad_bytes units (FSDP) [elements]",
     )
     # at most 1 ms, 75x the eager floor measured (13.1 us): a figure in ns (13,100) is another unit
     kernel_launch_us: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(

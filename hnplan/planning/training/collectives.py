@@ -16,13 +16,16 @@ References
    collectives.
 .. [3] Liu, Zaharia, Abbeel, "Ring Attention with Blockwise Transformers", arXiv:2310.01889: the K/V
    block exchange of each ring step overlaps the attention of the current block.
+.. [4] NVIDIA Megatron-Core, ``distributed/distributed_data_parallel_config.py``: ``overlap_grad_reduce``,
+   ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
 .. [5] NVIDIA Transformer Engine, ``transformer_engine/pytorch/attention/dot_product_attention/
    context_parallel.py`` (``AttnFuncWithCPAndKVP2P``: one send/receive per ring step, overlapped with
    that step's attention kernel).
-.. [4] NVIDIA Megatron-Core, ``distributed/distributed_data_parallel_config.py``: ``overlap_grad_reduce``,
-   ``overlap_param_gather`` and the default bucket of ``max(40,000,000, 1,000,000 x dp)`` parameters.
 .. [6] Rajbhandari et al., ZeRO, SC20, arXiv:1910.02054, Sec. 7 (stage 3: parameters gathered for
    the forward and the backward of every micro-batch).
+.. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
+   K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
+   critical path, small because GQA makes K/V much smaller than Q).
 .. [8] NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``, ``layernorm_linear.py``
    and ``layernorm_mlp.py`` (``_customize_quantizers_float8_current_scaling``: with sequence parallelism
    the column-parallel input quantizer and the row-parallel grad-output quantizer get
@@ -49,9 +52,19 @@ References
    group=state._inter_node_pg)`` on ``state._all_reduce_stream``) and ``_init_utils.py``
    (``_init_process_group_state_for_hybrid_shard``: ``_init_intra_and_inter_node_groups(default_group,
    device_count())``, the intra-node group sharding and the inter-node group, one rank of each server, replicating).
-.. [7] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783, Sec. 3.3.2 (context parallelism:
-   K and V all-gathered before the attention of the local query chunks, the all-gather exposed on the
-   critical path, small because GQA makes K/V much smaller than Q).
+.. [13] pytorch/pytorch ``torch/distributed/fsdp/_runtime_utils.py`` @ 3ade90a6aaa9
+   (``_post_backward_final_callback``, FSDP1: at the end of each backward the compute stream waits for the
+   post-backward stream, where ``_post_backward_hook`` ran each unit's reduce-scatter and, under HSDP, its
+   ``default_hooks.allreduce_hook``; later releases run that all-reduce on ``_all_reduce_stream`` and the
+   callback waits for it too, ``if root_state._all_reduce_stream is not current_stream:  # uses HSDP``) and
+   ``torch/distributed/fsdp/_fully_shard/_fsdp_state.py`` @ 1fd469d0c96e (``_root_post_backward_final_callback``, FSDP2:
+   waits for the last ``reduce_scatter_state.event`` and, through ``FSDPParamGroup.finalize_backward``, each
+   group's post-reduce event, after its HSDP all-reduce; ``is_last_backward`` is true unless the training
+   loop clears it, which torchtitan @ e7c0cae934df ``torchtitan/train.py`` does not).
+.. [14] NVIDIA/Megatron-LM @ d98e8a64ddf3, ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py``
+   (``_root_post_backward``: ``optim_grads_params`` reduce-scatters in every backward without waiting;
+   ``finish_grad_sync`` waits for them, called by ``finalize_model_grads`` once a step, after the last
+   micro-batch, ``megatron/core/pipeline_parallel/schedules.py``).
 """
 
 from __future__ import annotations
@@ -327,7 +340,12 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     compute; the first gather is exposed. Under HSDP (``zero3_shard_ranks``, PyTorch FSDP ``HYBRID_SHARD``) the
     gathers and reduce-scatters run in the shard group (:func:`hnplan.memory.states.zero_shard_ranks`, stride
     ``tp``) and each layer's gradient shard, ``1 / shard`` of it, is then all-reduced across the ``dp cp / shard``
-    replicas (stride ``tp x shard``), on a stream of its own beside the backward ([12]_). The hidden part is not free: the compute it runs beside is
+    replicas (stride ``tp x shard``), on a stream of its own beside the backward ([12]_). The last layer's
+    reduce-scatter and all-reduce have no backward left to hide behind and the optimizer needs them: with the
+    stack's ``zero3_grad_wait`` ``microbatch`` (PyTorch FSDP, which waits for them at the end of every backward,
+    [13]_) each micro-batch exposes at least ``AG1 + RS1 + AR1`` (one layer's gather, reduce-scatter and HSDP
+    all-reduce), with ``step`` (Megatron-FSDP, which waits once before the optimizer step, [14]_) the last
+    micro-batch does and the others ``AG1``. The hidden part is not free: the compute it runs beside is
     slowed per second hidden by the SM share of the DP communicator's NCCL channels where the choices
     give them (``overlap_comm_ctas["dp"]``), else by the stack's ``overlap_gemm_slowdown`` (the
     communication kernels hold SMs and share HBM bandwidth), as for TP and EP overlap
@@ -390,10 +408,10 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         # ZeRO 3: each layer gathered for forward and backward, its gradients reduce-scattered; under HSDP
         # each layer's gradient shard then all-reduced across the replicas (stride tp x shard; 0 without HSDP)
         replicas = np.where(z == 3, dp * cp // shard, 1)
-        hsdp = layers * collective_s(
-            job, "allreduce", dense / layers * ov.grad_reduce_bytes / shard, replicas, tp * shard
-        )
-        return t_grad, last_grad, t_param, last_param, 2 * ag + rs + hsdp, ag1, z == 3
+        hsdp1 = collective_s(job, "allreduce", dense / layers * ov.grad_reduce_bytes / shard, replicas, tp * shard)
+        # ZeRO 3's floor: the forward's first gather, and where the stack waits for it the backward's last
+        # reduce-scatter with its all-reduce across the replicas (zero3_grad_wait; [12]_, [13]_)
+        return t_grad, last_grad, t_param, last_param, 2 * ag + rs + layers * hsdp1, ag1, rs1 + hsdp1, z == 3
 
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
@@ -408,12 +426,20 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     hidden = np.maximum(t_grad - grad_exp, 0.0) + np.maximum(t_param - param_exp, 0.0)
     slowdown = overlap_slowdown(job, "dp")  # the DP communicator's CTAs, or the stack's flat value
     exposed = grad_exp + param_exp + slowdown * hidden
-    at = np.flatnonzero(per[6][codes])  # the ZeRO 3 candidates
+    at = np.flatnonzero(per[7][codes])  # the ZeRO 3 candidates
     if len(at):
-        per_mb_z3, ag1 = (x[codes[at]] for x in per[4:6])
-        z3_exp = np.maximum(per_mb_z3 - np.asarray(t_compute_mb)[at], ag1)
-        z3_hidden = np.maximum(per_mb_z3 - z3_exp, 0.0)
-        exposed[at] = _col(df, "num_microbatches")[at] * (z3_exp + slowdown * z3_hidden)
+        per_mb_z3, ag1, tail = (x[codes[at]] for x in per[4:7])
+        free = per_mb_z3 - np.asarray(t_compute_mb)[at]  # what the micro-batch's compute cannot hide
+
+        def z3_mb(floor):  # one micro-batch's exposed ZeRO 3 time, at least ``floor``, and the slowdown of the rest
+            exp = np.maximum(free, floor)
+            return exp + slowdown * np.maximum(per_mb_z3 - exp, 0.0)
+
+        nmb = _col(df, "num_microbatches")[at]
+        if ov.zero3_grad_wait == "microbatch":  # every backward waits for its last gradient collectives
+            exposed[at] = nmb * z3_mb(ag1 + tail)
+        else:  # the step waits once, after the last micro-batch's backward
+            exposed[at] = (nmb - 1) * z3_mb(ag1) + z3_mb(ag1 + tail)
     return exposed + embedding_grad_allreduce_s(job, df)
 
 
