@@ -1,0 +1,52 @@
+"""What a new-user trial of the buying question and the shared-cluster half found: each a CLI run asserting the
+exit code and the one-line message."""
+
+import pytest
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "typed", "fraction"),
+    [
+        (
+            ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "5"],
+            "--load",
+            "85%",
+            "0.85",
+        ),
+        (
+            ["infer", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "100"],
+            "--gpu-memory-utilization",
+            "90%",
+            "0.9",
+        ),
+        (
+            ["reliability", "--system", "gb200-nvl72", "--gpus", "72", "--model", "llama3.1-8b"],
+            "--checkpoint-storage-share",
+            "10 %",
+            "0.1",
+        ),
+    ],
+)
+def test_a_fraction_typed_in_per_cent_is_answered_with_the_fraction(argv, flag, typed, fraction):
+    """``cluster simulate --load 85%`` said only "Input should be a valid number" (as did ``infer
+    --gpu-memory-utilization 90%`` and ``reliability --checkpoint-storage-share 10%``), where ``tco --utilisation
+    80%`` says what 80 % is: the line now says the option takes a fraction and gives it (85 / 100 = 0.85)."""
+    res = runner.invoke(app, [*argv, flag, typed])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    line = res.stderr.strip()
+    assert line.count("\n") == 0 and f"got '{typed}'" in line
+    assert f"; {flag} is a fraction: {typed.rstrip('%').strip()} % is {fraction}; see " in line
+
+
+def test_a_number_with_a_per_cent_sign_elsewhere_gets_no_fraction_hint():
+    """Only the options that take a fraction say so: ``--gpus 50%`` is a count, not a share."""
+    res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "50%"])
+    assert res.exit_code == 2 and "is a fraction" not in res.stderr
