@@ -50,3 +50,23 @@ def test_a_number_with_a_per_cent_sign_elsewhere_gets_no_fraction_hint():
     """Only the options that take a fraction say so: ``--gpus 50%`` is a count, not a share."""
     res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "50%"])
     assert res.exit_code == 2 and "is a fraction" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--gpus", "64"],
+        ["compare", "--model", "llama3.1-70b", "--gpus", "64", "--tokens", "1T"],
+        ["size", "--model", "llama3.1-70b", "--tokens", "1T", "--deadline-days", "30", "--system", "hgx-h100-ib-ndr"],
+    ],
+)
+def test_seq_len_typed_8k_says_it_is_decimal(argv):
+    """``--seq-len 8k --global-batch-tokens 16Mi`` was refused as "16777216 is not a multiple of --seq-len 8000" with
+    no word on why 8k read 8,000: the line now says what 8k and 8Ki are (16Mi = 2,048 x 8,192 = 16,777,216; 8,192
+    divides it, 8,000 does not)."""
+    res = runner.invoke(app, [*argv, "--seq-len", "8k", "--global-batch-tokens", "16Mi"])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        "error: --global-batch-tokens 16777216 is not a multiple of --seq-len 8000 (8k is 8,000; 8Ki is 8 x 2**10)"
+    )
+    res = runner.invoke(app, [*argv, "--seq-len", "8Ki", "--global-batch-tokens", "16Mi", "--json"])
+    assert "not a multiple" not in res.output
