@@ -70,3 +70,14 @@ def test_seq_len_typed_8k_says_it_is_decimal(argv):
     )
     res = runner.invoke(app, [*argv, "--seq-len", "8Ki", "--global-batch-tokens", "16Mi", "--json"])
     assert "not a multiple" not in res.output
+
+
+def test_cluster_defer_with_a_zero_sched_interval_is_refused():
+    """``cluster simulate --defer --sched-interval 0`` ran with no scheduler pass at submission and none periodic: on
+    64 H100 with 20 jobs, utilisation 0.0 and every job's queueing delay about 12.6 million s (146 days, each job
+    started by a later repair) against 0-12,600 s without ``--defer``. Refused now, naming both flags."""
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "20", "--defer"]
+    res = runner.invoke(app, [*argv, "--sched-interval", "0"])
+    assert res.exit_code == 2 and res.stderr.strip().startswith("error: --sched-interval 0 with --defer: no pass")
+    res = runner.invoke(app, [*argv, "--sched-interval", "30", "--json"])
+    assert res.exit_code == 0, res.output
