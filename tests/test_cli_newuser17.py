@@ -1,6 +1,8 @@
 """What a new-user trial of the buying question and the shared-cluster half found: each a CLI run asserting the
 exit code and the one-line message."""
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
@@ -81,3 +83,19 @@ def test_cluster_defer_with_a_zero_sched_interval_is_refused():
     assert res.exit_code == 2 and res.stderr.strip().startswith("error: --sched-interval 0 with --defer: no pass")
     res = runner.invoke(app, [*argv, "--sched-interval", "30", "--json"])
     assert res.exit_code == 0, res.output
+
+
+def test_infer_json_carries_the_gpus_bought_the_table_shows():
+    """``infer --qps 100`` of Llama 3.1 70B on GB200 NVL72 printed "GPUs bought 23 -> 72 (1 whole unit of 72)" in
+    its table, while ``--json`` had only ``gpus: 23``, where ``tco``, ``compare`` and ``size`` carry
+    ``gpus_bought``: now the JSON does too (23 GPUs are one 72-GPU rack: ceil(23 / 72) x 72 = 72; on 8-GPU
+    servers ceil(G / 8) x 8)."""
+    argv = ["infer", "--model", "llama3.1-70b", "--input-tokens", "2000", "--output-tokens", "500", "--dtype", "fp8"]
+    slo = ["--qps", "100", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "50", "--json"]
+    res = runner.invoke(app, [*argv, "--system", "gb200-nvl72", *slo])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["gpus_bought"] == -(-d["gpus"] // 72) * 72 and d["gpus_bought"] % 72 == 0  # 23 -> 72 today
+    res = runner.invoke(app, [*argv, "--system", "hgx-h100-ib-ndr", *slo])
+    d = json.loads(res.stdout)
+    assert d["gpus_bought"] == -(-d["gpus"] // 8) * 8 and d["gpus_bought"] >= d["gpus"]
