@@ -99,3 +99,31 @@ def test_infer_json_carries_the_gpus_bought_the_table_shows():
     res = runner.invoke(app, [*argv, "--system", "hgx-h100-ib-ndr", *slo])
     d = json.loads(res.stdout)
     assert d["gpus_bought"] == -(-d["gpus"] // 8) * 8 and d["gpus_bought"] >= d["gpus"]
+
+
+_SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "1e9", "--deadline-days", "30", "--system", "hgx-h100-ib-ndr"]
+
+
+@pytest.mark.parametrize("typed", ["1.5 billion", "1.5e9USD", "1.5Gi", "300Mi"])
+def test_budget_usd_refuses_what_is_not_an_amount_of_dollars(typed):
+    """``size --budget-usd 1.5Gi`` was read as 1.5 x 2**30 = $1.61B (the binary suffixes are for token counts),
+    and ``--budget-usd '1.5 billion'`` was refused with the token count's message (``cannot read count``, listing
+    Ki, Mi, Gi, Ti): an amount's own line now, with the forms it takes."""
+    res = runner.invoke(app, [*_SIZE, "--budget-usd", typed])
+    assert res.exit_code == 2 and res.stderr.strip() == (
+        f"error: hnplan size: Invalid value for '--budget-usd': cannot read amount {typed!r}: expected US dollars "
+        "as a number, optionally after $ and with k, M, B or T ($1.5B, 300M, 1.5e9); see 'hnplan size --help'"
+    )
+
+
+def test_budget_usd_negative_says_the_bound_without_a_unit_hint():
+    """``--budget-usd -1.5B`` said "count must be a non-negative finite number" (a budget is not a count); with the
+    bound's line it also got "--budget-usd is in USD: give the number alone", wrong for a value that was read."""
+    for typed in ("-5", "-1.5B"):
+        res = runner.invoke(app, [*_SIZE, "--budget-usd", typed])
+        assert res.exit_code == 2 and res.stderr.strip() == (
+            f"error: hnplan size: Invalid value for '--budget-usd': must be at least 1; got {typed}; "
+            "see 'hnplan size --help'"
+        )
+    res = runner.invoke(app, [*_SIZE, "--budget-usd", "$1.5B", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["budget_usd"] == 1.5e9

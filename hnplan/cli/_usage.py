@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hnplan.cli._console import err_console, escape
 
 
@@ -83,7 +85,8 @@ def usage_error_text(exc) -> str:
     # typer 0.29: "Input should be a valid integer, ..." names no value; "... equal to 0.01" holds a typed "0"
     if value is not None and repr(value) not in message and f"got {value}" not in message:
         message += f"; got {value!r}"
-    if "cannot read count" not in message:  # a count option takes k, M, B, T: its own message lists them
+    # a count's own message lists k, M, B, T; a value below the bound was read, units and all
+    if not re.search(r"cannot read (count|amount) |must be at least ", message):
         message += _unit_hint(exc, value)
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
