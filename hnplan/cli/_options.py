@@ -139,11 +139,17 @@ def count(integer: bool = False, minimum: float = 1, maximum: float | None = Non
 
     >>> count(integer=True)("16M"), count()("15T"), count(usd=True)("$1.5B")
     (16000000, 15000000000000.0, 1500000000.0)
+    >>> try:
+    ...     count(usd=True)("300Mi")  # Mi counts tokens (2**20), not dollars
+    ... except Exception as exc:
+    ...     print(str(exc)[:39])
+    cannot read amount '300Mi': expected US
     """
     from hnplan.units import parse_count
 
     def parse(text):
         import math
+        import re
 
         if usd and isinstance(text, str) and text.strip().startswith("$"):
             text = text.strip()[1:]
@@ -154,8 +160,17 @@ def count(integer: bool = False, minimum: float = 1, maximum: float | None = Non
         except (TypeError, ValueError):
             pass
         try:
+            if usd and re.search(r"[KkMGT]i\s*$", str(text)):  # binary suffixes count tokens, not dollars
+                raise ValueError(text)
             value = parse_count(text, integer=integer)
         except ValueError as exc:
+            if usd:  # an amount of dollars, not a count: no binary suffixes, and the $ it may start with
+                raise typer.BadParameter(
+                    f"cannot read amount {text!r}: expected US dollars as a number, optionally after $ and with k, M, "
+                    "B or T ($1.5B, 300M, 1.5e9)"
+                    if not re.fullmatch(r"\s*-\s*[0-9.,]+\s*[A-Za-z]*\s*", str(text))
+                    else f"must be at least {minimum:g}; got {text}"
+                ) from None
             raise typer.BadParameter(str(exc)) from None
         if value < minimum:
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")

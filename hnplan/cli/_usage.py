@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hnplan.cli._console import err_console, escape
 
 
@@ -83,7 +85,8 @@ def usage_error_text(exc) -> str:
     # typer 0.29: "Input should be a valid integer, ..." names no value; "... equal to 0.01" holds a typed "0"
     if value is not None and repr(value) not in message and f"got {value}" not in message:
         message += f"; got {value!r}"
-    if "cannot read count" not in message:  # a count option takes k, M, B, T: its own message lists them
+    # a count's own message lists k, M, B, T; a value below the bound was read, units and all
+    if not re.search(r"cannot read (count|amount) |must be at least ", message):
         message += _unit_hint(exc, value)
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
@@ -106,6 +109,11 @@ _NAME_UNITS = (
 )
 
 
+#: options that take a fraction in (0, 1] or a ratio (``--load 0.85`` for 85 %): a value typed in per cent is
+#: answered with the fraction it means
+_FRACTION_OPTIONS = ("--load", "--gpu-memory-utilization", "--checkpoint-storage-share")
+
+
 def _unit_hint(exc, value: str | None) -> str:
     """A hint for a number typed with a unit (``--kv-budget-gib 80GB``, ``--deadline-days 30d``,
     ``--ttft-slo-ms 1s``) where the option's name states its unit: ``; the unit is in the option's name
@@ -117,12 +125,18 @@ def _unit_hint(exc, value: str | None) -> str:
     ('; --kv-budget-gib is in GiB (2**30 bytes; 80 GB is 74.5 GiB): give the number alone', '', '')
     >>> _unit_hint(NS(param=NS(opts=["--ttft-slo-ms"])), "1 s")
     '; --ttft-slo-ms is in ms: give the number alone'
+    >>> _unit_hint(NS(param=NS(opts=["--load"])), "85%")
+    '; --load is a fraction: 85 % is 0.85'
     """
     import re
 
     opts = getattr(getattr(exc, "param", None), "opts", None) or []
     if value is None or not opts:
         return ""
+    percent = re.fullmatch(r"\s*((?:[0-9]*\.)?[0-9]+)\s*%\s*", value)
+    if percent is not None and max(opts, key=len) in _FRACTION_OPTIONS:
+        share = float(percent.group(1))
+        return f"; {max(opts, key=len)} is a fraction: {share:g} % is {share / 100:g}"
     m = re.fullmatch(r"\s*[+-]?(?:[0-9]*\.)?[0-9]+(?:[eE][+-]?[0-9]+)?\s*([A-Za-z][A-Za-z/]*)\s*", value)
     name = max(opts, key=len)
     unit = next((u for suffix, u in _NAME_UNITS if name.endswith(suffix)), None)

@@ -35,14 +35,22 @@ def n_jobs_text(jobs: dict) -> str:
 
 
 def check_pairs(
-    *, trace: Path | None, replications: int, backfill: bool, preemption: bool, failures: bool, defer: bool
+    *,
+    trace: Path | None,
+    replications: int,
+    backfill: bool,
+    preemption: bool,
+    failures: bool,
+    defer: bool,
+    sched_interval: float | None = None,
 ) -> None:
     """Refuse a flag of ``cluster simulate`` that means nothing beside another one the user gave (or its
     default): one line naming both, :class:`hnplan.errors.InputError` (exit 2). Each pair was read and ignored
     before: the simulator runs no backfill pass without backfilling (so no period and no reservation to take
     over), exempts nothing from preemption when nothing is preempted, runs the main scheduler's periodic pass
     only with ``defer`` (:data:`hnplan.cluster.simulate.SCHED_INTERVAL_S`: the pass at every event already
-    tests the queue), replays a trace's jobs in place of a mix's draw (drawing nothing then without failures:
+    tests the queue; with ``defer`` a period of 0 runs no main pass at all, so a job waits for the next
+    completion or repair, and is refused), replays a trace's jobs in place of a mix's draw (drawing nothing then without failures:
     :mod:`hnplan.cluster.lifecycle` is the only user of the run's random stream), and runs one replication in
     one process."""
     ctx = current_context()
@@ -69,6 +77,12 @@ def check_pairs(
         raise InputError(
             "--sched-interval is the period of the main scheduler's passes, which start jobs only with --defer "
             "(without it the pass at every event tests the queue): give --defer or drop --sched-interval"
+        )
+    if defer and sched_interval is not None and not sched_interval > 0:
+        raise InputError(
+            f"--sched-interval {sched_interval:g} with --defer: no pass at submission and none periodic, so a job "
+            "would wait for the next completion or repair to start; give a period > 0 (Slurm's sched_interval "
+            "default is 60) or drop --defer"
         )
     if replications == 1 and given("workers"):
         raise InputError(
@@ -213,6 +227,7 @@ def simulate(
             preemption=preemption,
             failures=failures,
             defer=defer,
+            sched_interval=sched_interval,
         )
         check_refs({"--system": ("systems", system)})
         if reference_system is not None:

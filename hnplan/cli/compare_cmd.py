@@ -138,7 +138,7 @@ def compare(
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
-                + decimal_hint(global_batch_tokens)
+                + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
             )
         if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens
             raise InputError(

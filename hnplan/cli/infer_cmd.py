@@ -262,7 +262,11 @@ def infer(
         calibration = uncalibrated_sentence([cat.system(system).accelerator], cat, ("memory_kernel_efficiency",))
         if calibration:
             out["calibration_note"] = calibration
+        unit = cat.system(system).unit_gpus
+        bought = -(-out["gpus"] // unit) * unit if isinstance(out.get("gpus"), int) else None
         if json_:
+            if bought is not None:  # whole racks or servers, as tco, compare and size report them
+                out = {**out, "gpus_bought": bought}
             print_json(out)
             return
         split = isinstance(out.get("prefill"), dict)  # disaggregated: the layout rows are the decode pool's
@@ -276,10 +280,8 @@ def infer(
         rows = [(header(k), _cell(v)) for k, v in out.items() if not isinstance(v, dict) and k != "calibration_note"]
         if "engine" in out and out["engine"] is None:  # the default, named: not "-"
             rows = [(h, f"none ({NO_ENGINE})" if h == header("engine") else c) for h, c in rows]
-        unit = cat.system(system).unit_gpus
-        if isinstance(out.get("gpus"), int) and out["gpus"] % unit:  # what is bought: whole racks or servers
+        if bought is not None and out["gpus"] % unit:  # what is bought: whole racks or servers
             at = next(i for i, (k, _) in enumerate(rows) if k == header("gpus")) + 1
-            bought = -(-out["gpus"] // unit) * unit
             used = f"$ and rated power: the {out['gpus']:,} used"
             rows.insert(at, ("GPUs bought", f"{whole_units_text(out['gpus'], bought, unit)}; {used}"))
         if split:

@@ -142,7 +142,7 @@ def size(
         if global_batch_tokens % seq_len:
             raise InputError(
                 f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
-                + decimal_hint(global_batch_tokens)
+                + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
             )
         if power_cap_mw is not None and not power_cap_mw > 0:  # bad input before the search
             raise InputError(f"--power-cap-mw must be > 0; got {power_cap_mw:g}")

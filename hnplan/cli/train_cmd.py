@@ -133,7 +133,7 @@ def train(
             if global_batch_tokens % seq_len:
                 raise InputError(
                     f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
-                    + decimal_hint(global_batch_tokens)
+                    + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
                 )
             global_batch_size = global_batch_tokens // seq_len
         knobs = dict(
