@@ -41,7 +41,14 @@ def main() -> None:
     tracked objects after a ``calibrate``, 80,000 after a first ``compare``: 0.05-0.08 s of CPU a command on the
     2-core reference machine at load average about 4, benchmarks/bench_startup.py); the operating
     system takes back the memory when the process ends. Output is flushed at exit as before, and a program
-    that calls :func:`main` keeps its collector until it exits."""
+    that calls :func:`main` keeps its collector until it exits.
+
+    Pydantic's plugins are not looked for unless ``PYDANTIC_DISABLE_PLUGINS`` is set (to ``""`` to load them
+    all): on its first validator pydantic otherwise reads the entry points of every installed distribution
+    (:func:`importlib.metadata.entry_points`, ``pydantic/plugin/_loader.py``) for plugins that the command line
+    never uses, about 33 million instructions (some 10 ms) a command under callgrind;
+    ``PYDANTIC_DISABLE_PLUGINS=__all__`` turns the search off (pydantic/pydantic#8767, ``get_plugins`` in
+    ``pydantic/plugin/_loader.py`` @ v2.14.4). What is validated does not change."""
     import atexit
     import gc
     import os
@@ -51,6 +58,7 @@ def main() -> None:
     atexit.unregister(gc.freeze)  # once per process, however often main runs in it
     atexit.register(gc.freeze)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from hnplan.allocator import keep_freed_memory
 
     keep_freed_memory()  # commands that run many searches (size, claims, calibrate) reuse freed arrays

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from hnplan.lazy_modules import defer_numpy_tools
+
 METHOD = "scipy.optimize.least_squares (trust-region reflective, bounded), residual ln(predicted / measured)"
 #: a parameter that moves no prediction by more than this across its bounds (in ln units, ~2 %) is
 #: not identified by the measurements (assumption: about the spread of repeated runs of one benchmark)
@@ -201,7 +203,9 @@ def fit(
 
     # imported here, when there is something to fit: the package's import (scipy.optimize's ``__init__`` loads
     # every solver, about 0.25 s of CPU) then follows the reading and checking of the measurements, so a bad
-    # input file is answered without it, and a fit that identifies nothing never pays it
+    # input file is answered without it, and a fit that identifies nothing never pays it; numpy's f2py and
+    # testing, which SciPy's copy of numpy's namespace would import, are left until used (hnplan.lazy_modules)
+    defer_numpy_tools()
     from scipy.optimize import least_squares
 
     res = least_squares(

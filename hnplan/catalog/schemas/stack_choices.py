@@ -437,7 +437,8 @@ class StackChoices(ZeroChoices):
     )
 
     def __hash__(self) -> int:  # the nested tp_overlap_cfg mapping hashed through its sorted items
-        return hash(tuple(frozen(v) for v in self.__dict__.values()))
+        # frozen() changes only dicts and lists: the other values (numbers, names, tuples) hashed as they are
+        return hash(tuple(frozen(v) if type(v) in (dict, list) else v for v in self.__dict__.values()))
 
     @model_validator(mode="after")
     def _moments_need_precision_aware(self):
