@@ -131,7 +131,13 @@ def test_fms_fsdp_7b_runs_hsdp_within_each_server(cat, run):
     # the AdamW step and the gradient norm run over an eighth of the model, not a 128th (96th): 16x (12x)
     assert hsdp["t_optimizer_s"] / fsdp["t_optimizer_s"] == pytest.approx(run.gpus / 8, rel=1e-9)
     assert hsdp["optimizer_bytes"] / fsdp["optimizer_bytes"] == pytest.approx(run.gpus / 8, rel=1e-6)
-    assert hsdp["fits"] and hsdp["step_time_s"] > fsdp["step_time_s"]
+    assert hsdp["fits"]
+    # on the 400 / 800 Gb/s per server the runs had (the PyTorch blog), HSDP's all-reduces of an eighth of each layer
+    # by the 8 GPUs of a server carry 2 (n - 1) / n of a layer across its boundary (n = 16 / 12 servers: 1.88 / 1.83),
+    # FSDP's two all-gathers and reduce-scatter over every rank 3 (p - 1) / p (p = 128 / 96: 2.98 / 2.97): less is
+    # exposed, and the step is shorter by under 1 %, the optimizer step over an eighth of the model included
+    assert hsdp["t_dp_comm_exposed_s"] < fsdp["t_dp_comm_exposed_s"]
+    assert 0.99 < hsdp["step_time_s"] / fsdp["step_time_s"] < 1.0
     # docs/training.md: the optimizer states 6.738e9 parameters x 16 bytes (fp32 master weights, an fp32 gradient
     # copy, AdamW's two moments: hnplan.memory.state_accounting with bf16 gradients) / 8 = 13.5 GB; 58.0 GB
     # (54.0 GiB, not 54 GB) a GPU in all
