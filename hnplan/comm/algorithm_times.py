@@ -234,8 +234,11 @@ def _nvls_chunk_steps(g: GroupPlacement, s):
     (:func:`hnplan.comm.nccl.nvls_chunk_time_s`: one head per GPU, the generation's NVLS channels, the
     scale-up link's ``inr_chunk_step_s``, from the fabric's ``inr_chunk_step_us``); 0 across domains (NVLS +
     tree chunks by its own rule), without in-switch reduction, or on a fabric without the step time."""
-    up, ops = g.up, nvls_pipelines(g)
-    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not ops:
+    up = g.up
+    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None:
+        return 0.0 * s
+    ops = nvls_pipelines(g)  # (after the checks above: most groups the planners time span domains)
+    if not ops:
         return 0.0 * s
     return nccl.nvls_chunk_time_s(s, ops, up.inr_chunk_step_s)
 
