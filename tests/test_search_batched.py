@@ -1,7 +1,7 @@
 """The search's batched passes give the numbers of their one-by-one forms bit for bit: several collectives of one op
 (or of ops with the same time) timed in one call (collective_time.collectives_s), the tuner's float and array paths
-for a group's sizes (collective_time.TUNER_FLOAT_SIZES), and the plan rules evaluated on the degrees against the
-(micro-batch, virtual stages) pairs broadcast (candidates.candidate_columns, plan.valid_mask)."""
+for a group's sizes (collective_time.TUNER_FLOAT_SIZES, ALLREDUCE_FLOAT_SIZES), and the plan rules evaluated on the
+degrees against the (micro-batch, virtual stages) pairs broadcast (candidates.candidate_columns, plan.valid_mask)."""
 
 import numpy as np
 import pytest
@@ -53,8 +53,11 @@ def test_the_tuner_gives_a_group_the_same_times_on_floats_and_as_arrays(case, mo
         job = _job(case)
         return evaluate_plans(job, candidate_frame(job.model, job.system, gpus, seq, batch))
 
-    floats = search()  # every group's new sizes on floats (the planners' groups have at most 16)
-    monkeypatch.setattr(collective_time, "TUNER_FLOAT_SIZES", 0)  # every group's sizes together, as arrays
+    for limit in ("TUNER_FLOAT_SIZES", "ALLREDUCE_FLOAT_SIZES"):  # every group's new sizes on floats
+        monkeypatch.setattr(collective_time, limit, 1_000)
+    floats = search()
+    for limit in ("TUNER_FLOAT_SIZES", "ALLREDUCE_FLOAT_SIZES"):  # every group's sizes together, as arrays
+        monkeypatch.setattr(collective_time, limit, 0)
     arrays = search()
     stage_compute.clear_content_memo()
     assert len(floats) > 100

@@ -165,7 +165,7 @@ def _ring(g: GroupPlacement, passes: int, data, allreduce: bool, model: bool = F
         return lats[0] + data / bws[0]
     if isinstance(data, float):  # the planners' scalar path: LL, LL128 and Simple
         (l0, l1, l2), (b0, b1, b2) = lats, bws
-        return min(l0 + data / b0, l1 + data / b1, l2 + data / b2)
+        return nccl_bw.least((l0 + data / b0, l1 + data / b1, l2 + data / b2))
     return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
 
 
@@ -211,7 +211,7 @@ def _tree_protocols(g: GroupPlacement, s, data):
     lats, cap, ll128 = terms
     ll = nccl_bw.at_least(data / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
     times = (lats[0] + ll, lats[1] + data / ll128, lats[2] + data)
-    return min(times) if isinstance(data, float) else np.minimum.reduce(times)
+    return nccl_bw.least(times) if isinstance(data, float) else np.minimum.reduce(times)
 
 
 def _tree_data(g: GroupPlacement, s):
@@ -234,17 +234,21 @@ def _nvls_chunk_steps(g: GroupPlacement, s):
     (:func:`hnplan.comm.nccl.nvls_chunk_time_s`: one head per GPU, the generation's NVLS channels, the
     scale-up link's ``inr_chunk_step_s``, from the fabric's ``inr_chunk_step_us``); 0 across domains (NVLS +
     tree chunks by its own rule), without in-switch reduction, or on a fabric without the step time."""
-    up, ops = g.up, nvls_pipelines(g)
-    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None or not ops:
+    up = g.up
+    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None:
+        return 0.0 * s
+    ops = nvls_pipelines(g)  # (after the checks above: most groups the planners time span domains)
+    if not ops:
         return 0.0 * s
     return nccl.nvls_chunk_time_s(s, ops, up.inr_chunk_step_s)
 
 
 def _allreduce(alg: str, g: GroupPlacement, s):
-    p, q, d = g.size, g.per_domain, g.domains
-    bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
-    if alg == "ring":
+    p = g.size
+    if alg == "ring":  # its numbers are the group's (_ring): no others read (the tuner's scalar path)
         return _ring(g, 2, 2 * (p - 1) / p * s, True)
+    q, d = g.per_domain, g.domains
+    bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
     if alg == "tree":
         data, a_cross = _tree_data(g, s)
         if not _nccl(g):
@@ -291,11 +295,12 @@ def _allreduce(alg: str, g: GroupPlacement, s):
 
 
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):
-    p, q, d = g.size, g.per_domain, g.domains
+    p = g.size
+    if alg == "ring" and op in ("reducescatter", "allgather"):  # the group's numbers in _ring (the tuner's scalar path)
+        return _ring(g, 1, (p - 1) / p * s, False)
+    q, d = g.per_domain, g.domains
     bu, au, bo, ao = g.up.bw_Bps, g.up.alpha_s, g.out.bw_Bps, g.out.alpha_s
     if op in ("reducescatter", "allgather"):
-        if alg == "ring":
-            return _ring(g, 1, (p - 1) / p * s, False)
         if alg == "rhd":
             if not (_pow2(p) and _pow2(q)):
                 return None

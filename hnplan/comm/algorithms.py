@@ -43,9 +43,11 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
     hnplan's of that algorithm: the caps are the tuner's estimates, not limits the links reach (forced NCCL
     trees on 3 GB200 partitions reached 234 and 486 GB/s busbw through 4 and 8 NICs, above 4 x 24 and 8 x 24,
     data/reference/comm_at_scale.csv)."""
+    if alg != "ring" and (alg != "tree" or op != "allreduce"):  # ranked by its time on any fabric
+        return t
     if not _nccl(g):
         return t
-    if alg == "tree" and op == "allreduce":
+    if alg == "tree":  # the all-reduce's
         return nccl_bw.tree_estimate_s(g, s, _tree_data(g, s)[0])
     if alg == "ring":
         binds = g.derived.get("ring_ll128_cap_binds")
@@ -179,7 +181,8 @@ def best_time(op: str, n_bytes: float, group: GroupPlacement) -> tuple[float, st
     InputError
         For an unknown op.
     """
-    check_choice("collective", op, OPS)
+    if op not in OPS:  # (checked before the call: the tuner's scalar path asks once per message)
+        check_choice("collective", op, OPS)
     if group.size == 1:
         return 0.0, "none"
     return _best(op, float(n_bytes), group)

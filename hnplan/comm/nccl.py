@@ -166,7 +166,7 @@ def nvls_chunk_bytes(n_bytes, ops: int):
     >>> [int(nvls_chunk_bytes(s * units.MiB, 128) / units.KiB) for s in (4, 8, 32, 64, 512, 1024)]
     [16, 32, 32, 64, 64, 128]
     """
-    if np.ndim(n_bytes) == 0:  # the planners' scalar path
+    if isinstance(n_bytes, float) or np.ndim(n_bytes) == 0:  # the planners' scalar path (a float: no dispatch)
         size, c = float(n_bytes), float(NVLS_CHUNK_BYTES)
         for k, smaller in NVLS_CHUNK_STEPS:
             if size < k * ops * c and c > smaller:

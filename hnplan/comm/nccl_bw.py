@@ -148,7 +148,19 @@ def at_least(t, floor):
     """``max(t, floor)`` for a float or an array ``t`` (``floor`` None: ``t``)."""
     if floor is None:
         return t
-    return np.maximum(t, floor) if isinstance(t, np.ndarray) else max(t, floor)
+    if isinstance(t, np.ndarray):
+        return np.maximum(t, floor)
+    return floor if floor > t else t  # max(t, floor) without the builtin's per-call argument parsing
+
+
+def least(times: tuple) -> float:
+    """``min(times)`` of a few floats: the first smallest, as the builtin compares them (``x < least``), without
+    its per-call argument parsing (the tuner's scalar path calls it for every message and algorithm)."""
+    out = times[0]
+    for t in times[1:]:
+        if t < out:
+            out = t
+    return out
 
 
 def tree_estimate_s(g: GroupPlacement, s, data):
@@ -171,4 +183,4 @@ def tree_estimate_s(g: GroupPlacement, s, data):
     ll128 = at_least(simple / ll128_fraction, None if ll128_cap is None else 2 * s / ll128_cap)
     c = tree_corrections(s)
     times = (lats[0] + ll / c[0], lats[1] + ll128 / c[1], lats[2] + simple / c[2])
-    return min(times) if isinstance(data, float) else np.minimum.reduce(times)
+    return least(times) if isinstance(data, float) else np.minimum.reduce(times)

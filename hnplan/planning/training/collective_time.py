@@ -111,9 +111,16 @@ SHARED_GROUPS = 10_000
 
 #: up to this many new sizes on one group, :func:`_tuner_times` times each on floats (:func:`_kept_time`), above it
 #: the group's sizes together (:func:`~hnplan.comm.algorithms.fastest_time`): the same numbers either way (tested);
-#: a speed choice, not physics: on the planners' groups (a few to 15 sizes each) the float path costs about 5 us
-#: a size and the array path about 50 us a call, whatever its sizes up to a few dozen
-TUNER_FLOAT_SIZES = 16
+#: a speed choice, not physics. Replaying the tuner's batches of a first search on fresh placements (callgrind, three
+#: replays): DeepSeek-V3 on 2,048 H800 (its all-gathers and all-to-alls of 9 to 15 sizes a group) 96.0 million
+#: instructions with 16 here, 84.1 with 8, 99.5 with 4; Llama 3.1 405B on 16,384 H100 30.1 with 16, 31.1 with 8
+#: (its three 9-size TP all-reduces, :data:`ALLREDUCE_FLOAT_SIZES`)
+TUNER_FLOAT_SIZES = 8
+
+#: :data:`TUNER_FLOAT_SIZES` of an all-reduce: its array path weighs three algorithms and the tree's estimate, so
+#: its floats stay cheaper up to more sizes (the 405B search's 9-size TP groups: 30.1 against 31.1 million
+#: instructions as arrays)
+ALLREDUCE_FLOAT_SIZES = 16
 
 
 def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, inv: np.ndarray, count, placed) -> None:
@@ -122,11 +129,12 @@ def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, in
     (:func:`~hnplan.comm.algorithms.fastest_time`), kept for every job of the process (:func:`_shared_times`)."""
     shared = _shared_times(op)
     kept = [shared.setdefault(g, {}) for g in placed]  # each placement looked up once
-    few = count[inv] <= TUNER_FLOAT_SIZES  # on floats, without fastest_time's per-call array overhead
+    limit = ALLREDUCE_FLOAT_SIZES if op == "allreduce" else TUNER_FLOAT_SIZES
+    few = count[inv] <= limit  # on floats, without fastest_time's per-call array overhead
     at = miss[few]
     if len(at):
         res[at] = [_kept_time(kept[i], op, x, placed[i]) for x, i in zip(u_n[at].tolist(), inv[few].tolist())]
-    for i in np.flatnonzero(count > TUNER_FLOAT_SIZES).tolist():
+    for i in np.flatnonzero(count > limit).tolist():
         at = miss[inv == i]
         sizes = tuple(u_n[at].tolist())  # the group's sizes together, as fastest_time times them
         times = kept[i].get(sizes)
