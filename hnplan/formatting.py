@@ -59,13 +59,17 @@ def format_span(lo: float, hi: float, spec: str, suffix: str = "") -> str:
     return f"{a}{suffix}" if a == b else f"{a}-{b}{suffix}"
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """A whole count and its noun, singular for one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``.
+def counted(n: float, noun: str, plural: str | None = None, spec: str = ",") -> str:
+    """A count and its noun, singular for exactly one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``, ``1 day``.
+
+    ``spec`` is the number's format (``","`` for whole counts, ``"g"`` for an amount such as a deadline in days).
 
     >>> counted(1, "GPU"), counted(16384, "GPU"), counted(1, "row"), counted(2, "entry", "entries")
     ('1 GPU', '16,384 GPUs', '1 row', '2 entries')
+    >>> counted(1.0, "day", spec="g"), counted(0.5, "day", spec="g"), counted(30, "day", spec="g")
+    ('1 day', '0.5 days', '30 days')
     """
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    return f"{n:{spec}} {noun if n == 1 else plural or noun + 's'}"
 
 
 def format_count(n, digits: int = 3) -> str:

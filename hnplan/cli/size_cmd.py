@@ -12,6 +12,7 @@ from rich.table import Table
 from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
 from hnplan.cli._options import check_seq_len, dtype_name
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
+from hnplan.formatting import counted
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
@@ -209,7 +210,7 @@ def size(
             return
         t = Table(
             title=f"{model_id}: {format_count(tokens)} tokens"
-            + (f" within {deadline_days:g} days" if deadline_days else "")
+            + (f" within {counted(deadline_days, 'day', spec='g')}" if deadline_days else "")
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")
