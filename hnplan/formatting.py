@@ -8,6 +8,7 @@ these names are importable from :mod:`hnplan.units` as before.
 from __future__ import annotations
 
 import math
+import re
 
 # --- numbers for people (reports, verdicts, CLI tables) ---------------------------------
 # Short scale for counts (tokens, parameters, FLOP): k, M, B, T as finance and the model cards write them
@@ -143,3 +144,27 @@ def format_number(value, digits: int = 4) -> str:
         return "n/a"
     v = float(value)
     return f"{v:,.0f}" if 10 ** (digits - 1) <= abs(v) < 1e15 else _sig(v, digits)
+
+
+TEXT_STYLES = ("markdown", "plain")
+"""How a sentence builder writes its emphasis: ``markdown`` (bold ``**x**`` and code spans, for notebooks and the
+console, which renders the bold) or ``plain`` (a JSON field: no markup, a code span in single quotes)."""
+
+
+def styled(text: str, style: str = "markdown") -> str:
+    """A builder's Markdown sentences in ``style`` (:data:`TEXT_STYLES`): as built for ``markdown``; for ``plain``,
+    ``**x**`` is ``x`` and a code span is quoted.
+
+    Raises
+    ------
+    ValueError
+        For a style not in :data:`TEXT_STYLES`.
+
+    >>> styled("**gb200-nvl72** trains fastest; give its file `unit_price_usd`", "plain")
+    "gb200-nvl72 trains fastest; give its file 'unit_price_usd'"
+    """
+    if style not in TEXT_STYLES:
+        raise ValueError(f"style must be one of {', '.join(TEXT_STYLES)}; got {style!r}")
+    if style == "markdown":
+        return text
+    return re.sub(r"`([^`]*)`", r"'\1'", re.sub(r"\*\*(.+?)\*\*", r"\1", text))
