@@ -54,3 +54,66 @@ def test_simulate_cluster_refuses_defer_with_no_scheduler_period():
     assert res.exit_code == 2
     assert res.stderr.strip().startswith("error: --sched-interval 0 with --defer: no pass at submission")
     assert res.stderr.strip().endswith("or drop --defer")
+
+
+def test_compare_json_verdict_and_trust_are_plain_text_the_console_keeps_its_bold():
+    argv = ["compare", "--model", "llama3.1-8b", "--gpus", "1024", "--tokens", "1e12"]
+    res = runner.invoke(app, [*argv, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    for field in ("verdict", "trust"):
+        assert "**" not in out[field] and "`" not in out[field], out[field]
+    # the verdict names the fastest design unmarked; the trust notes quote a command as text
+    assert out["verdict"].startswith("gb200-nvl72 trains fastest")
+    assert "the 'validation' report ('hnplan report --scenario audit')" in out["trust"]
+    # one builder: the Markdown a notebook displays differs only by its markup
+    from hnplan.formatting import styled
+    from hnplan.planning.compare import verdict
+
+    rows = [
+        dict(system="rack", kind="supernode", peak_tflops=2500.0, days=20.0, mfu=0.5, capex_musd=300.0, status="ok"),
+        dict(
+            system="srv", kind="server-cluster", peak_tflops=2000.0, days=44.0, mfu=0.4, capex_musd=250.0, status="ok"
+        ),
+    ]
+    md = verdict(rows)
+    assert md.startswith("**rack** trains fastest (20.0 days at 50% MFU); **srv** costs least to buy")
+    assert verdict(rows, "plain") == styled(md, "plain") and verdict(rows, "plain").startswith("rack trains fastest")
+    with pytest.raises(ValueError, match="style must be one of markdown, plain; got 'html'"):
+        verdict(rows, "html")
+
+
+def test_train_defaults_the_sequence_and_batch_as_size_and_compare_do():
+    from hnplan.cli import _options
+
+    # Llama 3 405B's pre-training sequence and final batch: 2,048 sequences of 8,192 tokens = 16Mi tokens
+    assert (_options.DEFAULT_SEQ_LEN, _options.DEFAULT_BATCH_TOKENS) == (8192, 2048 * 8192)
+    # the default scenario's design comparison (compare's defaults) agrees with them
+    from hnplan.catalog.loader import load_catalog
+
+    params = [nb.parameters for nb in load_catalog().scenario("default").notebooks if "seq_len" in nb.parameters]
+    assert params and all((p["seq_len"], p["global_batch_tokens"]) == (8192, 16_777_216) for p in params)
+    argv = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--json"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert (out["seq_len"], out["global_batch_tokens"], out["global_batch_seqs"]) == (8192, 16_777_216, 2048)
+    assert res.stderr.strip() == (
+        "defaults: --seq-len 8,192, --global-batch-tokens 16,777,216 (Llama 3 405B's, as size and compare; give the "
+        "flags to change them)"
+    )
+    # a batch in sequences takes the default sequence: 512 x 8,192 tokens
+    res = runner.invoke(app, [*argv, "--global-batch-size", "512"])
+    assert json.loads(res.stdout)["global_batch_tokens"] == 512 * 8192
+    assert res.stderr.strip().startswith("defaults: --seq-len 8,192 (")
+    # a sequence the default batch does not divide says the batch was the default
+    res = runner.invoke(app, [*argv, "--seq-len", "3000"])
+    assert res.exit_code == 2
+    assert "the default --global-batch-tokens 16777216 is not a multiple of --seq-len 3000" in res.stderr
+    both = runner.invoke(app, [*argv, "--global-batch-size", "512", "--global-batch-tokens", "4Mi"])
+    assert both.exit_code == 2 and "give one of --global-batch-tokens and --global-batch-size, not both" in both.stderr
+    help_text = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert (
+        "the default is Llama 3 405B's, as in size and compare [default: 8192]" in help_text
+        and "default 16Mi = 16,777,216" in help_text
+    )
