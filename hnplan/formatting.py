@@ -8,6 +8,7 @@ these names are importable from :mod:`hnplan.units` as before.
 from __future__ import annotations
 
 import math
+import re
 
 # --- numbers for people (reports, verdicts, CLI tables) ---------------------------------
 # Short scale for counts (tokens, parameters, FLOP): k, M, B, T as finance and the model cards write them
@@ -59,13 +60,17 @@ def format_span(lo: float, hi: float, spec: str, suffix: str = "") -> str:
     return f"{a}{suffix}" if a == b else f"{a}-{b}{suffix}"
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """A whole count and its noun, singular for one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``.
+def counted(n: float, noun: str, plural: str | None = None, spec: str = ",") -> str:
+    """A count and its noun, singular for exactly one: ``1 GPU``, ``1,024 GPUs``, ``3 rows``, ``1 day``.
+
+    ``spec`` is the number's format (``","`` for whole counts, ``"g"`` for an amount such as a deadline in days).
 
     >>> counted(1, "GPU"), counted(16384, "GPU"), counted(1, "row"), counted(2, "entry", "entries")
     ('1 GPU', '16,384 GPUs', '1 row', '2 entries')
+    >>> counted(1.0, "day", spec="g"), counted(0.5, "day", spec="g"), counted(30, "day", spec="g")
+    ('1 day', '0.5 days', '30 days')
     """
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+    return f"{n:{spec}} {noun if n == 1 else plural or noun + 's'}"
 
 
 def format_count(n, digits: int = 3) -> str:
@@ -139,3 +144,27 @@ def format_number(value, digits: int = 4) -> str:
         return "n/a"
     v = float(value)
     return f"{v:,.0f}" if 10 ** (digits - 1) <= abs(v) < 1e15 else _sig(v, digits)
+
+
+TEXT_STYLES = ("markdown", "plain")
+"""How a sentence builder writes its emphasis: ``markdown`` (bold ``**x**`` and code spans, for notebooks and the
+console, which renders the bold) or ``plain`` (a JSON field: no markup, a code span in single quotes)."""
+
+
+def styled(text: str, style: str = "markdown") -> str:
+    """A builder's Markdown sentences in ``style`` (:data:`TEXT_STYLES`): as built for ``markdown``; for ``plain``,
+    ``**x**`` is ``x`` and a code span is quoted.
+
+    Raises
+    ------
+    ValueError
+        For a style not in :data:`TEXT_STYLES`.
+
+    >>> styled("**gb200-nvl72** trains fastest; give its file `unit_price_usd`", "plain")
+    "gb200-nvl72 trains fastest; give its file 'unit_price_usd'"
+    """
+    if style not in TEXT_STYLES:
+        raise ValueError(f"style must be one of {', '.join(TEXT_STYLES)}; got {style!r}")
+    if style == "markdown":
+        return text
+    return re.sub(r"`([^`]*)`", r"'\1'", re.sub(r"\*\*(.+?)\*\*", r"\1", text))

@@ -134,7 +134,7 @@ def test_train_search_reports_counts():
         (["--model", "llama3-405b"], 2, "nearest: llama3.1-405b"),
         (["--system", "gb200"], 2, "gb200-nvl72"),
         (["--recompute", "some"], 2, "none, selective, full"),
-        (["--global-batch-size", "2048"], 2, "exactly one of"),
+        (["--global-batch-size", "2048"], 2, "give one of --global-batch-tokens and --global-batch-size, not both"),
     ],
 )
 def test_train_errors(args, code, needle):

@@ -18,6 +18,13 @@ def _option_name(ctx, name: str) -> str:
     return name
 
 
+#: the job's sequence length [tokens] where ``train``, ``size`` (and the default scenario's design comparison, so
+#: ``compare``) are given none: Llama 3 405B's pre-training sequence (Llama 3 paper, arXiv:2407.21783, Sec. 3.4.1)
+DEFAULT_SEQ_LEN = 8192
+#: the job's global batch [tokens per step] where none is given: 16Mi tokens, Llama 3 405B's batch of 2,048
+#: sequences of 8,192 at the end of its pre-training (ibid.)
+DEFAULT_BATCH_TOKENS = 16_777_216
+
 #: the largest whole number a float64 holds exactly (9.0e15); a larger count (``--global-batch-size 1e23``)
 #: overflows numpy's 64-bit integers in the planners, and no count of GPUs, jobs or tokens comes near it
 MAX_COUNT = 2**53

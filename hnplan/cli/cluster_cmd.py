@@ -78,12 +78,10 @@ def check_pairs(
             "--sched-interval is the period of the main scheduler's passes, which start jobs only with --defer "
             "(without it the pass at every event tests the queue): give --defer or drop --sched-interval"
         )
-    if defer and sched_interval is not None and not sched_interval > 0:
-        raise InputError(
-            f"--sched-interval {sched_interval:g} with --defer: no pass at submission and none periodic, so a job "
-            "would wait for the next completion or repair to start; give a period > 0 (Slurm's sched_interval "
-            "default is 60) or drop --defer"
-        )
+    if sched_interval is not None:  # the simulator's own rule, in the flags' names
+        from hnplan.cluster.simulate import check_defer_interval
+
+        check_defer_interval(defer, sched_interval, ("--defer", "--sched-interval"))
     if replications == 1 and given("workers"):
         raise InputError(
             "--workers runs replications side by side; --replications 1 is one run in one process: "

@@ -161,13 +161,15 @@ def compare(
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
-        said, notes = verdict(table), (trust_notes(table, model, cat, stack, names) if trust else None)
+        style = "plain" if json_ else "markdown"  # a JSON field is plain text; the console renders the bold
+        said = verdict(table, style)
+        notes = trust_notes(table, model, cat, stack, names, style=style) if trust else None
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a design whose chip lacks its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0
         # and ranks optimistic: said with or without the trust notes (which repeat it), as train and infer say it
         ran = [cat.system(ref_of[r["system"]]).accelerator for r in rows if str(r["status"]).startswith("ok")]
-        calibration = uncalibrated_sentence(ran, cat)
+        calibration = uncalibrated_sentence(ran, cat, style=style)
         if json_:
             print_json(
                 {

@@ -10,13 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
-from hnplan.cli._options import check_seq_len, dtype_name
+from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
+from hnplan.formatting import counted
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
-DEFAULT_SEQ_LEN = 8192  # Llama 3 405B pre-training (Llama 3 paper Sec. 3.4.1)
-DEFAULT_BATCH_TOKENS = 16_777_216  # 16M tokens per step, ibid.
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS (where its reason is), written out so that the
 #: command's --help does not import the catalog schemas; tests/test_report_params.py checks they agree
 MAX_TRAINING_TOKENS = 1e18
@@ -209,7 +208,7 @@ def size(
             return
         t = Table(
             title=f"{model_id}: {format_count(tokens)} tokens"
-            + (f" within {deadline_days:g} days" if deadline_days else "")
+            + (f" within {counted(deadline_days, 'day', spec='g')}" if deadline_days else "")
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")

@@ -8,13 +8,22 @@ from hnplan.cli._app import (
     app,
     console,
     count,
+    current_context,
     decimal_hint,
+    err_console,
     exit_infeasible,
     handle_errors,
     kv_table,
     print_json,
 )
-from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name
+from hnplan.cli._options import (
+    DEFAULT_BATCH_TOKENS,
+    DEFAULT_SEQ_LEN,
+    check_expert_flags,
+    check_seq_len,
+    dtype_name,
+    option_given,
+)
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
 
@@ -25,7 +34,11 @@ def train(
     system: str = typer.Option(..., "--system", help="system id or YAML path"),
     gpus: int = typer.Option(..., "--gpus", min=1, help="accelerators in the job"),
     seq_len: int = typer.Option(
-        ..., "--seq-len", parser=count(integer=True), metavar="COUNT", help="sequence length [tokens]"
+        DEFAULT_SEQ_LEN,
+        "--seq-len",
+        parser=count(integer=True),
+        metavar="COUNT",
+        help="sequence length [tokens]; the default is Llama 3 405B's, as in size and compare",
     ),
     tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree"),
     pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree"),
@@ -45,9 +58,12 @@ def train(
         "--global-batch-tokens",
         parser=count(integer=True),
         metavar="COUNT",
-        help="tokens per step (4Mi = 4,194,304)",
+        help="tokens per step (4Mi = 4,194,304); default 16Mi = 16,777,216 (Llama 3 405B's, as size and compare) "
+        "unless --global-batch-size is given",
     ),
-    global_batch_size: int = typer.Option(None, "--global-batch-size", min=1, help="sequences per step"),
+    global_batch_size: int = typer.Option(
+        None, "--global-batch-size", min=1, help="sequences per step (in place of --global-batch-tokens)"
+    ),
     microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
     virtual_stages: int = typer.Option(
         None, "--virtual-stages", min=1, help="interleaved pipeline stages (searched if omitted; 1 at PP 1)"
@@ -126,13 +142,18 @@ def train(
         check_expert_flags(model, tp=tp, ep=ep, etp=etp)
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
-        if (global_batch_tokens is None) == (global_batch_size is None):
-            raise InputError("give exactly one of --global-batch-tokens and --global-batch-size")
+        if global_batch_tokens is not None and global_batch_size is not None:
+            raise InputError("give one of --global-batch-tokens and --global-batch-size, not both: each sets the batch")
         check_seq_len(model, seq_len)  # before the batch's checks: a sequence the model cannot take
-        if global_batch_tokens is not None:
+        defaulted = [f"--seq-len {seq_len:,}"] if not option_given(current_context(), "seq_len") else []
+        if global_batch_size is None:
+            if global_batch_tokens is None:
+                global_batch_tokens = DEFAULT_BATCH_TOKENS
+                defaulted.append(f"--global-batch-tokens {global_batch_tokens:,}")
             if global_batch_tokens % seq_len:
+                said = "the default " if defaulted and defaulted[-1].startswith("--global") else ""
                 raise InputError(
-                    f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                    f"{said}--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
                     + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
                 )
             global_batch_size = global_batch_tokens // seq_len
@@ -195,6 +216,12 @@ def train(
 
         # a chip without its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0: say so
         calibration = uncalibrated_sentence([job.system.accelerator], job.catalog)
+        if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
+            err_console.print(
+                f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",
+                highlight=False,
+                markup=False,
+            )
         if json_:
             out = {**ests[0].to_dict(), "stack": stack_info}
             if note:

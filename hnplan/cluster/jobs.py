@@ -397,7 +397,7 @@ def read_openb(
     import pandas as pd
 
     path = Path(path)
-    raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list")
+    raw = read_trace_csv(path, OPENB_COLUMNS, "openb_pod_list", keep_marks=True)
     for col in ("num_gpu", "gpu_milli", "creation_time", "deletion_time"):
         raw[col] = numeric_column(raw, col, str(path), rows=raw.index.to_numpy() + 2)
     # a blank scheduled_time is a pod never scheduled (pod_phase Pending in the trace); other text is a mistake

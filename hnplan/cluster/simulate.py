@@ -76,6 +76,26 @@ QUEUE_DEPTH_MAX = 1_000_000
 src/plugins/sched/backfill/backfill.c)."""
 
 
+def check_defer_interval(defer: bool, sched_interval_s: float, names=("defer", "sched_interval_s")) -> None:
+    """Refuse ``defer`` with a main-scheduler period of 0: no pass at submission (``defer``) and none periodic,
+    so a submitted job would wait for the next completion or repair to start (Slurm's ``sched_interval`` is a
+    period > 0, default :data:`SCHED_INTERVAL_S`). ``names`` are the caller's words for the two settings:
+    the parameters here, the command line's ``("--defer", "--sched-interval")``.
+
+    Raises
+    ------
+    InputError
+        ``sched_interval_s 0 with defer: no pass at submission and none periodic, ...``.
+    """
+    if defer and not sched_interval_s > 0:
+        d, i = names
+        raise InputError(
+            f"{i} {sched_interval_s:g} with {d}: no pass at submission and none periodic, so a job would wait for "
+            f"the next completion or repair to start; give a period > 0 (Slurm's sched_interval default is "
+            f"{SCHED_INTERVAL_S:g}) or drop {d}"
+        )
+
+
 def resolve_jobs(
     cluster_gpus: int,
     *,
@@ -274,7 +294,8 @@ def simulate_cluster(
     InputError
         For an unknown policy or node list, ``gpus < 1``, ``gpus`` above the GPUs one scale-out fabric of the
         design joins (:func:`hnplan.cluster.topology.check_cluster_gpus`, naming ``gpus``), a negative reserve or one without a shared node left, a queue depth outside 1 to
-        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, bad jobs (a TP group larger than
+        :data:`QUEUE_DEPTH_MAX`, a negative or non-finite scheduler interval, ``defer`` with ``sched_interval_s``
+        0 (:func:`check_defer_interval`), bad jobs (a TP group larger than
         the scale-up domain among them), or
         ``reference_system`` with ``nodes``.
     CatalogError
@@ -300,6 +321,7 @@ def simulate_cluster(
     ):
         if not 0 <= v < math.inf:
             raise InputError(f"{name} must be a finite number of seconds >= 0; got {v}")
+    check_defer_interval(defer, sched_interval_s)
     cat = catalog or load_catalog()
     sid = cat.system(system).id
     if nodes is None:

@@ -58,10 +58,19 @@ def separator_hint(columns) -> str | None:
 CSV_OPTIONS = {"comment": "#", "skipinitialspace": True}
 
 
-def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
+#: the cells read as missing where a loader asks for only an empty cell to be missing (``keep_marks``): pandas'
+#: default list also takes the text ``nan``, ``NA``, ``null``, ``None`` and ``N/A`` for a missing value, so an
+#: error could only say such a cell "is empty"; kept as text, the error quotes it (``has 'nan'``)
+EMPTY_ONLY = {"keep_default_na": False, "na_values": [""]}
+
+
+def read_trace_csv(path: Path, columns, fmt: str, keep_marks: bool = False) -> pd.DataFrame:
     """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors), read with
     :data:`CSV_OPTIONS`, the spaces around header names and text cells dropped. Its index is each row's line in
     the file less 2, so ``index + 2`` is the row a spreadsheet shows (the header row 1), comment lines counted.
+    With ``keep_marks`` only an empty cell is missing (NaN); a cell ``nan``, ``NA`` or ``null`` stays text
+    (:data:`EMPTY_ONLY`), for a format whose numeric cells are all required, so the error quotes what the file
+    has; without it, pandas' default list of missing-value marks applies (the Slurm logs' loaders drop such rows).
 
     Raises
     ------
@@ -74,7 +83,7 @@ def read_trace_csv(path: Path, columns, fmt: str) -> pd.DataFrame:
     check_trace_file(path)
     data = path.read_bytes()  # the file read once: pandas parses these bytes, the rows are numbered from them
     try:
-        raw = pd.read_csv(io.BytesIO(data), **CSV_OPTIONS)
+        raw = pd.read_csv(io.BytesIO(data), **CSV_OPTIONS, **(EMPTY_ONLY if keep_marks else {}))
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
     # with no comment and as many lines as the header and rows (lines end at \n, \r\n or \r, as a file read as

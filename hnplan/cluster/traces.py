@@ -391,7 +391,8 @@ def _read_trace(path: Path, domain_gpus: int | None, cluster_gpus: int | None) -
             if "type" in head
             else read_helios(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
         )
-    table = read_trace_csv(path, (), "hnplan job table")  # a file pandas cannot parse: one line, not a traceback
+    # a file pandas cannot parse: one line, not a traceback; a cell nan is quoted as written, not called empty
+    table = read_trace_csv(path, (), "hnplan job table", keep_marks=True)
     rows = table.index.to_numpy() + 2  # as a spreadsheet shows them
     if "job_id" in table:  # optional, renumbered 0..n-1 by arrival: a repeated id is two rows for one job
         ids = table["job_id"]

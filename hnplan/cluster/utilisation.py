@@ -14,6 +14,7 @@ from hnplan.cluster.replicate import BOUNDS, ci_text, mean_ci, replication_seeds
 from hnplan.cluster.simulate import simulate_cluster
 from hnplan.cluster.topology import CLUSTER_GPUS
 from hnplan.errors import InputError
+from hnplan.formatting import counted
 
 # A larger design is represented by a cluster of CLUSTER_GPUS under the same mix, to keep the answer to seconds.
 DEFAULT_JOBS = None
@@ -221,7 +222,7 @@ def simulated_utilisation(
         days, expected = steady_days(mix, g, cat)
         if expected > MAX_STEADY_JOBS:
             raise InputError(
-                f"a steady-state run of mix {mix} on {g:,} GPUs takes {days:g} days of arrivals, about "
+                f"a steady-state run of mix {mix} on {g:,} GPUs takes {counted(days, 'day', spec='g')} of arrivals, about "
                 f"{expected:,.0f} jobs (more than the {MAX_STEADY_JOBS:,} a cost figure simulates): run hnplan "
                 f"cluster simulate --system {sid} --gpus {g} --mix {mix} --days {days:g} and give its utilisation "
                 "as --utilisation"
@@ -241,7 +242,7 @@ def simulated_utilisation(
         utilisation_ci95=mean_ci((r["utilisation"] for r in runs), bounds=BOUNDS["utilisation"]),
     )
     length = (
-        f"{days:g} days of arrivals ({s['jobs_drawn']:,} jobs, the mix's steady-state length)"
+        f"{counted(days, 'day', spec='g')} of arrivals ({s['jobs_drawn']:,} jobs, the mix's steady-state length)"
         if days is not None
         else f"{int(jobs or 0):,} jobs"
     )

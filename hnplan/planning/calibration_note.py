@@ -7,6 +7,7 @@ without importing the comparison's trust machinery (issue 16's start-up budget, 
 from __future__ import annotations
 
 from hnplan.catalog.loader import Catalog
+from hnplan.formatting import styled
 
 #: the accelerator calibrations whose absence the planners read as the ideal 1.0, and what that default means
 UNCALIBRATED_DEFAULTS = {
@@ -18,7 +19,7 @@ UNCALIBRATED_DEFAULTS = {
 
 
 def uncalibrated_sentence(
-    accs: list[str], catalog: Catalog, fields: tuple[str, ...] = tuple(UNCALIBRATED_DEFAULTS)
+    accs: list[str], catalog: Catalog, fields: tuple[str, ...] = tuple(UNCALIBRATED_DEFAULTS), style: str = "markdown"
 ) -> str:
     """Which accelerators lack calibrations that the planners then take at their ideal default (1.0).
 
@@ -36,6 +37,9 @@ def uncalibrated_sentence(
     fields : tuple of str
         The calibrations the caller's planner applies (keys of :data:`UNCALIBRATED_DEFAULTS`); inference, for
         one, has no sustained clock and names ``memory_kernel_efficiency`` only.
+    style : str
+        ``markdown`` (field names as code spans) or ``plain`` (a JSON field: quoted;
+        :func:`hnplan.formatting.styled`).
 
     Returns
     -------
@@ -53,10 +57,11 @@ def uncalibrated_sentence(
         return ""
     said = "; ".join(f"{and_join([f'`{f}`' for f in lacks])} on {and_join(on)}" for lacks, on in missing.items())
     means = "; ".join(f"`{f}` 1.0: {UNCALIBRATED_DEFAULTS[f]}" for f in fields if any(f in k for k in missing))
-    return (
+    return styled(
         f"Not calibrated, modelled at the ideal default 1.0: {said} ({means}); predictions on those chips are "
         "likely optimistic, faster than the chip would run, and not comparable with those on calibrated chips "
-        "(data/accelerators/<id>.yaml carries the calibrated fields with their sources)."
+        "(data/accelerators/<id>.yaml carries the calibrated fields with their sources).",
+        style,
     )
 
 

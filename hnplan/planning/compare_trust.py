@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import HnplanError
+from hnplan.formatting import styled
 from hnplan.planning import trust
 from hnplan.planning.records import as_records
 
@@ -34,7 +35,9 @@ def _run_mfu(run, model, cat: Catalog) -> float:
     return mfu(training_flops_per_token(model, run.seq_len).model, run.published, peak)
 
 
-def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None) -> str:
+def trust_notes(
+    df: pd.DataFrame | list[dict], model, catalog: Catalog | None = None, stack=None, systems=None, style="markdown"
+) -> str:
     """How far to trust the comparison: the caveats the catalog and the validation set give for its designs.
 
     These kinds, each only where it applies to a design of ``df`` (the rows of
@@ -85,11 +88,19 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
     systems : list of str, optional
         The systems compared as they were given (ids or YAML paths): a design read from a user's file is looked
         up by its path, since the catalog does not hold its id. Default: the rows' ids.
+    style : str
+        ``markdown`` (file and field names as code spans, for notebooks and the console) or ``plain`` (a JSON
+        field: quoted; :func:`hnplan.formatting.styled`).
 
     Returns
     -------
     str
-        Markdown sentences, one paragraph; empty when no design has a plan.
+        Sentences, one paragraph; empty when no design has a plan.
+
+    Raises
+    ------
+    ValueError
+        For a style not in :data:`hnplan.formatting.TEXT_STYLES`.
     """
     from hnplan.planning.prediction_cache import cached_training_runs
 
@@ -179,7 +190,7 @@ def trust_notes(df: pd.DataFrame | list[dict], model, catalog: Catalog | None = 
         parts.append(said)
     if said := trust.moe_dispatch_sentence(m, stack, cat):
         parts.append(said)
-    return " ".join(parts)
+    return styled(" ".join(parts), style)
 
 
 # what each MoE graph scope captures (hnplan.compute.host.graph_scope), in words

@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from hnplan import units
-from hnplan.formatting import format_amount
+from hnplan.formatting import format_amount, styled
 from hnplan.planning.records import as_records, first_max, first_min, is_na, n_unique
 
 if TYPE_CHECKING:
@@ -125,11 +125,23 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
     return "\n\n".join(parts)
 
 
-def verdict(table: pd.DataFrame | list[dict]) -> str:
+def verdict(table: pd.DataFrame | list[dict], style: str = "markdown") -> str:
     """A paragraph naming the fastest design, the cheapest to buy and per training run, and (where the table
     allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`).
     ``table``: the frame of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read
-    alike."""
+    alike. ``style``: ``markdown`` (designs in bold, for notebooks and the console) or ``plain`` (a JSON field;
+    :func:`hnplan.formatting.styled`).
+
+    Raises
+    ------
+    ValueError
+        For a style not in :data:`hnplan.formatting.TEXT_STYLES`.
+    """
+    return styled(_verdict(table), style)
+
+
+def _verdict(table: pd.DataFrame | list[dict]) -> str:
+    """:func:`verdict` in Markdown."""
     rows = as_records(table)
     columns = set(rows[0]) if rows else set()
     ok = ok_rows(rows)

@@ -17,7 +17,7 @@ import pandas as pd
 from hnplan import units
 from hnplan.catalog.schemas import WHATIF_INPUTS
 from hnplan.errors import InputError
-from hnplan.formatting import format_amount
+from hnplan.formatting import counted, format_amount
 
 DESIGN_KEYS = ("system", "gpus", "model", "global_batch_seqs", "seq_len", "stack", "dtype", "tokens")
 OBJECTIVES = ("days_to_train", "tco_usd", "facility_power_w")
@@ -448,13 +448,13 @@ def summary_text(
         if best is None:
             hi = rows.sort_values("p_meet", ascending=False).iloc[0] if len(rows) else None
             lines.append(
-                f"- **No design** trains {work + ' ' if len(works) > 1 else ''}within {deadline_days:g} days "
+                f"- **No design** trains {work + ' ' if len(works) > 1 else ''}within {counted(deadline_days, 'day', spec='g')} "
                 f"with probability {probability:.0%}"
                 + (f"; the likeliest is {hi['design']} at {hi['p_meet']:.0%}." if hi is not None else ".")
             )
         else:
             lines.append(
-                f"{lead} cheapest design that trains within {deadline_days:g} days with probability at least "
+                f"{lead} cheapest design that trains within {counted(deadline_days, 'day', spec='g')} with probability at least "
                 f"{probability:.0%} is **{best['design']}** (it meets the deadline in {best['p_meet']:.0%} of "
                 f"the draws; mean TCO ${best['cost_mean_usd'] / units.MEGA:,.1f}M)."
             )

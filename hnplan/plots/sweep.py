@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from hnplan import units
+from hnplan.formatting import counted
 from hnplan.plots.common import design_colour
 
 
@@ -115,7 +116,7 @@ def deadline_figure(table: pd.DataFrame, deadline_days: float, probability: floa
     )
     fig.add_hline(y=probability, line_dash="dash", annotation_text=f"target {probability:.0%}")
     fig.update_layout(
-        title=f"Chance of training within {deadline_days:g} days against cost",
+        title=f"Chance of training within {counted(deadline_days, 'day', spec='g')} against cost",
         xaxis_title="mean TCO [million USD]",
         yaxis_title="probability of meeting the deadline [0-1]",
         yaxis_range=[-0.05, 1.1],
