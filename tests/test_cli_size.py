@@ -397,7 +397,8 @@ def test_size_names_a_design_sized_at_the_ideal_default():
     res = runner.invoke(app, [*argv, "--no-goodput", "--json"])
     assert res.exit_code == 0, res.output
     note = json.loads(res.stdout)["calibration_note"]
-    assert "`sustained_compute_fraction` on a100-sxm-80gb (" in note
+    assert "'sustained_compute_fraction' on a100-sxm-80gb (" in note  # JSON is plain text: no Markdown
+    assert "`" not in note and "**" not in note
     assert "h100-sxm" not in note  # calibrated: both fields in data/accelerators/h100-sxm.yaml
     table = runner.invoke(app, [*argv, "--no-goodput"])
     assert table.exit_code == 0 and "Not calibrated, modelled at the ideal default 1.0" in " ".join(
@@ -405,3 +406,12 @@ def test_size_names_a_design_sized_at_the_ideal_default():
     )
     calibrated = [*argv[:-4], "--system", "hgx-h100-ib-ndr", "--no-goodput", "--json"]
     assert "calibration_note" not in json.loads(runner.invoke(app, calibrated).stdout)
+
+
+def test_train_json_calibration_note_is_plain_text():
+    # the same note in train --json: quoted with plain quotes, as compare --json gives its sentences
+    argv = ["train", "--model", "llama3.1-8b", "--system", "dgx-a100-hdr", "--gpus", "64", "--seq-len", "4096"]
+    res = runner.invoke(app, [*argv, "--global-batch-tokens", "1048576", "--json"])
+    assert res.exit_code == 0, res.output
+    note = json.loads(res.stdout)["calibration_note"]
+    assert "'sustained_compute_fraction' on a100-sxm-80gb (" in note and "`" not in note

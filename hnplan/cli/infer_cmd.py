@@ -259,7 +259,9 @@ def infer(
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # the serving model times memory-bound kernels by the chip's memory_kernel_efficiency (no sustained clock)
-        calibration = uncalibrated_sentence([cat.system(system).accelerator], cat, ("memory_kernel_efficiency",))
+        calibration = uncalibrated_sentence(
+            [cat.system(system).accelerator], cat, ("memory_kernel_efficiency",), style="plain" if json_ else "markdown"
+        )
         if calibration:
             out["calibration_note"] = calibration
         unit = cat.system(system).unit_gpus

@@ -184,7 +184,9 @@ def size(
         # (too few GPUs, too few days): said as train and compare say it
         cat = load_catalog()
         acc_of = {cat.system(ref).id: cat.system(ref).accelerator for ref in systems}  # ids or YAML paths
-        calibration = uncalibrated_sentence([acc_of[r["system"]] for r in rows if r.get("status") == "ok"], cat)
+        calibration = uncalibrated_sentence(
+            [acc_of[r["system"]] for r in rows if r.get("status") == "ok"], cat, style="plain" if json_ else "markdown"
+        )
         if json_:
             print_json(
                 {

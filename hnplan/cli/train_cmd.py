@@ -215,7 +215,9 @@ def train(
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a chip without its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0: say so
-        calibration = uncalibrated_sentence([job.system.accelerator], job.catalog)
+        calibration = uncalibrated_sentence(
+            [job.system.accelerator], job.catalog, style="plain" if json_ else "markdown"
+        )
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
                 f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",
