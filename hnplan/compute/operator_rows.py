@@ -408,7 +408,7 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
         upair = np.flatnonzero(present).tolist()
         lut = np.ones(len(present))
         lut[upair] = memory_kernel_fractions(acc, [names[p // nk] for p in upair], [kinds[p % nk] for p in upair])
-        memory_s = memory_s / lut[pairs]
+        memory_s = memory_s / lut.take(pairs)
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():

@@ -175,10 +175,11 @@ def part_time_table(
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     subs = list(sub)
+    sub_cols = np.array(subs, dtype=np.int64).reshape(-1, 3).T.copy()  # [(mb, tp, cp), sub-shape]
 
     def rows(owners, core: bool, ring: bool = False) -> list:
         """The row segments (``_raw_rows``'s ``core``) of the sub-shapes ``owners``."""
-        mb, tp, cp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1, 2))
+        mb, tp, cp = (sub_cols[j].take(owners) for j in (0, 1, 2))
         cp = cp if ring or not core else 1  # the ring's rows (diagonal, off-diagonal x (cp - 1), corrections)
         r = _raw_rows(
             model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True, core=core
@@ -191,10 +192,9 @@ def part_time_table(
     # the attention cores once per group of shapes that share their row set (cp = 1; any cp > 1, as a ring), the
     # other operators once over all the shapes (their rows have the same structure at every cp), interleaved in
     # the order of each shape's rows (each shape's sums below add its rows in that order)
-    cores = [
-        (rows(owners, True, ring), owners) for (ring, _), owners in _groups(subs, lambda k: k[2] > 1, by_tp).items()
-    ]
-    others = [(rows(owners, False), owners) for owners in _groups(subs, lambda k: 0, by_tp).values()]
+    tp_split = sub_cols[1] > 1 if by_tp else np.zeros(len(subs), dtype=bool)
+    cores = [(rows(owners, True, ring), owners) for (ring, _), owners in _split_groups(sub_cols[2] > 1, tp_split)]
+    others = [(rows(owners, False), owners) for _, owners in _split_groups(np.zeros(len(subs), dtype=bool), tp_split)]
     shared = []
     for i in range(len(others[0][0]) if others else 0):  # no shapes: no rows
         shared += [(seg[i], owners, 1.0) for seg, owners in (others if i % 2 == 0 else cores) if seg[i]]
@@ -229,7 +229,8 @@ def _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, b
     routed_of = np.array([routed_index[routed(*s)] for s in shp], dtype=np.int64)
     experts = []
     keys = list(routed_key)
-    for _, owners in _groups(keys, lambda k: 0, by_tp).items():
+    none = np.zeros(len(keys), dtype=bool)
+    for _, owners in _split_groups(none, np.array([k[1] > 1 for k in keys], dtype=bool) if by_tp else none):
         tokens = np.array([keys[i][0] for i in owners])
         etp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
         r = _expert_rows(model, tokens, 1, etp, 1, ep, dtype, sequence_parallel, acc, kn)
@@ -243,13 +244,13 @@ def _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, b
         table[i_moe, (GROUPS + HOST_GROUPS).index(g)] += extra
 
 
-def _groups(keys: list, split, by_tp: bool) -> dict:
-    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and, with ``by_tp``,
-    whether tp > 1: the shapes whose operator rows share one row set [{group: int array}]."""
-    out: dict = {}
-    for i, k in enumerate(keys):
-        out.setdefault((split(k), by_tp and k[1] > 1), []).append(i)
-    return {g: np.array(v, dtype=np.int64) for g, v in out.items()}
+def _split_groups(split: np.ndarray, tp_split: np.ndarray) -> list:
+    """Indices of keys grouped by ``split`` and ``tp_split`` (boolean arrays over the keys: e.g. whether cp > 1,
+    and whether tp > 1 where the rows of tp = 1 and tp > 1 differ): the shapes whose operator rows share one row
+    set, ``[((split, tp_split), int array)]`` in the order of each group's first key."""
+    code = 2 * split.astype(np.int64) + tp_split
+    firsts = np.sort(np.unique(code, return_index=True)[1]).tolist()
+    return [((bool(split[f]), bool(tp_split[f])), np.flatnonzero(code == code[f])) for f in firsts]
 
 
 def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
@@ -374,7 +375,7 @@ def _grouped(
     }
     # one sum per group over (part, owner) bins; rows of scopes outside PARTS fall in a last bin
     part_of = np.array([list(PARTS).index(sc) if sc in PARTS else len(PARTS) for sc in scope[1]], dtype=np.int64)
-    bins = part_of[scope[0]] * n + np.asarray(owner, dtype=np.int64)
+    bins = part_of.take(scope[0]) * n + np.asarray(owner, dtype=np.int64)
     groups = GROUPS + HOST_GROUPS
     out = np.empty((len(PARTS), len(groups), n))
     sel_bins: dict = {}  # a host group's rows are those of its GPU group: their bins selected once
