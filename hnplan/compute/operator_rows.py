@@ -77,7 +77,11 @@ def _check(
     convention,
     attention="flash",
     sequence_parallel=True,
+    split=True,
 ):
+    """Raise :class:`hnplan.errors.InputError` naming the first choice or degree out of range, or
+    :class:`hnplan.errors.PlanRuleError` the first rule of :func:`hnplan.compute.layout.split_rules` the degrees
+    break (``split=False``: those rules left to a caller that checked them already)."""
     check_choice("attention", attention, ATTENTION_IMPLS)
     if not isinstance(sequence_parallel, (bool, np.bool_)):
         raise InputError(f"sequence_parallel must be True or False, got {sequence_parallel!r}")
@@ -89,7 +93,8 @@ def _check(
             raise InputError(f"{name} must be >= 1, got {v!r}")
     if kv_len is not None and kv_len < 0:
         raise InputError(f"kv_len must be >= 0, got {kv_len!r}")
-    check_split(model, tp=tp, ep=ep, training=False)  # PlanRuleError naming the rule
+    if split:
+        check_split(model, tp=tp, ep=ep, training=False)  # PlanRuleError naming the rule
     try:
         units.dtype_bytes(dtype)
     except ValueError as exc:
@@ -337,8 +342,16 @@ def _labels(values) -> tuple[np.ndarray, dict]:
 def _label_is(labels: tuple[np.ndarray, dict], *values: str) -> np.ndarray:
     """Rows whose label (:func:`_labels`) is one of ``values`` [bool array]."""
     codes, index = labels
+    present = [index[v] for v in values if v in index]
+    if len(present) <= 3:  # a few comparisons over the codes cost a fraction of a gather
+        if not present:
+            return np.zeros(len(codes), dtype=bool)
+        out = codes == present[0]
+        for code in present[1:]:
+            out |= codes == code
+        return out
     wanted = np.zeros(len(index) + 1, dtype=bool)  # a lookup per label code (a few dozen labels)
-    wanted[[index[v] for v in values if v in index]] = True
+    wanted[present] = True
     return wanted.take(codes)  # wanted[codes], gathered faster
 
 
@@ -395,7 +408,7 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
         upair = np.flatnonzero(present).tolist()
         lut = np.ones(len(present))
         lut[upair] = memory_kernel_fractions(acc, [names[p // nk] for p in upair], [kinds[p % nk] for p in upair])
-        memory_s = memory_s / lut[pairs]
+        memory_s = memory_s / lut.take(pairs)
     total = np.maximum(compute_s, memory_s) + kernel_overhead_s(acc)
     for sel, dt in ((is_gemm, dtype), (is_bmm, ATTENTION_DTYPE)):
         if sel.any():

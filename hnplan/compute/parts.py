@@ -175,10 +175,11 @@ def part_time_table(
     index = {k: i for i, k in enumerate(sub)}
     sub_of = np.array([index[s[:3]] for s in shp], dtype=np.int64)
     subs = list(sub)
+    sub_cols = np.array(subs, dtype=np.int64).reshape(-1, 3).T.copy()  # [(mb, tp, cp), sub-shape]
 
     def rows(owners, core: bool, ring: bool = False) -> list:
         """The row segments (``_raw_rows``'s ``core``) of the sub-shapes ``owners``."""
-        mb, tp, cp = (np.array([subs[i][j] for i in owners], dtype=np.int64) for j in (0, 1, 2))
+        mb, tp, cp = (sub_cols[j].take(owners) for j in (0, 1, 2))
         cp = cp if ring or not core else 1  # the ring's rows (diagonal, off-diagonal x (cp - 1), corrections)
         r = _raw_rows(
             model, "train", mb, seq_len, 0, tp, cp, 1, dtype, "full", "executed", **kw, occurrence=True, core=core
@@ -191,10 +192,9 @@ def part_time_table(
     # the attention cores once per group of shapes that share their row set (cp = 1; any cp > 1, as a ring), the
     # other operators once over all the shapes (their rows have the same structure at every cp), interleaved in
     # the order of each shape's rows (each shape's sums below add its rows in that order)
-    cores = [
-        (rows(owners, True, ring), owners) for (ring, _), owners in _groups(subs, lambda k: k[2] > 1, by_tp).items()
-    ]
-    others = [(rows(owners, False), owners) for owners in _groups(subs, lambda k: 0, by_tp).values()]
+    tp_split = sub_cols[1] > 1 if by_tp else np.zeros(len(subs), dtype=bool)
+    cores = [(rows(owners, True, ring), owners) for (ring, _), owners in _split_groups(sub_cols[2] > 1, tp_split)]
+    others = [(rows(owners, False), owners) for _, owners in _split_groups(np.zeros(len(subs), dtype=bool), tp_split)]
     shared = []
     for i in range(len(others[0][0]) if others else 0):  # no shapes: no rows
         shared += [(seg[i], owners, 1.0) for seg, owners in (others if i % 2 == 0 else cores) if seg[i]]
@@ -229,7 +229,8 @@ def _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, b
     routed_of = np.array([routed_index[routed(*s)] for s in shp], dtype=np.int64)
     experts = []
     keys = list(routed_key)
-    for _, owners in _groups(keys, lambda k: 0, by_tp).items():
+    none = np.zeros(len(keys), dtype=bool)
+    for _, owners in _split_groups(none, np.array([k[1] > 1 for k in keys], dtype=bool) if by_tp else none):
         tokens = np.array([keys[i][0] for i in owners])
         etp, ep = (np.array([keys[i][j] for i in owners], dtype=np.int64) for j in (1, 2))
         r = _expert_rows(model, tokens, 1, etp, 1, ep, dtype, sequence_parallel, acc, kn)
@@ -243,13 +244,13 @@ def _add_routed(table, model, shp, seq_len, dtype, sequence_parallel, acc, kn, b
         table[i_moe, (GROUPS + HOST_GROUPS).index(g)] += extra
 
 
-def _groups(keys: list, split, by_tp: bool) -> dict:
-    """Indices of ``keys`` (tuples whose second entry is tp) grouped by ``split(key)`` and, with ``by_tp``,
-    whether tp > 1: the shapes whose operator rows share one row set [{group: int array}]."""
-    out: dict = {}
-    for i, k in enumerate(keys):
-        out.setdefault((split(k), by_tp and k[1] > 1), []).append(i)
-    return {g: np.array(v, dtype=np.int64) for g, v in out.items()}
+def _split_groups(split: np.ndarray, tp_split: np.ndarray) -> list:
+    """Indices of keys grouped by ``split`` and ``tp_split`` (boolean arrays over the keys: e.g. whether cp > 1,
+    and whether tp > 1 where the rows of tp = 1 and tp > 1 differ): the shapes whose operator rows share one row
+    set, ``[((split, tp_split), int array)]`` in the order of each group's first key."""
+    code = 2 * split.astype(np.int64) + tp_split
+    firsts = np.sort(np.unique(code, return_index=True)[1]).tolist()
+    return [((bool(split[f]), bool(tp_split[f])), np.flatnonzero(code == code[f])) for f in firsts]
 
 
 def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attention: str) -> None:
@@ -260,8 +261,24 @@ def _check_shapes(model: Model, shapes: list, seq_len: int, dtype: str, attentio
     mb, tp, cp, ep, etp = (np.array(x) for x in zip(*shapes))
     ok = np.minimum.reduce([mb, tp, cp, ep, etp]) >= 1
     ok &= np.logical_and.reduce(np.broadcast_arrays(*split_rules(model, tp, 1, ep, training=False).values()))
-    first = shapes[int(np.argmin(ok))] if not ok.all() else shapes[0]
-    _check(model, "train", first[0], seq_len, 0, first[1], first[2], first[3], dtype, "full", "executed", attention)
+    broken = not ok.all()
+    first = shapes[int(np.argmin(ok))] if broken else shapes[0]
+    # the split rules of every shape are checked above: again only for the shape that breaks one (its message)
+    _check(
+        model,
+        "train",
+        first[0],
+        seq_len,
+        0,
+        first[1],
+        first[2],
+        first[3],
+        dtype,
+        "full",
+        "executed",
+        attention,
+        split=broken,
+    )
 
 
 def _expert_rows(model, mb, seq_len, tp, cp, ep, dtype, sequence_parallel, acc, kn) -> list:
@@ -285,14 +302,16 @@ def _block_columns(blocks) -> tuple[dict, np.ndarray]:
         codes, index = _labels(values)
         cols[f] = (np.repeat(codes, reps), index)
     width = len(ROW_FIELDS) - 4
+    ndarray = np.ndarray
     # [field, row x owner]: each block's rows field by field (a field's rows, each over its owners, side by side)
     nums = np.empty((width, int(np.dot([len(rows) for rows, *_ in blocks], [len(own) for _, own, _ in blocks]))))
     at = 0
     for rows, own, _ in blocks:
         n = len(own)
-        values = [r[j] for j in range(4, 4 + width) for r in rows]  # a number or an array over the owners
+        # field by field, row by row: a number or an array over the owners
+        values = [v for field in list(zip(*rows))[4:] for v in field]
         # the numbers that are arrays over the owners (as _wide), the rest broadcast over them
-        wide = [i for i, v in enumerate(values) if isinstance(v, np.ndarray) and v.ndim > 0]
+        wide = [i for i, v in enumerate(values) if isinstance(v, ndarray) and v.ndim > 0]
         a = np.empty((len(values), n))
         if wide:
             narrow = np.ones(len(values), dtype=bool)
@@ -356,13 +375,17 @@ def _grouped(
     }
     # one sum per group over (part, owner) bins; rows of scopes outside PARTS fall in a last bin
     part_of = np.array([list(PARTS).index(sc) if sc in PARTS else len(PARTS) for sc in scope[1]], dtype=np.int64)
-    bins = part_of[scope[0]] * n + np.asarray(owner, dtype=np.int64)
+    bins = part_of.take(scope[0]) * n + np.asarray(owner, dtype=np.int64)
     groups = GROUPS + HOST_GROUPS
     out = np.empty((len(PARTS), len(groups), n))
+    sel_bins: dict = {}  # a host group's rows are those of its GPU group: their bins selected once
     for i, g in enumerate(groups):
-        sel = masks[g.removeprefix("host_")]
+        key = g.removeprefix("host_")
+        sel = masks[key]
+        if key not in sel_bins:
+            sel_bins[key] = bins[sel]
         w = (t if i < len(GROUPS) else host)[sel]  # host groups: the host time
-        out[:, i] = np.bincount(bins[sel], weights=w, minlength=(len(PARTS) + 1) * n).reshape(-1, n)[: len(PARTS)]
+        out[:, i] = np.bincount(sel_bins[key], weights=w, minlength=(len(PARTS) + 1) * n).reshape(-1, n)[: len(PARTS)]
     return out
 
 
@@ -386,10 +409,13 @@ def _ring_step_times(cols: dict, t: np.ndarray, owner: np.ndarray, keys: list, s
     an attention row has no memory-kernel class): element by element the numbers of
     :func:`hnplan.compute.attention.ring_pair_times_s` (tested)."""
     name, sc, phase, kind = cols["name"], cols["scope"], cols["phase"], cols["kind"]
-    rows = _label_is(sc, scope) & _label_is(kind, "attention")
+    rows = np.flatnonzero(_label_is(sc, scope) & _label_is(kind, "attention"))
+    # the name and phase codes of those rows only (a few hundred of the thousands), compared code by code
+    names, phases = name[0].take(rows), phase[0].take(rows)
     per = []
     for nm, ph in RING_KERNELS:
-        at = np.flatnonzero(rows & _label_is(name, nm) & _label_is(phase, ph))
+        i, j = name[1].get(nm), phase[1].get(ph)
+        at = rows[(names == i) & (phases == j)] if i is not None and j is not None else rows[:0]
         own = owner[at].tolist()
         if len(set(own)) != len(own):  # not one kernel of the step per owner: leave the ring to its own timing
             return {}
@@ -404,31 +430,36 @@ def _wide(x) -> bool:
     return isinstance(x, np.ndarray) and x.ndim > 0
 
 
+_ZEROS_7 = (0.0,) * 7  # a host-time row's counts (row_host_s reads its labels and groups only)
+
+
 def _host_s(blocks, cols: dict, ch: StackChoices, multi_cast_transpose: bool = False) -> np.ndarray:
     """:func:`hnplan.compute.host.row_host_s` of every row of :func:`_block_columns` (each row over its block's
     owners, row by row): once per distinct (name, scope, kind, groups of a GEMM or the local experts of another
     row), a few dozen; a row whose number is the same for all its owners is repeated over them."""
-    memo: dict = {}
-
-    def one(r, per: float, local: float) -> float:
-        key = (r[0], r[1], r[2], per, local)
-        if key not in memo:
-            row = [(r[0], r[1], r[2], *[0.0] * 7, per)]
-            memo[key] = float(row_host_s(row, ch, local, multi_cast_transpose=multi_cast_transpose)[0])
-        return memo[key]
-
-    values, reps = [], []
+    # each row's key (name, scope, kind, groups or local experts, local experts), or a list of keys over its owners
+    keys: list = []
+    reps = []
     for rows, own, le in blocks:
         n = len(own)
         le_wide = _wide(le)
         for r in rows:
             per = r[10] if r[2] == "gemm" else le  # what the host time of the row depends on besides its labels
             if not (le_wide or _wide(per)):
-                values.append(one(r, float(per), float(le)))
+                keys.append((r[0], r[1], r[2], float(per), float(le)))
             else:  # groups or local experts over the owners
                 p, lo = (np.broadcast_to(np.asarray(x, dtype=float), (n,)).tolist() for x in (per, le))
-                values.append(np.array([one(r, a, b) for a, b in zip(p, lo)]))
+                keys.append([(r[0], r[1], r[2], a, b) for a, b in zip(p, lo)])
             reps.append(n)
+    # the distinct keys timed in one call per number of local experts (row_host_s times each row alone)
+    by_local: dict = {}
+    for key in dict.fromkeys(k for e in keys for k in (e if isinstance(e, list) else (e,))):
+        by_local.setdefault(key[4], []).append(key)
+    memo: dict = {}
+    for local, ks in by_local.items():
+        rows = [(k[0], k[1], k[2], *_ZEROS_7, k[3]) for k in ks]
+        memo.update(zip(ks, row_host_s(rows, ch, local, multi_cast_transpose=multi_cast_transpose).tolist()))
+    values = [memo[e] if not isinstance(e, list) else np.array([memo[k] for k in e]) for e in keys]
     if all(isinstance(v, float) for v in values):
         return np.repeat(np.array(values, dtype=float), reps)
     return np.concatenate([np.full(k, v) if isinstance(v, float) else v for v, k in zip(values, reps)])
