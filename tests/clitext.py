@@ -9,3 +9,20 @@ def one_line(text: str) -> str:
     'error: --gpus 12 has no plan'
     """
     return " ".join(text.split())
+
+
+def gemm_cli_probe(report: str) -> str:
+    """A ``python -c`` script that runs ``hnplan gemm`` once through the command line's entry point (its output
+    swallowed, a non-zero exit raised) and then prints ``report``, a Python expression evaluated after the call
+    (what the entry point left in ``os.environ``, say)."""
+    return f"""
+import contextlib, io, os, sys
+from hnplan.cli import main
+sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+print({report})
+"""

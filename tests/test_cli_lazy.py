@@ -11,6 +11,7 @@ import typer.main
 
 from hnplan.cli import app, command_modules
 from hnplan.cli._app import _help_from_source, unwrap_help
+from tests.clitext import gemm_cli_probe
 
 PROBE = """
 import sys
@@ -283,17 +284,7 @@ def test_objects_are_frozen_at_exit_so_finalization_does_not_trace_them():
     assert int(frozen) > 10_000 and int(tracked) == 0
 
 
-BLAS_PROBE = """
-import contextlib, io, os, sys
-from hnplan.cli import main
-sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
-with contextlib.redirect_stdout(io.StringIO()):
-    try:
-        main()
-    except SystemExit as exc:
-        assert not exc.code, exc.code
-print(os.environ.get("OPENBLAS_NUM_THREADS"))
-"""
+BLAS_PROBE = gemm_cli_probe('os.environ.get("OPENBLAS_NUM_THREADS")')
 
 
 @pytest.mark.parametrize("given,expected", [(None, "1"), ("4", "4")])

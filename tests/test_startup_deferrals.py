@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from hnplan.catalog.yaml_io import DEFAULT_DATA_DIR, _StrictLoader
+from tests.clitext import gemm_cli_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,17 +122,7 @@ def test_scipy_imports_without_running_numpys_f2py_and_testing_and_they_work_whe
     assert out.stdout.strip().splitlines()[-1] == "[] True True"
 
 
-PLUGINS_PROBE = """
-import contextlib, io, os, sys
-from hnplan.cli import main
-sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
-with contextlib.redirect_stdout(io.StringIO()):
-    try:
-        main()
-    except SystemExit as exc:
-        assert not exc.code, exc.code
-print(repr(os.environ.get("PYDANTIC_DISABLE_PLUGINS")))
-"""
+PLUGINS_PROBE = gemm_cli_probe('repr(os.environ.get("PYDANTIC_DISABLE_PLUGINS"))')
 
 
 @pytest.mark.parametrize("given,expected", [(None, "'__all__'"), ("", "''")])
