@@ -72,3 +72,28 @@ def test_calibration_example_header_quotes_what_its_fit_gives(tmp_path):
     plan = json.loads(res.stdout)
     assert plan["parallel"]["recompute"] == "none"
     assert plan["mfu"] == pytest.approx(0.61, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    "line,field,got,unit",
+    [
+        ("nic_gbps: 400Gb", "nic_gbps", "400Gb", ", in Gb/s"),
+        ("unit_price_usd: 300k", "unit_price_usd", "300k", ", in USD"),
+        ("node_gpus: eight", "node_gpus", "eight", ""),
+    ],
+)
+def test_system_file_number_with_a_unit_says_what_it_got_and_the_unit(tmp_path, line, field, got, unit):
+    """A system file of one's own with ``nic_gbps: 400Gb`` or ``unit_price_usd: 300k`` was refused as
+    pydantic's ``Input should be a valid number, unable to parse string as a number``, without the value read
+    or the unit the field is in; now the line says both (where the field's description states a unit)."""
+    text = (ROOT / "data" / "systems" / "hgx-h100-ib-ndr.yaml").read_text().replace("id: hgx-h100-ib-ndr", "id: mine")
+    key = line.split(":")[0]
+    lines = [ln for ln in text.splitlines() if not ln.startswith(f"{key}:")]
+    path = tmp_path / "mine.yaml"
+    path.write_text("\n".join([*lines, line]) + "\n")
+    res = runner.invoke(app, ["tco", "--system", str(path), "--gpus", "64"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    msg = res.stderr.strip()
+    assert len(msg.splitlines()) == 1 and msg.startswith(f"error: --system: {path}")
+    assert f"(System) is invalid: field '{field}': Input should be a valid" in msg
+    assert msg.endswith(f"; got '{got}': write the number alone{unit}")
