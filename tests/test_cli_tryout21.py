@@ -97,3 +97,18 @@ def test_system_file_number_with_a_unit_says_what_it_got_and_the_unit(tmp_path, 
     assert len(msg.splitlines()) == 1 and msg.startswith(f"error: --system: {path}")
     assert f"(System) is invalid: field '{field}': Input should be a valid" in msg
     assert msg.endswith(f"; got '{got}': write the number alone{unit}")
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "size"])
+def test_batch_not_a_multiple_of_the_sequence_prints_counts_with_separators(command):
+    """``--global-batch-tokens 1M --seq-len 3000`` was refused as ``1000000 is not a multiple of --seq-len 3000``
+    while the same commands print ``--global-batch-tokens 16,777,216`` on stderr: counts carry thousands
+    separators in the error too (1,000,000 / 3,000 = 333.3 sequences)."""
+    argv = {
+        "train": ["train", "--system", "hgx-h100-ib-ndr", "--gpus", "64"],
+        "compare": ["compare", "--gpus", "64", "--tokens", "1T"],
+        "size": ["size", "--tokens", "1T", "--deadline-days", "30", "--system", "hgx-h100-ib-ndr"],
+    }[command]
+    res = runner.invoke(app, [*argv, "--model", "llama3.1-8b", "--global-batch-tokens", "1M", "--seq-len", "3000"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip().startswith("error: --global-batch-tokens 1,000,000 is not a multiple of --seq-len 3,000")
