@@ -112,3 +112,19 @@ def test_batch_not_a_multiple_of_the_sequence_prints_counts_with_separators(comm
     res = runner.invoke(app, [*argv, "--model", "llama3.1-8b", "--global-batch-tokens", "1M", "--seq-len", "3000"])
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr.strip().startswith("error: --global-batch-tokens 1,000,000 is not a multiple of --seq-len 3,000")
+
+
+def test_collective_size_beyond_a_gpus_memory_is_refused_as_the_sweeps_max():
+    """``collective --size 1e30`` was timed (4.06e24 us for a buffer of 1e30 bytes) where ``--sweep 8B:1e30`` is
+    refused: a collective's buffers live in one GPU's memory (288 GB at most in the catalog), so --size keeps
+    to the sweep's 1 TiB bound; 1TiB itself is still timed."""
+    argv = ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "16", "--size"]
+    res = runner.invoke(app, [*argv, "1e30"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        "error: --size '1e30': 1e+30 bytes exceeds 1 TiB (a collective's buffers live in one GPU's memory, "
+        "288 GB at most in the catalog); give 1TiB or less"
+    )
+    res = runner.invoke(app, [*argv, "1TiB", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["results"][0]["size_bytes"] == 2**40
