@@ -128,3 +128,18 @@ def test_collective_size_beyond_a_gpus_memory_is_refused_as_the_sweeps_max():
     res = runner.invoke(app, [*argv, "1TiB", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["results"][0]["size_bytes"] == 2**40
+
+
+def test_cluster_trace_row_longer_than_its_header_is_named(tmp_path):
+    """A hnplan CSV trace whose row has one field more than the header (``0,8,1000,60,training,0,1,5``) was
+    read by pandas with its first column as the index, every other shifted left, and refused as ``row 2,
+    column duration_s: must be a number; has 'training'``; now the line and the field counts are named."""
+    trace = tmp_path / "jobs.csv"
+    trace.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,60,training,0,1,5\n")
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        f"error: {trace}: line 2: 8 fields, the header names 7: a comma inside a value shifts every column after "
+        "it; write numbers without thousands separators and quote text that holds a comma"
+    )
