@@ -143,3 +143,27 @@ def test_cluster_trace_row_longer_than_its_header_is_named(tmp_path):
         f"error: {trace}: line 2: 8 fields, the header names 7: a comma inside a value shifts every column after "
         "it; write numbers without thousands separators and quote text that holds a comma"
     )
+
+
+def test_infer_qps_on_an_unpriced_system_says_why_cost_is_na(tmp_path):
+    """README: without a price ``infer`` says ``n/a`` for cost with the reason (``usd_per_million_tokens: null``
+    and a ``cost_note`` in ``--json``). With ``--qps`` and SLOs it gave the nulls and ``n/a`` but no reason,
+    in the JSON or the table; now both carry the note, as the single operating point does. A priced catalog
+    system has none."""
+    text = (ROOT / "data" / "systems" / "hgx-h100-ib-ndr.yaml").read_text().replace("id: hgx-h100-ib-ndr", "id: mine")
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    argv = ["infer", "--model", "llama3.1-8b", "--input-tokens", "1000", "--output-tokens", "200", "--qps", "10"]
+    argv += ["--ttft-slo-ms", "1000", "--tpot-slo-ms", "50"]
+    res = runner.invoke(app, [*argv, "--system", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["usd_per_million_tokens"] is None and d["usd_per_gpu_hour"] is None
+    assert (
+        d["cost_note"].startswith("n/a: no price for 'mine' in ") and "unit_price_usd [USD per unit]" in d["cost_note"]
+    )
+    res = runner.invoke(app, [*argv, "--system", str(path)], terminal_width=400)
+    assert res.exit_code == 0, res.output
+    assert "cost note" in res.stdout and "n/a: no price for 'mine'" in res.stdout
+    res = runner.invoke(app, [*argv, "--system", "hgx-h100-ib-ndr", "--json"])
+    assert res.exit_code == 0 and "cost_note" not in json.loads(res.stdout)
