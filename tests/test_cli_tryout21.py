@@ -167,3 +167,19 @@ def test_infer_qps_on_an_unpriced_system_says_why_cost_is_na(tmp_path):
     assert "cost note" in res.stdout and "n/a: no price for 'mine'" in res.stdout
     res = runner.invoke(app, [*argv, "--system", "hgx-h100-ib-ndr", "--json"])
     assert res.exit_code == 0 and "cost_note" not in json.loads(res.stdout)
+
+
+def test_cluster_trace_json_object_is_named_as_json(tmp_path):
+    """A ``--trace`` JSON file holding an object (``{"jobs": []}``) was read as a CSV and refused as ``missing
+    column(s) arrival_s, gpus, ...``; now the line says it is a JSON object and which JSON and CSV traces are
+    read."""
+    trace = tmp_path / "jobs.json"
+    trace.write_text('{"jobs": []}\n')
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        f"error: {trace}: starts with '{{', a JSON object; the JSON trace read is Philly's cluster_job_log, a list "
+        "of jobs ([{...}, ...]), and hnplan's own trace is a CSV of columns arrival_s, gpus, gpu_milli, "
+        "duration_s, cls, checkpoint_s, tp"
+    )
