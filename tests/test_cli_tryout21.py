@@ -183,3 +183,21 @@ def test_cluster_trace_json_object_is_named_as_json(tmp_path):
         "of jobs ([{...}, ...]), and hnplan's own trace is a CSV of columns arrival_s, gpus, gpu_milli, "
         "duration_s, cls, checkpoint_s, tp"
     )
+
+
+def test_cluster_serve_help_says_the_request_it_sizes_for():
+    """``cluster simulate --serve llama3.1-70b:30`` reports ``3 replicas, 3 GPUs`` where ``infer`` at 100
+    requests/s of 2,000 + 500 tokens needs 23: the deployment is sized for 1,000-token prompts and 200-token
+    answers at TTFT 1 s and TPOT 50 ms in fp8 (hnplan.cluster.runtime.serving_jobs, docs/cluster.md), which
+    --help did not say."""
+    res = runner.invoke(app, ["cluster", "simulate", "--help"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0
+    assert (
+        "MODEL:QPS [requests/s], a serving deployment sized by the inference planner for 1,000-token prompts and "
+        "200-token answers at TTFT 1 s and TPOT 50 ms in fp8 (repeatable)"
+    ) in " ".join(res.stdout.split())
+    from hnplan.cluster.runtime import serving_jobs
+
+    defaults = serving_jobs.__kwdefaults__
+    assert (defaults["input_tokens"], defaults["output_tokens"]) == (1000, 200)
+    assert (defaults["ttft_slo_s"], defaults["tpot_slo_s"], defaults["dtype"]) == (1.0, 0.05, "fp8")
