@@ -218,11 +218,10 @@ def check_parameters(notebook: str, params: dict, where: str) -> dict:
     unknown = set(params) - set(declared)
     if unknown:
         near = {k: difflib.get_close_matches(k, list(declared), n=1, cutoff=0.6) for k in sorted(unknown)}
-        hints = [f"{k!r} (did you mean {v[0]!r}?)" for k, v in near.items() if v]
+        named = [f"{k!r} (did you mean {v[0]!r}?)" if v else repr(k) for k, v in near.items()]
         raise ScenarioError(
-            f"{where}: notebook {notebook!r} has no parameter(s) {sorted(unknown)}"
-            + (f": {', '.join(hints)}" if hints else "")
-            + f"; its parameters: {', '.join(declared)}"
+            f"{where}: notebook {notebook!r} has no parameter{'s' if len(named) > 1 else ''} {', '.join(named)}"
+            f"; its parameters: {', '.join(declared)}"
         )
     out = dict(params)
     for key, value in params.items():

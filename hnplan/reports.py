@@ -294,11 +294,10 @@ def run_reports(
         unknown = set(params_override) - names
         if unknown:
             near = {k: difflib.get_close_matches(k, sorted(names), n=1, cutoff=0.6) for k in sorted(unknown)}
-            hints = [f"{k!r} (did you mean {v[0]!r}?)" for k, v in near.items() if v]
+            named = [f"{k!r} (did you mean {v[0]!r}?)" if v else repr(k) for k, v in near.items()]
             raise ScenarioError(
-                f"{where}: no notebook of these scenarios has parameter(s) {sorted(unknown)}"
-                + (f": {', '.join(hints)}" if hints else "")
-                + f"; they have: {', '.join(sorted(names))}"
+                f"{where}: no notebook of these scenarios has parameter{'s' if len(named) > 1 else ''} "
+                f"{', '.join(named)}; they have: {', '.join(sorted(names))}"
             )
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})

@@ -206,7 +206,7 @@ def test_a_memory_need_in_thousands_of_gib_has_separators(tmp_path):
     [
         (
             ("model: llama3.1-405b", "modle: llama3.1-405b"),
-            "has no parameter(s) ['modle']: 'modle' (did you mean 'model'?)",
+            "has no parameter 'modle' (did you mean 'model'?); its parameters: model,",
         ),
         (("notebook: design_comparison", "notebook: design_comparisn"), "unknown notebook 'design_comparisn'"),
         (("gpus: 16384", "gpus: 0"), "parameter 'gpus': must be a positive number; got 0"),

@@ -93,7 +93,7 @@ def test_default_systems_and_shape_are_the_default_scenario_s():
         (["--dtype", "fp16"], 2, "--dtype must be one of bf16, fp8, fp4"),
         (["--offload", "some"], 2, "--offload must be one of none, auto"),
         (["--checkpoint", "never"], 2, "--checkpoint must be one of sync, async"),
-        (["--global-batch-tokens", "1000000"], 2, "is not a multiple of --seq-len 8192"),
+        (["--global-batch-tokens", "1000000"], 2, "is not a multiple of --seq-len 8,192"),
         (["--tokens", "1e5"], 2, "is less than one step"),
         (["--tokens", "inf"], 2, "--tokens"),
     ],

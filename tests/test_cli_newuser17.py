@@ -68,7 +68,7 @@ def test_seq_len_typed_8k_says_it_is_decimal(argv):
     divides it, 8,000 does not)."""
     res = runner.invoke(app, [*argv, "--seq-len", "8k", "--global-batch-tokens", "16Mi"])
     assert res.exit_code == 2 and res.stderr.strip() == (
-        "error: --global-batch-tokens 16777216 is not a multiple of --seq-len 8000 (8k is 8,000; 8Ki is 8 x 2**10)"
+        "error: --global-batch-tokens 16,777,216 is not a multiple of --seq-len 8,000 (8k is 8,000; 8Ki is 8 x 2**10)"
     )
     res = runner.invoke(app, [*argv, "--seq-len", "8Ki", "--global-batch-tokens", "16Mi", "--json"])
     assert "not a multiple" not in res.output

@@ -109,7 +109,7 @@ def test_train_defaults_the_sequence_and_batch_as_size_and_compare_do():
     # a sequence the default batch does not divide says the batch was the default
     res = runner.invoke(app, [*argv, "--seq-len", "3000"])
     assert res.exit_code == 2
-    assert "the default --global-batch-tokens 16777216 is not a multiple of --seq-len 3000" in res.stderr
+    assert "the default --global-batch-tokens 16,777,216 is not a multiple of --seq-len 3,000" in res.stderr
     both = runner.invoke(app, [*argv, "--global-batch-size", "512", "--global-batch-tokens", "4Mi"])
     assert both.exit_code == 2 and "give one of --global-batch-tokens and --global-batch-size, not both" in both.stderr
     help_text = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "200"}).stdout.split())

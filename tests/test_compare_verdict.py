@@ -231,6 +231,26 @@ def test_designs_that_tie_are_named_together_not_fastest_and_slowest():
     assert text.startswith("**hgx-h100-ib-ndr** trains fastest") and "The slowest, other, takes 1.01x as long." in text
 
 
+def test_designs_that_cost_the_same_are_named_together():
+    # a copy of a catalog system priced as it (price_item) costs as much to buy and per run: the verdict named the
+    # copy and the catalog's together fastest, but the copy alone as the cheapest to buy and per run
+    from hnplan.planning.compare_verdict import verdict
+
+    row = dict(
+        system="hgx-h100-ib-ndr", kind="server-cluster", status="ok", days=16.6, mfu=0.64, gpus=64, gpus_bought=64,
+        capex_musd=3.26, run_musd=0.0376, usd_per_million_tokens=0.0376, peak_tflops=989.4,
+    )  # fmt: skip
+    text = verdict([{**row, "system": "my-h100"}, row])
+    assert text.startswith(
+        "**my-h100** and **hgx-h100-ib-ndr** train fastest (16.6 days at 64% MFU); **my-h100** and "
+        "**hgx-h100-ib-ndr** cost least to buy ($3.26M capex). Per training run, at each design's TCO per GPU-hour, "
+        "**my-h100** and **hgx-h100-ib-ndr** cost least ($37.6k, $0.04 per million tokens)."
+    )
+    dearer = {**row, "system": "other", "capex_musd": 3.26 * 1.01, "run_musd": 0.0376 * 1.01}  # 1 % dearer
+    text = verdict([row, dearer])
+    assert "; **hgx-h100-ib-ndr** costs least to buy" in text and "GPU-hour, **hgx-h100-ib-ndr** costs least" in text
+
+
 def test_moe_host_note_describes_the_stack_planned_with():
     """The MoE host-work note names the stack the designs were planned with and what it leaves out of CUDA
     graphs: the planner's defaults and megatron-core capture no MoE scope; megatron-bridge-2511-mxfp8 captures

@@ -59,8 +59,11 @@ def test_ranges_checked(key, value, needle):
 
 
 def test_typo_in_a_parameter_names_the_nearest():
-    with pytest.raises(ScenarioError, match=r"has no parameter\(s\) \['gpu'\]: 'gpu' \(did you mean 'gpus'\?\); its"):
+    # each unknown parameter is named once, with its nearest (it read "has no parameter(s) ['gpu']: 'gpu' (did ...")
+    with pytest.raises(ScenarioError, match=r"has no parameter 'gpu' \(did you mean 'gpus'\?\); its parameters"):
         check_parameters("design_comparison", {"gpu": 144}, "p.yaml")
+    with pytest.raises(ScenarioError, match=r"has no parameters 'gpu' \(did you mean 'gpus'\?\), 'zzz'; its"):
+        check_parameters("design_comparison", {"gpu": 144, "zzz": 1}, "p.yaml")
 
 
 def test_list_elements_checked():

@@ -83,7 +83,7 @@ def test_rerun_skips_unchanged_inputs(tmp_path):
     "notebooks,needle",
     [
         ([{"notebook": "design_comparision", "parameters": {}}], "unknown notebook 'design_comparision'"),
-        ([{"notebook": "design_comparison", "parameters": {"gpu": 8}}], "no parameter(s) ['gpu']"),
+        ([{"notebook": "design_comparison", "parameters": {"gpu": 8}}], "no parameter 'gpu' (did you mean 'gpus'?)"),
         ([{"notebook": "design_comparison", "parameters": {"systems": ["gb200-nvl36"]}}], "nearest: gb200-nvl72"),
         ([{"notebook": "design_comparison", "parameters": {"model": "llama-405b"}}], "parameter 'model'"),
     ],
@@ -119,7 +119,7 @@ def test_params_overrides_are_checked(tmp_path):
     )
     assert (
         res.exit_code == 2
-        and "no notebook of these scenarios has parameter(s) ['gpu']: 'gpu' (did you mean 'gpus'?)" in res.stderr
+        and "no notebook of these scenarios has parameter 'gpu' (did you mean 'gpus'?); they have:" in res.stderr
     )
 
 

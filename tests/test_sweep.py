@@ -46,7 +46,7 @@ def _write(tmp_path, spec, name="spec.yaml"):
         ),
         ({"sampling": "grid", "samples": 1}, "set sampling to monte-carlo or latin-hypercube"),
         ({"axes": {**TINY["axes"], "pue_factor": [1.0]}}, "unknown input pue_factor"),
-        ({"fixed": {**TINY["fixed"], "seqlen": 4096}}, "unknown input seqlen: seqlen (did you mean seq_len?)"),
+        ({"fixed": {**TINY["fixed"], "seqlen": 4096}}, "unknown input seqlen (did you mean seq_len?); allowed"),
         ({"fixed": {**TINY["fixed"], "global_batch_tokens": 262144}}, "exactly one of global_batch_tokens"),
         (
             {"axes": {**TINY["axes"], "pue": {"distribution": "triangular", "low": 1.1, "high": 1.5}}},

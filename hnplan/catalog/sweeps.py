@@ -148,9 +148,8 @@ class SweepSpec(_Strict):
         for where, names in (("axes", self.axes), ("fixed", self.fixed)):
             bad = sorted(set(names) - set(allowed))
             if bad:
-                near = [f"{b} (did you mean {n}?)" for b in bad if (n := nearest_name(b, allowed))]
-                hint = f": {', '.join(near)}" if near else ""
-                problems.append(f"{where}: unknown input {', '.join(bad)}{hint}; allowed: {', '.join(allowed)}")
+                named = [f"{b} (did you mean {n}?)" if (n := nearest_name(b, allowed)) else b for b in bad]
+                problems.append(f"{where}: unknown input {', '.join(named)}; allowed: {', '.join(allowed)}")
         both = sorted(set(self.axes) & set(self.fixed))
         if both:
             problems.append(f"{', '.join(both)} given both in axes and in fixed")

@@ -325,6 +325,9 @@ def validation_problems(exc: ValidationError, schema: type[BaseModel], quote: bo
                 continue
         if err["type"] in _BOUND_ERRORS:  # "greater than or equal to 1" says more with the unit: 1 [Gb/s]
             msg += _unit_of(schema, parts)
+        if err["type"] in _NUMBER_PARSING and isinstance(err.get("input"), str):  # nic_gbps: 400Gb, usd: 300k
+            unit = _unit_of(schema, parts).strip(" []")
+            msg += f"; got {err['input']!r}: write the number alone" + (f", in {unit}" if unit else "")
         if err["type"].startswith("date_"):  # "invalid character in year" for 14 May 2020
             msg += f" (write YYYY-MM-DD, e.g. 2025-06-01); got {err['input']!r}"
         if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == ID_PATTERN:
@@ -351,6 +354,7 @@ def _merge_unknown(unknown: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 _BOUND_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+_NUMBER_PARSING = ("float_parsing", "int_parsing")
 
 
 def _unit_of(schema: type[BaseModel], parts: list) -> str:

@@ -10,7 +10,7 @@ from rich.table import Table
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InputError, check_choice
-from hnplan.planning.network import ALGORITHMS, OPS, collective_on, parse_sweep
+from hnplan.planning.network import ALGORITHMS, MAX_SWEEP_BYTES, OPS, collective_on, parse_sweep
 
 
 @app.command()
@@ -45,6 +45,11 @@ def collective(
                 sizes = np.array([float(units.parse_size(size))])
             except ValueError as exc:
                 raise InputError(f"--size: {exc}") from None
+            if sizes[0] > MAX_SWEEP_BYTES:  # the bound --sweep's MAX keeps to
+                raise InputError(
+                    f"--size {size!r}: {sizes[0]:.3g} bytes exceeds 1 TiB (a collective's buffers live in one GPU's "
+                    "memory, 288 GB at most in the catalog); give 1TiB or less"
+                )
         else:
             sizes = parse_sweep(sweep)
         design, res = collective_on(system, op, gpus, sizes, algorithm, load_catalog())

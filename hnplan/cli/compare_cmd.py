@@ -137,7 +137,7 @@ def compare(
         check_seq_len(model, seq_len)  # before the batch's check, as train: bad input, not a plan per design
         if global_batch_tokens % seq_len:
             raise InputError(
-                f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                f"--global-batch-tokens {global_batch_tokens:,} is not a multiple of --seq-len {seq_len:,}"
                 + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
             )
         if tokens < global_batch_tokens:  # time to train counts whole steps' worth of tokens

@@ -256,6 +256,14 @@ def infer(
                 kv_reserve=kv_reserve,
             )
             title = "batch " + str(batch) if batch else "maximum throughput"
+        rate = out.get("usd_per_gpu_hour", 0.0)
+        if "cost_note" not in out and (
+            rate is None or rate != rate
+        ):  # no price: why the costs are n/a, as without --qps
+            from hnplan.planning.inference.points import price_gap
+
+            if gap := price_gap(cat.system(system), cat):
+                out["cost_note"] = f"n/a: {gap}"
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # the serving model times memory-bound kernels by the chip's memory_kernel_efficiency (no sustained clock)

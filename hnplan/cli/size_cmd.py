@@ -140,7 +140,7 @@ def size(
         check_seq_len(model, seq_len)  # before the batch's check: a sequence the model cannot take
         if global_batch_tokens % seq_len:
             raise InputError(
-                f"--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                f"--global-batch-tokens {global_batch_tokens:,} is not a multiple of --seq-len {seq_len:,}"
                 + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
             )
         if power_cap_mw is not None and not power_cap_mw > 0:  # bad input before the search

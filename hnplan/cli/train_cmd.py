@@ -153,7 +153,7 @@ def train(
             if global_batch_tokens % seq_len:
                 said = "the default " if defaulted and defaulted[-1].startswith("--global") else ""
                 raise InputError(
-                    f"{said}--global-batch-tokens {global_batch_tokens} is not a multiple of --seq-len {seq_len}"
+                    f"{said}--global-batch-tokens {global_batch_tokens:,} is not a multiple of --seq-len {seq_len:,}"
                     + (decimal_hint(global_batch_tokens) or decimal_hint(seq_len))
                 )
             global_batch_size = global_batch_tokens // seq_len

@@ -64,6 +64,21 @@ CSV_OPTIONS = {"comment": "#", "skipinitialspace": True}
 EMPTY_ONLY = {"keep_default_na": False, "na_values": [""]}
 
 
+def _long_row(path: Path, data: bytes) -> str:
+    """The error for a CSV whose row has more fields than its header, which pandas reads by taking the first
+    column for the index and shifting every other one left (a job's ``cls`` read as its ``duration_s``)."""
+    import csv
+
+    text = data.decode("utf-8", errors="replace").splitlines()
+    rows = [(i, r) for i, r in enumerate(csv.reader(text), 1) if r and not r[0].lstrip().startswith("#")]
+    width = len(rows[0][1])
+    line, row = next(((i, r) for i, r in rows[1:] if len(r) > width), rows[0])
+    return (
+        f"{path}: line {line}: {len(row)} fields, the header names {width}: a comma inside a value shifts every "
+        "column after it; write numbers without thousands separators and quote text that holds a comma"
+    )
+
+
 def read_trace_csv(path: Path, columns, fmt: str, keep_marks: bool = False) -> pd.DataFrame:
     """A trace's CSV file with its required ``columns`` (of the ``fmt`` format, named in the errors), read with
     :data:`CSV_OPTIONS`, the spaces around header names and text cells dropped. Its index is each row's line in
@@ -86,6 +101,8 @@ def read_trace_csv(path: Path, columns, fmt: str, keep_marks: bool = False) -> p
         raw = pd.read_csv(io.BytesIO(data), **CSV_OPTIONS, **(EMPTY_ONLY if keep_marks else {}))
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:
         raise InputError(f"{path}: not a CSV file ({str(exc).strip()})") from None
+    if not isinstance(raw.index, pd.RangeIndex):  # pandas took the first column for an index: a row is too long
+        raise InputError(_long_row(path, data))
     # with no comment and as many lines as the header and rows (lines end at \n, \r\n or \r, as a file read as
     # text splits them), row i is on line i + 2: the index pandas gives holds, and the lines need no scan
     if b"#" in data or len(data.splitlines()) != len(raw) + 1:

@@ -37,6 +37,7 @@ from hnplan import units
 from hnplan.cluster.jobs import (
     CLASSES,
     CSV_OPTIONS,
+    JOB_COLUMNS,
     MAX_JOB_YEARS,
     check_jobs,
     check_trace_file,
@@ -377,8 +378,14 @@ def _read_trace(path: Path, domain_gpus: int | None, cluster_gpus: int | None) -
     """:func:`read_trace` on a :class:`~pathlib.Path`."""
     check_trace_file(path)
     with path.open("rb") as f:
-        if f.read(4096).lstrip()[:1] == b"[":
-            return read_philly(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+        first = f.read(4096).lstrip()[:1]
+    if first == b"[":
+        return read_philly(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
+    if first == b"{":  # a JSON object was read as a CSV: "missing column(s) arrival_s, ..." said nothing of JSON
+        raise InputError(
+            f"{path}: starts with '{{', a JSON object; the JSON trace read is Philly's cluster_job_log, a list of "
+            f"jobs ([{{...}}, ...]), and hnplan's own trace is a CSV of columns {', '.join(c for c in JOB_COLUMNS if c != 'job_id')}"
+        )
     try:
         head = {str(c).strip() for c in pd.read_csv(path, nrows=0, **CSV_OPTIONS).columns}
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:

@@ -26,6 +26,15 @@ def _name(row) -> str:
     return f"**{row['system']}**"
 
 
+def _names(rows: list[dict], best: dict, key: str) -> tuple[str, bool]:
+    """The designs whose ``key`` is within :data:`TIE_RATIO` of ``best``'s, named together (``**a** and **b**``),
+    and whether more than one is: a copy of a catalog system priced as it (``price_item``) costs as much."""
+    tied = [r for r in rows if r[key] <= best[key] * TIE_RATIO]
+    if len(tied) < 2:
+        return _name(best), False
+    return ", ".join(_name(r) for r in tied[:-1]) + f" and {_name(tied[-1])}", True
+
+
 def _per_gpu(fast, slow) -> tuple[float, str]:
     """How many times as fast ``fast`` trains as ``slow`` per GPU, and the words that say so where the two train
     on different GPU counts (whole racks and servers bought: 1,024 of 1,152 GPUs of 72-GPU racks against 1,152
@@ -154,17 +163,18 @@ def _verdict(table: pd.DataFrame | list[dict]) -> str:
     on = f" on {fast['gpus']:,} GPUs" if "gpus" in columns and n_unique(ok, "gpus") > 1 else ""
     # designs within TIE_RATIO of the fastest (a copy of a catalog system with its own price) are named
     # together: the first of equal days was named fastest and, with every design tied, slowest too
-    tied = [r for r in ok if r["days"] <= fast["days"] * TIE_RATIO]
-    names = ", ".join(_name(r) for r in tied[:-1]) + f" and {_name(tied[-1])}" if len(tied) > 1 else _name(fast)
-    text = f"{names} train{'s' if len(tied) == 1 else ''} fastest ({format_amount(fast['days'], 1)} days at {fast['mfu']:.0%} MFU{on})"
+    names, tie = _names(ok, fast, "days")
+    text = f"{names} train{'' if tie else 's'} fastest ({format_amount(fast['days'], 1)} days at {fast['mfu']:.0%} MFU{on})"
     if not priced:
         text += "; no design has a price, so every cost is n/a."
     else:
         cheap = first_min(priced, "capex_musd")
         # whole units bought: say for how many GPUs where the designs buy different counts
         bought = f" for {int(cheap['gpus_bought']):,} GPUs" if n_unique(priced, "gpus_bought") > 1 else ""
+        names, tie = _names(priced, cheap, "capex_musd")
         text += (
-            f"; {_name(cheap)} costs least to buy ({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
+            f"; {names} cost{'' if tie else 's'} least to buy "
+            f"({units.format_usd(cheap['capex_musd'] * units.MEGA)} capex{bought})."
         )
     if len(priced) < len(ok):
         text += (
@@ -178,8 +188,9 @@ def _verdict(table: pd.DataFrame | list[dict]) -> str:
         )
     if "run_musd" in columns and priced:
         run = first_min(priced, "run_musd")
+        names, tie = _names(priced, run, "run_musd")
         text += (
-            f" Per training run, at each design's TCO per GPU-hour, {_name(run)} costs least "
+            f" Per training run, at each design's TCO per GPU-hour, {names} cost{'' if tie else 's'} least "
             f"({units.format_usd(run['run_musd'] * units.MEGA)}, "
             f"{units.format_usd(run['usd_per_million_tokens'])} per million tokens)."
         )
