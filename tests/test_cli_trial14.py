@@ -410,3 +410,25 @@ def test_size_exits_3_in_one_line_when_no_design_keeps_to_the_budget_or_the_cap(
     # a cap of 0 is bad input, refused before the search: exit 2
     res = runner.invoke(app, [*size, "--power-cap-mw", "0", "--json"])
     assert res.exit_code == 2 and json.loads(res.stdout)["error"]["message"] == "--power-cap-mw must be > 0; got 0"
+
+
+def test_power_cap_in_watts_is_refused():
+    """40 MW typed in watts (40,000,000) is 40 TW as MW: refused with the unit named, exit 2, before any search."""
+    res = runner.invoke(
+        app,
+        [
+            "size",
+            "--model",
+            "llama3.1-8b",
+            "--system",
+            "hgx-h100-ib-ndr",
+            "--gpus",
+            "64",
+            "--tokens",
+            "1e12",
+            "--power-cap-mw",
+            "40000000",
+        ],
+    )
+    assert res.exit_code == 2
+    assert "--power-cap-mw 40,000,000 is above 100,000 MW (100 GW): the cap is in MW" in one_line(res.stderr)

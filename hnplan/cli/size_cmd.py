@@ -16,6 +16,9 @@ from hnplan.formatting import counted
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
+POWER_CAP_MAX_MW = 100_000.0
+"""The largest ``--power-cap-mw`` read as megawatts (100 GW): a larger figure is watts or kilowatts typed as MW."""
+
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS (where its reason is), written out so that the
 #: command's --help does not import the catalog schemas; tests/test_report_params.py checks they agree
 MAX_TRAINING_TOKENS = 1e18
@@ -78,7 +81,7 @@ def size(
     power_cap_mw: float = typer.Option(
         None,
         "--power-cap-mw",
-        help="facility power cap [MW] (> 0): each design's facility power and whether it keeps to it",
+        help="facility power cap [MW] (> 0, at most 100,000): each design's facility power and whether it keeps to it",
     ),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
@@ -145,6 +148,11 @@ def size(
             )
         if power_cap_mw is not None and not power_cap_mw > 0:  # bad input before the search
             raise InputError(f"--power-cap-mw must be > 0; got {power_cap_mw:g}")
+        if power_cap_mw is not None and power_cap_mw > POWER_CAP_MAX_MW:  # watts or kW typed as MW
+            raise InputError(
+                f"--power-cap-mw {power_cap_mw:,.0f} is above {POWER_CAP_MAX_MW:,.0f} MW (100 GW): the cap is in MW "
+                f"(a 1.2 MW hall is 1.2); got watts or kW?"
+            )
         table = size_rows(  # the frame's rows, without pandas
             model,
             systems,
