@@ -432,3 +432,12 @@ def test_power_cap_in_watts_is_refused():
     )
     assert res.exit_code == 2
     assert "--power-cap-mw 40,000,000 is above 100,000 MW (100 GW): the cap is in MW" in one_line(res.stderr)
+
+
+def test_catalog_list_scenarios():
+    """`catalog list scenarios` lists the ids `report --scenario` takes (data/scenarios/), with their names."""
+    res = runner.invoke(app, ["catalog", "list", "scenarios", "--json"])
+    assert res.exit_code == 0
+    ids = [s["id"] for s in json.loads(res.stdout)["scenarios"]]
+    assert "default" in ids and "procurement" in ids
+    assert ids == sorted(p.stem for p in (Path(__file__).parents[1] / "data" / "scenarios").glob("*.yaml"))

@@ -36,14 +36,25 @@ def _kind(kind: str | None) -> str | None:
 
 @catalog_app.command("list")
 def list_(
-    kind: str = typer.Argument(None, metavar="KIND", help=f"one of: {', '.join(KINDS)}; all when omitted"),
+    kind: str = typer.Argument(
+        None, metavar="KIND", help=f"one of: {', '.join(KINDS)}, scenarios (`hnplan report`'s); all when omitted"
+    ),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
-    """List catalog ids (with names) of one kind or of all kinds."""
+    """List catalog ids (with names) of one kind or of all kinds (scenarios: the ids `hnplan report --scenario`
+    takes, from data/scenarios/)."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [_kind(kind)] if kind else list(KINDS)
-        out = {k: [{"id": e.id, "name": e.name} for e in cat.entries(k)] for k in kinds}
+        kind = "scenarios" if kind in ("scenario", "scenarios") else _kind(kind)
+        kinds = [kind] if kind else [*KINDS, "scenarios"]
+        out = {
+            k: (
+                [{"id": s, "name": cat.scenario(s).name} for s in cat.scenario_ids()]
+                if k == "scenarios"
+                else [{"id": e.id, "name": e.name} for e in cat.entries(k)]
+            )
+            for k in kinds
+        }
         if json_:
             print_json(out)
             return
