@@ -35,8 +35,9 @@ def resolve_choices(
     slot = None
     if choices is None and _plain(overrides):  # a stack's choices with plain overrides: once per process
         slot = (id(stack), repr(sorted((k, v) for k, v in (overrides or {}).items() if v is not None)))
-        if slot in _RESOLVED and _RESOLVED[slot][0] is stack:
-            return _RESOLVED[slot][1], dict(_RESOLVED[slot][2])
+        hit = _RESOLVED.get(slot)  # one read: a sweep's threads may clear the store between two
+        if hit is not None and hit[0] is stack:
+            return hit[1], dict(hit[2])
     base, provenance = _resolve_choices(stack, choices, overrides)
     if slot is not None:
         if len(_RESOLVED) >= _RESOLVED_MAX:
