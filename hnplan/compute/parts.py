@@ -56,6 +56,42 @@ ROUTED_OPS = (
     "expert_act_eager",
     "expert_down",
 )  # what scales with the tokens a rank gets
+#: the fields of the stack's choices (:class:`~hnplan.catalog.schemas.StackChoices`) that :func:`part_time_table`
+#: reads, itself or through the kernel and host models of this package (every field named in ``hnplan/compute``:
+#: tests/test_training_content_memo.py): the others (communication, memory, schedule, optimizer) leave its numbers as
+#: they are, so a memo of its tables (:func:`hnplan.planning.training.stage_compute.part_times`) keys on these alone
+KERNEL_CHOICES = (
+    "act_kernel",
+    "amax_passes",
+    "attention",
+    "autograd_grad_sums",
+    "cp_algorithm",
+    "cuda_graph_scope",
+    "ep_dispatcher",
+    "expert_gemm_launch",
+    "expert_gemm_streams",
+    "fp4_params",
+    "fp8_act_cast_fusion",
+    "fp8_cast_transpose_fusion",
+    "fp8_current_amax_fusion",
+    "fp8_norm_cast_fusion",
+    "fp8_output_proj",
+    "fp8_params",
+    "fp8_recipe",
+    "fp8_weight_cache",
+    "gqa_kv_copy",
+    "kernel_launch_us",
+    "moe_host_syncs_per_layer",
+    "moe_host_us_per_kernel",
+    "norm_cudnn",
+    "norm_kernel",
+    "nvfp4_rht",
+    "recompute_modules",
+    "rope_kernel",
+    "sequence_parallel",
+    "tp_comm",
+    "tp_overlap_cfg",
+)
 #: the operators (row-name prefixes, their fp8 input casts included) each recompute module re-runs
 #: (Megatron-Core ``recompute_modules``, :mod:`hnplan.memory.recompute`); ``core_attn``: the attention rows
 MODULE_OPS = {

@@ -9,8 +9,8 @@ planners read (:func:`planning_hash`: every data file's bytes, as the catalog's 
 :meth:`hnplan.catalog.Catalog.content_hash`, but the published runs of ``validation/``, which no planner reads and
 whose fields each entry's own digest holds: a run added or edited there is planned alone, the others read back), a
 fingerprint of the code (the SHA-256 of every file of the ``hnplan`` package, which also pins its version, with
-the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 97 published runs of
-a three-design comparison takes about 0.3 s of CPU; reading them back takes a few milliseconds, most of it the
+the Python and numpy versions) and, per run, the SHA-256 of the run's fields. Planning the 112 published runs of
+a three-design comparison takes about 0.45 s of CPU; reading them back takes a few milliseconds, most of it the
 two hashes.
 
 A grid point's summary is likewise a function of its model and system entries (their fields, so a derived

@@ -32,6 +32,42 @@ def resolve_choices(
     InputError
         For an unknown choice name or a value its field does not allow.
     """
+    slot = None
+    if choices is None and _plain(overrides):  # a stack's choices with plain overrides: once per process
+        slot = (id(stack), repr(sorted((k, v) for k, v in (overrides or {}).items() if v is not None)))
+        hit = _RESOLVED.get(slot)  # one read: a sweep's threads may clear the store between two
+        if hit is not None and hit[0] is stack:
+            return hit[1], dict(hit[2])
+    base, provenance = _resolve_choices(stack, choices, overrides)
+    if slot is not None:
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[slot] = (stack, base, dict(provenance))
+    return base, provenance
+
+
+#: :func:`resolve_choices` of a stack entry (by identity, the entry kept: its id is not reused while stored) and
+#: the overrides (by their ``repr``, plain values only: :func:`_plain`), ``(stack, choices, provenance)``; the
+#: choices are frozen, the provenance copied out. Published runs (the trust notes of ``hnplan compare``) resolve
+#: a few stacks with a few overrides each, a hundred times.
+_RESOLVED: dict = {}
+_RESOLVED_MAX = 256
+
+
+def _plain(value) -> bool:
+    """Whether ``value`` is ``None``, a bool, int, float or str, or a dict, list or tuple of such (whose ``repr``
+    tells its value and types apart)."""
+    if value is None or type(value) in (bool, int, float, str):
+        return True
+    if type(value) is dict:
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    return type(value) in (list, tuple) and all(_plain(v) for v in value)
+
+
+def _resolve_choices(
+    stack: SoftwareStack | None, choices: StackChoices | None, overrides: dict | None
+) -> tuple[StackChoices, dict[str, str]]:
+    """:func:`resolve_choices`, computed."""
     if choices is not None:
         base, origin = choices, "given (choices)"
     elif stack is not None:

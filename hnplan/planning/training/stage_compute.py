@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan import units
+from hnplan.catalog.schemas.userbuffers import frozen
 from hnplan.comm.messages import random_routing_peak
 from hnplan.compute import ACT_BYTES
 from hnplan.compute.host import stage_times, sync_s
 from hnplan.compute.layout import stage_layers
-from hnplan.compute.parts import part_time_table
+from hnplan.compute.parts import KERNEL_CHOICES, part_time_table
 from hnplan.planning.training.partial import block_mix
 from hnplan.vectorise import Columns, column, factorize
 
@@ -37,7 +38,7 @@ def _col(df, name):
 
 
 #: at most this many keys in :func:`content_memo` (a few per model, accelerator, sequence and stack in use)
-CONTENT_MEMO_KEYS = 32
+CONTENT_MEMO_KEYS = 256
 _CONTENT_MEMO: OrderedDict = OrderedDict()
 _CONTENT_LOCK = threading.Lock()  # a sweep's threads may search at once
 
@@ -193,9 +194,10 @@ def with_etp(df):
 def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     """:func:`hnplan.compute.parts.training_part_times` of the job's model, accelerator, sequence and
     stack choices for each row of ``shapes`` (columns :data:`SHAPE_KEYS`), memoised per shape under the
-    numbers they depend on (:func:`content_memo`; not the system's network): a repeated search (sizing loops,
-    sweeps over designs with the same accelerator, a new catalog of the same data) times only the shapes it
-    has not seen. Each shape's row is
+    numbers they depend on (:func:`content_memo`; not the system's network, and of the stack only the choices
+    the table reads, :data:`hnplan.compute.parts.KERNEL_CHOICES`): a repeated search (sizing loops, sweeps over
+    designs with the same accelerator, a new catalog of the same data, published runs on stacks that differ in
+    their communication alone) times only the shapes it has not seen. Each shape's row is
     independent of the others, so the result equals one call over ``shapes``.
 
     Returns
@@ -205,13 +207,17 @@ def part_times(job: Job, shapes: pd.DataFrame | Columns, dtype: str) -> Columns:
     """
     ch = job.choices
     if ("part_times_key", dtype) not in job.memo:
+        # the stack by the choices the table reads (KERNEL_CHOICES) and whether the ring's kernels come with it: two
+        # stacks that differ in communication or memory choices alone share their tables
+        read = tuple(frozen(v) if type(v) in (dict, list) else v for v in map(ch.__getattribute__, KERNEL_CHOICES))
         job.memo["part_times_key", dtype] = (
             "training_part_times",
             job.model_json,
             job.kernel_acc_json,
             job.seq_len,
             dtype,
-            ch,
+            read,
+            ch.cp_comm,
         )
     cache = content_memo(job.memo["part_times_key", dtype])
     cols = [column(shapes, k).tolist() for k in SHAPE_KEYS]
