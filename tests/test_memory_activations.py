@@ -294,3 +294,21 @@ def test_one_plan_memory_is_the_tables_frame_row_exactly(cat, model, degrees, kw
     assert [getattr(one, k) for k in TABLE_PARTS] == [float(framed[k]) for k in TABLE_PARTS]
     assert one.stage == str(framed["stage"])
     assert one.params_bytes > 0 and one.activations_bytes > 0
+
+
+def test_attention_output_copy_only_above_microbatch_1(cat):
+    # Transformer Engine's FlashAttention backend: the sbhd copy of flash-attn's bshd output at b > 1, 2 a d_v bytes
+    # a token (Llama 3.1 8B: 32 heads of 128, 8,192 bytes; DeepSeek-V3 MLA: 128 heads of v 128, 32,768), over tp;
+    # nothing at b = 1 (a view) or with the attention core recomputed (flash-attn keeps nothing)
+    for name, extra in (("llama3.1-8b", 2 * 32 * 128), ("deepseek-v3", 2 * 128 * 128)):
+        m = cat.model(name)
+        for mb, tp, add in ((1, 1, 0), (2, 1, extra), (2, 4, extra / 4)):
+            base = activation_bytes_per_layer(m, 4096, mb, tp=tp, dropout=False, moe_layer=False)
+            got = activation_bytes_per_layer(
+                m, 4096, mb, tp=tp, dropout=False, moe_layer=False, attention_output_copy=True
+            )
+            assert got - base == pytest.approx(4096 * mb * add)
+        kw = dict(tp=1, dropout=False, moe_layer=False, recompute="selective")
+        assert activation_bytes_per_layer(m, 4096, 2, attention_output_copy=True, **kw) == activation_bytes_per_layer(
+            m, 4096, 2, **kw
+        )

@@ -105,3 +105,20 @@ def test_pai643_fp32_router_keeps_fp32_routing_weights(cat):
         "qwen3-30b-a3b", "train", 8192, stack=stack.model_copy(update={"moe_router_dtype": "fp32"}), **kw
     )
     assert (fp32["activations_gib"] - bf16["activations_gib"]) * GIB == pytest.approx(2 * 24 * 8_192 * 8 * 2)
+
+
+def test_pai_flash_attention_backend_keeps_the_output_twice_above_microbatch_1(cat):
+    """Transformer Engine's FlashAttention backend (the stack's FL=true) hands the output projection an sbhd copy of
+    flash-attn's bshd output (TE v2.4 backends.py FlashAttention.forward: view, transpose(0, 1), contiguous), and
+    flash-attn keeps its own for the backward: at micro-batch 2 the 32 x 128 output is held twice, 2 x 4,096 = 8,192
+    bytes a token more in each of the first stage's 24 layers, 2 micro-batches of 2 x 8,192 tokens in flight (pp2-ep8):
+    6 GiB; at micro-batch 1 the transpose is a view and nothing is added."""
+    stack = cat.stack("pai-megatron-patch-2504")
+    assert stack.attention_output_copy
+    cudnn = stack.model_copy(update={"attention_output_copy": False})
+    kw = dict(tp=1, pp=2, dp=8, ep=8, num_microbatches=16, zero=1, catalog=cat, system="hgx-h800-ib")
+    for mb, extra in ((1, 0), (2, 2 * 24 * 2 * 8_192 * 8_192)):
+        fa = memory_summary("qwen3-30b-a3b", "train", 8192, microbatch_size=mb, stack=stack, **kw)
+        fused = memory_summary("qwen3-30b-a3b", "train", 8192, microbatch_size=mb, stack=cudnn, **kw)
+        assert (fa["activations_gib"] - fused["activations_gib"]) * GIB == pytest.approx(extra, abs=1)
+    assert 2 * 24 * 2 * 8_192 * 8_192 / GIB == 6.0

@@ -64,6 +64,7 @@ def layer_activation_table(
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     cache: dict | None = None,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
@@ -89,6 +90,7 @@ def layer_activation_table(
         fp8_gemm_inputs=fp8_gemm_inputs,
         recompute_modules=recompute_modules,
         routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     return memo_batched(  # mb, tp and cp as arrays over the shapes of one recompute mode
         plans.reset_index(drop=True) if is_frame(plans) else plans,
@@ -124,6 +126,7 @@ def stage_activation_table(
     recompute_num_layers: int | None = None,
     offload_layers: int = 0,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first, the fullest middle or the last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -189,6 +192,7 @@ def stage_activation_table(
             recompute_modules=recompute_modules,
             cache=cache,
             routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )
     a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
     pp = column(df, "pp")
@@ -218,6 +222,7 @@ def stage_activation_table(
             fp8_gemm_inputs=fp8_gemm_inputs,
             recompute_modules=recompute_modules,
             routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )
         per_mb = _partial_layers(
             model, df, seq_len, n, per_mb, per_mb_of, stage, (recompute_num_layers, offload_layers), kw, cache
@@ -300,6 +305,7 @@ def stage_activation_bytes(
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
@@ -338,5 +344,6 @@ def stage_activation_bytes(
             recompute_modules=recompute_modules,
             dualpipe=dualpipe,
             routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )[0]
     )

@@ -177,6 +177,7 @@ def activation_bytes_per_layer(
     fp8_gemm_inputs: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
@@ -209,6 +210,12 @@ def activation_bytes_per_layer(
         attention core.
     routing_weight : float
         Bytes of a routed copy's routing weight (:func:`routing_weight_bytes`); default 2, bf16.
+    attention_output_copy : bool
+        Transformer Engine's FlashAttention backend on the ``sbhd`` layout: at ``microbatch > 1`` the attention
+        output is kept twice, flash-attn's ``bshd`` output for its backward and the output projection's ``sbhd``
+        copy (TransformerEngine v2.4 ``attention/dot_product_attention/backends.py`` ``FlashAttention.forward``:
+        ``output.view(b, s, -1).transpose(0, 1)``, ``output.contiguous()``), ``2 a d_v`` bytes a token more
+        (split over ``tp``); not when the attention core is recomputed.
 
     Returns
     -------
@@ -240,6 +247,9 @@ def activation_bytes_per_layer(
     score = 0.0 if (flash_attention or "core_attn" in modules) else la.score_per_key * s
     f_rep, f_split, fg_rep, fg_split = freed_bytes(model, moe, modules)
     half = 0.5 if fp8_gemm_inputs else 0.0
+    if attention_output_copy and "core_attn" not in modules:  # flash-attn's bshd output beside the sbhd copy
+        d_out = model.mla.v_head_dim if model.mla is not None else head_dim(model)
+        score = score + ACT_BYTES * model.heads * d_out * (np.asarray(microbatch) > 1)
     split = (la.split - f_split - half * (la.gemm_inputs_split - fg_split) + score) / tp
     rep = (la.replicated - f_rep - half * (la.gemm_inputs_replicated - fg_rep)) / (tp if sequence_parallel else 1)
     return tokens * (rep + split)

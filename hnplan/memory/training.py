@@ -169,6 +169,7 @@ def training_memory_table(
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -277,6 +278,7 @@ def training_memory_table(
         fp8_gemm_inputs=fp8,
         recompute_modules=recompute_modules,
         routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
     partial = dict(recompute_num_layers=recompute_num_layers, offload_layers=offload_layers)
@@ -360,6 +362,7 @@ def training_memory(
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
     routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -490,6 +493,7 @@ def training_memory(
         alltoall_scale=alltoall_scale,
         zero3_shard_ranks=zero3_shard_ranks,
         routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

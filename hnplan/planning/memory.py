@@ -162,6 +162,7 @@ def memory_summary(
             zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
             zero3_shard_ranks=ch.zero3_shard_ranks,
             routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+            attention_output_copy=ch.attention_output_copy,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(

@@ -366,6 +366,7 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
         zero3_shard_ranks=ch.zero3_shard_ranks,
         routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+        attention_output_copy=ch.attention_output_copy,
     )
 
 

@@ -112,6 +112,7 @@ def activation_offload(job, df, layers, t_fwd_mb, t_bwd_mb, memory_cache: dict |
         recompute_modules=ch.recompute_modules,
         cache=memory_cache,
         routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+        attention_output_copy=ch.attention_output_copy,
     )
     dense_layers = m.layers if m.moe is None else m.moe.first_dense_layers
     a = (dense_layers * column(per, "dense") + (m.layers - dense_layers) * column(per, "moe")) / m.layers
