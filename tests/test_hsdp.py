@@ -144,3 +144,41 @@ def test_fms_fsdp_7b_runs_hsdp_within_each_server(cat, run):
     assert hsdp["optimizer_bytes"] == pytest.approx(13.48e9, rel=1e-3)
     assert hsdp["memory_per_gpu_bytes"] == pytest.approx(57.97e9, rel=1e-3)
     assert hsdp["memory_per_gpu_bytes"] / 2**30 == pytest.approx(54.0, abs=0.05)
+
+
+def test_hsdp_all_reduces_every_backward_or_the_last_micro_batch_only(cat):
+    # 4 micro-batches with no compute to hide behind, no slowdown: every layer's collectives of every micro-batch are
+    # exposed, AG, RS (one layer's gather and reduce-scatter in the 8-GPU shard group) and AR (its eighth all-reduced
+    # over the 16 servers). PyTorch FSDP (hsdp_all_reduce: microbatch; FSDP1's _reduce_grad all-reduces after each
+    # reduce-scatter) all-reduces in all 4 backwards: 4 x 32 x (2 AG + RS + AR); Megatron-FSDP (step) only in the
+    # last, when is_last_microbatch (megatron_fsdp.py _process_post_backward_gradients): 4 x 32 x (2 AG + RS) + 32 AR
+    ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0, zero3_shard_ranks=8)
+    assert cat.stack("pytorch-eager-2403").hsdp_all_reduce == "microbatch"
+    assert cat.stack("megatron-core").hsdp_all_reduce == "step"
+    jobs = {
+        ar: make_job(
+            "llama2-7b",
+            "dgx-a100-hdr",
+            128,
+            4096,
+            256,
+            "bf16",
+            cat,
+            stack="pytorch-eager-2403",
+            overrides={**ov, "hsdp_all_reduce": ar},
+        )  # fmt: skip
+        for ar in ("microbatch", "step")
+    }
+    job = jobs["step"]
+    layer = job.params.total / 32 * 2.0
+    ag, rs = (coll.collective_s(job, op, layer, [8], [1])[0] for op in ("allgather", "reducescatter"))
+    ar = coll.collective_s(job, "allreduce", layer / 8, [16], [8])[0]
+    df = pd.DataFrame({"tp": [1], "dp": [128], "cp": [1], "ep": [1], "zero_stage": [3], "pp": [1], "etp": [1]})
+    df["num_microbatches"], df["virtual_stages"] = 4, 1
+    none = np.array([0.0])
+    got = {k: coll.dp_comm_exposed(j, df, none, none, none)[0] for k, j in jobs.items()}
+    assert got["microbatch"] == pytest.approx(4 * 32 * (2 * ag + rs + ar), rel=1e-9)
+    assert got["step"] == pytest.approx(4 * 32 * (2 * ag + rs) + 32 * ar, rel=1e-9)
+    # one micro-batch: the same either way
+    one = {k: _z3(j, 128) for k, j in jobs.items()}
+    assert one["step"] == pytest.approx(one["microbatch"], rel=1e-12)

@@ -15,6 +15,7 @@ from hnplan.memory import (
     stage_activation_bytes,
     training_memory,
 )
+from hnplan.memory.layer_tensors import routing_weight_bytes
 from hnplan.memory.states import STAGES
 from hnplan.memory.zero_working import zero_working_bytes
 
@@ -90,12 +91,15 @@ def test_gqa_keeps_one_kv_head_per_rank(cat):
 
 
 def test_moe_layer_by_hand(cat):
-    # Mixtral 8x7B, no dropout: router input and fp32 probabilities (4 x 8 B), and per routed copy
-    # (top-2) the expert input 2h, its SwiGLU intermediates 6 f_e and its fp32 routing weight (4 B); the
-    # weights scale the activation (Megatron-Core's weighted SwiGLU), so no expert output is kept
+    # Mixtral 8x7B, no dropout: router input and fp32 aux-loss probabilities (4 x 8 B), and per routed copy
+    # (top-2) the expert input 2h, its SwiGLU intermediates 6 f_e and its routing weight in the router logits'
+    # dtype (2 B in bf16, Megatron-Core's default; 4 B with an fp32 router); the weights scale the activation
+    # (Megatron-Core's weighted SwiGLU), so no expert output is kept
     m = cat.model("mixtral-8x7b")
-    per_token = 8 * 4096 + 4 * 8 + 20480 + 2 * (2 * 4096 + 6 * 14336 + 4)
+    per_token = 8 * 4096 + 4 * 8 + 20480 + 2 * (2 * 4096 + 6 * 14336 + 2)
     assert activation_bytes_per_layer(m, 4096, 1, dropout=False) == 4096 * per_token
+    fp32 = activation_bytes_per_layer(m, 4096, 1, dropout=False, routing_weight=routing_weight_bytes("fp32"))
+    assert fp32 == 4096 * (per_token + 2 * 2)
 
 
 def test_mla_dense_layer_by_hand(cat):
@@ -290,3 +294,21 @@ def test_one_plan_memory_is_the_tables_frame_row_exactly(cat, model, degrees, kw
     assert [getattr(one, k) for k in TABLE_PARTS] == [float(framed[k]) for k in TABLE_PARTS]
     assert one.stage == str(framed["stage"])
     assert one.params_bytes > 0 and one.activations_bytes > 0
+
+
+def test_attention_output_copy_only_above_microbatch_1(cat):
+    # Transformer Engine's FlashAttention backend: the sbhd copy of flash-attn's bshd output at b > 1, 2 a d_v bytes
+    # a token (Llama 3.1 8B: 32 heads of 128, 8,192 bytes; DeepSeek-V3 MLA: 128 heads of v 128, 32,768), over tp;
+    # nothing at b = 1 (a view) or with the attention core recomputed (flash-attn keeps nothing)
+    for name, extra in (("llama3.1-8b", 2 * 32 * 128), ("deepseek-v3", 2 * 128 * 128)):
+        m = cat.model(name)
+        for mb, tp, add in ((1, 1, 0), (2, 1, extra), (2, 4, extra / 4)):
+            base = activation_bytes_per_layer(m, 4096, mb, tp=tp, dropout=False, moe_layer=False)
+            got = activation_bytes_per_layer(
+                m, 4096, mb, tp=tp, dropout=False, moe_layer=False, attention_output_copy=True
+            )
+            assert got - base == pytest.approx(4096 * mb * add)
+        kw = dict(tp=1, dropout=False, moe_layer=False, recompute="selective")
+        assert activation_bytes_per_layer(m, 4096, 2, attention_output_copy=True, **kw) == activation_bytes_per_layer(
+            m, 4096, 2, **kw
+        )

@@ -10,7 +10,7 @@ from hnplan.catalog import load_catalog
 from hnplan.catalog.runs import training_runs
 from hnplan.errors import InputError
 from hnplan.memory import microbatches_in_flight
-from hnplan.memory.activations import activation_bytes_per_layer
+from hnplan.memory.activations import activation_bytes_per_layer, routing_weight_bytes
 from hnplan.memory.states import stack_accounting
 from hnplan.planning.training import StackChoices
 from hnplan.planning.training.evaluate import resolve_choices
@@ -61,14 +61,19 @@ def test_deepseek_v3_layers_as_megatron_core_keeps_them(cat):
     attention = 4 * h + 2 * (1536 + 512 + 64) + 2 * 128 * 128
     # dense MLP: norm input and fc1 input (4h), SwiGLU input (gate and up, 2 x 2f) and fc2 input (2f)
     dense = attention + 4 * h + 6 * 18432
-    # MoE: norm input and router / shared-expert input (4h), fp32 router scores (4 x 256), per routed copy
-    # (top 8) the expert input 2h, SwiGLU input 2 x 2 x 2048, fc2 input 2 x 2048 and its fp32 weight;
+    # MoE: norm input and router / shared-expert input (4h), fp32 aux-loss scores (4 x 256), per routed copy
+    # (top 8) the expert input 2h, SwiGLU input 2 x 2 x 2048, fc2 input 2 x 2048 and its routing weight in the
+    # router logits' dtype (moe_utils.py topk_softmax_with_capacity: .type_as(logits)), 2 bytes with the default
+    # bf16 router, 4 with --moe-router-dtype fp32 or the flex (DeepEP) dispatcher, which upcasts them;
     # the shared expert's 6 x 2048; no expert output is kept (the weights scale the activation)
-    moe = attention + 4 * h + 4 * 256 + 8 * (2 * h + 6 * 2048 + 4) + 6 * 2048
-    assert (dense, moe) == (204928, 320672)
+    moe = attention + 4 * h + 4 * 256 + 8 * (2 * h + 6 * 2048 + 2) + 6 * 2048
+    assert (dense, moe) == (204928, 320656)
     kw = dict(recompute="selective", dropout=m.dropout, recompute_modules=("mla_up_proj",))
     assert activation_bytes_per_layer(m, 4096, 1, moe_layer=False, **kw) == 4096 * dense
     assert activation_bytes_per_layer(m, 4096, 1, moe_layer=True, **kw) == 4096 * moe
+    for fp32 in (routing_weight_bytes("fp32"), routing_weight_bytes("model", "flex")):
+        got = activation_bytes_per_layer(m, 4096, 1, moe_layer=True, routing_weight=fp32, **kw)
+        assert got == 4096 * (moe + 8 * 2)  # 320,672
     assert not m.dropout  # DeepSeek-V3 trains without dropout (HF config, Megatron-Bridge provider)
 
 

@@ -38,19 +38,20 @@ ATTN_STORAGE = 2 * 2 * H + 2 * 4_096 + 2 * 512 + 2 * (4_096 + 512) + 2 * 512 + 2
 ATTN_UNCOUNTED = 32 * 4 + (1 + 32 + 4 + 1) * 4  # 280
 # MoE: the pre-MLP norm's input and output (router and permute input) and the fp32 router scores (128 x 4);
 # each of the 8 routed copies: TEGroupedMLP's fc1 input (2h), weighted_bias_swiglu_impl's input (2 x 768) and
-# routing weight (fp32), fc2's input (768)
-COPY = 2 * H + 2 * 2 * 768 + 4 + 2 * 768  # 8,708
-MOE_ACT = 2 * 2 * H + 128 * 4 + 8 * COPY  # 78,368
+# routing weight (bf16: the logits' dtype, moe_utils.py topk_softmax_with_capacity .type_as(logits), as the script
+# sets no --moe-router-dtype), fc2's input (768)
+COPY = 2 * H + 2 * 2 * 768 + 2 + 2 * 768  # 8,706
+MOE_ACT = 2 * 2 * H + 128 * 4 + 8 * COPY  # 78,352
 # Storage by storage (Megatron-LM 6a6cd478839d transformer/moe): RouterGatingLinearFunction keeps the norm's output,
 # which the unfused permute's index_select does not keep again (its backward needs only the indices); the
 # all-to-all output is freed once sort_chunks_by_idxs' torch.cat has made fc1's input (GroupedLinear keeps views
 # of it); unpermute gets no probs (they were applied in the SwiGLU), so its scatter_add_ keeps only indices. The
-# aux-loss scores are fp32 (router.py compute_routing_scores_for_aux_loss) but the routing weights take the logits'
-# bf16 (moe_utils.py topk_softmax_with_capacity: .type_as(logits)): 2 bytes a copy over. Uncounted: the top-k
+# aux-loss scores are fp32 (router.py compute_routing_scores_for_aux_loss) and the routing weights take the logits'
+# bf16 (moe_utils.py topk_softmax_with_capacity: .type_as(logits)), both counted so. Uncounted: the top-k
 # indices (8 x int64) and the fp32 softmax over them (8 x 4), the bool routing map kept by the capacity mask's
 # product and its transposed copy kept by the permute's masked_select of the probs (2 x 128), with that
 # masked_select's bf16 input (probs.T.contiguous(), 2 x 128), the permutation indices (8 x int64).
-MOE_UNCOUNTED = 8 * 8 + 8 * 4 + 2 * 128 + 2 * 128 + 8 * 8 - 8 * 2  # 656
+MOE_UNCOUNTED = 8 * 8 + 8 * 4 + 2 * 128 + 2 * 128 + 8 * 8  # 672
 
 
 @pytest.mark.parametrize(
@@ -79,10 +80,10 @@ def test_pai643_rows_term_by_term(cat, pp, dp, ep, gbs, in_flight):
     dense = layers * DENSE + EMB
     assert r["optimizer_gib"] * GIB == pytest.approx(12 * (dense / dp + layers * local / edp), rel=1e-12)
     assert r["activations_gib"] * GIB == pytest.approx(in_flight * layers * 8_192 * (ATTN_ACT + MOE_ACT), rel=1e-12)
-    # nothing is counted twice: storage by storage the code holds the same 114,208 bytes and 936 more (0.8 %)
+    # nothing is counted twice: storage by storage the code holds the same 114,192 bytes and 952 more (0.8 %)
     assert ATTN_STORAGE == ATTN_ACT
     held = in_flight * layers * 8_192 * (ATTN_STORAGE + MOE_ACT + ATTN_UNCOUNTED + MOE_UNCOUNTED)
-    assert held / GIB - r["activations_gib"] == pytest.approx(0.34, abs=0.005)
+    assert held / GIB - r["activations_gib"] == pytest.approx(0.35, abs=0.005)
     tensors = 2 * params + 4 * params + 12 * (dense / dp + layers * local / edp)
     tensors += in_flight * layers * 8_192 * (ATTN_ACT + MOE_ACT)
     # the tensors alone leave the runtime 1.53 GiB (pp2-ep8) / 2.38 GiB (pp4-ep4) of the H800's 79.11 GiB, against
@@ -91,3 +92,33 @@ def test_pai643_rows_term_by_term(cat, pp, dp, ep, gbs, in_flight):
     runtime = 0.4 + 3 * 0.64 + 3.0 * 16 / 32  # context; DP, PP and EP communicators; the all-to-all at 16 channels
     assert r["overhead_gib"] == pytest.approx(runtime + 0.05 * tensors / GIB, abs=1e-9)
     assert not r["fits"]
+
+
+def test_pai643_fp32_router_keeps_fp32_routing_weights(cat):
+    """With ``--moe-router-dtype fp32`` (which the example script does not pass) the logits, so the routing weights
+    (moe_utils.py topk_softmax_with_capacity: .type_as(logits)), are fp32: 2 bytes more for each of the 8 routed
+    copies of a token, in each of the first stage's 24 layers and its 2 micro-batches in flight (pp2-ep8)."""
+    stack = cat.stack("pai-megatron-patch-2504")
+    kw = dict(tp=1, pp=2, dp=8, ep=8, num_microbatches=16, zero=1, catalog=cat, system="hgx-h800-ib")
+    bf16 = memory_summary("qwen3-30b-a3b", "train", 8192, stack=stack, **kw)
+    fp32 = memory_summary(
+        "qwen3-30b-a3b", "train", 8192, stack=stack.model_copy(update={"moe_router_dtype": "fp32"}), **kw
+    )
+    assert (fp32["activations_gib"] - bf16["activations_gib"]) * GIB == pytest.approx(2 * 24 * 8_192 * 8 * 2)
+
+
+def test_pai_flash_attention_backend_keeps_the_output_twice_above_microbatch_1(cat):
+    """Transformer Engine's FlashAttention backend (the stack's FL=true) hands the output projection an sbhd copy of
+    flash-attn's bshd output (TE v2.4 backends.py FlashAttention.forward: view, transpose(0, 1), contiguous), and
+    flash-attn keeps its own for the backward: at micro-batch 2 the 32 x 128 output is held twice, 2 x 4,096 = 8,192
+    bytes a token more in each of the first stage's 24 layers, 2 micro-batches of 2 x 8,192 tokens in flight (pp2-ep8):
+    6 GiB; at micro-batch 1 the transpose is a view and nothing is added."""
+    stack = cat.stack("pai-megatron-patch-2504")
+    assert stack.attention_output_copy
+    cudnn = stack.model_copy(update={"attention_output_copy": False})
+    kw = dict(tp=1, pp=2, dp=8, ep=8, num_microbatches=16, zero=1, catalog=cat, system="hgx-h800-ib")
+    for mb, extra in ((1, 0), (2, 2 * 24 * 2 * 8_192 * 8_192)):
+        fa = memory_summary("qwen3-30b-a3b", "train", 8192, microbatch_size=mb, stack=stack, **kw)
+        fused = memory_summary("qwen3-30b-a3b", "train", 8192, microbatch_size=mb, stack=cudnn, **kw)
+        assert (fa["activations_gib"] - fused["activations_gib"]) * GIB == pytest.approx(extra, abs=1)
+    assert 2 * 24 * 2 * 8_192 * 8_192 / GIB == 6.0

@@ -143,6 +143,24 @@ def test_deepspeed_gathers_no_more_than_the_rank_holds(llama8b):
     assert w3.tolist() == [2 * LAYER * 2, (2 * 2 * 4_096 * 14_336 + 1e9) * 2]
 
 
+def test_fsdp_gathers_no_more_than_the_rank_holds(llama8b):
+    # FSDP's two gathered units are distinct modules, each gathered once (FSDP1 FlatParamHandle.unshard reuses an
+    # unsharded handle): never more than the stage. Llama 3.1 8B on 32 stages (one layer each): a middle stage
+    # holds 1 layer, so 1 x 218,112,000 x 2 bytes, not 2 x; the first stage 1 layer and the embedding,
+    # (218,112,000 + 525,336,576) x 2 = 1.49 GB, not 2 x 525,336,576 x 2 = 2.10 GB; on 4 stages (8 layers) two
+    # units fit and the count is 2 x 2 x LAYER as before
+    bf16 = stack_accounting("bf16", 4.0)
+    w, g = zero_working_bytes(llama8b, 1, np.array([32, 4]), 1, 3, bf16, "middle")
+    assert w.tolist() == [2 * LAYER, 2 * 2 * LAYER]
+    assert g.tolist() == [8 * LAYER, 8 * LAYER]  # the gradients' units are not capped here
+    w, _ = zero_working_bytes(llama8b, 1, 32, 1, 3, bf16, "first")
+    assert float(w) == 2 * (LAYER + EMB)
+    # fp8 layer gather (2 bytes, per-tensor fp8 and its transpose) beside the bf16 embedding: the stage at the wider 2
+    fp8 = stack_accounting("fp8", 4.0, fp8_params=True, fp8_recipe="current")
+    w, _ = zero_working_bytes(llama8b, 1, 32, 1, 3, fp8, "first")
+    assert float(w) == 2 * (LAYER + EMB)
+
+
 def test_memory_command_counts_the_stacks_working_set():
     """``hnplan memory`` (memory_summary) takes the stack's ZeRO working-set fields as the planner does: torchtitan's
     6-byte FSDP2 gradients, and DeepSpeed's submodules and buckets on a stack that sets them."""

@@ -20,17 +20,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hnplan.catalog.schemas import Model
+from hnplan.compute import ACT_BYTES
 from hnplan.errors import check_choice
 from hnplan.memory.layer_tensors import (  # noqa: F401  (public names of hnplan.memory.activations)
     LOGIT_BYTES,
     MASK_BYTES,
     ROUTER_BYTES,
+    ROUTING_WEIGHT_BYTES,
     LayerActivations,
     _check_recompute,
     activation_bytes_per_layer,
     embedding_activation_bytes,
     layer_activations,
     output_activation_bytes,
+    routing_weight_bytes,
 )
 from hnplan.memory.pipeline import balanced_in_flight, end_stage_layers, microbatches_in_flight  # noqa: F401
 from hnplan.memory.recompute import (
@@ -60,11 +63,16 @@ def layer_activation_table(
     fp8_gemm_inputs: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     cache: dict | None = None,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> pd.DataFrame:
     """Per micro-batch, for every plan of a table: the activations of one dense and one MoE layer
     (:func:`activation_bytes_per_layer`), the embedding (:func:`embedding_activation_bytes`) and the
     output layer (:func:`output_activation_bytes`), each evaluated once per distinct
     ``(microbatch_size, tp, cp, recompute)`` [bytes].
+
+    ``routing_weight``: bytes of a routed copy's routing weight
+    (:func:`hnplan.memory.layer_tensors.routing_weight_bytes`; default 2, bf16).
 
     ``cache`` (optional): a dict that keeps the per-shape values across calls for the same model,
     sequence and flags (:func:`hnplan.vectorise.memo_batched`).
@@ -81,6 +89,8 @@ def layer_activation_table(
         dropout=dropout,
         fp8_gemm_inputs=fp8_gemm_inputs,
         recompute_modules=recompute_modules,
+        routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     return memo_batched(  # mb, tp and cp as arrays over the shapes of one recompute mode
         plans.reset_index(drop=True) if is_frame(plans) else plans,
@@ -115,6 +125,8 @@ def stage_activation_table(
     cache: dict | None = None,
     recompute_num_layers: int | None = None,
     offload_layers: int = 0,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> np.ndarray:
     """Peak activation memory of one accelerator of the first, the fullest middle or the last pipeline stage, for every plan
     of a table [bytes]: the one stage-activation model (:func:`stage_activation_bytes` is its one-row
@@ -156,6 +168,8 @@ def stage_activation_table(
         Activations of that many layers go to host memory in plans with ``pp = 1`` and
         ``recompute="none"`` (the only ones Megatron-Core offloads): HBM keeps
         :func:`hnplan.memory.recompute.offload_kept_layers` of the stage's layers.
+    routing_weight : float
+        Bytes of a routed copy's routing weight (:func:`layer_activation_table`).
 
     Raises
     ------
@@ -177,6 +191,8 @@ def stage_activation_table(
             fp8_gemm_inputs=fp8_gemm_inputs,
             recompute_modules=recompute_modules,
             cache=cache,
+            routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )
     a_dense, a_moe, emb, out = (column(per_layer, k) for k in ("dense", "moe", "emb", "out"))
     pp = column(df, "pp")
@@ -205,6 +221,8 @@ def stage_activation_table(
             dropout=dropout,
             fp8_gemm_inputs=fp8_gemm_inputs,
             recompute_modules=recompute_modules,
+            routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )
         per_mb = _partial_layers(
             model, df, seq_len, n, per_mb, per_mb_of, stage, (recompute_num_layers, offload_layers), kw, cache
@@ -286,6 +304,8 @@ def stage_activation_bytes(
     balanced: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
     dualpipe: bool = False,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> float:
     """Peak activation memory of one accelerator of the first or last pipeline stage [bytes]: the
     one-row case of :func:`stage_activation_table` (``num_microbatches`` default ``pp``).
@@ -323,5 +343,7 @@ def stage_activation_bytes(
             balanced=balanced,
             recompute_modules=recompute_modules,
             dualpipe=dualpipe,
+            routing_weight=routing_weight,
+            attention_output_copy=attention_output_copy,
         )[0]
     )

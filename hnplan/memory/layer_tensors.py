@@ -55,14 +55,30 @@ from hnplan.memory.recompute import (
 
 MASK_BYTES = 1.0  # one byte per dropout-mask element ([1]_ Sec. 4.1)
 LOGIT_BYTES = 4.0  # fp32 logits for the cross-entropy loss ([1]_ Sec. 4.3)
-# Assumption: fp32 router scores and routing weights, as the fine-grained MoE recipes run them
-# (``--moe-router-dtype fp32``, e.g. radixark/miles scripts/models/qwen3-30B-A3B.sh @122af30).
-# With Megatron-Core's default (``moe_router_dtype`` None, ``transformer_config.py``) the aux-loss scores
-# stay fp32 (Megatron-LM 6a6cd478839d ``transformer/moe/router.py`` ``compute_routing_scores_for_aux_loss``:
-# softmax with ``dtype=torch.float32``, kept for its backward), and only the routing weights take the
-# logits' dtype (``moe_utils.py`` ``topk_softmax_with_capacity``: ``.type_as(logits)``), 2 bytes: this
-# over-counts 2 bytes a routed copy for such a run.
+# The auxiliary-loss scores, one per expert a token, are fp32 whatever the router's dtype (Megatron-LM
+# 6a6cd478839d ``transformer/moe/router.py`` ``compute_routing_scores_for_aux_loss``: softmax with
+# ``dtype=torch.float32``, kept for its backward).
 ROUTER_BYTES = 4.0
+# The routing weight of each routed copy, which the experts keep to scale their activation ([5]_), takes the
+# router logits' dtype (Megatron-LM 6a6cd478839d ``transformer/moe/moe_utils.py`` ``topk_softmax_with_capacity``:
+# ``probs.type_as(logits)``): the model's bf16 under Megatron-Core's default ``moe_router_dtype`` None
+# (``transformer_config.py``; ``router.py`` ``TopKRouter.gating`` casts the logits only when it is set), fp32
+# with ``--moe-router-dtype fp32``, and fp32 behind the flex (DeepEP) dispatcher, which upcasts them before its
+# dispatch (``token_dispatcher.py`` ``_DeepepManager.dispatch``: "DeepEP only supports float32 probs").
+ROUTING_WEIGHT_BYTES = {"model": ACT_BYTES, "fp32": 4.0}
+
+
+def routing_weight_bytes(router_dtype: str = "model", dispatcher: str = "alltoall") -> float:
+    """Bytes of one routed copy's routing weight kept for the backward pass [bytes]: 2 (bf16) in the model's
+    dtype, 4 with an fp32 router or the flex (DeepEP) dispatcher (:data:`ROUTING_WEIGHT_BYTES`, sources there).
+
+    Raises
+    ------
+    InputError
+        For an unknown ``router_dtype``.
+    """
+    check_choice("moe_router_dtype", router_dtype, tuple(ROUTING_WEIGHT_BYTES))
+    return ROUTING_WEIGHT_BYTES["fp32"] if dispatcher == "flex" else ROUTING_WEIGHT_BYTES[router_dtype]
 
 
 @dataclass(frozen=True)
@@ -83,7 +99,9 @@ class LayerActivations:
     gemm_inputs_split: float = 0.0
 
 
-def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = True, tp: int = 1) -> LayerActivations:
+def layer_activations(
+    model: Model, moe_layer: bool = False, dropout: bool = True, tp: int = 1, routing_weight: float = ACT_BYTES
+) -> LayerActivations:
     """Per-token activation bytes of one layer, split by how tensor parallelism shards them.
 
     Parameters
@@ -96,6 +114,8 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
     tp : int or array of int
         Tensor-parallel degree, only to keep at least one K/V head per rank when ``kv_heads < tp`` (an array
         gives arrays of the same shape).
+    routing_weight : float
+        Bytes of a routed copy's routing weight (:func:`routing_weight_bytes`); default 2, bf16.
 
     Returns
     -------
@@ -127,8 +147,8 @@ def layer_activations(model: Model, moe_layer: bool = False, dropout: bool = Tru
         e = model.moe
         rep += ROUTER_BYTES * e.experts
         inter = mlp_intermediate(e.expert_ffn_hidden, model.activation)
-        # per routed copy: input 2h, intermediates, fp32 weight (scales the activation; the combine keeps none, [5]_)
-        split += e.active_experts * (ACT_BYTES * h + inter + ROUTER_BYTES) + e.shared_experts * inter
+        # per routed copy: input 2h, intermediates, its routing weight (scales the activation; the combine keeps none, [5]_)
+        split += e.active_experts * (ACT_BYTES * h + inter + routing_weight) + e.shared_experts * inter
         g_split += ACT_BYTES * ((e.active_experts + e.shared_experts) * e.expert_ffn_hidden + e.active_experts * h)
     else:
         split += mlp_intermediate(model.ffn_hidden, model.activation)
@@ -156,6 +176,8 @@ def activation_bytes_per_layer(
     moe_layer: bool | None = None,
     fp8_gemm_inputs: bool = False,
     recompute_modules: tuple[str, ...] = DEFAULT_MODULES,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> float:
     """Activation memory of one transformer layer for one micro-batch on one accelerator [bytes].
 
@@ -186,6 +208,14 @@ def activation_bytes_per_layer(
         With ``recompute="selective"``, the modules re-run (:data:`hnplan.memory.recompute.RECOMPUTE_MODULES`);
         their internal tensors are not kept (:func:`hnplan.memory.recompute.freed_bytes`). Default the
         attention core.
+    routing_weight : float
+        Bytes of a routed copy's routing weight (:func:`routing_weight_bytes`); default 2, bf16.
+    attention_output_copy : bool
+        Transformer Engine's FlashAttention backend on the ``sbhd`` layout: at ``microbatch > 1`` the attention
+        output is kept twice, flash-attn's ``bshd`` output for its backward and the output projection's ``sbhd``
+        copy (TransformerEngine v2.4 ``attention/dot_product_attention/backends.py`` ``FlashAttention.forward``:
+        ``output.view(b, s, -1).transpose(0, 1)``, ``output.contiguous()``), ``2 a d_v`` bytes a token more
+        (split over ``tp``); not when the attention core is recomputed.
 
     Returns
     -------
@@ -212,11 +242,14 @@ def activation_bytes_per_layer(
     if recompute == "full":
         return ACT_BYTES * tokens * model.hidden / (tp if sequence_parallel else 1)
     moe = (model.moe is not None) if moe_layer is None else moe_layer
-    la = layer_activations(model, moe, dropout, tp)
+    la = layer_activations(model, moe, dropout, tp, routing_weight)
     modules = check_modules(recompute_modules) if recompute == "selective" else ()
     score = 0.0 if (flash_attention or "core_attn" in modules) else la.score_per_key * s
     f_rep, f_split, fg_rep, fg_split = freed_bytes(model, moe, modules)
     half = 0.5 if fp8_gemm_inputs else 0.0
+    if attention_output_copy and "core_attn" not in modules:  # flash-attn's bshd output beside the sbhd copy
+        d_out = model.mla.v_head_dim if model.mla is not None else head_dim(model)
+        score = score + ACT_BYTES * model.heads * d_out * (np.asarray(microbatch) > 1)
     split = (la.split - f_split - half * (la.gemm_inputs_split - fg_split) + score) / tp
     rep = (la.replicated - f_rep - half * (la.gemm_inputs_replicated - fg_rep)) / (tp if sequence_parallel else 1)
     return tokens * (rep + split)

@@ -22,6 +22,7 @@ import numpy as np
 from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, Model
+from hnplan.compute import ACT_BYTES
 from hnplan.errors import PlanRuleError
 from hnplan.memory.activations import layer_activation_table, stage_activation_table
 from hnplan.memory.breakdown import MemoryBreakdown
@@ -167,6 +168,8 @@ def training_memory_table(
     zero_reduce_bucket_params: float | None = None,
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> pd.DataFrame:
     """Per-accelerator training memory of the fullest pipeline stage of every plan of a table [bytes]:
     the one training-memory model (:func:`training_memory` is its one-row case).
@@ -199,7 +202,7 @@ def training_memory_table(
         As :func:`training_memory`.
     recompute_num_layers, offload_layers, zero3_gathered_units, zero_unsharded_grad_bytes, alltoall_scale :
         As :func:`training_memory`.
-    zero3_max_live_params, zero_reduce_bucket_params, zero3_shard_ranks : optional
+    zero3_max_live_params, zero_reduce_bucket_params, zero3_shard_ranks, routing_weight : optional
         As :func:`training_memory`.
     cache : dict, optional
         Keeps per-shape activation values across calls for the same model and choices (a planner's
@@ -274,6 +277,8 @@ def training_memory_table(
         dropout=dropout,
         fp8_gemm_inputs=fp8,
         recompute_modules=recompute_modules,
+        routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     per_layer = layer_activation_table(model, df, seq_len, cache=cache, **act_kw)
     partial = dict(recompute_num_layers=recompute_num_layers, offload_layers=offload_layers)
@@ -356,6 +361,8 @@ def training_memory(
     zero_reduce_bucket_params: float | None = None,
     alltoall_scale: float = 1.0,
     zero3_shard_ranks: int | None = None,
+    routing_weight: float = ACT_BYTES,
+    attention_output_copy: bool = False,
 ) -> TrainingMemory:
     """Per-accelerator training memory of the fullest pipeline stage [bytes].
 
@@ -423,6 +430,9 @@ def training_memory(
     alltoall_scale : float
         The share of the NCCL all-to-all buffer reading the accelerator allocates (:func:`nccl_alltoall_scale`);
         default 1 (the reading's 8 x H100).
+    routing_weight : float
+        Bytes of a routed copy's routing weight kept for the backward pass
+        (:func:`hnplan.memory.layer_tensors.routing_weight_bytes`); default 2, bf16 (Megatron-Core's default router).
 
     Returns
     -------
@@ -482,6 +492,8 @@ def training_memory(
         zero_reduce_bucket_params=zero_reduce_bucket_params,
         alltoall_scale=alltoall_scale,
         zero3_shard_ranks=zero3_shard_ranks,
+        routing_weight=routing_weight,
+        attention_output_copy=attention_output_copy,
     )
     params, grads, opt, acts, over = (float(row[k][0]) for k in TABLE_PARTS)
     return TrainingMemory(params, grads, opt, acts, 0.0, over, stage=str(row["stage"][0]))

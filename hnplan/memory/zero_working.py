@@ -17,7 +17,12 @@ the output head on the stages that hold them):
 
 * stage 3: ``gathered_units x unit x weight_bytes`` (bf16, or the quantised weights of an fp8 parameter
   gather with the transpose made after the gather; the embedding and head units at the unquantised width),
-  less ``StateAccounting.zero3_whole_bytes``, the cached casts the model states keep whole already;
+  less ``StateAccounting.zero3_whole_bytes``, the cached casts the model states keep whole already; at most the
+  rank's whole stage ``S`` (:func:`rank_stage_params`, at the wider of the two widths): the units gathered at once
+  are distinct modules, each gathered once (PyTorch FSDP1 ``torch/distributed/fsdp/_flat_param.py``
+  ``FlatParamHandle.unshard``: a handle whose ``needs_unshard()`` is false, its unsharded storage already allocated,
+  reuses it and allocates nothing), so a deep pipeline's stage of one layer, or of one layer beside the embedding,
+  holds that stage gathered and no more;
 * stages 2 and 3: ``unit x unsharded_grad_bytes``, the bytes per parameter of the unit-sized gradient
   buffers alive at the backward's peak, summed over the units (default two units at the reduce width).
 
@@ -179,7 +184,8 @@ def zero_working_bytes(
     """Working set of ZeRO stages 2 and 3 on one rank, ``(gathered weights, unsharded gradients)`` [bytes].
 
     Stage 3: ``gathered_units`` units' whole parameters at the gathered width (``weight_bytes`` of the
-    accounting for a layer, ``unquantised_weight_bytes`` for the embedding or head unit); stages 2 and 3: one
+    accounting for a layer, ``unquantised_weight_bytes`` for the embedding or head unit), at most the rank's whole
+    stage (:func:`rank_stage_params`) at the wider of those widths; stages 2 and 3: one
     unit's parameters times ``unsharded_grad_bytes`` (default ``2 x grad_bytes``: two units' gradients at the
     reduce width). Stages 0 and 1 keep whole weights and gradients already (the model states count them):
     zero. The larger of the layer unit and the end unit (:func:`largest_unit_params`) is taken by bytes.
@@ -237,7 +243,10 @@ def zero_working_bytes(
         w_end = min(w_end, 2.0)  # the embedding and head are no low-precision GEMMs: bf16, no cached cast
     g = 2.0 * a.grad_bytes if unsharded_grad_bytes is None else float(unsharded_grad_bytes)
     w_layer = a.zero3_gathered_bytes  # the caches kept whole are in the model states already
-    weights = np.where(zero >= 3, gathered_units * np.maximum(w_layer * layer, w_end * end), 0.0)
+    units = gathered_units * np.maximum(w_layer * layer, w_end * end)
+    # never more than the rank's whole stage (at the wider width): a unit is gathered once, as DeepSpeed's cap below
+    whole = rank_stage_params(model, tp, ep, etp, stage, pp) * max(w_layer, w_end)
+    weights = np.where(zero >= 3, np.minimum(units, whole), 0.0)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
     if max_live_params is not None or reduce_bucket_params is not None:  # DeepSpeed: submodules and buckets ([5]_)
         module = largest_module_params(model, tp, ep, etp, stage, pp)

@@ -15,6 +15,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import PARTS, MemoryBreakdown
 from hnplan.memory.inference import inference_memory, kv_capacity, max_batch
+from hnplan.memory.layer_tensors import routing_weight_bytes
 from hnplan.memory.states import ACCOUNTINGS
 from hnplan.memory.tiers import decode_step_time_s, memory_tiers, spill_plan, tier_latency_s
 
@@ -160,6 +161,8 @@ def memory_summary(
             zero3_max_live_params=ch.zero3_max_live_params,
             zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
             zero3_shard_ranks=ch.zero3_shard_ranks,
+            routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+            attention_output_copy=ch.attention_output_copy,
             etp=etp,
             # the system's accelerator: its NVLink count sets the all-to-all's NCCL buffers, as in the planner
             alltoall_scale=nccl_alltoall_scale(

@@ -58,6 +58,12 @@ class MoEChoices(_Strict):
         ``per_expert`` (default): the routed experts' GEMMs and their quantisation launch one kernel per local
         expert (Transformer Engine ``GroupedLinear``: ``general_grouped_gemm`` runs one cuBLAS GEMM per
         expert over a few streams); ``grouped``: one kernel each (a grouped GEMM such as DeepGEMM's).
+    moe_router_dtype : {"model", "fp32"}
+        The router's logits dtype (Megatron-Core ``--moe-router-dtype``): ``model`` (default, Megatron-Core's
+        ``moe_router_dtype`` None) keeps the model's bf16, ``fp32`` casts them. The routing weight each routed copy
+        keeps for the backward pass takes it (``moe_utils.py`` ``topk_softmax_with_capacity``: ``probs.type_as(logits)``),
+        except behind the flex dispatcher, which makes them fp32 (``token_dispatcher.py``: "DeepEP only supports float32
+        probs"): :func:`hnplan.memory.layer_tensors.routing_weight_bytes`.
     expert_gemm_streams : int
         Under ``per_expert``, the CUDA streams the expert GEMMs are spread over: expert ``i`` on stream
         ``i % streams``, so at most that many run at once and the SMs fill in rounds of that many GEMMs
@@ -98,6 +104,11 @@ class MoEChoices(_Strict):
     expert_gemm_launch: Literal["per_expert", "grouped"] = Field(
         default="per_expert",
         description="per_expert: one GEMM and quantisation kernel per local expert (TE GroupedLinear); grouped: one",
+    )
+    moe_router_dtype: Literal["model", "fp32"] = Field(
+        default="model",
+        description="router logits' dtype (--moe-router-dtype): model (bf16, Megatron-Core's default) or fp32; the "
+        "routing weights the experts keep take it (fp32 behind the flex dispatcher)",
     )
     expert_gemm_streams: PosInt = Field(
         default=4,

@@ -59,6 +59,14 @@ class StackChoices(ZeroChoices):
     attention : {"flash", "unfused"}
         ``flash`` (default, fused kernel, no ``s x s`` scores in HBM or in the activations, Dao et al.
         arXiv:2205.14135) or ``unfused`` (scores materialised, as Megatron-LM ran before FlashAttention).
+    attention_output_copy : bool
+        The attention runs through Transformer Engine's FlashAttention backend (the flash-attn package;
+        ``NVTE_FLASH_ATTN=1``, ``--attention-backend flash``) on Megatron-Core's ``sbhd`` layout: the kernel's
+        ``bshd`` output, which flash-attn keeps for its backward, is handed to the output projection as an
+        ``sbhd`` copy (NVIDIA/TransformerEngine v2.4 ``transformer_engine/pytorch/attention/dot_product_attention/
+        backends.py`` ``FlashAttention.forward``: ``output.view(b, s, -1).transpose(0, 1)`` then
+        ``output.contiguous()``), which the projection keeps too: at micro-batch ``b > 1`` the attention output is
+        held twice (at ``b = 1`` the transpose is a view). Default False (cuDNN's fused attention reads ``sbhd``).
     sequence_parallel : bool
         Megatron sequence parallelism (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2): with
         ``tp > 1`` the norms, dropouts and residual adds run on ``tokens / tp`` and their activations are
@@ -281,6 +289,11 @@ class StackChoices(ZeroChoices):
     )
     attention: Literal["flash", "unfused"] = Field(
         default="flash", description="flash: fused FlashAttention; unfused: s x s scores materialised"
+    )
+    attention_output_copy: bool = Field(
+        default=False,
+        description="Transformer Engine's FlashAttention backend on sbhd: at micro-batch > 1 the attention output is "
+        "kept twice (flash-attn's bshd output and the output projection's sbhd copy)",
     )
     sequence_parallel: bool = Field(
         default=True,

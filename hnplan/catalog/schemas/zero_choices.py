@@ -64,6 +64,20 @@ class ZeroChoices(MoEChoices):
         each group's ``finalize_backward`` for its post-reduce event (``torch/distributed/fsdp/_fully_shard/
         _fsdp_state.py`` @ 1fd469d0c96e). Time:
         :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
+    hsdp_all_reduce : {"step", "microbatch"}
+        HSDP (``zero3_shard_ranks``): which backwards all-reduce their gradient shards across the replicas.
+        ``step`` (default, Megatron-FSDP) the last micro-batch's only: each backward reduce-scatters in the shard
+        group, and the all-reduce over the outer data-parallel group runs only with ``is_last_microbatch`` (or
+        ``model_auto_sync``, off unless set), which Megatron-LM's schedules clear through ``no_sync`` for the
+        other micro-batches (NVIDIA/Megatron-LM @ d98e8a64ddf3,
+        ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py`` ``_process_post_backward_gradients``:
+        ``outer_fsdp_group_grad_reduce=use_hybrid_fsdp and (is_last_microbatch or model_auto_sync)``;
+        ``param_and_grad_buffer.py`` ``GradReducePipeline.reduce_gradients``). ``microbatch`` (PyTorch FSDP) every
+        backward: FSDP1 ``HYBRID_SHARD`` all-reduces after each reduce-scatter outside ``no_sync``
+        (``torch/distributed/fsdp/_runtime_utils.py`` ``_reduce_grad``), FSDP2 unless the loop calls
+        ``set_requires_all_reduce(False)`` (``torch/distributed/fsdp/_fully_shard/_fully_shard.py``), which
+        torchtitan @ e7c0cae934df (``torchtitan/train.py``) does not. Time:
+        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
     """
 
     zero3_shard_ranks: int | None = Field(
@@ -88,6 +102,11 @@ class ZeroChoices(MoEChoices):
         default=None,
         description="ZeRO 2/3 gradient buckets (DeepSpeed reduce_bucket_size, two with overlap_comm); none: "
         "zero_unsharded_grad_bytes units (FSDP) [elements]",
+    )
+    hsdp_all_reduce: Literal["step", "microbatch"] = Field(
+        default="step",
+        description="HSDP: the gradient all-reduce across the replicas after the last micro-batch's backward only "
+        "(Megatron-FSDP) or after every backward (PyTorch FSDP)",
     )
     zero3_grad_wait: Literal["step", "microbatch"] = Field(
         default="step",

@@ -64,7 +64,9 @@ References
 .. [14] NVIDIA/Megatron-LM @ d98e8a64ddf3, ``megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py``
    (``_root_post_backward``: ``optim_grads_params`` reduce-scatters in every backward without waiting;
    ``finish_grad_sync`` waits for them, called by ``finalize_model_grads`` once a step, after the last
-   micro-batch, ``megatron/core/pipeline_parallel/schedules.py``).
+   micro-batch, ``megatron/core/pipeline_parallel/schedules.py``; ``_process_post_backward_gradients``: the
+   all-reduce across the HSDP replicas only with ``is_last_microbatch``, which the schedules' ``no_sync`` clears
+   for the other micro-batches).
 """
 
 from __future__ import annotations
@@ -340,7 +342,9 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     compute; the first gather is exposed. Under HSDP (``zero3_shard_ranks``, PyTorch FSDP ``HYBRID_SHARD``) the
     gathers and reduce-scatters run in the shard group (:func:`hnplan.memory.states.zero_shard_ranks`, stride
     ``tp``) and each layer's gradient shard, ``1 / shard`` of it, is then all-reduced across the ``dp cp / shard``
-    replicas (stride ``tp x shard``), on a stream of its own beside the backward ([12]_). The last layer's
+    replicas (stride ``tp x shard``), on a stream of its own beside the backward ([12]_): after every backward with
+    the stack's ``hsdp_all_reduce`` ``microbatch`` (PyTorch FSDP), after the last micro-batch's only with ``step``
+    (Megatron-FSDP, [14]_). The last layer's
     reduce-scatter and all-reduce have no backward left to hide behind and the optimizer needs them: with the
     stack's ``zero3_grad_wait`` ``microbatch`` (PyTorch FSDP, which waits for them at the end of every backward,
     [13]_) each micro-batch exposes at least ``AG1 + RS1 + AR1`` (one layer's gather, reduce-scatter and HSDP
@@ -411,7 +415,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
         hsdp1 = collective_s(job, "allreduce", dense / layers * ov.grad_reduce_bytes / shard, replicas, tp * shard)
         # ZeRO 3's floor: the forward's first gather, and where the stack waits for it the backward's last
         # reduce-scatter with its all-reduce across the replicas (zero3_grad_wait; [12]_, [13]_)
-        return t_grad, last_grad, t_param, last_param, 2 * ag + rs + layers * hsdp1, ag1, rs1 + hsdp1, z == 3
+        return t_grad, last_grad, t_param, last_param, 2 * ag + rs, ag1, rs1, z == 3, hsdp1, layers * hsdp1
 
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
@@ -428,18 +432,23 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
     exposed = grad_exp + param_exp + slowdown * hidden
     at = np.flatnonzero(per[7][codes])  # the ZeRO 3 candidates
     if len(at):
-        per_mb_z3, ag1, tail = (x[codes[at]] for x in per[4:7])
-        free = per_mb_z3 - np.asarray(t_compute_mb)[at]  # what the micro-batch's compute cannot hide
+        rs_ag, ag1, rs1, hsdp1, hsdp = (x[codes[at]] for x in (*per[4:7], *per[8:10]))
+        t_c = np.asarray(t_compute_mb)[at]
 
-        def z3_mb(floor):  # one micro-batch's exposed ZeRO 3 time, at least ``floor``, and the slowdown of the rest
-            exp = np.maximum(free, floor)
-            return exp + slowdown * np.maximum(per_mb_z3 - exp, 0.0)
+        def z3_mb(
+            load, floor
+        ):  # one micro-batch's exposed ZeRO 3 time, at least ``floor``, and the slowdown of the rest
+            exp = np.maximum(load - t_c, floor)
+            return exp + slowdown * np.maximum(load - exp, 0.0)
 
+        # the last micro-batch's backward all-reduces across the HSDP replicas, the others only where the stack
+        # all-reduces every backward (hsdp_all_reduce)
+        every = ov.hsdp_all_reduce == "microbatch"
+        mid_load, mid_tail = (rs_ag + hsdp, rs1 + hsdp1) if every else (rs_ag, rs1)
         nmb = _col(df, "num_microbatches")[at]
-        if ov.zero3_grad_wait == "microbatch":  # every backward waits for its last gradient collectives
-            exposed[at] = nmb * z3_mb(ag1 + tail)
-        else:  # the step waits once, after the last micro-batch's backward
-            exposed[at] = (nmb - 1) * z3_mb(ag1) + z3_mb(ag1 + tail)
+        # zero3_grad_wait: every backward waits for its last gradient collectives, or the step once, after the last
+        mid = z3_mb(mid_load, ag1 + mid_tail if ov.zero3_grad_wait == "microbatch" else ag1)
+        exposed[at] = (nmb - 1) * mid + z3_mb(rs_ag + hsdp, ag1 + rs1 + hsdp1)
     return exposed + embedding_grad_allreduce_s(job, df)
 
 

@@ -64,6 +64,7 @@ from hnplan.compute.fp8_recipes import StepKernels, optimizer_step_s, weight_cas
 from hnplan.compute.gemm import with_matmul_efficiency
 from hnplan.compute.sm_share import sm_share_slowdown
 from hnplan.memory import hbm_capacity_bytes, training_memory_table
+from hnplan.memory.layer_tensors import routing_weight_bytes
 from hnplan.memory.states import StateAccounting, expert_dp, stack_accounting, zero_shard_ranks
 from hnplan.memory.training import nccl_alltoall_scale
 from hnplan.planning.training.stage_compute import (  # noqa: F401  (the compute terms, re-exported here)
@@ -333,7 +334,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
     :func:`hnplan.memory.training_memory_table` with the bytes per parameter the job's stack keeps
     (:func:`hnplan.memory.states.stack_accounting`: its gradient buffer width, fp8 weights or cached fp8
     copies), the model's dropout, the stack's attention kernel, sequence parallelism, pipeline
-    split of the end stages, recomputed modules and pipeline schedule (DualPipe's two parameter copies)
+    split of the end stages, recomputed modules, pipeline schedule (DualPipe's two parameter copies) and router
+    dtype and dispatcher (the routing weights' width, :func:`hnplan.memory.layer_tensors.routing_weight_bytes`)
     (the model :func:`hnplan.memory.training_memory` evaluates for one plan).
 
     Returns
@@ -363,6 +365,8 @@ def memory_per_gpu(job: Job, df: pd.DataFrame) -> pd.DataFrame:
         zero_reduce_bucket_params=ch.zero_reduce_bucket_params,
         alltoall_scale=nccl_alltoall_scale(job.acc, job.catalog),
         zero3_shard_ranks=ch.zero3_shard_ranks,
+        routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+        attention_output_copy=ch.attention_output_copy,
     )
 
 

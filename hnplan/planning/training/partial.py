@@ -23,6 +23,7 @@ from hnplan.catalog.schemas import StackChoices
 from hnplan.compute import training_flops_per_token
 from hnplan.errors import InputError
 from hnplan.memory.activations import layer_activation_table
+from hnplan.memory.layer_tensors import routing_weight_bytes
 from hnplan.memory.recompute import offload_exposed_s, recomputed_share
 from hnplan.memory.tiers import host_memory_bytes_per_gpu
 from hnplan.vectorise import column
@@ -110,6 +111,8 @@ def activation_offload(job, df, layers, t_fwd_mb, t_bwd_mb, memory_cache: dict |
         fp8_gemm_inputs=units.dtype_bytes(job.dtype) < 2,
         recompute_modules=ch.recompute_modules,
         cache=memory_cache,
+        routing_weight=routing_weight_bytes(ch.moe_router_dtype, ch.ep_dispatcher),
+        attention_output_copy=ch.attention_output_copy,
     )
     dense_layers = m.layers if m.moe is None else m.moe.first_dense_layers
     a = (dense_layers * column(per, "dense") + (m.layers - dense_layers) * column(per, "moe")) / m.layers
