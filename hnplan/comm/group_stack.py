@@ -5,9 +5,10 @@ and the tuner's estimates of :mod:`hnplan.comm.nccl_bw` run once over every elem
 functions the single placement goes through (no second copy).
 
 A stack holds placements whose formulas take the same branches (:func:`stack_key`): the same links, one domain or
-several, a channel count or none, the ring's LL128 channel cap binding or not. Each
-branch on a stack's numbers goes through :func:`when`, which raises :class:`MixedBranch` where its elements
-disagree (the caller then times those placements one by one).
+several, a channel count or none, the ring's LL128 channel cap binding or not. Each branch on a stack's numbers
+goes through :func:`when`, which raises :class:`MixedBranch` where its elements disagree (the caller then times
+those placements one by one), or :func:`pick`, which takes it element by element (the in-network all-reduce with
+one rank per domain, in a stack with more).
 """
 
 from __future__ import annotations
@@ -112,7 +113,6 @@ class GroupStack:
 
 def stack_key(g: GroupPlacement, binds: bool) -> tuple:
     """What decides the branches the all-reduce formulas and the tuner's estimates take on ``g``: its links,
-    whether it spans domains, whether it has a channel count, and
-    ``binds`` (the ring's LL128 channel cap binds). Placements with equal keys stack (links by identity: hashing
+    whether it spans domains, whether it has a channel count, and ``binds`` (the ring's LL128 channel cap binds). Placements with equal keys stack (links by identity: hashing
     their fields costs more than a stack saves; the placements of one system share them)."""
     return (id(g.up), id(g.out), g.domains == 1, g.channels is None, binds)
