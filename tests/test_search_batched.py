@@ -1,6 +1,7 @@
 """The search's batched passes give the numbers of their one-by-one forms bit for bit: several collectives of one op
 (or of ops with the same time) timed in one call (collective_time.collectives_s), the tuner's float and array paths
-for a group's sizes (collective_time.TUNER_FLOAT_SIZES, ALLREDUCE_FLOAT_SIZES), and the plan rules evaluated on the
+for a group's sizes (collective_time.TUNER_FLOAT_SIZES, ALLREDUCE_FLOAT_SIZES), the all-reduces of many placements
+in one array pass (collective_time.STACKED_ALLREDUCES), and the plan rules evaluated on the
 degrees against the (micro-batch, virtual stages) pairs broadcast (candidates.candidate_columns, plan.valid_mask)."""
 
 import numpy as np
@@ -53,16 +54,21 @@ def test_the_tuner_gives_a_group_the_same_times_on_floats_and_as_arrays(case, mo
         job = _job(case)
         return evaluate_plans(job, candidate_frame(job.model, job.system, gpus, seq, batch))
 
+    monkeypatch.setattr(collective_time, "STACKED_ALLREDUCES", 10**9)  # no all-reduces of placements stacked
     for limit in ("TUNER_FLOAT_SIZES", "ALLREDUCE_FLOAT_SIZES"):  # every group's new sizes on floats
         monkeypatch.setattr(collective_time, limit, 1_000)
     floats = search()
     for limit in ("TUNER_FLOAT_SIZES", "ALLREDUCE_FLOAT_SIZES"):  # every group's sizes together, as arrays
         monkeypatch.setattr(collective_time, limit, 0)
     arrays = search()
+    for limit in ("STACKED_ALLREDUCES", "STACK_LEAST"):  # every all-reduce in stacks of placements
+        monkeypatch.setattr(collective_time, limit, 1)
+    stacked = search()
     stage_compute.clear_content_memo()
     assert len(floats) > 100
     for col in floats.columns:
         np.testing.assert_array_equal(floats[col].to_numpy(), arrays[col].to_numpy(), err_msg=col)
+        np.testing.assert_array_equal(floats[col].to_numpy(), stacked[col].to_numpy(), err_msg=col)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])

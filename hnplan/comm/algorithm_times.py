@@ -101,6 +101,7 @@ import numpy as np
 
 from hnplan.comm import nccl, nccl_bw
 from hnplan.comm.collectives import OPS, oneshot_alltoall_time, sendrecv_time
+from hnplan.comm.group_stack import derived, pick, when
 from hnplan.comm.placement import MAX_NVLS_HEADS, GroupPlacement
 from hnplan.errors import InputError, check_choice
 
@@ -137,7 +138,7 @@ def _ring_latency(g: GroupPlacement) -> float:
 def _nccl(g: GroupPlacement) -> bool:
     """Whether NCCL's latency model times the group: its scale-up fabric, and its scale-out fabric where it
     spans domains, carry an NCCL link class (:mod:`hnplan.comm.nccl`)."""
-    return g.up.nccl_link is not None and (g.domains == 1 or g.out.nccl_link is not None)
+    return g.up.nccl_link is not None and (g.out.nccl_link is not None or when(g.domains == 1))
 
 
 def _base(g: GroupPlacement) -> float:
@@ -157,16 +158,16 @@ def _ring(g: GroupPlacement, passes: int, data, allreduce: bool, model: bool = F
     instead, LL128 also capped at the group's channels x perChMaxRingLL128Bws (what the tuner compares
     algorithms by, :func:`_tuner_key`)."""
     key = ("ring", passes, allreduce, model)
-    terms = g.derived.get(key)
-    if terms is None:  # the group's numbers, once per placement (many sizes are timed on one)
-        terms = g.derived[key] = _ring_terms(g, passes, allreduce, model)
+    terms = g.derived.get(key)  # (read first: the tuner's scalar path times every message on a ring)
+    if terms is None:
+        terms = derived(g, key, _ring_terms, passes, allreduce, model)
     lats, bws = terms
     if len(lats) == 1:  # not NCCL's latency model: the alpha steps
         return lats[0] + data / bws[0]
     if isinstance(data, float):  # the planners' scalar path: LL, LL128 and Simple
         (l0, l1, l2), (b0, b1, b2) = lats, bws
         return nccl_bw.least((l0 + data / b0, l1 + data / b1, l2 + data / b2))
-    return np.minimum.reduce([lat + data / b for lat, b in zip(lats, bws)])
+    return nccl_bw.least_array([lat + data / b for lat, b in zip(lats, bws)])
 
 
 def _ring_terms(g: GroupPlacement, passes: int, allreduce: bool, model: bool) -> tuple[tuple, tuple]:
@@ -188,14 +189,17 @@ def _cross_tree(g: GroupPlacement, s):
     the leaf of the other), 1.5 S on 3 (each tree is a chain: the middle of one, an end of the other)
     and 2 S from 4 on (two children and a parent in one tree, a leaf in the other): NVIDIA/nccl
     src/graph/trees.cc (ncclGetBtree, ncclGetDtree)."""
-    if g.domains == 1:
+    if when(g.domains == 1):
         return 0.0 * s, 0.0
-    terms = g.derived.get("cross_tree")
-    if terms is None:  # the group's numbers, once per placement
-        depth = 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
-        terms = g.derived["cross_tree"] = ({2: 1.0, 3: 1.5}.get(g.domains, 2.0), g.crossing_Bps, depth)
-    per_s, crossing, a_cross = terms
+    per_s, crossing, a_cross = derived(g, "cross_tree", _cross_tree_terms)
     return per_s * s / crossing, a_cross
+
+
+def _cross_tree_terms(g: GroupPlacement) -> tuple[float, float, float]:
+    """The numbers of :func:`_cross_tree` that depend on the group alone: the bytes per S through the busiest
+    domain, the crossing bandwidth [B/s] and the trees' depth latency [s]."""
+    depth = 2 * math.ceil(math.log2(g.domains)) * g.out.alpha_s
+    return {2: 1.0, 3: 1.5}.get(g.domains, 2.0), g.crossing_Bps, depth
 
 
 def _tree_protocols(g: GroupPlacement, s, data):
@@ -203,24 +207,36 @@ def _tree_protocols(g: GroupPlacement, s, data):
     (:func:`hnplan.comm.nccl.tree_latency_s`) and its fraction of the tree's bandwidth term ``data``
     (:func:`hnplan.comm.nccl.tree_protocol_fraction`); LL also no faster than NCCL's llMaxBws (tree busbw
     is twice its algbw in NCCL's tuner, so ``2 S / llMax``)."""
-    terms = g.derived.get("tree_protocols")
-    if terms is None:  # the group's numbers, once per placement
-        lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
-        cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
-        terms = g.derived["tree_protocols"] = (lats, cap, nccl.tree_protocol_fraction("LL128", g.domains))
-    lats, cap, ll128 = terms
+    lats, cap, ll128 = derived(g, "tree_protocols", _tree_protocol_terms)
     ll = nccl_bw.at_least(data / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
     times = (lats[0] + ll, lats[1] + data / ll128, lats[2] + data)
-    return nccl_bw.least(times) if isinstance(data, float) else np.minimum.reduce(times)
+    return nccl_bw.least(times) if isinstance(data, float) else nccl_bw.least_array(times)
+
+
+def _tree_protocol_terms(g: GroupPlacement) -> tuple:
+    """The numbers of :func:`_tree_protocols` that depend on the group alone: NCCL's tree latencies [s], the LL
+    busbw cap [B/s] (None: none) and LL128's fraction of the tree bandwidth."""
+    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+    return lats, cap, nccl.tree_protocol_fraction("LL128", g.domains)
 
 
 def _tree_data(g: GroupPlacement, s):
     """Bandwidth term of the tree all-reduce [s] and the latency of its steps across domains: the chain in a
     domain (2 S through the scale-up link, q > 2) against the trees across (:func:`_cross_tree`)."""
-    q = g.per_domain
-    chain = (2.0 if q > 2 else 1.0) * s / g.up.bw_Bps if q > 1 else 0.0 * s
+    per_s = g.derived.get("chain")  # (read first: the tuner's scalar path)
+    if per_s is None:
+        per_s = derived(g, "chain", _chain_bytes)
+    chain = per_s * s / g.up.bw_Bps
     cross, a_cross = _cross_tree(g, s)
     return nccl_bw.at_least(chain, cross), a_cross  # floats stay floats (the planners' scalar path)
+
+
+def _chain_bytes(g: GroupPlacement) -> float:
+    """Bytes per S an interior rank of the tree's chain in a domain moves through its scale-up link per direction:
+    2 for q > 2, 1 for two ranks, 0 for one (no chain)."""
+    q = g.per_domain
+    return (2.0 if q > 2 else 1.0) if q > 1 else 0.0
 
 
 def nvls_pipelines(g: GroupPlacement) -> int:
@@ -235,10 +251,10 @@ def _nvls_chunk_steps(g: GroupPlacement, s):
     scale-up link's ``inr_chunk_step_s``, from the fabric's ``inr_chunk_step_us``); 0 across domains (NVLS +
     tree chunks by its own rule), without in-switch reduction, or on a fabric without the step time."""
     up = g.up
-    if g.domains > 1 or not up.inr_efficiency or g.per_domain < 2 or up.inr_chunk_step_s is None:
+    if not up.inr_efficiency or up.inr_chunk_step_s is None or when(g.domains > 1) or when(g.per_domain < 2):
         return 0.0 * s
-    ops = nvls_pipelines(g)  # (after the checks above: most groups the planners time span domains)
-    if not ops:
+    ops = derived(g, "nvls_pipelines", nvls_pipelines)  # (after the checks above: most groups span domains)
+    if not when(ops != 0):
         return 0.0 * s
     return nccl.nvls_chunk_time_s(s, ops, up.inr_chunk_step_s)
 
@@ -264,34 +280,47 @@ def _allreduce(alg: str, g: GroupPlacement, s):
         return _base(g) + inner + outer
     if alg == "inr":
         e_u, e_o = g.up.inr_efficiency, g.out.inr_efficiency
-        if not (e_u and q > 1) and not (e_o and d > 1):
+        many, across = q > 1, when(d > 1)  # (a stack's elements: one branch across domains, q element-wise)
+        reduce_out = bool(e_o) and across  # a reducing network joins the domains: applies at any q
+        if not reduce_out and not (e_u and when(many, mixed=True)):
             return None
-        if q == 1:
-            intra, a_in = 0.0 * s, 0.0
-        elif e_u:
-            intra, a_in = s * (q + 1) / q / (bu * e_u), 2 * au
-        else:
+        if e_u:  # in-switch reduction in the domain, none with one rank in it
+            intra, a_in = pick(many, s * (q + 1) / q / (bu * e_u), 0.0 * s), pick(many, 2 * au, 0.0)
+        else:  # a ring's reduce-scatter and all-gather in the domain (0 for one rank)
             intra, a_in = 2 * (q - 1) / q * s / bu, 2 * (q - 1) * au
-        if d > 1 and e_o:
+        if reduce_out:
             cross, a_cross = s / (q * bo * e_o), 2 * ao
         else:
             cross, a_cross = _cross_tree(g, s)
-            head = g.up.inr_tree_head_busbw_Bps
-            if e_u and q > 1 and d > 1 and head is not None:  # NVLS + tree: each head's pipeline
-                heads = min(q, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
-                cross = nccl_bw.at_least(cross, 2 * (p - 1) / p * s / (heads * head[0 if d == 2 else 1]))
+            if e_u and across and g.up.inr_tree_head_busbw_Bps is not None:  # NVLS + tree: each head's pipeline
+                heads_Bps = derived(g, "inr_heads_Bps", _inr_heads_Bps)
+                cross = pick(many, nccl_bw.at_least(cross, 2 * (p - 1) / p * s / heads_Bps), cross)
         intra = intra + _nvls_chunk_steps(g, s)
         lat = a_in + a_cross
         if _nccl(g):
-            lat = g.derived.get("inr_latency")
-            if lat is None:  # once per placement
-                nvls = bool(e_u) and q > 1
-                kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
-                lat = g.derived["inr_latency"] = nccl.inr_latency_s(
-                    g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind
-                )
-        return lat + nccl_bw.at_least(intra, cross)
+            lat = derived(g, "inr_latency", _inr_latency)
+        t = lat + nccl_bw.at_least(intra, cross)
+        # where it applies (a stack's elements with one rank per domain and no reducing network: never the choice)
+        return t if reduce_out or many.__class__ is bool else np.where(many, t, np.inf)
     raise InputError(f"unknown all-reduce algorithm {alg!r}; allowed: {', '.join(ALGORITHMS['allreduce'])}")
+
+
+def _inr_heads_Bps(g: GroupPlacement) -> float:
+    """busbw of the NVLS + tree heads of a domain [B/s]: its heads (``GroupPlacement.inr_heads``, else one a GPU up
+    to ``MAX_NVLS_HEADS``) x one head's busbw on two domains or on three or more (``inr_tree_head_busbw_Bps``)."""
+    heads = min(g.per_domain, MAX_NVLS_HEADS) if g.inr_heads is None else g.inr_heads
+    head = g.up.inr_tree_head_busbw_Bps or (0.0, 0.0)
+    return heads * head[0 if g.domains == 2 else 1]
+
+
+def _inr_latency(g: GroupPlacement) -> float:
+    """NCCL's latency of the in-network all-reduce on ``g`` [s] (:func:`hnplan.comm.nccl.inr_latency_s`): NVLS
+    in one domain or over a reducing network, NVLS + tree across a network that does not reduce, CollNet chain
+    without a reducing scale-up switch."""
+    q, d, e_o = g.per_domain, g.domains, g.out.inr_efficiency
+    nvls = bool(g.up.inr_efficiency) and q > 1
+    kind = ("nvls" if d == 1 or e_o else "nvls_tree") if nvls else "collnet_chain"
+    return nccl.inr_latency_s(g.up.nccl_link or "", g.out.hop_latency_s, q, d, kind)
 
 
 def _one_pass(op: str, alg: str, g: GroupPlacement, s):

@@ -29,6 +29,7 @@ from hnplan.comm.algorithm_times import (  # noqa: F401 - the algorithms' times 
     p2p_terms,
 )
 from hnplan.comm.collectives import OPS, CollectiveResult, busbw_factor
+from hnplan.comm.group_stack import derived, when
 from hnplan.comm.placement import GroupPlacement
 from hnplan.errors import InputError, check_choice
 
@@ -50,11 +51,10 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
     if alg == "tree":  # the all-reduce's
         return nccl_bw.tree_estimate_s(g, s, _tree_data(g, s)[0])
     if alg == "ring":
-        binds = g.derived.get("ring_ll128_cap_binds")
-        if binds is None:  # once per placement (:attr:`~hnplan.comm.placement.GroupPlacement.derived`)
-            cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
-            binds = g.derived["ring_ll128_cap_binds"] = cap is not None and cap < nccl.LL128_LINE_FRACTION * _ring_bw(g)
-        if not binds:
+        binds = g.derived.get("ring_ll128_cap_binds")  # (read first: the tuner's scalar path)
+        if binds is None:
+            binds = derived(g, "ring_ll128_cap_binds", ring_cap_binds)
+        if not (binds if binds.__class__ is bool else when(binds)):
             return t
         p = g.size
         if op == "allreduce":
@@ -62,6 +62,13 @@ def _tuner_key(op: str, alg: str, g: GroupPlacement, s, t):
         if op in ("reducescatter", "allgather"):
             return _ring(g, 1, (p - 1) / p * s, False, model=True)
     return t
+
+
+def ring_cap_binds(g: GroupPlacement) -> bool:
+    """Whether the ring's LL128 channel cap (channels x perChMaxRingLL128Bws) is below LL128's share of the ring
+    bandwidth on ``g`` (:func:`_tuner_key`; once per placement)."""
+    cap = nccl_bw.channel_cap(g, nccl_bw.PER_CHANNEL_RING_LL128_GBps)
+    return cap is not None and cap < nccl.LL128_LINE_FRACTION * _ring_bw(g)
 
 
 SCALAR_SIZES = 4  # up to this many sizes, fastest_time evaluates each size on floats (3x faster than arrays)
@@ -95,6 +102,12 @@ def fastest_time(op: str, n_bytes, group: GroupPlacement) -> np.ndarray:
         return np.zeros_like(s)
     if s.size <= SCALAR_SIZES:  # the same formulas on floats (best_time): the same numbers, no array overhead
         return np.array([_best(op, x, group)[0] for x in s.ravel().tolist()], dtype=float).reshape(s.shape)
+    return _fastest(op, s, group)
+
+
+def _fastest(op: str, s: np.ndarray, group) -> np.ndarray:
+    """:func:`fastest_time` of a checked op at sizes ``s`` (a float array) on a group of more than one rank, or
+    on a :class:`~hnplan.comm.group_stack.GroupStack` (``s`` one size per element)."""
     best = key = None
     for alg in _tuned(op, group):
         t = _allreduce(alg, group, s) if op == "allreduce" else _one_pass(op, alg, group, s)

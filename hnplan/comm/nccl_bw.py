@@ -37,6 +37,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.comm import nccl
+from hnplan.comm.group_stack import derived
 from hnplan.comm.placement import GroupPlacement
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
@@ -118,6 +119,7 @@ def tree_correction(proto_index: int, n_bytes):
 
 _CORRECTION_ROWS = tuple(tuple(float(x) for x in row) for row in TREE_CORRECTION)
 _NO_CORRECTION = (1.0, 1.0, 1.0)
+_PADDED_CORRECTION = np.hstack([TREE_CORRECTION, np.ones((3, 1))])  # a last column of 1 for sizes outside
 
 
 def tree_corrections(n_bytes):
@@ -128,12 +130,10 @@ def tree_corrections(n_bytes):
         if chunks < 1 or i >= TREE_CORRECTION.shape[1]:
             return _NO_CORRECTION
         return (_CORRECTION_ROWS[0][i], _CORRECTION_ROWS[1][i], _CORRECTION_ROWS[2][i])
-    s = np.asarray(n_bytes, dtype=float)
-    chunks = np.floor(s / 64.0)
-    i = np.where(chunks >= 1, np.floor(np.log2(np.maximum(chunks, 1.0))), -1).astype(int)
-    ok = (i >= 0) & (i < TREE_CORRECTION.shape[1])
-    at = np.clip(i, 0, TREE_CORRECTION.shape[1] - 1)
-    return tuple(np.where(ok, TREE_CORRECTION[k][at], 1.0) for k in range(3))
+    # floor(log2(chunks)) exactly, as int.bit_length above: chunks = m 2^e with 0.5 <= m < 1 (-1 for no chunk)
+    i = np.frexp(np.floor(np.asarray(n_bytes, dtype=float) / 64.0))[1] - 1
+    at = np.where((i >= 0) & (i < TREE_CORRECTION.shape[1]), i, TREE_CORRECTION.shape[1])  # outside: 1
+    return tuple(_PADDED_CORRECTION.take(at, axis=1))
 
 
 def channel_cap(g: GroupPlacement, table: dict) -> float | None:
@@ -163,6 +163,14 @@ def least(times: tuple) -> float:
     return out
 
 
+def least_array(times: tuple | list):
+    """The element-wise least of a few arrays (``np.minimum.reduce`` without stacking them into one first)."""
+    out = times[0]
+    for t in times[1:]:
+        out = np.minimum(out, t)
+    return out
+
+
 def tree_estimate_s(g: GroupPlacement, s, data):
     """NCCL's tuner's estimate of its tree all-reduce [s] for ``s`` bytes (float or array) whose tree
     bandwidth term is ``data`` [s]: the fastest protocol, each with NCCL's tree latency
@@ -171,16 +179,20 @@ def tree_estimate_s(g: GroupPlacement, s, data):
     there, so a cap C costs ``2 S / C``); LL at 1/3.8 of that and at most llMaxBws; LL128 at 7/9 (one
     domain) or 120/128 of it and at most channels x perChMaxTreeLL128Bws; each divided by
     :func:`tree_correction`."""
-    terms = g.derived.get("tree_estimate")
-    if terms is None:  # the group's numbers, once per placement (:attr:`GroupPlacement.derived`)
-        lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
-        cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
-        caps = (channel_cap(g, PER_CHANNEL_TREE_GBps), cap, channel_cap(g, PER_CHANNEL_TREE_LL128_GBps))
-        terms = g.derived["tree_estimate"] = (lats, caps, nccl.tree_protocol_fraction("LL128", g.domains))
-    lats, (tree_cap, cap, ll128_cap), ll128_fraction = terms
+    lats, (tree_cap, cap, ll128_cap), ll128_fraction = derived(g, "tree_estimate", _tree_estimate_terms)
     simple = at_least(data / TREE_ALLREDUCE_FRACTION, None if tree_cap is None else 2 * s / tree_cap)
     ll = at_least(simple / nccl.TREE_LL_FRACTION, None if cap is None else 2 * s / cap)
     ll128 = at_least(simple / ll128_fraction, None if ll128_cap is None else 2 * s / ll128_cap)
     c = tree_corrections(s)
     times = (lats[0] + ll / c[0], lats[1] + ll128 / c[1], lats[2] + simple / c[2])
-    return least(times) if isinstance(data, float) else np.minimum.reduce(times)
+    return least(times) if isinstance(data, float) else least_array(times)
+
+
+def _tree_estimate_terms(g: GroupPlacement) -> tuple:
+    """The numbers of :func:`tree_estimate_s` that depend on the group alone (once per placement,
+    :attr:`GroupPlacement.derived`): NCCL's tree latencies [s], the caps of the tree, of LL and of LL128 [B/s]
+    (None: none) and LL128's fraction of the tree bandwidth."""
+    lats = nccl.tree_latencies_s(g.up.nccl_link or "", g.out.hop_latency_s, g.per_domain, g.domains)
+    cap = nccl.ll_max_busbw_across_Bps(g.domains) if g.domains > 1 else g.up.ll_max_busbw_Bps
+    caps = (channel_cap(g, PER_CHANNEL_TREE_GBps), cap, channel_cap(g, PER_CHANNEL_TREE_LL128_GBps))
+    return lats, caps, nccl.tree_protocol_fraction("LL128", g.domains)
