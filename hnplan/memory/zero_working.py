@@ -245,8 +245,12 @@ def zero_working_bytes(
     w_layer = a.zero3_gathered_bytes  # the caches kept whole are in the model states already
     units = gathered_units * np.maximum(w_layer * layer, w_end * end)
     # never more than the rank's whole stage (at the wider width): a unit is gathered once, as DeepSpeed's cap below
-    whole = rank_stage_params(model, tp, ep, etp, stage, pp) * max(w_layer, w_end)
-    weights = np.where(zero >= 3, np.minimum(units, whole), 0.0)
+    z3 = zero >= 3
+    if np.any(z3):  # the stage's parameters only where ZeRO 3 gathers (pp 1 elsewhere: one stage_params call)
+        whole = rank_stage_params(model, tp, ep, etp, stage, np.where(z3, pp, 1)) * max(w_layer, w_end)
+        weights = np.where(z3, np.minimum(units, whole), 0.0)
+    else:
+        weights = np.zeros(np.broadcast(units, zero).shape)
     grads = np.where(zero >= 2, g * np.maximum(layer, end), 0.0)
     if max_live_params is not None or reduce_bucket_params is not None:  # DeepSpeed: submodules and buckets ([5]_)
         module = largest_module_params(model, tp, ep, etp, stage, pp)
