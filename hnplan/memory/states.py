@@ -71,6 +71,24 @@ def end_stage_layer_range(model: Model, pp: int, stage: str, balanced: bool = Fa
     return range(0, n) if stage == "first" else range(model.layers - n, model.layers)
 
 
+def _count_in(rng: range, lo: int, hi: int) -> int:
+    """How many layer indices of ``rng`` (a step-1 range) lie in ``[lo, hi)``, by arithmetic (no loop over layers)."""
+    return max(0, min(rng.stop, hi) - max(rng.start, lo))
+
+
+def _end_counts(rng: range, layers: int, b: int, first_moe: int) -> tuple[int, int]:
+    """Of the layers in ``rng``, how many are among the first or the last ``b`` of ``layers`` (the union of
+    ``[0, b)`` and ``[layers - b, layers)``), and how many of those are MoE layers (index ``>= first_moe``)."""
+    if b <= 0:
+        return 0, 0
+
+    def union(lo: int) -> int:  # |rng n ([0, b) u [L - b, L)) n [lo, L)|, by inclusion-exclusion
+        both = _count_in(rng, max(layers - b, 0, lo), min(b, layers)) if layers - b < b else 0
+        return _count_in(rng, lo, b) + _count_in(rng, max(layers - b, lo), layers) - both
+
+    return union(0), union(first_moe)
+
+
 def stage_params(
     model: Model,
     tp: int,
@@ -108,16 +126,16 @@ def stage_params(
     pc = param_counts(model)
     first_moe = model.layers - pc.moe_layers
     rng = end_stage_layer_range(model, pp, stage, balanced)
-    moe = sum(1 for i in rng if i >= first_moe)
+    moe = _count_in(rng, first_moe, model.layers)
     dense_layers = len(rng) - moe
     per_dense = pc.attention_per_layer + pc.dense_mlp_per_layer + pc.norms_per_layer
     per_moe_shared = pc.attention_per_layer + pc.norms_per_layer + pc.moe_shared_per_layer
     routed = pc.moe_total_per_layer - pc.moe_shared_per_layer  # the expert-parallel part of an MoE layer
     dense = dense_layers * per_dense + moe * per_moe_shared
     unq = len(rng) * pc.norms_per_layer  # outside the GEMMs (the router's few weights are not split off)
-    ends = [i for i in rng if i < bf16_end_layers or i >= model.layers - bf16_end_layers]  # whole in bf16
-    moe_ends = sum(1 for i in ends if i >= first_moe)
-    unq += (len(ends) - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
+    # the layers kept whole in bf16, the first and the last ``bf16_end_layers``, and the MoE layers among them
+    n_ends, moe_ends = _end_counts(rng, model.layers, bf16_end_layers, first_moe)
+    unq += (n_ends - moe_ends) * (per_dense - pc.norms_per_layer) + moe_ends * (per_moe_shared - pc.norms_per_layer)
     last = stage == "last" or pp == 1
     first = stage == "first" or pp == 1
     if first:
