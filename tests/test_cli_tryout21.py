@@ -201,3 +201,20 @@ def test_cluster_serve_help_says_the_request_it_sizes_for():
     defaults = serving_jobs.__kwdefaults__
     assert (defaults["input_tokens"], defaults["output_tokens"]) == (1000, 200)
     assert (defaults["ttft_slo_s"], defaults["tpot_slo_s"], defaults["dtype"]) == (1.0, 0.05, "fp8")
+
+
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [
+        ("0B", "error: --size '0B': a message size is above 0 bytes (e.g. 8B, 1GiB)"),
+        ("0", "error: --size '0': a message size is above 0 bytes (e.g. 8B, 1GiB)"),
+        ("-1GiB", "error: --size '-1GiB': a message size is positive (bytes, e.g. 1GiB)"),
+    ],
+)
+def test_collective_size_zero_or_negative_is_refused(size, message):
+    """A zero-byte collective moves nothing (it was timed at one latency, 15 us on 8 H100), and a negative size was
+    refused only as unreadable ('cannot read size'): both are named as sizes out of range, exit 2."""
+    argv = ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "8", "--size", size]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == message

@@ -41,10 +41,14 @@ def collective(
         if (size is None) == (sweep is None):
             raise InputError("give exactly one of --size and --sweep")
         if size is not None:
+            if size.strip().startswith("-"):
+                raise InputError(f"--size {size!r}: a message size is positive (bytes, e.g. 1GiB)")
             try:
                 sizes = np.array([float(units.parse_size(size))])
             except ValueError as exc:
                 raise InputError(f"--size: {exc}") from None
+            if not sizes[0] > 0:  # a zero-count collective moves nothing: there is no time to model
+                raise InputError(f"--size {size!r}: a message size is above 0 bytes (e.g. 8B, 1GiB)")
             if sizes[0] > MAX_SWEEP_BYTES:  # the bound --sweep's MAX keeps to
                 raise InputError(
                     f"--size {size!r}: {sizes[0]:.3g} bytes exceeds 1 TiB (a collective's buffers live in one GPU's "
