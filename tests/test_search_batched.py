@@ -1,8 +1,9 @@
 """The search's batched passes give the numbers of their one-by-one forms bit for bit: several collectives of one op
 (or of ops with the same time) timed in one call (collective_time.collectives_s), the tuner's float and array paths
-for a group's sizes (collective_time.TUNER_FLOAT_SIZES, ALLREDUCE_FLOAT_SIZES), the all-reduces of many placements
-in one array pass (collective_time.STACKED_ALLREDUCES), and the plan rules evaluated on the
-degrees against the (micro-batch, virtual stages) pairs broadcast (candidates.candidate_columns, plan.valid_mask)."""
+for a group's sizes (collective_time.TUNER_FLOAT_SIZES, ALLREDUCE_FLOAT_SIZES), the all-reduces, all-gathers and
+reduce-scatters of many placements in one array pass (collective_time.STACKED_ALLREDUCES, STACKED_OPS), and the plan
+rules evaluated on the degrees against the (micro-batch, virtual stages) pairs broadcast (candidates.candidate_columns,
+plan.valid_mask)."""
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_the_tuner_gives_a_group_the_same_times_on_floats_and_as_arrays(case, mo
     for limit in ("TUNER_FLOAT_SIZES", "ALLREDUCE_FLOAT_SIZES"):  # every group's sizes together, as arrays
         monkeypatch.setattr(collective_time, limit, 0)
     arrays = search()
-    for limit in ("STACKED_ALLREDUCES", "STACK_LEAST"):  # every all-reduce in stacks of placements
+    for limit in ("STACKED_ALLREDUCES", "STACK_LEAST"):  # every all-reduce and all-gather in stacks of placements
         monkeypatch.setattr(collective_time, limit, 1)
     stacked = search()
     stage_compute.clear_content_memo()

@@ -335,13 +335,13 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
                 return None
             return _base(g) + _log2(q) * au + _log2(d) * ao + (1 - 1 / q) * s / bu + (1 - 1 / d) * s / (q * bo)
         if alg == "pat":  # NCCL's PAT: one rank per node only
-            if not (_nccl(g) and q == 1 and d > 1):
+            one = q == 1  # (a stack's elements: q element-wise, one branch across domains)
+            if not (_nccl(g) and when(one, mixed=True) and when(d > 1)):
                 return None
-            terms = g.derived.get("pat")
-            if terms is None:  # once per placement
-                terms = g.derived["pat"] = (nccl.pat_latency_s(g.out.hop_latency_s, p, d), _ring_bw(g))
-            lat, ring_bw = terms
-            return lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * ring_bw)
+            lat, ring_bw = derived(g, "pat", _pat_terms)  # once per placement
+            t = lat + (p - 1) / p * s / (nccl.PAT_BW_FRACTION * ring_bw)
+            # where it applies (a stack's elements with more ranks per domain: never the choice)
+            return t if one.__class__ is bool else np.where(one, t, np.inf)
     elif op == "alltoall" and alg == "pairwise":  # at the bandwidth EP libraries reach where the catalog has it
         intra = (q - 1) / p * s / g.up.a2a_Bps
         cross = (p - q) / p * s / g.out.a2a_Bps
@@ -358,6 +358,12 @@ def _one_pass(op: str, alg: str, g: GroupPlacement, s):
         a, b = p2p_terms(g)
         return sendrecv_time(s, b, a)
     raise InputError(f"unknown {op} algorithm {alg!r}; allowed: {', '.join(ALGORITHMS.get(op, ()))}")
+
+
+def _pat_terms(g: GroupPlacement) -> tuple[float, float]:
+    """The numbers of PAT (:func:`_one_pass`) that depend on the group alone: NCCL's PAT latency [s]
+    (:func:`hnplan.comm.nccl.pat_latency_s`) and the ring bandwidth [B/s]."""
+    return nccl.pat_latency_s(g.out.hop_latency_s, g.size, g.domains), _ring_bw(g)
 
 
 def p2p_terms(g: GroupPlacement) -> tuple[float, float]:

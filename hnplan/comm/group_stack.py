@@ -1,14 +1,15 @@
 """Many placements' messages timed in one array pass: a :class:`GroupStack` stands for a placement whose numbers
 (ranks, ranks per domain, domains, the numbers :mod:`hnplan.comm.algorithm_times` derives from them) are arrays
-over the elements ``(placement, message size)``, so the all-reduce formulas of :mod:`hnplan.comm.algorithm_times`
-and the tuner's estimates of :mod:`hnplan.comm.nccl_bw` run once over every element; the formulas are the same
-functions the single placement goes through (no second copy).
+over the elements ``(placement, message size)``, so the all-reduce and all-gather / reduce-scatter formulas of
+:mod:`hnplan.comm.algorithm_times` and the tuner's estimates of :mod:`hnplan.comm.nccl_bw` run once over every
+element; the formulas are the same functions the single placement goes through (no second copy).
 
 A stack holds placements whose formulas take the same branches (:func:`stack_key`): the same links, one domain or
 several, a channel count or none, the ring's LL128 channel cap binding or not. Each branch on a stack's numbers
 goes through :func:`when`, which raises :class:`MixedBranch` where its elements disagree (the caller then times
 those placements one by one), or :func:`pick`, which takes it element by element (the in-network all-reduce with
-one rank per domain, in a stack with more).
+one rank per domain, in a stack with more; PAT, with one rank per domain only, where the stack's elements with more
+take the ring).
 """
 
 from __future__ import annotations

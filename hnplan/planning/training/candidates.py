@@ -260,10 +260,11 @@ def candidate_columns(
     pairs = np.ones((len(cols["tp"]), len(z_in)), dtype=bool)
     if "zero_stage" not in fixed and not zero_with_pipeline:
         pairs[cols["pp"] > 1] = z_in <= 1
-    row, pair = np.nonzero(pairs)
-    cols = {k: a[row] for k, a in cols.items()}
-    cols["zero_stage"] = z_in[pair]
-    cols["recompute"] = rc_in[pair]
+    # each row repeated by its pairs (a copy, cheaper than a gather by np.nonzero's row indices), the pairs in order
+    per_row = np.count_nonzero(pairs, axis=1)
+    cols = {k: a.repeat(per_row) for k, a in cols.items()}
+    cols["zero_stage"] = np.broadcast_to(z_in, pairs.shape)[pairs]
+    cols["recompute"] = np.broadcast_to(rc_in, pairs.shape)[pairs]
     cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
     return cols, rc_names
 

@@ -130,7 +130,7 @@ def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, in
     (:func:`~hnplan.comm.algorithms.fastest_time`), kept for every job of the process (:func:`_shared_times`)."""
     shared = _shared_times(op)
     kept = [shared.setdefault(g, {}) for g in placed]  # each placement looked up once
-    if op == "allreduce" and len(miss) >= STACKED_ALLREDUCES:
+    if op in STACKED_OPS and len(miss) >= STACKED_ALLREDUCES:
         _stacked_times(op, res, miss, u_n, inv, kept, placed)
         return
     limit = ALLREDUCE_FLOAT_SIZES if op == "allreduce" else TUNER_FLOAT_SIZES
@@ -147,8 +147,8 @@ def _tuner_times(op: str, res: np.ndarray, miss: np.ndarray, u_n: np.ndarray, in
         res[at] = times
 
 
-#: from this many new all-reduce messages in one call, :func:`_tuner_times` times those of every placement that
-#: takes the same branches (:func:`~hnplan.comm.group_stack.stack_key`) in one array pass
+#: from this many new messages of an op of :data:`STACKED_OPS` in one call, :func:`_tuner_times` times those of every
+#: placement that takes the same branches (:func:`~hnplan.comm.group_stack.stack_key`) in one array pass
 #: (:class:`~hnplan.comm.group_stack.GroupStack`): the same numbers as on floats (tested); a speed choice, not
 #: physics. Replaying the all-reduces of a first Llama 3.1 405B search on 16,384 H100 (75 messages on 27
 #: placements): about 6 us a message on floats, a pass about 110 us plus 0.5 us a message, so a stack pays from
@@ -157,6 +157,11 @@ STACKED_ALLREDUCES = 20
 
 #: a stack of fewer messages than this is timed on floats (:func:`_kept_time`), as :data:`STACKED_ALLREDUCES`
 STACK_LEAST = 20
+
+#: the ops :func:`_tuner_times` stacks (:data:`STACKED_ALLREDUCES`): the all-reduce, and the all-gather and
+#: reduce-scatter (their one time, :data:`SAME_TIME`: ring and PAT); the formulas of each branch on a stack's numbers
+#: as on one placement's (:mod:`hnplan.comm.group_stack`)
+STACKED_OPS = ("allreduce", "allgather", "reducescatter")
 
 
 def _stacked_times(
