@@ -218,3 +218,10 @@ def test_collective_size_zero_or_negative_is_refused(size, message):
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr.strip() == message
+
+
+def test_collective_title_counts_one_domain_in_the_singular():
+    """The table's title said '1 per domain x 1 domains' for one GPU; one domain is singular, two are plural."""
+    argv = ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--size", "1GiB", "--gpus"]
+    assert "(1 per domain x 1 domain, none)" in runner.invoke(app, [*argv, "1"]).stdout
+    assert "(8 per domain x 2 domains, leaf)" in runner.invoke(app, [*argv, "16"]).stdout

@@ -10,6 +10,7 @@ from rich.table import Table
 from hnplan import units
 from hnplan.cli._app import app, console, handle_errors, print_json
 from hnplan.errors import InputError, check_choice
+from hnplan.formatting import counted
 from hnplan.planning.network import ALGORITHMS, MAX_SWEEP_BYTES, OPS, collective_on, parse_sweep
 
 
@@ -73,7 +74,7 @@ def collective(
             )
             return
         t = Table(
-            title=f"{op} on {gpus:,} x {sys_.id} ({res.per_domain:,} per domain x {res.domains:,} domains, {res.level})"
+            title=f"{op} on {gpus:,} x {sys_.id} ({res.per_domain:,} per domain x {counted(res.domains, 'domain')}, {res.level})"
         )
         for col in ("size [B]", "time [us]", "algbw [GB/s]", "busbw [GB/s]", "algorithm"):
             t.add_column(escape(col), justify="right")  # "[us]" is not rich markup
