@@ -11,13 +11,15 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def gemm_cli_probe(report: str) -> str:
+def gemm_cli_probe(report: str, before: str = "") -> str:
     """A ``python -c`` script that runs ``hnplan gemm`` once through the command line's entry point (its output
     swallowed, a non-zero exit raised) and then prints ``report``, a Python expression evaluated after the call
-    (what the entry point left in ``os.environ``, say)."""
+    (what the entry point left in ``os.environ``, say); ``before``: statements run before the call (after ``import
+    contextlib, gc, io, os, sys`` and ``from hnplan.cli import main``)."""
     return f"""
-import contextlib, io, os, sys
+import contextlib, gc, io, os, sys
 from hnplan.cli import main
+{before}
 sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "8192x8192x8192", "--json"]
 with contextlib.redirect_stdout(io.StringIO()):
     try:

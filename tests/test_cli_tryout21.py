@@ -130,16 +130,23 @@ def test_collective_size_beyond_a_gpus_memory_is_refused_as_the_sweeps_max():
     assert json.loads(res.stdout)["results"][0]["size_bytes"] == 2**40
 
 
+def _trace_refused(trace, text: str) -> str:
+    """Write ``text`` to ``trace``, simulate 64 H100 on it, and return the one error line (exit 2, no traceback)."""
+    trace.write_text(text)
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    return res.stderr.strip()
+
+
 def test_cluster_trace_row_longer_than_its_header_is_named(tmp_path):
     """A hnplan CSV trace whose row has one field more than the header (``0,8,1000,60,training,0,1,5``) was
     read by pandas with its first column as the index, every other shifted left, and refused as ``row 2,
     column duration_s: must be a number; has 'training'``; now the line and the field counts are named."""
     trace = tmp_path / "jobs.csv"
-    trace.write_text("arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,60,training,0,1,5\n")
-    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
-    res = runner.invoke(app, argv)
-    assert res.exit_code == 2 and "Traceback" not in res.output
-    assert res.stderr.strip() == (
+    assert _trace_refused(
+        trace, "arrival_s,gpus,gpu_milli,duration_s,cls,checkpoint_s,tp\n0,8,1000,60,training,0,1,5\n"
+    ) == (
         f"error: {trace}: line 2: 8 fields, the header names 7: a comma inside a value shifts every column after "
         "it; write numbers without thousands separators and quote text that holds a comma"
     )
@@ -174,11 +181,7 @@ def test_cluster_trace_json_object_is_named_as_json(tmp_path):
     column(s) arrival_s, gpus, ...``; now the line says it is a JSON object and which JSON and CSV traces are
     read."""
     trace = tmp_path / "jobs.json"
-    trace.write_text('{"jobs": []}\n')
-    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--trace", str(trace)]
-    res = runner.invoke(app, argv)
-    assert res.exit_code == 2 and "Traceback" not in res.output
-    assert res.stderr.strip() == (
+    assert _trace_refused(trace, '{"jobs": []}\n') == (
         f"error: {trace}: starts with '{{', a JSON object; the JSON trace read is Philly's cluster_job_log, a list "
         "of jobs ([{...}, ...]), and hnplan's own trace is a CSV of columns arrival_s, gpus, gpu_milli, "
         "duration_s, cls, checkpoint_s, tp"

@@ -10,6 +10,7 @@ import pytest
 from hnplan.catalog.runs import training_runs
 from hnplan.planning import validation
 from hnplan.planning.training import candidate_arrays, components, make_job, prune, search_best
+from tests.clitext import gemm_cli_probe
 
 
 def test_predicted_is_best_rows_metric_on_every_published_run(cat):
@@ -53,18 +54,10 @@ def test_a_pruned_search_computes_memory_once(cat, monkeypatch):
     assert est.memory_breakdown_gib["total_gib"] > 0
 
 
-GC_PROBE = """
-import contextlib, gc, io, sys
-from hnplan.cli import GC_YOUNG_THRESHOLD, main
-before = gc.get_threshold()
-sys.argv = ["hnplan", "gemm", "--accelerator", "h100-sxm", "--shape", "1024x1024x1024", "--json"]
-with contextlib.redirect_stdout(io.StringIO()):
-    try:
-        main()
-    except SystemExit as exc:
-        assert not exc.code, exc.code
-print(GC_YOUNG_THRESHOLD, *before, *gc.get_threshold())
-"""
+GC_PROBE = gemm_cli_probe(
+    "GC_YOUNG_THRESHOLD, *before, *gc.get_threshold()",
+    before="from hnplan.cli import GC_YOUNG_THRESHOLD\nbefore = gc.get_threshold()",
+)
 
 
 @pytest.mark.filterwarnings("error")

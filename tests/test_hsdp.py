@@ -93,14 +93,12 @@ def test_hsdp_gathers_in_the_server_and_all_reduces_the_shard_across_servers(cat
     assert _z3(slow, 128) == pytest.approx(floor + 0.14 * hidden, rel=1e-6)
 
 
-def test_zero3_waits_for_the_last_gradients_per_micro_batch_or_once_a_step(cat):
-    # 4 micro-batches hidden behind a long compute, no slowdown. PyTorch FSDP (zero3_grad_wait: microbatch) waits
-    # at the end of every backward: 4 x (AG1 + RS1 + AR1); Megatron-FSDP (step) reduce-scatters every backward but
-    # waits once, in finish_grad_sync before the optimizer: 4 x AG1 + RS1 + AR1 (AG1, RS1: one layer's gather and
-    # reduce-scatter in the 8-GPU shard group; AR1: its eighth all-reduced over the 16 servers)
+def _hsdp_7b_jobs(cat, choice: str) -> dict:
+    """Llama 2 7B on 128 A100 (16 servers) under HSDP in 8-GPU shard groups, bf16 gradient reduction, no GEMM
+    slowdown, with the stack choice ``choice`` at each of its two values ``microbatch`` and ``step``."""
     ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0, zero3_shard_ranks=8)
-    jobs = {
-        wait: make_job(
+    return {
+        v: make_job(
             "llama2-7b",
             "dgx-a100-hdr",
             128,
@@ -109,10 +107,18 @@ def test_zero3_waits_for_the_last_gradients_per_micro_batch_or_once_a_step(cat):
             "bf16",
             cat,
             stack="pytorch-eager-2403",
-            overrides={**ov, "zero3_grad_wait": wait},
+            overrides={**ov, choice: v},
         )  # fmt: skip
-        for wait in ("microbatch", "step")
+        for v in ("microbatch", "step")
     }
+
+
+def test_zero3_waits_for_the_last_gradients_per_micro_batch_or_once_a_step(cat):
+    # 4 micro-batches hidden behind a long compute, no slowdown. PyTorch FSDP (zero3_grad_wait: microbatch) waits
+    # at the end of every backward: 4 x (AG1 + RS1 + AR1); Megatron-FSDP (step) reduce-scatters every backward but
+    # waits once, in finish_grad_sync before the optimizer: 4 x AG1 + RS1 + AR1 (AG1, RS1: one layer's gather and
+    # reduce-scatter in the 8-GPU shard group; AR1: its eighth all-reduced over the 16 servers)
+    jobs = _hsdp_7b_jobs(cat, "zero3_grad_wait")
     job = jobs["step"]
     layer = job.params.total / 32 * 2.0
     ag1, rs1 = (coll.collective_s(job, op, layer, [8], [1])[0] for op in ("allgather", "reducescatter"))
@@ -152,23 +158,9 @@ def test_hsdp_all_reduces_every_backward_or_the_last_micro_batch_only(cat):
     # over the 16 servers). PyTorch FSDP (hsdp_all_reduce: microbatch; FSDP1's _reduce_grad all-reduces after each
     # reduce-scatter) all-reduces in all 4 backwards: 4 x 32 x (2 AG + RS + AR); Megatron-FSDP (step) only in the
     # last, when is_last_microbatch (megatron_fsdp.py _process_post_backward_gradients): 4 x 32 x (2 AG + RS) + 32 AR
-    ov = dict(grad_reduce_bytes=2.0, overlap_gemm_slowdown=0.0, zero3_shard_ranks=8)
     assert cat.stack("pytorch-eager-2403").hsdp_all_reduce == "microbatch"
     assert cat.stack("megatron-core").hsdp_all_reduce == "step"
-    jobs = {
-        ar: make_job(
-            "llama2-7b",
-            "dgx-a100-hdr",
-            128,
-            4096,
-            256,
-            "bf16",
-            cat,
-            stack="pytorch-eager-2403",
-            overrides={**ov, "hsdp_all_reduce": ar},
-        )  # fmt: skip
-        for ar in ("microbatch", "step")
-    }
+    jobs = _hsdp_7b_jobs(cat, "hsdp_all_reduce")
     job = jobs["step"]
     layer = job.params.total / 32 * 2.0
     ag, rs = (coll.collective_s(job, op, layer, [8], [1])[0] for op in ("allgather", "reducescatter"))
