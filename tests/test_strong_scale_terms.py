@@ -75,6 +75,30 @@ def test_per_kernel_cost_closing_1024_turns_the_one_rack_row_pessimistic(capsys)
     assert "(+6.7 % of measured, now -4.0 %)" in out
 
 
+def test_per_event_costs_to_close(capsys):
+    # docs/training.md, "Small tokens per GPU": at TP 4 CP 4 a layer awaits its ring's 7 messages (cp - 1 forward,
+    # cp backward) and runs 16 userbuffers ring steps (the QKV and FC1 all-gathers aggregated, 4 / 2 = 2 chunks
+    # each, the output-projection and FC2 reduce-scatters 4 each, the two data-gradient all-gathers 2 each) and 4
+    # bulk overlaps (QKV and FC1 data and weight gradients): 32 x 7 = 224 waits and 32 x 20 = 640 steps; the
+    # 26.9 ms gap over them is 120 and 42 us each
+    tool = _tool()
+    tool.main([ROW])
+    out = capsys.readouterr().out
+    assert "224 ring waits (120 us each to close)" in out
+    assert "640 userbuffers steps (42 us each to close)" in out
+    # TP 2 CP 4 (the GB200 512 row, 22.4 ms gap): ring exchange in 2 chunks throughout, 12 ring steps and 4 bulk
+    # overlaps a layer, 512 a step: 44 us each; the ring's 224 waits 100 us each
+    tool.main(["mlperf-v51-nvidia-gb200-llama31-8b-512"])
+    out = capsys.readouterr().out
+    assert "224 ring waits (100 us each to close), 512 userbuffers steps (44 us each to close)" in out
+    # TP 1 CP 2 in one rack: 32 x 3 = 96 waits, no userbuffers; TP 1 CP 1: neither, no line
+    tool.main(["mlperf-v51-nvidia-gb200-llama31-8b-72"])
+    out = capsys.readouterr().out
+    assert "waits / steps: 96 ring waits (71 us each to close)\n" in out
+    tool.main(["mlperf-v51-cisco-h100-llama31-8b-64"])
+    assert "waits / steps" not in capsys.readouterr().out
+
+
 def test_refusals():
     tool = _tool()
     with pytest.raises(SystemExit, match="unknown run id"):

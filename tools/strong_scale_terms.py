@@ -24,6 +24,13 @@ the gap is printed. ``kernels`` is the operator table's kernel count of one micr
 one by one) and ``gap / kernel`` the time each would have to take longer to close the gap; the operator
 table's time by kernel class (GEMMs, fused attention, the rest) gives the factor each class alone would need.
 
+``waits / steps`` sizes the per-event candidates the same way: the ring's waits (each of its messages is awaited
+before the next step, ``AttnFuncWithCPAndKVP2P``'s ``req.wait()``) and the userbuffers steps of the TP overlap
+(each chunked GEMM's kernels as the operator table splits them, :mod:`hnplan.compute.tp_overlap`, and the four
+bulk overlaps of the column-parallel data and weight gradients a layer), with the time each would have to cost
+to close the gap alone (docs/training.md, "Small tokens per GPU: the four candidates read against the recipes and
+the code").
+
 ``--per-kernel-us C`` adds a line per row: its step with ``C`` us more on every kernel of the operator table,
 ``step + C x kernels`` (each kernel is on the compute stream's critical path; more compute can hide more of the
 communication, so the planner with ``kernel_overhead_us`` raised by ``C`` gives this or less: 2.9 points of the
@@ -45,6 +52,7 @@ from hnplan import units
 from hnplan.catalog.runs import training_runs
 from hnplan.compute import ACT_BYTES
 from hnplan.compute.operators import operator_table
+from hnplan.compute.tp_overlap import UB_LAYERS
 from hnplan.planning.training.components import local_params
 from hnplan.planning.validation import best_row, run_job
 
@@ -73,6 +81,24 @@ def _dp_s(job, row) -> tuple[float, float]:
     )
     ag = coll.collective_s(job, "allgather", np.array([dense / nb * gather]), [dp * cp], [tp])
     return float(nb * (rs[0] + ag[0])), float(rs[0] + ag[0])
+
+
+# Transformer Engine's bulk overlaps (initialize_ub's "bulk" layers): the column-parallel GEMMs' data gradient beside
+# the all-gather of their input and their weight gradient beside the data gradient's reduce-scatter
+BULK_ROWS = frozenset((name, phase) for name in ("qkv_proj", "mlp_up") for phase in ("bwd-data", "bwd-weight"))
+
+
+def userbuffers_steps(job, row, ops) -> int:
+    """Userbuffers steps of one micro-batch: the kernels of the chunked GEMMs (ring-exchange or pipelined chunks,
+    as the operator table splits them) and the bulk overlaps, on layers with TP overlap; 0 without it (no
+    ``tp_comm``, no sequence parallelism, or TP 1)."""
+    ch = job.choices
+    if not (ch.tp_comm and ch.sequence_parallel and int(row["tp"]) > 1):
+        return 0
+    layer = ops["scope"].astype(str).str.endswith("layer").to_numpy()
+    pairs = zip(ops["name"].astype(str), ops["phase"].astype(str))
+    overlapped = np.array([(n, ph) in UB_LAYERS or (n, ph) in BULK_ROWS for n, ph in pairs])
+    return int(ops["count"].to_numpy()[layer & overlapped].sum())
 
 
 def main(ids: list[str], per_kernel_us: float | None = None) -> None:
@@ -132,6 +158,13 @@ def main(ids: list[str], per_kernel_us: float | None = None) -> None:
             print("  communication cannot close the gap at any overlap fraction or SM slowdown up to 1")
         else:
             print(f"  closing the gap with communication alone exposes {gap / hideable:.0%} of what is hidden")
+        ub = m * userbuffers_steps(job, row, ops)
+        if n_cp or ub:
+            events = [(f"{m * n_cp:,} ring waits", m * n_cp), (f"{ub:,} userbuffers steps", ub)]
+            print(
+                "  waits / steps: "
+                + ", ".join(f"{label} ({gap / n * 1e6:.0f} us each to close)" for label, n in events if n)
+            )
         t_op = m * ops["count"].to_numpy(float) * ops["time_s"].to_numpy(float)
         kind = ops["kind"].astype(str)
         classes = {
