@@ -40,7 +40,7 @@ def tco(
         "1.0",
         "--utilisation",
         help="share of hours the cluster runs jobs [0-1], or 'simulated': the useful utilisation of a cached "
-        "steady-state simulation of the design under --mix (14 simulated days for the default mix; the first call takes about half a minute of CPU, later calls read the cache)",
+        "steady-state simulation of the design under --mix (14 simulated days for the default mix; the first call takes half a minute (1,024 H100) to a minute (1,152 GB200) of CPU on the reference machine, 2-4 minutes on a slower one; later calls read the cache)",
     ),
     mix: str | None = typer.Option(
         None, "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/); default: default"
