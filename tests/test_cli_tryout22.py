@@ -1,0 +1,33 @@
+"""What a new user's trial of the README's tour found: each a CLI run asserting the exit code and the one-line
+message, or the figure a document quotes."""
+
+import json
+
+from typer.testing import CliRunner
+
+from hnplan.cli import app
+
+try:  # click before 8.2 mixes stderr into the output unless told not to
+    runner = CliRunner(mix_stderr=False)
+except TypeError:
+    runner = CliRunner()
+
+_COLLECTIVE = ["collective", "--system", "hgx-h100-ib-ndr", "--op", "allreduce", "--gpus", "16"]
+
+
+def test_collective_size_in_fractional_bytes_is_refused_not_rounded():
+    """``collective --size 1.5B`` timed a 2-byte all-reduce (1.5 bytes rounded), where a count's ``1.5B`` is
+    1.5 billion (``--tokens 1.5B``): a user who meant 1.5e9 bytes got a latency-bound row and no warning. A
+    size in bytes is a whole number of them; 1.5GB is the billion, and 8 (no unit) and 1.5KiB (1,536 B) stand."""
+    res = runner.invoke(app, [*_COLLECTIVE, "--size", "1.5B"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        "error: --size: size '1.5B' is 1.5 bytes, not a whole number of bytes (B is a byte here, not a billion: "
+        "write 1.5GB for 1.5 billion bytes)"
+    )
+    res = runner.invoke(app, [*_COLLECTIVE, "--sweep", "0.5B:8B"])
+    assert res.exit_code == 2 and "'0.5B' is 0.5 bytes" in res.stderr
+    for typed, size_bytes in (("8", 8), ("1.5KiB", 1536), ("1.5GB", 1_500_000_000)):
+        res = runner.invoke(app, [*_COLLECTIVE, "--size", typed, "--json"])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["results"][0]["size_bytes"] == size_bytes
