@@ -31,3 +31,21 @@ def test_collective_size_in_fractional_bytes_is_refused_not_rounded():
         res = runner.invoke(app, [*_COLLECTIVE, "--size", typed, "--json"])
         assert res.exit_code == 0, res.output
         assert json.loads(res.stdout)["results"][0]["size_bytes"] == size_bytes
+
+
+def test_nan_for_a_bounded_float_option_is_said_to_be_no_finite_number():
+    """``tco --pue nan`` said "Input should be greater than or equal to 1; got 'nan'", as though NaN were below 1
+    (it fails every comparison); ``--pue inf`` already said "must be a finite number". A NaN for a bounded float
+    option now says that too; a value below the bound and a NaN for an integer option keep their own message."""
+    tco = ["tco", "--system", "gb200-nvl72", "--gpus", "9216"]
+    res = runner.invoke(app, [*tco, "--pue", "nan"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        "error: hnplan tco: Invalid value for '--pue': must be a finite number; got 'nan'; see 'hnplan tco --help'"
+    )
+    res = runner.invoke(app, [*tco, "--years", "NaN"])
+    assert res.exit_code == 2 and "'--years': must be a finite number; got 'NaN'" in res.stderr
+    res = runner.invoke(app, [*tco, "--pue", "0.5"])
+    assert res.exit_code == 2 and "'--pue': Input should be greater than or equal to 1; got '0.5'" in res.stderr
+    res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "nan"])
+    assert res.exit_code == 2 and "'--gpus': Input should be a valid integer" in res.stderr
