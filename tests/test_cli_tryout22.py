@@ -2,10 +2,13 @@
 message, or the figure a document quotes."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from hnplan.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
 
 try:  # click before 8.2 mixes stderr into the output unless told not to
     runner = CliRunner(mix_stderr=False)
@@ -49,3 +52,19 @@ def test_nan_for_a_bounded_float_option_is_said_to_be_no_finite_number():
     assert res.exit_code == 2 and "'--pue': Input should be greater than or equal to 1; got '0.5'" in res.stderr
     res = runner.invoke(app, ["tco", "--system", "gb200-nvl72", "--gpus", "nan"])
     assert res.exit_code == 2 and "'--gpus': Input should be a valid integer" in res.stderr
+
+
+def test_a_file_of_another_kind_is_named_with_its_article(tmp_path):
+    """An accelerator file given as ``--model`` was "is a Accelerator entry"; a model file given as
+    ``--accelerator`` "not a Accelerator": the article now follows the kind's name."""
+    gpu = tmp_path / "my-gpu.yaml"
+    gpu.write_text((ROOT / "data" / "accelerators" / "h100-sxm.yaml").read_text())
+    res = runner.invoke(app, ["train", "--model", str(gpu), "--system", "hgx-h100-ib-ndr", "--gpus", "8"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert res.stderr.strip() == (
+        f"error: --model: {gpu}: entry 'h100-sxm' is an Accelerator entry (data/accelerators/: its keys vendor, "
+        "dense_tflops, hbm_gb, hbm_bw_TBps, ... are Accelerator fields), not a Model"
+    )
+    model = ROOT / "data" / "models" / "llama3.1-8b.yaml"
+    res = runner.invoke(app, ["gemm", "--accelerator", str(model), "--shape", "1x1x1"])
+    assert res.exit_code == 2 and res.stderr.strip().endswith("are Model fields), not an Accelerator")
