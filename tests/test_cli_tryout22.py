@@ -68,3 +68,19 @@ def test_a_file_of_another_kind_is_named_with_its_article(tmp_path):
     model = ROOT / "data" / "models" / "llama3.1-8b.yaml"
     res = runner.invoke(app, ["gemm", "--accelerator", str(model), "--shape", "1x1x1"])
     assert res.exit_code == 2 and res.stderr.strip().endswith("are Model fields), not an Accelerator")
+
+
+def test_cluster_serve_rate_nan_or_inf_is_refused_not_a_traceback():
+    """``cluster simulate --serve llama3.1-8b:nan`` ended in a traceback (``cannot convert float NaN to integer``
+    in the replica sizing) and ``:inf`` in an OverflowError: a rate is now refused unless finite and positive,
+    and ``:10`` with no model says the model is missing (it said "QPS > 0" of a rate of 10)."""
+    argv = ["cluster", "simulate", "--system", "hgx-h100-ib-ndr", "--gpus", "64", "--jobs", "50", "--serve"]
+    for rate in ("nan", "inf", "0"):
+        res = runner.invoke(app, [*argv, f"llama3.1-8b:{rate}"])
+        assert res.exit_code == 2 and "Traceback" not in res.output
+        assert res.stderr.strip() == (
+            f"error: --serve takes MODEL:QPS with QPS a finite number > 0; got 'llama3.1-8b:{rate}'"
+        )
+    res = runner.invoke(app, [*argv, ":10"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "error: --serve takes MODEL:QPS, a model id before the colon; got ':10'"
