@@ -269,7 +269,8 @@ def parse_size(text: str | int | float) -> int:
     ------
     ValueError
         If the text is not a non-negative number with one of the units above (case aside, except that a
-        unit ending in a lower-case ``b``, ``1Gb`` or ``8b``, is bits and refused).
+        unit ending in a lower-case ``b``, ``1Gb`` or ``8b``, is bits and refused), or is a fraction of a byte
+        in bytes (``1.5B``: 1.5 bytes, not the billion a count's ``B`` is; larger units round to a byte).
 
     Examples
     --------
@@ -293,6 +294,12 @@ def parse_size(text: str | int | float) -> int:
     value = float(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
     if not math.isfinite(value):  # 1e400B overflows a float
         raise ValueError(f"size {text!r} is not a finite number of bytes")
+    if m.group(2).upper() in ("", "B") and value != int(value):
+        # '1.5B' is 1.5 bytes here, where a count's B is a billion (parse_count): refused, not rounded to 2 bytes
+        raise ValueError(
+            f"size {text!r} is {m.group(1)} bytes, not a whole number of bytes (B is a byte here, not a billion: "
+            f"write {m.group(1)}GB for {m.group(1)} billion bytes)"
+        )
     return int(round(value))
 
 

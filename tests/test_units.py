@@ -46,7 +46,23 @@ def test_parse_size(text, expected):
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "GB", "1 parsec", "-5B", -1, "1e400B", "1e400", float("inf"), float("nan"), "1Gb", "8b", "1gib", "256mb"],
+    [
+        "",
+        "GB",
+        "1 parsec",
+        "-5B",
+        -1,
+        "1e400B",
+        "1e400",
+        float("inf"),
+        float("nan"),
+        "1Gb",
+        "8b",
+        "1gib",
+        "256mb",
+        "1.5B",
+        "0.3",
+    ],
 )
 def test_parse_size_rejects(bad):
     with pytest.raises(ValueError):

@@ -395,6 +395,11 @@ def _what(raw) -> str:
     return f"the {type(raw).__name__} {raw!r}"
 
 
+def _a(name: str) -> str:
+    """A schema's name after its indefinite article: ``a Model``, ``an Accelerator``, ``an Interconnect``."""
+    return f"{'an' if name[:1] in 'AEIOU' else 'a'} {name}"
+
+
 def parse_entry(raw, schema: type[T], path) -> T:
     """Validate one mapping against a schema, raising :class:`CatalogError` that names the file,
     the entry and each bad field (with the allowed keys or values)."""
@@ -409,9 +414,9 @@ def parse_entry(raw, schema: type[T], path) -> T:
             kind, theirs = other
             foreign = [k for k in raw if k not in schema.model_fields]
             raise CatalogError(
-                f"{path}: entry {entry!r} is a {theirs.__name__} entry (data/{kind}/: its keys "
+                f"{path}: entry {entry!r} is {_a(theirs.__name__)} entry (data/{kind}/: its keys "
                 f"{', '.join(map(str, foreign[:4]))}{', ...' if len(foreign) > 4 else ''} are {theirs.__name__} "
-                f"fields), not a {schema.__name__}",
+                f"fields), not {_a(schema.__name__)}",
                 path=path,
                 entry=entry,
             ) from None

@@ -82,6 +82,13 @@ def usage_error_text(exc) -> str:
     message = message.rstrip(".")
     message += _nearest_command(message, getattr(exc, "ctx", None))
     value = typed_value(exc)
+    # 'nan' fails every min=/max= comparison: "should be greater than or equal to 1" would say it is below 1
+    if (
+        value is not None
+        and value.strip().lower().lstrip("+-") == "nan"
+        and re.search(r" (greater|less) than", message)
+    ):
+        message = re.sub(r"(Invalid value for '[^']+': ).*", r"\1must be a finite number", message)
     # typer 0.29: "Input should be a valid integer, ..." names no value; "... equal to 0.01" holds a typed "0"
     if value is not None and repr(value) not in message and f"got {value}" not in message:
         message += f"; got {value!r}"

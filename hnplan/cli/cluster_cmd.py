@@ -3,6 +3,7 @@ queueing delay per class, JCT slowdown, goodput and preemptions."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -271,8 +272,10 @@ def simulate(
                 services.append((model_id, float(qps)))
             except ValueError:
                 raise InputError(f"--serve takes MODEL:QPS (e.g. llama3.1-70b:30); got {item!r}") from None
-            if not model_id or services[-1][1] <= 0:
-                raise InputError(f"--serve takes MODEL:QPS with QPS > 0; got {item!r}")
+            if not model_id:
+                raise InputError(f"--serve takes MODEL:QPS, a model id before the colon; got {item!r}")
+            if not 0 < services[-1][1] < math.inf:  # nan and inf are no request rate to size replicas for
+                raise InputError(f"--serve takes MODEL:QPS with QPS a finite number > 0; got {item!r}")
             check_refs({f"--serve {item}": ("models", model_id)}, cat)  # an unknown model: the nearest ids
         kw = dict(
             seed=seed,
