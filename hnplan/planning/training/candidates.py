@@ -45,7 +45,7 @@ from hnplan.planning.training.plan import (
     valid_mask,
     validate_plan,
 )
-from hnplan.vectorise import frame_of
+from hnplan.vectorise import GATHER_TABLE_BYTES, frame_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -264,9 +264,13 @@ def candidate_columns(
     # each row repeated by its pairs (a copy, cheaper than a gather by np.nonzero's row indices), the pairs in order
     per_row = np.count_nonzero(pairs, axis=1)
     cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])  # before the repeat
-    # the columns as the rows of one table repeated at once, then one transposed copy (as vectorise.gather)
-    table = np.stack([np.asarray(a, dtype=np.int64) for a in cols.values()], axis=1)
-    cols = dict(zip(cols, np.ascontiguousarray(table.repeat(per_row, axis=0).T)))
+    # the columns as the rows of one table repeated at once, then one transposed copy, where the table stays in
+    # cache (as vectorise.gather)
+    if int(per_row.sum()) * len(cols) * 8 <= GATHER_TABLE_BYTES:
+        table = np.stack([np.asarray(a, dtype=np.int64) for a in cols.values()], axis=1)
+        cols = dict(zip(cols, np.ascontiguousarray(table.repeat(per_row, axis=0).T)))
+    else:
+        cols = {k: a.repeat(per_row) for k, a in cols.items()}
     keep = pairs.ravel()  # the pairs tiled over the rows: a contiguous boolean selection (a broadcast one is slower)
     cols["zero_stage"] = np.tile(z_in, len(pairs))[keep]
     cols["recompute"] = np.tile(rc_in, len(pairs))[keep]
