@@ -38,3 +38,20 @@ def test_pinning_a_knob_keeps_the_unpinned_candidates_with_that_value(model, sys
     want = [r for r in free if r[i] == value]
     assert len(want) > 10  # the value is among the defaults: a real subset, not an empty one
     assert pinned == want
+
+
+def test_evaluator_reads_the_recompute_codes_of_the_frame_it_was_given():
+    # the codes kept for the column candidate_frame built are its own; a changed column is matched anew
+    from hnplan.planning.training.candidates import candidate_frame, recompute_codes
+    from hnplan.planning.training.evaluate import _mode_codes
+
+    cat = load_catalog()
+    df = candidate_frame(cat.model("llama3.1-8b"), cat.system("hgx-h100-ib-ndr"), 8, 4096, 64)
+    kept = recompute_codes(df["recompute"].array.__arrow_array__())
+    assert kept is not None and not kept.flags.writeable
+    assert [("none", "selective", "full")[i] for i in kept] == df["recompute"].tolist()
+    changed = df["recompute"].copy()
+    changed.iloc[0] = "full" if changed.iloc[0] != "full" else "none"
+    assert recompute_codes(changed.array.__arrow_array__()) is None
+    codes, modes = _mode_codes(changed)
+    assert list(modes[codes]) == changed.tolist()

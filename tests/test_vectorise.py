@@ -19,6 +19,7 @@ from hnplan.vectorise import (
     factorize,
     factorize_ints,
     frame_of,
+    gather,
     memo,
     on_distinct,
 )
@@ -366,3 +367,19 @@ def test_a_flag_added_to_columns_factorises_as_a_plain_column(data, draw):
         assert len(uniq) == len(want_uniq) and uniq["f"].dtype == bool
     with pytest.raises(ValueError):
         cols.with_flag("f", flags[:-1])
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5, 8, 11])
+def test_gather_equals_one_take_per_array(k):
+    # row i of the result is arrays[j][codes[i]]: by hand for array j = 10 j + row
+    arrays = [10.0 * j + np.arange(5.0) for j in range(k)]
+    codes = np.array([4, 0, 0, 2])
+    got = gather(arrays, codes)
+    assert [g.tolist() for g in got] == [[10.0 * j + 4, 10.0 * j, 10.0 * j, 10.0 * j + 2] for j in range(k)]
+    assert all(g.flags.c_contiguous and g.flags.writeable for g in got)
+
+
+def test_gather_of_mixed_dtypes_takes_each_array():
+    got = gather([np.array([1, 2, 3]), np.array([0.5, 1.5, 2.5])], np.array([2, 0]))
+    assert [g.dtype.kind for g in got] == ["i", "f"]
+    assert [g.tolist() for g in got] == [[3, 1], [2.5, 0.5]]

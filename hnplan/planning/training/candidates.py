@@ -28,6 +28,7 @@ References
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
@@ -44,7 +45,7 @@ from hnplan.planning.training.plan import (
     valid_mask,
     validate_plan,
 )
-from hnplan.vectorise import frame_of
+from hnplan.vectorise import GATHER_TABLE_BYTES, frame_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -262,10 +263,18 @@ def candidate_columns(
         pairs[cols["pp"] > 1] = z_in <= 1
     # each row repeated by its pairs (a copy, cheaper than a gather by np.nonzero's row indices), the pairs in order
     per_row = np.count_nonzero(pairs, axis=1)
-    cols = {k: a.repeat(per_row) for k, a in cols.items()}
-    cols["zero_stage"] = np.broadcast_to(z_in, pairs.shape)[pairs]
-    cols["recompute"] = np.broadcast_to(rc_in, pairs.shape)[pairs]
-    cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])
+    cols["num_microbatches"] = global_batch_seqs // (cols["dp"] * cols["microbatch_size"])  # before the repeat
+    # the columns as the rows of one table repeated at once, then one transposed copy, where the table stays in
+    # cache (as vectorise.gather)
+    if int(per_row.sum()) * len(cols) * 8 <= GATHER_TABLE_BYTES:
+        table = np.stack([np.asarray(a, dtype=np.int64) for a in cols.values()], axis=1)
+        cols = dict(zip(cols, np.ascontiguousarray(table.repeat(per_row, axis=0).T)))
+    else:
+        cols = {k: a.repeat(per_row) for k, a in cols.items()}
+    keep = pairs.ravel()  # the pairs tiled over the rows: a contiguous boolean selection (a broadcast one is slower)
+    cols["zero_stage"] = np.tile(z_in, len(pairs))[keep]
+    cols["recompute"] = np.tile(rc_in, len(pairs))[keep]
+    cols["num_microbatches"] = cols.pop("num_microbatches")  # last, as the columns have always come
     return cols, rc_names
 
 
@@ -275,7 +284,26 @@ def _strings(names: list, codes: np.ndarray) -> pd.api.extensions.ExtensionArray
     import pyarrow as pa
 
     dictionary = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32()), pa.array(names, pa.large_string()))
-    return pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))
+    out = pd.array(dictionary.cast(pa.large_string()), dtype=pd.StringDtype(na_value=np.nan))
+    at = [RECOMPUTE_MODES.index(str(m)) if str(m) in RECOMPUTE_MODES else -1 for m in names]
+    if min(at, default=0) >= 0:  # the codes into RECOMPUTE_MODES, for the evaluator (recompute_codes)
+        known = np.array(codes, dtype=np.int64) if at == list(range(len(at))) else np.asarray(at, np.int64)[codes]
+        known.flags.writeable = False
+        _LAST_STRINGS[:] = [weakref.ref(out.__arrow_array__()), known]
+    return out
+
+
+#: the Arrow array of the recompute column :func:`_strings` built last (a weak reference) and its codes
+_LAST_STRINGS: list = [None, None]
+
+
+def recompute_codes(arrow) -> np.ndarray | None:
+    """The codes into :data:`~hnplan.compute.RECOMPUTE_MODES` of an Arrow recompute column (read-only, int64) when it
+    is the very array :func:`candidate_table` built last (an Arrow array is immutable: the same object holds the
+    same strings; a column changed since holds another), else None: the evaluator then matches the strings
+    (``pyarrow.compute.index_in``, about 90 instructions a row)."""
+    ref, codes = _LAST_STRINGS
+    return codes if ref is not None and ref() is arrow else None
 
 
 def explain_empty(job: Job, fixed: dict) -> NoReturn:

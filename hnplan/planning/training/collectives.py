@@ -95,7 +95,7 @@ from hnplan.planning.training.components import (
 )
 from hnplan.planning.training.dp_buckets import edge_bucket_bytes, param_gather_bytes  # noqa: F401  (re-exported)
 from hnplan.planning.training.stage_compute import ring_kernel_memo
-from hnplan.vectorise import factorize, on_distinct
+from hnplan.vectorise import factorize, gather, on_distinct
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -419,7 +419,7 @@ def dp_comm_exposed(job: Job, df: pd.DataFrame, t_fwd_mb, t_bwd_mb, t_compute_mb
 
     codes, layouts = factorize(with_etp(df), list(DP_LAYOUT_KEYS))
     per = per_layout(layouts)
-    t_grad, last_grad, t_param, last_param = (np.asarray(x).take(codes) for x in per[:4])  # x[codes], faster
+    t_grad, last_grad, t_param, last_param = gather(per[:4], codes)  # x[codes], faster
     if ov.dp_grad_reduce:  # per model chunk, behind the backward that follows its last micro-batch
         grad_exp = np.maximum(interleaved_grad_exposed(df, t_grad, t_bwd_mb), last_grad)
     else:

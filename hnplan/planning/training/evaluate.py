@@ -14,6 +14,7 @@ from hnplan.compute import RECOMPUTE_MODES, peak_flops_per_s
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
+from hnplan.planning.training.candidates import recompute_codes
 from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
 from hnplan.planning.training.plan import (
@@ -147,7 +148,7 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dic
         The columns of :func:`evaluate_plans`, in its order.
     """
     cols = dict(cols)
-    m = cols["num_microbatches"]
+    m = np.asarray(cols["num_microbatches"], dtype=float)  # cast once: each product below would cast it again
     ch = job.choices
     t_pp = coll.pp_comm_per_microbatch(job, plans)
     if job.model.moe is None:  # no expert all-to-all to hide
@@ -234,15 +235,19 @@ def _plan_columns(job: c.Job, candidates: pd.DataFrame) -> tuple[dict, Columns]:
 
 
 def _mode_codes(rc: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Codes of a recompute column and the modes they index: into :data:`hnplan.compute.RECOMPUTE_MODES` by
-    pyarrow's ``index_in`` for an Arrow-backed string column of known modes (pandas' default string dtype,
-    as :func:`candidate_frame` builds it), else by :func:`pandas.factorize` (an unknown mode is reported
-    by the cost models)."""
+    """Codes of a recompute column and the modes they index: into :data:`hnplan.compute.RECOMPUTE_MODES`, those
+    :func:`candidate_frame` kept for the very Arrow array it built
+    (:func:`~hnplan.planning.training.candidates.recompute_codes`), else by pyarrow's ``index_in`` for an
+    Arrow-backed string column of known modes (pandas' default string dtype), else by :func:`pandas.factorize`
+    (an unknown mode is reported by the cost models)."""
     import pandas as pd  # here, not at the top: a command that builds no frame needs no pandas
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if hasattr(rc.array, "__arrow_array__"):
+        known = recompute_codes(rc.array.__arrow_array__())  # the column candidate_frame built: its codes
+        if known is not None:
+            return known, np.asarray(RECOMPUTE_MODES, dtype=object)
         try:
             at = pc.index_in(rc.array.__arrow_array__(), value_set=_arrow_modes())
         except (pa.ArrowException, TypeError):  # not strings: pandas' codes (the cost models name the error)

@@ -12,7 +12,7 @@ from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
 from hnplan.planning.training import moe, partial
 from hnplan.planning.training.stage_compute import bf16_end_layers_held, stage_table
-from hnplan.vectorise import Columns
+from hnplan.vectorise import Columns, gather
 
 
 def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> list[np.ndarray]:
@@ -87,22 +87,28 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
         t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
         t_ep = moe_layers * t_ep_layer * again
         if dense:  # t_ep 0: the overlap hides nothing (0 - (1 - slowdown) min(0, t_comp))
-            t_mb.append((t_comp + t_tp + t_cp + t_ep).take(codes) + t_pp)  # take: [codes], gathered faster
+            t_mb.append(t_comp + t_tp + t_cp + t_ep)  # per distinct row: gathered below, the stages together
         else:  # warm-up/cool-down passes run alone: the overlap share is per candidate
-            t_ep = t_ep.take(codes)
             if ch.ep_comm:  # each half beside the partner pass's compute (moe.ep_paired_exposed)
-                fwd, bwd, wgrad = st[1].take(codes), st[2].take(codes), st[6].take(codes)
+                t_ep, fwd, bwd, wgrad, rest = gather([t_ep, st[1], st[2], st[6], t_comp + t_tp + t_cp], codes)
                 t_ep = moe.ep_paired_exposed(t_ep, fwd, bwd, wgrad, share, c.overlap_slowdown(job, "ep"))
-            t_mb.append((t_comp + t_tp + t_cp).take(codes) + t_ep + t_pp)
+            else:
+                t_ep, rest = gather([t_ep, t_comp + t_tp + t_cp], codes)
+            t_mb.append(rest + t_ep + t_pp)
         per_stage.append((t_comp, t_tp, t_cp, t_ep, st[1], st[2], st[6], layers))
+    if dense:  # x[codes] + t_pp, each stage's (one gather of the three)
+        t_mb = [t + t_pp for t in gather(t_mb, codes)]
     slowest, t_slowest = _slowest(t_mb)
     at = slowest * table.shape[2] + codes  # the slowest stage's row in a [stage, distinct row] array
+    quantities = list(zip(*per_stage))
+    per_row = [i for i in range(len(quantities)) if i != 3 or dense]  # t_ep of an MoE model is per candidate
+    taken = dict(zip(per_row, gather([np.array(quantities[i], dtype=float).reshape(-1) for i in per_row], at)))
     out = [t_slowest]
-    for i, q in enumerate(zip(*per_stage)):
-        if i == 3 and not dense:  # t_ep, per candidate
+    for i, q in enumerate(quantities):
+        if i in taken:
+            out.append(taken[i])
+        else:  # t_ep, per candidate
             out.append(np.take_along_axis(np.array(q, dtype=float), slowest[None, :], axis=0)[0])
-        else:
-            out.append(np.array(q, dtype=float).reshape(-1).take(at))
     p = c._col(plans, "pp")
     every = t_mb[0] + np.maximum(p - 2, 0) * t_mb[1] + t_mb[2]  # first, pp - 2 middle ones (the fullest), last
     out.append(np.where(p > 1, np.maximum(every - t_slowest, 0.0), 0.0))
