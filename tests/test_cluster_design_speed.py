@@ -68,7 +68,7 @@ def test_off_or_self_reference_is_bit_identical(cat):
     assert_frame_equal(off.jobs, itself.jobs.drop(columns="design_speed"))
     assert_frame_equal(off.timeseries, itself.timeseries)
     assert itself.summary["design_speed"] == 1.0
-    extra = ("reference_system", "design_speed", "jct_s")
+    extra = ("reference_system", "design_speed", "design_speed_kept", "jct_s")
     assert {k: v for k, v in itself.summary.items() if k not in extra} == off.summary
 
 

@@ -322,9 +322,12 @@ def simulate(
         d = r.to_json()
         turned = d["jobs"]["rejected"] + d["jobs"]["unplaceable"]
         if turned and turned == sum(d["jobs"].values()):  # nothing ran: no figure below means anything
+            from hnplan.cli.cluster_text import rejected_bound
+
+            remedy = "give more GPUs (--gpus)" + (" or a smaller --inference-reserve-gpus" if "reserve" in d else "")
             raise InputError(
-                f"every job is larger than the cluster's {d['gpus']:,} GPUs or than every node it may run on "
-                f"({n_jobs_text(d['jobs'])}): nothing ran; give more GPUs (--gpus)"
+                f"every job is larger than {rejected_bound(d)} or than every node it may run on "
+                f"({n_jobs_text(d['jobs'])}): nothing ran; {remedy}"
             )
         if json_:
             print_json(d)

@@ -12,6 +12,41 @@ from hnplan.cli._app import console, escape, kv_table
 from hnplan.formatting import counted, format_number
 
 
+def rejected_bound(summary: dict) -> str:
+    """What a rejected job was larger than: ``the cluster's 64 GPUs``, or with an inference reserve the GPUs its
+    class may use (a 64-GPU training job on 64 GPUs, 8 of them reserved, is rejected: it was called larger than
+    the cluster's 64 GPUs).
+
+    >>> rejected_bound({"gpus": 64})
+    "the cluster's 64 GPUs"
+    >>> rejected_bound({"gpus": 64, "reserve": {"gpus": 8}})
+    "the GPUs its class may use (the cluster's 64; for classes other than inference the 56 outside the 8-GPU inference reserve)"
+    """
+    gpus = summary["gpus"]
+    if reserved := (summary.get("reserve") or {}).get("gpus"):
+        return (
+            f"the GPUs its class may use (the cluster's {gpus:,.0f}; for classes other than inference the "
+            f"{gpus - reserved:,.0f} outside the {reserved:,.0f}-GPU inference reserve)"
+        )
+    return f"the cluster's {gpus:,.0f} GPUs"
+
+
+def kept_text(kept: dict | None) -> str:
+    """The design-speed row's note on the training-class jobs that kept their durations (no plan of their model
+    fits on one of the designs at their GPU count); ``""`` when none did.
+
+    >>> kept_text({"jobs": 30, "gpu_time_share": 0.041, "gpus": [1, 16]})
+    '; 30 training-class jobs (1, 16 GPUs; 4.1% of their GPU-time) keep their durations, 1.00x: no plan of their model fits on one of the designs at that size'
+    """
+    if not kept or not kept["jobs"]:
+        return ""
+    sizes = ", ".join(f"{g:,}" for g in kept["gpus"])
+    return (
+        f"; {kept['jobs']:,.0f} training-class jobs ({sizes} GPUs; {kept['gpu_time_share']:.1%} of their GPU-time) "
+        "keep their durations, 1.00x: no plan of their model fits on one of the designs at that size"
+    )
+
+
 def print_simulation(
     r,
     s: dict,
@@ -133,13 +168,13 @@ def print_simulation(
             ", ".join(
                 f"{k} {n(v)}"
                 + (
-                    f" (larger than the cluster's {s['gpus']:,} GPUs; {s['rejected_gpu_hours']:,.0f} GPU-hours "
+                    f" (larger than {rejected_bound(s)}; {s['rejected_gpu_hours']:,.0f} GPU-hours "
                     "left out of the offered load)"
                     if k == "rejected" and v
                     else ""
                 )
                 + (
-                    f" (no node of a GPU model they accept is large enough; {s['unplaceable_gpu_hours']:,.0f} "
+                    f" (the cluster has no node of a GPU model they accept, or none large enough; {s['unplaceable_gpu_hours']:,.0f} "
                     "GPU-hours left out of the offered load)"
                     if k == "unplaceable"
                     else ""
@@ -166,7 +201,8 @@ def print_simulation(
                     f"; training jobs mean {units.s_to_hours(s['jct_s']['training_mean']):,.2f} h"
                     if s["jct_s"].get("training_mean") is not None
                     else ""
-                ),
+                )
+                + kept_text(s.get("design_speed_kept")),
             )
         )
     if "serving" in s:  # the --serve deployments, held from the start: what the mix's jobs share the rest with
@@ -195,6 +231,8 @@ def print_simulation(
     if nodes is None and r.gpus != gpus:  # the cluster is built of whole scale-up domains: say the rounding
         dom = cat.system(system).scaleup_domain_gpus
         size += f" ({gpus:,} asked, rounded up to whole {dom:,}-GPU scale-up domains)"
+    elif nodes is not None and r.gpus != gpus:  # a node list's groups scaled to --gpus, each kept to a node
+        size += f" ({gpus:,} asked: each of the node list's groups scaled to it, rounded, at least one node)"
     if replications > 1:
         rows.append(
             (

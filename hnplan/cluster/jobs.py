@@ -251,6 +251,13 @@ def _checked_columns(jobs: dict, where: str, rows, fit=(None, None), tp_source: 
         )
     gpus = jobs["gpus"].astype(np.int64)
     tp = jobs["tp"].astype(np.int64)
+    small = tp < 1  # no group of 0 GPUs: it was named as one that "must divide the job's 8 GPUs"
+    if small.any():
+        i = int(np.flatnonzero(small)[0])
+        raise InputError(
+            f"{where}: {_label(names[i])}, {tp_source}: must be >= 1 (the GPUs of a tensor-parallel group; 1: none); "
+            f"has {int(tp[i])}"
+        )
     # a TP group larger than the job is not the job the row describes (a TP-8 group of a 4-GPU job): refused,
     # not lowered to the job's size
     big = tp > gpus

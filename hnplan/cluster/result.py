@@ -335,7 +335,9 @@ def _result(
         },
         "capacity_gpu_s": capacity_split(ledger, topo.gpus, warm, window),
         "utilisation_by_day": utilisation_by_day(ledger, window, warm),
-        "goodput": float(np.nansum(out["useful_gpu_s"])) / alloc_total if alloc_total > 0 else None,
+        # at most 1: the useful and the allocated GPU-time are summed along different paths, and with no work
+        # lost their ratio rounded to 1 + 2e-16
+        "goodput": min(1.0, float(np.nansum(out["useful_gpu_s"])) / alloc_total) if alloc_total > 0 else None,
         "preemptions": int(sim.preempted.sum()),
         "interruptions": int(sim.interrupted.sum()),
         "hardware_failures": sim.hw_failures,

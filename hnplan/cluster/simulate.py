@@ -271,7 +271,10 @@ def simulate_cluster(
         duration as given). With it each training-class job's ideal duration on ``system`` is
         ``duration_s / ratio`` (:func:`hnplan.cluster.runtime.design_speed_ratio` at its GPU count);
         inference and development jobs keep theirs. The summary then has ``reference_system``,
-        ``design_speed`` (the training classes' ratio [x], weighted by their reference GPU-time) and ``jct_s``
+        ``design_speed`` (the training classes' ratio [x], weighted by their reference GPU-time),
+        ``design_speed_kept`` (``jobs``, ``gpu_time_share`` of that GPU-time and the ``gpus`` sizes of the
+        training-class jobs that kept their durations, ratio 1.0: no plan of their model fits on one of the
+        designs at their GPU count) and ``jct_s``
         (mean/p50/p95 of finished jobs' completion times [s], ``training_mean`` that of the finished training
         jobs, None without one); the per-job table a ``design_speed`` column.
         Not with ``nodes`` (a node list is not a catalog design).
@@ -439,6 +442,15 @@ def simulate_cluster(
         out.summary["reference_system"] = cat.system(reference_system).id
         w = ref_gpu_s[trains]
         out.summary["design_speed"] = float((ratio[trains] * w).sum() / w.sum()) if w.sum() > 0 else None
+        # a training job whose representative model fits on neither design at its GPU count (a 70B model on 16
+        # H100s) keeps its traced duration (ratio 1.0, runtime.design_speed_ratio): said, not only averaged in
+        other = runtime.system_key(system, cat) != runtime.system_key(reference_system, cat)
+        kept = trains & (ratio == 1.0) & other
+        out.summary["design_speed_kept"] = {
+            "jobs": int(kept.sum()),
+            "gpu_time_share": float(ref_gpu_s[kept].sum() / w.sum()) if w.sum() > 0 else 0.0,
+            "gpus": [int(g) for g in np.unique(np.asarray(jobs["gpus"])[kept])],
+        }
         out.summary["jct_s"] = {
             "mean": float(jct.mean()) if len(jct) else None,
             "p50": float(np.median(jct)) if len(jct) else None,
