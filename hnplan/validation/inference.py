@@ -70,8 +70,8 @@ def _known_gap(r) -> str:
         return _LARGE_EP
     if r.quantity == "prefill_s" and r.family.startswith("CloudMatrix"):
         return (
-            "the 910C's operators as modelled run about 1.4x faster than CloudMatrix-Infer's measured pass (its INT8 "
-            "GEMMs alone are faster than the catalog assumes): optimistic; the same factor sizes its decode "
+            "the 910C's operators as modelled run about 1.5x faster than CloudMatrix-Infer's measured pass (not its "
+            "INT8 GEMMs, at the paper's measured 77.4 % of peak): optimistic; the same factor sizes its decode "
             "(docs/inference.md)"
         )
     if r.ep > 1:

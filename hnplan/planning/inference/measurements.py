@@ -370,7 +370,7 @@ def measurements() -> list[Measurement]:
             note="the perfect-EPLB figure, as the model routes at random without an expert_load_imbalance; one "
             "pass of the 16,384-token batch per NPU, 16,384 / 6,688 = 2.45 s (derived; per-NPU throughput is what "
             "is compared: the modelled pass time per token changes by 0.1 % between 4 and 8 prompts per NPU). The "
-            "modelled pass is compute-bound (1.72 s of operators, 0.48 s of all-to-all hidden under them): the "
+            "modelled pass is compute-bound (1.62 s of operators, 0.47 s of all-to-all hidden under them): the "
             "910C's modelled operators are faster than the stack as measured, as in its decode row",
             family="CloudMatrix-Infer DeepSeek-R1",
             overlap=True,
