@@ -35,7 +35,9 @@ def _summary_from_frames(r, warm: float, window: float) -> dict:
     admitted, _ = admitted_jobs(j, j["status"].to_numpy())
     return {
         "offered_load": offered_load_of(admitted, r.gpus, window),
-        "goodput": float(j["useful_gpu_s"].sum()) / float(j["allocated_gpu_s"].sum()),
+        # held to at most 1 as the summary holds it (useful GPU-time equals the allocated where no work is
+        # lost; summed in float it can read 1 + 7e-16)
+        "goodput": min(1.0, float(j["useful_gpu_s"].sum()) / float(j["allocated_gpu_s"].sum())),
         "jobs": {s: int((j["status"] == s).sum()) for s in ("done", "running", "queued", "rejected", "unplaceable")},
         "jct_slowdown_mean": float(sd.mean()),
         "queue_delay_p95": {
