@@ -178,6 +178,11 @@ def count(integer: bool = False, minimum: float = 1, maximum: float | None = Non
                     if not re.fullmatch(r"\s*-\s*[0-9.,]+\s*[A-Za-z]*\s*", str(text))
                     else f"must be at least {minimum:g}; got {text}"
                 ) from None
+            if re.fullmatch(
+                r"\s*-\s*[0-9.,]+(?:[eE][+-]?[0-9]+)?\s*[A-Za-z]*\s*", str(text)
+            ) and "cannot read" not in str(exc):
+                # a negative count was read: its bound, as 0 is told (not "non-negative", which 0 is)
+                raise typer.BadParameter(f"must be at least {minimum:g}; got {text}") from None
             raise typer.BadParameter(str(exc)) from None
         if value < minimum:
             raise typer.BadParameter(f"must be at least {minimum:g}; got {text}")

@@ -95,6 +95,10 @@ def usage_error_text(exc) -> str:
     # a count's own message lists k, M, B, T; a value below the bound was read, units and all
     if not re.search(r"cannot read (count|amount) |must be at least ", message):
         message += _unit_hint(exc, value)
+    # a whole-number option (--gpus, --tp, --jobs) is a plain integer; count options (--tokens) read "16,384"
+    if value is not None and "valid integer" in message and re.fullmatch(r"\s*\d{1,3}(,\d{3})+\s*", value):
+        opts = getattr(getattr(exc, "param", None), "opts", None) or ["the option"]
+        message += f"; {max(opts, key=len)} takes no thousands separator: use {value.strip().replace(',', '')}"
     ctx = getattr(exc, "ctx", None)
     helped = ctx is not None and getattr(ctx, "command", None) is not None and ctx.command.get_help_option(ctx)
     if not helped:

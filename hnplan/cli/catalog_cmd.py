@@ -23,15 +23,16 @@ app.add_typer(catalog_app, name="catalog")
 
 
 def _kind(kind: str | None) -> str | None:
-    """A catalog kind as typed, singular or plural (``system`` for ``systems``, ``switch`` for ``switches``);
-    anything else unchanged, for the catalog to refuse with the allowed kinds.
+    """A catalog kind as typed, singular or plural, in any case (``system`` and ``Systems`` for ``systems``,
+    ``switch`` for ``switches``); anything else unchanged, for the catalog to refuse with the allowed kinds.
 
-    >>> [_kind(k) for k in ("system", "switch", "storage", "models", "sytem", None)]
-    ['systems', 'switches', 'storage', 'models', 'sytem', None]
+    >>> [_kind(k) for k in ("system", "switch", "storage", "models", "Systems", "MODEL", "sytem", None)]
+    ['systems', 'switches', 'storage', 'models', 'systems', 'models', 'sytem', None]
     """
     if kind is None or kind in KINDS:
         return kind
-    return next((k for k in (kind + "s", kind + "es") if k in KINDS), kind)
+    low = kind.lower()
+    return next((k for k in (low, low + "s", low + "es") if k in KINDS), kind)
 
 
 @catalog_app.command("list")
@@ -45,7 +46,7 @@ def list_(
     takes, from data/scenarios/)."""
     with handle_errors():
         cat = load_catalog()
-        kind = "scenarios" if kind in ("scenario", "scenarios") else _kind(kind)
+        kind = "scenarios" if kind is not None and kind.lower() in ("scenario", "scenarios") else _kind(kind)
         kinds = [kind] if kind else [*KINDS, "scenarios"]
         out = {
             k: (
@@ -94,22 +95,9 @@ def show(
                 raise CatalogError(re.sub(r"of \w+ fields", "of an entry's fields", str(closest)), path=ref)
             raise closest
         if not found:
-            # re-raise the most helpful error: an unknown id with suggestions across kinds
-            sugg = []
-            for k in kinds:
-                try:
-                    cat.get(k, ref)
-                except CatalogError as exc:
-                    if "nearest" in str(exc):
-                        sugg.append(str(exc))
-            if not sugg:
-                raise CatalogError(f"no catalog entry {ref!r} in {', '.join(kinds)}")
-            if len(kinds) == 1:
-                raise CatalogError("; ".join(sugg))
-            # searched in every kind: say so, then the nearest ids of the kinds that have close ones
-            # ("unknown switch id 'x'; nearest: ..." alone read as if only switches had been searched)
-            near = [re.sub(r"^unknown (.+?) id '.*?'; nearest: ", r"nearest \1 ids: ", t) for t in sugg]
-            raise CatalogError(f"no catalog entry {ref!r} of any kind; " + "; ".join(near))
+            if len(kinds) == 1:  # one kind asked for: the catalog's own message (nearest ids or every id)
+                raise errors[0]
+            raise CatalogError(_unknown_anywhere(cat, ref))
         if json_:
             print_json({k: entry.model_dump(mode="json", exclude_none=True) for k, entry in found})
             return
@@ -120,6 +108,26 @@ def show(
             d = {**{k: v for k, v in d.items() if k not in tail}, **{k: d[k] for k in tail if k in d}}
             text = yaml.safe_dump(d, sort_keys=False, allow_unicode=True, width=10_000)
             console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _unknown_anywhere(cat, ref: str) -> str:
+    """One line for an id found in no kind: up to three of the closest ids over the whole catalog, each with
+    its kind (:func:`difflib.get_close_matches`, cutoff 0.6, of the id in lower case, as ids are), or when none
+    is that close, the kinds there are and how to list their ids.
+
+    ``nosuch`` used to be answered "nearest switch ids: nvswitch3" (a 0.53 match, the only one above 0.5),
+    which read as a suggestion rather than as "no such id".
+    """
+    import difflib
+
+    owner = {i: k for k in KINDS for i in cat.ids(k)}
+    near = difflib.get_close_matches(ref.lower(), list(owner), n=3, cutoff=0.6)
+    if near:
+        return f"no catalog entry {ref!r} of any kind; closest ids: " + ", ".join(f"{i} ({owner[i]})" for i in near)
+    return (
+        f"no catalog entry {ref!r} of any kind, and no id close to it; kinds: {', '.join(KINDS)} "
+        "(list one's ids with 'hnplan catalog list KIND')"
+    )
 
 
 @catalog_app.command("validate")

@@ -36,7 +36,9 @@ def compare(
     systems: list[str] = typer.Option(
         None,
         "--systems",
-        help="system ids or YAML paths, comma-separated or the option repeated; default: the designs of the default "
+        "--system",
+        help="system ids or YAML paths: several comma-separated or the option repeated (--system as in size); "
+        "default: the designs of the default "
         "scenario (data/scenarios/default.yaml)",
     ),
     seq_len: int = typer.Option(

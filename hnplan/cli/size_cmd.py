@@ -35,7 +35,10 @@ def size(
         help="training tokens (15T, 15e12, 300B), at most 1e18",
     ),
     systems: list[str] = typer.Option(
-        ..., "--system", help="system id or YAML path (repeat for several, or comma-separated as compare --systems)"
+        ...,
+        "--system",
+        "--systems",
+        help="system ids or YAML paths: one, several comma-separated, or the option repeated (--systems as in compare)",
     ),
     deadline_days: float = typer.Option(None, "--deadline-days", help="deadline [days]: find the GPU count"),
     gpus: int = typer.Option(None, "--gpus", min=1, help="GPU count: find the days"),

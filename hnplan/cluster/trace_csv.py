@@ -31,6 +31,48 @@ def check_trace_file(path: Path) -> None:
         raise InputError(f"trace file {path} is empty: give a CSV with a header row and one row per job")
 
 
+def check_trace_text(path: Path, head: bytes) -> None:
+    """Refuse a trace whose first bytes (``head``, 4 KiB or more) are no text (:func:`binary_kind`), naming
+    the file and what it is.
+
+    Raises
+    ------
+    InputError
+        ``PATH: not a CSV file: KIND; a trace is a CSV (...) or Philly's JSON job log``.
+    """
+    if kind := binary_kind(head[:4096]):
+        raise InputError(
+            f"{path}: not a CSV file: {kind}; a trace is a CSV (hnplan's job table, Alibaba openb, Helios or "
+            "Acme) or Philly's JSON job log"
+        )
+
+
+def binary_kind(head: bytes) -> str | None:
+    """What a file that is no text is, from its first bytes (``head``), or None for text (UTF-8, a byte cut
+    at the end of ``head`` allowed). Such a file read as a CSV gave "missing column(s) arrival_s, ..." when its
+    bytes happened to decode, which said nothing of the file being no CSV at all.
+
+    >>> binary_kind(b"PAR1\\x15\\x04"), binary_kind(b"\\xff\\xfea\\x00"), binary_kind(b"a,b\\n\\x00\\x01")
+    ('a Parquet file (it starts with PAR1): export it as CSV', 'UTF-16 text: save it as UTF-8 CSV', 'binary data, not text (a NUL byte at byte 4)')
+    >>> binary_kind("arrival_s,gpus\\n0,8 # caf\u00e9\\n".encode()) is None
+    True
+    """
+    if head.startswith(b"PAR1"):
+        return "a Parquet file (it starts with PAR1): export it as CSV"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "UTF-16 text: save it as UTF-8 CSV"
+    if head.startswith((b"\x1f\x8b", b"PK\x03\x04", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")):
+        return "a compressed archive (gzip, zip, bz2, xz or zstd): decompress it first"
+    if (nul := head.find(b"\x00")) >= 0:
+        return f"binary data, not text (a NUL byte at byte {nul})"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not a character cut at the end of the bytes read
+            return f"binary data, not UTF-8 text (byte {exc.start} is 0x{head[exc.start]:02x})"
+    return None
+
+
 def separator_hint(columns) -> str | None:
     """What is wrong with a CSV header read as one column holding ``;`` or a tab: the file is separated by
     that character (a spreadsheet's export where the comma is the decimal mark uses ``;``), not by commas.
@@ -97,6 +139,7 @@ def read_trace_csv(path: Path, columns, fmt: str, keep_marks: bool = False) -> p
 
     check_trace_file(path)
     data = path.read_bytes()  # the file read once: pandas parses these bytes, the rows are numbered from them
+    check_trace_text(path, data)
     try:
         raw = pd.read_csv(io.BytesIO(data), **CSV_OPTIONS, **(EMPTY_ONLY if keep_marks else {}))
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as exc:

@@ -46,6 +46,7 @@ from hnplan.cluster.jobs import (
     row_error,
 )
 from hnplan.cluster.topology import MILLI
+from hnplan.cluster.trace_csv import check_trace_text
 from hnplan.errors import InputError
 
 TERMINAL_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL")
@@ -378,7 +379,9 @@ def _read_trace(path: Path, domain_gpus: int | None, cluster_gpus: int | None) -
     """:func:`read_trace` on a :class:`~pathlib.Path`."""
     check_trace_file(path)
     with path.open("rb") as f:
-        first = f.read(4096).lstrip()[:1]
+        head = f.read(4096)
+    check_trace_text(path, head)  # a binary file whose bytes decode read as a CSV "missing column(s) ..."
+    first = head.lstrip()[:1]
     if first == b"[":
         return read_philly(path, domain_gpus=domain_gpus, cluster_gpus=cluster_gpus)
     if first == b"{":  # a JSON object was read as a CSV: "missing column(s) arrival_s, ..." said nothing of JSON

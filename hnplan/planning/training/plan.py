@@ -186,8 +186,13 @@ def plan_rules(
             "global batch of {batch} sequences is not divisible by dp x microbatch = {dp} x {microbatch_size}": global_batch_seqs
             % np.maximum(dp * mb, 1)
             == 0,
-            "interleaved schedule (virtual_stages {virtual_stages}) needs pp > 1 and micro-batches ({m}) "
-            "divisible by pp ({pp})": (v == 1) | ((pp > 1) & (m % np.maximum(pp, 1) == 0)),
+            # two rules, so that pp 1 is told only that it has no stages to interleave (one rule said "and
+            # micro-batches (32) divisible by pp (1)" of a count that divides by 1)
+            "interleaved schedule (virtual_stages {virtual_stages}) needs pipeline parallelism pp > 1; got pp "
+            "{pp} (one stage has nothing to interleave: give --virtual-stages 1 or a --pp above 1)": (v == 1)
+            | (pp > 1),
+            "interleaved schedule (virtual_stages {virtual_stages}) needs the micro-batches ({m}) divisible by "
+            "pp ({pp})": (v == 1) | (pp <= 1) | (m % np.maximum(pp, 1) == 0),
             "virtual_stages = {virtual_stages} (--virtual-stages) does not divide the layers of each pipeline stage: "
             "{stage_split} (Megatron-Core builds the same whole number of layers in every model chunk of a stage)": (
                 v <= 1
