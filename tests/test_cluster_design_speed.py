@@ -49,9 +49,42 @@ def test_ratio_of_a_design_to_itself_is_one(system, gpus):
 
 
 def test_no_plan_on_either_keeps_the_traced_duration(cat):
-    """8B on one H100 (80 GB) fits no plan: no planner figure for the pair, the duration stays (ratio 1)."""
+    """8B on one H100 (80 GB) fits no plan (16 bytes of weights and optimizer state a parameter, 128 GB) and no
+    model of TRAINING_MODELS is smaller: no catalogued representative model fits, the duration stays (ratio 1)."""
+    assert runtime.representative_models(1) == ("llama3.1-8b",)
     assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-8b", 1, None, True, str(cat.root)))
+    assert runtime.design_speed_model(SUPERNODE, SERVERS, 1, cat) is None
     assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, catalog=cat) == 1.0
+    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 1, catalog=cat) == 1.0  # either way round
+
+
+def test_a_model_that_fits_neither_falls_back_to_the_next_smaller(cat):
+    """16 GPUs: the size rule says 70B. Its leanest plan on 16 H100s (TP 8, PP 2, full recomputation) needs
+    80.0 GiB a GPU, 73.9 GiB of it bf16 weights, fp32 gradients and Adam state (70.6e9 x 18 bytes / 16), over
+    the 79.1 GiB an H100 leaves, so no 70B plan fits the reference (on GB200 it does, 43,502 tokens/s). The job
+    is taken as the next smaller model, 8B, which fits both: ``hnplan train --model llama3.1-8b --gpus 16
+    --seq-len 4096 --global-batch-size 1024`` gives 389,975 tokens/s on GB200 NVL72 and 188,859 on HGX H100,
+    2.065x, the same ratio as asking for the 8B model directly. Asked for 70B by name, no fallback: 1.0."""
+    root = str(cat.root)
+    assert runtime.representative_model(16) == "llama3.1-70b"
+    assert runtime.representative_models(16) == ("llama3.1-70b", "llama3.1-8b")
+    assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-70b", 16, None, True, root))
+    assert runtime._best_tokens_per_s(SUPERNODE, "llama3.1-70b", 16, None, True, root) == pytest.approx(
+        43_502.06, rel=1e-4
+    )
+    assert runtime.design_speed_model(SUPERNODE, SERVERS, 16, cat) == "llama3.1-8b"
+    ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 16, catalog=cat)
+    assert ratio == runtime.design_speed_ratio(SUPERNODE, SERVERS, 16, "llama3.1-8b", cat)
+    assert ratio == pytest.approx(389_974.87 / 188_859.05, rel=1e-4)
+    assert ratio == pytest.approx(2.065, abs=1e-3)
+    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 16, catalog=cat) == pytest.approx(1 / ratio)
+    assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 16, "llama3.1-70b", cat) == 1.0
+    # cached per model: the 70B pair (no figure) and the 8B pair are two entries of the same cache
+    assert np.isnan(runtime._design_ratio(SUPERNODE, SERVERS, 16, "llama3.1-70b", root))
+    assert runtime._design_ratio(SUPERNODE, SERVERS, 16, "llama3.1-8b", root) == ratio
+    # where the size's model fits both, it is the one compared (72 GPUs: 70B; 512: 405B)
+    assert runtime.design_speed_model(SUPERNODE, SERVERS, 72, cat) == "llama3.1-70b"
+    assert runtime.representative_models(512) == ("llama3.1-405b", "llama3.1-70b", "llama3.1-8b")
 
 
 def test_off_or_self_reference_is_bit_identical(cat):

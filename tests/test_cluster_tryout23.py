@@ -127,25 +127,29 @@ def test_goodput_is_at_most_one():
 def test_training_jobs_no_plan_speeds_up_are_said(tmp_path):
     """Durations measured on H100 servers, run on GB200 NVL72: an 8-GPU training job runs Llama 3.1 8B at
     195,150 / 94,496 = 2.065x, a 32-GPU one Llama 3.1 70B at 88,130 / 38,151 = 2.310x; the 16-GPU one's 70B fits
-    on no plan of 16 H100s, so it keeps its 7,200 s (ratio 1.0). Its share of the training classes' reference
-    GPU-time: 16 x 7,200 = 115,200 of 8 x 3,600 + 115,200 + 4 x 1,200 + 32 x 3,600 = 264,000, 43.6 %."""
+    on no plan of 16 H100s, so it is taken as the next smaller model, 8B: 389,975 / 188,859 = 2.065x. A 1-GPU
+    fine-tuning job (added to the six) fits no catalogued model on one 80 GB H100 (8B: 16 bytes of weights and
+    optimizer state a parameter, 128 GB), so it keeps its 2,400 s (ratio 1.0). Its share of the training classes'
+    reference GPU-time: 1 x 2,400 of 8 x 3,600 + 16 x 7,200 + 4 x 1,200 + 32 x 3,600 + 2,400 = 266,400, 0.9 %."""
+    rows = SIX + "6,360,1,1000,2400,fine-tuning,600,1\n"
     r = simulate_cluster(
-        "gb200-nvl72", 72, trace=_trace(tmp_path, SIX), failures=False, reference_system="hgx-h100-ib-ndr"
+        "gb200-nvl72", 72, trace=_trace(tmp_path, rows), failures=False, reference_system="hgx-h100-ib-ndr"
     )
     speed = dict(zip(r.jobs["gpus"], r.jobs["design_speed"]))
     assert speed[8] == pytest.approx(2.065, abs=0.001) and speed[32] == pytest.approx(2.310, abs=0.001)
-    assert speed[16] == 1.0
+    assert speed[16] == pytest.approx(389_974.87 / 188_859.05, rel=1e-6)
+    assert speed[1] == 1.0
     assert r.summary["design_speed_kept"] == {
         "jobs": 1,
-        "gpu_time_share": pytest.approx(115200 / 264000),
-        "gpus": [16],
+        "gpu_time_share": pytest.approx(2400 / 266400),
+        "gpus": [1],
     }
     argv = ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "72", "--no-failures"]
     res = runner.invoke(app, [*argv, "--trace", str(tmp_path / "jobs.csv"), "--reference-system", "hgx-h100-ib-ndr"])
     assert res.exit_code == 0, res.output
     assert (
-        "1 training-class jobs (16 GPUs; 43.6% of their GPU-time) keep their durations, 1.00x: no plan of their "
-        "model fits on one of the designs at that size"
+        "1 training-class jobs (1 GPUs; 0.9% of their GPU-time) keep their durations, 1.00x: no catalogued "
+        "representative model fits on both designs at that size"
     ) in one_line(res.stdout.replace("│", " "))
 
 

@@ -32,18 +32,18 @@ def rejected_bound(summary: dict) -> str:
 
 
 def kept_text(kept: dict | None) -> str:
-    """The design-speed row's note on the training-class jobs that kept their durations (no plan of their model
-    fits on one of the designs at their GPU count); ``""`` when none did.
+    """The design-speed row's note on the training-class jobs that kept their durations (no catalogued
+    representative model fits on both designs at their GPU count); ``""`` when none did.
 
     >>> kept_text({"jobs": 30, "gpu_time_share": 0.041, "gpus": [1, 16]})
-    '; 30 training-class jobs (1, 16 GPUs; 4.1% of their GPU-time) keep their durations, 1.00x: no plan of their model fits on one of the designs at that size'
+    '; 30 training-class jobs (1, 16 GPUs; 4.1% of their GPU-time) keep their durations, 1.00x: no catalogued representative model fits on both designs at that size'
     """
     if not kept or not kept["jobs"]:
         return ""
     sizes = ", ".join(f"{g:,}" for g in kept["gpus"])
     return (
         f"; {kept['jobs']:,.0f} training-class jobs ({sizes} GPUs; {kept['gpu_time_share']:.1%} of their GPU-time) "
-        "keep their durations, 1.00x: no plan of their model fits on one of the designs at that size"
+        "keep their durations, 1.00x: no catalogued representative model fits on both designs at that size"
     )
 
 

@@ -13,8 +13,9 @@ Other packages are refactored in parallel; a signature change there touches only
   any one domain for all of them is pessimistic for uneven splits. Results are cached per
   ``(system, model, gpus, r, spans leaves)``.
 * :func:`design_speed_ratio`: how much faster a training job runs on one design than on a reference
-  design at the same GPU count, from the same planner (best plan on each design's ideal allocation),
-  so trace durations measured on the reference can be carried to the design simulated.
+  design at the same GPU count, from the same planner (best plan on each design's ideal allocation;
+  the next smaller representative model where the job's own fits on neither), so trace durations
+  measured on the reference can be carried to the design simulated.
 * :func:`failure_rates`: hardware and software interruption rates per GPU [1/s] and the restart
   time, from :mod:`hnplan.reliability` and ``data/reliability.yaml``.
 * :func:`serving_jobs`: a serving deployment's replicas, from the inference planner
@@ -35,7 +36,12 @@ from hnplan.errors import HnplanError
 
 TRAINING_MODELS = ((8, "llama3.1-8b"), (256, "llama3.1-70b"), (None, "llama3.1-405b"))
 """Representative model of a training job by its GPU count: up to 8 GPUs an 8B model, up to 256 a
-70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models)."""
+70B model, above a 405B model (a labelled choice: public traces give GPU counts, not models). Smallest
+model first. Where a design comparison (:func:`design_speed_ratio`) finds no plan of that model on one of
+the two designs at the job's GPU count (a 70B model on 16 80 GB H100s: the leanest plan needs 80.0 GiB a
+GPU, 73.9 GiB of it weights, gradients and Adam state, over the 79.1 GiB usable), the job is taken as the
+next smaller model of this table that fits on both (a 16-GPU job as an 8B one): another labelled choice,
+a job of that size on that design cannot be the larger model."""
 SEQ_LEN = 4096
 """Sequence length of a representative training job [tokens]: Llama 3's initial pre-training length
 (Dubey et al., arXiv:2407.21783 Sec. 3.4.1), the same source as :func:`_batch`."""
@@ -52,11 +58,23 @@ def system_key(system, catalog: Catalog) -> str:
 
 
 def representative_model(gpus: int) -> str:
-    """The model :data:`TRAINING_MODELS` assigns to a training job of ``gpus`` GPUs."""
+    """The model :data:`TRAINING_MODELS` assigns to a training job of ``gpus`` GPUs by its size alone.
+
+    :func:`design_speed_ratio` starts from it and, where it fits no plan on one of the two designs,
+    takes the next smaller model of :data:`TRAINING_MODELS` that fits on both (:func:`design_speed_model`).
+    """
     for limit, model in TRAINING_MODELS:
         if limit is None or gpus <= limit:
             return model
     return TRAINING_MODELS[-1][1]
+
+
+def representative_models(gpus: int) -> tuple[str, ...]:
+    """The models a training job of ``gpus`` GPUs is tried as, in order: :func:`representative_model`,
+    then each smaller model of :data:`TRAINING_MODELS`, largest first (at 16 GPUs ``("llama3.1-70b",
+    "llama3.1-8b")``)."""
+    names = [model for _, model in TRAINING_MODELS]
+    return tuple(reversed(names[: names.index(representative_model(gpus)) + 1]))
 
 
 def _batch(gpus: int) -> int:
@@ -134,24 +152,51 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
 
 @functools.lru_cache(maxsize=4096)
 def _design_ratio(system_id: str, reference_id: str, gpus: int, model: str, root: str) -> float:
+    """Tokens/s of ``model``'s best plan on ``gpus`` of the system over the same on the reference; NaN
+    when no plan of it fits on one of them or no plan divides the GPU count (no planner figure)."""
     if system_id == reference_id:
         return 1.0
     try:
         target = _best_tokens_per_s(system_id, model, gpus, None, True, root)
         ref = _best_tokens_per_s(reference_id, model, gpus, None, True, root)
     except HnplanError:  # no plan divides this GPU count on one of them: no planner figure
-        return 1.0
-    return target / ref if target > 0 and ref > 0 else 1.0
+        return float("nan")
+    return target / ref if target > 0 and ref > 0 else float("nan")
+
+
+def design_speed_model(system, reference, gpus: int, catalog: Catalog | None = None) -> str | None:
+    """The model :func:`design_speed_ratio` compares a training job of ``gpus`` GPUs by.
+
+    The first of :func:`representative_models` (its size's model of :data:`TRAINING_MODELS`, then the
+    smaller ones, largest first) whose best plan fits on ``gpus`` of both designs: at 16 GPUs of GB200 NVL72
+    against HGX H100 the 8B model, since no 70B plan fits 16 80 GB H100s. None when no catalogued
+    representative model fits on both (an 8B model on one 80 GB H100); the system itself as reference
+    gives the size's model.
+
+    Raises
+    ------
+    CatalogError
+        For an unknown system.
+    """
+    cat = catalog or load_catalog()
+    sid, rid = system_key(system, cat), system_key(reference, cat)
+    for m in representative_models(int(gpus)):
+        if _design_ratio(sid, rid, int(gpus), m, str(cat.root)) > 0:  # NaN (no plan on one of them) is not
+            return m
+    return None
 
 
 def design_speed_ratio(system, reference, gpus: int, model: str | None = None, catalog: Catalog | None = None) -> float:
     """Speed of a training job on ``gpus`` of ``system`` over its speed on ``gpus`` of ``reference``.
 
     The ratio of the best training plans' throughputs (:func:`hnplan.planning.training.search_plans`,
-    the fastest plan that fits) of ``model`` (default :func:`representative_model` of ``gpus``) on each
-    design's ideal allocation: the catalog's scale-up domain, a non-blocking fabric (the allocation
-    :func:`training_speed` compares with). A trace's ``duration_s`` measured on ``reference`` becomes
-    ``duration_s / ratio`` on ``system``. Cached per ``(system, reference, gpus, model)``.
+    the fastest plan that fits) of ``model`` on each design's ideal allocation: the catalog's scale-up
+    domain, a non-blocking fabric (the allocation :func:`training_speed` compares with). Without ``model``
+    it is :func:`design_speed_model`: the job's :func:`representative_model`, or, where that fits no plan
+    at ``gpus`` on one of the two designs, the next smaller model of :data:`TRAINING_MODELS` that fits on
+    both (a labelled choice: a 16-GPU job, which cannot hold a 70B model on 80 GB H100s, is taken as an 8B
+    one). A trace's ``duration_s`` measured on ``reference`` becomes ``duration_s / ratio`` on ``system``.
+    Cached per ``(system, reference, gpus, model)``.
 
     Parameters
     ----------
@@ -159,14 +204,16 @@ def design_speed_ratio(system, reference, gpus: int, model: str | None = None, c
     gpus : int
         The job's GPUs (>= 1).
     model : str, optional
+        Compare this model only (no fallback to a smaller one).
     catalog : Catalog, optional
 
     Returns
     -------
     float
         Tokens/s on ``system`` over tokens/s on ``reference`` (> 0); exactly 1.0 when the two are the
-        same system, and 1.0 (the job keeps its traced duration, as without a reference) when no plan
-        of the model fits on ``gpus`` of either design or no plan divides the GPU count.
+        same system, and 1.0 (the job keeps its traced duration, as without a reference) when no
+        catalogued representative model (or no plan of the ``model`` given) fits on ``gpus`` of both
+        designs, or no plan divides the GPU count.
 
     Raises
     ------
@@ -175,8 +222,11 @@ def design_speed_ratio(system, reference, gpus: int, model: str | None = None, c
     """
     cat = catalog or load_catalog()
     sid, rid = system_key(system, cat), system_key(reference, cat)
-    m = cat.model(model).id if model is not None else representative_model(int(gpus))
-    return _design_ratio(sid, rid, int(gpus), m, str(cat.root))
+    m = cat.model(model).id if model is not None else design_speed_model(system, reference, gpus, cat)
+    if m is None:
+        return 1.0
+    ratio = _design_ratio(sid, rid, int(gpus), m, str(cat.root))
+    return ratio if ratio > 0 else 1.0
 
 
 def design_speeds(system, reference, jobs, catalog: Catalog | None = None) -> np.ndarray:
