@@ -222,7 +222,7 @@ def test_nvls_tree_heads_bound_busbw_and_more_heads_never_slower(q, d, bu, au, b
 @given(q_st, d_st, bw, alpha, bw, alpha, st.lists(st.floats(1, 1e10), min_size=1, max_size=8))
 def test_reduce_scatter_and_all_gather_take_the_same_time(q, d, bu, au, bo, ao, sizes):
     """One pass of the same algorithms: the planner times a reduce-scatter and an all-gather of one size on one
-    group once (hnplan.planning.training.collectives.SAME_TIME), so their tuner times must agree exactly."""
+    group once (hnplan.planning.training.collective_time.SAME_TIME), so their tuner times must agree exactly."""
     from hnplan.comm.algorithms import best_time
 
     g = _group(q, d, bu, au, bo, ao)

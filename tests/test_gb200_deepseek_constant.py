@@ -67,7 +67,7 @@ def test_expert_gradient_reduce_scatter_crosses_racks_through_two_nics_by_hand()
 
 
 def test_embedding_gradient_all_reduce_between_the_end_stages_by_hand():
-    from hnplan.planning.training.collectives import embedding_grad_allreduce_s
+    from hnplan.planning.training.dp_collectives import embedding_grad_allreduce_s
     from hnplan.planning.training.search import search_candidates
 
     run = next(r for r in training_runs() if r.id == ROW.format("8192"))

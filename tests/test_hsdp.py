@@ -15,6 +15,7 @@ from hnplan.catalog.runs import training_runs
 from hnplan.catalog.schemas import StackChoices
 from hnplan.memory.states import model_state_bytes_per_gpu, model_state_table, zero_shard_ranks
 from hnplan.planning.training import collectives as coll
+from hnplan.planning.training import dp_collectives
 from hnplan.planning.training.job import make_job
 from hnplan.planning.validation import best_row
 
@@ -56,7 +57,7 @@ def _z3(job, dp, mb=1):
     df = pd.DataFrame({"tp": [1], "dp": [dp], "cp": [1], "ep": [1], "zero_stage": [3], "pp": [1], "etp": [1]})
     df["num_microbatches"], df["virtual_stages"] = mb, 1
     long = np.array([10.0])  # hidden behind a long compute: the first gather and the slowdown exposed
-    return coll.dp_comm_exposed(job, df, long, long, long)[0]
+    return dp_collectives.dp_comm_exposed(job, df, long, long, long)[0]
 
 
 def test_hsdp_gathers_in_the_server_and_all_reduces_the_shard_across_servers(cat):
@@ -168,7 +169,7 @@ def test_hsdp_all_reduces_every_backward_or_the_last_micro_batch_only(cat):
     df = pd.DataFrame({"tp": [1], "dp": [128], "cp": [1], "ep": [1], "zero_stage": [3], "pp": [1], "etp": [1]})
     df["num_microbatches"], df["virtual_stages"] = 4, 1
     none = np.array([0.0])
-    got = {k: coll.dp_comm_exposed(j, df, none, none, none)[0] for k, j in jobs.items()}
+    got = {k: dp_collectives.dp_comm_exposed(j, df, none, none, none)[0] for k, j in jobs.items()}
     assert got["microbatch"] == pytest.approx(4 * 32 * (2 * ag + rs + ar), rel=1e-9)
     assert got["step"] == pytest.approx(4 * 32 * (2 * ag + rs) + 32 * ar, rel=1e-9)
     # one micro-batch: the same either way

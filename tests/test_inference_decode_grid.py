@@ -15,7 +15,7 @@ import pytest
 from hnplan.compute import operator_columns, totals
 from hnplan.compute.operator_grid import operator_grid
 from hnplan.compute.operators import replace_rows
-from hnplan.compute.parts import ROUTED_OPS
+from hnplan.compute.part_sums import ROUTED_OPS
 from hnplan.errors import InputError
 from hnplan.planning.inference import Replica, batch_grid, decode_step, max_batch, resolve, steady_state
 from hnplan.planning.inference.passes import _decode_work, _kv_bytes_read, _kv_bytes_saved, decode_steps

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hnplan.planning.training import moe
-from hnplan.planning.training.collectives import interleaved_grad_exposed
+from hnplan.planning.training.dp_collectives import interleaved_grad_exposed
 
 
 def _plans(pp, v, m):

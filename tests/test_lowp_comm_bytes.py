@@ -14,6 +14,7 @@ from hnplan.catalog import load_catalog
 from hnplan.catalog.schemas import StackChoices
 from hnplan.compute.fp8_recipes import param_gather_bytes_per_weight, sp_gather_bytes
 from hnplan.planning.training import collectives as coll
+from hnplan.planning.training.dp_buckets import param_gather_bytes
 from hnplan.planning.training.evaluate import make_job
 
 
@@ -115,10 +116,10 @@ def test_param_gather_with_fp4_and_mxfp8_parameters(cat):
     rest = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096
     fp4 = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, "fp4", cat, choices=StackChoices(fp4_params=True))
     expected = (gemm * 0.53125 + rest * 2.0) / (gemm + rest)
-    assert coll.param_gather_bytes(fp4) == pytest.approx((expected, 0.53125), rel=1e-4)
+    assert param_gather_bytes(fp4) == pytest.approx((expected, 0.53125), rel=1e-4)
     assert expected == pytest.approx(0.723, abs=0.001)
     mx = StackChoices(fp8_recipe="mxfp8", fp8_params=True)
-    assert coll.param_gather_bytes(make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, "fp8", cat, choices=mx)) == (
+    assert param_gather_bytes(make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, "fp8", cat, choices=mx)) == (
         2.0,
         2.0,
     )

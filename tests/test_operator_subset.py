@@ -6,7 +6,7 @@ import pytest
 
 from hnplan.compute import operator_columns
 from hnplan.compute.operators import replace_rows
-from hnplan.compute.parts import ROUTED_OPS
+from hnplan.compute.part_sums import ROUTED_OPS
 
 TIMED = ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s")
 

@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from hnplan.catalog.schemas import StackChoices
-from hnplan.planning.training import ParallelPlan, estimate_training_step
+from hnplan.planning.training import ParallelPlan, dp_collectives, estimate_training_step
 from hnplan.planning.training import collectives as coll
+from hnplan.planning.training.dp_buckets import edge_bucket_bytes, param_gather_bytes
 from hnplan.planning.training.job import make_job
 
 
@@ -19,12 +20,12 @@ def test_fp8_param_gather_moves_gemm_weights_as_one_byte(cat):
     rest = 2 * 128256 * 4096 + (2 * 32 + 1) * 4096
     expected = (gemm * 1.0 + rest * 2.0) / (gemm + rest)  # 1.131 bytes per parameter
     fp8 = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, "fp8", cat, choices=StackChoices(fp8_params=True))
-    assert coll.param_gather_bytes(fp8)[0] == pytest.approx(expected, rel=1e-4)
+    assert param_gather_bytes(fp8)[0] == pytest.approx(expected, rel=1e-4)
     assert expected == pytest.approx(1.131, abs=0.001)
     # bf16 weights (no fp8_params, or bf16 training) gather 2 bytes
     for dtype, ch in (("fp8", StackChoices(fp8_params=False)), ("bf16", StackChoices(fp8_params=True))):
         job = make_job("llama3.1-8b", "dgx-b200-ib-ndr", 8, 8192, 8, dtype, cat, choices=ch)
-        assert coll.param_gather_bytes(job) == (2.0, 2.0)
+        assert param_gather_bytes(job) == (2.0, 2.0)
 
 
 def test_amax_all_reduces_of_current_scaling_with_sequence_parallel(cat):
@@ -67,7 +68,7 @@ def _dp64_edge(job):
         {"tp": [1], "dp": [64], "cp": [1], "ep": [1], "zero_stage": [1], "pp": [1], "etp": [1], "num_microbatches": [1]}
     )
     df["virtual_stages"] = 1
-    return coll.dp_comm_exposed(job, df, 10.0, 10.0, 10.0)[0]  # everything else hidden behind a long compute
+    return dp_collectives.dp_comm_exposed(job, df, 10.0, 10.0, 10.0)[0]  # everything else hidden behind a long compute
 
 
 def test_the_exposed_buckets_hold_the_embedding(cat):
@@ -101,7 +102,7 @@ def test_the_exposed_buckets_hold_the_embedding(cat):
     )
     n = 41951232 + 3 * 218112000 + emb
     assert n == 1221623808
-    g_bytes, a_bytes = coll.edge_bucket_bytes(big, 1, 1, 768000000, 2.0)
+    g_bytes, a_bytes = edge_bucket_bytes(big, 1, 1, 768000000, 2.0)
     assert (float(g_bytes), float(a_bytes)) == (2.0 * n, 2.0 * n)
 
 
@@ -120,7 +121,7 @@ def test_fp8_parameters_expose_every_bf16_parameter_with_the_last_fp8_bucket(cat
     assert job.choices.fp8_recipe == "delayed"
     last_fp8, bf16 = 25165824 + 16777216, 2 * 525336576 + 65 * 4096
     g = job.choices.grad_reduce_bytes
-    assert [float(x) for x in coll.edge_bucket_bytes(job, 1, 1, 134217728, g)] == pytest.approx(
+    assert [float(x) for x in edge_bucket_bytes(job, 1, 1, 134217728, g)] == pytest.approx(
         [(last_fp8 + bf16) * g, last_fp8 * 1.0 + bf16 * 2.0], rel=1e-12
     )
     rs = coll.collective_s(job, "reducescatter", (last_fp8 + bf16) * g, [64], [1])[0]
@@ -129,6 +130,6 @@ def test_fp8_parameters_expose_every_bf16_parameter_with_the_last_fp8_bucket(cat
     # at PP 2 the first stage holds the embedding and its 16 layers' norms only (the output layer is on the
     # last stage, which finishes its backward first and starts its forward last); its 16 layers walk as at PP 1
     # and leave layer 0's qkv + proj last again
-    g2, a2 = coll.edge_bucket_bytes(job, 1, 2, 134217728, g)
+    g2, a2 = edge_bucket_bytes(job, 1, 2, 134217728, g)
     bf16_first = 525336576 + 16 * 8192
     assert (float(g2), float(a2)) == pytest.approx(((last_fp8 + bf16_first) * g, last_fp8 + 2.0 * bf16_first))

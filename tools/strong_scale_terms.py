@@ -53,7 +53,8 @@ from hnplan.catalog.runs import training_runs
 from hnplan.compute import ACT_BYTES
 from hnplan.compute.operators import operator_table
 from hnplan.compute.tp_overlap import UB_LAYERS
-from hnplan.planning.training.components import local_params
+from hnplan.planning.training.components import BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS, local_params
+from hnplan.planning.training.dp_buckets import param_gather_bytes
 from hnplan.planning.validation import best_row, run_job
 
 
@@ -73,9 +74,9 @@ def _dp_s(job, row) -> tuple[float, float]:
     df = pd.DataFrame([row])
     tp, dp, cp = int(row["tp"]), int(row["dp"]), int(row["cp"])
     dense = float(local_params(job, df)[0][0])
-    bucket = job.choices.dp_bucket_params or max(coll.BUCKET_MIN_PARAMS, coll.BUCKET_PER_DP_PARAMS * dp * cp)
+    bucket = job.choices.dp_bucket_params or max(BUCKET_MIN_PARAMS, BUCKET_PER_DP_PARAMS * dp * cp)
     nb = max(1.0, np.ceil(dense / bucket))
-    gather = coll.param_gather_bytes(job)[0]
+    gather = param_gather_bytes(job)[0]
     rs = coll.collective_s(
         job, "reducescatter", np.array([dense / nb * job.choices.grad_reduce_bytes]), [dp * cp], [tp]
     )

@@ -11,7 +11,7 @@ operator-level roofline of a transformer's training step, prefill and decode.
   phase; :mod:`hnplan.compute.stage_time`: the compute time of one pipeline stage per micro-batch.
 * :mod:`hnplan.compute.operator_rows`: the raw rows of a pass and their vectorised times (the engine
   under the operator table); :mod:`hnplan.compute.parts`: the same rows summed per part for many
-  micro-batch shapes (the training planner).
+  micro-batch shapes (the training planner; the table's columns and the sums in :mod:`hnplan.compute.part_sums`).
 * :mod:`hnplan.compute.host`: host time of a step (kernel launches, CUDA-graph scopes, device-host syncs).
 * :mod:`hnplan.compute.clocks`: the compute rate at the clock a board's power limit sustains in training.
 

@@ -16,7 +16,7 @@ import numpy as np
 from hnplan.catalog.schemas import Accelerator, Model
 from hnplan.compute.operator_rows import _columns, _times, expert_streams
 from hnplan.compute.operators import OperatorOptions, _pass_rows, operator_options
-from hnplan.compute.parts import _block_columns
+from hnplan.compute.part_sums import _block_columns
 
 #: the number columns of :func:`operator_grid`, each ``[row, batch]``
 GRID_NUMBERS = ("count", "flops", "bytes", "compute_time_s", "memory_time_s", "time_s")

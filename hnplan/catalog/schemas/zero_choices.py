@@ -31,7 +31,7 @@ class ZeroChoices(MoEChoices):
         sharding. Routed experts keep their own data-parallel group. Memory
         (:func:`hnplan.memory.states.model_state_table` and, one plan of it,
         :func:`hnplan.memory.model_state_bytes_per_gpu`): :func:`hnplan.memory.states.zero_shard_ranks`; communication:
-        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
+        :func:`hnplan.planning.training.dp_collectives.dp_comm_exposed`.
     zero3_gathered_units : int
         ZeRO 3 (FSDP): units (a Transformer layer, the embedding, the head) whose all-gathered parameters are
         resident at once: the unit computing and the one prefetched, 2 (PyTorch FSDP's rate limiter,
@@ -63,7 +63,7 @@ class ZeroChoices(MoEChoices):
         3ade90a6aaa9), FSDP2's ``_root_post_backward_final_callback`` for the last reduce-scatter's event and
         each group's ``finalize_backward`` for its post-reduce event (``torch/distributed/fsdp/_fully_shard/
         _fsdp_state.py`` @ 1fd469d0c96e). Time:
-        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
+        :func:`hnplan.planning.training.dp_collectives.dp_comm_exposed`.
     hsdp_all_reduce : {"step", "microbatch"}
         HSDP (``zero3_shard_ranks``): which backwards all-reduce their gradient shards across the replicas.
         ``step`` (default, Megatron-FSDP) the last micro-batch's only: each backward reduce-scatters in the shard
@@ -77,7 +77,7 @@ class ZeroChoices(MoEChoices):
         (``torch/distributed/fsdp/_runtime_utils.py`` ``_reduce_grad``), FSDP2 unless the loop calls
         ``set_requires_all_reduce(False)`` (``torch/distributed/fsdp/_fully_shard/_fully_shard.py``), which
         torchtitan @ e7c0cae934df (``torchtitan/train.py``) does not. Time:
-        :func:`hnplan.planning.training.collectives.dp_comm_exposed`.
+        :func:`hnplan.planning.training.dp_collectives.dp_comm_exposed`.
     """
 
     zero3_shard_ranks: int | None = Field(

@@ -17,7 +17,7 @@ from hnplan.comm import best_time
 from hnplan.comm.messages import tp_message_bytes
 from hnplan.compute import operator_columns, totals
 from hnplan.compute.operator_grid import operator_grid
-from hnplan.compute.parts import ROUTED_OPS
+from hnplan.compute.part_sums import ROUTED_OPS
 from hnplan.memory import kv_cache_bytes_per_token
 from hnplan.planning.inference.core import DEFAULT_MAX_BATCHED_TOKENS, Setup
 from hnplan.planning.inference.speculative import (

@@ -28,7 +28,7 @@ import numpy as np
 
 from hnplan import units
 from hnplan.compute import operator_columns
-from hnplan.compute.parts import ROUTED_OPS
+from hnplan.compute.part_sums import ROUTED_OPS
 from hnplan.planning.inference.core import Setup, max_batch, weights_bytes_per_gpu
 from hnplan.planning.inference.passes import (
     _comm_time_s,

@@ -1,8 +1,8 @@
 """The time of one collective for every candidate plan: each distinct ``(size, stride)`` group placed on the
 system once (:func:`hnplan.comm.placement.place_group`) and each distinct message timed once with the NCCL
 tuner's choice of algorithm (:func:`hnplan.comm.algorithms.fastest_time`), remembered on the job and, by the
-group's placement, for every job of the process. :mod:`hnplan.planning.training.collectives` builds the TP, CP,
-PP and DP traffic of a step on it.
+group's placement, for every job of the process. :mod:`hnplan.planning.training.collectives` builds the TP, CP
+and PP traffic of a step on it, :mod:`hnplan.planning.training.dp_collectives` the DP traffic.
 """
 
 from __future__ import annotations

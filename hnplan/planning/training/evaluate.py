@@ -13,7 +13,7 @@ from hnplan import units
 from hnplan.compute import RECOMPUTE_MODES, peak_flops_per_s
 from hnplan.planning.training import collectives as coll
 from hnplan.planning.training import components as c
-from hnplan.planning.training import moe, partial
+from hnplan.planning.training import dp_collectives, moe, partial
 from hnplan.planning.training.candidates import recompute_codes
 from hnplan.planning.training.job import make_job, resolve_choices  # noqa: F401  (the job is assembled there)
 from hnplan.planning.training.offload import apply_offload
@@ -171,7 +171,7 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dic
     if ch.pipeline_schedule == "dualpipe":  # arXiv:2412.19437 Table 2: (PP/2 - 1)(F&B + B - 3W)
         dual = np.maximum(pp / 2 - 1, 0) * np.maximum(t_mb + t_bwd_mb - 3 * t_wgrad_mb, 0.0)
         bubble = np.where((pp % 2 == 0) & (v == 1), dual, bubble)
-    t_dp = coll.dp_comm_exposed(job, plans, t_fwd_mb, t_bwd_mb, t_comp)
+    t_dp = dp_collectives.dp_comm_exposed(job, plans, t_fwd_mb, t_bwd_mb, t_comp)
     t_opt = c.optimizer_s(job, plans)
     parts = dict(
         compute=m * t_comp,

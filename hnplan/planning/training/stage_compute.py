@@ -287,7 +287,7 @@ def compute_per_microbatch(job: Job, df: pd.DataFrame, per_stage: bool = False):
     adds each stage's communication before picking the slowest (an MoE model's last stage holds fewer
     MoE layers and their all-to-alls than its compute alone suggests). A model's multi-token-prediction
     modules (``mtp_modules``) sit on the last stage: one more layer and one more pass through the
-    output head and loss each. The routed-expert work of an MoE layer (:data:`hnplan.compute.parts.ROUTED_OPS`)
+    output head and loss each. The routed-expert work of an MoE layer (:data:`hnplan.compute.part_sums.ROUTED_OPS`)
     grows by :func:`busiest_rank_load`: the busiest EP rank sets the pace.
     Every quantity is evaluated once per distinct ``(micro-batch, tp, cp, ep, recompute, pp)`` (and
     ``virtual_stages`` where the stack recomputes only some layers: :mod:`.partial`).
