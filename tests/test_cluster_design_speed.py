@@ -172,3 +172,16 @@ def test_cli_reference_system(cat):
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     both = runner.invoke(app, [*base, "--reference-system", SERVERS, "--nodes", "openb"])
     assert both.exit_code == 2 and "--nodes" in both.output
+
+
+def test_allocation_speed_falls_back_as_the_design_ratio(cat):
+    """A 16-GPU job on HGX H100 spread 4 + 4 + 4 + 4 over four servers: no 70B plan fits 16 H100s (the leanest
+    needs 80.0 GiB a GPU of the 79.1 usable), so its allocation is timed as the 8B model's, as the design ratio
+    takes it: the 8B model's best plan on that allocation over its best on two full servers, below 1 (it was 1.0,
+    the job at full speed, before the fallback). 32 GPUs still time the 70B model."""
+    sid, root = runtime.system_key(SERVERS, cat), str(cat.root)
+    assert runtime._speed_model(sid, 16, root) == "llama3.1-8b"
+    assert runtime._speed_model(sid, 32, root) == "llama3.1-70b"
+    eight_b = runtime._speed(sid, "llama3.1-8b", 16, 4, False, root)
+    assert runtime.training_speed(SERVERS, 16, 4, 1, cat) == eight_b < 1.0
+    assert runtime.training_speed(SERVERS, 16, 8, 1, cat) == 1.0  # two whole servers: the ideal allocation

@@ -128,7 +128,9 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
     Returns
     -------
     float
-        1.0 for an ideal allocation, for one GPU, or when no plan of the representative model fits.
+        1.0 for an ideal allocation, for one GPU, or when no catalogued representative model fits (the
+        size's model of :data:`TRAINING_MODELS`, else the next smaller that fits on the system's ideal
+        allocation, :func:`_speed_model`: the same fallback as :func:`design_speed_model`).
     """
     cat = catalog or load_catalog()
     s = cat.system(system)
@@ -137,17 +139,25 @@ def training_speed(system, gpus: int, ranks_per_domain: int, leaves: int, catalo
     ideal_r = min(gpus, s.scaleup_domain_gpus)
     if ranks_per_domain >= ideal_r and (leaves <= 1 or s.scaleout_oversubscription <= 1.0):
         return 1.0
+    sid, root = system_key(system, cat), str(cat.root)
     try:
-        return _speed(
-            system_key(system, cat),
-            representative_model(gpus),
-            int(gpus),
-            int(min(ranks_per_domain, ideal_r)),
-            bool(leaves > 1),
-            str(cat.root),
-        )
+        model = _speed_model(sid, int(gpus), root)
+        if model is None:  # no representative model fits its GPUs here: no planner figure, full speed
+            return 1.0
+        return _speed(sid, model, int(gpus), int(min(ranks_per_domain, ideal_r)), bool(leaves > 1), root)
     except HnplanError:  # no plan divides this GPU count: no planner figure, the job runs at full speed
         return 1.0
+
+
+def _speed_model(system_id: str, gpus: int, root: str) -> str | None:
+    """The model :func:`training_speed` times a job of ``gpus`` GPUs by on one system: the first of
+    :func:`representative_models` whose best plan fits on its ideal allocation (the size's model, else the next
+    smaller, as :func:`design_speed_model` picks across two designs: a 16-GPU job on 80 GB H100s as an 8B
+    model); None when none fits."""
+    for m in representative_models(gpus):
+        if _best_tokens_per_s(system_id, m, gpus, None, True, root) > 0:  # NaN where no plan fits
+            return m
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
