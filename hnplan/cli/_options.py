@@ -138,6 +138,11 @@ def path_option(ctx, path: str, folder_needed: bool = False) -> str | None:
     return None
 
 
+#: a negative number as typed to a count or amount option, suffix and exponent allowed (-1T, -300M, -1e9): told its
+#: lower bound ("must be at least 1"), as 0 is, rather than the parser's message
+_NEGATIVE = re.compile(r"\s*-\s*[0-9.,]+(?:[eE][+-]?[0-9]+)?\s*[A-Za-z]*\s*")
+
+
 def count(integer: bool = False, minimum: float = 1, maximum: float | None = None, why: str = "", usd: bool = False):
     """A typer ``parser=`` for an option that takes a count (tokens, tokens/s, GPU-hours): ``15T``, ``16M``,
     ``8k``, ``15e12`` or ``16,777,216`` (:func:`hnplan.units.parse_count`); with ``usd`` an amount of dollars
@@ -175,12 +180,10 @@ def count(integer: bool = False, minimum: float = 1, maximum: float | None = Non
                 raise typer.BadParameter(
                     f"cannot read amount {text!r}: expected US dollars as a number, optionally after $ and with k, M, "
                     "B or T ($1.5B, 300M, 1.5e9)"
-                    if not re.fullmatch(r"\s*-\s*[0-9.,]+\s*[A-Za-z]*\s*", str(text))
+                    if not _NEGATIVE.fullmatch(str(text))
                     else f"must be at least {minimum:g}; got {text}"
                 ) from None
-            if re.fullmatch(
-                r"\s*-\s*[0-9.,]+(?:[eE][+-]?[0-9]+)?\s*[A-Za-z]*\s*", str(text)
-            ) and "cannot read" not in str(exc):
+            if _NEGATIVE.fullmatch(str(text)) and "cannot read" not in str(exc):
                 # a negative count was read: its bound, as 0 is told (not "non-negative", which 0 is)
                 raise typer.BadParameter(f"must be at least {minimum:g}; got {text}") from None
             raise typer.BadParameter(str(exc)) from None
