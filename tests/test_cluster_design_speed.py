@@ -48,14 +48,31 @@ def test_ratio_of_a_design_to_itself_is_one(system, gpus):
     assert runtime.design_speed_ratio(system, system, gpus) == 1.0
 
 
-def test_no_plan_on_either_keeps_the_traced_duration(cat):
-    """8B on one H100 (80 GB) fits no plan (16 bytes of weights and optimizer state a parameter, 128 GB) and no
-    model of TRAINING_MODELS is smaller: no catalogued representative model fits, the duration stays (ratio 1)."""
-    assert runtime.representative_models(1) == ("llama3.1-8b",)
-    assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-8b", 1, None, True, str(cat.root)))
+def test_one_gpu_job_falls_back_to_the_1b_model(cat):
+    """8B on one H100 (80 GB) fits no plan: its bf16 weights, fp32 gradients and Adam state alone take
+    8.03e9 x 18 bytes = 134.6 GiB. The 1-GPU job is taken as the fallback, Llama 3.2 1B (1.24e9 x 18 bytes =
+    20.7 GiB of state; its plan, micro-batch 8 of 4,096 tokens without recomputation, 77.7 GiB), which fits
+    both: ``hnplan train --model llama3.2-1b --gpus 1 --seq-len 4096 --global-batch-size 1024`` gives
+    114,636 tokens/s on GB200 NVL72 and 56,801 on HGX H100, 2.018x."""
+    root = str(cat.root)
+    assert runtime.representative_models(1) == ("llama3.1-8b", "llama3.2-1b")
+    assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-8b", 1, None, True, root))
+    assert runtime._best_tokens_per_s(SERVERS, "llama3.2-1b", 1, None, True, root) == pytest.approx(56_801.01, rel=1e-4)
+    assert runtime.design_speed_model(SUPERNODE, SERVERS, 1, cat) == "llama3.2-1b"
+    ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, catalog=cat)
+    assert ratio == pytest.approx(114_636.42 / 56_801.01, rel=1e-4)
+    assert ratio == pytest.approx(2.018, abs=1e-3)
+    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 1, catalog=cat) == pytest.approx(1 / ratio)
+    assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, "llama3.1-8b", cat) == 1.0  # by name: no fallback
+
+
+def test_no_plan_on_either_keeps_the_traced_duration(cat, monkeypatch):
+    """With no fallback smaller than 8B (the fallback set to the 8B model itself), nothing fits one H100:
+    no representative model fits, the duration stays (ratio 1), either way round."""
+    monkeypatch.setattr(runtime, "FALLBACK_MODEL", "llama3.1-8b")
     assert runtime.design_speed_model(SUPERNODE, SERVERS, 1, cat) is None
     assert runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, catalog=cat) == 1.0
-    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 1, catalog=cat) == 1.0  # either way round
+    assert runtime.design_speed_ratio(SERVERS, SUPERNODE, 1, catalog=cat) == 1.0
 
 
 def test_a_model_that_fits_neither_falls_back_to_the_next_smaller(cat):
@@ -67,7 +84,7 @@ def test_a_model_that_fits_neither_falls_back_to_the_next_smaller(cat):
     2.065x, the same ratio as asking for the 8B model directly. Asked for 70B by name, no fallback: 1.0."""
     root = str(cat.root)
     assert runtime.representative_model(16) == "llama3.1-70b"
-    assert runtime.representative_models(16) == ("llama3.1-70b", "llama3.1-8b")
+    assert runtime.representative_models(16) == ("llama3.1-70b", "llama3.1-8b", "llama3.2-1b")
     assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-70b", 16, None, True, root))
     assert runtime._best_tokens_per_s(SUPERNODE, "llama3.1-70b", 16, None, True, root) == pytest.approx(
         43_502.06, rel=1e-4
@@ -84,7 +101,7 @@ def test_a_model_that_fits_neither_falls_back_to_the_next_smaller(cat):
     assert runtime._design_ratio(SUPERNODE, SERVERS, 16, "llama3.1-8b", root) == ratio
     # where the size's model fits both, it is the one compared (72 GPUs: 70B; 512: 405B)
     assert runtime.design_speed_model(SUPERNODE, SERVERS, 72, cat) == "llama3.1-70b"
-    assert runtime.representative_models(512) == ("llama3.1-405b", "llama3.1-70b", "llama3.1-8b")
+    assert runtime.representative_models(512) == ("llama3.1-405b", "llama3.1-70b", "llama3.1-8b", "llama3.2-1b")
 
 
 def test_off_or_self_reference_is_bit_identical(cat):

@@ -42,6 +42,13 @@ the two designs at the job's GPU count (a 70B model on 16 80 GB H100s: the leane
 GPU, 73.9 GiB of it weights, gradients and Adam state, over the 79.1 GiB usable), the job is taken as the
 next smaller model of this table that fits on both (a 16-GPU job as an 8B one): another labelled choice,
 a job of that size on that design cannot be the larger model."""
+FALLBACK_MODEL = "llama3.2-1b"
+"""The model a training or fine-tuning job is taken as when no model of :data:`TRAINING_MODELS` fits its
+GPUs: Llama 3.2 1B, which fits one 80 GB H100 with bf16 weights, fp32 gradients and Adam state (77.7 GiB
+at micro-batch 8 of 4,096 tokens, no recomputation), where the 8B model's weights, gradients and Adam
+state alone take 8.03e9 x 18 bytes = 134.6 GiB. A labelled choice: a 1-GPU fine-tuning job of a trace is taken as a full fine-tuning of a 1B
+model (a LoRA of a larger model would be another), so it is carried between designs at the chips' speed
+ratio instead of keeping its duration."""
 SEQ_LEN = 4096
 """Sequence length of a representative training job [tokens]: Llama 3's initial pre-training length
 (Dubey et al., arXiv:2407.21783 Sec. 3.4.1), the same source as :func:`_batch`."""
@@ -71,10 +78,10 @@ def representative_model(gpus: int) -> str:
 
 def representative_models(gpus: int) -> tuple[str, ...]:
     """The models a training job of ``gpus`` GPUs is tried as, in order: :func:`representative_model`,
-    then each smaller model of :data:`TRAINING_MODELS`, largest first (at 16 GPUs ``("llama3.1-70b",
-    "llama3.1-8b")``)."""
+    then each smaller model of :data:`TRAINING_MODELS`, largest first, then :data:`FALLBACK_MODEL` (at 16
+    GPUs ``("llama3.1-70b", "llama3.1-8b", "llama3.2-1b")``)."""
     names = [model for _, model in TRAINING_MODELS]
-    return tuple(reversed(names[: names.index(representative_model(gpus)) + 1]))
+    return (*reversed(names[: names.index(representative_model(gpus)) + 1]), FALLBACK_MODEL)
 
 
 def _batch(gpus: int) -> int:
@@ -178,10 +185,11 @@ def design_speed_model(system, reference, gpus: int, catalog: Catalog | None = N
     """The model :func:`design_speed_ratio` compares a training job of ``gpus`` GPUs by.
 
     The first of :func:`representative_models` (its size's model of :data:`TRAINING_MODELS`, then the
-    smaller ones, largest first) whose best plan fits on ``gpus`` of both designs: at 16 GPUs of GB200 NVL72
-    against HGX H100 the 8B model, since no 70B plan fits 16 80 GB H100s. None when no catalogued
-    representative model fits on both (an 8B model on one 80 GB H100); the system itself as reference
-    gives the size's model.
+    smaller ones, largest first, then :data:`FALLBACK_MODEL`) whose best plan fits on ``gpus`` of both
+    designs: at 16 GPUs of GB200 NVL72 against HGX H100 the 8B model, since no 70B plan fits 16 80 GB H100s;
+    at one GPU the 1B model, since the 8B one needs 134.6 GiB for its weights and Adam state alone. None
+    when no representative model fits on both (a GPU too small for the 1B model's 77.7 GiB plan at this
+    batch); the system itself as reference gives the size's model.
 
     Raises
     ------

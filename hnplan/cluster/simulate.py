@@ -274,7 +274,7 @@ def simulate_cluster(
         ``design_speed`` (the training classes' ratio [x], weighted by their reference GPU-time),
         ``design_speed_kept`` (``jobs``, ``gpu_time_share`` of that GPU-time and the ``gpus`` sizes of the
         training-class jobs that kept their durations, ratio 1.0: no catalogued representative model fits
-        on both designs at their GPU count, e.g. one GPU of 80 GB for an 8B model) and ``jct_s``
+        on both designs at their GPU count, not even the 1B fallback; none on the catalog's GPUs of 80 GB or more) and ``jct_s``
         (mean/p50/p95 of finished jobs' completion times [s], ``training_mean`` that of the finished training
         jobs, None without one); the per-job table a ``design_speed`` column.
         Not with ``nodes`` (a node list is not a catalog design).
@@ -442,8 +442,8 @@ def simulate_cluster(
         out.summary["reference_system"] = cat.system(reference_system).id
         w = ref_gpu_s[trains]
         out.summary["design_speed"] = float((ratio[trains] * w).sum() / w.sum()) if w.sum() > 0 else None
-        # a training job for which no catalogued representative model fits on both designs at its GPU count (an
-        # 8B model on one H100; a 70B one on 16 H100s is taken as 8B) keeps its traced duration (ratio 1.0,
+        # a training job for which no representative model fits on both designs at its GPU count (a 70B one on
+        # 16 H100s is taken as 8B, an 8B one on one H100 as 1B, runtime.FALLBACK_MODEL) keeps its traced duration (ratio 1.0,
         # runtime.design_speed_ratio): said, not only averaged in
         other = runtime.system_key(system, cat) != runtime.system_key(reference_system, cat)
         kept = trains & (ratio == 1.0) & other
