@@ -51,9 +51,11 @@ def test_ring_chunks_are_1024_tokens_and_the_waits_224(job_row, ops):
     # 8,192 tokens over CP 4 in 2 cp = 8 load-balanced chunks of 1,024: the diagonal step is the rank's
     # 2,048 x 2,048, each off-diagonal one 1,024 x 2,048 or 2,048 x 1,024
     diag_fwd, step_fwd = _op_us(ops, "attention_cp_diagonal", "fwd"), _op_us(ops, "attention_cp_step", "fwd")
-    assert (diag_fwd, step_fwd) == (pytest.approx(24.98, abs=0.05), pytest.approx(23.56, abs=0.05))
-    # an off-diagonal step: 4 x 8 heads (32 / TP 4) x 1,024 x 2,048 x 128 = 8.59 GFLOP in 23.56 us, 365 TFLOP/s
-    assert 4 * 8 * 1024 * 2048 * 128 / (step_fwd * 1e-6) / 1e12 == pytest.approx(364.6, abs=0.5)
+    # (the row's stack nemo-mlperf-v60: the GB200's cuDNN 9.17+ attention ceilings; 24.98 / 23.56 us on
+    # nemo-mlperf-v50's 2025 kernels)
+    assert (diag_fwd, step_fwd) == (pytest.approx(22.72, abs=0.05), pytest.approx(21.44, abs=0.05))
+    # an off-diagonal step: 4 x 8 heads (32 / TP 4) x 1,024 x 2,048 x 128 = 8.59 GFLOP in 21.44 us, 401 TFLOP/s
+    assert 4 * 8 * 1024 * 2048 * 128 / (step_fwd * 1e-6) / 1e12 == pytest.approx(400.6, abs=0.5)
     # per layer cp + 2 = 6 correction kernels forward and 3 cp + 1 = 13 backward: 19 x 32 = 608 a step
     assert ring_correction_kernels(4) == (6, 13)
     assert int(ops.loc[ops["name"] == "attn_cp_correction", "count"].sum()) == 19 * LAYERS
@@ -81,8 +83,9 @@ def test_userbuffers_steps_and_amax_all_reduces(job_row):
     assert sum(tp4.values()) == 16
     # TP 2 (the 512-GPU rows): ring exchange, 2 each: 12
     assert sum(int(overlap_chunks(cfg, name, 2, "gb200")) for name in layers) == 12
-    # 16 ring steps and 4 bulk overlaps a layer: 640 a step; 26.9 ms over them is 42 us each
-    assert 26.9e3 / (LAYERS * (16 + 4)) == pytest.approx(42.0, abs=0.1)
+    # 16 ring steps and 4 bulk overlaps a layer: 640 a step; the 28.2 ms gap over them is 44 us each (26.9 ms and
+    # 42 us on nemo-mlperf-v50)
+    assert 28.2e3 / (LAYERS * (16 + 4)) == pytest.approx(44.1, abs=0.1)
     # FP8 current scaling: 2 amax all-reduces a pass, forward and backward, over TP 4 on NVLink without NVLS
     amax = float(coll.collective_s(job, "allreduce", np.array([coll.AMAX_BYTES]), [4], 1)[0])
     assert amax * 1e6 == pytest.approx(10.2, abs=0.05)
