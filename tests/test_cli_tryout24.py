@@ -67,3 +67,76 @@ def test_cluster_reference_design_speed_in_another_case(cat):
 
     ratio = runtime.design_speed_ratio("GB200-NVL72", "HGX-H100-IB-NDR", 72, catalog=cat)
     assert ratio == pytest.approx(192_013.71 / 90_896.85, rel=1e-3)
+
+
+# -- the option named as typed ---------------------------------------------------------------------------------
+
+COMPARE = ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12"]
+SIZE = ["size", "--model", "llama3.1-8b", "--tokens", "1T", "--gpus", "64"]
+
+
+@pytest.mark.parametrize("command", [COMPARE, SIZE])
+@pytest.mark.parametrize("typed", ["--system", "--systems"])
+def test_an_unknown_system_names_the_option_as_typed(command, typed):
+    """``compare --system nosuch`` said ``--systems nosuch: ...`` (and ``size --systems nosuch`` said
+    ``--system``): the option is named as the user spelled it, in the text and the JSON error alike."""
+    r = runner.invoke(app, [*command, typed, "nosuch", "--json"])
+    assert r.exit_code == 2
+    line = one_line(r.stderr)
+    assert line.startswith(f"error: {typed} nosuch: unknown system id 'nosuch'; valid ids: cloudmatrix-384, ")
+    assert json.loads(r.stdout)["error"]["message"].startswith(f"{typed} nosuch: unknown system id 'nosuch'")
+    r = runner.invoke(app, [*command, f"{typed}=,"])
+    assert (r.exit_code, one_line(r.stderr).split(";")[0]) == (2, f"error: {typed} names no system")
+
+
+def test_one_system_typed_in_two_cases_is_one_design():
+    """``size --system hgx-h100-ib-ndr,HGX-H100-IB-NDR`` was refused as two files of one id; it is one id, sized
+    once: Llama 3.1 8B on 64 H100s for 1T tokens, as ``--system hgx-h100-ib-ndr`` alone."""
+    both = runner.invoke(app, [*SIZE, "--system", "hgx-h100-ib-ndr,HGX-H100-IB-NDR", "--no-goodput", "--json"])
+    one = runner.invoke(app, [*SIZE, "--system", "hgx-h100-ib-ndr", "--no-goodput", "--json"])
+    assert both.exit_code == one.exit_code == 0, both.stderr
+    rows, alone = json.loads(both.stdout)["results"], json.loads(one.stdout)["results"]
+    assert [r["system"] for r in rows] == ["hgx-h100-ib-ndr"]
+    assert rows[0]["days"] == alone[0]["days"] > 0
+
+
+# -- cluster simulate's table: one pair of parentheses a figure ------------------------------------------------
+
+
+def test_replications_table_puts_interval_and_notes_in_one_pair_of_parentheses():
+    """``cluster simulate ... --replications 3`` printed ``154.9% (95 % CI 139.6% to 170.2%) (over a 5.58 h
+    arrival window, too short to reach steady state (the jobs run 64.7 h, GPU-time-weighted mean))``: a
+    second pair after the first and one nested in it, closing ``))``. The interval and the notes now share one
+    pair, the notes none of their own. The figures are the JSON's: each the mean of the three runs, its interval
+    ``mean -+ t(2, 0.975) s / sqrt(3)``, t = 4.303 (checked on the utilisation, whose runs the JSON lists)."""
+    import math
+
+    import numpy as np
+
+    argv = ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--jobs", "300", "--load", "1.5"]
+    argv += ["--replications", "3"]
+    text = runner.invoke(app, [*argv, "--json"])
+    assert text.exit_code == 0, text.stderr
+    s = json.loads(text.stdout)
+    runs = [run["utilisation"] for run in s["runs"]]
+    assert s["utilisation"] == pytest.approx(float(np.mean(runs)), rel=1e-12)
+    half = 4.302652729911275 * float(np.std(runs, ddof=1)) / math.sqrt(3)
+    assert s["ci95"]["utilisation"]["half_width"] == pytest.approx(half, rel=1e-9)
+    ci = s["ci95"]["offered_load"]
+    assert (ci["low"], ci["high"]) == pytest.approx(
+        (s["offered_load"] - ci["half_width"], s["offered_load"] + ci["half_width"])
+    )
+    assert ci["low"] > 1.0  # --load 1.5: every run oversubscribes, so the plain interval stays inside [0, inf)
+    window_h, run_h = s["window_s"] / 3600, s["run_time_weighted_s"] / 3600
+    assert window_h < 5 * run_h  # the arrival window is too short for steady state
+    r = runner.invoke(app, argv, env={"COLUMNS": "400"})
+    assert r.exit_code == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if "offered load" in line)
+    figure = row.split("│")[2].strip()
+    assert figure == (
+        f"{s['offered_load']:.1%} (95 % CI {ci['low']:.1%} to {ci['high']:.1%}; over a {window_h:.3g} h arrival "
+        f"window, too short to reach steady state: the jobs run {run_h:.3g} h, GPU-time-weighted mean)"
+    )
+    demand = next(line for line in r.stdout.splitlines() if "demand in the window" in line).split("│")[2].strip()
+    assert demand.startswith(f"{s['offered_load_window']:.1%} (95 % CI ") and demand.count("(") == 1
+    assert "))" not in r.stdout.replace("max(run, 10 s))", "") and ") (" not in r.stdout
