@@ -69,6 +69,20 @@ def test_cluster_reference_design_speed_in_another_case(cat):
     assert ratio == pytest.approx(192_013.71 / 90_896.85, rel=1e-3)
 
 
+def test_a_cluster_mix_id_in_another_case_is_the_mix():
+    """``cluster simulate --mix Default`` was refused (``unknown cluster mix id 'Default'; nearest: default``): the
+    same case rule as every catalog id. Its classes are the default mix's four (inference, training, fine-tuning,
+    development) with shares summing to 1; a mistyped id is still refused."""
+    from hnplan.catalog.mixes import cluster_mix
+
+    mix = cluster_mix("Default")
+    assert mix.id == "default" and mix == cluster_mix("default")
+    assert [c.cls for c in mix.classes] == ["inference", "training", "fine-tuning", "development"]
+    assert sum(c.share.value for c in mix.classes) == pytest.approx(1.0)
+    r = runner.invoke(app, ["cluster", "simulate", "--system", "gb200-nvl72", "--gpus", "144", "--mix", "Defaul"])
+    assert (r.exit_code, one_line(r.stderr)) == (2, "error: --mix: unknown cluster mix id 'Defaul'; nearest: default")
+
+
 # -- the option named as typed ---------------------------------------------------------------------------------
 
 COMPARE = ["compare", "--model", "llama3.1-70b", "--gpus", "1152", "--tokens", "15e12"]

@@ -44,6 +44,7 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
     _read_yaml,
     _singular,
     data_dir,
+    match_id,
     nearest_ids,
     parse_entry,
     read_yaml,
@@ -123,11 +124,7 @@ class Catalog(SingleFiles):
         >>> cat.resolve_id("systems", "gb200-nvl27") is None
         True
         """
-        files = self._kind_files(kind)
-        if ref in files:
-            return ref
-        folded = ref.lower()
-        return folded if folded in files else None
+        return match_id(ref, self._kind_files(kind))
 
     def _load_entry(self, kind: str, entry_id: str):
         """``(entry, path)`` of one id (in any case, :meth:`resolve_id`), parsing only its file; None when no
