@@ -151,8 +151,8 @@ def print_simulation(
         (
             "JCT bounded slowdown",
             f"mean {s['jct_bounded_slowdown']['mean']:.2f}{interval('jct_bounded_slowdown.mean', '.2f')}, "
-            f"p95 {s['jct_bounded_slowdown']['p95']:.2f} (max(1, completion / max(run, "
-            f"{s['jct_bounded_slowdown']['tau_s']:g} s)), Feitelson et al. 1997: the figure to compare by)"
+            f"p95 {s['jct_bounded_slowdown']['p95']:.2f} (completion over max(run, "
+            f"{s['jct_bounded_slowdown']['tau_s']:g} s), at least 1: Feitelson et al. 1997, the figure to compare by)"
             if s["jct_bounded_slowdown"]["mean"] is not None
             else "-",
         ),
