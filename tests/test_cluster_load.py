@@ -247,7 +247,7 @@ def test_durations_of_a_thousand_hours_and_more_print_without_an_exponent():
         "jobs_from": "trace",
     }
     assert load_text(summary) == (
-        "0.1% (over a 3,466 h arrival window, too short to reach steady state (the jobs run 1,452 h, "
-        "GPU-time-weighted mean))"
+        "0.1% (over a 3,466 h arrival window, too short to reach steady state: the jobs run 1,452 h, "
+        "GPU-time-weighted mean)"
     )
     assert "(1,452 h)" in steady_text(summary) and "e+0" not in steady_text(summary)

@@ -44,6 +44,7 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
     _read_yaml,
     _singular,
     data_dir,
+    match_id,
     nearest_ids,
     parse_entry,
     read_yaml,
@@ -111,15 +112,32 @@ class Catalog(SingleFiles):
             )
         return obj
 
+    def resolve_id(self, kind: str, ref: str) -> str | None:
+        """The catalog id ``ref`` names in ``kind``, or None when no entry has it: the id itself, or one
+        that differs from it only in case (catalog ids are lower-kebab-case, so ``HGX-H100-IB-NDR`` is
+        ``hgx-h100-ib-ndr`` and ``Llama3.1-405B`` is ``llama3.1-405b``). The one place an id typed by a
+        user is matched to a file name; every lookup by id goes through it.
+
+        >>> cat = Catalog()
+        >>> cat.resolve_id("systems", "HGX-H100-IB-NDR"), cat.resolve_id("models", "Llama3.1-405B")
+        ('hgx-h100-ib-ndr', 'llama3.1-405b')
+        >>> cat.resolve_id("systems", "gb200-nvl27") is None
+        True
+        """
+        return match_id(ref, self._kind_files(kind))
+
     def _load_entry(self, kind: str, entry_id: str):
-        """``(entry, path)`` of one id, parsing only its file; None when no file has that name."""
+        """``(entry, path)`` of one id (in any case, :meth:`resolve_id`), parsing only its file; None when no
+        file has that name."""
+        resolved = self.resolve_id(kind, entry_id)
+        if resolved is None:
+            return None
+        entry_id = resolved
         if kind in self._cache:
             return self._cache[kind].get(entry_id)
         key = (kind, entry_id)
         if key not in self._one:
-            path = self._kind_files(kind).get(entry_id)
-            if path is None:
-                return None
+            path = self._kind_files(kind)[entry_id]
             self._one[key] = (self._parse_file(kind, path), path)
         return self._one[key]
 
@@ -244,7 +262,9 @@ class Catalog(SingleFiles):
             source = ref.id if own else "(entry)"
         else:
             text = str(ref)
-            is_id = text in self._kind_files("systems")
+            resolved = self.resolve_id("systems", text)
+            is_id = resolved is not None
+            text = resolved or text  # HGX-H100-IB-NDR is the design of hgx-h100-ib-ndr, not another one
             path = Path(text)
             # a file by its bytes too: a file edited since a design of it was made (in a notebook's kernel, a
             # sweep's thread workers) is another design

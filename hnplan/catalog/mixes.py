@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hnplan.catalog.loader import Catalog, _looks_like_path, _read_yaml, load_catalog, parse_entry
 from hnplan.catalog.schemas import ClusterMix
-from hnplan.catalog.yaml_io import nearest_ids
+from hnplan.catalog.yaml_io import match_id, nearest_ids
 from hnplan.errors import CatalogError
 
 MIX_DIR = "cluster_mixes"
@@ -22,6 +22,8 @@ def cluster_mix_ids(catalog: Catalog | None = None) -> list[str]:
 def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
     """A :class:`ClusterMix` by id, by the path of a YAML file, or passed through.
 
+    An id that differs from a mix's only in case names it (:func:`~hnplan.catalog.yaml_io.match_id`).
+
     Raises
     ------
     CatalogError
@@ -31,10 +33,10 @@ def cluster_mix(ref, catalog: Catalog | None = None) -> ClusterMix:
         return ref
     cat = catalog or load_catalog()
     ref = str(ref)
-    path = cat.root / MIX_DIR / f"{ref}.yaml"
+    ids = cluster_mix_ids(cat)
+    path = cat.root / MIX_DIR / f"{match_id(ref, ids) or ref}.yaml"  # an id in another case too (Default)
     if not path.is_file():
         if not _looks_like_path(ref):
-            ids = cluster_mix_ids(cat)
             near = nearest_ids(ref, ids)
             raise CatalogError(
                 f"unknown cluster mix id {ref!r}; {'nearest' if near else 'valid ids'}: {', '.join(near or ids)}",

@@ -203,6 +203,20 @@ def read_yaml(path: str | Path, what: str = ""):
 _read_yaml = read_yaml
 
 
+def match_id(ref: str, ids) -> str | None:
+    """The id of ``ids`` that ``ref`` names: itself, or the one it differs from only in case (catalog ids are
+    lower-kebab-case file names, so ``HGX-H100-IB-NDR`` names ``hgx-h100-ib-ndr``); None when none does. The one
+    rule by which a typed id is matched (:meth:`~hnplan.catalog.loader.Catalog.resolve_id`, cluster mixes).
+
+    >>> match_id("GB200-NVL72", ["gb200-nvl72", "hgx-h100-ib-ndr"]), match_id("gb200", ["gb200-nvl72"])
+    ('gb200-nvl72', None)
+    """
+    if ref in ids:
+        return ref
+    folded = ref.lower()
+    return folded if folded in ids else None
+
+
 def nearest_ids(ref: str, ids) -> list[str]:
     """Up to three catalog ids close to an unknown one, nearest first (:func:`difflib.get_close_matches`,
     cutoff 0.5: looser than :func:`nearest_name`, ids being longer and hyphenated).

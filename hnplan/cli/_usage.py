@@ -208,3 +208,29 @@ def typed_value(exc) -> str | None:
             elif token.startswith(opt + "="):
                 value = token[len(opt) + 1 :]
     return value
+
+
+def typed_flag(ctx, name: str) -> str:
+    """The spelling of the running command's option ``name`` (its parameter name) that the user typed first,
+    among its aliases (``--system`` or ``--systems`` of ``compare``; ``--system=x`` too), so that a message
+    about its value names the option as typed; the longest alias where none was typed (or no context).
+
+    >>> from types import SimpleNamespace as NS
+    >>> opt = NS(name="systems", opts=["--systems", "--system"])
+    >>> ctx = NS(meta={TYPED_ARGS: ["compare", "--system", "x"]}, command=NS(params=[opt]))
+    >>> typed_flag(ctx, "systems"), typed_flag(NS(meta={}, command=ctx.command), "systems")
+    ('--system', '--systems')
+    """
+    opts: list[str] = []
+    for p in getattr(getattr(ctx, "command", None), "params", None) or []:
+        if p.name == name:
+            opts = list(getattr(p, "opts", None) or [])
+    if not opts:
+        return "--" + name.replace("_", "-")
+    for token in getattr(ctx, "meta", {}).get(TYPED_ARGS) or []:
+        if token == "--":
+            break
+        for opt in opts:
+            if token == opt or token.startswith(opt + "="):
+                return opt
+    return max(opts, key=len)

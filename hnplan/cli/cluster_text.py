@@ -74,7 +74,7 @@ def print_simulation(
     cat : Catalog
         For the design's scale-up domain, named when the GPU count was rounded.
     """
-    from hnplan.cluster import load_text
+    from hnplan.cluster.load import load_notes
     from hnplan.cluster.replicate import bounds_of, ci_text, spread_text
 
     ci = s.get("ci95", {})
@@ -83,10 +83,15 @@ def print_simulation(
         """' (95 % CI a to b)' over the replications; where the Student-t interval leaves the figure's range
         (a share below 0 % with few replications) the interval on the bounded scale, and why
         (:func:`hnplan.cluster.replicate.ci_text`)."""
-        text = ci_text(ci.get(key), fmt, bounds_of(key))
-        return f" ({text})" if text else ""
+        return noted(ci_text(ci.get(key), fmt, bounds_of(key)))
 
-    load_row = load_text(s).split(" ", 1)  # the figure, then its notes
+    def noted(*notes: str) -> str:
+        """' (a; b)': a figure's interval and notes in one pair of parentheses, not one pair after another."""
+        kept = [x for x in notes if x]
+        return f" ({'; '.join(kept)})" if kept else ""
+
+    def ci_of(key: str) -> str:
+        return ci_text(ci.get(key), ".1%", bounds_of(key))
 
     def n(v) -> str:  # a count (thousands separated, as hnplan prints counts), or the replications' mean to 0.1
         return f"{v:,}" if isinstance(v, int) else f"{v:,.1f}"
@@ -94,11 +99,14 @@ def print_simulation(
     rows = [
         ("utilisation (productive)", f"{s['utilisation']:.1%}" + interval("utilisation")),
         ("allocation rate", f"{s['allocation_rate']:.1%}" + interval("allocation_rate")),
-        ("offered load", load_row[0] + interval("offered_load") + " ".join(["", *load_row[1:]])),
+        ("offered load", f"{s['offered_load']:.1%}" + noted(ci_of("offered_load"), *load_notes(s))),
         (
             "demand in the window",
-            f"{s['offered_load_window']:.1%}{interval('offered_load_window')} (the jobs' GPU-time inside the "
-            "measuring window: the utilisation it approaches when nothing queues)",
+            f"{s['offered_load_window']:.1%}"
+            + noted(
+                ci_of("offered_load_window"),
+                "the jobs' GPU-time inside the measuring window: the utilisation it approaches when nothing queues",
+            ),
         ),
         ("steady state", s["steady_state_note"]),
         (
@@ -143,8 +151,8 @@ def print_simulation(
         (
             "JCT bounded slowdown",
             f"mean {s['jct_bounded_slowdown']['mean']:.2f}{interval('jct_bounded_slowdown.mean', '.2f')}, "
-            f"p95 {s['jct_bounded_slowdown']['p95']:.2f} (max(1, completion / max(run, "
-            f"{s['jct_bounded_slowdown']['tau_s']:g} s)), Feitelson et al. 1997: the figure to compare by)"
+            f"p95 {s['jct_bounded_slowdown']['p95']:.2f} (completion over max(run, "
+            f"{s['jct_bounded_slowdown']['tau_s']:g} s), at least 1: Feitelson et al. 1997, the figure to compare by)"
             if s["jct_bounded_slowdown"]["mean"] is not None
             else "-",
         ),

@@ -7,8 +7,9 @@ import re
 
 import typer
 
-from hnplan.cli._app import app, console, count, decimal_hint, escape, handle_errors, print_json
+from hnplan.cli._app import app, console, count, current_context, decimal_hint, escape, handle_errors, print_json
 from hnplan.cli._options import check_seq_len, dtype_name
+from hnplan.cli._usage import typed_flag
 from hnplan.formatting import format_amount
 
 #: hnplan.catalog.schemas.workload.MAX_TRAINING_TOKENS, written out so that --help does not import the catalog
@@ -108,22 +109,26 @@ def compare(
     from hnplan.units import format_count
 
     with handle_errors():
+        flag = typed_flag(current_context(), "systems")  # --system or --systems, as typed, in the messages
         cat = load_catalog()
         # --systems a,b and --systems a --systems b alike (typer keeps only the last of a repeated plain option)
         given = ",".join(systems) if systems else None
         defaults = _scenario_defaults(cat) if None in (given, seq_len, global_batch_tokens) else {}
-        names = _system_list(given) if given is not None else list(defaults["systems"])
+        names = _system_list(given, flag) if given is not None else list(defaults["systems"])
         seq_len = seq_len if seq_len is not None else int(defaults["seq_len"])
         if global_batch_tokens is None:
             global_batch_tokens = int(defaults["global_batch_tokens"])
-        refs = {"--model": ("models", model), **{f"--systems {s}": ("systems", s) for s in names}}
+        refs = {"--model": ("models", model), **{f"{flag} {s}": ("systems", s) for s in names}}
         check_refs({**refs, "--stack": ("stacks", stack)}, cat)
         ref_of: dict[str, str] = {}  # each design's id -> the id or YAML path it was given as
         for name in names:
             sid = cat.system(name).id
+            if sid in ref_of and cat.resolve_id("systems", name) == cat.resolve_id("systems", ref_of[sid]) == sid:
+                continue  # one id typed twice in two cases (gb200-nvl72, GB200-NVL72): one design
             if sid in ref_of:  # the table, verdict and JSON name designs by id: two of one id cannot be told apart
-                raise InputError(f"--systems: {ref_of[sid]} and {name} are both system '{sid}'; give each its own id")
+                raise InputError(f"{flag}: {ref_of[sid]} and {name} are both system '{sid}'; give each its own id")
             ref_of[sid] = name
+        names = list(ref_of.values())
         for name in names:  # the flag and each design's bound, not the bill of materials' ports
             check_fabric_gpus(name, gpus, "--gpus", cat)
         check_choice("--dtype", dtype, TRAIN_DTYPES)
@@ -220,8 +225,9 @@ def _scenario_defaults(cat) -> dict:
     raise InputError(f"scenarios/{DEFAULT_SCENARIO}.yaml has no {_NOTEBOOK} notebook to take the defaults from")
 
 
-def _system_list(text: str) -> list[str]:
-    """The ids of ``--systems a,b,c``, blanks dropped and each design once, in the order given.
+def _system_list(text: str, flag: str = "--systems") -> list[str]:
+    """The ids of ``--systems a,b,c``, blanks dropped and each design once, in the order given; ``flag``: the
+    option as typed, for the message of a list with no id.
 
     >>> _system_list(" gb200-nvl72, hgx-h100-ib-ndr,,gb200-nvl72 ")
     ['gb200-nvl72', 'hgx-h100-ib-ndr']
@@ -230,7 +236,7 @@ def _system_list(text: str) -> list[str]:
 
     names = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
     if not names:
-        raise InputError("--systems names no system; give ids separated by commas (data/systems)")
+        raise InputError(f"{flag} names no system; give ids separated by commas (data/systems)")
     return names
 
 

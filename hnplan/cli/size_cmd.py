@@ -9,8 +9,18 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from hnplan.cli._app import app, console, count, decimal_hint, exit_infeasible, handle_errors, print_json
+from hnplan.cli._app import (
+    app,
+    console,
+    count,
+    current_context,
+    decimal_hint,
+    exit_infeasible,
+    handle_errors,
+    print_json,
+)
 from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name
+from hnplan.cli._usage import typed_flag
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.formatting import counted
 from hnplan.formatting import format_amount as _amount
@@ -100,9 +110,10 @@ def size(
     # --system a --system b or --system a,b; a design named twice is sized once
     systems = list(dict.fromkeys(s.strip() for text in systems for s in text.split(",") if s.strip()))
     with handle_errors():
+        flag = typed_flag(current_context(), "systems")  # --system or --systems, as typed, in the messages
         if not systems:
-            raise InputError("--system names no system; give an id (data/systems) or a YAML path")
-        refs = {"--model": ("models", model), **{f"--system {s}": ("systems", s) for s in systems}}
+            raise InputError(f"{flag} names no system; give an id (data/systems) or a YAML path")
+        refs = {"--model": ("models", model), **{f"{flag} {s}": ("systems", s) for s in systems}}
         check_refs({**refs, "--stack": ("stacks", stack)})
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
@@ -122,9 +133,14 @@ def size(
         seen: dict[str, str] = {}  # the table and JSON name designs by id: a copy that kept a catalog id is refused
         for ref in systems:
             sid = load_catalog().system(ref).id
+            if sid in seen and load_catalog().resolve_id("systems", ref) == sid == load_catalog().resolve_id(
+                "systems", seen[sid]
+            ):
+                continue  # one id typed twice in two cases (gb200-nvl72, GB200-NVL72): one design
             if sid in seen:
-                raise InputError(f"--system: {seen[sid]} and {ref} are both system '{sid}'; give each its own id")
+                raise InputError(f"{flag}: {seen[sid]} and {ref} are both system '{sid}'; give each its own id")
             seen[sid] = ref
+        systems = list(seen.values())
         model_id = load_catalog().model(model).id  # the table's title and the JSON name the model as train does
         if deadline_days is not None and not deadline_days > 0:
             raise InputError(f"--deadline-days must be > 0; got {deadline_days:g}")

@@ -45,7 +45,9 @@ def tco(
     mix: str | None = typer.Option(
         None, "--mix", help="job mix of --utilisation simulated (data/cluster_mixes/); default: default"
     ),
-    electricity: float = typer.Option(None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh]"),
+    electricity: float = typer.Option(
+        None, "--electricity-usd-per-kwh", min=0.0, help="electricity price [USD/kWh] (default facility.yaml)"
+    ),
     staff: float = typer.Option(
         0.0, "--staff-usd-per-year", min=0.0, help="operations staff [USD/year], at most 1e10 (ten billion)"
     ),

@@ -300,15 +300,14 @@ def offered_load_of(jobs, gpus: int, window_s: float) -> float:
     return demand / (gpus * window_s)
 
 
-def load_text(summary: dict) -> str:
-    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
-    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
-    the load a mix aimed at beside it where the jobs drawn offer another (``offered_load_asked``), and a
-    window too short for steady state (``steady_short``, :func:`steady_state_of`). "Oversubscribed" is
-    kept off a short window unless the demand inside it alone exceeds the capacity (a queue forms there).
+def load_notes(summary: dict) -> list[str]:
+    """The notes :func:`load_text` puts in parentheses after the offered load: the load a mix aimed at where
+    the jobs drawn offer another (``offered_load_asked``), oversubscription, and a window too short for
+    steady state (``steady_short``, :func:`steady_state_of`); none nests parentheses of its own, so a
+    caller may join them with other notes in one pair (the CLI adds the replications' interval).
 
-    >>> load_text({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
-    '70.0% (the mix aims at 85.0%; this draw offers less)'
+    >>> load_notes({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
+    ['the mix aims at 85.0%; this draw offers less']
     """
     x, window_h = summary["offered_load"], units.s_to_hours(summary["window_s"])
     asked = summary.get("offered_load_asked")
@@ -322,7 +321,20 @@ def load_text(summary: dict) -> str:
         )
     if short:  # the load counts GPU-time that lies past the window (steady_text says what would reach it)
         notes.append(
-            f"over a {_figure(window_h)} h arrival window, too short to reach steady state (the jobs run "
-            f"{_figure(units.s_to_hours(summary['run_time_weighted_s']))} h, GPU-time-weighted mean)"
+            f"over a {_figure(window_h)} h arrival window, too short to reach steady state: the jobs run "
+            f"{_figure(units.s_to_hours(summary['run_time_weighted_s']))} h, GPU-time-weighted mean"
         )
-    return f"{x:.1%}" + (f" ({'; '.join(notes)})" if notes else "")
+    return notes
+
+
+def load_text(summary: dict) -> str:
+    """The offered load of a run's summary for people: ``85.0%``, above 100 % labelled
+    ``250.0% (oversubscribed: the jobs ask for 2.5x the GPU-hours of the 3.0 h arrival window)``, and
+    the notes of :func:`load_notes` beside it, in one pair of parentheses. "Oversubscribed" is
+    kept off a short window unless the demand inside it alone exceeds the capacity (a queue forms there).
+
+    >>> load_text({"offered_load": 0.7, "window_s": units.DAY, "offered_load_asked": 0.85})
+    '70.0% (the mix aims at 85.0%; this draw offers less)'
+    """
+    notes = load_notes(summary)
+    return f"{summary['offered_load']:.1%}" + (f" ({'; '.join(notes)})" if notes else "")

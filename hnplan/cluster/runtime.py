@@ -58,7 +58,7 @@ def system_key(system, catalog: Catalog) -> str:
     """The string the planner caches here key a system by, which :meth:`Catalog.system` reads back: the id of
     a catalog system, the absolute path of a system given as a user's YAML file (whose id the catalog does
     not hold; before, its lookups by id failed and every planner figure fell back to 1.0)."""
-    if isinstance(system, (str, Path)) and str(system) not in catalog.ids("systems"):
+    if isinstance(system, (str, Path)) and catalog.resolve_id("systems", str(system)) is None:
         catalog.system(system)  # an unknown id or a bad file is reported as given
         return str(Path(system).resolve())
     return catalog.system(system).id
