@@ -89,12 +89,13 @@ def predicted(run: TrainingRun, catalog: Catalog | None = None) -> float:
     InputError
         As :func:`run_job`.
     """
-    return float(_best_row(run, catalog, memory=False)[run.metric])
+    return float(_best_row(run, catalog, memory=False, metric=run.metric)[run.metric])
 
 
-def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
+def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool, metric: str | None = None) -> dict:
     """:func:`best_row`; without ``memory``, for a prunable job, the memory columns of a lone candidate are NaN
-    (not evaluated) and its ``fits`` False, and many candidates are searched with pruning."""
+    (not evaluated) and its ``fits`` False, and many candidates are searched with pruning. With ``metric``, the
+    evaluated pick gives only that column, ``{metric: value}`` (the same value, without the row's other 40)."""
     job = run_job(run, catalog)
     cols, modes = stated_candidate(job, run.fixed) or candidate_arrays(job, run.fixed)
     n = len(cols["tp"])
@@ -111,10 +112,18 @@ def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
     if lean and n == 1:
         mem = {k: np.full(n, np.nan) for k in (*MEMORY_PARTS, "total_bytes")}
     ev = evaluate_columns(job, *plan_columns(job, cols, modes), memory=mem)
-    fits = full_column(ev["fits"], n, bool)
-    rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
-    first = rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]]
-    best = column_row(ev, int(first))
+    if n == 1:  # the one candidate is the pick
+        first = 0
+    else:
+        fits = full_column(ev["fits"], n, bool)
+        rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
+        first = int(rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]])
+    if metric is not None:
+        per_gpu = metric == "tokens_per_s_per_gpu"
+        v = ev["tokens_per_s" if per_gpu else metric]
+        v = v[first] if np.ndim(v) else v
+        return {metric: v / run.gpus if per_gpu else v}
+    best = column_row(ev, first)
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
     return best
 
