@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from hnplan.catalog.runs import training_runs
+from hnplan.errors import PlanRuleError
 from hnplan.planning import validation
 from hnplan.planning.training import candidate_arrays, components, make_job, prune, search_best
 from tests.clitext import gemm_cli_probe
@@ -23,6 +24,51 @@ def test_predicted_is_best_rows_metric_on_every_published_run(cat):
         assert validation.predicted(run, cat) == float(full[run.metric]), run.id
         lone += len(candidate_arrays(validation.run_job(run, cat), run.fixed)[0]["tp"]) == 1
     assert lone > len(runs) / 2  # most runs state their whole plan: those skip the memory model
+
+
+def test_a_stated_plan_is_the_searchs_one_candidate(cat):
+    """Every published run whose stated plan leaves one candidate, bar those that leave a knob of several values
+    free: its columns without the search's grid, the same columns, order, dtypes and numbers."""
+    stated = lone = 0
+    for run in training_runs():
+        job = validation.run_job(run, cat)
+        cols, modes = candidate_arrays(job, run.fixed)
+        got = validation.stated_candidate(job, run.fixed)
+        if len(cols["tp"]) == 1 and {"zero_stage", "recompute"} <= set(run.fixed):
+            lone += 1
+            assert got is not None, run.id
+        if got is None:
+            continue
+        stated += 1
+        assert list(got[0]) == list(cols), run.id
+        for k, a in got[0].items():
+            assert a.dtype == cols[k].dtype and a.tolist() == cols[k].tolist(), (run.id, k)
+        assert [str(m) for m in got[1]] == [str(m) for m in modes], run.id
+    assert stated == lone > 100
+
+
+def test_stated_candidate_leaves_the_rest_to_the_search(cat):
+    job = make_job("llama3.1-70b", "hgx-h100-ib-ndr", 1024, 8192, 512, "bf16", cat, stack="megatron-core")
+    plan = dict(tp=8, pp=4, cp=1, zero_stage=1, recompute="none", microbatch_size=1)
+    # pp 4: the stack lays out its stages itself, so each of the 11 virtual-stage counts runs (4 x 20 = 80 layers)
+    assert len(candidate_arrays(job, plan)[0]["tp"]) == 11
+    assert validation.stated_candidate(job, plan) is None
+    # pp 1: nothing to interleave, one virtual stage only: the one candidate, dp = 1024 / 8 and 512 / 128 micro-batches
+    cols, modes = validation.stated_candidate(job, {**plan, "pp": 1})
+    assert {k: a.tolist() for k, a in cols.items()} == {
+        **{k: a.tolist() for k, a in candidate_arrays(job, {**plan, "pp": 1})[0].items()},
+        "dp": [128],
+        "virtual_stages": [1],
+        "num_microbatches": [4],
+    }
+    assert validation.stated_candidate(job, {**plan, "pp": 1, "virtual_stages": 2}) is None  # breaks a rule
+    with pytest.raises(PlanRuleError, match="needs pipeline parallelism"):
+        candidate_arrays(job, {**plan, "pp": 1, "virtual_stages": 2})  # which the search explains
+    assert validation.stated_candidate(job, {**plan, "virtual_stages": 5, "dp": 16}) is None  # 8 x 4 x 16 != 1024
+    assert validation.stated_candidate(job, {**plan, "virtual_stages": 5, "tp": [8]}) is None  # a list: searched
+    moe = make_job("deepseek-v3", "hgx-h100-ib-ndr", 1024, 4096, 1024, "bf16", cat, stack="megatron-core")
+    # tp 2 with etp free: etp = tp and the folded etp = 1, two candidates
+    assert validation.stated_candidate(moe, dict(tp=2, pp=16, cp=1, ep=64, zero_stage=1, recompute="full")) is None
 
 
 def test_predicted_skips_the_memory_model_for_a_lone_candidate_and_prunes_a_search(cat, monkeypatch):

@@ -9,11 +9,14 @@ import numpy as np
 
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.runs import TrainingRun, run_model, training_runs
+from hnplan.compute import RECOMPUTE_MODES
 from hnplan.errors import InfeasiblePlan
 from hnplan.planning.training import candidate_arrays, evaluate_plans, search_candidates
 from hnplan.planning.training import components as c
+from hnplan.planning.training.candidates import MICROBATCH_SIZES, VIRTUAL_STAGES
 from hnplan.planning.training.evaluate import MEMORY_PARTS, column_row, evaluate_columns, full_column, plan_columns
 from hnplan.planning.training.job import make_job
+from hnplan.planning.training.plan import PLAN_FIELDS, ZERO_STAGES, valid_mask
 from hnplan.planning.training.prune import PRUNE_FROM, prunable, pruned_rows
 
 if TYPE_CHECKING:
@@ -86,14 +89,15 @@ def predicted(run: TrainingRun, catalog: Catalog | None = None) -> float:
     InputError
         As :func:`run_job`.
     """
-    return float(_best_row(run, catalog, memory=False)[run.metric])
+    return float(_best_row(run, catalog, memory=False, metric=run.metric)[run.metric])
 
 
-def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
+def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool, metric: str | None = None) -> dict:
     """:func:`best_row`; without ``memory``, for a prunable job, the memory columns of a lone candidate are NaN
-    (not evaluated) and its ``fits`` False, and many candidates are searched with pruning."""
+    (not evaluated) and its ``fits`` False, and many candidates are searched with pruning. With ``metric``, the
+    evaluated pick gives only that column, ``{metric: value}`` (the same value, without the row's other 40)."""
     job = run_job(run, catalog)
-    cols, modes = candidate_arrays(job, run.fixed)
+    cols, modes = stated_candidate(job, run.fixed) or candidate_arrays(job, run.fixed)
     n = len(cols["tp"])
     mem = None
     lean = not memory and prunable(job)
@@ -108,12 +112,90 @@ def _best_row(run: TrainingRun, catalog: Catalog | None, memory: bool) -> dict:
     if lean and n == 1:
         mem = {k: np.full(n, np.nan) for k in (*MEMORY_PARTS, "total_bytes")}
     ev = evaluate_columns(job, *plan_columns(job, cols, modes), memory=mem)
-    fits = full_column(ev["fits"], n, bool)
-    rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
-    first = rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]]
-    best = column_row(ev, int(first))
+    if n == 1:  # the one candidate is the pick
+        first = 0
+    else:
+        fits = full_column(ev["fits"], n, bool)
+        rows = np.flatnonzero(fits) if fits.any() else np.arange(n)
+        first = int(rows[np.argsort(full_column(ev["step_time_s"], n, float)[rows], kind="stable")[0]])
+    if metric is not None:
+        per_gpu = metric == "tokens_per_s_per_gpu"
+        v = ev["tokens_per_s" if per_gpu else metric]
+        v = v[first] if np.ndim(v) else v
+        return {metric: v / run.gpus if per_gpu else v}
+    best = column_row(ev, first)
     best["tokens_per_s_per_gpu"] = best["tokens_per_s"] / run.gpus
     return best
+
+
+#: the knobs a stated plan pins for :func:`stated_candidate` (an MoE model's ``ep`` too)
+_STATED = ("tp", "pp", "cp", "zero_stage")
+
+
+def stated_candidate(job: c.Job, fixed: dict | None) -> tuple[dict, list] | None:
+    """:func:`~hnplan.planning.training.candidate_arrays` of a run whose source states its plan, where that leaves
+    one candidate, without building the search's grid: its columns (int64 arrays of length 1, ``recompute`` as
+    code 0 into the mode returned beside them), the same numbers. ``None`` where ``fixed`` leaves more than one
+    candidate or none (``candidate_arrays`` then searches them, or says why none runs), and for any ``fixed`` this
+    does not read: every knob of :data:`_STATED` and ``recompute`` must be pinned to one known value, ``ep`` too
+    for an MoE model and ``etp`` unless ``tp`` is 1; the micro-batch size and the virtual stages may be left free
+    (the rules often leave one of each: no interleaving at ``pp = 1``).
+
+    The rules are those of ``candidate_columns``: ``tp x cp x pp`` divides the GPUs, :func:`valid_mask` with the
+    stack's pipeline choices over the (micro-batch, virtual stages) pairs, and its pruning pass at one micro-batch
+    and one virtual stage, which adds only ``pp <= layers`` to them (its other rules are the same or implied:
+    ``dp`` divides the batch where ``dp x micro-batch`` does); a stated ``dp`` must match. The stack's ZeRO
+    stages and recompute modes filter only knobs left free. About 0.3 ms where the search's grid of one row takes
+    about 1 ms (most published runs state their plan: the trust notes of ``hnplan compare`` plan about 90 such).
+    """
+    f = {k: v for k, v in (fixed or {}).items() if v is not None}
+    moe = job.model.moe
+    need = _STATED + (("ep",) if moe is not None else ())
+    if not all(type(f.get(k)) is int for k in need) or set(f) - set(PLAN_FIELDS):
+        return None
+    if not all(type(f.get(k, 1)) is int for k in ("ep", "etp", "dp", "microbatch_size", "virtual_stages")):
+        return None
+    if type(f.get("recompute")) is not str or f["recompute"] not in RECOMPUTE_MODES:
+        return None
+    tp, pp, cp, ep = f["tp"], f["pp"], f["cp"], f.get("ep", 1)
+    if "etp" in f:
+        etp = f["etp"] or tp  # 0 stands for etp = tp
+    elif moe is None or tp == 1:  # the folded choice (etp 1) is the default one where tp is 1
+        etp = tp
+    else:  # an MoE model's etp = tp and etp = 1: two candidates
+        return None
+    if f["zero_stage"] not in ZERO_STAGES or tp * cp * pp < 1 or job.gpus % (tp * cp * pp) or pp > job.model.layers:
+        return None
+    dp = job.gpus // (tp * cp * pp)
+    if "dp" in f and f["dp"] != dp:
+        return None
+    mb = [f["microbatch_size"]] if "microbatch_size" in f else MICROBATCH_SIZES
+    v = [f["virtual_stages"]] if "virtual_stages" in f else VIRTUAL_STAGES
+    pairs = [(a, b) for a in mb for b in v]  # row-major, as the search's grid
+    grid = {k: np.array([x], dtype=np.int64) for k, x in dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp).items()}
+    grid["microbatch_size"], grid["virtual_stages"] = (np.array(x, dtype=np.int64) for x in zip(*pairs))
+    ch = job.choices
+    ok = np.flatnonzero(
+        valid_mask(
+            grid,
+            job.model,
+            job.gpus,
+            job.seq_len,
+            job.global_batch_seqs,
+            balanced_ends=ch.pipeline_balanced_ends,
+            pipeline_layout=ch.pipeline_layout,
+            uneven_stages=ch.pipeline_uneven_stages,
+        )
+    )
+    if len(ok) != 1:
+        return None
+    one = dict(grid)
+    one["microbatch_size"], one["virtual_stages"] = (np.array([x], dtype=np.int64) for x in pairs[ok[0]])
+    one["etp"] = one.pop("etp")  # the search's column order
+    one["zero_stage"] = np.array([f["zero_stage"]], dtype=np.int64)
+    one["recompute"] = np.zeros(1, dtype=np.int64)
+    one["num_microbatches"] = job.global_batch_seqs // (one["dp"] * one["microbatch_size"])
+    return one, list(np.atleast_1d(np.asarray(f["recompute"])))
 
 
 def validation_table(
