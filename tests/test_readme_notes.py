@@ -298,7 +298,10 @@ def test_gb300_lead_over_b300_and_gb200_is_the_rows():
     from hnplan.catalog import load_catalog
     from hnplan.planning.trust import paired_sentences, speed_errors
 
-    assert "the 17 jobs published on GB300 and GB200 (on the same software stack) it understates the GB300's lead by a median 1%" in readme
+    assert (
+        "the 17 jobs published on GB300 and GB200 (on the same software stack) it understates the GB300's lead by a median 1%"
+        in readme
+    )
     cat = load_catalog()
     on = {a: [r for r in runs.values() if cat.system(r.system).accelerator == a] for a in ("gb200", "gb300", "b300")}
     (sentence,) = paired_sentences(on, speed_errors([r for rs in on.values() for r in rs], cat))
@@ -347,7 +350,10 @@ def test_mlperf_rows_added_untuned_are_the_readme_summary():
     from hnplan.planning.validation import validation_table
 
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert "the 14 added untuned (reported): B300 NVFP4 8B -3..+2 % (Nebius's 64 GPUs -1 %, Cisco's 8 in NeMo 26.04 -3 %)" in readme
+    assert (
+        "the 14 added untuned (reported): B300 NVFP4 8B -3..+2 % (Nebius's 64 GPUs -1 %, Cisco's 8 in NeMo 26.04 -3 %)"
+        in readme
+    )
     err = validation_table().set_index("id")["error_pct"]
     b300 = [f"mlperf-v51-{s}-b300-llama31-8b-8" for s in ("nebius", "lenovo")]
     b300 += ["mlperf-v60-cisco-b300-llama31-8b-8", "mlperf-v60-nebius-b300-llama31-8b-64"]
