@@ -26,6 +26,11 @@ _TABLE_KEYS = 1 << 16
 #: integers factorized by a sort, in a process without pandas, up to this many (above it pandas' import, about
 #: 0.25 s of CPU, costs less than the sort)
 _SORT_ROWS = 1 << 21
+#: a table of at least this many rows is factorised through its runs (:meth:`Columns._factorize_runs`)
+_RUN_ROWS = 4096
+#: a column is factorised on its runs where it changes between neighbouring rows at most once in this many rows,
+#: and the runs are used where they number at most a quarter of the rows
+_RUN_SHARE = 4
 
 
 class Columns:
@@ -48,7 +53,7 @@ class Columns:
     (3, ['a', 'r'], [1, 2, 1], ['x', 'x', 'y'])
     """
 
-    __slots__ = ("_data", "_cats", "_codes", "_distinct", "_n")
+    __slots__ = ("_data", "_cats", "_codes", "_distinct", "_n", "_changes")
 
     def __init__(self, data: Mapping[str, np.ndarray], categorical: Mapping[str, tuple] | None = None):
         self._data = {k: np.asarray(v) for k, v in data.items()}
@@ -59,6 +64,7 @@ class Columns:
         self._n = lengths.pop() if lengths else 0
         self._codes: dict = {}
         self._distinct: dict = {}
+        self._changes: dict = {}  # {column: (where it differs from the row before, how many times)}
 
     def __getitem__(self, key: str) -> np.ndarray:
         if key in self._data:
@@ -102,6 +108,7 @@ class Columns:
             codes, values = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         new._cats[name] = (codes, values)
         new._codes.update((k, v) for k, v in self._codes.items() if k != name)
+        new._changes.update((k, v) for k, v in self._changes.items() if k != name)
         return new
 
     def factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
@@ -127,8 +134,12 @@ class Columns:
         return self._distinct[tk]
 
     def _factorize(self, keys: list[str]) -> tuple[np.ndarray, Columns]:
-        per = [self.codes(k) for k in keys]
-        codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], self._n)
+        got = self._factorize_runs(keys) if self._n >= _RUN_ROWS else None
+        if got is not None:
+            per, codes, idx = got
+        else:
+            per = [self.codes(k) for k in keys]
+            codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], self._n)
         data, cats = {}, {}
         for k, (_, u), i in zip(keys, per, idx):
             if k in self._cats:
@@ -136,6 +147,65 @@ class Columns:
             else:
                 data[k] = u[i]
         return codes, Columns(data, cats)
+
+    def _change(self, key: str) -> tuple[np.ndarray, int]:
+        """Where column ``key`` differs from the row before (``[n - 1]`` booleans; a categorical column by its
+        codes) and how many times (cached)."""
+        if key not in self._changes:
+            a = self._cats[key][0] if key in self._cats else self._data[key]
+            if a.dtype.kind not in "biuf":  # names and objects: not compared
+                self._changes[key] = (None, self._n)
+            else:
+                d = a[1:] != a[:-1]
+                self._changes[key] = (d, int(np.count_nonzero(d)))
+        return self._changes[key]
+
+    def _factorize_runs(self, keys: list[str]) -> tuple[list, np.ndarray, tuple] | None:
+        """:meth:`_factorize`'s per-key ``(codes, values)``, tuple codes and per-key codes of the distinct tuples,
+        the same numbers, found through the runs of rows that hold the same values of the keys that seldom change
+        (a candidate table repeats each plan's degrees for every (ZeRO, recompute) pair): those keys' codes and
+        their part of each tuple's number found once per run and repeated over its rows; None where such
+        runs are more than a quarter of the rows."""
+        n = self._n
+        change = [self._change(k) for k in keys]
+        slow = [i for i, (d, count) in enumerate(change) if d is not None and count * _RUN_SHARE <= n]
+        if not slow:
+            return None
+        ends = change[slow[0]][0].copy()
+        for i in slow[1:]:
+            ends |= change[i][0]
+        starts = np.flatnonzero(ends)
+        if (len(starts) + 1) * 4 > n:
+            return None
+        starts += 1
+        starts = np.concatenate(([0], starts))
+        lengths = np.diff(starts, append=n)
+        per: list = [None] * len(keys)
+        for i, k in enumerate(keys):
+            if i not in slow:
+                per[i] = self.codes(k)
+            elif k in self._codes or k in self._cats:  # the column's codes at the runs' first rows
+                c, u = self._codes[k] if k in self._codes else self._cats[k]
+                per[i] = (c.take(starts), u)
+            else:  # the same codes and values as the whole column's (each value is in some run)
+                per[i] = _array_codes(self._data[k].take(starts), rows=n)
+        sizes = [max(len(u), 1) for _, u in per]
+        n_keys = math.prod(sizes)
+        if n_keys >= 2**62:  # too many combinations for one int64 (as _distinct)
+            return None
+        strides = [math.prod(sizes[i + 1 :]) for i in range(len(sizes))]
+        flat = np.zeros(len(starts), np.int64)  # the slow keys' part of each run's tuple number
+        for i in slow:
+            flat += per[i][0] * strides[i]
+        fast = [i for i in range(len(keys)) if i not in slow]
+        if fast:  # the rows' numbers: their run's part repeated, the other keys' added
+            flat = flat.repeat(lengths)
+            for i in fast:
+                flat += per[i][0] * strides[i]
+        codes, uflat = _distinct_flat(flat, n_keys, n)  # numbered as the rows' numbers: runs keep their order
+        if not fast:
+            codes = codes.repeat(lengths)
+        return per, codes, np.unravel_index(uflat, sizes)  # of ``per`` the values alone are read
 
     def frame(self) -> pd.DataFrame:
         """The table as a DataFrame (categorical columns decoded)."""
@@ -213,15 +283,17 @@ def distinct_values(table, key: str) -> list:
     return list(pd.unique(table[key]))
 
 
-def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _array_codes(a: np.ndarray, rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Codes and code values of one array: integers by their offset from the minimum (no hashing; over
-    a wide span through a lookup table of the values present), anything else by :func:`pandas.factorize`."""
+    a wide span through a lookup table of the values present), anything else by :func:`pandas.factorize`.
+    ``rows`` (default ``len(a)``): the rows of the column ``a`` holds every value of (its runs' first rows),
+    which choose the way as for the whole column, so that the codes and values are the column's."""
     if a.dtype.kind in "iu" and len(a):
         lo, hi = a.min(), a.max()
         span = int(hi - lo) + 1
         if span <= 8:
             return (a - lo).astype(np.int64, copy=False), np.arange(span, dtype=a.dtype) + lo
-        limit = max(4 * len(a), 1 << 12)
+        limit = max(4 * (len(a) if rows is None else rows), 1 << 12)
         if span <= limit:  # a wide span: count only the values present
             base = 0 if lo >= 0 and hi < limit else lo  # small non-negative values index the table as they are
             offset = (a - base).astype(np.int64, copy=False) if base or a.dtype != np.int64 else a
@@ -230,7 +302,7 @@ def _array_codes(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             present, lookup = _ranks(seen)
             return lookup.take(offset), (present + base).astype(a.dtype)
         return factorize_ints(a)
-    if a.dtype.kind in "bOU" and "pandas" not in sys.modules and len(a) <= _SORT_ROWS:
+    if a.dtype.kind in "bOU" and "pandas" not in sys.modules and (len(a) if rows is None else rows) <= _SORT_ROWS:
         by_sort = _sorted_codes(a)  # flags and names (a plan's recompute mode) without importing pandas for them
         if by_sort is not None:
             return by_sort
@@ -317,14 +389,21 @@ def _distinct(codes: list[np.ndarray], sizes: list[int], n: int) -> tuple[np.nda
     for c, s in zip(codes[1:], sizes[1:]):
         flat *= s
         flat += c
+    out, uflat = _distinct_flat(flat, n_keys, n)
+    return out, np.unravel_index(uflat, sizes)
+
+
+def _distinct_flat(flat: np.ndarray, n_keys: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of the distinct tuple numbers ``flat`` (each below ``n_keys``) of a table of ``n`` rows and those numbers:
+    through a lookup table where the possible numbers are few for ``n`` rows (codes in the numbers' order), else in
+    order of first appearance (:func:`factorize_ints`). ``flat`` may be the numbers of the table's runs (runs of
+    equal numbers, as :meth:`Columns._factorize_runs` finds them): the same codes for each run as for its rows."""
     if n_keys <= max(16 * n, _TABLE_KEYS):  # few possible tuples: a lookup table, no hashing
         seen = np.zeros(n_keys, dtype=bool)
         seen[flat] = True
         uflat, lookup = _ranks(seen)
-        out = lookup.take(flat)
-    else:
-        out, uflat = factorize_ints(flat)
-    return out, np.unravel_index(uflat, sizes)
+        return lookup.take(flat), uflat
+    return factorize_ints(flat)
 
 
 def factorize(df, keys: list[str]):

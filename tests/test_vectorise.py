@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from hnplan.compute.layout import stage_layers
 from hnplan.planning.training import candidate_frame, evaluate_plans, make_job
 from hnplan.vectorise import (
+    _RUN_ROWS,
     Columns,
+    _distinct,
     column,
     distinct_values,
     factorize,
@@ -383,3 +385,50 @@ def test_gather_of_mixed_dtypes_takes_each_array():
     got = gather([np.array([1, 2, 3]), np.array([0.5, 1.5, 2.5])], np.array([2, 0]))
     assert [g.dtype.kind for g in got] == ["i", "f"]
     assert [g.tolist() for g in got] == [[3, 1], [2.5, 0.5]]
+
+
+def _by_rows(cols, keys):
+    """Columns._factorize without the runs: every key's codes over all rows (the path of a short table)."""
+    per = [cols.codes(k) for k in keys]
+    codes, idx = _distinct([c for c, _ in per], [max(len(u), 1) for _, u in per], len(cols))
+    return codes, {k: np.asarray(u)[i] for k, (_, u), i in zip(keys, per, idx)}
+
+
+runs = st.tuples(
+    st.lists(st.tuples(st.integers(0, 9), st.sampled_from([1, 2, 4, 8, 16_384, 300_000])), min_size=1, max_size=40),
+    st.integers(1, 12),
+    st.integers(0, 2**31),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(runs)
+def test_factorising_through_runs_gives_the_codes_of_every_row(data):
+    # a candidate table's shape: each plan's slow columns (a, b) repeated for every pair of fast ones (z, recompute)
+    plans, pairs, seed = data
+    reps = max(1, -(-_RUN_ROWS // (len(plans) * pairs)))  # at least _RUN_ROWS rows: the runs are used
+    a, b = (np.repeat(np.tile([p[i] for p in plans], reps), pairs) for i in (0, 1))
+    rng = np.random.default_rng(seed)
+    n = len(a)
+    z, r = np.tile(np.arange(pairs) % 4, n // pairs), rng.integers(0, 3, n)
+    for keys in (["a"], ["b", "a"], ["a", "z"], ["z", "b", "recompute"], ["recompute"], ["a", "b", "z", "recompute"]):
+        cols = Columns(dict(a=a, b=b, z=z), {"recompute": (r, MODES)})
+        codes, uniq = cols.factorize(keys)
+        want, values = _by_rows(Columns(dict(a=a, b=b, z=z), {"recompute": (r, MODES)}), keys)
+        assert codes.tolist() == want.tolist()
+        for k in keys:
+            assert np.asarray(uniq[k]).tolist() == values[k].tolist()
+
+
+def test_runs_of_a_repeated_table_hand_derived():
+    # 512 runs of eight rows: a = 0..511 (one run each, 511 changes in 4,096 rows: at most one in _RUN_SHARE = 4), z
+    # alternating 0, 1 inside a run; the distinct (a, z) pairs are numbered a * 2 + z (codes in the order of their
+    # numbers: a's codes are its values, z's 0 and 1)
+    a = np.repeat(np.arange(512), 8)
+    z = np.tile([0, 1], 2048)
+    cols = Columns(dict(a=a, z=z))
+    assert cols._factorize_runs(["a", "z"]) is not None  # the runs are used
+    codes, uniq = cols.factorize(["a", "z"])
+    assert codes[:10].tolist() == [0, 1, 0, 1, 0, 1, 0, 1, 2, 3]
+    assert len(uniq) == 1024 and uniq["a"][-1] == 511 and uniq["z"][-1] == 1
+    assert cols._factorize_runs(["z"]) is None  # z changes every row: no runs
