@@ -58,6 +58,12 @@ def test_one_gpu_job_falls_back_to_the_1b_model(cat):
     assert runtime.representative_models(1) == ("llama3.1-8b", "llama3.2-1b")
     assert np.isnan(runtime._best_tokens_per_s(SERVERS, "llama3.1-8b", 1, None, True, root))
     assert runtime._best_tokens_per_s(SERVERS, "llama3.2-1b", 1, None, True, root) == pytest.approx(56_801.01, rel=1e-4)
+    from hnplan.planning.training import search_plans
+
+    plans = search_plans("llama3.2-1b", cat.system(SERVERS), 1, 4096, 1024, catalog=cat)
+    best = plans[plans["fits"]].iloc[0]  # the plan the docstring (and runtime.FALLBACK_MODEL's) quotes
+    assert (best["microbatch_size"], best["recompute"]) == (8, "none")
+    assert best["memory_per_gpu_bytes"] / 2**30 == pytest.approx(77.7, abs=0.05)  # of the 79.1 GiB an H100 leaves
     assert runtime.design_speed_model(SUPERNODE, SERVERS, 1, cat) == "llama3.2-1b"
     ratio = runtime.design_speed_ratio(SUPERNODE, SERVERS, 1, catalog=cat)
     assert ratio == pytest.approx(114_636.42 / 56_801.01, rel=1e-4)
