@@ -176,6 +176,33 @@ def test_mlperf_v60_stack_is_the_v50_choices_in_a_cudnn_9_21_container(cat):
     assert {rid: rows[rid] for rid in on_25} == dict.fromkeys(on_25, "nemo-mlperf-v50")
 
 
+# NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training results/dsv3/{gb200,gb300}/dsv3_20260424_*.csv (cuDNN 9.22.0,
+# DeepSeek-V3's MLA: 128 query / 128 KV heads, head dimensions 192 / 128, batch 2, top-left causal, 4,096 tokens):
+# TFLOP/s of (bfloat16, mxfp8, fp8) forward and non-deterministic backward, and the deterministic backward
+CUDNN_922_DSV3_4096 = {
+    "gb200": {"fwd": (1406, 1925, 2095), "bwd": (1057, 1364, 1692), "bwd_det": (1083, 1364, 1696)},
+    "gb300": {"fwd": (1590, 2517, 2788), "bwd": (1143, 1522, 1982), "bwd_det": (1185, 1520, 1985)},
+}
+
+
+def test_megatron_bridge_2608_carries_the_mxfp8_attention_ratio_at_the_mla_shape(cat):
+    # FP8_DPA under an MXFP8 recipe runs MXFP8 attention (Transformer Engine v2.15+): the ratio is the benchmark's
+    # mxfp8 over bfloat16 at the MLPerf v6.0 DeepSeek-V3 rows' 4,096 tokens, against the non-deterministic bf16
+    # backward the accelerators' ceilings are fitted to (MXFP8's backward rate is the same either way)
+    st = cat.stack("megatron-bridge-2608-mxfp8")
+    for chip, carried in (("gb200", "b200"), ("gb300", "b300")):
+        m = CUDNN_922_DSV3_4096[chip]
+        want = {p: m[p][1] / m[p][0] for p in ("fwd", "bwd")}  # GB200 1.369 / 1.290, GB300 1.583 / 1.332
+        assert st.attention_fp8_ratio[chip] == pytest.approx(want, abs=5e-4)
+        assert st.attention_fp8_ratio[carried] == st.attention_fp8_ratio[chip]
+        assert abs(m["bwd_det"][1] / m["bwd"][1] - 1) < 0.002
+        # block scaling costs more than per-tensor FP8 in the same run
+        assert all(m[p][1] < m[p][2] for p in ("fwd", "bwd"))
+    runs = [r for r in training_runs() if r.stack == "megatron-bridge-2608-mxfp8"]
+    fp8_dpa = sorted(r.id for r in runs if (r.overrides or {}).get("fp8_attention"))
+    assert len(fp8_dpa) == 10 and all(rid.startswith("mlperf-v60-") and "deepseek-v3" in rid for rid in fp8_dpa)
+
+
 # PyTorch SDPA's FLASH_ATTENTION backend (FlashAttention-2) on a Hopper GPU at 1,980 MHz, causal bf16, 16 heads of
 # 128: NVIDIA/cudnn-frontend benchmark/benchmark_results.csv, "Pytorch" columns at commits b740542 and de355c7
 PYTORCH_FLASH_HOPPER = [
