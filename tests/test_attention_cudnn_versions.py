@@ -11,6 +11,7 @@ from scipy.optimize import brentq, least_squares
 
 from hnplan.catalog.runs import training_runs
 from hnplan.compute.kernels import attention_time_s
+from hnplan.planning.training.job import make_job
 
 # (chip, batch, query heads, KV heads) -> {tokens: (forward, backward) TFLOP/s}, as published
 CUDNN_2025 = {  # cuDNN 9.10.2 (commits f937055, 9793df5) and 9.13.1 (0b1577c), through PyTorch SDPA
@@ -176,31 +177,51 @@ def test_mlperf_v60_stack_is_the_v50_choices_in_a_cudnn_9_21_container(cat):
     assert {rid: rows[rid] for rid in on_25} == dict.fromkeys(on_25, "nemo-mlperf-v50")
 
 
-# NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training results/dsv3/{gb200,gb300}/dsv3_20260424_*.csv (cuDNN 9.22.0,
-# DeepSeek-V3's MLA: 128 query / 128 KV heads, head dimensions 192 / 128, batch 2, top-left causal, 4,096 tokens):
-# TFLOP/s of (bfloat16, mxfp8, fp8) forward and non-deterministic backward, and the deterministic backward
-CUDNN_922_DSV3_4096 = {
-    "gb200": {"fwd": (1406, 1925, 2095), "bwd": (1057, 1364, 1692), "bwd_det": (1083, 1364, 1696)},
-    "gb300": {"fwd": (1590, 2517, 2788), "bwd": (1143, 1522, 1982), "bwd_det": (1185, 1520, 1985)},
+# NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training (cuDNN 9.22.0, batch 2, top-left causal, 4,096 tokens):
+# TFLOP/s of (bfloat16, mxfp8, fp8) forward and non-deterministic backward, and the deterministic backward, at the
+# dsv3 shape (DeepSeek-V3's MLA: 128 query / 128 KV heads, head dimensions 192 / 128; results/dsv3/*/dsv3_20260424_*.csv)
+# and the llama3.1 shape (grouped-query, 64 query / 8 KV heads of 128; results/llama3.1/*/llama3.1_20260424_*.csv)
+CUDNN_922_4096 = {
+    "mla": {
+        "gb200": {"fwd": (1406, 1925, 2095), "bwd": (1057, 1364, 1692), "bwd_det": (1083, 1364, 1696)},
+        "gb300": {"fwd": (1590, 2517, 2788), "bwd": (1143, 1522, 1982), "bwd_det": (1185, 1520, 1985)},
+    },
+    "gqa": {
+        "gb200": {"fwd": (1408, 1685, 1805), "bwd": (1148, 1054, 1178), "bwd_det": (1017, 1048, 1181)},
+        "gb300": {"fwd": (1703, 2272, 2532), "bwd": (1248, 1143, 1396), "bwd_det": (1127, 1143, 1395)},
+    },
 }
 
 
-def test_megatron_bridge_2608_carries_the_mxfp8_attention_ratio_at_the_mla_shape(cat):
-    # FP8_DPA under an MXFP8 recipe runs MXFP8 attention (Transformer Engine v2.15+): the ratio is the benchmark's
-    # mxfp8 over bfloat16 at the MLPerf v6.0 DeepSeek-V3 rows' 4,096 tokens, against the non-deterministic bf16
-    # backward the accelerators' ceilings are fitted to (MXFP8's backward rate is the same either way)
+def test_megatron_bridge_2608_carries_the_mxfp8_attention_ratio_per_shape(cat):
+    # FP8 attention under an MXFP8 recipe runs MXFP8 attention (Transformer Engine v2.15+): the ratios are the
+    # benchmark's mxfp8 over bfloat16 at the stack's rows' 4,096 tokens, against the non-deterministic bf16 backward
+    # the accelerators' ceilings are fitted to (MXFP8's backward rate is the same either way); at the MLA shape for
+    # models with MLA, at grouped-query head dimension 128 otherwise, where the MXFP8 backward is slower than bf16's
     st = cat.stack("megatron-bridge-2608-mxfp8")
-    for chip, carried in (("gb200", "b200"), ("gb300", "b300")):
-        m = CUDNN_922_DSV3_4096[chip]
-        want = {p: m[p][1] / m[p][0] for p in ("fwd", "bwd")}  # GB200 1.369 / 1.290, GB300 1.583 / 1.332
-        assert st.attention_fp8_ratio[chip] == pytest.approx(want, abs=5e-4)
-        assert st.attention_fp8_ratio[carried] == st.attention_fp8_ratio[chip]
-        assert abs(m["bwd_det"][1] / m["bwd"][1] - 1) < 0.002
-        # block scaling costs more than per-tensor FP8 in the same run
-        assert all(m[p][1] < m[p][2] for p in ("fwd", "bwd"))
-    runs = [r for r in training_runs() if r.stack == "megatron-bridge-2608-mxfp8"]
-    fp8_dpa = sorted(r.id for r in runs if (r.overrides or {}).get("fp8_attention"))
-    assert len(fp8_dpa) == 10 and all(rid.startswith("mlperf-v60-") and "deepseek-v3" in rid for rid in fp8_dpa)
+    for shape, field in (("mla", "attention_fp8_ratio_mla"), ("gqa", "attention_fp8_ratio")):
+        for chip, carried in (("gb200", "b200"), ("gb300", "b300")):
+            m = CUDNN_922_4096[shape][chip]
+            want = {p: m[p][1] / m[p][0] for p in ("fwd", "bwd")}  # MLA GB200 1.369 / 1.290, GQA 1.197 / 0.918
+            assert getattr(st, field)[chip] == pytest.approx(want, abs=5e-4), (shape, chip)
+            assert getattr(st, field)[carried] == getattr(st, field)[chip]
+            assert abs(m["bwd_det"][1] / m["bwd"][1] - 1) < 0.01
+            assert all(m[p][1] < m[p][2] for p in ("fwd", "bwd"))  # block scaling costs more than per-tensor FP8
+    assert st.attention_fp8_ratio["gb200"]["bwd"] < 1 < st.attention_fp8_ratio_mla["gb200"]["bwd"]
+    # the rows that run it: the MLPerf v6.0 DeepSeek-V3 configs (FP8_DPA=True) and the 26.08 Qwen3 full-graph recipes
+    fp8_dpa = {r.id: r for r in training_runs() if r.stack == st.id and (r.overrides or {}).get("fp8_attention")}
+    assert sum(rid.startswith("mlperf-v60-") and "deepseek-v3" in rid for rid in fp8_dpa) == 10
+    assert {rid for rid in fp8_dpa if "qwen3" in rid} == {
+        "mbridge2608-gb200-qwen3-30b-a3b-8-fp8-fullcg",
+        "mbridge2608-gb200-qwen3-235b-a22b-256-fp8-fullcg",
+    }
+    # a model with MLA takes the MLA ratio, any other the grouped-query one; the provenance says which
+    for model, field in (("deepseek-v3", "attention_fp8_ratio_mla"), ("qwen3-30b-a3b", "attention_fp8_ratio")):
+        job = make_job(
+            model, "gb200-nvl72", 256, 4096, 1024, "fp8", cat, stack=st.id, overrides={"fp8_attention": True}
+        )
+        assert job.acc.attention_fp8_ratio == getattr(st, field)["gb200"]
+        assert job.provenance["attention_fp8_ratio"].startswith(f"stack {st.id} ({field}:")
 
 
 # PyTorch SDPA's FLASH_ATTENTION backend (FlashAttention-2) on a Hopper GPU at 1,980 MHz, causal bf16, 16 heads of

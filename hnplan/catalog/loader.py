@@ -304,6 +304,7 @@ class Catalog(SingleFiles):
         for cal in (
             "attention_efficiency",
             "attention_fp8_ratio",
+            "attention_fp8_ratio_mla",
             "ep_comm_overlap_fraction_by_accelerator",
             "choices_by_accelerator",
         ):

@@ -68,6 +68,12 @@ class SoftwareStack(Entry, StackChoices):
         description="accelerator id -> pass -> FP8 / bf16 throughput ratio of this stack's attention kernel "
         "(same benchmark run), applied to the attention ceilings when fp8_attention is on (calibration)",
     )
+    attention_fp8_ratio_mla: dict[str, dict[Literal["fwd", "bwd"], Positive]] | None = Field(
+        default=None,
+        description="accelerator id -> pass -> FP8 / bf16 throughput ratio of this stack's attention kernel at the "
+        "MLA shape (Q/K heads wider than V, DeepSeek-V2/V3), where the FP8 gain differs from grouped-query "
+        "attention's; replaces attention_fp8_ratio for models with MLA (calibration)",
+    )
 
     ep_comm_overlap_fraction_by_accelerator: dict[str, Fraction] | None = Field(
         default=None,
@@ -87,6 +93,7 @@ class SoftwareStack(Entry, StackChoices):
         "matmul_efficiency",
         "attention_efficiency",
         "attention_fp8_ratio",
+        "attention_fp8_ratio_mla",
         "ep_comm_overlap_fraction_by_accelerator",
         "choices_by_accelerator",
     )

@@ -275,7 +275,7 @@ def make_job(
     if dtype == "fp8" and ch.fp8_recipe == "mxfp8":
         acc = mxfp8_gemm_accelerator(acc, provenance)  # MXFP8 GEMMs at the chip's block-scaled rate
     if ch.fp8_attention:
-        acc = fp8_attention_accelerator(acc, st, dtype, provenance)
+        acc = fp8_attention_accelerator(acc, st, dtype, provenance, mla=model.mla is not None)
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
@@ -350,11 +350,14 @@ def stack_ep_overlap(ch: StackChoices, st: SoftwareStack, acc_id: str, provenanc
     return ch.model_copy(update={"ep_comm_overlap_fraction": frac})
 
 
-def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict[str, str]) -> Accelerator:
+def fp8_attention_accelerator(
+    acc: Accelerator, st, dtype: str, provenance: dict[str, str], mla: bool = False
+) -> Accelerator:
     """The accelerator with FP8 attention: the kernel times of the (bf16) attention law divided by the stack's
     FP8 / bf16 attention ratio for ``acc`` (``SoftwareStack.attention_fp8_ratio``: two rates of one benchmark run,
-    so clock and harness divide out), set as ``Accelerator.attention_fp8_ratio``; ``provenance["attention_fp8_ratio"]``
-    says which applied.
+    so clock and harness divide out; for a model with multi-head latent attention, ``mla``, the stack's ratio at that
+    shape, ``SoftwareStack.attention_fp8_ratio_mla``, where it has one), set as ``Accelerator.attention_fp8_ratio``;
+    ``provenance["attention_fp8_ratio"]`` says which applied.
 
     Raises
     ------
@@ -363,11 +366,19 @@ def fp8_attention_accelerator(acc: Accelerator, st, dtype: str, provenance: dict
     """
     if dtype == "bf16":
         raise InputError("fp8_attention needs an fp8 or fp4 dtype (an FP8 recipe), got dtype bf16")
-    ratio = (st.attention_fp8_ratio or {}).get(acc.id) if st is not None else None
+    field = "attention_fp8_ratio"
+    ratio = None
+    if st is not None and mla and (st.attention_fp8_ratio_mla or {}).get(acc.id):
+        field, ratio = "attention_fp8_ratio_mla", st.attention_fp8_ratio_mla[acc.id]
+    elif st is not None:
+        ratio = (st.attention_fp8_ratio or {}).get(acc.id)
     if not ratio or not acc.attention_efficiency:
         provenance["attention_fp8_ratio"] = f"no FP8 / bf16 attention ratio for {acc.id}: attention timed in bf16"
         return acc
-    provenance["attention_fp8_ratio"] = f"stack {st.id} (FP8 / bf16 attention ratio of its kernel on {acc.id})"
+    shape = " at the MLA shape" if field.endswith("_mla") else ""
+    provenance["attention_fp8_ratio"] = (
+        f"stack {st.id} ({field}: FP8 / bf16 attention ratio of its kernel{shape} on {acc.id})"
+    )
     # the ratio is of whole-kernel rates: it divides the kernel's time, leaving the balance of its tensor-core and
     # exponential pipelines (hnplan.compute.attention.exp_pipeline_factor) as the bf16 ceilings set it
     return acc.model_copy(update={"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}})
