@@ -208,13 +208,19 @@ def test_megatron_bridge_2608_carries_the_mxfp8_attention_ratio_per_shape(cat):
             assert abs(m["bwd_det"][1] / m["bwd"][1] - 1) < 0.01
             assert all(m[p][1] < m[p][2] for p in ("fwd", "bwd"))  # block scaling costs more than per-tensor FP8
     assert st.attention_fp8_ratio["gb200"]["bwd"] < 1 < st.attention_fp8_ratio_mla["gb200"]["bwd"]
-    # the rows that run it: the MLPerf v6.0 DeepSeek-V3 configs (FP8_DPA=True) and the 26.08 Qwen3 full-graph recipes
+    # the rows that run it: the MLPerf v6.0 DeepSeek-V3 configs (FP8_DPA=True), the 26.08 Qwen3 full-graph recipes and
+    # the 26.08 GB300 DeepSeek-V3 recipe (_enable_deepseek_full_iteration_mxfp8(cfg, fp8_dot_product_attention=True);
+    # the GB200 one leaves it False)
     fp8_dpa = {r.id: r for r in training_runs() if r.stack == st.id and (r.overrides or {}).get("fp8_attention")}
     assert sum(rid.startswith("mlperf-v60-") and "deepseek-v3" in rid for rid in fp8_dpa) == 10
-    assert {rid for rid in fp8_dpa if "qwen3" in rid} == {
-        "mbridge2608-gb200-qwen3-30b-a3b-8-fp8-fullcg",
-        "mbridge2608-gb200-qwen3-235b-a22b-256-fp8-fullcg",
+    assert {rid for rid in fp8_dpa if rid.startswith("mbridge2608-") and "deepseek-v3" in rid} == {
+        "mbridge2608-gb300-deepseek-v3-256-fp8-fullcg"
     }
+    assert {rid for rid in fp8_dpa if "qwen3" in rid} == {
+        f"mbridge2608-{chip}-{job}-fp8-fullcg"
+        for chip in ("gb200", "gb300")
+        for job in ("qwen3-30b-a3b-8", "qwen3-235b-a22b-256")
+    } | {"mbridge2608-gb300-qwen3-30b-a3b-256-fp8-weak"}
     # a model with MLA takes the MLA ratio, any other the grouped-query one; the provenance says which
     for model, field in (("deepseek-v3", "attention_fp8_ratio_mla"), ("qwen3-30b-a3b", "attention_fp8_ratio")):
         job = make_job(

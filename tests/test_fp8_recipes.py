@@ -273,14 +273,15 @@ def test_mxfp8_output_projection_hand_derived(cat):
 def test_rows_whose_recipes_set_the_mxfp8_lm_head_carry_it():
     # fp8_output_proj entered the DeepSeek-V3 recipes with the full-iteration CUDA-graph ones (Megatron-Bridge PR 3983,
     # 2026-06-06, GB300; PR 4226, 2026-06-10, GB200: _enable_deepseek_full_iteration_mxfp8(cfg, fp8_output_proj=True));
-    # MLPerf v6.0's GB300 configs set FP8_OUTPUT_PROJ=True, its GB200 configs do not. Rows of older recipes keep bf16.
+    # MLPerf v6.0's GB300 configs set FP8_OUTPUT_PROJ=True, its GB200 configs do not; the 26.08 GB300 recipe sets it as the
+    # GB200 one does (perf_recipes/deepseek/gb300/deepseek_v3.py @ 067f987df03b). Rows of older recipes keep bf16.
     from hnplan.catalog.runs import training_runs
 
     rows = {r.id: bool((r.overrides or {}).get("fp8_output_proj")) for r in training_runs() if r.model == "deepseek-v3"}
     on = {rid for rid, v in rows.items() if v}
     gb300_v60 = {f"mlperf-v60-{s}-gb300-deepseek-v3-{n}" for s, n in (("nvidia", 256), ("nvidia", 512))}
     gb300_v60 |= {f"mlperf-v60-coreweave-gb300-deepseek-v3-{n}" for n in (2048, 4096, 8192)}
-    assert on == gb300_v60 | {"mbridge2608-gb200-deepseek-v3-256-fp8-fullcg"}
+    assert on == gb300_v60 | {f"mbridge2608-{chip}-deepseek-v3-256-fp8-fullcg" for chip in ("gb200", "gb300")}
 
 
 def test_bf16_end_layers_are_charged_to_the_stages_that_hold_them(cat):

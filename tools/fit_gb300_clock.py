@@ -44,6 +44,10 @@ BOUNDS = (0.82, 1.0)
 HELD_OUT = frozenset(
     {
         "mbridge2604-gb300-qwen3-30b-a3b-8-fp8",
+        "mbridge2608-gb300-deepseek-v3-256-fp8-fullcg",
+        "mbridge2608-gb300-qwen3-30b-a3b-8-fp8-fullcg",
+        "mbridge2608-gb300-qwen3-30b-a3b-256-fp8-weak",
+        "mbridge2608-gb300-qwen3-235b-a22b-256-fp8-fullcg",
         "mlperf-v51-nvidia-gb300-llama31-8b-72",
         "mlperf-v51-nvidia-gb300-llama31-8b-512",
         "mlperf-v60-nebius-gb300-llama31-8b-72",
