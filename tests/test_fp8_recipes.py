@@ -340,3 +340,58 @@ def test_bf16_end_layers_are_charged_to_the_stages_that_hold_them(cat):
     # the other stages' micro-batches (the bubble's): the first and pp - 2 = 2 middle ones
     assert out[2][-1] - out[0][-1] == pytest.approx(2 * (d_comp + d_tp), rel=1e-9)
     assert out[10][-1] - out[0][-1] == pytest.approx((8 + 2 * 2) * (d_comp + d_tp), rel=1e-9)
+
+
+def _moe_rows(cat, acc="gb300", dtype="fp8", **stack):
+    # DeepSeek-V3's MoE layer on one GPU: micro-batch 1 of 4,096 tokens, EP 32 (8 local experts), MXFP8
+    df = operator_table(
+        cat.model("deepseek-v3"),
+        cat.accelerator(acc),
+        "train",
+        1,
+        4096,
+        ep=32,
+        dtype=dtype,
+        stack=StackChoices(**stack),
+    )
+    return df[df["scope"] == "moe-layer"].set_index(["name", "phase"])
+
+
+def test_fused_grouped_mlp_drops_the_experts_swiglu_and_its_two_quantisations(cat):
+    # Transformer Engine's fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, ops/fused/grouped_mlp.py): under MXFP8 the
+    # FC1 grouped GEMM applies the SwiGLU and writes the FC2 input quantised, the FC2 data-gradient GEMM the SwiGLU
+    # backward and the FC1 output gradient quantised: the expert_act rows and the expert_down_x / expert_up_dy casts go,
+    # every other row stays as it was
+    base = _moe_rows(cat, fp8_recipe="mxfp8")
+    fused = _moe_rows(cat, fp8_recipe="mxfp8", fused_grouped_mlp=True)
+    gone = {("expert_act", "fwd"), ("expert_act", "bwd"), ("expert_down_x_mxfp8", "fwd"), ("expert_up_dy_mxfp8", "bwd")}
+    assert gone <= set(base.index) and not gone & set(fused.index)
+    assert set(base.index) - set(fused.index) == gone
+    kept = fused.index
+    assert (fused["time_s"] == base.loc[kept, "time_s"]).all()
+    # the bytes they moved, by hand: 4,096 tokens x 8 routed copies x 2,048 columns per expert = 67.1M rows x columns;
+    # the SwiGLU reads 2 bf16 inputs and writes 1 (6 bytes) forward, the MXFP8 cast reads bf16 and writes a row-wise and a
+    # column-wise copy with one scale byte per 32 (2 + 2 x 1.03125 = 4.0625 bytes)
+    rows = 4096 * 8 * 2048
+    assert base.loc[("expert_act", "fwd"), "bytes"] == pytest.approx(6 * rows)
+    assert base.loc[("expert_down_x_mxfp8", "fwd"), "bytes"] == pytest.approx(4.0625 * rows)
+    saved = base.loc[list(gone), "time_s"].sum() / base["time_s"].sum()
+    assert 0.04 < saved < 0.07  # about 5 % of the MoE layer's operator time
+    # bf16 steps and the other recipes keep the separate kernels (the fused path is MXFP8's; NVFP4 quantises apart)
+    for dtype, recipe in (("bf16", "mxfp8"), ("fp8", "current"), ("fp4", "nvfp4")):
+        a = _moe_rows(cat, dtype=dtype, fp8_recipe=recipe)
+        b = _moe_rows(cat, dtype=dtype, fp8_recipe=recipe, fused_grouped_mlp=True)
+        assert a.index.equals(b.index) and (a["time_s"] == b["time_s"]).all(), (dtype, recipe)
+
+
+def test_the_full_iteration_mxfp8_stack_runs_the_fused_grouped_mlp(cat):
+    # every row of megatron-bridge-2608-mxfp8 runs it (the 26.08 recipes' NVTE_CUTEDSL_FUSED_GROUPED_MLP=1, MLPerf v6.0's
+    # DeepSeek-V3 configs) but the Megatron-LM MoE recipe on that stack, whose ENV_VARS leave it unset
+    from hnplan.catalog.runs import training_runs
+
+    st = cat.stack("megatron-bridge-2608-mxfp8")
+    assert st.fused_grouped_mlp and "grouped_mlp.py" in st.field_sources["fused_grouped_mlp"]
+    runs = [r for r in training_runs() if r.stack == st.id]
+    off = {r.id for r in runs if not r.overrides.get("fused_grouped_mlp", True)}
+    assert off == {"mlm2603-gb200-qwen3-30b-a3b-16-fp8"}
+    assert not cat.stack("megatron-bridge-2604-mxfp8").fused_grouped_mlp  # 26.02-26.04: before the recipes had it

@@ -41,9 +41,10 @@ def test_gb200_steps_split_into_the_models_work_and_a_missing_constant(capsys, s
     assert w == pytest.approx(w_by_hand, abs=0.002) and f == pytest.approx(t2 - w_by_hand, abs=0.002)
     # 7.314 s and 1.579 s; 1.904 s and 1.566 s: the constant is about 1.6 s at both ends of the range
     assert f == pytest.approx(1.57, abs=0.02)
-    # the work of a micro-batch is the model's within 4 % (docs/training.md's table: 7.301 and 1.904 s)
+    # the work of a micro-batch is modelled 4-5 % fast since the routed experts run the fused grouped MLP the configs
+    # set (fused_grouped_mlp: 6.961 against 7.314 s, 1.827 against 1.904 s; within 4 % before it, docs/training.md)
     w_model, _ = _split(modelled)
-    assert w_model == pytest.approx(w, rel=0.04)
+    assert w_model == pytest.approx(w, rel=0.05) and w_model < w
 
 
 def test_expert_gradient_reduce_scatter_crosses_racks_through_two_nics_by_hand():

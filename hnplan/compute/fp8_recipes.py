@@ -177,6 +177,8 @@ class StepKernels:
     ``fp8_head``: the LM head is an fp8 GEMM with its quantisation rows, not one of :data:`BF16_GEMMS`
     (``fp8_output_proj``). ``amax_passes``: streaming passes of an amax over its tensor (module docstring).
     ``grad_sums``: eager autograd's gradient sums (``autograd_grad_sums``, :func:`hnplan.compute.eager_ops.grad_sum_op`).
+    ``fused_grouped_mlp``: MXFP8 routed experts in Transformer Engine's fused grouped MLP (``fused_grouped_mlp``,
+    :func:`fused_expert_mlp`).
     """
 
     fp8_recipe: str = "delayed"
@@ -198,6 +200,7 @@ class StepKernels:
     act_kernel: str = "fused"
     gqa_kv_copy: bool = False
     grad_sums: bool = False
+    fused_grouped_mlp: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -225,10 +228,31 @@ class StepKernels:
             ch.act_kernel,
             ch.gqa_kv_copy,
             ch.autograd_grad_sums,
+            ch.fused_grouped_mlp,
         )
 
 
 DEFAULT_KERNELS = StepKernels()  # hnplan's default stack (megatron-core)
+#: the quantisations the fused grouped MLP writes in GEMM epilogues: the FC2 input (the SwiGLU output) in the
+#: forward, the FC1 output gradient (the SwiGLU backward's) in the backward
+FUSED_EXPERT_QUANT = frozenset({"expert_down_x", "expert_up_dy"})
+
+
+def fused_expert_mlp(k: StepKernels, wb: float, phase: str = "train") -> bool:
+    """Whether a training step's routed experts run Transformer Engine's fused grouped MLP: the stack's
+    ``fused_grouped_mlp`` under MXFP8 with quantised GEMMs (``wb``, weight bytes per element, below bf16's 2).
+    Its FC1 GEMM applies the SwiGLU in the epilogue and writes the FC2 input quantised, its FC2 data-gradient
+    GEMM the SwiGLU backward and the FC1 output gradient quantised (``transformer_engine/pytorch/ops/fused/
+    grouped_mlp.py``, cuDNN frontend ``grouped_gemm_glu_wrapper_sm100`` / ``grouped_gemm_dglu_wrapper_sm100``),
+    so the operator table has no ``expert_act`` rows and no :data:`FUSED_EXPERT_QUANT` quantisation rows. NVFP4
+    keeps them: its fused path quantises the FC2 input in a kernel of its own.
+
+    >>> fused_expert_mlp(StepKernels("mxfp8", fused_grouped_mlp=True), 1.0)
+    True
+    >>> fused_expert_mlp(StepKernels("mxfp8", fused_grouped_mlp=True), 2.0)  # a bf16 step
+    False
+    """
+    return k.fused_grouped_mlp and k.fp8_recipe == "mxfp8" and wb < 2.0 and phase == "train"
 
 
 def check_recipe(acc: Accelerator, recipe: str) -> None:
@@ -357,9 +381,13 @@ def fp8_gemm_rows(op, acc: Accelerator, k: StepKernels, recompute: str, count: f
     # the producer of the tensor returns its amax (nvfp4 [11]_): a LayerNormLinear norm, the op fuser's SwiGLU
     x_amax = (fed and k.norm_cast_fusion and not k.norm_cudnn) or (op.name in ACT_FED and k.act_cast_fusion)
     dy_amax = op.name in ACT_GRAD and k.act_cast_fusion
-    per = [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0, amax_fused=x_amax)]
+    fused = fused_expert_mlp(k, op.in_bytes)  # the fused grouped MLP writes two of the experts' inputs in epilogues
+    per = []
+    if not (fused and f"{op.name}_x" in FUSED_EXPERT_QUANT):
+        per += [("fwd", r) for r in quantise(f"{op.name}_x", x, k, t, fed, sp_tp if fed else 1.0, amax_fused=x_amax)]
     dy_shard = sp_tp if op.name in ROW_PARALLEL else 1.0
-    per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=dy_shard, amax_fused=dy_amax)]
+    if not (fused and f"{op.name}_dy" in FUSED_EXPERT_QUANT):
+        per += [("bwd", r) for r in quantise(f"{op.name}_dy", dy, k, t, shard=dy_shard, amax_fused=dy_amax)]
     if k.weight_cast != "none":
         per += [
             ("fwd" if k.weight_cast == "microbatch" else "step", r)

@@ -26,7 +26,7 @@ from hnplan.compute.eager_ops import (
     residual_bwd_bytes,
     rope_op,
 )
-from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels
+from hnplan.compute.fp8_recipes import DEFAULT_KERNELS, StepKernels, fused_expert_mlp
 
 # Arithmetic operations per output element of element-wise operators: counts of the operations
 # in each formula (assumption; they only matter for the small FLOP column of memory-bound rows).
@@ -37,25 +37,38 @@ LOSS_FLOPS = 5.0  # max, exp, sum, log, subtract per logit
 DROPOUT_MASK_BYTES = 1.0  # a bool mask per element (torch.bool), written forward and read backward
 
 
-def _mlp(prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None, kn=DEFAULT_KERNELS) -> list[_Op]:
-    """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU."""
+def _mlp(
+    prefix, scope, model, tokens, ffn_local, wb, groups=1.0, w_groups=None, kn=DEFAULT_KERNELS, fused_act=False
+) -> list[_Op]:
+    """Up (gate+up for SwiGLU), activation and down of an MLP of ``ffn_local`` columns per GPU; ``fused_act``:
+    the activation runs in the up-projection's epilogue (:func:`hnplan.compute.fp8_recipes.fused_expert_mlp`),
+    no operator of its own."""
     h, gated = model.hidden, model.activation == "swiglu"
     up_n = (2 if gated else 1) * ffn_local
     m = tokens / groups
     wg = groups if w_groups is None else w_groups
     rows = tokens * ffn_local
+    act = act_op(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, gated, kn, ACT_FLOPS[model.activation])
     return [
         _gemm(f"{prefix}_up", scope, m, up_n, h, wb, groups, w_elems=wg * h * up_n),
-        act_op(f"{prefix}_act", scope, (2 if gated else 1) * rows, rows, gated, kn, ACT_FLOPS[model.activation]),
+        *([] if fused_act and gated else [act]),
         _gemm(f"{prefix}_down", scope, m, h, ffn_local, wb, groups, w_elems=wg * ffn_local * h),
     ]
 
 
 def _expert_mlp(
-    model: Model, scope: str, tokens: float, tp: int, ep: int, wb: float, kn: StepKernels = DEFAULT_KERNELS
+    model: Model,
+    scope: str,
+    tokens: float,
+    tp: int,
+    ep: int,
+    wb: float,
+    kn: StepKernels = DEFAULT_KERNELS,
+    phase: str = "train",
 ) -> list[_Op]:
     """The routed experts of an MoE layer on one GPU: ``tokens x active_experts`` rows (balanced routing)
-    through the ``experts / ep`` local experts, as GEMMs grouped over the experts the tokens touch."""
+    through the ``experts / ep`` local experts, as GEMMs grouped over the experts the tokens touch; the SwiGLU
+    in the FC1 epilogue where the stack runs the fused grouped MLP (:func:`~hnplan.compute.fp8_recipes.fused_expert_mlp`)."""
     moe = model.moe
     e_local = moe.experts / ep
     assigned = tokens * moe.active_experts
@@ -66,7 +79,10 @@ def _expert_mlp(
         touched = max(e_local * p_touched, min(1.0, e_local))
     else:  # arrays over shapes (hnplan.compute.parts): the same expression element by element
         touched = np.maximum(e_local * p_touched, np.minimum(1.0, e_local))
-    return _mlp("expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched, kn=kn)
+    fused = fused_expert_mlp(kn, wb, phase)
+    return _mlp(
+        "expert", scope, model, assigned, moe.expert_ffn_hidden / tp, wb, groups=touched, kn=kn, fused_act=fused
+    )
 
 
 def _layer_ops(
@@ -207,7 +223,7 @@ def _layer_ops(
             _gemm("router", scope, tokens, moe.experts, h, wb),
             _ew("moe_permute", scope, *permute_elements(tokens, assigned, h, kn.ep_dispatcher, phase), 0.0),
         ]
-        ops += _expert_mlp(model, scope, tokens, tp, ep, wb, kn)
+        ops += _expert_mlp(model, scope, tokens, tp, ep, wb, kn, phase)
         if moe.shared_experts:
             ops += _mlp("shared_expert", scope, model, tokens, moe.shared_experts * ffn_l, wb, kn=kn)
     else:

@@ -64,6 +64,7 @@ KERNEL_CHOICES = (
     "fp8_params",
     "fp8_recipe",
     "fp8_weight_cache",
+    "fused_grouped_mlp",
     "gqa_kv_copy",
     "kernel_launch_us",
     "moe_host_syncs_per_layer",

@@ -163,6 +163,15 @@ class StackChoices(ZeroChoices):
         returns the amax of NVFP4 inputs it writes; norms are cuDNN's (``NVTE_NORM_FWD_USE_CUDNN=1``: they write MXFP8
         inputs, TE's own return NVFP4 amaxes); TE 2.8+ returns current-scaling amaxes too; the LM head (shared by the
         MTP modules) is an MXFP8 TE GEMM (Megatron-Core ``TransformerConfig.fp8_output_proj``). Default False (all).
+    fused_grouped_mlp : bool
+        Under MXFP8, the routed experts run Transformer Engine's fused grouped MLP (``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``,
+        ``transformer_engine/pytorch/ops/fused/grouped_mlp.py`` on cuDNN frontend's sm100 ``grouped_gemm_glu`` and
+        ``grouped_gemm_dglu`` kernels): the FC1 grouped GEMM applies the SwiGLU in its epilogue and writes the FC2
+        input already quantised (row- and column-wise MXFP8) beside its pre-activation, and the FC2 data-gradient
+        GEMM applies the SwiGLU backward and writes the FC1 output gradient quantised, so the experts' activation
+        forward and backward and those two quantisations are no kernels of their own (their epilogue writes ride on
+        compute-bound GEMMs, not counted). Megatron-Bridge's full-iteration MXFP8 recipes set it (since PR 3983 of
+        2026-06-06). Default False (other recipes, and bf16 / per-tensor fp8 / NVFP4 steps keep the separate kernels).
     amax_passes : int
         Streaming passes over a bf16 tensor of the amax its per-tensor scale needs (``current`` and ``nvfp4``; the
         ``<name>_amax`` rows of :mod:`hnplan.compute.fp8_recipes`, each pass the tensor's bf16 bytes at the
@@ -363,6 +372,11 @@ class StackChoices(ZeroChoices):
     fp8_act_cast_fusion: bool = Field(default=False, description="the op fuser's SwiGLU returns its output's amax")
     fp8_output_proj: bool = Field(default=False, description="the LM head in MXFP8 (Megatron-Core fp8_output_proj)")
     fp8_current_amax_fusion: bool = Field(default=False, description="as for nvfp4, current scaling (TE 2.8+)")
+    fused_grouped_mlp: bool = Field(
+        default=False,
+        description="MXFP8 routed experts in Transformer Engine's fused grouped MLP (NVTE_CUTEDSL_FUSED_GROUPED_MLP=1): "
+        "SwiGLU and its quantisations in the GEMM epilogues",
+    )
     amax_passes: int = Field(
         default=1,
         ge=1,
