@@ -220,7 +220,7 @@ def test_megatron_bridge_2608_carries_the_mxfp8_attention_ratio_per_shape(cat):
         f"mbridge2608-{chip}-{job}-fp8-fullcg"
         for chip in ("gb200", "gb300")
         for job in ("qwen3-30b-a3b-8", "qwen3-235b-a22b-256")
-    } | {"mbridge2608-gb300-qwen3-30b-a3b-256-fp8-weak"}
+    } | {"mbridge2608-gb300-qwen3-30b-a3b-256-fp8-weak", "mbridge2606-b300-qwen3-30b-a3b-8-fp8-fullcg"}
     # a model with MLA takes the MLA ratio, any other the grouped-query one; the provenance says which
     for model, field in (("deepseek-v3", "attention_fp8_ratio_mla"), ("qwen3-30b-a3b", "attention_fp8_ratio")):
         job = make_job(
