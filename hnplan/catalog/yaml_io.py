@@ -246,6 +246,20 @@ def unknown_field_text(name: str, allowed, quote: bool = False) -> str:
     return f"field {q(name)}: unknown ({hint})"
 
 
+def unknown_kind_text(kind: str, allowed) -> str:
+    """One line for a catalog kind that is none of ``allowed``: the kind as typed, every allowed kind and,
+    where one is close (:func:`nearest_name` of the kind in lower case), that one.
+
+    >>> unknown_kind_text("scenarioz", ["systems", "models", "scenarios"])
+    "unknown catalog kind 'scenarioz'; allowed: systems, models, scenarios (did you mean scenarios?)"
+    >>> unknown_kind_text("nosuch", ["systems", "models"])
+    "unknown catalog kind 'nosuch'; allowed: systems, models"
+    """
+    near = nearest_name(str(kind).lower(), allowed)
+    hint = f" (did you mean {near}?)" if near else ""
+    return f"unknown catalog kind {kind!r}; allowed: {', '.join(map(str, allowed))}{hint}"
+
+
 def _model_at(schema: type[BaseModel], loc) -> type[BaseModel] | None:
     """The pydantic model that holds the field at ``loc`` (a nested model's, through optional, list and
     dict fields), or None where the path leaves the models."""

@@ -13,6 +13,7 @@ from rich.table import Table
 from hnplan.catalog import KINDS, load_catalog, validate_file
 from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
+from hnplan.catalog.yaml_io import nearest_name, unknown_kind_text
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
 from hnplan.errors import CatalogError, ScenarioError
 
@@ -47,6 +48,8 @@ def list_(
     with handle_errors():
         cat = load_catalog()
         kind = "scenarios" if kind is not None and kind.lower() in ("scenario", "scenarios") else _kind(kind)
+        if kind is not None and kind not in KINDS and kind != "scenarios":  # the kinds this command lists
+            raise CatalogError(unknown_kind_text(kind, [*KINDS, "scenarios"]))
         kinds = [kind] if kind else [*KINDS, "scenarios"]
         out = {
             k: (
@@ -146,7 +149,9 @@ def validate(
         raise typer.Exit(EXIT_INPUT)
     if kind is not None and kind not in (*KINDS, "scenarios"):
         allowed = ", ".join((*KINDS, "scenarios"))
-        err_console.print(f"[bold red]error:[/] --kind must be one of {allowed}; got {kind!r}", highlight=False)
+        near = nearest_name(kind.lower(), (*KINDS, "scenarios"))
+        hint = f" (did you mean {near}?)" if near else ""
+        err_console.print(f"[bold red]error:[/] --kind must be one of {allowed}; got {kind!r}{hint}", highlight=False)
         raise typer.Exit(EXIT_INPUT)
     if path is not None and not path.is_dir():
         try:
