@@ -58,3 +58,38 @@ def test_an_unmeetable_scoring_bound_is_written_as_typed_with_the_least_latency(
         assert res.exit_code == 3 and f"more than half the {typed} ms bound" in one_line(res.stderr)
     res = runner.invoke(app, [*INFER, "--score-latency-ms", f"{2.5 * least_ms:.6g}", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["latency_s"] <= 2.5 * least_ms / 1e3
+
+
+# -- infer --qps: an unmeetable TTFT bound names the best TTFT ------------------------------------------------------
+
+RATE = ["infer", "--model", "llama3.1-70b", "--system", "hgx-h100-ib-ndr", "--input-tokens", "2k"]
+RATE += ["--output-tokens", "200", "--qps", "100", "--tpot-slo-ms", "50"]
+
+
+def best_ttft_ms(message: str) -> float:
+    return float(message.split("best TTFT ")[1].split(" ms without queueing")[0].replace(",", ""))
+
+
+def test_an_unmeetable_ttft_bound_names_the_best_ttft_within_the_tpot_bound():
+    """``--qps 100 --ttft-slo-ms 20 --tpot-slo-ms 50`` was refused naming only the best TPOT reached (12.1 ms, well
+    within its bound), which left the TTFT that failed unsaid. The message now names the least TTFT of the
+    configurations within the TPOT bound, without queueing: more replicas shorten the wait, never the pass, so
+    no plan beats it, and a bound just above it is met (by many replicas)."""
+    res = runner.invoke(app, [*RATE, "--ttft-slo-ms", "20", "--json"])
+    assert res.exit_code == 3
+    message = json.loads(res.stdout)["error"]["message"]
+    assert "best TPOT reached 12.1 ms" in message
+    best = best_ttft_ms(message)
+    assert 20 < best < 200  # a 2,000-token prefill of a 70B model on eight H100s: about a tenth of a second
+    res = runner.invoke(app, [*RATE, "--ttft-slo-ms", f"{best * 1.02:.6g}", "--json"])
+    assert res.exit_code == 0, res.stderr
+    assert best / 1e3 <= json.loads(res.stdout)["ttft_s"] <= best * 1.02 / 1e3
+    res = runner.invoke(app, [*RATE, "--ttft-slo-ms", "20", "--disaggregate"])  # a prefill pool's pass and transfer
+    assert res.exit_code == 3 and 20 < best_ttft_ms(one_line(res.stderr)) < 200
+
+
+def test_an_unmeetable_tpot_bound_says_no_ttft():
+    """When no configuration is within the TPOT bound, the best TPOT alone is named (no TTFT of nothing)."""
+    res = runner.invoke(app, [*RATE[:-1], "1", "--ttft-slo-ms", "500"])
+    assert res.exit_code == 3
+    assert "(best TPOT reached " in res.stderr and "best TTFT" not in res.stderr
