@@ -93,3 +93,45 @@ def test_an_unmeetable_tpot_bound_says_no_ttft():
     res = runner.invoke(app, [*RATE[:-1], "1", "--ttft-slo-ms", "500"])
     assert res.exit_code == 3
     assert "(best TPOT reached " in res.stderr and "best TTFT" not in res.stderr
+
+
+# -- reliability --rate-factor 0: never ------------------------------------------------------------------------------
+
+RELIABILITY = ["reliability", "--system", "gb200-nvl72", "--gpus", "1024", "--model", "llama3.1-70b"]
+
+
+def rows(text: str) -> dict[str, str]:
+    """The reliability table's rows, label -> value (a value folded over lines joined)."""
+    out: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")] if "│" in line else []
+        if len(cells) == 2:
+            key = cells[0] or key
+            if key:
+                out[key] = f"{out.get(key, '')} {cells[1]}".strip()
+    return out
+
+
+def test_no_failures_print_never_not_inf():
+    """``--rate-factor 0`` (no failures) printed "inf h" between interruptions and a checkpoint interval of
+    "inf s"; the JSON's were already null. Both now read never."""
+    res = runner.invoke(app, [*RELIABILITY, "--rate-factor", "0"])
+    assert res.exit_code == 0, res.stderr
+    table = rows(res.stdout)
+    assert table["mean time between interruptions"] == "never (0 per day incl. planned)"
+    assert table["checkpoint interval"].startswith("never: no interruptions to lose work to (the storage bound is")
+    assert "inf" not in res.stdout and "nan" not in res.stdout
+    d = json.loads(runner.invoke(app, [*RELIABILITY, "--rate-factor", "0", "--json"]).stdout)
+    assert d["mtbi_s"] is d["mtbi_h"] is d["checkpoint_interval_s"] is None and d["goodput"] == 1.0
+
+
+def test_a_tiny_rate_factor_prints_an_exponent_not_three_hundred_digits():
+    """``--rate-factor 1e-300`` wrote the hours between interruptions and the interval with every one of their
+    300 digits; beyond 1e15 they now take an exponent."""
+    res = runner.invoke(app, [*RELIABILITY, "--rate-factor", "1e-300"])
+    assert res.exit_code == 0, res.stderr
+    table = rows(res.stdout)
+    assert table["mean time between interruptions"].startswith("4.57e+301 h (")
+    assert table["checkpoint interval"].startswith("3.76e+151 s (Daly 2006")
+    assert max(len(line) for line in res.stdout.splitlines()) < 200
