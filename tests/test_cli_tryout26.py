@@ -2,6 +2,7 @@
 latency bounds, a job that never fails, malformed GEMM shapes and nccl-tests sweeps given as folders."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -135,3 +136,52 @@ def test_a_tiny_rate_factor_prints_an_exponent_not_three_hundred_digits():
     assert table["mean time between interruptions"].startswith("4.57e+301 h (")
     assert table["checkpoint interval"].startswith("3.76e+151 s (Daly 2006")
     assert max(len(line) for line in res.stdout.splitlines()) < 200
+
+
+# -- gemm --shapes-json and calibrate --collectives: malformed input, one line -----------------------------------
+
+GEMM = ["gemm", "--accelerator", "h100-sxm", "--shapes-json"]
+
+
+def test_malformed_shapes_json_is_one_line_naming_the_flag():
+    """Malformed JSON, an element of the wrong shape or type: one line naming --shapes-json, exit 2. An element is
+    written as JSON writes it (``[true, 1, 2, 3]`` was ``[True, 1, 2, 3]``, ``NaN`` was ``nan``), and an empty
+    value, which a path reads as the current folder, was ``.: Is a directory`` without the flag."""
+    cases = {
+        '[["bf16", 1, 2': "error: --shapes-json: not valid JSON (Expecting ',' delimiter at character 14)",
+        '[["bf16", 1, 2]]': 'error: --shapes-json: item 0 is ["bf16", 1, 2]; expected a 4-item list (dtype, m, n, '
+        "k) with positive integer sizes",
+        "[[true, 1, 2, 3]]": "error: --shapes-json: item 0 is [true, 1, 2, 3]; expected a 4-item list",
+        '[["bf16", NaN, 2, 3]]': 'error: --shapes-json: item 0 is ["bf16", NaN, 2, 3]; expected a 4-item list',
+        '{"m": 1}': "error: --shapes-json: expected a list of 4-item lists (dtype, m, n, k)",
+        "": 'error: --shapes-json is empty; give JSON text ([["bf16", m, n, k], ...]) or a file path',
+    }
+    for given, said in cases.items():
+        res = runner.invoke(app, [*GEMM, given])
+        assert res.exit_code == 2, (given, res.stdout)
+        assert one_line(res.stderr).startswith(said) and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+RUNS = Path(__file__).parents[1] / "docs" / "examples" / "calibration_runs.yaml"
+CALIBRATE = ["calibrate", "--runs", str(RUNS), "--stack", "megatron-core"]
+
+
+def test_a_collectives_folder_missing_or_empty_path_is_one_line(tmp_path):
+    """``calibrate --collectives DIR`` said "cannot read as a CSV text file ([Errno 21] Is a directory: 'DIR')" and
+    ``--collectives ''`` said ": file not found" with neither flag nor file; now one line as a YAML file's is, before
+    any fit, exit 2."""
+    out = ["--out", str(tmp_path / "cal") + "/"]
+    for given, said in (
+        (str(tmp_path), f"error: --collectives: {tmp_path}: is a folder, expected a CSV file"),
+        (str(tmp_path / "nope.csv"), f"error: --collectives: {tmp_path / 'nope.csv'}: file not found"),
+        ("", "error: --collectives is empty; give the path of an nccl-tests sweep CSV file"),
+    ):
+        res = runner.invoke(app, [*CALIBRATE, "--collectives", given, *out])
+        assert res.exit_code == 2 and one_line(res.stderr) == said, res.stderr
+    binary = tmp_path / "sweep.csv"
+    binary.write_bytes(b"\xff\xfe op,gpus")
+    res = runner.invoke(app, [*CALIBRATE, "--collectives", str(binary), *out])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        f"error: --collectives: {binary}: not a UTF-8 text file (byte 0: invalid start byte); expected CSV"
+    )
+    assert not (tmp_path / "cal").exists()  # refused before the fit wrote anything
