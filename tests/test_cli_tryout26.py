@@ -185,3 +185,17 @@ def test_a_collectives_folder_missing_or_empty_path_is_one_line(tmp_path):
         f"error: --collectives: {binary}: not a UTF-8 text file (byte 0: invalid start byte); expected CSV"
     )
     assert not (tmp_path / "cal").exists()  # refused before the fit wrote anything
+
+
+# -- further findings ------------------------------------------------------------------------------------------------
+
+
+def test_tco_unknown_mix_names_the_flag(tmp_path):
+    """``tco --utilisation simulated --mix defualt`` said "unknown cluster mix id 'defualt'; nearest: default" with
+    no flag, where ``cluster simulate --mix defualt`` names it; both now do, before any simulation."""
+    argv = ["tco", "--system", "gb200-nvl72", "--gpus", "72", "--utilisation", "simulated", "--mix"]
+    res = runner.invoke(app, [*argv, "defualt"])
+    assert res.exit_code == 2
+    assert one_line(res.stderr) == "error: --mix: unknown cluster mix id 'defualt'; nearest: default"
+    res = runner.invoke(app, [*argv, str(tmp_path)])
+    assert res.exit_code == 2 and one_line(res.stderr) == f"error: --mix: {tmp_path}: is a folder, expected a YAML file"

@@ -88,6 +88,14 @@ def tco(
         cat = load_catalog()
         sid = cat.system(system).id
         check_fabric_gpus(system, gpus, "--gpus", cat)  # before a simulated utilisation's run
+        if mix is not None:  # an unknown id or a bad file names the flag, as cluster simulate's --mix does
+            from hnplan.catalog.mixes import cluster_mix
+            from hnplan.errors import CatalogError
+
+            try:
+                cluster_mix(mix, cat)
+            except CatalogError as exc:
+                raise CatalogError(f"--mix: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
         if str(utilisation).strip().lower() == "simulated":
             with _simulation_progress(sid, gpus, mix or "default", cat) as progress:
                 u, source = resolve_utilisation(utilisation, sid, gpus, mix or "default", cat, progress=progress)
