@@ -199,3 +199,26 @@ def test_tco_unknown_mix_names_the_flag(tmp_path):
     assert one_line(res.stderr) == "error: --mix: unknown cluster mix id 'defualt'; nearest: default"
     res = runner.invoke(app, [*argv, str(tmp_path)])
     assert res.exit_code == 2 and one_line(res.stderr) == f"error: --mix: {tmp_path}: is a folder, expected a YAML file"
+
+
+def test_catalog_show_takes_the_scenarios_catalog_list_lists(tmp_path):
+    """``catalog list`` lists scenarios, but ``catalog show default`` said "no catalog entry 'default' of any kind",
+    ``--kind scenarios`` was an unknown kind, and a scenario file was read as a software stack with unknown keys
+    (description, notebooks). A scenario id (any case) or file is now shown as the scenario; a near id is offered."""
+    res = runner.invoke(app, ["catalog", "show", "default"])
+    assert res.exit_code == 0 and res.stdout.splitlines()[:2] == ["scenarios: default", "id: default"]
+    res = runner.invoke(app, ["catalog", "show", "Procurement", "--kind", "scenario", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["scenarios"]["id"] == "procurement"
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((Path(__file__).parents[1] / "data" / "scenarios" / "audit.yaml").read_text())
+    res = runner.invoke(app, ["catalog", "show", str(copy)])
+    assert res.exit_code == 0 and res.stdout.startswith("scenarios: audit")
+    res = runner.invoke(app, ["catalog", "show", "procurment"])
+    assert res.exit_code == 2
+    assert (
+        one_line(res.stderr) == "error: no catalog entry 'procurment' of any kind; closest ids: procurement (scenarios)"
+    )
+    res = runner.invoke(app, ["catalog", "show", "procurment", "--kind", "scenarios"])
+    assert res.exit_code == 2 and one_line(res.stderr) == "error: unknown scenario 'procurment'; nearest: procurement"
+    res = runner.invoke(app, ["catalog", "show", "h100-sxm", "--kind", "scenarioz"])
+    assert res.exit_code == 2 and one_line(res.stderr).endswith(f"{KINDS_LISTED} (did you mean scenarios?)")
