@@ -222,3 +222,21 @@ def test_catalog_show_takes_the_scenarios_catalog_list_lists(tmp_path):
     assert res.exit_code == 2 and one_line(res.stderr) == "error: unknown scenario 'procurment'; nearest: procurement"
     res = runner.invoke(app, ["catalog", "show", "h100-sxm", "--kind", "scenarioz"])
     assert res.exit_code == 2 and one_line(res.stderr).endswith(f"{KINDS_LISTED} (did you mean scenarios?)")
+
+
+def test_scoring_takes_the_replica_flags_it_was_given():
+    """``infer --score-latency-ms`` searched its layouts without --pp, --kv-dtype, --overlap, --engine,
+    --gpu-memory-utilization and --kv-budget-gib (unless --tp was given): ``--kv-budget-gib 0.1`` answered TP 1 at
+    batch 2, two sequences of KV cache a 0.1 GiB budget cannot hold, and ``--pp 2`` answered PP 1. A layout whose
+    cache holds no request (TP 1 here) is now passed over for one that does."""
+    score = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2k"]
+    score += ["--score-latency-ms", "1000", "--json"]
+    free = json.loads(runner.invoke(app, score).stdout)
+    assert (free["tp"], free["pp"], free["batch"]) == (1, 1, 2)
+    res = runner.invoke(app, [*score, "--kv-budget-gib", "0.1"])
+    assert res.exit_code == 0, res.stderr
+    capped = json.loads(res.stdout)
+    # 2,000 tokens of Llama 3.1 70B's KV cache (80 layers x 8 KV heads x 128 x 2 x 2 bytes) are 78 MiB on each
+    # GPU from TP 8 (8 KV heads): one sequence in 0.1 GiB, none at TP 1 to 4
+    assert (capped["tp"], capped["batch"]) == (8, 1)
+    assert json.loads(runner.invoke(app, [*score, "--pp", "2"]).stdout)["pp"] == 2

@@ -248,6 +248,11 @@ def scoring_capacity(
     replica: Replica | None = None,
     catalog: Catalog | None = None,
     dtype: str = "bf16",
+    *,
+    kv_dtype: str | None = None,
+    fixed: dict | None = None,
+    overlap: bool = False,
+    settings: dict | None = None,
 ) -> dict:
     """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
     the requests per second one node sustains with every request answered within ``latency_bound_s``.
@@ -255,7 +260,9 @@ def scoring_capacity(
     A replica runs back-to-back passes of ``k`` requests; at saturation a request waits for the pass in
     flight and then runs in the next, so its latency is at most ``2 t(k)``. The largest ``k`` with
     ``2 t(k) <= bound`` gives ``k / t(k)`` requests/s per replica; a node holds ``node_gpus /
-    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried.
+    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried,
+    with ``kv_dtype``, the degrees ``fixed`` pins, ``overlap`` and the further :class:`Replica` ``settings``
+    (``memory_utilization``, ``kv_budget_gib``, ``engine``), as :func:`operating_point` tries them.
 
     Returns
     -------
@@ -270,11 +277,22 @@ def scoring_capacity(
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, catalog=cat)
+    reps = (
+        [replica]
+        if replica is not None
+        else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **(settings or {}))
+    )
+    if not reps:
+        raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     best, alone_s = None, math.inf  # alone_s: one request's least latency, 2 t(1), over the layouts
+    unfit = None  # why a layout holds no request (its KV cache): the answer when no layout does
     for r in reps:
         s = resolve(m, sys_, r, cat)
-        cap = max_batch(s, input_tokens) // r.groups
+        try:
+            cap = max_batch(s, input_tokens) // r.groups
+        except InfeasiblePlan as exc:  # another layout (a larger TP) may hold it
+            unfit = exc
+            continue
         k_lo, t_lo = 0, None
         for k in batch_grid(cap, 1, 20):
             t = prefill_pass(s, int(k), input_tokens)["time_s"]
@@ -297,6 +315,8 @@ def scoring_capacity(
                 "node_gpus": sys_.node_gpus,
                 "requests_per_s_per_node": per_gpu * sys_.node_gpus,
             }
+    if best is None and unfit is not None and not math.isfinite(alone_s):
+        raise unfit
     if best is None:
         raise InfeasiblePlan(
             f"one request of {input_tokens:,} tokens of {m.id} on {sys_.id} takes {units.s_to_ms(alone_s / 2):.3g} ms "
