@@ -240,3 +240,31 @@ def test_scoring_takes_the_replica_flags_it_was_given():
     # GPU from TP 8 (8 KV heads): one sequence in 0.1 GiB, none at TP 1 to 4
     assert (capped["tp"], capped["batch"]) == (8, 1)
     assert json.loads(runner.invoke(app, [*score, "--pp", "2"]).stdout)["pp"] == 2
+
+
+def test_a_kv_budget_too_small_says_so():
+    """``--kv-budget-gib 1e-9`` was "no replica layout of llama3.1-70b fits gb200-nvl72" (the weights fit), and with
+    --qps "best TPOT reached inf ms over 0 candidates"; a sequence that does not fit the KV cache did not say by how
+    much. Each now names the cache: what one sequence needs per GPU, what it holds and the flag that set it."""
+    infer = ["infer", "--model", "llama3.1-70b", "--system", "gb200-nvl72", "--input-tokens", "2k"]
+    rate = ["--qps", "1", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "100"]
+    for extra in ([], ["--score-latency-ms", "100"], rate):
+        res = runner.invoke(app, [*infer, "--kv-budget-gib", "1e-9", *extra])
+        assert res.exit_code == 3
+        assert one_line(res.stderr) == (
+            "infeasible: no replica layout of llama3.1-70b on gb200-nvl72 holds the KV cache of one token within "
+            "--kv-budget-gib 1e-9 per GPU"
+        )
+    # 2,001 tokens x 80 layers x 1 KV head per GPU (8 over TP 8) x 128 x 2 (K, V) x 2 bytes = 78.2 MiB
+    need = "it needs 78.16 MiB per GPU, the cache holds 51.2 MiB (--kv-budget-gib 0.05)"
+    res = runner.invoke(app, [*infer, "--kv-budget-gib", "0.05", "--tp", "8"])
+    assert res.exit_code == 3 and one_line(res.stderr) == (
+        f"infeasible: one sequence of 2,001 tokens does not fit the KV cache of llama3.1-70b on gb200 with tp=8 ep=1 "
+        f"pp=1: {need}"
+    )
+    res = runner.invoke(app, [*infer, "--kv-budget-gib", "0.05", *rate])
+    assert res.exit_code == 3 and "inf ms" not in res.stderr
+    assert one_line(res.stderr).startswith(
+        "infeasible: no configuration of llama3.1-70b on gb200-nvl72 runs one batch:"
+    )
+    assert one_line(res.stderr).endswith(need)

@@ -335,6 +335,13 @@ def plan_for_rate(
             f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms per replica); plan several clusters, each for its "
             "share of the rate"
         )
+    if searched == 0:  # no layout runs one batch: why (its KV cache holds not one sequence), not "inf ms"
+        for r in reversed(cands):  # the largest layouts last in the search: the reason of the one nearest to fit
+            try:
+                max_batch(resolve(m, sys_, r, cat), tr["context_p99"])
+            except InfeasiblePlan as exc:
+                raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} runs one batch: {exc}") from None
+        raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} runs one batch of this traffic")
     if best is None:
         # within the TPOT bound, the TTFT bound is what failed: the least TTFT there, which no replica count beats
         ttft_said = (
