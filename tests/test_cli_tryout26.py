@@ -268,3 +268,17 @@ def test_a_kv_budget_too_small_says_so():
         "infeasible: no configuration of llama3.1-70b on gb200-nvl72 runs one batch:"
     )
     assert one_line(res.stderr).endswith(need)
+
+
+def test_train_and_collective_name_gpus_beyond_one_fabric_as_the_other_commands_do():
+    """``train --gpus 70000`` and ``collective --gpus 1000000`` said "70,000 GPUs of hgx-h100-ib-ndr need 70,000
+    scale-out ports, more than ..." without the flag; tco, size, topology and reliability name it and the most one
+    fabric joins, and so do these now (a 3-tier fat-tree of 64-port switches joins 64^3/4 = 65,536 ports)."""
+    res = runner.invoke(app, ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "70000"])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: --gpus 70000 exceeds the 65,536 GPUs of hgx-h100-ib-ndr one scale-out fabric joins (a 3-tier "
+        "fat-tree of 64-port qm9700 switches); give at most 65,536"
+    )
+    argv = ["collective", "--op", "all-reduce", "--system", "hgx-h100-ib-ndr", "--gpus", "70000", "--size", "1G"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 2 and one_line(res.stderr).startswith("error: --gpus 70000 exceeds the 65,536 GPUs")
