@@ -282,3 +282,24 @@ def test_train_and_collective_name_gpus_beyond_one_fabric_as_the_other_commands_
     argv = ["collective", "--op", "all-reduce", "--system", "hgx-h100-ib-ndr", "--gpus", "70000", "--size", "1G"]
     res = runner.invoke(app, argv)
     assert res.exit_code == 2 and one_line(res.stderr).startswith("error: --gpus 70000 exceeds the 65,536 GPUs")
+
+
+def test_memory_inference_refuses_the_training_plan_knobs_it_does_not_read():
+    """``memory --mode inference --pp 8`` printed the same 135.78 GiB per GPU as without it: a serving replica's
+    memory holds its weights over tp x ep, and --pp, --dp, --cp, --etp, the micro-batches, --virtual-stages,
+    --zero and --recompute were dropped without a word (while --batch with --mode train is refused). Given with
+    another value than the default they are now refused the same way; at the default they change nothing."""
+    argv = ["memory", "--model", "llama3.1-70b", "--seq-len", "8k", "--mode", "inference"]
+    res = runner.invoke(app, [*argv, "--pp", "8"])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: --pp applies to --mode train only; this is --mode inference (drop it, or give --mode train)"
+    )
+    res = runner.invoke(app, [*argv, "--dp", "8", "--zero", "3", "--recompute", "full"])
+    assert res.exit_code == 2 and one_line(res.stderr).startswith(
+        "error: --dp, --zero, --recompute apply to --mode train"
+    )
+    plain = json.loads(runner.invoke(app, [*argv, "--json"]).stdout)
+    same = json.loads(runner.invoke(app, [*argv, "--pp", "1", "--recompute", "none", "--json"]).stdout)
+    assert plain["total_gib"] == same["total_gib"] > 0
+    res = runner.invoke(app, ["memory", "--model", "llama3.1-70b", "--seq-len", "8k", "--pp", "8", "--zero", "3"])
+    assert res.exit_code == 0, res.stderr  # train: read
