@@ -303,3 +303,14 @@ def test_memory_inference_refuses_the_training_plan_knobs_it_does_not_read():
     assert plain["total_gib"] == same["total_gib"] > 0
     res = runner.invoke(app, ["memory", "--model", "llama3.1-70b", "--seq-len", "8k", "--pp", "8", "--zero", "3"])
     assert res.exit_code == 0, res.stderr  # train: read
+
+
+def test_memory_kv_settings_without_a_system_are_refused():
+    """``memory --mode inference --kv-budget-gib 10`` (or --gpu-memory-utilization) without --system printed the
+    same table as without the flag: they size the KV cache within a system's HBM. Now refused; with --system read."""
+    argv = ["memory", "--model", "llama3.1-70b", "--seq-len", "8k", "--mode", "inference"]
+    for flag, value in (("--kv-budget-gib", "10"), ("--gpu-memory-utilization", "0.5")):
+        res = runner.invoke(app, [*argv, flag, value])
+        assert res.exit_code == 2 and one_line(res.stderr).startswith(f"error: {flag} applies with --system (")
+    res = runner.invoke(app, [*argv, "--kv-budget-gib", "10", "--system", "gb200-nvl72", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["kv_capacity"]["max_batch_at_seq_len"] == 4

@@ -151,6 +151,13 @@ def memory(
             from hnplan.planning.inference.core import MEMORY_FLAGS_CLASH
 
             raise InputError(MEMORY_FLAGS_CLASH)
+        if system is None and (gpu_memory_utilization is not None or kv_budget_gib is not None):
+            # they share out a system's HBM: without one there is nothing to share and the table is the same
+            flag = "--gpu-memory-utilization" if gpu_memory_utilization is not None else "--kv-budget-gib"
+            raise InputError(
+                f"{flag} applies with --system (it sets the share of that system's HBM the KV cache gets, for the "
+                "tokens that fit): give --system, or drop it"
+            )
         d = memory_summary(
             model,
             mode,
