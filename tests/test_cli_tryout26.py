@@ -314,3 +314,19 @@ def test_memory_kv_settings_without_a_system_are_refused():
         assert res.exit_code == 2 and one_line(res.stderr).startswith(f"error: {flag} applies with --system (")
     res = runner.invoke(app, [*argv, "--kv-budget-gib", "10", "--system", "gb200-nvl72", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["kv_capacity"]["max_batch_at_seq_len"] == 4
+
+
+def test_reliability_refuses_storage_flags_it_would_not_read():
+    """``reliability --storage-units 4`` on a system that names no storage, and ``--storage ... --write-GBps-per-node
+    5`` (a per-node rate replaces the storage's figures), gave the same answer as without the flag. Refused now."""
+    res = runner.invoke(app, [*RELIABILITY[:2], "hgx-h100-ib-ndr", *RELIABILITY[3:], "--storage-units", "4"])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: --storage-units counts units of a --storage, and hgx-h100-ib-ndr names none: give --storage too "
+        "(ids: hnplan catalog list storage)"
+    )
+    res = runner.invoke(app, [*RELIABILITY, "--write-GBps-per-node", "5", "--storage", "ddn-ai400x2"])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: give one of --write-GBps-per-node and --storage: a write rate per node replaces the storage's figures"
+    )
+    res = runner.invoke(app, [*RELIABILITY, "--storage", "ddn-ai400x2", "--storage-units", "4", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["storage"]["units"] == 4

@@ -70,6 +70,18 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
+        # flags the estimate would not read: a per-node write rate replaces any storage; units need a storage
+        if write_gbps is not None and (storage is not None or storage_units is not None):
+            given = "--storage" if storage is not None else "--storage-units"
+            raise InputError(
+                f"give one of --write-GBps-per-node and {given}: a write rate per node replaces the storage's figures"
+            )
+        sys_entry = load_catalog().system(system)
+        if storage_units is not None and storage is None and sys_entry.storage is None:
+            raise InputError(
+                f"--storage-units counts units of a --storage, and {sys_entry.id} names none: give --storage too "
+                "(ids: hnplan catalog list storage)"
+            )
         check_fabric_gpus(system, gpus, "--gpus")
         if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
             check_gpus_bought(system, gpus, gpus_bought)
