@@ -330,3 +330,11 @@ def test_reliability_refuses_storage_flags_it_would_not_read():
     )
     res = runner.invoke(app, [*RELIABILITY, "--storage", "ddn-ai400x2", "--storage-units", "4", "--json"])
     assert res.exit_code == 0 and json.loads(res.stdout)["storage"]["units"] == 4
+
+
+def test_a_planner_message_whose_value_ends_a_clause_names_the_flag():
+    """``reliability --tokens-per-s 1e30`` said "tokens_per_s 1e+30: the data loader reads ..." with the parameter's
+    name, as its value ends a clause; it now names the flag as typed."""
+    res = runner.invoke(app, [*RELIABILITY, "--tokens-per-s", "1e30"])
+    assert res.exit_code == 2
+    assert one_line(res.stderr).startswith("error: --tokens-per-s 1e+30: the data loader reads 4e+21 GB/s of text")
