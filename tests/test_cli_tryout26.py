@@ -338,3 +338,12 @@ def test_a_planner_message_whose_value_ends_a_clause_names_the_flag():
     res = runner.invoke(app, [*RELIABILITY, "--tokens-per-s", "1e30"])
     assert res.exit_code == 2
     assert one_line(res.stderr).startswith("error: --tokens-per-s 1e+30: the data loader reads 4e+21 GB/s of text")
+
+
+def test_tco_writes_a_small_utilisation_as_given_not_as_0_percent():
+    """``tco --utilisation 1e-300`` printed "$1.99e+300 at 0% utilisation" (and 0.001, a thousandfold cost, "0%");
+    the share is now whole per cent only where that is exact."""
+    argv = ["tco", "--system", "gb200-nvl72", "--gpus", "72", "--utilisation"]
+    for given, said in (("1e-300", "at 1e-298% utilisation"), ("0.001", "at 0.1% utilisation"), ("0.7", "at 70% ")):
+        res = runner.invoke(app, [*argv, given])
+        assert res.exit_code == 0 and said in res.stdout, res.stdout
