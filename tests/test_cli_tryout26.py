@@ -347,3 +347,16 @@ def test_tco_writes_a_small_utilisation_as_given_not_as_0_percent():
     for given, said in (("1e-300", "at 1e-298% utilisation"), ("0.001", "at 0.1% utilisation"), ("0.7", "at 70% ")):
         res = runner.invoke(app, [*argv, given])
         assert res.exit_code == 0 and said in res.stdout, res.stdout
+
+
+def test_report_only_a_mistyped_notebook_names_the_flag_and_the_nearest(tmp_path):
+    """``report --only design_comparisn`` said "no scenario here runs notebook 'design_comparisn'" without the flag
+    or the notebook meant; both now, before any folder is made."""
+    res = runner.invoke(
+        app, ["report", "--scenario", "default", "--only", "design_comparisn", "--out", str(tmp_path / "r")]
+    )
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: --only: no scenario here runs notebook 'design_comparisn' (did you mean 'design_comparison'?); "
+        "these run: design_comparison, training_plan"
+    )
+    assert not (tmp_path / "r").exists()
