@@ -360,3 +360,21 @@ def test_report_only_a_mistyped_notebook_names_the_flag_and_the_nearest(tmp_path
         "these run: design_comparison, training_plan"
     )
     assert not (tmp_path / "r").exists()
+
+
+def test_a_chip_or_size_typed_for_an_id_suggests_the_ids_that_carry_it():
+    """``--system h100`` listed all 18 system ids ("valid ids: cloudmatrix-384, ..."): no id is within difflib's
+    0.5 of it, the ids being long. The ids holding it as one of their parts come first now, and ``--model 405b``
+    names llama3.1-405b; ``--system b200`` named gb200-nvl72 and dgx-b300 but not the two B200 servers."""
+    base = ["train", "--gpus", "8"]
+    res = runner.invoke(app, [*base, "--model", "llama3.1-8b", "--system", "h100"])
+    assert res.exit_code == 2 and one_line(res.stderr) == (
+        "error: --system: unknown system id 'h100'; nearest: hgx-h100-ib-ndr, hgx-h100-roce-400g, "
+        "hgx-h100-ib-ndr-800g-per-node"
+    )
+    res = runner.invoke(app, [*base, "--model", "llama3.1-8b", "--system", "b200"])
+    assert one_line(res.stderr).startswith(
+        "error: --system: unknown system id 'b200'; nearest: dgx-b200-ib-ndr, hgx-b200"
+    )
+    res = runner.invoke(app, [*base, "--model", "405b", "--system", "hgx-h100-ib-ndr"])
+    assert one_line(res.stderr) == "error: --model: unknown model id '405b'; nearest: llama3.1-405b"
