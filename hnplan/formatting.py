@@ -146,6 +146,17 @@ def format_number(value, digits: int = 4) -> str:
     return f"{v:,.0f}" if 10 ** (digits - 1) <= abs(v) < 1e15 else _sig(v, digits)
 
 
+def format_given(value: float) -> str:
+    """A bound the user gave, written back as typed: every digit up to 12 significant ones (the round trip
+    through SI units leaves ``1e-9`` ms as ``1.0000000000000001e-09``), an exponent without padding, and no
+    rounding to a fixed number of decimals (``{:.1f}`` wrote ``--score-latency-ms 1e-9`` as a 0.0 ms bound).
+
+    >>> format_given(1.0000000000000001e-09), format_given(0.25), format_given(1500.0), format_given(2e20)
+    ('1e-9', '0.25', '1500', '2e+20')
+    """
+    return re.sub(r"e([+-])0+(\d)", r"e\1\2", f"{float(value):.12g}")
+
+
 TEXT_STYLES = ("markdown", "plain")
 """How a sentence builder writes its emphasis: ``markdown`` (bold ``**x**`` and code spans, for notebooks and the
 console, which renders the bold) or ``plain`` (a JSON field: no markup, a code span in single quotes)."""

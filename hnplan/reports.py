@@ -316,7 +316,9 @@ def run_reports(
             )
     if only and not tasks:
         ran = sorted({i.notebook for sc in scenarios for i in sc.notebooks})
-        raise ScenarioError(f"no scenario here runs notebook {only!r}; these run: {', '.join(ran)}")
+        near = difflib.get_close_matches(only, ran, n=1, cutoff=0.6)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ScenarioError(f"--only: no scenario here runs notebook {only!r}{hint}; these run: {', '.join(ran)}")
     # the folder is made once the input is known good (bad input leaves nothing behind); an unwritable
     # folder fails here, before any notebook runs
     out.mkdir(parents=True, exist_ok=True)

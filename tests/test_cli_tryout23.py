@@ -43,7 +43,7 @@ def test_catalog_show_an_unknown_id_names_the_closest_ids_of_all_kinds_or_the_ki
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert res.stderr.strip() == (
         "error: no catalog entry 'nosuch' of any kind, and no id close to it; kinds: accelerators, interconnects, "
-        "switches, systems, models, stacks, storage, engines (list one's ids with 'hnplan catalog list KIND')"
+        "switches, systems, models, stacks, storage, engines, scenarios (list one's ids with 'hnplan catalog list KIND')"
     )
     res = runner.invoke(app, ["catalog", "show", "llama-70b"])
     assert res.exit_code == 2

@@ -48,6 +48,7 @@ from hnplan.catalog.yaml_io import (  # noqa: F401 - DEFAULT_DATA_DIR and read_y
     nearest_ids,
     parse_entry,
     read_yaml,
+    unknown_kind_text,
 )
 from hnplan.errors import CatalogError
 
@@ -171,7 +172,7 @@ class Catalog(SingleFiles):
     @staticmethod
     def _check_kind(kind: str):
         if kind not in KINDS:
-            raise CatalogError(f"unknown catalog kind {kind!r}; allowed: {', '.join(KINDS)}")
+            raise CatalogError(unknown_kind_text(kind, KINDS))
 
     def get(self, kind: str, ref):
         """Look up an entry by id, by the path of a YAML file with one entry, or pass an entry through.

@@ -315,7 +315,15 @@ def collective_measurements(path) -> list[dict]:
         header = reader.fieldnames or []
     except FileNotFoundError:
         raise CatalogError(f"{path}: file not found", path=path) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError, csv.Error) as exc:
+    except IsADirectoryError:  # as a YAML file given as a folder is said (yaml_io), not as "[Errno 21] ..."
+        raise CatalogError(f"{path}: is a folder, expected a CSV file", path=path) from None
+    except PermissionError:
+        raise CatalogError(f"{path}: permission denied (cannot read the file)", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{path}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); expected CSV", path=path
+        ) from None
+    except csv.Error as exc:
         raise CatalogError(f"{path}: cannot read as a CSV text file ({exc})", path=path) from None
     twice = next((c for c in header if header.count(c) > 1), None)
     if twice is not None:  # csv.DictReader keeps the last of two same-named columns: one figure read, one not

@@ -218,13 +218,22 @@ def match_id(ref: str, ids) -> str | None:
 
 
 def nearest_ids(ref: str, ids) -> list[str]:
-    """Up to three catalog ids close to an unknown one, nearest first (:func:`difflib.get_close_matches`,
-    cutoff 0.5: looser than :func:`nearest_name`, ids being longer and hyphenated).
+    """Up to three catalog ids close to an unknown one, nearest first: the ids that hold it as one of their
+    hyphen-separated parts (``h100`` in ``hgx-h100-ib-ndr``: a chip or size typed for the system or model that
+    carries it, which the ratio below misses in a long id), then :func:`difflib.get_close_matches` (cutoff 0.5:
+    looser than :func:`nearest_name`, ids being longer and hyphenated).
 
     >>> nearest_ids("gb200-nvl27", ["gb200-nvl72", "hgx-h100-ib-ndr"])
     ['gb200-nvl72']
+    >>> nearest_ids("H100", ["dgx-a100-hdr", "hgx-h100-ib-ndr", "hgx-h100-roce-400g", "hgx-h200-ib-ndr"])
+    ['hgx-h100-ib-ndr', 'hgx-h100-roce-400g']
     """
-    return difflib.get_close_matches(str(ref), [str(i) for i in ids], n=3, cutoff=0.5)
+    names = [str(i) for i in ids]
+    part = str(ref).lower()
+    holding = [i for i in names if part in i.split("-")] if part else []
+    holding.sort(key=lambda i: -difflib.SequenceMatcher(None, part, i).ratio())  # the shortest, plainest first
+    close = difflib.get_close_matches(str(ref), names, n=3, cutoff=0.5)
+    return list(dict.fromkeys([*holding, *close]))[:3]
 
 
 def nearest_name(name: str, allowed) -> str | None:
@@ -244,6 +253,20 @@ def unknown_field_text(name: str, allowed, quote: bool = False) -> str:
     q = repr if quote else str
     hint = f"did you mean {q(near)}?" if near else f"allowed: {', '.join(map(str, allowed))}"
     return f"field {q(name)}: unknown ({hint})"
+
+
+def unknown_kind_text(kind: str, allowed) -> str:
+    """One line for a catalog kind that is none of ``allowed``: the kind as typed, every allowed kind and,
+    where one is close (:func:`nearest_name` of the kind in lower case), that one.
+
+    >>> unknown_kind_text("scenarioz", ["systems", "models", "scenarios"])
+    "unknown catalog kind 'scenarioz'; allowed: systems, models, scenarios (did you mean scenarios?)"
+    >>> unknown_kind_text("nosuch", ["systems", "models"])
+    "unknown catalog kind 'nosuch'; allowed: systems, models"
+    """
+    near = nearest_name(str(kind).lower(), allowed)
+    hint = f" (did you mean {near}?)" if near else ""
+    return f"unknown catalog kind {kind!r}; allowed: {', '.join(map(str, allowed))}{hint}"
 
 
 def _model_at(schema: type[BaseModel], loc) -> type[BaseModel] | None:

@@ -79,6 +79,9 @@ def name_option(ctx, text: str) -> str:
     ('tp 3 does not divide --gpus 64', '--tp 8 does not divide --gpus 60')
     >>> name_option(ctx, "tp 8 x pp 4 = 32 does not divide --gpus 60")
     'tp 8 x pp 4 = 32 does not divide --gpus 60'
+    >>> ctx = NS(params={"tokens_per_s": 1e30}, command=NS(params=[NS(name="tokens_per_s", opts=["--tokens-per-s"])]))
+    >>> name_option(ctx, "tokens_per_s 1e+30: more than the storage reads")
+    '--tokens-per-s 1e+30: more than the storage reads'
     """
     if ctx is None:
         return text
@@ -92,7 +95,8 @@ def name_option(ctx, text: str) -> str:
         m = re.match(r"^([a-z][a-z_]*) (\S+) ", text)
         value = None if m is None else ctx.params.get(m.group(1))
         written = {str(value), f"{value:,}"} if isinstance(value, int) else {str(value)}  # 200000 or 200,000
-        if m is None or m.group(2) not in written or text[m.end() :].startswith("x "):
+        # the value may end a clause ("tokens_per_s 1e+30: the data loader reads ...")
+        if m is None or m.group(2).rstrip(":;,") not in written or text[m.end() :].startswith("x "):
             return text  # not a parameter and its value, or the first factor of a product (tp 8 x pp 4 ...)
         name, given = m.group(1), repr(ctx.params[m.group(1)])
     if name not in ctx.params or repr(ctx.params[name]) != given:

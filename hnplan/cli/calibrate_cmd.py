@@ -107,6 +107,15 @@ def calibrate(
             from hnplan.planning.calibrate_comm import OFF_AFTER_FIT_PCT
             from hnplan.planning.calibrate_write import write_calibration
 
+        from hnplan.errors import InputError
+
+        for flag, value, what in (
+            ("--runs", runs, "a YAML file of measured runs"),
+            ("--collectives", collectives, "an nccl-tests sweep CSV file"),
+            ("--out", out, "a stack YAML file or a folder"),
+        ):
+            if value is not None and not value.strip():  # "" is the current folder to a path: said as given
+                raise InputError(f"{flag} is empty; give the path of {what}")
         check_refs({"--stack": ("stacks", stack), "--accelerator": ("accelerators", accelerator)})
         with _flag_named({"--runs": runs, "--collectives": collectives}):
             cal = fit_stack(runs, stack, accelerator=accelerator, collectives_path=collectives)

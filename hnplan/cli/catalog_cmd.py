@@ -13,6 +13,7 @@ from rich.table import Table
 from hnplan.catalog import KINDS, load_catalog, validate_file
 from hnplan.catalog.docs import schema_markdown
 from hnplan.catalog.loader import Catalog
+from hnplan.catalog.yaml_io import match_id, nearest_name, read_yaml, unknown_kind_text
 from hnplan.cli._app import EXIT_INPUT, app, console, err_console, handle_errors, print_json
 from hnplan.errors import CatalogError, ScenarioError
 
@@ -47,6 +48,8 @@ def list_(
     with handle_errors():
         cat = load_catalog()
         kind = "scenarios" if kind is not None and kind.lower() in ("scenario", "scenarios") else _kind(kind)
+        if kind is not None and kind not in KINDS and kind != "scenarios":  # the kinds this command lists
+            raise CatalogError(unknown_kind_text(kind, [*KINDS, "scenarios"]))
         kinds = [kind] if kind else [*KINDS, "scenarios"]
         out = {
             k: (
@@ -71,19 +74,26 @@ def list_(
 @catalog_app.command("show")
 def show(
     ref: str = typer.Argument(..., metavar="REF", help="an id (h100-sxm) or a YAML file path"),
-    kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous"),
+    kind: str = typer.Option(None, help="catalog kind, when the id is ambiguous (scenarios: a scenario's id or file)"),
     json_: bool = typer.Option(False, "--json", help="print JSON"),
 ):
     """Show one entry: every field with its unit in the key, and its sources and assumptions."""
     with handle_errors():
         cat = load_catalog()
-        kinds = [_kind(kind)] if kind else list(KINDS)
+        scenario = kind is not None and kind.lower() in ("scenario", "scenarios")
+        if kind is not None and not scenario and _kind(kind) not in KINDS:  # the kinds this command shows
+            raise CatalogError(unknown_kind_text(kind, [*KINDS, "scenarios"]))
+        kinds = ["scenarios"] if scenario else [_kind(kind)] if kind else list(KINDS)
         found, errors = [], []
         for k in kinds:
             try:
-                found.append((k, cat.get(k, ref)))
+                found.append((k, _scenario(cat, ref) if k == "scenarios" else cat.get(k, ref)))
             except CatalogError as exc:
                 errors.append(exc)
+        if not found and kind is None and (match_id(ref, cat.scenario_ids()) is not None or _scenario_file(ref)):
+            # a scenario id (`catalog list` lists them) or file: the scenario, not "no catalog entry of any kind"
+            # nor a stack's unknown keys (description, notebooks)
+            found.append(("scenarios", _scenario(cat, ref)))
         if not found and (ref.endswith((".yaml", ".yml")) or "/" in ref):
             # a file that fits no kind: the problems of the kind it comes closest to (fewest fields named),
             # e.g. a model file with one bad field, not "no catalog entry" for every kind
@@ -110,6 +120,26 @@ def show(
             console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
+def _scenario(cat, ref: str):
+    """A scenario by id (in any case, as catalog ids are matched) or file path."""
+    return cat.scenario(match_id(ref, cat.scenario_ids()) or ref)
+
+
+def _scenario_file(ref: str) -> bool:
+    """Whether ``ref`` is a YAML file of a scenario: in a ``scenarios/`` folder, or told by its ``notebooks``
+    (as ``catalog validate`` tells one, :func:`~hnplan.catalog.checks.validate_file`)."""
+    path = Path(ref)
+    if not (ref.endswith((".yaml", ".yml")) and path.is_file()):
+        return False
+    if path.resolve().parent.name == "scenarios":
+        return True
+    try:
+        raw = read_yaml(path)
+    except CatalogError:  # unreadable: the kinds' own messages say why
+        return False
+    return isinstance(raw, dict) and "notebooks" in raw
+
+
 def _unknown_anywhere(cat, ref: str) -> str:
     """One line for an id found in no kind: up to three of the closest ids over the whole catalog, each with
     its kind (:func:`difflib.get_close_matches`, cutoff 0.6, of the id in lower case, as ids are), or when none
@@ -120,12 +150,12 @@ def _unknown_anywhere(cat, ref: str) -> str:
     """
     import difflib
 
-    owner = {i: k for k in KINDS for i in cat.ids(k)}
+    owner = {i: "scenarios" for i in cat.scenario_ids()} | {i: k for k in KINDS for i in cat.ids(k)}
     near = difflib.get_close_matches(ref.lower(), list(owner), n=3, cutoff=0.6)
     if near:
         return f"no catalog entry {ref!r} of any kind; closest ids: " + ", ".join(f"{i} ({owner[i]})" for i in near)
     return (
-        f"no catalog entry {ref!r} of any kind, and no id close to it; kinds: {', '.join(KINDS)} "
+        f"no catalog entry {ref!r} of any kind, and no id close to it; kinds: {', '.join(KINDS)}, scenarios "
         "(list one's ids with 'hnplan catalog list KIND')"
     )
 
@@ -146,7 +176,9 @@ def validate(
         raise typer.Exit(EXIT_INPUT)
     if kind is not None and kind not in (*KINDS, "scenarios"):
         allowed = ", ".join((*KINDS, "scenarios"))
-        err_console.print(f"[bold red]error:[/] --kind must be one of {allowed}; got {kind!r}", highlight=False)
+        near = nearest_name(kind.lower(), (*KINDS, "scenarios"))
+        hint = f" (did you mean {near}?)" if near else ""
+        err_console.print(f"[bold red]error:[/] --kind must be one of {allowed}; got {kind!r}{hint}", highlight=False)
         raise typer.Exit(EXIT_INPUT)
     if path is not None and not path.is_dir():
         try:

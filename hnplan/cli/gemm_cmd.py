@@ -50,6 +50,8 @@ def gemm(
         if shape:
             check_dtype_flag(accelerator, dtype)
         shapes = [(dtype, *parse_shape(s)) for s in (shape or [])]
+        if shapes_json is not None and not shapes_json.strip():  # not the current folder, as a path "" would be
+            raise InputError('--shapes-json is empty; give JSON text ([["bf16", m, n, k], ...]) or a file path')
         if shapes_json is not None:
             if shapes_json.lstrip().startswith(("[", "{")):  # JSON text
                 shapes += parse_shapes_json(shapes_json)

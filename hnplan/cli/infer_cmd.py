@@ -208,7 +208,19 @@ def infer(
         if given is not None and cat.model(model).moe is not None and ep is None:
             given = None  # EP of an MoE model left to the search
         if score_latency_ms is not None:
-            out = scoring_capacity(model, system, input_tokens, units.MILLI * score_latency_ms, given, cat, dtype)
+            out = scoring_capacity(
+                model,
+                system,
+                input_tokens,
+                units.MILLI * score_latency_ms,
+                given,
+                cat,
+                dtype,
+                kv_dtype=kv_dtype,
+                fixed=fixed,
+                overlap=overlap,
+                settings=settings,
+            )
             out.update(model=cat.model(model).id, system=cat.system(system).id, input_tokens=input_tokens)
             title = "short requests"
         elif qps is not None:

@@ -6,8 +6,17 @@ from __future__ import annotations
 import typer
 
 from hnplan import units
-from hnplan.cli._app import app, console, count, exit_infeasible, handle_errors, kv_table, print_json
-from hnplan.cli._options import check_expert_flags, dtype_name
+from hnplan.cli._app import (
+    app,
+    console,
+    count,
+    current_context,
+    exit_infeasible,
+    handle_errors,
+    kv_table,
+    print_json,
+)
+from hnplan.cli._options import check_expert_flags, dtype_name, option_given
 from hnplan.errors import InputError
 from hnplan.formatting import format_amount
 from hnplan.planning.memory import ACCOUNTINGS, PARTS, memory_summary
@@ -96,9 +105,27 @@ def memory(
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         check_expert_flags(model, tp=tp, ep=ep, etp=etp)
         mode = {"infer": "inference", "training": "train"}.get(mode, mode)  # the sub-commands' names, or words
+        # the training plan's degrees and knobs that an inference replica's memory does not read (it holds the
+        # weights over tp x ep): given with a value other than the default, they would be ignored
+        ctx = current_context()
+        plan_knobs = {
+            "--pp": ("pp", pp, 1),
+            "--dp": ("dp", dp, 1),
+            "--cp": ("cp", cp, 1),
+            "--etp": ("etp", etp, None),
+            "--microbatch-size": ("microbatch_size", microbatch_size, 1),
+            "--num-microbatches": ("num_microbatches", num_microbatches, None),
+            "--virtual-stages": ("virtual_stages", virtual_stages, 1),
+            "--zero": ("zero", zero, 1),
+            "--recompute": ("recompute", recompute, "none"),
+        }
+        train_only = {
+            flag: value if option_given(ctx, name) and value != default else None
+            for flag, (name, value, default) in plan_knobs.items()
+        }
         _check_mode_flags(
             mode,
-            train={"--accounting": accounting, "--dropout/--no-dropout": dropout, "--stack": stack},
+            train={"--accounting": accounting, "--dropout/--no-dropout": dropout, "--stack": stack, **train_only},
             inference={
                 "--batch": batch,
                 "--kv-dtype": kv_dtype,
@@ -124,6 +151,13 @@ def memory(
             from hnplan.planning.inference.core import MEMORY_FLAGS_CLASH
 
             raise InputError(MEMORY_FLAGS_CLASH)
+        if system is None and (gpu_memory_utilization is not None or kv_budget_gib is not None):
+            # they share out a system's HBM: without one there is nothing to share and the table is the same
+            flag = "--gpu-memory-utilization" if gpu_memory_utilization is not None else "--kv-budget-gib"
+            raise InputError(
+                f"{flag} applies with --system (it sets the share of that system's HBM the KV cache gets, for the "
+                "tokens that fit): give --system, or drop it"
+            )
         d = memory_summary(
             model,
             mode,

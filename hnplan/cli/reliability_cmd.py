@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import typer
 
 from hnplan import units
@@ -68,6 +70,18 @@ def reliability(
             }
         )
         check_refs({"--system": ("systems", system), "--model": ("models", model), "--storage": ("storage", storage)})
+        # flags the estimate would not read: a per-node write rate replaces any storage; units need a storage
+        if write_gbps is not None and (storage is not None or storage_units is not None):
+            given = "--storage" if storage is not None else "--storage-units"
+            raise InputError(
+                f"give one of --write-GBps-per-node and {given}: a write rate per node replaces the storage's figures"
+            )
+        sys_entry = load_catalog().system(system)
+        if storage_units is not None and storage is None and sys_entry.storage is None:
+            raise InputError(
+                f"--storage-units counts units of a --storage, and {sys_entry.id} names none: give --storage too "
+                "(ids: hnplan catalog list storage)"
+            )
         check_fabric_gpus(system, gpus, "--gpus")
         if gpus_bought is not None and gpus_bought != gpus:  # whole units, at most one scale-out fabric's worth
             check_gpus_bought(system, gpus, gpus_bought)
@@ -91,10 +105,7 @@ def reliability(
             print_json(d)
             return
         rows = [
-            (
-                "mean time between interruptions",
-                f"{d['mtbi_h']:,.2f} h ({d['interruptions_per_day']:.2g} per day incl. planned)",
-            ),
+            ("mean time between interruptions", _mtbi_text(d)),
             *([("failure rates", d["failure_rates"]["note"])] if d["failure_rates"]["carried"] else []),
             (
                 "failure unit",
@@ -163,6 +174,21 @@ def _why_so_often(d: dict, goodput_what_if: float) -> list[tuple[str, str]]:
     ]
 
 
+def _amount(x: float, spec: str) -> str:
+    """``x`` in ``spec`` (``,.0f``) up to 1e15, three significant digits and an exponent beyond: a failure rate
+    scaled by 1e-300 gave a mean time between interruptions of 300 digits."""
+    return f"{x:{spec}}" if abs(x) < 1e15 else f"{x:.3g}"
+
+
+def _mtbi_text(d: dict) -> str:
+    """The mean time between interruptions and their rate per day; ``never`` when no failure rate is left
+    (``--rate-factor 0``: the JSON's ``mtbi_h`` is null), not ``inf h``."""
+    per_day = f"{d['interruptions_per_day']:.2g} per day incl. planned"
+    if not math.isfinite(d["mtbi_h"]):
+        return f"never ({per_day})"
+    return f"{_amount(d['mtbi_h'], ',.2f')} h ({per_day})"
+
+
 def _hours(x: float) -> str:
     return f"{x:.3g}" if x < 100 else f"{x:,.0f}"
 
@@ -189,9 +215,11 @@ def _interval_text(d: dict) -> str:
     the share of its time checkpoints may take, or the training step."""
     interval, daly, share = d["checkpoint_interval_s"], d["checkpoint_daly_interval_s"], d["checkpoint_storage_share"]
     floor = d["checkpoint_write_s"] / share
-    stall = f"Young/Daly with the {_seconds(d['checkpoint_stall_s'])} stall alone: {daly:,.0f} s"
-    steps = f" = {interval / d['step_s']:,.0f} steps of {d['step_s']:.3g} s" if d.get("step_s") else ""
+    stall = f"Young/Daly with the {_seconds(d['checkpoint_stall_s'])} stall alone: {_amount(daly, ',.0f')} s"
+    steps = f" = {_amount(interval / d['step_s'], ',.0f')} steps of {d['step_s']:.3g} s" if d.get("step_s") else ""
     bound = d["checkpoint_interval_bound"]
+    if not math.isfinite(interval):  # no interruptions: no work to lose, so no checkpoint is needed for them
+        return f"never: no interruptions to lose work to (the storage bound is {_amount(floor, ',.0f')} s)"
     if bound == "step":
         return f"{interval:,.0f} s, one training step (a checkpoint is taken between steps; {stall})"
     if bound == "storage":
@@ -199,4 +227,4 @@ def _interval_text(d: dict) -> str:
             f"{interval:,.0f} s{steps}, set by the storage ({d['checkpoint_write_s']:.1f} s write at most {share:.0%} "
             f"of the time; {stall})"
         )
-    return f"{interval:,.0f} s{steps} (Daly 2006; the storage bound is {floor:,.0f} s)"
+    return f"{_amount(interval, ',.0f')} s{steps} (Daly 2006; the storage bound is {_amount(floor, ',.0f')} s)"

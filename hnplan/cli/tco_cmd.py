@@ -88,6 +88,14 @@ def tco(
         cat = load_catalog()
         sid = cat.system(system).id
         check_fabric_gpus(system, gpus, "--gpus", cat)  # before a simulated utilisation's run
+        if mix is not None:  # an unknown id or a bad file names the flag, as cluster simulate's --mix does
+            from hnplan.catalog.mixes import cluster_mix
+            from hnplan.errors import CatalogError
+
+            try:
+                cluster_mix(mix, cat)
+            except CatalogError as exc:
+                raise CatalogError(f"--mix: {exc}", path=exc.path, entry=exc.entry, field=exc.field) from None
         if str(utilisation).strip().lower() == "simulated":
             with _simulation_progress(sid, gpus, mix or "default", cat) as progress:
                 u, source = resolve_utilisation(utilisation, sid, gpus, mix or "default", cat, progress=progress)
@@ -132,7 +140,7 @@ def tco(
             (f"TCO over {d['years']:g} years", usd(d["tco_usd"])),
             (
                 "cost per GPU-hour",
-                f"{usd(d['usd_per_gpu_hour'])} at {d['utilisation']:.0%} utilisation"
+                f"{usd(d['usd_per_gpu_hour'])} at {_percent(d['utilisation'])} utilisation"
                 + (f" ({source})" if source != "given" else ""),
             ),
             ("deployment", f"{d['deploy_days']:.1f} days (idle capital {usd(d['idle_capital_usd'])})"),
@@ -147,6 +155,18 @@ def tco(
         console.print(kv_table(f"TCO of {gpus:,} x {d['system']}", rows))
         if "cost_note" in d:  # no price: the costs above are n/a, and why
             console.print(f"cost {d['cost_note']}", highlight=False, markup=False)
+
+
+def _percent(share: float) -> str:
+    """A share as per cent: whole where that is exact (85%), else three significant digits (85.5%, 0.1%,
+    1e-298%), not a given 0.001 or 1e-300 rounded to the 0% beside a cost per GPU-hour it multiplies a thousandfold.
+
+    >>> _percent(0.85), _percent(0.855), _percent(0.001), _percent(1e-300), _percent(1.0)
+    ('85%', '85.5%', '0.1%', '1e-298%', '100%')
+    """
+    pct = share * 100
+    exact = pct == 0 or (pct >= 1 and abs(round(pct) - pct) < 1e-9)
+    return f"{pct:.0f}%" if exact else f"{pct:.3g}%"
 
 
 @contextmanager

@@ -70,8 +70,9 @@ def parse_shapes_json(text: str) -> list[tuple[str, int, int, int]]:
             and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in item[1:])
         )
         if not ok:
-            raise InputError(
-                f"--shapes-json: item {i} is {item!r}; expected a 4-item list (dtype, m, n, k) with positive integer sizes"
+            raise InputError(  # the item as JSON writes it (true, NaN), not as Python does (True, nan)
+                f"--shapes-json: item {i} is {json.dumps(item)}; expected a 4-item list (dtype, m, n, k) with positive "
+                "integer sizes"
             )
         if max(item[1:]) > MAX_GEMM_DIM:
             raise InputError(f"--shapes-json: item {i}: {_too_large(*item[1:])}")

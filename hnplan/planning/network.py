@@ -20,7 +20,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.algorithms import ALGORITHMS, CollectiveResult, collective
 from hnplan.comm.collectives import OPS
 from hnplan.comm.placement import place_group
-from hnplan.comm.topology import scaleout_bom, scaleup_bom, whole_units
+from hnplan.comm.topology import check_fabric_gpus, scaleout_bom, scaleup_bom, whole_units
 from hnplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -182,11 +182,12 @@ def collective_on(
     Raises
     ------
     InputError
-        For an unknown op or algorithm, or a bad group size.
+        For an unknown op or algorithm, or a bad group size (more GPUs than one scale-out fabric joins).
     CatalogError
         For an unknown system.
     """
     design = _design(system, catalog)
+    check_fabric_gpus(design, gpus, "gpus")  # the count and the most one fabric joins, before any placement
     group = place_group(design, gpus, 1, gpus)
     return design, collective(op, np.asarray(sizes, dtype=float), group, algorithm)
 

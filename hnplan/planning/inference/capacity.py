@@ -255,7 +255,8 @@ def plan_for_rate(
     InputError
         For a non-positive rate or SLO, or a dtype the accelerator lacks.
     InfeasiblePlan
-        If no configuration meets the SLOs (the message names the best TPOT reached), or the ones that
+        If no configuration meets the SLOs (the message names the best TPOT reached and, of the points within
+        the TPOT bound, the best TTFT without queueing), or the ones that
         do need more GPUs than one scale-out fabric joins
         (:func:`~hnplan.comm.topology.max_scaleout_gpus`; the message says so).
     """
@@ -271,6 +272,7 @@ def plan_for_rate(
         raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
     o_mean = tr["output_mean"]
     best, searched, feasible, best_tpot = None, 0, 0, math.inf
+    best_ttft = math.inf  # of the points within the TPOT bound, without queueing: what more replicas tend to
     fabric_gpus = max_scaleout_gpus(cat.design(sys_))  # the most GPUs one scale-out fabric joins (priced as one)
     beyond = 0  # configurations that meet the SLOs per replica but need more GPUs than that
     prefill_opts = []
@@ -284,11 +286,22 @@ def plan_for_rate(
             prefill_opts.append((sp, t1, per_req))
     for r in cands:
         s = resolve(m, sys_, r, cat)
+        # the first token without queueing: the point's own (prefill, decode step, host time), or disaggregated a
+        # prefill pool's pass and the KV transfer to this replica
+        first_s = (
+            min(
+                t1 + kv_transfer_s(sp, s, tr["input_mean"], sp.replica.gpus + r.gpus <= s.system.scaleup_domain_gpus)
+                for sp, t1, _ in prefill_opts
+            )
+            if disaggregated
+            else None
+        )
         for p in _grid_points(s, tr, max_batched_tokens, disaggregated, chunked_prefill):
             searched += 1
             best_tpot = min(best_tpot, p.tpot_s)
             if p.tpot_s > tpot_slo_s:
                 continue
+            best_ttft = min(best_ttft, p.ttft_s if first_s is None else first_s)
             hold = o_mean * p.tpot_s  # seconds a request holds a slot
             n_min = math.floor(qps * hold / p.batch) + 1
             if n_min * r.gpus > fabric_gpus and p.ttft_s <= ttft_slo_s:
@@ -322,10 +335,23 @@ def plan_for_rate(
             f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms per replica); plan several clusters, each for its "
             "share of the rate"
         )
+    if searched == 0:  # no layout runs one batch: why (its KV cache holds not one sequence), not "inf ms"
+        for r in reversed(cands):  # the largest layouts last in the search: the reason of the one nearest to fit
+            try:
+                max_batch(resolve(m, sys_, r, cat), tr["context_p99"])
+            except InfeasiblePlan as exc:
+                raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} runs one batch: {exc}") from None
+        raise InfeasiblePlan(f"no configuration of {m.id} on {sys_.id} runs one batch of this traffic")
     if best is None:
+        # within the TPOT bound, the TTFT bound is what failed: the least TTFT there, which no replica count beats
+        ttft_said = (
+            f"best TTFT {units.s_to_ms(best_ttft):,.4g} ms without queueing, of those within the TPOT bound; "
+            if math.isfinite(best_ttft)
+            else ""
+        )
         raise InfeasiblePlan(
             f"no configuration of {m.id} on {sys_.id} meets TTFT <= {units.s_to_ms(ttft_slo_s):,.4g} ms and "
-            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms at {qps:g} requests/s (best TPOT reached "
+            f"TPOT <= {units.s_to_ms(tpot_slo_s):,.4g} ms at {qps:g} requests/s ({ttft_said}best TPOT reached "
             f"{units.s_to_ms(best_tpot):.1f} ms over {searched} candidates)"
         )
     return _finish(best[2], m, sys_, qps, tr, disaggregated, searched, feasible, cat)

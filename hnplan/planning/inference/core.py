@@ -48,6 +48,7 @@ from hnplan.catalog.schemas import Accelerator, Model, ServingEngine, System
 from hnplan.comm import GroupPlacement, SystemLinks, place_group, system_links
 from hnplan.compute.layout import check_expert_split, check_split
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
+from hnplan.formatting import format_given
 from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
 
 SERVE_DTYPES = ("bf16", "fp8", "int8", "fp4")
@@ -297,6 +298,13 @@ def candidate_replicas(
                 break  # the smallest PP that fits
     if not out and fixed and len(reasons) == 1:  # every layout fails alike: the pinned degree itself
         raise InfeasiblePlan(reasons.pop())
+    if not out and reasons and all("does not fit the KV cache" in x for x in reasons):
+        # the weights fit, but no layout keeps one token's KV cache: say so, not "no layout fits"
+        budget = settings.get("kv_budget_gib")
+        raise InfeasiblePlan(
+            f"no replica layout of {m.id} on {sys_.id} holds the KV cache of one token"
+            + (f" within --kv-budget-gib {format_given(budget)} per GPU" if budget is not None else "")
+        )
     return out
 
 
@@ -386,9 +394,17 @@ def max_batch(s: Setup, context_tokens: float) -> int:
         )
     per_group = math.floor(budget / (context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp))
     if per_group < 1:
+        # how much it needs against what there is, and what set the budget where the user did
+        need = context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp
+        set_by = (
+            f" (--kv-budget-gib {format_given(r.kv_budget_gib)})"
+            if r.kv_budget_gib is not None and units.GiB_to_bytes(r.kv_budget_gib) <= budget
+            else ""
+        )
         raise InfeasiblePlan(
-            f"one sequence of {context_tokens:.0f} tokens does not fit the KV cache of "
-            f"{s.model.id} on {s.acc.id} with tp={r.tp} ep={r.ep} pp={r.pp}"
+            f"one sequence of {context_tokens:,.0f} tokens does not fit the KV cache of "
+            f"{s.model.id} on {s.acc.id} with tp={r.tp} ep={r.ep} pp={r.pp}: it needs {units.format_size(need)} "
+            f"per GPU, the cache holds {units.format_size(budget)}{set_by}"
         )
     b = per_group * r.groups
     if s.engine is not None:

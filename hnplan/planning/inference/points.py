@@ -10,6 +10,7 @@ over the amortisation period) per GPU-hour; $ per million output tokens = GPUs x
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from hnplan import units
@@ -17,6 +18,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import whole_units
 from hnplan.cost import design_cost
 from hnplan.errors import HnplanError, InfeasiblePlan
+from hnplan.formatting import format_given
 from hnplan.planning.inference.core import (
     Replica,
     Setup,
@@ -246,6 +248,11 @@ def scoring_capacity(
     replica: Replica | None = None,
     catalog: Catalog | None = None,
     dtype: str = "bf16",
+    *,
+    kv_dtype: str | None = None,
+    fixed: dict | None = None,
+    overlap: bool = False,
+    settings: dict | None = None,
 ) -> dict:
     """Short requests (scoring / classification: one forward pass over ``input_tokens``, no decode):
     the requests per second one node sustains with every request answered within ``latency_bound_s``.
@@ -253,7 +260,9 @@ def scoring_capacity(
     A replica runs back-to-back passes of ``k`` requests; at saturation a request waits for the pass in
     flight and then runs in the next, so its latency is at most ``2 t(k)``. The largest ``k`` with
     ``2 t(k) <= bound`` gives ``k / t(k)`` requests/s per replica; a node holds ``node_gpus /
-    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried.
+    replica GPUs`` replicas. Without ``replica`` every layout of :func:`candidate_replicas` at ``dtype`` is tried,
+    with ``kv_dtype``, the degrees ``fixed`` pins, ``overlap`` and the further :class:`Replica` ``settings``
+    (``memory_utilization``, ``kv_budget_gib``, ``engine``), as :func:`operating_point` tries them.
 
     Returns
     -------
@@ -268,14 +277,26 @@ def scoring_capacity(
     """
     cat = catalog or load_catalog()
     m, sys_ = cat.model(model), cat.system(system)
-    reps = [replica] if replica is not None else candidate_replicas(m, sys_, dtype, catalog=cat)
-    best = None
+    reps = (
+        [replica]
+        if replica is not None
+        else candidate_replicas(m, sys_, dtype, kv_dtype, fixed, cat, overlap, **(settings or {}))
+    )
+    if not reps:
+        raise InfeasiblePlan(f"no replica layout of {m.id} fits {sys_.id} at {dtype}")
+    best, alone_s = None, math.inf  # alone_s: one request's least latency, 2 t(1), over the layouts
+    unfit = None  # why a layout holds no request (its KV cache): the answer when no layout does
     for r in reps:
         s = resolve(m, sys_, r, cat)
-        cap = max_batch(s, input_tokens) // r.groups
+        try:
+            cap = max_batch(s, input_tokens) // r.groups
+        except InfeasiblePlan as exc:  # another layout (a larger TP) may hold it
+            unfit = exc
+            continue
         k_lo, t_lo = 0, None
         for k in batch_grid(cap, 1, 20):
             t = prefill_pass(s, int(k), input_tokens)["time_s"]
+            alone_s = min(alone_s, 2 * t)
             if 2 * t > latency_bound_s:
                 break
             k_lo, t_lo = int(k), t
@@ -294,10 +315,13 @@ def scoring_capacity(
                 "node_gpus": sys_.node_gpus,
                 "requests_per_s_per_node": per_gpu * sys_.node_gpus,
             }
+    if best is None and unfit is not None and not math.isfinite(alone_s):
+        raise unfit
     if best is None:
         raise InfeasiblePlan(
-            f"one request of {input_tokens} tokens of {m.id} on {sys_.id} takes longer than "
-            f"half the {units.s_to_ms(latency_bound_s):.1f} ms bound"
+            f"one request of {input_tokens:,} tokens of {m.id} on {sys_.id} takes {units.s_to_ms(alone_s / 2):.3g} ms "
+            f"at the least, more than half the {format_given(units.s_to_ms(latency_bound_s))} ms bound (a request "
+            "waits for the pass in flight, then runs in its own)"
         )
     return best
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from hnplan.catalog.checks import check_stack_dtype
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.catalog.schemas import Accelerator, SoftwareStack, StackChoices
-from hnplan.comm.topology import SystemLinks, system_links
+from hnplan.comm.topology import SystemLinks, check_fabric_gpus, system_links
 from hnplan.compute import ATTENTION_IMPLS
 from hnplan.compute.fp8_recipes import DTYPE_RECIPE, check_recipe, mxfp8_gemm_accelerator
 from hnplan.errors import InputError, check_choice
@@ -279,6 +279,9 @@ def make_job(
     for name, v in (("gpus", gpus), ("seq_len", seq_len), ("global batch", global_batch_seqs)):
         if v < 1:
             raise InputError(f"{name} must be >= 1, got {v}")
+    # the count and the most one scale-out fabric joins (the command line names --gpus), not the bill of
+    # materials' ports, which it would otherwise reach first
+    check_fabric_gpus(cat.design(system), gpus, "gpus")
     if seq_len > model.max_seq:
         raise InputError(
             f"seq_len {seq_len:,} exceeds {model.id}'s maximum sequence length {model.max_seq:,} "
