@@ -395,3 +395,24 @@ def test_the_full_iteration_mxfp8_stack_runs_the_fused_grouped_mlp(cat):
     off = {r.id for r in runs if not r.overrides.get("fused_grouped_mlp", True)}
     assert off == {"mlm2603-gb200-qwen3-30b-a3b-16-fp8"}
     assert not cat.stack("megatron-bridge-2604-mxfp8").fused_grouped_mlp  # 26.02-26.04: before the recipes had it
+
+
+def test_the_full_iteration_recipe_stack_is_the_rows_overrides(cat):
+    # megatron-bridge-2608-mxfp8-fullcg carries what the 26.08 full-iteration MoE recipes add to megatron-bridge-2608-mxfp8
+    # (whole-step graph, 1F1B all-to-all overlap, MXFP8 attention): a row planned on it with only its other overrides gives
+    # the same prediction as on the base stack with all of them
+    from hnplan.catalog.runs import training_runs
+    from hnplan.planning.validation import predicted
+
+    moved = {"cuda_graph_scope", "ep_comm", "fp8_attention"}
+    runs = {r.id: r for r in training_runs()}
+    for rid in (
+        "mbridge2608-gb300-deepseek-v3-256-fp8-fullcg",
+        "mbridge2608-gb300-qwen3-30b-a3b-8-fp8-fullcg",
+        "mbridge2606-b300-qwen3-30b-a3b-8-fp8-fullcg",
+    ):
+        r = runs[rid]
+        assert moved <= set(r.overrides)
+        rest = {k: v for k, v in r.overrides.items() if k not in moved}
+        on_recipe = r.model_copy(update={"stack": "megatron-bridge-2608-mxfp8-fullcg", "overrides": rest})
+        assert predicted(on_recipe, cat) == pytest.approx(predicted(r, cat), rel=1e-12), rid
