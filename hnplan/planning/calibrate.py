@@ -9,7 +9,8 @@ What is fitted (physics, not rows: one value per stack and accelerator family):
   stack (the GEMM law's large-shape ceiling, :mod:`hnplan.compute.gemm`), bounds
   :data:`MATMUL_BOUNDS`; one per accelerator and dtype the runs use.
 * ``tp_comm_overlap_fraction`` when the stack overlaps TP communication (``tp_comm``), and
-  ``ep_comm_overlap_fraction`` when it overlaps the expert all-to-all (``ep_comm``), bounds [0, 1].
+  ``ep_comm_overlap_fraction`` when it overlaps the expert all-to-all (``ep_comm``), bounds [0, 1]: one share
+  wherever the EP group sits (the written stack drops its ``ep_comm_overlap_fraction_scale_out``).
 * With an nccl-tests sweep, each system's scale-up and scale-out ``bw_efficiency``
   (:mod:`hnplan.planning.calibrate_comm`), fitted first and held fixed in the training fit: the
   sweep measures the network alone, so the training runs need not.
@@ -381,8 +382,8 @@ def calibrated_stack(
             d[p.name] = round(p.value, 4)
             fs[p.name] = f"{prov}{bound}; was {p.initial:g}"
             assumptions.pop(p.name, None)
-            for m in (fs, assumptions, d):  # a per-chip-family value would shadow the fitted one on its chips
-                for k in [k for k in m if k.split(".")[0] == f"{p.name}_by_accelerator"]:
+            for m in (fs, assumptions, d):  # a per-chip-family or scale-out value would shadow the fitted one
+                for k in [k for k in m if k.split(".")[0] in (f"{p.name}_by_accelerator", f"{p.name}_scale_out")]:
                     del m[k]
             for values in (d.get("choices_by_accelerator") or {}).values():  # nor a per-accelerator choice
                 values.pop(p.name, None)

@@ -80,7 +80,9 @@ class _RunModel:
                     mm = dict(job.stack.matmul_efficiency or {})
                     mm[job.acc.id] = {**mm.get(job.acc.id, {}), self.run.dtype: eff}
                     upd["stack"] = job.stack.model_copy(update={"matmul_efficiency": mm})
-            choice = {k: values[k] for k, _ in CHOICE_PARAMS if k in values}
+            choice: dict[str, float | None] = {k: values[k] for k, _ in CHOICE_PARAMS if k in values}
+            if "ep_comm_overlap_fraction" in choice:  # one share for the user's runs, inside a domain or across
+                choice["ep_comm_overlap_fraction_scale_out"] = None
             if choice:
                 upd["choices"] = job.choices.model_copy(update=choice)
             s_up = link_scales.get((job.system.id, "scaleup"), 1.0)

@@ -14,14 +14,23 @@ class MoEChoices(_Strict):
     """How a training stack runs mixture-of-experts layers: the expert all-to-all (its dispatcher, its overlap,
     its wire dtype), the routing imbalance it waits for, and the host work and launches of its MoE layers.
     Part of :class:`~hnplan.catalog.schemas.software.StackChoices` (a stack's and a job's choices); defaults:
-    hnplan's default stack (``data/stacks/megatron-core.yaml``).
+    hnplan's default stack (``data/stacks/megatron-core.yaml``), but for ``ep_comm_overlap_fraction_scale_out``,
+    a measured share that stack sets with its source (the default None takes ``ep_comm_overlap_fraction``).
 
     Attributes
     ----------
     ep_comm : bool
         Expert all-to-all hidden behind compute (DeepSeek-V3 DualPipe, arXiv:2412.19437 Sec. 3.2.1); default False.
     ep_comm_overlap_fraction : float
-        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1]. Default 1.
+        With ``ep_comm``, the share of the expert all-to-all time hidden behind compute [0-1], of what the
+        schedule's pairing allows (:func:`hnplan.planning.training.moe.ep_overlap_share`). Default 1.
+    ep_comm_overlap_fraction_scale_out : float or None
+        The same share for an expert-parallel group that spans scale-up domains, whose dispatch and combine
+        cross the scale-out network (RDMA) [0-1]; None (default): ``ep_comm_overlap_fraction`` wherever the
+        group sits. The only published with-and-without pair of Megatron-Core's 1F1B all-to-all overlap is
+        across InfiniBand (Qwen3-235B-A22B, EP 32 over four H100 servers: 0.42,
+        ``data/stacks/megatron-core-ep-overlap.yaml``), while the GB200 NVL72 runs that overlap inside the
+        NVLink domain need the whole share (1.0): the Megatron-Core family stacks keep the two apart.
     ep_dispatch_fp8 : bool
         With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
         activation gradients sent back to the experts before the down-projection) travel in FP8 with one
@@ -76,6 +85,13 @@ class MoEChoices(_Strict):
     ep_comm: bool = Field(default=False, description="expert all-to-all hidden behind compute")
     ep_comm_overlap_fraction: float = Field(
         default=1.0, ge=0.0, le=1.0, description="share of expert all-to-all time hidden behind compute when ep_comm"
+    )
+    ep_comm_overlap_fraction_scale_out: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="share of expert all-to-all time hidden behind compute when ep_comm and the EP group spans "
+        "scale-up domains (RDMA); none: ep_comm_overlap_fraction",
     )
     ep_dispatch_fp8: bool = Field(
         default=False,

@@ -154,13 +154,14 @@ def evaluate_columns(job: c.Job, cols: dict, plans: Columns, memory=None) -> dic
     if job.model.moe is None:  # no expert all-to-all to hide
         ep_share = (np.zeros(len(plans)),) * 3
     else:  # once per distinct (pp, micro-batches, virtual stages); the first, middle and last stage's warm-up
-        ep_share = on_distinct(
-            plans,
-            ["pp", "num_microbatches", "virtual_stages"],
-            lambda u: tuple(
-                ch.ep_comm_overlap_fraction * moe.ep_overlap_share(u, u["num_microbatches"], s)
-                for s in ("first", "middle", "last")
-            ),
+        frac = moe.ep_overlap_fraction(job, plans)  # inside one domain or across the scale-out network
+        ep_share = tuple(
+            frac * share
+            for share in on_distinct(
+                plans,
+                ["pp", "num_microbatches", "virtual_stages"],
+                lambda u: tuple(moe.ep_overlap_share(u, u["num_microbatches"], s) for s in ("first", "middle", "last")),
+            )
         )
     pick = slowest_stage(job, plans, t_pp, ep_share)
     t_mb, t_comp, t_tp, t_cp, t_ep, t_fwd_mb, t_bwd_mb, t_wgrad_mb, stage_layers, t_others = pick

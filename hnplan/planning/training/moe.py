@@ -57,6 +57,32 @@ def ep_overlap_share(df: pd.DataFrame, num_microbatches, stage: str = "first") -
     return np.clip(1.0 - warm / (np.asarray(num_microbatches, dtype=float) * v), 0.0, 1.0)
 
 
+def ep_overlap_fraction(job: Job, df: pd.DataFrame):
+    """The stack's share of the schedule-allowed expert all-to-all that its overlap hides, per plan [0-1]:
+    ``ep_comm_overlap_fraction`` where the plan's EP group sits inside one scale-up domain,
+    ``ep_comm_overlap_fraction_scale_out`` where it spans several (the dispatch and combine cross the
+    scale-out network; :meth:`Job.group` places the ``ep`` ranks ``etp`` apart). A float when the two agree
+    (or the stack gives no scale-out value), else an array aligned with ``df``.
+
+    Why two: the one with-and-without pair of Megatron-Core's 1F1B all-to-all overlap ever published ran EP 32
+    across four H100 servers on InfiniBand and hid 0.42 of what hnplan's pairing allows
+    (``data/stacks/megatron-core-ep-overlap.yaml``), while the Megatron-Bridge 26.08 GB200 NVL72 runs of the
+    overlap, EP inside the NVLink domain, are 4-6 % slow at the whole share; the one run of the overlap with EP
+    across Blackwell servers (row ``mbridge2604-b200-deepseek-v3-256-fp8-ep32``, EP 32 over four B200
+    servers) is 12 % fast at the whole share.
+    """
+    ch = job.choices
+    inside, out = ch.ep_comm_overlap_fraction, ch.ep_comm_overlap_fraction_scale_out
+    if out is None or out == inside or job.model.moe is None:
+        return inside
+    (spans,) = on_distinct(
+        with_etp(df),
+        ["ep", "etp"],
+        lambda u: (_col(memo(u, ["ep", "etp"], lambda e, s: {"d": _domains(job, e, s)[1]}), "d") > 1,),
+    )
+    return np.where(spans, out, inside)
+
+
 def ep_paired_exposed(t_ep, t_fwd, t_bwd, t_wgrad, share, slowdown: float):
     """Exposed expert all-to-all of a stage's micro-batch under the 1F1B all-to-all overlap [s]: each
     communication phase hides only behind the compute of the partner pass that runs beside it.
