@@ -21,10 +21,10 @@ def _job(cat, system, **overrides):
 
 @pytest.mark.parametrize("system", ["hgx-h100-ib-ndr", "hgx-h800-ib"])
 def test_a_hopper_job_takes_the_fraction_measured_on_hopper(cat, system):
-    # Megatron-MoE-ModelZoo's pair on 256 H100 (19.7 s -> 17.6 s with the 1F1B overlap): 0.42 of each paired half
+    # Megatron-MoE-ModelZoo's pair on 256 H100 (19.7 s -> 17.6 s with the 1F1B overlap): 0.36 of each paired half
     # hidden, the value megatron-core-ep-overlap was fitted to; the Bridge stack carries it for the Hopper family
     job = _job(cat, system, ep_comm=True)
-    assert job.choices.ep_comm_overlap_fraction == 0.42
+    assert job.choices.ep_comm_overlap_fraction == 0.36
     assert job.choices.ep_comm_overlap_fraction == cat.stack("megatron-core-ep-overlap").ep_comm_overlap_fraction
     assert job.provenance["ep_comm_overlap_fraction"] == (
         f"stack megatron-bridge-2511 (ep_comm_overlap_fraction_by_accelerator.{job.acc.id})"
@@ -89,14 +89,15 @@ def test_a_calibrated_fraction_is_not_shadowed_by_the_chip_family_values(cat):
     row = dict(id="r", metric="tokens_per_s_per_gpu", published=1.0, error_before_pct=5.0, error_after_pct=0.0)
     out = calibrated_stack(st, [fitted], [{**row, "loo_error_pct": float("nan")}], "runs.yaml", "2026-12-01")
     assert out.ep_comm_overlap_fraction == 0.6 and out.ep_comm_overlap_fraction_by_accelerator is None
-    # nor the share across the scale-out network: the fitted share holds wherever the EP group sits
-    assert st.ep_comm_overlap_fraction_scale_out == 0.42 and out.ep_comm_overlap_fraction_scale_out is None
-    assert "ep_comm_overlap_fraction_scale_out" not in out.field_sources
+    # nor a share across the scale-out network (a user's stack may carry one): the fitted share holds everywhere
+    with_out = st.model_copy(update={"ep_comm_overlap_fraction_scale_out": 0.5})
+    out = calibrated_stack(with_out, [fitted], [{**row, "loo_error_pct": float("nan")}], "runs.yaml", "2026-12-01")
+    assert out.ep_comm_overlap_fraction == 0.6 and out.ep_comm_overlap_fraction_scale_out is None
     assert not [k for k in (*out.field_sources, *out.assumptions) if k.startswith("ep_comm_overlap_fraction_by")]
     assert "was 0.44" in out.field_sources["ep_comm_overlap_fraction"]
 
 
-# --- the share across the scale-out network (ep_comm_overlap_fraction_scale_out) ---
+# --- the share across the scale-out network (ep_comm_overlap_fraction_scale_out) and the flex dispatcher's rate ---
 
 
 def _ep_plans(eps):
@@ -108,29 +109,19 @@ def _ep_plans(eps):
     )
 
 
-def test_an_ep_group_across_servers_takes_the_scale_out_share(cat):
+def test_a_stack_may_give_an_ep_group_across_servers_its_own_share(cat):
     from hnplan.planning.training import moe
 
-    # 64 B200 in 8-GPU servers on the 26.08 MXFP8 stack (Blackwell: 1.0 inside a server) with the overlap on:
-    # EP 8 fills one server (one domain), EP 16 and 32 span two and four: the ModelZoo pair's 0.42 there
+    # 64 B200 in 8-GPU servers on the 26.08 MXFP8 stack (Blackwell: 1.0), a user's share of 0.5 across servers:
+    # EP 8 fills one server (one domain), EP 16 and 32 span two and four
     model, _, seq, gbs, dtype = JOB
+    over = {"ep_comm": True, "ep_comm_overlap_fraction_scale_out": 0.5}
     job = make_job(
-        model,
-        "dgx-b200-ib-ndr",
-        64,
-        seq,
-        gbs,
-        dtype,
-        cat,
-        stack="megatron-bridge-2608-mxfp8",
-        overrides={"ep_comm": True},
+        model, "dgx-b200-ib-ndr", 64, seq, gbs, dtype, cat, stack="megatron-bridge-2608-mxfp8", overrides=over
     )
-    assert job.choices.ep_comm_overlap_fraction == 1.0 and job.choices.ep_comm_overlap_fraction_scale_out == 0.42
-    assert moe.ep_overlap_fraction(job, _ep_plans([8, 16, 32, 4])).tolist() == [1.0, 0.42, 0.42, 1.0]
+    assert moe.ep_overlap_fraction(job, _ep_plans([8, 16, 32, 4])).tolist() == [1.0, 0.5, 0.5, 1.0]
     # GB200 NVL72: EP 32 and 64 stay inside the 72-GPU NVLink domain
-    job = make_job(
-        model, "gb200-nvl72", 64, seq, gbs, dtype, cat, stack="megatron-bridge-2608-mxfp8", overrides={"ep_comm": True}
-    )
+    job = make_job(model, "gb200-nvl72", 64, seq, gbs, dtype, cat, stack="megatron-bridge-2608-mxfp8", overrides=over)
     assert moe.ep_overlap_fraction(job, _ep_plans([8, 32, 64])).tolist() == [1.0, 1.0, 1.0]
 
 
@@ -138,46 +129,68 @@ def test_without_a_scale_out_share_the_stack_fraction_holds_everywhere(cat):
     from hnplan.planning.training import moe
 
     model, _, seq, gbs, dtype = JOB
-    # DualPipe's stack (its own overlap, not Megatron-Core's 1F1B) gives none: one scalar, wherever the group sits
-    job = make_job(model, "hgx-h800-ib", 64, seq, gbs, dtype, cat, stack="deepseek-v3-dualpipe")
-    assert job.choices.ep_comm_overlap_fraction_scale_out is None
-    assert moe.ep_overlap_fraction(job, _ep_plans([8, 32])) == 1.0
-    # an override of both is one share everywhere
-    job = make_job(
-        model,
-        "dgx-b200-ib-ndr",
-        64,
-        seq,
-        gbs,
-        dtype,
-        cat,
-        stack="megatron-bridge-2608-mxfp8",
-        overrides={"ep_comm": True, "ep_comm_overlap_fraction_scale_out": 1.0},
-    )
+    # no catalog stack gives one (the runs support a share per chip family): one scalar wherever the group sits
+    for sid in cat.ids("stacks"):
+        assert cat.stack(sid).ep_comm_overlap_fraction_scale_out is None
+    job = make_job(model, "dgx-b200-ib-ndr", 64, seq, gbs, dtype, cat, stack="megatron-bridge-2608-mxfp8")
     assert moe.ep_overlap_fraction(job, _ep_plans([8, 32])) == 1.0
 
 
 def test_the_b200_ep32_run_across_servers_reads_as_documented():
     # Megatron-Bridge 26.04.01, DeepSeek-V3 on 256 B200, EP 32 over four servers, DeepEP, the 1F1B overlap:
-    # 3,328 tokens/s per GPU published. -12.2 % at the scale-out share 0.42, +11.6 % hiding the whole share
+    # 3,328 tokens/s per GPU published. +8.0 % at Blackwell's whole share, -18.7 % at Hopper's 0.36
     # (docs/training.md, "Expert parallelism across the scale-out network")
     from hnplan.catalog.runs import training_runs
     from hnplan.planning.validation import predicted
 
     run = next(r for r in training_runs() if r.id == "mbridge2604-b200-deepseek-v3-256-fp8-ep32")
     assert run.published == 3328
-    assert 100 * (predicted(run) / 3328 - 1) == pytest.approx(-12.2, abs=0.3)
-    whole = run.model_copy(update={"overrides": {**run.overrides, "ep_comm_overlap_fraction_scale_out": 1.0}})
-    assert 100 * (predicted(whole) / 3328 - 1) == pytest.approx(11.6, abs=0.3)
+    assert 100 * (predicted(run) / 3328 - 1) == pytest.approx(8.0, abs=0.3)
+    hopper = run.model_copy(update={"overrides": {**run.overrides, "ep_comm_overlap_fraction_scale_out": 0.36}})
+    assert 100 * (predicted(hopper) / 3328 - 1) == pytest.approx(-18.7, abs=0.3)
 
 
-def test_deepep_internode_rate_on_the_wire_by_hand(cat):
-    # DeepEP V1 (docs/legacy.md; tests/legacy/test_internode.py counts every (token, node) pair, its own node
-    # included): 57.5 GB/s at EP 32 (4 nodes, all 4 reached: 3/4 cross the NIC), 50.5 at EP 64 (8 nodes, 4 reached,
-    # the own node among them half the time: 3.5 / 4 cross) of a 50 GB/s NIC
-    wire = (57.5 * 3 / 4 / 50, 50.5 * 7 / 8 / 50)
-    assert wire == pytest.approx((0.8625, 0.88375))
+def test_hybridep_internode_rate_on_the_wire_by_hand(cat):
+    # HybridEP through its PyTorch API on H100 with ConnectX-7 (deepseek-ai/DeepEP hybrid-ep
+    # docs/README_Hybrid-EP.md, BF16, 16 SMs), bandwidth counted with the sender's own node: EP 32 (4 nodes,
+    # 3/4 off the node) dispatch / combine 47.36 / 52.53 GB/s, EP 64 (8 nodes, 7/8) 41.24 / 46.57, of 50 GB/s
+    wire = ((47.36 + 52.53) / 2 * 3 / 4 / 50, (41.24 + 46.57) / 2 * 7 / 8 / 50)
+    assert wire == pytest.approx((0.7492, 0.7683), abs=1e-4)
     fabric = cat.interconnect("ib-ndr-400")
-    assert fabric.alltoall_efficiency == 0.88 and wire[0] <= fabric.alltoall_efficiency <= wire[1]
-    assert cat.interconnect("ib-xdr-800").alltoall_efficiency == 0.88  # carried, an assumption
-    assert "alltoall_efficiency" in cat.interconnect("ib-xdr-800").assumptions
+    assert fabric.flex_alltoall_efficiency == 0.76 and wire[0] <= fabric.flex_alltoall_efficiency <= wire[1]
+    assert fabric.alltoall_efficiency is None  # NCCL's all-to-all: the ring's 0.94 (nccl-tests issue 267)
+    assert cat.interconnect("ib-xdr-800").flex_alltoall_efficiency == 0.76  # carried, an assumption
+    assert "flex_alltoall_efficiency" in cat.interconnect("ib-xdr-800").assumptions
+
+
+def test_the_flex_dispatcher_crosses_servers_at_its_rate_and_nccl_at_the_ring_rate(cat):
+    # DeepSeek-V3, EP 32 over four H100 servers: the flex path's cross-server time grows by 0.94 / 0.76 against
+    # a fabric without the flex rate; the NCCL all-to-all dispatcher's time does not move
+    import dataclasses
+
+    import pandas as pd
+
+    from hnplan.planning.training import moe
+
+    plans = pd.DataFrame(
+        dict(tp=[1], etp=[1], cp=[1], ep=[32], dp=[32], pp=[8], microbatch_size=[1], recompute=["none"])
+    )
+    times = {}
+    for disp in ("flex", "alltoall"):
+        for rate in (0.76, None):
+            job = make_job(
+                "deepseek-v3", "hgx-h100-ib-ndr", 256, 4096, 1024, "bf16", cat, overrides={"ep_dispatcher": disp}
+            )
+            if rate is None:
+                job = dataclasses.replace(
+                    job,
+                    links=dataclasses.replace(
+                        job.links, scaleout=dataclasses.replace(job.links.scaleout, flex_alltoall_bw_Bps=None)
+                    ),
+                )
+                job.memo.clear()
+                job._groups.clear()
+            times[disp, rate] = float(moe.ep_comm_per_microbatch(job, plans, 58)[0])
+    assert times["alltoall", 0.76] == pytest.approx(times["alltoall", None], rel=1e-12)
+    ratio = times["flex", 0.76] / times["flex", None]
+    assert 1.15 < ratio <= 0.94 / 0.76 + 1e-9  # the bandwidth term by 1.237, the latency not

@@ -37,9 +37,7 @@ runner = CliRunner()
 
 def test_stacks_load_and_map_onto_overlap(cat):
     assert {"megatron-core", "megatron-lm-2021", "megatron-lm-2022", "deepseek-v3-dualpipe"} <= set(cat.ids("stacks"))
-    # the default stack's choices are StackChoices' defaults, but for the overlap share across the scale-out
-    # network, a catalog value with its source (data/stacks/megatron-core.yaml), no code default
-    assert stack_choices(cat.stack("megatron-core")) == StackChoices(ep_comm_overlap_fraction_scale_out=0.42)
+    assert stack_choices(cat.stack("megatron-core")) == StackChoices()
     assert stack_choices(cat.stack("megatron-lm-2021")) == MEGATRON_2021
     assert stack_choices(cat.stack("megatron-lm-2022")) == MEGATRON_2021.model_copy(update=dict(sequence_parallel=True))
     assert stack_choices(cat.stack("deepseek-v3-dualpipe")) == StackChoices(

@@ -160,9 +160,16 @@ def place_group(
 
 
 def _oversubscribed(link: LinkParams, o: float) -> LinkParams:
-    """A scale-out link shared ``o``:1 above the leaves: bandwidth, line rate and all-to-all rate divided by ``o``."""
+    """A scale-out link shared ``o``:1 above the leaves: bandwidth, line rate and all-to-all rates divided by ``o``."""
     a2a = None if link.alltoall_bw_Bps is None else link.alltoall_bw_Bps / o
-    return replace(link, bw_Bps=link.bw_Bps / o, line_rate_Bps=link.line_rate_Bps / o, alltoall_bw_Bps=a2a)
+    flex = None if link.flex_alltoall_bw_Bps is None else link.flex_alltoall_bw_Bps / o
+    return replace(
+        link,
+        bw_Bps=link.bw_Bps / o,
+        line_rate_Bps=link.line_rate_Bps / o,
+        alltoall_bw_Bps=a2a,
+        flex_alltoall_bw_Bps=flex,
+    )
 
 
 def flat_placement(size: int, per_domain: int, up: LinkParams, out: LinkParams) -> GroupPlacement:

@@ -69,6 +69,10 @@ class LinkParams:
     inr_chunk_step_s : float or None
         Fixed time of one chunk step of NCCL's NVLS all-reduce inside the domain [s] (the fabric's
         ``inr_chunk_step_us``, :func:`hnplan.comm.nccl.nvls_chunk_time_s`); None: no chunk term.
+    flex_alltoall_bw_Bps : float or None
+        Per-direction bandwidth per rank of the flex expert-parallel dispatcher's cross-domain traffic
+        (DeepEP / HybridEP internode, as a training framework calls them) [bytes/s]: line rate x the fabric's
+        ``flex_alltoall_efficiency``; None: ``a2a_Bps``. Scale-out tier only.
     """
 
     bw_Bps: float
@@ -82,6 +86,7 @@ class LinkParams:
     ll_max_busbw_Bps: float | None = None
     nccl_generation: str | None = None
     inr_chunk_step_s: float | None = None
+    flex_alltoall_bw_Bps: float | None = None
 
     @property
     def a2a_Bps(self) -> float:
@@ -157,6 +162,9 @@ def _system_links(design: Design, gpus: int | None) -> SystemLinks:
             None if out.alltoall_efficiency is None else out_line * out.alltoall_efficiency,
             nccl_link=out.nccl_link,
             hop_latency_s=out_hops,
+            flex_alltoall_bw_Bps=None
+            if out.flex_alltoall_efficiency is None
+            else out_line * out.flex_alltoall_efficiency,
         ),
         domain_gpus=system.scaleup_domain_gpus,
         node_gpus=system.node_gpus,

@@ -271,6 +271,13 @@ class Interconnect(Entry):
         description="achievable fraction of the per-direction line rate for the expert-parallel dispatch and combine "
         "all-to-all, as a published EP library measures it (DeepEP); none: bw_efficiency (calibration)",
     )
+    flex_alltoall_efficiency: Fraction | None = Field(
+        default=None,
+        description="achievable fraction of the per-direction line rate of a scale-out fabric for the flex "
+        "expert-parallel dispatcher's cross-node traffic (DeepEP / HybridEP internode kernels) as a training "
+        "framework calls them, the per-call layout and metadata work included; none: alltoall_efficiency or "
+        "bw_efficiency, as NCCL's all-to-all (calibration)",
+    )
     inr_tree_head_busbw_GBps: tuple[LinkRate, LinkRate] | None = Field(
         default=None,
         description="all-reduce busbw one head (a GPU with its NIC) sustains in the in-network-reduction + tree "
@@ -306,6 +313,7 @@ class Interconnect(Entry):
         "software_overhead_us",
         "inr_efficiency",
         "alltoall_efficiency",
+        "flex_alltoall_efficiency",
         "inr_tree_head_busbw_GBps",
         "inr_chunk_step_us",
         "ll_max_busbw_GBps",

@@ -14,8 +14,7 @@ class MoEChoices(_Strict):
     """How a training stack runs mixture-of-experts layers: the expert all-to-all (its dispatcher, its overlap,
     its wire dtype), the routing imbalance it waits for, and the host work and launches of its MoE layers.
     Part of :class:`~hnplan.catalog.schemas.software.StackChoices` (a stack's and a job's choices); defaults:
-    hnplan's default stack (``data/stacks/megatron-core.yaml``), but for ``ep_comm_overlap_fraction_scale_out``,
-    a measured share that stack sets with its source (the default None takes ``ep_comm_overlap_fraction``).
+    hnplan's default stack (``data/stacks/megatron-core.yaml``).
 
     Attributes
     ----------
@@ -27,10 +26,11 @@ class MoEChoices(_Strict):
     ep_comm_overlap_fraction_scale_out : float or None
         The same share for an expert-parallel group that spans scale-up domains, whose dispatch and combine
         cross the scale-out network (RDMA) [0-1]; None (default): ``ep_comm_overlap_fraction`` wherever the
-        group sits. The only published with-and-without pair of Megatron-Core's 1F1B all-to-all overlap is
-        across InfiniBand (Qwen3-235B-A22B, EP 32 over four H100 servers: 0.42,
-        ``data/stacks/megatron-core-ep-overlap.yaml``), while the GB200 NVL72 runs that overlap inside the
-        NVLink domain need the whole share (1.0): the Megatron-Core family stacks keep the two apart.
+        group sits. No catalog stack sets it: the runs support a share per chip family rather than per path
+        (Hopper 0.36 from the one with-and-without pair, EP 32 across four H100 servers; the GB200 NVL72 runs
+        inside the NVLink domain and the one Blackwell run across servers, EP 32 over four B200, both near the
+        whole share; docs/training.md, "Expert parallelism across the scale-out network"). For a user's stack
+        whose own runs say otherwise.
     ep_dispatch_fp8 : bool
         With fp8 training, the expert-parallel dispatch (forward) and its mirror in the backward (the
         activation gradients sent back to the experts before the down-projection) travel in FP8 with one

@@ -342,7 +342,7 @@ def stack_ep_overlap(ch: StackChoices, st: SoftwareStack, acc_id: str, provenanc
     >>> from hnplan.catalog.loader import load_catalog
     >>> st, prov = load_catalog().stack("megatron-bridge-2511"), {"ep_comm_overlap_fraction": "stack megatron-bridge-2511"}
     >>> stack_ep_overlap(c.stack_choices(st), st, "h100-sxm", prov).ep_comm_overlap_fraction   # Hopper: measured
-    0.42
+    0.36
     >>> stack_ep_overlap(c.stack_choices(st), st, "gb200", prov).ep_comm_overlap_fraction      # not listed: scalar
     1.0
     """

@@ -64,12 +64,10 @@ def ep_overlap_fraction(job: Job, df: pd.DataFrame):
     scale-out network; :meth:`Job.group` places the ``ep`` ranks ``etp`` apart). A float when the two agree
     (or the stack gives no scale-out value), else an array aligned with ``df``.
 
-    Why two: the one with-and-without pair of Megatron-Core's 1F1B all-to-all overlap ever published ran EP 32
-    across four H100 servers on InfiniBand and hid 0.42 of what hnplan's pairing allows
-    (``data/stacks/megatron-core-ep-overlap.yaml``), while the Megatron-Bridge 26.08 GB200 NVL72 runs of the
-    overlap, EP inside the NVLink domain, are 4-6 % slow at the whole share; the one run of the overlap with EP
-    across Blackwell servers (row ``mbridge2604-b200-deepseek-v3-256-fp8-ep32``, EP 32 over four B200
-    servers) is 12 % fast at the whole share.
+    No catalog stack gives a scale-out share (the runs point to a share per chip family: Hopper's 0.36 from the
+    one with-and-without pair, EP 32 across four H100 servers, ``data/stacks/megatron-core-ep-overlap.yaml``;
+    Blackwell near the whole share both inside the GB200 NVL72 domain and across B200 servers, row
+    ``mbridge2604-b200-deepseek-v3-256-fp8-ep32``); a user's stack may set one.
     """
     ch = job.choices
     inside, out = ch.ep_comm_overlap_fraction, ch.ep_comm_overlap_fraction_scale_out
@@ -164,8 +162,11 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     all-to-all of ``T x domains`` copies over one rank per domain and an in-domain all-to-all of
     ``T x ranks`` copies. The links run at the fabric's ``alltoall_efficiency`` where the catalog
     has one: what a published expert-parallel library reaches (DeepEP: 153-158 GB/s of the H800's 200 GB/s
-    NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency`` (InfiniBand: 47 GB/s per 50 GB/s
-    NIC, where DeepEP measures 43-58 GB/s; deepseek-ai/DeepEP README and docs/legacy.md).
+    NVLink; 577 of the B200's 900 GB/s), else at its ``bw_efficiency``; the flex dispatcher's cross-domain
+    all-to-all at the scale-out fabric's ``flex_alltoall_efficiency`` where it has one (InfiniBand NDR: 0.76
+    of the line rate, HybridEP's PyTorch API across H100 servers, deepseek-ai/DeepEP hybrid-ep
+    docs/README_Hybrid-EP.md; NCCL's all-to-all keeps the ring's 0.94), timed as NCCL's all-to-all of
+    ``a2a / flex`` times the bytes.
     """
     moe = job.model.moe
     if moe is None:
@@ -174,6 +175,8 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
     flex = ch.ep_dispatcher == "flex"
     fp8 = bool(ch.ep_dispatch_fp8) and job.dtype == "fp8"
     widths = (ep_token_bytes(job.model.hidden, fp8), ep_token_bytes(job.model.hidden, False))
+    out = job.links.scaleout  # the flex dispatcher's cross-domain rate, as NCCL's bytes at NCCL's rate
+    rdma = 1.0 if out.flex_alltoall_bw_Bps is None else out.a2a_Bps / out.flex_alltoall_bw_Bps
 
     def per_shape(u):  # once per distinct (ep, tp, etp, cp, micro-batch, recompute)
         ep, tp, cp, mb = _col(u, "ep"), _col(u, "tp"), _col(u, "cp"), _col(u, "microbatch_size")
@@ -193,7 +196,9 @@ def ep_comm_per_microbatch(job: Job, df: pd.DataFrame, moe_layers) -> np.ndarray
         for row_bytes in widths:  # one dispatch and one combine
             one = collective_s(job, "alltoall", tokens * copies * row_bytes, ep, stride)
             if flex:
-                cross = collective_s(job, "alltoall", tokens * reach * row_bytes, np.where(spans, d, 1), stride * q)
+                cross = collective_s(
+                    job, "alltoall", tokens * reach * row_bytes * rdma, np.where(spans, d, 1), stride * q
+                )
                 inside = collective_s(job, "alltoall", tokens * copies * row_bytes, np.where(spans, q, 1), stride)
                 one = np.where(spans, np.maximum(cross, inside), one)
             t = t + one
