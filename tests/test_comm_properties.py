@@ -241,3 +241,22 @@ def test_reduce_scatter_and_all_gather_take_the_same_time_on_nccl_fabrics(cat, s
         g = place_group(cat.design(system), size, stride, 8192)
         assert fastest_time("reducescatter", s, g).tolist() == fastest_time("allgather", s, g).tolist()
         assert [best_time("reducescatter", x, g) for x in s] == [best_time("allgather", x, g) for x in s]
+
+
+def test_oversubscription_divides_every_rate_of_a_scale_out_link():
+    """A 2:1 leaf divides the ring rate, the line rate and the all-to-all rates (NCCL's and the flex
+    dispatcher's) alike; the latency stays."""
+    from hnplan.comm.placement import _oversubscribed
+    from hnplan.comm.topology import LinkParams
+
+    link = LinkParams(47e9, 5e-6, 50e9, alltoall_bw_Bps=44e9, flex_alltoall_bw_Bps=38e9)
+    half = _oversubscribed(link, 2.0)
+    assert (half.bw_Bps, half.line_rate_Bps, half.alltoall_bw_Bps, half.flex_alltoall_bw_Bps) == (
+        23.5e9,
+        25e9,
+        22e9,
+        19e9,
+    )
+    assert half.alpha_s == link.alpha_s and half.a2a_Bps == 22e9
+    plain = _oversubscribed(LinkParams(47e9, 5e-6, 50e9), 2.0)
+    assert plain.alltoall_bw_Bps is None and plain.flex_alltoall_bw_Bps is None and plain.a2a_Bps == 23.5e9
