@@ -73,6 +73,27 @@ def counted(n: float, noun: str, plural: str | None = None, spec: str = ",") -> 
     return f"{n:{spec}} {noun if n == 1 else plural or noun + 's'}"
 
 
+def deadline_days_text(days: float) -> str:
+    """A deadline given in days, as :func:`counted` writes it, with the time it is in hours, minutes or seconds
+    when it is under a tenth of a day (a deadline of ``1e-09`` days reads as what it means).
+
+    >>> deadline_days_text(30), deadline_days_text(0.5), deadline_days_text(0.05)
+    ('30 days', '0.5 days', '0.05 days (1.2 hours)')
+    >>> deadline_days_text(0.001), deadline_days_text(1e-9)
+    ('0.001 days (1.44 minutes)', '1e-09 days (86.4 us)')
+    """
+    text = counted(days, "day", spec="g")
+    if not _finite(days) or days >= 0.1 or days <= 0:
+        return text
+    s = float(days) * 86400.0
+    if s >= 3600:
+        return f"{text} ({_sig(s / 3600, 3)} hours)"
+    if s >= 60:
+        return f"{text} ({_sig(s / 60, 3)} minutes)"
+    scale, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if s >= f), (1e-6, "us"))
+    return f"{text} ({_sig(s / scale, 3)} {unit})"
+
+
 def format_count(n, digits: int = 3) -> str:
     """A count for people: ``15T``, ``405B``, ``1.2M``, ``16,384``; 'n/a' for a missing or infinite one.
 

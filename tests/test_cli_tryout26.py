@@ -378,3 +378,31 @@ def test_a_chip_or_size_typed_for_an_id_suggests_the_ids_that_carry_it():
     )
     res = runner.invoke(app, [*base, "--model", "405b", "--system", "hgx-h100-ib-ndr"])
     assert one_line(res.stderr) == "error: --model: unknown model id '405b'; nearest: llama3.1-405b"
+
+
+# -- an overlap flag with nothing to overlap; a deadline of a few microseconds ------------------------------------
+
+
+def test_an_overlap_flag_without_the_parallelism_it_overlaps_is_refused():
+    """``train --tp 1 --tp-overlap`` was accepted and changed nothing; now refused as bad input (exit 2), as is
+    ``--ep 1 --ep-overlap``; ``--no-tp-overlap`` at TP 1 and ``--tp-overlap`` on a searched TP pass."""
+    base = ["train", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--gpus", "8"]
+    res = runner.invoke(app, [*base, "--tp", "1", "--tp-overlap"])
+    assert res.exit_code == 2
+    assert one_line(res.stderr) == (
+        "error: --tp-overlap with --tp 1: a plan without tensor parallelism has no TP collective to overlap; "
+        "drop --tp-overlap or give --tp above 1"
+    )
+    moe = ["train", "--model", "qwen3-30b-a3b", "--system", "hgx-h100-ib-ndr", "--gpus", "8", "--ep", "1"]
+    res = runner.invoke(app, [*moe, "--ep-overlap"])
+    assert res.exit_code == 2 and "--ep-overlap with --ep 1" in one_line(res.stderr)
+    assert runner.invoke(app, [*base, "--tp", "1", "--no-tp-overlap", "--json"]).exit_code == 0
+
+
+def test_a_tiny_deadline_reads_as_the_time_it_is():
+    """``size --deadline-days 1e-9`` printed "within 1e-09 days"; the days are kept and the time they are added."""
+    res = runner.invoke(
+        app,
+        ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--deadline-days", "1e-9", "--tokens", "1T"],
+    )
+    assert "within 1e-09 days (86.4 us) needs at least" in one_line(res.stdout + res.stderr)

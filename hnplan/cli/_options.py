@@ -249,6 +249,35 @@ def check_expert_flags(model: str, tp: int | None = None, **degrees: int | None)
             raise InputError(f"{flag} {v}: {m.id} is a dense model, with no experts to split; drop {flag}")
 
 
+def check_overlap_flags(tp: int | None, ep: int | None, tp_overlap: bool | None, ep_overlap: bool | None) -> None:
+    """Refuse ``--tp-overlap`` with ``--tp 1`` and ``--ep-overlap`` with ``--ep 1``: a plan without tensor (expert)
+    parallelism has no TP collective (expert all-to-all) to overlap, so the flag would be accepted and change nothing.
+    ``--no-...`` and a searched degree (not given) pass.
+
+    Raises
+    ------
+    InputError
+        Naming the flag and the degree that leaves it nothing to overlap.
+
+    >>> check_overlap_flags(8, None, True, None)  # TP 8: its collectives overlap
+    >>> check_overlap_flags(1, None, False, None)  # --no-tp-overlap at TP 1: nothing to switch off, nothing lost
+    >>> check_overlap_flags(1, None, True, None)
+    Traceback (most recent call last):
+    ...
+    hnplan.errors.InputError: --tp-overlap with --tp 1: a plan without tensor parallelism has no TP collective to overlap; drop --tp-overlap or give --tp above 1
+    """
+    if tp_overlap and tp == 1:
+        raise InputError(
+            "--tp-overlap with --tp 1: a plan without tensor parallelism has no TP collective to overlap; "
+            "drop --tp-overlap or give --tp above 1"
+        )
+    if ep_overlap and ep == 1:
+        raise InputError(
+            "--ep-overlap with --ep 1: a plan without expert parallelism has no expert all-to-all to overlap; "
+            "drop --ep-overlap or give --ep above 1"
+        )
+
+
 def check_seq_len(model: str, seq_len: int) -> None:
     """Refuse ``--seq-len`` beyond the model's ``max_seq`` before any other check of the batch, in the words
     ``train`` uses (``--global-batch-tokens 16Mi --seq-len 200000`` was refused as a batch that is not a

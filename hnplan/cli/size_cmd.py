@@ -22,7 +22,7 @@ from hnplan.cli._app import (
 from hnplan.cli._options import DEFAULT_BATCH_TOKENS, DEFAULT_SEQ_LEN, check_seq_len, dtype_name
 from hnplan.cli._usage import typed_flag
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
-from hnplan.formatting import counted
+from hnplan.formatting import deadline_days_text
 from hnplan.formatting import format_amount as _amount
 from hnplan.units import format_count, format_usd
 
@@ -237,7 +237,7 @@ def size(
             return
         t = Table(
             title=f"{model_id}: {format_count(tokens)} tokens"
-            + (f" within {counted(deadline_days, 'day', spec='g')}" if deadline_days else "")
+            + (f" within {deadline_days_text(deadline_days)}" if deadline_days else "")
         )
         sizing = deadline_days is not None  # the slack column only where there is a deadline
         cols = ("system", "GPUs", "days", *(("slack [days]",) if sizing else ()), "GPU-hours", "energy [MWh]")

@@ -20,6 +20,7 @@ from hnplan.cli._options import (
     DEFAULT_BATCH_TOKENS,
     DEFAULT_SEQ_LEN,
     check_expert_flags,
+    check_overlap_flags,
     check_seq_len,
     dtype_name,
     option_given,
@@ -140,6 +141,7 @@ def train(
     with handle_errors():
         check_refs({"--model": ("models", model), "--system": ("systems", system), "--stack": ("stacks", stack)})
         check_expert_flags(model, tp=tp, ep=ep, etp=etp)
+        check_overlap_flags(tp, ep, tp_overlap, ep_overlap)
         if offload is not None:
             check_choice("--offload", offload, ("none", "auto"))
         if global_batch_tokens is not None and global_batch_size is not None:

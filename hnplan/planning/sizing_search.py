@@ -53,7 +53,7 @@ from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.compute import peak_flops_per_s, training_flops_per_token
 from hnplan.errors import InfeasiblePlan, InputError, PlanRuleError
-from hnplan.formatting import counted
+from hnplan.formatting import counted, deadline_days_text
 from hnplan.planning.design import job_gpu_options
 from hnplan.planning.time_to_train import purchase_energy, time_to_train
 from hnplan.planning.training.job import check_dtype_peak
@@ -170,7 +170,7 @@ def size_for_deadline(
     fabric = cat.design(sys_)
     cap = max_scaleout_gpus(fabric) // u  # the most units the scale-out fabric joins
     switch = f"a 3-tier fat-tree of {fabric.scaleout_switch.ports}-port {fabric.scaleout_switch.id} switches"
-    job = f"{mdl.id} on {_people(tokens)} tokens within {counted(deadline_days, 'day', spec='g')}"
+    job = f"{mdl.id} on {_people(tokens)} tokens within {deadline_days_text(deadline_days)}"
     if ideal > cap * u:
         raise InfeasiblePlan(
             f"{job} needs at least {_people(ideal)} GPUs of {sys_.id} even at 100 % MFU; the most its "
