@@ -85,11 +85,13 @@ def deadline_days_text(days: float) -> str:
     text = counted(days, "day", spec="g")
     if not _finite(days) or days >= 0.1 or days <= 0:
         return text
-    s = float(days) * 86400.0
-    if s >= 3600:
-        return f"{text} ({_sig(s / 3600, 3)} hours)"
-    if s >= 60:
-        return f"{text} ({_sig(s / 60, 3)} minutes)"
+    from hnplan import units  # here: hnplan.units re-exports this module's names
+
+    s = units.days_to_s(float(days))
+    if s >= units.HOUR:
+        return f"{text} ({_sig(units.s_to_hours(s), 3)} hours)"
+    if s >= units.MINUTE:
+        return f"{text} ({_sig(s / units.MINUTE, 3)} minutes)"
     scale, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms")) if s >= f), (1e-6, "us"))
     return f"{text} ({_sig(s / scale, 3)} {unit})"
 

@@ -194,3 +194,21 @@ def test_the_flex_dispatcher_crosses_servers_at_its_rate_and_nccl_at_the_ring_ra
     assert times["alltoall", 0.76] == pytest.approx(times["alltoall", None], rel=1e-12)
     ratio = times["flex", 0.76] / times["flex", None]
     assert 1.15 < ratio <= 0.94 / 0.76 + 1e-9  # the bandwidth term by 1.237, the latency not
+
+
+def test_a_plan_with_experts_across_servers_says_so_with_the_runs_that_had_it(cat):
+    from hnplan.planning.trust import ep_span_sentence
+
+    # EP 32 on 8-GPU B300 servers (ETP 1): ranks 0-31, four servers; EP 8 fills one; on GB300 NVL72 EP 64 stays
+    # in the 72-GPU domain and EP 128 spans two
+    said = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat)
+    assert said.startswith("dgx-b300's EP 32 spans 4 servers, so its expert dispatch and combine cross the scale-out")
+    assert "1 run on b200 (+8 %)" in said and "runs on h100-sxm (" in said
+    assert ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 1}], cat) == ""
+    assert ep_span_sentence([{"system": "gb300-nvl72", "ep": 64, "etp": 1}], cat) == ""
+    two = ep_span_sentence([{"system": "gb300-nvl72", "ep": 128, "tp": 1}, {"system": "dgx-b300", "ep": 16}], cat)
+    assert two.startswith(
+        "gb300-nvl72's EP 128 spans 2 scale-up domains and dgx-b300's EP 16 spans 2 servers, so their"
+    )
+    # ETP spaces the EP ranks: EP 8 at ETP 2 covers 16 consecutive ranks, two servers
+    assert "EP 8 spans 2 servers" in ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 2}], cat)

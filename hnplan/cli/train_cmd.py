@@ -214,6 +214,11 @@ def train(
 
             dispatch = {"ep_comm": job.choices.ep_comm, "ep_dispatcher": job.choices.ep_dispatcher}
             note = moe_dispatch_sentence(job.model, job.stack, overrides=dispatch)
+            from hnplan.planning.trust import ep_span_sentence
+
+            p = ests[0].plan
+            span = ep_span_sentence([{"system": system, "ep": p.ep, "etp": p.etp, "tp": p.tp}], job.catalog)
+            note = " ".join(x for x in (note, span) if x)
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
         # a chip without its sustained clock or memory-kernel efficiencies is planned at the ideal 1.0: say so

@@ -71,7 +71,9 @@ def trust_notes(
       :func:`compare_training_designs`): why, first after the opening sentence;
     * for a mixture-of-experts model planned with a MoE dispatch that missed a published run beyond its
       tolerance where another dispatch matched the same run: the two errors and the stacks with the other
-      dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`).
+      dispatch (:func:`hnplan.planning.trust.moe_dispatch_sentence`);
+    * where a design's plan spreads its expert-parallel group over scale-up domains: the published runs with EP
+      across domains and their errors (:func:`hnplan.planning.trust.ep_span_sentence`).
 
     Parameters
     ----------
@@ -190,6 +192,10 @@ def trust_notes(
         parts.append(said)
     if said := trust.moe_dispatch_sentence(m, stack, cat):
         parts.append(said)
+    if m.moe is not None and {"ep", "system"} <= columns:  # a plan whose experts sit across servers or racks
+        spread = [{**r, "system": ref.get(r["system"], r["system"])} for r in ok]
+        if said := trust.ep_span_sentence(spread, cat):
+            parts.append(said)
     return styled(" ".join(parts), style)
 
 

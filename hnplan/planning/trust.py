@@ -15,6 +15,7 @@ from statistics import median
 from hnplan import units
 from hnplan.catalog.loader import Catalog
 from hnplan.catalog.runs import TrainingRun
+from hnplan.formatting import counted
 from hnplan.planning.calibration_note import UNCALIBRATED_DEFAULTS, and_join, uncalibrated_sentence  # noqa: F401 (re-exported)
 
 # an accelerator's runs lean one way when at least this share of them misses on the same side, by a median
@@ -366,4 +367,67 @@ def moe_dispatch_sentence(model, stack=None, catalog: Catalog | None = None, ove
         "measured); stacks with the dispatch that matched: "
         + ", ".join(f"--stack {s} ({', '.join(e)})" for s, e in named.items())
         + "."
+    )
+
+
+def _ep_domains(system, ep: int, etp: int) -> int:
+    """Scale-up domains an EP group of ``ep`` ranks spaced ``etp`` apart spans on ``system`` (Megatron-Core's
+    expert rank order: :func:`hnplan.comm.topology.split_group`)."""
+    from hnplan.comm.topology import split_group
+
+    return split_group(int(ep), max(int(etp), 1), system.scaleup_domain_gpus)[1]
+
+
+def ep_span_sentence(rows: list[dict], catalog: Catalog) -> str:
+    """One sentence for the plans whose expert-parallel group spans scale-up domains (8-GPU servers, NVL72 racks),
+    so that their dispatch and combine cross the scale-out network, with what the validation set says of such
+    plans: the speed errors of the published MoE runs whose stated EP group spans domains, per accelerator
+    (docs/training.md, "Expert parallelism across the scale-out network").
+
+    Parameters
+    ----------
+    rows : list of dict
+        Plans with ``system`` (an id or YAML path ``catalog.system`` reads), ``ep`` and ``etp`` (or ``tp``, the
+        default ETP): the rows of :func:`hnplan.planning.compare.compare_training_designs`, or one plan of
+        ``hnplan train``.
+    catalog : Catalog
+
+    Returns
+    -------
+    str
+        Empty when no plan's EP group leaves its scale-up domain.
+    """
+    from hnplan.planning.prediction_cache import cached_training_runs
+
+    spans = []
+    for r in rows:
+        ep, etp = int(r.get("ep") or 1), int(r.get("etp") or r.get("tp") or 1)
+        if ep > 1:
+            system = catalog.system(r["system"])
+            d = _ep_domains(system, ep, etp)
+            if d > 1:
+                kind = "servers" if system.scaleup_domain_gpus == system.node_gpus else "scale-up domains"
+                spans.append(f"{r['system']}'s EP {ep} spans {d} {kind}")
+    if not spans:
+        return ""
+    across: list[TrainingRun] = []
+    for run in cached_training_runs():
+        fx = run.fixed or {}
+        if (fx.get("ep") or 1) > 1 and catalog.model(run.model).moe is not None:
+            if _ep_domains(catalog.system(run.system), fx["ep"], fx.get("etp") or fx.get("tp") or 1) > 1:
+                across.append(run)
+    errors = speed_errors(across, catalog)
+    by_acc: dict[str, list[float]] = {}
+    for run in across:
+        by_acc.setdefault(catalog.system(run.system).accelerator, []).append(errors[run.id])
+    evidence = "; ".join(
+        f"{counted(len(v), 'run')} on {a} ({_signed(min(v))}" + (f" to {_signed(max(v))})" if len(v) > 1 else ")")
+        for a, v in sorted(by_acc.items())
+    )
+    return (
+        f"{and_join(spans)}, so {'its' if len(spans) == 1 else 'their'} expert dispatch and combine cross the "
+        "scale-out network: the published runs "
+        f"with EP across scale-up domains read {evidence} (speed errors; positive = faster than measured); on "
+        "Blackwell the 1F1B overlap of that traffic is unmeasured and taken as inside an NVLink domain "
+        '(docs/training.md, "Expert parallelism across the scale-out network").'
     )
