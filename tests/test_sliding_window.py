@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from hnplan.catalog import load_catalog
 from hnplan.catalog.schemas import Model
-from hnplan.compute import attention_core_flops_per_token, operator_table, totals
+from hnplan.compute import attention_core_flops_per_token, operator_table, param_counts, totals
 from hnplan.compute.parts import training_part_times
 from hnplan.memory import inference_memory, kv_cache_bytes_per_token, kv_cache_tokens
 from hnplan.planning.inference.passes import sliding_kept
@@ -195,3 +195,14 @@ def test_a_smaller_window_is_never_slower(s, w1, w2, b, which, acc_id):
             assert t_lo <= t_hi * (1 + 1e-12)
             assert tot_lo["time_s"] <= tot_hi["time_s"] * (1 + 1e-12)
     assert kv_cache_tokens(toy(window=lo, which=which), s) <= kv_cache_tokens(toy(window=hi, which=which), s)
+
+
+def test_gpt_oss_catalog_entries():
+    for mid, layers, params in (("gpt-oss-20b", 24, 20.9), ("gpt-oss-120b", 36, 116.8)):
+        m = CAT.model(mid)
+        assert (m.sliding_window, m.sliding_window_layers) == (128, "even")
+        assert m.sliding_layer_count() == layers // 2
+        assert m.params_b_published == params
+        assert param_counts(m).total / 1e9 == pytest.approx(params, rel=2e-3)  # the model card's total
+        assert not any(k.startswith("heads.sliding") for k in m.assumptions)
+    assert kv_cache_tokens(CAT.model("gpt-oss-120b"), 4096) == (4096 + 128) / 2
