@@ -206,3 +206,22 @@ def test_gpt_oss_catalog_entries():
         assert param_counts(m).total / 1e9 == pytest.approx(params, rel=2e-3)  # the model card's total
         assert not any(k.startswith("heads.sliding") for k in m.assumptions)
     assert kv_cache_tokens(CAT.model("gpt-oss-120b"), 4096) == (4096 + 128) / 2
+
+
+def test_pipeline_stages_count_their_own_sliding_layers():
+    """Three layers on three stages: layers 0 and 2 slide, layer 1 attends to the whole sequence; the slowest
+    stage is the full layer's (the middle one, with neither embedding nor head, is compared alone)."""
+    from hnplan.compute.operator_rows import _raw_rows, _times
+
+    m, acc = toy(layers=3, window=8, **WIDE), CAT.accelerator("h100-sxm")
+
+    def stage(layers):
+        rows = _raw_rows(
+            m, "train", 1, 2048, 0, 1, 1, 1, "bf16", "none", "executed", layers=layers, embedding=False, head=False
+        )
+        attn = [r for r in rows if r[2] == "attention"]
+        return {r[0] for r in attn if r[4] > 0}, float(_times(rows, acc, "bf16")[2] @ [r[4] for r in rows])
+
+    assert stage(range(0, 1))[0] == {"attention_sliding"}
+    assert stage(range(1, 2))[0] == {"attention"}
+    assert stage(range(1, 2))[1] > stage(range(0, 1))[1]
