@@ -225,3 +225,19 @@ def test_pipeline_stages_count_their_own_sliding_layers():
     assert stage(range(0, 1))[0] == {"attention_sliding"}
     assert stage(range(1, 2))[0] == {"attention"}
     assert stage(range(1, 2))[1] > stage(range(0, 1))[1]
+
+
+def test_context_parallel_communication_counts_the_full_layers_only():
+    """gpt-oss-20b with CP 16 across two H100 servers: the ring's exposed exchange is that of its 12 full layers,
+    half of what the same model with every layer full exposes (the sliding layers attend within the rank's chunk
+    and the 128 keys before it, whose exchange is not counted)."""
+    from hnplan.planning.training import evaluate_plans, search_candidates
+    from hnplan.planning.training.job import make_job
+
+    m = CAT.model("gpt-oss-20b")
+    fixed = dict(tp=1, pp=1, cp=16, ep=1, dp=1, microbatch_size=1, zero_stage=1, recompute="none")
+    exposed = []
+    for mm in (m, m.model_copy(update=dict(sliding_window=None, sliding_window_layers=None))):
+        job = make_job(mm, "hgx-h100-ib-ndr", 16, 8192, 64, "bf16", CAT)
+        exposed.append(evaluate_plans(job, search_candidates(job, fixed))["t_cp_comm_exposed_s"].iloc[0])
+    assert exposed[1] > 0 and exposed[0] == pytest.approx(exposed[1] / 2, rel=1e-12)
