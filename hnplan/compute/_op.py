@@ -38,6 +38,8 @@ class _Op:
     d_v: float = 0.0
     kv_width: float = 0.0  # elements per key token of K and V together (GQA: hkv (d_qk + d_v))
     causal: bool = False
+    window: float = 0.0  # > 0: sliding-window attention, a query attends to at most this many keys [tokens]
+    share: float = 1.0  # share of the layers counted that run this operator (sliding or full attention) [-]
     cp: int = 1  # context-parallel ranks the attention runs as a ring over (hnplan.compute.context_parallel)
     ring_tall: bool = False  # the ring's off-diagonal steps as 2c x c kernels (else c x 2c): the slower on the chip
     # element-wise: elements read, written, FLOPs per written element

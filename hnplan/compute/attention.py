@@ -130,6 +130,21 @@ def flash_bwd_factor(d_qk, d_v):
 
 
 def _attention_fwd_flops(op: _Op, executed: bool) -> float:
+    """Forward FLOPs of a fused attention kernel: ``2 b hq (d_qk + d_v)`` per (query, key) pair it counts [FLOP].
+
+    Full attention counts ``s_q s_kv`` pairs, half of them executed when causal. A sliding window ``w``
+    (``op.window``, ``w' = min(w, s_kv)``) counts ``s_q w'`` pairs (``model``: every query against a whole
+    window, as the full count takes every query against every key) and executes, causal, the band of the
+    ``s_q x s_kv`` triangle: ``s_q (w' - w'^2 / (2 s_kv))``, the continuous area, as the full causal count's
+    ``s_q s_kv / 2`` is (``w' = s_kv`` gives it; the exact count of whole pairs, ``s w - w (w - 1) / 2`` for
+    ``s_q = s_kv = s``, is ``w / 2`` pairs a sequence above, below 0.05 % at gpt-oss's 128 over 4,096 tokens).
+    Megatron-Bridge's MFU counts the same band per query, ``w - w (w - 1) / (2 s)`` (``flop_utils.py``
+    ``calculate_swa_context`` at 067f987df03b); hnplan's ``model`` convention keeps PaLM's count without the
+    causal halving (:mod:`hnplan.compute.operators`), ``w`` a query."""
+    if op.window:
+        w = np.minimum(op.window, op.s_kv)
+        keys = w - w * w / (2.0 * op.s_kv) if (executed and op.causal) else w
+        return 2.0 * op.b * op.hq * op.s_q * keys * (op.d_qk + op.d_v)
     full = 2.0 * op.b * op.hq * op.s_q * op.s_kv * (op.d_qk + op.d_v)
     return full * (0.5 if (executed and op.causal) else 1.0)
 
@@ -208,7 +223,9 @@ def attention_rows(
     # the fused FlashAttention kernel (kind "attention"); k: the mean head dimension (see attention_compute_s)
     f = _attention_fwd_flops(op, executed)
     by = _attention_fwd_bytes(op)
-    shape = (op.s_q, op.s_kv, 0.5 * (op.d_qk + op.d_v))
+    # a sliding window's longest work unit walks the window's keys, not the sequence's (attention_compute_s)
+    s_kv = np.minimum(op.s_kv, op.window) if op.window else op.s_kv
+    shape = (op.s_q, s_kv, 0.5 * (op.d_qk + op.d_v))
     if phase != "train":
         return [(op.name, op.scope, op.kind, phase, count, f, by, *shape, op.b * op.hq)]
     out.append((op.name, op.scope, op.kind, "fwd", count, f, by, *shape, op.b * op.hq))

@@ -42,13 +42,26 @@ def attention_core_flops_per_token(model: Model, seq_len: int) -> float:
     """Forward FLOPs of the attention score and value products for one token, all layers [FLOP].
 
     ``2 * s * heads * d_qk + 2 * s * heads * d_v`` per layer: the causal mask is *not* applied, as in
-    the Megatron-LM and PaLM conventions ([1]_, [2]_), so that MFU stays comparable across tools.
+    the Megatron-LM and PaLM conventions ([1]_, [2]_), so that MFU stays comparable across tools. A layer
+    with a sliding window (:attr:`~hnplan.catalog.schemas.Model.sliding_window`) counts ``min(window, s)``
+    keys in place of ``s``: every query against a whole window, the same convention without the causal
+    halving (:func:`hnplan.compute.attention._attention_fwd_flops`; Megatron-Bridge's MFU halves both, the
+    window's ``w - w (w - 1) / (2 s)`` keys a query).
+
+    >>> from hnplan.catalog import load_catalog
+    >>> m = load_catalog().model("gpt-oss-20b")  # 12 of 24 layers with a window of 128
+    >>> attention_core_flops_per_token(m, 4096) == 2.0 * 64 * (64 + 64) * (12 * 4096 + 12 * 128)
+    True
     """
     if model.mla is not None:
         d_qk = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
         d_v = model.mla.v_head_dim
     else:
         d_qk = d_v = head_dim(model)
+    if model.sliding_window is not None:
+        sliding = model.sliding_layer_count()
+        keys = (model.layers - sliding) * seq_len + sliding * min(model.sliding_window, seq_len)
+        return 2.0 * keys * model.heads * (d_qk + d_v)
     return model.layers * 2.0 * seq_len * model.heads * (d_qk + d_v)
 
 

@@ -99,7 +99,14 @@ def _layer_ops(
     attention: str = "flash",
     sequence_parallel: bool = True,
     kernels: StepKernels = DEFAULT_KERNELS,
+    sliding_share: float | None = None,
 ) -> list[_Op]:
+    """The operators of one layer of ``scope`` (module docstring). A model with a sliding window
+    (:attr:`~hnplan.catalog.schemas.Model.sliding_window`) has two attention cores: ``attention`` (full causal)
+    for ``1 - sliding_share`` of the layers and ``attention_sliding`` for ``sliding_share`` of them (their rows'
+    counts scaled by that share, :attr:`~hnplan.compute._op._Op.share`; default the model's sliding layers over
+    all its layers), except in the ``unfused`` form, which multiplies every tile of the score matrix whatever
+    the mask: one full core then."""
     h, H = model.hidden, model.heads
     hq = H // tp
     hkv = max(1, math.ceil(model.kv_heads / tp)) if np.ndim(tp) == 0 else np.maximum(1, np.ceil(model.kv_heads / tp))
@@ -189,22 +196,21 @@ def _layer_ops(
         expand = kv_expand_op(scope, (batch * kv_len if decode else tokens) * 2 * hkv * d, hq, hkv, kn)
         if expand is not None:
             ops.append(expand)
-        ops.append(
-            _Op(
-                "attention",
-                "attention",
-                scope,
-                b=batch,
-                hq=hq,
-                s_q=s_q,
-                s_kv=s_kv,
-                d_qk=d,
-                d_v=d,
-                kv_width=2 * hkv * d,
-                causal=not decode,
-                cp=1 if decode else ring,
-            )
+        attn = _Op(
+            "attention",
+            "attention",
+            scope,
+            b=batch,
+            hq=hq,
+            s_q=s_q,
+            s_kv=s_kv,
+            d_qk=d,
+            d_v=d,
+            kv_width=2 * hkv * d,
+            causal=not decode,
+            cp=1 if decode else ring,
         )
+        ops += _sliding_split(model, attn, attention, sliding_share)
         d_v_total = hq * d
     if not (model.mla is not None and decode):
         ops.append(_gemm("o_proj", scope, tokens, h, d_v_total, wb))
@@ -235,6 +241,23 @@ def _layer_ops(
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
+
+
+def _sliding_split(model: Model, attn: _Op, attention: str, sliding_share: float | None) -> list[_Op]:
+    """``[attn]``, or for a model with a sliding window under fused attention ``attn`` for the full layers and
+    ``attention_sliding`` for the sliding ones (:func:`_layer_ops`). The sliding core holds at most ``window``
+    keys a query: in decode it reads ``min(kv_len, window)`` cached tokens (a sliding layer keeps only the last
+    ``window``, Hugging Face transformers ``SlidingWindowCache``); under context parallelism it runs as one
+    kernel of the rank's ``s / cp`` queries over their windows (no ring: a window of 128 tokens needs the
+    neighbouring chunk's last keys at most, whose exchange is not counted)."""
+    w = model.sliding_window
+    if w is None or attention != "flash":
+        return [attn]
+    share = model.sliding_layer_count() / model.layers if sliding_share is None else sliding_share
+    decode = not attn.causal
+    s_kv = np.minimum(attn.s_kv, w) if decode else attn.s_kv
+    sliding = replace(attn, name="attention_sliding", s_kv=s_kv, window=float(w), cp=1, share=share)
+    return [replace(attn, share=1.0 - share), sliding]
 
 
 def _once_ops(

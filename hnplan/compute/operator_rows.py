@@ -150,7 +150,7 @@ def _rows(op: _Op, phase: str, recompute: str, convention: str, count: float, ri
             out.append((op.name, op.scope, op.kind, "recompute", count, *fwd, op.groups))
         return out
     if op.kind in ATTENTION_KINDS:
-        return attention_rows(op, phase, recompute, executed, count, ring_once)
+        return attention_rows(op, phase, recompute, executed, count * op.share, ring_once)
     f = 0.0 if not executed else op.flops_per_out * op.e_out
     by = op.e_out * op.bytes_per_out if op.bytes_per_out else (op.e_in + op.e_out) * ACT_BYTES
     if op.bwd_only:  # a backward kernel with no forward (autograd's gradient sums): only its backward row
@@ -221,11 +221,30 @@ def _raw_rows(
 
     rows: list = []
     segments = [rows]
-    for scope, count in _layer_counts(model, layers).items():
+    counts = _layer_counts(model, layers)
+    # the sliding-window layers' share of the layers counted (each part's layers, when they differ in kind, at the
+    # share of the range: exact for the alternating windows of the catalog's models over an even number of layers)
+    sliding = model.sliding_layer_count(range(model.layers) if layers is None else layers) / max(
+        1, sum(counts.values())
+    )
+    for scope, count in counts.items():
         if count:
             count = 1 if occurrence else count
             for op in _layer_ops(
-                model, scope, phase, batch, seq_len, kv_len, tp, cp, ep, wb, attention, sequence_parallel, kn
+                model,
+                scope,
+                phase,
+                batch,
+                seq_len,
+                kv_len,
+                tp,
+                cp,
+                ep,
+                wb,
+                attention,
+                sequence_parallel,
+                kn,
+                sliding_share=sliding,
             ):
                 if core is not None and op.kind in ATTENTION_KINDS:  # a segment of its own, between two others
                     rows = []

@@ -49,7 +49,8 @@ def training_stage_time_s(
     for i in range(pp):
         start = i * per
         layers = range(start, min(start + per, model.layers))
-        key = (tuple(_layer_counts(model, layers).values()), i == 0, i == pp - 1)
+        # stages of the same layer kinds, sliding-window layers and ends time alike
+        key = (tuple(_layer_counts(model, layers).values()), model.sliding_layer_count(layers), i == 0, i == pp - 1)
         if key in seen:
             continue
         seen.add(key)

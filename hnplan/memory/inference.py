@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, MemoryOverheads, Model
 from hnplan.compute import head_dim, param_counts
@@ -58,6 +60,26 @@ def kv_cache_bytes_per_token(model: Model, kv_dtype: str = "bf16", tp: int = 1) 
         return model.layers * (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * b
     kv_per_rank = max(model.kv_heads / tp, 1.0)
     return 2.0 * model.layers * kv_per_rank * head_dim(model) * b
+
+
+def kv_cache_tokens(model: Model, context_tokens):
+    """Tokens of one sequence's KV cache, in tokens of every layer [tokens]: ``context_tokens`` for a model
+    attending to the whole sequence in every layer; with a sliding window ``w`` on ``L_s`` of the ``L`` layers
+    (:attr:`~hnplan.catalog.schemas.Model.sliding_window`), whose layers keep only the last ``w`` tokens
+    (Hugging Face transformers ``SlidingWindowCache``; vLLM's hybrid KV-cache manager gives sliding-window
+    layers ``ceil(w / block)`` blocks a sequence), ``((L - L_s) ctx + L_s min(ctx, w)) / L``. Times
+    :func:`kv_cache_bytes_per_token` it gives a sequence's KV bytes. ``context_tokens`` may be an array.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> m = load_catalog().model("gpt-oss-20b")  # 12 of 24 layers keep 128 tokens
+    >>> float(kv_cache_tokens(m, 8192)), float(kv_cache_tokens(m, 100))
+    (4160.0, 100.0)
+    """
+    if model.sliding_window is None:
+        return context_tokens
+    sliding = model.sliding_layer_count()
+    kept = (model.layers - sliding) * context_tokens + sliding * np.minimum(context_tokens, model.sliding_window)
+    return kept / model.layers
 
 
 def weight_bytes_per_gpu(model: Model, dtype: str = "bf16", tp: int = 1, ep: int = 1) -> float:
@@ -134,7 +156,8 @@ def inference_memory(
     """Memory of a replica serving ``batch`` sequences of ``seq_len`` tokens (prompt + output) [bytes].
 
     Weights (:func:`weight_bytes_per_gpu`), KV cache of ``batch x seq_len`` tokens
-    (:func:`kv_cache_bytes_per_token`), workspace of a forward pass of ``min(batch x seq_len,
+    (:func:`kv_cache_bytes_per_token`; sliding-window layers keep ``min(seq_len, window)`` of them,
+    :func:`kv_cache_tokens`), workspace of a forward pass of ``min(batch x seq_len,
     max_batched_tokens)`` tokens (:func:`workspace_bytes`; default the catalog's serving value) and
     runtime overheads (:func:`serving_overhead_bytes`); ``overheads`` is the catalog's
     :class:`~hnplan.catalog.schemas.MemoryOverheads` (``memory.yaml``).
@@ -154,7 +177,7 @@ def inference_memory(
         grads_bytes=0.0,
         optimizer_bytes=0.0,
         activations_bytes=workspace_bytes(model, min(tokens, mbt), min(batch, mbt), tp),
-        kv_cache_bytes=per_tok * tokens,
+        kv_cache_bytes=per_tok * batch * kv_cache_tokens(model, seq_len),
         overhead_bytes=serving_overhead_bytes(tp, overheads),
         kv_bytes_per_token=per_tok,
         tokens=tokens,

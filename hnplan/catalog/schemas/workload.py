@@ -128,6 +128,18 @@ class Model(Entry):
         default=None,
         description="published parameter count [1e9]; the dimensions must give it within 10 % (a typo check)",
     )
+    sliding_window: Annotated[int, Field(gt=0, le=MAX_SEQ)] | None = Field(
+        default=None,
+        description="sliding-window attention: a query of a sliding layer attends to itself and the window - 1 "
+        "keys before it, window keys at most [tokens] (Hugging Face config sliding_window; gpt-oss: 128, "
+        "openai/gpt-oss-120b config.json); None: every layer attends causally to the whole sequence",
+    )
+    sliding_window_layers: Literal["all", "even", "odd"] | None = Field(
+        default=None,
+        description="which layers use sliding_window, by 0-based index: all, the even-indexed (0, 2, ...; the "
+        "others full causal) or the odd-indexed (Hugging Face layer_types; gpt-oss: even, its layer_types "
+        "starting with sliding_attention and alternating); set with sliding_window and only with it",
+    )
     mtp_modules: int = Field(
         default=0,
         ge=0,
@@ -138,6 +150,10 @@ class Model(Entry):
 
     @model_validator(mode="after")
     def _heads(self):
+        if (self.sliding_window is None) != (self.sliding_window_layers is None):
+            raise ValueError("sliding_window and sliding_window_layers go together (a window and the layers it is on)")
+        if self.sliding_window is not None and self.mla is not None:
+            raise ValueError("sliding_window with mla is not modelled (no such published model)")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.head_dim is None and self.hidden % self.heads:
@@ -159,6 +175,25 @@ class Model(Entry):
                     "your own: give it its own params_b_published, or none)"
                 )
         return self
+
+    def sliding_layer_count(self, layers: range | None = None) -> int:
+        """Layers of ``layers`` (0-based indices; default all) that attend within :attr:`sliding_window` [-]:
+        none without one, all, or those of even or odd index (:attr:`sliding_window_layers`).
+
+        >>> m = Model(id="toy", name="toy", source="test", layers=5, hidden=64, ffn_hidden=128, heads=4, kv_heads=4,
+        ...           vocab=100, max_seq=256, activation="swiglu", position_embedding="rope",
+        ...           sliding_window=16, sliding_window_layers="even")
+        >>> m.sliding_layer_count(), m.sliding_layer_count(range(1, 5))
+        (3, 2)
+        """
+        layers = range(self.layers) if layers is None else layers
+        kind = self.sliding_window_layers
+        if kind is None:
+            return 0
+        if kind == "all":
+            return len(layers)
+        parity = 0 if kind == "even" else 1
+        return sum(1 for i in layers if i % 2 == parity)
 
     def params_bound(self) -> float:
         """An upper estimate of the parameter count from the dimensions alone (each layer: four attention

@@ -38,7 +38,7 @@ from hnplan.comm import sendrecv_time, system_links
 from hnplan.comm.topology import max_scaleout_gpus
 from hnplan.errors import HnplanError, InfeasiblePlan, InputError
 from hnplan.formatting import counted
-from hnplan.memory import kv_cache_bytes_per_token
+from hnplan.memory import kv_cache_bytes_per_token, kv_cache_tokens
 from hnplan.planning.inference.core import (
     DEFAULT_MAX_BATCHED_TOKENS,
     Replica,
@@ -198,7 +198,8 @@ def _grid_points(s: Setup, tr: dict, mbt: int, disaggregated: bool, chunked_pref
 def kv_transfer_s(s_prefill: Setup, s_decode: Setup, input_tokens: float, same_domain: bool) -> float:
     """Time to move one request's KV cache from the prefill to the decode replica [s]: each prefill GPU
     sends its share over a point-to-point link (scale-up inside one domain, else its NIC share)."""
-    total = input_tokens * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
+    kept = kv_cache_tokens(s_prefill.model, input_tokens)  # sliding-window layers: their window only
+    total = kept * kv_cache_bytes_per_token(s_prefill.model, s_prefill.replica.kv, 1)
     links = system_links(s_decode.design)
     tier = links.scaleup if same_domain else links.scaleout
     return sendrecv_time(total / s_prefill.replica.gpus, tier.bw_Bps, tier.alpha_s)

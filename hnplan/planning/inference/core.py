@@ -49,7 +49,13 @@ from hnplan.comm import GroupPlacement, SystemLinks, place_group, system_links
 from hnplan.compute.layout import check_expert_split, check_split
 from hnplan.errors import InfeasiblePlan, InputError, check_choice
 from hnplan.formatting import format_given
-from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_capacity, weight_bytes_per_gpu
+from hnplan.memory import (
+    hbm_capacity_bytes,
+    kv_cache_bytes_per_token,
+    kv_cache_tokens,
+    kv_capacity,
+    weight_bytes_per_gpu,
+)
 
 SERVE_DTYPES = ("bf16", "fp8", "int8", "fp4")
 MAX_REPLICA_GPUS = 256  # candidates larger than this are not enumerated (DeepSeek's decode unit: 144 GPUs)
@@ -375,7 +381,9 @@ def max_batch(s: Setup, context_tokens: float) -> int:
     """Largest number of concurrent sequences of ``context_tokens`` the replica runs [-].
 
     Each accelerator holds the KV of ``pp x b`` sequences for its ``layers / pp`` (``b`` sequences per
-    attention group and micro-batch): ``B = ep x pp x floor(budget / (ctx x KV/token/GPU x pp))``. With
+    attention group and micro-batch): ``B = ep x pp x floor(budget / (ctx x KV/token/GPU x pp))``, ``ctx``
+    the tokens the sequence's cache keeps (:func:`hnplan.memory.kv_cache_tokens`: a sliding-window layer its
+    window). With
     an engine, its scheduler cap ``max_num_seqs`` per scheduler (one per data-parallel attention rank,
     ``ep`` of them) bounds it too.
 
@@ -392,10 +400,11 @@ def max_batch(s: Setup, context_tokens: float) -> int:
             f"of weights, workspace and overheads per GPU with tp={r.tp} ep={r.ep} pp={r.pp}; "
             f"{s.acc.id} offers {units.to_GiB(usable_bytes_per_gpu(s)):.1f} GiB to the engine"
         )
-    per_group = math.floor(budget / (context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp))
+    kept = kv_cache_tokens(s.model, context_tokens)  # sliding-window layers keep their window only
+    per_group = math.floor(budget / (kept * kv_bytes_per_token_per_gpu(s) * r.pp))
     if per_group < 1:
         # how much it needs against what there is, and what set the budget where the user did
-        need = context_tokens * kv_bytes_per_token_per_gpu(s) * r.pp
+        need = kept * kv_bytes_per_token_per_gpu(s) * r.pp
         set_by = (
             f" (--kv-budget-gib {format_given(r.kv_budget_gib)})"
             if r.kv_budget_gib is not None and units.GiB_to_bytes(r.kv_budget_gib) <= budget
@@ -416,4 +425,5 @@ def memory_per_gpu_bytes(s: Setup, batch: int, context_tokens: float) -> float:
     """Weights, workspace, overheads and the KV cache of ``batch`` sequences of ``context_tokens`` on
     one accelerator [bytes]."""
     per_group = math.ceil(batch / s.replica.groups)
-    return fixed_bytes_per_gpu(s) + per_group * s.replica.pp * context_tokens * kv_bytes_per_token_per_gpu(s)
+    kept = kv_cache_tokens(s.model, context_tokens)  # sliding-window layers keep their window only
+    return fixed_bytes_per_gpu(s) + per_group * s.replica.pp * kept * kv_bytes_per_token_per_gpu(s)

@@ -54,7 +54,8 @@ def _kv_dtype_reads(cols: dict, s: Setup, batch: int, context_tokens: int) -> di
     rows scales with their new byte count; compute time and the fixed kernel term stay; ``bound`` stays as
     the table had it. (To move into :func:`hnplan.compute.operator_table` as a ``kv_dtype`` argument.)
     """
-    return _retime_attention(cols, _kv_bytes_saved(s, batch, context_tokens), 1.0)
+    saved = _kv_bytes_saved(s, batch, context_tokens)
+    return _retime_attention(cols, saved, 1.0, sliding_kept(s.model, context_tokens))
 
 
 def _kv_bytes_saved(s: Setup, batch: int | np.ndarray, context_tokens: int) -> float | np.ndarray:
@@ -73,10 +74,20 @@ def _kv_bytes_read(s: Setup, batch: int | np.ndarray, context_tokens: int) -> fl
     return batch * context_tokens * per_layer
 
 
-def _retime_attention(cols: dict, saved_bytes, share) -> dict:
+def sliding_kept(model, context_tokens) -> float:
+    """Share of a sequence's ``context_tokens`` a sliding-window layer's cache keeps and its decode attention
+    reads, ``min(ctx, window) / ctx`` [-] (1 without a window, :attr:`hnplan.catalog.schemas.Model.sliding_window`)."""
+    if model.sliding_window is None or not context_tokens:
+        return 1.0
+    return min(float(context_tokens), float(model.sliding_window)) / float(context_tokens)
+
+
+def _retime_attention(cols: dict, saved_bytes, share, sliding: float = 1.0) -> dict:
     """The attention rows of :func:`hnplan.compute.operator_columns` with ``saved_bytes`` fewer bytes read,
     then ``share`` of their work (the real sequences of a padded step): memory time scales with the bytes,
-    compute with the work, the fixed kernel term stays; ``bound`` stays as the table had it.
+    compute with the work, the fixed kernel term stays; ``bound`` stays as the table had it. ``saved_bytes``
+    are those of a layer attending to the whole context; a sliding-window layer's row (``attention_sliding``)
+    saves ``sliding`` of them (:func:`sliding_kept`: it reads only its window).
 
     ``cols`` may also be :func:`hnplan.compute.operator_grid.operator_grid`'s ``[row, batch]`` columns, with
     ``saved_bytes`` and ``share`` one per batch (arrays); a batch with nothing saved and all its work keeps
@@ -90,6 +101,9 @@ def _retime_attention(cols: dict, saved_bytes, share) -> dict:
         np.array(cols[k], dtype=float) for k in ("time_s", "compute_time_s", "memory_time_s", "bytes", "flops")
     )
     fixed = t[att] - np.maximum(comp[att], mem[att])
+    if sliding != 1.0:  # a sliding layer's row saves its window's share of the bytes
+        ratio = np.where(np.asarray(cols["name"])[att] == "attention_sliding", sliding, 1.0)
+        saved = saved * (ratio[:, None] if byt.ndim == 2 else ratio)
     new_bytes = (byt[att] - saved) * share
     new_mem = mem[att] * new_bytes / byt[att]
     new_comp = comp[att] * share
@@ -196,7 +210,7 @@ def _decode_work(s: Setup, bs: list[int], bps: list[int], ctx: int, v: int) -> l
             cols[k] = cols[k].copy()
             cols[k][at] = sub[k]
     saved = _kv_bytes_saved(s, tokens, ctx) + (v - 1) / v * _kv_bytes_read(s, tokens, ctx)
-    cols = _retime_attention(cols, saved, b / bp)
+    cols = _retime_attention(cols, saved, b / bp, sliding_kept(s.model, ctx))
     # each batch's rows summed as :func:`hnplan.compute.totals` sums one pass (a contiguous row per batch)
     sums = {k: np.ascontiguousarray((cols[k] * cols["count"]).T).sum(axis=1) for k in ("time_s", "bytes", "flops")}
     return [{k: float(sums[k][j]) for k in sums} for j in range(len(bs))]

@@ -29,6 +29,7 @@ import numpy as np
 from hnplan import units
 from hnplan.compute import operator_columns
 from hnplan.compute.part_sums import ROUTED_OPS
+from hnplan.memory import kv_cache_tokens
 from hnplan.planning.inference.core import Setup, max_batch, weights_bytes_per_gpu
 from hnplan.planning.inference.passes import (
     _comm_time_s,
@@ -36,6 +37,7 @@ from hnplan.planning.inference.passes import (
     _kv_bytes_saved,
     _pass_times,
     _retime_attention,
+    sliding_kept,
 )
 from hnplan.planning.inference.speculative import (
     decode_overlap_efficiency,
@@ -121,7 +123,7 @@ def decode_split(
             for k in ("flops", "bytes", "compute_time_s", "memory_time_s", "time_s"):
                 cols[k][rows] = sub[k]
         saved = _kv_bytes_saved(s, tokens, ctx) + (v - 1) / v * _kv_bytes_read(s, tokens, ctx)
-        cols = _retime_attention(cols, saved, 1.0)
+        cols = _retime_attention(cols, saved, 1.0, sliding_kept(m, ctx))
         t = np.asarray(cols["time_s"], dtype=float) * np.asarray(cols["count"], dtype=float)
         for name, kind, ti in zip(cols["name"], cols["kind"], t):
             out[_group(str(name), str(kind))] += float(ti)
@@ -138,7 +140,7 @@ def decode_split(
         one = {k: val * (1.0 + draft) for k, val in one.items()}
     bw = units.TBps_to_Bps(s.acc.hbm_bw_TBps)
     w_bytes = weights_bytes_per_gpu(s) * len(parts)
-    kv_bytes = float(_kv_bytes_read(s, b, ctx)) * m.layers
+    kv_bytes = float(_kv_bytes_read(s, b, kv_cache_tokens(m, ctx))) * m.layers  # sliding layers: their window
     host = iteration_overhead_s(s)
     return {
         "micro_batches": len(parts),

@@ -30,7 +30,7 @@ from hnplan import units
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.compute import param_counts
 from hnplan.formatting import counted
-from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token
+from hnplan.memory import hbm_capacity_bytes, kv_cache_bytes_per_token, kv_cache_tokens
 from hnplan.planning.inference.core import (
     Replica,
     Setup,
@@ -78,7 +78,8 @@ def trtllm_bench_limits(s: Setup, input_tokens: int, output_tokens: int) -> tupl
     r, gib = s.replica, float(2**30)
     weights = param_counts(s.model).total * units.dtype_bytes(r.dtype) / gib
     free = hbm_capacity_bytes(s.acc) / gib * r.tp * r.pp - weights
-    per_seq = kv_cache_bytes_per_token(s.model, r.kv, r.tp) * r.tp / gib * (input_tokens + output_tokens)
+    kept = kv_cache_tokens(s.model, input_tokens + output_tokens)  # sliding-window layers keep their window
+    per_seq = kv_cache_bytes_per_token(s.model, r.kv, r.tp) * r.tp / gib * kept
     raw_bs = min(0.95 * free / per_seq, 4096.0) / r.pp
     raw_tokens = min(raw_bs * (1 + input_tokens / output_tokens), 32768.0)
 

@@ -66,6 +66,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
     ends = tuple(a + b for a, b in (held[s] for s in ("first", "middle", "last")))
     t_amax_layer = coll.fp8_amax_per_microbatch(job, uniq, 1)  # on the compute stream: never hidden
     t_cp_layer = coll.cp_comm_per_layer(job, uniq)
+    full_share = 1.0 - job.model.sliding_layer_count() / job.model.layers  # layers whose attention runs over CP
     t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)
     full = c.recompute_is(uniq, "full")
     dense = job.model.moe is None  # no EP traffic: t_ep is 0 on every row
@@ -84,7 +85,9 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
         if ch.tp_comm:
             t_tp = c.overlapped_comm(t_tp, t_comp, ch.tp_comm_overlap_fraction, c.overlap_slowdown(job, "tp"))
         t_tp = t_tp + layers * t_amax_layer * again
-        t_cp = layers * t_cp_layer  # exposed per ring step (collectives.cp_comm_per_layer)
+        # exposed per ring step (collectives.cp_comm_per_layer), in the full-attention layers: a sliding-window layer's
+        # attention runs on the rank's own queries and their windows (hnplan.compute.layer_ops._sliding_split)
+        t_cp = layers * full_share * t_cp_layer
         t_ep = moe_layers * t_ep_layer * again
         if dense:  # t_ep 0: the overlap hides nothing (0 - (1 - slowdown) min(0, t_comp))
             t_mb.append(t_comp + t_tp + t_cp + t_ep)  # per distinct row: gathered below, the stages together
