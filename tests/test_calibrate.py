@@ -805,3 +805,18 @@ def test_fitted_sweep_rows_still_far_off_after_the_fit_are_marked(tmp_path):
     assert res.exit_code == 0, res.stdout + res.stderr
     out = " ".join(res.stdout.split())
     assert out.count("yes, OFF") == 1 and "OFF: 1 fitted row(s) still more than 10 % from the measured busbw" in out
+
+
+def test_a_sweep_of_all_to_alls_alone_says_why_nothing_is_fitted():
+    """All-to-all rows are reported and not fitted (their rate is the fabric's alltoall_efficiency or the expert
+    dispatcher's flex_alltoall_efficiency); a sweep of only those used to say "no row at or above 16 MiB" though
+    its rows were 1 GiB."""
+    from hnplan.planning.calibrate_comm import fit_collectives
+
+    cat = load_catalog()
+    row = dict(line=2, op="alltoall", gpus=16, size_bytes=2.0**30, busbw_GBps=40.0, time_us=None, system=None)
+    res = fit_collectives([row], "dgx-b300", cat, "sweep.csv")
+    notes = {p.note for p in res.parameters}
+    assert len(notes) == 1
+    (note,) = notes
+    assert note.startswith("fixed: the rows at or above 16 MiB (the bandwidth regime) are all-to-alls, reported")

@@ -406,3 +406,12 @@ def test_a_tiny_deadline_reads_as_the_time_it_is():
         ["size", "--model", "llama3.1-8b", "--system", "hgx-h100-ib-ndr", "--deadline-days", "1e-9", "--tokens", "1T"],
     )
     assert "within 1e-09 days (86.4 us) needs at least" in one_line(res.stdout + res.stderr)
+
+
+def test_a_catalog_kind_typed_as_a_command_points_to_list():
+    """``catalog stacks`` answered "No such command 'stacks'" alone; the kind is now pointed to ``catalog list``."""
+    res = runner.invoke(app, ["catalog", "stacks"])
+    assert res.exit_code == 2
+    assert "No such command 'stacks'. Did you mean 'list stacks'?" in one_line(res.stderr)
+    res = runner.invoke(app, ["catalog", "system"])  # the singular too
+    assert "Did you mean 'list systems'?" in one_line(res.stderr)

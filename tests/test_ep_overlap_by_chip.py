@@ -200,15 +200,33 @@ def test_a_plan_with_experts_across_servers_says_so_with_the_runs_that_had_it(ca
     from hnplan.planning.trust import ep_span_sentence
 
     # EP 32 on 8-GPU B300 servers (ETP 1): ranks 0-31, four servers; EP 8 fills one; on GB300 NVL72 EP 64 stays
-    # in the 72-GPU domain and EP 128 spans two
-    said = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat)
+    # in the 72-GPU domain and EP 128 spans two. The evidence: the runs with the plan's dispatch
+    overlapped = (True, "flex")
+    said = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat, overlapped)
     assert said.startswith("dgx-b300's EP 32 spans 4 servers, so its expert dispatch and combine cross the scale-out")
-    assert "1 run on b200 (+8 %)" in said and "runs on h100-sxm (" in said
-    assert ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 1}], cat) == ""
-    assert ep_span_sentence([{"system": "gb300-nvl72", "ep": 64, "etp": 1}], cat) == ""
-    two = ep_span_sentence([{"system": "gb300-nvl72", "ep": 128, "tp": 1}, {"system": "dgx-b300", "ep": 16}], cat)
+    assert "and the flex dispatcher, all-to-all overlapped read 1 run on b200 (+8 %); 3 runs on h100-sxm (" in said
+    assert "the 1F1B overlap's share of that traffic is measured across H100 servers only" in said
+    exposed = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat, (False, "flex"))
+    assert "all-to-all exposed read 3 runs on h100-sxm" in exposed and "1F1B" not in exposed
+    assert ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 1}], cat, overlapped) == ""
+    assert ep_span_sentence([{"system": "gb300-nvl72", "ep": 64, "etp": 1}], cat, overlapped) == ""
+    two = ep_span_sentence(
+        [{"system": "gb300-nvl72", "ep": 128, "tp": 1}, {"system": "dgx-b300", "ep": 16}], cat, overlapped
+    )
     assert two.startswith(
         "gb300-nvl72's EP 128 spans 2 scale-up domains and dgx-b300's EP 16 spans 2 servers, so their"
     )
     # ETP spaces the EP ranks: EP 8 at ETP 2 covers 16 consecutive ranks, two servers
     assert "EP 8 spans 2 servers" in ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 2}], cat)
+
+
+def test_the_placement_line_gives_the_all_to_all_rate_the_step_uses(cat):
+    from hnplan.planning.training.components import placement_summary
+
+    # DeepSeek-V3 on 256 B300 (800G ConnectX-8, 100 GB/s a GPU): EP 32 across four servers with the flex
+    # dispatcher at 0.76 of the line rate, the DP ring at 0.94
+    job = make_job("deepseek-v3", "dgx-b300", 256, 4096, 4096, "fp8", cat, stack="megatron-bridge-2608-mxfp8")
+    p = placement_summary(job, tp=1, pp=1, dp=256, cp=1, ep=32, etp=1)
+    assert p["ep"]["bw_GBps"] == pytest.approx(76.0) and p["dp"]["bw_GBps"] == pytest.approx(94.0)
+    nccl = make_job("deepseek-v3", "dgx-b300", 256, 4096, 4096, "fp8", cat, overrides={"ep_dispatcher": "alltoall"})
+    assert placement_summary(nccl, tp=1, pp=1, dp=256, cp=1, ep=32, etp=1)["ep"]["bw_GBps"] == pytest.approx(94.0)

@@ -44,6 +44,13 @@ def _nearest_command(message: str, ctx) -> str:
     if typed is None or lister is None:
         return ""
     names = list(lister(ctx))
+    if "list" in names and "show" in names:  # the catalog group: a kind typed as a command (catalog stacks)
+        from hnplan.catalog.schemas import KINDS
+
+        word = typed.group(1).lower()
+        kind = word if word in (*KINDS, "scenarios") else f"{word}s" if f"{word}s" in (*KINDS, "scenarios") else None
+        if kind:
+            return f". Did you mean 'list {kind}'?"
     near = [n for n in names if n.startswith(typed.group(1))]
     if len(near) != 1:
         near = difflib.get_close_matches(typed.group(1), names, n=1, cutoff=0.6)

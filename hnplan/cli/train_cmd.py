@@ -217,7 +217,8 @@ def train(
             from hnplan.planning.trust import ep_span_sentence
 
             p = ests[0].plan
-            span = ep_span_sentence([{"system": system, "ep": p.ep, "etp": p.etp, "tp": p.tp}], job.catalog)
+            mine = (job.choices.ep_comm, job.choices.ep_dispatcher)
+            span = ep_span_sentence([{"system": system, "ep": p.ep, "etp": p.etp, "tp": p.tp}], job.catalog, mine)
             note = " ".join(x for x in (note, span) if x)
         from hnplan.planning.calibration_note import uncalibrated_sentence
 

@@ -47,8 +47,9 @@ TIERS = ("scaleup", "scaleout")
 #: bandwidth-regime busbw within about 10 % (the comm validation rows' tolerances), so a row beyond it after
 #: fitting one efficiency per tier is one the model does not describe (another unit, algorithm or fabric)
 OFF_AFTER_FIT_PCT = 10.0
-#: collectives reported but not fitted: the all-to-all runs at the library's own efficiency
-#: (``Interconnect.alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
+#: collectives reported but not fitted: the all-to-all runs at the library's own efficiency where a fabric has one
+#: (``Interconnect.alltoall_efficiency``; the flex expert-parallel dispatcher across domains at
+#: ``flex_alltoall_efficiency``), which would otherwise be absorbed into ``bw_efficiency``
 NOT_FITTED_OPS = ("alltoall",)
 #: the most a fitted row's measured busbw may differ from the model's at the catalog's efficiencies (either way)
 #: before its figure is taken for another unit: a fitted efficiency stays in BW_BOUNDS, so it moves a
@@ -246,7 +247,15 @@ def fit_collectives(
         params = identify(residuals, params, what="nccl-tests rows")
         params, solver = fit(residuals, params)
     else:
-        note = f"fixed: no row at or above {units.to_MiB(min_fit_bytes):g} MiB (the bandwidth regime)"
+        big = f"{units.to_MiB(min_fit_bytes):g} MiB (the bandwidth regime)"
+        if any(r.op in NOT_FITTED_OPS and r.size_bytes >= min_fit_bytes for r in rows):
+            note = (
+                f"fixed: the rows at or above {big} are all-to-alls, reported and not fitted (an all-to-all's rate "
+                "is the fabric's alltoall_efficiency where it has one, the expert-parallel dispatcher's its "
+                "flex_alltoall_efficiency); give all-reduce, all-gather or reduce-scatter rows to fit bw_efficiency"
+            )
+        else:
+            note = f"fixed: no row at or above {big}"
         params = [replace(p, value=p.initial, note=note) for p in params]
         solver = dict(nfev=0, cost=None, status=None, message="")
     x1 = np.array([p.value for p in params])

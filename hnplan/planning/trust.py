@@ -378,11 +378,12 @@ def _ep_domains(system, ep: int, etp: int) -> int:
     return split_group(int(ep), max(int(etp), 1), system.scaleup_domain_gpus)[1]
 
 
-def ep_span_sentence(rows: list[dict], catalog: Catalog) -> str:
+def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, str] = (False, "alltoall")) -> str:
     """One sentence for the plans whose expert-parallel group spans scale-up domains (8-GPU servers, NVL72 racks),
     so that their dispatch and combine cross the scale-out network, with what the validation set says of such
-    plans: the speed errors of the published MoE runs whose stated EP group spans domains, per accelerator
-    (docs/training.md, "Expert parallelism across the scale-out network").
+    plans: the speed errors of the published MoE runs with the same dispatch whose stated EP group spans domains,
+    per accelerator, and, where the plans overlap the all-to-all, that the overlap's share across servers is
+    measured on Hopper only (docs/training.md, "Expert parallelism across the scale-out network").
 
     Parameters
     ----------
@@ -391,6 +392,9 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog) -> str:
         default ETP): the rows of :func:`hnplan.planning.compare.compare_training_designs`, or one plan of
         ``hnplan train``.
     catalog : Catalog
+    dispatch : (bool, str)
+        The plans' expert all-to-all: overlapped (``ep_comm``) and its ``ep_dispatcher``; the evidence is the runs
+        with the same pair (a stack's choices with a run's overrides).
 
     Returns
     -------
@@ -414,6 +418,8 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog) -> str:
     for run in cached_training_runs():
         fx = run.fixed or {}
         if (fx.get("ep") or 1) > 1 and catalog.model(run.model).moe is not None:
+            if _dispatch(catalog.stack(run.stack), run.overrides) != tuple(dispatch):
+                continue
             if _ep_domains(catalog.system(run.system), fx["ep"], fx.get("etp") or fx.get("tp") or 1) > 1:
                 across.append(run)
     errors = speed_errors(across, catalog)
@@ -424,10 +430,18 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog) -> str:
         f"{counted(len(v), 'run')} on {a} ({_signed(min(v))}" + (f" to {_signed(max(v))})" if len(v) > 1 else ")")
         for a, v in sorted(by_acc.items())
     )
-    return (
-        f"{and_join(spans)}, so {'its' if len(spans) == 1 else 'their'} expert dispatch and combine cross the "
-        "scale-out network: the published runs "
-        f"with EP across scale-up domains read {evidence} (speed errors; positive = faster than measured); on "
-        "Blackwell the 1F1B overlap of that traffic is unmeasured and taken as inside an NVLink domain "
-        '(docs/training.md, "Expert parallelism across the scale-out network").'
-    )
+    how = f"the {dispatch[1]} dispatcher, all-to-all {'overlapped' if dispatch[0] else 'exposed'}"
+    lead = f"{and_join(spans)}, so {'its' if len(spans) == 1 else 'their'} expert dispatch and combine cross the scale-out network"
+    if evidence:
+        said = (
+            f"{lead}: the published runs with EP across scale-up domains and {how} read {evidence} (speed errors; "
+            "positive = faster than measured)"
+        )
+    else:
+        said = f"{lead}, which no published run with {how} in the validation set did"
+    if dispatch[0]:
+        said += (
+            "; the 1F1B overlap's share of that traffic is measured across H100 servers only (0.36 of what the "
+            "schedule allows); other chips take the stack's share inside a domain (1.0 on Blackwell)"
+        )
+    return said + ' (docs/training.md, "Expert parallelism across the scale-out network").'

@@ -197,7 +197,8 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int, etp
     for ``tp, cp, ep, dp, pp`` (Megatron order; DP reduces over ``dp x cp``) and, for an MoE plan
     (``ep > 1``), ``edp``, the routed experts' data-parallel group; ``level`` is the smallest
     network level holding the group (``domain``, ``leaf``, ``pod``, ``fabric``) and ``bw_GBps`` the
-    per-rank bandwidth of the slowest tier it uses [GB/s, per direction].
+    per-rank bandwidth of the slowest tier it uses [GB/s, per direction]; for ``ep`` the all-to-all's rate there
+    (the flex dispatcher's ``flex_alltoall_efficiency`` across domains, else the fabric's all-to-all rate).
 
     The expert layers order the same ranks ETP innermost, then EP, then expert-DP (Megatron-Core's expert
     ``RankGenerator``, order ``tp-ep-dp-pp``; MoE parallel folding, arXiv:2504.14960): the EP group is
@@ -211,12 +212,16 @@ def placement_summary(job: Job, tp: int, pp: int, dp: int, cp: int, ep: int, etp
     for name, size, stride in groups:
         g = job.group(int(size), int(stride))
         link = g.up if g.domains == 1 else g.out
+        bw = link.bw_Bps
+        if name == "ep":  # the all-to-all's own rate: the flex dispatcher's across domains, else the fabric's
+            flex_bw = link.flex_alltoall_bw_Bps if job.choices.ep_dispatcher == "flex" and g.domains > 1 else None
+            bw = link.a2a_Bps if flex_bw is None else flex_bw
         out[name] = dict(
             ranks=int(size),
             per_domain=g.per_domain,
             domains=g.domains,
             level=g.level,
-            bw_GBps=units.Bps_to_GBps(link.bw_Bps) if size > 1 else 0.0,
+            bw_GBps=units.Bps_to_GBps(bw) if size > 1 else 0.0,
         )
     return out
 
