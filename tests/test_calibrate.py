@@ -820,3 +820,18 @@ def test_a_sweep_of_all_to_alls_alone_says_why_nothing_is_fitted():
     assert len(notes) == 1
     (note,) = notes
     assert note.startswith("fixed: the rows at or above 16 MiB (the bandwidth regime) are all-to-alls, reported")
+
+
+def test_a_gemm_ceiling_fitted_far_from_the_measured_one_is_flagged():
+    """Two runs that differ only in expert parallelism across servers fitted a B300 fp8 GEMM ceiling 44 % below the
+    catalog's (a new user's try-out): the fit put a communication cost into every GEMM of the chip. A fitted
+    ``matmul_efficiency`` more than 25 % from its initial value now carries a warning; other moves do not."""
+    from hnplan.planning.calibrate import _far_from_measured
+    from hnplan.planning.calibrate_fit import Parameter
+
+    far = _far_from_measured(Parameter("matmul_efficiency.b300.fp8", 0.65, 0.1, 1.0, value=0.3612, fitted=True))
+    assert far.note.startswith("WARNING: -44% from the catalog's GEMM ceiling")
+    near = Parameter("matmul_efficiency.b300.fp8", 0.65, 0.1, 1.0, value=0.60, fitted=True)
+    assert _far_from_measured(near) == near
+    other = Parameter("tp_comm_overlap_fraction", 0.75, 0.0, 1.0, value=0.2, fitted=True)
+    assert _far_from_measured(other) == other

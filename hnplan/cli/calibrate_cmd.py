@@ -190,8 +190,13 @@ def calibrate(
                 if q.fitted
                 else q.note
             )
+            if q.fitted and "WARNING:" in q.note:
+                status += ", WARNING (below)"
             p.add_row(q.name, f"{q.initial:.4g}", f"{q.value:.4g}", f"[{q.lower:g}, {q.upper:g}]", status)
         console.print(p)
+        for q in cal.parameters:
+            if q.fitted and "WARNING:" in q.note:
+                console.print(f"{q.name}: {q.note[q.note.index('WARNING:') :]}", highlight=False, markup=False)
         for e in cal.excluded:
             console.print(f"excluded: {e}")
         rms = {k: cal.rms_pct(f"{k}_pct") for k in ("error_before", "error_after", "loo_error")}

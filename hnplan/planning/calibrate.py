@@ -104,6 +104,32 @@ def _fit_runs(
     return [by_name.get(p.name, replace(p, value=p.initial, fitted=False, note=note)) for p in params], solver
 
 
+#: a fitted GEMM ceiling this far from the catalog's (a MAMF measurement on the chip or one carried from its family)
+#: is flagged: the GEMM law reproduces measured kernels within about 8 % (docs/compute.md), so a move of a
+#: quarter is another cost the runs carry, put into the GEMMs (communication, host work, a layout the model
+#: does not describe) [-]
+FAR_FROM_MEASURED = 0.25
+
+
+def _far_from_measured(p: Parameter) -> Parameter:
+    """``p`` with a warning in its note when it is a fitted ``matmul_efficiency`` that moved more than
+    :data:`FAR_FROM_MEASURED` from the catalog's value: the fit then likely absorbs a cost that is not the GEMMs'
+    (two runs that differ in expert parallelism across servers fit a 44 % lower GEMM ceiling, which would slow
+    every plan on the chip)."""
+    if not (p.fitted and p.name.startswith("matmul_efficiency.") and p.initial > 0):
+        return p
+    moved = p.value / p.initial - 1.0
+    if abs(moved) <= FAR_FROM_MEASURED:
+        return p
+    warn = (
+        f"WARNING: {moved:+.0%} from the catalog's GEMM ceiling, more than the GEMM law misses measured kernels: "
+        "it likely absorbs another cost of these runs (communication, host work, a layout the model does not "
+        "describe) and would apply it to every GEMM on the chip; compare the runs' breakdowns (hnplan train "
+        "with their plans) before using it"
+    )
+    return replace(p, note=f"{p.note}; {warn}" if p.note else warn)
+
+
 @dataclass(frozen=True)
 class Calibration:
     """The answer of :func:`calibrate`.
@@ -275,6 +301,7 @@ def calibrate(
             raise type(exc)(f"{runs_path}: run {r.id}: {exc}") from None
         _check_scale(models[-1], runs_path, scales)
     params, solver = _fit_runs(models, _candidates(models, st), scales)
+    params = [_far_from_measured(p) for p in params]
     if st.tp_comm or st.ep_comm:
         v = st.overlap_gemm_slowdown
         note = (
