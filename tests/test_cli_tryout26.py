@@ -415,3 +415,24 @@ def test_a_catalog_kind_typed_as_a_command_points_to_list():
     assert "No such command 'stacks'. Did you mean 'list stacks'?" in one_line(res.stderr)
     res = runner.invoke(app, ["catalog", "system"])  # the singular too
     assert "Did you mean 'list systems'?" in one_line(res.stderr)
+
+
+def test_compare_plans_hopper_in_bf16_under_an_mxfp8_stack():
+    """``compare --stack megatron-bridge-2608-mxfp8 --dtype fp8`` with an H100 design answered "no plan: fp8 recipe
+    mxfp8 needs Blackwell tensor cores", though compare plans a design whose GPU lacks the dtype in bf16; the same
+    now holds for a recipe the GPU cannot run, said in its status and dtype."""
+    from hnplan.planning.compare import compare_design_rows
+
+    rows = compare_design_rows(
+        "qwen3-30b-a3b",
+        ["gb200-nvl72", "hgx-h100-ib-ndr"],
+        gpus=16,
+        tokens=1e12,
+        seq_len=4096,
+        global_batch_seqs=512,
+        dtype="fp8",
+        stack="megatron-bridge-2608-mxfp8",
+    )
+    by = {r["system"]: r for r in rows}
+    assert by["hgx-h100-ib-ndr"]["status"].startswith("ok (fp8 recipe mxfp8 unavailable on h100-sxm: bf16)")
+    assert by["hgx-h100-ib-ndr"]["dtype"] == "bf16" and by["gb200-nvl72"]["dtype"] == "fp8"

@@ -60,7 +60,7 @@ def compare(
         "bf16",
         "--dtype",
         callback=dtype_name,
-        help="bf16, fp8 or fp4; a design whose GPU lacks it is planned in bf16 (said in status)",
+        help="bf16, fp8 or fp4; a design whose GPU lacks it, or cannot run the stack's fp8 recipe (MXFP8 on Hopper), is planned in bf16 (said in status)",
     ),
     offload: str = typer.Option(
         "none", "--offload", help="none, or auto: plans that do not fit in HBM use host or pooled memory"

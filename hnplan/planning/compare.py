@@ -106,8 +106,8 @@ def compare_training_designs(
         step-time breakdown ``t_<part>_s``, and ``dtype_note``: where the job planned in fp8 or fp4 comes out slower
         than in bf16 on the design, why (:func:`hnplan.planning.dtype_gap.dtype_gap_note`), else empty. A system with no feasible plan keeps its row with the
         reason in ``status``; one without a price (:func:`hnplan.planning.design.cost_or_gap`) keeps its
-        plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C) is planned
-        in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units (:data:`UNITS`).
+        plan, time and power, with NaN costs, "cost n/a" in ``status`` and the reason in ``cost_note``. A design whose accelerator lacks ``dtype`` (fp8 on Ascend 910C), or
+        cannot run the stack's fp8 recipe (MXFP8 on Hopper), is planned in bf16, said in ``dtype`` and ``status``. ``df.attrs['units']`` maps columns to units (:data:`UNITS`).
     """
     import pandas as pd  # here, not at the top: the command line reads the rows (compare_design_rows)
 
@@ -194,6 +194,9 @@ def _design_rows(
         run_dtype, note = dtype, ""
         if dtype not in acc.dense_tflops:  # e.g. fp8 on Ascend 910C: compare at the best dtype it has
             run_dtype, note = "bf16", f" ({dtype} unavailable on {acc.id}: bf16)"
+            row["dtype"] = run_dtype
+        elif dtype == "fp8" and (recipe := _unrunnable_fp8_recipe(cat, stack, acc)):  # MXFP8 on Hopper
+            run_dtype, note = "bf16", f" (fp8 recipe {recipe} unavailable on {acc.id}: bf16)"
             row["dtype"] = run_dtype
         unit = system.unit_gpus
         bought = whole_units(cat.design(system), gpus)  # the design's whole units that hold the GPUs asked for
@@ -342,6 +345,25 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
         return prediction_cache.as_cached(plan())
     digest = prediction_cache.point_digest("compare", *entries, gpus, seq_len, global_batch_seqs, dtype, offload)
     return prediction_cache.cached_point(digest, cat, plan)
+
+
+def _unrunnable_fp8_recipe(cat: Catalog, stack, acc) -> str:
+    """The stack's fp8 recipe on ``acc`` (its ``choices_by_accelerator`` applied) when the chip cannot run it
+    (:func:`hnplan.compute.fp8_recipes.check_recipe`: MXFP8 needs Blackwell tensor cores), else ""."""
+    from hnplan.compute.fp8_recipes import check_recipe
+
+    if stack is None:  # the planner's defaults
+        from hnplan.catalog.schemas.software import StackChoices
+
+        recipe = str(StackChoices().fp8_recipe)
+    else:
+        st = cat.stack(stack)
+        recipe = str(((st.choices_by_accelerator or {}).get(acc.id) or {}).get("fp8_recipe", st.fp8_recipe))
+    try:
+        check_recipe(acc, recipe)
+    except InputError:
+        return recipe
+    return ""
 
 
 def _peak(dense_tflops: dict, dtype: str) -> float:
