@@ -436,3 +436,12 @@ def test_compare_plans_hopper_in_bf16_under_an_mxfp8_stack():
     by = {r["system"]: r for r in rows}
     assert by["hgx-h100-ib-ndr"]["status"].startswith("ok (fp8 recipe mxfp8 unavailable on h100-sxm: bf16)")
     assert by["hgx-h100-ib-ndr"]["dtype"] == "bf16" and by["gb200-nvl72"]["dtype"] == "fp8"
+
+
+def test_an_expert_tensor_degree_that_cannot_divide_the_gpus_is_named():
+    """``train --etp 3`` on 256 GPUs answered "ep x etp = 1 x 3 must divide tp x cp x dp = 256", naming an EP of 1
+    the search had not fixed (the first candidate's); now the degree given and the GPUs, exit 3."""
+    argv = ["train", "--model", "deepseek-v3", "--system", "dgx-b300", "--gpus", "256", "--etp", "3"]
+    res = runner.invoke(app, [*argv, "--seq-len", "4096", "--global-batch-tokens", "16Mi"])
+    assert res.exit_code == 3
+    assert "etp 3 does not divide --gpus 256: the expert layers split the tp x cp x dp ranks" in one_line(res.stderr)

@@ -179,6 +179,16 @@ def train(
             names = " x ".join(f"{k} {given[k]}" for k in ("tp", "pp", "dp", "cp") if k in given)
             prod = f" = {fixed_product}" if "x" in names else ""
             raise PlanRuleError(f"{names}{prod} does not divide --gpus {gpus}")
+        expert = given.get("ep", 1) * given.get(
+            "etp", 1
+        )  # the expert layers split tp x cp x dp into etp x ep x expert-dp
+        if "etp" in given and gpus % expert:  # (an ep alone meets the model's expert count first)
+            names = " x ".join(f"{k} {given[k]}" for k in ("ep", "etp") if k in given)
+            prod = f" = {expert}" if "x" in names else ""
+            raise PlanRuleError(
+                f"{names}{prod} does not divide --gpus {gpus}: the expert layers split the tp x cp x dp ranks "
+                "into etp x ep x expert-dp"
+            )
         overrides = dict(
             tp_comm=tp_overlap,
             ep_comm=ep_overlap,
