@@ -101,8 +101,8 @@ def test_the_data_folder_as_shipped_still_validates():
         ),
         (
             "stacks/megatron-bridge-2511-mxfp8.yaml",
-            "norm_cudnn: true",
-            "norm_cudn: true",
+            "norm_cudnn: false",
+            "norm_cudn: false",
             "field 'norm_cudn': unknown key (did you mean 'norm_cudnn'?)",
         ),
         (

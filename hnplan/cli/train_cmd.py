@@ -182,7 +182,8 @@ def train(
         expert = given.get("ep", 1) * given.get(
             "etp", 1
         )  # the expert layers split tp x cp x dp into etp x ep x expert-dp
-        if "etp" in given and gpus % expert:  # (an ep alone meets the model's expert count first)
+        # an etp alone (the search's ep not fixed; a given ep meets the plan rules, the model's expert count first)
+        if "etp" in given and "ep" not in given and gpus % expert:
             names = " x ".join(f"{k} {given[k]}" for k in ("ep", "etp") if k in given)
             prod = f" = {expert}" if "x" in names else ""
             raise PlanRuleError(
