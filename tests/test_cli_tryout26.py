@@ -445,3 +445,13 @@ def test_an_expert_tensor_degree_that_cannot_divide_the_gpus_is_named():
     res = runner.invoke(app, [*argv, "--seq-len", "4096", "--global-batch-tokens", "16Mi"])
     assert res.exit_code == 3
     assert "etp 3 does not divide --gpus 256: the expert layers split the tp x cp x dp ranks" in one_line(res.stderr)
+
+
+def test_train_says_when_the_gpus_are_part_of_the_units_bought():
+    """``train --system gb300-nvl72 --gpus 256`` ran 256 GPUs of four 72-GPU racks without a word (``compare`` said
+    "256 of 288 GPUs bought train"); the table now has the line and the JSON ``gpus_bought``."""
+    argv = ["train", "--model", "llama3.1-8b", "--system", "gb300-nvl72", "--gpus", "256", "--tp", "1", "--pp", "1"]
+    argv += ["--seq-len", "8192", "--global-batch-tokens", "16Mi"]
+    res = runner.invoke(app, argv)
+    assert res.exit_code == 0 and "256 -> 288 (4 whole units of 72); 256 train" in one_line(res.stdout)
+    assert json.loads(runner.invoke(app, [*argv, "--json"]).stdout)["gpus_bought"] == 288

@@ -15,6 +15,7 @@ from hnplan.cli._app import (
     handle_errors,
     kv_table,
     print_json,
+    whole_units_text,
 )
 from hnplan.cli._options import (
     DEFAULT_BATCH_TOKENS,
@@ -243,8 +244,11 @@ def train(
                 highlight=False,
                 markup=False,
             )
+        from hnplan.comm.topology import whole_units
+
+        bought = whole_units(job.catalog.design(system), gpus)
         if json_:
-            out = {**ests[0].to_dict(), "stack": stack_info}
+            out = {**ests[0].to_dict(), "stack": stack_info, "gpus_bought": bought}
             if note:
                 out["moe_dispatch_note"] = note
             if calibration:
@@ -286,6 +290,8 @@ def train(
                     _memory_text(d),
                 ),
             ]
+            if bought != gpus:  # the job runs on part of the whole units a purchase holds: say how many
+                rows.append(("GPUs bought", f"{whole_units_text(gpus, bought, job.system.unit_gpus)}; {gpus:,} train"))
             rows.append(
                 (
                     "placement",
