@@ -244,7 +244,7 @@ def train(
                 highlight=False,
                 markup=False,
             )
-        from hnplan.planning.design import whole_units  # the whole purchasable units that hold the GPUs
+        from hnplan.planning.training import whole_units  # the whole purchasable units that hold the GPUs
 
         bought = whole_units(job.catalog.design(system), gpus)
         if json_:

@@ -15,7 +15,7 @@ from hnplan import units
 from hnplan.catalog.design import Design
 from hnplan.catalog.loader import Catalog, load_catalog
 from hnplan.comm.topology import check_fabric_gpus as fabric_check
-from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units  # noqa: F401  (whole_units: public here for the CLI)
+from hnplan.comm.topology import max_scaleout_gpus, scaleout_bom, whole_units
 from hnplan.cost import DesignCost, design_cost
 from hnplan.deployment import deploy_time
 from hnplan.errors import InputError, check_choice

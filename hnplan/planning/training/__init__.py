@@ -18,6 +18,7 @@ the search over TP, PP, DP, CP, EP, virtual stages, micro-batch size, ZeRO stage
 See docs/training.md.
 """
 
+from hnplan.comm.topology import whole_units  # noqa: F401  (the GPUs a purchase holds, for the command line)
 from hnplan.planning.training.candidates import candidate_frame, divisors  # noqa: F401
 from hnplan.planning.training.collectives import tp_message_bytes  # noqa: F401
 from hnplan.planning.training.components import (  # noqa: F401
