@@ -455,3 +455,14 @@ def test_train_says_when_the_gpus_are_part_of_the_units_bought():
     res = runner.invoke(app, argv)
     assert res.exit_code == 0 and "256 -> 288 (4 whole units of 72); 256 train" in one_line(res.stdout)
     assert json.loads(runner.invoke(app, [*argv, "--json"]).stdout)["gpus_bought"] == 288
+
+
+def test_the_stack_line_names_only_the_flags_that_change_its_choices():
+    """``--no-ep-overlap`` on a stack whose ep_comm is already off labelled the stack "with overrides"; the line now
+    names the choices a flag changed (``with ep_comm overridden``) and none when a flag repeats the stack's."""
+    argv = ["train", "--model", "qwen3-30b-a3b", "--system", "dgx-b300", "--gpus", "16", "--tp", "1", "--pp", "1"]
+    argv += ["--ep", "16", "--stack", "megatron-bridge-2608-mxfp8", "--seq-len", "4096", "--global-batch-tokens", "2Mi"]
+    same = one_line(runner.invoke(app, [*argv, "--no-ep-overlap"]).stdout)
+    assert "megatron-bridge-2608-mxfp8; GEMM efficiency" in same and "overrid" not in same
+    changed = one_line(runner.invoke(app, [*argv, "--ep-overlap"]).stdout)
+    assert "megatron-bridge-2608-mxfp8 with ep_comm overridden; GEMM efficiency" in changed

@@ -261,6 +261,10 @@ def train(
             if all_given and not out["fits"]:
                 exit_infeasible(_not_fit_text(out, offload))
             return
+        # the flags that change a choice of the stack on this accelerator (one equal to it changes nothing)
+        given_choices = [k for k, v in overrides.items() if v is not None]
+        plain = make_job(model, system, gpus, seq_len, global_batch_size, dtype, stack=stack) if given_choices else job
+        changed = [k for k in given_choices if getattr(plain.choices, k) != getattr(job.choices, k)]
         for i, est in enumerate(ests):
             d = est.to_dict()
             p = d["parallel"]
@@ -268,7 +272,7 @@ def train(
                 (
                     "stack",
                     f"{job.stack.id}"
-                    + (" with overrides" if "override" in job.provenance.values() else "")
+                    + (f" with {', '.join(changed)} overridden" if changed else "")
                     + f"; GEMM efficiency from {job.provenance['matmul_efficiency']}",
                 ),
                 (
