@@ -466,3 +466,16 @@ def test_the_stack_line_names_only_the_flags_that_change_its_choices():
     assert "megatron-bridge-2608-mxfp8; GEMM efficiency" in same and "overrid" not in same
     changed = one_line(runner.invoke(app, [*argv, "--ep-overlap"]).stdout)
     assert "megatron-bridge-2608-mxfp8 with ep_comm overridden; GEMM efficiency" in changed
+
+
+def test_a_runs_file_plan_that_does_not_make_its_gpus_is_bad_input(tmp_path):
+    """A runs file whose stated plan multiplies to 256 GPUs for a run of 250 exited 3 (an infeasible plan); it is a
+    typo in the file: exit 2, one line naming the file, the run and the product."""
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(
+        "- id: typo\n  model: deepseek-v3\n  system: dgx-b300\n  gpus: 250\n  seq_len: 4096\n  global_batch_seqs: 2048\n"
+        "  dtype: fp8\n  fixed: {tp: 1, pp: 4, dp: 64, cp: 1, ep: 32}\n  metric: tokens_per_s_per_gpu\n  published: 2900\n"
+    )
+    res = runner.invoke(app, ["calibrate", "--runs", str(runs), "--stack", "megatron-bridge-2608-mxfp8"])
+    assert res.exit_code == 2
+    assert "run typo: fixed: tp x pp x dp x cp = 1 x 4 x 64 x 1 = 256, not its gpus 250" in one_line(res.stderr)

@@ -115,6 +115,21 @@ class TrainingRun(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _degrees_make_the_gpus(self):
+        # a stated plan that gives all four degrees must use the run's GPUs: a typo in a runs file is bad input,
+        # not an infeasible plan (Megatron-LM: tp x pp x dp x cp = the world size)
+        fx = self.fixed or {}
+        degrees = [fx.get(k) for k in ("tp", "pp", "dp", "cp")]
+        if all(isinstance(d, int) for d in degrees):
+            product = degrees[0] * degrees[1] * degrees[2] * degrees[3]
+            if product != self.gpus:
+                raise ValueError(
+                    f"fixed: tp x pp x dp x cp = {' x '.join(map(str, degrees))} = {product:,}, not its gpus "
+                    f"{self.gpus:,}"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _gap_explained(self):
         if self.expect == "gap" and (self.gap_bound_pct is None or not self.gap_reason):
             raise ValueError("a run with expect: gap needs gap_bound_pct and gap_reason")
