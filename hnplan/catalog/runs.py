@@ -119,8 +119,8 @@ class TrainingRun(_Strict):
         # a stated plan that gives all four degrees must use the run's GPUs: a typo in a runs file is bad input,
         # not an infeasible plan (Megatron-LM: tp x pp x dp x cp = the world size)
         fx = self.fixed or {}
-        degrees = [fx.get(k) for k in ("tp", "pp", "dp", "cp")]
-        if all(isinstance(d, int) for d in degrees):
+        degrees = [d for k in ("tp", "pp", "dp", "cp") if isinstance(d := fx.get(k), int)]
+        if len(degrees) == 4:
             product = degrees[0] * degrees[1] * degrees[2] * degrees[3]
             if product != self.gpus:
                 raise ValueError(
