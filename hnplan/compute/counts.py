@@ -38,6 +38,24 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts")
 
 
+def mean_layer_context(model: Model, tokens):
+    """Tokens a layer attends to (and keeps in its KV cache) for a context of ``tokens``, averaged over the
+    model's layers [tokens]: ``tokens`` without a sliding window; with a window ``w`` on ``L_s`` of the ``L``
+    layers (:attr:`~hnplan.catalog.schemas.Model.sliding_window`, a sliding layer attends to and keeps the last
+    ``w``), ``((L - L_s) tokens + L_s min(tokens, w)) / L``. ``tokens`` may be an array.
+
+    >>> from hnplan.catalog import load_catalog
+    >>> m = load_catalog().model("gpt-oss-20b")  # 12 of 24 layers with a window of 128: (12 x 8192 + 12 x 128) / 24
+    >>> float(mean_layer_context(m, 8192)), float(mean_layer_context(m, 100))
+    (4160.0, 100.0)
+    """
+    if model.sliding_window is None:
+        return tokens
+    sliding = model.sliding_layer_count()
+    kept = (model.layers - sliding) * tokens + sliding * np.minimum(tokens, model.sliding_window)
+    return kept / model.layers
+
+
 def attention_core_flops_per_token(model: Model, seq_len: int) -> float:
     """Forward FLOPs of the attention score and value products for one token, all layers [FLOP].
 
@@ -58,11 +76,7 @@ def attention_core_flops_per_token(model: Model, seq_len: int) -> float:
         d_v = model.mla.v_head_dim
     else:
         d_qk = d_v = head_dim(model)
-    if model.sliding_window is not None:
-        sliding = model.sliding_layer_count()
-        keys = (model.layers - sliding) * seq_len + sliding * min(model.sliding_window, seq_len)
-        return 2.0 * keys * model.heads * (d_qk + d_v)
-    return model.layers * 2.0 * seq_len * model.heads * (d_qk + d_v)
+    return float(model.layers * 2.0 * mean_layer_context(model, seq_len) * model.heads * (d_qk + d_v))
 
 
 @dataclass(frozen=True)

@@ -253,7 +253,7 @@ def _sliding_split(model: Model, attn: _Op, attention: str, sliding_share: float
     w = model.sliding_window
     if w is None or attention != "flash":
         return [attn]
-    share = model.sliding_layer_count() / model.layers if sliding_share is None else sliding_share
+    share = model.sliding_layer_share() if sliding_share is None else sliding_share
     decode = not attn.causal
     s_kv = np.minimum(attn.s_kv, w) if decode else attn.s_kv
     sliding = replace(attn, name="attention_sliding", s_kv=s_kv, window=float(w), cp=1, share=share)

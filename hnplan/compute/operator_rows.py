@@ -224,9 +224,7 @@ def _raw_rows(
     counts = _layer_counts(model, layers)
     # the sliding-window layers' share of the layers counted (each part's layers, when they differ in kind, at the
     # share of the range: exact for the alternating windows of the catalog's models over an even number of layers)
-    sliding = model.sliding_layer_count(range(model.layers) if layers is None else layers) / max(
-        1, sum(counts.values())
-    )
+    sliding = model.sliding_layer_share(range(model.layers) if layers is None else layers)
     for scope, count in counts.items():
         if count:
             count = 1 if occurrence else count

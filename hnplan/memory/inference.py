@@ -17,11 +17,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from hnplan import units
 from hnplan.catalog.schemas import Accelerator, MemoryOverheads, Model
 from hnplan.compute import head_dim, param_counts
+from hnplan.compute.counts import mean_layer_context
 from hnplan.errors import InputError, check_choice
 from hnplan.memory.breakdown import MemoryBreakdown, hbm_capacity_bytes
 
@@ -75,11 +74,7 @@ def kv_cache_tokens(model: Model, context_tokens):
     >>> float(kv_cache_tokens(m, 8192)), float(kv_cache_tokens(m, 100))
     (4160.0, 100.0)
     """
-    if model.sliding_window is None:
-        return context_tokens
-    sliding = model.sliding_layer_count()
-    kept = (model.layers - sliding) * context_tokens + sliding * np.minimum(context_tokens, model.sliding_window)
-    return kept / model.layers
+    return mean_layer_context(model, context_tokens)
 
 
 def weight_bytes_per_gpu(model: Model, dtype: str = "bf16", tp: int = 1, ep: int = 1) -> float:

@@ -195,6 +195,19 @@ class Model(Entry):
         parity = 0 if kind == "even" else 1
         return sum(1 for i in layers if i % 2 == parity)
 
+    def sliding_layer_share(self, layers: range | None = None) -> float:
+        """Share of ``layers`` (default all) that attend within :attr:`sliding_window` [-]
+        (:meth:`sliding_layer_count` over their number; 0 for no layers).
+
+        >>> m = Model(id="toy", name="toy", source="test", layers=5, hidden=64, ffn_hidden=128, heads=4, kv_heads=4,
+        ...           vocab=100, max_seq=256, activation="swiglu", position_embedding="rope",
+        ...           sliding_window=16, sliding_window_layers="even")
+        >>> m.sliding_layer_share(), m.sliding_layer_share(range(1, 5))
+        (0.6, 0.5)
+        """
+        layers = range(self.layers) if layers is None else layers
+        return self.sliding_layer_count(layers) / len(layers) if len(layers) else 0.0
+
     def params_bound(self) -> float:
         """An upper estimate of the parameter count from the dimensions alone (each layer: four attention
         matrices of ``hidden x max(hidden, heads x head_dim)``, three MLP matrices of every expert or of the

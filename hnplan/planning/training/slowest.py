@@ -66,7 +66,7 @@ def slowest_stage(job: c.Job, plans: Columns, t_pp: np.ndarray, ep_share) -> lis
     ends = tuple(a + b for a, b in (held[s] for s in ("first", "middle", "last")))
     t_amax_layer = coll.fp8_amax_per_microbatch(job, uniq, 1)  # on the compute stream: never hidden
     t_cp_layer = coll.cp_comm_per_layer(job, uniq)
-    full_share = 1.0 - job.model.sliding_layer_count() / job.model.layers  # layers whose attention runs over CP
+    full_share = 1.0 - job.model.sliding_layer_share()  # layers whose attention runs over CP
     t_ep_layer = moe.ep_comm_per_microbatch(job, uniq, 1)
     full = c.recompute_is(uniq, "full")
     dense = job.model.moe is None  # no EP traffic: t_ep is 0 on every row
