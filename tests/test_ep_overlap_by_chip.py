@@ -202,10 +202,18 @@ def test_a_plan_with_experts_across_servers_says_so_with_the_runs_that_had_it(ca
     # EP 32 on 8-GPU B300 servers (ETP 1): ranks 0-31, four servers; EP 8 fills one; on GB300 NVL72 EP 64 stays
     # in the 72-GPU domain and EP 128 spans two. The evidence: the runs with the plan's dispatch
     overlapped = (True, "flex")
-    said = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat, overlapped)
+    said = ep_span_sentence(
+        [{"system": "dgx-b300", "ep": 32, "etp": 1}], cat, overlapped, cat.stack("megatron-bridge-2608-mxfp8")
+    )
+    hopper = ep_span_sentence(
+        [{"system": "hgx-h100-ib-ndr", "ep": 64, "etp": 1}], cat, overlapped, cat.stack("megatron-bridge-2511")
+    )
+    assert "the 1F1B overlap hides 0.36 on h100-sxm (the stack's value for the chip, fitted to a pair" in hopper
     assert said.startswith("dgx-b300's EP 32 spans 4 servers, so its expert dispatch and combine cross the scale-out")
     assert "and the flex dispatcher, all-to-all overlapped read 1 run on b200 (+8 %); 3 runs on h100-sxm (" in said
-    assert "the 1F1B overlap's share of that traffic is measured across H100 servers only" in said
+    # the overlap's share on the plan's chip, read from the stack: the 26.08 stack lists no Blackwell value, so its
+    # scalar 1.0, unmeasured across servers; the 25.11 stack's Hopper value 0.36 on an H100 plan
+    assert "the 1F1B overlap hides 1.00 on b300 (the stack's share; unmeasured for traffic across servers" in said
     exposed = ep_span_sentence([{"system": "dgx-b300", "ep": 32, "etp": 1}], cat, (False, "flex"))
     assert "all-to-all exposed read 3 runs on h100-sxm" in exposed and "1F1B" not in exposed
     assert ep_span_sentence([{"system": "dgx-b300", "ep": 8, "etp": 1}], cat, overlapped) == ""

@@ -230,7 +230,9 @@ def train(
 
             p = ests[0].plan
             mine = (job.choices.ep_comm, job.choices.ep_dispatcher)
-            span = ep_span_sentence([{"system": system, "ep": p.ep, "etp": p.etp, "tp": p.tp}], job.catalog, mine)
+            span = ep_span_sentence(
+                [{"system": system, "ep": p.ep, "etp": p.etp, "tp": p.tp}], job.catalog, mine, job.stack
+            )
             note = " ".join(x for x in (note, span) if x)
         from hnplan.planning.calibration_note import uncalibrated_sentence
 

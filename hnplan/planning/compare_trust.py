@@ -194,8 +194,8 @@ def trust_notes(
         parts.append(said)
     if m.moe is not None and {"ep", "system"} <= columns:  # a plan whose experts sit across servers or racks
         spread = [{**r, "system": ref.get(r["system"], r["system"])} for r in ok]
-        dispatch = trust._dispatch(None if stack is None else cat.stack(stack))
-        if said := trust.ep_span_sentence(spread, cat, dispatch):
+        entry = None if stack is None else cat.stack(stack)
+        if said := trust.ep_span_sentence(spread, cat, trust._dispatch(entry), entry):
             parts.append(said)
     return styled(" ".join(parts), style)
 

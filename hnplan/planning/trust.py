@@ -378,7 +378,9 @@ def _ep_domains(system, ep: int, etp: int) -> int:
     return split_group(int(ep), max(int(etp), 1), system.scaleup_domain_gpus)[1]
 
 
-def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, str] = (False, "alltoall")) -> str:
+def ep_span_sentence(
+    rows: list[dict], catalog: Catalog, dispatch: tuple[bool, str] = (False, "alltoall"), stack=None
+) -> str:
     """One sentence for the plans whose expert-parallel group spans scale-up domains (8-GPU servers, NVL72 racks),
     so that their dispatch and combine cross the scale-out network, with what the validation set says of such
     plans: the speed errors of the published MoE runs with the same dispatch whose stated EP group spans domains,
@@ -395,6 +397,10 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, s
     dispatch : (bool, str)
         The plans' expert all-to-all: overlapped (``ep_comm``) and its ``ep_dispatcher``; the evidence is the runs
         with the same pair (a stack's choices with a run's overrides).
+    stack : SoftwareStack, optional
+        The plans' stack, whose overlap share on each plan's accelerator the sentence gives (its
+        ``ep_comm_overlap_fraction_by_accelerator`` where it lists the chip, else its ``ep_comm_overlap_fraction``);
+        None: the planner's defaults.
 
     Returns
     -------
@@ -404,6 +410,7 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, s
     from hnplan.planning.prediction_cache import cached_training_runs
 
     spans = []
+    accs: list[str] = []  # the accelerators of the plans that span domains
     for r in rows:
         ep, etp = int(r.get("ep") or 1), int(r.get("etp") or r.get("tp") or 1)
         if ep > 1:
@@ -412,6 +419,7 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, s
             if d > 1:
                 kind = "servers" if system.scaleup_domain_gpus == system.node_gpus else "scale-up domains"
                 spans.append(f"{r['system']}'s EP {ep} spans {d} {kind}")
+                accs.append(system.accelerator)
     if not spans:
         return ""
     across: list[TrainingRun] = []
@@ -440,8 +448,15 @@ def ep_span_sentence(rows: list[dict], catalog: Catalog, dispatch: tuple[bool, s
     else:
         said = f"{lead}, which no published run with {how} in the validation set did"
     if dispatch[0]:
-        said += (
-            "; the 1F1B overlap's share of that traffic is measured across H100 servers only (0.36 of what the "
-            "schedule allows); other chips take the stack's share inside a domain (1.0 on Blackwell)"
-        )
+        from hnplan.catalog.schemas.software import StackChoices
+
+        scalar = (stack or StackChoices()).ep_comm_overlap_fraction
+        per_chip = (getattr(stack, "ep_comm_overlap_fraction_by_accelerator", None) or {}) if stack else {}
+        shares = [
+            f"{per_chip[a]:.2f} on {a} (the stack's value for the chip, fitted to a pair of runs across servers)"
+            if a in per_chip
+            else f"{scalar:.2f} on {a} (the stack's share; unmeasured for traffic across servers on this chip)"
+            for a in dict.fromkeys(accs)
+        ]
+        said += f"; the 1F1B overlap hides {and_join(shares)} of what the schedule allows"
     return said + ' (docs/training.md, "Expert parallelism across the scale-out network").'
