@@ -240,6 +240,10 @@ def train(
         calibration = uncalibrated_sentence(
             [job.system.accelerator], job.catalog, style="plain" if json_ else "markdown"
         )
+        from hnplan.planning.trust_model import model_runs_sentence
+
+        # what the published runs of this model say of hnplan's plans of it, on any chip
+        evidence = model_runs_sentence(job.model, job.catalog)
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
                 f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",
@@ -255,6 +259,9 @@ def train(
                 out["moe_dispatch_note"] = note
             if calibration:
                 out["calibration_note"] = calibration
+            from hnplan.formatting import styled
+
+            out["model_evidence_note"] = styled(evidence, "plain")
             if searched is not None:
                 out.update(searched=searched, feasible=feasible)
                 if top > 1:
@@ -318,6 +325,7 @@ def train(
             console.print(note, highlight=False, markup=False)
         if calibration:
             console.print(calibration, highlight=False, markup=False)
+        console.print(evidence, highlight=False, markup=False)
         if all_given and not ests[0].fits:  # the plan given was reported: now say it cannot run, exit 3
             exit_infeasible(_not_fit_text(ests[0].to_dict(), offload))
 

@@ -53,6 +53,8 @@ def trust_notes(
     * where ``df`` has ``gpus``, ``mfu`` and ``dtype``: the published run of the same model, accelerator and
       dtype whose GPU count is nearest (metric ``model_tflops_per_gpu`` or ``tokens_per_s_per_gpu``), its MFU
       (:func:`_run_mfu`) beside the plan's;
+    * hnplan's speed error on every published run of the model, on any accelerator, and by how much a plan of
+      it is likely off where those runs lean one way (:func:`hnplan.planning.trust_model.model_runs_sentence`);
     * the clock: compute-bound kernels run at the accelerator's ``sustained_compute_fraction`` of the
       short-run rates the GEMM and attention laws were fitted to (the power-limited clock,
       :mod:`hnplan.compute.clocks`);
@@ -118,7 +120,8 @@ def trust_notes(
         return ""
     accs = list(dict.fromkeys(r["accelerator"] for r in ok))
     runs_on: dict[str, list] = {a: [] for a in accs}
-    for run in cached_training_runs():
+    published = cached_training_runs()
+    for run in published:
         acc = cat.system(run.system).accelerator
         if acc in runs_on:
             runs_on[acc].append(run)
@@ -135,6 +138,7 @@ def trust_notes(
         if not r:
             names = ", ".join(r["system"] for r in ok if r["accelerator"] == a)
             parts.append(f"No published training run on {a} is in the validation set: {names} is not validated.")
+    errors: dict[str, float] = {}
     if counted:
         errors = trust.speed_errors([r for rs in runs_on.values() for r in rs], cat)
         parts.extend(trust.error_sentences(runs_on, errors))
@@ -156,6 +160,10 @@ def trust_notes(
                 f"{_run_mfu(run, m, cat):.1%} MFU, against {row['mfu']:.1%} for {row['system']}'s plan here (the "
                 "plans need not be the same)."
             )
+    from hnplan.planning.trust_model import model_runs_sentence
+
+    # the model's own runs, on any chip: a lean the per-accelerator errors above average away
+    parts.append(model_runs_sentence(m, cat, errors, published))
     clocks: dict[float, list[str]] = {}
     for a in accs:
         frac = cat.accelerator(a).sustained_compute_fraction

@@ -1,0 +1,89 @@
+"""How far to trust a plan of one model: what the validation set's published runs of that model say.
+
+:func:`model_runs_sentence` is the sentence ``hnplan train`` prints after its plan and
+:func:`hnplan.planning.compare_trust.trust_notes` adds to a comparison: hnplan's speed error on every published
+run of the planned model (``data/validation/training_runs.yaml``), on whatever accelerator, and, where those
+errors lean one way, by how much a plan of the model is likely off. A model whose published runs all come out
+40 % fast (gpt-oss-120b in this catalog) is likely planned 40 % fast too, whichever chip it is planned on: the
+per-accelerator errors of :func:`hnplan.planning.trust.error_sentences` average over every model and hide it.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from hnplan.catalog.loader import Catalog
+from hnplan.catalog.runs import TrainingRun
+from hnplan.formatting import counted
+from hnplan.planning.trust import _lean, _signed, speed_errors
+
+
+def model_runs_sentence(
+    model, catalog: Catalog, errors: dict[str, float] | None = None, runs: list[TrainingRun] | None = None
+) -> str:
+    """One or two sentences on the published runs of ``model`` in the validation set and hnplan's errors on them.
+
+    The runs are those whose ``model`` is the model's id (a model read from a user's YAML file matches none
+    unless it keeps a catalog id). Each error is :func:`hnplan.planning.trust.speed_errors`'s: predicted
+    throughput over the measured, minus 1, a step-time run read as its inverse, so positive is always "hnplan
+    faster than measured". Where the runs lean one way (:func:`hnplan.planning.trust._lean`: at least two thirds
+    on one side with a median beyond 5 %), the second sentence says so and sizes the likely correction as the
+    median's inverse: a median of +47 % means a plan likely takes ``1 / 1.47`` of the throughput shown, 32 %
+    less.
+
+    Parameters
+    ----------
+    model : id, path or Model
+        The model planned (anything :meth:`Catalog.model` reads).
+    catalog : Catalog
+    errors : dict, optional
+        Run id -> speed error [-] already at hand (a comparison's runs on its accelerators); the model's other
+        runs are planned (or read from the cache) now.
+    runs : list of TrainingRun, optional
+        The validation set's runs already read (:func:`hnplan.planning.prediction_cache.cached_training_runs`);
+        default: read now.
+
+    Returns
+    -------
+    str
+        The sentences; "No published training run of ``<id>`` is in the validation set: ..." when it has none.
+
+    Raises
+    ------
+    CatalogError
+        For a model the catalog cannot read (as :meth:`Catalog.model`).
+    """
+    from hnplan.planning.prediction_cache import cached_training_runs
+
+    m = model if hasattr(model, "moe") else catalog.model(model)
+    runs = [r for r in (cached_training_runs() if runs is None else runs) if r.model == m.id]
+    if not runs:
+        return (
+            f"No published training run of {m.id} is in the validation set: its plans are not checked against a "
+            "measurement of this model (the per-accelerator errors of `hnplan compare` average over other models)."
+        )
+    known = errors or {}
+    errors = {**known, **speed_errors([r for r in runs if r.id not in known], catalog)}
+    errs = [errors[r.id] for r in runs]
+    accs = list(dict.fromkeys(catalog.system(r.system).accelerator for r in runs))
+    gaps = sum(r.expect == "gap" for r in runs)
+    if len(errs) == 1:
+        read = f"hnplan reads it {_signed(errs[0])}"
+    else:
+        read = f"hnplan reads them {_signed(min(errs))} to {_signed(max(errs))}, median {_signed(median(errs))}"
+    said = (
+        f"The validation set holds {counted(len(runs), 'published training run')} of {m.id} "
+        f"(on {', '.join(accs)}): {read} (speed errors, positive = faster than measured; "
+        f"{gaps} of {len(runs)} documented misses, `expect: gap`)."
+    )
+    lean = _lean(errs)
+    if lean:
+        med = median(errs)
+        off = abs(1.0 - 1.0 / (1.0 + med))
+        said += (
+            f" hnplan leans {'optimistic' if lean > 0 else 'pessimistic'} for this model (at least two thirds of "
+            f"its runs {'faster' if lean > 0 else 'slower'} than measured, median beyond 5 %): expect a plan of it "
+            f"to run about {round(100 * off)} % {'slower' if lean > 0 else 'faster'} than shown here (the median error's "
+            "inverse; the validation report gives each run's gap_reason)."
+        )
+    return said
