@@ -162,8 +162,11 @@ def test_mlperf_v60_stack_is_the_v50_choices_in_a_cudnn_9_21_container(cat):
         # the newer kernels gain more from FP8 forward than cuDNN 9.13's did
         assert v60.attention_fp8_ratio[chip]["fwd"] > v50.attention_fp8_ratio[chip]["fwd"]
     entry = {"id", "name", "source", "notes", "field_sources", "assumptions"}
-    meta = entry | {"attention_efficiency", "attention_fp8_ratio"}
+    # and that cuDNN's FP8 backward of a sliding-window layer walks the whole causal triangle (9.22-9.27 measured)
+    meta = entry | {"attention_efficiency", "attention_fp8_ratio", "attention_fp8_sliding_bwd_causal"}
     assert v60.model_dump(exclude=meta) == v50.model_dump(exclude=meta)
+    assert v60.attention_fp8_sliding_bwd_causal == dict.fromkeys(("b200", "gb200", "b300", "gb300"), True)
+    assert v50.attention_fp8_sliding_bwd_causal is None
     rows = {r.id: r.stack for r in training_runs()}
     on_26 = [f"mlperf-v60-{s}-llama31-405b-{n}" for s, n in (("nvidia-gb300", 512), ("nvidia-gb300", 2048),
                                                             ("coreweave-gb300", 4096))]  # fmt: skip

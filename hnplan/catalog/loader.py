@@ -306,6 +306,7 @@ class Catalog(SingleFiles):
             "attention_efficiency",
             "attention_fp8_ratio",
             "attention_fp8_ratio_mla",
+            "attention_fp8_sliding_bwd_causal",
             "ep_comm_overlap_fraction_by_accelerator",
             "choices_by_accelerator",
         ):

@@ -312,6 +312,21 @@ def attention_compute_s(acc: Accelerator, flops, s_q, s_kv, d, groups, backward)
     return t
 
 
+def sliding_bwd_as_causal_s(acc: Accelerator, s_q, d, groups):
+    """Compute time of the backward of a sliding-window attention kernel that walks the whole causal triangle,
+    its key tiles outside the window not skipped [s]: the full causal backward of ``s_q`` queries (self-attention,
+    ``s_kv = s_q``), ``FLASH_BWD_FACTOR x 2 groups d s_q^2`` FLOPs (``d`` the mean head dimension), under
+    :func:`attention_compute_s` with the accelerator's FP8 ratio. The FP8 and MXFP8 backward of cuDNN 9.22-9.27 on
+    GB200 and GB300 at gpt-oss's shape (head dimension 64, window 128; NVIDIA/cudnn-frontend
+    benchmark/sdpa_benchmark_training results/gpt_oss) grows with the square of the sequence where the bf16 one
+    grows with the sequence: 1.871 ms MXFP8 against 0.442 ms bf16 at 4,096 tokens, 96.9 against 3.45 ms at
+    32,768 (GB300, cuDNN 9.22). ``accelerator.attention_fp8_sliding_bwd_causal`` (from the stack's
+    ``attention_fp8_sliding_bwd_causal``) turns it on; arrays broadcast."""
+    s_q, d, g = (np.asarray(a, dtype=float) for a in (s_q, d, groups))
+    flops = FLASH_BWD_FACTOR * 2.0 * g * d * s_q * s_q
+    return attention_compute_s(acc, flops, s_q, s_q, d, g, np.ones(np.shape(flops), dtype=bool))
+
+
 def exp_share(acc: Accelerator, d, backward, eta):
     """Time of a fused attention kernel's softmax exponentials over its tensor-core time [-], per score.
 

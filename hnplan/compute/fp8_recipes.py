@@ -201,6 +201,7 @@ class StepKernels:
     gqa_kv_copy: bool = False
     grad_sums: bool = False
     fused_grouped_mlp: bool = False
+    rope_attention_factor_fused: bool = False
 
     @classmethod
     def of(cls, choices: StackChoices | None, dtype: str | None = None) -> StepKernels:
@@ -229,6 +230,7 @@ class StepKernels:
             ch.gqa_kv_copy,
             ch.autograd_grad_sums,
             ch.fused_grouped_mlp,
+            ch.rope_attention_factor_fused,
         )
 
 

@@ -189,7 +189,7 @@ def _layer_ops(
                 norm_op("k_head_norm", scope, tokens * hkv * d, kn, NORM_FLOPS),
             ]
         if model.position_embedding == "rope":
-            ops.append(rope_op(scope, tokens * (hq + hkv) * d, kn, ROPE_FLOPS))
+            ops.append(rope_op(scope, tokens * (hq + hkv) * d, rope_kernels(model, phase, kn), ROPE_FLOPS))
         if phase != "train":
             ops.append(_ew("kv_cache_write", scope, tokens * 2 * hkv * d, tokens * 2 * hkv * d, 0.0))
         # K and V copied to every query head before an SDPA without grouped K/V (decode: the whole cache)
@@ -241,6 +241,18 @@ def _layer_ops(
     if attention == "unfused":
         ops = [u for o in ops for u in (unfused_attention(o, phase) if o.kind == "attention" else [o])]
     return ops
+
+
+def rope_kernels(model: Model, phase: str, kn: StepKernels) -> StepKernels:
+    """``kn``, or in training with the eager rotary chain when the model's YaRN attention factor is not 1
+    (:attr:`~hnplan.catalog.schemas.Model.rope_attention_factor`) and the stack's fused rotary kernel cannot apply it
+    (``rope_attention_factor_fused``, :class:`hnplan.catalog.schemas.StackChoices`): Megatron-Core then runs
+    ``q cos + rotate_half(q) sin`` as PyTorch operators. Serving engines fold the factor into their cached cos and
+    sin: prefill and decode keep ``kn``."""
+    factor = model.rope_attention_factor
+    if phase != "train" or factor is None or factor == 1.0 or kn.rope_kernel != "fused" or kn.rope_attention_factor_fused:
+        return kn
+    return replace(kn, rope_kernel="eager")
 
 
 def _sliding_split(model: Model, attn: _Op, attention: str, sliding_share: float | None) -> list[_Op]:

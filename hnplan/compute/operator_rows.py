@@ -36,6 +36,7 @@ from hnplan.compute.attention import (
     ATTENTION_KINDS,
     attention_compute_s,
     attention_rows,
+    sliding_bwd_as_causal_s,
     slower_ring_step,
 )
 from hnplan.compute.counts import (
@@ -412,6 +413,10 @@ def _times(rows, acc: Accelerator, dtype: str, columns: dict | None = None, stre
         compute_s[is_attn] = attention_compute_s(
             acc, flops[is_attn], m[is_attn], n[is_attn], k[is_attn], g[is_attn], _label_is(phase, "bwd")[is_attn]
         )
+        if acc.attention_fp8_sliding_bwd_causal:  # FP8 backward of a sliding layer: the whole causal triangle
+            full = is_attn & _label_is(c["name"], "attention_sliding") & _label_is(phase, "bwd")
+            if full.any():
+                compute_s[full] = sliding_bwd_as_causal_s(acc, m[full], k[full], g[full])
         eff[is_attn] = flops[is_attn] / compute_s[is_attn] / peak_flops_per_s(acc, ATTENTION_DTYPE)
     memory_s = nbytes / achievable_hbm_Bps(acc)
     if acc.memory_kernel_efficiency:

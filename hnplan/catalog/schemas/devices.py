@@ -204,6 +204,11 @@ class Accelerator(Entry):
     attention_fp8_ratio: dict[Literal["fwd", "bwd"], Positive] | None = Field(
         default=None, description="FP8 / bf16 attention kernel rate per pass [-], from the stack's for FP8 attention"
     )
+    attention_fp8_sliding_bwd_causal: bool = Field(
+        default=False,
+        description="the FP8 attention backward of a sliding-window layer runs the whole causal triangle (the "
+        "stack's attention_fp8_sliding_bwd_causal for this chip, set with FP8 attention)",
+    )
     _calibrations: ClassVar[tuple[str, ...]] = (
         "matmul_efficiency",
         "attention_exp_overlap_exponent",

@@ -74,6 +74,12 @@ class SoftwareStack(Entry, StackChoices):
         "MLA shape (Q/K heads wider than V, DeepSeek-V2/V3), where the FP8 gain differs from grouped-query "
         "attention's; replaces attention_fp8_ratio for models with MLA (calibration)",
     )
+    attention_fp8_sliding_bwd_causal: dict[str, bool] | None = Field(
+        default=None,
+        description="accelerator id -> true where this stack's FP8 attention backward of a sliding-window layer "
+        "walks the whole causal triangle, the key tiles outside the window not skipped: timed as the full causal "
+        "backward at the FP8 ratio when fp8_attention is on (measured)",
+    )
 
     ep_comm_overlap_fraction_by_accelerator: dict[str, Fraction] | None = Field(
         default=None,
@@ -94,6 +100,7 @@ class SoftwareStack(Entry, StackChoices):
         "attention_efficiency",
         "attention_fp8_ratio",
         "attention_fp8_ratio_mla",
+        "attention_fp8_sliding_bwd_causal",
         "ep_comm_overlap_fraction_by_accelerator",
         "choices_by_accelerator",
     )

@@ -186,6 +186,13 @@ class StackChoices(ZeroChoices):
         upcast, rotary as ``q cos + rotate_half(q) sin``); ``eager_matrix``: foundation-model-stack's rotary
         (fp32 upcast, broadcast multiply by a 2 x 2 rotation, sum, cast back); ``eager_complex``: Meta's
         Llama and torchtitan's (fp32 complex multiply); bytes in :mod:`hnplan.compute.fp8_recipes`.
+    rope_attention_factor_fused : bool
+        Whether the fused rotary kernel applies a YaRN attention factor other than 1
+        (``Model.rope_attention_factor``). False (default, every Megatron-family stack): Transformer Engine's fused
+        RoPE takes no such factor and Megatron-Core falls back to its eager ``q cos + rotate_half(q) sin`` with the
+        factor folded into cos and sin (NVIDIA/Megatron-LM megatron/core/models/common/embeddings/rope_utils.py
+        ``apply_rotary_pos_emb``: "mscale ... is not supported by TE's fused RoPE. Using unfused implementation"),
+        so a training step of such a model (gpt-oss) counts the eager chain whatever ``rope_kernel`` says.
     act_kernel : {"fused", "eager"}
         ``fused`` (default): a gated activation (SwiGLU) in one kernel; ``eager``: ``silu`` then the multiply,
         two PyTorch kernels each way (Hugging Face ``LlamaMLP``, foundation-model-stack ``GatedLinearUnit``).
@@ -391,6 +398,12 @@ class StackChoices(ZeroChoices):
         default="fused",
         description="fused rotary kernel, or a PyTorch eager chain: q cos + rotate_half(q) sin (eager), "
         "foundation-model-stack's 2 x 2 rotation in fp32 (eager_matrix), an fp32 complex multiply (eager_complex)",
+    )
+    rope_attention_factor_fused: bool = Field(
+        default=False,
+        description="the fused rotary kernel applies a YaRN attention factor other than 1 (Model."
+        "rope_attention_factor); Transformer Engine's fused RoPE does not, so Megatron-Core runs such a model's "
+        "rotary embedding as its eager chain (rope_kernel eager) in training",
     )
     act_kernel: Literal["fused", "eager"] = Field(
         default="fused", description="fused gated activation, or PyTorch eager silu then multiply (two kernels)"

@@ -140,6 +140,14 @@ class Model(Entry):
         "others full causal) or the odd-indexed (Hugging Face layer_types; gpt-oss: even, its layer_types "
         "starting with sliding_attention and alternating); set with sliding_window and only with it",
     )
+    rope_attention_factor: Annotated[float, Field(gt=0.0, le=10.0)] | None = Field(
+        default=None,
+        description="the factor YaRN scales the rotary cos and sin by (its attention factor, 0.1 ln(s) + 1 for a "
+        "context extension s > 1: Peng et al., YaRN, arXiv:2309.00071 Sec. 3.4; Megatron-Core "
+        "yarn_rotary_pos_embedding.py _yarn_get_mscale; gpt-oss: s = 32, 1.3466); None or 1: plain RoPE. A "
+        "training stack whose fused rotary kernel cannot apply it (rope_attention_factor_fused false) runs the "
+        "model's rotary embedding as its eager chain",
+    )
     mtp_modules: int = Field(
         default=0,
         ge=0,

@@ -384,7 +384,10 @@ def fp8_attention_accelerator(
     )
     # the ratio is of whole-kernel rates: it divides the kernel's time, leaving the balance of its tensor-core and
     # exponential pipelines (hnplan.compute.attention.exp_pipeline_factor) as the bf16 ceilings set it
-    return acc.model_copy(update={"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}})
+    # a stack whose FP8 backward does not skip the tiles outside a sliding window (attention_fp8_sliding_bwd_causal)
+    causal = bool((st.attention_fp8_sliding_bwd_causal or {}).get(acc.id))
+    update = {"attention_fp8_ratio": {k: ratio.get(k, 1.0) for k in acc.attention_efficiency}}
+    return acc.model_copy(update={**update, "attention_fp8_sliding_bwd_causal": causal})
 
 
 def check_dtype_peak(acc: Accelerator, system_id: str, dtype: str) -> None:
