@@ -62,18 +62,26 @@ def test_a_model_whose_runs_all_come_out_fast_is_said_to_be_planned_fast(cat, ru
     )
     said = trust_model.model_runs_sentence("gpt-oss-120b", cat)
     assert said.startswith(
-        "The validation set holds 3 published training runs of gpt-oss-120b (on gb300, h100-sxm, b200): hnplan "
-        "reads them +40 % to +50 %, median +45 % (speed errors, positive = faster than measured; 3 of 3"
+        "The validation set holds 3 published training runs of gpt-oss-120b (on gb300, h100-sxm, b200; stack "
+        "megatron-core): hnplan reads them +40 % to +50 %, median +45 % (speed errors, positive = faster than "
+        "measured; 3 of 3 reported without a tolerance"
     )
     assert "hnplan leans optimistic for this model" in said
-    assert "expect a plan of it to run about 31 % slower than shown here" in said
+    assert "likely gets about 31 % fewer tokens a second than shown, its steps and days about 1.45 times" in said
+    assert "None of those runs used" not in said  # the test runs name no stack: the planner's defaults, as the plan
+    other = trust_model.model_runs_sentence("gpt-oss-120b", cat, stack="megatron-bridge-2608-mxfp8")
+    assert other.endswith(
+        "None of those runs used this plan's stack (megatron-bridge-2608-mxfp8): the lean was measured under other "
+        "software."
+    )
 
 
 def test_a_model_planned_slow_and_one_without_a_lean(cat, runs_and_errors):
     # two runs at -20 and -30 %: median -25 %, a plan likely 1 / 0.75 - 1 = 33 % faster than shown
     runs_and_errors({"a": ("llama3.1-8b", "gb300-nvl72", -0.20), "b": ("llama3.1-8b", "gb200-nvl72", -0.30)})
     slow = trust_model.model_runs_sentence("llama3.1-8b", cat)
-    assert "hnplan leans pessimistic" in slow and "about 33 % faster than shown" in slow
+    assert "hnplan leans pessimistic" in slow and "about 33 % more tokens a second than shown" in slow
+    assert "steps and days about 0.75 times as long" in slow
     # -3, +1 and +4 %: scatter, no lean said; one run: "reads it"
     runs_and_errors(
         {
@@ -100,9 +108,9 @@ def test_train_and_compare_carry_the_sentence(runs_and_errors):
     r = runner.invoke(app, ["train", *args, "--system", "gb200-nvl72", "--global-batch-size", "64", "--json"])
     assert r.exit_code == 0, r.output
     note = json.loads(r.stdout)["model_evidence_note"]
-    assert "median +25 %" in note and "about 20 % slower than shown" in note and "'expect: gap'" in note
+    assert "median +25 %" in note and "about 20 % fewer tokens a second" in note and "'expect: gap'" in note
     text = runner.invoke(app, ["train", *args, "--system", "gb200-nvl72", "--global-batch-size", "64"])
-    assert "about 20 % slower than shown" in " ".join(text.output.split())
+    assert "about 20 % fewer tokens a second" in " ".join(text.output.split())
     c = runner.invoke(app, ["compare", *args, "--systems", "gb200-nvl72", "--tokens", "1B", "--json"])
     assert c.exit_code == 0, c.output
-    assert "about 20 % slower than shown" in c.stdout
+    assert "about 20 % fewer tokens a second" in c.stdout

@@ -243,7 +243,7 @@ def train(
         from hnplan.planning.trust_model import model_runs_sentence
 
         # what the published runs of this model say of hnplan's plans of it, on any chip
-        evidence = model_runs_sentence(job.model, job.catalog)
+        evidence = model_runs_sentence(job.model, job.catalog, stack=job.stack.id)
         if defaulted:  # once the plan is made, on stderr, so that --json's stdout stays one object
             err_console.print(
                 f"defaults: {', '.join(defaulted)} (Llama 3 405B's, as size and compare; give the flags to change them)",

@@ -140,7 +140,9 @@ def kernels_per_row(
         return EAGER_CHAIN_KERNELS["norm"]
     if name in ("rope", "rope_eager") and ch.rope_kernel != "fused":
         return EAGER_CHAIN_KERNELS[{"eager": "rope", "eager_matrix": "rope_matrix"}.get(ch.rope_kernel, "rope_complex")]
-    if name == "rope_eager":  # a fused stack's model with a YaRN attention factor (hnplan.compute.layer_ops.rope_kernels)
+    if (
+        name == "rope_eager"
+    ):  # a fused stack's model with a YaRN attention factor (hnplan.compute.layer_ops.rope_kernels)
         return EAGER_CHAIN_KERNELS["rope"]
     if name.endswith("_act_eager"):
         return EAGER_CHAIN_KERNELS["swiglu"]

@@ -250,7 +250,13 @@ def rope_kernels(model: Model, phase: str, kn: StepKernels) -> StepKernels:
     ``q cos + rotate_half(q) sin`` as PyTorch operators. Serving engines fold the factor into their cached cos and
     sin: prefill and decode keep ``kn``."""
     factor = model.rope_attention_factor
-    if phase != "train" or factor is None or factor == 1.0 or kn.rope_kernel != "fused" or kn.rope_attention_factor_fused:
+    if (
+        phase != "train"
+        or factor is None
+        or factor == 1.0
+        or kn.rope_kernel != "fused"
+        or kn.rope_attention_factor_fused
+    ):
         return kn
     return replace(kn, rope_kernel="eager")
 

@@ -163,7 +163,7 @@ def trust_notes(
     from hnplan.planning.trust_model import model_runs_sentence
 
     # the model's own runs, on any chip: a lean the per-accelerator errors above average away
-    parts.append(model_runs_sentence(m, cat, errors, published))
+    parts.append(model_runs_sentence(m, cat, errors, published, None if stack is None else cat.stack(stack).id))
     clocks: dict[float, list[str]] = {}
     for a in accs:
         frac = cat.accelerator(a).sustained_compute_fraction

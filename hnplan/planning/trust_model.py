@@ -18,8 +18,19 @@ from hnplan.formatting import counted
 from hnplan.planning.trust import _lean, _signed, speed_errors
 
 
+def _stacks_text(stacks: list[str]) -> str:
+    """The runs' stacks named, up to four (``stack a``, ``stacks a, b``), else counted."""
+    if len(stacks) > 4:
+        return f"{len(stacks)} software stacks"
+    return f"stack{'s' * (len(stacks) > 1)} {', '.join(stacks)}"
+
+
 def model_runs_sentence(
-    model, catalog: Catalog, errors: dict[str, float] | None = None, runs: list[TrainingRun] | None = None
+    model,
+    catalog: Catalog,
+    errors: dict[str, float] | None = None,
+    runs: list[TrainingRun] | None = None,
+    stack: str | None = None,
 ) -> str:
     """One or two sentences on the published runs of ``model`` in the validation set and hnplan's errors on them.
 
@@ -28,8 +39,9 @@ def model_runs_sentence(
     throughput over the measured, minus 1, a step-time run read as its inverse, so positive is always "hnplan
     faster than measured". Where the runs lean one way (:func:`hnplan.planning.trust._lean`: at least two thirds
     on one side with a median beyond 5 %), the second sentence says so and sizes the likely correction as the
-    median's inverse: a median of +47 % means a plan likely takes ``1 / 1.47`` of the throughput shown, 32 %
-    less.
+    median's inverse: a median of +47 % means a plan likely gets ``1 / 1.47`` of the throughput shown (32 % fewer
+    tokens a second, its steps and days 1.47 times as long). The runs' software stacks are named, and where none of
+    them ran under the plan's ``stack`` the sentence says so: the lean was measured under other software.
 
     Parameters
     ----------
@@ -42,6 +54,8 @@ def model_runs_sentence(
     runs : list of TrainingRun, optional
         The validation set's runs already read (:func:`hnplan.planning.prediction_cache.cached_training_runs`);
         default: read now.
+    stack : str, optional
+        The id of the stack the plan is made under (None: the planner's defaults, ``megatron-core``).
 
     Returns
     -------
@@ -66,24 +80,32 @@ def model_runs_sentence(
     errors = {**known, **speed_errors([r for r in runs if r.id not in known], catalog)}
     errs = [errors[r.id] for r in runs]
     accs = list(dict.fromkeys(catalog.system(r.system).accelerator for r in runs))
+    stacks = list(dict.fromkeys(r.stack or "megatron-core" for r in runs))
     gaps = sum(r.expect == "gap" for r in runs)
     if len(errs) == 1:
         read = f"hnplan reads it {_signed(errs[0])}"
+    elif _signed(min(errs)) == _signed(max(errs)):
+        read = f"hnplan reads {'both' if len(errs) == 2 else 'all'} {_signed(min(errs))}"
     else:
         read = f"hnplan reads them {_signed(min(errs))} to {_signed(max(errs))}, median {_signed(median(errs))}"
     said = (
         f"The validation set holds {counted(len(runs), 'published training run')} of {m.id} "
-        f"(on {', '.join(accs)}): {read} (speed errors, positive = faster than measured; "
-        f"{gaps} of {len(runs)} documented misses, `expect: gap`)."
+        f"(on {', '.join(accs)}; {_stacks_text(stacks)}): {read} (speed errors, positive = faster than "
+        f"measured; {gaps} of {len(runs)} reported without a tolerance, `expect: gap`)."
     )
     lean = _lean(errs)
     if lean:
         med = median(errs)
-        off = abs(1.0 - 1.0 / (1.0 + med))
+        ratio = 1.0 + med  # predicted over measured throughput
+        fewer = lean > 0
         said += (
-            f" hnplan leans {'optimistic' if lean > 0 else 'pessimistic'} for this model (at least two thirds of "
-            f"its runs {'faster' if lean > 0 else 'slower'} than measured, median beyond 5 %): expect a plan of it "
-            f"to run about {round(100 * off)} % {'slower' if lean > 0 else 'faster'} than shown here (the median error's "
-            "inverse; the validation report gives each run's gap_reason)."
+            f" hnplan leans {'optimistic' if fewer else 'pessimistic'} for this model (at least two thirds of its "
+            f"runs {'faster' if fewer else 'slower'} than measured, median beyond 5 %): a plan of it likely gets about "
+            f"{round(100 * abs(1.0 - 1.0 / ratio))} % {'fewer' if fewer else 'more'} tokens a second than shown, its "
+            f"steps and days about {ratio:.2f} times as long as shown (the median error's inverse; the validation "
+            "report gives each run's gap_reason)."
         )
+        plan_stack = stack or "megatron-core"
+        if plan_stack not in stacks:
+            said += f" None of those runs used this plan's stack ({plan_stack}): the lean was measured under other software."
     return said
