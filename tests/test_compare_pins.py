@@ -180,3 +180,16 @@ def test_the_pins_are_part_of_the_cache_key(tmp_path, monkeypatch):
     # pinning the knob the search chose is still a key of its own (its plan equal to the unpinned one's)
     assert digest({}) == digest(None) == planned[0] != digest({"tp": 1})
     assert digest({"tp": 2}) == planned[1]
+
+
+def test_a_scenario_s_bad_pin_is_refused_before_the_notebook_runs():
+    from hnplan.errors import ScenarioError
+    from hnplan.report_context import check_ids
+
+    check_ids("design_comparison", {"fixed": {"ep": 8, "tp": 1}}, "s.yaml")
+    with pytest.raises(ScenarioError) as err:
+        check_ids("design_comparison", {"fixed": {"recompute": "most"}}, "s.yaml")
+    assert str(err.value) == (
+        "s.yaml: notebook 'design_comparison', parameter 'fixed': recompute must be one of none, selective, full; "
+        "got 'most'"
+    )
