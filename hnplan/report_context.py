@@ -172,6 +172,13 @@ def _check_choices_and_maps(notebook: str, params: dict, where: str, cat: Catalo
                 cluster_mix(value, cat)
             except CatalogError as exc:
                 fail(key, exc)
+        if key == "fixed" and notebook == "design_comparison" and isinstance(value, dict) and value:
+            from hnplan.planning.compare import check_pins  # a knob or value the search refuses failed in the notebook
+
+            try:
+                check_pins(value)
+            except InputError as exc:
+                fail(key, exc)
         if key in _SYSTEM_MAPS and isinstance(value, dict):
             for system, v in value.items():
                 try:

@@ -43,3 +43,23 @@ def test_design_comparison_notebook(tmp_path):
     # prices in the verdict stay text: no "$...$" read as LaTeX, which left "**design**" unrendered
     verdict = html[html.index("What this means") : html.index('id="key-table"')]
     assert "costs least" in verdict and "**" not in verdict and "<strong>" in verdict
+
+
+def test_design_comparison_notebook_with_pinned_plans(tmp_path):
+    """``fixed`` pins the plan on every design as ``hnplan compare --tp 1`` does: the table's plans hold it and the
+    verdict says so once."""
+    params = {**SMALL_PARAMS["design_comparison"], "fixed": {"tp": 1, "recompute": "selective"}}
+    nb, html = run_notebook("design_comparison", params, tmp_path)
+    df = compare_training_designs(
+        params["model"],
+        params["systems"],
+        params["gpus"],
+        params["tokens"],
+        params["seq_len"],
+        params["global_batch_tokens"] // params["seq_len"],
+        fixed=params["fixed"],
+    )
+    assert (df["tp"] == 1).all() and (df["recompute"] == "selective").all()
+    assert html.count("Plans pinned to TP 1, recompute selective on every design") == 1
+    for days in df["days"]:
+        assert f"{days:.1f}" in html

@@ -331,3 +331,48 @@ def option_given(ctx, name: str) -> bool:
         return False
     source = ctx.get_parameter_source(name)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+#: the degrees and knobs of a training plan that ``train`` and ``compare`` take, each pinned where given and searched
+#: where not: parameter -> (flag, the planner's field, lower bound, upper bound, help, an aside, and what ``train``
+#: puts in its place where every other knob is given: said in ``train``'s help only, since ``compare`` always
+#: searches the knobs left out)
+PLAN_OPTIONS: dict[str, tuple[str, str, int | None, int | None, str, str, str]] = {
+    "tp": ("--tp", "tp", 1, None, "tensor-parallel degree", "", ""),
+    "pp": ("--pp", "pp", 1, None, "pipeline-parallel degree", "", ""),
+    "dp": ("--dp", "dp", 1, None, "data-parallel degree", "", ""),
+    "cp": ("--cp", "cp", 1, None, "context-parallel degree", "", "default 1"),
+    "ep": ("--ep", "ep", 1, None, "expert-parallel degree; ep x etp divides tp x cp x dp", "", "default 1"),
+    "etp": ("--etp", "etp", 1, None, "expert tensor-parallel degree", "1 folds EP over the TP ranks", "default tp"),
+    "microbatch_size": ("--microbatch-size", "microbatch_size", 1, None, "sequences per micro-batch", "", ""),
+    "virtual_stages": (
+        "--virtual-stages",
+        "virtual_stages",
+        1,
+        None,
+        "interleaved pipeline stages",
+        "searched if omitted; 1 at PP 1",
+        "",
+    ),
+    "recompute": ("--recompute", "recompute", None, None, "none, selective or full", "", ""),
+    "zero": ("--zero", "zero_stage", 0, 3, "ZeRO stage 0-3", "", ""),
+}
+
+
+def plan_option(name: str, defaults: bool = True):
+    """The typer option of one plan knob of :data:`PLAN_OPTIONS` (``--tp``, ``--recompute``), one definition for
+    ``train`` and ``compare``; ``defaults``: say in the help what ``train`` takes where it is left out of a plan
+    given in full (``compare`` passes False: it searches every knob left out)."""
+    flag, _, low, high, text, aside, default = PLAN_OPTIONS[name]
+    notes = "; ".join(x for x in ((default if defaults else ""), aside) if x)
+    return typer.Option(None, flag, min=low, max=high, help=text + (f" ({notes})" if notes else ""))
+
+
+def plan_pins(**values) -> dict:
+    """The knobs given (not None) of :data:`PLAN_OPTIONS`, under the planner's names (``zero`` is
+    ``zero_stage``), in the table's order: the ``fixed`` mapping of a search.
+
+    >>> plan_pins(tp=1, pp=None, ep=8, zero=1, recompute="none")
+    {'tp': 1, 'ep': 8, 'recompute': 'none', 'zero_stage': 1}
+    """
+    return {field: values[k] for k, (_, field, *_) in PLAN_OPTIONS.items() if values.get(k) is not None}

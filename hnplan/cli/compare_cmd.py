@@ -8,7 +8,7 @@ import re
 import typer
 
 from hnplan.cli._app import app, console, count, current_context, decimal_hint, escape, handle_errors, print_json
-from hnplan.cli._options import check_seq_len, dtype_name
+from hnplan.cli._options import check_expert_flags, check_seq_len, dtype_name, plan_option, plan_pins
 from hnplan.cli._usage import typed_flag
 from hnplan.formatting import format_amount
 
@@ -88,12 +88,25 @@ def compare(
         "plan them every time); "
         "--no-trust: the table and the verdict only",
     ),
+    tp: int = plan_option("tp", defaults=False),
+    pp: int = plan_option("pp", defaults=False),
+    dp: int = plan_option("dp", defaults=False),
+    cp: int = plan_option("cp", defaults=False),
+    ep: int = plan_option("ep", defaults=False),
+    etp: int = plan_option("etp", defaults=False),
+    microbatch_size: int = plan_option("microbatch_size", defaults=False),
+    virtual_stages: int = plan_option("virtual_stages", defaults=False),
+    recompute: str = plan_option("recompute", defaults=False),
+    zero: int = plan_option("zero", defaults=False),
     json_: bool = typer.Option(False, "--json", help="print one JSON object"),
 ):
     """Which design trains the job best: per system its fastest plan that fits, step time, MFU, days, racks,
     power, energy, capex and cost per million tokens, then the verdict and how far to trust it.
 
-    Each design gets --gpus accelerators and its own best plan (the search of hnplan train). Days, energy
+    Each design gets --gpus accelerators and its own best plan (the search of hnplan train); --tp, --pp, --dp,
+    --cp, --ep, --etp, --microbatch-size, --virtual-stages, --recompute and --zero pin those knobs on every
+    design, as in hnplan train, and the rest are searched (a design on which no plan holds the pins says why in its
+    status). Days, energy
     and the run's cost are after the goodput of the reliability model on the GPUs that train (failures,
     restarts, checkpoint stalls; --checkpoint sync or async), as in hnplan size; --no-goodput leaves
     failures out. The verdict names the fastest design, the cheapest to buy and per run, and what the supernode
@@ -141,6 +154,21 @@ def compare(
             )
         checkpoint = checkpoint or "async"
         check_choice("--checkpoint", checkpoint, CHECKPOINT_MODES)
+        # the knobs pinned on every design: bad pins (an expert degree on a dense model, a recompute mode hnplan does
+        # not know) are bad input, as in train, checked here and by the planner before any design is planned
+        check_expert_flags(model, tp=tp, ep=ep, etp=etp)
+        fixed = plan_pins(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            etp=etp,
+            microbatch_size=microbatch_size,
+            virtual_stages=virtual_stages,
+            recompute=recompute,
+            zero=zero,
+        )
         check_seq_len(model, seq_len)  # before the batch's check, as train: bad input, not a plan per design
         if global_batch_tokens % seq_len:
             raise InputError(
@@ -164,12 +192,13 @@ def compare(
             stack=stack,
             goodput=goodput,
             mode=checkpoint,
+            fixed=fixed,
         )
         rows = [_clean(r) for r in table]
         if not any(str(r["status"]).startswith("ok") for r in rows):  # no design runs the job: one line, exit 3
             raise InfeasiblePlan("; ".join(f"{r['system']}: {r['status'].removeprefix('no plan: ')}" for r in rows))
         style = "plain" if json_ else "markdown"  # a JSON field is plain text; the console renders the bold
-        said = verdict(table, style)
+        said = verdict(table, style, fixed=fixed)
         notes = trust_notes(table, model, cat, stack, names, style=style) if trust else None
         from hnplan.planning.calibration_note import uncalibrated_sentence
 
@@ -190,6 +219,7 @@ def compare(
                     "stack": stack,
                     "goodput": goodput,
                     "checkpoint": checkpoint,
+                    "fixed": fixed,
                     "units": UNITS,
                     "designs": [_json_row(r) for r in rows],
                     "verdict": said,

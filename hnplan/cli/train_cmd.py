@@ -25,6 +25,7 @@ from hnplan.cli._options import (
     check_seq_len,
     dtype_name,
     option_given,
+    plan_option,
 )
 from hnplan.errors import InputError, PlanRuleError, check_choice
 from hnplan.labels import column_header
@@ -42,19 +43,12 @@ def train(
         metavar="COUNT",
         help="sequence length [tokens]; the default is Llama 3 405B's, as in size and compare",
     ),
-    tp: int = typer.Option(None, "--tp", min=1, help="tensor-parallel degree"),
-    pp: int = typer.Option(None, "--pp", min=1, help="pipeline-parallel degree"),
-    dp: int = typer.Option(None, "--dp", min=1, help="data-parallel degree"),
-    cp: int = typer.Option(None, "--cp", min=1, help="context-parallel degree (default 1)"),
-    ep: int = typer.Option(
-        None, "--ep", min=1, help="expert-parallel degree; ep x etp divides tp x cp x dp (default 1)"
-    ),
-    etp: int = typer.Option(
-        None,
-        "--etp",
-        min=1,
-        help="expert tensor-parallel degree (default tp; 1 folds EP over the TP ranks)",
-    ),
+    tp: int = plan_option("tp"),
+    pp: int = plan_option("pp"),
+    dp: int = plan_option("dp"),
+    cp: int = plan_option("cp"),
+    ep: int = plan_option("ep"),
+    etp: int = plan_option("etp"),
     global_batch_tokens: int = typer.Option(
         None,
         "--global-batch-tokens",
@@ -66,12 +60,10 @@ def train(
     global_batch_size: int = typer.Option(
         None, "--global-batch-size", min=1, help="sequences per step (in place of --global-batch-tokens)"
     ),
-    microbatch_size: int = typer.Option(None, "--microbatch-size", min=1, help="sequences per micro-batch"),
-    virtual_stages: int = typer.Option(
-        None, "--virtual-stages", min=1, help="interleaved pipeline stages (searched if omitted; 1 at PP 1)"
-    ),
-    recompute: str = typer.Option(None, "--recompute", help="none, selective or full"),
-    zero: int = typer.Option(None, "--zero", min=0, max=3, help="ZeRO stage 0-3"),
+    microbatch_size: int = plan_option("microbatch_size"),
+    virtual_stages: int = plan_option("virtual_stages"),
+    recompute: str = plan_option("recompute"),
+    zero: int = plan_option("zero"),
     dtype: str = typer.Option(
         "bf16",
         "--dtype",

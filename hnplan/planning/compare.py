@@ -17,6 +17,7 @@ from hnplan.planning.compare_verdict import (  # re-exported: they lived here
 from hnplan.planning.compare_verdict import fabric_and_chip as fabric_and_chip
 from hnplan.planning.compare_verdict import heading as heading
 from hnplan.planning.compare_verdict import ok_rows as ok_rows
+from hnplan.planning.compare_verdict import pins_text as pins_text
 from hnplan.planning.compare_verdict import verdict as verdict
 from hnplan.planning.design import cost_or_gap, estimate_reliability, fallback_job_counts, job_gpu_options
 from hnplan.planning.records import frame_records
@@ -59,6 +60,7 @@ def compare_training_designs(
     *,
     goodput: bool = True,
     mode: str = "async",
+    fixed: dict | None = None,
 ) -> pd.DataFrame:
     """One row per system: its fastest plan that fits, days to train, racks, power, energy, capex.
 
@@ -90,6 +92,12 @@ def compare_training_designs(
         tokens per second after the goodput is kept (the fewest days, as ``hnplan size``).
     mode : {"sync", "async"}
         Checkpoint mode of the goodput.
+    fixed : dict, optional
+        Knobs of the plan pinned on every design, as ``hnplan train``'s flags pin them (:func:`check_pins`: ``tp,
+        pp, dp, cp, ep, etp, microbatch_size, virtual_stages, recompute, zero_stage``); the rest are searched. Each
+        GPU count weighed (the count asked for and 64 of each 72-GPU rack alike) is searched with them; a count
+        on which they cannot hold (a ``dp`` that does not divide it) has no plan, and a design on which no count
+        has one keeps its row with the reason in ``status``. None or ``{}``: every knob searched.
 
     Returns
     -------
@@ -125,6 +133,7 @@ def compare_training_designs(
             stack,
             goodput=goodput,
             mode=mode,
+            fixed=fixed,
         )
     )
     df.attrs["units"] = dict(UNITS)
@@ -145,6 +154,7 @@ def compare_design_rows(
     *,
     goodput: bool = True,
     mode: str = "async",
+    fixed: dict | None = None,
 ) -> list[dict]:
     """:func:`compare_training_designs` as plain rows, without pandas: ``df.to_dict("records")`` of its frame
     (:func:`hnplan.planning.records.frame_records`: the same columns, values and NaN), what ``hnplan compare``
@@ -163,6 +173,7 @@ def compare_design_rows(
             stack,
             goodput=goodput,
             mode=mode,
+            fixed=fixed,
         )
     )
 
@@ -181,11 +192,13 @@ def _design_rows(
     *,
     goodput: bool,
     mode: str,
+    fixed: dict | None = None,
 ) -> list[dict]:
     """The rows of :func:`compare_training_designs`, each with the keys its design has."""
     cat = catalog or load_catalog()
     if not systems:
         raise InputError("systems is empty: name at least one system id (data/systems)")
+    pins = check_pins(fixed)
     rows = []
     for ref in systems:
         system = cat.system(ref)
@@ -213,7 +226,7 @@ def _design_rows(
         for g in counts + layouts + walk:
             if (g in layouts and "error" not in asked) or (g in walk and est is not None):
                 break
-            e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload)
+            e = _best(cat, model, system, g, seq_len, global_batch_seqs, run_dtype, stack, offload, pins)
             asked = e if g == gpus else asked
             if "error" in e:
                 errors.append(e["error"])
@@ -287,12 +300,24 @@ def _goodput(cat: Catalog, system, gpus: int, model, mode: str, est: dict, bough
     ).goodput
 
 
-def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seqs: int, dtype: str, stack, offload):
-    """The fastest plan of one design at ``gpus`` (:func:`hnplan.planning.training.best_plan`), as the numbers
+def _best(
+    cat: Catalog,
+    model,
+    system,
+    gpus: int,
+    seq_len: int,
+    global_batch_seqs: int,
+    dtype: str,
+    stack,
+    offload,
+    pins: dict | None = None,
+):
+    """The fastest plan of one design at ``gpus`` (:func:`hnplan.planning.training.best_plan`) with the knobs of
+    ``pins`` (:func:`check_pins`) fixed, as the numbers
     :func:`compare_training_designs` reads: the plan's knobs, ``step_time_s, tokens_per_s, mfu,
     memory_per_gpu_bytes`` and ``breakdown_s`` (pairs, in the estimate's order); ``{"error": message}`` when no
     plan runs. Cached on disk (:func:`hnplan.planning.prediction_cache.cached_point`) under the model, system
-    and stack entries' fields, the job and the catalog's and code's hashes; a reference that does not resolve
+    and stack entries' fields, the job, the pins and the catalog's and code's hashes; a reference that does not resolve
     is planned uncached, so that its error reads as ``best_plan`` gives it."""
 
     def plan() -> dict:
@@ -306,6 +331,7 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
                 seq_len,
                 global_batch_seqs,
                 dtype,
+                fixed=pins,
                 catalog=cat,
                 stack=stack,
                 overrides={"offload": offload},
@@ -327,6 +353,7 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
                 catalog=cat,
                 stack=stack,
                 overrides={"offload": offload},
+                fixed=pins,
             )
         p = e.plan
         return {
@@ -343,8 +370,65 @@ def _best(cat: Catalog, model, system, gpus: int, seq_len: int, global_batch_seq
         entries = (cat.model(model), system, None if stack is None else cat.stack(stack))
     except HnplanError:
         return prediction_cache.as_cached(plan())
-    digest = prediction_cache.point_digest("compare", *entries, gpus, seq_len, global_batch_seqs, dtype, offload)
+    # the pins as sorted JSON ("{}" when none): a pinned design's best plan is never read back as an unpinned one's
+    digest = prediction_cache.point_digest(
+        "compare", *entries, gpus, seq_len, global_batch_seqs, dtype, offload, pins_key(pins)
+    )
     return prediction_cache.cached_point(digest, cat, plan)
+
+
+#: the knobs a comparison may pin, in the order they are said (``hnplan train``'s flags' order)
+PIN_ORDER = ("tp", "pp", "dp", "cp", "ep", "etp", "microbatch_size", "virtual_stages", "recompute", "zero_stage")
+
+
+def check_pins(fixed: dict | None) -> dict:
+    """The pinned knobs of a comparison, checked: None values dropped, each degree (``tp, pp, dp, cp, ep, etp,
+    microbatch_size, virtual_stages``) a whole number of at least 1 (a whole float such as YAML's ``8.0`` read as
+    8), ``zero_stage`` one of 0-3 and ``recompute`` one of :data:`hnplan.compute.RECOMPUTE_MODES`, in the order of
+    :data:`PIN_ORDER`. Checked here, before any design is planned: a bad pin is bad input for every design, not a
+    design's missing plan.
+
+    Raises
+    ------
+    InputError
+        For a field that is not a plan's knob, a degree that is not a whole number of at least 1, or a recompute mode
+        or ZeRO stage hnplan does not know (the messages of :func:`hnplan.planning.training.plan.check_knobs`).
+
+    >>> check_pins({"ep": 8, "tp": 1.0, "pp": None, "recompute": "none"})
+    {'tp': 1, 'ep': 8, 'recompute': 'none'}
+    >>> check_pins(None)
+    {}
+    """
+    pins = {k: v for k, v in (fixed or {}).items() if v is not None}
+    if not pins:
+        return {}  # nothing pinned: the training planner is not imported (a cached comparison needs none of it)
+    from hnplan.planning.training.plan import PLAN_FIELDS, check_knobs
+
+    unknown = sorted(set(pins) - set(PLAN_FIELDS), key=str)
+    if unknown:
+        raise InputError(f"fixed: unknown plan fields {unknown}; allowed: {', '.join(PIN_ORDER)}")
+    for k, v in pins.items():
+        if k == "recompute":
+            continue
+        whole = isinstance(v, (int, float)) and not isinstance(v, bool) and float(v).is_integer()
+        if not whole or v < (0 if k == "zero_stage" else 1):
+            raise InputError(f"{k} must be a whole number of at least {0 if k == 'zero_stage' else 1}; got {v!r}")
+        pins[k] = int(v)
+    if "recompute" in pins and not isinstance(pins["recompute"], str):
+        raise InputError(f"recompute must be one of none, selective, full; got {pins['recompute']!r}")
+    check_knobs(pins.get("recompute", "none"), pins.get("zero_stage", 1))
+    return {k: pins[k] for k in PIN_ORDER if k in pins}
+
+
+def pins_key(pins: dict | None) -> str:
+    """The pins as the cache key holds them: sorted JSON, ``{}`` when none.
+
+    >>> pins_key({"tp": 1, "ep": 8}), pins_key(None)
+    ('{"ep": 8, "tp": 1}', '{}')
+    """
+    import json
+
+    return json.dumps(dict(pins or {}), sort_keys=True)
 
 
 def _unrunnable_fp8_recipe(cat: Catalog, stack, acc) -> str:

@@ -134,19 +134,54 @@ def fabric_and_chip(table: pd.DataFrame | list[dict]) -> str:
     return "\n\n".join(parts)
 
 
-def verdict(table: pd.DataFrame | list[dict], style: str = "markdown") -> str:
+def verdict(table: pd.DataFrame | list[dict], style: str = "markdown", fixed: dict | None = None) -> str:
     """A paragraph naming the fastest design, the cheapest to buy and per training run, and (where the table
     allows) what the supernode fabric buys apart from what the newer chip buys (:func:`fabric_and_chip`).
     ``table``: the frame of :func:`compare_training_designs` or its rows (:func:`compare_design_rows`), read
     alike. ``style``: ``markdown`` (designs in bold, for notebooks and the console) or ``plain`` (a JSON field;
-    :func:`hnplan.formatting.styled`).
+    :func:`hnplan.formatting.styled`). ``fixed``: the knobs pinned on every design (the comparison's ``fixed``),
+    said once at the start (:func:`pins_text`), so that a reader knows the comparison is constrained.
 
     Raises
     ------
     ValueError
         For a style not in :data:`hnplan.formatting.TEXT_STYLES`.
     """
-    return styled(_verdict(table), style)
+    text = _verdict(table)
+    if pinned := pins_text(fixed):  # said first: every figure after it is of the constrained plans
+        text = f"{pinned[0].upper()}{pinned[1:]} on every design, the other knobs searched. {text}"
+    return styled(text, style)
+
+
+#: how the verdict names each pinned knob (``hnplan train``'s flags), in the order it names them
+_PIN_NAMES = {
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "cp": "CP",
+    "ep": "EP",
+    "etp": "ETP",
+    "microbatch_size": "micro-batch size",
+    "virtual_stages": "virtual stages",
+    "recompute": "recompute",
+    "zero_stage": "ZeRO",
+}
+
+
+def pins_text(fixed: dict | None) -> str:
+    """The knobs pinned on every design in words (``plans pinned to TP 1, EP 8, recompute none``), in the order of
+    ``hnplan train``'s flags; ``""`` when none are.
+
+    >>> pins_text({"recompute": "none", "ep": 8, "tp": 1, "zero_stage": 1})
+    'plans pinned to TP 1, EP 8, recompute none, ZeRO 1'
+    >>> pins_text({}), pins_text(None)
+    ('', '')
+    """
+    given = {k: v for k, v in (fixed or {}).items() if v is not None}
+    if not given:
+        return ""
+    order = [k for k in _PIN_NAMES if k in given] + [k for k in given if k not in _PIN_NAMES]
+    return "plans pinned to " + ", ".join(f"{_PIN_NAMES.get(k, k)} {given[k]}" for k in order)
 
 
 def _verdict(table: pd.DataFrame | list[dict]) -> str:

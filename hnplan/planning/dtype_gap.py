@@ -61,6 +61,7 @@ def dtype_gap_note(
     catalog: Catalog | None = None,
     stack=None,
     overrides: dict | None = None,
+    fixed: dict | None = None,
 ) -> str:
     """A sentence saying why ``est`` (the best plan of the job in ``dtype``) is slower than the job's best
     plan in bf16, or ``""`` where it is not (or ``dtype`` is bf16, or bf16 has no plan).
@@ -86,8 +87,8 @@ def dtype_gap_note(
     est : TrainingEstimate
         The best plan in ``dtype``.
     catalog : Catalog, optional
-    stack, overrides
-        As :func:`hnplan.planning.training.best_plan`.
+    stack, overrides, fixed
+        As :func:`hnplan.planning.training.best_plan`: bf16's plan is searched with the same knobs pinned.
 
     Returns
     -------
@@ -100,7 +101,7 @@ def dtype_gap_note(
     ov = dict(overrides or {})
     try:
         (ref,), _, _ = best_plan(
-            model, system, gpus, seq_len, global_batch_seqs, "bf16", catalog=cat, stack=stack, overrides=ov
+            model, system, gpus, seq_len, global_batch_seqs, "bf16", fixed, catalog=cat, stack=stack, overrides=ov
         )
     except HnplanError:  # no bf16 plan: nothing to hold the low-precision one against
         return ""

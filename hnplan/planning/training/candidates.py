@@ -319,6 +319,11 @@ def explain_empty(job: Job, fixed: dict) -> NoReturn:
     if mb is not None and job.global_batch_seqs % mb:  # dp x micro-batch must divide the batch
         raise PlanRuleError(f"microbatch_size {mb} does not divide the batch of {job.global_batch_seqs:,} sequences")
     degrees = {k: fixed[k] for k in ("tp", "pp", "dp", "cp", "ep", "etp") if k in fixed}
+    outer = {k: v for k, v in degrees.items() if k in ("tp", "pp", "dp", "cp") and np.ndim(v) == 0}
+    if outer and job.gpus % math.prod(outer.values()):  # the pinned degrees alone cannot make the count (train's words)
+        names = " x ".join(f"{k} {v}" for k, v in outer.items())
+        prod = f" = {math.prod(outer.values())}" if len(outer) > 1 else ""
+        raise PlanRuleError(f"{names}{prod} does not divide {job.gpus_name} {job.gpus}")
     if degrees:
         base: dict[str, Any] = dict(
             tp=1, pp=1, cp=1, ep=1, microbatch_size=1, virtual_stages=1, zero_stage=1, recompute="none"
