@@ -127,6 +127,15 @@ def compare(
         # --systems a,b and --systems a --systems b alike (typer keeps only the last of a repeated plain option)
         given = ",".join(systems) if systems else None
         defaults = _scenario_defaults(cat) if None in (given, seq_len, global_batch_tokens) else {}
+        defaulted = [  # said on stderr once the designs are planned, as train says its defaults
+            f"{name} {value}"
+            for name, value, mine in (
+                ("--systems", ",".join(defaults.get("systems", ())), given),
+                ("--seq-len", f"{int(defaults.get('seq_len', 0)):,}", seq_len),
+                ("--global-batch-tokens", f"{int(defaults.get('global_batch_tokens', 0)):,}", global_batch_tokens),
+            )
+            if mine is None
+        ]
         names = _system_list(given, flag) if given is not None else list(defaults["systems"])
         seq_len = seq_len if seq_len is not None else int(defaults["seq_len"])
         if global_batch_tokens is None:
@@ -206,6 +215,15 @@ def compare(
         # and ranks optimistic: said with or without the trust notes (which repeat it), as train and infer say it
         ran = [cat.system(ref_of[r["system"]]).accelerator for r in rows if str(r["status"]).startswith("ok")]
         calibration = uncalibrated_sentence(ran, cat, style=style)
+        if defaulted:  # on stderr, so that --json's stdout stays one object
+            from hnplan.cli._app import err_console
+
+            err_console.print(
+                f"defaults: {', '.join(defaulted)} (the default scenario's design comparison, "
+                "data/scenarios/default.yaml; give the flags to change them)",
+                highlight=False,
+                markup=False,
+            )
         if json_:
             print_json(
                 {
