@@ -183,9 +183,10 @@ def memory(
             stack=stack,
             etp=etp,
         )
+        hint = _ep_hint(model, mode, ep)
         if json_:
             print_json(d)
-            _exit_if_not_fit(d)
+            _exit_if_not_fit(d, hint)
             return
         rows = [(f"{_PART_WORDS.get(p, p.replace('_', ' '))} [GiB]", f"{d[f'{p}_gib']:.2f}") for p in PARTS]
         rows.append(("total [GiB]", f"{d['total_gib']:.2f}"))
@@ -217,7 +218,7 @@ def memory(
                 rows.append((f"sequences of {seq_len:,} tokens", f"{c['max_batch_at_seq_len']:,}"))
         title = f"{d['model']} {mode} memory per GPU" + (f" on {d['system']}" if system else "")
         console.print(kv_table(title, rows))
-        _exit_if_not_fit(d)
+        _exit_if_not_fit(d, hint)
 
 
 def _check_mode_flags(mode: str, train: dict, inference: dict) -> None:
@@ -240,13 +241,26 @@ def _check_mode_flags(mode: str, train: dict, inference: dict) -> None:
         )
 
 
-def _exit_if_not_fit(d: dict) -> None:
+def _ep_hint(model: str, mode: str, ep: int) -> str:
+    """The advice a mixture of experts that does not fit at ``--ep 1`` (the default) gets: every GPU then holds every
+    expert (its weights, gradients and optimizer state); an expert-parallel degree spreads them."""
+    if mode != "train" or ep != 1:
+        return ""
+    from hnplan.catalog import load_catalog
+
+    moe = load_catalog().model(model).moe
+    if moe is None:
+        return ""
+    return f" (at --ep 1, the default, every GPU holds all {moe.experts} routed experts: give --ep to spread them)"
+
+
+def _exit_if_not_fit(d: dict, hint: str = "") -> None:
     """Exit 3 (after the report) when the plan does not fit even with what spills to the slower tiers; a plan
-    that fits or spills can run."""
+    that fits or spills can run. ``hint``: what to change, appended (:func:`_ep_hint`)."""
     if d.get("status") == "does-not-fit":
         left = d["spill"].get("unplaced_gib")
         where = f"; {format_amount(left, 2)} GiB of it finds no room on the slower tiers either" if left else ""
         exit_infeasible(
             f"{d['model']} needs {format_amount(d['total_gib'], 2)} GiB per GPU; {d['system']} has "
-            f"{format_amount(d['hbm_gib'], 2)} GiB of HBM{where}"
+            f"{format_amount(d['hbm_gib'], 2)} GiB of HBM{where}{hint}"
         )
